@@ -1,0 +1,33 @@
+/* bench/bench.h — shared pieces of the benchmark programs: clocks, statistics, the machine
+ * figures every ratio is measured against (read/copy bandwidth, bf16 dot-product peak), and
+ * output in table or JSON-lines form. Benchmarks print ratios measured in the same run
+ * (DESIGN.md §7); they never pass or fail on time. */
+#ifndef NUMLA_BENCH_BENCH_H
+#define NUMLA_BENCH_BENCH_H
+
+#include <stddef.h>
+
+#include "kernels/isa.h"
+
+/* Monotonic wall clock in seconds. */
+double numla_bench_now(void);
+/* Median of n values (sorts a copy). */
+double numla_bench_median(const double *v, int n);
+/* Percentile p in [0, 100] of n values, linear interpolation (sorts a copy). */
+double numla_bench_percentile(const double *v, int n, double p);
+
+/* Last-level cache size in bytes (sysconf, falling back to 32 MiB). */
+size_t numla_bench_llc_bytes(void);
+
+/* Read bandwidth in GB/s (1e9 B/s): all `threads` OpenMP threads sum disjoint slices of an
+ * array of `bytes` (choose >= 4x the LLC), best of `reps`. */
+double numla_bench_read_gbps(int threads, size_t bytes, int reps);
+/* memcpy bandwidth in GB/s counting bytes read + written, same conventions. */
+double numla_bench_copy_gbps(int threads, size_t bytes, int reps);
+/* Peak bf16 dot-product GFLOP/s (2 flops per multiply-add) reachable by the kernels of `isa`
+ * on `threads` threads at once: vdpbf16ps on avx512bf16, fp32 FMA on avx512/avx2 (the bf16
+ * kernels there widen to fp32), a scalar FMA loop on ref. 16+ independent accumulators per
+ * thread, best of `reps`. */
+double numla_bench_peak_gflops(numla_isa isa, int threads, int reps);
+
+#endif

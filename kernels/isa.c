@@ -1,0 +1,88 @@
+/* kernels/isa.c — CPUID feature detection and the NUMLA_ISA override. */
+#include "kernels/isa.h"
+#include "common/log.h"
+
+#include <cpuid.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const numla_isa_names_[NUMLA_ISA_COUNT] = {"ref", "avx2", "avx512", "avx512bf16"};
+
+const char *numla_isa_name(numla_isa isa)
+{
+    return (unsigned)isa < NUMLA_ISA_COUNT ? numla_isa_names_[isa] : "?";
+}
+
+numla_status numla_isa_parse(const char *name, numla_isa *out)
+{
+    for (int i = 0; i < NUMLA_ISA_COUNT; i++)
+        if (!strcmp(name, numla_isa_names_[i])) {
+            *out = (numla_isa)i;
+            return NUMLA_STATUS_OK;
+        }
+    NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "unknown ISA '%s' (expected ref, avx2, avx512 or avx512bf16)",
+               name);
+}
+
+static uint64_t numla_xgetbv0(void)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+int numla_isa_supported(numla_isa isa)
+{
+    unsigned a, b, c, d;
+    if (isa == NUMLA_ISA_REF)
+        return 1;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, f16c = (c >> 29) & 1;
+    if (!osxsave)
+        return 0;
+    uint64_t xcr0 = numla_xgetbv0();
+    int os_avx = (xcr0 & 0x6) == 0x6, os_avx512 = (xcr0 & 0xe6) == 0xe6;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return 0;
+    int avx2 = (b >> 5) & 1;
+    int avx512 = ((b >> 16) & 1) /*F*/ && ((b >> 17) & 1) /*DQ*/ && ((b >> 30) & 1) /*BW*/ &&
+                 ((b >> 31) & 1) /*VL*/;
+    int base = os_avx && avx2 && fma && f16c;
+    if (isa == NUMLA_ISA_AVX2)
+        return base;
+    if (isa == NUMLA_ISA_AVX512)
+        return base && os_avx512 && avx512;
+    if (isa == NUMLA_ISA_AVX512BF16) {
+        if (!(base && os_avx512 && avx512))
+            return 0;
+        if (!__get_cpuid_count(7, 1, &a, &b, &c, &d))
+            return 0;
+        return (a >> 5) & 1; /* AVX512_BF16 */
+    }
+    return 0;
+}
+
+numla_isa numla_isa_best(void)
+{
+    for (int i = NUMLA_ISA_COUNT - 1; i > 0; i--)
+        if (numla_isa_supported((numla_isa)i))
+            return (numla_isa)i;
+    return NUMLA_ISA_REF;
+}
+
+numla_status numla_isa_select(numla_isa *out)
+{
+    const char *env = getenv("NUMLA_ISA");
+    numla_isa isa = numla_isa_best();
+    if (env && *env) {
+        NUMLA_CHECK(numla_isa_parse(env, &isa));
+        if (!numla_isa_supported(isa))
+            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "NUMLA_ISA=%s: this CPU does not support %s (best: %s)",
+                       env, numla_isa_name(isa), numla_isa_name(numla_isa_best()));
+    }
+    NUMLA_DEBUG("kernel ISA: %s (%s)", numla_isa_name(isa), env && *env ? "forced by NUMLA_ISA" : "from CPUID");
+    *out = isa;
+    return NUMLA_STATUS_OK;
+}

@@ -1,0 +1,46 @@
+/* kernels/linear.h — linear layers: y[M][N] = x[M][K] · Wᵀ (+ y when accumulate), W (N, K)
+ * row-major as Hugging Face stores it, fp32 activations, fp32 accumulation.
+ *
+ * Weights are packed once, at load time, into a layout of the kernel's choosing:
+ *   bytes = numla_linear_packed_size(isa, N, K, src_dtype)
+ *   numla_linear_pack(isa, N, K, src, src_dtype, ld_src, dst)   (dst: caller-owned, 64-byte aligned;
+ *       packing runs on the calling OpenMP team, so first touch puts pages on the caller's node)
+ * and described by numla_linear_weight. bf16 sources stay bf16; f16 and f32 sources are packed
+ * as f32 (no precision is lost at pack time).
+ *
+ * Forward:
+ *   - M small (decode): weight-bandwidth bound; a GEMV / skinny GEMM streams W once.
+ *   - M large (prefill): compute bound; blocked GEMM.
+ * The kernel chooses by M. Scratch: numla_linear_workspace_size(). Threading: own OpenMP
+ * region, split over N (and M when large). x and y must not alias. Not collective.
+ */
+#ifndef NUMLA_KERNELS_LINEAR_H
+#define NUMLA_KERNELS_LINEAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/dtype.h"
+#include "common/status.h"
+#include "kernels/isa.h"
+
+typedef struct numla_linear_weight {
+    numla_isa isa;        /* the ISA it was packed for (its layout) */
+    int64_t n;            /* output features N */
+    int64_t k;            /* input features K */
+    numla_dtype dtype;    /* packed element type: bf16 or f32 */
+    const void *packed;   /* numla_linear_packed_size() bytes, layout private to the kernels */
+} numla_linear_weight;
+
+size_t numla_linear_packed_size(numla_isa isa, int64_t n, int64_t k, numla_dtype src_dtype);
+numla_status numla_linear_pack(numla_isa isa, int64_t n, int64_t k, const void *src,
+                               numla_dtype src_dtype, int64_t ld_src, void *dst,
+                               numla_linear_weight *out);
+
+size_t numla_linear_workspace_size(const numla_linear_weight *w, int64_t m, int num_threads);
+/* y (M, ldy) = x (M, ldx) · Wᵀ; accumulate != 0 adds into y. */
+numla_status numla_linear_forward(const numla_linear_weight *w, int64_t m, const float *x,
+                                  int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                  void *workspace, size_t workspace_bytes);
+
+#endif

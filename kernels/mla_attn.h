@@ -1,0 +1,75 @@
+/* kernels/mla_attn.h — MLA attention over the paged latent cache (DESIGN.md §3, §4).
+ *
+ * Cache layout, per layer:  kv_cache[num_blocks][block_size][Dc + Dr]
+ *   row = Dc normalised latent values c' (kv_lora_rank, 512 for DeepSeek) followed by
+ *         Dr rope-applied k_pe values (qk_rope_head_dim, 64). One row serves every head.
+ *   token t of sequence b lives at block_tables[b][t / block_size], offset t % block_size.
+ *   All element offsets are computed in 64 bit.
+ *
+ * Queries (absorbed form): q[T_q][H][Dc + Dr] = [q̃ = W_UKᵀ q_nope | rope(q_pe)].
+ *   Decode: one query per sequence (query_start_loc == NULL, T_q = B).
+ *   Multi-token: sequence b owns query rows query_start_loc[b] .. query_start_loc[b+1]-1
+ *   (n_b rows). With causal != 0, query i of sequence b sits at position
+ *   seq_lens[b] - n_b + i and sees keys 0 ..= that position; with causal == 0 every query of
+ *   b sees all seq_lens[b] keys (used for "attend to the cached prefix" in chunked prefill).
+ *
+ * Output: out[T_q][H][Dc] = Σ_t softmax_t(scale · q·k_t) · v_t with k_t the whole row and v_t
+ *   its first Dc values; softmax in fp32. lse[T_q][H] (optional, may be NULL) = natural-log
+ *   sum of exp of the scaled scores. A query that sees no key (seq_lens[b] == 0) gets a zero
+ *   output and lse = -inf.
+ *
+ * Rules:
+ *   - q, out, kv_cache may each be f32, f16 or bf16; they must not alias.
+ *   - Cache rows past each sequence's end and blocks not in the table are never read, so they
+ *     may hold anything (tests fill them with NaN).
+ *   - Dc must be a multiple of 32 and Dr a multiple of 16 for the vector variants; the
+ *     reference takes any Dc, Dr >= 1.
+ *   - Threading: the call opens its own OpenMP parallel region and splits
+ *     (sequence, head block, context split), merging splits by LSE.
+ *   - No allocation: scratch of numla_mla_attn_workspace_size() bytes is passed in.
+ *   - Numerics: fp32 accumulation; bf16 products may be formed with vdpbf16ps on
+ *     avx512bf16, in which case q is rounded to bf16 (documented tolerance in tests).
+ */
+#ifndef NUMLA_KERNELS_MLA_ATTN_H
+#define NUMLA_KERNELS_MLA_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/dtype.h"
+#include "common/status.h"
+#include "kernels/isa.h"
+
+typedef struct numla_mla_attn_args {
+    int32_t num_seqs;           /* B */
+    int32_t num_heads;          /* H (heads this rank owns), >= 1 */
+    int32_t kv_lora_rank;       /* Dc */
+    int32_t rope_dim;           /* Dr */
+    int32_t block_size;         /* tokens per cache block, >= 1 */
+    int64_t num_blocks;         /* blocks in kv_cache; table entries must be < this */
+    int32_t max_blocks_per_seq; /* row stride of block_tables */
+
+    const void *q;                  /* (T_q, H, Dc + Dr), q_dtype */
+    numla_dtype q_dtype;
+    const void *kv_cache;           /* (num_blocks, block_size, Dc + Dr), kv_dtype */
+    numla_dtype kv_dtype;
+    const int32_t *block_tables;    /* (B, max_blocks_per_seq) */
+    const int32_t *seq_lens;        /* (B) keys visible to the sequence's last query */
+    const int32_t *query_start_loc; /* (B + 1) or NULL for one query per sequence */
+    int32_t causal;                 /* multi-token only: causal against positions (see above) */
+    float scale;                    /* softmax scale, DESIGN.md §5 (includes m²) */
+
+    void *out;                      /* (T_q, H, Dc), out_dtype */
+    numla_dtype out_dtype;
+    float *lse;                     /* (T_q, H) or NULL */
+} numla_mla_attn_args;
+
+/* Bytes of scratch the call needs with `num_threads` OpenMP threads. */
+size_t numla_mla_attn_workspace_size(numla_isa isa, const numla_mla_attn_args *args, int num_threads);
+
+/* Run the kernel. Validates shapes (a table entry >= num_blocks or a query count that does not
+ * fit seq_lens is NUMLA_STATUS_OUT_OF_RANGE; nothing is written in that case). Not collective. */
+numla_status numla_mla_attn(numla_isa isa, const numla_mla_attn_args *args, void *workspace,
+                            size_t workspace_bytes);
+
+#endif

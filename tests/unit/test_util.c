@@ -1,0 +1,69 @@
+/* tests/unit/test_util.c — helpers shared by all suites (see test_util.h). */
+#define _GNU_SOURCE
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+uint64_t numla_test_rng_u64(numla_test_rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double numla_test_rng_uniform(numla_test_rng *r, double lo, double hi)
+{
+    return lo + (hi - lo) * ((double)(numla_test_rng_u64(r) >> 11) * 0x1.0p-53);
+}
+
+double numla_test_rng_normal(numla_test_rng *r)
+{
+    double u1 = numla_test_rng_uniform(r, 1e-12, 1.0), u2 = numla_test_rng_uniform(r, 0.0, 1.0);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+int numla_test_isas(numla_isa out[NUMLA_ISA_COUNT])
+{
+    int n = 0;
+    for (int i = 0; i < NUMLA_ISA_COUNT; i++)
+        if (numla_isa_supported((numla_isa)i))
+            out[n++] = (numla_isa)i;
+    return n;
+}
+
+const char *numla_test_source_path(const char *rel)
+{
+    static char buf[4096];
+    const char *root = getenv("NUMLA_SOURCE_DIR");
+    snprintf(buf, sizeof buf, "%s/%s", root ? root : NUMLA_SOURCE_DIR, rel);
+    return buf;
+}
+
+static char numla_test_tmp_[256];
+
+static void numla_test_tmp_cleanup(void)
+{
+    if (numla_test_tmp_[0] && !getenv("NUMLA_TEST_KEEP")) {
+        char cmd[320];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", numla_test_tmp_);
+        if (system(cmd) != 0)
+            fprintf(stderr, "warning: could not remove %s\n", numla_test_tmp_);
+    }
+}
+
+const char *numla_test_tmpdir(void)
+{
+    if (!numla_test_tmp_[0]) {
+        snprintf(numla_test_tmp_, sizeof numla_test_tmp_, "/tmp/numla-test-XXXXXX");
+        if (!mkdtemp(numla_test_tmp_)) {
+            perror("mkdtemp");
+            abort();
+        }
+        atexit(numla_test_tmp_cleanup);
+    }
+    return numla_test_tmp_;
+}

@@ -1,0 +1,69 @@
+/* tests/unit/test_util.h — the shared CUnit runner's registry and helpers.
+ *
+ * A test file registers exactly one suite, named after the file (test_<suite>.c):
+ *
+ *   static void test_roundtrip(void) { CU_ASSERT_EQUAL(...); }
+ *   NUMLA_TEST_SUITE(kv_write, NULL, NULL,
+ *                    NUMLA_TEST(test_roundtrip), NUMLA_TEST(test_bad_slot))
+ *
+ * build/numla_unit [--suite NAME] [--list] runs all suites or one; the exit status is the
+ * number of failures (a missing suite is a failure).
+ */
+#ifndef NUMLA_TESTS_TEST_UTIL_H
+#define NUMLA_TESTS_TEST_UTIL_H
+
+#include <CUnit/CUnit.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/isa.h"
+
+typedef struct numla_test_case {
+    const char *name;
+    void (*fn)(void);
+} numla_test_case;
+
+void numla_test_register(const char *suite, int (*init)(void), int (*cleanup)(void),
+                         const numla_test_case *cases, int num_cases);
+
+#define NUMLA_TEST(fn) {#fn, fn}
+#define NUMLA_TEST_SUITE(suite, init, cleanup, ...)                                      \
+    static const numla_test_case numla_test_cases_##suite[] = {__VA_ARGS__};              \
+    __attribute__((constructor)) static void numla_test_register_##suite(void)          \
+    {                                                                                     \
+        numla_test_register(#suite, init, cleanup, numla_test_cases_##suite,              \
+                            (int)(sizeof numla_test_cases_##suite /                       \
+                                  sizeof numla_test_cases_##suite[0]));                  \
+    }
+
+/* Deterministic PRNG (splitmix64) for test data. */
+typedef struct numla_test_rng {
+    uint64_t s;
+} numla_test_rng;
+uint64_t numla_test_rng_u64(numla_test_rng *r);
+/* Uniform in [lo, hi). */
+double numla_test_rng_uniform(numla_test_rng *r, double lo, double hi);
+/* Standard normal. */
+double numla_test_rng_normal(numla_test_rng *r);
+
+/* The ISA levels this CPU supports, ascending from ref; returns the count. */
+int numla_test_isas(numla_isa out[NUMLA_ISA_COUNT]);
+
+/* Path under the source tree (NUMLA_SOURCE_DIR), in a static buffer. */
+const char *numla_test_source_path(const char *rel);
+/* A fresh temporary directory for this process (created once, removed at exit unless
+ * NUMLA_TEST_KEEP is set). */
+const char *numla_test_tmpdir(void);
+
+/* Assert with a message: CU_ASSERT_FATAL-free so one failing case reports and the suite goes on. */
+#define NUMLA_ASSERT_MSG(cond, ...)                                                       \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "\n    %s:%d: ", __FILE__, __LINE__);                        \
+            fprintf(stderr, __VA_ARGS__);                                                 \
+            fprintf(stderr, "\n");                                                        \
+        }                                                                                 \
+        CU_ASSERT(cond);                                                                  \
+    } while (0)
+
+#endif
