@@ -1,0 +1,56 @@
+/* engine/safetensors.h — read-only access to a model's safetensors files through mmap.
+ *
+ * numla_st_open(dir) opens `dir/model.safetensors`, or every shard named by
+ * `dir/model.safetensors.index.json`, maps each file read-only and validates every header with
+ * a JSON library: header length inside the file, every tensor's [begin, end) inside the data
+ * section, no two tensors overlapping, byte count = product(shape) × dtype size, known dtype.
+ * Any violation is NUMLA_STATUS_FORMAT with a message naming the file and the tensor.
+ * The mapped bytes are for copying out at load time only: the engine runs from memory it owns
+ * (DESIGN.md §3). Not collective; every rank opens the files itself.
+ */
+#ifndef NUMLA_ENGINE_SAFETENSORS_H
+#define NUMLA_ENGINE_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/dtype.h"
+#include "common/status.h"
+
+enum { NUMLA_ST_MAX_DIMS = 8 };
+
+typedef struct numla_st_tensor {
+    const char *name;                 /* e.g. "model.layers.0.self_attn.kv_a_proj_with_mqa.weight" */
+    numla_dtype dtype;                /* F32, F16 or BF16 */
+    int32_t ndim;
+    int64_t shape[NUMLA_ST_MAX_DIMS];
+    const void *data;                 /* mapped, read-only, nbytes long */
+    size_t nbytes;
+    const char *file;                 /* path of the file that holds it */
+} numla_st_tensor;
+
+typedef struct numla_st_model numla_st_model; /* opaque: the set of mapped files */
+
+numla_status numla_st_open(const char *dir, numla_st_model **out);
+void numla_st_close(numla_st_model **m);
+
+/* The tensor called `name`, or NULL. */
+const numla_st_tensor *numla_st_find(const numla_st_model *m, const char *name);
+int64_t numla_st_count(const numla_st_model *m);
+const numla_st_tensor *numla_st_at(const numla_st_model *m, int64_t i);
+
+/* Check that `name` exists with the given shape (ndim entries); NUMLA_STATUS_FORMAT naming the
+ * tensor, the file and both shapes otherwise. */
+numla_status numla_st_expect(const numla_st_model *m, const char *name, int32_t ndim,
+                             const int64_t *shape, const numla_st_tensor **out);
+
+/* Writer, for `numla synth` and tests: collects tensors and writes one file.
+ * Tensors are copied at add time. */
+typedef struct numla_st_writer numla_st_writer;
+numla_status numla_st_writer_create(numla_st_writer **out);
+numla_status numla_st_writer_add(numla_st_writer *w, const char *name, numla_dtype dtype,
+                                 int32_t ndim, const int64_t *shape, const void *data);
+numla_status numla_st_writer_write(const numla_st_writer *w, const char *path);
+void numla_st_writer_destroy(numla_st_writer **w);
+
+#endif
