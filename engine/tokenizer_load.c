@@ -75,7 +75,8 @@ static numla_status numla_tok_regex_compile(numla_tokenizer *t, numla_tok_regex 
 {
     int err;
     PCRE2_SIZE off;
-    uint32_t flags = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : 0);
+    /* PCRE2_LITERAL refuses UCP, which a literal does not need */
+    uint32_t flags = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     re->code = pcre2_compile((PCRE2_SPTR)pat, len, flags, &err, &off, NULL);
     if (!re->code) {
         PCRE2_UCHAR msg[256];
