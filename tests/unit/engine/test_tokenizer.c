@@ -78,8 +78,11 @@ static numla_status tj_load(const tj_spec *sp, numla_tokenizer **t)
                            : "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
                              "\"use_regex\": false}");
     json_t *model = json_pack("{s:s, s:o, s:o}", "type", "BPE", "vocab", vocab, "merges", merges);
-    if (sp->model_extra)
-        json_object_update(model, json_loads(sp->model_extra, 0, &err));
+    if (sp->model_extra) {
+        json_t *x = json_loads(sp->model_extra, 0, &err);
+        json_object_update(model, x);
+        json_decref(x);
+    }
     json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o}", "version", "1.0",
                              "added_tokens", sp->added ? json_loads(sp->added, 0, &err) : json_array(),
                              "normalizer", sp->normalizer ? json_loads(sp->normalizer, 0, &err) : json_null(),
