@@ -160,13 +160,16 @@ static numla_status numla_tok_split_added(numla_tokenizer *t, const numla_tok_ad
     out->n = 0;
     size_t start_off = 0, pos = 0;
     while (set->n > 0 && pos < len) {
-        int b = s[pos], best = -1;
-        for (int k = set->start[b]; k < set->start[b + 1]; k++) {
-            const numla_tok_added *a = &t->added[set->order[k]];
-            if (a->len <= len - pos && memcmp(a->content, s + pos, a->len) == 0) {
-                best = set->order[k];
+        int32_t node = set->first[s[pos]], best = -1;
+        for (size_t q = pos + 1; node >= 0;) {
+            if (set->nodes[node].token >= 0)
+                best = set->nodes[node].token;
+            if (q >= len)
                 break;
-            }
+            node = set->nodes[node].child;
+            while (node >= 0 && set->nodes[node].byte != s[q])
+                node = set->nodes[node].sibling;
+            q++;
         }
         if (best < 0) {
             pos++;

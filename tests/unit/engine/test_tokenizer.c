@@ -332,6 +332,39 @@ static void test_added_tokens(void)
     numla_tokenizer_destroy(&t);
 }
 
+/* Many added tokens sharing a prefix (DeepSeek's place-holders), and a longest match that has
+ * to fall back to a shorter token when the longer one breaks off. */
+static void test_added_trie(void)
+{
+    size_t cap = 1 << 17, o = 0;
+    char *added = malloc(cap);
+    o += (size_t)snprintf(added + o, cap - o,
+                          "[{\"id\": 300, \"content\": \"ab\", \"special\": false, \"normalized\": false},"
+                          " {\"id\": 301, \"content\": \"abcd\", \"special\": false, \"normalized\": false}");
+    for (int i = 0; i < 800; i++)
+        o += (size_t)snprintf(added + o, cap - o,
+                              ", {\"id\": %d, \"content\": \"<｜place▁holder▁no▁%d｜>\", "
+                              "\"special\": true, \"normalized\": false}", 302 + i, i);
+    snprintf(added + o, cap - o, "]");
+    tj_spec sp = {.added = added};
+    numla_tokenizer *t;
+    CU_ASSERT_EQUAL_FATAL(tj_load(&sp, &t), NUMLA_STATUS_OK);
+    free(added);
+    EXPECT(t, "abcx", 0, 300, 'c', 'x');
+    EXPECT(t, "abcd", 0, 301);
+    EXPECT(t, "xabcabcd", 0, 'x', 300, 'c', 301);
+    EXPECT(t, "a<｜place▁holder▁no▁12｜>b", 0, 'a', 302 + 12, 'b');
+    EXPECT(t, "<｜place▁holder▁no▁799｜><｜place▁holder▁no▁0｜>", 0, 302 + 799, 302);
+    /* a prefix of a token is plain text */
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    const char *pre = "<｜place▁holder▁no▁12";
+    CU_ASSERT_EQUAL(numla_tokenizer_encode(t, pre, strlen(pre), 0, &ids, &n), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(n, (int64_t)strlen(pre));
+    free(ids);
+    numla_tokenizer_destroy(&t);
+}
+
 static void test_bos_eos_rules(void)
 {
     const char *added = "[{\"id\": 300, \"content\": \"<bos>\", \"special\": true},"
@@ -431,6 +464,6 @@ static void test_errors(void)
 NUMLA_TEST_SUITE(tokenizer, NULL, NULL, NUMLA_TEST(test_bpe_merge_order),
                  NUMLA_TEST(test_bpe_ties_leftmost), NUMLA_TEST(test_ignore_merges),
                  NUMLA_TEST(test_split_behaviours), NUMLA_TEST(test_split_lookahead),
-                 NUMLA_TEST(test_digits_and_prefix_space), NUMLA_TEST(test_added_tokens),
+                 NUMLA_TEST(test_digits_and_prefix_space), NUMLA_TEST(test_added_tokens), NUMLA_TEST(test_added_trie),
                  NUMLA_TEST(test_bos_eos_rules), NUMLA_TEST(test_decode_lossy_and_stream),
                  NUMLA_TEST(test_errors))
