@@ -160,13 +160,16 @@ static numla_status numla_tok_split_added(numla_tokenizer *t, const numla_tok_ad
     out->n = 0;
     size_t start_off = 0, pos = 0;
     while (set->n > 0 && pos < len) {
-        int b = s[pos], best = -1;
-        for (int k = set->start[b]; k < set->start[b + 1]; k++) {
-            const numla_tok_added *a = &t->added[set->order[k]];
-            if (a->len <= len - pos && memcmp(a->content, s + pos, a->len) == 0) {
-                best = set->order[k];
+        int32_t node = set->first[s[pos]], best = -1;
+        for (size_t q = pos + 1; node >= 0;) {
+            if (set->nodes[node].token >= 0)
+                best = set->nodes[node].token;
+            if (q >= len)
                 break;
-            }
+            node = set->nodes[node].child;
+            while (node >= 0 && set->nodes[node].byte != s[q])
+                node = set->nodes[node].sibling;
+            q++;
         }
         if (best < 0) {
             pos++;
@@ -425,9 +428,11 @@ static void numla_tok_cache_put(numla_tokenizer *t, uint64_t h, const uint8_t *w
         i = (i + 1) & t->cache_mask;
     t->cache[i] = (struct numla_tok_cache_ent){h, (uint32_t)t->cache_keys.n, (uint32_t)n,
                                                (uint32_t)t->cache_vals.n, (uint32_t)nid};
-    memcpy(t->cache_keys.p + t->cache_keys.n, w, n);
+    if (n)
+        memcpy(t->cache_keys.p + t->cache_keys.n, w, n);
     t->cache_keys.n += n;
-    memcpy(t->cache_vals.p + t->cache_vals.n, ids, nid * sizeof *ids);
+    if (nid)
+        memcpy(t->cache_vals.p + t->cache_vals.n, ids, nid * sizeof *ids);
     t->cache_vals.n += nid;
     t->cache_used++;
 }
@@ -444,8 +449,9 @@ static numla_status numla_tok_bpe(numla_tokenizer *t, const uint8_t *w, size_t n
         while (t->cache[i].h) {
             const struct numla_tok_cache_ent *e = &t->cache[i];
             if (e->h == h && e->klen == n && memcmp(t->cache_keys.p + e->koff, w, n) == 0) {
-                NUMLA_CHECK(NUMLA_TOK_RESERVE(t->ids, t->ids.n + e->vn));
-                memcpy(t->ids.p + t->ids.n, t->cache_vals.p + e->voff, e->vn * sizeof(int32_t));
+                NUMLA_CHECK(NUMLA_TOK_RESERVE(t->ids, t->ids.n + e->vn + 1));
+                if (e->vn)
+                    memcpy(t->ids.p + t->ids.n, t->cache_vals.p + e->voff, e->vn * sizeof(int32_t));
                 t->ids.n += e->vn;
                 return NUMLA_STATUS_OK;
             }
@@ -661,7 +667,8 @@ numla_status numla_tokenizer_encode(numla_tokenizer *t, const char *text, size_t
     *ids = malloc((t->ids.n ? t->ids.n : 1) * sizeof **ids);
     if (!*ids)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for %zu ids", t->ids.n);
-    memcpy(*ids, t->ids.p, t->ids.n * sizeof **ids);
+    if (t->ids.n)
+        memcpy(*ids, t->ids.p, t->ids.n * sizeof **ids);
     *n = (int64_t)t->ids.n;
     return NUMLA_STATUS_OK;
 }
@@ -796,8 +803,11 @@ static numla_status numla_tok_stream_emit(numla_tokenizer_stream *s, int final,
                                           const char **piece, size_t *len)
 {
     NUMLA_CHECK(numla_tok_reserve((void **)&s->out, &s->out_cap, 3 * s->npend + 1, 1));
-    size_t used = numla_tok_lossy(s->pend, s->npend, s->out, len, final);
-    memmove(s->pend, s->pend + used, s->npend - used);
+    size_t used = s->npend ? numla_tok_lossy(s->pend, s->npend, s->out, len, final) : 0;
+    if (!s->npend)
+        *len = 0;
+    if (used < s->npend)
+        memmove(s->pend, s->pend + used, s->npend - used);
     s->npend -= used;
     s->out[*len] = 0;
     *piece = s->out;
@@ -815,7 +825,7 @@ numla_status numla_tokenizer_stream_push(numla_tokenizer_stream *s, int32_t id,
                    (int)id, (long long)t->n_ids);
     if (s->skip_special && t->special[id])
         return NUMLA_STATUS_OK;
-    NUMLA_CHECK(numla_tok_reserve((void **)&s->pend, &s->pend_cap, s->npend + t->dec_len[id], 1));
+    NUMLA_CHECK(numla_tok_reserve((void **)&s->pend, &s->pend_cap, s->npend + t->dec_len[id] + 1, 1));
     memcpy(s->pend + s->npend, t->dec_pool + t->dec_off[id], t->dec_len[id]);
     s->npend += t->dec_len[id];
     NUMLA_CHECK(numla_tok_stream_emit(s, 0, piece, len));

@@ -48,11 +48,21 @@ typedef struct numla_tok_added {
     uint8_t special, lstrip, rstrip, single_word, normalized;
 } numla_tok_added;
 
-/* Added tokens of one kind (normalized or not), bucketed by first byte, longest first. */
+/* Added tokens of one kind (normalized or not) as a byte trie, so the leftmost-longest scan
+ * costs one table look-up per input byte that starts no token, whatever the token count
+ * (DeepSeek has hundreds of "<｜...｜>" tokens sharing a prefix). */
+typedef struct numla_tok_trie_node {
+    int32_t child;   /* first child node, -1 when none */
+    int32_t sibling; /* next node with the same parent, -1 when none */
+    int32_t token;   /* index into added[] of the token ending here, -1 when none */
+    uint8_t byte;
+} numla_tok_trie_node;
+
 typedef struct numla_tok_addset {
-    int n;
-    int *order;      /* (n) indices into added[], sorted by (first byte, length desc) */
-    int start[257];  /* bucket b is order[start[b] .. start[b+1]) */
+    int n;                      /* tokens in the set */
+    numla_tok_trie_node *nodes; /* (n_nodes) */
+    int32_t n_nodes, cap_nodes;
+    int32_t first[256];         /* node for each first byte, -1 when no token starts with it */
 } numla_tok_addset;
 
 typedef struct numla_tok_span {

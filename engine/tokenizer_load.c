@@ -75,7 +75,8 @@ static numla_status numla_tok_regex_compile(numla_tokenizer *t, numla_tok_regex 
 {
     int err;
     PCRE2_SIZE off;
-    uint32_t flags = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : 0);
+    /* PCRE2_LITERAL refuses UCP, which a literal does not need */
+    uint32_t flags = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     re->code = pcre2_compile((PCRE2_SPTR)pat, len, flags, &err, &off, NULL);
     if (!re->code) {
         PCRE2_UCHAR msg[256];
@@ -267,35 +268,51 @@ static numla_status numla_tok_post_add(numla_tokenizer *t, json_t *o)
     return NUMLA_STATUS_OK;
 }
 
-static int numla_tok_addset_cmp_len_desc_(const void *a, const void *b, void *ctx)
+static int32_t numla_tok_trie_new(numla_tok_addset *s, uint8_t byte, int32_t sibling)
 {
-    const numla_tok_added *ad = ctx;
-    const numla_tok_added *x = &ad[*(const int *)a], *y = &ad[*(const int *)b];
-    int bx = (uint8_t)x->content[0], by = (uint8_t)y->content[0];
-    if (bx != by)
-        return bx - by;
-    if (x->len != y->len)
-        return x->len > y->len ? -1 : 1;
-    return x->id - y->id;
+    if (s->n_nodes == s->cap_nodes) {
+        int32_t c = s->cap_nodes ? 2 * s->cap_nodes : 64;
+        numla_tok_trie_node *nn = realloc(s->nodes, (size_t)c * sizeof *nn);
+        if (!nn)
+            return -1;
+        s->nodes = nn;
+        s->cap_nodes = c;
+    }
+    s->nodes[s->n_nodes] = (numla_tok_trie_node){-1, sibling, -1, byte};
+    return s->n_nodes++;
 }
 
 static numla_status numla_tok_addset_build(numla_tokenizer *t, numla_tok_addset *s, int normalized)
 {
-    s->order = malloc((size_t)(t->n_added + 1) * sizeof *s->order);
-    if (!s->order)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for added tokens");
-    s->n = 0;
-    for (int i = 0; i < t->n_added; i++)
-        if (t->added[i].normalized == normalized && t->added[i].len > 0)
-            s->order[s->n++] = i;
-    qsort_r(s->order, (size_t)s->n, sizeof *s->order, numla_tok_addset_cmp_len_desc_, t->added);
-    int k = 0;
-    for (int b = 0; b <= 256; b++) {
-        while (k < s->n && (uint8_t)t->added[s->order[k]].content[0] < b)
-            k++;
-        s->start[b] = k;
+    memset(s->first, 0xff, sizeof s->first);
+    for (int i = 0; i < t->n_added; i++) {
+        const numla_tok_added *a = &t->added[i];
+        if (a->normalized != normalized || a->len == 0)
+            continue;
+        s->n++;
+        const uint8_t *c = (const uint8_t *)a->content;
+        int32_t node = s->first[c[0]];
+        if (node < 0) {
+            node = numla_tok_trie_new(s, c[0], -1);
+            if (node < 0)
+                NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the added-token trie");
+            s->first[c[0]] = node;
+        }
+        for (uint32_t k = 1; k < a->len; k++) {
+            int32_t ch = s->nodes[node].child;
+            while (ch >= 0 && s->nodes[ch].byte != c[k])
+                ch = s->nodes[ch].sibling;
+            if (ch < 0) {
+                ch = numla_tok_trie_new(s, c[k], s->nodes[node].child);
+                if (ch < 0)
+                    NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the added-token trie");
+                s->nodes[node].child = ch;
+            }
+            node = ch;
+        }
+        if (s->nodes[node].token < 0) /* the same content twice: the first one wins */
+            s->nodes[node].token = i;
     }
-    s->start[256] = s->n;
     return NUMLA_STATUS_OK;
 }
 
@@ -660,8 +677,8 @@ void numla_tokenizer_destroy(numla_tokenizer **tp)
     for (int i = 0; t->added && i < t->n_added; i++)
         free(t->added[i].content);
     free(t->added);
-    free(t->raw.order);
-    free(t->norm.order);
+    free(t->raw.nodes);
+    free(t->norm.nodes);
     for (int i = 0; i < t->n_pt; i++) {
         pcre2_match_data_free(t->pt[i].re.md);
         pcre2_code_free(t->pt[i].re.code);

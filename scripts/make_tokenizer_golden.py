@@ -187,6 +187,18 @@ def test_strings():
          "<｜▁pad▁｜><｜▁pad▁｜>", "<<think>>"]
     while len(s) < 400:
         s.append(text(r, r.randint(1, 12)))
+    # Random strings over a wide pool (odd whitespace, numerals of many scripts, marks, astral
+    # code points, pieces of special tokens): where PCRE2 and Oniguruma could disagree.
+    pool = ([chr(c) for c in range(0x20, 0x7f)] * 3 +
+            list("\t\n\r\x0b\x0c\x85\xa0\u1680\u2000\u2009\u200a\u2028\u2029\u202f\u205f"
+                 "\u3000\u180e\u200b\ufeff") +
+            [chr(c) for c in range(0x300, 0x370)] + list("０１２３٠١٢߀०১๑¹²³½⅓ⅠⅫ〇𝟘") +
+            list("中文日本語かなカナ한글龥一ゟ゠ヿ぀😀👍🏽\u200d\ufe0f🇫🇷<｜▁>/") +
+            [BOS, "<think>", "</think>", "<｜fim▁hole｜>", "<｜tool▁sep｜>"] +
+            [chr(r.randrange(0x80, 0xd800)) for _ in range(300)] +
+            [chr(r.randrange(0x10000, 0x110000)) for _ in range(50)])
+    while len(s) < 500:
+        s.append("".join(r.choice(pool) for _ in range(r.randint(1, 30))))
     return s
 
 
