@@ -847,54 +847,52 @@ numla_status numla_st_writer_write(const numla_st_writer *w, const char *path)
         err = numla_st_write_all(fd, hdr, hlen);
     free(hdr);
 
-    /* Produced tensors are double-buffered: a thread writes tensor i while fill() makes i+1,
-     * so generation and the kernel's copy into the page cache overlap. */
+    /* Produced tensors go through two chunk buffers: a thread writes chunk k while fill()
+     * makes chunk k+1, so generation overlaps the kernel's copy into the page cache, and the
+     * chunk is still in cache when it is copied. Memory stays at two chunks whatever the
+     * tensor sizes. */
+    size_t chunk = (size_t)4 << 20; /* a multiple of every element size */
+    const char *ch = getenv("NUMLA_ST_CHUNK_BYTES"); /* tests: chunks that split rows */
+    if (ch && atoll(ch) >= 4)
+        chunk = (size_t)atoll(ch) & ~(size_t)3;
     void *buf[2] = {NULL, NULL};
-    size_t cap[2] = {0, 0};
     int cur = 0, pending = 0;
     pthread_t th;
     numla_st_wjob job = {.fd = fd};
-    for (size_t i = 0; i < w->n && !err; i++) {
+    for (size_t i = 0; i < w->n && !err && s == NUMLA_STATUS_OK; i++) {
         const numla_st_wentry *e = &w->e[i];
-        if (!e->nbytes)
-            continue;
-        const void *src = e->data;
-        if (e->fill) {
-            /* buf[cur] is not the one the pending write reads. */
-            if (e->nbytes > cap[cur]) {
-                free(buf[cur]);
-                cap[cur] = e->nbytes;
-                buf[cur] = malloc(cap[cur]);
+        for (size_t off = 0; off < e->nbytes; off += chunk) {
+            size_t n = e->nbytes - off < chunk ? e->nbytes - off : chunk;
+            const void *src = (const char *)e->data + off;
+            if (e->fill) {
+                /* buf[cur] is not the one the pending write reads. */
+                if (!buf[cur] && !(buf[cur] = malloc(chunk))) {
+                    s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                        "safetensors writer: no memory writing " P_, path);
+                    break;
+                }
+                s = e->fill(e->ctx, buf[cur], off, n);
+                if (s != NUMLA_STATUS_OK) {
+                    numla_error_frame(__FILE__, __LINE__, __func__);
+                    break;
+                }
+                src = buf[cur];
+                cur ^= 1;
             }
-            if (!buf[cur]) {
-                cap[cur] = 0;
-                s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
-                                    "safetensors writer: no memory for tensor '" T_ "' (%zu "
-                                    "bytes)", e->name, e->nbytes);
+            if (pending) {
+                pthread_join(th, NULL);
+                pending = 0;
+                if ((err = job.err))
+                    break;
+            }
+            job.p = src;
+            job.n = n;
+            job.err = 0;
+            if (e->fill && pthread_create(&th, NULL, numla_st_wjob_run, &job) == 0)
+                pending = 1;
+            else if ((err = numla_st_write_all(fd, src, n)))
                 break;
-            }
-            s = e->fill(e->ctx, buf[cur], e->nbytes);
-            if (s != NUMLA_STATUS_OK) {
-                numla_error_frame(__FILE__, __LINE__, __func__);
-                break;
-            }
-            src = buf[cur];
-            cur ^= 1;
         }
-        if (pending) {
-            pthread_join(th, NULL);
-            pending = 0;
-            if ((err = job.err))
-                break;
-        }
-        job.p = src;
-        job.n = e->nbytes;
-        job.err = 0;
-        if (e->fill && e->nbytes >= ((size_t)1 << 20) &&
-            pthread_create(&th, NULL, numla_st_wjob_run, &job) == 0)
-            pending = 1;
-        else
-            err = numla_st_write_all(fd, src, e->nbytes);
     }
     if (pending) {
         pthread_join(th, NULL);

@@ -343,6 +343,13 @@ static void test_determinism(void)
     CU_ASSERT_EQUAL_FATAL(s, NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(sy_write("tiny", c, 78, NUMLA_DTYPE_BF16, 0), NUMLA_STATUS_OK);
     CU_ASSERT(sy_same_file(a, b, "model.safetensors"));
+    /* Chunks of the writer that cut rows anywhere (1 KB + 12 bytes) give the same bytes. */
+    const char *d = sy_dir("det-d");
+    setenv("NUMLA_ST_CHUNK_BYTES", "1036", 1);
+    s = sy_write("tiny", d, 77, NUMLA_DTYPE_BF16, 0);
+    unsetenv("NUMLA_ST_CHUNK_BYTES");
+    CU_ASSERT_EQUAL_FATAL(s, NUMLA_STATUS_OK);
+    CU_ASSERT(sy_same_file(a, d, "model.safetensors"));
     CU_ASSERT(sy_same_file(a, b, "config.json"));
     CU_ASSERT(sy_same_file(a, c, "config.json"));
     CU_ASSERT(!sy_same_file(a, c, "model.safetensors"));
@@ -459,6 +466,24 @@ static void test_weight_statistics(void)
         NUMLA_ASSERT_MSG(fabs(sd / lin[i].sd - 1) < 0.08 && fabs(mean) < 0.1 * lin[i].sd,
                          "%s: mean %g sd %g, want sd %g", lin[i].name, mean, sd, lin[i].sd);
     }
+    /* The bf16 model is the f32 one rounded. */
+    numla_st_model *mb = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_st_open(sy_dir("tiny"), &mb), NUMLA_STATUS_OK);
+    int mismatched = 0;
+    for (int64_t i = 0; i < numla_st_count(m); i++) {
+        const numla_st_tensor *tf = numla_st_at(m, i), *tb = numla_st_find(mb, tf->name);
+        CU_ASSERT_FATAL(tb != NULL && tb->nbytes * 2 == tf->nbytes);
+        for (size_t k = 0; k < tb->nbytes / 2; k++) {
+            float f;
+            uint16_t h;
+            memcpy(&f, (const char *)tf->data + 4 * k, 4);
+            memcpy(&h, (const char *)tb->data + 2 * k, 2);
+            mismatched += numla_f32_to_bf16(f) != h;
+        }
+    }
+    CU_ASSERT_EQUAL(mismatched, 0);
+    numla_st_close(&mb);
+
     const numla_st_tensor *nw = numla_st_find(m, "model.layers.1.input_layernorm.weight");
     CU_ASSERT_FATAL(nw != NULL);
     sy_stats(nw, &mean, &sd, &lo, &hi);
