@@ -863,7 +863,7 @@ numla_status numla_st_writer_write(const numla_st_writer *w, const char *path)
         const numla_st_wentry *e = &w->e[i];
         for (size_t off = 0; off < e->nbytes; off += chunk) {
             size_t n = e->nbytes - off < chunk ? e->nbytes - off : chunk;
-            const void *src = (const char *)e->data + off;
+            const void *src = e->fill ? NULL : (const char *)e->data + off;
             if (e->fill) {
                 /* buf[cur] is not the one the pending write reads. */
                 if (!buf[cur] && !(buf[cur] = malloc(chunk))) {
