@@ -832,6 +832,9 @@ numla_status numla_st_writer_write(const numla_st_writer *w, const char *path)
     size_t hlen = 0;
     NUMLA_CHECK(numla_st_writer_header(w, &hdr, &hlen));
     numla_status s = NUMLA_STATUS_OK;
+    /* A new inode, not a truncated one: a process that still maps the old file keeps valid
+     * pages (truncation would SIGBUS it), and ext4 does not force a writeback on close. */
+    unlink(path);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         s = numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__,
