@@ -534,11 +534,12 @@ numla_status numla_st_open(const char *dir, numla_st_model **out)
                             "safetensors: no memory opening " P_, dir);
         goto fail;
     }
-    if (access(index, F_OK) == 0) {
-        NUMLA_CHECK_GOTO(numla_st_open_sharded(m, index), s, fail);
-    } else if (access(single, F_OK) == 0) {
+    /* Like transformers: the single file wins when both layouts are present. */
+    if (access(single, F_OK) == 0) {
         NUMLA_CHECK_GOTO(numla_st_parse_file(m, single), s, fail);
         NUMLA_CHECK_GOTO(numla_st_hash_build(m), s, fail);
+    } else if (access(index, F_OK) == 0) {
+        NUMLA_CHECK_GOTO(numla_st_open_sharded(m, index), s, fail);
     } else {
         s = numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__,
                             "safetensors: " P_ " holds neither model.safetensors nor "

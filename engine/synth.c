@@ -632,8 +632,9 @@ numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_by
     free(path);
     path = NULL;
 
-    /* Stale files of either layout would shadow (index) or confuse (single) the new model;
-     * the index is written last, so a failed run never leaves one naming missing shards. */
+    /* A stale file of either layout would shadow the new model (a single file wins over an
+     * index); the index is written last, so a failed run never leaves one naming missing
+     * shards. */
     char *single = numla_synth_path(opt->out_dir, "model.safetensors");
     char *index = numla_synth_path(opt->out_dir, "model.safetensors.index.json");
     if (!single || !index) {

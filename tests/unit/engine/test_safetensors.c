@@ -371,6 +371,12 @@ static void test_sharded(void)
     CU_ASSERT(strstr(a->file, "model-00001-of-00002") && strstr(b->file, "model-00001-of-00002"));
     CU_ASSERT(strstr(c->file, "model-00002-of-00002") != NULL);
     numla_st_close(&m);
+
+    /* Both layouts present: model.safetensors wins, as in transformers. */
+    st_write_shard(st_shard_path(dir, "model.safetensors"), "single.only", NULL, 5);
+    CU_ASSERT_EQUAL_FATAL(numla_st_open(dir, &m), NUMLA_STATUS_OK);
+    CU_ASSERT(numla_st_count(m) == 1 && numla_st_find(m, "single.only") != NULL);
+    numla_st_close(&m);
 }
 
 static void test_sharded_hostile(void)
