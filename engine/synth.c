@@ -164,7 +164,7 @@ typedef struct numla_synth_tensor {
     char name[96];
     numla_dtype dtype;
     int32_t ndim;
-    int64_t shape[2];
+    int64_t shape[2];         /* (rows, cols), or (n) when ndim == 1 */
     numla_synth_kind kind;
     float gain;
     size_t nbytes;
