@@ -5,7 +5,8 @@
  * page-aligned (alloc_shared_noncontig) and first written by its owner (and, on multi-node
  * machines, mbind-ed to the owner's node) so it lives on the owner's memory:
  *
- *   segment of rank q:  [flag[0] | flag[1] | aborted (used in rank 0's segment) ] 4 KiB header
+ *   segment of rank q:  [flag[0] | flag[1] | aborted (rank 0's segment) | total[0] | total[1]]
+ *                       4 KiB header; total[p] is the message size of the step using set p
  *                       [ buf[0]: buf_bytes ][ buf[1]: buf_bytes ]
  *
  * Step s (one per chunk of at most buf_bytes) uses buffer set p = s & 1:
@@ -41,6 +42,7 @@ enum {
     NUMLA_SHM_HEADER = 4096,    /* header bytes; keeps the data buffers page-aligned */
     NUMLA_SHM_FLAG_STRIDE = 128, /* flags on separate cache-line pairs (adjacent prefetch) */
     NUMLA_SHM_ABORT_OFF = 256,
+    NUMLA_SHM_TOTAL_OFF = 384,   /* two uint64: total elements of the current step per parity */
     NUMLA_SHM_SLICE_ALIGN = 16,  /* slices of whole cache lines (16 floats) */
     NUMLA_SHM_SUM_BLOCK = 4096,  /* elements per block of the rank-order sum (stays in L1/L2) */
 };
@@ -67,6 +69,11 @@ static _Atomic uint64_t *numla_shm_flag_(const numla_comm_shm *sh, int q, int pa
 static _Atomic uint64_t *numla_shm_abort_word_(const numla_comm_shm *sh)
 {
     return (_Atomic uint64_t *)(void *)(sh->segs[0] + NUMLA_SHM_ABORT_OFF);
+}
+
+static uint64_t *numla_shm_total_(const numla_comm_shm *sh, int q, int parity)
+{
+    return (uint64_t *)(void *)(sh->segs[q] + NUMLA_SHM_TOTAL_OFF) + parity;
 }
 
 static float *numla_shm_buf_(const numla_comm_shm *sh, int q, int parity)
@@ -266,29 +273,63 @@ static void numla_shm_slice_(size_t n, int nranks, int q, size_t *lo, size_t *hi
     *hi = *lo + per < n ? *lo + per : n;
 }
 
-static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n)
+/* Every rank must pass the same total size; a mismatch would silently mix data (or hang on
+ * a missing chunk), so each rank publishes its total with its flag and checks its peers'. */
+static numla_status numla_shm_check_total_(numla_comm *c, int q, int p, size_t total)
+{
+    uint64_t theirs = *numla_shm_total_(c->shm, q, p);
+    if (theirs != total)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "allreduce size mismatch: rank %d passed %zu "
+                   "elements, rank %d passed %llu (every rank must pass the same size)",
+                   c->rank, total, q, (unsigned long long)theirs);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t total)
 {
     numla_comm_shm *sh = c->shm;
     uint64_t s = ++sh->step;
     int p = (int)(s & 1);
     int me = c->rank, R = c->size;
     memcpy(numla_shm_buf_(sh, me, p), x, n * sizeof *x);
+    *numla_shm_total_(sh, me, p) = total; /* published by the release store of the flag */
     for (int q = 0; q < R; q++)
         sh->srcs[q] = numla_shm_buf_(sh, q, p);
 
     if (n * sizeof *x <= sh->rs_bytes) {
         atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s, memory_order_release);
+        numla_status bad = NUMLA_STATUS_OK;
         for (int q = 0; q < R; q++)
-            if (q != me)
+            if (q != me) {
                 NUMLA_CHECK(numla_shm_wait_(c, q, p, 2 * s));
+                if (bad == NUMLA_STATUS_OK)
+                    bad = numla_shm_check_total_(c, q, p, total);
+            }
+        if (bad != NUMLA_STATUS_OK) { /* after waiting for all: every rank stays in step */
+            numla_error_frame(__FILE__, __LINE__, __func__);
+            return bad;
+        }
         numla_shm_sum_(x, sh->srcs, R, n);
         return NUMLA_STATUS_OK;
     }
 
     atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s - 1, memory_order_release);
+    numla_status bad = NUMLA_STATUS_OK;
     for (int q = 0; q < R; q++)
-        if (q != me)
+        if (q != me) {
             NUMLA_CHECK(numla_shm_wait_(c, q, p, 2 * s - 1));
+            if (bad == NUMLA_STATUS_OK)
+                bad = numla_shm_check_total_(c, q, p, total);
+        }
+    if (bad != NUMLA_STATUS_OK) {
+        /* Finish the step's protocol (peers wait for our second flag) before failing. */
+        atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s, memory_order_release);
+        for (int q = 0; q < R; q++)
+            if (q != me)
+                NUMLA_CHECK(numla_shm_wait_(c, q, p, 2 * s));
+        numla_error_frame(__FILE__, __LINE__, __func__);
+        return bad;
+    }
     size_t lo, hi;
     numla_shm_slice_(n, R, me, &lo, &hi);
     if (hi > lo) {
@@ -315,6 +356,6 @@ numla_status numla_comm_shm_allreduce_sum_f32(numla_comm *c, float *buf, size_t 
 {
     size_t chunk = c->shm->buf_bytes / sizeof *buf;
     for (size_t off = 0; off < n; off += chunk)
-        NUMLA_CHECK(numla_shm_step_(c, buf + off, n - off < chunk ? n - off : chunk));
+        NUMLA_CHECK(numla_shm_step_(c, buf + off, n - off < chunk ? n - off : chunk, n));
     return NUMLA_STATUS_OK;
 }
