@@ -413,9 +413,11 @@ int main(int argc, char **argv)
     test_errors(c);
 
     /* A communicator with tiny buffers: every size is chunked, reduce-scatter starts at 1 KiB,
-     * so chunk boundaries, slice edges and alternating algorithms are all exercised quickly. */
+     * threads join at 2 KiB, so chunk boundaries, slice edges, thread splits and alternating
+     * algorithms are all exercised quickly. */
     setenv("NUMLA_COMM_SHM_BYTES", "4096", 1);
     setenv("NUMLA_COMM_SHM_RS_BYTES", "1024", 1);
+    setenv("NUMLA_COMM_SHM_PAR_BYTES", "2048", 1); /* threads (when OMP_NUM_THREADS > 1) */
     numla_comm *small = NULL;
     s = numla_comm_create(MPI_COMM_WORLD, &small);
     CHECK(s == NUMLA_STATUS_OK, "small-buffer communicator: %s", numla_error_message());
@@ -428,6 +430,7 @@ int main(int argc, char **argv)
     numla_comm_destroy(&small);
     unsetenv("NUMLA_COMM_SHM_BYTES");
     unsetenv("NUMLA_COMM_SHM_RS_BYTES");
+    unsetenv("NUMLA_COMM_SHM_PAR_BYTES");
 
     int local[2] = {g_pass, g_fail}, total[2];
     MPI_Allreduce(local, total, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
