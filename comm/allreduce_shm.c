@@ -3,7 +3,9 @@
  *
  * Window: MPI_Win_allocate_shared over the communicator, one segment per rank, each segment
  * page-aligned (alloc_shared_noncontig) and first written by its owner (and, on multi-node
- * machines, mbind-ed to the owner's node) so it lives on the owner's memory:
+ * machines, mbind-ed to the owner's node before any page exists) so it lives on the owner's
+ * memory. (Open MPI 4.1 backs the window with one ftruncate-d /dev/shm file and allocates no
+ * page up front, checked with strace, so placement is decided at first touch / by the mbind.)
  *
  *   segment of rank q:  [flag[0] | flag[1] | aborted (rank 0's segment) | total[0] | total[1]]
  *                       4 KiB header; total[p] is the message size of the step using set p
@@ -146,6 +148,10 @@ numla_status numla_comm_shm_create(numla_comm *c)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "shm allreduce: out of memory");
 
     sh->buf_bytes = numla_shm_env_size_("NUMLA_COMM_SHM_BYTES", (size_t)4 << 20);
+    if (sh->buf_bytes > ((size_t)1 << 30)) {
+        NUMLA_WARN("NUMLA_COMM_SHM_BYTES=%zu is above 1 GiB; using 1 GiB", sh->buf_bytes);
+        sh->buf_bytes = (size_t)1 << 30;
+    }
     sh->buf_bytes = (sh->buf_bytes + 4095) & ~(size_t)4095;
     sh->rs_bytes = numla_shm_env_size_("NUMLA_COMM_SHM_RS_BYTES", (size_t)1 << 20);
     sh->par_bytes = numla_shm_env_size_("NUMLA_COMM_SHM_PAR_BYTES", (size_t)256 << 10);
