@@ -3,9 +3,12 @@
  *
  * Window: MPI_Win_allocate_shared over the communicator, one segment per rank, each segment
  * page-aligned (alloc_shared_noncontig) and first written by its owner (and, on multi-node
- * machines, mbind-ed to the owner's node) so it lives on the owner's memory:
+ * machines, mbind-ed to the owner's node before any page exists) so it lives on the owner's
+ * memory. (Open MPI 4.1 backs the window with one ftruncate-d /dev/shm file and allocates no
+ * page up front, checked with strace, so placement is decided at first touch / by the mbind.)
  *
- *   segment of rank q:  [flag[0] | flag[1] | aborted (used in rank 0's segment) ] 4 KiB header
+ *   segment of rank q:  [flag[0] | flag[1] | aborted (rank 0's segment) | total[0] | total[1]]
+ *                       4 KiB header; total[p] is the message size of the step using set p
  *                       [ buf[0]: buf_bytes ][ buf[1]: buf_bytes ]
  *
  * Step s (one per chunk of at most buf_bytes) uses buffer set p = s & 1:
@@ -18,6 +21,11 @@
  * Why bitwise identical: every element is summed in rank order by exactly one code path
  * (every rank in the small case, the slice owner in the large case) and then copied.
  *
+ * Large messages (>= par_bytes, default 256 KiB) are copied and summed by the calling rank's
+ * OpenMP team when the call is made outside a parallel region: one core cannot pull a node's
+ * memory bandwidth. Threads split elements, never the rank order of one element's sum, so the
+ * result stays bitwise identical.
+ *
  * Liveness: waits spin with _mm_pause (then sched_yield, for oversubscribed machines), watch
  * the shared "aborted" word numla_comm_abort raises, and give up after timeout_s with
  * NUMLA_STATUS_MPI — never an endless hang.
@@ -26,6 +34,7 @@
 #include <immintrin.h>
 #include <numa.h>
 #include <numaif.h>
+#include <omp.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -41,6 +50,7 @@ enum {
     NUMLA_SHM_HEADER = 4096,    /* header bytes; keeps the data buffers page-aligned */
     NUMLA_SHM_FLAG_STRIDE = 128, /* flags on separate cache-line pairs (adjacent prefetch) */
     NUMLA_SHM_ABORT_OFF = 256,
+    NUMLA_SHM_TOTAL_OFF = 384,   /* two uint64: total elements of the current step per parity */
     NUMLA_SHM_SLICE_ALIGN = 16,  /* slices of whole cache lines (16 floats) */
     NUMLA_SHM_SUM_BLOCK = 4096,  /* elements per block of the rank-order sum (stays in L1/L2) */
 };
@@ -67,6 +77,11 @@ static _Atomic uint64_t *numla_shm_flag_(const numla_comm_shm *sh, int q, int pa
 static _Atomic uint64_t *numla_shm_abort_word_(const numla_comm_shm *sh)
 {
     return (_Atomic uint64_t *)(void *)(sh->segs[0] + NUMLA_SHM_ABORT_OFF);
+}
+
+static uint64_t *numla_shm_total_(const numla_comm_shm *sh, int q, int parity)
+{
+    return (uint64_t *)(void *)(sh->segs[q] + NUMLA_SHM_TOTAL_OFF) + parity;
 }
 
 static float *numla_shm_buf_(const numla_comm_shm *sh, int q, int parity)
@@ -133,9 +148,19 @@ numla_status numla_comm_shm_create(numla_comm *c)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "shm allreduce: out of memory");
 
     sh->buf_bytes = numla_shm_env_size_("NUMLA_COMM_SHM_BYTES", (size_t)4 << 20);
+    if (sh->buf_bytes > ((size_t)1 << 30)) {
+        NUMLA_WARN("NUMLA_COMM_SHM_BYTES=%zu is above 1 GiB; using 1 GiB", sh->buf_bytes);
+        sh->buf_bytes = (size_t)1 << 30;
+    }
     sh->buf_bytes = (sh->buf_bytes + 4095) & ~(size_t)4095;
     sh->rs_bytes = numla_shm_env_size_("NUMLA_COMM_SHM_RS_BYTES", (size_t)1 << 20);
+    sh->par_bytes = numla_shm_env_size_("NUMLA_COMM_SHM_PAR_BYTES", (size_t)256 << 10);
     sh->timeout_s = (double)numla_shm_env_size_("NUMLA_COMM_TIMEOUT", 60);
+    /* On an oversubscribed machine (more ranks x threads than CPUs: CI, laptops) a spinning
+     * rank steals the core its peer needs: yield almost at once there; otherwise spin a while
+     * first (latency matters more than a core that has nothing else to do). */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    sh->spin_limit = (long)c->size * omp_get_max_threads() > ncpu ? 16 : 4096;
 
     MPI_Info info;
     NUMLA_MPI_CHECK(MPI_Info_create(&info));
@@ -206,12 +231,7 @@ static numla_status numla_shm_wait_(numla_comm *c, int q, int parity, uint64_t t
     _Atomic uint64_t *f = numla_shm_flag_(sh, q, parity);
     if (atomic_load_explicit(f, memory_order_acquire) >= target)
         return NUMLA_STATUS_OK;
-    /* On an oversubscribed machine a spinning rank steals the core its peer needs: yield at
-     * once there; otherwise spin briefly first (latency matters more than a core). */
-    static long ncpu = 0;
-    if (!ncpu)
-        ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    uint64_t spin_limit = c->size > ncpu ? 16 : 4096;
+    uint64_t spin_limit = sh->spin_limit;
     double deadline = 0.0;
     for (uint64_t i = 1;; i++) {
         if (atomic_load_explicit(f, memory_order_acquire) >= target)
@@ -240,21 +260,52 @@ static numla_status numla_shm_wait_(numla_comm *c, int q, int parity, uint64_t t
 }
 
 /* out[i] = srcs[0][i] + srcs[1][i] + ... + srcs[R-1][i], left to right; out aliases no source. */
-static void numla_shm_sum_(float *restrict out, const float *const *srcs, int nsrc, size_t n)
+static void numla_shm_sum_block_(float *restrict o, const float *const *srcs, int nsrc, size_t b,
+                                 size_t m)
 {
-    for (size_t b = 0; b < n; b += NUMLA_SHM_SUM_BLOCK) {
-        size_t m = n - b < NUMLA_SHM_SUM_BLOCK ? n - b : NUMLA_SHM_SUM_BLOCK;
-        float *restrict o = out + b;
-        const float *restrict s0 = srcs[0] + b;
-        const float *restrict s1 = srcs[1] + b;
+    const float *restrict s0 = srcs[0] + b;
+    const float *restrict s1 = srcs[1] + b;
+    for (size_t i = 0; i < m; i++)
+        o[i] = s0[i] + s1[i];
+    for (int q = 2; q < nsrc; q++) {
+        const float *restrict sq = srcs[q] + b;
         for (size_t i = 0; i < m; i++)
-            o[i] = s0[i] + s1[i];
-        for (int q = 2; q < nsrc; q++) {
-            const float *restrict sq = srcs[q] + b;
-            for (size_t i = 0; i < m; i++)
-                o[i] += sq[i];
-        }
+            o[i] += sq[i];
     }
+}
+
+static void numla_shm_sum_(float *out, const float *const *srcs, int nsrc, size_t n, int nt)
+{
+    size_t nblocks = (n + NUMLA_SHM_SUM_BLOCK - 1) / NUMLA_SHM_SUM_BLOCK;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (size_t k = 0; k < nblocks; k++) {
+        size_t b = k * NUMLA_SHM_SUM_BLOCK;
+        size_t m = n - b < NUMLA_SHM_SUM_BLOCK ? n - b : NUMLA_SHM_SUM_BLOCK;
+        numla_shm_sum_block_(out + b, srcs, nsrc, b, m);
+    }
+}
+
+static void numla_shm_copy_(float *dst, const float *src, size_t n, int nt)
+{
+    if (nt <= 1) {
+        memcpy(dst, src, n * sizeof *dst);
+        return;
+    }
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        size_t lo = n * (size_t)t / (size_t)T, hi = n * (size_t)(t + 1) / (size_t)T;
+        memcpy(dst + lo, src + lo, (hi - lo) * sizeof *dst);
+    }
+}
+
+/* Threads for a step of n floats: the caller's team for large messages outside parallel
+ * regions, else just the caller. */
+static int numla_shm_threads_(const numla_comm_shm *sh, size_t n)
+{
+    if (n * sizeof(float) < sh->par_bytes || omp_in_parallel())
+        return 1;
+    return omp_get_max_threads();
 }
 
 static void numla_shm_slice_(size_t n, int nranks, int q, size_t *lo, size_t *hi)
@@ -266,29 +317,63 @@ static void numla_shm_slice_(size_t n, int nranks, int q, size_t *lo, size_t *hi
     *hi = *lo + per < n ? *lo + per : n;
 }
 
-static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n)
+/* Every rank must pass the same total size; a mismatch would silently mix data (or hang on
+ * a missing chunk), so each rank publishes its total with its flag and checks its peers'. */
+static numla_status numla_shm_check_total_(numla_comm *c, int q, int p, size_t total)
+{
+    uint64_t theirs = *numla_shm_total_(c->shm, q, p);
+    if (theirs != total)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "allreduce size mismatch: rank %d passed %zu "
+                   "elements, rank %d passed %llu (every rank must pass the same size)",
+                   c->rank, total, q, (unsigned long long)theirs);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t total)
 {
     numla_comm_shm *sh = c->shm;
     uint64_t s = ++sh->step;
     int p = (int)(s & 1);
-    int me = c->rank, R = c->size;
-    memcpy(numla_shm_buf_(sh, me, p), x, n * sizeof *x);
+    int me = c->rank, R = c->size, nt = numla_shm_threads_(sh, n);
+    numla_shm_copy_(numla_shm_buf_(sh, me, p), x, n, nt);
+    *numla_shm_total_(sh, me, p) = total; /* published by the release store of the flag */
     for (int q = 0; q < R; q++)
         sh->srcs[q] = numla_shm_buf_(sh, q, p);
 
     if (n * sizeof *x <= sh->rs_bytes) {
         atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s, memory_order_release);
+        numla_status bad = NUMLA_STATUS_OK;
         for (int q = 0; q < R; q++)
-            if (q != me)
+            if (q != me) {
                 NUMLA_CHECK(numla_shm_wait_(c, q, p, 2 * s));
-        numla_shm_sum_(x, sh->srcs, R, n);
+                if (bad == NUMLA_STATUS_OK)
+                    bad = numla_shm_check_total_(c, q, p, total);
+            }
+        if (bad != NUMLA_STATUS_OK) { /* after waiting for all: every rank stays in step */
+            numla_error_frame(__FILE__, __LINE__, __func__);
+            return bad;
+        }
+        numla_shm_sum_(x, sh->srcs, R, n, nt);
         return NUMLA_STATUS_OK;
     }
 
     atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s - 1, memory_order_release);
+    numla_status bad = NUMLA_STATUS_OK;
     for (int q = 0; q < R; q++)
-        if (q != me)
+        if (q != me) {
             NUMLA_CHECK(numla_shm_wait_(c, q, p, 2 * s - 1));
+            if (bad == NUMLA_STATUS_OK)
+                bad = numla_shm_check_total_(c, q, p, total);
+        }
+    if (bad != NUMLA_STATUS_OK) {
+        /* Finish the step's protocol (peers wait for our second flag) before failing. */
+        atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s, memory_order_release);
+        for (int q = 0; q < R; q++)
+            if (q != me)
+                NUMLA_CHECK(numla_shm_wait_(c, q, p, 2 * s));
+        numla_error_frame(__FILE__, __LINE__, __func__);
+        return bad;
+    }
     size_t lo, hi;
     numla_shm_slice_(n, R, me, &lo, &hi);
     if (hi > lo) {
@@ -296,8 +381,8 @@ static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n)
         for (int q = 0; q < R; q++)
             slice[q] = sh->srcs[q] + lo;
         /* Reduce into x (private), then publish: my buf[p] slice is one of the sources. */
-        numla_shm_sum_(x + lo, slice, R, hi - lo);
-        memcpy(numla_shm_buf_(sh, me, p) + lo, x + lo, (hi - lo) * sizeof *x);
+        numla_shm_sum_(x + lo, slice, R, hi - lo, nt);
+        numla_shm_copy_(numla_shm_buf_(sh, me, p) + lo, x + lo, hi - lo, nt);
     }
     atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s, memory_order_release);
     for (int k = 1; k < R; k++) {
@@ -306,7 +391,7 @@ static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n)
         size_t qlo, qhi;
         numla_shm_slice_(n, R, q, &qlo, &qhi);
         if (qhi > qlo)
-            memcpy(x + qlo, sh->srcs[q] + qlo, (qhi - qlo) * sizeof *x);
+            numla_shm_copy_(x + qlo, sh->srcs[q] + qlo, qhi - qlo, nt);
     }
     return NUMLA_STATUS_OK;
 }
@@ -315,6 +400,6 @@ numla_status numla_comm_shm_allreduce_sum_f32(numla_comm *c, float *buf, size_t 
 {
     size_t chunk = c->shm->buf_bytes / sizeof *buf;
     for (size_t off = 0; off < n; off += chunk)
-        NUMLA_CHECK(numla_shm_step_(c, buf + off, n - off < chunk ? n - off : chunk));
+        NUMLA_CHECK(numla_shm_step_(c, buf + off, n - off < chunk ? n - off : chunk, n));
     return NUMLA_STATUS_OK;
 }

@@ -74,7 +74,32 @@ numla_status numla_comm_create(MPI_Comm parent, numla_comm **out)
 
     /* Every rank computes the same availability (node communicator size == world size), so
      * the path decision below is identical everywhere without extra communication. */
-    NUMLA_CHECK_GOTO(numla_comm_shm_create(c), s, fail);
+    numla_status shm_s = numla_comm_shm_create(c);
+    char shm_msg[256];
+    snprintf(shm_msg, sizeof shm_msg, "%s", numla_error_message());
+    int ok = shm_s == NUMLA_STATUS_OK, all_ok = 0, any_ok = 0;
+    rc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->comm);
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&ok, &any_ok, 1, MPI_INT, MPI_MAX, c->comm);
+    if (rc != MPI_SUCCESS) {
+        s = numla_comm_mpi_error_(rc, "MPI_Allreduce(shm setup status)", __FILE__, __LINE__,
+                                  __func__);
+        goto fail;
+    }
+    if (!all_ok) {
+        /* The window could not be set up (e.g. a small /dev/shm in a container). When every
+         * rank failed, MPI_Allreduce is still a correct path; a partial failure leaves a
+         * window some ranks hold, which cannot be freed collectively: give up. */
+        if (c->shm)
+            c->shm->win = MPI_WIN_NULL; /* never MPI_Win_free a window not all ranks hold */
+        numla_comm_shm_destroy(c);
+        if (any_ok || want == NUMLA_COMM_ALLREDUCE_PATH_SHM) {
+            s = numla_error_set(NUMLA_STATUS_MPI, __FILE__, __LINE__, __func__,
+                                "shared-memory allreduce setup failed%s: %s",
+                                ok ? " on another rank" : "", ok ? "see its log" : shm_msg);
+            goto fail;
+        }
+        NUMLA_WARN("shared-memory allreduce unavailable (%s); using MPI_Allreduce", shm_msg);
+    }
     if (want == NUMLA_COMM_ALLREDUCE_PATH_SHM && !c->shm) {
         s = numla_error_set(NUMLA_STATUS_UNSUPPORTED, __FILE__, __LINE__, __func__,
                             "NUMLA_ALLREDUCE=shm but the %d ranks are not all on one machine "

@@ -45,7 +45,9 @@ const char *numla_comm_allreduce_path_name(numla_comm_allreduce_path p);
  * allreduce window when all ranks share a machine. MPI must be initialised. Reads
  * NUMLA_ALLREDUCE (auto|mpi|shm), NUMLA_COMM_TIMEOUT (seconds), NUMLA_COMM_SHM_BYTES (per-rank
  * buffer size of the shm path, default 4 MiB) and NUMLA_COMM_SHM_RS_BYTES (message size above
- * which the shm path uses reduce-scatter + all-gather, default 1 MiB). For tests,
+ * which the shm path uses reduce-scatter + all-gather, default 1 MiB) and
+ * NUMLA_COMM_SHM_PAR_BYTES (size from which the shm path copies and sums with the caller's
+ * OpenMP team, default 256 KiB). For tests,
  * NUMLA_COMM_FAKE_MACHINES=k (k > 1) makes it behave as if the ranks spanned machines.
  * Collective over `parent`. */
 numla_status numla_comm_create(MPI_Comm parent, numla_comm **out);
@@ -65,7 +67,9 @@ int numla_comm_shm_available(const numla_comm *c);
 numla_comm_allreduce_path numla_comm_allreduce_path_get(const numla_comm *c);
 
 /* In-place sum of buf[n] over all ranks: on return every rank holds the same (bitwise
- * identical) sum. Uses the communicator's chosen path.
+ * identical) sum. Uses the communicator's chosen path. Call from one thread at a time
+ * (MPI_THREAD_FUNNELED is enough); called outside a parallel region, large messages use the
+ * OpenMP team (omp_get_max_threads()).
  * Collective over the communicator; every rank passes the same n. */
 numla_status numla_comm_allreduce_sum_f32(numla_comm *c, float *buf, size_t n);
 /* Same, forcing a path (AUTO = the communicator's choice); SHM when unavailable is

@@ -15,7 +15,9 @@ typedef struct numla_comm_shm {
     unsigned char **segs;     /* (size) base of every rank's segment, mapped in this process */
     size_t buf_bytes;         /* bytes of each of the two data buffers in a segment */
     size_t rs_bytes;          /* chunks larger than this use reduce-scatter + all-gather */
+    size_t par_bytes;         /* steps this large use the caller's OpenMP team */
     uint64_t step;            /* allreduce steps done (one per chunk); parity picks the buffer set */
+    uint64_t spin_limit;      /* _mm_pause spins before a wait starts to sched_yield */
     double timeout_s;         /* give up waiting for a peer after this long */
     const float **srcs;       /* (size) scratch: per-rank source pointers of one step */
 } numla_comm_shm;

@@ -292,6 +292,25 @@ static void test_errors(numla_comm *c)
     CHECK(s == NUMLA_STATUS_INVALID_ARG, "gatherv with NULL send: %s", numla_status_name(s));
     CHECK(numla_comm_barrier(c) == NUMLA_STATUS_OK, "communicator still works after errors");
 
+    /* Ranks passing different sizes to the shm allreduce get a clear error (on every rank),
+     * also when one side takes the small path and the other reduce-scatter, and the
+     * communicator stays usable. */
+    if (g_size > 1 && numla_comm_shm_available(c)) {
+        const size_t mine[2][2] = {{100, 101}, {10, 300000}};
+        float *v = calloc(300000, sizeof *v);
+        for (int k = 0; k < 2; k++) {
+            size_t n = g_rank == 0 ? mine[k][0] : mine[k][1];
+            s = numla_comm_allreduce_sum_f32_path(c, v, n, NUMLA_COMM_ALLREDUCE_PATH_SHM);
+            CHECK(s == NUMLA_STATUS_INVALID_ARG && strstr(numla_error_message(), "mismatch"),
+                  "size mismatch %zu: %s '%s'", n, numla_status_name(s), numla_error_message());
+        }
+        for (int i = 0; i < 3; i++)
+            v[i] = 1.0f;
+        s = numla_comm_allreduce_sum_f32_path(c, v, 3, NUMLA_COMM_ALLREDUCE_PATH_SHM);
+        CHECK(s == NUMLA_STATUS_OK && v[2] == (float)g_size, "shm allreduce after a mismatch");
+        free(v);
+    }
+
     /* Environment choices, decided collectively at create time. */
     numla_comm *d = NULL;
     setenv("NUMLA_ALLREDUCE", "bogus", 1);
@@ -394,9 +413,11 @@ int main(int argc, char **argv)
     test_errors(c);
 
     /* A communicator with tiny buffers: every size is chunked, reduce-scatter starts at 1 KiB,
-     * so chunk boundaries, slice edges and alternating algorithms are all exercised quickly. */
+     * threads join at 2 KiB, so chunk boundaries, slice edges, thread splits and alternating
+     * algorithms are all exercised quickly. */
     setenv("NUMLA_COMM_SHM_BYTES", "4096", 1);
     setenv("NUMLA_COMM_SHM_RS_BYTES", "1024", 1);
+    setenv("NUMLA_COMM_SHM_PAR_BYTES", "2048", 1); /* threads (when OMP_NUM_THREADS > 1) */
     numla_comm *small = NULL;
     s = numla_comm_create(MPI_COMM_WORLD, &small);
     CHECK(s == NUMLA_STATUS_OK, "small-buffer communicator: %s", numla_error_message());
@@ -409,6 +430,7 @@ int main(int argc, char **argv)
     numla_comm_destroy(&small);
     unsetenv("NUMLA_COMM_SHM_BYTES");
     unsetenv("NUMLA_COMM_SHM_RS_BYTES");
+    unsetenv("NUMLA_COMM_SHM_PAR_BYTES");
 
     int local[2] = {g_pass, g_fail}, total[2];
     MPI_Allreduce(local, total, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
