@@ -1,0 +1,77 @@
+/* kernels/linear_internal.h — private to the linear kernels: the packed weight layout, the
+ * blocking parameters, and the per-ISA entry points filled into the dispatch table of
+ * kernels/linear.c. Nothing outside kernels/linear*.c and kernels/{ref,x86}/linear_*.c includes it.
+ *
+ * Packed layout (one layout for every ISA, so a weight packed for avx512bf16 can be read by the
+ * reference and the tests can compare levels on identical bytes):
+ *
+ *   W (N, K) is cut into panels of NUMLA_LINEAR_NR = 16 consecutive rows (output features);
+ *   the last panel is zero-padded to 16 rows. Panels are stored one after another, so the
+ *   threads that split N each stream one contiguous range of memory.
+ *
+ *   bf16: Kp = K rounded up to even (zero-padded). Inside a panel, for each k-pair kk the 16 rows
+ *         contribute (w[n][2kk], w[n][2kk+1]) as one 32-bit pair: 64 bytes per kk, exactly the
+ *         B operand of one vdpbf16ps. panel stride = Kp * 16 elements (a multiple of 64 bytes).
+ *            panel[p][kk][j][e] = W[16p + j][2kk + e]        (p, Kp/2, 16, 2)
+ *   f32:  inside a panel, for each k the 16 rows as one 64-byte vector. panel stride = K * 16.
+ *            panel[p][k][j]     = W[16p + j][k]              (p, K, 16)
+ */
+#ifndef NUMLA_KERNELS_LINEAR_INTERNAL_H
+#define NUMLA_KERNELS_LINEAR_INTERNAL_H
+
+#include "kernels/linear.h"
+
+/* Blocking parameters, all in one place. */
+enum {
+    NUMLA_LINEAR_NR = 16,           /* rows of W per panel (one zmm of fp32 outputs) */
+    NUMLA_LINEAR_GEMV_MAX_M = 15,   /* avx512bf16: M up to this runs the exact fp32 widen+FMA path */
+    NUMLA_LINEAR_AVX512_MR = 12,    /* avx512 tiles: rows of x per micro-kernel (x 2 panels) */
+    NUMLA_LINEAR_AVX2_MR = 4,       /* avx2 tiles: rows of x per micro-kernel (x 1 panel) */
+    NUMLA_LINEAR_KC = 512,          /* K block of the GEMM paths (multiple of 2): 2 bf16 panels
+                                       x 512 = 32 KiB stay in L1 while x rows stream from L2 */
+};
+
+static inline int64_t numla_linear_panels(int64_t n) { return (n + NUMLA_LINEAR_NR - 1) / NUMLA_LINEAR_NR; }
+static inline int64_t numla_linear_kp(int64_t k) { return (k + 1) & ~(int64_t)1; }
+/* Elements per packed panel. */
+static inline size_t numla_linear_panel_elems(const numla_linear_weight *w)
+{
+    return (size_t)NUMLA_LINEAR_NR *
+           (size_t)(w->dtype == NUMLA_DTYPE_BF16 ? numla_linear_kp(w->k) : w->k);
+}
+
+/* Split [0, total) into nth near-equal ranges; range of thread ith. */
+static inline void numla_linear_split(int64_t total, int ith, int nth, int64_t *lo, int64_t *hi)
+{
+    int64_t q = total / nth, r = total % nth;
+    *lo = ith * q + (ith < r ? ith : r);
+    *hi = *lo + q + (ith < r ? 1 : 0);
+}
+
+typedef void (*numla_linear_forward_fn)(const numla_linear_weight *w, int64_t m, const float *x,
+                                        int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                        void *workspace);
+typedef size_t (*numla_linear_workspace_fn)(const numla_linear_weight *w, int64_t m,
+                                            int num_threads);
+
+typedef struct numla_linear_impl {
+    numla_linear_forward_fn forward;
+    numla_linear_workspace_fn workspace; /* NULL: needs none */
+} numla_linear_impl;
+
+/* Arguments are validated by kernels/linear.c before these run. */
+void numla_linear_forward_ref(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int accumulate, void *workspace);
+void numla_linear_forward_avx2(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
+                               float *y, int64_t ldy, int accumulate, void *workspace);
+void numla_linear_forward_avx512(const numla_linear_weight *w, int64_t m, const float *x,
+                                 int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace);
+/* One thread's share of the avx512 widen+FMA path: panels [p0, p1) (used by avx512bf16 too). */
+void numla_linear_avx512_panels(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
+                                float *y, int64_t ldy, int accumulate, int64_t p0, int64_t p1);
+void numla_linear_forward_avx512bf16(const numla_linear_weight *w, int64_t m, const float *x,
+                                     int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                     void *workspace);
+size_t numla_linear_workspace_avx512bf16(const numla_linear_weight *w, int64_t m, int num_threads);
+
+#endif

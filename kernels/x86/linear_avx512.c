@@ -1,0 +1,216 @@
+/* kernels/x86/linear_avx512.c — AVX-512 linear layer in exact fp32: bf16 weights are widened to
+ * fp32 in registers (a shift for the even k, a mask for the odd k of each packed pair — exact)
+ * and multiplied against fp32 x with FMA. Register tile: up to 12 rows of x x 2 panels (32
+ * outputs). For M <= 12 (decode) each panel is streamed once over the full K, so the path runs at
+ * memory bandwidth; for larger M the K loop is blocked (NUMLA_LINEAR_KC) so the two panels of a
+ * tile stay in L1 while the rows of x stream from L2. avx512bf16 reuses this path for its small-M
+ * and f32-weight cases (numla_linear_avx512_panels). */
+#include <immintrin.h>
+#include <omp.h>
+
+#include "kernels/linear_internal.h"
+
+#define MR NUMLA_LINEAR_AVX512_MR
+#define NR NUMLA_LINEAR_NR
+
+static inline __mmask16 numla_linear_avx512_mask_(int64_t nvalid)
+{
+    return nvalid >= NR ? (__mmask16)0xFFFF : nvalid <= 0 ? 0 : (__mmask16)((1u << nvalid) - 1u);
+}
+
+/* y[0..mr)[0..16*np) (+)= x[0..mr)[k0..k1) . panel^T; b points at panel p0, k0 even.
+ * split: a second accumulator set for the odd k, so a short tile (decode) has enough
+ * independent FMA chains to cover the FMA latency. */
+static inline __attribute__((always_inline)) void
+numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, const uint16_t *b,
+                               size_t pstride, int64_t k0, int64_t k1, const float *x, int64_t ldx,
+                               float *y, int64_t ldy, int load_c, __mmask16 mk0, __mmask16 mk1)
+{
+    __m512 acc[MR][2], acc2[MR][2];
+    const __mmask16 mk[2] = {mk0, mk1};
+#pragma GCC unroll 16
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 2
+        for (int j = 0; j < np; j++) {
+            acc[i][j] = load_c ? _mm512_maskz_loadu_ps(mk[j], y + i * ldy + j * NR) : _mm512_setzero_ps();
+            acc2[i][j] = _mm512_setzero_ps();
+        }
+    const __m512i hi = _mm512_set1_epi32((int)0xFFFF0000u);
+    const int64_t kpair_end = k0 + ((k1 - k0) & ~(int64_t)1);
+    for (int64_t kk = k0; kk < kpair_end; kk += 2) {
+        const uint16_t *bk = b + (size_t)kk * NR;
+        __m512 be[2], bo[2];
+#pragma GCC unroll 2
+        for (int j = 0; j < np; j++) {
+            __m512i v = _mm512_load_si512((const void *)(bk + j * pstride));
+            be[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+            bo[j] = _mm512_castsi512_ps(_mm512_and_si512(v, hi));
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < mr; i++) {
+            const __m512 xe = _mm512_set1_ps(x[i * ldx + kk]);
+            const __m512 xo = _mm512_set1_ps(x[i * ldx + kk + 1]);
+#pragma GCC unroll 2
+            for (int j = 0; j < np; j++) {
+                acc[i][j] = _mm512_fmadd_ps(xe, be[j], acc[i][j]);
+                if (split)
+                    acc2[i][j] = _mm512_fmadd_ps(xo, bo[j], acc2[i][j]);
+                else
+                    acc[i][j] = _mm512_fmadd_ps(xo, bo[j], acc[i][j]);
+            }
+        }
+    }
+    if (kpair_end < k1) { /* odd K: the last pair holds one real k (its partner is zero padding) */
+        const uint16_t *bk = b + (size_t)kpair_end * NR;
+#pragma GCC unroll 2
+        for (int j = 0; j < np; j++) {
+            __m512 be = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_load_si512((const void *)(bk + j * pstride)), 16));
+#pragma GCC unroll 16
+            for (int i = 0; i < mr; i++)
+                acc[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(x[i * ldx + kpair_end]), be, acc[i][j]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 2
+        for (int j = 0; j < np; j++)
+            _mm512_mask_storeu_ps(y + i * ldy + j * NR, mk[j],
+                                  split ? _mm512_add_ps(acc[i][j], acc2[i][j]) : acc[i][j]);
+}
+
+static inline __attribute__((always_inline)) void
+numla_linear_avx512_tile_f32_(const int mr, const int np, const int split, const float *b,
+                              size_t pstride, int64_t k0, int64_t k1, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int load_c, __mmask16 mk0, __mmask16 mk1)
+{
+    __m512 acc[MR][2], acc2[MR][2];
+    const __mmask16 mk[2] = {mk0, mk1};
+#pragma GCC unroll 16
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 2
+        for (int j = 0; j < np; j++) {
+            acc[i][j] = load_c ? _mm512_maskz_loadu_ps(mk[j], y + i * ldy + j * NR) : _mm512_setzero_ps();
+            acc2[i][j] = _mm512_setzero_ps();
+        }
+    int64_t k = k0;
+    for (; k + 1 < k1; k += 2) {
+        __m512 b0[2], b1[2];
+#pragma GCC unroll 2
+        for (int j = 0; j < np; j++) {
+            b0[j] = _mm512_load_ps(b + (size_t)k * NR + j * pstride);
+            b1[j] = _mm512_load_ps(b + (size_t)(k + 1) * NR + j * pstride);
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < mr; i++) {
+            const __m512 x0 = _mm512_set1_ps(x[i * ldx + k]);
+            const __m512 x1 = _mm512_set1_ps(x[i * ldx + k + 1]);
+#pragma GCC unroll 2
+            for (int j = 0; j < np; j++) {
+                acc[i][j] = _mm512_fmadd_ps(x0, b0[j], acc[i][j]);
+                if (split)
+                    acc2[i][j] = _mm512_fmadd_ps(x1, b1[j], acc2[i][j]);
+                else
+                    acc[i][j] = _mm512_fmadd_ps(x1, b1[j], acc[i][j]);
+            }
+        }
+    }
+    if (k < k1) {
+#pragma GCC unroll 2
+        for (int j = 0; j < np; j++) {
+            __m512 b0 = _mm512_load_ps(b + (size_t)k * NR + j * pstride);
+#pragma GCC unroll 16
+            for (int i = 0; i < mr; i++)
+                acc[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(x[i * ldx + k]), b0, acc[i][j]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 2
+        for (int j = 0; j < np; j++)
+            _mm512_mask_storeu_ps(y + i * ldy + j * NR, mk[j],
+                                  split ? _mm512_add_ps(acc[i][j], acc2[i][j]) : acc[i][j]);
+}
+
+/* Fixed (mr, np) instantiations so every accumulator is a register. */
+#define NUMLA_LINEAR_AVX512_CASE(R)                                                              \
+    case R:                                                                                      \
+        if (bf16) {                                                                              \
+            if (np == 2)                                                                         \
+                numla_linear_avx512_tile_bf16_(R, 2, 2 * R <= 8, (const uint16_t *)b, pstride, k0, \
+                                               k1, x, ldx, y, ldy, load_c, mk0, mk1);            \
+            else                                                                                 \
+                numla_linear_avx512_tile_bf16_(R, 1, R <= 8, (const uint16_t *)b, pstride, k0, k1, \
+                                               x, ldx, y, ldy, load_c, mk0, mk1);                \
+        } else {                                                                                 \
+            if (np == 2)                                                                         \
+                numla_linear_avx512_tile_f32_(R, 2, 2 * R <= 8, (const float *)b, pstride, k0,   \
+                                              k1, x, ldx, y, ldy, load_c, mk0, mk1);             \
+            else                                                                                 \
+                numla_linear_avx512_tile_f32_(R, 1, R <= 8, (const float *)b, pstride, k0, k1, x, \
+                                              ldx, y, ldy, load_c, mk0, mk1);                    \
+        }                                                                                        \
+        break;
+
+static void numla_linear_avx512_tile_(int mr, int np, int bf16, const void *b, size_t pstride,
+                                      int64_t k0, int64_t k1, const float *x, int64_t ldx,
+                                      float *y, int64_t ldy, int load_c, __mmask16 mk0,
+                                      __mmask16 mk1)
+{
+    switch (mr) {
+        NUMLA_LINEAR_AVX512_CASE(1)
+        NUMLA_LINEAR_AVX512_CASE(2)
+        NUMLA_LINEAR_AVX512_CASE(3)
+        NUMLA_LINEAR_AVX512_CASE(4)
+        NUMLA_LINEAR_AVX512_CASE(5)
+        NUMLA_LINEAR_AVX512_CASE(6)
+        NUMLA_LINEAR_AVX512_CASE(7)
+        NUMLA_LINEAR_AVX512_CASE(8)
+        NUMLA_LINEAR_AVX512_CASE(9)
+        NUMLA_LINEAR_AVX512_CASE(10)
+        NUMLA_LINEAR_AVX512_CASE(11)
+        NUMLA_LINEAR_AVX512_CASE(12)
+    default: break;
+    }
+}
+
+void numla_linear_avx512_panels(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
+                                float *y, int64_t ldy, int accumulate, int64_t p0, int64_t p1)
+{
+    const int bf16 = w->dtype == NUMLA_DTYPE_BF16;
+    const size_t pe = numla_linear_panel_elems(w);
+    const size_t es = bf16 ? 2 : 4;
+    /* One tile row-block covers all of M: stream each panel once over the whole K. */
+    const int64_t kc = m <= MR ? w->k : NUMLA_LINEAR_KC;
+    for (int64_t k0 = 0; k0 < w->k; k0 += kc) {
+        const int64_t k1 = k0 + kc < w->k ? k0 + kc : w->k;
+        const int load_c = accumulate || k0 > 0;
+        for (int64_t p = p0; p < p1; p += 2) {
+            const int np = p + 1 < p1 ? 2 : 1;
+            const int64_t n0 = p * NR;
+            const __mmask16 mk0 = numla_linear_avx512_mask_(w->n - n0);
+            const __mmask16 mk1 = numla_linear_avx512_mask_(w->n - n0 - NR);
+            const void *b = (const char *)w->packed + (size_t)p * pe * es;
+            for (int64_t i0 = 0; i0 < m; i0 += MR) {
+                const int mr = (int)(m - i0 < MR ? m - i0 : MR);
+                numla_linear_avx512_tile_(mr, np, bf16, b, pe, k0, k1, x + i0 * ldx, ldx,
+                                          y + i0 * ldy + n0, ldy, load_c, mk0, mk1);
+            }
+        }
+    }
+}
+
+void numla_linear_forward_avx512(const numla_linear_weight *w, int64_t m, const float *x,
+                                 int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace)
+{
+    const int64_t panels = numla_linear_panels(w->n);
+    const int64_t pairs = (panels + 1) / 2;
+#pragma omp parallel
+    {
+        int64_t lo, hi;
+        numla_linear_split(pairs, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        const int64_t p1 = 2 * hi < panels ? 2 * hi : panels;
+        if (2 * lo < p1)
+            numla_linear_avx512_panels(w, m, x, ldx, y, ldy, accumulate, 2 * lo, p1);
+    }
+}

@@ -1,0 +1,186 @@
+/* Tests for kernels/linear: every supported ISA against a double-precision reference computed
+ * here from the unpacked source weights, over odd shapes, strides, all source dtypes, and
+ * accumulate on/off; plus argument validation.
+ *
+ * Tolerances (u = 2^-24, mag = |y0| + sum_k |x_k w_k| per output):
+ *   exact fp32 paths (ref, avx2, avx512, avx512bf16 for M <= GEMV_MAX_M or f32 weights):
+ *       |y - y_ref| <= (K + 2) u mag — the worst-case bound of any fp32 summation order.
+ *   avx512bf16 vdpbf16ps path (bf16 weights, M > GEMV_MAX_M): x is rounded to bf16 (relative
+ *       error <= 2^-8), products are then exact and sums fp32:
+ *       |y - y_ref| <= (2^-8 + (K + 2) u (1 + 2^-8)) mag.
+ * Typical observed errors are far below these bounds (random signs cancel); a layout or
+ * indexing bug gives errors of the order of mag itself. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/dtype.h"
+#include "kernels/linear.h"
+#include "kernels/linear_internal.h"
+
+#define SENTINEL 12345.0f
+
+typedef struct {
+    int64_t m, n, k;
+} shape3;
+
+/* Runs one case; returns the number of bad outputs (and reports the first). */
+static int run_case(numla_isa isa, numla_dtype dt, int64_t m, int64_t n, int64_t k, int accumulate,
+                    uint64_t seed)
+{
+    numla_test_rng rng = {seed};
+    const int64_t lds = k + 3, ldx = k + 5, ldy = n + 7;
+    const size_t es = numla_dtype_size(dt);
+    unsigned char *src = malloc((size_t)n * (size_t)lds * es);
+    float *x = malloc((size_t)m * (size_t)ldx * sizeof *x);
+    float *y = malloc((size_t)m * (size_t)ldy * sizeof *y);
+    double *yref = malloc((size_t)m * (size_t)n * sizeof *yref);
+    double *mag = malloc((size_t)m * (size_t)n * sizeof *mag);
+    CU_ASSERT_FATAL(src && x && y && yref && mag);
+    for (int64_t i = 0; i < n * lds; i++)
+        numla_store_f32(src, dt, (size_t)i, (float)(0.1 * numla_test_rng_normal(&rng)));
+    for (int64_t i = 0; i < m * ldx; i++)
+        x[i] = (float)numla_test_rng_normal(&rng);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < ldy; j++)
+            y[i * ldy + j] = j < n ? (float)numla_test_rng_normal(&rng) : SENTINEL;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = accumulate ? y[i * ldy + j] : 0.0, a = fabs(s);
+            for (int64_t c = 0; c < k; c++) {
+                double p = (double)x[i * ldx + c] * numla_load_f32(src, dt, (size_t)(j * lds + c));
+                s += p;
+                a += fabs(p);
+            }
+            yref[i * n + j] = s;
+            mag[i * n + j] = a;
+        }
+
+    size_t bytes = numla_linear_packed_size(isa, n, k, dt);
+    CU_ASSERT_FATAL(bytes > 0);
+    void *packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    numla_linear_weight w;
+    CU_ASSERT_FATAL(numla_linear_pack(isa, n, k, src, dt, lds, packed, &w) == NUMLA_STATUS_OK);
+    CU_ASSERT(w.dtype == (dt == NUMLA_DTYPE_BF16 ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32));
+    size_t ws = numla_linear_workspace_size(&w, m, 2);
+    /* Deliberately misaligned: the kernel aligns its workspace itself. */
+    unsigned char *wsbuf = malloc(ws + 1);
+    numla_status st = numla_linear_forward(&w, m, x, ldx, y, ldy, accumulate, ws ? wsbuf + 1 : NULL, ws);
+    NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "forward failed: %s", numla_error_message());
+
+    const int bf16_act = isa == NUMLA_ISA_AVX512BF16 && dt == NUMLA_DTYPE_BF16 &&
+                         m > NUMLA_LINEAR_GEMV_MAX_M;
+    const double u = ldexp(1.0, -24);
+    const double rel = bf16_act ? ldexp(1.0, -8) + (double)(k + 2) * u * (1 + ldexp(1.0, -8))
+                                : (double)(k + 2) * u;
+    int bad = 0;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < ldy; j++) {
+            float got = y[i * ldy + j];
+            if (j >= n) {
+                if (got != SENTINEL && bad++ == 0)
+                    fprintf(stderr, "\n    %s %s M=%lld N=%lld K=%lld: y[%lld][%lld] past N written\n",
+                            numla_isa_name(isa), numla_dtype_name(dt), (long long)m, (long long)n,
+                            (long long)k, (long long)i, (long long)j);
+                continue;
+            }
+            double err = fabs((double)got - yref[i * n + j]), tol = rel * mag[i * n + j] + 1e-30;
+            if (!(err <= tol) && bad++ == 0)
+                fprintf(stderr,
+                        "\n    %s %s M=%lld N=%lld K=%lld acc=%d: y[%lld][%lld]=%.9g ref %.9g err %.3g tol %.3g\n",
+                        numla_isa_name(isa), numla_dtype_name(dt), (long long)m, (long long)n,
+                        (long long)k, accumulate, (long long)i, (long long)j, got, yref[i * n + j],
+                        err, tol);
+        }
+    free(src);
+    free(x);
+    free(y);
+    free(yref);
+    free(mag);
+    free(packed);
+    free(wsbuf);
+    return bad;
+}
+
+static void run_shapes(const shape3 *s, int ns)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int ni = numla_test_isas(isas);
+    const numla_dtype dts[] = {NUMLA_DTYPE_BF16, NUMLA_DTYPE_F16, NUMLA_DTYPE_F32};
+    int bad = 0, cases = 0;
+    for (int a = 0; a < ni; a++)
+        for (int d = 0; d < 3; d++)
+            for (int i = 0; i < ns; i++)
+                for (int acc = 0; acc < 2; acc++) {
+                    bad += run_case(isas[a], dts[d], s[i].m, s[i].n, s[i].k, acc,
+                                    0x1234u + (uint64_t)(i * 7 + acc + 100 * d));
+                    cases++;
+                }
+    NUMLA_ASSERT_MSG(bad == 0, "%d bad outputs over %d cases", bad, cases);
+}
+
+static void test_odd_shapes(void)
+{
+    static const shape3 s[] = {
+        {1, 5, 7},   {2, 5, 7},    {3, 33, 130}, {1, 33, 130},  {7, 1, 1},    {1, 20, 2},
+        {5, 16, 16}, {12, 32, 33}, {13, 48, 31}, {16, 17, 129}, {37, 300, 512}, {1, 300, 512},
+        {20, 64, 1100}, {1, 96, 1100},
+    };
+    run_shapes(s, (int)(sizeof s / sizeof s[0]));
+}
+
+/* Every M from 1 to 64 crosses the GEMV / GEMM switch and every remainder of the row tiles. */
+static void test_all_m(void)
+{
+    shape3 s[2 * 64];
+    for (int m = 1; m <= 64; m++) {
+        s[2 * (m - 1)] = (shape3){m, 33, 130};
+        s[2 * (m - 1) + 1] = (shape3){m, 5, 7};
+    }
+    run_shapes(s, 128);
+}
+
+/* Bad shapes, strides, alignment, aliasing and a missing workspace are reported, not run. */
+static void test_validation(void)
+{
+    float x[8] = {0}, y[8] = {0};
+    uint16_t src[8] = {0};
+    void *packed = aligned_alloc(64, 4096);
+    numla_linear_weight w;
+    CU_ASSERT_EQUAL(numla_linear_pack(NUMLA_ISA_REF, 2, 4, src, NUMLA_DTYPE_BF16, 3, packed, &w),
+                    NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "ld_src"));
+    CU_ASSERT_EQUAL(numla_linear_pack(NUMLA_ISA_REF, 0, 4, src, NUMLA_DTYPE_BF16, 4, packed, &w),
+                    NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_linear_pack(NUMLA_ISA_REF, 2, 4, src, NUMLA_DTYPE_BF16, 4,
+                                      (char *)packed + 4, &w),
+                    NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_linear_packed_size(NUMLA_ISA_REF, 2, 3, NUMLA_DTYPE_BF16), 16u * 4 * 2);
+    CU_ASSERT_EQUAL(numla_linear_packed_size(NUMLA_ISA_REF, 17, 3, NUMLA_DTYPE_F16), 32u * 3 * 4);
+    CU_ASSERT_EQUAL(numla_linear_pack(NUMLA_ISA_REF, 2, 4, src, NUMLA_DTYPE_BF16, 4, packed, &w),
+                    NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_linear_forward(&w, 1, x, 3, y, 2, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_linear_forward(&w, 1, x, 4, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_linear_forward(&w, 1, x, 4, x + 2, 2, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "overlap"));
+    CU_ASSERT_EQUAL(numla_linear_forward(&w, 1, x, 4, y, 2, 0, NULL, 0), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_linear_forward(&w, 0, NULL, 4, NULL, 2, 0, NULL, 0), NUMLA_STATUS_OK);
+    if (numla_isa_supported(NUMLA_ISA_AVX512BF16)) {
+        static float xl[64 * 4], yl[64 * 2];
+        CU_ASSERT_EQUAL(numla_linear_pack(NUMLA_ISA_AVX512BF16, 2, 4, src, NUMLA_DTYPE_BF16, 4,
+                                          packed, &w), NUMLA_STATUS_OK);
+        size_t ws = numla_linear_workspace_size(&w, 64, 2);
+        CU_ASSERT(ws >= 64 * 4 * 2);
+        CU_ASSERT_EQUAL(numla_linear_forward(&w, 64, xl, 4, yl, 2, 0, NULL, 0),
+                        NUMLA_STATUS_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "workspace"));
+        CU_ASSERT_EQUAL(numla_linear_workspace_size(&w, 1, 2), 0u);
+    }
+    free(packed);
+}
+
+NUMLA_TEST_SUITE(linear, NULL, NULL, NUMLA_TEST(test_odd_shapes), NUMLA_TEST(test_all_m),
+                 NUMLA_TEST(test_validation))
