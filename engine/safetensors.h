@@ -7,6 +7,7 @@
  * Any violation is NUMLA_STATUS_FORMAT with a message naming the file and the tensor.
  * The mapped bytes are for copying out at load time only: the engine runs from memory it owns
  * (DESIGN.md §3). Not collective; every rank opens the files itself.
+ * `dir` may also name a single .safetensors file, which is then opened on its own.
  */
 #ifndef NUMLA_ENGINE_SAFETENSORS_H
 #define NUMLA_ENGINE_SAFETENSORS_H
@@ -24,7 +25,8 @@ typedef struct numla_st_tensor {
     numla_dtype dtype;                /* F32, F16 or BF16 */
     int32_t ndim;
     int64_t shape[NUMLA_ST_MAX_DIMS];
-    const void *data;                 /* mapped, read-only, nbytes long */
+    const void *data;                 /* mapped, read-only, nbytes long; not necessarily
+                                       * aligned (tensors are packed back to back): memcpy out */
     size_t nbytes;
     const char *file;                 /* path of the file that holds it */
 } numla_st_tensor;
@@ -50,6 +52,13 @@ typedef struct numla_st_writer numla_st_writer;
 numla_status numla_st_writer_create(numla_st_writer **out);
 numla_status numla_st_writer_add(numla_st_writer *w, const char *name, numla_dtype dtype,
                                  int32_t ndim, const int64_t *shape, const void *data);
+/* Like writer_add, but the bytes are produced at write time by fill(ctx, dst, nbytes), one
+ * tensor at a time, so a multi-GB file is never held in memory (numla synth). ctx must stay
+ * valid until writer_write returns. */
+typedef numla_status (*numla_st_fill_fn)(void *ctx, void *dst, size_t nbytes);
+numla_status numla_st_writer_add_fill(numla_st_writer *w, const char *name, numla_dtype dtype,
+                                      int32_t ndim, const int64_t *shape, numla_st_fill_fn fill,
+                                      void *ctx);
 numla_status numla_st_writer_write(const numla_st_writer *w, const char *path);
 void numla_st_writer_destroy(numla_st_writer **w);
 

@@ -1,0 +1,100 @@
+/* tests/fuzz/fuzz_safetensors.c — fuzz target for the safetensors reader (engine/safetensors.c).
+ *
+ * The input bytes become `model.safetensors` in a private temporary directory, which is then
+ * opened with numla_st_open. Any status but OK, FORMAT or UNSUPPORTED, an empty error message,
+ * or a tensor that does not lie inside the file is a bug and aborts. Built two ways:
+ *   * with -DNUMLA_FUZZ=ON (clang): build/fuzz_safetensors, a libFuzzer binary;
+ *   * always: linked into numla_unit, whose safetensors suite feeds it mutated files, so CI
+ *     exercises the same checks without clang.
+ */
+#define _GNU_SOURCE
+#include "engine/safetensors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+numla_status numla_fuzz_safetensors_run(const uint8_t *data, size_t size);
+
+static char numla_fuzz_dir_[256];
+static char numla_fuzz_path_[300];
+
+static void numla_fuzz_cleanup(void)
+{
+    unlink(numla_fuzz_path_);
+    rmdir(numla_fuzz_dir_);
+}
+
+static void numla_fuzz_die(const char *what, const char *msg)
+{
+    fprintf(stderr, "fuzz_safetensors: %s (%s)\n", what, msg);
+    abort();
+}
+
+numla_status numla_fuzz_safetensors_run(const uint8_t *data, size_t size)
+{
+    if (!numla_fuzz_dir_[0]) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(numla_fuzz_dir_, sizeof numla_fuzz_dir_, "%s/numla-fuzz-st-XXXXXX",
+                 tmp && tmp[0] ? tmp : "/tmp");
+        if (!mkdtemp(numla_fuzz_dir_))
+            numla_fuzz_die("mkdtemp failed", numla_fuzz_dir_);
+        snprintf(numla_fuzz_path_, sizeof numla_fuzz_path_, "%s/model.safetensors",
+                 numla_fuzz_dir_);
+        atexit(numla_fuzz_cleanup);
+    }
+    FILE *f = fopen(numla_fuzz_path_, "wb");
+    if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0)
+        numla_fuzz_die("cannot write the input file", numla_fuzz_path_);
+
+    numla_st_model *m = NULL;
+    numla_status s = numla_st_open(numla_fuzz_dir_, &m);
+    if (s != NUMLA_STATUS_OK) {
+        if (m)
+            numla_fuzz_die("failed open returned a model", numla_error_message());
+        if (s != NUMLA_STATUS_FORMAT && s != NUMLA_STATUS_UNSUPPORTED)
+            numla_fuzz_die("unexpected status", numla_error_message());
+        if (!strstr(numla_error_message(), numla_fuzz_path_))
+            numla_fuzz_die("error message does not name the file", numla_error_message());
+        return s;
+    }
+    /* Accepted: every tensor is found by its name, its size matches its shape, and together
+     * the tensors fit in the data section (they do not overlap). */
+    uint64_t hlen = 0, total = 0;
+    for (int i = 0; i < 8; i++)
+        hlen |= (uint64_t)data[i] << (8 * i);
+    int64_t n = numla_st_count(m);
+    for (int64_t i = 0; i < n; i++) {
+        const numla_st_tensor *t = numla_st_at(m, i);
+        if (!t || numla_st_find(m, t->name) != t)
+            numla_fuzz_die("tensor not found by its name", t ? t->name : "?");
+        size_t count = numla_dtype_size(t->dtype);
+        for (int32_t d = 0; d < t->ndim; d++)
+            count *= (size_t)t->shape[d];
+        if (count != t->nbytes)
+            numla_fuzz_die("nbytes does not match the shape", t->name);
+        total += t->nbytes;
+        if (total > size - 8 - hlen)
+            numla_fuzz_die("tensors exceed the data section", t->name);
+        volatile uint8_t sink = 0;
+        const uint8_t *p = t->data;
+        for (size_t k = 0; k < t->nbytes; k += 4096)
+            sink ^= p[k]; /* touch every page: a tensor outside the mapping faults here */
+        if (t->nbytes)
+            sink ^= p[t->nbytes - 1];
+        (void)sink;
+    }
+    numla_st_close(&m);
+    return s;
+}
+
+#ifdef NUMLA_FUZZ_ENTRY
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    numla_fuzz_safetensors_run(data, size);
+    return 0;
+}
+#endif
