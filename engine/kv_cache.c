@@ -29,8 +29,9 @@ numla_status numla_kv_cache_create(int32_t num_layers, int32_t kv_lora_rank, int
     c->data_bytes = c->layer_bytes * (size_t)num_layers;
     c->data = mmap(NULL, c->data_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (c->data == MAP_FAILED) {
+        size_t bytes = c->data_bytes;
         free(c);
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: cannot map %zu bytes", c->data_bytes);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: cannot map %zu bytes", bytes);
     }
 #ifdef MADV_HUGEPAGE
     (void)madvise(c->data, c->data_bytes, MADV_HUGEPAGE);
