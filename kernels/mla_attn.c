@@ -1,0 +1,350 @@
+/* kernels/mla_attn.c — the MLA attention frame: dispatch table, shape validation, the
+ * (sequence, head block, context split) work plan, OpenMP driver, LSE merge of split results
+ * and output conversion. The per-ISA chunk kernels (mla_attn_internal.h) own the inner loops.
+ *
+ * Plan: rows of each sequence are cut into head blocks of NUMLA_MLA_ATTN_ROWS rows ("units").
+ * The keys of all units are cut into chunks of about total_keys / (8 · threads) keys (at least
+ * NUMLA_MLA_ATTN_MIN_CHUNK) so that one long sequence, many short ones and anything in between
+ * give enough items to keep every thread busy. A unit cut into one chunk writes its output
+ * directly; a unit cut into several writes normalised partial outputs and LSEs into the
+ * workspace, and a second phase merges them. Both bounds below hold for any seq_lens:
+ *   items  <= units + 8·threads
+ *   slots  <= 2 · 8·threads   (a split unit with s >= 2 chunks uses s <= 2(s-1) slots, and
+ *                             Σ(s-1) < total_keys / chunk <= 8·threads)
+ * so the workspace size does not depend on seq_lens.
+ */
+#include "kernels/mla_attn.h"
+#include "kernels/mla_attn_internal.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    NUMLA_MLA_ATTN_ITEMS_PER_THREAD = 8,
+    NUMLA_MLA_ATTN_MIN_CHUNK = 256, /* keys: below this a split costs more than it balances */
+};
+
+/* Native variants per level; NULL inherits the level below (ref is always present). */
+static const numla_mla_attn_kernel *const numla_mla_attn_table_[NUMLA_ISA_COUNT] = {
+    [NUMLA_ISA_REF] = &numla_mla_attn_kernel_ref,
+};
+
+static const numla_mla_attn_kernel *numla_mla_attn_pick(numla_isa isa, const numla_mla_attn_args *a)
+{
+    int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF;
+    while (!numla_mla_attn_table_[i])
+        i--;
+    const numla_mla_attn_kernel *k = numla_mla_attn_table_[i];
+    /* Vector variants need Dc % 32 == 0 and Dr % 16 == 0; other dims run the reference. */
+    if (k->supports && !k->supports(a))
+        k = &numla_mla_attn_kernel_ref;
+    return k;
+}
+
+typedef struct numla_mla_attn_item {
+    int32_t seq;   /* b */
+    int32_t nrows; /* rows of the head block */
+    int32_t slot;  /* partial-result slot, -1: write the output directly */
+    int32_t pad_;
+    int64_t row0;  /* first global row */
+    int64_t k0, k1;
+} numla_mla_attn_item;
+
+typedef struct numla_mla_attn_merge {
+    int64_t row0;
+    int32_t nrows, slot0, nslots, pad_;
+} numla_mla_attn_merge;
+
+static size_t numla_mla_attn_align(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static int64_t numla_mla_attn_nq(const numla_mla_attn_args *a, int32_t b)
+{
+    return a->query_start_loc ? (int64_t)a->query_start_loc[b + 1] - a->query_start_loc[b] : 1;
+}
+
+static int64_t numla_mla_attn_q0(const numla_mla_attn_args *a, int32_t b)
+{
+    return a->query_start_loc ? a->query_start_loc[b] : b;
+}
+
+/* Key end of query i of sequence b (DESIGN.md §4, mla_attn.h). */
+static int64_t numla_mla_attn_limit(const numla_mla_attn_args *a, int32_t b, int64_t i)
+{
+    int64_t L = a->seq_lens[b];
+    if (a->query_start_loc && a->causal)
+        return L - numla_mla_attn_nq(a, b) + i + 1;
+    return L;
+}
+
+static int64_t numla_mla_attn_units(const numla_mla_attn_args *a)
+{
+    int64_t units = 0;
+    for (int32_t b = 0; b < a->num_seqs; b++) {
+        int64_t rows = numla_mla_attn_nq(a, b) * a->num_heads;
+        units += (rows + NUMLA_MLA_ATTN_ROWS - 1) / NUMLA_MLA_ATTN_ROWS;
+    }
+    return units;
+}
+
+typedef struct numla_mla_attn_layout {
+    size_t items, merges, partial, partial_lse, thread, thread_stride, total;
+    int64_t max_items, max_slots, max_merges;
+} numla_mla_attn_layout;
+
+static numla_mla_attn_layout numla_mla_attn_plan_layout(const numla_mla_attn_kernel *k,
+                                                        const numla_mla_attn_args *a, int nt)
+{
+    numla_mla_attn_layout L;
+    int64_t target = (int64_t)NUMLA_MLA_ATTN_ITEMS_PER_THREAD * nt;
+    size_t dc = (size_t)a->kv_lora_rank;
+    L.max_items = numla_mla_attn_units(a) + target;
+    L.max_slots = 2 * target;
+    L.max_merges = target;
+    size_t off = 0;
+    L.items = off;
+    off += numla_mla_attn_align((size_t)L.max_items * sizeof(numla_mla_attn_item));
+    L.merges = off;
+    off += numla_mla_attn_align((size_t)L.max_merges * sizeof(numla_mla_attn_merge));
+    L.partial = off;
+    off += numla_mla_attn_align((size_t)L.max_slots * NUMLA_MLA_ATTN_ROWS * dc * sizeof(float));
+    L.partial_lse = off;
+    off += numla_mla_attn_align((size_t)L.max_slots * NUMLA_MLA_ATTN_ROWS * sizeof(float));
+    L.thread = off;
+    L.thread_stride = numla_mla_attn_align(NUMLA_MLA_ATTN_ROWS * dc * sizeof(float)) +
+                      numla_mla_attn_align(2 * NUMLA_MLA_ATTN_ROWS * sizeof(float)) +
+                      numla_mla_attn_align(k->scratch_bytes(a));
+    off += (size_t)nt * L.thread_stride;
+    L.total = off + 64; /* room to align the caller's pointer */
+    return L;
+}
+
+size_t numla_mla_attn_workspace_size(numla_isa isa, const numla_mla_attn_args *args, int num_threads)
+{
+    if (!args || num_threads < 1)
+        return 0;
+    const numla_mla_attn_kernel *k = numla_mla_attn_pick(isa, args);
+    return numla_mla_attn_plan_layout(k, args, num_threads).total;
+}
+
+static numla_status numla_mla_attn_validate(const numla_mla_attn_args *a)
+{
+    if (!a)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "mla_attn: args is NULL");
+    if (a->num_seqs < 0 || a->num_heads < 1 || a->kv_lora_rank < 1 || a->rope_dim < 0 ||
+        a->block_size < 1 || a->num_blocks < 0 || a->max_blocks_per_seq < 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "mla_attn: bad dims (num_seqs=%d num_heads=%d kv_lora_rank=%d rope_dim=%d "
+                   "block_size=%d num_blocks=%lld max_blocks_per_seq=%d)",
+                   a->num_seqs, a->num_heads, a->kv_lora_rank, a->rope_dim, a->block_size,
+                   (long long)a->num_blocks, a->max_blocks_per_seq);
+    if ((unsigned)a->q_dtype >= NUMLA_DTYPE_COUNT || (unsigned)a->kv_dtype >= NUMLA_DTYPE_COUNT ||
+        (unsigned)a->out_dtype >= NUMLA_DTYPE_COUNT)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "mla_attn: bad dtype (q %d, kv %d, out %d)",
+                   (int)a->q_dtype, (int)a->kv_dtype, (int)a->out_dtype);
+    if (a->num_seqs == 0)
+        return NUMLA_STATUS_OK;
+    if (!a->q || !a->out || !a->seq_lens || !a->block_tables)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "mla_attn: q, out, seq_lens and block_tables must be set");
+    const int32_t *qsl = a->query_start_loc;
+    if (qsl && qsl[0] < 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "mla_attn: query_start_loc[0] = %d < 0", qsl[0]);
+    int64_t cap = (int64_t)a->max_blocks_per_seq * a->block_size;
+    for (int32_t b = 0; b < a->num_seqs; b++) {
+        int64_t L = a->seq_lens[b];
+        if (L < 0 || L > cap)
+            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE,
+                       "mla_attn: seq_lens[%d] = %lld outside 0..%lld (max_blocks_per_seq %d x "
+                       "block_size %d)",
+                       b, (long long)L, (long long)cap, a->max_blocks_per_seq, a->block_size);
+        if (qsl) {
+            if (qsl[b + 1] < qsl[b])
+                NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                           "mla_attn: query_start_loc decreases at sequence %d (%d -> %d)", b,
+                           qsl[b], qsl[b + 1]);
+            if (a->causal && qsl[b + 1] - qsl[b] > L)
+                NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE,
+                           "mla_attn: sequence %d has %d causal queries but seq_lens = %lld", b,
+                           qsl[b + 1] - qsl[b], (long long)L);
+        }
+        if (L > 0 && !a->kv_cache)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "mla_attn: kv_cache is NULL");
+        int64_t nblk = (L + a->block_size - 1) / a->block_size;
+        const int32_t *tab = a->block_tables + (int64_t)b * a->max_blocks_per_seq;
+        for (int64_t j = 0; j < nblk; j++)
+            if (tab[j] < 0 || tab[j] >= a->num_blocks)
+                NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE,
+                           "mla_attn: block_tables[%d][%lld] = %d outside 0..%lld", b,
+                           (long long)j, tab[j], (long long)a->num_blocks - 1);
+    }
+    return NUMLA_STATUS_OK;
+}
+
+static int numla_mla_attn_item_cmp(const void *x, const void *y)
+{
+    const numla_mla_attn_item *p = x, *q = y;
+    int64_t lp = p->k1 - p->k0, lq = q->k1 - q->k0;
+    return lp < lq ? 1 : lp > lq ? -1 : 0;
+}
+
+/* Build the items (longest first) and merge units; returns the item count. */
+static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_mla_attn_item *items,
+                                   numla_mla_attn_merge *merges, int64_t *num_merges)
+{
+    int64_t total = 0;
+    for (int32_t b = 0; b < a->num_seqs; b++) {
+        int64_t nq = numla_mla_attn_nq(a, b), rows = nq * a->num_heads;
+        for (int64_t r = 0; r < rows; r += NUMLA_MLA_ATTN_ROWS) {
+            int64_t rl = (r + NUMLA_MLA_ATTN_ROWS < rows ? r + NUMLA_MLA_ATTN_ROWS : rows) - 1;
+            total += numla_mla_attn_limit(a, b, rl / a->num_heads);
+        }
+    }
+    int64_t target = (int64_t)NUMLA_MLA_ATTN_ITEMS_PER_THREAD * nt;
+    int64_t chunk = (total + target - 1) / target;
+    if (chunk < NUMLA_MLA_ATTN_MIN_CHUNK)
+        chunk = NUMLA_MLA_ATTN_MIN_CHUNK;
+    int64_t n = 0, nm = 0;
+    int32_t slot = 0;
+    for (int32_t b = 0; b < a->num_seqs; b++) {
+        int64_t nq = numla_mla_attn_nq(a, b), rows = nq * a->num_heads;
+        int64_t base = numla_mla_attn_q0(a, b) * a->num_heads;
+        for (int64_t r = 0; r < rows; r += NUMLA_MLA_ATTN_ROWS) {
+            int32_t nr = (int32_t)(r + NUMLA_MLA_ATTN_ROWS < rows ? NUMLA_MLA_ATTN_ROWS : rows - r);
+            int64_t Lu = numla_mla_attn_limit(a, b, (r + nr - 1) / a->num_heads);
+            int64_t splits = Lu > chunk ? (Lu + chunk - 1) / chunk : 1;
+            if (splits > 1)
+                merges[nm++] = (numla_mla_attn_merge){.row0 = base + r, .nrows = nr, .slot0 = slot,
+                                                      .nslots = (int32_t)splits};
+            for (int64_t s = 0; s < splits; s++) {
+                int64_t k0 = s * Lu / splits, k1 = (s + 1) * Lu / splits;
+                items[n++] = (numla_mla_attn_item){.seq = b, .nrows = nr,
+                                                   .slot = splits > 1 ? slot++ : -1,
+                                                   .row0 = base + r, .k0 = k0, .k1 = k1};
+            }
+        }
+    }
+    qsort(items, (size_t)n, sizeof *items, numla_mla_attn_item_cmp);
+    *num_merges = nm;
+    return n;
+}
+
+/* Run one item and store its rows (to out/lse, or to its partial slot). */
+static void numla_mla_attn_run_item(const numla_mla_attn_kernel *k, const numla_mla_attn_args *a,
+                                    const numla_mla_attn_item *it, float *acc, float *m, float *l,
+                                    void *scratch, float *partial, float *partial_lse)
+{
+    numla_mla_attn_chunk c = {.a = a, .seq = it->seq, .nrows = it->nrows, .row0 = it->row0,
+                              .k0 = it->k0, .k1 = it->k1};
+    int64_t q0 = numla_mla_attn_q0(a, it->seq);
+    for (int32_t r = 0; r < it->nrows; r++) {
+        int64_t lim = numla_mla_attn_limit(a, it->seq, (it->row0 + r) / a->num_heads - q0);
+        c.lim[r] = lim < it->k0 ? it->k0 : lim > it->k1 ? it->k1 : lim;
+    }
+    k->chunk(&c, acc, m, l, scratch);
+    size_t dc = (size_t)a->kv_lora_rank;
+    for (int32_t r = 0; r < it->nrows; r++) {
+        const float *ar = acc + (size_t)r * dc;
+        float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        float lse = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
+        if (it->slot >= 0) {
+            size_t p = (size_t)it->slot * NUMLA_MLA_ATTN_ROWS + (size_t)r;
+            float *dst = partial + p * dc;
+            for (size_t d = 0; d < dc; d++)
+                dst[d] = ar[d] * inv;
+            partial_lse[p] = lse;
+        } else {
+            int64_t row = it->row0 + r;
+            if (a->out_dtype == NUMLA_DTYPE_F32) {
+                float *dst = (float *)a->out + (size_t)row * dc;
+                for (size_t d = 0; d < dc; d++)
+                    dst[d] = ar[d] * inv;
+            } else {
+                for (size_t d = 0; d < dc; d++)
+                    numla_store_f32(a->out, a->out_dtype, (size_t)row * dc + d, ar[d] * inv);
+            }
+            if (a->lse)
+                a->lse[row] = lse;
+        }
+    }
+}
+
+static void numla_mla_attn_merge_row(const numla_mla_attn_args *a, const numla_mla_attn_merge *mu,
+                                     int32_t r, const float *partial, const float *partial_lse,
+                                     float *tmp)
+{
+    size_t dc = (size_t)a->kv_lora_rank;
+    float mx = -INFINITY;
+    for (int32_t s = 0; s < mu->nslots; s++) {
+        float v = partial_lse[(size_t)(mu->slot0 + s) * NUMLA_MLA_ATTN_ROWS + (size_t)r];
+        mx = v > mx ? v : mx;
+    }
+    int64_t row = mu->row0 + r;
+    memset(tmp, 0, dc * sizeof(float));
+    float lse = -INFINITY;
+    if (mx > -INFINITY) {
+        float wsum = 0.0f;
+        for (int32_t s = 0; s < mu->nslots; s++) {
+            size_t p = (size_t)(mu->slot0 + s) * NUMLA_MLA_ATTN_ROWS + (size_t)r;
+            if (partial_lse[p] == -INFINITY)
+                continue;
+            float w = expf(partial_lse[p] - mx);
+            wsum += w;
+            const float *src = partial + p * dc;
+            for (size_t d = 0; d < dc; d++)
+                tmp[d] += w * src[d];
+        }
+        float inv = 1.0f / wsum;
+        for (size_t d = 0; d < dc; d++)
+            tmp[d] *= inv;
+        lse = mx + logf(wsum);
+    }
+    for (size_t d = 0; d < dc; d++)
+        numla_store_f32(a->out, a->out_dtype, (size_t)row * dc + d, tmp[d]);
+    if (a->lse)
+        a->lse[row] = lse;
+}
+
+numla_status numla_mla_attn(numla_isa isa, const numla_mla_attn_args *args, void *workspace,
+                            size_t workspace_bytes)
+{
+    NUMLA_CHECK(numla_mla_attn_validate(args));
+    const numla_mla_attn_args *a = args;
+    if (a->num_seqs == 0)
+        return NUMLA_STATUS_OK;
+    const numla_mla_attn_kernel *k = numla_mla_attn_pick(isa, a);
+    int nt = omp_get_max_threads();
+    numla_mla_attn_layout L = numla_mla_attn_plan_layout(k, a, nt);
+    if (!workspace || workspace_bytes < L.total)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "mla_attn: workspace of %zu bytes is smaller than the %zu needed for %d threads",
+                   workspace_bytes, L.total, nt);
+    char *ws = (char *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+    numla_mla_attn_item *items = (numla_mla_attn_item *)(ws + L.items);
+    numla_mla_attn_merge *merges = (numla_mla_attn_merge *)(ws + L.merges);
+    float *partial = (float *)(ws + L.partial), *partial_lse = (float *)(ws + L.partial_lse);
+    int64_t nm = 0;
+    int64_t n = numla_mla_attn_plan(a, nt, items, merges, &nm);
+    int use = (int)(n < nt ? n : nt);
+    size_t dc = (size_t)a->kv_lora_rank;
+
+#pragma omp parallel num_threads(use)
+    {
+        char *t = ws + L.thread + (size_t)omp_get_thread_num() * L.thread_stride;
+        float *acc = (float *)t;
+        float *ml = (float *)(t + numla_mla_attn_align(NUMLA_MLA_ATTN_ROWS * dc * sizeof(float)));
+        void *scratch = (char *)ml + numla_mla_attn_align(2 * NUMLA_MLA_ATTN_ROWS * sizeof(float));
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t i = 0; i < n; i++)
+            numla_mla_attn_run_item(k, a, &items[i], acc, ml, ml + NUMLA_MLA_ATTN_ROWS, scratch,
+                                    partial, partial_lse);
+#pragma omp for schedule(static)
+        for (int64_t j = 0; j < nm * NUMLA_MLA_ATTN_ROWS; j++) {
+            const numla_mla_attn_merge *mu = &merges[j / NUMLA_MLA_ATTN_ROWS];
+            int32_t r = (int32_t)(j % NUMLA_MLA_ATTN_ROWS);
+            if (r < mu->nrows)
+                numla_mla_attn_merge_row(a, mu, r, partial, partial_lse, acc);
+        }
+    }
+    return NUMLA_STATUS_OK;
+}

@@ -1,0 +1,65 @@
+/* kernels/mla_attn_internal.h — private interface between the MLA attention frame
+ * (kernels/mla_attn.c: validation, work split, LSE merge, output conversion) and the per-ISA
+ * chunk kernels (kernels/ref/mla_attn_ref.c, kernels/x86/mla_attn_<isa>.c). Not a contract for
+ * other modules.
+ *
+ * Rows: a "row" is one (query, head) pair. Query rows are laid out (T_q, H, Dc + Dr), so the
+ * rows of sequence b are the contiguous global rows qsl[b]·H .. qsl[b+1]·H - 1, in q, out and
+ * lse alike. A work item is up to NUMLA_MLA_ATTN_ROWS consecutive rows of one sequence (one
+ * "head block"; with H >= 16 exactly the heads of one query, with few heads it spans several
+ * queries, which share the same keys) and one contiguous key range [k0, k1) (a context split).
+ * The chunk kernel walks the keys of [k0, k1) once, loads/converts each cache row once and uses
+ * it for every row of the item (MLA is MQA-shaped), and returns the unnormalised online-softmax
+ * state: acc[r] = Σ_t e^(s_rt - m_r) · v_t, l[r] = Σ_t e^(s_rt - m_r), m[r] = max_t s_rt
+ * (s already scaled), with m = -inf, l = 0, acc = 0 for a row that sees no key in the range.
+ * Row r only sees keys t < lim[r] (lim[r] in [k0, k1]); lim is non-decreasing in r except
+ * across query boundaries of few-head blocks, so kernels must not assume monotone limits.
+ */
+#ifndef NUMLA_KERNELS_MLA_ATTN_INTERNAL_H
+#define NUMLA_KERNELS_MLA_ATTN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/mla_attn.h"
+
+enum { NUMLA_MLA_ATTN_ROWS = 16 }; /* rows per work item: one zmm of fp32 scores per key */
+
+typedef struct numla_mla_attn_chunk {
+    const numla_mla_attn_args *a;
+    int32_t seq;                     /* b */
+    int32_t nrows;                   /* 1 ..= NUMLA_MLA_ATTN_ROWS */
+    int64_t row0;                    /* first global (query, head) row */
+    int64_t k0, k1;                  /* key range of this split */
+    int64_t lim[NUMLA_MLA_ATTN_ROWS]; /* (nrows) per-row key end, in [k0, k1] */
+} numla_mla_attn_chunk;
+
+/* acc: (NUMLA_MLA_ATTN_ROWS, Dc) fp32, 64-byte aligned; m, l: (NUMLA_MLA_ATTN_ROWS).
+ * scratch: the kernel's own per-thread scratch (scratch_bytes), 64-byte aligned. */
+typedef void (*numla_mla_attn_chunk_fn)(const numla_mla_attn_chunk *c, float *acc, float *m,
+                                        float *l, void *scratch);
+
+typedef struct numla_mla_attn_kernel {
+    const char *name;
+    numla_mla_attn_chunk_fn chunk;
+    /* Per-thread scratch bytes the chunk function needs for these args. */
+    size_t (*scratch_bytes)(const numla_mla_attn_args *a);
+    /* Whether the variant handles these dims/dtypes (else the frame uses the reference). */
+    int (*supports)(const numla_mla_attn_args *a);
+} numla_mla_attn_kernel;
+
+extern const numla_mla_attn_kernel numla_mla_attn_kernel_ref;
+extern const numla_mla_attn_kernel numla_mla_attn_kernel_avx2;
+extern const numla_mla_attn_kernel numla_mla_attn_kernel_avx512;
+extern const numla_mla_attn_kernel numla_mla_attn_kernel_avx512bf16;
+
+/* Cache row of token t of sequence b (t < seq_lens[b], already validated). */
+static inline const char *numla_mla_attn_kv_row(const numla_mla_attn_args *a, int32_t b, int64_t t)
+{
+    int64_t width = (int64_t)a->kv_lora_rank + a->rope_dim;
+    int64_t blk = a->block_tables[(int64_t)b * a->max_blocks_per_seq + t / a->block_size];
+    int64_t slot = blk * a->block_size + t % a->block_size;
+    return (const char *)a->kv_cache + slot * width * (int64_t)numla_dtype_size(a->kv_dtype);
+}
+
+#endif

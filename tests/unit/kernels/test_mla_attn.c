@@ -1,0 +1,198 @@
+/* Tests for kernels/mla_attn: every supported ISA against an independent double-precision
+ * reference (mla_attn_check.h states the tolerances), decode and multi-token, paged caches with
+ * shuffled tables and NaN-filled unused rows, and the error paths. */
+#include "mla_attn_check.h"
+
+static const numla_dtype all_dt[3] = {NUMLA_DTYPE_BF16, NUMLA_DTYPE_F16, NUMLA_DTYPE_F32};
+static const numla_dtype bf16_only[1] = {NUMLA_DTYPE_BF16};
+static const numla_dtype bf16_f32[2] = {NUMLA_DTYPE_BF16, NUMLA_DTYPE_F32};
+
+/* Small dims (tiny test models): every q/kv/out dtype combination; context 1, an exact
+ * multiple of the block size, and ragged lengths in one batch. */
+static void test_small_all_dtypes(void)
+{
+    static const int32_t lens[5] = {1, 32, 77, 300, 16};
+    for (int qi = 0; qi < 3; qi++)
+        for (int ki = 0; ki < 3; ki++) {
+            mla_case c = {.B = 5, .H = 3, .Dc = 64, .Dr = 16, .bs = 16, .lens = lens,
+                          .qt = all_dt[qi], .kvt = all_dt[ki], .seed = 11 + 3 * qi + ki};
+            mla_check_case(&c, all_dt, 3, "small dtypes");
+        }
+}
+
+static void test_block_sizes(void)
+{
+    static const int32_t lens[4] = {1, 256, 513, 37};
+    static const int32_t bss[6] = {1, 2, 7, 64, 128, 256};
+    for (int i = 0; i < 6; i++) {
+        mla_case c = {.B = 4, .H = 16, .Dc = 64, .Dr = 16, .bs = bss[i], .lens = lens,
+                      .qt = NUMLA_DTYPE_BF16, .kvt = NUMLA_DTYPE_BF16, .seed = 100 + i};
+        mla_check_case(&c, bf16_f32, 2, "block sizes");
+    }
+    mla_case c = {.B = 4, .H = 16, .Dc = 512, .Dr = 64, .bs = 1, .lens = lens,
+                  .qt = NUMLA_DTYPE_BF16, .kvt = NUMLA_DTYPE_BF16, .seed = 107};
+    mla_check_case(&c, bf16_only, 1, "block size 1, Dc 512");
+}
+
+static void test_many_heads(void)
+{
+    static const int32_t lens[2] = {700, 129};
+    static const int32_t hs[3] = {22, 128, 1};
+    for (int i = 0; i < 3; i++) {
+        mla_case c = {.B = 2, .H = hs[i], .Dc = 512, .Dr = 64, .bs = 64, .lens = lens,
+                      .qt = NUMLA_DTYPE_BF16, .kvt = NUMLA_DTYPE_BF16, .seed = 200 + i};
+        mla_check_case(&c, bf16_f32, 2, "heads");
+    }
+}
+
+/* fp32 and fp16 caches at the real dims, with fp32 queries. */
+static void test_wide_dtypes(void)
+{
+    static const int32_t lens[3] = {1000, 64, 3};
+    for (int ki = 0; ki < 3; ki++) {
+        mla_case c = {.B = 3, .H = 16, .Dc = 512, .Dr = 64, .bs = 32, .lens = lens,
+                      .qt = NUMLA_DTYPE_F32, .kvt = all_dt[ki], .seed = 300 + ki};
+        mla_check_case(&c, all_dt, 3, "wide dtypes");
+    }
+}
+
+/* The benchmark shapes (B, L, H), bf16 only. */
+static void test_main_shapes(void)
+{
+    static const int32_t shapes[5][3] = {{1, 64000, 16}, {1, 54321, 16}, {1, 1243, 5},
+                                         {3, 1234, 16}, {30, 2048, 16}};
+    int32_t lens[30];
+    for (int s = 0; s < 5; s++) {
+        for (int b = 0; b < shapes[s][0]; b++)
+            lens[b] = shapes[s][1];
+        mla_case c = {.B = shapes[s][0], .H = shapes[s][2], .Dc = 512, .Dr = 64, .bs = 64,
+                      .lens = lens, .qt = NUMLA_DTYPE_BF16, .kvt = NUMLA_DTYPE_BF16,
+                      .seed = 400 + s};
+        char label[64];
+        snprintf(label, sizeof label, "shape (%d,%d,%d)", shapes[s][0], shapes[s][1], shapes[s][2]);
+        mla_check_case(&c, s == 0 ? bf16_f32 : bf16_only, s == 0 ? 2 : 1, label);
+    }
+}
+
+static void test_multi_token(void)
+{
+    static const int32_t lens[4] = {40, 300, 17, 1};
+    static const int32_t nq[4] = {5, 33, 17, 1}; /* sequence 2 is a whole prefill */
+    static const int32_t hs[2] = {16, 5};
+    for (int causal = 0; causal < 2; causal++)
+        for (int i = 0; i < 2; i++) {
+            mla_case c = {.B = 4, .H = hs[i], .Dc = 64, .Dr = 16, .bs = 16, .lens = lens,
+                          .nq = nq, .causal = causal, .qt = NUMLA_DTYPE_BF16,
+                          .kvt = NUMLA_DTYPE_BF16, .seed = 500 + 2 * causal + i};
+            mla_check_case(&c, bf16_f32, 2, causal ? "causal" : "non-causal");
+        }
+    static const int32_t lens2[2] = {600, 90};
+    static const int32_t nq2[2] = {20, 90};
+    mla_case c = {.B = 2, .H = 16, .Dc = 512, .Dr = 64, .bs = 64, .lens = lens2, .nq = nq2,
+                  .causal = 1, .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16, .seed = 510};
+    mla_check_case(&c, bf16_f32, 2, "causal Dc 512");
+    /* Non-causal chunked prefill may have more queries than cached keys, or none cached. */
+    static const int32_t lens3[3] = {10, 0, 100};
+    static const int32_t nq3[3] = {7, 3, 130};
+    mla_case d = {.B = 3, .H = 3, .Dc = 64, .Dr = 16, .bs = 8, .lens = lens3, .nq = nq3,
+                  .causal = 0, .qt = NUMLA_DTYPE_F16, .kvt = NUMLA_DTYPE_F32, .seed = 511};
+    mla_check_case(&d, all_dt, 3, "non-causal prefix");
+}
+
+/* seq_len 0 gives zeros and -inf LSE, next to non-empty sequences. */
+static void test_empty_sequences(void)
+{
+    static const int32_t lens[3] = {0, 5, 0};
+    mla_case c = {.B = 3, .H = 4, .Dc = 64, .Dr = 16, .bs = 4, .lens = lens,
+                  .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16, .seed = 600};
+    mla_problem *p = mla_problem_make(&c);
+    mla_problem_reference(p);
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int n = numla_test_isas(isas);
+    for (int i = 0; i < n; i++) {
+        mla_problem_check(p, isas[i], NUMLA_DTYPE_F32, "empty");
+        float out[3 * 4 * 64], lse[12];
+        memset(out, 0xff, sizeof out);
+        numla_mla_attn_args a = mla_problem_args(p, out, NUMLA_DTYPE_F32, lse);
+        size_t wsb = numla_mla_attn_workspace_size(isas[i], &a, omp_get_max_threads());
+        void *ws = malloc(wsb);
+        CU_ASSERT_EQUAL(numla_mla_attn(isas[i], &a, ws, wsb), NUMLA_STATUS_OK);
+        int zeros = 1, inf = 1;
+        for (int b = 0; b < 3; b += 2)
+            for (int r = 0; r < 4; r++) {
+                inf &= isinf(lse[b * 4 + r]) && lse[b * 4 + r] < 0;
+                for (int d = 0; d < 64; d++)
+                    zeros &= out[(b * 4 + r) * 64 + d] == 0.0f;
+            }
+        NUMLA_ASSERT_MSG(zeros && inf, "[%s] empty sequence: zeros %d, lse -inf %d",
+                         numla_isa_name(isas[i]), zeros, inf);
+        free(ws);
+    }
+    mla_problem_free(p);
+}
+
+/* Bad tables, lengths and query counts fail before anything is written. */
+static void test_out_of_range(void)
+{
+    static const int32_t lens[2] = {20, 9};
+    static const int32_t nq[2] = {3, 4};
+    mla_case c = {.B = 2, .H = 2, .Dc = 64, .Dr = 16, .bs = 8, .lens = lens, .nq = nq,
+                  .causal = 1, .qt = NUMLA_DTYPE_BF16, .kvt = NUMLA_DTYPE_BF16, .seed = 700};
+    mla_problem *p = mla_problem_make(&c);
+    size_t nout = (size_t)p->T * 2 * 64;
+    uint16_t *out = malloc(nout * 2);
+    float lse[14];
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int n = numla_test_isas(isas);
+    for (int i = 0; i < n; i++)
+        for (int kind = 0; kind < 5; kind++) {
+            numla_mla_attn_args a = mla_problem_args(p, out, NUMLA_DTYPE_BF16, lse);
+            int32_t save_tab = p->tables[p->mbps + 1], save_len = p->lens[1];
+            int32_t qsl_save = p->qsl[2];
+            if (kind == 0)
+                p->tables[p->mbps + 1] = (int32_t)p->num_blocks; /* last used block of seq 1 */
+            else if (kind == 1)
+                p->tables[p->mbps + 1] = -1;
+            else if (kind == 2)
+                p->lens[1] = p->mbps * 8 + 1; /* more keys than the table row holds */
+            else if (kind == 3)
+                p->qsl[2] = p->qsl[1] + 10; /* 10 causal queries over 9 keys */
+            else
+                p->lens[1] = 3; /* 4 causal queries over 3 keys */
+            memset(out, 0x5a, nout * 2);
+            memset(lse, 0x5a, sizeof lse);
+            size_t wsb = numla_mla_attn_workspace_size(isas[i], &a, omp_get_max_threads());
+            void *ws = malloc(wsb);
+            numla_status st = numla_mla_attn(isas[i], &a, ws, wsb);
+            NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OUT_OF_RANGE, "[%s] kind %d: status %s",
+                             numla_isa_name(isas[i]), kind, numla_status_name(st));
+            int untouched = 1;
+            for (size_t j = 0; j < nout; j++)
+                untouched &= out[j] == 0x5a5a;
+            for (int j = 0; j < 14; j++) {
+                uint32_t u;
+                memcpy(&u, &lse[j], 4);
+                untouched &= u == 0x5a5a5a5au;
+            }
+            NUMLA_ASSERT_MSG(untouched, "[%s] kind %d wrote output", numla_isa_name(isas[i]), kind);
+            p->tables[p->mbps + 1] = save_tab;
+            p->lens[1] = save_len;
+            p->qsl[2] = qsl_save;
+            free(ws);
+        }
+    /* The unmodified problem runs. */
+    numla_mla_attn_args a = mla_problem_args(p, out, NUMLA_DTYPE_BF16, lse);
+    size_t wsb = numla_mla_attn_workspace_size(NUMLA_ISA_REF, &a, omp_get_max_threads());
+    void *ws = malloc(wsb);
+    CU_ASSERT_EQUAL(numla_mla_attn(NUMLA_ISA_REF, &a, ws, wsb), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_mla_attn(NUMLA_ISA_REF, &a, ws, wsb / 2), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "workspace"));
+    free(ws);
+    free(out);
+    mla_problem_free(p);
+}
+
+NUMLA_TEST_SUITE(mla_attn, NULL, NULL, NUMLA_TEST(test_small_all_dtypes), NUMLA_TEST(test_block_sizes),
+                 NUMLA_TEST(test_many_heads), NUMLA_TEST(test_wide_dtypes),
+                 NUMLA_TEST(test_multi_token), NUMLA_TEST(test_empty_sequences),
+                 NUMLA_TEST(test_out_of_range), NUMLA_TEST(test_main_shapes))
