@@ -1,0 +1,665 @@
+/* engine/synth.c — `numla synth`: synthetic DeepSeek-V2/V3 checkpoints (see synth.h).
+ *
+ * Owns the presets, the tensor plan (HF names and shapes), the deterministic weight generator
+ * and the directory layout (config.json, single file or shards + index). The file format
+ * itself is engine/safetensors.c's; this file never writes safetensors bytes directly.
+ *
+ * Every weight element is a pure function of (seed, tensor name, element index): a counter-based
+ * hash, not a sequential stream, so any thread split gives the same bytes.
+ */
+#define _GNU_SOURCE
+#include "engine/synth.h"
+
+#include "common/log.h"
+#include "engine/cli.h"
+#include "engine/safetensors.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NUMLA_SYNTH_SHARD_DEFAULT ((int64_t)2 << 30)
+
+/* ---------------------------------------------------------------------------------------- */
+/* presets                                                                                   */
+
+static void numla_synth_preset_tiny(numla_synth_config *c)
+{
+    *c = (numla_synth_config){
+        .model_type = "deepseek_v2", .architecture = "DeepseekV2ForCausalLM",
+        .vocab_size = 512, .hidden_size = 64, .intermediate_size = 192,
+        .moe_intermediate_size = 32, .num_hidden_layers = 3, .num_attention_heads = 6,
+        .num_key_value_heads = 6, .n_shared_experts = 1, .n_routed_experts = 10,
+        .num_experts_per_tok = 3, .routed_scaling_factor = 1.0, .topk_method = "greedy",
+        .n_group = 1, .topk_group = 1, .scoring_func = "softmax", .norm_topk_prob = 0,
+        .first_k_dense_replace = 1, .moe_layer_freq = 1, .kv_lora_rank = 64, .q_lora_rank = 0,
+        .qk_rope_head_dim = 16, .qk_nope_head_dim = 32, .v_head_dim = 32,
+        .max_position_embeddings = 4096, .rms_norm_eps = 1e-6, .rope_theta = 10000.0,
+        .yarn_factor = 4.0, .yarn_original_max_position_embeddings = 1024,
+        .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0, .yarn_mscale = 0.707,
+        .yarn_mscale_all_dim = 0.707, .bos_token_id = 0, .eos_token_id = 1,
+    };
+}
+
+/* deepseek-ai/DeepSeek-V2-Lite */
+static void numla_synth_preset_v2_lite(numla_synth_config *c)
+{
+    *c = (numla_synth_config){
+        .model_type = "deepseek_v2", .architecture = "DeepseekV2ForCausalLM",
+        .vocab_size = 102400, .hidden_size = 2048, .intermediate_size = 10944,
+        .moe_intermediate_size = 1408, .num_hidden_layers = 27, .num_attention_heads = 16,
+        .num_key_value_heads = 16, .n_shared_experts = 2, .n_routed_experts = 64,
+        .num_experts_per_tok = 6, .routed_scaling_factor = 1.0, .topk_method = "greedy",
+        .n_group = 1, .topk_group = 1, .scoring_func = "softmax", .norm_topk_prob = 0,
+        .first_k_dense_replace = 1, .moe_layer_freq = 1, .kv_lora_rank = 512, .q_lora_rank = 0,
+        .qk_rope_head_dim = 64, .qk_nope_head_dim = 128, .v_head_dim = 128,
+        .max_position_embeddings = 163840, .rms_norm_eps = 1e-6, .rope_theta = 10000.0,
+        .yarn_factor = 40.0, .yarn_original_max_position_embeddings = 4096,
+        .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0, .yarn_mscale = 0.707,
+        .yarn_mscale_all_dim = 0.707, .bos_token_id = 100000, .eos_token_id = 100001,
+    };
+}
+
+/* deepseek-ai/DeepSeek-V3 (without the multi-token-prediction layer) */
+static void numla_synth_preset_v3(numla_synth_config *c)
+{
+    *c = (numla_synth_config){
+        .model_type = "deepseek_v3", .architecture = "DeepseekV3ForCausalLM",
+        .vocab_size = 129280, .hidden_size = 7168, .intermediate_size = 18432,
+        .moe_intermediate_size = 2048, .num_hidden_layers = 61, .num_attention_heads = 128,
+        .num_key_value_heads = 128, .n_shared_experts = 1, .n_routed_experts = 256,
+        .num_experts_per_tok = 8, .routed_scaling_factor = 2.5, .topk_method = "noaux_tc",
+        .n_group = 8, .topk_group = 4, .scoring_func = "sigmoid", .norm_topk_prob = 1,
+        .first_k_dense_replace = 3, .moe_layer_freq = 1, .kv_lora_rank = 512,
+        .q_lora_rank = 1536, .qk_rope_head_dim = 64, .qk_nope_head_dim = 128, .v_head_dim = 128,
+        .max_position_embeddings = 163840, .rms_norm_eps = 1e-6, .rope_theta = 10000.0,
+        .yarn_factor = 40.0, .yarn_original_max_position_embeddings = 4096,
+        .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0, .yarn_mscale = 1.0,
+        .yarn_mscale_all_dim = 1.0, .bos_token_id = 0, .eos_token_id = 1,
+    };
+}
+
+numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_config *c)
+{
+    const char *p = opt->preset ? opt->preset : "(null)";
+    if (!strcmp(p, "tiny"))
+        numla_synth_preset_tiny(c);
+    else if (!strcmp(p, "v2-lite"))
+        numla_synth_preset_v2_lite(c);
+    else if (!strcmp(p, "v3"))
+        numla_synth_preset_v3(c);
+    else
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: unknown preset '%s' (tiny, v2-lite, v3)", p);
+    if (opt->layers < 0 || opt->experts < 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: layers (%d) and experts (%d) must be >= 0",
+                   (int)opt->layers, (int)opt->experts);
+    if (opt->layers > 0)
+        c->num_hidden_layers = opt->layers;
+    if (opt->experts > 0)
+        c->n_routed_experts = opt->experts;
+    if (opt->dtype != NUMLA_DTYPE_BF16 && opt->dtype != NUMLA_DTYPE_F32)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: dtype must be bf16 or f32");
+    int32_t e = c->n_routed_experts, k = c->num_experts_per_tok;
+    if (k > e)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s picks %d experts per token but "
+                   "has only %d routed experts", p, (int)k, (int)e);
+    if (strcmp(c->topk_method, "greedy")) {
+        if (e % c->n_group)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: %d routed experts do not split into %d "
+                       "groups (preset %s)", (int)e, (int)c->n_group, p);
+        int32_t per = e / c->n_group;
+        if (!strcmp(c->topk_method, "noaux_tc") && per < 2)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: noaux_tc scores a group by its top-2 "
+                       "experts: need >= 2 experts per group, have %d (preset %s)", (int)per, p);
+        if ((int64_t)per * c->topk_group < k)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: %d kept groups of %d experts cannot "
+                       "supply %d experts per token (preset %s)", (int)c->topk_group, (int)per,
+                       (int)k, p);
+    }
+    return NUMLA_STATUS_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* the tensor plan                                                                           */
+
+typedef enum numla_synth_kind {
+    NUMLA_SYNTH_KIND_LINEAR,  /* N(0, gain^2/fan_in), fan_in = shape[1] */
+    NUMLA_SYNTH_KIND_NORM,    /* uniform in [0.9, 1.1] */
+    NUMLA_SYNTH_KIND_BIAS,    /* uniform in [-0.1, 0.1] */
+    NUMLA_SYNTH_KIND_LM_HEAD, /* LINEAR with a log-normal per-row gain: decisive logits */
+} numla_synth_kind;
+
+typedef struct numla_synth_tensor {
+    char name[96];
+    numla_dtype dtype;
+    int32_t ndim;
+    int64_t shape[2];
+    numla_synth_kind kind;
+    float gain;
+    size_t nbytes;
+    uint64_t seed;            /* derived from the global seed and the name */
+    struct numla_synth_progress *progress;
+} numla_synth_tensor;
+
+typedef struct numla_synth_progress {
+    int on;
+    int64_t done, total;
+    double t0, last;
+} numla_synth_progress;
+
+typedef struct numla_synth_plan {
+    numla_synth_tensor *t;
+    size_t n, cap;
+} numla_synth_plan;
+
+/* Output-layer gain: logits have std ~ this (RMS-normed input), so typical top-1/top-2 gaps
+ * are O(1) rather than O(0.1) — see DESIGN.md §8 and test_synth's margin check. */
+#define NUMLA_SYNTH_LM_HEAD_GAIN 6.0f
+#define NUMLA_SYNTH_LM_HEAD_ROW_SIGMA 0.35f
+/* Router logits std: wider gaps between the k-th and (k+1)-th expert than N(0,1). */
+#define NUMLA_SYNTH_ROUTER_GAIN 2.0f
+
+static uint64_t numla_synth_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static numla_status numla_synth_add(numla_synth_plan *p, const numla_synth_options *opt,
+                                    numla_synth_kind kind, float gain, int64_t rows, int64_t cols,
+                                    const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+
+/* Append one tensor: cols == 0 makes a vector of `rows`. */
+static numla_status numla_synth_add(numla_synth_plan *p, const numla_synth_options *opt,
+                                    numla_synth_kind kind, float gain, int64_t rows, int64_t cols,
+                                    const char *fmt, ...)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 256;
+        numla_synth_tensor *t = realloc(p->t, cap * sizeof *t);
+        if (!t)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: no memory for the tensor plan");
+        p->t = t;
+        p->cap = cap;
+    }
+    numla_synth_tensor *t = &p->t[p->n++];
+    memset(t, 0, sizeof *t);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    /* V3 keeps its router bias in fp32 whatever the weights are; so do we. */
+    t->dtype = kind == NUMLA_SYNTH_KIND_BIAS ? NUMLA_DTYPE_F32 : opt->dtype;
+    t->ndim = cols ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->kind = kind;
+    t->gain = gain;
+    t->nbytes = (size_t)rows * (size_t)(cols ? cols : 1) * numla_dtype_size(t->dtype);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *s = t->name; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    t->seed = numla_synth_mix(h ^ numla_synth_mix(opt->seed + 0x9e3779b97f4a7c15ull));
+    return NUMLA_STATUS_OK;
+}
+
+/* HF modeling_deepseek names and shapes, in checkpoint order. */
+static numla_status numla_synth_plan_build(const numla_synth_config *c,
+                                           const numla_synth_options *opt, numla_synth_plan *p)
+{
+    const numla_synth_kind L = NUMLA_SYNTH_KIND_LINEAR, N = NUMLA_SYNTH_KIND_NORM;
+    int64_t d = c->hidden_size, H = c->num_attention_heads;
+    int64_t qk = c->qk_nope_head_dim + c->qk_rope_head_dim;
+    int64_t moe = c->moe_intermediate_size, shared = c->n_shared_experts * moe;
+    int v3 = !strcmp(c->topk_method, "noaux_tc");
+
+    /* The embedding is a lookup, not a matmul: rows of unit variance (gain cancels 1/sqrt(d)). */
+    NUMLA_CHECK(numla_synth_add(p, opt, L, (float)sqrt((double)d), c->vocab_size, d,
+                                "model.embed_tokens.weight"));
+
+    for (int32_t i = 0; i < c->num_hidden_layers; i++) {
+        const char *pre = "model.layers";
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "%s.%d.input_layernorm.weight", pre, i));
+        if (c->q_lora_rank > 0) {
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, c->q_lora_rank, d,
+                                        "%s.%d.self_attn.q_a_proj.weight", pre, i));
+            NUMLA_CHECK(numla_synth_add(p, opt, N, 1, c->q_lora_rank, 0,
+                                        "%s.%d.self_attn.q_a_layernorm.weight", pre, i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * qk, c->q_lora_rank,
+                                        "%s.%d.self_attn.q_b_proj.weight", pre, i));
+        } else {
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * qk, d, "%s.%d.self_attn.q_proj.weight",
+                                        pre, i));
+        }
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, c->kv_lora_rank + c->qk_rope_head_dim, d,
+                                    "%s.%d.self_attn.kv_a_proj_with_mqa.weight", pre, i));
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, c->kv_lora_rank, 0,
+                                    "%s.%d.self_attn.kv_a_layernorm.weight", pre, i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * (c->qk_nope_head_dim + c->v_head_dim),
+                                    c->kv_lora_rank, "%s.%d.self_attn.kv_b_proj.weight", pre, i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, H * c->v_head_dim,
+                                    "%s.%d.self_attn.o_proj.weight", pre, i));
+        int is_moe = c->n_routed_experts > 0 && i >= c->first_k_dense_replace &&
+                     i % c->moe_layer_freq == 0;
+        if (!is_moe) {
+            int64_t f = c->intermediate_size;
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, f, d, "%s.%d.mlp.gate_proj.weight", pre, i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, f, d, "%s.%d.mlp.up_proj.weight", pre, i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, f, "%s.%d.mlp.down_proj.weight", pre, i));
+        } else {
+            NUMLA_CHECK(numla_synth_add(p, opt, L, NUMLA_SYNTH_ROUTER_GAIN, c->n_routed_experts, d,
+                                        "%s.%d.mlp.gate.weight", pre, i));
+            if (v3)
+                NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_BIAS, 1, c->n_routed_experts,
+                                            0, "%s.%d.mlp.gate.e_score_correction_bias", pre, i));
+            for (int32_t e = 0; e < c->n_routed_experts; e++) {
+                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d,
+                                            "%s.%d.mlp.experts.%d.gate_proj.weight", pre, i, e));
+                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d,
+                                            "%s.%d.mlp.experts.%d.up_proj.weight", pre, i, e));
+                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, moe,
+                                            "%s.%d.mlp.experts.%d.down_proj.weight", pre, i, e));
+            }
+            if (shared > 0) {
+                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d,
+                                            "%s.%d.mlp.shared_experts.gate_proj.weight", pre, i));
+                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d,
+                                            "%s.%d.mlp.shared_experts.up_proj.weight", pre, i));
+                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, shared,
+                                            "%s.%d.mlp.shared_experts.down_proj.weight", pre, i));
+            }
+        }
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "%s.%d.post_attention_layernorm.weight",
+                                    pre, i));
+    }
+    NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "model.norm.weight"));
+    NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_LM_HEAD, NUMLA_SYNTH_LM_HEAD_GAIN,
+                                c->vocab_size, d, "lm_head.weight"));
+    return NUMLA_STATUS_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* weight values                                                                             */
+
+/* Uniform in [0, 1) from the top 24 bits. */
+static inline float numla_synth_unit(uint64_t u) { return (float)(u >> 40) * 0x1.0p-24f; }
+
+/* Approximately standard normal: Irwin-Hall sum of four 16-bit uniforms, rescaled to unit
+ * variance. One hash per element, tails cut at ±3.46σ — enough for synthetic weights, and
+ * ~10x faster than Box-Muller for multi-GB models. */
+static inline float numla_synth_gauss(uint64_t u)
+{
+    float s = (float)(u & 0xffff) + (float)((u >> 16) & 0xffff) + (float)((u >> 32) & 0xffff) +
+              (float)(u >> 48);
+    return (s * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
+}
+
+static numla_status numla_synth_fill(void *ctx, void *dst, size_t nbytes)
+{
+    const numla_synth_tensor *t = ctx;
+    /* Vectors are `rows` rows of one element, which keeps the loop below uniform. */
+    int64_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
+    float base = t->kind == NUMLA_SYNTH_KIND_LINEAR || t->kind == NUMLA_SYNTH_KIND_LM_HEAD
+                     ? t->gain / sqrtf((float)cols)
+                     : 1.0f;
+    const uint64_t seed = t->seed;
+    const numla_dtype dt = t->dtype;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        float scale = base;
+        if (t->kind == NUMLA_SYNTH_KIND_LM_HEAD)
+            scale *= expf(NUMLA_SYNTH_LM_HEAD_ROW_SIGMA *
+                          numla_synth_gauss(numla_synth_mix(seed ^ 0x5bd1e995ull ^ (uint64_t)r)));
+        size_t i0 = (size_t)r * (size_t)cols;
+        for (int64_t j = 0; j < cols; j++) {
+            size_t i = i0 + (size_t)j;
+            uint64_t u = numla_synth_mix(seed + (i + 1) * 0x9e3779b97f4a7c15ull);
+            float v;
+            switch (t->kind) {
+            case NUMLA_SYNTH_KIND_NORM: v = 0.9f + 0.2f * numla_synth_unit(u); break;
+            case NUMLA_SYNTH_KIND_BIAS: v = -0.1f + 0.2f * numla_synth_unit(u); break;
+            default: v = scale * numla_synth_gauss(u); break;
+            }
+            if (dt == NUMLA_DTYPE_F32)
+                ((float *)dst)[i] = v;
+            else
+                ((uint16_t *)dst)[i] = numla_f32_to_bf16(v);
+        }
+    }
+
+    numla_synth_progress *pr = t->progress;
+    if (pr && pr->on) {
+        pr->done += (int64_t)nbytes;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+        if (now - pr->last > 0.25 || pr->done == pr->total) {
+            pr->last = now;
+            fprintf(stderr, "\rsynth: %6.2f / %.2f GB  (%.0f MB/s)  ", pr->done * 1e-9,
+                    pr->total * 1e-9, pr->done * 1e-6 / (now - pr->t0 + 1e-9));
+            if (pr->done == pr->total)
+                fprintf(stderr, "\n");
+        }
+    }
+    return NUMLA_STATUS_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* files                                                                                     */
+
+static numla_status numla_synth_mkdir(const char *dir)
+{
+    char buf[4096];
+    if (strlen(dir) >= sizeof buf)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: output path too long");
+    strcpy(buf, dir);
+    for (char *s = buf + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            NUMLA_FAIL(NUMLA_STATUS_IO, "synth: cannot create %s: %s", buf, strerror(errno));
+        *s = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: cannot create %s: %s", buf, strerror(errno));
+    struct stat st;
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: %s is not a directory", buf);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status numla_synth_json_save(json_t *root, const char *path)
+{
+    if (!root)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: cannot build %s", path);
+    int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
+    json_decref(root);
+    if (rc != 0)
+        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: cannot write %s: %s", path, strerror(errno));
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status numla_synth_config_write(const numla_synth_config *c, numla_dtype dt,
+                                             const char *path)
+{
+    json_t *rs = json_pack("{s:s, s:f, s:I, s:f, s:f, s:f, s:f}", "type", "yarn", "factor",
+                           c->yarn_factor, "original_max_position_embeddings",
+                           (json_int_t)c->yarn_original_max_position_embeddings, "beta_fast",
+                           c->yarn_beta_fast, "beta_slow", c->yarn_beta_slow, "mscale",
+                           c->yarn_mscale, "mscale_all_dim", c->yarn_mscale_all_dim);
+    json_t *o = json_object();
+    if (!rs || !o) {
+        json_decref(rs);
+        json_decref(o);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: cannot build %s", path);
+    }
+    int bad = 0;
+#define SET_(k, v) bad |= json_object_set_new(o, k, v)
+    SET_("architectures", json_pack("[s]", c->architecture));
+    SET_("model_type", json_string(c->model_type));
+    SET_("vocab_size", json_integer(c->vocab_size));
+    SET_("hidden_size", json_integer(c->hidden_size));
+    SET_("intermediate_size", json_integer(c->intermediate_size));
+    SET_("moe_intermediate_size", json_integer(c->moe_intermediate_size));
+    SET_("num_hidden_layers", json_integer(c->num_hidden_layers));
+    SET_("num_attention_heads", json_integer(c->num_attention_heads));
+    SET_("num_key_value_heads", json_integer(c->num_key_value_heads));
+    SET_("n_shared_experts", json_integer(c->n_shared_experts));
+    SET_("n_routed_experts", json_integer(c->n_routed_experts));
+    SET_("num_experts_per_tok", json_integer(c->num_experts_per_tok));
+    SET_("routed_scaling_factor", json_real(c->routed_scaling_factor));
+    SET_("topk_method", json_string(c->topk_method));
+    SET_("n_group", json_integer(c->n_group));
+    SET_("topk_group", json_integer(c->topk_group));
+    SET_("scoring_func", json_string(c->scoring_func));
+    SET_("norm_topk_prob", json_boolean(c->norm_topk_prob));
+    SET_("first_k_dense_replace", json_integer(c->first_k_dense_replace));
+    SET_("moe_layer_freq", json_integer(c->moe_layer_freq));
+    SET_("kv_lora_rank", json_integer(c->kv_lora_rank));
+    SET_("q_lora_rank", c->q_lora_rank > 0 ? json_integer(c->q_lora_rank) : json_null());
+    SET_("qk_rope_head_dim", json_integer(c->qk_rope_head_dim));
+    SET_("qk_nope_head_dim", json_integer(c->qk_nope_head_dim));
+    SET_("v_head_dim", json_integer(c->v_head_dim));
+    SET_("max_position_embeddings", json_integer(c->max_position_embeddings));
+    SET_("rms_norm_eps", json_real(c->rms_norm_eps));
+    SET_("rope_theta", json_real(c->rope_theta));
+    SET_("rope_scaling", rs);
+    SET_("bos_token_id", json_integer(c->bos_token_id));
+    SET_("eos_token_id", json_integer(c->eos_token_id));
+    SET_("tie_word_embeddings", json_false());
+    SET_("hidden_act", json_string("silu"));
+    SET_("attention_bias", json_false());
+    SET_("attention_dropout", json_real(0.0));
+    SET_("aux_loss_alpha", json_real(0.001));
+    SET_("seq_aux", json_true());
+    SET_("ep_size", json_integer(1));
+    SET_("initializer_range", json_real(0.02));
+    SET_("pretraining_tp", json_integer(1));
+    SET_("use_cache", json_true());
+    if (!strcmp(c->model_type, "deepseek_v3"))
+        SET_("num_nextn_predict_layers", json_integer(0));
+    SET_("torch_dtype", json_string(dt == NUMLA_DTYPE_F32 ? "float32" : "bfloat16"));
+#undef SET_
+    if (bad) {
+        json_decref(o);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: cannot build %s", path);
+    }
+    return numla_synth_json_save(o, path);
+}
+
+static char *numla_synth_path(const char *dir, const char *name)
+{
+    char *p = NULL;
+    return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
+}
+
+/* Write plan tensors [begin, end) to `path` through the safetensors writer. */
+static numla_status numla_synth_write_file(numla_synth_tensor *t, size_t begin, size_t end,
+                                           const char *path)
+{
+    numla_st_writer *w = NULL;
+    NUMLA_CHECK(numla_st_writer_create(&w));
+    numla_status s = NUMLA_STATUS_OK;
+    for (size_t i = begin; i < end; i++)
+        NUMLA_CHECK_GOTO(numla_st_writer_add_fill(w, t[i].name, t[i].dtype, t[i].ndim, t[i].shape,
+                                                  numla_synth_fill, &t[i]),
+                         s, done);
+    NUMLA_CHECK_GOTO(numla_st_writer_write(w, path), s, done);
+done:
+    numla_st_writer_destroy(&w);
+    return s;
+}
+
+numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_bytes)
+{
+    numla_synth_config c;
+    NUMLA_CHECK(numla_synth_config_get(opt, &c));
+    if (!opt->out_dir || !opt->out_dir[0])
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: no output directory");
+    NUMLA_CHECK(numla_synth_mkdir(opt->out_dir));
+
+    numla_synth_plan plan = {0};
+    numla_status s = NUMLA_STATUS_OK;
+    size_t *cut = NULL; /* shard k holds plan tensors [cut[k], cut[k+1]) */
+    char *path = NULL;
+    json_t *wm = NULL;
+    NUMLA_CHECK_GOTO(numla_synth_plan_build(&c, opt, &plan), s, done);
+
+    int64_t limit = opt->shard_bytes > 0 ? opt->shard_bytes : NUMLA_SYNTH_SHARD_DEFAULT;
+    int64_t total = 0, cur = 0;
+    size_t nshards = 0;
+    cut = malloc((plan.n + 2) * sizeof *cut);
+    if (!cut) {
+        s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                            "synth: no memory");
+        goto done;
+    }
+    cut[0] = 0;
+    for (size_t i = 0; i < plan.n; i++) {
+        if (cur > 0 && cur + (int64_t)plan.t[i].nbytes > limit) {
+            cut[++nshards] = i;
+            cur = 0;
+        }
+        cur += (int64_t)plan.t[i].nbytes;
+        total += (int64_t)plan.t[i].nbytes;
+    }
+    cut[++nshards] = plan.n;
+
+    numla_synth_progress pr = {.on = opt->progress, .total = total};
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    pr.t0 = pr.last = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    for (size_t i = 0; i < plan.n; i++)
+        plan.t[i].progress = &pr;
+
+    if (!(path = numla_synth_path(opt->out_dir, "config.json"))) {
+        s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                            "synth: no memory");
+        goto done;
+    }
+    NUMLA_CHECK_GOTO(numla_synth_config_write(&c, opt->dtype, path), s, done);
+    free(path);
+    path = NULL;
+
+    /* A stale file of the other layout would shadow (index) or confuse (single) the new one. */
+    char *single = numla_synth_path(opt->out_dir, "model.safetensors");
+    char *index = numla_synth_path(opt->out_dir, "model.safetensors.index.json");
+    if (!single || !index) {
+        free(single);
+        free(index);
+        s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                            "synth: no memory");
+        goto done;
+    }
+    unlink(nshards == 1 ? index : single);
+    if (nshards == 1) {
+        s = numla_synth_write_file(plan.t, 0, plan.n, single);
+        free(single);
+        free(index);
+        if (s != NUMLA_STATUS_OK) {
+            numla_error_frame(__FILE__, __LINE__, __func__);
+            goto done;
+        }
+    } else {
+        free(single);
+        wm = json_object();
+        for (size_t k = 0; k < nshards && s == NUMLA_STATUS_OK; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, nshards);
+            path = numla_synth_path(opt->out_dir, name);
+            if (!path || !wm) {
+                s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                    "synth: no memory");
+                break;
+            }
+            for (size_t i = cut[k]; i < cut[k + 1]; i++)
+                json_object_set_new(wm, plan.t[i].name, json_string(name));
+            s = numla_synth_write_file(plan.t, cut[k], cut[k + 1], path);
+            if (s != NUMLA_STATUS_OK)
+                numla_error_frame(__FILE__, __LINE__, __func__);
+            free(path);
+            path = NULL;
+        }
+        if (s == NUMLA_STATUS_OK) {
+            json_t *root = json_pack("{s:{s:I}, s:O}", "metadata", "total_size", (json_int_t)total,
+                                     "weight_map", wm);
+            s = numla_synth_json_save(root, index);
+            if (s != NUMLA_STATUS_OK)
+                numla_error_frame(__FILE__, __LINE__, __func__);
+        }
+        free(index);
+        if (s != NUMLA_STATUS_OK)
+            goto done;
+    }
+    if (total_bytes)
+        *total_bytes = total;
+done:
+    json_decref(wm);
+    free(path);
+    free(cut);
+    free(plan.t);
+    return s;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* numla synth                                                                               */
+
+static int numla_synth_usage(FILE *f)
+{
+    fprintf(f, "usage: numla synth --preset tiny|v2-lite|v3 --out DIR [--layers N] [--seed S]\n"
+               "                   [--dtype bf16|f32] [--experts N] [--shard-mb MB]\n"
+               "Writes config.json and deterministic random weights (HF DeepSeek names).\n");
+    return f == stdout ? 0 : 2;
+}
+
+static int numla_synth_parse_i64(const char *s, int64_t lo, int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 0);
+    if (errno || !end || *end || end == s || v < lo)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static int numla_synth_main(int argc, char **argv)
+{
+    numla_synth_options opt = {.dtype = NUMLA_DTYPE_BF16, .seed = 0, .progress = isatty(2)};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t x = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return numla_synth_usage(stdout);
+        if (!v) {
+            fprintf(stderr, "numla synth: %s needs a value\n", a);
+            return numla_synth_usage(stderr);
+        }
+        i++;
+        if (!strcmp(a, "--preset"))
+            opt.preset = v;
+        else if (!strcmp(a, "--out"))
+            opt.out_dir = v;
+        else if (!strcmp(a, "--layers") && numla_synth_parse_i64(v, 1, &x) && x < 100000)
+            opt.layers = (int32_t)x;
+        else if (!strcmp(a, "--experts") && numla_synth_parse_i64(v, 1, &x) && x < 100000)
+            opt.experts = (int32_t)x;
+        else if (!strcmp(a, "--seed") && numla_synth_parse_i64(v, 0, &x))
+            opt.seed = (uint64_t)x;
+        else if (!strcmp(a, "--shard-mb") && numla_synth_parse_i64(v, 1, &x) && x < (1ll << 40))
+            opt.shard_bytes = x << 20;
+        else if (!strcmp(a, "--dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f32")))
+            opt.dtype = !strcmp(v, "f32") ? NUMLA_DTYPE_F32 : NUMLA_DTYPE_BF16;
+        else {
+            fprintf(stderr, "numla synth: bad option %s %s\n", a, v);
+            return numla_synth_usage(stderr);
+        }
+    }
+    if (!opt.preset || !opt.out_dir)
+        return numla_synth_usage(stderr);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t bytes = 0;
+    numla_status s = numla_synth_write(&opt, &bytes);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (s != NUMLA_STATUS_OK) {
+        fprintf(stderr, "numla synth: %s: %s\n%s", numla_status_name(s), numla_error_message(),
+                numla_error_trace());
+        return 1;
+    }
+    double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("synth: wrote %s (preset %s, %.3f GB of weights) in %.1f s (%.0f MB/s)\n", opt.out_dir,
+           opt.preset, (double)bytes * 1e-9, sec, (double)bytes * 1e-6 / (sec + 1e-9));
+    return 0;
+}
+
+NUMLA_CLI_COMMAND("synth", numla_synth_main, "write a synthetic DeepSeek model (config + weights)")
