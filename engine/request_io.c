@@ -256,7 +256,7 @@ numla_status numla_result_write(FILE *f, const numla_result *r)
         }
         json_object_set_new(o, "logprobs", arr);
     }
-    char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+    char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(8));
     json_decref(o);
     if (!s)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "result: cannot serialise");
