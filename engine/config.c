@@ -158,39 +158,51 @@ static numla_status parse_rope_scaling(const cfg_ctx *cc, json_t *root, numla_mo
     o->rope_beta_slow = 1.0;
     o->rope_mscale = 1.0;
     o->rope_mscale_all_dim = 0.0;
+    /* transformers >= 5 writes "rope_parameters" (with rope_theta inside) instead of
+     * "rope_scaling"; both spell the same YaRN fields. */
+    const char *field = "rope_scaling";
     json_t *rs = json_object_get(root, "rope_scaling");
+    json_t *rp = json_object_get(root, "rope_parameters");
+    if ((!rs || json_is_null(rs)) && rp && !json_is_null(rp)) {
+        field = "rope_parameters";
+        rs = rp;
+    }
     if (!rs || json_is_null(rs))
         return NUMLA_STATUS_OK;
     if (!json_is_object(rs))
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field rope_scaling must be an object or null", c.src);
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s must be an object or null", c.src, field);
+    if (rs == rp && json_object_get(rs, "rope_theta") && !json_object_get(root, "rope_theta"))
+        NUMLA_CHECK(cfg_real(&c, rs, "rope_parameters.", "rope_theta", 1, 0, &o->rope_theta));
     const char *type = NULL, *rtype = NULL;
-    NUMLA_CHECK(cfg_str(&c, rs, "rope_scaling.", "type", &type));
-    NUMLA_CHECK(cfg_str(&c, rs, "rope_scaling.", "rope_type", &rtype));
+    char pre[32];
+    snprintf(pre, sizeof pre, "%s.", field);
+    NUMLA_CHECK(cfg_str(&c, rs, pre, "type", &type));
+    NUMLA_CHECK(cfg_str(&c, rs, pre, "rope_type", &rtype));
     const char *t = rtype ? rtype : type;
     if (!t)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field rope_scaling.type", c.src);
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field %stype", c.src, pre);
     if (!strcmp(t, "default"))
         return NUMLA_STATUS_OK;
     if (strcmp(t, "yarn"))
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                   "%s: rope_scaling.type \"%s\" is not supported (only \"yarn\")", c.src, t);
+                   "%s: %stype \"%s\" is not supported (only \"yarn\")", c.src, pre, t);
     o->rope_yarn = 1;
-    NUMLA_CHECK(cfg_real(&c, rs, "rope_scaling.", "factor", 1, 1.0, &o->rope_factor));
+    NUMLA_CHECK(cfg_real(&c, rs, pre, "factor", 1, 1.0, &o->rope_factor));
     if (o->rope_factor < 1.0)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field rope_scaling.factor = %g must be >= 1", c.src,
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %sfactor = %g must be >= 1", c.src, pre,
                    o->rope_factor);
-    NUMLA_CHECK(cfg_int(&c, rs, "rope_scaling.", "original_max_position_embeddings", 0, 0,
+    NUMLA_CHECK(cfg_int(&c, rs, pre, "original_max_position_embeddings", 0, 0,
                         o->max_position_embeddings, 0, &o->rope_original_max_position_embeddings));
     POSITIVE(o->rope_original_max_position_embeddings,
              "rope_scaling.original_max_position_embeddings");
-    NUMLA_CHECK(cfg_real(&c, rs, "rope_scaling.", "beta_fast", 0, 32.0, &o->rope_beta_fast));
-    NUMLA_CHECK(cfg_real(&c, rs, "rope_scaling.", "beta_slow", 0, 1.0, &o->rope_beta_slow));
-    NUMLA_CHECK(cfg_real(&c, rs, "rope_scaling.", "mscale", 0, 1.0, &o->rope_mscale));
-    NUMLA_CHECK(cfg_real(&c, rs, "rope_scaling.", "mscale_all_dim", 0, 0.0,
+    NUMLA_CHECK(cfg_real(&c, rs, pre, "beta_fast", 0, 32.0, &o->rope_beta_fast));
+    NUMLA_CHECK(cfg_real(&c, rs, pre, "beta_slow", 0, 1.0, &o->rope_beta_slow));
+    NUMLA_CHECK(cfg_real(&c, rs, pre, "mscale", 0, 1.0, &o->rope_mscale));
+    NUMLA_CHECK(cfg_real(&c, rs, pre, "mscale_all_dim", 0, 0.0,
                          &o->rope_mscale_all_dim));
     if (o->rope_beta_fast <= 0 || o->rope_beta_slow <= 0)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: rope_scaling.beta_fast/beta_slow must be positive",
-                   c.src);
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: %sbeta_fast/beta_slow must be positive", c.src,
+                   pre);
     return NUMLA_STATUS_OK;
 }
 
