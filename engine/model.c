@@ -11,6 +11,10 @@
 #include "kernels/linear.h"
 #include "kernels/mla_attn.h"
 
+/* q_a_layernorm and kv_a_layernorm use eps 1e-6 whatever rms_norm_eps says: both DeepSeek's
+ * modeling code and transformers build them with the RMSNorm default (tests/golden/README.md). */
+#define NUMLA_LATENT_NORM_EPS 1e-6
+
 /* ---- building blocks ---- */
 
 void numla_rmsnorm(float *y, const float *x, const float *w, int64_t n, double eps)
@@ -262,6 +266,14 @@ static numla_status lin(numla_model *m, const numla_linear_weight *w, int64_t M,
 {
     if (M == 0 || w->n == 0)
         return NUMLA_STATUS_OK;
+    numla_linear_weight exact;
+    if (m->exact_activations && w->isa == NUMLA_ISA_AVX512BF16) {
+        /* Same packed layout at every ISA (kernels/linear_internal.h): run the avx512 level,
+         * which widens bf16 weights and keeps activations fp32 at every M. */
+        exact = *w;
+        exact.isa = NUMLA_ISA_AVX512;
+        w = &exact;
+    }
     size_t need = numla_linear_workspace_size(w, M, m->num_threads);
     if (need > m->lin_ws_bytes) {
         free(m->lin_ws);
@@ -310,14 +322,14 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
         NUMLA_CHECK(lin(m, &lw->q_a_proj, T, m->x, hid, m->qa, r, 0));
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
         for (int64_t t = 0; t < T; t++)
-            numla_rmsnorm(m->qa + t * r, m->qa + t * r, lw->q_a_norm, r, c->rms_norm_eps);
+            numla_rmsnorm(m->qa + t * r, m->qa + t * r, lw->q_a_norm, r, NUMLA_LATENT_NORM_EPS);
         NUMLA_CHECK(lin(m, &lw->q_b_proj, T, m->qa, r, m->q, qw, 0));
     }
     /* [c | k_pe] = W_kva x; c' = RMSNorm_kva(c); rope(k_pe) */
     NUMLA_CHECK(lin(m, &lw->kv_a_proj, T, m->x, hid, m->kva, aw, 0));
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
     for (int64_t t = 0; t < T; t++) {
-        numla_rmsnorm(m->ckv + t * dc, m->kva + t * aw, lw->kv_a_norm, dc, c->rms_norm_eps);
+        numla_rmsnorm(m->ckv + t * dc, m->kva + t * aw, lw->kv_a_norm, dc, NUMLA_LATENT_NORM_EPS);
         numla_rope_apply(m->kpe + t * dr, m->kva + t * aw + dc, m->cos_sin + t * dr, dr);
     }
     numla_kv_write_args kw = {

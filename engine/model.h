@@ -53,6 +53,9 @@ typedef struct numla_model {
     numla_model_config cfg;
     numla_isa isa;
     int num_threads;
+    /* 1: never round activations to bf16 in linear layers (the avx512bf16 GEMM does for
+     * M >= 16 with bf16 weights): slower prefill, fp32-exact numerics. Default 0. */
+    int exact_activations;
     numla_model_layer_hook hook;
     void *hook_ctx;
 

@@ -28,6 +28,7 @@ typedef struct run_opts {
     int32_t block_size;
     int32_t prefill_chunk;
     numla_dtype kv_dtype;
+    int exact;
 } run_opts;
 
 typedef struct run_stats {
@@ -48,6 +49,7 @@ static void usage(FILE *f)
             "usage: numla run --model DIR --input requests.jsonl --output results.jsonl\n"
             "                 [--threads N] [--max-context N (default min(4096, model))]\n"
             "                 [--kv-dtype bf16|f16|f32] [--block-size N] [--prefill-chunk N]\n"
+            "                 [--exact (fp32 activations in every linear layer)]\n"
             "Input '-' reads stdin, output '-' writes stdout. NUMLA_ISA picks the kernel level.\n");
 }
 
@@ -160,6 +162,10 @@ int numla_run_main(int argc, char **argv)
             usage(stdout);
             return 0;
         }
+        if (!strcmp(a, "--exact")) {
+            o.exact = 1;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "numla run: option %s needs a value\n", a);
             usage(stderr);
@@ -244,6 +250,7 @@ int numla_run_main(int argc, char **argv)
                                            (o.max_context + o.block_size - 1) / o.block_size,
                                            o.kv_dtype, &kv), s, fail);
     NUMLA_CHECK_GOTO(numla_model_create(w, isa, nthreads, &m), s, fail);
+    m->exact_activations = o.exact;
     logits = malloc(sizeof *logits * (size_t)w->shard.vocab_count);
     slots = malloc(sizeof *slots * (size_t)o.prefill_chunk);
     pos = malloc(sizeof *pos * (size_t)o.prefill_chunk);
