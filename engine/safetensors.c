@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -778,6 +779,36 @@ static numla_status numla_st_writer_header(const numla_st_writer *w, char **out,
     return NUMLA_STATUS_OK;
 }
 
+/* write(2) until done; 0 or an errno. */
+static int numla_st_write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t k = write(fd, c, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return k < 0 ? errno : EIO;
+        c += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+typedef struct numla_st_wjob {
+    int fd;
+    const void *p;
+    size_t n;
+    int err;
+} numla_st_wjob;
+
+static void *numla_st_wjob_run(void *arg)
+{
+    numla_st_wjob *j = arg;
+    j->err = numla_st_write_all(j->fd, j->p, j->n);
+    return NULL;
+}
+
 numla_status numla_st_writer_write(const numla_st_writer *w, const char *path)
 {
     /* Duplicate names would silently collapse in the JSON object: reject them here, once. */
@@ -801,10 +832,8 @@ numla_status numla_st_writer_write(const numla_st_writer *w, const char *path)
     size_t hlen = 0;
     NUMLA_CHECK(numla_st_writer_header(w, &hdr, &hlen));
     numla_status s = NUMLA_STATUS_OK;
-    void *buf = NULL;
-    size_t bufcap = 0;
-    FILE *f = fopen(path, "wb");
-    if (!f) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
         s = numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__,
                             "safetensors writer: cannot create " P_ ": %s", path, strerror(errno));
         free(hdr);
@@ -813,40 +842,69 @@ numla_status numla_st_writer_write(const numla_st_writer *w, const char *path)
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(hdr, 1, hlen, f) == hlen;
-    for (size_t i = 0; i < w->n && ok; i++) {
-        const numla_st_wentry *e = &w->e[i];
-        if (!e->nbytes)
-            continue;
-        const void *src = e->data;
-        if (e->fill) {
-            if (e->nbytes > bufcap) { /* reuse one buffer, the largest so far */
-                free(buf);
-                bufcap = e->nbytes;
-                buf = malloc(bufcap);
-            }
-            if (!buf) {
-                s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
-                                    "safetensors writer: no memory for tensor '" T_ "' (%zu "
-                                    "bytes)", e->name, e->nbytes);
-                goto done;
-            }
-            s = e->fill(e->ctx, buf, e->nbytes);
-            if (s != NUMLA_STATUS_OK) {
-                numla_error_frame(__FILE__, __LINE__, __func__);
-                goto done;
-            }
-            src = buf;
-        }
-        ok = fwrite(src, 1, e->nbytes, f) == e->nbytes;
-    }
-    if (!ok)
-        s = numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__,
-                            "safetensors writer: writing " P_ " failed: %s", path, strerror(errno));
-done:
-    free(buf);
+    int err = numla_st_write_all(fd, len8, 8);
+    if (!err)
+        err = numla_st_write_all(fd, hdr, hlen);
     free(hdr);
-    if (fclose(f) != 0 && s == NUMLA_STATUS_OK)
+
+    /* Produced tensors go through two chunk buffers: a thread writes chunk k while fill()
+     * makes chunk k+1, so generation overlaps the kernel's copy into the page cache, and the
+     * chunk is still in cache when it is copied. Memory stays at two chunks whatever the
+     * tensor sizes. */
+    size_t chunk = (size_t)4 << 20; /* a multiple of every element size */
+    const char *ch = getenv("NUMLA_ST_CHUNK_BYTES"); /* tests: chunks that split rows */
+    if (ch && atoll(ch) >= 4)
+        chunk = (size_t)atoll(ch) & ~(size_t)3;
+    void *buf[2] = {NULL, NULL};
+    int cur = 0, pending = 0;
+    pthread_t th;
+    numla_st_wjob job = {.fd = fd};
+    for (size_t i = 0; i < w->n && !err && s == NUMLA_STATUS_OK; i++) {
+        const numla_st_wentry *e = &w->e[i];
+        for (size_t off = 0; off < e->nbytes; off += chunk) {
+            size_t n = e->nbytes - off < chunk ? e->nbytes - off : chunk;
+            const void *src = (const char *)e->data + off;
+            if (e->fill) {
+                /* buf[cur] is not the one the pending write reads. */
+                if (!buf[cur] && !(buf[cur] = malloc(chunk))) {
+                    s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                        "safetensors writer: no memory writing " P_, path);
+                    break;
+                }
+                s = e->fill(e->ctx, buf[cur], off, n);
+                if (s != NUMLA_STATUS_OK) {
+                    numla_error_frame(__FILE__, __LINE__, __func__);
+                    break;
+                }
+                src = buf[cur];
+                cur ^= 1;
+            }
+            if (pending) {
+                pthread_join(th, NULL);
+                pending = 0;
+                if ((err = job.err))
+                    break;
+            }
+            job.p = src;
+            job.n = n;
+            job.err = 0;
+            if (e->fill && pthread_create(&th, NULL, numla_st_wjob_run, &job) == 0)
+                pending = 1;
+            else if ((err = numla_st_write_all(fd, src, n)))
+                break;
+        }
+    }
+    if (pending) {
+        pthread_join(th, NULL);
+        if (!err)
+            err = job.err;
+    }
+    free(buf[0]);
+    free(buf[1]);
+    if (err && s == NUMLA_STATUS_OK)
+        s = numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__,
+                            "safetensors writer: writing " P_ " failed: %s", path, strerror(err));
+    if (close(fd) != 0 && s == NUMLA_STATUS_OK)
         s = numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__,
                             "safetensors writer: closing " P_ " failed: %s", path, strerror(errno));
     if (s != NUMLA_STATUS_OK)

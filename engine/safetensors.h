@@ -52,10 +52,11 @@ typedef struct numla_st_writer numla_st_writer;
 numla_status numla_st_writer_create(numla_st_writer **out);
 numla_status numla_st_writer_add(numla_st_writer *w, const char *name, numla_dtype dtype,
                                  int32_t ndim, const int64_t *shape, const void *data);
-/* Like writer_add, but the bytes are produced at write time by fill(ctx, dst, nbytes), one
- * tensor at a time, so a multi-GB file is never held in memory (numla synth). ctx must stay
- * valid until writer_write returns. */
-typedef numla_status (*numla_st_fill_fn)(void *ctx, void *dst, size_t nbytes);
+/* Like writer_add, but the bytes are produced at write time, a chunk at a time:
+ * fill(ctx, dst, offset, nbytes) writes bytes [offset, offset + nbytes) of the tensor to dst
+ * (offset and nbytes are multiples of the element size; dst is suitably aligned). A multi-GB
+ * file is never held in memory (numla synth). ctx must stay valid until writer_write returns. */
+typedef numla_status (*numla_st_fill_fn)(void *ctx, void *dst, size_t offset, size_t nbytes);
 numla_status numla_st_writer_add_fill(numla_st_writer *w, const char *name, numla_dtype dtype,
                                       int32_t ndim, const int64_t *shape, numla_st_fill_fn fill,
                                       void *ctx);

@@ -17,6 +17,8 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +69,25 @@ static void numla_synth_preset_v2_lite(numla_synth_config *c)
     };
 }
 
+/* A V3-shaped toy: q_lora, sigmoid + noaux_tc group routing with the correction bias. */
+static void numla_synth_preset_tiny_v3(numla_synth_config *c)
+{
+    *c = (numla_synth_config){
+        .model_type = "deepseek_v3", .architecture = "DeepseekV3ForCausalLM",
+        .vocab_size = 512, .hidden_size = 64, .intermediate_size = 192,
+        .moe_intermediate_size = 32, .num_hidden_layers = 4, .num_attention_heads = 4,
+        .num_key_value_heads = 4, .n_shared_experts = 1, .n_routed_experts = 16,
+        .num_experts_per_tok = 4, .routed_scaling_factor = 2.5, .topk_method = "noaux_tc",
+        .n_group = 4, .topk_group = 2, .scoring_func = "sigmoid", .norm_topk_prob = 1,
+        .first_k_dense_replace = 1, .moe_layer_freq = 1, .kv_lora_rank = 64, .q_lora_rank = 48,
+        .qk_rope_head_dim = 16, .qk_nope_head_dim = 32, .v_head_dim = 32,
+        .max_position_embeddings = 4096, .rms_norm_eps = 1e-6, .rope_theta = 10000.0,
+        .yarn_factor = 4.0, .yarn_original_max_position_embeddings = 1024,
+        .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0, .yarn_mscale = 1.0,
+        .yarn_mscale_all_dim = 1.0, .bos_token_id = 0, .eos_token_id = 1,
+    };
+}
+
 /* deepseek-ai/DeepSeek-V3 (without the multi-token-prediction layer) */
 static void numla_synth_preset_v3(numla_synth_config *c)
 {
@@ -95,8 +116,11 @@ numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_
         numla_synth_preset_v2_lite(c);
     else if (!strcmp(p, "v3"))
         numla_synth_preset_v3(c);
+    else if (!strcmp(p, "tiny-v3"))
+        numla_synth_preset_tiny_v3(c);
     else
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: unknown preset '%s' (tiny, v2-lite, v3)", p);
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: unknown preset '%s' (tiny, tiny-v3, v2-lite, "
+                   "v3)", p);
     if (opt->layers < 0 || opt->experts < 0)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: layers (%d) and experts (%d) must be >= 0",
                    (int)opt->layers, (int)opt->experts);
@@ -159,10 +183,12 @@ typedef struct numla_synth_plan {
     size_t n, cap;
 } numla_synth_plan;
 
-/* Output-layer gain: logits have std ~ this (RMS-normed input), so typical top-1/top-2 gaps
- * are O(1) rather than O(0.1) — see DESIGN.md §8 and test_synth's margin check. */
+/* Output layer (DESIGN.md §8): row r of lm_head has std GAIN·exp(SIGMA·z_r)/sqrt(hidden). The
+ * gain makes logits O(GAIN) instead of O(1); the log-normal row spread gives the maximum a
+ * heavier tail, so the top-1/top-2 gap grows faster than the logits' spread. On unit-RMS
+ * inputs (tiny): mean margin ~13, ~0.1% of margins below 1e-2 (test_synth checks). */
 #define NUMLA_SYNTH_LM_HEAD_GAIN 6.0f
-#define NUMLA_SYNTH_LM_HEAD_ROW_SIGMA 0.35f
+#define NUMLA_SYNTH_LM_HEAD_ROW_SIGMA 0.7f
 /* Router logits std: wider gaps between the k-th and (k+1)-th expert than N(0,1). */
 #define NUMLA_SYNTH_ROUTER_GAIN 2.0f
 
@@ -289,50 +315,126 @@ static numla_status numla_synth_plan_build(const numla_synth_config *c,
 /* ---------------------------------------------------------------------------------------- */
 /* weight values                                                                             */
 
-/* Uniform in [0, 1) from the top 24 bits. */
-static inline float numla_synth_unit(uint64_t u) { return (float)(u >> 40) * 0x1.0p-24f; }
-
-/* Approximately standard normal: Irwin-Hall sum of four 16-bit uniforms, rescaled to unit
- * variance. One hash per element, tails cut at ±3.46σ — enough for synthetic weights, and
- * ~10x faster than Box-Muller for multi-GB models. */
-static inline float numla_synth_gauss(uint64_t u)
+/* A 32-bit integer hash (good avalanche, vectorizes with SSE2). */
+static inline uint32_t numla_synth_hash32(uint32_t x)
 {
-    float s = (float)(u & 0xffff) + (float)((u >> 16) & 0xffff) + (float)((u >> 32) & 0xffff) +
-              (float)(u >> 48);
-    return (s * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    return x ^ (x >> 16);
 }
 
-static numla_status numla_synth_fill(void *ctx, void *dst, size_t nbytes)
+/* Element i's hash: tensors hold < 2^32 elements (V3's largest has 0.93e9). */
+static inline uint32_t numla_synth_elem(uint32_t seed, size_t i)
+{
+    return numla_synth_hash32(seed ^ ((uint32_t)i * 0x9e3779b9u));
+}
+
+/* Uniform in [0, 1) from the top 24 bits. */
+static inline float numla_synth_unit(uint32_t u) { return (float)(u >> 8) * 0x1.0p-24f; }
+
+/* Approximately standard normal: Irwin-Hall sum of the four bytes of a hash, rescaled to unit
+ * variance. One hash per element, 1021 levels, tails cut at ±3.46σ — plenty for synthetic
+ * bf16 weights, and several times faster than Box-Muller for multi-GB models. */
+static inline float numla_synth_gauss(uint32_t u)
+{
+    int32_t s = (int32_t)((u & 0xff) + ((u >> 8) & 0xff) + ((u >> 16) & 0xff) + (u >> 24));
+    return ((float)s * (1.0f / 256.0f) - 2.0f) * 1.7320508f;
+}
+
+/* float -> bf16 round to nearest even, for the finite values generated here. */
+static inline uint16_t numla_synth_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* One thread's share of a fill: rows [ra, rb) of the element range [e0, e1). */
+typedef struct numla_synth_job {
+    const numla_synth_tensor *t;
+    void *dst;
+    size_t e0, e1;
+    int64_t ra, rb;
+} numla_synth_job;
+
+static void *numla_synth_rows(void *arg)
+{
+    const numla_synth_job *jb = arg;
+    const numla_synth_tensor *t = jb->t;
+    /* Vectors are `rows` rows of one element, which keeps the loops below uniform. */
+    const size_t cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+    const size_t e0 = jb->e0, e1 = jb->e1;
+    const uint32_t seed = (uint32_t)t->seed, row_seed = (uint32_t)(t->seed >> 32);
+    const int f32 = t->dtype == NUMLA_DTYPE_F32;
+    const numla_synth_kind kind = t->kind;
+    const float base = t->gain / sqrtf((float)cols);
+    /* Element rs + j goes to dst[rs + j - e0]; j >= j0 keeps the index >= 0. */
+    float *of = jb->dst;
+    uint16_t *ob = jb->dst;
+    for (int64_t r = jb->ra; r < jb->rb; r++) {
+        size_t rs = (size_t)r * cols;
+        size_t j0 = rs < e0 ? e0 - rs : 0, j1 = rs + cols > e1 ? e1 - rs : cols;
+        if (kind == NUMLA_SYNTH_KIND_NORM || kind == NUMLA_SYNTH_KIND_BIAS) {
+            float lo = kind == NUMLA_SYNTH_KIND_NORM ? 0.9f : -0.1f;
+            for (size_t j = j0; j < j1; j++) {
+                float v = lo + 0.2f * numla_synth_unit(numla_synth_elem(seed, rs + j));
+                if (f32)
+                    of[rs + j - e0] = v;
+                else
+                    ob[rs + j - e0] = numla_synth_bf16(v);
+            }
+            continue;
+        }
+        float scale = base;
+        if (kind == NUMLA_SYNTH_KIND_LM_HEAD)
+            scale *= expf(NUMLA_SYNTH_LM_HEAD_ROW_SIGMA *
+                          numla_synth_gauss(numla_synth_elem(row_seed, (size_t)r)));
+        if (f32)
+            for (size_t j = j0; j < j1; j++)
+                of[rs + j - e0] = scale * numla_synth_gauss(numla_synth_elem(seed, rs + j));
+        else
+            for (size_t j = j0; j < j1; j++)
+                ob[rs + j - e0] =
+                    numla_synth_bf16(scale * numla_synth_gauss(numla_synth_elem(seed, rs + j)));
+    }
+    return NULL;
+}
+
+/* Bytes [offset, offset + nbytes) of tensor `ctx` (see numla_st_fill_fn).
+ * Plain pthreads, not OpenMP: the writer's I/O thread runs between chunks, and OpenMP's
+ * spin-waiting workers took its core (measured 3-4x slower end to end on a loaded 2-core box).
+ * The thread count follows OMP_NUM_THREADS / omp_get_max_threads(). */
+static numla_status numla_synth_fill(void *ctx, void *dst, size_t offset, size_t nbytes)
 {
     const numla_synth_tensor *t = ctx;
-    /* Vectors are `rows` rows of one element, which keeps the loop below uniform. */
-    int64_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
-    float base = t->kind == NUMLA_SYNTH_KIND_LINEAR || t->kind == NUMLA_SYNTH_KIND_LM_HEAD
-                     ? t->gain / sqrtf((float)cols)
-                     : 1.0f;
-    const uint64_t seed = t->seed;
-    const numla_dtype dt = t->dtype;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        float scale = base;
-        if (t->kind == NUMLA_SYNTH_KIND_LM_HEAD)
-            scale *= expf(NUMLA_SYNTH_LM_HEAD_ROW_SIGMA *
-                          numla_synth_gauss(numla_synth_mix(seed ^ 0x5bd1e995ull ^ (uint64_t)r)));
-        size_t i0 = (size_t)r * (size_t)cols;
-        for (int64_t j = 0; j < cols; j++) {
-            size_t i = i0 + (size_t)j;
-            uint64_t u = numla_synth_mix(seed + (i + 1) * 0x9e3779b97f4a7c15ull);
-            float v;
-            switch (t->kind) {
-            case NUMLA_SYNTH_KIND_NORM: v = 0.9f + 0.2f * numla_synth_unit(u); break;
-            case NUMLA_SYNTH_KIND_BIAS: v = -0.1f + 0.2f * numla_synth_unit(u); break;
-            default: v = scale * numla_synth_gauss(u); break;
-            }
-            if (dt == NUMLA_DTYPE_F32)
-                ((float *)dst)[i] = v;
-            else
-                ((uint16_t *)dst)[i] = numla_f32_to_bf16(v);
-        }
+    const size_t cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+    const size_t esz = numla_dtype_size(t->dtype);
+    const size_t e0 = offset / esz, e1 = e0 + nbytes / esz;
+    const int64_t r0 = (int64_t)(e0 / cols), r1 = (int64_t)((e1 + cols - 1) / cols);
+    enum { MAX_THREADS = 256 };
+    int nt = nbytes < ((size_t)256 << 10) ? 1 : omp_get_max_threads();
+    nt = nt < 1 ? 1 : nt > MAX_THREADS ? MAX_THREADS : nt;
+    if (nt > r1 - r0)
+        nt = (int)(r1 - r0);
+    numla_synth_job jobs[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (int k = 0; k < nt; k++) {
+        jobs[k] = (numla_synth_job){.t = t, .dst = dst, .e0 = e0, .e1 = e1,
+                                    .ra = r0 + (r1 - r0) * k / nt,
+                                    .rb = r0 + (r1 - r0) * (k + 1) / nt};
+        if (k > 0)
+            started[k] = pthread_create(&th[k], NULL, numla_synth_rows, &jobs[k]) == 0;
+    }
+    numla_synth_rows(&jobs[0]);
+    for (int k = 1; k < nt; k++) {
+        if (started[k])
+            pthread_join(th[k], NULL);
+        else
+            numla_synth_rows(&jobs[k]); /* no thread: do its share here */
     }
 
     numla_synth_progress *pr = t->progress;
@@ -595,8 +697,8 @@ done:
 
 static int numla_synth_usage(FILE *f)
 {
-    fprintf(f, "usage: numla synth --preset tiny|v2-lite|v3 --out DIR [--layers N] [--seed S]\n"
-               "                   [--dtype bf16|f32] [--experts N] [--shard-mb MB]\n"
+    fprintf(f, "usage: numla synth --preset tiny|tiny-v3|v2-lite|v3 --out DIR [--layers N]\n"
+               "                   [--seed S] [--dtype bf16|f32] [--experts N] [--shard-mb MB]\n"
                "Writes config.json and deterministic random weights (HF DeepSeek names).\n");
     return f == stdout ? 0 : 2;
 }

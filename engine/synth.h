@@ -59,7 +59,7 @@ typedef struct numla_synth_config {
 } numla_synth_config;
 
 typedef struct numla_synth_options {
-    const char *preset;     /* "tiny", "v2-lite" or "v3" */
+    const char *preset;     /* "tiny", "tiny-v3" (V3-shaped toy), "v2-lite" or "v3" */
     const char *out_dir;    /* created if missing; existing model files in it are replaced */
     int32_t layers;         /* > 0: override num_hidden_layers */
     int32_t experts;        /* > 0: override n_routed_experts */

@@ -188,15 +188,15 @@ static void test_roundtrip(void)
     numla_st_close(&m);
 }
 
-static numla_status st_fill_iota(void *ctx, void *dst, size_t nbytes)
+static numla_status st_fill_iota(void *ctx, void *dst, size_t offset, size_t nbytes)
 {
     uint16_t *p = dst;
     for (size_t i = 0; i < nbytes / 2; i++)
-        p[i] = (uint16_t)(i + *(int *)ctx);
+        p[i] = (uint16_t)(offset / 2 + i + *(int *)ctx);
     return NUMLA_STATUS_OK;
 }
 
-static numla_status st_fill_fail(void *ctx, void *dst, size_t nbytes)
+static numla_status st_fill_fail(void *ctx, void *dst, size_t offset, size_t nbytes)
 {
     NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "fill failed on purpose");
 }
@@ -207,7 +207,8 @@ static void test_writer_fill_and_errors(void)
 {
     int base1 = 100, base2 = 7;
     const int64_t s1[] = {3, 4}, s2[] = {5};
-    numla_st_writer *w = NULL;
+    numla_st_writer *w = NULL, *w2 = NULL;
+    float v0[5] = {1, 2, 3, 4, 5};
     CU_ASSERT_EQUAL_FATAL(numla_st_writer_create(&w), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(numla_st_writer_add_fill(w, "x", NUMLA_DTYPE_BF16, 2, s1, st_fill_iota, &base1),
                     NUMLA_STATUS_OK);
@@ -222,6 +223,30 @@ static void test_writer_fill_and_errors(void)
     const numla_st_tensor *x = numla_st_find(m, "x"), *y = numla_st_find(m, "y");
     CU_ASSERT_FATAL(x && y);
     CU_ASSERT(((const uint16_t *)x->data)[11] == 111 && ((const uint16_t *)y->data)[4] == 11);
+    numla_st_close(&m);
+
+    /* Large produced tensors are written in chunks; fill sees the right offsets. */
+    const int64_t big[] = {3, 1000003};
+    int base3 = 0;
+    CU_ASSERT_EQUAL_FATAL(numla_st_writer_create(&w2), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_st_writer_add_fill(w2, "big", NUMLA_DTYPE_BF16, 2, big, st_fill_iota,
+                                             &base3), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_st_writer_add(w2, "after", NUMLA_DTYPE_F32, 1, s2, &v0), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_st_writer_add_fill(w2, "big2", NUMLA_DTYPE_BF16, 2, big, st_fill_iota,
+                                             &base2), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_st_writer_write(w2, path), NUMLA_STATUS_OK);
+    numla_st_writer_destroy(&w2);
+    CU_ASSERT_EQUAL_FATAL(numla_st_open(dir, &m), NUMLA_STATUS_OK);
+    const numla_st_tensor *bg = numla_st_find(m, "big"), *b2 = numla_st_find(m, "big2");
+    CU_ASSERT_FATAL(bg && b2 && bg->nbytes == 6000018);
+    int wrong = 0;
+    for (size_t i = 0; i < 3000009; i++) {
+        uint16_t h1, h2;
+        memcpy(&h1, (const char *)bg->data + 2 * i, 2);
+        memcpy(&h2, (const char *)b2->data + 2 * i, 2);
+        wrong += h1 != (uint16_t)i || h2 != (uint16_t)(i + 7);
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
     numla_st_close(&m);
 
     const int64_t neg[] = {2, -1};
