@@ -30,7 +30,7 @@ enum {
 static const numla_mla_attn_kernel *const numla_mla_attn_table_[NUMLA_ISA_COUNT] = {
     [NUMLA_ISA_REF] = &numla_mla_attn_kernel_ref,
     [NUMLA_ISA_AVX512] = &numla_mla_attn_kernel_avx512,
-    /*BF16*/
+    [NUMLA_ISA_AVX512BF16] = &numla_mla_attn_kernel_avx512bf16,
 };
 
 static const numla_mla_attn_kernel *numla_mla_attn_pick(numla_isa isa, const numla_mla_attn_args *a)
