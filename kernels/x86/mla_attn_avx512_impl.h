@@ -27,7 +27,16 @@
 #error "define NUMLA_MLA_BF16DOT before including mla_attn_avx512_impl.h"
 #endif
 
-enum { NUMLA_MLA_KT = 64 }; /* keys per tile */
+/* Blocking (overridable for tuning builds): keys per tile, keys per score register block. */
+#ifndef NUMLA_MLA_KT
+#define NUMLA_MLA_KT 64
+#endif
+#ifndef NUMLA_MLA_QK_NT
+#define NUMLA_MLA_QK_NT 8
+#endif
+#ifndef NUMLA_MLA_QK_DOT
+#define NUMLA_MLA_QK_DOT 1
+#endif
 
 #define NUMLA_MLA_INLINE static inline __attribute__((always_inline))
 
@@ -62,8 +71,8 @@ NUMLA_MLA_INLINE __m512 numla_mla_bf16x16(const uint16_t *p)
 NUMLA_MLA_INLINE void numla_mla_qk_bf16(const uint32_t *qv, int64_t pairs,
                                         const char *const *rows, float *S, const int NT, const int NA)
 {
-    __m512 acc[8][8];
-    const uint32_t *rp[8];
+    __m512 acc[16][8];
+    const uint32_t *rp[16];
     for (int i = 0; i < NT; i++) {
         rp[i] = (const uint32_t *)rows[i];
         for (int k = 0; k < NA; k++)
@@ -90,7 +99,7 @@ NUMLA_MLA_INLINE void numla_mla_qk_bf16(const uint32_t *qv, int64_t pairs,
 NUMLA_MLA_INLINE void numla_mla_qk_f32(const float *qt, int64_t width, const float *const *rows,
                                        float *S, const int NT, const int NA)
 {
-    __m512 acc[8][8];
+    __m512 acc[16][8];
     for (int i = 0; i < NT; i++)
         for (int k = 0; k < NA; k++)
             acc[i][k] = _mm512_setzero_ps();
@@ -109,6 +118,55 @@ NUMLA_MLA_INLINE void numla_mla_qk_f32(const float *qt, int64_t width, const flo
     }
 }
 
+/* Sixteen 16-lane partial sums v[h] -> one vector of their totals, lane h. */
+NUMLA_MLA_INLINE __m512 numla_mla_reduce16(const float *v)
+{
+    __m512 w[8], x[4], y[2];
+    for (int i = 0; i < 8; i++) {
+        __m512 a = _mm512_load_ps(v + 32 * i), b = _mm512_load_ps(v + 32 * i + 16);
+        w[i] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    }
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(w[2 * i]), b = _mm512_castps_pd(w[2 * i + 1]);
+        x[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    for (int i = 0; i < 2; i++)
+        y[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0xdd));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], 0x88), _mm512_shuffle_f32x4(y[0], y[1], 0xdd));
+}
+
+/* S[i][h] = Σ_d q_h[d] · row_i[d] for NT <= 4 keys with lanes along d: register blocks of 4 rows
+ * × NT keys reuse every loaded vector 4 (or NT) times, then a transpose-add per key. q rows are
+ * fp32 (16, width); Sp is (4, 16, 16) scratch whose rows >= 4·nhg stay zero. */
+NUMLA_MLA_INLINE void numla_mla_qk_dot(const float *qr, int64_t width, int nhg,
+                                       const float *const *rows, float *S, float *Sp, const int NT)
+{
+    for (int hg = 0; hg < nhg; hg++) {
+        __m512 acc[4][4];
+        for (int h = 0; h < 4; h++)
+            for (int i = 0; i < NT; i++)
+                acc[h][i] = _mm512_setzero_ps();
+        const float *q0 = qr + (size_t)(4 * hg) * (size_t)width;
+        for (int64_t d = 0; d < width; d += 16) {
+            __m512 k[4];
+            for (int i = 0; i < NT; i++)
+                k[i] = _mm512_loadu_ps(rows[i] + d);
+            for (int h = 0; h < 4; h++) {
+                __m512 q = _mm512_load_ps(q0 + h * width + d);
+                for (int i = 0; i < NT; i++)
+                    acc[h][i] = _mm512_fmadd_ps(q, k[i], acc[h][i]);
+            }
+        }
+        for (int h = 0; h < 4; h++)
+            for (int i = 0; i < NT; i++)
+                _mm512_store_ps(Sp + (i * 16 + 4 * hg + h) * 16, acc[h][i]);
+    }
+    for (int i = 0; i < NT; i++)
+        _mm512_store_ps(S + 16 * i, numla_mla_reduce16(Sp + i * 256));
+}
+
 /* ---- step 3: P·V ---------------------------------------------------------------------- */
 
 /* O[h][d] (h < NH, row stride dc) = O·corr + Σ_t P[t][h] v_t[d], RD zmm of d at a time.
@@ -117,6 +175,7 @@ NUMLA_MLA_INLINE void numla_mla_pv(float *O, int64_t dc, const float *P, const f
                                    int fresh, int rescale, const void *const *vrows, int64_t nt,
                                    const int vbf, const int NH, const int RD)
 {
+    /* Rows h0.. are handled by the caller offsetting O, P and corr. */
     for (int64_t d = 0; d < dc; d += 16 * RD) {
         __m512 o[16][4];
         for (int h = 0; h < NH; h++)
@@ -149,6 +208,19 @@ NUMLA_MLA_INLINE void numla_mla_pv(float *O, int64_t dc, const float *P, const f
 static void numla_mla_pv_any(float *O, int64_t dc, const float *P, const float *corr, int fresh,
                              int rescale, const void *const *vrows, int64_t nt, int vbf, int nrows)
 {
+#ifdef NUMLA_MLA_PV_NH
+    if (nrows > 8) {
+        for (int h0 = 0; h0 < nrows; h0 += NUMLA_MLA_PV_NH) {
+            if (vbf)
+                numla_mla_pv(O + h0 * dc, dc, P + h0, corr + h0, fresh, rescale, vrows, nt, 1,
+                             NUMLA_MLA_PV_NH, NUMLA_MLA_PV_RD);
+            else
+                numla_mla_pv(O + h0 * dc, dc, P + h0, corr + h0, fresh, rescale, vrows, nt, 0,
+                             NUMLA_MLA_PV_NH, NUMLA_MLA_PV_RD);
+        }
+        return;
+    }
+#endif
     if (nrows > 8) {
         if (vbf)
             numla_mla_pv(O, dc, P, corr, fresh, rescale, vrows, nt, 1, 16, 1);
@@ -170,7 +242,7 @@ static void numla_mla_pv_any(float *O, int64_t dc, const float *P, const float *
 /* ---- the chunk kernel ----------------------------------------------------------------- */
 
 typedef struct numla_mla_scratch_layout {
-    size_t q, S, rows, tile, total;
+    size_t q, S, Sp, rows, tile, total;
 } numla_mla_scratch_layout;
 
 static int numla_mla_uses_bf16dot(const numla_mla_attn_args *a)
@@ -190,6 +262,8 @@ static numla_mla_scratch_layout numla_mla_layout(const numla_mla_attn_args *a)
     off += (w * 16 * sizeof(float) + 63) & ~(size_t)63;
     L.S = off;
     off += NUMLA_MLA_KT * 16 * sizeof(float) + 64;
+    L.Sp = off;
+    off += 4 * 16 * 16 * sizeof(float);
     L.rows = off;
     off += 2 * NUMLA_MLA_KT * sizeof(void *);
     L.tile = off;
@@ -224,6 +298,26 @@ static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16
         return;
     }
 #endif
+#if NUMLA_MLA_QK_DOT
+    {
+        float *qr = qbuf;
+        memset(qr, 0, (size_t)w * 16 * sizeof(float));
+        for (int32_t r = 0; r < c->nrows; r++) {
+            size_t base = (size_t)(c->row0 + r) * (size_t)w;
+            float *dst = qr + (size_t)r * (size_t)w;
+            for (int64_t d = 0; d < w; d += 16) {
+                __m512 v;
+                if (a->q_dtype == NUMLA_DTYPE_F32)
+                    v = _mm512_loadu_ps((const float *)a->q + base + d);
+                else if (a->q_dtype == NUMLA_DTYPE_BF16)
+                    v = numla_mla_bf16x16((const uint16_t *)a->q + base + d);
+                else
+                    v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)a->q + base + d)));
+                _mm512_store_ps(dst + d, v);
+            }
+        }
+    }
+#else
     {
         float *qt = qbuf;
         memset(qt, 0, (size_t)w * 16 * sizeof(float));
@@ -233,6 +327,7 @@ static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16
                 qt[d * 16 + r] = numla_load_f32(a->q, a->q_dtype, base + (size_t)d);
         }
     }
+#endif
 }
 
 /* Convert nt cache rows to fp32 rows of `w` (bf16 or fp16 cache). */
@@ -267,6 +362,9 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
     const char **rows = (const char **)(s + L.rows);
     const float **frows = (const float **)(rows + NUMLA_MLA_KT);
     float *tile = (float *)(s + L.tile);
+    float *Sp = (float *)(s + L.Sp);
+    const int nhg = (c->nrows + 3) / 4;
+    memset(Sp, 0, 4 * 16 * 16 * sizeof(float));
 
     int32_t lim32[16] __attribute__((aligned(64)));
     int64_t kend = c->k0;
@@ -305,10 +403,10 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
 #if NUMLA_MLA_BF16DOT
             const uint32_t *qv = qbuf;
             int64_t i = 0;
-            for (; i + 8 <= nt; i += 8)
-                numla_mla_qk_bf16(qv, w / 2, rows + i, S + 16 * i, 8, 1);
-            for (; i + 2 <= nt; i += 2)
-                numla_mla_qk_bf16(qv, w / 2, rows + i, S + 16 * i, 2, 4);
+            for (; i + NUMLA_MLA_QK_NT <= nt; i += NUMLA_MLA_QK_NT)
+                numla_mla_qk_bf16(qv, w / 2, rows + i, S + 16 * i, NUMLA_MLA_QK_NT, 1);
+            for (; i + 4 <= nt; i += 4)
+                numla_mla_qk_bf16(qv, w / 2, rows + i, S + 16 * i, 4, 2);
             for (; i < nt; i++)
                 numla_mla_qk_bf16(qv, w / 2, rows + i, S + 16 * i, 1, 8);
 #endif
@@ -319,14 +417,22 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
             } else {
                 numla_mla_convert_tile(a, rows, nt, w, tile, frows);
             }
-            const float *qt = qbuf;
             int64_t i = 0;
-            for (; i + 8 <= nt; i += 8)
-                numla_mla_qk_f32(qt, w, frows + i, S + 16 * i, 8, 1);
-            for (; i + 2 <= nt; i += 2)
-                numla_mla_qk_f32(qt, w, frows + i, S + 16 * i, 2, 4);
+#if NUMLA_MLA_QK_DOT
+            const float *qr = qbuf;
+            for (; i + 4 <= nt; i += 4)
+                numla_mla_qk_dot(qr, w, nhg, frows + i, S + 16 * i, Sp, 4);
+            for (; i < nt; i++)
+                numla_mla_qk_dot(qr, w, nhg, frows + i, S + 16 * i, Sp, 1);
+#else
+            const float *qt = qbuf;
+            for (; i + NUMLA_MLA_QK_NT <= nt; i += NUMLA_MLA_QK_NT)
+                numla_mla_qk_f32(qt, w, frows + i, S + 16 * i, NUMLA_MLA_QK_NT, 1);
+            for (; i + 4 <= nt; i += 4)
+                numla_mla_qk_f32(qt, w, frows + i, S + 16 * i, 4, 2);
             for (; i < nt; i++)
                 numla_mla_qk_f32(qt, w, frows + i, S + 16 * i, 1, 8);
+#endif
         }
         /* 2. online softmax over the tile */
         __m512 tmax = _mm512_set1_ps(-INFINITY);
