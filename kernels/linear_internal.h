@@ -66,9 +66,17 @@ void numla_linear_forward_avx2(const numla_linear_weight *w, int64_t m, const fl
                                float *y, int64_t ldy, int accumulate, void *workspace);
 void numla_linear_forward_avx512(const numla_linear_weight *w, int64_t m, const float *x,
                                  int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace);
-/* One thread's share of the avx512 widen+FMA path: panels [p0, p1) (used by avx512bf16 too). */
+size_t numla_linear_workspace_avx512(const numla_linear_weight *w, int64_t m, int num_threads);
+/* M > NUMLA_LINEAR_AVX512_MR: x packed in blocks of MR rows, k-major — xp (ceil(M/MR), K, MR) —
+ * so a tile's broadcasts read one sequential stream instead of MR rows 4 KiB apart that all map
+ * to the same L1 set. Thread ith of nth packs its share of the blocks. */
+void numla_linear_avx512_pack_x(int64_t m, int64_t k, const float *x, int64_t ldx, float *xp, int ith,
+                                int nth);
+/* One thread's share of the avx512 widen+FMA path: panels [p0, p1) (used by avx512bf16 too);
+ * xp: x packed by numla_linear_avx512_pack_x, or NULL to read x (M, ldx) directly (M <= MR). */
 void numla_linear_avx512_panels(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
-                                float *y, int64_t ldy, int accumulate, int64_t p0, int64_t p1);
+                                const float *xp, float *y, int64_t ldy, int accumulate, int64_t p0,
+                                int64_t p1);
 void numla_linear_forward_avx512bf16(const numla_linear_weight *w, int64_t m, const float *x,
                                      int64_t ldx, float *y, int64_t ldy, int accumulate,
                                      void *workspace);
