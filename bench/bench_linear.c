@@ -20,7 +20,7 @@
 #include "common/dtype.h"
 #include "engine/cli.h"
 #include "kernels/linear.h"
-#include "kernels/linear_internal.h" /* NUMLA_LINEAR_GEMV_MAX_M: which path a shape takes */
+#include "kernels/linear_internal.h" /* GEMV switch, and the vdpbf16ps GEMM called directly */
 
 #ifdef NUMLA_HAVE_OPENBLAS
 #include <cblas.h>
@@ -131,6 +131,7 @@ typedef struct numla_bench_linear_ctx {
     numla_linear_weight *w; /* (copies) */
     void *ws;
     size_t ws_bytes;
+    int dp;               /* call the vdpbf16ps GEMM directly */
     float **wf;           /* (copies) of (n, k) fp32 */
     uint16_t *xb;         /* (m, k) bf16 for sbgemm / dnnl bf16 */
     uint16_t **wb;        /* (copies) of (n, k) bf16 */
@@ -145,6 +146,10 @@ typedef struct numla_bench_linear_ctx {
 static int numla_bench_linear_ours_(void *p, int c)
 {
     numla_bench_linear_ctx *cx = p;
+    if (cx->dp) {
+        numla_linear_forward_dpbf16(&cx->w[c], cx->m, cx->x, cx->k, cx->y, cx->n, 0, cx->ws);
+        return 0;
+    }
     return numla_linear_forward(&cx->w[c], cx->m, cx->x, cx->k, cx->y, cx->n, 0, cx->ws,
                                 cx->ws_bytes) != NUMLA_STATUS_OK;
 }
@@ -290,24 +295,25 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
         cx.xb[i] = numla_f32_to_bf16(cx.x[i]);
     }
 
-    /* ours; on avx512bf16 with M past the GEMV switch also the exact widen+FMA GEMM of the
-     * avx512 level, so the two prefill kernels are compared on the same machine and run. */
-    numla_isa ours[2] = {isa, NUMLA_ISA_AVX512};
+    /* ours (what the dispatcher picks); on avx512bf16 with M past the GEMV switch also the
+     * vdpbf16ps GEMM called directly, so both prefill kernels are compared in the same run. */
     const int nours = isa == NUMLA_ISA_AVX512BF16 && s->m > NUMLA_LINEAR_GEMV_MAX_M ? 2 : 1;
     for (int o = 0; o < nours; o++) {
-        size_t pbytes = numla_linear_packed_size(ours[o], s->n, s->k, NUMLA_DTYPE_BF16);
+        cx.dp = o == 1;
+        size_t pbytes = numla_linear_packed_size(isa, s->n, s->k, NUMLA_DTYPE_BF16);
         cx.w = calloc((size_t)cx.copies, sizeof *cx.w);
         void **packed = calloc((size_t)cx.copies, sizeof *packed);
         int ok = 1;
         for (int c = 0; c < cx.copies && ok; c++) {
             packed[c] = aligned_alloc(4096, (pbytes + 4095) & ~(size_t)4095);
-            ok = packed[c] && numla_linear_pack(ours[o], s->n, s->k, src, NUMLA_DTYPE_BF16, s->k,
+            ok = packed[c] && numla_linear_pack(isa, s->n, s->k, src, NUMLA_DTYPE_BF16, s->k,
                                                 packed[c], &cx.w[c]) == NUMLA_STATUS_OK;
         }
         if (ok) {
-            cx.ws_bytes = numla_linear_workspace_size(&cx.w[0], s->m, omp_get_max_threads());
+            cx.ws_bytes = cx.dp ? numla_linear_workspace_dpbf16(&cx.w[0], s->m)
+                                : numla_linear_workspace_size(&cx.w[0], s->m, omp_get_max_threads());
             cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
-            res[nr].name = o == 0 ? "numla" : "numla_avx512fma";
+            res[nr].name = o == 0 ? "numla" : "numla_dpbf16";
             res[nr].weight_bytes = (double)pbytes;
             res[nr].sec = numla_bench_linear_time_(numla_bench_linear_ours_, &cx, cx.copies, calls,
                                                    &res[nr].median);

@@ -3,9 +3,13 @@
  * M <= NUMLA_LINEAR_GEMV_MAX_M, or f32 weights: the exact fp32 widen+FMA path of
  * linear_avx512.c (decode is bound by the weight stream, so vdpbf16ps would gain nothing and
  * would cost x its fp32 precision).
- * Larger M with bf16 weights: x is rounded once per call to bf16 pairs in the workspace
- * (round to nearest even), then a blocked GEMM of vdpbf16ps micro-kernels, 12 rows x 32 outputs
- * of fp32 accumulators, K blocked by NUMLA_LINEAR_KC. Products of two bf16 are exact in fp32 and
+ * Larger M with bf16 weights, when NUMLA_LINEAR_USE_DPBF16: x is rounded once per call to bf16
+ * pairs in the workspace (round to nearest even, packed in 12-row blocks), then a blocked GEMM
+ * of vdpbf16ps micro-kernels, 12 rows x 32 outputs of fp32 accumulators, K blocked by
+ * NUMLA_LINEAR_KC. On the development CPU vdpbf16ps zmm issues at half the rate of fp32 FMA, so
+ * the widen+FMA GEMM is ~2x faster there and NUMLA_LINEAR_USE_DPBF16 is 0 (docs/linear.md);
+ * numla_linear_forward_dpbf16 keeps the kernel reachable for tests, benchmarks and CPUs where
+ * it wins. Products of two bf16 are exact in fp32 and
  * accumulate in fp32, so the only extra error against the fp32 path is x's rounding: relative
  * 2^-8 per element (bf16 unit roundoff), so |err| <= (2^-8 + K u) sum_k |x_k w_k| with u = 2^-24;
  * on random data the observed error is ~2^-8 / sqrt(K) of that sum. vdpbf16ps treats bf16
@@ -21,16 +25,20 @@
 
 static int numla_linear_bf16_use_dp_(const numla_linear_weight *w, int64_t m)
 {
-    return w->dtype == NUMLA_DTYPE_BF16 && m > NUMLA_LINEAR_GEMV_MAX_M;
+    return NUMLA_LINEAR_USE_DPBF16 && w->dtype == NUMLA_DTYPE_BF16 && m > NUMLA_LINEAR_GEMV_MAX_M;
+}
+
+size_t numla_linear_workspace_dpbf16(const numla_linear_weight *w, int64_t m)
+{
+    /* x as bf16 pairs in blocks of MR rows, pair-major: (ceil(M/MR), Kp/2, MR) pairs.
+     * + 64: forward aligns the start itself, so callers need not. */
+    return (size_t)((m + MR - 1) / MR) * MR * (size_t)numla_linear_kp(w->k) * 2 + 64;
 }
 
 size_t numla_linear_workspace_avx512bf16(const numla_linear_weight *w, int64_t m, int num_threads)
 {
-    if (!numla_linear_bf16_use_dp_(w, m))
-        return numla_linear_workspace_avx512(w, m, num_threads);
-    /* x as bf16 pairs in blocks of MR rows, pair-major: (ceil(M/MR), Kp/2, MR) pairs.
-     * + 64: forward aligns the start itself, so callers need not. */
-    return (size_t)((m + MR - 1) / MR) * MR * (size_t)numla_linear_kp(w->k) * 2 + 64;
+    return numla_linear_bf16_use_dp_(w, m) ? numla_linear_workspace_dpbf16(w, m)
+                                           : numla_linear_workspace_avx512(w, m, num_threads);
 }
 
 static inline __mmask16 numla_linear_bf16_mask_(int64_t nvalid)
@@ -155,33 +163,31 @@ static void numla_linear_bf16_gemm_(const numla_linear_weight *w, int64_t m, con
     }
 }
 
+void numla_linear_forward_dpbf16(const numla_linear_weight *w, int64_t m, const float *x,
+                                 int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace)
+{
+    const int64_t panels = numla_linear_panels(w->n);
+    const int64_t pairs = (panels + 1) / 2;
+    uint16_t *xb = (uint16_t *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+#pragma omp parallel
+    {
+        const int ith = omp_get_thread_num(), nth = omp_get_num_threads();
+        numla_linear_bf16_pack_x_(m, w->k, x, ldx, xb, ith, nth);
+#pragma omp barrier
+        int64_t lo, hi;
+        numla_linear_split(pairs, ith, nth, &lo, &hi);
+        const int64_t p1 = 2 * hi < panels ? 2 * hi : panels;
+        if (2 * lo < p1)
+            numla_linear_bf16_gemm_(w, m, xb, y, ldy, accumulate, 2 * lo, p1);
+    }
+}
+
 void numla_linear_forward_avx512bf16(const numla_linear_weight *w, int64_t m, const float *x,
                                      int64_t ldx, float *y, int64_t ldy, int accumulate,
                                      void *workspace)
 {
-    const int64_t panels = numla_linear_panels(w->n);
-    const int64_t pairs = (panels + 1) / 2;
-    const int dp = numla_linear_bf16_use_dp_(w, m);
-    void *ws = workspace ? (void *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63) : NULL;
-    float *xp = !dp && m > MR ? (float *)ws : NULL;
-#pragma omp parallel
-    {
-        const int ith = omp_get_thread_num(), nth = omp_get_num_threads();
-        if (dp)
-            numla_linear_bf16_pack_x_(m, w->k, x, ldx, (uint16_t *)ws, ith, nth);
-        else if (xp)
-            numla_linear_avx512_pack_x(m, w->k, x, ldx, xp, ith, nth);
-        if (dp || xp) {
-#pragma omp barrier
-        }
-        int64_t lo, hi;
-        numla_linear_split(pairs, ith, nth, &lo, &hi);
-        const int64_t p1 = 2 * hi < panels ? 2 * hi : panels;
-        if (2 * lo < p1) {
-            if (dp)
-                numla_linear_bf16_gemm_(w, m, (const uint16_t *)ws, y, ldy, accumulate, 2 * lo, p1);
-            else
-                numla_linear_avx512_panels(w, m, x, ldx, xp, y, ldy, accumulate, 2 * lo, p1);
-        }
-    }
+    if (numla_linear_bf16_use_dp_(w, m))
+        numla_linear_forward_dpbf16(w, m, x, ldx, y, ldy, accumulate, workspace);
+    else
+        numla_linear_forward_avx512(w, m, x, ldx, y, ldy, accumulate, workspace);
 }
