@@ -29,6 +29,7 @@ enum {
 /* Native variants per level; NULL inherits the level below (ref is always present). */
 static const numla_mla_attn_kernel *const numla_mla_attn_table_[NUMLA_ISA_COUNT] = {
     [NUMLA_ISA_REF] = &numla_mla_attn_kernel_ref,
+    [NUMLA_ISA_AVX2] = &numla_mla_attn_kernel_avx2,
     [NUMLA_ISA_AVX512] = &numla_mla_attn_kernel_avx512,
     [NUMLA_ISA_AVX512BF16] = &numla_mla_attn_kernel_avx512bf16,
 };
