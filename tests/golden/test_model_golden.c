@@ -5,8 +5,8 @@
  *   - prefill-then-decode (half the prompt, then one token per step) equals the full prefill;
  *   - per-layer residual stream, cached c' and k_pe (de-interleave permutation), router choices
  *     for prompt0 against debug.safetensors.
- * Exact-fp32 ISA levels are held to the README's 2e-3; avx512bf16 (vdpbf16ps rounds activations
- * to bf16 for M >= 16 with bf16 weights) and a bf16 KV cache get a stated, looser tolerance. */
+ * Every configuration with fp32 activations and an fp32 cache is held to the README's 2e-3;
+ * a bf16 KV cache gets a stated, looser tolerance (LOGIT_TOL_BF16KV). */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -351,6 +351,7 @@ typedef struct golden_cfg {
     double tol;
     int strict_below;
     int debug;
+    int greedy;  /* run the 16-token greedy comparison (decode-heavy: only where it adds) */
     const char *what;
 } golden_cfg;
 
@@ -412,10 +413,12 @@ static void run_cfg(const char *model, golden *g, const golden_cfg *gc)
             worst_split = fmax(worst_split, es);
             NUMLA_ASSERT_MSG(es <= gc->tol, "%s %s prompt %d: prefill+decode vs prefill %g", model,
                              gc->what, p, es);
-            int cmp = 0;
-            int bad = greedy_check(&e, g, p, gc->tol, &cmp);
-            greedy_cmp += cmp;
-            NUMLA_ASSERT_MSG(bad == 0, "%s %s prompt %d: greedy mismatch", model, gc->what, p);
+            if (gc->greedy) {
+                int cmp = 0;
+                int bad = greedy_check(&e, g, p, gc->tol, &cmp);
+                greedy_cmp += cmp;
+                NUMLA_ASSERT_MSG(bad == 0, "%s %s prompt %d: greedy mismatch", model, gc->what, p);
+            }
         }
         free(full);
         free(split);
@@ -435,12 +438,16 @@ static void check_model(const char *model)
     int nisa = numla_test_isas(isas);
     numla_isa best = isas[nisa - 1];
     const golden_cfg cfgs[] = {
-        {0, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 1, "fp32 weights, best isa, f32 kv"},
-        {0, NUMLA_ISA_REF, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, "fp32 weights, ref isa, f32 kv"},
-        {1, best, 1, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, "bf16 weights, exact activations"},
-        /* vdpbf16ps rounds activations to bf16 for M >= 16 only: shorter prompts stay exact */
-        {1, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 16, 0, "bf16 weights, bf16 activations"},
-        {0, best, 0, NUMLA_DTYPE_BF16, LOGIT_TOL_BF16KV, 1 << 30, 0, "fp32 weights, bf16 kv"},
+        {0, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 1, 1, "fp32 weights, best isa, f32 kv"},
+        {0, NUMLA_ISA_REF, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 0, "fp32 weights, ref isa, f32 kv"},
+        {1, best, 1, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 1, "bf16 weights, exact activations"},
+        /* the default bf16 GEMM keeps fp32 activations (e2-linear d4229be); with
+         * NUMLA_LINEAR_USE_DPBF16 (vdpbf16ps, bf16-rounded activations for M >= 16) prompts of
+         * 16+ tokens moved logits by up to 8 on v3 (expert flips), so only shorter prompts are
+         * held to the tolerance in that mode */
+        {1, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, getenv("NUMLA_LINEAR_USE_DPBF16") ? 16 : 1 << 30, 0, 0,
+         "bf16 weights, default linear path"},
+        {0, best, 0, NUMLA_DTYPE_BF16, LOGIT_TOL_BF16KV, 1 << 30, 0, 1, "fp32 weights, bf16 kv"},
     };
     for (int bf16 = 0; bf16 <= 1; bf16++) {
         golden g;
