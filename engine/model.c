@@ -166,6 +166,8 @@ void numla_model_destroy(numla_model **pm)
         free(*fs[i]);
     free(m->topk_idx);
     free(m->ex_count);
+    free(m->ex_cursor);
+    free(m->route_scratch);
     free(m->ex_list);
     free(m->lin_ws);
     free(m->attn_ws);
@@ -185,7 +187,8 @@ numla_status numla_model_create(const numla_model_weights *w, numla_isa isa, int
     m->isa = isa;
     m->num_threads = num_threads > 0 ? num_threads : 1;
     m->ex_count = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_count);
-    if (!m->ex_count) {
+    m->ex_cursor = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_cursor);
+    if (!m->ex_count || !m->ex_cursor) {
         numla_model_destroy(&m);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory");
     }
@@ -239,6 +242,7 @@ static numla_status ensure_capacity(numla_model *m, int64_t T, int64_t R)
     ok &= grow((void **)&m->topk_idx, n * (k + 1) * 4);
     ok &= grow((void **)&m->topk_w, n * (k + 1) * 4);
     ok &= grow((void **)&m->ex_list, n * (k + 1) * 4);
+    ok &= grow((void **)&m->route_scratch, n * (2 * E + 1) * 4);
     ok &= grow((void **)&m->cos_sin, n * dr * 4);
     ok &= grow((void **)&m->xl, n * hid * 4);
     if (!ok)
@@ -397,14 +401,11 @@ static numla_status moe(numla_model *m, const numla_layer_weights *lw, int64_t T
             lg[e] = s;
         }
     }
-    float *scr = malloc((size_t)(2 * E) * sizeof *scr * (size_t)T);
-    if (!scr)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for routing");
+    float *scr = m->route_scratch;
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
     for (int64_t t = 0; t < T; t++)
         numla_moe_route(c, m->router + t * E, lw->router_bias, m->topk_idx + t * k,
                         m->topk_w + t * k, scr + t * 2 * E);
-    free(scr);
 
     /* Group (token, j) pairs by local expert so each expert's weights stream once. */
     const int64_t ne = sh->expert_count, e0 = sh->expert_begin;
@@ -417,16 +418,13 @@ static numla_status moe(numla_model *m, const numla_layer_weights *lw, int64_t T
     }
     for (int64_t e = 0; e < ne; e++)
         cnt[e + 1] += cnt[e];
-    int32_t *cursor = malloc((size_t)(ne + 1) * sizeof *cursor);
-    if (!cursor)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for expert grouping");
+    int32_t *cursor = m->ex_cursor;
     memcpy(cursor, cnt, (size_t)(ne + 1) * sizeof *cursor);
     for (int64_t i = 0; i < T * k; i++) {
         int64_t e = m->topk_idx[i] - e0;
         if (e >= 0 && e < ne)
             m->ex_list[cursor[e]++] = (int32_t)i;
     }
-    free(cursor);
 
     numla_status s = NUMLA_STATUS_OK;
     for (int64_t e = 0; e < ne && s == NUMLA_STATUS_OK; e++) {

@@ -81,6 +81,8 @@ typedef struct numla_model {
     float *topk_w;     /* (T, k) */
     int32_t *ex_count; /* (n_routed_experts + 1) */
     int32_t *ex_list;  /* (T · k) (token · k + j) grouped by expert */
+    int32_t *ex_cursor; /* (n_routed_experts + 1) fill cursor for ex_list */
+    float *route_scratch; /* (T, 2 · n_routed_experts) */
     float *cos_sin;    /* (T, Dr) cos then sin per token (Dr/2 each) */
     float *xl;         /* (R, hidden) normed rows for the logits */
     void *lin_ws;      /* linear workspace */
