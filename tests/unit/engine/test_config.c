@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +204,37 @@ static void test_bad_json(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "config.json"));
 }
 
+
+void numla_fuzz_config_run(const uint8_t *data, size_t size);
+
+/* The fuzz target's checks over seeded mutations of a valid input: byte flips, digit and
+ * bracket insertions, deletions and truncations. */
+static void test_fuzz_mutations(void)
+{
+    const char *seed = V3;
+    size_t n = strlen(seed);
+    uint8_t *buf = malloc(n + 64);
+    numla_test_rng rng = {2026};
+    for (int it = 0; it < 3000; it++) {
+        memcpy(buf, seed, n);
+        size_t len = n;
+        int edits = 1 + (int)(numla_test_rng_u64(&rng) % 4);
+        for (int e = 0; e < edits && len > 1; e++) {
+            size_t at = (size_t)(numla_test_rng_u64(&rng) % len);
+            switch (numla_test_rng_u64(&rng) % 5) {
+            case 0: buf[at] ^= (uint8_t)(1u << (numla_test_rng_u64(&rng) % 8)); break;
+            case 1: buf[at] = (uint8_t)"0123456789-.e"[numla_test_rng_u64(&rng) % 13]; break;
+            case 2: buf[at] = (uint8_t)"{}[],:\" \\n"[numla_test_rng_u64(&rng) % 10]; break;
+            case 3: memmove(buf + at, buf + at + 1, len - at - 1); len--; break;
+            default: len = at + 1; break;
+            }
+        }
+        numla_fuzz_config_run(buf, len);
+    }
+    free(buf);
+    CU_PASS("no invariant broken");
+}
+
 NUMLA_TEST_SUITE(config, NULL, NULL, NUMLA_TEST(test_v2lite), NUMLA_TEST(test_v3),
                  NUMLA_TEST(test_no_rope_scaling_dense), NUMLA_TEST(test_bad_fields),
-                 NUMLA_TEST(test_rope_parameters), NUMLA_TEST(test_bad_json))
+                 NUMLA_TEST(test_rope_parameters), NUMLA_TEST(test_bad_json), NUMLA_TEST(test_fuzz_mutations))

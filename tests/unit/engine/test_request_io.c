@@ -3,6 +3,7 @@
 #include "test_util.h"
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,5 +152,36 @@ static void test_result_write(void)
     numla_request_free(&bad);
 }
 
+
+void numla_fuzz_request_run(const uint8_t *data, size_t size);
+
+/* The fuzz target's checks over seeded mutations of a valid input: byte flips, digit and
+ * bracket insertions, deletions and truncations. */
+static void test_fuzz_mutations(void)
+{
+    const char *seed = "{\"id\": \"a1\", \"prompt_tokens\": [1, 2, 99], \"max_tokens\": 5, \"temperature\": 0.7, \"top_k\": 40, \"top_p\": 0.9, \"seed\": 12, \"stop_token_ids\": [7, 8], \"ignore_eos\": true, \"logprobs\": 3}";
+    size_t n = strlen(seed);
+    uint8_t *buf = malloc(n + 64);
+    numla_test_rng rng = {2026};
+    for (int it = 0; it < 3000; it++) {
+        memcpy(buf, seed, n);
+        size_t len = n;
+        int edits = 1 + (int)(numla_test_rng_u64(&rng) % 4);
+        for (int e = 0; e < edits && len > 1; e++) {
+            size_t at = (size_t)(numla_test_rng_u64(&rng) % len);
+            switch (numla_test_rng_u64(&rng) % 5) {
+            case 0: buf[at] ^= (uint8_t)(1u << (numla_test_rng_u64(&rng) % 8)); break;
+            case 1: buf[at] = (uint8_t)"0123456789-.e"[numla_test_rng_u64(&rng) % 13]; break;
+            case 2: buf[at] = (uint8_t)"{}[],:\" \\n"[numla_test_rng_u64(&rng) % 10]; break;
+            case 3: memmove(buf + at, buf + at + 1, len - at - 1); len--; break;
+            default: len = at + 1; break;
+            }
+        }
+        numla_fuzz_request_run(buf, len);
+    }
+    free(buf);
+    CU_PASS("no invariant broken");
+}
+
 NUMLA_TEST_SUITE(request_io, NULL, NULL, NUMLA_TEST(test_good), NUMLA_TEST(test_malformed),
-                 NUMLA_TEST(test_result_write))
+                 NUMLA_TEST(test_result_write), NUMLA_TEST(test_fuzz_mutations))
