@@ -258,10 +258,11 @@ numla_status numla_model_reduce(numla_model *m, float *buf, int64_t count)
      * With one rank the partial sum is already the total. */
     if (m->w->shard.nranks == 1)
         return NUMLA_STATUS_OK;
-    (void)buf;
-    (void)count;
-    NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "model: %d ranks need the allreduce (not wired yet)",
-               m->w->shard.nranks);
+    if (!m->reduce)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "model: %d ranks but no allreduce was set",
+                   m->w->shard.nranks);
+    NUMLA_CHECK(m->reduce(m->reduce_ctx, buf, count));
+    return NUMLA_STATUS_OK;
 }
 
 /* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */

@@ -48,6 +48,11 @@ typedef struct numla_step {
 typedef void (*numla_model_layer_hook)(void *ctx, int32_t layer, const float *h, int32_t tokens,
                                        int64_t hidden);
 
+/* The allreduce between ranks: sum buf (count fp32) over the model's ranks in place, identical
+ * result on every rank. Set by whoever owns the communicator (comm/ with MPI; tests use an
+ * in-process version). Collective. */
+typedef numla_status (*numla_model_reduce_fn)(void *ctx, float *buf, int64_t count);
+
 typedef struct numla_model {
     const numla_model_weights *w;   /* not owned */
     numla_model_config cfg;
@@ -58,6 +63,8 @@ typedef struct numla_model {
     int exact_activations;
     numla_model_layer_hook hook;
     void *hook_ctx;
+    numla_model_reduce_fn reduce;   /* NULL: only nranks = 1 can run */
+    void *reduce_ctx;
 
     /* scratch, grown on demand (never inside a layer) for T tokens */
     int64_t cap_tokens;
@@ -102,8 +109,9 @@ void numla_model_destroy(numla_model **m);
 numla_status numla_model_forward(numla_model *m, numla_kv_cache *cache, const numla_step *step,
                                  float *logits);
 
-/* The allreduce hook: sums buf (count fp32 values) over the model's ranks. nranks = 1: no-op.
- * Every rank adds its partial sum; the residual was added on rank 0 only. Collective. */
+/* The allreduce hook: sums buf (count fp32 values) over the model's ranks through m->reduce.
+ * nranks = 1: no-op. Every rank adds its partial sum; the residual was added on rank 0 only.
+ * Collective. */
 numla_status numla_model_reduce(numla_model *m, float *buf, int64_t count);
 
 /* ---- building blocks, exposed for tests (DESIGN.md §5) ---- */

@@ -471,5 +471,94 @@ static void test_v2lite(void) { check_model("v2lite"); }
 static void test_v2(void) { check_model("v2"); }
 static void test_v3(void) { check_model("v3"); }
 
+
+/* Sharded: R in-process ranks (uneven heads: v3 has 5, experts 12, vocab 288) against the
+ * reference logits of every prompt. */
+typedef struct shard_job {
+    const golden *g;
+    int prompt;
+} shard_job;
+
+static void *golden_rank_main(void *arg)
+{
+    rank_ctx *rc = arg;
+    const shard_job *j = rc->job;
+    numla_kv_seq s = {0};
+    const int32_t *tk[1] = {j->g->tokens[j->prompt]};
+    int n[1] = {j->g->len[j->prompt]};
+    rc->ok = eng_step(&rc->e, 1, &s, tk, n, rc->logits) == 0;
+    numla_kv_seq_release(rc->e.kv, &s);
+    return NULL;
+}
+
+static void check_sharded(const char *model)
+{
+    golden g;
+    if (golden_load(&g, model, 0)) {
+        CU_FAIL("golden data");
+        golden_free(&g);
+        return;
+    }
+    numla_isa isa = numla_isa_best();
+    double worst = 0;
+    for (int R = 2; R <= 4; R++) {
+        shm_reduce sh = {.nranks = R};
+        pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
+        rank_ctx rc[4];
+        pthread_t th[4];
+        int opened = 1;
+        for (int r = 0; r < R && opened; r++) {
+            rc[r] = (rank_ctx){.sh = &sh, .rank = r};
+            opened = eng_open_rank(&rc[r].e, g.dir, NUMLA_DTYPE_F32, isa, r, R) == 0;
+            if (!opened)
+                break;
+            rc[r].e.m->reduce = shm_reduce_fn;
+            rc[r].e.m->reduce_ctx = &rc[r];
+            sh.cap = 128 * rc[r].e.cfg.hidden_size;
+            sh.slot[r] = malloc(sizeof(float) * (size_t)sh.cap);
+            rc[r].logits = malloc(sizeof(float) * 128 * (size_t)rc[r].e.w->shard.vocab_count);
+        }
+        CU_ASSERT_TRUE_FATAL(opened);
+        for (int p = 0; p < g.nprompts; p++) {
+            shard_job job = {&g, p};
+            for (int r = 0; r < R; r++) {
+                rc[r].job = &job;
+                pthread_create(&th[r], NULL, golden_rank_main, &rc[r]);
+            }
+            for (int r = 0; r < R; r++)
+                pthread_join(th[r], NULL);
+            char name[64];
+            snprintf(name, sizeof name, "prompt%d.logits", p);
+            int64_t rows = 0, V = 0;
+            const float *ref = st_f32(g.expected, name, &rows, &V);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+            double err = 0;
+            for (int r = 0; r < R; r++) {
+                CU_ASSERT_TRUE(rc[r].ok);
+                const numla_shard *s = &rc[r].e.w->shard;
+                for (int64_t t = 0; t < rows; t++)
+                    for (int64_t v = 0; v < s->vocab_count; v++)
+                        err = fmax(err, fabs(rc[r].logits[t * s->vocab_count + v] -
+                                             ref[t * V + s->vocab_begin + v]));
+            }
+            worst = fmax(worst, err);
+            NUMLA_ASSERT_MSG(err <= LOGIT_TOL, "%s %d ranks prompt %d: logits max err %g", model, R,
+                             p, err);
+        }
+        for (int r = 0; r < R; r++) {
+            free(rc[r].logits);
+            free(sh.slot[r]);
+            eng_close(&rc[r].e);
+        }
+        pthread_barrier_destroy(&sh.bar);
+    }
+    fprintf(stderr, "\n    golden %-6s 2-4 in-process ranks (fp32, f32 kv)    : logits max abs err %.3g", model, worst);
+    golden_free(&g);
+}
+
+static void test_v2_sharded(void) { check_sharded("v2"); }
+static void test_v3_sharded(void) { check_sharded("v3"); }
+
 NUMLA_TEST_SUITE(model_golden, NULL, NULL, NUMLA_TEST(test_v2lite), NUMLA_TEST(test_v2),
-                 NUMLA_TEST(test_v3))
+                 NUMLA_TEST(test_v3), NUMLA_TEST(test_v2_sharded),
+                 NUMLA_TEST(test_v3_sharded))

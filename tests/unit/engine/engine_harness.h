@@ -4,6 +4,8 @@
 #ifndef NUMLA_TESTS_ENGINE_HARNESS_H
 #define NUMLA_TESTS_ENGINE_HARNESS_H
 
+#include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +25,13 @@ typedef struct eng {
     numla_kv_cache *kv;
 } eng;
 
-static int eng_open(eng *e, const char *dir, numla_dtype kv_dtype, numla_isa isa)
+/* Rank `rank` of `nranks` (the shard it loads). */
+static int eng_open_rank(eng *e, const char *dir, numla_dtype kv_dtype, numla_isa isa, int rank,
+                         int nranks)
 {
     memset(e, 0, sizeof *e);
     if (numla_model_config_load(dir, &e->cfg) || numla_st_open(dir, &e->st) ||
-        numla_weights_load(&e->cfg, e->st, 0, 1, isa, &e->w) ||
+        numla_weights_load(&e->cfg, e->st, rank, nranks, isa, &e->w) ||
         numla_model_create(e->w, isa, 2, &e->m) ||
         numla_kv_cache_create((int32_t)e->cfg.num_hidden_layers, (int32_t)e->cfg.kv_lora_rank,
                               (int32_t)e->cfg.qk_rope_head_dim, 4, 128, kv_dtype, &e->kv)) {
@@ -43,6 +47,11 @@ static int eng_open(eng *e, const char *dir, numla_dtype kv_dtype, numla_isa isa
         e->kv->free_blocks[j] = t;
     }
     return 0;
+}
+
+static int eng_open(eng *e, const char *dir, numla_dtype kv_dtype, numla_isa isa)
+{
+    return eng_open_rank(e, dir, kv_dtype, isa, 0, 1);
 }
 
 static void eng_close(eng *e)
@@ -92,6 +101,43 @@ static int eng_step(eng *e, int ns, numla_kv_seq *seqs, const int32_t *const *to
         fprintf(stderr, "\n    forward failed: %s\n%s", numla_error_message(), numla_error_trace());
     free(tokens); free(pos); free(slots); free(qsl); free(lens); free(bt); free(rows);
     return s ? -1 : 0;
+}
+
+/* In-process stand-in for the MPI allreduce: R engines in R threads sum through shared
+ * memory, in rank order, so every rank gets identical sums. */
+typedef struct shm_reduce {
+    int nranks;
+    pthread_barrier_t bar;
+    float *slot[8];
+    int64_t cap;
+} shm_reduce;
+
+typedef struct rank_ctx {
+    shm_reduce *sh;
+    int rank;
+    eng e;
+    float *logits; /* (T, vocab_count of this rank) */
+    int ok;
+    const void *job; /* what the rank thread runs (test-defined) */
+} rank_ctx;
+
+static numla_status shm_reduce_fn(void *ctx, float *buf, int64_t count)
+{
+    rank_ctx *rc = ctx;
+    shm_reduce *sh = rc->sh;
+    if (count > sh->cap)
+        NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "test reduce: %lld values exceed %lld", (long long)count,
+                   (long long)sh->cap);
+    memcpy(sh->slot[rc->rank], buf, (size_t)count * sizeof(float));
+    pthread_barrier_wait(&sh->bar);
+    for (int64_t i = 0; i < count; i++) {
+        float s = 0;
+        for (int r = 0; r < sh->nranks; r++) /* same order on every rank: identical sums */
+            s += sh->slot[r][i];
+        buf[i] = s;
+    }
+    pthread_barrier_wait(&sh->bar);
+    return NUMLA_STATUS_OK;
 }
 
 #endif

@@ -6,6 +6,7 @@
 #include "engine_harness.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,7 +166,102 @@ static void test_shard_ranges(void)
     }
 }
 
+
+/* ---- sharded ranks in one process: R engines, each with its own shard and KV cache, run the
+ * same steps in R threads; numla_model_reduce sums through shared memory (an in-process
+ * stand-in for the MPI allreduce). Logits slices concatenated must equal the one-rank run. */
+static void *rank_main(void *arg)
+{
+    rank_ctx *rc = arg;
+    numla_kv_seq s[2] = {{0}, {0}};
+    const int32_t *toks[2] = {PROMPT_A, PROMPT_B};
+    int n[2] = {11, 7};
+    rc->ok = eng_step(&rc->e, 2, s, toks, n, rc->logits) == 0;
+    /* one decode step on A */
+    int32_t next = 9;
+    const int32_t *t1[1] = {&next};
+    int one[1] = {1};
+    if (rc->ok)
+        rc->ok = eng_step(&rc->e, 1, s, t1, one, rc->logits + (size_t)18 * rc->e.w->shard.vocab_count) == 0;
+    numla_kv_seq_release(rc->e.kv, &s[0]);
+    numla_kv_seq_release(rc->e.kv, &s[1]);
+    return NULL;
+}
+
+static void test_sharded_ranks(void)
+{
+    tl_model *tm = malloc(sizeof *tm);
+    tl_build(tm, 1, 555); /* q_lora + grouped routing + 2 shared experts */
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/ref_sharded", numla_test_tmpdir());
+    CU_ASSERT_EQUAL_FATAL(tl_write(tm, dir, NUMLA_DTYPE_F32), 0);
+    const int V = tm->vocab, rows = 19;
+    numla_isa isa = numla_isa_best();
+    /* one rank */
+    eng e1;
+    CU_ASSERT_EQUAL_FATAL(eng_open(&e1, dir, NUMLA_DTYPE_F32, isa), 0);
+    float *ref = malloc(sizeof(float) * rows * V);
+    {
+        rank_ctx one = {.e = e1, .logits = ref};
+        shm_reduce sh = {.nranks = 1};
+        one.sh = &sh;
+        rank_main(&one);
+        CU_ASSERT_TRUE_FATAL(one.ok);
+    }
+    eng_close(&e1);
+    for (int R = 2; R <= 4; R++) {
+        shm_reduce sh = {.nranks = R, .cap = (int64_t)64 * tm->hidden};
+        pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
+        rank_ctx rc[4];
+        pthread_t th[4];
+        int opened = 1;
+        for (int r = 0; r < R; r++) {
+            sh.slot[r] = malloc(sizeof(float) * (size_t)sh.cap);
+            rc[r] = (rank_ctx){.sh = &sh, .rank = r};
+            if (eng_open_rank(&rc[r].e, dir, NUMLA_DTYPE_F32, isa, r, R)) {
+                opened = 0;
+                break;
+            }
+            rc[r].e.m->reduce = shm_reduce_fn;
+            rc[r].e.m->reduce_ctx = &rc[r];
+            rc[r].logits = malloc(sizeof(float) * rows * (size_t)rc[r].e.w->shard.vocab_count);
+        }
+        CU_ASSERT_TRUE_FATAL(opened);
+        for (int r = 0; r < R; r++)
+            pthread_create(&th[r], NULL, rank_main, &rc[r]);
+        for (int r = 0; r < R; r++)
+            pthread_join(th[r], NULL);
+        double err = 0;
+        int heads = 0;
+        int64_t experts = 0;
+        for (int r = 0; r < R; r++) {
+            CU_ASSERT_TRUE(rc[r].ok);
+            const numla_shard *s = &rc[r].e.w->shard;
+            heads += (int)s->head_count;
+            experts += s->expert_count;
+            for (int t = 0; t < rows; t++)
+                for (int64_t v = 0; v < s->vocab_count; v++)
+                    err = fmax(err, fabs(rc[r].logits[(size_t)t * s->vocab_count + v] -
+                                         ref[(size_t)t * V + s->vocab_begin + v]));
+        }
+        CU_ASSERT_EQUAL(heads, tm->heads);
+        CU_ASSERT_EQUAL(experts, tm->experts);
+        NUMLA_ASSERT_MSG(err < 1e-4, "%d ranks: logits differ from one rank by %g", R, err);
+        if (getenv("NUMLA_TEST_VERBOSE"))
+            fprintf(stderr, "\n    %d ranks: max |logit diff| vs 1 rank %.3g", R, err);
+        for (int r = 0; r < R; r++) {
+            free(rc[r].logits);
+            free(sh.slot[r]);
+            eng_close(&rc[r].e);
+        }
+        pthread_barrier_destroy(&sh.bar);
+    }
+    free(ref);
+    tl_free(tm);
+    free(tm);
+}
+
 NUMLA_TEST_SUITE(model_ref, NULL, NULL, NUMLA_TEST(test_v2_greedy_f32),
                  NUMLA_TEST(test_v2_grouped_qlora_f32), NUMLA_TEST(test_v3_noaux_f32),
                  NUMLA_TEST(test_v3_bf16_weights_bf16_cache), NUMLA_TEST(test_missing_tensors_listed),
-                 NUMLA_TEST(test_shard_ranges))
+                 NUMLA_TEST(test_shard_ranges), NUMLA_TEST(test_sharded_ranks))
