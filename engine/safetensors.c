@@ -534,11 +534,12 @@ numla_status numla_st_open(const char *dir, numla_st_model **out)
                             "safetensors: no memory opening " P_, dir);
         goto fail;
     }
-    if (access(index, F_OK) == 0) {
-        NUMLA_CHECK_GOTO(numla_st_open_sharded(m, index), s, fail);
-    } else if (access(single, F_OK) == 0) {
+    /* Like transformers: the single file wins when both layouts are present. */
+    if (access(single, F_OK) == 0) {
         NUMLA_CHECK_GOTO(numla_st_parse_file(m, single), s, fail);
         NUMLA_CHECK_GOTO(numla_st_hash_build(m), s, fail);
+    } else if (access(index, F_OK) == 0) {
+        NUMLA_CHECK_GOTO(numla_st_open_sharded(m, index), s, fail);
     } else {
         s = numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__,
                             "safetensors: " P_ " holds neither model.safetensors nor "
@@ -832,6 +833,9 @@ numla_status numla_st_writer_write(const numla_st_writer *w, const char *path)
     size_t hlen = 0;
     NUMLA_CHECK(numla_st_writer_header(w, &hdr, &hlen));
     numla_status s = NUMLA_STATUS_OK;
+    /* A new inode, not a truncated one: a process that still maps the old file keeps valid
+     * pages (truncation would SIGBUS it), and ext4 does not force a writeback on close. */
+    unlink(path);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         s = numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__,
@@ -863,7 +867,7 @@ numla_status numla_st_writer_write(const numla_st_writer *w, const char *path)
         const numla_st_wentry *e = &w->e[i];
         for (size_t off = 0; off < e->nbytes; off += chunk) {
             size_t n = e->nbytes - off < chunk ? e->nbytes - off : chunk;
-            const void *src = (const char *)e->data + off;
+            const void *src = e->fill ? NULL : (const char *)e->data + off;
             if (e->fill) {
                 /* buf[cur] is not the one the pending write reads. */
                 if (!buf[cur] && !(buf[cur] = malloc(chunk))) {

@@ -1,7 +1,7 @@
 /* engine/safetensors.h — read-only access to a model's safetensors files through mmap.
  *
- * numla_st_open(dir) opens `dir/model.safetensors`, or every shard named by
- * `dir/model.safetensors.index.json`, maps each file read-only and validates every header with
+ * numla_st_open(dir) opens `dir/model.safetensors`, or (when that is absent, as transformers
+ * does) every shard named by `dir/model.safetensors.index.json`, maps each file read-only and validates every header with
  * a JSON library: header length inside the file, every tensor's [begin, end) inside the data
  * section, no two tensors overlapping, byte count = product(shape) × dtype size, known dtype.
  * Any violation is NUMLA_STATUS_FORMAT with a message naming the file and the tensor.

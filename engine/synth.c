@@ -164,7 +164,7 @@ typedef struct numla_synth_tensor {
     char name[96];
     numla_dtype dtype;
     int32_t ndim;
-    int64_t shape[2];
+    int64_t shape[2];         /* (rows, cols), or (n) when ndim == 1 */
     numla_synth_kind kind;
     float gain;
     size_t nbytes;
@@ -632,7 +632,9 @@ numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_by
     free(path);
     path = NULL;
 
-    /* A stale file of the other layout would shadow (index) or confuse (single) the new one. */
+    /* A stale file of either layout would shadow the new model (a single file wins over an
+     * index); the index is written last, so a failed run never leaves one naming missing
+     * shards. */
     char *single = numla_synth_path(opt->out_dir, "model.safetensors");
     char *index = numla_synth_path(opt->out_dir, "model.safetensors.index.json");
     if (!single || !index) {
@@ -642,7 +644,8 @@ numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_by
                             "synth: no memory");
         goto done;
     }
-    unlink(nshards == 1 ? index : single);
+    unlink(index);
+    unlink(single);
     if (nshards == 1) {
         s = numla_synth_write_file(plan.t, 0, plan.n, single);
         free(single);

@@ -61,7 +61,8 @@ typedef struct numla_synth_config {
 typedef struct numla_synth_options {
     const char *preset;     /* "tiny", "tiny-v3" (V3-shaped toy), "v2-lite" or "v3" */
     const char *out_dir;    /* created if missing; existing model files in it are replaced */
-    int32_t layers;         /* > 0: override num_hidden_layers */
+    int32_t layers;         /* > 0: override num_hidden_layers (layers below
+                             * first_k_dense_replace are dense: v3 needs >= 4 for an MoE layer) */
     int32_t experts;        /* > 0: override n_routed_experts */
     uint64_t seed;
     numla_dtype dtype;      /* BF16 or F32 (V3's e_score_correction_bias is always F32) */

@@ -1,8 +1,10 @@
 /* tests/fuzz/fuzz_safetensors.c — fuzz target for the safetensors reader (engine/safetensors.c).
  *
  * The input bytes become `model.safetensors` in a private temporary directory, which is then
- * opened with numla_st_open. Any status but OK, FORMAT or UNSUPPORTED, an empty error message,
- * or a tensor that does not lie inside the file is a bug and aborts. Built two ways:
+ * opened with numla_st_open. Any status but OK, FORMAT or UNSUPPORTED, an error message that
+ * does not name the file, or a tensor that does not lie inside the file is a bug and aborts.
+ * numla_fuzz_safetensors_index_run does the same for `model.safetensors.index.json` next to
+ * two valid shards (IO is then also legal: the index may name a missing shard). Built two ways:
  *   * with -DNUMLA_FUZZ=ON (clang): build/fuzz_safetensors, a libFuzzer binary;
  *   * always: linked into numla_unit, whose safetensors suite feeds it mutated files, so CI
  *     exercises the same checks without clang.
@@ -17,9 +19,14 @@
 #include <unistd.h>
 
 numla_status numla_fuzz_safetensors_run(const uint8_t *data, size_t size);
+numla_status numla_fuzz_safetensors_index_run(const uint8_t *data, size_t size);
 
 static char numla_fuzz_dir_[256];
 static char numla_fuzz_path_[300];
+
+static char numla_fuzz_idx_dir_[256];
+static char numla_fuzz_idx_path_[300];
+static char numla_fuzz_shard_[2][300];
 
 static void numla_fuzz_cleanup(void)
 {
@@ -27,10 +34,28 @@ static void numla_fuzz_cleanup(void)
     rmdir(numla_fuzz_dir_);
 }
 
+static void numla_fuzz_idx_cleanup(void)
+{
+    unlink(numla_fuzz_idx_path_);
+    unlink(numla_fuzz_shard_[0]);
+    unlink(numla_fuzz_shard_[1]);
+    rmdir(numla_fuzz_idx_dir_);
+}
+
 static void numla_fuzz_die(const char *what, const char *msg)
 {
     fprintf(stderr, "fuzz_safetensors: %s (%s)\n", what, msg);
     abort();
+}
+
+/* Unlink, then create: ext4 turns truncating a freshly written file into a forced writeback
+ * (auto_da_alloc), which made each iteration wait ~12 ms on a busy disk. */
+static void numla_fuzz_write(const char *path, const uint8_t *data, size_t size)
+{
+    unlink(path);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0)
+        numla_fuzz_die("cannot write the input file", path);
 }
 
 numla_status numla_fuzz_safetensors_run(const uint8_t *data, size_t size)
@@ -45,9 +70,7 @@ numla_status numla_fuzz_safetensors_run(const uint8_t *data, size_t size)
                  numla_fuzz_dir_);
         atexit(numla_fuzz_cleanup);
     }
-    FILE *f = fopen(numla_fuzz_path_, "wb");
-    if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0)
-        numla_fuzz_die("cannot write the input file", numla_fuzz_path_);
+    numla_fuzz_write(numla_fuzz_path_, data, size);
 
     numla_st_model *m = NULL;
     numla_status s = numla_st_open(numla_fuzz_dir_, &m);
@@ -86,6 +109,66 @@ numla_status numla_fuzz_safetensors_run(const uint8_t *data, size_t size)
             sink ^= p[t->nbytes - 1];
         (void)sink;
     }
+    numla_st_close(&m);
+    return s;
+}
+
+/* Every tensor of an accepted model is found by its name and sized by its shape. */
+static void numla_fuzz_check_model(const numla_st_model *m)
+{
+    for (int64_t i = 0; i < numla_st_count(m); i++) {
+        const numla_st_tensor *t = numla_st_at(m, i);
+        if (!t || numla_st_find(m, t->name) != t)
+            numla_fuzz_die("tensor not found by its name", t ? t->name : "?");
+        size_t count = numla_dtype_size(t->dtype);
+        for (int32_t d = 0; d < t->ndim; d++)
+            count *= (size_t)t->shape[d];
+        if (count != t->nbytes)
+            numla_fuzz_die("nbytes does not match the shape", t->name);
+        if (t->nbytes)
+            (void)*(volatile const uint8_t *)((const uint8_t *)t->data + t->nbytes - 1);
+    }
+}
+
+numla_status numla_fuzz_safetensors_index_run(const uint8_t *data, size_t size)
+{
+    if (!numla_fuzz_idx_dir_[0]) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(numla_fuzz_idx_dir_, sizeof numla_fuzz_idx_dir_, "%s/numla-fuzz-idx-XXXXXX",
+                 tmp && tmp[0] ? tmp : "/tmp");
+        if (!mkdtemp(numla_fuzz_idx_dir_))
+            numla_fuzz_die("mkdtemp failed", numla_fuzz_idx_dir_);
+        snprintf(numla_fuzz_idx_path_, sizeof numla_fuzz_idx_path_,
+                 "%s/model.safetensors.index.json", numla_fuzz_idx_dir_);
+        atexit(numla_fuzz_idx_cleanup);
+        /* s1 holds a and b, s2 holds c. */
+        const int64_t shape[] = {2, 3};
+        const uint16_t v[6] = {1, 2, 3, 4, 5, 6};
+        for (int k = 0; k < 2; k++) {
+            snprintf(numla_fuzz_shard_[k], sizeof numla_fuzz_shard_[k], "%s/s%d.safetensors",
+                     numla_fuzz_idx_dir_, k + 1);
+            numla_st_writer *w = NULL;
+            if (numla_st_writer_create(&w) != NUMLA_STATUS_OK ||
+                numla_st_writer_add(w, k ? "c" : "a", NUMLA_DTYPE_BF16, 2, shape, v) ||
+                (!k && numla_st_writer_add(w, "b", NUMLA_DTYPE_F16, 2, shape, v)) ||
+                numla_st_writer_write(w, numla_fuzz_shard_[k]) != NUMLA_STATUS_OK)
+                numla_fuzz_die("cannot write the shards", numla_error_message());
+            numla_st_writer_destroy(&w);
+        }
+    }
+    numla_fuzz_write(numla_fuzz_idx_path_, data, size);
+    numla_st_model *m = NULL;
+    numla_status s = numla_st_open(numla_fuzz_idx_dir_, &m);
+    if (s != NUMLA_STATUS_OK) {
+        if (m)
+            numla_fuzz_die("failed open returned a model", numla_error_message());
+        if (s != NUMLA_STATUS_FORMAT && s != NUMLA_STATUS_UNSUPPORTED && s != NUMLA_STATUS_IO)
+            numla_fuzz_die("unexpected status", numla_error_message());
+        if (!strstr(numla_error_message(), numla_fuzz_idx_dir_))
+            numla_fuzz_die("error message names no file of the model", numla_error_message());
+        return s;
+    }
+    numla_fuzz_check_model(m);
     numla_st_close(&m);
     return s;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 numla_status numla_fuzz_safetensors_run(const uint8_t *data, size_t size);
+numla_status numla_fuzz_safetensors_index_run(const uint8_t *data, size_t size);
 
 /* A fresh subdirectory of the test tmpdir. */
 static const char *st_dir(const char *name)
@@ -370,6 +371,12 @@ static void test_sharded(void)
     CU_ASSERT(strstr(a->file, "model-00001-of-00002") && strstr(b->file, "model-00001-of-00002"));
     CU_ASSERT(strstr(c->file, "model-00002-of-00002") != NULL);
     numla_st_close(&m);
+
+    /* Both layouts present: model.safetensors wins, as in transformers. */
+    st_write_shard(st_shard_path(dir, "model.safetensors"), "single.only", NULL, 5);
+    CU_ASSERT_EQUAL_FATAL(numla_st_open(dir, &m), NUMLA_STATUS_OK);
+    CU_ASSERT(numla_st_count(m) == 1 && numla_st_find(m, "single.only") != NULL);
+    numla_st_close(&m);
 }
 
 static void test_sharded_hostile(void)
@@ -638,7 +645,49 @@ static void test_fuzz_mutations(void)
     free(seed);
 }
 
+/* The same for index.json next to two valid shards (s1: a, b; s2: c). */
+static void test_fuzz_index_mutations(void)
+{
+    static const char seed[] = "{\"metadata\": {\"total_size\": 36}, \"weight_map\": "
+                               "{\"a\": \"s1.safetensors\", \"b\": \"s1.safetensors\", "
+                               "\"c\": \"s2.safetensors\"}}";
+    const size_t n0 = sizeof seed - 1;
+    CU_ASSERT_EQUAL_FATAL(numla_fuzz_safetensors_index_run((const uint8_t *)seed, n0),
+                          NUMLA_STATUS_OK);
+    static const char alphabet[] = "{}[],:\"0123456789./s abc\\";
+    unsigned char buf[512];
+    numla_test_rng rng = {7};
+    int counts[NUMLA_STATUS_INTERNAL + 1] = {0};
+    for (int it = 0; it < 1500; it++) {
+        size_t n = n0;
+        memcpy(buf, seed, n0);
+        int muts = 1 + (int)(numla_test_rng_u64(&rng) % 3);
+        for (int k = 0; k < muts && n; k++) {
+            uint64_t r = numla_test_rng_u64(&rng);
+            size_t pos = (size_t)((r >> 8) % n);
+            switch (r % 4) {
+            case 0: buf[pos] = (unsigned char)alphabet[(r >> 48) % (sizeof alphabet - 1)]; break;
+            case 1: buf[pos] ^= (unsigned char)(1u << ((r >> 40) & 7)); break;
+            case 2: n = pos; break;
+            default: {
+                size_t len = 1 + (size_t)((r >> 40) % 8);
+                if (pos + len <= n) {
+                    memmove(buf + pos, buf + pos + len, n - pos - len);
+                    n -= len;
+                }
+            }
+            }
+        }
+        counts[numla_fuzz_safetensors_index_run(buf, n)]++;
+    }
+    NUMLA_ASSERT_MSG(counts[NUMLA_STATUS_OK] > 10 && counts[NUMLA_STATUS_FORMAT] > 500 &&
+                         counts[NUMLA_STATUS_IO] > 5,
+                     "ok %d, format %d, io %d", counts[NUMLA_STATUS_OK],
+                     counts[NUMLA_STATUS_FORMAT], counts[NUMLA_STATUS_IO]);
+}
+
 NUMLA_TEST_SUITE(safetensors, NULL, NULL, NUMLA_TEST(test_roundtrip),
                  NUMLA_TEST(test_writer_fill_and_errors), NUMLA_TEST(test_many_tensors),
                  NUMLA_TEST(test_sharded), NUMLA_TEST(test_sharded_hostile),
-                 NUMLA_TEST(test_hostile_files), NUMLA_TEST(test_fuzz_mutations))
+                 NUMLA_TEST(test_hostile_files), NUMLA_TEST(test_fuzz_mutations),
+                 NUMLA_TEST(test_fuzz_index_mutations))
