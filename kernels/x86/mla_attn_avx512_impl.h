@@ -8,7 +8,7 @@
  *      vdpbf16ps of q pairs (packed once per item as [pair][row]) against the row's pairs
  *      broadcast straight from the cache (exact products); otherwise lanes along d: each
  *      16-element piece of the row is widened once and FMA'd into all rows' accumulators
- *      (q as (16, w) fp32), then a 16-way transpose-add gives the key's score vector.
+ *      (q blocked by 16 dims), then a 16-way transpose-add gives the key's score vector.
  *      The scale is applied to the fp32 scores.
  *   2. online softmax on the tile (masking keys past each row's limit), P = e^(S - m).
  *   3. O[r][d] += Σ_t P[t][r] · v_t[d] with lanes along d, all rows of the item in registers
@@ -124,7 +124,8 @@ NUMLA_MLA_INLINE __m512 numla_mla_ld16(const void *row, int64_t d, const int kin
 }
 
 /* S[h] = Σ_d q_h[d] · row[d] for one key and NH rows, lanes along d, widening the row once
- * (no fp32 copy of the tile); q rows are fp32 (16, width). */
+ * (no fp32 copy of the tile); q is fp32 blocked as (width / 16, 16 rows, 16) so one pointer
+ * walks all rows. */
 NUMLA_MLA_INLINE void numla_mla_qk_row(const float *qr, int64_t width, const void *row, float *S,
                                        const int kind, const int NH)
 {
@@ -134,7 +135,7 @@ NUMLA_MLA_INLINE void numla_mla_qk_row(const float *qr, int64_t width, const voi
     for (int64_t d = 0; d < width; d += 16) {
         __m512 k = numla_mla_ld16(row, d, kind);
         for (int h = 0; h < NH; h++)
-            acc[h] = _mm512_fmadd_ps(_mm512_load_ps(qr + h * width + d), k, acc[h]);
+            acc[h] = _mm512_fmadd_ps(_mm512_load_ps(qr + d * 16 + h * 16), k, acc[h]);
     }
     _mm512_store_ps(S, numla_mla_reduce16r(acc));
 }
@@ -248,8 +249,8 @@ static int numla_mla_supports(const numla_mla_attn_args *a)
     return a->kv_lora_rank % 32 == 0 && a->rope_dim % 16 == 0;
 }
 
-/* Pack the item's q rows as (16, w) fp32 or, for vdpbf16ps, [pair][16] bf16 pairs; rows past
- * nrows are zero. The softmax scale is applied to the scores. */
+/* Pack the item's q rows as (w / 16, 16 rows, 16) fp32 or, for vdpbf16ps, [pair][16] bf16
+ * pairs; rows past nrows are zero. The softmax scale is applied to the scores. */
 static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16dot)
 {
     const numla_mla_attn_args *a = c->a;
@@ -271,7 +272,7 @@ static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16
         memset(qr, 0, (size_t)w * 16 * sizeof(float));
         for (int32_t r = 0; r < c->nrows; r++) {
             size_t base = (size_t)(c->row0 + r) * (size_t)w;
-            float *dst = qr + (size_t)r * (size_t)w;
+            float *dst = qr + (size_t)r * 16;
             for (int64_t d = 0; d < w; d += 16) {
                 __m512 v;
                 if (a->q_dtype == NUMLA_DTYPE_F32)
@@ -280,7 +281,7 @@ static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16
                     v = numla_mla_bf16x16((const uint16_t *)a->q + base + d);
                 else
                     v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)a->q + base + d)));
-                _mm512_store_ps(dst + d, v);
+                _mm512_store_ps(dst + d * 16, v);
             }
         }
     }
