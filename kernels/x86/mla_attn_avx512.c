@@ -1,5 +1,5 @@
 /* kernels/x86/mla_attn_avx512.c — AVX-512 F/BW/VL/DQ MLA attention chunk kernel: fp32 FMA for
- * Q·K and P·V, each cache tile widened to fp32 once (see mla_attn_avx512_impl.h). */
+ * Q·K and P·V over cache rows widened in registers (see mla_attn_avx512_impl.h). */
 #define NUMLA_MLA_BF16DOT 0
 #include "kernels/x86/mla_attn_avx512_impl.h"
 

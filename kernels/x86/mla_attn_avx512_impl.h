@@ -4,14 +4,17 @@
  *
  * One item = up to 16 (query, head) rows sharing one key range. Keys go in tiles of
  * NUMLA_MLA_KT rows; per tile:
- *   1. scores S[t][r] (a zmm per key, lanes = rows): bf16 q and cache with BF16DOT: vdpbf16ps
- *      of the q pairs (packed once per item as [pair][row]) against the cache row's pairs
- *      broadcast straight from the cache (exact products); otherwise the tile is converted to
- *      fp32 once (fp32 caches are used in place) and each element is broadcast into an FMA
- *      against q packed as [dim][row]. The scale is applied to the fp32 scores.
+ *   1. scores S[t][r] (one zmm per key, lane = row): with BF16DOT and bf16 q and cache,
+ *      vdpbf16ps of q pairs (packed once per item as [pair][row]) against the row's pairs
+ *      broadcast straight from the cache (exact products); otherwise lanes along d: each
+ *      16-element piece of the row is widened once and FMA'd into all rows' accumulators
+ *      (q as (16, w) fp32), then a 16-way transpose-add gives the key's score vector.
+ *      The scale is applied to the fp32 scores.
  *   2. online softmax on the tile (masking keys past each row's limit), P = e^(S - m).
  *   3. O[r][d] += Σ_t P[t][r] · v_t[d] with lanes along d, all rows of the item in registers
- *      so each V element is loaded (and, from bf16, widened) once per item.
+ *      so each V element is loaded (and widened) once per item.
+ * Cache rows are read in place (never copied), so each block is read once from memory and
+ * its lines are reused from L1/L2 by step 3.
  * The chunk's O lives in the frame's acc buffer (rows, Dc) between tiles.
  */
 #ifndef NUMLA_KERNELS_X86_MLA_ATTN_AVX512_IMPL_H
@@ -27,7 +30,13 @@
 #error "define NUMLA_MLA_BF16DOT before including mla_attn_avx512_impl.h"
 #endif
 
-enum { NUMLA_MLA_KT = 64 }; /* keys per tile */
+/* Blocking (overridable for tuning builds): keys per tile, keys per vdpbf16ps register block. */
+#ifndef NUMLA_MLA_KT
+#define NUMLA_MLA_KT 64
+#endif
+#ifndef NUMLA_MLA_QK_NT
+#define NUMLA_MLA_QK_NT 8
+#endif
 
 #define NUMLA_MLA_INLINE static inline __attribute__((always_inline))
 
@@ -62,8 +71,8 @@ NUMLA_MLA_INLINE __m512 numla_mla_bf16x16(const uint16_t *p)
 NUMLA_MLA_INLINE void numla_mla_qk_bf16(const uint32_t *qv, int64_t pairs,
                                         const char *const *rows, float *S, const int NT, const int NA)
 {
-    __m512 acc[8][8];
-    const uint32_t *rp[8];
+    __m512 acc[16][8];
+    const uint32_t *rp[16];
     for (int i = 0; i < NT; i++) {
         rp[i] = (const uint32_t *)rows[i];
         for (int k = 0; k < NA; k++)
@@ -86,37 +95,75 @@ NUMLA_MLA_INLINE void numla_mla_qk_bf16(const uint32_t *qv, int64_t pairs,
 }
 #endif
 
-/* S[i] = Σ_d qt[d] · row_i[d] over fp32 rows. */
-NUMLA_MLA_INLINE void numla_mla_qk_f32(const float *qt, int64_t width, const float *const *rows,
-                                       float *S, const int NT, const int NA)
+/* Sixteen 16-lane partial sums v[h] -> one vector of their totals, lane h. */
+NUMLA_MLA_INLINE __m512 numla_mla_reduce16r(const __m512 *v)
 {
-    __m512 acc[8][8];
-    for (int i = 0; i < NT; i++)
-        for (int k = 0; k < NA; k++)
-            acc[i][k] = _mm512_setzero_ps();
-    for (int64_t d = 0; d < width; d += NA) {
-        for (int k = 0; k < NA; k++) {
-            __m512 q = _mm512_load_ps(qt + (d + k) * 16);
-            for (int i = 0; i < NT; i++)
-                acc[i][k] = _mm512_fmadd_ps(q, _mm512_set1_ps(rows[i][d + k]), acc[i][k]);
-        }
+    __m512 w[8], x[4], y[2];
+    for (int i = 0; i < 8; i++)
+        w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                             _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(w[2 * i]), b = _mm512_castps_pd(w[2 * i + 1]);
+        x[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
     }
-    for (int i = 0; i < NT; i++) {
-        __m512 s = acc[i][0];
-        for (int k = 1; k < NA; k++)
-            s = _mm512_add_ps(s, acc[i][k]);
-        _mm512_store_ps(S + 16 * i, s);
+    for (int i = 0; i < 2; i++)
+        y[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0xdd));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], 0x88), _mm512_shuffle_f32x4(y[0], y[1], 0xdd));
+}
+
+/* 16 values of a cache row from dim d, widened to fp32 (kind 0 f32, 1 bf16, 2 f16). */
+NUMLA_MLA_INLINE __m512 numla_mla_ld16(const void *row, int64_t d, const int kind)
+{
+    if (kind == 1)
+        return numla_mla_bf16x16((const uint16_t *)row + d);
+    if (kind == 2)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + d)));
+    return _mm512_loadu_ps((const float *)row + d);
+}
+
+/* S[h] = Σ_d q_h[d] · row[d] for one key and NH rows, lanes along d, widening the row once
+ * (no fp32 copy of the tile); q rows are fp32 (16, width). */
+NUMLA_MLA_INLINE void numla_mla_qk_row(const float *qr, int64_t width, const void *row, float *S,
+                                       const int kind, const int NH)
+{
+    __m512 acc[16];
+    for (int h = 0; h < 16; h++)
+        acc[h] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < width; d += 16) {
+        __m512 k = numla_mla_ld16(row, d, kind);
+        for (int h = 0; h < NH; h++)
+            acc[h] = _mm512_fmadd_ps(_mm512_load_ps(qr + h * width + d), k, acc[h]);
     }
+    _mm512_store_ps(S, numla_mla_reduce16r(acc));
+}
+
+static void numla_mla_qk_rows(const float *qr, int64_t width, const char *const *rows, int64_t nt,
+                              float *S, int kind, int nrows)
+{
+#define NUMLA_MLA_QK_ROWS(K, NH)                                                                 \
+    for (int64_t i = 0; i < nt; i++)                                                             \
+        numla_mla_qk_row(qr, width, rows[i], S + 16 * i, K, NH);
+    if (nrows > 8) {
+        if (kind == 1) { NUMLA_MLA_QK_ROWS(1, 16) } else if (kind == 2) { NUMLA_MLA_QK_ROWS(2, 16) } else { NUMLA_MLA_QK_ROWS(0, 16) }
+    } else if (nrows > 4) {
+        if (kind == 1) { NUMLA_MLA_QK_ROWS(1, 8) } else if (kind == 2) { NUMLA_MLA_QK_ROWS(2, 8) } else { NUMLA_MLA_QK_ROWS(0, 8) }
+    } else {
+        if (kind == 1) { NUMLA_MLA_QK_ROWS(1, 4) } else if (kind == 2) { NUMLA_MLA_QK_ROWS(2, 4) } else { NUMLA_MLA_QK_ROWS(0, 4) }
+    }
+#undef NUMLA_MLA_QK_ROWS
 }
 
 /* ---- step 3: P·V ---------------------------------------------------------------------- */
 
 /* O[h][d] (h < NH, row stride dc) = O·corr + Σ_t P[t][h] v_t[d], RD zmm of d at a time.
- * vbf: V rows are bf16 (widened here) else fp32. */
+ * vbf: V row kind (0 f32, 1 bf16, 2 f16; widened here). */
 NUMLA_MLA_INLINE void numla_mla_pv(float *O, int64_t dc, const float *P, const float *corr,
                                    int fresh, int rescale, const void *const *vrows, int64_t nt,
                                    const int vbf, const int NH, const int RD)
 {
+    /* Rows h0.. are handled by the caller offsetting O, P and corr. */
     for (int64_t d = 0; d < dc; d += 16 * RD) {
         __m512 o[16][4];
         for (int h = 0; h < NH; h++)
@@ -132,8 +179,7 @@ NUMLA_MLA_INLINE void numla_mla_pv(float *O, int64_t dc, const float *P, const f
         for (int64_t t = 0; t < nt; t++) {
             __m512 v[4];
             for (int k = 0; k < RD; k++)
-                v[k] = vbf ? numla_mla_bf16x16((const uint16_t *)vrows[t] + d + 16 * k)
-                           : _mm512_loadu_ps((const float *)vrows[t] + d + 16 * k);
+                v[k] = numla_mla_ld16(vrows[t], d + 16 * k, vbf);
             const float *pt = P + 16 * t;
             for (int h = 0; h < NH; h++)
                 for (int k = 0; k < RD; k++)
@@ -147,30 +193,29 @@ NUMLA_MLA_INLINE void numla_mla_pv(float *O, int64_t dc, const float *P, const f
 
 /* Dispatch on the compile-time shape (heads in registers) for the item's row count. */
 static void numla_mla_pv_any(float *O, int64_t dc, const float *P, const float *corr, int fresh,
-                             int rescale, const void *const *vrows, int64_t nt, int vbf, int nrows)
+                             int rescale, const void *const *vrows, int64_t nt, int kind, int nrows)
 {
+#define NUMLA_MLA_PV_CASE(NH, RD)                                                                \
+    if (kind == 1)                                                                               \
+        numla_mla_pv(O, dc, P, corr, fresh, rescale, vrows, nt, 1, NH, RD);                      \
+    else if (kind == 2)                                                                          \
+        numla_mla_pv(O, dc, P, corr, fresh, rescale, vrows, nt, 2, NH, RD);                      \
+    else                                                                                         \
+        numla_mla_pv(O, dc, P, corr, fresh, rescale, vrows, nt, 0, NH, RD);
     if (nrows > 8) {
-        if (vbf)
-            numla_mla_pv(O, dc, P, corr, fresh, rescale, vrows, nt, 1, 16, 1);
-        else
-            numla_mla_pv(O, dc, P, corr, fresh, rescale, vrows, nt, 0, 16, 1);
+        NUMLA_MLA_PV_CASE(16, 1)
     } else if (nrows > 4) {
-        if (vbf)
-            numla_mla_pv(O, dc, P, corr, fresh, rescale, vrows, nt, 1, 8, 2);
-        else
-            numla_mla_pv(O, dc, P, corr, fresh, rescale, vrows, nt, 0, 8, 2);
+        NUMLA_MLA_PV_CASE(8, 2)
     } else {
-        if (vbf)
-            numla_mla_pv(O, dc, P, corr, fresh, rescale, vrows, nt, 1, 4, 2);
-        else
-            numla_mla_pv(O, dc, P, corr, fresh, rescale, vrows, nt, 0, 4, 2);
+        NUMLA_MLA_PV_CASE(4, 2)
     }
+#undef NUMLA_MLA_PV_CASE
 }
 
 /* ---- the chunk kernel ----------------------------------------------------------------- */
 
 typedef struct numla_mla_scratch_layout {
-    size_t q, S, rows, tile, total;
+    size_t q, S, rows, total;
 } numla_mla_scratch_layout;
 
 static int numla_mla_uses_bf16dot(const numla_mla_attn_args *a)
@@ -191,10 +236,7 @@ static numla_mla_scratch_layout numla_mla_layout(const numla_mla_attn_args *a)
     L.S = off;
     off += NUMLA_MLA_KT * 16 * sizeof(float) + 64;
     L.rows = off;
-    off += 2 * NUMLA_MLA_KT * sizeof(void *);
-    L.tile = off;
-    if (!numla_mla_uses_bf16dot(a) && a->kv_dtype != NUMLA_DTYPE_F32)
-        off += (size_t)NUMLA_MLA_KT * w * sizeof(float);
+    off += NUMLA_MLA_KT * sizeof(void *);
     L.total = off;
     return L;
 }
@@ -206,8 +248,8 @@ static int numla_mla_supports(const numla_mla_attn_args *a)
     return a->kv_lora_rank % 32 == 0 && a->rope_dim % 16 == 0;
 }
 
-/* Pack the item's q rows as [dim][16] fp32 or (bf16 q) [pair][16] bf16 pairs; rows past nrows
- * are zero. The softmax scale is applied to the scores. */
+/* Pack the item's q rows as (16, w) fp32 or, for vdpbf16ps, [pair][16] bf16 pairs; rows past
+ * nrows are zero. The softmax scale is applied to the scores. */
 static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16dot)
 {
     const numla_mla_attn_args *a = c->a;
@@ -225,32 +267,22 @@ static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16
     }
 #endif
     {
-        float *qt = qbuf;
-        memset(qt, 0, (size_t)w * 16 * sizeof(float));
+        float *qr = qbuf;
+        memset(qr, 0, (size_t)w * 16 * sizeof(float));
         for (int32_t r = 0; r < c->nrows; r++) {
             size_t base = (size_t)(c->row0 + r) * (size_t)w;
-            for (int64_t d = 0; d < w; d++)
-                qt[d * 16 + r] = numla_load_f32(a->q, a->q_dtype, base + (size_t)d);
+            float *dst = qr + (size_t)r * (size_t)w;
+            for (int64_t d = 0; d < w; d += 16) {
+                __m512 v;
+                if (a->q_dtype == NUMLA_DTYPE_F32)
+                    v = _mm512_loadu_ps((const float *)a->q + base + d);
+                else if (a->q_dtype == NUMLA_DTYPE_BF16)
+                    v = numla_mla_bf16x16((const uint16_t *)a->q + base + d);
+                else
+                    v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)a->q + base + d)));
+                _mm512_store_ps(dst + d, v);
+            }
         }
-    }
-}
-
-/* Convert nt cache rows to fp32 rows of `w` (bf16 or fp16 cache). */
-static void numla_mla_convert_tile(const numla_mla_attn_args *a, const char *const *rows,
-                                   int64_t nt, int64_t w, float *tile, const float **frows)
-{
-    for (int64_t i = 0; i < nt; i++) {
-        float *dst = tile + i * w;
-        const uint16_t *src = (const uint16_t *)rows[i];
-        if (a->kv_dtype == NUMLA_DTYPE_BF16) {
-            for (int64_t d = 0; d < w; d += 16)
-                _mm512_storeu_ps(dst + d, numla_mla_bf16x16(src + d));
-        } else {
-            for (int64_t d = 0; d < w; d += 16)
-                _mm512_storeu_ps(dst + d,
-                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + d))));
-        }
-        frows[i] = dst;
     }
 }
 
@@ -260,13 +292,12 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
     const numla_mla_attn_args *a = c->a;
     const int64_t dc = a->kv_lora_rank, w = dc + a->rope_dim;
     const int bf16dot = numla_mla_uses_bf16dot(a);
+    const int kind = a->kv_dtype == NUMLA_DTYPE_BF16 ? 1 : a->kv_dtype == NUMLA_DTYPE_F16 ? 2 : 0;
     numla_mla_scratch_layout L = numla_mla_layout(a);
     char *s = scratch;
     void *qbuf = s + L.q;
     float *S = (float *)(((uintptr_t)(s + L.S) + 63) & ~(uintptr_t)63);
     const char **rows = (const char **)(s + L.rows);
-    const float **frows = (const float **)(rows + NUMLA_MLA_KT);
-    float *tile = (float *)(s + L.tile);
 
     int32_t lim32[16] __attribute__((aligned(64)));
     int64_t kend = c->k0;
@@ -305,28 +336,15 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
 #if NUMLA_MLA_BF16DOT
             const uint32_t *qv = qbuf;
             int64_t i = 0;
-            for (; i + 8 <= nt; i += 8)
-                numla_mla_qk_bf16(qv, w / 2, rows + i, S + 16 * i, 8, 1);
-            for (; i + 2 <= nt; i += 2)
-                numla_mla_qk_bf16(qv, w / 2, rows + i, S + 16 * i, 2, 4);
+            for (; i + NUMLA_MLA_QK_NT <= nt; i += NUMLA_MLA_QK_NT)
+                numla_mla_qk_bf16(qv, w / 2, rows + i, S + 16 * i, NUMLA_MLA_QK_NT, 1);
+            for (; i + 4 <= nt; i += 4)
+                numla_mla_qk_bf16(qv, w / 2, rows + i, S + 16 * i, 4, 2);
             for (; i < nt; i++)
                 numla_mla_qk_bf16(qv, w / 2, rows + i, S + 16 * i, 1, 8);
 #endif
         } else {
-            if (a->kv_dtype == NUMLA_DTYPE_F32) {
-                for (int64_t i = 0; i < nt; i++)
-                    frows[i] = (const float *)rows[i];
-            } else {
-                numla_mla_convert_tile(a, rows, nt, w, tile, frows);
-            }
-            const float *qt = qbuf;
-            int64_t i = 0;
-            for (; i + 8 <= nt; i += 8)
-                numla_mla_qk_f32(qt, w, frows + i, S + 16 * i, 8, 1);
-            for (; i + 2 <= nt; i += 2)
-                numla_mla_qk_f32(qt, w, frows + i, S + 16 * i, 2, 4);
-            for (; i < nt; i++)
-                numla_mla_qk_f32(qt, w, frows + i, S + 16 * i, 1, 8);
+            numla_mla_qk_rows(qbuf, w, rows, nt, S, kind, c->nrows);
         }
         /* 2. online softmax over the tile */
         __m512 tmax = _mm512_set1_ps(-INFINITY);
@@ -355,12 +373,8 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
         lv = _mm512_fmadd_ps(lv, cv, psum);
         mv = mnew;
         /* 3. P·V */
-        if (bf16dot)
-            numla_mla_pv_any(acc, dc, S, corr, fresh, rescale, (const void *const *)rows, nt, 1,
-                             c->nrows);
-        else
-            numla_mla_pv_any(acc, dc, S, corr, fresh, rescale, (const void *const *)frows, nt, 0,
-                             c->nrows);
+        numla_mla_pv_any(acc, dc, S, corr, fresh, rescale, (const void *const *)rows, nt, kind,
+                         c->nrows);
         fresh = 0;
     }
     float mo[16], lo[16];
