@@ -24,9 +24,9 @@ size_t numla_bench_llc_bytes(void);
 size_t numla_bench_stream_bytes(void);
 /* MemAvailable from /proc/meminfo in bytes (0 when unknown). */
 size_t numla_bench_mem_available(void);
-/* Page-aligned anonymous memory for big benchmark buffers, transparent huge pages requested
- * (fewer TLB misses, faster first touch). Not touched: callers first-touch it from the
- * threads that will use it. NULL on failure. Free with numla_bench_free(p, bytes). */
+/* Page-aligned anonymous memory for big benchmark buffers; transparent huge pages only when
+ * NUMLA_BENCH_HUGEPAGES=1 (their first touch is slow in VMs). Not touched: callers first-touch
+ * it from the threads that will use it. NULL on failure. Free with numla_bench_free(p, bytes). */
 void *numla_bench_alloc(size_t bytes);
 void numla_bench_free(void *p, size_t bytes);
 

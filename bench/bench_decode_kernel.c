@@ -7,10 +7,12 @@
  * shape gets enough independent copies of its cache to exceed twice the LLC (capped by memory)
  * and the repetitions rotate through them: each call reads its cache from DRAM, as a decode
  * step does when every layer has its own cache. One arena holds the stream arrays of the
- * machine figures and then the caches, so the slow first touch of a VM is paid once.
+ * machine figures and then the caches (filled once), so the slow first touch of a VM and the
+ * cache fill are paid once per run.
  */
 #include "bench/bench.h"
 #include "common/dtype.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "engine/cli.h"
 #include "kernels/mla_attn.h"
@@ -44,7 +46,10 @@ typedef struct dkb_machine {
 } dkb_machine;
 
 typedef struct dkb_result {
-    double ms, min_ms, gbps, gflops, roofline_frac;
+    const dkb_shape *shape;
+    double ms, min_ms, gbps, gflops; /* measured */
+    double kv_bytes, flops;          /* per call */
+    double roofline_frac;            /* filled once the machine figures are final */
     int copies, reps;
     const char *bound;
 } dkb_result;
@@ -67,9 +72,24 @@ static void dkb_fill_bf16(uint16_t *p, size_t n, uint64_t seed, float amp)
     }
 }
 
+/* Fill the whole arena with random bf16 once; every shape then uses it as its cache copies
+ * (the stream passes left integer patterns that would read as NaN and subnormal bf16). A
+ * 16 MiB random tile repeated keeps this at memcpy speed; copies being alike does not matter
+ * to a kernel that reads each one from DRAM. */
+static void dkb_fill_arena(char *arena, size_t bytes)
+{
+    const size_t tile = bytes < ((size_t)16 << 20) ? bytes : (size_t)16 << 20;
+    dkb_fill_bf16((uint16_t *)arena, tile / sizeof(uint16_t), 2, 1.0f);
+    const size_t ntiles = (bytes + tile - 1) / tile;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 1; i < ntiles; i++) {
+        size_t off = i * tile, n = bytes - off < tile ? bytes - off : tile;
+        memcpy(arena + off, arena, n);
+    }
+}
+
 static numla_status dkb_run_shape(numla_isa isa, const dkb_shape *s, const dkb_opts *o,
-                                  const dkb_machine *mach, char *arena, size_t arena_bytes,
-                                  dkb_result *res)
+                                  char *arena, size_t arena_bytes, dkb_result *res)
 {
     const int64_t B = s->bs, L = s->seq_len, H = s->heads;
     const int64_t blocks_per_seq = (L + DKB_BLOCK - 1) / DKB_BLOCK;
@@ -110,17 +130,6 @@ static numla_status dkb_run_shape(numla_isa isa, const dkb_shape *s, const dkb_o
     for (int64_t b = 0; b < B; b++)
         seq_lens[b] = (int32_t)L;
     dkb_fill_bf16(q, (size_t)(B * H * DKB_ROW), 1, o->q_scale);
-    const size_t copy_elems = copy_bytes / sizeof(uint16_t);
-    dkb_fill_bf16((uint16_t *)arena, copy_elems, 2, 1.0f);
-    for (int64_t c = 1; c < copies; c++) { /* copies of copy 0, in parallel slices */
-#pragma omp parallel
-        {
-            size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
-            size_t lo = copy_bytes * id / nt, hi = copy_bytes * (id + 1) / nt;
-            memcpy(arena + (size_t)c * copy_bytes + lo, arena + lo, hi - lo);
-        }
-    }
-
     numla_mla_attn_args a = {
         .num_seqs = s->bs, .num_heads = s->heads, .kv_lora_rank = DKB_DC, .rope_dim = DKB_DR,
         .block_size = DKB_BLOCK, .num_blocks = num_blocks, .max_blocks_per_seq = (int32_t)blocks_per_seq,
@@ -132,7 +141,7 @@ static numla_status dkb_run_shape(numla_isa isa, const dkb_shape *s, const dkb_o
     const size_t ws_bytes = numla_mla_attn_workspace_size(isa, &a, o->threads);
     ws = malloc(ws_bytes ? ws_bytes : 1);
     const int max_reps = 1000, min_reps = o->is_short ? 5 : 7;
-    const double budget = o->is_short ? 0.4 : 1.5; /* seconds of timed calls per shape */
+    const double budget = o->is_short ? 0.3 : 1.5; /* seconds of timed calls per shape */
     times = malloc(max_reps * sizeof *times);
     if (!ws || !times) {
         st = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
@@ -160,14 +169,13 @@ static numla_status dkb_run_shape(numla_isa isa, const dkb_shape *s, const dkb_o
     const double kv_bytes = (double)B * (double)L * DKB_ROW * 2;
     const double io_bytes = kv_bytes + (double)(B * H * DKB_ROW) * 2 + (double)(B * H * DKB_DC) * 2;
     const double flops = 2.0 * (double)B * (double)H * (double)L * (DKB_ROW + DKB_DC);
-    const double t_mem = mach->read_gbps > 0 ? kv_bytes / (mach->read_gbps * 1e9) : 0;
-    const double t_cmp = mach->peak_gflops > 0 ? flops / (mach->peak_gflops * 1e9) : 0;
+    res->shape = s;
+    res->kv_bytes = kv_bytes;
+    res->flops = flops;
     res->ms = t * 1e3;
     res->min_ms = numla_bench_percentile(times, reps, 0) * 1e3; /* a busy machine inflates the median */
     res->gbps = io_bytes / t * 1e-9;
     res->gflops = flops / t * 1e-9;
-    res->roofline_frac = (t_mem > t_cmp ? t_mem : t_cmp) / t;
-    res->bound = t_mem >= t_cmp ? "memory" : "compute";
     res->copies = (int)copies;
     res->reps = reps;
 done:
@@ -178,6 +186,15 @@ done:
     free(seq_lens);
     free(table);
     return st;
+}
+
+/* Roofline time max(kv_bytes / read_BW, flops / peak) over the median time (DESIGN.md §7). */
+static void dkb_roofline(dkb_result *r, const dkb_machine *m)
+{
+    const double t_mem = m->read_gbps > 0 ? r->kv_bytes / (m->read_gbps * 1e9) : 0;
+    const double t_cmp = m->peak_gflops > 0 ? r->flops / (m->peak_gflops * 1e9) : 0;
+    r->roofline_frac = (t_mem > t_cmp ? t_mem : t_cmp) / (r->ms * 1e-3);
+    r->bound = t_mem >= t_cmp ? "memory" : "compute";
 }
 
 static int dkb_usage(FILE *f)
@@ -239,36 +256,59 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
     fprintf(info, "numla bench decode-kernel: isa %s, %d threads; bf16 q/kv/out, block %d, Dc %d, Dr %d, q-scale %g\n",
             numla_isa_name(isa), o.threads, DKB_BLOCK, DKB_DC, DKB_DR, o.q_scale);
     fflush(info);
-    const int mreps = o.is_short ? 3 : 5;
+    /* Machine figures: best of two windows, before and after the kernel timings, so one
+     * burst of other jobs on a shared machine cannot set the roofline alone. */
+    const int mreps = o.is_short ? 2 : 3;
+    double t_phase = numla_bench_now();
     dkb_machine m;
     m.read_gbps = numla_bench_read_gbps_in(o.threads, arena, arena_bytes, mreps);
     m.copy_gbps = numla_bench_copy_gbps_in(o.threads, arena, arena_bytes, mreps);
-    /* ~20 ms a rep: many reps are cheap, and on a shared machine the best of a longer window
-     * is likelier to catch the cores undisturbed. */
-    m.peak_gflops = numla_bench_peak_gflops(isa, o.threads, 25);
-    fprintf(info, "machine: read %.2f GB/s, copy %.2f GB/s (read+write), peak %.1f GFLOP/s (%s), "
-                  "LLC %.0f MiB, stream arrays %.2f GiB\n",
-            m.read_gbps, m.copy_gbps, m.peak_gflops,
-            isa == NUMLA_ISA_AVX512BF16 ? "vdpbf16ps" : isa == NUMLA_ISA_REF ? "scalar" : "fp32 FMA",
-            (double)numla_bench_llc_bytes() / (1 << 20), (double)arena_bytes / (1 << 30));
-    if (!o.json) {
-        printf("%4s %7s %4s %6s %5s %10s %10s %8s %9s %9s %11s %8s %13s %s\n", "bs", "seq_len", "heads",
-               "copies", "reps", "ms", "min_ms", "gbps", "copy_gbps", "read_gbps", "peak_gflops", "gflops",
-               "roofline_frac", "bound");
-    }
-    fflush(stdout);
-    int rc = 0;
-    for (size_t i = 0; i < sizeof dkb_shapes / sizeof dkb_shapes[0]; i++) {
+    /* ~20 ms a rep: many reps are cheap. */
+    m.peak_gflops = numla_bench_peak_gflops(isa, o.threads, 20);
+    NUMLA_DEBUG("bench decode-kernel: machine figures took %.2f s", numla_bench_now() - t_phase);
+    t_phase = numla_bench_now();
+    dkb_fill_arena(arena, arena_bytes);
+    NUMLA_DEBUG("bench decode-kernel: cache fill took %.2f s", numla_bench_now() - t_phase);
+
+    enum { NSHAPES = sizeof dkb_shapes / sizeof dkb_shapes[0] };
+    dkb_result res[NSHAPES];
+    int nres = 0, rc = 0;
+    for (int i = 0; i < NSHAPES; i++) {
         const dkb_shape *s = &dkb_shapes[i];
         if (o.is_short && !s->is_short)
             continue;
         dkb_result r = {0};
-        if (dkb_run_shape(isa, s, &o, &m, arena, arena_bytes, &r) != NUMLA_STATUS_OK) {
+        t_phase = numla_bench_now();
+        if (dkb_run_shape(isa, s, &o, arena, arena_bytes, &r) != NUMLA_STATUS_OK) {
             fprintf(stderr, "numla bench decode-kernel: (%d, %d, %d): %s\n%s", s->bs, s->seq_len,
                     s->heads, numla_error_message(), numla_error_trace());
             rc = 1;
             continue;
         }
+        res[nres++] = r;
+        NUMLA_DEBUG("bench decode-kernel: (%d, %d, %d) took %.2f s", s->bs, s->seq_len, s->heads,
+                    numla_bench_now() - t_phase);
+    }
+    t_phase = numla_bench_now();
+
+    double g = numla_bench_read_gbps_in(o.threads, arena, arena_bytes, mreps);
+    m.read_gbps = g > m.read_gbps ? g : m.read_gbps;
+    g = numla_bench_peak_gflops(isa, o.threads, 20);
+    m.peak_gflops = g > m.peak_gflops ? g : m.peak_gflops;
+    NUMLA_DEBUG("bench decode-kernel: second window of machine figures took %.2f s", numla_bench_now() - t_phase);
+    fprintf(info, "machine: read %.2f GB/s, copy %.2f GB/s (read+write), peak %.1f GFLOP/s (%s), "
+                  "LLC %.0f MiB, stream arrays %.2f GiB\n",
+            m.read_gbps, m.copy_gbps, m.peak_gflops,
+            isa == NUMLA_ISA_AVX512BF16 ? "vdpbf16ps" : isa == NUMLA_ISA_REF ? "scalar" : "fp32 FMA",
+            (double)numla_bench_llc_bytes() / (1 << 20), (double)arena_bytes / (1 << 30));
+    if (!o.json)
+        printf("%4s %7s %4s %6s %5s %10s %10s %8s %9s %9s %11s %8s %13s %s\n", "bs", "seq_len", "heads",
+               "copies", "reps", "ms", "min_ms", "gbps", "copy_gbps", "read_gbps", "peak_gflops", "gflops",
+               "roofline_frac", "bound");
+    for (int i = 0; i < nres; i++) {
+        dkb_result *r = &res[i];
+        const dkb_shape *s = r->shape;
+        dkb_roofline(r, &m);
         if (o.json)
             printf("{\"bench\":\"decode-kernel\",\"bs\":%d,\"seq_len\":%d,\"heads\":%d,\"block_size\":%d,"
                    "\"kv_lora_rank\":%d,\"rope_dim\":%d,\"kv_dtype\":\"bf16\",\"q_dtype\":\"bf16\","
@@ -276,14 +316,14 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
                    "\"copy_gbps\":%.3f,\"read_gbps\":%.3f,\"peak_gflops\":%.2f,\"gflops\":%.3f,"
                    "\"roofline_frac\":%.4f,\"bound\":\"%s\",\"kv_copies\":%d,\"reps\":%d,\"q_scale\":%g}\n",
                    s->bs, s->seq_len, s->heads, DKB_BLOCK, DKB_DC, DKB_DR, numla_isa_name(isa),
-                   o.threads, r.ms, r.min_ms, r.gbps, m.copy_gbps, m.read_gbps, m.peak_gflops, r.gflops,
-                   r.roofline_frac, r.bound, r.copies, r.reps, o.q_scale);
+                   o.threads, r->ms, r->min_ms, r->gbps, m.copy_gbps, m.read_gbps, m.peak_gflops,
+                   r->gflops, r->roofline_frac, r->bound, r->copies, r->reps, o.q_scale);
         else
             printf("%4d %7d %5d %6d %5d %10.3f %10.3f %8.2f %9.2f %9.2f %11.1f %8.2f %13.3f %s\n", s->bs,
-                   s->seq_len, s->heads, r.copies, r.reps, r.ms, r.min_ms, r.gbps, m.copy_gbps, m.read_gbps,
-                   m.peak_gflops, r.gflops, r.roofline_frac, r.bound);
-        fflush(stdout);
+                   s->seq_len, s->heads, r->copies, r->reps, r->ms, r->min_ms, r->gbps, m.copy_gbps,
+                   m.read_gbps, m.peak_gflops, r->gflops, r->roofline_frac, r->bound);
     }
+    fflush(stdout);
     numla_bench_free(arena, arena_bytes);
     return rc;
 }
