@@ -92,7 +92,7 @@ void numla_sampler_destroy(numla_sampler **ps)
     *ps = NULL;
 }
 
-static const float *sort_key_;
+static _Thread_local const float *sort_key_; /* qsort has no context argument */
 static int cmp_desc(const void *a, const void *b)
 {
     int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
