@@ -7,11 +7,14 @@
  *   - q_lora_rank must be present (null or an integer): DeepseekV2Config silently defaults a
  *     missing key to 1536, which no tiny test model wants.
  *   - num_experts_per_tok must be present when the model has routed experts (HF default None).
- *   - rope_scaling.factor is used as written; when original_max_position_embeddings is present
- *     the correction range uses it as L0. `factor_from_ratio` records whether the reference
- *     would recompute factor = max_position_embeddings / original_max_position_embeddings
- *     (transformers' generic rope utils do; DeepSeek's modeling code does not) — see
- *     numla_model_config_parse() for the rule we apply.
+ *   - rope_scaling.factor is used as written; only when it is absent is it the ratio
+ *     max_position_embeddings / original_max_position_embeddings (transformers' rule). L0 of
+ *     the YaRN correction range is original_max_position_embeddings (else
+ *     max_position_embeddings).
+ *   - transformers >= 5 writes "rope_parameters" (rope_theta inside) instead of "rope_scaling",
+ *     and "head_dim" = qk_rope_head_dim, which is ignored here.
+ *   - MoE weights: V2 follows DeepSeek's code (normalise if norm_topk_prob and k > 1, else
+ *     scale), V3 normalises if norm_topk_prob, then scales (tests/golden/README.md).
  */
 #ifndef NUMLA_ENGINE_CONFIG_H
 #define NUMLA_ENGINE_CONFIG_H
