@@ -37,6 +37,9 @@
 #ifndef NUMLA_MLA_QK_NT
 #define NUMLA_MLA_QK_NT 8
 #endif
+#ifndef NUMLA_MLA_PREFETCH
+#define NUMLA_MLA_PREFETCH 1
+#endif
 
 #define NUMLA_MLA_INLINE static inline __attribute__((always_inline))
 
@@ -140,12 +143,24 @@ NUMLA_MLA_INLINE void numla_mla_qk_row(const float *qr, int64_t width, const voi
     _mm512_store_ps(S, numla_mla_reduce16r(acc));
 }
 
+/* Pull a cache row into L1 two keys ahead: the blocks of a sequence are scattered, so the
+ * hardware prefetchers only catch up within a block. */
+NUMLA_MLA_INLINE void numla_mla_prefetch_row(const char *row, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_prefetch(row + o, _MM_HINT_T0);
+}
+
 static void numla_mla_qk_rows(const float *qr, int64_t width, const char *const *rows, int64_t nt,
                               float *S, int kind, int nrows)
 {
+    const size_t rowbytes = (size_t)width * (kind ? 2 : 4);
 #define NUMLA_MLA_QK_ROWS(K, NH)                                                                 \
-    for (int64_t i = 0; i < nt; i++)                                                             \
-        numla_mla_qk_row(qr, width, rows[i], S + 16 * i, K, NH);
+    for (int64_t i = 0; i < nt; i++) {                                                           \
+        if (NUMLA_MLA_PREFETCH && i + 2 < nt)                                                    \
+            numla_mla_prefetch_row(rows[i + 2], rowbytes);                                       \
+        numla_mla_qk_row(qr, width, rows[i], S + 16 * i, K, NH);                                 \
+    }
     if (nrows > 8) {
         if (kind == 1) { NUMLA_MLA_QK_ROWS(1, 16) } else if (kind == 2) { NUMLA_MLA_QK_ROWS(2, 16) } else { NUMLA_MLA_QK_ROWS(0, 16) }
     } else if (nrows > 4) {
