@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "bench/bench.h"
@@ -32,16 +33,29 @@
 double numla_bench_linear_peak_bf16_gflops(int threads, int reps);
 double numla_bench_linear_peak_fma_gflops(int threads, int reps);
 
+/* Weight (and bandwidth-test) buffers: 2 MiB aligned and huge-page backed where the kernel allows (as the engine's
+ * weight memory is, DESIGN.md §3), so no contender pays 4 KiB TLB misses the engine would not. */
+static void *numla_bench_linear_alloc_(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    bytes = (bytes + huge - 1) & ~(huge - 1);
+    void *p = aligned_alloc(huge, bytes);
+    if (p)
+        madvise(p, bytes, MADV_HUGEPAGE);
+    return p;
+}
+
 /* Read bandwidth, GB/s, of an array of `bytes` (first-touched by the threads that read it).
  * The machine is shared, so besides the whole-array sum (*whole, best of reps) it times short
- * windows — all threads summing their parts of one 32 MiB slice, slices walking the array so the
+ * windows — all threads summing their parts of one 8 MiB slice (the size of a 2048x2048 bf16
+ * GEMV), slices walking the array so the
  * data comes from memory — and returns the best window, the same "best undisturbed call"
  * convention the kernels are timed with. To be unified with numla_bench_read_gbps
  * (bench/bench.h) at merge. */
 static double numla_bench_linear_read_gbps_(int threads, size_t bytes, int reps, double *whole)
 {
-    const size_t n = bytes / sizeof(uint64_t), slice = ((size_t)32 << 20) / sizeof(uint64_t);
-    uint64_t *a = aligned_alloc(4096, n * sizeof *a);
+    const size_t n = bytes / sizeof(uint64_t), slice = ((size_t)8 << 20) / sizeof(uint64_t);
+    uint64_t *a = numla_bench_linear_alloc_(n * sizeof *a);
     *whole = 0.0;
     if (!a)
         return 0.0;
@@ -305,7 +319,7 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
         void **packed = calloc((size_t)cx.copies, sizeof *packed);
         int ok = 1;
         for (int c = 0; c < cx.copies && ok; c++) {
-            packed[c] = aligned_alloc(4096, (pbytes + 4095) & ~(size_t)4095);
+            packed[c] = numla_bench_linear_alloc_(pbytes);
             ok = packed[c] && numla_linear_pack(isa, s->n, s->k, src, NUMLA_DTYPE_BF16, s->k,
                                                 packed[c], &cx.w[c]) == NUMLA_STATUS_OK;
         }
@@ -337,7 +351,7 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
     cx.wf = calloc((size_t)cx.copies, sizeof *cx.wf);
     int ok = 1;
     for (int c = 0; c < cx.copies && ok; c++) {
-        cx.wf[c] = aligned_alloc(4096, (wb32 + 4095) & ~(size_t)4095);
+        cx.wf[c] = numla_bench_linear_alloc_(wb32);
         ok = cx.wf[c] != NULL;
         if (ok) {
 #pragma omp parallel for schedule(static)
@@ -370,7 +384,7 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
     cx.wb = calloc((size_t)cx.copies, sizeof *cx.wb);
     ok = 1;
     for (int c = 0; c < cx.copies && ok; c++) {
-        cx.wb[c] = aligned_alloc(4096, (wb16 + 4095) & ~(size_t)4095);
+        cx.wb[c] = numla_bench_linear_alloc_(wb16);
         ok = cx.wb[c] != NULL;
         if (ok)
             memcpy(cx.wb[c], src, wb16);
@@ -446,7 +460,7 @@ static int numla_bench_linear_main_(int argc, char **argv)
     if (pool > ((size_t)2 << 30))
         pool = (size_t)2 << 30;
     double bw_whole;
-    const double bw = numla_bench_linear_read_gbps_(threads, (size_t)2 << 30, 3, &bw_whole);
+    const double bw = numla_bench_linear_read_gbps_(threads, (size_t)2 << 30, 6, &bw_whole);
     const double peak = numla_isa_supported(NUMLA_ISA_AVX512BF16)
                             ? numla_bench_linear_peak_bf16_gflops(threads, 200)
                             : 0.0;
@@ -459,7 +473,7 @@ static int numla_bench_linear_main_(int argc, char **argv)
                "\"pool_bytes\":%zu}\n",
                numla_isa_name(isa), threads, bw, bw_whole, peak, peak_fma, llc, pool);
     else
-        printf("bench linear: isa %s, %d threads, read BW %.2f GB/s (best 32 MiB window of a 2 GiB "
+        printf("bench linear: isa %s, %d threads, read BW %.2f GB/s (best 8 MiB window of a 2 GiB "
                "array; whole-array sum %.2f), vdpbf16ps peak %.1f GFLOP/s (fp32 FMA %.1f), weights "
                "rotated over "
                ">= %zu MiB\n"
