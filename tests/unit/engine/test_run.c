@@ -55,8 +55,8 @@ static void test_run_e2e(void)
     free(toks);
 
     char *argv[] = {"run", "--model", model, "--input", in, "--output", out, "--kv-dtype", "f32",
-                    "--max-context", "256", "--exact", NULL};
-    int rc = numla_run_main(12, argv);
+                    "--max-context", "256", "--exact", "--threads", "1", NULL};
+    int rc = numla_run_main(14, argv);
     CU_ASSERT_EQUAL(rc, 0);
 
     f = fopen(out, "r");
