@@ -15,6 +15,12 @@
  * modeling code and transformers build them with the RMSNorm default (tests/golden/README.md). */
 #define NUMLA_LATENT_NORM_EPS 1e-6
 
+/* Below this many bytes of weights a step is a few hundred microseconds of work split over
+ * ~100 kernel calls per token; waking an OpenMP team for each costs more than it saves (on a
+ * loaded 2-core machine, ~1 ms per region: 800x slower measured on the tiny preset), so small
+ * models run on the calling thread. */
+#define NUMLA_MODEL_SMALL_WEIGHT_BYTES ((size_t)32 << 20)
+
 /* ---- building blocks ---- */
 
 void numla_rmsnorm(float *y, const float *x, const float *w, int64_t n, double eps)
@@ -186,6 +192,7 @@ numla_status numla_model_create(const numla_model_weights *w, numla_isa isa, int
     m->cfg = w->cfg;
     m->isa = isa;
     m->num_threads = num_threads > 0 ? num_threads : 1;
+    m->single_thread_below_bytes = NUMLA_MODEL_SMALL_WEIGHT_BYTES;
     m->ex_count = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_count);
     m->ex_cursor = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_cursor);
     if (!m->ex_count || !m->ex_cursor) {
@@ -475,7 +482,7 @@ static numla_status check_step(const numla_model *m, const numla_step *st)
     return NUMLA_STATUS_OK;
 }
 
-numla_status numla_model_forward(numla_model *m, numla_kv_cache *cache, const numla_step *st,
+static numla_status forward_impl(numla_model *m, numla_kv_cache *cache, const numla_step *st,
                                  float *logits)
 {
     const numla_model_config *c = &m->cfg;
@@ -531,4 +538,20 @@ numla_status numla_model_forward(numla_model *m, numla_kv_cache *cache, const nu
                       hid, c->rms_norm_eps);
     NUMLA_CHECK(lin(m, &w->lm_head, R, m->xl, hid, logits, w->shard.vocab_count, 0));
     return NUMLA_STATUS_OK;
+}
+
+
+numla_status numla_model_forward(numla_model *m, numla_kv_cache *cache, const numla_step *st,
+                                 float *logits)
+{
+    int team = omp_get_max_threads();
+    int small = m->w->loaded_bytes < m->single_thread_below_bytes && team > 1;
+    if (small)
+        omp_set_num_threads(1);
+    numla_status s = forward_impl(m, cache, st, logits);
+    if (small)
+        omp_set_num_threads(team);
+    if (s != NUMLA_STATUS_OK)
+        numla_error_frame(__FILE__, __LINE__, __func__);
+    return s;
 }

@@ -61,6 +61,9 @@ typedef struct numla_model {
     /* 1: never round activations to bf16 in linear layers (the avx512bf16 GEMM does for
      * M >= 16 with bf16 weights): slower prefill, fp32-exact numerics. Default 0. */
     int exact_activations;
+    /* Models with fewer weight bytes run each step on the calling thread (team wake-ups cost
+     * more than the work); default 32 MiB, 0 = always use the OpenMP team. */
+    size_t single_thread_below_bytes;
     numla_model_layer_hook hook;
     void *hook_ctx;
     numla_model_reduce_fn reduce;   /* NULL: only nranks = 1 can run */

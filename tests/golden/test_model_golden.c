@@ -364,6 +364,7 @@ static void run_cfg(const char *model, golden *g, const golden_cfg *gc)
         return;
     }
     e.m->exact_activations = gc->exact;
+    e.m->single_thread_below_bytes = 0; /* exercise the threaded path on these tiny models */
     if (gc->debug) {
         NUMLA_ASSERT_MSG(fabs(e.cfg.softmax_scale - g->softmax_scale) < 1e-7,
                          "%s: softmax scale %.8f vs %.8f", model, e.cfg.softmax_scale,
