@@ -19,11 +19,27 @@ double numla_bench_percentile(const double *v, int n, double p);
 /* Last-level cache size in bytes (sysconf, falling back to 32 MiB). */
 size_t numla_bench_llc_bytes(void);
 
+/* Bytes of the streaming arrays for the bandwidth figures: max(2 GiB, 4x LLC), capped at
+ * 6 GiB and at a quarter of the available memory (the machine is shared). */
+size_t numla_bench_stream_bytes(void);
+/* MemAvailable from /proc/meminfo in bytes (0 when unknown). */
+size_t numla_bench_mem_available(void);
+/* Page-aligned anonymous memory for big benchmark buffers; transparent huge pages only when
+ * NUMLA_BENCH_HUGEPAGES=1 (their first touch is slow in VMs). Not touched: callers first-touch
+ * it from the threads that will use it. NULL on failure. Free with numla_bench_free(p, bytes). */
+void *numla_bench_alloc(size_t bytes);
+void numla_bench_free(void *p, size_t bytes);
+
 /* Read bandwidth in GB/s (1e9 B/s): all `threads` OpenMP threads sum disjoint slices of an
  * array of `bytes` (choose >= 4x the LLC), best of `reps`. */
 double numla_bench_read_gbps(int threads, size_t bytes, int reps);
 /* memcpy bandwidth in GB/s counting bytes read + written, same conventions. */
 double numla_bench_copy_gbps(int threads, size_t bytes, int reps);
+/* The same two figures over a caller's buffer of `bytes` (numla_bench_alloc), which they
+ * overwrite: a benchmark that needs big buffers anyway pays the first touch once (in a VM a
+ * fresh gigabyte can take seconds to fault in). */
+double numla_bench_read_gbps_in(int threads, void *buf, size_t bytes, int reps);
+double numla_bench_copy_gbps_in(int threads, void *buf, size_t bytes, int reps);
 /* Peak bf16 dot-product GFLOP/s (2 flops per multiply-add) reachable by the kernels of `isa`
  * on `threads` threads at once: vdpbf16ps on avx512bf16, fp32 FMA on avx512/avx2 (the bf16
  * kernels there widen to fp32), a scalar FMA loop on ref. 16+ independent accumulators per

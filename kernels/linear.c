@@ -11,8 +11,10 @@ static numla_linear_impl numla_linear_table_(numla_isa isa)
     numla_linear_impl t = {numla_linear_forward_ref, NULL};
     if (isa >= NUMLA_ISA_AVX2)
         t.forward = numla_linear_forward_avx2;
-    if (isa >= NUMLA_ISA_AVX512)
+    if (isa >= NUMLA_ISA_AVX512) {
         t.forward = numla_linear_forward_avx512;
+        t.workspace = numla_linear_workspace_avx512;
+    }
     if (isa >= NUMLA_ISA_AVX512BF16) {
         t.forward = numla_linear_forward_avx512bf16;
         t.workspace = numla_linear_workspace_avx512bf16;

@@ -24,7 +24,10 @@
 /* Blocking parameters, all in one place. */
 enum {
     NUMLA_LINEAR_NR = 16,           /* rows of W per panel (one zmm of fp32 outputs) */
-    NUMLA_LINEAR_GEMV_MAX_M = 15,   /* avx512bf16: M up to this runs the exact fp32 widen+FMA path */
+    NUMLA_LINEAR_GEMV_MAX_M = 15,   /* avx512bf16: M up to this always runs the exact fp32 path */
+    NUMLA_LINEAR_USE_DPBF16 = 0,    /* avx512bf16, bf16 W, M > GEMV_MAX_M: 1 = vdpbf16ps GEMM,
+                                       0 = exact widen+FMA GEMM (2x faster where vdpbf16ps issues
+                                       at half the FMA rate, as measured here: docs/linear.md) */
     NUMLA_LINEAR_AVX512_MR = 12,    /* avx512 tiles: rows of x per micro-kernel (x 2 panels) */
     NUMLA_LINEAR_AVX2_MR = 4,       /* avx2 tiles: rows of x per micro-kernel (x 1 panel) */
     NUMLA_LINEAR_KC = 512,          /* K block of the GEMM paths (multiple of 2): 2 bf16 panels
@@ -66,12 +69,25 @@ void numla_linear_forward_avx2(const numla_linear_weight *w, int64_t m, const fl
                                float *y, int64_t ldy, int accumulate, void *workspace);
 void numla_linear_forward_avx512(const numla_linear_weight *w, int64_t m, const float *x,
                                  int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace);
-/* One thread's share of the avx512 widen+FMA path: panels [p0, p1) (used by avx512bf16 too). */
+size_t numla_linear_workspace_avx512(const numla_linear_weight *w, int64_t m, int num_threads);
+/* M > NUMLA_LINEAR_AVX512_MR: x packed in blocks of MR rows, k-major — xp (ceil(M/MR), K, MR) —
+ * so a tile's broadcasts read one sequential stream instead of MR rows 4 KiB apart that all map
+ * to the same L1 set. Thread ith of nth packs its share of the blocks. */
+void numla_linear_avx512_pack_x(int64_t m, int64_t k, const float *x, int64_t ldx, float *xp, int ith,
+                                int nth);
+/* One thread's share of the avx512 widen+FMA path: panels [p0, p1) (used by avx512bf16 too);
+ * xp: x packed by numla_linear_avx512_pack_x, or NULL to read x (M, ldx) directly (M <= MR). */
 void numla_linear_avx512_panels(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
-                                float *y, int64_t ldy, int accumulate, int64_t p0, int64_t p1);
+                                const float *xp, float *y, int64_t ldy, int accumulate, int64_t p0,
+                                int64_t p1);
 void numla_linear_forward_avx512bf16(const numla_linear_weight *w, int64_t m, const float *x,
                                      int64_t ldx, float *y, int64_t ldy, int accumulate,
                                      void *workspace);
 size_t numla_linear_workspace_avx512bf16(const numla_linear_weight *w, int64_t m, int num_threads);
+/* The vdpbf16ps GEMM itself (bf16 weights, any M >= 1, needs avx512bf16), whatever
+ * NUMLA_LINEAR_USE_DPBF16 says; workspace of numla_linear_workspace_dpbf16 bytes, any alignment. */
+size_t numla_linear_workspace_dpbf16(const numla_linear_weight *w, int64_t m);
+void numla_linear_forward_dpbf16(const numla_linear_weight *w, int64_t m, const float *x,
+                                 int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace);
 
 #endif

@@ -64,11 +64,16 @@ typedef struct numla_mla_attn_args {
     float *lse;                     /* (T_q, H) or NULL */
 } numla_mla_attn_args;
 
-/* Bytes of scratch the call needs with `num_threads` OpenMP threads. */
+/* Bytes of scratch the call needs with `num_threads` OpenMP threads (the call runs
+ * omp_get_max_threads() threads). Depends on shapes, dtypes, query_start_loc and the thread
+ * count, not on seq_lens, so one size serves every step of a batch shape. */
 size_t numla_mla_attn_workspace_size(numla_isa isa, const numla_mla_attn_args *args, int num_threads);
 
 /* Run the kernel. Validates shapes (a table entry >= num_blocks or a query count that does not
- * fit seq_lens is NUMLA_STATUS_OUT_OF_RANGE; nothing is written in that case). Not collective. */
+ * fit seq_lens is NUMLA_STATUS_OUT_OF_RANGE; nothing is written in that case). Not collective.
+ * "Fits": causal sequences need n_b <= seq_lens[b]; non-causal ones may have more queries than
+ * keys (chunked prefill over a short cached prefix). A level whose variant cannot take the
+ * dims (see Rules) runs the level below it. */
 numla_status numla_mla_attn(numla_isa isa, const numla_mla_attn_args *args, void *workspace,
                             size_t workspace_bytes);
 

@@ -23,7 +23,7 @@ static inline __mmask16 numla_linear_avx512_mask_(int64_t nvalid)
  * independent FMA chains to cover the FMA latency. */
 static inline __attribute__((always_inline)) void
 numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, const uint16_t *b,
-                               size_t pstride, int64_t k0, int64_t k1, const float *x, int64_t ldx,
+                               size_t pstride, int64_t k0, int64_t k1, const float *x, int64_t ldx, int64_t xsk,
                                float *y, int64_t ldy, int load_c, __mmask16 mk0, __mmask16 mk1)
 {
     __m512 acc[MR][2], acc2[MR][2];
@@ -48,8 +48,8 @@ numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, cons
         }
 #pragma GCC unroll 16
         for (int i = 0; i < mr; i++) {
-            const __m512 xe = _mm512_set1_ps(x[i * ldx + kk]);
-            const __m512 xo = _mm512_set1_ps(x[i * ldx + kk + 1]);
+            const __m512 xe = _mm512_set1_ps(x[i * ldx + kk * xsk]);
+            const __m512 xo = _mm512_set1_ps(x[i * ldx + (kk + 1) * xsk]);
 #pragma GCC unroll 2
             for (int j = 0; j < np; j++) {
                 acc[i][j] = _mm512_fmadd_ps(xe, be[j], acc[i][j]);
@@ -68,7 +68,7 @@ numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, cons
                 _mm512_slli_epi32(_mm512_load_si512((const void *)(bk + j * pstride)), 16));
 #pragma GCC unroll 16
             for (int i = 0; i < mr; i++)
-                acc[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(x[i * ldx + kpair_end]), be, acc[i][j]);
+                acc[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(x[i * ldx + kpair_end * xsk]), be, acc[i][j]);
         }
     }
 #pragma GCC unroll 16
@@ -81,7 +81,7 @@ numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, cons
 
 static inline __attribute__((always_inline)) void
 numla_linear_avx512_tile_f32_(const int mr, const int np, const int split, const float *b,
-                              size_t pstride, int64_t k0, int64_t k1, const float *x, int64_t ldx,
+                              size_t pstride, int64_t k0, int64_t k1, const float *x, int64_t ldx, int64_t xsk,
                               float *y, int64_t ldy, int load_c, __mmask16 mk0, __mmask16 mk1)
 {
     __m512 acc[MR][2], acc2[MR][2];
@@ -103,8 +103,8 @@ numla_linear_avx512_tile_f32_(const int mr, const int np, const int split, const
         }
 #pragma GCC unroll 16
         for (int i = 0; i < mr; i++) {
-            const __m512 x0 = _mm512_set1_ps(x[i * ldx + k]);
-            const __m512 x1 = _mm512_set1_ps(x[i * ldx + k + 1]);
+            const __m512 x0 = _mm512_set1_ps(x[i * ldx + k * xsk]);
+            const __m512 x1 = _mm512_set1_ps(x[i * ldx + (k + 1) * xsk]);
 #pragma GCC unroll 2
             for (int j = 0; j < np; j++) {
                 acc[i][j] = _mm512_fmadd_ps(x0, b0[j], acc[i][j]);
@@ -121,7 +121,7 @@ numla_linear_avx512_tile_f32_(const int mr, const int np, const int split, const
             __m512 b0 = _mm512_load_ps(b + (size_t)k * NR + j * pstride);
 #pragma GCC unroll 16
             for (int i = 0; i < mr; i++)
-                acc[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(x[i * ldx + k]), b0, acc[i][j]);
+                acc[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(x[i * ldx + k * xsk]), b0, acc[i][j]);
         }
     }
 #pragma GCC unroll 16
@@ -138,22 +138,22 @@ numla_linear_avx512_tile_f32_(const int mr, const int np, const int split, const
         if (bf16) {                                                                              \
             if (np == 2)                                                                         \
                 numla_linear_avx512_tile_bf16_(R, 2, 2 * R <= 8, (const uint16_t *)b, pstride, k0, \
-                                               k1, x, ldx, y, ldy, load_c, mk0, mk1);            \
+                                               k1, x, ldx, xsk, y, ldy, load_c, mk0, mk1);            \
             else                                                                                 \
                 numla_linear_avx512_tile_bf16_(R, 1, R <= 8, (const uint16_t *)b, pstride, k0, k1, \
-                                               x, ldx, y, ldy, load_c, mk0, mk1);                \
+                                               x, ldx, xsk, y, ldy, load_c, mk0, mk1);                \
         } else {                                                                                 \
             if (np == 2)                                                                         \
                 numla_linear_avx512_tile_f32_(R, 2, 2 * R <= 8, (const float *)b, pstride, k0,   \
-                                              k1, x, ldx, y, ldy, load_c, mk0, mk1);             \
+                                              k1, x, ldx, xsk, y, ldy, load_c, mk0, mk1);             \
             else                                                                                 \
                 numla_linear_avx512_tile_f32_(R, 1, R <= 8, (const float *)b, pstride, k0, k1, x, \
-                                              ldx, y, ldy, load_c, mk0, mk1);                    \
+                                              ldx, xsk, y, ldy, load_c, mk0, mk1);                    \
         }                                                                                        \
         break;
 
 static void numla_linear_avx512_tile_(int mr, int np, int bf16, const void *b, size_t pstride,
-                                      int64_t k0, int64_t k1, const float *x, int64_t ldx,
+                                      int64_t k0, int64_t k1, const float *x, int64_t ldx, int64_t xsk,
                                       float *y, int64_t ldy, int load_c, __mmask16 mk0,
                                       __mmask16 mk1)
 {
@@ -174,8 +174,36 @@ static void numla_linear_avx512_tile_(int mr, int np, int bf16, const void *b, s
     }
 }
 
+size_t numla_linear_workspace_avx512(const numla_linear_weight *w, int64_t m, int num_threads)
+{
+    if (m <= MR)
+        return 0;
+    /* + 64: forward aligns the start itself, so callers need not. */
+    return (size_t)((m + MR - 1) / MR) * MR * (size_t)w->k * sizeof(float) + 64;
+}
+
+void numla_linear_avx512_pack_x(int64_t m, int64_t k, const float *x, int64_t ldx, float *xp, int ith,
+                                int nth)
+{
+    int64_t b0, b1;
+    numla_linear_split((m + MR - 1) / MR, ith, nth, &b0, &b1);
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+                                                             12, 13, 14, 15),
+                                           _mm512_set1_epi32(MR));
+    for (int64_t b = b0; b < b1; b++) {
+        float *dst = xp + (size_t)b * (size_t)k * MR;
+        for (int64_t i = b * MR; i < m && i < (b + 1) * MR; i++)
+            for (int64_t c = 0; c < k; c += 16) {
+                const __mmask16 mk = numla_linear_avx512_mask_(k - c);
+                const __m512 v = _mm512_maskz_loadu_ps(mk, x + i * ldx + c);
+                _mm512_mask_i32scatter_ps(dst + (size_t)c * MR + (size_t)(i - b * MR), mk, idx, v, 4);
+            }
+    }
+}
+
 void numla_linear_avx512_panels(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
-                                float *y, int64_t ldy, int accumulate, int64_t p0, int64_t p1)
+                                const float *xp, float *y, int64_t ldy, int accumulate, int64_t p0,
+                                int64_t p1)
 {
     const int bf16 = w->dtype == NUMLA_DTYPE_BF16;
     const size_t pe = numla_linear_panel_elems(w);
@@ -193,8 +221,13 @@ void numla_linear_avx512_panels(const numla_linear_weight *w, int64_t m, const f
             const void *b = (const char *)w->packed + (size_t)p * pe * es;
             for (int64_t i0 = 0; i0 < m; i0 += MR) {
                 const int mr = (int)(m - i0 < MR ? m - i0 : MR);
-                numla_linear_avx512_tile_(mr, np, bf16, b, pe, k0, k1, x + i0 * ldx, ldx,
-                                          y + i0 * ldy + n0, ldy, load_c, mk0, mk1);
+                if (xp)
+                    numla_linear_avx512_tile_(mr, np, bf16, b, pe, k0, k1,
+                                              xp + (size_t)(i0 / MR) * (size_t)w->k * MR, 1, MR,
+                                              y + i0 * ldy + n0, ldy, load_c, mk0, mk1);
+                else
+                    numla_linear_avx512_tile_(mr, np, bf16, b, pe, k0, k1, x + i0 * ldx, ldx, 1,
+                                              y + i0 * ldy + n0, ldy, load_c, mk0, mk1);
             }
         }
     }
@@ -205,12 +238,18 @@ void numla_linear_forward_avx512(const numla_linear_weight *w, int64_t m, const 
 {
     const int64_t panels = numla_linear_panels(w->n);
     const int64_t pairs = (panels + 1) / 2;
+    float *xp = m > MR ? (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63) : NULL;
 #pragma omp parallel
     {
+        const int ith = omp_get_thread_num(), nth = omp_get_num_threads();
+        if (xp) {
+            numla_linear_avx512_pack_x(m, w->k, x, ldx, xp, ith, nth);
+#pragma omp barrier
+        }
         int64_t lo, hi;
-        numla_linear_split(pairs, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        numla_linear_split(pairs, ith, nth, &lo, &hi);
         const int64_t p1 = 2 * hi < panels ? 2 * hi : panels;
         if (2 * lo < p1)
-            numla_linear_avx512_panels(w, m, x, ldx, y, ldy, accumulate, 2 * lo, p1);
+            numla_linear_avx512_panels(w, m, x, ldx, xp, y, ldy, accumulate, 2 * lo, p1);
     }
 }

@@ -2,10 +2,13 @@
  * here from the unpacked source weights, over odd shapes, strides, all source dtypes, and
  * accumulate on/off; plus argument validation.
  *
+ * The vdpbf16ps GEMM is also run directly (numla_linear_forward_dpbf16) for every shape, since
+ * the dispatcher may not pick it (NUMLA_LINEAR_USE_DPBF16).
+ *
  * Tolerances (u = 2^-24, mag = |y0| + sum_k |x_k w_k| per output):
- *   exact fp32 paths (ref, avx2, avx512, avx512bf16 for M <= GEMV_MAX_M or f32 weights):
+ *   exact fp32 paths (ref, avx2, avx512, avx512bf16 unless it runs vdpbf16ps):
  *       |y - y_ref| <= (K + 2) u mag — the worst-case bound of any fp32 summation order.
- *   avx512bf16 vdpbf16ps path (bf16 weights, M > GEMV_MAX_M): x is rounded to bf16 (relative
+ *   vdpbf16ps path: x is rounded to bf16 (relative
  *       error <= 2^-8), products are then exact and sums fp32:
  *       |y - y_ref| <= (2^-8 + (K + 2) u (1 + 2^-8)) mag.
  * Typical observed errors are far below these bounds (random signs cancel); a layout or
@@ -28,8 +31,10 @@ typedef struct {
 } shape3;
 
 /* Runs one case; returns the number of bad outputs (and reports the first). */
+/* dp: call the vdpbf16ps GEMM directly (avx512bf16, bf16 weights), whichever path the
+ * dispatcher would choose. */
 static int run_case(numla_isa isa, numla_dtype dt, int64_t m, int64_t n, int64_t k, int accumulate,
-                    uint64_t seed)
+                    uint64_t seed, int dp)
 {
     numla_test_rng rng = {seed};
     const int64_t lds = k + 3, ldx = k + 5, ldy = n + 7;
@@ -65,14 +70,19 @@ static int run_case(numla_isa isa, numla_dtype dt, int64_t m, int64_t n, int64_t
     numla_linear_weight w;
     CU_ASSERT_FATAL(numla_linear_pack(isa, n, k, src, dt, lds, packed, &w) == NUMLA_STATUS_OK);
     CU_ASSERT(w.dtype == (dt == NUMLA_DTYPE_BF16 ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32));
-    size_t ws = numla_linear_workspace_size(&w, m, 2);
+    size_t ws = dp ? numla_linear_workspace_dpbf16(&w, m) : numla_linear_workspace_size(&w, m, 2);
     /* Deliberately misaligned: the kernel aligns its workspace itself. */
     unsigned char *wsbuf = malloc(ws + 1);
-    numla_status st = numla_linear_forward(&w, m, x, ldx, y, ldy, accumulate, ws ? wsbuf + 1 : NULL, ws);
-    NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "forward failed: %s", numla_error_message());
+    if (dp) {
+        numla_linear_forward_dpbf16(&w, m, x, ldx, y, ldy, accumulate, wsbuf + 1);
+    } else {
+        numla_status st = numla_linear_forward(&w, m, x, ldx, y, ldy, accumulate,
+                                               ws ? wsbuf + 1 : NULL, ws);
+        NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "forward failed: %s", numla_error_message());
+    }
 
-    const int bf16_act = isa == NUMLA_ISA_AVX512BF16 && dt == NUMLA_DTYPE_BF16 &&
-                         m > NUMLA_LINEAR_GEMV_MAX_M;
+    const int bf16_act = dp || (NUMLA_LINEAR_USE_DPBF16 && isa == NUMLA_ISA_AVX512BF16 &&
+                                dt == NUMLA_DTYPE_BF16 && m > NUMLA_LINEAR_GEMV_MAX_M);
     const double u = ldexp(1.0, -24);
     const double rel = bf16_act ? ldexp(1.0, -8) + (double)(k + 2) * u * (1 + ldexp(1.0, -8))
                                 : (double)(k + 2) * u;
@@ -82,16 +92,16 @@ static int run_case(numla_isa isa, numla_dtype dt, int64_t m, int64_t n, int64_t
             float got = y[i * ldy + j];
             if (j >= n) {
                 if (got != SENTINEL && bad++ == 0)
-                    fprintf(stderr, "\n    %s %s M=%lld N=%lld K=%lld: y[%lld][%lld] past N written\n",
-                            numla_isa_name(isa), numla_dtype_name(dt), (long long)m, (long long)n,
+                    fprintf(stderr, "\n    %s%s %s M=%lld N=%lld K=%lld: y[%lld][%lld] past N written\n",
+                            numla_isa_name(isa), dp ? "(dp)" : "", numla_dtype_name(dt), (long long)m, (long long)n,
                             (long long)k, (long long)i, (long long)j);
                 continue;
             }
             double err = fabs((double)got - yref[i * n + j]), tol = rel * mag[i * n + j] + 1e-30;
             if (!(err <= tol) && bad++ == 0)
                 fprintf(stderr,
-                        "\n    %s %s M=%lld N=%lld K=%lld acc=%d: y[%lld][%lld]=%.9g ref %.9g err %.3g tol %.3g\n",
-                        numla_isa_name(isa), numla_dtype_name(dt), (long long)m, (long long)n,
+                        "\n    %s%s %s M=%lld N=%lld K=%lld acc=%d: y[%lld][%lld]=%.9g ref %.9g err %.3g tol %.3g\n",
+                        numla_isa_name(isa), dp ? "(dp)" : "", numla_dtype_name(dt), (long long)m, (long long)n,
                         (long long)k, accumulate, (long long)i, (long long)j, got, yref[i * n + j],
                         err, tol);
         }
@@ -115,9 +125,13 @@ static void run_shapes(const shape3 *s, int ns)
         for (int d = 0; d < 3; d++)
             for (int i = 0; i < ns; i++)
                 for (int acc = 0; acc < 2; acc++) {
-                    bad += run_case(isas[a], dts[d], s[i].m, s[i].n, s[i].k, acc,
-                                    0x1234u + (uint64_t)(i * 7 + acc + 100 * d));
+                    uint64_t seed = 0x1234u + (uint64_t)(i * 7 + acc + 100 * d);
+                    bad += run_case(isas[a], dts[d], s[i].m, s[i].n, s[i].k, acc, seed, 0);
                     cases++;
+                    if (isas[a] == NUMLA_ISA_AVX512BF16 && dts[d] == NUMLA_DTYPE_BF16) {
+                        bad += run_case(isas[a], dts[d], s[i].m, s[i].n, s[i].k, acc, seed, 1);
+                        cases++;
+                    }
                 }
     NUMLA_ASSERT_MSG(bad == 0, "%d bad outputs over %d cases", bad, cases);
 }
@@ -173,7 +187,7 @@ static void test_validation(void)
         CU_ASSERT_EQUAL(numla_linear_pack(NUMLA_ISA_AVX512BF16, 2, 4, src, NUMLA_DTYPE_BF16, 4,
                                           packed, &w), NUMLA_STATUS_OK);
         size_t ws = numla_linear_workspace_size(&w, 64, 2);
-        CU_ASSERT(ws >= 64 * 4 * 2);
+        CU_ASSERT(ws >= 64 * 4 * (NUMLA_LINEAR_USE_DPBF16 ? 2 : 4));
         CU_ASSERT_EQUAL(numla_linear_forward(&w, 64, xl, 4, yl, 2, 0, NULL, 0),
                         NUMLA_STATUS_INVALID_ARG);
         CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "workspace"));

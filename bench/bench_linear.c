@@ -1,0 +1,515 @@
+/* bench/bench_linear.c — `numla bench linear [--json] [--threads T] [--class C] [--reps R]`:
+ * the linear kernels against OpenBLAS (sgemv/sgemm on W widened to fp32; sbgemm when the
+ * installed OpenBLAS exports it) and oneDNN (sgemm; bf16 matmul with its own weight layout) when
+ * those were found at configure time, per shape class:
+ *   gemv    M = 1    — GB/s of weights streamed and the fraction of read bandwidth;
+ *   skinny  M = 8,32 — both figures;
+ *   prefill M = 512  — GFLOP/s and the fraction of the vdpbf16ps peak.
+ * Read bandwidth and peak are measured in the same run on the same threads. GEMV/skinny weights
+ * rotate over enough copies (>= 4x the LLC, at most 2 GiB) that every call reads them from memory. Prints
+ * ratios; never asserts on time. */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "common/dtype.h"
+#include "engine/cli.h"
+#include "kernels/linear.h"
+#include "kernels/linear_internal.h" /* GEMV switch, and the vdpbf16ps GEMM called directly */
+
+#ifdef NUMLA_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+#ifdef NUMLA_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+double numla_bench_linear_peak_bf16_gflops(int threads, int reps);
+double numla_bench_linear_peak_fma_gflops(int threads, int reps);
+
+/* Weight (and bandwidth-test) buffers: 2 MiB aligned and huge-page backed where the kernel allows (as the engine's
+ * weight memory is, DESIGN.md §3), so no contender pays 4 KiB TLB misses the engine would not. */
+static void *numla_bench_linear_alloc_(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    bytes = (bytes + huge - 1) & ~(huge - 1);
+    void *p = aligned_alloc(huge, bytes);
+    if (p)
+        madvise(p, bytes, MADV_HUGEPAGE);
+    return p;
+}
+
+/* Read bandwidth, GB/s, of an array of `bytes` (first-touched by the threads that read it).
+ * The machine is shared, so besides the whole-array sum (*whole, best of reps) it times short
+ * windows — all threads summing their parts of one 8 MiB slice (the size of a 2048x2048 bf16
+ * GEMV), slices walking the array so the
+ * data comes from memory — and returns the best window, the same "best undisturbed call"
+ * convention the kernels are timed with. To be unified with numla_bench_read_gbps
+ * (bench/bench.h) at merge. */
+static double numla_bench_linear_read_gbps_(int threads, size_t bytes, int reps, double *whole)
+{
+    const size_t n = bytes / sizeof(uint64_t), slice = ((size_t)8 << 20) / sizeof(uint64_t);
+    uint64_t *a = numla_bench_linear_alloc_(n * sizeof *a);
+    *whole = 0.0;
+    if (!a)
+        return 0.0;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (size_t i = 0; i < n; i++)
+        a[i] = i;
+    double best = 0.0;
+    volatile uint64_t sink = 0;
+    for (int r = 0; r < reps; r++) {
+        uint64_t tot = 0;
+        double t0 = numla_bench_now();
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : tot)
+        for (size_t i = 0; i < n; i++)
+            tot += a[i];
+        double t = numla_bench_now() - t0;
+        sink = tot;
+        if ((double)bytes / t * 1e-9 > *whole)
+            *whole = (double)bytes / t * 1e-9;
+        for (size_t s0 = 0; s0 + slice <= n; s0 += slice) {
+            tot = 0;
+            t0 = numla_bench_now();
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : tot)
+            for (size_t i = s0; i < s0 + slice; i++)
+                tot += a[i];
+            t = numla_bench_now() - t0;
+            sink = tot;
+            if ((double)(slice * sizeof *a) / t * 1e-9 > best)
+                best = (double)(slice * sizeof *a) / t * 1e-9;
+        }
+    }
+    (void)sink;
+    free(a);
+    return best;
+}
+
+typedef struct numla_bench_linear_shape {
+    const char *cls;
+    int64_t m, n, k;
+} numla_bench_linear_shape;
+
+static const numla_bench_linear_shape numla_bench_linear_shapes_[] = {
+    {"gemv", 1, 2048, 2048},      {"gemv", 1, 10944, 2048},     {"gemv", 1, 2048, 10944},
+    {"gemv", 1, 102400, 2048},    {"skinny", 8, 2048, 2048},    {"skinny", 8, 10944, 2048},
+    {"skinny", 8, 2048, 10944},   {"skinny", 8, 102400, 2048},  {"skinny", 32, 2048, 2048},
+    {"skinny", 32, 10944, 2048},  {"skinny", 32, 2048, 10944},  {"skinny", 32, 102400, 2048},
+    {"prefill", 512, 2048, 2048}, {"prefill", 512, 10944, 2048}, {"prefill", 512, 2048, 10944},
+    {"prefill", 512, 1408, 2048}, {"prefill", 512, 102400, 2048},
+};
+
+/* One timed contender: per-call seconds, best and median over the calls made (the machine is
+ * shared: the best call is the one that ran undisturbed; the median shows the noise). */
+typedef struct numla_bench_linear_result {
+    const char *name;
+    double sec;    /* best */
+    double median;
+    double weight_bytes; /* bytes of W one call streams in that library's format */
+} numla_bench_linear_result;
+
+/* Calls fn(ctx, copy) round-robin over `copies`, `calls` times after one warm rotation. */
+typedef int (*numla_bench_linear_fn)(void *ctx, int copy);
+
+static double numla_bench_linear_time_(numla_bench_linear_fn fn, void *ctx, int copies, int calls,
+                                       double *median)
+{
+    *median = -1.0;
+    for (int c = 0; c < copies && c < 4; c++)
+        if (fn(ctx, c) != 0)
+            return -1.0;
+    double *t = malloc((size_t)calls * sizeof *t);
+    for (int i = 0; i < calls; i++) {
+        double t0 = numla_bench_now();
+        fn(ctx, i % copies);
+        t[i] = numla_bench_now() - t0;
+    }
+    *median = numla_bench_median(t, calls);
+    double best = numla_bench_percentile(t, calls, 0.0);
+    free(t);
+    usleep(20000); /* let the spinning worker threads of one library go idle before the next */
+    return best;
+}
+
+typedef struct numla_bench_linear_ctx {
+    int64_t m, n, k;
+    int copies;
+    float *x;             /* (m, k) */
+    float *y;             /* (m, n) */
+    numla_linear_weight *w; /* (copies) */
+    void *ws;
+    size_t ws_bytes;
+    int dp;               /* call the vdpbf16ps GEMM directly */
+    float **wf;           /* (copies) of (n, k) fp32 */
+    uint16_t *xb;         /* (m, k) bf16 for sbgemm / dnnl bf16 */
+    uint16_t **wb;        /* (copies) of (n, k) bf16 */
+#ifdef NUMLA_HAVE_DNNL
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    dnnl_primitive_t mm;
+    dnnl_memory_t msrc, mdst, *mwei;
+#endif
+} numla_bench_linear_ctx;
+
+static int numla_bench_linear_ours_(void *p, int c)
+{
+    numla_bench_linear_ctx *cx = p;
+    if (cx->dp) {
+        numla_linear_forward_dpbf16(&cx->w[c], cx->m, cx->x, cx->k, cx->y, cx->n, 0, cx->ws);
+        return 0;
+    }
+    return numla_linear_forward(&cx->w[c], cx->m, cx->x, cx->k, cx->y, cx->n, 0, cx->ws,
+                                cx->ws_bytes) != NUMLA_STATUS_OK;
+}
+
+#ifdef NUMLA_HAVE_OPENBLAS
+static int numla_bench_linear_sgemm_(void *p, int c)
+{
+    numla_bench_linear_ctx *cx = p;
+    if (cx->m == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)cx->n, (blasint)cx->k, 1.0f, cx->wf[c],
+                    (blasint)cx->k, cx->x, 1, 0.0f, cx->y, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)cx->m, (blasint)cx->n,
+                    (blasint)cx->k, 1.0f, cx->x, (blasint)cx->k, cx->wf[c], (blasint)cx->k, 0.0f,
+                    cx->y, (blasint)cx->n);
+    return 0;
+}
+#ifdef NUMLA_HAVE_OPENBLAS_SBGEMM
+static int numla_bench_linear_sbgemm_(void *p, int c)
+{
+    numla_bench_linear_ctx *cx = p;
+    cblas_sbgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)cx->m, (blasint)cx->n,
+                 (blasint)cx->k, 1.0f, cx->xb, (blasint)cx->k, cx->wb[c], (blasint)cx->k, 0.0f,
+                 cx->y, (blasint)cx->n);
+    return 0;
+}
+#endif
+#endif
+
+#ifdef NUMLA_HAVE_DNNL
+static int numla_bench_linear_dnnl_sgemm_(void *p, int c)
+{
+    numla_bench_linear_ctx *cx = p;
+    return dnnl_sgemm('N', 'T', cx->m, cx->n, cx->k, 1.0f, cx->x, cx->k, cx->wf[c], cx->k, 0.0f,
+                      cx->y, cx->n) != dnnl_success;
+}
+
+static int numla_bench_linear_dnnl_bf16_(void *p, int c)
+{
+    numla_bench_linear_ctx *cx = p;
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, cx->msrc}, {DNNL_ARG_WEIGHTS, cx->mwei[c]},
+                               {DNNL_ARG_DST, cx->mdst}};
+    if (dnnl_primitive_execute(cx->mm, cx->stream, 3, args) != dnnl_success)
+        return 1;
+    return dnnl_stream_wait(cx->stream) != dnnl_success;
+}
+
+/* A bf16 x bf16 -> f32 matmul whose weights oneDNN lays out itself (format any, reordered once
+ * from W (N, K) row-major, as our pack does). Returns 0 on success. */
+static int numla_bench_linear_dnnl_setup_(numla_bench_linear_ctx *cx)
+{
+    if (dnnl_engine_create(&cx->eng, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&cx->stream, cx->eng, dnnl_stream_default_flags) != dnnl_success)
+        return 1;
+    dnnl_memory_desc_t src_md, wei_md, wei_any, dst_md;
+    dnnl_dims_t sd = {cx->m, cx->k}, ss = {cx->k, 1};
+    dnnl_dims_t wd = {cx->k, cx->n}, ws = {1, cx->k};
+    dnnl_dims_t dd = {cx->m, cx->n}, ds = {cx->n, 1};
+    dnnl_memory_desc_init_by_strides(&src_md, 2, sd, dnnl_bf16, ss);
+    dnnl_memory_desc_init_by_strides(&wei_md, 2, wd, dnnl_bf16, ws);
+    dnnl_memory_desc_init_by_tag(&wei_any, 2, wd, dnnl_bf16, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_strides(&dst_md, 2, dd, dnnl_f32, ds);
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd, rpd;
+    if (dnnl_matmul_desc_init(&md, &src_md, &wei_any, NULL, &dst_md) != dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &md, NULL, cx->eng, NULL) != dnnl_success)
+        return 1;
+    const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    if (dnnl_primitive_create(&cx->mm, pd) != dnnl_success)
+        return 1;
+    dnnl_memory_create(&cx->msrc, &src_md, cx->eng, cx->xb);
+    dnnl_memory_create(&cx->mdst, &dst_md, cx->eng, cx->y);
+    cx->mwei = calloc((size_t)cx->copies, sizeof *cx->mwei);
+    if (dnnl_reorder_primitive_desc_create(&rpd, &wei_md, cx->eng, wq, cx->eng, NULL) != dnnl_success)
+        return 1;
+    dnnl_primitive_t reorder;
+    dnnl_primitive_create(&reorder, rpd);
+    for (int c = 0; c < cx->copies; c++) {
+        dnnl_memory_t plain;
+        dnnl_memory_create(&plain, &wei_md, cx->eng, cx->wb[c]);
+        dnnl_memory_create(&cx->mwei[c], wq, cx->eng, DNNL_MEMORY_ALLOCATE);
+        dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, cx->mwei[c]}};
+        dnnl_primitive_execute(reorder, cx->stream, 2, a);
+        dnnl_stream_wait(cx->stream);
+        dnnl_memory_destroy(plain);
+    }
+    dnnl_primitive_destroy(reorder);
+    dnnl_primitive_desc_destroy(rpd);
+    dnnl_primitive_desc_destroy(pd);
+    return 0;
+}
+
+static void numla_bench_linear_dnnl_free_(numla_bench_linear_ctx *cx)
+{
+    if (cx->mwei)
+        for (int c = 0; c < cx->copies; c++)
+            dnnl_memory_destroy(cx->mwei[c]);
+    free(cx->mwei);
+    cx->mwei = NULL;
+    if (cx->msrc)
+        dnnl_memory_destroy(cx->msrc);
+    if (cx->mdst)
+        dnnl_memory_destroy(cx->mdst);
+    if (cx->mm)
+        dnnl_primitive_destroy(cx->mm);
+    if (cx->stream)
+        dnnl_stream_destroy(cx->stream);
+    if (cx->eng)
+        dnnl_engine_destroy(cx->eng);
+    cx->msrc = cx->mdst = NULL;
+    cx->mm = NULL;
+    cx->stream = NULL;
+    cx->eng = NULL;
+}
+#endif
+
+/* Benchmarks one shape; fills up to 8 results; returns the count. */
+static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_isa isa, size_t pool,
+                                     int reps, numla_bench_linear_result *res)
+{
+    numla_bench_linear_ctx cx = {.m = s->m, .n = s->n, .k = s->k};
+    const size_t wb16 = (size_t)s->n * (size_t)s->k * 2;
+    const int streaming = s->m <= 32;
+    cx.copies = streaming ? (int)((pool + wb16 - 1) / wb16) : 1;
+    if (cx.copies < 1)
+        cx.copies = 1;
+    const int calls = streaming ? (cx.copies * 2 > 3 * reps ? cx.copies * 2 : 3 * reps) : reps;
+    int nr = 0;
+
+    cx.x = malloc((size_t)s->m * (size_t)s->k * sizeof(float));
+    cx.y = malloc((size_t)s->m * (size_t)s->n * sizeof(float));
+    cx.xb = malloc((size_t)s->m * (size_t)s->k * 2);
+    uint16_t *src = malloc(wb16);
+    if (!cx.x || !cx.y || !cx.xb || !src)
+        return 0;
+    uint64_t st = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < (size_t)s->n * (size_t)s->k; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        src[i] = numla_f32_to_bf16(((float)(st >> 40) / 16777216.0f - 0.5f) * 0.1f);
+    }
+    for (size_t i = 0; i < (size_t)s->m * (size_t)s->k; i++) {
+        cx.x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+        cx.xb[i] = numla_f32_to_bf16(cx.x[i]);
+    }
+
+    /* ours (what the dispatcher picks); on avx512bf16 with M past the GEMV switch also the
+     * vdpbf16ps GEMM called directly, so both prefill kernels are compared in the same run. */
+    const int nours = isa == NUMLA_ISA_AVX512BF16 && s->m > NUMLA_LINEAR_GEMV_MAX_M ? 2 : 1;
+    for (int o = 0; o < nours; o++) {
+        cx.dp = o == 1;
+        size_t pbytes = numla_linear_packed_size(isa, s->n, s->k, NUMLA_DTYPE_BF16);
+        cx.w = calloc((size_t)cx.copies, sizeof *cx.w);
+        void **packed = calloc((size_t)cx.copies, sizeof *packed);
+        int ok = 1;
+        for (int c = 0; c < cx.copies && ok; c++) {
+            packed[c] = numla_bench_linear_alloc_(pbytes);
+            ok = packed[c] && numla_linear_pack(isa, s->n, s->k, src, NUMLA_DTYPE_BF16, s->k,
+                                                packed[c], &cx.w[c]) == NUMLA_STATUS_OK;
+        }
+        if (ok) {
+            cx.ws_bytes = cx.dp ? numla_linear_workspace_dpbf16(&cx.w[0], s->m)
+                                : numla_linear_workspace_size(&cx.w[0], s->m, omp_get_max_threads());
+            cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
+            res[nr].name = o == 0 ? "numla" : "numla_dpbf16";
+            res[nr].weight_bytes = (double)pbytes;
+            res[nr].sec = numla_bench_linear_time_(numla_bench_linear_ours_, &cx, cx.copies, calls,
+                                                   &res[nr].median);
+            nr++;
+            free(cx.ws);
+        }
+        for (int c = 0; c < cx.copies; c++)
+            free(packed[c]);
+        free(packed);
+        free(cx.w);
+    }
+
+#if defined(NUMLA_HAVE_OPENBLAS) || defined(NUMLA_HAVE_DNNL)
+    /* fp32 copies of W for the sgemm baselines: the same pool size in bytes, so they too read
+     * from memory (each call streams twice the bytes of bf16). */
+    const size_t wb32 = 2 * wb16;
+    const int copies16 = cx.copies;
+    cx.copies = streaming ? (int)((pool + wb32 - 1) / wb32) : 1;
+    if (cx.copies < 1)
+        cx.copies = 1;
+    cx.wf = calloc((size_t)cx.copies, sizeof *cx.wf);
+    int ok = 1;
+    for (int c = 0; c < cx.copies && ok; c++) {
+        cx.wf[c] = numla_bench_linear_alloc_(wb32);
+        ok = cx.wf[c] != NULL;
+        if (ok) {
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < (size_t)s->n * (size_t)s->k; i++)
+                cx.wf[c][i] = numla_bf16_to_f32(src[i]);
+        }
+    }
+    const int calls32 = streaming ? (cx.copies * 2 > 3 * reps ? cx.copies * 2 : 3 * reps) : reps;
+    if (ok) {
+#ifdef NUMLA_HAVE_OPENBLAS
+        res[nr].name = s->m == 1 ? "openblas_sgemv" : "openblas_sgemm";
+        res[nr].weight_bytes = (double)wb32;
+        res[nr].sec = numla_bench_linear_time_(numla_bench_linear_sgemm_, &cx, cx.copies, calls32, &res[nr].median);
+        nr++;
+#endif
+#ifdef NUMLA_HAVE_DNNL
+        res[nr].name = "onednn_sgemm";
+        res[nr].weight_bytes = (double)wb32;
+        res[nr].sec = numla_bench_linear_time_(numla_bench_linear_dnnl_sgemm_, &cx, cx.copies, calls32, &res[nr].median);
+        nr++;
+#endif
+    }
+    for (int c = 0; c < cx.copies; c++)
+        free(cx.wf[c]);
+    free(cx.wf);
+    cx.wf = NULL;
+
+    /* bf16 copies of W for the bf16 baselines. */
+    cx.copies = copies16;
+    cx.wb = calloc((size_t)cx.copies, sizeof *cx.wb);
+    ok = 1;
+    for (int c = 0; c < cx.copies && ok; c++) {
+        cx.wb[c] = numla_bench_linear_alloc_(wb16);
+        ok = cx.wb[c] != NULL;
+        if (ok)
+            memcpy(cx.wb[c], src, wb16);
+    }
+    if (ok) {
+#ifdef NUMLA_HAVE_OPENBLAS_SBGEMM
+        res[nr].name = "openblas_sbgemm";
+        res[nr].weight_bytes = (double)wb16;
+        res[nr].sec = numla_bench_linear_time_(numla_bench_linear_sbgemm_, &cx, cx.copies, calls, &res[nr].median);
+        nr++;
+#endif
+#ifdef NUMLA_HAVE_DNNL
+        if (numla_bench_linear_dnnl_setup_(&cx) == 0) {
+            for (int c = 0; c < cx.copies; c++) { /* oneDNN holds its own copies now */
+                free(cx.wb[c]);
+                cx.wb[c] = NULL;
+            }
+            res[nr].name = "onednn_bf16";
+        res[nr].weight_bytes = (double)wb16;
+        res[nr].sec = numla_bench_linear_time_(numla_bench_linear_dnnl_bf16_, &cx, cx.copies, calls, &res[nr].median);
+        nr++;
+        }
+        numla_bench_linear_dnnl_free_(&cx);
+#endif
+    }
+    for (int c = 0; c < cx.copies; c++)
+        free(cx.wb[c]);
+    free(cx.wb);
+#endif
+    free(src);
+    free(cx.x);
+    free(cx.y);
+    free(cx.xb);
+    return nr;
+}
+
+static int numla_bench_linear_main_(int argc, char **argv)
+{
+    int json = 0, threads = omp_get_max_threads(), reps = 5;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--class") && i + 1 < argc)
+            only = argv[++i];
+        else {
+            fprintf(stderr, "usage: numla bench linear [--json] [--threads T] [--reps R] "
+                            "[--class gemv|skinny|prefill]\n");
+            return 2;
+        }
+    }
+    if (threads < 1 || reps < 1) {
+        fprintf(stderr, "bench linear: --threads and --reps must be >= 1\n");
+        return 2;
+    }
+    omp_set_num_threads(threads);
+#ifdef NUMLA_HAVE_OPENBLAS
+    openblas_set_num_threads(threads);
+#endif
+    numla_isa isa;
+    if (numla_isa_select(&isa) != NUMLA_STATUS_OK) {
+        fprintf(stderr, "bench linear: %s\n", numla_error_message());
+        return 1;
+    }
+    const size_t llc = numla_bench_llc_bytes();
+    size_t pool = 4 * llc;
+    if (pool < ((size_t)256 << 20))
+        pool = (size_t)256 << 20;
+    if (pool > ((size_t)2 << 30))
+        pool = (size_t)2 << 30;
+    double bw_whole;
+    const double bw = numla_bench_linear_read_gbps_(threads, (size_t)2 << 30, 6, &bw_whole);
+    const double peak = numla_isa_supported(NUMLA_ISA_AVX512BF16)
+                            ? numla_bench_linear_peak_bf16_gflops(threads, 200)
+                            : 0.0;
+    const double peak_fma = numla_isa_supported(NUMLA_ISA_AVX512BF16)
+                                ? numla_bench_linear_peak_fma_gflops(threads, 200)
+                                : 0.0;
+    if (json)
+        printf("{\"bench\":\"linear\",\"isa\":\"%s\",\"threads\":%d,\"read_gbps\":%.2f,"
+               "\"read_gbps_whole\":%.2f,\"bf16_peak_gflops\":%.1f,\"fp32_fma_peak_gflops\":%.1f,\"llc_bytes\":%zu,"
+               "\"pool_bytes\":%zu}\n",
+               numla_isa_name(isa), threads, bw, bw_whole, peak, peak_fma, llc, pool);
+    else
+        printf("bench linear: isa %s, %d threads, read BW %.2f GB/s (best 8 MiB window of a 2 GiB "
+               "array; whole-array sum %.2f), vdpbf16ps peak %.1f GFLOP/s (fp32 FMA %.1f), weights "
+               "rotated over "
+               ">= %zu MiB\n"
+               "%-8s %5s %7s %6s  %-16s %10s %10s %8s %7s %9s %7s %8s\n",
+               numla_isa_name(isa), threads, bw, bw_whole, peak, peak_fma, pool >> 20, "class", "M", "N", "K",
+               "kernel", "best_us", "median_us", "GB/s", "frac_bw", "GFLOP/s", "frac_pk", "vs_numla");
+
+    for (size_t i = 0; i < sizeof numla_bench_linear_shapes_ / sizeof numla_bench_linear_shapes_[0]; i++) {
+        const numla_bench_linear_shape *s = &numla_bench_linear_shapes_[i];
+        if (only && strcmp(only, s->cls))
+            continue;
+        numla_bench_linear_result res[8];
+        int nr = numla_bench_linear_shape_(s, isa, pool, reps, res);
+        const double flops = 2.0 * (double)s->m * (double)s->n * (double)s->k;
+        for (int r = 0; r < nr; r++) {
+            const double sec = res[r].sec;
+            const double gbps = sec > 0 ? res[r].weight_bytes / sec * 1e-9 : 0.0;
+            const double gflops = sec > 0 ? flops / sec * 1e-9 : 0.0;
+            const double vs = sec > 0 && res[0].sec > 0 ? res[0].sec / sec : 0.0;
+            if (json)
+                printf("{\"class\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"kernel\":\"%s\","
+                       "\"time_us\":%.2f,\"median_us\":%.2f,\"weight_gbps\":%.2f,\"frac_read_bw\":%.3f,"
+                       "\"gflops\":%.1f,\"frac_peak\":%.3f,\"speed_vs_numla\":%.3f}\n",
+                       s->cls, (long long)s->m, (long long)s->n, (long long)s->k, res[r].name,
+                       sec * 1e6, res[r].median * 1e6, gbps, bw > 0 ? gbps / bw : 0.0, gflops,
+                       peak > 0 ? gflops / peak : 0.0, vs);
+            else
+                printf("%-8s %5lld %7lld %6lld  %-16s %10.1f %10.1f %8.2f %7.3f %9.1f %7.3f %8.3f\n",
+                       s->cls, (long long)s->m, (long long)s->n, (long long)s->k, res[r].name,
+                       sec * 1e6, res[r].median * 1e6, gbps, bw > 0 ? gbps / bw : 0.0, gflops,
+                       peak > 0 ? gflops / peak : 0.0, vs);
+        }
+        fflush(stdout);
+    }
+    return 0;
+}
+
+NUMLA_CLI_COMMAND("bench linear", numla_bench_linear_main_,
+                  "linear kernels vs OpenBLAS/oneDNN: GEMV GB/s vs read BW, GEMM GFLOP/s vs bf16 peak")

@@ -1,0 +1,557 @@
+/* engine/model.c — forward pass of one batched step (see model.h; math: DESIGN.md §5).
+ * Reads top to bottom like the paper: embed → layers (attention, MLP/MoE) → norm → lm_head. */
+#include "engine/model.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kv_write.h"
+#include "kernels/linear.h"
+#include "kernels/mla_attn.h"
+
+/* q_a_layernorm and kv_a_layernorm use eps 1e-6 whatever rms_norm_eps says: both DeepSeek's
+ * modeling code and transformers build them with the RMSNorm default (tests/golden/README.md). */
+#define NUMLA_LATENT_NORM_EPS 1e-6
+
+/* Below this many bytes of weights a step is a few hundred microseconds of work split over
+ * ~100 kernel calls per token; waking an OpenMP team for each costs more than it saves (on a
+ * loaded 2-core machine, ~1 ms per region: 800x slower measured on the tiny preset), so small
+ * models run on the calling thread. */
+#define NUMLA_MODEL_SMALL_WEIGHT_BYTES ((size_t)32 << 20)
+
+/* ---- building blocks ---- */
+
+void numla_rmsnorm(float *y, const float *x, const float *w, int64_t n, double eps)
+{
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)x[i] * (double)x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (int64_t i = 0; i < n; i++)
+        y[i] = w[i] * (x[i] * r);
+}
+
+void numla_rope_cos_sin(const numla_model_config *c, int32_t pos, float *cos_sin)
+{
+    int64_t half = c->qk_rope_head_dim / 2;
+    float af = (float)c->rope_attention_factor;
+    for (int64_t i = 0; i < half; i++) {
+        /* fp32 angle like the reference (positions × fp32 inv_freq). */
+        float ang = (float)pos * (float)c->rope_inv_freq[i];
+        cos_sin[i] = (float)cos((double)ang) * af;
+        cos_sin[half + i] = (float)sin((double)ang) * af;
+    }
+}
+
+void numla_rope_apply(float *out, const float *x, const float *cos_sin, int64_t dr)
+{
+    int64_t half = dr / 2;
+    for (int64_t i = 0; i < half; i++) {
+        float a = x[2 * i], b = x[2 * i + 1], cs = cos_sin[i], sn = cos_sin[half + i];
+        out[i] = a * cs - b * sn;
+        out[half + i] = b * cs + a * sn;
+    }
+}
+
+/* Index of the largest of v[0..n) not yet taken (ties: lowest index). */
+static int64_t argmax_free(const float *v, const unsigned char *taken, int64_t n)
+{
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (!taken[i] && (best < 0 || v[i] > v[best]))
+            best = i;
+    return best;
+}
+
+void numla_moe_route(const numla_model_config *c, const float *logits, const float *bias,
+                     int32_t *idx, float *wts, float *scratch)
+{
+    const int64_t E = c->n_routed_experts, k = c->num_experts_per_tok;
+    float *s = scratch, *choice = scratch + E;
+    if (c->scoring_func == NUMLA_SCORING_FUNC_SOFTMAX) {
+        float mx = logits[0];
+        for (int64_t e = 1; e < E; e++)
+            mx = logits[e] > mx ? logits[e] : mx;
+        double sum = 0;
+        for (int64_t e = 0; e < E; e++) {
+            s[e] = expf(logits[e] - mx);
+            sum += s[e];
+        }
+        for (int64_t e = 0; e < E; e++)
+            s[e] = (float)(s[e] / sum);
+    } else {
+        for (int64_t e = 0; e < E; e++)
+            s[e] = 1.0f / (1.0f + expf(-logits[e]));
+    }
+    for (int64_t e = 0; e < E; e++)
+        choice[e] = s[e] + (c->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC && bias ? bias[e] : 0.0f);
+
+    unsigned char taken[1024];
+    unsigned char *tk = E <= 1024 ? taken : calloc((size_t)E, 1);
+    if (!tk) { /* cannot happen for real configs (E <= 1024); degrade to greedy without groups */
+        tk = taken;
+    }
+    if (c->topk_method != NUMLA_TOPK_METHOD_GREEDY && c->n_group > 1) {
+        const int64_t G = c->n_group, per = E / G;
+        float gscore[256];
+        for (int64_t g = 0; g < G && g < 256; g++) {
+            const float *v = choice + g * per;
+            if (c->topk_method == NUMLA_TOPK_METHOD_GROUP_LIMITED_GREEDY) {
+                float mx = v[0];
+                for (int64_t j = 1; j < per; j++)
+                    mx = v[j] > mx ? v[j] : mx;
+                gscore[g] = mx;
+            } else { /* noaux_tc: sum of the top 2 biased scores */
+                float a = -INFINITY, b = -INFINITY;
+                for (int64_t j = 0; j < per; j++) {
+                    if (v[j] > a) {
+                        b = a;
+                        a = v[j];
+                    } else if (v[j] > b) {
+                        b = v[j];
+                    }
+                }
+                gscore[g] = a + b;
+            }
+        }
+        unsigned char gtaken[256] = {0};
+        for (int64_t r = 0; r < c->topk_group; r++) {
+            int64_t g = argmax_free(gscore, gtaken, G);
+            gtaken[g] = 1;
+        }
+        /* Dropped groups: V3 (DeepSeek's inference code, transformers' DeepseekV3) masks with
+         * -inf, so only kept groups can be picked even when biased scores are negative; V2's
+         * group_limited_greedy masks with 0.0, which is the same for softmax scores > 0. */
+        const float masked = c->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC ? -INFINITY : 0.0f;
+        for (int64_t g = 0; g < G; g++)
+            if (!gtaken[g])
+                for (int64_t j = 0; j < per; j++)
+                    choice[g * per + j] = masked;
+    }
+    memset(tk, 0, (size_t)E);
+    for (int64_t j = 0; j < k; j++) {
+        int64_t e = argmax_free(choice, tk, E);
+        tk[e] = 1;
+        idx[j] = (int32_t)e;
+        /* weights: unbiased scores (V3); for V2 the (masked) choice equals s */
+        wts[j] = c->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC ? s[e] : choice[e];
+    }
+    if (tk != taken)
+        free(tk);
+    /* V2 (DeepSeek's modeling code): normalise only when k > 1, and then do not scale.
+     * V3: normalise whenever norm_topk_prob (k = 1 gives weight 1), then scale. */
+    int norm = c->moe_weight_rule == NUMLA_MOE_WEIGHT_RULE_NORM_THEN_SCALE
+                   ? c->norm_topk_prob
+                   : c->norm_topk_prob && k > 1;
+    if (norm) {
+        float sum = 0;
+        for (int64_t j = 0; j < k; j++)
+            sum += wts[j];
+        sum += 1e-20f;
+        for (int64_t j = 0; j < k; j++)
+            wts[j] /= sum;
+    }
+    if (!norm || c->moe_weight_rule == NUMLA_MOE_WEIGHT_RULE_NORM_THEN_SCALE)
+        for (int64_t j = 0; j < k; j++)
+            wts[j] *= (float)c->routed_scaling_factor;
+}
+
+/* ---- model object ---- */
+
+void numla_model_destroy(numla_model **pm)
+{
+    if (!pm || !*pm)
+        return;
+    numla_model *m = *pm;
+    float **fs[] = {&m->h, &m->x, &m->qa, &m->q, &m->kva, &m->ckv, &m->kpe, &m->qabs, &m->ctx,
+                    &m->o, &m->g, &m->u, &m->moe_out, &m->ex_x, &m->ex_y, &m->router, &m->topk_w,
+                    &m->cos_sin, &m->xl};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
+        free(*fs[i]);
+    free(m->topk_idx);
+    free(m->ex_count);
+    free(m->ex_cursor);
+    free(m->route_scratch);
+    free(m->ex_list);
+    free(m->lin_ws);
+    free(m->attn_ws);
+    free(m);
+    *pm = NULL;
+}
+
+numla_status numla_model_create(const numla_model_weights *w, numla_isa isa, int num_threads,
+                                numla_model **out)
+{
+    *out = NULL;
+    numla_model *m = calloc(1, sizeof *m);
+    if (!m)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory");
+    m->w = w;
+    m->cfg = w->cfg;
+    m->isa = isa;
+    m->num_threads = num_threads > 0 ? num_threads : 1;
+    m->single_thread_below_bytes = NUMLA_MODEL_SMALL_WEIGHT_BYTES;
+    m->ex_count = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_count);
+    m->ex_cursor = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_cursor);
+    if (!m->ex_count || !m->ex_cursor) {
+        numla_model_destroy(&m);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory");
+    }
+    *out = m;
+    return NUMLA_STATUS_OK;
+}
+
+static int grow(void **p, size_t bytes)
+{
+    void *n = realloc(*p, bytes ? bytes : 1);
+    if (!n)
+        return 0;
+    *p = n;
+    return 1;
+}
+
+static numla_status ensure_capacity(numla_model *m, int64_t T, int64_t R)
+{
+    const numla_model_config *c = &m->cfg;
+    const numla_shard *sh = &m->w->shard;
+    if (T <= m->cap_tokens && R <= T)
+        return NUMLA_STATUS_OK;
+    int64_t cap = T > R ? T : R;
+    if (cap < 2 * m->cap_tokens)
+        cap = 2 * m->cap_tokens;
+    const size_t n = (size_t)cap, hid = (size_t)c->hidden_size, Hr = (size_t)sh->head_count;
+    const size_t dc = (size_t)c->kv_lora_rank, dr = (size_t)c->qk_rope_head_dim;
+    size_t inter = (size_t)sh->inter_count;
+    if ((size_t)sh->shared_count > inter)
+        inter = (size_t)sh->shared_count;
+    if ((size_t)c->moe_intermediate_size > inter)
+        inter = (size_t)c->moe_intermediate_size;
+    const size_t E = (size_t)c->n_routed_experts, k = (size_t)c->num_experts_per_tok;
+    int ok = 1;
+    ok &= grow((void **)&m->h, n * hid * 4);
+    ok &= grow((void **)&m->x, n * hid * 4);
+    ok &= grow((void **)&m->qa, n * (size_t)c->q_lora_rank * 4);
+    ok &= grow((void **)&m->q, n * Hr * (size_t)c->q_head_dim * 4);
+    ok &= grow((void **)&m->kva, n * (dc + dr) * 4);
+    ok &= grow((void **)&m->ckv, n * dc * 4);
+    ok &= grow((void **)&m->kpe, n * dr * 4);
+    ok &= grow((void **)&m->qabs, n * Hr * (dc + dr) * 4);
+    ok &= grow((void **)&m->ctx, n * Hr * dc * 4);
+    ok &= grow((void **)&m->o, n * Hr * (size_t)c->v_head_dim * 4);
+    ok &= grow((void **)&m->g, n * inter * 4);
+    ok &= grow((void **)&m->u, n * inter * 4);
+    ok &= grow((void **)&m->moe_out, n * hid * 4);
+    ok &= grow((void **)&m->ex_x, n * hid * 4);
+    ok &= grow((void **)&m->ex_y, n * hid * 4);
+    ok &= grow((void **)&m->router, n * (E + 1) * 4);
+    ok &= grow((void **)&m->topk_idx, n * (k + 1) * 4);
+    ok &= grow((void **)&m->topk_w, n * (k + 1) * 4);
+    ok &= grow((void **)&m->ex_list, n * (k + 1) * 4);
+    ok &= grow((void **)&m->route_scratch, n * (2 * E + 1) * 4);
+    ok &= grow((void **)&m->cos_sin, n * dr * 4);
+    ok &= grow((void **)&m->xl, n * hid * 4);
+    if (!ok)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for %lld tokens of scratch",
+                   (long long)cap);
+    m->cap_tokens = cap;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_model_reduce(numla_model *m, float *buf, int64_t count)
+{
+    /* The allreduce goes here (comm/ allreduce over the model's ranks, fp32 sum in place).
+     * With one rank the partial sum is already the total. */
+    if (m->w->shard.nranks == 1)
+        return NUMLA_STATUS_OK;
+    if (!m->reduce)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "model: %d ranks but no allreduce was set",
+                   m->w->shard.nranks);
+    NUMLA_CHECK(m->reduce(m->reduce_ctx, buf, count));
+    return NUMLA_STATUS_OK;
+}
+
+/* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */
+static numla_status lin(numla_model *m, const numla_linear_weight *w, int64_t M, const float *x,
+                        int64_t ldx, float *y, int64_t ldy, int acc)
+{
+    if (M == 0 || w->n == 0)
+        return NUMLA_STATUS_OK;
+    numla_linear_weight exact;
+    if (m->exact_activations && w->isa == NUMLA_ISA_AVX512BF16) {
+        /* Same packed layout at every ISA (kernels/linear_internal.h): run the avx512 level,
+         * which widens bf16 weights and keeps activations fp32 at every M. */
+        exact = *w;
+        exact.isa = NUMLA_ISA_AVX512;
+        w = &exact;
+    }
+    size_t need = numla_linear_workspace_size(w, M, m->num_threads);
+    if (need > m->lin_ws_bytes) {
+        free(m->lin_ws);
+        m->lin_ws = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        m->lin_ws_bytes = m->lin_ws ? need : 0;
+        if (!m->lin_ws)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the linear workspace");
+    }
+    NUMLA_CHECK(numla_linear_forward(w, M, x, ldx, y, ldy, acc, m->lin_ws, m->lin_ws_bytes));
+    return NUMLA_STATUS_OK;
+}
+
+/* SiLU-gated MLP slice on rows x (M, hidden), accumulating into y (M, ldy). */
+static numla_status mlp(numla_model *m, const numla_mlp_weights *w, int64_t M, const float *x,
+                        float *y, int64_t ldy)
+{
+    const int64_t hid = m->cfg.hidden_size, I = w->inter;
+    if (I == 0 || M == 0)
+        return NUMLA_STATUS_OK;
+    NUMLA_CHECK(lin(m, &w->gate, M, x, hid, m->g, I, 0));
+    NUMLA_CHECK(lin(m, &w->up, M, x, hid, m->u, I, 0));
+    const int64_t n = M * I;
+#pragma omp parallel for num_threads(m->num_threads) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) {
+        float g = m->g[i];
+        m->g[i] = g / (1.0f + expf(-g)) * m->u[i];
+    }
+    NUMLA_CHECK(lin(m, &w->down, M, m->g, I, y, ldy, 1));
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status attention(numla_model *m, const numla_layer_weights *lw, int32_t layer,
+                              numla_kv_cache *cache, const numla_step *st)
+{
+    const numla_model_config *c = &m->cfg;
+    const int64_t T = st->num_tokens, hid = c->hidden_size;
+    const int64_t Hr = m->w->shard.head_count, qhd = c->q_head_dim, nope = c->qk_nope_head_dim;
+    const int64_t dc = c->kv_lora_rank, dr = c->qk_rope_head_dim, vd = c->v_head_dim;
+    const int64_t qw = Hr * qhd, aw = dc + dr;
+
+    /* q = W_q x, or W_qb · RMSNorm_qa(W_qa x) */
+    if (c->q_lora_rank == 0) {
+        NUMLA_CHECK(lin(m, &lw->q_proj, T, m->x, hid, m->q, qw, 0));
+    } else {
+        const int64_t r = c->q_lora_rank;
+        NUMLA_CHECK(lin(m, &lw->q_a_proj, T, m->x, hid, m->qa, r, 0));
+#pragma omp parallel for num_threads(m->num_threads) if (T > 1)
+        for (int64_t t = 0; t < T; t++)
+            numla_rmsnorm(m->qa + t * r, m->qa + t * r, lw->q_a_norm, r, NUMLA_LATENT_NORM_EPS);
+        NUMLA_CHECK(lin(m, &lw->q_b_proj, T, m->qa, r, m->q, qw, 0));
+    }
+    /* [c | k_pe] = W_kva x; c' = RMSNorm_kva(c); rope(k_pe) */
+    NUMLA_CHECK(lin(m, &lw->kv_a_proj, T, m->x, hid, m->kva, aw, 0));
+#pragma omp parallel for num_threads(m->num_threads) if (T > 1)
+    for (int64_t t = 0; t < T; t++) {
+        numla_rmsnorm(m->ckv + t * dc, m->kva + t * aw, lw->kv_a_norm, dc, NUMLA_LATENT_NORM_EPS);
+        numla_rope_apply(m->kpe + t * dr, m->kva + t * aw + dc, m->cos_sin + t * dr, dr);
+    }
+    numla_kv_write_args kw = {
+        .num_tokens = T, .kv_lora_rank = (int32_t)dc, .rope_dim = (int32_t)dr,
+        .kv_c = m->ckv, .kv_c_stride = dc, .k_pe = m->kpe, .k_pe_stride = dr,
+        .src_dtype = NUMLA_DTYPE_F32, .slot_mapping = st->slots,
+        .kv_cache = numla_kv_cache_layer(cache, layer), .kv_dtype = cache->dtype,
+        .num_blocks = cache->num_blocks, .block_size = cache->block_size,
+    };
+    NUMLA_CHECK(numla_concat_and_cache_mla(m->isa, &kw));
+
+    /* Absorbed queries: q̃_h = W_UK,hᵀ q_nope,h, then rope(q_pe,h). */
+    for (int64_t h = 0; h < Hr; h++)
+        NUMLA_CHECK(lin(m, &lw->uk_t[h], T, m->q + h * qhd, qw, m->qabs + h * aw, Hr * aw, 0));
+#pragma omp parallel for num_threads(m->num_threads) collapse(2) if (T * Hr > 1)
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < Hr; h++)
+            numla_rope_apply(m->qabs + (t * Hr + h) * aw + dc, m->q + t * qw + h * qhd + nope,
+                             m->cos_sin + t * dr, dr);
+
+    int decode = st->num_tokens == st->num_seqs;
+    numla_mla_attn_args a = {
+        .num_seqs = st->num_seqs, .num_heads = (int32_t)Hr, .kv_lora_rank = (int32_t)dc,
+        .rope_dim = (int32_t)dr, .block_size = cache->block_size, .num_blocks = cache->num_blocks,
+        .max_blocks_per_seq = st->max_blocks_per_seq,
+        .q = m->qabs, .q_dtype = NUMLA_DTYPE_F32,
+        .kv_cache = numla_kv_cache_layer(cache, layer), .kv_dtype = cache->dtype,
+        .block_tables = st->block_tables, .seq_lens = st->seq_lens,
+        .query_start_loc = decode ? NULL : st->query_start_loc, .causal = 1,
+        .scale = (float)c->softmax_scale, .out = m->ctx, .out_dtype = NUMLA_DTYPE_F32, .lse = NULL,
+    };
+    size_t need = numla_mla_attn_workspace_size(m->isa, &a, m->num_threads);
+    if (need > m->attn_ws_bytes) {
+        free(m->attn_ws);
+        m->attn_ws = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        m->attn_ws_bytes = m->attn_ws ? need : 0;
+        if (!m->attn_ws)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the attention workspace");
+    }
+    NUMLA_CHECK(numla_mla_attn(m->isa, &a, m->attn_ws, m->attn_ws_bytes));
+
+    /* o_h = W_UV,h · ctx_h; then h (+)= W_o · concat(o_h) */
+    for (int64_t h = 0; h < Hr; h++)
+        NUMLA_CHECK(lin(m, &lw->uv[h], T, m->ctx + h * dc, Hr * dc, m->o + h * vd, Hr * vd, 0));
+    NUMLA_CHECK(lin(m, &lw->o_proj, T, m->o, Hr * vd, m->h, hid, 1));
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status moe(numla_model *m, const numla_layer_weights *lw, int64_t T)
+{
+    const numla_model_config *c = &m->cfg;
+    const numla_shard *sh = &m->w->shard;
+    const int64_t hid = c->hidden_size, E = c->n_routed_experts, k = c->num_experts_per_tok;
+
+    /* Router in fp32 (every rank computes the identical routing). */
+#pragma omp parallel for num_threads(m->num_threads) if (T * E > 4096)
+    for (int64_t t = 0; t < T; t++) {
+        const float *x = m->x + t * hid;
+        float *lg = m->router + t * E;
+        for (int64_t e = 0; e < E; e++) {
+            const float *w = lw->router + e * hid;
+            float s = 0;
+            for (int64_t i = 0; i < hid; i++)
+                s += x[i] * w[i];
+            lg[e] = s;
+        }
+    }
+    float *scr = m->route_scratch;
+#pragma omp parallel for num_threads(m->num_threads) if (T > 1)
+    for (int64_t t = 0; t < T; t++)
+        numla_moe_route(c, m->router + t * E, lw->router_bias, m->topk_idx + t * k,
+                        m->topk_w + t * k, scr + t * 2 * E);
+
+    /* Group (token, j) pairs by local expert so each expert's weights stream once. */
+    const int64_t ne = sh->expert_count, e0 = sh->expert_begin;
+    int32_t *cnt = m->ex_count;
+    memset(cnt, 0, (size_t)(ne + 1) * sizeof *cnt);
+    for (int64_t i = 0; i < T * k; i++) {
+        int64_t e = m->topk_idx[i] - e0;
+        if (e >= 0 && e < ne)
+            cnt[e + 1]++;
+    }
+    for (int64_t e = 0; e < ne; e++)
+        cnt[e + 1] += cnt[e];
+    int32_t *cursor = m->ex_cursor;
+    memcpy(cursor, cnt, (size_t)(ne + 1) * sizeof *cursor);
+    for (int64_t i = 0; i < T * k; i++) {
+        int64_t e = m->topk_idx[i] - e0;
+        if (e >= 0 && e < ne)
+            m->ex_list[cursor[e]++] = (int32_t)i;
+    }
+
+    numla_status s = NUMLA_STATUS_OK;
+    for (int64_t e = 0; e < ne && s == NUMLA_STATUS_OK; e++) {
+        int64_t n = cnt[e + 1] - cnt[e];
+        if (n == 0)
+            continue;
+        const int32_t *list = m->ex_list + cnt[e];
+        for (int64_t r = 0; r < n; r++)
+            memcpy(m->ex_x + r * hid, m->x + (list[r] / k) * hid, (size_t)hid * sizeof(float));
+        memset(m->ex_y, 0, (size_t)(n * hid) * sizeof(float));
+        s = mlp(m, &lw->experts[e], n, m->ex_x, m->ex_y, hid);
+        if (s != NUMLA_STATUS_OK)
+            break;
+        for (int64_t r = 0; r < n; r++) {
+            float wgt = m->topk_w[list[r]];
+            float *dst = m->h + (list[r] / k) * hid;
+            const float *src = m->ex_y + r * hid;
+            for (int64_t i = 0; i < hid; i++)
+                dst[i] += wgt * src[i];
+        }
+    }
+    NUMLA_CHECK(s);
+    NUMLA_CHECK(mlp(m, &lw->shared, T, m->x, m->h, hid));
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status check_step(const numla_model *m, const numla_step *st)
+{
+    if (st->num_seqs < 1 || st->num_tokens < 1 || !st->query_start_loc ||
+        st->query_start_loc[0] != 0 || st->query_start_loc[st->num_seqs] != st->num_tokens)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "step: %d sequences / %d tokens do not match "
+                   "query_start_loc", st->num_seqs, st->num_tokens);
+    for (int32_t b = 0; b < st->num_seqs; b++) {
+        int32_t n = st->query_start_loc[b + 1] - st->query_start_loc[b];
+        if (n < 1 || st->seq_lens[b] < n)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "step: sequence %d has %d new tokens and "
+                       "seq_len %d", b, n, st->seq_lens[b]);
+    }
+    for (int32_t t = 0; t < st->num_tokens; t++)
+        if (st->tokens[t] < 0 || st->tokens[t] >= m->cfg.vocab_size)
+            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "step: token %d outside the vocabulary (%lld)",
+                       st->tokens[t], (long long)m->cfg.vocab_size);
+    for (int32_t r = 0; r < st->num_logit_rows; r++)
+        if (st->logit_rows[r] < 0 || st->logit_rows[r] >= st->num_tokens)
+            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "step: logit row %d outside the step",
+                       st->logit_rows[r]);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status forward_impl(numla_model *m, numla_kv_cache *cache, const numla_step *st,
+                                 float *logits)
+{
+    const numla_model_config *c = &m->cfg;
+    const numla_model_weights *w = m->w;
+    NUMLA_CHECK(check_step(m, st));
+    /* The kernels open their own parallel regions with the OpenMP default team size; size
+     * their workspaces (and our loops) by that. */
+    m->num_threads = omp_get_max_threads();
+    if (cache->kv_lora_rank != c->kv_lora_rank || cache->rope_dim != c->qk_rope_head_dim ||
+        cache->num_layers < c->num_hidden_layers)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "model: KV cache geometry does not match the model");
+    const int64_t T = st->num_tokens, hid = c->hidden_size, dr = c->qk_rope_head_dim;
+    NUMLA_CHECK(ensure_capacity(m, T, st->num_logit_rows));
+    const int lead = w->shard.rank == 0; /* adds the residual before the reduce (DESIGN.md §2) */
+
+    /* embedding (replicated) and per-token RoPE tables shared by every layer */
+#pragma omp parallel for num_threads(m->num_threads) if (T > 1)
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t i = 0; i < hid; i++)
+            m->h[t * hid + i] = numla_load_f32(w->embed, w->embed_dtype,
+                                               (size_t)st->tokens[t] * (size_t)hid + (size_t)i);
+        numla_rope_cos_sin(c, st->positions[t], m->cos_sin + t * dr);
+    }
+
+    for (int32_t l = 0; l < c->num_hidden_layers; l++) {
+        const numla_layer_weights *lw = &w->layers[l];
+#pragma omp parallel for num_threads(m->num_threads) if (T > 1)
+        for (int64_t t = 0; t < T; t++)
+            numla_rmsnorm(m->x + t * hid, m->h + t * hid, lw->input_norm, hid, c->rms_norm_eps);
+        if (!lead)
+            memset(m->h, 0, (size_t)(T * hid) * sizeof(float));
+        NUMLA_CHECK(attention(m, lw, l, cache, st));
+        NUMLA_CHECK(numla_model_reduce(m, m->h, T * hid));
+
+#pragma omp parallel for num_threads(m->num_threads) if (T > 1)
+        for (int64_t t = 0; t < T; t++)
+            numla_rmsnorm(m->x + t * hid, m->h + t * hid, lw->post_attn_norm, hid,
+                          c->rms_norm_eps);
+        if (!lead)
+            memset(m->h, 0, (size_t)(T * hid) * sizeof(float));
+        if (lw->is_moe)
+            NUMLA_CHECK(moe(m, lw, T));
+        else
+            NUMLA_CHECK(mlp(m, &lw->dense, T, m->x, m->h, hid));
+        NUMLA_CHECK(numla_model_reduce(m, m->h, T * hid));
+        if (m->hook)
+            m->hook(m->hook_ctx, l, m->h, (int32_t)T, hid);
+    }
+
+    const int64_t R = st->num_logit_rows;
+    for (int64_t r = 0; r < R; r++)
+        numla_rmsnorm(m->xl + r * hid, m->h + (int64_t)st->logit_rows[r] * hid, w->final_norm,
+                      hid, c->rms_norm_eps);
+    NUMLA_CHECK(lin(m, &w->lm_head, R, m->xl, hid, logits, w->shard.vocab_count, 0));
+    return NUMLA_STATUS_OK;
+}
+
+
+numla_status numla_model_forward(numla_model *m, numla_kv_cache *cache, const numla_step *st,
+                                 float *logits)
+{
+    int team = omp_get_max_threads();
+    int small = m->w->loaded_bytes < m->single_thread_below_bytes && team > 1;
+    if (small)
+        omp_set_num_threads(1);
+    numla_status s = forward_impl(m, cache, st, logits);
+    if (small)
+        omp_set_num_threads(team);
+    if (s != NUMLA_STATUS_OK)
+        numla_error_frame(__FILE__, __LINE__, __func__);
+    return s;
+}

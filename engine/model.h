@@ -1,0 +1,135 @@
+/* engine/model.h — the forward pass of one batched step on one rank (DESIGN.md §5).
+ *
+ * A step is a list of sequences, each contributing n_b >= 1 new tokens (prefill chunks and
+ * decode tokens mix freely). Tokens are laid out sequence after sequence:
+ *   sequence b owns token rows query_start_loc[b] .. query_start_loc[b+1]-1,
+ *   token t has id tokens[t], position positions[t] and cache slot slots[t] (negative: padding,
+ *   not written), and after the step sequence b has seq_lens[b] cached rows, the new ones being
+ *   the last n_b (so positions of b are seq_lens[b]-n_b .. seq_lens[b]-1).
+ * The caller (scheduler) owns the block tables and has reserved the blocks.
+ *
+ * Per layer: RMSNorm → MLA (q / q_lora, kv_a + norm, YaRN RoPE, write c' and rope(k_pe) to the
+ * paged cache, absorbed attention through numla_mla_attn for decode and prefill alike) →
+ * o_proj partial sum (+ residual on rank 0) → numla_model_reduce → RMSNorm → dense MLP or MoE
+ * (+ shared experts) partial sum (+ residual on rank 0) → numla_model_reduce.
+ * Logits are produced for the tokens listed in logit_rows, vocab slice of this rank.
+ *
+ * Collective over the model's ranks once numla_model_reduce does an allreduce (today: a no-op
+ * for nranks = 1); every rank must run the identical step.
+ */
+#ifndef NUMLA_ENGINE_MODEL_H
+#define NUMLA_ENGINE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "engine/config.h"
+#include "engine/kv_cache.h"
+#include "engine/weights.h"
+#include "kernels/isa.h"
+
+typedef struct numla_step {
+    int32_t num_seqs;               /* B */
+    int32_t num_tokens;             /* T = query_start_loc[B] */
+    const int32_t *tokens;          /* (T) token ids */
+    const int32_t *positions;       /* (T) */
+    const int64_t *slots;           /* (T) cache slots, -1 = padding */
+    const int32_t *query_start_loc; /* (B + 1) */
+    const int32_t *seq_lens;        /* (B) cached rows after the step */
+    const int32_t *block_tables;    /* (B, max_blocks_per_seq) */
+    int32_t max_blocks_per_seq;
+    int32_t num_logit_rows;         /* R */
+    const int32_t *logit_rows;      /* (R) token rows whose logits are wanted */
+} numla_step;
+
+/* Optional per-layer hooks for debugging/tests: called after each decoder layer with the
+ * residual stream h (T, hidden). */
+typedef void (*numla_model_layer_hook)(void *ctx, int32_t layer, const float *h, int32_t tokens,
+                                       int64_t hidden);
+
+/* The allreduce between ranks: sum buf (count fp32) over the model's ranks in place, identical
+ * result on every rank. Set by whoever owns the communicator (comm/ with MPI; tests use an
+ * in-process version). Collective. */
+typedef numla_status (*numla_model_reduce_fn)(void *ctx, float *buf, int64_t count);
+
+typedef struct numla_model {
+    const numla_model_weights *w;   /* not owned */
+    numla_model_config cfg;
+    numla_isa isa;
+    int num_threads;
+    /* 1: never round activations to bf16 in linear layers (the avx512bf16 GEMM does for
+     * M >= 16 with bf16 weights): slower prefill, fp32-exact numerics. Default 0. */
+    int exact_activations;
+    /* Models with fewer weight bytes run each step on the calling thread (team wake-ups cost
+     * more than the work); default 32 MiB, 0 = always use the OpenMP team. */
+    size_t single_thread_below_bytes;
+    numla_model_layer_hook hook;
+    void *hook_ctx;
+    numla_model_reduce_fn reduce;   /* NULL: only nranks = 1 can run */
+    void *reduce_ctx;
+
+    /* scratch, grown on demand (never inside a layer) for T tokens */
+    int64_t cap_tokens;
+    float *h;          /* (T, hidden) residual stream */
+    float *x;          /* (T, hidden) normed input */
+    float *qa;         /* (T, q_lora_rank) */
+    float *q;          /* (T, H_r · q_head_dim) */
+    float *kva;        /* (T, Dc + Dr) */
+    float *ckv;        /* (T, Dc) normalised latent */
+    float *kpe;        /* (T, Dr) rope(k_pe) */
+    float *qabs;       /* (T, H_r, Dc + Dr) absorbed queries */
+    float *ctx;        /* (T, H_r, Dc) attention output in latent space */
+    float *o;          /* (T, H_r · v_head_dim) */
+    float *g;          /* (T, max intermediate) */
+    float *u;          /* (T, max intermediate) */
+    float *moe_out;    /* (T, hidden) */
+    float *ex_x;       /* (T, hidden) tokens gathered for one expert */
+    float *ex_y;       /* (T, hidden) */
+    float *router;     /* (T, n_routed_experts) scores */
+    int32_t *topk_idx; /* (T, k) */
+    float *topk_w;     /* (T, k) */
+    int32_t *ex_count; /* (n_routed_experts + 1) */
+    int32_t *ex_list;  /* (T · k) (token · k + j) grouped by expert */
+    int32_t *ex_cursor; /* (n_routed_experts + 1) fill cursor for ex_list */
+    float *route_scratch; /* (T, 2 · n_routed_experts) */
+    float *cos_sin;    /* (T, Dr) cos then sin per token (Dr/2 each) */
+    float *xl;         /* (R, hidden) normed rows for the logits */
+    void *lin_ws;      /* linear workspace */
+    size_t lin_ws_bytes;
+    void *attn_ws;     /* attention workspace */
+    size_t attn_ws_bytes;
+} numla_model;
+
+/* num_threads is informational: each step uses omp_get_max_threads() of the calling thread
+ * (the team the kernels will open), so set the team size with omp_set_num_threads. */
+numla_status numla_model_create(const numla_model_weights *w, numla_isa isa, int num_threads,
+                                numla_model **out);
+void numla_model_destroy(numla_model **m);
+
+/* Run one step: writes the new tokens' rows into `cache` and logits (R, vocab_count) fp32 for
+ * the requested rows. Collective (see above). */
+numla_status numla_model_forward(numla_model *m, numla_kv_cache *cache, const numla_step *step,
+                                 float *logits);
+
+/* The allreduce hook: sums buf (count fp32 values) over the model's ranks through m->reduce.
+ * nranks = 1: no-op. Every rank adds its partial sum; the residual was added on rank 0 only.
+ * Collective. */
+numla_status numla_model_reduce(numla_model *m, float *buf, int64_t count);
+
+/* ---- building blocks, exposed for tests (DESIGN.md §5) ---- */
+
+/* y (n) = x · rsqrt(mean(x²) + eps) · w, in fp32. y may alias x. */
+void numla_rmsnorm(float *y, const float *x, const float *w, int64_t n, double eps);
+/* cos_sin (Dr): first Dr/2 entries cos(pos·inv_freq_i)·af, next Dr/2 sin(...)·af. */
+void numla_rope_cos_sin(const numla_model_config *c, int32_t pos, float *cos_sin);
+/* Rotate adjacent pairs (x_2i, x_2i+1) by angle i and store de-interleaved, as the reference
+ * does: out[i] = x_2i·cos - x_2i+1·sin, out[i + Dr/2] = x_2i+1·cos + x_2i·sin. out != x. */
+void numla_rope_apply(float *out, const float *x, const float *cos_sin, int64_t dr);
+/* MoE routing for one token: scores from router logits (n_routed_experts) → top-k expert ids
+ * and weights, per the config's topk_method / scoring_func / norm_topk_prob / scaling.
+ * bias: e_score_correction_bias or NULL. scratch: 2 · n_routed_experts floats. */
+void numla_moe_route(const numla_model_config *c, const float *logits, const float *bias,
+                     int32_t *idx, float *wts, float *scratch);
+
+#endif

@@ -1,0 +1,60 @@
+/* tests/fuzz/fuzz_config.c — fuzz target for the config.json parser (engine/config.c).
+ * Any input must fail with a message, or give a config whose invariants hold (the kernels'
+ * multiples, k <= experts, groups dividing experts, finite derived values); else abort.
+ * Linked into numla_unit (suite config feeds it mutated configs); -DNUMLA_FUZZ=ON: libFuzzer. */
+#include "engine/config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void numla_fuzz_config_run(const uint8_t *data, size_t size);
+
+static void fuzz_config_die(const char *what)
+{
+    fprintf(stderr, "fuzz_config: %s\n", what);
+    abort();
+}
+
+void numla_fuzz_config_run(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    if (!text)
+        return;
+    memcpy(text, data, size);
+    text[size] = 0;
+    numla_model_config c;
+    numla_status s = numla_model_config_parse(text, "fuzz.json", &c);
+    free(text);
+    if (s != NUMLA_STATUS_OK) {
+        if (!numla_error_message()[0] || !strstr(numla_error_message(), "fuzz.json"))
+            fuzz_config_die("failure without a message naming the file");
+        return;
+    }
+    if (c.kv_lora_rank <= 0 || c.kv_lora_rank % 32 || c.qk_rope_head_dim <= 0 ||
+        c.qk_rope_head_dim % 16 || c.qk_rope_head_dim > NUMLA_CONFIG_MAX_ROPE_DIM)
+        fuzz_config_die("attention dims the kernels cannot take were accepted");
+    if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
+        c.vocab_size <= 0 || c.vocab_size > INT32_MAX)
+        fuzz_config_die("non-positive size accepted");
+    if (c.n_routed_experts > 0 &&
+        (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.n_routed_experts ||
+         c.n_group <= 0 || c.n_routed_experts % c.n_group || c.topk_group > c.n_group ||
+         c.moe_layer_freq <= 0))
+        fuzz_config_die("inconsistent MoE config accepted");
+    if (!isfinite(c.softmax_scale) || !(c.softmax_scale > 0) || !isfinite(c.rope_attention_factor))
+        fuzz_config_die("non-finite derived value");
+    for (int64_t i = 0; i < c.qk_rope_head_dim / 2; i++)
+        if (!isfinite(c.rope_inv_freq[i]) || !(c.rope_inv_freq[i] > 0))
+            fuzz_config_die("non-finite inv_freq");
+}
+
+#ifdef NUMLA_FUZZ_ENTRY
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    numla_fuzz_config_run(data, size);
+    return 0;
+}
+#endif

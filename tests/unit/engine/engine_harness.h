@@ -1,0 +1,143 @@
+/* tests/unit/engine/engine_harness.h — open a model dir into a ready engine (config, weights,
+ * model, KV cache with a shuffled free list) and run steps of several sequences; shared by the
+ * engine unit tests and the golden tests. Header-only (static functions). */
+#ifndef NUMLA_TESTS_ENGINE_HARNESS_H
+#define NUMLA_TESTS_ENGINE_HARNESS_H
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/config.h"
+#include "engine/kv_cache.h"
+#include "engine/model.h"
+#include "engine/safetensors.h"
+#include "engine/weights.h"
+#include "test_util.h"
+
+typedef struct eng {
+    numla_model_config cfg;
+    numla_st_model *st;
+    numla_model_weights *w;
+    numla_model *m;
+    numla_kv_cache *kv;
+} eng;
+
+/* Rank `rank` of `nranks` (the shard it loads). */
+static int eng_open_rank(eng *e, const char *dir, numla_dtype kv_dtype, numla_isa isa, int rank,
+                         int nranks)
+{
+    memset(e, 0, sizeof *e);
+    if (numla_model_config_load(dir, &e->cfg) || numla_st_open(dir, &e->st) ||
+        numla_weights_load(&e->cfg, e->st, rank, nranks, isa, &e->w) ||
+        numla_model_create(e->w, isa, 2, &e->m) ||
+        numla_kv_cache_create((int32_t)e->cfg.num_hidden_layers, (int32_t)e->cfg.kv_lora_rank,
+                              (int32_t)e->cfg.qk_rope_head_dim, 4, 128, kv_dtype, &e->kv)) {
+        fprintf(stderr, "\n    engine open failed: %s\n%s", numla_error_message(), numla_error_trace());
+        return -1;
+    }
+    /* Shuffle the free list so block tables are not in order (DESIGN.md §3). */
+    numla_test_rng r = {99};
+    for (int64_t i = e->kv->num_free - 1; i > 0; i--) {
+        int64_t j = (int64_t)(numla_test_rng_u64(&r) % (uint64_t)(i + 1));
+        int32_t t = e->kv->free_blocks[i];
+        e->kv->free_blocks[i] = e->kv->free_blocks[j];
+        e->kv->free_blocks[j] = t;
+    }
+    return 0;
+}
+
+static int eng_open(eng *e, const char *dir, numla_dtype kv_dtype, numla_isa isa)
+{
+    return eng_open_rank(e, dir, kv_dtype, isa, 0, 1);
+}
+
+static void eng_close(eng *e)
+{
+    numla_kv_cache_destroy(&e->kv);
+    numla_model_destroy(&e->m);
+    numla_weights_destroy(&e->w);
+    numla_st_close(&e->st);
+}
+
+/* One step over `ns` sequences: sequence i appends n[i] tokens tok[i] to seqs[i]; logits for
+ * every new token, rows in step order, into out (sum n, vocab). */
+static int eng_step(eng *e, int ns, numla_kv_seq *seqs, const int32_t *const *tok, const int *n,
+                    float *out)
+{
+    int T = 0, maxb = 0;
+    for (int i = 0; i < ns; i++) {
+        if (numla_kv_seq_reserve(e->kv, &seqs[i], seqs[i].len + n[i]))
+            return -1;
+        T += n[i];
+        maxb = seqs[i].num_blocks > maxb ? seqs[i].num_blocks : maxb;
+    }
+    int32_t *tokens = malloc(sizeof(int32_t) * T), *pos = malloc(sizeof(int32_t) * T);
+    int64_t *slots = malloc(sizeof(int64_t) * T);
+    int32_t *qsl = malloc(sizeof(int32_t) * (ns + 1)), *lens = malloc(sizeof(int32_t) * ns);
+    int32_t *bt = calloc((size_t)ns * maxb, sizeof(int32_t)), *rows = malloc(sizeof(int32_t) * T);
+    int t = 0;
+    qsl[0] = 0;
+    for (int i = 0; i < ns; i++) {
+        for (int j = 0; j < n[i]; j++, t++) {
+            tokens[t] = tok[i][j];
+            pos[t] = (int32_t)(seqs[i].len + j);
+            slots[t] = numla_kv_seq_slot(e->kv, &seqs[i], seqs[i].len + j);
+            rows[t] = t;
+        }
+        qsl[i + 1] = t;
+        seqs[i].len += n[i];
+        lens[i] = (int32_t)seqs[i].len;
+        memcpy(bt + (size_t)i * maxb, seqs[i].block_table, sizeof(int32_t) * seqs[i].num_blocks);
+    }
+    numla_step st = {.num_seqs = ns, .num_tokens = T, .tokens = tokens, .positions = pos,
+                     .slots = slots, .query_start_loc = qsl, .seq_lens = lens,
+                     .block_tables = bt, .max_blocks_per_seq = maxb, .num_logit_rows = T,
+                     .logit_rows = rows};
+    numla_status s = numla_model_forward(e->m, e->kv, &st, out);
+    if (s)
+        fprintf(stderr, "\n    forward failed: %s\n%s", numla_error_message(), numla_error_trace());
+    free(tokens); free(pos); free(slots); free(qsl); free(lens); free(bt); free(rows);
+    return s ? -1 : 0;
+}
+
+/* In-process stand-in for the MPI allreduce: R engines in R threads sum through shared
+ * memory, in rank order, so every rank gets identical sums. */
+typedef struct shm_reduce {
+    int nranks;
+    pthread_barrier_t bar;
+    float *slot[8];
+    int64_t cap;
+} shm_reduce;
+
+typedef struct rank_ctx {
+    shm_reduce *sh;
+    int rank;
+    eng e;
+    float *logits; /* (T, vocab_count of this rank) */
+    int ok;
+    const void *job; /* what the rank thread runs (test-defined) */
+} rank_ctx;
+
+static numla_status shm_reduce_fn(void *ctx, float *buf, int64_t count)
+{
+    rank_ctx *rc = ctx;
+    shm_reduce *sh = rc->sh;
+    if (count > sh->cap)
+        NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "test reduce: %lld values exceed %lld", (long long)count,
+                   (long long)sh->cap);
+    memcpy(sh->slot[rc->rank], buf, (size_t)count * sizeof(float));
+    pthread_barrier_wait(&sh->bar);
+    for (int64_t i = 0; i < count; i++) {
+        float s = 0;
+        for (int r = 0; r < sh->nranks; r++) /* same order on every rank: identical sums */
+            s += sh->slot[r][i];
+        buf[i] = s;
+    }
+    pthread_barrier_wait(&sh->bar);
+    return NUMLA_STATUS_OK;
+}
+
+#endif
