@@ -80,7 +80,6 @@ NUMLA_MLA_INLINE void numla_mla_prefetch_row(const char *row, size_t bytes)
         _mm_prefetch(row + o, _MM_HINT_T0);
 }
 
-
 #if NUMLA_MLA_BF16DOT
 /* S[i] = Σ_j qv[j] · pair_j(row i), NT keys at once, NA partial sums per key. */
 NUMLA_MLA_INLINE void numla_mla_qk_bf16(const uint32_t *qv, int64_t pairs,
@@ -178,12 +177,11 @@ static void numla_mla_qk_rows(const float *qr, int64_t width, const char *const 
 /* ---- step 3: P·V ---------------------------------------------------------------------- */
 
 /* O[h][d] (h < NH, row stride dc) = O·corr + Σ_t P[t][h] v_t[d], RD zmm of d at a time.
- * vbf: V row kind (0 f32, 1 bf16, 2 f16; widened here). */
+ * vbf: V row kind (0 f32, 1 bf16, 2 f16), widened here. */
 NUMLA_MLA_INLINE void numla_mla_pv(float *O, int64_t dc, const float *P, const float *corr,
                                    int fresh, int rescale, const void *const *vrows, int64_t nt,
                                    const int vbf, const int NH, const int RD)
 {
-    /* Rows h0.. are handled by the caller offsetting O, P and corr. */
     for (int64_t d = 0; d < dc; d += 16 * RD) {
         __m512 o[16][4];
         for (int h = 0; h < NH; h++)
