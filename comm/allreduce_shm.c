@@ -1,0 +1,361 @@
+/* comm/allreduce_shm.c — symmetric shared-memory allreduce for ranks on one machine
+ * (DESIGN.md §6). Owns the shared window and its flag protocol; knows nothing of models.
+ *
+ * Window: MPI_Win_allocate_shared over the communicator, one segment per rank, each segment
+ * page-aligned (alloc_shared_noncontig) and first written by its owner (and, on multi-node
+ * machines, mbind-ed to the owner's node) so it lives on the owner's memory:
+ *
+ *   segment of rank q:  [flag[0] | flag[1] | aborted (rank 0's segment) | total[0] | total[1]]
+ *                       4 KiB header; total[p] is the message size of the step using set p
+ *                       [ buf[0]: buf_bytes ][ buf[1]: buf_bytes ]
+ *
+ * Step s (one per chunk of at most buf_bytes) uses buffer set p = s & 1:
+ *   small (chunk <= rs_bytes): copy my data into my buf[p]; flag[p] = 2s (release); wait for
+ *     every peer's flag[p] >= 2s (acquire); out = buf_0 + buf_1 + ... in rank order.
+ *   large: copy; flag[p] = 2s-1; wait all >= 2s-1; reduce my slice of every buffer (rank order)
+ *     and publish it in my buf[p]; flag[p] = 2s; for each peer wait >= 2s and copy its slice.
+ * Why no closing barrier: a rank reaching step s+2 (same buffer set as s) has seen every
+ * peer's flag of step s+1, so every peer has finished reading the buffers of step s.
+ * Why bitwise identical: every element is summed in rank order by exactly one code path
+ * (every rank in the small case, the slice owner in the large case) and then copied.
+ *
+ * Liveness: waits spin with _mm_pause (then sched_yield, for oversubscribed machines), watch
+ * the shared "aborted" word numla_comm_abort raises, and give up after timeout_s with
+ * NUMLA_STATUS_MPI — never an endless hang.
+ */
+#define _GNU_SOURCE
+#include <immintrin.h>
+#include <numa.h>
+#include <numaif.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm/comm_internal.h"
+#include "common/log.h"
+
+enum {
+    NUMLA_SHM_HEADER = 4096,    /* header bytes; keeps the data buffers page-aligned */
+    NUMLA_SHM_FLAG_STRIDE = 128, /* flags on separate cache-line pairs (adjacent prefetch) */
+    NUMLA_SHM_ABORT_OFF = 256,
+    NUMLA_SHM_TOTAL_OFF = 384,   /* two uint64: total elements of the current step per parity */
+    NUMLA_SHM_SLICE_ALIGN = 16,  /* slices of whole cache lines (16 floats) */
+    NUMLA_SHM_SUM_BLOCK = 4096,  /* elements per block of the rank-order sum (stays in L1/L2) */
+};
+
+static size_t numla_shm_env_size_(const char *name, size_t def)
+{
+    const char *e = getenv(name);
+    if (!e || !*e)
+        return def;
+    char *end;
+    unsigned long long v = strtoull(e, &end, 10);
+    if (*end || v == 0) {
+        NUMLA_WARN("%s='%s' is not a positive byte count; using %zu", name, e, def);
+        return def;
+    }
+    return (size_t)v;
+}
+
+static _Atomic uint64_t *numla_shm_flag_(const numla_comm_shm *sh, int q, int parity)
+{
+    return (_Atomic uint64_t *)(void *)(sh->segs[q] + (size_t)parity * NUMLA_SHM_FLAG_STRIDE);
+}
+
+static _Atomic uint64_t *numla_shm_abort_word_(const numla_comm_shm *sh)
+{
+    return (_Atomic uint64_t *)(void *)(sh->segs[0] + NUMLA_SHM_ABORT_OFF);
+}
+
+static uint64_t *numla_shm_total_(const numla_comm_shm *sh, int q, int parity)
+{
+    return (uint64_t *)(void *)(sh->segs[q] + NUMLA_SHM_TOTAL_OFF) + parity;
+}
+
+static float *numla_shm_buf_(const numla_comm_shm *sh, int q, int parity)
+{
+    return (float *)(void *)(sh->segs[q] + NUMLA_SHM_HEADER + (size_t)parity * sh->buf_bytes);
+}
+
+/* Place my own segment on my node when this process runs on exactly one NUMA node of a
+ * multi-node machine. First touch by the owner does the same for untouched pages; MPOL_MF_MOVE
+ * also fixes pages the MPI library may have touched already. Best effort: failure is logged. */
+static void numla_shm_place_local_(void *base, size_t bytes)
+{
+    if (numa_available() < 0 || numa_max_node() < 1)
+        return;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set))
+        return;
+    int node = -1;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &set))
+            continue;
+        int n = numa_node_of_cpu(cpu);
+        if (node >= 0 && n != node)
+            return; /* spans nodes: no single local node to prefer */
+        node = n;
+    }
+    if (node < 0)
+        return;
+    unsigned long mask[16] = {0};
+    if (node >= (int)(8 * sizeof mask))
+        return;
+    mask[node / (8 * sizeof mask[0])] |= 1UL << (node % (8 * sizeof mask[0]));
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)base + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t hi = ((uintptr_t)base + bytes) & ~((uintptr_t)page - 1);
+    if (hi > lo && mbind((void *)lo, hi - lo, MPOL_PREFERRED, mask, 8 * sizeof mask,
+                         MPOL_MF_MOVE))
+        NUMLA_DEBUG("shm allreduce: mbind of own segment to node %d failed", node);
+}
+
+numla_status numla_comm_shm_create(numla_comm *c)
+{
+    MPI_Comm node = MPI_COMM_NULL;
+    NUMLA_MPI_CHECK(MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    int node_size = 0, rc = MPI_Comm_size(node, &node_size);
+    MPI_Comm_free(&node);
+    if (rc != MPI_SUCCESS)
+        return numla_comm_mpi_error_(rc, "MPI_Comm_size(node)", __FILE__, __LINE__, __func__);
+    /* Testing hook: behave as if the ranks spanned several machines (no such machine here). */
+    const char *fake = getenv("NUMLA_COMM_FAKE_MACHINES");
+    if (fake && atoi(fake) > 1 && c->size > 1)
+        node_size = 1;
+    if (node_size != c->size)
+        return NUMLA_STATUS_OK; /* ranks span machines: MPI path only */
+
+    numla_comm_shm *sh = calloc(1, sizeof *sh);
+    if (!sh)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "shm allreduce: out of memory");
+    sh->win = MPI_WIN_NULL;
+    sh->segs = calloc((size_t)c->size, sizeof *sh->segs);
+    sh->srcs = calloc((size_t)c->size, sizeof *sh->srcs);
+    c->shm = sh; /* from here numla_comm_shm_destroy cleans up */
+    if (!sh->segs || !sh->srcs)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "shm allreduce: out of memory");
+
+    sh->buf_bytes = numla_shm_env_size_("NUMLA_COMM_SHM_BYTES", (size_t)4 << 20);
+    sh->buf_bytes = (sh->buf_bytes + 4095) & ~(size_t)4095;
+    sh->rs_bytes = numla_shm_env_size_("NUMLA_COMM_SHM_RS_BYTES", (size_t)1 << 20);
+    sh->timeout_s = (double)numla_shm_env_size_("NUMLA_COMM_TIMEOUT", 60);
+
+    MPI_Info info;
+    NUMLA_MPI_CHECK(MPI_Info_create(&info));
+    MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    size_t seg_bytes = NUMLA_SHM_HEADER + 2 * sh->buf_bytes;
+    void *mine = NULL;
+    rc = MPI_Win_allocate_shared((MPI_Aint)seg_bytes, 1, info, c->comm, &mine, &sh->win);
+    MPI_Info_free(&info);
+    if (rc != MPI_SUCCESS)
+        return numla_comm_mpi_error_(rc, "MPI_Win_allocate_shared", __FILE__, __LINE__, __func__);
+    for (int q = 0; q < c->size; q++) {
+        MPI_Aint sz;
+        int disp;
+        void *base;
+        NUMLA_MPI_CHECK(MPI_Win_shared_query(sh->win, q, &sz, &disp, &base));
+        if ((size_t)sz < seg_bytes)
+            NUMLA_FAIL(NUMLA_STATUS_MPI, "shm allreduce: segment of rank %d has %zu bytes, "
+                       "expected %zu", q, (size_t)sz, seg_bytes);
+        sh->segs[q] = base;
+    }
+    NUMLA_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, sh->win));
+    numla_shm_place_local_(mine, seg_bytes);
+    /* The owner zeroes its header (the data pages are first touched by its own writes). */
+    for (int p = 0; p < 2; p++)
+        atomic_store_explicit(numla_shm_flag_(sh, c->rank, p), 0, memory_order_relaxed);
+    if (c->rank == 0)
+        atomic_store_explicit(numla_shm_abort_word_(sh), 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    NUMLA_MPI_CHECK(MPI_Barrier(c->comm));
+    NUMLA_DEBUG("shm allreduce: %d ranks, %zu-byte buffers, reduce-scatter above %zu bytes",
+                c->size, sh->buf_bytes, sh->rs_bytes);
+    return NUMLA_STATUS_OK;
+}
+
+void numla_comm_shm_destroy(numla_comm *c)
+{
+    numla_comm_shm *sh = c->shm;
+    if (!sh)
+        return;
+    if (sh->win != MPI_WIN_NULL) {
+        MPI_Win_unlock_all(sh->win);
+        MPI_Win_free(&sh->win);
+    }
+    free(sh->segs);
+    free(sh->srcs);
+    free(sh);
+    c->shm = NULL;
+}
+
+void numla_comm_shm_mark_aborted(numla_comm *c)
+{
+    if (c && c->shm && c->shm->segs && c->shm->segs[0])
+        atomic_store_explicit(numla_shm_abort_word_(c->shm), (uint64_t)c->rank + 1,
+                              memory_order_release);
+}
+
+static double numla_shm_now_(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Wait until rank q's flag[parity] >= target. */
+static numla_status numla_shm_wait_(numla_comm *c, int q, int parity, uint64_t target)
+{
+    numla_comm_shm *sh = c->shm;
+    _Atomic uint64_t *f = numla_shm_flag_(sh, q, parity);
+    if (atomic_load_explicit(f, memory_order_acquire) >= target)
+        return NUMLA_STATUS_OK;
+    /* On an oversubscribed machine a spinning rank steals the core its peer needs: yield at
+     * once there; otherwise spin briefly first (latency matters more than a core). */
+    static long ncpu = 0;
+    if (!ncpu)
+        ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t spin_limit = c->size > ncpu ? 16 : 4096;
+    double deadline = 0.0;
+    for (uint64_t i = 1;; i++) {
+        if (atomic_load_explicit(f, memory_order_acquire) >= target)
+            return NUMLA_STATUS_OK;
+        if (i < spin_limit)
+            _mm_pause();
+        else
+            sched_yield();
+        if ((i & 255) == 0) {
+            uint64_t who = atomic_load_explicit(numla_shm_abort_word_(sh), memory_order_acquire);
+            if (who)
+                NUMLA_FAIL(NUMLA_STATUS_MPI, "shm allreduce: rank %d aborted the job (rank %d "
+                           "stopped waiting for rank %d)", (int)who - 1, c->rank, q);
+            double now = numla_shm_now_();
+            if (deadline == 0.0)
+                deadline = now + sh->timeout_s;
+            else if (now > deadline) {
+                numla_comm_shm_mark_aborted(c);
+                NUMLA_FAIL(NUMLA_STATUS_MPI, "shm allreduce: rank %d gave up after %.0f s "
+                           "waiting for rank %d (step %llu): that rank died or is stuck "
+                           "(limit NUMLA_COMM_TIMEOUT=%.0f s)", c->rank, sh->timeout_s, q,
+                           (unsigned long long)sh->step, sh->timeout_s);
+            }
+        }
+    }
+}
+
+/* out[i] = srcs[0][i] + srcs[1][i] + ... + srcs[R-1][i], left to right; out aliases no source. */
+static void numla_shm_sum_(float *restrict out, const float *const *srcs, int nsrc, size_t n)
+{
+    for (size_t b = 0; b < n; b += NUMLA_SHM_SUM_BLOCK) {
+        size_t m = n - b < NUMLA_SHM_SUM_BLOCK ? n - b : NUMLA_SHM_SUM_BLOCK;
+        float *restrict o = out + b;
+        const float *restrict s0 = srcs[0] + b;
+        const float *restrict s1 = srcs[1] + b;
+        for (size_t i = 0; i < m; i++)
+            o[i] = s0[i] + s1[i];
+        for (int q = 2; q < nsrc; q++) {
+            const float *restrict sq = srcs[q] + b;
+            for (size_t i = 0; i < m; i++)
+                o[i] += sq[i];
+        }
+    }
+}
+
+static void numla_shm_slice_(size_t n, int nranks, int q, size_t *lo, size_t *hi)
+{
+    size_t per = (n + (size_t)nranks - 1) / (size_t)nranks;
+    per = (per + NUMLA_SHM_SLICE_ALIGN - 1) / NUMLA_SHM_SLICE_ALIGN * NUMLA_SHM_SLICE_ALIGN;
+    size_t a = (size_t)q * per;
+    *lo = a < n ? a : n;
+    *hi = *lo + per < n ? *lo + per : n;
+}
+
+/* Every rank must pass the same total size; a mismatch would silently mix data (or hang on
+ * a missing chunk), so each rank publishes its total with its flag and checks its peers'. */
+static numla_status numla_shm_check_total_(numla_comm *c, int q, int p, size_t total)
+{
+    uint64_t theirs = *numla_shm_total_(c->shm, q, p);
+    if (theirs != total)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "allreduce size mismatch: rank %d passed %zu "
+                   "elements, rank %d passed %llu (every rank must pass the same size)",
+                   c->rank, total, q, (unsigned long long)theirs);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t total)
+{
+    numla_comm_shm *sh = c->shm;
+    uint64_t s = ++sh->step;
+    int p = (int)(s & 1);
+    int me = c->rank, R = c->size;
+    memcpy(numla_shm_buf_(sh, me, p), x, n * sizeof *x);
+    *numla_shm_total_(sh, me, p) = total; /* published by the release store of the flag */
+    for (int q = 0; q < R; q++)
+        sh->srcs[q] = numla_shm_buf_(sh, q, p);
+
+    if (n * sizeof *x <= sh->rs_bytes) {
+        atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s, memory_order_release);
+        numla_status bad = NUMLA_STATUS_OK;
+        for (int q = 0; q < R; q++)
+            if (q != me) {
+                NUMLA_CHECK(numla_shm_wait_(c, q, p, 2 * s));
+                if (bad == NUMLA_STATUS_OK)
+                    bad = numla_shm_check_total_(c, q, p, total);
+            }
+        if (bad != NUMLA_STATUS_OK) { /* after waiting for all: every rank stays in step */
+            numla_error_frame(__FILE__, __LINE__, __func__);
+            return bad;
+        }
+        numla_shm_sum_(x, sh->srcs, R, n);
+        return NUMLA_STATUS_OK;
+    }
+
+    atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s - 1, memory_order_release);
+    numla_status bad = NUMLA_STATUS_OK;
+    for (int q = 0; q < R; q++)
+        if (q != me) {
+            NUMLA_CHECK(numla_shm_wait_(c, q, p, 2 * s - 1));
+            if (bad == NUMLA_STATUS_OK)
+                bad = numla_shm_check_total_(c, q, p, total);
+        }
+    if (bad != NUMLA_STATUS_OK) {
+        /* Finish the step's protocol (peers wait for our second flag) before failing. */
+        atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s, memory_order_release);
+        for (int q = 0; q < R; q++)
+            if (q != me)
+                NUMLA_CHECK(numla_shm_wait_(c, q, p, 2 * s));
+        numla_error_frame(__FILE__, __LINE__, __func__);
+        return bad;
+    }
+    size_t lo, hi;
+    numla_shm_slice_(n, R, me, &lo, &hi);
+    if (hi > lo) {
+        const float *slice[R];
+        for (int q = 0; q < R; q++)
+            slice[q] = sh->srcs[q] + lo;
+        /* Reduce into x (private), then publish: my buf[p] slice is one of the sources. */
+        numla_shm_sum_(x + lo, slice, R, hi - lo);
+        memcpy(numla_shm_buf_(sh, me, p) + lo, x + lo, (hi - lo) * sizeof *x);
+    }
+    atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s, memory_order_release);
+    for (int k = 1; k < R; k++) {
+        int q = (me + k) % R; /* start at different peers: spreads the reads over the nodes */
+        NUMLA_CHECK(numla_shm_wait_(c, q, p, 2 * s));
+        size_t qlo, qhi;
+        numla_shm_slice_(n, R, q, &qlo, &qhi);
+        if (qhi > qlo)
+            memcpy(x + qlo, sh->srcs[q] + qlo, (qhi - qlo) * sizeof *x);
+    }
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_comm_shm_allreduce_sum_f32(numla_comm *c, float *buf, size_t n)
+{
+    size_t chunk = c->shm->buf_bytes / sizeof *buf;
+    for (size_t off = 0; off < n; off += chunk)
+        NUMLA_CHECK(numla_shm_step_(c, buf + off, n - off < chunk ? n - off : chunk, n));
+    return NUMLA_STATUS_OK;
+}

@@ -1,0 +1,52 @@
+/* comm/comm_internal.h — the numla_comm struct and helpers shared by comm.c and
+ * allreduce_shm.c. Private to comm/. */
+#ifndef NUMLA_COMM_COMM_INTERNAL_H
+#define NUMLA_COMM_COMM_INTERNAL_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+
+/* The shm allreduce state (allreduce_shm.c). */
+typedef struct numla_comm_shm {
+    MPI_Win win;              /* MPI_Win_allocate_shared window, one segment per rank */
+    unsigned char **segs;     /* (size) base of every rank's segment, mapped in this process */
+    size_t buf_bytes;         /* bytes of each of the two data buffers in a segment */
+    size_t rs_bytes;          /* chunks larger than this use reduce-scatter + all-gather */
+    uint64_t step;            /* allreduce steps done (one per chunk); parity picks the buffer set */
+    double timeout_s;         /* give up waiting for a peer after this long */
+    const float **srcs;       /* (size) scratch: per-rank source pointers of one step */
+} numla_comm_shm;
+
+struct numla_comm {
+    MPI_Comm comm;            /* our duplicate of the parent */
+    int rank, size;
+    numla_comm_allreduce_path path; /* MPI or SHM, never AUTO */
+    numla_comm_shm *shm;      /* NULL when the shm path is unavailable */
+};
+
+/* Check an MPI return code: on failure record NUMLA_STATUS_MPI with MPI_Error_string's text
+ * and the call's name, and return from the calling function. */
+#define NUMLA_MPI_CHECK(call)                                                             \
+    do {                                                                                  \
+        int numla_mpi_rc_ = (call);                                                       \
+        if (numla_mpi_rc_ != MPI_SUCCESS)                                                 \
+            return numla_comm_mpi_error_(numla_mpi_rc_, #call, __FILE__, __LINE__, __func__); \
+    } while (0)
+
+numla_status numla_comm_mpi_error_(int rc, const char *what, const char *file, int line,
+                                   const char *func);
+
+/* Set up the shm window over c->comm when every rank is on one machine; leaves c->shm NULL
+ * (and returns OK) when they are not. Collective over c->comm. */
+numla_status numla_comm_shm_create(numla_comm *c);
+/* Collective over c->comm. */
+void numla_comm_shm_destroy(numla_comm *c);
+/* Collective over c->comm; c->shm must be set. */
+numla_status numla_comm_shm_allreduce_sum_f32(numla_comm *c, float *buf, size_t n);
+/* Raise the shared "aborted" flag (rank + 1) so peers spinning on flags stop. Local. */
+void numla_comm_shm_mark_aborted(numla_comm *c);
+
+#endif

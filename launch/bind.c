@@ -1,0 +1,220 @@
+/* launch/bind.c — applying and verifying a rank's binding (see bind.h). */
+#define _GNU_SOURCE
+#include "launch/bind.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <hwloc.h>
+#include <numa.h>
+#include <numaif.h>
+#include <omp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+numla_status numla_bind_apply(const numla_topo *t, const numla_launch_plan *p, int rank,
+                              int strict_memory)
+{
+    if (!t || !p)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_bind_apply: NULL argument");
+    if (!t->this_system)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "cannot bind: the topology (%s) is not this machine",
+                   t->source);
+    if (rank < 0 || rank >= p->num_ranks)
+        NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "cannot bind rank %d: the plan has %d ranks", rank,
+                   p->num_ranks);
+    const numla_launch_rank *rk = &p->ranks[rank];
+
+    if (numa_available() >= 0) {
+        if (strict_memory) {
+            struct bitmask *bm = numa_allocate_nodemask();
+            numa_bitmask_setbit(bm, (unsigned)rk->node);
+            numa_set_membind(bm);
+            numa_free_nodemask(bm);
+        } else {
+            numa_set_preferred(rk->node);
+        }
+    }
+
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    if (!set)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "bind: out of memory");
+    for (int i = 0; i < rk->num_cpus; i++)
+        hwloc_bitmap_set(set, (unsigned)rk->cpus[i]);
+    int rc = hwloc_set_cpubind(t->hw, set, HWLOC_CPUBIND_PROCESS);
+    int err = errno;
+    hwloc_bitmap_free(set);
+    if (rc) {
+        char list[256];
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "binding rank %d to CPUs %s failed: %s", rank,
+                   numla_topo_cpulist(rk->cpus, rk->num_cpus, list, sizeof list), strerror(err));
+    }
+
+    omp_set_num_threads(rk->threads);
+    /* Pin by hand even when OMP_PLACES is set: the runtime computed its places from the mask
+     * the process started with, before the binding above, and the process bind just unpinned
+     * the initial thread. Thread i gets CPU i of the plan, which is what OMP_PLACES=cores
+     * OMP_PROC_BIND=close gives under a launcher-made mask. libgomp keeps these threads (and
+     * their affinity) for later regions of the same size. */
+    int failed = 0;
+#pragma omp parallel num_threads(rk->threads) reduction(+ : failed)
+    {
+        cpu_set_t cs;
+        CPU_ZERO(&cs);
+        CPU_SET(rk->cpus[omp_get_thread_num() % rk->num_cpus], &cs);
+        failed += sched_setaffinity(0, sizeof cs, &cs) != 0;
+    }
+    if (failed)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "pinning %d OpenMP threads of rank %d failed", failed,
+                   rank);
+    return NUMLA_STATUS_OK;
+}
+
+/* Union of the affinity masks of every thread of this process. */
+static void numla_bind_process_cpus_(cpu_set_t *out)
+{
+    CPU_ZERO(out);
+    DIR *d = opendir("/proc/self/task");
+    int any = 0;
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            int tid = atoi(e->d_name);
+            cpu_set_t cs;
+            if (tid > 0 && !sched_getaffinity(tid, sizeof cs, &cs)) {
+                CPU_OR(out, out, &cs);
+                any = 1;
+            }
+        }
+        closedir(d);
+    }
+    if (!any)
+        sched_getaffinity(0, sizeof *out, out);
+}
+
+static void numla_bind_mempolicy_(char *buf, size_t cap)
+{
+    int mode = 0;
+    unsigned long mask[16] = {0};
+    if (get_mempolicy(&mode, mask, 8 * sizeof mask, NULL, 0)) {
+        snprintf(buf, cap, "unknown (%s)", strerror(errno));
+        return;
+    }
+    int nodes[64], n = 0;
+    for (int i = 0; i < 64 && i < (int)(8 * sizeof mask); i++)
+        if (mask[i / (8 * sizeof mask[0])] & (1UL << (i % (8 * sizeof mask[0]))))
+            nodes[n++] = i;
+    char list[48];
+    numla_topo_cpulist(nodes, n, list, sizeof list);
+    const char *name = mode == MPOL_DEFAULT      ? "default"
+                       : mode == MPOL_PREFERRED  ? "preferred"
+                       : mode == MPOL_BIND       ? "bind"
+                       : mode == MPOL_INTERLEAVE ? "interleave"
+                       : mode == MPOL_LOCAL      ? "local"
+                                                 : "other";
+    if (mode == MPOL_DEFAULT || mode == MPOL_LOCAL)
+        snprintf(buf, cap, "%s", name);
+    else
+        snprintf(buf, cap, "%s %s", name, list);
+}
+
+int numla_bind_report(const numla_launch_plan *p, int rank, int verbose, numla_bind_info *out)
+{
+    numla_bind_info info;
+    memset(&info, 0, sizeof info);
+    int problems = 0;
+    const numla_launch_rank *rk = p && rank >= 0 && rank < p->num_ranks ? &p->ranks[rank] : NULL;
+    if (!rk) {
+        NUMLA_WARN("bind report: rank %d is not in the plan", rank);
+        if (out)
+            *out = info;
+        return 1;
+    }
+    info.node = rk->node;
+    cpu_set_t plan;
+    CPU_ZERO(&plan);
+    for (int i = 0; i < rk->num_cpus; i++)
+        CPU_SET(rk->cpus[i], &plan);
+
+    cpu_set_t proc;
+    numla_bind_process_cpus_(&proc);
+    int cpus[CPU_SETSIZE], nodes_seen[64] = {0};
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &proc))
+            continue;
+        cpus[info.num_cpus++] = c;
+        info.cpus_outside += !CPU_ISSET(c, &plan);
+        int nd = numa_available() >= 0 ? numa_node_of_cpu(c) : 0;
+        if (nd >= 0 && nd < 64 && !nodes_seen[nd]++)
+            info.nodes_spanned++;
+    }
+    numla_topo_cpulist(cpus, info.num_cpus, info.cpus, sizeof info.cpus);
+    numla_bind_mempolicy_(info.mempolicy, sizeof info.mempolicy);
+
+    int max_threads = omp_get_max_threads();
+    cpu_set_t *tmask = calloc((size_t)max_threads, sizeof *tmask);
+    if (tmask) {
+#pragma omp parallel
+        {
+            int tid = omp_get_thread_num();
+            if (tid < max_threads)
+                sched_getaffinity(0, sizeof tmask[tid], &tmask[tid]);
+#pragma omp single
+            info.threads = omp_get_num_threads();
+        }
+        for (int i = 0; i < info.threads && i < max_threads; i++) {
+            cpu_set_t inter;
+            CPU_AND(&inter, &tmask[i], &plan);
+            if (!CPU_EQUAL(&inter, &tmask[i]))
+                info.threads_outside++;
+            for (int j = 0; j < info.threads && j < max_threads; j++) {
+                CPU_AND(&inter, &tmask[i], &tmask[j]);
+                if (j != i && CPU_COUNT(&inter) > 0) {
+                    info.threads_shared++;
+                    break;
+                }
+            }
+        }
+        free(tmask);
+    }
+
+    if (info.nodes_spanned > 1) {
+        problems++;
+        NUMLA_WARN("rank %d: its CPUs %s span %d NUMA nodes; memory bandwidth suffers (one rank "
+                   "per node: see docs/launch.md)", rank, info.cpus, info.nodes_spanned);
+    }
+    if (info.cpus_outside) {
+        problems++;
+        NUMLA_WARN("rank %d: %d of its CPUs (%s) are outside the plan's", rank, info.cpus_outside,
+                   info.cpus);
+    }
+    if (info.threads_outside) {
+        problems++;
+        NUMLA_WARN("rank %d: %d OpenMP threads may run outside the plan's CPUs", rank,
+                   info.threads_outside);
+    }
+    /* Threads sharing CPUs is expected only when there are more threads than CPUs. */
+    if (info.threads_shared && info.threads <= rk->num_cpus) {
+        problems++;
+        NUMLA_WARN("rank %d: %d of %d OpenMP threads are not pinned to a CPU of their own "
+                   "(set OMP_PLACES=cores OMP_PROC_BIND=close, or call numla_bind_apply)",
+                   rank, info.threads_shared, info.threads);
+    }
+    if (info.threads != rk->threads) {
+        problems++;
+        NUMLA_WARN("rank %d: %d OpenMP threads, the plan says %d", rank, info.threads,
+                   rk->threads);
+    }
+    if (verbose) {
+        printf("rank %d: node %d cpus %s (%d) mempolicy %s threads %d %s\n", rank, info.node,
+               info.cpus, info.num_cpus, info.mempolicy, info.threads,
+               problems ? "PROBLEMS (see warnings)" : "pinned ok");
+        fflush(stdout);
+    }
+    if (out)
+        *out = info;
+    return problems;
+}

@@ -1,0 +1,221 @@
+/* launch/plan.c — binding plans and the mpirun line (see plan.h). */
+#include "launch/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void numla_launch_plan_destroy(numla_launch_plan **pp)
+{
+    if (!pp || !*pp)
+        return;
+    numla_launch_plan *p = *pp;
+    for (int r = 0; r < p->num_ranks; r++)
+        free(p->ranks[r].cpus);
+    free(p->ranks);
+    free(p);
+    *pp = NULL;
+}
+
+static int numla_plan_cmp_int_(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+numla_status numla_launch_plan_make(const numla_topo *t, const numla_launch_opts *o,
+                                    numla_launch_plan **out)
+{
+    if (!t || !o || !out)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_launch_plan_make: NULL argument");
+    *out = NULL;
+    if (o->ranks < 0 || o->threads_per_rank < 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "ranks (%d) and threads per rank (%d) must be >= 0",
+                   o->ranks, o->threads_per_rank);
+    int nc = numla_topo_compute_nodes(t);
+    if (nc == 0)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "topology (%s) has no NUMA node with cores",
+                   t->source);
+    int R = o->ranks > 0 ? o->ranks : nc;
+    if (R > nc && !o->oversubscribe)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "%d ranks requested but the machine (%s) has only %d NUMA node%s with cores "
+                   "(one rank per node); use fewer ranks or --oversubscribe",
+                   R, t->source, nc, nc == 1 ? "" : "s");
+
+    int *slots = malloc((size_t)nc * sizeof *slots);
+    numla_launch_plan *p = calloc(1, sizeof *p);
+    if (p)
+        p->ranks = calloc((size_t)R, sizeof *p->ranks);
+    if (!slots || !p || !p->ranks) {
+        free(slots);
+        if (p)
+            free(p->ranks);
+        free(p);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "plan: out of memory");
+    }
+    p->num_ranks = R;
+    for (int i = 0, k = 0; i < t->num_nodes; i++)
+        if (t->nodes[i].num_cores > 0)
+            slots[k++] = i;
+
+    numla_status s = NUMLA_STATUS_OK;
+    p->uniform = 1;
+    for (int r = 0; r < R; r++) {
+        numla_launch_rank *rk = &p->ranks[r];
+        int j = r % nc, pos = r / nc;
+        int share = R / nc + (j < R % nc); /* ranks on this node */
+        const numla_topo_node *node = &t->nodes[slots[j]];
+        int C = node->num_cores, lo, hi;
+        if (share <= C) { /* contiguous, even split of the node's cores */
+            lo = (int)((long)pos * C / share);
+            hi = (int)((long)(pos + 1) * C / share);
+        } else { /* more ranks than cores: ranks share cores */
+            lo = pos % C;
+            hi = lo + 1;
+            p->oversubscribed = 1;
+        }
+        if (share > p->ranks_per_node)
+            p->ranks_per_node = share;
+        if (share > 1)
+            p->oversubscribed = 1;
+        rk->node = node->os_index;
+        rk->node_slot = slots[j];
+        rk->num_cores = hi - lo;
+        int ncpu = 0;
+        for (int c = lo; c < hi; c++)
+            ncpu += o->hyperthreads ? node->cores[c].num_pus : (node->cores[c].num_pus > 0);
+        rk->cpus = malloc((size_t)(ncpu ? ncpu : 1) * sizeof *rk->cpus);
+        if (!rk->cpus) {
+            s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                "plan: out of memory");
+            goto fail;
+        }
+        for (int c = lo; c < hi; c++)
+            for (int u = 0; u < node->cores[c].num_pus && (o->hyperthreads || u < 1); u++)
+                rk->cpus[rk->num_cpus++] = node->cores[c].pus[u];
+        qsort(rk->cpus, (size_t)rk->num_cpus, sizeof *rk->cpus, numla_plan_cmp_int_);
+        rk->threads = o->threads_per_rank ? o->threads_per_rank : rk->num_cpus;
+        if (rk->threads > rk->num_cpus) {
+            if (!o->oversubscribe) {
+                s = numla_error_set(NUMLA_STATUS_INVALID_ARG, __FILE__, __LINE__, __func__,
+                                    "%d threads per rank requested but rank %d (NUMA node %d) "
+                                    "has only %d CPUs; use fewer threads or --oversubscribe",
+                                    rk->threads, r, rk->node, rk->num_cpus);
+                goto fail;
+            }
+            p->oversubscribed = 1;
+        }
+        if (r == 0 || rk->num_cores < p->cores_per_rank)
+            p->cores_per_rank = rk->num_cores;
+        if (r == 0 || rk->threads < p->threads_per_rank)
+            p->threads_per_rank = rk->threads;
+        if (r > 0 && (rk->num_cores != p->ranks[0].num_cores || rk->threads != p->ranks[0].threads))
+            p->uniform = 0;
+    }
+    free(slots);
+    *out = p;
+    return NUMLA_STATUS_OK;
+
+fail:
+    free(slots);
+    numla_launch_plan_destroy(&p);
+    return s;
+}
+
+numla_status numla_launch_plan_mpirun(const numla_launch_plan *p,
+                                      const numla_launch_mpirun_opts *mo, int argc,
+                                      char *const *argv, char ***out_argv, int *out_argc)
+{
+    if (!p || !mo || !mo->exe || !out_argv || !out_argc || (argc && !argv))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_launch_plan_mpirun: NULL argument");
+    enum { MAX_OWN = 24, WORD = 64 };
+    char own[MAX_OWN][WORD];
+    int n = 0;
+#define NUMLA_PLAN_ARG(...) snprintf(own[n++], WORD, __VA_ARGS__)
+    NUMLA_PLAN_ARG("%s", mo->mpirun ? mo->mpirun : "mpirun");
+    NUMLA_PLAN_ARG("-n");
+    NUMLA_PLAN_ARG("%d", p->num_ranks);
+    NUMLA_PLAN_ARG("--map-by");
+    NUMLA_PLAN_ARG("ppr:%d:numa:PE=%d", p->ranks_per_node, p->cores_per_rank);
+    NUMLA_PLAN_ARG("--bind-to");
+    NUMLA_PLAN_ARG(p->oversubscribed ? "core:overload-allowed" : "core");
+    if (p->oversubscribed)
+        NUMLA_PLAN_ARG("--oversubscribe");
+    if (mo->as_root)
+        NUMLA_PLAN_ARG("--allow-run-as-root");
+    if (mo->report_bindings)
+        NUMLA_PLAN_ARG("--report-bindings");
+    NUMLA_PLAN_ARG("-x");
+    NUMLA_PLAN_ARG("OMP_NUM_THREADS=%d", p->threads_per_rank);
+    NUMLA_PLAN_ARG("-x");
+    if (mo->keep_omp_places) {
+        NUMLA_PLAN_ARG("OMP_PLACES");
+        NUMLA_PLAN_ARG("-x");
+        NUMLA_PLAN_ARG("OMP_PROC_BIND");
+    } else {
+        int ht = p->num_ranks > 0 && p->ranks[0].num_cpus > p->ranks[0].num_cores;
+        NUMLA_PLAN_ARG(ht ? "OMP_PLACES=threads" : "OMP_PLACES=cores");
+        NUMLA_PLAN_ARG("-x");
+        NUMLA_PLAN_ARG("OMP_PROC_BIND=close");
+    }
+#undef NUMLA_PLAN_ARG
+    int total = n + 1 + argc;
+    size_t bytes = (size_t)(total + 1) * sizeof(char *);
+    for (int i = 0; i < n; i++)
+        bytes += strlen(own[i]) + 1;
+    bytes += strlen(mo->exe) + 1;
+    for (int i = 0; i < argc; i++)
+        bytes += strlen(argv[i]) + 1;
+    char **v = malloc(bytes);
+    if (!v)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "mpirun line: out of memory");
+    char *dst = (char *)(v + total + 1);
+    for (int i = 0; i < total; i++) {
+        const char *src = i < n ? own[i] : i == n ? mo->exe : argv[i - n - 1];
+        size_t len = strlen(src) + 1;
+        memcpy(dst, src, len);
+        v[i] = dst;
+        dst += len;
+    }
+    v[total] = NULL;
+    *out_argv = v;
+    *out_argc = total;
+    return NUMLA_STATUS_OK;
+}
+
+char *numla_launch_shell_join(int argc, char *const *argv)
+{
+    size_t cap = 1;
+    for (int i = 0; i < argc; i++)
+        cap += 4 * strlen(argv[i]) + 3;
+    char *out = malloc(cap), *d = out;
+    if (!out)
+        return NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int plain = *a != '\0';
+        for (const char *q = a; *q; q++)
+            if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=,@%+-",
+                        *q))
+                plain = 0;
+        if (i)
+            *d++ = ' ';
+        if (plain) {
+            d += sprintf(d, "%s", a);
+            continue;
+        }
+        *d++ = '\'';
+        for (const char *q = a; *q; q++) {
+            if (*q == '\'') {
+                memcpy(d, "'\\''", 4);
+                d += 4;
+            } else {
+                *d++ = *q;
+            }
+        }
+        *d++ = '\'';
+    }
+    *d = '\0';
+    return out;
+}

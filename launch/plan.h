@@ -1,0 +1,74 @@
+/* launch/plan.h — where ranks and threads run (DESIGN.md §1): one rank per NUMA node that has
+ * cores, its OpenMP team on that node's physical cores (one PU per core unless hyper-threads
+ * are asked for), and the mpirun line that starts such a job. Pure computation over a
+ * numla_topo, so plans for any machine are testable here; launch/bind.h applies a plan.
+ *
+ *   ranks auto (0)  one rank per node with cores, nodes in hwloc logical order
+ *   ranks N < nodes the first N nodes with cores
+ *   ranks N > nodes an error unless oversubscribe: ranks then go round-robin over the nodes
+ *                   and ranks sharing a node split its cores (each gets at least one)
+ *   threads         one per CPU of the rank; --threads-per-rank T fewer is allowed, more only
+ *                   with oversubscribe
+ */
+#ifndef NUMLA_LAUNCH_PLAN_H
+#define NUMLA_LAUNCH_PLAN_H
+
+#include <stddef.h>
+
+#include "common/status.h"
+#include "launch/topo.h"
+
+typedef struct numla_launch_opts {
+    int ranks;            /* 0: auto (one per node with cores) */
+    int threads_per_rank; /* 0: one per CPU of the rank */
+    int oversubscribe;    /* allow more ranks than nodes / threads than CPUs */
+    int hyperthreads;     /* bind to (and run threads on) every PU of each core */
+} numla_launch_opts;
+
+typedef struct numla_launch_rank {
+    int node;             /* NUMA node OS index */
+    int node_slot;        /* index into numla_topo.nodes */
+    int num_cores;        /* physical cores given to this rank */
+    int num_cpus;         /* PUs the rank is bound to */
+    int *cpus;            /* (num_cpus) PU OS indices, ascending */
+    int threads;          /* OpenMP threads of the rank */
+} numla_launch_rank;
+
+typedef struct numla_launch_plan {
+    int num_ranks;
+    numla_launch_rank *ranks; /* (num_ranks) rank r runs on ranks[r] */
+    int ranks_per_node;   /* most ranks on one node (1 unless oversubscribed) */
+    int cores_per_rank;   /* fewest cores of any rank: the PE= of the mpirun line */
+    int threads_per_rank; /* fewest threads of any rank: OMP_NUM_THREADS */
+    int uniform;          /* every rank has the same cores and threads */
+    int oversubscribed;   /* ranks share nodes or threads outnumber CPUs */
+} numla_launch_plan;
+
+/* Compute a plan. Errors name the limit (nodes with cores, cores of a node). Local. */
+numla_status numla_launch_plan_make(const numla_topo *t, const numla_launch_opts *o,
+                                    numla_launch_plan **out);
+/* Sets *p to NULL; NULL is a no-op. */
+void numla_launch_plan_destroy(numla_launch_plan **p);
+
+typedef struct numla_launch_mpirun_opts {
+    const char *mpirun;   /* launcher program; NULL: "mpirun" */
+    const char *exe;      /* program each rank runs (the numla binary) */
+    int as_root;          /* add --allow-run-as-root */
+    int keep_omp_places;  /* OMP_PLACES/OMP_PROC_BIND already set by the user: pass them on */
+    int report_bindings;  /* add --report-bindings */
+} numla_launch_mpirun_opts;
+
+/* The mpirun argv for a plan followed by exe and args: a NULL-terminated array of malloc'd
+ * strings in one allocation (free(*out_argv) frees all), *out_argc its length. E.g.
+ *   mpirun -n 4 --map-by ppr:1:numa:PE=16 --bind-to core -x OMP_NUM_THREADS=16
+ *          -x OMP_PLACES=cores -x OMP_PROC_BIND=close <exe> <args...>
+ * Local. */
+numla_status numla_launch_plan_mpirun(const numla_launch_plan *p,
+                                      const numla_launch_mpirun_opts *mo, int argc,
+                                      char *const *argv, char ***out_argv, int *out_argc);
+
+/* Join argv into one shell-quoted line (words quoted only when needed). Returns a malloc'd
+ * string or NULL on out of memory. */
+char *numla_launch_shell_join(int argc, char *const *argv);
+
+#endif
