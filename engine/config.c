@@ -121,12 +121,29 @@ void numla_rope_compute_inv_freq(int64_t d, double theta, int yarn, double facto
                                  double original_max_pos, double beta_fast, double beta_slow,
                                  double *inv_freq)
 {
+    if (yarn && factor > 1.0) {
+        numla_rope_compute_inv_freq_ex(d, theta, factor, original_max_pos, beta_fast, beta_slow,
+                                       1, inv_freq);
+        return;
+    }
+    for (int64_t i = 0; i < d / 2; i++)
+        inv_freq[i] = 1.0 / pow(theta, (double)(2 * i) / (double)d);
+}
+
+void numla_rope_compute_inv_freq_ex(int64_t d, double theta, double factor,
+                                    double original_max_pos, double beta_fast, double beta_slow,
+                                    int truncate, double *inv_freq)
+{
     int64_t half = d / 2;
     double low = 0, high = 1;
-    int scaled = yarn && factor > 1.0;
+    int scaled = factor > 1.0;
     if (scaled) {
-        low = floor(yarn_correction_dim(beta_fast, d, theta, original_max_pos));
-        high = ceil(yarn_correction_dim(beta_slow, d, theta, original_max_pos));
+        low = yarn_correction_dim(beta_fast, d, theta, original_max_pos);
+        high = yarn_correction_dim(beta_slow, d, theta, original_max_pos);
+        if (truncate) {
+            low = floor(low);
+            high = ceil(high);
+        }
         if (low < 0)
             low = 0;
         if (high > (double)(d - 1))
@@ -153,44 +170,72 @@ static numla_status parse_rope_scaling(const cfg_ctx *cc, json_t *root, numla_mo
     cfg_ctx c = *cc;
     o->rope_yarn = 0;
     o->rope_factor = 1.0;
+    o->rope_truncate = 1;
+    o->rope_explicit_attention_factor = 0.0;
     o->rope_original_max_position_embeddings = o->max_position_embeddings;
     o->rope_beta_fast = 32.0;
     o->rope_beta_slow = 1.0;
     o->rope_mscale = 1.0;
     o->rope_mscale_all_dim = 0.0;
+    /* transformers >= 5 writes "rope_parameters" (with rope_theta inside) instead of
+     * "rope_scaling"; both spell the same YaRN fields. */
+    const char *field = "rope_scaling";
     json_t *rs = json_object_get(root, "rope_scaling");
+    json_t *rp = json_object_get(root, "rope_parameters");
+    if ((!rs || json_is_null(rs)) && rp && !json_is_null(rp)) {
+        field = "rope_parameters";
+        rs = rp;
+    }
     if (!rs || json_is_null(rs))
         return NUMLA_STATUS_OK;
     if (!json_is_object(rs))
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field rope_scaling must be an object or null", c.src);
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s must be an object or null", c.src, field);
+    if (rs == rp && json_object_get(rs, "rope_theta") && !json_object_get(root, "rope_theta"))
+        NUMLA_CHECK(cfg_real(&c, rs, "rope_parameters.", "rope_theta", 1, 0, &o->rope_theta));
     const char *type = NULL, *rtype = NULL;
-    NUMLA_CHECK(cfg_str(&c, rs, "rope_scaling.", "type", &type));
-    NUMLA_CHECK(cfg_str(&c, rs, "rope_scaling.", "rope_type", &rtype));
+    char pre[32];
+    snprintf(pre, sizeof pre, "%s.", field);
+    NUMLA_CHECK(cfg_str(&c, rs, pre, "type", &type));
+    NUMLA_CHECK(cfg_str(&c, rs, pre, "rope_type", &rtype));
     const char *t = rtype ? rtype : type;
     if (!t)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field rope_scaling.type", c.src);
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field %stype", c.src, pre);
     if (!strcmp(t, "default"))
         return NUMLA_STATUS_OK;
     if (strcmp(t, "yarn"))
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                   "%s: rope_scaling.type \"%s\" is not supported (only \"yarn\")", c.src, t);
+                   "%s: %stype \"%s\" is not supported (only \"yarn\")", c.src, pre, t);
     o->rope_yarn = 1;
-    NUMLA_CHECK(cfg_real(&c, rs, "rope_scaling.", "factor", 1, 1.0, &o->rope_factor));
+    /* A missing factor is the ratio max_position_embeddings / original (transformers' rule;
+     * DESIGN.md §5 trap). A present factor is used as written. */
+    json_t *fv = json_object_get(rs, "factor");
+    if ((!fv || json_is_null(fv)) && json_object_get(rs, "original_max_position_embeddings")) {
+        int64_t l0;
+        NUMLA_CHECK(cfg_int(&c, rs, pre, "original_max_position_embeddings", 1, 0, 0, 0, &l0));
+        POSITIVE(l0, "rope_scaling.original_max_position_embeddings");
+        o->rope_factor = (double)o->max_position_embeddings / (double)l0;
+    } else {
+        NUMLA_CHECK(cfg_real(&c, rs, pre, "factor", 1, 1.0, &o->rope_factor));
+    }
+    NUMLA_CHECK(cfg_bool(&c, rs, "truncate", 1, &o->rope_truncate));
+    o->rope_explicit_attention_factor = 0.0;
+    NUMLA_CHECK(cfg_real(&c, rs, pre, "attention_factor", 0, 0.0,
+                         &o->rope_explicit_attention_factor));
     if (o->rope_factor < 1.0)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field rope_scaling.factor = %g must be >= 1", c.src,
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %sfactor = %g must be >= 1", c.src, pre,
                    o->rope_factor);
-    NUMLA_CHECK(cfg_int(&c, rs, "rope_scaling.", "original_max_position_embeddings", 0, 0,
+    NUMLA_CHECK(cfg_int(&c, rs, pre, "original_max_position_embeddings", 0, 0,
                         o->max_position_embeddings, 0, &o->rope_original_max_position_embeddings));
     POSITIVE(o->rope_original_max_position_embeddings,
              "rope_scaling.original_max_position_embeddings");
-    NUMLA_CHECK(cfg_real(&c, rs, "rope_scaling.", "beta_fast", 0, 32.0, &o->rope_beta_fast));
-    NUMLA_CHECK(cfg_real(&c, rs, "rope_scaling.", "beta_slow", 0, 1.0, &o->rope_beta_slow));
-    NUMLA_CHECK(cfg_real(&c, rs, "rope_scaling.", "mscale", 0, 1.0, &o->rope_mscale));
-    NUMLA_CHECK(cfg_real(&c, rs, "rope_scaling.", "mscale_all_dim", 0, 0.0,
+    NUMLA_CHECK(cfg_real(&c, rs, pre, "beta_fast", 0, 32.0, &o->rope_beta_fast));
+    NUMLA_CHECK(cfg_real(&c, rs, pre, "beta_slow", 0, 1.0, &o->rope_beta_slow));
+    NUMLA_CHECK(cfg_real(&c, rs, pre, "mscale", 0, 1.0, &o->rope_mscale));
+    NUMLA_CHECK(cfg_real(&c, rs, pre, "mscale_all_dim", 0, 0.0,
                          &o->rope_mscale_all_dim));
     if (o->rope_beta_fast <= 0 || o->rope_beta_slow <= 0)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: rope_scaling.beta_fast/beta_slow must be positive",
-                   c.src);
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: %sbeta_fast/beta_slow must be positive", c.src,
+                   pre);
     return NUMLA_STATUS_OK;
 }
 
@@ -313,9 +358,9 @@ static numla_status parse_root(const cfg_ctx *cc, json_t *root, numla_model_conf
     /* MoE */
     NUMLA_CHECK(cfg_int(&c, root, "", "n_routed_experts", 0, 1, 0, 0, &o->n_routed_experts));
     NUMLA_CHECK(cfg_int(&c, root, "", "n_shared_experts", 0, 1, 0, 0, &o->n_shared_experts));
-    NUMLA_CHECK(cfg_int(&c, root, "", "first_k_dense_replace", 0, 0, 0, 0,
+    NUMLA_CHECK(cfg_int(&c, root, "", "first_k_dense_replace", 0, 1, 0, 0,
                         &o->first_k_dense_replace));
-    NUMLA_CHECK(cfg_int(&c, root, "", "moe_layer_freq", 0, 0, 1, 0, &o->moe_layer_freq));
+    NUMLA_CHECK(cfg_int(&c, root, "", "moe_layer_freq", 0, 1, 1, 1, &o->moe_layer_freq));
     NUMLA_CHECK(cfg_real(&c, root, "", "routed_scaling_factor", 0, 1.0, &o->routed_scaling_factor));
     NUMLA_CHECK(cfg_bool(&c, root, "norm_topk_prob", 0, &o->norm_topk_prob));
     o->moe_weight_rule = v3 ? NUMLA_MOE_WEIGHT_RULE_NORM_THEN_SCALE
@@ -428,11 +473,18 @@ static numla_status parse_root(const cfg_ctx *cc, json_t *root, numla_model_conf
     o->softmax_scale = pow((double)o->q_head_dim, -0.5) * m * m;
     o->rope_attention_factor = 1.0;
     if (o->rope_yarn)
-        o->rope_attention_factor = numla_yarn_get_mscale(o->rope_factor, o->rope_mscale) /
-                                   numla_yarn_get_mscale(o->rope_factor, o->rope_mscale_all_dim);
+        o->rope_attention_factor =
+            o->rope_explicit_attention_factor > 0
+                ? o->rope_explicit_attention_factor
+                : numla_yarn_get_mscale(o->rope_factor, o->rope_mscale) /
+                      numla_yarn_get_mscale(o->rope_factor, o->rope_mscale_all_dim);
     numla_rope_compute_inv_freq(o->qk_rope_head_dim, o->rope_theta, o->rope_yarn, o->rope_factor,
                                 (double)o->rope_original_max_position_embeddings,
                                 o->rope_beta_fast, o->rope_beta_slow, o->rope_inv_freq);
+    if (o->rope_yarn && !o->rope_truncate) /* rare: unrounded correction range */
+        numla_rope_compute_inv_freq_ex(o->qk_rope_head_dim, o->rope_theta, o->rope_factor,
+                                       (double)o->rope_original_max_position_embeddings,
+                                       o->rope_beta_fast, o->rope_beta_slow, 0, o->rope_inv_freq);
     return NUMLA_STATUS_OK;
 }
 

@@ -3,6 +3,7 @@
 #include "engine/model.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,11 +111,14 @@ void numla_moe_route(const numla_model_config *c, const float *logits, const flo
             int64_t g = argmax_free(gscore, gtaken, G);
             gtaken[g] = 1;
         }
-        /* The reference masks experts of dropped groups with 0.0 (not -inf). */
+        /* Dropped groups: V3 (DeepSeek's inference code, transformers' DeepseekV3) masks with
+         * -inf, so only kept groups can be picked even when biased scores are negative; V2's
+         * group_limited_greedy masks with 0.0, which is the same for softmax scores > 0. */
+        const float masked = c->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC ? -INFINITY : 0.0f;
         for (int64_t g = 0; g < G; g++)
             if (!gtaken[g])
                 for (int64_t j = 0; j < per; j++)
-                    choice[g * per + j] = 0.0f;
+                    choice[g * per + j] = masked;
     }
     memset(tk, 0, (size_t)E);
     for (int64_t j = 0; j < k; j++) {
@@ -126,7 +130,11 @@ void numla_moe_route(const numla_model_config *c, const float *logits, const flo
     }
     if (tk != taken)
         free(tk);
-    int norm = c->norm_topk_prob && k > 1;
+    /* V2 (DeepSeek's modeling code): normalise only when k > 1, and then do not scale.
+     * V3: normalise whenever norm_topk_prob (k = 1 gives weight 1), then scale. */
+    int norm = c->moe_weight_rule == NUMLA_MOE_WEIGHT_RULE_NORM_THEN_SCALE
+                   ? c->norm_topk_prob
+                   : c->norm_topk_prob && k > 1;
     if (norm) {
         float sum = 0;
         for (int64_t j = 0; j < k; j++)
@@ -462,6 +470,9 @@ numla_status numla_model_forward(numla_model *m, numla_kv_cache *cache, const nu
     const numla_model_config *c = &m->cfg;
     const numla_model_weights *w = m->w;
     NUMLA_CHECK(check_step(m, st));
+    /* The kernels open their own parallel regions with the OpenMP default team size; size
+     * their workspaces (and our loops) by that. */
+    m->num_threads = omp_get_max_threads();
     if (cache->kv_lora_rank != c->kv_lora_rank || cache->rope_dim != c->qk_rope_head_dim ||
         cache->num_layers < c->num_hidden_layers)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "model: KV cache geometry does not match the model");

@@ -86,6 +86,8 @@ typedef struct numla_model {
     size_t attn_ws_bytes;
 } numla_model;
 
+/* num_threads is informational: each step uses omp_get_max_threads() of the calling thread
+ * (the team the kernels will open), so set the team size with omp_set_num_threads. */
 numla_status numla_model_create(const numla_model_weights *w, numla_isa isa, int num_threads,
                                 numla_model **out);
 void numla_model_destroy(numla_model **m);

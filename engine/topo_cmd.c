@@ -47,18 +47,6 @@ static int numla_topo_env_rank_(void)
     return 0;
 }
 
-/* The job size the launcher announced, 0 when none. */
-static int numla_topo_env_size_(void)
-{
-    const char *names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *v = getenv(names[i]);
-        if (v && *v)
-            return atoi(v);
-    }
-    return 0;
-}
-
 static void numla_topo_print_text_(const numla_topo *t, const numla_launch_plan *p, int *cpus)
 {
     int n;
@@ -136,6 +124,12 @@ static int numla_topo_main(int argc, char **argv)
     int json = 0, plan_mpirun = 0, print0 = 0, bind_check = 0, verbose = 0, strict = 0;
     const char *synthetic = NULL, *xml = NULL, *exe = NULL, *mpirun = NULL;
     numla_launch_opts o = {0};
+    /* --bind-check runs inside a launched rank: start from the launcher's plan options. */
+    for (int k = 1; k < argc && strcmp(argv[k], "--"); k++)
+        if (!strcmp(argv[k], "--bind-check") && numla_launch_opts_from_env(&o) != NUMLA_STATUS_OK) {
+            fprintf(stderr, "numla topo: %s\n", numla_error_message());
+            return 2;
+        }
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -187,8 +181,6 @@ static int numla_topo_main(int argc, char **argv)
         fprintf(stderr, "numla topo: %s\n", numla_error_message());
         return 1;
     }
-    if (bind_check && o.ranks == 0)
-        o.ranks = numla_topo_env_size_(); /* plan for the job actually launched */
     int *cpus = malloc(((size_t)t->num_pus + 1) * sizeof *cpus);
     if (numla_launch_plan_make(t, &o, &p) != NUMLA_STATUS_OK) {
         fprintf(stderr, "numla topo: %s\n", numla_error_message());

@@ -55,6 +55,7 @@ numla_status numla_launch_plan_make(const numla_topo *t, const numla_launch_opts
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "plan: out of memory");
     }
     p->num_ranks = R;
+    p->opts = *o;
     for (int i = 0, k = 0; i < t->num_nodes; i++)
         if (t->nodes[i].num_cores > 0)
             slots[k++] = i;
@@ -146,6 +147,20 @@ numla_status numla_launch_plan_mpirun(const numla_launch_plan *p,
         NUMLA_PLAN_ARG("--allow-run-as-root");
     if (mo->report_bindings)
         NUMLA_PLAN_ARG("--report-bindings");
+    if (p->opts.threads_per_rank || p->opts.oversubscribe || p->opts.hyperthreads) {
+        char plan[WORD - 16] = "";
+        size_t used = 0;
+        if (p->opts.threads_per_rank)
+            used += (size_t)snprintf(plan + used, sizeof plan - used, "threads=%d,",
+                                     p->opts.threads_per_rank);
+        if (p->opts.oversubscribe)
+            used += (size_t)snprintf(plan + used, sizeof plan - used, "oversubscribe=1,");
+        if (p->opts.hyperthreads)
+            used += (size_t)snprintf(plan + used, sizeof plan - used, "hyperthreads=1,");
+        plan[used - 1] = '\0'; /* drop the trailing comma */
+        NUMLA_PLAN_ARG("-x");
+        NUMLA_PLAN_ARG("NUMLA_PLAN=%s", plan);
+    }
     NUMLA_PLAN_ARG("-x");
     NUMLA_PLAN_ARG("OMP_NUM_THREADS=%d", p->threads_per_rank);
     NUMLA_PLAN_ARG("-x");
@@ -181,6 +196,40 @@ numla_status numla_launch_plan_mpirun(const numla_launch_plan *p,
     v[total] = NULL;
     *out_argv = v;
     *out_argc = total;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_launch_opts_from_env(numla_launch_opts *o)
+{
+    if (!o)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_launch_opts_from_env: NULL");
+    const char *sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const char *v = getenv(sizes[i]);
+        if (v && atoi(v) > 0) {
+            o->ranks = atoi(v);
+            break;
+        }
+    }
+    const char *plan = getenv("NUMLA_PLAN");
+    if (!plan || !*plan)
+        return NUMLA_STATUS_OK;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", plan);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '='), *end = NULL;
+        long v = eq ? strtol(eq + 1, &end, 10) : -1;
+        if (!eq || *end || v < 0)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "NUMLA_PLAN='%s': bad item '%s' (expected "
+                       "threads=N, oversubscribe=0|1, hyperthreads=0|1)", plan, tok);
+        *eq = '\0';
+        if (!strcmp(tok, "threads")) o->threads_per_rank = (int)v;
+        else if (!strcmp(tok, "oversubscribe")) o->oversubscribe = v != 0;
+        else if (!strcmp(tok, "hyperthreads")) o->hyperthreads = v != 0;
+        else
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "NUMLA_PLAN='%s': unknown key '%s'", plan, tok);
+    }
     return NUMLA_STATUS_OK;
 }
 

@@ -300,7 +300,7 @@ static void tl_route(const tl_model *m, const double *logits, const float *bias,
         qsort(gord, (size_t)G, sizeof(int), tl_cmp_desc);
         for (int r = m->topk_group; r < G; r++)
             for (int j = 0; j < per; j++)
-                ch[gord[r] * per + j] = 0.0;
+                ch[gord[r] * per + j] = m->v3 ? -INFINITY : 0.0;
     }
     for (int e = 0; e < E; e++) ord[e] = e;
     tl_sort_vals_ = ch;
@@ -311,7 +311,7 @@ static void tl_route(const tl_model *m, const double *logits, const float *bias,
         w[j] = m->v3 ? s[ord[j]] : ch[ord[j]];
         sum += w[j];
     }
-    int norm = m->norm_topk && m->k > 1;
+    int norm = m->norm_topk && (m->v3 || m->k > 1);
     for (int j = 0; j < m->k; j++) {
         if (norm) w[j] /= sum + 1e-20;
         if (!norm || m->v3) w[j] *= m->rsf;

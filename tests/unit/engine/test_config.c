@@ -159,7 +159,6 @@ static void test_bad_fields(void)
     expect_bad(V2LITE, "norm_topk_prob", json_string("yes"), "norm_topk_prob");
     expect_bad(V2LITE, "eos_token_id", json_integer(102400), "eos_token_id");
     expect_bad(V2LITE, "rope_scaling.type", json_string("ntk"), "rope_scaling.type");
-    expect_bad(V2LITE, "rope_scaling.factor", NULL, "rope_scaling.factor");
     expect_bad(V2LITE, "rope_scaling.factor", json_real(0.5), "rope_scaling.factor");
     expect_bad(V2LITE, "rope_scaling", json_integer(3), "rope_scaling");
     expect_bad(V3, "n_group", json_integer(7), "n_group");
@@ -167,6 +166,29 @@ static void test_bad_fields(void)
     expect_bad(V3, "topk_group", json_integer(9), "topk_group");
     expect_bad(V3, "topk_method", json_string("greedy"), "topk_method");
     expect_bad(V3, "scoring_func", json_string("softmax"), "scoring_func");
+}
+
+/* transformers-5 layout (rope_parameters with rope_theta inside); a missing factor is the ratio
+ * max_position_embeddings / original_max_position_embeddings (DESIGN.md §5 trap). */
+static void test_rope_parameters(void)
+{
+    json_t *o = json_loads(V2LITE, 0, NULL);
+    json_t *rs = json_deep_copy(json_object_get(o, "rope_scaling"));
+    json_object_del(rs, "factor");
+    json_object_set_new(rs, "rope_theta", json_real(50000.0));
+    json_object_set_new(rs, "rope_type", json_string("yarn"));
+    json_object_set_new(o, "rope_parameters", rs);
+    json_object_del(o, "rope_scaling");
+    json_object_del(o, "rope_theta");
+    json_object_set_new(o, "max_position_embeddings", json_integer(8192));
+    char *s = json_dumps(o, 0);
+    numla_model_config c;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_parse(s, "v5.json", &c), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(c.rope_yarn, 1);
+    CU_ASSERT_DOUBLE_EQUAL(c.rope_factor, 2.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(c.rope_theta, 50000.0, 1e-9);
+    free(s);
+    json_decref(o);
 }
 
 static void test_bad_json(void)
@@ -183,4 +205,4 @@ static void test_bad_json(void)
 
 NUMLA_TEST_SUITE(config, NULL, NULL, NUMLA_TEST(test_v2lite), NUMLA_TEST(test_v3),
                  NUMLA_TEST(test_no_rope_scaling_dense), NUMLA_TEST(test_bad_fields),
-                 NUMLA_TEST(test_bad_json))
+                 NUMLA_TEST(test_rope_parameters), NUMLA_TEST(test_bad_json))

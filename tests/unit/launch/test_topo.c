@@ -120,8 +120,8 @@ static void test_two_packages_snc(void)
             CU_ASSERT_EQUAL(p->ranks[r].threads, 32);
         }
         expect_line(p, 0, 0,
-                    "mpirun -n 4 --map-by ppr:1:numa:PE=16 --bind-to core -x OMP_NUM_THREADS=32 "
-                    "-x OMP_PLACES=threads -x OMP_PROC_BIND=close /opt/numla run --model m");
+                    "mpirun -n 4 --map-by ppr:1:numa:PE=16 --bind-to core "
+                    "-x NUMLA_PLAN=hyperthreads=1 -x OMP_NUM_THREADS=32 -x OMP_PLACES=threads -x OMP_PROC_BIND=close /opt/numla run --model m");
     }
     numla_launch_plan_destroy(&p);
 
@@ -134,7 +134,8 @@ static void test_two_packages_snc(void)
         CU_ASSERT_EQUAL(p->ranks[1].threads, 8);
         CU_ASSERT(cpus_are(&p->ranks[1], 32, 2, 16));
         expect_line(p, 0, 0,
-                    "mpirun -n 2 --map-by ppr:1:numa:PE=16 --bind-to core -x OMP_NUM_THREADS=8 "
+                    "mpirun -n 2 --map-by ppr:1:numa:PE=16 --bind-to core -x NUMLA_PLAN=threads=8 "
+                    "-x OMP_NUM_THREADS=8 "
                     "-x OMP_PLACES=cores -x OMP_PROC_BIND=close /opt/numla run --model m");
     }
     numla_launch_plan_destroy(&p);
@@ -194,7 +195,8 @@ static void test_eight_nodes_and_oversubscribe(void)
         CU_ASSERT_EQUAL(p->threads_per_rank, 4);
         expect_line(p, 0, 0,
                     "mpirun -n 9 --map-by ppr:2:numa:PE=4 --bind-to core:overload-allowed "
-                    "--oversubscribe -x OMP_NUM_THREADS=4 -x OMP_PLACES=cores "
+                    "--oversubscribe -x NUMLA_PLAN=oversubscribe=1 -x OMP_NUM_THREADS=4 "
+                    "-x OMP_PLACES=cores "
                     "-x OMP_PROC_BIND=close /opt/numla run --model m");
     }
     numla_launch_plan_destroy(&p);
@@ -308,6 +310,37 @@ static void test_bad_sources_and_env(void)
     numla_topo_destroy(&t);
 }
 
+/* What a launched rank reads back: the job size and NUMLA_PLAN from the mpirun line. */
+static void test_opts_from_env(void)
+{
+    numla_launch_opts o = {0};
+    setenv("OMPI_COMM_WORLD_SIZE", "9", 1);
+    setenv("NUMLA_PLAN", "threads=4,oversubscribe=1,hyperthreads=0", 1);
+    CU_ASSERT_EQUAL(numla_launch_opts_from_env(&o), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(o.ranks, 9);
+    CU_ASSERT_EQUAL(o.threads_per_rank, 4);
+    CU_ASSERT_EQUAL(o.oversubscribe, 1);
+    CU_ASSERT_EQUAL(o.hyperthreads, 0);
+    setenv("NUMLA_PLAN", "threads=x", 1);
+    CU_ASSERT_EQUAL(numla_launch_opts_from_env(&o), NUMLA_STATUS_INVALID_ARG);
+    setenv("NUMLA_PLAN", "colour=1", 1);
+    CU_ASSERT_EQUAL(numla_launch_opts_from_env(&o), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT(strstr(numla_error_message(), "colour") != NULL);
+    unsetenv("NUMLA_PLAN");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    /* The round trip: a plan's mpirun line carries exactly its options. */
+    numla_topo *t = load_synthetic("numa:8 core:8 pu:1");
+    numla_launch_plan *p = t ? make_plan(t, 9, 2, 1, 0) : NULL;
+    if (p) {
+        char *line = mpirun_line(p, 0, 0);
+        NUMLA_ASSERT_MSG(line && strstr(line, " -x NUMLA_PLAN=threads=2,oversubscribe=1 "),
+                         "line: %s", line ? line : "(null)");
+        free(line);
+    }
+    numla_launch_plan_destroy(&p);
+    numla_topo_destroy(&t);
+}
+
 static void test_strings(void)
 {
     char buf[64];
@@ -379,4 +412,5 @@ static void test_bind_this_machine(void)
 NUMLA_TEST_SUITE(topo, NULL, NULL, NUMLA_TEST(test_two_packages_snc),
                  NUMLA_TEST(test_eight_nodes_and_oversubscribe), NUMLA_TEST(test_single_node),
                  NUMLA_TEST(test_memory_only_node), NUMLA_TEST(test_bad_sources_and_env),
-                 NUMLA_TEST(test_strings), NUMLA_TEST(test_bind_this_machine))
+                 NUMLA_TEST(test_strings), NUMLA_TEST(test_opts_from_env),
+                 NUMLA_TEST(test_bind_this_machine))
