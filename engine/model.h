@@ -84,6 +84,11 @@ typedef struct numla_model {
     size_t lin_ws_bytes;
     void *attn_ws;     /* attention workspace */
     size_t attn_ws_bytes;
+
+    /* multi-rank: set by the engine (engine/engine.c) after numla_model_create */
+    struct numla_comm *comm;  /* not owned; NULL with one rank */
+    double reduce_s;          /* wall time spent in numla_model_reduce (cumulative) */
+    int64_t reduces;          /* numla_model_reduce calls with nranks > 1 */
 } numla_model;
 
 /* num_threads is informational: each step uses omp_get_max_threads() of the calling thread
@@ -97,8 +102,9 @@ void numla_model_destroy(numla_model **m);
 numla_status numla_model_forward(numla_model *m, numla_kv_cache *cache, const numla_step *step,
                                  float *logits);
 
-/* The allreduce hook: sums buf (count fp32 values) over the model's ranks. nranks = 1: no-op.
- * Every rank adds its partial sum; the residual was added on rank 0 only. Collective. */
+/* The allreduce hook: sums buf (count fp32 values) over the model's ranks through m->comm
+ * (numla_comm_allreduce_sum_f32; the result is bitwise identical on every rank). nranks = 1:
+ * no-op. Every rank adds its partial sum; the residual was added on rank 0 only. Collective. */
 numla_status numla_model_reduce(numla_model *m, float *buf, int64_t count);
 
 /* ---- building blocks, exposed for tests (DESIGN.md §5) ---- */
