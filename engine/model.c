@@ -2,6 +2,8 @@
  * Reads top to bottom like the paper: embed → layers (attention, MLP/MoE) → norm → lm_head. */
 #include "engine/model.h"
 
+#include "comm/comm.h"
+
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -309,14 +311,17 @@ static numla_status ensure_step_scratch(numla_model *m, const numla_kv_cache *ca
 
 numla_status numla_model_reduce(numla_model *m, float *buf, int64_t count)
 {
-    /* The allreduce goes here (comm/ allreduce over the model's ranks, fp32 sum in place).
-     * With one rank the partial sum is already the total. */
+    /* With one rank the partial sum is already the total. */
     if (m->w->shard.nranks == 1)
         return NUMLA_STATUS_OK;
-    (void)buf;
-    (void)count;
-    NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "model: %d ranks need the allreduce (not wired yet)",
-               m->w->shard.nranks);
+    if (!m->comm)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "model: %d ranks but no communicator (create the "
+                   "model through numla_engine_create)", m->w->shard.nranks);
+    double t0 = omp_get_wtime();
+    NUMLA_CHECK(numla_comm_allreduce_sum_f32(m->comm, buf, (size_t)count));
+    m->reduce_s += omp_get_wtime() - t0;
+    m->reduces++;
+    return NUMLA_STATUS_OK;
 }
 
 /* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */

@@ -99,6 +99,10 @@ typedef struct numla_model {
     int32_t *pre_lens;   /* (B) cached prefix = seq_lens - n_b */
     int32_t *new_lens;   /* (B) n_b */
     int64_t cap_seqs, cap_new_tables;
+    /* multi-rank: set by the engine (engine/engine.c) after numla_model_create */
+    struct numla_comm *comm;  /* not owned; NULL with one rank */
+    double reduce_s;          /* wall time spent in numla_model_reduce (cumulative) */
+    int64_t reduces;          /* numla_model_reduce calls with nranks > 1 */
 } numla_model;
 
 enum { NUMLA_MODEL_NEW_BLOCK = 16 };
@@ -114,8 +118,9 @@ void numla_model_destroy(numla_model **m);
 numla_status numla_model_forward(numla_model *m, numla_kv_cache *cache, const numla_step *step,
                                  float *logits);
 
-/* The allreduce hook: sums buf (count fp32 values) over the model's ranks. nranks = 1: no-op.
- * Every rank adds its partial sum; the residual was added on rank 0 only. Collective. */
+/* The allreduce hook: sums buf (count fp32 values) over the model's ranks through m->comm
+ * (numla_comm_allreduce_sum_f32; the result is bitwise identical on every rank). nranks = 1:
+ * no-op. Every rank adds its partial sum; the residual was added on rank 0 only. Collective. */
 numla_status numla_model_reduce(numla_model *m, float *buf, int64_t count);
 
 /* ---- building blocks, exposed for tests (DESIGN.md §5) ---- */

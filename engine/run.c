@@ -1,18 +1,25 @@
-/* engine/run.c — `numla run`: serve a JSONL file of requests on one rank, one request at a time
- * (prefill in chunks, then decode), writing each result as it finishes (engine/request_io.h).
- * A bad request line or a request that fails in the engine yields an error record; the run
- * goes on. Throughput goes to stderr at the end. Not collective (single rank for now).
+/* engine/run.c — `numla run`: serve a JSONL file of requests, one request at a time (prefill in
+ * chunks, then decode), writing each result as it finishes (engine/request_io.h).
+ * Under mpirun the model is sharded over the ranks (engine/engine.h): rank 0 reads the
+ * requests, plans every step, samples and writes the results; the other ranks run the engine's
+ * worker loop. A bad request line or a request the engine rejects yields an error record; the
+ * run goes on. An unrecoverable failure on any rank aborts the job (numla_comm_abort); result
+ * lines already written stay intact (each is flushed). Throughput goes to stderr at the end.
+ * Collective over MPI_COMM_WORLD (initialises MPI when the caller has not).
  */
 #include <errno.h>
+#include <mpi.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli.h"
 #include "engine/config.h"
+#include "engine/engine.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "engine/request_io.h"
@@ -52,7 +59,7 @@ static void usage(FILE *f)
 }
 
 /* One step of `n` tokens for one sequence; logits of its last token into `logits`. */
-static numla_status run_step(numla_model *m, numla_kv_cache *kv, numla_kv_seq *seq,
+static numla_status run_step(numla_engine *e, numla_kv_cache *kv, numla_kv_seq *seq,
                              const int32_t *tokens, int32_t n, int64_t *slots, int32_t *pos,
                              float *logits)
 {
@@ -66,13 +73,13 @@ static numla_status run_step(numla_model *m, numla_kv_cache *kv, numla_kv_seq *s
                      .slots = slots, .query_start_loc = qsl, .seq_lens = &len,
                      .block_tables = seq->block_table, .max_blocks_per_seq = seq->num_blocks,
                      .num_logit_rows = 1, .logit_rows = &row};
-    NUMLA_CHECK(numla_model_forward(m, kv, &st, logits));
+    NUMLA_CHECK(numla_engine_step(e, &st, logits));
     seq->len += n;
     return NUMLA_STATUS_OK;
 }
 
 /* Serve one valid request; on an engine failure, fills `err` and returns its status. */
-static numla_status serve(const run_opts *o, const numla_model_config *cfg, numla_model *m,
+static numla_status serve(const run_opts *o, const numla_model_config *cfg, numla_engine *m,
                           numla_kv_cache *kv, const numla_request *rq, FILE *out, run_stats *rs,
                           float *logits, int64_t *slots, int32_t *pos)
 {
@@ -211,14 +218,20 @@ int numla_run_main(int argc, char **argv)
                         "positive\n");
         return 2;
     }
-    if (o.threads > 0)
-        omp_set_num_threads(o.threads);
-    int nthreads = omp_get_max_threads();
+    int mpi_inited = 0, own_mpi = 0;
+    MPI_Initialized(&mpi_inited);
+    if (!mpi_inited) {
+        int provided;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+            fprintf(stderr, "numla run: MPI_Init_thread failed\n");
+            return 1;
+        }
+        own_mpi = 1;
+    }
 
-    numla_model_config cfg;
-    numla_st_model *st = NULL;
-    numla_model_weights *w = NULL;
-    numla_model *m = NULL;
+    numla_comm *comm = NULL;
+    numla_engine *eng = NULL;
+    const numla_model_config *cfgp = NULL;
     numla_kv_cache *kv = NULL;
     FILE *in = NULL, *out = NULL;
     float *logits = NULL;
@@ -226,36 +239,48 @@ int numla_run_main(int argc, char **argv)
     int32_t *pos = NULL;
     char *line = NULL;
     size_t cap = 0;
-    int rc = 1;
+    int rc = 1, rank = 0;
     run_stats rs = {0};
-    numla_isa isa;
     numla_status s;
     double t_load = now_s();
-    NUMLA_CHECK_GOTO(numla_isa_select(&isa), s, fail);
-    NUMLA_CHECK_GOTO(numla_model_config_load(o.model, &cfg), s, fail);
-    NUMLA_CHECK_GOTO(numla_st_open(o.model, &st), s, fail);
-    NUMLA_CHECK_GOTO(numla_weights_load(&cfg, st, 0, 1, isa, &w), s, fail);
-    numla_st_close(&st); /* the shard lives in owned memory now (DESIGN.md §3) */
+    NUMLA_CHECK_GOTO(numla_comm_create(MPI_COMM_WORLD, &comm), s, fail);
+    rank = numla_comm_rank(comm);
+    numla_log_set_rank(rank);
+    numla_engine_options eo = numla_engine_options_default();
+    eo.num_threads = o.threads;
+    eo.block_size = o.block_size;
+    eo.max_context = o.max_context;
+    eo.kv_dtype = o.kv_dtype;
+    NUMLA_CHECK_GOTO(numla_engine_create(comm, o.model, &eo, &eng), s, fail);
+    if (rank != 0) {
+        /* rank 0 owns requests, sampling and output; the others only run steps */
+        NUMLA_CHECK_GOTO(numla_engine_worker_loop(eng), s, fail);
+        rc = 0;
+        goto cleanup;
+    }
+    cfgp = numla_engine_config(eng);
+    const numla_model_config cfg = *cfgp;
+    kv = numla_engine_kv_cache(eng);
     if (o.max_context > cfg.max_position_embeddings)
         o.max_context = cfg.max_position_embeddings;
-    NUMLA_CHECK_GOTO(numla_kv_cache_create((int32_t)cfg.num_hidden_layers,
-                                           (int32_t)cfg.kv_lora_rank,
-                                           (int32_t)cfg.qk_rope_head_dim, o.block_size,
-                                           (o.max_context + o.block_size - 1) / o.block_size,
-                                           o.kv_dtype, &kv), s, fail);
-    NUMLA_CHECK_GOTO(numla_model_create(w, isa, nthreads, &m), s, fail);
-    logits = malloc(sizeof *logits * (size_t)w->shard.vocab_count);
+    if (o.max_context > kv->num_blocks * kv->block_size)
+        o.max_context = kv->num_blocks * kv->block_size;
+    logits = malloc(sizeof *logits * (size_t)cfg.vocab_size);
     slots = malloc(sizeof *slots * (size_t)o.prefill_chunk);
     pos = malloc(sizeof *pos * (size_t)o.prefill_chunk);
     if (!logits || !slots || !pos) {
         s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__, "no memory");
         goto fail;
     }
-    fprintf(stderr, "numla run: %s (%s, %lld layers) loaded in %.2f s: %.1f MB of weights, isa %s, "
-                    "%d threads, context %lld, kv %s\n",
+    numla_isa isa;
+    NUMLA_CHECK_GOTO(numla_isa_select(&isa), s, fail);
+    fprintf(stderr, "numla run: %s (%s, %lld layers) loaded in %.2f s: %.1f MB of weights on "
+                    "rank 0, %d rank%s, isa %s, %d threads, context %lld, kv %s\n",
             o.model, cfg.model_type, (long long)cfg.num_hidden_layers, now_s() - t_load,
-            (double)w->loaded_bytes / 1e6, numla_isa_name(isa), nthreads,
-            (long long)o.max_context, numla_dtype_name(o.kv_dtype));
+            (double)numla_engine_weight_bytes(eng) / 1e6, numla_comm_size(comm),
+            numla_comm_size(comm) > 1 ? "s" : "", numla_isa_name(isa),
+            numla_engine_num_threads(eng), (long long)o.max_context,
+            numla_dtype_name(o.kv_dtype));
 
     in = strcmp(o.input, "-") ? fopen(o.input, "rb") : stdin;
     if (!in) {
@@ -285,7 +310,7 @@ int numla_run_main(int argc, char **argv)
             rs.errors++;
             if (write_error(out, &rq, rq.error))
                 rc = 1;
-        } else if ((s = serve(&o, &cfg, m, kv, &rq, out, &rs, logits, slots, pos)) !=
+        } else if ((s = serve(&o, &cfg, eng, kv, &rq, out, &rs, logits, slots, pos)) !=
                    NUMLA_STATUS_OK) {
             char msg[1024];
             snprintf(msg, sizeof msg, "line %lld: %s", (long long)lineno, numla_error_message());
@@ -321,10 +346,10 @@ cleanup:
     free(logits);
     free(slots);
     free(pos);
-    numla_model_destroy(&m);
-    numla_kv_cache_destroy(&kv);
-    numla_weights_destroy(&w);
-    numla_st_close(&st);
+    numla_engine_destroy(&eng); /* rank 0: releases the workers */
+    numla_comm_destroy(&comm);
+    if (own_mpi)
+        MPI_Finalize();
     return rc;
 }
 
