@@ -19,8 +19,8 @@ check() { # check NAME RESULT(0=ok) DETAILS
   if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $3"; fi
 }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-# Exact comparisons need a kernel level whose linear layers do not round activations to bf16
-# for small M (avx512bf16 does, so there a token's logits move with the step's size by a few
+# Exact comparisons need a kernel level whose linear layers never round activations to bf16
+# (avx512bf16 does for M > 15 rows, so there a token's logits move with the step's size by a few
 # tenths on this bf16 model: a near-tie can flip; test_scheduler covers that level with margins).
 if [ -z "${NUMLA_ISA:-}" ]; then
   if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then export NUMLA_ISA=avx512

@@ -238,8 +238,8 @@ static void invariance_on(numla_isa isa)
     static sc_res ref[SC_N], got[SC_N];
     int64_t ord[SC_N];
     numla_sched_stats st;
-    /* On avx512bf16 the small-M linear path rounds activations to bf16 (kernels/linear.h), so
-     * a token's logits depend on the step's size by up to a few percent of their range: a
+    /* On avx512bf16, linear layers with M > 15 rows round activations to bf16 (vdpbf16ps,
+     * kernels/linear_internal.h), so a token's logits depend on the step's size by up to a few percent of their range: a
      * property of that kernel, not of scheduling; elsewhere the differences are rounding. */
     const float tol = isa == NUMLA_ISA_AVX512BF16 ? 2.0f : 0.05f;
     numla_sched_options one = {.max_batch_tokens = 512, .max_seqs = 1, .prefill_chunk = 512};
