@@ -8,9 +8,12 @@
  *           query_start_loc (B+1) | seq_lens (B) | block_tables (B·MB) | logit_rows (R), int32
  * then the model's 2 allreduces per layer and one gather of the logits' vocab slices.
  */
+#define _GNU_SOURCE /* sched_getcpu */
 #include "engine/engine.h"
 
+#include <numa.h>
 #include <omp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,18 +120,6 @@ static numla_status engine_load(numla_engine *e, const char *model_dir,
     NUMLA_CHECK(numla_model_create(e->w, isa, e->threads, &e->m));
     e->m->comm = e->size > 1 ? e->comm : NULL;
 
-    int32_t bs = o->block_size > 0 ? o->block_size : 16;
-    int64_t nb = o->num_blocks;
-    if (nb <= 0) {
-        int64_t ctx = o->max_context > 0 ? o->max_context : 4096;
-        if (ctx > e->cfg.max_position_embeddings)
-            ctx = e->cfg.max_position_embeddings;
-        nb = (ctx + bs - 1) / bs;
-    }
-    NUMLA_CHECK(numla_kv_cache_create((int32_t)e->cfg.num_hidden_layers,
-                                      (int32_t)e->cfg.kv_lora_rank,
-                                      (int32_t)e->cfg.qk_rope_head_dim, bs, nb, o->kv_dtype,
-                                      &e->kv));
     e->vbegin = calloc((size_t)e->size, sizeof *e->vbegin);
     e->vcount = calloc((size_t)e->size, sizeof *e->vcount);
     e->counts = calloc((size_t)e->size, sizeof *e->counts);
@@ -137,6 +128,57 @@ static numla_status engine_load(numla_engine *e, const char *model_dir,
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "engine: no memory");
     for (int q = 0; q < e->size; q++)
         numla_shard_range(e->cfg.vocab_size, q, e->size, &e->vbegin[q], &e->vcount[q]);
+    return NUMLA_STATUS_OK;
+}
+
+/* The KV pool, after the weights (so "free memory" excludes them). Collective: when sized from
+ * memory, every rank takes the smallest count any rank can afford (rank 0 decides the block
+ * ids, so the pools must have the same geometry). */
+static numla_status engine_kv(numla_engine *e, const numla_engine_options *o, int *failed)
+{
+    int32_t bs = o->block_size > 0 ? o->block_size : 16;
+    int64_t nb = o->num_blocks;
+    const size_t blk = numla_kv_block_bytes((int32_t)e->cfg.num_hidden_layers,
+                                            (int32_t)e->cfg.kv_lora_rank,
+                                            (int32_t)e->cfg.qk_rope_head_dim, bs, o->kv_dtype);
+    if (nb <= 0 && (o->kv_memory_bytes > 0 || o->kv_memory_fraction > 0)) {
+        size_t bytes = (size_t)o->kv_memory_bytes;
+        if (bytes == 0) {
+            int cpu = sched_getcpu();
+            int node = cpu >= 0 && numa_available() >= 0 ? numa_node_of_cpu(cpu) : -1;
+            bytes = numla_kv_cache_default_bytes(node, o->kv_memory_fraction);
+        }
+        nb = *failed || blk == 0 ? 0 : (int64_t)(bytes / blk);
+        if (nb > INT32_MAX)
+            nb = INT32_MAX;
+        int64_t *all = e->rank == 0 ? calloc((size_t)e->size, sizeof *all) : NULL;
+        if (e->rank == 0 && !all)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "engine: no memory");
+        numla_status s = numla_comm_gather(e->comm, &nb, sizeof nb, all, 0);
+        if (s == NUMLA_STATUS_OK && e->rank == 0)
+            for (int q = 0; q < e->size; q++)
+                nb = all[q] < nb ? all[q] : nb;
+        free(all);
+        if (s == NUMLA_STATUS_OK)
+            s = numla_comm_bcast(e->comm, &nb, sizeof nb, 0);
+        NUMLA_CHECK(s);
+        if (*failed)
+            return NUMLA_STATUS_OK;
+        if (nb < 1)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "engine: %zu bytes of KV memory per rank hold "
+                       "no %zu-byte block", bytes, blk);
+    } else if (nb <= 0) {
+        int64_t ctx = o->max_context > 0 ? o->max_context : 4096;
+        if (ctx > e->cfg.max_position_embeddings)
+            ctx = e->cfg.max_position_embeddings;
+        nb = (ctx + bs - 1) / bs;
+    }
+    if (*failed)
+        return NUMLA_STATUS_OK;
+    NUMLA_CHECK(numla_kv_cache_create((int32_t)e->cfg.num_hidden_layers,
+                                      (int32_t)e->cfg.kv_lora_rank,
+                                      (int32_t)e->cfg.qk_rope_head_dim, bs, nb, o->kv_dtype,
+                                      &e->kv));
     return NUMLA_STATUS_OK;
 }
 
@@ -177,6 +219,14 @@ numla_status numla_engine_create(numla_comm *comm, const char *model_dir,
         s = engine_load(e, model_dir, &o);
         if (s != NUMLA_STATUS_OK) {
             failed = 1;
+            snprintf(msg, sizeof msg, "%s", numla_error_message());
+            fprintf(stderr, "numla: rank %d: %s\n%s", e->rank, msg, numla_error_trace());
+        }
+        /* every rank takes part in the KV sizing, even one that failed (it offers 0 blocks) */
+        numla_status ks = engine_kv(e, &o, &failed);
+        if (ks != NUMLA_STATUS_OK && !failed) {
+            failed = 1;
+            s = ks;
             snprintf(msg, sizeof msg, "%s", numla_error_message());
             fprintf(stderr, "numla: rank %d: %s\n%s", e->rank, msg, numla_error_trace());
         }

@@ -42,8 +42,14 @@ typedef struct numla_engine_options {
     int num_threads;          /* OpenMP threads of this rank; 0: omp_get_max_threads() (after
                                  binding, the plan's thread count) */
     int32_t block_size;       /* KV tokens per block; 0: 16 */
-    int64_t num_blocks;       /* KV blocks per rank; 0: enough for max_context tokens */
-    int64_t max_context;      /* used when num_blocks == 0; 0: min(4096, model max) */
+    int64_t num_blocks;       /* KV blocks per rank; 0: from kv_memory_bytes / kv_memory_fraction,
+                                 or enough for max_context tokens when both are 0 */
+    int64_t max_context;      /* used when all three are 0; 0: min(4096, model max) */
+    int64_t kv_memory_bytes;  /* > 0 (num_blocks 0): pool bytes per rank (numla run --kv-memory) */
+    double kv_memory_fraction;/* > 0 (num_blocks, kv_memory_bytes 0): this fraction of the free
+                                 memory of the rank's NUMA node after its weights are loaded
+                                 (numla_kv_cache_default_bytes); every rank takes the smallest
+                                 block count any rank can afford, so the pools match */
     numla_dtype kv_dtype;     /* KV element type; NUMLA_DTYPE_BF16 recommended */
     int bind;                 /* 1: apply the launch/ binding plan for this rank (node-local
                                  memory, pinned threads) before loading; 0: leave as is */

@@ -29,18 +29,20 @@ enum {
 /* Native variants per level; NULL inherits the level below (ref is always present). */
 static const numla_mla_attn_kernel *const numla_mla_attn_table_[NUMLA_ISA_COUNT] = {
     [NUMLA_ISA_REF] = &numla_mla_attn_kernel_ref,
+    [NUMLA_ISA_AVX2] = &numla_mla_attn_kernel_avx2,
+    [NUMLA_ISA_AVX512] = &numla_mla_attn_kernel_avx512,
+    [NUMLA_ISA_AVX512BF16] = &numla_mla_attn_kernel_avx512bf16,
 };
 
 static const numla_mla_attn_kernel *numla_mla_attn_pick(numla_isa isa, const numla_mla_attn_args *a)
 {
+    /* A level without a variant, or whose variant cannot take these dims (the vector ones need
+     * Dc % 32 == 0 and Dr % 16 == 0), inherits the level below. */
     int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF;
-    while (!numla_mla_attn_table_[i])
+    while (i > 0 && (!numla_mla_attn_table_[i] ||
+                     (numla_mla_attn_table_[i]->supports && !numla_mla_attn_table_[i]->supports(a))))
         i--;
-    const numla_mla_attn_kernel *k = numla_mla_attn_table_[i];
-    /* Vector variants need Dc % 32 == 0 and Dr % 16 == 0; other dims run the reference. */
-    if (k->supports && !k->supports(a))
-        k = &numla_mla_attn_kernel_ref;
-    return k;
+    return numla_mla_attn_table_[i];
 }
 
 typedef struct numla_mla_attn_item {

@@ -1,0 +1,11 @@
+/* kernels/x86/mla_attn_avx512.c — AVX-512 F/BW/VL/DQ MLA attention chunk kernel: fp32 FMA for
+ * Q·K and P·V, each cache tile widened to fp32 once (see mla_attn_avx512_impl.h). */
+#define NUMLA_MLA_BF16DOT 0
+#include "kernels/x86/mla_attn_avx512_impl.h"
+
+const numla_mla_attn_kernel numla_mla_attn_kernel_avx512 = {
+    .name = "avx512",
+    .chunk = numla_mla_chunk,
+    .scratch_bytes = numla_mla_scratch_bytes,
+    .supports = numla_mla_supports,
+};
