@@ -2,9 +2,9 @@
 # tests/mpi/engine_run.sh MPIEXEC NUMLA MODEL MODE — `numla run` under mpiexec.
 #   run-N  N ranks must produce the single-rank run's output tokens for every request, and the
 #          same error record for the bad line.
-#   kill   3 ranks, rank 1 SIGKILLs itself at step 20 (NUMLA_TEST_DIE_AT_STEP): mpiexec must
+#   kill   3 ranks, rank 1 SIGKILLs itself at step 5 (NUMLA_TEST_DIE_AT_STEP): mpiexec must
 #          exit non-zero within 20 s, and every line already written must be a whole record.
-#   fail   the same with an error on rank 1 at step 20 (NUMLA_TEST_FAIL_AT_STEP): rank 1 must
+#   fail   the same with an error on rank 1 at step 5 (NUMLA_TEST_FAIL_AT_STEP): rank 1 must
 #          abort the job (numla_comm_abort) with a message naming the failure.
 set -uo pipefail
 mpiexec=$1 numla=$2 model=$3 mode=$4
@@ -13,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 req=$tmp/req.jsonl
 for i in $(seq 1 12); do
   p=$(( (i * 37) % 400 + 2 ))
-  echo "{\"id\": \"r$i\", \"prompt_tokens\": [$p, $((p + 3)), $((p + 11)), $((p % 7 + 2))], \"temperature\": 0, \"max_tokens\": 6}"
+  echo "{\"id\": \"r$i\", \"prompt_tokens\": [$p, $((p + 3)), $((p + 11)), $((p % 7 + 2))], \"temperature\": 0, \"max_tokens\": $i}"
   [ "$i" -eq 3 ] && echo '{"id": "bad", "prompt_tokens": [999999], "max_tokens": 2}'
 done >"$req"
 tokens() { sed -e 's/.*"id":\("[^"]*"\).*"output_tokens":\(\[[^]]*\]\).*"finish_reason":\("[a-z]*"\).*/\1 \2 \3/' "$1"; }
@@ -36,7 +36,7 @@ kill|fail)
   var=NUMLA_TEST_DIE_AT_STEP
   [ "$mode" = fail ] && var=NUMLA_TEST_FAIL_AT_STEP
   start=$(date +%s.%N)
-  env "$var=20" timeout 60 "$mpiexec" -n 3 --oversubscribe --bind-to none \
+  env "$var=5" timeout 60 "$mpiexec" -n 3 --oversubscribe --bind-to none \
     -x "$var" "$numla" run --model "$model" --input "$req" \
     --output "$tmp/o.jsonl" --threads 1 >"$tmp/log" 2>&1
   rc=$?
