@@ -1,10 +1,12 @@
 /* bench/bench_engine.c — `numla bench engine --model DIR [--batch B] [--context L] [--steps S]
- * [--threads T] [--json]`: batched decode through the collective engine (engine/engine.h) on
+ * [--threads T] [--no-bind] [--json]`: batched decode through the collective engine (engine/engine.h) on
  * every rank of the job, with each rank's step time split into compute and communication
  * (DESIGN.md §7: allreduces in numla_model_reduce, the logits gather, the plan broadcast).
  * Run as `mpirun -n R numla bench engine ...`; 1 rank works without mpirun.
  * B sequences are prefilled to L tokens (not timed), then S decode steps of B tokens are timed
  * (after 2 warm-up steps). Reports tokens/s (median step), per-rank ms per step, and per layer.
+ * --no-bind skips the launch/ binding (numla_bind_apply), e.g. to compare 1 rank × 2 threads
+ * with 2 ranks × 1 thread under the same (unpinned) conditions on an oversubscribed machine.
  * Prints, never asserts. */
 #include <mpi.h>
 #include <omp.h>
@@ -21,17 +23,19 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: numla bench engine --model DIR [--batch B (1)] [--context L (64)] "
-                    "[--steps S (16)] [--threads T] [--json]\n");
+                    "[--steps S (16)] [--threads T] [--no-bind] [--json]\n");
 }
 
 static int bench_engine_main(int argc, char **argv)
 {
     const char *model = NULL;
-    int batch = 1, context = 64, steps = 16, threads = 0, json = 0;
+    int batch = 1, context = 64, steps = 16, threads = 0, json = 0, bind = 1;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--no-bind"))
+            bind = 0;
         else if (!strcmp(argv[i], "--model") && v)
             model = argv[++i];
         else if (!strcmp(argv[i], "--batch") && v)
@@ -65,6 +69,7 @@ static int bench_engine_main(int argc, char **argv)
     const int rank = numla_comm_rank(c), size = numla_comm_size(c);
     numla_engine_options eo = numla_engine_options_default();
     eo.num_threads = threads;
+    eo.bind = bind;
     eo.block_size = 16;
     const int warm = 2;
     const int64_t total = (int64_t)context + steps + warm + 1;
