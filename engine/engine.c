@@ -48,7 +48,8 @@ struct numla_engine {
     double reduce_base_s;             /* m->reduce_s at the last reset */
     int64_t reduces_base;
     int64_t step_no;                  /* steps since creation (for NUMLA_TEST_DIE_AT_STEP) */
-    int64_t die_at_step;              /* -1: never */
+    int64_t die_at_step;              /* -1: never (NUMLA_TEST_DIE_AT_STEP: SIGKILL) */
+    int64_t fail_at_step;             /* -1: never (NUMLA_TEST_FAIL_AT_STEP: an error) */
 
     unsigned char *plan_buf;          /* received / packed plan */
     size_t plan_cap;
@@ -198,11 +199,18 @@ numla_status numla_engine_create(numla_comm *comm, const char *model_dir,
         e->comm = comm;
         e->rank = numla_comm_rank(comm);
         e->size = numla_comm_size(comm);
-        e->die_at_step = -1;
+        /* failure injection for the tests (tests/mpi/engine_run.sh): rank
+         * NUMLA_TEST_DIE_RANK (default 1) dies or fails at the given step */
+        e->die_at_step = e->fail_at_step = -1;
         const char *die = getenv("NUMLA_TEST_DIE_AT_STEP");
+        const char *fail = getenv("NUMLA_TEST_FAIL_AT_STEP");
         const char *die_rank = getenv("NUMLA_TEST_DIE_RANK");
-        if (die && *die && e->rank == (die_rank && *die_rank ? atoi(die_rank) : 1))
-            e->die_at_step = atoll(die);
+        if (e->rank == (die_rank && *die_rank ? atoi(die_rank) : 1)) {
+            if (die && *die)
+                e->die_at_step = atoll(die);
+            if (fail && *fail)
+                e->fail_at_step = atoll(fail);
+        }
         if (o.bind)
             engine_bind(e);
         if (o.num_threads > 0)
@@ -399,6 +407,9 @@ static numla_status engine_run(numla_engine *e, const numla_step *st, float *log
         fflush(stderr);
         raise(SIGKILL);
     }
+    if (e->fail_at_step >= 0 && e->step_no == e->fail_at_step)
+        NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "engine: NUMLA_TEST_FAIL_AT_STEP=%lld: injected "
+                   "failure on rank %d", (long long)e->fail_at_step, e->rank);
     e->step_no++;
     const double t0 = wtime();
     float *mine = logits;
