@@ -1,9 +1,11 @@
 /* engine/kv_cache.c — paged latent KV pool and block allocator (see kv_cache.h). */
 #include "engine/kv_cache.h"
 
+#include <numa.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 numla_status numla_kv_cache_create(int32_t num_layers, int32_t kv_lora_rank, int32_t rope_dim,
                                    int32_t block_size, int64_t num_blocks, numla_dtype dtype,
@@ -42,6 +44,13 @@ numla_status numla_kv_cache_create(int32_t num_layers, int32_t kv_lora_rank, int
         free(c);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: no memory for the free list");
     }
+    c->refcount = calloc((size_t)num_blocks, sizeof *c->refcount);
+    if (!c->refcount) {
+        free(c->free_blocks);
+        munmap(c->data, c->data_bytes);
+        free(c);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: no memory for the reference counts");
+    }
     /* Pop order 0, 1, 2, ...: stack holds them reversed. */
     for (int64_t i = 0; i < num_blocks; i++)
         c->free_blocks[i] = (int32_t)(num_blocks - 1 - i);
@@ -58,6 +67,7 @@ void numla_kv_cache_destroy(numla_kv_cache **pc)
     if (c->data && c->data != MAP_FAILED)
         munmap(c->data, c->data_bytes);
     free(c->free_blocks);
+    free(c->refcount);
     free(c);
     *pc = NULL;
 }
@@ -72,13 +82,47 @@ numla_status numla_kv_cache_alloc_block(numla_kv_cache *c, int32_t *block)
     if (c->num_free == 0)
         return NUMLA_STATUS_KV_FULL; /* expected under load: the scheduler preempts, no message */
     *block = c->free_blocks[--c->num_free];
+    c->refcount[*block] = 1;
     return NUMLA_STATUS_OK;
+}
+
+void numla_kv_cache_ref_block(numla_kv_cache *c, int32_t block)
+{
+    if (block >= 0 && block < c->num_blocks && c->refcount[block] > 0)
+        c->refcount[block]++;
 }
 
 void numla_kv_cache_free_block(numla_kv_cache *c, int32_t block)
 {
-    if (block >= 0 && block < c->num_blocks && c->num_free < c->num_blocks)
+    if (block < 0 || block >= c->num_blocks || c->refcount[block] == 0)
+        return; /* not allocated: a double free must not put a block on the list twice */
+    if (--c->refcount[block] == 0 && c->num_free < c->num_blocks)
         c->free_blocks[c->num_free++] = block;
+}
+
+size_t numla_kv_block_bytes(int32_t num_layers, int32_t kv_lora_rank, int32_t rope_dim,
+                            int32_t block_size, numla_dtype dtype)
+{
+    return (size_t)num_layers * (size_t)block_size * (size_t)(kv_lora_rank + rope_dim) *
+           numla_dtype_size(dtype);
+}
+
+size_t numla_kv_cache_default_bytes(int node, double fraction)
+{
+    long long free_b = -1;
+    if (node >= 0 && numa_available() >= 0 && node <= numa_max_node())
+        (void)numa_node_size64(node, &free_b);
+    if (free_b < 0) {
+        long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        free_b = pages > 0 && psz > 0 ? (long long)pages * psz : 0;
+    }
+    return (size_t)((double)free_b * fraction);
+}
+
+int64_t numla_kv_seq_blocks_needed(const numla_kv_cache *c, const numla_kv_seq *s, int64_t new_len)
+{
+    int64_t need = (new_len + c->block_size - 1) / c->block_size - s->num_blocks;
+    return need > 0 ? need : 0;
 }
 
 numla_status numla_kv_seq_reserve(numla_kv_cache *c, numla_kv_seq *s, int64_t new_len)

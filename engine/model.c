@@ -2,6 +2,7 @@
  * Reads top to bottom like the paper: embed → layers (attention, MLP/MoE) → norm → lm_head. */
 #include "engine/model.h"
 
+
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "kernels/kv_write.h"
 #include "kernels/linear.h"
+#include "kernels/merge_attn.h"
 #include "kernels/mla_attn.h"
 
 /* q_a_layernorm and kv_a_layernorm use eps 1e-6 whatever rms_norm_eps says: both DeepSeek's
@@ -177,6 +179,13 @@ void numla_model_destroy(numla_model **pm)
     free(m->ex_list);
     free(m->lin_ws);
     free(m->attn_ws);
+    free(m->ctx2);
+    free(m->lse_pre);
+    free(m->lse_new);
+    free(m->new_kv);
+    free(m->new_tables);
+    free(m->pre_lens);
+    free(m->new_lens);
     free(m);
     *pm = NULL;
 }
@@ -259,16 +268,73 @@ static numla_status ensure_capacity(numla_model *m, int64_t T, int64_t R)
     return NUMLA_STATUS_OK;
 }
 
+/* Scratch of the two-part attention for this step (sizes depend on the step's sequences), and
+ * the per-sequence prefix lengths and new-row block tables every layer reuses. */
+static numla_status ensure_step_scratch(numla_model *m, const numla_kv_cache *cache,
+                                        const numla_step *st)
+{
+    const int64_t T = st->num_tokens, B = st->num_seqs, NB = NUMLA_MODEL_NEW_BLOCK;
+    const int64_t Hr = m->w->shard.head_count, dc = m->cfg.kv_lora_rank;
+    const size_t row_bytes = (size_t)(dc + m->cfg.qk_rope_head_dim) * numla_dtype_size(cache->dtype);
+    int64_t nmax = 1, blocks = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t n = st->query_start_loc[b + 1] - st->query_start_loc[b];
+        int64_t nb = (n + NB - 1) / NB;
+        nmax = nb > nmax ? nb : nmax;
+        blocks += nb;
+    }
+    int ok = 1;
+    if (T > m->cap_seqs) { /* T >= B: sized by tokens, so it grows rarely */
+        size_t n = (size_t)T;
+        ok &= grow((void **)&m->ctx2, n * (size_t)(Hr * dc) * 4);
+        ok &= grow((void **)&m->lse_pre, n * (size_t)Hr * 4);
+        ok &= grow((void **)&m->lse_new, n * (size_t)Hr * 4);
+        ok &= grow((void **)&m->pre_lens, n * 4);
+        ok &= grow((void **)&m->new_lens, n * 4);
+        if (ok)
+            m->cap_seqs = T;
+    }
+    if (ok && B * nmax > m->cap_new_tables) {
+        ok &= grow((void **)&m->new_tables, (size_t)(B * nmax) * 4);
+        if (ok)
+            m->cap_new_tables = B * nmax;
+    }
+    if (ok && (size_t)blocks * (size_t)NB * row_bytes > m->new_kv_bytes) {
+        size_t bytes = (size_t)blocks * (size_t)NB * row_bytes * 2;
+        ok &= grow(&m->new_kv, bytes);
+        if (ok)
+            m->new_kv_bytes = bytes;
+    }
+    if (!ok)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the attention scratch of %lld "
+                   "tokens", (long long)T);
+    /* the table stride is cap_new_tables / B: keep every row of the table valid */
+    const int64_t stride = m->cap_new_tables / (B > 0 ? B : 1);
+    int32_t next = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int32_t n = st->query_start_loc[b + 1] - st->query_start_loc[b];
+        m->new_lens[b] = n;
+        m->pre_lens[b] = st->seq_lens[b] - n;
+        int32_t nb = (n + (int32_t)NB - 1) / (int32_t)NB;
+        for (int64_t j = 0; j < stride; j++)
+            m->new_tables[b * stride + j] = j < nb ? next + (int32_t)j : next;
+        next += nb;
+    }
+    return NUMLA_STATUS_OK;
+}
+
 numla_status numla_model_reduce(numla_model *m, float *buf, int64_t count)
 {
-    /* The allreduce goes here (comm/ allreduce over the model's ranks, fp32 sum in place).
-     * With one rank the partial sum is already the total. */
+    /* With one rank the partial sum is already the total. */
     if (m->w->shard.nranks == 1)
         return NUMLA_STATUS_OK;
     if (!m->reduce)
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "model: %d ranks but no allreduce was set",
-                   m->w->shard.nranks);
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "model: %d ranks but no allreduce was set (create the "
+                   "model through numla_engine_create)", m->w->shard.nranks);
+    double t0 = omp_get_wtime();
     NUMLA_CHECK(m->reduce(m->reduce_ctx, buf, count));
+    m->reduce_s += omp_get_wtime() - t0;
+    m->reduces++;
     return NUMLA_STATUS_OK;
 }
 
@@ -362,18 +428,50 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
             numla_rope_apply(m->qabs + (t * Hr + h) * aw + dc, m->q + t * qw + h * qhd + nope,
                              m->cos_sin + t * dr, dr);
 
-    int decode = st->num_tokens == st->num_seqs;
-    numla_mla_attn_args a = {
-        .num_seqs = st->num_seqs, .num_heads = (int32_t)Hr, .kv_lora_rank = (int32_t)dc,
+    /* Attention in two parts merged by LSE (DESIGN.md §4): the cached prefix of each sequence
+     * (every new query sees all of it) and, causally, the step's own new rows, copied from the
+     * paged cache into per-sequence blocks so the numbers match whatever chunking wrote them. */
+    const int32_t B = st->num_seqs, NB = NUMLA_MODEL_NEW_BLOCK;
+    const size_t row_bytes = (size_t)aw * numla_dtype_size(cache->dtype);
+    const char *layer_kv = numla_kv_cache_layer(cache, layer);
+    int32_t nmax = (int32_t)(m->cap_new_tables / (B > 0 ? B : 1));
+#pragma omp parallel for num_threads(m->num_threads) if (T > 16)
+    for (int32_t b = 0; b < B; b++) {
+        int32_t q0 = st->query_start_loc[b], n = st->query_start_loc[b + 1] - q0;
+        int32_t blk0 = m->new_tables[(int64_t)b * nmax];
+        for (int32_t i = 0; i < n; i++) {
+            char *dst = (char *)m->new_kv + ((size_t)blk0 * NB + (size_t)i) * row_bytes;
+            int64_t slot = st->slots[q0 + i];
+            if (slot >= 0)
+                memcpy(dst, layer_kv + (size_t)slot * row_bytes, row_bytes);
+            else
+                memset(dst, 0, row_bytes); /* padding: never written to the cache */
+        }
+    }
+    numla_mla_attn_args pre = {
+        .num_seqs = B, .num_heads = (int32_t)Hr, .kv_lora_rank = (int32_t)dc,
         .rope_dim = (int32_t)dr, .block_size = cache->block_size, .num_blocks = cache->num_blocks,
         .max_blocks_per_seq = st->max_blocks_per_seq,
         .q = m->qabs, .q_dtype = NUMLA_DTYPE_F32,
-        .kv_cache = numla_kv_cache_layer(cache, layer), .kv_dtype = cache->dtype,
-        .block_tables = st->block_tables, .seq_lens = st->seq_lens,
-        .query_start_loc = decode ? NULL : st->query_start_loc, .causal = 1,
-        .scale = (float)c->softmax_scale, .out = m->ctx, .out_dtype = NUMLA_DTYPE_F32, .lse = NULL,
+        .kv_cache = layer_kv, .kv_dtype = cache->dtype,
+        .block_tables = st->block_tables, .seq_lens = m->pre_lens,
+        .query_start_loc = st->query_start_loc, .causal = 0,
+        .scale = (float)c->softmax_scale, .out = m->ctx, .out_dtype = NUMLA_DTYPE_F32,
+        .lse = m->lse_pre,
     };
-    size_t need = numla_mla_attn_workspace_size(m->isa, &a, m->num_threads);
+    numla_mla_attn_args cur = pre;
+    cur.block_size = NB;
+    cur.num_blocks = (int64_t)(m->new_kv_bytes / row_bytes / NB);
+    cur.max_blocks_per_seq = nmax;
+    cur.kv_cache = m->new_kv;
+    cur.block_tables = m->new_tables;
+    cur.seq_lens = m->new_lens;
+    cur.causal = 1;
+    cur.out = m->ctx2;
+    cur.lse = m->lse_new;
+    size_t need = numla_mla_attn_workspace_size(m->isa, &pre, m->num_threads);
+    size_t need2 = numla_mla_attn_workspace_size(m->isa, &cur, m->num_threads);
+    need = need2 > need ? need2 : need;
     if (need > m->attn_ws_bytes) {
         free(m->attn_ws);
         m->attn_ws = aligned_alloc(64, (need + 63) & ~(size_t)63);
@@ -381,7 +479,10 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
         if (!m->attn_ws)
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the attention workspace");
     }
-    NUMLA_CHECK(numla_mla_attn(m->isa, &a, m->attn_ws, m->attn_ws_bytes));
+    NUMLA_CHECK(numla_mla_attn(m->isa, &pre, m->attn_ws, m->attn_ws_bytes));
+    NUMLA_CHECK(numla_mla_attn(m->isa, &cur, m->attn_ws, m->attn_ws_bytes));
+    NUMLA_CHECK(numla_merge_attn_states(m->isa, T * Hr, (int32_t)dc, m->ctx, NULL, m->ctx,
+                                        m->lse_pre, m->ctx2, m->lse_new));
 
     /* o_h = W_UV,h · ctx_h; then h (+)= W_o · concat(o_h) */
     for (int64_t h = 0; h < Hr; h++)
@@ -496,6 +597,7 @@ static numla_status forward_impl(numla_model *m, numla_kv_cache *cache, const nu
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "model: KV cache geometry does not match the model");
     const int64_t T = st->num_tokens, hid = c->hidden_size, dr = c->qk_rope_head_dim;
     NUMLA_CHECK(ensure_capacity(m, T, st->num_logit_rows));
+    NUMLA_CHECK(ensure_step_scratch(m, cache, st));
     const int lead = w->shard.rank == 0; /* adds the residual before the reduce (DESIGN.md §2) */
 
     /* embedding (replicated) and per-token RoPE tables shared by every layer */

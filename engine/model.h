@@ -9,7 +9,10 @@
  * The caller (scheduler) owns the block tables and has reserved the blocks.
  *
  * Per layer: RMSNorm → MLA (q / q_lora, kv_a + norm, YaRN RoPE, write c' and rope(k_pe) to the
- * paged cache, absorbed attention through numla_mla_attn for decode and prefill alike) →
+ * paged cache, absorbed attention through numla_mla_attn for decode and prefill alike: each
+ * query attends to its sequence's cached prefix (non-causal, seq_lens - n_b rows) and, causally,
+ * to the step's own new rows; the two parts are merged by LSE with numla_merge_attn_states, an
+ * empty prefix having LSE -inf, so a prompt gives the same numbers however it is chunked) →
  * o_proj partial sum (+ residual on rank 0) → numla_model_reduce → RMSNorm → dense MLP or MoE
  * (+ shared experts) partial sum (+ residual on rank 0) → numla_model_reduce.
  * Logits are produced for the tokens listed in logit_rows, vocab slice of this rank.
@@ -99,7 +102,24 @@ typedef struct numla_model {
     size_t lin_ws_bytes;
     void *attn_ws;     /* attention workspace */
     size_t attn_ws_bytes;
+
+    /* chunked attention (prefix part + in-step part, merged by LSE), grown per step */
+    float *ctx2;       /* (T, H_r, Dc) in-step part */
+    float *lse_pre;    /* (T, H_r) */
+    float *lse_new;    /* (T, H_r) */
+    void *new_kv;      /* (new_kv_rows, Dc + Dr) cache dtype: each sequence's new rows, blocks
+                          of NUMLA_MODEL_NEW_BLOCK rows starting at a block boundary */
+    size_t new_kv_bytes;
+    int32_t *new_tables; /* (B, new_max_blocks) blocks of new_kv per sequence */
+    int32_t *pre_lens;   /* (B) cached prefix = seq_lens - n_b */
+    int32_t *new_lens;   /* (B) n_b */
+    int64_t cap_seqs, cap_new_tables;
+    /* multi-rank counters (the allreduce itself is m->reduce, set by engine/engine.c) */
+    double reduce_s;          /* wall time spent in numla_model_reduce (cumulative) */
+    int64_t reduces;          /* numla_model_reduce calls with nranks > 1 */
 } numla_model;
+
+enum { NUMLA_MODEL_NEW_BLOCK = 16 };
 
 /* num_threads is informational: each step uses omp_get_max_threads() of the calling thread
  * (the team the kernels will open), so set the team size with omp_set_num_threads. */

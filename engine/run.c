@@ -1,40 +1,85 @@
-/* engine/run.c — `numla run`: serve a JSONL file of requests on one rank, one request at a time
- * (prefill in chunks, then decode), writing each result as it finishes (engine/request_io.h).
- * A bad request line or a request that fails in the engine yields an error record; the run
- * goes on. Throughput goes to stderr at the end. Not collective (single rank for now).
+/* engine/run.c — `numla run`: serve a JSONL file of requests with continuous batching
+ * (engine/scheduler.h) on one or more ranks (engine/engine.h), writing each result as it
+ * finishes, in completion order, one flushed line per request (engine/request_io.h).
+ *
+ * Under mpirun the model is sharded over the ranks: rank 0 reads the requests, plans every
+ * step, samples and writes the results; the other ranks run the engine's worker loop (and
+ * ignore SIGINT/SIGTERM: rank 0 decides when to stop).
+ *
+ * Restartable batch job:
+ *   --resume reads the existing output, keeps every complete record, truncates a torn last
+ *   line (a kill mid-write leaves a line without its '\n', or one that is not JSON), skips the
+ *   input requests already answered (by "id"; id-less error records by their "line N:" prefix)
+ *   and appends the rest. Each record is written by one fputs + fflush, so SIGKILL at any time
+ *   loses at most the records in flight and never duplicates one on resume.
+ *   SIGINT/SIGTERM: stop reading, drop the requests not started yet, finish the ones in flight
+ *   (a second signal stops at once), print the summary and exit 128 + signal number. The output
+ *   is then complete up to what it holds; rerun with --resume for the rest.
+ * Exit status: 0 all requests answered (per-request errors included), 1 fatal error, 2 usage,
+ * 128 + N stopped by signal N.
+ * Progress: on a terminal, one line on stderr (requests done/total, tokens/s, KV use); quiet
+ * otherwise. The summary (requests, prompt/output tokens, throughput, TTFT/TPOT p50/p99) goes
+ * to stderr at the end.
+ * Collective over MPI_COMM_WORLD (initialises MPI when the caller has not).
  */
 #include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <mpi.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli.h"
 #include "engine/config.h"
+#include "engine/engine.h"
 #include "engine/kv_cache.h"
-#include "engine/model.h"
 #include "engine/request_io.h"
 #include "engine/run.h"
-#include "engine/sampler.h"
-#include "engine/safetensors.h"
-#include "engine/weights.h"
+#include "engine/scheduler.h"
 
 typedef struct run_opts {
     const char *model, *input, *output;
     int threads;
     int64_t max_context;
     int32_t block_size;
-    int32_t prefill_chunk;
+    int32_t prefill_chunk, max_batch_tokens, max_seqs;
+    double kv_memory_gib;
+    int64_t kv_blocks;
     numla_dtype kv_dtype;
-    int exact;
+    int resume;
+    int progress; /* -1: auto (terminal) */
 } run_opts;
 
-typedef struct run_stats {
-    int64_t requests, errors, prompt_tokens, gen_tokens;
-    double prefill_s, decode_s;
-} run_stats;
+/* One request in flight (owned here, borrowed by the scheduler). */
+typedef struct run_req {
+    numla_request rq;
+    struct run_req *prev, *next;
+} run_req;
+
+typedef struct run_state {
+    FILE *out;
+    int write_failed;
+    run_req *head;              /* outstanding requests */
+    int64_t done, ok, errors, prompt_tokens, output_tokens, preemptions;
+    double *ttft, *tpot;        /* seconds, per request */
+    int64_t n_ttft, n_tpot, cap_ttft, cap_tpot;
+} run_state;
+
+static volatile sig_atomic_t run_signal = 0, run_signals = 0;
+
+static void run_on_signal(int sig)
+{
+    run_signal = sig;
+    run_signals++;
+}
 
 static double now_s(void)
 {
@@ -47,100 +92,16 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: numla run --model DIR --input requests.jsonl --output results.jsonl\n"
-            "                 [--threads N] [--max-context N (default min(4096, model))]\n"
-            "                 [--kv-dtype bf16|f16|f32] [--block-size N] [--prefill-chunk N]\n"
-            "                 [--exact (fp32 activations in every linear layer)]\n"
-            "Input '-' reads stdin, output '-' writes stdout. NUMLA_ISA picks the kernel level.\n");
-}
-
-/* One step of `n` tokens for one sequence; logits of its last token into `logits`. */
-static numla_status run_step(numla_model *m, numla_kv_cache *kv, numla_kv_seq *seq,
-                             const int32_t *tokens, int32_t n, int64_t *slots, int32_t *pos,
-                             float *logits)
-{
-    NUMLA_CHECK(numla_kv_seq_reserve(kv, seq, seq->len + n));
-    for (int32_t i = 0; i < n; i++) {
-        pos[i] = (int32_t)(seq->len + i);
-        slots[i] = numla_kv_seq_slot(kv, seq, seq->len + i);
-    }
-    int32_t qsl[2] = {0, n}, len = (int32_t)(seq->len + n), row = n - 1;
-    numla_step st = {.num_seqs = 1, .num_tokens = n, .tokens = tokens, .positions = pos,
-                     .slots = slots, .query_start_loc = qsl, .seq_lens = &len,
-                     .block_tables = seq->block_table, .max_blocks_per_seq = seq->num_blocks,
-                     .num_logit_rows = 1, .logit_rows = &row};
-    NUMLA_CHECK(numla_model_forward(m, kv, &st, logits));
-    seq->len += n;
-    return NUMLA_STATUS_OK;
-}
-
-/* Serve one valid request; on an engine failure, fills `err` and returns its status. */
-static numla_status serve(const run_opts *o, const numla_model_config *cfg, numla_model *m,
-                          numla_kv_cache *kv, const numla_request *rq, FILE *out, run_stats *rs,
-                          float *logits, int64_t *slots, int32_t *pos)
-{
-    numla_sampler *smp = NULL;
-    numla_kv_seq seq = {0};
-    int32_t *gen = NULL;
-    numla_logprob_entry *lps = NULL;
-    numla_status s = NUMLA_STATUS_OK;
-    const int32_t maxt = rq->params.max_tokens;
-    int32_t ngen = 0;
-    const char *finish = "length";
-    NUMLA_CHECK_GOTO(numla_sampler_create(&rq->params, (int32_t)cfg->vocab_size, &smp), s, done);
-    gen = malloc(sizeof *gen * (size_t)(maxt + 1));
-    if (rq->params.logprobs >= 0)
-        lps = calloc((size_t)maxt + 1, sizeof *lps);
-    if (!gen || (rq->params.logprobs >= 0 && !lps)) {
-        s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
-                            "no memory for %d output tokens", maxt);
-        goto done;
-    }
-    if (maxt > 0) {
-        double t0 = now_s();
-        for (int32_t at = 0; at < rq->num_prompt; at += o->prefill_chunk) {
-            int32_t n = rq->num_prompt - at < o->prefill_chunk ? rq->num_prompt - at
-                                                                : o->prefill_chunk;
-            NUMLA_CHECK_GOTO(run_step(m, kv, &seq, rq->prompt_tokens + at, n, slots, pos, logits),
-                             s, done);
-        }
-        double t1 = now_s();
-        rs->prefill_s += t1 - t0;
-        rs->prompt_tokens += rq->num_prompt;
-        for (;;) {
-            int32_t tok;
-            NUMLA_CHECK_GOTO(numla_sampler_sample(smp, logits, &tok, lps ? &lps[ngen] : NULL), s,
-                             done);
-            gen[ngen++] = tok;
-            if (numla_sampler_is_stop(smp, tok, cfg->eos_token_ids, cfg->num_eos)) {
-                finish = "stop";
-                break;
-            }
-            if (ngen >= maxt)
-                break;
-            NUMLA_CHECK_GOTO(run_step(m, kv, &seq, &tok, 1, slots, pos, logits), s, done);
-        }
-        rs->decode_s += now_s() - t1;
-        rs->gen_tokens += ngen;
-    }
-    numla_result res = {.req = rq, .output_tokens = gen, .num_output = ngen,
-                        .finish_reason = finish, .logprobs = lps};
-    NUMLA_CHECK_GOTO(numla_result_write(out, &res), s, done);
-done:
-    numla_kv_seq_release(kv, &seq);
-    numla_sampler_destroy(&smp);
-    free(gen);
-    free(lps);
-    return s;
-}
-
-static int write_error(FILE *out, const numla_request *rq, const char *msg)
-{
-    numla_result res = {.req = rq, .finish_reason = "error", .error = msg};
-    if (numla_result_write(out, &res) != NUMLA_STATUS_OK) {
-        fprintf(stderr, "numla run: %s\n", numla_error_message());
-        return -1;
-    }
-    return 0;
+            "                 [--resume] [--threads N] [--max-context N (default: the model's)]\n"
+            "                 [--max-batch-tokens N (2048)] [--max-seqs N (64)]\n"
+            "                 [--prefill-chunk N (512)] [--kv-memory GiB | --kv-blocks N]\n"
+            "                 [--kv-dtype bf16|f16|f32] [--block-size N (16)]\n"
+            "                 [--progress | --no-progress]\n"
+            "Input '-' reads stdin, output '-' writes stdout (not with --resume). The KV pool\n"
+            "defaults to %.0f%% of the free memory of each rank's NUMA node after its weights.\n"
+            "Exit: 0 done, 1 fatal error, 2 usage, 128+N stopped by signal N (rerun with\n"
+            "--resume). NUMLA_ISA picks the kernel level.\n",
+            100.0 * NUMLA_KV_MEMORY_FRACTION);
 }
 
 static int is_blank(const char *s, size_t n)
@@ -151,21 +112,197 @@ static int is_blank(const char *s, size_t n)
     return 1;
 }
 
-int numla_run_main(int argc, char **argv)
+/* ---- resume: which requests are answered already ---- */
+
+/* Key of a record or request: the compact JSON of its id, or "line N" for an id-less one. */
+static int record_key(json_t *id, int64_t line, char *buf, size_t cap)
 {
-    run_opts o = {.threads = 0, .max_context = 4096, .block_size = 16, .prefill_chunk = 256,
-                  .kv_dtype = NUMLA_DTYPE_BF16};
+    if (id && !json_is_null(id)) {
+        char *s = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
+        if (!s)
+            return 0;
+        snprintf(buf, cap, "id %s", s);
+        free(s);
+        return 1;
+    }
+    if (line <= 0)
+        return 0;
+    snprintf(buf, cap, "line %lld", (long long)line);
+    return 1;
+}
+
+/* Read `path`, add the keys of its complete records to `done`, truncate a torn tail.
+ * Returns the number of records kept, or -1 with the error set. */
+static int64_t resume_scan(const char *path, json_t *done, int64_t *truncated)
+{
+    *truncated = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT)
+            return 0;
+        numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__, "--resume: %s: %s", path,
+                        strerror(errno));
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int64_t keep = 0, records = 0, lineno = 0;
+    int torn = 0;
+    while ((n = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        int complete = n > 0 && line[n - 1] == '\n';
+        json_error_t err;
+        json_t *o = complete ? json_loadb(line, (size_t)n, 0, &err) : NULL;
+        if (!o || !json_is_object(o)) {
+            json_decref(o);
+            /* only the last line can be torn: anything after it means a foreign file */
+            if (getline(&line, &cap, f) >= 0) {
+                free(line);
+                fclose(f);
+                numla_error_set(NUMLA_STATUS_FORMAT, __FILE__, __LINE__, __func__,
+                                "--resume: %s line %lld is not a result record and is not the "
+                                "last line; refusing to touch the file", path,
+                                (long long)lineno);
+                return -1;
+            }
+            torn = 1;
+            break;
+        }
+        char key[512];
+        json_t *id = json_object_get(o, "id");
+        int64_t ln = 0;
+        const char *e = json_string_value(json_object_get(o, "error"));
+        if (e && (!id || json_is_null(id)))
+            ln = strtoll(e + (strncmp(e, "line ", 5) ? 0 : 5), NULL, 10);
+        if (record_key(id, ln, key, sizeof key))
+            json_object_set_new(done, key, json_true());
+        json_decref(o);
+        keep += n;
+        records++;
+    }
+    free(line);
+    fclose(f);
+    if (torn) {
+        struct stat sb;
+        if (stat(path, &sb) == 0)
+            *truncated = (int64_t)sb.st_size - keep;
+        if (truncate(path, (off_t)keep) != 0) {
+            numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__,
+                            "--resume: cannot truncate the torn last line of %s: %s", path,
+                            strerror(errno));
+            return -1;
+        }
+    }
+    return records;
+}
+
+/* ---- results ---- */
+
+static int push(double **a, int64_t *n, int64_t *cap, double v)
+{
+    if (*n == *cap) {
+        int64_t c = *cap ? 2 * *cap : 256;
+        double *p = realloc(*a, (size_t)c * sizeof *p);
+        if (!p)
+            return 0;
+        *a = p;
+        *cap = c;
+    }
+    (*a)[(*n)++] = v;
+    return 1;
+}
+
+static void run_done(void *ctx, const numla_sched_output *o)
+{
+    run_state *rs = ctx;
+    run_req *r = o->user;
+    numla_result res = {.req = o->req, .output_tokens = o->output_tokens,
+                        .num_output = o->num_output, .finish_reason = o->finish_reason,
+                        .error = o->error, .logprobs = o->logprobs};
+    if (!rs->write_failed && numla_result_write(rs->out, &res) != NUMLA_STATUS_OK) {
+        fprintf(stderr, "numla run: %s\n", numla_error_message());
+        rs->write_failed = 1;
+    }
+    rs->done++;
+    if (o->error) {
+        rs->errors++;
+    } else {
+        rs->ok++;
+        rs->prompt_tokens += o->req->num_prompt;
+        rs->output_tokens += o->num_output;
+        if (o->first_token_s > 0) {
+            push(&rs->ttft, &rs->n_ttft, &rs->cap_ttft, o->first_token_s - o->arrival_s);
+            if (o->num_output > 1)
+                push(&rs->tpot, &rs->n_tpot, &rs->cap_tpot,
+                     (o->finish_s - o->first_token_s) / (o->num_output - 1));
+        }
+    }
+    rs->preemptions += o->preemptions;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        rs->head = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    numla_request_free(&r->rq);
+    free(r);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of v[0..n) (sorted in place); 0 when empty. */
+static double percentile(double *v, int64_t n, double p)
+{
+    if (n == 0)
+        return 0.0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    int64_t k = (int64_t)ceil(p / 100.0 * (double)n) - 1;
+    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+static int64_t count_lines(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int64_t c = 0;
+    while ((n = getline(&line, &cap, f)) >= 0)
+        c += !is_blank(line, (size_t)n);
+    free(line);
+    fclose(f);
+    return c;
+}
+
+static numla_status run_exec(void *ctx, const numla_step *st, float *logits)
+{
+    return numla_engine_step(ctx, st, logits);
+}
+
+static int parse_opts(int argc, char **argv, run_opts *o)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--exact")) {
-            o.exact = 1;
+        if (!strcmp(a, "--resume")) {
+            o->resume = 1;
             continue;
         }
+        if (!strcmp(a, "--progress") || !strcmp(a, "--no-progress")) {
+            o->progress = !strcmp(a, "--progress");
+            continue;
+        }
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "numla run: option %s needs a value\n", a);
             usage(stderr);
@@ -174,26 +311,42 @@ int numla_run_main(int argc, char **argv)
         i++;
         char *end = NULL;
         if (!strcmp(a, "--model")) {
-            o.model = v;
+            o->model = v;
         } else if (!strcmp(a, "--input")) {
-            o.input = v;
+            o->input = v;
         } else if (!strcmp(a, "--output")) {
-            o.output = v;
+            o->output = v;
         } else if (!strcmp(a, "--threads")) {
-            o.threads = (int)strtol(v, &end, 10);
+            o->threads = (int)strtol(v, &end, 10);
         } else if (!strcmp(a, "--max-context")) {
-            o.max_context = strtoll(v, &end, 10);
+            o->max_context = strtoll(v, &end, 10);
         } else if (!strcmp(a, "--block-size")) {
-            o.block_size = (int32_t)strtol(v, &end, 10);
+            o->block_size = (int32_t)strtol(v, &end, 10);
         } else if (!strcmp(a, "--prefill-chunk")) {
-            o.prefill_chunk = (int32_t)strtol(v, &end, 10);
+            o->prefill_chunk = (int32_t)strtol(v, &end, 10);
+        } else if (!strcmp(a, "--max-batch-tokens")) {
+            o->max_batch_tokens = (int32_t)strtol(v, &end, 10);
+        } else if (!strcmp(a, "--max-seqs")) {
+            o->max_seqs = (int32_t)strtol(v, &end, 10);
+        } else if (!strcmp(a, "--kv-memory")) {
+            o->kv_memory_gib = strtod(v, &end);
+            if (!(o->kv_memory_gib > 0)) {
+                fprintf(stderr, "numla run: --kv-memory %s must be a positive number of GiB\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--kv-blocks")) {
+            o->kv_blocks = strtoll(v, &end, 10);
+            if (o->kv_blocks < 1) {
+                fprintf(stderr, "numla run: --kv-blocks %s must be positive\n", v);
+                return 2;
+            }
         } else if (!strcmp(a, "--kv-dtype")) {
             if (!strcmp(v, "bf16"))
-                o.kv_dtype = NUMLA_DTYPE_BF16;
+                o->kv_dtype = NUMLA_DTYPE_BF16;
             else if (!strcmp(v, "f16"))
-                o.kv_dtype = NUMLA_DTYPE_F16;
+                o->kv_dtype = NUMLA_DTYPE_F16;
             else if (!strcmp(v, "f32"))
-                o.kv_dtype = NUMLA_DTYPE_F32;
+                o->kv_dtype = NUMLA_DTYPE_F32;
             else {
                 fprintf(stderr, "numla run: --kv-dtype %s is not bf16, f16 or f32\n", v);
                 return 2;
@@ -208,131 +361,289 @@ int numla_run_main(int argc, char **argv)
             return 2;
         }
     }
-    if (!o.model || !o.input || !o.output) {
+    if (!o->model || !o->input || !o->output) {
         usage(stderr);
         return 2;
     }
-    if (o.threads < 0 || o.max_context < 1 || o.block_size < 1 || o.prefill_chunk < 1) {
-        fprintf(stderr, "numla run: --threads/--max-context/--block-size/--prefill-chunk must be "
-                        "positive\n");
+    if (o->threads < 0 || o->max_context < 0 || o->block_size < 1 || o->prefill_chunk < 1 ||
+        o->max_batch_tokens < 1 || o->max_seqs < 1) {
+        fprintf(stderr, "numla run: --threads/--max-context/--block-size/--prefill-chunk/"
+                        "--max-batch-tokens/--max-seqs must be positive\n");
         return 2;
     }
-    if (o.threads > 0)
-        omp_set_num_threads(o.threads);
-    int nthreads = omp_get_max_threads();
+    if (o->max_batch_tokens < o->max_seqs) {
+        fprintf(stderr, "numla run: --max-batch-tokens %d is below --max-seqs %d\n",
+                o->max_batch_tokens, o->max_seqs);
+        return 2;
+    }
+    if (o->kv_memory_gib > 0 && o->kv_blocks > 0) {
+        fprintf(stderr, "numla run: give --kv-memory or --kv-blocks, not both\n");
+        return 2;
+    }
+    if (o->resume && !strcmp(o->output, "-")) {
+        fprintf(stderr, "numla run: --resume needs an output file, not '-'\n");
+        return 2;
+    }
+    return -1;
+}
 
-    numla_model_config cfg;
-    numla_st_model *st = NULL;
-    numla_model_weights *w = NULL;
-    numla_model *m = NULL;
-    numla_kv_cache *kv = NULL;
-    FILE *in = NULL, *out = NULL;
-    float *logits = NULL;
-    int64_t *slots = NULL;
-    int32_t *pos = NULL;
+static void progress_line(const run_state *rs, int64_t total, const numla_sched *sc, double t0,
+                          int final)
+{
+    numla_sched_stats st;
+    numla_sched_stats_get(sc, &st);
+    double dt = now_s() - t0;
+    char tot[32];
+    if (total >= 0)
+        snprintf(tot, sizeof tot, "%lld", (long long)total);
+    else
+        snprintf(tot, sizeof tot, "?");
+    fprintf(stderr, "\r\033[Knumla run: %lld/%s requests, %.1f out tok/s, %.1f tok/s, %d running, "
+                    "%d waiting, KV %.0f%%%s",
+            (long long)rs->done, tot, dt > 0 ? (double)rs->output_tokens / dt : 0.0,
+            dt > 0 ? (double)st.step_tokens / dt : 0.0, st.running, st.waiting,
+            st.kv_blocks_total ? 100.0 * (double)st.kv_blocks_used / (double)st.kv_blocks_total
+                               : 0.0,
+            final ? "\n" : "");
+    fflush(stderr);
+}
+
+int numla_run_main(int argc, char **argv)
+{
+    run_opts o = {.threads = 0, .max_context = 0, .block_size = 16, .prefill_chunk = 512,
+                  .max_batch_tokens = 2048, .max_seqs = 64, .kv_dtype = NUMLA_DTYPE_BF16,
+                  .progress = -1};
+    int prc = parse_opts(argc, argv, &o);
+    if (prc >= 0)
+        return prc;
+
+    int mpi_inited = 0, own_mpi = 0;
+    MPI_Initialized(&mpi_inited);
+    if (!mpi_inited) {
+        int provided;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+            fprintf(stderr, "numla run: MPI_Init_thread failed\n");
+            return 1;
+        }
+        own_mpi = 1;
+    }
+
+    numla_comm *comm = NULL;
+    numla_engine *eng = NULL;
+    numla_sched *sc = NULL;
+    FILE *in = NULL;
+    json_t *done_ids = NULL;
     char *line = NULL;
     size_t cap = 0;
-    int rc = 1;
-    run_stats rs = {0};
-    numla_isa isa;
+    int rc = 1, rank = 0;
+    run_state rs = {0};
     numla_status s;
+    struct sigaction sa_old_int, sa_old_term;
+    int handlers = 0;
     double t_load = now_s();
-    NUMLA_CHECK_GOTO(numla_isa_select(&isa), s, fail);
-    NUMLA_CHECK_GOTO(numla_model_config_load(o.model, &cfg), s, fail);
-    NUMLA_CHECK_GOTO(numla_st_open(o.model, &st), s, fail);
-    NUMLA_CHECK_GOTO(numla_weights_load(&cfg, st, 0, 1, isa, &w), s, fail);
-    numla_st_close(&st); /* the shard lives in owned memory now (DESIGN.md §3) */
-    if (o.max_context > cfg.max_position_embeddings)
+    NUMLA_CHECK_GOTO(numla_comm_create(MPI_COMM_WORLD, &comm), s, fail);
+    rank = numla_comm_rank(comm);
+    numla_log_set_rank(rank);
+    if (rank != 0) {
+        /* rank 0 decides when to stop (it finishes the records in flight first) */
+        signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+    }
+    numla_engine_options eo = numla_engine_options_default();
+    eo.num_threads = o.threads;
+    eo.block_size = o.block_size;
+    eo.kv_dtype = o.kv_dtype;
+    eo.num_blocks = o.kv_blocks;
+    eo.kv_memory_bytes = (int64_t)(o.kv_memory_gib * 1073741824.0);
+    eo.kv_memory_fraction = NUMLA_KV_MEMORY_FRACTION;
+    NUMLA_CHECK_GOTO(numla_engine_create(comm, o.model, &eo, &eng), s, fail);
+    if (rank != 0) {
+        NUMLA_CHECK_GOTO(numla_engine_worker_loop(eng), s, fail);
+        rc = 0;
+        goto cleanup;
+    }
+    const numla_model_config cfg = *numla_engine_config(eng);
+    numla_kv_cache *kv = numla_engine_kv_cache(eng);
+    if (o.max_context == 0 || o.max_context > cfg.max_position_embeddings)
         o.max_context = cfg.max_position_embeddings;
-    NUMLA_CHECK_GOTO(numla_kv_cache_create((int32_t)cfg.num_hidden_layers,
-                                           (int32_t)cfg.kv_lora_rank,
-                                           (int32_t)cfg.qk_rope_head_dim, o.block_size,
-                                           (o.max_context + o.block_size - 1) / o.block_size,
-                                           o.kv_dtype, &kv), s, fail);
-    NUMLA_CHECK_GOTO(numla_model_create(w, isa, nthreads, &m), s, fail);
-    m->exact_activations = o.exact;
-    logits = malloc(sizeof *logits * (size_t)w->shard.vocab_count);
-    slots = malloc(sizeof *slots * (size_t)o.prefill_chunk);
-    pos = malloc(sizeof *pos * (size_t)o.prefill_chunk);
-    if (!logits || !slots || !pos) {
+    numla_isa isa;
+    NUMLA_CHECK_GOTO(numla_isa_select(&isa), s, fail);
+    fprintf(stderr, "numla run: %s (%s, %lld layers) loaded in %.2f s: %.1f MB of weights on "
+                    "rank 0, %d rank%s, isa %s, %d threads, context %lld, KV %lld blocks of %d "
+                    "(%.2f GiB per rank, %s)\n",
+            o.model, cfg.model_type, (long long)cfg.num_hidden_layers, now_s() - t_load,
+            (double)numla_engine_weight_bytes(eng) / 1e6, numla_comm_size(comm),
+            numla_comm_size(comm) > 1 ? "s" : "", numla_isa_name(isa),
+            numla_engine_num_threads(eng), (long long)o.max_context, (long long)kv->num_blocks,
+            kv->block_size, (double)numla_engine_kv_bytes(eng) / 1073741824.0,
+            numla_dtype_name(o.kv_dtype));
+
+    done_ids = json_object();
+    if (!done_ids) {
         s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__, "no memory");
         goto fail;
     }
-    fprintf(stderr, "numla run: %s (%s, %lld layers) loaded in %.2f s: %.1f MB of weights, isa %s, "
-                    "%d threads, context %lld, kv %s\n",
-            o.model, cfg.model_type, (long long)cfg.num_hidden_layers, now_s() - t_load,
-            (double)w->loaded_bytes / 1e6, numla_isa_name(isa), nthreads,
-            (long long)o.max_context, numla_dtype_name(o.kv_dtype));
-
+    int64_t already = 0;
+    if (o.resume) {
+        int64_t torn = 0;
+        already = resume_scan(o.output, done_ids, &torn);
+        if (already < 0) {
+            s = NUMLA_STATUS_IO;
+            goto fail;
+        }
+        fprintf(stderr, "numla run: --resume: %lld records in %s%s\n", (long long)already,
+                o.output, torn ? " (a torn last line was truncated)" : "");
+    }
     in = strcmp(o.input, "-") ? fopen(o.input, "rb") : stdin;
     if (!in) {
         s = numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__, "%s: %s", o.input,
                             strerror(errno));
         goto fail;
     }
-    out = strcmp(o.output, "-") ? fopen(o.output, "w") : stdout;
-    if (!out) {
+    rs.out = strcmp(o.output, "-") ? fopen(o.output, o.resume ? "a" : "w") : stdout;
+    if (!rs.out) {
         s = numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__, "%s: %s", o.output,
                             strerror(errno));
         goto fail;
     }
+    numla_sched_options so = {.max_batch_tokens = o.max_batch_tokens, .max_seqs = o.max_seqs,
+                              .prefill_chunk = o.prefill_chunk, .vocab_size = cfg.vocab_size,
+                              .num_eos = cfg.num_eos, .eos_token_ids = cfg.eos_token_ids};
+    NUMLA_CHECK_GOTO(numla_sched_create(&so, kv, run_exec, eng, run_done, &rs, &sc), s, fail);
+
+    struct sigaction sa = {0};
+    sa.sa_handler = run_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &sa_old_int);
+    sigaction(SIGTERM, &sa, &sa_old_term);
+    handlers = 1;
+
+    const int progress = o.progress >= 0 ? o.progress : isatty(STDERR_FILENO);
+    int64_t total = strcmp(o.input, "-") ? count_lines(o.input) : -1;
+    if (total >= 0)
+        total -= already;
     numla_request_limits lim = {.vocab_size = cfg.vocab_size, .max_context = o.max_context};
-    double t_run = now_s();
-    int64_t lineno = 0;
-    ssize_t n;
+    const int32_t window = 2 * o.max_seqs + 16;
+    int64_t lineno = 0, skipped = 0;
+    int eof = 0, draining = 0;
+    double t_run = now_s(), t_prog = 0;
     rc = 0;
-    while ((n = getline(&line, &cap, in)) >= 0) {
-        lineno++;
-        if (is_blank(line, (size_t)n))
-            continue;
-        numla_request rq;
-        NUMLA_CHECK_GOTO(numla_request_parse(line, (size_t)n, lineno, &lim, &rq), s, fail);
-        rs.requests++;
-        if (rq.error[0]) {
-            rs.errors++;
-            if (write_error(out, &rq, rq.error))
-                rc = 1;
-        } else if ((s = serve(&o, &cfg, m, kv, &rq, out, &rs, logits, slots, pos)) !=
-                   NUMLA_STATUS_OK) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "line %lld: %s", (long long)lineno, numla_error_message());
-            rs.errors++;
-            fprintf(stderr, "numla run: %s\n%s", msg, numla_error_trace());
-            if (write_error(out, &rq, msg))
-                rc = 1;
-        }
-        numla_request_free(&rq);
-        if (rc)
+    for (;;) {
+        if (run_signals >= 2 || rs.write_failed)
             break;
+        if (run_signals == 1 && !draining) {
+            draining = 1;
+            int32_t dropped = numla_sched_drop_waiting(sc);
+            fprintf(stderr, "%snumla run: signal %d: finishing the requests in flight (%d not "
+                            "started are left for --resume); signal again to stop now\n",
+                    progress ? "\n" : "", (int)run_signal, dropped);
+        }
+        while (!eof && !draining) {
+            numla_sched_stats st;
+            numla_sched_stats_get(sc, &st);
+            if (st.waiting >= window)
+                break;
+            ssize_t n = getline(&line, &cap, in);
+            if (n < 0) {
+                eof = 1;
+                break;
+            }
+            lineno++;
+            if (is_blank(line, (size_t)n))
+                continue;
+            run_req *r = calloc(1, sizeof *r);
+            if (!r) {
+                s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                    "no memory");
+                goto fail;
+            }
+            s = numla_request_parse(line, (size_t)n, lineno, &lim, &r->rq);
+            if (s != NUMLA_STATUS_OK) {
+                free(r);
+                goto fail;
+            }
+            char key[512];
+            if (o.resume && record_key(r->rq.id, r->rq.id ? 0 : lineno, key, sizeof key) &&
+                json_object_get(done_ids, key)) {
+                skipped++;
+                numla_request_free(&r->rq);
+                free(r);
+                continue;
+            }
+            r->next = rs.head;
+            if (rs.head)
+                rs.head->prev = r;
+            rs.head = r;
+            NUMLA_CHECK_GOTO(numla_sched_submit(sc, &r->rq, r), s, fail);
+        }
+        if (!numla_sched_busy(sc))
+            break;
+        NUMLA_CHECK_GOTO(numla_sched_step(sc), s, fail);
+        if (progress && now_s() - t_prog > 0.5) {
+            progress_line(&rs, total, sc, t_run, 0);
+            t_prog = now_s();
+        }
     }
-    double t_total = now_s() - t_run;
+    double wall = now_s() - t_run;
+    if (progress)
+        progress_line(&rs, total, sc, t_run, 1);
+    if (rs.write_failed)
+        rc = 1;
+    else if (run_signals > 0)
+        rc = 128 + (int)run_signal;
+    numla_sched_stats st;
+    numla_sched_stats_get(sc, &st);
+    double ttft50 = percentile(rs.ttft, rs.n_ttft, 50), ttft99 = percentile(rs.ttft, rs.n_ttft, 99);
+    double tpot50 = percentile(rs.tpot, rs.n_tpot, 50), tpot99 = percentile(rs.tpot, rs.n_tpot, 99);
     fprintf(stderr,
-            "numla run: %lld requests (%lld errors) in %.2f s; prefill %lld tokens in %.3f s "
-            "(%.1f tok/s); decode %lld tokens in %.3f s (%.1f tok/s)\n",
-            (long long)rs.requests, (long long)rs.errors, t_total, (long long)rs.prompt_tokens,
-            rs.prefill_s, rs.prefill_s > 0 ? (double)rs.prompt_tokens / rs.prefill_s : 0.0,
-            (long long)rs.gen_tokens, rs.decode_s,
-            rs.decode_s > 0 ? (double)rs.gen_tokens / rs.decode_s : 0.0);
+            "numla run: summary: %lld requests (%lld ok, %lld errors%s%lld skipped as already "
+            "done) in %.2f s\n"
+            "numla run:   prompt tokens %lld, output tokens %lld; %.1f output tok/s, %.1f tok/s "
+            "overall\n"
+            "numla run:   TTFT p50 %.1f ms p99 %.1f ms; TPOT p50 %.2f ms p99 %.2f ms\n"
+            "numla run:   %lld steps, %lld preemptions (%lld tokens recomputed)%s\n",
+            (long long)rs.done, (long long)rs.ok, (long long)rs.errors, ", ", (long long)skipped,
+            wall, (long long)rs.prompt_tokens, (long long)rs.output_tokens,
+            wall > 0 ? (double)rs.output_tokens / wall : 0.0,
+            wall > 0 ? (double)(rs.prompt_tokens + rs.output_tokens) / wall : 0.0, 1e3 * ttft50,
+            1e3 * ttft99, 1e3 * tpot50, 1e3 * tpot99, (long long)st.steps,
+            (long long)st.preemptions, (long long)st.recompute_tokens,
+            rc >= 128 ? "; stopped by a signal: rerun with --resume for the rest" : "");
     goto cleanup;
 fail:
     fprintf(stderr, "numla run: %s\n%s", numla_error_message(), numla_error_trace());
     rc = 1;
 cleanup:
+    if (handlers) {
+        sigaction(SIGINT, &sa_old_int, NULL);
+        sigaction(SIGTERM, &sa_old_term, NULL);
+    }
+    numla_sched_destroy(&sc);
+    while (rs.head) {
+        run_req *r = rs.head;
+        rs.head = r->next;
+        numla_request_free(&r->rq);
+        free(r);
+    }
+    free(rs.ttft);
+    free(rs.tpot);
+    json_decref(done_ids);
     free(line);
     if (in && in != stdin)
         fclose(in);
-    if (out && out != stdout && fclose(out) != 0) {
+    if (rs.out && rs.out != stdout && fclose(rs.out) != 0) {
         fprintf(stderr, "numla run: %s: %s\n", o.output, strerror(errno));
         rc = 1;
     }
-    free(logits);
-    free(slots);
-    free(pos);
-    numla_model_destroy(&m);
-    numla_kv_cache_destroy(&kv);
-    numla_weights_destroy(&w);
-    numla_st_close(&st);
+    numla_engine_destroy(&eng); /* rank 0: releases the workers */
+    numla_comm_destroy(&comm);
+    if (own_mpi)
+        MPI_Finalize();
+    run_signal = 0;
+    run_signals = 0;
     return rc;
 }
 
-NUMLA_CLI_COMMAND("run", numla_run_main, "serve a JSONL file of requests (--model --input --output)")
+NUMLA_CLI_COMMAND("run", numla_run_main,
+                  "serve a JSONL file of requests with continuous batching (--model --input "
+                  "--output [--resume])")
