@@ -158,6 +158,12 @@ static numla_status engine_kv(numla_engine *e, const numla_engine_options *o, in
             bytes = numla_kv_cache_default_bytes(node, o->kv_memory_fraction);
         }
         nb = *failed || blk == 0 ? 0 : (int64_t)(bytes / blk);
+        if (o->max_seqs > 0 && o->kv_memory_bytes <= 0) {
+            int64_t ctx = o->max_context > 0 && o->max_context < e->cfg.max_position_embeddings
+                              ? o->max_context : e->cfg.max_position_embeddings;
+            int64_t cap = (int64_t)o->max_seqs * ((ctx + bs - 1) / bs);
+            nb = nb < cap ? nb : cap;
+        }
         if (nb > INT32_MAX)
             nb = INT32_MAX;
         int64_t *all = e->rank == 0 ? calloc((size_t)e->size, sizeof *all) : NULL;

@@ -50,6 +50,9 @@ typedef struct numla_engine_options {
                                  memory of the rank's NUMA node after its weights are loaded
                                  (numla_kv_cache_default_bytes); every rank takes the smallest
                                  block count any rank can afford, so the pools match */
+    int32_t max_seqs;         /* > 0: a pool sized from memory is capped at what max_seqs
+                                 sequences of max_context tokens (0: the model's) can use, so a
+                                 small model does not claim most of the node; 0: no cap */
     numla_dtype kv_dtype;     /* KV element type; NUMLA_DTYPE_BF16 recommended */
     int bind;                 /* 1: apply the launch/ binding plan for this rank (node-local
                                  memory, pinned threads) before loading; 0: leave as is */

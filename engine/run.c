@@ -98,7 +98,8 @@ static void usage(FILE *f)
             "                 [--kv-dtype bf16|f16|f32] [--block-size N (16)]\n"
             "                 [--progress | --no-progress]\n"
             "Input '-' reads stdin, output '-' writes stdout (not with --resume). The KV pool\n"
-            "defaults to %.0f%% of the free memory of each rank's NUMA node after its weights.\n"
+            "defaults to %.0f%% of the free memory of each rank's NUMA node after its weights,\n"
+            "capped at what --max-seqs sequences of --max-context tokens can use.\n"
             "Exit: 0 done, 1 fatal error, 2 usage, 128+N stopped by signal N (rerun with\n"
             "--resume). NUMLA_ISA picks the kernel level.\n",
             100.0 * NUMLA_KV_MEMORY_FRACTION);
@@ -456,6 +457,8 @@ int numla_run_main(int argc, char **argv)
     eo.num_blocks = o.kv_blocks;
     eo.kv_memory_bytes = (int64_t)(o.kv_memory_gib * 1073741824.0);
     eo.kv_memory_fraction = NUMLA_KV_MEMORY_FRACTION;
+    eo.max_seqs = o.max_seqs;
+    eo.max_context = o.max_context;
     NUMLA_CHECK_GOTO(numla_engine_create(comm, o.model, &eo, &eng), s, fail);
     if (rank != 0) {
         NUMLA_CHECK_GOTO(numla_engine_worker_loop(eng), s, fail);
