@@ -34,41 +34,9 @@ static int get_int(json_t *v, int64_t *out)
     return 0;
 }
 
-/* Returns 0 when r->error has been set. */
-static int parse_fields(json_t *o, const numla_request_limits *lim, numla_request *r)
+/* "prompt_tokens": a non-empty array of ids inside the vocabulary. Returns 0 on error. */
+static int parse_token_prompt(json_t *v, const numla_request_limits *lim, numla_request *r)
 {
-    numla_sampling_params *p = &r->params;
-    static const char *known[] = {"id", "prompt_tokens", "max_tokens", "temperature", "top_k",
-                                  "top_p", "seed", "stop_token_ids", "ignore_eos", "logprobs"};
-    const char *key;
-    json_t *v = json_object_get(o, "id");
-    /* take the id first so that every later error record carries it */
-    if (v && (json_is_string(v) || json_is_integer(v)))
-        r->id = json_incref(v);
-    json_object_foreach(o, key, v) {
-        int ok = 0;
-        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-            ok |= !strcmp(key, known[i]);
-        if (!ok) {
-            req_error(r, "unknown field \"%.64s\"", key);
-            return 0;
-        }
-    }
-    v = json_object_get(o, "id");
-    if (!v) {
-        req_error(r, "missing field \"id\"");
-        return 0;
-    }
-    if (!r->id) {
-        req_error(r, "field \"id\" must be a string or an integer");
-        return 0;
-    }
-
-    v = json_object_get(o, "prompt_tokens");
-    if (!v) {
-        req_error(r, "missing field \"prompt_tokens\"");
-        return 0;
-    }
     if (!json_is_array(v) || json_array_size(v) == 0) {
         req_error(r, "field \"prompt_tokens\" must be a non-empty array of token ids");
         return 0;
@@ -97,6 +65,132 @@ static int parse_fields(json_t *o, const numla_request_limits *lim, numla_reques
         r->prompt_tokens[i] = (int32_t)t;
     }
     r->num_prompt = (int32_t)n;
+    return 1;
+}
+
+/* "prompt": text, encoded with the tokenizer's BOS rules. Returns 0 on error. */
+static int parse_text_prompt(json_t *v, const numla_request_limits *lim, numla_request *r)
+{
+    if (!json_is_string(v)) {
+        req_error(r, "field \"prompt\" must be a string");
+        return 0;
+    }
+    if (!lim->tokenizer) {
+        req_error(r, "field \"prompt\" needs a tokenizer.json in the model directory "
+                     "(send \"prompt_tokens\" instead)");
+        return 0;
+    }
+    const char *text = json_string_value(v);
+    size_t len = json_string_length(v);
+    /* jansson rejects invalid UTF-8 in the line itself; the tokenizer checks again. */
+    int64_t bad = numla_utf8_invalid_offset(text, len);
+    if (bad >= 0) {
+        req_error(r, "field \"prompt\" is not valid UTF-8 at byte offset %lld", (long long)bad);
+        return 0;
+    }
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    if (numla_tokenizer_encode(lim->tokenizer, text, len, 1, &ids, &n) != NUMLA_STATUS_OK) {
+        req_error(r, "field \"prompt\": %s", numla_error_message());
+        free(ids);
+        return 0;
+    }
+    if (n == 0) {
+        req_error(r, "field \"prompt\" encodes to no tokens");
+        free(ids);
+        return 0;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= lim->vocab_size) {
+            req_error(r, "field \"prompt\": token %d is outside the model's vocabulary (0..%lld)",
+                      ids[i], (long long)lim->vocab_size - 1);
+            free(ids);
+            return 0;
+        }
+    r->prompt_tokens = ids;
+    r->num_prompt = (int32_t)n;
+    r->text_output = 1;
+    return 1;
+}
+
+/* "stop": a list of non-empty strings. Returns 0 on error. */
+static int parse_stop_strings(json_t *v, const numla_request_limits *lim, numla_request *r)
+{
+    if (!v || json_is_null(v))
+        return 1;
+    if (!json_is_array(v) || json_array_size(v) > NUMLA_REQUEST_MAX_STOP) {
+        req_error(r, "field \"stop\" must be a list of at most %d strings", NUMLA_REQUEST_MAX_STOP);
+        return 0;
+    }
+    if (!lim->tokenizer && json_array_size(v) > 0) {
+        req_error(r, "field \"stop\" needs a tokenizer.json in the model directory");
+        return 0;
+    }
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        json_t *e = json_array_get(v, i);
+        if (!json_is_string(e) || json_string_length(e) == 0) {
+            req_error(r, "stop[%zu] must be a non-empty string", i);
+            return 0;
+        }
+        char *c = strdup(json_string_value(e));
+        if (!c) {
+            req_error(r, "no memory for stop strings");
+            return 0;
+        }
+        r->stop_strings[r->num_stop_strings++] = c;
+    }
+    r->text_output |= r->num_stop_strings > 0;
+    return 1;
+}
+
+/* Returns 0 when r->error has been set. */
+static int parse_fields(json_t *o, const numla_request_limits *lim, numla_request *r)
+{
+    numla_sampling_params *p = &r->params;
+    static const char *known[] = {"id", "prompt_tokens", "max_tokens", "temperature", "top_k",
+                                  "top_p", "seed", "stop_token_ids", "ignore_eos", "logprobs",
+                                  "prompt", "stop"};
+    const char *key;
+    json_t *v = json_object_get(o, "id");
+    /* take the id first so that every later error record carries it */
+    if (v && (json_is_string(v) || json_is_integer(v)))
+        r->id = json_incref(v);
+    json_object_foreach(o, key, v) {
+        int ok = 0;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            ok |= !strcmp(key, known[i]);
+        if (!ok) {
+            req_error(r, "unknown field \"%.64s\"", key);
+            return 0;
+        }
+    }
+    v = json_object_get(o, "id");
+    if (!v) {
+        req_error(r, "missing field \"id\"");
+        return 0;
+    }
+    if (!r->id) {
+        req_error(r, "field \"id\" must be a string or an integer");
+        return 0;
+    }
+
+    json_t *pt = json_object_get(o, "prompt");
+    v = json_object_get(o, "prompt_tokens");
+    if (pt && v) {
+        req_error(r, "give either \"prompt\" or \"prompt_tokens\", not both");
+        return 0;
+    }
+    if (pt && !parse_text_prompt(pt, lim, r))
+        return 0;
+    if (!pt && !v) {
+        req_error(r, "missing field \"prompt_tokens\" (or \"prompt\")");
+        return 0;
+    }
+    if (!pt && !parse_token_prompt(v, lim, r))
+        return 0;
+    if (!parse_stop_strings(json_object_get(o, "stop"), lim, r))
+        return 0;
+
 
     int64_t iv;
     if ((v = json_object_get(o, "max_tokens")) && !json_is_null(v)) {
@@ -204,6 +298,10 @@ numla_status numla_request_parse(const char *text, size_t len, int64_t line,
         free(out->prompt_tokens);
         out->prompt_tokens = NULL;
         out->num_prompt = 0;
+        for (int32_t i = 0; i < out->num_stop_strings; i++)
+            free(out->stop_strings[i]);
+        out->num_stop_strings = 0;
+        out->text_output = 0;
     }
     json_decref(o);
     return NUMLA_STATUS_OK;
@@ -215,6 +313,9 @@ void numla_request_free(numla_request *r)
         return;
     json_decref((json_t *)r->id);
     free(r->prompt_tokens);
+    for (int32_t i = 0; i < r->num_stop_strings; i++)
+        free(r->stop_strings[i]);
+    r->num_stop_strings = 0;
     r->id = NULL;
     r->prompt_tokens = NULL;
 }
@@ -256,6 +357,8 @@ numla_status numla_result_write(FILE *f, const numla_result *r)
         }
         json_object_set_new(o, "logprobs", arr);
     }
+    if (r->text)
+        json_object_set_new(o, "text", json_stringn(r->text, r->text_len));
     char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(8));
     json_decref(o);
     if (!s)

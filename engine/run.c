@@ -22,6 +22,7 @@
  * to stderr at the end.
  * Collective over MPI_COMM_WORLD (initialises MPI when the caller has not).
  */
+#define _GNU_SOURCE /* memmem */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -44,6 +45,7 @@
 #include "engine/request_io.h"
 #include "engine/run.h"
 #include "engine/scheduler.h"
+#include "engine/tokenizer.h"
 
 typedef struct run_opts {
     const char *model, *input, *output;
@@ -62,7 +64,68 @@ typedef struct run_opts {
 typedef struct run_req {
     numla_request rq;
     struct run_req *prev, *next;
+    /* text output (rq.text_output): generated text so far, decoded one token at a time */
+    numla_tokenizer_stream *ts;
+    char *text;
+    size_t text_len, text_cap;
+    int text_done;              /* a stop string ended it: text is final */
 } run_req;
+
+static void run_req_free(run_req *r)
+{
+    numla_request_free(&r->rq);
+    numla_tokenizer_stream_destroy(&r->ts);
+    free(r->text);
+    free(r);
+}
+
+static int run_text_append(run_req *r, const char *piece, size_t len)
+{
+    if (r->text_len + len + 1 > r->text_cap) {
+        size_t c = r->text_cap ? 2 * r->text_cap : 256;
+        while (c < r->text_len + len + 1)
+            c *= 2;
+        char *p = realloc(r->text, c);
+        if (!p)
+            return 0;
+        r->text = p;
+        r->text_cap = c;
+    }
+    memcpy(r->text + r->text_len, piece, len);
+    r->text_len += len;
+    r->text[r->text_len] = '\0';
+    return 1;
+}
+
+/* numla_sched_options.stop_check: decode the newest token into the request's text and end the
+ * request when a stop string appears; the text is cut where the stop string starts. */
+static int run_stop_check(void *ctx, void *user, const int32_t *out, int32_t n)
+{
+    (void)ctx;
+    run_req *r = user;
+    if (!r->rq.text_output || !r->ts || r->text_done || n < 1)
+        return 0;
+    const char *piece;
+    size_t len;
+    size_t before = r->text_len;
+    if (numla_tokenizer_stream_push(r->ts, out[n - 1], &piece, &len) != NUMLA_STATUS_OK ||
+        !run_text_append(r, piece, len))
+        return 0;
+    for (int32_t i = 0; i < r->rq.num_stop_strings; i++) {
+        const char *stop = r->rq.stop_strings[i];
+        size_t sl = strlen(stop);
+        /* only matches that end in the new piece are new */
+        size_t from = before + 1 > sl ? before + 1 - sl : 0;
+        char *hit = r->text_len >= sl ? memmem(r->text + from, r->text_len - from, stop, sl) : NULL;
+        if (hit) {
+            r->text_len = (size_t)(hit - r->text);
+            r->text[r->text_len] = '\0';
+            r->text_done = 1;
+            return 1;
+        }
+    }
+    return 0;
+}
 
 typedef struct run_state {
     FILE *out;
@@ -221,6 +284,14 @@ static void run_done(void *ctx, const numla_sched_output *o)
     numla_result res = {.req = o->req, .output_tokens = o->output_tokens,
                         .num_output = o->num_output, .finish_reason = o->finish_reason,
                         .error = o->error, .logprobs = o->logprobs};
+    if (r->rq.text_output && !o->error && r->ts) {
+        const char *piece = "";
+        size_t len = 0;
+        if (!r->text_done && numla_tokenizer_stream_flush(r->ts, &piece, &len) == NUMLA_STATUS_OK)
+            run_text_append(r, piece, len);
+        res.text = r->text ? r->text : "";
+        res.text_len = r->text ? r->text_len : 0;
+    }
     if (!rs->write_failed && numla_result_write(rs->out, &res) != NUMLA_STATUS_OK) {
         fprintf(stderr, "numla run: %s\n", numla_error_message());
         rs->write_failed = 1;
@@ -246,8 +317,7 @@ static void run_done(void *ctx, const numla_sched_output *o)
         rs->head = r->next;
     if (r->next)
         r->next->prev = r->prev;
-    numla_request_free(&r->rq);
-    free(r);
+    run_req_free(r);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -432,6 +502,7 @@ int numla_run_main(int argc, char **argv)
     numla_comm *comm = NULL;
     numla_engine *eng = NULL;
     numla_sched *sc = NULL;
+    numla_tokenizer *tok = NULL;
     FILE *in = NULL;
     json_t *done_ids = NULL;
     char *line = NULL;
@@ -511,7 +582,8 @@ int numla_run_main(int argc, char **argv)
     }
     numla_sched_options so = {.max_batch_tokens = o.max_batch_tokens, .max_seqs = o.max_seqs,
                               .prefill_chunk = o.prefill_chunk, .vocab_size = cfg.vocab_size,
-                              .num_eos = cfg.num_eos, .eos_token_ids = cfg.eos_token_ids};
+                              .num_eos = cfg.num_eos, .eos_token_ids = cfg.eos_token_ids,
+                              .stop_check = run_stop_check};
     NUMLA_CHECK_GOTO(numla_sched_create(&so, kv, run_exec, eng, run_done, &rs, &sc), s, fail);
 
     struct sigaction sa = {0};
@@ -525,7 +597,14 @@ int numla_run_main(int argc, char **argv)
     int64_t total = strcmp(o.input, "-") ? count_lines(o.input) : -1;
     if (total >= 0)
         total -= already;
-    numla_request_limits lim = {.vocab_size = cfg.vocab_size, .max_context = o.max_context};
+    /* Text prompts and stop strings need the model's tokenizer; without tokenizer.json only
+     * token ids are served (a broken tokenizer.json is an error: the user meant to use it). */
+    char tok_path[4096];
+    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", o.model);
+    if (access(tok_path, F_OK) == 0)
+        NUMLA_CHECK_GOTO(numla_tokenizer_load(o.model, &tok), s, fail);
+    numla_request_limits lim = {.vocab_size = cfg.vocab_size, .max_context = o.max_context,
+                                .tokenizer = tok};
     const int32_t window = 2 * o.max_seqs + 16;
     int64_t lineno = 0, skipped = 0;
     int eof = 0, draining = 0;
@@ -569,10 +648,11 @@ int numla_run_main(int argc, char **argv)
             if (o.resume && record_key(r->rq.id, r->rq.id ? 0 : lineno, key, sizeof key) &&
                 json_object_get(done_ids, key)) {
                 skipped++;
-                numla_request_free(&r->rq);
-                free(r);
+                run_req_free(r);
                 continue;
             }
+            if (r->rq.text_output && !r->rq.error[0])
+                NUMLA_CHECK_GOTO(numla_tokenizer_stream_create(tok, 1, &r->ts), s, fail);
             r->next = rs.head;
             if (rs.head)
                 rs.head->prev = r;
@@ -622,11 +702,11 @@ cleanup:
         sigaction(SIGTERM, &sa_old_term, NULL);
     }
     numla_sched_destroy(&sc);
+    numla_tokenizer_destroy(&tok);
     while (rs.head) {
         run_req *r = rs.head;
         rs.head = r->next;
-        numla_request_free(&r->rq);
-        free(r);
+        run_req_free(r);
     }
     free(rs.ttft);
     free(rs.tpot);

@@ -469,6 +469,10 @@ numla_status numla_sched_step(numla_sched *s)
         const char *reason = NULL;
         if (numla_sampler_is_stop(q->smp, tok, s->eos, s->o.num_eos))
             reason = "stop";
+        else if (s->o.stop_check &&
+                 s->o.stop_check(s->o.stop_ctx, q->user, q->tokens + q->req->num_prompt,
+                                 q->num_gen))
+            reason = "stop";
         else if (q->num_gen >= q->req->params.max_tokens)
             reason = "length";
         if (reason) {

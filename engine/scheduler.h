@@ -62,6 +62,11 @@ typedef struct numla_sched_options {
     int64_t vocab_size;
     int32_t num_eos;
     const int32_t *eos_token_ids; /* (num_eos), copied */
+    /* Optional: called after each generated token of a request (user as passed to
+     * numla_sched_submit, tokens generated so far); returning 1 finishes it with "stop"
+     * (text stop strings live here, outside the scheduler). NULL: none. */
+    int (*stop_check)(void *ctx, void *user, const int32_t *output_tokens, int32_t num_output);
+    void *stop_ctx;
 } numla_sched_options;
 
 typedef struct numla_sched_stats {

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "engine/synth.h"
+#include "engine/tokenizer.h"
 
 #include "common/log.h"
 #include "engine/cli.h"
@@ -128,6 +129,18 @@ numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_
         c->num_hidden_layers = opt->layers;
     if (opt->experts > 0)
         c->n_routed_experts = opt->experts;
+    if (opt->tokenizer_dir) {
+        numla_tokenizer *t = NULL;
+        NUMLA_CHECK(numla_tokenizer_load(opt->tokenizer_dir, &t));
+        int64_t v = numla_tokenizer_vocab_size(t);
+        if (v > c->vocab_size)
+            c->vocab_size = (v + 63) / 64 * 64;
+        if (numla_tokenizer_bos(t) >= 0)
+            c->bos_token_id = numla_tokenizer_bos(t);
+        if (numla_tokenizer_eos(t) >= 0)
+            c->eos_token_id = numla_tokenizer_eos(t);
+        numla_tokenizer_destroy(&t);
+    }
     if (opt->dtype != NUMLA_DTYPE_BF16 && opt->dtype != NUMLA_DTYPE_F32)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: dtype must be bf16 or f32");
     int32_t e = c->n_routed_experts, k = c->num_experts_per_tok;
@@ -581,6 +594,37 @@ done:
     return s;
 }
 
+/* Copy dir/name to out_dir/name; a missing optional file is fine. */
+static numla_status numla_synth_copy_file(const char *dir, const char *out_dir, const char *name,
+                                          int required)
+{
+    char src[4096], dst[4096];
+    snprintf(src, sizeof src, "%s/%s", dir, name);
+    snprintf(dst, sizeof dst, "%s/%s", out_dir, name);
+    FILE *in = fopen(src, "rb");
+    if (!in) {
+        if (!required && errno == ENOENT)
+            return NUMLA_STATUS_OK;
+        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: %s: %s", src, strerror(errno));
+    }
+    FILE *out = fopen(dst, "wb");
+    if (!out) {
+        fclose(in);
+        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: %s: %s", dst, strerror(errno));
+    }
+    char buf[65536];
+    size_t n;
+    int bad = 0;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        bad |= fwrite(buf, 1, n, out) != n;
+    bad |= ferror(in);
+    fclose(in);
+    bad |= fclose(out) != 0;
+    if (bad)
+        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: copying %s to %s failed", src, dst);
+    return NUMLA_STATUS_OK;
+}
+
 numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_bytes)
 {
     numla_synth_config c;
@@ -631,6 +675,12 @@ numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_by
     NUMLA_CHECK_GOTO(numla_synth_config_write(&c, opt->dtype, path), s, done);
     free(path);
     path = NULL;
+    if (opt->tokenizer_dir) {
+        NUMLA_CHECK_GOTO(numla_synth_copy_file(opt->tokenizer_dir, opt->out_dir, "tokenizer.json", 1),
+                         s, done);
+        NUMLA_CHECK_GOTO(numla_synth_copy_file(opt->tokenizer_dir, opt->out_dir,
+                                               "tokenizer_config.json", 0), s, done);
+    }
 
     /* A stale file of either layout would shadow the new model (a single file wins over an
      * index); the index is written last, so a failed run never leaves one naming missing
@@ -702,6 +752,7 @@ static int numla_synth_usage(FILE *f)
 {
     fprintf(f, "usage: numla synth --preset tiny|tiny-v3|v2-lite|v3 --out DIR [--layers N]\n"
                "                   [--seed S] [--dtype bf16|f32] [--experts N] [--shard-mb MB]\n"
+               "                   [--tokenizer DIR (copy its tokenizer.json; vocab follows it)]\n"
                "Writes config.json and deterministic random weights (HF DeepSeek names).\n");
     return f == stdout ? 0 : 2;
 }
@@ -742,6 +793,8 @@ static int numla_synth_main(int argc, char **argv)
             opt.seed = (uint64_t)x;
         else if (!strcmp(a, "--shard-mb") && numla_synth_parse_i64(v, 1, &x) && x < (1ll << 40))
             opt.shard_bytes = x << 20;
+        else if (!strcmp(a, "--tokenizer"))
+            opt.tokenizer_dir = v;
         else if (!strcmp(a, "--dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f32")))
             opt.dtype = !strcmp(v, "f32") ? NUMLA_DTYPE_F32 : NUMLA_DTYPE_BF16;
         else {

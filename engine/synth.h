@@ -68,6 +68,9 @@ typedef struct numla_synth_options {
     numla_dtype dtype;      /* BF16 or F32 (V3's e_score_correction_bias is always F32) */
     int64_t shard_bytes;    /* > 0: start a new shard before one would pass this; 0: 2 GiB */
     int progress;           /* non-zero: progress lines on stderr */
+    const char *tokenizer_dir; /* non-NULL: copy its tokenizer.json (+ tokenizer_config.json)
+                             * into out_dir; the vocabulary grows to cover it and BOS/EOS follow
+                             * it, so text requests work on the synthetic model */
 } numla_synth_options;
 
 /* The config a preset describes after the layers/experts overrides, validated (INVALID_ARG
