@@ -2,7 +2,6 @@
 #include "engine/kv_cache.h"
 
 #include <numa.h>
-#include <numaif.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -99,20 +98,6 @@ void numla_kv_cache_free_block(numla_kv_cache *c, int32_t block)
         return; /* not allocated: a double free must not put a block on the list twice */
     if (--c->refcount[block] == 0 && c->num_free < c->num_blocks)
         c->free_blocks[c->num_free++] = block;
-}
-
-numla_status numla_kv_cache_bind_node(numla_kv_cache *c, int node)
-{
-    if (node < 0 || numa_available() < 0 || node > numa_max_node())
-        return NUMLA_STATUS_OK;
-    unsigned long mask[16] = {0};
-    if (node >= (int)(8 * sizeof mask))
-        return NUMLA_STATUS_OK;
-    mask[node / (8 * sizeof mask[0])] |= 1ul << (node % (8 * sizeof mask[0]));
-    if (mbind(c->data, c->data_bytes, MPOL_BIND, mask, 8 * sizeof mask, 0) != 0)
-        NUMLA_FAIL(NUMLA_STATUS_IO, "kv cache: cannot bind %zu bytes to NUMA node %d",
-                   c->data_bytes, node);
-    return NUMLA_STATUS_OK;
 }
 
 size_t numla_kv_block_bytes(int32_t num_layers, int32_t kv_lora_rank, int32_t rope_dim,

@@ -56,10 +56,6 @@ void numla_kv_cache_ref_block(numla_kv_cache *c, int32_t block);
  * and blocks already free are ignored. */
 void numla_kv_cache_free_block(numla_kv_cache *c, int32_t block);
 
-/* Bind the pool's pages to NUMA node `node` (before first touch; node < 0 or no libnuma:
- * no-op, first touch by the rank's pinned threads places it). */
-numla_status numla_kv_cache_bind_node(numla_kv_cache *c, int node);
-
 /* Bytes of one block over all layers. */
 size_t numla_kv_block_bytes(int32_t num_layers, int32_t kv_lora_rank, int32_t rope_dim,
                             int32_t block_size, numla_dtype dtype);
