@@ -245,7 +245,7 @@ int main(int argc, char **argv)
             }
             double tol = 1e-4 * mx;
             compared++;
-            if (d / tol > worst / (worst_tol > 0 ? worst_tol : 1)) {
+            if (compared == 1 || d / tol > worst / worst_tol) {
                 worst = d;
                 worst_tol = tol;
             }
