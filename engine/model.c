@@ -338,7 +338,45 @@ static numla_status lin(numla_model *m, const numla_linear_weight *w, int64_t M,
         if (!m->lin_ws)
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the linear workspace");
     }
+    double t0 = omp_get_wtime();
     NUMLA_CHECK(numla_linear_forward(w, M, x, ldx, y, ldy, acc, m->lin_ws, m->lin_ws_bytes));
+    m->linear_s += omp_get_wtime() - t0;
+    m->linear_flops += 2.0 * (double)M * (double)w->n * (double)w->k;
+    return NUMLA_STATUS_OK;
+}
+
+/* The per-head W_UK / W_UV products: Hr small linears on strided column blocks of x and y
+ * (head h reads x + h·xoff, writes y + h·yoff). In decode each is a tiny GEMV (Dc x nope): one
+ * kernel call per head would open 2·Hr OpenMP regions per layer, so when the kernel needs no
+ * workspace (the GEMV path) the heads are split over one team instead, each call running on its
+ * thread alone (nested regions are inactive). Otherwise (prefill) the calls are big enough to
+ * use the whole team each. */
+static numla_status per_head(numla_model *m, const numla_linear_weight *w, int64_t Hr, int64_t T,
+                             const float *x, int64_t ldx, int64_t xoff, float *y, int64_t ldy,
+                             int64_t yoff)
+{
+    if (Hr == 0 || T == 0)
+        return NUMLA_STATUS_OK;
+    if (m->num_threads <= 1 || Hr < 2 || omp_get_max_active_levels() > 1 ||
+        numla_linear_workspace_size(&w[0], T, 1) != 0) {
+        for (int64_t h = 0; h < Hr; h++)
+            NUMLA_CHECK(lin(m, &w[h], T, x + h * xoff, ldx, y + h * yoff, ldy, 0));
+        return NUMLA_STATUS_OK;
+    }
+    double t0 = omp_get_wtime();
+    numla_status st = NUMLA_STATUS_OK;
+#pragma omp parallel for num_threads(m->num_threads) schedule(static)
+    for (int64_t h = 0; h < Hr; h++) {
+        numla_status s1 = numla_linear_forward(&w[h], T, x + h * xoff, ldx, y + h * yoff, ldy, 0,
+                                               NULL, 0);
+        if (s1 != NUMLA_STATUS_OK) {
+#pragma omp critical(numla_model_per_head)
+            st = s1;
+        }
+    }
+    NUMLA_CHECK(st);
+    m->linear_s += omp_get_wtime() - t0;
+    m->linear_flops += 2.0 * (double)T * (double)w[0].n * (double)w[0].k * (double)Hr;
     return NUMLA_STATUS_OK;
 }
 
@@ -398,8 +436,7 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
     NUMLA_CHECK(numla_concat_and_cache_mla(m->isa, &kw));
 
     /* Absorbed queries: q̃_h = W_UK,hᵀ q_nope,h, then rope(q_pe,h). */
-    for (int64_t h = 0; h < Hr; h++)
-        NUMLA_CHECK(lin(m, &lw->uk_t[h], T, m->q + h * qhd, qw, m->qabs + h * aw, Hr * aw, 0));
+    NUMLA_CHECK(per_head(m, lw->uk_t, Hr, T, m->q, qw, qhd, m->qabs, Hr * aw, aw));
 #pragma omp parallel for num_threads(m->num_threads) collapse(2) if (T * Hr > 1)
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < Hr; h++)
@@ -463,8 +500,7 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
                                         m->lse_pre, m->ctx2, m->lse_new));
 
     /* o_h = W_UV,h · ctx_h; then h (+)= W_o · concat(o_h) */
-    for (int64_t h = 0; h < Hr; h++)
-        NUMLA_CHECK(lin(m, &lw->uv[h], T, m->ctx + h * dc, Hr * dc, m->o + h * vd, Hr * vd, 0));
+    NUMLA_CHECK(per_head(m, lw->uv, Hr, T, m->ctx, Hr * dc, dc, m->o, Hr * vd, vd));
     NUMLA_CHECK(lin(m, &lw->o_proj, T, m->o, Hr * vd, m->h, hid, 1));
     return NUMLA_STATUS_OK;
 }

@@ -103,6 +103,9 @@ typedef struct numla_model {
     struct numla_comm *comm;  /* not owned; NULL with one rank */
     double reduce_s;          /* wall time spent in numla_model_reduce (cumulative) */
     int64_t reduces;          /* numla_model_reduce calls with nranks > 1 */
+    /* linear layers (numla_linear_forward calls), cumulative, for numla bench model */
+    double linear_s;          /* wall time */
+    double linear_flops;      /* 2 · M · N · K summed */
 } numla_model;
 
 enum { NUMLA_MODEL_NEW_BLOCK = 16 };
