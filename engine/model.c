@@ -160,7 +160,7 @@ void numla_model_destroy(numla_model **pm)
     numla_model *m = *pm;
     float **fs[] = {&m->h, &m->x, &m->qa, &m->q, &m->kva, &m->ckv, &m->kpe, &m->qabs, &m->ctx,
                     &m->o, &m->g, &m->u, &m->moe_out, &m->ex_x, &m->ex_y, &m->router, &m->topk_w,
-                    &m->cos_sin, &m->xl};
+                    &m->cos_sin, &m->xl, &m->par_x, &m->par_y, &m->par_g, &m->par_u};
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
         free(*fs[i]);
     free(m->topk_idx);
@@ -247,6 +247,11 @@ static numla_status ensure_capacity(numla_model *m, int64_t T, int64_t R)
     ok &= grow((void **)&m->ex_list, n * (k + 1) * 4);
     ok &= grow((void **)&m->cos_sin, n * dr * 4);
     ok &= grow((void **)&m->xl, n * hid * 4);
+    const size_t pr = NUMLA_MODEL_PAR_ROWS, mi = (size_t)c->moe_intermediate_size;
+    ok &= grow((void **)&m->par_x, pr * hid * 4);
+    ok &= grow((void **)&m->par_y, pr * hid * 4);
+    ok &= grow((void **)&m->par_g, pr * (mi ? mi : 1) * 4);
+    ok &= grow((void **)&m->par_u, pr * (mi ? mi : 1) * 4);
     if (!ok)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for %lld tokens of scratch",
                    (long long)cap);
@@ -505,6 +510,71 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
     return NUMLA_STATUS_OK;
 }
 
+/* Decode (few rows per expert, GEMV kernels needing no workspace): one expert per thread at a
+ * time, each expert's three GEMVs on its thread alone, instead of 3 team-wide kernel calls per
+ * expert (an OpenMP region each). Outputs are added to h afterwards in expert order, so the
+ * numbers are those of the one-expert-at-a-time path (a GEMV's outputs do not depend on how
+ * its rows are split over threads). Returns 0 (nothing done) when the path does not apply;
+ * else 1 with *st set. cnt: (ne + 1) prefix counts into m->ex_list. */
+static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, int64_t T,
+                                const int32_t *cnt, numla_status *st)
+{
+    const numla_shard *sh = &m->w->shard;
+    const int64_t hid = m->cfg.hidden_size, k = m->cfg.num_experts_per_tok;
+    const int64_t ne = sh->expert_count, I = m->cfg.moe_intermediate_size;
+    const int64_t rows = cnt[ne];
+    if (m->num_threads <= 1 || rows < 2 || rows > NUMLA_MODEL_PAR_ROWS ||
+        omp_get_max_active_levels() > 1)
+        return 0;
+    int32_t act[NUMLA_MODEL_PAR_ROWS]; /* active local experts (at most one per row) */
+    int32_t na = 0;
+    for (int64_t e = 0; e < ne; e++) {
+        int64_t n = cnt[e + 1] - cnt[e];
+        if (n == 0)
+            continue;
+        const numla_mlp_weights *w = &lw->experts[e];
+        if (w->inter != I || numla_linear_workspace_size(&w->gate, n, 1) != 0 ||
+            numla_linear_workspace_size(&w->down, n, 1) != 0)
+            return 0;
+        act[na++] = (int32_t)e;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(m->par_x + r * hid, m->x + (m->ex_list[r] / k) * hid, (size_t)hid * sizeof(float));
+    double t0 = omp_get_wtime();
+    numla_status bad = NUMLA_STATUS_OK;
+#pragma omp parallel for num_threads(m->num_threads) schedule(dynamic, 1)
+    for (int32_t j = 0; j < na; j++) {
+        const int64_t e = act[j], r0 = cnt[e], n = cnt[e + 1] - cnt[e];
+        const numla_mlp_weights *w = &lw->experts[e];
+        float *g = m->par_g + r0 * I, *u = m->par_u + r0 * I, *y = m->par_y + r0 * hid;
+        const float *x = m->par_x + r0 * hid;
+        numla_status s1 = numla_linear_forward(&w->gate, n, x, hid, g, I, 0, NULL, 0);
+        if (s1 == NUMLA_STATUS_OK)
+            s1 = numla_linear_forward(&w->up, n, x, hid, u, I, 0, NULL, 0);
+        for (int64_t i = 0; i < n * I; i++)
+            g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        if (s1 == NUMLA_STATUS_OK)
+            s1 = numla_linear_forward(&w->down, n, g, I, y, hid, 0, NULL, 0);
+        if (s1 != NUMLA_STATUS_OK) {
+#pragma omp critical(numla_model_experts)
+            bad = s1;
+        }
+    }
+    m->linear_s += omp_get_wtime() - t0;
+    m->linear_flops += 6.0 * (double)rows * (double)I * (double)hid;
+    *st = bad;
+    if (bad != NUMLA_STATUS_OK)
+        return 1;
+    for (int64_t r = 0; r < rows; r++) {
+        float wgt = m->topk_w[m->ex_list[r]];
+        float *dst = m->h + (m->ex_list[r] / k) * hid;
+        const float *src = m->par_y + r * hid;
+        for (int64_t i = 0; i < hid; i++)
+            dst[i] += wgt * src[i];
+    }
+    return 1;
+}
+
 static numla_status moe(numla_model *m, const numla_layer_weights *lw, int64_t T)
 {
     const numla_model_config *c = &m->cfg;
@@ -556,6 +626,11 @@ static numla_status moe(numla_model *m, const numla_layer_weights *lw, int64_t T
     free(cursor);
 
     numla_status s = NUMLA_STATUS_OK;
+    if (moe_experts_parallel(m, lw, T, cnt, &s)) {
+        NUMLA_CHECK(s);
+        NUMLA_CHECK(mlp(m, &lw->shared, T, m->x, m->h, hid));
+        return NUMLA_STATUS_OK;
+    }
     for (int64_t e = 0; e < ne && s == NUMLA_STATUS_OK; e++) {
         int64_t n = cnt[e + 1] - cnt[e];
         if (n == 0)

@@ -83,6 +83,12 @@ typedef struct numla_model {
     int32_t *ex_list;  /* (T · k) (token · k + j) grouped by expert */
     float *cos_sin;    /* (T, Dr) cos then sin per token (Dr/2 each) */
     float *xl;         /* (R, hidden) normed rows for the logits */
+    /* decode MoE with the experts split over the team (model.c moe_experts_parallel):
+     * NUMLA_MODEL_PAR_ROWS (token, expert) rows */
+    float *par_x;      /* (PAR_ROWS, hidden) gathered inputs */
+    float *par_y;      /* (PAR_ROWS, hidden) expert outputs */
+    float *par_g;      /* (PAR_ROWS, moe_intermediate) */
+    float *par_u;      /* (PAR_ROWS, moe_intermediate) */
     void *lin_ws;      /* linear workspace */
     size_t lin_ws_bytes;
     void *attn_ws;     /* attention workspace */
@@ -108,7 +114,7 @@ typedef struct numla_model {
     double linear_flops;      /* 2 · M · N · K summed */
 } numla_model;
 
-enum { NUMLA_MODEL_NEW_BLOCK = 16 };
+enum { NUMLA_MODEL_NEW_BLOCK = 16, NUMLA_MODEL_PAR_ROWS = 64 };
 
 /* num_threads is informational: each step uses omp_get_max_threads() of the calling thread
  * (the team the kernels will open), so set the team size with omp_set_num_threads. */
