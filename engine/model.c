@@ -517,8 +517,14 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
  * its rows are split over threads). Returns 0 (nothing done) when the path does not apply;
  * else 1 with *st set. cnt: (ne + 1) prefix counts into m->ex_list. */
 static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, int64_t T,
-                                const int32_t *cnt, numla_status *st)
+                                const int32_t *cnt, numla_status *st, int *shared_up)
 {
+    /* The shared experts' gate and up GEMVs (into m->g) join the same region as one more
+     * job, the largest, taken first; their down projection (accumulating into h after the
+     * routed outputs, as the serial path does) is left to the caller when *shared_up is 1. */
+    const numla_mlp_weights *sw = &lw->shared;
+    const int sh_job = sw->inter > 0 && numla_linear_workspace_size(&sw->gate, T, 1) == 0;
+    *shared_up = 0;
     const numla_shard *sh = &m->w->shard;
     const int64_t hid = m->cfg.hidden_size, k = m->cfg.num_experts_per_tok;
     const int64_t ne = sh->expert_count, I = m->cfg.moe_intermediate_size;
@@ -543,7 +549,23 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
     double t0 = omp_get_wtime();
     numla_status bad = NUMLA_STATUS_OK;
 #pragma omp parallel for num_threads(m->num_threads) schedule(dynamic, 1)
-    for (int32_t j = 0; j < na; j++) {
+    for (int32_t jj = 0; jj < na + sh_job; jj++) {
+        if (sh_job && jj == 0) {
+            const int64_t Is = sw->inter;
+            numla_status s1 = numla_linear_forward(&sw->gate, T, m->x, hid, m->g, Is, 0, NULL, 0);
+            if (s1 == NUMLA_STATUS_OK)
+                s1 = numla_linear_forward(&sw->up, T, m->x, hid, m->u, Is, 0, NULL, 0);
+            for (int64_t i = 0; i < T * Is; i++) {
+                float g = m->g[i];
+                m->g[i] = g / (1.0f + expf(-g)) * m->u[i];
+            }
+            if (s1 != NUMLA_STATUS_OK) {
+#pragma omp critical(numla_model_experts)
+                bad = s1;
+            }
+            continue;
+        }
+        const int32_t j = jj - sh_job;
         const int64_t e = act[j], r0 = cnt[e], n = cnt[e + 1] - cnt[e];
         const numla_mlp_weights *w = &lw->experts[e];
         float *g = m->par_g + r0 * I, *u = m->par_u + r0 * I, *y = m->par_y + r0 * hid;
@@ -561,8 +583,10 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
         }
     }
     m->linear_s += omp_get_wtime() - t0;
-    m->linear_flops += 6.0 * (double)rows * (double)I * (double)hid;
+    m->linear_flops += 6.0 * (double)rows * (double)I * (double)hid +
+                       (sh_job ? 4.0 * (double)T * (double)sw->inter * (double)hid : 0.0);
     *st = bad;
+    *shared_up = sh_job;
     if (bad != NUMLA_STATUS_OK)
         return 1;
     for (int64_t r = 0; r < rows; r++) {
@@ -626,9 +650,13 @@ static numla_status moe(numla_model *m, const numla_layer_weights *lw, int64_t T
     free(cursor);
 
     numla_status s = NUMLA_STATUS_OK;
-    if (moe_experts_parallel(m, lw, T, cnt, &s)) {
+    int shared_up = 0;
+    if (moe_experts_parallel(m, lw, T, cnt, &s, &shared_up)) {
         NUMLA_CHECK(s);
-        NUMLA_CHECK(mlp(m, &lw->shared, T, m->x, m->h, hid));
+        if (shared_up)
+            NUMLA_CHECK(lin(m, &lw->shared.down, T, m->g, lw->shared.inter, m->h, hid, 1));
+        else
+            NUMLA_CHECK(mlp(m, &lw->shared, T, m->x, m->h, hid));
         return NUMLA_STATUS_OK;
     }
     for (int64_t e = 0; e < ne && s == NUMLA_STATUS_OK; e++) {
