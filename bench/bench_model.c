@@ -9,6 +9,8 @@
  *   active weight bytes per decode token (bench/bench_model.h), the read bandwidth
  *     (numla_bench_read_gbps), decode_bw_frac = bytes · tok/s / bandwidth;
  *   decode_16k_roofline_frac = max(bytes incl. KV / bandwidth, FLOPs / peak) / time per token;
+ *   (tokens/s and both fractions from the total time of the run; the *_median keys from the
+ *   median step, which an oversubscribed machine's stalls do not move);
  *   (bandwidth and peak: the best of a reading before and one after the runs);
  *   peak RSS (before the second bandwidth buffer), the load average, OMP_WAIT_POLICY;
  *   per rank, the decode step split into compute and communication (engine counters).
@@ -287,6 +289,7 @@ static int bench_model_main(int argc, char **argv)
                "\"lm_head_bytes\": %.0f, \"linear_flops_per_token\": %.0f, "
                "\"kv_bytes_per_ctx\": %.0f, \"attn_flops_per_ctx\": %.0f, \"read_gbps\": %.3f, "
                "\"decode_bw_frac\": %.4f, \"decode_16k_roofline_frac\": %.4f, "
+               "\"decode_bw_frac_median\": %.4f, \"decode_16k_roofline_frac_median\": %.4f, "
                "\"decode_16k_bytes_s\": %.6f, \"decode_16k_flops_s\": %.6f, "
                "\"peak_rss_mib\": %.1f, \"load1_start\": %.2f, \"load1_decode\": %.2f, "
                "\"load1_end\": %.2f}\n",
@@ -294,7 +297,8 @@ static int bench_model_main(int argc, char **argv)
                pf_lin_gf, peak, pf_lin_gf / peak, ndec, dec_tok_s, 1e3 * dec_med, nlong,
                long_tok_s, 1e3 * long_med, long_pf, co.weight_bytes, co.attn_weight_bytes,
                co.mlp_weight_bytes, co.lm_head_bytes, co.linear_flops, co.kv_bytes_per_ctx,
-               co.attn_flops_per_ctx, bw, bw_frac, roof, t_bytes, t_flops, rss_mib, load_start,
+               co.attn_flops_per_ctx, bw, bw_frac, roof, co.weight_bytes / dec_med / (bw * 1e9),
+               (t_bytes > t_flops ? t_bytes : t_flops) / long_med, t_bytes, t_flops, rss_mib, load_start,
                load_dec, load_long);
     } else {
         printf("  prefill %d tokens: %.1f tok/s; linear layers %.1f GFLOP/s = %.3f of the bf16 "
