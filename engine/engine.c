@@ -627,3 +627,4 @@ numla_kv_cache *numla_engine_kv_cache(numla_engine *e) { return e->kv; }
 int numla_engine_num_threads(const numla_engine *e) { return e->threads; }
 size_t numla_engine_weight_bytes(const numla_engine *e) { return e->w->loaded_bytes; }
 size_t numla_engine_kv_bytes(const numla_engine *e) { return e->kv->data_bytes; }
+const numla_model *numla_engine_model(const numla_engine *e) { return e->m; }

@@ -99,6 +99,8 @@ int numla_engine_num_threads(const numla_engine *e);
 /* Bytes of this rank's weights / of its KV pool. */
 size_t numla_engine_weight_bytes(const numla_engine *e);
 size_t numla_engine_kv_bytes(const numla_engine *e);
+/* This rank's model (its linear_s / linear_flops counters; read between steps). */
+const numla_model *numla_engine_model(const numla_engine *e);
 
 /* ---- per-rank timing (DESIGN.md §7: step time split into compute and communication) ---- */
 typedef struct numla_engine_stats {

@@ -169,7 +169,7 @@ void numla_model_destroy(numla_model **pm)
     numla_model *m = *pm;
     float **fs[] = {&m->h, &m->x, &m->qa, &m->q, &m->kva, &m->ckv, &m->kpe, &m->qabs, &m->ctx,
                     &m->o, &m->g, &m->u, &m->moe_out, &m->ex_x, &m->ex_y, &m->router, &m->topk_w,
-                    &m->cos_sin, &m->xl};
+                    &m->cos_sin, &m->xl, &m->par_x, &m->par_y, &m->par_g, &m->par_u};
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
         free(*fs[i]);
     free(m->topk_idx);
@@ -261,6 +261,11 @@ static numla_status ensure_capacity(numla_model *m, int64_t T, int64_t R)
     ok &= grow((void **)&m->route_scratch, n * (2 * E + 1) * 4);
     ok &= grow((void **)&m->cos_sin, n * dr * 4);
     ok &= grow((void **)&m->xl, n * hid * 4);
+    const size_t pr = NUMLA_MODEL_PAR_ROWS, mi = (size_t)c->moe_intermediate_size;
+    ok &= grow((void **)&m->par_x, pr * hid * 4);
+    ok &= grow((void **)&m->par_y, pr * hid * 4);
+    ok &= grow((void **)&m->par_g, pr * (mi ? mi : 1) * 4);
+    ok &= grow((void **)&m->par_u, pr * (mi ? mi : 1) * 4);
     if (!ok)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for %lld tokens of scratch",
                    (long long)cap);
@@ -360,7 +365,45 @@ static numla_status lin(numla_model *m, const numla_linear_weight *w, int64_t M,
         if (!m->lin_ws)
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the linear workspace");
     }
+    double t0 = omp_get_wtime();
     NUMLA_CHECK(numla_linear_forward(w, M, x, ldx, y, ldy, acc, m->lin_ws, m->lin_ws_bytes));
+    m->linear_s += omp_get_wtime() - t0;
+    m->linear_flops += 2.0 * (double)M * (double)w->n * (double)w->k;
+    return NUMLA_STATUS_OK;
+}
+
+/* The per-head W_UK / W_UV products: Hr small linears on strided column blocks of x and y
+ * (head h reads x + h·xoff, writes y + h·yoff). In decode each is a tiny GEMV (Dc x nope): one
+ * kernel call per head would open 2·Hr OpenMP regions per layer, so when the kernel needs no
+ * workspace (the GEMV path) the heads are split over one team instead, each call running on its
+ * thread alone (nested regions are inactive). Otherwise (prefill) the calls are big enough to
+ * use the whole team each. */
+static numla_status per_head(numla_model *m, const numla_linear_weight *w, int64_t Hr, int64_t T,
+                             const float *x, int64_t ldx, int64_t xoff, float *y, int64_t ldy,
+                             int64_t yoff)
+{
+    if (Hr == 0 || T == 0)
+        return NUMLA_STATUS_OK;
+    if (m->num_threads <= 1 || Hr < 2 || omp_get_max_active_levels() > 1 ||
+        numla_linear_workspace_size(&w[0], T, 1) != 0) {
+        for (int64_t h = 0; h < Hr; h++)
+            NUMLA_CHECK(lin(m, &w[h], T, x + h * xoff, ldx, y + h * yoff, ldy, 0));
+        return NUMLA_STATUS_OK;
+    }
+    double t0 = omp_get_wtime();
+    numla_status st = NUMLA_STATUS_OK;
+#pragma omp parallel for num_threads(m->num_threads) schedule(static)
+    for (int64_t h = 0; h < Hr; h++) {
+        numla_status s1 = numla_linear_forward(&w[h], T, x + h * xoff, ldx, y + h * yoff, ldy, 0,
+                                               NULL, 0);
+        if (s1 != NUMLA_STATUS_OK) {
+#pragma omp critical(numla_model_per_head)
+            st = s1;
+        }
+    }
+    NUMLA_CHECK(st);
+    m->linear_s += omp_get_wtime() - t0;
+    m->linear_flops += 2.0 * (double)T * (double)w[0].n * (double)w[0].k * (double)Hr;
     return NUMLA_STATUS_OK;
 }
 
@@ -420,8 +463,7 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
     NUMLA_CHECK(numla_concat_and_cache_mla(m->isa, &kw));
 
     /* Absorbed queries: q̃_h = W_UK,hᵀ q_nope,h, then rope(q_pe,h). */
-    for (int64_t h = 0; h < Hr; h++)
-        NUMLA_CHECK(lin(m, &lw->uk_t[h], T, m->q + h * qhd, qw, m->qabs + h * aw, Hr * aw, 0));
+    NUMLA_CHECK(per_head(m, lw->uk_t, Hr, T, m->q, qw, qhd, m->qabs, Hr * aw, aw));
 #pragma omp parallel for num_threads(m->num_threads) collapse(2) if (T * Hr > 1)
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < Hr; h++)
@@ -485,10 +527,98 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
                                         m->lse_pre, m->ctx2, m->lse_new));
 
     /* o_h = W_UV,h · ctx_h; then h (+)= W_o · concat(o_h) */
-    for (int64_t h = 0; h < Hr; h++)
-        NUMLA_CHECK(lin(m, &lw->uv[h], T, m->ctx + h * dc, Hr * dc, m->o + h * vd, Hr * vd, 0));
+    NUMLA_CHECK(per_head(m, lw->uv, Hr, T, m->ctx, Hr * dc, dc, m->o, Hr * vd, vd));
     NUMLA_CHECK(lin(m, &lw->o_proj, T, m->o, Hr * vd, m->h, hid, 1));
     return NUMLA_STATUS_OK;
+}
+
+/* Decode (few rows per expert, GEMV kernels needing no workspace): one expert per thread at a
+ * time, each expert's three GEMVs on its thread alone, instead of 3 team-wide kernel calls per
+ * expert (an OpenMP region each). Outputs are added to h afterwards in expert order, so the
+ * numbers are those of the one-expert-at-a-time path (a GEMV's outputs do not depend on how
+ * its rows are split over threads). Returns 0 (nothing done) when the path does not apply;
+ * else 1 with *st set. cnt: (ne + 1) prefix counts into m->ex_list. */
+static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, int64_t T,
+                                const int32_t *cnt, numla_status *st, int *shared_up)
+{
+    /* The shared experts' gate and up GEMVs (into m->g) join the same region as one more
+     * job, the largest, taken first; their down projection (accumulating into h after the
+     * routed outputs, as the serial path does) is left to the caller when *shared_up is 1. */
+    const numla_mlp_weights *sw = &lw->shared;
+    const int sh_job = sw->inter > 0 && numla_linear_workspace_size(&sw->gate, T, 1) == 0;
+    *shared_up = 0;
+    const numla_shard *sh = &m->w->shard;
+    const int64_t hid = m->cfg.hidden_size, k = m->cfg.num_experts_per_tok;
+    const int64_t ne = sh->expert_count, I = m->cfg.moe_intermediate_size;
+    const int64_t rows = cnt[ne];
+    if (m->num_threads <= 1 || rows < 2 || rows > NUMLA_MODEL_PAR_ROWS ||
+        omp_get_max_active_levels() > 1)
+        return 0;
+    int32_t act[NUMLA_MODEL_PAR_ROWS]; /* active local experts (at most one per row) */
+    int32_t na = 0;
+    for (int64_t e = 0; e < ne; e++) {
+        int64_t n = cnt[e + 1] - cnt[e];
+        if (n == 0)
+            continue;
+        const numla_mlp_weights *w = &lw->experts[e];
+        if (w->inter != I || numla_linear_workspace_size(&w->gate, n, 1) != 0 ||
+            numla_linear_workspace_size(&w->down, n, 1) != 0)
+            return 0;
+        act[na++] = (int32_t)e;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(m->par_x + r * hid, m->x + (m->ex_list[r] / k) * hid, (size_t)hid * sizeof(float));
+    double t0 = omp_get_wtime();
+    numla_status bad = NUMLA_STATUS_OK;
+#pragma omp parallel for num_threads(m->num_threads) schedule(dynamic, 1)
+    for (int32_t jj = 0; jj < na + sh_job; jj++) {
+        if (sh_job && jj == 0) {
+            const int64_t Is = sw->inter;
+            numla_status s1 = numla_linear_forward(&sw->gate, T, m->x, hid, m->g, Is, 0, NULL, 0);
+            if (s1 == NUMLA_STATUS_OK)
+                s1 = numla_linear_forward(&sw->up, T, m->x, hid, m->u, Is, 0, NULL, 0);
+            for (int64_t i = 0; i < T * Is; i++) {
+                float g = m->g[i];
+                m->g[i] = g / (1.0f + expf(-g)) * m->u[i];
+            }
+            if (s1 != NUMLA_STATUS_OK) {
+#pragma omp critical(numla_model_experts)
+                bad = s1;
+            }
+            continue;
+        }
+        const int32_t j = jj - sh_job;
+        const int64_t e = act[j], r0 = cnt[e], n = cnt[e + 1] - cnt[e];
+        const numla_mlp_weights *w = &lw->experts[e];
+        float *g = m->par_g + r0 * I, *u = m->par_u + r0 * I, *y = m->par_y + r0 * hid;
+        const float *x = m->par_x + r0 * hid;
+        numla_status s1 = numla_linear_forward(&w->gate, n, x, hid, g, I, 0, NULL, 0);
+        if (s1 == NUMLA_STATUS_OK)
+            s1 = numla_linear_forward(&w->up, n, x, hid, u, I, 0, NULL, 0);
+        for (int64_t i = 0; i < n * I; i++)
+            g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        if (s1 == NUMLA_STATUS_OK)
+            s1 = numla_linear_forward(&w->down, n, g, I, y, hid, 0, NULL, 0);
+        if (s1 != NUMLA_STATUS_OK) {
+#pragma omp critical(numla_model_experts)
+            bad = s1;
+        }
+    }
+    m->linear_s += omp_get_wtime() - t0;
+    m->linear_flops += 6.0 * (double)rows * (double)I * (double)hid +
+                       (sh_job ? 4.0 * (double)T * (double)sw->inter * (double)hid : 0.0);
+    *st = bad;
+    *shared_up = sh_job;
+    if (bad != NUMLA_STATUS_OK)
+        return 1;
+    for (int64_t r = 0; r < rows; r++) {
+        float wgt = m->topk_w[m->ex_list[r]];
+        float *dst = m->h + (m->ex_list[r] / k) * hid;
+        const float *src = m->par_y + r * hid;
+        for (int64_t i = 0; i < hid; i++)
+            dst[i] += wgt * src[i];
+    }
+    return 1;
 }
 
 static numla_status moe(numla_model *m, const numla_layer_weights *lw, int64_t T)
@@ -536,6 +666,15 @@ static numla_status moe(numla_model *m, const numla_layer_weights *lw, int64_t T
     }
 
     numla_status s = NUMLA_STATUS_OK;
+    int shared_up = 0;
+    if (moe_experts_parallel(m, lw, T, cnt, &s, &shared_up)) {
+        NUMLA_CHECK(s);
+        if (shared_up)
+            NUMLA_CHECK(lin(m, &lw->shared.down, T, m->g, lw->shared.inter, m->h, hid, 1));
+        else
+            NUMLA_CHECK(mlp(m, &lw->shared, T, m->x, m->h, hid));
+        return NUMLA_STATUS_OK;
+    }
     for (int64_t e = 0; e < ne && s == NUMLA_STATUS_OK; e++) {
         int64_t n = cnt[e + 1] - cnt[e];
         if (n == 0)

@@ -98,6 +98,12 @@ typedef struct numla_model {
     float *route_scratch; /* (T, 2 · n_routed_experts) */
     float *cos_sin;    /* (T, Dr) cos then sin per token (Dr/2 each) */
     float *xl;         /* (R, hidden) normed rows for the logits */
+    /* decode MoE with the experts split over the team (model.c moe_experts_parallel):
+     * NUMLA_MODEL_PAR_ROWS (token, expert) rows */
+    float *par_x;      /* (PAR_ROWS, hidden) gathered inputs */
+    float *par_y;      /* (PAR_ROWS, hidden) expert outputs */
+    float *par_g;      /* (PAR_ROWS, moe_intermediate) */
+    float *par_u;      /* (PAR_ROWS, moe_intermediate) */
     void *lin_ws;      /* linear workspace */
     size_t lin_ws_bytes;
     void *attn_ws;     /* attention workspace */
@@ -117,9 +123,12 @@ typedef struct numla_model {
     /* multi-rank counters (the allreduce itself is m->reduce, set by engine/engine.c) */
     double reduce_s;          /* wall time spent in numla_model_reduce (cumulative) */
     int64_t reduces;          /* numla_model_reduce calls with nranks > 1 */
+    /* linear layers (numla_linear_forward calls), cumulative, for numla bench model */
+    double linear_s;          /* wall time */
+    double linear_flops;      /* 2 · M · N · K summed */
 } numla_model;
 
-enum { NUMLA_MODEL_NEW_BLOCK = 16 };
+enum { NUMLA_MODEL_NEW_BLOCK = 16, NUMLA_MODEL_PAR_ROWS = 64 };
 
 /* num_threads is informational: each step uses omp_get_max_threads() of the calling thread
  * (the team the kernels will open), so set the team size with omp_set_num_threads. */

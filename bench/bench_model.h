@@ -1,0 +1,38 @@
+/* bench/bench_model.h — cost accounting of one decode token of a DeepSeek MLA+MoE model, for
+ * `numla bench model` (DESIGN.md §7): the weight bytes a token actually reads, the FLOPs of its
+ * linear layers and of its attention, and the KV bytes it reads, from the config and the packed
+ * weight sizes (numla_linear_packed_size), summed over every rank of the model. */
+#ifndef NUMLA_BENCH_BENCH_MODEL_H
+#define NUMLA_BENCH_BENCH_MODEL_H
+
+#include "common/dtype.h"
+#include "common/status.h"
+#include "engine/config.h"
+#include "kernels/isa.h"
+
+typedef struct numla_bench_model_costs {
+    /* weight bytes read by one decode token (batch 1): attention projections (q or q_a + q_b,
+     * kv_a, W_UK/W_UV per head, o_proj), dense MLPs, shared experts, the k routed experts a
+     * token selects (k of n_routed, every one of them being the same size), the fp32 router,
+     * lm_head, one embedding row. Norm weights are left out (< 0.1 %). */
+    double weight_bytes;
+    double attn_weight_bytes;    /* the attention part of it */
+    double mlp_weight_bytes;     /* dense + shared + routed + router */
+    double lm_head_bytes;        /* lm_head + embedding row */
+    /* 2 · Σ N·K over the same layers (unpadded), router included */
+    double linear_flops;
+    /* per decode token and per cached context row: 2·(Dc+Dr) for q̃·k plus 2·Dc for p·v, per
+     * head and layer */
+    double attn_flops_per_ctx;
+    /* KV bytes read per decode token and cached row: layers · (Dc + Dr) · kv element size */
+    double kv_bytes_per_ctx;
+} numla_bench_model_costs;
+
+/* Costs of cfg with linear weights packed for `isa` from `weight_dtype` sources (bf16 / f32),
+ * embedding stored as `embed_dtype`, KV cache elements of `kv_dtype`. INVALID_ARG on a config
+ * whose packed sizes come out 0. */
+numla_status numla_bench_model_costs_get(const numla_model_config *cfg, numla_isa isa,
+                                         numla_dtype weight_dtype, numla_dtype embed_dtype,
+                                         numla_dtype kv_dtype, numla_bench_model_costs *out);
+
+#endif

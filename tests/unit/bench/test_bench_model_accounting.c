@@ -1,0 +1,96 @@
+/* Tests for bench/bench_model_costs.c: per-token weight bytes, FLOPs and KV bytes of the tiny
+ * preset (engine/synth.c "tiny": V 512, hidden 64, I 192, moe_I 32, 3 layers (layer 0 dense),
+ * 6 heads, 1 shared + 10 routed experts, k 3, Dc 64, Dr 16, nope 32, v 32, no q_lora) against
+ * numbers worked out by hand below. The packed layout pads N to panels of 16 rows (and K to
+ * even for bf16), which the vocab-500 case exercises. */
+#include "test_util.h"
+
+#include "bench/bench_model.h"
+
+static numla_model_config tiny(void)
+{
+    numla_model_config c = {0};
+    c.vocab_size = 512;
+    c.hidden_size = 64;
+    c.num_hidden_layers = 3;
+    c.num_attention_heads = 6;
+    c.intermediate_size = 192;
+    c.q_lora_rank = 0;
+    c.kv_lora_rank = 64;
+    c.qk_nope_head_dim = 32;
+    c.qk_rope_head_dim = 16;
+    c.v_head_dim = 32;
+    c.q_head_dim = 48;
+    c.n_routed_experts = 10;
+    c.n_shared_experts = 1;
+    c.num_experts_per_tok = 3;
+    c.moe_intermediate_size = 32;
+    c.first_k_dense_replace = 1;
+    c.moe_layer_freq = 1;
+    c.n_group = 1;
+    c.topk_group = 1;
+    return c;
+}
+
+/* Per layer, bf16 (2 bytes per element, every N a multiple of 16 so no padding):
+ *   q_proj 288x64 = 36864 B, kv_a 80x64 = 10240, uk_t 6 x 64x32 = 24576, uv 6 x 32x64 = 24576,
+ *   o_proj 64x192 = 24576  -> attention 120832 B per layer, 362496 for 3 layers;
+ *   layer 0 dense: 3 x 192x64 x 2 = 73728;
+ *   layers 1, 2: router 10x64 fp32 = 2560, 3 experts x 3 x 32x64 x 2 = 36864, shared 12288
+ *   -> 51712 each, 103424;
+ *   lm_head 512x64 x 2 = 65536 + one bf16 embedding row 128 = 65664.
+ * Total 605312 B. FLOPs: 2 per weight element, router 2 x 10 x 64 = 1280 per MoE layer:
+ *   362496 + 73728 + 2 x (1280 + 36864 + 12288) + 65536 = 602624.
+ * Attention per cached row: 3 layers x 6 heads x (2 x 80 + 2 x 64) = 5184 FLOPs; KV bytes
+ * per cached row: 3 x 80 x 2 = 480. */
+static void test_tiny_bf16(void)
+{
+    numla_model_config c = tiny();
+    numla_bench_model_costs k;
+    CU_ASSERT_EQUAL_FATAL(numla_bench_model_costs_get(&c, NUMLA_ISA_REF, NUMLA_DTYPE_BF16,
+                                                      NUMLA_DTYPE_BF16, NUMLA_DTYPE_BF16, &k),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_DOUBLE_EQUAL(k.attn_weight_bytes, 362496, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.mlp_weight_bytes, 73728 + 103424, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.lm_head_bytes, 65664, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.weight_bytes, 605312, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.linear_flops, 602624, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.attn_flops_per_ctx, 5184, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.kv_bytes_per_ctx, 480, 0.5);
+}
+
+/* f32 weights and embedding, f32 KV: every packed byte count doubles except the (already fp32)
+ * router: attention 724992, dense 147456, MoE 2 x (2560 + 73728 + 24576), lm_head 131072 +
+ * embedding row 256 -> 1205504. FLOPs do not change; KV per row 960. */
+static void test_tiny_f32(void)
+{
+    numla_model_config c = tiny();
+    numla_bench_model_costs k;
+    CU_ASSERT_EQUAL_FATAL(numla_bench_model_costs_get(&c, NUMLA_ISA_REF, NUMLA_DTYPE_F32,
+                                                      NUMLA_DTYPE_F32, NUMLA_DTYPE_F32, &k),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_DOUBLE_EQUAL(k.weight_bytes, 1205504, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.linear_flops, 602624, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.kv_bytes_per_ctx, 960, 0.5);
+}
+
+/* Vocab 500: the lm_head packs 32 panels of 16 rows (512 rows, 65536 B) but does 2 x 500 x 64
+ * FLOPs; and one layer fewer (a dense + one MoE layer). */
+static void test_padding_and_layers(void)
+{
+    numla_model_config c = tiny();
+    c.vocab_size = 500;
+    c.num_hidden_layers = 2;
+    numla_bench_model_costs k;
+    CU_ASSERT_EQUAL_FATAL(numla_bench_model_costs_get(&c, NUMLA_ISA_REF, NUMLA_DTYPE_BF16,
+                                                      NUMLA_DTYPE_BF16, NUMLA_DTYPE_BF16, &k),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_DOUBLE_EQUAL(k.lm_head_bytes, 65536 + 128, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.weight_bytes, 2 * 120832 + 73728 + 51712 + 65664, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.linear_flops,
+                           2 * 120832 + 73728 + (1280 + 36864 + 12288) + 64000, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.attn_flops_per_ctx, 2 * 6 * 288, 0.5);
+}
+
+NUMLA_TEST_SUITE(bench_model_accounting, NULL, NULL, NUMLA_TEST(test_tiny_bf16),
+                 NUMLA_TEST(test_tiny_f32), NUMLA_TEST(test_padding_and_layers))
