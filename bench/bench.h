@@ -41,9 +41,11 @@ double numla_bench_copy_gbps(int threads, size_t bytes, int reps);
 double numla_bench_read_gbps_in(int threads, void *buf, size_t bytes, int reps);
 double numla_bench_copy_gbps_in(int threads, void *buf, size_t bytes, int reps);
 /* Peak bf16 dot-product GFLOP/s (2 flops per multiply-add) reachable by the kernels of `isa`
- * on `threads` threads at once: vdpbf16ps on avx512bf16, fp32 FMA on avx512/avx2 (the bf16
- * kernels there widen to fp32), a scalar FMA loop on ref. 16+ independent accumulators per
- * thread, best of `reps`. */
+ * on `threads` threads at once: on avx512bf16 the faster of vdpbf16ps and fp32 FMA (its kernels
+ * may use either), fp32 FMA on avx512/avx2 (the bf16 kernels there widen to fp32), a scalar
+ * FMA loop on ref. 16+ independent accumulators per thread, best of `reps`. */
 double numla_bench_peak_gflops(numla_isa isa, int threads, int reps);
+/* vdpbf16ps alone (0 when the CPU lacks it). */
+double numla_bench_peak_dpbf16_gflops(int threads, int reps);
 
 #endif

@@ -299,7 +299,7 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
     fprintf(info, "machine: read %.2f GB/s, copy %.2f GB/s (read+write), peak %.1f GFLOP/s (%s), "
                   "LLC %.0f MiB, stream arrays %.2f GiB\n",
             m.read_gbps, m.copy_gbps, m.peak_gflops,
-            isa == NUMLA_ISA_AVX512BF16 ? "vdpbf16ps" : isa == NUMLA_ISA_REF ? "scalar" : "fp32 FMA",
+            isa == NUMLA_ISA_AVX512BF16 ? "max of vdpbf16ps and fp32 FMA" : isa == NUMLA_ISA_REF ? "scalar" : "fp32 FMA",
             (double)numla_bench_llc_bytes() / (1 << 20), (double)arena_bytes / (1 << 30));
     if (!o.json)
         printf("%4s %7s %4s %6s %5s %10s %10s %8s %9s %9s %11s %8s %13s %s\n", "bs", "seq_len", "heads",
