@@ -283,6 +283,13 @@ numla_status numla_request_parse(const char *text, size_t len, int64_t line,
     memset(out, 0, sizeof *out);
     out->line = line;
     numla_sampling_params_default(&out->params);
+    /* Checked before JSON parsing so the error names the exact byte (jansson only says
+     * "unable to decode byte"). */
+    int64_t bad = numla_utf8_invalid_offset(text, len);
+    if (bad >= 0) {
+        req_error(out, "invalid UTF-8 at byte offset %lld of the line", (long long)bad);
+        return NUMLA_STATUS_OK;
+    }
     json_error_t err;
     json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
     if (!o) {

@@ -199,7 +199,8 @@ static void test_text_errors(void)
         "{\"id\": \"both\", \"prompt\": \"x\", \"prompt_tokens\": [1]}\n"
         "{\"id\": \"notstr\", \"prompt\": 5}\n"
         "{\"id\": \"emptystop\", \"prompt\": \"x\", \"stop\": [\"\"]}\n"
-        "{\"id\": \"ok\", \"prompt\": \"fine\", \"max_tokens\": 2, \"temperature\": 0}\n");
+        "{\"id\": \"ok\", \"prompt\": \"fine\", \"max_tokens\": 2, \"temperature\": 0}\n"
+        "{\"id\": \"raw\", \"prompt\": \"ab\xff\xfe\"}\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(res);
     struct { const char *id, *needle; } cases[] = {
         {"both", "line 1: give either"}, {"notstr", "line 2: field \"prompt\" must be a string"},
@@ -211,6 +212,18 @@ static void test_text_errors(void)
     }
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(res, "ok"), "finish_reason")),
                            "length");
+    /* the line with raw invalid UTF-8 has no readable id: its record has a null id and names the
+     * byte (offset 27 of line 5: after {"id": "raw", "prompt": "ab) */
+    int found = 0;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/errs.out.jsonl", numla_test_tmpdir());
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    while (f && fgets(line, sizeof line, f))
+        found |= strstr(line, "\"line 5: invalid UTF-8 at byte offset 27 of the line\"") != NULL;
+    if (f)
+        fclose(f);
+    CU_ASSERT_TRUE(found);
     json_decref(res);
 }
 
