@@ -219,7 +219,12 @@ static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_m
                 merges[nm++] = (numla_mla_attn_merge){.row0 = base + r, .nrows = nr, .slot0 = slot,
                                                       .nslots = (int32_t)splits};
             for (int64_t s = 0; s < splits; s++) {
-                int64_t k0 = s * Lu / splits, k1 = (s + 1) * Lu / splits;
+                /* Split points on multiples of 64 keys, so key tiles (and the AMX path's
+                 * 16-row groups) start on cache-block boundaries for power-of-two block sizes
+                 * instead of straddling blocks. Unrounded splits are > chunk / 2 >= 128 keys
+                 * long, so rounded ones stay > 64 keys long and still tile [0, Lu). */
+                int64_t k0 = s ? (s * Lu / splits) & ~(int64_t)63 : 0;
+                int64_t k1 = s + 1 < splits ? ((s + 1) * Lu / splits) & ~(int64_t)63 : Lu;
                 items[n++] = (numla_mla_attn_item){.seq = b, .nrows = nr,
                                                    .slot = splits > 1 ? slot++ : -1,
                                                    .row0 = base + r, .k0 = k0, .k1 = k1};

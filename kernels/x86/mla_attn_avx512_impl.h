@@ -9,6 +9,9 @@
  *      broadcast straight from the cache (exact products); otherwise lanes along d: each
  *      16-element piece of the row is widened once and FMA'd into all rows' accumulators
  *      (q blocked by 16 dims), then a 16-way transpose-add gives the key's score vector.
+ *      In the avx512bf16 build with bf16 q and cache, (Dc + Dr) % 32 == 0 and AMX-BF16
+ *      granted (numla_mla_amx_enabled), the scores come from AMX tiles instead
+ *      (kernels/x86/mla_attn_amx.c; the C tile is exactly this [key][row] layout).
  *      The scale is applied to the fp32 scores.
  *   2. online softmax on the tile (masking keys past each row's limit), P = e^(S - m).
  *   3. O[r][d] += Σ_t P[t][r] · v_t[d] with lanes along d, all rows of the item in registers
@@ -25,6 +28,9 @@
 #include <string.h>
 
 #include "kernels/mla_attn_internal.h"
+#if NUMLA_MLA_BF16DOT
+#include "kernels/x86/mla_attn_amx.h"
+#endif
 
 #ifndef NUMLA_MLA_BF16DOT
 #error "define NUMLA_MLA_BF16DOT before including mla_attn_avx512_impl.h"
@@ -233,7 +239,7 @@ static void numla_mla_pv_any(float *O, int64_t dc, const float *P, const float *
 /* ---- the chunk kernel ----------------------------------------------------------------- */
 
 typedef struct numla_mla_scratch_layout {
-    size_t q, S, rows, total;
+    size_t q, S, rows, stage, total;
 } numla_mla_scratch_layout;
 
 static int numla_mla_uses_bf16dot(const numla_mla_attn_args *a)
@@ -259,6 +265,11 @@ static numla_mla_scratch_layout numla_mla_layout(const numla_mla_attn_args *a)
     off += NUMLA_MLA_KT * 16 * sizeof(float) + 64;
     L.rows = off;
     off += NUMLA_MLA_KT * sizeof(void *);
+    off = (off + 63) & ~(size_t)63;
+    L.stage = off;
+#if NUMLA_MLA_BF16DOT
+    off += 64 * w * sizeof(uint16_t); /* AMX staging of 4 groups of 16 rows */
+#endif
     L.total = off;
     return L;
 }
@@ -313,7 +324,17 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
 {
     const numla_mla_attn_args *a = c->a;
     const int64_t dc = a->kv_lora_rank, w = dc + a->rope_dim;
-    const int bf16dot = numla_mla_uses_bf16dot(a);
+    int bf16dot = numla_mla_uses_bf16dot(a);
+#if NUMLA_MLA_BF16DOT
+    /* AMX tiles for Q·K when q and cache are bf16 (exact products, fp32 accumulation, like
+     * vdpbf16ps) and rows split into whole 32-element slices. */
+    const int amx = a->q_dtype == NUMLA_DTYPE_BF16 && a->kv_dtype == NUMLA_DTYPE_BF16 &&
+                    (a->kv_lora_rank + a->rope_dim) % 32 == 0 && numla_mla_amx_enabled();
+    if (amx)
+        bf16dot = 1; /* q packed as bf16 pairs, the tile B layout */
+#else
+    const int amx = 0;
+#endif
     const int kind = a->kv_dtype == NUMLA_DTYPE_BF16 ? 1 : a->kv_dtype == NUMLA_DTYPE_F16 ? 2 : 0;
     numla_mla_scratch_layout L = numla_mla_layout(a);
     char *s = scratch;
@@ -336,6 +357,10 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
         return;
     }
     numla_mla_pack_q(c, qbuf, bf16dot);
+#if NUMLA_MLA_BF16DOT
+    if (amx)
+        numla_mla_amx_begin();
+#endif
     const __m512i limv = _mm512_load_si512(lim32);
     float corr[16] __attribute__((aligned(64)));
     const size_t rowbytes = (size_t)w * numla_dtype_size(a->kv_dtype);
@@ -354,7 +379,13 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
             }
         }
         /* 1. scores */
-        if (bf16dot) {
+        if (amx) {
+#if NUMLA_MLA_BF16DOT
+            for (int64_t i = 0; i < nt; i += 64)
+                numla_mla_qk_amx(qbuf, w, rows + i, nt - i < 64 ? nt - i : 64, S + 16 * i,
+                                 (uint16_t *)(s + L.stage));
+#endif
+        } else if (bf16dot) {
 #if NUMLA_MLA_BF16DOT
             const uint32_t *qv = qbuf;
             int64_t i = 0;
@@ -399,6 +430,10 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
                          c->nrows);
         fresh = 0;
     }
+#if NUMLA_MLA_BF16DOT
+    if (amx)
+        numla_mla_amx_end();
+#endif
     float mo[16], lo[16];
     _mm512_storeu_ps(mo, mv);
     _mm512_storeu_ps(lo, lv);

@@ -308,8 +308,21 @@ static void mla_check_case(const mla_case *c, const numla_dtype *ots, int nots, 
     numla_isa isas[NUMLA_ISA_COUNT];
     int n = numla_test_isas(isas);
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < nots; j++)
-            mla_problem_check(p, isas[i], ots[j], label);
+        for (int j = 0; j < nots; j++) {
+            /* avx512bf16 runs twice: with its AMX Q·K path (where the CPU and OS have it; the
+             * kernel reads NUMLA_MLA_AMX per call) and with the AVX-512 one. */
+            int amx_runs = isas[i] == NUMLA_ISA_AVX512BF16 ? 2 : 1;
+            for (int k = 0; k < amx_runs; k++) {
+                char lab[160];
+                if (amx_runs == 2)
+                    setenv("NUMLA_MLA_AMX", k ? "1" : "0", 1);
+                snprintf(lab, sizeof lab, "%s%s", label,
+                         amx_runs == 2 ? (k ? " (amx allowed)" : " (NUMLA_MLA_AMX=0)") : "");
+                mla_problem_check(p, isas[i], ots[j], lab);
+            }
+            if (amx_runs == 2)
+                unsetenv("NUMLA_MLA_AMX");
+        }
     mla_problem_free(p);
 }
 

@@ -32,6 +32,13 @@ static void test_block_sizes(void)
     mla_case c = {.B = 4, .H = 16, .Dc = 512, .Dr = 64, .bs = 1, .lens = lens,
                   .qt = NUMLA_DTYPE_BF16, .kvt = NUMLA_DTYPE_BF16, .seed = 107};
     mla_check_case(&c, bf16_only, 1, "block size 1, Dc 512");
+    /* Blocks the AMX path cannot load in place (rows staged) and exactly one tile high. */
+    static const int32_t bss2[2] = {7, 16};
+    for (int i = 0; i < 2; i++) {
+        mla_case d = {.B = 4, .H = 16, .Dc = 512, .Dr = 64, .bs = bss2[i], .lens = lens,
+                      .qt = NUMLA_DTYPE_BF16, .kvt = NUMLA_DTYPE_BF16, .seed = 108 + i};
+        mla_check_case(&d, bf16_f32, 2, "small blocks, Dc 512");
+    }
 }
 
 static void test_many_heads(void)
