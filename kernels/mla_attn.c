@@ -18,6 +18,10 @@
 
 #include <math.h>
 #include <omp.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define NUMLA_MLA_ATTN_FTZ_DAZ 0x8040u /* MXCSR flush-to-zero | denormals-are-zero */
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -341,6 +345,14 @@ numla_status numla_mla_attn(numla_isa isa, const numla_mla_attn_args *args, void
         float *acc = (float *)t;
         float *ml = (float *)(t + numla_mla_attn_align(NUMLA_MLA_ATTN_ROWS * dc * sizeof(float)));
         void *scratch = (char *)ml + numla_mla_attn_align(2 * NUMLA_MLA_ATTN_ROWS * sizeof(float));
+#ifdef NUMLA_MLA_ATTN_FTZ_DAZ
+        /* A peaked softmax makes most exp(s - max) subnormal, and subnormal arithmetic is ~30x
+         * slower on x86 (measured: 39 ms -> 1.3 ms for (3, 1234, 16) with scores scaled x30).
+         * Their weight relative to the max term (1) is below 2^-126, so flushing them to zero
+         * changes nothing at fp32 precision. The caller's MXCSR is restored below. */
+        const unsigned numla_mxcsr_saved = _mm_getcsr();
+        _mm_setcsr(numla_mxcsr_saved | NUMLA_MLA_ATTN_FTZ_DAZ);
+#endif
 #pragma omp for schedule(dynamic, 1)
         for (int64_t i = 0; i < n; i++)
             numla_mla_attn_run_item(k, a, &items[i], acc, ml, ml + NUMLA_MLA_ATTN_ROWS, scratch,
@@ -352,6 +364,9 @@ numla_status numla_mla_attn(numla_isa isa, const numla_mla_attn_args *args, void
             if (r < mu->nrows)
                 numla_mla_attn_merge_row(a, mu, r, partial, partial_lse, acc);
         }
+#ifdef NUMLA_MLA_ATTN_FTZ_DAZ
+        _mm_setcsr(numla_mxcsr_saved);
+#endif
     }
     return NUMLA_STATUS_OK;
 }
