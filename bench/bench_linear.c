@@ -30,8 +30,6 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
-double numla_bench_linear_peak_bf16_gflops(int threads, int reps);
-double numla_bench_linear_peak_fma_gflops(int threads, int reps);
 
 /* Weight (and bandwidth-test) buffers: 2 MiB aligned and huge-page backed where the kernel allows (as the engine's
  * weight memory is, DESIGN.md §3), so no contender pays 4 KiB TLB misses the engine would not. */
@@ -462,10 +460,10 @@ static int numla_bench_linear_main_(int argc, char **argv)
     double bw_whole;
     const double bw = numla_bench_linear_read_gbps_(threads, (size_t)2 << 30, 6, &bw_whole);
     const double peak = numla_isa_supported(NUMLA_ISA_AVX512BF16)
-                            ? numla_bench_linear_peak_bf16_gflops(threads, 200)
+                            ? numla_bench_peak_dpbf16_gflops(threads, 20)
                             : 0.0;
     const double peak_fma = numla_isa_supported(NUMLA_ISA_AVX512BF16)
-                                ? numla_bench_linear_peak_fma_gflops(threads, 200)
+                                ? numla_bench_peak_gflops(NUMLA_ISA_AVX512, threads, 20)
                                 : 0.0;
     if (json)
         printf("{\"bench\":\"linear\",\"isa\":\"%s\",\"threads\":%d,\"read_gbps\":%.2f,"
