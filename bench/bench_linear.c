@@ -97,10 +97,12 @@ typedef struct numla_bench_linear_shape {
 static const numla_bench_linear_shape numla_bench_linear_shapes_[] = {
     {"gemv", 1, 2048, 2048},      {"gemv", 1, 10944, 2048},     {"gemv", 1, 2048, 10944},
     {"gemv", 1, 102400, 2048},    {"skinny", 8, 2048, 2048},    {"skinny", 8, 10944, 2048},
-    {"skinny", 8, 2048, 10944},   {"skinny", 8, 102400, 2048},  {"skinny", 32, 2048, 2048},
+    {"skinny", 8, 2048, 10944},   {"skinny", 8, 102400, 2048},  {"skinny", 16, 2048, 2048},
+    {"skinny", 16, 1408, 2048},   {"skinny", 32, 2048, 2048},
     {"skinny", 32, 10944, 2048},  {"skinny", 32, 2048, 10944},  {"skinny", 32, 102400, 2048},
     {"prefill", 512, 2048, 2048}, {"prefill", 512, 10944, 2048}, {"prefill", 512, 2048, 10944},
-    {"prefill", 512, 1408, 2048}, {"prefill", 512, 102400, 2048},
+    {"prefill", 512, 1408, 2048}, {"prefill", 512, 102400, 2048}, {"prefill", 48, 1408, 2048},
+    {"prefill", 48, 2048, 1408},
 };
 
 /* One timed contender: per-call seconds, best and median over the calls made (the machine is
@@ -309,9 +311,15 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
 
     /* ours (what the dispatcher picks); on avx512bf16 with M past the GEMV switch also the
      * vdpbf16ps GEMM called directly, so both prefill kernels are compared in the same run. */
-    const int nours = isa == NUMLA_ISA_AVX512BF16 && s->m > NUMLA_LINEAR_GEMV_MAX_M ? 2 : 1;
+    int nours = isa == NUMLA_ISA_AVX512BF16 && s->m > NUMLA_LINEAR_GEMV_MAX_M ? 2 : 1;
+    /* and, where ours ran on AMX tiles, the AVX-512 FMA path it replaced (NUMLA_LINEAR_AMX=0) */
+    if (isa == NUMLA_ISA_AVX512BF16 && s->m >= NUMLA_LINEAR_AMX_MIN_M && s->k % 32 == 0 &&
+        numla_linear_amx_enabled())
+        nours = 3;
     for (int o = 0; o < nours; o++) {
         cx.dp = o == 1;
+        if (o == 2)
+            setenv("NUMLA_LINEAR_AMX", "0", 1);
         size_t pbytes = numla_linear_packed_size(isa, s->n, s->k, NUMLA_DTYPE_BF16);
         cx.w = calloc((size_t)cx.copies, sizeof *cx.w);
         void **packed = calloc((size_t)cx.copies, sizeof *packed);
@@ -325,7 +333,7 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
             cx.ws_bytes = cx.dp ? numla_linear_workspace_dpbf16(&cx.w[0], s->m)
                                 : numla_linear_workspace_size(&cx.w[0], s->m, omp_get_max_threads());
             cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
-            res[nr].name = o == 0 ? "numla" : "numla_dpbf16";
+            res[nr].name = o == 0 ? "numla" : o == 1 ? "numla_dpbf16" : "numla_fma";
             res[nr].weight_bytes = (double)pbytes;
             res[nr].sec = numla_bench_linear_time_(numla_bench_linear_ours_, &cx, cx.copies, calls,
                                                    &res[nr].median);
@@ -336,6 +344,8 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
             free(packed[c]);
         free(packed);
         free(cx.w);
+        if (o == 2)
+            unsetenv("NUMLA_LINEAR_AMX");
     }
 
 #if defined(NUMLA_HAVE_OPENBLAS) || defined(NUMLA_HAVE_DNNL)

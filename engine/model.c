@@ -178,6 +178,7 @@ void numla_model_destroy(numla_model **pm)
     free(m->route_scratch);
     free(m->ex_list);
     free(m->lin_ws);
+    free(m->par_ws);
     free(m->attn_ws);
     free(m->ctx2);
     free(m->lse_pre);
@@ -343,6 +344,36 @@ numla_status numla_model_reduce(numla_model *m, float *buf, int64_t count)
     return NUMLA_STATUS_OK;
 }
 
+/* The weight to run: w itself, or with exact_activations its avx512 view in *tmp (the packed
+ * layout is the same at every ISA, kernels/linear_internal.h; avx512 widens bf16 weights and
+ * keeps activations fp32 at every M). */
+static const numla_linear_weight *run_weight(const numla_model *m, const numla_linear_weight *w,
+                                             numla_linear_weight *tmp)
+{
+    if (!m->exact_activations || w->isa != NUMLA_ISA_AVX512BF16)
+        return w;
+    *tmp = *w;
+    tmp->isa = NUMLA_ISA_AVX512;
+    return tmp;
+}
+
+/* Linear calls made one per thread inside our own parallel region (each then runs on its
+ * thread alone): nth workspaces of `each` bytes (rounded to 64) in m->par_ws. */
+static numla_status par_workspace(numla_model *m, size_t each, int nth, size_t *stride)
+{
+    *stride = (each + 63) & ~(size_t)63;
+    size_t need = *stride * (size_t)nth;
+    if (need > m->par_ws_bytes) {
+        free(m->par_ws);
+        m->par_ws = aligned_alloc(64, need ? need : 64);
+        m->par_ws_bytes = m->par_ws ? need : 0;
+        if (!m->par_ws)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for %d linear workspaces of "
+                       "%zu bytes", nth, each);
+    }
+    return NUMLA_STATUS_OK;
+}
+
 /* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */
 static numla_status lin(numla_model *m, const numla_linear_weight *w, int64_t M, const float *x,
                         int64_t ldx, float *y, int64_t ldy, int acc)
@@ -350,13 +381,7 @@ static numla_status lin(numla_model *m, const numla_linear_weight *w, int64_t M,
     if (M == 0 || w->n == 0)
         return NUMLA_STATUS_OK;
     numla_linear_weight exact;
-    if (m->exact_activations && w->isa == NUMLA_ISA_AVX512BF16) {
-        /* Same packed layout at every ISA (kernels/linear_internal.h): run the avx512 level,
-         * which widens bf16 weights and keeps activations fp32 at every M. */
-        exact = *w;
-        exact.isa = NUMLA_ISA_AVX512;
-        w = &exact;
-    }
+    w = run_weight(m, w, &exact);
     size_t need = numla_linear_workspace_size(w, M, m->num_threads);
     if (need > m->lin_ws_bytes) {
         free(m->lin_ws);
@@ -373,11 +398,11 @@ static numla_status lin(numla_model *m, const numla_linear_weight *w, int64_t M,
 }
 
 /* The per-head W_UK / W_UV products: Hr small linears on strided column blocks of x and y
- * (head h reads x + h·xoff, writes y + h·yoff). In decode each is a tiny GEMV (Dc x nope): one
- * kernel call per head would open 2·Hr OpenMP regions per layer, so when the kernel needs no
- * workspace (the GEMV path) the heads are split over one team instead, each call running on its
- * thread alone (nested regions are inactive). Otherwise (prefill) the calls are big enough to
- * use the whole team each. */
+ * (head h reads x + h·xoff, writes y + h·yoff). In decode each is a tiny GEMV/skinny GEMM
+ * (Dc x nope): one kernel call per head would open 2·Hr OpenMP regions per layer, so for few
+ * rows the heads are split over one team instead, each call running on its thread alone
+ * (nested regions are inactive) with its own workspace. With many rows (prefill) the calls are
+ * big enough to use the whole team each. */
 static numla_status per_head(numla_model *m, const numla_linear_weight *w, int64_t Hr, int64_t T,
                              const float *x, int64_t ldx, int64_t xoff, float *y, int64_t ldy,
                              int64_t yoff)
@@ -385,22 +410,34 @@ static numla_status per_head(numla_model *m, const numla_linear_weight *w, int64
     if (Hr == 0 || T == 0)
         return NUMLA_STATUS_OK;
     if (m->num_threads <= 1 || Hr < 2 || omp_get_max_active_levels() > 1 ||
-        numla_linear_workspace_size(&w[0], T, 1) != 0) {
+        T > NUMLA_MODEL_PAR_ROWS) {
         for (int64_t h = 0; h < Hr; h++)
             NUMLA_CHECK(lin(m, &w[h], T, x + h * xoff, ldx, y + h * yoff, ldy, 0));
         return NUMLA_STATUS_OK;
     }
+    numla_linear_weight exact0;
+    size_t stride;
+    NUMLA_CHECK(par_workspace(m, numla_linear_workspace_size(run_weight(m, &w[0], &exact0), T, 1),
+                              m->num_threads, &stride));
     double t0 = omp_get_wtime();
     numla_status st = NUMLA_STATUS_OK;
 #pragma omp parallel for num_threads(m->num_threads) schedule(static)
     for (int64_t h = 0; h < Hr; h++) {
-        numla_status s1 = numla_linear_forward(&w[h], T, x + h * xoff, ldx, y + h * yoff, ldy, 0,
-                                               NULL, 0);
+        numla_linear_weight exact;
+        const numla_linear_weight *wh = run_weight(m, &w[h], &exact);
+        size_t need = numla_linear_workspace_size(wh, T, 1);
+        char *ws = (char *)m->par_ws + (size_t)omp_get_thread_num() * stride;
+        numla_status s1 = need > stride
+                              ? NUMLA_STATUS_INTERNAL
+                              : numla_linear_forward(wh, T, x + h * xoff, ldx, y + h * yoff, ldy,
+                                                     0, need ? ws : NULL, need);
         if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_per_head)
             st = s1;
         }
     }
+    if (st == NUMLA_STATUS_INTERNAL)
+        NUMLA_FAIL(st, "model: per-head weights of different shapes");
     NUMLA_CHECK(st);
     m->linear_s += omp_get_wtime() - t0;
     m->linear_flops += 2.0 * (double)T * (double)w[0].n * (double)w[0].k * (double)Hr;
@@ -532,20 +569,20 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
     return NUMLA_STATUS_OK;
 }
 
-/* Decode (few rows per expert, GEMV kernels needing no workspace): one expert per thread at a
- * time, each expert's three GEMVs on its thread alone, instead of 3 team-wide kernel calls per
- * expert (an OpenMP region each). Outputs are added to h afterwards in expert order, so the
- * numbers are those of the one-expert-at-a-time path (a GEMV's outputs do not depend on how
- * its rows are split over threads). Returns 0 (nothing done) when the path does not apply;
- * else 1 with *st set. cnt: (ne + 1) prefix counts into m->ex_list. */
+/* Decode (few rows per expert): one expert per thread at a time, each expert's three linears
+ * on its thread alone (with its own workspace), instead of 3 team-wide kernel calls per expert
+ * (an OpenMP region each). Outputs are added to h afterwards in expert order, so the numbers
+ * are those of the one-expert-at-a-time path (a linear's outputs do not depend on how its rows
+ * are split over threads). Returns 0 (nothing done) when the path does not apply; else 1 with
+ * *st set. cnt: (ne + 1) prefix counts into m->ex_list. */
 static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, int64_t T,
                                 const int32_t *cnt, numla_status *st, int *shared_up)
 {
-    /* The shared experts' gate and up GEMVs (into m->g) join the same region as one more
+    /* The shared experts' gate and up projections (into m->g) join the same region as one more
      * job, the largest, taken first; their down projection (accumulating into h after the
      * routed outputs, as the serial path does) is left to the caller when *shared_up is 1. */
     const numla_mlp_weights *sw = &lw->shared;
-    const int sh_job = sw->inter > 0 && numla_linear_workspace_size(&sw->gate, T, 1) == 0;
+    const int sh_job = sw->inter > 0 && T <= NUMLA_MODEL_PAR_ROWS;
     *shared_up = 0;
     const numla_shard *sh = &m->w->shard;
     const int64_t hid = m->cfg.hidden_size, k = m->cfg.num_experts_per_tok;
@@ -556,27 +593,48 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
         return 0;
     int32_t act[NUMLA_MODEL_PAR_ROWS]; /* active local experts (at most one per row) */
     int32_t na = 0;
+    size_t ws_max = 0;
+    numla_linear_weight tmp;
     for (int64_t e = 0; e < ne; e++) {
         int64_t n = cnt[e + 1] - cnt[e];
         if (n == 0)
             continue;
         const numla_mlp_weights *w = &lw->experts[e];
-        if (w->inter != I || numla_linear_workspace_size(&w->gate, n, 1) != 0 ||
-            numla_linear_workspace_size(&w->down, n, 1) != 0)
+        if (w->inter != I)
             return 0;
+        const numla_linear_weight *ws3[3] = {&w->gate, &w->up, &w->down};
+        for (int j = 0; j < 3; j++) {
+            size_t need = numla_linear_workspace_size(run_weight(m, ws3[j], &tmp), n, 1);
+            ws_max = need > ws_max ? need : ws_max;
+        }
         act[na++] = (int32_t)e;
     }
+    if (sh_job) {
+        const numla_linear_weight *ws2[2] = {&sw->gate, &sw->up};
+        for (int j = 0; j < 2; j++) {
+            size_t need = numla_linear_workspace_size(run_weight(m, ws2[j], &tmp), T, 1);
+            ws_max = need > ws_max ? need : ws_max;
+        }
+    }
+    size_t stride;
+    *st = par_workspace(m, ws_max, m->num_threads, &stride);
+    if (*st != NUMLA_STATUS_OK)
+        return 1;
     for (int64_t r = 0; r < rows; r++)
         memcpy(m->par_x + r * hid, m->x + (m->ex_list[r] / k) * hid, (size_t)hid * sizeof(float));
     double t0 = omp_get_wtime();
     numla_status bad = NUMLA_STATUS_OK;
 #pragma omp parallel for num_threads(m->num_threads) schedule(dynamic, 1)
     for (int32_t jj = 0; jj < na + sh_job; jj++) {
+        void *ws = (char *)m->par_ws + (size_t)omp_get_thread_num() * stride;
+        numla_linear_weight t1, t2, t3;
         if (sh_job && jj == 0) {
             const int64_t Is = sw->inter;
-            numla_status s1 = numla_linear_forward(&sw->gate, T, m->x, hid, m->g, Is, 0, NULL, 0);
+            numla_status s1 = numla_linear_forward(run_weight(m, &sw->gate, &t1), T, m->x, hid,
+                                                   m->g, Is, 0, ws, stride);
             if (s1 == NUMLA_STATUS_OK)
-                s1 = numla_linear_forward(&sw->up, T, m->x, hid, m->u, Is, 0, NULL, 0);
+                s1 = numla_linear_forward(run_weight(m, &sw->up, &t2), T, m->x, hid, m->u, Is,
+                                          0, ws, stride);
             for (int64_t i = 0; i < T * Is; i++) {
                 float g = m->g[i];
                 m->g[i] = g / (1.0f + expf(-g)) * m->u[i];
@@ -592,13 +650,15 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
         const numla_mlp_weights *w = &lw->experts[e];
         float *g = m->par_g + r0 * I, *u = m->par_u + r0 * I, *y = m->par_y + r0 * hid;
         const float *x = m->par_x + r0 * hid;
-        numla_status s1 = numla_linear_forward(&w->gate, n, x, hid, g, I, 0, NULL, 0);
+        numla_status s1 = numla_linear_forward(run_weight(m, &w->gate, &t1), n, x, hid, g, I, 0,
+                                               ws, stride);
         if (s1 == NUMLA_STATUS_OK)
-            s1 = numla_linear_forward(&w->up, n, x, hid, u, I, 0, NULL, 0);
+            s1 = numla_linear_forward(run_weight(m, &w->up, &t2), n, x, hid, u, I, 0, ws, stride);
         for (int64_t i = 0; i < n * I; i++)
             g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
         if (s1 == NUMLA_STATUS_OK)
-            s1 = numla_linear_forward(&w->down, n, g, I, y, hid, 0, NULL, 0);
+            s1 = numla_linear_forward(run_weight(m, &w->down, &t3), n, g, I, y, hid, 0, ws,
+                                      stride);
         if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_experts)
             bad = s1;

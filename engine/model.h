@@ -61,8 +61,10 @@ typedef struct numla_model {
     numla_model_config cfg;
     numla_isa isa;
     int num_threads;
-    /* 1: never round activations to bf16 in linear layers (the avx512bf16 GEMM does for
-     * M >= 16 with bf16 weights): slower prefill, fp32-exact numerics. Default 0. */
+    /* 1: run the linear layers at the avx512 level (fp32 FMA on widened weights) instead of
+     * avx512bf16, whose AMX GEMM (M >= 3, bf16 weights) splits activations into two bf16
+     * halves (error 2^-18 relative, kernels/x86/linear_amx.c): slower, fp32 summation error
+     * only. Default 0. */
     int exact_activations;
     /* Models with fewer weight bytes run each step on the calling thread (team wake-ups cost
      * more than the work); default 32 MiB, 0 = always use the OpenMP team. */
@@ -106,6 +108,8 @@ typedef struct numla_model {
     float *par_u;      /* (PAR_ROWS, moe_intermediate) */
     void *lin_ws;      /* linear workspace */
     size_t lin_ws_bytes;
+    void *par_ws;      /* (threads, par_ws_each) linear workspaces of calls made one per thread */
+    size_t par_ws_bytes;
     void *attn_ws;     /* attention workspace */
     size_t attn_ws_bytes;
 

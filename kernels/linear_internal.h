@@ -30,6 +30,15 @@ enum {
                                        at half the FMA rate, as measured here: docs/linear.md) */
     NUMLA_LINEAR_AVX512_MR = 12,    /* avx512 tiles: rows of x per micro-kernel (x 2 panels) */
     NUMLA_LINEAR_AVX2_MR = 4,       /* avx2 tiles: rows of x per micro-kernel (x 1 panel) */
+    NUMLA_LINEAR_AMX_MIN_M = 3,     /* avx512bf16 + AMX, bf16 W, K % 32 == 0: M from this runs the
+                                       split-bf16 tile GEMM (kernels/x86/linear_amx.c) */
+    NUMLA_LINEAR_AMX_KC = 2048,     /* AMX, M > 32: K block. Measured (1 thread, M = 512, N, K in
+                                       1408..2048): 256 -> 650, 1024 -> 780, 2048 -> 810-860 useful
+                                       GFLOP/s; C round trips through y cost more than A (32 rows
+                                       x KC x hi/lo) leaving L1 for L2 */
+    NUMLA_LINEAR_AMX_NC = 16,       /* AMX, M > 32: panels per N block: 16 x 16 x KC bf16 = 1 MiB
+                                       of W and the block's C (M x 256 fp32) stay in L2 across
+                                       the row blocks (4: 570, 8: 750, 16: 843, 32: 790) */
     NUMLA_LINEAR_KC = 512,          /* K block of the GEMM paths (multiple of 2): 2 bf16 panels
                                        x 512 = 32 KiB stay in L1 while x rows stream from L2 */
 };
@@ -89,5 +98,14 @@ size_t numla_linear_workspace_avx512bf16(const numla_linear_weight *w, int64_t m
 size_t numla_linear_workspace_dpbf16(const numla_linear_weight *w, int64_t m);
 void numla_linear_forward_dpbf16(const numla_linear_weight *w, int64_t m, const float *x,
                                  int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace);
+
+/* The AMX tile GEMM (kernels/x86/linear_amx.c): whether this process may use it
+ * (numla_amx_usable and NUMLA_LINEAR_AMX != "0"; the variable is read per call), whether it
+ * runs for this weight and M, its workspace (any alignment) and the GEMM itself. */
+int numla_linear_amx_enabled(void);
+int numla_linear_amx_applies(const numla_linear_weight *w, int64_t m);
+size_t numla_linear_workspace_amx(const numla_linear_weight *w, int64_t m);
+void numla_linear_forward_amx(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int accumulate, void *workspace);
 
 #endif

@@ -1,5 +1,9 @@
 /* kernels/x86/linear_avx512bf16.c — AVX-512 BF16 linear layer.
  *
+ * bf16 weights, M >= NUMLA_LINEAR_AMX_MIN_M, K % 32 == 0, and AMX usable: the split-bf16 AMX
+ * tile GEMM (kernels/x86/linear_amx.c; within the exact-path error bound for K >= 62).
+ * Otherwise:
+ *
  * M <= NUMLA_LINEAR_GEMV_MAX_M, or f32 weights: the exact fp32 widen+FMA path of
  * linear_avx512.c (decode is bound by the weight stream, so vdpbf16ps would gain nothing and
  * would cost x its fp32 precision).
@@ -37,6 +41,8 @@ size_t numla_linear_workspace_dpbf16(const numla_linear_weight *w, int64_t m)
 
 size_t numla_linear_workspace_avx512bf16(const numla_linear_weight *w, int64_t m, int num_threads)
 {
+    if (numla_linear_amx_applies(w, m))
+        return numla_linear_workspace_amx(w, m);
     return numla_linear_bf16_use_dp_(w, m) ? numla_linear_workspace_dpbf16(w, m)
                                            : numla_linear_workspace_avx512(w, m, num_threads);
 }
@@ -186,7 +192,9 @@ void numla_linear_forward_avx512bf16(const numla_linear_weight *w, int64_t m, co
                                      int64_t ldx, float *y, int64_t ldy, int accumulate,
                                      void *workspace)
 {
-    if (numla_linear_bf16_use_dp_(w, m))
+    if (numla_linear_amx_applies(w, m))
+        numla_linear_forward_amx(w, m, x, ldx, y, ldy, accumulate, workspace);
+    else if (numla_linear_bf16_use_dp_(w, m))
         numla_linear_forward_dpbf16(w, m, x, ldx, y, ldy, accumulate, workspace);
     else
         numla_linear_forward_avx512(w, m, x, ldx, y, ldy, accumulate, workspace);

@@ -2,66 +2,27 @@
  * C (16 keys x 16 rows, fp32) += A (16 cache rows x 32 bf16, loaded straight from the paged
  * cache with the row stride) · B (16 pairs x 16 rows of q, the VNNI layout the avx512bf16
  * kernel already packs). Up to four 16-key groups run as independent accumulator chains so the
- * TDPBF16PS latency is hidden. Also owns the once-per-process tile-permission request. */
+ * TDPBF16PS latency is hidden. The tile permission and
+ * configuration are shared with the linear GEMM (kernels/x86/amx.h). */
 #include "kernels/x86/mla_attn_amx.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
-#include "common/log.h"
-
-enum { NUMLA_AMX_ARCH_REQ_XCOMP_PERM = 0x1023, NUMLA_AMX_XFEATURE_XTILEDATA = 18 };
-
-static pthread_once_t numla_mla_amx_once_ = PTHREAD_ONCE_INIT;
-static int numla_mla_amx_ok_;
-
-static void numla_mla_amx_init(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24))) {
-        NUMLA_DEBUG("mla_attn: no AMX-BF16 on this CPU, using the AVX-512 path");
-        return;
-    }
-    if (syscall(SYS_arch_prctl, NUMLA_AMX_ARCH_REQ_XCOMP_PERM, NUMLA_AMX_XFEATURE_XTILEDATA) != 0) {
-        NUMLA_DEBUG("mla_attn: the OS refused AMX tile state (arch_prctl), using the AVX-512 path");
-        return;
-    }
-    numla_mla_amx_ok_ = 1;
-}
+#include "kernels/x86/amx.h"
 
 int numla_mla_amx_enabled(void)
 {
     const char *e = getenv("NUMLA_MLA_AMX");
     if (e && strcmp(e, "0") == 0)
         return 0;
-    pthread_once(&numla_mla_amx_once_, numla_mla_amx_init);
-    return numla_mla_amx_ok_;
+    return numla_amx_usable();
 }
 
-typedef struct numla_amx_tilecfg {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} numla_amx_tilecfg;
+void numla_mla_amx_begin(void) { numla_amx_tiles_begin(); }
 
-void numla_mla_amx_begin(void)
-{
-    /* A static object: gcc 12 does not see _tile_loadconfig read its operand and dropped the
-     * stores filling a stack copy. Tiles 0..7 are all 16 rows x 64 bytes. */
-    static const numla_amx_tilecfg cfg __attribute__((aligned(64))) = {
-        .palette = 1,
-        .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
-        .rows = {16, 16, 16, 16, 16, 16, 16, 16},
-    };
-    _tile_loadconfig(&cfg);
-}
-
-void numla_mla_amx_end(void) { _tile_release(); }
+void numla_mla_amx_end(void) { numla_amx_tiles_end(); }
 
 /* NG groups of 16 keys: tiles 0..NG-1 accumulate, 4 holds B, 5 and 6 alternate A. */
 static inline __attribute__((always_inline)) void

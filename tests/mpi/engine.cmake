@@ -43,6 +43,12 @@ foreach(i RANGE 0 ${_last} 2)
     list(APPEND _engine_tests engine-${name}-r${ranks}-t1)
   endforeach()
 endforeach()
+# tiny again with an fp32 cache: the sharding at the tight (fp32-cache) tolerance
+foreach(ranks 2 3 4)
+  numla_add_mpi_test(engine-tiny-kvf32 ${ranks} 1 COMMAND $<TARGET_FILE:numla_engine_test>
+                     ${NUMLA_TEST_MODELS}/tiny --kv-f32)
+  list(APPEND _engine_tests engine-tiny-kvf32-r${ranks}-t1)
+endforeach()
 numla_add_mpi_test(engine-tiny 2 2 COMMAND $<TARGET_FILE:numla_engine_test>
                    ${NUMLA_TEST_MODELS}/tiny --steps 4)
 list(APPEND _engine_tests engine-tiny-r2-t2)

@@ -1,15 +1,18 @@
 /* tests/mpi/engine_test.c — the sharded engine (engine/engine.h) on R ranks against the
  * single-rank model computed on rank 0 of the same job (weights loaded for (0, 1)).
  *
- *   engine_test MODEL_DIR [--steps N] [--seed S] [--kv-f32]   compare (exit 0 when every
+ *   engine_test MODEL_DIR [--steps N] [--seed S] [--kv-f32] [--tol REL]   compare (exit 0 when every
  *                                                    check passes; KV cache bf16 unless --kv-f32)
  *   engine_test MODEL_DIR --expect-too-many-ranks    every rank must get a clear start-up error
  *
  * The steps mix what a scheduler sends: a batched prefill of three sequences (one split in two
  * chunks), a step with the second chunk next to two decode tokens, then batched decode; block
  * tables are shuffled. Every step asks for several logit rows (exercising the gather's
- * reordering). Checks per step: logits within tol = 1e-4 · max(1, max |logit|) of the
- * reference; greedy tokens identical wherever the reference's top-1/top-2 margin exceeds 2·tol
+ * reordering). Checks per step: logits within tol = rel · max(1, max |logit|) of the
+ * reference, rel = 1e-4 with an fp32 cache and 1e-3 with a bf16 one (a latent value that
+ * differs by a few 1e-6 between summation orders — the error class of the AMX GEMM,
+ * kernels/x86/linear_amx.c — can round to the neighbouring bf16, a 2^-8 step, in one run and
+ * not the other; measured on tiny: 2.6e-4 with bf16, 1.2e-5 with fp32); --tol REL overrides; greedy tokens identical wherever the reference's top-1/top-2 margin exceeds 2·tol
  * (DESIGN.md §8: near-ties may flip under another summation order). Both sides are then fed the
  * reference's token so they stay in step. Rank 0 prints the figures.
  */
@@ -97,6 +100,7 @@ int main(int argc, char **argv)
     }
     const char *dir = argv[1];
     int steps = 8, expect_too_many = 0;
+    double rel_tol = 0;
     rng_state = 12345;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc)
@@ -105,6 +109,8 @@ int main(int argc, char **argv)
             rng_state = (uint64_t)atoll(argv[++i]);
         else if (!strcmp(argv[i], "--kv-f32"))
             kv_dtype = NUMLA_DTYPE_F32;
+        else if (!strcmp(argv[i], "--tol") && i + 1 < argc)
+            rel_tol = atof(argv[++i]);
         else if (!strcmp(argv[i], "--expect-too-many-ranks"))
             expect_too_many = 1;
     }
@@ -243,7 +249,7 @@ int main(int argc, char **argv)
                 double di = fabs((double)a[i] - x[i]);
                 d = di > d || isnan(di) ? di : d;
             }
-            double tol = 1e-4 * mx;
+            double tol = (rel_tol > 0 ? rel_tol : kv_dtype == NUMLA_DTYPE_F32 ? 1e-4 : 1e-3) * mx;
             compared++;
             if (compared == 1 || d / tol > worst / worst_tol) {
                 worst = d;

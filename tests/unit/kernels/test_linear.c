@@ -26,6 +26,9 @@
 
 #define SENTINEL 12345.0f
 
+/* Cases that ran the AMX tile GEMM (so its tests can check they exercised it). */
+static int amx_cases_run;
+
 typedef struct {
     int64_t m, n, k;
 } shape3;
@@ -81,11 +84,15 @@ static int run_case(numla_isa isa, numla_dtype dt, int64_t m, int64_t n, int64_t
         NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "forward failed: %s", numla_error_message());
     }
 
-    const int bf16_act = dp || (NUMLA_LINEAR_USE_DPBF16 && isa == NUMLA_ISA_AVX512BF16 &&
+    const int amx = !dp && isa == NUMLA_ISA_AVX512BF16 && numla_linear_amx_applies(&w, m);
+    const int bf16_act = dp || (!amx && NUMLA_LINEAR_USE_DPBF16 && isa == NUMLA_ISA_AVX512BF16 &&
                                 dt == NUMLA_DTYPE_BF16 && m > NUMLA_LINEAR_GEMV_MAX_M);
     const double u = ldexp(1.0, -24);
     const double rel = bf16_act ? ldexp(1.0, -8) + (double)(k + 2) * u * (1 + ldexp(1.0, -8))
+                       : amx    ? ldexp(1.0, -18) + (double)(2 * k + 2) * u * (1 + ldexp(1.0, -8))
                                 : (double)(k + 2) * u;
+    if (amx)
+        amx_cases_run++;
     int bad = 0;
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < ldy; j++) {
@@ -157,6 +164,40 @@ static void test_all_m(void)
     run_shapes(s, 128);
 }
 
+/* The split-bf16 AMX GEMM (avx512bf16, bf16 W, K % 32 == 0, M >= NUMLA_LINEAR_AMX_MIN_M): one
+ * row block and several (C through y between K blocks), partial row/column tiles, an odd panel
+ * count, N past the N block (NUMLA_LINEAR_AMX_NC panels per thread), K past the K block, and few
+ * panels with many rows (the M split). Skipped where the CPU or OS has no AMX. Also run with
+ * NUMLA_LINEAR_AMX=0 through the same dispatcher, which must then take the FMA path. */
+static void test_amx(void)
+{
+    if (!numla_isa_supported(NUMLA_ISA_AVX512BF16) || !numla_linear_amx_enabled()) {
+        fprintf(stderr, "(no AMX here, skipped) ");
+        return;
+    }
+    static const shape3 s[] = {
+        {16, 16, 32},  {17, 17, 64},  {31, 33, 96},   {32, 48, 288},  {33, 300, 64},
+        {64, 2100, 64}, {65, 40, 288}, {100, 33, 320}, {200, 64, 544}, {40, 16, 1024},
+    };
+    const int ns = (int)(sizeof s / sizeof s[0]);
+    int bad = 0;
+    amx_cases_run = 0;
+    for (int i = 0; i < ns; i++)
+        for (int acc = 0; acc < 2; acc++)
+            bad += run_case(NUMLA_ISA_AVX512BF16, NUMLA_DTYPE_BF16, s[i].m, s[i].n, s[i].k, acc,
+                            0x777u + (uint64_t)(2 * i + acc), 0);
+    NUMLA_ASSERT_MSG(bad == 0, "%d bad outputs", bad);
+    NUMLA_ASSERT_MSG(amx_cases_run == 2 * ns, "only %d of %d cases ran on AMX", amx_cases_run, 2 * ns);
+    setenv("NUMLA_LINEAR_AMX", "0", 1);
+    amx_cases_run = 0;
+    bad = 0;
+    for (int i = 0; i < 3; i++)
+        bad += run_case(NUMLA_ISA_AVX512BF16, NUMLA_DTYPE_BF16, s[i].m, s[i].n, s[i].k, 1, 0x99u, 0);
+    unsetenv("NUMLA_LINEAR_AMX");
+    CU_ASSERT_EQUAL(amx_cases_run, 0);
+    NUMLA_ASSERT_MSG(bad == 0, "%d bad outputs with NUMLA_LINEAR_AMX=0", bad);
+}
+
 /* Bad shapes, strides, alignment, aliasing and a missing workspace are reported, not run. */
 static void test_validation(void)
 {
@@ -197,4 +238,5 @@ static void test_validation(void)
 }
 
 NUMLA_TEST_SUITE(linear, NULL, NULL, NUMLA_TEST(test_odd_shapes), NUMLA_TEST(test_all_m),
+                 NUMLA_TEST(test_amx),
                  NUMLA_TEST(test_validation))

@@ -1,0 +1,297 @@
+/* kernels/x86/linear_amx.c — AMX-BF16 GEMM for bf16 weights, used by the avx512bf16 linear
+ * level when the CPU and OS allow tiles (kernels/x86/amx.h), K is a multiple of 32 and M is
+ * large enough (NUMLA_LINEAR_AMX_MIN_M); NUMLA_LINEAR_AMX=0 turns it off.
+ *
+ * Precision: split-bf16 activations. Each fp32 x is written as hi + lo, hi = bf16(x) and
+ * lo = bf16(x - hi) (round to nearest even), and y = W·hi + W·lo, both products on the tiles.
+ * Weights are exact bf16, so bf16 x bf16 products are exact and the tiles sum them in fp32;
+ * the only error beyond an fp32 sum is lo's rounding, |x - hi - lo| <= 2^-9 |x - hi| <=
+ * 2^-18 |x|. So |y - y_exact| <= (2^-18 + (2K + 2) 2^-24) · Σ|x w| (2K products summed in
+ * fp32): the error class of an fp32 GEMM, where plain bf16 x would add 2^-8 · Σ|x w|. It costs
+ * twice the tile work of plain bf16 x, which on this
+ * CPU (tiles ~16x the fp32 FMA rate, docs/linear.md) is still far faster than any AVX-512 GEMM.
+ * Tiles flush denormal results, like vdpbf16ps.
+ *
+ * B operand: the packed weight panels are already in the tile layout. Panel p stores, for each
+ * k-pair kk, its 16 rows' pairs as 64 bytes (kernels/linear_internal.h), so 16 consecutive kk
+ * (32 k) of one panel are one contiguous 1 KiB B tile (16 rows of 64 bytes, stride 64).
+ * A operand: x packed per call into the workspace as 1 KiB tiles, (ceil(M/16), K/32, 2, 16, 32)
+ * bf16 — block of 16 rows, k-block of 32, hi then lo — so a tile load is one sequential 1 KiB.
+ *
+ * Register blocking: 4 accumulators C (2 row tiles x 2 panels, 32 x 32 fp32), A in tiles 4/5,
+ * B in 6/7. Per k-block: 6 tile loads for 8 TDPBF16PS, ordered hi(rows 0-15), hi(16-31),
+ * lo(0-15), lo(16-31) so the two products into one C are three instructions apart.
+ * Cache blocking: with one row block (M <= 32) each C runs over the whole K and every weight
+ * byte is read once (bandwidth-bound, like the GEMV). With more rows, K is cut into
+ * NUMLA_LINEAR_AMX_KC blocks and N into NUMLA_LINEAR_AMX_NC panels: the thread's B block (NC
+ * panels x KC) and the block's C stay in L2 across the row blocks; the next k-block's B tiles
+ * are prefetched into L1 while the current one computes (2x on 2 threads, measured).
+ * Threads split N (panel pairs) when there are enough panels, else the 32-row blocks of M. */
+#include <immintrin.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/linear_internal.h"
+#include "kernels/x86/amx.h"
+
+enum {
+    TR = 16,                 /* rows of a tile */
+    TKB = 32,                /* k values (bf16) per tile row */
+    TILE_ELEMS = TR * TKB,   /* bf16 elements of one 1 KiB tile */
+};
+
+int numla_linear_amx_enabled(void)
+{
+    const char *e = getenv("NUMLA_LINEAR_AMX");
+    if (e && strcmp(e, "0") == 0)
+        return 0;
+    return numla_amx_usable();
+}
+
+int numla_linear_amx_applies(const numla_linear_weight *w, int64_t m)
+{
+    return w->dtype == NUMLA_DTYPE_BF16 && m >= NUMLA_LINEAR_AMX_MIN_M && w->k % TKB == 0 &&
+           numla_linear_amx_enabled();
+}
+
+size_t numla_linear_workspace_amx(const numla_linear_weight *w, int64_t m)
+{
+    const size_t mb = (size_t)((m + TR - 1) / TR);
+    return mb * TR * (size_t)w->k * 2 /* hi, lo */ * 2 /* bytes */ + 64;
+}
+
+/* Thread ith's share of the 16-row blocks of x as hi/lo bf16 tiles (rows past M are zeros). */
+static void numla_linear_amx_pack_x_(int64_t m, int64_t k, const float *x, int64_t ldx,
+                                     uint16_t *xp, int ith, int nth)
+{
+    const int64_t kb = k / TKB;
+    int64_t b0, b1;
+    numla_linear_split((m + TR - 1) / TR, ith, nth, &b0, &b1);
+    for (int64_t b = b0; b < b1; b++)
+        for (int r = 0; r < TR; r++) {
+            const int64_t i = b * TR + r;
+            for (int64_t c = 0; c < kb; c++) {
+                uint16_t *hi = xp + ((size_t)(b * kb + c) * 2) * TILE_ELEMS + (size_t)r * TKB;
+                uint16_t *lo = hi + TILE_ELEMS;
+                if (i >= m) {
+                    _mm512_storeu_si512((void *)hi, _mm512_setzero_si512());
+                    _mm512_storeu_si512((void *)lo, _mm512_setzero_si512());
+                    continue;
+                }
+                const float *s = x + i * ldx + c * TKB;
+                const __m512 x0 = _mm512_loadu_ps(s), x1 = _mm512_loadu_ps(s + 16);
+                const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0);
+                const __m512 h0 = _mm512_cvtpbh_ps((__m256bh)_mm512_castsi512_si256((__m512i)h));
+                const __m512 h1 = _mm512_cvtpbh_ps((__m256bh)_mm512_extracti64x4_epi64((__m512i)h, 1));
+                const __m512bh l = _mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
+                _mm512_storeu_si512((void *)hi, (__m512i)h);
+                _mm512_storeu_si512((void *)lo, (__m512i)l);
+            }
+        }
+}
+
+/* C tile t (16 rows x 16 fp32) <- y block, or zeros. full: all 16 rows and columns valid. */
+static inline __attribute__((always_inline)) void
+numla_linear_amx_load_c_(const int t, const float *y, int64_t ldy, int rows, int cols, int load,
+                         float *scratch)
+{
+    if (!load) {
+        if (t == 0)
+            _tile_zero(0);
+        else if (t == 1)
+            _tile_zero(1);
+        else if (t == 2)
+            _tile_zero(2);
+        else
+            _tile_zero(3);
+        return;
+    }
+    const void *src = y;
+    size_t stride = (size_t)ldy * sizeof(float);
+    if (rows < TR || cols < 16) {
+        memset(scratch, 0, TR * 16 * sizeof(float));
+        for (int r = 0; r < rows; r++)
+            memcpy(scratch + r * 16, y + r * ldy, (size_t)cols * sizeof(float));
+        src = scratch;
+        stride = 64;
+    }
+    if (t == 0)
+        _tile_loadd(0, src, stride);
+    else if (t == 1)
+        _tile_loadd(1, src, stride);
+    else if (t == 2)
+        _tile_loadd(2, src, stride);
+    else
+        _tile_loadd(3, src, stride);
+}
+
+static inline __attribute__((always_inline)) void
+numla_linear_amx_store_c_(const int t, float *y, int64_t ldy, int rows, int cols, float *scratch)
+{
+    const int direct = rows == TR && cols == 16;
+    void *dst = direct ? (void *)y : (void *)scratch;
+    const size_t stride = direct ? (size_t)ldy * sizeof(float) : 64;
+    if (t == 0)
+        _tile_stored(0, dst, stride);
+    else if (t == 1)
+        _tile_stored(1, dst, stride);
+    else if (t == 2)
+        _tile_stored(2, dst, stride);
+    else
+        _tile_stored(3, dst, stride);
+    if (!direct)
+        for (int r = 0; r < rows; r++)
+            memcpy(y + r * ldy, scratch + r * 16, (size_t)cols * sizeof(float));
+}
+
+/* Block of NM row tiles (1 or 2) x NN panels (1 or 2), k-blocks [c0, c1):
+ * y[0..rows)[0..cols) (+)= x rows · W panels. a0/a1: the row tiles' packed x (k-block 0);
+ * b0/b1: the panels (k-pair 0). */
+static inline __attribute__((always_inline)) void
+numla_linear_amx_block_(const int NM, const int NN, const int PF, const uint16_t *a0, const uint16_t *a1,
+                        const uint16_t *b0, const uint16_t *b1, int64_t c0, int64_t c1, float *y,
+                        int64_t ldy, int rows, int cols, int load, float *scratch)
+{
+    const int r0 = rows < TR ? rows : TR, r1 = rows - TR;
+    const int n0 = cols < 16 ? cols : 16, n1 = cols - 16;
+    numla_linear_amx_load_c_(0, y, ldy, r0, n0, load, scratch);
+    if (NN > 1)
+        numla_linear_amx_load_c_(1, y + 16, ldy, r0, n1, load, scratch);
+    if (NM > 1) {
+        numla_linear_amx_load_c_(2, y + TR * ldy, ldy, r1, n0, load, scratch);
+        if (NN > 1)
+            numla_linear_amx_load_c_(3, y + TR * ldy + 16, ldy, r1, n1, load, scratch);
+    }
+    for (int64_t c = c0; c < c1; c++) {
+        const uint16_t *ah0 = a0 + (size_t)c * 2 * TILE_ELEMS;
+        if (PF) { /* next k-block's B tiles, L2 -> L1, while this one computes */
+            const char *n0 = (const char *)(b0 + (size_t)(c + 1) * TILE_ELEMS);
+            const char *n1 = (const char *)(b1 + (size_t)(c + 1) * TILE_ELEMS);
+            for (int l = 0; l < 16; l++) {
+                _mm_prefetch(n0 + 64 * l, _MM_HINT_T0);
+                if (NN > 1)
+                    _mm_prefetch(n1 + 64 * l, _MM_HINT_T0);
+            }
+        }
+        _tile_loadd(6, b0 + (size_t)c * TILE_ELEMS, 64);
+        if (NN > 1)
+            _tile_loadd(7, b1 + (size_t)c * TILE_ELEMS, 64);
+        _tile_loadd(4, ah0, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        if (NN > 1)
+            _tile_dpbf16ps(1, 4, 7);
+        if (NM > 1) {
+            const uint16_t *ah1 = a1 + (size_t)c * 2 * TILE_ELEMS;
+            _tile_loadd(5, ah1, 64);
+            _tile_dpbf16ps(2, 5, 6);
+            if (NN > 1)
+                _tile_dpbf16ps(3, 5, 7);
+            _tile_loadd(4, ah0 + TILE_ELEMS, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            if (NN > 1)
+                _tile_dpbf16ps(1, 4, 7);
+            _tile_loadd(5, ah1 + TILE_ELEMS, 64);
+            _tile_dpbf16ps(2, 5, 6);
+            if (NN > 1)
+                _tile_dpbf16ps(3, 5, 7);
+        } else {
+            _tile_loadd(5, ah0 + TILE_ELEMS, 64);
+            _tile_dpbf16ps(0, 5, 6);
+            if (NN > 1)
+                _tile_dpbf16ps(1, 5, 7);
+        }
+    }
+    numla_linear_amx_store_c_(0, y, ldy, r0, n0, scratch);
+    if (NN > 1)
+        numla_linear_amx_store_c_(1, y + 16, ldy, r0, n1, scratch);
+    if (NM > 1) {
+        numla_linear_amx_store_c_(2, y + TR * ldy, ldy, r1, n0, scratch);
+        if (NN > 1)
+            numla_linear_amx_store_c_(3, y + TR * ldy + 16, ldy, r1, n1, scratch);
+    }
+}
+
+/* Rows [i0, i1) (i0 a multiple of 32) x panels [p0, p1) of y, k-blocks [c0, c1). */
+static void numla_linear_amx_range_(const numla_linear_weight *w, const uint16_t *xp, float *y,
+                                    int64_t ldy, int64_t i0, int64_t i1, int64_t p0, int64_t p1,
+                                    int64_t c0, int64_t c1, int load, float *scratch)
+{
+    const size_t pe = numla_linear_panel_elems(w);
+    const int64_t kb = w->k / TKB;
+    const uint16_t *packed = (const uint16_t *)w->packed;
+    for (int64_t i = i0; i < i1; i += 2 * TR) {
+        const int rows = (int)(i1 - i < 2 * TR ? i1 - i : 2 * TR);
+        const uint16_t *a0 = xp + (size_t)(i / TR) * (size_t)kb * 2 * TILE_ELEMS;
+        const uint16_t *a1 = a0 + (size_t)kb * 2 * TILE_ELEMS;
+        for (int64_t p = p0; p < p1; p += 2) {
+            const int64_t n0 = p * NUMLA_LINEAR_NR;
+            const int64_t left = w->n - n0;
+            const int cols = (int)(left < 32 ? left : 32);
+            const uint16_t *b0 = packed + (size_t)p * pe, *b1 = b0 + pe;
+            float *yb = y + i * ldy + n0;
+            const int nn = p + 1 < p1 ? 2 : 1, nm = rows > TR ? 2 : 1;
+            if (nm == 2 && nn == 2)
+                numla_linear_amx_block_(2, 2, 1, a0, a1, b0, b1, c0, c1, yb, ldy, rows, cols, load, scratch);
+            else if (nm == 2)
+                numla_linear_amx_block_(2, 1, 1, a0, a1, b0, b1, c0, c1, yb, ldy, rows, cols, load, scratch);
+            else if (nn == 2)
+                numla_linear_amx_block_(1, 2, 1, a0, a1, b0, b1, c0, c1, yb, ldy, rows, cols, load, scratch);
+            else
+                numla_linear_amx_block_(1, 1, 1, a0, a1, b0, b1, c0, c1, yb, ldy, rows, cols, load, scratch);
+        }
+    }
+}
+
+/* One thread's rows [i0, i1) x panels [p0, p1), all of K. */
+static void numla_linear_amx_part_(const numla_linear_weight *w, int64_t m, const uint16_t *xp,
+                                   float *y, int64_t ldy, int accumulate, int64_t i0, int64_t i1,
+                                   int64_t p0, int64_t p1)
+{
+    float scratch[TR * 16] __attribute__((aligned(64)));
+    const int64_t kb = w->k / TKB;
+    if (m <= 2 * TR) { /* one row block: C stays in tiles over all of K, W read once */
+        numla_linear_amx_range_(w, xp, y, ldy, i0, i1, p0, p1, 0, kb, accumulate, scratch);
+        return;
+    }
+    const int64_t kc = NUMLA_LINEAR_AMX_KC / TKB, nc = NUMLA_LINEAR_AMX_NC;
+    for (int64_t pn = p0; pn < p1; pn += nc) {
+        const int64_t pe = pn + nc < p1 ? pn + nc : p1;
+        for (int64_t c = 0; c < kb; c += kc) {
+            const int64_t ce = c + kc < kb ? c + kc : kb;
+            for (int64_t i = i0; i < i1; i += 2 * TR) {
+                const int64_t ie = i + 2 * TR < i1 ? i + 2 * TR : i1;
+                numla_linear_amx_range_(w, xp, y, ldy, i, ie, pn, pe, c, ce, accumulate || c > 0,
+                                        scratch);
+            }
+        }
+    }
+}
+
+void numla_linear_forward_amx(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int accumulate, void *workspace)
+{
+    const int64_t panels = numla_linear_panels(w->n);
+    const int64_t pairs = (panels + 1) / 2, rblocks = (m + 2 * TR - 1) / (2 * TR);
+    uint16_t *xp = (uint16_t *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+#pragma omp parallel
+    {
+        const int ith = omp_get_thread_num(), nth = omp_get_num_threads();
+        numla_linear_amx_pack_x_(m, w->k, x, ldx, xp, ith, nth);
+        numla_amx_tiles_begin();
+#pragma omp barrier
+        int64_t lo, hi;
+        if (pairs >= 2 * nth || rblocks < nth) { /* split N in panel pairs */
+            numla_linear_split(pairs, ith, nth, &lo, &hi);
+            const int64_t p1 = 2 * hi < panels ? 2 * hi : panels;
+            if (2 * lo < p1)
+                numla_linear_amx_part_(w, m, xp, y, ldy, accumulate, 0, m, 2 * lo, p1);
+        } else { /* few panels, many rows: split M in 32-row blocks */
+            numla_linear_split(rblocks, ith, nth, &lo, &hi);
+            const int64_t i1 = hi * 2 * TR < m ? hi * 2 * TR : m;
+            if (lo * 2 * TR < i1)
+                numla_linear_amx_part_(w, m, xp, y, ldy, accumulate, lo * 2 * TR, i1, 0, panels);
+        }
+        numla_amx_tiles_end();
+    }
+}
