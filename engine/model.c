@@ -175,6 +175,7 @@ void numla_model_destroy(numla_model **pm)
     free(m->topk_idx);
     free(m->ex_count);
     free(m->ex_cursor);
+    free(m->ex_act);
     free(m->route_scratch);
     free(m->ex_list);
     free(m->lin_ws);
@@ -205,7 +206,8 @@ numla_status numla_model_create(const numla_model_weights *w, numla_isa isa, int
     m->single_thread_below_bytes = NUMLA_MODEL_SMALL_WEIGHT_BYTES;
     m->ex_count = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_count);
     m->ex_cursor = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_cursor);
-    if (!m->ex_count || !m->ex_cursor) {
+    m->ex_act = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_act);
+    if (!m->ex_count || !m->ex_cursor || !m->ex_act) {
         numla_model_destroy(&m);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory");
     }
@@ -262,7 +264,7 @@ static numla_status ensure_capacity(numla_model *m, int64_t T, int64_t R)
     ok &= grow((void **)&m->route_scratch, n * (2 * E + 1) * 4);
     ok &= grow((void **)&m->cos_sin, n * dr * 4);
     ok &= grow((void **)&m->xl, n * hid * 4);
-    const size_t pr = NUMLA_MODEL_PAR_ROWS, mi = (size_t)c->moe_intermediate_size;
+    const size_t pr = n * k < NUMLA_MODEL_PAR_ROWS ? n * k : NUMLA_MODEL_PAR_ROWS, mi = (size_t)c->moe_intermediate_size;
     ok &= grow((void **)&m->par_x, pr * hid * 4);
     ok &= grow((void **)&m->par_y, pr * hid * 4);
     ok &= grow((void **)&m->par_g, pr * (mi ? mi : 1) * 4);
@@ -410,7 +412,7 @@ static numla_status per_head(numla_model *m, const numla_linear_weight *w, int64
     if (Hr == 0 || T == 0)
         return NUMLA_STATUS_OK;
     if (m->num_threads <= 1 || Hr < 2 || omp_get_max_active_levels() > 1 ||
-        T > NUMLA_MODEL_PAR_ROWS) {
+        T > NUMLA_MODEL_PER_THREAD_ROWS) {
         for (int64_t h = 0; h < Hr; h++)
             NUMLA_CHECK(lin(m, &w[h], T, x + h * xoff, ldx, y + h * yoff, ldy, 0));
         return NUMLA_STATUS_OK;
@@ -582,7 +584,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
      * job, the largest, taken first; their down projection (accumulating into h after the
      * routed outputs, as the serial path does) is left to the caller when *shared_up is 1. */
     const numla_mlp_weights *sw = &lw->shared;
-    const int sh_job = sw->inter > 0 && T <= NUMLA_MODEL_PAR_ROWS;
+    const int sh_job = sw->inter > 0 && T <= NUMLA_MODEL_PER_THREAD_ROWS;
     *shared_up = 0;
     const numla_shard *sh = &m->w->shard;
     const int64_t hid = m->cfg.hidden_size, k = m->cfg.num_experts_per_tok;
@@ -591,8 +593,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
     if (m->num_threads <= 1 || rows < 2 || rows > NUMLA_MODEL_PAR_ROWS ||
         omp_get_max_active_levels() > 1)
         return 0;
-    int32_t act[NUMLA_MODEL_PAR_ROWS]; /* active local experts (at most one per row) */
-    int32_t na = 0;
+    int32_t *act = m->ex_act, na = 0; /* active local experts */
     size_t ws_max = 0;
     numla_linear_weight tmp;
     for (int64_t e = 0; e < ne; e++) {

@@ -102,10 +102,11 @@ typedef struct numla_model {
     float *xl;         /* (R, hidden) normed rows for the logits */
     /* decode MoE with the experts split over the team (model.c moe_experts_parallel):
      * NUMLA_MODEL_PAR_ROWS (token, expert) rows */
-    float *par_x;      /* (PAR_ROWS, hidden) gathered inputs */
-    float *par_y;      /* (PAR_ROWS, hidden) expert outputs */
-    float *par_g;      /* (PAR_ROWS, moe_intermediate) */
-    float *par_u;      /* (PAR_ROWS, moe_intermediate) */
+    float *par_x;      /* (P, hidden) gathered inputs, P = min(PAR_ROWS, cap_tokens · k) */
+    float *par_y;      /* (P, hidden) expert outputs */
+    float *par_g;      /* (P, moe_intermediate) */
+    float *par_u;      /* (P, moe_intermediate) */
+    int32_t *ex_act;   /* (n_routed_experts + 1) local experts with rows this step */
     void *lin_ws;      /* linear workspace */
     size_t lin_ws_bytes;
     void *par_ws;      /* (threads, par_ws_each) linear workspaces of calls made one per thread */
@@ -132,7 +133,12 @@ typedef struct numla_model {
     double linear_flops;      /* 2 · M · N · K summed */
 } numla_model;
 
-enum { NUMLA_MODEL_NEW_BLOCK = 16, NUMLA_MODEL_PAR_ROWS = 64 };
+/* NEW_BLOCK: rows per block of the in-step attention copy. PAR_ROWS: at most this many
+ * (token, expert) rows run the experts one per thread (each expert's linears on one thread,
+ * model.c moe_experts_parallel); beyond it (long prefill chunks, where every expert has many
+ * rows) each expert uses the whole team. PER_THREAD_ROWS: steps of at most this many tokens
+ * run the per-head products and the shared experts one call per thread. */
+enum { NUMLA_MODEL_NEW_BLOCK = 16, NUMLA_MODEL_PAR_ROWS = 1024, NUMLA_MODEL_PER_THREAD_ROWS = 64 };
 
 /* num_threads is informational: each step uses omp_get_max_threads() of the calling thread
  * (the team the kernels will open), so set the team size with omp_set_num_threads. */

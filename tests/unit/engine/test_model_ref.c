@@ -54,7 +54,7 @@ static void check_variant(int variant, numla_dtype wdtype, numla_dtype kv_dtype,
     int nisa = numla_test_isas(isas);
     for (int ii = 0; ii < nisa; ii++) {
         numla_isa isa = isas[ii];
-        /* bf16 weights on avx512bf16 round activations for M >= 16 only; our steps are small. */
+        /* bf16 weights on avx512bf16: M >= 3 runs the split-bf16 AMX GEMM (2^-18 class) */
         eng e;
         if (eng_open(&e, dir, kv_dtype, isa)) {
             CU_FAIL("engine open");
