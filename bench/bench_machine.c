@@ -41,8 +41,11 @@ static int numla_bench_machine_main(int argc, char **argv)
         if (numla_isa_supported((numla_isa)i))
             printf("peak  %8.1f GFLOP/s  %s\n", numla_bench_peak_gflops((numla_isa)i, threads, reps),
                    numla_isa_name((numla_isa)i));
-    if (numla_isa_supported(NUMLA_ISA_AVX512BF16))
+    if (numla_isa_supported(NUMLA_ISA_AVX512BF16)) {
         printf("peak  %8.1f GFLOP/s  vdpbf16ps alone\n", numla_bench_peak_dpbf16_gflops(threads, reps));
+        printf("peak  %8.1f GFLOP/s  AMX-BF16 tiles (0: not usable)\n",
+               numla_bench_peak_amx_gflops(threads, reps));
+    }
     return 0;
 }
 

@@ -1,8 +1,10 @@
 /* bench/bench_model.c — `numla bench model --model DIR [--json] [--threads N] [--quick]
  * [--no-bind]`: end-to-end figures of one model through the collective engine (DESIGN.md §7),
  * each against a machine figure measured in the same run:
- *   prefill tokens/s at prompt 512 and the linear layers' GFLOP/s vs the bf16 peak
- *     (numla_bench_peak_gflops), prefill_peak_frac;
+ *   prefill tokens/s at prompt 512 and the linear layers' GFLOP/s vs the peak of the units
+ *     they run on, prefill_peak_frac: the AMX tile peak (numla_bench_peak_amx_gflops) when the
+ *     GEMMs use AMX, else the bf16 peak (numla_bench_peak_gflops), which is also reported as
+ *     prefill_avx512_peak_frac;
  *   decode tokens/s at batch 1 over 128 tokens after the 512-token prompt (decode_tok_s) and
  *     after a 16384-token context prefilled in chunks (decode_16k_tok_s; --quick: 2048, the
  *     output says so in long_context);
@@ -24,6 +26,7 @@
 #include <sys/resource.h>
 
 #include "bench/bench.h"
+#include "kernels/linear_internal.h"
 #include "bench/bench_model.h"
 #include "comm/comm.h"
 #include "common/log.h"
@@ -213,6 +216,12 @@ static int bench_model_main(int argc, char **argv)
      * machine a low reading would flatter every fraction */
     double bw = numla_bench_read_gbps(nth, numla_bench_stream_bytes(), 5);
     double peak = numla_bench_peak_gflops(m->w->isa, nth, 5);
+    /* The prefill GEMMs run on AMX tiles when the weights are bf16 and the tiles are usable
+     * (kernels/x86/linear_amx.c): their ceiling is then the tile peak, reported next to the
+     * AVX-512 one. */
+    const int amx = m->w->isa == NUMLA_ISA_AVX512BF16 && m->w->lm_head.dtype == NUMLA_DTYPE_BF16 &&
+                    numla_linear_amx_enabled();
+    double amx_peak = amx ? numla_bench_peak_amx_gflops(nth, 5) : 0;
 
     /* prefill: one step of the whole prompt (rewriting the same slots each repetition) */
     double pf_best = 1e30, pf_lin_s = 0, pf_lin_fl = 0;
@@ -267,6 +276,12 @@ static int bench_model_main(int argc, char **argv)
     const double peak1 = numla_bench_peak_gflops(m->w->isa, nth, 5);
     bw = bw1 > bw ? bw1 : bw;
     peak = peak1 > peak ? peak1 : peak;
+    if (amx) {
+        const double a1 = numla_bench_peak_amx_gflops(nth, 5);
+        amx_peak = a1 > amx_peak ? a1 : amx_peak;
+    }
+    /* prefill_peak_frac: against the peak of the units the prefill GEMMs use */
+    const double pf_peak = amx && amx_peak > 0 ? amx_peak : peak;
 
     const double pf_tok_s = prompt / pf_best;
     const double pf_lin_gf = pf_lin_s > 0 ? pf_lin_fl / pf_lin_s / 1e9 : 0;
@@ -281,7 +296,8 @@ static int bench_model_main(int argc, char **argv)
         printf("{\"bench\": \"model\", \"model\": \"%s\", \"ranks\": %d, \"threads\": %d, "
                "\"omp_wait_policy\": \"%s\", \"quick\": %s, \"long_context\": %d, "
                "\"prefill_tokens\": %d, \"prefill_tok_s\": %.3f, \"prefill_linear_gflops\": %.2f, "
-               "\"peak_gflops\": %.2f, \"prefill_peak_frac\": %.4f, \"decode_tokens\": %d, "
+               "\"peak_gflops\": %.2f, \"amx_peak_gflops\": %.2f, \"prefill_peak_frac\": %.4f, "
+               "\"prefill_avx512_peak_frac\": %.4f, \"decode_tokens\": %d, "
                "\"decode_tok_s\": %.3f, \"decode_median_ms\": %.3f, \"decode_16k_tokens\": %d, "
                "\"decode_16k_tok_s\": %.3f, \"decode_16k_median_ms\": %.3f, "
                "\"long_prefill_s\": %.2f, \"active_weight_bytes\": %.0f, "
@@ -294,16 +310,18 @@ static int bench_model_main(int argc, char **argv)
                "\"peak_rss_mib\": %.1f, \"load1_start\": %.2f, \"load1_decode\": %.2f, "
                "\"load1_end\": %.2f}\n",
                model, size, nth, wp, quick ? "true" : "false", long_ctx, prompt, pf_tok_s,
-               pf_lin_gf, peak, pf_lin_gf / peak, ndec, dec_tok_s, 1e3 * dec_med, nlong,
+               pf_lin_gf, peak, amx_peak, pf_lin_gf / pf_peak, pf_lin_gf / peak, ndec, dec_tok_s, 1e3 * dec_med, nlong,
                long_tok_s, 1e3 * long_med, long_pf, co.weight_bytes, co.attn_weight_bytes,
                co.mlp_weight_bytes, co.lm_head_bytes, co.linear_flops, co.kv_bytes_per_ctx,
                co.attn_flops_per_ctx, bw, bw_frac, roof, co.weight_bytes / dec_med / (bw * 1e9),
                (t_bytes > t_flops ? t_bytes : t_flops) / long_med, t_bytes, t_flops, rss_mib, load_start,
                load_dec, load_long);
     } else {
-        printf("  prefill %d tokens: %.1f tok/s; linear layers %.1f GFLOP/s = %.3f of the bf16 "
-               "peak %.1f GFLOP/s (%.0f%% of the step in linear)\n", prompt, pf_tok_s,
-               pf_lin_gf, pf_lin_gf / peak, peak, 100.0 * pf_lin_s / pf_best);
+        printf("  prefill %d tokens: %.1f tok/s; linear layers %.1f GFLOP/s = prefill_peak_frac "
+               "%.3f of the %s peak %.1f GFLOP/s (%.3f of the AVX-512 peak %.1f; %.0f%% of the "
+               "step in linear)\n", prompt, pf_tok_s, pf_lin_gf, pf_lin_gf / pf_peak,
+               amx ? "AMX tile" : "bf16", pf_peak, pf_lin_gf / peak, peak,
+               100.0 * pf_lin_s / pf_best);
         printf("  decode batch 1, %d tokens after %d: %.2f tok/s (median %.2f ms); active "
                "weights %.1f MB/token (attn %.1f, mlp %.1f, lm_head+embed %.1f); read %.2f GB/s "
                "-> decode_bw_frac %.3f\n", ndec, prompt, dec_tok_s, 1e3 * dec_med,

@@ -16,6 +16,12 @@ float numla_bench_peak_avx512bf16_loop(long iters);
 float numla_bench_peak_avx512_loop(long iters);
 float numla_bench_peak_avx2_loop(long iters);
 
+/* AMX (bench/peak_amx.c): 4 TDPBF16PS (16 x 16 x 32 each) per iteration; the loop configures
+ * and releases the tiles itself. _ok: whether tiles may be used (CPU and OS). */
+float numla_bench_peak_amx_loop(long iters);
+int numla_bench_peak_amx_ok(void);
+#define NUMLA_BENCH_PEAK_FLOPS_AMX (4 * 2.0 * 16 * 16 * 32)
+
 /* Flops per iteration of each loop (2 per multiply-add). */
 #define NUMLA_BENCH_PEAK_FLOPS_AVX512BF16 (NUMLA_BENCH_PEAK_ACC_ZMM * 64.0) /* 16 lanes x 2 pairs */
 #define NUMLA_BENCH_PEAK_FLOPS_AVX512 (NUMLA_BENCH_PEAK_ACC_ZMM * 32.0)     /* 16 lanes */

@@ -237,6 +237,9 @@ static float numla_bench_peak_ref_loop_(long iters)
     return s;
 }
 
+static double numla_bench_peak_run_(float (*loop)(long), double flops_per_iter, int threads,
+                                    int reps);
+
 /* Peak of the one instruction kind `isa` names (vdpbf16ps, fp32 FMA or scalar). */
 static double numla_bench_peak_one_(numla_isa isa, int threads, int reps)
 {
@@ -262,6 +265,13 @@ static double numla_bench_peak_one_(numla_isa isa, int threads, int reps)
     }
     if (threads < 1 || !numla_isa_supported(isa))
         return 0.0;
+    return numla_bench_peak_run_(loop, flops_per_iter, threads, reps);
+}
+
+/* Runs loop on `threads` threads at once, ~20 ms per repetition, best of `reps`. */
+static double numla_bench_peak_run_(float (*loop)(long), double flops_per_iter, int threads,
+                                    int reps)
+{
     /* Size a repetition to ~20 ms on one thread so clock and barrier costs vanish. */
     long iters = 1 << 14;
     volatile float sink = 0;
@@ -318,4 +328,12 @@ double numla_bench_peak_gflops(numla_isa isa, int threads, int reps)
 double numla_bench_peak_dpbf16_gflops(int threads, int reps)
 {
     return numla_bench_peak_one_(NUMLA_ISA_AVX512BF16, threads, reps);
+}
+
+double numla_bench_peak_amx_gflops(int threads, int reps)
+{
+    if (threads < 1 || !numla_isa_supported(NUMLA_ISA_AVX512BF16) || !numla_bench_peak_amx_ok())
+        return 0.0;
+    return numla_bench_peak_run_(numla_bench_peak_amx_loop, NUMLA_BENCH_PEAK_FLOPS_AMX, threads,
+                                 reps);
 }

@@ -1,6 +1,7 @@
 /* kernels/x86/amx.h — AMX tile support shared by the x86 kernels that use it (MLA Q·K,
  * the linear GEMM): whether this process may run tile instructions, and the one tile
- * configuration they all use. Private to kernels/x86/. */
+ * configuration they all use. Private to kernels/x86/ (and bench/peak_amx.c, which measures
+ * the tile peak). */
 #ifndef NUMLA_KERNELS_X86_AMX_H
 #define NUMLA_KERNELS_X86_AMX_H
 

@@ -1,0 +1,34 @@
+/* bench/peak_amx.c — per-thread AMX-BF16 peak loop (see bench_peak.h): 4 independent C tiles,
+ * the accumulator count of the linear GEMM's micro-kernel (kernels/x86/linear_amx.c). */
+#include "bench/bench_peak.h"
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "kernels/x86/amx.h"
+
+int numla_bench_peak_amx_ok(void) { return numla_amx_usable(); }
+
+float numla_bench_peak_amx_loop(long iters)
+{
+    static const uint16_t zero[512] __attribute__((aligned(64)));
+    float out[256] __attribute__((aligned(64)));
+    numla_amx_tiles_begin();
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, zero, 64);
+    _tile_loadd(5, zero, 64);
+    _tile_loadd(6, zero, 64);
+    _tile_loadd(7, zero, 64);
+    for (long it = 0; it < iters; it++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    numla_amx_tiles_end();
+    return out[0];
+}
