@@ -50,6 +50,9 @@ typedef struct dkb_result {
     double ms, min_ms, gbps, gflops; /* measured */
     double kv_bytes, flops;          /* per call */
     double roofline_frac;            /* filled once the machine figures are final */
+    double mem_frac;                 /* kv_bytes / read_BW over the median time: the bound
+                                        when the tiles make the flops nearly free (AMX Q·K and
+                                        P·V, kernels/x86/mla_attn_amx.c) */
     int copies, reps;
     const char *bound;
 } dkb_result;
@@ -194,6 +197,7 @@ static void dkb_roofline(dkb_result *r, const dkb_machine *m)
     const double t_mem = m->read_gbps > 0 ? r->kv_bytes / (m->read_gbps * 1e9) : 0;
     const double t_cmp = m->peak_gflops > 0 ? r->flops / (m->peak_gflops * 1e9) : 0;
     r->roofline_frac = (t_mem > t_cmp ? t_mem : t_cmp) / (r->ms * 1e-3);
+    r->mem_frac = t_mem / (r->ms * 1e-3);
     r->bound = t_mem >= t_cmp ? "memory" : "compute";
 }
 
@@ -302,9 +306,9 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
             isa == NUMLA_ISA_AVX512BF16 ? "max of vdpbf16ps and fp32 FMA" : isa == NUMLA_ISA_REF ? "scalar" : "fp32 FMA",
             (double)numla_bench_llc_bytes() / (1 << 20), (double)arena_bytes / (1 << 30));
     if (!o.json)
-        printf("%4s %7s %4s %6s %5s %10s %10s %8s %9s %9s %11s %8s %13s %s\n", "bs", "seq_len", "heads",
+        printf("%4s %7s %4s %6s %5s %10s %10s %8s %9s %9s %11s %8s %13s %8s %s\n", "bs", "seq_len", "heads",
                "copies", "reps", "ms", "min_ms", "gbps", "copy_gbps", "read_gbps", "peak_gflops", "gflops",
-               "roofline_frac", "bound");
+               "roofline_frac", "mem_frac", "bound");
     for (int i = 0; i < nres; i++) {
         dkb_result *r = &res[i];
         const dkb_shape *s = r->shape;
@@ -314,14 +318,14 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
                    "\"kv_lora_rank\":%d,\"rope_dim\":%d,\"kv_dtype\":\"bf16\",\"q_dtype\":\"bf16\","
                    "\"out_dtype\":\"bf16\",\"isa\":\"%s\",\"threads\":%d,\"ms\":%.4f,\"min_ms\":%.4f,\"gbps\":%.3f,"
                    "\"copy_gbps\":%.3f,\"read_gbps\":%.3f,\"peak_gflops\":%.2f,\"gflops\":%.3f,"
-                   "\"roofline_frac\":%.4f,\"bound\":\"%s\",\"kv_copies\":%d,\"reps\":%d,\"q_scale\":%g}\n",
+                   "\"roofline_frac\":%.4f,\"mem_frac\":%.4f,\"bound\":\"%s\",\"kv_copies\":%d,\"reps\":%d,\"q_scale\":%g}\n",
                    s->bs, s->seq_len, s->heads, DKB_BLOCK, DKB_DC, DKB_DR, numla_isa_name(isa),
                    o.threads, r->ms, r->min_ms, r->gbps, m.copy_gbps, m.read_gbps, m.peak_gflops,
-                   r->gflops, r->roofline_frac, r->bound, r->copies, r->reps, o.q_scale);
+                   r->gflops, r->roofline_frac, r->mem_frac, r->bound, r->copies, r->reps, o.q_scale);
         else
-            printf("%4d %7d %5d %6d %5d %10.3f %10.3f %8.2f %9.2f %9.2f %11.1f %8.2f %13.3f %s\n", s->bs,
+            printf("%4d %7d %5d %6d %5d %10.3f %10.3f %8.2f %9.2f %9.2f %11.1f %8.2f %13.3f %8.3f %s\n", s->bs,
                    s->seq_len, s->heads, r->copies, r->reps, r->ms, r->min_ms, r->gbps, m.copy_gbps,
-                   m.read_gbps, m.peak_gflops, r->gflops, r->roofline_frac, r->bound);
+                   m.read_gbps, m.peak_gflops, r->gflops, r->roofline_frac, r->mem_frac, r->bound);
     }
     fflush(stdout);
     numla_bench_free(arena, arena_bytes);

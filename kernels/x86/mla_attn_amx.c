@@ -101,3 +101,107 @@ void numla_mla_qk_amx(const uint32_t *qv, int64_t w, const char *const *rows, in
     else
         numla_mla_qk_amx_ng(qv, w, base, stride, S, 1);
 }
+
+/* ---- P·V ---- */
+
+/* Split-bf16 P as A tiles: for each 32-key group g, tile hi then lo, row h = head row h,
+ * element 2kk+e = P of key 32g + 2kk + e (zero past nt). S: (nt, 16) fp32, 64-byte aligned. */
+static void numla_mla_pv_pack_p(const float *S, int64_t nt, int ng, uint16_t *pst)
+{
+    uint32_t tmp[2][16 * 16] __attribute__((aligned(64)));
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+                                                             12, 13, 14, 15),
+                                           _mm512_set1_epi32(16));
+    for (int g = 0; g < ng; g++) {
+        for (int kk = 0; kk < 16; kk++) {
+            const int64_t t = 32 * g + 2 * kk;
+            const __m512 p0 = t < nt ? _mm512_load_ps(S + 16 * t) : _mm512_setzero_ps();
+            const __m512 p1 = t + 1 < nt ? _mm512_load_ps(S + 16 * (t + 1)) : _mm512_setzero_ps();
+            const __m256i h0 = (__m256i)_mm512_cvtneps_pbh(p0), h1 = (__m256i)_mm512_cvtneps_pbh(p1);
+            const __m512 r0 = _mm512_sub_ps(p0, _mm512_cvtpbh_ps((__m256bh)h0));
+            const __m512 r1 = _mm512_sub_ps(p1, _mm512_cvtpbh_ps((__m256bh)h1));
+            const __m256i l0 = (__m256i)_mm512_cvtneps_pbh(r0), l1 = (__m256i)_mm512_cvtneps_pbh(r1);
+            /* 32-bit word h = (key t, key t + 1) of row h */
+            _mm512_store_si512((void *)(tmp[0] + 16 * kk),
+                               _mm512_or_si512(_mm512_cvtepu16_epi32(h0),
+                                               _mm512_slli_epi32(_mm512_cvtepu16_epi32(h1), 16)));
+            _mm512_store_si512((void *)(tmp[1] + 16 * kk),
+                               _mm512_or_si512(_mm512_cvtepu16_epi32(l0),
+                                               _mm512_slli_epi32(_mm512_cvtepu16_epi32(l1), 16)));
+        }
+        for (int part = 0; part < 2; part++) {
+            uint32_t *dst = (uint32_t *)(void *)(pst + (size_t)(2 * g + part) * 512);
+            for (int h = 0; h < 16; h++) /* transpose (kk, h) -> (h, kk) */
+                _mm512_store_si512((void *)(dst + 16 * h),
+                                   _mm512_i32gather_epi32(idx, (const void *)(tmp[part] + h), 4));
+        }
+    }
+}
+
+void numla_mla_pv_amx(float *O, int64_t dc, const float *S, const float *corr, int fresh,
+                      int rescale, const char *const *vrows, int64_t nt, uint16_t *stage)
+{
+    const int ng = (int)((nt + 31) / 32);
+    uint16_t *pst = stage;              /* (ng, 2, 16, 32): A tiles */
+    uint16_t *vst = stage + 2 * 2 * 512; /* (2 groups, 4 d-blocks, 16, 32): B tiles */
+    if (!fresh && rescale)
+        for (int h = 0; h < 16; h++) {
+            const __m512 cv = _mm512_set1_ps(corr[h]);
+            for (int64_t d = 0; d < dc; d += 16)
+                _mm512_store_ps(O + h * dc + d, _mm512_mul_ps(_mm512_load_ps(O + h * dc + d), cv));
+        }
+    numla_mla_pv_pack_p(S, nt, ng, pst);
+    /* (a_i, b_i) pairs of 16-bit elements: d 0..15 of the 32 loaded, then d 16..31 */
+    const __m512i ilo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40,
+                                         8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
+    const size_t ostride = (size_t)dc * sizeof(float);
+    for (int64_t dg = 0; dg < dc; dg += 64) {
+        /* V of the 64 dims [dg, dg + 64) for every key pair, as B tiles */
+        for (int kp = 0; kp < 16 * ng; kp++) {
+            const int64_t ta = 2 * kp, tb = ta + 1;
+            const uint16_t *a = ta < nt ? (const uint16_t *)(const void *)vrows[ta] + dg : NULL;
+            const uint16_t *b = tb < nt ? (const uint16_t *)(const void *)vrows[tb] + dg : NULL;
+            uint16_t *dst = vst + (size_t)(kp / 16) * 4 * 512 + (size_t)(kp % 16) * 32;
+            for (int c = 0; c < 2; c++) {
+                const __m512i za = a ? _mm512_loadu_si512((const void *)(a + 32 * c)) : _mm512_setzero_si512();
+                const __m512i zb = b ? _mm512_loadu_si512((const void *)(b + 32 * c)) : _mm512_setzero_si512();
+                _mm512_store_si512((void *)(dst + (size_t)(2 * c) * 512), _mm512_permutex2var_epi16(za, ilo, zb));
+                _mm512_store_si512((void *)(dst + (size_t)(2 * c + 1) * 512), _mm512_permutex2var_epi16(za, ihi, zb));
+            }
+        }
+        float *o = O + dg;
+        if (fresh) {
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+        } else {
+            _tile_loadd(0, o, ostride);
+            _tile_loadd(1, o + 16, ostride);
+            _tile_loadd(2, o + 32, ostride);
+            _tile_loadd(3, o + 48, ostride);
+        }
+        for (int g = 0; g < ng; g++) {
+            const uint16_t *pa = pst + (size_t)g * 2 * 512, *vb = vst + (size_t)g * 4 * 512;
+            _tile_loadd(4, pa, 64);
+            _tile_loadd(5, pa + 512, 64);
+            _tile_loadd(6, vb, 64);
+            _tile_loadd(7, vb + 512, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(0, 5, 6);
+            _tile_dpbf16ps(1, 5, 7);
+            _tile_loadd(6, vb + 1024, 64);
+            _tile_loadd(7, vb + 1536, 64);
+            _tile_dpbf16ps(2, 4, 6);
+            _tile_dpbf16ps(3, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+        _tile_stored(0, o, ostride);
+        _tile_stored(1, o + 16, ostride);
+        _tile_stored(2, o + 32, ostride);
+        _tile_stored(3, o + 48, ostride);
+    }
+}

@@ -23,4 +23,17 @@ void numla_mla_amx_end(void);
 void numla_mla_qk_amx(const uint32_t *qv, int64_t w, const char *const *rows, int64_t nt,
                       float *S, uint16_t *stage);
 
+/* P·V on the tiles: O (16 rows, Dc; row stride dc, fp32, 64-byte aligned) = (fresh ? 0 :
+ * O·corr[row] if rescale, else O) + Σ_t P[t][row] · v_t, v_t the first dc bf16 of vrows[t].
+ * P: S as (nt, 16) fp32 (nt <= 64), split into bf16 hi + lo (error <= 2^-18 relative per
+ * element; V is exact bf16), so fp32 outputs keep their tolerance. dc % 64 == 0. stage:
+ * NUMLA_MLA_PV_AMX_STAGE bf16 of scratch, 64-byte aligned. Tiles configured by
+ * numla_mla_amx_begin. */
+/* Software prefetch of the next key tile (before Q·K, or spread over P·V's d-groups) was
+ * tried and measured slower (1, 64000, 16: 5.0 -> 6.6 ms): Q·K on tiles alone already
+ * streams at the full read bandwidth. */
+enum { NUMLA_MLA_PV_AMX_STAGE = 2 * 2 * 512 + 2 * 4 * 512 };
+void numla_mla_pv_amx(float *O, int64_t dc, const float *S, const float *corr, int fresh,
+                      int rescale, const char *const *vrows, int64_t nt, uint16_t *stage);
+
 #endif

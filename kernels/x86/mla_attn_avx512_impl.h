@@ -239,7 +239,7 @@ static void numla_mla_pv_any(float *O, int64_t dc, const float *P, const float *
 /* ---- the chunk kernel ----------------------------------------------------------------- */
 
 typedef struct numla_mla_scratch_layout {
-    size_t q, S, rows, stage, total;
+    size_t q, S, rows, stage, pv, total;
 } numla_mla_scratch_layout;
 
 static int numla_mla_uses_bf16dot(const numla_mla_attn_args *a)
@@ -269,6 +269,10 @@ static numla_mla_scratch_layout numla_mla_layout(const numla_mla_attn_args *a)
     L.stage = off;
 #if NUMLA_MLA_BF16DOT
     off += 64 * w * sizeof(uint16_t); /* AMX staging of 4 groups of 16 rows */
+    L.pv = off;
+    off += NUMLA_MLA_PV_AMX_STAGE * sizeof(uint16_t); /* AMX P·V tiles */
+#else
+    L.pv = off;
 #endif
     L.total = off;
     return L;
@@ -332,8 +336,12 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
                     (a->kv_lora_rank + a->rope_dim) % 32 == 0 && numla_mla_amx_enabled();
     if (amx)
         bf16dot = 1; /* q packed as bf16 pairs, the tile B layout */
+    /* P·V on tiles whenever the cache is bf16 (V exact; P split hi + lo), whatever q is. */
+    const int amx_pv = a->kv_dtype == NUMLA_DTYPE_BF16 && a->kv_lora_rank % 64 == 0 &&
+                       NUMLA_MLA_KT <= 64 && numla_mla_amx_enabled();
 #else
-    const int amx = 0;
+    const int amx = 0, amx_pv = 0;
+    (void)amx_pv;
 #endif
     const int kind = a->kv_dtype == NUMLA_DTYPE_BF16 ? 1 : a->kv_dtype == NUMLA_DTYPE_F16 ? 2 : 0;
     numla_mla_scratch_layout L = numla_mla_layout(a);
@@ -358,7 +366,7 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
     }
     numla_mla_pack_q(c, qbuf, bf16dot);
 #if NUMLA_MLA_BF16DOT
-    if (amx)
+    if (amx || amx_pv)
         numla_mla_amx_begin();
 #endif
     const __m512i limv = _mm512_load_si512(lim32);
@@ -426,12 +434,18 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
         lv = _mm512_fmadd_ps(lv, cv, psum);
         mv = mnew;
         /* 3. P·V */
-        numla_mla_pv_any(acc, dc, S, corr, fresh, rescale, (const void *const *)rows, nt, kind,
-                         c->nrows);
+#if NUMLA_MLA_BF16DOT
+        if (amx_pv)
+            numla_mla_pv_amx(acc, dc, S, corr, fresh, rescale, rows, nt,
+                             (uint16_t *)(void *)(s + L.pv));
+        else
+#endif
+            numla_mla_pv_any(acc, dc, S, corr, fresh, rescale, (const void *const *)rows, nt,
+                             kind, c->nrows);
         fresh = 0;
     }
 #if NUMLA_MLA_BF16DOT
-    if (amx)
+    if (amx || amx_pv)
         numla_mla_amx_end();
 #endif
     float mo[16], lo[16];
