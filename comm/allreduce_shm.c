@@ -13,23 +13,27 @@
  *                       [ buf[0]: buf_bytes ][ buf[1]: buf_bytes ]
  * "Set p" is buf[p] of every segment (one slot per rank).
  *
- * Step s (one per chunk of at most buf_bytes) uses buffer set p = s & 1:
- *   small (chunk <= rs_bytes): copy my data into slot (me + s/2) mod R of set p; flag[p] = 2s
- *     (release); wait for every peer's flag[p] >= 2s (acquire); out = d_0 + d_1 + ... in rank
- *     order, where my own d_me is read from my private input, never from the shared slot.
- *   large: copy into my own buf[p]; flag[p] = 2s-1; wait all >= 2s-1; reduce my slice of every
- *     buffer (rank order) and publish it in my buf[p]; flag[p] = 2s; for each peer wait >= 2s
- *     and copy its slice.
- * Why the small path rotates slots: it is bound by cache-line transfers between cores. A core
- * that reads a line another core modified takes it over (the writer's copy is invalidated), so
- * with fixed slots every step paid two transfers per line and rank: the peer's data coming
- * in, and my own slot's lines coming back before I can overwrite them. With the rotation, two
+ * Step s (one per chunk of at most buf_bytes, from 1) uses buffer set p = s & 1; rank q's data
+ * goes to slot (q + (s-1)/2) mod R of the set (a rotation; d_q below is rank q's data, and a rank's
+ * own d_me is always read from its private input, never from its shared slot):
+ *   small (chunk <= rs_bytes): copy my data into my slot; flag[p] = 2s (release); wait for
+ *     every peer's flag[p] >= 2s (acquire); out = d_0 + d_1 + ... in rank order.
+ *   large: copy my data, except my own slice, into my slot; flag[p] = 2s-1; wait all >= 2s-1;
+ *     reduce my slice (rank order) into x and publish it in my slot's slice; flag[p] = 2s; for
+ *     each peer wait >= 2s and copy its slice from its slot.
+ * Why slots rotate: the copy is bound by cache-line transfers between cores. A core that reads
+ * a line another core modified takes it over (the writer's copy is invalidated, measured), so
+ * with fixed slots every step paid two transfers per line and rank: the peer's data coming in,
+ * and my own slot's lines coming back before I could overwrite them. With the rotation, two
  * ranks write each step into the slot they read two steps ago, whose lines they already hold:
- * one transfer per line (8 KiB: 1.1 vs 2.1 us here). For the same reason my own contribution
- * is summed from my input: re-reading my slot while the peer reads it bounces its lines.
+ * one transfer per line (2 ranks, 8 KiB: 1.1 vs 2.1 us; 2 MiB: 255 vs 380 us). For the same
+ * reason my own data is summed from my input: re-reading my slot while a peer reads it
+ * bounces its lines. With more ranks a slot's lines have several readers; the rotation then
+ * costs what fixed slots did. A small chunk stays in cache, so the slot's home node hardly
+ * matters; large chunks are written to other ranks' nodes every other step.
  * Why no closing barrier: a rank reaching step s+2 (same buffer set as s) has seen every
  * peer's flag of step s+1, so every peer has finished reading the buffers of step s; within a
- * step every rank writes a different slot (small: a rotation, large: its own).
+ * step the rotation gives every rank a different slot.
  * Why bitwise identical: every element is summed in rank order by exactly one code path
  * (every rank in the small case, the slice owner in the large case) and then copied.
  *
@@ -365,12 +369,15 @@ static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t to
     int p = (int)(s & 1);
     int me = c->rank, R = c->size, nt = numla_shm_threads_(sh, n);
     *numla_shm_total_(sh, me, p) = total; /* published by the release store of the flag */
+    /* Rank q writes slot (q + rot) mod R; rot advances by one per use of a set and is 0 on the
+     * first use of each, so every slot is first touched by its owner (page placement). */
+    int rot = (int)(((s - 1) >> 1) % (uint64_t)R);
+    float *slot = numla_shm_buf_(sh, (me + rot) % R, p);
+    for (int q = 0; q < R; q++)
+        sh->srcs[q] = q == me ? x : numla_shm_buf_(sh, (q + rot) % R, p);
 
     if (n * sizeof *x <= sh->rs_bytes) {
-        int rot = (int)((s >> 1) % (uint64_t)R); /* rank q writes slot (q + rot) mod R */
-        numla_shm_copy_(numla_shm_buf_(sh, (me + rot) % R, p), x, n, nt);
-        for (int q = 0; q < R; q++)
-            sh->srcs[q] = q == me ? x : numla_shm_buf_(sh, (q + rot) % R, p);
+        numla_shm_copy_(slot, x, n, nt);
         atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s, memory_order_release);
         numla_status bad = NUMLA_STATUS_OK;
         for (int q = 0; q < R; q++)
@@ -387,9 +394,11 @@ static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t to
         return NUMLA_STATUS_OK;
     }
 
-    numla_shm_copy_(numla_shm_buf_(sh, me, p), x, n, nt);
-    for (int q = 0; q < R; q++)
-        sh->srcs[q] = numla_shm_buf_(sh, q, p);
+    /* Peers read only their own slices of my slot: my slice is summed from x, not copied. */
+    size_t lo, hi;
+    numla_shm_slice_(n, R, me, &lo, &hi);
+    numla_shm_copy_(slot, x, lo, nt);
+    numla_shm_copy_(slot + hi, x + hi, n - hi, nt);
     atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s - 1, memory_order_release);
     numla_status bad = NUMLA_STATUS_OK;
     for (int q = 0; q < R; q++)
@@ -407,15 +416,14 @@ static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t to
         numla_error_frame(__FILE__, __LINE__, __func__);
         return bad;
     }
-    size_t lo, hi;
-    numla_shm_slice_(n, R, me, &lo, &hi);
     if (hi > lo) {
         const float *slice[R];
         for (int q = 0; q < R; q++)
             slice[q] = sh->srcs[q] + lo;
-        /* Reduce into x (private), then publish: my buf[p] slice is one of the sources. */
+        /* Reduce into x (my own source is x itself), then publish in my slot's slice, which no
+         * peer reads before my second flag. */
         numla_shm_sum_(x + lo, slice, R, hi - lo, nt);
-        numla_shm_copy_(numla_shm_buf_(sh, me, p) + lo, x + lo, hi - lo, nt);
+        numla_shm_copy_(slot + lo, x + lo, hi - lo, nt);
     }
     atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s, memory_order_release);
     for (int k = 1; k < R; k++) {
