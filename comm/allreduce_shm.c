@@ -309,8 +309,12 @@ static void numla_shm_sum_block_(float *o, const float *const *srcs, int nsrc, s
 
 static void numla_shm_sum_(float *out, const float *const *srcs, int nsrc, size_t n, int nt)
 {
+    if (nt <= 1) { /* an if(0) parallel region still costs libgomp a team set-up */
+        numla_shm_sum_block_(out, srcs, nsrc, 0, n);
+        return;
+    }
     size_t nblocks = (n + NUMLA_SHM_SUM_BLOCK - 1) / NUMLA_SHM_SUM_BLOCK;
-#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+#pragma omp parallel for num_threads(nt) schedule(static)
     for (size_t k = 0; k < nblocks; k++) {
         size_t b = k * NUMLA_SHM_SUM_BLOCK;
         size_t m = n - b < NUMLA_SHM_SUM_BLOCK ? n - b : NUMLA_SHM_SUM_BLOCK;
@@ -368,7 +372,6 @@ static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t to
     uint64_t s = ++sh->step;
     int p = (int)(s & 1);
     int me = c->rank, R = c->size, nt = numla_shm_threads_(sh, n);
-    *numla_shm_total_(sh, me, p) = total; /* published by the release store of the flag */
     /* Rank q writes slot (q + rot) mod R; rot advances by one per use of a set and is 0 on the
      * first use of each, so every slot is first touched by its owner (page placement). */
     int rot = (int)(((s - 1) >> 1) % (uint64_t)R);
@@ -378,6 +381,8 @@ static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t to
 
     if (n * sizeof *x <= sh->rs_bytes) {
         numla_shm_copy_(slot, x, n, nt);
+        /* Right before the flag: peers poll that line, a store any earlier costs a transfer. */
+        *numla_shm_total_(sh, me, p) = total; /* published by the release store of the flag */
         atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s, memory_order_release);
         numla_status bad = NUMLA_STATUS_OK;
         for (int q = 0; q < R; q++)
@@ -399,6 +404,7 @@ static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t to
     numla_shm_slice_(n, R, me, &lo, &hi);
     numla_shm_copy_(slot, x, lo, nt);
     numla_shm_copy_(slot + hi, x + hi, n - hi, nt);
+    *numla_shm_total_(sh, me, p) = total;
     atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s - 1, memory_order_release);
     numla_status bad = NUMLA_STATUS_OK;
     for (int q = 0; q < R; q++)
