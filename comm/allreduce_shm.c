@@ -279,8 +279,8 @@ static numla_status numla_shm_wait_(numla_comm *c, int q, int parity, uint64_t t
 /* o[i] = srcs[0][b+i] + srcs[1][b+i] + ... + srcs[R-1][b+i], left to right. o may be one of
  * the sources at the same index (the caller's own data is its output): every source of a
  * vector is loaded before the vector is stored, so any aliasing of that kind is safe. */
-static void numla_shm_sum_block_(float *o, const float *const *srcs, int nsrc, size_t b,
-                                 size_t m)
+static void numla_shm_sum_block_(float *o, float *o2, const float *const *srcs, int nsrc,
+                                 size_t b, size_t m)
 {
     size_t i = 0;
     for (; i + 16 <= m; i += 16) {
@@ -298,19 +298,29 @@ static void numla_shm_sum_block_(float *o, const float *const *srcs, int nsrc, s
         _mm_storeu_ps(o + i + 4, a1);
         _mm_storeu_ps(o + i + 8, a2);
         _mm_storeu_ps(o + i + 12, a3);
+        if (o2) {
+            _mm_storeu_ps(o2 + i, a0);
+            _mm_storeu_ps(o2 + i + 4, a1);
+            _mm_storeu_ps(o2 + i + 8, a2);
+            _mm_storeu_ps(o2 + i + 12, a3);
+        }
     }
     for (; i < m; i++) { /* same IEEE additions in the same order as the vector lanes */
         float a = srcs[0][b + i];
         for (int q = 1; q < nsrc; q++)
             a += srcs[q][b + i];
         o[i] = a;
+        if (o2)
+            o2[i] = a;
     }
 }
 
-static void numla_shm_sum_(float *out, const float *const *srcs, int nsrc, size_t n, int nt)
+/* out = rank-order sum of srcs (see the block function); also stored to out2 unless NULL. */
+static void numla_shm_sum_(float *out, float *out2, const float *const *srcs, int nsrc, size_t n,
+                           int nt)
 {
     if (nt <= 1) { /* an if(0) parallel region still costs libgomp a team set-up */
-        numla_shm_sum_block_(out, srcs, nsrc, 0, n);
+        numla_shm_sum_block_(out, out2, srcs, nsrc, 0, n);
         return;
     }
     size_t nblocks = (n + NUMLA_SHM_SUM_BLOCK - 1) / NUMLA_SHM_SUM_BLOCK;
@@ -318,7 +328,7 @@ static void numla_shm_sum_(float *out, const float *const *srcs, int nsrc, size_
     for (size_t k = 0; k < nblocks; k++) {
         size_t b = k * NUMLA_SHM_SUM_BLOCK;
         size_t m = n - b < NUMLA_SHM_SUM_BLOCK ? n - b : NUMLA_SHM_SUM_BLOCK;
-        numla_shm_sum_block_(out + b, srcs, nsrc, b, m);
+        numla_shm_sum_block_(out + b, out2 ? out2 + b : NULL, srcs, nsrc, b, m);
     }
 }
 
@@ -395,7 +405,7 @@ static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t to
             numla_error_frame(__FILE__, __LINE__, __func__);
             return bad;
         }
-        numla_shm_sum_(x, sh->srcs, R, n, nt);
+        numla_shm_sum_(x, NULL, sh->srcs, R, n, nt);
         return NUMLA_STATUS_OK;
     }
 
@@ -426,10 +436,9 @@ static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t to
         const float *slice[R];
         for (int q = 0; q < R; q++)
             slice[q] = sh->srcs[q] + lo;
-        /* Reduce into x (my own source is x itself), then publish in my slot's slice, which no
-         * peer reads before my second flag. */
-        numla_shm_sum_(x + lo, slice, R, hi - lo, nt);
-        numla_shm_copy_(slot + lo, x + lo, hi - lo, nt);
+        /* Reduce into x (my own source is x itself) and publish in my slot's slice in the same
+         * pass (one read of the sources); no peer reads that slice before my second flag. */
+        numla_shm_sum_(x + lo, slot + lo, slice, R, hi - lo, nt);
     }
     atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s, memory_order_release);
     for (int k = 1; k < R; k++) {
