@@ -190,6 +190,78 @@ static void test_back_to_back(numla_comm *c, numla_comm_allreduce_path path, int
     free(mag);
 }
 
+/* A fixed cycle of sizes, repeated: small and reduce-scatter steps, chunked messages (which
+ * shift the step count by more than one) and sizes on the 16-float sum and slice edges, so
+ * every combination of buffer set, slot rotation and algorithm meets every other. Bitwise
+ * against the rank-order reference each time. */
+static void test_alternating(numla_comm *c, const size_t *cycle, int ncycle, int rounds)
+{
+    size_t maxn = 0;
+    for (int k = 0; k < ncycle; k++)
+        maxn = cycle[k] > maxn ? cycle[k] : maxn;
+    float *x = malloc(maxn * sizeof *x), *ref = malloc(maxn * sizeof *ref);
+    float *mag = malloc(maxn * sizeof *mag);
+    int bad_calls = 0, calls = 0;
+    size_t first_bad = 0;
+    uint64_t acc = 0;
+    for (int r = 0; r < rounds; r++)
+        for (int k = 0; k < ncycle; k++, calls++) {
+            size_t n = cycle[k];
+            uint64_t seed = 9000 + (uint64_t)calls;
+            fill(x, n, g_rank, seed);
+            if (numla_comm_allreduce_sum_f32_path(c, x, n, NUMLA_COMM_ALLREDUCE_PATH_SHM)) {
+                CHECK(0, "alternating call %d (n=%zu): %s", calls, n, numla_error_message());
+                goto out;
+            }
+            reference(ref, mag, n, seed);
+            if (memcmp(x, ref, n * sizeof *x) && bad_calls++ == 0)
+                first_bad = n;
+            acc = mix(acc ^ hash_bytes(x, n * sizeof *x));
+        }
+    CHECK(bad_calls == 0, "alternating sizes: %d of %d calls wrong, first with n=%zu", bad_calls,
+          calls, first_bad);
+    CHECK(same_on_all_ranks(acc), "alternating sizes: results differ between ranks");
+out:
+    free(x);
+    free(ref);
+    free(mag);
+}
+
+/* The latency-critical size (one token's hidden state) many times in a row, no barrier: any
+ * race in the flag/slot protocol shows up as a wrong element sooner or later. */
+static void test_hammer(numla_comm *c, size_t n, int iters)
+{
+    float *x = malloc(n * sizeof *x), *ref = malloc(n * sizeof *ref);
+    int bad_iters = 0, first_bad = -1;
+    for (int it = 0; it < iters; it++) {
+        /* Cheap inputs (the reference must not dominate): exact small integers per rank and
+         * iteration, plus one mixed-magnitude element whose rank order matters. */
+        for (size_t i = 0; i < n; i++)
+            x[i] = (float)((int)((i * 31u + (size_t)it * 7u + (size_t)g_rank * 1000u) % 4093u));
+        x[it % n] = input(g_rank, (size_t)it, 77);
+        if (numla_comm_allreduce_sum_f32_path(c, x, n, NUMLA_COMM_ALLREDUCE_PATH_SHM)) {
+            CHECK(0, "hammer iteration %d: %s", it, numla_error_message());
+            break;
+        }
+        for (size_t i = 0; i < n; i++) {
+            float s = 0.0f;
+            for (int q = 0; q < g_size; q++)
+                s += (float)((int)((i * 31u + (size_t)it * 7u + (size_t)q * 1000u) % 4093u));
+            ref[i] = s;
+        }
+        float s = input(0, (size_t)it, 77);
+        for (int q = 1; q < g_size; q++)
+            s += input(q, (size_t)it, 77);
+        ref[it % n] = s;
+        if (memcmp(x, ref, n * sizeof *x) && bad_iters++ == 0)
+            first_bad = it;
+    }
+    CHECK(bad_iters == 0, "hammer n=%zu: %d of %d iterations wrong, first %d", n, bad_iters, iters,
+          first_bad);
+    free(x);
+    free(ref);
+}
+
 static void test_bcast(numla_comm *c)
 {
     const size_t sizes[] = {1, 1000, (size_t)3 << 20};
@@ -408,6 +480,12 @@ int main(int argc, char **argv)
     test_allreduce_sizes(c, sizes, (int)(sizeof sizes / sizeof sizes[0]), 100);
     test_back_to_back(c, NUMLA_COMM_ALLREDUCE_PATH_SHM, 1000, 600);
     test_back_to_back(c, NUMLA_COMM_ALLREDUCE_PATH_MPI, 300, 600);
+    if (numla_comm_shm_available(c)) {
+        /* 5 entries plus a 2-chunk message: 7 steps per round, odd, so rounds shift parity. */
+        const size_t cycle[] = {2048, 262145, 31, 1048583, 33};
+        test_alternating(c, cycle, (int)(sizeof cycle / sizeof cycle[0]), 4);
+        test_hammer(c, 2048, 3000);
+    }
     test_bcast(c);
     test_gather(c);
     test_errors(c);
@@ -426,6 +504,11 @@ int main(int argc, char **argv)
         test_allreduce_sizes(small, small_sizes, (int)(sizeof small_sizes / sizeof small_sizes[0]),
                              300);
         test_back_to_back(small, NUMLA_COMM_ALLREDUCE_PATH_SHM, 400, 3000);
+        /* Around the 16-float sum vectors and the 256-float reduce-scatter switch, and 1024
+         * floats (one chunk) +- 1: chunk counts of 1, 2 and 3 steps. */
+        const size_t cycle[] = {15, 16, 17, 256, 257, 1023, 1024, 1025, 2049, 47, 3073};
+        test_alternating(small, cycle, (int)(sizeof cycle / sizeof cycle[0]), 13);
+        test_hammer(small, 1000, 2000);
     }
     numla_comm_destroy(&small);
     unsetenv("NUMLA_COMM_SHM_BYTES");
