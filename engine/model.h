@@ -56,6 +56,17 @@ typedef void (*numla_model_layer_hook)(void *ctx, int32_t layer, const float *h,
  * in-process version). Collective. */
 typedef numla_status (*numla_model_reduce_fn)(void *ctx, float *buf, int64_t count);
 
+/* Which MLA form prefill chunks use (DESIGN.md §5; docs/prefill.md). Decode rows (one new
+ * token) are always absorbed. AUTO: expanded for sequences with at least
+ * NUMLA_MODEL_EXPAND_MIN_TOKENS new tokens, the crossover measured in docs/prefill.md.
+ * EXPANDED: every sequence with more than one new token. Set from NUMLA_PREFILL_FORM
+ * (auto|absorbed|expanded) at numla_model_create. */
+typedef enum numla_prefill_form {
+    NUMLA_PREFILL_FORM_AUTO = 0,
+    NUMLA_PREFILL_FORM_ABSORBED,
+    NUMLA_PREFILL_FORM_EXPANDED,
+} numla_prefill_form;
+
 typedef struct numla_model {
     const numla_model_weights *w;   /* not owned */
     numla_model_config cfg;
@@ -120,15 +131,35 @@ typedef struct numla_model {
     int32_t *pre_lens;   /* (B) cached prefix = seq_lens - n_b */
     int32_t *new_lens;   /* (B) n_b */
     int64_t cap_seqs, cap_new_tables;
+    /* expanded prefill (model.c attention_expanded), grown per step for K key rows */
+    numla_prefill_form prefill_form;
+    int64_t xp_cap_keys, xp_cap_tokens, xp_cap_seqs;
+    float *xp_lat;     /* (K, Dc + Dr) latent rows of the expanded sequences, f32 */
+    float *xp_kv;      /* (K, H_r · (nope + v_head_dim)) kv_b_proj · c' */
+    float *xp_k;       /* (K, H_r, q_head_dim) [k_nope | rope(k_pe)] */
+    float *xp_v;       /* (K, H_r, v_head_dim) */
+    float *xp_q;       /* (T, H_r, q_head_dim) [q_nope | rope(q_pe)] */
+    int32_t *xp_seq;   /* (4, B) q_start, q_len, k_start, prefix of the expanded sequences */
+    void *xp_ws;       /* mha_prefill workspace */
+    size_t xp_ws_bytes;
     /* multi-rank counters (the allreduce itself is m->reduce, set by engine/engine.c) */
     double reduce_s;          /* wall time spent in numla_model_reduce (cumulative) */
     int64_t reduces;          /* numla_model_reduce calls with nranks > 1 */
     /* linear layers (numla_linear_forward calls), cumulative, for numla bench model */
     double linear_s;          /* wall time */
     double linear_flops;      /* 2 · M · N · K summed */
+    /* attention, cumulative, for numla bench model: the form-specific part (absorbed: W_UKᵀ q,
+     * the two mla_attn calls, merge, W_UV; expanded: latent gather, kv_b expansion, q/k/v
+     * packing, mha_prefill) and within it the attention kernels alone */
+    double attn_s;
+    double attn_kernel_s;
+    int64_t expanded_tokens;  /* new tokens that went through the expanded form */
 } numla_model;
 
 enum { NUMLA_MODEL_NEW_BLOCK = 16, NUMLA_MODEL_PAR_ROWS = 64 };
+/* AUTO's crossover: a sequence with at least this many new tokens in a step is prefilled in the
+ * expanded form (measured in docs/prefill.md; re-measure when the linear layers change). */
+enum { NUMLA_MODEL_EXPAND_MIN_TOKENS = 256 };
 
 /* num_threads is informational: each step uses omp_get_max_threads() of the calling thread
  * (the team the kernels will open), so set the team size with omp_set_num_threads. */
