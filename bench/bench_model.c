@@ -33,7 +33,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: numla bench model --model DIR [--json] [--threads N] [--quick] "
-                    "[--no-bind] [--long-context L (16384; --quick 2048)]\n");
+                    "[--no-bind] [--long-context L (16384; --quick 2048)] [--prompt N (512)]\n");
 }
 
 typedef struct bm_seq {
@@ -124,7 +124,7 @@ static void bm_ranks(bm_ctx *x, const char *phase, int json, int size)
 static int bench_model_main(int argc, char **argv)
 {
     const char *model = NULL;
-    int threads = 0, json = 0, bind = 1, quick = 0, long_ctx = 0;
+    int threads = 0, json = 0, bind = 1, quick = 0, long_ctx = 0, prompt = 512;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--json"))
@@ -139,18 +139,20 @@ static int bench_model_main(int argc, char **argv)
             threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--long-context") && v)
             long_ctx = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--prompt") && v)
+            prompt = atoi(argv[++i]);
         else {
             usage();
             return 2;
         }
     }
-    if (!model || threads < 0 || long_ctx < 0) {
+    if (!model || threads < 0 || long_ctx < 0 || prompt < 1) {
         usage();
         return 2;
     }
     if (long_ctx == 0)
         long_ctx = quick ? 2048 : 16384;
-    const int prompt = 512, ndec = 128, nlong = quick ? 16 : 32, prefill_reps = quick ? 1 : 2;
+    const int ndec = 128, nlong = quick ? 16 : 32, prefill_reps = quick ? 1 : 2;
     const int chunk = 1024;
 
     int inited = 0, we_inited = 0;
@@ -215,16 +217,22 @@ static int bench_model_main(int argc, char **argv)
     double peak = numla_bench_peak_gflops(m->w->isa, nth, 5);
 
     /* prefill: one step of the whole prompt (rewriting the same slots each repetition) */
-    double pf_best = 1e30, pf_lin_s = 0, pf_lin_fl = 0;
+    double pf_best = 1e30, pf_lin_s = 0, pf_lin_fl = 0, pf_attn_s = 0, pf_attn_k_s = 0;
     for (int r = 0; r < prefill_reps; r++) {
-        double ls0 = m->linear_s, lf0 = m->linear_flops;
+        double ls0 = m->linear_s, lf0 = m->linear_flops, as0 = m->attn_s, ak0 = m->attn_kernel_s;
         double t = bm_step(&x, &sa, 0, prompt);
         if (t < pf_best) {
             pf_best = t;
             pf_lin_s = m->linear_s - ls0;
             pf_lin_fl = m->linear_flops - lf0;
+            pf_attn_s = m->attn_s - as0;
+            pf_attn_k_s = m->attn_kernel_s - ak0;
         }
     }
+    const char *pf_form = m->prefill_form == NUMLA_PREFILL_FORM_ABSORBED   ? "absorbed"
+                          : m->prefill_form == NUMLA_PREFILL_FORM_EXPANDED ? "expanded"
+                          : prompt >= NUMLA_MODEL_EXPAND_MIN_TOKENS        ? "auto (expanded)"
+                                                                           : "auto (absorbed)";
     /* decode 128 tokens at batch 1 after the prompt (1 warm-up step) */
     bm_step(&x, &sa, prompt, 1);
     if ((s = numla_engine_stats_reset_all(x.e)) != NUMLA_STATUS_OK)
@@ -280,7 +288,9 @@ static int bench_model_main(int argc, char **argv)
     if (json) {
         printf("{\"bench\": \"model\", \"model\": \"%s\", \"ranks\": %d, \"threads\": %d, "
                "\"omp_wait_policy\": \"%s\", \"quick\": %s, \"long_context\": %d, "
-               "\"prefill_tokens\": %d, \"prefill_tok_s\": %.3f, \"prefill_linear_gflops\": %.2f, "
+               "\"prefill_tokens\": %d, \"prefill_form\": \"%s\", \"prefill_s\": %.4f, "
+               "\"prefill_attn_s\": %.4f, \"prefill_attn_kernel_s\": %.4f, "
+               "\"prefill_tok_s\": %.3f, \"prefill_linear_gflops\": %.2f, "
                "\"peak_gflops\": %.2f, \"prefill_peak_frac\": %.4f, \"decode_tokens\": %d, "
                "\"decode_tok_s\": %.3f, \"decode_median_ms\": %.3f, \"decode_16k_tokens\": %d, "
                "\"decode_16k_tok_s\": %.3f, \"decode_16k_median_ms\": %.3f, "
@@ -293,7 +303,8 @@ static int bench_model_main(int argc, char **argv)
                "\"decode_16k_bytes_s\": %.6f, \"decode_16k_flops_s\": %.6f, "
                "\"peak_rss_mib\": %.1f, \"load1_start\": %.2f, \"load1_decode\": %.2f, "
                "\"load1_end\": %.2f}\n",
-               model, size, nth, wp, quick ? "true" : "false", long_ctx, prompt, pf_tok_s,
+               model, size, nth, wp, quick ? "true" : "false", long_ctx, prompt, pf_form, pf_best,
+               pf_attn_s, pf_attn_k_s, pf_tok_s,
                pf_lin_gf, peak, pf_lin_gf / peak, ndec, dec_tok_s, 1e3 * dec_med, nlong,
                long_tok_s, 1e3 * long_med, long_pf, co.weight_bytes, co.attn_weight_bytes,
                co.mlp_weight_bytes, co.lm_head_bytes, co.linear_flops, co.kv_bytes_per_ctx,
@@ -304,6 +315,8 @@ static int bench_model_main(int argc, char **argv)
         printf("  prefill %d tokens: %.1f tok/s; linear layers %.1f GFLOP/s = %.3f of the bf16 "
                "peak %.1f GFLOP/s (%.0f%% of the step in linear)\n", prompt, pf_tok_s,
                pf_lin_gf, pf_lin_gf / peak, peak, 100.0 * pf_lin_s / pf_best);
+        printf("  prefill form %s: step %.3f s, attention (form-specific part) %.3f s, of which "
+               "attention kernels %.3f s\n", pf_form, pf_best, pf_attn_s, pf_attn_k_s);
         printf("  decode batch 1, %d tokens after %d: %.2f tok/s (median %.2f ms); active "
                "weights %.1f MB/token (attn %.1f, mlp %.1f, lm_head+embed %.1f); read %.2f GB/s "
                "-> decode_bw_frac %.3f\n", ndec, prompt, dec_tok_s, 1e3 * dec_med,

@@ -5,9 +5,10 @@
 #include <math.h>
 
 void numla_mha_prefill_ref(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0,
-                           int32_t i1, float *scratch)
+                           int32_t i1, float *scratch, const float *kt)
 {
     (void)scratch;
+    (void)kt; /* reads k in place */
     const int32_t D = a->qk_dim, Dv = a->v_dim, P = a->prefix[b];
     for (int32_t i = i0; i < i1; i++) {
         const int64_t qr = (int64_t)a->q_start[b] + i;

@@ -1,12 +1,13 @@
 /* kernels/x86/mha_prefill_avx512.c — mha_prefill, AVX-512 variant (kernels/mha_prefill.h).
  *
  * One task = up to QB queries of one (sequence, head). Keys go in blocks of KB:
- *   1. the block's K is transposed into Kt[d][KB] (zero-padded past the block's end), so
- *      scores of 4 queries × 64 keys are 16 zmm accumulators fed by a broadcast q[i][d] and
- *      four Kt row loads per d;
+ *   1. with the block's K transposed to Kt[d][KB] (done once per (sequence, head) by the
+ *      dispatcher, zero-padded), scores of 4 queries × 64 keys are 16 zmm accumulators fed
+ *      by a broadcast q[i][d] and four Kt row loads per d;
  *   2. online softmax per query row (masking keys past its causal limit), P = e^(S - m)
  *      written over S, O and l rescaled by e^(m_old - m_new);
- *   3. O[i][:] += Σ_j P[i][j] · v_j, two query rows × Dv (8 zmm at 128) at a time.
+ *   3. O[i][:] += Σ_j P[i][j] · v_j, two query rows × Dv (8 zmm at 128) at a time, from the
+ *      block's values packed contiguously by the dispatcher.
  * O lives in the thread's scratch between key blocks. Dv must be a multiple of 16 (otherwise
  * the reference runs).
  */
@@ -18,6 +19,7 @@
 
 #define QB NUMLA_MHA_PREFILL_QB
 #define KB NUMLA_MHA_PREFILL_KB
+#define DC 64 /* query/key dims per score pass: a 16 KiB slice of Kt */
 #define INLINE static inline __attribute__((always_inline))
 
 /* e^x for x <= 0 (x = -inf gives exactly 0): 2^n · poly(f), |f| <= ln2/2. */
@@ -38,14 +40,15 @@ INLINE __m512 exp512(__m512 x)
     return _mm512_scalef_ps(p, n);
 }
 
-/* S[r][0..KB) = Σ_d q_r[d] · Kt[d][..] for R query rows (R <= 4). */
-INLINE void scores_rows(int R, const float *const *q, const float *Kt, int32_t D, float *S)
+/* S[r][0..KB) (+)= Σ_{d in [d0, d1)} q_r[d] · Kt[d][..] for R query rows (R <= 4). */
+INLINE void scores_rows(int R, const float *const *q, const float *Kt, int32_t d0, int32_t d1,
+                        int acc_in, float *S)
 {
     __m512 acc[4][4];
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < R; r++)
         for (int c = 0; c < 4; c++)
-            acc[r][c] = _mm512_setzero_ps();
-    for (int32_t d = 0; d < D; d++) {
+            acc[r][c] = acc_in ? _mm512_load_ps(S + (size_t)r * KB + 16 * c) : _mm512_setzero_ps();
+    for (int32_t d = d0; d < d1; d++) {
         const float *kt = Kt + (size_t)d * KB;
         __m512 k0 = _mm512_load_ps(kt), k1 = _mm512_load_ps(kt + 16);
         __m512 k2 = _mm512_load_ps(kt + 32), k3 = _mm512_load_ps(kt + 48);
@@ -100,15 +103,14 @@ static void pv_block(const float *S, int32_t nq, const float *v, int64_t vs, int
 }
 
 void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0,
-                              int32_t i1, float *scratch)
+                              int32_t i1, float *scratch, const float *kt)
 {
     const int32_t D = a->qk_dim, Dv = a->v_dim, P = a->prefix[b], nq = i1 - i0;
     if (Dv % 16 != 0) {
-        numla_mha_prefill_ref(a, b, h, i0, i1, scratch);
+        numla_mha_prefill_ref(a, b, h, i0, i1, scratch, kt);
         return;
     }
-    float *Kt = scratch;                        /* (D, KB) */
-    float *S = Kt + (size_t)D * KB;             /* (QB, KB) */
+    float *S = scratch;                         /* (QB, KB) */
     float *O = S + (size_t)QB * KB;             /* (QB, Dv) */
     float *mrow = O + (size_t)QB * Dv, *lrow = mrow + QB;
     memset(O, 0, (size_t)nq * Dv * sizeof *O);
@@ -119,27 +121,22 @@ void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_
     const float *qrow[QB];
     for (int32_t i = 0; i < nq; i++)
         qrow[i] = a->q + ((int64_t)a->q_start[b] + i0 + i) * a->q_stride + (int64_t)h * D;
-    const float *kbase = a->k + (int64_t)a->k_start[b] * a->k_stride + (int64_t)h * D;
-    const float *vbase = a->v + (int64_t)a->k_start[b] * a->v_stride + (int64_t)h * Dv;
     const int32_t nkeys = P + i1; /* the last query's limit, exclusive */
     const __m512 scale = _mm512_set1_ps(a->scale);
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (int32_t j0 = 0; j0 < nkeys; j0 += KB) {
         const int32_t kb = nkeys - j0 < KB ? nkeys - j0 : KB;
-        /* 1. transpose K and scores */
-        for (int32_t j = 0; j < kb; j++) {
-            const float *kr = kbase + (int64_t)(j0 + j) * a->k_stride;
-            for (int32_t d = 0; d < D; d++)
-                Kt[(size_t)d * KB + j] = kr[d];
-        }
-        if (kb < KB)
-            for (int32_t d = 0; d < D; d++)
-                memset(Kt + (size_t)d * KB + kb, 0, (size_t)(KB - kb) * sizeof *Kt);
+        /* 1. scores against the pre-transposed block */
+        const float *Kt = kt + (size_t)(j0 / KB) * numla_mha_prefill_kv_block_floats(a);
+        /* dims in slices of DC so the slice of Kt (DC × KB) stays in L1 for all rows */
         int32_t i = 0;
-        for (; i + 4 <= nq; i += 4)
-            scores_rows(4, qrow + i, Kt, D, S + (size_t)i * KB);
-        if (i < nq)
-            scores_rows(nq - i, qrow + i, Kt, D, S + (size_t)i * KB);
+        for (int32_t d0 = 0; d0 < D; d0 += DC) {
+            const int32_t d1 = D - d0 < DC ? D : d0 + DC;
+            for (i = 0; i + 4 <= nq; i += 4)
+                scores_rows(4, qrow + i, Kt, d0, d1, d0 > 0, S + (size_t)i * KB);
+            if (i < nq)
+                scores_rows(nq - i, qrow + i, Kt, d0, d1, d0 > 0, S + (size_t)i * KB);
+        }
         /* 2. online softmax; key j0 + j is visible to query row i iff j0 + j <= P + i0 + i */
         for (i = 0; i < nq; i++) {
             float *s = S + (size_t)i * KB;
@@ -179,7 +176,7 @@ void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_
             }
         }
         /* 3. O += P · V */
-        pv_block(S, nq, vbase + (int64_t)j0 * a->v_stride, a->v_stride, kb, O, Dv);
+        pv_block(S, nq, Kt + (size_t)D * KB, Dv, kb, O, Dv);
     }
     for (int32_t i = 0; i < nq; i++) {
         const int64_t qr = (int64_t)a->q_start[b] + i0 + i;
