@@ -33,7 +33,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: numla bench model --model DIR [--json] [--threads N] [--quick] "
-                    "[--no-bind] [--long-context L (16384; --quick 2048)] [--prompt N (512)]\n");
+                    "[--no-bind] [--long-context L (16384; --quick 2048)] [--prompt N (512)] [--chunk N (1024, long-context prefill)]\n");
 }
 
 typedef struct bm_seq {
@@ -124,7 +124,7 @@ static void bm_ranks(bm_ctx *x, const char *phase, int json, int size)
 static int bench_model_main(int argc, char **argv)
 {
     const char *model = NULL;
-    int threads = 0, json = 0, bind = 1, quick = 0, long_ctx = 0, prompt = 512;
+    int threads = 0, json = 0, bind = 1, quick = 0, long_ctx = 0, prompt = 512, chunk = 1024;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--json"))
@@ -141,19 +141,20 @@ static int bench_model_main(int argc, char **argv)
             long_ctx = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prompt") && v)
             prompt = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--chunk") && v)
+            chunk = atoi(argv[++i]);
         else {
             usage();
             return 2;
         }
     }
-    if (!model || threads < 0 || long_ctx < 0 || prompt < 1) {
+    if (!model || threads < 0 || long_ctx < 0 || prompt < 1 || chunk < 1) {
         usage();
         return 2;
     }
     if (long_ctx == 0)
         long_ctx = quick ? 2048 : 16384;
     const int ndec = 128, nlong = quick ? 16 : 32, prefill_reps = quick ? 1 : 2;
-    const int chunk = 1024;
 
     int inited = 0, we_inited = 0;
     MPI_Initialized(&inited);
@@ -231,8 +232,7 @@ static int bench_model_main(int argc, char **argv)
     }
     const char *pf_form = m->prefill_form == NUMLA_PREFILL_FORM_ABSORBED   ? "absorbed"
                           : m->prefill_form == NUMLA_PREFILL_FORM_EXPANDED ? "expanded"
-                          : prompt >= NUMLA_MODEL_EXPAND_MIN_TOKENS        ? "auto (expanded)"
-                                                                           : "auto (absorbed)";
+                          : prompt > 1 ? "auto (expanded: no prefix)" : "auto (absorbed)";
     /* decode 128 tokens at batch 1 after the prompt (1 warm-up step) */
     bm_step(&x, &sa, prompt, 1);
     if ((s = numla_engine_stats_reset_all(x.e)) != NUMLA_STATUS_OK)
@@ -251,10 +251,12 @@ static int bench_model_main(int argc, char **argv)
     bm_ranks(&x, "decode", json, size);
 
     /* long context: prefill in chunks (not timed as prefill), then decode */
+    const double la0 = m->attn_s, lk0 = m->attn_kernel_s;
     double long_pf = numla_bench_now();
     for (int at = 0; at < long_ctx; at += chunk)
         bm_step(&x, &sb, at, long_ctx - at < chunk ? long_ctx - at : chunk);
     long_pf = numla_bench_now() - long_pf;
+    const double long_pf_attn = m->attn_s - la0, long_pf_attn_k = m->attn_kernel_s - lk0;
     bm_step(&x, &sb, long_ctx, 1);
     if ((s = numla_engine_stats_reset_all(x.e)) != NUMLA_STATUS_OK)
         bm_die(&x, s);
@@ -294,7 +296,9 @@ static int bench_model_main(int argc, char **argv)
                "\"peak_gflops\": %.2f, \"prefill_peak_frac\": %.4f, \"decode_tokens\": %d, "
                "\"decode_tok_s\": %.3f, \"decode_median_ms\": %.3f, \"decode_16k_tokens\": %d, "
                "\"decode_16k_tok_s\": %.3f, \"decode_16k_median_ms\": %.3f, "
-               "\"long_prefill_s\": %.2f, \"active_weight_bytes\": %.0f, "
+               "\"long_prefill_s\": %.2f, \"long_prefill_chunk\": %d, "
+               "\"long_prefill_attn_s\": %.3f, \"long_prefill_attn_kernel_s\": %.3f, "
+               "\"active_weight_bytes\": %.0f, "
                "\"attn_weight_bytes\": %.0f, \"mlp_weight_bytes\": %.0f, "
                "\"lm_head_bytes\": %.0f, \"linear_flops_per_token\": %.0f, "
                "\"kv_bytes_per_ctx\": %.0f, \"attn_flops_per_ctx\": %.0f, \"read_gbps\": %.3f, "
@@ -306,7 +310,8 @@ static int bench_model_main(int argc, char **argv)
                model, size, nth, wp, quick ? "true" : "false", long_ctx, prompt, pf_form, pf_best,
                pf_attn_s, pf_attn_k_s, pf_tok_s,
                pf_lin_gf, peak, pf_lin_gf / peak, ndec, dec_tok_s, 1e3 * dec_med, nlong,
-               long_tok_s, 1e3 * long_med, long_pf, co.weight_bytes, co.attn_weight_bytes,
+               long_tok_s, 1e3 * long_med, long_pf, chunk, long_pf_attn, long_pf_attn_k,
+               co.weight_bytes, co.attn_weight_bytes,
                co.mlp_weight_bytes, co.lm_head_bytes, co.linear_flops, co.kv_bytes_per_ctx,
                co.attn_flops_per_ctx, bw, bw_frac, roof, co.weight_bytes / dec_med / (bw * 1e9),
                (t_bytes > t_flops ? t_bytes : t_flops) / long_med, t_bytes, t_flops, rss_mib, load_start,

@@ -583,13 +583,24 @@ static numla_status attention_absorbed(numla_model *m, const numla_layer_weights
     return NUMLA_STATUS_OK;
 }
 
-/* Sequences of the step that take the expanded form (see numla_prefill_form). */
-static int expand_seq(const numla_model *m, int32_t n)
+/* Does a sequence with n new tokens and L keys after the step take the expanded form? (see
+ * numla_prefill_form). AUTO compares the two forms' extra work: the expanded form runs kv_b
+ * over the P = L - n prefix rows the absorbed form never expands, and saves a fixed time per
+ * causal (query, key) pair; it wins when pairs > P · NUMLA_MODEL_EXPAND_PAIRS_PER_ROW. */
+static int expand_seq(const numla_model *m, int32_t n, int32_t L)
 {
+    if (n < 2) /* decode rows stay absorbed */
+        return 0;
     switch (m->prefill_form) {
     case NUMLA_PREFILL_FORM_ABSORBED: return 0;
-    case NUMLA_PREFILL_FORM_EXPANDED: return n > 1;
-    default: return n >= NUMLA_MODEL_EXPAND_MIN_TOKENS;
+    case NUMLA_PREFILL_FORM_EXPANDED: return 1;
+    default: {
+        if (m->isa < NUMLA_ISA_AVX512) /* mha_prefill has no vector variant below AVX-512 */
+            return 0;
+        const int64_t P = (int64_t)L - n;
+        const int64_t pairs = (int64_t)n * P + (int64_t)n * (n + 1) / 2;
+        return pairs > P * (int64_t)NUMLA_MODEL_EXPAND_PAIRS_PER_ROW;
+    }
     }
 }
 
@@ -597,7 +608,7 @@ static int32_t expanded_seqs(const numla_model *m, const numla_step *st)
 {
     int32_t k = 0;
     for (int32_t b = 0; b < st->num_seqs; b++)
-        k += expand_seq(m, st->query_start_loc[b + 1] - st->query_start_loc[b]);
+        k += expand_seq(m, st->query_start_loc[b + 1] - st->query_start_loc[b], st->seq_lens[b]);
     return k;
 }
 
@@ -619,7 +630,7 @@ static numla_status attention_expanded(numla_model *m, const numla_layer_weights
     int64_t K = 0, Te = 0;
     for (int64_t b = 0; b < B; b++) {
         int32_t n = st->query_start_loc[b + 1] - st->query_start_loc[b];
-        if (expand_seq(m, n)) {
+        if (expand_seq(m, n, st->seq_lens[b])) {
             K += st->seq_lens[b];
             Te += n;
         }
@@ -651,7 +662,7 @@ static numla_status attention_expanded(numla_model *m, const numla_layer_weights
     int32_t ne = 0, k0 = 0;
     for (int32_t b = 0; b < (int32_t)B; b++) {
         int32_t n = st->query_start_loc[b + 1] - st->query_start_loc[b];
-        if (!expand_seq(m, n))
+        if (!expand_seq(m, n, st->seq_lens[b]))
             continue;
         q_start[ne] = st->query_start_loc[b];
         q_len[ne] = n;
@@ -667,7 +678,7 @@ static numla_status attention_expanded(numla_model *m, const numla_layer_weights
     const int32_t bs = cache->block_size;
     for (int32_t e = 0, b = 0; b < (int32_t)B; b++) {
         int32_t n = st->query_start_loc[b + 1] - st->query_start_loc[b];
-        if (!expand_seq(m, n))
+        if (!expand_seq(m, n, st->seq_lens[b]))
             continue;
         const int32_t L = st->seq_lens[b], P = L - n;
         const int32_t *table = st->block_tables + (int64_t)b * st->max_blocks_per_seq;

@@ -57,8 +57,8 @@ typedef void (*numla_model_layer_hook)(void *ctx, int32_t layer, const float *h,
 typedef numla_status (*numla_model_reduce_fn)(void *ctx, float *buf, int64_t count);
 
 /* Which MLA form prefill chunks use (DESIGN.md §5; docs/prefill.md). Decode rows (one new
- * token) are always absorbed. AUTO: expanded for sequences with at least
- * NUMLA_MODEL_EXPAND_MIN_TOKENS new tokens, the crossover measured in docs/prefill.md.
+ * token) are always absorbed. AUTO: per sequence, by NUMLA_MODEL_EXPAND_PAIRS_PER_ROW below,
+ * the crossover measured in docs/prefill.md.
  * EXPANDED: every sequence with more than one new token. Set from NUMLA_PREFILL_FORM
  * (auto|absorbed|expanded) at numla_model_create. */
 typedef enum numla_prefill_form {
@@ -157,9 +157,13 @@ typedef struct numla_model {
 } numla_model;
 
 enum { NUMLA_MODEL_NEW_BLOCK = 16, NUMLA_MODEL_PAR_ROWS = 64 };
-/* AUTO's crossover: a sequence with at least this many new tokens in a step is prefilled in the
- * expanded form (measured in docs/prefill.md; re-measure when the linear layers change). */
-enum { NUMLA_MODEL_EXPAND_MIN_TOKENS = 256 };
+/* AUTO's crossover (docs/prefill.md): the time kv_b_proj takes to expand one latent row,
+ * in units of the time the expanded attention saves per causal (query, key) pair over the
+ * absorbed one. A chunk of n new tokens over a prefix of P is expanded when its
+ * n·P + n(n+1)/2 pairs exceed P times this: always without a prefix, for n >~ this with a
+ * long one. Measured 205 on the dev machine (bf16 AVX-512 GEMM); re-measure when the linear
+ * layers or either attention kernel change (an AMX GEMM 5x faster would make it ~40). */
+enum { NUMLA_MODEL_EXPAND_PAIRS_PER_ROW = 200 };
 
 /* num_threads is informational: each step uses omp_get_max_threads() of the calling thread
  * (the team the kernels will open), so set the team size with omp_set_num_threads. */
