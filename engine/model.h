@@ -9,10 +9,12 @@
  * The caller (scheduler) owns the block tables and has reserved the blocks.
  *
  * Per layer: RMSNorm → MLA (q / q_lora, kv_a + norm, YaRN RoPE, write c' and rope(k_pe) to the
- * paged cache, absorbed attention through numla_mla_attn for decode and prefill alike: each
+ * paged cache; decode rows take the absorbed attention through numla_mla_attn: each
  * query attends to its sequence's cached prefix (non-causal, seq_lens - n_b rows) and, causally,
  * to the step's own new rows; the two parts are merged by LSE with numla_merge_attn_states, an
- * empty prefix having LSE -inf, so a prompt gives the same numbers however it is chunked) →
+ * empty prefix having LSE -inf, so a prompt gives the same numbers however it is chunked;
+ * prefill chunks take that form or the expanded one (kv_b-expanded k/v, numla_mha_prefill)
+ * per numla_prefill_form, docs/prefill.md) →
  * o_proj partial sum (+ residual on rank 0) → numla_model_reduce → RMSNorm → dense MLP or MoE
  * (+ shared experts) partial sum (+ residual on rank 0) → numla_model_reduce.
  * Logits are produced for the tokens listed in logit_rows, vocab slice of this rank.
