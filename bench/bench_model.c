@@ -36,7 +36,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: numla bench model --model DIR [--json] [--threads N] [--quick] "
-                    "[--no-bind] [--long-context L (16384; --quick 2048)]\n");
+                    "[--no-bind] [--long-context L (16384; --quick 2048)] [--prompt N (512)] [--chunk N (1024, long-context prefill)]\n");
 }
 
 typedef struct bm_seq {
@@ -127,7 +127,7 @@ static void bm_ranks(bm_ctx *x, const char *phase, int json, int size)
 static int bench_model_main(int argc, char **argv)
 {
     const char *model = NULL;
-    int threads = 0, json = 0, bind = 1, quick = 0, long_ctx = 0;
+    int threads = 0, json = 0, bind = 1, quick = 0, long_ctx = 0, prompt = 512, chunk = 1024;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--json"))
@@ -142,19 +142,22 @@ static int bench_model_main(int argc, char **argv)
             threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--long-context") && v)
             long_ctx = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--prompt") && v)
+            prompt = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--chunk") && v)
+            chunk = atoi(argv[++i]);
         else {
             usage();
             return 2;
         }
     }
-    if (!model || threads < 0 || long_ctx < 0) {
+    if (!model || threads < 0 || long_ctx < 0 || prompt < 1 || chunk < 1) {
         usage();
         return 2;
     }
     if (long_ctx == 0)
         long_ctx = quick ? 2048 : 16384;
-    const int prompt = 512, ndec = 128, nlong = quick ? 16 : 32, prefill_reps = quick ? 1 : 2;
-    const int chunk = 1024;
+    const int ndec = 128, nlong = quick ? 16 : 32, prefill_reps = quick ? 1 : 2;
 
     int inited = 0, we_inited = 0;
     MPI_Initialized(&inited);
@@ -224,16 +227,21 @@ static int bench_model_main(int argc, char **argv)
     double amx_peak = amx ? numla_bench_peak_amx_gflops(nth, 5) : 0;
 
     /* prefill: one step of the whole prompt (rewriting the same slots each repetition) */
-    double pf_best = 1e30, pf_lin_s = 0, pf_lin_fl = 0;
+    double pf_best = 1e30, pf_lin_s = 0, pf_lin_fl = 0, pf_attn_s = 0, pf_attn_k_s = 0;
     for (int r = 0; r < prefill_reps; r++) {
-        double ls0 = m->linear_s, lf0 = m->linear_flops;
+        double ls0 = m->linear_s, lf0 = m->linear_flops, as0 = m->attn_s, ak0 = m->attn_kernel_s;
         double t = bm_step(&x, &sa, 0, prompt);
         if (t < pf_best) {
             pf_best = t;
             pf_lin_s = m->linear_s - ls0;
             pf_lin_fl = m->linear_flops - lf0;
+            pf_attn_s = m->attn_s - as0;
+            pf_attn_k_s = m->attn_kernel_s - ak0;
         }
     }
+    const char *pf_form = m->prefill_form == NUMLA_PREFILL_FORM_ABSORBED   ? "absorbed"
+                          : m->prefill_form == NUMLA_PREFILL_FORM_EXPANDED ? "expanded"
+                          : prompt > 1 ? "auto (expanded: no prefix)" : "auto (absorbed)";
     /* decode 128 tokens at batch 1 after the prompt (1 warm-up step) */
     bm_step(&x, &sa, prompt, 1);
     if ((s = numla_engine_stats_reset_all(x.e)) != NUMLA_STATUS_OK)
@@ -252,10 +260,12 @@ static int bench_model_main(int argc, char **argv)
     bm_ranks(&x, "decode", json, size);
 
     /* long context: prefill in chunks (not timed as prefill), then decode */
+    const double la0 = m->attn_s, lk0 = m->attn_kernel_s;
     double long_pf = numla_bench_now();
     for (int at = 0; at < long_ctx; at += chunk)
         bm_step(&x, &sb, at, long_ctx - at < chunk ? long_ctx - at : chunk);
     long_pf = numla_bench_now() - long_pf;
+    const double long_pf_attn = m->attn_s - la0, long_pf_attn_k = m->attn_kernel_s - lk0;
     bm_step(&x, &sb, long_ctx, 1);
     if ((s = numla_engine_stats_reset_all(x.e)) != NUMLA_STATUS_OK)
         bm_die(&x, s);
@@ -295,12 +305,16 @@ static int bench_model_main(int argc, char **argv)
     if (json) {
         printf("{\"bench\": \"model\", \"model\": \"%s\", \"ranks\": %d, \"threads\": %d, "
                "\"omp_wait_policy\": \"%s\", \"quick\": %s, \"long_context\": %d, "
-               "\"prefill_tokens\": %d, \"prefill_tok_s\": %.3f, \"prefill_linear_gflops\": %.2f, "
+               "\"prefill_tokens\": %d, \"prefill_form\": \"%s\", \"prefill_s\": %.4f, "
+               "\"prefill_attn_s\": %.4f, \"prefill_attn_kernel_s\": %.4f, "
+               "\"prefill_tok_s\": %.3f, \"prefill_linear_gflops\": %.2f, "
                "\"peak_gflops\": %.2f, \"amx_peak_gflops\": %.2f, \"prefill_peak_frac\": %.4f, "
                "\"prefill_avx512_peak_frac\": %.4f, \"decode_tokens\": %d, "
                "\"decode_tok_s\": %.3f, \"decode_median_ms\": %.3f, \"decode_16k_tokens\": %d, "
                "\"decode_16k_tok_s\": %.3f, \"decode_16k_median_ms\": %.3f, "
-               "\"long_prefill_s\": %.2f, \"active_weight_bytes\": %.0f, "
+               "\"long_prefill_s\": %.2f, \"long_prefill_chunk\": %d, "
+               "\"long_prefill_attn_s\": %.3f, \"long_prefill_attn_kernel_s\": %.3f, "
+               "\"active_weight_bytes\": %.0f, "
                "\"attn_weight_bytes\": %.0f, \"mlp_weight_bytes\": %.0f, "
                "\"lm_head_bytes\": %.0f, \"linear_flops_per_token\": %.0f, "
                "\"kv_bytes_per_ctx\": %.0f, \"attn_flops_per_ctx\": %.0f, \"read_gbps\": %.3f, "
@@ -309,9 +323,12 @@ static int bench_model_main(int argc, char **argv)
                "\"decode_16k_bytes_s\": %.6f, \"decode_16k_flops_s\": %.6f, "
                "\"peak_rss_mib\": %.1f, \"load1_start\": %.2f, \"load1_decode\": %.2f, "
                "\"load1_end\": %.2f}\n",
-               model, size, nth, wp, quick ? "true" : "false", long_ctx, prompt, pf_tok_s,
-               pf_lin_gf, peak, amx_peak, pf_lin_gf / pf_peak, pf_lin_gf / peak, ndec, dec_tok_s, 1e3 * dec_med, nlong,
-               long_tok_s, 1e3 * long_med, long_pf, co.weight_bytes, co.attn_weight_bytes,
+               model, size, nth, wp, quick ? "true" : "false", long_ctx, prompt, pf_form, pf_best,
+               pf_attn_s, pf_attn_k_s, pf_tok_s,
+               pf_lin_gf, peak, amx_peak, pf_lin_gf / pf_peak, pf_lin_gf / peak, ndec, dec_tok_s,
+               1e3 * dec_med, nlong,
+               long_tok_s, 1e3 * long_med, long_pf, chunk, long_pf_attn, long_pf_attn_k,
+               co.weight_bytes, co.attn_weight_bytes,
                co.mlp_weight_bytes, co.lm_head_bytes, co.linear_flops, co.kv_bytes_per_ctx,
                co.attn_flops_per_ctx, bw, bw_frac, roof, co.weight_bytes / dec_med / (bw * 1e9),
                (t_bytes > t_flops ? t_bytes : t_flops) / long_med, t_bytes, t_flops, rss_mib, load_start,
@@ -322,6 +339,8 @@ static int bench_model_main(int argc, char **argv)
                "step in linear)\n", prompt, pf_tok_s, pf_lin_gf, pf_lin_gf / pf_peak,
                amx ? "AMX tile" : "bf16", pf_peak, pf_lin_gf / peak, peak,
                100.0 * pf_lin_s / pf_best);
+        printf("  prefill form %s: step %.3f s, attention (form-specific part) %.3f s, of which "
+               "attention kernels %.3f s\n", pf_form, pf_best, pf_attn_s, pf_attn_k_s);
         printf("  decode batch 1, %d tokens after %d: %.2f tok/s (median %.2f ms); active "
                "weights %.1f MB/token (attn %.1f, mlp %.1f, lm_head+embed %.1f); read %.2f GB/s "
                "-> decode_bw_frac %.3f\n", ndec, prompt, dec_tok_s, 1e3 * dec_med,

@@ -11,6 +11,7 @@
 #include "kernels/kv_write.h"
 #include "kernels/linear.h"
 #include "kernels/merge_attn.h"
+#include "kernels/mha_prefill.h"
 #include "kernels/mla_attn.h"
 
 /* q_a_layernorm and kv_a_layernorm use eps 1e-6 whatever rms_norm_eps says: both DeepSeek's
@@ -188,6 +189,13 @@ void numla_model_destroy(numla_model **pm)
     free(m->new_tables);
     free(m->pre_lens);
     free(m->new_lens);
+    free(m->xp_lat);
+    free(m->xp_kv);
+    free(m->xp_k);
+    free(m->xp_v);
+    free(m->xp_q);
+    free(m->xp_seq);
+    free(m->xp_ws);
     free(m);
     *pm = NULL;
 }
@@ -204,6 +212,16 @@ numla_status numla_model_create(const numla_model_weights *w, numla_isa isa, int
     m->isa = isa;
     m->num_threads = num_threads > 0 ? num_threads : 1;
     m->single_thread_below_bytes = NUMLA_MODEL_SMALL_WEIGHT_BYTES;
+    const char *form = getenv("NUMLA_PREFILL_FORM");
+    if (form && strcmp(form, "absorbed") == 0)
+        m->prefill_form = NUMLA_PREFILL_FORM_ABSORBED;
+    else if (form && strcmp(form, "expanded") == 0)
+        m->prefill_form = NUMLA_PREFILL_FORM_EXPANDED;
+    else if (form && *form && strcmp(form, "auto") != 0) {
+        free(m);
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "model: NUMLA_PREFILL_FORM=%s (expected auto, absorbed or expanded)", form);
+    }
     m->ex_count = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_count);
     m->ex_cursor = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_cursor);
     m->ex_act = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_act);
@@ -465,12 +483,18 @@ static numla_status mlp(numla_model *m, const numla_mlp_weights *w, int64_t M, c
     return NUMLA_STATUS_OK;
 }
 
+static numla_status attention_absorbed(numla_model *m, const numla_layer_weights *lw,
+                                       int32_t layer, numla_kv_cache *cache, const numla_step *st);
+static numla_status attention_expanded(numla_model *m, const numla_layer_weights *lw,
+                                       int32_t layer, numla_kv_cache *cache, const numla_step *st);
+static int32_t expanded_seqs(const numla_model *m, const numla_step *st);
+
 static numla_status attention(numla_model *m, const numla_layer_weights *lw, int32_t layer,
                               numla_kv_cache *cache, const numla_step *st)
 {
     const numla_model_config *c = &m->cfg;
     const int64_t T = st->num_tokens, hid = c->hidden_size;
-    const int64_t Hr = m->w->shard.head_count, qhd = c->q_head_dim, nope = c->qk_nope_head_dim;
+    const int64_t Hr = m->w->shard.head_count, qhd = c->q_head_dim;
     const int64_t dc = c->kv_lora_rank, dr = c->qk_rope_head_dim, vd = c->v_head_dim;
     const int64_t qw = Hr * qhd, aw = dc + dr;
 
@@ -500,6 +524,32 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
         .num_blocks = cache->num_blocks, .block_size = cache->block_size,
     };
     NUMLA_CHECK(numla_concat_and_cache_mla(m->isa, &kw));
+
+    /* Decode rows always take the absorbed form; prefill chunks the form m->prefill_form picks
+     * (a mixed step runs the absorbed form over every row, then the expanded sequences'
+     * rows are overwritten). */
+    const int32_t nexp = expanded_seqs(m, st);
+    double ta = omp_get_wtime();
+    if (nexp < st->num_seqs)
+        NUMLA_CHECK(attention_absorbed(m, lw, layer, cache, st));
+    if (nexp > 0)
+        NUMLA_CHECK(attention_expanded(m, lw, layer, cache, st));
+    m->attn_s += omp_get_wtime() - ta;
+
+    /* h (+)= W_o · concat(o_h) */
+    NUMLA_CHECK(lin(m, &lw->o_proj, T, m->o, Hr * vd, m->h, hid, 1));
+    return NUMLA_STATUS_OK;
+}
+
+/* Absorbed form (DESIGN.md §5) over every row of the step: writes m->o (T, H_r · v). */
+static numla_status attention_absorbed(numla_model *m, const numla_layer_weights *lw,
+                                       int32_t layer, numla_kv_cache *cache, const numla_step *st)
+{
+    const numla_model_config *c = &m->cfg;
+    const int64_t T = st->num_tokens;
+    const int64_t Hr = m->w->shard.head_count, qhd = c->q_head_dim, nope = c->qk_nope_head_dim;
+    const int64_t dc = c->kv_lora_rank, dr = c->qk_rope_head_dim, vd = c->v_head_dim;
+    const int64_t qw = Hr * qhd, aw = dc + dr;
 
     /* Absorbed queries: q̃_h = W_UK,hᵀ q_nope,h, then rope(q_pe,h). */
     NUMLA_CHECK(per_head(m, lw->uk_t, Hr, T, m->q, qw, qhd, m->qabs, Hr * aw, aw));
@@ -560,14 +610,178 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
         if (!m->attn_ws)
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the attention workspace");
     }
+    double tk = omp_get_wtime();
     NUMLA_CHECK(numla_mla_attn(m->isa, &pre, m->attn_ws, m->attn_ws_bytes));
     NUMLA_CHECK(numla_mla_attn(m->isa, &cur, m->attn_ws, m->attn_ws_bytes));
     NUMLA_CHECK(numla_merge_attn_states(m->isa, T * Hr, (int32_t)dc, m->ctx, NULL, m->ctx,
                                         m->lse_pre, m->ctx2, m->lse_new));
+    m->attn_kernel_s += omp_get_wtime() - tk;
 
-    /* o_h = W_UV,h · ctx_h; then h (+)= W_o · concat(o_h) */
+    /* o_h = W_UV,h · ctx_h */
     NUMLA_CHECK(per_head(m, lw->uv, Hr, T, m->ctx, Hr * dc, dc, m->o, Hr * vd, vd));
-    NUMLA_CHECK(lin(m, &lw->o_proj, T, m->o, Hr * vd, m->h, hid, 1));
+    return NUMLA_STATUS_OK;
+}
+
+/* Does a sequence with n new tokens and L keys after the step take the expanded form? (see
+ * numla_prefill_form). AUTO compares the two forms' extra work: the expanded form runs kv_b
+ * over the P = L - n prefix rows the absorbed form never expands, and saves a fixed time per
+ * causal (query, key) pair; it wins when pairs > P · NUMLA_MODEL_EXPAND_PAIRS_PER_ROW. */
+static int expand_seq(const numla_model *m, int32_t n, int32_t L)
+{
+    if (n < 2) /* decode rows stay absorbed */
+        return 0;
+    switch (m->prefill_form) {
+    case NUMLA_PREFILL_FORM_ABSORBED: return 0;
+    case NUMLA_PREFILL_FORM_EXPANDED: return 1;
+    default: {
+        if (m->isa < NUMLA_ISA_AVX512) /* mha_prefill has no vector variant below AVX-512 */
+            return 0;
+        const int64_t P = (int64_t)L - n;
+        const int64_t pairs = (int64_t)n * P + (int64_t)n * (n + 1) / 2;
+        return pairs > P * (int64_t)NUMLA_MODEL_EXPAND_PAIRS_PER_ROW;
+    }
+    }
+}
+
+static int32_t expanded_seqs(const numla_model *m, const numla_step *st)
+{
+    int32_t k = 0;
+    for (int32_t b = 0; b < st->num_seqs; b++)
+        k += expand_seq(m, st->query_start_loc[b + 1] - st->query_start_loc[b], st->seq_lens[b]);
+    return k;
+}
+
+/* Expanded form (DESIGN.md §5) for the sequences expand_seq() picks: every key row of such a
+ * sequence (cached prefix and this step's rows, read back from the paged cache so the numbers
+ * match the absorbed form's) is expanded by kv_b_proj into per-head [k_nope | v] in one GEMM,
+ * k = [k_nope | rope(k_pe)], q = [q_nope | rope(q_pe)], and numla_mha_prefill writes the
+ * sequences' rows of m->o (T, H_r · v) directly. */
+static numla_status attention_expanded(numla_model *m, const numla_layer_weights *lw,
+                                       int32_t layer, numla_kv_cache *cache, const numla_step *st)
+{
+    const numla_model_config *c = &m->cfg;
+    const int64_t T = st->num_tokens, B = st->num_seqs;
+    const int64_t Hr = m->w->shard.head_count, qhd = c->q_head_dim, nope = c->qk_nope_head_dim;
+    const int64_t dc = c->kv_lora_rank, dr = c->qk_rope_head_dim, vd = c->v_head_dim;
+    const int64_t aw = dc + dr, kvw = Hr * (nope + vd);
+    if (Hr == 0)
+        return NUMLA_STATUS_OK;
+    int64_t K = 0, Te = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int32_t n = st->query_start_loc[b + 1] - st->query_start_loc[b];
+        if (expand_seq(m, n, st->seq_lens[b])) {
+            K += st->seq_lens[b];
+            Te += n;
+        }
+    }
+    int ok = 1;
+    if (K > m->xp_cap_keys) {
+        int64_t cap = K > 2 * m->xp_cap_keys ? K : 2 * m->xp_cap_keys;
+        ok &= grow((void **)&m->xp_lat, (size_t)(cap * aw) * 4);
+        ok &= grow((void **)&m->xp_kv, (size_t)(cap * kvw) * 4);
+        ok &= grow((void **)&m->xp_k, (size_t)(cap * Hr * qhd) * 4);
+        ok &= grow((void **)&m->xp_v, (size_t)(cap * Hr * vd) * 4);
+        if (ok)
+            m->xp_cap_keys = cap;
+    }
+    if (ok && T > m->xp_cap_tokens) {
+        ok &= grow((void **)&m->xp_q, (size_t)(T * Hr * qhd) * 4);
+        if (ok)
+            m->xp_cap_tokens = T;
+    }
+    if (ok && B > m->xp_cap_seqs) {
+        ok &= grow((void **)&m->xp_seq, (size_t)(4 * B) * 4);
+        if (ok)
+            m->xp_cap_seqs = B;
+    }
+    if (!ok)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the expanded attention of %lld "
+                   "key rows", (long long)K);
+    int32_t *q_start = m->xp_seq, *q_len = q_start + B, *k_start = q_len + B, *prefix = k_start + B;
+    int32_t ne = 0, k0 = 0;
+    for (int32_t b = 0; b < (int32_t)B; b++) {
+        int32_t n = st->query_start_loc[b + 1] - st->query_start_loc[b];
+        if (!expand_seq(m, n, st->seq_lens[b]))
+            continue;
+        q_start[ne] = st->query_start_loc[b];
+        q_len[ne] = n;
+        k_start[ne] = k0;
+        prefix[ne] = st->seq_lens[b] - n;
+        k0 += st->seq_lens[b];
+        ne++;
+    }
+    /* latent rows: the prefix through the block table, the new rows through their slots (a
+     * padding slot was never written: zeros, as in the absorbed form) */
+    const char *layer_kv = numla_kv_cache_layer(cache, layer);
+    const numla_dtype kdt = cache->dtype;
+    const int32_t bs = cache->block_size;
+    for (int32_t e = 0, b = 0; b < (int32_t)B; b++) {
+        int32_t n = st->query_start_loc[b + 1] - st->query_start_loc[b];
+        if (!expand_seq(m, n, st->seq_lens[b]))
+            continue;
+        const int32_t L = st->seq_lens[b], P = L - n;
+        const int32_t *table = st->block_tables + (int64_t)b * st->max_blocks_per_seq;
+        float *lat = m->xp_lat + (int64_t)k_start[e] * aw;
+#pragma omp parallel for num_threads(m->num_threads) schedule(static) if (L > 64)
+        for (int32_t t = 0; t < L; t++) {
+            int64_t slot = t < P ? (int64_t)table[t / bs] * bs + t % bs
+                                 : st->slots[st->query_start_loc[b] + (t - P)];
+            float *dst = lat + (int64_t)t * aw;
+            if (slot < 0) {
+                memset(dst, 0, (size_t)aw * sizeof *dst);
+                continue;
+            }
+            const char *row = layer_kv + (size_t)slot * (size_t)aw * numla_dtype_size(kdt);
+            for (int64_t d = 0; d < aw; d++)
+                dst[d] = numla_load_f32(row, kdt, (size_t)d);
+        }
+        e++;
+    }
+    /* [k_nope | v] per head for every key row: one GEMM (K, Dc) x (Dc, H_r · (nope + v)) */
+    NUMLA_CHECK(lin(m, &lw->kv_b, K, m->xp_lat, aw, m->xp_kv, kvw, 0));
+    const int64_t qhw = Hr * qhd, vw = Hr * vd;
+#pragma omp parallel for num_threads(m->num_threads) schedule(static) if (K > 64)
+    for (int64_t r = 0; r < K; r++)
+        for (int64_t h = 0; h < Hr; h++) {
+            const float *src = m->xp_kv + r * kvw + h * (nope + vd);
+            float *kd = m->xp_k + r * qhw + h * qhd;
+            memcpy(kd, src, (size_t)nope * sizeof *kd);
+            memcpy(kd + nope, m->xp_lat + r * aw + dc, (size_t)dr * sizeof *kd);
+            memcpy(m->xp_v + r * vw + h * vd, src + nope, (size_t)vd * sizeof *kd);
+        }
+    /* q = [q_nope | rope(q_pe)] for the expanded sequences' rows */
+    const int64_t qw = Hr * qhd;
+    for (int32_t e = 0; e < ne; e++) {
+#pragma omp parallel for num_threads(m->num_threads) schedule(static) if (q_len[e] > 16)
+        for (int32_t i = 0; i < q_len[e]; i++) {
+            const int64_t t = (int64_t)q_start[e] + i;
+            for (int64_t h = 0; h < Hr; h++) {
+                const float *src = m->q + t * qw + h * qhd;
+                float *qd = m->xp_q + t * qhw + h * qhd;
+                memcpy(qd, src, (size_t)nope * sizeof *qd);
+                numla_rope_apply(qd + nope, src + nope, m->cos_sin + t * dr, dr);
+            }
+        }
+    }
+    numla_mha_prefill_args a = {
+        .num_seqs = ne, .num_heads = (int32_t)Hr, .qk_dim = (int32_t)qhd, .v_dim = (int32_t)vd,
+        .q_start = q_start, .q_len = q_len, .k_start = k_start, .prefix = prefix,
+        .scale = (float)c->softmax_scale,
+        .q = m->xp_q, .q_stride = qhw, .k = m->xp_k, .k_stride = qhw,
+        .v = m->xp_v, .v_stride = vw, .out = m->o, .out_stride = vw, .lse = NULL,
+    };
+    size_t need = numla_mha_prefill_workspace_size(m->isa, &a, omp_get_max_threads());
+    if (need > m->xp_ws_bytes) {
+        free(m->xp_ws);
+        m->xp_ws = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        m->xp_ws_bytes = m->xp_ws ? need : 0;
+        if (!m->xp_ws)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the mha_prefill workspace");
+    }
+    double tk = omp_get_wtime();
+    NUMLA_CHECK(numla_mha_prefill(m->isa, &a, m->xp_ws, m->xp_ws_bytes));
+    m->attn_kernel_s += omp_get_wtime() - tk;
+    m->expanded_tokens += Te;
     return NUMLA_STATUS_OK;
 }
 

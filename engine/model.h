@@ -9,10 +9,12 @@
  * The caller (scheduler) owns the block tables and has reserved the blocks.
  *
  * Per layer: RMSNorm → MLA (q / q_lora, kv_a + norm, YaRN RoPE, write c' and rope(k_pe) to the
- * paged cache, absorbed attention through numla_mla_attn for decode and prefill alike: each
+ * paged cache; decode rows take the absorbed attention through numla_mla_attn: each
  * query attends to its sequence's cached prefix (non-causal, seq_lens - n_b rows) and, causally,
  * to the step's own new rows; the two parts are merged by LSE with numla_merge_attn_states, an
- * empty prefix having LSE -inf, so a prompt gives the same numbers however it is chunked) →
+ * empty prefix having LSE -inf, so a prompt gives the same numbers however it is chunked;
+ * prefill chunks take that form or the expanded one (kv_b-expanded k/v, numla_mha_prefill)
+ * per numla_prefill_form, docs/prefill.md) →
  * o_proj partial sum (+ residual on rank 0) → numla_model_reduce → RMSNorm → dense MLP or MoE
  * (+ shared experts) partial sum (+ residual on rank 0) → numla_model_reduce.
  * Logits are produced for the tokens listed in logit_rows, vocab slice of this rank.
@@ -55,6 +57,17 @@ typedef void (*numla_model_layer_hook)(void *ctx, int32_t layer, const float *h,
  * result on every rank. Set by whoever owns the communicator (comm/ with MPI; tests use an
  * in-process version). Collective. */
 typedef numla_status (*numla_model_reduce_fn)(void *ctx, float *buf, int64_t count);
+
+/* Which MLA form prefill chunks use (DESIGN.md §5; docs/prefill.md). Decode rows (one new
+ * token) are always absorbed. AUTO: per sequence, by NUMLA_MODEL_EXPAND_PAIRS_PER_ROW below,
+ * the crossover measured in docs/prefill.md.
+ * EXPANDED: every sequence with more than one new token. Set from NUMLA_PREFILL_FORM
+ * (auto|absorbed|expanded) at numla_model_create. */
+typedef enum numla_prefill_form {
+    NUMLA_PREFILL_FORM_AUTO = 0,
+    NUMLA_PREFILL_FORM_ABSORBED,
+    NUMLA_PREFILL_FORM_EXPANDED,
+} numla_prefill_form;
 
 typedef struct numla_model {
     const numla_model_weights *w;   /* not owned */
@@ -125,12 +138,29 @@ typedef struct numla_model {
     int32_t *pre_lens;   /* (B) cached prefix = seq_lens - n_b */
     int32_t *new_lens;   /* (B) n_b */
     int64_t cap_seqs, cap_new_tables;
+    /* expanded prefill (model.c attention_expanded), grown per step for K key rows */
+    numla_prefill_form prefill_form;
+    int64_t xp_cap_keys, xp_cap_tokens, xp_cap_seqs;
+    float *xp_lat;     /* (K, Dc + Dr) latent rows of the expanded sequences, f32 */
+    float *xp_kv;      /* (K, H_r · (nope + v_head_dim)) kv_b_proj · c' */
+    float *xp_k;       /* (K, H_r, q_head_dim) [k_nope | rope(k_pe)] */
+    float *xp_v;       /* (K, H_r, v_head_dim) */
+    float *xp_q;       /* (T, H_r, q_head_dim) [q_nope | rope(q_pe)] */
+    int32_t *xp_seq;   /* (4, B) q_start, q_len, k_start, prefix of the expanded sequences */
+    void *xp_ws;       /* mha_prefill workspace */
+    size_t xp_ws_bytes;
     /* multi-rank counters (the allreduce itself is m->reduce, set by engine/engine.c) */
     double reduce_s;          /* wall time spent in numla_model_reduce (cumulative) */
     int64_t reduces;          /* numla_model_reduce calls with nranks > 1 */
     /* linear layers (numla_linear_forward calls), cumulative, for numla bench model */
     double linear_s;          /* wall time */
     double linear_flops;      /* 2 · M · N · K summed */
+    /* attention, cumulative, for numla bench model: the form-specific part (absorbed: W_UKᵀ q,
+     * the two mla_attn calls, merge, W_UV; expanded: latent gather, kv_b expansion, q/k/v
+     * packing, mha_prefill) and within it the attention kernels alone */
+    double attn_s;
+    double attn_kernel_s;
+    int64_t expanded_tokens;  /* new tokens that went through the expanded form */
 } numla_model;
 
 /* NEW_BLOCK: rows per block of the in-step attention copy. PAR_ROWS: at most this many
@@ -139,6 +169,13 @@ typedef struct numla_model {
  * rows) each expert uses the whole team. PER_THREAD_ROWS: steps of at most this many tokens
  * run the per-head products and the shared experts one call per thread. */
 enum { NUMLA_MODEL_NEW_BLOCK = 16, NUMLA_MODEL_PAR_ROWS = 1024, NUMLA_MODEL_PER_THREAD_ROWS = 64 };
+/* AUTO's crossover (docs/prefill.md): the time kv_b_proj takes to expand one latent row,
+ * in units of the time the expanded attention saves per causal (query, key) pair over the
+ * absorbed one. A chunk of n new tokens over a prefix of P is expanded when its
+ * n·P + n(n+1)/2 pairs exceed P times this: always without a prefix, for n >~ this with a
+ * long one. Measured 205 on the dev machine (bf16 AVX-512 GEMM); re-measure when the linear
+ * layers or either attention kernel change (an AMX GEMM 5x faster would make it ~40). */
+enum { NUMLA_MODEL_EXPAND_PAIRS_PER_ROW = 200 };
 
 /* num_threads is informational: each step uses omp_get_max_threads() of the calling thread
  * (the team the kernels will open), so set the team size with omp_set_num_threads. */

@@ -233,6 +233,15 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
                           dc + dr, 0, hid, &lw->kv_a_proj));
     NUMLA_CHECK(ld_norm(L, NAME("self_attn.kv_a_layernorm.weight"), dc, &lw->kv_a_norm));
     NUMLA_CHECK(ld_kv_b(L, NAME("self_attn.kv_b_proj.weight"), sh, lw));
+    {
+        /* The same rows once more, whole, for the expanded prefill form (engine/model.c); not
+         * counted again in loaded_bytes. */
+        const int64_t hw = c->qk_nope_head_dim + c->v_head_dim;
+        const size_t before = L->loaded;
+        NUMLA_CHECK(ld_linear(L, NAME("self_attn.kv_b_proj.weight"), H * hw, dc,
+                              sh->head_begin * hw, sh->head_count * hw, 0, dc, &lw->kv_b));
+        L->loaded = before;
+    }
     NUMLA_CHECK(ld_linear(L, NAME("self_attn.o_proj.weight"), hid, H * c->v_head_dim, 0, hid,
                           h0 * c->v_head_dim, nh * c->v_head_dim, &lw->o_proj));
 

@@ -67,6 +67,8 @@ typedef struct numla_layer_weights {
     float *kv_a_norm;               /* (Dc) */
     numla_linear_weight *uk_t;      /* [H_r] each (Dc, nope) = W_UK,hᵀ */
     numla_linear_weight *uv;        /* [H_r] each (v_head_dim, Dc) = W_UV,h */
+    numla_linear_weight kv_b;       /* (H_r · (nope + v_head_dim), Dc): the owned heads' kv_b_proj
+                                     * rows, for the expanded prefill form ([k_nope | v] per head) */
     numla_linear_weight o_proj;     /* (hidden, H_r · v_head_dim): the owned heads' columns */
 
     /* MLP: dense layers use `dense`; MoE layers the rest */

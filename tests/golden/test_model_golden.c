@@ -354,6 +354,7 @@ typedef struct golden_cfg {
     int debug;
     int greedy;  /* run the 16-token greedy comparison (decode-heavy: only where it adds) */
     const char *what;
+    numla_prefill_form form; /* 0 (auto): the model's default, which NUMLA_PREFILL_FORM sets */
 } golden_cfg;
 
 static void run_cfg(const char *model, golden *g, const golden_cfg *gc)
@@ -364,6 +365,8 @@ static void run_cfg(const char *model, golden *g, const golden_cfg *gc)
         return;
     }
     e.m->exact_activations = gc->exact;
+    if (gc->form != NUMLA_PREFILL_FORM_AUTO)
+        e.m->prefill_form = gc->form;
     e.m->single_thread_below_bytes = 0; /* exercise the threaded path on these tiny models */
     if (gc->debug) {
         NUMLA_ASSERT_MSG(fabs(e.cfg.softmax_scale - g->softmax_scale) < 1e-7,
@@ -425,6 +428,12 @@ static void run_cfg(const char *model, golden *g, const golden_cfg *gc)
         free(full);
         free(split);
     }
+    if (gc->form == NUMLA_PREFILL_FORM_EXPANDED)
+        NUMLA_ASSERT_MSG(e.m->expanded_tokens > 0, "%s %s: no token took the expanded form",
+                         model, gc->what);
+    if (gc->form == NUMLA_PREFILL_FORM_ABSORBED)
+        NUMLA_ASSERT_MSG(e.m->expanded_tokens == 0, "%s %s: %lld tokens took the expanded form",
+                         model, gc->what, (long long)e.m->expanded_tokens);
     fprintf(stderr, "\n    golden %-6s %-34s: logits max abs err %.3g (tol %.3g), "
                     "decode-vs-prefill %.3g, greedy tokens compared %d",
             model, gc->what, worst, gc->tol, worst_split, greedy_cmp);
@@ -440,16 +449,28 @@ static void check_model(const char *model)
     int nisa = numla_test_isas(isas);
     numla_isa best = isas[nisa - 1];
     const golden_cfg cfgs[] = {
-        {0, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 1, 1, "fp32 weights, best isa, f32 kv"},
-        {0, NUMLA_ISA_REF, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 0, "fp32 weights, ref isa, f32 kv"},
-        {1, best, 1, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 1, "bf16 weights, exact activations"},
+        {0, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 1, 1, "fp32 weights, best isa, f32 kv", NUMLA_PREFILL_FORM_AUTO},
+        {0, NUMLA_ISA_REF, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 0, "fp32 weights, ref isa, f32 kv", NUMLA_PREFILL_FORM_AUTO},
+        {1, best, 1, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 1, "bf16 weights, exact activations", NUMLA_PREFILL_FORM_AUTO},
         /* the default bf16 GEMM keeps fp32 activations (e2-linear d4229be); with
          * NUMLA_LINEAR_USE_DPBF16 (vdpbf16ps, bf16-rounded activations for M >= 16) prompts of
          * 16+ tokens moved logits by up to 8 on v3 (expert flips), so only shorter prompts are
          * held to the tolerance in that mode */
         {1, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, getenv("NUMLA_LINEAR_USE_DPBF16") ? 16 : 1 << 30, 0, 0,
-         "bf16 weights, default linear path"},
-        {0, best, 0, NUMLA_DTYPE_BF16, LOGIT_TOL_BF16KV, 1 << 30, 0, 1, "fp32 weights, bf16 kv"},
+         "bf16 weights, default linear path", NUMLA_PREFILL_FORM_AUTO},
+        {0, best, 0, NUMLA_DTYPE_BF16, LOGIT_TOL_BF16KV, 1 << 30, 0, 1, "fp32 weights, bf16 kv", NUMLA_PREFILL_FORM_AUTO},
+        /* the expanded prefill form (docs/prefill.md), forced for every multi-token chunk;
+         * the prefill-then-decode check then compares it with absorbed decode */
+        {0, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 0, "fp32 weights, expanded prefill",
+         NUMLA_PREFILL_FORM_EXPANDED},
+        {0, NUMLA_ISA_REF, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 0, "ref isa, expanded prefill",
+         NUMLA_PREFILL_FORM_EXPANDED},
+        {0, best, 0, NUMLA_DTYPE_BF16, LOGIT_TOL_BF16KV, 1 << 30, 0, 1, "bf16 kv, expanded prefill",
+         NUMLA_PREFILL_FORM_EXPANDED},
+        {1, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 0, "bf16 weights, expanded prefill",
+         NUMLA_PREFILL_FORM_EXPANDED},
+        {0, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 0, "fp32 weights, absorbed prefill",
+         NUMLA_PREFILL_FORM_ABSORBED},
     };
     for (int bf16 = 0; bf16 <= 1; bf16++) {
         golden g;

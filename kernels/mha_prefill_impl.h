@@ -1,0 +1,40 @@
+/* kernels/mha_prefill_impl.h — private to the mha_prefill family: the variant signature, the
+ * query/key blocking (one table for every variant) and the per-thread scratch layout. */
+#ifndef NUMLA_KERNELS_MHA_PREFILL_IMPL_H
+#define NUMLA_KERNELS_MHA_PREFILL_IMPL_H
+
+#include "kernels/mha_prefill.h"
+
+enum {
+    NUMLA_MHA_PREFILL_QB = 32, /* query rows per task (one task = sequence × head × QB rows) */
+    NUMLA_MHA_PREFILL_KB = 64, /* keys per online-softmax step */
+};
+
+/* Per-thread scratch floats: scores (QB × KB), output accumulator (QB × Dv), running max and
+ * sum (2 × QB). */
+static inline size_t numla_mha_prefill_thread_floats(const numla_mha_prefill_args *a)
+{
+    const size_t qb = NUMLA_MHA_PREFILL_QB, kb = NUMLA_MHA_PREFILL_KB;
+    return qb * kb + qb * (size_t)a->v_dim + 2 * qb + 16;
+}
+
+/* One key block of the dispatcher's packing: Kt (Dqk, KB) then V (KB, Dv). */
+static inline size_t numla_mha_prefill_kv_block_floats(const numla_mha_prefill_args *a)
+{
+    return (size_t)NUMLA_MHA_PREFILL_KB * ((size_t)a->qk_dim + (size_t)a->v_dim);
+}
+
+/* Queries [i0, i1) of sequence b, head h (i1 - i0 <= QB). scratch: thread_floats() floats,
+ * 64-byte aligned. kt: this (sequence, head)'s keys and values packed once by the dispatcher,
+ * blocks of KB keys of kv_block_floats() each: Kt (Dqk, KB) zero-padded past the last key
+ * (key j, dim d at d · KB + j % KB), then V (KB, Dv) rows (rows past the last key undefined).
+ * No OpenMP inside. */
+typedef void (*numla_mha_prefill_fn)(const numla_mha_prefill_args *a, int32_t b, int32_t h,
+                                     int32_t i0, int32_t i1, float *scratch, const float *kt);
+
+void numla_mha_prefill_ref(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0,
+                           int32_t i1, float *scratch, const float *kt);
+void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0,
+                              int32_t i1, float *scratch, const float *kt);
+
+#endif
