@@ -17,28 +17,13 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/x86/exp_avx512.h"
+
 #define QB NUMLA_MHA_PREFILL_QB
 #define KB NUMLA_MHA_PREFILL_KB
 #define DC 64 /* query/key dims per score pass: a 16 KiB slice of Kt */
 #define INLINE static inline __attribute__((always_inline))
 
-/* e^x for x <= 0 (x = -inf gives exactly 0): 2^n · poly(f), |f| <= ln2/2. */
-INLINE __m512 exp512(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(-127.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    f = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), f);
-    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
 
 /* S[r][0..KB) (+)= Σ_{d in [d0, d1)} q_r[d] · Kt[d][..] for R query rows (R <= 4). */
 INLINE void scores_rows(int R, const float *const *q, const float *Kt, int32_t d0, int32_t d1,
@@ -162,7 +147,7 @@ void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_
             const __m512 mv = _mm512_set1_ps(mnew);
             __m512 sum = _mm512_setzero_ps();
             for (int c = 0; c < 4; c++) {
-                __m512 p = exp512(_mm512_sub_ps(sv[c], mv));
+                __m512 p = numla_exp512(_mm512_sub_ps(sv[c], mv));
                 sum = _mm512_add_ps(sum, p);
                 _mm512_store_ps(s + 16 * c, p);
             }

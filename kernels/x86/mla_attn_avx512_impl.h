@@ -27,6 +27,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/x86/exp_avx512.h"
+
 #include "kernels/mla_attn_internal.h"
 #if NUMLA_MLA_BF16DOT
 #include "kernels/x86/mla_attn_amx.h"
@@ -52,23 +54,6 @@
 
 #define NUMLA_MLA_INLINE static inline __attribute__((always_inline))
 
-/* e^x for x <= 0 (x = -inf gives exactly 0). */
-NUMLA_MLA_INLINE __m512 numla_mla_exp512(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(-127.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    f = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), f);
-    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
 
 NUMLA_MLA_INLINE __m512 numla_mla_bf16x16(const uint16_t *p)
 {
@@ -422,12 +407,12 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
         __m512 muse = _mm512_mask_mov_ps(mnew, _mm512_cmp_ps_mask(mnew, _mm512_set1_ps(-INFINITY),
                                                                   _CMP_EQ_OQ),
                                          _mm512_setzero_ps());
-        __m512 cv = numla_mla_exp512(_mm512_sub_ps(mv, muse));
+        __m512 cv = numla_exp512(_mm512_sub_ps(mv, muse));
         int rescale = _mm512_cmp_ps_mask(cv, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ) != 0;
         _mm512_store_ps(corr, cv);
         __m512 psum = _mm512_setzero_ps();
         for (int64_t i = 0; i < nt; i++) {
-            __m512 p = numla_mla_exp512(_mm512_sub_ps(_mm512_load_ps(S + 16 * i), muse));
+            __m512 p = numla_exp512(_mm512_sub_ps(_mm512_load_ps(S + 16 * i), muse));
             _mm512_store_ps(S + 16 * i, p);
             psum = _mm512_add_ps(psum, p);
         }
