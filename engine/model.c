@@ -525,15 +525,16 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
     };
     NUMLA_CHECK(numla_concat_and_cache_mla(m->isa, &kw));
 
-    /* Decode rows always take the absorbed form; prefill chunks the form m->prefill_form picks
-     * (a mixed step runs the absorbed form over every row, then the expanded sequences'
-     * rows are overwritten). */
-    const int32_t nexp = expanded_seqs(m, st);
+    /* Decode rows always take the absorbed form; a step whose every sequence is a prefill
+     * chunk that m->prefill_form expands takes the expanded form. A mixed step runs absorbed
+     * over all its rows: the absorbed kernels cannot skip a sequence, so expanding part of it
+     * would add the expanded work on top of the absorbed work for the same rows. */
+    const int all_expanded = expanded_seqs(m, st) == st->num_seqs;
     double ta = omp_get_wtime();
-    if (nexp < st->num_seqs)
-        NUMLA_CHECK(attention_absorbed(m, lw, layer, cache, st));
-    if (nexp > 0)
+    if (all_expanded)
         NUMLA_CHECK(attention_expanded(m, lw, layer, cache, st));
+    else
+        NUMLA_CHECK(attention_absorbed(m, lw, layer, cache, st));
     m->attn_s += omp_get_wtime() - ta;
 
     /* h (+)= W_o · concat(o_h) */

@@ -59,9 +59,10 @@ typedef void (*numla_model_layer_hook)(void *ctx, int32_t layer, const float *h,
 typedef numla_status (*numla_model_reduce_fn)(void *ctx, float *buf, int64_t count);
 
 /* Which MLA form prefill chunks use (DESIGN.md §5; docs/prefill.md). Decode rows (one new
- * token) are always absorbed. AUTO: per sequence, by NUMLA_MODEL_EXPAND_PAIRS_PER_ROW below,
- * the crossover measured in docs/prefill.md.
- * EXPANDED: every sequence with more than one new token. Set from NUMLA_PREFILL_FORM
+ * token) are always absorbed, and so is every row of a step that has any (the absorbed
+ * kernels cannot skip a sequence). AUTO: per sequence, by NUMLA_MODEL_EXPAND_PAIRS_PER_ROW
+ * below, the crossover measured in docs/prefill.md; the step is expanded when every sequence
+ * is. EXPANDED: every sequence with more than one new token. Set from NUMLA_PREFILL_FORM
  * (auto|absorbed|expanded) at numla_model_create. */
 typedef enum numla_prefill_form {
     NUMLA_PREFILL_FORM_AUTO = 0,
