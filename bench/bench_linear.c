@@ -313,8 +313,8 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
      * vdpbf16ps GEMM called directly, so both prefill kernels are compared in the same run. */
     int nours = isa == NUMLA_ISA_AVX512BF16 && s->m > NUMLA_LINEAR_GEMV_MAX_M ? 2 : 1;
     /* and, where ours ran on AMX tiles, the AVX-512 FMA path it replaced (NUMLA_LINEAR_AMX=0) */
-    if (isa == NUMLA_ISA_AVX512BF16 && s->m >= NUMLA_LINEAR_AMX_MIN_M && s->k % 32 == 0 &&
-        numla_linear_amx_enabled())
+    const numla_linear_weight shape_only = {isa, s->n, s->k, NUMLA_DTYPE_BF16, NULL};
+    if (isa == NUMLA_ISA_AVX512BF16 && numla_linear_amx_applies(&shape_only, s->m))
         nours = 3;
     for (int o = 0; o < nours; o++) {
         cx.dp = o == 1;

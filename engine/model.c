@@ -377,21 +377,27 @@ static const numla_linear_weight *run_weight(const numla_model *m, const numla_l
     return tmp;
 }
 
+/* Grow a 64-byte aligned kernel workspace (*buf, *bytes) to at least need bytes; its old
+ * contents are not kept. what names it in the error. */
+static numla_status grow_workspace(void **buf, size_t *bytes, size_t need, const char *what)
+{
+    if (need <= *bytes)
+        return NUMLA_STATUS_OK;
+    free(*buf);
+    *buf = aligned_alloc(64, need ? (need + 63) & ~(size_t)63 : 64);
+    *bytes = *buf ? need : 0;
+    if (!*buf)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the %s (%zu bytes)", what, need);
+    return NUMLA_STATUS_OK;
+}
+
 /* Linear calls made one per thread inside our own parallel region (each then runs on its
  * thread alone): nth workspaces of `each` bytes (rounded to 64) in m->par_ws. */
 static numla_status par_workspace(numla_model *m, size_t each, int nth, size_t *stride)
 {
     *stride = (each + 63) & ~(size_t)63;
-    size_t need = *stride * (size_t)nth;
-    if (need > m->par_ws_bytes) {
-        free(m->par_ws);
-        m->par_ws = aligned_alloc(64, need ? need : 64);
-        m->par_ws_bytes = m->par_ws ? need : 0;
-        if (!m->par_ws)
-            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for %d linear workspaces of "
-                       "%zu bytes", nth, each);
-    }
-    return NUMLA_STATUS_OK;
+    return grow_workspace(&m->par_ws, &m->par_ws_bytes, *stride * (size_t)nth,
+                          "per-thread linear workspaces");
 }
 
 /* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */
@@ -402,14 +408,9 @@ static numla_status lin(numla_model *m, const numla_linear_weight *w, int64_t M,
         return NUMLA_STATUS_OK;
     numla_linear_weight exact;
     w = run_weight(m, w, &exact);
-    size_t need = numla_linear_workspace_size(w, M, m->num_threads);
-    if (need > m->lin_ws_bytes) {
-        free(m->lin_ws);
-        m->lin_ws = aligned_alloc(64, (need + 63) & ~(size_t)63);
-        m->lin_ws_bytes = m->lin_ws ? need : 0;
-        if (!m->lin_ws)
-            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the linear workspace");
-    }
+    NUMLA_CHECK(grow_workspace(&m->lin_ws, &m->lin_ws_bytes,
+                               numla_linear_workspace_size(w, M, m->num_threads),
+                               "linear workspace"));
     double t0 = omp_get_wtime();
     NUMLA_CHECK(numla_linear_forward(w, M, x, ldx, y, ldy, acc, m->lin_ws, m->lin_ws_bytes));
     m->linear_s += omp_get_wtime() - t0;
@@ -603,14 +604,8 @@ static numla_status attention_absorbed(numla_model *m, const numla_layer_weights
     cur.lse = m->lse_new;
     size_t need = numla_mla_attn_workspace_size(m->isa, &pre, m->num_threads);
     size_t need2 = numla_mla_attn_workspace_size(m->isa, &cur, m->num_threads);
-    need = need2 > need ? need2 : need;
-    if (need > m->attn_ws_bytes) {
-        free(m->attn_ws);
-        m->attn_ws = aligned_alloc(64, (need + 63) & ~(size_t)63);
-        m->attn_ws_bytes = m->attn_ws ? need : 0;
-        if (!m->attn_ws)
-            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the attention workspace");
-    }
+    NUMLA_CHECK(grow_workspace(&m->attn_ws, &m->attn_ws_bytes, need2 > need ? need2 : need,
+                               "attention workspace"));
     double tk = omp_get_wtime();
     NUMLA_CHECK(numla_mla_attn(m->isa, &pre, m->attn_ws, m->attn_ws_bytes));
     NUMLA_CHECK(numla_mla_attn(m->isa, &cur, m->attn_ws, m->attn_ws_bytes));
@@ -771,14 +766,9 @@ static numla_status attention_expanded(numla_model *m, const numla_layer_weights
         .q = m->xp_q, .q_stride = qhw, .k = m->xp_k, .k_stride = qhw,
         .v = m->xp_v, .v_stride = vw, .out = m->o, .out_stride = vw, .lse = NULL,
     };
-    size_t need = numla_mha_prefill_workspace_size(m->isa, &a, omp_get_max_threads());
-    if (need > m->xp_ws_bytes) {
-        free(m->xp_ws);
-        m->xp_ws = aligned_alloc(64, (need + 63) & ~(size_t)63);
-        m->xp_ws_bytes = m->xp_ws ? need : 0;
-        if (!m->xp_ws)
-            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the mha_prefill workspace");
-    }
+    NUMLA_CHECK(grow_workspace(&m->xp_ws, &m->xp_ws_bytes,
+                               numla_mha_prefill_workspace_size(m->isa, &a, omp_get_max_threads()),
+                               "mha_prefill workspace"));
     double tk = omp_get_wtime();
     NUMLA_CHECK(numla_mha_prefill(m->isa, &a, m->xp_ws, m->xp_ws_bytes));
     m->attn_kernel_s += omp_get_wtime() - tk;
