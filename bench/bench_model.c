@@ -228,11 +228,16 @@ static int bench_model_main(int argc, char **argv)
 
     /* prefill: one step of the whole prompt (rewriting the same slots each repetition) */
     double pf_best = 1e30, pf_lin_s = 0, pf_lin_fl = 0, pf_attn_s = 0, pf_attn_k_s = 0;
+    double pf_part[NUMLA_MODEL_PART_COUNT] = {0};
     for (int r = 0; r < prefill_reps; r++) {
         double ls0 = m->linear_s, lf0 = m->linear_flops, as0 = m->attn_s, ak0 = m->attn_kernel_s;
+        double part0[NUMLA_MODEL_PART_COUNT];
+        memcpy(part0, m->part_s, sizeof part0);
         double t = bm_step(&x, &sa, 0, prompt);
         if (t < pf_best) {
             pf_best = t;
+            for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
+                pf_part[p] = m->part_s[p] - part0[p];
             pf_lin_s = m->linear_s - ls0;
             pf_lin_fl = m->linear_flops - lf0;
             pf_attn_s = m->attn_s - as0;
@@ -341,6 +346,10 @@ static int bench_model_main(int argc, char **argv)
                100.0 * pf_lin_s / pf_best);
         printf("  prefill form %s: step %.3f s, attention (form-specific part) %.3f s, of which "
                "attention kernels %.3f s\n", pf_form, pf_best, pf_attn_s, pf_attn_k_s);
+        printf("  prefill step profile (rank 0):");
+        for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
+            printf(" %s %.3f", numla_model_part_names[p], pf_part[p]);
+        printf(" s\n");
         printf("  decode batch 1, %d tokens after %d: %.2f tok/s (median %.2f ms); active "
                "weights %.1f MB/token (attn %.1f, mlp %.1f, lm_head+embed %.1f); read %.2f GB/s "
                "-> decode_bw_frac %.3f\n", ndec, prompt, dec_tok_s, 1e3 * dec_med,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/act.h"
 #include "kernels/kv_write.h"
 #include "kernels/linear.h"
 #include "kernels/merge_attn.h"
@@ -400,6 +401,17 @@ static numla_status par_workspace(numla_model *m, size_t each, int nth, size_t *
                           "per-thread linear workspaces");
 }
 
+const char *const numla_model_part_names[NUMLA_MODEL_PART_COUNT] = {
+    "embed_norm", "attention", "dense_mlp", "router", "experts", "shared", "reduce", "lm_head"};
+
+/* Charges the time since *t to part p and restarts the clock. */
+static void part_tick(numla_model *m, numla_model_part p, double *t)
+{
+    double now = omp_get_wtime();
+    m->part_s[p] += now - *t;
+    *t = now;
+}
+
 /* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */
 static numla_status lin(numla_model *m, const numla_linear_weight *w, int64_t M, const float *x,
                         int64_t ldx, float *y, int64_t ldy, int acc)
@@ -475,10 +487,12 @@ static numla_status mlp(numla_model *m, const numla_mlp_weights *w, int64_t M, c
     NUMLA_CHECK(lin(m, &w->gate, M, x, hid, m->g, I, 0));
     NUMLA_CHECK(lin(m, &w->up, M, x, hid, m->u, I, 0));
     const int64_t n = M * I;
-#pragma omp parallel for num_threads(m->num_threads) if (n > 65536)
-    for (int64_t i = 0; i < n; i++) {
-        float g = m->g[i];
-        m->g[i] = g / (1.0f + expf(-g)) * m->u[i];
+    const int nt = n > 65536 ? m->num_threads : 1;
+#pragma omp parallel num_threads(nt)
+    {
+        const int64_t i0 = n * omp_get_thread_num() / omp_get_num_threads(),
+                      i1 = n * (omp_get_thread_num() + 1) / omp_get_num_threads();
+        (void)numla_act_silu_mul(m->isa, i1 - i0, m->g + i0, m->u + i0); /* args valid */
     }
     NUMLA_CHECK(lin(m, &w->down, M, m->g, I, y, ldy, 1));
     return NUMLA_STATUS_OK;
@@ -841,10 +855,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
             if (s1 == NUMLA_STATUS_OK)
                 s1 = numla_linear_forward(run_weight(m, &sw->up, &t2), T, m->x, hid, m->u, Is,
                                           0, ws, stride);
-            for (int64_t i = 0; i < T * Is; i++) {
-                float g = m->g[i];
-                m->g[i] = g / (1.0f + expf(-g)) * m->u[i];
-            }
+            (void)numla_act_silu_mul(m->isa, T * Is, m->g, m->u); /* args valid */
             if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_experts)
                 bad = s1;
@@ -860,8 +871,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
                                                ws, stride);
         if (s1 == NUMLA_STATUS_OK)
             s1 = numla_linear_forward(run_weight(m, &w->up, &t2), n, x, hid, u, I, 0, ws, stride);
-        for (int64_t i = 0; i < n * I; i++)
-            g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        (void)numla_act_silu_mul(m->isa, n * I, g, u); /* args valid */
         if (s1 == NUMLA_STATUS_OK)
             s1 = numla_linear_forward(run_weight(m, &w->down, &t3), n, g, I, y, hid, 0, ws,
                                       stride);
@@ -892,20 +902,10 @@ static numla_status moe(numla_model *m, const numla_layer_weights *lw, int64_t T
     const numla_model_config *c = &m->cfg;
     const numla_shard *sh = &m->w->shard;
     const int64_t hid = c->hidden_size, E = c->n_routed_experts, k = c->num_experts_per_tok;
+    double tp = omp_get_wtime();
 
     /* Router in fp32 (every rank computes the identical routing). */
-#pragma omp parallel for num_threads(m->num_threads) if (T * E > 4096)
-    for (int64_t t = 0; t < T; t++) {
-        const float *x = m->x + t * hid;
-        float *lg = m->router + t * E;
-        for (int64_t e = 0; e < E; e++) {
-            const float *w = lw->router + e * hid;
-            float s = 0;
-            for (int64_t i = 0; i < hid; i++)
-                s += x[i] * w[i];
-            lg[e] = s;
-        }
-    }
+    NUMLA_CHECK(lin(m, &lw->router, T, m->x, hid, m->router, E, 0));
     float *scr = m->route_scratch;
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
     for (int64_t t = 0; t < T; t++)
@@ -931,14 +931,18 @@ static numla_status moe(numla_model *m, const numla_layer_weights *lw, int64_t T
             m->ex_list[cursor[e]++] = (int32_t)i;
     }
 
+    part_tick(m, NUMLA_MODEL_PART_ROUTER, &tp);
+
     numla_status s = NUMLA_STATUS_OK;
     int shared_up = 0;
     if (moe_experts_parallel(m, lw, T, cnt, &s, &shared_up)) {
         NUMLA_CHECK(s);
+        part_tick(m, NUMLA_MODEL_PART_EXPERTS, &tp);
         if (shared_up)
             NUMLA_CHECK(lin(m, &lw->shared.down, T, m->g, lw->shared.inter, m->h, hid, 1));
         else
             NUMLA_CHECK(mlp(m, &lw->shared, T, m->x, m->h, hid));
+        part_tick(m, NUMLA_MODEL_PART_SHARED, &tp);
         return NUMLA_STATUS_OK;
     }
     for (int64_t e = 0; e < ne && s == NUMLA_STATUS_OK; e++) {
@@ -961,7 +965,9 @@ static numla_status moe(numla_model *m, const numla_layer_weights *lw, int64_t T
         }
     }
     NUMLA_CHECK(s);
+    part_tick(m, NUMLA_MODEL_PART_EXPERTS, &tp);
     NUMLA_CHECK(mlp(m, &lw->shared, T, m->x, m->h, hid));
+    part_tick(m, NUMLA_MODEL_PART_SHARED, &tp);
     return NUMLA_STATUS_OK;
 }
 
@@ -1005,6 +1011,7 @@ static numla_status forward_impl(numla_model *m, numla_kv_cache *cache, const nu
     NUMLA_CHECK(ensure_step_scratch(m, cache, st));
     const int lead = w->shard.rank == 0; /* adds the residual before the reduce (DESIGN.md §2) */
 
+    double tp = omp_get_wtime();
     /* embedding (replicated) and per-token RoPE tables shared by every layer */
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
     for (int64_t t = 0; t < T; t++) {
@@ -1021,8 +1028,11 @@ static numla_status forward_impl(numla_model *m, numla_kv_cache *cache, const nu
             numla_rmsnorm(m->x + t * hid, m->h + t * hid, lw->input_norm, hid, c->rms_norm_eps);
         if (!lead)
             memset(m->h, 0, (size_t)(T * hid) * sizeof(float));
+        part_tick(m, NUMLA_MODEL_PART_EMBED_NORM, &tp);
         NUMLA_CHECK(attention(m, lw, l, cache, st));
+        part_tick(m, NUMLA_MODEL_PART_ATTENTION, &tp);
         NUMLA_CHECK(numla_model_reduce(m, m->h, T * hid));
+        part_tick(m, NUMLA_MODEL_PART_REDUCE, &tp);
 
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
         for (int64_t t = 0; t < T; t++)
@@ -1030,11 +1040,16 @@ static numla_status forward_impl(numla_model *m, numla_kv_cache *cache, const nu
                           c->rms_norm_eps);
         if (!lead)
             memset(m->h, 0, (size_t)(T * hid) * sizeof(float));
-        if (lw->is_moe)
-            NUMLA_CHECK(moe(m, lw, T));
-        else
+        part_tick(m, NUMLA_MODEL_PART_EMBED_NORM, &tp);
+        if (lw->is_moe) {
+            NUMLA_CHECK(moe(m, lw, T)); /* ticks its own parts */
+            tp = omp_get_wtime();
+        } else {
             NUMLA_CHECK(mlp(m, &lw->dense, T, m->x, m->h, hid));
+            part_tick(m, NUMLA_MODEL_PART_DENSE_MLP, &tp);
+        }
         NUMLA_CHECK(numla_model_reduce(m, m->h, T * hid));
+        part_tick(m, NUMLA_MODEL_PART_REDUCE, &tp);
         if (m->hook)
             m->hook(m->hook_ctx, l, m->h, (int32_t)T, hid);
     }
@@ -1044,6 +1059,7 @@ static numla_status forward_impl(numla_model *m, numla_kv_cache *cache, const nu
         numla_rmsnorm(m->xl + r * hid, m->h + (int64_t)st->logit_rows[r] * hid, w->final_norm,
                       hid, c->rms_norm_eps);
     NUMLA_CHECK(lin(m, &w->lm_head, R, m->xl, hid, logits, w->shard.vocab_count, 0));
+    part_tick(m, NUMLA_MODEL_PART_LM_HEAD, &tp);
     return NUMLA_STATUS_OK;
 }
 

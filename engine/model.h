@@ -70,6 +70,20 @@ typedef enum numla_prefill_form {
     NUMLA_PREFILL_FORM_EXPANDED,
 } numla_prefill_form;
 
+/* Parts of the forward pass timed in numla_model.part_s. */
+typedef enum {
+    NUMLA_MODEL_PART_EMBED_NORM, /* embedding, RoPE tables, RMSNorms */
+    NUMLA_MODEL_PART_ATTENTION,  /* the whole attention block, projections included */
+    NUMLA_MODEL_PART_DENSE_MLP,  /* dense layers' MLP */
+    NUMLA_MODEL_PART_ROUTER,     /* router logits, top-k, grouping by expert */
+    NUMLA_MODEL_PART_EXPERTS,    /* routed experts, their gather and weighted scatter */
+    NUMLA_MODEL_PART_SHARED,     /* shared experts (when not joined with the routed ones) */
+    NUMLA_MODEL_PART_REDUCE,     /* numla_model_reduce (allreduce over the ranks) */
+    NUMLA_MODEL_PART_LM_HEAD,    /* final norm and lm_head */
+    NUMLA_MODEL_PART_COUNT
+} numla_model_part;
+extern const char *const numla_model_part_names[NUMLA_MODEL_PART_COUNT];
+
 typedef struct numla_model {
     const numla_model_weights *w;   /* not owned */
     numla_model_config cfg;
@@ -162,6 +176,8 @@ typedef struct numla_model {
     double attn_s;
     double attn_kernel_s;
     int64_t expanded_tokens;  /* new tokens that went through the expanded form */
+    /* wall time per part of the forward pass, cumulative (numla bench model's step profile) */
+    double part_s[NUMLA_MODEL_PART_COUNT];
 } numla_model;
 
 /* NEW_BLOCK: rows per block of the in-step attention copy. PAR_ROWS: at most this many
@@ -169,7 +185,7 @@ typedef struct numla_model {
  * model.c moe_experts_parallel); beyond it (long prefill chunks, where every expert has many
  * rows) each expert uses the whole team. PER_THREAD_ROWS: steps of at most this many tokens
  * run the per-head products and the shared experts one call per thread. */
-enum { NUMLA_MODEL_NEW_BLOCK = 16, NUMLA_MODEL_PAR_ROWS = 1024, NUMLA_MODEL_PER_THREAD_ROWS = 64 };
+enum { NUMLA_MODEL_NEW_BLOCK = 16, NUMLA_MODEL_PAR_ROWS = 8192, NUMLA_MODEL_PER_THREAD_ROWS = 64 };
 /* AUTO's crossover (docs/prefill.md): the time kv_b_proj takes to expand one latent row,
  * in units of the time the expanded attention saves per causal (query, key) pair over the
  * absorbed one. A chunk of n new tokens over a prefix of P is expanded when its

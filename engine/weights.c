@@ -253,12 +253,21 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
     }
     const int64_t E = c->n_routed_experts;
     {
+        /* packed as fp32 whatever the file's dtype: routing is computed in fp32 (DESIGN.md §5) */
         int64_t shape[2] = {E, hid};
         const numla_st_tensor *t = ld_get(L, NAME("mlp.gate.weight"), 2, shape);
-        lw->router = ld_take(L, (size_t)(E * hid) * 4);
+        void *dst = ld_take(L, numla_linear_packed_size(L->isa, E, hid, NUMLA_DTYPE_F32));
+        memset(&lw->router, 0, sizeof lw->router);
         if (L->pass == 1) {
+            float *tmp = malloc((size_t)(E * hid) * sizeof(float));
+            if (!tmp)
+                NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "weights: no memory for a router of %lld x %lld", (long long)E, (long long)hid);
             for (int64_t i = 0; i < E * hid; i++)
-                lw->router[i] = numla_load_f32(t->data, t->dtype, (size_t)i);
+                tmp[i] = numla_load_f32(t->data, t->dtype, (size_t)i);
+            numla_status s = numla_linear_pack(L->isa, E, hid, tmp, NUMLA_DTYPE_F32, hid, dst,
+                                               &lw->router);
+            free(tmp);
+            NUMLA_CHECK(s);
             L->loaded += t->nbytes;
         }
     }

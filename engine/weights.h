@@ -74,7 +74,7 @@ typedef struct numla_layer_weights {
     /* MLP: dense layers use `dense`; MoE layers the rest */
     int is_moe;
     numla_mlp_weights dense;        /* intermediate slice of intermediate_size */
-    float *router;                  /* (n_routed_experts, hidden) fp32, replicated */
+    numla_linear_weight router;     /* (n_routed_experts, hidden) fp32, replicated */
     float *router_bias;             /* (n_routed_experts) e_score_correction_bias, V3 only */
     numla_mlp_weights *experts;     /* [expert_count]: experts expert_begin.. */
     numla_mlp_weights shared;       /* slice of n_shared · moe_intermediate (inter 0 if none) */

@@ -22,9 +22,29 @@ enum { MAX_PROMPTS = 8, N_GREEDY = 16 };
 
 #define LOGIT_TOL 2e-3      /* README: ~20x the fp64/fp32 spread of the reference */
 /* bf16 KV cache: c' and k_pe rounded to bf16 move scores by ~1e-2 relative, which can flip
- * a near-tied expert choice deep in a 100-token prompt (measured worst: 1.53 on v2 prompt 3);
- * a wrong layout or scale gives errors of O(10). */
-#define LOGIT_TOL_BF16KV 2.0
+ * a near-tied expert choice deep in a 100-token prompt, and everything after it: the worst
+ * position moved between 1.5 and 2.0 on v2 prompt 3 with fp32 summation order alone (router
+ * GEMM). So a bf16-cache run is held to LOGIT_TOL_BF16KV at most positions and to
+ * LOGIT_MAX_BF16KV at every one; a wrong layout or scale gives errors of O(10) everywhere. */
+#define LOGIT_TOL_BF16KV 0.5
+#define LOGIT_MAX_BF16KV 4.0
+#define LOGIT_FRAC_BF16KV 0.2 /* at most this fraction of a prompt's positions above the tol */
+
+/* Positions (rows of V logits) whose max |a - b| exceeds tol; *worst: the largest. */
+static int rows_above(const float *a, const float *b, int64_t rows, int64_t V, double tol,
+                      double *worst)
+{
+    int n = 0;
+    *worst = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        double e = 0;
+        for (int64_t i = 0; i < V; i++)
+            e = fmax(e, fabs((double)a[r * V + i] - (double)b[r * V + i]));
+        n += e > tol;
+        *worst = fmax(*worst, e);
+    }
+    return n;
+}
 #define DEBUG_TOL 1e-4
 
 
@@ -402,8 +422,21 @@ static void run_cfg(const char *model, golden *g, const golden_cfg *gc)
             worst_report = fmax(worst_report, err);
         } else {
             worst = fmax(worst, err);
-            NUMLA_ASSERT_MSG(err <= gc->tol, "%s %s prompt %d: logits max err %g > %g", model,
-                             gc->what, p, err, gc->tol);
+            if (gc->kv == NUMLA_DTYPE_BF16) {
+                double w;
+                int above = rows_above(full, ref, r, V, gc->tol, &w);
+                NUMLA_ASSERT_MSG(above <= LOGIT_FRAC_BF16KV * (double)r && w <= LOGIT_MAX_BF16KV,
+                                 "%s %s prompt %d: %d of %lld positions off by more than %g "
+                                 "(at most %.0f%%), worst %g (at most %g)", model, gc->what, p,
+                                 above, (long long)r, gc->tol, 100 * LOGIT_FRAC_BF16KV, w,
+                                 LOGIT_MAX_BF16KV);
+                if (above)
+                    printf("\n    %s %s prompt %d: %d of %lld positions above %g", model,
+                           gc->what, p, above, (long long)r, gc->tol);
+            } else {
+                NUMLA_ASSERT_MSG(err <= gc->tol, "%s %s prompt %d: logits max err %g > %g",
+                                 model, gc->what, p, err, gc->tol);
+            }
             /* prefill all but the last 4 tokens, then one token per step */
             int h = g->len[p] > 4 ? g->len[p] - 4 : 1;
             int nh[1] = {h};
