@@ -261,7 +261,8 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
         if (L->pass == 1) {
             float *tmp = malloc((size_t)(E * hid) * sizeof(float));
             if (!tmp)
-                NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "weights: no memory for a router of %lld x %lld", (long long)E, (long long)hid);
+                NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "weights: no memory for a router of %lld x %lld",
+                           (long long)E, (long long)hid);
             for (int64_t i = 0; i < E * hid; i++)
                 tmp[i] = numla_load_f32(t->data, t->dtype, (size_t)i);
             numla_status s = numla_linear_pack(L->isa, E, hid, tmp, NUMLA_DTYPE_F32, hid, dst,
