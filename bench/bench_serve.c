@@ -16,6 +16,7 @@
 #include "comm/comm.h"
 #include "engine/cli.h"
 #include "engine/engine.h"
+#include "engine/model.h"
 #include "engine/scheduler.h"
 
 typedef struct bs_acc {
@@ -185,6 +186,13 @@ static int bench_serve_main(int argc, char **argv)
             memset(&acc, 0, offsetof(bs_acc, ttft));
             acc.n_ttft = acc.n_tpot = 0;
         }
+        /* rank 0's step profile over the level (the other ranks run the same steps) */
+        const numla_model *m = numla_engine_model(eng);
+        double part0[NUMLA_MODEL_PART_COUNT];
+        memcpy(part0, m->part_s, sizeof part0);
+        double attn0 = m->attn_s, attk0 = m->attn_kernel_s, lin0 = m->linear_s;
+        numla_engine_stats es0, es1;
+        numla_engine_stats_get(eng, &es0);
         double t0 = numla_bench_now();
         for (int i = 0; i < n; i++)
             NUMLA_CHECK_GOTO(numla_sched_submit(sc, &rq[i], NULL), s, fail);
@@ -192,6 +200,8 @@ static int bench_serve_main(int argc, char **argv)
             NUMLA_CHECK_GOTO(numla_sched_step(sc), s, fail);
         double wall = numla_bench_now() - t0;
         numla_sched_destroy(&sc);
+        numla_engine_stats_get(eng, &es1);
+        const int64_t steps = es1.steps - es0.steps, step_tokens = es1.tokens - es0.tokens;
         double tps = (double)acc.out_tokens / wall;
         if (ci == 0)
             base = tps;
@@ -210,6 +220,17 @@ static int bench_serve_main(int argc, char **argv)
         else
             printf("%12d %9d %13.1f %9.2f %12.1f %12.1f %12.2f %12.2f\n", c, n, tps, sp, t50,
                    t99, p50, p99);
+        /* where the level's time went: to stderr with --json, so stdout stays one object per
+         * line */
+        FILE *pf = json ? stderr : stdout;
+        fprintf(pf, "  concurrency %d: %lld steps, %.1f tokens/step, step time %.2f of %.2f s "
+                    "wall; profile s:", c, (long long)steps,
+                steps ? (double)step_tokens / (double)steps : 0.0, es1.step_s - es0.step_s, wall);
+        for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
+            fprintf(pf, " %s %.2f", numla_model_part_names[p], m->part_s[p] - part0[p]);
+        fprintf(pf, " (attention's form-specific part %.2f, attention kernels %.2f; linear "
+                    "layers %.2f)\n", m->attn_s - attn0, m->attn_kernel_s - attk0,
+                m->linear_s - lin0);
         fflush(stdout);
     }
     rc = 0;

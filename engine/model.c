@@ -190,6 +190,12 @@ void numla_model_destroy(numla_model **pm)
     free(m->new_tables);
     free(m->pre_lens);
     free(m->new_lens);
+    free(m->sub_rows);
+    free(m->sub_meta);
+    free(m->sub_slots);
+    free(m->sub_q);
+    free(m->sub_cs);
+    free(m->sub_o);
     free(m->xp_lat);
     free(m->xp_kv);
     free(m->xp_k);
@@ -297,6 +303,58 @@ static numla_status ensure_capacity(numla_model *m, int64_t T, int64_t R)
 
 /* Scratch of the two-part attention for this step (sizes depend on the step's sequences), and
  * the per-sequence prefix lengths and new-row block tables every layer reuses. */
+static int expand_seq(const numla_model *m, int32_t n, int32_t L);
+static int32_t expanded_seqs(const numla_model *m, const numla_step *st);
+
+/* m->sub := the sequences of st that expand_seq() leaves absorbed, as a step of their own
+ * (rows compacted in order; m->sub_rows maps them back). Only the fields the absorbed form
+ * reads are set. */
+static numla_status build_sub_step(numla_model *m, const numla_step *st)
+{
+    const int64_t B = st->num_seqs, T = st->num_tokens, mb = st->max_blocks_per_seq;
+    const int64_t Hr = m->w->shard.head_count, dr = m->cfg.qk_rope_head_dim;
+    int ok = 1;
+    if (T > m->sub_cap_tokens) {
+        ok &= grow((void **)&m->sub_rows, (size_t)T * 4);
+        ok &= grow((void **)&m->sub_slots, (size_t)T * 8);
+        ok &= grow((void **)&m->sub_q, (size_t)(T * Hr * m->cfg.q_head_dim) * 4);
+        ok &= grow((void **)&m->sub_cs, (size_t)(T * dr) * 4);
+        ok &= grow((void **)&m->sub_o, (size_t)(T * Hr * m->cfg.v_head_dim) * 4);
+        if (ok)
+            m->sub_cap_tokens = T;
+    }
+    const int64_t meta = 2 * B + 1 + B * mb;
+    if (ok && meta > m->sub_cap_meta) {
+        ok &= grow((void **)&m->sub_meta, (size_t)meta * 4);
+        if (ok)
+            m->sub_cap_meta = meta;
+    }
+    if (!ok)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the absorbed part of a mixed "
+                   "step of %lld tokens", (long long)T);
+    int32_t *qsl = m->sub_meta, *lens = qsl + B + 1, *tables = lens + B;
+    int32_t ba = 0, ta = 0;
+    qsl[0] = 0;
+    for (int64_t b = 0; b < B; b++) {
+        const int32_t q0 = st->query_start_loc[b], n = st->query_start_loc[b + 1] - q0;
+        if (expand_seq(m, n, st->seq_lens[b]))
+            continue;
+        for (int32_t i = 0; i < n; i++) {
+            m->sub_rows[ta + i] = q0 + i;
+            m->sub_slots[ta + i] = st->slots[q0 + i];
+        }
+        memcpy(tables + (int64_t)ba * mb, st->block_tables + b * mb, (size_t)mb * 4);
+        lens[ba] = st->seq_lens[b];
+        ta += n;
+        qsl[++ba] = ta;
+    }
+    m->sub = (numla_step){
+        .num_seqs = ba, .num_tokens = ta, .slots = m->sub_slots, .query_start_loc = qsl,
+        .seq_lens = lens, .block_tables = tables, .max_blocks_per_seq = st->max_blocks_per_seq,
+    };
+    return NUMLA_STATUS_OK;
+}
+
 static numla_status ensure_step_scratch(numla_model *m, const numla_kv_cache *cache,
                                         const numla_step *st)
 {
@@ -335,13 +393,23 @@ static numla_status ensure_step_scratch(numla_model *m, const numla_kv_cache *ca
     if (!ok)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the attention scratch of %lld "
                    "tokens", (long long)T);
-    /* the table stride is cap_new_tables / B: keep every row of the table valid */
-    const int64_t stride = m->cap_new_tables / (B > 0 ? B : 1);
+    /* The absorbed form's step: the whole step, or its absorbed sequences compacted. */
+    const int32_t ne = expanded_seqs(m, st);
+    m->split = ne > 0 && ne < B;
+    const numla_step *ab = st;
+    if (m->split) {
+        NUMLA_CHECK(build_sub_step(m, st));
+        ab = &m->sub;
+    }
+    /* the table stride is cap_new_tables / B: keep every row of the table valid (the
+     * sub-step's Ba <= B rows fit in the same table) */
+    const int64_t AB = ab->num_seqs;
+    const int64_t stride = m->cap_new_tables / (AB > 0 ? AB : 1);
     int32_t next = 0;
-    for (int64_t b = 0; b < B; b++) {
-        int32_t n = st->query_start_loc[b + 1] - st->query_start_loc[b];
+    for (int64_t b = 0; b < AB; b++) {
+        int32_t n = ab->query_start_loc[b + 1] - ab->query_start_loc[b];
         m->new_lens[b] = n;
-        m->pre_lens[b] = st->seq_lens[b] - n;
+        m->pre_lens[b] = ab->seq_lens[b] - n;
         int32_t nb = (n + (int32_t)NB - 1) / (int32_t)NB;
         for (int64_t j = 0; j < stride; j++)
             m->new_tables[b * stride + j] = j < nb ? next + (int32_t)j : next;
@@ -499,7 +567,10 @@ static numla_status mlp(numla_model *m, const numla_mlp_weights *w, int64_t M, c
 }
 
 static numla_status attention_absorbed(numla_model *m, const numla_layer_weights *lw,
-                                       int32_t layer, numla_kv_cache *cache, const numla_step *st);
+                                       int32_t layer, numla_kv_cache *cache, const numla_step *st,
+                                       const float *q, const float *cos_sin, float *o);
+static numla_status attention_split(numla_model *m, const numla_layer_weights *lw, int32_t layer,
+                                    numla_kv_cache *cache, const numla_step *st);
 static numla_status attention_expanded(numla_model *m, const numla_layer_weights *lw,
                                        int32_t layer, numla_kv_cache *cache, const numla_step *st);
 static int32_t expanded_seqs(const numla_model *m, const numla_step *st);
@@ -540,16 +611,16 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
     };
     NUMLA_CHECK(numla_concat_and_cache_mla(m->isa, &kw));
 
-    /* Decode rows always take the absorbed form; a step whose every sequence is a prefill
-     * chunk that m->prefill_form expands takes the expanded form. A mixed step runs absorbed
-     * over all its rows: the absorbed kernels cannot skip a sequence, so expanding part of it
-     * would add the expanded work on top of the absorbed work for the same rows. */
-    const int all_expanded = expanded_seqs(m, st) == st->num_seqs;
+    /* Per sequence, the form expand_seq() picks: decode rows (and short chunks over a long
+     * prefix) absorbed, the other prefill chunks expanded. A step with both runs each form
+     * over its own sequences (ensure_step_scratch set m->split and built the absorbed part). */
     double ta = omp_get_wtime();
-    if (all_expanded)
+    if (m->split)
+        NUMLA_CHECK(attention_split(m, lw, layer, cache, st));
+    else if (st->num_seqs > 0 && expanded_seqs(m, st) == st->num_seqs)
         NUMLA_CHECK(attention_expanded(m, lw, layer, cache, st));
     else
-        NUMLA_CHECK(attention_absorbed(m, lw, layer, cache, st));
+        NUMLA_CHECK(attention_absorbed(m, lw, layer, cache, st, m->q, m->cos_sin, m->o));
     m->attn_s += omp_get_wtime() - ta;
 
     /* h (+)= W_o · concat(o_h) */
@@ -557,9 +628,32 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
     return NUMLA_STATUS_OK;
 }
 
-/* Absorbed form (DESIGN.md §5) over every row of the step: writes m->o (T, H_r · v). */
+/* A mixed step: the expanded sequences write their rows of m->o directly; the absorbed ones
+ * run as the compacted step m->sub over gathered rows of m->q and m->cos_sin, and their
+ * output rows are scattered back into m->o. */
+static numla_status attention_split(numla_model *m, const numla_layer_weights *lw, int32_t layer,
+                                    numla_kv_cache *cache, const numla_step *st)
+{
+    NUMLA_CHECK(attention_expanded(m, lw, layer, cache, st));
+    const int64_t Ta = m->sub.num_tokens, Hr = m->w->shard.head_count;
+    const int64_t qw = Hr * m->cfg.q_head_dim, dr = m->cfg.qk_rope_head_dim;
+    const int64_t ow = Hr * m->cfg.v_head_dim;
+    for (int64_t i = 0; i < Ta; i++) {
+        const int64_t t = m->sub_rows[i];
+        memcpy(m->sub_q + i * qw, m->q + t * qw, (size_t)qw * sizeof(float));
+        memcpy(m->sub_cs + i * dr, m->cos_sin + t * dr, (size_t)dr * sizeof(float));
+    }
+    NUMLA_CHECK(attention_absorbed(m, lw, layer, cache, &m->sub, m->sub_q, m->sub_cs, m->sub_o));
+    for (int64_t i = 0; i < Ta; i++)
+        memcpy(m->o + (int64_t)m->sub_rows[i] * ow, m->sub_o + i * ow, (size_t)ow * sizeof(float));
+    return NUMLA_STATUS_OK;
+}
+
+/* Absorbed form (DESIGN.md §5) over every row of the step st: reads q (T, H_r · q_head_dim)
+ * and cos_sin (T, Dr), writes o (T, H_r · v). */
 static numla_status attention_absorbed(numla_model *m, const numla_layer_weights *lw,
-                                       int32_t layer, numla_kv_cache *cache, const numla_step *st)
+                                       int32_t layer, numla_kv_cache *cache, const numla_step *st,
+                                       const float *q, const float *cos_sin, float *o)
 {
     const numla_model_config *c = &m->cfg;
     const int64_t T = st->num_tokens;
@@ -568,12 +662,12 @@ static numla_status attention_absorbed(numla_model *m, const numla_layer_weights
     const int64_t qw = Hr * qhd, aw = dc + dr;
 
     /* Absorbed queries: q̃_h = W_UK,hᵀ q_nope,h, then rope(q_pe,h). */
-    NUMLA_CHECK(per_head(m, lw->uk_t, Hr, T, m->q, qw, qhd, m->qabs, Hr * aw, aw));
+    NUMLA_CHECK(per_head(m, lw->uk_t, Hr, T, q, qw, qhd, m->qabs, Hr * aw, aw));
 #pragma omp parallel for num_threads(m->num_threads) collapse(2) if (T * Hr > 1)
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < Hr; h++)
-            numla_rope_apply(m->qabs + (t * Hr + h) * aw + dc, m->q + t * qw + h * qhd + nope,
-                             m->cos_sin + t * dr, dr);
+            numla_rope_apply(m->qabs + (t * Hr + h) * aw + dc, q + t * qw + h * qhd + nope,
+                             cos_sin + t * dr, dr);
 
     /* Attention in two parts merged by LSE (DESIGN.md §4): the cached prefix of each sequence
      * (every new query sees all of it) and, causally, the step's own new rows, copied from the
@@ -628,7 +722,7 @@ static numla_status attention_absorbed(numla_model *m, const numla_layer_weights
     m->attn_kernel_s += omp_get_wtime() - tk;
 
     /* o_h = W_UV,h · ctx_h */
-    NUMLA_CHECK(per_head(m, lw->uv, Hr, T, m->ctx, Hr * dc, dc, m->o, Hr * vd, vd));
+    NUMLA_CHECK(per_head(m, lw->uv, Hr, T, m->ctx, Hr * dc, dc, o, Hr * vd, vd));
     return NUMLA_STATUS_OK;
 }
 

@@ -58,12 +58,12 @@ typedef void (*numla_model_layer_hook)(void *ctx, int32_t layer, const float *h,
  * in-process version). Collective. */
 typedef numla_status (*numla_model_reduce_fn)(void *ctx, float *buf, int64_t count);
 
-/* Which MLA form prefill chunks use (DESIGN.md §5; docs/prefill.md). Decode rows (one new
- * token) are always absorbed, and so is every row of a step that has any (the absorbed
- * kernels cannot skip a sequence). AUTO: per sequence, by NUMLA_MODEL_EXPAND_PAIRS_PER_ROW
- * below, the crossover measured in docs/prefill.md; the step is expanded when every sequence
- * is. EXPANDED: every sequence with more than one new token. Set from NUMLA_PREFILL_FORM
- * (auto|absorbed|expanded) at numla_model_create. */
+/* Which MLA form prefill chunks use (DESIGN.md §5; docs/prefill.md), per sequence. Decode
+ * rows (one new token) are always absorbed. AUTO: by NUMLA_MODEL_EXPAND_PAIRS_PER_ROW below,
+ * the crossover measured in docs/prefill.md. EXPANDED: every sequence with more than one new
+ * token. A step with sequences of both forms runs each form over its own (the absorbed ones
+ * as a compacted sub-step). Set from NUMLA_PREFILL_FORM (auto|absorbed|expanded) at
+ * numla_model_create. */
 typedef enum numla_prefill_form {
     NUMLA_PREFILL_FORM_AUTO = 0,
     NUMLA_PREFILL_FORM_ABSORBED,
@@ -153,6 +153,19 @@ typedef struct numla_model {
     int32_t *pre_lens;   /* (B) cached prefix = seq_lens - n_b */
     int32_t *new_lens;   /* (B) n_b */
     int64_t cap_seqs, cap_new_tables;
+    /* A step mixing absorbed sequences (decode rows, short chunks over a long prefix) with
+     * expanded ones runs the absorbed form over a compacted copy of its absorbed sequences
+     * (model.c attention_split); built once per step by ensure_step_scratch. */
+    int split;               /* this step is split */
+    numla_step sub;          /* the absorbed sequences as a step of their own (Ba, Ta) */
+    int32_t *sub_rows;       /* (Ta) step row of each sub-step row */
+    int32_t *sub_meta;       /* (Ba + 1 | Ba | Ba · max_blocks_per_seq) query_start_loc,
+                                seq_lens, block_tables of m->sub */
+    int64_t *sub_slots;      /* (Ta) */
+    float *sub_q;            /* (Ta, H_r · q_head_dim) m->q rows of the sub-step */
+    float *sub_cs;           /* (Ta, Dr) m->cos_sin rows */
+    float *sub_o;            /* (Ta, H_r · v_head_dim) its attention output */
+    int64_t sub_cap_tokens, sub_cap_meta;
     /* expanded prefill (model.c attention_expanded), grown per step for K key rows */
     numla_prefill_form prefill_form;
     int64_t xp_cap_keys, xp_cap_tokens, xp_cap_seqs;

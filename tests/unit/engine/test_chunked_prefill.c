@@ -209,9 +209,145 @@ static void test_tiny(void)
     check_model(dir, 130);
 }
 
+/* One step over several sequences: seqs[b] gets the n[b] tokens tok[b]; the logits of every
+ * new row go to out in step order (sum n, V). */
+static int cp_step_multi(cp_eng *e, int32_t B, numla_kv_seq **seqs, const int32_t *const *tok,
+                         const int32_t *n, float *out)
+{
+    int32_t T = 0, mb = 1;
+    for (int32_t b = 0; b < B; b++) {
+        if (numla_kv_seq_reserve(e->kv, seqs[b], seqs[b]->len + n[b]))
+            return -1;
+        T += n[b];
+        mb = seqs[b]->num_blocks > mb ? seqs[b]->num_blocks : mb;
+    }
+    int32_t *toks = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
+    int32_t *rows = malloc((size_t)T * 4), *qsl = malloc((size_t)(B + 1) * 4);
+    int32_t *lens = malloc((size_t)B * 4), *tables = calloc((size_t)(B * mb), 4);
+    int64_t *slots = malloc((size_t)T * 8);
+    qsl[0] = 0;
+    for (int32_t b = 0, t = 0; b < B; b++) {
+        for (int32_t i = 0; i < n[b]; i++, t++) {
+            toks[t] = tok[b][i];
+            pos[t] = (int32_t)seqs[b]->len + i;
+            slots[t] = numla_kv_seq_slot(e->kv, seqs[b], seqs[b]->len + i);
+            rows[t] = t;
+        }
+        qsl[b + 1] = t;
+        lens[b] = (int32_t)seqs[b]->len + n[b];
+        memcpy(tables + (size_t)b * (size_t)mb, seqs[b]->block_table,
+               (size_t)seqs[b]->num_blocks * 4);
+    }
+    numla_step st = {.num_seqs = B, .num_tokens = T, .tokens = toks, .positions = pos,
+                     .slots = slots, .query_start_loc = qsl, .seq_lens = lens,
+                     .block_tables = tables, .max_blocks_per_seq = mb,
+                     .num_logit_rows = T, .logit_rows = rows};
+    numla_status s = numla_model_forward(e->m, e->kv, &st, out);
+    if (s)
+        fprintf(stderr, "\n    forward: %s\n", numla_error_message());
+    for (int32_t b = 0; b < B; b++)
+        seqs[b]->len += n[b];
+    free(toks);
+    free(pos);
+    free(rows);
+    free(qsl);
+    free(lens);
+    free(tables);
+    free(slots);
+    return s ? -1 : 0;
+}
+
+/* A step mixing both attention forms (AUTO): a first chunk (expanded), a decode row and a
+ * short chunk over a long prefix (both absorbed), another first chunk (expanded), in that
+ * interleaved order, equals each sequence's step run alone; and the step really split (the
+ * expanded form ran for the two first chunks only). */
+static void check_mixed_isa(const char *dir, numla_isa isa)
+{
+    cp_eng e;
+    if (cp_open(&e, dir, isa)) {
+        CU_FAIL("model open");
+        return;
+    }
+    const int64_t V = e.cfg.vocab_size;
+    enum { NS = 4, PFX = 120 };
+    /* seq 0: first chunk of 40; seq 1: decode after PFX; seq 2: 3 tokens after PFX; seq 3:
+     * first chunk of 24 */
+    const int32_t n[NS] = {40, 1, 3, 24}, pre[NS] = {0, PFX, PFX, 0};
+    int32_t *tok[NS], *ptok[NS];
+    numla_test_rng r = {99};
+    for (int b = 0; b < NS; b++) {
+        tok[b] = malloc((size_t)n[b] * 4);
+        ptok[b] = malloc((size_t)PFX * 4);
+        for (int32_t i = 0; i < n[b]; i++)
+            tok[b][i] = (int32_t)(numla_test_rng_u64(&r) % (uint64_t)V);
+        for (int32_t i = 0; i < PFX; i++)
+            ptok[b][i] = (int32_t)(numla_test_rng_u64(&r) % (uint64_t)V);
+    }
+    int32_t T = 0;
+    for (int b = 0; b < NS; b++)
+        T += n[b];
+    float *ref = malloc((size_t)T * (size_t)V * 4), *got = malloc((size_t)T * (size_t)V * 4);
+    float *pl = malloc((size_t)PFX * (size_t)V * 4);
+    numla_kv_seq sa[NS] = {{0}}, sb[NS] = {{0}};
+    int rc = 0;
+    /* alone: each sequence's prefix, then its step */
+    for (int b = 0, t = 0; b < NS && !rc; t += n[b], b++) {
+        if (pre[b])
+            rc |= cp_step(&e, &sa[b], ptok[b], pre[b], pl);
+        rc |= cp_step(&e, &sa[b], tok[b], n[b], ref + (size_t)t * (size_t)V);
+    }
+    /* together: the same prefixes, then one step of all four */
+    for (int b = 0; b < NS && !rc; b++)
+        if (pre[b])
+            rc |= cp_step(&e, &sb[b], ptok[b], pre[b], pl);
+    const int64_t xp0 = e.m->expanded_tokens;
+    numla_kv_seq *sp[NS] = {&sb[0], &sb[1], &sb[2], &sb[3]};
+    rc |= rc ? 0 : cp_step_multi(&e, NS, sp, (const int32_t *const *)tok, n, got);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    /* expanded_tokens counts per layer */
+    const int64_t want_xp = (int64_t)(n[0] + n[3]) * e.cfg.num_hidden_layers;
+    NUMLA_ASSERT_MSG(e.m->expanded_tokens - xp0 == want_xp,
+                     "%s %s: expanded %lld token-layers, want %lld (the two first chunks)", dir,
+                     numla_isa_name(isa), (long long)(e.m->expanded_tokens - xp0),
+                     (long long)want_xp);
+    float scale = 0, maxd = 0;
+    for (int64_t i = 0; i < (int64_t)T * V; i++) {
+        scale = fabsf(ref[i]) > scale ? fabsf(ref[i]) : scale;
+        float d = fabsf(ref[i] - got[i]);
+        maxd = d > maxd ? d : maxd;
+    }
+    const int bf16_act = isa == NUMLA_ISA_AVX512BF16 &&
+                         e.w->layers[0].kv_a_proj.dtype == NUMLA_DTYPE_BF16;
+    const float tol = (bf16_act ? 5e-2f : 2e-3f) * (scale > 1 ? scale : 1);
+    NUMLA_ASSERT_MSG(maxd <= tol, "%s %s mixed step: max |logit diff| %g > %g", dir,
+                     numla_isa_name(isa), (double)maxd, (double)tol);
+    for (int b = 0; b < NS; b++) {
+        numla_kv_seq_release(e.kv, &sa[b]);
+        numla_kv_seq_release(e.kv, &sb[b]);
+        free(tok[b]);
+        free(ptok[b]);
+    }
+    free(ref);
+    free(got);
+    free(pl);
+    cp_close(&e);
+}
+
+static void test_mixed_step(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int n = numla_test_isas(isas);
+    const char *dirs[] = {"tests/golden/v2lite", "tests/golden/v3"};
+    for (int d = 0; d < 2; d++)
+        for (int i = 0; i < n; i++)
+            if (isas[i] >= NUMLA_ISA_AVX512) /* AUTO expands only there (model.c expand_seq) */
+                check_mixed_isa(numla_test_source_path(dirs[d]), isas[i]);
+}
+
 static void test_golden_v2lite(void) { check_model(numla_test_source_path("tests/golden/v2lite"), 80); }
 static void test_golden_v2(void) { check_model(numla_test_source_path("tests/golden/v2"), 80); }
 static void test_golden_v3(void) { check_model(numla_test_source_path("tests/golden/v3"), 80); }
 
 NUMLA_TEST_SUITE(chunked_prefill, NULL, NULL, NUMLA_TEST(test_tiny), NUMLA_TEST(test_golden_v2lite),
-                 NUMLA_TEST(test_golden_v2), NUMLA_TEST(test_golden_v3))
+                 NUMLA_TEST(test_golden_v2), NUMLA_TEST(test_golden_v3),
+                 NUMLA_TEST(test_mixed_step))
