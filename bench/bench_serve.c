@@ -46,13 +46,15 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: numla bench serve --model DIR [--json] [--quick] [--threads N]\n"
                "                         [--concurrency 1,8,32] [--output-tokens 128]\n"
-               "                         [--min-prompt 64] [--max-prompt 1024] [--rounds 2]\n");
+               "                         [--min-prompt 64] [--max-prompt 1024] [--rounds 2]\n"
+               "                         [--max-batch-tokens 2048] [--prefill-chunk 512]\n");
 }
 
 static int bench_serve_main(int argc, char **argv)
 {
     const char *model = NULL, *conc_s = "1,8,32";
     int json = 0, quick = 0, threads = 0, out_tokens = 128, pmin = 64, pmax = 1024, rounds = 2;
+    int max_batch_tokens = 2048, prefill_chunk = 512;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) {
@@ -76,6 +78,10 @@ static int bench_serve_main(int argc, char **argv)
             pmax = atoi(argv[++i]);
         } else if (v && !strcmp(a, "--rounds")) {
             rounds = atoi(argv[++i]);
+        } else if (v && !strcmp(a, "--max-batch-tokens")) {
+            max_batch_tokens = atoi(argv[++i]);
+        } else if (v && !strcmp(a, "--prefill-chunk")) {
+            prefill_chunk = atoi(argv[++i]);
         } else {
             fprintf(stderr, "numla bench serve: unknown option %s\n", a);
             usage(stderr);
@@ -88,7 +94,8 @@ static int bench_serve_main(int argc, char **argv)
         pmax = 128;
         rounds = 1;
     }
-    if (!model || out_tokens < 1 || pmin < 1 || pmax < pmin || rounds < 1) {
+    if (!model || out_tokens < 1 || pmin < 1 || pmax < pmin || rounds < 1 ||
+        max_batch_tokens < 1 || prefill_chunk < 1) {
         usage(stderr);
         return 2;
     }
@@ -170,8 +177,9 @@ static int bench_serve_main(int argc, char **argv)
     double base = 0;
     for (int ci = 0; ci < nconc; ci++) {
         int c = conc[ci], n = c * rounds;
-        numla_sched_options so = {.max_batch_tokens = 2048 > c ? 2048 : c, .max_seqs = c,
-                                  .prefill_chunk = 512, .vocab_size = cfg->vocab_size,
+        numla_sched_options so = {.max_batch_tokens = max_batch_tokens > c ? max_batch_tokens : c,
+                                  .max_seqs = c, .prefill_chunk = prefill_chunk,
+                                  .vocab_size = cfg->vocab_size,
                                   .num_eos = cfg->num_eos, .eos_token_ids = cfg->eos_token_ids};
         memset(&acc, 0, offsetof(bs_acc, ttft));
         acc.n_ttft = acc.n_tpot = 0;
