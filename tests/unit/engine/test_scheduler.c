@@ -238,10 +238,10 @@ static void invariance_on(numla_isa isa)
     static sc_res ref[SC_N], got[SC_N];
     int64_t ord[SC_N];
     numla_sched_stats st;
-    /* On avx512bf16, linear layers with M > 15 rows round activations to bf16 (vdpbf16ps,
-     * kernels/linear_internal.h), so a token's logits depend on the step's size by up to a few percent of their range: a
-     * property of that kernel, not of scheduling; elsewhere the differences are rounding. */
-    const float tol = isa == NUMLA_ISA_AVX512BF16 ? 2.0f : 0.05f;
+    /* Every linear path keeps fp32-class error whatever the step's size (the AMX GEMM splits x
+     * into two bf16 parts, kernels/x86/linear_amx.c), so batching changes logits by rounding
+     * only: tokens must match wherever the reference's top-1/top-2 margin is above 0.05. */
+    const float tol = 0.05f;
     numla_sched_options one = {.max_batch_tokens = 512, .max_seqs = 1, .prefill_chunk = 512};
     CU_ASSERT_EQUAL_FATAL(sc_serve(&e, rq, SC_N, &one, ref, ord, &st), 0);
     for (int i = 0; i < SC_N; i++)
