@@ -6,11 +6,13 @@
 #include <omp.h>
 #include <string.h>
 
+#include "kernels/x86/mha_prefill_amx.h"
+
 static const numla_mha_prefill_fn numla_mha_prefill_table_[NUMLA_ISA_COUNT] = {
     [NUMLA_ISA_REF] = numla_mha_prefill_ref,
     [NUMLA_ISA_AVX2] = numla_mha_prefill_ref, /* no AVX2 variant: inherit */
     [NUMLA_ISA_AVX512] = numla_mha_prefill_avx512,
-    [NUMLA_ISA_AVX512BF16] = numla_mha_prefill_avx512, /* f32 arithmetic only: inherit */
+    [NUMLA_ISA_AVX512BF16] = numla_mha_prefill_avx512bf16, /* AMX scores when they apply */
 };
 
 static size_t thread_bytes(const numla_mha_prefill_args *a)
@@ -50,17 +52,19 @@ size_t numla_mha_prefill_workspace_size(numla_isa isa, const numla_mha_prefill_a
 /* Keys and values of (sequence b, head h), key block kb, into kt's layout
  * (kernels/mha_prefill_impl.h). */
 static void transpose_block(const numla_mha_prefill_args *a, int32_t b, int32_t h, int64_t kb,
-                            float *kt)
+                            float *kt, int amx)
 {
     const int32_t D = a->qk_dim, KB = NUMLA_MHA_PREFILL_KB;
     const int64_t nkeys = (int64_t)a->prefix[b] + a->q_len[b], j0 = kb * KB;
     float *dst = kt + (size_t)kb * numla_mha_prefill_kv_block_floats(a);
     const float *src = a->k + ((int64_t)a->k_start[b] + j0) * a->k_stride + (int64_t)h * D;
     const int32_t n = nkeys - j0 < KB ? (int32_t)(nkeys - j0) : KB;
-    for (int32_t j = 0; j < n; j++)
+    if (amx)
+        numla_mha_prefill_pack_k_amx(src, a->k_stride, n, D, (uint16_t *)(void *)dst);
+    for (int32_t j = 0; j < n && !amx; j++)
         for (int32_t d = 0; d < D; d++)
             dst[(size_t)d * KB + j] = src[(int64_t)j * a->k_stride + d];
-    if (n < KB)
+    if (n < KB && !amx)
         for (int32_t d = 0; d < D; d++)
             memset(dst + (size_t)d * KB + n, 0, (size_t)(KB - n) * sizeof *dst);
     /* values contiguous per block: rows a head apart in v would alias in L1 */
@@ -109,6 +113,8 @@ numla_status numla_mha_prefill(numla_isa isa, const numla_mha_prefill_args *a, v
     float *kt_all = (float *)(ws + tb * (size_t)nt);
     const numla_mha_prefill_fn fn = numla_mha_prefill_table_[isa];
     const int transpose = fn != numla_mha_prefill_ref; /* the reference reads k in place */
+    /* the avx512bf16 variant asks the same question per task */
+    const int amx = isa == NUMLA_ISA_AVX512BF16 && numla_mha_prefill_amx_applies(a);
     int64_t ktasks = 0;
     for (int32_t b = 0; transpose && b < a->num_seqs; b++)
         ktasks += key_blocks_of(a, b) * H;
@@ -128,7 +134,7 @@ numla_status numla_mha_prefill(numla_isa isa, const numla_mha_prefill_args *a, v
             }
             const int64_t nkb = key_blocks_of(a, b), r = t - base;
             const int32_t h = (int32_t)(r / nkb);
-            transpose_block(a, b, h, r % nkb, kt_all + off + (size_t)h * kt_floats(a, b));
+            transpose_block(a, b, h, r % nkb, kt_all + off + (size_t)h * kt_floats(a, b), amx);
         }
         /* 2. attention tasks (the implicit barrier above published kt_all) */
         float *scratch = (float *)(ws + tb * (size_t)omp_get_thread_num());

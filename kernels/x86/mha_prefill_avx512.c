@@ -17,7 +17,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/x86/amx.h"
 #include "kernels/x86/exp_avx512.h"
+#include "kernels/x86/mha_prefill_amx.h"
 
 #define QB NUMLA_MHA_PREFILL_QB
 #define KB NUMLA_MHA_PREFILL_KB
@@ -87,8 +89,10 @@ static void pv_block(const float *S, int32_t nq, const float *v, int64_t vs, int
     }
 }
 
-void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0,
-                              int32_t i1, float *scratch, const float *kt)
+/* One task; amx: scores from AMX tiles over the dispatcher's split-bf16 key tiles
+ * (kernels/x86/mha_prefill_amx.h), else fp32 FMA over the transposed keys. */
+INLINE void task(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0, int32_t i1,
+                 float *scratch, const float *kt, const int amx)
 {
     const int32_t D = a->qk_dim, Dv = a->v_dim, P = a->prefix[b], nq = i1 - i0;
     if (Dv % 16 != 0) {
@@ -98,6 +102,8 @@ void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_
     float *S = scratch;                         /* (QB, KB) */
     float *O = S + (size_t)QB * KB;             /* (QB, Dv) */
     float *mrow = O + (size_t)QB * Dv, *lrow = mrow + QB;
+    /* (QB, Dqk, hi/lo) bf16, 64-byte aligned */
+    uint16_t *qp = (uint16_t *)(((uintptr_t)(lrow + QB) + 63) & ~(uintptr_t)63);
     memset(O, 0, (size_t)nq * Dv * sizeof *O);
     for (int32_t i = 0; i < nq; i++) {
         mrow[i] = -INFINITY;
@@ -109,13 +115,19 @@ void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_
     const int32_t nkeys = P + i1; /* the last query's limit, exclusive */
     const __m512 scale = _mm512_set1_ps(a->scale);
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    if (amx) {
+        numla_mha_prefill_pack_q_amx(qrow, nq, D, qp);
+        numla_amx_tiles_begin();
+    }
     for (int32_t j0 = 0; j0 < nkeys; j0 += KB) {
         const int32_t kb = nkeys - j0 < KB ? nkeys - j0 : KB;
-        /* 1. scores against the pre-transposed block */
+        /* 1. scores against the pre-transposed block (or its AMX tiles) */
         const float *Kt = kt + (size_t)(j0 / KB) * numla_mha_prefill_kv_block_floats(a);
+        if (amx)
+            numla_mha_prefill_scores_amx(qp, nq, D, (const uint16_t *)(const void *)Kt, S);
         /* dims in slices of DC so the slice of Kt (DC × KB) stays in L1 for all rows */
         int32_t i = 0;
-        for (int32_t d0 = 0; d0 < D; d0 += DC) {
+        for (int32_t d0 = 0; d0 < D && !amx; d0 += DC) {
             const int32_t d1 = D - d0 < DC ? D : d0 + DC;
             for (i = 0; i + 4 <= nq; i += 4)
                 scores_rows(4, qrow + i, Kt, d0, d1, d0 > 0, S + (size_t)i * KB);
@@ -163,6 +175,8 @@ void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_
         /* 3. O += P · V */
         pv_block(S, nq, Kt + (size_t)D * KB, Dv, kb, O, Dv);
     }
+    if (amx)
+        numla_amx_tiles_end();
     for (int32_t i = 0; i < nq; i++) {
         const int64_t qr = (int64_t)a->q_start[b] + i0 + i;
         float *o = a->out + qr * a->out_stride + (int64_t)h * Dv;
@@ -172,4 +186,21 @@ void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_
         if (a->lse)
             a->lse[qr * a->num_heads + h] = mrow[i] + logf(lrow[i]);
     }
+}
+
+void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0,
+                              int32_t i1, float *scratch, const float *kt)
+{
+    task(a, b, h, i0, i1, scratch, kt, 0);
+}
+
+/* The avx512 variant with AMX scores when they apply (the dispatcher packed the keys for the
+ * same answer). Built without the AMX flags: the tile code lives in mha_prefill_amx.c. */
+void numla_mha_prefill_avx512bf16(const numla_mha_prefill_args *a, int32_t b, int32_t h,
+                                  int32_t i0, int32_t i1, float *scratch, const float *kt)
+{
+    if (numla_mha_prefill_amx_applies(a))
+        task(a, b, h, i0, i1, scratch, kt, 1);
+    else
+        task(a, b, h, i0, i1, scratch, kt, 0);
 }

@@ -1,0 +1,121 @@
+/* kernels/x86/mha_prefill_amx.c — AMX-BF16 Q·Kᵀ scores for mha_prefill (see
+ * kernels/x86/mha_prefill_amx.h for the layouts and the split-bf16 precision argument).
+ *
+ * Per 16 query rows: C tiles 0-3 hold the scores against the block's 4 groups of 16 keys; per
+ * 32-dim block, A = q hi (tile 4) and q lo (tile 5); per pair of key groups B = their k hi
+ * (tiles 6, 7, each used with both A tiles), then their k lo (with q hi): 12 TDPBF16PS per dim
+ * block, two accumulation chains interleaved. */
+#include "kernels/x86/mha_prefill_amx.h"
+
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/mha_prefill_impl.h"
+#include "kernels/x86/amx.h"
+
+enum { KB = NUMLA_MHA_PREFILL_KB, TILE = 512 /* bf16 per tile */ };
+_Static_assert(NUMLA_MHA_PREFILL_KB == 64, "scores_amx unrolls 4 key groups of 16");
+_Static_assert(NUMLA_MHA_PREFILL_QB % 16 == 0, "query tasks are whole row tiles");
+
+int numla_mha_prefill_amx_applies(const numla_mha_prefill_args *a)
+{
+    if (a->qk_dim % 32 != 0 || a->v_dim % 16 != 0)
+        return 0;
+    const char *e = getenv("NUMLA_MHA_AMX");
+    if (e && strcmp(e, "0") == 0)
+        return 0;
+    return numla_amx_usable();
+}
+
+/* 32 floats -> hi (bf16(x)) and lo (bf16(x - hi)), each 32 bf16 in element order. */
+static inline void split32(const float *x, __m512i *hi, __m512i *lo)
+{
+    const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+    const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0);
+    const __m512 h0 = _mm512_cvtpbh_ps((__m256bh)_mm512_castsi512_si256((__m512i)h));
+    const __m512 h1 = _mm512_cvtpbh_ps((__m256bh)_mm512_extracti64x4_epi64((__m512i)h, 1));
+    *hi = (__m512i)h;
+    *lo = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
+}
+
+void numla_mha_prefill_pack_k_amx(const float *k, int64_t ks, int32_t n, int32_t D, uint16_t *kp)
+{
+    const int32_t ndb = D / 32;
+    memset(kp, 0, (size_t)D * KB * 2 * sizeof *kp);
+    /* word p of a split row (dims 2p, 2p+1) goes to row p, column jj of its tile */
+    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+                                                              12, 13, 14, 15),
+                                            _mm512_set1_epi32(16));
+    for (int32_t j = 0; j < n; j++) {
+        const int32_t g = j / 16, jj = j % 16;
+        for (int32_t c = 0; c < ndb; c++) {
+            __m512i hi, lo;
+            split32(k + (int64_t)j * ks + 32 * c, &hi, &lo);
+            uint32_t *th = (uint32_t *)(void *)(kp + (size_t)((c * (KB / 16) + g) * 2) * TILE);
+            _mm512_i32scatter_epi32(th + jj, rows, hi, 4);
+            _mm512_i32scatter_epi32(th + TILE / 2 + jj, rows, lo, 4);
+        }
+    }
+}
+
+void numla_mha_prefill_pack_q_amx(const float *const *qrow, int32_t nq, int32_t D, uint16_t *qp)
+{
+    const int32_t ndb = D / 32, nrt = (nq + 15) / 16;
+    for (int32_t i = 0; i < nrt * 16; i++) {
+        const int32_t rt = i / 16, r = i % 16;
+        for (int32_t c = 0; c < ndb; c++) {
+            uint16_t *th = qp + (size_t)((rt * ndb + c) * 2) * TILE + (size_t)r * 32;
+            if (i >= nq) {
+                _mm512_storeu_si512((void *)th, _mm512_setzero_si512());
+                _mm512_storeu_si512((void *)(th + TILE), _mm512_setzero_si512());
+                continue;
+            }
+            __m512i hi, lo;
+            split32(qrow[i] + 32 * c, &hi, &lo);
+            _mm512_storeu_si512((void *)th, hi);
+            _mm512_storeu_si512((void *)(th + TILE), lo);
+        }
+    }
+}
+
+/* C tiles g and g + 1 (constants) += q (tiles 4, 5) against key groups g, g + 1 of a dim block:
+ * the two accumulation chains alternate, so no TDPBF16PS waits on the one before it. */
+#define NUMLA_MHA_AMX_GROUPS(g, kc)                                                               \
+    do {                                                                                           \
+        _tile_loadd(6, (kc) + (size_t)(2 * (g)) * TILE, 64);                                       \
+        _tile_loadd(7, (kc) + (size_t)(2 * (g) + 2) * TILE, 64);                                   \
+        _tile_dpbf16ps(g, 4, 6);                                                                   \
+        _tile_dpbf16ps(g + 1, 4, 7);                                                               \
+        _tile_dpbf16ps(g, 5, 6);                                                                   \
+        _tile_dpbf16ps(g + 1, 5, 7);                                                               \
+        _tile_loadd(6, (kc) + (size_t)(2 * (g) + 1) * TILE, 64);                                   \
+        _tile_loadd(7, (kc) + (size_t)(2 * (g) + 3) * TILE, 64);                                   \
+        _tile_dpbf16ps(g, 4, 6);                                                                   \
+        _tile_dpbf16ps(g + 1, 4, 7);                                                               \
+    } while (0)
+
+void numla_mha_prefill_scores_amx(const uint16_t *qp, int32_t nq, int32_t D, const uint16_t *kp,
+                                  float *S)
+{
+    const int32_t ndb = D / 32, nrt = (nq + 15) / 16;
+    for (int32_t rt = 0; rt < nrt; rt++) {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int32_t c = 0; c < ndb; c++) {
+            const uint16_t *qc = qp + (size_t)((rt * ndb + c) * 2) * TILE;
+            const uint16_t *kc = kp + (size_t)(c * (KB / 16) * 2) * TILE;
+            _tile_loadd(4, qc, 64);
+            _tile_loadd(5, qc + TILE, 64);
+            NUMLA_MHA_AMX_GROUPS(0, kc);
+            NUMLA_MHA_AMX_GROUPS(2, kc);
+        }
+        float *s = S + (size_t)rt * 16 * KB;
+        _tile_stored(0, s, KB * sizeof(float));
+        _tile_stored(1, s + 16, KB * sizeof(float));
+        _tile_stored(2, s + 32, KB * sizeof(float));
+        _tile_stored(3, s + 48, KB * sizeof(float));
+    }
+}
