@@ -71,7 +71,9 @@ static void transpose_block(const numla_mha_prefill_args *a, int32_t b, int32_t 
     const int32_t Dv = a->v_dim;
     float *vd = dst + (size_t)D * KB;
     const float *vs = a->v + ((int64_t)a->k_start[b] + j0) * a->v_stride + (int64_t)h * Dv;
-    for (int32_t j = 0; j < n; j++)
+    if (amx)
+        numla_mha_prefill_pack_v_amx(vs, a->v_stride, n, Dv, (uint16_t *)(void *)vd);
+    for (int32_t j = 0; j < n && !amx; j++)
         memcpy(vd + (size_t)j * Dv, vs + (int64_t)j * a->v_stride, (size_t)Dv * sizeof *vd);
 }
 

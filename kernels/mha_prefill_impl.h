@@ -11,16 +11,17 @@ enum {
 };
 
 /* Per-thread scratch floats: scores (QB × KB), output accumulator (QB × Dv), running max and
- * sum (2 × QB), then the AMX variant's split-bf16 query tiles (QB × Dqk × 2 bf16). */
+ * sum (2 × QB), then the AMX variant's split-bf16 query tiles (QB × Dqk × 2 bf16) and P tiles
+ * (QB × KB × 2 bf16). */
 static inline size_t numla_mha_prefill_thread_floats(const numla_mha_prefill_args *a)
 {
     const size_t qb = NUMLA_MHA_PREFILL_QB, kb = NUMLA_MHA_PREFILL_KB;
-    return qb * kb + qb * (size_t)a->v_dim + 2 * qb + 16 + qb * (size_t)a->qk_dim;
+    return qb * kb + qb * (size_t)a->v_dim + 2 * qb + 16 + qb * (size_t)a->qk_dim + qb * kb + 16;
 }
 
 /* One key block of the dispatcher's packing: Kt (Dqk, KB) then V (KB, Dv). When
  * numla_mha_prefill_amx_applies (kernels/x86/mha_prefill_amx.h) for the avx512bf16 variant, the
- * Kt part holds the keys as split-bf16 AMX B tiles instead (same footprint). */
+ * Kt and V parts hold split-bf16 AMX B tiles instead (same footprints). */
 static inline size_t numla_mha_prefill_kv_block_floats(const numla_mha_prefill_args *a)
 {
     return (size_t)NUMLA_MHA_PREFILL_KB * ((size_t)a->qk_dim + (size_t)a->v_dim);

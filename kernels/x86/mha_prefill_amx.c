@@ -1,10 +1,13 @@
 /* kernels/x86/mha_prefill_amx.c — AMX-BF16 Q·Kᵀ scores for mha_prefill (see
  * kernels/x86/mha_prefill_amx.h for the layouts and the split-bf16 precision argument).
  *
- * Per 16 query rows: C tiles 0-3 hold the scores against the block's 4 groups of 16 keys; per
+ * Scores, per 16 query rows: C tiles 0-3 hold the scores against the block's 4 groups of 16 keys; per
  * 32-dim block, A = q hi (tile 4) and q lo (tile 5); per pair of key groups B = their k hi
  * (tiles 6, 7, each used with both A tiles), then their k lo (with q hi): 12 TDPBF16PS per dim
- * block, two accumulation chains interleaved. */
+ * block, two accumulation chains interleaved.
+ * P·V, per 16 query rows and 64 value dims: C tiles 0-3 are loaded from and stored back to the
+ * fp32 accumulator O (the online softmax rescales it in between); per 32-key group A = P hi / lo
+ * (tiles 4, 5), B = V hi / lo per 16-dim block, the same three products. */
 #include "kernels/x86/mha_prefill_amx.h"
 
 #include <immintrin.h>
@@ -20,7 +23,7 @@ _Static_assert(NUMLA_MHA_PREFILL_QB % 16 == 0, "query tasks are whole row tiles"
 
 int numla_mha_prefill_amx_applies(const numla_mha_prefill_args *a)
 {
-    if (a->qk_dim % 32 != 0 || a->v_dim % 16 != 0)
+    if (a->qk_dim % 32 != 0 || a->v_dim % 32 != 0)
         return 0;
     const char *e = getenv("NUMLA_MHA_AMX");
     if (e && strcmp(e, "0") == 0)
@@ -79,20 +82,20 @@ void numla_mha_prefill_pack_q_amx(const float *const *qrow, int32_t nq, int32_t 
     }
 }
 
-/* C tiles g and g + 1 (constants) += q (tiles 4, 5) against key groups g, g + 1 of a dim block:
+/* C tiles g and g1 = g + 1 (literal constants: they name tile registers) += q (tiles 4, 5) against key groups g, g + 1 of a dim block:
  * the two accumulation chains alternate, so no TDPBF16PS waits on the one before it. */
-#define NUMLA_MHA_AMX_GROUPS(g, kc)                                                               \
+#define NUMLA_MHA_AMX_GROUPS(g, g1, kc)                                                               \
     do {                                                                                           \
         _tile_loadd(6, (kc) + (size_t)(2 * (g)) * TILE, 64);                                       \
         _tile_loadd(7, (kc) + (size_t)(2 * (g) + 2) * TILE, 64);                                   \
         _tile_dpbf16ps(g, 4, 6);                                                                   \
-        _tile_dpbf16ps(g + 1, 4, 7);                                                               \
+        _tile_dpbf16ps(g1, 4, 7);                                                               \
         _tile_dpbf16ps(g, 5, 6);                                                                   \
-        _tile_dpbf16ps(g + 1, 5, 7);                                                               \
+        _tile_dpbf16ps(g1, 5, 7);                                                               \
         _tile_loadd(6, (kc) + (size_t)(2 * (g) + 1) * TILE, 64);                                   \
         _tile_loadd(7, (kc) + (size_t)(2 * (g) + 3) * TILE, 64);                                   \
         _tile_dpbf16ps(g, 4, 6);                                                                   \
-        _tile_dpbf16ps(g + 1, 4, 7);                                                               \
+        _tile_dpbf16ps(g1, 4, 7);                                                               \
     } while (0)
 
 void numla_mha_prefill_scores_amx(const uint16_t *qp, int32_t nq, int32_t D, const uint16_t *kp,
@@ -109,8 +112,8 @@ void numla_mha_prefill_scores_amx(const uint16_t *qp, int32_t nq, int32_t D, con
             const uint16_t *kc = kp + (size_t)(c * (KB / 16) * 2) * TILE;
             _tile_loadd(4, qc, 64);
             _tile_loadd(5, qc + TILE, 64);
-            NUMLA_MHA_AMX_GROUPS(0, kc);
-            NUMLA_MHA_AMX_GROUPS(2, kc);
+            NUMLA_MHA_AMX_GROUPS(0, 1, kc);
+            NUMLA_MHA_AMX_GROUPS(2, 3, kc);
         }
         float *s = S + (size_t)rt * 16 * KB;
         _tile_stored(0, s, KB * sizeof(float));
@@ -118,4 +121,106 @@ void numla_mha_prefill_scores_amx(const uint16_t *qp, int32_t nq, int32_t D, con
         _tile_stored(2, s + 32, KB * sizeof(float));
         _tile_stored(3, s + 48, KB * sizeof(float));
     }
+}
+
+void numla_mha_prefill_pack_v_amx(const float *v, int64_t vs, int32_t n, int32_t Dv, uint16_t *vp)
+{
+    const int32_t nvb = Dv / 16;
+    memset(vp, 0, (size_t)KB * Dv * 2 * sizeof *vp);
+    /* key j, dim 16·d + e: tile (j / 32, d, part), row (j % 32) / 2, element 2e + j % 2 */
+    for (int32_t j = 0; j < n; j++) {
+        const int32_t g = j / 32, r = (j % 32) / 2, odd = j % 2;
+        for (int32_t c = 0; c < Dv; c += 32) {
+            __m512i hi, lo;
+            split32(v + (int64_t)j * vs + c, &hi, &lo);
+            /* 32 bf16 = dims c .. c + 31 = value blocks c/16 and c/16 + 1 */
+            for (int half = 0; half < 2; half++) {
+                const int32_t d = c / 16 + half;
+                uint16_t *th = vp + (size_t)((g * nvb + d) * 2) * TILE + (size_t)r * 32 + odd;
+                const __m256i h16 = half ? _mm512_extracti64x4_epi64(hi, 1)
+                                         : _mm512_castsi512_si256(hi);
+                const __m256i l16 = half ? _mm512_extracti64x4_epi64(lo, 1)
+                                         : _mm512_castsi512_si256(lo);
+                uint16_t hb[16], lb[16];
+                _mm256_storeu_si256((__m256i *)(void *)hb, h16);
+                _mm256_storeu_si256((__m256i *)(void *)lb, l16);
+                for (int e = 0; e < 16; e++) {
+                    th[2 * e] = hb[e];
+                    th[TILE + 2 * e] = lb[e];
+                }
+            }
+        }
+    }
+}
+
+/* C tiles d, d1 = d + 1 (literal constants) += P (tiles 4, 5) · V value blocks d, d + 1 of key group g. */
+#define NUMLA_MHA_AMX_PV(d, d1, vg)                                                                   \
+    do {                                                                                           \
+        _tile_loadd(6, (vg) + (size_t)(2 * (d)) * TILE, 64);                                       \
+        _tile_loadd(7, (vg) + (size_t)(2 * (d) + 2) * TILE, 64);                                   \
+        _tile_dpbf16ps(d, 4, 6);                                                                   \
+        _tile_dpbf16ps(d1, 4, 7);                                                               \
+        _tile_dpbf16ps(d, 5, 6);                                                                   \
+        _tile_dpbf16ps(d1, 5, 7);                                                               \
+        _tile_loadd(6, (vg) + (size_t)(2 * (d) + 1) * TILE, 64);                                   \
+        _tile_loadd(7, (vg) + (size_t)(2 * (d) + 3) * TILE, 64);                                   \
+        _tile_dpbf16ps(d, 4, 6);                                                                   \
+        _tile_dpbf16ps(d1, 4, 7);                                                               \
+    } while (0)
+
+void numla_mha_prefill_pv_amx(const float *S, int32_t nq, const uint16_t *vp, int32_t Dv,
+                              uint16_t *pp, float *O)
+{
+    const int32_t nrt = (nq + 15) / 16, nvb = Dv / 16;
+    /* P as A tiles: (row tile, key group, hi/lo, 16 rows, 32 keys) */
+    for (int32_t i = 0; i < nrt * 16; i++)
+        for (int32_t g = 0; g < KB / 32; g++) {
+            uint16_t *th = pp + (size_t)(((i / 16) * (KB / 32) + g) * 2) * TILE + (size_t)(i % 16) * 32;
+            __m512i hi = _mm512_setzero_si512(), lo = hi;
+            if (i < nq)
+                split32(S + (size_t)i * KB + 32 * g, &hi, &lo);
+            _mm512_storeu_si512((void *)th, hi);
+            _mm512_storeu_si512((void *)(th + TILE), lo);
+        }
+    const size_t os = (size_t)Dv * sizeof(float);
+    for (int32_t rt = 0; rt < nrt; rt++)
+        for (int32_t d0 = 0; d0 < nvb; d0 += 4) { /* 64 dims: C tiles 0-3 */
+            float *o = O + (size_t)rt * 16 * Dv + (size_t)d0 * 16;
+            const int nd = nvb - d0 < 4 ? nvb - d0 : 4;
+            if (nd < 4) { /* fewer than 64 dims left: one 16-dim block at a time */
+                for (int32_t d = d0; d < nvb; d++) {
+                    float *od = O + (size_t)rt * 16 * Dv + (size_t)d * 16;
+                    _tile_loadd(0, od, os);
+                    for (int32_t g = 0; g < KB / 32; g++) {
+                        const uint16_t *pa = pp + (size_t)((rt * (KB / 32) + g) * 2) * TILE;
+                        const uint16_t *vb = vp + (size_t)((g * nvb + d) * 2) * TILE;
+                        _tile_loadd(4, pa, 64);
+                        _tile_loadd(5, pa + TILE, 64);
+                        _tile_loadd(6, vb, 64);
+                        _tile_loadd(7, vb + TILE, 64);
+                        _tile_dpbf16ps(0, 4, 6);
+                        _tile_dpbf16ps(0, 5, 6);
+                        _tile_dpbf16ps(0, 4, 7);
+                    }
+                    _tile_stored(0, od, os);
+                }
+                break;
+            }
+            _tile_loadd(0, o, os);
+            _tile_loadd(1, o + 16, os);
+            _tile_loadd(2, o + 32, os);
+            _tile_loadd(3, o + 48, os);
+            for (int32_t g = 0; g < KB / 32; g++) {
+                const uint16_t *pa = pp + (size_t)((rt * (KB / 32) + g) * 2) * TILE;
+                const uint16_t *vg = vp + (size_t)((g * nvb + d0) * 2) * TILE;
+                _tile_loadd(4, pa, 64);
+                _tile_loadd(5, pa + TILE, 64);
+                NUMLA_MHA_AMX_PV(0, 1, vg);
+                NUMLA_MHA_AMX_PV(2, 3, vg);
+            }
+            _tile_stored(0, o, os);
+            _tile_stored(1, o + 16, os);
+            _tile_stored(2, o + 32, os);
+            _tile_stored(3, o + 48, os);
+        }
 }

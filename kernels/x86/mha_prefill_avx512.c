@@ -104,6 +104,7 @@ INLINE void task(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t 
     float *mrow = O + (size_t)QB * Dv, *lrow = mrow + QB;
     /* (QB, Dqk, hi/lo) bf16, 64-byte aligned */
     uint16_t *qp = (uint16_t *)(((uintptr_t)(lrow + QB) + 63) & ~(uintptr_t)63);
+    uint16_t *pp = qp + (size_t)QB * D * 2; /* (QB, KB, hi/lo) bf16 */
     memset(O, 0, (size_t)nq * Dv * sizeof *O);
     for (int32_t i = 0; i < nq; i++) {
         mrow[i] = -INFINITY;
@@ -173,7 +174,11 @@ INLINE void task(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t 
             }
         }
         /* 3. O += P · V */
-        pv_block(S, nq, Kt + (size_t)D * KB, Dv, kb, O, Dv);
+        if (amx)
+            numla_mha_prefill_pv_amx(S, nq, (const uint16_t *)(const void *)(Kt + (size_t)D * KB),
+                                     Dv, pp, O);
+        else
+            pv_block(S, nq, Kt + (size_t)D * KB, Dv, kb, O, Dv);
     }
     if (amx)
         numla_amx_tiles_end();

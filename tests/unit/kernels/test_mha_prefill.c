@@ -172,6 +172,12 @@ static void test_small_odd_widths(void)
     static const int32_t pre[] = {70, 0, 33};
     shape sh = {5, 40, 32, 3, len, pre};
     run_shape(&sh, 12);
+    /* AMX widths other than DeepSeek's: 64 / 96 (one 64-dim P·V group and a 32-dim rest) and
+     * 32 / 32 (the rest path only) */
+    shape sa = {3, 64, 96, 3, len, pre};
+    run_shape(&sa, 15);
+    shape sb = {3, 32, 32, 3, len, pre};
+    run_shape(&sb, 16);
     /* a value width that is not a multiple of 16 (the vector variant falls back) */
     shape sh2 = {5, 13, 20, 3, len, pre};
     run_shape(&sh2, 13);
