@@ -101,9 +101,11 @@ static void run_shape(const shape *sh, uint64_t seed)
     numla_isa isas[NUMLA_ISA_COUNT + 1];
     int ni = numla_test_isas(isas);
     int fp32_run = -1;
-    for (int ii = 0; ii < ni; ii++)
+    for (int ii = 0; ii < ni && fp32_run < 0; ii++)
         if (isas[ii] == NUMLA_ISA_AVX512BF16)
-            fp32_run = ni, isas[ni++] = NUMLA_ISA_AVX512BF16;
+            fp32_run = ni;
+    if (fp32_run >= 0)
+        isas[ni++] = NUMLA_ISA_AVX512BF16;
     for (int ii = 0; ii < ni; ii++) {
         if (ii == fp32_run)
             setenv("NUMLA_MHA_AMX", "0", 1);
