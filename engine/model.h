@@ -203,9 +203,10 @@ enum { NUMLA_MODEL_NEW_BLOCK = 16, NUMLA_MODEL_PAR_ROWS = 8192, NUMLA_MODEL_PER_
  * in units of the time the expanded attention saves per causal (query, key) pair over the
  * absorbed one. A chunk of n new tokens over a prefix of P is expanded when its
  * n·P + n(n+1)/2 pairs exceed P times this: always without a prefix, for n >~ this with a
- * long one. Measured 205 on the dev machine (bf16 AVX-512 GEMM); re-measure when the linear
- * layers or either attention kernel change (an AMX GEMM 5x faster would make it ~40). */
-enum { NUMLA_MODEL_EXPAND_PAIRS_PER_ROW = 200 };
+ * long one. Measured 205 with the AVX-512 GEMM, ~230 with the AMX GEMM (the expansion is
+ * bound by data movement, not the GEMM), ~160 once mha_prefill ran on AMX tiles (2026-12-03,
+ * docs/prefill.md); re-measure when the linear layers or either attention kernel change. */
+enum { NUMLA_MODEL_EXPAND_PAIRS_PER_ROW = 160 };
 
 /* num_threads is informational: each step uses omp_get_max_threads() of the calling thread
  * (the team the kernels will open), so set the team size with omp_set_num_threads. */
