@@ -127,28 +127,24 @@ void numla_mha_prefill_pack_v_amx(const float *v, int64_t vs, int32_t n, int32_t
 {
     const int32_t nvb = Dv / 16;
     memset(vp, 0, (size_t)KB * Dv * 2 * sizeof *vp);
-    /* key j, dim 16·d + e: tile (j / 32, d, part), row (j % 32) / 2, element 2e + j % 2 */
-    for (int32_t j = 0; j < n; j++) {
-        const int32_t g = j / 32, r = (j % 32) / 2, odd = j % 2;
+    /* keys 2r, 2r + 1 of group g, dims 16·d .. 16·d + 15: row r of tile (g, d, part), as
+     * (a_0, b_0, a_1, b_1, ...): one permute of the two keys' 32 bf16 per 16 dims */
+    const __m512i ilo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40,
+                                         8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
+    for (int32_t j = 0; j < n; j += 2) {
+        const int32_t g = j / 32, r = (j % 32) / 2;
         for (int32_t c = 0; c < Dv; c += 32) {
-            __m512i hi, lo;
-            split32(v + (int64_t)j * vs + c, &hi, &lo);
-            /* 32 bf16 = dims c .. c + 31 = value blocks c/16 and c/16 + 1 */
-            for (int half = 0; half < 2; half++) {
-                const int32_t d = c / 16 + half;
-                uint16_t *th = vp + (size_t)((g * nvb + d) * 2) * TILE + (size_t)r * 32 + odd;
-                const __m256i h16 = half ? _mm512_extracti64x4_epi64(hi, 1)
-                                         : _mm512_castsi512_si256(hi);
-                const __m256i l16 = half ? _mm512_extracti64x4_epi64(lo, 1)
-                                         : _mm512_castsi512_si256(lo);
-                uint16_t hb[16], lb[16];
-                _mm256_storeu_si256((__m256i *)(void *)hb, h16);
-                _mm256_storeu_si256((__m256i *)(void *)lb, l16);
-                for (int e = 0; e < 16; e++) {
-                    th[2 * e] = hb[e];
-                    th[TILE + 2 * e] = lb[e];
-                }
-            }
+            __m512i ha, la, hb = _mm512_setzero_si512(), lb = hb;
+            split32(v + (int64_t)j * vs + c, &ha, &la);
+            if (j + 1 < n)
+                split32(v + (int64_t)(j + 1) * vs + c, &hb, &lb);
+            uint16_t *t0 = vp + (size_t)((g * nvb + c / 16) * 2) * TILE + (size_t)r * 32;
+            uint16_t *t1 = t0 + 2 * TILE; /* value block c/16 + 1 */
+            _mm512_storeu_si512((void *)t0, _mm512_permutex2var_epi16(ha, ilo, hb));
+            _mm512_storeu_si512((void *)(t0 + TILE), _mm512_permutex2var_epi16(la, ilo, lb));
+            _mm512_storeu_si512((void *)t1, _mm512_permutex2var_epi16(ha, ihi, hb));
+            _mm512_storeu_si512((void *)(t1 + TILE), _mm512_permutex2var_epi16(la, ihi, lb));
         }
     }
 }
