@@ -42,24 +42,59 @@ static inline void split32(const float *x, __m512i *hi, __m512i *lo)
     *lo = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
 }
 
+/* r[i] (i, e) -> (e, i): a 16 x 16 transpose of 32-bit words. */
+static inline void transpose16(__m512i r[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+        r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+    }
+}
+
 void numla_mha_prefill_pack_k_amx(const float *k, int64_t ks, int32_t n, int32_t D, uint16_t *kp)
 {
     const int32_t ndb = D / 32;
-    memset(kp, 0, (size_t)D * KB * 2 * sizeof *kp);
-    /* word p of a split row (dims 2p, 2p+1) goes to row p, column jj of its tile */
-    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
-                                                              12, 13, 14, 15),
-                                            _mm512_set1_epi32(16));
-    for (int32_t j = 0; j < n; j++) {
-        const int32_t g = j / 16, jj = j % 16;
-        for (int32_t c = 0; c < ndb; c++) {
-            __m512i hi, lo;
-            split32(k + (int64_t)j * ks + 32 * c, &hi, &lo);
-            uint32_t *th = (uint32_t *)(void *)(kp + (size_t)((c * (KB / 16) + g) * 2) * TILE);
-            _mm512_i32scatter_epi32(th + jj, rows, hi, 4);
-            _mm512_i32scatter_epi32(th + TILE / 2 + jj, rows, lo, 4);
+    /* per (dim block, key group): the 16 keys' split rows (word p = dims 2p, 2p + 1) transposed
+     * so that tile row p holds word p of each key */
+    for (int32_t c = 0; c < ndb; c++)
+        for (int32_t g = 0; g < KB / 16; g++) {
+            __m512i hi[16], lo[16];
+            for (int32_t jj = 0; jj < 16; jj++) {
+                const int32_t j = 16 * g + jj;
+                if (j < n) {
+                    split32(k + (int64_t)j * ks + 32 * c, &hi[jj], &lo[jj]);
+                } else {
+                    hi[jj] = _mm512_setzero_si512();
+                    lo[jj] = hi[jj];
+                }
+            }
+            transpose16(hi);
+            transpose16(lo);
+            uint16_t *th = kp + (size_t)((c * (KB / 16) + g) * 2) * TILE;
+            for (int p = 0; p < 16; p++) {
+                _mm512_storeu_si512((void *)(th + 32 * p), hi[p]);
+                _mm512_storeu_si512((void *)(th + TILE + 32 * p), lo[p]);
+            }
         }
-    }
 }
 
 void numla_mha_prefill_pack_q_amx(const float *const *qrow, int32_t nq, int32_t D, uint16_t *qp)
