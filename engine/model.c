@@ -396,6 +396,7 @@ static numla_status ensure_step_scratch(numla_model *m, const numla_kv_cache *ca
     /* The absorbed form's step: the whole step, or its absorbed sequences compacted. */
     const int32_t ne = expanded_seqs(m, st);
     m->split = ne > 0 && ne < B;
+    m->all_expanded = B > 0 && ne == B;
     const numla_step *ab = st;
     if (m->split) {
         NUMLA_CHECK(build_sub_step(m, st));
@@ -573,7 +574,6 @@ static numla_status attention_split(numla_model *m, const numla_layer_weights *l
                                     numla_kv_cache *cache, const numla_step *st);
 static numla_status attention_expanded(numla_model *m, const numla_layer_weights *lw,
                                        int32_t layer, numla_kv_cache *cache, const numla_step *st);
-static int32_t expanded_seqs(const numla_model *m, const numla_step *st);
 
 static numla_status attention(numla_model *m, const numla_layer_weights *lw, int32_t layer,
                               numla_kv_cache *cache, const numla_step *st)
@@ -617,7 +617,7 @@ static numla_status attention(numla_model *m, const numla_layer_weights *lw, int
     double ta = omp_get_wtime();
     if (m->split)
         NUMLA_CHECK(attention_split(m, lw, layer, cache, st));
-    else if (st->num_seqs > 0 && expanded_seqs(m, st) == st->num_seqs)
+    else if (m->all_expanded)
         NUMLA_CHECK(attention_expanded(m, lw, layer, cache, st));
     else
         NUMLA_CHECK(attention_absorbed(m, lw, layer, cache, st, m->q, m->cos_sin, m->o));

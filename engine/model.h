@@ -157,6 +157,7 @@ typedef struct numla_model {
      * expanded ones runs the absorbed form over a compacted copy of its absorbed sequences
      * (model.c attention_split); built once per step by ensure_step_scratch. */
     int split;               /* this step is split */
+    int all_expanded;        /* every sequence of this step takes the expanded form */
     numla_step sub;          /* the absorbed sequences as a step of their own (Ba, Ta) */
     int32_t *sub_rows;       /* (Ta) step row of each sub-step row */
     int32_t *sub_meta;       /* (Ba + 1 | Ba | Ba · max_blocks_per_seq) query_start_loc,

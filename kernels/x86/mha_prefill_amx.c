@@ -117,20 +117,23 @@ void numla_mha_prefill_pack_q_amx(const float *const *qrow, int32_t nq, int32_t 
     }
 }
 
-/* C tiles g and g1 = g + 1 (literal constants: they name tile registers) += q (tiles 4, 5) against key groups g, g + 1 of a dim block:
- * the two accumulation chains alternate, so no TDPBF16PS waits on the one before it. */
-#define NUMLA_MHA_AMX_GROUPS(g, g1, kc)                                                               \
+/* The tile step both products share: C tiles c and c1 = c + 1 (literal constants: they name
+ * tile registers) += A hi / lo (tiles 4, 5) times the two B tile pairs (hi, lo) at tile
+ * indices 2c, 2c + 1 and 2c + 2, 2c + 3 of base: hi·hi, lo·hi, hi·lo for each, the two
+ * accumulation chains alternating so no TDPBF16PS waits on the one before it. Scores: B = key
+ * groups c, c + 1 of a dim block; P·V: B = value blocks c, c + 1 of a key group. */
+#define NUMLA_MHA_AMX_PAIR(c, c1, base)                                                           \
     do {                                                                                           \
-        _tile_loadd(6, (kc) + (size_t)(2 * (g)) * TILE, 64);                                       \
-        _tile_loadd(7, (kc) + (size_t)(2 * (g) + 2) * TILE, 64);                                   \
-        _tile_dpbf16ps(g, 4, 6);                                                                   \
-        _tile_dpbf16ps(g1, 4, 7);                                                               \
-        _tile_dpbf16ps(g, 5, 6);                                                                   \
-        _tile_dpbf16ps(g1, 5, 7);                                                               \
-        _tile_loadd(6, (kc) + (size_t)(2 * (g) + 1) * TILE, 64);                                   \
-        _tile_loadd(7, (kc) + (size_t)(2 * (g) + 3) * TILE, 64);                                   \
-        _tile_dpbf16ps(g, 4, 6);                                                                   \
-        _tile_dpbf16ps(g1, 4, 7);                                                               \
+        _tile_loadd(6, (base) + (size_t)(2 * (c)) * TILE, 64);                                     \
+        _tile_loadd(7, (base) + (size_t)(2 * (c) + 2) * TILE, 64);                                 \
+        _tile_dpbf16ps(c, 4, 6);                                                                   \
+        _tile_dpbf16ps(c1, 4, 7);                                                                  \
+        _tile_dpbf16ps(c, 5, 6);                                                                   \
+        _tile_dpbf16ps(c1, 5, 7);                                                                  \
+        _tile_loadd(6, (base) + (size_t)(2 * (c) + 1) * TILE, 64);                                 \
+        _tile_loadd(7, (base) + (size_t)(2 * (c) + 3) * TILE, 64);                                 \
+        _tile_dpbf16ps(c, 4, 6);                                                                   \
+        _tile_dpbf16ps(c1, 4, 7);                                                                  \
     } while (0)
 
 void numla_mha_prefill_scores_amx(const uint16_t *qp, int32_t nq, int32_t D, const uint16_t *kp,
@@ -147,8 +150,8 @@ void numla_mha_prefill_scores_amx(const uint16_t *qp, int32_t nq, int32_t D, con
             const uint16_t *kc = kp + (size_t)(c * (KB / 16) * 2) * TILE;
             _tile_loadd(4, qc, 64);
             _tile_loadd(5, qc + TILE, 64);
-            NUMLA_MHA_AMX_GROUPS(0, 1, kc);
-            NUMLA_MHA_AMX_GROUPS(2, 3, kc);
+            NUMLA_MHA_AMX_PAIR(0, 1, kc);
+            NUMLA_MHA_AMX_PAIR(2, 3, kc);
         }
         float *s = S + (size_t)rt * 16 * KB;
         _tile_stored(0, s, KB * sizeof(float));
@@ -183,21 +186,6 @@ void numla_mha_prefill_pack_v_amx(const float *v, int64_t vs, int32_t n, int32_t
         }
     }
 }
-
-/* C tiles d, d1 = d + 1 (literal constants) += P (tiles 4, 5) · V value blocks d, d + 1 of key group g. */
-#define NUMLA_MHA_AMX_PV(d, d1, vg)                                                                   \
-    do {                                                                                           \
-        _tile_loadd(6, (vg) + (size_t)(2 * (d)) * TILE, 64);                                       \
-        _tile_loadd(7, (vg) + (size_t)(2 * (d) + 2) * TILE, 64);                                   \
-        _tile_dpbf16ps(d, 4, 6);                                                                   \
-        _tile_dpbf16ps(d1, 4, 7);                                                               \
-        _tile_dpbf16ps(d, 5, 6);                                                                   \
-        _tile_dpbf16ps(d1, 5, 7);                                                               \
-        _tile_loadd(6, (vg) + (size_t)(2 * (d) + 1) * TILE, 64);                                   \
-        _tile_loadd(7, (vg) + (size_t)(2 * (d) + 3) * TILE, 64);                                   \
-        _tile_dpbf16ps(d, 4, 6);                                                                   \
-        _tile_dpbf16ps(d1, 4, 7);                                                               \
-    } while (0)
 
 void numla_mha_prefill_pv_amx(const float *S, int32_t nq, const uint16_t *vp, int32_t Dv,
                               uint16_t *pp, float *O)
@@ -246,8 +234,8 @@ void numla_mha_prefill_pv_amx(const float *S, int32_t nq, const uint16_t *vp, in
                 const uint16_t *vg = vp + (size_t)((g * nvb + d0) * 2) * TILE;
                 _tile_loadd(4, pa, 64);
                 _tile_loadd(5, pa + TILE, 64);
-                NUMLA_MHA_AMX_PV(0, 1, vg);
-                NUMLA_MHA_AMX_PV(2, 3, vg);
+                NUMLA_MHA_AMX_PAIR(0, 1, vg);
+                NUMLA_MHA_AMX_PAIR(2, 3, vg);
             }
             _tile_stored(0, o, os);
             _tile_stored(1, o + 16, os);
