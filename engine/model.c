@@ -301,8 +301,6 @@ static numla_status ensure_capacity(numla_model *m, int64_t T, int64_t R)
     return NUMLA_STATUS_OK;
 }
 
-/* Scratch of the two-part attention for this step (sizes depend on the step's sequences), and
- * the per-sequence prefix lengths and new-row block tables every layer reuses. */
 static int expand_seq(const numla_model *m, int32_t n, int32_t L);
 static int32_t expanded_seqs(const numla_model *m, const numla_step *st);
 
@@ -355,6 +353,9 @@ static numla_status build_sub_step(numla_model *m, const numla_step *st)
     return NUMLA_STATUS_OK;
 }
 
+/* Scratch of the two-part attention for this step (sizes depend on the step's sequences), the
+ * step's attention form (m->split, m->all_expanded; the absorbed sub-step when split), and
+ * the per-sequence prefix lengths and new-row block tables every layer reuses. */
 static numla_status ensure_step_scratch(numla_model *m, const numla_kv_cache *cache,
                                         const numla_step *st)
 {
