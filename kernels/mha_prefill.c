@@ -12,7 +12,7 @@ static const numla_mha_prefill_fn numla_mha_prefill_table_[NUMLA_ISA_COUNT] = {
     [NUMLA_ISA_REF] = numla_mha_prefill_ref,
     [NUMLA_ISA_AVX2] = numla_mha_prefill_ref, /* no AVX2 variant: inherit */
     [NUMLA_ISA_AVX512] = numla_mha_prefill_avx512,
-    [NUMLA_ISA_AVX512BF16] = numla_mha_prefill_avx512bf16, /* AMX scores when they apply */
+    [NUMLA_ISA_AVX512BF16] = numla_mha_prefill_avx512, /* or its AMX form, chosen per call */
 };
 
 static size_t thread_bytes(const numla_mha_prefill_args *a)
@@ -59,21 +59,22 @@ static void transpose_block(const numla_mha_prefill_args *a, int32_t b, int32_t 
     float *dst = kt + (size_t)kb * numla_mha_prefill_kv_block_floats(a);
     const float *src = a->k + ((int64_t)a->k_start[b] + j0) * a->k_stride + (int64_t)h * D;
     const int32_t n = nkeys - j0 < KB ? (int32_t)(nkeys - j0) : KB;
-    if (amx)
-        numla_mha_prefill_pack_k_amx(src, a->k_stride, n, D, (uint16_t *)(void *)dst);
-    for (int32_t j = 0; j < n && !amx; j++)
-        for (int32_t d = 0; d < D; d++)
-            dst[(size_t)d * KB + j] = src[(int64_t)j * a->k_stride + d];
-    if (n < KB && !amx)
-        for (int32_t d = 0; d < D; d++)
-            memset(dst + (size_t)d * KB + n, 0, (size_t)(KB - n) * sizeof *dst);
-    /* values contiguous per block: rows a head apart in v would alias in L1 */
     const int32_t Dv = a->v_dim;
     float *vd = dst + (size_t)D * KB;
     const float *vs = a->v + ((int64_t)a->k_start[b] + j0) * a->v_stride + (int64_t)h * Dv;
-    if (amx)
+    if (amx) { /* the same footprints as split-bf16 tiles (kernels/x86/mha_prefill_amx.h) */
+        numla_mha_prefill_pack_k_amx(src, a->k_stride, n, D, (uint16_t *)(void *)dst);
         numla_mha_prefill_pack_v_amx(vs, a->v_stride, n, Dv, (uint16_t *)(void *)vd);
-    for (int32_t j = 0; j < n && !amx; j++)
+        return;
+    }
+    for (int32_t j = 0; j < n; j++)
+        for (int32_t d = 0; d < D; d++)
+            dst[(size_t)d * KB + j] = src[(int64_t)j * a->k_stride + d];
+    if (n < KB)
+        for (int32_t d = 0; d < D; d++)
+            memset(dst + (size_t)d * KB + n, 0, (size_t)(KB - n) * sizeof *dst);
+    /* values contiguous per block: rows a head apart in v would alias in L1 */
+    for (int32_t j = 0; j < n; j++)
         memcpy(vd + (size_t)j * Dv, vs + (int64_t)j * a->v_stride, (size_t)Dv * sizeof *vd);
 }
 
@@ -113,10 +114,11 @@ numla_status numla_mha_prefill(numla_isa isa, const numla_mha_prefill_args *a, v
                    workspace_bytes, numla_mha_prefill_workspace_size(isa, a, nt));
     char *ws = (char *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
     float *kt_all = (float *)(ws + tb * (size_t)nt);
-    const numla_mha_prefill_fn fn = numla_mha_prefill_table_[isa];
-    const int transpose = fn != numla_mha_prefill_ref; /* the reference reads k in place */
-    /* the avx512bf16 variant asks the same question per task */
+    /* avx512bf16 with AMX: the AMX form of the avx512 variant, over keys and values packed as
+     * tiles (decided once here, for the packing and every task) */
     const int amx = isa == NUMLA_ISA_AVX512BF16 && numla_mha_prefill_amx_applies(a);
+    const numla_mha_prefill_fn fn = amx ? numla_mha_prefill_avx512_amx : numla_mha_prefill_table_[isa];
+    const int transpose = fn != numla_mha_prefill_ref; /* the reference reads k in place */
     int64_t ktasks = 0;
     for (int32_t b = 0; transpose && b < a->num_seqs; b++)
         ktasks += key_blocks_of(a, b) * H;

@@ -16,6 +16,7 @@ enum {
 static inline size_t numla_mha_prefill_thread_floats(const numla_mha_prefill_args *a)
 {
     const size_t qb = NUMLA_MHA_PREFILL_QB, kb = NUMLA_MHA_PREFILL_KB;
+    /* (+ 16 twice: alignment slack of the fp32 part and of the bf16 tiles) */
     return qb * kb + qb * (size_t)a->v_dim + 2 * qb + 16 + qb * (size_t)a->qk_dim + qb * kb + 16;
 }
 
@@ -39,7 +40,9 @@ void numla_mha_prefill_ref(const numla_mha_prefill_args *a, int32_t b, int32_t h
                            int32_t i1, float *scratch, const float *kt);
 void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0,
                               int32_t i1, float *scratch, const float *kt);
-void numla_mha_prefill_avx512bf16(const numla_mha_prefill_args *a, int32_t b, int32_t h,
+/* The avx512 variant with Q·Kᵀ and P·V on AMX tiles, over the tile packing; the dispatcher
+ * picks it on avx512bf16 when numla_mha_prefill_amx_applies (kernels/x86/mha_prefill_amx.h). */
+void numla_mha_prefill_avx512_amx(const numla_mha_prefill_args *a, int32_t b, int32_t h,
                                   int32_t i0, int32_t i1, float *scratch, const float *kt);
 
 #endif

@@ -12,9 +12,9 @@
 
 #include "kernels/mha_prefill.h"
 
-/* Whether the avx512bf16 variant computes Q·Kᵀ and P·V on AMX tiles for these arguments:
+/* Whether the dispatcher runs the AMX form of the avx512 variant on avx512bf16:
  * qk_dim and v_dim multiples of 32, AMX usable (kernels/x86/amx.h) and NUMLA_MHA_AMX not
- * "0" (read per call). The dispatcher packs keys for the same answer. */
+ * "0" (read per call, once per numla_mha_prefill call). */
 int numla_mha_prefill_amx_applies(const numla_mha_prefill_args *a);
 
 /* Keys of one block as B tiles: n (<= KB) rows of k (row stride ks floats, D dims each) into

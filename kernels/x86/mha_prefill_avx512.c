@@ -9,7 +9,8 @@
  *   3. O[i][:] += Σ_j P[i][j] · v_j, two query rows × Dv (8 zmm at 128) at a time, from the
  *      block's values packed contiguously by the dispatcher.
  * O lives in the thread's scratch between key blocks. Dv must be a multiple of 16 (otherwise
- * the reference runs).
+ * the reference runs). The AMX form (numla_mha_prefill_avx512_amx, picked by the dispatcher on
+ * avx512bf16) does steps 1 and 3 on tiles (kernels/x86/mha_prefill_amx.c) and shares step 2.
  */
 #include "kernels/mha_prefill_impl.h"
 
@@ -89,8 +90,8 @@ static void pv_block(const float *S, int32_t nq, const float *v, int64_t vs, int
     }
 }
 
-/* One task; amx: scores from AMX tiles over the dispatcher's split-bf16 key tiles
- * (kernels/x86/mha_prefill_amx.h), else fp32 FMA over the transposed keys. */
+/* One task; amx: Q·Kᵀ and P·V on AMX tiles over the dispatcher's split-bf16 key and value tiles
+ * (kernels/x86/mha_prefill_amx.h), else fp32 FMA over the transposed keys and value rows. */
 INLINE void task(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0, int32_t i1,
                  float *scratch, const float *kt, const int amx)
 {
@@ -199,13 +200,9 @@ void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_
     task(a, b, h, i0, i1, scratch, kt, 0);
 }
 
-/* The avx512 variant with AMX scores when they apply (the dispatcher packed the keys for the
- * same answer). Built without the AMX flags: the tile code lives in mha_prefill_amx.c. */
-void numla_mha_prefill_avx512bf16(const numla_mha_prefill_args *a, int32_t b, int32_t h,
+/* Built without the AMX flags: the tile code lives in mha_prefill_amx.c. */
+void numla_mha_prefill_avx512_amx(const numla_mha_prefill_args *a, int32_t b, int32_t h,
                                   int32_t i0, int32_t i1, float *scratch, const float *kt)
 {
-    if (numla_mha_prefill_amx_applies(a))
-        task(a, b, h, i0, i1, scratch, kt, 1);
-    else
-        task(a, b, h, i0, i1, scratch, kt, 0);
+    task(a, b, h, i0, i1, scratch, kt, 1);
 }
