@@ -54,31 +54,58 @@ static void cp_close(cp_eng *e)
     numla_st_close(&e->st);
 }
 
-/* Append n tokens to seq in one step; logits of every new row into out (n, vocab). */
-static int cp_step(cp_eng *e, numla_kv_seq *seq, const int32_t *tok, int32_t n, float *out)
+/* One step over several sequences: seqs[b] gets the n[b] tokens tok[b]; the logits of every
+ * new row go to out in step order (sum n, V). */
+static int cp_step_multi(cp_eng *e, int32_t B, numla_kv_seq **seqs, const int32_t *const *tok,
+                         const int32_t *n, float *out)
 {
-    if (numla_kv_seq_reserve(e->kv, seq, seq->len + n))
-        return -1;
-    int32_t *pos = malloc((size_t)n * 4), *rows = malloc((size_t)n * 4);
-    int64_t *slots = malloc((size_t)n * 8);
-    for (int32_t i = 0; i < n; i++) {
-        pos[i] = (int32_t)seq->len + i;
-        slots[i] = numla_kv_seq_slot(e->kv, seq, seq->len + i);
-        rows[i] = i;
+    int32_t T = 0, mb = 1;
+    for (int32_t b = 0; b < B; b++) {
+        if (numla_kv_seq_reserve(e->kv, seqs[b], seqs[b]->len + n[b]))
+            return -1;
+        T += n[b];
+        mb = seqs[b]->num_blocks > mb ? seqs[b]->num_blocks : mb;
     }
-    int32_t qsl[2] = {0, n}, len = (int32_t)seq->len + n;
-    numla_step st = {.num_seqs = 1, .num_tokens = n, .tokens = tok, .positions = pos,
-                     .slots = slots, .query_start_loc = qsl, .seq_lens = &len,
-                     .block_tables = seq->block_table, .max_blocks_per_seq = seq->num_blocks,
-                     .num_logit_rows = n, .logit_rows = rows};
+    int32_t *toks = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
+    int32_t *rows = malloc((size_t)T * 4), *qsl = malloc((size_t)(B + 1) * 4);
+    int32_t *lens = malloc((size_t)B * 4), *tables = calloc((size_t)(B * mb), 4);
+    int64_t *slots = malloc((size_t)T * 8);
+    qsl[0] = 0;
+    for (int32_t b = 0, t = 0; b < B; b++) {
+        for (int32_t i = 0; i < n[b]; i++, t++) {
+            toks[t] = tok[b][i];
+            pos[t] = (int32_t)seqs[b]->len + i;
+            slots[t] = numla_kv_seq_slot(e->kv, seqs[b], seqs[b]->len + i);
+            rows[t] = t;
+        }
+        qsl[b + 1] = t;
+        lens[b] = (int32_t)seqs[b]->len + n[b];
+        memcpy(tables + (size_t)b * (size_t)mb, seqs[b]->block_table,
+               (size_t)seqs[b]->num_blocks * 4);
+    }
+    numla_step st = {.num_seqs = B, .num_tokens = T, .tokens = toks, .positions = pos,
+                     .slots = slots, .query_start_loc = qsl, .seq_lens = lens,
+                     .block_tables = tables, .max_blocks_per_seq = mb,
+                     .num_logit_rows = T, .logit_rows = rows};
     numla_status s = numla_model_forward(e->m, e->kv, &st, out);
     if (s)
         fprintf(stderr, "\n    forward: %s\n", numla_error_message());
-    seq->len += n;
+    for (int32_t b = 0; b < B; b++)
+        seqs[b]->len += n[b];
+    free(toks);
     free(pos);
     free(rows);
+    free(qsl);
+    free(lens);
+    free(tables);
     free(slots);
     return s ? -1 : 0;
+}
+
+/* Append n tokens to seq in one step; logits of every new row into out (n, vocab). */
+static int cp_step(cp_eng *e, numla_kv_seq *seq, const int32_t *tok, int32_t n, float *out)
+{
+    return cp_step_multi(e, 1, &seq, &tok, &n, out);
 }
 
 static int32_t argmax(const float *v, int64_t n, float *margin)
@@ -96,6 +123,12 @@ static int32_t argmax(const float *v, int64_t n, float *margin)
 }
 
 enum { CP_GEN = 8 };
+
+/* Logit tolerance, relative to the largest |logit|. Chunking or batching changes the GEMM
+ * shapes (M), the attention form and summation order; with bf16 KV a row may round one ulp
+ * apart. Every linear path keeps fp32-class error (the AMX GEMM splits x into two bf16 parts,
+ * kernels/x86/linear_amx.c), so bf16 and fp32 models alike agree to 2e-3 of their range. */
+#define CP_REL_TOL 2e-3f
 
 /* Prefill `prompt` in chunks of `chunk`, then greedy-decode CP_GEN tokens. logits: (P, V) of
  * the prompt rows; gen/margins: (CP_GEN). */
@@ -143,11 +176,7 @@ static void check_model_isa(const char *dir, int32_t P, numla_isa isa)
     float scale = 0;
     for (int64_t i = 0; i < (int64_t)P * V; i++)
         scale = fabsf(ref[i]) > scale ? fabsf(ref[i]) : scale;
-    /* Chunking changes the GEMM shapes (M = chunk), the attention form and summation order;
-     * with bf16 KV a row may round one ulp apart. Every linear path keeps fp32-class error
-     * (the AMX GEMM splits x into two bf16 parts, kernels/x86/linear_amx.c), so the logits of
-     * bf16 and fp32 models alike agree to 2e-3 of their range. */
-    const float tol = 2e-3f * (scale > 1 ? scale : 1);
+    const float tol = CP_REL_TOL * (scale > 1 ? scale : 1);
     const int32_t chunks[] = {1, 7, 64};
     for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
         if (cp_run(&e, prompt, P, chunks[c], got, ggot, mgot)) {
@@ -204,54 +233,6 @@ static void test_tiny(void)
         return;
     }
     check_model(dir, 130);
-}
-
-/* One step over several sequences: seqs[b] gets the n[b] tokens tok[b]; the logits of every
- * new row go to out in step order (sum n, V). */
-static int cp_step_multi(cp_eng *e, int32_t B, numla_kv_seq **seqs, const int32_t *const *tok,
-                         const int32_t *n, float *out)
-{
-    int32_t T = 0, mb = 1;
-    for (int32_t b = 0; b < B; b++) {
-        if (numla_kv_seq_reserve(e->kv, seqs[b], seqs[b]->len + n[b]))
-            return -1;
-        T += n[b];
-        mb = seqs[b]->num_blocks > mb ? seqs[b]->num_blocks : mb;
-    }
-    int32_t *toks = malloc((size_t)T * 4), *pos = malloc((size_t)T * 4);
-    int32_t *rows = malloc((size_t)T * 4), *qsl = malloc((size_t)(B + 1) * 4);
-    int32_t *lens = malloc((size_t)B * 4), *tables = calloc((size_t)(B * mb), 4);
-    int64_t *slots = malloc((size_t)T * 8);
-    qsl[0] = 0;
-    for (int32_t b = 0, t = 0; b < B; b++) {
-        for (int32_t i = 0; i < n[b]; i++, t++) {
-            toks[t] = tok[b][i];
-            pos[t] = (int32_t)seqs[b]->len + i;
-            slots[t] = numla_kv_seq_slot(e->kv, seqs[b], seqs[b]->len + i);
-            rows[t] = t;
-        }
-        qsl[b + 1] = t;
-        lens[b] = (int32_t)seqs[b]->len + n[b];
-        memcpy(tables + (size_t)b * (size_t)mb, seqs[b]->block_table,
-               (size_t)seqs[b]->num_blocks * 4);
-    }
-    numla_step st = {.num_seqs = B, .num_tokens = T, .tokens = toks, .positions = pos,
-                     .slots = slots, .query_start_loc = qsl, .seq_lens = lens,
-                     .block_tables = tables, .max_blocks_per_seq = mb,
-                     .num_logit_rows = T, .logit_rows = rows};
-    numla_status s = numla_model_forward(e->m, e->kv, &st, out);
-    if (s)
-        fprintf(stderr, "\n    forward: %s\n", numla_error_message());
-    for (int32_t b = 0; b < B; b++)
-        seqs[b]->len += n[b];
-    free(toks);
-    free(pos);
-    free(rows);
-    free(qsl);
-    free(lens);
-    free(tables);
-    free(slots);
-    return s ? -1 : 0;
 }
 
 /* A step mixing both attention forms (AUTO): a first chunk (expanded), a decode row and a
@@ -314,7 +295,7 @@ static void check_mixed_isa(const char *dir, numla_isa isa)
         float d = fabsf(ref[i] - got[i]);
         maxd = d > maxd ? d : maxd;
     }
-    const float tol = 2e-3f * (scale > 1 ? scale : 1); /* as in check_model_isa */
+    const float tol = CP_REL_TOL * (scale > 1 ? scale : 1);
     NUMLA_ASSERT_MSG(maxd <= tol, "%s %s mixed step: max |logit diff| %g > %g", dir,
                      numla_isa_name(isa), (double)maxd, (double)tol);
     for (int b = 0; b < NS; b++) {
