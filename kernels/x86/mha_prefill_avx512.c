@@ -111,7 +111,7 @@ INLINE void task(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t 
         mrow[i] = -INFINITY;
         lrow[i] = 0;
     }
-    const float *qrow[QB];
+    const float *qrow[QB] = {0}; /* rows past nq: never read */
     for (int32_t i = 0; i < nq; i++)
         qrow[i] = a->q + ((int64_t)a->q_start[b] + i0 + i) * a->q_stride + (int64_t)h * D;
     const int32_t nkeys = P + i1; /* the last query's limit, exclusive */
