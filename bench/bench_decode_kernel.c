@@ -11,11 +11,14 @@
  * cache fill are paid once per run.
  */
 #include "bench/bench.h"
+#include "bench/bench_peak.h"
+#include "bench/bench_stream_probe.h"
 #include "common/dtype.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "engine/cli.h"
 #include "kernels/mla_attn.h"
+#include "kernels/x86/mla_attn_amx.h"
 
 #include <math.h>
 #include <omp.h>
@@ -43,6 +46,8 @@ typedef struct dkb_opts {
 
 typedef struct dkb_machine {
     double read_gbps, copy_gbps, peak_gflops;
+    double tile_gbps; /* the AMX kernel's Q·K tile loads alone streaming shuffled blocks (the
+                         stream probe, bench_stream_probe.h); 0 when the AMX path does not run */
 } dkb_machine;
 
 typedef struct dkb_result {
@@ -53,6 +58,9 @@ typedef struct dkb_result {
     double mem_frac;                 /* kv_bytes / read_BW over the median time: the bound
                                         when the tiles make the flops nearly free (AMX Q·K and
                                         P·V, kernels/x86/mla_attn_amx.c) */
+    double tile_frac;                /* kv_bytes / tile_gbps over the median time: how close
+                                        the kernel comes to its own Q·K tile loads streaming
+                                        the cache with nothing else to do (0: no AMX) */
     int copies, reps;
     const char *bound;
 } dkb_result;
@@ -198,6 +206,7 @@ static void dkb_roofline(dkb_result *r, const dkb_machine *m)
     const double t_cmp = m->peak_gflops > 0 ? r->flops / (m->peak_gflops * 1e9) : 0;
     r->roofline_frac = (t_mem > t_cmp ? t_mem : t_cmp) / (r->ms * 1e-3);
     r->mem_frac = t_mem / (r->ms * 1e-3);
+    r->tile_frac = m->tile_gbps > 0 ? r->kv_bytes / (m->tile_gbps * 1e9) / (r->ms * 1e-3) : 0;
     r->bound = t_mem >= t_cmp ? "memory" : "compute";
 }
 
@@ -273,6 +282,14 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
     t_phase = numla_bench_now();
     dkb_fill_arena(arena, arena_bytes);
     NUMLA_DEBUG("bench decode-kernel: cache fill took %.2f s", numla_bench_now() - t_phase);
+    m.tile_gbps = 0;
+    if (isa == NUMLA_ISA_AVX512BF16 && numla_mla_amx_enabled() && numla_bench_peak_amx_ok()) {
+        int64_t tiles = 0;
+        int64_t *order = numla_bench_probe_order(arena_bytes, 1, &tiles);
+        if (order)
+            m.tile_gbps = numla_bench_probe_gbps(o.threads, arena, order, tiles, 0, 0, mreps);
+        free(order);
+    }
 
     enum { NSHAPES = sizeof dkb_shapes / sizeof dkb_shapes[0] };
     dkb_result res[NSHAPES];
@@ -305,10 +322,15 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
             m.read_gbps, m.copy_gbps, m.peak_gflops,
             isa == NUMLA_ISA_AVX512BF16 ? "max of vdpbf16ps and fp32 FMA" : isa == NUMLA_ISA_REF ? "scalar" : "fp32 FMA",
             (double)numla_bench_llc_bytes() / (1 << 20), (double)arena_bytes / (1 << 30));
+    if (m.tile_gbps > 0)
+        fprintf(info, "AMX path: its Q·K tile loads alone stream shuffled 16-row blocks at %.2f GB/s "
+                      "(%.2f of read; bench machine's stream probe, docs/decode.md); tile_frac = kv "
+                      "bytes per second over that\n",
+                m.tile_gbps, m.read_gbps > 0 ? m.tile_gbps / m.read_gbps : 0.0);
     if (!o.json)
-        printf("%4s %7s %4s %6s %5s %10s %10s %8s %9s %9s %11s %8s %13s %8s %s\n", "bs", "seq_len", "heads",
+        printf("%4s %7s %4s %6s %5s %10s %10s %8s %9s %9s %11s %8s %13s %8s %9s %s\n", "bs", "seq_len", "heads",
                "copies", "reps", "ms", "min_ms", "gbps", "copy_gbps", "read_gbps", "peak_gflops", "gflops",
-               "roofline_frac", "mem_frac", "bound");
+               "roofline_frac", "mem_frac", "tile_frac", "bound");
     for (int i = 0; i < nres; i++) {
         dkb_result *r = &res[i];
         const dkb_shape *s = r->shape;
@@ -318,14 +340,17 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
                    "\"kv_lora_rank\":%d,\"rope_dim\":%d,\"kv_dtype\":\"bf16\",\"q_dtype\":\"bf16\","
                    "\"out_dtype\":\"bf16\",\"isa\":\"%s\",\"threads\":%d,\"ms\":%.4f,\"min_ms\":%.4f,\"gbps\":%.3f,"
                    "\"copy_gbps\":%.3f,\"read_gbps\":%.3f,\"peak_gflops\":%.2f,\"gflops\":%.3f,"
-                   "\"roofline_frac\":%.4f,\"mem_frac\":%.4f,\"bound\":\"%s\",\"kv_copies\":%d,\"reps\":%d,\"q_scale\":%g}\n",
+                   "\"roofline_frac\":%.4f,\"mem_frac\":%.4f,\"tile_gbps\":%.3f,\"tile_frac\":%.4f,"
+                   "\"bound\":\"%s\",\"kv_copies\":%d,\"reps\":%d,\"q_scale\":%g}\n",
                    s->bs, s->seq_len, s->heads, DKB_BLOCK, DKB_DC, DKB_DR, numla_isa_name(isa),
                    o.threads, r->ms, r->min_ms, r->gbps, m.copy_gbps, m.read_gbps, m.peak_gflops,
-                   r->gflops, r->roofline_frac, r->mem_frac, r->bound, r->copies, r->reps, o.q_scale);
+                   r->gflops, r->roofline_frac, r->mem_frac, m.tile_gbps, r->tile_frac, r->bound,
+                   r->copies, r->reps, o.q_scale);
         else
-            printf("%4d %7d %5d %6d %5d %10.3f %10.3f %8.2f %9.2f %9.2f %11.1f %8.2f %13.3f %8.3f %s\n", s->bs,
+            printf("%4d %7d %5d %6d %5d %10.3f %10.3f %8.2f %9.2f %9.2f %11.1f %8.2f %13.3f %8.3f %9.3f %s\n", s->bs,
                    s->seq_len, s->heads, r->copies, r->reps, r->ms, r->min_ms, r->gbps, m.copy_gbps,
-                   m.read_gbps, m.peak_gflops, r->gflops, r->roofline_frac, r->mem_frac, r->bound);
+                   m.read_gbps, m.peak_gflops, r->gflops, r->roofline_frac, r->mem_frac, r->tile_frac,
+                   r->bound);
     }
     fflush(stdout);
     numla_bench_free(arena, arena_bytes);

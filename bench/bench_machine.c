@@ -2,12 +2,57 @@
  * bandwidth, dot-product peak of every supported ISA) on the current OpenMP threads, the
  * denominators of every other benchmark's ratios. */
 #include "bench/bench.h"
+#include "bench/bench_peak.h"
+#include "bench/bench_stream_probe.h"
 #include "engine/cli.h"
 
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The stream probe: the decode kernel's cache layout streamed with vector loads and with AMX
+ * tile loads, blocks in memory order and shuffled (bench_stream_probe.h). It measures what
+ * bounds the AMX decode kernel on a given machine (docs/decode.md). */
+static void numla_bench_stream_probe_(int threads, void *buf, size_t bytes, double read_gbps,
+                                      int reps)
+{
+    int64_t tiles = 0;
+    int64_t *order = numla_bench_probe_order(bytes, 0, &tiles);
+    int64_t *shuffled = numla_bench_probe_order(bytes, 1, &tiles);
+    if (!order || !shuffled) {
+        free(order);
+        free(shuffled);
+        return;
+    }
+    /* bf16 1.0 everywhere, first-touched by the threads that stream it */
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < (int64_t)(bytes / 2); i++)
+        ((uint16_t *)buf)[i] = 0x3f80;
+    static const struct {
+        const char *what;
+        int shuffled, vector, arg;
+    } probes[] = {
+        {"vector loads, blocks in order", 0, 1, 0},
+        {"vector loads, blocks shuffled", 1, 1, 0},
+        {"vector loads in order + 18 L1 tile-load groups per tile", 0, 1, 1},
+        {"AMX Q.K tile loads, blocks in order", 0, 0, 0},
+        {"AMX Q.K tile loads, blocks shuffled", 1, 0, 0},
+        {"AMX Q.K tile loads, shuffled + prefetch of next tile", 1, 0, 1},
+    };
+    printf("stream probe: decode-kernel cache layout (16-row blocks of 1152 bytes, 64-key "
+           "tiles), %lld tiles\n",
+           (long long)tiles);
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+        double g = numla_bench_probe_gbps(threads, buf, probes[i].shuffled ? shuffled : order,
+                                          tiles, probes[i].vector, probes[i].arg, reps);
+        printf("  %-58s %8.2f GB/s  %.2f of read\n", probes[i].what, g,
+               read_gbps > 0 ? g / read_gbps : 0.0);
+    }
+    free(order);
+    free(shuffled);
+}
 
 static int numla_bench_machine_main(int argc, char **argv)
 {
@@ -34,8 +79,11 @@ static int numla_bench_machine_main(int argc, char **argv)
         fprintf(stderr, "numla bench machine: cannot map %zu bytes\n", bytes);
         return 1;
     }
-    printf("read  %8.2f GB/s\n", numla_bench_read_gbps_in(threads, buf, bytes, reps));
+    const double read_gbps = numla_bench_read_gbps_in(threads, buf, bytes, reps);
+    printf("read  %8.2f GB/s\n", read_gbps);
     printf("copy  %8.2f GB/s (read + written)\n", numla_bench_copy_gbps_in(threads, buf, bytes, reps));
+    if (numla_isa_supported(NUMLA_ISA_AVX512BF16) && numla_bench_peak_amx_ok())
+        numla_bench_stream_probe_(threads, buf, bytes, read_gbps, reps);
     numla_bench_free(buf, bytes);
     for (int i = 0; i < NUMLA_ISA_COUNT; i++)
         if (numla_isa_supported((numla_isa)i))
