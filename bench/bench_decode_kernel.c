@@ -42,6 +42,7 @@ static const dkb_shape dkb_shapes[] = {
 typedef struct dkb_opts {
     int json, is_short, threads;
     float q_scale; /* q values are uniform in [-q_scale, q_scale) */
+    int io_f32;    /* q and out in fp32, as the engine passes them (engine/model.c) */
 } dkb_opts;
 
 typedef struct dkb_machine {
@@ -120,8 +121,9 @@ static numla_status dkb_run_shape(numla_isa isa, const dkb_shape *s, const dkb_o
     numla_status st = NUMLA_STATUS_OK;
     int32_t *table = malloc((size_t)num_blocks * sizeof *table);
     int32_t *seq_lens = malloc((size_t)B * sizeof *seq_lens);
-    uint16_t *q = malloc((size_t)(B * H * DKB_ROW) * sizeof *q);
-    uint16_t *out = malloc((size_t)(B * H * DKB_DC) * sizeof *out);
+    const size_t io_size = o->io_f32 ? sizeof(float) : sizeof(uint16_t);
+    uint16_t *q = malloc((size_t)(B * H * DKB_ROW) * io_size);
+    void *out = malloc((size_t)(B * H * DKB_DC) * io_size);
     double *times = NULL;
     void *ws = NULL;
     if (!table || !seq_lens || !q || !out) {
@@ -141,13 +143,17 @@ static numla_status dkb_run_shape(numla_isa isa, const dkb_shape *s, const dkb_o
     for (int64_t b = 0; b < B; b++)
         seq_lens[b] = (int32_t)L;
     dkb_fill_bf16(q, (size_t)(B * H * DKB_ROW), 1, o->q_scale);
+    if (o->io_f32) /* the same values, widened in place from the back */
+        for (int64_t i = B * H * DKB_ROW - 1; i >= 0; i--)
+            ((float *)(void *)q)[i] = numla_bf16_to_f32(q[i]);
+    const numla_dtype io_dtype = o->io_f32 ? NUMLA_DTYPE_F32 : NUMLA_DTYPE_BF16;
     numla_mla_attn_args a = {
         .num_seqs = s->bs, .num_heads = s->heads, .kv_lora_rank = DKB_DC, .rope_dim = DKB_DR,
         .block_size = DKB_BLOCK, .num_blocks = num_blocks, .max_blocks_per_seq = (int32_t)blocks_per_seq,
-        .q = q, .q_dtype = NUMLA_DTYPE_BF16, .kv_cache = arena, .kv_dtype = NUMLA_DTYPE_BF16,
+        .q = q, .q_dtype = io_dtype, .kv_cache = arena, .kv_dtype = NUMLA_DTYPE_BF16,
         .block_tables = table, .seq_lens = seq_lens, .query_start_loc = NULL, .causal = 0,
         .scale = 0.1147f, /* DeepSeek-V2-Lite, DESIGN.md §5 */
-        .out = out, .out_dtype = NUMLA_DTYPE_BF16, .lse = NULL,
+        .out = out, .out_dtype = io_dtype, .lse = NULL,
     };
     const size_t ws_bytes = numla_mla_attn_workspace_size(isa, &a, o->threads);
     ws = malloc(ws_bytes ? ws_bytes : 1);
@@ -171,14 +177,15 @@ static numla_status dkb_run_shape(numla_isa isa, const dkb_shape *s, const dkb_o
     }
     int finite = 1;
     for (int64_t i = 0; i < B * H * DKB_DC; i++)
-        finite &= isfinite(numla_bf16_to_f32(out[i])) != 0;
+        finite &= isfinite(o->io_f32 ? ((const float *)out)[i]
+                                     : numla_bf16_to_f32(((const uint16_t *)out)[i])) != 0;
     if (!finite)
         fprintf(stderr, "numla bench decode-kernel: warning: (%d, %d, %d) produced non-finite output\n",
                 s->bs, s->seq_len, s->heads);
 
     const double t = numla_bench_median(times, reps);
     const double kv_bytes = (double)B * (double)L * DKB_ROW * 2;
-    const double io_bytes = kv_bytes + (double)(B * H * DKB_ROW) * 2 + (double)(B * H * DKB_DC) * 2;
+    const double io_bytes = kv_bytes + (double)(B * H * DKB_ROW + B * H * DKB_DC) * (double)io_size;
     const double flops = 2.0 * (double)B * (double)H * (double)L * (DKB_ROW + DKB_DC);
     res->shape = s;
     res->kv_bytes = kv_bytes;
@@ -212,20 +219,21 @@ static void dkb_roofline(dkb_result *r, const dkb_machine *m)
 
 static int dkb_usage(FILE *f)
 {
-    fprintf(f, "usage: numla bench decode-kernel [--json] [--short] [--threads N] [--q-scale S]\n"
+    fprintf(f, "usage: numla bench decode-kernel [--json] [--short] [--threads N] [--q-scale S] [--io f32]\n"
                "  MLA decode kernel (kernels/mla_attn.h) vs this machine's roofline, measured in\n"
                "  the same run. ISA from NUMLA_ISA (default: best supported).\n"
                "  --json      one JSON object per shape on stdout (headers go to stderr)\n"
                "  --short     small shapes only (seconds; used by scripts/demo)\n"
                "  --threads N OpenMP threads for the kernel and the machine figures\n"
                "  --q-scale S q uniform in [-S, S) (default 1: scores of std ~1, a flat softmax;\n"
-               "              ~30 gives a peaked one whose tiny weights are fp32 subnormals)\n");
+               "              ~30 gives a peaked one whose tiny weights are fp32 subnormals)\n"
+               "  --io f32    q and out in fp32, as the engine passes them (default bf16)\n");
     return f == stderr ? 2 : 0;
 }
 
 static int numla_bench_decode_kernel_main(int argc, char **argv)
 {
-    dkb_opts o = {0, 0, omp_get_max_threads(), 1.0f};
+    dkb_opts o = {0, 0, omp_get_max_threads(), 1.0f, 0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             o.json = 1;
@@ -246,6 +254,13 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
                 fprintf(stderr, "numla bench decode-kernel: --q-scale wants a positive number, got '%s'\n", argv[i]);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--io") && i + 1 < argc) {
+            ++i;
+            if (strcmp(argv[i], "f32") && strcmp(argv[i], "bf16")) {
+                fprintf(stderr, "numla bench decode-kernel: --io wants f32 or bf16, got '%s'\n", argv[i]);
+                return 2;
+            }
+            o.io_f32 = !strcmp(argv[i], "f32");
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             return dkb_usage(stdout);
         } else {
@@ -266,8 +281,8 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
         fprintf(stderr, "numla bench decode-kernel: cannot map %zu bytes\n", arena_bytes);
         return 1;
     }
-    fprintf(info, "numla bench decode-kernel: isa %s, %d threads; bf16 q/kv/out, block %d, Dc %d, Dr %d, q-scale %g\n",
-            numla_isa_name(isa), o.threads, DKB_BLOCK, DKB_DC, DKB_DR, o.q_scale);
+    fprintf(info, "numla bench decode-kernel: isa %s, %d threads; %s q/out, bf16 kv, block %d, Dc %d, Dr %d, q-scale %g\n",
+            numla_isa_name(isa), o.threads, o.io_f32 ? "fp32" : "bf16", DKB_BLOCK, DKB_DC, DKB_DR, o.q_scale);
     fflush(info);
     /* Machine figures: best of two windows, before and after the kernel timings, so one
      * burst of other jobs on a shared machine cannot set the roofline alone. */
@@ -337,13 +352,13 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
         dkb_roofline(r, &m);
         if (o.json)
             printf("{\"bench\":\"decode-kernel\",\"bs\":%d,\"seq_len\":%d,\"heads\":%d,\"block_size\":%d,"
-                   "\"kv_lora_rank\":%d,\"rope_dim\":%d,\"kv_dtype\":\"bf16\",\"q_dtype\":\"bf16\","
-                   "\"out_dtype\":\"bf16\",\"isa\":\"%s\",\"threads\":%d,\"ms\":%.4f,\"min_ms\":%.4f,\"gbps\":%.3f,"
+                   "\"kv_lora_rank\":%d,\"rope_dim\":%d,\"kv_dtype\":\"bf16\",\"q_dtype\":\"%s\","
+                   "\"out_dtype\":\"%s\",\"isa\":\"%s\",\"threads\":%d,\"ms\":%.4f,\"min_ms\":%.4f,\"gbps\":%.3f,"
                    "\"copy_gbps\":%.3f,\"read_gbps\":%.3f,\"peak_gflops\":%.2f,\"gflops\":%.3f,"
                    "\"roofline_frac\":%.4f,\"mem_frac\":%.4f,\"tile_gbps\":%.3f,\"tile_frac\":%.4f,"
                    "\"bound\":\"%s\",\"kv_copies\":%d,\"reps\":%d,\"q_scale\":%g}\n",
-                   s->bs, s->seq_len, s->heads, DKB_BLOCK, DKB_DC, DKB_DR, numla_isa_name(isa),
-                   o.threads, r->ms, r->min_ms, r->gbps, m.copy_gbps, m.read_gbps, m.peak_gflops,
+                   s->bs, s->seq_len, s->heads, DKB_BLOCK, DKB_DC, DKB_DR, o.io_f32 ? "f32" : "bf16",
+                   o.io_f32 ? "f32" : "bf16", numla_isa_name(isa), o.threads, r->ms, r->min_ms, r->gbps, m.copy_gbps, m.read_gbps, m.peak_gflops,
                    r->gflops, r->roofline_frac, r->mem_frac, m.tile_gbps, r->tile_frac, r->bound,
                    r->copies, r->reps, o.q_scale);
         else

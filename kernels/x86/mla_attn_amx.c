@@ -24,10 +24,11 @@ void numla_mla_amx_begin(void) { numla_amx_tiles_begin(); }
 
 void numla_mla_amx_end(void) { numla_amx_tiles_end(); }
 
-/* NG groups of 16 keys: tiles 0..NG-1 accumulate, 4 holds B, 5 and 6 alternate A. */
+/* NG groups of 16 keys: tiles 0..NG-1 accumulate, 4 holds B (q hi), 7 q lo when LO, 5 and 6
+ * alternate A. */
 static inline __attribute__((always_inline)) void
-numla_mla_qk_amx_ng(const uint32_t *qv, int64_t w, const char *const *base, const size_t *stride,
-                    float *S, const int NG)
+numla_mla_qk_amx_ng(const uint32_t *qv, const uint32_t *qlo, int64_t w, const char *const *base,
+                    const size_t *stride, float *S, const int NG, const int LO)
 {
     _tile_zero(0);
     if (NG > 1)
@@ -38,19 +39,29 @@ numla_mla_qk_amx_ng(const uint32_t *qv, int64_t w, const char *const *base, cons
         _tile_zero(3);
     for (int64_t s = 0; s < w / 32; s++) {
         _tile_loadd(4, qv + s * 256, 64);
+        if (LO)
+            _tile_loadd(7, qlo + s * 256, 64);
         _tile_loadd(5, base[0] + s * 64, stride[0]);
         _tile_dpbf16ps(0, 5, 4);
+        if (LO)
+            _tile_dpbf16ps(0, 5, 7);
         if (NG > 1) {
             _tile_loadd(6, base[1] + s * 64, stride[1]);
             _tile_dpbf16ps(1, 6, 4);
+            if (LO)
+                _tile_dpbf16ps(1, 6, 7);
         }
         if (NG > 2) {
             _tile_loadd(5, base[2] + s * 64, stride[2]);
             _tile_dpbf16ps(2, 5, 4);
+            if (LO)
+                _tile_dpbf16ps(2, 5, 7);
         }
         if (NG > 3) {
             _tile_loadd(6, base[3] + s * 64, stride[3]);
             _tile_dpbf16ps(3, 6, 4);
+            if (LO)
+                _tile_dpbf16ps(3, 6, 7);
         }
     }
     _tile_stored(0, S, 64);
@@ -62,8 +73,8 @@ numla_mla_qk_amx_ng(const uint32_t *qv, int64_t w, const char *const *base, cons
         _tile_stored(3, S + 768, 64);
 }
 
-void numla_mla_qk_amx(const uint32_t *qv, int64_t w, const char *const *rows, int64_t nt,
-                      float *S, uint16_t *stage)
+void numla_mla_qk_amx(const uint32_t *qv, const uint32_t *qlo, int64_t w, const char *const *rows,
+                      int64_t nt, float *S, uint16_t *stage)
 {
     const size_t rowbytes = (size_t)w * 2;
     const char *base[4];
@@ -92,14 +103,23 @@ void numla_mla_qk_amx(const uint32_t *qv, int64_t w, const char *const *rows, in
         base[g] = st;
         stride[g] = rowbytes;
     }
-    if (ng == 4)
-        numla_mla_qk_amx_ng(qv, w, base, stride, S, 4);
+    if (qlo) {
+        if (ng == 4)
+            numla_mla_qk_amx_ng(qv, qlo, w, base, stride, S, 4, 1);
+        else if (ng == 3)
+            numla_mla_qk_amx_ng(qv, qlo, w, base, stride, S, 3, 1);
+        else if (ng == 2)
+            numla_mla_qk_amx_ng(qv, qlo, w, base, stride, S, 2, 1);
+        else
+            numla_mla_qk_amx_ng(qv, qlo, w, base, stride, S, 1, 1);
+    } else if (ng == 4)
+        numla_mla_qk_amx_ng(qv, NULL, w, base, stride, S, 4, 0);
     else if (ng == 3)
-        numla_mla_qk_amx_ng(qv, w, base, stride, S, 3);
+        numla_mla_qk_amx_ng(qv, NULL, w, base, stride, S, 3, 0);
     else if (ng == 2)
-        numla_mla_qk_amx_ng(qv, w, base, stride, S, 2);
+        numla_mla_qk_amx_ng(qv, NULL, w, base, stride, S, 2, 0);
     else
-        numla_mla_qk_amx_ng(qv, w, base, stride, S, 1);
+        numla_mla_qk_amx_ng(qv, NULL, w, base, stride, S, 1, 0);
 }
 
 /* ---- P·V ---- */

@@ -17,11 +17,12 @@ void numla_mla_amx_begin(void);
 void numla_mla_amx_end(void);
 
 /* S[t][r] (t < nt <= 64, 16 lanes per key) = Σ_j pair_j(q_r) · pair_j(row t), unscaled.
- * qv: (w / 2, 16) bf16 pairs of q, rows past the item's zeroed; rows[t]: bf16 cache rows of w
- * elements (w % 32 == 0); stage: 64·w bf16 of scratch, used when 16 consecutive keys are not
- * contiguous rows of one block. */
-void numla_mla_qk_amx(const uint32_t *qv, int64_t w, const char *const *rows, int64_t nt,
-                      float *S, uint16_t *stage);
+ * qv: (w / 2, 16) bf16 pairs of q, rows past the item's zeroed; qlo: NULL, or the same layout
+ * holding q's lo part (q = qv + qlo, split from an fp32 q), added with a second product per key
+ * tile; rows[t]: bf16 cache rows of w elements (w % 32 == 0); stage: 64·w bf16 of scratch,
+ * used when 16 consecutive keys are not contiguous rows of one block. */
+void numla_mla_qk_amx(const uint32_t *qv, const uint32_t *qlo, int64_t w, const char *const *rows,
+                      int64_t nt, float *S, uint16_t *stage);
 
 /* P·V on the tiles: O (16 rows, Dc; row stride dc, fp32, 64-byte aligned) = (fresh ? 0 :
  * O·corr[row] if rescale, else O) + Σ_t P[t][row] · v_t, v_t the first dc bf16 of vrows[t].

@@ -270,21 +270,96 @@ static int numla_mla_supports(const numla_mla_attn_args *a)
     return a->kv_lora_rank % 32 == 0 && a->rope_dim % 16 == 0;
 }
 
-/* Pack the item's q rows as (w / 16, 16 rows, 16) fp32 or, for vdpbf16ps, [pair][16] bf16
- * pairs; rows past nrows are zero. The softmax scale is applied to the scores. */
+/* In place 16 x 16 transpose of 32-bit elements: v[r] = row r in, column r out. */
+NUMLA_MLA_INLINE void numla_mla_transpose16(__m512i v[16])
+{
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) { /* lane L of t[i]: r_i[4L], r_i+1[4L], r_i[4L+1], r_i+1[4L+1] */
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* lane L of u[i + j]: element 4L + j of rows i .. i+3 */
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int j = 0; j < 4; j++) { /* gather lane L of u[j], u[4+j], u[8+j], u[12+j] */
+        const __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
+        const __m512i x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
+        const __m512i y0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+        const __m512i y1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+        v[j] = _mm512_shuffle_i32x4(x0, y0, 0x88);
+        v[4 + j] = _mm512_shuffle_i32x4(x0, y0, 0xDD);
+        v[8 + j] = _mm512_shuffle_i32x4(x1, y1, 0x88);
+        v[12 + j] = _mm512_shuffle_i32x4(x1, y1, 0xDD);
+    }
+}
+
+/* Pack the item's q rows as (w / 16, 16 rows, 16) fp32 or, for vdpbf16ps and the AMX tiles,
+ * [pair][16] bf16 pairs; rows past nrows are zero. An fp32 or fp16 q packed as pairs is split
+ * into hi = bf16(q) at qbuf and lo = bf16(q - hi) right after it (w / 2 · 16 pairs further):
+ * the AMX Q·K sums both products, so the scores keep fp32-class error (|q - hi - lo| <=
+ * 2^-18 |q|; bf16 cache values times bf16 are exact in fp32). The softmax scale is applied to
+ * the scores. */
 static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16dot)
 {
     const numla_mla_attn_args *a = c->a;
     int64_t w = (int64_t)a->kv_lora_rank + a->rope_dim;
 #if NUMLA_MLA_BF16DOT
     if (bf16dot) {
-        uint32_t *qv = qbuf;
-        memset(qv, 0, (size_t)w / 2 * 16 * sizeof(uint32_t));
-        for (int32_t r = 0; r < c->nrows; r++) {
-            const uint32_t *src = (const uint32_t *)a->q + (size_t)(c->row0 + r) * (size_t)w / 2;
-            for (int64_t j = 0; j < w / 2; j++)
-                qv[j * 16 + r] = src[j];
+        const int split = a->q_dtype != NUMLA_DTYPE_BF16;
+        uint32_t *hi = qbuf, *lo = hi + (size_t)w / 2 * 16;
+        for (int64_t jb = 0; jb < w / 32; jb++) { /* 32 elements = 16 pairs per row at a time */
+            __m512i rh[16], rl[16];
+            for (int32_t r = 0; r < 16; r++) {
+                if (!split) {
+                    rh[r] = r < c->nrows ? _mm512_loadu_si512((const void *)((const uint16_t *)a->q +
+                                           (size_t)(c->row0 + r) * (size_t)w + (size_t)jb * 32))
+                                         : _mm512_setzero_si512();
+                    continue;
+                }
+                __m512 x0 = _mm512_setzero_ps(), x1 = _mm512_setzero_ps();
+                if (r < c->nrows) {
+                    const size_t base = (size_t)(c->row0 + r) * (size_t)w + (size_t)jb * 32;
+                    if (a->q_dtype == NUMLA_DTYPE_F32) {
+                        x0 = _mm512_loadu_ps((const float *)a->q + base);
+                        x1 = _mm512_loadu_ps((const float *)a->q + base + 16);
+                    } else {
+                        const uint16_t *h = (const uint16_t *)a->q + base;
+                        x0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+                        x1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + 16)));
+                    }
+                }
+                const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0); /* pair j = elements 2j, 2j+1 */
+                const __m512 h0 = _mm512_cvtpbh_ps((__m256bh)_mm512_castsi512_si256((__m512i)h));
+                const __m512 h1 = _mm512_cvtpbh_ps((__m256bh)_mm512_extracti64x4_epi64((__m512i)h, 1));
+                rh[r] = (__m512i)h;
+                rl[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
+            }
+            numla_mla_transpose16(rh);
+            for (int i = 0; i < 16; i++)
+                _mm512_storeu_si512((void *)(hi + (size_t)(jb * 16 + i) * 16), rh[i]);
+            if (split) {
+                numla_mla_transpose16(rl);
+                for (int i = 0; i < 16; i++)
+                    _mm512_storeu_si512((void *)(lo + (size_t)(jb * 16 + i) * 16), rl[i]);
+            }
         }
+        for (int64_t j = w / 32 * 16; j < w / 2; j++) /* w % 32 == 16 (vdpbf16ps path only) */
+            for (int32_t r = 0; r < 16; r++) {
+                uint32_t ph = 0, pl = 0;
+                for (int e = 1; e >= 0 && r < c->nrows; e--) {
+                    const size_t i = (size_t)(c->row0 + r) * (size_t)w + (size_t)(2 * j + e);
+                    const float x = numla_load_f32(a->q, a->q_dtype, i);
+                    const uint16_t h = split ? numla_f32_to_bf16(x) : ((const uint16_t *)a->q)[i];
+                    ph = ph << 16 | h;
+                    pl = pl << 16 | numla_f32_to_bf16(x - numla_bf16_to_f32(h));
+                }
+                hi[j * 16 + r] = ph;
+                if (split)
+                    lo[j * 16 + r] = pl;
+            }
         return;
     }
 #endif
@@ -315,18 +390,26 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
     const int64_t dc = a->kv_lora_rank, w = dc + a->rope_dim;
     int bf16dot = numla_mla_uses_bf16dot(a);
 #if NUMLA_MLA_BF16DOT
-    /* AMX tiles for Q·K when q and cache are bf16 (exact products, fp32 accumulation, like
-     * vdpbf16ps) and rows split into whole 32-element slices. */
-    const int amx = a->q_dtype == NUMLA_DTYPE_BF16 && a->kv_dtype == NUMLA_DTYPE_BF16 &&
+    /* AMX tiles for Q·K when the cache is bf16 and rows split into whole 32-element slices:
+     * exact products, fp32 accumulation. A bf16 q is used as is; an fp32 / fp16 q (what the
+     * engine passes) as bf16 hi + lo, two products per key tile (numla_mla_pack_q). */
+    const int amx = a->kv_dtype == NUMLA_DTYPE_BF16 &&
                     (a->kv_lora_rank + a->rope_dim) % 32 == 0 && numla_mla_amx_enabled();
-    if (amx)
+    const uint32_t *qlo = NULL;
+    if (amx) {
         bf16dot = 1; /* q packed as bf16 pairs, the tile B layout */
+        if (a->q_dtype != NUMLA_DTYPE_BF16)
+            qlo = (const uint32_t *)(void *)((char *)scratch + numla_mla_layout(a).q) +
+                  (size_t)(a->kv_lora_rank + a->rope_dim) / 2 * 16;
+    }
     /* P·V on tiles whenever the cache is bf16 (V exact; P split hi + lo), whatever q is. */
     const int amx_pv = a->kv_dtype == NUMLA_DTYPE_BF16 && a->kv_lora_rank % 64 == 0 &&
                        NUMLA_MLA_KT <= 64 && numla_mla_amx_enabled();
 #else
     const int amx = 0, amx_pv = 0;
     (void)amx_pv;
+    const uint32_t *qlo = NULL;
+    (void)qlo;
 #endif
     const int kind = a->kv_dtype == NUMLA_DTYPE_BF16 ? 1 : a->kv_dtype == NUMLA_DTYPE_F16 ? 2 : 0;
     numla_mla_scratch_layout L = numla_mla_layout(a);
@@ -375,7 +458,7 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
         if (amx) {
 #if NUMLA_MLA_BF16DOT
             for (int64_t i = 0; i < nt; i += 64)
-                numla_mla_qk_amx(qbuf, w, rows + i, nt - i < 64 ? nt - i : 64, S + 16 * i,
+                numla_mla_qk_amx(qbuf, qlo, w, rows + i, nt - i < 64 ? nt - i : 64, S + 16 * i,
                                  (uint16_t *)(s + L.stage));
 #endif
         } else if (bf16dot) {
