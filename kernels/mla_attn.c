@@ -240,6 +240,25 @@ static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_m
     return n;
 }
 
+/* out[row][0..dc) = src · scale in the output dtype (per-dtype loops the compiler vectorizes). */
+static void numla_mla_attn_store_row(const numla_mla_attn_args *a, int64_t row, const float *src,
+                                     float scale)
+{
+    const size_t dc = (size_t)a->kv_lora_rank, base = (size_t)row * dc;
+    if (a->out_dtype == NUMLA_DTYPE_F32) {
+        float *dst = (float *)a->out + base;
+        for (size_t d = 0; d < dc; d++)
+            dst[d] = src[d] * scale;
+    } else if (a->out_dtype == NUMLA_DTYPE_BF16) {
+        uint16_t *dst = (uint16_t *)a->out + base;
+        for (size_t d = 0; d < dc; d++)
+            dst[d] = numla_f32_to_bf16(src[d] * scale);
+    } else {
+        for (size_t d = 0; d < dc; d++)
+            numla_store_f32(a->out, a->out_dtype, base + d, src[d] * scale);
+    }
+}
+
 /* Run one item and store its rows (to out/lse, or to its partial slot). */
 static void numla_mla_attn_run_item(const numla_mla_attn_kernel *k, const numla_mla_attn_args *a,
                                     const numla_mla_attn_item *it, float *acc, float *m, float *l,
@@ -266,14 +285,7 @@ static void numla_mla_attn_run_item(const numla_mla_attn_kernel *k, const numla_
             partial_lse[p] = lse;
         } else {
             int64_t row = it->row0 + r;
-            if (a->out_dtype == NUMLA_DTYPE_F32) {
-                float *dst = (float *)a->out + (size_t)row * dc;
-                for (size_t d = 0; d < dc; d++)
-                    dst[d] = ar[d] * inv;
-            } else {
-                for (size_t d = 0; d < dc; d++)
-                    numla_store_f32(a->out, a->out_dtype, (size_t)row * dc + d, ar[d] * inv);
-            }
+            numla_mla_attn_store_row(a, row, ar, inv);
             if (a->lse)
                 a->lse[row] = lse;
         }
@@ -310,8 +322,7 @@ static void numla_mla_attn_merge_row(const numla_mla_attn_args *a, const numla_m
             tmp[d] *= inv;
         lse = mx + logf(wsum);
     }
-    for (size_t d = 0; d < dc; d++)
-        numla_store_f32(a->out, a->out_dtype, (size_t)row * dc + d, tmp[d]);
+    numla_mla_attn_store_row(a, row, tmp, 1.0f);
     if (a->lse)
         a->lse[row] = lse;
 }
