@@ -34,6 +34,7 @@
 
 #include "kernels/linear_internal.h"
 #include "kernels/x86/amx.h"
+#include "kernels/x86/bf16_pack_avx512.h"
 
 enum {
     TR = 16,                 /* rows of a tile */
@@ -80,13 +81,10 @@ static void numla_linear_amx_pack_x_(int64_t m, int64_t k, const float *x, int64
                     continue;
                 }
                 const float *s = x + i * ldx + c * TKB;
-                const __m512 x0 = _mm512_loadu_ps(s), x1 = _mm512_loadu_ps(s + 16);
-                const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0);
-                const __m512 h0 = _mm512_cvtpbh_ps((__m256bh)_mm512_castsi512_si256((__m512i)h));
-                const __m512 h1 = _mm512_cvtpbh_ps((__m256bh)_mm512_extracti64x4_epi64((__m512i)h, 1));
-                const __m512bh l = _mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
-                _mm512_storeu_si512((void *)hi, (__m512i)h);
-                _mm512_storeu_si512((void *)lo, (__m512i)l);
+                __m512i h, l;
+                numla_x86_split_bf16(_mm512_loadu_ps(s), _mm512_loadu_ps(s + 16), &h, &l);
+                _mm512_storeu_si512((void *)hi, h);
+                _mm512_storeu_si512((void *)lo, l);
             }
         }
 }

@@ -16,6 +16,7 @@
 
 #include "kernels/mha_prefill_impl.h"
 #include "kernels/x86/amx.h"
+#include "kernels/x86/bf16_pack_avx512.h"
 
 enum { KB = NUMLA_MHA_PREFILL_KB, TILE = 512 /* bf16 per tile */ };
 _Static_assert(NUMLA_MHA_PREFILL_KB == 64, "scores_amx unrolls 4 key groups of 16");
@@ -34,40 +35,7 @@ int numla_mha_prefill_amx_applies(const numla_mha_prefill_args *a)
 /* 32 floats -> hi (bf16(x)) and lo (bf16(x - hi)), each 32 bf16 in element order. */
 static inline void split32(const float *x, __m512i *hi, __m512i *lo)
 {
-    const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-    const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0);
-    const __m512 h0 = _mm512_cvtpbh_ps((__m256bh)_mm512_castsi512_si256((__m512i)h));
-    const __m512 h1 = _mm512_cvtpbh_ps((__m256bh)_mm512_extracti64x4_epi64((__m512i)h, 1));
-    *hi = (__m512i)h;
-    *lo = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
-}
-
-/* r[i] (i, e) -> (e, i): a 16 x 16 transpose of 32-bit words. */
-static inline void transpose16(__m512i r[16])
-{
-    __m512i t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int i = 0; i < 4; i++) {
-        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
-        t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
-        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
-        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-        r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
-        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
-        r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
-    }
+    numla_x86_split_bf16(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16), hi, lo);
 }
 
 void numla_mha_prefill_pack_k_amx(const float *k, int64_t ks, int32_t n, int32_t D, uint16_t *kp)
@@ -87,8 +55,8 @@ void numla_mha_prefill_pack_k_amx(const float *k, int64_t ks, int32_t n, int32_t
                     lo[jj] = hi[jj];
                 }
             }
-            transpose16(hi);
-            transpose16(lo);
+            numla_x86_transpose16(hi);
+            numla_x86_transpose16(lo);
             uint16_t *th = kp + (size_t)((c * (KB / 16) + g) * 2) * TILE;
             for (int p = 0; p < 16; p++) {
                 _mm512_storeu_si512((void *)(th + 32 * p), hi[p]);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/x86/amx.h"
+#include "kernels/x86/bf16_pack_avx512.h"
 
 int numla_mla_amx_enabled(void)
 {
@@ -128,32 +129,27 @@ void numla_mla_qk_amx(const uint32_t *qv, const uint32_t *qlo, int64_t w, const 
  * element 2kk+e = P of key 32g + 2kk + e (zero past nt). S: (nt, 16) fp32, 64-byte aligned. */
 static void numla_mla_pv_pack_p(const float *S, int64_t nt, int ng, uint16_t *pst)
 {
-    uint32_t tmp[2][16 * 16] __attribute__((aligned(64)));
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
-                                                             12, 13, 14, 15),
-                                           _mm512_set1_epi32(16));
+    /* bf16 element e of a split (p0[0..15], then p1[0..15]) -> word r = (p0[r], p1[r]) */
+    const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+                                           24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
+                                           16, 0);
     for (int g = 0; g < ng; g++) {
+        __m512i vh[16], vl[16]; /* word r of vh[kk]: (key 32g + 2kk, key 32g + 2kk + 1) of row r */
         for (int kk = 0; kk < 16; kk++) {
             const int64_t t = 32 * g + 2 * kk;
             const __m512 p0 = t < nt ? _mm512_load_ps(S + 16 * t) : _mm512_setzero_ps();
             const __m512 p1 = t + 1 < nt ? _mm512_load_ps(S + 16 * (t + 1)) : _mm512_setzero_ps();
-            const __m256i h0 = (__m256i)_mm512_cvtneps_pbh(p0), h1 = (__m256i)_mm512_cvtneps_pbh(p1);
-            const __m512 r0 = _mm512_sub_ps(p0, _mm512_cvtpbh_ps((__m256bh)h0));
-            const __m512 r1 = _mm512_sub_ps(p1, _mm512_cvtpbh_ps((__m256bh)h1));
-            const __m256i l0 = (__m256i)_mm512_cvtneps_pbh(r0), l1 = (__m256i)_mm512_cvtneps_pbh(r1);
-            /* 32-bit word h = (key t, key t + 1) of row h */
-            _mm512_store_si512((void *)(tmp[0] + 16 * kk),
-                               _mm512_or_si512(_mm512_cvtepu16_epi32(h0),
-                                               _mm512_slli_epi32(_mm512_cvtepu16_epi32(h1), 16)));
-            _mm512_store_si512((void *)(tmp[1] + 16 * kk),
-                               _mm512_or_si512(_mm512_cvtepu16_epi32(l0),
-                                               _mm512_slli_epi32(_mm512_cvtepu16_epi32(l1), 16)));
+            __m512i h, l;
+            numla_x86_split_bf16(p0, p1, &h, &l);
+            vh[kk] = _mm512_permutexvar_epi16(pairs, h);
+            vl[kk] = _mm512_permutexvar_epi16(pairs, l);
         }
-        for (int part = 0; part < 2; part++) {
-            uint32_t *dst = (uint32_t *)(void *)(pst + (size_t)(2 * g + part) * 512);
-            for (int h = 0; h < 16; h++) /* transpose (kk, h) -> (h, kk) */
-                _mm512_store_si512((void *)(dst + 16 * h),
-                                   _mm512_i32gather_epi32(idx, (const void *)(tmp[part] + h), 4));
+        numla_x86_transpose16(vh);
+        numla_x86_transpose16(vl);
+        uint32_t *dh = (uint32_t *)(void *)(pst + (size_t)(2 * g) * 512), *dl = dh + 256;
+        for (int r = 0; r < 16; r++) {
+            _mm512_store_si512((void *)(dh + 16 * r), vh[r]);
+            _mm512_store_si512((void *)(dl + 16 * r), vl[r]);
         }
     }
 }

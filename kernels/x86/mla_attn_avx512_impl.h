@@ -31,6 +31,7 @@
 
 #include "kernels/mla_attn_internal.h"
 #if NUMLA_MLA_BF16DOT
+#include "kernels/x86/bf16_pack_avx512.h"
 #include "kernels/x86/mla_attn_amx.h"
 #endif
 
@@ -270,32 +271,6 @@ static int numla_mla_supports(const numla_mla_attn_args *a)
     return a->kv_lora_rank % 32 == 0 && a->rope_dim % 16 == 0;
 }
 
-/* In place 16 x 16 transpose of 32-bit elements: v[r] = row r in, column r out. */
-NUMLA_MLA_INLINE void numla_mla_transpose16(__m512i v[16])
-{
-    __m512i t[16], u[16];
-    for (int i = 0; i < 16; i += 2) { /* lane L of t[i]: r_i[4L], r_i+1[4L], r_i[4L+1], r_i+1[4L+1] */
-        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) { /* lane L of u[i + j]: element 4L + j of rows i .. i+3 */
-        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int j = 0; j < 4; j++) { /* gather lane L of u[j], u[4+j], u[8+j], u[12+j] */
-        const __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
-        const __m512i x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
-        const __m512i y0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
-        const __m512i y1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
-        v[j] = _mm512_shuffle_i32x4(x0, y0, 0x88);
-        v[4 + j] = _mm512_shuffle_i32x4(x0, y0, 0xDD);
-        v[8 + j] = _mm512_shuffle_i32x4(x1, y1, 0x88);
-        v[12 + j] = _mm512_shuffle_i32x4(x1, y1, 0xDD);
-    }
-}
-
 /* Pack the item's q rows as (w / 16, 16 rows, 16) fp32 or, for vdpbf16ps and the AMX tiles,
  * [pair][16] bf16 pairs; rows past nrows are zero. An fp32 or fp16 q packed as pairs is split
  * into hi = bf16(q) at qbuf and lo = bf16(q - hi) right after it (w / 2 · 16 pairs further):
@@ -331,17 +306,13 @@ static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16
                         x1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + 16)));
                     }
                 }
-                const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0); /* pair j = elements 2j, 2j+1 */
-                const __m512 h0 = _mm512_cvtpbh_ps((__m256bh)_mm512_castsi512_si256((__m512i)h));
-                const __m512 h1 = _mm512_cvtpbh_ps((__m256bh)_mm512_extracti64x4_epi64((__m512i)h, 1));
-                rh[r] = (__m512i)h;
-                rl[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
+                numla_x86_split_bf16(x0, x1, &rh[r], &rl[r]); /* word j = elements 2j, 2j + 1 */
             }
-            numla_mla_transpose16(rh);
+            numla_x86_transpose16(rh);
             for (int i = 0; i < 16; i++)
                 _mm512_storeu_si512((void *)(hi + (size_t)(jb * 16 + i) * 16), rh[i]);
             if (split) {
-                numla_mla_transpose16(rl);
+                numla_x86_transpose16(rl);
                 for (int i = 0; i < 16; i++)
                     _mm512_storeu_si512((void *)(lo + (size_t)(jb * 16 + i) * 16), rl[i]);
             }
