@@ -167,10 +167,6 @@ void numla_mla_pv_amx(float *O, int64_t dc, const float *S, const float *corr, i
                 _mm512_store_ps(O + h * dc + d, _mm512_mul_ps(_mm512_load_ps(O + h * dc + d), cv));
         }
     numla_mla_pv_pack_p(S, nt, ng, pst);
-    /* (a_i, b_i) pairs of 16-bit elements: d 0..15 of the 32 loaded, then d 16..31 */
-    const __m512i ilo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40,
-                                         8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
-    const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
     const size_t ostride = (size_t)dc * sizeof(float);
     for (int64_t dg = 0; dg < dc; dg += 64) {
         /* V of the 64 dims [dg, dg + 64) for every key pair, as B tiles */
@@ -182,8 +178,10 @@ void numla_mla_pv_amx(float *O, int64_t dc, const float *S, const float *corr, i
             for (int c = 0; c < 2; c++) {
                 const __m512i za = a ? _mm512_loadu_si512((const void *)(a + 32 * c)) : _mm512_setzero_si512();
                 const __m512i zb = b ? _mm512_loadu_si512((const void *)(b + 32 * c)) : _mm512_setzero_si512();
-                _mm512_store_si512((void *)(dst + (size_t)(2 * c) * 512), _mm512_permutex2var_epi16(za, ilo, zb));
-                _mm512_store_si512((void *)(dst + (size_t)(2 * c + 1) * 512), _mm512_permutex2var_epi16(za, ihi, zb));
+                /* (a_d, b_d) words, d in {0-3, 8-11, 16-19, 24-27} then the other 16: the
+                 * accumulator's permuted column order (numla_mla_pv_amx_unpermute) */
+                _mm512_store_si512((void *)(dst + (size_t)(2 * c) * 512), _mm512_unpacklo_epi16(za, zb));
+                _mm512_store_si512((void *)(dst + (size_t)(2 * c + 1) * 512), _mm512_unpackhi_epi16(za, zb));
             }
         }
         float *o = O + dg;
@@ -220,4 +218,18 @@ void numla_mla_pv_amx(float *O, int64_t dc, const float *S, const float *corr, i
         _tile_stored(2, o + 32, ostride);
         _tile_stored(3, o + 48, ostride);
     }
+}
+
+void numla_mla_pv_amx_unpermute(float *O, int64_t rows, int64_t dc)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < dc; d += 32) {
+            float *o = O + r * dc + d;
+            const __m512 lo = _mm512_load_ps(o), hi = _mm512_load_ps(o + 16);
+            /* lo = dims (0-3, 8-11, 16-19, 24-27), hi = (4-7, 12-15, 20-23, 28-31) */
+            const __m512 a = _mm512_shuffle_f32x4(lo, hi, 0x44); /* lo.L0 lo.L1 hi.L0 hi.L1 */
+            const __m512 b = _mm512_shuffle_f32x4(lo, hi, 0xee); /* lo.L2 lo.L3 hi.L2 hi.L3 */
+            _mm512_store_ps(o, _mm512_shuffle_f32x4(a, a, 0xd8));      /* dims 0-15 */
+            _mm512_store_ps(o + 16, _mm512_shuffle_f32x4(b, b, 0xd8)); /* dims 16-31 */
+        }
 }

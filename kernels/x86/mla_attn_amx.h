@@ -24,7 +24,8 @@ void numla_mla_amx_end(void);
 void numla_mla_qk_amx(const uint32_t *qv, const uint32_t *qlo, int64_t w, const char *const *rows,
                       int64_t nt, float *S, uint16_t *stage);
 
-/* P·V on the tiles: O (16 rows, Dc; row stride dc, fp32, 64-byte aligned) = (fresh ? 0 :
+/* P·V on the tiles: O (16 rows, Dc; row stride dc, fp32, 64-byte aligned, in the permuted
+ * column order below) = (fresh ? 0 :
  * O·corr[row] if rescale, else O) + Σ_t P[t][row] · v_t, v_t the first dc bf16 of vrows[t].
  * P: S as (nt, 16) fp32 (nt <= 64), split into bf16 hi + lo (error <= 2^-18 relative per
  * element; V is exact bf16), so fp32 outputs keep their tolerance. dc % 64 == 0. stage:
@@ -38,5 +39,10 @@ void numla_mla_qk_amx(const uint32_t *qv, const uint32_t *qlo, int64_t w, const 
 enum { NUMLA_MLA_PV_AMX_STAGE = 2 * 2 * 512 + 2 * 4 * 512 };
 void numla_mla_pv_amx(float *O, int64_t dc, const float *S, const float *corr, int fresh,
                       int rescale, const char *const *vrows, int64_t nt, uint16_t *stage);
+/* O as numla_mla_pv_amx leaves it keeps each 32-dim block in a permuted column order (V is
+ * paired by a one-uop unpack): dims 0-3, 8-11, 16-19, 24-27, then 4-7, 12-15, 20-23, 28-31.
+ * This puts rows [0, rows) of O (row stride dc, 64-byte aligned) back in dim order; call it
+ * once after the last tile. */
+void numla_mla_pv_amx_unpermute(float *O, int64_t rows, int64_t dc);
 
 #endif

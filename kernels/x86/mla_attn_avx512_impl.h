@@ -486,6 +486,8 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
 #if NUMLA_MLA_BF16DOT
     if (amx || amx_pv)
         numla_mla_amx_end();
+    if (amx_pv)
+        numla_mla_pv_amx_unpermute(acc, c->nrows, dc);
 #endif
     float mo[16], lo[16];
     _mm512_storeu_ps(mo, mv);
