@@ -104,23 +104,24 @@ void numla_mla_qk_amx(const uint32_t *qv, const uint32_t *qlo, int64_t w, const 
         base[g] = st;
         stride[g] = rowbytes;
     }
-    if (qlo) {
-        if (ng == 4)
-            numla_mla_qk_amx_ng(qv, qlo, w, base, stride, S, 4, 1);
-        else if (ng == 3)
-            numla_mla_qk_amx_ng(qv, qlo, w, base, stride, S, 3, 1);
-        else if (ng == 2)
-            numla_mla_qk_amx_ng(qv, qlo, w, base, stride, S, 2, 1);
-        else
-            numla_mla_qk_amx_ng(qv, qlo, w, base, stride, S, 1, 1);
-    } else if (ng == 4)
-        numla_mla_qk_amx_ng(qv, NULL, w, base, stride, S, 4, 0);
-    else if (ng == 3)
-        numla_mla_qk_amx_ng(qv, NULL, w, base, stride, S, 3, 0);
-    else if (ng == 2)
-        numla_mla_qk_amx_ng(qv, NULL, w, base, stride, S, 2, 0);
-    else
-        numla_mla_qk_amx_ng(qv, NULL, w, base, stride, S, 1, 0);
+    /* NG and LO are compile-time constants of each inlined copy: one case per pair */
+#define NUMLA_MLA_QK_CASE(NG, LO)                                                              \
+    case 2 * (NG) + (LO):                                                                      \
+        numla_mla_qk_amx_ng(qv, qlo, w, base, stride, S, NG, LO);                              \
+        break
+    switch (2 * ng + (qlo != NULL)) {
+        NUMLA_MLA_QK_CASE(1, 0);
+        NUMLA_MLA_QK_CASE(1, 1);
+        NUMLA_MLA_QK_CASE(2, 0);
+        NUMLA_MLA_QK_CASE(2, 1);
+        NUMLA_MLA_QK_CASE(3, 0);
+        NUMLA_MLA_QK_CASE(3, 1);
+        NUMLA_MLA_QK_CASE(4, 0);
+        NUMLA_MLA_QK_CASE(4, 1);
+    default:
+        break; /* nt in 1..64: ng in 1..4 */
+    }
+#undef NUMLA_MLA_QK_CASE
 }
 
 /* ---- P·V ---- */
