@@ -2,7 +2,6 @@
  * orders and the timed parallel run of one probe loop. */
 #include "bench/bench_stream_probe.h"
 
-#include <omp.h>
 #include <stdlib.h>
 
 #include "bench/bench.h"
@@ -25,38 +24,25 @@ int64_t *numla_bench_probe_order(size_t bytes, int shuffled, int64_t *tiles)
     return order;
 }
 
-/* GB/s of one probe loop (bench_stream_probe.h) on all threads at once, each over its share of
- * the tiles, best of reps. vector != 0: numla_bench_probe_vector, else _tiles. */
+typedef struct numla_bench_probe_ctx_ {
+    const char *buf;
+    const int64_t *order;
+    int64_t tiles;
+    int vector, arg;
+} numla_bench_probe_ctx_;
+
+static float numla_bench_probe_body_(void *ctx, int id, int nt)
+{
+    const numla_bench_probe_ctx_ *c = ctx;
+    const int64_t t0 = c->tiles * id / nt, t1 = c->tiles * (id + 1) / nt;
+    return c->vector ? numla_bench_probe_vector(c->buf, c->order, t0, t1, c->arg)
+                     : numla_bench_probe_tiles(c->buf, c->order, t0, t1, c->arg);
+}
+
 double numla_bench_probe_gbps(int threads, const char *buf, const int64_t *order, int64_t tiles,
                               int vector, int arg, int reps)
 {
-    double best = 0.0;
-    volatile float sink = 0.0f;
-#pragma omp parallel num_threads(threads)
-    {
-        const int id = omp_get_thread_num(), nt = omp_get_num_threads();
-        const int64_t t0 = tiles * id / nt, t1 = tiles * (id + 1) / nt;
-        for (int r = 0; r < reps; r++) {
-            double start = 0.0;
-#pragma omp barrier
-#pragma omp master
-            start = numla_bench_now();
-#pragma omp barrier
-            float v = vector ? numla_bench_probe_vector(buf, order, t0, t1, arg)
-                             : numla_bench_probe_tiles(buf, order, t0, t1, arg);
-#pragma omp barrier
-#pragma omp master
-            {
-                double g = (double)tiles * 4 * NUMLA_BENCH_PROBE_BLOCK_BYTES /
-                           (numla_bench_now() - start) * 1e-9;
-                if (g > best)
-                    best = g;
-            }
-#pragma omp atomic
-            sink += v;
-        }
-    }
-    (void)sink;
-    return best;
+    numla_bench_probe_ctx_ c = {buf, order, tiles, vector, arg};
+    const double t = numla_bench_parallel_best_s(threads, reps, numla_bench_probe_body_, &c, NULL);
+    return t > 0 ? (double)tiles * 4 * NUMLA_BENCH_PROBE_BLOCK_BYTES / t * 1e-9 : 0.0;
 }
-

@@ -1,5 +1,6 @@
 /* bench/bench_stream_probe.h — private to bench/: the stream probe of `numla bench machine`
- * (loops in bench/stream_probe_amx.c, driver in bench/bench_machine.c).
+ * (loops in bench/stream_probe_amx.c, orders and timing in bench/bench_stream_probe.c, used by
+ * bench/bench_machine.c and bench/bench_decode_kernel.c).
  *
  * Layout: the decode kernel's bf16 latent cache at block size 16, i.e. blocks of 16 rows of
  * 576 bf16 (1152 bytes), block b at base + order[b] · 18432 bytes, visited as 64-key tiles of

@@ -21,6 +21,38 @@ double numla_bench_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double numla_bench_parallel_best_s(int threads, int reps, float (*body)(void *ctx, int id, int nt),
+                                   void *ctx, int *team)
+{
+    double best = 0.0;
+    volatile float sink = 0.0f;
+#pragma omp parallel num_threads(threads)
+    {
+        const int id = omp_get_thread_num(), nt = omp_get_num_threads();
+        if (team && id == 0)
+            *team = nt;
+        for (int r = 0; r < reps; r++) {
+            double t0 = 0.0;
+#pragma omp barrier
+#pragma omp master
+            t0 = numla_bench_now();
+#pragma omp barrier
+            const float v = body(ctx, id, nt);
+#pragma omp barrier
+#pragma omp master
+            {
+                const double dt = numla_bench_now() - t0;
+                if (best == 0.0 || dt < best)
+                    best = dt;
+            }
+#pragma omp atomic
+            sink += v;
+        }
+    }
+    (void)sink;
+    return best;
+}
+
 static int numla_bench_cmp_(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -268,6 +300,18 @@ static double numla_bench_peak_one_(numla_isa isa, int threads, int reps)
     return numla_bench_peak_run_(loop, flops_per_iter, threads, reps);
 }
 
+typedef struct numla_bench_peak_ctx_ {
+    float (*loop)(long);
+    long iters;
+} numla_bench_peak_ctx_;
+
+static float numla_bench_peak_body_(void *ctx, int id, int nt)
+{
+    const numla_bench_peak_ctx_ *c = ctx;
+    (void)id, (void)nt;
+    return c->loop(c->iters);
+}
+
 /* Runs loop on `threads` threads at once, ~20 ms per repetition, best of `reps`. */
 static double numla_bench_peak_run_(float (*loop)(long), double flops_per_iter, int threads,
                                     int reps)
@@ -285,30 +329,11 @@ static double numla_bench_peak_run_(float (*loop)(long), double flops_per_iter, 
         }
         iters *= 4;
     }
-    double best = 0.0;
-#pragma omp parallel num_threads(threads)
-    {
-        for (int r = 0; r < reps; r++) {
-            double t0 = 0.0;
-#pragma omp barrier
-#pragma omp master
-            t0 = numla_bench_now();
-#pragma omp barrier
-            float v = loop(iters);
-#pragma omp barrier
-#pragma omp master
-            {
-                double g = (double)omp_get_num_threads() * (double)iters * flops_per_iter /
-                           (numla_bench_now() - t0) * 1e-9;
-                if (g > best)
-                    best = g;
-            }
-#pragma omp atomic
-            sink += v;
-        }
-    }
     (void)sink;
-    return best;
+    numla_bench_peak_ctx_ loop_ctx = {loop, iters};
+    int team = threads;
+    const double t = numla_bench_parallel_best_s(threads, reps, numla_bench_peak_body_, &loop_ctx, &team);
+    return t > 0 ? (double)team * (double)iters * flops_per_iter / t * 1e-9 : 0.0;
 }
 
 double numla_bench_peak_gflops(numla_isa isa, int threads, int reps)

@@ -1,6 +1,7 @@
-/* kernels/x86/mla_attn_amx.h — AMX-BF16 Q·K scores for the avx512bf16 MLA attention kernel
+/* kernels/x86/mla_attn_amx.h — AMX-BF16 Q·K and P·V for the avx512bf16 MLA attention kernel
  * (kernels/x86/mla_attn_amx.c, built with -mamx-tile -mamx-bf16). Private to the x86 MLA
- * kernels. */
+ * kernels, except numla_mla_amx_enabled, which bench decode-kernel asks to know whether the
+ * AMX path runs. */
 #ifndef NUMLA_KERNELS_X86_MLA_ATTN_AMX_H
 #define NUMLA_KERNELS_X86_MLA_ATTN_AMX_H
 

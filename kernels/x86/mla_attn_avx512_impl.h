@@ -317,20 +317,13 @@ static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16
                     _mm512_storeu_si512((void *)(lo + (size_t)(jb * 16 + i) * 16), rl[i]);
             }
         }
-        for (int64_t j = w / 32 * 16; j < w / 2; j++) /* w % 32 == 16 (vdpbf16ps path only) */
-            for (int32_t r = 0; r < 16; r++) {
-                uint32_t ph = 0, pl = 0;
-                for (int e = 1; e >= 0 && r < c->nrows; e--) {
-                    const size_t i = (size_t)(c->row0 + r) * (size_t)w + (size_t)(2 * j + e);
-                    const float x = numla_load_f32(a->q, a->q_dtype, i);
-                    const uint16_t h = split ? numla_f32_to_bf16(x) : ((const uint16_t *)a->q)[i];
-                    ph = ph << 16 | h;
-                    pl = pl << 16 | numla_f32_to_bf16(x - numla_bf16_to_f32(h));
-                }
-                hi[j * 16 + r] = ph;
-                if (split)
-                    lo[j * 16 + r] = pl;
-            }
+        /* w % 32 == 16: the vdpbf16ps path only, whose q is bf16 (the split needs the tiles,
+         * which need w % 32 == 0) */
+        for (int64_t j = w / 32 * 16; j < w / 2; j++)
+            for (int32_t r = 0; r < 16; r++)
+                hi[j * 16 + r] =
+                    r < c->nrows ? ((const uint32_t *)a->q)[(size_t)(c->row0 + r) * (size_t)w / 2 + (size_t)j]
+                                 : 0;
         return;
     }
 #endif
@@ -366,26 +359,24 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
      * engine passes) as bf16 hi + lo, two products per key tile (numla_mla_pack_q). */
     const int amx = a->kv_dtype == NUMLA_DTYPE_BF16 &&
                     (a->kv_lora_rank + a->rope_dim) % 32 == 0 && numla_mla_amx_enabled();
-    const uint32_t *qlo = NULL;
-    if (amx) {
+    if (amx)
         bf16dot = 1; /* q packed as bf16 pairs, the tile B layout */
-        if (a->q_dtype != NUMLA_DTYPE_BF16)
-            qlo = (const uint32_t *)(void *)((char *)scratch + numla_mla_layout(a).q) +
-                  (size_t)(a->kv_lora_rank + a->rope_dim) / 2 * 16;
-    }
     /* P·V on tiles whenever the cache is bf16 (V exact; P split hi + lo), whatever q is. */
     const int amx_pv = a->kv_dtype == NUMLA_DTYPE_BF16 && a->kv_lora_rank % 64 == 0 &&
                        NUMLA_MLA_KT <= 64 && numla_mla_amx_enabled();
 #else
     const int amx = 0, amx_pv = 0;
     (void)amx_pv;
-    const uint32_t *qlo = NULL;
-    (void)qlo;
 #endif
     const int kind = a->kv_dtype == NUMLA_DTYPE_BF16 ? 1 : a->kv_dtype == NUMLA_DTYPE_F16 ? 2 : 0;
     numla_mla_scratch_layout L = numla_mla_layout(a);
     char *s = scratch;
     void *qbuf = s + L.q;
+#if NUMLA_MLA_BF16DOT
+    /* q's lo pairs right after its hi pairs (numla_mla_pack_q), when q is not bf16 */
+    const uint32_t *qlo =
+        amx && a->q_dtype != NUMLA_DTYPE_BF16 ? (const uint32_t *)qbuf + w / 2 * 16 : NULL;
+#endif
     float *S = (float *)(((uintptr_t)(s + L.S) + 63) & ~(uintptr_t)63);
     const char **rows = (const char **)(s + L.rows);
 
