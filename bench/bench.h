@@ -12,11 +12,13 @@
 /* Monotonic wall clock in seconds. */
 double numla_bench_now(void);
 /* Runs body(ctx, id, nt) on `threads` OpenMP threads at once (thread id of nt), `reps` times,
- * each repetition timed between barriers; returns the shortest repetition in seconds and, when
+ * each repetition timed between barriers, after setup(ctx, id, nt) once per thread when not
+ * NULL (first touch by the thread that will stream the memory); returns the shortest
+ * repetition in seconds and, when
  * team is not NULL, the team size OpenMP gave. The bodies' results are summed into a sink so
  * their work is not optimised away. */
-double numla_bench_parallel_best_s(int threads, int reps, float (*body)(void *ctx, int id, int nt),
-                                   void *ctx, int *team);
+double numla_bench_parallel_best_s(int threads, int reps, void (*setup)(void *ctx, int id, int nt),
+                                   float (*body)(void *ctx, int id, int nt), void *ctx, int *team);
 /* Median of n values (sorts a copy). */
 double numla_bench_median(const double *v, int n);
 /* Percentile p in [0, 100] of n values, linear interpolation (sorts a copy). */

@@ -43,6 +43,6 @@ double numla_bench_probe_gbps(int threads, const char *buf, const int64_t *order
                               int vector, int arg, int reps)
 {
     numla_bench_probe_ctx_ c = {buf, order, tiles, vector, arg};
-    const double t = numla_bench_parallel_best_s(threads, reps, numla_bench_probe_body_, &c, NULL);
+    const double t = numla_bench_parallel_best_s(threads, reps, NULL, numla_bench_probe_body_, &c, NULL);
     return t > 0 ? (double)tiles * 4 * NUMLA_BENCH_PROBE_BLOCK_BYTES / t * 1e-9 : 0.0;
 }

@@ -21,8 +21,8 @@ double numla_bench_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-double numla_bench_parallel_best_s(int threads, int reps, float (*body)(void *ctx, int id, int nt),
-                                   void *ctx, int *team)
+double numla_bench_parallel_best_s(int threads, int reps, void (*setup)(void *ctx, int id, int nt),
+                                   float (*body)(void *ctx, int id, int nt), void *ctx, int *team)
 {
     double best = 0.0;
     volatile float sink = 0.0f;
@@ -31,6 +31,8 @@ double numla_bench_parallel_best_s(int threads, int reps, float (*body)(void *ct
         const int id = omp_get_thread_num(), nt = omp_get_num_threads();
         if (team && id == 0)
             *team = nt;
+        if (setup)
+            setup(ctx, id, nt);
         for (int r = 0; r < reps; r++) {
             double t0 = 0.0;
 #pragma omp barrier
@@ -160,41 +162,50 @@ static uint64_t numla_bench_sum_(const uint64_t *p, size_t n)
     return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
 }
 
+/* The read and copy loops: thread id of nt owns words [lo, hi) of src (and of dst), which it
+ * first-touches in setup. */
+typedef struct numla_bench_bw_ctx_ {
+    uint64_t *src, *dst; /* dst: NULL for the read loop */
+    size_t words;
+} numla_bench_bw_ctx_;
+
+static void numla_bench_bw_setup_(void *ctx, int id, int nt)
+{
+    const numla_bench_bw_ctx_ *c = ctx;
+    size_t lo, hi;
+    numla_bench_slice_(c->words, id, nt, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) {
+        c->src[i] = i;
+        if (c->dst)
+            c->dst[i] = 0;
+    }
+}
+
+static float numla_bench_read_body_(void *ctx, int id, int nt)
+{
+    const numla_bench_bw_ctx_ *c = ctx;
+    size_t lo, hi;
+    numla_bench_slice_(c->words, id, nt, &lo, &hi);
+    return (float)numla_bench_sum_(c->src + lo, hi - lo);
+}
+
+static float numla_bench_copy_body_(void *ctx, int id, int nt)
+{
+    const numla_bench_bw_ctx_ *c = ctx;
+    size_t lo, hi;
+    numla_bench_slice_(c->words, id, nt, &lo, &hi);
+    memcpy(c->dst + lo, c->src + lo, (hi - lo) * sizeof *c->src);
+    return 0.0f;
+}
+
 double numla_bench_read_gbps_in(int threads, void *buf, size_t bytes, int reps)
 {
-    const size_t words = bytes / sizeof(uint64_t);
-    uint64_t *a = buf;
-    if (!a || threads < 1 || words == 0)
+    numla_bench_bw_ctx_ c = {buf, NULL, bytes / sizeof(uint64_t)};
+    if (!buf || threads < 1 || c.words == 0)
         return 0.0;
-    double best = 0.0;
-    volatile uint64_t sink = 0;
-#pragma omp parallel num_threads(threads)
-    {
-        const int id = omp_get_thread_num(), nt = omp_get_num_threads();
-        size_t lo, hi;
-        numla_bench_slice_(words, id, nt, &lo, &hi);
-        for (size_t i = lo; i < hi; i++)
-            a[i] = i;
-        for (int r = 0; r < reps; r++) {
-            double t0 = 0.0;
-#pragma omp barrier
-#pragma omp master
-            t0 = numla_bench_now();
-#pragma omp barrier
-            uint64_t s = numla_bench_sum_(a + lo, hi - lo);
-#pragma omp barrier
-#pragma omp master
-            {
-                double g = (double)(words * sizeof *a) / (numla_bench_now() - t0) * 1e-9;
-                if (g > best)
-                    best = g;
-            }
-#pragma omp atomic
-            sink += s;
-        }
-    }
-    (void)sink;
-    return best;
+    const double t = numla_bench_parallel_best_s(threads, reps, numla_bench_bw_setup_,
+                                                 numla_bench_read_body_, &c, NULL);
+    return t > 0 ? (double)(c.words * sizeof(uint64_t)) / t * 1e-9 : 0.0;
 }
 
 double numla_bench_read_gbps(int threads, size_t bytes, int reps)
@@ -209,36 +220,12 @@ double numla_bench_copy_gbps_in(int threads, void *buf, size_t bytes, int reps)
 {
     /* Source and destination of bytes/2 each: both far beyond the LLC when bytes is. */
     const size_t words = bytes / 2 / sizeof(uint64_t);
-    uint64_t *src = buf, *dst = src + words;
+    numla_bench_bw_ctx_ c = {buf, (uint64_t *)buf + words, words};
     if (!buf || threads < 1 || words == 0)
         return 0.0;
-    double best = 0.0;
-#pragma omp parallel num_threads(threads)
-    {
-        const int id = omp_get_thread_num(), nt = omp_get_num_threads();
-        size_t lo, hi;
-        numla_bench_slice_(words, id, nt, &lo, &hi);
-        for (size_t i = lo; i < hi; i++) {
-            src[i] = i;
-            dst[i] = 0;
-        }
-        for (int r = 0; r < reps; r++) {
-            double t0 = 0.0;
-#pragma omp barrier
-#pragma omp master
-            t0 = numla_bench_now();
-#pragma omp barrier
-            memcpy(dst + lo, src + lo, (hi - lo) * sizeof *src);
-#pragma omp barrier
-#pragma omp master
-            {
-                double g = 2.0 * (double)(words * sizeof *src) / (numla_bench_now() - t0) * 1e-9;
-                if (g > best)
-                    best = g;
-            }
-        }
-    }
-    return best;
+    const double t = numla_bench_parallel_best_s(threads, reps, numla_bench_bw_setup_,
+                                                 numla_bench_copy_body_, &c, NULL);
+    return t > 0 ? 2.0 * (double)(words * sizeof(uint64_t)) / t * 1e-9 : 0.0;
 }
 
 double numla_bench_copy_gbps(int threads, size_t bytes, int reps)
@@ -332,7 +319,7 @@ static double numla_bench_peak_run_(float (*loop)(long), double flops_per_iter, 
     (void)sink;
     numla_bench_peak_ctx_ loop_ctx = {loop, iters};
     int team = threads;
-    const double t = numla_bench_parallel_best_s(threads, reps, numla_bench_peak_body_, &loop_ctx, &team);
+    const double t = numla_bench_parallel_best_s(threads, reps, NULL, numla_bench_peak_body_, &loop_ctx, &team);
     return t > 0 ? (double)team * (double)iters * flops_per_iter / t * 1e-9 : 0.0;
 }
 
