@@ -9,6 +9,11 @@
  * Stop rules: a generated token in stop_token_ids, or an EOS id unless ignore_eos, ends the
  * request with "stop" (the stop token is part of the output); max_tokens ends it with "length".
  * Not collective (rank 0 samples and broadcasts the tokens); one sampler per request.
+ *
+ * Cost per call, vocabulary V: one vectorised pass over the logits (NaN check and max) for
+ * greedy; one more (weights) for a draw over the whole vocabulary; top_p without top_k selects
+ * its nucleus by partitioning (expected O(V)) and sorts only the nucleus; top_k keeps a sorted
+ * list of k. So a batch of requests costs microseconds per row, not a sort of the vocabulary.
  */
 #ifndef NUMLA_ENGINE_SAMPLER_H
 #define NUMLA_ENGINE_SAMPLER_H
@@ -43,12 +48,18 @@ typedef struct numla_logprob_entry {
     float top_logprobs[NUMLA_SAMPLER_MAX_LOGPROBS]; /* (num_top) */
 } numla_logprob_entry;
 
+/* Logits are scanned in blocks of this many: a block's max (greedy) or weight sum (a draw)
+ * says in which block the answer lies, and only that block is walked one token at a time. */
+enum { NUMLA_SAMPLER_BLOCK = 512 };
+
 typedef struct numla_sampler {
     numla_sampling_params p;
     int32_t vocab;
     uint64_t rng[4];           /* xoshiro256** state */
-    float *prob;               /* (vocab) scratch */
-    int32_t *order;            /* (vocab) scratch */
+    float *prob;               /* (vocab) scratch: weights by token id, or by rank (top_k) */
+    int32_t *order;            /* (vocab) scratch: token ids */
+    float *block_max;          /* (ceil(vocab / NUMLA_SAMPLER_BLOCK)) */
+    double *block_sum;         /* (ceil(vocab / NUMLA_SAMPLER_BLOCK)) */
 } numla_sampler;
 
 numla_status numla_sampler_create(const numla_sampling_params *p, int32_t vocab,
