@@ -387,10 +387,11 @@ numla_status numla_sampler_sample(numla_sampler *s, const float *logits, int32_t
                 pick = draw_blocked_(w, V, s->block_sum, numla_sampler_uniform(s) * z);
             } else {
                 /* nucleus: candidates from the blocks that can hold a weight >= thr, for
-                 * thr = 1/2, 1/4, 1/16, 1/256, ... until they carry top_p of the mass (a
-                 * hair more, so rounding cannot leave the exact nucleus out), then the
-                 * shortest prefix in (logit, id) order by selection, then the rank walk */
-                const double target = s->p.top_p * z * (1.0 + 1e-9);
+                 * thr = 1/2, 1/4, 1/16, 1/256, ... until they carry top_p of the mass, then
+                 * the shortest (logit, id)-ordered prefix reaching it by selection. The draw
+                 * walks the nucleus in the selection's order, which is deterministic: a
+                 * request still reproduces from its seed, and no sort is needed. */
+                const double target = s->p.top_p * z;
                 const int32_t nb = blocks_of_(V);
                 float thr = 0.5f;
                 for (int it = 0; it < 7; it++, thr *= thr) {
@@ -406,11 +407,12 @@ numla_status numla_sampler_sample(numla_sampler *s, const float *logits, int32_t
                             m += w[i] >= thr ? w[i] : 0.0f;
                         mass += m;
                     }
-                    if (mass >= target)
+                    if (mass >= target * (1.0 + 1e-9))
                         break;
                 }
-                if (thr < 0x1p-64f)
-                    thr = 0; /* no threshold short of zero carried the mass: all tokens */
+                /* collect a hair below thr: the float exp may order two nearly equal logits
+                 * the other way by an ulp, and a larger logit must not be left out */
+                thr = thr < 0x1p-64f ? 0.0f : thr * (1.0f - 1e-6f);
                 int32_t c = 0;
                 for (int32_t j = 0; j < nb; j++) {
                     if (!(s->block_max[j] >= thr))
@@ -421,23 +423,11 @@ numla_status numla_sampler_sample(numla_sampler *s, const float *logits, int32_t
                         if (w[i] >= thr)
                             s->order[c++] = i;
                 }
-                int32_t n = select_prefix_(s->order, c, logits, w, target);
-                sort_key_ = logits;
-                qsort(s->order, (size_t)n, sizeof *s->order, cmp_desc);
-                /* the nucleus as defined: the shortest prefix whose share reaches top_p */
-                double cum = 0;
-                int32_t keep = n;
-                for (int32_t r = 0; r < n; r++) {
-                    cum += w[s->order[r]] / z;
-                    if (cum >= s->p.top_p) {
-                        keep = r + 1;
-                        break;
-                    }
-                }
-                double zk = 0;
-                for (int32_t r = 0; r < keep; r++)
-                    zk += w[s->order[r]];
-                pick = draw_ranked_(s, keep, zk, w);
+                const int32_t n = select_prefix_(s->order, c, logits, w, target);
+                double zn = 0;
+                for (int32_t r = 0; r < n; r++)
+                    zn += w[s->order[r]];
+                pick = draw_ranked_(s, n, zn, w);
             }
         }
     }
