@@ -111,10 +111,20 @@ static void sc_close(sc_eng *e)
     numla_st_close(&e->st);
 }
 
+/* sc_poison: the exec call (counted from 1) whose second logits row is made NaN, once the
+ * step has at least two rows; 0: none. sc_calls counts exec calls. */
+static int sc_poison, sc_calls;
+
 static numla_status sc_exec(void *ctx, const numla_step *st, float *logits)
 {
     sc_eng *e = ctx;
-    return numla_model_forward(e->m, e->kv, st, logits);
+    numla_status s = numla_model_forward(e->m, e->kv, st, logits);
+    if (s == NUMLA_STATUS_OK && ++sc_calls >= sc_poison && sc_poison > 0 &&
+        st->num_logit_rows >= 2) {
+        logits[e->cfg.vocab_size + 3] = NAN;
+        sc_poison = 0;
+    }
+    return s;
 }
 
 typedef struct sc_res {
@@ -352,5 +362,51 @@ static void test_errors_and_limits(void)
     numla_kv_cache_destroy(&kv);
 }
 
+/* The step's rows are sampled on the team: a sampler error in one row (NaN logits) gives
+ * that request an error record with the sampler's own message, and the others go on. */
+static void test_sampling_error_in_step(void)
+{
+    numla_isa isa;
+    numla_isa_select(&isa);
+    sc_eng e;
+    if (sc_open(&e, isa, 64)) {
+        CU_FAIL("open");
+        return;
+    }
+    enum { N = 6 };
+    numla_request rq[N];
+    sc_make_requests(rq, N, e.cfg.vocab_size, 99);
+    for (int i = 0; i < N; i++)
+        rq[i].params.max_tokens = 6;
+    static sc_res res[N];
+    int64_t ord[N];
+    numla_sched_stats st;
+    numla_sched_options o = {.max_batch_tokens = 512, .max_seqs = N, .prefill_chunk = 512};
+    sc_calls = 0;
+    sc_poison = 2; /* a step where every sequence decodes */
+    CU_ASSERT_EQUAL_FATAL(sc_serve(&e, rq, N, &o, res, ord, &st), 0);
+    CU_ASSERT_EQUAL(sc_poison, 0); /* it fired */
+    int errors = 0;
+    for (int i = 0; i < N; i++) {
+        CU_ASSERT_EQUAL(res[i].done, 1);
+        if (!strcmp(res[i].reason, "error")) {
+            errors++;
+            char want[32];
+            snprintf(want, sizeof want, "line %d: ", i + 1);
+            NUMLA_ASSERT_MSG(strstr(res[i].error, want) &&
+                                 strstr(res[i].error, "sampler: logit 3 is NaN"),
+                             "request %d: %s", i, res[i].error);
+        } else {
+            CU_ASSERT_STRING_EQUAL(res[i].reason, "length");
+            CU_ASSERT_EQUAL(res[i].n, 6);
+        }
+    }
+    CU_ASSERT_EQUAL(errors, 1);
+    sc_close(&e);
+    for (int i = 0; i < N; i++)
+        numla_request_free(&rq[i]);
+}
+
 NUMLA_TEST_SUITE(scheduler, sc_init, NULL, NUMLA_TEST(test_kv_refcount),
-                 NUMLA_TEST(test_errors_and_limits), NUMLA_TEST(test_batch_invariance))
+                 NUMLA_TEST(test_errors_and_limits), NUMLA_TEST(test_batch_invariance),
+                 NUMLA_TEST(test_sampling_error_in_step))
