@@ -139,6 +139,12 @@ static void top_n(numla_sampler *s, const float *key, int32_t n)
 
 static int32_t blocks_of_(int32_t V) { return (V + NUMLA_SAMPLER_BLOCK - 1) / NUMLA_SAMPLER_BLOCK; }
 
+/* One past the last token of block j. */
+static int32_t block_end_(int32_t V, int32_t j)
+{
+    return V - j * NUMLA_SAMPLER_BLOCK < NUMLA_SAMPLER_BLOCK ? V : (j + 1) * NUMLA_SAMPLER_BLOCK;
+}
+
 /* Max of x[0..V) into *mx and each block's max into bmax; returns 1 when some x is NaN. */
 static int scan_max_(const float *x, int32_t V, float *bmax, float *mx)
 {
@@ -146,7 +152,7 @@ static int scan_max_(const float *x, int32_t V, float *bmax, float *mx)
     int nan = 0;
     for (int32_t j = 0; j < blocks_of_(V); j++) {
         const int32_t i0 = j * NUMLA_SAMPLER_BLOCK;
-        const int32_t i1 = V - i0 < NUMLA_SAMPLER_BLOCK ? V : i0 + NUMLA_SAMPLER_BLOCK;
+        const int32_t i1 = block_end_(V, j);
         float m = -INFINITY;
         int bad = 0;
 #pragma omp simd reduction(max : m) reduction(| : bad)
@@ -200,7 +206,7 @@ static double weights_(const float *x, int32_t V, float mx, float inv_t, float *
     double z = 0;
     for (int32_t j = 0; j < blocks_of_(V); j++) {
         const int32_t i0 = j * NUMLA_SAMPLER_BLOCK;
-        const int32_t i1 = V - i0 < NUMLA_SAMPLER_BLOCK ? V : i0 + NUMLA_SAMPLER_BLOCK;
+        const int32_t i1 = block_end_(V, j);
         for (int32_t i = i0; i < i1; i++) /* vectorises without `omp simd`: no reduction */
             w[i] = exp_nonpos_((x[i] - mx) * inv_t);
         double sum = 0;
@@ -234,7 +240,7 @@ static int32_t draw_blocked_(const float *w, int32_t V, const double *bsum, doub
     if (j == nb)
         j = last;
     const int32_t i0 = j * NUMLA_SAMPLER_BLOCK;
-    const int32_t i1 = V - i0 < NUMLA_SAMPLER_BLOCK ? V : i0 + NUMLA_SAMPLER_BLOCK;
+    const int32_t i1 = block_end_(V, j);
     int32_t pick = -1;
     for (int32_t i = i0; i < i1; i++) {
         if (w[i] > 0)
@@ -394,31 +400,34 @@ numla_status numla_sampler_sample(numla_sampler *s, const float *logits, int32_t
                 const double target = s->p.top_p * z;
                 const int32_t nb = blocks_of_(V);
                 float thr = 0.5f;
-                for (int it = 0; it < 7; it++, thr *= thr) {
+                int carried = 0;
+                for (int it = 0; it < 7 && !carried; it++) {
+                    if (it > 0)
+                        thr *= thr;
                     double mass = 0;
                     for (int32_t j = 0; j < nb; j++) {
                         if (!(s->block_max[j] >= thr))
                             continue;
                         const int32_t i0 = j * NUMLA_SAMPLER_BLOCK;
-                        const int32_t i1 = V - i0 < NUMLA_SAMPLER_BLOCK ? V : i0 + NUMLA_SAMPLER_BLOCK;
+                        const int32_t i1 = block_end_(V, j);
                         double m = 0;
 #pragma omp simd reduction(+ : m)
                         for (int32_t i = i0; i < i1; i++)
                             m += w[i] >= thr ? w[i] : 0.0f;
                         mass += m;
                     }
-                    if (mass >= target * (1.0 + 1e-9))
-                        break;
+                    carried = mass >= target * (1.0 + 1e-9);
                 }
-                /* collect a hair below thr: the float exp may order two nearly equal logits
-                 * the other way by an ulp, and a larger logit must not be left out */
-                thr = thr < 0x1p-64f ? 0.0f : thr * (1.0f - 1e-6f);
+                /* collect a hair below thr (the float exp may order two nearly equal logits
+                 * the other way by an ulp, and a larger logit must not be left out); when not
+                 * even 2^-64 carried the mass, every token */
+                thr = carried ? thr * (1.0f - 1e-6f) : 0.0f;
                 int32_t c = 0;
                 for (int32_t j = 0; j < nb; j++) {
                     if (!(s->block_max[j] >= thr))
                         continue;
                     const int32_t i0 = j * NUMLA_SAMPLER_BLOCK;
-                    const int32_t i1 = V - i0 < NUMLA_SAMPLER_BLOCK ? V : i0 + NUMLA_SAMPLER_BLOCK;
+                    const int32_t i1 = block_end_(V, j);
                     for (int32_t i = i0; i < i1; i++)
                         if (w[i] >= thr)
                             s->order[c++] = i;
