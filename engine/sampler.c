@@ -107,8 +107,17 @@ static int cmp_desc(const void *a, const void *b)
     return i < j ? -1 : i > j;
 }
 
-/* Indices of the n largest keys (descending, ties by id) into s->order[0..n). */
-static void top_n(numla_sampler *s, const float *key, int32_t n)
+static int32_t blocks_of_(int32_t V) { return (V + NUMLA_SAMPLER_BLOCK - 1) / NUMLA_SAMPLER_BLOCK; }
+
+/* One past the last token of block j. */
+static int32_t block_end_(int32_t V, int32_t j)
+{
+    return V - j * NUMLA_SAMPLER_BLOCK < NUMLA_SAMPLER_BLOCK ? V : (j + 1) * NUMLA_SAMPLER_BLOCK;
+}
+
+/* Indices of the n largest keys (descending, ties by id) into s->order[0..n). bmax: each
+ * block's max of key (blocks no larger than the list's last entry are skipped), or NULL. */
+static void top_n(numla_sampler *s, const float *key, int32_t n, const float *bmax)
 {
     const int32_t V = s->vocab;
     if (n >= V) {
@@ -120,30 +129,26 @@ static void top_n(numla_sampler *s, const float *key, int32_t n)
     }
     /* insertion into a small sorted list: n is small (top_k / logprobs) */
     int32_t m = 0;
-    for (int32_t i = 0; i < V; i++) {
-        float v = key[i];
-        if (m == n && !(v > key[s->order[m - 1]]))
+    for (int32_t j = 0; j < blocks_of_(V); j++) {
+        if (bmax && m == n && !(bmax[j] > key[s->order[n - 1]]))
             continue;
-        int32_t at = m < n ? m++ : n - 1;
-        while (at > 0 && v > key[s->order[at - 1]]) {
-            s->order[at] = s->order[at - 1];
-            at--;
+        for (int32_t i = j * NUMLA_SAMPLER_BLOCK; i < block_end_(V, j); i++) {
+            float v = key[i];
+            if (m == n && !(v > key[s->order[m - 1]]))
+                continue;
+            int32_t at = m < n ? m++ : n - 1;
+            while (at > 0 && v > key[s->order[at - 1]]) {
+                s->order[at] = s->order[at - 1];
+                at--;
+            }
+            s->order[at] = i;
         }
-        s->order[at] = i;
     }
 }
 
 /* ---- vectorisable scans over the vocabulary ----------------------------------------------
  * The engine is built for the baseline ISA without fast-math; `omp simd` lets the compiler
  * vectorise these reductions (max, |, +) anyway. Blocks of NUMLA_SAMPLER_BLOCK tokens. */
-
-static int32_t blocks_of_(int32_t V) { return (V + NUMLA_SAMPLER_BLOCK - 1) / NUMLA_SAMPLER_BLOCK; }
-
-/* One past the last token of block j. */
-static int32_t block_end_(int32_t V, int32_t j)
-{
-    return V - j * NUMLA_SAMPLER_BLOCK < NUMLA_SAMPLER_BLOCK ? V : (j + 1) * NUMLA_SAMPLER_BLOCK;
-}
 
 /* Max of x[0..V) into *mx and each block's max into bmax; returns 1 when some x is NaN. */
 static int scan_max_(const float *x, int32_t V, float *bmax, float *mx)
@@ -357,7 +362,7 @@ numla_status numla_sampler_sample(numla_sampler *s, const float *logits, int32_t
         if (k < V) {
             /* top_k: the k best by rank, weights by rank, then top_p inside them */
             if (k <= 256) {
-                top_n(s, logits, k);
+                top_n(s, logits, k, s->block_max); /* the logits' block maxima */
             } else {
                 for (int32_t i = 0; i < V; i++)
                     s->order[i] = i;
@@ -453,7 +458,7 @@ numla_status numla_sampler_sample(numla_sampler *s, const float *logits, int32_t
         if (lp->num_top > V)
             lp->num_top = V;
         if (lp->num_top > 0) {
-            top_n(s, logits, lp->num_top);
+            top_n(s, logits, lp->num_top, NULL); /* block_max may hold weights now */
             for (int32_t r = 0; r < lp->num_top; r++) {
                 lp->top_tokens[r] = s->order[r];
                 lp->top_logprobs[r] = (float)((double)logits[s->order[r]] - lse);

@@ -212,6 +212,10 @@ static void test_big_vocab_distributions(void)
                    (double[]){0.3 / 0.999, 0.25 / 0.999, 0.2 / 0.999, 0.15 / 0.999, 0.099 / 0.999},
                    N);
     numla_sampler_destroy(&s);
+    /* top_k 2 (the sorted small list, which skips blocks below its last entry) */
+    s = mk(1.0, 2, 1.0, 18, BIG_V);
+    check_big_freq(s, lg, 2, hot, (double[]){0.3 / 0.55, 0.25 / 0.55}, N);
+    numla_sampler_destroy(&s);
     /* ties across blocks: three tokens of 0.3 each; top_p 0.5 keeps the two lowest ids */
     for (int i = 0; i < BIG_V; i++)
         lg[i] = logf(0.1f / (BIG_V - 3));
