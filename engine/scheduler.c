@@ -29,6 +29,13 @@ typedef struct sched_seq {
     int32_t step_row;          /* logit row, -1: none */
 } sched_seq;
 
+/* One step sequence's draw: the token, or the status and the worker thread's message. */
+typedef struct sched_draw {
+    int32_t token;
+    numla_status st;
+    char msg[512];
+} sched_draw;
+
 struct numla_sched {
     numla_sched_options o;
     int32_t eos[16];
@@ -52,9 +59,7 @@ struct numla_sched {
     int32_t *qsl;              /* (max_seqs + 1) */
     int32_t *seq_lens;         /* (max_seqs) */
     int32_t *logit_rows;       /* (max_seqs) */
-    int32_t *sampled;          /* (max_seqs) the token drawn for each step sequence */
-    numla_status *sample_st;   /* (max_seqs) its status */
-    char (*sample_msg)[512];   /* (max_seqs) the worker thread's error message, if any */
+    sched_draw *draws;         /* (max_seqs) each step sequence's token, drawn on the team */
     int32_t *tables;           /* (max_seqs, cap_tables) */
     int64_t cap_tables;
     float *logits;             /* (max_seqs, vocab) */
@@ -98,9 +103,7 @@ void numla_sched_destroy(numla_sched **ps)
     free(s->qsl);
     free(s->seq_lens);
     free(s->logit_rows);
-    free(s->sampled);
-    free(s->sample_st);
-    free(s->sample_msg);
+    free(s->draws);
     free(s->tables);
     free(s->logits);
     free(s);
@@ -151,13 +154,10 @@ numla_status numla_sched_create(const numla_sched_options *opts, numla_kv_cache 
     s->qsl = malloc((B + 1) * sizeof *s->qsl);
     s->seq_lens = malloc(B * sizeof *s->seq_lens);
     s->logit_rows = malloc(B * sizeof *s->logit_rows);
-    s->sampled = malloc(B * sizeof *s->sampled);
-    s->sample_st = malloc(B * sizeof *s->sample_st);
-    s->sample_msg = malloc(B * sizeof *s->sample_msg);
+    s->draws = malloc(B * sizeof *s->draws);
     s->logits = malloc(B * (size_t)o.vocab_size * sizeof *s->logits);
     if (!s->running || !s->step_seqs || !s->tokens || !s->positions || !s->slots || !s->qsl ||
-        !s->seq_lens || !s->logit_rows || !s->logits || !s->sampled || !s->sample_st ||
-        !s->sample_msg) {
+        !s->seq_lens || !s->logit_rows || !s->logits || !s->draws) {
         numla_sched_destroy(&s);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory for %d tokens x %d sequences",
                    o.max_batch_tokens, o.max_seqs);
@@ -460,15 +460,13 @@ numla_status numla_sched_step(numla_sched *s)
 #pragma omp parallel for schedule(dynamic, 1) if (R > 1)
     for (int32_t b = 0; b < B; b++) {
         sched_seq *q = s->step_seqs[b];
-        s->sample_st[b] = NUMLA_STATUS_OK;
         if (q->step_row < 0)
             continue;
         const float *lg = s->logits + (size_t)q->step_row * (size_t)s->o.vocab_size;
-        s->sampled[b] = 0;
-        s->sample_st[b] = numla_sampler_sample(q->smp, lg, &s->sampled[b],
-                                               q->lps ? &q->lps[q->num_gen] : NULL);
-        if (s->sample_st[b] != NUMLA_STATUS_OK)
-            snprintf(s->sample_msg[b], sizeof s->sample_msg[b], "%s", numla_error_message());
+        sched_draw *d = &s->draws[b];
+        d->st = numla_sampler_sample(q->smp, lg, &d->token, q->lps ? &q->lps[q->num_gen] : NULL);
+        if (d->st != NUMLA_STATUS_OK)
+            snprintf(d->msg, sizeof d->msg, "%s", numla_error_message());
     }
     for (int32_t b = 0; b < B; b++) {
         sched_seq *q = s->step_seqs[b];
@@ -476,15 +474,15 @@ numla_status numla_sched_step(numla_sched *s)
         q->step_n = 0;
         if (q->step_row < 0)
             continue;
-        const int32_t tok = s->sampled[b];
-        if (s->sample_st[b] != NUMLA_STATUS_OK) {
+        if (s->draws[b].st != NUMLA_STATUS_OK) {
             char msg[600];
-            snprintf(msg, sizeof msg, "line %lld: %s", (long long)q->req->line, s->sample_msg[b]);
+            snprintf(msg, sizeof msg, "line %lld: %s", (long long)q->req->line, s->draws[b].msg);
             remove_running(s, q);
             finish(s, q, "error", msg);
             seq_free(s, q);
             continue;
         }
+        const int32_t tok = s->draws[b].token; /* set: the draw succeeded */
         q->tokens[q->num_tokens++] = tok;
         q->num_gen++;
         if (q->num_gen == 1)
