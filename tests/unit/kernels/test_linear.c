@@ -165,10 +165,11 @@ static void test_all_m(void)
 }
 
 /* The split-bf16 AMX GEMM (avx512bf16, bf16 W, K % 32 == 0, M >= NUMLA_LINEAR_AMX_MIN_M): one
- * row block and several (C through y between K blocks), partial row/column tiles, an odd panel
- * count, N past the N block (NUMLA_LINEAR_AMX_NC panels per thread), K past the K block, and few
- * panels with many rows (the M split). Skipped where the CPU or OS has no AMX. Also run with
- * NUMLA_LINEAR_AMX=0 through the same dispatcher, which must then take the FMA path. */
+ * row block and several, partial row/column tiles, an odd panel count, N past the N block
+ * (NUMLA_LINEAR_AMX_NC panels per thread), K past the K block (97 x 120 x 2080: threads split
+ * N, so each runs all rows over K blocks of 2048 + 32, and C goes through y between them), and
+ * few panels with many rows (the M split). Skipped where the CPU or OS has no AMX. Also run
+ * with NUMLA_LINEAR_AMX=0 through the same dispatcher, which must then take the FMA path. */
 static void test_amx(void)
 {
     if (!numla_isa_supported(NUMLA_ISA_AVX512BF16) || !numla_linear_amx_enabled()) {
@@ -178,6 +179,7 @@ static void test_amx(void)
     static const shape3 s[] = {
         {16, 16, 32},  {17, 17, 64},  {31, 33, 96},   {32, 48, 288},  {33, 300, 64},
         {64, 2100, 64}, {65, 40, 288}, {100, 33, 320}, {200, 64, 544}, {40, 16, 1024},
+        {97, 120, 2080},
     };
     const int ns = (int)(sizeof s / sizeof s[0]);
     int bad = 0;
