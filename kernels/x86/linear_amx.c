@@ -25,7 +25,11 @@
  * byte is read once (bandwidth-bound, like the GEMV). With more rows, K is cut into
  * NUMLA_LINEAR_AMX_KC blocks and N into NUMLA_LINEAR_AMX_NC panels: the thread's B block (NC
  * panels x KC) and the block's C stay in L2 across the row blocks; the next k-block's B tiles
- * are prefetched into L1 while the current one computes (2x on 2 threads, measured).
+ * are prefetched into L1 while the current one computes (2x on 2 threads, measured). When a
+ * thread's packed x fits NUMLA_LINEAR_AMX_PAIR_X_BYTES (an expert's 33-128 rows), it instead
+ * runs pair-major over all of K: a panel pair's W comes from memory once and from L2 for its
+ * other row blocks, and the next pair's W is prefetched into L2 a few lines per k-block, so the
+ * weight stream keeps going during the tile work instead of adding to it (docs/linear.md).
  * Threads split N (panel pairs) when there are enough panels, else the 32-row blocks of M. */
 #include <immintrin.h>
 #include <omp.h>
@@ -41,6 +45,14 @@ enum {
     TKB = 32,                /* k values (bf16) per tile row */
     TILE_ELEMS = TR * TKB,   /* bf16 elements of one 1 KiB tile */
 };
+
+/* An L2 prefetch stream spread over a block's k-blocks: `lines` cache lines per k-block from
+ * cur (and as many at cur + twin, the pair's second panel, when twin is not 0) up to end. */
+typedef struct {
+    const char *cur, *end;
+    size_t twin;
+    int lines;
+} numla_linear_amx_l2pf;
 
 int numla_linear_amx_enabled(void)
 {
@@ -149,7 +161,8 @@ numla_linear_amx_store_c_(const int t, float *y, int64_t ldy, int rows, int cols
 static inline __attribute__((always_inline)) void
 numla_linear_amx_block_(const int NM, const int NN, const int PF, const uint16_t *a0, const uint16_t *a1,
                         const uint16_t *b0, const uint16_t *b1, int64_t c0, int64_t c1, float *y,
-                        int64_t ldy, int rows, int cols, int load, float *scratch)
+                        int64_t ldy, int rows, int cols, int load, float *scratch,
+                        numla_linear_amx_l2pf *l2)
 {
     const int r0 = rows < TR ? rows : TR, r1 = rows - TR;
     const int n0 = cols < 16 ? cols : 16, n1 = cols - 16;
@@ -171,6 +184,11 @@ numla_linear_amx_block_(const int NM, const int NN, const int PF, const uint16_t
                 if (NN > 1)
                     _mm_prefetch(n1 + 64 * l, _MM_HINT_T0);
             }
+        }
+        for (int l = 0; l < l2->lines && l2->cur < l2->end; l++, l2->cur += 64) {
+            _mm_prefetch(l2->cur, _MM_HINT_T1);
+            if (l2->twin)
+                _mm_prefetch(l2->cur + l2->twin, _MM_HINT_T1);
         }
         _tile_loadd(6, b0 + (size_t)c * TILE_ELEMS, 64);
         if (NN > 1)
@@ -213,7 +231,8 @@ numla_linear_amx_block_(const int NM, const int NN, const int PF, const uint16_t
 /* Rows [i0, i1) (i0 a multiple of 32) x panels [p0, p1) of y, k-blocks [c0, c1). */
 static void numla_linear_amx_range_(const numla_linear_weight *w, const uint16_t *xp, float *y,
                                     int64_t ldy, int64_t i0, int64_t i1, int64_t p0, int64_t p1,
-                                    int64_t c0, int64_t c1, int load, float *scratch)
+                                    int64_t c0, int64_t c1, int load, float *scratch,
+                                    numla_linear_amx_l2pf *l2)
 {
     const size_t pe = numla_linear_panel_elems(w);
     const int64_t kb = w->k / TKB;
@@ -230,13 +249,13 @@ static void numla_linear_amx_range_(const numla_linear_weight *w, const uint16_t
             float *yb = y + i * ldy + n0;
             const int nn = p + 1 < p1 ? 2 : 1, nm = rows > TR ? 2 : 1;
             if (nm == 2 && nn == 2)
-                numla_linear_amx_block_(2, 2, 1, a0, a1, b0, b1, c0, c1, yb, ldy, rows, cols, load, scratch);
+                numla_linear_amx_block_(2, 2, 1, a0, a1, b0, b1, c0, c1, yb, ldy, rows, cols, load, scratch, l2);
             else if (nm == 2)
-                numla_linear_amx_block_(2, 1, 1, a0, a1, b0, b1, c0, c1, yb, ldy, rows, cols, load, scratch);
+                numla_linear_amx_block_(2, 1, 1, a0, a1, b0, b1, c0, c1, yb, ldy, rows, cols, load, scratch, l2);
             else if (nn == 2)
-                numla_linear_amx_block_(1, 2, 1, a0, a1, b0, b1, c0, c1, yb, ldy, rows, cols, load, scratch);
+                numla_linear_amx_block_(1, 2, 1, a0, a1, b0, b1, c0, c1, yb, ldy, rows, cols, load, scratch, l2);
             else
-                numla_linear_amx_block_(1, 1, 1, a0, a1, b0, b1, c0, c1, yb, ldy, rows, cols, load, scratch);
+                numla_linear_amx_block_(1, 1, 1, a0, a1, b0, b1, c0, c1, yb, ldy, rows, cols, load, scratch, l2);
         }
     }
 }
@@ -248,8 +267,37 @@ static void numla_linear_amx_part_(const numla_linear_weight *w, int64_t m, cons
 {
     float scratch[TR * 16] __attribute__((aligned(64)));
     const int64_t kb = w->k / TKB;
+    numla_linear_amx_l2pf l2 = {0};
     if (m <= 2 * TR) { /* one row block: C stays in tiles over all of K, W read once */
-        numla_linear_amx_range_(w, xp, y, ldy, i0, i1, p0, p1, 0, kb, accumulate, scratch);
+        numla_linear_amx_range_(w, xp, y, ldy, i0, i1, p0, p1, 0, kb, accumulate, scratch, &l2);
+        return;
+    }
+    const int64_t xp_bytes = (i1 - i0 + TR - 1) / TR * TR * w->k * 2 /* hi, lo */ * 2;
+    if (xp_bytes <= NUMLA_LINEAR_AMX_PAIR_X_BYTES) {
+        /* Pair-major: the thread's packed x stays in L2; each panel pair's W is read from memory
+         * by the first row block and from L2 by the rest. With three or more row blocks the
+         * next pair's W is prefetched into L2, ceil(16 / row blocks) lines per panel and
+         * k-block (with two it slows the pair's own stream: 1.3x slower at 48 rows). */
+        const size_t pe = numla_linear_panel_elems(w);
+        const uint16_t *packed = (const uint16_t *)w->packed;
+        const int64_t nrb = (i1 - i0 + 2 * TR - 1) / (2 * TR);
+        for (int64_t p = p0; p < p1; p += 2) {
+            const int64_t pq = p + 2 < p1 ? p + 2 : p1;
+            l2.cur = l2.end = NULL;
+            l2.twin = 0;
+            l2.lines = 0;
+            if (pq < p1 && nrb >= 3) {
+                l2.cur = (const char *)(packed + (size_t)pq * pe);
+                l2.end = l2.cur + (size_t)kb * TILE_ELEMS * 2;
+                l2.twin = pq + 1 < p1 ? pe * 2 : 0;
+                l2.lines = (int)((16 + nrb - 1) / nrb);
+            }
+            for (int64_t i = i0; i < i1; i += 2 * TR) {
+                const int64_t ie = i + 2 * TR < i1 ? i + 2 * TR : i1;
+                numla_linear_amx_range_(w, xp, y, ldy, i, ie, p, pq, 0, kb, accumulate, scratch,
+                                        &l2);
+            }
+        }
         return;
     }
     const int64_t kc = NUMLA_LINEAR_AMX_KC / TKB, nc = NUMLA_LINEAR_AMX_NC;
@@ -260,7 +308,7 @@ static void numla_linear_amx_part_(const numla_linear_weight *w, int64_t m, cons
             for (int64_t i = i0; i < i1; i += 2 * TR) {
                 const int64_t ie = i + 2 * TR < i1 ? i + 2 * TR : i1;
                 numla_linear_amx_range_(w, xp, y, ldy, i, ie, pn, pe, c, ce, accumulate || c > 0,
-                                        scratch);
+                                        scratch, &l2);
             }
         }
     }

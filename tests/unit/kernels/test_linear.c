@@ -165,11 +165,13 @@ static void test_all_m(void)
 }
 
 /* The split-bf16 AMX GEMM (avx512bf16, bf16 W, K % 32 == 0, M >= NUMLA_LINEAR_AMX_MIN_M): one
- * row block and several, partial row/column tiles, an odd panel count, N past the N block
- * (NUMLA_LINEAR_AMX_NC panels per thread), K past the K block (97 x 120 x 2080: threads split
- * N, so each runs all rows over K blocks of 2048 + 32, and C goes through y between them), and
- * few panels with many rows (the M split). Skipped where the CPU or OS has no AMX. Also run
- * with NUMLA_LINEAR_AMX=0 through the same dispatcher, which must then take the FMA path. */
+ * row block and several, partial row/column tiles, an odd panel count, few panels with many
+ * rows (the M split), both orders for more than 32 rows: pair-major when a thread's packed x
+ * fits NUMLA_LINEAR_AMX_PAIR_X_BYTES (with and without the next pair's L2 prefetch: 64 and 97
+ * rows of all of K per thread, 200 rows split in 128 + 72), and the KC/NC blocks beyond it
+ * (130 x 600 x 2080: threads split N, each runs 130 rows over K blocks of 2048 + 32 with C going
+ * through y between them, and N past the N block). Skipped where the CPU or OS has no AMX. Also
+ * run with NUMLA_LINEAR_AMX=0 through the same dispatcher, which must then take the FMA path. */
 static void test_amx(void)
 {
     if (!numla_isa_supported(NUMLA_ISA_AVX512BF16) || !numla_linear_amx_enabled()) {
@@ -179,7 +181,7 @@ static void test_amx(void)
     static const shape3 s[] = {
         {16, 16, 32},  {17, 17, 64},  {31, 33, 96},   {32, 48, 288},  {33, 300, 64},
         {64, 2100, 64}, {65, 40, 288}, {100, 33, 320}, {200, 64, 544}, {40, 16, 1024},
-        {97, 120, 2080},
+        {97, 120, 2080}, {130, 600, 2080},
     };
     const int ns = (int)(sizeof s / sizeof s[0]);
     int bad = 0;
