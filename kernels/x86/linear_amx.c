@@ -28,8 +28,9 @@
  * are prefetched into L1 while the current one computes (2x on 2 threads, measured). When a
  * thread's packed x fits NUMLA_LINEAR_AMX_PAIR_X_BYTES (an expert's 33-128 rows), it instead
  * runs pair-major over all of K: a panel pair's W comes from memory once and from L2 for its
- * other row blocks, and the next pair's W is prefetched into L2 a few lines per k-block, so the
- * weight stream keeps going during the tile work instead of adding to it (docs/linear.md).
+ * other row blocks, and with three or more row blocks the next pair's W is prefetched into L2 a
+ * few lines per k-block, so the weight stream keeps going during the tile work instead of
+ * adding to it (docs/linear.md).
  * Threads split N (panel pairs) when there are enough panels, else the 32-row blocks of M. */
 #include <immintrin.h>
 #include <omp.h>
@@ -283,9 +284,7 @@ static void numla_linear_amx_part_(const numla_linear_weight *w, int64_t m, cons
         const int64_t nrb = (i1 - i0 + 2 * TR - 1) / (2 * TR);
         for (int64_t p = p0; p < p1; p += 2) {
             const int64_t pq = p + 2 < p1 ? p + 2 : p1;
-            l2.cur = l2.end = NULL;
-            l2.twin = 0;
-            l2.lines = 0;
+            l2 = (numla_linear_amx_l2pf){0};
             if (pq < p1 && nrb >= 3) {
                 l2.cur = (const char *)(packed + (size_t)pq * pe);
                 l2.end = l2.cur + (size_t)kb * TILE_ELEMS * 2;
