@@ -168,7 +168,7 @@ static void test_all_m(void)
  * row block and several, partial row/column tiles, an odd panel count, few panels with many
  * rows (the M split), both orders for more than 32 rows: pair-major when a thread's packed x
  * fits NUMLA_LINEAR_AMX_PAIR_X_BYTES (with and without the next pair's L2 prefetch: 64 and 97
- * rows of all of K per thread, 200 rows split in 128 + 72), and the KC/NC blocks beyond it
+ * rows of all of K per thread, 200 rows split between the threads), and the KC/NC blocks beyond it
  * (130 x 600 x 2080: threads split N, each runs 130 rows over K blocks of 2048 + 32 with C going
  * through y between them, and N past the N block). Skipped where the CPU or OS has no AMX. Also
  * run with NUMLA_LINEAR_AMX=0 through the same dispatcher, which must then take the FMA path. */
