@@ -935,8 +935,6 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
     *st = par_workspace(m, ws_max, m->num_threads, &stride);
     if (*st != NUMLA_STATUS_OK)
         return 1;
-    for (int64_t r = 0; r < rows; r++)
-        memcpy(m->par_x + r * hid, m->x + (m->ex_list[r] / k) * hid, (size_t)hid * sizeof(float));
     double t0 = omp_get_wtime();
     numla_status bad = NUMLA_STATUS_OK;
 #pragma omp parallel for num_threads(m->num_threads) schedule(dynamic, 1)
@@ -961,7 +959,9 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
         const int64_t e = act[j], r0 = cnt[e], n = cnt[e + 1] - cnt[e];
         const numla_mlp_weights *w = &lw->experts[e];
         float *g = m->par_g + r0 * I, *u = m->par_u + r0 * I, *y = m->par_y + r0 * hid;
-        const float *x = m->par_x + r0 * hid;
+        float *x = m->par_x + r0 * hid;
+        for (int64_t r = 0; r < n; r++) /* this expert's tokens, gathered on its thread */
+            memcpy(x + r * hid, m->x + (m->ex_list[r0 + r] / k) * hid, (size_t)hid * sizeof(float));
         numla_status s1 = numla_linear_forward(run_weight(m, &w->gate, &t1), n, x, hid, g, I, 0,
                                                ws, stride);
         if (s1 == NUMLA_STATUS_OK)
@@ -982,12 +982,19 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
     *shared_up = sh_job;
     if (bad != NUMLA_STATUS_OK)
         return 1;
-    for (int64_t r = 0; r < rows; r++) {
-        float wgt = m->topk_w[m->ex_list[r]];
-        float *dst = m->h + (m->ex_list[r] / k) * hid;
-        const float *src = m->par_y + r * hid;
-        for (int64_t i = 0; i < hid; i++)
-            dst[i] += wgt * src[i];
+    /* Rows are added in expert order, as the one-expert-at-a-time path does; the team splits
+     * the hidden columns, so every sum keeps that order. */
+#pragma omp parallel num_threads(m->num_threads) if (rows * hid >= 65536)
+    {
+        const int nth = omp_get_num_threads(), ith = omp_get_thread_num();
+        const int64_t c0 = hid * ith / nth, c1 = hid * (ith + 1) / nth;
+        for (int64_t r = 0; r < rows; r++) {
+            const float wgt = m->topk_w[m->ex_list[r]];
+            float *dst = m->h + (m->ex_list[r] / k) * hid;
+            const float *src = m->par_y + r * hid;
+            for (int64_t i = c0; i < c1; i++)
+                dst[i] += wgt * src[i];
+        }
     }
     return 1;
 }
