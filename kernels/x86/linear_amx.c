@@ -31,7 +31,9 @@
  * other row blocks, and with three or more row blocks the next pair's W is prefetched into L2 a
  * few lines per k-block, so the weight stream keeps going during the tile work instead of
  * adding to it (docs/linear.md).
- * Threads split N (panel pairs) when there are enough panels, else the 32-row blocks of M. */
+ * Threads split N (panel pairs) when there are enough panels, else the 32-row blocks of M; when
+ * all rows' x is too large for the pair-major order but a share of the rows is not, they split
+ * both (numla_linear_amx_row_groups_). */
 #include <immintrin.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -313,6 +315,22 @@ static void numla_linear_amx_part_(const numla_linear_weight *w, int64_t m, cons
     }
 }
 
+/* Row groups of the team: 2 when all M rows' packed x exceeds NUMLA_LINEAR_AMX_PAIR_X_BYTES
+ * but half of the 32-row blocks fit it (an expert's ~130-250 rows at K = 2048) and the team
+ * splits evenly in two, so every thread runs pair-major on half the rows and part of N; else 1
+ * (threads split N, or M when N is too narrow). Each group reads all of W, which these
+ * compute-bound shapes hide: 128-192 x 1408 x 2048 experts on 2 threads take 0.85-0.90x the
+ * time of the N split. More groups (larger M) would multiply the weight traffic, so the KC/NC
+ * blocks keep those. */
+static int numla_linear_amx_row_groups_(int64_t m, int64_t k, int64_t rblocks, int nth)
+{
+    const int64_t row_bytes = k * 2 /* hi, lo */ * 2 /* bytes */;
+    if (m <= 2 * TR || nth < 2 || nth % 2 || rblocks < 2 ||
+        (m + TR - 1) / TR * TR * row_bytes <= NUMLA_LINEAR_AMX_PAIR_X_BYTES)
+        return 1;
+    return (rblocks + 1) / 2 * 2 * TR * row_bytes <= NUMLA_LINEAR_AMX_PAIR_X_BYTES ? 2 : 1;
+}
+
 void numla_linear_forward_amx(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
                               float *y, int64_t ldy, int accumulate, void *workspace)
 {
@@ -326,7 +344,15 @@ void numla_linear_forward_amx(const numla_linear_weight *w, int64_t m, const flo
         numla_amx_tiles_begin();
 #pragma omp barrier
         int64_t lo, hi;
-        if (pairs >= 2 * nth || rblocks < nth) { /* split N in panel pairs */
+        const int groups = numla_linear_amx_row_groups_(m, w->k, rblocks, nth);
+        if (groups > 1) { /* groups of rows x parts of N */
+            int64_t r0, r1;
+            numla_linear_split(rblocks, ith % groups, groups, &r0, &r1);
+            numla_linear_split(pairs, ith / groups, nth / groups, &lo, &hi);
+            const int64_t i1 = r1 * 2 * TR < m ? r1 * 2 * TR : m, p1 = 2 * hi < panels ? 2 * hi : panels;
+            if (r0 * 2 * TR < i1 && 2 * lo < p1)
+                numla_linear_amx_part_(w, m, xp, y, ldy, accumulate, r0 * 2 * TR, i1, 2 * lo, p1);
+        } else if (pairs >= 2 * nth || rblocks < nth) { /* split N in panel pairs */
             numla_linear_split(pairs, ith, nth, &lo, &hi);
             const int64_t p1 = 2 * hi < panels ? 2 * hi : panels;
             if (2 * lo < p1)

@@ -166,12 +166,14 @@ static void test_all_m(void)
 
 /* The split-bf16 AMX GEMM (avx512bf16, bf16 W, K % 32 == 0, M >= NUMLA_LINEAR_AMX_MIN_M): one
  * row block and several, partial row/column tiles, an odd panel count, few panels with many
- * rows (the M split), both orders for more than 32 rows: pair-major when a thread's packed x
+ * rows (the M split), and the orders for more than 32 rows: pair-major when a thread's packed x
  * fits NUMLA_LINEAR_AMX_PAIR_X_BYTES (with and without the next pair's L2 prefetch: 64 and 97
- * rows of all of K per thread, 200 rows split between the threads), and the KC/NC blocks beyond it
- * (130 x 600 x 2080: threads split N, each runs 130 rows over K blocks of 2048 + 32 with C going
- * through y between them, and N past the N block). Skipped where the CPU or OS has no AMX. Also
- * run with NUMLA_LINEAR_AMX=0 through the same dispatcher, which must then take the FMA path. */
+ * rows of all of K per thread, 200 rows split between the threads), two row groups when only
+ * half the rows fit (200 x 100 x 2048 on an even team: 128 + 72 rows, each with all of N), and
+ * the KC/NC blocks beyond that (260 x 560 x 2080: threads split N, each runs 260 rows over K
+ * blocks of 2048 + 32 with C going through y between them, and N past the N block). Skipped
+ * where the CPU or OS has no AMX. Also run with NUMLA_LINEAR_AMX=0 through the same
+ * dispatcher, which must then take the FMA path. */
 static void test_amx(void)
 {
     if (!numla_isa_supported(NUMLA_ISA_AVX512BF16) || !numla_linear_amx_enabled()) {
@@ -181,7 +183,7 @@ static void test_amx(void)
     static const shape3 s[] = {
         {16, 16, 32},  {17, 17, 64},  {31, 33, 96},   {32, 48, 288},  {33, 300, 64},
         {64, 2100, 64}, {65, 40, 288}, {100, 33, 320}, {200, 64, 544}, {40, 16, 1024},
-        {97, 120, 2080}, {130, 600, 2080},
+        {97, 120, 2080}, {200, 100, 2048}, {260, 560, 2080},
     };
     const int ns = (int)(sizeof s / sizeof s[0]);
     int bad = 0;
