@@ -71,10 +71,15 @@ int numla_linear_amx_applies(const numla_linear_weight *w, int64_t m)
            numla_linear_amx_enabled();
 }
 
+/* Bytes of packed x for `rows` rows: whole 16-row tiles of K values, hi and lo bf16. */
+static int64_t numla_linear_amx_x_bytes_(int64_t rows, int64_t k)
+{
+    return (rows + TR - 1) / TR * TR * k * 2 /* hi, lo */ * 2 /* bytes */;
+}
+
 size_t numla_linear_workspace_amx(const numla_linear_weight *w, int64_t m)
 {
-    const size_t mb = (size_t)((m + TR - 1) / TR);
-    return mb * TR * (size_t)w->k * 2 /* hi, lo */ * 2 /* bytes */ + 64;
+    return (size_t)numla_linear_amx_x_bytes_(m, w->k) + 64;
 }
 
 /* Thread ith's share of the 16-row blocks of x as hi/lo bf16 tiles (rows past M are zeros). */
@@ -275,8 +280,7 @@ static void numla_linear_amx_part_(const numla_linear_weight *w, int64_t m, cons
         numla_linear_amx_range_(w, xp, y, ldy, i0, i1, p0, p1, 0, kb, accumulate, scratch, &l2);
         return;
     }
-    const int64_t xp_bytes = (i1 - i0 + TR - 1) / TR * TR * w->k * 2 /* hi, lo */ * 2;
-    if (xp_bytes <= NUMLA_LINEAR_AMX_PAIR_X_BYTES) {
+    if (numla_linear_amx_x_bytes_(i1 - i0, w->k) <= NUMLA_LINEAR_AMX_PAIR_X_BYTES) {
         /* Pair-major: the thread's packed x stays in L2; each panel pair's W is read from memory
          * by the first row block and from L2 by the rest. With three or more row blocks the
          * next pair's W is prefetched into L2, ceil(16 / row blocks) lines per panel and
@@ -319,16 +323,17 @@ static void numla_linear_amx_part_(const numla_linear_weight *w, int64_t m, cons
  * but half of the 32-row blocks fit it (an expert's ~130-250 rows at K = 2048) and the team
  * splits evenly in two, so every thread runs pair-major on half the rows and part of N; else 1
  * (threads split N, or M when N is too narrow). Each group reads all of W, which these
- * compute-bound shapes hide: 128-192 x 1408 x 2048 experts on 2 threads take 0.85-0.90x the
+ * compute-bound shapes hide: 160-192 x 1408 x 2048 experts on 2 threads take 0.85-0.90x the
  * time of the N split. More groups (larger M) would multiply the weight traffic, so the KC/NC
  * blocks keep those. */
 static int numla_linear_amx_row_groups_(int64_t m, int64_t k, int64_t rblocks, int nth)
 {
-    const int64_t row_bytes = k * 2 /* hi, lo */ * 2 /* bytes */;
     if (m <= 2 * TR || nth < 2 || nth % 2 || rblocks < 2 ||
-        (m + TR - 1) / TR * TR * row_bytes <= NUMLA_LINEAR_AMX_PAIR_X_BYTES)
+        numla_linear_amx_x_bytes_(m, k) <= NUMLA_LINEAR_AMX_PAIR_X_BYTES)
         return 1;
-    return (rblocks + 1) / 2 * 2 * TR * row_bytes <= NUMLA_LINEAR_AMX_PAIR_X_BYTES ? 2 : 1;
+    return numla_linear_amx_x_bytes_((rblocks + 1) / 2 * 2 * TR, k) <= NUMLA_LINEAR_AMX_PAIR_X_BYTES
+               ? 2
+               : 1;
 }
 
 void numla_linear_forward_amx(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
