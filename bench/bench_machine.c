@@ -39,7 +39,9 @@ static void numla_bench_stream_probe_(int threads, void *buf, size_t bytes, doub
         {"vector loads in order + 18 L1 tile-load groups per tile", 0, 1, 1},
         {"AMX Q.K tile loads, blocks in order", 0, 0, 0},
         {"AMX Q.K tile loads, blocks shuffled", 1, 0, 0},
-        {"AMX Q.K tile loads, shuffled + prefetch of next tile", 1, 0, 1},
+        {"AMX Q.K tile loads, shuffled + prefetch of next tile", 1, 0, NUMLA_BENCH_PROBE_PREFETCH},
+        {"AMX Q.K tile loads, shuffled, blocks read slice-major", 1, 0,
+         NUMLA_BENCH_PROBE_SLICE_MAJOR},
     };
     printf("stream probe: decode-kernel cache layout (16-row blocks of 1152 bytes, 64-key "
            "tiles), %lld tiles\n",

@@ -18,11 +18,17 @@
  *     costs a memory latency per group; if not, next to nothing.
  *   - numla_bench_probe_tiles(prefetch_next = 0): the kernel's Q·K loop, whose strided tile
  *     loads are the memory stream.
- *   - numla_bench_probe_tiles(prefetch_next = 1): the same with a software prefetch of the first
- *     line of each block of the next tile at the start of each tile.
+ *   - numla_bench_probe_tiles(NUMLA_BENCH_PROBE_PREFETCH): the same with a software prefetch of
+ *     the first line of each block of the next tile at the start of each tile.
+ *   - numla_bench_probe_tiles(NUMLA_BENCH_PROBE_SLICE_MAJOR): the same loop over the same bytes
+ *     read as if each block were stored slice-major, [18 slices][16 keys][32 bf16], so that
+ *     every tile load is 1 KiB contiguous (stride 64) instead of 16 rows 1152 bytes apart. Not
+ *     the cache layout (DESIGN.md §3 fixes [block][key][576]); it measures what the strided
+ *     access itself costs.
  * Each returns a value depending on the data so the loads are not optimised away: _vector the
  * sum of every visited byte read as fp32 (the interleaved tile products are of zeros); _tiles
- * the sum over g < 4 of key row g's bf16 sum in block g of the last tile (q is all ones). */
+ * the sum over g < 4 of tile row g's bf16 sum in block g of the last tile (q is all ones):
+ * key row g, or in slice-major order the 64-byte pieces [1024 s + 64 g, + 64) of the block. */
 #ifndef NUMLA_BENCH_BENCH_STREAM_PROBE_H
 #define NUMLA_BENCH_BENCH_STREAM_PROBE_H
 
@@ -30,6 +36,8 @@
 #include <stdint.h>
 
 enum {
+    NUMLA_BENCH_PROBE_PREFETCH = 1,    /* numla_bench_probe_tiles flags */
+    NUMLA_BENCH_PROBE_SLICE_MAJOR = 2,
     NUMLA_BENCH_PROBE_ROW_BYTES = 576 * 2,
     NUMLA_BENCH_PROBE_BLOCK_BYTES = 16 * NUMLA_BENCH_PROBE_ROW_BYTES,
 };
@@ -46,6 +54,6 @@ double numla_bench_probe_gbps(int threads, const char *buf, const int64_t *order
 float numla_bench_probe_vector(const char *base, const int64_t *order, int64_t t0, int64_t t1,
                                int tile_groups);
 float numla_bench_probe_tiles(const char *base, const int64_t *order, int64_t t0, int64_t t1,
-                              int prefetch_next);
+                              int flags);
 
 #endif

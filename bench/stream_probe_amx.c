@@ -22,8 +22,13 @@ static inline const char *numla_probe_block_(const char *base, const int64_t *or
 }
 
 float numla_bench_probe_tiles(const char *base, const int64_t *order, int64_t t0, int64_t t1,
-                              int prefetch_next)
+                              int flags)
 {
+    const int prefetch_next = flags & NUMLA_BENCH_PROBE_PREFETCH;
+    /* slice s of tile row r: row-major, row r's bytes [64 s, 64 s + 64) (stride 1152); slice-
+     * major, bytes [1024 s + 64 r, + 64) of the block (stride 64: 1 KiB contiguous) */
+    const int slice_major = (flags & NUMLA_BENCH_PROBE_SLICE_MAJOR) != 0;
+    const size_t sstep = slice_major ? 1024 : 64, stride = slice_major ? 64 : ROW;
     float out[4][256] __attribute__((aligned(64)));
     /* q = bf16 1.0 everywhere, so every score is its key row's sum (what the unit test checks) */
     uint16_t q[SLICES * 512] __attribute__((aligned(64)));
@@ -45,13 +50,13 @@ float numla_bench_probe_tiles(const char *base, const int64_t *order, int64_t t0
         _tile_zero(3);
         for (int s = 0; s < SLICES; s++) {
             _tile_loadd(4, q + s * 512, 64);
-            _tile_loadd(5, b0 + 64 * s, ROW);
+            _tile_loadd(5, b0 + sstep * s, stride);
             _tile_dpbf16ps(0, 5, 4);
-            _tile_loadd(6, b1 + 64 * s, ROW);
+            _tile_loadd(6, b1 + sstep * s, stride);
             _tile_dpbf16ps(1, 6, 4);
-            _tile_loadd(5, b2 + 64 * s, ROW);
+            _tile_loadd(5, b2 + sstep * s, stride);
             _tile_dpbf16ps(2, 5, 4);
-            _tile_loadd(6, b3 + 64 * s, ROW);
+            _tile_loadd(6, b3 + sstep * s, stride);
             _tile_dpbf16ps(3, 6, 4);
         }
         _tile_stored(0, out[0], 64);

@@ -94,6 +94,19 @@ static void test_tiles_read_the_rows(void)
             want += 576.0 * (double)(sh[4 * 3 + g] + g + 1); /* tiles 0..3: the last is 3 */
         CU_ASSERT_DOUBLE_EQUAL(numla_bench_probe_tiles(buf, sh, 0, 4, pf), want, 0.0);
     }
+    /* Slice-major: tile row g's slice s is bf16 element e of [1024 s + 64 g, + 64), which lies
+     * in key row (1024 s + 64 g + 2 e) / 1152 of the block. */
+    double want = 0;
+    for (int g = 0; g < 4; g++)
+        for (int s = 0; s < 18; s++)
+            for (int e = 0; e < 32; e++)
+                want += (double)(sh[4 * 3 + g] + (1024 * s + 64 * g + 2 * e) / ROWB + 1);
+    CU_ASSERT_DOUBLE_EQUAL(
+        numla_bench_probe_tiles(buf, sh, 0, 4, NUMLA_BENCH_PROBE_SLICE_MAJOR), want, 0.0);
+    CU_ASSERT_DOUBLE_EQUAL(numla_bench_probe_tiles(buf, sh, 0, 4,
+                                                   NUMLA_BENCH_PROBE_SLICE_MAJOR |
+                                                       NUMLA_BENCH_PROBE_PREFETCH),
+                           want, 0.0);
     free(sh);
     free(buf);
 }
