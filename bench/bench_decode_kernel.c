@@ -37,6 +37,8 @@ typedef struct dkb_shape {
 static const dkb_shape dkb_shapes[] = {
     {1, 64000, 16, 0}, {1, 54321, 16, 0}, {1, 1243, 5, 1},
     {3, 1234, 16, 1},  {30, 2048, 16, 0}, {64, 128, 16, 1},
+    /* all 128 heads of V2/V3 on one rank: 8 head blocks over the same cache rows */
+    {1, 16384, 128, 0}, {4, 4096, 128, 0},
 };
 
 typedef struct dkb_opts {

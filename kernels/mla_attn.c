@@ -12,6 +12,15 @@
  *   slots  <= 2 · 8·threads   (a split unit with s >= 2 chunks uses s <= 2(s-1) slots, and
  *                             Σ(s-1) < total_keys / chunk <= 8·threads)
  * so the workspace size does not depend on seq_lens.
+ *
+ * Head groups: with more than NUMLA_MLA_ATTN_ROWS rows per sequence (H > 16, or several
+ * queries of a multi-token sequence), up to G = numla_mla_attn_group_units() consecutive units
+ * of one sequence form one item, so that each cache row is read from memory once for all of
+ * them (DESIGN.md §4). The item walks its keys in sub-ranges of NUMLA_MLA_ATTN_SUB_KEYS (kept
+ * in L2), runs the chunk kernel of every unit over each sub-range and folds the results into a
+ * running online-softmax state per unit. A split group uses one partial slot per (unit, split),
+ * so with G > 1 the bounds above become merges <= G·8·threads and slots <= 2·G·8·threads.
+ * A one-unit item (H <= 16 decode) runs exactly as before: one chunk call over its range.
  */
 #include "kernels/mla_attn.h"
 #include "kernels/mla_attn_internal.h"
@@ -28,6 +37,8 @@
 enum {
     NUMLA_MLA_ATTN_ITEMS_PER_THREAD = 8,
     NUMLA_MLA_ATTN_MIN_CHUNK = 256, /* keys: below this a split costs more than it balances */
+    NUMLA_MLA_ATTN_MAX_GROUP = 8,   /* units per head group: 8 x 32 KiB of running state */
+    NUMLA_MLA_ATTN_SUB_KEYS = 512,  /* keys per sub-range of a group item: 576 KiB of bf16 rows */
 };
 
 /* Native variants per level; NULL inherits the level below (ref is always present). */
@@ -50,11 +61,13 @@ static const numla_mla_attn_kernel *numla_mla_attn_pick(numla_isa isa, const num
 }
 
 typedef struct numla_mla_attn_item {
-    int32_t seq;   /* b */
-    int32_t nrows; /* rows of the head block */
-    int32_t slot;  /* partial-result slot, -1: write the output directly */
+    int32_t seq;    /* b */
+    int32_t nrows;  /* rows of the item: its units' rows, <= nunits · NUMLA_MLA_ATTN_ROWS */
+    int32_t slot;   /* partial-result slot of its first unit, -1: write the output directly */
+    int32_t nunits; /* head blocks in the group, 1 ..= numla_mla_attn_group_units() */
+    int32_t slot_stride; /* unit u's slot is slot + u · slot_stride (the group's split count) */
     int32_t pad_;
-    int64_t row0;  /* first global row */
+    int64_t row0;   /* first global row */
     int64_t k0, k1;
 } numla_mla_attn_item;
 
@@ -84,6 +97,16 @@ static int64_t numla_mla_attn_limit(const numla_mla_attn_args *a, int32_t b, int
     return L;
 }
 
+/* G: units per head group. Decode has ceil(H / 16) units per sequence; a multi-token
+ * sequence may have any number, so it takes the maximum. Depends on the args' shapes only. */
+static int64_t numla_mla_attn_group_units(const numla_mla_attn_args *a)
+{
+    if (a->query_start_loc)
+        return NUMLA_MLA_ATTN_MAX_GROUP;
+    int64_t u = ((int64_t)a->num_heads + NUMLA_MLA_ATTN_ROWS - 1) / NUMLA_MLA_ATTN_ROWS;
+    return u < NUMLA_MLA_ATTN_MAX_GROUP ? u : NUMLA_MLA_ATTN_MAX_GROUP;
+}
+
 static int64_t numla_mla_attn_units(const numla_mla_attn_args *a)
 {
     int64_t units = 0;
@@ -96,6 +119,7 @@ static int64_t numla_mla_attn_units(const numla_mla_attn_args *a)
 
 typedef struct numla_mla_attn_layout {
     size_t items, merges, partial, partial_lse, thread, thread_stride, total;
+    size_t run; /* offset of the group running state within a thread's share */
     int64_t max_items, max_slots, max_merges;
 } numla_mla_attn_layout;
 
@@ -105,9 +129,10 @@ static numla_mla_attn_layout numla_mla_attn_plan_layout(const numla_mla_attn_ker
     numla_mla_attn_layout L;
     int64_t target = (int64_t)NUMLA_MLA_ATTN_ITEMS_PER_THREAD * nt;
     size_t dc = (size_t)a->kv_lora_rank;
+    const int64_t G = numla_mla_attn_group_units(a);
     L.max_items = numla_mla_attn_units(a) + target;
-    L.max_slots = 2 * target;
-    L.max_merges = target;
+    L.max_slots = 2 * G * target;
+    L.max_merges = G * target;
     size_t off = 0;
     L.items = off;
     off += numla_mla_attn_align((size_t)L.max_items * sizeof(numla_mla_attn_item));
@@ -121,6 +146,10 @@ static numla_mla_attn_layout numla_mla_attn_plan_layout(const numla_mla_attn_ker
     L.thread_stride = numla_mla_attn_align(NUMLA_MLA_ATTN_ROWS * dc * sizeof(float)) +
                       numla_mla_attn_align(2 * NUMLA_MLA_ATTN_ROWS * sizeof(float)) +
                       numla_mla_attn_align(k->scratch_bytes(a));
+    L.run = L.thread_stride; /* a group's running state: (G, 16, Dc) acc, then (G, 2, 16) m, l */
+    if (G > 1)
+        L.thread_stride += numla_mla_attn_align((size_t)G * NUMLA_MLA_ATTN_ROWS * dc * sizeof(float)) +
+                           numla_mla_attn_align((size_t)G * 2 * NUMLA_MLA_ATTN_ROWS * sizeof(float));
     off += (size_t)nt * L.thread_stride;
     L.total = off + 64; /* room to align the caller's pointer */
     return L;
@@ -189,8 +218,8 @@ static numla_status numla_mla_attn_validate(const numla_mla_attn_args *a)
 
 static int numla_mla_attn_item_cmp(const void *x, const void *y)
 {
-    const numla_mla_attn_item *p = x, *q = y;
-    int64_t lp = p->k1 - p->k0, lq = q->k1 - q->k0;
+    const numla_mla_attn_item *p = x, *q = y; /* most work first: keys x head blocks */
+    int64_t lp = (p->k1 - p->k0) * p->nunits, lq = (q->k1 - q->k0) * q->nunits;
     return lp < lq ? 1 : lp > lq ? -1 : 0;
 }
 
@@ -198,11 +227,12 @@ static int numla_mla_attn_item_cmp(const void *x, const void *y)
 static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_mla_attn_item *items,
                                    numla_mla_attn_merge *merges, int64_t *num_merges)
 {
+    const int64_t R = NUMLA_MLA_ATTN_ROWS, G = numla_mla_attn_group_units(a);
     int64_t total = 0;
     for (int32_t b = 0; b < a->num_seqs; b++) {
         int64_t nq = numla_mla_attn_nq(a, b), rows = nq * a->num_heads;
-        for (int64_t r = 0; r < rows; r += NUMLA_MLA_ATTN_ROWS) {
-            int64_t rl = (r + NUMLA_MLA_ATTN_ROWS < rows ? r + NUMLA_MLA_ATTN_ROWS : rows) - 1;
+        for (int64_t r = 0; r < rows; r += R) {
+            int64_t rl = (r + R < rows ? r + R : rows) - 1;
             total += numla_mla_attn_limit(a, b, rl / a->num_heads);
         }
     }
@@ -215,24 +245,37 @@ static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_m
     for (int32_t b = 0; b < a->num_seqs; b++) {
         int64_t nq = numla_mla_attn_nq(a, b), rows = nq * a->num_heads;
         int64_t base = numla_mla_attn_q0(a, b) * a->num_heads;
-        for (int64_t r = 0; r < rows; r += NUMLA_MLA_ATTN_ROWS) {
-            int32_t nr = (int32_t)(r + NUMLA_MLA_ATTN_ROWS < rows ? NUMLA_MLA_ATTN_ROWS : rows - r);
-            int64_t Lu = numla_mla_attn_limit(a, b, (r + nr - 1) / a->num_heads);
-            int64_t splits = Lu > chunk ? (Lu + chunk - 1) / chunk : 1;
+        for (int64_t r = 0; r < rows; r += G * R) {
+            const int64_t rend = r + G * R < rows ? r + G * R : rows;
+            const int32_t nr = (int32_t)(rend - r), nu = (int32_t)((nr + R - 1) / R);
+            /* the group's keys: its last row's limit; its work: each unit's last row's limit */
+            int64_t Lu = numla_mla_attn_limit(a, b, (rend - 1) / a->num_heads), work = 0;
+            for (int64_t u = r; u < rend; u += R)
+                work += numla_mla_attn_limit(a, b, ((u + R < rend ? u + R : rend) - 1) / a->num_heads);
+            int64_t splits = work > chunk ? (work + chunk - 1) / chunk : 1;
+            if (nu > 1 && splits > Lu / NUMLA_MLA_ATTN_MIN_CHUNK) /* keep splits >= 256 keys */
+                splits = Lu / NUMLA_MLA_ATTN_MIN_CHUNK > 1 ? Lu / NUMLA_MLA_ATTN_MIN_CHUNK : 1;
             if (splits > 1)
-                merges[nm++] = (numla_mla_attn_merge){.row0 = base + r, .nrows = nr, .slot0 = slot,
-                                                      .nslots = (int32_t)splits};
+                for (int32_t u = 0; u < nu; u++)
+                    merges[nm++] = (numla_mla_attn_merge){
+                        .row0 = base + r + u * R,
+                        .nrows = (int32_t)(nr - u * R < R ? nr - u * R : R),
+                        .slot0 = slot + u * (int32_t)splits, .nslots = (int32_t)splits};
             for (int64_t s = 0; s < splits; s++) {
                 /* Split points on multiples of 64 keys, so key tiles (and the AMX path's
                  * 16-row groups) start on cache-block boundaries for power-of-two block sizes
                  * instead of straddling blocks. Unrounded splits are > chunk / 2 >= 128 keys
-                 * long, so rounded ones stay > 64 keys long and still tile [0, Lu). */
+                 * long (>= 256 for groups), so rounded ones stay > 64 keys long and still tile
+                 * [0, Lu). */
                 int64_t k0 = s ? (s * Lu / splits) & ~(int64_t)63 : 0;
                 int64_t k1 = s + 1 < splits ? ((s + 1) * Lu / splits) & ~(int64_t)63 : Lu;
-                items[n++] = (numla_mla_attn_item){.seq = b, .nrows = nr,
-                                                   .slot = splits > 1 ? slot++ : -1,
+                items[n++] = (numla_mla_attn_item){.seq = b, .nrows = nr, .nunits = nu,
+                                                   .slot = splits > 1 ? slot + (int32_t)s : -1,
+                                                   .slot_stride = (int32_t)splits,
                                                    .row0 = base + r, .k0 = k0, .k1 = k1};
             }
+            if (splits > 1)
+                slot += nu * (int32_t)splits;
         }
     }
     qsort(items, (size_t)n, sizeof *items, numla_mla_attn_item_cmp);
@@ -259,36 +302,110 @@ static void numla_mla_attn_store_row(const numla_mla_attn_args *a, int64_t row, 
     }
 }
 
-/* Run one item and store its rows (to out/lse, or to its partial slot). */
-static void numla_mla_attn_run_item(const numla_mla_attn_kernel *k, const numla_mla_attn_args *a,
-                                    const numla_mla_attn_item *it, float *acc, float *m, float *l,
-                                    void *scratch, float *partial, float *partial_lse)
+/* The chunk of unit u of item it over keys [k0, k1): its rows and their clamped key ends. */
+static void numla_mla_attn_unit_chunk(const numla_mla_attn_args *a, const numla_mla_attn_item *it,
+                                      int32_t u, int64_t k0, int64_t k1, numla_mla_attn_chunk *c)
 {
-    numla_mla_attn_chunk c = {.a = a, .seq = it->seq, .nrows = it->nrows, .row0 = it->row0,
-                              .k0 = it->k0, .k1 = it->k1};
+    const int32_t r0 = u * NUMLA_MLA_ATTN_ROWS;
+    *c = (numla_mla_attn_chunk){
+        .a = a, .seq = it->seq, .row0 = it->row0 + r0, .k0 = k0, .k1 = k1,
+        .nrows = it->nrows - r0 < NUMLA_MLA_ATTN_ROWS ? it->nrows - r0 : NUMLA_MLA_ATTN_ROWS};
     int64_t q0 = numla_mla_attn_q0(a, it->seq);
-    for (int32_t r = 0; r < it->nrows; r++) {
-        int64_t lim = numla_mla_attn_limit(a, it->seq, (it->row0 + r) / a->num_heads - q0);
-        c.lim[r] = lim < it->k0 ? it->k0 : lim > it->k1 ? it->k1 : lim;
+    for (int32_t r = 0; r < c->nrows; r++) {
+        int64_t lim = numla_mla_attn_limit(a, it->seq, (c->row0 + r) / a->num_heads - q0);
+        c->lim[r] = lim < k0 ? k0 : lim > k1 ? k1 : lim;
     }
-    k->chunk(&c, acc, m, l, scratch);
+}
+
+/* Fold a chunk's online-softmax state (acc, m, l) into a running one (racc, rm, rl), rows
+ * [0, nrows): the LSE merge of DESIGN.md §4 before normalisation. A side with m = -inf (no key
+ * yet) has weight e^-inf = 0; both -inf leaves the running state as it is (zeros). */
+static void numla_mla_attn_fold(float *racc, float *rm, float *rl, const float *acc,
+                                const float *m, const float *l, int32_t nrows, size_t dc)
+{
+    for (int32_t r = 0; r < nrows; r++) {
+        const float mn = m[r] > rm[r] ? m[r] : rm[r];
+        if (mn == -INFINITY || m[r] == -INFINITY)
+            continue;
+        const float wr = expf(rm[r] - mn), wc = expf(m[r] - mn);
+        float *ra = racc + (size_t)r * dc;
+        const float *ca = acc + (size_t)r * dc;
+        if (rm[r] == -INFINITY) /* nothing yet: never multiply what the empty state holds */
+            for (size_t d = 0; d < dc; d++)
+                ra[d] = wc * ca[d];
+        else
+            for (size_t d = 0; d < dc; d++)
+                ra[d] = wr * ra[d] + wc * ca[d];
+        rl[r] = wr * rl[r] + wc * l[r];
+        rm[r] = mn;
+    }
+}
+
+/* Store unit u's rows (acc, m, l: its final state) to out/lse, or to its partial slot. */
+static void numla_mla_attn_store_unit(const numla_mla_attn_args *a, const numla_mla_attn_item *it,
+                                      int32_t u, const numla_mla_attn_chunk *c, const float *acc,
+                                      const float *m, const float *l, float *partial,
+                                      float *partial_lse)
+{
     size_t dc = (size_t)a->kv_lora_rank;
-    for (int32_t r = 0; r < it->nrows; r++) {
+    for (int32_t r = 0; r < c->nrows; r++) {
         const float *ar = acc + (size_t)r * dc;
         float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
         float lse = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
         if (it->slot >= 0) {
-            size_t p = (size_t)it->slot * NUMLA_MLA_ATTN_ROWS + (size_t)r;
+            size_t p = (size_t)(it->slot + u * it->slot_stride) * NUMLA_MLA_ATTN_ROWS + (size_t)r;
             float *dst = partial + p * dc;
             for (size_t d = 0; d < dc; d++)
                 dst[d] = ar[d] * inv;
             partial_lse[p] = lse;
         } else {
-            int64_t row = it->row0 + r;
+            int64_t row = c->row0 + r;
             numla_mla_attn_store_row(a, row, ar, inv);
             if (a->lse)
                 a->lse[row] = lse;
         }
+    }
+}
+
+/* Run one item and store its rows. A one-unit item is one chunk call over [k0, k1). A group
+ * walks sub-ranges of NUMLA_MLA_ATTN_SUB_KEYS keys and runs every unit on each before the next,
+ * so the sub-range's cache rows come from memory for the first unit and from L2 for the
+ * others; run: (nunits, 16, Dc) acc + (nunits, 2, 16) m, l of running state. */
+static void numla_mla_attn_run_item(const numla_mla_attn_kernel *k, const numla_mla_attn_args *a,
+                                    const numla_mla_attn_item *it, float *acc, float *m, float *l,
+                                    void *scratch, float *run, float *partial, float *partial_lse)
+{
+    numla_mla_attn_chunk c;
+    if (it->nunits == 1) {
+        numla_mla_attn_unit_chunk(a, it, 0, it->k0, it->k1, &c);
+        k->chunk(&c, acc, m, l, scratch);
+        numla_mla_attn_store_unit(a, it, 0, &c, acc, m, l, partial, partial_lse);
+        return;
+    }
+    const size_t dc = (size_t)a->kv_lora_rank, ustride = NUMLA_MLA_ATTN_ROWS * dc;
+    float *rml = run + (size_t)it->nunits * ustride;
+    /* at least one pass: an empty range (a sequence with no cached keys) still runs the chunk
+     * kernel once per unit, which gives its rows zeros and m = -inf */
+    for (int64_t kk = it->k0, ke;; kk = ke) {
+        ke = it->k1 - kk < NUMLA_MLA_ATTN_SUB_KEYS ? it->k1 : kk + NUMLA_MLA_ATTN_SUB_KEYS;
+        for (int32_t u = 0; u < it->nunits; u++) {
+            float *racc = run + (size_t)u * ustride, *rm = rml + (size_t)u * 2 * NUMLA_MLA_ATTN_ROWS;
+            numla_mla_attn_unit_chunk(a, it, u, kk, ke, &c);
+            if (kk == it->k0) { /* the first sub-range starts the running state */
+                k->chunk(&c, racc, rm, rm + NUMLA_MLA_ATTN_ROWS, scratch);
+                continue;
+            }
+            k->chunk(&c, acc, m, l, scratch);
+            numla_mla_attn_fold(racc, rm, rm + NUMLA_MLA_ATTN_ROWS, acc, m, l, c.nrows, dc);
+        }
+        if (ke >= it->k1)
+            break;
+    }
+    for (int32_t u = 0; u < it->nunits; u++) {
+        const float *rm = rml + (size_t)u * 2 * NUMLA_MLA_ATTN_ROWS;
+        numla_mla_attn_unit_chunk(a, it, u, it->k0, it->k1, &c);
+        numla_mla_attn_store_unit(a, it, u, &c, run + (size_t)u * ustride, rm,
+                                  rm + NUMLA_MLA_ATTN_ROWS, partial, partial_lse);
     }
 }
 
@@ -367,7 +484,7 @@ numla_status numla_mla_attn(numla_isa isa, const numla_mla_attn_args *args, void
 #pragma omp for schedule(dynamic, 1)
         for (int64_t i = 0; i < n; i++)
             numla_mla_attn_run_item(k, a, &items[i], acc, ml, ml + NUMLA_MLA_ATTN_ROWS, scratch,
-                                    partial, partial_lse);
+                                    (float *)(t + L.run), partial, partial_lse);
 #pragma omp for schedule(static)
         for (int64_t j = 0; j < nm * NUMLA_MLA_ATTN_ROWS; j++) {
             const numla_mla_attn_merge *mu = &merges[j / NUMLA_MLA_ATTN_ROWS];

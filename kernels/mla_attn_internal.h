@@ -5,9 +5,10 @@
  *
  * Rows: a "row" is one (query, head) pair. Query rows are laid out (T_q, H, Dc + Dr), so the
  * rows of sequence b are the contiguous global rows qsl[b]·H .. qsl[b+1]·H - 1, in q, out and
- * lse alike. A work item is up to NUMLA_MLA_ATTN_ROWS consecutive rows of one sequence (one
- * "head block"; with H >= 16 exactly the heads of one query, with few heads it spans several
- * queries, which share the same keys) and one contiguous key range [k0, k1) (a context split).
+ * lse alike. A chunk is up to NUMLA_MLA_ATTN_ROWS consecutive rows of one sequence (one
+ * "head block"; with H >= 16 sixteen heads of one query, with few heads it spans several
+ * queries, which share the same keys) and one contiguous key range [k0, k1) (a context split,
+ * or a sub-range of one when the frame runs several head blocks over the same keys).
  * The chunk kernel walks the keys of [k0, k1) once, loads/converts each cache row once and uses
  * it for every row of the item (MLA is MQA-shaped), and returns the unnormalised online-softmax
  * state: acc[r] = Σ_t e^(s_rt - m_r) · v_t, l[r] = Σ_t e^(s_rt - m_r), m[r] = max_t s_rt
@@ -23,7 +24,7 @@
 
 #include "kernels/mla_attn.h"
 
-enum { NUMLA_MLA_ATTN_ROWS = 16 }; /* rows per work item: one zmm of fp32 scores per key */
+enum { NUMLA_MLA_ATTN_ROWS = 16 }; /* rows per chunk: one zmm of fp32 scores per key */
 
 typedef struct numla_mla_attn_chunk {
     const numla_mla_attn_args *a;

@@ -50,6 +50,18 @@ static void test_many_heads(void)
                       .qt = NUMLA_DTYPE_BF16, .kvt = NUMLA_DTYPE_BF16, .seed = 200 + i};
         mla_check_case(&c, bf16_f32, 2, "heads");
     }
+    /* Head groups: with H > 16 one item runs all head blocks of a sequence over 512-key
+     * sub-ranges and folds them (kernels/mla_attn.c). Many sequences keep most groups whole
+     * (700 keys: a fold of 512 + 188), the longest is split, and short tails occur. */
+    int32_t lens2[20];
+    for (int b = 0; b < 20; b++)
+        lens2[b] = b == 0 ? 2900 : b == 1 ? 1 : b == 2 ? 40 : b == 3 ? 513 : 700 - b;
+    static const int32_t hs2[2] = {32, 128};
+    for (int i = 0; i < 2; i++) {
+        mla_case c = {.B = i ? 12 : 20, .H = hs2[i], .Dc = 512, .Dr = 64, .bs = 16, .lens = lens2,
+                      .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16, .seed = 210 + i};
+        mla_check_case(&c, bf16_f32, 2, "head groups");
+    }
 }
 
 /* fp32 and fp16 caches at the real dims, with fp32 queries. */
@@ -103,6 +115,17 @@ static void test_multi_token(void)
     mla_case c = {.B = 2, .H = 16, .Dc = 512, .Dr = 64, .bs = 64, .lens = lens2, .nq = nq2,
                   .causal = 1, .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16, .seed = 510};
     mla_check_case(&c, bf16_f32, 2, "causal Dc 512");
+    /* Grouped query blocks (8 x 16 rows per item) over prefixes longer than a 512-key
+     * sub-range: causal rows whose keys end before a sub-range, and a non-causal prefix,
+     * where a group may also have no key at all (the first chunk of a prompt). */
+    static const int32_t lens4[3] = {1400, 900, 0};
+    static const int32_t nq4[3] = {128, 3, 40};
+    for (int causal = 0; causal < 2; causal++) {
+        mla_case e = {.B = causal ? 2 : 3, .H = 16, .Dc = 64, .Dr = 16, .bs = 16, .lens = lens4, .nq = nq4,
+                      .causal = causal, .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16,
+                      .seed = 512 + causal};
+        mla_check_case(&e, bf16_f32, 2, causal ? "grouped causal" : "grouped prefix");
+    }
     /* Non-causal chunked prefill may have more queries than cached keys, or none cached. */
     static const int32_t lens3[3] = {10, 0, 100};
     static const int32_t nq3[3] = {7, 3, 130};
