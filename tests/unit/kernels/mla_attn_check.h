@@ -242,6 +242,16 @@ static int mla_problem_check(const mla_problem *p, numla_isa isa, numla_dtype ot
     size_t wsb = numla_mla_attn_workspace_size(isa, &a, threads);
     void *ws = malloc(wsb);
     numla_status st = numla_mla_attn(isa, &a, ws, wsb);
+    /* lse is optional: without it the same call must give the same bits in out */
+    int same_without_lse = 1;
+    if (st == NUMLA_STATUS_OK) {
+        void *out2 = malloc(nout * numla_dtype_size(ot) + 4);
+        memset(out2, 0xff, nout * numla_dtype_size(ot));
+        numla_mla_attn_args a2 = mla_problem_args(p, out2, ot, NULL);
+        same_without_lse = numla_mla_attn(isa, &a2, ws, wsb) == NUMLA_STATUS_OK &&
+                           memcmp(out, out2, nout * numla_dtype_size(ot)) == 0;
+        free(out2);
+    }
     free(ws);
     double atol = 1e-4, rtol = 1e-4, ctol = 1e-8;
     if (ot == NUMLA_DTYPE_BF16)
@@ -280,15 +290,16 @@ static int mla_problem_check(const mla_problem *p, numla_isa isa, numla_dtype ot
         lbad += !(e <= lim);
         lworst = e > lworst ? e : lworst;
     }
-    if (ok && (bad || nonfinite || cosm >= ctol || lbad)) {
+    if (ok && (bad || nonfinite || cosm >= ctol || lbad || !same_without_lse)) {
         ok = 0;
         fprintf(stderr,
                 "\n    %s [%s q=%s kv=%s out=%s]: %zu/%zu elements off (first %zu: %g vs %g), "
-                "%zu non-finite, 1-cos %.3g (limit %.1g), %zu lse off (worst %.3g)\n",
+                "%zu non-finite, 1-cos %.3g (limit %.1g), %zu lse off (worst %.3g)%s\n",
                 label, numla_isa_name(isa), numla_dtype_name(c->qt), numla_dtype_name(c->kvt),
                 numla_dtype_name(ot), bad, nout, first_bad,
                 bad ? numla_load_f32(out, ot, first_bad) : 0.0, bad ? p->ref[first_bad] : 0.0,
-                nonfinite, cosm, ctol, lbad, lworst);
+                nonfinite, cosm, ctol, lbad, lworst,
+                same_without_lse ? "" : "; with lse = NULL the output differs");
     }
     if (getenv("NUMLA_TEST_VERBOSE"))
         fprintf(stderr, "\n    %s [%s q=%s kv=%s out=%s]: worst err/limit %.3f, 1-cos %.3g, lse err %.3g",
