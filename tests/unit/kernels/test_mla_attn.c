@@ -98,6 +98,24 @@ static void test_main_shapes(void)
     }
 }
 
+/* Contexts past 128k keys in every variant, at small dims so the default run stays short
+ * (mla_attn_slow has them at the real dims): 2^17 + 1 keys over 16-row blocks, with fp32
+ * and bf16 caches; a decode and a few causal queries at the end of the context. */
+static void test_128k_context(void)
+{
+    static const int32_t lens[2] = {131073, 140000};
+    static const int32_t nq[2] = {1, 3};
+    for (int ki = 0; ki < 2; ki++) {
+        mla_case c = {.B = 2, .H = 4, .Dc = 64, .Dr = 16, .bs = 16, .lens = lens,
+                      .qt = NUMLA_DTYPE_F32, .kvt = ki ? NUMLA_DTYPE_F32 : NUMLA_DTYPE_BF16,
+                      .seed = 450 + ki};
+        mla_check_case(&c, bf16_f32, 2, "128k+ keys");
+    }
+    mla_case d = {.B = 2, .H = 4, .Dc = 64, .Dr = 16, .bs = 16, .lens = lens, .nq = nq,
+                  .causal = 1, .qt = NUMLA_DTYPE_BF16, .kvt = NUMLA_DTYPE_BF16, .seed = 452};
+    mla_check_case(&d, bf16_f32, 2, "128k+ keys, causal");
+}
+
 static void test_multi_token(void)
 {
     static const int32_t lens[4] = {40, 300, 17, 1};
@@ -229,5 +247,6 @@ static void test_out_of_range(void)
 
 NUMLA_TEST_SUITE(mla_attn, NULL, NULL, NUMLA_TEST(test_small_all_dtypes), NUMLA_TEST(test_block_sizes),
                  NUMLA_TEST(test_many_heads), NUMLA_TEST(test_wide_dtypes),
+                 NUMLA_TEST(test_128k_context),
                  NUMLA_TEST(test_multi_token), NUMLA_TEST(test_empty_sequences),
                  NUMLA_TEST(test_out_of_range), NUMLA_TEST(test_main_shapes))

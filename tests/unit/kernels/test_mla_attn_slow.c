@@ -17,6 +17,11 @@ static void test_long_contexts(void)
     mla_case c = {.B = 1, .H = 16, .Dc = 512, .Dr = 64, .bs = 256, .lens = lens54k,
                   .qt = NUMLA_DTYPE_BF16, .kvt = NUMLA_DTYPE_BF16, .seed = 910};
     mla_check_case(&c, all_dt, 3, "54321 keys, block 256");
+    /* past 128k at the real dims, next to a sequence of exactly 2^17 keys */
+    static const int32_t lens128k[2] = {140001, 131072};
+    mla_case d = {.B = 2, .H = 16, .Dc = 512, .Dr = 64, .bs = 16, .lens = lens128k,
+                  .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16, .seed = 911};
+    mla_check_case(&d, all_dt, 2, "140001 and 131072 keys");
 }
 
 static void test_long_prefill(void)
