@@ -72,17 +72,37 @@ numla_isa numla_isa_best(void)
     return NUMLA_ISA_REF;
 }
 
-numla_status numla_isa_select(numla_isa *out)
+unsigned numla_isa_supported_mask(void)
 {
-    const char *env = getenv("NUMLA_ISA");
-    numla_isa isa = numla_isa_best();
+    unsigned mask = 0;
+    for (int i = 0; i < NUMLA_ISA_COUNT; i++)
+        if (numla_isa_supported((numla_isa)i))
+            mask |= 1u << i;
+    return mask;
+}
+
+numla_status numla_isa_choose(const char *env, unsigned supported, numla_isa *out)
+{
+    supported |= 1u << NUMLA_ISA_REF; /* the reference always runs */
+    numla_isa best = NUMLA_ISA_REF;
+    for (int i = NUMLA_ISA_COUNT - 1; i > 0; i--)
+        if (supported & (1u << i)) {
+            best = (numla_isa)i;
+            break;
+        }
+    numla_isa isa = best;
     if (env && *env) {
         NUMLA_CHECK(numla_isa_parse(env, &isa));
-        if (!numla_isa_supported(isa))
+        if (!(supported & (1u << isa)))
             NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "NUMLA_ISA=%s: this CPU does not support %s (best: %s)",
-                       env, numla_isa_name(isa), numla_isa_name(numla_isa_best()));
+                       env, numla_isa_name(isa), numla_isa_name(best));
     }
     NUMLA_DEBUG("kernel ISA: %s (%s)", numla_isa_name(isa), env && *env ? "forced by NUMLA_ISA" : "from CPUID");
     *out = isa;
     return NUMLA_STATUS_OK;
+}
+
+numla_status numla_isa_select(numla_isa *out)
+{
+    return numla_isa_choose(getenv("NUMLA_ISA"), numla_isa_supported_mask(), out);
 }

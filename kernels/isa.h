@@ -30,5 +30,11 @@ numla_isa numla_isa_best(void);
  * CPU lacks, is an error, never a silent fallback), else numla_isa_best(). Logs the choice
  * at debug level. */
 numla_status numla_isa_select(numla_isa *out);
+/* Bit i set when level i is supported (numla_isa_supported). */
+unsigned numla_isa_supported_mask(void);
+/* numla_isa_select's rule for a given NUMLA_ISA value (NULL or "" when unset) and mask of
+ * supported levels (ref is always added): what select runs with the CPU's own mask, and what
+ * tests run with a smaller one to reach the "CPU lacks this level" error on any machine. */
+numla_status numla_isa_choose(const char *env, unsigned supported, numla_isa *out);
 
 #endif

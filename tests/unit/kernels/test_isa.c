@@ -1,8 +1,12 @@
 /* Tests for kernels/isa: parsing and the NUMLA_ISA override. */
 #include "test_util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
 
 static void test_parse(void)
 {
@@ -35,4 +39,78 @@ static void test_select_env(void)
     CU_ASSERT_EQUAL(isa, numla_isa_best());
 }
 
-NUMLA_TEST_SUITE(isa, NULL, NULL, NUMLA_TEST(test_parse), NUMLA_TEST(test_select_env))
+/* The rule behind select, on CPUs this one is not: a level missing from the mask is an
+ * error naming it and the best level there is, never a quiet fallback. */
+static void test_choose_masks(void)
+{
+    numla_isa isa = NUMLA_ISA_COUNT;
+    const unsigned ref_avx2 = 1u << NUMLA_ISA_REF | 1u << NUMLA_ISA_AVX2;
+    CU_ASSERT_EQUAL(numla_isa_choose(NULL, ref_avx2, &isa), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(isa, NUMLA_ISA_AVX2);
+    CU_ASSERT_EQUAL(numla_isa_choose("", 0, &isa), NUMLA_STATUS_OK); /* ref is always there */
+    CU_ASSERT_EQUAL(isa, NUMLA_ISA_REF);
+    CU_ASSERT_EQUAL(numla_isa_choose("avx2", ref_avx2, &isa), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(isa, NUMLA_ISA_AVX2);
+    isa = NUMLA_ISA_COUNT;
+    CU_ASSERT_EQUAL(numla_isa_choose("avx512bf16", ref_avx2, &isa), NUMLA_STATUS_UNSUPPORTED);
+    CU_ASSERT_EQUAL(isa, NUMLA_ISA_COUNT); /* untouched on error */
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "does not support avx512bf16"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "best: avx2"));
+    CU_ASSERT_EQUAL(numla_isa_choose("avx512", 1u << NUMLA_ISA_REF, &isa), NUMLA_STATUS_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "best: ref"));
+    CU_ASSERT_EQUAL(numla_isa_choose("ref", 0, &isa), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(isa, NUMLA_ISA_REF);
+    /* the CPU's own mask is what select uses */
+    unsigned m = numla_isa_supported_mask();
+    for (int i = 0; i < NUMLA_ISA_COUNT; i++)
+        CU_ASSERT_EQUAL(!!(m & (1u << i)), numla_isa_supported((numla_isa)i));
+}
+
+/* stderr of fn(arg) with the log at debug level, into buf (NUL-terminated). */
+static void capture_stderr(void (*fn)(void *), void *arg, char *buf, size_t n)
+{
+    char path[] = "/tmp/numla_test_isa_XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    numla_log_level was = NUMLA_LOG_LEVEL_QUIET; /* the lowest level now enabled */
+    for (int l = NUMLA_LOG_LEVEL_ERROR; l >= NUMLA_LOG_LEVEL_DEBUG; l--)
+        if (numla_log_enabled((numla_log_level)l))
+            was = (numla_log_level)l;
+    numla_log_set_level(NUMLA_LOG_LEVEL_DEBUG);
+    fn(arg);
+    numla_log_set_level(was);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ssize_t got = pread(fd, buf, n - 1, 0);
+    buf[got > 0 ? got : 0] = '\0';
+    close(fd);
+    unlink(path);
+}
+
+static void choose_avx2_forced(void *arg)
+{
+    (void)numla_isa_choose("avx2", 1u << NUMLA_ISA_AVX2, arg);
+}
+
+static void choose_from_mask(void *arg)
+{
+    (void)numla_isa_choose(NULL, 1u << NUMLA_ISA_AVX2, arg);
+}
+
+/* The choice is logged at debug level, with where it came from. */
+static void test_choice_logged(void)
+{
+    char buf[512];
+    numla_isa isa;
+    capture_stderr(choose_avx2_forced, &isa, buf, sizeof buf);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "kernel ISA: avx2 (forced by NUMLA_ISA)"));
+    capture_stderr(choose_from_mask, &isa, buf, sizeof buf);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "kernel ISA: avx2 (from CPUID)"));
+}
+
+NUMLA_TEST_SUITE(isa, NULL, NULL, NUMLA_TEST(test_parse), NUMLA_TEST(test_select_env),
+                 NUMLA_TEST(test_choose_masks), NUMLA_TEST(test_choice_logged))
