@@ -3,6 +3,10 @@
  * shuffled tables and NaN-filled unused rows, and the error paths. */
 #include "mla_attn_check.h"
 
+#include <sys/mman.h>
+
+#include "kernels/kv_write.h"
+
 static const numla_dtype all_dt[3] = {NUMLA_DTYPE_BF16, NUMLA_DTYPE_F16, NUMLA_DTYPE_F32};
 static const numla_dtype bf16_only[1] = {NUMLA_DTYPE_BF16};
 static const numla_dtype bf16_f32[2] = {NUMLA_DTYPE_BF16, NUMLA_DTYPE_F32};
@@ -114,6 +118,84 @@ static void test_128k_context(void)
     mla_case d = {.B = 2, .H = 4, .Dc = 64, .Dr = 16, .bs = 16, .lens = lens, .nq = nq,
                   .causal = 1, .qt = NUMLA_DTYPE_BF16, .kvt = NUMLA_DTYPE_BF16, .seed = 452};
     mla_check_case(&d, bf16_f32, 2, "128k+ keys, causal");
+}
+
+/* Offsets past 2^31 elements and 2^32 bytes: blocks near index 240000 of a bf16 cache at
+ * Dc 512 / Dr 64 / block 16 (9216 elements a block; 4.4 GB of address space, mapped without
+ * reserve so only the touched pages exist). The rows are written there by
+ * concat_and_cache_mla and read by every variant, which must give the same bits as the same
+ * rows at small block indices. A 32-bit product anywhere would read or write another block. */
+static void test_64bit_offsets(void)
+{
+    enum { DC = 512, DR = 64, W = DC + DR, BS = 16, L = 70, H = 16, NBLK = 5 };
+    const int64_t far_blocks = 240003;
+    const size_t far_bytes = (size_t)far_blocks * BS * W * 2;
+    CU_ASSERT_FATAL((double)(far_blocks - 1) * BS * W > 2147483648.0);
+    void *far = mmap(NULL, far_bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (far == MAP_FAILED) { /* an address-space limit (ulimit -v): nothing to test here */
+        fprintf(stderr, "\n    64-bit offsets: mmap of %zu bytes refused, skipped\n", far_bytes);
+        return;
+    }
+    uint16_t *near = calloc((size_t)NBLK * BS * W, 2);
+    float *kvc = malloc(sizeof(float) * L * DC), *kpe = malloc(sizeof(float) * L * DR);
+    float *q = malloc(sizeof(float) * H * W);
+    numla_test_rng rng = {4242};
+    for (int i = 0; i < L * DC; i++)
+        kvc[i] = (float)numla_test_rng_uniform(&rng, -1.0, 1.0);
+    for (int i = 0; i < L * DR; i++)
+        kpe[i] = (float)numla_test_rng_uniform(&rng, -1.0, 1.0);
+    for (int i = 0; i < H * W; i++)
+        q[i] = (float)numla_test_rng_uniform(&rng, -1.0, 1.0);
+    const int32_t far_tab[NBLK] = {240002, 3, 240000, 131072, 239999};
+    const int32_t near_tab[NBLK] = {4, 0, 2, 1, 3};
+    int64_t far_slots[L], near_slots[L];
+    for (int t = 0; t < L; t++) {
+        far_slots[t] = (int64_t)far_tab[t / BS] * BS + t % BS;
+        near_slots[t] = (int64_t)near_tab[t / BS] * BS + t % BS;
+    }
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int n = numla_test_isas(isas);
+    for (int i = 0; i < n; i++) {
+        numla_kv_write_args kw = {.num_tokens = L, .kv_lora_rank = DC, .rope_dim = DR,
+                                  .kv_c = kvc, .kv_c_stride = DC, .k_pe = kpe, .k_pe_stride = DR,
+                                  .src_dtype = NUMLA_DTYPE_F32, .slot_mapping = far_slots,
+                                  .kv_cache = far, .kv_dtype = NUMLA_DTYPE_BF16,
+                                  .num_blocks = far_blocks, .block_size = BS};
+        CU_ASSERT_EQUAL_FATAL(numla_concat_and_cache_mla(isas[i], &kw), NUMLA_STATUS_OK);
+        kw.slot_mapping = near_slots, kw.kv_cache = near, kw.num_blocks = NBLK;
+        CU_ASSERT_EQUAL_FATAL(numla_concat_and_cache_mla(isas[i], &kw), NUMLA_STATUS_OK);
+        int rows_same = 1; /* every written row landed where its 64-bit slot says */
+        for (int t = 0; t < L; t++)
+            rows_same &= !memcmp((const uint16_t *)far + (size_t)far_slots[t] * W,
+                                 near + (size_t)near_slots[t] * W, W * 2);
+        NUMLA_ASSERT_MSG(rows_same, "[%s] rows written past 2^31 elements differ",
+                         numla_isa_name(isas[i]));
+        float out_far[H * DC], out_near[H * DC], lse_far[H], lse_near[H];
+        const int32_t len = L;
+        numla_mla_attn_args a = {.num_seqs = 1, .num_heads = H, .kv_lora_rank = DC,
+                                 .rope_dim = DR, .block_size = BS, .num_blocks = far_blocks,
+                                 .max_blocks_per_seq = NBLK, .q = q, .q_dtype = NUMLA_DTYPE_F32,
+                                 .kv_cache = far, .kv_dtype = NUMLA_DTYPE_BF16,
+                                 .block_tables = far_tab, .seq_lens = &len, .scale = 0.06f,
+                                 .out = out_far, .out_dtype = NUMLA_DTYPE_F32, .lse = lse_far};
+        size_t wsb = numla_mla_attn_workspace_size(isas[i], &a, omp_get_max_threads());
+        void *ws = malloc(wsb);
+        CU_ASSERT_EQUAL(numla_mla_attn(isas[i], &a, ws, wsb), NUMLA_STATUS_OK);
+        a.num_blocks = NBLK, a.kv_cache = near, a.block_tables = near_tab;
+        a.out = out_near, a.lse = lse_near;
+        CU_ASSERT_EQUAL(numla_mla_attn(isas[i], &a, ws, wsb), NUMLA_STATUS_OK);
+        free(ws);
+        NUMLA_ASSERT_MSG(!memcmp(out_far, out_near, sizeof out_far) &&
+                             !memcmp(lse_far, lse_near, sizeof lse_far),
+                         "[%s] attention over blocks past 2^31 elements differs",
+                         numla_isa_name(isas[i]));
+    }
+    munmap(far, far_bytes);
+    free(near);
+    free(kvc);
+    free(kpe);
+    free(q);
 }
 
 static void test_multi_token(void)
@@ -247,6 +329,6 @@ static void test_out_of_range(void)
 
 NUMLA_TEST_SUITE(mla_attn, NULL, NULL, NUMLA_TEST(test_small_all_dtypes), NUMLA_TEST(test_block_sizes),
                  NUMLA_TEST(test_many_heads), NUMLA_TEST(test_wide_dtypes),
-                 NUMLA_TEST(test_128k_context),
+                 NUMLA_TEST(test_128k_context), NUMLA_TEST(test_64bit_offsets),
                  NUMLA_TEST(test_multi_token), NUMLA_TEST(test_empty_sequences),
                  NUMLA_TEST(test_out_of_range), NUMLA_TEST(test_main_shapes))
