@@ -4,7 +4,7 @@
  *
  * One item = up to 16 (query, head) rows sharing one key range. Keys go in tiles of
  * NUMLA_MLA_KT rows; per tile:
- *   1. scores S[t][r] (one zmm per key, lane = row): with BF16DOT_QK and bf16 q and cache,
+ *   1. scores S[t][r] (one zmm per key, lane = row): with NUMLA_MLA_VDPBF16=1 and bf16 q and cache,
  *      vdpbf16ps of q pairs (packed once per item as [pair][row]) against the row's pairs
  *      broadcast straight from the cache (exact products); otherwise lanes along d: each
  *      16-element piece of the row is widened once and FMA'd into all rows' accumulators
@@ -25,6 +25,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/x86/exp_avx512.h"
@@ -48,9 +49,6 @@
 #endif
 #ifndef NUMLA_MLA_PREFETCH
 #define NUMLA_MLA_PREFETCH 1
-#endif
-#ifndef NUMLA_MLA_BF16DOT_QK
-#define NUMLA_MLA_BF16DOT_QK 0 /* see numla_mla_uses_bf16dot */
 #endif
 
 #define NUMLA_MLA_INLINE static inline __attribute__((always_inline))
@@ -231,13 +229,17 @@ typedef struct numla_mla_scratch_layout {
 static int numla_mla_uses_bf16dot(const numla_mla_attn_args *a)
 {
     /* Only when q is bf16 too: then vdpbf16ps products are exact (rounding an fp32 q to bf16
-     * costs ~2e-3 in the scores, visible in peaked softmaxes). And only when built with
-     * NUMLA_MLA_BF16DOT_QK=1: on the 2-core AVX-512-BF16 host this was tuned on, zmm
-     * vdpbf16ps sustains 0.5/cycle (32 flop/cycle) against 2 FMA/cycle (64 flop/cycle), and the
-     * fp32 path measured 13% faster with the cache in L2 and 30% faster streaming 19 MB
-     * (single thread, 16 rows, Dc 512). Re-measure on hardware with full-rate vdpbf16ps. */
-    return NUMLA_MLA_BF16DOT && NUMLA_MLA_BF16DOT_QK && a->kv_dtype == NUMLA_DTYPE_BF16 &&
-           a->q_dtype == NUMLA_DTYPE_BF16;
+     * costs ~2e-3 in the scores, visible in peaked softmaxes). And only when asked for with
+     * NUMLA_MLA_VDPBF16=1 (read per call, like NUMLA_MLA_AMX, so tests run both paths): on
+     * the 2-core AVX-512-BF16 host this was tuned on, zmm vdpbf16ps sustains 0.5/cycle (32
+     * flop/cycle) against 2 FMA/cycle (64 flop/cycle), and the fp32 path measured 13% faster
+     * with the cache in L2 and 30% faster streaming 19 MB (single thread, 16 rows, Dc 512).
+     * Worth turning on where vdpbf16ps runs at full rate; the AMX path, where it runs, takes
+     * precedence over both. */
+    if (!(NUMLA_MLA_BF16DOT && a->kv_dtype == NUMLA_DTYPE_BF16 && a->q_dtype == NUMLA_DTYPE_BF16))
+        return 0;
+    const char *e = getenv("NUMLA_MLA_VDPBF16");
+    return e && strcmp(e, "1") == 0;
 }
 
 static numla_mla_scratch_layout numla_mla_layout(const numla_mla_attn_args *a)

@@ -321,18 +321,27 @@ static void mla_check_case(const mla_case *c, const numla_dtype *ots, int nots, 
     for (int i = 0; i < n; i++)
         for (int j = 0; j < nots; j++) {
             /* avx512bf16 runs twice: with its AMX Q·K path (where the CPU and OS have it; the
-             * kernel reads NUMLA_MLA_AMX per call) and with the AVX-512 one. */
-            int amx_runs = isas[i] == NUMLA_ISA_AVX512BF16 ? 2 : 1;
-            for (int k = 0; k < amx_runs; k++) {
+             * kernel reads NUMLA_MLA_AMX per call) and with the AVX-512 one; with a bf16 q and
+             * cache a third time, with vdpbf16ps Q·K (NUMLA_MLA_VDPBF16=1, off by default). */
+            int runs = isas[i] != NUMLA_ISA_AVX512BF16 ? 1
+                       : c->qt == NUMLA_DTYPE_BF16 && c->kvt == NUMLA_DTYPE_BF16 ? 3
+                                                                                 : 2;
+            static const char *const tags[3] = {" (NUMLA_MLA_AMX=0)", " (amx allowed)",
+                                                " (NUMLA_MLA_AMX=0 NUMLA_MLA_VDPBF16=1)"};
+            for (int k = 0; k < runs; k++) {
                 char lab[160];
-                if (amx_runs == 2)
-                    setenv("NUMLA_MLA_AMX", k ? "1" : "0", 1);
-                snprintf(lab, sizeof lab, "%s%s", label,
-                         amx_runs == 2 ? (k ? " (amx allowed)" : " (NUMLA_MLA_AMX=0)") : "");
+                if (runs > 1) {
+                    setenv("NUMLA_MLA_AMX", k == 1 ? "1" : "0", 1);
+                    if (k == 2)
+                        setenv("NUMLA_MLA_VDPBF16", "1", 1);
+                }
+                snprintf(lab, sizeof lab, "%s%s", label, runs > 1 ? tags[k] : "");
                 mla_problem_check(p, isas[i], ots[j], lab);
             }
-            if (amx_runs == 2)
+            if (runs > 1) {
                 unsetenv("NUMLA_MLA_AMX");
+                unsetenv("NUMLA_MLA_VDPBF16");
+            }
         }
     mla_problem_free(p);
 }
