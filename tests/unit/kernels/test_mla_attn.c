@@ -77,6 +77,10 @@ static void test_wide_dtypes(void)
                       .qt = NUMLA_DTYPE_F32, .kvt = all_dt[ki], .seed = 300 + ki};
         mla_check_case(&c, all_dt, 3, "wide dtypes");
     }
+    /* fp16 q over a bf16 cache: on AMX its q is split into bf16 hi + lo like an fp32 one */
+    mla_case d = {.B = 3, .H = 16, .Dc = 512, .Dr = 64, .bs = 32, .lens = lens,
+                  .qt = NUMLA_DTYPE_F16, .kvt = NUMLA_DTYPE_BF16, .seed = 303};
+    mla_check_case(&d, all_dt, 3, "fp16 q, bf16 cache");
 }
 
 /* The benchmark shapes (B, L, H), bf16 only. Under AddressSanitizer the scalar paths are ~10x
