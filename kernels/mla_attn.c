@@ -155,6 +155,11 @@ static numla_mla_attn_layout numla_mla_attn_plan_layout(const numla_mla_attn_ker
     return L;
 }
 
+const char *numla_mla_attn_variant(numla_isa isa, const numla_mla_attn_args *args)
+{
+    return args ? numla_mla_attn_pick(isa, args)->name : "?";
+}
+
 size_t numla_mla_attn_workspace_size(numla_isa isa, const numla_mla_attn_args *args, int num_threads)
 {
     if (!args || num_threads < 1)

@@ -76,5 +76,8 @@ size_t numla_mla_attn_workspace_size(numla_isa isa, const numla_mla_attn_args *a
  * dims (see Rules) runs the level below it. */
 numla_status numla_mla_attn(numla_isa isa, const numla_mla_attn_args *args, void *workspace,
                             size_t workspace_bytes);
+/* Name of the variant numla_mla_attn(isa, args) runs ("ref", "avx2", "avx512", "avx512bf16"):
+ * the level's own, or the level below it when that cannot take the dims. */
+const char *numla_mla_attn_variant(numla_isa isa, const numla_mla_attn_args *args);
 
 #endif

@@ -202,6 +202,24 @@ static void test_64bit_offsets(void)
     free(q);
 }
 
+/* Each supported level runs its own variant at dims every variant takes, and a vector level
+ * falls back to the reference only for dims it cannot take (Dc % 32, Dr % 16). Without this
+ * a table entry pointing at the level below would pass every accuracy test. */
+static void test_variant_per_level(void)
+{
+    numla_mla_attn_args a = {.num_seqs = 1, .num_heads = 16, .kv_lora_rank = 512, .rope_dim = 64,
+                             .block_size = 16, .q_dtype = NUMLA_DTYPE_BF16,
+                             .kv_dtype = NUMLA_DTYPE_BF16, .out_dtype = NUMLA_DTYPE_BF16};
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int n = numla_test_isas(isas);
+    for (int i = 0; i < n; i++) {
+        a.kv_lora_rank = 512, a.rope_dim = 64;
+        CU_ASSERT_STRING_EQUAL(numla_mla_attn_variant(isas[i], &a), numla_isa_name(isas[i]));
+        a.kv_lora_rank = 40, a.rope_dim = 8; /* only the reference takes these */
+        CU_ASSERT_STRING_EQUAL(numla_mla_attn_variant(isas[i], &a), "ref");
+    }
+}
+
 static void test_multi_token(void)
 {
     static const int32_t lens[4] = {40, 300, 17, 1};
@@ -334,5 +352,6 @@ static void test_out_of_range(void)
 NUMLA_TEST_SUITE(mla_attn, NULL, NULL, NUMLA_TEST(test_small_all_dtypes), NUMLA_TEST(test_block_sizes),
                  NUMLA_TEST(test_many_heads), NUMLA_TEST(test_wide_dtypes),
                  NUMLA_TEST(test_128k_context), NUMLA_TEST(test_64bit_offsets),
+                 NUMLA_TEST(test_variant_per_level),
                  NUMLA_TEST(test_multi_token), NUMLA_TEST(test_empty_sequences),
                  NUMLA_TEST(test_out_of_range), NUMLA_TEST(test_main_shapes))
