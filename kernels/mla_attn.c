@@ -38,7 +38,8 @@ enum {
     NUMLA_MLA_ATTN_ITEMS_PER_THREAD = 8,
     NUMLA_MLA_ATTN_MIN_CHUNK = 256, /* keys: below this a split costs more than it balances */
     NUMLA_MLA_ATTN_MAX_GROUP = 8,   /* units per head group: 8 x 32 KiB of running state */
-    NUMLA_MLA_ATTN_SUB_KEYS = 512,  /* keys per sub-range of a group item: 576 KiB of bf16 rows */
+    NUMLA_MLA_ATTN_SUB_KEYS = NUMLA_MLA_ATTN_VSHARE_KEYS, /* keys per sub-range of a group item:
+                                                            576 KiB of bf16 rows */
 };
 
 /* Native variants per level; NULL inherits the level below (ref is always present). */
@@ -119,7 +120,8 @@ static int64_t numla_mla_attn_units(const numla_mla_attn_args *a)
 
 typedef struct numla_mla_attn_layout {
     size_t items, merges, partial, partial_lse, thread, thread_stride, total;
-    size_t run; /* offset of the group running state within a thread's share */
+    size_t run;    /* offset of the group running state within a thread's share */
+    size_t vshare; /* offset of the group's shared V pack within a thread's share */
     int64_t max_items, max_slots, max_merges;
 } numla_mla_attn_layout;
 
@@ -147,9 +149,13 @@ static numla_mla_attn_layout numla_mla_attn_plan_layout(const numla_mla_attn_ker
                       numla_mla_attn_align(2 * NUMLA_MLA_ATTN_ROWS * sizeof(float)) +
                       numla_mla_attn_align(k->scratch_bytes(a));
     L.run = L.thread_stride; /* a group's running state: (G, 16, Dc) acc, then (G, 2, 16) m, l */
-    if (G > 1)
+    L.vshare = L.run;
+    if (G > 1) {
         L.thread_stride += numla_mla_attn_align((size_t)G * NUMLA_MLA_ATTN_ROWS * dc * sizeof(float)) +
                            numla_mla_attn_align((size_t)G * 2 * NUMLA_MLA_ATTN_ROWS * sizeof(float));
+        L.vshare = L.thread_stride; /* V packed once per sub-range: (512, Dc) bf16 */
+        L.thread_stride += numla_mla_attn_align((size_t)NUMLA_MLA_ATTN_SUB_KEYS * dc * sizeof(uint16_t));
+    }
     off += (size_t)nt * L.thread_stride;
     L.total = off + 64; /* room to align the caller's pointer */
     return L;
@@ -378,7 +384,8 @@ static void numla_mla_attn_store_unit(const numla_mla_attn_args *a, const numla_
  * others; run: (nunits, 16, Dc) acc + (nunits, 2, 16) m, l of running state. */
 static void numla_mla_attn_run_item(const numla_mla_attn_kernel *k, const numla_mla_attn_args *a,
                                     const numla_mla_attn_item *it, float *acc, float *m, float *l,
-                                    void *scratch, float *run, float *partial, float *partial_lse)
+                                    void *scratch, float *run, uint16_t *vshare, float *partial,
+                                    float *partial_lse)
 {
     numla_mla_attn_chunk c;
     if (it->nunits == 1) {
@@ -389,6 +396,9 @@ static void numla_mla_attn_run_item(const numla_mla_attn_kernel *k, const numla_
     }
     const size_t dc = (size_t)a->kv_lora_rank, ustride = NUMLA_MLA_ATTN_ROWS * dc;
     float *rml = run + (size_t)it->nunits * ustride;
+    /* Every row sees every key of the item (decode, non-causal multi-token): the head blocks
+     * tile each sub-range alike and can share its packed V. */
+    const int share = !(a->query_start_loc && a->causal);
     /* at least one pass: an empty range (a sequence with no cached keys) still runs the chunk
      * kernel once per unit, which gives its rows zeros and m = -inf */
     for (int64_t kk = it->k0, ke;; kk = ke) {
@@ -396,6 +406,10 @@ static void numla_mla_attn_run_item(const numla_mla_attn_kernel *k, const numla_
         for (int32_t u = 0; u < it->nunits; u++) {
             float *racc = run + (size_t)u * ustride, *rm = rml + (size_t)u * 2 * NUMLA_MLA_ATTN_ROWS;
             numla_mla_attn_unit_chunk(a, it, u, kk, ke, &c);
+            if (share) {
+                c.vshare = vshare;
+                c.vshare_fill = u == 0;
+            }
             if (kk == it->k0) { /* the first sub-range starts the running state */
                 k->chunk(&c, racc, rm, rm + NUMLA_MLA_ATTN_ROWS, scratch);
                 continue;
@@ -489,7 +503,8 @@ numla_status numla_mla_attn(numla_isa isa, const numla_mla_attn_args *args, void
 #pragma omp for schedule(dynamic, 1)
         for (int64_t i = 0; i < n; i++)
             numla_mla_attn_run_item(k, a, &items[i], acc, ml, ml + NUMLA_MLA_ATTN_ROWS, scratch,
-                                    (float *)(t + L.run), partial, partial_lse);
+                                    (float *)(t + L.run), (uint16_t *)(t + L.vshare), partial,
+                                    partial_lse);
 #pragma omp for schedule(static)
         for (int64_t j = 0; j < nm * NUMLA_MLA_ATTN_ROWS; j++) {
             const numla_mla_attn_merge *mu = &merges[j / NUMLA_MLA_ATTN_ROWS];

@@ -33,7 +33,16 @@ typedef struct numla_mla_attn_chunk {
     int64_t row0;                    /* first global (query, head) row */
     int64_t k0, k1;                  /* key range of this split */
     int64_t lim[NUMLA_MLA_ATTN_ROWS]; /* (nrows) per-row key end, in [k0, k1] */
+    /* V packed once for the head blocks of a group (NULL: none). The frame passes it only when
+     * every row of every block sees all of [k0, k1), so the blocks cut [k0, k1) into the same
+     * key tiles. vshare_fill = 1: this call may pack V of [k0, k1) into it (the first block);
+     * 0: an earlier call with the same range did, so use it. A variant that packs no V ignores
+     * it: then no call fills it and none reads it. At most NUMLA_MLA_ATTN_VSHARE_KEYS keys. */
+    uint16_t *vshare;                /* (keys / 64, Dc / 64, 2, 4, 16, 32) bf16, 64-byte aligned */
+    int32_t vshare_fill;
 } numla_mla_attn_chunk;
+
+enum { NUMLA_MLA_ATTN_VSHARE_KEYS = 512 }; /* = the frame's group sub-range */
 
 /* acc: (NUMLA_MLA_ATTN_ROWS, Dc) fp32, 64-byte aligned; m, l: (NUMLA_MLA_ATTN_ROWS).
  * scratch: the kernel's own per-thread scratch (scratch_bytes), 64-byte aligned. */

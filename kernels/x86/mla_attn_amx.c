@@ -156,7 +156,8 @@ static void numla_mla_pv_pack_p(const float *S, int64_t nt, int ng, uint16_t *ps
 }
 
 void numla_mla_pv_amx(float *O, int64_t dc, const float *S, const float *corr, int fresh,
-                      int rescale, const char *const *vrows, int64_t nt, uint16_t *stage)
+                      int rescale, const char *const *vrows, int64_t nt, uint16_t *stage,
+                      uint16_t *vpre, int vfill)
 {
     const int ng = (int)((nt + 31) / 32);
     uint16_t *pst = stage;              /* (ng, 2, 16, 32): A tiles */
@@ -170,8 +171,11 @@ void numla_mla_pv_amx(float *O, int64_t dc, const float *S, const float *corr, i
     numla_mla_pv_pack_p(S, nt, ng, pst);
     const size_t ostride = (size_t)dc * sizeof(float);
     for (int64_t dg = 0; dg < dc; dg += 64) {
-        /* V of the 64 dims [dg, dg + 64) for every key pair, as B tiles */
-        for (int kp = 0; kp < 16 * ng; kp++) {
+        /* V of the 64 dims [dg, dg + 64) for every key pair, as B tiles: packed here into the
+         * stage, or into / from vpre when head blocks share it */
+        if (vpre)
+            vst = vpre + (size_t)(dg / 64) * 2 * 4 * 512;
+        for (int kp = 0; kp < 16 * ng && (!vpre || vfill); kp++) {
             const int64_t ta = 2 * kp, tb = ta + 1;
             const uint16_t *a = ta < nt ? (const uint16_t *)(const void *)vrows[ta] + dg : NULL;
             const uint16_t *b = tb < nt ? (const uint16_t *)(const void *)vrows[tb] + dg : NULL;

@@ -38,8 +38,11 @@ void numla_mla_qk_amx(const uint32_t *qv, const uint32_t *qlo, int64_t w, const 
  * shuffled blocks at ~0.65 of read bandwidth, and tile work does not overlap the stream):
  * docs/decode.md, measured by `numla bench machine`'s stream probe. */
 enum { NUMLA_MLA_PV_AMX_STAGE = 2 * 2 * 512 + 2 * 4 * 512 };
+/* vpre: NULL, or (Dc / 64, 2, 4, 16, 32) bf16 of this tile's V as B tiles, packed into it by
+ * this call (vfill = 1) or by an earlier call over the same keys (vfill = 0: vrows unread). */
 void numla_mla_pv_amx(float *O, int64_t dc, const float *S, const float *corr, int fresh,
-                      int rescale, const char *const *vrows, int64_t nt, uint16_t *stage);
+                      int rescale, const char *const *vrows, int64_t nt, uint16_t *stage,
+                      uint16_t *vpre, int vfill);
 /* O as numla_mla_pv_amx leaves it keeps each 32-dim block in a permuted column order (V is
  * paired by a one-uop unpack): dims 0-3, 8-11, 16-19, 24-27, then 4-7, 12-15, 20-23, 28-31.
  * This puts rows [0, rows) of O (row stride dc, 64-byte aligned) back in dim order; call it

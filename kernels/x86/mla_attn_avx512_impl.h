@@ -469,7 +469,12 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
 #if NUMLA_MLA_BF16DOT
         if (amx_pv)
             numla_mla_pv_amx(acc, dc, S, corr, fresh, rescale, rows, nt,
-                             (uint16_t *)(void *)(s + L.pv));
+                             (uint16_t *)(void *)(s + L.pv),
+                             /* the shared pack holds 64-key tiles of the range */
+                             c->vshare && NUMLA_MLA_KT == 64
+                                 ? c->vshare + (size_t)((t0 - c->k0) / 64) * (size_t)dc * 64
+                                 : NULL,
+                             c->vshare_fill);
         else
 #endif
             numla_mla_pv_any(acc, dc, S, corr, fresh, rescale, (const void *const *)rows, nt,
