@@ -124,12 +124,13 @@ numla_status numla_mha_prefill(numla_isa isa, const numla_mha_prefill_args *a, v
         ktasks += key_blocks_of(a, b) * H;
 #pragma omp parallel num_threads(nt) if (tasks > 1)
     {
-        /* 1. transpose every (sequence, head, key block) once; a static schedule hands each
-         * thread increasing indices, so the walk over sequences is amortised */
+        /* 1. transpose every (sequence, head, key block) once; each thread walks its
+         * sequences forward, so its indices must increase: `monotonic` says so (OpenMP 5
+         * lets an unmodified schedule hand them out in any order, and LLVM's runtime does) */
         int32_t b = 0;
         int64_t base = 0;
         size_t off = 0; /* floats of kt_all before sequence b */
-#pragma omp for schedule(static)
+#pragma omp for schedule(monotonic : static)
         for (int64_t t = 0; t < ktasks; t++) {
             while (t >= base + key_blocks_of(a, b) * H) {
                 base += key_blocks_of(a, b) * H;
@@ -145,9 +146,9 @@ numla_status numla_mha_prefill(numla_isa isa, const numla_mha_prefill_args *a, v
         b = 0;
         base = 0;
         off = 0;
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(monotonic : dynamic, 1)
         for (int64_t t = 0; t < tasks; t++) {
-            /* dynamic chunks also reach each thread in increasing order */
+            /* each thread's chunks in increasing order, for the same forward walk */
             while (t >= base + blocks_of(a->q_len[b]) * H) {
                 base += blocks_of(a->q_len[b]) * H;
                 off += kt_floats(a, b) * (size_t)H;
