@@ -1,6 +1,7 @@
 /* engine/sampler.c — per-request sampling, stop rules and logprobs (see sampler.h). */
 #include "engine/sampler.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,14 @@ static int scan_max_(const float *x, int32_t V, float *bmax, float *mx)
         for (int32_t i = i0; i < i1; i++) {
             m = x[i] > m ? x[i] : m;
             bad |= x[i] != x[i];
+        }
+        /* The reduction's private copies start at the max identity: -inf with GCC, -FLT_MAX
+         * with clang. A block of -inf must give -inf (first_max_ looks for the max among the
+         * logits), so when only the identity can be left, look again without it. */
+        if (m == -FLT_MAX) {
+            m = -INFINITY;
+            for (int32_t i = i0; i < i1; i++)
+                m = x[i] > m ? x[i] : m;
         }
         bmax[j] = m;
         all = m > all ? m : all;
