@@ -107,8 +107,7 @@ static int any_failed(numla_comm *c, int failed)
     return f > 0.0f;
 }
 
-static numla_status engine_load(numla_engine *e, const char *model_dir,
-                                const numla_engine_options *o)
+static numla_status engine_load(numla_engine *e, const char *model_dir)
 {
     numla_isa isa;
     numla_st_model *st = NULL;
@@ -231,7 +230,7 @@ numla_status numla_engine_create(numla_comm *comm, const char *model_dir,
         if (o.num_threads > 0)
             omp_set_num_threads(o.num_threads);
         e->threads = omp_get_max_threads();
-        s = engine_load(e, model_dir, &o);
+        s = engine_load(e, model_dir);
         if (s != NUMLA_STATUS_OK) {
             failed = 1;
             snprintf(msg, sizeof msg, "%s", numla_error_message());

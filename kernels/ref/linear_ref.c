@@ -6,6 +6,7 @@
 void numla_linear_forward_ref(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
                               float *y, int64_t ldy, int accumulate, void *workspace)
 {
+    (void)workspace; /* the reference needs none; the table's signature has it */
     const size_t pe = numla_linear_panel_elems(w);
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < w->n; n++) {

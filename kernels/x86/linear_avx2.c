@@ -121,6 +121,7 @@ static void numla_linear_avx2_tile_any_(int mr, int bf16, const void *b, int64_t
 void numla_linear_forward_avx2(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
                                float *y, int64_t ldy, int accumulate, void *workspace)
 {
+    (void)workspace; /* packs nothing; the table's signature has it */
     const int bf16 = w->dtype == NUMLA_DTYPE_BF16;
     const size_t pe = numla_linear_panel_elems(w), es = bf16 ? 2 : 4;
     const int64_t panels = numla_linear_panels(w->n);

@@ -176,6 +176,7 @@ static void numla_linear_avx512_tile_(int mr, int np, int bf16, const void *b, s
 
 size_t numla_linear_workspace_avx512(const numla_linear_weight *w, int64_t m, int num_threads)
 {
+    (void)num_threads; /* one x pack shared by the team */
     if (m <= MR)
         return 0;
     /* + 64: forward aligns the start itself, so callers need not. */

@@ -283,6 +283,7 @@ static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16
 {
     const numla_mla_attn_args *a = c->a;
     int64_t w = (int64_t)a->kv_lora_rank + a->rope_dim;
+    (void)bf16dot; /* only the avx512bf16 build packs pairs */
 #if NUMLA_MLA_BF16DOT
     if (bf16dot) {
         const int split = a->q_dtype != NUMLA_DTYPE_BF16;

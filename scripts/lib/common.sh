@@ -8,7 +8,8 @@ NUMLA_JOBS=${NUMLA_JOBS:-$(nproc)}
 # Everything the build, the tests and the demo need. No Python packages: only the scripts that
 # generate reference data (scripts/make_*golden*.py) use PyPI, and their output is committed.
 NUMLA_DEBS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhwloc-dev
-            libnuma-dev libcunit1-dev libjansson-dev libpcre2-dev libopenblas-dev libutf8proc-dev)
+            libnuma-dev libcunit1-dev libjansson-dev libpcre2-dev libopenblas-dev libutf8proc-dev
+            clang libomp-dev)
 
 numla_install_deps() {
   local missing=()

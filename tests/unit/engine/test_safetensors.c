@@ -199,6 +199,7 @@ static numla_status st_fill_iota(void *ctx, void *dst, size_t offset, size_t nby
 
 static numla_status st_fill_fail(void *ctx, void *dst, size_t offset, size_t nbytes)
 {
+    (void)ctx, (void)dst, (void)offset, (void)nbytes;
     NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "fill failed on purpose");
 }
 
