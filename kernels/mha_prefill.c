@@ -125,8 +125,8 @@ numla_status numla_mha_prefill(numla_isa isa, const numla_mha_prefill_args *a, v
 #pragma omp parallel num_threads(nt) if (tasks > 1)
     {
         /* 1. transpose every (sequence, head, key block) once; each thread walks its
-         * sequences forward, so its indices must increase: `monotonic` says so (OpenMP 5
-         * lets an unmodified schedule hand them out in any order, and LLVM's runtime does) */
+         * sequences forward, so its indices must increase. A static schedule is monotonic
+         * anyway (OpenMP 5.0); the modifier says what the walk relies on. */
         int32_t b = 0;
         int64_t base = 0;
         size_t off = 0; /* floats of kt_all before sequence b */
@@ -148,7 +148,9 @@ numla_status numla_mha_prefill(numla_isa isa, const numla_mha_prefill_args *a, v
         off = 0;
 #pragma omp for schedule(monotonic : dynamic, 1)
         for (int64_t t = 0; t < tasks; t++) {
-            /* each thread's chunks in increasing order, for the same forward walk */
+            /* each thread's chunks in increasing order, for the same forward walk: without
+             * `monotonic`, OpenMP 5 lets a dynamic schedule hand them out in any order, and
+             * LLVM's libomp does (it steals) */
             while (t >= base + blocks_of(a->q_len[b]) * H) {
                 base += blocks_of(a->q_len[b]) * H;
                 off += kt_floats(a, b) * (size_t)H;

@@ -6,8 +6,9 @@
  * Rows: a "row" is one (query, head) pair. Query rows are laid out (T_q, H, Dc + Dr), so the
  * rows of sequence b are the contiguous global rows qsl[b]·H .. qsl[b+1]·H - 1, in q, out and
  * lse alike. A chunk is up to NUMLA_MLA_ATTN_ROWS consecutive rows of one sequence (one
- * "head block"; with H >= 16 sixteen heads of one query, with few heads it spans several
- * queries, which share the same keys) and one contiguous key range [k0, k1) (a context split,
+ * "head block": the sequence's rows cut into sixteens, so with H a multiple of 16 sixteen
+ * heads of one query, otherwise it may span the end of one query and the start of the next,
+ * and with few heads several queries) and one contiguous key range [k0, k1) (a context split,
  * or a sub-range of one when the frame runs several head blocks over the same keys).
  * The chunk kernel walks the keys of [k0, k1) once, loads/converts each cache row once and uses
  * it for every row of the item (MLA is MQA-shaped), and returns the unnormalised online-softmax

@@ -54,18 +54,6 @@ static void test_many_heads(void)
                       .qt = NUMLA_DTYPE_BF16, .kvt = NUMLA_DTYPE_BF16, .seed = 200 + i};
         mla_check_case(&c, bf16_f32, 2, "heads");
     }
-    /* Head groups: with H > 16 one item runs all head blocks of a sequence over 512-key
-     * sub-ranges and folds them (kernels/mla_attn.c). Many sequences keep most groups whole
-     * (700 keys: a fold of 512 + 188), the longest is split, and short tails occur. */
-    int32_t lens2[20];
-    for (int b = 0; b < 20; b++)
-        lens2[b] = b == 0 ? 2900 : b == 1 ? 1 : b == 2 ? 40 : b == 3 ? 513 : 700 - b;
-    static const int32_t hs2[2] = {32, 128};
-    for (int i = 0; i < 2; i++) {
-        mla_case c = {.B = i ? 12 : 20, .H = hs2[i], .Dc = 512, .Dr = 64, .bs = 16, .lens = lens2,
-                      .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16, .seed = 210 + i};
-        mla_check_case(&c, bf16_f32, 2, "head groups");
-    }
 }
 
 /* fp32 and fp16 caches at the real dims, with fp32 queries. */
@@ -220,6 +208,40 @@ static void test_variant_per_level(void)
     }
 }
 
+/* Head groups (kernels/mla_attn.c): more than 16 rows of a sequence run as one item over
+ * 512-key sub-ranges whose results are folded, with V packed once when every row sees every
+ * key. Whether an item is long enough to fold depends on the team size (the split count
+ * does), so these run on a team of 2 whatever the machine: the cases below then fold in about
+ * 20 items each, split others and have short tails. */
+static void test_head_groups(void)
+{
+    const int team = omp_get_max_threads();
+    omp_set_num_threads(2);
+    /* H > 16: many sequences keep most groups whole (700 keys: a fold of 512 + 188), the
+     * longest is split. */
+    int32_t lens2[20];
+    for (int b = 0; b < 20; b++)
+        lens2[b] = b == 0 ? 2900 : b == 1 ? 1 : b == 2 ? 40 : b == 3 ? 513 : 700 - b;
+    static const int32_t hs2[2] = {32, 128};
+    for (int i = 0; i < 2; i++) {
+        mla_case c = {.B = i ? 12 : 20, .H = hs2[i], .Dc = 512, .Dr = 64, .bs = 16, .lens = lens2,
+                      .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16, .seed = 210 + i};
+        mla_check_case(&c, bf16_f32, 2, "head groups");
+    }
+    /* Grouped query blocks (8 x 16 rows per item) over prefixes longer than a 512-key
+     * sub-range, causal (each block of a group with its own key ends) and non-causal (V
+     * shared), where a group may also have no key at all (the first chunk of a prompt). */
+    static const int32_t lens4[3] = {1400, 900, 0};
+    static const int32_t nq4[3] = {128, 3, 40};
+    for (int causal = 0; causal < 2; causal++) {
+        mla_case e = {.B = causal ? 2 : 3, .H = 16, .Dc = 64, .Dr = 16, .bs = 16,
+                      .lens = lens4, .nq = nq4, .causal = causal, .qt = NUMLA_DTYPE_F32,
+                      .kvt = NUMLA_DTYPE_BF16, .seed = 512 + causal};
+        mla_check_case(&e, bf16_f32, 2, causal ? "grouped causal" : "grouped prefix");
+    }
+    omp_set_num_threads(team);
+}
+
 static void test_multi_token(void)
 {
     static const int32_t lens[4] = {40, 300, 17, 1};
@@ -237,17 +259,6 @@ static void test_multi_token(void)
     mla_case c = {.B = 2, .H = 16, .Dc = 512, .Dr = 64, .bs = 64, .lens = lens2, .nq = nq2,
                   .causal = 1, .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16, .seed = 510};
     mla_check_case(&c, bf16_f32, 2, "causal Dc 512");
-    /* Grouped query blocks (8 x 16 rows per item) over prefixes longer than a 512-key
-     * sub-range: causal rows whose keys end before a sub-range, and a non-causal prefix,
-     * where a group may also have no key at all (the first chunk of a prompt). */
-    static const int32_t lens4[3] = {1400, 900, 0};
-    static const int32_t nq4[3] = {128, 3, 40};
-    for (int causal = 0; causal < 2; causal++) {
-        mla_case e = {.B = causal ? 2 : 3, .H = 16, .Dc = 64, .Dr = 16, .bs = 16, .lens = lens4, .nq = nq4,
-                      .causal = causal, .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16,
-                      .seed = 512 + causal};
-        mla_check_case(&e, bf16_f32, 2, causal ? "grouped causal" : "grouped prefix");
-    }
     /* Non-causal chunked prefill may have more queries than cached keys, or none cached. */
     static const int32_t lens3[3] = {10, 0, 100};
     static const int32_t nq3[3] = {7, 3, 130};
@@ -352,6 +363,6 @@ static void test_out_of_range(void)
 NUMLA_TEST_SUITE(mla_attn, NULL, NULL, NUMLA_TEST(test_small_all_dtypes), NUMLA_TEST(test_block_sizes),
                  NUMLA_TEST(test_many_heads), NUMLA_TEST(test_wide_dtypes),
                  NUMLA_TEST(test_128k_context), NUMLA_TEST(test_64bit_offsets),
-                 NUMLA_TEST(test_variant_per_level),
+                 NUMLA_TEST(test_variant_per_level), NUMLA_TEST(test_head_groups),
                  NUMLA_TEST(test_multi_token), NUMLA_TEST(test_empty_sequences),
                  NUMLA_TEST(test_out_of_range), NUMLA_TEST(test_main_shapes))
