@@ -64,14 +64,6 @@ int numla_isa_supported(numla_isa isa)
     return 0;
 }
 
-numla_isa numla_isa_best(void)
-{
-    for (int i = NUMLA_ISA_COUNT - 1; i > 0; i--)
-        if (numla_isa_supported((numla_isa)i))
-            return (numla_isa)i;
-    return NUMLA_ISA_REF;
-}
-
 unsigned numla_isa_supported_mask(void)
 {
     unsigned mask = 0;
@@ -81,15 +73,21 @@ unsigned numla_isa_supported_mask(void)
     return mask;
 }
 
+/* The highest level in a mask of supported levels (ref when none). */
+static numla_isa numla_isa_best_in_(unsigned supported)
+{
+    for (int i = NUMLA_ISA_COUNT - 1; i > 0; i--)
+        if (supported & (1u << i))
+            return (numla_isa)i;
+    return NUMLA_ISA_REF;
+}
+
+numla_isa numla_isa_best(void) { return numla_isa_best_in_(numla_isa_supported_mask()); }
+
 numla_status numla_isa_choose(const char *env, unsigned supported, numla_isa *out)
 {
     supported |= 1u << NUMLA_ISA_REF; /* the reference always runs */
-    numla_isa best = NUMLA_ISA_REF;
-    for (int i = NUMLA_ISA_COUNT - 1; i > 0; i--)
-        if (supported & (1u << i)) {
-            best = (numla_isa)i;
-            break;
-        }
+    const numla_isa best = numla_isa_best_in_(supported);
     numla_isa isa = best;
     if (env && *env) {
         NUMLA_CHECK(numla_isa_parse(env, &isa));
