@@ -18,8 +18,11 @@
  * of one sequence form one item, so that each cache row is read from memory once for all of
  * them (DESIGN.md §4). The item walks its keys in sub-ranges of NUMLA_MLA_ATTN_SUB_KEYS (kept
  * in L2), runs the chunk kernel of every unit over each sub-range and folds the results into a
- * running online-softmax state per unit. A split group uses one partial slot per (unit, split),
- * so with G > 1 the bounds above become merges <= G·8·threads and slots <= 2·G·8·threads.
+ * running online-softmax state per unit. A group's splits are at least max(64, 256 / units)
+ * keys long; when that leaves a sequence fewer items than its share of the work asks for (one
+ * sequence, few keys, many threads), it takes smaller groups. A split group uses one partial
+ * slot per (unit, split), so with G > 1 the bounds above become merges <= G·8·threads and
+ * slots <= 2·G·8·threads.
  * A one-unit item (H <= 16 decode) runs exactly as before: one chunk call over its range.
  */
 #include "kernels/mla_attn.h"
@@ -234,6 +237,14 @@ static int numla_mla_attn_item_cmp(const void *x, const void *y)
     return lp < lq ? 1 : lp > lq ? -1 : 0;
 }
 
+/* Shortest split of a group of nu > 1 units: one key tile, and MIN_CHUNK / nu keys, so that
+ * an item still covers >= MIN_CHUNK (unit, key) pairs. */
+static int64_t numla_mla_attn_min_split(int64_t nu)
+{
+    const int64_t m = NUMLA_MLA_ATTN_MIN_CHUNK / nu;
+    return m > 64 ? m : 64;
+}
+
 /* Build the items (longest first) and merge units; returns the item count. */
 static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_mla_attn_item *items,
                                    numla_mla_attn_merge *merges, int64_t *num_merges)
@@ -256,16 +267,34 @@ static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_m
     for (int32_t b = 0; b < a->num_seqs; b++) {
         int64_t nq = numla_mla_attn_nq(a, b), rows = nq * a->num_heads;
         int64_t base = numla_mla_attn_q0(a, b) * a->num_heads;
-        for (int64_t r = 0; r < rows; r += G * R) {
-            const int64_t rend = r + G * R < rows ? r + G * R : rows;
+        /* The group size g: the largest <= G whose groups, split as finely as a group may
+         * be, still give this sequence its share of items (work / chunk). One sequence with
+         * few keys on many threads takes smaller groups instead of idling threads. */
+        const int64_t U = (rows + R - 1) / R;
+        const int64_t Ls = numla_mla_attn_limit(a, b, (rows - 1) / a->num_heads);
+        int64_t work_b = 0;
+        for (int64_t u = 0; u < rows; u += R)
+            work_b += numla_mla_attn_limit(a, b, ((u + R < rows ? u + R : rows) - 1) / a->num_heads);
+        const int64_t want = (work_b + chunk - 1) / chunk;
+        int64_t g = G;
+        while (g > 1) {
+            const int64_t per = Ls / numla_mla_attn_min_split(g);
+            if ((U + g - 1) / g * (per > 1 ? per : 1) >= want)
+                break;
+            g--;
+        }
+        g = (U + (U + g - 1) / g - 1) / ((U + g - 1) / g); /* as many groups, evenly sized */
+        for (int64_t r = 0; r < rows; r += g * R) {
+            const int64_t rend = r + g * R < rows ? r + g * R : rows;
             const int32_t nr = (int32_t)(rend - r), nu = (int32_t)((nr + R - 1) / R);
             /* the group's keys: its last row's limit; its work: each unit's last row's limit */
             int64_t Lu = numla_mla_attn_limit(a, b, (rend - 1) / a->num_heads), work = 0;
             for (int64_t u = r; u < rend; u += R)
                 work += numla_mla_attn_limit(a, b, ((u + R < rend ? u + R : rend) - 1) / a->num_heads);
             int64_t splits = work > chunk ? (work + chunk - 1) / chunk : 1;
-            if (nu > 1 && splits > Lu / NUMLA_MLA_ATTN_MIN_CHUNK) /* keep splits >= 256 keys */
-                splits = Lu / NUMLA_MLA_ATTN_MIN_CHUNK > 1 ? Lu / NUMLA_MLA_ATTN_MIN_CHUNK : 1;
+            const int64_t most = nu > 1 ? Lu / numla_mla_attn_min_split(nu) : splits;
+            if (splits > most)
+                splits = most > 1 ? most : 1;
             if (splits > 1)
                 for (int32_t u = 0; u < nu; u++)
                     merges[nm++] = (numla_mla_attn_merge){
@@ -276,7 +305,7 @@ static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_m
                 /* Split points on multiples of 64 keys, so key tiles (and the AMX path's
                  * 16-row groups) start on cache-block boundaries for power-of-two block sizes
                  * instead of straddling blocks. Unrounded splits are > chunk / 2 >= 128 keys
-                 * long (>= 256 for groups), so rounded ones stay > 64 keys long and still tile
+                 * long (>= 64 for groups), so rounded boundaries still increase and tile
                  * [0, Lu). */
                 int64_t k0 = s ? (s * Lu / splits) & ~(int64_t)63 : 0;
                 int64_t k1 = s + 1 < splits ? ((s + 1) * Lu / splits) & ~(int64_t)63 : Lu;
@@ -292,6 +321,23 @@ static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_m
     qsort(items, (size_t)n, sizeof *items, numla_mla_attn_item_cmp);
     *num_merges = nm;
     return n;
+}
+
+void numla_mla_attn_plan_stats(const numla_mla_attn_args *a, int nt, int64_t *items,
+                               int32_t *max_units)
+{
+    *items = 0, *max_units = 0;
+    const numla_mla_attn_layout L = numla_mla_attn_plan_layout(numla_mla_attn_pick(NUMLA_ISA_REF, a), a, nt);
+    numla_mla_attn_item *it = malloc((size_t)L.max_items * sizeof *it);
+    numla_mla_attn_merge *mu = malloc((size_t)L.max_merges * sizeof *mu);
+    if (it && mu) {
+        int64_t nm = 0;
+        *items = numla_mla_attn_plan(a, nt, it, mu, &nm);
+        for (int64_t i = 0; i < *items; i++)
+            *max_units = it[i].nunits > *max_units ? it[i].nunits : *max_units;
+    }
+    free(it);
+    free(mu);
 }
 
 /* out[row][0..dc) = src · scale in the output dtype (per-dtype loops the compiler vectorizes). */

@@ -59,6 +59,12 @@ typedef struct numla_mla_attn_kernel {
     int (*supports)(const numla_mla_attn_args *a);
 } numla_mla_attn_kernel;
 
+/* The work plan numla_mla_attn would build for these args on nt threads (args validated by
+ * the caller): how many items, and the most head blocks one item runs. For tests of the
+ * plan's parallelism; allocates, so not for the hot path. */
+void numla_mla_attn_plan_stats(const numla_mla_attn_args *a, int nt, int64_t *items,
+                               int32_t *max_units);
+
 extern const numla_mla_attn_kernel numla_mla_attn_kernel_ref;
 extern const numla_mla_attn_kernel numla_mla_attn_kernel_avx2;
 extern const numla_mla_attn_kernel numla_mla_attn_kernel_avx512;

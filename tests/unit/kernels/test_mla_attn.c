@@ -2,6 +2,7 @@
  * reference (mla_attn_check.h states the tolerances), decode and multi-token, paged caches with
  * shuffled tables and NaN-filled unused rows, and the error paths. */
 #include "mla_attn_check.h"
+#include "kernels/mla_attn_internal.h"
 
 #include <sys/mman.h>
 
@@ -242,6 +243,41 @@ static void test_head_groups(void)
     omp_set_num_threads(team);
 }
 
+/* The plan keeps threads busy and still groups head blocks where it can: one sequence of
+ * 128 heads gives every one of 64 threads an item at 4096 keys, and two threads items at 300
+ * keys, while long or many sequences keep groups of 8. Plan only: no kernel runs. */
+static void test_head_group_plan(void)
+{
+    static int32_t lens[30];
+    static const int32_t tab[1] = {0};
+    numla_mla_attn_args a = {.num_seqs = 1, .num_heads = 128, .kv_lora_rank = 512, .rope_dim = 64,
+                             .block_size = 16, .block_tables = tab, .seq_lens = lens};
+    static const struct {
+        int32_t B, L, nt;
+        int64_t min_items;
+        int32_t min_units, max_units;
+    } cases[] = {
+        {1, 4096, 64, 64, 2, 4},   /* one sequence, many threads: smaller groups */
+        {1, 300, 2, 2, 1, 4},      /* too few keys for a group to split: smaller groups */
+        {1, 64000, 2, 16, 8, 8},   /* long: groups of 8, split */
+        {1, 64000, 64, 64, 1, 8},
+        {30, 2048, 64, 64, 8, 8},  /* many sequences: groups of 8, each split */
+        {30, 2048, 2, 16, 8, 8},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        a.num_seqs = cases[i].B;
+        for (int b = 0; b < cases[i].B; b++)
+            lens[b] = cases[i].L;
+        int64_t items;
+        int32_t units;
+        numla_mla_attn_plan_stats(&a, cases[i].nt, &items, &units);
+        NUMLA_ASSERT_MSG(items >= cases[i].min_items && units >= cases[i].min_units &&
+                             units <= cases[i].max_units,
+                         "(%d, %d, 128) on %d threads: %lld items, groups of up to %d units",
+                         cases[i].B, cases[i].L, cases[i].nt, (long long)items, units);
+    }
+}
+
 static void test_multi_token(void)
 {
     static const int32_t lens[4] = {40, 300, 17, 1};
@@ -364,5 +400,6 @@ NUMLA_TEST_SUITE(mla_attn, NULL, NULL, NUMLA_TEST(test_small_all_dtypes), NUMLA_
                  NUMLA_TEST(test_many_heads), NUMLA_TEST(test_wide_dtypes),
                  NUMLA_TEST(test_128k_context), NUMLA_TEST(test_64bit_offsets),
                  NUMLA_TEST(test_variant_per_level), NUMLA_TEST(test_head_groups),
+                 NUMLA_TEST(test_head_group_plan),
                  NUMLA_TEST(test_multi_token), NUMLA_TEST(test_empty_sequences),
                  NUMLA_TEST(test_out_of_range), NUMLA_TEST(test_main_shapes))
