@@ -267,6 +267,8 @@ static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_m
     for (int32_t b = 0; b < a->num_seqs; b++) {
         int64_t nq = numla_mla_attn_nq(a, b), rows = nq * a->num_heads;
         int64_t base = numla_mla_attn_q0(a, b) * a->num_heads;
+        if (rows == 0) /* a multi-token sequence without queries this step */
+            continue;
         /* The group size g: the largest <= G whose groups, split as finely as a group may
          * be, still give this sequence its share of items (work / chunk). One sequence with
          * few keys on many threads takes smaller groups instead of idling threads. */

@@ -232,10 +232,10 @@ static void test_head_groups(void)
     /* Grouped query blocks (8 x 16 rows per item) over prefixes longer than a 512-key
      * sub-range, causal (each block of a group with its own key ends) and non-causal (V
      * shared), where a group may also have no key at all (the first chunk of a prompt). */
-    static const int32_t lens4[3] = {1400, 900, 0};
-    static const int32_t nq4[3] = {128, 3, 40};
+    static const int32_t lens4[4] = {1400, 900, 0, 700};
+    static const int32_t nq4[4] = {128, 3, 40, 0}; /* and a sequence without queries */
     for (int causal = 0; causal < 2; causal++) {
-        mla_case e = {.B = causal ? 2 : 3, .H = 16, .Dc = 64, .Dr = 16, .bs = 16,
+        mla_case e = {.B = causal ? 2 : 4, .H = 16, .Dc = 64, .Dr = 16, .bs = 16,
                       .lens = lens4, .nq = nq4, .causal = causal, .qt = NUMLA_DTYPE_F32,
                       .kvt = NUMLA_DTYPE_BF16, .seed = 512 + causal};
         mla_check_case(&e, bf16_f32, 2, causal ? "grouped causal" : "grouped prefix");
