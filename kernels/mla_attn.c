@@ -237,6 +237,17 @@ static int numla_mla_attn_item_cmp(const void *x, const void *y)
     return lp < lq ? 1 : lp > lq ? -1 : 0;
 }
 
+/* Work of sequence b's rows [r0, r1) cut into units from r0: each unit's keys, its last
+ * row's limit. */
+static int64_t numla_mla_attn_work(const numla_mla_attn_args *a, int32_t b, int64_t r0, int64_t r1)
+{
+    const int64_t R = NUMLA_MLA_ATTN_ROWS;
+    int64_t w = 0;
+    for (int64_t u = r0; u < r1; u += R)
+        w += numla_mla_attn_limit(a, b, ((u + R < r1 ? u + R : r1) - 1) / a->num_heads);
+    return w;
+}
+
 /* Shortest split of a group of nu > 1 units: one key tile, and MIN_CHUNK / nu keys, so that
  * an item still covers >= MIN_CHUNK (unit, key) pairs. */
 static int64_t numla_mla_attn_min_split(int64_t nu)
@@ -251,13 +262,8 @@ static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_m
 {
     const int64_t R = NUMLA_MLA_ATTN_ROWS, G = numla_mla_attn_group_units(a);
     int64_t total = 0;
-    for (int32_t b = 0; b < a->num_seqs; b++) {
-        int64_t nq = numla_mla_attn_nq(a, b), rows = nq * a->num_heads;
-        for (int64_t r = 0; r < rows; r += R) {
-            int64_t rl = (r + R < rows ? r + R : rows) - 1;
-            total += numla_mla_attn_limit(a, b, rl / a->num_heads);
-        }
-    }
+    for (int32_t b = 0; b < a->num_seqs; b++)
+        total += numla_mla_attn_work(a, b, 0, numla_mla_attn_nq(a, b) * a->num_heads);
     int64_t target = (int64_t)NUMLA_MLA_ATTN_ITEMS_PER_THREAD * nt;
     int64_t chunk = (total + target - 1) / target;
     if (chunk < NUMLA_MLA_ATTN_MIN_CHUNK)
@@ -274,10 +280,7 @@ static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_m
          * few keys on many threads takes smaller groups instead of idling threads. */
         const int64_t U = (rows + R - 1) / R;
         const int64_t Ls = numla_mla_attn_limit(a, b, (rows - 1) / a->num_heads);
-        int64_t work_b = 0;
-        for (int64_t u = 0; u < rows; u += R)
-            work_b += numla_mla_attn_limit(a, b, ((u + R < rows ? u + R : rows) - 1) / a->num_heads);
-        const int64_t want = (work_b + chunk - 1) / chunk;
+        const int64_t want = (numla_mla_attn_work(a, b, 0, rows) + chunk - 1) / chunk;
         int64_t g = G;
         while (g > 1) {
             const int64_t per = Ls / numla_mla_attn_min_split(g);
@@ -290,9 +293,8 @@ static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_m
             const int64_t rend = r + g * R < rows ? r + g * R : rows;
             const int32_t nr = (int32_t)(rend - r), nu = (int32_t)((nr + R - 1) / R);
             /* the group's keys: its last row's limit; its work: each unit's last row's limit */
-            int64_t Lu = numla_mla_attn_limit(a, b, (rend - 1) / a->num_heads), work = 0;
-            for (int64_t u = r; u < rend; u += R)
-                work += numla_mla_attn_limit(a, b, ((u + R < rend ? u + R : rend) - 1) / a->num_heads);
+            const int64_t Lu = numla_mla_attn_limit(a, b, (rend - 1) / a->num_heads);
+            const int64_t work = numla_mla_attn_work(a, b, r, rend);
             int64_t splits = work > chunk ? (work + chunk - 1) / chunk : 1;
             const int64_t most = nu > 1 ? Lu / numla_mla_attn_min_split(nu) : splits;
             if (splits > most)
@@ -389,12 +391,8 @@ static void numla_mla_attn_fold(float *racc, float *rm, float *rl, const float *
         const float wr = expf(rm[r] - mn), wc = expf(m[r] - mn);
         float *ra = racc + (size_t)r * dc;
         const float *ca = acc + (size_t)r * dc;
-        if (rm[r] == -INFINITY) /* nothing yet: never multiply what the empty state holds */
-            for (size_t d = 0; d < dc; d++)
-                ra[d] = wc * ca[d];
-        else
-            for (size_t d = 0; d < dc; d++)
-                ra[d] = wr * ra[d] + wc * ca[d];
+        for (size_t d = 0; d < dc; d++) /* an empty running state holds zeros: wr = 0 */
+            ra[d] = wr * ra[d] + wc * ca[d];
         rl[r] = wr * rl[r] + wc * l[r];
         rm[r] = mn;
     }
