@@ -14,7 +14,7 @@
 #include "bench/bench.h"
 #include "comm/comm.h"
 #include "common/log.h"
-#include "engine/cli.h"
+#include "engine/cli/cli.h"
 
 /* Seconds per call of `batch` back-to-back allreduces, max over ranks. Collective. */
 static numla_status bench_rep_(numla_comm *c, numla_comm_allreduce_path path, float *x, size_t n,

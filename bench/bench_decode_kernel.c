@@ -16,7 +16,7 @@
 #include "common/dtype.h"
 #include "common/log.h"
 #include "common/status.h"
-#include "engine/cli.h"
+#include "engine/cli/cli.h"
 #include "kernels/mla_attn.h"
 #include "kernels/x86/mla_attn_amx.h"
 
@@ -44,7 +44,7 @@ static const dkb_shape dkb_shapes[] = {
 typedef struct dkb_opts {
     int json, is_short, threads;
     float q_scale; /* q values are uniform in [-q_scale, q_scale) */
-    int io_f32;    /* q and out in fp32, as the engine passes them (engine/model.c) */
+    int io_f32;    /* q and out in fp32, as the engine passes them (engine/model/model.c) */
 } dkb_opts;
 
 typedef struct dkb_machine {

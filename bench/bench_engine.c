@@ -1,5 +1,5 @@
 /* bench/bench_engine.c — `numla bench engine --model DIR [--batch B] [--context L] [--steps S]
- * [--threads T] [--no-bind] [--json]`: batched decode through the collective engine (engine/engine.h) on
+ * [--threads T] [--no-bind] [--json]`: batched decode through the collective engine (engine/parallel/engine.h) on
  * every rank of the job, with each rank's step time split into compute and communication
  * (DESIGN.md §7: allreduces in numla_model_reduce, the logits gather, the plan broadcast).
  * Run as `mpirun -n R numla bench engine ...`; 1 rank works without mpirun.
@@ -17,8 +17,8 @@
 #include "bench/bench.h"
 #include "comm/comm.h"
 #include "common/log.h"
-#include "engine/cli.h"
-#include "engine/engine.h"
+#include "engine/cli/cli.h"
+#include "engine/parallel/engine.h"
 
 static void usage(void)
 {

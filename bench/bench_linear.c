@@ -20,7 +20,7 @@
 
 #include "bench/bench.h"
 #include "common/dtype.h"
-#include "engine/cli.h"
+#include "engine/cli/cli.h"
 #include "kernels/linear.h"
 #include "kernels/linear_internal.h" /* GEMV switch, and the vdpbf16ps GEMM called directly */
 

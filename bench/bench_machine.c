@@ -4,7 +4,7 @@
 #include "bench/bench.h"
 #include "bench/bench_peak.h"
 #include "bench/bench_stream_probe.h"
-#include "engine/cli.h"
+#include "engine/cli/cli.h"
 
 #include <omp.h>
 #include <stdint.h>

@@ -30,8 +30,8 @@
 #include "bench/bench_model.h"
 #include "comm/comm.h"
 #include "common/log.h"
-#include "engine/cli.h"
-#include "engine/engine.h"
+#include "engine/cli/cli.h"
+#include "engine/parallel/engine.h"
 
 static void usage(void)
 {

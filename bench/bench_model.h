@@ -7,7 +7,7 @@
 
 #include "common/dtype.h"
 #include "common/status.h"
-#include "engine/config.h"
+#include "engine/model/config.h"
 #include "kernels/isa.h"
 
 typedef struct numla_bench_model_costs {

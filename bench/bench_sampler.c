@@ -1,7 +1,7 @@
 /* bench/bench_sampler.c — `numla bench sampler [--json] [--vocab V] [--reps R]`: time per row of
  * logits of engine/sampler for greedy, temperature, top_k and top_p, against one vectorised
  * read of the same row measured in the same run (the least any sampler must do). Rank 0 samples
- * the rows of a step on its team (engine/scheduler.c), so at batch B a step pays about
+ * the rows of a step on its team (engine/serving/scheduler.c), so at batch B a step pays about
  * B / threads of these. Prints the ratio ("passes"); never asserts a time. */
 #include <math.h>
 #include <stdio.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "bench/bench.h"
-#include "engine/cli.h"
-#include "engine/sampler.h"
+#include "engine/cli/cli.h"
+#include "engine/serving/sampler.h"
 
 static uint32_t numla_bench_smp_lcg_(uint32_t *x)
 {

@@ -1,5 +1,5 @@
 /* bench/bench_serve.c — `numla bench serve`: serving throughput with continuous batching
- * (engine/scheduler.h over engine/engine.h) at concurrency 1, 8 and 32: greedy requests with
+ * (engine/serving/scheduler.h over engine/parallel/engine.h) at concurrency 1, 8 and 32: greedy requests with
  * mixed prompt lengths and 128 output tokens each, `concurrency` sequences in flight
  * (max_seqs), 2 x concurrency requests per level. The n prompt lengths of a level are evenly
  * spaced over 64..1024 (stratified, then shuffled into a random arrival order), so every level
@@ -17,10 +17,10 @@
 
 #include "bench/bench.h"
 #include "comm/comm.h"
-#include "engine/cli.h"
-#include "engine/engine.h"
-#include "engine/model.h"
-#include "engine/scheduler.h"
+#include "engine/cli/cli.h"
+#include "engine/parallel/engine.h"
+#include "engine/model/model.h"
+#include "engine/serving/scheduler.h"
 
 typedef struct bs_acc {
     int64_t done, out_tokens;

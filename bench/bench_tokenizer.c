@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "bench/bench.h"
-#include "engine/cli.h"
-#include "engine/tokenizer.h"
+#include "engine/cli/cli.h"
+#include "engine/text/tokenizer.h"
 
 static char *numla_bench_tok_read(const char *path, size_t *len)
 {

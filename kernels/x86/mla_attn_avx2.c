@@ -1,7 +1,7 @@
 /* kernels/x86/mla_attn_avx2.c — AVX2+FMA+F16C MLA attention chunk kernel.
  *
  * Same plan as the AVX-512 kernel (mla_attn_avx512_impl.h) at 8 lanes with 16 registers:
- * per tile of NUMLA_MLA2_KT keys the cache rows are widened to fp32 once (fp32 caches are used
+ * per tile of NUMLA_MLA_AVX2_KT keys the cache rows are widened to fp32 once (fp32 caches are used
  * in place) and reused for Q·K and P·V; scores keep the item's 16 rows in two ymm per key
  * (each cache element broadcast into FMAs against q packed [dim][row]); online softmax per
  * tile; P·V in register blocks of 4 rows × 16 dims, lanes along d.
@@ -12,12 +12,12 @@
 
 #include "kernels/mla_attn_internal.h"
 
-enum { NUMLA_MLA2_KT = 32 }; /* keys per tile */
+enum { NUMLA_MLA_AVX2_KT = 32 }; /* keys per tile */
 
-#define NUMLA_MLA2_INLINE static inline __attribute__((always_inline))
+#define NUMLA_MLA_AVX2_INLINE static inline __attribute__((always_inline))
 
 /* e^x for x <= 0; x < -87 (including -inf) gives exactly 0. */
-NUMLA_MLA2_INLINE __m256 numla_mla2_exp(__m256 x)
+NUMLA_MLA_AVX2_INLINE __m256 numla_mla_avx2_exp(__m256 x)
 {
     __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
     x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
@@ -37,7 +37,7 @@ NUMLA_MLA2_INLINE __m256 numla_mla2_exp(__m256 x)
 }
 
 /* S[i][0..16) = Σ_d qt[d][0..16) · row_i[d], NT keys, HV = 1 or 2 vectors of 8 rows. */
-NUMLA_MLA2_INLINE void numla_mla2_qk(const float *qt, int64_t width, const float *const *rows,
+NUMLA_MLA_AVX2_INLINE void numla_mla_avx2_qk(const float *qt, int64_t width, const float *const *rows,
                                      float *S, const int NT, const int HV)
 {
     __m256 acc[8][2];
@@ -62,7 +62,7 @@ NUMLA_MLA2_INLINE void numla_mla2_qk(const float *qt, int64_t width, const float
 }
 
 /* O[h0 + h][d] = O·corr + Σ_t P[t][h0 + h] v_t[d] for 4 rows, 16 dims at a time. */
-NUMLA_MLA2_INLINE void numla_mla2_pv4(float *O, int64_t dc, int h0, const float *P,
+NUMLA_MLA_AVX2_INLINE void numla_mla_avx2_pv4(float *O, int64_t dc, int h0, const float *P,
                                       const float *corr, int fresh, int rescale,
                                       const float *const *vrows, int64_t nt)
 {
@@ -93,44 +93,44 @@ NUMLA_MLA2_INLINE void numla_mla2_pv4(float *O, int64_t dc, int h0, const float 
     }
 }
 
-typedef struct numla_mla2_layout {
+typedef struct numla_mla_avx2_layout {
     size_t q, S, rows, tile, total;
-} numla_mla2_layout;
+} numla_mla_avx2_layout;
 
-static numla_mla2_layout numla_mla2_layout_of(const numla_mla_attn_args *a)
+static numla_mla_avx2_layout numla_mla_avx2_layout_of(const numla_mla_attn_args *a)
 {
-    numla_mla2_layout L;
+    numla_mla_avx2_layout L;
     size_t w = (size_t)a->kv_lora_rank + (size_t)a->rope_dim, off = 0;
     L.q = off;
     off += (w * 16 * sizeof(float) + 63) & ~(size_t)63;
     L.S = off;
-    off += NUMLA_MLA2_KT * 16 * sizeof(float);
+    off += NUMLA_MLA_AVX2_KT * 16 * sizeof(float);
     L.rows = off;
-    off += 2 * NUMLA_MLA2_KT * sizeof(void *);
+    off += 2 * NUMLA_MLA_AVX2_KT * sizeof(void *);
     L.tile = off;
     if (a->kv_dtype != NUMLA_DTYPE_F32)
-        off += (size_t)NUMLA_MLA2_KT * w * sizeof(float);
+        off += (size_t)NUMLA_MLA_AVX2_KT * w * sizeof(float);
     L.total = off;
     return L;
 }
 
-static size_t numla_mla2_scratch_bytes(const numla_mla_attn_args *a) { return numla_mla2_layout_of(a).total; }
+static size_t numla_mla_avx2_scratch_bytes(const numla_mla_attn_args *a) { return numla_mla_avx2_layout_of(a).total; }
 
-static int numla_mla2_supports(const numla_mla_attn_args *a)
+static int numla_mla_avx2_supports(const numla_mla_attn_args *a)
 {
     return a->kv_lora_rank % 32 == 0 && a->rope_dim % 16 == 0;
 }
 
-static void numla_mla2_chunk(const numla_mla_attn_chunk *c, float *acc, float *m, float *l,
+static void numla_mla_avx2_chunk(const numla_mla_attn_chunk *c, float *acc, float *m, float *l,
                              void *scratch)
 {
     const numla_mla_attn_args *a = c->a;
     const int64_t dc = a->kv_lora_rank, w = dc + a->rope_dim;
-    numla_mla2_layout L = numla_mla2_layout_of(a);
+    numla_mla_avx2_layout L = numla_mla_avx2_layout_of(a);
     char *s = scratch;
     float *qt = (float *)(s + L.q), *S = (float *)(s + L.S), *tile = (float *)(s + L.tile);
     const char **rows = (const char **)(s + L.rows);
-    const float **frows = (const float **)(rows + NUMLA_MLA2_KT);
+    const float **frows = (const float **)(rows + NUMLA_MLA_AVX2_KT);
 
     int32_t lim32[16] __attribute__((aligned(32)));
     int64_t kend = c->k0;
@@ -161,8 +161,8 @@ static void numla_mla2_chunk(const numla_mla_attn_chunk *c, float *acc, float *m
     const __m256 ninf = _mm256_set1_ps(-INFINITY), scale = _mm256_set1_ps(a->scale);
     const int hv2 = c->nrows > 8;
     int fresh = 1;
-    for (int64_t t0 = c->k0; t0 < kend; t0 += NUMLA_MLA2_KT) {
-        const int64_t nt = kend - t0 < NUMLA_MLA2_KT ? kend - t0 : NUMLA_MLA2_KT;
+    for (int64_t t0 = c->k0; t0 < kend; t0 += NUMLA_MLA_AVX2_KT) {
+        const int64_t nt = kend - t0 < NUMLA_MLA_AVX2_KT ? kend - t0 : NUMLA_MLA_AVX2_KT;
         int64_t bi = t0 / bs, off = t0 % bs;
         for (int64_t i = 0; i < nt; i++) {
             rows[i] = (const char *)a->kv_cache + ((size_t)tab[bi] * (size_t)bs + (size_t)off) * rowbytes;
@@ -189,14 +189,14 @@ static void numla_mla2_chunk(const numla_mla_attn_chunk *c, float *acc, float *m
         int64_t i = 0;
         if (hv2) {
             for (; i + 4 <= nt; i += 4)
-                numla_mla2_qk(qt, w, frows + i, S + 16 * i, 4, 2);
+                numla_mla_avx2_qk(qt, w, frows + i, S + 16 * i, 4, 2);
             for (; i < nt; i++)
-                numla_mla2_qk(qt, w, frows + i, S + 16 * i, 1, 2);
+                numla_mla_avx2_qk(qt, w, frows + i, S + 16 * i, 1, 2);
         } else {
             for (; i + 8 <= nt; i += 8)
-                numla_mla2_qk(qt, w, frows + i, S + 16 * i, 8, 1);
+                numla_mla_avx2_qk(qt, w, frows + i, S + 16 * i, 8, 1);
             for (; i < nt; i++)
-                numla_mla2_qk(qt, w, frows + i, S + 16 * i, 1, 1);
+                numla_mla_avx2_qk(qt, w, frows + i, S + 16 * i, 1, 1);
         }
         /* 2. online softmax */
         __m256 mnew[2], cv[2], psum[2];
@@ -215,11 +215,11 @@ static void numla_mla2_chunk(const numla_mla_attn_chunk *c, float *acc, float *m
             mnew[hh] = _mm256_max_ps(mv, tmax);
             __m256 muse = _mm256_blendv_ps(mnew[hh], _mm256_setzero_ps(),
                                            _mm256_cmp_ps(mnew[hh], ninf, _CMP_EQ_OQ));
-            cv[hh] = numla_mla2_exp(_mm256_sub_ps(mv, muse));
+            cv[hh] = numla_mla_avx2_exp(_mm256_sub_ps(mv, muse));
             rescale |= _mm256_movemask_ps(_mm256_cmp_ps(cv[hh], _mm256_set1_ps(1.0f), _CMP_NEQ_UQ));
             psum[hh] = _mm256_setzero_ps();
             for (int64_t k = 0; k < nt; k++) {
-                __m256 p = numla_mla2_exp(_mm256_sub_ps(_mm256_load_ps(S + 16 * k + 8 * hh), muse));
+                __m256 p = numla_mla_avx2_exp(_mm256_sub_ps(_mm256_load_ps(S + 16 * k + 8 * hh), muse));
                 _mm256_store_ps(S + 16 * k + 8 * hh, p);
                 psum[hh] = _mm256_add_ps(psum[hh], p);
             }
@@ -229,7 +229,7 @@ static void numla_mla2_chunk(const numla_mla_attn_chunk *c, float *acc, float *m
         }
         /* 3. P·V */
         for (int h0 = 0; h0 < c->nrows; h0 += 4)
-            numla_mla2_pv4(acc, dc, h0, S, corr, fresh, rescale, frows, nt);
+            numla_mla_avx2_pv4(acc, dc, h0, S, corr, fresh, rescale, frows, nt);
         fresh = 0;
     }
     for (int r = 0; r < c->nrows; r++)
@@ -238,7 +238,7 @@ static void numla_mla2_chunk(const numla_mla_attn_chunk *c, float *acc, float *m
 
 const numla_mla_attn_kernel numla_mla_attn_kernel_avx2 = {
     .name = "avx2",
-    .chunk = numla_mla2_chunk,
-    .scratch_bytes = numla_mla2_scratch_bytes,
-    .supports = numla_mla2_supports,
+    .chunk = numla_mla_avx2_chunk,
+    .scratch_bytes = numla_mla_avx2_scratch_bytes,
+    .supports = numla_mla_avx2_supports,
 };

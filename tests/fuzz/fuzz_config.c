@@ -1,8 +1,8 @@
-/* tests/fuzz/fuzz_config.c — fuzz target for the config.json parser (engine/config.c).
+/* tests/fuzz/fuzz_config.c — fuzz target for the config.json parser (engine/model/config.c).
  * Any input must fail with a message, or give a config whose invariants hold (the kernels'
  * multiples, k <= experts, groups dividing experts, finite derived values); else abort.
  * Linked into numla_unit (suite config feeds it mutated configs); -DNUMLA_FUZZ=ON: libFuzzer. */
-#include "engine/config.h"
+#include "engine/model/config.h"
 
 #include <math.h>
 #include <stdio.h>

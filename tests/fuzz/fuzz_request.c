@@ -1,8 +1,8 @@
-/* tests/fuzz/fuzz_request.c — fuzz target for the request-line parser (engine/request_io.c).
+/* tests/fuzz/fuzz_request.c — fuzz target for the request-line parser (engine/serving/request_io.c).
  * Any input must give either an error naming line 1, or a request whose every field is inside
  * its documented range; anything else aborts. Linked into numla_unit (suite request_io feeds it
  * mutated lines); with -DNUMLA_FUZZ=ON also a libFuzzer binary. */
-#include "engine/request_io.h"
+#include "engine/serving/request_io.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
-/* tests/fuzz/fuzz_safetensors.c — fuzz target for the safetensors reader (engine/safetensors.c).
+/* tests/fuzz/fuzz_safetensors.c — fuzz target for the safetensors reader (engine/formats/safetensors.c).
  *
  * The input bytes become `model.safetensors` in a private temporary directory, which is then
- * opened with numla_st_open. Any status but OK, FORMAT or UNSUPPORTED, an error message that
+ * opened with numla_safetensors_open. Any status but OK, FORMAT or UNSUPPORTED, an error message that
  * does not name the file, or a tensor that does not lie inside the file is a bug and aborts.
  * numla_fuzz_safetensors_index_run does the same for `model.safetensors.index.json` next to
  * two valid shards (IO is then also legal: the index may name a missing shard). Built two ways:
@@ -10,7 +10,7 @@
  *     exercises the same checks without clang.
  */
 #define _GNU_SOURCE
-#include "engine/safetensors.h"
+#include "engine/formats/safetensors.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,8 +72,8 @@ numla_status numla_fuzz_safetensors_run(const uint8_t *data, size_t size)
     }
     numla_fuzz_write(numla_fuzz_path_, data, size);
 
-    numla_st_model *m = NULL;
-    numla_status s = numla_st_open(numla_fuzz_dir_, &m);
+    numla_safetensors_model *m = NULL;
+    numla_status s = numla_safetensors_open(numla_fuzz_dir_, &m);
     if (s != NUMLA_STATUS_OK) {
         if (m)
             numla_fuzz_die("failed open returned a model", numla_error_message());
@@ -88,10 +88,10 @@ numla_status numla_fuzz_safetensors_run(const uint8_t *data, size_t size)
     uint64_t hlen = 0, total = 0;
     for (int i = 0; i < 8; i++)
         hlen |= (uint64_t)data[i] << (8 * i);
-    int64_t n = numla_st_count(m);
+    int64_t n = numla_safetensors_count(m);
     for (int64_t i = 0; i < n; i++) {
-        const numla_st_tensor *t = numla_st_at(m, i);
-        if (!t || numla_st_find(m, t->name) != t)
+        const numla_safetensors_tensor *t = numla_safetensors_at(m, i);
+        if (!t || numla_safetensors_find(m, t->name) != t)
             numla_fuzz_die("tensor not found by its name", t ? t->name : "?");
         size_t count = numla_dtype_size(t->dtype);
         for (int32_t d = 0; d < t->ndim; d++)
@@ -109,16 +109,16 @@ numla_status numla_fuzz_safetensors_run(const uint8_t *data, size_t size)
             sink ^= p[t->nbytes - 1];
         (void)sink;
     }
-    numla_st_close(&m);
+    numla_safetensors_close(&m);
     return s;
 }
 
 /* Every tensor of an accepted model is found by its name and sized by its shape. */
-static void numla_fuzz_check_model(const numla_st_model *m)
+static void numla_fuzz_check_model(const numla_safetensors_model *m)
 {
-    for (int64_t i = 0; i < numla_st_count(m); i++) {
-        const numla_st_tensor *t = numla_st_at(m, i);
-        if (!t || numla_st_find(m, t->name) != t)
+    for (int64_t i = 0; i < numla_safetensors_count(m); i++) {
+        const numla_safetensors_tensor *t = numla_safetensors_at(m, i);
+        if (!t || numla_safetensors_find(m, t->name) != t)
             numla_fuzz_die("tensor not found by its name", t ? t->name : "?");
         size_t count = numla_dtype_size(t->dtype);
         for (int32_t d = 0; d < t->ndim; d++)
@@ -147,18 +147,18 @@ numla_status numla_fuzz_safetensors_index_run(const uint8_t *data, size_t size)
         for (int k = 0; k < 2; k++) {
             snprintf(numla_fuzz_shard_[k], sizeof numla_fuzz_shard_[k], "%s/s%d.safetensors",
                      numla_fuzz_idx_dir_, k + 1);
-            numla_st_writer *w = NULL;
-            if (numla_st_writer_create(&w) != NUMLA_STATUS_OK ||
-                numla_st_writer_add(w, k ? "c" : "a", NUMLA_DTYPE_BF16, 2, shape, v) ||
-                (!k && numla_st_writer_add(w, "b", NUMLA_DTYPE_F16, 2, shape, v)) ||
-                numla_st_writer_write(w, numla_fuzz_shard_[k]) != NUMLA_STATUS_OK)
+            numla_safetensors_writer *w = NULL;
+            if (numla_safetensors_writer_create(&w) != NUMLA_STATUS_OK ||
+                numla_safetensors_writer_add(w, k ? "c" : "a", NUMLA_DTYPE_BF16, 2, shape, v) ||
+                (!k && numla_safetensors_writer_add(w, "b", NUMLA_DTYPE_F16, 2, shape, v)) ||
+                numla_safetensors_writer_write(w, numla_fuzz_shard_[k]) != NUMLA_STATUS_OK)
                 numla_fuzz_die("cannot write the shards", numla_error_message());
-            numla_st_writer_destroy(&w);
+            numla_safetensors_writer_destroy(&w);
         }
     }
     numla_fuzz_write(numla_fuzz_idx_path_, data, size);
-    numla_st_model *m = NULL;
-    numla_status s = numla_st_open(numla_fuzz_idx_dir_, &m);
+    numla_safetensors_model *m = NULL;
+    numla_status s = numla_safetensors_open(numla_fuzz_idx_dir_, &m);
     if (s != NUMLA_STATUS_OK) {
         if (m)
             numla_fuzz_die("failed open returned a model", numla_error_message());
@@ -169,7 +169,7 @@ numla_status numla_fuzz_safetensors_index_run(const uint8_t *data, size_t size)
         return s;
     }
     numla_fuzz_check_model(m);
-    numla_st_close(&m);
+    numla_safetensors_close(&m);
     return s;
 }
 

@@ -46,7 +46,7 @@ static int rows_above(const float *a, const float *b, int64_t rows, int64_t V, d
 }
 
 
-/* debug.safetensors holds I32 tensors (topk_ids), which numla_st_open rejects by contract
+/* debug.safetensors holds I32 tensors (topk_ids), which numla_safetensors_open rejects by contract
  * (F32/F16/BF16 only); this test reads that small file itself. */
 typedef struct dbg_file {
     char *buf;
@@ -112,15 +112,15 @@ typedef struct golden {
     int32_t *tokens[MAX_PROMPTS];
     int32_t greedy[MAX_PROMPTS][N_GREEDY];
     double margin[MAX_PROMPTS][N_GREEDY];
-    numla_st_model *expected; /* prompt{i}.logits */
+    numla_safetensors_model *expected; /* prompt{i}.logits */
     dbg_file debug;           /* fp32 dirs only */
     double softmax_scale;
     double inv_freq[64];
     int n_inv;
 } golden;
 
-/* numla_st_open takes a directory holding model.safetensors; point one at another file. */
-static numla_status open_file_as_model(const char *file, const char *tag, numla_st_model **out)
+/* numla_safetensors_open takes a directory holding model.safetensors; point one at another file. */
+static numla_status open_file_as_model(const char *file, const char *tag, numla_safetensors_model **out)
 {
     char d[1200], link[1300];
     snprintf(d, sizeof d, "%s/st_%s", numla_test_tmpdir(), tag);
@@ -129,7 +129,7 @@ static numla_status open_file_as_model(const char *file, const char *tag, numla_
     unlink(link);
     if (symlink(file, link) != 0)
         return NUMLA_STATUS_IO;
-    numla_status s = numla_st_open(d, out);
+    numla_status s = numla_safetensors_open(d, out);
     if (s)
         fprintf(stderr, "\n    %s: %s", file, numla_error_message());
     return s;
@@ -187,13 +187,13 @@ static void golden_free(golden *g)
 {
     for (int p = 0; p < g->nprompts; p++)
         free(g->tokens[p]);
-    numla_st_close(&g->expected);
+    numla_safetensors_close(&g->expected);
     dbg_close(&g->debug);
 }
 
-static const float *st_f32(numla_st_model *st, const char *name, int64_t *rows, int64_t *cols)
+static const float *st_f32(numla_safetensors_model *st, const char *name, int64_t *rows, int64_t *cols)
 {
-    const numla_st_tensor *t = numla_st_find(st, name);
+    const numla_safetensors_tensor *t = numla_safetensors_find(st, name);
     if (!t || t->dtype != NUMLA_DTYPE_F32)
         return NULL;
     if (rows)
@@ -333,7 +333,7 @@ static void debug_checks(eng *e, const golden *g, const char *model)
         snprintf(name, sizeof name, "prompt0.layer%d.topk_ids", k0);
         const int32_t *ids = dbg_get(&g->debug, name, "I32", NULL, NULL);
         snprintf(name, sizeof name, "model.layers.%d.mlp.gate.e_score_correction_bias", k0);
-        const numla_st_tensor *bt = numla_st_find(e->st, name);
+        const numla_safetensors_tensor *bt = numla_safetensors_find(e->st, name);
         CU_ASSERT_PTR_NOT_NULL_FATAL(rl);
         CU_ASSERT_PTR_NOT_NULL_FATAL(rw);
         CU_ASSERT_PTR_NOT_NULL_FATAL(ids);

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 static const char *const numla_golden_names[] = {"bpe8k", "bpe1k", "bpe1k_nfc", "bpe1k_gpt2"};
 

@@ -9,7 +9,7 @@
 # with fp32 KV), which is rounding, not sharding; `tiny` keeps bf16 KV and passes 1e-4.
 add_executable(numla_engine_test ${CMAKE_SOURCE_DIR}/tests/mpi/engine_test.c)
 target_compile_options(numla_engine_test PRIVATE ${NUMLA_WARNINGS})
-target_link_libraries(numla_engine_test PRIVATE numla_engine ${MATH_LIB})
+target_link_libraries(numla_engine_test PRIVATE numla_parallel MPI::MPI_C ${MATH_LIB})
 
 set(NUMLA_TEST_MODELS ${CMAKE_BINARY_DIR}/test_models)
 add_test(NAME engine-synth-tiny

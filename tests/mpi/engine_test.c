@@ -1,4 +1,4 @@
-/* tests/mpi/engine_test.c — the sharded engine (engine/engine.h) on R ranks against the
+/* tests/mpi/engine_test.c — the sharded engine (engine/parallel/engine.h) on R ranks against the
  * single-rank model computed on rank 0 of the same job (weights loaded for (0, 1)).
  *
  *   engine_test MODEL_DIR [--steps N] [--seed S] [--kv-f32] [--tol REL]   compare (exit 0 when every
@@ -23,11 +23,11 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "engine/config.h"
-#include "engine/engine.h"
-#include "engine/model.h"
-#include "engine/safetensors.h"
-#include "engine/weights.h"
+#include "engine/model/config.h"
+#include "engine/parallel/engine.h"
+#include "engine/model/model.h"
+#include "engine/formats/safetensors.h"
+#include "engine/model/weights.h"
 
 enum { NSEQ = 3, BS = 4, NBLK = 96, MAXB = 24 };
 
@@ -64,15 +64,15 @@ typedef struct ref_model {
 static void ref_load(const char *dir, ref_model *r)
 {
     numla_model_config cfg;
-    numla_st_model *st = NULL;
+    numla_safetensors_model *st = NULL;
     numla_isa isa;
-    if (numla_isa_select(&isa) || numla_model_config_load(dir, &cfg) || numla_st_open(dir, &st) ||
+    if (numla_isa_select(&isa) || numla_model_config_load(dir, &cfg) || numla_safetensors_open(dir, &st) ||
         numla_weights_load(&cfg, st, 0, 1, isa, &r->w) ||
         numla_model_create(r->w, isa, 0, &r->m) ||
         numla_kv_cache_create((int32_t)cfg.num_hidden_layers, (int32_t)cfg.kv_lora_rank,
                               (int32_t)cfg.qk_rope_head_dim, BS, NBLK, kv_dtype, &r->kv))
         die("reference model");
-    numla_st_close(&st);
+    numla_safetensors_close(&st);
 }
 
 static int64_t argmax2(const float *x, int64_t n, float *margin)

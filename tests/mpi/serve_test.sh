@@ -8,7 +8,7 @@
 #   ranks  RANKS ranks through MPIEXEC give the same tokens as one rank, with a roomy pool and
 #          with a pool small enough to preempt repeatedly
 # Greedy outputs are compared exactly; outputs are kept short (max_tokens <= 8) so that the
-# decisive synth model leaves no room for near-ties (tests/unit/engine/test_scheduler.c does
+# decisive synth model leaves no room for near-ties (tests/unit/engine/serving/test_scheduler.c does
 # the margin-aware comparison of long outputs).
 set -uo pipefail
 bin=$1 mode=$2

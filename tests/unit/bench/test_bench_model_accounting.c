@@ -1,5 +1,5 @@
 /* Tests for bench/bench_model_costs.c: per-token weight bytes, FLOPs and KV bytes of the tiny
- * preset (engine/synth.c "tiny": V 512, hidden 64, I 192, moe_I 32, 3 layers (layer 0 dense),
+ * preset (engine/synth/synth.c "tiny": V 512, hidden 64, I 192, moe_I 32, 3 layers (layer 0 dense),
  * 6 heads, 1 shared + 10 routed experts, k 3, Dc 64, Dr 16, nope 32, v 32, no q_lora) against
  * numbers worked out by hand below. The packed layout pads N to panels of 16 rows (and K to
  * even for bf16), which the vocab-500 case exercises. */

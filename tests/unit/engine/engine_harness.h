@@ -10,16 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/config.h"
-#include "engine/kv_cache.h"
-#include "engine/model.h"
-#include "engine/safetensors.h"
-#include "engine/weights.h"
+#include "engine/model/config.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/model.h"
+#include "engine/formats/safetensors.h"
+#include "engine/model/weights.h"
 #include "test_util.h"
 
 typedef struct eng {
     numla_model_config cfg;
-    numla_st_model *st;
+    numla_safetensors_model *st;
     numla_model_weights *w;
     numla_model *m;
     numla_kv_cache *kv;
@@ -30,7 +30,7 @@ static int eng_open_rank(eng *e, const char *dir, numla_dtype kv_dtype, numla_is
                          int nranks)
 {
     memset(e, 0, sizeof *e);
-    if (numla_model_config_load(dir, &e->cfg) || numla_st_open(dir, &e->st) ||
+    if (numla_model_config_load(dir, &e->cfg) || numla_safetensors_open(dir, &e->st) ||
         numla_weights_load(&e->cfg, e->st, rank, nranks, isa, &e->w) ||
         numla_model_create(e->w, isa, 2, &e->m) ||
         numla_kv_cache_create((int32_t)e->cfg.num_hidden_layers, (int32_t)e->cfg.kv_lora_rank,
@@ -59,7 +59,7 @@ static void eng_close(eng *e)
     numla_kv_cache_destroy(&e->kv);
     numla_model_destroy(&e->m);
     numla_weights_destroy(&e->w);
-    numla_st_close(&e->st);
+    numla_safetensors_close(&e->st);
 }
 
 /* One step over `ns` sequences: sequence i appends n[i] tokens tok[i] to seqs[i]; logits for

@@ -1,7 +1,7 @@
 /* tests/unit/engine/model_testlib.h — tiny random DeepSeek-style models for engine tests, and an
  * independent double-precision reference forward written straight from DESIGN.md §5 in the
  * *expanded* form (k_nope and v from kv_b_proj, interleaved RoPE output, sort-based top-k), so
- * it shares no code with engine/model.c's absorbed path.
+ * it shares no code with engine/model/model.c's absorbed path.
  * Header-only (static functions) so each test file that includes it stays self-contained.
  */
 #ifndef NUMLA_TESTS_MODEL_TESTLIB_H
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/safetensors.h"
+#include "engine/formats/safetensors.h"
 #include "test_util.h"
 
 typedef struct tl_tensor {
@@ -187,8 +187,8 @@ static int tl_write(const tl_model *m, const char *dir, numla_dtype dtype)
             m->v3 ? "sigmoid" : "softmax", m->max_pos, m->eps, m->theta, m->factor, m->mscale,
             m->mscale_all, m->orig_max_pos);
     fclose(f);
-    numla_st_writer *w = NULL;
-    if (numla_st_writer_create(&w) != NUMLA_STATUS_OK)
+    numla_safetensors_writer *w = NULL;
+    if (numla_safetensors_writer_create(&w) != NUMLA_STATUS_OK)
         return -1;
     int rc = 0;
     for (int i = 0; i < m->nt && !rc; i++) {
@@ -197,13 +197,13 @@ static int tl_write(const tl_model *m, const char *dir, numla_dtype dtype)
         void *buf = malloc((size_t)n * 4);
         for (int64_t j = 0; j < n; j++)
             numla_store_f32(buf, dtype, (size_t)j, t->data[j]);
-        rc = numla_st_writer_add(w, t->name, dtype, t->ndim, t->shape, buf) != NUMLA_STATUS_OK;
+        rc = numla_safetensors_writer_add(w, t->name, dtype, t->ndim, t->shape, buf) != NUMLA_STATUS_OK;
         free(buf);
     }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!rc)
-        rc = numla_st_writer_write(w, path) != NUMLA_STATUS_OK;
-    numla_st_writer_destroy(&w);
+        rc = numla_safetensors_writer_write(w, path) != NUMLA_STATUS_OK;
+    numla_safetensors_writer_destroy(&w);
     return rc;
 }
 

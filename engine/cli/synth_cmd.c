@@ -1,0 +1,87 @@
+/* engine/cli/synth_cmd.c — `numla synth`: the command line of the synthetic checkpoint writer
+ * (engine/synth/synth.h). Not collective. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/status.h"
+#include "engine/cli/cli.h"
+#include "engine/synth/synth.h"
+
+static int numla_synth_usage(FILE *f)
+{
+    fprintf(f, "usage: numla synth --preset tiny|tiny-v3|v2-lite|v3 --out DIR [--layers N]\n"
+               "                   [--seed S] [--dtype bf16|f32] [--experts N] [--shard-mb MB]\n"
+               "                   [--tokenizer DIR (copy its tokenizer.json; vocab follows it)]\n"
+               "Writes config.json and deterministic random weights (HF DeepSeek names).\n");
+    return f == stdout ? 0 : 2;
+}
+
+static int numla_synth_parse_i64(const char *s, int64_t lo, int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 0);
+    if (errno || !end || *end || end == s || v < lo)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static int numla_synth_main(int argc, char **argv)
+{
+    numla_synth_options opt = {.dtype = NUMLA_DTYPE_BF16, .seed = 0, .progress = isatty(2)};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t x = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return numla_synth_usage(stdout);
+        if (!v) {
+            fprintf(stderr, "numla synth: %s needs a value\n", a);
+            return numla_synth_usage(stderr);
+        }
+        i++;
+        if (!strcmp(a, "--preset"))
+            opt.preset = v;
+        else if (!strcmp(a, "--out"))
+            opt.out_dir = v;
+        else if (!strcmp(a, "--layers") && numla_synth_parse_i64(v, 1, &x) && x < 100000)
+            opt.layers = (int32_t)x;
+        else if (!strcmp(a, "--experts") && numla_synth_parse_i64(v, 1, &x) && x < 100000)
+            opt.experts = (int32_t)x;
+        else if (!strcmp(a, "--seed") && numla_synth_parse_i64(v, 0, &x))
+            opt.seed = (uint64_t)x;
+        else if (!strcmp(a, "--shard-mb") && numla_synth_parse_i64(v, 1, &x) && x < (1ll << 40))
+            opt.shard_bytes = x << 20;
+        else if (!strcmp(a, "--tokenizer"))
+            opt.tokenizer_dir = v;
+        else if (!strcmp(a, "--dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f32")))
+            opt.dtype = !strcmp(v, "f32") ? NUMLA_DTYPE_F32 : NUMLA_DTYPE_BF16;
+        else {
+            fprintf(stderr, "numla synth: bad option %s %s\n", a, v);
+            return numla_synth_usage(stderr);
+        }
+    }
+    if (!opt.preset || !opt.out_dir)
+        return numla_synth_usage(stderr);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t bytes = 0;
+    numla_status s = numla_synth_write(&opt, &bytes);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (s != NUMLA_STATUS_OK) {
+        fprintf(stderr, "numla synth: %s: %s\n%s", numla_status_name(s), numla_error_message(),
+                numla_error_trace());
+        return 1;
+    }
+    double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("synth: wrote %s (preset %s, %.3f GB of weights) in %.1f s (%.0f MB/s)\n", opt.out_dir,
+           opt.preset, (double)bytes * 1e-9, sec, (double)bytes * 1e-6 / (sec + 1e-9));
+    return 0;
+}
+
+NUMLA_CLI_COMMAND("synth", numla_synth_main, "write a synthetic DeepSeek model (config + weights)")

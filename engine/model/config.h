@@ -1,0 +1,137 @@
+/* engine/model/config.h — the model blueprint: numla_model_config parsed from a Hugging Face
+ * config.json (model_type deepseek_v2 / deepseek_v3), validated, with the derived values the
+ * forward pass needs (softmax scale with YaRN m², YaRN inverse frequencies, attention factor).
+ * DESIGN.md §5 is the spec. Owns no memory: the struct is plain values.
+ *
+ * Traps handled here (DESIGN.md §5):
+ *   - q_lora_rank must be present (null or an integer): DeepseekV2Config silently defaults a
+ *     missing key to 1536, which no tiny test model wants.
+ *   - num_experts_per_tok must be present when the model has routed experts (HF default None).
+ *   - rope_scaling.factor is used as written; only when it is absent is it the ratio
+ *     max_position_embeddings / original_max_position_embeddings (transformers' rule). L0 of
+ *     the YaRN correction range is original_max_position_embeddings (else
+ *     max_position_embeddings).
+ *   - transformers >= 5 writes "rope_parameters" (rope_theta inside) instead of "rope_scaling",
+ *     and "head_dim" = qk_rope_head_dim, which is ignored here.
+ *   - MoE weights: V2 follows DeepSeek's code (normalise if norm_topk_prob and k > 1, else
+ *     scale), V3 normalises if norm_topk_prob, then scales (tests/golden/README.md).
+ */
+#ifndef NUMLA_ENGINE_CONFIG_H
+#define NUMLA_ENGINE_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+enum {
+    NUMLA_CONFIG_MAX_ROPE_DIM = 256, /* qk_rope_head_dim upper bound (inv_freq array size × 2) */
+    NUMLA_CONFIG_MAX_EOS = 8,
+};
+
+typedef enum numla_model_arch {
+    NUMLA_MODEL_ARCH_DEEPSEEK_V2 = 0, /* model_type "deepseek_v2" */
+    NUMLA_MODEL_ARCH_DEEPSEEK_V3,     /* model_type "deepseek_v3" */
+} numla_model_arch;
+
+typedef enum numla_topk_method {
+    NUMLA_TOPK_METHOD_GREEDY = 0,           /* top-k of all scores */
+    NUMLA_TOPK_METHOD_GROUP_LIMITED_GREEDY, /* V2: keep topk_group groups by per-group max */
+    NUMLA_TOPK_METHOD_NOAUX_TC,             /* V3: biased scores, group = sum of top-2 */
+} numla_topk_method;
+
+typedef enum numla_scoring_func {
+    NUMLA_SCORING_FUNC_SOFTMAX = 0,
+    NUMLA_SCORING_FUNC_SIGMOID,
+} numla_scoring_func;
+
+/* How norm_topk_prob and routed_scaling_factor combine (references differ, DESIGN.md §5). */
+typedef enum numla_moe_weight_rule {
+    /* DeepSeek-V2 modeling code: normalise if norm_topk_prob && k > 1, *else* scale. */
+    NUMLA_MOE_WEIGHT_RULE_NORM_OR_SCALE = 0,
+    /* DeepSeek-V3 modeling code: normalise if norm_topk_prob && k > 1, *then* scale. */
+    NUMLA_MOE_WEIGHT_RULE_NORM_THEN_SCALE,
+} numla_moe_weight_rule;
+
+typedef struct numla_model_config {
+    numla_model_arch arch;
+    char model_type[32];
+
+    /* sizes */
+    int64_t vocab_size;
+    int64_t hidden_size;
+    int64_t num_hidden_layers;
+    int64_t num_attention_heads;  /* H */
+    int64_t intermediate_size;    /* dense MLP */
+    double rms_norm_eps;
+    int64_t max_position_embeddings;
+    int tie_word_embeddings;
+
+    /* MLA */
+    int64_t q_lora_rank;          /* 0 when null: plain q_proj (V2-Lite) */
+    int64_t kv_lora_rank;         /* Dc */
+    int64_t qk_nope_head_dim;
+    int64_t qk_rope_head_dim;     /* Dr */
+    int64_t v_head_dim;
+    int64_t q_head_dim;           /* derived: nope + rope */
+
+    /* MoE (n_routed_experts == 0: every layer dense) */
+    int64_t n_routed_experts;
+    int64_t n_shared_experts;     /* 0 when null */
+    int64_t num_experts_per_tok;  /* k */
+    int64_t moe_intermediate_size;
+    int64_t first_k_dense_replace;
+    int64_t moe_layer_freq;
+    int64_t n_group;              /* 1 when null */
+    int64_t topk_group;           /* n_group when null */
+    numla_topk_method topk_method;
+    numla_scoring_func scoring_func;
+    int norm_topk_prob;
+    double routed_scaling_factor;
+    numla_moe_weight_rule moe_weight_rule; /* from arch */
+
+    /* RoPE */
+    double rope_theta;
+    int rope_yarn;                /* rope_scaling present with type/rope_type "yarn" */
+    double rope_factor;           /* 1 when no scaling */
+    int64_t rope_original_max_position_embeddings; /* L0 (max_position_embeddings if absent) */
+    double rope_beta_fast;        /* default 32 */
+    double rope_beta_slow;        /* default 1 */
+    double rope_mscale;           /* default 1 */
+    double rope_mscale_all_dim;   /* default 0 */
+    int rope_truncate;            /* default 1: floor/ceil the correction range */
+    double rope_explicit_attention_factor; /* rope_scaling.attention_factor, 0 when absent */
+
+    /* tokens */
+    int32_t bos_token_id;         /* -1 when absent */
+    int32_t num_eos;
+    int32_t eos_token_ids[NUMLA_CONFIG_MAX_EOS];
+
+    /* derived (DESIGN.md §5) */
+    double softmax_scale;         /* q_head_dim^-0.5 · m² */
+    double rope_attention_factor; /* cos/sin multiplier: mscale(f, mscale) / mscale(f, mscale_all_dim) */
+    double rope_inv_freq[NUMLA_CONFIG_MAX_ROPE_DIM / 2]; /* (qk_rope_head_dim / 2) */
+} numla_model_config;
+
+/* Parse and validate config.json text. `source` names the file in error messages.
+ * Errors (NUMLA_STATUS_FORMAT / UNSUPPORTED) name the field. Not collective. */
+numla_status numla_model_config_parse(const char *json_text, const char *source,
+                                      numla_model_config *out);
+/* Read dir/config.json and parse it. Not collective. */
+numla_status numla_model_config_load(const char *dir, numla_model_config *out);
+
+/* Whether layer l has an MoE block (else the dense MLP). */
+int numla_model_config_is_moe_layer(const numla_model_config *c, int64_t layer);
+
+/* YaRN helpers, exposed for tests (DESIGN.md §5). */
+double numla_yarn_get_mscale(double factor, double mscale);
+/* Fill inv_freq[d/2] for rope dim d; factor <= 1 (or !yarn) gives plain θ^(-2i/d).
+ * _ex: YaRN with truncate = 0 keeping the correction range unrounded. */
+void numla_rope_compute_inv_freq_ex(int64_t d, double theta, double factor,
+                                    double original_max_pos, double beta_fast, double beta_slow,
+                                    int truncate, double *inv_freq);
+void numla_rope_compute_inv_freq(int64_t d, double theta, int yarn, double factor,
+                                 double original_max_pos, double beta_fast, double beta_slow,
+                                 double *inv_freq);
+
+#endif

@@ -1,0 +1,629 @@
+/* engine/parallel/engine.c — the collective engine (engine.h): shard loading per rank, the step-plan
+ * broadcast, the worker loop, the logits gather, and per-rank compute/communication counters.
+ * Owns the engine's weights, model scratch and KV cache; borrows the communicator.
+ *
+ * Wire protocol (all broadcasts from rank 0, in this order):
+ *   header  int64[8] {op, num_seqs, num_tokens, max_blocks_per_seq, num_logit_rows, step_no}
+ *   payload (op STEP only) one byte buffer: slots (T int64) | tokens (T) | positions (T) |
+ *           query_start_loc (B+1) | seq_lens (B) | block_tables (B·MB) | logit_rows (R), int32
+ * then the model's 2 allreduces per layer and one gather of the logits' vocab slices.
+ */
+#define _GNU_SOURCE /* sched_getcpu */
+#include "engine/parallel/engine.h"
+
+#include <numa.h>
+#include <omp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "engine/formats/safetensors.h"
+#include "engine/model/weights.h"
+#include "kernels/isa.h"
+#include "launch/bind.h"
+#include "launch/plan.h"
+#include "launch/topo.h"
+
+enum {
+    ENGINE_OP_STEP = 1,
+    ENGINE_OP_STOP = 2,
+    ENGINE_OP_STATS = 3,
+    ENGINE_OP_RESET = 4,
+};
+enum { ENGINE_HDR = 8 };
+
+struct numla_engine {
+    numla_comm *comm;                 /* borrowed */
+    int rank, size;
+    int threads;
+    int stopped;
+    numla_model_config cfg;
+    numla_model_weights *w;
+    numla_model *m;
+    numla_kv_cache *kv;
+    numla_engine_stats st;
+    double reduce_base_s;             /* m->reduce_s at the last reset */
+    int64_t reduces_base;
+    int64_t step_no;                  /* steps since creation (for NUMLA_TEST_DIE_AT_STEP) */
+    int64_t die_at_step;              /* -1: never (NUMLA_TEST_DIE_AT_STEP: SIGKILL) */
+    int64_t fail_at_step;             /* -1: never (NUMLA_TEST_FAIL_AT_STEP: an error) */
+
+    unsigned char *plan_buf;          /* received / packed plan */
+    size_t plan_cap;
+    float *lg_local;                  /* (R, vocab_count) this rank's logits slice */
+    float *lg_all;                    /* (size · R · slices) rank 0: gathered, rank-major */
+    size_t lg_local_cap, lg_all_cap;  /* in floats */
+    size_t *counts, *displs;          /* (size) rank 0: gather layout in floats */
+    int64_t *vbegin, *vcount;         /* (size) every rank's vocab slice */
+};
+
+static double wtime(void) { return omp_get_wtime(); }
+
+numla_engine_options numla_engine_options_default(void)
+{
+    return (numla_engine_options){.kv_dtype = NUMLA_DTYPE_BF16, .bind = 1};
+}
+
+/* Apply the launch/ plan for this rank (DESIGN.md §1) when one can be made for this job on
+ * this machine; otherwise say why once and run as placed by mpirun. */
+static void engine_bind(numla_engine *e)
+{
+    numla_topo *t = NULL;
+    numla_launch_plan *p = NULL;
+    numla_launch_opts lo = {.ranks = e->size};
+    numla_status s = numla_launch_opts_from_env(&lo);
+    lo.ranks = e->size;
+    if (s == NUMLA_STATUS_OK)
+        s = numla_topo_load(NULL, NULL, &t);
+    if (s == NUMLA_STATUS_OK)
+        s = numla_launch_plan_make(t, &lo, &p);
+    if (s == NUMLA_STATUS_OK)
+        s = numla_bind_apply(t, p, e->rank, 0);
+    /* Only a job started by numla-launch (NUMLA_PLAN set) expects a binding; otherwise the
+     * reason is a debug note (e.g. tests oversubscribing one node). */
+    if (s != NUMLA_STATUS_OK && e->rank == 0)
+        numla_log(getenv("NUMLA_PLAN") ? NUMLA_LOG_LEVEL_WARN : NUMLA_LOG_LEVEL_DEBUG, "engine: no binding applied (%s); ranks run where mpirun "
+                  "placed them", numla_error_message());
+    numla_launch_plan_destroy(&p);
+    numla_topo_destroy(&t);
+}
+
+/* Every rank learns whether any rank failed (sum of 0/1 flags; exact in fp32). */
+/* numla_model_reduce_fn over the engine's communicator: the model stays free of MPI. Collective. */
+static numla_status engine_allreduce(void *ctx, float *buf, int64_t count)
+{
+    return numla_comm_allreduce_sum_f32((numla_comm *)ctx, buf, (size_t)count);
+}
+
+static int any_failed(numla_comm *c, int failed)
+{
+    float f = failed ? 1.0f : 0.0f;
+    if (numla_comm_allreduce_sum_f32_path(c, &f, 1, NUMLA_COMM_ALLREDUCE_PATH_MPI) !=
+        NUMLA_STATUS_OK)
+        return 1;
+    return f > 0.0f;
+}
+
+static numla_status engine_load(numla_engine *e, const char *model_dir)
+{
+    numla_isa isa;
+    numla_safetensors_model *st = NULL;
+    numla_status s;
+    NUMLA_CHECK(numla_isa_select(&isa));
+    NUMLA_CHECK(numla_model_config_load(model_dir, &e->cfg));
+    if (e->size > e->cfg.num_attention_heads)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: %d ranks but the model has only %lld "
+                   "attention heads (head parallelism needs ranks <= heads)", e->size,
+                   (long long)e->cfg.num_attention_heads);
+    NUMLA_CHECK(numla_safetensors_open(model_dir, &st));
+    s = numla_weights_load(&e->cfg, st, e->rank, e->size, isa, &e->w);
+    numla_safetensors_close(&st); /* the shard lives in owned memory now (DESIGN.md §3) */
+    NUMLA_CHECK(s);
+    NUMLA_CHECK(numla_model_create(e->w, isa, e->threads, &e->m));
+    if (e->size > 1) {
+        e->m->reduce = engine_allreduce;
+        e->m->reduce_ctx = e->comm;
+    }
+
+    e->vbegin = calloc((size_t)e->size, sizeof *e->vbegin);
+    e->vcount = calloc((size_t)e->size, sizeof *e->vcount);
+    e->counts = calloc((size_t)e->size, sizeof *e->counts);
+    e->displs = calloc((size_t)e->size, sizeof *e->displs);
+    if (!e->vbegin || !e->vcount || !e->counts || !e->displs)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "engine: no memory");
+    for (int q = 0; q < e->size; q++)
+        numla_shard_range(e->cfg.vocab_size, q, e->size, &e->vbegin[q], &e->vcount[q]);
+    return NUMLA_STATUS_OK;
+}
+
+/* The KV pool, after the weights (so "free memory" excludes them). Collective: when sized from
+ * memory, every rank takes the smallest count any rank can afford (rank 0 decides the block
+ * ids, so the pools must have the same geometry). */
+static numla_status engine_kv(numla_engine *e, const numla_engine_options *o, int *failed)
+{
+    int32_t bs = o->block_size > 0 ? o->block_size : 16;
+    int64_t nb = o->num_blocks;
+    const size_t blk = numla_kv_block_bytes((int32_t)e->cfg.num_hidden_layers,
+                                            (int32_t)e->cfg.kv_lora_rank,
+                                            (int32_t)e->cfg.qk_rope_head_dim, bs, o->kv_dtype);
+    if (nb <= 0 && (o->kv_memory_bytes > 0 || o->kv_memory_fraction > 0)) {
+        size_t bytes = (size_t)o->kv_memory_bytes;
+        if (bytes == 0) {
+            int cpu = sched_getcpu();
+            int node = cpu >= 0 && numa_available() >= 0 ? numa_node_of_cpu(cpu) : -1;
+            bytes = numla_kv_cache_default_bytes(node, o->kv_memory_fraction);
+        }
+        nb = *failed || blk == 0 ? 0 : (int64_t)(bytes / blk);
+        if (o->max_seqs > 0 && o->kv_memory_bytes <= 0) {
+            int64_t ctx = o->max_context > 0 && o->max_context < e->cfg.max_position_embeddings
+                              ? o->max_context : e->cfg.max_position_embeddings;
+            int64_t cap = (int64_t)o->max_seqs * ((ctx + bs - 1) / bs);
+            nb = nb < cap ? nb : cap;
+        }
+        if (nb > INT32_MAX)
+            nb = INT32_MAX;
+        int64_t *all = e->rank == 0 ? calloc((size_t)e->size, sizeof *all) : NULL;
+        if (e->rank == 0 && !all)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "engine: no memory");
+        numla_status s = numla_comm_gather(e->comm, &nb, sizeof nb, all, 0);
+        if (s == NUMLA_STATUS_OK && e->rank == 0)
+            for (int q = 0; q < e->size; q++)
+                nb = all[q] < nb ? all[q] : nb;
+        free(all);
+        if (s == NUMLA_STATUS_OK)
+            s = numla_comm_bcast(e->comm, &nb, sizeof nb, 0);
+        NUMLA_CHECK(s);
+        if (*failed)
+            return NUMLA_STATUS_OK;
+        if (nb < 1)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "engine: %zu bytes of KV memory per rank hold "
+                       "no %zu-byte block", bytes, blk);
+    } else if (nb <= 0) {
+        int64_t ctx = o->max_context > 0 ? o->max_context : 4096;
+        if (ctx > e->cfg.max_position_embeddings)
+            ctx = e->cfg.max_position_embeddings;
+        nb = (ctx + bs - 1) / bs;
+    }
+    if (*failed)
+        return NUMLA_STATUS_OK;
+    NUMLA_CHECK(numla_kv_cache_create((int32_t)e->cfg.num_hidden_layers,
+                                      (int32_t)e->cfg.kv_lora_rank,
+                                      (int32_t)e->cfg.qk_rope_head_dim, bs, nb, o->kv_dtype,
+                                      &e->kv));
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_engine_create(numla_comm *comm, const char *model_dir,
+                                 const numla_engine_options *opts, numla_engine **out)
+{
+    *out = NULL;
+    numla_engine_options o = opts ? *opts : numla_engine_options_default();
+    numla_engine *e = calloc(1, sizeof *e);
+    int failed = 0;
+    char msg[1024] = "";
+    numla_status s = NUMLA_STATUS_OK;
+    if (!e) {
+        failed = 1;
+        s = NUMLA_STATUS_NO_MEMORY;
+        snprintf(msg, sizeof msg, "engine: no memory");
+    } else {
+        e->comm = comm;
+        e->rank = numla_comm_rank(comm);
+        e->size = numla_comm_size(comm);
+        /* failure injection for the tests (tests/mpi/engine_run.sh): rank
+         * NUMLA_TEST_DIE_RANK (default 1) dies or fails at the given step */
+        e->die_at_step = e->fail_at_step = -1;
+        const char *die = getenv("NUMLA_TEST_DIE_AT_STEP");
+        const char *fail = getenv("NUMLA_TEST_FAIL_AT_STEP");
+        const char *die_rank = getenv("NUMLA_TEST_DIE_RANK");
+        if (e->rank == (die_rank && *die_rank ? atoi(die_rank) : 1)) {
+            if (die && *die)
+                e->die_at_step = atoll(die);
+            if (fail && *fail)
+                e->fail_at_step = atoll(fail);
+        }
+        if (o.bind)
+            engine_bind(e);
+        if (o.num_threads > 0)
+            omp_set_num_threads(o.num_threads);
+        e->threads = omp_get_max_threads();
+        s = engine_load(e, model_dir);
+        if (s != NUMLA_STATUS_OK) {
+            failed = 1;
+            snprintf(msg, sizeof msg, "%s", numla_error_message());
+            fprintf(stderr, "numla: rank %d: %s\n%s", e->rank, msg, numla_error_trace());
+        }
+        /* every rank takes part in the KV sizing, even one that failed (it offers 0 blocks) */
+        numla_status ks = engine_kv(e, &o, &failed);
+        if (ks != NUMLA_STATUS_OK && !failed) {
+            failed = 1;
+            s = ks;
+            snprintf(msg, sizeof msg, "%s", numla_error_message());
+            fprintf(stderr, "numla: rank %d: %s\n%s", e->rank, msg, numla_error_trace());
+        }
+    }
+    if (any_failed(comm, failed)) {
+        numla_engine_destroy(&e);
+        if (failed)
+            return numla_error_set(s, __FILE__, __LINE__, __func__, "%s", msg);
+        NUMLA_FAIL(NUMLA_STATUS_MPI, "engine: another rank failed to create the engine (see "
+                   "its message)");
+    }
+    *out = e;
+    return NUMLA_STATUS_OK;
+}
+
+void numla_engine_destroy(numla_engine **pe)
+{
+    if (!pe || !*pe)
+        return;
+    numla_engine *e = *pe;
+    if (e->rank == 0 && !e->stopped && e->m)
+        (void)numla_engine_stop(e);
+    numla_model_destroy(&e->m);
+    numla_kv_cache_destroy(&e->kv);
+    numla_weights_destroy(&e->w);
+    free(e->plan_buf);
+    free(e->lg_local);
+    free(e->lg_all);
+    free(e->counts);
+    free(e->displs);
+    free(e->vbegin);
+    free(e->vcount);
+    free(e);
+    *pe = NULL;
+}
+
+/* ---- plan packing ---- */
+
+static size_t plan_bytes(int64_t B, int64_t T, int64_t MB, int64_t R)
+{
+    return (size_t)T * 8 + (size_t)(2 * T + (B + 1) + B + B * MB + R) * 4;
+}
+
+static numla_status plan_reserve(numla_engine *e, size_t bytes)
+{
+    if (bytes <= e->plan_cap)
+        return NUMLA_STATUS_OK;
+    unsigned char *n = realloc(e->plan_buf, bytes);
+    if (!n)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "engine: no memory for a %zu-byte step plan", bytes);
+    e->plan_buf = n;
+    e->plan_cap = bytes;
+    return NUMLA_STATUS_OK;
+}
+
+/* Point a numla_step at the fields of e->plan_buf (layout: file comment). */
+static void plan_view(numla_engine *e, const int64_t *h, numla_step *st)
+{
+    int64_t B = h[1], T = h[2], MB = h[3], R = h[4];
+    unsigned char *p = e->plan_buf;
+    st->num_seqs = (int32_t)B;
+    st->num_tokens = (int32_t)T;
+    st->max_blocks_per_seq = (int32_t)MB;
+    st->num_logit_rows = (int32_t)R;
+    st->slots = (const int64_t *)p;
+    const int32_t *q = (const int32_t *)(p + (size_t)T * 8);
+    st->tokens = q;
+    q += T;
+    st->positions = q;
+    q += T;
+    st->query_start_loc = q;
+    q += B + 1;
+    st->seq_lens = q;
+    q += B;
+    st->block_tables = q;
+    q += B * MB;
+    st->logit_rows = q;
+}
+
+static numla_status plan_pack(numla_engine *e, const numla_step *st)
+{
+    const size_t B = (size_t)st->num_seqs, T = (size_t)st->num_tokens;
+    const size_t MB = (size_t)st->max_blocks_per_seq, R = (size_t)st->num_logit_rows;
+    NUMLA_CHECK(plan_reserve(e, plan_bytes((int64_t)B, (int64_t)T, (int64_t)MB, (int64_t)R)));
+    unsigned char *p = e->plan_buf;
+#define ENGINE_PUT(src, n, es)                      \
+    do {                                            \
+        if ((n) > 0)                                \
+            memcpy(p, (src), (size_t)(n) * (es));   \
+        p += (size_t)(n) * (es);                    \
+    } while (0)
+    ENGINE_PUT(st->slots, T, 8);
+    ENGINE_PUT(st->tokens, T, 4);
+    ENGINE_PUT(st->positions, T, 4);
+    ENGINE_PUT(st->query_start_loc, B + 1, 4);
+    ENGINE_PUT(st->seq_lens, B, 4);
+    ENGINE_PUT(st->block_tables, B * MB, 4);
+    ENGINE_PUT(st->logit_rows, R, 4);
+#undef ENGINE_PUT
+    return NUMLA_STATUS_OK;
+}
+
+/* Rank 0, before anything is broadcast: a plan the ranks could not all run is an error the
+ * caller gets back (the job goes on). */
+static numla_status plan_check(const numla_engine *e, const numla_step *st)
+{
+    const numla_kv_cache *kv = e->kv;
+    const int64_t cap = kv->num_blocks * kv->block_size;
+    if (st->num_seqs < 1 || st->num_tokens < 1 || st->max_blocks_per_seq < 0 ||
+        st->num_logit_rows < 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: step with %d sequences, %d tokens, %d "
+                   "blocks per sequence, %d logit rows", st->num_seqs, st->num_tokens,
+                   st->max_blocks_per_seq, st->num_logit_rows);
+    if (!st->tokens || !st->positions || !st->slots || !st->query_start_loc || !st->seq_lens ||
+        (st->max_blocks_per_seq > 0 && !st->block_tables) ||
+        (st->num_logit_rows > 0 && !st->logit_rows))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: step with a missing array");
+    if (st->query_start_loc[0] != 0 || st->query_start_loc[st->num_seqs] != st->num_tokens)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: query_start_loc does not span the %d "
+                   "tokens", st->num_tokens);
+    for (int32_t b = 0; b < st->num_seqs; b++) {
+        int32_t n = st->query_start_loc[b + 1] - st->query_start_loc[b];
+        int64_t len = st->seq_lens[b];
+        if (n < 1 || len < n || len > (int64_t)st->max_blocks_per_seq * kv->block_size)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: sequence %d has %d new tokens, "
+                       "seq_len %lld and %d blocks of %d", b, n, (long long)len,
+                       st->max_blocks_per_seq, kv->block_size);
+        int64_t used = (len + kv->block_size - 1) / kv->block_size;
+        for (int64_t j = 0; j < used; j++) {
+            int32_t blk = st->block_tables[(int64_t)b * st->max_blocks_per_seq + j];
+            if (blk < 0 || blk >= kv->num_blocks)
+                NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "engine: sequence %d block %lld is %d, "
+                           "outside the pool of %lld", b, (long long)j, blk,
+                           (long long)kv->num_blocks);
+        }
+    }
+    for (int32_t t = 0; t < st->num_tokens; t++) {
+        if (st->tokens[t] < 0 || st->tokens[t] >= e->cfg.vocab_size)
+            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "engine: token %d outside the vocabulary "
+                       "(%lld)", st->tokens[t], (long long)e->cfg.vocab_size);
+        if (st->slots[t] >= cap)
+            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "engine: slot %lld outside the cache (%lld)",
+                       (long long)st->slots[t], (long long)cap);
+        if (st->positions[t] < 0 || st->positions[t] >= e->cfg.max_position_embeddings)
+            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "engine: position %d outside the model's "
+                       "context (%lld)", st->positions[t],
+                       (long long)e->cfg.max_position_embeddings);
+    }
+    for (int32_t r = 0; r < st->num_logit_rows; r++)
+        if (st->logit_rows[r] < 0 || st->logit_rows[r] >= st->num_tokens)
+            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "engine: logit row %d outside the step",
+                       st->logit_rows[r]);
+    return NUMLA_STATUS_OK;
+}
+
+/* ---- the step every rank runs ---- */
+
+static numla_status grow_f32(float **p, size_t *cap, size_t n)
+{
+    if (n <= *cap)
+        return NUMLA_STATUS_OK;
+    float *q = realloc(*p, (n ? n : 1) * sizeof *q);
+    if (!q)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "engine: no memory for %zu logits", n);
+    *p = q;
+    *cap = n;
+    return NUMLA_STATUS_OK;
+}
+
+/* Forward on this rank's shard, then the logits' vocab slices to rank 0 in (R, vocab) order. */
+static numla_status engine_run(numla_engine *e, const numla_step *st, float *logits)
+{
+    const int64_t R = st->num_logit_rows, V = e->cfg.vocab_size;
+    const int64_t vr = e->w->shard.vocab_count;
+    if (e->die_at_step >= 0 && e->step_no == e->die_at_step) {
+        fprintf(stderr, "numla: rank %d: NUMLA_TEST_DIE_AT_STEP=%lld: killing myself\n",
+                e->rank, (long long)e->die_at_step);
+        fflush(stderr);
+        raise(SIGKILL);
+    }
+    if (e->fail_at_step >= 0 && e->step_no == e->fail_at_step)
+        NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "engine: NUMLA_TEST_FAIL_AT_STEP=%lld: injected "
+                   "failure on rank %d", (long long)e->fail_at_step, e->rank);
+    e->step_no++;
+    const double t0 = wtime();
+    float *mine = logits;
+    if (e->size > 1) {
+        NUMLA_CHECK(grow_f32(&e->lg_local, &e->lg_local_cap, (size_t)(R * vr)));
+        mine = e->lg_local;
+    }
+    NUMLA_CHECK(numla_model_forward(e->m, e->kv, st, mine));
+    if (e->size > 1 && R > 0) {
+        const double g0 = wtime();
+        float *dst = logits;
+        if (e->rank == 0) {
+            for (int q = 0; q < e->size; q++) {
+                e->counts[q] = (size_t)(R * e->vcount[q]);
+                e->displs[q] = (size_t)(R * e->vbegin[q]);
+            }
+            if (R > 1) {
+                NUMLA_CHECK(grow_f32(&e->lg_all, &e->lg_all_cap, (size_t)(R * V)));
+                dst = e->lg_all;
+            }
+        }
+        NUMLA_CHECK(numla_comm_gatherv_f32(e->comm, mine, (size_t)(R * vr), dst, e->counts,
+                                           e->displs, 0));
+        if (e->rank == 0 && R > 1) {
+            /* rank-major (rank q: (R, vcount[q]) at R·vbegin[q]) → (R, V) */
+            for (int q = 0; q < e->size; q++)
+                for (int64_t r = 0; r < R; r++)
+                    memcpy(logits + r * V + e->vbegin[q],
+                           e->lg_all + R * e->vbegin[q] + r * e->vcount[q],
+                           (size_t)e->vcount[q] * sizeof(float));
+        }
+        e->st.gather_s += wtime() - g0;
+    }
+    e->st.steps++;
+    e->st.tokens += st->num_tokens;
+    e->st.step_s += wtime() - t0;
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status bcast_header(numla_engine *e, int64_t *h)
+{
+    const double t0 = wtime();
+    NUMLA_CHECK(numla_comm_bcast(e->comm, h, ENGINE_HDR * sizeof *h, 0));
+    e->st.bcast_s += wtime() - t0;
+    return NUMLA_STATUS_OK;
+}
+
+static void sync_reduce_stats(numla_engine *e)
+{
+    e->st.reduce_s = e->m->reduce_s - e->reduce_base_s;
+    e->st.reduces = e->m->reduces - e->reduces_base;
+}
+
+static void stats_reset(numla_engine *e)
+{
+    memset(&e->st, 0, sizeof e->st);
+    e->reduce_base_s = e->m->reduce_s;
+    e->reduces_base = e->m->reduces;
+}
+
+static numla_status stats_gather(numla_engine *e, numla_engine_stats *all)
+{
+    sync_reduce_stats(e);
+    NUMLA_CHECK(numla_comm_gather(e->comm, &e->st, sizeof e->st, all, 0));
+    return NUMLA_STATUS_OK;
+}
+
+_Noreturn static void engine_abort(numla_engine *e, numla_status s)
+{
+    numla_comm_abort(e->comm, s, "%s\n%s", numla_error_message(), numla_error_trace());
+}
+
+numla_status numla_engine_step(numla_engine *e, const numla_step *plan, float *logits)
+{
+    if (e->rank != 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: numla_engine_step on rank %d (rank 0 "
+                   "drives the steps; the others run numla_engine_worker_loop)", e->rank);
+    if (e->stopped)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: step after numla_engine_stop");
+    NUMLA_CHECK(plan_check(e, plan));
+    if (plan->num_logit_rows > 0 && !logits)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: no logits buffer");
+    numla_status s = NUMLA_STATUS_OK;
+    if (e->size > 1) {
+        int64_t h[ENGINE_HDR] = {ENGINE_OP_STEP, plan->num_seqs, plan->num_tokens,
+                                 plan->max_blocks_per_seq, plan->num_logit_rows, e->step_no};
+        NUMLA_CHECK(plan_pack(e, plan));
+        const double t0 = wtime();
+        if ((s = numla_comm_bcast(e->comm, h, sizeof h, 0)) != NUMLA_STATUS_OK ||
+            (s = numla_comm_bcast(e->comm, e->plan_buf,
+                                  plan_bytes(h[1], h[2], h[3], h[4]), 0)) != NUMLA_STATUS_OK)
+            engine_abort(e, s);
+        e->st.bcast_s += wtime() - t0;
+    }
+    if ((s = engine_run(e, plan, logits)) != NUMLA_STATUS_OK)
+        engine_abort(e, s);
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_engine_worker_loop(numla_engine *e)
+{
+    if (e->rank == 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: rank 0 drives the steps; it does not run "
+                   "the worker loop");
+    numla_status s;
+    for (;;) {
+        int64_t h[ENGINE_HDR];
+        if ((s = bcast_header(e, h)) != NUMLA_STATUS_OK)
+            engine_abort(e, s);
+        switch (h[0]) {
+        case ENGINE_OP_STEP: {
+            const double t0 = wtime();
+            if ((s = plan_reserve(e, plan_bytes(h[1], h[2], h[3], h[4]))) != NUMLA_STATUS_OK ||
+                (s = numla_comm_bcast(e->comm, e->plan_buf, plan_bytes(h[1], h[2], h[3], h[4]),
+                                      0)) != NUMLA_STATUS_OK)
+                engine_abort(e, s);
+            e->st.bcast_s += wtime() - t0;
+            numla_step st;
+            plan_view(e, h, &st);
+            if ((s = engine_run(e, &st, NULL)) != NUMLA_STATUS_OK)
+                engine_abort(e, s);
+            break;
+        }
+        case ENGINE_OP_STATS:
+            if ((s = stats_gather(e, NULL)) != NUMLA_STATUS_OK)
+                engine_abort(e, s);
+            break;
+        case ENGINE_OP_RESET:
+            stats_reset(e);
+            break;
+        case ENGINE_OP_STOP:
+            e->stopped = 1;
+            return NUMLA_STATUS_OK;
+        default:
+            numla_comm_abort(e->comm, NUMLA_STATUS_INTERNAL, "engine: unknown op %lld from "
+                             "rank 0", (long long)h[0]);
+        }
+    }
+}
+
+static numla_status send_op(numla_engine *e, int64_t op)
+{
+    if (e->rank != 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: only rank 0 sends engine commands");
+    if (e->stopped)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: already stopped");
+    if (e->size == 1)
+        return NUMLA_STATUS_OK;
+    int64_t h[ENGINE_HDR] = {op};
+    numla_status s = numla_comm_bcast(e->comm, h, sizeof h, 0);
+    if (s != NUMLA_STATUS_OK)
+        engine_abort(e, s);
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_engine_stop(numla_engine *e)
+{
+    if (e->rank == 0 && e->stopped)
+        return NUMLA_STATUS_OK;
+    NUMLA_CHECK(send_op(e, ENGINE_OP_STOP));
+    e->stopped = 1;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_engine_stats_collect(numla_engine *e, numla_engine_stats *all)
+{
+    NUMLA_CHECK(send_op(e, ENGINE_OP_STATS));
+    if (e->size == 1) {
+        sync_reduce_stats(e);
+        all[0] = e->st;
+        return NUMLA_STATUS_OK;
+    }
+    numla_status s = stats_gather(e, all);
+    if (s != NUMLA_STATUS_OK)
+        engine_abort(e, s);
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_engine_stats_reset_all(numla_engine *e)
+{
+    NUMLA_CHECK(send_op(e, ENGINE_OP_RESET));
+    stats_reset(e);
+    return NUMLA_STATUS_OK;
+}
+
+void numla_engine_stats_get(const numla_engine *e, numla_engine_stats *out)
+{
+    *out = e->st;
+    out->reduce_s = e->m->reduce_s - e->reduce_base_s;
+    out->reduces = e->m->reduces - e->reduces_base;
+}
+
+void numla_engine_stats_reset(numla_engine *e) { stats_reset(e); }
+
+int numla_engine_rank(const numla_engine *e) { return e->rank; }
+int numla_engine_size(const numla_engine *e) { return e->size; }
+const numla_model_config *numla_engine_config(const numla_engine *e) { return &e->cfg; }
+const numla_shard *numla_engine_shard(const numla_engine *e) { return &e->w->shard; }
+numla_kv_cache *numla_engine_kv_cache(numla_engine *e) { return e->kv; }
+int numla_engine_num_threads(const numla_engine *e) { return e->threads; }
+size_t numla_engine_weight_bytes(const numla_engine *e) { return e->w->loaded_bytes; }
+size_t numla_engine_kv_bytes(const numla_engine *e) { return e->kv->data_bytes; }
+const numla_model *numla_engine_model(const numla_engine *e) { return e->m; }

@@ -1,0 +1,378 @@
+/* engine/serving/request_io.c — request parsing/validation and result writing (see request_io.h). */
+#include "engine/serving/request_io.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void req_error(numla_request *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void req_error(numla_request *r, const char *fmt, ...)
+{
+    int n = snprintf(r->error, sizeof r->error, "line %lld: ", (long long)r->line);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof r->error)
+        vsnprintf(r->error + n, sizeof r->error - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+static int get_int(json_t *v, int64_t *out)
+{
+    if (json_is_integer(v)) {
+        *out = (int64_t)json_integer_value(v);
+        return 1;
+    }
+    if (json_is_real(v)) { /* 3.0 is fine, 3.5 is not */
+        double d = json_real_value(v);
+        if (d == floor(d) && fabs(d) < 9e15) {
+            *out = (int64_t)d;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* "prompt_tokens": a non-empty array of ids inside the vocabulary. Returns 0 on error. */
+static int parse_token_prompt(json_t *v, const numla_request_limits *lim, numla_request *r)
+{
+    if (!json_is_array(v) || json_array_size(v) == 0) {
+        req_error(r, "field \"prompt_tokens\" must be a non-empty array of token ids");
+        return 0;
+    }
+    size_t n = json_array_size(v);
+    if (n > (size_t)INT32_MAX / 2) {
+        req_error(r, "field \"prompt_tokens\" is too long");
+        return 0;
+    }
+    r->prompt_tokens = malloc(n * sizeof *r->prompt_tokens);
+    if (!r->prompt_tokens) {
+        req_error(r, "no memory for %zu prompt tokens", n);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t t;
+        if (!get_int(json_array_get(v, i), &t)) {
+            req_error(r, "prompt_tokens[%zu] is not an integer", i);
+            return 0;
+        }
+        if (t < 0 || t >= lim->vocab_size) {
+            req_error(r, "prompt_tokens[%zu] = %lld is outside the vocabulary (0..%lld)", i,
+                      (long long)t, (long long)lim->vocab_size - 1);
+            return 0;
+        }
+        r->prompt_tokens[i] = (int32_t)t;
+    }
+    r->num_prompt = (int32_t)n;
+    return 1;
+}
+
+/* "prompt": text, encoded with the tokenizer's BOS rules. Returns 0 on error. */
+static int parse_text_prompt(json_t *v, const numla_request_limits *lim, numla_request *r)
+{
+    if (!json_is_string(v)) {
+        req_error(r, "field \"prompt\" must be a string");
+        return 0;
+    }
+    if (!lim->tokenizer) {
+        req_error(r, "field \"prompt\" needs a tokenizer.json in the model directory "
+                     "(send \"prompt_tokens\" instead)");
+        return 0;
+    }
+    const char *text = json_string_value(v);
+    size_t len = json_string_length(v);
+    /* jansson rejects invalid UTF-8 in the line itself; the tokenizer checks again. */
+    int64_t bad = numla_utf8_invalid_offset(text, len);
+    if (bad >= 0) {
+        req_error(r, "field \"prompt\" is not valid UTF-8 at byte offset %lld", (long long)bad);
+        return 0;
+    }
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    if (numla_tokenizer_encode(lim->tokenizer, text, len, 1, &ids, &n) != NUMLA_STATUS_OK) {
+        req_error(r, "field \"prompt\": %s", numla_error_message());
+        free(ids);
+        return 0;
+    }
+    if (n == 0) {
+        req_error(r, "field \"prompt\" encodes to no tokens");
+        free(ids);
+        return 0;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= lim->vocab_size) {
+            req_error(r, "field \"prompt\": token %d is outside the model's vocabulary (0..%lld)",
+                      ids[i], (long long)lim->vocab_size - 1);
+            free(ids);
+            return 0;
+        }
+    r->prompt_tokens = ids;
+    r->num_prompt = (int32_t)n;
+    r->text_output = 1;
+    return 1;
+}
+
+/* "stop": a list of non-empty strings. Returns 0 on error. */
+static int parse_stop_strings(json_t *v, const numla_request_limits *lim, numla_request *r)
+{
+    if (!v || json_is_null(v))
+        return 1;
+    if (!json_is_array(v) || json_array_size(v) > NUMLA_REQUEST_MAX_STOP) {
+        req_error(r, "field \"stop\" must be a list of at most %d strings", NUMLA_REQUEST_MAX_STOP);
+        return 0;
+    }
+    if (!lim->tokenizer && json_array_size(v) > 0) {
+        req_error(r, "field \"stop\" needs a tokenizer.json in the model directory");
+        return 0;
+    }
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        json_t *e = json_array_get(v, i);
+        if (!json_is_string(e) || json_string_length(e) == 0) {
+            req_error(r, "stop[%zu] must be a non-empty string", i);
+            return 0;
+        }
+        char *c = strdup(json_string_value(e));
+        if (!c) {
+            req_error(r, "no memory for stop strings");
+            return 0;
+        }
+        r->stop_strings[r->num_stop_strings++] = c;
+    }
+    r->text_output |= r->num_stop_strings > 0;
+    return 1;
+}
+
+/* Returns 0 when r->error has been set. */
+static int parse_fields(json_t *o, const numla_request_limits *lim, numla_request *r)
+{
+    numla_sampling_params *p = &r->params;
+    static const char *known[] = {"id", "prompt_tokens", "max_tokens", "temperature", "top_k",
+                                  "top_p", "seed", "stop_token_ids", "ignore_eos", "logprobs",
+                                  "prompt", "stop"};
+    const char *key;
+    json_t *v = json_object_get(o, "id");
+    /* take the id first so that every later error record carries it */
+    if (v && (json_is_string(v) || json_is_integer(v)))
+        r->id = json_incref(v);
+    json_object_foreach(o, key, v) {
+        int ok = 0;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            ok |= !strcmp(key, known[i]);
+        if (!ok) {
+            req_error(r, "unknown field \"%.64s\"", key);
+            return 0;
+        }
+    }
+    v = json_object_get(o, "id");
+    if (!v) {
+        req_error(r, "missing field \"id\"");
+        return 0;
+    }
+    if (!r->id) {
+        req_error(r, "field \"id\" must be a string or an integer");
+        return 0;
+    }
+
+    json_t *pt = json_object_get(o, "prompt");
+    v = json_object_get(o, "prompt_tokens");
+    if (pt && v) {
+        req_error(r, "give either \"prompt\" or \"prompt_tokens\", not both");
+        return 0;
+    }
+    if (pt && !parse_text_prompt(pt, lim, r))
+        return 0;
+    if (!pt && !v) {
+        req_error(r, "missing field \"prompt_tokens\" (or \"prompt\")");
+        return 0;
+    }
+    if (!pt && !parse_token_prompt(v, lim, r))
+        return 0;
+    if (!parse_stop_strings(json_object_get(o, "stop"), lim, r))
+        return 0;
+
+
+    int64_t iv;
+    if ((v = json_object_get(o, "max_tokens")) && !json_is_null(v)) {
+        if (!get_int(v, &iv)) {
+            req_error(r, "field \"max_tokens\" must be an integer");
+            return 0;
+        }
+        if (iv < 0) {
+            req_error(r, "field \"max_tokens\" = %lld must not be negative", (long long)iv);
+            return 0;
+        }
+        if (iv > INT32_MAX) {
+            req_error(r, "field \"max_tokens\" = %lld is too large", (long long)iv);
+            return 0;
+        }
+        p->max_tokens = (int32_t)iv;
+    }
+    if ((int64_t)r->num_prompt + p->max_tokens > lim->max_context) {
+        req_error(r, "prompt (%d tokens) + max_tokens (%d) exceeds the context of %lld tokens",
+                  r->num_prompt, p->max_tokens, (long long)lim->max_context);
+        return 0;
+    }
+    if ((v = json_object_get(o, "temperature")) && !json_is_null(v)) {
+        if (!json_is_number(v) || !(json_number_value(v) >= 0) || !isfinite(json_number_value(v))) {
+            req_error(r, "field \"temperature\" must be a number >= 0");
+            return 0;
+        }
+        p->temperature = json_number_value(v);
+    }
+    if ((v = json_object_get(o, "top_k")) && !json_is_null(v)) {
+        if (!get_int(v, &iv) || iv < -1 || iv > INT32_MAX) {
+            req_error(r, "field \"top_k\" must be an integer >= -1 (-1 or 0: off)");
+            return 0;
+        }
+        p->top_k = iv <= 0 ? 0 : (int32_t)iv;
+    }
+    if ((v = json_object_get(o, "top_p")) && !json_is_null(v)) {
+        double d = json_is_number(v) ? json_number_value(v) : -1;
+        if (!(d > 0 && d <= 1)) {
+            req_error(r, "field \"top_p\" must be a number in (0, 1]");
+            return 0;
+        }
+        p->top_p = d;
+    }
+    if ((v = json_object_get(o, "seed")) && !json_is_null(v)) {
+        if (!json_is_integer(v)) {
+            req_error(r, "field \"seed\" must be an integer");
+            return 0;
+        }
+        p->seed = (uint64_t)json_integer_value(v);
+        p->has_seed = 1;
+    }
+    if ((v = json_object_get(o, "stop_token_ids")) && !json_is_null(v)) {
+        if (!json_is_array(v) || json_array_size(v) > NUMLA_SAMPLER_MAX_STOP) {
+            req_error(r, "field \"stop_token_ids\" must be an array of at most %d token ids",
+                      NUMLA_SAMPLER_MAX_STOP);
+            return 0;
+        }
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            int64_t t;
+            if (!get_int(json_array_get(v, i), &t) || t < 0 || t >= lim->vocab_size) {
+                req_error(r, "stop_token_ids[%zu] is not a token id in 0..%lld", i,
+                          (long long)lim->vocab_size - 1);
+                return 0;
+            }
+            p->stop_token_ids[p->num_stop++] = (int32_t)t;
+        }
+    }
+    if ((v = json_object_get(o, "ignore_eos")) && !json_is_null(v)) {
+        if (!json_is_boolean(v)) {
+            req_error(r, "field \"ignore_eos\" must be true or false");
+            return 0;
+        }
+        p->ignore_eos = json_is_true(v);
+    }
+    if ((v = json_object_get(o, "logprobs")) && !json_is_null(v)) {
+        if (!get_int(v, &iv) || iv < 0 || iv > NUMLA_SAMPLER_MAX_LOGPROBS) {
+            req_error(r, "field \"logprobs\" must be an integer in 0..%d or null",
+                      NUMLA_SAMPLER_MAX_LOGPROBS);
+            return 0;
+        }
+        p->logprobs = (int32_t)iv;
+    }
+    return 1;
+}
+
+numla_status numla_request_parse(const char *text, size_t len, int64_t line,
+                                 const numla_request_limits *lim, numla_request *out)
+{
+    memset(out, 0, sizeof *out);
+    out->line = line;
+    numla_sampling_params_default(&out->params);
+    /* Checked before JSON parsing so the error names the exact byte (jansson only says
+     * "unable to decode byte"). */
+    int64_t bad = numla_utf8_invalid_offset(text, len);
+    if (bad >= 0) {
+        req_error(out, "invalid UTF-8 at byte offset %lld of the line", (long long)bad);
+        return NUMLA_STATUS_OK;
+    }
+    json_error_t err;
+    json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
+    if (!o) {
+        req_error(out, "invalid JSON at column %d: %s", err.column, err.text);
+        return NUMLA_STATUS_OK;
+    }
+    if (!json_is_object(o)) {
+        req_error(out, "expected a JSON object");
+        json_decref(o);
+        return NUMLA_STATUS_OK;
+    }
+    if (!parse_fields(o, lim, out)) {
+        free(out->prompt_tokens);
+        out->prompt_tokens = NULL;
+        out->num_prompt = 0;
+        for (int32_t i = 0; i < out->num_stop_strings; i++)
+            free(out->stop_strings[i]);
+        out->num_stop_strings = 0;
+        out->text_output = 0;
+    }
+    json_decref(o);
+    return NUMLA_STATUS_OK;
+}
+
+void numla_request_free(numla_request *r)
+{
+    if (!r)
+        return;
+    json_decref((json_t *)r->id);
+    free(r->prompt_tokens);
+    for (int32_t i = 0; i < r->num_stop_strings; i++)
+        free(r->stop_strings[i]);
+    r->num_stop_strings = 0;
+    r->id = NULL;
+    r->prompt_tokens = NULL;
+}
+
+static json_t *lp_real(float v) { return json_real(isfinite(v) ? (double)v : -9999.0); }
+
+numla_status numla_result_write(FILE *f, const numla_result *r)
+{
+    json_t *o = json_object();
+    if (!o)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "result: no memory");
+    json_object_set(o, "id", r->req && r->req->id ? (json_t *)r->req->id : json_null());
+    json_t *toks = json_array();
+    for (int32_t i = 0; i < r->num_output; i++)
+        json_array_append_new(toks, json_integer(r->output_tokens[i]));
+    json_object_set_new(o, "output_tokens", toks);
+    json_object_set_new(o, "finish_reason", json_string(r->finish_reason));
+    if (r->error)
+        json_object_set_new(o, "error", json_string(r->error));
+    json_t *usage = json_object();
+    json_object_set_new(usage, "prompt_tokens", json_integer(r->req ? r->req->num_prompt : 0));
+    json_object_set_new(usage, "completion_tokens", json_integer(r->num_output));
+    json_object_set_new(o, "usage", usage);
+    if (r->logprobs) {
+        json_t *arr = json_array();
+        for (int32_t i = 0; i < r->num_output; i++) {
+            const numla_logprob_entry *e = &r->logprobs[i];
+            json_t *le = json_object(), *top = json_array();
+            json_object_set_new(le, "token", json_integer(e->token));
+            json_object_set_new(le, "logprob", lp_real(e->logprob));
+            for (int32_t j = 0; j < e->num_top; j++) {
+                json_t *pair = json_array();
+                json_array_append_new(pair, json_integer(e->top_tokens[j]));
+                json_array_append_new(pair, lp_real(e->top_logprobs[j]));
+                json_array_append_new(top, pair);
+            }
+            json_object_set_new(le, "top", top);
+            json_array_append_new(arr, le);
+        }
+        json_object_set_new(o, "logprobs", arr);
+    }
+    if (r->text)
+        json_object_set_new(o, "text", json_stringn(r->text, r->text_len));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(8));
+    json_decref(o);
+    if (!s)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "result: cannot serialise");
+    int bad = fputs(s, f) < 0 || fputc('\n', f) == EOF || fflush(f) != 0;
+    free(s);
+    if (bad)
+        NUMLA_FAIL(NUMLA_STATUS_IO, "result: write failed");
+    return NUMLA_STATUS_OK;
+}

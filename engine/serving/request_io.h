@@ -1,0 +1,74 @@
+/* engine/serving/request_io.h — JSON Lines requests in, JSON Lines results out (`numla run`).
+ *
+ * Input, one object per line:
+ *   {"id": str|int, "prompt_tokens": [int, ...], "max_tokens": int >= 0 (default 16),
+ *    "temperature": >= 0 (default 1; 0 = greedy), "top_k": int (<= 0 or -1: off),
+ *    "top_p": (0, 1] (default 1), "seed": int|null, "stop_token_ids": [int, ...],
+ *    "ignore_eos": bool, "logprobs": int 0..20 | null,
+ *    "prompt": str (instead of prompt_tokens; needs the model's tokenizer.json),
+ *    "stop": [str, ...] (end when the generated text contains one; it is not included)}
+ * A line that is not such an object (bad JSON, wrong types, unknown fields, a token id
+ * outside the vocabulary, negative max_tokens, prompt + max_tokens beyond the context) yields a
+ * request whose `error` says "line N: ..." and the run goes on. Blank lines are skipped.
+ * Output, one object per request, flushed as each finishes:
+ *   {"id", "output_tokens": [...], "finish_reason": "stop"|"length"|"error", "error"?,
+ *    "usage": {"prompt_tokens", "completion_tokens"},
+ *    "logprobs"?: [{"token", "logprob", "top": [[token, logprob], ...]}, ...],
+ *    "text"?: str (when the prompt was text or stop strings were given)}
+ * A text prompt is encoded with the tokenizer's BOS rules; invalid UTF-8 is a per-request error
+ * naming the byte offset.
+ * Non-finite logprobs (a -inf logit) are written as -9999.0, since JSON has no infinities.
+ * Not collective (rank 0 reads and writes).
+ */
+#ifndef NUMLA_ENGINE_REQUEST_IO_H
+#define NUMLA_ENGINE_REQUEST_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/status.h"
+#include "engine/serving/sampler.h"
+#include "engine/text/tokenizer.h"
+
+typedef struct numla_request_limits {
+    int64_t vocab_size;
+    int64_t max_context;        /* prompt + max_tokens must fit */
+    numla_tokenizer *tokenizer; /* NULL: "prompt" text and "stop" strings are rejected */
+} numla_request_limits;
+
+enum { NUMLA_REQUEST_MAX_STOP = 16 };
+
+typedef struct numla_request {
+    int64_t line;               /* 1-based line of the input */
+    void *id;                   /* json_t* of the "id" value (NULL: write null) */
+    int32_t num_prompt;
+    int32_t *prompt_tokens;     /* (num_prompt) */
+    numla_sampling_params params;
+    int32_t text_output;        /* 1: the result carries "text" */
+    int32_t num_stop_strings;
+    char *stop_strings[NUMLA_REQUEST_MAX_STOP]; /* (num_stop_strings) NUL-terminated, non-empty */
+    char error[512];            /* non-empty: invalid request, "line N: ..." */
+} numla_request;
+
+/* Parse one line (`len` bytes, need not be NUL-terminated). Validation problems go to
+ * out->error and return OK; only running out of memory is an error status. */
+numla_status numla_request_parse(const char *text, size_t len, int64_t line,
+                                 const numla_request_limits *lim, numla_request *out);
+void numla_request_free(numla_request *r);
+
+typedef struct numla_result {
+    const numla_request *req;   /* id and prompt length come from here */
+    const int32_t *output_tokens;           /* (num_output) */
+    int32_t num_output;
+    const char *finish_reason;  /* "stop", "length", "error" */
+    const char *error;          /* NULL unless finish_reason is "error" */
+    const numla_logprob_entry *logprobs;    /* (num_output) or NULL */
+    const char *text;           /* generated text, or NULL to omit the field */
+    size_t text_len;
+} numla_result;
+
+/* Write one result line and flush. */
+numla_status numla_result_write(FILE *f, const numla_result *r);
+
+#endif

@@ -1,0 +1,491 @@
+/* engine/serving/sampler.c — per-request sampling, stop rules and logprobs (see sampler.h). */
+#include "engine/serving/sampler.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void numla_sampling_params_default(numla_sampling_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->temperature = 1.0;
+    p->top_k = 0;
+    p->top_p = 1.0;
+    p->max_tokens = 16;
+    p->logprobs = -1;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t xoshiro_next(uint64_t *s)
+{
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+double numla_sampler_uniform(numla_sampler *s)
+{
+    return (double)(xoshiro_next(s->rng) >> 11) * 0x1.0p-53;
+}
+
+numla_status numla_sampler_create(const numla_sampling_params *p, int32_t vocab,
+                                  numla_sampler **out)
+{
+    *out = NULL;
+    if (vocab < 1)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: vocab %d", vocab);
+    if (!(p->temperature >= 0) || !isfinite(p->temperature))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: temperature %g must be >= 0", p->temperature);
+    if (!(p->top_p > 0 && p->top_p <= 1))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: top_p %g must be in (0, 1]", p->top_p);
+    if (p->max_tokens < 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: max_tokens %d must be >= 0", p->max_tokens);
+    if (p->logprobs > NUMLA_SAMPLER_MAX_LOGPROBS)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: logprobs %d exceeds %d", p->logprobs,
+                   NUMLA_SAMPLER_MAX_LOGPROBS);
+    numla_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "sampler: no memory");
+    s->p = *p;
+    s->vocab = vocab;
+    const size_t nb = ((size_t)vocab + NUMLA_SAMPLER_BLOCK - 1) / NUMLA_SAMPLER_BLOCK;
+    s->prob = malloc((size_t)vocab * sizeof *s->prob);
+    s->order = malloc((size_t)vocab * sizeof *s->order);
+    s->block_max = malloc(nb * sizeof *s->block_max);
+    s->block_sum = malloc(nb * sizeof *s->block_sum);
+    if (!s->prob || !s->order || !s->block_max || !s->block_sum) {
+        numla_sampler_destroy(&s);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "sampler: no memory for %d-token scratch", vocab);
+    }
+    uint64_t seed = p->seed;
+    if (!p->has_seed) {
+        static uint64_t counter; /* only the serving thread creates samplers */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (++counter * 0x9e3779b97f4a7c15ull);
+    }
+    for (int i = 0; i < 4; i++)
+        s->rng[i] = splitmix64(&seed);
+    *out = s;
+    return NUMLA_STATUS_OK;
+}
+
+void numla_sampler_destroy(numla_sampler **ps)
+{
+    if (!ps || !*ps)
+        return;
+    free((*ps)->prob);
+    free((*ps)->order);
+    free((*ps)->block_max);
+    free((*ps)->block_sum);
+    free(*ps);
+    *ps = NULL;
+}
+
+static _Thread_local const float *sort_key_; /* qsort has no context argument */
+static int cmp_desc(const void *a, const void *b)
+{
+    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    float x = sort_key_[i], y = sort_key_[j];
+    if (x != y)
+        return x > y ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+static int32_t blocks_of_(int32_t V) { return (V + NUMLA_SAMPLER_BLOCK - 1) / NUMLA_SAMPLER_BLOCK; }
+
+/* One past the last token of block j. */
+static int32_t block_end_(int32_t V, int32_t j)
+{
+    return V - j * NUMLA_SAMPLER_BLOCK < NUMLA_SAMPLER_BLOCK ? V : (j + 1) * NUMLA_SAMPLER_BLOCK;
+}
+
+/* Indices of the n largest keys (descending, ties by id) into s->order[0..n). bmax: each
+ * block's max of key (blocks no larger than the list's last entry are skipped), or NULL. */
+static void top_n(numla_sampler *s, const float *key, int32_t n, const float *bmax)
+{
+    const int32_t V = s->vocab;
+    if (n >= V) {
+        for (int32_t i = 0; i < V; i++)
+            s->order[i] = i;
+        sort_key_ = key;
+        qsort(s->order, (size_t)V, sizeof *s->order, cmp_desc);
+        return;
+    }
+    /* insertion into a small sorted list: n is small (top_k / logprobs) */
+    int32_t m = 0;
+    for (int32_t j = 0; j < blocks_of_(V); j++) {
+        if (bmax && m == n && !(bmax[j] > key[s->order[n - 1]]))
+            continue;
+        for (int32_t i = j * NUMLA_SAMPLER_BLOCK; i < block_end_(V, j); i++) {
+            float v = key[i];
+            if (m == n && !(v > key[s->order[m - 1]]))
+                continue;
+            int32_t at = m < n ? m++ : n - 1;
+            while (at > 0 && v > key[s->order[at - 1]]) {
+                s->order[at] = s->order[at - 1];
+                at--;
+            }
+            s->order[at] = i;
+        }
+    }
+}
+
+/* ---- vectorisable scans over the vocabulary ----------------------------------------------
+ * The engine is built for the baseline ISA without fast-math; `omp simd` lets the compiler
+ * vectorise these reductions (max, |, +) anyway. Blocks of NUMLA_SAMPLER_BLOCK tokens. */
+
+/* Max of x[0..V) into *mx and each block's max into bmax; returns 1 when some x is NaN. */
+static int scan_max_(const float *x, int32_t V, float *bmax, float *mx)
+{
+    float all = -INFINITY;
+    int nan = 0;
+    for (int32_t j = 0; j < blocks_of_(V); j++) {
+        const int32_t i0 = j * NUMLA_SAMPLER_BLOCK;
+        const int32_t i1 = block_end_(V, j);
+        float m = -INFINITY;
+        int bad = 0;
+#pragma omp simd reduction(max : m) reduction(| : bad)
+        for (int32_t i = i0; i < i1; i++) {
+            m = x[i] > m ? x[i] : m;
+            bad |= x[i] != x[i];
+        }
+        /* The reduction's private copies start at the max identity: -inf with GCC, -FLT_MAX
+         * with clang. A block of -inf must give -inf (first_max_ looks for the max among the
+         * logits), so when only the identity can be left, look again without it. */
+        if (m == -FLT_MAX) {
+            m = -INFINITY;
+            for (int32_t i = i0; i < i1; i++)
+                m = x[i] > m ? x[i] : m;
+        }
+        bmax[j] = m;
+        all = m > all ? m : all;
+        nan |= bad;
+    }
+    *mx = all;
+    return nan;
+}
+
+/* The lowest id whose logit equals mx, the max found by scan_max_ (its block maxima bmax). */
+static int32_t first_max_(const float *x, const float *bmax, float mx)
+{
+    int32_t j = 0;
+    while (!(bmax[j] == mx))
+        j++;
+    int32_t i = j * NUMLA_SAMPLER_BLOCK;
+    while (!(x[i] == mx))
+        i++;
+    return i;
+}
+
+/* exp(a) for a <= 0 (or -inf) in float: 2^n · e^r with n = round(a / ln 2), |r| <= ln 2 / 2,
+ * e^r by its degree-6 Taylor polynomial (relative error < 2e-7); 0 below -87 (where exp(a)
+ * is ~1e-38 of the largest weight, which is 1), so a -inf logit has weight exactly 0.
+ * Branch-free: loops over it vectorise (sampler.c is built with -fno-trapping-math). */
+static inline float exp_nonpos_(float a)
+{
+    const float big = 12582912.0f; /* 1.5 · 2^23: adding and subtracting it rounds to integer */
+    const float c = a > -87.0f ? a : -87.0f;
+    const float n = (c * 1.44269504f + big) - big;
+    const float r = (c - n * 0.693145752f) - n * 1.42860677e-6f; /* ln 2 = hi + lo */
+    const float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 +
+                                                   r * (1.0f / 120 + r * (1.0f / 720))))));
+    const int32_t bits = a < -87.0f ? 0 : ((int32_t)n + 127) << 23; /* scale 2^n, or 0 */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* w[i] = exp((x[i] - mx) · inv_t) (the largest is 1), each block's weight sum (double) and max;
+ * returns the total. */
+static double weights_(const float *x, int32_t V, float mx, float inv_t, float *w, double *bsum,
+                       float *bmax)
+{
+    double z = 0;
+    for (int32_t j = 0; j < blocks_of_(V); j++) {
+        const int32_t i0 = j * NUMLA_SAMPLER_BLOCK;
+        const int32_t i1 = block_end_(V, j);
+        for (int32_t i = i0; i < i1; i++) /* vectorises without `omp simd`: no reduction */
+            w[i] = exp_nonpos_((x[i] - mx) * inv_t);
+        double sum = 0;
+        float m = 0;
+#pragma omp simd reduction(+ : sum) reduction(max : m)
+        for (int32_t i = i0; i < i1; i++) {
+            sum += w[i];
+            m = w[i] > m ? w[i] : m;
+        }
+        bsum[j] = sum;
+        bmax[j] = m;
+        z += sum;
+    }
+    return z;
+}
+
+/* A draw u in [0, total weight) over tokens 0..V-1 in id order: the block whose running sum
+ * passes u, then the token inside it. Never returns a token of weight 0. */
+static int32_t draw_blocked_(const float *w, int32_t V, const double *bsum, double u)
+{
+    const int32_t nb = blocks_of_(V);
+    double cum = 0;
+    int32_t j = 0, last = -1; /* last: the last block with weight (u past the end by rounding) */
+    for (; j < nb; j++) {
+        if (bsum[j] > 0)
+            last = j;
+        if (u < cum + bsum[j])
+            break;
+        cum += bsum[j];
+    }
+    if (j == nb)
+        j = last;
+    const int32_t i0 = j * NUMLA_SAMPLER_BLOCK;
+    const int32_t i1 = block_end_(V, j);
+    int32_t pick = -1;
+    for (int32_t i = i0; i < i1; i++) {
+        if (w[i] > 0)
+            pick = i;
+        cum += w[i];
+        if (u < cum && w[i] > 0)
+            break;
+    }
+    return pick;
+}
+
+static void swap_(int32_t *a, int32_t *b)
+{
+    int32_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static int cmp_id_(const void *a, const void *b)
+{
+    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    return i < j ? -1 : i > j;
+}
+
+/* Reorders ids[0..n) so that ids[0..r) is the shortest prefix, in the order (logit x
+ * descending, id ascending), whose weight reaches target, and returns r (n when all of them do
+ * not reach it). Weight: w[id], or 1 per token when w is NULL (then target is a count).
+ * Three-way quickselect on the logit, expected O(n); only the final small range is sorted. */
+static int32_t select_prefix_(int32_t *ids, int32_t n, const float *x, const float *w,
+                              double target)
+{
+    int32_t lo = 0, hi = n;
+    double acc = 0; /* weight of ids[0..lo), all in the prefix */
+    while (hi - lo > 16) {
+        float a = x[ids[lo]], b = x[ids[lo + (hi - lo) / 2]], c = x[ids[hi - 1]];
+        float pv = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+        /* [lo, g) > pv, [g, i) == pv, [e, hi) < pv */
+        int32_t g = lo, i = lo, e = hi;
+        double mg = 0, me = 0;
+        while (i < e) {
+            const float v = x[ids[i]];
+            if (v > pv) {
+                mg += w ? w[ids[i]] : 1.0;
+                swap_(&ids[g++], &ids[i++]);
+            } else if (v < pv) {
+                swap_(&ids[i], &ids[--e]);
+            } else {
+                me += w ? w[ids[i]] : 1.0;
+                i++;
+            }
+        }
+        if (acc + mg >= target) { /* the prefix ends among the larger ones */
+            hi = g;
+            continue;
+        }
+        if (acc + mg + me >= target) { /* ... among the ties: lower ids first */
+            qsort(ids + g, (size_t)(e - g), sizeof *ids, cmp_id_);
+            acc += mg;
+            for (int32_t t = g; t < e; t++) {
+                acc += w ? w[ids[t]] : 1.0;
+                if (acc >= target)
+                    return t + 1;
+            }
+            return e;
+        }
+        acc += mg + me;
+        lo = e;
+    }
+    sort_key_ = x;
+    qsort(ids + lo, (size_t)(hi - lo), sizeof *ids, cmp_desc);
+    for (int32_t t = lo; t < hi; t++) {
+        acc += w ? w[ids[t]] : 1.0;
+        if (acc >= target)
+            return t + 1;
+    }
+    return hi;
+}
+
+/* Draw from the tokens order[0..n) (total weight z) with the request's PRNG. Weights: by
+ * token id in w, or by rank in s->prob when w is NULL. */
+static int32_t draw_ranked_(numla_sampler *s, int32_t n, double z, const float *w)
+{
+    const double u = numla_sampler_uniform(s) * z;
+    double cum = 0;
+    for (int32_t r = 0; r < n; r++) {
+        cum += w ? w[s->order[r]] : s->prob[r];
+        if (u < cum)
+            return s->order[r];
+    }
+    for (int32_t r = n - 1; r > 0; r--) /* u past the end by rounding */
+        if ((w ? w[s->order[r]] : s->prob[r]) > 0)
+            return s->order[r];
+    return s->order[0];
+}
+
+numla_status numla_sampler_sample(numla_sampler *s, const float *logits, int32_t *token,
+                                  numla_logprob_entry *lp)
+{
+    const int32_t V = s->vocab;
+    float mx;
+    if (scan_max_(logits, V, s->block_max, &mx)) {
+        int32_t i = 0;
+        while (!isnan(logits[i]))
+            i++;
+        NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "sampler: logit %d is NaN", i);
+    }
+    int32_t pick = first_max_(logits, s->block_max, mx); /* greedy */
+    if (s->p.temperature != 0.0) {
+        if (!isfinite(mx))
+            NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "sampler: the largest logit (token %d) is %g",
+                       pick, mx);
+        const double inv_t = 1.0 / s->p.temperature;
+        const int32_t k = s->p.top_k > 0 && s->p.top_k < V ? s->p.top_k : V;
+        if (k < V) {
+            /* top_k: the k best by rank, weights by rank, then top_p inside them */
+            if (k <= 256) {
+                top_n(s, logits, k, s->block_max); /* the logits' block maxima */
+            } else {
+                for (int32_t i = 0; i < V; i++)
+                    s->order[i] = i;
+                select_prefix_(s->order, V, logits, NULL, (double)k);
+                sort_key_ = logits;
+                qsort(s->order, (size_t)k, sizeof *s->order, cmp_desc);
+            }
+            double z = 0;
+            for (int32_t r = 0; r < k; r++) {
+                double e = exp(((double)logits[s->order[r]] - mx) * inv_t);
+                s->prob[r] = (float)e;
+                z += e;
+            }
+            int32_t n = k;
+            if (s->p.top_p < 1.0) {
+                double cum = 0;
+                for (int32_t r = 0; r < k; r++) {
+                    cum += s->prob[r] / z;
+                    if (cum >= s->p.top_p) {
+                        n = r + 1;
+                        break;
+                    }
+                }
+                z = 0;
+                for (int32_t r = 0; r < n; r++)
+                    z += s->prob[r];
+            }
+            pick = draw_ranked_(s, n, z, NULL);
+        } else {
+            float *w = s->prob; /* by token id here */
+            const double z = weights_(logits, V, mx, (float)inv_t, w, s->block_sum, s->block_max);
+            if (s->p.top_p >= 1.0) {
+                pick = draw_blocked_(w, V, s->block_sum, numla_sampler_uniform(s) * z);
+            } else {
+                /* nucleus: candidates from the blocks that can hold a weight >= thr, for
+                 * thr = 1/2, 1/4, 1/16, 1/256, ... until they carry top_p of the mass, then
+                 * the shortest (logit, id)-ordered prefix reaching it by selection. The draw
+                 * walks the nucleus in the selection's order, which is deterministic: a
+                 * request still reproduces from its seed, and no sort is needed. */
+                const double target = s->p.top_p * z;
+                const int32_t nb = blocks_of_(V);
+                float thr = 0.5f;
+                int carried = 0;
+                for (int it = 0; it < 7 && !carried; it++) {
+                    if (it > 0)
+                        thr *= thr;
+                    double mass = 0;
+                    for (int32_t j = 0; j < nb; j++) {
+                        if (!(s->block_max[j] >= thr))
+                            continue;
+                        const int32_t i0 = j * NUMLA_SAMPLER_BLOCK;
+                        const int32_t i1 = block_end_(V, j);
+                        double m = 0;
+#pragma omp simd reduction(+ : m)
+                        for (int32_t i = i0; i < i1; i++)
+                            m += w[i] >= thr ? w[i] : 0.0f;
+                        mass += m;
+                    }
+                    carried = mass >= target * (1.0 + 1e-9);
+                }
+                /* collect a hair below thr (the float exp may order two nearly equal logits
+                 * the other way by an ulp, and a larger logit must not be left out); when not
+                 * even 2^-64 carried the mass, every token */
+                thr = carried ? thr * (1.0f - 1e-6f) : 0.0f;
+                int32_t c = 0;
+                for (int32_t j = 0; j < nb; j++) {
+                    if (!(s->block_max[j] >= thr))
+                        continue;
+                    const int32_t i0 = j * NUMLA_SAMPLER_BLOCK;
+                    const int32_t i1 = block_end_(V, j);
+                    for (int32_t i = i0; i < i1; i++)
+                        if (w[i] >= thr)
+                            s->order[c++] = i;
+                }
+                const int32_t n = select_prefix_(s->order, c, logits, w, target);
+                double zn = 0;
+                for (int32_t r = 0; r < n; r++)
+                    zn += w[s->order[r]];
+                pick = draw_ranked_(s, n, zn, w);
+            }
+        }
+    }
+    *token = pick;
+    if (lp && s->p.logprobs >= 0) {
+        /* log-softmax of the raw logits: weights at temperature 1 (into the scratch, which
+         * the draw above no longer needs) */
+        double z = isfinite(mx) ? weights_(logits, V, mx, 1.0f, s->prob, s->block_sum, s->block_max)
+                                : 1.0;
+        double lse = mx + log(z);
+        lp->token = pick;
+        lp->logprob = (float)((double)logits[pick] - lse);
+        lp->num_top = s->p.logprobs;
+        if (lp->num_top > V)
+            lp->num_top = V;
+        if (lp->num_top > 0) {
+            top_n(s, logits, lp->num_top, NULL); /* block_max may hold weights now */
+            for (int32_t r = 0; r < lp->num_top; r++) {
+                lp->top_tokens[r] = s->order[r];
+                lp->top_logprobs[r] = (float)((double)logits[s->order[r]] - lse);
+            }
+        }
+    }
+    return NUMLA_STATUS_OK;
+}
+
+int numla_sampler_is_stop(const numla_sampler *s, int32_t token, const int32_t *eos,
+                          int32_t num_eos)
+{
+    for (int32_t i = 0; i < s->p.num_stop; i++)
+        if (s->p.stop_token_ids[i] == token)
+            return 1;
+    if (!s->p.ignore_eos)
+        for (int32_t i = 0; i < num_eos; i++)
+            if (eos[i] == token)
+                return 1;
+    return 0;
+}

@@ -1,0 +1,506 @@
+/* engine/serving/scheduler.c — continuous batching with chunked prefill and preemption by
+ * recomputation (see scheduler.h). Owns the per-sequence state (tokens so far, sampler, KV
+ * blocks) and the step arrays handed to exec; never touches the model or MPI itself. */
+#include "engine/serving/scheduler.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+
+typedef struct sched_seq {
+    const numla_request *req;
+    void *user;
+    int64_t arrival;           /* FCFS order */
+    int64_t admitted;          /* admission stamp: the largest is preempted first */
+    int32_t *tokens;           /* (num_prompt + max_tokens) prompt then generated */
+    int32_t num_tokens;        /* known: prompt + generated */
+    int32_t num_computed;      /* tokens whose KV rows are in the cache */
+    int32_t num_gen;
+    int32_t preemptions;
+    int32_t recompute_end;     /* tokens known at the last preemption (accounting only) */
+    numla_kv_seq kv;
+    numla_sampler *smp;        /* NULL until first admitted */
+    numla_logprob_entry *lps;  /* (max_tokens) or NULL */
+    double arrival_s, first_token_s;
+    /* this step */
+    int32_t step_n;            /* tokens in the current step, 0: not in it */
+    int32_t step_row;          /* logit row, -1: none */
+} sched_seq;
+
+/* One step sequence's draw: the token, or the status and the worker thread's message. */
+typedef struct sched_draw {
+    int32_t token;
+    numla_status st;
+    char msg[512];
+} sched_draw;
+
+struct numla_sched {
+    numla_sched_options o;
+    int32_t eos[16];
+    numla_kv_cache *kv;
+    numla_sched_exec_fn exec;
+    void *exec_ctx;
+    numla_sched_done_fn done;
+    void *done_ctx;
+
+    sched_seq **waiting;       /* (num_waiting) sorted by arrival */
+    int32_t num_waiting, cap_waiting;
+    sched_seq **running;       /* (num_running) in admission order */
+    int32_t num_running;
+    int64_t next_arrival, next_admit;
+
+    /* step arrays */
+    sched_seq **step_seqs;     /* (max_seqs) */
+    int32_t *tokens;           /* (max_batch_tokens) */
+    int32_t *positions;        /* (max_batch_tokens) */
+    int64_t *slots;            /* (max_batch_tokens) */
+    int32_t *qsl;              /* (max_seqs + 1) */
+    int32_t *seq_lens;         /* (max_seqs) */
+    int32_t *logit_rows;       /* (max_seqs) */
+    sched_draw *draws;         /* (max_seqs) each step sequence's token, drawn on the team */
+    int32_t *tables;           /* (max_seqs, cap_tables) */
+    int64_t cap_tables;
+    float *logits;             /* (max_seqs, vocab) */
+
+    numla_sched_stats st;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void seq_free(numla_sched *s, sched_seq *q)
+{
+    if (!q)
+        return;
+    numla_kv_seq_release(s->kv, &q->kv);
+    numla_sampler_destroy(&q->smp);
+    free(q->tokens);
+    free(q->lps);
+    free(q);
+}
+
+void numla_sched_destroy(numla_sched **ps)
+{
+    if (!ps || !*ps)
+        return;
+    numla_sched *s = *ps;
+    for (int32_t i = 0; i < s->num_waiting; i++)
+        seq_free(s, s->waiting[i]);
+    for (int32_t i = 0; i < s->num_running; i++)
+        seq_free(s, s->running[i]);
+    free(s->waiting);
+    free(s->running);
+    free(s->step_seqs);
+    free(s->tokens);
+    free(s->positions);
+    free(s->slots);
+    free(s->qsl);
+    free(s->seq_lens);
+    free(s->logit_rows);
+    free(s->draws);
+    free(s->tables);
+    free(s->logits);
+    free(s);
+    *ps = NULL;
+}
+
+numla_status numla_sched_create(const numla_sched_options *opts, numla_kv_cache *kv,
+                                numla_sched_exec_fn exec, void *exec_ctx,
+                                numla_sched_done_fn done, void *done_ctx, numla_sched **out)
+{
+    *out = NULL;
+    numla_sched_options o = *opts;
+    if (o.max_batch_tokens == 0)
+        o.max_batch_tokens = 2048;
+    if (o.max_seqs == 0)
+        o.max_seqs = 64;
+    if (o.prefill_chunk == 0)
+        o.prefill_chunk = 512;
+    if (o.max_batch_tokens < 1 || o.max_seqs < 1 || o.prefill_chunk < 1 || o.vocab_size < 1 ||
+        o.num_eos < 0 || o.num_eos > 16 || !kv || !exec || !done)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "scheduler: bad options (max_batch_tokens %d, max_seqs %d, prefill_chunk %d, "
+                   "vocab %lld, %d eos ids)",
+                   o.max_batch_tokens, o.max_seqs, o.prefill_chunk, (long long)o.vocab_size,
+                   o.num_eos);
+    if (o.max_batch_tokens < o.max_seqs)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "scheduler: --max-batch-tokens %d is below --max-seqs %d (every running "
+                   "sequence needs a token per step)", o.max_batch_tokens, o.max_seqs);
+    numla_sched *s = calloc(1, sizeof *s);
+    if (!s)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory");
+    s->o = o;
+    if (o.num_eos)
+        memcpy(s->eos, o.eos_token_ids, (size_t)o.num_eos * sizeof *s->eos);
+    s->o.eos_token_ids = s->eos;
+    s->kv = kv;
+    s->exec = exec;
+    s->exec_ctx = exec_ctx;
+    s->done = done;
+    s->done_ctx = done_ctx;
+    const size_t T = (size_t)o.max_batch_tokens, B = (size_t)o.max_seqs;
+    s->running = calloc(B, sizeof *s->running);
+    s->step_seqs = calloc(B, sizeof *s->step_seqs);
+    s->tokens = malloc(T * sizeof *s->tokens);
+    s->positions = malloc(T * sizeof *s->positions);
+    s->slots = malloc(T * sizeof *s->slots);
+    s->qsl = malloc((B + 1) * sizeof *s->qsl);
+    s->seq_lens = malloc(B * sizeof *s->seq_lens);
+    s->logit_rows = malloc(B * sizeof *s->logit_rows);
+    s->draws = malloc(B * sizeof *s->draws);
+    s->logits = malloc(B * (size_t)o.vocab_size * sizeof *s->logits);
+    if (!s->running || !s->step_seqs || !s->tokens || !s->positions || !s->slots || !s->qsl ||
+        !s->seq_lens || !s->logit_rows || !s->logits || !s->draws) {
+        numla_sched_destroy(&s);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory for %d tokens x %d sequences",
+                   o.max_batch_tokens, o.max_seqs);
+    }
+    s->st.kv_blocks_total = kv->num_blocks;
+    *out = s;
+    return NUMLA_STATUS_OK;
+}
+
+static void finish(numla_sched *s, sched_seq *q, const char *reason, const char *error)
+{
+    numla_sched_output o = {
+        .req = q->req, .user = q->user, .output_tokens = q->tokens ? q->tokens + q->req->num_prompt : NULL,
+        .num_output = q->num_gen, .logprobs = q->lps, .finish_reason = reason, .error = error,
+        .arrival_s = q->arrival_s, .first_token_s = q->first_token_s, .finish_s = now_s(),
+        .preemptions = q->preemptions,
+    };
+    s->done(s->done_ctx, &o);
+}
+
+/* Answer a request that never enters the queue. */
+static void answer_now(numla_sched *s, const numla_request *req, void *user, const char *reason,
+                       const char *error)
+{
+    double t = now_s();
+    numla_sched_output o = {.req = req, .user = user, .finish_reason = reason, .error = error,
+                            .arrival_s = t, .finish_s = t};
+    s->done(s->done_ctx, &o);
+}
+
+/* Insert into the waiting queue keeping arrival order (preempted sequences go back ahead of
+ * the requests that arrived after them). */
+static numla_status waiting_insert(numla_sched *s, sched_seq *q)
+{
+    if (s->num_waiting == s->cap_waiting) {
+        int32_t cap = s->cap_waiting ? 2 * s->cap_waiting : 64;
+        sched_seq **w = realloc(s->waiting, (size_t)cap * sizeof *w);
+        if (!w)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory for the waiting queue");
+        s->waiting = w;
+        s->cap_waiting = cap;
+    }
+    int32_t i = s->num_waiting;
+    while (i > 0 && s->waiting[i - 1]->arrival > q->arrival) {
+        s->waiting[i] = s->waiting[i - 1];
+        i--;
+    }
+    s->waiting[i] = q;
+    s->num_waiting++;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_sched_submit(numla_sched *s, const numla_request *req, void *user)
+{
+    if (req->error[0]) {
+        answer_now(s, req, user, "error", req->error);
+        return NUMLA_STATUS_OK;
+    }
+    const int32_t maxt = req->params.max_tokens;
+    if (maxt == 0) {
+        answer_now(s, req, user, "length", NULL);
+        return NUMLA_STATUS_OK;
+    }
+    if (req->num_prompt < 1) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "line %lld: empty prompt", (long long)req->line);
+        answer_now(s, req, user, "error", msg);
+        return NUMLA_STATUS_OK;
+    }
+    /* The last generated token is never fed back: prompt + max_tokens - 1 rows at most. */
+    int64_t rows = (int64_t)req->num_prompt + maxt - 1;
+    int64_t blocks = (rows + s->kv->block_size - 1) / s->kv->block_size;
+    if (blocks > s->kv->num_blocks) {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "line %lld: the request needs %lld KV blocks (%d prompt + %d max_tokens tokens, "
+                 "%d per block) but the whole pool has %lld; raise --kv-memory/--kv-blocks or "
+                 "lower max_tokens",
+                 (long long)req->line, (long long)blocks, req->num_prompt, maxt,
+                 s->kv->block_size, (long long)s->kv->num_blocks);
+        answer_now(s, req, user, "error", msg);
+        return NUMLA_STATUS_OK;
+    }
+    sched_seq *q = calloc(1, sizeof *q);
+    if (q)
+        q->tokens = malloc(((size_t)req->num_prompt + (size_t)maxt) * sizeof *q->tokens);
+    if (q && q->tokens && req->params.logprobs >= 0)
+        q->lps = calloc((size_t)maxt, sizeof *q->lps);
+    if (!q || !q->tokens || (req->params.logprobs >= 0 && !q->lps)) {
+        seq_free(s, q);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory for a request of %d + %d tokens",
+                   req->num_prompt, maxt);
+    }
+    q->req = req;
+    q->user = user;
+    q->arrival = s->next_arrival++;
+    q->arrival_s = now_s();
+    memcpy(q->tokens, req->prompt_tokens, (size_t)req->num_prompt * sizeof *q->tokens);
+    q->num_tokens = req->num_prompt;
+    numla_status st = waiting_insert(s, q);
+    if (st != NUMLA_STATUS_OK)
+        seq_free(s, q);
+    return st;
+}
+
+int numla_sched_busy(const numla_sched *s) { return s->num_waiting > 0 || s->num_running > 0; }
+
+int32_t numla_sched_drop_waiting(numla_sched *s)
+{
+    int32_t kept = 0, dropped = 0;
+    for (int32_t i = 0; i < s->num_waiting; i++) {
+        sched_seq *q = s->waiting[i];
+        if (q->num_gen == 0) {
+            seq_free(s, q);
+            dropped++;
+        } else {
+            s->waiting[kept++] = q;
+        }
+    }
+    s->num_waiting = kept;
+    return dropped;
+}
+
+void numla_sched_stats_get(const numla_sched *s, numla_sched_stats *out)
+{
+    *out = s->st;
+    out->running = s->num_running;
+    out->waiting = s->num_waiting;
+    out->kv_blocks_total = s->kv->num_blocks;
+    out->kv_blocks_used = s->kv->num_blocks - s->kv->num_free;
+}
+
+/* Free the blocks of the most recently admitted running sequence and queue it again; it will
+ * recompute everything it knows (prompt + generated). */
+static numla_status preempt_last(numla_sched *s)
+{
+    sched_seq *q = s->running[--s->num_running];
+    numla_kv_seq_release(s->kv, &q->kv);
+    q->num_computed = 0;
+    q->recompute_end = q->num_tokens;
+    q->preemptions++;
+    s->st.preemptions++;
+    NUMLA_DEBUG("scheduler: preempted line %lld (%d tokens known, %d generated)",
+                    (long long)q->req->line, q->num_tokens, q->num_gen);
+    return waiting_insert(s, q);
+}
+
+static int32_t chunk_for(const numla_sched *s, const sched_seq *q, int32_t budget)
+{
+    int32_t n = q->num_tokens - q->num_computed;
+    if (n > s->o.prefill_chunk)
+        n = s->o.prefill_chunk;
+    return n < budget ? n : budget;
+}
+
+/* Decide this step's sequences and token counts; blocks are reserved here. */
+static numla_status plan(numla_sched *s, int32_t *num_seqs)
+{
+    int32_t budget = s->o.max_batch_tokens, B = 0, preempted = 0;
+    for (int32_t i = 0; i < s->num_running && budget > 0; i++) {
+        sched_seq *q = s->running[i];
+        int32_t n = chunk_for(s, q, budget);
+        int64_t need;
+        while ((need = numla_kv_seq_blocks_needed(s->kv, &q->kv, q->num_computed + n)) >
+                   s->kv->num_free &&
+               s->num_running > i) {
+            int last = s->running[s->num_running - 1] == q;
+            NUMLA_CHECK(preempt_last(s));
+            preempted = 1;
+            if (last)
+                break;
+        }
+        if (i >= s->num_running)
+            break; /* q itself was the newest and is queued again */
+        NUMLA_CHECK(numla_kv_seq_reserve(s->kv, &q->kv, q->num_computed + n));
+        q->step_n = n;
+        s->step_seqs[B++] = q;
+        budget -= n;
+    }
+    /* Admission, strictly FCFS; none in a step that had to preempt (it would thrash). */
+    while (!preempted && s->num_waiting > 0 && s->num_running < s->o.max_seqs && budget > 0) {
+        sched_seq *q = s->waiting[0];
+        int32_t n = chunk_for(s, q, budget);
+        if (numla_kv_seq_blocks_needed(s->kv, &q->kv, n) > s->kv->num_free)
+            break;
+        if (!q->smp) {
+            numla_status st = numla_sampler_create(&q->req->params, (int32_t)s->o.vocab_size,
+                                                   &q->smp);
+            if (st != NUMLA_STATUS_OK) {
+                char msg[600];
+                snprintf(msg, sizeof msg, "line %lld: %s", (long long)q->req->line,
+                         numla_error_message());
+                memmove(s->waiting, s->waiting + 1, (size_t)--s->num_waiting * sizeof *s->waiting);
+                finish(s, q, "error", msg);
+                seq_free(s, q);
+                if (st == NUMLA_STATUS_NO_MEMORY)
+                    return st;
+                continue;
+            }
+        }
+        NUMLA_CHECK(numla_kv_seq_reserve(s->kv, &q->kv, n));
+        memmove(s->waiting, s->waiting + 1, (size_t)--s->num_waiting * sizeof *s->waiting);
+        q->admitted = s->next_admit++;
+        s->running[s->num_running++] = q;
+        q->step_n = n;
+        s->step_seqs[B++] = q;
+        budget -= n;
+    }
+    *num_seqs = B;
+    return NUMLA_STATUS_OK;
+}
+
+static void remove_running(numla_sched *s, sched_seq *q)
+{
+    for (int32_t i = 0; i < s->num_running; i++)
+        if (s->running[i] == q) {
+            memmove(s->running + i, s->running + i + 1,
+                    (size_t)(s->num_running - i - 1) * sizeof *s->running);
+            s->num_running--;
+            return;
+        }
+}
+
+numla_status numla_sched_step(numla_sched *s)
+{
+    int32_t B = 0;
+    NUMLA_CHECK(plan(s, &B));
+    if (B == 0)
+        return NUMLA_STATUS_OK;
+    /* Build the step: tokens sequence after sequence, block tables padded to the longest. */
+    int64_t maxblk = 1;
+    for (int32_t b = 0; b < B; b++)
+        if (s->step_seqs[b]->kv.num_blocks > maxblk)
+            maxblk = s->step_seqs[b]->kv.num_blocks;
+    if (maxblk > s->cap_tables) {
+        int32_t *t = realloc(s->tables, (size_t)maxblk * (size_t)s->o.max_seqs * sizeof *t);
+        if (!t)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory for block tables");
+        s->tables = t;
+        s->cap_tables = maxblk;
+    }
+    int32_t T = 0, R = 0;
+    for (int32_t b = 0; b < B; b++) {
+        sched_seq *q = s->step_seqs[b];
+        s->qsl[b] = T;
+        for (int32_t i = 0; i < q->step_n; i++) {
+            int32_t p = q->num_computed + i;
+            s->tokens[T] = q->tokens[p];
+            s->positions[T] = p;
+            s->slots[T] = numla_kv_seq_slot(s->kv, &q->kv, p);
+            T++;
+        }
+        s->seq_lens[b] = q->num_computed + q->step_n;
+        int32_t *row = s->tables + (int64_t)b * maxblk;
+        memcpy(row, q->kv.block_table, (size_t)q->kv.num_blocks * sizeof *row);
+        for (int64_t j = q->kv.num_blocks; j < maxblk; j++)
+            row[j] = row[0];
+        q->step_row = -1;
+        if (s->seq_lens[b] == q->num_tokens) {
+            q->step_row = R;
+            s->logit_rows[R++] = T - 1;
+        }
+        /* accounting: first-time prompt tokens, recomputation, decode feed-back */
+        int32_t lo = q->num_computed, hi = q->num_computed + q->step_n;
+        int32_t P = q->req->num_prompt, E = q->recompute_end;
+        int32_t clip_lo = lo > E ? lo : E, clip_hi = hi > E ? hi : E;
+        s->st.recompute_tokens += (hi < E ? hi : E) - (lo < E ? lo : E);
+        s->st.prefill_tokens += (clip_hi < P ? clip_hi : P) - (clip_lo < P ? clip_lo : P);
+        s->st.decode_tokens += (clip_hi > P ? clip_hi : P) - (clip_lo > P ? clip_lo : P);
+    }
+    s->qsl[B] = T;
+    numla_step step = {.num_seqs = B, .num_tokens = T, .tokens = s->tokens,
+                       .positions = s->positions, .slots = s->slots, .query_start_loc = s->qsl,
+                       .seq_lens = s->seq_lens, .block_tables = s->tables,
+                       .max_blocks_per_seq = (int32_t)maxblk, .num_logit_rows = R,
+                       .logit_rows = s->logit_rows};
+    double t0 = now_s();
+    numla_status est = s->exec(s->exec_ctx, &step, s->logits);
+    s->st.exec_s += now_s() - t0;
+    s->st.steps++;
+    s->st.step_tokens += T;
+    if (est != NUMLA_STATUS_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "engine step failed: %s", numla_error_message());
+        NUMLA_ERROR("scheduler: %s", msg);
+        for (int32_t b = 0; b < B; b++) {
+            sched_seq *q = s->step_seqs[b];
+            char m2[1100];
+            snprintf(m2, sizeof m2, "line %lld: %s", (long long)q->req->line, msg);
+            remove_running(s, q);
+            finish(s, q, "error", m2);
+            seq_free(s, q);
+        }
+        return est == NUMLA_STATUS_NO_MEMORY ? est : NUMLA_STATUS_OK;
+    }
+    const double t1 = now_s();
+    /* Draw the step's tokens on the rank's team: each sequence has its own sampler and PRNG,
+     * so the tokens do not depend on how the rows are split; a worker's error message is
+     * thread-local and is copied out for the serial pass below. */
+#pragma omp parallel for schedule(dynamic, 1) if (R > 1)
+    for (int32_t b = 0; b < B; b++) {
+        sched_seq *q = s->step_seqs[b];
+        if (q->step_row < 0)
+            continue;
+        const float *lg = s->logits + (size_t)q->step_row * (size_t)s->o.vocab_size;
+        sched_draw *d = &s->draws[b];
+        d->st = numla_sampler_sample(q->smp, lg, &d->token, q->lps ? &q->lps[q->num_gen] : NULL);
+        if (d->st != NUMLA_STATUS_OK)
+            snprintf(d->msg, sizeof d->msg, "%s", numla_error_message());
+    }
+    for (int32_t b = 0; b < B; b++) {
+        sched_seq *q = s->step_seqs[b];
+        q->num_computed += q->step_n;
+        q->step_n = 0;
+        if (q->step_row < 0)
+            continue;
+        if (s->draws[b].st != NUMLA_STATUS_OK) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "line %lld: %s", (long long)q->req->line, s->draws[b].msg);
+            remove_running(s, q);
+            finish(s, q, "error", msg);
+            seq_free(s, q);
+            continue;
+        }
+        const int32_t tok = s->draws[b].token; /* set: the draw succeeded */
+        q->tokens[q->num_tokens++] = tok;
+        q->num_gen++;
+        if (q->num_gen == 1)
+            q->first_token_s = t1;
+        const char *reason = NULL;
+        if (numla_sampler_is_stop(q->smp, tok, s->eos, s->o.num_eos))
+            reason = "stop";
+        else if (s->o.stop_check &&
+                 s->o.stop_check(s->o.stop_ctx, q->user, q->tokens + q->req->num_prompt,
+                                 q->num_gen))
+            reason = "stop";
+        else if (q->num_gen >= q->req->params.max_tokens)
+            reason = "length";
+        if (reason) {
+            remove_running(s, q);
+            finish(s, q, reason, NULL);
+            seq_free(s, q);
+        }
+    }
+    return NUMLA_STATUS_OK;
+}

@@ -1,0 +1,112 @@
+/* engine/serving/scheduler.h — continuous batching on rank 0: which sequences run in the next step,
+ * with how many tokens each, and what happens to their KV blocks.
+ *
+ * Each step (numla_sched_step) packs, in this order and up to max_batch_tokens tokens and
+ * max_seqs sequences:
+ *   1. every running sequence, oldest admission first: one decode token, or the next chunk of
+ *      at most prefill_chunk tokens of its prompt (or of its recomputation, below);
+ *   2. waiting requests, first come first served, while the budget and free KV blocks allow
+ *      (the head of the queue is never overtaken, so nothing starves).
+ * The whole step is one numla_step (engine/model/model.h): its linear layers run as one GEMM with
+ * M = step tokens. The step carries the block tables, so every rank applies rank 0's decision.
+ *
+ * KV: blocks come from the rank-0 pool (engine/model/kv_cache.h) as a sequence grows. When a running
+ * sequence needs a block and none is free, the most recently admitted running sequence is
+ * preempted: its blocks are freed and it goes back to the waiting queue (in arrival order, so
+ * ahead of newer requests). When admitted again it recomputes its prompt plus the tokens it
+ * had generated (chunked like a prefill) and then continues sampling with its own sampler, so
+ * greedy output is the same as if it had never been preempted. A request whose prompt +
+ * max_tokens cannot fit in the whole pool is finished at once with a per-request error; the
+ * others go on. Nothing else turns a full pool into a failure.
+ *
+ * Results come back through the done callback in completion order. Requests are borrowed: the
+ * caller keeps each numla_request alive until its callback (or until the scheduler is
+ * destroyed, for requests dropped by numla_sched_drop_waiting).
+ *
+ * Not collective itself: exec (numla_engine_step on rank 0, or a local numla_model_forward)
+ * is the collective part. Not thread-safe.
+ */
+#ifndef NUMLA_ENGINE_SCHEDULER_H
+#define NUMLA_ENGINE_SCHEDULER_H
+
+#include <stdint.h>
+
+#include "common/status.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/model.h"
+#include "engine/serving/request_io.h"
+#include "engine/serving/sampler.h"
+
+/* Run one step on every rank; logits: (step->num_logit_rows, vocab) fp32, the full vocabulary. */
+typedef numla_status (*numla_sched_exec_fn)(void *ctx, const numla_step *step, float *logits);
+
+typedef struct numla_sched_output {
+    const numla_request *req;
+    void *user;                             /* as passed to numla_sched_submit */
+    const int32_t *output_tokens;           /* (num_output) */
+    int32_t num_output;
+    const numla_logprob_entry *logprobs;    /* (num_output) or NULL */
+    const char *finish_reason;              /* "stop", "length", "error" */
+    const char *error;                      /* NULL unless "error" */
+    double arrival_s, first_token_s, finish_s; /* CLOCK_MONOTONIC seconds; first_token_s 0: none */
+    int32_t preemptions;                    /* times this request was preempted */
+} numla_sched_output;
+
+/* Called once per request, in completion order; `o` is valid during the call only. */
+typedef void (*numla_sched_done_fn)(void *ctx, const numla_sched_output *o);
+
+typedef struct numla_sched_options {
+    int32_t max_batch_tokens;  /* tokens per step; 0: 2048 */
+    int32_t max_seqs;          /* sequences per step (and running at once); 0: 64 */
+    int32_t prefill_chunk;     /* prompt tokens of one sequence per step; 0: 512 */
+    int64_t vocab_size;
+    int32_t num_eos;
+    const int32_t *eos_token_ids; /* (num_eos), copied */
+    /* Optional: called after each generated token of a request (user as passed to
+     * numla_sched_submit, tokens generated so far); returning 1 finishes it with "stop"
+     * (text stop strings live here, outside the scheduler). NULL: none. */
+    int (*stop_check)(void *ctx, void *user, const int32_t *output_tokens, int32_t num_output);
+    void *stop_ctx;
+} numla_sched_options;
+
+typedef struct numla_sched_stats {
+    int64_t steps;
+    int64_t step_tokens;       /* all tokens run (prefill + decode + recomputation) */
+    int64_t prefill_tokens;    /* prompt tokens run for the first time */
+    int64_t recompute_tokens;  /* tokens run again after a preemption */
+    int64_t decode_tokens;     /* generated tokens fed back */
+    int64_t preemptions;
+    int32_t running, waiting;
+    int64_t kv_blocks_used, kv_blocks_total;
+    double exec_s;             /* time inside exec */
+} numla_sched_stats;
+
+typedef struct numla_sched numla_sched;
+
+/* kv: the rank-0 pool the scheduler allocates from (borrowed). */
+numla_status numla_sched_create(const numla_sched_options *opts, numla_kv_cache *kv,
+                                numla_sched_exec_fn exec, void *exec_ctx,
+                                numla_sched_done_fn done, void *done_ctx, numla_sched **out);
+void numla_sched_destroy(numla_sched **s);
+
+/* Queue a request. An invalid request (req->error set), one with max_tokens 0 or one that cannot
+ * fit in the pool is answered through the done callback right away. Only running out of memory
+ * is an error status. */
+numla_status numla_sched_submit(numla_sched *s, const numla_request *req, void *user);
+
+/* Plan and run one step (no-op when there is nothing to do). A failing exec finishes the
+ * step's requests with an error and returns OK (the run goes on); only running out of memory
+ * is an error status. */
+numla_status numla_sched_step(numla_sched *s);
+
+/* Whether any request is waiting or running. */
+int numla_sched_busy(const numla_sched *s);
+
+/* Forget waiting requests that never produced a token (for a clean stop: the ones in flight
+ * finish, the rest are left for --resume). Returns how many were dropped; their done callback
+ * is never called. */
+int32_t numla_sched_drop_waiting(numla_sched *s);
+
+void numla_sched_stats_get(const numla_sched *s, numla_sched_stats *out);
+
+#endif

@@ -1,0 +1,745 @@
+/* engine/synth/synth.c — synthetic DeepSeek-V2/V3 checkpoints (synth.h; the command: cli/synth_cmd.c).
+ *
+ * Owns the presets, the tensor plan (HF names and shapes), the deterministic weight generator
+ * and the directory layout (config.json, single file or shards + index). The file format
+ * itself is engine/formats/safetensors.c's; this file never writes safetensors bytes directly.
+ *
+ * Every weight element is a pure function of (seed, tensor name, element index): a counter-based
+ * hash, not a sequential stream, so any thread split gives the same bytes.
+ */
+#define _GNU_SOURCE
+#include "engine/synth/synth.h"
+#include "engine/text/tokenizer.h"
+
+#include "common/log.h"
+#include "engine/formats/safetensors.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NUMLA_SYNTH_SHARD_DEFAULT ((int64_t)2 << 30)
+
+/* ---------------------------------------------------------------------------------------- */
+/* presets                                                                                   */
+
+static void numla_synth_preset_tiny(numla_synth_config *c)
+{
+    *c = (numla_synth_config){
+        .model_type = "deepseek_v2", .architecture = "DeepseekV2ForCausalLM",
+        .vocab_size = 512, .hidden_size = 64, .intermediate_size = 192,
+        .moe_intermediate_size = 32, .num_hidden_layers = 3, .num_attention_heads = 6,
+        .num_key_value_heads = 6, .n_shared_experts = 1, .n_routed_experts = 10,
+        .num_experts_per_tok = 3, .routed_scaling_factor = 1.0, .topk_method = "greedy",
+        .n_group = 1, .topk_group = 1, .scoring_func = "softmax", .norm_topk_prob = 0,
+        .first_k_dense_replace = 1, .moe_layer_freq = 1, .kv_lora_rank = 64, .q_lora_rank = 0,
+        .qk_rope_head_dim = 16, .qk_nope_head_dim = 32, .v_head_dim = 32,
+        .max_position_embeddings = 4096, .rms_norm_eps = 1e-6, .rope_theta = 10000.0,
+        .yarn_factor = 4.0, .yarn_original_max_position_embeddings = 1024,
+        .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0, .yarn_mscale = 0.707,
+        .yarn_mscale_all_dim = 0.707, .bos_token_id = 0, .eos_token_id = 1,
+    };
+}
+
+/* deepseek-ai/DeepSeek-V2-Lite */
+static void numla_synth_preset_v2_lite(numla_synth_config *c)
+{
+    *c = (numla_synth_config){
+        .model_type = "deepseek_v2", .architecture = "DeepseekV2ForCausalLM",
+        .vocab_size = 102400, .hidden_size = 2048, .intermediate_size = 10944,
+        .moe_intermediate_size = 1408, .num_hidden_layers = 27, .num_attention_heads = 16,
+        .num_key_value_heads = 16, .n_shared_experts = 2, .n_routed_experts = 64,
+        .num_experts_per_tok = 6, .routed_scaling_factor = 1.0, .topk_method = "greedy",
+        .n_group = 1, .topk_group = 1, .scoring_func = "softmax", .norm_topk_prob = 0,
+        .first_k_dense_replace = 1, .moe_layer_freq = 1, .kv_lora_rank = 512, .q_lora_rank = 0,
+        .qk_rope_head_dim = 64, .qk_nope_head_dim = 128, .v_head_dim = 128,
+        .max_position_embeddings = 163840, .rms_norm_eps = 1e-6, .rope_theta = 10000.0,
+        .yarn_factor = 40.0, .yarn_original_max_position_embeddings = 4096,
+        .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0, .yarn_mscale = 0.707,
+        .yarn_mscale_all_dim = 0.707, .bos_token_id = 100000, .eos_token_id = 100001,
+    };
+}
+
+/* A V3-shaped toy: q_lora, sigmoid + noaux_tc group routing with the correction bias. */
+static void numla_synth_preset_tiny_v3(numla_synth_config *c)
+{
+    *c = (numla_synth_config){
+        .model_type = "deepseek_v3", .architecture = "DeepseekV3ForCausalLM",
+        .vocab_size = 512, .hidden_size = 64, .intermediate_size = 192,
+        .moe_intermediate_size = 32, .num_hidden_layers = 4, .num_attention_heads = 4,
+        .num_key_value_heads = 4, .n_shared_experts = 1, .n_routed_experts = 16,
+        .num_experts_per_tok = 4, .routed_scaling_factor = 2.5, .topk_method = "noaux_tc",
+        .n_group = 4, .topk_group = 2, .scoring_func = "sigmoid", .norm_topk_prob = 1,
+        .first_k_dense_replace = 1, .moe_layer_freq = 1, .kv_lora_rank = 64, .q_lora_rank = 48,
+        .qk_rope_head_dim = 16, .qk_nope_head_dim = 32, .v_head_dim = 32,
+        .max_position_embeddings = 4096, .rms_norm_eps = 1e-6, .rope_theta = 10000.0,
+        .yarn_factor = 4.0, .yarn_original_max_position_embeddings = 1024,
+        .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0, .yarn_mscale = 1.0,
+        .yarn_mscale_all_dim = 1.0, .bos_token_id = 0, .eos_token_id = 1,
+    };
+}
+
+/* deepseek-ai/DeepSeek-V3 (without the multi-token-prediction layer) */
+static void numla_synth_preset_v3(numla_synth_config *c)
+{
+    *c = (numla_synth_config){
+        .model_type = "deepseek_v3", .architecture = "DeepseekV3ForCausalLM",
+        .vocab_size = 129280, .hidden_size = 7168, .intermediate_size = 18432,
+        .moe_intermediate_size = 2048, .num_hidden_layers = 61, .num_attention_heads = 128,
+        .num_key_value_heads = 128, .n_shared_experts = 1, .n_routed_experts = 256,
+        .num_experts_per_tok = 8, .routed_scaling_factor = 2.5, .topk_method = "noaux_tc",
+        .n_group = 8, .topk_group = 4, .scoring_func = "sigmoid", .norm_topk_prob = 1,
+        .first_k_dense_replace = 3, .moe_layer_freq = 1, .kv_lora_rank = 512,
+        .q_lora_rank = 1536, .qk_rope_head_dim = 64, .qk_nope_head_dim = 128, .v_head_dim = 128,
+        .max_position_embeddings = 163840, .rms_norm_eps = 1e-6, .rope_theta = 10000.0,
+        .yarn_factor = 40.0, .yarn_original_max_position_embeddings = 4096,
+        .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0, .yarn_mscale = 1.0,
+        .yarn_mscale_all_dim = 1.0, .bos_token_id = 0, .eos_token_id = 1,
+    };
+}
+
+numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_config *c)
+{
+    const char *p = opt->preset ? opt->preset : "(null)";
+    if (!strcmp(p, "tiny"))
+        numla_synth_preset_tiny(c);
+    else if (!strcmp(p, "v2-lite"))
+        numla_synth_preset_v2_lite(c);
+    else if (!strcmp(p, "v3"))
+        numla_synth_preset_v3(c);
+    else if (!strcmp(p, "tiny-v3"))
+        numla_synth_preset_tiny_v3(c);
+    else
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: unknown preset '%s' (tiny, tiny-v3, v2-lite, "
+                   "v3)", p);
+    if (opt->layers < 0 || opt->experts < 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: layers (%d) and experts (%d) must be >= 0",
+                   (int)opt->layers, (int)opt->experts);
+    if (opt->layers > 0)
+        c->num_hidden_layers = opt->layers;
+    if (opt->experts > 0)
+        c->n_routed_experts = opt->experts;
+    if (opt->tokenizer_dir) {
+        numla_tokenizer *t = NULL;
+        NUMLA_CHECK(numla_tokenizer_load(opt->tokenizer_dir, &t));
+        int64_t v = numla_tokenizer_vocab_size(t);
+        if (v > c->vocab_size)
+            c->vocab_size = (v + 63) / 64 * 64;
+        if (numla_tokenizer_bos(t) >= 0)
+            c->bos_token_id = numla_tokenizer_bos(t);
+        if (numla_tokenizer_eos(t) >= 0)
+            c->eos_token_id = numla_tokenizer_eos(t);
+        numla_tokenizer_destroy(&t);
+    }
+    if (opt->dtype != NUMLA_DTYPE_BF16 && opt->dtype != NUMLA_DTYPE_F32)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: dtype must be bf16 or f32");
+    int32_t e = c->n_routed_experts, k = c->num_experts_per_tok;
+    if (k > e)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s picks %d experts per token but "
+                   "has only %d routed experts", p, (int)k, (int)e);
+    if (strcmp(c->topk_method, "greedy")) {
+        if (e % c->n_group)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: %d routed experts do not split into %d "
+                       "groups (preset %s)", (int)e, (int)c->n_group, p);
+        int32_t per = e / c->n_group;
+        if (!strcmp(c->topk_method, "noaux_tc") && per < 2)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: noaux_tc scores a group by its top-2 "
+                       "experts: need >= 2 experts per group, have %d (preset %s)", (int)per, p);
+        if ((int64_t)per * c->topk_group < k)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: %d kept groups of %d experts cannot "
+                       "supply %d experts per token (preset %s)", (int)c->topk_group, (int)per,
+                       (int)k, p);
+    }
+    return NUMLA_STATUS_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* the tensor plan                                                                           */
+
+typedef enum numla_synth_kind {
+    NUMLA_SYNTH_KIND_LINEAR,  /* N(0, gain^2/fan_in), fan_in = shape[1] */
+    NUMLA_SYNTH_KIND_NORM,    /* uniform in [0.9, 1.1] */
+    NUMLA_SYNTH_KIND_BIAS,    /* uniform in [-0.1, 0.1] */
+    NUMLA_SYNTH_KIND_LM_HEAD, /* LINEAR with a log-normal per-row gain: decisive logits */
+} numla_synth_kind;
+
+typedef struct numla_synth_tensor {
+    char name[96];
+    numla_dtype dtype;
+    int32_t ndim;
+    int64_t shape[2];         /* (rows, cols), or (n) when ndim == 1 */
+    numla_synth_kind kind;
+    float gain;
+    size_t nbytes;
+    uint64_t seed;            /* derived from the global seed and the name */
+    struct numla_synth_progress *progress;
+} numla_synth_tensor;
+
+typedef struct numla_synth_progress {
+    int on;
+    int64_t done, total;
+    double t0, last;
+} numla_synth_progress;
+
+typedef struct numla_synth_plan {
+    numla_synth_tensor *t;
+    size_t n, cap;
+} numla_synth_plan;
+
+/* Output layer (DESIGN.md §8): row r of lm_head has std GAIN·exp(SIGMA·z_r)/sqrt(hidden). The
+ * gain makes logits O(GAIN) instead of O(1); the log-normal row spread gives the maximum a
+ * heavier tail, so the top-1/top-2 gap grows faster than the logits' spread. On unit-RMS
+ * inputs (tiny): mean margin ~13, ~0.1% of margins below 1e-2 (test_synth checks). */
+#define NUMLA_SYNTH_LM_HEAD_GAIN 6.0f
+#define NUMLA_SYNTH_LM_HEAD_ROW_SIGMA 0.7f
+/* Router logits std: wider gaps between the k-th and (k+1)-th expert than N(0,1). */
+#define NUMLA_SYNTH_ROUTER_GAIN 2.0f
+
+static uint64_t numla_synth_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static numla_status numla_synth_add(numla_synth_plan *p, const numla_synth_options *opt,
+                                    numla_synth_kind kind, float gain, int64_t rows, int64_t cols,
+                                    const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+
+/* Append one tensor: cols == 0 makes a vector of `rows`. */
+static numla_status numla_synth_add(numla_synth_plan *p, const numla_synth_options *opt,
+                                    numla_synth_kind kind, float gain, int64_t rows, int64_t cols,
+                                    const char *fmt, ...)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 256;
+        numla_synth_tensor *t = realloc(p->t, cap * sizeof *t);
+        if (!t)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: no memory for the tensor plan");
+        p->t = t;
+        p->cap = cap;
+    }
+    numla_synth_tensor *t = &p->t[p->n++];
+    memset(t, 0, sizeof *t);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    /* V3 keeps its router bias in fp32 whatever the weights are; so do we. */
+    t->dtype = kind == NUMLA_SYNTH_KIND_BIAS ? NUMLA_DTYPE_F32 : opt->dtype;
+    t->ndim = cols ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->kind = kind;
+    t->gain = gain;
+    t->nbytes = (size_t)rows * (size_t)(cols ? cols : 1) * numla_dtype_size(t->dtype);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *s = t->name; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    t->seed = numla_synth_mix(h ^ numla_synth_mix(opt->seed + 0x9e3779b97f4a7c15ull));
+    return NUMLA_STATUS_OK;
+}
+
+/* HF modeling_deepseek names and shapes, in checkpoint order. */
+static numla_status numla_synth_plan_build(const numla_synth_config *c,
+                                           const numla_synth_options *opt, numla_synth_plan *p)
+{
+    const numla_synth_kind L = NUMLA_SYNTH_KIND_LINEAR, N = NUMLA_SYNTH_KIND_NORM;
+    int64_t d = c->hidden_size, H = c->num_attention_heads;
+    int64_t qk = c->qk_nope_head_dim + c->qk_rope_head_dim;
+    int64_t moe = c->moe_intermediate_size, shared = c->n_shared_experts * moe;
+    int v3 = !strcmp(c->topk_method, "noaux_tc");
+
+    /* The embedding is a lookup, not a matmul: rows of unit variance (gain cancels 1/sqrt(d)). */
+    NUMLA_CHECK(numla_synth_add(p, opt, L, (float)sqrt((double)d), c->vocab_size, d,
+                                "model.embed_tokens.weight"));
+
+    for (int32_t i = 0; i < c->num_hidden_layers; i++) {
+        const char *pre = "model.layers";
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "%s.%d.input_layernorm.weight", pre, i));
+        if (c->q_lora_rank > 0) {
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, c->q_lora_rank, d,
+                                        "%s.%d.self_attn.q_a_proj.weight", pre, i));
+            NUMLA_CHECK(numla_synth_add(p, opt, N, 1, c->q_lora_rank, 0,
+                                        "%s.%d.self_attn.q_a_layernorm.weight", pre, i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * qk, c->q_lora_rank,
+                                        "%s.%d.self_attn.q_b_proj.weight", pre, i));
+        } else {
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * qk, d, "%s.%d.self_attn.q_proj.weight",
+                                        pre, i));
+        }
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, c->kv_lora_rank + c->qk_rope_head_dim, d,
+                                    "%s.%d.self_attn.kv_a_proj_with_mqa.weight", pre, i));
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, c->kv_lora_rank, 0,
+                                    "%s.%d.self_attn.kv_a_layernorm.weight", pre, i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * (c->qk_nope_head_dim + c->v_head_dim),
+                                    c->kv_lora_rank, "%s.%d.self_attn.kv_b_proj.weight", pre, i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, H * c->v_head_dim,
+                                    "%s.%d.self_attn.o_proj.weight", pre, i));
+        int is_moe = c->n_routed_experts > 0 && i >= c->first_k_dense_replace &&
+                     i % c->moe_layer_freq == 0;
+        if (!is_moe) {
+            int64_t f = c->intermediate_size;
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, f, d, "%s.%d.mlp.gate_proj.weight", pre, i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, f, d, "%s.%d.mlp.up_proj.weight", pre, i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, f, "%s.%d.mlp.down_proj.weight", pre, i));
+        } else {
+            NUMLA_CHECK(numla_synth_add(p, opt, L, NUMLA_SYNTH_ROUTER_GAIN, c->n_routed_experts, d,
+                                        "%s.%d.mlp.gate.weight", pre, i));
+            if (v3)
+                NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_BIAS, 1, c->n_routed_experts,
+                                            0, "%s.%d.mlp.gate.e_score_correction_bias", pre, i));
+            for (int32_t e = 0; e < c->n_routed_experts; e++) {
+                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d,
+                                            "%s.%d.mlp.experts.%d.gate_proj.weight", pre, i, e));
+                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d,
+                                            "%s.%d.mlp.experts.%d.up_proj.weight", pre, i, e));
+                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, moe,
+                                            "%s.%d.mlp.experts.%d.down_proj.weight", pre, i, e));
+            }
+            if (shared > 0) {
+                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d,
+                                            "%s.%d.mlp.shared_experts.gate_proj.weight", pre, i));
+                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d,
+                                            "%s.%d.mlp.shared_experts.up_proj.weight", pre, i));
+                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, shared,
+                                            "%s.%d.mlp.shared_experts.down_proj.weight", pre, i));
+            }
+        }
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "%s.%d.post_attention_layernorm.weight",
+                                    pre, i));
+    }
+    NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "model.norm.weight"));
+    NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_LM_HEAD, NUMLA_SYNTH_LM_HEAD_GAIN,
+                                c->vocab_size, d, "lm_head.weight"));
+    return NUMLA_STATUS_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* weight values                                                                             */
+
+/* A 32-bit integer hash (good avalanche, vectorizes with SSE2). */
+static inline uint32_t numla_synth_hash32(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    return x ^ (x >> 16);
+}
+
+/* Element i's hash: tensors hold < 2^32 elements (V3's largest has 0.93e9). */
+static inline uint32_t numla_synth_elem(uint32_t seed, size_t i)
+{
+    return numla_synth_hash32(seed ^ ((uint32_t)i * 0x9e3779b9u));
+}
+
+/* Uniform in [0, 1) from the top 24 bits. */
+static inline float numla_synth_unit(uint32_t u) { return (float)(u >> 8) * 0x1.0p-24f; }
+
+/* Approximately standard normal: Irwin-Hall sum of the four bytes of a hash, rescaled to unit
+ * variance. One hash per element, 1021 levels, tails cut at ±3.46σ — plenty for synthetic
+ * bf16 weights, and several times faster than Box-Muller for multi-GB models. */
+static inline float numla_synth_gauss(uint32_t u)
+{
+    int32_t s = (int32_t)((u & 0xff) + ((u >> 8) & 0xff) + ((u >> 16) & 0xff) + (u >> 24));
+    return ((float)s * (1.0f / 256.0f) - 2.0f) * 1.7320508f;
+}
+
+/* float -> bf16 round to nearest even, for the finite values generated here. */
+static inline uint16_t numla_synth_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* One thread's share of a fill: rows [ra, rb) of the element range [e0, e1). */
+typedef struct numla_synth_job {
+    const numla_synth_tensor *t;
+    void *dst;
+    size_t e0, e1;
+    int64_t ra, rb;
+} numla_synth_job;
+
+static void *numla_synth_rows(void *arg)
+{
+    const numla_synth_job *jb = arg;
+    const numla_synth_tensor *t = jb->t;
+    /* Vectors are `rows` rows of one element, which keeps the loops below uniform. */
+    const size_t cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+    const size_t e0 = jb->e0, e1 = jb->e1;
+    const uint32_t seed = (uint32_t)t->seed, row_seed = (uint32_t)(t->seed >> 32);
+    const int f32 = t->dtype == NUMLA_DTYPE_F32;
+    const numla_synth_kind kind = t->kind;
+    const float base = t->gain / sqrtf((float)cols);
+    /* Element rs + j goes to dst[rs + j - e0]; j >= j0 keeps the index >= 0. */
+    float *of = jb->dst;
+    uint16_t *ob = jb->dst;
+    for (int64_t r = jb->ra; r < jb->rb; r++) {
+        size_t rs = (size_t)r * cols;
+        size_t j0 = rs < e0 ? e0 - rs : 0, j1 = rs + cols > e1 ? e1 - rs : cols;
+        if (kind == NUMLA_SYNTH_KIND_NORM || kind == NUMLA_SYNTH_KIND_BIAS) {
+            float lo = kind == NUMLA_SYNTH_KIND_NORM ? 0.9f : -0.1f;
+            for (size_t j = j0; j < j1; j++) {
+                float v = lo + 0.2f * numla_synth_unit(numla_synth_elem(seed, rs + j));
+                if (f32)
+                    of[rs + j - e0] = v;
+                else
+                    ob[rs + j - e0] = numla_synth_bf16(v);
+            }
+            continue;
+        }
+        float scale = base;
+        if (kind == NUMLA_SYNTH_KIND_LM_HEAD)
+            scale *= expf(NUMLA_SYNTH_LM_HEAD_ROW_SIGMA *
+                          numla_synth_gauss(numla_synth_elem(row_seed, (size_t)r)));
+        if (f32)
+            for (size_t j = j0; j < j1; j++)
+                of[rs + j - e0] = scale * numla_synth_gauss(numla_synth_elem(seed, rs + j));
+        else
+            for (size_t j = j0; j < j1; j++)
+                ob[rs + j - e0] =
+                    numla_synth_bf16(scale * numla_synth_gauss(numla_synth_elem(seed, rs + j)));
+    }
+    return NULL;
+}
+
+/* Bytes [offset, offset + nbytes) of tensor `ctx` (see numla_safetensors_fill_fn).
+ * Plain pthreads, not OpenMP: the writer's I/O thread runs between chunks, and OpenMP's
+ * spin-waiting workers took its core (measured 3-4x slower end to end on a loaded 2-core box).
+ * The thread count follows OMP_NUM_THREADS / omp_get_max_threads(). */
+static numla_status numla_synth_fill(void *ctx, void *dst, size_t offset, size_t nbytes)
+{
+    const numla_synth_tensor *t = ctx;
+    const size_t cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+    const size_t esz = numla_dtype_size(t->dtype);
+    const size_t e0 = offset / esz, e1 = e0 + nbytes / esz;
+    const int64_t r0 = (int64_t)(e0 / cols), r1 = (int64_t)((e1 + cols - 1) / cols);
+    enum { MAX_THREADS = 256 };
+    int nt = nbytes < ((size_t)256 << 10) ? 1 : omp_get_max_threads();
+    nt = nt < 1 ? 1 : nt > MAX_THREADS ? MAX_THREADS : nt;
+    if (nt > r1 - r0)
+        nt = (int)(r1 - r0);
+    numla_synth_job jobs[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (int k = 0; k < nt; k++) {
+        jobs[k] = (numla_synth_job){.t = t, .dst = dst, .e0 = e0, .e1 = e1,
+                                    .ra = r0 + (r1 - r0) * k / nt,
+                                    .rb = r0 + (r1 - r0) * (k + 1) / nt};
+        if (k > 0)
+            started[k] = pthread_create(&th[k], NULL, numla_synth_rows, &jobs[k]) == 0;
+    }
+    numla_synth_rows(&jobs[0]);
+    for (int k = 1; k < nt; k++) {
+        if (started[k])
+            pthread_join(th[k], NULL);
+        else
+            numla_synth_rows(&jobs[k]); /* no thread: do its share here */
+    }
+
+    numla_synth_progress *pr = t->progress;
+    if (pr && pr->on) {
+        pr->done += (int64_t)nbytes;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+        if (now - pr->last > 0.25 || pr->done == pr->total) {
+            pr->last = now;
+            fprintf(stderr, "\rsynth: %6.2f / %.2f GB  (%.0f MB/s)  ", pr->done * 1e-9,
+                    pr->total * 1e-9, pr->done * 1e-6 / (now - pr->t0 + 1e-9));
+            if (pr->done == pr->total)
+                fprintf(stderr, "\n");
+        }
+    }
+    return NUMLA_STATUS_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* files                                                                                     */
+
+static numla_status numla_synth_mkdir(const char *dir)
+{
+    char buf[4096];
+    if (strlen(dir) >= sizeof buf)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: output path too long");
+    strcpy(buf, dir);
+    for (char *s = buf + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            NUMLA_FAIL(NUMLA_STATUS_IO, "synth: cannot create %s: %s", buf, strerror(errno));
+        *s = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: cannot create %s: %s", buf, strerror(errno));
+    struct stat st;
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: %s is not a directory", buf);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status numla_synth_json_save(json_t *root, const char *path)
+{
+    if (!root)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: cannot build %s", path);
+    int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
+    json_decref(root);
+    if (rc != 0)
+        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: cannot write %s: %s", path, strerror(errno));
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status numla_synth_config_write(const numla_synth_config *c, numla_dtype dt,
+                                             const char *path)
+{
+    json_t *rs = json_pack("{s:s, s:f, s:I, s:f, s:f, s:f, s:f}", "type", "yarn", "factor",
+                           c->yarn_factor, "original_max_position_embeddings",
+                           (json_int_t)c->yarn_original_max_position_embeddings, "beta_fast",
+                           c->yarn_beta_fast, "beta_slow", c->yarn_beta_slow, "mscale",
+                           c->yarn_mscale, "mscale_all_dim", c->yarn_mscale_all_dim);
+    json_t *o = json_object();
+    if (!rs || !o) {
+        json_decref(rs);
+        json_decref(o);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: cannot build %s", path);
+    }
+    int bad = 0;
+#define SET_(k, v) bad |= json_object_set_new(o, k, v)
+    SET_("architectures", json_pack("[s]", c->architecture));
+    SET_("model_type", json_string(c->model_type));
+    SET_("vocab_size", json_integer(c->vocab_size));
+    SET_("hidden_size", json_integer(c->hidden_size));
+    SET_("intermediate_size", json_integer(c->intermediate_size));
+    SET_("moe_intermediate_size", json_integer(c->moe_intermediate_size));
+    SET_("num_hidden_layers", json_integer(c->num_hidden_layers));
+    SET_("num_attention_heads", json_integer(c->num_attention_heads));
+    SET_("num_key_value_heads", json_integer(c->num_key_value_heads));
+    SET_("n_shared_experts", json_integer(c->n_shared_experts));
+    SET_("n_routed_experts", json_integer(c->n_routed_experts));
+    SET_("num_experts_per_tok", json_integer(c->num_experts_per_tok));
+    SET_("routed_scaling_factor", json_real(c->routed_scaling_factor));
+    SET_("topk_method", json_string(c->topk_method));
+    SET_("n_group", json_integer(c->n_group));
+    SET_("topk_group", json_integer(c->topk_group));
+    SET_("scoring_func", json_string(c->scoring_func));
+    SET_("norm_topk_prob", json_boolean(c->norm_topk_prob));
+    SET_("first_k_dense_replace", json_integer(c->first_k_dense_replace));
+    SET_("moe_layer_freq", json_integer(c->moe_layer_freq));
+    SET_("kv_lora_rank", json_integer(c->kv_lora_rank));
+    SET_("q_lora_rank", c->q_lora_rank > 0 ? json_integer(c->q_lora_rank) : json_null());
+    SET_("qk_rope_head_dim", json_integer(c->qk_rope_head_dim));
+    SET_("qk_nope_head_dim", json_integer(c->qk_nope_head_dim));
+    SET_("v_head_dim", json_integer(c->v_head_dim));
+    SET_("max_position_embeddings", json_integer(c->max_position_embeddings));
+    SET_("rms_norm_eps", json_real(c->rms_norm_eps));
+    SET_("rope_theta", json_real(c->rope_theta));
+    SET_("rope_scaling", rs);
+    SET_("bos_token_id", json_integer(c->bos_token_id));
+    SET_("eos_token_id", json_integer(c->eos_token_id));
+    SET_("tie_word_embeddings", json_false());
+    SET_("hidden_act", json_string("silu"));
+    SET_("attention_bias", json_false());
+    SET_("attention_dropout", json_real(0.0));
+    SET_("aux_loss_alpha", json_real(0.001));
+    SET_("seq_aux", json_true());
+    SET_("ep_size", json_integer(1));
+    SET_("initializer_range", json_real(0.02));
+    SET_("pretraining_tp", json_integer(1));
+    SET_("use_cache", json_true());
+    if (!strcmp(c->model_type, "deepseek_v3"))
+        SET_("num_nextn_predict_layers", json_integer(0));
+    SET_("torch_dtype", json_string(dt == NUMLA_DTYPE_F32 ? "float32" : "bfloat16"));
+#undef SET_
+    if (bad) {
+        json_decref(o);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: cannot build %s", path);
+    }
+    return numla_synth_json_save(o, path);
+}
+
+static char *numla_synth_path(const char *dir, const char *name)
+{
+    char *p = NULL;
+    return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
+}
+
+/* Write plan tensors [begin, end) to `path` through the safetensors writer. */
+static numla_status numla_synth_write_file(numla_synth_tensor *t, size_t begin, size_t end,
+                                           const char *path)
+{
+    numla_safetensors_writer *w = NULL;
+    NUMLA_CHECK(numla_safetensors_writer_create(&w));
+    numla_status s = NUMLA_STATUS_OK;
+    for (size_t i = begin; i < end; i++)
+        NUMLA_CHECK_GOTO(numla_safetensors_writer_add_fill(w, t[i].name, t[i].dtype, t[i].ndim, t[i].shape,
+                                                  numla_synth_fill, &t[i]),
+                         s, done);
+    NUMLA_CHECK_GOTO(numla_safetensors_writer_write(w, path), s, done);
+done:
+    numla_safetensors_writer_destroy(&w);
+    return s;
+}
+
+/* Copy dir/name to out_dir/name; a missing optional file is fine. */
+static numla_status numla_synth_copy_file(const char *dir, const char *out_dir, const char *name,
+                                          int required)
+{
+    char src[4096], dst[4096];
+    snprintf(src, sizeof src, "%s/%s", dir, name);
+    snprintf(dst, sizeof dst, "%s/%s", out_dir, name);
+    FILE *in = fopen(src, "rb");
+    if (!in) {
+        if (!required && errno == ENOENT)
+            return NUMLA_STATUS_OK;
+        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: %s: %s", src, strerror(errno));
+    }
+    FILE *out = fopen(dst, "wb");
+    if (!out) {
+        fclose(in);
+        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: %s: %s", dst, strerror(errno));
+    }
+    char buf[65536];
+    size_t n;
+    int bad = 0;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        bad |= fwrite(buf, 1, n, out) != n;
+    bad |= ferror(in);
+    fclose(in);
+    bad |= fclose(out) != 0;
+    if (bad)
+        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: copying %s to %s failed", src, dst);
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_bytes)
+{
+    numla_synth_config c;
+    NUMLA_CHECK(numla_synth_config_get(opt, &c));
+    if (!opt->out_dir || !opt->out_dir[0])
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: no output directory");
+    NUMLA_CHECK(numla_synth_mkdir(opt->out_dir));
+
+    numla_synth_plan plan = {0};
+    numla_status s = NUMLA_STATUS_OK;
+    size_t *cut = NULL; /* shard k holds plan tensors [cut[k], cut[k+1]) */
+    char *path = NULL;
+    json_t *wm = NULL;
+    NUMLA_CHECK_GOTO(numla_synth_plan_build(&c, opt, &plan), s, done);
+
+    int64_t limit = opt->shard_bytes > 0 ? opt->shard_bytes : NUMLA_SYNTH_SHARD_DEFAULT;
+    int64_t total = 0, cur = 0;
+    size_t nshards = 0;
+    cut = malloc((plan.n + 2) * sizeof *cut);
+    if (!cut) {
+        s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                            "synth: no memory");
+        goto done;
+    }
+    cut[0] = 0;
+    for (size_t i = 0; i < plan.n; i++) {
+        if (cur > 0 && cur + (int64_t)plan.t[i].nbytes > limit) {
+            cut[++nshards] = i;
+            cur = 0;
+        }
+        cur += (int64_t)plan.t[i].nbytes;
+        total += (int64_t)plan.t[i].nbytes;
+    }
+    cut[++nshards] = plan.n;
+
+    numla_synth_progress pr = {.on = opt->progress, .total = total};
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    pr.t0 = pr.last = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    for (size_t i = 0; i < plan.n; i++)
+        plan.t[i].progress = &pr;
+
+    if (!(path = numla_synth_path(opt->out_dir, "config.json"))) {
+        s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                            "synth: no memory");
+        goto done;
+    }
+    NUMLA_CHECK_GOTO(numla_synth_config_write(&c, opt->dtype, path), s, done);
+    free(path);
+    path = NULL;
+    if (opt->tokenizer_dir) {
+        NUMLA_CHECK_GOTO(numla_synth_copy_file(opt->tokenizer_dir, opt->out_dir, "tokenizer.json", 1),
+                         s, done);
+        NUMLA_CHECK_GOTO(numla_synth_copy_file(opt->tokenizer_dir, opt->out_dir,
+                                               "tokenizer_config.json", 0), s, done);
+    }
+
+    /* A stale file of either layout would shadow the new model (a single file wins over an
+     * index); the index is written last, so a failed run never leaves one naming missing
+     * shards. */
+    char *single = numla_synth_path(opt->out_dir, "model.safetensors");
+    char *index = numla_synth_path(opt->out_dir, "model.safetensors.index.json");
+    if (!single || !index) {
+        free(single);
+        free(index);
+        s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                            "synth: no memory");
+        goto done;
+    }
+    unlink(index);
+    unlink(single);
+    if (nshards == 1) {
+        s = numla_synth_write_file(plan.t, 0, plan.n, single);
+        free(single);
+        free(index);
+        if (s != NUMLA_STATUS_OK) {
+            numla_error_frame(__FILE__, __LINE__, __func__);
+            goto done;
+        }
+    } else {
+        free(single);
+        wm = json_object();
+        for (size_t k = 0; k < nshards && s == NUMLA_STATUS_OK; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, nshards);
+            path = numla_synth_path(opt->out_dir, name);
+            if (!path || !wm) {
+                s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                    "synth: no memory");
+                break;
+            }
+            for (size_t i = cut[k]; i < cut[k + 1]; i++)
+                json_object_set_new(wm, plan.t[i].name, json_string(name));
+            s = numla_synth_write_file(plan.t, cut[k], cut[k + 1], path);
+            if (s != NUMLA_STATUS_OK)
+                numla_error_frame(__FILE__, __LINE__, __func__);
+            free(path);
+            path = NULL;
+        }
+        if (s == NUMLA_STATUS_OK) {
+            json_t *root = json_pack("{s:{s:I}, s:O}", "metadata", "total_size", (json_int_t)total,
+                                     "weight_map", wm);
+            s = numla_synth_json_save(root, index);
+            if (s != NUMLA_STATUS_OK)
+                numla_error_frame(__FILE__, __LINE__, __func__);
+        }
+        free(index);
+        if (s != NUMLA_STATUS_OK)
+            goto done;
+    }
+    if (total_bytes)
+        *total_bytes = total;
+done:
+    json_decref(wm);
+    free(path);
+    free(cut);
+    free(plan.t);
+    return s;
+}

@@ -1,0 +1,84 @@
+/* engine/synth/synth.h — synthetic DeepSeek-V2/V3 checkpoints with deterministic random weights.
+ *
+ * numla_synth_write writes a Hugging Face style model directory: `config.json` (model_type
+ * deepseek_v2 or deepseek_v3, every field DESIGN.md §5 reads) and `model.safetensors`, or
+ * `model-0000k-of-0000n.safetensors` shards plus `model.safetensors.index.json` once the
+ * weights pass the shard size. Tensor names and shapes follow HF modeling_deepseek. Weights are
+ * a pure function of (preset, overrides, seed, dtype): the same options give the same bytes on
+ * any machine and thread count. The model is made *decisive* (DESIGN.md §8): the lm_head rows
+ * are scaled so top-1/top-2 logit margins are typically far above 1e-2.
+ * Generation streams tensor by tensor (multithreaded with OpenMP): at most one tensor is in
+ * memory. Not collective; used by `numla synth` and by tests.
+ */
+#ifndef NUMLA_ENGINE_SYNTH_H
+#define NUMLA_ENGINE_SYNTH_H
+
+#include <stdint.h>
+
+#include "common/dtype.h"
+#include "common/status.h"
+
+/* The model shape, as written to config.json. */
+typedef struct numla_synth_config {
+    const char *model_type;            /* "deepseek_v2" or "deepseek_v3" */
+    const char *architecture;          /* "DeepseekV2ForCausalLM" / "DeepseekV3ForCausalLM" */
+    int64_t vocab_size;
+    int64_t hidden_size;
+    int64_t intermediate_size;         /* dense MLP layers */
+    int64_t moe_intermediate_size;     /* per routed expert; shared: n_shared_experts times it */
+    int32_t num_hidden_layers;
+    int32_t num_attention_heads;
+    int32_t num_key_value_heads;
+    int32_t n_shared_experts;
+    int32_t n_routed_experts;
+    int32_t num_experts_per_tok;
+    double routed_scaling_factor;
+    const char *topk_method;           /* "greedy", "group_limited_greedy" or "noaux_tc" */
+    int32_t n_group;
+    int32_t topk_group;
+    const char *scoring_func;          /* "softmax" or "sigmoid" */
+    int norm_topk_prob;
+    int32_t first_k_dense_replace;
+    int32_t moe_layer_freq;
+    int64_t kv_lora_rank;
+    int64_t q_lora_rank;               /* 0: none (config.json null; V2-Lite uses q_proj) */
+    int64_t qk_rope_head_dim;
+    int64_t qk_nope_head_dim;
+    int64_t v_head_dim;
+    int64_t max_position_embeddings;
+    double rms_norm_eps;
+    double rope_theta;
+    double yarn_factor;                /* rope_scaling: type "yarn" */
+    int64_t yarn_original_max_position_embeddings;
+    double yarn_beta_fast;
+    double yarn_beta_slow;
+    double yarn_mscale;
+    double yarn_mscale_all_dim;
+    int64_t bos_token_id;
+    int64_t eos_token_id;
+} numla_synth_config;
+
+typedef struct numla_synth_options {
+    const char *preset;     /* "tiny", "tiny-v3" (V3-shaped toy), "v2-lite" or "v3" */
+    const char *out_dir;    /* created if missing; existing model files in it are replaced */
+    int32_t layers;         /* > 0: override num_hidden_layers (layers below
+                             * first_k_dense_replace are dense: v3 needs >= 4 for an MoE layer) */
+    int32_t experts;        /* > 0: override n_routed_experts */
+    uint64_t seed;
+    numla_dtype dtype;      /* BF16 or F32 (V3's e_score_correction_bias is always F32) */
+    int64_t shard_bytes;    /* > 0: start a new shard before one would pass this; 0: 2 GiB */
+    int progress;           /* non-zero: progress lines on stderr */
+    const char *tokenizer_dir; /* non-NULL: copy its tokenizer.json (+ tokenizer_config.json)
+                             * into out_dir; the vocabulary grows to cover it and BOS/EOS follow
+                             * it, so text requests work on the synthetic model */
+} numla_synth_options;
+
+/* The config a preset describes after the layers/experts overrides, validated (INVALID_ARG
+ * naming the problem: unknown preset, experts not divisible into groups, top-k too large...). */
+numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_config *out);
+
+/* Write config.json and the weights into opt->out_dir. `total_bytes` (may be NULL) receives
+ * the number of weight bytes written. */
+numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_bytes);
+
+#endif

@@ -1,0 +1,81 @@
+/* engine/text/tokenizer.h — Hugging Face `tokenizer.json` byte-level BPE tokenizer (DeepSeek's kind).
+ *
+ * Loads <model_dir>/tokenizer.json (and <model_dir>/tokenizer_config.json when present) and
+ * encodes/decodes exactly as the reference `tokenizers` library does for what is supported:
+ *
+ *   added tokens   matched first (leftmost-longest) with their special/lstrip/rstrip/
+ *                  single_word/normalized flags; `normalized: false` ones on the raw text,
+ *                  `normalized: true` ones on the normalized text
+ *   normalizer     null, NFC, or a Sequence of those
+ *   pre-tokenizer  Sequence, Split (String or Regex pattern through PCRE2 with UTF+UCP; every
+ *                  behaviour; invert), Digits, ByteLevel (add_prefix_space, use_regex); ByteLevel
+ *                  must be present and last (the byte-to-char mapping is folded into the model)
+ *   model          BPE (merges as "a b" strings or [a, b] lists, ignore_merges, no prefixes/suffixes)
+ *   post-processor TemplateProcessing (single sequence), ByteLevel, Sequence of those; without a
+ *                  TemplateProcessing, tokenizer_config.json's add_bos_token/add_eos_token apply
+ *   decoder        ByteLevel, or a Sequence of ByteLevel
+ *
+ * Anything else is an error naming the component (NUMLA_STATUS_UNSUPPORTED).
+ *
+ * Threading: a tokenizer owns scratch space, regex match data and a word cache, so encode must be
+ * called from one thread at a time per tokenizer (not collective; no MPI). Decoding and the
+ * queries are read-only and may run concurrently with each other.
+ */
+#ifndef NUMLA_ENGINE_TOKENIZER_H
+#define NUMLA_ENGINE_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+typedef struct numla_tokenizer numla_tokenizer;
+typedef struct numla_tokenizer_stream numla_tokenizer_stream;
+
+/* Load the tokenizer of a model directory. Not collective. */
+numla_status numla_tokenizer_load(const char *model_dir, numla_tokenizer **out);
+/* Free and NULL the handle (NULL is fine). */
+void numla_tokenizer_destroy(numla_tokenizer **t);
+
+/* Encode len bytes of UTF-8 text. *ids is malloc'd (caller frees; non-NULL even when *n == 0).
+ * add_special: apply the post-processor / BOS-EOS rules (special tokens written in the text are
+ * matched either way). Invalid UTF-8 fails with NUMLA_STATUS_FORMAT naming the byte offset. */
+numla_status numla_tokenizer_encode(numla_tokenizer *t, const char *text, size_t len,
+                                    int add_special, int32_t **ids, int64_t *n);
+/* Decode n ids to text (malloc'd, NUL-terminated, *len excludes the NUL). Byte sequences that
+ * are not UTF-8 become U+FFFD, as the reference does. skip_special drops special tokens.
+ * An id outside the vocabulary fails with NUMLA_STATUS_OUT_OF_RANGE. */
+numla_status numla_tokenizer_decode(const numla_tokenizer *t, const int32_t *ids, int64_t n,
+                                    int skip_special, char **text, size_t *len);
+
+/* BOS / EOS ids from tokenizer_config.json (or the TemplateProcessing BOS); -1 when none. */
+int32_t numla_tokenizer_bos(const numla_tokenizer *t);
+int32_t numla_tokenizer_eos(const numla_tokenizer *t);
+/* One past the largest id (model vocabulary and added tokens). */
+int64_t numla_tokenizer_vocab_size(const numla_tokenizer *t);
+/* The token string of id as stored in tokenizer.json (byte-level chars, e.g. "Ġthe"), NULL when
+ * id is not a token. Valid while t lives. */
+const char *numla_tokenizer_token(const numla_tokenizer *t, int32_t id);
+/* The id of a token string (exact, as stored), -1 when absent. */
+int32_t numla_tokenizer_token_id(const numla_tokenizer *t, const char *token);
+/* 1 when id is an added token marked special. */
+int numla_tokenizer_is_special(const numla_tokenizer *t, int32_t id);
+
+/* Streaming decoder: feed one id at a time, get back the text it completes. Bytes are held until
+ * they complete a UTF-8 character (or are known never to, then U+FFFD), so every piece is valid
+ * UTF-8 and the pieces concatenate to numla_tokenizer_decode of all ids. t must outlive it. */
+numla_status numla_tokenizer_stream_create(const numla_tokenizer *t, int skip_special,
+                                           numla_tokenizer_stream **out);
+void numla_tokenizer_stream_destroy(numla_tokenizer_stream **s);
+/* *piece points into s and stays valid until the next call on s; *len may be 0. */
+numla_status numla_tokenizer_stream_push(numla_tokenizer_stream *s, int32_t id,
+                                         const char **piece, size_t *len);
+/* End of stream: held bytes of an unfinished character come out as U+FFFD. */
+numla_status numla_tokenizer_stream_flush(numla_tokenizer_stream *s, const char **piece,
+                                          size_t *len);
+
+/* Check that len bytes are UTF-8 (no overlongs, surrogates or values past U+10FFFF); returns -1
+ * when valid, else the offset of the first bad byte. */
+int64_t numla_utf8_invalid_offset(const char *s, size_t len);
+
+#endif

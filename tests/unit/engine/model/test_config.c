@@ -1,0 +1,240 @@
+/* Tests for engine/config: good configs (V2-Lite, V2-style, V3-style) and one bad field at a time. */
+#include "test_util.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/model/config.h"
+
+static const char *V2LITE =
+    "{\"model_type\": \"deepseek_v2\", \"vocab_size\": 102400, \"hidden_size\": 2048,"
+    " \"intermediate_size\": 10944, \"moe_intermediate_size\": 1408, \"num_hidden_layers\": 27,"
+    " \"num_attention_heads\": 16, \"num_key_value_heads\": 16, \"n_shared_experts\": 2,"
+    " \"n_routed_experts\": 64, \"routed_scaling_factor\": 1.0, \"kv_lora_rank\": 512,"
+    " \"q_lora_rank\": null, \"qk_rope_head_dim\": 64, \"v_head_dim\": 128,"
+    " \"qk_nope_head_dim\": 128, \"topk_method\": \"greedy\", \"n_group\": 1, \"topk_group\": 1,"
+    " \"num_experts_per_tok\": 6, \"moe_layer_freq\": 1, \"first_k_dense_replace\": 1,"
+    " \"norm_topk_prob\": false, \"scoring_func\": \"softmax\", \"hidden_act\": \"silu\","
+    " \"max_position_embeddings\": 163840, \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000,"
+    " \"rope_scaling\": {\"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 40, \"mscale\": 0.707,"
+    " \"mscale_all_dim\": 0.707, \"original_max_position_embeddings\": 4096, \"type\": \"yarn\"},"
+    " \"bos_token_id\": 100000, \"eos_token_id\": 100001, \"tie_word_embeddings\": false,"
+    " \"attention_bias\": false}";
+
+static const char *V3 =
+    "{\"model_type\": \"deepseek_v3\", \"vocab_size\": 129280, \"hidden_size\": 7168,"
+    " \"intermediate_size\": 18432, \"moe_intermediate_size\": 2048, \"num_hidden_layers\": 61,"
+    " \"num_attention_heads\": 128, \"n_shared_experts\": 1, \"n_routed_experts\": 256,"
+    " \"routed_scaling_factor\": 2.5, \"kv_lora_rank\": 512, \"q_lora_rank\": 1536,"
+    " \"qk_rope_head_dim\": 64, \"v_head_dim\": 128, \"qk_nope_head_dim\": 128,"
+    " \"topk_method\": \"noaux_tc\", \"n_group\": 8, \"topk_group\": 4,"
+    " \"num_experts_per_tok\": 8, \"moe_layer_freq\": 1, \"first_k_dense_replace\": 3,"
+    " \"norm_topk_prob\": true, \"scoring_func\": \"sigmoid\", \"hidden_act\": \"silu\","
+    " \"max_position_embeddings\": 163840, \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000,"
+    " \"rope_scaling\": {\"beta_fast\": 32, \"beta_slow\": 1, \"factor\": 40, \"mscale\": 1.0,"
+    " \"mscale_all_dim\": 1.0, \"original_max_position_embeddings\": 4096, \"type\": \"yarn\"},"
+    " \"bos_token_id\": 0, \"eos_token_id\": [1, 2], \"tie_word_embeddings\": false}";
+
+static void test_v2lite(void)
+{
+    numla_model_config c;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_parse(V2LITE, "v2lite", &c), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(c.arch, NUMLA_MODEL_ARCH_DEEPSEEK_V2);
+    CU_ASSERT_EQUAL(c.q_lora_rank, 0);
+    CU_ASSERT_EQUAL(c.q_head_dim, 192);
+    CU_ASSERT_EQUAL(c.n_routed_experts, 64);
+    CU_ASSERT_EQUAL(c.n_shared_experts, 2);
+    CU_ASSERT_EQUAL(c.num_experts_per_tok, 6);
+    CU_ASSERT_EQUAL(c.topk_method, NUMLA_TOPK_METHOD_GREEDY);
+    CU_ASSERT_EQUAL(c.moe_weight_rule, NUMLA_MOE_WEIGHT_RULE_NORM_OR_SCALE);
+    CU_ASSERT_EQUAL(c.rope_yarn, 1);
+    CU_ASSERT_EQUAL(c.rope_original_max_position_embeddings, 4096);
+    /* DESIGN.md §5: m² = 1.5896, scale ≈ 0.11472 */
+    double m = 0.1 * 0.707 * log(40.0) + 1.0;
+    NUMLA_ASSERT_MSG(fabs(m * m - 1.5896) < 1e-4, "m^2 %f", m * m);
+    NUMLA_ASSERT_MSG(fabs(c.softmax_scale - 0.11472) < 1e-5, "scale %f", c.softmax_scale);
+    CU_ASSERT_DOUBLE_EQUAL(c.rope_attention_factor, 1.0, 1e-12); /* mscale == mscale_all_dim */
+    CU_ASSERT_EQUAL(c.num_eos, 1);
+    CU_ASSERT_EQUAL(c.eos_token_ids[0], 100001);
+    CU_ASSERT_FALSE(numla_model_config_is_moe_layer(&c, 0));
+    CU_ASSERT_TRUE(numla_model_config_is_moe_layer(&c, 1));
+    CU_ASSERT_TRUE(numla_model_config_is_moe_layer(&c, 26));
+}
+
+static void test_v3(void)
+{
+    numla_model_config c;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_parse(V3, "v3", &c), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(c.arch, NUMLA_MODEL_ARCH_DEEPSEEK_V3);
+    CU_ASSERT_EQUAL(c.q_lora_rank, 1536);
+    CU_ASSERT_EQUAL(c.topk_method, NUMLA_TOPK_METHOD_NOAUX_TC);
+    CU_ASSERT_EQUAL(c.scoring_func, NUMLA_SCORING_FUNC_SIGMOID);
+    CU_ASSERT_EQUAL(c.moe_weight_rule, NUMLA_MOE_WEIGHT_RULE_NORM_THEN_SCALE);
+    CU_ASSERT_EQUAL(c.n_group, 8);
+    CU_ASSERT_EQUAL(c.topk_group, 4);
+    CU_ASSERT_TRUE(c.norm_topk_prob);
+    CU_ASSERT_DOUBLE_EQUAL(c.routed_scaling_factor, 2.5, 1e-12);
+    CU_ASSERT_EQUAL(c.num_eos, 2);
+    double m = 0.1 * log(40.0) + 1.0;
+    CU_ASSERT_DOUBLE_EQUAL(c.softmax_scale, m * m / sqrt(192.0), 1e-9);
+    CU_ASSERT_FALSE(numla_model_config_is_moe_layer(&c, 2));
+    CU_ASSERT_TRUE(numla_model_config_is_moe_layer(&c, 3));
+}
+
+static void test_no_rope_scaling_dense(void)
+{
+    json_t *o = json_loads(V2LITE, 0, NULL);
+    json_object_set_new(o, "rope_scaling", json_null());
+    json_object_set_new(o, "n_routed_experts", json_null());
+    json_object_del(o, "num_experts_per_tok");
+    char *s = json_dumps(o, 0);
+    numla_model_config c;
+    CU_ASSERT_EQUAL(numla_model_config_parse(s, "x", &c), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(c.rope_yarn, 0);
+    CU_ASSERT_DOUBLE_EQUAL(c.softmax_scale, 1.0 / sqrt(192.0), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(c.rope_inv_freq[1], pow(10000.0, -2.0 / 64.0), 1e-12);
+    CU_ASSERT_FALSE(numla_model_config_is_moe_layer(&c, 5));
+    free(s);
+    json_decref(o);
+}
+
+/* Mutate one field of `base` (NULL value: delete it), expect failure naming `needle`. */
+static void expect_bad(const char *base, const char *field, json_t *value, const char *needle)
+{
+    json_t *o = json_loads(base, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    const char *dot = strchr(field, '.');
+    json_t *target = o;
+    const char *key = field;
+    char head[64];
+    if (dot) {
+        snprintf(head, sizeof head, "%.*s", (int)(dot - field), field);
+        target = json_object_get(o, head);
+        key = dot + 1;
+    }
+    if (value)
+        json_object_set_new(target, key, value);
+    else
+        json_object_del(target, key);
+    char *s = json_dumps(o, 0);
+    numla_model_config c;
+    numla_status st = numla_model_config_parse(s, "cfg.json", &c);
+    NUMLA_ASSERT_MSG(st != NUMLA_STATUS_OK, "%s: accepted", field);
+    NUMLA_ASSERT_MSG(strstr(numla_error_message(), needle) != NULL,
+                     "%s: message '%s' lacks '%s'", field, numla_error_message(), needle);
+    free(s);
+    json_decref(o);
+}
+
+static void test_bad_fields(void)
+{
+    expect_bad(V2LITE, "model_type", json_string("llama"), "model_type");
+    expect_bad(V2LITE, "model_type", NULL, "model_type");
+    expect_bad(V2LITE, "hidden_size", NULL, "hidden_size");
+    expect_bad(V2LITE, "hidden_size", json_string("big"), "hidden_size");
+    expect_bad(V2LITE, "hidden_size", json_integer(0), "hidden_size");
+    expect_bad(V2LITE, "vocab_size", json_integer(-3), "vocab_size");
+    expect_bad(V2LITE, "num_hidden_layers", json_real(2.5), "num_hidden_layers");
+    expect_bad(V2LITE, "q_lora_rank", NULL, "q_lora_rank");
+    expect_bad(V2LITE, "q_lora_rank", json_integer(-1), "q_lora_rank");
+    expect_bad(V2LITE, "kv_lora_rank", json_integer(500), "kv_lora_rank");
+    expect_bad(V2LITE, "kv_lora_rank", NULL, "kv_lora_rank");
+    expect_bad(V2LITE, "qk_rope_head_dim", json_integer(24), "qk_rope_head_dim");
+    expect_bad(V2LITE, "qk_nope_head_dim", json_integer(0), "qk_nope_head_dim");
+    expect_bad(V2LITE, "v_head_dim", NULL, "v_head_dim");
+    expect_bad(V2LITE, "num_experts_per_tok", json_integer(65), "num_experts_per_tok");
+    expect_bad(V2LITE, "num_experts_per_tok", NULL, "num_experts_per_tok");
+    expect_bad(V2LITE, "num_experts_per_tok", json_null(), "num_experts_per_tok");
+    expect_bad(V2LITE, "moe_intermediate_size", NULL, "moe_intermediate_size");
+    expect_bad(V2LITE, "topk_method", json_string("gready"), "topk_method");
+    expect_bad(V2LITE, "topk_method", json_string("noaux_tc"), "topk_method");
+    expect_bad(V2LITE, "scoring_func", json_string("sigmoid"), "scoring_func");
+    expect_bad(V2LITE, "hidden_act", json_string("gelu"), "hidden_act");
+    expect_bad(V2LITE, "attention_bias", json_true(), "attention_bias");
+    expect_bad(V2LITE, "rms_norm_eps", NULL, "rms_norm_eps");
+    expect_bad(V2LITE, "moe_layer_freq", json_integer(0), "moe_layer_freq");
+    expect_bad(V2LITE, "norm_topk_prob", json_string("yes"), "norm_topk_prob");
+    expect_bad(V2LITE, "eos_token_id", json_integer(102400), "eos_token_id");
+    expect_bad(V2LITE, "rope_scaling.type", json_string("ntk"), "rope_scaling.type");
+    expect_bad(V2LITE, "rope_scaling.factor", json_real(0.5), "rope_scaling.factor");
+    expect_bad(V2LITE, "rope_scaling", json_integer(3), "rope_scaling");
+    expect_bad(V3, "n_group", json_integer(7), "n_group");
+    expect_bad(V3, "n_group", NULL, "n_group");
+    expect_bad(V3, "topk_group", json_integer(9), "topk_group");
+    expect_bad(V3, "topk_method", json_string("greedy"), "topk_method");
+    expect_bad(V3, "scoring_func", json_string("softmax"), "scoring_func");
+}
+
+/* transformers-5 layout (rope_parameters with rope_theta inside); a missing factor is the ratio
+ * max_position_embeddings / original_max_position_embeddings (DESIGN.md §5 trap). */
+static void test_rope_parameters(void)
+{
+    json_t *o = json_loads(V2LITE, 0, NULL);
+    json_t *rs = json_deep_copy(json_object_get(o, "rope_scaling"));
+    json_object_del(rs, "factor");
+    json_object_set_new(rs, "rope_theta", json_real(50000.0));
+    json_object_set_new(rs, "rope_type", json_string("yarn"));
+    json_object_set_new(o, "rope_parameters", rs);
+    json_object_del(o, "rope_scaling");
+    json_object_del(o, "rope_theta");
+    json_object_set_new(o, "max_position_embeddings", json_integer(8192));
+    char *s = json_dumps(o, 0);
+    numla_model_config c;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_parse(s, "v5.json", &c), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(c.rope_yarn, 1);
+    CU_ASSERT_DOUBLE_EQUAL(c.rope_factor, 2.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(c.rope_theta, 50000.0, 1e-9);
+    free(s);
+    json_decref(o);
+}
+
+static void test_bad_json(void)
+{
+    numla_model_config c;
+    CU_ASSERT_EQUAL(numla_model_config_parse("{\"model_type\": ", "trunc.json", &c),
+                    NUMLA_STATUS_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "trunc.json"));
+    CU_ASSERT_EQUAL(numla_model_config_parse("[1,2]", "arr.json", &c), NUMLA_STATUS_FORMAT);
+    CU_ASSERT_EQUAL(numla_model_config_parse("", "empty.json", &c), NUMLA_STATUS_FORMAT);
+    CU_ASSERT_NOT_EQUAL(numla_model_config_load("/nonexistent/dir", &c), NUMLA_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "config.json"));
+}
+
+
+void numla_fuzz_config_run(const uint8_t *data, size_t size);
+
+/* The fuzz target's checks over seeded mutations of a valid input: byte flips, digit and
+ * bracket insertions, deletions and truncations. */
+static void test_fuzz_mutations(void)
+{
+    const char *seed = V3;
+    size_t n = strlen(seed);
+    uint8_t *buf = malloc(n + 64);
+    numla_test_rng rng = {2026};
+    for (int it = 0; it < 3000; it++) {
+        memcpy(buf, seed, n);
+        size_t len = n;
+        int edits = 1 + (int)(numla_test_rng_u64(&rng) % 4);
+        for (int e = 0; e < edits && len > 1; e++) {
+            size_t at = (size_t)(numla_test_rng_u64(&rng) % len);
+            switch (numla_test_rng_u64(&rng) % 5) {
+            case 0: buf[at] ^= (uint8_t)(1u << (numla_test_rng_u64(&rng) % 8)); break;
+            case 1: buf[at] = (uint8_t)"0123456789-.e"[numla_test_rng_u64(&rng) % 13]; break;
+            case 2: buf[at] = (uint8_t)"{}[],:\" \\n"[numla_test_rng_u64(&rng) % 10]; break;
+            case 3: memmove(buf + at, buf + at + 1, len - at - 1); len--; break;
+            default: len = at + 1; break;
+            }
+        }
+        numla_fuzz_config_run(buf, len);
+    }
+    free(buf);
+    CU_PASS("no invariant broken");
+}
+
+NUMLA_TEST_SUITE(config, NULL, NULL, NUMLA_TEST(test_v2lite), NUMLA_TEST(test_v3),
+                 NUMLA_TEST(test_no_rope_scaling_dense), NUMLA_TEST(test_bad_fields),
+                 NUMLA_TEST(test_rope_parameters), NUMLA_TEST(test_bad_json), NUMLA_TEST(test_fuzz_mutations))

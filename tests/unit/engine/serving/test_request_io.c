@@ -1,0 +1,187 @@
+/* Tests for engine/request_io: good requests with every field, and malformed / hostile lines,
+ * each giving an error naming the line and the problem; result lines round-trip as JSON. */
+#include "test_util.h"
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/serving/request_io.h"
+
+static const numla_request_limits LIM = {.vocab_size = 100, .max_context = 64};
+
+static void parse(const char *text, int64_t line, numla_request *r)
+{
+    CU_ASSERT_EQUAL(numla_request_parse(text, strlen(text), line, &LIM, r), NUMLA_STATUS_OK);
+}
+
+static void test_good(void)
+{
+    numla_request r;
+    parse("{\"id\": \"a1\", \"prompt_tokens\": [1, 2, 99], \"max_tokens\": 5, \"temperature\": 0.7,"
+          " \"top_k\": 40, \"top_p\": 0.9, \"seed\": 12, \"stop_token_ids\": [7, 8],"
+          " \"ignore_eos\": true, \"logprobs\": 3}", 1, &r);
+    CU_ASSERT_STRING_EQUAL(r.error, "");
+    CU_ASSERT_EQUAL(r.num_prompt, 3);
+    CU_ASSERT_EQUAL(r.prompt_tokens[2], 99);
+    CU_ASSERT_EQUAL(r.params.max_tokens, 5);
+    CU_ASSERT_DOUBLE_EQUAL(r.params.temperature, 0.7, 1e-12);
+    CU_ASSERT_EQUAL(r.params.top_k, 40);
+    CU_ASSERT_DOUBLE_EQUAL(r.params.top_p, 0.9, 1e-12);
+    CU_ASSERT_TRUE(r.params.has_seed);
+    CU_ASSERT_EQUAL(r.params.seed, 12);
+    CU_ASSERT_EQUAL(r.params.num_stop, 2);
+    CU_ASSERT_TRUE(r.params.ignore_eos);
+    CU_ASSERT_EQUAL(r.params.logprobs, 3);
+    numla_request_free(&r);
+    /* defaults; max_tokens 0 is valid; integer id; top_k -1 is off */
+    parse("{\"id\": 7, \"prompt_tokens\": [0], \"max_tokens\": 0, \"top_k\": -1}", 2, &r);
+    CU_ASSERT_STRING_EQUAL(r.error, "");
+    CU_ASSERT_EQUAL(r.params.max_tokens, 0);
+    CU_ASSERT_EQUAL(r.params.top_k, 0);
+    CU_ASSERT_DOUBLE_EQUAL(r.params.temperature, 1.0, 0);
+    CU_ASSERT_EQUAL(r.params.logprobs, -1);
+    CU_ASSERT_FALSE(r.params.has_seed);
+    numla_request_free(&r);
+    /* exactly the context */
+    parse("{\"id\": 8, \"prompt_tokens\": [0, 1, 2, 3], \"max_tokens\": 60}", 3, &r);
+    CU_ASSERT_STRING_EQUAL(r.error, "");
+    numla_request_free(&r);
+}
+
+static void expect_error(const char *text, int64_t line, const char *needle)
+{
+    numla_request r;
+    parse(text, line, &r);
+    char want[32];
+    snprintf(want, sizeof want, "line %lld: ", (long long)line);
+    NUMLA_ASSERT_MSG(!strncmp(r.error, want, strlen(want)) && strstr(r.error, needle),
+                     "input %s -> error '%s' (want '%s' ... '%s')", text, r.error, want, needle);
+    CU_ASSERT_PTR_NULL(r.prompt_tokens);
+    numla_request_free(&r);
+}
+
+static void test_malformed(void)
+{
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1, 2", 3, "invalid JSON");
+    expect_error("not json at all", 4, "invalid JSON");
+    expect_error("[1, 2, 3]", 5, "expected a JSON object");
+    expect_error("\"str\"", 5, "expected a JSON object");
+    expect_error("{\"prompt_tokens\": [1]}", 6, "\"id\"");
+    expect_error("{\"id\": [1], \"prompt_tokens\": [1]}", 6, "\"id\"");
+    expect_error("{\"id\": 1}", 7, "prompt_tokens");
+    expect_error("{\"id\": 1, \"prompt_tokens\": []}", 8, "prompt_tokens");
+    expect_error("{\"id\": 1, \"prompt_tokens\": \"hello\"}", 8, "prompt_tokens");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1, \"x\"]}", 9, "prompt_tokens[1]");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1, 2.5]}", 9, "prompt_tokens[1]");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1, 100]}", 10, "outside the vocabulary");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [-1]}", 10, "outside the vocabulary");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [99999999999999]}", 10, "outside the vocabulary");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"max_tokens\": -1}", 11, "max_tokens");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"max_tokens\": \"5\"}", 11, "max_tokens");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1, 2, 3, 4, 5], \"max_tokens\": 60}", 12,
+                 "exceeds the context");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"temperature\": -0.5}", 13, "temperature");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"top_p\": 0}", 14, "top_p");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"top_p\": 1.5}", 14, "top_p");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"top_k\": -5}", 15, "top_k");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"seed\": 1.5}", 16, "seed");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"stop_token_ids\": 3}", 17, "stop_token_ids");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"stop_token_ids\": [500]}", 17, "stop_token_ids[0]");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"ignore_eos\": 1}", 18, "ignore_eos");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"logprobs\": 21}", 19, "logprobs");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"max_token\": 3}", 20, "unknown field \"max_token\"");
+    expect_error("{\"id\": 1, \"id\": 2, \"prompt_tokens\": [1]}", 21, "invalid JSON");
+    /* error record keeps the id when it was readable */
+    numla_request r;
+    parse("{\"id\": \"keep\", \"prompt_tokens\": [1], \"max_tokens\": -3}", 22, &r);
+    CU_ASSERT_PTR_NOT_NULL(r.id);
+    numla_request_free(&r);
+    /* embedded NUL and binary garbage */
+    const char bin[] = {'{', '"', 'i', 'd', '"', ':', 0, '1', '}'};
+    CU_ASSERT_EQUAL(numla_request_parse(bin, sizeof bin, 23, &LIM, &r), NUMLA_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.error, "line 23:"));
+    numla_request_free(&r);
+}
+
+static void test_result_write(void)
+{
+    numla_request r;
+    parse("{\"id\": \"z\", \"prompt_tokens\": [1, 2]}", 1, &r);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/results.jsonl", numla_test_tmpdir());
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    int32_t out[2] = {5, 6};
+    numla_logprob_entry lp[2] = {{.token = 5, .logprob = -0.5f, .num_top = 1, .top_tokens = {5},
+                                  .top_logprobs = {-0.5f}},
+                                 {.token = 6, .logprob = -INFINITY, .num_top = 0}};
+    numla_result res = {.req = &r, .output_tokens = out, .num_output = 2,
+                        .finish_reason = "length", .logprobs = lp};
+    CU_ASSERT_EQUAL(numla_result_write(f, &res), NUMLA_STATUS_OK);
+    numla_request bad;
+    parse("{\"id\": 3}", 2, &bad);
+    numla_result eres = {.req = &bad, .finish_reason = "error", .error = bad.error};
+    CU_ASSERT_EQUAL(numla_result_write(f, &eres), NUMLA_STATUS_OK);
+    fclose(f);
+    f = fopen(path, "r");
+    char line[4096];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fgets(line, sizeof line, f));
+    json_t *o = json_loads(line, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(o, "id")), "z");
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(o, "output_tokens")), 2);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(o, "finish_reason")), "length");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(o, "usage"), "prompt_tokens")), 2);
+    json_t *lps = json_object_get(o, "logprobs");
+    CU_ASSERT_EQUAL(json_array_size(lps), 2);
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(json_array_get(lps, 1), "logprob")), -9999.0, 0);
+    json_decref(o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fgets(line, sizeof line, f));
+    o = json_loads(line, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "id")), 3);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(o, "finish_reason")), "error");
+    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(o, "error")), "line 2: "));
+    CU_ASSERT_PTR_NULL(json_object_get(o, "logprobs"));
+    json_decref(o);
+    fclose(f);
+    numla_request_free(&r);
+    numla_request_free(&bad);
+}
+
+
+void numla_fuzz_request_run(const uint8_t *data, size_t size);
+
+/* The fuzz target's checks over seeded mutations of a valid input: byte flips, digit and
+ * bracket insertions, deletions and truncations. */
+static void test_fuzz_mutations(void)
+{
+    const char *seed = "{\"id\": \"a1\", \"prompt_tokens\": [1, 2, 99], \"max_tokens\": 5, \"temperature\": 0.7, \"top_k\": 40, \"top_p\": 0.9, \"seed\": 12, \"stop_token_ids\": [7, 8], \"ignore_eos\": true, \"logprobs\": 3}";
+    size_t n = strlen(seed);
+    uint8_t *buf = malloc(n + 64);
+    numla_test_rng rng = {2026};
+    for (int it = 0; it < 3000; it++) {
+        memcpy(buf, seed, n);
+        size_t len = n;
+        int edits = 1 + (int)(numla_test_rng_u64(&rng) % 4);
+        for (int e = 0; e < edits && len > 1; e++) {
+            size_t at = (size_t)(numla_test_rng_u64(&rng) % len);
+            switch (numla_test_rng_u64(&rng) % 5) {
+            case 0: buf[at] ^= (uint8_t)(1u << (numla_test_rng_u64(&rng) % 8)); break;
+            case 1: buf[at] = (uint8_t)"0123456789-.e"[numla_test_rng_u64(&rng) % 13]; break;
+            case 2: buf[at] = (uint8_t)"{}[],:\" \\n"[numla_test_rng_u64(&rng) % 10]; break;
+            case 3: memmove(buf + at, buf + at + 1, len - at - 1); len--; break;
+            default: len = at + 1; break;
+            }
+        }
+        numla_fuzz_request_run(buf, len);
+    }
+    free(buf);
+    CU_PASS("no invariant broken");
+}
+
+NUMLA_TEST_SUITE(request_io, NULL, NULL, NUMLA_TEST(test_good), NUMLA_TEST(test_malformed),
+                 NUMLA_TEST(test_result_write), NUMLA_TEST(test_fuzz_mutations))
