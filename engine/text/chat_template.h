@@ -1,0 +1,70 @@
+/* engine/text/chat_template.h — DeepSeek chat templates rendered natively (no Jinja).
+ *
+ * A model's tokenizer_config.json carries its chat template as a Jinja string. Debian has no C
+ * Jinja engine, so numla recognises the DeepSeek family's templates and renders each with C code
+ * that gives, byte for byte, what Hugging Face transformers' apply_chat_template(messages,
+ * tokenize=False, add_generation_prompt=...) gives (checked against tests/golden/chat/, made by
+ * scripts/make_chat_golden.py).
+ *
+ *   deepseek-v2    DeepSeek-V2-Chat, DeepSeek-V2-Lite-Chat ("User: ...\n\nAssistant: ...")
+ *   deepseek-v2.5  DeepSeek-V2.5 (also DeepSeek-Coder-V2-Instruct): the last system message,
+ *                  "<｜User｜>"/"<｜Assistant｜>" turns; each system message also emits the
+ *                  8 spaces the template has before its {% set %}, ahead of the BOS token
+ *   deepseek-v3    DeepSeek-V3: all system messages joined by "\n\n"
+ *   deepseek-r1    DeepSeek-R1: as V3, earlier assistant turns lose everything up to the last
+ *                  "</think>", and the generation prompt opens "<think>\n"
+ *
+ * Recognition: the template string is compared with the known ones after normalising line ends
+ * (CRLF to LF), the two-character escape \n to a newline (the same string in Jinja) and
+ * leading/trailing whitespace. bos_token and eos_token come from the same tokenizer_config.json
+ * (a string, or an object with "content"); absent ones render as "" as in transformers.
+ *
+ * Messages: roles "system", "user", "assistant", and "tool" (tool outputs, plain text, for the
+ * templates that have them). Other roles render nothing, as in the templates. Tool calls
+ * (an assistant message with tool_calls, or with null content) are not supported and fail
+ * naming the message index and field.
+ *
+ * Threading: a loaded template is read-only; render may run concurrently. Not collective.
+ */
+#ifndef NUMLA_ENGINE_CHAT_TEMPLATE_H
+#define NUMLA_ENGINE_CHAT_TEMPLATE_H
+
+#include <stddef.h>
+
+#include "common/status.h"
+
+typedef struct numla_chat_template numla_chat_template;
+
+typedef struct numla_chat_message {
+    const char *role;    /* "system", "user", "assistant", "tool"; NUL-terminated */
+    const char *content; /* UTF-8, NUL-terminated; NULL is JSON null (fails: tool calls) */
+    int has_tool_calls;  /* nonzero when the message carried tool_calls (fails) */
+} numla_chat_message;
+
+/* Load the chat template of <model_dir>/tokenizer_config.json. force_name (NULL or a built-in
+ * name, e.g. from --chat-template) picks the renderer regardless of the file's template; the
+ * file is then optional (missing: DeepSeek's bos/eos strings). Without force_name, a missing
+ * file or template, or one that is not recognised, fails with NUMLA_STATUS_UNSUPPORTED naming
+ * the file and the built-in names. Not collective. */
+numla_status numla_chat_template_load(const char *model_dir, const char *force_name,
+                                      numla_chat_template **out);
+/* The same from the text of a tokenizer_config.json (json may be NULL when force_name is set). */
+numla_status numla_chat_template_load_json(const char *json, const char *force_name,
+                                           numla_chat_template **out);
+/* Free and NULL the handle (NULL is fine). */
+void numla_chat_template_destroy(numla_chat_template **t);
+/* The built-in name the template was recognised as ("deepseek-v3", ...). */
+const char *numla_chat_template_name(const numla_chat_template *t);
+
+/* Render n messages. *out is malloc'd and NUL-terminated (caller frees), *len excludes the NUL.
+ * An unsupported message fails with NUMLA_STATUS_UNSUPPORTED naming "messages[i].field";
+ * on failure *out is NULL. Not collective. */
+numla_status numla_chat_template_render(const numla_chat_template *t,
+                                        const numla_chat_message *msgs, int n,
+                                        int add_generation_prompt, char **out, size_t *len);
+
+/* The built-in names, NULL-terminated, and the Jinja source of one (NULL when unknown). */
+const char *const *numla_chat_template_names(void);
+const char *numla_chat_template_source(const char *name);
+
+#endif

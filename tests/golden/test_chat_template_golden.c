@@ -1,0 +1,305 @@
+/* Golden tests for engine/text/chat_template: every conversation of tests/golden/chat/cases.json
+ * rendered by transformers' apply_chat_template (scripts/make_chat_golden.py) with and without
+ * the generation prompt, byte for byte, each template recognised from a tokenizer_config.json
+ * holding its real string; plus the load errors, forced names and unsupported messages. */
+#include "test_util.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/text/chat_template.h"
+
+static json_t *load_golden(const char *file)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/golden/chat/%s", file);
+    json_error_t err;
+    json_t *j = json_load_file(numla_test_source_path(rel), 0, &err);
+    NUMLA_ASSERT_MSG(j != NULL, "%s: %s", rel, err.text);
+    return j;
+}
+
+/* A tokenizer_config.json text carrying the template string and special tokens of entry e of
+ * templates.json (bos as an AddedToken object, as DeepSeek's configs write it). */
+static char *config_for(json_t *e, const char *template_override)
+{
+    json_t *cfg = json_pack("{s:{s:s, s:s}, s:s, s:s, s:b}", "bos_token", "__type", "AddedToken",
+                            "content", json_string_value(json_object_get(e, "bos_token")),
+                            "eos_token", json_string_value(json_object_get(e, "eos_token")),
+                            "chat_template",
+                            template_override ? template_override
+                                              : json_string_value(json_object_get(e, "template")),
+                            "add_bos_token", 1);
+    char *s = json_dumps(cfg, 0);
+    json_decref(cfg);
+    return s;
+}
+
+static numla_chat_template *load_named(json_t *templates, const char *name)
+{
+    char *cfg = config_for(json_object_get(templates, name), NULL);
+    numla_chat_template *t = NULL;
+    numla_status s = numla_chat_template_load_json(cfg, NULL, &t);
+    free(cfg);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK, "load %s: %s", name, numla_error_message());
+    if (t)
+        NUMLA_ASSERT_MSG(strcmp(numla_chat_template_name(t), name) == 0,
+                         "template %s recognised as %s", name, numla_chat_template_name(t));
+    return t;
+}
+
+/* Conversation c of cases.json as messages (strings point into the JSON). */
+static numla_chat_message *messages_of(json_t *conv, int *n)
+{
+    *n = (int)json_array_size(conv);
+    numla_chat_message *m = calloc((size_t)*n + 1, sizeof *m);
+    for (int i = 0; i < *n; i++) {
+        json_t *e = json_array_get(conv, (size_t)i);
+        m[i].role = json_string_value(json_object_get(e, "role"));
+        m[i].content = json_string_value(json_object_get(e, "content"));
+    }
+    return m;
+}
+
+static void show_diff(const char *got, size_t glen, const char *want, size_t wlen)
+{
+    size_t i = 0;
+    while (i < glen && i < wlen && got[i] == want[i])
+        i++;
+    fprintf(stderr, "      first difference at byte %zu (got %zu bytes, want %zu)\n", i, glen,
+            wlen);
+    int g = (int)(glen - i < 60 ? glen - i : 60), w = (int)(wlen - i < 60 ? wlen - i : 60);
+    fprintf(stderr, "      got : \"%.*s\"\n      want: \"%.*s\"\n", g, got + i, w, want + i);
+}
+
+static void test_golden_renders(void)
+{
+    json_t *templates = load_golden("templates.json"), *cases = load_golden("cases.json");
+    if (!templates || !cases)
+        return;
+    json_t *convs = json_object_get(cases, "conversations");
+    json_t *renders = json_object_get(cases, "renders");
+    NUMLA_ASSERT_MSG(json_array_size(renders) >= 100, "only %zu golden renders",
+                     json_array_size(renders));
+    size_t i, ok = 0, per_template[4] = {0};
+    json_t *r;
+    json_array_foreach(renders, i, r) {
+        const char *name = json_string_value(json_object_get(r, "template"));
+        int ci = (int)json_integer_value(json_object_get(r, "conversation"));
+        int agp = json_is_true(json_object_get(r, "add_generation_prompt"));
+        json_t *want = json_object_get(r, "text");
+        numla_chat_template *t = load_named(templates, name);
+        int n = 0;
+        numla_chat_message *m = messages_of(json_array_get(convs, (size_t)ci), &n);
+        char *got = NULL;
+        size_t len = 0;
+        numla_status s = t ? numla_chat_template_render(t, m, n, agp, &got, &len)
+                           : NUMLA_STATUS_INTERNAL;
+        int same = s == NUMLA_STATUS_OK && len == json_string_length(want) &&
+                   memcmp(got, json_string_value(want), len) == 0 && got[len] == 0;
+        if (!same) {
+            fprintf(stderr, "\n    %s conversation %d add_generation_prompt=%d: status %d %s\n",
+                    name, ci, agp, (int)s, s ? numla_error_message() : "");
+            if (s == NUMLA_STATUS_OK)
+                show_diff(got, len, json_string_value(want), json_string_length(want));
+        }
+        ok += (size_t)same;
+        for (int k = 0; k < 4; k++)
+            if (strcmp(name, numla_chat_template_names()[k]) == 0)
+                per_template[k] += (size_t)same;
+        free(got);
+        free(m);
+        numla_chat_template_destroy(&t);
+    }
+    NUMLA_ASSERT_MSG(ok == json_array_size(renders), "%zu of %zu golden renders match", ok,
+                     json_array_size(renders));
+    for (int k = 0; k < 4; k++)
+        NUMLA_ASSERT_MSG(per_template[k] > 0, "no golden render of %s",
+                         numla_chat_template_names()[k]);
+    json_decref(templates);
+    json_decref(cases);
+}
+
+/* The golden template strings are the ones compiled in, and each built-in name maps back to its
+ * own source; an escape-spelled or CRLF copy is recognised, a one-character change is not. */
+static void test_recognition(void)
+{
+    json_t *templates = load_golden("templates.json");
+    if (!templates)
+        return;
+    const char *const *names = numla_chat_template_names();
+    int count = 0;
+    for (; names[count]; count++) {
+        json_t *e = json_object_get(templates, names[count]);
+        NUMLA_ASSERT_MSG(e != NULL, "%s missing from templates.json", names[count]);
+        if (!e)
+            continue;
+        const char *src = json_string_value(json_object_get(e, "template"));
+        NUMLA_ASSERT_MSG(strcmp(src, numla_chat_template_source(names[count])) == 0,
+                         "compiled-in %s differs from templates.json", names[count]);
+
+        /* CRLF line ends and real newlines spelled as \n escapes. */
+        size_t n = strlen(src);
+        char *variant = malloc(2 * n + 3), *p = variant;
+        *p++ = '\r';
+        *p++ = '\n';
+        for (size_t k = 0; k < n; k++) {
+            if (src[k] == '\n') {
+                *p++ = '\\';
+                *p++ = 'n';
+            } else {
+                *p++ = src[k];
+            }
+        }
+        *p = 0;
+        char *cfg = config_for(e, variant);
+        numla_chat_template *t = NULL;
+        numla_status s = numla_chat_template_load_json(cfg, NULL, &t);
+        NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK && strcmp(numla_chat_template_name(t),
+                                                        names[count]) == 0,
+                         "%s variant not recognised: %s", names[count], numla_error_message());
+        numla_chat_template_destroy(&t);
+        free(cfg);
+
+        /* One character changed: no longer a template numla knows. */
+        strcpy(variant, src);
+        char *q = strstr(variant, "ssistant");
+        q[0] = 'S';
+        cfg = config_for(e, variant);
+        s = numla_chat_template_load_json(cfg, NULL, &t);
+        NUMLA_ASSERT_MSG(s == NUMLA_STATUS_UNSUPPORTED && t == NULL &&
+                             strstr(numla_error_message(), "--chat-template"),
+                         "%s changed template: status %d '%s'", names[count], (int)s,
+                         numla_error_message());
+        free(cfg);
+        free(variant);
+    }
+    CU_ASSERT_EQUAL(count, 4);
+    json_decref(templates);
+}
+
+static void test_load_errors_and_force(void)
+{
+    numla_chat_template *t = NULL;
+    const char *llama3 = "{\"chat_template\": \"{% for m in messages %}{{ m['content'] }}"
+                         "{% endfor %}\", \"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}";
+    numla_status s = numla_chat_template_load_json(llama3, NULL, &t);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_UNSUPPORTED && !t &&
+                         strstr(numla_error_message(), "deepseek-v3"),
+                     "unknown template: %d '%s'", (int)s, numla_error_message());
+
+    /* Forced: the file's template is ignored, its tokens are used. */
+    s = numla_chat_template_load_json(llama3, "deepseek-v2", &t);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK, "forced: %s", numla_error_message());
+    numla_chat_message m[] = {{"user", "hi", 0}, {"assistant", "yo", 0}};
+    char *out = NULL;
+    size_t len = 0;
+    if (t) {
+        CU_ASSERT_EQUAL(numla_chat_template_render(t, m, 2, 1, &out, &len), NUMLA_STATUS_OK);
+        CU_ASSERT_STRING_EQUAL(out, "<s>User: hi\n\nAssistant: yo</s>Assistant:");
+        CU_ASSERT_EQUAL(len, strlen("<s>User: hi\n\nAssistant: yo</s>Assistant:"));
+        free(out);
+    }
+    numla_chat_template_destroy(&t);
+    CU_ASSERT_PTR_NULL(t);
+
+    s = numla_chat_template_load_json(llama3, "chatml", &t);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_INVALID_ARG && !t &&
+                         strstr(numla_error_message(), "chatml"),
+                     "unknown name: %d '%s'", (int)s, numla_error_message());
+    s = numla_chat_template_load_json("{\"bos_token\": \"<s>\"}", NULL, &t);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_UNSUPPORTED &&
+                         strstr(numla_error_message(), "chat_template"),
+                     "no template: %d '%s'", (int)s, numla_error_message());
+    s = numla_chat_template_load_json("{not json", NULL, &t);
+    CU_ASSERT_EQUAL(s, NUMLA_STATUS_FORMAT);
+
+    /* No config at all, forced: DeepSeek's token strings. */
+    s = numla_chat_template_load_json(NULL, "deepseek-r1", &t);
+    CU_ASSERT_EQUAL(s, NUMLA_STATUS_OK);
+    if (t) {
+        numla_chat_message one = {"user", "q", 0};
+        CU_ASSERT_EQUAL(numla_chat_template_render(t, &one, 1, 1, &out, &len), NUMLA_STATUS_OK);
+        CU_ASSERT_STRING_EQUAL(out, "<｜begin▁of▁sentence｜><｜User｜>q<｜Assistant｜><think>\n");
+        free(out);
+    }
+    numla_chat_template_destroy(&t);
+
+    /* From a model directory; the list form of chat_template; null bos renders as "". */
+    json_t *templates = load_golden("templates.json");
+    if (!templates)
+        return;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/chat_model", numla_test_tmpdir());
+    mkdir(dir, 0755);
+    s = numla_chat_template_load(dir, NULL, &t);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_UNSUPPORTED && strstr(numla_error_message(),
+                                                             "tokenizer_config.json"),
+                     "missing file: %d '%s'", (int)s, numla_error_message());
+    s = numla_chat_template_load(dir, "deepseek-v3", &t);
+    CU_ASSERT_EQUAL(s, NUMLA_STATUS_OK);
+    numla_chat_template_destroy(&t);
+    json_t *cfg = json_pack("{s:n, s:s, s:[{s:s, s:s}, {s:s, s:O}]}", "bos_token", "eos_token",
+                            "E", "chat_template", "name", "tool_use", "template", "x", "name",
+                            "default", "template",
+                            json_object_get(json_object_get(templates, "deepseek-v2"), "template"));
+    char path[1200];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    CU_ASSERT_EQUAL(json_dump_file(cfg, path, 0), 0);
+    json_decref(cfg);
+    s = numla_chat_template_load(dir, NULL, &t);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK, "dir load: %s", numla_error_message());
+    if (t) {
+        CU_ASSERT_STRING_EQUAL(numla_chat_template_name(t), "deepseek-v2");
+        CU_ASSERT_EQUAL(numla_chat_template_render(t, m, 2, 0, &out, &len), NUMLA_STATUS_OK);
+        CU_ASSERT_STRING_EQUAL(out, "User: hi\n\nAssistant: yoE");
+        free(out);
+    }
+    numla_chat_template_destroy(&t);
+    json_decref(templates);
+}
+
+/* Tool calls fail naming the message and the field; nothing is returned. */
+static void test_unsupported_messages(void)
+{
+    const char *const *names = numla_chat_template_names();
+    for (int k = 0; names[k]; k++) {
+        numla_chat_template *t = NULL;
+        CU_ASSERT_EQUAL(numla_chat_template_load_json(NULL, names[k], &t), NUMLA_STATUS_OK);
+        if (!t)
+            continue;
+        numla_chat_message m[] = {{"user", "weather?", 0}, {"assistant", "", 1}};
+        char *out = (char *)1;
+        size_t len = 7;
+        numla_status s = numla_chat_template_render(t, m, 2, 1, &out, &len);
+        NUMLA_ASSERT_MSG(s == NUMLA_STATUS_UNSUPPORTED &&
+                             strstr(numla_error_message(), "messages[1].tool_calls"),
+                         "%s tool_calls: %d '%s'", names[k], (int)s, numla_error_message());
+        CU_ASSERT_PTR_NULL(out);
+        CU_ASSERT_EQUAL(len, 0);
+        numla_chat_message nul[] = {{"system", "s", 0}, {"user", "u", 0}, {"assistant", NULL, 0}};
+        s = numla_chat_template_render(t, nul, 3, 0, &out, &len);
+        NUMLA_ASSERT_MSG(s == NUMLA_STATUS_UNSUPPORTED &&
+                             strstr(numla_error_message(), "messages[2].content"),
+                         "%s null content: %d '%s'", names[k], (int)s, numla_error_message());
+        numla_chat_message norole[] = {{NULL, "x", 0}};
+        s = numla_chat_template_render(t, norole, 1, 0, &out, &len);
+        NUMLA_ASSERT_MSG(s == NUMLA_STATUS_INVALID_ARG &&
+                             strstr(numla_error_message(), "messages[0].role"),
+                         "%s no role: %d '%s'", names[k], (int)s, numla_error_message());
+        /* No messages: the template's prologue (and the generation prompt) only. */
+        s = numla_chat_template_render(t, NULL, 0, 0, &out, &len);
+        CU_ASSERT_EQUAL(s, NUMLA_STATUS_OK);
+        if (s == NUMLA_STATUS_OK)
+            CU_ASSERT_STRING_EQUAL(out, "<｜begin▁of▁sentence｜>");
+        free(out);
+        numla_chat_template_destroy(&t);
+    }
+}
+
+NUMLA_TEST_SUITE(chat_template_golden, NULL, NULL, NUMLA_TEST(test_golden_renders),
+                 NUMLA_TEST(test_recognition), NUMLA_TEST(test_load_errors_and_force),
+                 NUMLA_TEST(test_unsupported_messages))
