@@ -62,17 +62,11 @@ static int bench_allreduce_main(int argc, char **argv)
         return 2;
     }
 
-    int inited = 0, we_inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int provided;
-        MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-        we_inited = 1;
-    }
-    numla_comm *c = NULL;
-    numla_status s = numla_comm_create(MPI_COMM_WORLD, &c);
+    numla_comm_session mpi;
+    numla_status s = numla_comm_world_init(&mpi);
     if (s != NUMLA_STATUS_OK)
         numla_comm_abort(NULL, s, "bench allreduce: %s", numla_error_message());
+    numla_comm *c = mpi.comm;
     int rank = numla_comm_rank(c), size = numla_comm_size(c);
     int have_shm = numla_comm_shm_available(c);
     if (rank == 0 && size == 1)
@@ -138,9 +132,7 @@ static int bench_allreduce_main(int argc, char **argv)
     free(x);
     free(t_mpi);
     free(t_shm);
-    numla_comm_destroy(&c);
-    if (we_inited)
-        MPI_Finalize();
+    numla_comm_world_finalize(&mpi);
     return 0;
 }
 

@@ -8,7 +8,6 @@
  * --no-bind skips the launch/ binding (numla_bind_apply), e.g. to compare 1 rank × 2 threads
  * with 2 ranks × 1 thread under the same (unpinned) conditions on an oversubscribed machine.
  * Prints, never asserts. */
-#include <mpi.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,17 +54,11 @@ static int bench_engine_main(int argc, char **argv)
         usage();
         return 2;
     }
-    int inited = 0, we_inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int provided;
-        MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-        we_inited = 1;
-    }
-    numla_comm *c = NULL;
-    numla_status s = numla_comm_create(MPI_COMM_WORLD, &c);
+    numla_comm_session mpi;
+    numla_status s = numla_comm_world_init(&mpi);
     if (s != NUMLA_STATUS_OK)
         numla_comm_abort(NULL, s, "bench engine: %s", numla_error_message());
+    numla_comm *c = mpi.comm;
     const int rank = numla_comm_rank(c), size = numla_comm_size(c);
     numla_engine_options eo = numla_engine_options_default();
     eo.num_threads = threads;
@@ -81,9 +74,7 @@ static int bench_engine_main(int argc, char **argv)
         if ((s = numla_engine_worker_loop(e)) != NUMLA_STATUS_OK)
             numla_comm_abort(c, s, "bench engine: %s", numla_error_message());
         numla_engine_destroy(&e);
-        numla_comm_destroy(&c);
-        if (we_inited)
-            MPI_Finalize();
+        numla_comm_world_finalize(&mpi);
         return 0;
     }
 
@@ -207,9 +198,7 @@ static int bench_engine_main(int argc, char **argv)
     free(logits);
     free(dt);
     numla_engine_destroy(&e);
-    numla_comm_destroy(&c);
-    if (we_inited)
-        MPI_Finalize();
+    numla_comm_world_finalize(&mpi);
     return 0;
 }
 

@@ -18,7 +18,6 @@
  *   per rank, the decode step split into compute and communication (engine counters).
  * Run as `mpirun -n R numla bench model ...`; 1 rank works without mpirun. Costs are for the
  * whole model; the bandwidth and peak are rank 0's (one node). Prints, never asserts. */
-#include <mpi.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +49,7 @@ typedef struct bm_ctx {
     int32_t *tok, *pos;
     int64_t *slot;
     float *logits;
+    double *dt;   /* (max(ndec, nlong)) step times */
     uint32_t rng;
     int64_t V;
 } bm_ctx;
@@ -124,190 +124,204 @@ static void bm_ranks(bm_ctx *x, const char *phase, int json, int size)
     free(all);
 }
 
-static int bench_model_main(int argc, char **argv)
+typedef struct bm_opts {
+    const char *model;
+    int threads, json, bind, quick, long_ctx, prompt, chunk;
+} bm_opts;
+
+/* Parse the command line into o; returns -1 to go on, else the exit code. */
+static int bm_parse_opts(int argc, char **argv, bm_opts *o)
 {
-    const char *model = NULL;
-    int threads = 0, json = 0, bind = 1, quick = 0, long_ctx = 0, prompt = 512, chunk = 1024;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--json"))
-            json = 1;
+            o->json = 1;
         else if (!strcmp(argv[i], "--quick"))
-            quick = 1;
+            o->quick = 1;
         else if (!strcmp(argv[i], "--no-bind"))
-            bind = 0;
+            o->bind = 0;
         else if (!strcmp(argv[i], "--model") && v)
-            model = argv[++i];
+            o->model = argv[++i];
         else if (!strcmp(argv[i], "--threads") && v)
-            threads = atoi(argv[++i]);
+            o->threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--long-context") && v)
-            long_ctx = atoi(argv[++i]);
+            o->long_ctx = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prompt") && v)
-            prompt = atoi(argv[++i]);
+            o->prompt = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--chunk") && v)
-            chunk = atoi(argv[++i]);
+            o->chunk = atoi(argv[++i]);
         else {
             usage();
             return 2;
         }
     }
-    if (!model || threads < 0 || long_ctx < 0 || prompt < 1 || chunk < 1) {
+    if (!o->model || o->threads < 0 || o->long_ctx < 0 || o->prompt < 1 || o->chunk < 1) {
         usage();
         return 2;
     }
-    if (long_ctx == 0)
-        long_ctx = quick ? 2048 : 16384;
-    const int ndec = 128, nlong = quick ? 16 : 32, prefill_reps = quick ? 1 : 2;
+    if (o->long_ctx == 0)
+        o->long_ctx = o->quick ? 2048 : 16384;
+    return -1;
+}
 
-    int inited = 0, we_inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int provided;
-        MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-        we_inited = 1;
-    }
-    bm_ctx x = {.rng = 7};
-    numla_status s = numla_comm_create(MPI_COMM_WORLD, &x.c);
-    if (s != NUMLA_STATUS_OK)
-        numla_comm_abort(NULL, s, "bench model: %s", numla_error_message());
-    const int rank = numla_comm_rank(x.c), size = numla_comm_size(x.c);
-    numla_engine_options eo = numla_engine_options_default();
-    eo.num_threads = threads;
-    eo.bind = bind;
-    eo.block_size = 16;
-    bm_seq sa = {.mb = (prompt + ndec + 2 + 15) / 16}, sb = {.mb = (long_ctx + nlong + 2 + 15) / 16};
-    eo.num_blocks = sa.mb + sb.mb;
-    if ((s = numla_engine_create(x.c, model, &eo, &x.e)) != NUMLA_STATUS_OK)
-        bm_die(&x, s);
-    if (rank != 0) {
-        if ((s = numla_engine_worker_loop(x.e)) != NUMLA_STATUS_OK)
-            bm_die(&x, s);
-        numla_engine_destroy(&x.e);
-        numla_comm_destroy(&x.c);
-        if (we_inited)
-            MPI_Finalize();
-        return 0;
-    }
+/* The model's cumulative counters and step form: the only place this benchmark reads them. */
+typedef struct bm_counters {
+    double linear_s, linear_flops, attn_s, attn_kernel_s;
+    double part_s[NUMLA_MODEL_PART_COUNT];
+    numla_prefill_form prefill_form;
+} bm_counters;
 
-    const numla_model_config *cfg = numla_engine_config(x.e);
-    const numla_model *m = numla_engine_model(x.e);
-    numla_kv_cache *kv = numla_engine_kv_cache(x.e);
-    const int nth = numla_engine_num_threads(x.e);
+static void bm_counters_read(const numla_model *m, bm_counters *c)
+{
+    c->linear_s = m->linear_s;
+    c->linear_flops = m->linear_flops;
+    c->attn_s = m->attn_s;
+    c->attn_kernel_s = m->attn_kernel_s;
+    memcpy(c->part_s, m->part_s, sizeof c->part_s);
+    c->prefill_form = m->prefill_form;
+}
+
+/* The weights' kernel level and dtypes (for the costs and the peaks). */
+typedef struct bm_weights_info {
+    numla_isa isa;
+    numla_dtype lm_head_dtype, embed_dtype;
+} bm_weights_info;
+
+static void bm_weights_info_read(const numla_model *m, bm_weights_info *w)
+{
+    w->isa = m->w->isa;
+    w->lm_head_dtype = m->w->lm_head.dtype;
+    w->embed_dtype = m->w->embed_dtype;
+}
+
+/* Everything rank 0 measures. */
+typedef struct bm_results {
+    int nth, ndec, nlong, amx;
+    double bw, peak, amx_peak;                         /* machine figures (best of two) */
+    double pf_best, pf_lin_s, pf_lin_fl, pf_attn_s, pf_attn_k_s;
+    double pf_part[NUMLA_MODEL_PART_COUNT];
+    const char *pf_form;
+    double dec_total, dec_med, long_pf, long_pf_attn, long_pf_attn_k, long_total, long_med;
+    double rss_mib, load_start, load_dec, load_long;
     numla_bench_model_costs co;
-    if ((s = numla_bench_model_costs_get(cfg, m->w->isa, m->w->lm_head.dtype, m->w->embed_dtype,
-                                         kv->dtype, &co)) != NUMLA_STATUS_OK)
-        bm_die(&x, s);
-    x.V = cfg->vocab_size;
-    const int maxT = chunk > prompt ? chunk : prompt;
-    x.tok = malloc(sizeof *x.tok * (size_t)maxT);
-    x.pos = malloc(sizeof *x.pos * (size_t)maxT);
-    x.slot = malloc(sizeof *x.slot * (size_t)maxT);
-    x.logits = malloc(sizeof *x.logits * (size_t)x.V);
-    sa.bt = malloc(sizeof *sa.bt * (size_t)sa.mb);
-    sb.bt = malloc(sizeof *sb.bt * (size_t)sb.mb);
-    double *dt = malloc(sizeof *dt * (size_t)(ndec > nlong ? ndec : nlong));
-    if (!x.tok || !x.pos || !x.slot || !x.logits || !sa.bt || !sb.bt || !dt)
-        bm_die(&x, NUMLA_STATUS_NO_MEMORY);
-    for (int j = 0; j < sa.mb; j++)
-        if ((s = numla_kv_cache_alloc_block(kv, &sa.bt[j])) != NUMLA_STATUS_OK)
-            bm_die(&x, s);
-    for (int j = 0; j < sb.mb; j++)
-        if ((s = numla_kv_cache_alloc_block(kv, &sb.bt[j])) != NUMLA_STATUS_OK)
-            bm_die(&x, s);
-    const double load_start = load1();
-    /* machine figures now and again at the end, keeping the best of the two: on a shared
-     * machine a low reading would flatter every fraction */
-    double bw = numla_bench_read_gbps(nth, numla_bench_stream_bytes(), 5);
-    double peak = numla_bench_peak_gflops(m->w->isa, nth, 5);
-    /* The prefill GEMMs run on AMX tiles when the weights are bf16 and the tiles are usable
-     * (kernels/x86/linear_amx.c): their ceiling is then the tile peak, reported next to the
-     * AVX-512 one. */
-    const int amx = m->w->isa == NUMLA_ISA_AVX512BF16 && m->w->lm_head.dtype == NUMLA_DTYPE_BF16 &&
-                    numla_linear_amx_enabled();
-    double amx_peak = amx ? numla_bench_peak_amx_gflops(nth, 5) : 0;
+} bm_results;
 
-    /* prefill: one step of the whole prompt (rewriting the same slots each repetition) */
-    double pf_best = 1e30, pf_lin_s = 0, pf_lin_fl = 0, pf_attn_s = 0, pf_attn_k_s = 0;
-    double pf_part[NUMLA_MODEL_PART_COUNT] = {0};
-    for (int r = 0; r < prefill_reps; r++) {
-        double ls0 = m->linear_s, lf0 = m->linear_flops, as0 = m->attn_s, ak0 = m->attn_kernel_s;
-        double part0[NUMLA_MODEL_PART_COUNT];
-        memcpy(part0, m->part_s, sizeof part0);
-        double t = bm_step(&x, &sa, 0, prompt);
-        if (t < pf_best) {
-            pf_best = t;
+/* Block tables for the two sequences (prompt + decode, long context + decode) and the step
+ * buffers. */
+static void bm_setup(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int ndec)
+{
+    numla_kv_cache *kv = numla_engine_kv_cache(x->e);
+    numla_status s;
+    x->V = numla_engine_config(x->e)->vocab_size;
+    const int maxT = o->chunk > o->prompt ? o->chunk : o->prompt;
+    x->tok = malloc(sizeof *x->tok * (size_t)maxT);
+    x->pos = malloc(sizeof *x->pos * (size_t)maxT);
+    x->slot = malloc(sizeof *x->slot * (size_t)maxT);
+    x->logits = malloc(sizeof *x->logits * (size_t)x->V);
+    sa->bt = malloc(sizeof *sa->bt * (size_t)sa->mb);
+    sb->bt = malloc(sizeof *sb->bt * (size_t)sb->mb);
+    x->dt = malloc(sizeof *x->dt * (size_t)ndec);
+    if (!x->tok || !x->pos || !x->slot || !x->logits || !sa->bt || !sb->bt || !x->dt)
+        bm_die(x, NUMLA_STATUS_NO_MEMORY);
+    for (int j = 0; j < sa->mb; j++)
+        if ((s = numla_kv_cache_alloc_block(kv, &sa->bt[j])) != NUMLA_STATUS_OK)
+            bm_die(x, s);
+    for (int j = 0; j < sb->mb; j++)
+        if ((s = numla_kv_cache_alloc_block(kv, &sb->bt[j])) != NUMLA_STATUS_OK)
+            bm_die(x, s);
+}
+
+/* Read bandwidth, bf16 peak and (when the prefill GEMMs use AMX) the tile peak, keeping the
+ * best of this and any earlier reading: on a shared machine a low reading would flatter every
+ * fraction. */
+static void bm_machine_figures(bm_results *r, numla_isa isa)
+{
+    const double bw = numla_bench_read_gbps(r->nth, numla_bench_stream_bytes(), 5);
+    const double peak = numla_bench_peak_gflops(isa, r->nth, 5);
+    r->bw = bw > r->bw ? bw : r->bw;
+    r->peak = peak > r->peak ? peak : r->peak;
+    if (r->amx) {
+        const double a = numla_bench_peak_amx_gflops(r->nth, 5);
+        r->amx_peak = a > r->amx_peak ? a : r->amx_peak;
+    }
+}
+
+/* Prefill: one step of the whole prompt (rewriting the same slots each repetition). */
+static void bm_prefill(bm_ctx *x, const bm_opts *o, const bm_seq *sa, bm_results *r)
+{
+    const numla_model *m = numla_engine_model(x->e);
+    const int reps = o->quick ? 1 : 2;
+    r->pf_best = 1e30;
+    for (int rep = 0; rep < reps; rep++) {
+        bm_counters c0, c1;
+        bm_counters_read(m, &c0);
+        double t = bm_step(x, sa, 0, o->prompt);
+        bm_counters_read(m, &c1);
+        if (t < r->pf_best) {
+            r->pf_best = t;
             for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
-                pf_part[p] = m->part_s[p] - part0[p];
-            pf_lin_s = m->linear_s - ls0;
-            pf_lin_fl = m->linear_flops - lf0;
-            pf_attn_s = m->attn_s - as0;
-            pf_attn_k_s = m->attn_kernel_s - ak0;
+                r->pf_part[p] = c1.part_s[p] - c0.part_s[p];
+            r->pf_lin_s = c1.linear_s - c0.linear_s;
+            r->pf_lin_fl = c1.linear_flops - c0.linear_flops;
+            r->pf_attn_s = c1.attn_s - c0.attn_s;
+            r->pf_attn_k_s = c1.attn_kernel_s - c0.attn_kernel_s;
         }
     }
-    const char *pf_form = m->prefill_form == NUMLA_PREFILL_FORM_ABSORBED   ? "absorbed"
-                          : m->prefill_form == NUMLA_PREFILL_FORM_EXPANDED ? "expanded"
-                          : prompt > 1 ? "auto (expanded: no prefix)" : "auto (absorbed)";
-    /* decode 128 tokens at batch 1 after the prompt (1 warm-up step) */
-    bm_step(&x, &sa, prompt, 1);
-    if ((s = numla_engine_stats_reset_all(x.e)) != NUMLA_STATUS_OK)
-        bm_die(&x, s);
-    double dec_total = 0;
-    for (int k = 0; k < ndec; k++)
-        dec_total += dt[k] = bm_step(&x, &sa, prompt + 1 + k, 1);
-    const double dec_med = numla_bench_median(dt, ndec);
-    const double load_dec = load1();
-    if (!json)
-        printf("model %s: %d rank%s x %d thread%s, OMP_WAIT_POLICY=%s\n", model, size,
-               size > 1 ? "s" : "", nth, nth > 1 ? "s" : "",
-               getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)");
-    if (!json)
-        printf("  per-rank decode split (batch 1, context %d):\n", prompt);
-    bm_ranks(&x, "decode", json, size);
+    bm_counters c;
+    bm_counters_read(m, &c);
+    r->pf_form = c.prefill_form == NUMLA_PREFILL_FORM_ABSORBED   ? "absorbed"
+                 : c.prefill_form == NUMLA_PREFILL_FORM_EXPANDED ? "expanded"
+                 : o->prompt > 1 ? "auto (expanded: no prefix)" : "auto (absorbed)";
+}
 
-    /* long context: prefill in chunks (not timed as prefill), then decode */
-    const double la0 = m->attn_s, lk0 = m->attn_kernel_s;
-    double long_pf = numla_bench_now();
-    for (int at = 0; at < long_ctx; at += chunk)
-        bm_step(&x, &sb, at, long_ctx - at < chunk ? long_ctx - at : chunk);
-    long_pf = numla_bench_now() - long_pf;
-    const double long_pf_attn = m->attn_s - la0, long_pf_attn_k = m->attn_kernel_s - lk0;
-    bm_step(&x, &sb, long_ctx, 1);
-    if ((s = numla_engine_stats_reset_all(x.e)) != NUMLA_STATUS_OK)
-        bm_die(&x, s);
-    double long_total = 0;
-    for (int k = 0; k < nlong; k++)
-        long_total += dt[k] = bm_step(&x, &sb, long_ctx + 1 + k, 1);
-    const double long_med = numla_bench_median(dt, nlong);
-    const double load_long = load1();
-    if (!json)
-        printf("  per-rank decode split (batch 1, context %d):\n", long_ctx);
-    bm_ranks(&x, long_ctx == 16384 ? "decode_16k" : "decode_long", json, size);
+/* Decode n tokens at batch 1 after `at` cached rows (1 warm-up step first, then the engine
+ * counters reset); returns the total time, the median step in *med. */
+static double bm_decode(bm_ctx *x, const bm_seq *q, int at, int n, double *med)
+{
+    numla_status s;
+    bm_step(x, q, at, 1);
+    if ((s = numla_engine_stats_reset_all(x->e)) != NUMLA_STATUS_OK)
+        bm_die(x, s);
+    double total = 0;
+    for (int k = 0; k < n; k++)
+        total += x->dt[k] = bm_step(x, q, at + 1 + k, 1);
+    *med = numla_bench_median(x->dt, n);
+    return total;
+}
 
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    const double rss_mib = (double)ru.ru_maxrss / 1024.0;
-    /* machine figures, measured now (after the RSS reading: the stream buffer is big) */
-    const double bw1 = numla_bench_read_gbps(nth, numla_bench_stream_bytes(), 5);
-    const double peak1 = numla_bench_peak_gflops(m->w->isa, nth, 5);
-    bw = bw1 > bw ? bw1 : bw;
-    peak = peak1 > peak ? peak1 : peak;
-    if (amx) {
-        const double a1 = numla_bench_peak_amx_gflops(nth, 5);
-        amx_peak = a1 > amx_peak ? a1 : amx_peak;
-    }
+/* Long context: prefill in chunks (timed apart from the prompt's prefill), then decode. */
+static void bm_long_context(bm_ctx *x, const bm_opts *o, const bm_seq *sb, bm_results *r)
+{
+    const numla_model *m = numla_engine_model(x->e);
+    bm_counters c0, c1;
+    bm_counters_read(m, &c0);
+    r->long_pf = numla_bench_now();
+    for (int at = 0; at < o->long_ctx; at += o->chunk)
+        bm_step(x, sb, at, o->long_ctx - at < o->chunk ? o->long_ctx - at : o->chunk);
+    r->long_pf = numla_bench_now() - r->long_pf;
+    bm_counters_read(m, &c1);
+    r->long_pf_attn = c1.attn_s - c0.attn_s;
+    r->long_pf_attn_k = c1.attn_kernel_s - c0.attn_kernel_s;
+    r->long_total = bm_decode(x, sb, o->long_ctx, r->nlong, &r->long_med);
+}
+
+static void bm_print(const bm_opts *o, const bm_results *r, int size)
+{
+    const numla_bench_model_costs *co = &r->co;
+    const int prompt = o->prompt, long_ctx = o->long_ctx;
     /* prefill_peak_frac: against the peak of the units the prefill GEMMs use */
-    const double pf_peak = amx && amx_peak > 0 ? amx_peak : peak;
-
-    const double pf_tok_s = prompt / pf_best;
-    const double pf_lin_gf = pf_lin_s > 0 ? pf_lin_fl / pf_lin_s / 1e9 : 0;
-    const double dec_tok_s = ndec / dec_total, long_tok_s = nlong / long_total;
-    const double bw_frac = co.weight_bytes * dec_tok_s / (bw * 1e9);
-    const double L = (double)long_ctx + 1 + nlong / 2.0; /* mean cached rows during the run */
-    const double t_bytes = (co.weight_bytes + co.kv_bytes_per_ctx * L) / (bw * 1e9);
-    const double t_flops = (co.linear_flops + co.attn_flops_per_ctx * L) / (peak * 1e9);
+    const double pf_peak = r->amx && r->amx_peak > 0 ? r->amx_peak : r->peak;
+    const double pf_tok_s = prompt / r->pf_best;
+    const double pf_lin_gf = r->pf_lin_s > 0 ? r->pf_lin_fl / r->pf_lin_s / 1e9 : 0;
+    const double dec_tok_s = r->ndec / r->dec_total, long_tok_s = r->nlong / r->long_total;
+    const double bw = r->bw, peak = r->peak;
+    const double bw_frac = co->weight_bytes * dec_tok_s / (bw * 1e9);
+    const double L = (double)long_ctx + 1 + r->nlong / 2.0; /* mean cached rows during the run */
+    const double t_bytes = (co->weight_bytes + co->kv_bytes_per_ctx * L) / (bw * 1e9);
+    const double t_flops = (co->linear_flops + co->attn_flops_per_ctx * L) / (peak * 1e9);
     const double roof = (t_bytes > t_flops ? t_bytes : t_flops) * long_tok_s;
     const char *wp = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset";
-    if (json) {
+    if (o->json) {
         printf("{\"bench\": \"model\", \"model\": \"%s\", \"ranks\": %d, \"threads\": %d, "
                "\"omp_wait_policy\": \"%s\", \"quick\": %s, \"long_context\": %d, "
                "\"prefill_tokens\": %d, \"prefill_form\": \"%s\", \"prefill_s\": %.4f, "
@@ -328,52 +342,125 @@ static int bench_model_main(int argc, char **argv)
                "\"decode_16k_bytes_s\": %.6f, \"decode_16k_flops_s\": %.6f, "
                "\"peak_rss_mib\": %.1f, \"load1_start\": %.2f, \"load1_decode\": %.2f, "
                "\"load1_end\": %.2f}\n",
-               model, size, nth, wp, quick ? "true" : "false", long_ctx, prompt, pf_form, pf_best,
-               pf_attn_s, pf_attn_k_s, pf_tok_s,
-               pf_lin_gf, peak, amx_peak, pf_lin_gf / pf_peak, pf_lin_gf / peak, ndec, dec_tok_s,
-               1e3 * dec_med, nlong,
-               long_tok_s, 1e3 * long_med, long_pf, chunk, long_pf_attn, long_pf_attn_k,
-               co.weight_bytes, co.attn_weight_bytes,
-               co.mlp_weight_bytes, co.lm_head_bytes, co.linear_flops, co.kv_bytes_per_ctx,
-               co.attn_flops_per_ctx, bw, bw_frac, roof, co.weight_bytes / dec_med / (bw * 1e9),
-               (t_bytes > t_flops ? t_bytes : t_flops) / long_med, t_bytes, t_flops, rss_mib, load_start,
-               load_dec, load_long);
+               o->model, size, r->nth, wp, o->quick ? "true" : "false", long_ctx, prompt,
+               r->pf_form, r->pf_best, r->pf_attn_s, r->pf_attn_k_s, pf_tok_s,
+               pf_lin_gf, peak, r->amx_peak, pf_lin_gf / pf_peak, pf_lin_gf / peak, r->ndec,
+               dec_tok_s, 1e3 * r->dec_med, r->nlong,
+               long_tok_s, 1e3 * r->long_med, r->long_pf, o->chunk, r->long_pf_attn,
+               r->long_pf_attn_k, co->weight_bytes, co->attn_weight_bytes,
+               co->mlp_weight_bytes, co->lm_head_bytes, co->linear_flops, co->kv_bytes_per_ctx,
+               co->attn_flops_per_ctx, bw, bw_frac, roof,
+               co->weight_bytes / r->dec_med / (bw * 1e9),
+               (t_bytes > t_flops ? t_bytes : t_flops) / r->long_med, t_bytes, t_flops,
+               r->rss_mib, r->load_start, r->load_dec, r->load_long);
     } else {
         printf("  prefill %d tokens: %.1f tok/s; linear layers %.1f GFLOP/s = prefill_peak_frac "
                "%.3f of the %s peak %.1f GFLOP/s (%.3f of the AVX-512 peak %.1f; %.0f%% of the "
                "step in linear)\n", prompt, pf_tok_s, pf_lin_gf, pf_lin_gf / pf_peak,
-               amx ? "AMX tile" : "bf16", pf_peak, pf_lin_gf / peak, peak,
-               100.0 * pf_lin_s / pf_best);
+               r->amx ? "AMX tile" : "bf16", pf_peak, pf_lin_gf / peak, peak,
+               100.0 * r->pf_lin_s / r->pf_best);
         printf("  prefill form %s: step %.3f s, attention (form-specific part) %.3f s, of which "
-               "attention kernels %.3f s\n", pf_form, pf_best, pf_attn_s, pf_attn_k_s);
+               "attention kernels %.3f s\n", r->pf_form, r->pf_best, r->pf_attn_s,
+               r->pf_attn_k_s);
         printf("  prefill step profile (rank 0):");
         for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
-            printf(" %s %.3f", numla_model_part_names[p], pf_part[p]);
+            printf(" %s %.3f", numla_model_part_names[p], r->pf_part[p]);
         printf(" s\n");
         printf("  decode batch 1, %d tokens after %d: %.2f tok/s (median %.2f ms); active "
                "weights %.1f MB/token (attn %.1f, mlp %.1f, lm_head+embed %.1f); read %.2f GB/s "
-               "-> decode_bw_frac %.3f\n", ndec, prompt, dec_tok_s, 1e3 * dec_med,
-               co.weight_bytes / 1e6, co.attn_weight_bytes / 1e6, co.mlp_weight_bytes / 1e6,
-               co.lm_head_bytes / 1e6, bw, bw_frac);
+               "-> decode_bw_frac %.3f\n", r->ndec, prompt, dec_tok_s, 1e3 * r->dec_med,
+               co->weight_bytes / 1e6, co->attn_weight_bytes / 1e6, co->mlp_weight_bytes / 1e6,
+               co->lm_head_bytes / 1e6, bw, bw_frac);
         printf("  decode batch 1, %d tokens after %d%s: %.2f tok/s (median %.2f ms); bound "
                "bytes %.2f ms, flops %.2f ms -> roofline_frac %.3f (context prefill %.1f s)\n",
-               nlong, long_ctx, quick ? " (--quick: not 16384)" : "", long_tok_s,
-               1e3 * long_med, 1e3 * t_bytes, 1e3 * t_flops, roof, long_pf);
+               r->nlong, long_ctx, o->quick ? " (--quick: not 16384)" : "", long_tok_s,
+               1e3 * r->long_med, 1e3 * t_bytes, 1e3 * t_flops, roof, r->long_pf);
         printf("  peak RSS %.1f MiB; load average %.2f / %.2f / %.2f (start / after decode / "
-               "end)\n", rss_mib, load_start, load_dec, load_long);
+               "end)\n", r->rss_mib, r->load_start, r->load_dec, r->load_long);
     }
     fflush(stdout);
+}
+
+/* Rank 0: every measurement, then the report. */
+static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int size)
+{
+    bm_results r = {.ndec = 128, .nlong = o->quick ? 16 : 32};
+    bm_weights_info wi;
+    bm_weights_info_read(numla_engine_model(x->e), &wi);
+    const numla_kv_cache *kv = numla_engine_kv_cache(x->e);
+    numla_status s = numla_bench_model_costs_get(numla_engine_config(x->e), wi.isa,
+                                                 wi.lm_head_dtype, wi.embed_dtype, kv->dtype,
+                                                 &r.co);
+    if (s != NUMLA_STATUS_OK)
+        bm_die(x, s);
+    r.nth = numla_engine_num_threads(x->e);
+    bm_setup(x, o, sa, sb, r.ndec > r.nlong ? r.ndec : r.nlong);
+    r.load_start = load1();
+    /* The prefill GEMMs run on AMX tiles when the weights are bf16 and the tiles are usable
+     * (kernels/x86/linear_amx.c): their ceiling is then the tile peak, reported next to the
+     * AVX-512 one. */
+    r.amx = wi.isa == NUMLA_ISA_AVX512BF16 && wi.lm_head_dtype == NUMLA_DTYPE_BF16 &&
+            numla_linear_amx_enabled();
+    bm_machine_figures(&r, wi.isa);
+    bm_prefill(x, o, sa, &r);
+    r.dec_total = bm_decode(x, sa, o->prompt, r.ndec, &r.dec_med);
+    r.load_dec = load1();
+    if (!o->json)
+        printf("model %s: %d rank%s x %d thread%s, OMP_WAIT_POLICY=%s\n", o->model, size,
+               size > 1 ? "s" : "", r.nth, r.nth > 1 ? "s" : "",
+               getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)");
+    if (!o->json)
+        printf("  per-rank decode split (batch 1, context %d):\n", o->prompt);
+    bm_ranks(x, "decode", o->json, size);
+    bm_long_context(x, o, sb, &r);
+    r.load_long = load1();
+    if (!o->json)
+        printf("  per-rank decode split (batch 1, context %d):\n", o->long_ctx);
+    bm_ranks(x, o->long_ctx == 16384 ? "decode_16k" : "decode_long", o->json, size);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    r.rss_mib = (double)ru.ru_maxrss / 1024.0;
+    /* measured again after the RSS reading (the stream buffer is big) */
+    bm_machine_figures(&r, wi.isa);
+    bm_print(o, &r, size);
+}
+
+static int bench_model_main(int argc, char **argv)
+{
+    bm_opts o = {.bind = 1, .prompt = 512, .chunk = 1024};
+    int rc = bm_parse_opts(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    const int ndec = 128, nlong = o.quick ? 16 : 32;
+    numla_comm_session mpi;
+    numla_status s = numla_comm_world_init(&mpi);
+    if (s != NUMLA_STATUS_OK)
+        numla_comm_abort(NULL, s, "bench model: %s", numla_error_message());
+    bm_ctx x = {.rng = 7, .c = mpi.comm};
+    numla_engine_options eo = numla_engine_options_default();
+    eo.num_threads = o.threads;
+    eo.bind = o.bind;
+    eo.block_size = 16;
+    bm_seq sa = {.mb = (o.prompt + ndec + 2 + 15) / 16};
+    bm_seq sb = {.mb = (o.long_ctx + nlong + 2 + 15) / 16};
+    eo.num_blocks = sa.mb + sb.mb;
+    if ((s = numla_engine_create(x.c, o.model, &eo, &x.e)) != NUMLA_STATUS_OK)
+        bm_die(&x, s);
+    if (numla_comm_rank(x.c) != 0) {
+        if ((s = numla_engine_worker_loop(x.e)) != NUMLA_STATUS_OK)
+            bm_die(&x, s);
+    } else {
+        bm_measure(&x, &o, &sa, &sb, numla_comm_size(x.c));
+    }
     free(x.tok);
     free(x.pos);
     free(x.slot);
     free(x.logits);
+    free(x.dt);
     free(sa.bt);
     free(sb.bt);
-    free(dt);
     numla_engine_destroy(&x.e);
-    numla_comm_destroy(&x.c);
-    if (we_inited)
-        MPI_Finalize();
+    numla_comm_world_finalize(&mpi);
     return 0;
 }
 

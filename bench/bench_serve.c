@@ -7,8 +7,8 @@
  * concurrency alone, not two samples of different prompts. Reports output tok/s,
  * TTFT and TPOT percentiles and the ratio to concurrency 1 measured in the same run
  * (speedup_vs_batch1, DESIGN.md §7). --quick: prompts 16..128, 16 output tokens, one request
- * per sequence slot. Runs on the ranks of MPI_COMM_WORLD (rank 0 prints). */
-#include <mpi.h>
+ * per sequence slot. Requests go through the serving loop `numla run` uses
+ * (engine/serving/serve_loop.h). Runs on the ranks of MPI_COMM_WORLD (rank 0 prints). */
 #include <stddef.h>
 #include <omp.h>
 #include <stdio.h>
@@ -20,25 +20,7 @@
 #include "engine/cli/cli.h"
 #include "engine/parallel/engine.h"
 #include "engine/model/model.h"
-#include "engine/serving/scheduler.h"
-
-typedef struct bs_acc {
-    int64_t done, out_tokens;
-    double *ttft, *tpot;
-    int n_ttft, n_tpot;
-} bs_acc;
-
-static void bs_done(void *ctx, const numla_sched_output *o)
-{
-    bs_acc *a = ctx;
-    a->done++;
-    a->out_tokens += o->num_output;
-    if (o->first_token_s > 0) {
-        a->ttft[a->n_ttft++] = o->first_token_s - o->arrival_s;
-        if (o->num_output > 1)
-            a->tpot[a->n_tpot++] = (o->finish_s - o->first_token_s) / (o->num_output - 1);
-    }
-}
+#include "engine/serving/serve_loop.h"
 
 static uint64_t bs_lcg(uint64_t *x)
 {
@@ -158,206 +140,293 @@ static void usage(FILE *f)
                "                         [--repeat 1]\n");
 }
 
-static int bench_serve_main(int argc, char **argv)
+typedef struct bs_opts {
+    const char *model, *conc_s;
+    int json, quick, threads, out_tokens, pmin, pmax, rounds, max_batch_tokens, prefill_chunk;
+    int repeat;
+    int conc[16], nconc, maxc;
+} bs_opts;
+
+/* Parse the command line into o; returns -1 to go on, else the exit code. */
+static int bs_parse_opts(int argc, char **argv, bs_opts *o)
 {
-    const char *model = NULL, *conc_s = "1,8,32";
-    int json = 0, quick = 0, threads = 0, out_tokens = 128, pmin = 64, pmax = 1024, rounds = 2;
-    int max_batch_tokens = 2048, prefill_chunk = 512, repeat = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) {
-            json = 1;
+            o->json = 1;
         } else if (!strcmp(a, "--quick")) {
-            quick = 1;
+            o->quick = 1;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         } else if (v && !strcmp(a, "--model")) {
-            model = argv[++i];
+            o->model = argv[++i];
         } else if (v && !strcmp(a, "--threads")) {
-            threads = atoi(argv[++i]);
+            o->threads = atoi(argv[++i]);
         } else if (v && !strcmp(a, "--concurrency")) {
-            conc_s = argv[++i];
+            o->conc_s = argv[++i];
         } else if (v && !strcmp(a, "--output-tokens")) {
-            out_tokens = atoi(argv[++i]);
+            o->out_tokens = atoi(argv[++i]);
         } else if (v && !strcmp(a, "--min-prompt")) {
-            pmin = atoi(argv[++i]);
+            o->pmin = atoi(argv[++i]);
         } else if (v && !strcmp(a, "--max-prompt")) {
-            pmax = atoi(argv[++i]);
+            o->pmax = atoi(argv[++i]);
         } else if (v && !strcmp(a, "--rounds")) {
-            rounds = atoi(argv[++i]);
+            o->rounds = atoi(argv[++i]);
         } else if (v && !strcmp(a, "--max-batch-tokens")) {
-            max_batch_tokens = atoi(argv[++i]);
+            o->max_batch_tokens = atoi(argv[++i]);
         } else if (v && !strcmp(a, "--prefill-chunk")) {
-            prefill_chunk = atoi(argv[++i]);
+            o->prefill_chunk = atoi(argv[++i]);
         } else if (v && !strcmp(a, "--repeat")) {
-            repeat = atoi(argv[++i]);
+            o->repeat = atoi(argv[++i]);
         } else {
             fprintf(stderr, "numla bench serve: unknown option %s\n", a);
             usage(stderr);
             return 2;
         }
     }
-    if (quick) {
-        out_tokens = 16;
-        pmin = 16;
-        pmax = 128;
-        rounds = 1;
+    if (o->quick) {
+        o->out_tokens = 16;
+        o->pmin = 16;
+        o->pmax = 128;
+        o->rounds = 1;
     }
-    if (!model || out_tokens < 1 || pmin < 1 || pmax < pmin || rounds < 1 ||
-        max_batch_tokens < 1 || prefill_chunk < 1 || repeat < 1 || repeat > 64) {
+    if (!o->model || o->out_tokens < 1 || o->pmin < 1 || o->pmax < o->pmin || o->rounds < 1 ||
+        o->max_batch_tokens < 1 || o->prefill_chunk < 1 || o->repeat < 1 || o->repeat > 64) {
         usage(stderr);
         return 2;
     }
-    int conc[16], nconc = 0;
-    for (const char *p = conc_s; *p && nconc < 16;) {
-        conc[nconc] = atoi(p);
-        if (conc[nconc] < 1) {
-            fprintf(stderr, "numla bench serve: bad --concurrency %s\n", conc_s);
+    for (const char *p = o->conc_s; *p && o->nconc < 16;) {
+        o->conc[o->nconc] = atoi(p);
+        if (o->conc[o->nconc] < 1) {
+            fprintf(stderr, "numla bench serve: bad --concurrency %s\n", o->conc_s);
             return 2;
         }
-        nconc++;
+        o->nconc++;
         p = strchr(p, ',');
         if (!p)
             break;
         p++;
     }
-    int maxc = 1;
-    for (int i = 0; i < nconc; i++)
-        maxc = conc[i] > maxc ? conc[i] : maxc;
+    o->maxc = 1;
+    for (int i = 0; i < o->nconc; i++)
+        o->maxc = o->conc[i] > o->maxc ? o->conc[i] : o->maxc;
+    return -1;
+}
 
-    int inited = 0, own = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int provided;
-        MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
-        own = 1;
-    }
-    numla_comm *comm = NULL;
-    numla_engine *eng = NULL;
-    numla_sched *sc = NULL;
-    numla_request *rq = NULL;
-    bs_level *res = NULL;
-    bs_acc acc = {0};
-    int rc = 1, nreq_max = maxc * rounds;
-    numla_status s;
-    NUMLA_CHECK_GOTO(numla_comm_create(MPI_COMM_WORLD, &comm), s, fail);
+static numla_status bs_engine_create(const bs_opts *o, numla_comm *comm, numla_engine **eng)
+{
     numla_engine_options eo = numla_engine_options_default();
-    eo.num_threads = threads;
+    eo.num_threads = o->threads;
     eo.block_size = 16;
     /* every sequence in flight at its longest, plus a little slack */
-    eo.num_blocks = (int64_t)maxc * ((pmax + out_tokens + 15) / 16 + 1) + 16;
-    NUMLA_CHECK_GOTO(numla_engine_create(comm, model, &eo, &eng), s, fail);
-    if (numla_comm_rank(comm) != 0) {
-        NUMLA_CHECK_GOTO(numla_engine_worker_loop(eng), s, fail);
-        rc = 0;
-        goto done;
+    eo.num_blocks = (int64_t)o->maxc * ((o->pmax + o->out_tokens + 15) / 16 + 1) + 16;
+    return numla_engine_create(comm, o->model, &eo, eng);
+}
+
+/* ---- the serving loop's source and sink: n prepared requests, results only counted ---- */
+
+typedef struct bs_source {
+    const numla_request *rq;
+    int n, next;
+} bs_source;
+
+static numla_status bs_source_next(void *ctx, numla_request *req, void **user,
+                                   numla_serve_pull *what)
+{
+    bs_source *src = ctx;
+    (void)user;
+    if (src->next == src->n) {
+        *what = NUMLA_SERVE_PULL_END;
+        return NUMLA_STATUS_OK;
     }
+    const numla_request *q = &src->rq[src->next++];
+    *req = *q; /* the loop owns its copy: the prompt is duplicated */
+    req->prompt_tokens = malloc((size_t)q->num_prompt * sizeof *req->prompt_tokens);
+    if (!req->prompt_tokens)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "bench serve: no memory for a prompt");
+    memcpy(req->prompt_tokens, q->prompt_tokens, (size_t)q->num_prompt * sizeof *q->prompt_tokens);
+    *what = NUMLA_SERVE_PULL_REQUEST;
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status bs_sink_done(void *ctx, void *user, const numla_serve_done *d)
+{
+    (void)ctx, (void)user, (void)d;
+    return NUMLA_STATUS_OK;
+}
+
+/* Serve rq[0..n) with c sequences in flight; *loop is left for its figures (destroy it). */
+static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_request *rq, int n,
+                             int c, numla_serve_loop **loop)
+{
     const numla_model_config *cfg = numla_engine_config(eng);
-    rq = calloc((size_t)nreq_max, sizeof *rq);
-    res = calloc((size_t)repeat * (size_t)nconc, sizeof *res);
-    acc.ttft = calloc((size_t)nreq_max, sizeof(double));
-    acc.tpot = calloc((size_t)nreq_max, sizeof(double));
-    if (!rq || !res || !acc.ttft || !acc.tpot) {
-        fprintf(stderr, "numla bench serve: no memory\n");
+    numla_serve_options so = {
+        .sched = {.max_batch_tokens = o->max_batch_tokens > c ? o->max_batch_tokens : c,
+                  .max_seqs = c, .prefill_chunk = o->prefill_chunk,
+                  .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
+                  .eos_token_ids = cfg->eos_token_ids},
+        .kv = numla_engine_kv_cache(eng), .exec = bs_exec, .exec_ctx = eng, .max_waiting = n};
+    bs_source src = {.rq = rq, .n = n};
+    numla_serve_source source = {.ctx = &src, .next = bs_source_next};
+    numla_serve_sink sink = {.done = bs_sink_done};
+    NUMLA_CHECK(numla_serve_loop_create(&so, &source, &sink, loop));
+    return numla_serve_loop_run(*loop, NULL);
+}
+
+/* Warm-up: first touch of scratch and KV, one short request. */
+static numla_status bs_warm_up(const bs_opts *o, numla_engine *eng, const numla_request *rq0)
+{
+    numla_request w = *rq0;
+    w.params.max_tokens = 2;
+    numla_serve_loop *loop = NULL;
+    numla_status s = bs_serve(o, eng, &w, 1, 1, &loop);
+    numla_serve_loop_destroy(&loop);
+    return s;
+}
+
+/* ---- rank 0's step profile over a level (the other ranks run the same steps) ---- */
+
+/* The model's cumulative counters: the only place this benchmark reads them. */
+typedef struct bs_model_counters {
+    double part_s[NUMLA_MODEL_PART_COUNT];
+    double attn_s, attn_kernel_s, linear_s;
+} bs_model_counters;
+
+static void bs_model_counters_read(const numla_model *m, bs_model_counters *c)
+{
+    memcpy(c->part_s, m->part_s, sizeof c->part_s);
+    c->attn_s = m->attn_s;
+    c->attn_kernel_s = m->attn_kernel_s;
+    c->linear_s = m->linear_s;
+}
+
+/* Where the level's time went: to stderr with --json, so stdout stays one object per line. */
+static void bs_print_profile(const bs_opts *o, int c, double wall, const numla_engine_stats *es0,
+                             const numla_engine_stats *es1, const bs_model_counters *m0,
+                             const bs_model_counters *m1)
+{
+    const int64_t steps = es1->steps - es0->steps, step_tokens = es1->tokens - es0->tokens;
+    FILE *pf = o->json ? stderr : stdout;
+    fprintf(pf, "  %sconcurrency %d: %lld steps, %.1f tokens/step, step time %.2f of %.2f s "
+                "wall; profile s:", o->repeat > 1 ? "repetition " : "", c, (long long)steps,
+            steps ? (double)step_tokens / (double)steps : 0.0, es1->step_s - es0->step_s, wall);
+    for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
+        fprintf(pf, " %s %.2f", numla_model_part_names[p], m1->part_s[p] - m0->part_s[p]);
+    fprintf(pf, " (attention's form-specific part %.2f, attention kernels %.2f; linear "
+                "layers %.2f)\n", m1->attn_s - m0->attn_s, m1->attn_kernel_s - m0->attn_kernel_s,
+            m1->linear_s - m0->linear_s);
+    fflush(stdout);
+}
+
+/* One level: n = c x rounds requests, c in flight; its figures into *lv. */
+static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_request *rq, int c,
+                                 bs_level *lv)
+{
+    const int n = c * o->rounds;
+    const int64_t prompt_tokens = bs_requests(rq, n, o->pmin, o->pmax, o->out_tokens,
+                                              numla_engine_config(eng)->vocab_size);
+    if (prompt_tokens < 0)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "bench serve: no memory for the prompts");
+    const numla_model *m = numla_engine_model(eng);
+    bs_model_counters m0, m1;
+    numla_engine_stats es0, es1;
+    bs_model_counters_read(m, &m0);
+    numla_engine_stats_get(eng, &es0);
+    numla_serve_loop *loop = NULL;
+    double t0 = numla_bench_now();
+    numla_status s = bs_serve(o, eng, rq, n, c, &loop);
+    double wall = numla_bench_now() - t0;
+    if (s == NUMLA_STATUS_OK) {
+        numla_engine_stats_get(eng, &es1);
+        bs_model_counters_read(m, &m1);
+        numla_serve_stats st;
+        numla_serve_loop_stats_get(loop, &st);
+        const double *ttft, *tpot;
+        int64_t n_ttft, n_tpot;
+        numla_serve_loop_latencies(loop, &ttft, &n_ttft, &tpot, &n_tpot);
+        *lv = (bs_level){.requests = n, .prompt_tokens = prompt_tokens,
+                         .out_tokens = st.output_tokens, .wall = wall,
+                         .tps = (double)st.output_tokens / wall,
+                         .ttft50 = 1e3 * numla_bench_percentile(ttft, (int)n_ttft, 50),
+                         .ttft99 = 1e3 * numla_bench_percentile(ttft, (int)n_ttft, 99),
+                         .tpot50 = 1e3 * numla_bench_percentile(tpot, (int)n_tpot, 50),
+                         .tpot99 = 1e3 * numla_bench_percentile(tpot, (int)n_tpot, 99)};
+        bs_print_profile(o, c, wall, &es0, &es1, &m0, &m1);
+    }
+    numla_serve_loop_destroy(&loop);
+    return s;
+}
+
+/* Every repetition of every level. Repetitions run the levels in alternating order (forward,
+ * then backward), so a drift of the machine over the minutes of a sweep weighs on every level
+ * alike. */
+static numla_status bs_run_levels(const bs_opts *o, numla_engine *eng, int ranks)
+{
+    const int nconc = o->nconc, nreq_max = o->maxc * o->rounds;
+    numla_request *rq = calloc((size_t)nreq_max, sizeof *rq);
+    bs_level *res = calloc((size_t)o->repeat * (size_t)nconc, sizeof *res);
+    numla_status s = NUMLA_STATUS_OK;
+    if (!rq || !res) {
+        s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__, "no memory");
         goto done;
     }
-    if (!json)
+    if (!o->json)
         printf("bench serve: %s, %d threads, %d rank(s); prompts %d..%d (stratified), %d output "
                "tokens\n%12s %9s %11s %13s %9s %12s %12s %12s %12s\n",
-               model, numla_engine_num_threads(eng), numla_comm_size(comm), pmin, pmax,
-               out_tokens, "concurrency", "requests", "mean prompt", "output tok/s", "speedup",
+               o->model, numla_engine_num_threads(eng), ranks, o->pmin, o->pmax, o->out_tokens,
+               "concurrency", "requests", "mean prompt", "output tok/s", "speedup",
                "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms");
-    /* Repetitions run the levels in alternating order (forward, then backward), so a drift
-     * of the machine over the minutes of a sweep weighs on every level alike. */
-    for (int r = 0; r < repeat * nconc; r++) {
+    for (int r = 0; r < o->repeat * nconc; r++) {
         const int rp = r / nconc, ci = rp % 2 ? nconc - 1 - r % nconc : r % nconc;
-        int c = conc[ci], n = c * rounds;
-        const int64_t prompt_tokens = bs_requests(rq, n, pmin, pmax, out_tokens, cfg->vocab_size);
-        if (prompt_tokens < 0) {
-            fprintf(stderr, "numla bench serve: no memory for the prompts\n");
-            goto done;
+        if (r == 0) {
+            if (bs_requests(rq, 1, o->pmin, o->pmax, o->out_tokens,
+                            numla_engine_config(eng)->vocab_size) < 0) {
+                s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                    "bench serve: no memory for the prompts");
+                goto done;
+            }
+            NUMLA_CHECK_GOTO(bs_warm_up(o, eng, &rq[0]), s, done);
         }
-        numla_sched_options so = {.max_batch_tokens = max_batch_tokens > c ? max_batch_tokens : c,
-                                  .max_seqs = c, .prefill_chunk = prefill_chunk,
-                                  .vocab_size = cfg->vocab_size,
-                                  .num_eos = cfg->num_eos, .eos_token_ids = cfg->eos_token_ids};
-        memset(&acc, 0, offsetof(bs_acc, ttft));
-        acc.n_ttft = acc.n_tpot = 0;
-        NUMLA_CHECK_GOTO(numla_sched_create(&so, numla_engine_kv_cache(eng), bs_exec, eng, bs_done,
-                                            &acc, &sc), s, fail);
-        if (r == 0) { /* warm-up: first touch of scratch and KV, one short request */
-            numla_request w = rq[0];
-            w.params.max_tokens = 2;
-            NUMLA_CHECK_GOTO(numla_sched_submit(sc, &w, NULL), s, fail);
-            while (numla_sched_busy(sc))
-                NUMLA_CHECK_GOTO(numla_sched_step(sc), s, fail);
-            memset(&acc, 0, offsetof(bs_acc, ttft));
-            acc.n_ttft = acc.n_tpot = 0;
-        }
-        /* rank 0's step profile over the level (the other ranks run the same steps) */
-        const numla_model *m = numla_engine_model(eng);
-        double part0[NUMLA_MODEL_PART_COUNT];
-        memcpy(part0, m->part_s, sizeof part0);
-        double attn0 = m->attn_s, attk0 = m->attn_kernel_s, lin0 = m->linear_s;
-        numla_engine_stats es0, es1;
-        numla_engine_stats_get(eng, &es0);
-        double t0 = numla_bench_now();
-        for (int i = 0; i < n; i++)
-            NUMLA_CHECK_GOTO(numla_sched_submit(sc, &rq[i], NULL), s, fail);
-        while (numla_sched_busy(sc))
-            NUMLA_CHECK_GOTO(numla_sched_step(sc), s, fail);
-        double wall = numla_bench_now() - t0;
-        numla_sched_destroy(&sc);
-        numla_engine_stats_get(eng, &es1);
-        const int64_t steps = es1.steps - es0.steps, step_tokens = es1.tokens - es0.tokens;
-        bs_level *lv = &res[rp * nconc + ci];
-        lv->requests = n;
-        lv->prompt_tokens = prompt_tokens;
-        lv->out_tokens = acc.out_tokens;
-        lv->wall = wall;
-        lv->tps = (double)acc.out_tokens / wall;
-        lv->ttft50 = 1e3 * numla_bench_percentile(acc.ttft, acc.n_ttft, 50);
-        lv->ttft99 = 1e3 * numla_bench_percentile(acc.ttft, acc.n_ttft, 99);
-        lv->tpot50 = 1e3 * numla_bench_percentile(acc.tpot, acc.n_tpot, 50);
-        lv->tpot99 = 1e3 * numla_bench_percentile(acc.tpot, acc.n_tpot, 99);
-        /* where the level's time went: to stderr with --json, so stdout stays one object per
-         * line */
-        FILE *pf = json ? stderr : stdout;
-        fprintf(pf, "  %sconcurrency %d: %lld steps, %.1f tokens/step, step time %.2f of %.2f s "
-                    "wall; profile s:", repeat > 1 ? "repetition " : "", c, (long long)steps,
-                steps ? (double)step_tokens / (double)steps : 0.0, es1.step_s - es0.step_s, wall);
-        for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
-            fprintf(pf, " %s %.2f", numla_model_part_names[p], m->part_s[p] - part0[p]);
-        fprintf(pf, " (attention's form-specific part %.2f, attention kernels %.2f; linear "
-                    "layers %.2f)\n", m->attn_s - attn0, m->attn_kernel_s - attk0,
-                m->linear_s - lin0);
-        fflush(stdout);
+        NUMLA_CHECK_GOTO(bs_run_level(o, eng, rq, o->conc[ci], &res[rp * nconc + ci]), s, done);
         if (r % nconc == nconc - 1) /* the repetition is complete: its lines, against its level 0 */
             for (int k = 0; k < nconc; k++)
-                bs_print_level(&res[rp * nconc + k], &res[rp * nconc], conc[k], rp, repeat, json,
-                               model, numla_engine_num_threads(eng), numla_comm_size(comm));
+                bs_print_level(&res[rp * nconc + k], &res[rp * nconc], o->conc[k], rp, o->repeat,
+                               o->json, o->model, numla_engine_num_threads(eng), ranks);
     }
-    if (repeat > 1)
-        bs_print_summary(res, conc, nconc, repeat, json);
-    rc = 0;
-    goto done;
-fail:
-    fprintf(stderr, "numla bench serve: %s\n%s", numla_error_message(), numla_error_trace());
-    rc = 1;
+    if (o->repeat > 1)
+        bs_print_summary(res, o->conc, nconc, o->repeat, o->json);
 done:
-    numla_sched_destroy(&sc);
     if (rq)
         for (int i = 0; i < nreq_max; i++)
             free(rq[i].prompt_tokens);
     free(rq);
     free(res);
-    free(acc.ttft);
-    free(acc.tpot);
+    return s;
+}
+
+static int bench_serve_main(int argc, char **argv)
+{
+    bs_opts o = {.conc_s = "1,8,32", .out_tokens = 128, .pmin = 64, .pmax = 1024, .rounds = 2,
+                 .max_batch_tokens = 2048, .prefill_chunk = 512, .repeat = 1};
+    int rc = bs_parse_opts(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    numla_comm_session mpi;
+    numla_engine *eng = NULL;
+    numla_status s = numla_comm_world_init(&mpi);
+    if (s == NUMLA_STATUS_OK)
+        s = bs_engine_create(&o, mpi.comm, &eng);
+    if (s == NUMLA_STATUS_OK)
+        s = numla_comm_rank(mpi.comm) != 0 ? numla_engine_worker_loop(eng)
+                                           : bs_run_levels(&o, eng, numla_comm_size(mpi.comm));
+    rc = 0;
+    if (s != NUMLA_STATUS_OK) {
+        fprintf(stderr, "numla bench serve: %s\n%s", numla_error_message(), numla_error_trace());
+        rc = 1;
+    }
     numla_engine_destroy(&eng);
-    numla_comm_destroy(&comm);
-    if (own)
-        MPI_Finalize();
+    numla_comm_world_finalize(&mpi);
     return rc;
 }
 

@@ -52,6 +52,23 @@ const char *numla_comm_allreduce_path_name(numla_comm_allreduce_path p);
  * Collective over `parent`. */
 numla_status numla_comm_create(MPI_Comm parent, numla_comm **out);
 
+/* The process's MPI session: MPI started (when the caller had not) and the world communicator.
+ * Front ends (numla run, the benchmarks) open one with numla_comm_world_init and close it with
+ * numla_comm_world_finalize, so no other code calls MPI_Init or MPI_Finalize. */
+typedef struct numla_comm_session {
+    numla_comm *comm;  /* a numla_comm over MPI_COMM_WORLD */
+    int owns_mpi;      /* 1: MPI was initialised here and numla_comm_world_finalize ends it */
+} numla_comm_session;
+
+/* Initialise MPI with MPI_THREAD_FUNNELED unless it is already initialised (then the caller
+ * keeps owning it), and create s->comm over MPI_COMM_WORLD (numla_comm_create). On failure
+ * nothing is left to finalise. Collective over MPI_COMM_WORLD. */
+numla_status numla_comm_world_init(numla_comm_session *s);
+
+/* Destroy s->comm and, when numla_comm_world_init started MPI, finalise it. Idempotent; NULL
+ * is a no-op. Collective over MPI_COMM_WORLD. */
+void numla_comm_world_finalize(numla_comm_session *s);
+
 /* Free the communicator and its window; sets *c to NULL; NULL or *c == NULL is a no-op.
  * Collective over the communicator. */
 void numla_comm_destroy(numla_comm **c);

@@ -2,9 +2,9 @@
  * (engine/serving/scheduler.h) on one or more ranks (engine/parallel/engine.h), writing each result as it
  * finishes, in completion order, one flushed line per request (engine/serving/request_io.h).
  *
- * Under mpirun the model is sharded over the ranks: rank 0 reads the requests, plans every
- * step, samples and writes the results; the other ranks run the engine's worker loop (and
- * ignore SIGINT/SIGTERM: rank 0 decides when to stop).
+ * Under mpirun the model is sharded over the ranks: rank 0 runs the serving loop
+ * (engine/serving/serve_loop.h) with a JSONL-file source and a JSONL sink; the other ranks run
+ * the engine's worker loop (and ignore SIGINT/SIGTERM: rank 0 decides when to stop).
  *
  * Restartable batch job:
  *   --resume reads the existing output, keeps every complete record, truncates a torn last
@@ -20,14 +20,11 @@
  * Progress: on a terminal, one line on stderr (requests done/total, tokens/s, KV use); quiet
  * otherwise. The summary (requests, prompt/output tokens, throughput, TTFT/TPOT p50/p99) goes
  * to stderr at the end.
- * Collective over MPI_COMM_WORLD (initialises MPI when the caller has not).
+ * Collective over MPI_COMM_WORLD (initialises MPI when the caller has not: comm/comm.h,
+ * numla_comm_world_init).
  */
-#define _GNU_SOURCE /* memmem */
 #include <errno.h>
 #include <jansson.h>
-#include <math.h>
-#include <mpi.h>
-#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,12 +36,12 @@
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
-#include "engine/model/config.h"
-#include "engine/parallel/engine.h"
-#include "engine/model/kv_cache.h"
-#include "engine/serving/request_io.h"
 #include "engine/cli/run_cmd.h"
-#include "engine/serving/scheduler.h"
+#include "engine/model/config.h"
+#include "engine/model/kv_cache.h"
+#include "engine/parallel/engine.h"
+#include "engine/serving/request_io.h"
+#include "engine/serving/serve_loop.h"
 #include "engine/text/tokenizer.h"
 
 typedef struct run_opts {
@@ -59,82 +56,6 @@ typedef struct run_opts {
     int resume;
     int progress; /* -1: auto (terminal) */
 } run_opts;
-
-/* One request in flight (owned here, borrowed by the scheduler). */
-typedef struct run_req {
-    numla_request rq;
-    struct run_req *prev, *next;
-    /* text output (rq.text_output): generated text so far, decoded one token at a time */
-    numla_tokenizer_stream *ts;
-    char *text;
-    size_t text_len, text_cap;
-    int text_done;              /* a stop string ended it: text is final */
-} run_req;
-
-static void run_req_free(run_req *r)
-{
-    numla_request_free(&r->rq);
-    numla_tokenizer_stream_destroy(&r->ts);
-    free(r->text);
-    free(r);
-}
-
-static int run_text_append(run_req *r, const char *piece, size_t len)
-{
-    if (r->text_len + len + 1 > r->text_cap) {
-        size_t c = r->text_cap ? 2 * r->text_cap : 256;
-        while (c < r->text_len + len + 1)
-            c *= 2;
-        char *p = realloc(r->text, c);
-        if (!p)
-            return 0;
-        r->text = p;
-        r->text_cap = c;
-    }
-    memcpy(r->text + r->text_len, piece, len);
-    r->text_len += len;
-    r->text[r->text_len] = '\0';
-    return 1;
-}
-
-/* numla_sched_options.stop_check: decode the newest token into the request's text and end the
- * request when a stop string appears; the text is cut where the stop string starts. */
-static int run_stop_check(void *ctx, void *user, const int32_t *out, int32_t n)
-{
-    (void)ctx;
-    run_req *r = user;
-    if (!r->rq.text_output || !r->ts || r->text_done || n < 1)
-        return 0;
-    const char *piece;
-    size_t len;
-    size_t before = r->text_len;
-    if (numla_tokenizer_stream_push(r->ts, out[n - 1], &piece, &len) != NUMLA_STATUS_OK ||
-        !run_text_append(r, piece, len))
-        return 0;
-    for (int32_t i = 0; i < r->rq.num_stop_strings; i++) {
-        const char *stop = r->rq.stop_strings[i];
-        size_t sl = strlen(stop);
-        /* only matches that end in the new piece are new */
-        size_t from = before + 1 > sl ? before + 1 - sl : 0;
-        char *hit = r->text_len >= sl ? memmem(r->text + from, r->text_len - from, stop, sl) : NULL;
-        if (hit) {
-            r->text_len = (size_t)(hit - r->text);
-            r->text[r->text_len] = '\0';
-            r->text_done = 1;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-typedef struct run_state {
-    FILE *out;
-    int write_failed;
-    run_req *head;              /* outstanding requests */
-    int64_t done, ok, errors, prompt_tokens, output_tokens, preemptions;
-    double *ttft, *tpot;        /* seconds, per request */
-    int64_t n_ttft, n_tpot, cap_ttft, cap_tpot;
-} run_state;
 
 static volatile sig_atomic_t run_signal = 0, run_signals = 0;
 
@@ -261,81 +182,6 @@ static int64_t resume_scan(const char *path, json_t *done, int64_t *truncated)
     return records;
 }
 
-/* ---- results ---- */
-
-static int push(double **a, int64_t *n, int64_t *cap, double v)
-{
-    if (*n == *cap) {
-        int64_t c = *cap ? 2 * *cap : 256;
-        double *p = realloc(*a, (size_t)c * sizeof *p);
-        if (!p)
-            return 0;
-        *a = p;
-        *cap = c;
-    }
-    (*a)[(*n)++] = v;
-    return 1;
-}
-
-static void run_done(void *ctx, const numla_sched_output *o)
-{
-    run_state *rs = ctx;
-    run_req *r = o->user;
-    numla_result res = {.req = o->req, .output_tokens = o->output_tokens,
-                        .num_output = o->num_output, .finish_reason = o->finish_reason,
-                        .error = o->error, .logprobs = o->logprobs};
-    if (r->rq.text_output && !o->error && r->ts) {
-        const char *piece = "";
-        size_t len = 0;
-        if (!r->text_done && numla_tokenizer_stream_flush(r->ts, &piece, &len) == NUMLA_STATUS_OK)
-            run_text_append(r, piece, len);
-        res.text = r->text ? r->text : "";
-        res.text_len = r->text ? r->text_len : 0;
-    }
-    if (!rs->write_failed && numla_result_write(rs->out, &res) != NUMLA_STATUS_OK) {
-        fprintf(stderr, "numla run: %s\n", numla_error_message());
-        rs->write_failed = 1;
-    }
-    rs->done++;
-    if (o->error) {
-        rs->errors++;
-    } else {
-        rs->ok++;
-        rs->prompt_tokens += o->req->num_prompt;
-        rs->output_tokens += o->num_output;
-        if (o->first_token_s > 0) {
-            push(&rs->ttft, &rs->n_ttft, &rs->cap_ttft, o->first_token_s - o->arrival_s);
-            if (o->num_output > 1)
-                push(&rs->tpot, &rs->n_tpot, &rs->cap_tpot,
-                     (o->finish_s - o->first_token_s) / (o->num_output - 1));
-        }
-    }
-    rs->preemptions += o->preemptions;
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        rs->head = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    run_req_free(r);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of v[0..n) (sorted in place); 0 when empty. */
-static double percentile(double *v, int64_t n, double p)
-{
-    if (n == 0)
-        return 0.0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    int64_t k = (int64_t)ceil(p / 100.0 * (double)n) - 1;
-    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
-}
-
 static int64_t count_lines(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -458,226 +304,211 @@ static int parse_opts(int argc, char **argv, run_opts *o)
     return -1;
 }
 
-static void progress_line(const run_state *rs, int64_t total, const numla_sched *sc, double t0,
-                          int final)
+/* ---- the source: the input file's requests, minus those --resume found answered ---- */
+
+typedef struct run_source {
+    FILE *in;
+    char *line;
+    size_t cap;
+    int64_t lineno, skipped;
+    numla_request_limits lim;
+    json_t *done_ids;           /* keys of the records already in the output; NULL: no --resume */
+} run_source;
+
+static numla_status run_source_next(void *ctx, numla_request *req, void **user,
+                                    numla_serve_pull *what)
 {
-    numla_sched_stats st;
-    numla_sched_stats_get(sc, &st);
-    double dt = now_s() - t0;
+    run_source *src = ctx;
+    (void)user;
+    for (;;) {
+        ssize_t n = getline(&src->line, &src->cap, src->in);
+        if (n < 0) {
+            *what = NUMLA_SERVE_PULL_END;
+            return NUMLA_STATUS_OK;
+        }
+        src->lineno++;
+        if (is_blank(src->line, (size_t)n))
+            continue;
+        NUMLA_CHECK(numla_request_parse(src->line, (size_t)n, src->lineno, &src->lim, req));
+        char key[512];
+        if (src->done_ids &&
+            record_key(req->id, req->id ? 0 : src->lineno, key, sizeof key) &&
+            json_object_get(src->done_ids, key)) {
+            src->skipped++;
+            numla_request_free(req);
+            memset(req, 0, sizeof *req);
+            continue;
+        }
+        *what = NUMLA_SERVE_PULL_REQUEST;
+        return NUMLA_STATUS_OK;
+    }
+}
+
+/* ---- the sink: one flushed JSON line per result, progress on stderr ---- */
+
+typedef struct run_sink {
+    FILE *out;
+    numla_serve_loop *loop;
+    int progress;               /* 1: the progress line on stderr */
+    int64_t total;              /* requests to serve, -1: unknown (stdin) */
+    double t_run, t_prog;
+} run_sink;
+
+static numla_status run_sink_done(void *ctx, void *user, const numla_serve_done *d)
+{
+    run_sink *k = ctx;
+    (void)user;
+    numla_status s = numla_result_write(k->out, &d->result);
+    if (s != NUMLA_STATUS_OK)
+        fprintf(stderr, "numla run: %s\n", numla_error_message());
+    return s;
+}
+
+static void run_sink_draining(void *ctx, int32_t dropped)
+{
+    run_sink *k = ctx;
+    fprintf(stderr, "%snumla run: signal %d: finishing the requests in flight (%d not "
+                    "started are left for --resume); signal again to stop now\n",
+            k->progress ? "\n" : "", (int)run_signal, dropped);
+}
+
+static void progress_line(const run_sink *k, int final)
+{
+    numla_serve_stats st;
+    numla_serve_loop_stats_get(k->loop, &st);
+    double dt = now_s() - k->t_run;
     char tot[32];
-    if (total >= 0)
-        snprintf(tot, sizeof tot, "%lld", (long long)total);
+    if (k->total >= 0)
+        snprintf(tot, sizeof tot, "%lld", (long long)k->total);
     else
         snprintf(tot, sizeof tot, "?");
     fprintf(stderr, "\r\033[Knumla run: %lld/%s requests, %.1f out tok/s, %.1f tok/s, %d running, "
                     "%d waiting, KV %.0f%%%s",
-            (long long)rs->done, tot, dt > 0 ? (double)rs->output_tokens / dt : 0.0,
-            dt > 0 ? (double)st.step_tokens / dt : 0.0, st.running, st.waiting,
-            st.kv_blocks_total ? 100.0 * (double)st.kv_blocks_used / (double)st.kv_blocks_total
-                               : 0.0,
+            (long long)st.done, tot, dt > 0 ? (double)st.output_tokens / dt : 0.0,
+            dt > 0 ? (double)st.sched.step_tokens / dt : 0.0, st.sched.running, st.sched.waiting,
+            st.sched.kv_blocks_total
+                ? 100.0 * (double)st.sched.kv_blocks_used / (double)st.sched.kv_blocks_total
+                : 0.0,
             final ? "\n" : "");
     fflush(stderr);
 }
 
-int numla_run_main(int argc, char **argv)
+static void run_sink_after_step(void *ctx)
 {
-    run_opts o = {.threads = 0, .max_context = 0, .block_size = 16, .prefill_chunk = 512,
-                  .max_batch_tokens = 2048, .max_seqs = 64, .kv_dtype = NUMLA_DTYPE_BF16,
-                  .progress = -1};
-    int prc = parse_opts(argc, argv, &o);
-    if (prc >= 0)
-        return prc;
-
-    int mpi_inited = 0, own_mpi = 0;
-    MPI_Initialized(&mpi_inited);
-    if (!mpi_inited) {
-        int provided;
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-            fprintf(stderr, "numla run: MPI_Init_thread failed\n");
-            return 1;
-        }
-        own_mpi = 1;
+    run_sink *k = ctx;
+    if (k->progress && now_s() - k->t_prog > 0.5) {
+        progress_line(k, 0);
+        k->t_prog = now_s();
     }
+}
 
-    numla_comm *comm = NULL;
-    numla_engine *eng = NULL;
-    numla_sched *sc = NULL;
-    numla_tokenizer *tok = NULL;
-    FILE *in = NULL;
-    json_t *done_ids = NULL;
-    char *line = NULL;
-    size_t cap = 0;
-    int rc = 1, rank = 0;
-    run_state rs = {0};
-    numla_status s;
-    struct sigaction sa_old_int, sa_old_term;
-    int handlers = 0;
-    double t_load = now_s();
-    NUMLA_CHECK_GOTO(numla_comm_create(MPI_COMM_WORLD, &comm), s, fail);
-    rank = numla_comm_rank(comm);
-    numla_log_set_rank(rank);
-    if (rank != 0) {
-        /* rank 0 decides when to stop (it finishes the records in flight first) */
-        signal(SIGINT, SIG_IGN);
-        signal(SIGTERM, SIG_IGN);
-    }
+/* ---- rank 0: the job ---- */
+
+typedef struct run_job {
+    run_opts *o;
+    numla_engine *eng;
+    numla_model_config cfg;
+    numla_tokenizer *tok;
+    run_source src;
+    run_sink sink;
+    numla_serve_loop *loop;
+    int64_t already;            /* records kept by --resume */
+} run_job;
+
+static numla_status run_engine_create(run_opts *o, numla_comm *comm, numla_engine **eng)
+{
     numla_engine_options eo = numla_engine_options_default();
-    eo.num_threads = o.threads;
-    eo.block_size = o.block_size;
-    eo.kv_dtype = o.kv_dtype;
-    eo.num_blocks = o.kv_blocks;
-    eo.kv_memory_bytes = (int64_t)(o.kv_memory_gib * 1073741824.0);
+    eo.num_threads = o->threads;
+    eo.block_size = o->block_size;
+    eo.kv_dtype = o->kv_dtype;
+    eo.num_blocks = o->kv_blocks;
+    eo.kv_memory_bytes = (int64_t)(o->kv_memory_gib * 1073741824.0);
     eo.kv_memory_fraction = NUMLA_KV_MEMORY_FRACTION;
-    eo.max_seqs = o.max_seqs;
-    eo.max_context = o.max_context;
-    NUMLA_CHECK_GOTO(numla_engine_create(comm, o.model, &eo, &eng), s, fail);
-    if (rank != 0) {
-        NUMLA_CHECK_GOTO(numla_engine_worker_loop(eng), s, fail);
-        rc = 0;
-        goto cleanup;
-    }
-    const numla_model_config cfg = *numla_engine_config(eng);
-    numla_kv_cache *kv = numla_engine_kv_cache(eng);
-    if (o.max_context == 0 || o.max_context > cfg.max_position_embeddings)
-        o.max_context = cfg.max_position_embeddings;
+    eo.max_seqs = o->max_seqs;
+    eo.max_context = o->max_context;
+    return numla_engine_create(comm, o->model, &eo, eng);
+}
+
+static numla_status run_report_loaded(run_job *j, numla_comm *comm, double t_load)
+{
+    const run_opts *o = j->o;
+    const numla_kv_cache *kv = numla_engine_kv_cache(j->eng);
     numla_isa isa;
-    NUMLA_CHECK_GOTO(numla_isa_select(&isa), s, fail);
+    NUMLA_CHECK(numla_isa_select(&isa));
     fprintf(stderr, "numla run: %s (%s, %lld layers) loaded in %.2f s: %.1f MB of weights on "
                     "rank 0, %d rank%s, isa %s, %d threads, context %lld, KV %lld blocks of %d "
                     "(%.2f GiB per rank, %s)\n",
-            o.model, cfg.model_type, (long long)cfg.num_hidden_layers, now_s() - t_load,
-            (double)numla_engine_weight_bytes(eng) / 1e6, numla_comm_size(comm),
+            o->model, j->cfg.model_type, (long long)j->cfg.num_hidden_layers, now_s() - t_load,
+            (double)numla_engine_weight_bytes(j->eng) / 1e6, numla_comm_size(comm),
             numla_comm_size(comm) > 1 ? "s" : "", numla_isa_name(isa),
-            numla_engine_num_threads(eng), (long long)o.max_context, (long long)kv->num_blocks,
-            kv->block_size, (double)numla_engine_kv_bytes(eng) / 1073741824.0,
-            numla_dtype_name(o.kv_dtype));
+            numla_engine_num_threads(j->eng), (long long)o->max_context,
+            (long long)kv->num_blocks, kv->block_size,
+            (double)numla_engine_kv_bytes(j->eng) / 1073741824.0, numla_dtype_name(o->kv_dtype));
+    return NUMLA_STATUS_OK;
+}
 
-    done_ids = json_object();
-    if (!done_ids) {
-        s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__, "no memory");
-        goto fail;
-    }
-    int64_t already = 0;
-    if (o.resume) {
+/* --resume's scan, then the input and output streams. */
+static numla_status run_open_files(run_job *j)
+{
+    const run_opts *o = j->o;
+    if (o->resume) {
+        j->src.done_ids = json_object();
+        if (!j->src.done_ids)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory");
         int64_t torn = 0;
-        already = resume_scan(o.output, done_ids, &torn);
-        if (already < 0) {
-            s = NUMLA_STATUS_IO;
-            goto fail;
-        }
-        fprintf(stderr, "numla run: --resume: %lld records in %s%s\n", (long long)already,
-                o.output, torn ? " (a torn last line was truncated)" : "");
+        j->already = resume_scan(o->output, j->src.done_ids, &torn);
+        if (j->already < 0)
+            return NUMLA_STATUS_IO;
+        fprintf(stderr, "numla run: --resume: %lld records in %s%s\n", (long long)j->already,
+                o->output, torn ? " (a torn last line was truncated)" : "");
     }
-    in = strcmp(o.input, "-") ? fopen(o.input, "rb") : stdin;
-    if (!in) {
-        s = numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__, "%s: %s", o.input,
-                            strerror(errno));
-        goto fail;
-    }
-    rs.out = strcmp(o.output, "-") ? fopen(o.output, o.resume ? "a" : "w") : stdout;
-    if (!rs.out) {
-        s = numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__, "%s: %s", o.output,
-                            strerror(errno));
-        goto fail;
-    }
-    numla_sched_options so = {.max_batch_tokens = o.max_batch_tokens, .max_seqs = o.max_seqs,
-                              .prefill_chunk = o.prefill_chunk, .vocab_size = cfg.vocab_size,
-                              .num_eos = cfg.num_eos, .eos_token_ids = cfg.eos_token_ids,
-                              .stop_check = run_stop_check};
-    NUMLA_CHECK_GOTO(numla_sched_create(&so, kv, run_exec, eng, run_done, &rs, &sc), s, fail);
+    j->src.in = strcmp(o->input, "-") ? fopen(o->input, "rb") : stdin;
+    if (!j->src.in)
+        NUMLA_FAIL(NUMLA_STATUS_IO, "%s: %s", o->input, strerror(errno));
+    j->sink.out = strcmp(o->output, "-") ? fopen(o->output, o->resume ? "a" : "w") : stdout;
+    if (!j->sink.out)
+        NUMLA_FAIL(NUMLA_STATUS_IO, "%s: %s", o->output, strerror(errno));
+    return NUMLA_STATUS_OK;
+}
 
-    struct sigaction sa = {0};
-    sa.sa_handler = run_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &sa_old_int);
-    sigaction(SIGTERM, &sa, &sa_old_term);
-    handlers = 1;
-
-    const int progress = o.progress >= 0 ? o.progress : isatty(STDERR_FILENO);
-    int64_t total = strcmp(o.input, "-") ? count_lines(o.input) : -1;
-    if (total >= 0)
-        total -= already;
-    /* Text prompts and stop strings need the model's tokenizer; without tokenizer.json only
-     * token ids are served (a broken tokenizer.json is an error: the user meant to use it). */
+/* Text prompts and stop strings need the model's tokenizer; without tokenizer.json only token
+ * ids are served (a broken tokenizer.json is an error: the user meant to use it). */
+static numla_status run_tokenizer_load(run_job *j)
+{
     char tok_path[4096];
-    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", o.model);
+    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", j->o->model);
     if (access(tok_path, F_OK) == 0)
-        NUMLA_CHECK_GOTO(numla_tokenizer_load(o.model, &tok), s, fail);
-    numla_request_limits lim = {.vocab_size = cfg.vocab_size, .max_context = o.max_context,
-                                .tokenizer = tok};
-    const int32_t window = 2 * o.max_seqs + 16;
-    int64_t lineno = 0, skipped = 0;
-    int eof = 0, draining = 0;
-    double t_run = now_s(), t_prog = 0;
-    rc = 0;
-    for (;;) {
-        if (run_signals >= 2 || rs.write_failed)
-            break;
-        if (run_signals == 1 && !draining) {
-            draining = 1;
-            int32_t dropped = numla_sched_drop_waiting(sc);
-            fprintf(stderr, "%snumla run: signal %d: finishing the requests in flight (%d not "
-                            "started are left for --resume); signal again to stop now\n",
-                    progress ? "\n" : "", (int)run_signal, dropped);
-        }
-        while (!eof && !draining) {
-            numla_sched_stats st;
-            numla_sched_stats_get(sc, &st);
-            if (st.waiting >= window)
-                break;
-            ssize_t n = getline(&line, &cap, in);
-            if (n < 0) {
-                eof = 1;
-                break;
-            }
-            lineno++;
-            if (is_blank(line, (size_t)n))
-                continue;
-            run_req *r = calloc(1, sizeof *r);
-            if (!r) {
-                s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
-                                    "no memory");
-                goto fail;
-            }
-            s = numla_request_parse(line, (size_t)n, lineno, &lim, &r->rq);
-            if (s != NUMLA_STATUS_OK) {
-                free(r);
-                goto fail;
-            }
-            char key[512];
-            if (o.resume && record_key(r->rq.id, r->rq.id ? 0 : lineno, key, sizeof key) &&
-                json_object_get(done_ids, key)) {
-                skipped++;
-                run_req_free(r);
-                continue;
-            }
-            if (r->rq.text_output && !r->rq.error[0])
-                NUMLA_CHECK_GOTO(numla_tokenizer_stream_create(tok, 1, &r->ts), s, fail);
-            r->next = rs.head;
-            if (rs.head)
-                rs.head->prev = r;
-            rs.head = r;
-            NUMLA_CHECK_GOTO(numla_sched_submit(sc, &r->rq, r), s, fail);
-        }
-        if (!numla_sched_busy(sc))
-            break;
-        NUMLA_CHECK_GOTO(numla_sched_step(sc), s, fail);
-        if (progress && now_s() - t_prog > 0.5) {
-            progress_line(&rs, total, sc, t_run, 0);
-            t_prog = now_s();
-        }
-    }
-    double wall = now_s() - t_run;
-    if (progress)
-        progress_line(&rs, total, sc, t_run, 1);
-    if (rs.write_failed)
-        rc = 1;
-    else if (run_signals > 0)
-        rc = 128 + (int)run_signal;
-    numla_sched_stats st;
-    numla_sched_stats_get(sc, &st);
-    double ttft50 = percentile(rs.ttft, rs.n_ttft, 50), ttft99 = percentile(rs.ttft, rs.n_ttft, 99);
-    double tpot50 = percentile(rs.tpot, rs.n_tpot, 50), tpot99 = percentile(rs.tpot, rs.n_tpot, 99);
+        NUMLA_CHECK(numla_tokenizer_load(j->o->model, &j->tok));
+    j->src.lim = (numla_request_limits){.vocab_size = j->cfg.vocab_size,
+                                        .max_context = j->o->max_context, .tokenizer = j->tok};
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status run_loop_create(run_job *j)
+{
+    const run_opts *o = j->o;
+    numla_serve_options so = {
+        .sched = {.max_batch_tokens = o->max_batch_tokens, .max_seqs = o->max_seqs,
+                  .prefill_chunk = o->prefill_chunk, .vocab_size = j->cfg.vocab_size,
+                  .num_eos = j->cfg.num_eos, .eos_token_ids = j->cfg.eos_token_ids},
+        .kv = numla_engine_kv_cache(j->eng), .exec = run_exec, .exec_ctx = j->eng,
+        .tokenizer = j->tok, .stop_requests = &run_signals};
+    numla_serve_source src = {.ctx = &j->src, .next = run_source_next};
+    numla_serve_sink sink = {.ctx = &j->sink, .done = run_sink_done,
+                             .draining = run_sink_draining, .after_step = run_sink_after_step};
+    NUMLA_CHECK(numla_serve_loop_create(&so, &src, &sink, &j->loop));
+    j->sink.loop = j->loop;
+    j->sink.progress = o->progress >= 0 ? o->progress : isatty(STDERR_FILENO);
+    j->sink.total = strcmp(o->input, "-") ? count_lines(o->input) : -1;
+    if (j->sink.total >= 0)
+        j->sink.total -= j->already;
+    return NUMLA_STATUS_OK;
+}
+
+static void run_summary(const run_job *j, double wall, int rc)
+{
+    numla_serve_stats st;
+    numla_serve_loop_stats_get(j->loop, &st);
     fprintf(stderr,
             "numla run: summary: %lld requests (%lld ok, %lld errors%s%lld skipped as already "
             "done) in %.2f s\n"
@@ -685,43 +516,108 @@ int numla_run_main(int argc, char **argv)
             "overall\n"
             "numla run:   TTFT p50 %.1f ms p99 %.1f ms; TPOT p50 %.2f ms p99 %.2f ms\n"
             "numla run:   %lld steps, %lld preemptions (%lld tokens recomputed)%s\n",
-            (long long)rs.done, (long long)rs.ok, (long long)rs.errors, ", ", (long long)skipped,
-            wall, (long long)rs.prompt_tokens, (long long)rs.output_tokens,
-            wall > 0 ? (double)rs.output_tokens / wall : 0.0,
-            wall > 0 ? (double)(rs.prompt_tokens + rs.output_tokens) / wall : 0.0, 1e3 * ttft50,
-            1e3 * ttft99, 1e3 * tpot50, 1e3 * tpot99, (long long)st.steps,
-            (long long)st.preemptions, (long long)st.recompute_tokens,
+            (long long)st.done, (long long)st.ok, (long long)st.errors, ", ",
+            (long long)j->src.skipped, wall, (long long)st.prompt_tokens,
+            (long long)st.output_tokens, wall > 0 ? (double)st.output_tokens / wall : 0.0,
+            wall > 0 ? (double)(st.prompt_tokens + st.output_tokens) / wall : 0.0,
+            1e3 * st.ttft_p50_s, 1e3 * st.ttft_p99_s, 1e3 * st.tpot_p50_s, 1e3 * st.tpot_p99_s,
+            (long long)st.sched.steps, (long long)st.sched.preemptions,
+            (long long)st.sched.recompute_tokens,
             rc >= 128 ? "; stopped by a signal: rerun with --resume for the rest" : "");
-    goto cleanup;
-fail:
+}
+
+/* Serve every request, then the summary; the exit code (1 when the output failed, 128 + N
+ * after signal N), or -1 with the error set. SIGINT/SIGTERM count stop requests meanwhile. */
+static int run_serve_requests(run_job *j)
+{
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = run_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    j->sink.t_run = now_s();
+    numla_serve_end why = NUMLA_SERVE_END_DONE;
+    numla_status s = numla_serve_loop_run(j->loop, &why);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (s != NUMLA_STATUS_OK)
+        return -1;
+    double wall = now_s() - j->sink.t_run;
+    if (j->sink.progress)
+        progress_line(&j->sink, 1);
+    int rc = why == NUMLA_SERVE_END_SINK_FAILED ? 1 : run_signals > 0 ? 128 + (int)run_signal : 0;
+    run_summary(j, wall, rc);
+    return rc;
+}
+
+static void run_job_close(run_job *j, int *rc)
+{
+    numla_serve_loop_destroy(&j->loop);
+    numla_tokenizer_destroy(&j->tok);
+    json_decref(j->src.done_ids);
+    free(j->src.line);
+    if (j->src.in && j->src.in != stdin)
+        fclose(j->src.in);
+    if (j->sink.out && j->sink.out != stdout && fclose(j->sink.out) != 0) {
+        fprintf(stderr, "numla run: %s: %s\n", j->o->output, strerror(errno));
+        *rc = 1;
+    }
+}
+
+static int run_fail(void)
+{
     fprintf(stderr, "numla run: %s\n%s", numla_error_message(), numla_error_trace());
-    rc = 1;
-cleanup:
-    if (handlers) {
-        sigaction(SIGINT, &sa_old_int, NULL);
-        sigaction(SIGTERM, &sa_old_term, NULL);
+    return 1;
+}
+
+/* Rank 0 with the engine loaded: the whole batch job. */
+static int run_rank0(run_opts *o, numla_engine *eng, numla_comm *comm, double t_load)
+{
+    run_job j = {.o = o, .eng = eng, .cfg = *numla_engine_config(eng)};
+    if (o->max_context == 0 || o->max_context > j.cfg.max_position_embeddings)
+        o->max_context = j.cfg.max_position_embeddings;
+    numla_status s;
+    int rc = -1;
+    NUMLA_CHECK_GOTO(run_report_loaded(&j, comm, t_load), s, done);
+    NUMLA_CHECK_GOTO(run_open_files(&j), s, done);
+    NUMLA_CHECK_GOTO(run_tokenizer_load(&j), s, done);
+    NUMLA_CHECK_GOTO(run_loop_create(&j), s, done);
+    rc = run_serve_requests(&j);
+done:
+    (void)s;
+    if (rc < 0)
+        rc = run_fail();
+    run_job_close(&j, &rc);
+    return rc;
+}
+
+int numla_run_main(int argc, char **argv)
+{
+    run_opts o = {.threads = 0, .max_context = 0, .block_size = 16, .prefill_chunk = 512,
+                  .max_batch_tokens = 2048, .max_seqs = 64, .kv_dtype = NUMLA_DTYPE_BF16,
+                  .progress = -1};
+    int rc = parse_opts(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    numla_comm_session mpi;
+    if (numla_comm_world_init(&mpi) != NUMLA_STATUS_OK)
+        return run_fail();
+    const int rank = numla_comm_rank(mpi.comm);
+    if (rank != 0) {
+        /* rank 0 decides when to stop (it finishes the records in flight first) */
+        signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
     }
-    numla_sched_destroy(&sc);
-    numla_tokenizer_destroy(&tok);
-    while (rs.head) {
-        run_req *r = rs.head;
-        rs.head = r->next;
-        run_req_free(r);
-    }
-    free(rs.ttft);
-    free(rs.tpot);
-    json_decref(done_ids);
-    free(line);
-    if (in && in != stdin)
-        fclose(in);
-    if (rs.out && rs.out != stdout && fclose(rs.out) != 0) {
-        fprintf(stderr, "numla run: %s: %s\n", o.output, strerror(errno));
-        rc = 1;
-    }
+    numla_engine *eng = NULL;
+    const double t_load = now_s();
+    if (run_engine_create(&o, mpi.comm, &eng) != NUMLA_STATUS_OK)
+        rc = run_fail();
+    else if (rank != 0)
+        rc = numla_engine_worker_loop(eng) == NUMLA_STATUS_OK ? 0 : run_fail();
+    else
+        rc = run_rank0(&o, eng, mpi.comm, t_load);
     numla_engine_destroy(&eng); /* rank 0: releases the workers */
-    numla_comm_destroy(&comm);
-    if (own_mpi)
-        MPI_Finalize();
+    numla_comm_world_finalize(&mpi);
     run_signal = 0;
     run_signals = 0;
     return rc;

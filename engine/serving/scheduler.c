@@ -281,6 +281,30 @@ int32_t numla_sched_drop_waiting(numla_sched *s)
     return dropped;
 }
 
+static void remove_running(numla_sched *s, sched_seq *q);
+
+int numla_sched_cancel(numla_sched *s, void *user)
+{
+    sched_seq *q = NULL;
+    for (int32_t i = 0; i < s->num_waiting && !q; i++)
+        if (s->waiting[i]->user == user) {
+            q = s->waiting[i];
+            memmove(s->waiting + i, s->waiting + i + 1,
+                    (size_t)(s->num_waiting - i - 1) * sizeof *s->waiting);
+            s->num_waiting--;
+        }
+    for (int32_t i = 0; i < s->num_running && !q; i++)
+        if (s->running[i]->user == user) {
+            q = s->running[i];
+            remove_running(s, q);
+        }
+    if (!q)
+        return 0;
+    finish(s, q, "cancelled", NULL);
+    seq_free(s, q);
+    return 1;
+}
+
 void numla_sched_stats_get(const numla_sched *s, numla_sched_stats *out)
 {
     *out = s->st;
@@ -492,7 +516,7 @@ numla_status numla_sched_step(numla_sched *s)
             reason = "stop";
         else if (s->o.stop_check &&
                  s->o.stop_check(s->o.stop_ctx, q->user, q->tokens + q->req->num_prompt,
-                                 q->num_gen))
+                                 q->num_gen, q->lps ? &q->lps[q->num_gen - 1] : NULL))
             reason = "stop";
         else if (q->num_gen >= q->req->params.max_tokens)
             reason = "length";

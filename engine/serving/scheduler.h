@@ -46,7 +46,7 @@ typedef struct numla_sched_output {
     const int32_t *output_tokens;           /* (num_output) */
     int32_t num_output;
     const numla_logprob_entry *logprobs;    /* (num_output) or NULL */
-    const char *finish_reason;              /* "stop", "length", "error" */
+    const char *finish_reason;              /* "stop", "length", "error", "cancelled" */
     const char *error;                      /* NULL unless "error" */
     double arrival_s, first_token_s, finish_s; /* CLOCK_MONOTONIC seconds; first_token_s 0: none */
     int32_t preemptions;                    /* times this request was preempted */
@@ -62,10 +62,12 @@ typedef struct numla_sched_options {
     int64_t vocab_size;
     int32_t num_eos;
     const int32_t *eos_token_ids; /* (num_eos), copied */
-    /* Optional: called after each generated token of a request (user as passed to
-     * numla_sched_submit, tokens generated so far); returning 1 finishes it with "stop"
-     * (text stop strings live here, outside the scheduler). NULL: none. */
-    int (*stop_check)(void *ctx, void *user, const int32_t *output_tokens, int32_t num_output);
+    /* Optional: called after each generated token of a request that is not an EOS or stop
+     * token (user as passed to numla_sched_submit, tokens generated so far, the newest
+     * token's logprobs or NULL); returning 1 finishes it with "stop" (text stop strings live
+     * here, outside the scheduler). NULL: none. */
+    int (*stop_check)(void *ctx, void *user, const int32_t *output_tokens, int32_t num_output,
+                      const numla_logprob_entry *logprob);
     void *stop_ctx;
 } numla_sched_options;
 
@@ -106,6 +108,12 @@ int numla_sched_busy(const numla_sched *s);
  * finish, the rest are left for --resume). Returns how many were dropped; their done callback
  * is never called. */
 int32_t numla_sched_drop_waiting(numla_sched *s);
+
+/* Take the request submitted with `user` out of the queue or the running batch, free its KV
+ * blocks and answer it through the done callback with finish_reason "cancelled". Returns 1
+ * when found, 0 when no such request is waiting or running. Not from inside a callback (a
+ * step is iterating its sequences then). */
+int numla_sched_cancel(numla_sched *s, void *user);
 
 void numla_sched_stats_get(const numla_sched *s, numla_sched_stats *out);
 
