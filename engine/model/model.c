@@ -59,7 +59,7 @@ void numla_rope_apply(float *out, const float *x, const float *cos_sin, int64_t 
     }
 }
 
-/* Index of the largest of v[0..n) not yet taken (ties: lowest index). */
+/* Index of the largest of v[0..n) not yet taken (ties: lowest index); -1 when all are taken. */
 static int64_t argmax_free(const float *v, const unsigned char *taken, int64_t n)
 {
     int64_t best = -1;
@@ -69,11 +69,25 @@ static int64_t argmax_free(const float *v, const unsigned char *taken, int64_t n
     return best;
 }
 
-void numla_moe_route(const numla_model_config *c, const float *logits, const float *bias,
-                     int32_t *idx, float *wts, float *scratch)
+/* numla_moe_route's scratch: s, choice (E floats each), gscore (G floats), then the taken
+ * flags of experts (E bytes) and groups (G bytes). */
+static int64_t route_groups(const numla_model_config *c)
 {
-    const int64_t E = c->n_routed_experts, k = c->num_experts_per_tok;
-    float *s = scratch, *choice = scratch + E;
+    return c->n_group > 1 ? c->n_group : 1;
+}
+
+size_t numla_moe_route_scratch_bytes(const numla_model_config *c)
+{
+    const size_t E = (size_t)c->n_routed_experts, G = (size_t)route_groups(c);
+    return (2 * E + G) * sizeof(float) + E + G;
+}
+
+/* Scores from router logits: softmax or sigmoid (s), and the choice scores (+ bias for
+ * noaux_tc). */
+static void route_scores(const numla_model_config *c, const float *logits, const float *bias,
+                         float *s, float *choice)
+{
+    const int64_t E = c->n_routed_experts;
     if (c->scoring_func == NUMLA_SCORING_FUNC_SOFTMAX) {
         float mx = logits[0];
         for (int64_t e = 1; e < E; e++)
@@ -91,61 +105,57 @@ void numla_moe_route(const numla_model_config *c, const float *logits, const flo
     }
     for (int64_t e = 0; e < E; e++)
         choice[e] = s[e] + (c->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC && bias ? bias[e] : 0.0f);
+}
 
-    unsigned char taken[1024];
-    unsigned char *tk = E <= 1024 ? taken : calloc((size_t)E, 1);
-    if (!tk) { /* cannot happen for real configs (E <= 1024); degrade to greedy without groups */
-        tk = taken;
-    }
-    if (c->topk_method != NUMLA_TOPK_METHOD_GREEDY && c->n_group > 1) {
-        const int64_t G = c->n_group, per = E / G;
-        float gscore[256];
-        for (int64_t g = 0; g < G && g < 256; g++) {
-            const float *v = choice + g * per;
-            if (c->topk_method == NUMLA_TOPK_METHOD_GROUP_LIMITED_GREEDY) {
-                float mx = v[0];
-                for (int64_t j = 1; j < per; j++)
-                    mx = v[j] > mx ? v[j] : mx;
-                gscore[g] = mx;
-            } else { /* noaux_tc: sum of the top 2 biased scores */
-                float a = -INFINITY, b = -INFINITY;
-                for (int64_t j = 0; j < per; j++) {
-                    if (v[j] > a) {
-                        b = a;
-                        a = v[j];
-                    } else if (v[j] > b) {
-                        b = v[j];
-                    }
+/* Group-limited routing: keep the topk_group best groups (V2: by their best score; V3: by the
+ * sum of their two best biased scores) and mask the other groups' choice scores. */
+static void route_mask_groups(const numla_model_config *c, float *choice, float *gscore,
+                              unsigned char *gtaken)
+{
+    const int64_t E = c->n_routed_experts, G = c->n_group, per = E / G;
+    for (int64_t g = 0; g < G; g++) {
+        const float *v = choice + g * per;
+        if (c->topk_method == NUMLA_TOPK_METHOD_GROUP_LIMITED_GREEDY) {
+            float mx = per > 0 ? v[0] : -INFINITY;
+            for (int64_t j = 1; j < per; j++)
+                mx = v[j] > mx ? v[j] : mx;
+            gscore[g] = mx;
+        } else { /* noaux_tc: sum of the top 2 biased scores */
+            float a = -INFINITY, b = -INFINITY;
+            for (int64_t j = 0; j < per; j++) {
+                if (v[j] > a) {
+                    b = a;
+                    a = v[j];
+                } else if (v[j] > b) {
+                    b = v[j];
                 }
-                gscore[g] = a + b;
             }
+            gscore[g] = a + b;
         }
-        unsigned char gtaken[256] = {0};
-        for (int64_t r = 0; r < c->topk_group; r++) {
-            int64_t g = argmax_free(gscore, gtaken, G);
-            gtaken[g] = 1;
-        }
-        /* Dropped groups: V3 (DeepSeek's inference code, transformers' DeepseekV3) masks with
-         * -inf, so only kept groups can be picked even when biased scores are negative; V2's
-         * group_limited_greedy masks with 0.0, which is the same for softmax scores > 0. */
-        const float masked = c->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC ? -INFINITY : 0.0f;
-        for (int64_t g = 0; g < G; g++)
-            if (!gtaken[g])
-                for (int64_t j = 0; j < per; j++)
-                    choice[g * per + j] = masked;
     }
-    memset(tk, 0, (size_t)E);
-    for (int64_t j = 0; j < k; j++) {
-        int64_t e = argmax_free(choice, tk, E);
-        tk[e] = 1;
-        idx[j] = (int32_t)e;
-        /* weights: unbiased scores (V3); for V2 the (masked) choice equals s */
-        wts[j] = c->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC ? s[e] : choice[e];
+    memset(gtaken, 0, (size_t)G);
+    for (int64_t r = 0; r < c->topk_group; r++) {
+        int64_t g = argmax_free(gscore, gtaken, G);
+        if (g < 0)
+            break;
+        gtaken[g] = 1;
     }
-    if (tk != taken)
-        free(tk);
-    /* V2 (DeepSeek's modeling code): normalise only when k > 1, and then do not scale.
-     * V3: normalise whenever norm_topk_prob (k = 1 gives weight 1), then scale. */
+    /* Dropped groups: V3 (DeepSeek's inference code, transformers' DeepseekV3) masks with
+     * -inf, so only kept groups can be picked even when biased scores are negative; V2's
+     * group_limited_greedy masks with 0.0, which is the same for softmax scores > 0. */
+    const float masked = c->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC ? -INFINITY : 0.0f;
+    for (int64_t g = 0; g < G; g++)
+        if (!gtaken[g])
+            for (int64_t j = 0; j < per; j++)
+                choice[g * per + j] = masked;
+}
+
+/* The routing weights' normalisation and scaling. V2 (DeepSeek's modeling code): normalise
+ * only when k > 1, and then do not scale. V3: normalise whenever norm_topk_prob (k = 1 gives
+ * weight 1), then scale. */
+static void route_weights_scale(const numla_model_config *c, float *wts)
+{
+    const int64_t k = c->num_experts_per_tok;
     int norm = c->moe_weight_rule == NUMLA_MOE_WEIGHT_RULE_NORM_THEN_SCALE
                    ? c->norm_topk_prob
                    : c->norm_topk_prob && k > 1;
@@ -160,6 +170,31 @@ void numla_moe_route(const numla_model_config *c, const float *logits, const flo
     if (!norm || c->moe_weight_rule == NUMLA_MOE_WEIGHT_RULE_NORM_THEN_SCALE)
         for (int64_t j = 0; j < k; j++)
             wts[j] *= (float)c->routed_scaling_factor;
+}
+
+void numla_moe_route(const numla_model_config *c, const float *logits, const float *bias,
+                     int32_t *idx, float *wts, void *scratch)
+{
+    const int64_t E = c->n_routed_experts, k = c->num_experts_per_tok, G = route_groups(c);
+    float *s = scratch, *choice = s + E, *gscore = choice + E;
+    unsigned char *taken = (unsigned char *)(gscore + G), *gtaken = taken + E;
+    route_scores(c, logits, bias, s, choice);
+    if (c->topk_method != NUMLA_TOPK_METHOD_GREEDY && c->n_group > 1)
+        route_mask_groups(c, choice, gscore, gtaken);
+    memset(taken, 0, (size_t)E);
+    for (int64_t j = 0; j < k; j++) {
+        int64_t e = argmax_free(choice, taken, E);
+        if (e < 0) { /* k > E: the rest routes nowhere */
+            idx[j] = -1;
+            wts[j] = 0.0f;
+            continue;
+        }
+        taken[e] = 1;
+        idx[j] = (int32_t)e;
+        /* weights: unbiased scores (V3); for V2 the (masked) choice equals s */
+        wts[j] = c->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC ? s[e] : choice[e];
+    }
+    route_weights_scale(c, wts);
 }
 
 /* ---- model object ---- */
@@ -249,6 +284,12 @@ static int grow(void **p, size_t bytes)
     return 1;
 }
 
+/* Bytes per token of numla_moe_route scratch, kept 64-byte apart. */
+static size_t route_stride(const numla_model_config *c)
+{
+    return (numla_moe_route_scratch_bytes(c) + 63) & ~(size_t)63;
+}
+
 static numla_status ensure_capacity(numla_model *m, int64_t T, int64_t R)
 {
     const numla_model_config *c = &m->cfg;
@@ -286,7 +327,7 @@ static numla_status ensure_capacity(numla_model *m, int64_t T, int64_t R)
     ok &= grow((void **)&m->topk_idx, n * (k + 1) * 4);
     ok &= grow((void **)&m->topk_w, n * (k + 1) * 4);
     ok &= grow((void **)&m->ex_list, n * (k + 1) * 4);
-    ok &= grow((void **)&m->route_scratch, n * (2 * E + 1) * 4);
+    ok &= grow((void **)&m->route_scratch, n * route_stride(c));
     ok &= grow((void **)&m->cos_sin, n * dr * 4);
     ok &= grow((void **)&m->xl, n * hid * 4);
     const size_t pr = n * k < NUMLA_MODEL_PAR_ROWS ? n * k : NUMLA_MODEL_PAR_ROWS, mi = (size_t)c->moe_intermediate_size;
@@ -1008,11 +1049,11 @@ static numla_status moe(numla_model *m, const numla_layer_weights *lw, int64_t T
 
     /* Router in fp32 (every rank computes the identical routing). */
     NUMLA_CHECK(lin(m, &lw->router, T, m->x, hid, m->router, E, 0));
-    float *scr = m->route_scratch;
+    const size_t rstride = route_stride(c);
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
     for (int64_t t = 0; t < T; t++)
         numla_moe_route(c, m->router + t * E, lw->router_bias, m->topk_idx + t * k,
-                        m->topk_w + t * k, scr + t * 2 * E);
+                        m->topk_w + t * k, (char *)m->route_scratch + (size_t)t * rstride);
 
     /* Group (token, j) pairs by local expert so each expert's weights stream once. */
     const int64_t ne = sh->expert_count, e0 = sh->expert_begin;

@@ -125,7 +125,7 @@ typedef struct numla_model {
     int32_t *ex_count; /* (n_routed_experts + 1) */
     int32_t *ex_list;  /* (T · k) (token · k + j) grouped by expert */
     int32_t *ex_cursor; /* (n_routed_experts + 1) fill cursor for ex_list */
-    float *route_scratch; /* (T, 2 · n_routed_experts) */
+    void *route_scratch; /* (T, route_stride) numla_moe_route scratch per token */
     float *cos_sin;    /* (T, Dr) cos then sin per token (Dr/2 each) */
     float *xl;         /* (R, hidden) normed rows for the logits */
     /* decode MoE with the experts split over the team (model.c moe_experts_parallel):
@@ -236,8 +236,12 @@ void numla_rope_cos_sin(const numla_model_config *c, int32_t pos, float *cos_sin
 void numla_rope_apply(float *out, const float *x, const float *cos_sin, int64_t dr);
 /* MoE routing for one token: scores from router logits (n_routed_experts) → top-k expert ids
  * and weights, per the config's topk_method / scoring_func / norm_topk_prob / scaling.
- * bias: e_score_correction_bias or NULL. scratch: 2 · n_routed_experts floats. */
+ * bias: e_score_correction_bias or NULL. scratch: numla_moe_route_scratch_bytes(c) bytes,
+ * 4-byte aligned; nothing is allocated. k > n_routed_experts: the extra slots get id -1 and
+ * weight 0. */
 void numla_moe_route(const numla_model_config *c, const float *logits, const float *bias,
-                     int32_t *idx, float *wts, float *scratch);
+                     int32_t *idx, float *wts, void *scratch);
+/* Scratch bytes numla_moe_route needs for this config (any n_group, n_routed_experts). */
+size_t numla_moe_route_scratch_bytes(const numla_model_config *c);
 
 #endif

@@ -339,8 +339,10 @@ static void debug_checks(eng *e, const golden *g, const char *model)
         CU_ASSERT_PTR_NOT_NULL_FATAL(ids);
         int bad = 0;
         double ew = 0;
-        float scr[512], w[16];
+        float w[16];
         int32_t idx[16];
+        void *scr = malloc(numla_moe_route_scratch_bytes(c));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(scr);
         for (int t = 0; t < L; t++) {
             numla_moe_route(c, rl + t * c->n_routed_experts, bt ? bt->data : NULL, idx, w, scr);
             for (int a = 0; a < K; a++) /* sort by id like the reference */
@@ -354,6 +356,7 @@ static void debug_checks(eng *e, const golden *g, const char *model)
                 ew = fmax(ew, fabs(w[j] - rw[t * K + j]));
             }
         }
+        free(scr);
         NUMLA_ASSERT_MSG(bad == 0 && ew < 1e-5, "%s: router ids wrong %d, weight err %g", model,
                          bad, ew);
     }
