@@ -191,10 +191,12 @@ static int bench_model_main(int argc, char **argv)
 
     const numla_model_config *cfg = numla_engine_config(x.e);
     const numla_model *m = numla_engine_model(x.e);
+    const numla_model_weights *mw = numla_model_get_weights(m);
+    numla_model_stats ms0, ms1;
     numla_kv_cache *kv = numla_engine_kv_cache(x.e);
     const int nth = numla_engine_num_threads(x.e);
     numla_bench_model_costs co;
-    if ((s = numla_bench_model_costs_get(cfg, m->w->isa, m->w->lm_head.dtype, m->w->embed_dtype,
+    if ((s = numla_bench_model_costs_get(cfg, mw->isa, mw->lm_head.dtype, mw->embed_dtype,
                                          kv->dtype, &co)) != NUMLA_STATUS_OK)
         bm_die(&x, s);
     x.V = cfg->vocab_size;
@@ -218,11 +220,11 @@ static int bench_model_main(int argc, char **argv)
     /* machine figures now and again at the end, keeping the best of the two: on a shared
      * machine a low reading would flatter every fraction */
     double bw = numla_bench_read_gbps(nth, numla_bench_stream_bytes(), 5);
-    double peak = numla_bench_peak_gflops(m->w->isa, nth, 5);
+    double peak = numla_bench_peak_gflops(mw->isa, nth, 5);
     /* The prefill GEMMs run on AMX tiles when the weights are bf16 and the tiles are usable
      * (kernels/x86/linear_amx.c): their ceiling is then the tile peak, reported next to the
      * AVX-512 one. */
-    const int amx = m->w->isa == NUMLA_ISA_AVX512BF16 && m->w->lm_head.dtype == NUMLA_DTYPE_BF16 &&
+    const int amx = mw->isa == NUMLA_ISA_AVX512BF16 && mw->lm_head.dtype == NUMLA_DTYPE_BF16 &&
                     numla_linear_amx_enabled();
     double amx_peak = amx ? numla_bench_peak_amx_gflops(nth, 5) : 0;
 
@@ -230,22 +232,22 @@ static int bench_model_main(int argc, char **argv)
     double pf_best = 1e30, pf_lin_s = 0, pf_lin_fl = 0, pf_attn_s = 0, pf_attn_k_s = 0;
     double pf_part[NUMLA_MODEL_PART_COUNT] = {0};
     for (int r = 0; r < prefill_reps; r++) {
-        double ls0 = m->linear_s, lf0 = m->linear_flops, as0 = m->attn_s, ak0 = m->attn_kernel_s;
-        double part0[NUMLA_MODEL_PART_COUNT];
-        memcpy(part0, m->part_s, sizeof part0);
+        numla_model_get_stats(m, &ms0);
         double t = bm_step(&x, &sa, 0, prompt);
+        numla_model_get_stats(m, &ms1);
         if (t < pf_best) {
             pf_best = t;
             for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
-                pf_part[p] = m->part_s[p] - part0[p];
-            pf_lin_s = m->linear_s - ls0;
-            pf_lin_fl = m->linear_flops - lf0;
-            pf_attn_s = m->attn_s - as0;
-            pf_attn_k_s = m->attn_kernel_s - ak0;
+                pf_part[p] = ms1.part_s[p] - ms0.part_s[p];
+            pf_lin_s = ms1.linear_s - ms0.linear_s;
+            pf_lin_fl = ms1.linear_flops - ms0.linear_flops;
+            pf_attn_s = ms1.attn_s - ms0.attn_s;
+            pf_attn_k_s = ms1.attn_kernel_s - ms0.attn_kernel_s;
         }
     }
-    const char *pf_form = m->prefill_form == NUMLA_PREFILL_FORM_ABSORBED   ? "absorbed"
-                          : m->prefill_form == NUMLA_PREFILL_FORM_EXPANDED ? "expanded"
+    const numla_prefill_form form = numla_model_get_options(m).prefill_form;
+    const char *pf_form = form == NUMLA_PREFILL_FORM_ABSORBED   ? "absorbed"
+                          : form == NUMLA_PREFILL_FORM_EXPANDED ? "expanded"
                           : prompt > 1 ? "auto (expanded: no prefix)" : "auto (absorbed)";
     /* decode 128 tokens at batch 1 after the prompt (1 warm-up step) */
     bm_step(&x, &sa, prompt, 1);
@@ -265,12 +267,14 @@ static int bench_model_main(int argc, char **argv)
     bm_ranks(&x, "decode", json, size);
 
     /* long context: prefill in chunks (not timed as prefill), then decode */
-    const double la0 = m->attn_s, lk0 = m->attn_kernel_s;
+    numla_model_get_stats(m, &ms0);
     double long_pf = numla_bench_now();
     for (int at = 0; at < long_ctx; at += chunk)
         bm_step(&x, &sb, at, long_ctx - at < chunk ? long_ctx - at : chunk);
     long_pf = numla_bench_now() - long_pf;
-    const double long_pf_attn = m->attn_s - la0, long_pf_attn_k = m->attn_kernel_s - lk0;
+    numla_model_get_stats(m, &ms1);
+    const double long_pf_attn = ms1.attn_s - ms0.attn_s;
+    const double long_pf_attn_k = ms1.attn_kernel_s - ms0.attn_kernel_s;
     bm_step(&x, &sb, long_ctx, 1);
     if ((s = numla_engine_stats_reset_all(x.e)) != NUMLA_STATUS_OK)
         bm_die(&x, s);
@@ -288,7 +292,7 @@ static int bench_model_main(int argc, char **argv)
     const double rss_mib = (double)ru.ru_maxrss / 1024.0;
     /* machine figures, measured now (after the RSS reading: the stream buffer is big) */
     const double bw1 = numla_bench_read_gbps(nth, numla_bench_stream_bytes(), 5);
-    const double peak1 = numla_bench_peak_gflops(m->w->isa, nth, 5);
+    const double peak1 = numla_bench_peak_gflops(mw->isa, nth, 5);
     bw = bw1 > bw ? bw1 : bw;
     peak = peak1 > peak ? peak1 : peak;
     if (amx) {

@@ -298,8 +298,10 @@ static int bench_serve_main(int argc, char **argv)
         /* rank 0's step profile over the level (the other ranks run the same steps) */
         const numla_model *m = numla_engine_model(eng);
         double part0[NUMLA_MODEL_PART_COUNT];
-        memcpy(part0, m->part_s, sizeof part0);
-        double attn0 = m->attn_s, attk0 = m->attn_kernel_s, lin0 = m->linear_s;
+        numla_model_stats ms0, ms1;
+        numla_model_get_stats(m, &ms0);
+        memcpy(part0, ms0.part_s, sizeof part0);
+        double attn0 = ms0.attn_s, attk0 = ms0.attn_kernel_s, lin0 = ms0.linear_s;
         numla_engine_stats es0, es1;
         numla_engine_stats_get(eng, &es0);
         double t0 = numla_bench_now();
@@ -327,11 +329,12 @@ static int bench_serve_main(int argc, char **argv)
         fprintf(pf, "  %sconcurrency %d: %lld steps, %.1f tokens/step, step time %.2f of %.2f s "
                     "wall; profile s:", repeat > 1 ? "repetition " : "", c, (long long)steps,
                 steps ? (double)step_tokens / (double)steps : 0.0, es1.step_s - es0.step_s, wall);
+        numla_model_get_stats(m, &ms1);
         for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
-            fprintf(pf, " %s %.2f", numla_model_part_names[p], m->part_s[p] - part0[p]);
+            fprintf(pf, " %s %.2f", numla_model_part_names[p], ms1.part_s[p] - part0[p]);
         fprintf(pf, " (attention's form-specific part %.2f, attention kernels %.2f; linear "
-                    "layers %.2f)\n", m->attn_s - attn0, m->attn_kernel_s - attk0,
-                m->linear_s - lin0);
+                    "layers %.2f)\n", ms1.attn_s - attn0, ms1.attn_kernel_s - attk0,
+                ms1.linear_s - lin0);
         fflush(stdout);
         if (r % nconc == nconc - 1) /* the repetition is complete: its lines, against its level 0 */
             for (int k = 0; k < nconc; k++)
