@@ -173,12 +173,14 @@ typedef struct bm_counters {
 
 static void bm_counters_read(const numla_model *m, bm_counters *c)
 {
-    c->linear_s = m->linear_s;
-    c->linear_flops = m->linear_flops;
-    c->attn_s = m->attn_s;
-    c->attn_kernel_s = m->attn_kernel_s;
-    memcpy(c->part_s, m->part_s, sizeof c->part_s);
-    c->prefill_form = m->prefill_form;
+    numla_model_stats st;
+    numla_model_get_stats(m, &st);
+    c->linear_s = st.linear_s;
+    c->linear_flops = st.linear_flops;
+    c->attn_s = st.attn_s;
+    c->attn_kernel_s = st.attn_kernel_s;
+    memcpy(c->part_s, st.part_s, sizeof c->part_s);
+    c->prefill_form = numla_model_get_options(m).prefill_form;
 }
 
 /* The weights' kernel level and dtypes (for the costs and the peaks). */
@@ -189,9 +191,10 @@ typedef struct bm_weights_info {
 
 static void bm_weights_info_read(const numla_model *m, bm_weights_info *w)
 {
-    w->isa = m->w->isa;
-    w->lm_head_dtype = m->w->lm_head.dtype;
-    w->embed_dtype = m->w->embed_dtype;
+    const numla_model_weights *mw = numla_model_get_weights(m);
+    w->isa = mw->isa;
+    w->lm_head_dtype = mw->lm_head.dtype;
+    w->embed_dtype = mw->embed_dtype;
 }
 
 /* Everything rank 0 measures. */

@@ -295,10 +295,12 @@ typedef struct bs_model_counters {
 
 static void bs_model_counters_read(const numla_model *m, bs_model_counters *c)
 {
-    memcpy(c->part_s, m->part_s, sizeof c->part_s);
-    c->attn_s = m->attn_s;
-    c->attn_kernel_s = m->attn_kernel_s;
-    c->linear_s = m->linear_s;
+    numla_model_stats st;
+    numla_model_get_stats(m, &st);
+    memcpy(c->part_s, st.part_s, sizeof c->part_s);
+    c->attn_s = st.attn_s;
+    c->attn_kernel_s = st.attn_kernel_s;
+    c->linear_s = st.linear_s;
 }
 
 /* Where the level's time went: to stderr with --json, so stdout stays one object per line. */

@@ -59,18 +59,20 @@ typedef void (*numla_model_layer_hook)(void *ctx, int32_t layer, const float *h,
 typedef numla_status (*numla_model_reduce_fn)(void *ctx, float *buf, int64_t count);
 
 /* Which MLA form prefill chunks use (DESIGN.md §5; docs/prefill.md), per sequence. Decode
- * rows (one new token) are always absorbed. AUTO: by NUMLA_MODEL_EXPAND_PAIRS_PER_ROW below,
- * the crossover measured in docs/prefill.md. EXPANDED: every sequence with more than one new
- * token. A step with sequences of both forms runs each form over its own (the absorbed ones
- * as a compacted sub-step). Set from NUMLA_PREFILL_FORM (auto|absorbed|expanded) at
- * numla_model_create. */
+ * rows (one new token) are always absorbed. AUTO: by NUMLA_MODEL_EXPAND_PAIRS_PER_ROW below.
+ * EXPANDED: every sequence with more than one new token. A step with sequences of both forms
+ * runs each form over its own (the absorbed ones as a compacted sub-step). */
 typedef enum numla_prefill_form {
     NUMLA_PREFILL_FORM_AUTO = 0,
     NUMLA_PREFILL_FORM_ABSORBED,
     NUMLA_PREFILL_FORM_EXPANDED,
 } numla_prefill_form;
 
-/* Parts of the forward pass timed in numla_model.part_s. */
+/* "auto", "absorbed" or "expanded" → *out; anything else: INVALID_ARG naming the text. */
+numla_status numla_prefill_form_parse(const char *text, numla_prefill_form *out);
+const char *numla_prefill_form_name(numla_prefill_form f);
+
+/* Parts of the forward pass timed in numla_model_stats.part_s. */
 typedef enum {
     NUMLA_MODEL_PART_EMBED_NORM, /* embedding, RoPE tables, RMSNorms */
     NUMLA_MODEL_PART_ATTENTION,  /* the whole attention block, projections included */
@@ -84,10 +86,13 @@ typedef enum {
 } numla_model_part;
 extern const char *const numla_model_part_names[NUMLA_MODEL_PART_COUNT];
 
-typedef struct numla_model {
-    const numla_model_weights *w;   /* not owned */
-    numla_model_config cfg;
+/* The model: weights (borrowed), settings and scratch; opaque (engine/model/model_internal.h). */
+typedef struct numla_model numla_model;
+
+typedef struct numla_model_options {
     numla_isa isa;
+    /* informational: each step uses omp_get_max_threads() of the calling thread (the team the
+     * kernels will open), so set the team size with omp_set_num_threads. <= 0: 1. */
     int num_threads;
     /* 1: run the linear layers at the avx512 level (fp32 FMA on widened weights) instead of
      * avx512bf16, whose AMX GEMM (M >= 3, bf16 weights) splits activations into two bf16
@@ -97,130 +102,60 @@ typedef struct numla_model {
     /* Models with fewer weight bytes run each step on the calling thread (team wake-ups cost
      * more than the work); default 32 MiB, 0 = always use the OpenMP team. */
     size_t single_thread_below_bytes;
-    numla_model_layer_hook hook;
-    void *hook_ctx;
-    numla_model_reduce_fn reduce;   /* NULL: only nranks = 1 can run */
-    void *reduce_ctx;
+    numla_prefill_form prefill_form; /* default AUTO */
+} numla_model_options;
 
-    /* scratch, grown on demand (never inside a layer) for T tokens */
-    int64_t cap_tokens;
-    float *h;          /* (T, hidden) residual stream */
-    float *x;          /* (T, hidden) normed input */
-    float *qa;         /* (T, q_lora_rank) */
-    float *q;          /* (T, H_r · q_head_dim) */
-    float *kva;        /* (T, Dc + Dr) */
-    float *ckv;        /* (T, Dc) normalised latent */
-    float *kpe;        /* (T, Dr) rope(k_pe) */
-    float *qabs;       /* (T, H_r, Dc + Dr) absorbed queries */
-    float *ctx;        /* (T, H_r, Dc) attention output in latent space */
-    float *o;          /* (T, H_r · v_head_dim) */
-    float *g;          /* (T, max intermediate) */
-    float *u;          /* (T, max intermediate) */
-    float *moe_out;    /* (T, hidden) */
-    float *ex_x;       /* (T, hidden) tokens gathered for one expert */
-    float *ex_y;       /* (T, hidden) */
-    float *router;     /* (T, n_routed_experts) scores */
-    int32_t *topk_idx; /* (T, k) */
-    float *topk_w;     /* (T, k) */
-    int32_t *ex_count; /* (n_routed_experts + 1) */
-    int32_t *ex_list;  /* (T · k) (token · k + j) grouped by expert */
-    int32_t *ex_cursor; /* (n_routed_experts + 1) fill cursor for ex_list */
-    float *route_scratch; /* (T, 2 · n_routed_experts) */
-    float *cos_sin;    /* (T, Dr) cos then sin per token (Dr/2 each) */
-    float *xl;         /* (R, hidden) normed rows for the logits */
-    /* decode MoE with the experts split over the team (model.c moe_experts_parallel):
-     * NUMLA_MODEL_PAR_ROWS (token, expert) rows */
-    float *par_x;      /* (P, hidden) gathered inputs, P = min(PAR_ROWS, cap_tokens · k) */
-    float *par_y;      /* (P, hidden) expert outputs */
-    float *par_g;      /* (P, moe_intermediate) */
-    float *par_u;      /* (P, moe_intermediate) */
-    int32_t *ex_act;   /* (n_routed_experts + 1) local experts with rows this step */
-    void *lin_ws;      /* linear workspace */
-    size_t lin_ws_bytes;
-    void *par_ws;      /* (threads, par_ws_each) linear workspaces of calls made one per thread */
-    size_t par_ws_bytes;
-    void *attn_ws;     /* attention workspace */
-    size_t attn_ws_bytes;
+/* The defaults above for this isa. */
+numla_model_options numla_model_options_default(numla_isa isa);
 
-    /* chunked attention (prefix part + in-step part, merged by LSE), grown per step */
-    float *ctx2;       /* (T, H_r, Dc) in-step part */
-    float *lse_pre;    /* (T, H_r) */
-    float *lse_new;    /* (T, H_r) */
-    void *new_kv;      /* (new_kv_rows, Dc + Dr) cache dtype: each sequence's new rows, blocks
-                          of NUMLA_MODEL_NEW_BLOCK rows starting at a block boundary */
-    size_t new_kv_bytes;
-    int32_t *new_tables; /* (B, new_max_blocks) blocks of new_kv per sequence */
-    int32_t *pre_lens;   /* (B) cached prefix = seq_lens - n_b */
-    int32_t *new_lens;   /* (B) n_b */
-    int64_t cap_seqs, cap_new_tables;
-    /* A step mixing absorbed sequences (decode rows, short chunks over a long prefix) with
-     * expanded ones runs the absorbed form over a compacted copy of its absorbed sequences
-     * (model.c attention_split); built once per step by ensure_step_scratch. */
-    int split;               /* this step is split */
-    int all_expanded;        /* every sequence of this step takes the expanded form */
-    numla_step sub;          /* the absorbed sequences as a step of their own (Ba, Ta) */
-    int32_t *sub_rows;       /* (Ta) step row of each sub-step row */
-    int32_t *sub_meta;       /* (Ba + 1 | Ba | Ba · max_blocks_per_seq) query_start_loc,
-                                seq_lens, block_tables of m->sub */
-    int64_t *sub_slots;      /* (Ta) */
-    float *sub_q;            /* (Ta, H_r · q_head_dim) m->q rows of the sub-step */
-    float *sub_cs;           /* (Ta, Dr) m->cos_sin rows */
-    float *sub_o;            /* (Ta, H_r · v_head_dim) its attention output */
-    int64_t sub_cap_tokens, sub_cap_meta;
-    /* expanded prefill (model.c attention_expanded), grown per step for K key rows */
-    numla_prefill_form prefill_form;
-    int64_t xp_cap_keys, xp_cap_tokens, xp_cap_seqs;
-    float *xp_lat;     /* (K, Dc + Dr) latent rows of the expanded sequences, f32 */
-    float *xp_kv;      /* (K, H_r · (nope + v_head_dim)) kv_b_proj · c' */
-    float *xp_k;       /* (K, H_r, q_head_dim) [k_nope | rope(k_pe)] */
-    float *xp_v;       /* (K, H_r, v_head_dim) */
-    float *xp_q;       /* (T, H_r, q_head_dim) [q_nope | rope(q_pe)] */
-    int32_t *xp_seq;   /* (4, B) q_start, q_len, k_start, prefix of the expanded sequences */
-    void *xp_ws;       /* mha_prefill workspace */
-    size_t xp_ws_bytes;
-    /* multi-rank counters (the allreduce itself is m->reduce, set by engine/parallel/engine.c) */
-    double reduce_s;          /* wall time spent in numla_model_reduce (cumulative) */
+/* Cumulative counters since numla_model_create (callers diff two readings). */
+typedef struct numla_model_stats {
+    double reduce_s;          /* wall time spent in numla_model_reduce */
     int64_t reduces;          /* numla_model_reduce calls with nranks > 1 */
-    /* linear layers (numla_linear_forward calls), cumulative, for numla bench model */
-    double linear_s;          /* wall time */
+    double linear_s;          /* linear layers (numla_linear_forward calls): wall time */
     double linear_flops;      /* 2 · M · N · K summed */
-    /* attention, cumulative, for numla bench model: the form-specific part (absorbed: W_UKᵀ q,
-     * the two mla_attn calls, merge, W_UV; expanded: latent gather, kv_b expansion, q/k/v
-     * packing, mha_prefill) and within it the attention kernels alone */
+    /* attention: the form-specific part (absorbed: W_UKᵀ q, the two mla_attn calls, merge,
+     * W_UV; expanded: latent gather, kv_b expansion, q/k/v packing, mha_prefill) and within it
+     * the attention kernels alone */
     double attn_s;
     double attn_kernel_s;
-    int64_t expanded_tokens;  /* new tokens that went through the expanded form */
-    /* wall time per part of the forward pass, cumulative (numla bench model's step profile) */
-    double part_s[NUMLA_MODEL_PART_COUNT];
-} numla_model;
+    int64_t expanded_tokens;  /* new tokens (per layer) that went through the expanded form */
+    double part_s[NUMLA_MODEL_PART_COUNT]; /* wall time per part of the forward pass */
+} numla_model_stats;
 
-/* NEW_BLOCK: rows per block of the in-step attention copy. PAR_ROWS: at most this many
- * (token, expert) rows run the experts one per thread (each expert's linears on one thread,
- * model.c moe_experts_parallel); beyond it (long prefill chunks, where every expert has many
- * rows) each expert uses the whole team. PER_THREAD_ROWS: steps of at most this many tokens
- * run the per-head products and the shared experts one call per thread. */
-enum { NUMLA_MODEL_NEW_BLOCK = 16, NUMLA_MODEL_PAR_ROWS = 8192, NUMLA_MODEL_PER_THREAD_ROWS = 64 };
-/* AUTO's crossover (docs/prefill.md): the time kv_b_proj takes to expand one latent row,
- * in units of the time the expanded attention saves per causal (query, key) pair over the
- * absorbed one. A chunk of n new tokens over a prefix of P is expanded when its
- * n·P + n(n+1)/2 pairs exceed P times this: always without a prefix, for n >~ this with a
- * long one. Measured 205 with the AVX-512 GEMM, ~230 with the AMX GEMM (the expansion is
- * bound by data movement, not the GEMM), ~160 once mha_prefill ran on AMX tiles (2026-12-03,
- * docs/prefill.md); re-measure when the linear layers or either attention kernel change. */
+/* AUTO's crossover: expand a chunk of n new tokens over a prefix of P when its causal
+ * (query, key) pairs n·P + n(n+1)/2 exceed P times this (the cost of expanding one latent row
+ * in units of the time the expanded form saves per pair). Measured, with its history, in
+ * docs/prefill.md; re-measure when the linear layers or either attention kernel change. */
 enum { NUMLA_MODEL_EXPAND_PAIRS_PER_ROW = 160 };
 
-/* num_threads is informational: each step uses omp_get_max_threads() of the calling thread
- * (the team the kernels will open), so set the team size with omp_set_num_threads. */
-numla_status numla_model_create(const numla_model_weights *w, numla_isa isa, int num_threads,
+/* opts: numla_model_options_default() and changes; w is borrowed and must outlive the model. */
+numla_status numla_model_create(const numla_model_weights *w, const numla_model_options *opts,
                                 numla_model **out);
 void numla_model_destroy(numla_model **m);
+
+/* The allreduce (NULL: only nranks = 1 can run); set by whoever owns the communicator. */
+void numla_model_set_reduce(numla_model *m, numla_model_reduce_fn fn, void *ctx);
+/* Called after every decoder layer (NULL: none). */
+void numla_model_set_layer_hook(numla_model *m, numla_model_layer_hook fn, void *ctx);
+void numla_model_get_stats(const numla_model *m, numla_model_stats *out);
+numla_model_options numla_model_get_options(const numla_model *m);
+const numla_model_weights *numla_model_get_weights(const numla_model *m);
+
+/* Is st a step this model and cache can run? Checks counts, missing arrays, query_start_loc,
+ * each sequence's new tokens / seq_len / blocks (block ids inside kv's pool), tokens inside
+ * the vocabulary, slots inside the cache, positions inside the context, logit rows inside the
+ * step. Errors name the first bad field. Local (not collective). */
+numla_status numla_step_check(const numla_model_config *c, const numla_kv_cache *kv,
+                              const numla_step *st);
 
 /* Run one step: writes the new tokens' rows into `cache` and logits (R, vocab_count) fp32 for
  * the requested rows. Collective (see above). */
 numla_status numla_model_forward(numla_model *m, numla_kv_cache *cache, const numla_step *step,
                                  float *logits);
 
-/* The allreduce hook: sums buf (count fp32 values) over the model's ranks through m->reduce.
+/* The allreduce hook: sums buf (count fp32 values) over the model's ranks through the reduce
+ * set by numla_model_set_reduce.
  * nranks = 1: no-op. Every rank adds its partial sum; the residual was added on rank 0 only.
  * Collective. */
 numla_status numla_model_reduce(numla_model *m, float *buf, int64_t count);
@@ -236,8 +171,12 @@ void numla_rope_cos_sin(const numla_model_config *c, int32_t pos, float *cos_sin
 void numla_rope_apply(float *out, const float *x, const float *cos_sin, int64_t dr);
 /* MoE routing for one token: scores from router logits (n_routed_experts) → top-k expert ids
  * and weights, per the config's topk_method / scoring_func / norm_topk_prob / scaling.
- * bias: e_score_correction_bias or NULL. scratch: 2 · n_routed_experts floats. */
+ * bias: e_score_correction_bias or NULL. scratch: numla_moe_route_scratch_bytes(c) bytes,
+ * 4-byte aligned; nothing is allocated. k > n_routed_experts: the extra slots get id -1 and
+ * weight 0. */
 void numla_moe_route(const numla_model_config *c, const float *logits, const float *bias,
-                     int32_t *idx, float *wts, float *scratch);
+                     int32_t *idx, float *wts, void *scratch);
+/* Scratch bytes numla_moe_route needs for this config (any n_group, n_routed_experts). */
+size_t numla_moe_route_scratch_bytes(const numla_model_config *c);
 
 #endif

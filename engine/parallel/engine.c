@@ -45,7 +45,7 @@ struct numla_engine {
     numla_model *m;
     numla_kv_cache *kv;
     numla_engine_stats st;
-    double reduce_base_s;             /* m->reduce_s at the last reset */
+    double reduce_base_s;             /* the model's reduce_s at the last reset */
     int64_t reduces_base;
     int64_t step_no;                  /* steps since creation (for NUMLA_TEST_DIE_AT_STEP) */
     int64_t die_at_step;              /* -1: never (NUMLA_TEST_DIE_AT_STEP: SIGKILL) */
@@ -62,9 +62,23 @@ struct numla_engine {
 
 static double wtime(void) { return omp_get_wtime(); }
 
+/* NUMLA_PREFILL_FORM=auto|absorbed|expanded (docs/prefill.md); unset or empty: auto. Any other
+ * value is logged and yields an out-of-range form, which numla_model_create rejects. */
+static numla_prefill_form prefill_form_from_env(void)
+{
+    const char *v = getenv("NUMLA_PREFILL_FORM");
+    numla_prefill_form f;
+    if (numla_prefill_form_parse(v, &f) != NUMLA_STATUS_OK) {
+        numla_log(NUMLA_LOG_LEVEL_ERROR, "NUMLA_PREFILL_FORM: %s", numla_error_message());
+        return (numla_prefill_form)-1;
+    }
+    return f;
+}
+
 numla_engine_options numla_engine_options_default(void)
 {
-    return (numla_engine_options){.kv_dtype = NUMLA_DTYPE_BF16, .bind = 1};
+    return (numla_engine_options){.kv_dtype = NUMLA_DTYPE_BF16, .bind = 1,
+                                  .prefill_form = prefill_form_from_env()};
 }
 
 /* Apply the launch/ plan for this rank (DESIGN.md §1) when one can be made for this job on
@@ -107,7 +121,8 @@ static int any_failed(numla_comm *c, int failed)
     return f > 0.0f;
 }
 
-static numla_status engine_load(numla_engine *e, const char *model_dir)
+static numla_status engine_load(numla_engine *e, const char *model_dir,
+                                const numla_engine_options *o)
 {
     numla_isa isa;
     numla_safetensors_model *st = NULL;
@@ -122,11 +137,12 @@ static numla_status engine_load(numla_engine *e, const char *model_dir)
     s = numla_weights_load(&e->cfg, st, e->rank, e->size, isa, &e->w);
     numla_safetensors_close(&st); /* the shard lives in owned memory now (DESIGN.md §3) */
     NUMLA_CHECK(s);
-    NUMLA_CHECK(numla_model_create(e->w, isa, e->threads, &e->m));
-    if (e->size > 1) {
-        e->m->reduce = engine_allreduce;
-        e->m->reduce_ctx = e->comm;
-    }
+    numla_model_options mo = numla_model_options_default(isa);
+    mo.num_threads = e->threads;
+    mo.prefill_form = o->prefill_form;
+    NUMLA_CHECK(numla_model_create(e->w, &mo, &e->m));
+    if (e->size > 1)
+        numla_model_set_reduce(e->m, engine_allreduce, e->comm);
 
     e->vbegin = calloc((size_t)e->size, sizeof *e->vbegin);
     e->vcount = calloc((size_t)e->size, sizeof *e->vcount);
@@ -230,7 +246,7 @@ numla_status numla_engine_create(numla_comm *comm, const char *model_dir,
         if (o.num_threads > 0)
             omp_set_num_threads(o.num_threads);
         e->threads = omp_get_max_threads();
-        s = engine_load(e, model_dir);
+        s = engine_load(e, model_dir, &o);
         if (s != NUMLA_STATUS_OK) {
             failed = 1;
             snprintf(msg, sizeof msg, "%s", numla_error_message());
@@ -347,53 +363,7 @@ static numla_status plan_pack(numla_engine *e, const numla_step *st)
  * caller gets back (the job goes on). */
 static numla_status plan_check(const numla_engine *e, const numla_step *st)
 {
-    const numla_kv_cache *kv = e->kv;
-    const int64_t cap = kv->num_blocks * kv->block_size;
-    if (st->num_seqs < 1 || st->num_tokens < 1 || st->max_blocks_per_seq < 0 ||
-        st->num_logit_rows < 0)
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: step with %d sequences, %d tokens, %d "
-                   "blocks per sequence, %d logit rows", st->num_seqs, st->num_tokens,
-                   st->max_blocks_per_seq, st->num_logit_rows);
-    if (!st->tokens || !st->positions || !st->slots || !st->query_start_loc || !st->seq_lens ||
-        (st->max_blocks_per_seq > 0 && !st->block_tables) ||
-        (st->num_logit_rows > 0 && !st->logit_rows))
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: step with a missing array");
-    if (st->query_start_loc[0] != 0 || st->query_start_loc[st->num_seqs] != st->num_tokens)
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: query_start_loc does not span the %d "
-                   "tokens", st->num_tokens);
-    for (int32_t b = 0; b < st->num_seqs; b++) {
-        int32_t n = st->query_start_loc[b + 1] - st->query_start_loc[b];
-        int64_t len = st->seq_lens[b];
-        if (n < 1 || len < n || len > (int64_t)st->max_blocks_per_seq * kv->block_size)
-            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: sequence %d has %d new tokens, "
-                       "seq_len %lld and %d blocks of %d", b, n, (long long)len,
-                       st->max_blocks_per_seq, kv->block_size);
-        int64_t used = (len + kv->block_size - 1) / kv->block_size;
-        for (int64_t j = 0; j < used; j++) {
-            int32_t blk = st->block_tables[(int64_t)b * st->max_blocks_per_seq + j];
-            if (blk < 0 || blk >= kv->num_blocks)
-                NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "engine: sequence %d block %lld is %d, "
-                           "outside the pool of %lld", b, (long long)j, blk,
-                           (long long)kv->num_blocks);
-        }
-    }
-    for (int32_t t = 0; t < st->num_tokens; t++) {
-        if (st->tokens[t] < 0 || st->tokens[t] >= e->cfg.vocab_size)
-            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "engine: token %d outside the vocabulary "
-                       "(%lld)", st->tokens[t], (long long)e->cfg.vocab_size);
-        if (st->slots[t] >= cap)
-            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "engine: slot %lld outside the cache (%lld)",
-                       (long long)st->slots[t], (long long)cap);
-        if (st->positions[t] < 0 || st->positions[t] >= e->cfg.max_position_embeddings)
-            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "engine: position %d outside the model's "
-                       "context (%lld)", st->positions[t],
-                       (long long)e->cfg.max_position_embeddings);
-    }
-    for (int32_t r = 0; r < st->num_logit_rows; r++)
-        if (st->logit_rows[r] < 0 || st->logit_rows[r] >= st->num_tokens)
-            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "engine: logit row %d outside the step",
-                       st->logit_rows[r]);
-    return NUMLA_STATUS_OK;
+    return numla_step_check(&e->cfg, e->kv, st);
 }
 
 /* ---- the step every rank runs ---- */
@@ -473,15 +443,19 @@ static numla_status bcast_header(numla_engine *e, int64_t *h)
 
 static void sync_reduce_stats(numla_engine *e)
 {
-    e->st.reduce_s = e->m->reduce_s - e->reduce_base_s;
-    e->st.reduces = e->m->reduces - e->reduces_base;
+    numla_model_stats ms;
+    numla_model_get_stats(e->m, &ms);
+    e->st.reduce_s = ms.reduce_s - e->reduce_base_s;
+    e->st.reduces = ms.reduces - e->reduces_base;
 }
 
 static void stats_reset(numla_engine *e)
 {
+    numla_model_stats ms;
+    numla_model_get_stats(e->m, &ms);
     memset(&e->st, 0, sizeof e->st);
-    e->reduce_base_s = e->m->reduce_s;
-    e->reduces_base = e->m->reduces;
+    e->reduce_base_s = ms.reduce_s;
+    e->reduces_base = ms.reduces;
 }
 
 static numla_status stats_gather(numla_engine *e, numla_engine_stats *all)
@@ -611,9 +585,11 @@ numla_status numla_engine_stats_reset_all(numla_engine *e)
 
 void numla_engine_stats_get(const numla_engine *e, numla_engine_stats *out)
 {
+    numla_model_stats ms;
+    numla_model_get_stats(e->m, &ms);
     *out = e->st;
-    out->reduce_s = e->m->reduce_s - e->reduce_base_s;
-    out->reduces = e->m->reduces - e->reduces_base;
+    out->reduce_s = ms.reduce_s - e->reduce_base_s;
+    out->reduces = ms.reduces - e->reduces_base;
 }
 
 void numla_engine_stats_reset(numla_engine *e) { stats_reset(e); }

@@ -56,9 +56,11 @@ typedef struct numla_engine_options {
     numla_dtype kv_dtype;     /* KV element type; NUMLA_DTYPE_BF16 recommended */
     int bind;                 /* 1: apply the launch/ binding plan for this rank (node-local
                                  memory, pinned threads) before loading; 0: leave as is */
+    numla_prefill_form prefill_form; /* the model's prefill attention form (docs/prefill.md) */
 } numla_engine_options;
 
-/* Defaults: all zero except kv_dtype = bf16, bind = 1. */
+/* Defaults: all zero except kv_dtype = bf16, bind = 1, prefill_form from NUMLA_PREFILL_FORM
+ * (auto when unset). */
 numla_engine_options numla_engine_options_default(void);
 
 /* Create the engine on every rank of comm: read the config, check that there are no more ranks

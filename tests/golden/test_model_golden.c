@@ -285,14 +285,13 @@ static void debug_checks(eng *e, const golden *g, const char *model)
     const numla_model_config *c = &e->cfg;
     const int V = (int)c->vocab_size, L = g->len[0];
     hook_ctx hc = {.g = g};
-    e->m->hook = layer_hook;
-    e->m->hook_ctx = &hc;
+    numla_model_set_layer_hook(e->m, layer_hook, &hc);
     float *lg = malloc(sizeof(float) * (size_t)L * V);
     numla_kv_seq s = {0};
     const int32_t *tk[1] = {g->tokens[0]};
     int n[1] = {L};
     CU_ASSERT_EQUAL_FATAL(eng_step(e, 1, &s, tk, n, lg), 0);
-    e->m->hook = NULL;
+    numla_model_set_layer_hook(e->m, NULL, NULL);
     NUMLA_ASSERT_MSG(hc.checked == c->num_hidden_layers && hc.max_err < DEBUG_TOL,
                      "%s: layer outputs checked %d, max rel err %g", model, hc.checked, hc.max_err);
 
@@ -339,8 +338,10 @@ static void debug_checks(eng *e, const golden *g, const char *model)
         CU_ASSERT_PTR_NOT_NULL_FATAL(ids);
         int bad = 0;
         double ew = 0;
-        float scr[512], w[16];
+        float w[16];
         int32_t idx[16];
+        void *scr = malloc(numla_moe_route_scratch_bytes(c));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(scr);
         for (int t = 0; t < L; t++) {
             numla_moe_route(c, rl + t * c->n_routed_experts, bt ? bt->data : NULL, idx, w, scr);
             for (int a = 0; a < K; a++) /* sort by id like the reference */
@@ -354,6 +355,7 @@ static void debug_checks(eng *e, const golden *g, const char *model)
                 ew = fmax(ew, fabs(w[j] - rw[t * K + j]));
             }
         }
+        free(scr);
         NUMLA_ASSERT_MSG(bad == 0 && ew < 1e-5, "%s: router ids wrong %d, weight err %g", model,
                          bad, ew);
     }
@@ -372,20 +374,21 @@ typedef struct golden_cfg {
     int debug;
     int greedy;  /* run the 16-token greedy comparison (decode-heavy: only where it adds) */
     const char *what;
-    numla_prefill_form form; /* 0 (auto): the model's default, which NUMLA_PREFILL_FORM sets */
+    numla_prefill_form form; /* 0 (auto): the harness's default, which NUMLA_PREFILL_FORM sets */
 } golden_cfg;
 
 static void run_cfg(const char *model, golden *g, const golden_cfg *gc)
 {
     eng e;
-    if (eng_open(&e, g->dir, gc->kv, gc->isa)) {
+    numla_model_options mo = eng_model_options(gc->isa);
+    mo.exact_activations = gc->exact;
+    if (gc->form != NUMLA_PREFILL_FORM_AUTO)
+        mo.prefill_form = gc->form;
+    mo.single_thread_below_bytes = 0; /* exercise the threaded path on these tiny models */
+    if (eng_open_rank_opts(&e, g->dir, gc->kv, &mo, 0, 1)) {
         CU_FAIL("engine open");
         return;
     }
-    e.m->exact_activations = gc->exact;
-    if (gc->form != NUMLA_PREFILL_FORM_AUTO)
-        e.m->prefill_form = gc->form;
-    e.m->single_thread_below_bytes = 0; /* exercise the threaded path on these tiny models */
     if (gc->debug) {
         NUMLA_ASSERT_MSG(fabs(e.cfg.softmax_scale - g->softmax_scale) < 1e-7,
                          "%s: softmax scale %.8f vs %.8f", model, e.cfg.softmax_scale,
@@ -458,12 +461,14 @@ static void run_cfg(const char *model, golden *g, const golden_cfg *gc)
         free(full);
         free(split);
     }
+    numla_model_stats ms;
+    numla_model_get_stats(e.m, &ms);
     if (gc->form == NUMLA_PREFILL_FORM_EXPANDED)
-        NUMLA_ASSERT_MSG(e.m->expanded_tokens > 0, "%s %s: no token took the expanded form",
+        NUMLA_ASSERT_MSG(ms.expanded_tokens > 0, "%s %s: no token took the expanded form",
                          model, gc->what);
     if (gc->form == NUMLA_PREFILL_FORM_ABSORBED)
-        NUMLA_ASSERT_MSG(e.m->expanded_tokens == 0, "%s %s: %lld tokens took the expanded form",
-                         model, gc->what, (long long)e.m->expanded_tokens);
+        NUMLA_ASSERT_MSG(ms.expanded_tokens == 0, "%s %s: %lld tokens took the expanded form",
+                         model, gc->what, (long long)ms.expanded_tokens);
     fprintf(stderr, "\n    golden %-6s %-34s: logits max abs err %.3g (tol %.3g), "
                     "decode-vs-prefill %.3g, greedy tokens compared %d",
             model, gc->what, worst, gc->tol, worst_split, greedy_cmp);
@@ -575,8 +580,7 @@ static void check_sharded(const char *model)
             opened = eng_open_rank(&rc[r].e, g.dir, NUMLA_DTYPE_F32, isa, r, R) == 0;
             if (!opened)
                 break;
-            rc[r].e.m->reduce = shm_reduce_fn;
-            rc[r].e.m->reduce_ctx = &rc[r];
+            numla_model_set_reduce(rc[r].e.m, shm_reduce_fn, &rc[r]);
             sh.cap = 128 * rc[r].e.cfg.hidden_size;
             sh.slot[r] = malloc(sizeof(float) * (size_t)sh.cap);
             rc[r].logits = malloc(sizeof(float) * 128 * (size_t)rc[r].e.w->shard.vocab_count);

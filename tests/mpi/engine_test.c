@@ -61,14 +61,25 @@ typedef struct ref_model {
     numla_kv_cache *kv;
 } ref_model;
 
+/* The engine's model options (prefill form from NUMLA_PREFILL_FORM), on one thread. */
+static numla_model_options ref_options(numla_isa isa)
+{
+    numla_model_options mo = numla_model_options_default(isa);
+    mo.prefill_form = numla_engine_options_default().prefill_form;
+    return mo;
+}
+
 static void ref_load(const char *dir, ref_model *r)
 {
     numla_model_config cfg;
     numla_safetensors_model *st = NULL;
     numla_isa isa;
-    if (numla_isa_select(&isa) || numla_model_config_load(dir, &cfg) || numla_safetensors_open(dir, &st) ||
+    if (numla_isa_select(&isa))
+        die("reference model");
+    numla_model_options mo = ref_options(isa);
+    if (numla_model_config_load(dir, &cfg) || numla_safetensors_open(dir, &st) ||
         numla_weights_load(&cfg, st, 0, 1, isa, &r->w) ||
-        numla_model_create(r->w, isa, 0, &r->m) ||
+        numla_model_create(r->w, &mo, &r->m) ||
         numla_kv_cache_create((int32_t)cfg.num_hidden_layers, (int32_t)cfg.kv_lora_rank,
                               (int32_t)cfg.qk_rope_head_dim, BS, NBLK, kv_dtype, &r->kv))
         die("reference model");

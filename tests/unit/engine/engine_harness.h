@@ -15,6 +15,7 @@
 #include "engine/model/model.h"
 #include "engine/formats/safetensors.h"
 #include "engine/model/weights.h"
+#include "engine/parallel/engine.h"
 #include "test_util.h"
 
 typedef struct eng {
@@ -25,14 +26,24 @@ typedef struct eng {
     numla_kv_cache *kv;
 } eng;
 
-/* Rank `rank` of `nranks` (the shard it loads). */
-static int eng_open_rank(eng *e, const char *dir, numla_dtype kv_dtype, numla_isa isa, int rank,
-                         int nranks)
+/* The tests' model options: 2 threads, the prefill form the engine would take (from
+ * NUMLA_PREFILL_FORM, so the suites can be run under each form). */
+static numla_model_options eng_model_options(numla_isa isa)
+{
+    numla_model_options o = numla_model_options_default(isa);
+    o.num_threads = 2;
+    o.prefill_form = numla_engine_options_default().prefill_form;
+    return o;
+}
+
+/* Rank `rank` of `nranks` (the shard it loads), with model options mo. */
+static int eng_open_rank_opts(eng *e, const char *dir, numla_dtype kv_dtype,
+                              const numla_model_options *mo, int rank, int nranks)
 {
     memset(e, 0, sizeof *e);
     if (numla_model_config_load(dir, &e->cfg) || numla_safetensors_open(dir, &e->st) ||
-        numla_weights_load(&e->cfg, e->st, rank, nranks, isa, &e->w) ||
-        numla_model_create(e->w, isa, 2, &e->m) ||
+        numla_weights_load(&e->cfg, e->st, rank, nranks, mo->isa, &e->w) ||
+        numla_model_create(e->w, mo, &e->m) ||
         numla_kv_cache_create((int32_t)e->cfg.num_hidden_layers, (int32_t)e->cfg.kv_lora_rank,
                               (int32_t)e->cfg.qk_rope_head_dim, 4, 128, kv_dtype, &e->kv)) {
         fprintf(stderr, "\n    engine open failed: %s\n%s", numla_error_message(), numla_error_trace());
@@ -49,7 +60,15 @@ static int eng_open_rank(eng *e, const char *dir, numla_dtype kv_dtype, numla_is
     return 0;
 }
 
-static int eng_open(eng *e, const char *dir, numla_dtype kv_dtype, numla_isa isa)
+/* Rank `rank` of `nranks` with eng_model_options. */
+static int eng_open_rank(eng *e, const char *dir, numla_dtype kv_dtype, numla_isa isa, int rank,
+                         int nranks)
+{
+    numla_model_options mo = eng_model_options(isa);
+    return eng_open_rank_opts(e, dir, kv_dtype, &mo, rank, nranks);
+}
+
+static inline int eng_open(eng *e, const char *dir, numla_dtype kv_dtype, numla_isa isa)
 {
     return eng_open_rank(e, dir, kv_dtype, isa, 0, 1);
 }

@@ -13,6 +13,7 @@
 #include "engine/formats/safetensors.h"
 #include "engine/synth/synth.h"
 #include "engine/model/weights.h"
+#include "engine/parallel/engine.h"
 #include "test_util.h"
 
 typedef struct cp_eng {
@@ -23,12 +24,16 @@ typedef struct cp_eng {
     numla_kv_cache *kv;
 } cp_eng;
 
-static int cp_open(cp_eng *e, const char *dir, numla_isa isa)
+/* form: the model's prefill form (the engine default follows NUMLA_PREFILL_FORM) */
+static int cp_open_form(cp_eng *e, const char *dir, numla_isa isa, numla_prefill_form form)
 {
     memset(e, 0, sizeof *e);
+    numla_model_options mo = numla_model_options_default(isa);
+    mo.num_threads = 2;
+    mo.prefill_form = form;
     if (numla_model_config_load(dir, &e->cfg) ||
         numla_safetensors_open(dir, &e->st) || numla_weights_load(&e->cfg, e->st, 0, 1, isa, &e->w) ||
-        numla_model_create(e->w, isa, 2, &e->m) ||
+        numla_model_create(e->w, &mo, &e->m) ||
         numla_kv_cache_create((int32_t)e->cfg.num_hidden_layers, (int32_t)e->cfg.kv_lora_rank,
                               (int32_t)e->cfg.qk_rope_head_dim, 16, 256, NUMLA_DTYPE_BF16,
                               &e->kv)) {
@@ -44,6 +49,11 @@ static int cp_open(cp_eng *e, const char *dir, numla_isa isa)
         e->kv->free_blocks[j] = t;
     }
     return 0;
+}
+
+static int cp_open(cp_eng *e, const char *dir, numla_isa isa)
+{
+    return cp_open_form(e, dir, isa, numla_engine_options_default().prefill_form);
 }
 
 static void cp_close(cp_eng *e)
@@ -242,11 +252,10 @@ static void test_tiny(void)
 static void check_mixed_isa(const char *dir, numla_isa isa)
 {
     cp_eng e;
-    if (cp_open(&e, dir, isa)) {
+    if (cp_open_form(&e, dir, isa, NUMLA_PREFILL_FORM_AUTO)) { /* whatever NUMLA_PREFILL_FORM says */
         CU_FAIL("model open");
         return;
     }
-    e.m->prefill_form = NUMLA_PREFILL_FORM_AUTO; /* whatever NUMLA_PREFILL_FORM says */
     const int64_t V = e.cfg.vocab_size;
     enum { NS = 4, PFX = 120 };
     /* seq 0: first chunk of 40; seq 1: decode after PFX; seq 2: 3 tokens after PFX; seq 3:
@@ -279,15 +288,18 @@ static void check_mixed_isa(const char *dir, numla_isa isa)
     for (int b = 0; b < NS && !rc; b++)
         if (pre[b])
             rc |= cp_step(&e, &sb[b], ptok[b], pre[b], pl);
-    const int64_t xp0 = e.m->expanded_tokens;
+    numla_model_stats ms;
+    numla_model_get_stats(e.m, &ms);
+    const int64_t xp0 = ms.expanded_tokens;
     numla_kv_seq *sp[NS] = {&sb[0], &sb[1], &sb[2], &sb[3]};
     rc |= rc ? 0 : cp_step_multi(&e, NS, sp, (const int32_t *const *)tok, n, got);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
     /* expanded_tokens counts per layer */
     const int64_t want_xp = (int64_t)(n[0] + n[3]) * e.cfg.num_hidden_layers;
-    NUMLA_ASSERT_MSG(e.m->expanded_tokens - xp0 == want_xp,
+    numla_model_get_stats(e.m, &ms);
+    NUMLA_ASSERT_MSG(ms.expanded_tokens - xp0 == want_xp,
                      "%s %s: expanded %lld token-layers, want %lld (the two first chunks)", dir,
-                     numla_isa_name(isa), (long long)(e.m->expanded_tokens - xp0),
+                     numla_isa_name(isa), (long long)(ms.expanded_tokens - xp0),
                      (long long)want_xp);
     float scale = 0, maxd = 0;
     for (int64_t i = 0; i < (int64_t)T * V; i++) {

@@ -4,6 +4,7 @@
 #include "test_util.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/model/config.h"
@@ -163,5 +164,133 @@ static void test_moe_v3(void)
     CU_ASSERT_DOUBLE_EQUAL(w[0], 2.5, 1e-6);
 }
 
+/* ---- routing at sizes beyond any fixed array: an independent sort-based reference ---- */
+
+static const float *ref_sort_key; /* values the index comparator sorts by (descending) */
+
+/* Descending by value, ties by the lower index (the order a "first largest" pick gives). */
+static int ref_cmp_desc(const void *pa, const void *pb)
+{
+    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    float va = ref_sort_key[a], vb = ref_sort_key[b];
+    if (va != vb)
+        return va > vb ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+static void ref_sort(int32_t *ord, int64_t n, const float *key)
+{
+    for (int64_t i = 0; i < n; i++)
+        ord[i] = (int32_t)i;
+    ref_sort_key = key;
+    qsort(ord, (size_t)n, sizeof *ord, ref_cmp_desc);
+}
+
+/* Route one token the way the model cards describe it, by sorting: score every expert, rank
+ * the groups (V2: best score; V3: sum of the two best biased scores), keep the topk_group
+ * best, then take the k best experts of the kept groups; weights per the V2/V3 rule. */
+static void ref_route(const numla_model_config *c, const float *logits, const float *bias,
+                      int32_t *idx, double *wts)
+{
+    const int64_t E = c->n_routed_experts, G = c->n_group, per = E / G, k = c->num_experts_per_tok;
+    const int v3 = c->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC;
+    float *s = malloc((size_t)E * sizeof *s), *choice = malloc((size_t)E * sizeof *choice);
+    float *gs = malloc((size_t)G * sizeof *gs);
+    int32_t *ord = malloc((size_t)E * sizeof *ord), *gord = malloc((size_t)G * sizeof *gord);
+    unsigned char *keep = calloc((size_t)G, 1);
+    if (v3) {
+        for (int64_t e = 0; e < E; e++) {
+            s[e] = 1.0f / (1.0f + expf(-logits[e]));
+            choice[e] = s[e] + bias[e];
+        }
+    } else {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t e = 0; e < E; e++)
+            mx = fmax(mx, logits[e]);
+        for (int64_t e = 0; e < E; e++)
+            sum += exp((double)logits[e] - mx);
+        for (int64_t e = 0; e < E; e++)
+            s[e] = choice[e] = (float)(exp((double)logits[e] - mx) / sum);
+    }
+    for (int64_t g = 0; g < G; g++) {
+        ref_sort(ord, per, choice + g * per);
+        gs[g] = v3 ? choice[g * per + ord[0]] + choice[g * per + ord[1]] : choice[g * per + ord[0]];
+    }
+    ref_sort(gord, G, gs);
+    for (int64_t r = 0; r < c->topk_group; r++)
+        keep[gord[r]] = 1;
+    for (int64_t e = 0; e < E; e++)
+        if (!keep[e / per])
+            choice[e] = -INFINITY;
+    ref_sort(ord, E, choice);
+    double sum = 0;
+    for (int64_t j = 0; j < k; j++) {
+        idx[j] = ord[j];
+        wts[j] = s[ord[j]];
+        sum += wts[j];
+    }
+    const int norm = v3 ? c->norm_topk_prob : c->norm_topk_prob && k > 1;
+    for (int64_t j = 0; j < k; j++) {
+        if (norm)
+            wts[j] /= sum;
+        if (!norm || v3)
+            wts[j] *= c->routed_scaling_factor;
+    }
+    free(s); free(choice); free(gs); free(ord); free(gord); free(keep);
+}
+
+/* 4096 experts in 512 groups (beyond the 256 groups and 1024 experts the router once kept
+ * on its stack), V2 group_limited_greedy and V3 noaux_tc: the same experts and weights as the
+ * sort-based reference, and groups past the 256th really win. Distinct logits (a shuffled
+ * ramp) so no two experts tie. */
+static void check_route_large(int v3)
+{
+    enum { E = 4096, G = 512, K = 8, TG = 4, TOKENS = 16 };
+    numla_model_config c = moe_cfg(v3, E, K, G, TG, 1, 2.5);
+    float *lg = malloc(E * sizeof *lg), *bias = malloc(E * sizeof *bias);
+    void *scr = malloc(numla_moe_route_scratch_bytes(&c));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(scr);
+    numla_test_rng r = {v3 ? 11u : 5u};
+    int high = 0, bad = 0;
+    double werr = 0;
+    for (int t = 0; t < TOKENS; t++) {
+        for (int e = 0; e < E; e++) {
+            lg[e] = (float)(e - E / 2) * (v3 ? 2e-3f : 4e-3f);
+            bias[e] = (float)numla_test_rng_uniform(&r, -0.05, 0.05);
+        }
+        for (int e = E - 1; e > 0; e--) { /* shuffle */
+            int j = (int)(numla_test_rng_u64(&r) % (uint64_t)(e + 1));
+            float tmp = lg[e]; lg[e] = lg[j]; lg[j] = tmp;
+        }
+        int32_t idx[K], ridx[K];
+        float w[K];
+        double rw[K];
+        numla_moe_route(&c, lg, v3 ? bias : NULL, idx, w, scr);
+        ref_route(&c, lg, bias, ridx, rw);
+        for (int j = 0; j < K; j++) { /* same set: the reference lists by score too */
+            int found = -1;
+            for (int i = 0; i < K; i++)
+                if (idx[i] == ridx[j])
+                    found = i;
+            if (found < 0) {
+                bad++;
+                continue;
+            }
+            werr = fmax(werr, fabs(w[found] - rw[j]) / fabs(rw[j]));
+            high += ridx[j] / (E / G) >= 256;
+        }
+    }
+    NUMLA_ASSERT_MSG(bad == 0, "%s: %d of %d experts differ from the sorted reference",
+                     v3 ? "noaux_tc" : "group_limited_greedy", bad, TOKENS * K);
+    NUMLA_ASSERT_MSG(werr < 1e-5, "%s: weight error %g", v3 ? "noaux_tc" : "group_limited_greedy",
+                     werr);
+    NUMLA_ASSERT_MSG(high > 0, "no expert from a group past the 256th was chosen");
+    free(lg); free(bias); free(scr);
+}
+
+static void test_moe_route_large_v2(void) { check_route_large(0); }
+static void test_moe_route_large_v3(void) { check_route_large(1); }
+
 NUMLA_TEST_SUITE(model_ops, NULL, NULL, NUMLA_TEST(test_rmsnorm), NUMLA_TEST(test_yarn_v2lite),
-                 NUMLA_TEST(test_rope_layout), NUMLA_TEST(test_moe_v2), NUMLA_TEST(test_moe_v3))
+                 NUMLA_TEST(test_rope_layout), NUMLA_TEST(test_moe_v2), NUMLA_TEST(test_moe_v3),
+                 NUMLA_TEST(test_moe_route_large_v2), NUMLA_TEST(test_moe_route_large_v3))

@@ -56,13 +56,14 @@ static void check_variant(int variant, numla_dtype wdtype, numla_dtype kv_dtype,
         numla_isa isa = isas[ii];
         /* bf16 weights on avx512bf16: M >= 3 runs the split-bf16 AMX GEMM (2^-18 class) */
         eng e;
-        if (eng_open(&e, dir, kv_dtype, isa)) {
+        numla_model_options mo = eng_model_options(isa);
+        /* the best ISA also runs with the OpenMP team, as a large model would */
+        if (ii == nisa - 1)
+            mo.single_thread_below_bytes = 0;
+        if (eng_open_rank_opts(&e, dir, kv_dtype, &mo, 0, 1)) {
             CU_FAIL("engine open");
             break;
         }
-        /* the best ISA also runs with the OpenMP team, as a large model would */
-        if (ii == nisa - 1)
-            e.m->single_thread_below_bytes = 0;
         float *out = malloc(sizeof(float) * 18 * V);
         double rm;
         /* 1. all-at-once prefill */
@@ -228,8 +229,7 @@ static void test_sharded_ranks(void)
                 opened = 0;
                 break;
             }
-            rc[r].e.m->reduce = shm_reduce_fn;
-            rc[r].e.m->reduce_ctx = &rc[r];
+            numla_model_set_reduce(rc[r].e.m, shm_reduce_fn, &rc[r]);
             rc[r].logits = malloc(sizeof(float) * rows * (size_t)rc[r].e.w->shard.vocab_count);
         }
         CU_ASSERT_TRUE_FATAL(opened);

@@ -20,6 +20,7 @@
 #include "engine/serving/scheduler.h"
 #include "engine/synth/synth.h"
 #include "engine/model/weights.h"
+#include "engine/parallel/engine.h"
 #include "test_util.h"
 
 static void test_kv_refcount(void)
@@ -84,9 +85,12 @@ static int sc_init(void)
 static int sc_open(sc_eng *e, numla_isa isa, int64_t blocks)
 {
     memset(e, 0, sizeof *e);
+    numla_model_options mo = numla_model_options_default(isa);
+    mo.num_threads = 2;
+    mo.prefill_form = numla_engine_options_default().prefill_form;
     if (numla_model_config_load(sc_dir, &e->cfg) || numla_safetensors_open(sc_dir, &e->st) ||
         numla_weights_load(&e->cfg, e->st, 0, 1, isa, &e->w) ||
-        numla_model_create(e->w, isa, 2, &e->m) ||
+        numla_model_create(e->w, &mo, &e->m) ||
         numla_kv_cache_create((int32_t)e->cfg.num_hidden_layers, (int32_t)e->cfg.kv_lora_rank,
                               (int32_t)e->cfg.qk_rope_head_dim, 16, blocks, NUMLA_DTYPE_BF16,
                               &e->kv)) {

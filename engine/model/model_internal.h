@@ -1,0 +1,184 @@
+/* engine/model/model_internal.h — the model's private state: settings, the scratch buffers
+ * (described once in model.c's scratch table), counters, and the steps the forward pass is
+ * made of. Included only by engine/model/{model,ops,attention,moe}.c. */
+#ifndef NUMLA_ENGINE_MODEL_INTERNAL_H
+#define NUMLA_ENGINE_MODEL_INTERNAL_H
+
+#include "engine/model/model.h"
+
+/* q_a_layernorm and kv_a_layernorm use eps 1e-6 whatever rms_norm_eps says: both DeepSeek's
+ * modeling code and transformers build them with the RMSNorm default (tests/golden/README.md). */
+#define NUMLA_LATENT_NORM_EPS 1e-6
+
+/* NEW_BLOCK: rows per block of the in-step attention copy. PAR_ROWS: at most this many
+ * (token, expert) rows run the experts one per thread (each expert's linears on one thread,
+ * moe.c moe_experts_parallel); beyond it (long prefill chunks, where every expert has many
+ * rows) each expert uses the whole team. PER_THREAD_ROWS: steps of at most this many tokens
+ * run the per-head products and the shared experts one call per thread. */
+enum { NUMLA_MODEL_NEW_BLOCK = 16, NUMLA_MODEL_PAR_ROWS = 8192, NUMLA_MODEL_PER_THREAD_ROWS = 64 };
+
+/* What a scratch buffer's length scales with (model.c scratch table): its capacity m->cap[d]
+ * times a per-unit element count from the config and shard. */
+typedef enum {
+    NUMLA_SCRATCH_TOKENS,     /* cap_tokens: rows of the step */
+    NUMLA_SCRATCH_PAR_ROWS,   /* min(cap_tokens · k, PAR_ROWS) (token, expert) rows */
+    NUMLA_SCRATCH_EXPERTS,    /* fixed at create: 1 (lengths are n_routed_experts + 2) */
+    NUMLA_SCRATCH_ATTN_ROWS,  /* step tokens (>= sequences) of the two-part attention */
+    NUMLA_SCRATCH_NEW_TABLES, /* B · blocks of the in-step attention copy's tables */
+    NUMLA_SCRATCH_NEW_KV,     /* bytes of the in-step attention copy */
+    NUMLA_SCRATCH_SUB_TOKENS, /* tokens of the absorbed sub-step of a mixed step */
+    NUMLA_SCRATCH_SUB_META,   /* int32s of the sub-step's query_start_loc | seq_lens | tables */
+    NUMLA_SCRATCH_XP_KEYS,    /* key rows of the expanded form */
+    NUMLA_SCRATCH_XP_TOKENS,  /* query rows of the expanded form */
+    NUMLA_SCRATCH_XP_SEQS,    /* sequences of the expanded form */
+    NUMLA_SCRATCH_WORKSPACE,  /* kernel workspaces grown by size query (grow_workspace) */
+    NUMLA_SCRATCH_DIM_COUNT
+} numla_scratch_dim;
+
+struct numla_model {
+    const numla_model_weights *w;   /* not owned */
+    numla_model_config cfg;
+    numla_isa isa;
+    int num_threads;                /* the team of the current step */
+    int exact_activations;          /* numla_model_options */
+    size_t single_thread_below_bytes;
+    numla_prefill_form prefill_form;
+    numla_model_layer_hook hook;
+    void *hook_ctx;
+    numla_model_reduce_fn reduce;   /* NULL: only nranks = 1 can run */
+    void *reduce_ctx;
+    numla_model_stats stats;
+
+    /* scratch, grown on demand (never inside a layer); lengths in model.c's scratch table */
+    int64_t cap[NUMLA_SCRATCH_DIM_COUNT];
+    float *h;          /* (T, hidden) residual stream */
+    float *x;          /* (T, hidden) normed input */
+    float *qa;         /* (T, q_lora_rank) */
+    float *q;          /* (T, H_r · q_head_dim) */
+    float *kva;        /* (T, Dc + Dr) */
+    float *ckv;        /* (T, Dc) normalised latent */
+    float *kpe;        /* (T, Dr) rope(k_pe) */
+    float *qabs;       /* (T, H_r, Dc + Dr) absorbed queries */
+    float *ctx;        /* (T, H_r, Dc) attention output in latent space */
+    float *o;          /* (T, H_r · v_head_dim) */
+    float *g;          /* (T, max intermediate) */
+    float *u;          /* (T, max intermediate) */
+    float *moe_out;    /* (T, hidden) */
+    float *ex_x;       /* (T, hidden) tokens gathered for one expert */
+    float *ex_y;       /* (T, hidden) */
+    float *router;     /* (T, n_routed_experts) scores */
+    int32_t *topk_idx; /* (T, k) */
+    float *topk_w;     /* (T, k) */
+    int32_t *ex_list;  /* (T · k) (token · k + j) grouped by expert */
+    void *route_scratch; /* (T, route_stride bytes) numla_moe_route scratch per token */
+    float *cos_sin;    /* (T, Dr) cos then sin per token (Dr/2 each) */
+    float *xl;         /* (R, hidden) normed rows for the logits */
+    int32_t *ex_count; /* (n_routed_experts + 1) */
+    int32_t *ex_cursor; /* (n_routed_experts + 1) fill cursor for ex_list */
+    int32_t *ex_act;   /* (n_routed_experts + 1) local experts with rows this step */
+    /* decode MoE with the experts split over the team (moe.c moe_experts_parallel) */
+    float *par_x;      /* (P, hidden) gathered inputs, P = min(PAR_ROWS, cap_tokens · k) */
+    float *par_y;      /* (P, hidden) expert outputs */
+    float *par_g;      /* (P, moe_intermediate) */
+    float *par_u;      /* (P, moe_intermediate) */
+    void *lin_ws;      /* linear workspace */
+    size_t lin_ws_bytes;
+    void *par_ws;      /* (threads, par_ws_each) linear workspaces of calls made one per thread */
+    size_t par_ws_bytes;
+    void *attn_ws;     /* attention workspace */
+    size_t attn_ws_bytes;
+
+    /* chunked attention (prefix part + in-step part, merged by LSE), grown per step */
+    float *ctx2;       /* (T, H_r, Dc) in-step part */
+    float *lse_pre;    /* (T, H_r) */
+    float *lse_new;    /* (T, H_r) */
+    void *new_kv;      /* (new_kv_rows, Dc + Dr) cache dtype: each sequence's new rows, blocks
+                          of NUMLA_MODEL_NEW_BLOCK rows starting at a block boundary;
+                          cap[NUMLA_SCRATCH_NEW_KV] bytes */
+    int32_t *new_tables; /* (B, new_max_blocks) blocks of new_kv per sequence */
+    int32_t *pre_lens;   /* (B) cached prefix = seq_lens - n_b */
+    int32_t *new_lens;   /* (B) n_b */
+    /* A step mixing absorbed sequences (decode rows, short chunks over a long prefix) with
+     * expanded ones runs the absorbed form over a compacted copy of its absorbed sequences
+     * (attention.c attention_split); built once per step by attention_plan_step. */
+    int split;               /* this step is split */
+    int all_expanded;        /* every sequence of this step takes the expanded form */
+    numla_step sub;          /* the absorbed sequences as a step of their own (Ba, Ta) */
+    int32_t *sub_rows;       /* (Ta) step row of each sub-step row */
+    int32_t *sub_meta;       /* (Ba + 1 | Ba | Ba · max_blocks_per_seq) query_start_loc,
+                                seq_lens, block_tables of m->sub */
+    int64_t *sub_slots;      /* (Ta) */
+    float *sub_q;            /* (Ta, H_r · q_head_dim) m->q rows of the sub-step */
+    float *sub_cs;           /* (Ta, Dr) m->cos_sin rows */
+    float *sub_o;            /* (Ta, H_r · v_head_dim) its attention output */
+    /* expanded prefill (attention.c attention_expanded), grown per step for K key rows */
+    float *xp_lat;     /* (K, Dc + Dr) latent rows of the expanded sequences, f32 */
+    float *xp_kv;      /* (K, H_r · (nope + v_head_dim)) kv_b_proj · c' */
+    float *xp_k;       /* (K, H_r, q_head_dim) [k_nope | rope(k_pe)] */
+    float *xp_v;       /* (K, H_r, v_head_dim) */
+    float *xp_q;       /* (T, H_r, q_head_dim) [q_nope | rope(q_pe)] */
+    int32_t *xp_seq;   /* (4, B) q_start, q_len, k_start, prefix of the expanded sequences */
+    void *xp_ws;       /* mha_prefill workspace */
+    size_t xp_ws_bytes;
+};
+
+/* ---- scratch (model.c) ---- */
+
+/* Grow every buffer of dimension d to capacity cap (contents kept); m->cap[d] = cap on
+ * success. what names the buffers in the error. */
+numla_status numla_model_scratch_grow(numla_model *m, numla_scratch_dim d, int64_t cap,
+                                      const char *what);
+/* Bytes per token of numla_moe_route scratch, kept 64 bytes apart. */
+size_t numla_model_route_stride(const numla_model_config *c);
+
+/* ---- building blocks (ops.c) ---- */
+
+/* Grow a 64-byte aligned kernel workspace (*buf, *bytes) to at least need bytes; its old
+ * contents are not kept. what names it in the error. */
+numla_status numla_model_grow_workspace(void **buf, size_t *bytes, size_t need, const char *what);
+/* nth workspaces of `each` bytes (rounded to 64, *stride) in m->par_ws, for linear calls made
+ * one per thread inside our own parallel region. */
+numla_status numla_model_par_workspace(numla_model *m, size_t each, int nth, size_t *stride);
+/* The weight to run: w itself, or with exact_activations its avx512 view in *tmp (the packed
+ * layout is the same at every ISA, kernels/linear_internal.h; avx512 widens bf16 weights and
+ * keeps activations fp32 at every M). */
+static inline const numla_linear_weight *run_weight(const numla_model *m,
+                                                    const numla_linear_weight *w,
+                                                    numla_linear_weight *tmp)
+{
+    if (!m->exact_activations || w->isa != NUMLA_ISA_AVX512BF16)
+        return w;
+    *tmp = *w;
+    tmp->isa = NUMLA_ISA_AVX512;
+    return tmp;
+}
+/* Charges the time since *t to part p and restarts the clock. */
+void numla_model_part_tick(numla_model *m, numla_model_part p, double *t);
+/* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */
+numla_status numla_model_lin(numla_model *m, const numla_linear_weight *w, int64_t M,
+                             const float *x, int64_t ldx, float *y, int64_t ldy, int acc);
+/* Hr per-head linears on strided column blocks: head h reads x + h·xoff, writes y + h·yoff. */
+numla_status numla_model_per_head(numla_model *m, const numla_linear_weight *w, int64_t Hr,
+                                  int64_t T, const float *x, int64_t ldx, int64_t xoff, float *y,
+                                  int64_t ldy, int64_t yoff);
+/* SiLU-gated MLP slice on rows x (M, hidden), accumulating into y (M, ldy). */
+numla_status numla_model_mlp(numla_model *m, const numla_mlp_weights *w, int64_t M,
+                             const float *x, float *y, int64_t ldy);
+
+/* ---- attention (attention.c) ---- */
+
+/* Per step, before the layers: the attention form of each sequence (m->split, all_expanded,
+ * the absorbed sub-step) and the two-part attention's scratch and tables every layer reuses. */
+numla_status numla_model_attention_plan(numla_model *m, const numla_kv_cache *cache,
+                                        const numla_step *st);
+/* The attention block of one layer on m->x: h (+)= o_proj(attention). */
+numla_status numla_model_attention(numla_model *m, const numla_layer_weights *lw, int32_t layer,
+                                   numla_kv_cache *cache, const numla_step *st);
+
+/* ---- MoE (moe.c) ---- */
+
+/* Router, routed experts and shared experts of one layer on m->x: h (+)= MoE(x). Ticks its
+ * own parts. */
+numla_status numla_model_moe(numla_model *m, const numla_layer_weights *lw, int64_t T);
+
+#endif

@@ -1,0 +1,162 @@
+/* engine/model/ops.c — the forward pass's building blocks (model.h, model_internal.h):
+ * RMSNorm, RoPE, the linear-layer helpers (one linear, per-head products, the SiLU MLP), their
+ * workspaces and the part timer. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#include "engine/model/model_internal.h"
+#include "kernels/act.h"
+#include "kernels/linear.h"
+
+void numla_rmsnorm(float *y, const float *x, const float *w, int64_t n, double eps)
+{
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)x[i] * (double)x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (int64_t i = 0; i < n; i++)
+        y[i] = w[i] * (x[i] * r);
+}
+
+void numla_rope_cos_sin(const numla_model_config *c, int32_t pos, float *cos_sin)
+{
+    int64_t half = c->qk_rope_head_dim / 2;
+    float af = (float)c->rope_attention_factor;
+    for (int64_t i = 0; i < half; i++) {
+        /* fp32 angle like the reference (positions × fp32 inv_freq). */
+        float ang = (float)pos * (float)c->rope_inv_freq[i];
+        cos_sin[i] = (float)cos((double)ang) * af;
+        cos_sin[half + i] = (float)sin((double)ang) * af;
+    }
+}
+
+void numla_rope_apply(float *out, const float *x, const float *cos_sin, int64_t dr)
+{
+    int64_t half = dr / 2;
+    for (int64_t i = 0; i < half; i++) {
+        float a = x[2 * i], b = x[2 * i + 1], cs = cos_sin[i], sn = cos_sin[half + i];
+        out[i] = a * cs - b * sn;
+        out[half + i] = b * cs + a * sn;
+    }
+}
+
+/* Grow a 64-byte aligned kernel workspace (*buf, *bytes) to at least need bytes; its old
+ * contents are not kept. what names it in the error. */
+numla_status numla_model_grow_workspace(void **buf, size_t *bytes, size_t need, const char *what)
+{
+    if (need <= *bytes)
+        return NUMLA_STATUS_OK;
+    free(*buf);
+    *buf = aligned_alloc(64, need ? (need + 63) & ~(size_t)63 : 64);
+    *bytes = *buf ? need : 0;
+    if (!*buf)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the %s (%zu bytes)", what, need);
+    return NUMLA_STATUS_OK;
+}
+
+/* Linear calls made one per thread inside our own parallel region (each then runs on its
+ * thread alone): nth workspaces of `each` bytes (rounded to 64) in m->par_ws. */
+numla_status numla_model_par_workspace(numla_model *m, size_t each, int nth, size_t *stride)
+{
+    *stride = (each + 63) & ~(size_t)63;
+    return numla_model_grow_workspace(&m->par_ws, &m->par_ws_bytes, *stride * (size_t)nth,
+                                      "per-thread linear workspaces");
+}
+
+const char *const numla_model_part_names[NUMLA_MODEL_PART_COUNT] = {
+    "embed_norm", "attention", "dense_mlp", "router", "experts", "shared", "reduce", "lm_head"};
+
+/* Charges the time since *t to part p and restarts the clock. */
+void numla_model_part_tick(numla_model *m, numla_model_part p, double *t)
+{
+    double now = omp_get_wtime();
+    m->stats.part_s[p] += now - *t;
+    *t = now;
+}
+
+/* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */
+numla_status numla_model_lin(numla_model *m, const numla_linear_weight *w, int64_t M,
+                             const float *x, int64_t ldx, float *y, int64_t ldy, int acc)
+{
+    if (M == 0 || w->n == 0)
+        return NUMLA_STATUS_OK;
+    numla_linear_weight exact;
+    w = run_weight(m, w, &exact);
+    NUMLA_CHECK(numla_model_grow_workspace(&m->lin_ws, &m->lin_ws_bytes,
+                                           numla_linear_workspace_size(w, M, m->num_threads),
+                                           "linear workspace"));
+    double t0 = omp_get_wtime();
+    NUMLA_CHECK(numla_linear_forward(w, M, x, ldx, y, ldy, acc, m->lin_ws, m->lin_ws_bytes));
+    m->stats.linear_s += omp_get_wtime() - t0;
+    m->stats.linear_flops += 2.0 * (double)M * (double)w->n * (double)w->k;
+    return NUMLA_STATUS_OK;
+}
+
+/* The per-head W_UK / W_UV products: Hr small linears on strided column blocks of x and y
+ * (head h reads x + h·xoff, writes y + h·yoff). In decode each is a tiny GEMV/skinny GEMM
+ * (Dc x nope): one kernel call per head would open 2·Hr OpenMP regions per layer, so for few
+ * rows the heads are split over one team instead, each call running on its thread alone
+ * (nested regions are inactive) with its own workspace. With many rows (prefill) the calls are
+ * big enough to use the whole team each. */
+numla_status numla_model_per_head(numla_model *m, const numla_linear_weight *w, int64_t Hr,
+                                  int64_t T, const float *x, int64_t ldx, int64_t xoff, float *y,
+                                  int64_t ldy, int64_t yoff)
+{
+    if (Hr == 0 || T == 0)
+        return NUMLA_STATUS_OK;
+    if (m->num_threads <= 1 || Hr < 2 || omp_get_max_active_levels() > 1 ||
+        T > NUMLA_MODEL_PER_THREAD_ROWS) {
+        for (int64_t h = 0; h < Hr; h++)
+            NUMLA_CHECK(numla_model_lin(m, &w[h], T, x + h * xoff, ldx, y + h * yoff, ldy, 0));
+        return NUMLA_STATUS_OK;
+    }
+    numla_linear_weight exact0;
+    size_t stride;
+    const size_t each = numla_linear_workspace_size(run_weight(m, &w[0], &exact0), T, 1);
+    NUMLA_CHECK(numla_model_par_workspace(m, each, m->num_threads, &stride));
+    double t0 = omp_get_wtime();
+    numla_status st = NUMLA_STATUS_OK;
+#pragma omp parallel for num_threads(m->num_threads) schedule(static)
+    for (int64_t h = 0; h < Hr; h++) {
+        numla_linear_weight exact;
+        const numla_linear_weight *wh = run_weight(m, &w[h], &exact);
+        size_t need = numla_linear_workspace_size(wh, T, 1);
+        char *ws = (char *)m->par_ws + (size_t)omp_get_thread_num() * stride;
+        numla_status s1 = need > stride
+                              ? NUMLA_STATUS_INTERNAL
+                              : numla_linear_forward(wh, T, x + h * xoff, ldx, y + h * yoff, ldy,
+                                                     0, need ? ws : NULL, need);
+        if (s1 != NUMLA_STATUS_OK) {
+#pragma omp critical(numla_model_per_head)
+            st = s1;
+        }
+    }
+    if (st == NUMLA_STATUS_INTERNAL)
+        NUMLA_FAIL(st, "model: per-head weights of different shapes");
+    NUMLA_CHECK(st);
+    m->stats.linear_s += omp_get_wtime() - t0;
+    m->stats.linear_flops += 2.0 * (double)T * (double)w[0].n * (double)w[0].k * (double)Hr;
+    return NUMLA_STATUS_OK;
+}
+
+/* SiLU-gated MLP slice on rows x (M, hidden), accumulating into y (M, ldy). */
+numla_status numla_model_mlp(numla_model *m, const numla_mlp_weights *w, int64_t M,
+                             const float *x, float *y, int64_t ldy)
+{
+    const int64_t hid = m->cfg.hidden_size, I = w->inter;
+    if (I == 0 || M == 0)
+        return NUMLA_STATUS_OK;
+    NUMLA_CHECK(numla_model_lin(m, &w->gate, M, x, hid, m->g, I, 0));
+    NUMLA_CHECK(numla_model_lin(m, &w->up, M, x, hid, m->u, I, 0));
+    const int64_t n = M * I;
+    const int nt = n > 65536 ? m->num_threads : 1;
+#pragma omp parallel num_threads(nt)
+    {
+        const int64_t i0 = n * omp_get_thread_num() / omp_get_num_threads(),
+                      i1 = n * (omp_get_thread_num() + 1) / omp_get_num_threads();
+        (void)numla_act_silu_mul(m->isa, i1 - i0, m->g + i0, m->u + i0); /* args valid */
+    }
+    NUMLA_CHECK(numla_model_lin(m, &w->down, M, m->g, I, y, ldy, 1));
+    return NUMLA_STATUS_OK;
+}
