@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,16 +318,71 @@ static void test_bad_json(void)
 }
 
 
-void numla_fuzz_config_run(const uint8_t *data, size_t size);
+int numla_fuzz_config_run(const uint8_t *data, size_t size, numla_model_config *out);
 
-/* The fuzz target's checks over seeded mutations of a valid input: byte flips, digit and
- * bracket insertions, deletions and truncations. */
+/* Fields compared with the seed's parse when a mutated config still writes them unchanged. */
+static const struct {
+    const char *key;
+    size_t offset; /* of an int64_t in numla_model_config */
+    int moe;       /* read only when the model has routed experts */
+} fuzz_int_fields[] = {
+    {"vocab_size", offsetof(numla_model_config, vocab_size), 0},
+    {"hidden_size", offsetof(numla_model_config, hidden_size), 0},
+    {"num_hidden_layers", offsetof(numla_model_config, num_hidden_layers), 0},
+    {"num_attention_heads", offsetof(numla_model_config, num_attention_heads), 0},
+    {"intermediate_size", offsetof(numla_model_config, intermediate_size), 0},
+    {"max_position_embeddings", offsetof(numla_model_config, max_position_embeddings), 0},
+    {"q_lora_rank", offsetof(numla_model_config, q_lora_rank), 0},
+    {"kv_lora_rank", offsetof(numla_model_config, kv_lora_rank), 0},
+    {"qk_nope_head_dim", offsetof(numla_model_config, qk_nope_head_dim), 0},
+    {"qk_rope_head_dim", offsetof(numla_model_config, qk_rope_head_dim), 0},
+    {"v_head_dim", offsetof(numla_model_config, v_head_dim), 0},
+    {"n_routed_experts", offsetof(numla_model_config, n_routed_experts), 0},
+    {"n_shared_experts", offsetof(numla_model_config, n_shared_experts), 0},
+    {"num_experts_per_tok", offsetof(numla_model_config, num_experts_per_tok), 1},
+    {"moe_intermediate_size", offsetof(numla_model_config, moe_intermediate_size), 1},
+    {"first_k_dense_replace", offsetof(numla_model_config, first_k_dense_replace), 0},
+    {"moe_layer_freq", offsetof(numla_model_config, moe_layer_freq), 0},
+    {"n_group", offsetof(numla_model_config, n_group), 1},
+    {"topk_group", offsetof(numla_model_config, topk_group), 1},
+};
+
+/* A rejection must say what it rejects: the JSON position, or a field the seed writes. */
+static int fuzz_message_names_something(const char *msg, json_t *seed)
+{
+    if (!strstr(msg, "fuzz.json"))
+        return 0;
+    if (strstr(msg, "invalid JSON") || strstr(msg, "top level"))
+        return 1;
+    const char *key;
+    json_t *v;
+    json_object_foreach(seed, key, v) {
+        if (strstr(msg, key))
+            return 1;
+        const char *sub;
+        json_t *sv;
+        if (json_is_object(v))
+            json_object_foreach(v, sub, sv) if (strstr(msg, sub)) return 1;
+    }
+    return 0;
+}
+
+/* Seeded mutations of a valid config (byte flips, digit and bracket insertions, deletions and
+ * truncations) through the fuzz target's invariant checks. Each is either accepted, and then
+ * every field the mutation left as written equals the seed's, or rejected with a message naming
+ * the JSON position or a field. Both outcomes must occur: a parser rejecting everything fails. */
 static void test_fuzz_mutations(void)
 {
     const char *seed = V3;
     size_t n = strlen(seed);
+    numla_model_config orig;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_parse(seed, "seed", &orig), NUMLA_STATUS_OK);
+    json_t *seed_json = json_loads(seed, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seed_json);
     uint8_t *buf = malloc(n + 64);
+    char *text = malloc(n + 65);
     numla_test_rng rng = {2026};
+    int accepted = 0, rejected = 0, compared = 0;
     for (int it = 0; it < 3000; it++) {
         memcpy(buf, seed, n);
         size_t len = n;
@@ -341,10 +397,47 @@ static void test_fuzz_mutations(void)
             default: len = at + 1; break;
             }
         }
-        numla_fuzz_config_run(buf, len);
+        numla_model_config c;
+        int r = numla_fuzz_config_run(buf, len, &c);
+        CU_ASSERT_NOT_EQUAL_FATAL(r, -1);
+        if (r == 0) {
+            rejected++;
+            NUMLA_ASSERT_MSG(fuzz_message_names_something(numla_error_message(), seed_json),
+                             "mutation %d rejected with '%s'", it, numla_error_message());
+            continue;
+        }
+        accepted++;
+        memcpy(text, buf, len);
+        text[len] = 0;
+        json_t *mj = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(mj);
+        for (size_t f = 0; f < sizeof fuzz_int_fields / sizeof fuzz_int_fields[0]; f++) {
+            json_t *mv = json_object_get(mj, fuzz_int_fields[f].key);
+            if (!mv || !json_equal(mv, json_object_get(seed_json, fuzz_int_fields[f].key)) ||
+                (fuzz_int_fields[f].moe && c.n_routed_experts == 0))
+                continue;
+            int64_t got = *(const int64_t *)((const char *)&c + fuzz_int_fields[f].offset);
+            int64_t want = *(const int64_t *)((const char *)&orig + fuzz_int_fields[f].offset);
+            compared++;
+            NUMLA_ASSERT_MSG(got == want, "mutation %d: %s = %lld, the seed's is %lld", it,
+                             fuzz_int_fields[f].key, (long long)got, (long long)want);
+        }
+        json_t *mr = json_object_get(mj, "routed_scaling_factor");
+        if (mr && json_equal(mr, json_object_get(seed_json, "routed_scaling_factor")))
+            CU_ASSERT_DOUBLE_EQUAL(c.routed_scaling_factor, orig.routed_scaling_factor, 0);
+        if (json_equal(json_object_get(mj, "rope_scaling"),
+                       json_object_get(seed_json, "rope_scaling")) &&
+            json_equal(json_object_get(mj, "rope_theta"), json_object_get(seed_json, "rope_theta")))
+            CU_ASSERT_DOUBLE_EQUAL(c.rope_inv_freq[5], orig.rope_inv_freq[5], 0);
+        json_decref(mj);
     }
     free(buf);
-    CU_PASS("no invariant broken");
+    free(text);
+    json_decref(seed_json);
+    /* observed with this seed: 305 accepted, 2695 rejected, 5611 fields compared */
+    NUMLA_ASSERT_MSG(accepted >= 150 && rejected >= 1000, "accepted %d, rejected %d of 3000",
+                     accepted, rejected);
+    NUMLA_ASSERT_MSG(compared >= 2000, "only %d fields compared with the seed", compared);
 }
 
 NUMLA_TEST_SUITE(config, NULL, NULL, NUMLA_TEST(test_v2lite), NUMLA_TEST(test_v3),
