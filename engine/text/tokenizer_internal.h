@@ -160,6 +160,11 @@ static inline int numla_tokenizer_cp_byte(uint32_t cp)
 }
 
 uint64_t numla_tokenizer_hash(const void *p, size_t n);
+/* tokenizer_unicode.c: pat with its general-category escapes (\p{L}, \P{N}, \d, ...) following
+ * utf8proc's Unicode tables where PCRE2's are older. *out is malloc'd (NUL-terminated), or NULL
+ * when the pattern needs no change. Not collective; thread-safe. */
+numla_status numla_tokenizer_unicode_pattern(const char *pat, size_t len, char **out,
+                                             size_t *out_len);
 int32_t numla_tokenizer_vocab_find(const numla_tokenizer *t, const char *s, size_t n);
 
 #endif

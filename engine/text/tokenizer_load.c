@@ -77,7 +77,13 @@ static numla_status numla_tokenizer_regex_compile(numla_tokenizer *t, numla_toke
     PCRE2_SIZE off;
     /* PCRE2_LITERAL refuses UCP, which a literal does not need */
     uint32_t flags = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
-    re->code = pcre2_compile((PCRE2_SPTR)pat, len, flags, &err, &off, NULL);
+    char *uni = NULL;
+    size_t uni_len = 0;
+    if (!literal)
+        NUMLA_CHECK(numla_tokenizer_unicode_pattern(pat, len, &uni, &uni_len));
+    re->code = pcre2_compile((PCRE2_SPTR)(uni ? uni : pat), uni ? uni_len : len, flags, &err, &off,
+                             NULL);
+    free(uni);
     if (!re->code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
