@@ -32,8 +32,17 @@
 typedef struct numla_tokenizer numla_tokenizer;
 typedef struct numla_tokenizer_stream numla_tokenizer_stream;
 
-/* Load the tokenizer of a model directory. Not collective. */
+/* Ids above this are refused at load when the model's vocab_size is not known (the largest
+ * published vocabularies are below 2^18). */
+#define NUMLA_TOKENIZER_MAX_IDS ((int64_t)1 << 24)
+
+/* Load the tokenizer of a model directory. Ids must be below NUMLA_TOKENIZER_MAX_IDS.
+ * Not collective. */
 numla_status numla_tokenizer_load(const char *model_dir, numla_tokenizer **out);
+/* The same for a model whose config gives vocab_size (> 0): every id in tokenizer.json must be
+ * below it, else NUMLA_STATUS_FORMAT naming the token and its id. Not collective. */
+numla_status numla_tokenizer_load_for_model(const char *model_dir, int64_t vocab_size,
+                                            numla_tokenizer **out);
 /* Free and NULL the handle (NULL is fine). */
 void numla_tokenizer_destroy(numla_tokenizer **t);
 

@@ -76,6 +76,8 @@ typedef struct numla_tokenizer_span {
 struct numla_tokenizer {
     /* ids: model vocabulary and added tokens (added ones win, as in the reference) */
     int64_t n_ids;           /* one past the largest id */
+    int64_t id_limit;        /* every id must be below it (load's vocab_size or the cap) */
+    int id_limit_from_model; /* 1: id_limit is the model's vocab_size */
     char **tok;              /* (n_ids) token strings (NUL-terminated), NULL for holes */
     uint32_t *tok_len;       /* (n_ids) */
     uint8_t *special;        /* (n_ids) 1 for special added tokens */

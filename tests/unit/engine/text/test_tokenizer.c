@@ -464,6 +464,62 @@ static void test_errors(void)
     CU_ASSERT_EQUAL(numla_utf8_invalid_offset("o\xc1\x81", 3), 1);
 }
 
+/* Write a byte-level BPE tokenizer.json with vocab {"a": 0, "b": 1, "x": big_id} and added token
+ * "<s>" = added_id into a fresh directory; returns the directory. */
+static const char *write_ids_tokenizer(long long big_id, long long added_id)
+{
+    static char dir[4200];
+    static int count;
+    char path[4300];
+    snprintf(dir, sizeof dir, "%.4000s/ids%d", numla_test_tmpdir(), count++);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{\"added_tokens\": [{\"id\": %lld, \"content\": \"<s>\", \"special\": true}],"
+               " \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"ByteLevel\","
+               " \"add_prefix_space\": false, \"use_regex\": true}, \"post_processor\": null,"
+               " \"decoder\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\","
+               " \"vocab\": {\"a\": 0, \"b\": 1, \"x\": %lld}, \"merges\": []}}",
+            added_id, big_id);
+    fclose(f);
+    return dir;
+}
+
+/* Issue 19 defect 7: one id of 1e9 in tokenizer.json cost 12.7 GB. Ids are checked against the
+ * model's vocab_size when the caller gives it, else against NUMLA_TOKENIZER_MAX_IDS, and the
+ * error names the token and the id. */
+static void test_id_bounds(void)
+{
+    numla_tokenizer *t = NULL;
+    CU_ASSERT_EQUAL(numla_tokenizer_load(write_ids_tokenizer(1000000000, 3), &t),
+                    NUMLA_STATUS_FORMAT);
+    CU_ASSERT_PTR_NULL(t);
+    NUMLA_ASSERT_MSG(strstr(numla_error_message(), "'x'") &&
+                         strstr(numla_error_message(), "1000000000"),
+                     "message '%s'", numla_error_message());
+    CU_ASSERT_EQUAL(numla_tokenizer_load(write_ids_tokenizer(2, 1000000000), &t),
+                    NUMLA_STATUS_FORMAT);
+    NUMLA_ASSERT_MSG(strstr(numla_error_message(), "<s>") &&
+                         strstr(numla_error_message(), "1000000000"),
+                     "message '%s'", numla_error_message());
+    /* against the model's vocab_size */
+    const char *dir = write_ids_tokenizer(2, 200);
+    CU_ASSERT_EQUAL(numla_tokenizer_load_for_model(dir, 200, &t), NUMLA_STATUS_FORMAT);
+    NUMLA_ASSERT_MSG(strstr(numla_error_message(), "<s>") &&
+                         strstr(numla_error_message(), "vocab_size 200"),
+                     "message '%s'", numla_error_message());
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load_for_model(dir, 201, &t), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_tokenizer_vocab_size(t), 201);
+    numla_tokenizer_destroy(&t);
+    CU_ASSERT_EQUAL(numla_tokenizer_load_for_model(write_ids_tokenizer(7, 3), 5, &t),
+                    NUMLA_STATUS_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "'x'"));
+    /* at the absolute cap: refused */
+    CU_ASSERT_EQUAL(numla_tokenizer_load(write_ids_tokenizer(NUMLA_TOKENIZER_MAX_IDS, 3), &t),
+                    NUMLA_STATUS_FORMAT);
+}
+
 /* Whether the one-character string cp matches pattern pat after the Unicode rewrite. */
 static int unicode_matches(const char *pat, uint32_t cp)
 {
@@ -519,7 +575,7 @@ static void test_unicode_classes(void)
     CU_ASSERT_TRUE(unicode_matches("\\\\p", '\\') == 0);
 }
 
-NUMLA_TEST_SUITE(tokenizer, NULL, NULL, NUMLA_TEST(test_bpe_merge_order), NUMLA_TEST(test_unicode_classes),
+NUMLA_TEST_SUITE(tokenizer, NULL, NULL, NUMLA_TEST(test_bpe_merge_order), NUMLA_TEST(test_unicode_classes), NUMLA_TEST(test_id_bounds),
                  NUMLA_TEST(test_bpe_ties_leftmost), NUMLA_TEST(test_ignore_merges),
                  NUMLA_TEST(test_split_behaviours), NUMLA_TEST(test_split_lookahead),
                  NUMLA_TEST(test_digits_and_prefix_space), NUMLA_TEST(test_added_tokens), NUMLA_TEST(test_added_trie),
