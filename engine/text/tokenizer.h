@@ -57,6 +57,11 @@ numla_status numla_tokenizer_encode(numla_tokenizer *t, const char *text, size_t
 numla_status numla_tokenizer_decode(const numla_tokenizer *t, const int32_t *ids, int64_t n,
                                     int skip_special, char **text, size_t *len);
 
+/* The most bytes of input text one token can stand for (the longest token, with room for NFC
+ * composing), so a text of len bytes encodes to at least len / this many tokens; 0 when there is
+ * no such bound (added tokens that strip spaces, a Split that removes text). */
+int64_t numla_tokenizer_max_bytes_per_token(const numla_tokenizer *t);
+
 /* BOS / EOS ids from tokenizer_config.json (or the TemplateProcessing BOS); -1 when none. */
 int32_t numla_tokenizer_bos(const numla_tokenizer *t);
 int32_t numla_tokenizer_eos(const numla_tokenizer *t);

@@ -645,6 +645,28 @@ static numla_status numla_tokenizer_load_specials(numla_tokenizer *t, json_t *co
     return NUMLA_STATUS_OK;
 }
 
+/* NFC can compose up to 3 bytes of input into 1 (a Hangul jamo triple, 9 bytes, into one 3-byte
+ * syllable); 4 leaves a margin. */
+enum { NUMLA_TOKENIZER_NFC_SHRINK = 4 };
+
+int64_t numla_tokenizer_max_bytes_per_token(const numla_tokenizer *t)
+{
+    for (int i = 0; i < t->n_added; i++)
+        if (t->added[i].lstrip || t->added[i].rstrip)
+            return 0;
+    for (int i = 0; i < t->n_pt; i++)
+        if (t->pt[i].kind == NUMLA_TOKENIZER_PT_SPLIT && t->pt[i].behavior == NUMLA_TOKENIZER_REMOVED)
+            return 0;
+    int64_t most = 1;
+    for (int64_t i = 0; i < t->n_ids; i++)
+        if ((int64_t)t->dec_len[i] > most)
+            most = (int64_t)t->dec_len[i];
+    for (int i = 0; i < t->n_added; i++)
+        if ((int64_t)t->added[i].len > most)
+            most = (int64_t)t->added[i].len;
+    return t->nfc ? most * NUMLA_TOKENIZER_NFC_SHRINK : most;
+}
+
 /* Encode state: the regex match context and the word cache. */
 static numla_status numla_tokenizer_prepare_encode(numla_tokenizer *t)
 {

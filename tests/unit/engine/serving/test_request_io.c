@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/serving/request_io.h"
 
@@ -153,6 +154,67 @@ static void test_result_write(void)
 }
 
 
+/* Issue 19 defect 8: a text prompt that cannot fit the context is refused from its byte length,
+ * before it is tokenized (a 50 MB prompt cost 1.2 GB); one that might fit is tokenized and then
+ * checked by its token count. */
+static void test_prompt_too_long(void)
+{
+    /* the golden bpe8k tokenizer without its one space-stripping added token (which lets a
+     * token stand for any number of spaces, so no byte bound exists; DeepSeek's have none) */
+    json_t *tj = json_load_file(
+        numla_test_source_path("tests/golden/tokenizer/bpe8k/tokenizer.json"), 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tj);
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(tj, "added_tokens"), i, e) {
+        json_object_set_new(e, "lstrip", json_false());
+        json_object_set_new(e, "rstrip", json_false());
+    }
+    char dir[4200], path[4300];
+    snprintf(dir, sizeof dir, "%.4000s/bpe8k_nostrip", numla_test_tmpdir());
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    CU_ASSERT_EQUAL_FATAL(json_dump_file(tj, path, 0), 0);
+    json_decref(tj);
+    numla_tokenizer *tok = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load(dir, &tok), NUMLA_STATUS_OK);
+    int64_t per = numla_tokenizer_max_bytes_per_token(tok);
+    CU_ASSERT_FATAL(per > 0 && per < 1000);
+    numla_request_limits lim = {.vocab_size = numla_tokenizer_vocab_size(tok), .max_context = 64,
+                                .tokenizer = tok};
+    size_t big = 8u << 20;
+    char *line = malloc(big + 64);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+    int off = snprintf(line, 64, "{\"id\": 1, \"prompt\": \"");
+    memset(line + off, 'a', big);
+    snprintf(line + off + big, 64, "\", \"max_tokens\": 1}");
+    numla_request r;
+    CU_ASSERT_EQUAL_FATAL(numla_request_parse(line, strlen(line), 7, &lim, &r), NUMLA_STATUS_OK);
+    NUMLA_ASSERT_MSG(!strncmp(r.error, "line 7: ", 8) && strstr(r.error, "\"prompt\"") &&
+                         strstr(r.error, "bytes") && strstr(r.error, "context of 64"),
+                     "error '%s'", r.error);
+    CU_ASSERT_PTR_NULL(r.prompt_tokens);
+    numla_request_free(&r);
+    /* exactly at the byte bound: tokenized, then refused by its token count */
+    off = snprintf(line, 64, "{\"id\": 2, \"prompt\": \"");
+    size_t at = (size_t)(per * lim.max_context);
+    for (size_t k = 0; k < at; k++)
+        line[off + k] = "ab c"[k % 4];
+    snprintf(line + off + at, 64, "\", \"max_tokens\": 1}");
+    CU_ASSERT_EQUAL_FATAL(numla_request_parse(line, strlen(line), 8, &lim, &r), NUMLA_STATUS_OK);
+    NUMLA_ASSERT_MSG(strstr(r.error, "line 8: ") && strstr(r.error, "exceeds the context"),
+                     "error '%s'", r.error);
+    numla_request_free(&r);
+    /* a short one is served */
+    const char *ok = "{\"id\": 3, \"prompt\": \"Hello world\", \"max_tokens\": 4}";
+    CU_ASSERT_EQUAL_FATAL(numla_request_parse(ok, strlen(ok), 9, &lim, &r), NUMLA_STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(r.error, "");
+    CU_ASSERT_TRUE(r.num_prompt >= 2);
+    numla_request_free(&r);
+    free(line);
+    numla_tokenizer_destroy(&tok);
+}
+
 int numla_fuzz_request_run(const uint8_t *data, size_t size, numla_request *out);
 
 /* Seeded mutations of a valid line (byte flips, digit and bracket insertions, deletions and
@@ -255,4 +317,5 @@ static void test_fuzz_mutations(void)
 }
 
 NUMLA_TEST_SUITE(request_io, NULL, NULL, NUMLA_TEST(test_good), NUMLA_TEST(test_malformed),
-                 NUMLA_TEST(test_result_write), NUMLA_TEST(test_fuzz_mutations))
+                 NUMLA_TEST(test_result_write), NUMLA_TEST(test_prompt_too_long),
+                 NUMLA_TEST(test_fuzz_mutations))
