@@ -199,6 +199,15 @@ def test_strings():
             [chr(r.randrange(0x10000, 0x110000)) for _ in range(50)])
     while len(s) < 500:
         s.append("".join(r.choice(pool) for _ in range(r.randint(1, 30))))
+    # Characters added in Unicode 15 (emoji, CJK Extension H, Kawi letters and digits, Devanagari
+    # Extended-A punctuation): where an older PCRE2's property tables differ from the
+    # reference's. After the others so the first 500 cases stay as they were.
+    new = ["\U0001fa77", "\U0001fae8", "\U0001fabf", "\U0001f6dc", "\U00031350", "\U000323af",
+           "\U00011f50\U00011f51", "\U00011f04", "\U00011b00"]
+    for c in new:
+        s += [c, " " + c, "a " + c, "a" + c, c + c + " x", "1 " + c + "2", "\n" + c, "!" + c]
+    s += ["I \U0001fa77 you \U0001fae8\U0001fabf \U0001f6dc wifi",
+          "\u4e2d\U00031350\U00031351 \U00031352\u6587", "x \U00011f50\U00011f51\U00011f52 y"]
     return s
 
 

@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,60 +15,89 @@ typedef struct cfg_ctx {
     json_t *root;
 } cfg_ctx;
 
-/* Integer field. `required` = 1: missing is an error. `nullable` = 1: null gives *out = null_val. */
-static numla_status cfg_int(const cfg_ctx *c, json_t *obj, const char *prefix, const char *name,
-                            int required, int nullable, int64_t dflt, int64_t null_val,
-                            int64_t *out)
+/* One integer field of config.json: its name, whether it must be written, what it reads as when
+ * absent or null, and the range it must lie in. Errors name `prefix` + name. */
+typedef struct cfg_int_spec {
+    const char *name;
+    int required;         /* absent is an error */
+    int nullable;         /* null is allowed and reads as null_value (else an error) */
+    int64_t absent_value; /* value when absent and not required */
+    int64_t null_value;
+    int64_t min, max;     /* accepted range, both inclusive (checked on written values only) */
+} cfg_int_spec;
+
+static numla_status cfg_int(const cfg_ctx *c, json_t *obj, const char *prefix,
+                            const cfg_int_spec *f, int64_t *out)
 {
-    json_t *v = json_object_get(obj, name);
+    json_t *v = json_object_get(obj, f->name);
     if (!v) {
-        if (required)
-            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field %s%s", c->src, prefix, name);
-        *out = dflt;
+        if (f->required)
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field %s%s", c->src, prefix, f->name);
+        *out = f->absent_value;
         return NUMLA_STATUS_OK;
     }
     if (json_is_null(v)) {
-        if (!nullable)
+        if (!f->nullable)
             NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s%s is null, expected an integer", c->src,
-                       prefix, name);
-        *out = null_val;
+                       prefix, f->name);
+        *out = f->null_value;
         return NUMLA_STATUS_OK;
     }
+    int64_t x;
     if (json_is_real(v)) {
         double d = json_real_value(v);
         if (d != floor(d) || fabs(d) > 9e15)
             NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s%s = %g is not an integer", c->src,
-                       prefix, name, d);
-        *out = (int64_t)d;
-        return NUMLA_STATUS_OK;
-    }
-    if (!json_is_integer(v))
+                       prefix, f->name, d);
+        x = (int64_t)d;
+    } else if (json_is_integer(v)) {
+        x = (int64_t)json_integer_value(v);
+    } else {
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s%s has the wrong type, expected an integer",
-                   c->src, prefix, name);
-    *out = (int64_t)json_integer_value(v);
+                   c->src, prefix, f->name);
+    }
+    if (x < f->min || x > f->max)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s%s = %lld is outside [%lld, %lld]", c->src,
+                   prefix, f->name, (long long)x, (long long)f->min, (long long)f->max);
+    *out = x;
     return NUMLA_STATUS_OK;
 }
 
-static numla_status cfg_real(const cfg_ctx *c, json_t *obj, const char *prefix, const char *name,
-                             int required, double dflt, double *out)
+/* One real field: name, default when absent or null, and range (NaN and infinities are never
+ * accepted). min_exclusive: the value must be > min. */
+typedef struct cfg_real_spec {
+    const char *name;
+    int required;
+    double absent_value;
+    double min, max;
+    int min_exclusive;
+} cfg_real_spec;
+
+static numla_status cfg_real(const cfg_ctx *c, json_t *obj, const char *prefix,
+                             const cfg_real_spec *f, double *out)
 {
-    json_t *v = json_object_get(obj, name);
+    json_t *v = json_object_get(obj, f->name);
     if (!v || json_is_null(v)) {
-        if (required)
-            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field %s%s", c->src, prefix, name);
-        *out = dflt;
+        if (f->required)
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field %s%s", c->src, prefix, f->name);
+        *out = f->absent_value;
         return NUMLA_STATUS_OK;
     }
     if (!json_is_number(v))
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s%s has the wrong type, expected a number",
-                   c->src, prefix, name);
-    *out = json_number_value(v);
-    if (!isfinite(*out))
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s%s is not finite", c->src, prefix, name);
+                   c->src, prefix, f->name);
+    double x = json_number_value(v);
+    if (!isfinite(x))
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s%s is not finite", c->src, prefix, f->name);
+    if (x < f->min || (f->min_exclusive && x == f->min) || x > f->max)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s%s = %g is outside %s%g, %g]", c->src,
+                   prefix, f->name, x, f->min_exclusive ? "(" : "[", f->min, f->max);
+    *out = x;
     return NUMLA_STATUS_OK;
 }
 
-static numla_status cfg_bool(const cfg_ctx *c, json_t *obj, const char *name, int dflt, int *out)
+static numla_status cfg_bool(const cfg_ctx *c, json_t *obj, const char *prefix, const char *name,
+                             int dflt, int *out)
 {
     json_t *v = json_object_get(obj, name);
     if (!v || json_is_null(v)) {
@@ -75,8 +105,8 @@ static numla_status cfg_bool(const cfg_ctx *c, json_t *obj, const char *name, in
         return NUMLA_STATUS_OK;
     }
     if (!json_is_boolean(v))
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s has the wrong type, expected true/false",
-                   c->src, name);
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s%s has the wrong type, expected true/false",
+                   c->src, prefix, name);
     *out = json_is_true(v);
     return NUMLA_STATUS_OK;
 }
@@ -96,12 +126,23 @@ static numla_status cfg_str(const cfg_ctx *c, json_t *obj, const char *prefix, c
     return NUMLA_STATUS_OK;
 }
 
-#define POSITIVE(field, name)                                                                   \
-    do {                                                                                        \
-        if ((field) <= 0)                                                                       \
-            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s = %lld must be positive", c.src,     \
-                       name, (long long)(field));                                               \
-    } while (0)
+/* A named string choice (topk_method, scoring_func, ...). */
+typedef struct cfg_choice {
+    const char *name;
+    int value;
+} cfg_choice;
+
+static numla_status cfg_enum(const cfg_ctx *c, const char *field, const char *s,
+                             const cfg_choice *choices, int n, const char *allowed, int *out)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, choices[i].name)) {
+            *out = choices[i].value;
+            return NUMLA_STATUS_OK;
+        }
+    NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: field %s = \"%s\" is not supported (%s)", c->src,
+               field, s, allowed);
+}
 
 /* ---- YaRN (DESIGN.md §5) ---- */
 
@@ -163,11 +204,243 @@ void numla_rope_compute_inv_freq_ex(int64_t d, double theta, double factor,
     }
 }
 
-/* ---- parse ---- */
+/* ---- parse, one step per part of the config (DESIGN.md §5) ---- */
 
-static numla_status parse_rope_scaling(const cfg_ctx *cc, json_t *root, numla_model_config *o)
+/* The required sizes at the top level, each a positive count capped by config.h's bounds. */
+static const struct {
+    cfg_int_spec spec;
+    size_t offset; /* of the int64_t field in numla_model_config */
+} size_fields[] = {
+    {{.name = "vocab_size", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_VOCAB},
+     offsetof(numla_model_config, vocab_size)},
+    {{.name = "hidden_size", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_HIDDEN},
+     offsetof(numla_model_config, hidden_size)},
+    {{.name = "num_hidden_layers", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_LAYERS},
+     offsetof(numla_model_config, num_hidden_layers)},
+    {{.name = "num_attention_heads", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_HEADS},
+     offsetof(numla_model_config, num_attention_heads)},
+    {{.name = "intermediate_size", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_INTERMEDIATE},
+     offsetof(numla_model_config, intermediate_size)},
+    {{.name = "max_position_embeddings", .required = 1, .min = 1,
+      .max = NUMLA_CONFIG_MAX_POSITIONS},
+     offsetof(numla_model_config, max_position_embeddings)},
+    /* MLA; q_lora_rank is read apart (null is allowed, absence is not) */
+    {{.name = "kv_lora_rank", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_LORA_RANK},
+     offsetof(numla_model_config, kv_lora_rank)},
+    {{.name = "qk_nope_head_dim", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_HEAD_DIM},
+     offsetof(numla_model_config, qk_nope_head_dim)},
+    {{.name = "qk_rope_head_dim", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_ROPE_DIM},
+     offsetof(numla_model_config, qk_rope_head_dim)},
+    {{.name = "v_head_dim", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_HEAD_DIM},
+     offsetof(numla_model_config, v_head_dim)},
+};
+
+static numla_status parse_model_type(const cfg_ctx *c, json_t *root, numla_model_config *o)
 {
-    cfg_ctx c = *cc;
+    static const cfg_choice archs[] = {{"deepseek_v2", NUMLA_MODEL_ARCH_DEEPSEEK_V2},
+                                       {"deepseek_v3", NUMLA_MODEL_ARCH_DEEPSEEK_V3}};
+    const char *mt;
+    NUMLA_CHECK(cfg_str(c, root, "", "model_type", &mt));
+    if (!mt)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field model_type", c->src);
+    int arch = 0;
+    NUMLA_CHECK(cfg_enum(c, "model_type", mt, archs, 2, "deepseek_v2, deepseek_v3", &arch));
+    o->arch = (numla_model_arch)arch;
+    snprintf(o->model_type, sizeof o->model_type, "%s", mt);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status parse_sizes(const cfg_ctx *c, json_t *root, numla_model_config *o)
+{
+    for (size_t i = 0; i < sizeof size_fields / sizeof size_fields[0]; i++)
+        NUMLA_CHECK(cfg_int(c, root, "", &size_fields[i].spec,
+                            (int64_t *)((char *)o + size_fields[i].offset)));
+    NUMLA_CHECK(cfg_real(c, root, "",
+                         &(cfg_real_spec){.name = "rms_norm_eps", .required = 1, .min = 0,
+                                          .min_exclusive = 1, .max = 1},
+                         &o->rms_norm_eps));
+    NUMLA_CHECK(cfg_bool(c, root, "", "tie_word_embeddings", 0, &o->tie_word_embeddings));
+    return NUMLA_STATUS_OK;
+}
+
+/* Features written in config.json that the forward pass does not implement. */
+static numla_status parse_unsupported(const cfg_ctx *c, json_t *root)
+{
+    const char *act;
+    NUMLA_CHECK(cfg_str(c, root, "", "hidden_act", &act));
+    if (act && strcmp(act, "silu"))
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: field hidden_act = \"%s\" is not supported (silu)",
+                   c->src, act);
+    int attn_bias = 0;
+    NUMLA_CHECK(cfg_bool(c, root, "", "attention_bias", 0, &attn_bias));
+    if (attn_bias)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: field attention_bias = true is not supported",
+                   c->src);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status parse_mla(const cfg_ctx *c, json_t *root, numla_model_config *o)
+{
+    /* q_lora_rank must be written out: see config.h. */
+    if (!json_object_get(root, "q_lora_rank"))
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT,
+                   "%s: missing field q_lora_rank (write null for a plain q_proj; the HF class "
+                   "would silently default it to 1536)", c->src);
+    NUMLA_CHECK(cfg_int(c, root, "",
+                        &(cfg_int_spec){.name = "q_lora_rank", .required = 1, .nullable = 1,
+                                        .null_value = 0, .min = 1,
+                                        .max = NUMLA_CONFIG_MAX_LORA_RANK},
+                        &o->q_lora_rank));
+    /* The vector attention / cache kernels need these multiples (kernels/mla_attn.h). */
+    if (o->kv_lora_rank % 32)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "%s: field kv_lora_rank = %lld is not a multiple of 32 (the attention kernels "
+                   "need that)", c->src, (long long)o->kv_lora_rank);
+    if (o->qk_rope_head_dim % 16)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "%s: field qk_rope_head_dim = %lld is not a multiple of 16 (the attention "
+                   "kernels need that)", c->src, (long long)o->qk_rope_head_dim);
+    o->q_head_dim = o->qk_nope_head_dim + o->qk_rope_head_dim;
+    return NUMLA_STATUS_OK;
+}
+
+/* topk_method and scoring_func: written or the architecture's default, and the pairs each
+ * architecture's router implements. */
+static numla_status parse_moe_methods(const cfg_ctx *c, json_t *root, numla_model_config *o)
+{
+    static const cfg_choice methods[] = {
+        {"greedy", NUMLA_TOPK_METHOD_GREEDY},
+        {"group_limited_greedy", NUMLA_TOPK_METHOD_GROUP_LIMITED_GREEDY},
+        {"noaux_tc", NUMLA_TOPK_METHOD_NOAUX_TC}};
+    static const cfg_choice funcs[] = {{"softmax", NUMLA_SCORING_FUNC_SOFTMAX},
+                                       {"sigmoid", NUMLA_SCORING_FUNC_SIGMOID}};
+    int v3 = o->arch == NUMLA_MODEL_ARCH_DEEPSEEK_V3;
+    const char *tm, *sf;
+    NUMLA_CHECK(cfg_str(c, root, "", "topk_method", &tm));
+    NUMLA_CHECK(cfg_str(c, root, "", "scoring_func", &sf));
+    if (!tm)
+        tm = v3 ? "noaux_tc" : "greedy";
+    if (!sf)
+        sf = v3 ? "sigmoid" : "softmax";
+    int m = 0, f = 0;
+    NUMLA_CHECK(cfg_enum(c, "topk_method", tm, methods, 3,
+                         "greedy, group_limited_greedy, noaux_tc", &m));
+    NUMLA_CHECK(cfg_enum(c, "scoring_func", sf, funcs, 2, "softmax, sigmoid", &f));
+    o->topk_method = (numla_topk_method)m;
+    o->scoring_func = (numla_scoring_func)f;
+    if (o->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC && !v3)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "%s: field topk_method = \"noaux_tc\" needs model_type deepseek_v3", c->src);
+    if (o->topk_method != NUMLA_TOPK_METHOD_NOAUX_TC && v3)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "%s: field topk_method = \"%s\" with model_type deepseek_v3 (only noaux_tc)",
+                   c->src, tm);
+    if (v3 && o->scoring_func != NUMLA_SCORING_FUNC_SIGMOID)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "%s: field scoring_func must be \"sigmoid\" for deepseek_v3", c->src);
+    if (!v3 && o->scoring_func != NUMLA_SCORING_FUNC_SOFTMAX)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "%s: field scoring_func must be \"softmax\" for deepseek_v2", c->src);
+    return NUMLA_STATUS_OK;
+}
+
+/* n_group / topk_group: required by the grouped methods; when a greedy config writes them they
+ * must still be consistent (a greedy router ignores groups, but a config that lies is refused). */
+static numla_status parse_moe_groups(const cfg_ctx *c, json_t *root, numla_model_config *o)
+{
+    const int64_t E = o->n_routed_experts;
+    int grouped = o->topk_method != NUMLA_TOPK_METHOD_GREEDY;
+    NUMLA_CHECK(cfg_int(c, root, "",
+                        &(cfg_int_spec){.name = "n_group", .required = grouped, .nullable = 1,
+                                        .absent_value = 1, .null_value = 1, .min = 1, .max = E},
+                        &o->n_group));
+    NUMLA_CHECK(cfg_int(c, root, "",
+                        &(cfg_int_spec){.name = "topk_group", .required = grouped, .nullable = 1,
+                                        .absent_value = o->n_group, .null_value = o->n_group,
+                                        .min = 1, .max = E},
+                        &o->topk_group));
+    if (E % o->n_group)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT,
+                   "%s: field n_group = %lld does not divide n_routed_experts = %lld", c->src,
+                   (long long)o->n_group, (long long)E);
+    if (o->topk_group > o->n_group)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field topk_group = %lld exceeds n_group = %lld",
+                   c->src, (long long)o->topk_group, (long long)o->n_group);
+    if (!grouped)
+        return NUMLA_STATUS_OK;
+    int64_t per = E / o->n_group;
+    if (o->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC && per < 2)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT,
+                   "%s: field n_group = %lld leaves fewer than 2 experts per group "
+                   "(noaux_tc scores a group by its top 2)", c->src, (long long)o->n_group);
+    if (o->topk_group * per < o->num_experts_per_tok)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT,
+                   "%s: field num_experts_per_tok = %lld exceeds the %lld experts in "
+                   "topk_group = %lld groups", c->src, (long long)o->num_experts_per_tok,
+                   (long long)(o->topk_group * per), (long long)o->topk_group);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status parse_moe(const cfg_ctx *c, json_t *root, numla_model_config *o)
+{
+    NUMLA_CHECK(cfg_int(c, root, "",
+                        &(cfg_int_spec){.name = "n_routed_experts", .nullable = 1, .min = 0,
+                                        .max = NUMLA_CONFIG_MAX_EXPERTS},
+                        &o->n_routed_experts));
+    NUMLA_CHECK(cfg_int(c, root, "",
+                        &(cfg_int_spec){.name = "n_shared_experts", .nullable = 1, .min = 0,
+                                        .max = NUMLA_CONFIG_MAX_SHARED_EXPERTS},
+                        &o->n_shared_experts));
+    NUMLA_CHECK(cfg_int(c, root, "",
+                        &(cfg_int_spec){.name = "first_k_dense_replace", .nullable = 1, .min = 0,
+                                        .max = NUMLA_CONFIG_MAX_LAYERS},
+                        &o->first_k_dense_replace));
+    NUMLA_CHECK(cfg_int(c, root, "",
+                        &(cfg_int_spec){.name = "moe_layer_freq", .nullable = 1,
+                                        .absent_value = 1, .null_value = 1,
+                                        .min = INT64_MIN, .max = NUMLA_CONFIG_MAX_LAYERS},
+                        &o->moe_layer_freq));
+    NUMLA_CHECK(cfg_real(c, root, "",
+                         &(cfg_real_spec){.name = "routed_scaling_factor", .absent_value = 1.0,
+                                          .min = -INFINITY, .max = 1e6},
+                         &o->routed_scaling_factor));
+    NUMLA_CHECK(cfg_bool(c, root, "", "norm_topk_prob", 0, &o->norm_topk_prob));
+    o->moe_weight_rule = o->arch == NUMLA_MODEL_ARCH_DEEPSEEK_V3
+                             ? NUMLA_MOE_WEIGHT_RULE_NORM_THEN_SCALE
+                             : NUMLA_MOE_WEIGHT_RULE_NORM_OR_SCALE;
+    o->num_experts_per_tok = 0;
+    o->moe_intermediate_size = 0;
+    o->n_group = 1;
+    o->topk_group = 1;
+    o->topk_method = NUMLA_TOPK_METHOD_GREEDY;
+    o->scoring_func = NUMLA_SCORING_FUNC_SOFTMAX;
+    if (o->n_routed_experts == 0)
+        return NUMLA_STATUS_OK; /* every layer dense: the MoE fields are not read */
+
+    NUMLA_CHECK(cfg_int(c, root, "",
+                        &(cfg_int_spec){.name = "num_experts_per_tok", .required = 1, .min = 1,
+                                        .max = INT64_MAX},
+                        &o->num_experts_per_tok));
+    if (o->num_experts_per_tok > o->n_routed_experts)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT,
+                   "%s: field num_experts_per_tok = %lld exceeds n_routed_experts = %lld", c->src,
+                   (long long)o->num_experts_per_tok, (long long)o->n_routed_experts);
+    NUMLA_CHECK(cfg_int(c, root, "",
+                        &(cfg_int_spec){.name = "moe_intermediate_size", .required = 1, .min = 1,
+                                        .max = NUMLA_CONFIG_MAX_INTERMEDIATE},
+                        &o->moe_intermediate_size));
+    if (o->moe_layer_freq < 1)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field moe_layer_freq = %lld must be positive",
+                   c->src, (long long)o->moe_layer_freq);
+    if (!(o->routed_scaling_factor > 0))
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field routed_scaling_factor must be positive", c->src);
+    NUMLA_CHECK(parse_moe_methods(c, root, o));
+    NUMLA_CHECK(parse_moe_groups(c, root, o));
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status parse_rope_scaling(const cfg_ctx *c, json_t *root, numla_model_config *o)
+{
     o->rope_yarn = 0;
     o->rope_factor = 1.0;
     o->rope_truncate = 1;
@@ -189,284 +462,111 @@ static numla_status parse_rope_scaling(const cfg_ctx *cc, json_t *root, numla_mo
     if (!rs || json_is_null(rs))
         return NUMLA_STATUS_OK;
     if (!json_is_object(rs))
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s must be an object or null", c.src, field);
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s must be an object or null", c->src, field);
     if (rs == rp && json_object_get(rs, "rope_theta") && !json_object_get(root, "rope_theta"))
-        NUMLA_CHECK(cfg_real(&c, rs, "rope_parameters.", "rope_theta", 1, 0, &o->rope_theta));
+        NUMLA_CHECK(cfg_real(c, rs, "rope_parameters.",
+                             &(cfg_real_spec){.name = "rope_theta", .required = 1, .min = 1,
+                                              .min_exclusive = 1,
+                                              .max = NUMLA_CONFIG_MAX_ROPE_THETA},
+                             &o->rope_theta));
     const char *type = NULL, *rtype = NULL;
     char pre[32];
     snprintf(pre, sizeof pre, "%s.", field);
-    NUMLA_CHECK(cfg_str(&c, rs, pre, "type", &type));
-    NUMLA_CHECK(cfg_str(&c, rs, pre, "rope_type", &rtype));
+    NUMLA_CHECK(cfg_str(c, rs, pre, "type", &type));
+    NUMLA_CHECK(cfg_str(c, rs, pre, "rope_type", &rtype));
     const char *t = rtype ? rtype : type;
     if (!t)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field %stype", c.src, pre);
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field %stype", c->src, pre);
     if (!strcmp(t, "default"))
         return NUMLA_STATUS_OK;
     if (strcmp(t, "yarn"))
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                   "%s: %stype \"%s\" is not supported (only \"yarn\")", c.src, pre, t);
+                   "%s: %stype \"%s\" is not supported (only \"yarn\")", c->src, pre, t);
     o->rope_yarn = 1;
+    const cfg_int_spec l0_spec = {.name = "original_max_position_embeddings",
+                                  .absent_value = o->max_position_embeddings, .min = 1,
+                                  .max = NUMLA_CONFIG_MAX_POSITIONS};
+    NUMLA_CHECK(cfg_int(c, rs, pre, &l0_spec, &o->rope_original_max_position_embeddings));
     /* A missing factor is the ratio max_position_embeddings / original (transformers' rule;
      * DESIGN.md §5 trap). A present factor is used as written. */
     json_t *fv = json_object_get(rs, "factor");
-    if ((!fv || json_is_null(fv)) && json_object_get(rs, "original_max_position_embeddings")) {
-        int64_t l0;
-        NUMLA_CHECK(cfg_int(&c, rs, pre, "original_max_position_embeddings", 1, 0, 0, 0, &l0));
-        POSITIVE(l0, "rope_scaling.original_max_position_embeddings");
-        o->rope_factor = (double)o->max_position_embeddings / (double)l0;
-    } else {
-        NUMLA_CHECK(cfg_real(&c, rs, pre, "factor", 1, 1.0, &o->rope_factor));
-    }
-    NUMLA_CHECK(cfg_bool(&c, rs, "truncate", 1, &o->rope_truncate));
-    o->rope_explicit_attention_factor = 0.0;
-    NUMLA_CHECK(cfg_real(&c, rs, pre, "attention_factor", 0, 0.0,
-                         &o->rope_explicit_attention_factor));
-    if (o->rope_factor < 1.0)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %sfactor = %g must be >= 1", c.src, pre,
-                   o->rope_factor);
-    NUMLA_CHECK(cfg_int(&c, rs, pre, "original_max_position_embeddings", 0, 0,
-                        o->max_position_embeddings, 0, &o->rope_original_max_position_embeddings));
-    POSITIVE(o->rope_original_max_position_embeddings,
-             "rope_scaling.original_max_position_embeddings");
-    NUMLA_CHECK(cfg_real(&c, rs, pre, "beta_fast", 0, 32.0, &o->rope_beta_fast));
-    NUMLA_CHECK(cfg_real(&c, rs, pre, "beta_slow", 0, 1.0, &o->rope_beta_slow));
-    NUMLA_CHECK(cfg_real(&c, rs, pre, "mscale", 0, 1.0, &o->rope_mscale));
-    NUMLA_CHECK(cfg_real(&c, rs, pre, "mscale_all_dim", 0, 0.0,
-                         &o->rope_mscale_all_dim));
-    if (o->rope_beta_fast <= 0 || o->rope_beta_slow <= 0)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: %sbeta_fast/beta_slow must be positive", c.src,
-                   pre);
+    double ratio = (double)o->max_position_embeddings /
+                   (double)o->rope_original_max_position_embeddings;
+    if ((!fv || json_is_null(fv)) && json_object_get(rs, "original_max_position_embeddings"))
+        o->rope_factor = ratio;
+    else
+        NUMLA_CHECK(cfg_real(c, rs, pre,
+                             &(cfg_real_spec){.name = "factor", .required = 1, .min = 1,
+                                              .max = NUMLA_CONFIG_MAX_ROPE_FACTOR},
+                             &o->rope_factor));
+    if (o->rope_factor < 1.0 || o->rope_factor > NUMLA_CONFIG_MAX_ROPE_FACTOR)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %sfactor = %g is outside [1, %g]", c->src, pre,
+                   o->rope_factor, NUMLA_CONFIG_MAX_ROPE_FACTOR);
+    NUMLA_CHECK(cfg_bool(c, rs, pre, "truncate", 1, &o->rope_truncate));
+    const struct {
+        cfg_real_spec spec;
+        double *out;
+    } reals[] = {
+        {{.name = "attention_factor", .min = 0, .max = NUMLA_CONFIG_MAX_MSCALE},
+         &o->rope_explicit_attention_factor},
+        {{.name = "beta_fast", .absent_value = 32.0, .min = 0, .min_exclusive = 1, .max = 1e6},
+         &o->rope_beta_fast},
+        {{.name = "beta_slow", .absent_value = 1.0, .min = 0, .min_exclusive = 1, .max = 1e6},
+         &o->rope_beta_slow},
+        {{.name = "mscale", .absent_value = 1.0, .min = 0, .max = NUMLA_CONFIG_MAX_MSCALE},
+         &o->rope_mscale},
+        {{.name = "mscale_all_dim", .absent_value = 0.0, .min = 0, .max = NUMLA_CONFIG_MAX_MSCALE},
+         &o->rope_mscale_all_dim},
+    };
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
+        NUMLA_CHECK(cfg_real(c, rs, pre, &reals[i].spec, reals[i].out));
     return NUMLA_STATUS_OK;
 }
 
-static numla_status parse_eos(const cfg_ctx *cc, json_t *root, numla_model_config *o)
+static numla_status parse_rope(const cfg_ctx *c, json_t *root, numla_model_config *o)
 {
-    cfg_ctx c = *cc;
+    NUMLA_CHECK(cfg_real(c, root, "",
+                         &(cfg_real_spec){.name = "rope_theta", .absent_value = 10000.0, .min = 1,
+                                          .min_exclusive = 1, .max = NUMLA_CONFIG_MAX_ROPE_THETA},
+                         &o->rope_theta));
+    return parse_rope_scaling(c, root, o);
+}
+
+static numla_status parse_special_tokens(const cfg_ctx *c, json_t *root, numla_model_config *o)
+{
     int64_t bos;
-    NUMLA_CHECK(cfg_int(&c, root, "", "bos_token_id", 0, 1, -1, -1, &bos));
+    NUMLA_CHECK(cfg_int(c, root, "",
+                        &(cfg_int_spec){.name = "bos_token_id", .nullable = 1, .absent_value = -1,
+                                        .null_value = -1, .min = -1, .max = o->vocab_size - 1},
+                        &bos));
     o->bos_token_id = (int32_t)bos;
     o->num_eos = 0;
     json_t *v = json_object_get(root, "eos_token_id");
     if (!v || json_is_null(v))
         return NUMLA_STATUS_OK;
-    if (json_is_integer(v)) {
-        o->eos_token_ids[o->num_eos++] = (int32_t)json_integer_value(v);
-    } else if (json_is_array(v)) {
-        size_t i;
-        json_t *e;
-        json_array_foreach(v, i, e) {
-            if (!json_is_integer(e))
-                NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field eos_token_id[%zu] is not an integer",
-                           c.src, i);
-            if (o->num_eos < NUMLA_CONFIG_MAX_EOS)
-                o->eos_token_ids[o->num_eos++] = (int32_t)json_integer_value(e);
-        }
-    } else {
+    if (!json_is_integer(v) && !json_is_array(v))
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field eos_token_id must be an integer or a list",
-                   c.src);
+                   c->src);
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
+        if (!json_is_integer(e))
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field eos_token_id[%zu] is not an integer",
+                       c->src, i);
+        json_int_t id = json_integer_value(e);
+        if (id < 0 || id >= o->vocab_size)
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field eos_token_id = %lld outside the vocabulary",
+                       c->src, (long long)id);
+        if (o->num_eos < NUMLA_CONFIG_MAX_EOS)
+            o->eos_token_ids[o->num_eos++] = (int32_t)id;
     }
-    for (int i = 0; i < o->num_eos; i++)
-        if (o->eos_token_ids[i] < 0 || o->eos_token_ids[i] >= o->vocab_size)
-            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field eos_token_id = %d outside the vocabulary",
-                       c.src, o->eos_token_ids[i]);
     return NUMLA_STATUS_OK;
 }
 
-static numla_status parse_root(const cfg_ctx *cc, json_t *root, numla_model_config *o)
+/* Derived values, DESIGN.md §5; the ranges above keep them finite, and the check after says so
+ * by name should a combination of in-range values still break them. */
+static numla_status derive(const cfg_ctx *c, numla_model_config *o)
 {
-    cfg_ctx c = *cc;
-    if (!json_is_object(root))
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: top level is not a JSON object", c.src);
-    const char *mt;
-    NUMLA_CHECK(cfg_str(&c, root, "", "model_type", &mt));
-    if (!mt)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field model_type", c.src);
-    if (!strcmp(mt, "deepseek_v2"))
-        o->arch = NUMLA_MODEL_ARCH_DEEPSEEK_V2;
-    else if (!strcmp(mt, "deepseek_v3"))
-        o->arch = NUMLA_MODEL_ARCH_DEEPSEEK_V3;
-    else
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                   "%s: field model_type = \"%s\" is not supported (deepseek_v2, deepseek_v3)",
-                   c.src, mt);
-    snprintf(o->model_type, sizeof o->model_type, "%s", mt);
-    int v3 = o->arch == NUMLA_MODEL_ARCH_DEEPSEEK_V3;
-
-    NUMLA_CHECK(cfg_int(&c, root, "", "vocab_size", 1, 0, 0, 0, &o->vocab_size));
-    NUMLA_CHECK(cfg_int(&c, root, "", "hidden_size", 1, 0, 0, 0, &o->hidden_size));
-    NUMLA_CHECK(cfg_int(&c, root, "", "num_hidden_layers", 1, 0, 0, 0, &o->num_hidden_layers));
-    NUMLA_CHECK(cfg_int(&c, root, "", "num_attention_heads", 1, 0, 0, 0, &o->num_attention_heads));
-    NUMLA_CHECK(cfg_int(&c, root, "", "intermediate_size", 1, 0, 0, 0, &o->intermediate_size));
-    NUMLA_CHECK(cfg_real(&c, root, "", "rms_norm_eps", 1, 0, &o->rms_norm_eps));
-    NUMLA_CHECK(cfg_int(&c, root, "", "max_position_embeddings", 1, 0, 0, 0,
-                        &o->max_position_embeddings));
-    NUMLA_CHECK(cfg_bool(&c, root, "tie_word_embeddings", 0, &o->tie_word_embeddings));
-    POSITIVE(o->vocab_size, "vocab_size");
-    POSITIVE(o->hidden_size, "hidden_size");
-    POSITIVE(o->num_hidden_layers, "num_hidden_layers");
-    POSITIVE(o->num_attention_heads, "num_attention_heads");
-    POSITIVE(o->intermediate_size, "intermediate_size");
-    POSITIVE(o->max_position_embeddings, "max_position_embeddings");
-    if (!(o->rms_norm_eps > 0))
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field rms_norm_eps must be positive", c.src);
-    if (o->vocab_size > INT32_MAX)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field vocab_size = %lld does not fit int32", c.src,
-                   (long long)o->vocab_size);
-
-    const char *act;
-    NUMLA_CHECK(cfg_str(&c, root, "", "hidden_act", &act));
-    if (act && strcmp(act, "silu"))
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: field hidden_act = \"%s\" is not supported (silu)",
-                   c.src, act);
-    int attn_bias = 0;
-    NUMLA_CHECK(cfg_bool(&c, root, "attention_bias", 0, &attn_bias));
-    if (attn_bias)
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: field attention_bias = true is not supported",
-                   c.src);
-
-    /* MLA. q_lora_rank must be written out: see config.h. */
-    if (!json_object_get(root, "q_lora_rank"))
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT,
-                   "%s: missing field q_lora_rank (write null for a plain q_proj; the HF class "
-                   "would silently default it to 1536)", c.src);
-    NUMLA_CHECK(cfg_int(&c, root, "", "q_lora_rank", 1, 1, 0, 0, &o->q_lora_rank));
-    if (o->q_lora_rank < 0)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field q_lora_rank = %lld must be null or positive",
-                   c.src, (long long)o->q_lora_rank);
-    NUMLA_CHECK(cfg_int(&c, root, "", "kv_lora_rank", 1, 0, 0, 0, &o->kv_lora_rank));
-    NUMLA_CHECK(cfg_int(&c, root, "", "qk_nope_head_dim", 1, 0, 0, 0, &o->qk_nope_head_dim));
-    NUMLA_CHECK(cfg_int(&c, root, "", "qk_rope_head_dim", 1, 0, 0, 0, &o->qk_rope_head_dim));
-    NUMLA_CHECK(cfg_int(&c, root, "", "v_head_dim", 1, 0, 0, 0, &o->v_head_dim));
-    POSITIVE(o->kv_lora_rank, "kv_lora_rank");
-    POSITIVE(o->qk_nope_head_dim, "qk_nope_head_dim");
-    POSITIVE(o->qk_rope_head_dim, "qk_rope_head_dim");
-    POSITIVE(o->v_head_dim, "v_head_dim");
-    /* The vector attention / cache kernels need these multiples (kernels/mla_attn.h). */
-    if (o->kv_lora_rank % 32)
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                   "%s: field kv_lora_rank = %lld is not a multiple of 32 (the attention kernels "
-                   "need that)", c.src, (long long)o->kv_lora_rank);
-    if (o->qk_rope_head_dim % 16)
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                   "%s: field qk_rope_head_dim = %lld is not a multiple of 16 (the attention "
-                   "kernels need that)", c.src, (long long)o->qk_rope_head_dim);
-    if (o->qk_rope_head_dim > NUMLA_CONFIG_MAX_ROPE_DIM)
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: field qk_rope_head_dim = %lld exceeds %d",
-                   c.src, (long long)o->qk_rope_head_dim, NUMLA_CONFIG_MAX_ROPE_DIM);
-    o->q_head_dim = o->qk_nope_head_dim + o->qk_rope_head_dim;
-
-    /* MoE */
-    NUMLA_CHECK(cfg_int(&c, root, "", "n_routed_experts", 0, 1, 0, 0, &o->n_routed_experts));
-    NUMLA_CHECK(cfg_int(&c, root, "", "n_shared_experts", 0, 1, 0, 0, &o->n_shared_experts));
-    NUMLA_CHECK(cfg_int(&c, root, "", "first_k_dense_replace", 0, 1, 0, 0,
-                        &o->first_k_dense_replace));
-    NUMLA_CHECK(cfg_int(&c, root, "", "moe_layer_freq", 0, 1, 1, 1, &o->moe_layer_freq));
-    NUMLA_CHECK(cfg_real(&c, root, "", "routed_scaling_factor", 0, 1.0, &o->routed_scaling_factor));
-    NUMLA_CHECK(cfg_bool(&c, root, "norm_topk_prob", 0, &o->norm_topk_prob));
-    o->moe_weight_rule = v3 ? NUMLA_MOE_WEIGHT_RULE_NORM_THEN_SCALE
-                            : NUMLA_MOE_WEIGHT_RULE_NORM_OR_SCALE;
-    if (o->n_routed_experts < 0 || o->n_shared_experts < 0 || o->first_k_dense_replace < 0)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT,
-                   "%s: fields n_routed_experts / n_shared_experts / first_k_dense_replace must "
-                   "not be negative", c.src);
-    o->num_experts_per_tok = 0;
-    o->moe_intermediate_size = 0;
-    o->n_group = 1;
-    o->topk_group = 1;
-    o->topk_method = NUMLA_TOPK_METHOD_GREEDY;
-    o->scoring_func = NUMLA_SCORING_FUNC_SOFTMAX;
-    if (o->n_routed_experts > 0) {
-        NUMLA_CHECK(cfg_int(&c, root, "", "num_experts_per_tok", 1, 0, 0, 0,
-                            &o->num_experts_per_tok));
-        NUMLA_CHECK(cfg_int(&c, root, "", "moe_intermediate_size", 1, 0, 0, 0,
-                            &o->moe_intermediate_size));
-        POSITIVE(o->num_experts_per_tok, "num_experts_per_tok");
-        POSITIVE(o->moe_intermediate_size, "moe_intermediate_size");
-        POSITIVE(o->moe_layer_freq, "moe_layer_freq");
-        if (o->num_experts_per_tok > o->n_routed_experts)
-            NUMLA_FAIL(NUMLA_STATUS_FORMAT,
-                       "%s: field num_experts_per_tok = %lld exceeds n_routed_experts = %lld",
-                       c.src, (long long)o->num_experts_per_tok, (long long)o->n_routed_experts);
-        if (!(o->routed_scaling_factor > 0))
-            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field routed_scaling_factor must be positive",
-                       c.src);
-
-        const char *tm, *sf;
-        NUMLA_CHECK(cfg_str(&c, root, "", "topk_method", &tm));
-        NUMLA_CHECK(cfg_str(&c, root, "", "scoring_func", &sf));
-        if (!tm)
-            tm = v3 ? "noaux_tc" : "greedy";
-        if (!sf)
-            sf = v3 ? "sigmoid" : "softmax";
-        if (!strcmp(tm, "greedy"))
-            o->topk_method = NUMLA_TOPK_METHOD_GREEDY;
-        else if (!strcmp(tm, "group_limited_greedy"))
-            o->topk_method = NUMLA_TOPK_METHOD_GROUP_LIMITED_GREEDY;
-        else if (!strcmp(tm, "noaux_tc"))
-            o->topk_method = NUMLA_TOPK_METHOD_NOAUX_TC;
-        else
-            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                       "%s: field topk_method = \"%s\" is not supported (greedy, "
-                       "group_limited_greedy, noaux_tc)", c.src, tm);
-        if (!strcmp(sf, "softmax"))
-            o->scoring_func = NUMLA_SCORING_FUNC_SOFTMAX;
-        else if (!strcmp(sf, "sigmoid"))
-            o->scoring_func = NUMLA_SCORING_FUNC_SIGMOID;
-        else
-            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                       "%s: field scoring_func = \"%s\" is not supported (softmax, sigmoid)", c.src,
-                       sf);
-        if (o->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC && !v3)
-            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                       "%s: field topk_method = \"noaux_tc\" needs model_type deepseek_v3", c.src);
-        if (o->topk_method != NUMLA_TOPK_METHOD_NOAUX_TC && v3)
-            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                       "%s: field topk_method = \"%s\" with model_type deepseek_v3 (only noaux_tc)",
-                       c.src, tm);
-        if (v3 && o->scoring_func != NUMLA_SCORING_FUNC_SIGMOID)
-            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                       "%s: field scoring_func must be \"sigmoid\" for deepseek_v3", c.src);
-        if (!v3 && o->scoring_func != NUMLA_SCORING_FUNC_SOFTMAX)
-            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                       "%s: field scoring_func must be \"softmax\" for deepseek_v2", c.src);
-
-        int grouped = o->topk_method != NUMLA_TOPK_METHOD_GREEDY;
-        NUMLA_CHECK(cfg_int(&c, root, "", "n_group", grouped, 1, 1, 1, &o->n_group));
-        NUMLA_CHECK(cfg_int(&c, root, "", "topk_group", grouped, 1, o->n_group, o->n_group,
-                            &o->topk_group));
-        POSITIVE(o->n_group, "n_group");
-        POSITIVE(o->topk_group, "topk_group");
-        if (grouped) {
-            if (o->n_routed_experts % o->n_group)
-                NUMLA_FAIL(NUMLA_STATUS_FORMAT,
-                           "%s: field n_group = %lld does not divide n_routed_experts = %lld",
-                           c.src, (long long)o->n_group, (long long)o->n_routed_experts);
-            if (o->topk_group > o->n_group)
-                NUMLA_FAIL(NUMLA_STATUS_FORMAT,
-                           "%s: field topk_group = %lld exceeds n_group = %lld", c.src,
-                           (long long)o->topk_group, (long long)o->n_group);
-            int64_t per = o->n_routed_experts / o->n_group;
-            if (o->topk_method == NUMLA_TOPK_METHOD_NOAUX_TC && per < 2)
-                NUMLA_FAIL(NUMLA_STATUS_FORMAT,
-                           "%s: field n_group = %lld leaves fewer than 2 experts per group "
-                           "(noaux_tc scores a group by its top 2)", c.src, (long long)o->n_group);
-            if (o->topk_group * per < o->num_experts_per_tok)
-                NUMLA_FAIL(NUMLA_STATUS_FORMAT,
-                           "%s: field num_experts_per_tok = %lld exceeds the %lld experts in "
-                           "topk_group = %lld groups", c.src, (long long)o->num_experts_per_tok,
-                           (long long)(o->topk_group * per), (long long)o->topk_group);
-        }
-    }
-
-    /* RoPE */
-    NUMLA_CHECK(cfg_real(&c, root, "", "rope_theta", 0, 10000.0, &o->rope_theta));
-    if (!(o->rope_theta > 1.0))
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field rope_theta = %g must be > 1", c.src,
-                   o->rope_theta);
-    NUMLA_CHECK(parse_rope_scaling(&c, root, o));
-    NUMLA_CHECK(parse_eos(&c, root, o));
-
-    /* Derived values, DESIGN.md §5. */
     double m = 1.0;
     if (o->rope_yarn && o->rope_mscale_all_dim != 0.0)
         m = numla_yarn_get_mscale(o->rope_factor, o->rope_mscale_all_dim);
@@ -485,6 +585,32 @@ static numla_status parse_root(const cfg_ctx *cc, json_t *root, numla_model_conf
         numla_rope_compute_inv_freq_ex(o->qk_rope_head_dim, o->rope_theta, o->rope_factor,
                                        (double)o->rope_original_max_position_embeddings,
                                        o->rope_beta_fast, o->rope_beta_slow, 0, o->rope_inv_freq);
+    if (!isfinite(o->softmax_scale) || !(o->softmax_scale > 0))
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: fields rope_scaling.factor / mscale_all_dim give a "
+                   "softmax scale of %g", c->src, o->softmax_scale);
+    if (!isfinite(o->rope_attention_factor) || !(o->rope_attention_factor > 0))
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: fields rope_scaling.factor / mscale / mscale_all_dim "
+                   "/ attention_factor give an attention factor of %g", c->src,
+                   o->rope_attention_factor);
+    for (int64_t i = 0; i < o->qk_rope_head_dim / 2; i++)
+        if (!isnormal(o->rope_inv_freq[i]) || !(o->rope_inv_freq[i] > 0))
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: fields rope_theta / rope_scaling.factor give "
+                       "RoPE frequency %lld = %g", c->src, (long long)i, o->rope_inv_freq[i]);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status parse_root(const cfg_ctx *c, json_t *root, numla_model_config *o)
+{
+    if (!json_is_object(root))
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: top level is not a JSON object", c->src);
+    NUMLA_CHECK(parse_model_type(c, root, o));
+    NUMLA_CHECK(parse_sizes(c, root, o));
+    NUMLA_CHECK(parse_unsupported(c, root));
+    NUMLA_CHECK(parse_mla(c, root, o));
+    NUMLA_CHECK(parse_moe(c, root, o));
+    NUMLA_CHECK(parse_rope(c, root, o));
+    NUMLA_CHECK(parse_special_tokens(c, root, o));
+    NUMLA_CHECK(derive(c, o));
     return NUMLA_STATUS_OK;
 }
 

@@ -29,6 +29,25 @@ enum {
     NUMLA_CONFIG_MAX_EOS = 8,
 };
 
+/* Upper bounds config validation enforces, each well above any published DeepSeek-style model
+ * and low enough that the products the code forms (weight shapes vocab × hidden, experts ×
+ * moe_intermediate × hidden; KV sizes positions × layers × (kv_lora_rank + rope dim); int32
+ * casts of layer and rank counts) stay far inside int64. A config beyond one is rejected with
+ * an error naming the field. */
+#define NUMLA_CONFIG_MAX_VOCAB ((int64_t)1 << 24)
+#define NUMLA_CONFIG_MAX_HIDDEN ((int64_t)1 << 16)        /* hidden_size */
+#define NUMLA_CONFIG_MAX_LAYERS ((int64_t)1 << 10)        /* num_hidden_layers */
+#define NUMLA_CONFIG_MAX_HEADS ((int64_t)1 << 10)         /* num_attention_heads */
+#define NUMLA_CONFIG_MAX_INTERMEDIATE ((int64_t)1 << 20)  /* (moe_)intermediate_size */
+#define NUMLA_CONFIG_MAX_POSITIONS ((int64_t)1 << 24)     /* max_position_embeddings */
+#define NUMLA_CONFIG_MAX_LORA_RANK ((int64_t)1 << 14)     /* q_lora_rank, kv_lora_rank */
+#define NUMLA_CONFIG_MAX_HEAD_DIM ((int64_t)1 << 12)      /* qk_nope_head_dim, v_head_dim */
+#define NUMLA_CONFIG_MAX_EXPERTS ((int64_t)1 << 14)       /* n_routed_experts (n_group <= it) */
+#define NUMLA_CONFIG_MAX_SHARED_EXPERTS ((int64_t)1 << 10)
+#define NUMLA_CONFIG_MAX_ROPE_THETA 1e12
+#define NUMLA_CONFIG_MAX_ROPE_FACTOR 1e6                  /* rope_scaling.factor */
+#define NUMLA_CONFIG_MAX_MSCALE 1e3                       /* rope_scaling.mscale(_all_dim) */
+
 typedef enum numla_model_arch {
     NUMLA_MODEL_ARCH_DEEPSEEK_V2 = 0, /* model_type "deepseek_v2" */
     NUMLA_MODEL_ARCH_DEEPSEEK_V3,     /* model_type "deepseek_v3" */

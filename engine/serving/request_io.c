@@ -88,6 +88,16 @@ static int parse_text_prompt(json_t *v, const numla_request_limits *lim, numla_r
         req_error(r, "field \"prompt\" is not valid UTF-8 at byte offset %lld", (long long)bad);
         return 0;
     }
+    /* A text that cannot fit is refused before it is encoded (a 50 MB prompt would cost GBs). */
+    int64_t per_token = numla_tokenizer_max_bytes_per_token(lim->tokenizer);
+    if (per_token > 0 && lim->max_context > 0 &&
+        (uint64_t)len > (uint64_t)per_token * (uint64_t)lim->max_context) {
+        req_error(r, "field \"prompt\" has %zu bytes, at least %lld tokens (a token stands for at "
+                     "most %lld bytes): more than the context of %lld tokens", len,
+                  (long long)((len + (uint64_t)per_token - 1) / (uint64_t)per_token),
+                  (long long)per_token, (long long)lim->max_context);
+        return 0;
+    }
     int32_t *ids = NULL;
     int64_t n = 0;
     if (numla_tokenizer_encode(lim->tokenizer, text, len, 1, &ids, &n) != NUMLA_STATUS_OK) {

@@ -32,8 +32,17 @@
 typedef struct numla_tokenizer numla_tokenizer;
 typedef struct numla_tokenizer_stream numla_tokenizer_stream;
 
-/* Load the tokenizer of a model directory. Not collective. */
+/* Ids above this are refused at load when the model's vocab_size is not known (the largest
+ * published vocabularies are below 2^18). */
+#define NUMLA_TOKENIZER_MAX_IDS ((int64_t)1 << 24)
+
+/* Load the tokenizer of a model directory. Ids must be below NUMLA_TOKENIZER_MAX_IDS.
+ * Not collective. */
 numla_status numla_tokenizer_load(const char *model_dir, numla_tokenizer **out);
+/* The same for a model whose config gives vocab_size (> 0): every id in tokenizer.json must be
+ * below it, else NUMLA_STATUS_FORMAT naming the token and its id. Not collective. */
+numla_status numla_tokenizer_load_for_model(const char *model_dir, int64_t vocab_size,
+                                            numla_tokenizer **out);
 /* Free and NULL the handle (NULL is fine). */
 void numla_tokenizer_destroy(numla_tokenizer **t);
 
@@ -47,6 +56,11 @@ numla_status numla_tokenizer_encode(numla_tokenizer *t, const char *text, size_t
  * An id outside the vocabulary fails with NUMLA_STATUS_OUT_OF_RANGE. */
 numla_status numla_tokenizer_decode(const numla_tokenizer *t, const int32_t *ids, int64_t n,
                                     int skip_special, char **text, size_t *len);
+
+/* The most bytes of input text one token can stand for (the longest token, with room for NFC
+ * composing), so a text of len bytes encodes to at least len / this many tokens; 0 when there is
+ * no such bound (added tokens that strip spaces, a Split that removes text). */
+int64_t numla_tokenizer_max_bytes_per_token(const numla_tokenizer *t);
 
 /* BOS / EOS ids from tokenizer_config.json (or the TemplateProcessing BOS); -1 when none. */
 int32_t numla_tokenizer_bos(const numla_tokenizer *t);

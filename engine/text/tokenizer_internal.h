@@ -76,6 +76,8 @@ typedef struct numla_tokenizer_span {
 struct numla_tokenizer {
     /* ids: model vocabulary and added tokens (added ones win, as in the reference) */
     int64_t n_ids;           /* one past the largest id */
+    int64_t id_limit;        /* every id must be below it (load's vocab_size or the cap) */
+    int id_limit_from_model; /* 1: id_limit is the model's vocab_size */
     char **tok;              /* (n_ids) token strings (NUL-terminated), NULL for holes */
     uint32_t *tok_len;       /* (n_ids) */
     uint8_t *special;        /* (n_ids) 1 for special added tokens */
@@ -160,6 +162,11 @@ static inline int numla_tokenizer_cp_byte(uint32_t cp)
 }
 
 uint64_t numla_tokenizer_hash(const void *p, size_t n);
+/* tokenizer_unicode.c: pat with its general-category escapes (\p{L}, \P{N}, \d, ...) following
+ * utf8proc's Unicode tables where PCRE2's are older. *out is malloc'd (NUL-terminated), or NULL
+ * when the pattern needs no change. Not collective; thread-safe. */
+numla_status numla_tokenizer_unicode_pattern(const char *pat, size_t len, char **out,
+                                             size_t *out_len);
 int32_t numla_tokenizer_vocab_find(const numla_tokenizer *t, const char *s, size_t n);
 
 #endif

@@ -77,7 +77,13 @@ static numla_status numla_tokenizer_regex_compile(numla_tokenizer *t, numla_toke
     PCRE2_SIZE off;
     /* PCRE2_LITERAL refuses UCP, which a literal does not need */
     uint32_t flags = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
-    re->code = pcre2_compile((PCRE2_SPTR)pat, len, flags, &err, &off, NULL);
+    char *uni = NULL;
+    size_t uni_len = 0;
+    if (!literal)
+        NUMLA_CHECK(numla_tokenizer_unicode_pattern(pat, len, &uni, &uni_len));
+    re->code = pcre2_compile((PCRE2_SPTR)(uni ? uni : pat), uni ? uni_len : len, flags, &err, &off,
+                             NULL);
+    free(uni);
     if (!re->code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
@@ -343,6 +349,8 @@ static numla_status numla_tokenizer_set_token(numla_tokenizer *t, int32_t id, co
  * byte-level chars becomes those bytes, any other token its own UTF-8. */
 static numla_status numla_tokenizer_build_decode(numla_tokenizer *t)
 {
+    if (t->n_ids < 1 || t->n_ids > NUMLA_TOKENIZER_MAX_IDS)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "tokenizer has %lld ids", (long long)t->n_ids);
     size_t total = 0;
     for (int64_t i = 0; i < t->n_ids; i++)
         total += t->tok_len[i];
@@ -384,6 +392,20 @@ static numla_status numla_tokenizer_build_decode(numla_tokenizer *t)
     return NUMLA_STATUS_OK;
 }
 
+/* Ids index dense tables, so each must lie below the model's vocab_size when the caller gave
+ * it, else below NUMLA_TOKENIZER_MAX_IDS: one huge id would otherwise cost gigabytes. */
+static numla_status numla_tokenizer_id_check(const numla_tokenizer *t, json_int_t id,
+                                             const char *what, const char *name)
+{
+    if (id < t->id_limit)
+        return NUMLA_STATUS_OK;
+    if (t->id_limit_from_model)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s '%s' has id %lld, outside the model's vocab_size %lld",
+                   what, name, (long long)id, (long long)t->id_limit);
+    NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s '%s' has id %lld, above the limit of %lld ids", what, name,
+               (long long)id, (long long)t->id_limit);
+}
+
 static numla_status numla_tokenizer_load_model(numla_tokenizer *t, json_t *model)
 {
     const char *type = json_string_value(json_object_get(model, "type"));
@@ -411,8 +433,9 @@ static numla_status numla_tokenizer_load_model(numla_tokenizer *t, json_t *model
     json_t *v;
     int64_t max_id = -1;
     json_object_foreach(vocab, key, v) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
             NUMLA_FAIL(NUMLA_STATUS_FORMAT, "vocab entry '%s' has no valid id", key);
+        NUMLA_CHECK(numla_tokenizer_id_check(t, json_integer_value(v), "vocab entry", key));
         if (json_integer_value(v) > max_id)
             max_id = json_integer_value(v);
     }
@@ -420,23 +443,27 @@ static numla_status numla_tokenizer_load_model(numla_tokenizer *t, json_t *model
     return NUMLA_STATUS_OK;
 }
 
-static numla_status numla_tokenizer_load_json(numla_tokenizer *t, json_t *root, json_t *config)
+/* The largest id of the model vocabulary and the added tokens, each checked against the limit. */
+static numla_status numla_tokenizer_count_ids(numla_tokenizer *t, json_t *model, json_t *added)
 {
-    json_t *model = json_object_get(root, "model");
-    if (!json_is_object(model))
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "tokenizer.json has no model");
     NUMLA_CHECK(numla_tokenizer_load_model(t, model));
-    json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
-    json_t *added = json_object_get(root, "added_tokens");
     size_t i;
     json_t *e;
     json_array_foreach(added, i, e) {
         json_int_t id = json_integer_value(json_object_get(e, "id"));
-        if (!json_is_string(json_object_get(e, "content")) || id < 0 || id > INT32_MAX)
+        json_t *content = json_object_get(e, "content");
+        if (!json_is_string(content) || !json_is_integer(json_object_get(e, "id")) || id < 0)
             NUMLA_FAIL(NUMLA_STATUS_FORMAT, "added token %zu has no content or id", i);
+        NUMLA_CHECK(numla_tokenizer_id_check(t, id, "added token", json_string_value(content)));
         if (id + 1 > t->n_ids)
             t->n_ids = id + 1;
     }
+    return NUMLA_STATUS_OK;
+}
+
+/* The id tables and the vocabulary hash, the byte-level ids and unk. */
+static numla_status numla_tokenizer_load_vocab(numla_tokenizer *t, json_t *model, json_t *vocab)
+{
     t->tok = calloc((size_t)t->n_ids + 1, sizeof *t->tok);
     t->tok_len = calloc((size_t)t->n_ids + 1, sizeof *t->tok_len);
     t->special = calloc((size_t)t->n_ids + 1, 1);
@@ -475,7 +502,14 @@ static numla_status numla_tokenizer_load_json(numla_tokenizer *t, json_t *root, 
     }
     const char *unk = json_string_value(json_object_get(model, "unk_token"));
     t->unk_id = unk ? numla_tokenizer_vocab_find(t, unk, strlen(unk)) : -1;
+    return NUMLA_STATUS_OK;
+}
 
+/* The merges hash: (left, right) -> rank, merged id. */
+static numla_status numla_tokenizer_load_merges(numla_tokenizer *t, json_t *merges)
+{
+    size_t i;
+    json_t *e;
     size_t n_merges = json_array_size(merges);
     t->merge_mask = numla_tokenizer_pow2(n_merges) - 1;
     t->merge_key = malloc((t->merge_mask + 1) * sizeof *t->merge_key);
@@ -530,7 +564,14 @@ static numla_status numla_tokenizer_load_json(numla_tokenizer *t, json_t *root, 
         NUMLA_CHECK(numla_tokenizer_merge_put(t, ia, ib, (int32_t)i, in));
     }
     free(cat);
+    return NUMLA_STATUS_OK;
+}
 
+/* Added tokens: their table entries and the two tries (raw and normalized text). */
+static numla_status numla_tokenizer_load_added(numla_tokenizer *t, json_t *added)
+{
+    size_t i;
+    json_t *e;
     t->n_added = (int)json_array_size(added);
     t->added = calloc((size_t)t->n_added + 1, sizeof *t->added);
     if (!t->added)
@@ -554,7 +595,12 @@ static numla_status numla_tokenizer_load_json(numla_tokenizer *t, json_t *root, 
     }
     NUMLA_CHECK(numla_tokenizer_addset_build(t, &t->raw, 0));
     NUMLA_CHECK(numla_tokenizer_addset_build(t, &t->norm, 1));
+    return NUMLA_STATUS_OK;
+}
 
+/* Normalizer, pre-tokenizers, post-processor and decoder; the decode table. */
+static numla_status numla_tokenizer_load_pipeline(numla_tokenizer *t, json_t *root)
+{
     NUMLA_CHECK(numla_tokenizer_normalizer_add(t, json_object_get(root, "normalizer")));
     json_t *pre = json_object_get(root, "pre_tokenizer");
     if (!pre || json_is_null(pre))
@@ -567,7 +613,12 @@ static numla_status numla_tokenizer_load_json(numla_tokenizer *t, json_t *root, 
     NUMLA_CHECK(numla_tokenizer_post_add(t, json_object_get(root, "post_processor")));
     NUMLA_CHECK(numla_tokenizer_decoder_check(json_object_get(root, "decoder")));
     NUMLA_CHECK(numla_tokenizer_build_decode(t));
+    return NUMLA_STATUS_OK;
+}
 
+/* BOS / EOS and the BOS-EOS rules from tokenizer_config.json; template ids in range. */
+static numla_status numla_tokenizer_load_specials(numla_tokenizer *t, json_t *config)
+{
     t->bos = t->eos = -1;
     if (config) {
         t->add_bos = json_is_true(json_object_get(config, "add_bos_token"));
@@ -591,7 +642,34 @@ static numla_status numla_tokenizer_load_json(numla_tokenizer *t, json_t *root, 
         if (t->tmpl_post[k] < 0 || t->tmpl_post[k] >= t->n_ids)
             NUMLA_FAIL(NUMLA_STATUS_FORMAT, "TemplateProcessing id %d out of range",
                        (int)t->tmpl_post[k]);
+    return NUMLA_STATUS_OK;
+}
 
+/* NFC can compose up to 3 bytes of input into 1 (a Hangul jamo triple, 9 bytes, into one 3-byte
+ * syllable); 4 leaves a margin. */
+enum { NUMLA_TOKENIZER_NFC_SHRINK = 4 };
+
+int64_t numla_tokenizer_max_bytes_per_token(const numla_tokenizer *t)
+{
+    for (int i = 0; i < t->n_added; i++)
+        if (t->added[i].lstrip || t->added[i].rstrip)
+            return 0;
+    for (int i = 0; i < t->n_pt; i++)
+        if (t->pt[i].kind == NUMLA_TOKENIZER_PT_SPLIT && t->pt[i].behavior == NUMLA_TOKENIZER_REMOVED)
+            return 0;
+    int64_t most = 1;
+    for (int64_t i = 0; i < t->n_ids; i++)
+        if ((int64_t)t->dec_len[i] > most)
+            most = (int64_t)t->dec_len[i];
+    for (int i = 0; i < t->n_added; i++)
+        if ((int64_t)t->added[i].len > most)
+            most = (int64_t)t->added[i].len;
+    return t->nfc ? most * NUMLA_TOKENIZER_NFC_SHRINK : most;
+}
+
+/* Encode state: the regex match context and the word cache. */
+static numla_status numla_tokenizer_prepare_encode(numla_tokenizer *t)
+{
     t->mctx = pcre2_match_context_create(NULL);
     t->jit_stack = pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, NULL);
     if (!t->mctx || !t->jit_stack)
@@ -601,6 +679,22 @@ static numla_status numla_tokenizer_load_json(numla_tokenizer *t, json_t *root, 
     t->cache = calloc((size_t)t->cache_mask + 1, sizeof *t->cache);
     if (!t->cache)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the word cache");
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status numla_tokenizer_load_json(numla_tokenizer *t, json_t *root, json_t *config)
+{
+    json_t *model = json_object_get(root, "model");
+    if (!json_is_object(model))
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "tokenizer.json has no model");
+    json_t *added = json_object_get(root, "added_tokens");
+    NUMLA_CHECK(numla_tokenizer_count_ids(t, model, added));
+    NUMLA_CHECK(numla_tokenizer_load_vocab(t, model, json_object_get(model, "vocab")));
+    NUMLA_CHECK(numla_tokenizer_load_merges(t, json_object_get(model, "merges")));
+    NUMLA_CHECK(numla_tokenizer_load_added(t, added));
+    NUMLA_CHECK(numla_tokenizer_load_pipeline(t, root));
+    NUMLA_CHECK(numla_tokenizer_load_specials(t, config));
+    NUMLA_CHECK(numla_tokenizer_prepare_encode(t));
     return NUMLA_STATUS_OK;
 }
 
@@ -623,6 +717,12 @@ static numla_status numla_tokenizer_read_json(const char *path, int optional, js
 
 numla_status numla_tokenizer_load(const char *model_dir, numla_tokenizer **out)
 {
+    return numla_tokenizer_load_for_model(model_dir, 0, out);
+}
+
+numla_status numla_tokenizer_load_for_model(const char *model_dir, int64_t vocab_size,
+                                            numla_tokenizer **out)
+{
     *out = NULL;
     char *path = NULL, *cpath = NULL;
     if (asprintf(&path, "%s/tokenizer.json", model_dir) < 0 ||
@@ -637,6 +737,9 @@ numla_status numla_tokenizer_load(const char *model_dir, numla_tokenizer **out)
         numla_error_set(s, __FILE__, __LINE__, __func__, "no memory for a tokenizer");
         goto done;
     }
+    t->id_limit = vocab_size > 0 && vocab_size < NUMLA_TOKENIZER_MAX_IDS ? vocab_size
+                                                                       : NUMLA_TOKENIZER_MAX_IDS;
+    t->id_limit_from_model = vocab_size > 0 && vocab_size <= NUMLA_TOKENIZER_MAX_IDS;
     NUMLA_CHECK_GOTO(numla_tokenizer_read_json(path, 0, &root), s, done);
     NUMLA_CHECK_GOTO(numla_tokenizer_read_json(cpath, 1, &config), s, done);
     s = numla_tokenizer_load_json(t, root, config);

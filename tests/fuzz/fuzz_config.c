@@ -1,7 +1,8 @@
 /* tests/fuzz/fuzz_config.c — fuzz target for the config.json parser (engine/model/config.c).
  * Any input must fail with a message, or give a config whose invariants hold (the kernels'
  * multiples, k <= experts, groups dividing experts, finite derived values); else abort.
- * Linked into numla_unit (suite config feeds it mutated configs); -DNUMLA_FUZZ=ON: libFuzzer. */
+ * Linked into numla_unit (suite config feeds it mutated configs and checks the outcomes it
+ * returns); -DNUMLA_FUZZ=ON: libFuzzer. */
 #include "engine/model/config.h"
 
 #include <math.h>
@@ -9,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-void numla_fuzz_config_run(const uint8_t *data, size_t size);
+/* 1: accepted (*out, when given, is the config), 0: rejected with a message naming the file,
+ * -1: out of memory before parsing. */
+int numla_fuzz_config_run(const uint8_t *data, size_t size, numla_model_config *out);
 
 static void fuzz_config_die(const char *what)
 {
@@ -17,11 +20,11 @@ static void fuzz_config_die(const char *what)
     abort();
 }
 
-void numla_fuzz_config_run(const uint8_t *data, size_t size)
+int numla_fuzz_config_run(const uint8_t *data, size_t size, numla_model_config *out)
 {
     char *text = malloc(size + 1);
     if (!text)
-        return;
+        return -1;
     memcpy(text, data, size);
     text[size] = 0;
     numla_model_config c;
@@ -30,14 +33,17 @@ void numla_fuzz_config_run(const uint8_t *data, size_t size)
     if (s != NUMLA_STATUS_OK) {
         if (!numla_error_message()[0] || !strstr(numla_error_message(), "fuzz.json"))
             fuzz_config_die("failure without a message naming the file");
-        return;
+        return 0;
     }
     if (c.kv_lora_rank <= 0 || c.kv_lora_rank % 32 || c.qk_rope_head_dim <= 0 ||
         c.qk_rope_head_dim % 16 || c.qk_rope_head_dim > NUMLA_CONFIG_MAX_ROPE_DIM)
         fuzz_config_die("attention dims the kernels cannot take were accepted");
     if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
-        c.vocab_size <= 0 || c.vocab_size > INT32_MAX)
-        fuzz_config_die("non-positive size accepted");
+        c.vocab_size <= 0 || c.vocab_size > NUMLA_CONFIG_MAX_VOCAB ||
+        c.num_hidden_layers > NUMLA_CONFIG_MAX_LAYERS ||
+        c.max_position_embeddings > NUMLA_CONFIG_MAX_POSITIONS ||
+        c.n_routed_experts > NUMLA_CONFIG_MAX_EXPERTS)
+        fuzz_config_die("size outside its range accepted");
     if (c.n_routed_experts > 0 &&
         (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.n_routed_experts ||
          c.n_group <= 0 || c.n_routed_experts % c.n_group || c.topk_group > c.n_group ||
@@ -48,13 +54,16 @@ void numla_fuzz_config_run(const uint8_t *data, size_t size)
     for (int64_t i = 0; i < c.qk_rope_head_dim / 2; i++)
         if (!isfinite(c.rope_inv_freq[i]) || !(c.rope_inv_freq[i] > 0))
             fuzz_config_die("non-finite inv_freq");
+    if (out)
+        *out = c;
+    return 1;
 }
 
 #ifdef NUMLA_FUZZ_ENTRY
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    numla_fuzz_config_run(data, size);
+    numla_fuzz_config_run(data, size, NULL);
     return 0;
 }
 #endif

@@ -1,14 +1,17 @@
 /* tests/fuzz/fuzz_request.c — fuzz target for the request-line parser (engine/serving/request_io.c).
  * Any input must give either an error naming line 1, or a request whose every field is inside
  * its documented range; anything else aborts. Linked into numla_unit (suite request_io feeds it
- * mutated lines); with -DNUMLA_FUZZ=ON also a libFuzzer binary. */
+ * mutated lines and checks the outcomes it returns); with -DNUMLA_FUZZ=ON also a libFuzzer
+ * binary. */
 #include "engine/serving/request_io.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-void numla_fuzz_request_run(const uint8_t *data, size_t size);
+/* 1: accepted, 0: an error record naming line 1, -1: out of memory. *out, when given, receives the request (the
+ * caller frees it); else it is freed here. Limits: vocab_size 1000, max_context 512. */
+int numla_fuzz_request_run(const uint8_t *data, size_t size, numla_request *out);
 
 static void fuzz_request_die(const char *what, const char *text)
 {
@@ -16,12 +19,15 @@ static void fuzz_request_die(const char *what, const char *text)
     abort();
 }
 
-void numla_fuzz_request_run(const uint8_t *data, size_t size)
+int numla_fuzz_request_run(const uint8_t *data, size_t size, numla_request *out)
 {
     numla_request_limits lim = {.vocab_size = 1000, .max_context = 512};
     numla_request r;
-    if (numla_request_parse((const char *)data, size, 1, &lim, &r) != NUMLA_STATUS_OK)
-        return; /* out of memory only */
+    if (numla_request_parse((const char *)data, size, 1, &lim, &r) != NUMLA_STATUS_OK) {
+        if (out)
+            memset(out, 0, sizeof *out);
+        return -1;
+    }
     if (r.error[0]) {
         if (strncmp(r.error, "line 1: ", 8))
             fuzz_request_die("error does not name the line", r.error);
@@ -45,14 +51,19 @@ void numla_fuzz_request_run(const uint8_t *data, size_t size)
         if (!r.id)
             fuzz_request_die("accepted without id", "");
     }
-    numla_request_free(&r);
+    int accepted = r.error[0] == 0;
+    if (out)
+        *out = r;
+    else
+        numla_request_free(&r);
+    return accepted;
 }
 
 #ifdef NUMLA_FUZZ_ENTRY
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    numla_fuzz_request_run(data, size);
+    numla_fuzz_request_run(data, size, NULL);
     return 0;
 }
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/serving/request_io.h"
 
@@ -153,16 +154,88 @@ static void test_result_write(void)
 }
 
 
-void numla_fuzz_request_run(const uint8_t *data, size_t size);
+/* Issue 19 defect 8: a text prompt that cannot fit the context is refused from its byte length,
+ * before it is tokenized (a 50 MB prompt cost 1.2 GB); one that might fit is tokenized and then
+ * checked by its token count. */
+static void test_prompt_too_long(void)
+{
+    /* the golden bpe8k tokenizer without its one space-stripping added token (which lets a
+     * token stand for any number of spaces, so no byte bound exists; DeepSeek's have none) */
+    json_t *tj = json_load_file(
+        numla_test_source_path("tests/golden/tokenizer/bpe8k/tokenizer.json"), 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tj);
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(tj, "added_tokens"), i, e) {
+        json_object_set_new(e, "lstrip", json_false());
+        json_object_set_new(e, "rstrip", json_false());
+    }
+    char dir[4200], path[4300];
+    snprintf(dir, sizeof dir, "%.4000s/bpe8k_nostrip", numla_test_tmpdir());
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    CU_ASSERT_EQUAL_FATAL(json_dump_file(tj, path, 0), 0);
+    json_decref(tj);
+    numla_tokenizer *tok = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load(dir, &tok), NUMLA_STATUS_OK);
+    int64_t per = numla_tokenizer_max_bytes_per_token(tok);
+    CU_ASSERT_FATAL(per > 0 && per < 1000);
+    numla_request_limits lim = {.vocab_size = numla_tokenizer_vocab_size(tok), .max_context = 64,
+                                .tokenizer = tok};
+    size_t big = 8u << 20;
+    char *line = malloc(big + 64);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+    int off = snprintf(line, 64, "{\"id\": 1, \"prompt\": \"");
+    memset(line + off, 'a', big);
+    snprintf(line + off + big, 64, "\", \"max_tokens\": 1}");
+    numla_request r;
+    CU_ASSERT_EQUAL_FATAL(numla_request_parse(line, strlen(line), 7, &lim, &r), NUMLA_STATUS_OK);
+    NUMLA_ASSERT_MSG(!strncmp(r.error, "line 7: ", 8) && strstr(r.error, "\"prompt\"") &&
+                         strstr(r.error, "bytes") && strstr(r.error, "context of 64"),
+                     "error '%s'", r.error);
+    CU_ASSERT_PTR_NULL(r.prompt_tokens);
+    numla_request_free(&r);
+    /* exactly at the byte bound: tokenized, then refused by its token count */
+    off = snprintf(line, 64, "{\"id\": 2, \"prompt\": \"");
+    size_t at = (size_t)(per * lim.max_context);
+    for (size_t k = 0; k < at; k++)
+        line[off + k] = "ab c"[k % 4];
+    snprintf(line + off + at, 64, "\", \"max_tokens\": 1}");
+    CU_ASSERT_EQUAL_FATAL(numla_request_parse(line, strlen(line), 8, &lim, &r), NUMLA_STATUS_OK);
+    NUMLA_ASSERT_MSG(strstr(r.error, "line 8: ") && strstr(r.error, "exceeds the context"),
+                     "error '%s'", r.error);
+    numla_request_free(&r);
+    /* a short one is served */
+    const char *ok = "{\"id\": 3, \"prompt\": \"Hello world\", \"max_tokens\": 4}";
+    CU_ASSERT_EQUAL_FATAL(numla_request_parse(ok, strlen(ok), 9, &lim, &r), NUMLA_STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(r.error, "");
+    CU_ASSERT_TRUE(r.num_prompt >= 2);
+    numla_request_free(&r);
+    free(line);
+    numla_tokenizer_destroy(&tok);
+}
 
-/* The fuzz target's checks over seeded mutations of a valid input: byte flips, digit and
- * bracket insertions, deletions and truncations. */
+int numla_fuzz_request_run(const uint8_t *data, size_t size, numla_request *out);
+
+/* Seeded mutations of a valid line (byte flips, digit and bracket insertions, deletions and
+ * truncations) through the fuzz target's range checks. Each is either accepted, and then every
+ * field the mutation left as written equals the seed's, or an error record naming line 1 and
+ * what is wrong. Both outcomes must occur: a parser rejecting everything fails. */
 static void test_fuzz_mutations(void)
 {
     const char *seed = "{\"id\": \"a1\", \"prompt_tokens\": [1, 2, 99], \"max_tokens\": 5, \"temperature\": 0.7, \"top_k\": 40, \"top_p\": 0.9, \"seed\": 12, \"stop_token_ids\": [7, 8], \"ignore_eos\": true, \"logprobs\": 3}";
+    static const char *const fields[] = {"id", "prompt_tokens", "max_tokens", "temperature",
+                                         "top_k", "top_p", "seed", "stop_token_ids",
+                                         "ignore_eos", "logprobs"};
     size_t n = strlen(seed);
+    numla_request orig;
+    CU_ASSERT_EQUAL_FATAL(numla_fuzz_request_run((const uint8_t *)seed, n, &orig), 1);
+    json_t *seed_json = json_loads(seed, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seed_json);
     uint8_t *buf = malloc(n + 64);
+    char *text = malloc(n + 65);
     numla_test_rng rng = {2026};
+    int accepted = 0, rejected = 0, compared = 0;
     for (int it = 0; it < 3000; it++) {
         memcpy(buf, seed, n);
         size_t len = n;
@@ -177,11 +250,72 @@ static void test_fuzz_mutations(void)
             default: len = at + 1; break;
             }
         }
-        numla_fuzz_request_run(buf, len);
+        numla_request r;
+        int res = numla_fuzz_request_run(buf, len, &r);
+        CU_ASSERT_NOT_EQUAL_FATAL(res, -1);
+        if (res == 0) {
+            rejected++;
+            /* "line 1: " and then the problem: the JSON error or a field of the seed */
+            int named = strstr(r.error, "invalid JSON") || strstr(r.error, "JSON object");
+            for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
+                named |= strstr(r.error, fields[f]) != NULL;
+            named |= strstr(r.error, "unknown field") != NULL;
+            NUMLA_ASSERT_MSG(!strncmp(r.error, "line 1: ", 8) && named,
+                             "mutation %d: error '%s'", it, r.error);
+            numla_request_free(&r);
+            continue;
+        }
+        accepted++;
+        memcpy(text, buf, len);
+        text[len] = 0;
+        json_t *mj = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(mj);
+#define SAME(key) (json_object_get(mj, key) && \
+                   json_equal(json_object_get(mj, key), json_object_get(seed_json, key)))
+        if (SAME("id")) {
+            compared++;
+            CU_ASSERT_TRUE(json_equal((json_t *)r.id, (json_t *)orig.id));
+        }
+        if (SAME("prompt_tokens")) {
+            compared++;
+            CU_ASSERT_EQUAL_FATAL(r.num_prompt, orig.num_prompt);
+            CU_ASSERT_EQUAL(memcmp(r.prompt_tokens, orig.prompt_tokens,
+                                   (size_t)r.num_prompt * sizeof *r.prompt_tokens), 0);
+        }
+        const numla_sampling_params *p = &r.params, *q = &orig.params;
+        if (SAME("max_tokens") && ++compared)
+            CU_ASSERT_EQUAL(p->max_tokens, q->max_tokens);
+        if (SAME("temperature") && ++compared)
+            CU_ASSERT_DOUBLE_EQUAL(p->temperature, q->temperature, 0);
+        if (SAME("top_k") && ++compared)
+            CU_ASSERT_EQUAL(p->top_k, q->top_k);
+        if (SAME("top_p") && ++compared)
+            CU_ASSERT_DOUBLE_EQUAL(p->top_p, q->top_p, 0);
+        if (SAME("seed") && ++compared)
+            CU_ASSERT_TRUE(p->has_seed && p->seed == q->seed);
+        if (SAME("stop_token_ids") && ++compared) {
+            CU_ASSERT_EQUAL_FATAL(p->num_stop, q->num_stop);
+            for (int32_t i = 0; i < p->num_stop; i++)
+                CU_ASSERT_EQUAL(p->stop_token_ids[i], q->stop_token_ids[i]);
+        }
+        if (SAME("ignore_eos") && ++compared)
+            CU_ASSERT_EQUAL(p->ignore_eos, q->ignore_eos);
+        if (SAME("logprobs") && ++compared)
+            CU_ASSERT_EQUAL(p->logprobs, q->logprobs);
+#undef SAME
+        json_decref(mj);
+        numla_request_free(&r);
     }
     free(buf);
-    CU_PASS("no invariant broken");
+    free(text);
+    json_decref(seed_json);
+    numla_request_free(&orig);
+    /* observed with this seed: 66 accepted, 2934 rejected, 622 fields compared */
+    NUMLA_ASSERT_MSG(accepted >= 30 && rejected >= 1000, "accepted %d, rejected %d of 3000",
+                     accepted, rejected);
+    NUMLA_ASSERT_MSG(compared >= 300, "only %d fields compared with the seed", compared);
 }
 
 NUMLA_TEST_SUITE(request_io, NULL, NULL, NUMLA_TEST(test_good), NUMLA_TEST(test_malformed),
-                 NUMLA_TEST(test_result_write), NUMLA_TEST(test_fuzz_mutations))
+                 NUMLA_TEST(test_result_write), NUMLA_TEST(test_prompt_too_long),
+                 NUMLA_TEST(test_fuzz_mutations))

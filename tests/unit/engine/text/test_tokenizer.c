@@ -14,6 +14,9 @@
 #include <sys/stat.h>
 
 #include "engine/text/tokenizer.h"
+#include "engine/text/tokenizer_internal.h"
+
+#include <utf8proc.h>
 
 static void byte_char(int b, char out[3])
 {
@@ -461,7 +464,118 @@ static void test_errors(void)
     CU_ASSERT_EQUAL(numla_utf8_invalid_offset("o\xc1\x81", 3), 1);
 }
 
-NUMLA_TEST_SUITE(tokenizer, NULL, NULL, NUMLA_TEST(test_bpe_merge_order),
+/* Write a byte-level BPE tokenizer.json with vocab {"a": 0, "b": 1, "x": big_id} and added token
+ * "<s>" = added_id into a fresh directory; returns the directory. */
+static const char *write_ids_tokenizer(long long big_id, long long added_id)
+{
+    static char dir[4200];
+    static int count;
+    char path[4300];
+    snprintf(dir, sizeof dir, "%.4000s/ids%d", numla_test_tmpdir(), count++);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{\"added_tokens\": [{\"id\": %lld, \"content\": \"<s>\", \"special\": true}],"
+               " \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"ByteLevel\","
+               " \"add_prefix_space\": false, \"use_regex\": true}, \"post_processor\": null,"
+               " \"decoder\": {\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\","
+               " \"vocab\": {\"a\": 0, \"b\": 1, \"x\": %lld}, \"merges\": []}}",
+            added_id, big_id);
+    fclose(f);
+    return dir;
+}
+
+/* Issue 19 defect 7: one id of 1e9 in tokenizer.json cost 12.7 GB. Ids are checked against the
+ * model's vocab_size when the caller gives it, else against NUMLA_TOKENIZER_MAX_IDS, and the
+ * error names the token and the id. */
+static void test_id_bounds(void)
+{
+    numla_tokenizer *t = NULL;
+    CU_ASSERT_EQUAL(numla_tokenizer_load(write_ids_tokenizer(1000000000, 3), &t),
+                    NUMLA_STATUS_FORMAT);
+    CU_ASSERT_PTR_NULL(t);
+    NUMLA_ASSERT_MSG(strstr(numla_error_message(), "'x'") &&
+                         strstr(numla_error_message(), "1000000000"),
+                     "message '%s'", numla_error_message());
+    CU_ASSERT_EQUAL(numla_tokenizer_load(write_ids_tokenizer(2, 1000000000), &t),
+                    NUMLA_STATUS_FORMAT);
+    NUMLA_ASSERT_MSG(strstr(numla_error_message(), "<s>") &&
+                         strstr(numla_error_message(), "1000000000"),
+                     "message '%s'", numla_error_message());
+    /* against the model's vocab_size */
+    const char *dir = write_ids_tokenizer(2, 200);
+    CU_ASSERT_EQUAL(numla_tokenizer_load_for_model(dir, 200, &t), NUMLA_STATUS_FORMAT);
+    NUMLA_ASSERT_MSG(strstr(numla_error_message(), "<s>") &&
+                         strstr(numla_error_message(), "vocab_size 200"),
+                     "message '%s'", numla_error_message());
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load_for_model(dir, 201, &t), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_tokenizer_vocab_size(t), 201);
+    numla_tokenizer_destroy(&t);
+    CU_ASSERT_EQUAL(numla_tokenizer_load_for_model(write_ids_tokenizer(7, 3), 5, &t),
+                    NUMLA_STATUS_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "'x'"));
+    /* at the absolute cap: refused */
+    CU_ASSERT_EQUAL(numla_tokenizer_load(write_ids_tokenizer(NUMLA_TOKENIZER_MAX_IDS, 3), &t),
+                    NUMLA_STATUS_FORMAT);
+}
+
+/* Whether the one-character string cp matches pattern pat after the Unicode rewrite. */
+static int unicode_matches(const char *pat, uint32_t cp)
+{
+    char *rw = NULL;
+    size_t rn = 0;
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_unicode_pattern(pat, strlen(pat), &rw, &rn),
+                          NUMLA_STATUS_OK);
+    int err;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)(rw ? rw : pat), rw ? rn : PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED | PCRE2_ENDANCHORED,
+                                   &err, &off, NULL);
+    free(rw);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(re);
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    utf8proc_uint8_t b[4];
+    utf8proc_ssize_t n = utf8proc_encode_char((utf8proc_int32_t)cp, b);
+    int m = pcre2_match(re, b, (PCRE2_SIZE)n, 0, 0, md, NULL) >= 0;
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    return m;
+}
+
+/* Issue 19 defect 11: the general-category classes the DeepSeek pre-tokenizers use follow
+ * utf8proc's Unicode tables (15.0 on Debian 12, whose PCRE2 has 14.0): letters of CJK Extension
+ * H and symbols such as 🩷 🫨 🪿 🛜 are in \p{L} / \p{S} as in the reference, in and out of
+ * character classes, negated or not; old characters keep their classes. */
+static void test_unicode_classes(void)
+{
+    const uint32_t cps[] = {'a', '7', ' ', '!', 0x4e2d, 0x0301, 0x1f600, 0x1fa77 /* 🩷 */,
+                            0x1fae8 /* 🫨 */, 0x1fabf /* 🪿 */, 0x1f6dc /* 🛜 */,
+                            0x31350 /* CJK Ext H */, 0x11f50 /* Kawi digit */,
+                            0x11b00 /* Devanagari Ext-A punct */, 0x0cf3 /* Kannada mark */};
+    for (size_t i = 0; i < sizeof cps / sizeof cps[0]; i++) {
+        uint32_t cp = cps[i];
+        const char *gc = utf8proc_category_string((utf8proc_int32_t)cp);
+        int L = gc[0] == 'L', N = gc[0] == 'N', S = gc[0] == 'S', P = gc[0] == 'P';
+        int M = gc[0] == 'M', Nd = !strcmp(gc, "Nd");
+        NUMLA_ASSERT_MSG(unicode_matches("\\p{L}", cp) == L, "U+%04X \\p{L}", cp);
+        NUMLA_ASSERT_MSG(unicode_matches("\\pN", cp) == N, "U+%04X \\pN", cp);
+        NUMLA_ASSERT_MSG(unicode_matches("\\P{S}", cp) == !S, "U+%04X \\P{S}", cp);
+        NUMLA_ASSERT_MSG(unicode_matches("\\p{^S}", cp) == !S, "U+%04X \\p{^S}", cp);
+        NUMLA_ASSERT_MSG(unicode_matches("[\\p{L}\\p{M}]", cp) == (L || M), "U+%04X [LM]", cp);
+        NUMLA_ASSERT_MSG(unicode_matches("[^\\s\\p{L}\\p{N}]", cp) == (!L && !N && cp != ' '),
+                         "U+%04X [^\\s\\p{L}\\p{N}]", cp);
+        NUMLA_ASSERT_MSG(unicode_matches("[\\p{P}\\p{S}]", cp) == (P || S), "U+%04X [PS]", cp);
+        NUMLA_ASSERT_MSG(unicode_matches("[\\P{S}]", cp) == !S, "U+%04X [\\P{S}]", cp);
+        NUMLA_ASSERT_MSG(unicode_matches("\\d", cp) == Nd, "U+%04X \\d", cp);
+        NUMLA_ASSERT_MSG(unicode_matches("[\\D]", cp) == !Nd, "U+%04X [\\D]", cp);
+    }
+    /* quoted and escaped text is not a class */
+    CU_ASSERT_TRUE(unicode_matches("\\Q\\p{L}\\E", 0) == 0);
+    CU_ASSERT_TRUE(unicode_matches("\\\\p", '\\') == 0);
+}
+
+NUMLA_TEST_SUITE(tokenizer, NULL, NULL, NUMLA_TEST(test_bpe_merge_order), NUMLA_TEST(test_unicode_classes), NUMLA_TEST(test_id_bounds),
                  NUMLA_TEST(test_bpe_ties_leftmost), NUMLA_TEST(test_ignore_merges),
                  NUMLA_TEST(test_split_behaviours), NUMLA_TEST(test_split_lookahead),
                  NUMLA_TEST(test_digits_and_prefix_space), NUMLA_TEST(test_added_tokens), NUMLA_TEST(test_added_trie),
