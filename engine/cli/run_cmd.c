@@ -478,7 +478,7 @@ static numla_status run_tokenizer_load(run_job *j)
     char tok_path[4096];
     snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", j->o->model);
     if (access(tok_path, F_OK) == 0)
-        NUMLA_CHECK(numla_tokenizer_load(j->o->model, &j->tok));
+        NUMLA_CHECK(numla_tokenizer_load_for_model(j->o->model, j->cfg.vocab_size, &j->tok));
     j->src.lim = (numla_request_limits){.vocab_size = j->cfg.vocab_size,
                                         .max_context = j->o->max_context, .tokenizer = j->tok};
     return NUMLA_STATUS_OK;
