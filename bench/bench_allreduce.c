@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/settings.h"
 
 /* Seconds per call of `batch` back-to-back allreduces, max over ranks. Collective. */
 static numla_status bench_rep_(numla_comm *c, numla_comm_allreduce_path path, float *x, size_t n,
@@ -70,7 +71,10 @@ static int bench_allreduce_main(int argc, char **argv)
         we_inited = 1;
     }
     numla_comm *c = NULL;
-    numla_status s = numla_comm_create(MPI_COMM_WORLD, &c);
+    numla_settings set;
+    numla_status s = numla_settings_load(&set);
+    if (s == NUMLA_STATUS_OK)
+        s = numla_comm_create(MPI_COMM_WORLD, &set.comm, &c);
     if (s != NUMLA_STATUS_OK)
         numla_comm_abort(NULL, s, "bench allreduce: %s", numla_error_message());
     int rank = numla_comm_rank(c), size = numla_comm_size(c);

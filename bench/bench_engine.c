@@ -18,6 +18,7 @@
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/settings.h"
 #include "engine/parallel/engine.h"
 
 static void usage(void)
@@ -63,11 +64,15 @@ static int bench_engine_main(int argc, char **argv)
         we_inited = 1;
     }
     numla_comm *c = NULL;
-    numla_status s = numla_comm_create(MPI_COMM_WORLD, &c);
+    numla_settings set;
+    numla_status s = numla_settings_load(&set);
+    if (s == NUMLA_STATUS_OK)
+        s = numla_comm_create(MPI_COMM_WORLD, &set.comm, &c);
     if (s != NUMLA_STATUS_OK)
         numla_comm_abort(NULL, s, "bench engine: %s", numla_error_message());
     const int rank = numla_comm_rank(c), size = numla_comm_size(c);
     numla_engine_options eo = numla_engine_options_default();
+    numla_settings_engine_options(&set, &eo);
     eo.num_threads = threads;
     eo.bind = bind;
     eo.block_size = 16;

@@ -26,11 +26,11 @@
 #include <sys/resource.h>
 
 #include "bench/bench.h"
-#include "kernels/linear_internal.h"
 #include "bench/bench_model.h"
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/settings.h"
 #include "engine/parallel/engine.h"
 
 static void usage(void)
@@ -167,11 +167,15 @@ static int bench_model_main(int argc, char **argv)
         we_inited = 1;
     }
     bm_ctx x = {.rng = 7};
-    numla_status s = numla_comm_create(MPI_COMM_WORLD, &x.c);
+    numla_settings set;
+    numla_status s = numla_settings_load(&set);
+    if (s == NUMLA_STATUS_OK)
+        s = numla_comm_create(MPI_COMM_WORLD, &set.comm, &x.c);
     if (s != NUMLA_STATUS_OK)
         numla_comm_abort(NULL, s, "bench model: %s", numla_error_message());
     const int rank = numla_comm_rank(x.c), size = numla_comm_size(x.c);
     numla_engine_options eo = numla_engine_options_default();
+    numla_settings_engine_options(&set, &eo);
     eo.num_threads = threads;
     eo.bind = bind;
     eo.block_size = 16;
@@ -222,8 +226,7 @@ static int bench_model_main(int argc, char **argv)
     /* The prefill GEMMs run on AMX tiles when the weights are bf16 and the tiles are usable
      * (kernels/x86/linear_amx.c): their ceiling is then the tile peak, reported next to the
      * AVX-512 one. */
-    const int amx = m->w->isa == NUMLA_ISA_AVX512BF16 && m->w->lm_head.dtype == NUMLA_DTYPE_BF16 &&
-                    numla_linear_amx_enabled();
+    const int amx = m->isa_linear == NUMLA_ISA_AMX && m->w->lm_head.dtype == NUMLA_DTYPE_BF16;
     double amx_peak = amx ? numla_bench_peak_amx_gflops(nth, 5) : 0;
 
     /* prefill: one step of the whole prompt (rewriting the same slots each repetition) */

@@ -18,6 +18,7 @@
 #include "bench/bench.h"
 #include "comm/comm.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/settings.h"
 #include "engine/parallel/engine.h"
 #include "engine/model/model.h"
 #include "engine/serving/scheduler.h"
@@ -241,8 +242,11 @@ static int bench_serve_main(int argc, char **argv)
     bs_acc acc = {0};
     int rc = 1, nreq_max = maxc * rounds;
     numla_status s;
-    NUMLA_CHECK_GOTO(numla_comm_create(MPI_COMM_WORLD, &comm), s, fail);
+    numla_settings set;
+    NUMLA_CHECK_GOTO(numla_settings_load(&set), s, fail);
+    NUMLA_CHECK_GOTO(numla_comm_create(MPI_COMM_WORLD, &set.comm, &comm), s, fail);
     numla_engine_options eo = numla_engine_options_default();
+    numla_settings_engine_options(&set, &eo);
     eo.num_threads = threads;
     eo.block_size = 16;
     /* every sequence in flight at its longest, plus a little slack */

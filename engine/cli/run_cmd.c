@@ -39,6 +39,7 @@
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/settings.h"
 #include "engine/model/config.h"
 #include "engine/parallel/engine.h"
 #include "engine/model/kv_cache.h"
@@ -513,7 +514,9 @@ int numla_run_main(int argc, char **argv)
     struct sigaction sa_old_int, sa_old_term;
     int handlers = 0;
     double t_load = now_s();
-    NUMLA_CHECK_GOTO(numla_comm_create(MPI_COMM_WORLD, &comm), s, fail);
+    numla_settings set;
+    NUMLA_CHECK_GOTO(numla_settings_load(&set), s, fail);
+    NUMLA_CHECK_GOTO(numla_comm_create(MPI_COMM_WORLD, &set.comm, &comm), s, fail);
     rank = numla_comm_rank(comm);
     numla_log_set_rank(rank);
     if (rank != 0) {
@@ -522,6 +525,7 @@ int numla_run_main(int argc, char **argv)
         signal(SIGTERM, SIG_IGN);
     }
     numla_engine_options eo = numla_engine_options_default();
+    numla_settings_engine_options(&set, &eo);
     eo.num_threads = o.threads;
     eo.block_size = o.block_size;
     eo.kv_dtype = o.kv_dtype;
@@ -540,14 +544,12 @@ int numla_run_main(int argc, char **argv)
     numla_kv_cache *kv = numla_engine_kv_cache(eng);
     if (o.max_context == 0 || o.max_context > cfg.max_position_embeddings)
         o.max_context = cfg.max_position_embeddings;
-    numla_isa isa;
-    NUMLA_CHECK_GOTO(numla_isa_select(&isa), s, fail);
     fprintf(stderr, "numla run: %s (%s, %lld layers) loaded in %.2f s: %.1f MB of weights on "
                     "rank 0, %d rank%s, isa %s, %d threads, context %lld, KV %lld blocks of %d "
                     "(%.2f GiB per rank, %s)\n",
             o.model, cfg.model_type, (long long)cfg.num_hidden_layers, now_s() - t_load,
             (double)numla_engine_weight_bytes(eng) / 1e6, numla_comm_size(comm),
-            numla_comm_size(comm) > 1 ? "s" : "", numla_isa_name(isa),
+            numla_comm_size(comm) > 1 ? "s" : "", numla_isa_name(set.isa),
             numla_engine_num_threads(eng), (long long)o.max_context, (long long)kv->num_blocks,
             kv->block_size, (double)numla_engine_kv_bytes(eng) / 1073741824.0,
             numla_dtype_name(o.kv_dtype));

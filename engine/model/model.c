@@ -219,16 +219,7 @@ numla_status numla_model_create(const numla_model_weights *w, numla_isa isa, int
     m->isa = isa;
     m->num_threads = num_threads > 0 ? num_threads : 1;
     m->single_thread_below_bytes = NUMLA_MODEL_SMALL_WEIGHT_BYTES;
-    const char *form = getenv("NUMLA_PREFILL_FORM");
-    if (form && strcmp(form, "absorbed") == 0)
-        m->prefill_form = NUMLA_PREFILL_FORM_ABSORBED;
-    else if (form && strcmp(form, "expanded") == 0)
-        m->prefill_form = NUMLA_PREFILL_FORM_EXPANDED;
-    else if (form && *form && strcmp(form, "auto") != 0) {
-        free(m);
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
-                   "model: NUMLA_PREFILL_FORM=%s (expected auto, absorbed or expanded)", form);
-    }
+    m->isa_linear = m->isa_mla = m->isa_mha = isa;
     m->ex_count = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_count);
     m->ex_cursor = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_cursor);
     m->ex_act = calloc((size_t)(w->cfg.n_routed_experts + 2), sizeof *m->ex_act);
@@ -238,6 +229,15 @@ numla_status numla_model_create(const numla_model_weights *w, numla_isa isa, int
     }
     *out = m;
     return NUMLA_STATUS_OK;
+}
+
+void numla_model_configure(numla_model *m, const numla_model_options *o)
+{
+    const numla_isa below_amx = numla_isa_min(m->isa, NUMLA_ISA_AVX512BF16);
+    m->isa_linear = o->linear_amx ? m->isa : below_amx;
+    m->isa_mla = o->mla_amx ? m->isa : below_amx;
+    m->isa_mha = o->mha_amx ? m->isa : below_amx;
+    m->prefill_form = o->prefill_form;
 }
 
 static int grow(void **p, size_t bytes)
@@ -435,17 +435,11 @@ numla_status numla_model_reduce(numla_model *m, float *buf, int64_t count)
     return NUMLA_STATUS_OK;
 }
 
-/* The weight to run: w itself, or with exact_activations its avx512 view in *tmp (the packed
- * layout is the same at every ISA, kernels/linear_internal.h; avx512 widens bf16 weights and
- * keeps activations fp32 at every M). */
-static const numla_linear_weight *run_weight(const numla_model *m, const numla_linear_weight *w,
-                                             numla_linear_weight *tmp)
+/* The level the linear layers run at: with exact_activations at most avx512 (it widens bf16
+ * weights and keeps activations fp32 at every M; every level reads the one packed layout). */
+static numla_isa lin_isa(const numla_model *m)
 {
-    if (!m->exact_activations || w->isa != NUMLA_ISA_AVX512BF16)
-        return w;
-    *tmp = *w;
-    tmp->isa = NUMLA_ISA_AVX512;
-    return tmp;
+    return m->exact_activations ? numla_isa_min(m->isa_linear, NUMLA_ISA_AVX512) : m->isa_linear;
 }
 
 /* Grow a 64-byte aligned kernel workspace (*buf, *bytes) to at least need bytes; its old
@@ -488,13 +482,12 @@ static numla_status lin(numla_model *m, const numla_linear_weight *w, int64_t M,
 {
     if (M == 0 || w->n == 0)
         return NUMLA_STATUS_OK;
-    numla_linear_weight exact;
-    w = run_weight(m, w, &exact);
+    const numla_isa isa = lin_isa(m);
     NUMLA_CHECK(grow_workspace(&m->lin_ws, &m->lin_ws_bytes,
-                               numla_linear_workspace_size(w, M, m->num_threads),
+                               numla_linear_workspace_size(isa, w, M, m->num_threads),
                                "linear workspace"));
     double t0 = omp_get_wtime();
-    NUMLA_CHECK(numla_linear_forward(w, M, x, ldx, y, ldy, acc, m->lin_ws, m->lin_ws_bytes));
+    NUMLA_CHECK(numla_linear_forward(isa, w, M, x, ldx, y, ldy, acc, m->lin_ws, m->lin_ws_bytes));
     m->linear_s += omp_get_wtime() - t0;
     m->linear_flops += 2.0 * (double)M * (double)w->n * (double)w->k;
     return NUMLA_STATUS_OK;
@@ -518,21 +511,20 @@ static numla_status per_head(numla_model *m, const numla_linear_weight *w, int64
             NUMLA_CHECK(lin(m, &w[h], T, x + h * xoff, ldx, y + h * yoff, ldy, 0));
         return NUMLA_STATUS_OK;
     }
-    numla_linear_weight exact0;
+    const numla_isa isa = lin_isa(m);
     size_t stride;
-    NUMLA_CHECK(par_workspace(m, numla_linear_workspace_size(run_weight(m, &w[0], &exact0), T, 1),
-                              m->num_threads, &stride));
+    NUMLA_CHECK(par_workspace(m, numla_linear_workspace_size(isa, &w[0], T, 1), m->num_threads,
+                              &stride));
     double t0 = omp_get_wtime();
     numla_status st = NUMLA_STATUS_OK;
 #pragma omp parallel for num_threads(m->num_threads) schedule(static)
     for (int64_t h = 0; h < Hr; h++) {
-        numla_linear_weight exact;
-        const numla_linear_weight *wh = run_weight(m, &w[h], &exact);
-        size_t need = numla_linear_workspace_size(wh, T, 1);
+        const numla_linear_weight *wh = &w[h];
+        size_t need = numla_linear_workspace_size(isa, wh, T, 1);
         char *ws = (char *)m->par_ws + (size_t)omp_get_thread_num() * stride;
         numla_status s1 = need > stride
                               ? NUMLA_STATUS_INTERNAL
-                              : numla_linear_forward(wh, T, x + h * xoff, ldx, y + h * yoff, ldy,
+                              : numla_linear_forward(isa, wh, T, x + h * xoff, ldx, y + h * yoff, ldy,
                                                      0, need ? ws : NULL, need);
         if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_per_head)
@@ -711,13 +703,13 @@ static numla_status attention_absorbed(numla_model *m, const numla_layer_weights
     cur.causal = 1;
     cur.out = m->ctx2;
     cur.lse = m->lse_new;
-    size_t need = numla_mla_attn_workspace_size(m->isa, &pre, m->num_threads);
-    size_t need2 = numla_mla_attn_workspace_size(m->isa, &cur, m->num_threads);
+    size_t need = numla_mla_attn_workspace_size(m->isa_mla, &pre, m->num_threads);
+    size_t need2 = numla_mla_attn_workspace_size(m->isa_mla, &cur, m->num_threads);
     NUMLA_CHECK(grow_workspace(&m->attn_ws, &m->attn_ws_bytes, need2 > need ? need2 : need,
                                "attention workspace"));
     double tk = omp_get_wtime();
-    NUMLA_CHECK(numla_mla_attn(m->isa, &pre, m->attn_ws, m->attn_ws_bytes));
-    NUMLA_CHECK(numla_mla_attn(m->isa, &cur, m->attn_ws, m->attn_ws_bytes));
+    NUMLA_CHECK(numla_mla_attn(m->isa_mla, &pre, m->attn_ws, m->attn_ws_bytes));
+    NUMLA_CHECK(numla_mla_attn(m->isa_mla, &cur, m->attn_ws, m->attn_ws_bytes));
     NUMLA_CHECK(numla_merge_attn_states(m->isa, T * Hr, (int32_t)dc, m->ctx, NULL, m->ctx,
                                         m->lse_pre, m->ctx2, m->lse_new));
     m->attn_kernel_s += omp_get_wtime() - tk;
@@ -876,10 +868,10 @@ static numla_status attention_expanded(numla_model *m, const numla_layer_weights
         .v = m->xp_v, .v_stride = vw, .out = m->o, .out_stride = vw, .lse = NULL,
     };
     NUMLA_CHECK(grow_workspace(&m->xp_ws, &m->xp_ws_bytes,
-                               numla_mha_prefill_workspace_size(m->isa, &a, omp_get_max_threads()),
+                               numla_mha_prefill_workspace_size(m->isa_mha, &a, omp_get_max_threads()),
                                "mha_prefill workspace"));
     double tk = omp_get_wtime();
-    NUMLA_CHECK(numla_mha_prefill(m->isa, &a, m->xp_ws, m->xp_ws_bytes));
+    NUMLA_CHECK(numla_mha_prefill(m->isa_mha, &a, m->xp_ws, m->xp_ws_bytes));
     m->attn_kernel_s += omp_get_wtime() - tk;
     m->expanded_tokens += Te;
     return NUMLA_STATUS_OK;
@@ -909,7 +901,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
         return 0;
     int32_t *act = m->ex_act, na = 0; /* active local experts */
     size_t ws_max = 0;
-    numla_linear_weight tmp;
+    const numla_isa isa = lin_isa(m);
     for (int64_t e = 0; e < ne; e++) {
         int64_t n = cnt[e + 1] - cnt[e];
         if (n == 0)
@@ -919,7 +911,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
             return 0;
         const numla_linear_weight *ws3[3] = {&w->gate, &w->up, &w->down};
         for (int j = 0; j < 3; j++) {
-            size_t need = numla_linear_workspace_size(run_weight(m, ws3[j], &tmp), n, 1);
+            size_t need = numla_linear_workspace_size(isa, ws3[j], n, 1);
             ws_max = need > ws_max ? need : ws_max;
         }
         act[na++] = (int32_t)e;
@@ -927,7 +919,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
     if (sh_job) {
         const numla_linear_weight *ws2[2] = {&sw->gate, &sw->up};
         for (int j = 0; j < 2; j++) {
-            size_t need = numla_linear_workspace_size(run_weight(m, ws2[j], &tmp), T, 1);
+            size_t need = numla_linear_workspace_size(isa, ws2[j], T, 1);
             ws_max = need > ws_max ? need : ws_max;
         }
     }
@@ -940,14 +932,12 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
 #pragma omp parallel for num_threads(m->num_threads) schedule(dynamic, 1)
     for (int32_t jj = 0; jj < na + sh_job; jj++) {
         void *ws = (char *)m->par_ws + (size_t)omp_get_thread_num() * stride;
-        numla_linear_weight t1, t2, t3;
         if (sh_job && jj == 0) {
             const int64_t Is = sw->inter;
-            numla_status s1 = numla_linear_forward(run_weight(m, &sw->gate, &t1), T, m->x, hid,
-                                                   m->g, Is, 0, ws, stride);
+            numla_status s1 = numla_linear_forward(isa, &sw->gate, T, m->x, hid, m->g, Is, 0,
+                                                   ws, stride);
             if (s1 == NUMLA_STATUS_OK)
-                s1 = numla_linear_forward(run_weight(m, &sw->up, &t2), T, m->x, hid, m->u, Is,
-                                          0, ws, stride);
+                s1 = numla_linear_forward(isa, &sw->up, T, m->x, hid, m->u, Is, 0, ws, stride);
             (void)numla_act_silu_mul(m->isa, T * Is, m->g, m->u); /* args valid */
             if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_experts)
@@ -962,14 +952,12 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
         float *x = m->par_x + r0 * hid;
         for (int64_t r = 0; r < n; r++) /* this expert's tokens, gathered on its thread */
             memcpy(x + r * hid, m->x + (m->ex_list[r0 + r] / k) * hid, (size_t)hid * sizeof(float));
-        numla_status s1 = numla_linear_forward(run_weight(m, &w->gate, &t1), n, x, hid, g, I, 0,
-                                               ws, stride);
+        numla_status s1 = numla_linear_forward(isa, &w->gate, n, x, hid, g, I, 0, ws, stride);
         if (s1 == NUMLA_STATUS_OK)
-            s1 = numla_linear_forward(run_weight(m, &w->up, &t2), n, x, hid, u, I, 0, ws, stride);
+            s1 = numla_linear_forward(isa, &w->up, n, x, hid, u, I, 0, ws, stride);
         (void)numla_act_silu_mul(m->isa, n * I, g, u); /* args valid */
         if (s1 == NUMLA_STATUS_OK)
-            s1 = numla_linear_forward(run_weight(m, &w->down, &t3), n, g, I, y, hid, 0, ws,
-                                      stride);
+            s1 = numla_linear_forward(isa, &w->down, n, g, I, y, hid, 0, ws, stride);
         if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_experts)
             bad = s1;

@@ -62,8 +62,8 @@ typedef numla_status (*numla_model_reduce_fn)(void *ctx, float *buf, int64_t cou
  * rows (one new token) are always absorbed. AUTO: by NUMLA_MODEL_EXPAND_PAIRS_PER_ROW below,
  * the crossover measured in docs/prefill.md. EXPANDED: every sequence with more than one new
  * token. A step with sequences of both forms runs each form over its own (the absorbed ones
- * as a compacted sub-step). Set from NUMLA_PREFILL_FORM (auto|absorbed|expanded) at
- * numla_model_create. */
+ * as a compacted sub-step). Set by numla_model_configure (the settings' NUMLA_PREFILL_FORM,
+ * engine/cli/settings.h); AUTO after numla_model_create. */
 typedef enum numla_prefill_form {
     NUMLA_PREFILL_FORM_AUTO = 0,
     NUMLA_PREFILL_FORM_ABSORBED,
@@ -88,9 +88,12 @@ typedef struct numla_model {
     const numla_model_weights *w;   /* not owned */
     numla_model_config cfg;
     numla_isa isa;
+    /* the levels each kernel family runs at (numla_model_configure; isa after create): isa, or
+     * below amx where that family's AMX path is turned off */
+    numla_isa isa_linear, isa_mla, isa_mha;
     int num_threads;
     /* 1: run the linear layers at the avx512 level (fp32 FMA on widened weights) instead of
-     * avx512bf16, whose AMX GEMM (M >= 3, bf16 weights) splits activations into two bf16
+     * amx, whose AMX GEMM (M >= 3, bf16 weights) splits activations into two bf16
      * halves (error 2^-18 relative, kernels/x86/linear_amx.c): slower, fp32 summation error
      * only. Default 0. */
     int exact_activations;
@@ -214,6 +217,16 @@ enum { NUMLA_MODEL_EXPAND_PAIRS_PER_ROW = 160 };
 numla_status numla_model_create(const numla_model_weights *w, numla_isa isa, int num_threads,
                                 numla_model **out);
 void numla_model_destroy(numla_model **m);
+
+/* Kernel choices of a model: which families may run their AMX paths (0: that family runs at
+ * most avx512bf16), and the prefill form. From the settings (engine/cli/settings.h). */
+typedef struct numla_model_options {
+    int linear_amx, mla_amx, mha_amx;
+    numla_prefill_form prefill_form;
+} numla_model_options;
+/* Set the per-family kernel levels (from the model's isa) and the prefill form; call after
+ * numla_model_create, before the first step. Local. */
+void numla_model_configure(numla_model *m, const numla_model_options *o);
 
 /* Run one step: writes the new tokens' rows into `cache` and logits (R, vocab_count) fp32 for
  * the requested rows. Collective (see above). */

@@ -65,8 +65,8 @@ static void ref_load(const char *dir, ref_model *r)
 {
     numla_model_config cfg;
     numla_safetensors_model *st = NULL;
-    numla_isa isa;
-    if (numla_isa_select(&isa) || numla_model_config_load(dir, &cfg) || numla_safetensors_open(dir, &st) ||
+    const numla_isa isa = numla_isa_best(); /* what the engine's default options run */
+    if (numla_model_config_load(dir, &cfg) || numla_safetensors_open(dir, &st) ||
         numla_weights_load(&cfg, st, 0, 1, isa, &r->w) ||
         numla_model_create(r->w, isa, 0, &r->m) ||
         numla_kv_cache_create((int32_t)cfg.num_hidden_layers, (int32_t)cfg.kv_lora_rank,
@@ -115,7 +115,7 @@ int main(int argc, char **argv)
             expect_too_many = 1;
     }
     numla_comm *comm = NULL;
-    if (numla_comm_create(MPI_COMM_WORLD, &comm))
+    if (numla_comm_create(MPI_COMM_WORLD, NULL, &comm))
         die("comm");
     const int rank = numla_comm_rank(comm), size = numla_comm_size(comm);
     numla_engine_options eo = numla_engine_options_default();

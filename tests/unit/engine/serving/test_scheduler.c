@@ -307,8 +307,7 @@ static void test_batch_invariance(void)
  * invalid requests and max_tokens 0 are answered at once, and FCFS admission. */
 static void test_errors_and_limits(void)
 {
-    numla_isa isa;
-    numla_isa_select(&isa);
+    numla_isa isa = numla_isa_best();
     sc_eng e;
     if (sc_open(&e, isa, 8)) { /* 128 tokens */
         CU_FAIL("open");
@@ -366,8 +365,7 @@ static void test_errors_and_limits(void)
  * that request an error record with the sampler's own message, and the others go on. */
 static void test_sampling_error_in_step(void)
 {
-    numla_isa isa;
-    numla_isa_select(&isa);
+    numla_isa isa = numla_isa_best();
     sc_eng e;
     if (sc_open(&e, isa, 64)) {
         CU_FAIL("open");
