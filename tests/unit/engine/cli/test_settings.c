@@ -151,6 +151,28 @@ static void test_engine_options(void)
     CU_ASSERT_PTR_NULL(o.launch_plan);
 }
 
+/* The model's per-family levels from the settings' switches: off = capped below amx. */
+static void test_model_levels(void)
+{
+    numla_settings s;
+    fake_n = 0;
+    fake_set("NUMLA_LINEAR_AMX", "0");
+    fake_set("NUMLA_MHA_AMX", "0");
+    fake_set("NUMLA_PREFILL_FORM", "absorbed");
+    CU_ASSERT_EQUAL_FATAL(numla_settings_read(fake_get, all_levels, &s), NUMLA_STATUS_OK);
+    numla_model m = {.isa = NUMLA_ISA_AMX};
+    numla_model_configure(&m, &s.kernels);
+    CU_ASSERT_EQUAL(m.isa_linear, NUMLA_ISA_AVX512BF16);
+    CU_ASSERT_EQUAL(m.isa_mla, NUMLA_ISA_AMX);
+    CU_ASSERT_EQUAL(m.isa_mha, NUMLA_ISA_AVX512BF16);
+    CU_ASSERT_EQUAL(m.prefill_form, NUMLA_PREFILL_FORM_ABSORBED);
+    /* below amx a switch changes nothing */
+    numla_model m2 = {.isa = NUMLA_ISA_AVX2};
+    numla_model_configure(&m2, &s.kernels);
+    CU_ASSERT(m2.isa_linear == NUMLA_ISA_AVX2 && m2.isa_mla == NUMLA_ISA_AVX2 &&
+              m2.isa_mha == NUMLA_ISA_AVX2);
+}
+
 NUMLA_TEST_SUITE(settings, NULL, NULL, NUMLA_TEST(test_defaults), NUMLA_TEST(test_values),
                  NUMLA_TEST(test_errors), NUMLA_TEST(test_cpu_mask),
-                 NUMLA_TEST(test_engine_options))
+                 NUMLA_TEST(test_engine_options), NUMLA_TEST(test_model_levels))
