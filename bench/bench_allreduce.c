@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/settings.h"
 
 /* Seconds per call of `batch` back-to-back allreduces, max over ranks. Collective. */
 static numla_status bench_rep_(numla_comm *c, numla_comm_allreduce_path path, float *x, size_t n,
@@ -63,7 +64,10 @@ static int bench_allreduce_main(int argc, char **argv)
     }
 
     numla_comm_session mpi;
-    numla_status s = numla_comm_world_init(&mpi);
+    numla_settings set;
+    numla_status s = numla_settings_load(&set);
+    if (s == NUMLA_STATUS_OK)
+        s = numla_comm_world_init(&mpi, &set.comm);
     if (s != NUMLA_STATUS_OK)
         numla_comm_abort(NULL, s, "bench allreduce: %s", numla_error_message());
     numla_comm *c = mpi.comm;

@@ -17,8 +17,8 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/settings.h"
 #include "kernels/mla_attn.h"
-#include "kernels/x86/mla_attn_amx.h"
 
 #include <math.h>
 #include <omp.h>
@@ -271,11 +271,14 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
         }
     }
     omp_set_num_threads(o.threads); /* the kernel sizes its team from omp_get_max_threads() */
-    numla_isa isa;
-    if (numla_isa_select(&isa) != NUMLA_STATUS_OK) {
+    numla_settings set;
+    if (numla_settings_load(&set) != NUMLA_STATUS_OK) {
         fprintf(stderr, "numla bench decode-kernel: %s\n", numla_error_message());
         return 1;
     }
+    /* the level the engine's MLA attention would run at (NUMLA_MLA_AMX=0: below amx) */
+    const numla_isa isa =
+        set.kernels.mla_amx ? set.isa : numla_isa_min(set.isa, NUMLA_ISA_AVX512BF16);
     FILE *info = o.json ? stderr : stdout;
     const size_t arena_bytes = numla_bench_stream_bytes();
     char *arena = numla_bench_alloc(arena_bytes);
@@ -300,7 +303,7 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
     dkb_fill_arena(arena, arena_bytes);
     NUMLA_DEBUG("bench decode-kernel: cache fill took %.2f s", numla_bench_now() - t_phase);
     m.tile_gbps = 0;
-    if (isa == NUMLA_ISA_AVX512BF16 && numla_mla_amx_enabled() && numla_bench_peak_amx_ok()) {
+    if (isa == NUMLA_ISA_AMX && numla_bench_peak_amx_ok()) {
         int64_t tiles = 0;
         int64_t *order = numla_bench_probe_order(arena_bytes, 1, &tiles);
         if (order)
@@ -337,7 +340,7 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
     fprintf(info, "machine: read %.2f GB/s, copy %.2f GB/s (read+write), peak %.1f GFLOP/s (%s), "
                   "LLC %.0f MiB, stream arrays %.2f GiB\n",
             m.read_gbps, m.copy_gbps, m.peak_gflops,
-            isa == NUMLA_ISA_AVX512BF16 ? "max of vdpbf16ps and fp32 FMA" : isa == NUMLA_ISA_REF ? "scalar" : "fp32 FMA",
+            isa >= NUMLA_ISA_AVX512BF16 ? "max of vdpbf16ps and fp32 FMA" : isa == NUMLA_ISA_REF ? "scalar" : "fp32 FMA",
             (double)numla_bench_llc_bytes() / (1 << 20), (double)arena_bytes / (1 << 30));
     if (m.tile_gbps > 0)
         fprintf(info, "AMX path: its Q·K tile loads alone stream shuffled 16-row blocks at %.2f GB/s "

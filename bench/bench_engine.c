@@ -17,6 +17,7 @@
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/settings.h"
 #include "engine/parallel/engine.h"
 
 static void usage(void)
@@ -55,12 +56,16 @@ static int bench_engine_main(int argc, char **argv)
         return 2;
     }
     numla_comm_session mpi;
-    numla_status s = numla_comm_world_init(&mpi);
+    numla_settings set;
+    numla_status s = numla_settings_load(&set);
+    if (s == NUMLA_STATUS_OK)
+        s = numla_comm_world_init(&mpi, &set.comm);
     if (s != NUMLA_STATUS_OK)
         numla_comm_abort(NULL, s, "bench engine: %s", numla_error_message());
     numla_comm *c = mpi.comm;
     const int rank = numla_comm_rank(c), size = numla_comm_size(c);
     numla_engine_options eo = numla_engine_options_default();
+    numla_settings_engine_options(&set, &eo);
     eo.num_threads = threads;
     eo.bind = bind;
     eo.block_size = 16;

@@ -21,8 +21,9 @@
 #include "bench/bench.h"
 #include "common/dtype.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/settings.h"
 #include "kernels/linear.h"
-#include "kernels/linear_internal.h" /* GEMV switch, and the vdpbf16ps GEMM called directly */
+#include "kernels/linear_internal.h" /* whether the AMX GEMM takes a shape */
 
 #ifdef NUMLA_HAVE_OPENBLAS
 #include <cblas.h>
@@ -146,7 +147,7 @@ typedef struct numla_bench_linear_ctx {
     numla_linear_weight *w; /* (copies) */
     void *ws;
     size_t ws_bytes;
-    int dp;               /* call the vdpbf16ps GEMM directly */
+    numla_isa isa;        /* the level ours runs at */
     float **wf;           /* (copies) of (n, k) fp32 */
     uint16_t *xb;         /* (m, k) bf16 for sbgemm / dnnl bf16 */
     uint16_t **wb;        /* (copies) of (n, k) bf16 */
@@ -161,11 +162,7 @@ typedef struct numla_bench_linear_ctx {
 static int numla_bench_linear_ours_(void *p, int c)
 {
     numla_bench_linear_ctx *cx = p;
-    if (cx->dp) {
-        numla_linear_forward_dpbf16(&cx->w[c], cx->m, cx->x, cx->k, cx->y, cx->n, 0, cx->ws);
-        return 0;
-    }
-    return numla_linear_forward(&cx->w[c], cx->m, cx->x, cx->k, cx->y, cx->n, 0, cx->ws,
+    return numla_linear_forward(cx->isa, &cx->w[c], cx->m, cx->x, cx->k, cx->y, cx->n, 0, cx->ws,
                                 cx->ws_bytes) != NUMLA_STATUS_OK;
 }
 
@@ -310,17 +307,12 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
         cx.xb[i] = numla_f32_to_bf16(cx.x[i]);
     }
 
-    /* ours (what the dispatcher picks); on avx512bf16 with M past the GEMV switch also the
-     * vdpbf16ps GEMM called directly, so both prefill kernels are compared in the same run. */
-    int nours = isa == NUMLA_ISA_AVX512BF16 && s->m > NUMLA_LINEAR_GEMV_MAX_M ? 2 : 1;
-    /* and, where ours ran on AMX tiles, the AVX-512 FMA path it replaced (NUMLA_LINEAR_AMX=0) */
+    /* ours (what the dispatcher picks at the level given); where that ran on AMX tiles, also
+     * the AVX-512 FMA path it replaced (the avx512bf16 level) */
     const numla_linear_weight shape_only = {isa, s->n, s->k, NUMLA_DTYPE_BF16, NULL};
-    if (isa == NUMLA_ISA_AVX512BF16 && numla_linear_amx_applies(&shape_only, s->m))
-        nours = 3;
+    const int nours = isa == NUMLA_ISA_AMX && numla_linear_amx_applies(&shape_only, s->m) ? 2 : 1;
     for (int o = 0; o < nours; o++) {
-        cx.dp = o == 1;
-        if (o == 2)
-            setenv("NUMLA_LINEAR_AMX", "0", 1);
+        cx.isa = o == 0 ? isa : NUMLA_ISA_AVX512BF16;
         size_t pbytes = numla_linear_packed_size(isa, s->n, s->k, NUMLA_DTYPE_BF16);
         cx.w = calloc((size_t)cx.copies, sizeof *cx.w);
         void **packed = calloc((size_t)cx.copies, sizeof *packed);
@@ -331,10 +323,9 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
                                                 packed[c], &cx.w[c]) == NUMLA_STATUS_OK;
         }
         if (ok) {
-            cx.ws_bytes = cx.dp ? numla_linear_workspace_dpbf16(&cx.w[0], s->m)
-                                : numla_linear_workspace_size(&cx.w[0], s->m, omp_get_max_threads());
+            cx.ws_bytes = numla_linear_workspace_size(cx.isa, &cx.w[0], s->m, omp_get_max_threads());
             cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
-            res[nr].name = o == 0 ? "numla" : o == 1 ? "numla_dpbf16" : "numla_fma";
+            res[nr].name = o == 0 ? "numla" : "numla_fma";
             res[nr].weight_bytes = (double)pbytes;
             res[nr].sec = numla_bench_linear_time_(numla_bench_linear_ours_, &cx, cx.copies, calls,
                                                    &res[nr].median);
@@ -345,8 +336,6 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
             free(packed[c]);
         free(packed);
         free(cx.w);
-        if (o == 2)
-            unsetenv("NUMLA_LINEAR_AMX");
     }
 
 #if defined(NUMLA_HAVE_OPENBLAS) || defined(NUMLA_HAVE_DNNL)
@@ -457,11 +446,14 @@ static int numla_bench_linear_main_(int argc, char **argv)
 #ifdef NUMLA_HAVE_OPENBLAS
     openblas_set_num_threads(threads);
 #endif
-    numla_isa isa;
-    if (numla_isa_select(&isa) != NUMLA_STATUS_OK) {
+    numla_settings set;
+    if (numla_settings_load(&set) != NUMLA_STATUS_OK) {
         fprintf(stderr, "bench linear: %s\n", numla_error_message());
         return 1;
     }
+    /* the level the engine's linear layers would run at (NUMLA_LINEAR_AMX=0: below amx) */
+    const numla_isa isa =
+        set.kernels.linear_amx ? set.isa : numla_isa_min(set.isa, NUMLA_ISA_AVX512BF16);
     const size_t llc = numla_bench_llc_bytes();
     size_t pool = 4 * llc;
     if (pool < ((size_t)256 << 20))

@@ -25,11 +25,11 @@
 #include <sys/resource.h>
 
 #include "bench/bench.h"
-#include "kernels/linear_internal.h"
 #include "bench/bench_model.h"
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/settings.h"
 #include "engine/parallel/engine.h"
 
 static void usage(void)
@@ -402,8 +402,8 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     /* The prefill GEMMs run on AMX tiles when the weights are bf16 and the tiles are usable
      * (kernels/x86/linear_amx.c): their ceiling is then the tile peak, reported next to the
      * AVX-512 one. */
-    r.amx = wi.isa == NUMLA_ISA_AVX512BF16 && wi.lm_head_dtype == NUMLA_DTYPE_BF16 &&
-            numla_linear_amx_enabled();
+    const numla_model_options mo = numla_model_get_options(numla_engine_model(x->e));
+    r.amx = mo.isa == NUMLA_ISA_AMX && mo.linear_amx && wi.lm_head_dtype == NUMLA_DTYPE_BF16;
     bm_machine_figures(&r, wi.isa);
     bm_prefill(x, o, sa, &r);
     r.dec_total = bm_decode(x, sa, o->prompt, r.ndec, &r.dec_med);
@@ -436,11 +436,15 @@ static int bench_model_main(int argc, char **argv)
         return rc;
     const int ndec = 128, nlong = o.quick ? 16 : 32;
     numla_comm_session mpi;
-    numla_status s = numla_comm_world_init(&mpi);
+    numla_settings set;
+    numla_status s = numla_settings_load(&set);
+    if (s == NUMLA_STATUS_OK)
+        s = numla_comm_world_init(&mpi, &set.comm);
     if (s != NUMLA_STATUS_OK)
         numla_comm_abort(NULL, s, "bench model: %s", numla_error_message());
     bm_ctx x = {.rng = 7, .c = mpi.comm};
     numla_engine_options eo = numla_engine_options_default();
+    numla_settings_engine_options(&set, &eo);
     eo.num_threads = o.threads;
     eo.bind = o.bind;
     eo.block_size = 16;

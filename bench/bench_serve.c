@@ -18,6 +18,7 @@
 #include "bench/bench.h"
 #include "comm/comm.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/settings.h"
 #include "engine/parallel/engine.h"
 #include "engine/model/model.h"
 #include "engine/serving/serve_loop.h"
@@ -214,9 +215,11 @@ static int bs_parse_opts(int argc, char **argv, bs_opts *o)
     return -1;
 }
 
-static numla_status bs_engine_create(const bs_opts *o, numla_comm *comm, numla_engine **eng)
+static numla_status bs_engine_create(const bs_opts *o, const numla_settings *set,
+                                     numla_comm *comm, numla_engine **eng)
 {
     numla_engine_options eo = numla_engine_options_default();
+    numla_settings_engine_options(set, &eo);
     eo.num_threads = o->threads;
     eo.block_size = 16;
     /* every sequence in flight at its longest, plus a little slack */
@@ -414,11 +417,14 @@ static int bench_serve_main(int argc, char **argv)
     int rc = bs_parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    numla_comm_session mpi;
+    numla_comm_session mpi = {0};
     numla_engine *eng = NULL;
-    numla_status s = numla_comm_world_init(&mpi);
+    numla_settings set;
+    numla_status s = numla_settings_load(&set);
     if (s == NUMLA_STATUS_OK)
-        s = bs_engine_create(&o, mpi.comm, &eng);
+        s = numla_comm_world_init(&mpi, &set.comm);
+    if (s == NUMLA_STATUS_OK)
+        s = bs_engine_create(&o, &set, mpi.comm, &eng);
     if (s == NUMLA_STATUS_OK)
         s = numla_comm_rank(mpi.comm) != 0 ? numla_engine_worker_loop(eng)
                                            : bs_run_levels(&o, eng, numla_comm_size(mpi.comm));

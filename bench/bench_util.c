@@ -325,6 +325,8 @@ static double numla_bench_peak_run_(float (*loop)(long), double flops_per_iter, 
 
 double numla_bench_peak_gflops(numla_isa isa, int threads, int reps)
 {
+    if (isa == NUMLA_ISA_AMX) /* its vector ceiling; the tile peak is numla_bench_peak_amx_gflops */
+        isa = NUMLA_ISA_AVX512BF16;
     double p = numla_bench_peak_one_(isa, threads, reps);
     /* The avx512bf16 kernels may use fp32 FMA on widened bf16 instead of vdpbf16ps (they do
      * where vdpbf16ps issues at half the FMA rate, as on this development machine), so their

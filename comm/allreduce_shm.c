@@ -71,20 +71,6 @@ enum {
     NUMLA_SHM_SUM_BLOCK = 4096,  /* elements per block of the rank-order sum (stays in L1/L2) */
 };
 
-static size_t numla_shm_env_size_(const char *name, size_t def)
-{
-    const char *e = getenv(name);
-    if (!e || !*e)
-        return def;
-    char *end;
-    unsigned long long v = strtoull(e, &end, 10);
-    if (*end || v == 0) {
-        NUMLA_WARN("%s='%s' is not a positive byte count; using %zu", name, e, def);
-        return def;
-    }
-    return (size_t)v;
-}
-
 static _Atomic uint64_t *numla_shm_flag_(const numla_comm_shm *sh, int q, int parity)
 {
     return (_Atomic uint64_t *)(void *)(sh->segs[q] + (size_t)parity * NUMLA_SHM_FLAG_STRIDE);
@@ -139,7 +125,7 @@ static void numla_shm_place_local_(void *base, size_t bytes)
         NUMLA_DEBUG("shm allreduce: mbind of own segment to node %d failed", node);
 }
 
-numla_status numla_comm_shm_create(numla_comm *c)
+numla_status numla_comm_shm_create(numla_comm *c, const numla_comm_options *o)
 {
     MPI_Comm node = MPI_COMM_NULL;
     NUMLA_MPI_CHECK(MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
@@ -147,9 +133,8 @@ numla_status numla_comm_shm_create(numla_comm *c)
     MPI_Comm_free(&node);
     if (rc != MPI_SUCCESS)
         return numla_comm_mpi_error_(rc, "MPI_Comm_size(node)", __FILE__, __LINE__, __func__);
-    /* Testing hook: behave as if the ranks spanned several machines (no such machine here). */
-    const char *fake = getenv("NUMLA_COMM_FAKE_MACHINES");
-    if (fake && atoi(fake) > 1 && c->size > 1)
+    /* Tests: behave as if the ranks spanned several machines (no such machine here). */
+    if (o->test_fake_machines > 1 && c->size > 1)
         node_size = 1;
     if (node_size != c->size)
         return NUMLA_STATUS_OK; /* ranks span machines: MPI path only */
@@ -164,15 +149,16 @@ numla_status numla_comm_shm_create(numla_comm *c)
     if (!sh->segs || !sh->srcs)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "shm allreduce: out of memory");
 
-    sh->buf_bytes = numla_shm_env_size_("NUMLA_COMM_SHM_BYTES", (size_t)4 << 20);
+    sh->buf_bytes = o->shm_bytes ? o->shm_bytes : (size_t)4 << 20;
     if (sh->buf_bytes > ((size_t)1 << 30)) {
-        NUMLA_WARN("NUMLA_COMM_SHM_BYTES=%zu is above 1 GiB; using 1 GiB", sh->buf_bytes);
+        NUMLA_WARN("shm allreduce buffer of %zu bytes (NUMLA_COMM_SHM_BYTES) is above 1 GiB; "
+                   "using 1 GiB", sh->buf_bytes);
         sh->buf_bytes = (size_t)1 << 30;
     }
     sh->buf_bytes = (sh->buf_bytes + 4095) & ~(size_t)4095;
-    sh->rs_bytes = numla_shm_env_size_("NUMLA_COMM_SHM_RS_BYTES", (size_t)1 << 20);
-    sh->par_bytes = numla_shm_env_size_("NUMLA_COMM_SHM_PAR_BYTES", (size_t)256 << 10);
-    sh->timeout_s = (double)numla_shm_env_size_("NUMLA_COMM_TIMEOUT", 60);
+    sh->rs_bytes = o->shm_rs_bytes ? o->shm_rs_bytes : (size_t)1 << 20;
+    sh->par_bytes = o->shm_par_bytes ? o->shm_par_bytes : (size_t)256 << 10;
+    sh->timeout_s = o->timeout_s > 0 ? o->timeout_s : 60;
     /* On an oversubscribed machine (more ranks x threads than CPUs: CI, laptops) a spinning
      * rank steals the core its peer needs: yield almost at once there; otherwise spin a while
      * first (latency matters more than a core that has nothing else to do). */
@@ -269,7 +255,7 @@ static numla_status numla_shm_wait_(numla_comm *c, int q, int parity, uint64_t t
                 numla_comm_shm_mark_aborted(c);
                 NUMLA_FAIL(NUMLA_STATUS_MPI, "shm allreduce: rank %d gave up after %.0f s "
                            "waiting for rank %d (step %llu): that rank died or is stuck "
-                           "(limit NUMLA_COMM_TIMEOUT=%.0f s)", c->rank, sh->timeout_s, q,
+                           "(limit %.0f s, NUMLA_COMM_TIMEOUT)", c->rank, sh->timeout_s, q,
                            (unsigned long long)sh->step, sh->timeout_s);
             }
         }

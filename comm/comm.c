@@ -32,8 +32,9 @@ const char *numla_comm_allreduce_path_name(numla_comm_allreduce_path p)
     return "unknown";
 }
 
-numla_status numla_comm_create(MPI_Comm parent, numla_comm **out)
+numla_status numla_comm_create(MPI_Comm parent, const numla_comm_options *opts, numla_comm **out)
 {
+    const numla_comm_options o = opts ? *opts : (numla_comm_options){0};
     if (!out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_comm_create: out is NULL");
     *out = NULL;
@@ -42,15 +43,10 @@ numla_status numla_comm_create(MPI_Comm parent, numla_comm **out)
     if (!inited)
         NUMLA_FAIL(NUMLA_STATUS_MPI, "numla_comm_create: MPI is not initialised");
 
-    numla_comm_allreduce_path want = NUMLA_COMM_ALLREDUCE_PATH_AUTO;
-    const char *env = getenv("NUMLA_ALLREDUCE");
-    if (env && *env) {
-        if (!strcmp(env, "mpi")) want = NUMLA_COMM_ALLREDUCE_PATH_MPI;
-        else if (!strcmp(env, "shm")) want = NUMLA_COMM_ALLREDUCE_PATH_SHM;
-        else if (strcmp(env, "auto"))
-            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "NUMLA_ALLREDUCE='%s': expected mpi, shm or auto",
-                       env);
-    }
+    const numla_comm_allreduce_path want = o.allreduce;
+    if ((unsigned)want > NUMLA_COMM_ALLREDUCE_PATH_SHM)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_comm_create: allreduce path %d unknown",
+                   (int)want);
 
     numla_comm *c = calloc(1, sizeof *c);
     if (!c)
@@ -74,7 +70,7 @@ numla_status numla_comm_create(MPI_Comm parent, numla_comm **out)
 
     /* Every rank computes the same availability (node communicator size == world size), so
      * the path decision below is identical everywhere without extra communication. */
-    numla_status shm_s = numla_comm_shm_create(c);
+    numla_status shm_s = numla_comm_shm_create(c, &o);
     char shm_msg[256];
     snprintf(shm_msg, sizeof shm_msg, "%s", numla_error_message());
     int ok = shm_s == NUMLA_STATUS_OK, all_ok = 0, any_ok = 0;
@@ -102,7 +98,7 @@ numla_status numla_comm_create(MPI_Comm parent, numla_comm **out)
     }
     if (want == NUMLA_COMM_ALLREDUCE_PATH_SHM && !c->shm) {
         s = numla_error_set(NUMLA_STATUS_UNSUPPORTED, __FILE__, __LINE__, __func__,
-                            "NUMLA_ALLREDUCE=shm but the %d ranks are not all on one machine "
+                            "allreduce path shm (NUMLA_ALLREDUCE) but the %d ranks are not all on one machine "
                             "(shared-memory allreduce needs that; use mpi or auto)",
                             c->size);
         goto fail;

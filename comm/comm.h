@@ -8,7 +8,7 @@
  *   mpi  MPI_Allreduce; always correct, the only path across machines.
  *   shm  a symmetric shared-memory allreduce over a window whose per-rank segments live on each
  *        rank's own node (comm/allreduce_shm.c); available when every rank is on one machine.
- * The default picks shm when it is available; NUMLA_ALLREDUCE=mpi|shm|auto forces one (shm when
+ * The default picks shm when it is available; numla_comm_options.allreduce forces one (shm when
  * ranks span machines is an error at create time). Both paths sum in rank order on the shm side
  * and the result is bitwise identical on every rank.
  *
@@ -16,8 +16,8 @@
  * numla_comm_abort(), which logs rank and reason and MPI_Aborts the whole job, so mpirun tears
  * every rank down within seconds instead of leaving peers blocked in a collective. A rank that
  * dies abnormally (signal) is handled by mpirun itself (it kills the job); the shm path, which
- * spins on flags rather than blocking in MPI, additionally gives up after NUMLA_COMM_TIMEOUT
- * seconds (default 60) and watches a shared "aborted" flag that numla_comm_abort raises.
+ * spins on flags rather than blocking in MPI, additionally gives up after
+ * numla_comm_options.timeout_s seconds (default 60) and watches a shared "aborted" flag that numla_comm_abort raises.
  *
  * Collective calls must be made by every rank of the communicator in the same order with
  * matching sizes; each function below says whether it is collective.
@@ -41,16 +41,23 @@ typedef enum numla_comm_allreduce_path {
 /* Name of a path ("auto", "mpi", "shm"). */
 const char *numla_comm_allreduce_path_name(numla_comm_allreduce_path p);
 
+/* How a communicator runs (the settings fill it from NUMLA_ALLREDUCE, NUMLA_COMM_TIMEOUT,
+ * NUMLA_COMM_SHM_BYTES, NUMLA_COMM_SHM_RS_BYTES and NUMLA_COMM_SHM_PAR_BYTES,
+ * engine/cli/settings.h). Zero fields take the defaults. */
+typedef struct numla_comm_options {
+    numla_comm_allreduce_path allreduce; /* auto (default), mpi or shm */
+    double timeout_s;       /* shm path: give up waiting for a peer after this long (60 s) */
+    size_t shm_bytes;       /* shm path: per-rank buffer bytes (4 MiB, at most 1 GiB) */
+    size_t shm_rs_bytes;    /* shm path: chunks above this use reduce-scatter + all-gather (1 MiB) */
+    size_t shm_par_bytes;   /* shm path: steps from this size use the caller's OpenMP team
+                               (256 KiB) */
+    int test_fake_machines; /* tests only: > 1 behaves as if the ranks spanned machines */
+} numla_comm_options;
+
 /* Duplicate `parent` (MPI_COMM_WORLD in the engine) into a new communicator; set up the shm
- * allreduce window when all ranks share a machine. MPI must be initialised. Reads
- * NUMLA_ALLREDUCE (auto|mpi|shm), NUMLA_COMM_TIMEOUT (seconds), NUMLA_COMM_SHM_BYTES (per-rank
- * buffer size of the shm path, default 4 MiB) and NUMLA_COMM_SHM_RS_BYTES (message size above
- * which the shm path uses reduce-scatter + all-gather, default 1 MiB) and
- * NUMLA_COMM_SHM_PAR_BYTES (size from which the shm path copies and sums with the caller's
- * OpenMP team, default 256 KiB). For tests,
- * NUMLA_COMM_FAKE_MACHINES=k (k > 1) makes it behave as if the ranks spanned machines.
- * Collective over `parent`. */
-numla_status numla_comm_create(MPI_Comm parent, numla_comm **out);
+ * allreduce window when all ranks share a machine. MPI must be initialised. opts: NULL for the
+ * defaults; every rank must pass the same. Collective over `parent`. */
+numla_status numla_comm_create(MPI_Comm parent, const numla_comm_options *opts, numla_comm **out);
 
 /* The process's MPI session: MPI started (when the caller had not) and the world communicator.
  * Front ends (numla run, the benchmarks) open one with numla_comm_world_init and close it with
@@ -61,9 +68,9 @@ typedef struct numla_comm_session {
 } numla_comm_session;
 
 /* Initialise MPI with MPI_THREAD_FUNNELED unless it is already initialised (then the caller
- * keeps owning it), and create s->comm over MPI_COMM_WORLD (numla_comm_create). On failure
- * nothing is left to finalise. Collective over MPI_COMM_WORLD. */
-numla_status numla_comm_world_init(numla_comm_session *s);
+ * keeps owning it), and create s->comm over MPI_COMM_WORLD (numla_comm_create with opts, NULL
+ * for the defaults). On failure nothing is left to finalise. Collective over MPI_COMM_WORLD. */
+numla_status numla_comm_world_init(numla_comm_session *s, const numla_comm_options *opts);
 
 /* Destroy s->comm and, when numla_comm_world_init started MPI, finalise it. Idempotent; NULL
  * is a no-op. Collective over MPI_COMM_WORLD. */

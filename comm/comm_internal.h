@@ -41,9 +41,9 @@ struct numla_comm {
 numla_status numla_comm_mpi_error_(int rc, const char *what, const char *file, int line,
                                    const char *func);
 
-/* Set up the shm window over c->comm when every rank is on one machine; leaves c->shm NULL
- * (and returns OK) when they are not. Collective over c->comm. */
-numla_status numla_comm_shm_create(numla_comm *c);
+/* Set up the shm window over c->comm (sized by o) when every rank is on one machine; leaves
+ * c->shm NULL (and returns OK) when they are not. Collective over c->comm. */
+numla_status numla_comm_shm_create(numla_comm *c, const numla_comm_options *o);
 /* Collective over c->comm. */
 void numla_comm_shm_destroy(numla_comm *c);
 /* Collective over c->comm; c->shm must be set. */

@@ -5,7 +5,7 @@
 
 #include "common/status.h"
 
-numla_status numla_comm_world_init(numla_comm_session *s)
+numla_status numla_comm_world_init(numla_comm_session *s, const numla_comm_options *opts)
 {
     s->comm = NULL;
     s->owns_mpi = 0;
@@ -17,7 +17,7 @@ numla_status numla_comm_world_init(numla_comm_session *s)
             NUMLA_FAIL(NUMLA_STATUS_MPI, "MPI_Init_thread failed");
         s->owns_mpi = 1;
     }
-    numla_status st = numla_comm_create(MPI_COMM_WORLD, &s->comm);
+    numla_status st = numla_comm_create(MPI_COMM_WORLD, opts, &s->comm);
     if (st != NUMLA_STATUS_OK)
         numla_comm_world_finalize(s);
     return st;

@@ -3,30 +3,11 @@
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-static int numla_log_level_ = -1; /* -1: not read from the environment yet */
+static int numla_log_level_ = NUMLA_LOG_LEVEL_INFO; /* set from NUMLA_LOG by the settings */
 static int numla_log_rank_ = -1;
 
-static int numla_log_current_level(void)
-{
-    if (numla_log_level_ < 0) {
-        const char *e = getenv("NUMLA_LOG");
-        int lvl = NUMLA_LOG_LEVEL_INFO;
-        if (e) {
-            if (!strcmp(e, "debug")) lvl = NUMLA_LOG_LEVEL_DEBUG;
-            else if (!strcmp(e, "info")) lvl = NUMLA_LOG_LEVEL_INFO;
-            else if (!strcmp(e, "warn")) lvl = NUMLA_LOG_LEVEL_WARN;
-            else if (!strcmp(e, "error")) lvl = NUMLA_LOG_LEVEL_ERROR;
-            else if (!strcmp(e, "quiet")) lvl = NUMLA_LOG_LEVEL_QUIET;
-        }
-        numla_log_level_ = lvl;
-    }
-    return numla_log_level_;
-}
-
-int numla_log_enabled(numla_log_level level) { return (int)level >= numla_log_current_level(); }
+int numla_log_enabled(numla_log_level level) { return (int)level >= numla_log_level_; }
 void numla_log_set_rank(int rank) { numla_log_rank_ = rank; }
 void numla_log_set_level(numla_log_level level) { numla_log_level_ = (int)level; }
 

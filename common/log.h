@@ -1,5 +1,6 @@
-/* common/log.h — leveled logging to stderr. Level from NUMLA_LOG=debug|info|warn|error
- * (default info). Each line is prefixed "numla[<rank>] <level>:" once a rank is set. */
+/* common/log.h — leveled logging to stderr. Level info until numla_log_set_level (the settings
+ * set it from NUMLA_LOG=debug|info|warn|error|quiet, engine/cli/settings.h). Each line is
+ * prefixed "numla[<rank>] <level>:" once a rank is set. */
 #ifndef NUMLA_COMMON_LOG_H
 #define NUMLA_COMMON_LOG_H
 

@@ -1,13 +1,14 @@
-/* kernels/isa.c — CPUID feature detection and the NUMLA_ISA override. */
+/* kernels/isa.c — CPUID feature detection and the choice of a level by name. */
 #include "kernels/isa.h"
 #include "common/log.h"
+#include "kernels/x86/amx.h"
 
 #include <cpuid.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
-static const char *const numla_isa_names_[NUMLA_ISA_COUNT] = {"ref", "avx2", "avx512", "avx512bf16"};
+static const char *const numla_isa_names_[NUMLA_ISA_COUNT] = {"ref", "avx2", "avx512", "avx512bf16",
+                                                                  "amx"};
 
 const char *numla_isa_name(numla_isa isa)
 {
@@ -21,7 +22,7 @@ numla_status numla_isa_parse(const char *name, numla_isa *out)
             *out = (numla_isa)i;
             return NUMLA_STATUS_OK;
         }
-    NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "unknown ISA '%s' (expected ref, avx2, avx512 or avx512bf16)",
+    NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "unknown ISA '%s' (expected ref, avx2, avx512, avx512bf16 or amx)",
                name);
 }
 
@@ -54,12 +55,12 @@ int numla_isa_supported(numla_isa isa)
         return base;
     if (isa == NUMLA_ISA_AVX512)
         return base && os_avx512 && avx512;
-    if (isa == NUMLA_ISA_AVX512BF16) {
+    if (isa == NUMLA_ISA_AVX512BF16 || isa == NUMLA_ISA_AMX) {
         if (!(base && os_avx512 && avx512))
             return 0;
-        if (!__get_cpuid_count(7, 1, &a, &b, &c, &d))
+        if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !((a >> 5) & 1)) /* AVX512_BF16 */
             return 0;
-        return (a >> 5) & 1; /* AVX512_BF16 */
+        return isa == NUMLA_ISA_AVX512BF16 || numla_amx_usable();
     }
     return 0;
 }
@@ -84,23 +85,24 @@ static numla_isa numla_isa_best_in_(unsigned supported)
 
 numla_isa numla_isa_best(void) { return numla_isa_best_in_(numla_isa_supported_mask()); }
 
-numla_status numla_isa_choose(const char *env, unsigned supported, numla_isa *out)
+numla_status numla_isa_choose(const char *what, const char *name, unsigned supported,
+                              numla_isa *out)
 {
     supported |= 1u << NUMLA_ISA_REF; /* the reference always runs */
     const numla_isa best = numla_isa_best_in_(supported);
     numla_isa isa = best;
-    if (env && *env) {
-        NUMLA_CHECK(numla_isa_parse(env, &isa));
+    if (name && *name) {
+        if (numla_isa_parse(name, &isa) != NUMLA_STATUS_OK)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "%s=%s: unknown ISA (expected ref, avx2, avx512, "
+                       "avx512bf16 or amx)", what, name);
         if (!(supported & (1u << isa)))
-            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "NUMLA_ISA=%s: this CPU does not support %s (best: %s)",
-                       env, numla_isa_name(isa), numla_isa_name(best));
+            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s=%s: this CPU does not support %s (best: %s)",
+                       what, name, numla_isa_name(isa), numla_isa_name(best));
     }
-    NUMLA_DEBUG("kernel ISA: %s (%s)", numla_isa_name(isa), env && *env ? "forced by NUMLA_ISA" : "from CPUID");
+    if (name && *name)
+        NUMLA_DEBUG("kernel ISA: %s (forced by %s)", numla_isa_name(isa), what);
+    else
+        NUMLA_DEBUG("kernel ISA: %s (from CPUID)", numla_isa_name(isa));
     *out = isa;
     return NUMLA_STATUS_OK;
-}
-
-numla_status numla_isa_select(numla_isa *out)
-{
-    return numla_isa_choose(getenv("NUMLA_ISA"), numla_isa_supported_mask(), out);
 }

@@ -13,6 +13,7 @@ static const numla_kv_write_fn numla_kv_write_table_[NUMLA_ISA_COUNT] = {
     [NUMLA_ISA_AVX2] = numla_kv_write_avx2,
     [NUMLA_ISA_AVX512] = numla_kv_write_avx512,
     [NUMLA_ISA_AVX512BF16] = numla_kv_write_avx512, /* no bf16 dot products here: inherit */
+    [NUMLA_ISA_AMX] = numla_kv_write_avx512,
 };
 
 static numla_status numla_kv_write_validate(const numla_kv_write_args *a)

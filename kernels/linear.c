@@ -5,21 +5,24 @@
 
 #include <string.h>
 
-/* Starts from ref; each level overrides what it has and inherits the rest from below. */
-static numla_linear_impl numla_linear_table_(numla_isa isa)
+/* Native variants per level; a level without one (forward NULL), or whose variant does not
+ * apply to the weight and M, inherits the level below (ref is always present). */
+static const numla_linear_impl numla_linear_table_[NUMLA_ISA_COUNT] = {
+    [NUMLA_ISA_REF] = {numla_linear_forward_ref, NULL, NULL},
+    [NUMLA_ISA_AVX2] = {numla_linear_forward_avx2, NULL, NULL},
+    [NUMLA_ISA_AVX512] = {numla_linear_forward_avx512, numla_linear_workspace_avx512, NULL},
+    [NUMLA_ISA_AMX] = {numla_linear_forward_amx, numla_linear_workspace_amx,
+                       numla_linear_amx_applies},
+};
+
+static const numla_linear_impl *numla_linear_pick_(numla_isa isa, const numla_linear_weight *w,
+                                                   int64_t m)
 {
-    numla_linear_impl t = {numla_linear_forward_ref, NULL};
-    if (isa >= NUMLA_ISA_AVX2)
-        t.forward = numla_linear_forward_avx2;
-    if (isa >= NUMLA_ISA_AVX512) {
-        t.forward = numla_linear_forward_avx512;
-        t.workspace = numla_linear_workspace_avx512;
-    }
-    if (isa >= NUMLA_ISA_AVX512BF16) {
-        t.forward = numla_linear_forward_avx512bf16;
-        t.workspace = numla_linear_workspace_avx512bf16;
-    }
-    return t;
+    int i = (int)isa;
+    while (i > 0 && (!numla_linear_table_[i].forward ||
+                     (numla_linear_table_[i].applies && !numla_linear_table_[i].applies(w, m))))
+        i--;
+    return &numla_linear_table_[i];
 }
 
 static numla_dtype numla_linear_packed_dtype_(numla_dtype src)
@@ -87,8 +90,12 @@ numla_status numla_linear_pack(numla_isa isa, int64_t n, int64_t k, const void *
     return NUMLA_STATUS_OK;
 }
 
-static numla_status numla_linear_check_weight_(const numla_linear_weight *w)
+/* The weight, and the level to run it at: every level reads the one packed layout
+ * (kernels/linear_internal.h), so any in-range level runs any weight. */
+static numla_status numla_linear_check_weight_(numla_isa isa, const numla_linear_weight *w)
 {
+    if ((unsigned)isa >= NUMLA_ISA_COUNT)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "linear: isa %d out of range", (int)isa);
     if (!w || !w->packed)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "linear: NULL weight or packed data");
     if ((unsigned)w->isa >= NUMLA_ISA_COUNT)
@@ -102,21 +109,22 @@ static numla_status numla_linear_check_weight_(const numla_linear_weight *w)
     return NUMLA_STATUS_OK;
 }
 
-size_t numla_linear_workspace_size(const numla_linear_weight *w, int64_t m, int num_threads)
+size_t numla_linear_workspace_size(numla_isa isa, const numla_linear_weight *w, int64_t m,
+                                   int num_threads)
 {
-    if (numla_linear_check_weight_(w) != NUMLA_STATUS_OK || m <= 0) {
+    if (numla_linear_check_weight_(isa, w) != NUMLA_STATUS_OK || m <= 0) {
         numla_error_clear();
         return 0;
     }
-    numla_linear_impl t = numla_linear_table_(w->isa);
-    return t.workspace ? t.workspace(w, m, num_threads) : 0;
+    const numla_linear_impl *t = numla_linear_pick_(isa, w, m);
+    return t->workspace ? t->workspace(w, m, num_threads) : 0;
 }
 
-numla_status numla_linear_forward(const numla_linear_weight *w, int64_t m, const float *x,
-                                  int64_t ldx, float *y, int64_t ldy, int accumulate,
-                                  void *workspace, size_t workspace_bytes)
+numla_status numla_linear_forward(numla_isa isa, const numla_linear_weight *w, int64_t m,
+                                  const float *x, int64_t ldx, float *y, int64_t ldy,
+                                  int accumulate, void *workspace, size_t workspace_bytes)
 {
-    NUMLA_CHECK(numla_linear_check_weight_(w));
+    NUMLA_CHECK(numla_linear_check_weight_(isa, w));
     if (m < 0)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "linear forward: M=%lld is negative", (long long)m);
     if (m == 0)
@@ -132,13 +140,13 @@ numla_status numla_linear_forward(const numla_linear_weight *w, int64_t m, const
     const char *yb = (const char *)y, *ye = (const char *)(y + (m - 1) * ldy + w->n);
     if (xb < ye && yb < xe)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "linear forward: x and y overlap");
-    numla_linear_impl t = numla_linear_table_(w->isa);
+    const numla_linear_impl *t = numla_linear_pick_(isa, w, m);
     /* Threads: the workspace is sized for a team of any size (see the ISA's workspace fn). */
-    size_t need = t.workspace ? t.workspace(w, m, 0) : 0;
+    size_t need = t->workspace ? t->workspace(w, m, 0) : 0;
     if (need > 0 && (!workspace || workspace_bytes < need))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "linear forward: workspace %zu bytes < %zu needed (numla_linear_workspace_size)",
                    workspace ? workspace_bytes : (size_t)0, need);
-    t.forward(w, m, x, ldx, y, ldy, accumulate, need > 0 ? workspace : NULL);
+    t->forward(w, m, x, ldx, y, ldy, accumulate, need > 0 ? workspace : NULL);
     return NUMLA_STATUS_OK;
 }

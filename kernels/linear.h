@@ -25,7 +25,7 @@
 #include "kernels/isa.h"
 
 typedef struct numla_linear_weight {
-    numla_isa isa;        /* the ISA it was packed for (its layout) */
+    numla_isa isa;        /* the ISA it was packed at (one layout serves every level) */
     int64_t n;            /* output features N */
     int64_t k;            /* input features K */
     numla_dtype dtype;    /* packed element type: bf16 or f32 */
@@ -37,10 +37,15 @@ numla_status numla_linear_pack(numla_isa isa, int64_t n, int64_t k, const void *
                                numla_dtype src_dtype, int64_t ld_src, void *dst,
                                numla_linear_weight *out);
 
-size_t numla_linear_workspace_size(const numla_linear_weight *w, int64_t m, int num_threads);
-/* y (M, ldy) = x (M, ldx) · Wᵀ; accumulate != 0 adds into y. */
-numla_status numla_linear_forward(const numla_linear_weight *w, int64_t m, const float *x,
-                                  int64_t ldx, float *y, int64_t ldy, int accumulate,
-                                  void *workspace, size_t workspace_bytes);
+/* isa: the level to run (not w->isa): every level reads every packing, and a level whose
+ * variant does not take this weight and M (amx: bf16, K % 32 == 0, M >= 3) runs the level
+ * below. The caller picks it, e.g. avx512 for exact fp32 activations where amx would split
+ * them into two bf16 halves. */
+size_t numla_linear_workspace_size(numla_isa isa, const numla_linear_weight *w, int64_t m,
+                                   int num_threads);
+/* y (M, ldy) = x (M, ldx) · Wᵀ at level isa; accumulate != 0 adds into y. */
+numla_status numla_linear_forward(numla_isa isa, const numla_linear_weight *w, int64_t m,
+                                  const float *x, int64_t ldx, float *y, int64_t ldy,
+                                  int accumulate, void *workspace, size_t workspace_bytes);
 
 #endif

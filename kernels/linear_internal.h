@@ -2,8 +2,8 @@
  * blocking parameters, and the per-ISA entry points filled into the dispatch table of
  * kernels/linear.c. Nothing outside kernels/linear*.c and kernels/{ref,x86}/linear_*.c includes it.
  *
- * Packed layout (one layout for every ISA, so a weight packed for avx512bf16 can be read by the
- * reference and the tests can compare levels on identical bytes):
+ * Packed layout (one layout for every ISA, so a weight packed at any level runs at every level, and
+ * the tests compare levels on identical bytes):
  *
  *   W (N, K) is cut into panels of NUMLA_LINEAR_NR = 16 consecutive rows (output features);
  *   the last panel is zero-padded to 16 rows. Panels are stored one after another, so the
@@ -24,13 +24,9 @@
 /* Blocking parameters, all in one place. */
 enum {
     NUMLA_LINEAR_NR = 16,           /* rows of W per panel (one zmm of fp32 outputs) */
-    NUMLA_LINEAR_GEMV_MAX_M = 15,   /* avx512bf16: M up to this always runs the exact fp32 path */
-    NUMLA_LINEAR_USE_DPBF16 = 0,    /* avx512bf16, bf16 W, M > GEMV_MAX_M: 1 = vdpbf16ps GEMM,
-                                       0 = exact widen+FMA GEMM (2x faster where vdpbf16ps issues
-                                       at half the FMA rate, as measured here: docs/linear.md) */
     NUMLA_LINEAR_AVX512_MR = 12,    /* avx512 tiles: rows of x per micro-kernel (x 2 panels) */
     NUMLA_LINEAR_AVX2_MR = 4,       /* avx2 tiles: rows of x per micro-kernel (x 1 panel) */
-    NUMLA_LINEAR_AMX_MIN_M = 3,     /* avx512bf16 + AMX, bf16 W, K % 32 == 0: M from this runs the
+    NUMLA_LINEAR_AMX_MIN_M = 3,     /* amx level, bf16 W, K % 32 == 0: M from this runs the
                                        split-bf16 tile GEMM (kernels/x86/linear_amx.c) */
     NUMLA_LINEAR_AMX_KC = 2048,     /* AMX, M > 32: K block. Measured (1 thread, M = 512, N, K in
                                        1408..2048): 256 -> 650, 1024 -> 780, 2048 -> 810-860 useful
@@ -73,8 +69,11 @@ typedef size_t (*numla_linear_workspace_fn)(const numla_linear_weight *w, int64_
                                             int num_threads);
 
 typedef struct numla_linear_impl {
-    numla_linear_forward_fn forward;
+    numla_linear_forward_fn forward;     /* NULL: the level has no variant of its own */
     numla_linear_workspace_fn workspace; /* NULL: needs none */
+    /* NULL: the variant runs every weight and M; else whether it runs these (when not, the
+     * level below runs them) */
+    int (*applies)(const numla_linear_weight *w, int64_t m);
 } numla_linear_impl;
 
 /* Arguments are validated by kernels/linear.c before these run. */
@@ -90,27 +89,16 @@ size_t numla_linear_workspace_avx512(const numla_linear_weight *w, int64_t m, in
  * to the same L1 set. Thread ith of nth packs its share of the blocks. */
 void numla_linear_avx512_pack_x(int64_t m, int64_t k, const float *x, int64_t ldx, float *xp, int ith,
                                 int nth);
-/* One thread's share of the avx512 widen+FMA path: panels [p0, p1) (used by avx512bf16 too);
+/* One thread's share of the avx512 widen+FMA path: panels [p0, p1);
  * xp: x packed by numla_linear_avx512_pack_x, or NULL to read x (M, ldx) directly (M <= MR). */
 void numla_linear_avx512_panels(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
                                 const float *xp, float *y, int64_t ldy, int accumulate, int64_t p0,
                                 int64_t p1);
-void numla_linear_forward_avx512bf16(const numla_linear_weight *w, int64_t m, const float *x,
-                                     int64_t ldx, float *y, int64_t ldy, int accumulate,
-                                     void *workspace);
-size_t numla_linear_workspace_avx512bf16(const numla_linear_weight *w, int64_t m, int num_threads);
-/* The vdpbf16ps GEMM itself (bf16 weights, any M >= 1, needs avx512bf16), whatever
- * NUMLA_LINEAR_USE_DPBF16 says; workspace of numla_linear_workspace_dpbf16 bytes, any alignment. */
-size_t numla_linear_workspace_dpbf16(const numla_linear_weight *w, int64_t m);
-void numla_linear_forward_dpbf16(const numla_linear_weight *w, int64_t m, const float *x,
-                                 int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace);
-
-/* The AMX tile GEMM (kernels/x86/linear_amx.c): whether this process may use it
- * (numla_amx_usable and NUMLA_LINEAR_AMX != "0"; the variable is read per call), whether it
- * runs for this weight and M, its workspace (any alignment) and the GEMM itself. */
-int numla_linear_amx_enabled(void);
+/* The AMX tile GEMM (kernels/x86/linear_amx.c): whether it runs for this weight and M (bf16,
+ * M >= NUMLA_LINEAR_AMX_MIN_M, K % 32 == 0, and the tiles usable), its workspace (any
+ * alignment) and the GEMM itself. */
 int numla_linear_amx_applies(const numla_linear_weight *w, int64_t m);
-size_t numla_linear_workspace_amx(const numla_linear_weight *w, int64_t m);
+size_t numla_linear_workspace_amx(const numla_linear_weight *w, int64_t m, int num_threads);
 void numla_linear_forward_amx(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
                               float *y, int64_t ldy, int accumulate, void *workspace);
 

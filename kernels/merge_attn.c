@@ -12,6 +12,7 @@ static const numla_merge_attn_fn numla_merge_attn_table_[NUMLA_ISA_COUNT] = {
     [NUMLA_ISA_AVX2] = numla_merge_attn_avx2,
     [NUMLA_ISA_AVX512] = numla_merge_attn_avx512,
     [NUMLA_ISA_AVX512BF16] = numla_merge_attn_avx512, /* no bf16 arithmetic here: inherit */
+    [NUMLA_ISA_AMX] = numla_merge_attn_avx512,
 };
 
 numla_status numla_merge_attn_states(numla_isa isa, int64_t rows, int32_t dim, float *out,

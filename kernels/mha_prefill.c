@@ -8,12 +8,22 @@
 
 #include "kernels/x86/mha_prefill_amx.h"
 
+/* Native variants per level; NULL inherits the level below, and so does amx when its variant
+ * does not apply to the args (numla_mha_prefill_amx_applies). */
 static const numla_mha_prefill_fn numla_mha_prefill_table_[NUMLA_ISA_COUNT] = {
     [NUMLA_ISA_REF] = numla_mha_prefill_ref,
-    [NUMLA_ISA_AVX2] = numla_mha_prefill_ref, /* no AVX2 variant: inherit */
     [NUMLA_ISA_AVX512] = numla_mha_prefill_avx512,
-    [NUMLA_ISA_AVX512BF16] = numla_mha_prefill_avx512, /* or its AMX form, chosen per call */
+    [NUMLA_ISA_AMX] = numla_mha_prefill_avx512_amx,
 };
+
+static numla_mha_prefill_fn numla_mha_prefill_pick(numla_isa isa, const numla_mha_prefill_args *a)
+{
+    int i = (int)isa;
+    while (i > 0 && (!numla_mha_prefill_table_[i] ||
+                     (i == NUMLA_ISA_AMX && !numla_mha_prefill_amx_applies(a))))
+        i--;
+    return numla_mha_prefill_table_[i];
+}
 
 static size_t thread_bytes(const numla_mha_prefill_args *a)
 {
@@ -114,10 +124,10 @@ numla_status numla_mha_prefill(numla_isa isa, const numla_mha_prefill_args *a, v
                    workspace_bytes, numla_mha_prefill_workspace_size(isa, a, nt));
     char *ws = (char *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
     float *kt_all = (float *)(ws + tb * (size_t)nt);
-    /* avx512bf16 with AMX: the AMX form of the avx512 variant, over keys and values packed as
-     * tiles (decided once here, for the packing and every task) */
-    const int amx = isa == NUMLA_ISA_AVX512BF16 && numla_mha_prefill_amx_applies(a);
-    const numla_mha_prefill_fn fn = amx ? numla_mha_prefill_avx512_amx : numla_mha_prefill_table_[isa];
+    /* amx: the AMX form of the avx512 variant, over keys and values packed as tiles (decided
+     * once here, for the packing and every task) */
+    const numla_mha_prefill_fn fn = numla_mha_prefill_pick(isa, a);
+    const int amx = fn == numla_mha_prefill_avx512_amx;
     const int transpose = fn != numla_mha_prefill_ref; /* the reference reads k in place */
     int64_t ktasks = 0;
     for (int32_t b = 0; transpose && b < a->num_seqs; b++)

@@ -21,7 +21,7 @@ static inline size_t numla_mha_prefill_thread_floats(const numla_mha_prefill_arg
 }
 
 /* One key block of the dispatcher's packing: Kt (Dqk, KB) then V (KB, Dv). When
- * numla_mha_prefill_amx_applies (kernels/x86/mha_prefill_amx.h) for the avx512bf16 variant, the
+ * numla_mha_prefill_amx_applies (kernels/x86/mha_prefill_amx.h) for the amx variant, the
  * Kt and V parts hold split-bf16 AMX B tiles instead (same footprints). */
 static inline size_t numla_mha_prefill_kv_block_floats(const numla_mha_prefill_args *a)
 {
@@ -41,7 +41,7 @@ void numla_mha_prefill_ref(const numla_mha_prefill_args *a, int32_t b, int32_t h
 void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0,
                               int32_t i1, float *scratch, const float *kt);
 /* The avx512 variant with Q·Kᵀ and P·V on AMX tiles, over the tile packing; the dispatcher
- * picks it on avx512bf16 when numla_mha_prefill_amx_applies (kernels/x86/mha_prefill_amx.h). */
+ * picks it at the amx level when numla_mha_prefill_amx_applies (kernels/x86/mha_prefill_amx.h). */
 void numla_mha_prefill_avx512_amx(const numla_mha_prefill_args *a, int32_t b, int32_t h,
                                   int32_t i0, int32_t i1, float *scratch, const float *kt);
 

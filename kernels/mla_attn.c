@@ -50,13 +50,14 @@ static const numla_mla_attn_kernel *const numla_mla_attn_table_[NUMLA_ISA_COUNT]
     [NUMLA_ISA_REF] = &numla_mla_attn_kernel_ref,
     [NUMLA_ISA_AVX2] = &numla_mla_attn_kernel_avx2,
     [NUMLA_ISA_AVX512] = &numla_mla_attn_kernel_avx512,
-    [NUMLA_ISA_AVX512BF16] = &numla_mla_attn_kernel_avx512bf16,
+    [NUMLA_ISA_AMX] = &numla_mla_attn_kernel_amx, /* avx512bf16: no variant of its own */
 };
 
 static const numla_mla_attn_kernel *numla_mla_attn_pick(numla_isa isa, const numla_mla_attn_args *a)
 {
     /* A level without a variant, or whose variant cannot take these dims (the vector ones need
-     * Dc % 32 == 0 and Dr % 16 == 0), inherits the level below. */
+     * Dc % 32 == 0 and Dr % 16 == 0; amx a bf16 cache and usable tiles), inherits the level
+     * below. */
     int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF;
     while (i > 0 && (!numla_mla_attn_table_[i] ||
                      (numla_mla_attn_table_[i]->supports && !numla_mla_attn_table_[i]->supports(a))))

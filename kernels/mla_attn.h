@@ -27,8 +27,8 @@
  *   - Threading: the call opens its own OpenMP parallel region and splits
  *     (sequence, head block, context split), merging splits by LSE.
  *   - No allocation: scratch of numla_mla_attn_workspace_size() bytes is passed in.
- *   - Numerics: fp32 accumulation; bf16 products may be formed with vdpbf16ps on
- *     avx512bf16, in which case q is rounded to bf16 (documented tolerance in tests).
+ *   - Numerics: fp32 accumulation; on amx the products run on tiles with fp32 q and P split
+ *     into bf16 hi + lo (error <= 2^-18 relative per element, documented tolerance in tests).
  */
 #ifndef NUMLA_KERNELS_MLA_ATTN_H
 #define NUMLA_KERNELS_MLA_ATTN_H
@@ -76,8 +76,9 @@ size_t numla_mla_attn_workspace_size(numla_isa isa, const numla_mla_attn_args *a
  * dims (see Rules) runs the level below it. */
 numla_status numla_mla_attn(numla_isa isa, const numla_mla_attn_args *args, void *workspace,
                             size_t workspace_bytes);
-/* Name of the variant numla_mla_attn(isa, args) runs ("ref", "avx2", "avx512", "avx512bf16"):
- * the level's own, or the level below it when that cannot take the dims. */
+/* Name of the variant numla_mla_attn(isa, args) runs ("ref", "avx2", "avx512", "amx"): the
+ * level's own, or the level below it when it has none (avx512bf16) or that cannot take the
+ * args (amx: a bf16 cache, (Dc + Dr) % 32 == 0, tiles granted). */
 const char *numla_mla_attn_variant(numla_isa isa, const numla_mla_attn_args *args);
 
 #endif

@@ -199,10 +199,10 @@ numla_status numla_launch_plan_mpirun(const numla_launch_plan *p,
     return NUMLA_STATUS_OK;
 }
 
-numla_status numla_launch_opts_from_env(numla_launch_opts *o)
+numla_status numla_launch_opts_from(const char *plan, numla_launch_opts *o)
 {
     if (!o)
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_launch_opts_from_env: NULL");
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_launch_opts_from: NULL");
     const char *sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         const char *v = getenv(sizes[i]);
@@ -211,7 +211,6 @@ numla_status numla_launch_opts_from_env(numla_launch_opts *o)
             break;
         }
     }
-    const char *plan = getenv("NUMLA_PLAN");
     if (!plan || !*plan)
         return NUMLA_STATUS_OK;
     char buf[256];

@@ -25,12 +25,13 @@ typedef struct numla_launch_opts {
     int hyperthreads;     /* bind to (and run threads on) every PU of each core */
 } numla_launch_opts;
 
-/* The options a rank needs to recompute the launcher's plan: NUMLA_PLAN (set by the mpirun
- * line when an option differs from the default: "threads=4,oversubscribe=1,hyperthreads=1")
- * and the job size the launcher announces (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE or
- * SLURM_NTASKS) as the rank count. Leaves fields the environment does not mention alone.
- * A malformed NUMLA_PLAN is NUMLA_STATUS_INVALID_ARG. Local. */
-numla_status numla_launch_opts_from_env(numla_launch_opts *o);
+/* The options a rank needs to recompute the launcher's plan: plan, the value of NUMLA_PLAN
+ * (set by the mpirun line when an option differs from the default:
+ * "threads=4,oversubscribe=1,hyperthreads=1"; NULL or "": none; the settings read it,
+ * engine/cli/settings.h), and the job size the launcher announces (OMPI_COMM_WORLD_SIZE,
+ * PMI_SIZE, PMIX_SIZE or SLURM_NTASKS) as the rank count. Leaves fields neither mentions
+ * alone. A malformed plan is NUMLA_STATUS_INVALID_ARG naming NUMLA_PLAN. Local. */
+numla_status numla_launch_opts_from(const char *plan, numla_launch_opts *o);
 
 typedef struct numla_launch_rank {
     int node;             /* NUMA node OS index */
@@ -71,7 +72,7 @@ typedef struct numla_launch_mpirun_opts {
  *   mpirun -n 4 --map-by ppr:1:numa:PE=16 --bind-to core -x OMP_NUM_THREADS=16
  *          -x OMP_PLACES=cores -x OMP_PROC_BIND=close <exe> <args...>
  * plus -x NUMLA_PLAN=... when the plan's options differ from the defaults, so every rank
- * recomputes the same plan (numla_launch_opts_from_env). Local. */
+ * recomputes the same plan (numla_launch_opts_from). Local. */
 numla_status numla_launch_plan_mpirun(const numla_launch_plan *p,
                                       const numla_launch_mpirun_opts *mo, int argc,
                                       char *const *argv, char ***out_argv, int *out_argc);

@@ -37,6 +37,7 @@
 #include "common/log.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/run_cmd.h"
+#include "engine/cli/settings.h"
 #include "engine/model/config.h"
 #include "engine/model/kv_cache.h"
 #include "engine/parallel/engine.h"
@@ -415,9 +416,11 @@ typedef struct run_job {
     int64_t already;            /* records kept by --resume */
 } run_job;
 
-static numla_status run_engine_create(run_opts *o, numla_comm *comm, numla_engine **eng)
+static numla_status run_engine_create(run_opts *o, const numla_settings *set, numla_comm *comm,
+                                      numla_engine **eng)
 {
     numla_engine_options eo = numla_engine_options_default();
+    numla_settings_engine_options(set, &eo);
     eo.num_threads = o->threads;
     eo.block_size = o->block_size;
     eo.kv_dtype = o->kv_dtype;
@@ -433,8 +436,7 @@ static numla_status run_report_loaded(run_job *j, numla_comm *comm, double t_loa
 {
     const run_opts *o = j->o;
     const numla_kv_cache *kv = numla_engine_kv_cache(j->eng);
-    numla_isa isa;
-    NUMLA_CHECK(numla_isa_select(&isa));
+    const numla_isa isa = numla_model_get_options(numla_engine_model(j->eng)).isa;
     fprintf(stderr, "numla run: %s (%s, %lld layers) loaded in %.2f s: %.1f MB of weights on "
                     "rank 0, %d rank%s, isa %s, %d threads, context %lld, KV %lld blocks of %d "
                     "(%.2f GiB per rank, %s)\n",
@@ -599,8 +601,10 @@ int numla_run_main(int argc, char **argv)
     int rc = parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    numla_settings set;
     numla_comm_session mpi;
-    if (numla_comm_world_init(&mpi) != NUMLA_STATUS_OK)
+    if (numla_settings_load(&set) != NUMLA_STATUS_OK ||
+        numla_comm_world_init(&mpi, &set.comm) != NUMLA_STATUS_OK)
         return run_fail();
     const int rank = numla_comm_rank(mpi.comm);
     if (rank != 0) {
@@ -610,7 +614,7 @@ int numla_run_main(int argc, char **argv)
     }
     numla_engine *eng = NULL;
     const double t_load = now_s();
-    if (run_engine_create(&o, mpi.comm, &eng) != NUMLA_STATUS_OK)
+    if (run_engine_create(&o, &set, mpi.comm, &eng) != NUMLA_STATUS_OK)
         rc = run_fail();
     else if (rank != 0)
         rc = numla_engine_worker_loop(eng) == NUMLA_STATUS_OK ? 0 : run_fail();

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/settings.h"
 #include "launch/bind.h"
 #include "launch/plan.h"
 #include "launch/topo.h"
@@ -124,9 +125,15 @@ static int numla_topo_main(int argc, char **argv)
     int json = 0, plan_mpirun = 0, print0 = 0, bind_check = 0, verbose = 0, strict = 0;
     const char *synthetic = NULL, *xml = NULL, *exe = NULL, *mpirun = NULL;
     numla_launch_opts o = {0};
+    numla_settings set;
+    if (numla_settings_load(&set) != NUMLA_STATUS_OK) {
+        fprintf(stderr, "numla topo: %s\n", numla_error_message());
+        return 2;
+    }
     /* --bind-check runs inside a launched rank: start from the launcher's plan options. */
     for (int k = 1; k < argc && strcmp(argv[k], "--"); k++)
-        if (!strcmp(argv[k], "--bind-check") && numla_launch_opts_from_env(&o) != NUMLA_STATUS_OK) {
+        if (!strcmp(argv[k], "--bind-check") &&
+            numla_launch_opts_from(set.launch_plan, &o) != NUMLA_STATUS_OK) {
             fprintf(stderr, "numla topo: %s\n", numla_error_message());
             return 2;
         }

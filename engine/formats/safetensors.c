@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "engine/formats/safetensors.h"
+#include "engine/formats/safetensors_testing.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -810,6 +811,11 @@ static void *numla_safetensors_wjob_run(void *arg)
     return NULL;
 }
 
+/* The writer's chunk size set by the tests (0: the default). */
+static size_t numla_safetensors_chunk_bytes_;
+
+void numla_safetensors_testing_set_chunk_bytes(size_t bytes) { numla_safetensors_chunk_bytes_ = bytes; }
+
 numla_status numla_safetensors_writer_write(const numla_safetensors_writer *w, const char *path)
 {
     /* Duplicate names would silently collapse in the JSON object: reject them here, once. */
@@ -856,9 +862,8 @@ numla_status numla_safetensors_writer_write(const numla_safetensors_writer *w, c
      * chunk is still in cache when it is copied. Memory stays at two chunks whatever the
      * tensor sizes. */
     size_t chunk = (size_t)4 << 20; /* a multiple of every element size */
-    const char *ch = getenv("NUMLA_SAFETENSORS_CHUNK_BYTES"); /* tests: chunks that split rows */
-    if (ch && atoll(ch) >= 4)
-        chunk = (size_t)atoll(ch) & ~(size_t)3;
+    if (numla_safetensors_chunk_bytes_ >= 4) /* tests: chunks that split rows */
+        chunk = numla_safetensors_chunk_bytes_ & ~(size_t)3;
     void *buf[2] = {NULL, NULL};
     int cur = 0, pending = 0;
     pthread_t th;

@@ -244,13 +244,13 @@ static numla_status attention_absorbed(numla_model *m, const numla_layer_weights
     cur.causal = 1;
     cur.out = m->ctx2;
     cur.lse = m->lse_new;
-    size_t need = numla_mla_attn_workspace_size(m->isa, &pre, m->num_threads);
-    size_t need2 = numla_mla_attn_workspace_size(m->isa, &cur, m->num_threads);
+    size_t need = numla_mla_attn_workspace_size(m->isa_mla, &pre, m->num_threads);
+    size_t need2 = numla_mla_attn_workspace_size(m->isa_mla, &cur, m->num_threads);
     NUMLA_CHECK(numla_model_grow_workspace(&m->attn_ws, &m->attn_ws_bytes,
                                            need2 > need ? need2 : need, "attention workspace"));
     double tk = omp_get_wtime();
-    NUMLA_CHECK(numla_mla_attn(m->isa, &pre, m->attn_ws, m->attn_ws_bytes));
-    NUMLA_CHECK(numla_mla_attn(m->isa, &cur, m->attn_ws, m->attn_ws_bytes));
+    NUMLA_CHECK(numla_mla_attn(m->isa_mla, &pre, m->attn_ws, m->attn_ws_bytes));
+    NUMLA_CHECK(numla_mla_attn(m->isa_mla, &cur, m->attn_ws, m->attn_ws_bytes));
     NUMLA_CHECK(numla_merge_attn_states(m->isa, T * Hr, (int32_t)dc, m->ctx, NULL, m->ctx,
                                         m->lse_pre, m->ctx2, m->lse_new));
     m->stats.attn_kernel_s += omp_get_wtime() - tk;
@@ -394,11 +394,11 @@ static numla_status attention_expanded(numla_model *m, const numla_layer_weights
         .q = m->xp_q, .q_stride = qhw, .k = m->xp_k, .k_stride = qhw,
         .v = m->xp_v, .v_stride = vw, .out = m->o, .out_stride = vw, .lse = NULL,
     };
-    const size_t need = numla_mha_prefill_workspace_size(m->isa, &a, omp_get_max_threads());
+    const size_t need = numla_mha_prefill_workspace_size(m->isa_mha, &a, omp_get_max_threads());
     NUMLA_CHECK(numla_model_grow_workspace(&m->xp_ws, &m->xp_ws_bytes, need,
                                            "mha_prefill workspace"));
     double tk = omp_get_wtime();
-    NUMLA_CHECK(numla_mha_prefill(m->isa, &a, m->xp_ws, m->xp_ws_bytes));
+    NUMLA_CHECK(numla_mha_prefill(m->isa_mha, &a, m->xp_ws, m->xp_ws_bytes));
     m->stats.attn_kernel_s += omp_get_wtime() - tk;
     m->stats.expanded_tokens += Te;
     return NUMLA_STATUS_OK;

@@ -46,7 +46,16 @@ numla_model_options numla_model_options_default(numla_isa isa)
 {
     return (numla_model_options){.isa = isa, .num_threads = 1,
                                  .single_thread_below_bytes = NUMLA_MODEL_SMALL_WEIGHT_BYTES,
-                                 .prefill_form = NUMLA_PREFILL_FORM_AUTO};
+                                 .prefill_form = NUMLA_PREFILL_FORM_AUTO,
+                                 .linear_amx = 1, .mla_amx = 1, .mha_amx = 1};
+}
+
+numla_isa numla_model_options_level(const numla_model_options *o, numla_model_kernels f)
+{
+    const int amx = f == NUMLA_MODEL_KERNELS_LINEAR ? o->linear_amx
+                    : f == NUMLA_MODEL_KERNELS_MLA  ? o->mla_amx
+                                                    : o->mha_amx;
+    return amx ? o->isa : numla_isa_min(o->isa, NUMLA_ISA_AVX512BF16);
 }
 
 /* ---- the scratch table: every scratch buffer once, so create, grow and destroy agree ---- */
@@ -210,6 +219,12 @@ numla_status numla_model_create(const numla_model_weights *w, const numla_model_
     m->exact_activations = opts->exact_activations;
     m->single_thread_below_bytes = opts->single_thread_below_bytes;
     m->prefill_form = opts->prefill_form;
+    m->linear_amx = opts->linear_amx;
+    m->mla_amx = opts->mla_amx;
+    m->mha_amx = opts->mha_amx;
+    m->isa_linear = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_LINEAR);
+    m->isa_mla = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_MLA);
+    m->isa_mha = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_MHA);
     numla_status s = numla_model_scratch_grow(m, NUMLA_SCRATCH_EXPERTS, 1, "expert counts");
     if (s != NUMLA_STATUS_OK) {
         numla_model_destroy(&m);
@@ -238,7 +253,9 @@ numla_model_options numla_model_get_options(const numla_model *m)
     return (numla_model_options){.isa = m->isa, .num_threads = m->num_threads,
                                  .exact_activations = m->exact_activations,
                                  .single_thread_below_bytes = m->single_thread_below_bytes,
-                                 .prefill_form = m->prefill_form};
+                                 .prefill_form = m->prefill_form,
+                                 .linear_amx = m->linear_amx, .mla_amx = m->mla_amx,
+                                 .mha_amx = m->mha_amx};
 }
 
 const numla_model_weights *numla_model_get_weights(const numla_model *m) { return m->w; }

@@ -95,7 +95,7 @@ typedef struct numla_model_options {
      * kernels will open), so set the team size with omp_set_num_threads. <= 0: 1. */
     int num_threads;
     /* 1: run the linear layers at the avx512 level (fp32 FMA on widened weights) instead of
-     * avx512bf16, whose AMX GEMM (M >= 3, bf16 weights) splits activations into two bf16
+     * amx, whose AMX GEMM (M >= 3, bf16 weights) splits activations into two bf16
      * halves (error 2^-18 relative, kernels/x86/linear_amx.c): slower, fp32 summation error
      * only. Default 0. */
     int exact_activations;
@@ -103,10 +103,23 @@ typedef struct numla_model_options {
      * more than the work); default 32 MiB, 0 = always use the OpenMP team. */
     size_t single_thread_below_bytes;
     numla_prefill_form prefill_form; /* default AUTO */
+    /* 1 (default): that kernel family runs its AMX path when isa is amx; 0: at most
+     * avx512bf16 for it (the settings' NUMLA_LINEAR_AMX, NUMLA_MLA_AMX, NUMLA_MHA_AMX) */
+    int linear_amx, mla_amx, mha_amx;
 } numla_model_options;
 
 /* The defaults above for this isa. */
 numla_model_options numla_model_options_default(numla_isa isa);
+
+/* The kernel families whose level the options decide. */
+typedef enum numla_model_kernels {
+    NUMLA_MODEL_KERNELS_LINEAR = 0, /* numla_linear_forward */
+    NUMLA_MODEL_KERNELS_MLA,        /* numla_mla_attn */
+    NUMLA_MODEL_KERNELS_MHA,        /* numla_mha_prefill */
+} numla_model_kernels;
+/* The level family f runs at under o: o->isa, or at most avx512bf16 when f's AMX switch is
+ * off. */
+numla_isa numla_model_options_level(const numla_model_options *o, numla_model_kernels f);
 
 /* Cumulative counters since numla_model_create (callers diff two readings). */
 typedef struct numla_model_stats {

@@ -43,6 +43,10 @@ struct numla_model {
     int exact_activations;          /* numla_model_options */
     size_t single_thread_below_bytes;
     numla_prefill_form prefill_form;
+    int linear_amx, mla_amx, mha_amx; /* numla_model_options */
+    /* the level each kernel family runs at: isa, or below amx where that family's AMX path
+     * is turned off */
+    numla_isa isa_linear, isa_mla, isa_mha;
     numla_model_layer_hook hook;
     void *hook_ctx;
     numla_model_reduce_fn reduce;   /* NULL: only nranks = 1 can run */
@@ -139,18 +143,11 @@ numla_status numla_model_grow_workspace(void **buf, size_t *bytes, size_t need, 
 /* nth workspaces of `each` bytes (rounded to 64, *stride) in m->par_ws, for linear calls made
  * one per thread inside our own parallel region. */
 numla_status numla_model_par_workspace(numla_model *m, size_t each, int nth, size_t *stride);
-/* The weight to run: w itself, or with exact_activations its avx512 view in *tmp (the packed
- * layout is the same at every ISA, kernels/linear_internal.h; avx512 widens bf16 weights and
- * keeps activations fp32 at every M). */
-static inline const numla_linear_weight *run_weight(const numla_model *m,
-                                                    const numla_linear_weight *w,
-                                                    numla_linear_weight *tmp)
+/* The level the linear layers run at: with exact_activations at most avx512 (it widens bf16
+ * weights and keeps activations fp32 at every M; every level reads the one packed layout). */
+static inline numla_isa numla_model_lin_isa(const numla_model *m)
 {
-    if (!m->exact_activations || w->isa != NUMLA_ISA_AVX512BF16)
-        return w;
-    *tmp = *w;
-    tmp->isa = NUMLA_ISA_AVX512;
-    return tmp;
+    return m->exact_activations ? numla_isa_min(m->isa_linear, NUMLA_ISA_AVX512) : m->isa_linear;
 }
 /* Charges the time since *t to part p and restarts the clock. */
 void numla_model_part_tick(numla_model *m, numla_model_part p, double *t);

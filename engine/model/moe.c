@@ -171,7 +171,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
         return 0;
     int32_t *act = m->ex_act, na = 0; /* active local experts */
     size_t ws_max = 0;
-    numla_linear_weight tmp;
+    const numla_isa isa = numla_model_lin_isa(m);
     for (int64_t e = 0; e < ne; e++) {
         int64_t n = cnt[e + 1] - cnt[e];
         if (n == 0)
@@ -181,7 +181,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
             return 0;
         const numla_linear_weight *ws3[3] = {&w->gate, &w->up, &w->down};
         for (int j = 0; j < 3; j++) {
-            size_t need = numla_linear_workspace_size(run_weight(m, ws3[j], &tmp), n, 1);
+            size_t need = numla_linear_workspace_size(isa, ws3[j], n, 1);
             ws_max = need > ws_max ? need : ws_max;
         }
         act[na++] = (int32_t)e;
@@ -189,7 +189,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
     if (sh_job) {
         const numla_linear_weight *ws2[2] = {&sw->gate, &sw->up};
         for (int j = 0; j < 2; j++) {
-            size_t need = numla_linear_workspace_size(run_weight(m, ws2[j], &tmp), T, 1);
+            size_t need = numla_linear_workspace_size(isa, ws2[j], T, 1);
             ws_max = need > ws_max ? need : ws_max;
         }
     }
@@ -202,14 +202,12 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
 #pragma omp parallel for num_threads(m->num_threads) schedule(dynamic, 1)
     for (int32_t jj = 0; jj < na + sh_job; jj++) {
         void *ws = (char *)m->par_ws + (size_t)omp_get_thread_num() * stride;
-        numla_linear_weight t1, t2, t3;
         if (sh_job && jj == 0) {
             const int64_t Is = sw->inter;
-            numla_status s1 = numla_linear_forward(run_weight(m, &sw->gate, &t1), T, m->x, hid,
-                                                   m->g, Is, 0, ws, stride);
+            numla_status s1 = numla_linear_forward(isa, &sw->gate, T, m->x, hid, m->g, Is, 0,
+                                                   ws, stride);
             if (s1 == NUMLA_STATUS_OK)
-                s1 = numla_linear_forward(run_weight(m, &sw->up, &t2), T, m->x, hid, m->u, Is,
-                                          0, ws, stride);
+                s1 = numla_linear_forward(isa, &sw->up, T, m->x, hid, m->u, Is, 0, ws, stride);
             (void)numla_act_silu_mul(m->isa, T * Is, m->g, m->u); /* args valid */
             if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_experts)
@@ -224,14 +222,12 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
         float *x = m->par_x + r0 * hid;
         for (int64_t r = 0; r < n; r++) /* this expert's tokens, gathered on its thread */
             memcpy(x + r * hid, m->x + (m->ex_list[r0 + r] / k) * hid, (size_t)hid * sizeof(float));
-        numla_status s1 = numla_linear_forward(run_weight(m, &w->gate, &t1), n, x, hid, g, I, 0,
-                                               ws, stride);
+        numla_status s1 = numla_linear_forward(isa, &w->gate, n, x, hid, g, I, 0, ws, stride);
         if (s1 == NUMLA_STATUS_OK)
-            s1 = numla_linear_forward(run_weight(m, &w->up, &t2), n, x, hid, u, I, 0, ws, stride);
+            s1 = numla_linear_forward(isa, &w->up, n, x, hid, u, I, 0, ws, stride);
         (void)numla_act_silu_mul(m->isa, n * I, g, u); /* args valid */
         if (s1 == NUMLA_STATUS_OK)
-            s1 = numla_linear_forward(run_weight(m, &w->down, &t3), n, g, I, y, hid, 0, ws,
-                                      stride);
+            s1 = numla_linear_forward(isa, &w->down, n, g, I, y, hid, 0, ws, stride);
         if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_experts)
             bad = s1;

@@ -81,13 +81,12 @@ numla_status numla_model_lin(numla_model *m, const numla_linear_weight *w, int64
 {
     if (M == 0 || w->n == 0)
         return NUMLA_STATUS_OK;
-    numla_linear_weight exact;
-    w = run_weight(m, w, &exact);
+    const numla_isa isa = numla_model_lin_isa(m);
     NUMLA_CHECK(numla_model_grow_workspace(&m->lin_ws, &m->lin_ws_bytes,
-                                           numla_linear_workspace_size(w, M, m->num_threads),
+                                           numla_linear_workspace_size(isa, w, M, m->num_threads),
                                            "linear workspace"));
     double t0 = omp_get_wtime();
-    NUMLA_CHECK(numla_linear_forward(w, M, x, ldx, y, ldy, acc, m->lin_ws, m->lin_ws_bytes));
+    NUMLA_CHECK(numla_linear_forward(isa, w, M, x, ldx, y, ldy, acc, m->lin_ws, m->lin_ws_bytes));
     m->stats.linear_s += omp_get_wtime() - t0;
     m->stats.linear_flops += 2.0 * (double)M * (double)w->n * (double)w->k;
     return NUMLA_STATUS_OK;
@@ -111,22 +110,21 @@ numla_status numla_model_per_head(numla_model *m, const numla_linear_weight *w, 
             NUMLA_CHECK(numla_model_lin(m, &w[h], T, x + h * xoff, ldx, y + h * yoff, ldy, 0));
         return NUMLA_STATUS_OK;
     }
-    numla_linear_weight exact0;
+    const numla_isa isa = numla_model_lin_isa(m);
     size_t stride;
-    const size_t each = numla_linear_workspace_size(run_weight(m, &w[0], &exact0), T, 1);
+    const size_t each = numla_linear_workspace_size(isa, &w[0], T, 1);
     NUMLA_CHECK(numla_model_par_workspace(m, each, m->num_threads, &stride));
     double t0 = omp_get_wtime();
     numla_status st = NUMLA_STATUS_OK;
 #pragma omp parallel for num_threads(m->num_threads) schedule(static)
     for (int64_t h = 0; h < Hr; h++) {
-        numla_linear_weight exact;
-        const numla_linear_weight *wh = run_weight(m, &w[h], &exact);
-        size_t need = numla_linear_workspace_size(wh, T, 1);
+        const numla_linear_weight *wh = &w[h];
+        size_t need = numla_linear_workspace_size(isa, wh, T, 1);
         char *ws = (char *)m->par_ws + (size_t)omp_get_thread_num() * stride;
         numla_status s1 = need > stride
                               ? NUMLA_STATUS_INTERNAL
-                              : numla_linear_forward(wh, T, x + h * xoff, ldx, y + h * yoff, ldy,
-                                                     0, need ? ws : NULL, need);
+                              : numla_linear_forward(isa, wh, T, x + h * xoff, ldx, y + h * yoff,
+                                                     ldy, 0, need ? ws : NULL, need);
         if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_per_head)
             st = s1;

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "engine/formats/safetensors.h"
 #include "engine/model/weights.h"
+#include "engine/parallel/engine_testing.h"
 #include "kernels/isa.h"
 #include "launch/bind.h"
 #include "launch/plan.h"
@@ -47,9 +48,9 @@ struct numla_engine {
     numla_engine_stats st;
     double reduce_base_s;             /* the model's reduce_s at the last reset */
     int64_t reduces_base;
-    int64_t step_no;                  /* steps since creation (for NUMLA_TEST_DIE_AT_STEP) */
-    int64_t die_at_step;              /* -1: never (NUMLA_TEST_DIE_AT_STEP: SIGKILL) */
-    int64_t fail_at_step;             /* -1: never (NUMLA_TEST_FAIL_AT_STEP: an error) */
+    int64_t step_no;                  /* steps since creation (for the test faults) */
+    int64_t die_at_step;              /* -1: never (numla_engine_testing_set_faults: SIGKILL) */
+    int64_t fail_at_step;             /* -1: never (numla_engine_testing_set_faults: an error) */
 
     unsigned char *plan_buf;          /* received / packed plan */
     size_t plan_cap;
@@ -62,33 +63,29 @@ struct numla_engine {
 
 static double wtime(void) { return omp_get_wtime(); }
 
-/* NUMLA_PREFILL_FORM=auto|absorbed|expanded (docs/prefill.md); unset or empty: auto. Any other
- * value is logged and yields an out-of-range form, which numla_model_create rejects. */
-static numla_prefill_form prefill_form_from_env(void)
-{
-    const char *v = getenv("NUMLA_PREFILL_FORM");
-    numla_prefill_form f;
-    if (numla_prefill_form_parse(v, &f) != NUMLA_STATUS_OK) {
-        numla_log(NUMLA_LOG_LEVEL_ERROR, "NUMLA_PREFILL_FORM: %s", numla_error_message());
-        return (numla_prefill_form)-1;
-    }
-    return f;
-}
+/* Faults the tests inject (tests/support/numla_faulty.c); none in build/numla. */
+static numla_engine_faults engine_faults_ = {.rank = 1, .die_at_step = -1, .fail_at_step = -1};
+
+void numla_engine_testing_set_faults(const numla_engine_faults *f) { engine_faults_ = *f; }
 
 numla_engine_options numla_engine_options_default(void)
 {
-    return (numla_engine_options){.kv_dtype = NUMLA_DTYPE_BF16, .bind = 1,
-                                  .prefill_form = prefill_form_from_env()};
+    return (numla_engine_options){
+        .kv_dtype = NUMLA_DTYPE_BF16,
+        .bind = 1,
+        .isa = numla_isa_best(),
+        .kernels = numla_model_options_default(numla_isa_best()),
+    };
 }
 
 /* Apply the launch/ plan for this rank (DESIGN.md §1) when one can be made for this job on
  * this machine; otherwise say why once and run as placed by mpirun. */
-static void engine_bind(numla_engine *e)
+static void engine_bind(numla_engine *e, const numla_engine_options *o)
 {
     numla_topo *t = NULL;
     numla_launch_plan *p = NULL;
     numla_launch_opts lo = {.ranks = e->size};
-    numla_status s = numla_launch_opts_from_env(&lo);
+    numla_status s = numla_launch_opts_from(o->launch_plan, &lo);
     lo.ranks = e->size;
     if (s == NUMLA_STATUS_OK)
         s = numla_topo_load(NULL, NULL, &t);
@@ -99,8 +96,9 @@ static void engine_bind(numla_engine *e)
     /* Only a job started by numla-launch (NUMLA_PLAN set) expects a binding; otherwise the
      * reason is a debug note (e.g. tests oversubscribing one node). */
     if (s != NUMLA_STATUS_OK && e->rank == 0)
-        numla_log(getenv("NUMLA_PLAN") ? NUMLA_LOG_LEVEL_WARN : NUMLA_LOG_LEVEL_DEBUG, "engine: no binding applied (%s); ranks run where mpirun "
-                  "placed them", numla_error_message());
+        numla_log(o->launch_plan && *o->launch_plan ? NUMLA_LOG_LEVEL_WARN : NUMLA_LOG_LEVEL_DEBUG,
+                  "engine: no binding applied (%s); ranks run where mpirun placed them",
+                  numla_error_message());
     numla_launch_plan_destroy(&p);
     numla_topo_destroy(&t);
 }
@@ -124,10 +122,12 @@ static int any_failed(numla_comm *c, int failed)
 static numla_status engine_load(numla_engine *e, const char *model_dir,
                                 const numla_engine_options *o)
 {
-    numla_isa isa;
+    const numla_isa isa = o->isa;
     numla_safetensors_model *st = NULL;
     numla_status s;
-    NUMLA_CHECK(numla_isa_select(&isa));
+    if ((unsigned)isa >= NUMLA_ISA_COUNT || !numla_isa_supported(isa))
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: kernel level %s is not supported here",
+                   numla_isa_name(isa));
     NUMLA_CHECK(numla_model_config_load(model_dir, &e->cfg));
     if (e->size > e->cfg.num_attention_heads)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: %d ranks but the model has only %lld "
@@ -137,9 +137,9 @@ static numla_status engine_load(numla_engine *e, const char *model_dir,
     s = numla_weights_load(&e->cfg, st, e->rank, e->size, isa, &e->w);
     numla_safetensors_close(&st); /* the shard lives in owned memory now (DESIGN.md §3) */
     NUMLA_CHECK(s);
-    numla_model_options mo = numla_model_options_default(isa);
+    numla_model_options mo = o->kernels;
+    mo.isa = isa;
     mo.num_threads = e->threads;
-    mo.prefill_form = o->prefill_form;
     NUMLA_CHECK(numla_model_create(e->w, &mo, &e->m));
     if (e->size > 1)
         numla_model_set_reduce(e->m, engine_allreduce, e->comm);
@@ -229,20 +229,14 @@ numla_status numla_engine_create(numla_comm *comm, const char *model_dir,
         e->comm = comm;
         e->rank = numla_comm_rank(comm);
         e->size = numla_comm_size(comm);
-        /* failure injection for the tests (tests/mpi/engine_run.sh): rank
-         * NUMLA_TEST_DIE_RANK (default 1) dies or fails at the given step */
+        /* failure injection for the tests (tests/mpi/engine_run.sh) */
         e->die_at_step = e->fail_at_step = -1;
-        const char *die = getenv("NUMLA_TEST_DIE_AT_STEP");
-        const char *fail = getenv("NUMLA_TEST_FAIL_AT_STEP");
-        const char *die_rank = getenv("NUMLA_TEST_DIE_RANK");
-        if (e->rank == (die_rank && *die_rank ? atoi(die_rank) : 1)) {
-            if (die && *die)
-                e->die_at_step = atoll(die);
-            if (fail && *fail)
-                e->fail_at_step = atoll(fail);
+        if (e->rank == engine_faults_.rank) {
+            e->die_at_step = engine_faults_.die_at_step;
+            e->fail_at_step = engine_faults_.fail_at_step;
         }
         if (o.bind)
-            engine_bind(e);
+            engine_bind(e, &o);
         if (o.num_threads > 0)
             omp_set_num_threads(o.num_threads);
         e->threads = omp_get_max_threads();
@@ -386,14 +380,14 @@ static numla_status engine_run(numla_engine *e, const numla_step *st, float *log
     const int64_t R = st->num_logit_rows, V = e->cfg.vocab_size;
     const int64_t vr = e->w->shard.vocab_count;
     if (e->die_at_step >= 0 && e->step_no == e->die_at_step) {
-        fprintf(stderr, "numla: rank %d: NUMLA_TEST_DIE_AT_STEP=%lld: killing myself\n",
-                e->rank, (long long)e->die_at_step);
+        fprintf(stderr, "numla: rank %d: test fault: killing myself at step %lld\n", e->rank,
+                (long long)e->die_at_step);
         fflush(stderr);
         raise(SIGKILL);
     }
     if (e->fail_at_step >= 0 && e->step_no == e->fail_at_step)
-        NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "engine: NUMLA_TEST_FAIL_AT_STEP=%lld: injected "
-                   "failure on rank %d", (long long)e->fail_at_step, e->rank);
+        NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "engine: test fault: injected failure at step %lld on "
+                   "rank %d", (long long)e->fail_at_step, e->rank);
     e->step_no++;
     const double t0 = wtime();
     float *mine = logits;

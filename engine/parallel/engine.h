@@ -35,6 +35,7 @@
 #include "engine/model/config.h"
 #include "engine/model/kv_cache.h"
 #include "engine/model/model.h"
+#include "kernels/isa.h"
 
 typedef struct numla_engine numla_engine;
 
@@ -56,11 +57,17 @@ typedef struct numla_engine_options {
     numla_dtype kv_dtype;     /* KV element type; NUMLA_DTYPE_BF16 recommended */
     int bind;                 /* 1: apply the launch/ binding plan for this rank (node-local
                                  memory, pinned threads) before loading; 0: leave as is */
-    numla_prefill_form prefill_form; /* the model's prefill attention form (docs/prefill.md) */
+    const char *launch_plan;  /* the launcher's NUMLA_PLAN (launch/plan.h) the binding plan is
+                                 recomputed from; NULL: none (then a failed binding is only a
+                                 debug note) */
+    numla_isa isa;            /* kernel level (the settings' NUMLA_ISA); must be supported */
+    numla_model_options kernels; /* the model's options: per-family AMX switches, prefill
+                                    form, ... (its isa and num_threads are the engine's) */
 } numla_engine_options;
 
-/* Defaults: all zero except kv_dtype = bf16, bind = 1, prefill_form from NUMLA_PREFILL_FORM
- * (auto when unset). */
+/* Defaults: all zero except kv_dtype = bf16, bind = 1, isa = numla_isa_best(), every kernel
+ * family's AMX path allowed, prefill form auto. numla run fills them from the settings
+ * (engine/cli/settings.h). */
 numla_engine_options numla_engine_options_default(void);
 
 /* Create the engine on every rank of comm: read the config, check that there are no more ranks

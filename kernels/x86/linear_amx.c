@@ -1,6 +1,6 @@
-/* kernels/x86/linear_amx.c — AMX-BF16 GEMM for bf16 weights, used by the avx512bf16 linear
- * level when the CPU and OS allow tiles (kernels/x86/amx.h), K is a multiple of 32 and M is
- * large enough (NUMLA_LINEAR_AMX_MIN_M); NUMLA_LINEAR_AMX=0 turns it off.
+/* kernels/x86/linear_amx.c — AMX-BF16 GEMM for bf16 weights, the amx linear level, when the
+ * CPU and OS allow tiles (kernels/x86/amx.h), K is a multiple of 32 and M is large enough
+ * (NUMLA_LINEAR_AMX_MIN_M); other weights and M run the avx512 path.
  *
  * Precision: split-bf16 activations. Each fp32 x is written as hi + lo, hi = bf16(x) and
  * lo = bf16(x - hi) (round to nearest even), and y = W·hi + W·lo, both products on the tiles.
@@ -57,18 +57,10 @@ typedef struct {
     int lines;
 } numla_linear_amx_l2pf;
 
-int numla_linear_amx_enabled(void)
-{
-    const char *e = getenv("NUMLA_LINEAR_AMX");
-    if (e && strcmp(e, "0") == 0)
-        return 0;
-    return numla_amx_usable();
-}
-
 int numla_linear_amx_applies(const numla_linear_weight *w, int64_t m)
 {
     return w->dtype == NUMLA_DTYPE_BF16 && m >= NUMLA_LINEAR_AMX_MIN_M && w->k % TKB == 0 &&
-           numla_linear_amx_enabled();
+           numla_amx_usable();
 }
 
 /* Bytes of packed x for `rows` rows: whole 16-row tiles of K values, hi and lo bf16. */
@@ -77,8 +69,9 @@ static int64_t numla_linear_amx_x_bytes_(int64_t rows, int64_t k)
     return (rows + TR - 1) / TR * TR * k * 2 /* hi, lo */ * 2 /* bytes */;
 }
 
-size_t numla_linear_workspace_amx(const numla_linear_weight *w, int64_t m)
+size_t numla_linear_workspace_amx(const numla_linear_weight *w, int64_t m, int num_threads)
 {
+    (void)num_threads; /* packed x is shared by the team */
     return (size_t)numla_linear_amx_x_bytes_(m, w->k) + 64;
 }
 

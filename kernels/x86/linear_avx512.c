@@ -3,8 +3,8 @@
  * and multiplied against fp32 x with FMA. Register tile: up to 12 rows of x x 2 panels (32
  * outputs). For M <= 12 (decode) each panel is streamed once over the full K, so the path runs at
  * memory bandwidth; for larger M the K loop is blocked (NUMLA_LINEAR_KC) so the two panels of a
- * tile stay in L1 while the rows of x stream from L2. avx512bf16 reuses this path for its small-M
- * and f32-weight cases (numla_linear_avx512_panels). */
+ * tile stay in L1 while the rows of x stream from L2. avx512bf16 runs this path, and amx runs it
+ * for the weights and M its tile GEMM does not take. */
 #include <immintrin.h>
 #include <omp.h>
 

@@ -24,12 +24,7 @@ _Static_assert(NUMLA_MHA_PREFILL_QB % 16 == 0, "query tasks are whole row tiles"
 
 int numla_mha_prefill_amx_applies(const numla_mha_prefill_args *a)
 {
-    if (a->qk_dim % 32 != 0 || a->v_dim % 32 != 0)
-        return 0;
-    const char *e = getenv("NUMLA_MHA_AMX");
-    if (e && strcmp(e, "0") == 0)
-        return 0;
-    return numla_amx_usable();
+    return a->qk_dim % 32 == 0 && a->v_dim % 32 == 0 && numla_amx_usable();
 }
 
 /* 32 floats -> hi (bf16(x)) and lo (bf16(x - hi)), each 32 bf16 in element order. */

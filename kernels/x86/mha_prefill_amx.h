@@ -1,4 +1,4 @@
-/* kernels/x86/mha_prefill_amx.h — AMX-BF16 Q·Kᵀ and P·V for the avx512bf16 mha_prefill variant
+/* kernels/x86/mha_prefill_amx.h — AMX-BF16 Q·Kᵀ and P·V for the amx mha_prefill variant
  * (kernels/x86/mha_prefill_amx.c, built with -mamx-tile -mamx-bf16). Private to mha_prefill.
  *
  * Precision: q and k (and P and v) are each split into bf16 hi + lo (hi = bf16(x),
@@ -12,9 +12,8 @@
 
 #include "kernels/mha_prefill.h"
 
-/* Whether the dispatcher runs the AMX form of the avx512 variant on avx512bf16:
- * qk_dim and v_dim multiples of 32, AMX usable (kernels/x86/amx.h) and NUMLA_MHA_AMX not
- * "0" (read per call, once per numla_mha_prefill call). */
+/* Whether the dispatcher runs the AMX form of the avx512 variant at the amx level:
+ * qk_dim and v_dim multiples of 32 and AMX usable (kernels/x86/amx.h). */
 int numla_mha_prefill_amx_applies(const numla_mha_prefill_args *a);
 
 /* Keys of one block as B tiles: n (<= KB) rows of k (row stride ks floats, D dims each) into

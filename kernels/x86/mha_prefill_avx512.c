@@ -9,8 +9,8 @@
  *   3. O[i][:] += Σ_j P[i][j] · v_j, two query rows × Dv (8 zmm at 128) at a time, from the
  *      block's values packed contiguously by the dispatcher.
  * O lives in the thread's scratch between key blocks. Dv must be a multiple of 16 (otherwise
- * the reference runs). The AMX form (numla_mha_prefill_avx512_amx, picked by the dispatcher on
- * avx512bf16) does steps 1 and 3 on tiles (kernels/x86/mha_prefill_amx.c) and shares step 2.
+ * the reference runs). The AMX form (numla_mha_prefill_avx512_amx, picked by the dispatcher at
+ * the amx level) does steps 1 and 3 on tiles (kernels/x86/mha_prefill_amx.c) and shares step 2.
  */
 #include "kernels/mha_prefill_impl.h"
 

@@ -13,14 +13,6 @@
 #include "kernels/x86/amx.h"
 #include "kernels/x86/bf16_pack_avx512.h"
 
-int numla_mla_amx_enabled(void)
-{
-    const char *e = getenv("NUMLA_MLA_AMX");
-    if (e && strcmp(e, "0") == 0)
-        return 0;
-    return numla_amx_usable();
-}
-
 void numla_mla_amx_begin(void) { numla_amx_tiles_begin(); }
 
 void numla_mla_amx_end(void) { numla_amx_tiles_end(); }

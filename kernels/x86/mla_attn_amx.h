@@ -1,17 +1,11 @@
-/* kernels/x86/mla_attn_amx.h — AMX-BF16 Q·K and P·V for the avx512bf16 MLA attention kernel
+/* kernels/x86/mla_attn_amx.h — AMX-BF16 Q·K and P·V for the amx MLA attention variant
  * (kernels/x86/mla_attn_amx.c, built with -mamx-tile -mamx-bf16). Private to the x86 MLA
- * kernels, except numla_mla_amx_enabled, which bench decode-kernel asks to know whether the
- * AMX path runs. */
+ * kernels. */
 #ifndef NUMLA_KERNELS_X86_MLA_ATTN_AMX_H
 #define NUMLA_KERNELS_X86_MLA_ATTN_AMX_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* Whether the AMX path may run: the CPU has AMX-TILE and AMX-BF16, the OS granted the tile
- * state to this process (requested once, thread-safely, on first call) and NUMLA_MLA_AMX is
- * not "0". Read per call so tests can flip the environment variable between calls. */
-int numla_mla_amx_enabled(void);
 
 /* Configure the tiles for numla_mla_qk_amx on this thread (once per chunk), and release them. */
 void numla_mla_amx_begin(void);

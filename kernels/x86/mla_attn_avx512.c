@@ -1,6 +1,6 @@
 /* kernels/x86/mla_attn_avx512.c — AVX-512 F/BW/VL/DQ MLA attention chunk kernel: fp32 FMA for
  * Q·K and P·V over cache rows widened in registers (see mla_attn_avx512_impl.h). */
-#define NUMLA_MLA_BF16DOT 0
+#define NUMLA_MLA_AMX 0
 #include "kernels/x86/mla_attn_avx512_impl.h"
 
 const numla_mla_attn_kernel numla_mla_attn_kernel_avx512 = {

@@ -1,17 +1,14 @@
 /* kernels/x86/mla_attn_avx512_impl.h — the AVX-512 MLA attention chunk kernel, included by
- * mla_attn_avx512.c (NUMLA_MLA_BF16DOT 0) and mla_attn_avx512bf16.c (NUMLA_MLA_BF16DOT 1),
- * which supply the compiler flags. Private to those two files.
+ * mla_attn_avx512.c (NUMLA_MLA_AMX 0) and mla_attn_avx512_amx.c (NUMLA_MLA_AMX 1), which
+ * supply the compiler flags. Private to those two files.
  *
  * One item = up to 16 (query, head) rows sharing one key range. Keys go in tiles of
  * NUMLA_MLA_KT rows; per tile:
- *   1. scores S[t][r] (one zmm per key, lane = row): with NUMLA_MLA_VDPBF16=1 and bf16 q and cache,
- *      vdpbf16ps of q pairs (packed once per item as [pair][row]) against the row's pairs
- *      broadcast straight from the cache (exact products); otherwise lanes along d: each
- *      16-element piece of the row is widened once and FMA'd into all rows' accumulators
- *      (q blocked by 16 dims), then a 16-way transpose-add gives the key's score vector.
- *      In the avx512bf16 build with bf16 q and cache, (Dc + Dr) % 32 == 0 and AMX-BF16
- *      granted (numla_mla_amx_enabled), the scores come from AMX tiles instead
- *      (kernels/x86/mla_attn_amx.c; the C tile is exactly this [key][row] layout).
+ *   1. scores S[t][r] (one zmm per key, lane = row): lanes along d: each 16-element piece of
+ *      the row is widened once and FMA'd into all rows' accumulators (q blocked by 16 dims),
+ *      then a 16-way transpose-add gives the key's score vector. In the AMX build (bf16
+ *      cache, (Dc + Dr) % 32 == 0: numla_mla_amx_supports) the scores come from AMX tiles
+ *      instead (kernels/x86/mla_attn_amx.c; the C tile is exactly this [key][row] layout).
  *      The scale is applied to the fp32 scores.
  *   2. online softmax on the tile (masking keys past each row's limit), P = e^(S - m).
  *   3. O[r][d] += Σ_t P[t][r] · v_t[d] with lanes along d, all rows of the item in registers
@@ -31,21 +28,18 @@
 #include "kernels/x86/exp_avx512.h"
 
 #include "kernels/mla_attn_internal.h"
-#if NUMLA_MLA_BF16DOT
+#ifndef NUMLA_MLA_AMX
+#error "define NUMLA_MLA_AMX before including mla_attn_avx512_impl.h"
+#endif
+#if NUMLA_MLA_AMX
+#include "kernels/x86/amx.h"
 #include "kernels/x86/bf16_pack_avx512.h"
 #include "kernels/x86/mla_attn_amx.h"
 #endif
 
-#ifndef NUMLA_MLA_BF16DOT
-#error "define NUMLA_MLA_BF16DOT before including mla_attn_avx512_impl.h"
-#endif
-
-/* Blocking (overridable for tuning builds): keys per tile, keys per vdpbf16ps register block. */
+/* Blocking (overridable for tuning builds): keys per tile. */
 #ifndef NUMLA_MLA_KT
 #define NUMLA_MLA_KT 64
-#endif
-#ifndef NUMLA_MLA_QK_NT
-#define NUMLA_MLA_QK_NT 8
 #endif
 #ifndef NUMLA_MLA_PREFETCH
 #define NUMLA_MLA_PREFETCH 1
@@ -69,35 +63,6 @@ NUMLA_MLA_INLINE void numla_mla_prefetch_row(const char *row, size_t bytes)
     for (size_t o = 0; o < bytes; o += 64)
         _mm_prefetch(row + o, _MM_HINT_T0);
 }
-
-#if NUMLA_MLA_BF16DOT
-/* S[i] = Σ_j qv[j] · pair_j(row i), NT keys at once, NA partial sums per key. */
-NUMLA_MLA_INLINE void numla_mla_qk_bf16(const uint32_t *qv, int64_t pairs,
-                                        const char *const *rows, float *S, const int NT, const int NA)
-{
-    __m512 acc[16][8];
-    const uint32_t *rp[16];
-    for (int i = 0; i < NT; i++) {
-        rp[i] = (const uint32_t *)rows[i];
-        for (int k = 0; k < NA; k++)
-            acc[i][k] = _mm512_setzero_ps();
-    }
-    for (int64_t j = 0; j < pairs; j += NA) {
-        for (int k = 0; k < NA; k++) {
-            __m512bh q = (__m512bh)_mm512_load_si512((const void *)(qv + (j + k) * 16));
-            for (int i = 0; i < NT; i++)
-                acc[i][k] = _mm512_dpbf16_ps(acc[i][k], q,
-                                             (__m512bh)_mm512_set1_epi32((int)rp[i][j + k]));
-        }
-    }
-    for (int i = 0; i < NT; i++) {
-        __m512 s = acc[i][0];
-        for (int k = 1; k < NA; k++)
-            s = _mm512_add_ps(s, acc[i][k]);
-        _mm512_store_ps(S + 16 * i, s);
-    }
-}
-#endif
 
 /* Sixteen 16-lane partial sums v[h] -> one vector of their totals, lane h. */
 NUMLA_MLA_INLINE __m512 numla_mla_reduce16r(const __m512 *v)
@@ -226,22 +191,6 @@ typedef struct numla_mla_scratch_layout {
     size_t q, S, rows, stage, pv, total;
 } numla_mla_scratch_layout;
 
-static int numla_mla_uses_bf16dot(const numla_mla_attn_args *a)
-{
-    /* Only when q is bf16 too: then vdpbf16ps products are exact (rounding an fp32 q to bf16
-     * costs ~2e-3 in the scores, visible in peaked softmaxes). And only when asked for with
-     * NUMLA_MLA_VDPBF16=1 (read per call, like NUMLA_MLA_AMX, so tests run both paths): on
-     * the 2-core AVX-512-BF16 host this was tuned on, zmm vdpbf16ps sustains 0.5/cycle (32
-     * flop/cycle) against 2 FMA/cycle (64 flop/cycle), and the fp32 path measured 13% faster
-     * with the cache in L2 and 30% faster streaming 19 MB (single thread, 16 rows, Dc 512).
-     * Worth turning on where vdpbf16ps runs at full rate; the AMX path, where it runs, takes
-     * precedence over both. */
-    if (!(NUMLA_MLA_BF16DOT && a->kv_dtype == NUMLA_DTYPE_BF16 && a->q_dtype == NUMLA_DTYPE_BF16))
-        return 0;
-    const char *e = getenv("NUMLA_MLA_VDPBF16");
-    return e && strcmp(e, "1") == 0;
-}
-
 static numla_mla_scratch_layout numla_mla_layout(const numla_mla_attn_args *a)
 {
     numla_mla_scratch_layout L;
@@ -255,7 +204,7 @@ static numla_mla_scratch_layout numla_mla_layout(const numla_mla_attn_args *a)
     off += NUMLA_MLA_KT * sizeof(void *);
     off = (off + 63) & ~(size_t)63;
     L.stage = off;
-#if NUMLA_MLA_BF16DOT
+#if NUMLA_MLA_AMX
     off += 64 * w * sizeof(uint16_t); /* AMX staging of 4 groups of 16 rows */
     L.pv = off;
     off += NUMLA_MLA_PV_AMX_STAGE * sizeof(uint16_t); /* AMX P·V tiles */
@@ -273,19 +222,28 @@ static int numla_mla_supports(const numla_mla_attn_args *a)
     return a->kv_lora_rank % 32 == 0 && a->rope_dim % 16 == 0;
 }
 
-/* Pack the item's q rows as (w / 16, 16 rows, 16) fp32 or, for vdpbf16ps and the AMX tiles,
- * [pair][16] bf16 pairs; rows past nrows are zero. An fp32 or fp16 q packed as pairs is split
+#if NUMLA_MLA_AMX
+/* Q·K on the tiles needs a bf16 cache and rows of whole 32-element slices, and the tiles
+ * granted to this process; otherwise the avx512 variant runs. */
+static int numla_mla_amx_supports(const numla_mla_attn_args *a)
+{
+    return numla_mla_supports(a) && a->kv_dtype == NUMLA_DTYPE_BF16 &&
+           (a->kv_lora_rank + a->rope_dim) % 32 == 0 && numla_amx_usable();
+}
+#endif
+
+/* Pack the item's q rows as (w / 16, 16 rows, 16) fp32 or, for the AMX tiles, [pair][16]
+ * bf16 pairs; rows past nrows are zero. An fp32 or fp16 q packed as pairs is split
  * into hi = bf16(q) at qbuf and lo = bf16(q - hi) right after it (w / 2 · 16 pairs further):
  * the AMX Q·K sums both products, so the scores keep fp32-class error (|q - hi - lo| <=
  * 2^-18 |q|; bf16 cache values times bf16 are exact in fp32). The softmax scale is applied to
  * the scores. */
-static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16dot)
+static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf)
 {
     const numla_mla_attn_args *a = c->a;
     int64_t w = (int64_t)a->kv_lora_rank + a->rope_dim;
-    (void)bf16dot; /* only the avx512bf16 build packs pairs */
-#if NUMLA_MLA_BF16DOT
-    if (bf16dot) {
+#if NUMLA_MLA_AMX
+    {
         const int split = a->q_dtype != NUMLA_DTYPE_BF16;
         uint32_t *hi = qbuf, *lo = hi + (size_t)w / 2 * 16;
         for (int64_t jb = 0; jb < w / 32; jb++) { /* 32 elements = 16 pairs per row at a time */
@@ -320,16 +278,9 @@ static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16
                     _mm512_storeu_si512((void *)(lo + (size_t)(jb * 16 + i) * 16), rl[i]);
             }
         }
-        /* w % 32 == 16: the vdpbf16ps path only, whose q is bf16 (the split needs the tiles,
-         * which need w % 32 == 0) */
-        for (int64_t j = w / 32 * 16; j < w / 2; j++)
-            for (int32_t r = 0; r < 16; r++)
-                hi[j * 16 + r] =
-                    r < c->nrows ? ((const uint32_t *)a->q)[(size_t)(c->row0 + r) * (size_t)w / 2 + (size_t)j]
-                                 : 0;
         return;
     }
-#endif
+#else
     {
         float *qr = qbuf;
         memset(qr, 0, (size_t)w * 16 * sizeof(float));
@@ -348,6 +299,7 @@ static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf, int bf16
             }
         }
     }
+#endif
 }
 
 static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m, float *l,
@@ -355,27 +307,21 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
 {
     const numla_mla_attn_args *a = c->a;
     const int64_t dc = a->kv_lora_rank, w = dc + a->rope_dim;
-    int bf16dot = numla_mla_uses_bf16dot(a);
-#if NUMLA_MLA_BF16DOT
-    /* AMX tiles for Q·K when the cache is bf16 and rows split into whole 32-element slices:
-     * exact products, fp32 accumulation. A bf16 q is used as is; an fp32 / fp16 q (what the
-     * engine passes) as bf16 hi + lo, two products per key tile (numla_mla_pack_q). */
-    const int amx = a->kv_dtype == NUMLA_DTYPE_BF16 &&
-                    (a->kv_lora_rank + a->rope_dim) % 32 == 0 && numla_mla_amx_enabled();
-    if (amx)
-        bf16dot = 1; /* q packed as bf16 pairs, the tile B layout */
-    /* P·V on tiles whenever the cache is bf16 (V exact; P split hi + lo), whatever q is. */
-    const int amx_pv = a->kv_dtype == NUMLA_DTYPE_BF16 && a->kv_lora_rank % 64 == 0 &&
-                       NUMLA_MLA_KT <= 64 && numla_mla_amx_enabled();
+#if NUMLA_MLA_AMX
+    /* AMX tiles for Q·K (numla_mla_amx_supports: bf16 cache, whole 32-element slices): exact
+     * products, fp32 accumulation. A bf16 q is used as is; an fp32 / fp16 q (what the engine
+     * passes) as bf16 hi + lo, two products per key tile (numla_mla_pack_q). */
+    const int amx = 1;
+    /* P·V on tiles too (V exact; P split hi + lo), whatever q is. */
+    const int amx_pv = a->kv_lora_rank % 64 == 0 && NUMLA_MLA_KT <= 64;
 #else
-    const int amx = 0, amx_pv = 0;
-    (void)amx_pv;
+    const int amx = 0;
 #endif
     const int kind = a->kv_dtype == NUMLA_DTYPE_BF16 ? 1 : a->kv_dtype == NUMLA_DTYPE_F16 ? 2 : 0;
     numla_mla_scratch_layout L = numla_mla_layout(a);
     char *s = scratch;
     void *qbuf = s + L.q;
-#if NUMLA_MLA_BF16DOT
+#if NUMLA_MLA_AMX
     /* q's lo pairs right after its hi pairs (numla_mla_pack_q), when q is not bf16 */
     const uint32_t *qlo =
         amx && a->q_dtype != NUMLA_DTYPE_BF16 ? (const uint32_t *)qbuf + w / 2 * 16 : NULL;
@@ -397,8 +343,8 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
         memset(acc, 0, (size_t)c->nrows * (size_t)dc * sizeof(float));
         return;
     }
-    numla_mla_pack_q(c, qbuf, bf16dot);
-#if NUMLA_MLA_BF16DOT
+    numla_mla_pack_q(c, qbuf);
+#if NUMLA_MLA_AMX
     if (amx || amx_pv)
         numla_mla_amx_begin();
 #endif
@@ -421,21 +367,10 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
         }
         /* 1. scores */
         if (amx) {
-#if NUMLA_MLA_BF16DOT
+#if NUMLA_MLA_AMX
             for (int64_t i = 0; i < nt; i += 64)
                 numla_mla_qk_amx(qbuf, qlo, w, rows + i, nt - i < 64 ? nt - i : 64, S + 16 * i,
                                  (uint16_t *)(s + L.stage));
-#endif
-        } else if (bf16dot) {
-#if NUMLA_MLA_BF16DOT
-            const uint32_t *qv = qbuf;
-            int64_t i = 0;
-            for (; i + NUMLA_MLA_QK_NT <= nt; i += NUMLA_MLA_QK_NT)
-                numla_mla_qk_bf16(qv, w / 2, rows + i, S + 16 * i, NUMLA_MLA_QK_NT, 1);
-            for (; i + 4 <= nt; i += 4)
-                numla_mla_qk_bf16(qv, w / 2, rows + i, S + 16 * i, 4, 2);
-            for (; i < nt; i++)
-                numla_mla_qk_bf16(qv, w / 2, rows + i, S + 16 * i, 1, 8);
 #endif
         } else {
             numla_mla_qk_rows(qbuf, w, rows, nt, S, kind, c->nrows);
@@ -467,7 +402,7 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
         lv = _mm512_fmadd_ps(lv, cv, psum);
         mv = mnew;
         /* 3. P·V */
-#if NUMLA_MLA_BF16DOT
+#if NUMLA_MLA_AMX
         if (amx_pv)
             numla_mla_pv_amx(acc, dc, S, corr, fresh, rescale, rows, nt,
                              (uint16_t *)(void *)(s + L.pv),
@@ -482,7 +417,7 @@ static void numla_mla_chunk(const numla_mla_attn_chunk *c, float *acc, float *m,
                              kind, c->nrows);
         fresh = 0;
     }
-#if NUMLA_MLA_BF16DOT
+#if NUMLA_MLA_AMX
     if (amx || amx_pv)
         numla_mla_amx_end();
     if (amx_pv)

@@ -487,11 +487,9 @@ static void check_model(const char *model)
         {0, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 1, 1, "fp32 weights, best isa, f32 kv", NUMLA_PREFILL_FORM_AUTO},
         {0, NUMLA_ISA_REF, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 0, "fp32 weights, ref isa, f32 kv", NUMLA_PREFILL_FORM_AUTO},
         {1, best, 1, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 1, "bf16 weights, exact activations", NUMLA_PREFILL_FORM_AUTO},
-        /* the default bf16 GEMM keeps fp32 activations (e2-linear d4229be); with
-         * NUMLA_LINEAR_USE_DPBF16 (vdpbf16ps, bf16-rounded activations for M >= 16) prompts of
-         * 16+ tokens moved logits by up to 8 on v3 (expert flips), so only shorter prompts are
-         * held to the tolerance in that mode */
-        {1, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, getenv("NUMLA_LINEAR_USE_DPBF16") ? 16 : 1 << 30, 0, 0,
+        /* the default bf16 GEMM keeps fp32-class activations (amx splits them into two bf16
+         * halves) */
+        {1, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 0,
          "bf16 weights, default linear path", NUMLA_PREFILL_FORM_AUTO},
         {0, best, 0, NUMLA_DTYPE_BF16, LOGIT_TOL_BF16KV, 1 << 30, 0, 1, "fp32 weights, bf16 kv", NUMLA_PREFILL_FORM_AUTO},
         /* the expanded prefill form (docs/prefill.md), forced for every multi-token chunk;

@@ -17,7 +17,7 @@ foreach(mode kill-shm kill-mpi abort stall)
     COMMAND bash ${CMAKE_SOURCE_DIR}/tests/mpi/comm_kill.sh ${MPIEXEC_EXECUTABLE}
             $<TARGET_FILE:numla_comm_test> ${mode} 3)
   set_tests_properties(comm-${mode}-r3 PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 3
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;NUMLA_COMM_TIMEOUT=3")
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 endforeach()
 
 # Under -DNUMLA_SANITIZE=ON, LeakSanitizer reports Open MPI's own allocations at exit (none

@@ -9,7 +9,7 @@
  * Failure modes used by comm_kill.sh (the job must stop, never hang):
  *   --kill-shm / --kill-mpi  rank 1 raises SIGKILL inside an allreduce loop on that path
  *   --abort                  rank 1 calls numla_comm_abort mid-loop
- *   --stall                  rank 1 stops participating; the others hit NUMLA_COMM_TIMEOUT
+ *   --stall                  rank 1 stops participating; the others hit the 3 s peer timeout
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -383,31 +383,31 @@ static void test_errors(numla_comm *c)
         free(v);
     }
 
-    /* Environment choices, decided collectively at create time. */
+    /* Path choices, decided collectively at create time. */
     numla_comm *d = NULL;
-    setenv("NUMLA_ALLREDUCE", "bogus", 1);
-    s = numla_comm_create(MPI_COMM_WORLD, &d);
-    CHECK(s == NUMLA_STATUS_INVALID_ARG && !d, "NUMLA_ALLREDUCE=bogus: %s", numla_status_name(s));
-    setenv("NUMLA_ALLREDUCE", "mpi", 1);
-    s = numla_comm_create(MPI_COMM_WORLD, &d);
+    numla_comm_options o = {.allreduce = (numla_comm_allreduce_path)7};
+    s = numla_comm_create(MPI_COMM_WORLD, &o, &d);
+    CHECK(s == NUMLA_STATUS_INVALID_ARG && !d, "allreduce path 7: %s", numla_status_name(s));
+    o.allreduce = NUMLA_COMM_ALLREDUCE_PATH_MPI;
+    s = numla_comm_create(MPI_COMM_WORLD, &o, &d);
     CHECK(s == NUMLA_STATUS_OK && numla_comm_allreduce_path_get(d) == NUMLA_COMM_ALLREDUCE_PATH_MPI,
-          "NUMLA_ALLREDUCE=mpi");
+          "allreduce mpi");
     numla_comm_destroy(&d);
     CHECK(d == NULL, "destroy nulls the handle");
-    setenv("NUMLA_ALLREDUCE", "shm", 1);
-    s = numla_comm_create(MPI_COMM_WORLD, &d);
+    o.allreduce = NUMLA_COMM_ALLREDUCE_PATH_SHM;
+    s = numla_comm_create(MPI_COMM_WORLD, &o, &d);
     CHECK(s == NUMLA_STATUS_OK && numla_comm_allreduce_path_get(d) == NUMLA_COMM_ALLREDUCE_PATH_SHM,
-          "NUMLA_ALLREDUCE=shm on one machine: %s", numla_error_message());
+          "allreduce shm on one machine: %s", numla_error_message());
     numla_comm_destroy(&d);
     if (g_size > 1) {
         /* Pretend the ranks span two machines: shm must be refused clearly, auto falls back. */
-        setenv("NUMLA_COMM_FAKE_MACHINES", "2", 1);
-        s = numla_comm_create(MPI_COMM_WORLD, &d);
+        o.test_fake_machines = 2;
+        s = numla_comm_create(MPI_COMM_WORLD, &o, &d);
         CHECK(s == NUMLA_STATUS_UNSUPPORTED && strstr(numla_error_message(), "not all on one"),
-              "NUMLA_ALLREDUCE=shm across machines: %s '%s'", numla_status_name(s),
+              "allreduce shm across machines: %s '%s'", numla_status_name(s),
               numla_error_message());
-        setenv("NUMLA_ALLREDUCE", "auto", 1);
-        s = numla_comm_create(MPI_COMM_WORLD, &d);
+        o.allreduce = NUMLA_COMM_ALLREDUCE_PATH_AUTO;
+        s = numla_comm_create(MPI_COMM_WORLD, &o, &d);
         CHECK(s == NUMLA_STATUS_OK && !numla_comm_shm_available(d) &&
                   numla_comm_allreduce_path_get(d) == NUMLA_COMM_ALLREDUCE_PATH_MPI,
               "auto across machines picks mpi");
@@ -421,9 +421,7 @@ static void test_errors(numla_comm *c)
                   "mpi fallback sums");
         }
         numla_comm_destroy(&d);
-        unsetenv("NUMLA_COMM_FAKE_MACHINES");
     }
-    unsetenv("NUMLA_ALLREDUCE");
 }
 
 /* Failure modes for comm_kill.sh: never returns normally on the victim's peers. */
@@ -461,7 +459,9 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
 
     numla_comm *c = NULL;
-    numla_status s = numla_comm_create(MPI_COMM_WORLD, &c);
+    /* a short peer timeout, so the stall mode (comm_kill.sh) ends within seconds */
+    const numla_comm_options opts = {.timeout_s = 3};
+    numla_status s = numla_comm_create(MPI_COMM_WORLD, &opts, &c);
     if (s != NUMLA_STATUS_OK)
         numla_comm_abort(NULL, s, "numla_comm_create: %s", numla_error_message());
     if (argc > 1)
@@ -493,11 +493,12 @@ int main(int argc, char **argv)
     /* A communicator with tiny buffers: every size is chunked, reduce-scatter starts at 1 KiB,
      * threads join at 2 KiB, so chunk boundaries, slice edges, thread splits and alternating
      * algorithms are all exercised quickly. */
-    setenv("NUMLA_COMM_SHM_BYTES", "4096", 1);
-    setenv("NUMLA_COMM_SHM_RS_BYTES", "1024", 1);
-    setenv("NUMLA_COMM_SHM_PAR_BYTES", "2048", 1); /* threads (when OMP_NUM_THREADS > 1) */
+    const numla_comm_options small_opts = {
+        .timeout_s = 3, .shm_bytes = 4096, .shm_rs_bytes = 1024,
+        .shm_par_bytes = 2048, /* threads (when OMP_NUM_THREADS > 1) */
+    };
     numla_comm *small = NULL;
-    s = numla_comm_create(MPI_COMM_WORLD, &small);
+    s = numla_comm_create(MPI_COMM_WORLD, &small_opts, &small);
     CHECK(s == NUMLA_STATUS_OK, "small-buffer communicator: %s", numla_error_message());
     if (small) {
         const size_t small_sizes[] = {1, 255, 256, 257, 1023, 1024, 1025, 3001, 10000};
@@ -511,9 +512,6 @@ int main(int argc, char **argv)
         test_hammer(small, 1000, 2000);
     }
     numla_comm_destroy(&small);
-    unsetenv("NUMLA_COMM_SHM_BYTES");
-    unsetenv("NUMLA_COMM_SHM_RS_BYTES");
-    unsetenv("NUMLA_COMM_SHM_PAR_BYTES");
 
     int local[2] = {g_pass, g_fail}, total[2];
     MPI_Allreduce(local, total, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -67,10 +67,21 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/tests/golden/v3/config.json)
                "ASAN_OPTIONS=detect_leaks=0")
 endif()
 
+# build/numla with the engine's fault injection (tests/support/numla_faulty.c) for the kill and
+# fail modes; build/numla itself has none.
+add_executable(numla_faulty ${CMAKE_SOURCE_DIR}/tests/support/numla_faulty.c)
+target_compile_options(numla_faulty PRIVATE ${NUMLA_WARNINGS})
+target_link_libraries(numla_faulty PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,numla_bench>")
+set_target_properties(numla_faulty PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+
 foreach(mode run-3 run-4 kill fail)
+  set(_exe numla)
+  if(mode STREQUAL "kill" OR mode STREQUAL "fail")
+    set(_exe numla_faulty)
+  endif()
   add_test(NAME engine-${mode}
     COMMAND bash ${CMAKE_SOURCE_DIR}/tests/mpi/engine_run.sh ${MPIEXEC_EXECUTABLE}
-            $<TARGET_FILE:numla> ${NUMLA_TEST_MODELS}/tiny ${mode})
+            $<TARGET_FILE:${_exe}> ${NUMLA_TEST_MODELS}/tiny ${mode})
   set_tests_properties(engine-${mode} PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 3
     FIXTURES_REQUIRED numla_tiny_model
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;NUMLA_COMM_TIMEOUT=5;OMP_NUM_THREADS=1;ASAN_OPTIONS=detect_leaks=0")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# tests/mpi/engine_run.sh MPIEXEC NUMLA MODEL MODE — `numla run` under mpiexec.
+# tests/mpi/engine_run.sh MPIEXEC NUMLA MODEL MODE — `numla run` under mpiexec (NUMLA is
+# build/numla, or build/numla_faulty for kill and fail: the same with fault injection).
 #   run-N  N ranks must produce the single-rank run's output tokens for every request, and the
 #          same error record for the bad line.
 #   kill   3 ranks, rank 1 SIGKILLs itself at step 5 (NUMLA_TEST_DIE_AT_STEP): mpiexec must
@@ -46,7 +47,8 @@ kill|fail)
   [ "$rc" -ne 124 ] || { echo "engine_run: FAIL: the job hung"; exit 1; }
   [ "$rc" -ne 0 ] || { echo "engine_run: FAIL: exit 0 although rank 1 died"; exit 1; }
   [ "$(echo "$elapsed > 20" | bc)" -eq 0 ] || { echo "engine_run: FAIL: teardown took ${elapsed}s"; exit 1; }
-  grep -q "$var" "$tmp/log" || { echo "engine_run: FAIL: rank 1 did not fail as asked"; exit 1; }
+  grep -q "rank 1: test fault\|test fault: injected failure at step 5 on rank 1" "$tmp/log" ||
+    { echo "engine_run: FAIL: rank 1 did not fail as asked"; exit 1; }
   if [ "$mode" = fail ]; then
     grep -q "rank 1 aborting" "$tmp/log" || { echo "engine_run: FAIL: no abort message from rank 1"; exit 1; }
   fi

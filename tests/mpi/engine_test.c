@@ -61,11 +61,12 @@ typedef struct ref_model {
     numla_kv_cache *kv;
 } ref_model;
 
-/* The engine's model options (prefill form from NUMLA_PREFILL_FORM), on one thread. */
+/* The engine's default model options, on one thread. */
 static numla_model_options ref_options(numla_isa isa)
 {
-    numla_model_options mo = numla_model_options_default(isa);
-    mo.prefill_form = numla_engine_options_default().prefill_form;
+    numla_model_options mo = numla_engine_options_default().kernels;
+    mo.isa = isa;
+    mo.num_threads = 1;
     return mo;
 }
 
@@ -73,9 +74,7 @@ static void ref_load(const char *dir, ref_model *r)
 {
     numla_model_config cfg;
     numla_safetensors_model *st = NULL;
-    numla_isa isa;
-    if (numla_isa_select(&isa))
-        die("reference model");
+    const numla_isa isa = numla_isa_best(); /* what the engine's default options run */
     numla_model_options mo = ref_options(isa);
     if (numla_model_config_load(dir, &cfg) || numla_safetensors_open(dir, &st) ||
         numla_weights_load(&cfg, st, 0, 1, isa, &r->w) ||
@@ -126,7 +125,7 @@ int main(int argc, char **argv)
             expect_too_many = 1;
     }
     numla_comm *comm = NULL;
-    if (numla_comm_create(MPI_COMM_WORLD, &comm))
+    if (numla_comm_create(MPI_COMM_WORLD, NULL, &comm))
         die("comm");
     const int rank = numla_comm_rank(comm), size = numla_comm_size(comm);
     numla_engine_options eo = numla_engine_options_default();

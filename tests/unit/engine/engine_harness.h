@@ -32,7 +32,7 @@ static numla_model_options eng_model_options(numla_isa isa)
 {
     numla_model_options o = numla_model_options_default(isa);
     o.num_threads = 2;
-    o.prefill_form = numla_engine_options_default().prefill_form;
+    o.prefill_form = numla_engine_options_default().kernels.prefill_form;
     return o;
 }
 

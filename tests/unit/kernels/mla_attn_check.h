@@ -8,8 +8,9 @@
  *   fp16 output:  atol 2e-3, rtol 2e-3,   cos 1e-6
  *   fp32 output:  atol 1e-4, rtol 1e-4,   cos 1e-8
  *   lse:          1e-4 + 1e-5·|lse|
- * The same for every ISA: avx512bf16 forms vdpbf16ps products only when q and the cache are
- * both bf16, where they are exact, so every path accumulates exact products in fp32.
+ * The same for every ISA level (amx included where the CPU and OS allow tiles): amx forms
+ * exact bf16 x bf16 products of a bf16 q, or of an fp32 / fp16 q split into bf16 hi + lo
+ * (2^-18 relative), and every path accumulates in fp32.
  */
 #ifndef NUMLA_TESTS_MLA_ATTN_CHECK_H
 #define NUMLA_TESTS_MLA_ATTN_CHECK_H
@@ -320,28 +321,7 @@ static void mla_check_case(const mla_case *c, const numla_dtype *ots, int nots, 
     int n = numla_test_isas(isas);
     for (int i = 0; i < n; i++)
         for (int j = 0; j < nots; j++) {
-            /* avx512bf16 runs twice: with its AMX Q·K path (where the CPU and OS have it; the
-             * kernel reads NUMLA_MLA_AMX per call) and with the AVX-512 one; with a bf16 q and
-             * cache a third time, with vdpbf16ps Q·K (NUMLA_MLA_VDPBF16=1, off by default). */
-            int runs = isas[i] != NUMLA_ISA_AVX512BF16 ? 1
-                       : c->qt == NUMLA_DTYPE_BF16 && c->kvt == NUMLA_DTYPE_BF16 ? 3
-                                                                                 : 2;
-            static const char *const tags[3] = {" (NUMLA_MLA_AMX=0)", " (amx allowed)",
-                                                " (NUMLA_MLA_AMX=0 NUMLA_MLA_VDPBF16=1)"};
-            for (int k = 0; k < runs; k++) {
-                char lab[160];
-                if (runs > 1) {
-                    setenv("NUMLA_MLA_AMX", k == 1 ? "1" : "0", 1);
-                    if (k == 2)
-                        setenv("NUMLA_MLA_VDPBF16", "1", 1);
-                }
-                snprintf(lab, sizeof lab, "%s%s", label, runs > 1 ? tags[k] : "");
-                mla_problem_check(p, isas[i], ots[j], lab);
-            }
-            if (runs > 1) {
-                unsetenv("NUMLA_MLA_AMX");
-                unsetenv("NUMLA_MLA_VDPBF16");
-            }
+            mla_problem_check(p, isas[i], ots[j], label);
         }
     mla_problem_free(p);
 }

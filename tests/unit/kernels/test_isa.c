@@ -1,4 +1,4 @@
-/* Tests for kernels/isa: parsing and the NUMLA_ISA override. */
+/* Tests for kernels/isa: parsing, the AMX level and the choice of a level by name. */
 #include "test_util.h"
 
 #include <stdio.h>
@@ -19,48 +19,63 @@ static void test_parse(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "sse9"));
 }
 
-static void test_select_env(void)
+static void test_choose_cpu(void)
 {
     numla_isa isa;
-    setenv("NUMLA_ISA", "ref", 1);
-    CU_ASSERT_EQUAL(numla_isa_select(&isa), NUMLA_STATUS_OK);
+    const unsigned cpu = numla_isa_supported_mask();
+    CU_ASSERT_EQUAL(numla_isa_choose("NUMLA_ISA", "ref", cpu, &isa), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(isa, NUMLA_ISA_REF);
-    setenv("NUMLA_ISA", "bogus", 1);
-    CU_ASSERT_EQUAL(numla_isa_select(&isa), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_isa_choose("NUMLA_ISA", "bogus", cpu, &isa), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "NUMLA_ISA=bogus"));
     /* A level the CPU lacks is an error, not a fallback. */
     for (int i = 0; i < NUMLA_ISA_COUNT; i++) {
         if (numla_isa_supported((numla_isa)i))
             continue;
-        setenv("NUMLA_ISA", numla_isa_name((numla_isa)i), 1);
-        CU_ASSERT_EQUAL(numla_isa_select(&isa), NUMLA_STATUS_UNSUPPORTED);
+        CU_ASSERT_EQUAL(numla_isa_choose("NUMLA_ISA", numla_isa_name((numla_isa)i), cpu, &isa),
+                        NUMLA_STATUS_UNSUPPORTED);
     }
-    unsetenv("NUMLA_ISA");
-    CU_ASSERT_EQUAL(numla_isa_select(&isa), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_isa_choose("NUMLA_ISA", NULL, cpu, &isa), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(isa, numla_isa_best());
 }
 
-/* The rule behind select, on CPUs this one is not: a level missing from the mask is an
+/* AMX is the level above avx512bf16, named "amx", and needs it. */
+static void test_amx_level(void)
+{
+    numla_isa isa;
+    CU_ASSERT_EQUAL(numla_isa_parse("amx", &isa), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(isa, NUMLA_ISA_AMX);
+    CU_ASSERT(NUMLA_ISA_AMX > NUMLA_ISA_AVX512BF16);
+    CU_ASSERT_STRING_EQUAL(numla_isa_name(NUMLA_ISA_AMX), "amx");
+    if (numla_isa_supported(NUMLA_ISA_AMX)) {
+        CU_ASSERT(numla_isa_supported(NUMLA_ISA_AVX512BF16));
+        CU_ASSERT_EQUAL(numla_isa_best(), NUMLA_ISA_AMX);
+    }
+    CU_ASSERT_EQUAL(numla_isa_min(NUMLA_ISA_AMX, NUMLA_ISA_AVX512BF16), NUMLA_ISA_AVX512BF16);
+    CU_ASSERT_EQUAL(numla_isa_min(NUMLA_ISA_AVX2, NUMLA_ISA_AVX512BF16), NUMLA_ISA_AVX2);
+}
+
+/* The rule, on CPUs this one is not: a level missing from the mask is an
  * error naming it and the best level there is, never a quiet fallback. */
 static void test_choose_masks(void)
 {
     numla_isa isa = NUMLA_ISA_COUNT;
     const unsigned ref_avx2 = 1u << NUMLA_ISA_REF | 1u << NUMLA_ISA_AVX2;
-    CU_ASSERT_EQUAL(numla_isa_choose(NULL, ref_avx2, &isa), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_isa_choose("NUMLA_ISA", NULL, ref_avx2, &isa), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(isa, NUMLA_ISA_AVX2);
-    CU_ASSERT_EQUAL(numla_isa_choose("", 0, &isa), NUMLA_STATUS_OK); /* ref is always there */
+    CU_ASSERT_EQUAL(numla_isa_choose("NUMLA_ISA", "", 0, &isa), NUMLA_STATUS_OK); /* ref is always there */
     CU_ASSERT_EQUAL(isa, NUMLA_ISA_REF);
-    CU_ASSERT_EQUAL(numla_isa_choose("avx2", ref_avx2, &isa), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_isa_choose("NUMLA_ISA", "avx2", ref_avx2, &isa), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(isa, NUMLA_ISA_AVX2);
     isa = NUMLA_ISA_COUNT;
-    CU_ASSERT_EQUAL(numla_isa_choose("avx512bf16", ref_avx2, &isa), NUMLA_STATUS_UNSUPPORTED);
+    CU_ASSERT_EQUAL(numla_isa_choose("NUMLA_ISA", "avx512bf16", ref_avx2, &isa), NUMLA_STATUS_UNSUPPORTED);
     CU_ASSERT_EQUAL(isa, NUMLA_ISA_COUNT); /* untouched on error */
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "does not support avx512bf16"));
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "best: avx2"));
-    CU_ASSERT_EQUAL(numla_isa_choose("avx512", 1u << NUMLA_ISA_REF, &isa), NUMLA_STATUS_UNSUPPORTED);
+    CU_ASSERT_EQUAL(numla_isa_choose("NUMLA_ISA", "avx512", 1u << NUMLA_ISA_REF, &isa), NUMLA_STATUS_UNSUPPORTED);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "best: ref"));
-    CU_ASSERT_EQUAL(numla_isa_choose("ref", 0, &isa), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_isa_choose("NUMLA_ISA", "ref", 0, &isa), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(isa, NUMLA_ISA_REF);
-    /* the CPU's own mask is what select uses */
+    /* the mask agrees with the per-level check */
     unsigned m = numla_isa_supported_mask();
     for (int i = 0; i < NUMLA_ISA_COUNT; i++)
         CU_ASSERT_EQUAL(!!(m & (1u << i)), numla_isa_supported((numla_isa)i));
@@ -93,12 +108,12 @@ static void capture_stderr(void (*fn)(void *), void *arg, char *buf, size_t n)
 
 static void choose_avx2_forced(void *arg)
 {
-    (void)numla_isa_choose("avx2", 1u << NUMLA_ISA_AVX2, arg);
+    (void)numla_isa_choose("NUMLA_ISA", "avx2", 1u << NUMLA_ISA_AVX2, arg);
 }
 
 static void choose_from_mask(void *arg)
 {
-    (void)numla_isa_choose(NULL, 1u << NUMLA_ISA_AVX2, arg);
+    (void)numla_isa_choose("NUMLA_ISA", NULL, 1u << NUMLA_ISA_AVX2, arg);
 }
 
 /* The choice is logged at debug level, with where it came from. */
@@ -112,5 +127,6 @@ static void test_choice_logged(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "kernel ISA: avx2 (from CPUID)"));
 }
 
-NUMLA_TEST_SUITE(isa, NULL, NULL, NUMLA_TEST(test_parse), NUMLA_TEST(test_select_env),
+NUMLA_TEST_SUITE(isa, NULL, NULL, NUMLA_TEST(test_parse), NUMLA_TEST(test_choose_cpu),
+                 NUMLA_TEST(test_amx_level),
                  NUMLA_TEST(test_choose_masks), NUMLA_TEST(test_choice_logged))

@@ -1,16 +1,12 @@
-/* Tests for kernels/linear: every supported ISA against a double-precision reference computed
- * here from the unpacked source weights, over odd shapes, strides, all source dtypes, and
- * accumulate on/off; plus argument validation.
- *
- * The vdpbf16ps GEMM is also run directly (numla_linear_forward_dpbf16) for every shape, since
- * the dispatcher may not pick it (NUMLA_LINEAR_USE_DPBF16).
+/* Tests for kernels/linear: every supported ISA level (amx included where the CPU and OS allow
+ * tiles) against a double-precision reference computed here from the unpacked source weights,
+ * over odd shapes, strides, all source dtypes, and accumulate on/off; plus argument validation.
+ * Weights are packed at one level and run at another (one layout serves every level).
  *
  * Tolerances (u = 2^-24, mag = |y0| + sum_k |x_k w_k| per output):
- *   exact fp32 paths (ref, avx2, avx512, avx512bf16 unless it runs vdpbf16ps):
+ *   exact fp32 paths (ref, avx2, avx512, avx512bf16, amx where its tile GEMM does not apply):
  *       |y - y_ref| <= (K + 2) u mag — the worst-case bound of any fp32 summation order.
- *   vdpbf16ps path: x is rounded to bf16 (relative
- *       error <= 2^-8), products are then exact and sums fp32:
- *       |y - y_ref| <= (2^-8 + (K + 2) u (1 + 2^-8)) mag.
+ *   AMX split-bf16 GEMM: |y - y_ref| <= (2^-18 + (2K + 2) u (1 + 2^-8)) mag.
  * Typical observed errors are far below these bounds (random signs cancel); a layout or
  * indexing bug gives errors of the order of mag itself. */
 #include "test_util.h"
@@ -34,11 +30,10 @@ typedef struct {
     int64_t m, n, k;
 } shape3;
 
-/* Runs one case; returns the number of bad outputs (and reports the first). */
-/* dp: call the vdpbf16ps GEMM directly (avx512bf16, bf16 weights), whichever path the
- * dispatcher would choose. */
-static int run_case(numla_isa isa, numla_dtype dt, int64_t m, int64_t n, int64_t k, int accumulate,
-                    uint64_t seed, int dp)
+/* Runs one case at level isa, the weight packed at level pack_isa; returns the number of bad
+ * outputs (and reports the first). */
+static int run_case(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64_t m, int64_t n,
+                    int64_t k, int accumulate, uint64_t seed)
 {
     numla_test_rng rng = {seed};
     const int64_t lds = k + 3, ldx = k + 5, ldy = n + 7;
@@ -68,30 +63,23 @@ static int run_case(numla_isa isa, numla_dtype dt, int64_t m, int64_t n, int64_t
             mag[i * n + j] = a;
         }
 
-    size_t bytes = numla_linear_packed_size(isa, n, k, dt);
+    size_t bytes = numla_linear_packed_size(pack_isa, n, k, dt);
     CU_ASSERT_FATAL(bytes > 0);
     void *packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     numla_linear_weight w;
-    CU_ASSERT_FATAL(numla_linear_pack(isa, n, k, src, dt, lds, packed, &w) == NUMLA_STATUS_OK);
+    CU_ASSERT_FATAL(numla_linear_pack(pack_isa, n, k, src, dt, lds, packed, &w) == NUMLA_STATUS_OK);
     CU_ASSERT(w.dtype == (dt == NUMLA_DTYPE_BF16 ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32));
-    size_t ws = dp ? numla_linear_workspace_dpbf16(&w, m) : numla_linear_workspace_size(&w, m, 2);
+    size_t ws = numla_linear_workspace_size(isa, &w, m, 2);
     /* Deliberately misaligned: the kernel aligns its workspace itself. */
     unsigned char *wsbuf = malloc(ws + 1);
-    if (dp) {
-        numla_linear_forward_dpbf16(&w, m, x, ldx, y, ldy, accumulate, wsbuf + 1);
-    } else {
-        numla_status st = numla_linear_forward(&w, m, x, ldx, y, ldy, accumulate,
-                                               ws ? wsbuf + 1 : NULL, ws);
-        NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "forward failed: %s", numla_error_message());
-    }
+    numla_status st = numla_linear_forward(isa, &w, m, x, ldx, y, ldy, accumulate,
+                                           ws ? wsbuf + 1 : NULL, ws);
+    NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "forward failed: %s", numla_error_message());
 
-    const int amx = !dp && isa == NUMLA_ISA_AVX512BF16 && numla_linear_amx_applies(&w, m);
-    const int bf16_act = dp || (!amx && NUMLA_LINEAR_USE_DPBF16 && isa == NUMLA_ISA_AVX512BF16 &&
-                                dt == NUMLA_DTYPE_BF16 && m > NUMLA_LINEAR_GEMV_MAX_M);
+    const int amx = isa == NUMLA_ISA_AMX && numla_linear_amx_applies(&w, m);
     const double u = ldexp(1.0, -24);
-    const double rel = bf16_act ? ldexp(1.0, -8) + (double)(k + 2) * u * (1 + ldexp(1.0, -8))
-                       : amx    ? ldexp(1.0, -18) + (double)(2 * k + 2) * u * (1 + ldexp(1.0, -8))
-                                : (double)(k + 2) * u;
+    const double rel = amx ? ldexp(1.0, -18) + (double)(2 * k + 2) * u * (1 + ldexp(1.0, -8))
+                           : (double)(k + 2) * u;
     if (amx)
         amx_cases_run++;
     int bad = 0;
@@ -100,16 +88,16 @@ static int run_case(numla_isa isa, numla_dtype dt, int64_t m, int64_t n, int64_t
             float got = y[i * ldy + j];
             if (j >= n) {
                 if (got != SENTINEL && bad++ == 0)
-                    fprintf(stderr, "\n    %s%s %s M=%lld N=%lld K=%lld: y[%lld][%lld] past N written\n",
-                            numla_isa_name(isa), dp ? "(dp)" : "", numla_dtype_name(dt), (long long)m, (long long)n,
+                    fprintf(stderr, "\n    %s %s M=%lld N=%lld K=%lld: y[%lld][%lld] past N written\n",
+                            numla_isa_name(isa), numla_dtype_name(dt), (long long)m, (long long)n,
                             (long long)k, (long long)i, (long long)j);
                 continue;
             }
             double err = fabs((double)got - yref[i * n + j]), tol = rel * mag[i * n + j] + 1e-30;
             if (!(err <= tol) && bad++ == 0)
                 fprintf(stderr,
-                        "\n    %s%s %s M=%lld N=%lld K=%lld acc=%d: y[%lld][%lld]=%.9g ref %.9g err %.3g tol %.3g\n",
-                        numla_isa_name(isa), dp ? "(dp)" : "", numla_dtype_name(dt), (long long)m, (long long)n,
+                        "\n    %s %s M=%lld N=%lld K=%lld acc=%d: y[%lld][%lld]=%.9g ref %.9g err %.3g tol %.3g\n",
+                        numla_isa_name(isa), numla_dtype_name(dt), (long long)m, (long long)n,
                         (long long)k, accumulate, (long long)i, (long long)j, got, yref[i * n + j],
                         err, tol);
         }
@@ -134,12 +122,10 @@ static void run_shapes(const shape3 *s, int ns)
             for (int i = 0; i < ns; i++)
                 for (int acc = 0; acc < 2; acc++) {
                     uint64_t seed = 0x1234u + (uint64_t)(i * 7 + acc + 100 * d);
-                    bad += run_case(isas[a], dts[d], s[i].m, s[i].n, s[i].k, acc, seed, 0);
+                    /* packed at this level, or at the next one down */
+                    numla_isa pack = acc && a > 0 ? isas[a - 1] : isas[a];
+                    bad += run_case(pack, isas[a], dts[d], s[i].m, s[i].n, s[i].k, acc, seed);
                     cases++;
-                    if (isas[a] == NUMLA_ISA_AVX512BF16 && dts[d] == NUMLA_DTYPE_BF16) {
-                        bad += run_case(isas[a], dts[d], s[i].m, s[i].n, s[i].k, acc, seed, 1);
-                        cases++;
-                    }
                 }
     NUMLA_ASSERT_MSG(bad == 0, "%d bad outputs over %d cases", bad, cases);
 }
@@ -165,7 +151,7 @@ static void test_all_m(void)
     run_shapes(s, 128);
 }
 
-/* The split-bf16 AMX GEMM (avx512bf16, bf16 W, K % 32 == 0, M >= NUMLA_LINEAR_AMX_MIN_M): one
+/* The split-bf16 AMX GEMM (amx level, bf16 W, K % 32 == 0, M >= NUMLA_LINEAR_AMX_MIN_M): one
  * row block and several, partial row/column tiles, an odd panel count, few panels with many
  * rows (the M split), and the orders for more than 32 rows: pair-major when a thread's packed x
  * fits NUMLA_LINEAR_AMX_PAIR_X_BYTES (with and without the next pair's L2 prefetch: 64 and 97
@@ -173,11 +159,11 @@ static void test_all_m(void)
  * half the rows fit (200 x 100 x 2048 on an even team: 128 + 72 rows, each with all of N), and
  * the KC/NC blocks beyond that (260 x 560 x 2080: threads split N, each runs 260 rows over K
  * blocks of 2048 + 32 with C going through y between them, and N past the N block). Skipped
- * where the CPU or OS has no AMX. Also run with NUMLA_LINEAR_AMX=0 through the same
- * dispatcher, which must then take the FMA path. */
+ * where the CPU or OS has no AMX. Also run at the avx512bf16 level (what the engine passes to
+ * turn linear AMX off), which must then take the FMA path. */
 static void test_amx(void)
 {
-    if (!numla_isa_supported(NUMLA_ISA_AVX512BF16) || !numla_linear_amx_enabled()) {
+    if (!numla_isa_supported(NUMLA_ISA_AMX)) {
         fprintf(stderr, "(no AMX here, skipped) ");
         return;
     }
@@ -194,19 +180,18 @@ static void test_amx(void)
     omp_set_num_threads(2);
     for (int i = 0; i < ns; i++)
         for (int acc = 0; acc < 2; acc++)
-            bad += run_case(NUMLA_ISA_AVX512BF16, NUMLA_DTYPE_BF16, s[i].m, s[i].n, s[i].k, acc,
-                            0x777u + (uint64_t)(2 * i + acc), 0);
+            bad += run_case(NUMLA_ISA_AMX, NUMLA_ISA_AMX, NUMLA_DTYPE_BF16, s[i].m, s[i].n, s[i].k,
+                            acc, 0x777u + (uint64_t)(2 * i + acc));
     omp_set_num_threads(team);
     NUMLA_ASSERT_MSG(bad == 0, "%d bad outputs", bad);
     NUMLA_ASSERT_MSG(amx_cases_run == 2 * ns, "only %d of %d cases ran on AMX", amx_cases_run, 2 * ns);
-    setenv("NUMLA_LINEAR_AMX", "0", 1);
     amx_cases_run = 0;
     bad = 0;
     for (int i = 0; i < 3; i++)
-        bad += run_case(NUMLA_ISA_AVX512BF16, NUMLA_DTYPE_BF16, s[i].m, s[i].n, s[i].k, 1, 0x99u, 0);
-    unsetenv("NUMLA_LINEAR_AMX");
+        bad += run_case(NUMLA_ISA_AMX, NUMLA_ISA_AVX512BF16, NUMLA_DTYPE_BF16, s[i].m, s[i].n,
+                        s[i].k, 1, 0x99u);
     CU_ASSERT_EQUAL(amx_cases_run, 0);
-    NUMLA_ASSERT_MSG(bad == 0, "%d bad outputs with NUMLA_LINEAR_AMX=0", bad);
+    NUMLA_ASSERT_MSG(bad == 0, "%d bad outputs at avx512bf16", bad);
 }
 
 /* Bad shapes, strides, alignment, aliasing and a missing workspace are reported, not run. */
@@ -228,22 +213,27 @@ static void test_validation(void)
     CU_ASSERT_EQUAL(numla_linear_packed_size(NUMLA_ISA_REF, 17, 3, NUMLA_DTYPE_F16), 32u * 3 * 4);
     CU_ASSERT_EQUAL(numla_linear_pack(NUMLA_ISA_REF, 2, 4, src, NUMLA_DTYPE_BF16, 4, packed, &w),
                     NUMLA_STATUS_OK);
-    CU_ASSERT_EQUAL(numla_linear_forward(&w, 1, x, 3, y, 2, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
-    CU_ASSERT_EQUAL(numla_linear_forward(&w, 1, x, 4, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
-    CU_ASSERT_EQUAL(numla_linear_forward(&w, 1, x, 4, x + 2, 2, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_linear_forward(NUMLA_ISA_REF, &w, 1, x, 3, y, 2, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_linear_forward(NUMLA_ISA_REF, &w, 1, x, 4, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_linear_forward(NUMLA_ISA_REF, &w, 1, x, 4, x + 2, 2, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "overlap"));
-    CU_ASSERT_EQUAL(numla_linear_forward(&w, 1, x, 4, y, 2, 0, NULL, 0), NUMLA_STATUS_OK);
-    CU_ASSERT_EQUAL(numla_linear_forward(&w, 0, NULL, 4, NULL, 2, 0, NULL, 0), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_linear_forward(NUMLA_ISA_REF, &w, 1, x, 4, y, 2, 0, NULL, 0), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_linear_forward(NUMLA_ISA_REF, &w, 0, NULL, 4, NULL, 2, 0, NULL, 0), NUMLA_STATUS_OK);
+    /* the level to run is checked like the weight */
+    CU_ASSERT_EQUAL(numla_linear_forward(NUMLA_ISA_COUNT, &w, 1, x, 4, y, 2, 0, NULL, 0),
+                    NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "isa"));
+    CU_ASSERT_EQUAL(numla_linear_workspace_size(NUMLA_ISA_COUNT, &w, 1, 2), 0u);
     if (numla_isa_supported(NUMLA_ISA_AVX512BF16)) {
         static float xl[64 * 4], yl[64 * 2];
         CU_ASSERT_EQUAL(numla_linear_pack(NUMLA_ISA_AVX512BF16, 2, 4, src, NUMLA_DTYPE_BF16, 4,
                                           packed, &w), NUMLA_STATUS_OK);
-        size_t ws = numla_linear_workspace_size(&w, 64, 2);
-        CU_ASSERT(ws >= 64 * 4 * (NUMLA_LINEAR_USE_DPBF16 ? 2 : 4));
-        CU_ASSERT_EQUAL(numla_linear_forward(&w, 64, xl, 4, yl, 2, 0, NULL, 0),
+        size_t ws = numla_linear_workspace_size(NUMLA_ISA_AVX512BF16, &w, 64, 2);
+        CU_ASSERT(ws >= 64 * 4 * 4);
+        CU_ASSERT_EQUAL(numla_linear_forward(NUMLA_ISA_AVX512BF16, &w, 64, xl, 4, yl, 2, 0, NULL, 0),
                         NUMLA_STATUS_INVALID_ARG);
         CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "workspace"));
-        CU_ASSERT_EQUAL(numla_linear_workspace_size(&w, 1, 2), 0u);
+        CU_ASSERT_EQUAL(numla_linear_workspace_size(NUMLA_ISA_AVX512BF16, &w, 1, 2), 0u);
     }
     free(packed);
 }

@@ -97,21 +97,14 @@ static void run_shape(const shape *sh, uint64_t seed)
         .out = out, .out_stride = os, .lse = lse,
     };
     reference(&a, rout, rlse);
-    /* every ISA; avx512bf16 twice: AMX scores where they apply, then NUMLA_MHA_AMX=0 (fp32) */
-    numla_isa isas[NUMLA_ISA_COUNT + 1];
+    /* every ISA level: amx (where the CPU and OS allow tiles) runs AMX scores where they apply,
+     * avx512bf16 (what the engine passes to turn them off) the fp32 path */
+    numla_isa isas[NUMLA_ISA_COUNT];
     int ni = numla_test_isas(isas);
-    int fp32_run = -1;
-    for (int ii = 0; ii < ni && fp32_run < 0; ii++)
-        if (isas[ii] == NUMLA_ISA_AVX512BF16)
-            fp32_run = ni;
-    if (fp32_run >= 0)
-        isas[ni++] = NUMLA_ISA_AVX512BF16;
     for (int ii = 0; ii < ni; ii++) {
-        if (ii == fp32_run)
-            setenv("NUMLA_MHA_AMX", "0", 1);
         /* split-bf16 scores (kernels/x86/mha_prefill_amx.h) drop terms of 2^-18 relative per
          * product: ~1e-5 here, against ~1e-6 for the fp32 paths */
-        const double tol = isas[ii] == NUMLA_ISA_AVX512BF16 && numla_mha_prefill_amx_applies(&a)
+        const double tol = isas[ii] == NUMLA_ISA_AMX && numla_mha_prefill_amx_applies(&a)
                                ? 1e-4
                                : 2e-5;
         for (int64_t i = 0; i < qrows * os; i++)
@@ -140,7 +133,7 @@ static void run_shape(const shape *sh, uint64_t seed)
             for (int64_t qr = q_start[b] - 3; qr < q_start[b]; qr++)
                 for (int64_t d = 0; d < os; d++)
                     bad_gap += !isnan(out[qr * os + d]);
-        const char *path = ii == fp32_run ? " (NUMLA_MHA_AMX=0)" : "";
+        const char *path = "";
         NUMLA_ASSERT_MSG(worst < tol && !isnan(worst), "%s%s H=%d D=%d Dv=%d: max |out err| %g",
                          numla_isa_name(isas[ii]), path, H, D, Dv, worst);
         NUMLA_ASSERT_MSG(worst_l < tol && !isnan(worst_l), "%s%s: max |lse err| %g",
@@ -149,7 +142,6 @@ static void run_shape(const shape *sh, uint64_t seed)
                          numla_isa_name(isas[ii]), (long long)bad_gap);
         free(ws);
     }
-    unsetenv("NUMLA_MHA_AMX");
     free(q);
     free(k);
     free(v);

@@ -315,18 +315,15 @@ static void test_opts_from_env(void)
 {
     numla_launch_opts o = {0};
     setenv("OMPI_COMM_WORLD_SIZE", "9", 1);
-    setenv("NUMLA_PLAN", "threads=4,oversubscribe=1,hyperthreads=0", 1);
-    CU_ASSERT_EQUAL(numla_launch_opts_from_env(&o), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_launch_opts_from("threads=4,oversubscribe=1,hyperthreads=0", &o),
+                    NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(o.ranks, 9);
     CU_ASSERT_EQUAL(o.threads_per_rank, 4);
     CU_ASSERT_EQUAL(o.oversubscribe, 1);
     CU_ASSERT_EQUAL(o.hyperthreads, 0);
-    setenv("NUMLA_PLAN", "threads=x", 1);
-    CU_ASSERT_EQUAL(numla_launch_opts_from_env(&o), NUMLA_STATUS_INVALID_ARG);
-    setenv("NUMLA_PLAN", "colour=1", 1);
-    CU_ASSERT_EQUAL(numla_launch_opts_from_env(&o), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_launch_opts_from("threads=x", &o), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_launch_opts_from("colour=1", &o), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT(strstr(numla_error_message(), "colour") != NULL);
-    unsetenv("NUMLA_PLAN");
     unsetenv("OMPI_COMM_WORLD_SIZE");
     /* The round trip: a plan's mpirun line carries exactly its options. */
     numla_topo *t = load_synthetic("numa:8 core:8 pu:1");

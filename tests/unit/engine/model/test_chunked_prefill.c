@@ -53,7 +53,7 @@ static int cp_open_form(cp_eng *e, const char *dir, numla_isa isa, numla_prefill
 
 static int cp_open(cp_eng *e, const char *dir, numla_isa isa)
 {
-    return cp_open_form(e, dir, isa, numla_engine_options_default().prefill_form);
+    return cp_open_form(e, dir, isa, numla_engine_options_default().kernels.prefill_form);
 }
 
 static void cp_close(cp_eng *e)

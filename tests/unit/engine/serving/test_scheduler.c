@@ -87,7 +87,7 @@ static int sc_open(sc_eng *e, numla_isa isa, int64_t blocks)
     memset(e, 0, sizeof *e);
     numla_model_options mo = numla_model_options_default(isa);
     mo.num_threads = 2;
-    mo.prefill_form = numla_engine_options_default().prefill_form;
+    mo.prefill_form = numla_engine_options_default().kernels.prefill_form;
     if (numla_model_config_load(sc_dir, &e->cfg) || numla_safetensors_open(sc_dir, &e->st) ||
         numla_weights_load(&e->cfg, e->st, 0, 1, isa, &e->w) ||
         numla_model_create(e->w, &mo, &e->m) ||
@@ -311,8 +311,7 @@ static void test_batch_invariance(void)
  * invalid requests and max_tokens 0 are answered at once, and FCFS admission. */
 static void test_errors_and_limits(void)
 {
-    numla_isa isa;
-    numla_isa_select(&isa);
+    numla_isa isa = numla_isa_best();
     sc_eng e;
     if (sc_open(&e, isa, 8)) { /* 128 tokens */
         CU_FAIL("open");
@@ -370,8 +369,7 @@ static void test_errors_and_limits(void)
  * that request an error record with the sampler's own message, and the others go on. */
 static void test_sampling_error_in_step(void)
 {
-    numla_isa isa;
-    numla_isa_select(&isa);
+    numla_isa isa = numla_isa_best();
     sc_eng e;
     if (sc_open(&e, isa, 64)) {
         CU_FAIL("open");

@@ -7,6 +7,7 @@
 #include "test_util.h"
 
 #include "engine/formats/safetensors.h"
+#include "engine/formats/safetensors_testing.h"
 #include "engine/synth/synth.h"
 
 #include <jansson.h>
@@ -345,9 +346,9 @@ static void test_determinism(void)
     CU_ASSERT(sy_same_file(a, b, "model.safetensors"));
     /* Chunks of the writer that cut rows anywhere (1 KB + 12 bytes) give the same bytes. */
     const char *d = sy_dir("det-d");
-    setenv("NUMLA_SAFETENSORS_CHUNK_BYTES", "1036", 1);
+    numla_safetensors_testing_set_chunk_bytes(1036);
     s = sy_write("tiny", d, 77, NUMLA_DTYPE_BF16, 0);
-    unsetenv("NUMLA_SAFETENSORS_CHUNK_BYTES");
+    numla_safetensors_testing_set_chunk_bytes(0);
     CU_ASSERT_EQUAL_FATAL(s, NUMLA_STATUS_OK);
     CU_ASSERT(sy_same_file(a, d, "model.safetensors"));
     CU_ASSERT(sy_same_file(a, b, "config.json"));

@@ -1,0 +1,64 @@
+/* engine/cli/settings.h — the run-time settings of a numla process, read once at start-up.
+ *
+ * Every NUMLA_* environment variable the program honours is read here and nowhere else:
+ * subcommands (numla run, numla bench ..., numla topo) fill one numla_settings with
+ * numla_settings_load, apply their command-line overrides, and pass the parts down as plain
+ * options (numla_engine_options, numla_comm_options, the launch plan); kernels, comm/ and
+ * launch/ read no environment.
+ *
+ *   NUMLA_ISA            ref|avx2|avx512|avx512bf16|amx: the kernel level (default: the best
+ *                        the CPU has; a level it lacks is an error)
+ *   NUMLA_LOG            debug|info|warn|error|quiet (default info)
+ *   NUMLA_LINEAR_AMX     0|1: the linear layers' AMX tile GEMM (default 1, where amx runs)
+ *   NUMLA_MLA_AMX        0|1: MLA attention's AMX Q·K and P·V (default 1)
+ *   NUMLA_MHA_AMX        0|1: mha_prefill's AMX scores and P·V (default 1)
+ *   NUMLA_PREFILL_FORM   auto|absorbed|expanded (docs/prefill.md; default auto)
+ *   NUMLA_ALLREDUCE      auto|mpi|shm (comm/comm.h; default auto)
+ *   NUMLA_COMM_TIMEOUT   seconds a shm allreduce waits for a peer (default 60)
+ *   NUMLA_COMM_SHM_BYTES, NUMLA_COMM_SHM_RS_BYTES, NUMLA_COMM_SHM_PAR_BYTES
+ *                        positive byte counts of the shm allreduce (comm/comm.h)
+ *   NUMLA_PLAN           the launcher's plan options (launch/plan.h), set by numla-launch
+ *
+ * Unset or empty means the default; any other value that is not one of those listed is an
+ * error naming the variable. (bench/ keeps NUMLA_BENCH_HUGEPAGES, a benchmark's own knob.)
+ */
+#ifndef NUMLA_ENGINE_CLI_SETTINGS_H
+#define NUMLA_ENGINE_CLI_SETTINGS_H
+
+#include "comm/comm.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "engine/model/model.h"
+#include "engine/parallel/engine.h"
+#include "kernels/isa.h"
+
+typedef struct numla_settings {
+    numla_isa isa;                /* NUMLA_ISA */
+    numla_log_level log_level;    /* NUMLA_LOG */
+    numla_model_options kernels;  /* NUMLA_LINEAR_AMX, NUMLA_MLA_AMX, NUMLA_MHA_AMX,
+                                     NUMLA_PREFILL_FORM */
+    numla_comm_options comm;      /* NUMLA_ALLREDUCE, NUMLA_COMM_TIMEOUT, NUMLA_COMM_SHM_* */
+    char launch_plan[256];        /* NUMLA_PLAN ("" when unset) */
+} numla_settings;
+
+/* Where the values come from: getenv, or a table in the tests. */
+typedef const char *(*numla_settings_source)(const char *name);
+
+/* Fill *out from source, validating every value; supported: the mask of ISA levels this CPU
+ * runs (numla_isa_supported_mask()). On error *out is unspecified and the message names the
+ * variable. No side effects. Local. */
+numla_status numla_settings_read(numla_settings_source source, unsigned supported,
+                                 numla_settings *out);
+
+/* numla_settings_read from the environment and this CPU, then apply the log level and log
+ * every setting at debug level. Call once per process, at start-up. Local. */
+numla_status numla_settings_load(numla_settings *out);
+
+/* Log every setting at debug level ("settings: NUMLA_ISA=avx512 ..."). Local. */
+void numla_settings_log(const numla_settings *s);
+
+/* The engine's share of the settings: kernel level, kernel options, launch plan (the
+ * caller's other fields are kept). s must outlive the engine's creation. Local. */
+void numla_settings_engine_options(const numla_settings *s, numla_engine_options *o);
+
+#endif
