@@ -6,11 +6,18 @@
  * (engine/serving/serve_loop.h) with a JSONL-file source and a JSONL sink; the other ranks run
  * the engine's worker loop (and ignore SIGINT/SIGTERM: rank 0 decides when to stop).
  *
+ * Files: rank 0 opens them before the model loads (every rank waits for its verdict): the
+ * input, read once front to back (a pipe, FIFO or /dev/stdin works; a directory does not); the
+ * output, refused when it is the input under any name (exit 2) and opened without truncation
+ * (a fresh run truncates it once the model has loaded), so an unwritable path fails at once.
+ * A line whose id an earlier line used gets an error record ("line N: id X already used on
+ * line M"): one answer per id.
+ *
  * Restartable batch job:
  *   --resume reads the existing output, keeps every complete record, truncates a torn last
  *   line (a kill mid-write leaves a line without its '\n', or one that is not JSON), skips the
- *   input requests already answered (by "id"; id-less error records by their "line N:" prefix)
- *   and appends the rest. Each record is written by one fputs + fflush, so SIGKILL at any time
+ *   input requests already answered (an error record by the "line N:" it names, any other
+ *   record by its whole "id", for the id's first line only) and appends the rest. Each record is written by one fputs + fflush, so SIGKILL at any time
  *   loses at most the records in flight and never duplicates one on resume.
  *   SIGINT/SIGTERM: stop reading, drop the requests not started yet, finish the ones in flight
  *   (a second signal stops at once), print the summary and exit 128 + signal number. The output
@@ -89,9 +96,11 @@ static void usage(FILE *f)
             "                 [--prefill-chunk N (512)] [--kv-memory GiB | --kv-blocks N]\n"
             "                 [--kv-dtype bf16|f16|f32] [--block-size N (16)]\n"
             "                 [--progress | --no-progress]\n"
-            "Input '-' reads stdin, output '-' writes stdout (not with --resume). The KV pool\n"
-            "defaults to %.0f%% of the free memory of each rank's NUMA node after its weights,\n"
-            "capped at what --max-seqs sequences of --max-context tokens can use.\n"
+            "Input '-' reads stdin, output '-' writes stdout (not with --resume); the input\n"
+            "may be a pipe or FIFO, the output may not be the input. The KV pool defaults to\n"
+            "%.0f%% of the free memory of each rank's NUMA node after the weights, shared by\n"
+            "the ranks on that node, capped at what --max-seqs sequences of --max-context\n"
+            "tokens can use.\n"
             "Exit: 0 done, 1 fatal error, 2 usage, 128+N stopped by signal N (rerun with\n"
             "--resume). NUMLA_ISA picks the kernel level.\n",
             100.0 * NUMLA_KV_MEMORY_FRACTION);
