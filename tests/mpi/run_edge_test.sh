@@ -61,8 +61,8 @@ if [ "$mode" = files ]; then
   # 2. --resume compares whole ids: two ids sharing a 600-byte prefix, only the first answered
   long=$(printf 'x%.0s' $(seq 1 600))
   {
-    echo "{\"id\": \"${long}A\", \"prompt_tokens\": [5, 6], \"max_tokens\": 2}"
-    echo "{\"id\": \"${long}B\", \"prompt_tokens\": [7, 8], \"max_tokens\": 2}"
+    echo "{\"id\": \"${long}A\", \"prompt_tokens\": [5, 6], \"max_tokens\": 2, \"temperature\": 0}"
+    echo "{\"id\": \"${long}B\", \"prompt_tokens\": [7, 8], \"max_tokens\": 2, \"temperature\": 0}"
   } > "$tmp/long.jsonl"
   "$bin" run "${opts[@]}" --input "$tmp/long.jsonl" --output "$tmp/long_full.jsonl" 2>/dev/null
   grep "${long}A\"" "$tmp/long_full.jsonl" > "$tmp/long_part.jsonl"
@@ -110,10 +110,10 @@ if [ "$mode" = files ]; then
   # the same records as the uninterrupted run
   {
     gen 3
-    echo '{"id": "q1", "prompt_tokens": [9, 9], "max_tokens": 2}'
-    echo '{"id": 7, "prompt_tokens": [4], "max_tokens": 2}'
-    echo '{"id": 7, "prompt_tokens": [4], "max_tokens": 2}'
-    echo '{"id": "q1", "prompt_tokens": [8], "max_tokens": 2}'
+    echo '{"id": "q1", "prompt_tokens": [9, 9], "max_tokens": 2, "temperature": 0}'
+    echo '{"id": 7, "prompt_tokens": [4], "max_tokens": 2, "temperature": 0}'
+    echo '{"id": 7, "prompt_tokens": [4], "max_tokens": 2, "temperature": 0}'
+    echo '{"id": "q1", "prompt_tokens": [8], "max_tokens": 2, "temperature": 0}'
   } > "$tmp/dup.jsonl"
   "$bin" run "${opts[@]}" --input "$tmp/dup.jsonl" --output "$tmp/dup_full.jsonl" 2> "$tmp/dup.err"
   rc=$?
@@ -148,7 +148,7 @@ fi
 
 if [ "$mode" = kv ]; then
   mpiexec=$3
-  echo '{"id": "a", "prompt_tokens": [5, 6], "max_tokens": 2}' > "$tmp/req.jsonl"
+  echo '{"id": "a", "prompt_tokens": [5, 6], "max_tokens": 2, "temperature": 0}' > "$tmp/req.jsonl"
   mpi=("$mpiexec" -n 3 --oversubscribe --bind-to none)
   # a pool sized from memory, uncapped by sequences: three ranks share the node
   before=$(mem_available_kib)
