@@ -6,11 +6,18 @@
  * (engine/serving/serve_loop.h) with a JSONL-file source and a JSONL sink; the other ranks run
  * the engine's worker loop (and ignore SIGINT/SIGTERM: rank 0 decides when to stop).
  *
+ * Files: rank 0 opens them before the model loads (every rank waits for its verdict): the
+ * input, read once front to back (a pipe, FIFO or /dev/stdin works; a directory does not); the
+ * output, refused when it is the input under any name (exit 2) and opened without truncation
+ * (a fresh run truncates it once the model has loaded), so an unwritable path fails at once.
+ * A line whose id an earlier line used gets an error record ("line N: id X already used on
+ * line M"): one answer per id.
+ *
  * Restartable batch job:
  *   --resume reads the existing output, keeps every complete record, truncates a torn last
  *   line (a kill mid-write leaves a line without its '\n', or one that is not JSON), skips the
- *   input requests already answered (by "id"; id-less error records by their "line N:" prefix)
- *   and appends the rest. Each record is written by one fputs + fflush, so SIGKILL at any time
+ *   input requests already answered (an error record by the "line N:" it names, any other
+ *   record by its whole "id", for the id's first line only) and appends the rest. Each record is written by one fputs + fflush, so SIGKILL at any time
  *   loses at most the records in flight and never duplicates one on resume.
  *   SIGINT/SIGTERM: stop reading, drop the requests not started yet, finish the ones in flight
  *   (a second signal stops at once), print the summary and exit 128 + signal number. The output
@@ -23,9 +30,13 @@
  * Collective over MPI_COMM_WORLD (initialises MPI when the caller has not: comm/comm.h,
  * numla_comm_world_init).
  */
+#define _GNU_SOURCE /* CPU_COUNT, sched_getaffinity */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +56,12 @@
 #include "engine/serving/serve_loop.h"
 #include "engine/text/tokenizer.h"
 
+/* --threads above this many per CPU of the allowed set is refused */
+#define RUN_THREADS_PER_CPU 8
+
 typedef struct run_opts {
     const char *model, *input, *output;
+    const char *kv_memory_arg;  /* --kv-memory as given, for messages */
     int threads;
     int64_t max_context;
     int32_t block_size;
@@ -82,9 +97,11 @@ static void usage(FILE *f)
             "                 [--prefill-chunk N (512)] [--kv-memory GiB | --kv-blocks N]\n"
             "                 [--kv-dtype bf16|f16|f32] [--block-size N (16)]\n"
             "                 [--progress | --no-progress]\n"
-            "Input '-' reads stdin, output '-' writes stdout (not with --resume). The KV pool\n"
-            "defaults to %.0f%% of the free memory of each rank's NUMA node after its weights,\n"
-            "capped at what --max-seqs sequences of --max-context tokens can use.\n"
+            "Input '-' reads stdin, output '-' writes stdout (not with --resume); the input\n"
+            "may be a pipe or FIFO, the output may not be the input. The KV pool defaults to\n"
+            "%.0f%% of the free memory of each rank's NUMA node after the weights, shared by\n"
+            "the ranks on that node, capped at what --max-seqs sequences of --max-context\n"
+            "tokens can use.\n"
             "Exit: 0 done, 1 fatal error, 2 usage, 128+N stopped by signal N (rerun with\n"
             "--resume). NUMLA_ISA picks the kernel level.\n",
             100.0 * NUMLA_KV_MEMORY_FRACTION);
@@ -100,21 +117,38 @@ static int is_blank(const char *s, size_t n)
 
 /* ---- resume: which requests are answered already ---- */
 
-/* Key of a record or request: the compact JSON of its id, or "line N" for an id-less one. */
-static int record_key(json_t *id, int64_t line, char *buf, size_t cap)
+/* Key of an id: "id " + its compact ASCII JSON, whole (no length limit: ids that share a long
+ * prefix are different requests). NULL for no id or a null one (or out of memory). */
+static char *id_key(json_t *id)
 {
-    if (id && !json_is_null(id)) {
-        char *s = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
-        if (!s)
-            return 0;
-        snprintf(buf, cap, "id %s", s);
-        free(s);
-        return 1;
+    if (!id || json_is_null(id))
+        return NULL;
+    char *s = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII);
+    if (!s)
+        return NULL;
+    size_t n = strlen(s);
+    char *k = malloc(n + 4);
+    if (k) {
+        memcpy(k, "id ", 3);
+        memcpy(k + 3, s, n + 1);
     }
-    if (line <= 0)
-        return 0;
+    free(s);
+    return k;
+}
+
+static void line_key(int64_t line, char *buf, size_t cap)
+{
     snprintf(buf, cap, "line %lld", (long long)line);
-    return 1;
+}
+
+/* The input line an error record names ("line N: ..."), or 0. */
+static int64_t error_line(const char *e)
+{
+    if (!e || strncmp(e, "line ", 5) != 0)
+        return 0;
+    char *end = NULL;
+    long long n = strtoll(e + 5, &end, 10);
+    return n > 0 && end && *end == ':' ? (int64_t)n : 0;
 }
 
 /* Read `path`, add the keys of its complete records to `done`, truncate a torn tail.
@@ -155,14 +189,17 @@ static int64_t resume_scan(const char *path, json_t *done, int64_t *truncated)
             torn = 1;
             break;
         }
-        char key[512];
-        json_t *id = json_object_get(o, "id");
-        int64_t ln = 0;
-        const char *e = json_string_value(json_object_get(o, "error"));
-        if (e && (!id || json_is_null(id)))
-            ln = strtoll(e + (strncmp(e, "line ", 5) ? 0 : 5), NULL, 10);
-        if (record_key(id, ln, key, sizeof key))
-            json_object_set_new(done, key, json_true());
+        /* an error record answers the line it names (a duplicate id's error must not mark
+         * the id's first request done); any other record answers its id */
+        int64_t ln = error_line(json_string_value(json_object_get(o, "error")));
+        char lkey[32], *ikey = ln > 0 ? NULL : id_key(json_object_get(o, "id"));
+        if (ln > 0) {
+            line_key(ln, lkey, sizeof lkey);
+            json_object_set_new(done, lkey, json_true());
+        } else if (ikey) {
+            json_object_set_new(done, ikey, json_true());
+        }
+        free(ikey);
         json_decref(o);
         keep += n;
         records++;
@@ -183,10 +220,14 @@ static int64_t resume_scan(const char *path, json_t *done, int64_t *truncated)
     return records;
 }
 
-static int64_t count_lines(const char *path)
+/* Requests left in the input for the progress total: the non-blank lines from the current
+ * position of a regular file (read, then the position restored, so the stream is still read
+ * once from where it was); -1 for a pipe, FIFO, terminal or socket, which can be read only once. */
+static int64_t count_requests(FILE *f)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    struct stat sb;
+    off_t at = ftello(f);
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || at < 0)
         return -1;
     char *line = NULL;
     size_t cap = 0;
@@ -195,7 +236,10 @@ static int64_t count_lines(const char *path)
     while ((n = getline(&line, &cap, f)) >= 0)
         c += !is_blank(line, (size_t)n);
     free(line);
-    fclose(f);
+    int bad = ferror(f);
+    clearerr(f);
+    if (fseeko(f, at, SEEK_SET) != 0 || bad)
+        return -1;
     return c;
 }
 
@@ -235,7 +279,8 @@ static int parse_opts(int argc, char **argv, run_opts *o)
         } else if (!strcmp(a, "--output")) {
             o->output = v;
         } else if (!strcmp(a, "--threads")) {
-            o->threads = (int)strtol(v, &end, 10);
+            long t = strtol(v, &end, 10);
+            o->threads = t > INT32_MAX ? INT32_MAX : t < -1 ? -1 : (int)t;
         } else if (!strcmp(a, "--max-context")) {
             o->max_context = strtoll(v, &end, 10);
         } else if (!strcmp(a, "--block-size")) {
@@ -248,6 +293,7 @@ static int parse_opts(int argc, char **argv, run_opts *o)
             o->max_seqs = (int32_t)strtol(v, &end, 10);
         } else if (!strcmp(a, "--kv-memory")) {
             o->kv_memory_gib = strtod(v, &end);
+            o->kv_memory_arg = v;
             if (!(o->kv_memory_gib > 0)) {
                 fprintf(stderr, "numla run: --kv-memory %s must be a positive number of GiB\n", v);
                 return 2;
@@ -289,6 +335,31 @@ static int parse_opts(int argc, char **argv, run_opts *o)
                         "--max-batch-tokens/--max-seqs must be positive\n");
         return 2;
     }
+    if (o->threads > 0) {
+        /* OpenMP thread stacks and per-thread scratch: a typo like 100000 must not reach them */
+        cpu_set_t set;
+        int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+        if (cpus < 1)
+            cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        const int most = RUN_THREADS_PER_CPU * (cpus > 0 ? cpus : 1);
+        if (o->threads > most) {
+            fprintf(stderr, "numla run: --threads %d is more than %d (%d times the %d CPU%s this "
+                            "process may run on)\n", o->threads, most, RUN_THREADS_PER_CPU, cpus,
+                    cpus == 1 ? "" : "s");
+            return 2;
+        }
+    }
+    if (o->kv_memory_gib > 0) {
+        /* more than the machine has can only be a mistake (the engine also checks the pool
+         * against the free memory of the rank's node, shared with the other ranks there) */
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        const double have = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0.0;
+        if (have > 0 && o->kv_memory_gib * 1073741824.0 > have) {
+            fprintf(stderr, "numla run: --kv-memory %s GiB is more than the %.1f GiB of memory "
+                            "this machine has\n", o->kv_memory_arg, have / 1073741824.0);
+            return 2;
+        }
+    }
     if (o->max_batch_tokens < o->max_seqs) {
         fprintf(stderr, "numla run: --max-batch-tokens %d is below --max-seqs %d\n",
                 o->max_batch_tokens, o->max_seqs);
@@ -308,13 +379,37 @@ static int parse_opts(int argc, char **argv, run_opts *o)
 /* ---- the source: the input file's requests, minus those --resume found answered ---- */
 
 typedef struct run_source {
-    FILE *in;
+    FILE *in;                   /* read once, front to back (it may be a pipe) */
+    const char *path;
     char *line;
     size_t cap;
     int64_t lineno, skipped;
     numla_request_limits lim;
     json_t *done_ids;           /* keys of the records already in the output; NULL: no --resume */
+    json_t *seen;               /* id key -> the line that first used it */
 } run_source;
+
+/* Remember the request's id; returns the line that used it first, or 0 when it is new. */
+static int64_t id_seen(run_source *src, const char *ikey)
+{
+    json_t *first = json_object_get(src->seen, ikey);
+    if (first)
+        return (int64_t)json_integer_value(first);
+    json_object_set_new(src->seen, ikey, json_integer(src->lineno));
+    return 0;
+}
+
+/* A request whose id an earlier line used is answered with an error (serving it twice would
+ * leave two answers for one id, which --resume cannot tell apart). */
+static void id_duplicate_error(numla_request *req, int64_t line, int64_t first)
+{
+    if (req->error[0])
+        return; /* already an error record for this line */
+    char *s = json_dumps(req->id, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII);
+    snprintf(req->error, sizeof req->error, "line %lld: id %s already used on line %lld",
+             (long long)line, s ? s : "?", (long long)first);
+    free(s);
+}
 
 static numla_status run_source_next(void *ctx, numla_request *req, void **user,
                                     numla_serve_pull *what)
@@ -322,8 +417,12 @@ static numla_status run_source_next(void *ctx, numla_request *req, void **user,
     run_source *src = ctx;
     (void)user;
     for (;;) {
+        errno = 0;
         ssize_t n = getline(&src->line, &src->cap, src->in);
         if (n < 0) {
+            if (ferror(src->in))
+                NUMLA_FAIL(NUMLA_STATUS_IO, "%s: read error after line %lld: %s", src->path,
+                           (long long)src->lineno, strerror(errno));
             *what = NUMLA_SERVE_PULL_END;
             return NUMLA_STATUS_OK;
         }
@@ -331,15 +430,29 @@ static numla_status run_source_next(void *ctx, numla_request *req, void **user,
         if (is_blank(src->line, (size_t)n))
             continue;
         NUMLA_CHECK(numla_request_parse(src->line, (size_t)n, src->lineno, &src->lim, req));
-        char key[512];
-        if (src->done_ids &&
-            record_key(req->id, req->id ? 0 : src->lineno, key, sizeof key) &&
-            json_object_get(src->done_ids, key)) {
+        json_t *id = req->id;
+        char *ikey = id_key(id);
+        if (id && !json_is_null(id) && !ikey) {
+            numla_request_free(req);
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the id of line %lld",
+                       (long long)src->lineno);
+        }
+        const int64_t first = ikey ? id_seen(src, ikey) : 0;
+        /* --resume: done when the output answers this line, or (first use only) this id */
+        char lkey[32];
+        line_key(src->lineno, lkey, sizeof lkey);
+        const int done = src->done_ids &&
+                         (json_object_get(src->done_ids, lkey) ||
+                          (ikey && !first && json_object_get(src->done_ids, ikey)));
+        free(ikey);
+        if (done) {
             src->skipped++;
             numla_request_free(req);
             memset(req, 0, sizeof *req);
             continue;
         }
+        if (first)
+            id_duplicate_error(req, src->lineno, first);
         *what = NUMLA_SERVE_PULL_REQUEST;
         return NUMLA_STATUS_OK;
     }
@@ -349,6 +462,7 @@ static numla_status run_source_next(void *ctx, numla_request *req, void **user,
 
 typedef struct run_sink {
     FILE *out;
+    const char *path;           /* for messages ("stdout" for '-') */
     numla_serve_loop *loop;
     int progress;               /* 1: the progress line on stderr */
     int64_t total;              /* requests to serve, -1: unknown (stdin) */
@@ -359,9 +473,15 @@ static numla_status run_sink_done(void *ctx, void *user, const numla_serve_done 
 {
     run_sink *k = ctx;
     (void)user;
+    errno = 0;
     numla_status s = numla_result_write(k->out, &d->result);
-    if (s != NUMLA_STATUS_OK)
+    if (s == NUMLA_STATUS_IO) {
+        const int e = errno;
+        fprintf(stderr, "numla run: cannot write a result to %s: %s\n", k->path,
+                e ? strerror(e) : "I/O error");
+    } else if (s != NUMLA_STATUS_OK) {
         fprintf(stderr, "numla run: %s\n", numla_error_message());
+    }
     return s;
 }
 
@@ -449,27 +569,101 @@ static numla_status run_report_loaded(run_job *j, numla_comm *comm, double t_loa
     return NUMLA_STATUS_OK;
 }
 
-/* --resume's scan, then the input and output streams. */
-static numla_status run_open_files(run_job *j)
+/* Refuse an output that is the input (the same file by any name: a symlink, ./F, a hard
+ * link, stdin redirected from it), before anything is opened for writing. Returns 1 when it is. */
+static int run_output_is_input(const run_opts *o, FILE *in)
+{
+    struct stat si, so;
+    if (fstat(fileno(in), &si) != 0 || S_ISCHR(si.st_mode)) /* /dev/null, a terminal */
+        return 0;
+    if (strcmp(o->output, "-") ? stat(o->output, &so) != 0 : fstat(STDOUT_FILENO, &so) != 0)
+        return 0; /* not there yet (or not reachable: opening it reports why) */
+    if (si.st_dev != so.st_dev || si.st_ino != so.st_ino)
+        return 0;
+    fprintf(stderr, "numla run: --output %s is the input file %s: the results would overwrite "
+                    "the requests; write them to another file\n",
+            strcmp(o->output, "-") ? o->output : "(stdout)", o->input);
+    return 1;
+}
+
+/* Open the output for appending, creating it, but truncate nothing: a fresh run truncates it
+ * after the model has loaded (run_output_reset), so a failed start leaves an old file as it
+ * was. Opening it now reports a missing or read-only directory before the model loads. */
+static FILE *run_output_open(const char *path)
+{
+    if (!strcmp(path, "-"))
+        return stdout;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "a");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
+/* Rank 0, before the model loads: the input (opened once, read as a stream), the checks on
+ * the output path, --resume's scan, the output. Returns -1 when all is well, else the exit
+ * code (the message printed). */
+static int run_files_open(run_job *j)
 {
     const run_opts *o = j->o;
-    if (o->resume) {
+    j->src.path = strcmp(o->input, "-") ? o->input : "stdin";
+    j->sink.path = strcmp(o->output, "-") ? o->output : "stdout";
+    j->src.in = strcmp(o->input, "-") ? fopen(o->input, "rb") : stdin;
+    if (!j->src.in) {
+        fprintf(stderr, "numla run: --input %s: %s\n", o->input, strerror(errno));
+        return 1;
+    }
+    struct stat sb;
+    if (fstat(fileno(j->src.in), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "numla run: --input %s is a directory, not a file of requests\n",
+                o->input);
+        return 1;
+    }
+    if (run_output_is_input(o, j->src.in))
+        return 2;
+    j->src.seen = json_object();
+    if (o->resume)
         j->src.done_ids = json_object();
-        if (!j->src.done_ids)
-            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory");
+    if (!j->src.seen || (o->resume && !j->src.done_ids)) {
+        fprintf(stderr, "numla run: no memory\n");
+        return 1;
+    }
+    if (o->resume) {
         int64_t torn = 0;
         j->already = resume_scan(o->output, j->src.done_ids, &torn);
-        if (j->already < 0)
-            return NUMLA_STATUS_IO;
+        if (j->already < 0) {
+            fprintf(stderr, "numla run: %s\n", numla_error_message());
+            return 1;
+        }
         fprintf(stderr, "numla run: --resume: %lld records in %s%s\n", (long long)j->already,
                 o->output, torn ? " (a torn last line was truncated)" : "");
     }
-    j->src.in = strcmp(o->input, "-") ? fopen(o->input, "rb") : stdin;
-    if (!j->src.in)
-        NUMLA_FAIL(NUMLA_STATUS_IO, "%s: %s", o->input, strerror(errno));
-    j->sink.out = strcmp(o->output, "-") ? fopen(o->output, o->resume ? "a" : "w") : stdout;
-    if (!j->sink.out)
-        NUMLA_FAIL(NUMLA_STATUS_IO, "%s: %s", o->output, strerror(errno));
+    j->sink.out = run_output_open(o->output);
+    if (!j->sink.out) {
+        fprintf(stderr, "numla run: --output %s: %s\n", o->output, strerror(errno));
+        return 1;
+    }
+    j->sink.total = count_requests(j->src.in);
+    if (j->sink.total >= 0)
+        j->sink.total = j->sink.total > j->already ? j->sink.total - j->already : 0;
+    return -1;
+}
+
+/* A fresh run (no --resume) starts the output file empty. */
+static numla_status run_output_reset(run_job *j)
+{
+    struct stat sb;
+    if (j->o->resume || j->sink.out == stdout || fstat(fileno(j->sink.out), &sb) != 0 ||
+        !S_ISREG(sb.st_mode))
+        return NUMLA_STATUS_OK;
+    if (ftruncate(fileno(j->sink.out), 0) != 0)
+        NUMLA_FAIL(NUMLA_STATUS_IO, "--output %s: cannot truncate: %s", j->o->output,
+                   strerror(errno));
     return NUMLA_STATUS_OK;
 }
 
@@ -501,9 +695,6 @@ static numla_status run_loop_create(run_job *j)
     NUMLA_CHECK(numla_serve_loop_create(&so, &src, &sink, &j->loop));
     j->sink.loop = j->loop;
     j->sink.progress = o->progress >= 0 ? o->progress : isatty(STDERR_FILENO);
-    j->sink.total = strcmp(o->input, "-") ? count_lines(o->input) : -1;
-    if (j->sink.total >= 0)
-        j->sink.total -= j->already;
     return NUMLA_STATUS_OK;
 }
 
@@ -557,6 +748,7 @@ static void run_job_close(run_job *j, int *rc)
     numla_serve_loop_destroy(&j->loop);
     numla_tokenizer_destroy(&j->tok);
     json_decref(j->src.done_ids);
+    json_decref(j->src.seen);
     free(j->src.line);
     if (j->src.in && j->src.in != stdin)
         fclose(j->src.in);
@@ -572,24 +764,25 @@ static int run_fail(void)
     return 1;
 }
 
-/* Rank 0 with the engine loaded: the whole batch job. */
-static int run_rank0(run_opts *o, numla_engine *eng, numla_comm *comm, double t_load)
+/* Rank 0 with the engine loaded and the files open: the whole batch job. */
+static int run_rank0(run_job *j, numla_engine *eng, numla_comm *comm, double t_load)
 {
-    run_job j = {.o = o, .eng = eng, .cfg = *numla_engine_config(eng)};
-    if (o->max_context == 0 || o->max_context > j.cfg.max_position_embeddings)
-        o->max_context = j.cfg.max_position_embeddings;
+    run_opts *o = j->o;
+    j->eng = eng;
+    j->cfg = *numla_engine_config(eng);
+    if (o->max_context == 0 || o->max_context > j->cfg.max_position_embeddings)
+        o->max_context = j->cfg.max_position_embeddings;
     numla_status s;
     int rc = -1;
-    NUMLA_CHECK_GOTO(run_report_loaded(&j, comm, t_load), s, done);
-    NUMLA_CHECK_GOTO(run_open_files(&j), s, done);
-    NUMLA_CHECK_GOTO(run_tokenizer_load(&j), s, done);
-    NUMLA_CHECK_GOTO(run_loop_create(&j), s, done);
-    rc = run_serve_requests(&j);
+    NUMLA_CHECK_GOTO(run_report_loaded(j, comm, t_load), s, done);
+    NUMLA_CHECK_GOTO(run_output_reset(j), s, done);
+    NUMLA_CHECK_GOTO(run_tokenizer_load(j), s, done);
+    NUMLA_CHECK_GOTO(run_loop_create(j), s, done);
+    rc = run_serve_requests(j);
 done:
     (void)s;
     if (rc < 0)
         rc = run_fail();
-    run_job_close(&j, &rc);
     return rc;
 }
 
@@ -612,14 +805,24 @@ int numla_run_main(int argc, char **argv)
         signal(SIGINT, SIG_IGN);
         signal(SIGTERM, SIG_IGN);
     }
+    /* the files first: a bad path is reported before the model loads, on every rank's exit */
+    run_job j = {.o = &o};
+    int32_t early = rank == 0 ? run_files_open(&j) : -1;
+    if (numla_comm_size(mpi.comm) > 1 &&
+        numla_comm_bcast(mpi.comm, &early, sizeof early, 0) != NUMLA_STATUS_OK)
+        early = run_fail();
     numla_engine *eng = NULL;
     const double t_load = now_s();
-    if (run_engine_create(&o, &set, mpi.comm, &eng) != NUMLA_STATUS_OK)
+    if (early >= 0)
+        rc = early;
+    else if (run_engine_create(&o, &set, mpi.comm, &eng) != NUMLA_STATUS_OK)
         rc = run_fail();
     else if (rank != 0)
         rc = numla_engine_worker_loop(eng) == NUMLA_STATUS_OK ? 0 : run_fail();
     else
-        rc = run_rank0(&o, eng, mpi.comm, t_load);
+        rc = run_rank0(&j, eng, mpi.comm, t_load);
+    if (rank == 0)
+        run_job_close(&j, &rc);
     numla_engine_destroy(&eng); /* rank 0: releases the workers */
     numla_comm_world_finalize(&mpi);
     run_signal = 0;

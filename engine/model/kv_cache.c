@@ -107,7 +107,7 @@ size_t numla_kv_block_bytes(int32_t num_layers, int32_t kv_lora_rank, int32_t ro
            numla_dtype_size(dtype);
 }
 
-size_t numla_kv_cache_default_bytes(int node, double fraction)
+size_t numla_kv_cache_node_free_bytes(int node)
 {
     long long free_b = -1;
     if (node >= 0 && numa_available() >= 0 && node <= numa_max_node())
@@ -116,7 +116,30 @@ size_t numla_kv_cache_default_bytes(int node, double fraction)
         long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
         free_b = pages > 0 && psz > 0 ? (long long)pages * psz : 0;
     }
-    return (size_t)((double)free_b * fraction);
+    return (size_t)free_b;
+}
+
+size_t numla_kv_cache_share_bytes(size_t node_free, double fraction, int sharers)
+{
+    return (size_t)((double)node_free * fraction / (double)(sharers > 1 ? sharers : 1));
+}
+
+size_t numla_kv_cache_default_bytes(int node, double fraction)
+{
+    return numla_kv_cache_share_bytes(numla_kv_cache_node_free_bytes(node), fraction, 1);
+}
+
+int64_t numla_kv_cache_pool_blocks(size_t bytes, size_t block_bytes, int32_t block_size,
+                                   int32_t max_seqs, int64_t max_context)
+{
+    if (block_bytes == 0 || block_size < 1)
+        return 0;
+    int64_t nb = (int64_t)(bytes / block_bytes);
+    if (max_seqs > 0 && max_context > 0) {
+        int64_t cap = (int64_t)max_seqs * ((max_context + block_size - 1) / block_size);
+        nb = nb < cap ? nb : cap;
+    }
+    return nb > INT32_MAX ? INT32_MAX : nb;
 }
 
 int64_t numla_kv_seq_blocks_needed(const numla_kv_cache *c, const numla_kv_seq *s, int64_t new_len)

@@ -59,12 +59,22 @@ void numla_kv_cache_free_block(numla_kv_cache *c, int32_t block);
 /* Bytes of one block over all layers. */
 size_t numla_kv_block_bytes(int32_t num_layers, int32_t kv_lora_rank, int32_t rope_dim,
                             int32_t block_size, numla_dtype dtype);
+/* Free memory of NUMA node `node` as libnuma reports it (numa_node_size64), or of the whole
+ * machine (sysconf available pages) when node < 0 or libnuma is unavailable. */
+size_t numla_kv_cache_node_free_bytes(int node);
 /* Default pool size of one rank: `fraction` (numla run: NUMLA_KV_MEMORY_FRACTION = 0.9) of the
- * free memory of NUMA node `node` as libnuma reports it (numa_node_size64), or of the whole
- * machine's available memory (sysconf) when node < 0 or libnuma is unavailable. Call it after
- * the weights are loaded, so that "free" excludes them. */
+ * node's free memory (numla_kv_cache_node_free_bytes), divided among the `sharers` ranks that
+ * draw on that node (1 or more). Call it after every rank on the node has loaded its weights,
+ * so that "free" excludes them. */
 #define NUMLA_KV_MEMORY_FRACTION 0.9
+size_t numla_kv_cache_share_bytes(size_t node_free, double fraction, int sharers);
+/* numla_kv_cache_share_bytes(numla_kv_cache_node_free_bytes(node), fraction, 1). */
 size_t numla_kv_cache_default_bytes(int node, double fraction);
+/* Blocks of a pool of `bytes` (block_bytes each), capped when max_seqs > 0 at what max_seqs
+ * sequences of max_context tokens use (ceil(max_context / block_size) blocks each), and at
+ * INT32_MAX. */
+int64_t numla_kv_cache_pool_blocks(size_t bytes, size_t block_bytes, int32_t block_size,
+                                   int32_t max_seqs, int64_t max_context);
 
 /* Grow `s` so that it has blocks for new_len tokens (all or nothing: on KV_FULL nothing
  * changes). Does not change s->len. */

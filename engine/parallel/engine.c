@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "engine/formats/safetensors.h"
@@ -155,9 +156,94 @@ static numla_status engine_load(numla_engine *e, const char *model_dir,
     return NUMLA_STATUS_OK;
 }
 
+/* Where a rank draws its memory from: its host, and the NUMA node its allowed CPUs all sit on
+ * (-1: they span several nodes, or libnuma is unavailable: the whole machine). */
+typedef struct engine_kv_site {
+    char host[64];
+    int32_t node;
+    int32_t failed;           /* this rank failed before the sizing: it offers nothing */
+    int64_t free_bytes;       /* free memory of that node (or machine) after the weights */
+} engine_kv_site;
+
+static int engine_kv_node(void)
+{
+    cpu_set_t set;
+    if (numa_available() < 0 || sched_getaffinity(0, sizeof set, &set) != 0)
+        return -1;
+    int node = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &set))
+            continue;
+        int n = numa_node_of_cpu(c);
+        if (n < 0 || (node >= 0 && n != node))
+            return -1;
+        node = n;
+    }
+    return node;
+}
+
+/* Ranks drawing on the memory rank q draws on: same host, and the same node (a rank not held
+ * to one node draws on all of them). */
+static int engine_kv_sharers(const engine_kv_site *all, int size, int q)
+{
+    int n = 0;
+    for (int r = 0; r < size; r++)
+        n += !strcmp(all[r].host, all[q].host) &&
+             (all[r].node == all[q].node || all[r].node < 0 || all[q].node < 0);
+    return n;
+}
+
+/* Rank 0's decision on a pool sized from memory, broadcast to every rank. */
+typedef struct engine_kv_verdict {
+    int64_t num_blocks;       /* > 0: every rank's pool; 0: see the fields below */
+    int32_t any_failed;       /* a rank failed before the sizing */
+    int32_t rank;             /* the rank whose node decided (the smallest share, or too small) */
+    int32_t node, sharers;    /* that rank's node (-1: machine) and the ranks drawing on it */
+    int64_t free_bytes;       /* that node's free memory */
+    int64_t share_bytes;      /* the pool bytes each of its ranks may take */
+} engine_kv_verdict;
+
+static void engine_kv_decide(const numla_engine *e, const numla_engine_options *o,
+                             const engine_kv_site *all, size_t blk, int32_t bs,
+                             engine_kv_verdict *v)
+{
+    const int64_t ctx = o->max_context > 0 && o->max_context < e->cfg.max_position_embeddings
+                            ? o->max_context : e->cfg.max_position_embeddings;
+    *v = (engine_kv_verdict){.num_blocks = INT64_MAX, .rank = -1};
+    for (int q = 0; q < e->size; q++) {
+        if (all[q].failed) {
+            *v = (engine_kv_verdict){.any_failed = 1, .rank = q};
+            return;
+        }
+        const int n = engine_kv_sharers(all, e->size, q);
+        int64_t c;
+        size_t share;
+        if (o->kv_memory_bytes > 0) {
+            /* an explicit size: all the ranks on the node must fit in its free memory */
+            share = (double)o->kv_memory_bytes * n <= (double)all[q].free_bytes
+                        ? (size_t)o->kv_memory_bytes : 0;
+            c = share ? numla_kv_cache_pool_blocks(share, blk, bs, 0, 0) : 0;
+        } else {
+            share = numla_kv_cache_share_bytes((size_t)all[q].free_bytes,
+                                               o->kv_memory_fraction, n);
+            c = numla_kv_cache_pool_blocks(share, blk, bs, o->max_seqs, ctx);
+        }
+        if (c < v->num_blocks) {
+            *v = (engine_kv_verdict){.num_blocks = c, .rank = q, .node = all[q].node,
+                                     .sharers = n, .free_bytes = all[q].free_bytes,
+                                     .share_bytes = (int64_t)share};
+            if (c == 0)
+                return;
+        }
+    }
+}
+
 /* The KV pool, after the weights (so "free memory" excludes them). Collective: when sized from
- * memory, every rank takes the smallest count any rank can afford (rank 0 decides the block
- * ids, so the pools must have the same geometry). */
+ * memory, the free memory of each rank's node is divided among the ranks that draw on it (the
+ * ranks of the same host bound to that node, and those bound to none), and every rank takes
+ * the smallest count any rank can afford (rank 0 decides the block ids, so the pools must have
+ * the same geometry). An explicit size (kv_memory_bytes) that the ranks of a node cannot all
+ * have is an error, as is a share too small for one block; rank 0 reports it. */
 static numla_status engine_kv(numla_engine *e, const numla_engine_options *o, int *failed)
 {
     int32_t bs = o->block_size > 0 ? o->block_size : 16;
@@ -166,37 +252,45 @@ static numla_status engine_kv(numla_engine *e, const numla_engine_options *o, in
                                             (int32_t)e->cfg.kv_lora_rank,
                                             (int32_t)e->cfg.qk_rope_head_dim, bs, o->kv_dtype);
     if (nb <= 0 && (o->kv_memory_bytes > 0 || o->kv_memory_fraction > 0)) {
-        size_t bytes = (size_t)o->kv_memory_bytes;
-        if (bytes == 0) {
-            int cpu = sched_getcpu();
-            int node = cpu >= 0 && numa_available() >= 0 ? numa_node_of_cpu(cpu) : -1;
-            bytes = numla_kv_cache_default_bytes(node, o->kv_memory_fraction);
-        }
-        nb = *failed || blk == 0 ? 0 : (int64_t)(bytes / blk);
-        if (o->max_seqs > 0 && o->kv_memory_bytes <= 0) {
-            int64_t ctx = o->max_context > 0 && o->max_context < e->cfg.max_position_embeddings
-                              ? o->max_context : e->cfg.max_position_embeddings;
-            int64_t cap = (int64_t)o->max_seqs * ((ctx + bs - 1) / bs);
-            nb = nb < cap ? nb : cap;
-        }
-        if (nb > INT32_MAX)
-            nb = INT32_MAX;
-        int64_t *all = e->rank == 0 ? calloc((size_t)e->size, sizeof *all) : NULL;
+        /* every rank of a node has its weights in memory before any rank measures */
+        NUMLA_CHECK(numla_comm_barrier(e->comm));
+        engine_kv_site me = {.failed = *failed};
+        if (gethostname(me.host, sizeof me.host - 1) != 0)
+            snprintf(me.host, sizeof me.host, "?");
+        me.node = engine_kv_node();
+        me.free_bytes = (int64_t)numla_kv_cache_node_free_bytes(me.node);
+        engine_kv_site *all = e->rank == 0 ? calloc((size_t)e->size, sizeof *all) : NULL;
         if (e->rank == 0 && !all)
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "engine: no memory");
-        numla_status s = numla_comm_gather(e->comm, &nb, sizeof nb, all, 0);
+        engine_kv_verdict v = {0};
+        numla_status s = numla_comm_gather(e->comm, &me, sizeof me, all, 0);
         if (s == NUMLA_STATUS_OK && e->rank == 0)
-            for (int q = 0; q < e->size; q++)
-                nb = all[q] < nb ? all[q] : nb;
+            engine_kv_decide(e, o, all, blk, bs, &v);
         free(all);
         if (s == NUMLA_STATUS_OK)
-            s = numla_comm_bcast(e->comm, &nb, sizeof nb, 0);
+            s = numla_comm_bcast(e->comm, &v, sizeof v, 0);
         NUMLA_CHECK(s);
-        if (*failed)
-            return NUMLA_STATUS_OK;
-        if (nb < 1)
-            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "engine: %zu bytes of KV memory per rank hold "
-                       "no %zu-byte block", bytes, blk);
+        if (*failed || v.any_failed)
+            return NUMLA_STATUS_OK; /* the failed rank reports */
+        if (v.num_blocks < 1 && e->rank != 0)
+            return NUMLA_STATUS_OK; /* rank 0 reports; numla_engine_create fails everywhere */
+        const char *where = v.node >= 0 ? "NUMA node" : "machine";
+        if (v.num_blocks < 1 && o->kv_memory_bytes > 0 && v.share_bytes == 0)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                       "engine: a KV pool of %.2f GiB per rank is more than there is: rank %d's "
+                       "%s %d has %.2f GiB free for its %d rank%s (%.2f GiB needed)",
+                       (double)o->kv_memory_bytes / 1073741824.0, v.rank, where, v.node,
+                       (double)v.free_bytes / 1073741824.0, v.sharers,
+                       v.sharers > 1 ? "s" : "",
+                       (double)o->kv_memory_bytes * v.sharers / 1073741824.0);
+        if (v.num_blocks < 1)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY,
+                       "engine: %.3f GiB of KV memory per rank (rank %d's %s %d: %.2f GiB free "
+                       "for %d rank%s) hold no %zu-byte block",
+                       (double)v.share_bytes / 1073741824.0, v.rank, where, v.node,
+                       (double)v.free_bytes / 1073741824.0, v.sharers,
+                       v.sharers > 1 ? "s" : "", blk);
+        nb = v.num_blocks;
     } else if (nb <= 0) {
         int64_t ctx = o->max_context > 0 ? o->max_context : 4096;
         if (ctx > e->cfg.max_position_embeddings)

@@ -46,11 +46,14 @@ typedef struct numla_engine_options {
     int64_t num_blocks;       /* KV blocks per rank; 0: from kv_memory_bytes / kv_memory_fraction,
                                  or enough for max_context tokens when both are 0 */
     int64_t max_context;      /* used when all three are 0; 0: min(4096, model max) */
-    int64_t kv_memory_bytes;  /* > 0 (num_blocks 0): pool bytes per rank (numla run --kv-memory) */
+    int64_t kv_memory_bytes;  /* > 0 (num_blocks 0): pool bytes per rank (numla run --kv-memory);
+                                 an error when the ranks sharing a node cannot all have it in
+                                 the node's free memory */
     double kv_memory_fraction;/* > 0 (num_blocks, kv_memory_bytes 0): this fraction of the free
-                                 memory of the rank's NUMA node after its weights are loaded
-                                 (numla_kv_cache_default_bytes); every rank takes the smallest
-                                 block count any rank can afford, so the pools match */
+                                 memory of the rank's NUMA node once every rank has loaded its
+                                 weights, divided among the ranks of the same host that draw on
+                                 that node (numla_kv_cache_share_bytes); every rank takes the
+                                 smallest block count any rank can afford, so the pools match */
     int32_t max_seqs;         /* > 0: a pool sized from memory is capped at what max_seqs
                                  sequences of max_context tokens (0: the model's) can use, so a
                                  small model does not claim most of the node; 0: no cap */
