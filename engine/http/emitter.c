@@ -155,16 +155,20 @@ numla_status numla_http_emitter_push(numla_http_emitter *e, const char *piece, s
     memcpy(e->held + e->held_len, piece, len);
     e->held_len += len;
 
-    /* Every byte before the held part was checked against every stop already, so the first
-     * match, if any, starts in the held part. */
-    size_t first = SIZE_MAX;
+    /* The stop that completes first ends generation, as it would have token by token: the
+     * match with the earliest end, the longest of those on a tie. Held bytes hold no complete
+     * match, so every match ends in the new piece and the answer does not depend on how the
+     * text was cut into pieces. */
+    size_t first = SIZE_MAX, first_end = SIZE_MAX;
     for (int32_t i = 0; i < e->num_stops; i++) {
-        if (e->stop_len[i] > e->held_len)
-            continue;
-        for (size_t at = 0; at + e->stop_len[i] <= e->held_len && at < first; at++)
-            if (!memcmp(e->held + at, e->stops[i], e->stop_len[i])) {
-                first = at;
-                e->stop_index = i;
+        size_t m = e->stop_len[i];
+        for (size_t at = 0; at + m <= e->held_len && at + m <= first_end; at++)
+            if (!memcmp(e->held + at, e->stops[i], m)) {
+                if (at + m < first_end || at < first) {
+                    first = at;
+                    first_end = at + m;
+                    e->stop_index = i;
+                }
                 break;
             }
     }

@@ -4,7 +4,9 @@
  * Decoded pieces (any bytes, a character may be split over pieces) go in; out comes the text
  * that is final: bytes that can no longer become the start of a stop string and that end on a
  * character boundary. When a stop string appears, the text before it is emitted and the
- * emitter is stopped (the stop string and anything after it are dropped). At the end, finish
+ * emitter is stopped (the stop string and anything after it are dropped). The stop that
+ * completes first wins (the longest on a tie), as when generation is checked token by token,
+ * so the output does not depend on where the pieces were cut. At the end, finish
  * releases what was held back. Output is always valid UTF-8: a byte that cannot start or
  * continue a character becomes U+FFFD, as does a character left incomplete at the end.
  * Not thread-safe (one per choice of one request); not collective.
