@@ -265,6 +265,41 @@ static void test_format(void)
     free(s);
 }
 
+void numla_fuzz_http_body_run(const uint8_t *data, size_t size);
+
+/* The fuzz target's checks over seeded mutations of valid bodies of both endpoints. */
+static void test_fuzz_mutations(void)
+{
+    static const char *const seeds[] = {
+        "0{\"model\": \"m\", \"prompt\": [[1, 2], [3]], \"max_tokens\": 5, \"temperature\": 0.7, "
+        "\"top_k\": 40, \"top_p\": 0.9, \"seed\": 12, \"stop\": [\"a\", \"bc\"], \"logprobs\": 3, "
+        "\"stream\": true, \"stream_options\": {\"include_usage\": true}, \"ignore_eos\": true, "
+        "\"stop_token_ids\": [7, 8], \"n\": 1}",
+        "1{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", "
+        "\"content\": \"\u00e9\"}], \"max_completion_tokens\": 9, \"logprobs\": true, "
+        "\"top_logprobs\": 2, \"stop\": \"x\", \"echo\": false}"};
+    numla_test_rng rng = {2027};
+    uint8_t buf[512];
+    for (int it = 0; it < 4000; it++) {
+        const char *seed = seeds[it % 2];
+        size_t len = strlen(seed);
+        memcpy(buf, seed, len);
+        int edits = 1 + (int)(numla_test_rng_u64(&rng) % 4);
+        for (int e = 0; e < edits && len > 2; e++) {
+            size_t at = 1 + (size_t)(numla_test_rng_u64(&rng) % (len - 1));
+            switch (numla_test_rng_u64(&rng) % 5) {
+            case 0: buf[at] ^= (uint8_t)(1u << (numla_test_rng_u64(&rng) % 8)); break;
+            case 1: buf[at] = (uint8_t)"0123456789-.e"[numla_test_rng_u64(&rng) % 13]; break;
+            case 2: buf[at] = (uint8_t)"{}[],:\" \\n"[numla_test_rng_u64(&rng) % 10]; break;
+            case 3: memmove(buf + at, buf + at + 1, len - at - 1); len--; break;
+            default: len = at + 1; break;
+            }
+        }
+        numla_fuzz_http_body_run(buf, len);
+    }
+    CU_PASS("no invariant broken");
+}
+
 NUMLA_TEST_SUITE(http_openai, NULL, NULL, NUMLA_TEST(test_completions_fields),
                  NUMLA_TEST(test_chat_fields), NUMLA_TEST(test_errors_name_the_field),
-                 NUMLA_TEST(test_format))
+                 NUMLA_TEST(test_format), NUMLA_TEST(test_fuzz_mutations))
