@@ -494,6 +494,23 @@ static void test_disconnect_cancels(void)
     }
     CU_ASSERT(seen);
     CU_ASSERT(metric_reaches(fx.port, "numla_requests_total{outcome=\"cancelled\"} ", 1));
+
+    /* not streamed: nothing is written until the end, so the server must notice the close */
+    fd = dial(fx.port);
+    CU_ASSERT_FATAL(fd >= 0);
+    send_request(fd, "POST", "/v1/completions", NULL,
+                 "{\"prompt\": \"long\", \"max_tokens\": 100000}");
+    for (int tries = 0; tries < 1000 && numla_http_server_in_flight(fx.s) < 1; tries++)
+        sleep_ms(5);
+    close(fd);
+    seen = 0;
+    for (int tries = 0; tries < 1000 && !seen; tries++) {
+        seen = atomic_load(&fx.loop.cancelled_seen) >= 2;
+        if (!seen)
+            sleep_ms(10);
+    }
+    CU_ASSERT(seen);
+    CU_ASSERT(metric_reaches(fx.port, "numla_requests_total{outcome=\"cancelled\"} ", 2));
     CU_ASSERT_EQUAL(atomic_load(&fx.loop.finished), 0);
     fixture_stop(&fx);
 }
