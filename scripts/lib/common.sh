@@ -9,7 +9,7 @@ NUMLA_JOBS=${NUMLA_JOBS:-$(nproc)}
 # generate reference data (scripts/make_*golden*.py) use PyPI, and their output is committed.
 NUMLA_DEBS=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhwloc-dev
             libnuma-dev libcunit1-dev libjansson-dev libpcre2-dev libopenblas-dev libutf8proc-dev
-            clang libomp-dev)
+            clang libomp-dev libmicrohttpd-dev curl)
 
 numla_install_deps() {
   local missing=()

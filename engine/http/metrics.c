@@ -1,0 +1,211 @@
+/* engine/http/metrics.c — Prometheus counters, gauges and histograms (see metrics.h). */
+#include "engine/http/metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bucket upper bounds in seconds (the +Inf bucket is implicit): TTFT spans a queued prompt on a
+ * large model, TPOT a decode step. */
+static const double TTFT_BOUNDS[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+static const double TPOT_BOUNDS[] = {0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5,
+                                     1, 2.5};
+enum { NUMLA_METRICS_MAX_BUCKETS = 16 };
+
+typedef struct histogram {
+    const double *bounds;
+    int32_t num_bounds;
+    uint64_t counts[NUMLA_METRICS_MAX_BUCKETS]; /* per bucket, not cumulative */
+    uint64_t count;
+    double sum;
+} histogram;
+
+struct numla_http_metrics {
+    pthread_mutex_t mu;
+    uint64_t requests[NUMLA_HTTP_OUTCOME_COUNT];
+    uint64_t prompt_tokens, generation_tokens, preemptions;
+    int64_t running, waiting, kv_used, kv_free;
+    histogram ttft, tpot;
+};
+
+static const char *const OUTCOME_NAMES[NUMLA_HTTP_OUTCOME_COUNT] = {
+    "ok", "bad_request", "unauthorized", "too_large", "rejected", "cancelled", "error"};
+
+numla_status numla_http_metrics_create(numla_http_metrics **out)
+{
+    numla_http_metrics *m = calloc(1, sizeof *m);
+    if (!m)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the HTTP metrics");
+    pthread_mutex_init(&m->mu, NULL);
+    m->ttft.bounds = TTFT_BOUNDS;
+    m->ttft.num_bounds = (int32_t)(sizeof TTFT_BOUNDS / sizeof TTFT_BOUNDS[0]);
+    m->tpot.bounds = TPOT_BOUNDS;
+    m->tpot.num_bounds = (int32_t)(sizeof TPOT_BOUNDS / sizeof TPOT_BOUNDS[0]);
+    *out = m;
+    return NUMLA_STATUS_OK;
+}
+
+void numla_http_metrics_destroy(numla_http_metrics **m)
+{
+    if (!*m)
+        return;
+    pthread_mutex_destroy(&(*m)->mu);
+    free(*m);
+    *m = NULL;
+}
+
+void numla_http_metrics_request_done(numla_http_metrics *m, numla_http_outcome outcome)
+{
+    if (outcome < 0 || outcome >= NUMLA_HTTP_OUTCOME_COUNT)
+        outcome = NUMLA_HTTP_OUTCOME_ERROR;
+    pthread_mutex_lock(&m->mu);
+    m->requests[outcome]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void numla_http_metrics_add_tokens(numla_http_metrics *m, int64_t prompt, int64_t generated)
+{
+    pthread_mutex_lock(&m->mu);
+    m->prompt_tokens += prompt > 0 ? (uint64_t)prompt : 0;
+    m->generation_tokens += generated > 0 ? (uint64_t)generated : 0;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void observe(numla_http_metrics *m, histogram *h, double v)
+{
+    int32_t b = 0;
+    while (b < h->num_bounds && v > h->bounds[b])
+        b++;
+    pthread_mutex_lock(&m->mu);
+    h->counts[b]++; /* b == num_bounds: only +Inf */
+    h->count++;
+    h->sum += v;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void numla_http_metrics_observe_ttft(numla_http_metrics *m, double seconds)
+{
+    observe(m, &m->ttft, seconds);
+}
+
+void numla_http_metrics_observe_tpot(numla_http_metrics *m, double seconds)
+{
+    observe(m, &m->tpot, seconds);
+}
+
+void numla_http_metrics_set_engine(numla_http_metrics *m, int64_t running, int64_t kv_used,
+                                   int64_t kv_free)
+{
+    pthread_mutex_lock(&m->mu);
+    m->running = running;
+    m->kv_used = kv_used;
+    m->kv_free = kv_free;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void numla_http_metrics_set_waiting(numla_http_metrics *m, int64_t waiting)
+{
+    pthread_mutex_lock(&m->mu);
+    m->waiting = waiting;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void numla_http_metrics_add_preemptions(numla_http_metrics *m, int64_t n)
+{
+    pthread_mutex_lock(&m->mu);
+    m->preemptions += n > 0 ? (uint64_t)n : 0;
+    pthread_mutex_unlock(&m->mu);
+}
+
+typedef struct text {
+    char *s;
+    size_t len, cap;
+    int oom;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text *t, const char *fmt, ...)
+{
+    for (int attempt = 0; attempt < 2 && !t->oom; attempt++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->oom = 1;
+            return;
+        }
+        if ((size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = 2 * t->cap + (size_t)n + 1;
+        char *s = realloc(t->s, cap);
+        if (!s) {
+            t->oom = 1;
+            return;
+        }
+        t->s = s;
+        t->cap = cap;
+    }
+}
+
+static void put_histogram(text *t, const char *name, const char *help, const histogram *h)
+{
+    put(t, "# HELP numla_%s %s\n# TYPE numla_%s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int32_t b = 0; b < h->num_bounds; b++) {
+        cum += h->counts[b];
+        put(t, "numla_%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[b], (unsigned long long)cum);
+    }
+    put(t, "numla_%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)h->count);
+    put(t, "numla_%s_sum %.9g\nnumla_%s_count %llu\n", name, h->sum, name,
+        (unsigned long long)h->count);
+}
+
+static void put_scalar(text *t, const char *name, const char *type, const char *help, long long v)
+{
+    put(t, "# HELP numla_%s %s\n# TYPE numla_%s %s\nnumla_%s %lld\n", name, help, name, type,
+        name, v);
+}
+
+numla_status numla_http_metrics_render(numla_http_metrics *m, char **out)
+{
+    *out = NULL;
+    text t = {.cap = 4096};
+    t.s = malloc(t.cap);
+    if (!t.s)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the metrics text");
+    t.s[0] = 0;
+    pthread_mutex_lock(&m->mu);
+    put(&t, "# HELP numla_requests_total Finished HTTP generation requests by outcome.\n"
+            "# TYPE numla_requests_total counter\n");
+    for (int o = 0; o < NUMLA_HTTP_OUTCOME_COUNT; o++)
+        put(&t, "numla_requests_total{outcome=\"%s\"} %llu\n", OUTCOME_NAMES[o],
+            (unsigned long long)m->requests[o]);
+    put_scalar(&t, "prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
+               (long long)m->prompt_tokens);
+    put_scalar(&t, "generation_tokens_total", "counter", "Generated tokens of finished requests.",
+               (long long)m->generation_tokens);
+    put_histogram(&t, "time_to_first_token_seconds",
+                  "Seconds from a request's arrival to its first generated token.", &m->ttft);
+    put_histogram(&t, "time_per_output_token_seconds",
+                  "Mean seconds per generated token after the first, per request.", &m->tpot);
+    put_scalar(&t, "requests_running", "gauge", "Requests the engine is generating for.",
+               (long long)m->running);
+    put_scalar(&t, "requests_waiting", "gauge", "Requests queued for the engine.",
+               (long long)m->waiting);
+    put_scalar(&t, "kv_blocks_used", "gauge", "KV cache blocks in use.", (long long)m->kv_used);
+    put_scalar(&t, "kv_blocks_free", "gauge", "KV cache blocks free.", (long long)m->kv_free);
+    put_scalar(&t, "preemptions_total", "counter", "Requests preempted to free KV blocks.",
+               (long long)m->preemptions);
+    pthread_mutex_unlock(&m->mu);
+    if (t.oom) {
+        free(t.s);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the metrics text");
+    }
+    *out = t.s;
+    return NUMLA_STATUS_OK;
+}

@@ -1,0 +1,652 @@
+/* engine/http/openai.c — OpenAI request bodies and response objects (see openai.h). */
+#include "engine/http/openai.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/text/tokenizer.h"
+
+numla_openai_error *numla_openai_error_set(numla_openai_error *err, int status, const char *param,
+                                           const char *code, const char *fmt, ...)
+{
+    err->status = status;
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    snprintf(err->code, sizeof err->code, "%s", code ? code : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+/* A 400 for an invalid value of `param`; returns 0 so parsers can `return bad(...)`. */
+static int bad(numla_openai_error *err, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int bad(numla_openai_error *err, const char *param, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    numla_openai_error_set(err, 400, param, "invalid_value", "%s", msg);
+    return 0;
+}
+
+static int get_int(json_t *v, int64_t *out)
+{
+    if (json_is_integer(v)) {
+        *out = (int64_t)json_integer_value(v);
+        return 1;
+    }
+    if (json_is_real(v)) { /* 3.0 is fine, 3.5 is not */
+        double d = json_real_value(v);
+        if (d == floor(d) && fabs(d) < 9e15) {
+            *out = (int64_t)d;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int oom(numla_openai_error *err)
+{
+    numla_openai_error_set(err, 500, NULL, "no_memory", "out of memory while parsing the request");
+    return 0;
+}
+
+/* A token-id list; `param` names it in errors. Returns 0 on error. */
+static int parse_ids(json_t *v, const numla_openai_limits *lim, const char *param,
+                     numla_openai_prompt *p, numla_openai_error *err)
+{
+    size_t n = json_array_size(v);
+    if (n == 0)
+        return bad(err, param, "'%s' must not be an empty list of token ids", param);
+    if (n > (size_t)INT32_MAX / 2)
+        return bad(err, param, "'%s' is too long", param);
+    p->tokens = malloc(n * sizeof *p->tokens);
+    if (!p->tokens)
+        return oom(err);
+    for (size_t i = 0; i < n; i++) {
+        int64_t t;
+        if (!get_int(json_array_get(v, i), &t) || t < 0 ||
+            (lim->vocab_size > 0 && t >= lim->vocab_size))
+            return bad(err, param, "'%s'[%zu] is not a token id in 0..%lld", param, i,
+                       (long long)(lim->vocab_size > 0 ? lim->vocab_size - 1 : INT32_MAX));
+        p->tokens[i] = (int32_t)t;
+    }
+    p->num_tokens = (int32_t)n;
+    return 1;
+}
+
+static int copy_text(json_t *v, char **out, size_t *len, numla_openai_error *err)
+{
+    *len = json_string_length(v);
+    *out = malloc(*len + 1);
+    if (!*out)
+        return oom(err);
+    memcpy(*out, json_string_value(v), *len);
+    (*out)[*len] = 0;
+    return 1;
+}
+
+/* prompt: string | [string, ...] | [id, ...] | [[id, ...], ...]. */
+static int parse_prompt(json_t *v, const numla_openai_limits *lim, numla_openai_request *r,
+                        numla_openai_error *err)
+{
+    const char *what = "'prompt' must be a string, a list of strings, a list of token ids or a "
+                       "list of token-id lists";
+    size_t n = 1;
+    int kind; /* 0: one string, 1: strings, 2: one id list, 3: id lists */
+    if (json_is_string(v)) {
+        kind = 0;
+    } else if (json_is_array(v) && json_array_size(v) > 0) {
+        json_t *e0 = json_array_get(v, 0);
+        if (json_is_string(e0))
+            kind = 1;
+        else if (json_is_array(e0))
+            kind = 3;
+        else if (json_is_number(e0))
+            kind = 2;
+        else
+            return bad(err, "prompt", "%s", what);
+        if (kind != 2)
+            n = json_array_size(v);
+    } else {
+        return bad(err, "prompt", "%s", what);
+    }
+    if (n > NUMLA_OPENAI_MAX_PROMPTS)
+        return bad(err, "prompt", "'prompt' holds %zu prompts; at most %d are served per request",
+                   n, NUMLA_OPENAI_MAX_PROMPTS);
+    r->prompts = calloc(n, sizeof *r->prompts);
+    if (!r->prompts)
+        return oom(err);
+    r->num_prompts = (int32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = kind == 0 || kind == 2 ? v : json_array_get(v, i);
+        numla_openai_prompt *p = &r->prompts[i];
+        if (kind <= 1) {
+            if (!json_is_string(e))
+                return bad(err, "prompt", "%s (prompt[%zu] is not a string)", what, i);
+            if (!copy_text(e, &p->text, &p->text_len, err))
+                return 0;
+        } else {
+            if (!json_is_array(e))
+                return bad(err, "prompt", "%s (prompt[%zu] is not a list)", what, i);
+            if (!parse_ids(e, lim, "prompt", p, err))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+static int parse_messages(json_t *v, numla_openai_request *r, numla_openai_error *err)
+{
+    if (!json_is_array(v) || json_array_size(v) == 0)
+        return bad(err, "messages", "'messages' must be a non-empty list of messages");
+    size_t n = json_array_size(v);
+    if (n > 100000)
+        return bad(err, "messages", "'messages' holds too many messages");
+    r->messages = calloc(n, sizeof *r->messages);
+    if (!r->messages)
+        return oom(err);
+    r->num_messages = (int32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(v, i), *f;
+        char param[96];
+        const char *key;
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        if (!json_is_object(m))
+            return bad(err, param, "'%s' must be an object with 'role' and 'content'", param);
+        json_object_foreach(m, key, f) {
+            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name")) {
+                snprintf(param, sizeof param, "messages[%zu].%.48s", i, key);
+                numla_openai_error_set(err, 400, param, "unknown_field",
+                                       "unknown or unsupported field '%s'", param);
+                return 0;
+            }
+        }
+        f = json_object_get(m, "role");
+        const char *role = json_is_string(f) ? json_string_value(f) : "";
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        if (!strcmp(role, "system"))
+            r->messages[i].role = NUMLA_OPENAI_ROLE_SYSTEM;
+        else if (!strcmp(role, "user"))
+            r->messages[i].role = NUMLA_OPENAI_ROLE_USER;
+        else if (!strcmp(role, "assistant"))
+            r->messages[i].role = NUMLA_OPENAI_ROLE_ASSISTANT;
+        else
+            return bad(err, param, "'%s' must be \"system\", \"user\" or \"assistant\"", param);
+        f = json_object_get(m, "content");
+        snprintf(param, sizeof param, "messages[%zu].content", i);
+        if (!json_is_string(f))
+            return bad(err, param, "'%s' must be a string", param);
+        if (!copy_text(f, &r->messages[i].content, &r->messages[i].content_len, err))
+            return 0;
+        f = json_object_get(m, "name");
+        snprintf(param, sizeof param, "messages[%zu].name", i);
+        if (f && !json_is_string(f))
+            return bad(err, param, "'%s' must be a string", param);
+    }
+    return 1;
+}
+
+static int parse_stop(json_t *v, numla_openai_request *r, numla_openai_error *err)
+{
+    if (json_is_null(v))
+        return 1;
+    size_t n = json_is_string(v) ? 1 : json_array_size(v);
+    if (!(json_is_string(v) || json_is_array(v)) || n > NUMLA_OPENAI_MAX_STOP)
+        return bad(err, "stop", "'stop' must be a string or a list of at most %d strings",
+                   NUMLA_OPENAI_MAX_STOP);
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_is_string(v) ? v : json_array_get(v, i);
+        if (!json_is_string(e) || json_string_length(e) == 0)
+            return bad(err, "stop", "'stop'[%zu] must be a non-empty string", i);
+        size_t len;
+        if (!copy_text(e, &r->stop_strings[r->num_stop_strings], &len, err))
+            return 0;
+        r->num_stop_strings++;
+    }
+    return 1;
+}
+
+/* Fields the API defines that numla does not serve, with the value that is harmless. */
+static int unsupported(const char *key, json_t *v, numla_openai_error *err)
+{
+    int64_t iv;
+    int ok;
+    if (!strcmp(key, "n") || !strcmp(key, "best_of"))
+        ok = json_is_null(v) || (get_int(v, &iv) && iv == 1);
+    else if (!strcmp(key, "echo"))
+        ok = json_is_null(v) || json_is_false(v);
+    else if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty"))
+        ok = json_is_null(v) || (json_is_number(v) && json_number_value(v) == 0);
+    else if (!strcmp(key, "logit_bias"))
+        ok = json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0);
+    else
+        ok = json_is_null(v);
+    if (!ok)
+        numla_openai_error_set(err, 400, key, "unsupported_field",
+                               "'%s' is not supported by this server (only %s)", key,
+                               !strcmp(key, "n") || !strcmp(key, "best_of") ? "1"
+                               : !strcmp(key, "echo")                       ? "false"
+                               : !strcmp(key, "logit_bias")                 ? "{}"
+                               : strstr(key, "penalty")                     ? "0"
+                                                                            : "null");
+    return ok;
+}
+
+static const char *const UNSUPPORTED[] = {
+    "n", "best_of", "echo", "suffix", "logit_bias", "presence_penalty", "frequency_penalty",
+    "tools", "tool_choice", "functions", "function_call", "response_format",
+    "parallel_tool_calls", "service_tier", "store", "metadata", "modalities", "audio",
+    "prediction", "reasoning_effort", "web_search_options"};
+
+static int in_list(const char *key, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(key, list[i]))
+            return 1;
+    return 0;
+}
+
+static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_request *r,
+                        numla_openai_error *err)
+{
+    static const char *const common[] = {"model", "max_tokens", "temperature", "top_p", "top_k",
+                                         "seed", "stop", "logprobs", "stream", "stream_options",
+                                         "user", "ignore_eos", "stop_token_ids"};
+    static const char *const completions[] = {"prompt"};
+    static const char *const chat[] = {"messages", "max_completion_tokens", "top_logprobs"};
+    int is_chat = r->endpoint == NUMLA_OPENAI_CHAT;
+    numla_sampling_params *p = &r->params;
+    const char *key;
+    json_t *v;
+    int64_t iv;
+
+    /* Field names first, so an unknown field is reported even next to an invalid value. */
+    json_object_foreach(o, key, v) {
+        if (in_list(key, common, sizeof common / sizeof common[0]) ||
+            (!is_chat && in_list(key, completions, 1)) ||
+            (is_chat && in_list(key, chat, sizeof chat / sizeof chat[0])))
+            continue;
+        if (in_list(key, UNSUPPORTED, sizeof UNSUPPORTED / sizeof UNSUPPORTED[0])) {
+            if (!unsupported(key, v, err))
+                return 0;
+            continue;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%.60s", key);
+        numla_openai_error_set(err, 400, name, "unknown_field", "unknown field '%s'", name);
+        return 0;
+    }
+
+    if ((v = json_object_get(o, "model")) && !json_is_null(v)) {
+        if (!json_is_string(v))
+            return bad(err, "model", "'model' must be a string");
+        r->model = strdup(json_string_value(v));
+        if (!r->model)
+            return oom(err);
+    }
+    if (is_chat) {
+        if (!(v = json_object_get(o, "messages")))
+            return bad(err, "messages", "missing field 'messages'");
+        if (!parse_messages(v, r, err))
+            return 0;
+    } else {
+        if (!(v = json_object_get(o, "prompt")))
+            return bad(err, "prompt", "missing field 'prompt'");
+        if (!parse_prompt(v, lim, r, err))
+            return 0;
+    }
+
+    const char *mt = "max_tokens";
+    v = json_object_get(o, mt);
+    if (is_chat && json_object_get(o, "max_completion_tokens") &&
+        !json_is_null(json_object_get(o, "max_completion_tokens"))) {
+        if (v && !json_is_null(v))
+            return bad(err, "max_completion_tokens",
+                       "give 'max_tokens' or 'max_completion_tokens', not both");
+        mt = "max_completion_tokens";
+        v = json_object_get(o, mt);
+    }
+    if (v && !json_is_null(v)) {
+        if (!get_int(v, &iv) || iv < 0 || iv > INT32_MAX)
+            return bad(err, mt, "'%s' must be an integer >= 0", mt);
+        p->max_tokens = (int32_t)iv;
+        r->max_tokens_given = 1;
+    } else if (is_chat) {
+        p->max_tokens = lim->max_context > 0 && lim->max_context < INT32_MAX
+                            ? (int32_t)lim->max_context : INT32_MAX;
+    } else {
+        r->max_tokens_given = 1; /* the API's default of 16 */
+    }
+    if ((v = json_object_get(o, "temperature")) && !json_is_null(v)) {
+        if (!json_is_number(v) || !(json_number_value(v) >= 0) || !isfinite(json_number_value(v)))
+            return bad(err, "temperature", "'temperature' must be a number >= 0");
+        p->temperature = json_number_value(v);
+    }
+    if ((v = json_object_get(o, "top_k")) && !json_is_null(v)) {
+        if (!get_int(v, &iv) || iv < -1 || iv > INT32_MAX)
+            return bad(err, "top_k", "'top_k' must be an integer >= -1 (-1 or 0: off)");
+        p->top_k = iv <= 0 ? 0 : (int32_t)iv;
+    }
+    if ((v = json_object_get(o, "top_p")) && !json_is_null(v)) {
+        double d = json_is_number(v) ? json_number_value(v) : -1;
+        if (!(d > 0 && d <= 1))
+            return bad(err, "top_p", "'top_p' must be a number in (0, 1]");
+        p->top_p = d;
+    }
+    if ((v = json_object_get(o, "seed")) && !json_is_null(v)) {
+        if (!json_is_integer(v))
+            return bad(err, "seed", "'seed' must be an integer");
+        p->seed = (uint64_t)json_integer_value(v);
+        p->has_seed = 1;
+    }
+    if ((v = json_object_get(o, "stop")) && !parse_stop(v, r, err))
+        return 0;
+    if ((v = json_object_get(o, "stop_token_ids")) && !json_is_null(v)) {
+        if (!json_is_array(v) || json_array_size(v) > NUMLA_SAMPLER_MAX_STOP)
+            return bad(err, "stop_token_ids",
+                       "'stop_token_ids' must be a list of at most %d token ids",
+                       NUMLA_SAMPLER_MAX_STOP);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (!get_int(json_array_get(v, i), &iv) || iv < 0 ||
+                (lim->vocab_size > 0 && iv >= lim->vocab_size) || iv > INT32_MAX)
+                return bad(err, "stop_token_ids", "'stop_token_ids'[%zu] is not a token id", i);
+            p->stop_token_ids[p->num_stop++] = (int32_t)iv;
+        }
+    }
+    if ((v = json_object_get(o, "ignore_eos")) && !json_is_null(v)) {
+        if (!json_is_boolean(v))
+            return bad(err, "ignore_eos", "'ignore_eos' must be true or false");
+        p->ignore_eos = json_is_true(v);
+    }
+    if (is_chat) {
+        json_t *top = json_object_get(o, "top_logprobs");
+        v = json_object_get(o, "logprobs");
+        if (v && !json_is_null(v) && !json_is_boolean(v))
+            return bad(err, "logprobs", "'logprobs' must be true or false");
+        int want = v && json_is_true(v);
+        iv = 0;
+        if (top && !json_is_null(top)) {
+            if (!get_int(top, &iv) || iv < 0 || iv > NUMLA_SAMPLER_MAX_LOGPROBS)
+                return bad(err, "top_logprobs", "'top_logprobs' must be an integer in 0..%d",
+                           NUMLA_SAMPLER_MAX_LOGPROBS);
+            if (!want)
+                return bad(err, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        }
+        if (want)
+            p->logprobs = (int32_t)iv;
+    } else if ((v = json_object_get(o, "logprobs")) && !json_is_null(v)) {
+        if (!get_int(v, &iv) || iv < 0 || iv > NUMLA_SAMPLER_MAX_LOGPROBS)
+            return bad(err, "logprobs", "'logprobs' must be an integer in 0..%d or null",
+                       NUMLA_SAMPLER_MAX_LOGPROBS);
+        p->logprobs = (int32_t)iv;
+    }
+    if ((v = json_object_get(o, "stream")) && !json_is_null(v)) {
+        if (!json_is_boolean(v))
+            return bad(err, "stream", "'stream' must be true or false");
+        r->stream = json_is_true(v);
+    }
+    if ((v = json_object_get(o, "stream_options")) && !json_is_null(v)) {
+        if (!r->stream)
+            return bad(err, "stream_options", "'stream_options' is only allowed with 'stream': true");
+        if (!json_is_object(v))
+            return bad(err, "stream_options", "'stream_options' must be an object");
+        json_t *f;
+        json_object_foreach(v, key, f) {
+            if (strcmp(key, "include_usage")) {
+                char name[96];
+                snprintf(name, sizeof name, "stream_options.%.60s", key);
+                numla_openai_error_set(err, 400, name, "unknown_field", "unknown field '%s'", name);
+                return 0;
+            }
+            if (!json_is_boolean(f) && !json_is_null(f))
+                return bad(err, "stream_options.include_usage",
+                           "'stream_options.include_usage' must be true or false");
+            r->include_usage = json_is_true(f);
+        }
+    }
+    if (lim->max_context > 0 && r->max_tokens_given)
+        for (int32_t i = 0; i < r->num_prompts; i++)
+            if (r->prompts[i].tokens &&
+                (int64_t)r->prompts[i].num_tokens + p->max_tokens > lim->max_context)
+                return bad(err, r->num_prompts > 1 ? "prompt" : "max_tokens",
+                           "the prompt (%d tokens) + max_tokens (%d) exceeds the context of %lld "
+                           "tokens", r->prompts[i].num_tokens, p->max_tokens,
+                           (long long)lim->max_context);
+    return 1;
+}
+
+numla_status numla_openai_parse(numla_openai_endpoint endpoint, const char *body, size_t len,
+                                const numla_openai_limits *lim, numla_openai_request *out,
+                                numla_openai_error *err)
+{
+    memset(out, 0, sizeof *out);
+    memset(err, 0, sizeof *err);
+    out->endpoint = endpoint;
+    numla_sampling_params_default(&out->params);
+    int64_t badat = numla_utf8_invalid_offset(body, len);
+    if (badat >= 0) {
+        numla_openai_error_set(err, 400, NULL, "invalid_json",
+                               "the body is not valid UTF-8 at byte offset %lld", (long long)badat);
+        return NUMLA_STATUS_OK;
+    }
+    json_error_t jerr;
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (!o) {
+        numla_openai_error_set(err, 400, NULL, "invalid_json",
+                               "the body is not valid JSON (line %d, column %d): %s", jerr.line,
+                               jerr.column, jerr.text);
+        return NUMLA_STATUS_OK;
+    }
+    if (!json_is_object(o)) {
+        numla_openai_error_set(err, 400, NULL, "invalid_json", "the body must be a JSON object");
+    } else {
+        parse_fields(o, lim, out, err);
+    }
+    json_decref(o);
+    if (err->status) {
+        numla_openai_request_free(out);
+        if (err->status == 500)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for an OpenAI request body");
+    }
+    return NUMLA_STATUS_OK;
+}
+
+void numla_openai_request_free(numla_openai_request *r)
+{
+    for (int32_t i = 0; i < r->num_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].tokens);
+    }
+    free(r->prompts);
+    for (int32_t i = 0; i < r->num_messages; i++)
+        free(r->messages[i].content);
+    free(r->messages);
+    for (int32_t i = 0; i < r->num_stop_strings; i++)
+        free(r->stop_strings[i]);
+    free(r->model);
+    numla_openai_endpoint e = r->endpoint;
+    memset(r, 0, sizeof *r);
+    r->endpoint = e;
+}
+
+/* ---- formatting ---- */
+
+static numla_status dump(json_t *o, const char *prefix, const char *suffix, char **out)
+{
+    *out = NULL;
+    if (!o)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for a response object");
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!s)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory to write a response object");
+    size_t n = strlen(prefix) + strlen(s) + strlen(suffix) + 1;
+    *out = malloc(n);
+    if (*out)
+        snprintf(*out, n, "%s%s%s", prefix, s, suffix);
+    free(s);
+    if (!*out)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory to write a response object");
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_openai_format_error(const numla_openai_error *err, char **out)
+{
+    json_t *o = json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", err->message, "type",
+                          err->status >= 400 && err->status < 500 ? "invalid_request_error"
+                                                                  : "server_error",
+                          "param", err->param[0] ? err->param : NULL, "code",
+                          err->code[0] ? err->code : NULL);
+    return dump(o, "", "", out);
+}
+
+static double finite_logprob(float v)
+{
+    return isfinite(v) ? (double)v : -9999.0; /* JSON has no infinities */
+}
+
+static json_t *token_name(int32_t id)
+{
+    char s[32];
+    snprintf(s, sizeof s, "token_id:%d", id);
+    return json_string(s);
+}
+
+/* completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}; chat:
+ * {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob"}]}]}. */
+static json_t *logprobs_json(numla_openai_endpoint e, const numla_openai_choice *c)
+{
+    if (!c->logprobs)
+        return json_null();
+    if (e == NUMLA_OPENAI_CHAT) {
+        json_t *content = json_array();
+        for (int32_t i = 0; i < c->num_logprobs; i++) {
+            const numla_logprob_entry *l = &c->logprobs[i];
+            json_t *top = json_array();
+            for (int32_t k = 0; k < l->num_top; k++)
+                json_array_append_new(top, json_pack("{s:o, s:f, s:n}", "token",
+                                                     token_name(l->top_tokens[k]), "logprob",
+                                                     finite_logprob(l->top_logprobs[k]), "bytes"));
+            json_array_append_new(content, json_pack("{s:o, s:f, s:n, s:o}", "token",
+                                                     token_name(l->token), "logprob",
+                                                     finite_logprob(l->logprob), "bytes",
+                                                     "top_logprobs", top));
+        }
+        return json_pack("{s:o}", "content", content);
+    }
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *off = json_array();
+    for (int32_t i = 0; i < c->num_logprobs; i++) {
+        const numla_logprob_entry *l = &c->logprobs[i];
+        json_array_append_new(tokens, token_name(l->token));
+        json_array_append_new(lps, json_real(finite_logprob(l->logprob)));
+        json_t *top = json_object();
+        for (int32_t k = 0; k < l->num_top; k++) {
+            char s[32];
+            snprintf(s, sizeof s, "token_id:%d", l->top_tokens[k]);
+            json_object_set_new(top, s, json_real(finite_logprob(l->top_logprobs[k])));
+        }
+        json_array_append_new(tops, top);
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps,
+                     "top_logprobs", tops, "text_offset", off);
+}
+
+static json_t *usage_json(const numla_openai_usage *u)
+{
+    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
+                     "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
+                     (json_int_t)(u->prompt_tokens + u->completion_tokens));
+}
+
+static json_t *reply_json(const numla_openai_reply *r, const char *object)
+{
+    return json_pack("{s:s, s:s, s:I, s:s}", "id", r->id, "object", object, "created",
+                     (json_int_t)r->created, "model", r->model ? r->model : "");
+}
+
+static json_t *finish_json(const char *finish_reason)
+{
+    return finish_reason ? json_string(finish_reason) : json_null();
+}
+
+numla_status numla_openai_format_response(const numla_openai_reply *r,
+                                          const numla_openai_choice *choices, int32_t num_choices,
+                                          const numla_openai_usage *usage, char **out)
+{
+    int chat = r->endpoint == NUMLA_OPENAI_CHAT;
+    json_t *o = reply_json(r, chat ? "chat.completion" : "text_completion");
+    json_t *arr = json_array();
+    for (int32_t i = 0; o && arr && i < num_choices; i++) {
+        const numla_openai_choice *c = &choices[i];
+        json_t *text = json_stringn(c->text ? c->text : "", c->text ? c->text_len : 0);
+        json_t *ch = chat ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:o}", "index", (int)i, "message",
+                                      "role", "assistant", "content", text, "logprobs",
+                                      logprobs_json(r->endpoint, c), "finish_reason",
+                                      finish_json(c->finish_reason))
+                          : json_pack("{s:i, s:o, s:o, s:o}", "index", (int)i, "text", text,
+                                      "logprobs", logprobs_json(r->endpoint, c), "finish_reason",
+                                      finish_json(c->finish_reason));
+        if (!ch || json_array_append_new(arr, ch)) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    if (o && arr && !json_object_set_new(o, "choices", arr) &&
+        !json_object_set_new(o, "usage", usage_json(usage)))
+        return dump(o, "", "", out);
+    if (!o)
+        json_decref(arr);
+    json_decref(o);
+    return dump(NULL, "", "", out);
+}
+
+numla_status numla_openai_format_chunk(const numla_openai_reply *r, int32_t index,
+                                       const numla_openai_choice *c, int role_delta, char **out)
+{
+    int chat = r->endpoint == NUMLA_OPENAI_CHAT;
+    json_t *o = reply_json(r, chat ? "chat.completion.chunk" : "text_completion");
+    json_t *ch;
+    if (chat) {
+        json_t *delta = json_object();
+        if (role_delta)
+            json_object_set_new(delta, "role", json_string("assistant"));
+        else if (c->text_len > 0 || !c->finish_reason)
+            json_object_set_new(delta, "content", json_stringn(c->text ? c->text : "", c->text_len));
+        ch = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)index, "delta", delta, "logprobs",
+                       logprobs_json(r->endpoint, c), "finish_reason",
+                       finish_json(c->finish_reason));
+    } else {
+        ch = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)index, "text",
+                       json_stringn(c->text ? c->text : "", c->text_len), "logprobs",
+                       logprobs_json(r->endpoint, c), "finish_reason",
+                       finish_json(c->finish_reason));
+    }
+    if (o && ch && !json_object_set_new(o, "choices", json_pack("[o]", ch)))
+        return dump(o, "data: ", "\n\n", out);
+    if (!o)
+        json_decref(ch);
+    json_decref(o);
+    return dump(NULL, "", "", out);
+}
+
+numla_status numla_openai_format_usage_chunk(const numla_openai_reply *r,
+                                             const numla_openai_usage *usage, char **out)
+{
+    json_t *o = reply_json(r, r->endpoint == NUMLA_OPENAI_CHAT ? "chat.completion.chunk"
+                                                               : "text_completion");
+    if (o && (json_object_set_new(o, "choices", json_array()) ||
+              json_object_set_new(o, "usage", usage_json(usage)))) {
+        json_decref(o);
+        o = NULL;
+    }
+    return dump(o, "data: ", "\n\n", out);
+}

@@ -1,0 +1,146 @@
+/* engine/http/openai.h — the OpenAI API's request bodies in, its response objects out.
+ *
+ * Parsing: POST /v1/completions and POST /v1/chat/completions bodies become one
+ * numla_openai_request. Supported, completions:
+ *   model, prompt (string | [string, ...] | [id, ...] | [[id, ...], ...]), max_tokens
+ *   (default 16), temperature, top_p, top_k, seed, stop (string | [string, ...]), logprobs
+ *   (0..20 | null), stream, stream_options.include_usage, user (ignored), and numla's own
+ *   ignore_eos and stop_token_ids (as `numla run` takes them, engine/serving/request_io.h).
+ * chat: model, messages ([{role: system|user|assistant, content: string, name?}]),
+ *   max_tokens / max_completion_tokens (default: up to the context, max_tokens_given = 0),
+ *   temperature, top_p, top_k, seed, stop, logprobs (bool), top_logprobs (0..20), stream,
+ *   stream_options.include_usage, user, ignore_eos, stop_token_ids.
+ * Fields the API defines but numla does not serve (n > 1, echo, best_of > 1, suffix, logit_bias,
+ * penalties other than 0, tools, functions, response_format, ...) are a 400 naming the field;
+ * so are unknown fields and invalid values. A failed parse fills a numla_openai_error (an HTTP
+ * status and an OpenAI-style message naming the field) and still returns OK: only running out
+ * of memory is an error status.
+ *
+ * Formatting: non-streamed `text_completion` / `chat.completion` objects, streamed chunks
+ * ("data: {...}\n\n" Server-Sent Events: `text_completion` chunks, or `chat.completion.chunk`
+ * with a first delta carrying the role and later deltas the content), the final usage chunk and
+ * the error object {"error": {"message", "type", "param", "code"}}. Logprob tokens are written as
+ * "token_id:N" (the text of a token that is not on the sampled path is not known here).
+ * Not collective; no state.
+ */
+#ifndef NUMLA_ENGINE_HTTP_OPENAI_H
+#define NUMLA_ENGINE_HTTP_OPENAI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "engine/serving/sampler.h"
+
+typedef enum numla_openai_endpoint {
+    NUMLA_OPENAI_COMPLETIONS,   /* POST /v1/completions */
+    NUMLA_OPENAI_CHAT,          /* POST /v1/chat/completions */
+} numla_openai_endpoint;
+
+typedef enum numla_openai_role {
+    NUMLA_OPENAI_ROLE_SYSTEM,
+    NUMLA_OPENAI_ROLE_USER,
+    NUMLA_OPENAI_ROLE_ASSISTANT,
+} numla_openai_role;
+
+enum { NUMLA_OPENAI_MAX_STOP = 16, NUMLA_OPENAI_MAX_PROMPTS = 64 };
+
+/* One completions prompt: text (tokens == NULL) or token ids (text == NULL). */
+typedef struct numla_openai_prompt {
+    char *text;                 /* NUL-terminated valid UTF-8, may be empty */
+    size_t text_len;
+    int32_t *tokens;            /* (num_tokens) */
+    int32_t num_tokens;
+} numla_openai_prompt;
+
+typedef struct numla_openai_message {
+    numla_openai_role role;
+    char *content;              /* NUL-terminated valid UTF-8 */
+    size_t content_len;
+} numla_openai_message;
+
+typedef struct numla_openai_request {
+    numla_openai_endpoint endpoint;
+    char *model;                /* NULL when not given */
+    int32_t num_prompts;        /* completions: >= 1 */
+    numla_openai_prompt *prompts;           /* (num_prompts) */
+    int32_t num_messages;       /* chat: >= 1 */
+    numla_openai_message *messages;         /* (num_messages) */
+    numla_sampling_params params;           /* logprobs < 0: none */
+    int max_tokens_given;       /* 0 (chat only): params.max_tokens is the context limit */
+    int32_t num_stop_strings;
+    char *stop_strings[NUMLA_OPENAI_MAX_STOP]; /* (num_stop_strings) non-empty */
+    int stream;
+    int include_usage;          /* stream_options.include_usage */
+} numla_openai_request;
+
+typedef struct numla_openai_limits {
+    int64_t vocab_size;         /* token ids must be below it; 0: not checked */
+    int64_t max_context;        /* token prompt + max_tokens must fit; 0: not checked */
+} numla_openai_limits;
+
+typedef struct numla_openai_error {
+    int status;                 /* HTTP status; 0: no error */
+    char message[512];
+    char param[96];             /* the field, "" when none */
+    char code[48];              /* "invalid_json", "unknown_field", "unsupported_field", ... */
+} numla_openai_error;
+
+/* Parse a body of `len` bytes (need not be NUL-terminated). On a bad body, err->status is set
+ * and out holds nothing to free; otherwise err->status is 0. Release with numla_openai_request_free. */
+numla_status numla_openai_parse(numla_openai_endpoint endpoint, const char *body, size_t len,
+                                const numla_openai_limits *lim, numla_openai_request *out,
+                                numla_openai_error *err);
+void numla_openai_request_free(numla_openai_request *r);
+
+/* Fill err (status, message, param, code); returns err for chaining. */
+numla_openai_error *numla_openai_error_set(numla_openai_error *err, int status, const char *param,
+                                           const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* {"error": {"message", "type", "param", "code"}}; type is "invalid_request_error" for 4xx
+ * and "server_error" otherwise. *out is malloc'ed, NUL-terminated. */
+numla_status numla_openai_format_error(const numla_openai_error *err, char **out);
+
+/* What every response object of one request shares. */
+typedef struct numla_openai_reply {
+    numla_openai_endpoint endpoint;
+    const char *id;             /* "cmpl-..." / "chatcmpl-..." */
+    int64_t created;            /* Unix seconds */
+    const char *model;
+} numla_openai_reply;
+
+typedef struct numla_openai_usage {
+    int64_t prompt_tokens;
+    int64_t completion_tokens;
+} numla_openai_usage;
+
+typedef struct numla_openai_choice {
+    const char *text;           /* valid UTF-8 */
+    size_t text_len;
+    const char *finish_reason;  /* "stop", "length", NULL (chunks before the last) */
+    int32_t num_logprobs;       /* entries in logprobs; 0 with logprobs NULL: "logprobs": null */
+    const numla_logprob_entry *logprobs;    /* (num_logprobs) or NULL */
+} numla_openai_choice;
+
+/* The non-streamed object: `text_completion` (choices[i].text) or `chat.completion`
+ * (choices[i].message {role: assistant, content}), with usage. */
+numla_status numla_openai_format_response(const numla_openai_reply *r,
+                                          const numla_openai_choice *choices, int32_t num_choices,
+                                          const numla_openai_usage *usage, char **out);
+
+/* One Server-Sent Event "data: {...}\n\n" for choice `index`: completions carry the text; chat
+ * carries delta {"role": "assistant"} when role_delta, else delta {"content": text} (an empty
+ * delta {} when text_len is 0 and finish_reason is set). "usage": null is omitted. */
+numla_status numla_openai_format_chunk(const numla_openai_reply *r, int32_t index,
+                                       const numla_openai_choice *choice, int role_delta,
+                                       char **out);
+
+/* The final usage chunk of stream_options.include_usage: choices [] and usage. */
+numla_status numla_openai_format_usage_chunk(const numla_openai_reply *r,
+                                             const numla_openai_usage *usage, char **out);
+
+/* The stream's last event. */
+#define NUMLA_OPENAI_SSE_DONE "data: [DONE]\n\n"
+
+#endif

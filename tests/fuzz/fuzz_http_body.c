@@ -1,0 +1,84 @@
+/* tests/fuzz/fuzz_http_body.c — fuzz target for the OpenAI body parser (engine/http/openai.c).
+ * The first byte picks the endpoint (completions or chat); the rest is the body. Any input must
+ * give either a 400 whose error names a param or none and formats as an error object, or a
+ * request whose every field is inside its documented range; anything else aborts. Linked into
+ * numla_unit (suite http_openai feeds it mutated bodies); with -DNUMLA_FUZZ=ON also a libFuzzer
+ * binary. */
+#include "engine/http/openai.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void numla_fuzz_http_body_run(const uint8_t *data, size_t size);
+
+static void fuzz_http_body_die(const char *what, const char *text)
+{
+    fprintf(stderr, "fuzz_http_body: %s (%s)\n", what, text);
+    abort();
+}
+
+void numla_fuzz_http_body_run(const uint8_t *data, size_t size)
+{
+    if (size == 0)
+        return;
+    numla_openai_endpoint ep = data[0] & 1 ? NUMLA_OPENAI_CHAT : NUMLA_OPENAI_COMPLETIONS;
+    numla_openai_limits lim = {.vocab_size = 1000, .max_context = 512};
+    numla_openai_request r;
+    numla_openai_error e;
+    if (numla_openai_parse(ep, (const char *)data + 1, size - 1, &lim, &r, &e) != NUMLA_STATUS_OK)
+        return; /* out of memory only */
+    if (e.status) {
+        if (e.status != 400 || !e.message[0])
+            fuzz_http_body_die("a rejection that is not a 400 with a message", e.message);
+        if (r.prompts || r.messages || r.num_stop_strings || r.model)
+            fuzz_http_body_die("a rejected request keeps its fields", e.message);
+        char *s = NULL;
+        if (numla_openai_format_error(&e, &s) != NUMLA_STATUS_OK || !s)
+            fuzz_http_body_die("error object not written", e.message);
+        free(s);
+        return;
+    }
+    const numla_sampling_params *p = &r.params;
+    if (ep == NUMLA_OPENAI_COMPLETIONS) {
+        if (r.num_prompts < 1 || r.num_prompts > NUMLA_OPENAI_MAX_PROMPTS || r.num_messages)
+            fuzz_http_body_die("completions accepted without 1..64 prompts", "");
+        for (int32_t i = 0; i < r.num_prompts; i++) {
+            const numla_openai_prompt *q = &r.prompts[i];
+            if (!q->text == !q->tokens)
+                fuzz_http_body_die("a prompt must be text or tokens", "");
+            for (int32_t t = 0; q->tokens && t < q->num_tokens; t++)
+                if (q->tokens[t] < 0 || q->tokens[t] >= lim.vocab_size)
+                    fuzz_http_body_die("token outside the vocabulary accepted", "");
+            if (q->tokens && (q->num_tokens < 1 || q->num_tokens + (int64_t)p->max_tokens > lim.max_context))
+                fuzz_http_body_die("token prompt length out of range accepted", "");
+            if (q->text && strlen(q->text) != q->text_len)
+                fuzz_http_body_die("text prompt with an embedded NUL or wrong length", "");
+        }
+    } else {
+        if (r.num_messages < 1 || r.num_prompts)
+            fuzz_http_body_die("chat accepted without messages", "");
+        for (int32_t i = 0; i < r.num_messages; i++)
+            if (r.messages[i].role > NUMLA_OPENAI_ROLE_ASSISTANT || !r.messages[i].content)
+                fuzz_http_body_die("a message without a role or content", "");
+    }
+    if (p->max_tokens < 0 || !(p->temperature >= 0) || !(p->top_p > 0 && p->top_p <= 1) ||
+        p->top_k < 0 || p->logprobs > NUMLA_SAMPLER_MAX_LOGPROBS ||
+        p->num_stop > NUMLA_SAMPLER_MAX_STOP || r.num_stop_strings > NUMLA_OPENAI_MAX_STOP)
+        fuzz_http_body_die("sampling parameter out of range accepted", "");
+    for (int32_t i = 0; i < r.num_stop_strings; i++)
+        if (!r.stop_strings[i] || !r.stop_strings[i][0])
+            fuzz_http_body_die("empty stop string accepted", "");
+    if (r.include_usage && !r.stream)
+        fuzz_http_body_die("stream_options accepted without stream", "");
+    numla_openai_request_free(&r);
+}
+
+#ifdef NUMLA_FUZZ_ENTRY
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    numla_fuzz_http_body_run(data, size);
+    return 0;
+}
+#endif

@@ -1,0 +1,305 @@
+/* tests/unit/engine/http/test_http_openai.c — OpenAI bodies parsed and objects written
+ * (engine/http/openai.h), checked field by field and against expected JSON. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/http/openai.h"
+#include "test_util.h"
+
+static const numla_openai_limits LIM = {.vocab_size = 1000, .max_context = 512};
+
+static int parse(numla_openai_endpoint ep, const char *body, numla_openai_request *r,
+                 numla_openai_error *e)
+{
+    CU_ASSERT_EQUAL_FATAL(numla_openai_parse(ep, body, strlen(body), &LIM, r, e), NUMLA_STATUS_OK);
+    return e->status;
+}
+
+/* Expect a 400 naming `param` (and `code` when given). */
+static void expect_400(numla_openai_endpoint ep, const char *body, const char *param,
+                       const char *code)
+{
+    numla_openai_request r;
+    numla_openai_error e;
+    int st = parse(ep, body, &r, &e);
+    NUMLA_ASSERT_MSG(st == 400, "%s: status %d, want 400", body, st);
+    NUMLA_ASSERT_MSG(!strcmp(e.param, param), "%s: param \"%s\", want \"%s\" (%s)", body, e.param,
+                     param, e.message);
+    if (code)
+        NUMLA_ASSERT_MSG(!strcmp(e.code, code), "%s: code \"%s\", want \"%s\"", body, e.code, code);
+    if (st != 400)
+        numla_openai_request_free(&r);
+}
+
+static void test_completions_fields(void)
+{
+    numla_openai_request r;
+    numla_openai_error e;
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_COMPLETIONS,
+                          "{\"model\": \"m\", \"prompt\": \"Hi \\u00e9\", \"max_tokens\": 7, "
+                          "\"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 40, \"seed\": 3, "
+                          "\"stop\": \"\\n\", \"logprobs\": 2, \"stream\": true, "
+                          "\"stream_options\": {\"include_usage\": true}, \"ignore_eos\": true, "
+                          "\"stop_token_ids\": [5, 6], \"n\": 1, \"echo\": false, \"user\": \"u\"}",
+                          &r, &e), 0);
+    CU_ASSERT_EQUAL(r.num_prompts, 1);
+    CU_ASSERT_STRING_EQUAL(r.prompts[0].text, "Hi \xc3\xa9");
+    CU_ASSERT_EQUAL(r.prompts[0].text_len, 5);
+    CU_ASSERT_PTR_NULL(r.prompts[0].tokens);
+    CU_ASSERT_STRING_EQUAL(r.model, "m");
+    CU_ASSERT_EQUAL(r.params.max_tokens, 7);
+    CU_ASSERT_DOUBLE_EQUAL(r.params.temperature, 0.5, 0);
+    CU_ASSERT_DOUBLE_EQUAL(r.params.top_p, 0.9, 0);
+    CU_ASSERT_EQUAL(r.params.top_k, 40);
+    CU_ASSERT(r.params.has_seed && r.params.seed == 3);
+    CU_ASSERT_EQUAL(r.num_stop_strings, 1);
+    CU_ASSERT_STRING_EQUAL(r.stop_strings[0], "\n");
+    CU_ASSERT_EQUAL(r.params.logprobs, 2);
+    CU_ASSERT(r.stream && r.include_usage && r.params.ignore_eos);
+    CU_ASSERT(r.params.num_stop == 2 && r.params.stop_token_ids[1] == 6);
+    numla_openai_request_free(&r);
+
+    /* defaults */
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_COMPLETIONS, "{\"prompt\": [1, 2, 3]}", &r, &e), 0);
+    CU_ASSERT(r.num_prompts == 1 && r.prompts[0].num_tokens == 3 && r.prompts[0].tokens[2] == 3);
+    CU_ASSERT_EQUAL(r.params.max_tokens, 16);
+    CU_ASSERT_DOUBLE_EQUAL(r.params.temperature, 1, 0);
+    CU_ASSERT(r.params.logprobs < 0 && !r.stream && !r.params.has_seed && r.max_tokens_given);
+    numla_openai_request_free(&r);
+
+    /* lists of prompts */
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_COMPLETIONS, "{\"prompt\": [\"a\", \"bc\"], \"stop\": [\"x\", \"yz\"]}",
+                          &r, &e), 0);
+    CU_ASSERT(r.num_prompts == 2 && !strcmp(r.prompts[1].text, "bc"));
+    CU_ASSERT(r.num_stop_strings == 2 && !strcmp(r.stop_strings[1], "yz"));
+    numla_openai_request_free(&r);
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_COMPLETIONS, "{\"prompt\": [[1], [2, 999]]}", &r, &e), 0);
+    CU_ASSERT(r.num_prompts == 2 && r.prompts[1].num_tokens == 2 && r.prompts[1].tokens[1] == 999);
+    numla_openai_request_free(&r);
+}
+
+static void test_chat_fields(void)
+{
+    numla_openai_request r;
+    numla_openai_error e;
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_CHAT,
+                          "{\"model\": \"m\", \"messages\": [{\"role\": \"system\", \"content\": \"S\"},"
+                          " {\"role\": \"user\", \"content\": \"U\", \"name\": \"bob\"},"
+                          " {\"role\": \"assistant\", \"content\": \"A\"}],"
+                          " \"max_completion_tokens\": 9, \"logprobs\": true, \"top_logprobs\": 3,"
+                          " \"stream\": true, \"stream_options\": {\"include_usage\": false}}",
+                          &r, &e), 0);
+    CU_ASSERT_EQUAL(r.num_messages, 3);
+    CU_ASSERT(r.messages[0].role == NUMLA_OPENAI_ROLE_SYSTEM && !strcmp(r.messages[0].content, "S"));
+    CU_ASSERT(r.messages[1].role == NUMLA_OPENAI_ROLE_USER && !strcmp(r.messages[1].content, "U"));
+    CU_ASSERT(r.messages[2].role == NUMLA_OPENAI_ROLE_ASSISTANT);
+    CU_ASSERT(r.params.max_tokens == 9 && r.max_tokens_given);
+    CU_ASSERT_EQUAL(r.params.logprobs, 3);
+    CU_ASSERT(r.stream && !r.include_usage);
+    CU_ASSERT_EQUAL(r.num_prompts, 0);
+    numla_openai_request_free(&r);
+
+    /* without max_tokens: up to the context */
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"\"}]}",
+                          &r, &e), 0);
+    CU_ASSERT(!r.max_tokens_given && r.params.max_tokens == 512 && r.params.logprobs < 0);
+    numla_openai_request_free(&r);
+}
+
+static void test_errors_name_the_field(void)
+{
+    numla_openai_endpoint C = NUMLA_OPENAI_COMPLETIONS, H = NUMLA_OPENAI_CHAT;
+    expect_400(C, "{\"prompt\": \"a\"", "", "invalid_json");
+    expect_400(C, "[1]", "", "invalid_json");
+    expect_400(C, "{\"prompt\": \"\xff\"}", "", "invalid_json");
+    expect_400(C, "{\"prompt\": \"a\", \"bogus\": 1}", "bogus", "unknown_field");
+    expect_400(C, "{\"prompt\": \"a\", \"n\": 2}", "n", "unsupported_field");
+    expect_400(C, "{\"prompt\": \"a\", \"echo\": true}", "echo", "unsupported_field");
+    expect_400(C, "{\"prompt\": \"a\", \"best_of\": 3}", "best_of", "unsupported_field");
+    expect_400(C, "{\"prompt\": \"a\", \"logit_bias\": {\"1\": 5}}", "logit_bias", "unsupported_field");
+    expect_400(C, "{\"prompt\": \"a\", \"suffix\": \"z\"}", "suffix", "unsupported_field");
+    expect_400(C, "{\"prompt\": \"a\", \"presence_penalty\": 0.5}", "presence_penalty", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"tools\": []}", "tools",
+               "unsupported_field");
+    expect_400(C, "{}", "prompt", "invalid_value");
+    expect_400(C, "{\"prompt\": []}", "prompt", NULL);
+    expect_400(C, "{\"prompt\": [1, \"a\"]}", "prompt", NULL);
+    expect_400(C, "{\"prompt\": [1000]}", "prompt", NULL);
+    expect_400(C, "{\"prompt\": [[1], []]}", "prompt", NULL);
+    expect_400(C, "{\"prompt\": {\"a\": 1}}", "prompt", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"max_tokens\": -1}", "max_tokens", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"max_tokens\": 1.5}", "max_tokens", NULL);
+    expect_400(C, "{\"prompt\": [1, 2], \"max_tokens\": 511}", "max_tokens", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"temperature\": -0.1}", "temperature", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"temperature\": \"hot\"}", "temperature", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"top_p\": 0}", "top_p", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"top_k\": -2}", "top_k", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"seed\": 1.5}", "seed", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"stop\": \"\"}", "stop", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"stop\": [1]}", "stop", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"logprobs\": 21}", "logprobs", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"stream\": 1}", "stream", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"stream_options\": {\"include_usage\": true}}",
+               "stream_options", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"stream\": true, \"stream_options\": {\"x\": 1}}",
+               "stream_options.x", "unknown_field");
+    expect_400(C, "{\"prompt\": \"a\", \"stop_token_ids\": [1000]}", "stop_token_ids", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"ignore_eos\": 1}", "ignore_eos", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"messages\": []}", "messages", "unknown_field");
+    expect_400(H, "{\"prompt\": \"a\", \"messages\": []}", "prompt", "unknown_field");
+    expect_400(H, "{\"messages\": []}", "messages", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"tool\", \"content\": \"a\"}]}", "messages[0].role", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}",
+               "messages[0].content", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\", \"tool_calls\": []}]}",
+               "messages[0].tool_calls", "unknown_field");
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"top_logprobs\": 2}",
+               "top_logprobs", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"logprobs\": 2}",
+               "logprobs", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"max_tokens\": 3, "
+                  "\"max_completion_tokens\": 4}", "max_completion_tokens", NULL);
+}
+
+/* Compare a formatted object with the expected JSON (key order and spacing free). */
+static void expect_json(const char *got, const char *want)
+{
+    json_error_t je;
+    json_t *g = json_loads(got, 0, &je), *w = json_loads(want, 0, &je);
+    NUMLA_ASSERT_MSG(g && w && json_equal(g, w), "got  %s\nwant %s", got, want);
+    json_decref(g);
+    json_decref(w);
+}
+
+/* An SSE event: "data: " + JSON + blank line. */
+static void expect_event(const char *got, const char *want)
+{
+    size_t n = strlen(got);
+    NUMLA_ASSERT_MSG(!strncmp(got, "data: ", 6) && n > 8 && !strcmp(got + n - 2, "\n\n"),
+                     "not an SSE event: %s", got);
+    char *body = strndup(got + 6, n - 8);
+    expect_json(body, want);
+    free(body);
+}
+
+static void test_format(void)
+{
+    char *s = NULL;
+    numla_openai_error e;
+    numla_openai_error_set(&e, 400, "top_p", "invalid_value", "'top_p' must be a number in (0, 1]");
+    CU_ASSERT_EQUAL(numla_openai_format_error(&e, &s), NUMLA_STATUS_OK);
+    expect_json(s, "{\"error\": {\"message\": \"'top_p' must be a number in (0, 1]\", \"type\": "
+                   "\"invalid_request_error\", \"param\": \"top_p\", \"code\": \"invalid_value\"}}");
+    free(s);
+    numla_openai_error_set(&e, 503, NULL, NULL, "down");
+    CU_ASSERT_EQUAL(numla_openai_format_error(&e, &s), NUMLA_STATUS_OK);
+    expect_json(s, "{\"error\": {\"message\": \"down\", \"type\": \"server_error\", \"param\": null, "
+                   "\"code\": null}}");
+    free(s);
+
+    numla_openai_reply rc = {NUMLA_OPENAI_COMPLETIONS, "cmpl-1", 1700000000, "tiny"};
+    numla_openai_reply rh = {NUMLA_OPENAI_CHAT, "chatcmpl-1", 1700000000, "tiny"};
+    numla_openai_usage u = {5, 3};
+    numla_openai_choice ch[2] = {{.text = "ab\xc3\xa9", .text_len = 4, .finish_reason = "length"},
+                                 {.text = "x", .text_len = 1, .finish_reason = "stop"}};
+    CU_ASSERT_EQUAL(numla_openai_format_response(&rc, ch, 2, &u, &s), NUMLA_STATUS_OK);
+    expect_json(s, "{\"id\": \"cmpl-1\", \"object\": \"text_completion\", \"created\": 1700000000, "
+                   "\"model\": \"tiny\", \"choices\": [{\"index\": 0, \"text\": \"ab\\u00e9\", "
+                   "\"logprobs\": null, \"finish_reason\": \"length\"}, {\"index\": 1, \"text\": "
+                   "\"x\", \"logprobs\": null, \"finish_reason\": \"stop\"}], \"usage\": "
+                   "{\"prompt_tokens\": 5, \"completion_tokens\": 3, \"total_tokens\": 8}}");
+    free(s);
+    CU_ASSERT_EQUAL(numla_openai_format_response(&rh, ch, 1, &u, &s), NUMLA_STATUS_OK);
+    expect_json(s, "{\"id\": \"chatcmpl-1\", \"object\": \"chat.completion\", \"created\": 1700000000, "
+                   "\"model\": \"tiny\", \"choices\": [{\"index\": 0, \"message\": {\"role\": "
+                   "\"assistant\", \"content\": \"ab\\u00e9\"}, \"logprobs\": null, "
+                   "\"finish_reason\": \"length\"}], \"usage\": {\"prompt_tokens\": 5, "
+                   "\"completion_tokens\": 3, \"total_tokens\": 8}}");
+    free(s);
+
+    /* logprobs */
+    numla_logprob_entry lp = {.token = 7, .logprob = -0.5f, .num_top = 1, .top_tokens = {7},
+                              .top_logprobs = {-0.5f}};
+    numla_openai_choice cl = {.text = "t", .text_len = 1, .finish_reason = "length",
+                              .num_logprobs = 1, .logprobs = &lp};
+    CU_ASSERT_EQUAL(numla_openai_format_response(&rc, &cl, 1, &u, &s), NUMLA_STATUS_OK);
+    expect_json(s, "{\"id\": \"cmpl-1\", \"object\": \"text_completion\", \"created\": 1700000000, "
+                   "\"model\": \"tiny\", \"choices\": [{\"index\": 0, \"text\": \"t\", \"logprobs\": "
+                   "{\"tokens\": [\"token_id:7\"], \"token_logprobs\": [-0.5], \"top_logprobs\": "
+                   "[{\"token_id:7\": -0.5}], \"text_offset\": []}, \"finish_reason\": \"length\"}], "
+                   "\"usage\": {\"prompt_tokens\": 5, \"completion_tokens\": 3, \"total_tokens\": 8}}");
+    free(s);
+    CU_ASSERT_EQUAL(numla_openai_format_chunk(&rh, 0, &cl, 0, &s), NUMLA_STATUS_OK);
+    expect_event(s, "{\"id\": \"chatcmpl-1\", \"object\": \"chat.completion.chunk\", \"created\": "
+                    "1700000000, \"model\": \"tiny\", \"choices\": [{\"index\": 0, \"delta\": "
+                    "{\"content\": \"t\"}, \"logprobs\": {\"content\": [{\"token\": \"token_id:7\", "
+                    "\"logprob\": -0.5, \"bytes\": null, \"top_logprobs\": [{\"token\": "
+                    "\"token_id:7\", \"logprob\": -0.5, \"bytes\": null}]}]}, \"finish_reason\": "
+                    "\"length\"}]}");
+    free(s);
+
+    /* chunks */
+    numla_openai_choice piece = {.text = "hi", .text_len = 2};
+    CU_ASSERT_EQUAL(numla_openai_format_chunk(&rc, 1, &piece, 0, &s), NUMLA_STATUS_OK);
+    expect_event(s, "{\"id\": \"cmpl-1\", \"object\": \"text_completion\", \"created\": 1700000000, "
+                    "\"model\": \"tiny\", \"choices\": [{\"index\": 1, \"text\": \"hi\", "
+                    "\"logprobs\": null, \"finish_reason\": null}]}");
+    free(s);
+    numla_openai_choice none = {0};
+    CU_ASSERT_EQUAL(numla_openai_format_chunk(&rh, 0, &none, 1, &s), NUMLA_STATUS_OK);
+    expect_event(s, "{\"id\": \"chatcmpl-1\", \"object\": \"chat.completion.chunk\", \"created\": "
+                    "1700000000, \"model\": \"tiny\", \"choices\": [{\"index\": 0, \"delta\": "
+                    "{\"role\": \"assistant\"}, \"logprobs\": null, \"finish_reason\": null}]}");
+    free(s);
+    numla_openai_choice last = {.text = "", .text_len = 0, .finish_reason = "stop"};
+    CU_ASSERT_EQUAL(numla_openai_format_chunk(&rh, 0, &last, 0, &s), NUMLA_STATUS_OK);
+    expect_event(s, "{\"id\": \"chatcmpl-1\", \"object\": \"chat.completion.chunk\", \"created\": "
+                    "1700000000, \"model\": \"tiny\", \"choices\": [{\"index\": 0, \"delta\": {}, "
+                    "\"logprobs\": null, \"finish_reason\": \"stop\"}]}");
+    free(s);
+    CU_ASSERT_EQUAL(numla_openai_format_usage_chunk(&rh, &u, &s), NUMLA_STATUS_OK);
+    expect_event(s, "{\"id\": \"chatcmpl-1\", \"object\": \"chat.completion.chunk\", \"created\": "
+                    "1700000000, \"model\": \"tiny\", \"choices\": [], \"usage\": {\"prompt_tokens\": "
+                    "5, \"completion_tokens\": 3, \"total_tokens\": 8}}");
+    free(s);
+}
+
+void numla_fuzz_http_body_run(const uint8_t *data, size_t size);
+
+/* The fuzz target's checks over seeded mutations of valid bodies of both endpoints. */
+static void test_fuzz_mutations(void)
+{
+    static const char *const seeds[] = {
+        "0{\"model\": \"m\", \"prompt\": [[1, 2], [3]], \"max_tokens\": 5, \"temperature\": 0.7, "
+        "\"top_k\": 40, \"top_p\": 0.9, \"seed\": 12, \"stop\": [\"a\", \"bc\"], \"logprobs\": 3, "
+        "\"stream\": true, \"stream_options\": {\"include_usage\": true}, \"ignore_eos\": true, "
+        "\"stop_token_ids\": [7, 8], \"n\": 1}",
+        "1{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", "
+        "\"content\": \"\u00e9\"}], \"max_completion_tokens\": 9, \"logprobs\": true, "
+        "\"top_logprobs\": 2, \"stop\": \"x\", \"echo\": false}"};
+    numla_test_rng rng = {2027};
+    uint8_t buf[512];
+    for (int it = 0; it < 4000; it++) {
+        const char *seed = seeds[it % 2];
+        size_t len = strlen(seed);
+        memcpy(buf, seed, len);
+        int edits = 1 + (int)(numla_test_rng_u64(&rng) % 4);
+        for (int e = 0; e < edits && len > 2; e++) {
+            size_t at = 1 + (size_t)(numla_test_rng_u64(&rng) % (len - 1));
+            switch (numla_test_rng_u64(&rng) % 5) {
+            case 0: buf[at] ^= (uint8_t)(1u << (numla_test_rng_u64(&rng) % 8)); break;
+            case 1: buf[at] = (uint8_t)"0123456789-.e"[numla_test_rng_u64(&rng) % 13]; break;
+            case 2: buf[at] = (uint8_t)"{}[],:\" \\n"[numla_test_rng_u64(&rng) % 10]; break;
+            case 3: memmove(buf + at, buf + at + 1, len - at - 1); len--; break;
+            default: len = at + 1; break;
+            }
+        }
+        numla_fuzz_http_body_run(buf, len);
+    }
+    CU_PASS("no invariant broken");
+}
+
+NUMLA_TEST_SUITE(http_openai, NULL, NULL, NUMLA_TEST(test_completions_fields),
+                 NUMLA_TEST(test_chat_fields), NUMLA_TEST(test_errors_name_the_field),
+                 NUMLA_TEST(test_format), NUMLA_TEST(test_fuzz_mutations))

@@ -1,0 +1,648 @@
+/* tests/unit/engine/http/test_http_server.c — the HTTP server (engine/http/server.h) on an
+ * ephemeral loopback port, with a fake serving loop on a thread (token k has the text "t<k> ",
+ * a short pause per step) and a small socket client speaking HTTP/1.0 (the body ends at close).
+ * Every wait is a bounded loop; nothing asserts a time. */
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/http/server.h"
+#include "test_util.h"
+
+#define EXPECT_JSTR(v, want)                                                               \
+    do {                                                                                   \
+        const char *s_ = json_string_value(v);                                             \
+        NUMLA_ASSERT_MSG(s_ && !strcmp(s_, want), "got %s, want %s", s_ ? s_ : "(none)", want); \
+    } while (0)
+
+/* ---- the fake serving loop ---- */
+
+typedef struct fake_loop {
+    numla_http_backend *b;
+    pthread_t th;
+    atomic_int stop, paused;
+    atomic_int paused_ack;      /* the loop has seen paused and takes no more jobs */
+    atomic_int cancelled_seen;  /* jobs the loop found cancelled */
+    atomic_int finished;        /* jobs it finished normally */
+} fake_loop;
+
+enum { FAKE_MAX_ACTIVE = 128 };
+
+static void sleep_ms(int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+static int32_t prompt_len(numla_http_job *j)
+{
+    const numla_openai_prompt *p = numla_http_job_prompt(j);
+    if (!p)
+        return numla_http_job_request(j)->num_messages;
+    return p->tokens ? p->num_tokens : (int32_t)p->text_len;
+}
+
+static void *fake_loop_main(void *arg)
+{
+    fake_loop *f = arg;
+    numla_http_job *active[FAKE_MAX_ACTIVE];
+    int32_t done[FAKE_MAX_ACTIVE];
+    int n = 0;
+    while (!atomic_load(&f->stop) || n > 0) {
+        if (!atomic_load(&f->paused))
+            while (n < FAKE_MAX_ACTIVE) {
+                numla_http_job *j = numla_http_backend_next(f->b, n ? 0 : 20);
+                if (!j)
+                    break;
+                const numla_openai_prompt *p = numla_http_job_prompt(j);
+                if (p && p->text && !strcmp(p->text, "FAIL")) { /* e.g. longer than the context */
+                    numla_http_job_fail(j, 400, "the prompt is longer than the context", "prompt");
+                    numla_http_job_release(&j);
+                    continue;
+                }
+                done[n] = 0;
+                active[n++] = j;
+            }
+        else {
+            atomic_store(&f->paused_ack, 1);
+            sleep_ms(5);
+        }
+        for (int i = 0; i < n; i++) {
+            numla_http_job *j = active[i];
+            const numla_openai_request *r = numla_http_job_request(j);
+            const numla_openai_prompt *p = numla_http_job_prompt(j);
+            int end = 0;
+            if (numla_http_job_cancelled(j)) {
+                atomic_fetch_add(&f->cancelled_seen, 1);
+                numla_http_job_finish(j, "stop", prompt_len(j), done[i]);
+                end = 1;
+            } else if (done[i] >= r->params.max_tokens) {
+                numla_http_job_finish(j, "length", prompt_len(j), done[i]);
+                atomic_fetch_add(&f->finished, 1);
+                end = 1;
+            } else {
+                char text[32];
+                int32_t tok = done[i];
+                if (p && p->text && !strcmp(p->text, "utf8")) /* € cut into its three bytes */
+                    snprintf(text, sizeof text, "%s", done[i] < 3 ? (const char *[]){"\xe2", "\x82", "\xac"}[done[i]] : "!");
+                else
+                    snprintf(text, sizeof text, "t%d ", done[i]);
+                numla_logprob_entry lp = {.token = tok, .logprob = -1.0f, .num_top = 1,
+                                          .top_tokens = {tok}, .top_logprobs = {-1.0f}};
+                CU_ASSERT_EQUAL(numla_http_job_push(j, &tok, 1, text, strlen(text), &lp),
+                                NUMLA_STATUS_OK);
+                done[i]++;
+            }
+            if (end) {
+                numla_http_job_release(&active[i]);
+                active[i] = active[--n];
+                done[i] = done[n];
+                i--;
+            }
+        }
+        if (n)
+            sleep_ms(2);
+    }
+    return NULL;
+}
+
+typedef struct fixture {
+    numla_http_backend *b;
+    numla_http_metrics *m;
+    numla_http_server *s;
+    fake_loop loop;
+    int port;
+} fixture;
+
+static void fixture_start(fixture *fx, int32_t max_queue, const char *api_key, size_t max_body)
+{
+    memset(fx, 0, sizeof *fx);
+    CU_ASSERT_EQUAL_FATAL(numla_http_backend_create(max_queue, &fx->b), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_http_metrics_create(&fx->m), NUMLA_STATUS_OK);
+    numla_http_server_options o = {.port = 0, .api_key = api_key, .model_name = "tiny",
+                                   .max_body = max_body, .vocab_size = 1000, .max_context = 4096};
+    CU_ASSERT_EQUAL_FATAL(numla_http_server_start(&o, fx->b, fx->m, &fx->s), NUMLA_STATUS_OK);
+    fx->port = numla_http_server_port(fx->s);
+    CU_ASSERT(fx->port > 0);
+    fx->loop.b = fx->b;
+    pthread_create(&fx->loop.th, NULL, fake_loop_main, &fx->loop);
+    numla_http_server_set_ready(fx->s, 1);
+}
+
+static void fixture_stop(fixture *fx)
+{
+    numla_http_server_stop(&fx->s);
+    CU_ASSERT_PTR_NULL(fx->s);
+    atomic_store(&fx->loop.stop, 1);
+    atomic_store(&fx->loop.paused, 0);
+    pthread_join(fx->loop.th, NULL);
+    numla_http_backend_destroy(&fx->b);
+    numla_http_metrics_destroy(&fx->m);
+}
+
+/* ---- the client ---- */
+
+typedef struct reply {
+    int status;
+    char head[2048];
+    char *body;                 /* malloc'ed, NUL-terminated */
+} reply;
+
+static int dial(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    /* a server that never answers fails the test instead of hanging it */
+    struct timeval tv = {.tv_sec = 60};
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void send_request(int fd, const char *method, const char *path, const char *extra,
+                         const char *body)
+{
+    char head[1024];
+    int n = snprintf(head, sizeof head, "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n%s"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", method, path,
+                     extra ? extra : "", body ? strlen(body) : 0);
+    CU_ASSERT(send(fd, head, (size_t)n, MSG_NOSIGNAL) == n);
+    if (body && *body)
+        CU_ASSERT(send(fd, body, strlen(body), MSG_NOSIGNAL) == (ssize_t)strlen(body));
+}
+
+/* One request, read until the server closes. */
+static reply http(int port, const char *method, const char *path, const char *extra,
+                  const char *body)
+{
+    reply r = {0};
+    int fd = dial(port);
+    CU_ASSERT_FATAL(fd >= 0);
+    send_request(fd, method, path, extra, body);
+    size_t cap = 4096, len = 0;
+    char *all = malloc(cap);
+    ssize_t k;
+    while ((k = recv(fd, all + len, cap - len - 1, 0)) > 0) {
+        len += (size_t)k;
+        if (cap - len < 1024)
+            all = realloc(all, cap *= 2);
+    }
+    close(fd);
+    all[len] = 0;
+    sscanf(all, "HTTP/1.%*d %d", &r.status);
+    char *sep = strstr(all, "\r\n\r\n");
+    size_t hl = sep ? (size_t)(sep - all) : len;
+    snprintf(r.head, sizeof r.head, "%.*s", (int)hl, all);
+    r.body = strdup(sep ? sep + 4 : "");
+    free(all);
+    return r;
+}
+
+static json_t *body_json(const reply *r)
+{
+    json_error_t e;
+    json_t *o = json_loads(r->body, 0, &e);
+    NUMLA_ASSERT_MSG(o != NULL, "not JSON: %s", r->body);
+    return o;
+}
+
+/* The error's param, or "" (and the type must be invalid_request_error for a 4xx). */
+static const char *error_param(json_t *o)
+{
+    json_t *e = json_object_get(o, "error");
+    CU_ASSERT_PTR_NOT_NULL(json_object_get(e, "message"));
+    const char *p = json_string_value(json_object_get(e, "param"));
+    return p ? p : "";
+}
+
+/* The SSE events of a streamed body: their JSON in order, and whether [DONE] ended it. */
+static json_t *events(const char *body, int *done)
+{
+    json_t *arr = json_array();
+    *done = 0;
+    const char *p = body;
+    while ((p = strstr(p, "data: "))) {
+        p += 6;
+        const char *end = strstr(p, "\n\n");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+        NUMLA_ASSERT_MSG(!*done, "an event after [DONE]");
+        if (!strncmp(p, "[DONE]", 6)) {
+            *done = 1;
+        } else {
+            json_error_t e;
+            json_t *o = json_loadb(p, (size_t)(end - p), 0, &e);
+            NUMLA_ASSERT_MSG(o != NULL, "event not JSON: %.*s", (int)(end - p), p);
+            json_array_append_new(arr, o);
+        }
+        p = end + 2;
+    }
+    return arr;
+}
+
+static void free_reply(reply *r)
+{
+    free(r->body);
+    r->body = NULL;
+}
+
+/* ---- tests ---- */
+
+static void test_health_and_models(void)
+{
+    fixture fx;
+    fixture_start(&fx, 64, NULL, 0);
+    numla_http_server_set_ready(fx.s, 0);
+    reply r = http(fx.port, "GET", "/health", NULL, NULL);
+    CU_ASSERT_EQUAL(r.status, 503);
+    free_reply(&r);
+    r = http(fx.port, "POST", "/v1/completions", NULL, "{\"prompt\": \"a\"}");
+    CU_ASSERT_EQUAL(r.status, 503);
+    free_reply(&r);
+    numla_http_server_set_ready(fx.s, 1);
+    r = http(fx.port, "GET", "/health", NULL, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    free_reply(&r);
+    r = http(fx.port, "GET", "/v1/models", NULL, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    json_t *o = body_json(&r);
+    EXPECT_JSTR((json_object_get(o, "object")), "list");
+    EXPECT_JSTR((json_object_get(json_array_get(json_object_get(o, "data"), 0), "id")), "tiny");
+    json_decref(o);
+    free_reply(&r);
+    r = http(fx.port, "GET", "/nowhere", NULL, NULL);
+    CU_ASSERT_EQUAL(r.status, 404);
+    free_reply(&r);
+    fixture_stop(&fx);
+}
+
+static void test_completion_plain(void)
+{
+    fixture fx;
+    fixture_start(&fx, 64, NULL, 0);
+    reply r = http(fx.port, "POST", "/v1/completions", NULL,
+                   "{\"model\": \"tiny\", \"prompt\": \"hello\", \"max_tokens\": 3, \"logprobs\": 1}");
+    NUMLA_ASSERT_MSG(r.status == 200, "status %d: %s", r.status, r.body);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.head, "application/json"));
+    json_t *o = body_json(&r);
+    json_t *c0 = json_array_get(json_object_get(o, "choices"), 0);
+    EXPECT_JSTR((json_object_get(o, "object")), "text_completion");
+    EXPECT_JSTR((json_object_get(c0, "text")), "t0 t1 t2 ");
+    EXPECT_JSTR((json_object_get(c0, "finish_reason")), "length");
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(json_object_get(c0, "logprobs"), "tokens")), 3);
+    json_t *u = json_object_get(o, "usage");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(u, "prompt_tokens")), 5);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(u, "completion_tokens")), 3);
+    json_decref(o);
+    free_reply(&r);
+
+    /* two prompts: two choices; a stop string cuts the text and ends the job early */
+    r = http(fx.port, "POST", "/v1/completions", NULL,
+             "{\"prompt\": [\"ab\", \"cd\"], \"max_tokens\": 50, \"stop\": [\"t2\"]}");
+    CU_ASSERT_EQUAL(r.status, 200);
+    o = body_json(&r);
+    json_t *ch = json_object_get(o, "choices");
+    CU_ASSERT_EQUAL(json_array_size(ch), 2);
+    for (size_t i = 0; i < 2; i++) {
+        EXPECT_JSTR((json_object_get(json_array_get(ch, i), "text")), "t0 t1 ");
+        EXPECT_JSTR((json_object_get(json_array_get(ch, i), "finish_reason")), "stop");
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_array_get(ch, i), "index")), (json_int_t)i);
+    }
+    CU_ASSERT(json_integer_value(json_object_get(json_object_get(o, "usage"), "completion_tokens")) < 100);
+    json_decref(o);
+    free_reply(&r);
+    CU_ASSERT(atomic_load(&fx.loop.cancelled_seen) >= 2); /* the stop reached the loop */
+    fixture_stop(&fx);
+}
+
+static void test_streams(void)
+{
+    fixture fx;
+    fixture_start(&fx, 64, NULL, 0);
+    int done;
+    reply r = http(fx.port, "POST", "/v1/completions", NULL,
+                   "{\"prompt\": \"utf8\", \"max_tokens\": 5, \"stream\": true, "
+                   "\"stream_options\": {\"include_usage\": true}}");
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.head, "text/event-stream"));
+    json_t *ev = events(r.body, &done);
+    CU_ASSERT(done);
+    char text[256] = "";
+    size_t n = json_array_size(ev);
+    CU_ASSERT_FATAL(n >= 3);
+    for (size_t i = 0; i + 1 < n; i++) {
+        json_t *c = json_array_get(json_object_get(json_array_get(ev, i), "choices"), 0);
+        EXPECT_JSTR((json_object_get(json_array_get(ev, i), "object")), "text_completion");
+        strcat(text, json_string_value(json_object_get(c, "text")));
+        /* no event carries part of the € (jansson rejects invalid UTF-8, so each is whole) */
+        CU_ASSERT(i + 2 == n ? json_is_string(json_object_get(c, "finish_reason"))
+                             : json_is_null(json_object_get(c, "finish_reason")));
+    }
+    CU_ASSERT_STRING_EQUAL(text, "\xe2\x82\xac!!");
+    json_t *last = json_array_get(ev, n - 1);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(last, "choices")), 0);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(last, "usage"), "completion_tokens")), 5);
+    json_decref(ev);
+    free_reply(&r);
+
+    r = http(fx.port, "POST", "/v1/chat/completions", NULL,
+             "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", "
+             "\"content\": \"u\"}], \"max_tokens\": 4, \"stream\": true}");
+    CU_ASSERT_EQUAL(r.status, 200);
+    ev = events(r.body, &done);
+    CU_ASSERT(done);
+    n = json_array_size(ev);
+    CU_ASSERT_FATAL(n >= 2);
+    json_t *d0 = json_object_get(json_array_get(json_object_get(json_array_get(ev, 0), "choices"), 0), "delta");
+    EXPECT_JSTR((json_object_get(d0, "role")), "assistant");
+    text[0] = 0;
+    const char *finish = NULL;
+    for (size_t i = 1; i < n; i++) {
+        json_t *o = json_array_get(ev, i);
+        EXPECT_JSTR((json_object_get(o, "object")), "chat.completion.chunk");
+        json_t *c = json_array_get(json_object_get(o, "choices"), 0);
+        json_t *content = json_object_get(json_object_get(c, "delta"), "content");
+        if (content)
+            strcat(text, json_string_value(content));
+        if (json_is_string(json_object_get(c, "finish_reason")))
+            finish = json_string_value(json_object_get(c, "finish_reason"));
+    }
+    CU_ASSERT_STRING_EQUAL(text, "t0 t1 t2 t3 ");
+    CU_ASSERT(finish && !strcmp(finish, "length"));
+    CU_ASSERT(!strstr(r.body, "\"usage\"")); /* not asked for */
+    json_decref(ev);
+    free_reply(&r);
+
+    /* non-streamed chat */
+    r = http(fx.port, "POST", "/v1/chat/completions", NULL,
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"u\"}], \"max_tokens\": 2}");
+    CU_ASSERT_EQUAL(r.status, 200);
+    json_t *o = body_json(&r);
+    json_t *msg = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "message");
+    EXPECT_JSTR((json_object_get(msg, "content")), "t0 t1 ");
+    EXPECT_JSTR((json_object_get(msg, "role")), "assistant");
+    json_decref(o);
+    free_reply(&r);
+    fixture_stop(&fx);
+}
+
+typedef struct client_arg {
+    int port, index, ok;
+} client_arg;
+
+static void *client_main(void *p)
+{
+    client_arg *a = p;
+    char body[128];
+    snprintf(body, sizeof body, "{\"prompt\": \"c%d\", \"max_tokens\": %d%s}", a->index,
+             4 + a->index % 5, a->index % 2 ? ", \"stream\": true" : "");
+    reply r = http(a->port, "POST", "/v1/completions", NULL, body);
+    char want[128] = "";
+    for (int k = 0; k < 4 + a->index % 5; k++)
+        sprintf(want + strlen(want), "t%d ", k);
+    if (a->index % 2) {
+        a->ok = r.status == 200 && strstr(r.body, "data: [DONE]\n\n") != NULL;
+        char *p2 = r.body, got[128] = "";
+        while (a->ok && (p2 = strstr(p2, "\"text\":\""))) { /* compact JSON from jansson */
+            p2 += 8;
+            strncat(got, p2, (size_t)(strchr(p2, '"') - p2));
+        }
+        a->ok = a->ok && !strcmp(got, want);
+    } else {
+        json_error_t e;
+        json_t *o = json_loads(r.body, 0, &e);
+        const char *t = json_string_value(json_object_get(json_array_get(json_object_get(o, "choices"), 0), "text"));
+        a->ok = r.status == 200 && t && !strcmp(t, want);
+        json_decref(o);
+    }
+    free_reply(&r);
+    return NULL;
+}
+
+static void test_32_concurrent_clients(void)
+{
+    fixture fx;
+    fixture_start(&fx, 64, NULL, 0);
+    pthread_t th[32];
+    client_arg a[32];
+    for (int i = 0; i < 32; i++) {
+        a[i] = (client_arg){.port = fx.port, .index = i};
+        pthread_create(&th[i], NULL, client_main, &a[i]);
+    }
+    int ok = 0;
+    for (int i = 0; i < 32; i++) {
+        pthread_join(th[i], NULL);
+        ok += a[i].ok;
+    }
+    CU_ASSERT_EQUAL(ok, 32);
+    CU_ASSERT_EQUAL(atomic_load(&fx.loop.finished), 32);
+    fixture_stop(&fx);
+}
+
+/* Poll until the metric line reaches at least `want` (bounded: about 10 s). */
+static int metric_reaches(int port, const char *line, double want)
+{
+    for (int tries = 0; tries < 1000; tries++) {
+        reply r = http(port, "GET", "/metrics", NULL, NULL);
+        const char *p = strstr(r.body, line);
+        double v = p ? atof(p + strlen(line)) : -1;
+        free_reply(&r);
+        if (v >= want)
+            return 1;
+        sleep_ms(10);
+    }
+    return 0;
+}
+
+static void test_disconnect_cancels(void)
+{
+    fixture fx;
+    fixture_start(&fx, 64, NULL, 0);
+    int fd = dial(fx.port);
+    CU_ASSERT_FATAL(fd >= 0);
+    send_request(fd, "POST", "/v1/completions", NULL,
+                 "{\"prompt\": \"long\", \"max_tokens\": 100000, \"stream\": true}");
+    char buf[512];
+    size_t got = 0;
+    while (got < 200) { /* some of the stream */
+        ssize_t k = recv(fd, buf, sizeof buf, 0);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    CU_ASSERT(got >= 200);
+    close(fd);
+    int seen = 0;
+    for (int tries = 0; tries < 1000 && !seen; tries++) {
+        seen = atomic_load(&fx.loop.cancelled_seen) >= 1;
+        if (!seen)
+            sleep_ms(10);
+    }
+    CU_ASSERT(seen);
+    CU_ASSERT(metric_reaches(fx.port, "numla_requests_total{outcome=\"cancelled\"} ", 1));
+
+    /* not streamed: nothing is written until the end, so the server must notice the close */
+    fd = dial(fx.port);
+    CU_ASSERT_FATAL(fd >= 0);
+    send_request(fd, "POST", "/v1/completions", NULL,
+                 "{\"prompt\": \"long\", \"max_tokens\": 100000}");
+    for (int tries = 0; tries < 1000 && numla_http_server_in_flight(fx.s) < 1; tries++)
+        sleep_ms(5);
+    close(fd);
+    seen = 0;
+    for (int tries = 0; tries < 1000 && !seen; tries++) {
+        seen = atomic_load(&fx.loop.cancelled_seen) >= 2;
+        if (!seen)
+            sleep_ms(10);
+    }
+    CU_ASSERT(seen);
+    CU_ASSERT(metric_reaches(fx.port, "numla_requests_total{outcome=\"cancelled\"} ", 2));
+    CU_ASSERT_EQUAL(atomic_load(&fx.loop.finished), 0);
+    fixture_stop(&fx);
+}
+
+static void test_rejections(void)
+{
+    fixture fx;
+    fixture_start(&fx, 1, "sekret", 1000);
+    const char *auth = "Authorization: Bearer sekret\r\n";
+    reply r = http(fx.port, "POST", "/v1/completions", NULL, "{\"prompt\": \"a\"}");
+    CU_ASSERT_EQUAL(r.status, 401);
+    free_reply(&r);
+    r = http(fx.port, "POST", "/v1/completions", "Authorization: Bearer sekreT\r\n", "{\"prompt\": \"a\"}");
+    CU_ASSERT_EQUAL(r.status, 401);
+    free_reply(&r);
+    r = http(fx.port, "POST", "/v1/completions", "Authorization: Bearer sekret2\r\n", "{\"prompt\": \"a\"}");
+    CU_ASSERT_EQUAL(r.status, 401);
+    free_reply(&r);
+    r = http(fx.port, "GET", "/v1/models", NULL, NULL);
+    CU_ASSERT_EQUAL(r.status, 401);
+    free_reply(&r);
+    r = http(fx.port, "GET", "/health", NULL, NULL); /* probes need no key */
+    CU_ASSERT_EQUAL(r.status, 200);
+    free_reply(&r);
+    r = http(fx.port, "POST", "/v1/completions", auth, "{\"prompt\": \"a\", \"max_tokens\": 1}");
+    CU_ASSERT_EQUAL(r.status, 200);
+    free_reply(&r);
+
+    /* 400s name the field */
+    r = http(fx.port, "POST", "/v1/completions", auth, "{\"prompt\": \"a\", \"n\": 3}");
+    CU_ASSERT_EQUAL(r.status, 400);
+    json_t *o = body_json(&r);
+    NUMLA_ASSERT_MSG(!strcmp(error_param(o), "n"), "param %s", error_param(o));
+    EXPECT_JSTR((json_object_get(json_object_get(o, "error"), "type")), "invalid_request_error");
+    json_decref(o);
+    free_reply(&r);
+    r = http(fx.port, "POST", "/v1/chat/completions", auth, "{\"messages\": [{\"role\": \"user\", \"content\": 1}]}");
+    CU_ASSERT_EQUAL(r.status, 400);
+    o = body_json(&r);
+    NUMLA_ASSERT_MSG(!strcmp(error_param(o), "messages[0].content"), "param %s", error_param(o));
+    json_decref(o);
+    free_reply(&r);
+    r = http(fx.port, "POST", "/v1/completions", auth, "{not json");
+    CU_ASSERT_EQUAL(r.status, 400);
+    free_reply(&r);
+    /* the loop's own 400 (a prompt longer than the context), streamed or not */
+    r = http(fx.port, "POST", "/v1/completions", auth, "{\"prompt\": \"FAIL\", \"stream\": true}");
+    CU_ASSERT_EQUAL(r.status, 400);
+    o = body_json(&r);
+    NUMLA_ASSERT_MSG(!strcmp(error_param(o), "prompt"), "param %s", error_param(o));
+    json_decref(o);
+    free_reply(&r);
+
+    /* 413 */
+    char big[2100];
+    memset(big, ' ', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    memcpy(big, "{\"prompt\": \"a\"}", 15);
+    r = http(fx.port, "POST", "/v1/completions", auth, big);
+    CU_ASSERT_EQUAL(r.status, 413);
+    free_reply(&r);
+
+    /* 429: the loop takes nothing, one job fills the queue */
+    atomic_store(&fx.loop.paused, 1);
+    for (int tries = 0; tries < 1000 && !atomic_load(&fx.loop.paused_ack); tries++)
+        sleep_ms(10);
+    int fd = dial(fx.port);
+    CU_ASSERT_FATAL(fd >= 0);
+    send_request(fd, "POST", "/v1/completions", auth, "{\"prompt\": \"q\", \"max_tokens\": 2}");
+    for (int tries = 0; tries < 1000 && numla_http_backend_waiting(fx.b) < 1; tries++)
+        sleep_ms(10);
+    CU_ASSERT_EQUAL(numla_http_backend_waiting(fx.b), 1);
+    r = http(fx.port, "POST", "/v1/completions", auth, "{\"prompt\": \"a\"}");
+    CU_ASSERT_EQUAL(r.status, 429);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.head, "Retry-After: 1"));
+    free_reply(&r);
+    atomic_store(&fx.loop.paused, 0);
+    char buf[4096];
+    size_t got = 0;
+    ssize_t k;
+    while ((k = recv(fd, buf + got, sizeof buf - got - 1, 0)) > 0)
+        got += (size_t)k;
+    buf[got] = 0;
+    close(fd);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, " 200 "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "t0 t1 "));
+
+    CU_ASSERT(metric_reaches(fx.port, "numla_requests_total{outcome=\"unauthorized\"} ", 4));
+    CU_ASSERT(metric_reaches(fx.port, "numla_requests_total{outcome=\"too_large\"} ", 1));
+    CU_ASSERT(metric_reaches(fx.port, "numla_requests_total{outcome=\"rejected\"} ", 1));
+    CU_ASSERT(metric_reaches(fx.port, "numla_requests_total{outcome=\"bad_request\"} ", 4));
+    CU_ASSERT(metric_reaches(fx.port, "numla_requests_total{outcome=\"ok\"} ", 2));
+    CU_ASSERT(metric_reaches(fx.port, "\nnumla_generation_tokens_total ", 3));
+    fixture_stop(&fx);
+}
+
+typedef struct stream_arg {
+    int port;
+    reply r;
+} stream_arg;
+
+static void *stream_main(void *p)
+{
+    stream_arg *a = p;
+    a->r = http(a->port, "POST", "/v1/completions", NULL,
+                "{\"prompt\": \"s\", \"max_tokens\": 40, \"stream\": true}");
+    return NULL;
+}
+
+/* Stopping waits for the request in flight, which ends with [DONE]; then nothing is accepted. */
+static void test_shutdown_finishes_in_flight(void)
+{
+    fixture fx;
+    fixture_start(&fx, 64, NULL, 0);
+    stream_arg a = {.port = fx.port};
+    pthread_t th;
+    pthread_create(&th, NULL, stream_main, &a);
+    for (int tries = 0; tries < 1000 && numla_http_server_in_flight(fx.s) < 1; tries++)
+        sleep_ms(5);
+    CU_ASSERT_EQUAL(numla_http_server_in_flight(fx.s), 1);
+    int port = fx.port;
+    numla_http_server_stop(&fx.s);
+    pthread_join(th, NULL);
+    CU_ASSERT_EQUAL(a.r.status, 200);
+    CU_ASSERT_PTR_NOT_NULL(strstr(a.r.body, "t39 "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(a.r.body, "data: [DONE]\n\n"));
+    free_reply(&a.r);
+    CU_ASSERT(dial(port) < 0); /* no longer listening */
+    fixture_stop(&fx);
+}
+
+NUMLA_TEST_SUITE(http_server, NULL, NULL, NUMLA_TEST(test_health_and_models),
+                 NUMLA_TEST(test_completion_plain), NUMLA_TEST(test_streams),
+                 NUMLA_TEST(test_32_concurrent_clients), NUMLA_TEST(test_disconnect_cancels),
+                 NUMLA_TEST(test_rejections), NUMLA_TEST(test_shutdown_finishes_in_flight))
