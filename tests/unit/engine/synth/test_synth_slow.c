@@ -130,8 +130,8 @@ static void test_v3_fp8_two_layers(void)
 #undef L_
     }
     CU_ASSERT_EQUAL(bad, 0);
-    /* 3 + 2 * (3 norms + 7 weights + 7 scales) */
-    CU_ASSERT_EQUAL(numla_safetensors_count(m), 3 + 2 * 17);
+    /* embed, final norm, lm_head + 2 * (4 norms + 8 weights + 8 scales) */
+    CU_ASSERT_EQUAL(numla_safetensors_count(m), 3 + 2 * 20);
     numla_safetensors_close(&m);
 }
 
