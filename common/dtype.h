@@ -1,6 +1,12 @@
 /* common/dtype.h — element types and exact scalar conversions.
  * bf16 and fp16 are stored as uint16_t bit patterns. Conversions to float are exact;
- * float -> bf16/fp16 rounds to nearest even (NaN stays NaN). Vector conversions live in kernels. */
+ * float -> bf16/fp16 rounds to nearest even (NaN stays NaN). Vector conversions live in kernels.
+ *
+ * Two families: the float types F32/F16/BF16 (values below NUMLA_DTYPE_COUNT) are what
+ * activations, the KV cache and the float kernels take; every `dtype < NUMLA_DTYPE_COUNT` check
+ * in the tree means "a float type". The 1-byte weight types F8_E4M3 (OCP e4m3fn: no
+ * infinities, 0x7f/0xff are NaN, max 448) and I8 come after it: they are stored with scale
+ * tensors (kernels/quant.h) and are only meaningful together with them. */
 #ifndef NUMLA_COMMON_DTYPE_H
 #define NUMLA_COMMON_DTYPE_H
 
@@ -12,10 +18,27 @@ typedef enum numla_dtype {
     NUMLA_DTYPE_F32 = 0,
     NUMLA_DTYPE_F16,
     NUMLA_DTYPE_BF16,
-    NUMLA_DTYPE_COUNT,
+    NUMLA_DTYPE_COUNT,               /* number of float types (see above) */
+    NUMLA_DTYPE_F8_E4M3 = 16,        /* 1-byte weights: e4m3fn, safetensors "F8_E4M3" */
+    NUMLA_DTYPE_I8,                  /* 1-byte weights: int8, safetensors "I8" */
+    NUMLA_DTYPE_END,                 /* one past the last dtype of either family */
 } numla_dtype;
 
-static inline size_t numla_dtype_size(numla_dtype t) { return t == NUMLA_DTYPE_F32 ? 4 : 2; }
+/* Any dtype of either family. */
+static inline int numla_dtype_valid(numla_dtype t)
+{
+    return (unsigned)t < NUMLA_DTYPE_COUNT || t == NUMLA_DTYPE_F8_E4M3 || t == NUMLA_DTYPE_I8;
+}
+
+static inline size_t numla_dtype_size(numla_dtype t)
+{
+    switch (t) {
+    case NUMLA_DTYPE_F32: return 4;
+    case NUMLA_DTYPE_F8_E4M3:
+    case NUMLA_DTYPE_I8: return 1;
+    default: return 2;
+    }
+}
 const char *numla_dtype_name(numla_dtype t);
 
 static inline float numla_bf16_to_f32(uint16_t h)
@@ -39,22 +62,40 @@ static inline uint16_t numla_f32_to_bf16(float f)
 float numla_f16_to_f32(uint16_t h);
 uint16_t numla_f32_to_f16(float f);
 
+/* e4m3fn byte -> float: exact (every code is a float); 0x7f and 0xff are NaN. */
+float numla_e4m3_to_f32(uint8_t b);
+/* float -> e4m3fn byte exactly as torch's `x.to(torch.float8_e4m3fn)` (c10
+ * fp8e4m3fn_from_fp32_value): round to nearest even, subnormals kept (smallest 2^-9), the sign
+ * of zero kept; no saturation: |x| > 464 (it would round past 448), inf and NaN give NaN
+ * (0x7f, with x's sign bit). */
+uint8_t numla_f32_to_e4m3(float f);
+
 /* Load element i of a typed array as float. */
 static inline float numla_load_f32(const void *p, numla_dtype t, size_t i)
 {
     switch (t) {
     case NUMLA_DTYPE_F32: return ((const float *)p)[i];
     case NUMLA_DTYPE_BF16: return numla_bf16_to_f32(((const uint16_t *)p)[i]);
+    case NUMLA_DTYPE_F8_E4M3: return numla_e4m3_to_f32(((const uint8_t *)p)[i]);
+    case NUMLA_DTYPE_I8: return (float)((const int8_t *)p)[i];
     default: return numla_f16_to_f32(((const uint16_t *)p)[i]);
     }
 }
 
-/* Store a float as element i of a typed array (rounding to nearest even). */
+/* Store a float as element i of a typed array (rounding to nearest even; I8 saturates to
+ * [-128, 127] and stores NaN as 0). The 1-byte types hold the raw code: scales are the
+ * caller's (kernels/quant.h). */
 static inline void numla_store_f32(void *p, numla_dtype t, size_t i, float v)
 {
     switch (t) {
     case NUMLA_DTYPE_F32: ((float *)p)[i] = v; break;
     case NUMLA_DTYPE_BF16: ((uint16_t *)p)[i] = numla_f32_to_bf16(v); break;
+    case NUMLA_DTYPE_F8_E4M3: ((uint8_t *)p)[i] = numla_f32_to_e4m3(v); break;
+    case NUMLA_DTYPE_I8: {
+        float r = __builtin_rintf(v);
+        ((int8_t *)p)[i] = (int8_t)(r != r ? 0.0f : r < -128.0f ? -128.0f : r > 127.0f ? 127.0f : r);
+        break;
+    }
     default: ((uint16_t *)p)[i] = numla_f32_to_f16(v); break;
     }
 }

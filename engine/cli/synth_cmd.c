@@ -17,6 +17,11 @@ static int numla_synth_usage(FILE *f)
     fprintf(f, "usage: numla synth --preset tiny|tiny-v3|v2-lite|v3 --out DIR [--layers N]\n"
                "                   [--seed S] [--dtype bf16|f32] [--experts N] [--shard-mb MB]\n"
                "                   [--tokenizer DIR (copy its tokenizer.json; vocab follows it)]\n"
+               "                   [--weights bf16|fp8|int8 [--keep-lm-head]]\n"
+               "  --weights fp8   linear weights as DeepSeek-V3 publishes them (F8_E4M3 +\n"
+               "                  weight_scale_inv per 128x128 block; lm_head stays --dtype)\n"
+               "  --weights int8  SGLang w8a8_int8 (I8 + weight_scale per row; lm_head too\n"
+               "                  unless --keep-lm-head)\n"
                "Writes config.json and deterministic random weights (HF DeepSeek names).\n");
     return f == stdout ? 0 : 2;
 }
@@ -40,6 +45,10 @@ static int numla_synth_main(int argc, char **argv)
         int64_t x = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h"))
             return numla_synth_usage(stdout);
+        if (!strcmp(a, "--keep-lm-head")) {
+            opt.keep_lm_head = 1;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "numla synth: %s needs a value\n", a);
             return numla_synth_usage(stderr);
@@ -57,6 +66,10 @@ static int numla_synth_main(int argc, char **argv)
             opt.seed = (uint64_t)x;
         else if (!strcmp(a, "--shard-mb") && numla_synth_parse_i64(v, 1, &x) && x < (1ll << 40))
             opt.shard_bytes = x << 20;
+        else if (!strcmp(a, "--weights") && !strcmp(v, "bf16"))
+            opt.weights = NUMLA_QCKPT_NONE;
+        else if (!strcmp(a, "--weights") && numla_qckpt_format_parse(v, &opt.weights))
+            continue;
         else if (!strcmp(a, "--tokenizer"))
             opt.tokenizer_dir = v;
         else if (!strcmp(a, "--dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f32")))

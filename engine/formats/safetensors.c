@@ -52,6 +52,8 @@ static int numla_safetensors_dtype_parse(const char *s, numla_dtype *out)
     if (!strcmp(s, "F32")) *out = NUMLA_DTYPE_F32;
     else if (!strcmp(s, "F16")) *out = NUMLA_DTYPE_F16;
     else if (!strcmp(s, "BF16")) *out = NUMLA_DTYPE_BF16;
+    else if (!strcmp(s, "F8_E4M3")) *out = NUMLA_DTYPE_F8_E4M3;
+    else if (!strcmp(s, "I8")) *out = NUMLA_DTYPE_I8;
     else return 0;
     return 1;
 }
@@ -59,8 +61,8 @@ static int numla_safetensors_dtype_parse(const char *s, numla_dtype *out)
 /* dtypes the safetensors format defines but this engine cannot serve (yet). */
 static int numla_safetensors_dtype_known_unsupported(const char *s)
 {
-    static const char *const names[] = {"BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64",
-                                        "U64", "F64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3",
+    static const char *const names[] = {"BOOL", "U8", "I16", "U16", "I32", "U32", "I64",
+                                        "U64", "F64", "F8_E5M2", "F8_E8M0", "F6_E2M3",
                                         "F6_E3M2", "F4", "C64"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(s, names[i]))
@@ -70,7 +72,13 @@ static int numla_safetensors_dtype_known_unsupported(const char *s)
 
 static const char *numla_safetensors_dtype_str(numla_dtype t)
 {
-    return t == NUMLA_DTYPE_F32 ? "F32" : t == NUMLA_DTYPE_F16 ? "F16" : "BF16";
+    switch (t) {
+    case NUMLA_DTYPE_F32: return "F32";
+    case NUMLA_DTYPE_F16: return "F16";
+    case NUMLA_DTYPE_F8_E4M3: return "F8_E4M3";
+    case NUMLA_DTYPE_I8: return "I8";
+    default: return "BF16";
+    }
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -232,7 +240,8 @@ static numla_status numla_safetensors_parse_entry(numla_safetensors_model *m, co
     if (!numla_safetensors_dtype_parse(ds, &dt)) {
         if (numla_safetensors_dtype_known_unsupported(ds))
             NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "safetensors: " P_ ": tensor '" T_
-                       "' has dtype %.40s; numla reads only F32, F16 and BF16", path, name, ds);
+                       "' has dtype %.40s; numla reads only F32, F16, BF16, F8_E4M3 and I8", path,
+                       name, ds);
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "safetensors: " P_ ": tensor '" T_
                    "' has unknown dtype \"%.40s\"", path, name, ds);
     }
@@ -672,7 +681,7 @@ static numla_status numla_safetensors_writer_push(numla_safetensors_writer *w, c
     if (!name || !name[0] || !strcmp(name, "__metadata__"))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "safetensors writer: invalid tensor name '%s'",
                    name ? name : "(null)");
-    if ((unsigned)dtype >= NUMLA_DTYPE_COUNT)
+    if (!numla_dtype_valid(dtype))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "safetensors writer: tensor '" T_ "': bad dtype %d",
                    name, (int)dtype);
     if (ndim < 0 || ndim > NUMLA_SAFETENSORS_MAX_DIMS)

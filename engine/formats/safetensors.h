@@ -22,7 +22,8 @@ enum { NUMLA_SAFETENSORS_MAX_DIMS = 8 };
 
 typedef struct numla_safetensors_tensor {
     const char *name;                 /* e.g. "model.layers.0.self_attn.kv_a_proj_with_mqa.weight" */
-    numla_dtype dtype;                /* F32, F16 or BF16 */
+    numla_dtype dtype;                /* F32, F16, BF16, F8_E4M3 or I8 (the 1-byte types are raw
+                                       * codes; their scales are separate tensors) */
     int32_t ndim;
     int64_t shape[NUMLA_SAFETENSORS_MAX_DIMS];
     const void *data;                 /* mapped, read-only, nbytes long; not necessarily

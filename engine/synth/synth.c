@@ -179,7 +179,8 @@ typedef struct numla_synth_tensor {
     int64_t shape[2];         /* (rows, cols), or (n) when ndim == 1 */
     numla_synth_kind kind;
     float gain;
-    size_t nbytes;
+    size_t nbytes;            /* in the file: codes + scales when quantized */
+    numla_qckpt_format quant; /* NONE, or the format this tensor is written in */
     uint64_t seed;            /* derived from the global seed and the name */
     struct numla_synth_progress *progress;
 } numla_synth_tensor;
@@ -242,6 +243,10 @@ static numla_status numla_synth_add(numla_synth_plan *p, const numla_synth_optio
     t->kind = kind;
     t->gain = gain;
     t->nbytes = (size_t)rows * (size_t)(cols ? cols : 1) * numla_dtype_size(t->dtype);
+    if (numla_qckpt_quantizes(opt->weights, t->name, t->ndim, opt->keep_lm_head)) {
+        t->quant = opt->weights;
+        t->nbytes = (size_t)numla_qckpt_bytes(t->quant, rows, cols);
+    }
     uint64_t h = 0xcbf29ce484222325ull;
     for (const char *s = t->name; *s; s++)
         h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
@@ -466,6 +471,24 @@ static numla_status numla_synth_fill(void *ctx, void *dst, size_t offset, size_t
     return NUMLA_STATUS_OK;
 }
 
+/* Rows [r0, r1) of a plan tensor as fp32: the values its unquantized file would hold (so a
+ * quantized synthetic model is the quantization of the bf16/f32 one of the same seed). */
+static numla_status numla_synth_src_rows(void *ctx, int64_t r0, int64_t r1, float *dst)
+{
+    const numla_synth_tensor *t = ctx;
+    const size_t cols = (size_t)t->shape[1], n = (size_t)(r1 - r0) * cols;
+    void *tmp = malloc(n * numla_dtype_size(t->dtype));
+    if (!tmp)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: no memory for rows of %s", t->name);
+    numla_synth_job jb = {.t = t, .dst = tmp, .e0 = (size_t)r0 * cols, .e1 = (size_t)r1 * cols,
+                          .ra = r0, .rb = r1};
+    numla_synth_rows(&jb);
+    for (size_t i = 0; i < n; i++)
+        dst[i] = numla_load_f32(tmp, t->dtype, i);
+    free(tmp);
+    return NUMLA_STATUS_OK;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* files                                                                                     */
 
@@ -503,7 +526,7 @@ static numla_status numla_synth_json_save(json_t *root, const char *path)
 }
 
 static numla_status numla_synth_config_write(const numla_synth_config *c, numla_dtype dt,
-                                             const char *path)
+                                             numla_qckpt_format weights, const char *path)
 {
     json_t *rs = json_pack("{s:s, s:f, s:I, s:f, s:f, s:f, s:f}", "type", "yarn", "factor",
                            c->yarn_factor, "original_max_position_embeddings",
@@ -563,6 +586,8 @@ static numla_status numla_synth_config_write(const numla_synth_config *c, numla_
         SET_("num_nextn_predict_layers", json_integer(0));
     SET_("torch_dtype", json_string(dt == NUMLA_DTYPE_F32 ? "float32" : "bfloat16"));
 #undef SET_
+    if (!bad && weights != NUMLA_QCKPT_NONE && numla_qckpt_config_set(o, weights) != NUMLA_STATUS_OK)
+        bad = 1;
     if (bad) {
         json_decref(o);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: cannot build %s", path);
@@ -583,13 +608,29 @@ static numla_status numla_synth_write_file(numla_synth_tensor *t, size_t begin, 
     numla_safetensors_writer *w = NULL;
     NUMLA_CHECK(numla_safetensors_writer_create(&w));
     numla_status s = NUMLA_STATUS_OK;
-    for (size_t i = begin; i < end; i++)
+    numla_qckpt_tensor **q = calloc(end - begin + 1, sizeof *q);
+    if (!q) {
+        numla_safetensors_writer_destroy(&w);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: no memory");
+    }
+    for (size_t i = begin; i < end; i++) {
+        if (t[i].quant != NUMLA_QCKPT_NONE) {
+            NUMLA_CHECK_GOTO(numla_qckpt_tensor_create(t[i].quant, t[i].name, t[i].shape[0],
+                                                       t[i].shape[1], numla_synth_src_rows, &t[i],
+                                                       &q[i - begin]), s, done);
+            NUMLA_CHECK_GOTO(numla_qckpt_tensor_add(q[i - begin], w), s, done);
+            continue;
+        }
         NUMLA_CHECK_GOTO(numla_safetensors_writer_add_fill(w, t[i].name, t[i].dtype, t[i].ndim, t[i].shape,
                                                   numla_synth_fill, &t[i]),
                          s, done);
+    }
     NUMLA_CHECK_GOTO(numla_safetensors_writer_write(w, path), s, done);
 done:
     numla_safetensors_writer_destroy(&w);
+    for (size_t i = begin; i < end; i++)
+        numla_qckpt_tensor_destroy(&q[i - begin]);
+    free(q);
     return s;
 }
 
@@ -659,7 +700,9 @@ numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_by
     }
     cut[++nshards] = plan.n;
 
-    numla_synth_progress pr = {.on = opt->progress, .total = total};
+    numla_synth_progress pr = {.on = opt->progress};
+    for (size_t i = 0; i < plan.n; i++) /* quantized tensors do not report progress */
+        pr.total += plan.t[i].quant == NUMLA_QCKPT_NONE ? (int64_t)plan.t[i].nbytes : 0;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     pr.t0 = pr.last = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -671,7 +714,7 @@ numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_by
                             "synth: no memory");
         goto done;
     }
-    NUMLA_CHECK_GOTO(numla_synth_config_write(&c, opt->dtype, path), s, done);
+    NUMLA_CHECK_GOTO(numla_synth_config_write(&c, opt->dtype, opt->weights, path), s, done);
     free(path);
     path = NULL;
     if (opt->tokenizer_dir) {
@@ -715,8 +758,14 @@ numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_by
                                     "synth: no memory");
                 break;
             }
-            for (size_t i = cut[k]; i < cut[k + 1]; i++)
+            for (size_t i = cut[k]; i < cut[k + 1]; i++) {
                 json_object_set_new(wm, plan.t[i].name, json_string(name));
+                if (plan.t[i].quant != NUMLA_QCKPT_NONE) {
+                    char sn[128];
+                    numla_qckpt_scale_name(plan.t[i].quant, plan.t[i].name, sn, sizeof sn);
+                    json_object_set_new(wm, sn, json_string(name));
+                }
+            }
             s = numla_synth_write_file(plan.t, cut[k], cut[k + 1], path);
             if (s != NUMLA_STATUS_OK)
                 numla_error_frame(__FILE__, __LINE__, __func__);

@@ -477,8 +477,12 @@ static const st_case st_cases[] = {
      4, -1, -1, NUMLA_STATUS_FORMAT, "w.dtnum"},
     {"dtype I64", "{\"w.i64\":" E_("I64", "[1]", 0, 8) "}", 8, -1, -1, NUMLA_STATUS_UNSUPPORTED,
      "w.i64"},
-    {"dtype F8_E4M3", "{\"w.fp8\":" E_("F8_E4M3", "[4]", 0, 4) "}", 4, -1, -1,
-     NUMLA_STATUS_UNSUPPORTED, "w.fp8"},
+    {"dtype F8_E5M2", "{\"w.e5m2\":" E_("F8_E5M2", "[4]", 0, 4) "}", 4, -1, -1,
+     NUMLA_STATUS_UNSUPPORTED, "w.e5m2"},
+    {"F8_E4M3 size is 1 byte", "{\"w.fp8\":" E_("F8_E4M3", "[4]", 0, 8) "}", 8, -1, -1,
+     NUMLA_STATUS_FORMAT, "w.fp8"},
+    {"I8 size is 1 byte", "{\"w.i8\":" E_("I8", "[2, 3]", 0, 12) "}", 12, -1, -1,
+     NUMLA_STATUS_FORMAT, "w.i8"},
     {"dtype unknown", "{\"w.q9\":" E_("Q9", "[4]", 0, 4) "}", 4, -1, -1, NUMLA_STATUS_FORMAT,
      "w.q9"},
     {"negative dim", "{\"w.neg\":" E_("F32", "[2, -1]", 0, 0) "}", 0, -1, -1, NUMLA_STATUS_FORMAT,
@@ -687,7 +691,77 @@ static void test_fuzz_index_mutations(void)
                      counts[NUMLA_STATUS_FORMAT], counts[NUMLA_STATUS_IO]);
 }
 
-NUMLA_TEST_SUITE(safetensors, NULL, NULL, NUMLA_TEST(test_roundtrip),
+/* The 1-byte weight types: the writer names them F8_E4M3 / I8 with 1-byte elements, and the
+ * reader returns the same codes, dtype and shape (also when written through fill chunks). */
+static numla_status st_fill_codes(void *ctx, void *dst, size_t offset, size_t nbytes)
+{
+    memcpy(dst, (const unsigned char *)ctx + offset, nbytes);
+    return NUMLA_STATUS_OK;
+}
+
+static void test_one_byte_dtypes(void)
+{
+    unsigned char f8[5 * 3], i8[3 * 7], big[1000];
+    for (int i = 0; i < 15; i++)
+        f8[i] = (unsigned char)(i * 37 + 1);
+    for (int i = 0; i < 21; i++)
+        i8[i] = (unsigned char)(int8_t)(i * 13 - 128);
+    for (int i = 0; i < 1000; i++)
+        big[i] = (unsigned char)(i * 131 + 7);
+    const int64_t s8[] = {5, 3}, si[] = {3, 7}, sb[] = {1000}, s1[] = {3};
+    const float f32[3] = {1.5f, -2.0f, 0.25f};
+    numla_safetensors_writer *w = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_writer_create(&w), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_safetensors_writer_add(w, "q.weight", NUMLA_DTYPE_F8_E4M3, 2, s8, f8), 0);
+    CU_ASSERT_EQUAL(numla_safetensors_writer_add(w, "i.weight", NUMLA_DTYPE_I8, 2, si, i8), 0);
+    CU_ASSERT_EQUAL(numla_safetensors_writer_add_fill(w, "big", NUMLA_DTYPE_I8, 1, sb,
+                                                      st_fill_codes, big), 0);
+    CU_ASSERT_EQUAL(numla_safetensors_writer_add(w, "s", NUMLA_DTYPE_F32, 1, s1, f32), 0);
+    CU_ASSERT_EQUAL(numla_safetensors_writer_add(w, "bad", NUMLA_DTYPE_COUNT, 1, s1, f32),
+                    NUMLA_STATUS_INVALID_ARG);
+    const char *dir = st_dir("onebyte");
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    setenv("NUMLA_SAFETENSORS_CHUNK_BYTES", "12", 1); /* chunks that split the filled tensor */
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_writer_write(w, path), NUMLA_STATUS_OK);
+    unsetenv("NUMLA_SAFETENSORS_CHUNK_BYTES");
+    numla_safetensors_writer_destroy(&w);
+
+    size_t n = 0;
+    unsigned char *raw = st_read_file(path, &n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
+    CU_ASSERT(memmem(raw, n, "\"dtype\":\"F8_E4M3\"", strlen("\"dtype\":\"F8_E4M3\"")) != NULL);
+    CU_ASSERT(memmem(raw, n, "\"dtype\":\"I8\"", strlen("\"dtype\":\"I8\"")) != NULL);
+    free(raw);
+
+    numla_safetensors_model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &m), NUMLA_STATUS_OK);
+    const numla_safetensors_tensor *t = NULL;
+    CU_ASSERT_EQUAL(numla_safetensors_expect(m, "q.weight", 2, s8, &t), NUMLA_STATUS_OK);
+    if (t) {
+        CU_ASSERT_EQUAL(t->dtype, NUMLA_DTYPE_F8_E4M3);
+        CU_ASSERT_EQUAL(t->nbytes, sizeof f8);
+        CU_ASSERT(memcmp(t->data, f8, sizeof f8) == 0);
+    }
+    CU_ASSERT_EQUAL(numla_safetensors_expect(m, "i.weight", 2, si, &t), NUMLA_STATUS_OK);
+    if (t) {
+        CU_ASSERT_EQUAL(t->dtype, NUMLA_DTYPE_I8);
+        CU_ASSERT_EQUAL(t->nbytes, sizeof i8);
+        CU_ASSERT(memcmp(t->data, i8, sizeof i8) == 0);
+        CU_ASSERT_EQUAL(numla_load_f32(t->data, t->dtype, 0), -128.0f);
+    }
+    CU_ASSERT_EQUAL(numla_safetensors_expect(m, "big", 1, sb, &t), NUMLA_STATUS_OK);
+    if (t) {
+        CU_ASSERT_EQUAL(t->dtype, NUMLA_DTYPE_I8);
+        CU_ASSERT(t->nbytes == sizeof big && memcmp(t->data, big, sizeof big) == 0);
+    }
+    CU_ASSERT_EQUAL(numla_safetensors_expect(m, "s", 1, s1, &t), NUMLA_STATUS_OK);
+    if (t)
+        CU_ASSERT(t->dtype == NUMLA_DTYPE_F32 && memcmp(t->data, f32, sizeof f32) == 0);
+    numla_safetensors_close(&m);
+}
+
+NUMLA_TEST_SUITE(safetensors, NULL, NULL, NUMLA_TEST(test_roundtrip), NUMLA_TEST(test_one_byte_dtypes),
                  NUMLA_TEST(test_writer_fill_and_errors), NUMLA_TEST(test_many_tensors),
                  NUMLA_TEST(test_sharded), NUMLA_TEST(test_sharded_hostile),
                  NUMLA_TEST(test_hostile_files), NUMLA_TEST(test_fuzz_mutations),

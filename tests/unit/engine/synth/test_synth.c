@@ -541,6 +541,67 @@ static void test_weight_statistics(void)
     numla_safetensors_close(&m);
 }
 
-NUMLA_TEST_SUITE(synth, NULL, NULL, NUMLA_TEST(test_tiny_tensors), NUMLA_TEST(test_tiny_config),
+/* --weights fp8|int8: the quantized synthetic model is, tensor for tensor and byte for byte,
+ * the bf16 one of the same seed put through numla quantize (itself checked against the
+ * published layout and an independent reference in test_quantize); config.json carries the
+ * quantization_config. */
+static void sy_check_quantized(const char *preset, numla_qckpt_format f, int keep)
+{
+    char tag[64];
+    snprintf(tag, sizeof tag, "q-%s-%d-%d", preset, (int)f, keep);
+    const char *dq = sy_dir(tag);
+    char db[600], dqq[600];
+    snprintf(db, sizeof db, "%s-bf16", dq);
+    snprintf(dqq, sizeof dqq, "%s-quantized", dq);
+    numla_synth_options o = {.preset = preset, .out_dir = dq, .seed = 9, .dtype = NUMLA_DTYPE_BF16,
+                             .weights = f, .keep_lm_head = keep, .shard_bytes = 150000};
+    CU_ASSERT_EQUAL_FATAL(numla_synth_write(&o, NULL), NUMLA_STATUS_OK);
+    o.out_dir = db;
+    o.weights = NUMLA_QCKPT_NONE;
+    CU_ASSERT_EQUAL_FATAL(numla_synth_write(&o, NULL), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_qckpt_quantize_model(db, dqq, f, keep, 0, NULL), NUMLA_STATUS_OK);
+    numla_safetensors_model *a = NULL, *b = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dq, &a), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dqq, &b), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_safetensors_count(a), numla_safetensors_count(b));
+    int bad = 0, nq = 0;
+    for (int64_t i = 0; i < numla_safetensors_count(b); i++) {
+        const numla_safetensors_tensor *t = numla_safetensors_at(b, i);
+        const numla_safetensors_tensor *u = numla_safetensors_find(a, t->name);
+        nq += t->dtype == NUMLA_DTYPE_F8_E4M3 || t->dtype == NUMLA_DTYPE_I8;
+        if ((!u || u->dtype != t->dtype || u->nbytes != t->nbytes ||
+             memcmp(u->data, t->data, t->nbytes)) && bad++ < 5)
+            fprintf(stderr, "\n    %s: %s differs from numla quantize's\n", tag, t->name);
+    }
+    NUMLA_ASSERT_MSG(bad == 0 && nq > 5, "%s: %d differences, %d quantized", tag, bad, nq);
+    char ip[700];
+    snprintf(ip, sizeof ip, "%s/model.safetensors.index.json", dq);
+    json_t *idx = json_load_file(ip, 0, NULL); /* sharded: the index names every tensor */
+    CU_ASSERT(idx && (int64_t)json_object_size(json_object_get(idx, "weight_map")) ==
+                         numla_safetensors_count(a));
+    json_decref(idx);
+    numla_safetensors_close(&a);
+    numla_safetensors_close(&b);
+    char p[700];
+    snprintf(p, sizeof p, "%s/config.json", dq);
+    json_t *c1 = json_load_file(p, 0, NULL);
+    snprintf(p, sizeof p, "%s/config.json", dqq);
+    json_t *c2 = json_load_file(p, 0, NULL);
+    CU_ASSERT(c1 && c2 && json_equal(c1, c2));
+    json_t *qc = c1 ? json_object_get(c1, "quantization_config") : NULL;
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(qc, "quant_method")),
+                           f == NUMLA_QCKPT_FP8 ? "fp8" : "w8a8_int8");
+    json_decref(c1);
+    json_decref(c2);
+}
+
+static void test_quantized_weights(void)
+{
+    sy_check_quantized("tiny-v3", NUMLA_QCKPT_FP8, 0);
+    sy_check_quantized("tiny", NUMLA_QCKPT_INT8, 0);
+    sy_check_quantized("tiny-v3", NUMLA_QCKPT_INT8, 1);
+}
+
+NUMLA_TEST_SUITE(synth, NULL, NULL, NUMLA_TEST(test_quantized_weights), NUMLA_TEST(test_tiny_tensors), NUMLA_TEST(test_tiny_config),
                  NUMLA_TEST(test_presets_and_validation), NUMLA_TEST(test_determinism),
                  NUMLA_TEST(test_sharded), NUMLA_TEST(test_weight_statistics))

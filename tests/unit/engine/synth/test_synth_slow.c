@@ -77,4 +77,63 @@ static void test_v2_lite_two_layers(void)
     numla_safetensors_close(&m);
 }
 
-NUMLA_TEST_SUITE(synth_slow, NULL, NULL, NUMLA_TEST(test_v2_lite_two_layers))
+/* `numla synth --preset v3 --layers 2 --weights fp8`: the published DeepSeek-V3 FP8 layout
+ * (F8_E4M3 weights, F32 weight_scale_inv per 128x128 block, shapes as in DeepSeek-V3's
+ * model.safetensors.index.json; embeddings, norms and lm_head in bf16). */
+static void sl_expect_q(const numla_safetensors_model *m, const char *name, int64_t r, int64_t c,
+                        int *bad)
+{
+    sl_expect(m, name, r, c, bad);
+    char sn[160];
+    snprintf(sn, sizeof sn, "%s_scale_inv", name);
+    sl_expect(m, sn, (r + 127) / 128, (c + 127) / 128, bad);
+    const numla_safetensors_tensor *w = numla_safetensors_find(m, name), *s = numla_safetensors_find(m, sn);
+    if (!w || !s || w->dtype != NUMLA_DTYPE_F8_E4M3 || s->dtype != NUMLA_DTYPE_F32) {
+        fprintf(stderr, "\n    %s: wrong dtypes\n", name);
+        (*bad)++;
+    }
+}
+
+static void test_v3_fp8_two_layers(void)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/synth-v3-fp8", numla_test_tmpdir());
+    numla_synth_options o = {.preset = "v3", .out_dir = dir, .layers = 2, .seed = 3,
+                             .dtype = NUMLA_DTYPE_BF16, .weights = NUMLA_QCKPT_FP8};
+    numla_status s = numla_synth_write(&o, NULL);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK, "%s", numla_error_message());
+    if (s != NUMLA_STATUS_OK)
+        return;
+    numla_safetensors_model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &m), NUMLA_STATUS_OK);
+    const int64_t d = 7168, V = 129280;
+    int bad = 0;
+    sl_expect(m, "model.embed_tokens.weight", V, d, &bad);
+    sl_expect(m, "lm_head.weight", V, d, &bad);
+    CU_ASSERT_EQUAL(numla_safetensors_find(m, "lm_head.weight")->dtype, NUMLA_DTYPE_BF16);
+    CU_ASSERT_EQUAL(numla_safetensors_find(m, "model.embed_tokens.weight")->dtype, NUMLA_DTYPE_BF16);
+    for (int i = 0; i < 2; i++) {
+        char n[128];
+#define L_(fmt) (snprintf(n, sizeof n, "model.layers.%d." fmt, i), n)
+        sl_expect(m, L_("input_layernorm.weight"), d, 0, &bad);
+        sl_expect_q(m, L_("self_attn.q_a_proj.weight"), 1536, d, &bad);
+        sl_expect(m, L_("self_attn.q_a_layernorm.weight"), 1536, 0, &bad);
+        sl_expect_q(m, L_("self_attn.q_b_proj.weight"), 24576, 1536, &bad);
+        sl_expect_q(m, L_("self_attn.kv_a_proj_with_mqa.weight"), 576, d, &bad);
+        sl_expect_q(m, L_("self_attn.kv_b_proj.weight"), 32768, 512, &bad);
+        sl_expect_q(m, L_("self_attn.o_proj.weight"), d, 16384, &bad);
+        sl_expect_q(m, L_("mlp.gate_proj.weight"), 18432, d, &bad);
+        sl_expect_q(m, L_("mlp.up_proj.weight"), 18432, d, &bad);
+        sl_expect_q(m, L_("mlp.down_proj.weight"), d, 18432, &bad);
+        CU_ASSERT_EQUAL(numla_safetensors_find(m, L_("input_layernorm.weight"))->dtype,
+                        NUMLA_DTYPE_BF16);
+#undef L_
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    /* embed, final norm, lm_head + 2 * (4 norms + 8 weights + 8 scales) */
+    CU_ASSERT_EQUAL(numla_safetensors_count(m), 3 + 2 * 20);
+    numla_safetensors_close(&m);
+}
+
+NUMLA_TEST_SUITE(synth_slow, NULL, NULL, NUMLA_TEST(test_v2_lite_two_layers),
+                 NUMLA_TEST(test_v3_fp8_two_layers))
