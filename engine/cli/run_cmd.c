@@ -13,7 +13,9 @@
  *   and appends the rest. Each record is written by one fputs + fflush, so SIGKILL at any time
  *   loses at most the records in flight and never duplicates one on resume.
  *   SIGINT/SIGTERM: stop reading, drop the requests not started yet, finish the ones in flight
- *   (a second signal stops at once), print the summary and exit 128 + signal number. The output
+ *   (a second signal, a second or more later, stops at once), print the summary and exit
+ *   128 + signal number; SIGUSR1/SIGUSR2 (all that mpirun forwards to the ranks; see
+ *   launch/numla-launch) count as SIGTERM, and the other ranks ignore all four. The output
  *   is then complete up to what it holds; rerun with --resume for the rest.
  * Exit status: 0 all requests answered (per-request errors included), 1 fatal error, 2 usage,
  * 128 + N stopped by signal N.
@@ -137,10 +139,20 @@ typedef struct run_state {
 } run_state;
 
 static volatile sig_atomic_t run_signal = 0, run_signals = 0;
+static volatile long run_signal_ms = 0;
 
 static void run_on_signal(int sig)
 {
-    run_signal = sig;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long ms = (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    /* One stop often arrives twice at once (Slurm signals every task and srun passes its own
+     * copy on): a repeat within a second is the same request, not "stop now". */
+    if (run_signals == 1 && ms - run_signal_ms < 1000)
+        return;
+    run_signal_ms = ms;
+    /* SIGUSR1/SIGUSR2: a launcher's SIGTERM passed on by mpirun (which forwards only those) */
+    run_signal = sig == SIGUSR1 || sig == SIGUSR2 ? SIGTERM : sig;
     run_signals++;
 }
 
@@ -510,7 +522,7 @@ int numla_run_main(int argc, char **argv)
     int rc = 1, rank = 0;
     run_state rs = {0};
     numla_status s;
-    struct sigaction sa_old_int, sa_old_term;
+    struct sigaction sa_old_int, sa_old_term, sa_old_usr1, sa_old_usr2;
     int handlers = 0;
     double t_load = now_s();
     NUMLA_CHECK_GOTO(numla_comm_create(MPI_COMM_WORLD, &comm), s, fail);
@@ -520,6 +532,8 @@ int numla_run_main(int argc, char **argv)
         /* rank 0 decides when to stop (it finishes the records in flight first) */
         signal(SIGINT, SIG_IGN);
         signal(SIGTERM, SIG_IGN);
+        signal(SIGUSR1, SIG_IGN);
+        signal(SIGUSR2, SIG_IGN);
     }
     numla_engine_options eo = numla_engine_options_default();
     eo.num_threads = o.threads;
@@ -591,6 +605,8 @@ int numla_run_main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &sa_old_int);
     sigaction(SIGTERM, &sa, &sa_old_term);
+    sigaction(SIGUSR1, &sa, &sa_old_usr1);
+    sigaction(SIGUSR2, &sa, &sa_old_usr2);
     handlers = 1;
 
     const int progress = o.progress >= 0 ? o.progress : isatty(STDERR_FILENO);
@@ -700,6 +716,8 @@ cleanup:
     if (handlers) {
         sigaction(SIGINT, &sa_old_int, NULL);
         sigaction(SIGTERM, &sa_old_term, NULL);
+        sigaction(SIGUSR1, &sa_old_usr1, NULL);
+        sigaction(SIGUSR2, &sa_old_usr2, NULL);
     }
     numla_sched_destroy(&sc);
     numla_tokenizer_destroy(&tok);
