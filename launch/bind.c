@@ -15,7 +15,35 @@
 
 #include "common/log.h"
 
-numla_status numla_bind_apply(const numla_topo *t, const numla_launch_plan *p, int rank,
+static void numla_bind_process_cpus_(cpu_set_t *out);
+
+/* The CPUs this process may run on, ascending, into cpus (capacity CPU_SETSIZE): the union of
+ * every thread's affinity and of the OpenMP places. The places count because an OpenMP runtime
+ * told OMP_PROC_BIND pins the initial thread to the first place before main; its places are
+ * the mask the process started with (taskset, a cgroup cpuset, mpirun's binding). */
+static int numla_bind_allowed_cpus_(int *cpus)
+{
+    cpu_set_t set;
+    numla_bind_process_cpus_(&set);
+    for (int pl = 0; pl < omp_get_num_places(); pl++) {
+        int n = omp_get_place_num_procs(pl);
+        int *ids = n > 0 ? malloc((size_t)n * sizeof *ids) : NULL;
+        if (!ids)
+            continue;
+        omp_get_place_proc_ids(pl, ids);
+        for (int i = 0; i < n; i++)
+            if (ids[i] >= 0 && ids[i] < CPU_SETSIZE)
+                CPU_SET(ids[i], &set);
+        free(ids);
+    }
+    int n = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            cpus[n++] = c;
+    return n;
+}
+
+numla_status numla_bind_apply(const numla_topo *t, numla_launch_plan *p, int rank,
                               int strict_memory)
 {
     if (!t || !p)
@@ -27,6 +55,24 @@ numla_status numla_bind_apply(const numla_topo *t, const numla_launch_plan *p, i
         NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "cannot bind rank %d: the plan has %d ranks", rank,
                    p->num_ranks);
     const numla_launch_rank *rk = &p->ranks[rank];
+
+    /* Stay inside the CPUs the process was given (batch system cpuset, taskset, launcher). */
+    int allowed[CPU_SETSIZE];
+    int num_allowed = numla_bind_allowed_cpus_(allowed), changed = 0;
+    char plan_list[256], allowed_list[256], list[256];
+    numla_topo_cpulist(rk->cpus, rk->num_cpus, plan_list, sizeof plan_list);
+    numla_topo_cpulist(allowed, num_allowed, allowed_list, sizeof allowed_list);
+    if (num_allowed > 0)
+        NUMLA_CHECK(numla_launch_plan_restrict(t, p, rank, allowed, num_allowed, &changed));
+    numla_topo_cpulist(rk->cpus, rk->num_cpus, list, sizeof list);
+    if (changed)
+        NUMLA_INFO("rank %d: binding to CPUs %s (node %d, threads %d): the plan's CPUs %s kept "
+                   "inside the CPUs this process may use, %d: %s", rank, list, rk->node,
+                   rk->threads, plan_list, num_allowed, allowed_list);
+    else
+        NUMLA_DEBUG("rank %d: binding to CPUs %s (node %d, threads %d), inside the CPUs this "
+                    "process may use, %d: %s", rank, list, rk->node, rk->threads, num_allowed,
+                    allowed_list);
 
     if (numa_available() >= 0) {
         if (strict_memory) {
@@ -48,7 +94,6 @@ numla_status numla_bind_apply(const numla_topo *t, const numla_launch_plan *p, i
     int err = errno;
     hwloc_bitmap_free(set);
     if (rc) {
-        char list[256];
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "binding rank %d to CPUs %s failed: %s", rank,
                    numla_topo_cpulist(rk->cpus, rk->num_cpus, list, sizeof list), strerror(err));
     }

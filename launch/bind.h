@@ -12,6 +12,11 @@
 #include "launch/topo.h"
 
 /* Apply rank `rank` of plan p (computed from t, which must be this machine):
+ *  - first, the rank's entry of p is kept inside the CPUs this process may use
+ *    (numla_launch_plan_restrict with the union of its threads' affinity and its OpenMP
+ *    places): a cpuset from the batch system, taskset or mpirun is never widened. A narrowed
+ *    plan is logged at info level (rank, CPUs, the plan's and the allowed CPUs), an unchanged
+ *    one at debug level (NUMLA_LOG=debug);
  *  - memory: numa_set_preferred(node) (numa_set_membind when strict_memory) so pages this
  *    process touches first land on its node;
  *  - CPUs: hwloc_set_cpubind(the plan's cpus, whole process);
@@ -20,7 +25,7 @@
  *    because the runtime read its places before this binding). The initial thread ends up on
  *    the plan's first CPU, so threads created later outside OpenMP inherit only that CPU.
  * Local (each rank calls it for itself). */
-numla_status numla_bind_apply(const numla_topo *t, const numla_launch_plan *p, int rank,
+numla_status numla_bind_apply(const numla_topo *t, numla_launch_plan *p, int rank,
                               int strict_memory);
 
 typedef struct numla_bind_info {

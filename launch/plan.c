@@ -124,6 +124,79 @@ fail:
     return s;
 }
 
+static int numla_plan_in_(const int *set, int n, int cpu)
+{
+    for (int i = 0; i < n; i++)
+        if (set[i] == cpu)
+            return 1;
+    return 0;
+}
+
+numla_status numla_launch_plan_restrict(const numla_topo *t, numla_launch_plan *p, int rank,
+                                        const int *allowed, int num_allowed, int *changed)
+{
+    if (changed)
+        *changed = 0;
+    if (!t || !p || (num_allowed > 0 && !allowed))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_launch_plan_restrict: NULL argument");
+    if (rank < 0 || rank >= p->num_ranks)
+        NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "cannot restrict rank %d: the plan has %d ranks",
+                   rank, p->num_ranks);
+    numla_launch_rank *rk = &p->ranks[rank];
+    int ht = p->opts.hyperthreads;
+    /* Walk the machine's cores once per pass: pass 0 keeps the plan's allowed CPUs, pass 1
+     * (only when pass 0 kept none) takes the allowed CPUs wherever they are. */
+    int *cpus = malloc((size_t)(t->num_pus > 0 ? t->num_pus : 1) * sizeof *cpus);
+    if (!cpus)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "plan: out of memory");
+    int n = 0, cores = 0, node = -1, slot = -1;
+    for (int pass = 0; pass < 2 && n == 0; pass++) {
+        cores = 0;
+        for (int i = 0; i < t->num_nodes; i++)
+            for (int c = 0; c < t->nodes[i].num_cores; c++) {
+                const numla_topo_core *core = &t->nodes[i].cores[c];
+                int took = 0;
+                for (int u = 0; u < core->num_pus && (ht || !took) && n < t->num_pus; u++) {
+                    int pu = core->pus[u];
+                    if (!numla_plan_in_(allowed, num_allowed, pu) ||
+                        (pass == 0 && !numla_plan_in_(rk->cpus, rk->num_cpus, pu)))
+                        continue;
+                    cpus[n++] = pu;
+                    took = 1;
+                    if (node < 0) {
+                        node = t->nodes[i].os_index;
+                        slot = i;
+                    }
+                }
+                cores += took;
+            }
+    }
+    if (n == 0) {
+        free(cpus);
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "rank %d: none of its %d allowed CPUs is a core's "
+                   "CPU of the topology (%s)", rank, num_allowed, t->source);
+    }
+    qsort(cpus, (size_t)n, sizeof *cpus, numla_plan_cmp_int_);
+    int same = n == rk->num_cpus && !memcmp(cpus, rk->cpus, (size_t)n * sizeof *cpus);
+    if (same) {
+        free(cpus);
+        return NUMLA_STATUS_OK;
+    }
+    free(rk->cpus);
+    rk->cpus = cpus;
+    rk->num_cpus = n;
+    rk->num_cores = cores;
+    if (node != rk->node) {
+        rk->node = node;
+        rk->node_slot = slot;
+    }
+    if (!p->opts.threads_per_rank)
+        rk->threads = n;
+    if (changed)
+        *changed = 1;
+    return NUMLA_STATUS_OK;
+}
+
 numla_status numla_launch_plan_mpirun(const numla_launch_plan *p,
                                       const numla_launch_mpirun_opts *mo, int argc,
                                       char *const *argv, char ***out_argv, int *out_argc)

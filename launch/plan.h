@@ -56,6 +56,17 @@ typedef struct numla_launch_plan {
 /* Compute a plan. Errors name the limit (nodes with cores, cores of a node). Local. */
 numla_status numla_launch_plan_make(const numla_topo *t, const numla_launch_opts *o,
                                     numla_launch_plan **out);
+/* Keep rank `rank` of p inside `allowed` (num_allowed PU OS indices, any order): the CPUs the
+ * process may run on, as a batch system's cpuset, taskset or the launcher's binding gave them.
+ * The rank's CPUs become those of the plan that are allowed; when none is (the launcher placed
+ * the rank elsewhere, and its placement wins), the allowed CPUs of t's cores themselves, one
+ * PU per core unless the plan uses hyper-threads, and the node of the first of them. Its
+ * threads follow its CPU count unless the options fixed them. The plan-wide fields (the mpirun
+ * line's) are left alone. *changed (may be NULL) is set to 1 when the rank's CPUs changed, else
+ * 0. No allowed CPU on any core of t is NUMLA_STATUS_INVALID_ARG and leaves the rank alone.
+ * Local. */
+numla_status numla_launch_plan_restrict(const numla_topo *t, numla_launch_plan *p, int rank,
+                                        const int *allowed, int num_allowed, int *changed);
 /* Sets *p to NULL; NULL is a no-op. */
 void numla_launch_plan_destroy(numla_launch_plan **p);
 

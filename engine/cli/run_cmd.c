@@ -20,7 +20,9 @@
  *   record by its whole "id", for the id's first line only) and appends the rest. Each record is written by one fputs + fflush, so SIGKILL at any time
  *   loses at most the records in flight and never duplicates one on resume.
  *   SIGINT/SIGTERM: stop reading, drop the requests not started yet, finish the ones in flight
- *   (a second signal stops at once), print the summary and exit 128 + signal number. The output
+ *   (a second signal, a second or more later, stops at once), print the summary and exit
+ *   128 + signal number; SIGUSR1/SIGUSR2 (all that mpirun forwards to the ranks; see
+ *   launch/numla-launch) count as SIGTERM, and the other ranks ignore all four. The output
  *   is then complete up to what it holds; rerun with --resume for the rest.
  * Exit status: 0 all requests answered (per-request errors included), 1 fatal error, 2 usage,
  * 128 + N stopped by signal N.
@@ -74,10 +76,20 @@ typedef struct run_opts {
 } run_opts;
 
 static volatile sig_atomic_t run_signal = 0, run_signals = 0;
+static volatile long run_signal_ms = 0;
 
 static void run_on_signal(int sig)
 {
-    run_signal = sig;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long ms = (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    /* One stop often arrives twice at once (Slurm signals every task and srun passes its own
+     * copy on): a repeat within a second is the same request, not "stop now". */
+    if (run_signals == 1 && ms - run_signal_ms < 1000)
+        return;
+    run_signal_ms = ms;
+    /* SIGUSR1/SIGUSR2: a launcher's SIGTERM passed on by mpirun (which forwards only those) */
+    run_signal = sig == SIGUSR1 || sig == SIGUSR2 ? SIGTERM : sig;
     run_signals++;
 }
 
@@ -723,16 +735,20 @@ static void run_summary(const run_job *j, double wall, int rc)
  * after signal N), or -1 with the error set. SIGINT/SIGTERM count stop requests meanwhile. */
 static int run_serve_requests(run_job *j)
 {
-    struct sigaction sa = {0}, old_int, old_term;
+    struct sigaction sa = {0}, old_int, old_term, old_usr1, old_usr2;
     sa.sa_handler = run_on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGUSR1, &sa, &old_usr1);
+    sigaction(SIGUSR2, &sa, &old_usr2);
     j->sink.t_run = now_s();
     numla_serve_end why = NUMLA_SERVE_END_DONE;
     numla_status s = numla_serve_loop_run(j->loop, &why);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGUSR1, &old_usr1, NULL);
+    sigaction(SIGUSR2, &old_usr2, NULL);
     if (s != NUMLA_STATUS_OK)
         return -1;
     double wall = now_s() - j->sink.t_run;
@@ -804,6 +820,8 @@ int numla_run_main(int argc, char **argv)
         /* rank 0 decides when to stop (it finishes the records in flight first) */
         signal(SIGINT, SIG_IGN);
         signal(SIGTERM, SIG_IGN);
+        signal(SIGUSR1, SIG_IGN);
+        signal(SIGUSR2, SIG_IGN);
     }
     /* the files first: a bad path is reported before the model loads, on every rank's exit */
     run_job j = {.o = &o};
@@ -827,6 +845,7 @@ int numla_run_main(int argc, char **argv)
     numla_comm_world_finalize(&mpi);
     run_signal = 0;
     run_signals = 0;
+    run_signal_ms = 0;
     return rc;
 }
 

@@ -4,6 +4,9 @@
 #         impossible requests fail with a message; arguments with spaces survive quoting
 #   run   really launches `numla topo --bind-check` through mpirun on this machine and
 #         requires every rank to report its binding as correct
+#   mask  under `taskset -c N` (the last CPU this process may use) the binding stays on CPU N:
+#         `numla topo --bind-check` with and without OpenMP places, and every thread of a
+#         running `numla run` sampled from /proc while it serves
 set -uo pipefail
 bin=$1 mode=$2
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -42,6 +45,47 @@ if [ "$mode" = dry ]; then
   [ $rc -ne 0 ]; check no-args $? "rc=$rc"
   out=$("$launch" --bogus -- run 2>&1); rc=$?
   [ $rc -ne 0 ] && [[ "$out" == *"unknown option"* ]]; check bad-option $? "rc=$rc out: $out"
+elif [ "$mode" = mask ]; then
+  cpus=$(taskset -pc $$ | sed 's/.*: //')
+  last=$(awk -v l="$cpus" 'BEGIN { n = split(l, a, ","); split(a[n], r, "-"); print (r[2] != "" ? r[2] : r[1]) }')
+  first=$(awk -v l="$cpus" 'BEGIN { split(l, a, ","); split(a[1], r, "-"); print r[1] }')
+  if [ "$first" = "$last" ]; then
+    echo "launch_test[mask]: this process may use only CPU $last: nothing to restrict"; exit 0
+  fi
+  out=$(taskset -c "$last" "$bin" topo --bind-check 2>&1); rc=$?
+  [ $rc -eq 0 ] && [[ "$out" == *"rank 0: node "*" cpus $last (1) "*"threads 1 pinned ok"* ]] &&
+    [[ "$out" == *"binding to CPUs $last "*"inside the CPUs this process may use"* ]]
+  check taskset-bind-check $? "rc=$rc out: $out"
+  out=$(OMP_PLACES=cores OMP_PROC_BIND=close taskset -c "$last" "$bin" topo --bind-check 2>&1); rc=$?
+  [ $rc -eq 0 ] && [[ "$out" == *" cpus $last (1) "*"pinned ok"* ]]
+  check taskset-omp-places $? "rc=$rc out: $out"
+
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  "$bin" synth --preset tiny --out "$tmp/tiny" --seed 9 >/dev/null 2>&1 || { echo "synth failed"; exit 1; }
+  awk 'BEGIN { for (i = 0; i < 300; i++) { s = "{\"id\": \"m" i "\", \"prompt_tokens\": [";
+    for (t = 0; t < 40; t++) s = s (t ? "," : "") (i * 7 + t) % 500; print s "], \"max_tokens\": 64}" } }' \
+    > "$tmp/req.jsonl"
+  NUMLA_LOG=debug taskset -c "$last" "$bin" run --model "$tmp/tiny" --input "$tmp/req.jsonl" --output "$tmp/out.jsonl" \
+    2> "$tmp/run.err" &
+  pid=$!
+  seen="" samples=0
+  # Sampled only once the rank has bound itself: hwloc's topology discovery (in MPI_Init and
+  # numla's own) briefly moves each thread to every CPU to read CPUID, and puts it back.
+  while kill -0 "$pid" 2>/dev/null; do
+    grep -q "binding to CPUs" "$tmp/run.err" 2>/dev/null || { sleep 0.01; continue; }
+    for f in /proc/"$pid"/task/*/status; do
+      l=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$f" 2>/dev/null) || continue
+      [ -n "$l" ] || continue
+      samples=$((samples + 1))
+      [ "$l" = "$last" ] || seen="$seen $l"
+    done
+    sleep 0.02
+  done
+  wait "$pid"; rc=$?
+  [ $rc -eq 0 ] && [ "$(wc -l < "$tmp/out.jsonl")" -eq 300 ]; check taskset-run $? "rc=$rc $(tail -3 "$tmp/run.err")"
+  [ -z "$seen" ] && [ $samples -gt 0 ]; check taskset-run-threads $? "threads allowed on CPUs$seen, only $last was given ($samples samples)"
+  grep -q "binding to CPUs $last " "$tmp/run.err"; check taskset-run-log $? "$(cat "$tmp/run.err")"
 else
   out=$(timeout 60 "$launch" -- topo --bind-check 2>&1); rc=$?
   [ $rc -eq 0 ] && [[ "$out" == *"rank 0: node "*"pinned ok"* ]]; check bind-check $? "rc=$rc out: $out"

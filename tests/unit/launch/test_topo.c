@@ -353,6 +353,77 @@ static void test_strings(void)
     free(line);
 }
 
+static int rank_cpus_eq(const numla_launch_rank *rk, const int *want, int n)
+{
+    if (rk->num_cpus != n)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (rk->cpus[i] != want[i])
+            return 0;
+    return 1;
+}
+
+/* A rank's CPUs stay inside the set the process was given (cpuset, taskset, launcher): the
+ * plan's allowed CPUs, or the allowed CPUs themselves when the plan's are all outside. PUs of
+ * "numa:2 core:4 pu:2" are numbered in order: node 0 has cores {0,1} {2,3} {4,5} {6,7}. */
+static void test_restrict_to_allowed(void)
+{
+    numla_topo *t = load_synthetic("numa:2 core:4 pu:2");
+    if (!t)
+        return;
+    numla_launch_plan *p = make_plan(t, 2, 0, 0, 0);
+    int changed = -1;
+    if (p) {
+        const int plan1[] = {8, 10, 12, 14};
+        CU_ASSERT(rank_cpus_eq(&p->ranks[1], plan1, 4));
+        /* everything allowed: nothing changes */
+        int all[16];
+        for (int i = 0; i < 16; i++)
+            all[15 - i] = i; /* any order */
+        CU_ASSERT_EQUAL(numla_launch_plan_restrict(t, p, 0, all, 16, &changed), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL(changed, 0);
+        const int plan0[] = {0, 2, 4, 6};
+        CU_ASSERT(rank_cpus_eq(&p->ranks[0], plan0, 4));
+        CU_ASSERT_EQUAL(p->ranks[0].threads, 4);
+        /* two cores' PUs allowed (like taskset -c 10-13): one PU of each, threads follow */
+        const int some[] = {13, 10, 11, 12}, want1[] = {10, 12};
+        CU_ASSERT_EQUAL(numla_launch_plan_restrict(t, p, 1, some, 4, &changed), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL(changed, 1);
+        CU_ASSERT(rank_cpus_eq(&p->ranks[1], want1, 2));
+        CU_ASSERT_EQUAL(p->ranks[1].num_cores, 2);
+        CU_ASSERT_EQUAL(p->ranks[1].threads, 2);
+        CU_ASSERT_EQUAL(p->ranks[1].node, 1);
+        /* rank 0 placed on node 1's second PUs by its launcher: that placement wins */
+        const int elsewhere[] = {9, 15}, want0[] = {9, 15};
+        CU_ASSERT_EQUAL(numla_launch_plan_restrict(t, p, 0, elsewhere, 2, &changed),
+                        NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL(changed, 1);
+        CU_ASSERT(rank_cpus_eq(&p->ranks[0], want0, 2));
+        CU_ASSERT_EQUAL(p->ranks[0].node, 1);
+        CU_ASSERT_EQUAL(p->ranks[0].node_slot, 1);
+        CU_ASSERT_EQUAL(p->ranks[0].threads, 2);
+        /* no allowed CPU on the machine: an error, the rank untouched */
+        const int none[] = {100};
+        CU_ASSERT_EQUAL(numla_launch_plan_restrict(t, p, 0, none, 1, &changed),
+                        NUMLA_STATUS_INVALID_ARG);
+        CU_ASSERT(rank_cpus_eq(&p->ranks[0], want0, 2));
+        CU_ASSERT_EQUAL(numla_launch_plan_restrict(t, p, 2, all, 16, &changed),
+                        NUMLA_STATUS_OUT_OF_RANGE);
+    }
+    numla_launch_plan_destroy(&p);
+    /* hyper-threads: every allowed PU of the plan's cores; fixed threads stay as asked */
+    p = make_plan(t, 1, 3, 0, 1);
+    if (p) {
+        const int three[] = {0, 1, 2}, want[] = {0, 1, 2};
+        CU_ASSERT_EQUAL(numla_launch_plan_restrict(t, p, 0, three, 3, &changed), NUMLA_STATUS_OK);
+        CU_ASSERT(rank_cpus_eq(&p->ranks[0], want, 3));
+        CU_ASSERT_EQUAL(p->ranks[0].num_cores, 2);
+        CU_ASSERT_EQUAL(p->ranks[0].threads, 3);
+    }
+    numla_launch_plan_destroy(&p);
+    numla_topo_destroy(&t);
+}
+
 /* Bind this very process with a plan for this machine, check the report, then undo. */
 static void test_bind_this_machine(void)
 {
@@ -395,6 +466,30 @@ static void test_bind_this_machine(void)
     } else {
         NUMLA_ASSERT_MSG(0, "bind apply: %s", numla_error_message());
     }
+    /* Given only the plan's last CPU (like taskset -c N), the binding stays on it. Without
+     * OpenMP places: a runtime's places would still name the whole start mask. */
+    numla_launch_plan_destroy(&p);
+    p = make_plan(t, 1, 0, 0, 0);
+    if (p && p->ranks[0].num_cpus > 1 && omp_get_num_places() == 0) {
+        int last = p->ranks[0].cpus[p->ranks[0].num_cpus - 1];
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(last, &one);
+#pragma omp parallel
+        sched_setaffinity(0, sizeof one, &one);
+        CU_ASSERT_EQUAL(numla_bind_apply(t, p, 0, 0), NUMLA_STATUS_OK);
+        numla_bind_info info;
+        CU_ASSERT_EQUAL(numla_bind_report(p, 0, 0, &info), 0);
+        CU_ASSERT_EQUAL(info.num_cpus, 1);
+        char want[16];
+        snprintf(want, sizeof want, "%d", last);
+        NUMLA_ASSERT_MSG(!strcmp(info.cpus, want), "bound to %s, allowed only %s", info.cpus,
+                         want);
+        CU_ASSERT_EQUAL(info.threads, 1);
+        cpu_set_t mine;
+        sched_getaffinity(0, sizeof mine, &mine);
+        CU_ASSERT(CPU_EQUAL(&mine, &one));
+    }
     /* Undo, so later suites in the same process run unbound. */
 #pragma omp parallel
     sched_setaffinity(0, sizeof saved, &saved);
@@ -410,4 +505,5 @@ NUMLA_TEST_SUITE(topo, NULL, NULL, NUMLA_TEST(test_two_packages_snc),
                  NUMLA_TEST(test_eight_nodes_and_oversubscribe), NUMLA_TEST(test_single_node),
                  NUMLA_TEST(test_memory_only_node), NUMLA_TEST(test_bad_sources_and_env),
                  NUMLA_TEST(test_strings), NUMLA_TEST(test_opts_from_env),
+                 NUMLA_TEST(test_restrict_to_allowed),
                  NUMLA_TEST(test_bind_this_machine))
