@@ -1,11 +1,11 @@
 /* kernels/x86/qlinear_avx512.c — fp8-block and int8-row linear layers on AVX-512: each thread
  * streams its rows of 1-byte weights once, widens them to fp32 in registers and multiplies
- * them with up to NUMLA_QLINEAR_MR rows of x (a decode GEMV / skinny GEMM; the weight row stays
- * in L1 across the x tiles).
+ * tiles of NUMLA_QLINEAR_NW rows by NUMLA_QLINEAR_MR rows of x (a decode GEMV / skinny GEMM;
+ * the weight rows stay in L1 across the x tiles).
  *
  * e4m3 -> fp32 without a table: the byte's 7 magnitude bits, shifted left by 7, are an fp16
  * with the same mantissa and the exponent field e read with bias 15 instead of 7 (subnormals
- * included, which vcvtph2ps converts exactly), so the fp16 is the value · 2^-8; the sign
+ * included, which vcvtph2ps converts exactly, DAZ or not), so the fp16 is the value · 2^-8; the sign
  * moves from bit 14 to 15 by sign-extending the byte first and clearing bit 14. The 2^8 goes
  * into the block scale (exact: a power of two). */
 #include "kernels/qlinear_internal.h"
@@ -14,7 +14,9 @@
 #include <omp.h>
 
 enum {
-    NUMLA_QLINEAR_MR = 4, /* x rows per tile: 4 x 2 accumulators + 4 totals stay in registers */
+    NUMLA_QLINEAR_NW = 4, /* weight rows per tile: each x load feeds 4 FMAs, so x (43 KiB at
+                             K = 10944, past L1) is read from L2 once per 4 rows, not per row */
+    NUMLA_QLINEAR_MR = 2, /* x rows per tile: 4 x 2 accumulators + 4 x 2 totals in registers */
 };
 
 /* 16 e4m3 bytes -> 16 floats, each 2^-8 times the weight. */
@@ -35,74 +37,98 @@ static inline __attribute__((always_inline)) __m512 numla_qlinear_widen_(const i
     return fp8 ? numla_qlinear_fp8x16_(p) : numla_qlinear_i8x16_(p);
 }
 
-/* out[i] = row r of W · x row i, for i < mr (a compile-time constant after inlining). fp8:
- * block by block, each block's sum times its scale; int8: one block, times the row scale. A
- * (accumulators per x row) gives M = 1 four independent FMA chains. */
+/* out[j][i] = row r + j of W · x row i, for j < nw, i < mr (compile-time constants after
+ * inlining). fp8: block by block, each block's sum times its scale; int8: one block, times the
+ * row scale. */
 static inline __attribute__((always_inline)) void
 numla_qlinear_tile_(const numla_qlinear_weight *w, int64_t r, const float *x, int64_t ldx,
-                    const int mr, const int fp8, float *out)
+                    const int nw, const int mr, const int fp8, float out[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_MR])
 {
-    enum { A = 4 };
-    const int na = mr == 1 ? 4 : 2;
     const int64_t k = w->k, B = fp8 ? NUMLA_QLINEAR_BLOCK : w->kp;
-    const int8_t *wr = w->q + r * w->kp;
-    const float *s = fp8 ? w->scales + numla_qlinear_grid_row(w, r) * w->scale_cols : NULL;
-    __m512 tot[NUMLA_QLINEAR_MR];
-    for (int i = 0; i < mr; i++)
-        tot[i] = _mm512_setzero_ps();
+    const int8_t *wr[NUMLA_QLINEAR_NW];
+    const float *s[NUMLA_QLINEAR_NW];
+    __m512 tot[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_MR];
+    for (int j = 0; j < nw; j++) {
+        wr[j] = w->q + (r + j) * w->kp;
+        s[j] = fp8 ? w->scales + numla_qlinear_grid_row(w, r + j) * w->scale_cols : NULL;
+        for (int i = 0; i < mr; i++)
+            tot[j][i] = _mm512_setzero_ps();
+    }
     for (int64_t k0 = 0; k0 < k; k0 += B) {
         const int64_t k1 = k0 + B < k ? k0 + B : k;
-        __m512 a[NUMLA_QLINEAR_MR][A];
-        for (int i = 0; i < mr; i++)
-            for (int j = 0; j < na; j++)
-                a[i][j] = _mm512_setzero_ps();
+        __m512 a[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_MR];
+        for (int j = 0; j < nw; j++)
+            for (int i = 0; i < mr; i++)
+                a[j][i] = _mm512_setzero_ps();
         int64_t c = k0;
-        for (; c + 16 * na <= k1; c += 16 * na)
-            for (int j = 0; j < na; j++) {
-                __m512 wv = numla_qlinear_widen_(wr + c + 16 * j, fp8);
-                for (int i = 0; i < mr; i++)
-                    a[i][j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + i * ldx + c + 16 * j), a[i][j]);
+        /* fp8, 32 at a time: one widening of 32 bytes to fp16 per row, two conversions. */
+        for (; fp8 && c + 32 <= k1; c += 32) {
+            __m512 x0[NUMLA_QLINEAR_MR], x1[NUMLA_QLINEAR_MR];
+            for (int i = 0; i < mr; i++) {
+                x0[i] = _mm512_loadu_ps(x + i * ldx + c);
+                x1[i] = _mm512_loadu_ps(x + i * ldx + c + 16);
             }
-        /* The rest of the block, 16 at a time; the packed row is zero-padded to a multiple of
-         * 64 bytes, so only x needs the mask. */
+            for (int j = 0; j < nw; j++) {
+                __m512i h = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(wr[j] + c)));
+                h = _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16((short)0xBFFF));
+                __m512 w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+                __m512 w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+                for (int i = 0; i < mr; i++) {
+                    a[j][i] = _mm512_fmadd_ps(w0, x0[i], a[j][i]);
+                    a[j][i] = _mm512_fmadd_ps(w1, x1[i], a[j][i]);
+                }
+            }
+        }
+        /* 16 at a time; the packed rows are zero-padded to a multiple of 64 bytes, so only x
+         * needs the mask at the end. */
         for (; c < k1; c += 16) {
             __mmask16 msk = k1 - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k1 - c)) - 1);
-            __m512 wv = numla_qlinear_widen_(wr + c, fp8);
+            __m512 xv[NUMLA_QLINEAR_MR];
             for (int i = 0; i < mr; i++)
-                a[i][0] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(msk, x + i * ldx + c), a[i][0]);
+                xv[i] = _mm512_maskz_loadu_ps(msk, x + i * ldx + c);
+            for (int j = 0; j < nw; j++) {
+                __m512 wv = numla_qlinear_widen_(wr[j] + c, fp8);
+                for (int i = 0; i < mr; i++)
+                    a[j][i] = _mm512_fmadd_ps(wv, xv[i], a[j][i]);
+            }
         }
-        const __m512 sv = _mm512_set1_ps(fp8 ? s[k0 / NUMLA_QLINEAR_BLOCK] * 256.0f : 1.0f);
-        for (int i = 0; i < mr; i++) {
-            __m512 blk = a[i][0];
-            for (int j = 1; j < na; j++)
-                blk = _mm512_add_ps(blk, a[i][j]);
-            tot[i] = fp8 ? _mm512_fmadd_ps(blk, sv, tot[i]) : _mm512_add_ps(blk, tot[i]);
+        for (int j = 0; j < nw; j++) {
+            const __m512 sv = _mm512_set1_ps(fp8 ? s[j][k0 / NUMLA_QLINEAR_BLOCK] * 256.0f : 1.0f);
+            for (int i = 0; i < mr; i++)
+                tot[j][i] = fp8 ? _mm512_fmadd_ps(a[j][i], sv, tot[j][i]) : _mm512_add_ps(a[j][i], tot[j][i]);
         }
     }
-    for (int i = 0; i < mr; i++)
-        out[i] = _mm512_reduce_add_ps(tot[i]) * (fp8 ? 1.0f : w->scales[r]);
+    for (int j = 0; j < nw; j++)
+        for (int i = 0; i < mr; i++)
+            out[j][i] = _mm512_reduce_add_ps(tot[j][i]) * (fp8 ? 1.0f : w->scales[r + j]);
 }
 
 static void numla_qlinear_rows_(const numla_qlinear_weight *w, int64_t m, const float *x,
                                 int64_t ldx, float *y, int64_t ldy, int accumulate, int64_t r0,
                                 int64_t r1, const int fp8)
 {
-    float out[NUMLA_QLINEAR_MR];
-    for (int64_t r = r0; r < r1; r++)
+    float out[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_MR];
+    for (int64_t r = r0; r < r1;) {
+        const int nw = r1 - r >= NUMLA_QLINEAR_NW ? NUMLA_QLINEAR_NW : 1;
         for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QLINEAR_MR) {
             const float *xi = x + i0 * ldx;
-            const int64_t mr = m - i0 < NUMLA_QLINEAR_MR ? m - i0 : NUMLA_QLINEAR_MR;
-            switch (mr) {
-            case 1: numla_qlinear_tile_(w, r, xi, ldx, 1, fp8, out); break;
-            case 2: numla_qlinear_tile_(w, r, xi, ldx, 2, fp8, out); break;
-            case 3: numla_qlinear_tile_(w, r, xi, ldx, 3, fp8, out); break;
-            default: numla_qlinear_tile_(w, r, xi, ldx, 4, fp8, out); break;
-            }
-            for (int64_t i = 0; i < mr; i++) {
-                float *yo = y + (i0 + i) * ldy + r;
-                *yo = accumulate ? *yo + out[i] : out[i];
-            }
+            const int mr = m - i0 >= NUMLA_QLINEAR_MR ? NUMLA_QLINEAR_MR : 1;
+            if (nw == NUMLA_QLINEAR_NW && mr == NUMLA_QLINEAR_MR)
+                numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_NW, NUMLA_QLINEAR_MR, fp8, out);
+            else if (nw == NUMLA_QLINEAR_NW)
+                numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_NW, 1, fp8, out);
+            else if (mr == NUMLA_QLINEAR_MR)
+                numla_qlinear_tile_(w, r, xi, ldx, 1, NUMLA_QLINEAR_MR, fp8, out);
+            else
+                numla_qlinear_tile_(w, r, xi, ldx, 1, 1, fp8, out);
+            for (int j = 0; j < nw; j++)
+                for (int i = 0; i < mr; i++) {
+                    float *yo = y + (i0 + i) * ldy + r + j;
+                    *yo = accumulate ? *yo + out[j][i] : out[j][i];
+                }
         }
+        r += nw;
+    }
 }
 
 void numla_qlinear_forward_avx512(const numla_qlinear_weight *w, int64_t m, const float *x,
