@@ -299,6 +299,10 @@ static void test_validation(void)
     s.fmt = NUMLA_QLINEAR_INT8_ROW; /* the fp8 grid is not one scale per row */
     CU_ASSERT(numla_qlinear_pack(&s, packed, &w) == NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_EQUAL(numla_qlinear_packed_size(NUMLA_QLINEAR_FORMAT_COUNT, 1, 1), 0);
+    /* Levels without a variant inherit the one below. */
+    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX2), NUMLA_ISA_REF);
+    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX512BF16), NUMLA_ISA_AVX512);
+    CU_ASSERT(numla_qlinear_level(NUMLA_QLINEAR_INT8_W8A8, NUMLA_ISA_AVX512BF16) <= NUMLA_ISA_AVX512);
     CU_ASSERT_EQUAL(numla_qlinear_packed_size(NUMLA_QLINEAR_FP8_BLOCK, 0, 1), 0);
 
     CU_ASSERT_FATAL(numla_qlinear_pack(&ok, packed, &w) == NUMLA_STATUS_OK);
