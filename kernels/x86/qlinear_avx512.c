@@ -110,9 +110,9 @@ static void numla_qlinear_rows_(const numla_qlinear_weight *w, int64_t m, const 
     float out[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_MR];
     for (int64_t r = r0; r < r1;) {
         const int nw = r1 - r >= NUMLA_QLINEAR_NW ? NUMLA_QLINEAR_NW : 1;
-        for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QLINEAR_MR) {
+        for (int64_t i0 = 0, mr; i0 < m; i0 += mr) {
             const float *xi = x + i0 * ldx;
-            const int mr = m - i0 >= NUMLA_QLINEAR_MR ? NUMLA_QLINEAR_MR : 1;
+            mr = m - i0 >= NUMLA_QLINEAR_MR ? NUMLA_QLINEAR_MR : 1;
             if (nw == NUMLA_QLINEAR_NW && mr == NUMLA_QLINEAR_MR)
                 numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_NW, NUMLA_QLINEAR_MR, fp8, out);
             else if (nw == NUMLA_QLINEAR_NW)

@@ -10,7 +10,10 @@
 #include <math.h>
 #include <omp.h>
 
-enum { NUMLA_QLINEAR_VNNI_MR = 4 };
+enum {
+    NUMLA_QLINEAR_VNNI_NW = 4, /* weight rows per tile */
+    NUMLA_QLINEAR_VNNI_MR = 4, /* x rows per tile: 16 accumulators, 8 loads per 16 vpdpbusd */
+};
 
 /* numla_qlinear_quantize_row_ref, vectorised: max is exact in any order, the product is the
  * same fp32 multiply, and the conversion rounds half to even like the reference. */
@@ -38,30 +41,30 @@ static float numla_qlinear_quantize_row_vnni_(const float *x, int64_t k, int64_t
     return sx;
 }
 
+/* out[j][i] = Σ_k q[i][k] w[r + j][k] for j < nw, i < mr (compile-time constants after
+ * inlining): per 64 bytes, nw weight loads and mr x loads feed nw x mr vpdpbusd, one chain
+ * each (M = 1 still has nw = 4 independent chains). */
 static inline __attribute__((always_inline)) void
 numla_qlinear_vnni_tile_(const numla_qlinear_weight *w, int64_t r, const uint8_t *xq, int64_t kp,
-                         const int mr, int32_t *out)
+                         const int nw, const int mr, int32_t out[NUMLA_QLINEAR_VNNI_NW][NUMLA_QLINEAR_VNNI_MR])
 {
-    enum { A = 2 };
-    const int8_t *wr = w->q + r * kp;
-    __m512i a[NUMLA_QLINEAR_VNNI_MR][A];
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < A; j++)
-            a[i][j] = _mm512_setzero_si512();
-    int64_t c = 0;
-    for (; c + 128 <= kp; c += 128)
-        for (int j = 0; j < A; j++) {
-            __m512i wv = _mm512_load_si512((const void *)(wr + c + 64 * j));
-            for (int i = 0; i < mr; i++)
-                a[i][j] = _mm512_dpbusd_epi32(a[i][j], _mm512_load_si512((const void *)(xq + i * kp + c + 64 * j)), wv);
-        }
-    if (c < kp) {
-        __m512i wv = _mm512_load_si512((const void *)(wr + c));
+    __m512i a[NUMLA_QLINEAR_VNNI_NW][NUMLA_QLINEAR_VNNI_MR];
+    for (int j = 0; j < nw; j++)
         for (int i = 0; i < mr; i++)
-            a[i][0] = _mm512_dpbusd_epi32(a[i][0], _mm512_load_si512((const void *)(xq + i * kp + c)), wv);
+            a[j][i] = _mm512_setzero_si512();
+    for (int64_t c = 0; c < kp; c += 64) {
+        __m512i xv[NUMLA_QLINEAR_VNNI_MR];
+        for (int i = 0; i < mr; i++)
+            xv[i] = _mm512_load_si512((const void *)(xq + i * kp + c));
+        for (int j = 0; j < nw; j++) {
+            __m512i wv = _mm512_load_si512((const void *)(w->q + (r + j) * kp + c));
+            for (int i = 0; i < mr; i++)
+                a[j][i] = _mm512_dpbusd_epi32(a[j][i], xv[i], wv);
+        }
     }
-    for (int i = 0; i < mr; i++)
-        out[i] = _mm512_reduce_add_epi32(_mm512_add_epi32(a[i][0], a[i][1])) - 128 * w->row_sums[r];
+    for (int j = 0; j < nw; j++)
+        for (int i = 0; i < mr; i++)
+            out[j][i] = _mm512_reduce_add_epi32(a[j][i]) - 128 * w->row_sums[r + j];
 }
 
 void numla_qlinear_forward_avx512vnni(const numla_qlinear_weight *w, int64_t m, const float *x,
@@ -78,21 +81,27 @@ void numla_qlinear_forward_avx512vnni(const numla_qlinear_weight *w, int64_t m, 
             sx[i] = numla_qlinear_quantize_row_vnni_(x + i * ldx, w->k, kp, xq + i * kp);
         int64_t r0, r1;
         numla_qlinear_split(w->n, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
-        int32_t out[NUMLA_QLINEAR_VNNI_MR];
-        for (int64_t r = r0; r < r1; r++)
-            for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QLINEAR_VNNI_MR) {
+        int32_t out[NUMLA_QLINEAR_VNNI_NW][NUMLA_QLINEAR_VNNI_MR];
+        for (int64_t r = r0; r < r1;) {
+            const int nw = r1 - r >= NUMLA_QLINEAR_VNNI_NW ? NUMLA_QLINEAR_VNNI_NW : 1;
+            for (int64_t i0 = 0, mr; i0 < m; i0 += mr) {
                 const uint8_t *xi = xq + i0 * kp;
-                const int64_t mr = m - i0 < NUMLA_QLINEAR_VNNI_MR ? m - i0 : NUMLA_QLINEAR_VNNI_MR;
-                switch (mr) {
-                case 1: numla_qlinear_vnni_tile_(w, r, xi, kp, 1, out); break;
-                case 2: numla_qlinear_vnni_tile_(w, r, xi, kp, 2, out); break;
-                case 3: numla_qlinear_vnni_tile_(w, r, xi, kp, 3, out); break;
-                default: numla_qlinear_vnni_tile_(w, r, xi, kp, 4, out); break;
-                }
-                for (int64_t i = 0; i < mr; i++) {
-                    float *yo = y + (i0 + i) * ldy + r;
-                    *yo = numla_qlinear_w8a8_out(out[i], sx[i0 + i], w->scales[r], *yo, accumulate);
-                }
+                mr = m - i0 >= NUMLA_QLINEAR_VNNI_MR ? NUMLA_QLINEAR_VNNI_MR : 1;
+                if (nw == NUMLA_QLINEAR_VNNI_NW && mr == NUMLA_QLINEAR_VNNI_MR)
+                    numla_qlinear_vnni_tile_(w, r, xi, kp, NUMLA_QLINEAR_VNNI_NW, NUMLA_QLINEAR_VNNI_MR, out);
+                else if (nw == NUMLA_QLINEAR_VNNI_NW)
+                    numla_qlinear_vnni_tile_(w, r, xi, kp, NUMLA_QLINEAR_VNNI_NW, 1, out);
+                else if (mr == NUMLA_QLINEAR_VNNI_MR)
+                    numla_qlinear_vnni_tile_(w, r, xi, kp, 1, NUMLA_QLINEAR_VNNI_MR, out);
+                else
+                    numla_qlinear_vnni_tile_(w, r, xi, kp, 1, 1, out);
+                for (int j = 0; j < nw; j++)
+                    for (int i = 0; i < mr; i++) {
+                        float *yo = y + (i0 + i) * ldy + r + j;
+                        *yo = numla_qlinear_w8a8_out(out[j][i], sx[i0 + i], w->scales[r + j], *yo, accumulate);
+                    }
             }
+            r += nw;
+        }
     }
 }
