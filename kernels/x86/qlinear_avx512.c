@@ -1,7 +1,8 @@
 /* kernels/x86/qlinear_avx512.c — fp8-block and int8-row linear layers on AVX-512: each thread
  * streams its rows of 1-byte weights once, widens them to fp32 in registers and multiplies
- * tiles of NUMLA_QLINEAR_NW rows by NUMLA_QLINEAR_MR rows of x (a decode GEMV / skinny GEMM;
- * the weight rows stay in L1 across the x tiles).
+ * tiles of NUMLA_QLINEAR_NW rows by NUMLA_QLINEAR_MR rows of x, or 2 x 4 for a few more rows
+ * of x (a decode GEMV / skinny GEMM; the weight rows stay in L1 across the x tiles). Large M
+ * widens each weight M / 2 times: prefill is the AMX variant's job (not written yet).
  *
  * e4m3 -> fp32 without a table: the byte's 7 magnitude bits, shifted left by 7, are an fp16
  * with the same mantissa and the exponent field e read with bias 15 instead of 7 (subnormals
@@ -17,6 +18,10 @@ enum {
     NUMLA_QLINEAR_NW = 4, /* weight rows per tile: each x load feeds 4 FMAs, so x (43 KiB at
                              K = 10944, past L1) is read from L2 once per 4 rows, not per row */
     NUMLA_QLINEAR_MR = 2, /* x rows per tile: 4 x 2 accumulators + 4 x 2 totals in registers */
+    NUMLA_QLINEAR_WIDE_NW = 2, /* M in [WIDE_MR, WIDE_MAX_M]: 2 weight rows x 4 x rows, so */
+    NUMLA_QLINEAR_WIDE_MR = 4, /* each widened weight feeds 4 FMAs (widening is the cost) */
+    NUMLA_QLINEAR_WIDE_MAX_M = 12, /* past this, reading x from L2 once per 2 weight rows costs
+                                      more than the widening saved (measured on Zen 5) */
 };
 
 /* 16 e4m3 bytes -> 16 floats, each 2^-8 times the weight. */
@@ -42,12 +47,12 @@ static inline __attribute__((always_inline)) __m512 numla_qlinear_widen_(const i
  * row scale. */
 static inline __attribute__((always_inline)) void
 numla_qlinear_tile_(const numla_qlinear_weight *w, int64_t r, const float *x, int64_t ldx,
-                    const int nw, const int mr, const int fp8, float out[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_MR])
+                    const int nw, const int mr, const int fp8, float out[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_WIDE_MR])
 {
     const int64_t k = w->k, B = fp8 ? NUMLA_QLINEAR_BLOCK : w->kp;
     const int8_t *wr[NUMLA_QLINEAR_NW];
     const float *s[NUMLA_QLINEAR_NW];
-    __m512 tot[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_MR];
+    __m512 tot[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_WIDE_MR];
     for (int j = 0; j < nw; j++) {
         wr[j] = w->q + (r + j) * w->kp;
         s[j] = fp8 ? w->scales + numla_qlinear_grid_row(w, r + j) * w->scale_cols : NULL;
@@ -56,14 +61,14 @@ numla_qlinear_tile_(const numla_qlinear_weight *w, int64_t r, const float *x, in
     }
     for (int64_t k0 = 0; k0 < k; k0 += B) {
         const int64_t k1 = k0 + B < k ? k0 + B : k;
-        __m512 a[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_MR];
+        __m512 a[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_WIDE_MR];
         for (int j = 0; j < nw; j++)
             for (int i = 0; i < mr; i++)
                 a[j][i] = _mm512_setzero_ps();
         int64_t c = k0;
         /* fp8, 32 at a time: one widening of 32 bytes to fp16 per row, two conversions. */
         for (; fp8 && c + 32 <= k1; c += 32) {
-            __m512 x0[NUMLA_QLINEAR_MR], x1[NUMLA_QLINEAR_MR];
+            __m512 x0[NUMLA_QLINEAR_WIDE_MR], x1[NUMLA_QLINEAR_WIDE_MR];
             for (int i = 0; i < mr; i++) {
                 x0[i] = _mm512_loadu_ps(x + i * ldx + c);
                 x1[i] = _mm512_loadu_ps(x + i * ldx + c + 16);
@@ -83,7 +88,7 @@ numla_qlinear_tile_(const numla_qlinear_weight *w, int64_t r, const float *x, in
          * needs the mask at the end. */
         for (; c < k1; c += 16) {
             __mmask16 msk = k1 - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k1 - c)) - 1);
-            __m512 xv[NUMLA_QLINEAR_MR];
+            __m512 xv[NUMLA_QLINEAR_WIDE_MR];
             for (int i = 0; i < mr; i++)
                 xv[i] = _mm512_maskz_loadu_ps(msk, x + i * ldx + c);
             for (int j = 0; j < nw; j++) {
@@ -107,16 +112,25 @@ static void numla_qlinear_rows_(const numla_qlinear_weight *w, int64_t m, const 
                                 int64_t ldx, float *y, int64_t ldy, int accumulate, int64_t r0,
                                 int64_t r1, const int fp8)
 {
-    float out[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_MR];
+    float out[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_WIDE_MR];
+    const int wide = m >= NUMLA_QLINEAR_WIDE_MR && m <= NUMLA_QLINEAR_WIDE_MAX_M;
+    const int NW = wide ? NUMLA_QLINEAR_WIDE_NW : NUMLA_QLINEAR_NW;
+    const int MR = wide ? NUMLA_QLINEAR_WIDE_MR : NUMLA_QLINEAR_MR;
     for (int64_t r = r0; r < r1;) {
-        const int nw = r1 - r >= NUMLA_QLINEAR_NW ? NUMLA_QLINEAR_NW : 1;
+        const int nw = r1 - r >= NW ? NW : 1;
         for (int64_t i0 = 0, mr; i0 < m; i0 += mr) {
             const float *xi = x + i0 * ldx;
-            mr = m - i0 >= NUMLA_QLINEAR_MR ? NUMLA_QLINEAR_MR : 1;
+            mr = m - i0 >= MR ? MR : 1;
             if (nw == NUMLA_QLINEAR_NW && mr == NUMLA_QLINEAR_MR)
                 numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_NW, NUMLA_QLINEAR_MR, fp8, out);
             else if (nw == NUMLA_QLINEAR_NW)
                 numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_NW, 1, fp8, out);
+            else if (nw == NUMLA_QLINEAR_WIDE_NW && mr == NUMLA_QLINEAR_WIDE_MR)
+                numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_WIDE_NW, NUMLA_QLINEAR_WIDE_MR, fp8, out);
+            else if (nw == NUMLA_QLINEAR_WIDE_NW)
+                numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_WIDE_NW, 1, fp8, out);
+            else if (mr == NUMLA_QLINEAR_WIDE_MR)
+                numla_qlinear_tile_(w, r, xi, ldx, 1, NUMLA_QLINEAR_WIDE_MR, fp8, out);
             else if (mr == NUMLA_QLINEAR_MR)
                 numla_qlinear_tile_(w, r, xi, ldx, 1, NUMLA_QLINEAR_MR, fp8, out);
             else

@@ -1,6 +1,6 @@
 /* Tests for kernels/qlinear (8-bit weights): every supported ISA level, on slices of larger
  * checkpoint tensors (unaligned first rows such as 192·h, a 128-aligned first column, N and K
- * not multiples of 128 or 16), M = 1, 3, 17, 64, accumulate on and off, strided x and y.
+ * not multiples of 128 or 16), M = 1, 3, 6, 17, 64, accumulate on and off, strided x and y.
  *
  * Oracles, computed here from the unpacked checkpoint bytes:
  *   fp8-block, int8-row: the dequantized weights (e4m3 decoded by this file's own formula)
@@ -214,7 +214,7 @@ static void run_all(numla_qlinear_format fmt)
 {
     numla_isa isas[NUMLA_ISA_COUNT];
     int ni = numla_test_isas(isas), bad = 0;
-    const int64_t ms[] = {1, 3, 17, 64};
+    const int64_t ms[] = {1, 3, 6, 17, 64}; /* 6: the avx512 2 x 4 tiles and their tail */
     uint64_t seed = 1000 + (uint64_t)fmt * 100;
     for (int a = 0; a < ni; a++)
         for (size_t s = 0; s < sizeof slices / sizeof slices[0]; s++)
