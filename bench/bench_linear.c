@@ -6,6 +6,8 @@
  *   skinny  M = 8,32 — both figures;
  *   prefill M = 512  — GFLOP/s and the fraction of the vdpbf16ps peak;
  *   expert  M = 48   — a 512-token prefill's routed expert (6 of 64 experts per token): both.
+ * gemv and skinny also time the 8-bit weights (kernels/qlinear.h: numla_fp8, numla_int8,
+ * numla_w8a8) on the bytes they read, next to the bf16 row of the same run.
  * Read bandwidth and peak are measured in the same run on the same threads. GEMV/skinny weights
  * and expert weights rotate over enough copies (>= 4x the LLC, at most 2 GiB) that every call reads them from memory. Prints
  * ratios; never asserts on time. */
@@ -24,6 +26,7 @@
 #include "engine/cli/settings.h"
 #include "kernels/linear.h"
 #include "kernels/linear_internal.h" /* whether the AMX GEMM takes a shape */
+#include "kernels/qlinear.h"
 
 #ifdef NUMLA_HAVE_OPENBLAS
 #include <cblas.h>
@@ -278,7 +281,91 @@ static void numla_bench_linear_dnnl_free_(numla_bench_linear_ctx *cx)
 }
 #endif
 
-/* Benchmarks one shape; fills up to 8 results; returns the count. */
+/* 8-bit weights (kernels/qlinear.h) on the decode shapes: one row per format, next to the bf16
+ * row of the same run (vs_numla is then the speed-up over bf16). GB/s and frac_bw count the
+ * bytes a call actually reads: 1-byte weights plus scales (plus int8 row sums). */
+typedef struct numla_bench_linear_q8_ctx {
+    int64_t m;
+    const float *x;
+    float *y;
+    numla_qlinear_weight *w; /* (copies) */
+    numla_isa isa;
+    void *ws;
+    size_t ws_bytes;
+} numla_bench_linear_q8_ctx;
+
+static int numla_bench_linear_q8_call_(void *p, int c)
+{
+    numla_bench_linear_q8_ctx *cx = p;
+    return numla_qlinear_forward(&cx->w[c], cx->isa, cx->m, cx->x, cx->w[c].k, cx->y, cx->w[c].n, 0,
+                                 cx->ws, cx->ws_bytes) != NUMLA_STATUS_OK;
+}
+
+static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa isa, size_t pool,
+                                  int reps, const float *x, float *y, numla_bench_linear_result *res)
+{
+    static const char *const names[NUMLA_QLINEAR_FORMAT_COUNT] = {"numla_fp8", "numla_int8",
+                                                                  "numla_w8a8"};
+    const size_t wb8 = (size_t)s->n * (size_t)s->k;
+    int copies = (int)((pool + wb8 - 1) / wb8), nr = 0;
+    if (copies < 1)
+        copies = 1;
+    const int calls = copies * 2 > 3 * reps ? copies * 2 : 3 * reps;
+    uint8_t *src = malloc(wb8);
+    const int64_t sr = (s->n + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK,
+                  sc = (s->k + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK;
+    float *scales = malloc((size_t)(sr * sc > s->n ? sr * sc : s->n) * sizeof *scales);
+    numla_qlinear_weight *w = calloc((size_t)copies, sizeof *w);
+    void **packed = calloc((size_t)copies, sizeof *packed);
+    if (!src || !scales || !w || !packed)
+        goto done;
+    uint64_t st = 0x2545F4914F6CDD1Dull;
+    for (size_t i = 0; i < wb8; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        src[i] = (uint8_t)(st >> 56);
+        if ((src[i] & 0x7f) == 0x7f) /* no e4m3 NaN encodings (the int8 rows do not care) */
+            src[i] ^= 1;
+    }
+    for (int64_t i = 0; i < (sr * sc > s->n ? sr * sc : s->n); i++)
+        scales[i] = 1e-3f;
+    for (int f = 0; f < NUMLA_QLINEAR_FORMAT_COUNT; f++) {
+        const numla_qlinear_format fmt = (numla_qlinear_format)f;
+        const int fp8 = fmt == NUMLA_QLINEAR_FP8_BLOCK;
+        numla_qlinear_source qs = {fmt, s->n, s->k, 0, 0, src, s->k, scales, fp8 ? sr : s->n, fp8 ? sc : 1};
+        const size_t bytes = numla_qlinear_packed_size(fmt, s->n, s->k);
+        size_t most = 0; /* one buffer per copy serves every format */
+        for (int g = 0; g < NUMLA_QLINEAR_FORMAT_COUNT; g++)
+            if (numla_qlinear_packed_size((numla_qlinear_format)g, s->n, s->k) > most)
+                most = numla_qlinear_packed_size((numla_qlinear_format)g, s->n, s->k);
+        int ok = 1;
+        for (int c = 0; c < copies && ok; c++) {
+            if (!packed[c])
+                packed[c] = numla_bench_linear_alloc_(most);
+            ok = packed[c] && numla_qlinear_pack(&qs, packed[c], &w[c]) == NUMLA_STATUS_OK;
+        }
+        if (!ok)
+            break;
+        numla_bench_linear_q8_ctx cx = {s->m, x, y, w, isa, NULL, numla_qlinear_workspace_size(&w[0], s->m)};
+        cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
+        res[nr].name = names[f];
+        /* Bytes read: the packed weights and scales (the int8 rows' per-row scale and row sum
+         * are inside `bytes`; fp8 reads no row sums). */
+        res[nr].weight_bytes = (double)bytes;
+        res[nr].sec = numla_bench_linear_time_(numla_bench_linear_q8_call_, &cx, copies, calls, &res[nr].median);
+        nr++;
+        free(cx.ws);
+    }
+done:
+    for (int c = 0; packed && c < copies; c++)
+        free(packed[c]);
+    free(packed);
+    free(w);
+    free(scales);
+    free(src);
+    return nr;
+}
+
+/* Benchmarks one shape; fills up to 12 results; returns the count. */
 static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_isa isa, size_t pool,
                                      int reps, numla_bench_linear_result *res)
 {
@@ -337,6 +424,9 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
         free(packed);
         free(cx.w);
     }
+
+    if (streaming)
+        nr += numla_bench_linear_q8_(s, isa, pool, reps, cx.x, cx.y, res + nr);
 
 #if defined(NUMLA_HAVE_OPENBLAS) || defined(NUMLA_HAVE_DNNL)
     /* fp32 copies of W for the sgemm baselines: the same pool size in bytes, so they too read
@@ -486,7 +576,7 @@ static int numla_bench_linear_main_(int argc, char **argv)
         const numla_bench_linear_shape *s = &numla_bench_linear_shapes_[i];
         if (only && strcmp(only, s->cls))
             continue;
-        numla_bench_linear_result res[8];
+        numla_bench_linear_result res[12];
         int nr = numla_bench_linear_shape_(s, isa, pool, reps, res);
         const double flops = 2.0 * (double)s->m * (double)s->n * (double)s->k;
         for (int r = 0; r < nr; r++) {

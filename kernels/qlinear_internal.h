@@ -1,0 +1,87 @@
+/* kernels/qlinear_internal.h — private to the 8-bit linear kernels (kernels/qlinear.c,
+ * kernels/ref/qlinear_ref.c, kernels/x86/qlinear_*.c): the packed layout, the W8A8 workspace
+ * layout, and the per-ISA entry points of the dispatch table.
+ *
+ * Packed buffer (one layout for every ISA):
+ *   [0, n·kp)              q: row r holds W[row0 + r][col0 .. col0 + k), zero-padded to kp
+ *                          (a multiple of 64, so every row starts on a cache line and the
+ *                          vector loops read whole lines without masks; a zero weight adds
+ *                          nothing whatever x holds there, since x is masked, or, for W8A8,
+ *                          quantized rows are padded too)
+ *   then, 64-aligned       scales (scale_rows, scale_cols) fp32
+ *   then, 64-aligned       int8 only: row_sums (n) int32
+ *
+ * W8A8 workspace (numla_qlinear_workspace_size, any alignment; the kernel aligns to 64):
+ *   xq (m, kp) u8 = q + 128 (padding: 128, i.e. q = 0), then sx (m) fp32.
+ */
+#ifndef NUMLA_KERNELS_QLINEAR_INTERNAL_H
+#define NUMLA_KERNELS_QLINEAR_INTERNAL_H
+
+#include "kernels/qlinear.h"
+
+static inline int64_t numla_qlinear_kp(int64_t k) { return (k + 63) & ~(int64_t)63; }
+static inline size_t numla_qlinear_align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Grid row of packed row r (fp8). */
+static inline int64_t numla_qlinear_grid_row(const numla_qlinear_weight *w, int64_t r)
+{
+    return (w->row0 + r) / NUMLA_QLINEAR_BLOCK - w->row0 / NUMLA_QLINEAR_BLOCK;
+}
+
+/* Split [0, total) into nth near-equal ranges; range of thread ith. */
+static inline void numla_qlinear_split(int64_t total, int ith, int nth, int64_t *lo, int64_t *hi)
+{
+    int64_t q = total / nth, r = total % nth;
+    *lo = ith * q + (ith < r ? ith : r);
+    *hi = *lo + q + (ith < r ? 1 : 0);
+}
+
+/* W8A8 workspace views, from the caller's (unaligned) pointer. */
+static inline uint8_t *numla_qlinear_ws_xq(void *ws)
+{
+    return (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+}
+static inline float *numla_qlinear_ws_sx(void *ws, const numla_qlinear_weight *w, int64_t m)
+{
+    return (float *)(void *)(numla_qlinear_ws_xq(ws) + numla_qlinear_align64((size_t)m * (size_t)w->kp));
+}
+
+/* The W8A8 quantization rule of kernels/qlinear.h for one row: writes kp bytes of q + 128
+ * (128 past k) and returns sx. Scalar; shared by every level's quantization step (the vector
+ * ones reproduce it bit for bit). */
+float numla_qlinear_quantize_row_ref(const float *x, int64_t k, int64_t kp, uint8_t *xq);
+
+/* The W8A8 output of kernels/qlinear.h: v = (float)acc · sx · s, rounded, then added to y0
+ * when accumulating. The empty asm makes the compiler round v before the add (no fused
+ * multiply-add contraction in files built with FMA), so every level agrees bit for bit. */
+static inline float numla_qlinear_w8a8_out(int32_t acc, float sx, float s, float y0, int accumulate)
+{
+    float v = (float)acc * sx * s;
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__("" : "+x"(v));
+#else
+    __asm__("" : "+m"(v));
+#endif
+    return accumulate ? y0 + v : v;
+}
+
+/* One entry point per (level, format). Arguments are validated by kernels/qlinear.c; each
+ * opens its own OpenMP region. */
+typedef void (*numla_qlinear_forward_fn)(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                         int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                         void *workspace);
+
+void numla_qlinear_forward_ref(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                               float *y, int64_t ldy, int accumulate, void *workspace);
+/* fp8 and int8-row: widen in registers, fp32 FMA. */
+void numla_qlinear_forward_avx512(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                  int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                  void *workspace);
+/* W8A8 with vpdpbusd (kernels/x86/qlinear_avx512vnni.c; AVX512-VNNI is not an ISA level, so
+ * the table uses it at the avx512 level when numla_qlinear_vnni_usable()). */
+void numla_qlinear_forward_avx512vnni(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                      int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                      void *workspace);
+int numla_qlinear_vnni_usable(void);
+
+#endif

@@ -1,0 +1,107 @@
+/* kernels/x86/qlinear_avx512vnni.c — W8A8 int8 linear layers with vpdpbusd (AVX512-VNNI).
+ *
+ * Activations are quantized per row (the rule of kernels/qlinear.h, bit for bit the reference)
+ * into the workspace as u8 = q + 128, because vpdpbusd multiplies u8 by s8; the offset adds
+ * 128 · Σ_k w[r][k], which the row sums computed at pack time take back out. The padding
+ * of both operands is harmless: weights are zero there. */
+#include "kernels/qlinear_internal.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+
+enum {
+    NUMLA_QLINEAR_VNNI_NW = 4, /* weight rows per tile */
+    NUMLA_QLINEAR_VNNI_MR = 4, /* x rows per tile: 16 accumulators, 8 loads per 16 vpdpbusd */
+};
+
+/* numla_qlinear_quantize_row_ref, vectorised: max is exact in any order, the product is the
+ * same fp32 multiply, and the conversion rounds half to even like the reference. */
+static float numla_qlinear_quantize_row_vnni_(const float *x, int64_t k, int64_t kp, uint8_t *xq)
+{
+    __m512 vmax = _mm512_setzero_ps();
+    for (int64_t c = 0; c < k; c += 16) {
+        __mmask16 msk = k - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - c)) - 1);
+        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(msk, x + c)));
+    }
+    float amax = fmaxf(_mm512_reduce_max_ps(vmax), 1e-7f);
+    const float sx = amax / 127.0f, inv = 127.0f / amax;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), off = _mm512_set1_epi32(128);
+    int64_t c = 0;
+    for (; c < k; c += 16) {
+        __mmask16 msk = k - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - c)) - 1);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(msk, x + c), vinv);
+        __m512i q = _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(q, lo), hi), off);
+        _mm_storeu_si128((__m128i *)(void *)(xq + c), _mm512_cvtepi32_epi8(q));
+    }
+    for (; c < kp; c++)
+        xq[c] = 128;
+    return sx;
+}
+
+/* out[j][i] = Σ_k q[i][k] w[r + j][k] for j < nw, i < mr (compile-time constants after
+ * inlining): per 64 bytes, nw weight loads and mr x loads feed nw x mr vpdpbusd, one chain
+ * each (M = 1 still has nw = 4 independent chains). */
+static inline __attribute__((always_inline)) void
+numla_qlinear_vnni_tile_(const numla_qlinear_weight *w, int64_t r, const uint8_t *xq, int64_t kp,
+                         const int nw, const int mr, int32_t out[NUMLA_QLINEAR_VNNI_NW][NUMLA_QLINEAR_VNNI_MR])
+{
+    __m512i a[NUMLA_QLINEAR_VNNI_NW][NUMLA_QLINEAR_VNNI_MR];
+    for (int j = 0; j < nw; j++)
+        for (int i = 0; i < mr; i++)
+            a[j][i] = _mm512_setzero_si512();
+    for (int64_t c = 0; c < kp; c += 64) {
+        __m512i xv[NUMLA_QLINEAR_VNNI_MR];
+        for (int i = 0; i < mr; i++)
+            xv[i] = _mm512_load_si512((const void *)(xq + i * kp + c));
+        for (int j = 0; j < nw; j++) {
+            __m512i wv = _mm512_load_si512((const void *)(w->q + (r + j) * kp + c));
+            for (int i = 0; i < mr; i++)
+                a[j][i] = _mm512_dpbusd_epi32(a[j][i], xv[i], wv);
+        }
+    }
+    for (int j = 0; j < nw; j++)
+        for (int i = 0; i < mr; i++)
+            out[j][i] = _mm512_reduce_add_epi32(a[j][i]) - 128 * w->row_sums[r + j];
+}
+
+void numla_qlinear_forward_avx512vnni(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                      int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                      void *workspace)
+{
+    uint8_t *xq = numla_qlinear_ws_xq(workspace);
+    float *sx = numla_qlinear_ws_sx(workspace, w, m);
+    const int64_t kp = w->kp;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < m; i++)
+            sx[i] = numla_qlinear_quantize_row_vnni_(x + i * ldx, w->k, kp, xq + i * kp);
+        int64_t r0, r1;
+        numla_qlinear_split(w->n, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
+        int32_t out[NUMLA_QLINEAR_VNNI_NW][NUMLA_QLINEAR_VNNI_MR];
+        for (int64_t r = r0; r < r1;) {
+            const int nw = r1 - r >= NUMLA_QLINEAR_VNNI_NW ? NUMLA_QLINEAR_VNNI_NW : 1;
+            for (int64_t i0 = 0, mr; i0 < m; i0 += mr) {
+                const uint8_t *xi = xq + i0 * kp;
+                mr = m - i0 >= NUMLA_QLINEAR_VNNI_MR ? NUMLA_QLINEAR_VNNI_MR : 1;
+                if (nw == NUMLA_QLINEAR_VNNI_NW && mr == NUMLA_QLINEAR_VNNI_MR)
+                    numla_qlinear_vnni_tile_(w, r, xi, kp, NUMLA_QLINEAR_VNNI_NW, NUMLA_QLINEAR_VNNI_MR, out);
+                else if (nw == NUMLA_QLINEAR_VNNI_NW)
+                    numla_qlinear_vnni_tile_(w, r, xi, kp, NUMLA_QLINEAR_VNNI_NW, 1, out);
+                else if (mr == NUMLA_QLINEAR_VNNI_MR)
+                    numla_qlinear_vnni_tile_(w, r, xi, kp, 1, NUMLA_QLINEAR_VNNI_MR, out);
+                else
+                    numla_qlinear_vnni_tile_(w, r, xi, kp, 1, 1, out);
+                for (int j = 0; j < nw; j++)
+                    for (int i = 0; i < mr; i++) {
+                        float *yo = y + (i0 + i) * ldy + r + j;
+                        *yo = numla_qlinear_w8a8_out(out[j][i], sx[i0 + i], w->scales[r + j], *yo, accumulate);
+                    }
+            }
+            r += nw;
+        }
+    }
+}

@@ -1,0 +1,332 @@
+/* Tests for kernels/qlinear (8-bit weights): every supported ISA level, on slices of larger
+ * checkpoint tensors (unaligned first rows such as 192·h, a 128-aligned first column, N and K
+ * not multiples of 128 or 16), M = 1, 3, 6, 17, 64, accumulate on and off, strided x and y.
+ *
+ * Oracles, computed here from the unpacked checkpoint bytes:
+ *   fp8-block, int8-row: the dequantized weights (e4m3 decoded by this file's own formula)
+ *     times x in double. Every level multiplies exactly and sums in fp32 in some order, plus
+ *     one rounding per block scale, so with u = 2^-24 and mag = |y0| + Σ_k |w_k x_k|:
+ *       |y - y_ref| <= (K + 2·ceil(K/128) + 4) u mag.
+ *     The reference level is held to the same bound, and every level to twice it against the
+ *     reference level.
+ *   int8-w8a8: this file's own quantization (nearbyint in the default rounding mode: half to
+ *     even), an exact int64 dot product and the fp32 scaling of the contract: every level must
+ *     match it bit for bit. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/qlinear.h"
+
+#define SENTINEL 12345.0f
+
+/* e4m3fn, written independently of the kernels: (-1)^s 2^(e-7) (1 + m/8), e = 0 subnormal. */
+static double e4m3_value(uint8_t b)
+{
+    int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+    double v = e ? ldexp(1.0 + m / 8.0, e - 7) : ldexp(m / 8.0, -6);
+    return s ? -v : v;
+}
+
+/* A checkpoint tensor (N_total, K_total) with its full scale grid. */
+typedef struct {
+    numla_qlinear_format fmt;
+    int64_t nt, kt, sr, sc;
+    uint8_t *data;
+    float *scales;
+} tensor;
+
+static tensor make_tensor(numla_qlinear_format fmt, int64_t nt, int64_t kt, numla_test_rng *rng)
+{
+    tensor t = {fmt, nt, kt, 0, 0, malloc((size_t)(nt * kt)), NULL};
+    if (fmt == NUMLA_QLINEAR_FP8_BLOCK) {
+        t.sr = (nt + 127) / 128;
+        t.sc = (kt + 127) / 128;
+    } else {
+        t.sr = nt;
+        t.sc = 1;
+    }
+    t.scales = malloc((size_t)(t.sr * t.sc) * sizeof(float));
+    CU_ASSERT_FATAL(t.data && t.scales);
+    for (int64_t i = 0; i < nt * kt; i++) {
+        uint8_t b = (uint8_t)numla_test_rng_u64(rng);
+        if (fmt == NUMLA_QLINEAR_FP8_BLOCK && (b & 0x7f) == 0x7f)
+            b ^= 1; /* no NaN encodings: the loader rejects them */
+        t.data[i] = b;
+    }
+    /* Scales spread over two decades, so a block applied to the wrong rows or columns shows. */
+    for (int64_t i = 0; i < t.sr * t.sc; i++)
+        t.scales[i] = (float)(fmt == NUMLA_QLINEAR_FP8_BLOCK ? 1e-3 : 1e-2) *
+                      (float)pow(10.0, numla_test_rng_uniform(rng, -1.0, 1.0));
+    return t;
+}
+
+static void free_tensor(tensor *t)
+{
+    free(t->data);
+    free(t->scales);
+}
+
+static double deq(const tensor *t, int64_t row, int64_t col)
+{
+    uint8_t b = t->data[row * t->kt + col];
+    if (t->fmt == NUMLA_QLINEAR_FP8_BLOCK)
+        return e4m3_value(b) * t->scales[(row / 128) * t->sc + col / 128];
+    return (double)(int8_t)b * t->scales[row];
+}
+
+typedef struct {
+    int64_t nt, kt, row0, col0, n, k;
+} slice;
+
+/* The W8A8 oracle for one row of x: q (k) and sx. */
+static float quantize_oracle(const float *x, int64_t k, int *q)
+{
+    float amax = 1e-7f;
+    for (int64_t c = 0; c < k; c++)
+        if (fabsf(x[c]) > amax)
+            amax = fabsf(x[c]);
+    float inv = 127.0f / amax;
+    for (int64_t c = 0; c < k; c++)
+        q[c] = (int)nearbyintf(x[c] * inv);
+    return amax / 127.0f;
+}
+
+/* Runs one (format, slice, level, M, accumulate) case against the oracle and, unless isa is
+ * ref, against the ref level on the same packed bytes; returns the number of bad outputs. */
+static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m, int accumulate,
+                    uint64_t seed)
+{
+    numla_test_rng rng = {seed};
+    tensor t = make_tensor(fmt, sl.nt, sl.kt, &rng);
+    const int64_t n = sl.n, k = sl.k, ldx = k + 5, ldy = n + 7;
+    float *x = malloc((size_t)(m * ldx) * sizeof *x);
+    float *y = malloc((size_t)(m * ldy) * sizeof *y), *yr = malloc((size_t)(m * ldy) * sizeof *yr);
+    double *yo = malloc((size_t)(m * n) * sizeof *yo), *mag = malloc((size_t)(m * n) * sizeof *mag);
+    int *q = malloc((size_t)k * sizeof *q);
+    CU_ASSERT_FATAL(x && y && yr && yo && mag && q);
+    for (int64_t i = 0; i < m * ldx; i++)
+        x[i] = (float)numla_test_rng_normal(&rng);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < ldy; j++)
+            y[i * ldy + j] = yr[i * ldy + j] = j < n ? (float)numla_test_rng_normal(&rng) : SENTINEL;
+
+    for (int64_t i = 0; i < m; i++) {
+        const float *xi = x + i * ldx;
+        float sx = fmt == NUMLA_QLINEAR_INT8_W8A8 ? quantize_oracle(xi, k, q) : 0.0f;
+        for (int64_t j = 0; j < n; j++) {
+            const int64_t row = sl.row0 + j;
+            double y0 = accumulate ? y[i * ldy + j] : 0.0;
+            if (fmt == NUMLA_QLINEAR_INT8_W8A8) {
+                int64_t acc = 0;
+                for (int64_t c = 0; c < k; c++)
+                    acc += (int64_t)q[c] * (int8_t)t.data[row * t.kt + sl.col0 + c];
+                float v = (float)acc * sx * t.scales[row];
+                yo[i * n + j] = accumulate ? (double)(float)(y[i * ldy + j] + v) : (double)v;
+                mag[i * n + j] = 0.0;
+                continue;
+            }
+            double s = y0, a = fabs(y0);
+            for (int64_t c = 0; c < k; c++) {
+                double p = deq(&t, row, sl.col0 + c) * xi[c];
+                s += p;
+                a += fabs(p);
+            }
+            yo[i * n + j] = s;
+            mag[i * n + j] = a;
+        }
+    }
+
+    numla_qlinear_source src = {fmt, n, k, sl.row0, sl.col0, t.data + sl.row0 * t.kt + sl.col0,
+                                t.kt, t.scales, t.sr, t.sc};
+    size_t bytes = numla_qlinear_packed_size(fmt, n, k);
+    CU_ASSERT_FATAL(bytes > 0);
+    void *packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    CU_ASSERT_FATAL(packed != NULL);
+    numla_qlinear_weight w;
+    numla_status st = numla_qlinear_pack(&src, packed, &w);
+    NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "pack failed: %s", numla_error_message());
+    size_t ws = numla_qlinear_workspace_size(&w, m);
+    unsigned char *wsbuf = malloc(ws + 1); /* misaligned on purpose: the kernel aligns */
+    st = numla_qlinear_forward(&w, isa, m, x, ldx, y, ldy, accumulate, ws ? wsbuf + 1 : NULL, ws);
+    NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "forward failed: %s", numla_error_message());
+    if (isa != NUMLA_ISA_REF) {
+        st = numla_qlinear_forward(&w, NUMLA_ISA_REF, m, x, ldx, yr, ldy, accumulate,
+                                   ws ? wsbuf + 1 : NULL, ws);
+        CU_ASSERT(st == NUMLA_STATUS_OK);
+    }
+
+    const double rel = (double)(k + 2 * ((k + 127) / 128) + 4) * ldexp(1.0, -24);
+    int bad = 0;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < ldy; j++) {
+            float got = y[i * ldy + j];
+            const char *why = NULL;
+            double want = j < n ? yo[i * n + j] : SENTINEL, err = 0, tol = 0;
+            if (j >= n) {
+                if (got != SENTINEL)
+                    why = "written past N";
+            } else if (!isfinite(got)) {
+                why = "not finite";
+            } else if (fmt == NUMLA_QLINEAR_INT8_W8A8) {
+                if ((double)got != want || (isa != NUMLA_ISA_REF && got != yr[i * ldy + j]))
+                    why = "not bit-exact";
+            } else {
+                err = fabs(got - want);
+                tol = rel * mag[i * n + j] + 1e-30;
+                if (!(err <= tol))
+                    why = "off the dequantized matmul";
+                else if (isa != NUMLA_ISA_REF && !(fabs(got - yr[i * ldy + j]) <= 2 * tol))
+                    why = "off the ref level";
+            }
+            if (why && bad++ == 0)
+                fprintf(stderr,
+                        "\n    %s %s slice %lldx%lld at (%lld,%lld) M=%lld acc=%d: y[%lld][%lld]=%.9g "
+                        "want %.9g (ref level %.9g) err %.3g tol %.3g: %s\n",
+                        numla_isa_name(isa), numla_qlinear_format_name(fmt), (long long)n, (long long)k,
+                        (long long)sl.row0, (long long)sl.col0, (long long)m, accumulate, (long long)i,
+                        (long long)j, got, want, yr[i * ldy + j], err, tol, why);
+        }
+    free(packed);
+    free(wsbuf);
+    free(x);
+    free(y);
+    free(yr);
+    free(yo);
+    free(mag);
+    free(q);
+    free_tensor(&t);
+    return bad;
+}
+
+static const slice slices[] = {
+    {200, 300, 0, 0, 200, 300},    /* whole tensor, N and K not multiples of 128 or 16 */
+    {576, 333, 192, 0, 192, 333},  /* head 1 of a 192-row-per-head projection */
+    {300, 400, 61, 128, 77, 130},  /* rows from 61, columns from 128, block cut at the end */
+    {40, 2048, 5, 0, 33, 2048},    /* a long K */
+    {3, 17, 2, 0, 1, 17},          /* one row, one partial 16-chunk */
+};
+
+static void run_all(numla_qlinear_format fmt)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int ni = numla_test_isas(isas), bad = 0;
+    const int64_t ms[] = {1, 3, 6, 17, 64}; /* 6: the avx512 2 x 4 tiles and their tail */
+    uint64_t seed = 1000 + (uint64_t)fmt * 100;
+    for (int a = 0; a < ni; a++)
+        for (size_t s = 0; s < sizeof slices / sizeof slices[0]; s++)
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                for (int acc = 0; acc < 2; acc++)
+                    bad += run_case(fmt, slices[s], isas[a], ms[mi], acc, seed++);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+static void test_fp8_block(void) { run_all(NUMLA_QLINEAR_FP8_BLOCK); }
+static void test_int8_row(void) { run_all(NUMLA_QLINEAR_INT8_ROW); }
+static void test_int8_w8a8(void) { run_all(NUMLA_QLINEAR_INT8_W8A8); }
+
+static void test_fp8_values(void)
+{
+    CU_ASSERT_EQUAL(numla_qlinear_fp8_to_f32(0x7e), 448.0f);
+    CU_ASSERT_EQUAL(numla_qlinear_fp8_to_f32(0xfe), -448.0f);
+    CU_ASSERT_EQUAL(numla_qlinear_fp8_to_f32(0x38), 1.0f);
+    CU_ASSERT_EQUAL(numla_qlinear_fp8_to_f32(0x08), ldexpf(1.0f, -6)); /* smallest normal */
+    CU_ASSERT_EQUAL(numla_qlinear_fp8_to_f32(0x01), ldexpf(1.0f, -9)); /* smallest subnormal */
+    CU_ASSERT_EQUAL(numla_qlinear_fp8_to_f32(0x87), -ldexpf(7.0f, -9));
+    CU_ASSERT(isnan(numla_qlinear_fp8_to_f32(0x7f)) && isnan(numla_qlinear_fp8_to_f32(0xff)));
+    for (int b = 0; b < 256; b++)
+        if ((b & 0x7f) != 0x7f)
+            CU_ASSERT_EQUAL((double)numla_qlinear_fp8_to_f32((uint8_t)b), e4m3_value((uint8_t)b));
+}
+
+/* Ties go to even: with max|x| = 127, x·(127/amax) is x itself, and W = identity reads q back
+ * (sx = s = 1). Half away from zero would give 1, 3, -1, -3 for 0.5, 2.5, -0.5, -2.5. */
+static void test_w8a8_rounding(void)
+{
+    enum { K = 8 };
+    const float x[K] = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -2.5f, -1.5f, 3.49f};
+    const float want[K] = {127.0f, 0.0f, 2.0f, 2.0f, 0.0f, -2.0f, -2.0f, 3.0f};
+    int8_t wsrc[K * K] = {0};
+    float sc[K];
+    for (int i = 0; i < K; i++) {
+        wsrc[i * K + i] = 1;
+        sc[i] = 1.0f;
+    }
+    numla_qlinear_source src = {NUMLA_QLINEAR_INT8_W8A8, K, K, 0, 0, wsrc, K, sc, K, 1};
+    void *packed = aligned_alloc(64, numla_qlinear_packed_size(src.fmt, K, K));
+    numla_qlinear_weight w;
+    CU_ASSERT_FATAL(numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
+    size_t ws = numla_qlinear_workspace_size(&w, 1);
+    void *wsbuf = malloc(ws);
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int ni = numla_test_isas(isas);
+    for (int a = 0; a < ni; a++) {
+        float y[K];
+        CU_ASSERT(numla_qlinear_forward(&w, isas[a], 1, x, K, y, K, 0, wsbuf, ws) == NUMLA_STATUS_OK);
+        for (int i = 0; i < K; i++)
+            NUMLA_ASSERT_MSG(y[i] == want[i], "%s: q(%g) = %g, want %g", numla_isa_name(isas[a]),
+                             (double)x[i], (double)y[i], (double)want[i]);
+    }
+    free(wsbuf);
+    free(packed);
+}
+
+static void test_validation(void)
+{
+    numla_test_rng rng = {7};
+    tensor t = make_tensor(NUMLA_QLINEAR_FP8_BLOCK, 300, 300, &rng);
+    void *packed = aligned_alloc(64, numla_qlinear_packed_size(NUMLA_QLINEAR_FP8_BLOCK, 300, 300) + 64);
+    numla_qlinear_weight w;
+    numla_qlinear_source ok = {NUMLA_QLINEAR_FP8_BLOCK, 100, 200, 100, 0, t.data + 100 * 300, 300,
+                               t.scales, t.sr, t.sc};
+    CU_ASSERT(numla_qlinear_pack(&ok, packed, &w) == NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(w.scale_rows, 2); /* rows 100..199 touch grid rows 0 and 1 */
+
+    numla_qlinear_source s = ok;
+    s.col0 = 64;
+    CU_ASSERT(numla_qlinear_pack(&s, packed, &w) == NUMLA_STATUS_INVALID_ARG);
+    s = ok;
+    s.scale_rows = 1; /* rows up to 199 need two grid rows */
+    CU_ASSERT(numla_qlinear_pack(&s, packed, &w) == NUMLA_STATUS_INVALID_ARG);
+    s = ok;
+    s.ld = 100;
+    CU_ASSERT(numla_qlinear_pack(&s, packed, &w) == NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT(numla_qlinear_pack(&ok, (char *)packed + 8, &w) == NUMLA_STATUS_INVALID_ARG);
+    s = ok;
+    s.fmt = NUMLA_QLINEAR_INT8_ROW; /* the fp8 grid is not one scale per row */
+    CU_ASSERT(numla_qlinear_pack(&s, packed, &w) == NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qlinear_packed_size(NUMLA_QLINEAR_FORMAT_COUNT, 1, 1), 0);
+    /* Levels without a variant inherit the one below. */
+    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX2), NUMLA_ISA_REF);
+    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX512BF16), NUMLA_ISA_AVX512);
+    CU_ASSERT(numla_qlinear_level(NUMLA_QLINEAR_INT8_W8A8, NUMLA_ISA_AVX512BF16) <= NUMLA_ISA_AVX512);
+    CU_ASSERT_EQUAL(numla_qlinear_packed_size(NUMLA_QLINEAR_FP8_BLOCK, 0, 1), 0);
+
+    CU_ASSERT_FATAL(numla_qlinear_pack(&ok, packed, &w) == NUMLA_STATUS_OK);
+    float x[2 * 200] = {0}, y[2 * 100];
+    CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 2, x, 199, y, 100, 0, NULL, 0) ==
+              NUMLA_STATUS_INVALID_ARG); /* ldx < K */
+    CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_COUNT, 2, x, 200, y, 100, 0, NULL, 0) ==
+              NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 2, x, 200, x + 10, 100, 0, NULL, 0) ==
+              NUMLA_STATUS_INVALID_ARG); /* x and y overlap */
+    CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 0, NULL, 200, NULL, 100, 0, NULL, 0) ==
+              NUMLA_STATUS_OK);
+
+    /* W8A8 needs its workspace. */
+    numla_qlinear_source i8 = {NUMLA_QLINEAR_INT8_W8A8, 100, 200, 0, 0, t.data, 300, t.scales, 300, 1};
+    CU_ASSERT_FATAL(numla_qlinear_pack(&i8, packed, &w) == NUMLA_STATUS_OK);
+    CU_ASSERT(numla_qlinear_workspace_size(&w, 2) > 0);
+    CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 2, x, 200, y, 100, 0, NULL, 0) ==
+              NUMLA_STATUS_INVALID_ARG);
+    numla_error_clear();
+    free(packed);
+    free_tensor(&t);
+}
+
+NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block),
+                 NUMLA_TEST(test_int8_row), NUMLA_TEST(test_int8_w8a8), NUMLA_TEST(test_w8a8_rounding),
+                 NUMLA_TEST(test_validation))
