@@ -219,15 +219,15 @@ static numla_status numla_qckpt_src_copy(void *ctx, void *dst, size_t offset, si
     return NUMLA_STATUS_OK;
 }
 
-static numla_status numla_qckpt_copy_file(const char *src, const char *dst)
+numla_status numla_qckpt_copy_file(const char *src, const char *dst)
 {
     FILE *in = fopen(src, "rb");
     if (!in)
-        NUMLA_FAIL(NUMLA_STATUS_IO, "quantize: %s: %s", src, strerror(errno));
+        NUMLA_FAIL(NUMLA_STATUS_IO, "%s: %s", src, strerror(errno));
     FILE *out = fopen(dst, "wb");
     if (!out) {
         fclose(in);
-        NUMLA_FAIL(NUMLA_STATUS_IO, "quantize: %s: %s", dst, strerror(errno));
+        NUMLA_FAIL(NUMLA_STATUS_IO, "%s: %s", dst, strerror(errno));
     }
     char buf[65536];
     size_t n;
@@ -238,7 +238,7 @@ static numla_status numla_qckpt_copy_file(const char *src, const char *dst)
     fclose(in);
     bad |= fclose(out) != 0;
     if (bad)
-        NUMLA_FAIL(NUMLA_STATUS_IO, "quantize: copying %s to %s failed", src, dst);
+        NUMLA_FAIL(NUMLA_STATUS_IO, "copying %s to %s failed", src, dst);
     return NUMLA_STATUS_OK;
 }
 

@@ -76,4 +76,7 @@ numla_status numla_qckpt_quantize_model(const char *model_dir, const char *out_d
                                         numla_qckpt_format f, int keep_lm_head,
                                         int64_t shard_bytes, int64_t *total_bytes);
 
+/* Copy the file src to dst (created or truncated); the error names the path that failed. */
+numla_status numla_qckpt_copy_file(const char *src, const char *dst);
+
 #endif

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "engine/synth/synth.h"
+#include "engine/synth/qckpt.h"
 #include "engine/text/tokenizer.h"
 
 #include "common/log.h"
@@ -641,28 +642,9 @@ static numla_status numla_synth_copy_file(const char *dir, const char *out_dir, 
     char src[4096], dst[4096];
     snprintf(src, sizeof src, "%s/%s", dir, name);
     snprintf(dst, sizeof dst, "%s/%s", out_dir, name);
-    FILE *in = fopen(src, "rb");
-    if (!in) {
-        if (!required && errno == ENOENT)
-            return NUMLA_STATUS_OK;
-        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: %s: %s", src, strerror(errno));
-    }
-    FILE *out = fopen(dst, "wb");
-    if (!out) {
-        fclose(in);
-        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: %s: %s", dst, strerror(errno));
-    }
-    char buf[65536];
-    size_t n;
-    int bad = 0;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        bad |= fwrite(buf, 1, n, out) != n;
-    bad |= ferror(in);
-    fclose(in);
-    bad |= fclose(out) != 0;
-    if (bad)
-        NUMLA_FAIL(NUMLA_STATUS_IO, "synth: copying %s to %s failed", src, dst);
-    return NUMLA_STATUS_OK;
+    if (!required && access(src, F_OK) != 0 && errno == ENOENT)
+        return NUMLA_STATUS_OK;
+    return numla_qckpt_copy_file(src, dst);
 }
 
 numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_bytes)
