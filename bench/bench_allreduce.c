@@ -65,9 +65,7 @@ static int bench_allreduce_main(int argc, char **argv)
 
     numla_comm_session mpi;
     numla_settings set;
-    numla_status s = numla_settings_load(&set);
-    if (s == NUMLA_STATUS_OK)
-        s = numla_comm_world_init(&mpi, &set.comm);
+    numla_status s = numla_settings_start(&set, &mpi);
     if (s != NUMLA_STATUS_OK)
         numla_comm_abort(NULL, s, "bench allreduce: %s", numla_error_message());
     numla_comm *c = mpi.comm;

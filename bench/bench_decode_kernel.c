@@ -277,8 +277,7 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
         return 1;
     }
     /* the level the engine's MLA attention would run at (NUMLA_MLA_AMX=0: below amx) */
-    const numla_isa isa =
-        set.kernels.mla_amx ? set.isa : numla_isa_min(set.isa, NUMLA_ISA_AVX512BF16);
+    const numla_isa isa = numla_model_options_level(&set.kernels, NUMLA_MODEL_KERNELS_MLA);
     FILE *info = o.json ? stderr : stdout;
     const size_t arena_bytes = numla_bench_stream_bytes();
     char *arena = numla_bench_alloc(arena_bytes);

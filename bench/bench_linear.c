@@ -542,8 +542,7 @@ static int numla_bench_linear_main_(int argc, char **argv)
         return 1;
     }
     /* the level the engine's linear layers would run at (NUMLA_LINEAR_AMX=0: below amx) */
-    const numla_isa isa =
-        set.kernels.linear_amx ? set.isa : numla_isa_min(set.isa, NUMLA_ISA_AVX512BF16);
+    const numla_isa isa = numla_model_options_level(&set.kernels, NUMLA_MODEL_KERNELS_LINEAR);
     const size_t llc = numla_bench_llc_bytes();
     size_t pool = 4 * llc;
     if (pool < ((size_t)256 << 20))

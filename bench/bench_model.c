@@ -437,9 +437,7 @@ static int bench_model_main(int argc, char **argv)
     const int ndec = 128, nlong = o.quick ? 16 : 32;
     numla_comm_session mpi;
     numla_settings set;
-    numla_status s = numla_settings_load(&set);
-    if (s == NUMLA_STATUS_OK)
-        s = numla_comm_world_init(&mpi, &set.comm);
+    numla_status s = numla_settings_start(&set, &mpi);
     if (s != NUMLA_STATUS_OK)
         numla_comm_abort(NULL, s, "bench model: %s", numla_error_message());
     bm_ctx x = {.rng = 7, .c = mpi.comm};

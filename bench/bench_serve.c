@@ -420,9 +420,7 @@ static int bench_serve_main(int argc, char **argv)
     numla_comm_session mpi = {0};
     numla_engine *eng = NULL;
     numla_settings set;
-    numla_status s = numla_settings_load(&set);
-    if (s == NUMLA_STATUS_OK)
-        s = numla_comm_world_init(&mpi, &set.comm);
+    numla_status s = numla_settings_start(&set, &mpi);
     if (s == NUMLA_STATUS_OK)
         s = bs_engine_create(&o, &set, mpi.comm, &eng);
     if (s == NUMLA_STATUS_OK)

@@ -812,8 +812,7 @@ int numla_run_main(int argc, char **argv)
         return rc;
     numla_settings set;
     numla_comm_session mpi;
-    if (numla_settings_load(&set) != NUMLA_STATUS_OK ||
-        numla_comm_world_init(&mpi, &set.comm) != NUMLA_STATUS_OK)
+    if (numla_settings_start(&set, &mpi) != NUMLA_STATUS_OK)
         return run_fail();
     const int rank = numla_comm_rank(mpi.comm);
     if (rank != 0) {

@@ -137,3 +137,11 @@ void numla_settings_engine_options(const numla_settings *s, numla_engine_options
     o->kernels.prefill_form = s->kernels.prefill_form;
     o->launch_plan = s->launch_plan[0] ? s->launch_plan : NULL;
 }
+
+numla_status numla_settings_start(numla_settings *set, numla_comm_session *mpi)
+{
+    mpi->comm = NULL;
+    mpi->owns_mpi = 0;
+    NUMLA_CHECK(numla_settings_load(set));
+    return numla_comm_world_init(mpi, &set->comm);
+}

@@ -54,6 +54,11 @@ numla_status numla_settings_read(numla_settings_source source, unsigned supporte
  * every setting at debug level. Call once per process, at start-up. Local. */
 numla_status numla_settings_load(numla_settings *out);
 
+/* numla_settings_load, then the process's MPI session with the settings' comm options
+ * (numla_comm_world_init): what every subcommand that starts MPI does first. Collective over
+ * MPI_COMM_WORLD. */
+numla_status numla_settings_start(numla_settings *set, numla_comm_session *mpi);
+
 /* Log every setting at debug level ("settings: NUMLA_ISA=avx512 ..."). Local. */
 void numla_settings_log(const numla_settings *s);
 
