@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-void numla_fuzz_http_body_run(const uint8_t *data, size_t size);
+/* 1: accepted (the invariants hold), 0: rejected with a 400 and a message, -1: out of memory.
+ * A broken invariant aborts. */
+int numla_fuzz_http_body_run(const uint8_t *data, size_t size);
 
 static void fuzz_http_body_die(const char *what, const char *text)
 {
@@ -18,16 +20,16 @@ static void fuzz_http_body_die(const char *what, const char *text)
     abort();
 }
 
-void numla_fuzz_http_body_run(const uint8_t *data, size_t size)
+int numla_fuzz_http_body_run(const uint8_t *data, size_t size)
 {
     if (size == 0)
-        return;
+        return 0;
     numla_openai_endpoint ep = data[0] & 1 ? NUMLA_OPENAI_CHAT : NUMLA_OPENAI_COMPLETIONS;
     numla_openai_limits lim = {.vocab_size = 1000, .max_context = 512};
     numla_openai_request r;
     numla_openai_error e;
     if (numla_openai_parse(ep, (const char *)data + 1, size - 1, &lim, &r, &e) != NUMLA_STATUS_OK)
-        return; /* out of memory only */
+        return -1; /* out of memory only */
     if (e.status) {
         if (e.status != 400 || !e.message[0])
             fuzz_http_body_die("a rejection that is not a 400 with a message", e.message);
@@ -37,7 +39,7 @@ void numla_fuzz_http_body_run(const uint8_t *data, size_t size)
         if (numla_openai_format_error(&e, &s) != NUMLA_STATUS_OK || !s)
             fuzz_http_body_die("error object not written", e.message);
         free(s);
-        return;
+        return 0;
     }
     const numla_sampling_params *p = &r.params;
     if (ep == NUMLA_OPENAI_COMPLETIONS) {
@@ -72,6 +74,7 @@ void numla_fuzz_http_body_run(const uint8_t *data, size_t size)
     if (r.include_usage && !r.stream)
         fuzz_http_body_die("stream_options accepted without stream", "");
     numla_openai_request_free(&r);
+    return 1;
 }
 
 #ifdef NUMLA_FUZZ_ENTRY

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 uint64_t numla_test_rng_u64(numla_test_rng *r)
@@ -66,4 +67,20 @@ const char *numla_test_tmpdir(void)
         atexit(numla_test_tmp_cleanup);
     }
     return numla_test_tmp_;
+}
+
+size_t numla_test_mutate_json(uint8_t *buf, size_t len, size_t keep, numla_test_rng *rng)
+{
+    int edits = 1 + (int)(numla_test_rng_u64(rng) % 4);
+    for (int e = 0; e < edits && len > keep + 1; e++) {
+        size_t at = keep + (size_t)(numla_test_rng_u64(rng) % (len - keep));
+        switch (numla_test_rng_u64(rng) % 5) {
+        case 0: buf[at] ^= (uint8_t)(1u << (numla_test_rng_u64(rng) % 8)); break;
+        case 1: buf[at] = (uint8_t)"0123456789-.e"[numla_test_rng_u64(rng) % 13]; break;
+        case 2: buf[at] = (uint8_t)"{}[],:\" \\n"[numla_test_rng_u64(rng) % 10]; break;
+        case 3: memmove(buf + at, buf + at + 1, len - at - 1); len--; break;
+        default: len = at + 1; break;
+        }
+    }
+    return len;
 }

@@ -45,6 +45,10 @@ uint64_t numla_test_rng_u64(numla_test_rng *r);
 double numla_test_rng_uniform(numla_test_rng *r, double lo, double hi);
 /* Standard normal. */
 double numla_test_rng_normal(numla_test_rng *r);
+/* One seeded mutation of a JSON text in buf (len bytes, room for len): 1-4 edits among byte
+ * flips, digit and bracket overwrites, deletions and truncations, never touching the first
+ * `keep` bytes. Returns the new length. */
+size_t numla_test_mutate_json(uint8_t *buf, size_t len, size_t keep, numla_test_rng *rng);
 
 /* The ISA levels this CPU supports, ascending from ref; returns the count. */
 int numla_test_isas(numla_isa out[NUMLA_ISA_COUNT]);

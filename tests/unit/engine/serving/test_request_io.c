@@ -239,17 +239,7 @@ static void test_fuzz_mutations(void)
     for (int it = 0; it < 3000; it++) {
         memcpy(buf, seed, n);
         size_t len = n;
-        int edits = 1 + (int)(numla_test_rng_u64(&rng) % 4);
-        for (int e = 0; e < edits && len > 1; e++) {
-            size_t at = (size_t)(numla_test_rng_u64(&rng) % len);
-            switch (numla_test_rng_u64(&rng) % 5) {
-            case 0: buf[at] ^= (uint8_t)(1u << (numla_test_rng_u64(&rng) % 8)); break;
-            case 1: buf[at] = (uint8_t)"0123456789-.e"[numla_test_rng_u64(&rng) % 13]; break;
-            case 2: buf[at] = (uint8_t)"{}[],:\" \\n"[numla_test_rng_u64(&rng) % 10]; break;
-            case 3: memmove(buf + at, buf + at + 1, len - at - 1); len--; break;
-            default: len = at + 1; break;
-            }
-        }
+        len = numla_test_mutate_json(buf, len, 0, &rng);
         numla_request r;
         int res = numla_fuzz_request_run(buf, len, &r);
         CU_ASSERT_NOT_EQUAL_FATAL(res, -1);
