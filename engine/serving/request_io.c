@@ -89,13 +89,13 @@ static int parse_text_prompt(json_t *v, const numla_request_limits *lim, numla_r
         return 0;
     }
     /* A text that cannot fit is refused before it is encoded (a 50 MB prompt would cost GBs). */
-    int64_t per_token = numla_tokenizer_max_bytes_per_token(lim->tokenizer);
-    if (per_token > 0 && lim->max_context > 0 &&
-        (uint64_t)len > (uint64_t)per_token * (uint64_t)lim->max_context) {
+    const int64_t at_least = numla_tokenizer_min_tokens(lim->tokenizer, text, len);
+    if (lim->max_context > 0 && at_least > lim->max_context) {
         req_error(r, "field \"prompt\" has %zu bytes, at least %lld tokens (a token stands for at "
                      "most %lld bytes): more than the context of %lld tokens", len,
-                  (long long)((len + (uint64_t)per_token - 1) / (uint64_t)per_token),
-                  (long long)per_token, (long long)lim->max_context);
+                  (long long)at_least,
+                  (long long)numla_tokenizer_max_bytes_per_token(lim->tokenizer),
+                  (long long)lim->max_context);
         return 0;
     }
     int32_t *ids = NULL;

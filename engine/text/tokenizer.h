@@ -58,9 +58,13 @@ numla_status numla_tokenizer_decode(const numla_tokenizer *t, const int32_t *ids
                                     int skip_special, char **text, size_t *len);
 
 /* The most bytes of input text one token can stand for (the longest token, with room for NFC
- * composing), so a text of len bytes encodes to at least len / this many tokens; 0 when there is
- * no such bound (added tokens that strip spaces, a Split that removes text). */
+ * composing); 0 when a Split removes text (then no text length bounds the tokens). */
 int64_t numla_tokenizer_max_bytes_per_token(const numla_tokenizer *t);
+/* A lower bound on the tokens text (len bytes) encodes to, without encoding it: the bytes that
+ * some token must stand for over numla_tokenizer_max_bytes_per_token. Added tokens that strip
+ * spaces swallow whitespace, so with them only printable ASCII bytes other than the space
+ * count. 0 when no bound exists. */
+int64_t numla_tokenizer_min_tokens(const numla_tokenizer *t, const char *text, size_t len);
 
 /* BOS / EOS ids from tokenizer_config.json (or the TemplateProcessing BOS); -1 when none. */
 int32_t numla_tokenizer_bos(const numla_tokenizer *t);

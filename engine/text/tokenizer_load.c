@@ -651,9 +651,6 @@ enum { NUMLA_TOKENIZER_NFC_SHRINK = 4 };
 
 int64_t numla_tokenizer_max_bytes_per_token(const numla_tokenizer *t)
 {
-    for (int i = 0; i < t->n_added; i++)
-        if (t->added[i].lstrip || t->added[i].rstrip)
-            return 0;
     for (int i = 0; i < t->n_pt; i++)
         if (t->pt[i].kind == NUMLA_TOKENIZER_PT_SPLIT && t->pt[i].behavior == NUMLA_TOKENIZER_REMOVED)
             return 0;
@@ -665,6 +662,23 @@ int64_t numla_tokenizer_max_bytes_per_token(const numla_tokenizer *t)
         if ((int64_t)t->added[i].len > most)
             most = (int64_t)t->added[i].len;
     return t->nfc ? most * NUMLA_TOKENIZER_NFC_SHRINK : most;
+}
+
+int64_t numla_tokenizer_min_tokens(const numla_tokenizer *t, const char *text, size_t len)
+{
+    const int64_t per = numla_tokenizer_max_bytes_per_token(t);
+    if (per <= 0)
+        return 0;
+    int strips = 0;
+    for (int i = 0; i < t->n_added; i++)
+        strips |= t->added[i].lstrip || t->added[i].rstrip;
+    uint64_t counted = len;
+    if (strips) { /* bytes 0x21..0x7e are never whitespace, so never stripped */
+        counted = 0;
+        for (size_t i = 0; i < len; i++)
+            counted += (unsigned char)text[i] > 0x20 && (unsigned char)text[i] < 0x7f;
+    }
+    return (int64_t)((counted + (uint64_t)per - 1) / (uint64_t)per);
 }
 
 /* Encode state: the regex match context and the word cache. */

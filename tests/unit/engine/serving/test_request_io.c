@@ -160,7 +160,7 @@ static void test_result_write(void)
 static void test_prompt_too_long(void)
 {
     /* the golden bpe8k tokenizer without its one space-stripping added token (which lets a
-     * token stand for any number of spaces, so no byte bound exists; DeepSeek's have none) */
+     * token stand for any number of spaces): every byte of the text counts */
     json_t *tj = json_load_file(
         numla_test_source_path("tests/golden/tokenizer/bpe8k/tokenizer.json"), 0, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(tj);
@@ -210,6 +210,23 @@ static void test_prompt_too_long(void)
     CU_ASSERT_EQUAL_FATAL(numla_request_parse(ok, strlen(ok), 9, &lim, &r), NUMLA_STATUS_OK);
     CU_ASSERT_STRING_EQUAL(r.error, "");
     CU_ASSERT_TRUE(r.num_prompt >= 2);
+    numla_request_free(&r);
+    /* the golden bpe8k as it is, with its space-stripping added token: the bound counts only
+     * the bytes no token can swallow, and still refuses the big prompt before encoding it */
+    numla_tokenizer_destroy(&tok);
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load(numla_test_source_path("tests/golden/tokenizer/bpe8k"),
+                                               &tok), NUMLA_STATUS_OK);
+    lim.tokenizer = tok;
+    CU_ASSERT_EQUAL(numla_tokenizer_min_tokens(tok, "a b\tc  ", 8), 1);
+    off = snprintf(line, 64, "{\"id\": 4, \"prompt\": \"");
+    for (size_t k = 0; k < big; k++)
+        line[off + k] = "ab c"[k % 4];
+    snprintf(line + off + big, 64, "\", \"max_tokens\": 1}");
+    CU_ASSERT_EQUAL_FATAL(numla_request_parse(line, strlen(line), 10, &lim, &r), NUMLA_STATUS_OK);
+    NUMLA_ASSERT_MSG(strstr(r.error, "line 10: ") && strstr(r.error, "bytes") &&
+                         strstr(r.error, "context of 64"),
+                     "error '%s'", r.error);
+    CU_ASSERT_PTR_NULL(r.prompt_tokens);
     numla_request_free(&r);
     free(line);
     numla_tokenizer_destroy(&tok);
