@@ -8,7 +8,11 @@
  * TTFT and TPOT percentiles and the ratio to concurrency 1 measured in the same run
  * (speedup_vs_batch1, DESIGN.md §7). --quick: prompts 16..128, 16 output tokens, one request
  * per sequence slot. Requests go through the serving loop `numla run` uses
- * (engine/serving/serve_loop.h). Runs on the ranks of MPI_COMM_WORLD (rank 0 prints). */
+ * (engine/serving/serve_loop.h). --http: each level is then served again through HTTP
+ * (bench/bench_http.h: closed-loop loopback clients against an in-process `numla serve`),
+ * printing its output tok/s, its ratio to the plain level of the same run, the clients' TTFT and
+ * TPOT p50/p99 and the HTTP overhead per request. Runs on the ranks of MPI_COMM_WORLD (rank 0
+ * prints). */
 #include <stddef.h>
 #include <omp.h>
 #include <stdio.h>
@@ -16,6 +20,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/bench_http.h"
 #include "comm/comm.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/settings.h"
@@ -138,13 +143,13 @@ static void usage(FILE *f)
                "                         [--concurrency 1,8,32] [--output-tokens 128]\n"
                "                         [--min-prompt 64] [--max-prompt 1024] [--rounds 2]\n"
                "                         [--max-batch-tokens 2048] [--prefill-chunk 512]\n"
-               "                         [--repeat 1]\n");
+               "                         [--repeat 1] [--http]\n");
 }
 
 typedef struct bs_opts {
     const char *model, *conc_s;
     int json, quick, threads, out_tokens, pmin, pmax, rounds, max_batch_tokens, prefill_chunk;
-    int repeat;
+    int repeat, http;
     int conc[16], nconc, maxc;
 } bs_opts;
 
@@ -157,6 +162,8 @@ static int bs_parse_opts(int argc, char **argv, bs_opts *o)
             o->json = 1;
         } else if (!strcmp(a, "--quick")) {
             o->quick = 1;
+        } else if (!strcmp(a, "--http")) {
+            o->http = 1;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -324,6 +331,35 @@ static void bs_print_profile(const bs_opts *o, int c, double wall, const numla_e
     fflush(stdout);
 }
 
+/* The same requests through HTTP; one line after the plain level's profile. */
+static numla_status bs_run_http(const bs_opts *o, numla_engine *eng, const numla_request *rq,
+                                int n, int c, const bs_level *plain)
+{
+    const numla_model_config *cfg = numla_engine_config(eng);
+    numla_sched_options so = {.max_batch_tokens = o->max_batch_tokens > c ? o->max_batch_tokens : c,
+                              .max_seqs = c, .prefill_chunk = o->prefill_chunk,
+                              .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
+                              .eos_token_ids = cfg->eos_token_ids};
+    numla_bench_http_level h;
+    NUMLA_CHECK(numla_bench_http_run(eng, &so, rq, n, c, &h));
+    const double ratio = plain->tps > 0 ? h.tps / plain->tps : 0;
+    FILE *f = o->json ? stderr : stdout;
+    if (o->json)
+        printf("{\"bench\":\"serve_http\",\"concurrency\":%d,\"requests\":%d,\"failed\":%d,"
+               "\"output_tokens\":%lld,\"wall_s\":%.3f,\"output_tok_s\":%.2f,"
+               "\"ratio_vs_plain\":%.3f,\"ttft_p50_ms\":%.1f,\"ttft_p99_ms\":%.1f,"
+               "\"tpot_p50_ms\":%.2f,\"tpot_p99_ms\":%.2f,\"http_overhead_ms\":%.2f}\n",
+               c, n, h.failed, (long long)h.out_tokens, h.wall, h.tps, ratio, h.ttft50, h.ttft99,
+               h.tpot50, h.tpot99, h.overhead_ms);
+    else
+        fprintf(f, "  http concurrency %d: %d requests (%d failed), %.1f output tok/s = %.3f x "
+                   "plain %.1f; TTFT p50 %.1f p99 %.1f ms; TPOT p50 %.2f p99 %.2f ms; HTTP "
+                   "overhead %.2f ms per request\n", c, n, h.failed, h.tps, ratio, plain->tps,
+                h.ttft50, h.ttft99, h.tpot50, h.tpot99, h.overhead_ms);
+    fflush(stdout);
+    return NUMLA_STATUS_OK;
+}
+
 /* One level: n = c x rounds requests, c in flight; its figures into *lv. */
 static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_request *rq, int c,
                                  bs_level *lv)
@@ -360,6 +396,8 @@ static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_requ
         bs_print_profile(o, c, wall, &es0, &es1, &m0, &m1);
     }
     numla_serve_loop_destroy(&loop);
+    if (s == NUMLA_STATUS_OK && o->http)
+        s = bs_run_http(o, eng, rq, n, c, lv);
     return s;
 }
 

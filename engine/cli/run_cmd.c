@@ -32,11 +32,10 @@
  * Collective over MPI_COMM_WORLD (initialises MPI when the caller has not: comm/comm.h,
  * numla_comm_world_init).
  */
-#define _GNU_SOURCE /* CPU_COUNT, sched_getaffinity */
+#define _GNU_SOURCE /* getline, ftruncate */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,6 +48,7 @@
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/engine_opts.h"
 #include "engine/cli/run_cmd.h"
 #include "engine/cli/settings.h"
 #include "engine/model/config.h"
@@ -58,19 +58,9 @@
 #include "engine/serving/serve_loop.h"
 #include "engine/text/tokenizer.h"
 
-/* --threads above this many per CPU of the allowed set is refused */
-#define RUN_THREADS_PER_CPU 8
-
 typedef struct run_opts {
-    const char *model, *input, *output;
-    const char *kv_memory_arg;  /* --kv-memory as given, for messages */
-    int threads;
-    int64_t max_context;
-    int32_t block_size;
-    int32_t prefill_chunk, max_batch_tokens, max_seqs;
-    double kv_memory_gib;
-    int64_t kv_blocks;
-    numla_dtype kv_dtype;
+    numla_cli_engine_opts e;    /* model, threads, batching, KV pool (engine_opts.h) */
+    const char *input, *output;
     int resume;
     int progress; /* -1: auto (terminal) */
 } run_opts;
@@ -102,12 +92,10 @@ static double now_s(void)
 
 static void usage(FILE *f)
 {
+    fprintf(f, "usage: numla run --model DIR --input requests.jsonl --output results.jsonl\n"
+               "                 [--resume]\n");
+    numla_cli_engine_opts_usage(f, 17);
     fprintf(f,
-            "usage: numla run --model DIR --input requests.jsonl --output results.jsonl\n"
-            "                 [--resume] [--threads N] [--max-context N (default: the model's)]\n"
-            "                 [--max-batch-tokens N (2048)] [--max-seqs N (64)]\n"
-            "                 [--prefill-chunk N (512)] [--kv-memory GiB | --kv-blocks N]\n"
-            "                 [--kv-dtype bf16|f16|f32] [--block-size N (16)]\n"
             "                 [--progress | --no-progress]\n"
             "Input '-' reads stdin, output '-' writes stdout (not with --resume); the input\n"
             "may be a pipe or FIFO, the output may not be the input. The KV pool defaults to\n"
@@ -255,11 +243,6 @@ static int64_t count_requests(FILE *f)
     return c;
 }
 
-static numla_status run_exec(void *ctx, const numla_step *st, float *logits)
-{
-    return numla_engine_step(ctx, st, logits);
-}
-
 static int parse_opts(int argc, char **argv, run_opts *o)
 {
     for (int i = 1; i < argc; i++) {
@@ -283,104 +266,28 @@ static int parse_opts(int argc, char **argv, run_opts *o)
             return 2;
         }
         i++;
-        char *end = NULL;
-        if (!strcmp(a, "--model")) {
-            o->model = v;
-        } else if (!strcmp(a, "--input")) {
+        int r = numla_cli_engine_opts_parse("numla run", &o->e, a, v);
+        if (r == 2)
+            return 2;
+        if (r == 1)
+            continue;
+        if (!strcmp(a, "--input")) {
             o->input = v;
         } else if (!strcmp(a, "--output")) {
             o->output = v;
-        } else if (!strcmp(a, "--threads")) {
-            long t = strtol(v, &end, 10);
-            o->threads = t > INT32_MAX ? INT32_MAX : t < -1 ? -1 : (int)t;
-        } else if (!strcmp(a, "--max-context")) {
-            o->max_context = strtoll(v, &end, 10);
-        } else if (!strcmp(a, "--block-size")) {
-            o->block_size = (int32_t)strtol(v, &end, 10);
-        } else if (!strcmp(a, "--prefill-chunk")) {
-            o->prefill_chunk = (int32_t)strtol(v, &end, 10);
-        } else if (!strcmp(a, "--max-batch-tokens")) {
-            o->max_batch_tokens = (int32_t)strtol(v, &end, 10);
-        } else if (!strcmp(a, "--max-seqs")) {
-            o->max_seqs = (int32_t)strtol(v, &end, 10);
-        } else if (!strcmp(a, "--kv-memory")) {
-            o->kv_memory_gib = strtod(v, &end);
-            o->kv_memory_arg = v;
-            if (!(o->kv_memory_gib > 0)) {
-                fprintf(stderr, "numla run: --kv-memory %s must be a positive number of GiB\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--kv-blocks")) {
-            o->kv_blocks = strtoll(v, &end, 10);
-            if (o->kv_blocks < 1) {
-                fprintf(stderr, "numla run: --kv-blocks %s must be positive\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--kv-dtype")) {
-            if (!strcmp(v, "bf16"))
-                o->kv_dtype = NUMLA_DTYPE_BF16;
-            else if (!strcmp(v, "f16"))
-                o->kv_dtype = NUMLA_DTYPE_F16;
-            else if (!strcmp(v, "f32"))
-                o->kv_dtype = NUMLA_DTYPE_F32;
-            else {
-                fprintf(stderr, "numla run: --kv-dtype %s is not bf16, f16 or f32\n", v);
-                return 2;
-            }
         } else {
             fprintf(stderr, "numla run: unknown option %s\n", a);
             usage(stderr);
             return 2;
         }
-        if (end && *end) {
-            fprintf(stderr, "numla run: option %s: '%s' is not a number\n", a, v);
-            return 2;
-        }
     }
-    if (!o->model || !o->input || !o->output) {
+    if (!o->e.model || !o->input || !o->output) {
         usage(stderr);
         return 2;
     }
-    if (o->threads < 0 || o->max_context < 0 || o->block_size < 1 || o->prefill_chunk < 1 ||
-        o->max_batch_tokens < 1 || o->max_seqs < 1) {
-        fprintf(stderr, "numla run: --threads/--max-context/--block-size/--prefill-chunk/"
-                        "--max-batch-tokens/--max-seqs must be positive\n");
-        return 2;
-    }
-    if (o->threads > 0) {
-        /* OpenMP thread stacks and per-thread scratch: a typo like 100000 must not reach them */
-        cpu_set_t set;
-        int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
-        if (cpus < 1)
-            cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
-        const int most = RUN_THREADS_PER_CPU * (cpus > 0 ? cpus : 1);
-        if (o->threads > most) {
-            fprintf(stderr, "numla run: --threads %d is more than %d (%d times the %d CPU%s this "
-                            "process may run on)\n", o->threads, most, RUN_THREADS_PER_CPU, cpus,
-                    cpus == 1 ? "" : "s");
-            return 2;
-        }
-    }
-    if (o->kv_memory_gib > 0) {
-        /* more than the machine has can only be a mistake (the engine also checks the pool
-         * against the free memory of the rank's node, shared with the other ranks there) */
-        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-        const double have = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0.0;
-        if (have > 0 && o->kv_memory_gib * 1073741824.0 > have) {
-            fprintf(stderr, "numla run: --kv-memory %s GiB is more than the %.1f GiB of memory "
-                            "this machine has\n", o->kv_memory_arg, have / 1073741824.0);
-            return 2;
-        }
-    }
-    if (o->max_batch_tokens < o->max_seqs) {
-        fprintf(stderr, "numla run: --max-batch-tokens %d is below --max-seqs %d\n",
-                o->max_batch_tokens, o->max_seqs);
-        return 2;
-    }
-    if (o->kv_memory_gib > 0 && o->kv_blocks > 0) {
-        fprintf(stderr, "numla run: give --kv-memory or --kv-blocks, not both\n");
-        return 2;
-    }
+    int rc = numla_cli_engine_opts_check("numla run", &o->e);
+    if (rc >= 0)
+        return rc;
     if (o->resume && !strcmp(o->output, "-")) {
         fprintf(stderr, "numla run: --resume needs an output file, not '-'\n");
         return 2;
@@ -548,22 +455,6 @@ typedef struct run_job {
     int64_t already;            /* records kept by --resume */
 } run_job;
 
-static numla_status run_engine_create(run_opts *o, const numla_settings *set, numla_comm *comm,
-                                      numla_engine **eng)
-{
-    numla_engine_options eo = numla_engine_options_default();
-    numla_settings_engine_options(set, &eo);
-    eo.num_threads = o->threads;
-    eo.block_size = o->block_size;
-    eo.kv_dtype = o->kv_dtype;
-    eo.num_blocks = o->kv_blocks;
-    eo.kv_memory_bytes = (int64_t)(o->kv_memory_gib * 1073741824.0);
-    eo.kv_memory_fraction = NUMLA_KV_MEMORY_FRACTION;
-    eo.max_seqs = o->max_seqs;
-    eo.max_context = o->max_context;
-    return numla_engine_create(comm, o->model, &eo, eng);
-}
-
 static numla_status run_report_loaded(run_job *j, numla_comm *comm, double t_load)
 {
     const run_opts *o = j->o;
@@ -572,12 +463,12 @@ static numla_status run_report_loaded(run_job *j, numla_comm *comm, double t_loa
     fprintf(stderr, "numla run: %s (%s, %lld layers) loaded in %.2f s: %.1f MB of weights on "
                     "rank 0, %d rank%s, isa %s, %d threads, context %lld, KV %lld blocks of %d "
                     "(%.2f GiB per rank, %s)\n",
-            o->model, j->cfg.model_type, (long long)j->cfg.num_hidden_layers, now_s() - t_load,
+            o->e.model, j->cfg.model_type, (long long)j->cfg.num_hidden_layers, now_s() - t_load,
             (double)numla_engine_weight_bytes(j->eng) / 1e6, numla_comm_size(comm),
             numla_comm_size(comm) > 1 ? "s" : "", numla_isa_name(isa),
-            numla_engine_num_threads(j->eng), (long long)o->max_context,
+            numla_engine_num_threads(j->eng), (long long)o->e.max_context,
             (long long)kv->num_blocks, kv->block_size,
-            (double)numla_engine_kv_bytes(j->eng) / 1073741824.0, numla_dtype_name(o->kv_dtype));
+            (double)numla_engine_kv_bytes(j->eng) / 1073741824.0, numla_dtype_name(o->e.kv_dtype));
     return NUMLA_STATUS_OK;
 }
 
@@ -684,11 +575,11 @@ static numla_status run_output_reset(run_job *j)
 static numla_status run_tokenizer_load(run_job *j)
 {
     char tok_path[4096];
-    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", j->o->model);
+    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", j->o->e.model);
     if (access(tok_path, F_OK) == 0)
-        NUMLA_CHECK(numla_tokenizer_load_for_model(j->o->model, j->cfg.vocab_size, &j->tok));
+        NUMLA_CHECK(numla_tokenizer_load_for_model(j->o->e.model, j->cfg.vocab_size, &j->tok));
     j->src.lim = (numla_request_limits){.vocab_size = j->cfg.vocab_size,
-                                        .max_context = j->o->max_context, .tokenizer = j->tok};
+                                        .max_context = j->o->e.max_context, .tokenizer = j->tok};
     return NUMLA_STATUS_OK;
 }
 
@@ -696,10 +587,8 @@ static numla_status run_loop_create(run_job *j)
 {
     const run_opts *o = j->o;
     numla_serve_options so = {
-        .sched = {.max_batch_tokens = o->max_batch_tokens, .max_seqs = o->max_seqs,
-                  .prefill_chunk = o->prefill_chunk, .vocab_size = j->cfg.vocab_size,
-                  .num_eos = j->cfg.num_eos, .eos_token_ids = j->cfg.eos_token_ids},
-        .kv = numla_engine_kv_cache(j->eng), .exec = run_exec, .exec_ctx = j->eng,
+        .sched = numla_cli_sched_options(&o->e, &j->cfg),
+        .kv = numla_engine_kv_cache(j->eng), .exec = numla_cli_engine_exec, .exec_ctx = j->eng,
         .tokenizer = j->tok, .stop_requests = &run_signals};
     numla_serve_source src = {.ctx = &j->src, .next = run_source_next};
     numla_serve_sink sink = {.ctx = &j->sink, .done = run_sink_done,
@@ -786,8 +675,7 @@ static int run_rank0(run_job *j, numla_engine *eng, numla_comm *comm, double t_l
     run_opts *o = j->o;
     j->eng = eng;
     j->cfg = *numla_engine_config(eng);
-    if (o->max_context == 0 || o->max_context > j->cfg.max_position_embeddings)
-        o->max_context = j->cfg.max_position_embeddings;
+    numla_cli_engine_opts_fit(&o->e, &j->cfg);
     numla_status s;
     int rc = -1;
     NUMLA_CHECK_GOTO(run_report_loaded(j, comm, t_load), s, done);
@@ -804,9 +692,8 @@ done:
 
 int numla_run_main(int argc, char **argv)
 {
-    run_opts o = {.threads = 0, .max_context = 0, .block_size = 16, .prefill_chunk = 512,
-                  .max_batch_tokens = 2048, .max_seqs = 64, .kv_dtype = NUMLA_DTYPE_BF16,
-                  .progress = -1};
+    run_opts o = {.progress = -1};
+    numla_cli_engine_opts_default(&o.e);
     int rc = parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;
@@ -832,7 +719,7 @@ int numla_run_main(int argc, char **argv)
     const double t_load = now_s();
     if (early >= 0)
         rc = early;
-    else if (run_engine_create(&o, &set, mpi.comm, &eng) != NUMLA_STATUS_OK)
+    else if (numla_cli_engine_create(&o.e, &set, mpi.comm, &eng) != NUMLA_STATUS_OK)
         rc = run_fail();
     else if (rank != 0)
         rc = numla_engine_worker_loop(eng) == NUMLA_STATUS_OK ? 0 : run_fail();

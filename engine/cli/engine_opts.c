@@ -1,0 +1,165 @@
+/* engine/cli/engine_opts.c — the serving options `numla run` and `numla serve` share (see
+ * engine_opts.h). */
+#define _GNU_SOURCE /* CPU_COUNT, sched_getaffinity */
+#include "engine/cli/engine_opts.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/model/kv_cache.h"
+
+/* --threads above this many per CPU of the allowed set is refused */
+#define ENGINE_OPTS_THREADS_PER_CPU 8
+
+void numla_cli_engine_opts_default(numla_cli_engine_opts *o)
+{
+    *o = (numla_cli_engine_opts){.block_size = 16, .prefill_chunk = 512,
+                                 .max_batch_tokens = 2048, .max_seqs = 64,
+                                 .kv_dtype = NUMLA_DTYPE_BF16};
+}
+
+void numla_cli_engine_opts_usage(FILE *f, int indent)
+{
+    fprintf(f,
+            "%*s[--threads N] [--max-context N (default: the model's)]\n"
+            "%*s[--max-batch-tokens N (2048)] [--max-seqs N (64)]\n"
+            "%*s[--prefill-chunk N (512)] [--kv-memory GiB | --kv-blocks N]\n"
+            "%*s[--kv-dtype bf16|f16|f32] [--block-size N (16)]\n",
+            indent, "", indent, "", indent, "", indent, "");
+}
+
+int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const char *a,
+                                const char *v)
+{
+    char *end = NULL;
+    if (!strcmp(a, "--model")) {
+        o->model = v;
+    } else if (!strcmp(a, "--threads")) {
+        long t = strtol(v, &end, 10);
+        o->threads = t > INT32_MAX ? INT32_MAX : t < -1 ? -1 : (int)t;
+    } else if (!strcmp(a, "--max-context")) {
+        o->max_context = strtoll(v, &end, 10);
+    } else if (!strcmp(a, "--block-size")) {
+        o->block_size = (int32_t)strtol(v, &end, 10);
+    } else if (!strcmp(a, "--prefill-chunk")) {
+        o->prefill_chunk = (int32_t)strtol(v, &end, 10);
+    } else if (!strcmp(a, "--max-batch-tokens")) {
+        o->max_batch_tokens = (int32_t)strtol(v, &end, 10);
+    } else if (!strcmp(a, "--max-seqs")) {
+        o->max_seqs = (int32_t)strtol(v, &end, 10);
+    } else if (!strcmp(a, "--kv-memory")) {
+        o->kv_memory_gib = strtod(v, &end);
+        o->kv_memory_arg = v;
+        if (!(o->kv_memory_gib > 0)) {
+            fprintf(stderr, "%s: --kv-memory %s must be a positive number of GiB\n", cmd, v);
+            return 2;
+        }
+    } else if (!strcmp(a, "--kv-blocks")) {
+        o->kv_blocks = strtoll(v, &end, 10);
+        if (o->kv_blocks < 1) {
+            fprintf(stderr, "%s: --kv-blocks %s must be positive\n", cmd, v);
+            return 2;
+        }
+    } else if (!strcmp(a, "--kv-dtype")) {
+        if (!strcmp(v, "bf16"))
+            o->kv_dtype = NUMLA_DTYPE_BF16;
+        else if (!strcmp(v, "f16"))
+            o->kv_dtype = NUMLA_DTYPE_F16;
+        else if (!strcmp(v, "f32"))
+            o->kv_dtype = NUMLA_DTYPE_F32;
+        else {
+            fprintf(stderr, "%s: --kv-dtype %s is not bf16, f16 or f32\n", cmd, v);
+            return 2;
+        }
+    } else {
+        return 0;
+    }
+    if (end && *end) {
+        fprintf(stderr, "%s: option %s: '%s' is not a number\n", cmd, a, v);
+        return 2;
+    }
+    return 1;
+}
+
+int numla_cli_engine_opts_check(const char *cmd, const numla_cli_engine_opts *o)
+{
+    if (o->threads < 0 || o->max_context < 0 || o->block_size < 1 || o->prefill_chunk < 1 ||
+        o->max_batch_tokens < 1 || o->max_seqs < 1) {
+        fprintf(stderr, "%s: --threads/--max-context/--block-size/--prefill-chunk/"
+                        "--max-batch-tokens/--max-seqs must be positive\n", cmd);
+        return 2;
+    }
+    if (o->threads > 0) {
+        /* OpenMP thread stacks and per-thread scratch: a typo like 100000 must not reach them */
+        cpu_set_t set;
+        int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+        if (cpus < 1)
+            cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        const int most = ENGINE_OPTS_THREADS_PER_CPU * (cpus > 0 ? cpus : 1);
+        if (o->threads > most) {
+            fprintf(stderr, "%s: --threads %d is more than %d (%d times the %d CPU%s this "
+                            "process may run on)\n", cmd, o->threads, most,
+                    ENGINE_OPTS_THREADS_PER_CPU, cpus, cpus == 1 ? "" : "s");
+            return 2;
+        }
+    }
+    if (o->kv_memory_gib > 0) {
+        /* more than the machine has can only be a mistake (the engine also checks the pool
+         * against the free memory of the rank's node, shared with the other ranks there) */
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        const double have = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0.0;
+        if (have > 0 && o->kv_memory_gib * 1073741824.0 > have) {
+            fprintf(stderr, "%s: --kv-memory %s GiB is more than the %.1f GiB of memory "
+                            "this machine has\n", cmd, o->kv_memory_arg, have / 1073741824.0);
+            return 2;
+        }
+    }
+    if (o->max_batch_tokens < o->max_seqs) {
+        fprintf(stderr, "%s: --max-batch-tokens %d is below --max-seqs %d\n", cmd,
+                o->max_batch_tokens, o->max_seqs);
+        return 2;
+    }
+    if (o->kv_memory_gib > 0 && o->kv_blocks > 0) {
+        fprintf(stderr, "%s: give --kv-memory or --kv-blocks, not both\n", cmd);
+        return 2;
+    }
+    return -1;
+}
+
+numla_status numla_cli_engine_create(const numla_cli_engine_opts *o, const numla_settings *set,
+                                     numla_comm *comm, numla_engine **eng)
+{
+    numla_engine_options eo = numla_engine_options_default();
+    numla_settings_engine_options(set, &eo);
+    eo.num_threads = o->threads;
+    eo.block_size = o->block_size;
+    eo.kv_dtype = o->kv_dtype;
+    eo.num_blocks = o->kv_blocks;
+    eo.kv_memory_bytes = (int64_t)(o->kv_memory_gib * 1073741824.0);
+    eo.kv_memory_fraction = NUMLA_KV_MEMORY_FRACTION;
+    eo.max_seqs = o->max_seqs;
+    eo.max_context = o->max_context;
+    return numla_engine_create(comm, o->model, &eo, eng);
+}
+
+void numla_cli_engine_opts_fit(numla_cli_engine_opts *o, const numla_model_config *cfg)
+{
+    if (o->max_context == 0 || o->max_context > cfg->max_position_embeddings)
+        o->max_context = cfg->max_position_embeddings;
+}
+
+numla_sched_options numla_cli_sched_options(const numla_cli_engine_opts *o,
+                                            const numla_model_config *cfg)
+{
+    return (numla_sched_options){.max_batch_tokens = o->max_batch_tokens,
+                                 .max_seqs = o->max_seqs, .prefill_chunk = o->prefill_chunk,
+                                 .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
+                                 .eos_token_ids = cfg->eos_token_ids};
+}
+
+numla_status numla_cli_engine_exec(void *ctx, const numla_step *st, float *logits)
+{
+    return numla_engine_step(ctx, st, logits);
+}

@@ -1,0 +1,63 @@
+/* engine/cli/engine_opts.h — the serving options `numla run` and `numla serve` share: the model,
+ * threads, context, batching (--max-batch-tokens, --max-seqs, --prefill-chunk) and the KV pool
+ * (--kv-memory | --kv-blocks, --kv-dtype, --block-size); their parsing, their checks and the
+ * engine and scheduler options they make. Messages name the command (cmd, e.g. "numla run").
+ * Not collective (numla_cli_engine_create is: see numla_engine_create).
+ */
+#ifndef NUMLA_ENGINE_CLI_ENGINE_OPTS_H
+#define NUMLA_ENGINE_CLI_ENGINE_OPTS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "comm/comm.h"
+#include "common/dtype.h"
+#include "common/status.h"
+#include "engine/cli/settings.h"
+#include "engine/model/config.h"
+#include "engine/parallel/engine.h"
+#include "engine/serving/scheduler.h"
+
+typedef struct numla_cli_engine_opts {
+    const char *model;
+    const char *kv_memory_arg;  /* --kv-memory as given, for messages */
+    int threads;                /* 0: the engine's default */
+    int64_t max_context;        /* 0: the model's */
+    int32_t block_size;
+    int32_t prefill_chunk, max_batch_tokens, max_seqs;
+    double kv_memory_gib;       /* 0: the default fraction of free memory */
+    int64_t kv_blocks;          /* 0: from the memory */
+    numla_dtype kv_dtype;
+} numla_cli_engine_opts;
+
+/* Defaults: block 16, prefill chunk 512, 2048 batch tokens, 64 sequences, bf16 KV. */
+void numla_cli_engine_opts_default(numla_cli_engine_opts *o);
+
+/* The usage lines of these options (indented by `indent` spaces). */
+void numla_cli_engine_opts_usage(FILE *f, int indent);
+
+/* Option a with value v, when it is one of these: returns 1 taken, 0 not one of these options,
+ * 2 a bad value (the message printed). */
+int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const char *a,
+                                const char *v);
+
+/* The checks after parsing (--model given, positive sizes, --threads and --kv-memory within the
+ * machine, --max-batch-tokens >= --max-seqs, one KV sizing). Returns -1 when all is well, else
+ * the exit code 2 (the message printed). */
+int numla_cli_engine_opts_check(const char *cmd, const numla_cli_engine_opts *o);
+
+/* The engine on the ranks of comm with these options. Collective. */
+numla_status numla_cli_engine_create(const numla_cli_engine_opts *o, const numla_settings *set,
+                                     numla_comm *comm, numla_engine **eng);
+
+/* Clamp o->max_context to the model's (0 or more than max_position_embeddings: the model's). */
+void numla_cli_engine_opts_fit(numla_cli_engine_opts *o, const numla_model_config *cfg);
+
+/* The scheduler's options for these settings and this model (stop_check left NULL). */
+numla_sched_options numla_cli_sched_options(const numla_cli_engine_opts *o,
+                                            const numla_model_config *cfg);
+
+/* The engine's step as the serving loop's exec (ctx: the numla_engine). Collective. */
+numla_status numla_cli_engine_exec(void *ctx, const numla_step *st, float *logits);
+
+#endif

@@ -1,0 +1,350 @@
+/* engine/http/serve_glue.c — HTTP jobs as the serving loop's source and sink (serve_glue.h). */
+#include "engine/http/serve_glue.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct glue_held {
+    numla_http_job *job;
+    int cancel_sent;            /* numla_serve_loop_cancel was called for it */
+    int push_failed;            /* a push ran out of memory: answer 500 */
+} glue_held;
+
+struct numla_http_glue {
+    numla_http_glue_options o;
+    numla_serve_loop *loop;
+    numla_http_job *peeked;     /* taken by wait, handed over by the next pull */
+    glue_held *held;            /* (num_held) jobs the loop has */
+    int32_t num_held, cap_held;
+    int ended;
+    int64_t preemptions_seen;
+    double t_metrics;           /* when the gauges were last set */
+    int64_t line;               /* numbers the requests (the loop's messages say "line N") */
+};
+
+numla_status numla_http_glue_create(const numla_http_glue_options *o, numla_http_glue **out)
+{
+    *out = NULL;
+    if (!o->backend)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "HTTP glue: no backend");
+    numla_http_glue *g = calloc(1, sizeof *g);
+    if (!g)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the HTTP glue");
+    g->o = *o;
+    if (g->o.wait_ms <= 0)
+        g->o.wait_ms = 50;
+    *out = g;
+    return NUMLA_STATUS_OK;
+}
+
+static void release_failed(numla_http_job **j, int status, const char *why)
+{
+    numla_http_job_fail(*j, status, why, NULL);
+    numla_http_job_release(j);
+}
+
+void numla_http_glue_destroy(numla_http_glue **gp)
+{
+    numla_http_glue *g = *gp;
+    if (!g)
+        return;
+    *gp = NULL;
+    if (g->peeked)
+        release_failed(&g->peeked, 503, "the server stopped");
+    for (int32_t i = 0; i < g->num_held; i++)
+        release_failed(&g->held[i].job, 503, "the server stopped before the request finished");
+    free(g->held);
+    free(g);
+}
+
+void numla_http_glue_set_loop(numla_http_glue *g, numla_serve_loop *loop)
+{
+    g->loop = loop;
+}
+
+void numla_http_glue_end(numla_http_glue *g)
+{
+    g->ended = 1;
+}
+
+int32_t numla_http_glue_held(const numla_http_glue *g)
+{
+    return g->num_held;
+}
+
+static glue_held *held_find(numla_http_glue *g, const numla_http_job *j)
+{
+    for (int32_t i = 0; i < g->num_held; i++)
+        if (g->held[i].job == j)
+            return &g->held[i];
+    return NULL;
+}
+
+static void held_remove(numla_http_glue *g, const numla_http_job *j)
+{
+    for (int32_t i = 0; i < g->num_held; i++)
+        if (g->held[i].job == j) {
+            g->held[i] = g->held[--g->num_held];
+            return;
+        }
+}
+
+/* ---- the source ---- */
+
+/* The prompt of job j as token ids into req; 0 when it is there, else the job was failed (the
+ * status and message set in *status, *msg, *param). */
+typedef struct glue_refusal {
+    int status;
+    char msg[512];
+    const char *param;
+} glue_refusal;
+
+static numla_status encode(numla_http_glue *g, const char *text, size_t len, int add_special,
+                           numla_request *req, glue_refusal *no, const char *param)
+{
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    numla_status s = numla_tokenizer_encode(g->o.tokenizer, text, len, add_special, &ids, &n);
+    if (s == NUMLA_STATUS_NO_MEMORY)
+        return s;
+    if (s != NUMLA_STATUS_OK) {
+        free(ids);
+        *no = (glue_refusal){.status = 400, .param = param};
+        snprintf(no->msg, sizeof no->msg, "'%s' cannot be encoded: %s", param,
+                 numla_error_message());
+        return NUMLA_STATUS_OK;
+    }
+    if (n > INT32_MAX) {
+        free(ids);
+        *no = (glue_refusal){.status = 400, .param = param};
+        snprintf(no->msg, sizeof no->msg, "'%s' is too long", param);
+        return NUMLA_STATUS_OK;
+    }
+    req->prompt_tokens = ids;
+    req->num_prompt = (int32_t)n;
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status chat_prompt(numla_http_glue *g, const numla_openai_request *r,
+                                numla_request *req, glue_refusal *no)
+{
+    static const char *const roles[] = {"system", "user", "assistant"};
+    if (!g->o.chat || !g->o.tokenizer) {
+        *no = (glue_refusal){.status = 400, .param = "messages"};
+        snprintf(no->msg, sizeof no->msg, "this model has no %s; chat completions are not "
+                 "served (start numla serve with --chat-template NAME)",
+                 g->o.tokenizer ? "chat template" : "tokenizer.json");
+        return NUMLA_STATUS_OK;
+    }
+    numla_chat_message *m = calloc((size_t)r->num_messages, sizeof *m);
+    if (!m)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for %d chat messages", r->num_messages);
+    for (int32_t i = 0; i < r->num_messages; i++)
+        m[i] = (numla_chat_message){.role = roles[r->messages[i].role],
+                                    .content = r->messages[i].content};
+    char *text = NULL;
+    size_t len = 0;
+    numla_status s = numla_chat_template_render(g->o.chat, m, r->num_messages, 1, &text, &len);
+    free(m);
+    if (s == NUMLA_STATUS_NO_MEMORY)
+        return s;
+    if (s != NUMLA_STATUS_OK) {
+        *no = (glue_refusal){.status = 400, .param = "messages"};
+        snprintf(no->msg, sizeof no->msg, "%s", numla_error_message());
+        return NUMLA_STATUS_OK;
+    }
+    /* the rendered text holds the BOS token already */
+    s = encode(g, text, len, 0, req, no, "messages");
+    free(text);
+    return s;
+}
+
+static numla_status job_request(numla_http_glue *g, numla_http_job *j, numla_request *req,
+                                glue_refusal *no)
+{
+    const numla_openai_request *r = numla_http_job_request(j);
+    const numla_openai_prompt *p = numla_http_job_prompt(j);
+    const char *what = r->endpoint == NUMLA_OPENAI_CHAT ? "messages" : "prompt";
+    req->line = ++g->line;
+    req->params = r->params;
+    req->text_output = g->o.tokenizer != NULL;
+    if (r->endpoint == NUMLA_OPENAI_CHAT) {
+        NUMLA_CHECK(chat_prompt(g, r, req, no));
+    } else if (p->tokens) {
+        req->prompt_tokens = malloc(((size_t)p->num_tokens + 1) * sizeof *req->prompt_tokens);
+        if (!req->prompt_tokens)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for a prompt of %d tokens",
+                       p->num_tokens);
+        memcpy(req->prompt_tokens, p->tokens, (size_t)p->num_tokens * sizeof *p->tokens);
+        req->num_prompt = p->num_tokens;
+    } else if (!g->o.tokenizer) {
+        *no = (glue_refusal){.status = 400, .param = "prompt"};
+        snprintf(no->msg, sizeof no->msg, "this model has no tokenizer.json: send the prompt "
+                 "as token ids");
+    } else {
+        NUMLA_CHECK(encode(g, p->text, p->text_len, 1, req, no, "prompt"));
+    }
+    if (no->status)
+        return NUMLA_STATUS_OK;
+    const int64_t ctx = g->o.max_context, P = req->num_prompt;
+    if (P < 1) {
+        *no = (glue_refusal){.status = 400, .param = what};
+        snprintf(no->msg, sizeof no->msg, "the %s is empty", what);
+    } else if (ctx > 0 && P >= ctx) {
+        *no = (glue_refusal){.status = 400, .param = what};
+        snprintf(no->msg, sizeof no->msg, "the %s (%lld tokens) leaves no room in the context of "
+                 "%lld tokens", what, (long long)P, (long long)ctx);
+    } else if (ctx > 0 && !r->max_tokens_given) {
+        req->params.max_tokens = (int32_t)(ctx - P);
+    } else if (ctx > 0 && P + req->params.max_tokens > ctx) {
+        *no = (glue_refusal){.status = 400, .param = "max_tokens"};
+        snprintf(no->msg, sizeof no->msg, "the %s (%lld tokens) + max_tokens (%d) exceeds the "
+                 "context of %lld tokens", what, (long long)P, req->params.max_tokens,
+                 (long long)ctx);
+    }
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status glue_next(void *ctx, numla_request *req, void **user, numla_serve_pull *what)
+{
+    numla_http_glue *g = ctx;
+    for (;;) {
+        numla_http_job *j = g->peeked ? g->peeked : numla_http_backend_next(g->o.backend, 0);
+        g->peeked = NULL;
+        if (!j) {
+            *what = g->ended ? NUMLA_SERVE_PULL_END : NUMLA_SERVE_PULL_NONE;
+            return NUMLA_STATUS_OK;
+        }
+        if (numla_http_job_cancelled(j)) { /* the client left while it waited */
+            numla_http_job_finish(j, "stop", 0, 0);
+            numla_http_job_release(&j);
+            continue;
+        }
+        if (g->num_held == g->cap_held) {
+            int32_t cap = g->cap_held ? 2 * g->cap_held : 64;
+            glue_held *h = realloc(g->held, (size_t)cap * sizeof *h);
+            if (!h) {
+                g->peeked = j;
+                NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the requests in flight");
+            }
+            g->held = h;
+            g->cap_held = cap;
+        }
+        glue_refusal no = {0};
+        numla_status s = job_request(g, j, req, &no);
+        if (s != NUMLA_STATUS_OK || no.status) {
+            numla_request_free(req);
+            memset(req, 0, sizeof *req);
+            if (s != NUMLA_STATUS_OK) {
+                release_failed(&j, 500, "the server ran out of memory");
+                return s;
+            }
+            numla_http_job_fail(j, no.status, no.msg, no.param);
+            numla_http_job_release(&j);
+            continue;
+        }
+        g->held[g->num_held++] = (glue_held){.job = j};
+        *user = j;
+        *what = NUMLA_SERVE_PULL_REQUEST;
+        return NUMLA_STATUS_OK;
+    }
+}
+
+static void glue_wait(void *ctx)
+{
+    numla_http_glue *g = ctx;
+    if (!g->peeked && !g->ended)
+        g->peeked = numla_http_backend_next(g->o.backend, g->o.wait_ms);
+}
+
+/* ---- the sink ---- */
+
+static void glue_token(void *ctx, void *user, const numla_serve_token *t)
+{
+    numla_http_glue *g = ctx;
+    numla_http_job *j = user;
+    if (numla_http_job_push(j, &t->token, 1, t->text, t->text ? t->text_len : 0, t->logprob) !=
+        NUMLA_STATUS_OK) {
+        glue_held *h = held_find(g, j);
+        if (h)
+            h->push_failed = 1;
+        if (g->loop)
+            numla_serve_loop_cancel(g->loop, j);
+    }
+}
+
+/* A message of the loop without its "line N: " prefix (the client has no lines). */
+static const char *no_line(const char *e)
+{
+    if (e && !strncmp(e, "line ", 5)) {
+        const char *c = strstr(e, ": ");
+        if (c)
+            return c + 2;
+    }
+    return e;
+}
+
+static numla_status glue_done(void *ctx, void *user, const numla_serve_done *d)
+{
+    numla_http_glue *g = ctx;
+    numla_http_job *j = user;
+    glue_held *h = held_find(g, j);
+    const int push_failed = h && h->push_failed;
+    const numla_result *res = &d->result;
+    if (push_failed) {
+        numla_http_job_fail(j, 500, "the server ran out of memory for the output", NULL);
+    } else if (res->error) {
+        const char *e = no_line(res->error);
+        numla_http_job_fail(j, strstr(e, "engine step failed") ? 500 : 400, e, NULL);
+    } else {
+        if (d->text_tail_len > 0 &&
+            numla_http_job_push(j, NULL, 0, d->text_tail, d->text_tail_len, NULL) !=
+                NUMLA_STATUS_OK)
+            numla_http_job_fail(j, 500, "the server ran out of memory for the output", NULL);
+        numla_http_job_finish(j, d->cancelled ? "stop" : res->finish_reason,
+                              res->req ? res->req->num_prompt : 0, res->num_output);
+    }
+    held_remove(g, j);
+    numla_http_job_release(&j);
+    return NUMLA_STATUS_OK;
+}
+
+numla_serve_source numla_http_glue_source(numla_http_glue *g)
+{
+    return (numla_serve_source){.ctx = g, .next = glue_next, .wait = glue_wait};
+}
+
+numla_serve_sink numla_http_glue_sink(numla_http_glue *g)
+{
+    return (numla_serve_sink){.ctx = g, .token = glue_token, .done = glue_done};
+}
+
+void numla_http_glue_poll(numla_http_glue *g)
+{
+    if (!g->loop)
+        return;
+    for (int32_t i = 0; i < g->num_held; i++)
+        if (!g->held[i].cancel_sent && numla_http_job_cancelled(g->held[i].job)) {
+            g->held[i].cancel_sent = 1;
+            numla_serve_loop_cancel(g->loop, g->held[i].job);
+        }
+    /* the loop's figures cost a sort of its latency samples: at most 10 times a second */
+    const double now = numla_http_now();
+    if (!g->o.metrics || now - g->t_metrics < 0.1)
+        return;
+    g->t_metrics = now;
+    numla_serve_stats st;
+    numla_serve_loop_stats_get(g->loop, &st);
+    const numla_sched_stats *sc = &st.sched;
+    numla_http_metrics_set_engine(g->o.metrics, sc->running, sc->kv_blocks_used,
+                                  sc->kv_blocks_total - sc->kv_blocks_used);
+    numla_http_metrics_set_waiting(g->o.metrics,
+                                   (int64_t)sc->waiting +
+                                       numla_http_backend_waiting(g->o.backend) +
+                                       (g->peeked != NULL));
+    if (sc->preemptions > g->preemptions_seen) {
+        numla_http_metrics_add_preemptions(g->o.metrics, sc->preemptions - g->preemptions_seen);
+        g->preemptions_seen = sc->preemptions;
+    }
+}
