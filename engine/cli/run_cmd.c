@@ -51,6 +51,7 @@
 #include "engine/cli/engine_opts.h"
 #include "engine/cli/run_cmd.h"
 #include "engine/cli/settings.h"
+#include "engine/cli/stop.h"
 #include "engine/model/config.h"
 #include "engine/model/kv_cache.h"
 #include "engine/parallel/engine.h"
@@ -64,24 +65,6 @@ typedef struct run_opts {
     int resume;
     int progress; /* -1: auto (terminal) */
 } run_opts;
-
-static volatile sig_atomic_t run_signal = 0, run_signals = 0;
-static volatile long run_signal_ms = 0;
-
-static void run_on_signal(int sig)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    long ms = (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    /* One stop often arrives twice at once (Slurm signals every task and srun passes its own
-     * copy on): a repeat within a second is the same request, not "stop now". */
-    if (run_signals == 1 && ms - run_signal_ms < 1000)
-        return;
-    run_signal_ms = ms;
-    /* SIGUSR1/SIGUSR2: a launcher's SIGTERM passed on by mpirun (which forwards only those) */
-    run_signal = sig == SIGUSR1 || sig == SIGUSR2 ? SIGTERM : sig;
-    run_signals++;
-}
 
 static double now_s(void)
 {
@@ -339,6 +322,11 @@ static numla_status run_source_next(void *ctx, numla_request *req, void **user,
         errno = 0;
         ssize_t n = getline(&src->line, &src->cap, src->in);
         if (n < 0) {
+            if (ferror(src->in) && errno == EINTR && numla_cli_stop_requests > 0) {
+                clearerr(src->in); /* a stop request while waiting for input: drain */
+                *what = NUMLA_SERVE_PULL_NONE;
+                return NUMLA_STATUS_OK;
+            }
             if (ferror(src->in))
                 NUMLA_FAIL(NUMLA_STATUS_IO, "%s: read error after line %lld: %s", src->path,
                            (long long)src->lineno, strerror(errno));
@@ -409,7 +397,7 @@ static void run_sink_draining(void *ctx, int32_t dropped)
     run_sink *k = ctx;
     fprintf(stderr, "%snumla run: signal %d: finishing the requests in flight (%d not "
                     "started are left for --resume); signal again to stop now\n",
-            k->progress ? "\n" : "", (int)run_signal, dropped);
+            k->progress ? "\n" : "", (int)numla_cli_stop_signal, dropped);
 }
 
 static void progress_line(const run_sink *k, int final)
@@ -589,7 +577,7 @@ static numla_status run_loop_create(run_job *j)
     numla_serve_options so = {
         .sched = numla_cli_sched_options(&o->e, &j->cfg),
         .kv = numla_engine_kv_cache(j->eng), .exec = numla_cli_engine_exec, .exec_ctx = j->eng,
-        .tokenizer = j->tok, .stop_requests = &run_signals};
+        .tokenizer = j->tok, .stop_requests = &numla_cli_stop_requests};
     numla_serve_source src = {.ctx = &j->src, .next = run_source_next};
     numla_serve_sink sink = {.ctx = &j->sink, .done = run_sink_done,
                              .draining = run_sink_draining, .after_step = run_sink_after_step};
@@ -624,26 +612,19 @@ static void run_summary(const run_job *j, double wall, int rc)
  * after signal N), or -1 with the error set. SIGINT/SIGTERM count stop requests meanwhile. */
 static int run_serve_requests(run_job *j)
 {
-    struct sigaction sa = {0}, old_int, old_term, old_usr1, old_usr2;
-    sa.sa_handler = run_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    sigaction(SIGUSR1, &sa, &old_usr1);
-    sigaction(SIGUSR2, &sa, &old_usr2);
+    numla_cli_stop_saved saved;
+    numla_cli_stop_install(&saved, 0);
     j->sink.t_run = now_s();
     numla_serve_end why = NUMLA_SERVE_END_DONE;
     numla_status s = numla_serve_loop_run(j->loop, &why);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    sigaction(SIGUSR1, &old_usr1, NULL);
-    sigaction(SIGUSR2, &old_usr2, NULL);
+    const int stops = numla_cli_stop_requests, stop_signal = numla_cli_stop_signal;
+    numla_cli_stop_restore(&saved);
     if (s != NUMLA_STATUS_OK)
         return -1;
     double wall = now_s() - j->sink.t_run;
     if (j->sink.progress)
         progress_line(&j->sink, 1);
-    int rc = why == NUMLA_SERVE_END_SINK_FAILED ? 1 : run_signals > 0 ? 128 + (int)run_signal : 0;
+    int rc = why == NUMLA_SERVE_END_SINK_FAILED ? 1 : stops > 0 ? 128 + stop_signal : 0;
     run_summary(j, wall, rc);
     return rc;
 }
@@ -704,10 +685,7 @@ int numla_run_main(int argc, char **argv)
     const int rank = numla_comm_rank(mpi.comm);
     if (rank != 0) {
         /* rank 0 decides when to stop (it finishes the records in flight first) */
-        signal(SIGINT, SIG_IGN);
-        signal(SIGTERM, SIG_IGN);
-        signal(SIGUSR1, SIG_IGN);
-        signal(SIGUSR2, SIG_IGN);
+        numla_cli_stop_ignore();
     }
     /* the files first: a bad path is reported before the model loads, on every rank's exit */
     run_job j = {.o = &o};
@@ -729,9 +707,6 @@ int numla_run_main(int argc, char **argv)
         run_job_close(&j, &rc);
     numla_engine_destroy(&eng); /* rank 0: releases the workers */
     numla_comm_world_finalize(&mpi);
-    run_signal = 0;
-    run_signals = 0;
-    run_signal_ms = 0;
     return rc;
 }
 

@@ -37,6 +37,7 @@
 #include "engine/cli/cli.h"
 #include "engine/cli/engine_opts.h"
 #include "engine/cli/settings.h"
+#include "engine/cli/stop.h"
 #include "engine/http/backend.h"
 #include "engine/http/metrics.h"
 #include "engine/http/serve_glue.h"
@@ -59,13 +60,6 @@ typedef struct serve_opts {
     int64_t max_body;
 } serve_opts;
 
-static volatile sig_atomic_t serve_signal = 0, serve_signals = 0;
-
-static void serve_on_signal(int sig)
-{
-    serve_signal = sig;
-    serve_signals++;
-}
 
 static double now_s(void)
 {
@@ -296,12 +290,8 @@ static numla_status serve_loop_create(serve_job *j, numla_engine *eng)
  * the error set. */
 static int serve_requests(serve_job *j)
 {
-    struct sigaction sa = {0}, old_int, old_term;
-    sa.sa_handler = serve_on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    numla_cli_stop_saved saved;
+    numla_cli_stop_install(&saved, 1);
     numla_http_server_set_ready(j->server, 1);
     fprintf(stderr, "numla serve: ready on http://%s%s%s:%d (model \"%s\")\n",
             strchr(j->o->host, ':') ? "[" : "", j->o->host, strchr(j->o->host, ':') ? "]" : "",
@@ -310,9 +300,9 @@ static int serve_requests(serve_job *j)
     numla_status s = NUMLA_STATUS_OK;
     while (!finished) {
         numla_http_glue_poll(j->glue);
-        if (serve_signals >= 1 && !j->stopper_started) {
+        if (numla_cli_stop_requests >= 1 && !j->stopper_started) {
             fprintf(stderr, "numla serve: signal %d: no new requests; finishing the %d in "
-                            "flight (signal again to stop now)\n", (int)serve_signal,
+                            "flight (signal again to stop now)\n", (int)numla_cli_stop_signal,
                     numla_http_server_in_flight(j->server));
             if (pthread_create(&j->stopper, NULL, serve_stopper, j) != 0) {
                 numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__,
@@ -324,10 +314,10 @@ static int serve_requests(serve_job *j)
         }
         if (j->stopper_started && serve_stopper_done(j))
             numla_http_glue_end(j->glue); /* every accepted request is answered */
-        if (serve_signals >= 2) {
+        if (numla_cli_stop_requests >= 2) {
             fprintf(stderr, "numla serve: signal %d again: stopping now (%d requests "
-                            "unfinished)\n", (int)serve_signal, numla_http_glue_held(j->glue));
-            rc = 128 + (int)serve_signal;
+                            "unfinished)\n", (int)numla_cli_stop_signal, numla_http_glue_held(j->glue));
+            rc = 128 + (int)numla_cli_stop_signal;
             break;
         }
         s = numla_serve_loop_run_once(j->loop, &finished, NULL);
@@ -336,8 +326,7 @@ static int serve_requests(serve_job *j)
             break;
         }
     }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    numla_cli_stop_restore(&saved);
     return rc;
 }
 
@@ -401,13 +390,11 @@ int numla_serve_main(int argc, char **argv)
         return rc;
     numla_settings set;
     numla_comm_session mpi;
-    if (numla_settings_load(&set) != NUMLA_STATUS_OK ||
-        numla_comm_world_init(&mpi, &set.comm) != NUMLA_STATUS_OK)
+    if (numla_settings_start(&set, &mpi) != NUMLA_STATUS_OK)
         return serve_fail();
     const int rank = numla_comm_rank(mpi.comm);
     if (rank != 0) {
-        signal(SIGINT, SIG_IGN);
-        signal(SIGTERM, SIG_IGN);
+        numla_cli_stop_ignore();
     }
     signal(SIGPIPE, SIG_IGN); /* a client that went away is seen by the server, not a signal */
     serve_job j = {.o = &o};
@@ -435,8 +422,6 @@ int numla_serve_main(int argc, char **argv)
         pthread_mutex_destroy(&j.mu);
     numla_engine_destroy(&eng); /* rank 0: releases the workers */
     numla_comm_world_finalize(&mpi);
-    serve_signal = 0;
-    serve_signals = 0;
     return rc;
 }
 

@@ -203,8 +203,11 @@ if [ "$mode" = one ]; then
   [ $rc -eq 0 ]; check sigterm-exit $rc "rc=$rc $(tail -3 "$tmp/s1.err")"
   grep -q "signal 15: no new requests; finishing the [1-9]" "$tmp/s1.err"
   check sigterm-in-flight $? "$(grep signal "$tmp/s1.err")"
-  # the serving loop itself cancelled the 4 abandoned requests (not merely the server's count)
-  grep -q "summary: .* 4 cancelled)" "$tmp/s1.err"; check disconnect-cancelled-in-loop $? "$(grep summary "$tmp/s1.err")"
+  # the serving loop itself cancelled the 4 abandoned requests (not merely the server's count);
+  # a request its stop string ended is cancelled there too when the match comes before its
+  # last token, so more than 4 is fine
+  ncancel=$(sed -n 's/.*summary: .* \([0-9][0-9]*\) cancelled).*/\1/p' "$tmp/s1.err")
+  [ "${ncancel:-0}" -ge 4 ]; check disconnect-cancelled-in-loop $? "$(grep summary "$tmp/s1.err")"
   for i in 1 2 3 4; do
     [ "$(tail -n 2 "$tmp/term$i.sse" | head -n 1)" = "data: [DONE]" ] &&
       grep -q '"usage":{"prompt_tokens":2,"completion_tokens":3000' "$tmp/term$i.sse"
