@@ -52,6 +52,20 @@ if [ "$mode" = files ]; then
   rc=$?
   [ $rc -eq 0 ] && cmp -s <(ids "$tmp/ref.jsonl") <(ids "$tmp/procsub.jsonl")
   check input-process-substitution $? "rc=$rc $(grep summary "$tmp/procsub.err")"
+  # a stop while the input is open but silent (a writer still holding the pipe): the requests
+  # already read are answered and the run ends as a drain (143), not as a failed read
+  mkfifo "$tmp/slow"
+  { head -n 2 "$tmp/req.jsonl"; sleep 20; } > "$tmp/slow" &
+  writer=$!
+  "$bin" run "${opts[@]}" --input "$tmp/slow" --output "$tmp/slow.jsonl" 2> "$tmp/slow.err" &
+  runner=$!
+  for _ in $(seq 100); do [ "$(wc -l < "$tmp/slow.jsonl" 2>/dev/null)" = 2 ] && break; sleep 0.1; done
+  kill -TERM $runner
+  wait $runner
+  rc=$?
+  kill $writer 2>/dev/null; wait $writer 2>/dev/null
+  [ $rc -eq 143 ] && [ "$(wc -l < "$tmp/slow.jsonl")" = 2 ] && ! grep -q 'read error' "$tmp/slow.err"
+  check input-silent-pipe-stop $? "rc=$rc $(wc -l < "$tmp/slow.jsonl") records; $(grep -E 'error|summary' "$tmp/slow.err" | head -2)"
   mkdir "$tmp/adir"
   "$bin" run "${opts[@]}" --input "$tmp/adir" --output "$tmp/dir.jsonl" 2> "$tmp/dir.err"
   rc=$?
