@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/serving/request_io.h"
 #include "engine/text/tokenizer.h"
 
 numla_openai_error *numla_openai_error_set(numla_openai_error *err, int status, const char *param,
@@ -37,22 +38,6 @@ static int bad(numla_openai_error *err, const char *param, const char *fmt, ...)
     return 0;
 }
 
-static int get_int(json_t *v, int64_t *out)
-{
-    if (json_is_integer(v)) {
-        *out = (int64_t)json_integer_value(v);
-        return 1;
-    }
-    if (json_is_real(v)) { /* 3.0 is fine, 3.5 is not */
-        double d = json_real_value(v);
-        if (d == floor(d) && fabs(d) < 9e15) {
-            *out = (int64_t)d;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static int oom(numla_openai_error *err)
 {
     numla_openai_error_set(err, 500, NULL, "no_memory", "out of memory while parsing the request");
@@ -73,7 +58,7 @@ static int parse_ids(json_t *v, const numla_openai_limits *lim, const char *para
         return oom(err);
     for (size_t i = 0; i < n; i++) {
         int64_t t;
-        if (!get_int(json_array_get(v, i), &t) || t < 0 ||
+        if (!numla_request_json_int(json_array_get(v, i), &t) || t < 0 ||
             (lim->vocab_size > 0 && t >= lim->vocab_size))
             return bad(err, param, "'%s'[%zu] is not a token id in 0..%lld", param, i,
                        (long long)(lim->vocab_size > 0 ? lim->vocab_size - 1 : INT32_MAX));
@@ -221,7 +206,7 @@ static int unsupported(const char *key, json_t *v, numla_openai_error *err)
     int64_t iv;
     int ok;
     if (!strcmp(key, "n") || !strcmp(key, "best_of"))
-        ok = json_is_null(v) || (get_int(v, &iv) && iv == 1);
+        ok = json_is_null(v) || (numla_request_json_int(v, &iv) && iv == 1);
     else if (!strcmp(key, "echo"))
         ok = json_is_null(v) || json_is_false(v);
     else if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty"))
@@ -316,7 +301,7 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
         v = json_object_get(o, mt);
     }
     if (v && !json_is_null(v)) {
-        if (!get_int(v, &iv) || iv < 0 || iv > INT32_MAX)
+        if (!numla_request_json_int(v, &iv) || iv < 0 || iv > INT32_MAX)
             return bad(err, mt, "'%s' must be an integer >= 0", mt);
         p->max_tokens = (int32_t)iv;
         r->max_tokens_given = 1;
@@ -332,7 +317,7 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
         p->temperature = json_number_value(v);
     }
     if ((v = json_object_get(o, "top_k")) && !json_is_null(v)) {
-        if (!get_int(v, &iv) || iv < -1 || iv > INT32_MAX)
+        if (!numla_request_json_int(v, &iv) || iv < -1 || iv > INT32_MAX)
             return bad(err, "top_k", "'top_k' must be an integer >= -1 (-1 or 0: off)");
         p->top_k = iv <= 0 ? 0 : (int32_t)iv;
     }
@@ -356,7 +341,7 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
                        "'stop_token_ids' must be a list of at most %d token ids",
                        NUMLA_SAMPLER_MAX_STOP);
         for (size_t i = 0; i < json_array_size(v); i++) {
-            if (!get_int(json_array_get(v, i), &iv) || iv < 0 ||
+            if (!numla_request_json_int(json_array_get(v, i), &iv) || iv < 0 ||
                 (lim->vocab_size > 0 && iv >= lim->vocab_size) || iv > INT32_MAX)
                 return bad(err, "stop_token_ids", "'stop_token_ids'[%zu] is not a token id", i);
             p->stop_token_ids[p->num_stop++] = (int32_t)iv;
@@ -375,7 +360,7 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
         int want = v && json_is_true(v);
         iv = 0;
         if (top && !json_is_null(top)) {
-            if (!get_int(top, &iv) || iv < 0 || iv > NUMLA_SAMPLER_MAX_LOGPROBS)
+            if (!numla_request_json_int(top, &iv) || iv < 0 || iv > NUMLA_SAMPLER_MAX_LOGPROBS)
                 return bad(err, "top_logprobs", "'top_logprobs' must be an integer in 0..%d",
                            NUMLA_SAMPLER_MAX_LOGPROBS);
             if (!want)
@@ -384,7 +369,7 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
         if (want)
             p->logprobs = (int32_t)iv;
     } else if ((v = json_object_get(o, "logprobs")) && !json_is_null(v)) {
-        if (!get_int(v, &iv) || iv < 0 || iv > NUMLA_SAMPLER_MAX_LOGPROBS)
+        if (!numla_request_json_int(v, &iv) || iv < 0 || iv > NUMLA_SAMPLER_MAX_LOGPROBS)
             return bad(err, "logprobs", "'logprobs' must be an integer in 0..%d or null",
                        NUMLA_SAMPLER_MAX_LOGPROBS);
         p->logprobs = (int32_t)iv;

@@ -18,7 +18,7 @@ static void req_error(numla_request *r, const char *fmt, ...)
     va_end(ap);
 }
 
-static int get_int(json_t *v, int64_t *out)
+int numla_request_json_int(const json_t *v, int64_t *out)
 {
     if (json_is_integer(v)) {
         *out = (int64_t)json_integer_value(v);
@@ -53,7 +53,7 @@ static int parse_token_prompt(json_t *v, const numla_request_limits *lim, numla_
     }
     for (size_t i = 0; i < n; i++) {
         int64_t t;
-        if (!get_int(json_array_get(v, i), &t)) {
+        if (!numla_request_json_int(json_array_get(v, i), &t)) {
             req_error(r, "prompt_tokens[%zu] is not an integer", i);
             return 0;
         }
@@ -204,7 +204,7 @@ static int parse_fields(json_t *o, const numla_request_limits *lim, numla_reques
 
     int64_t iv;
     if ((v = json_object_get(o, "max_tokens")) && !json_is_null(v)) {
-        if (!get_int(v, &iv)) {
+        if (!numla_request_json_int(v, &iv)) {
             req_error(r, "field \"max_tokens\" must be an integer");
             return 0;
         }
@@ -231,7 +231,7 @@ static int parse_fields(json_t *o, const numla_request_limits *lim, numla_reques
         p->temperature = json_number_value(v);
     }
     if ((v = json_object_get(o, "top_k")) && !json_is_null(v)) {
-        if (!get_int(v, &iv) || iv < -1 || iv > INT32_MAX) {
+        if (!numla_request_json_int(v, &iv) || iv < -1 || iv > INT32_MAX) {
             req_error(r, "field \"top_k\" must be an integer >= -1 (-1 or 0: off)");
             return 0;
         }
@@ -261,7 +261,7 @@ static int parse_fields(json_t *o, const numla_request_limits *lim, numla_reques
         }
         for (size_t i = 0; i < json_array_size(v); i++) {
             int64_t t;
-            if (!get_int(json_array_get(v, i), &t) || t < 0 || t >= lim->vocab_size) {
+            if (!numla_request_json_int(json_array_get(v, i), &t) || t < 0 || t >= lim->vocab_size) {
                 req_error(r, "stop_token_ids[%zu] is not a token id in 0..%lld", i,
                           (long long)lim->vocab_size - 1);
                 return 0;
@@ -277,7 +277,7 @@ static int parse_fields(json_t *o, const numla_request_limits *lim, numla_reques
         p->ignore_eos = json_is_true(v);
     }
     if ((v = json_object_get(o, "logprobs")) && !json_is_null(v)) {
-        if (!get_int(v, &iv) || iv < 0 || iv > NUMLA_SAMPLER_MAX_LOGPROBS) {
+        if (!numla_request_json_int(v, &iv) || iv < 0 || iv > NUMLA_SAMPLER_MAX_LOGPROBS) {
             req_error(r, "field \"logprobs\" must be an integer in 0..%d or null",
                       NUMLA_SAMPLER_MAX_LOGPROBS);
             return 0;

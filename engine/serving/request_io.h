@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "common/status.h"
 #include "engine/serving/sampler.h"
 #include "engine/text/tokenizer.h"
@@ -56,6 +58,10 @@ typedef struct numla_request {
 numla_status numla_request_parse(const char *text, size_t len, int64_t line,
                                  const numla_request_limits *lim, numla_request *out);
 void numla_request_free(numla_request *r);
+
+/* A JSON integer, or a real with an integral value below 9e15 ("3.0", not "3.5"), into *out;
+ * 0 for anything else. The request parsers' (JSONL and HTTP) rule for integer fields. */
+int numla_request_json_int(const json_t *v, int64_t *out);
 
 typedef struct numla_result {
     const numla_request *req;   /* id and prompt length come from here */
