@@ -193,7 +193,7 @@ static void bm_weights_info_read(const numla_model *m, bm_weights_info *w)
 {
     const numla_model_weights *mw = numla_model_get_weights(m);
     w->isa = mw->isa;
-    w->lm_head_dtype = mw->lm_head.dtype;
+    w->lm_head_dtype = mw->lm_head.kind == NUMLA_MODEL_LINEAR_FLOAT ? mw->lm_head.lin.dtype : NUMLA_DTYPE_BF16;
     w->embed_dtype = mw->embed_dtype;
 }
 
