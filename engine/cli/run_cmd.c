@@ -73,6 +73,7 @@ typedef struct run_opts {
     numla_dtype kv_dtype;
     int resume;
     int progress; /* -1: auto (terminal) */
+    numla_weights_options weights; /* --weights, --keep-lm-head */
 } run_opts;
 
 static volatile sig_atomic_t run_signal = 0, run_signals = 0;
@@ -109,13 +110,18 @@ static void usage(FILE *f)
             "                 [--prefill-chunk N (512)] [--kv-memory GiB | --kv-blocks N]\n"
             "                 [--kv-dtype bf16|f16|f32] [--block-size N (16)]\n"
             "                 [--progress | --no-progress]\n"
+            "                 [--weights bf16|int8|fp8 [--keep-lm-head]]\n"
             "Input '-' reads stdin, output '-' writes stdout (not with --resume); the input\n"
             "may be a pipe or FIFO, the output may not be the input. The KV pool defaults to\n"
             "%.0f%% of the free memory of each rank's NUMA node after the weights, shared by\n"
             "the ranks on that node, capped at what --max-seqs sequences of --max-context\n"
             "tokens can use.\n"
             "Exit: 0 done, 1 fatal error, 2 usage, 128+N stopped by signal N (rerun with\n"
-            "--resume). NUMLA_ISA picks the kernel level.\n",
+            "--resume). NUMLA_ISA picks the kernel level.\n"
+            "--weights: the linear weights' format (default: as the checkpoint is); int8\n"
+            "(W8A8, a scale per row) or fp8 (e4m3, 128x128 block scales) quantize a\n"
+            "bf16/fp16/fp32 checkpoint while loading, lm_head too unless --keep-lm-head;\n"
+            "bf16 dequantizes an 8-bit checkpoint.\n",
             100.0 * NUMLA_KV_MEMORY_FRACTION);
 }
 
@@ -272,6 +278,10 @@ static int parse_opts(int argc, char **argv, run_opts *o)
             o->resume = 1;
             continue;
         }
+        if (!strcmp(a, "--keep-lm-head")) {
+            o->weights.keep_lm_head = 1;
+            continue;
+        }
         if (!strcmp(a, "--progress") || !strcmp(a, "--no-progress")) {
             o->progress = !strcmp(a, "--progress");
             continue;
@@ -314,6 +324,11 @@ static int parse_opts(int argc, char **argv, run_opts *o)
             o->kv_blocks = strtoll(v, &end, 10);
             if (o->kv_blocks < 1) {
                 fprintf(stderr, "numla run: --kv-blocks %s must be positive\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--weights")) {
+            if (!numla_weights_format_parse(v, &o->weights)) {
+                fprintf(stderr, "numla run: --weights %s is not bf16, int8 or fp8\n", v);
                 return 2;
             }
         } else if (!strcmp(a, "--kv-dtype")) {
@@ -561,6 +576,7 @@ static numla_status run_engine_create(run_opts *o, const numla_settings *set, nu
     eo.kv_memory_fraction = NUMLA_KV_MEMORY_FRACTION;
     eo.max_seqs = o->max_seqs;
     eo.max_context = o->max_context;
+    eo.weights = o->weights;
     return numla_engine_create(comm, o->model, &eo, eng);
 }
 
@@ -806,7 +822,7 @@ int numla_run_main(int argc, char **argv)
 {
     run_opts o = {.threads = 0, .max_context = 0, .block_size = 16, .prefill_chunk = 512,
                   .max_batch_tokens = 2048, .max_seqs = 64, .kv_dtype = NUMLA_DTYPE_BF16,
-                  .progress = -1};
+                  .progress = -1, .weights = numla_weights_options_default()};
     int rc = parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;

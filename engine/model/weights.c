@@ -663,6 +663,19 @@ numla_weights_options numla_weights_options_default(void)
     return (numla_weights_options){.format = -1, .keep_lm_head = 0};
 }
 
+int numla_weights_format_parse(const char *s, numla_weights_options *o)
+{
+    if (!strcmp(s, "bf16"))
+        o->format = NUMLA_WEIGHT_FORMAT_NONE;
+    else if (!strcmp(s, "fp8"))
+        o->format = NUMLA_WEIGHT_FORMAT_FP8;
+    else if (!strcmp(s, "int8"))
+        o->format = NUMLA_WEIGHT_FORMAT_INT8;
+    else
+        return 0;
+    return 1;
+}
+
 numla_status numla_weights_load(const numla_model_config *cfg, const numla_safetensors_model *st,
                                 int32_t rank, int32_t nranks, numla_isa isa,
                                 numla_model_weights **out)

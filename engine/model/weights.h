@@ -146,6 +146,8 @@ typedef struct numla_weights_options {
 
 /* format -1, keep_lm_head 0. */
 numla_weights_options numla_weights_options_default(void);
+/* The command-line spelling: "bf16" (NONE), "fp8", "int8" -> o->format; 0 when it is none. */
+int numla_weights_format_parse(const char *s, numla_weights_options *o);
 
 /* Load the shard for (rank, nranks) from an open safetensors model, validating the shape of
  * every tensor it needs; a failure lists every missing or mis-shaped tensor. Packs for `isa`.
