@@ -23,19 +23,29 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: numla bench engine --model DIR [--batch B (1)] [--context L (64)] "
-                    "[--steps S (16)] [--threads T] [--no-bind] [--json]\n");
+                    "[--steps S (16)] [--threads T] [--no-bind] [--json] "
+                    "[--weights bf16|int8|fp8 [--keep-lm-head]]\n");
 }
 
 static int bench_engine_main(int argc, char **argv)
 {
     const char *model = NULL;
     int batch = 1, context = 64, steps = 16, threads = 0, json = 0, bind = 1;
+    numla_weights_options wopt = numla_weights_options_default();
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--json"))
             json = 1;
         else if (!strcmp(argv[i], "--no-bind"))
             bind = 0;
+        else if (!strcmp(argv[i], "--keep-lm-head"))
+            wopt.keep_lm_head = 1;
+        else if (!strcmp(argv[i], "--weights") && v) {
+            if (!numla_weights_format_parse(argv[++i], &wopt)) {
+                usage();
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--model") && v)
             model = argv[++i];
         else if (!strcmp(argv[i], "--batch") && v)
@@ -67,6 +77,7 @@ static int bench_engine_main(int argc, char **argv)
     eo.num_threads = threads;
     eo.bind = bind;
     eo.block_size = 16;
+    eo.weights = wopt;
     const int warm = 2;
     const int64_t total = (int64_t)context + steps + warm + 1;
     eo.num_blocks = (int64_t)batch * ((total + 15) / 16);

@@ -35,7 +35,8 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: numla bench model --model DIR [--json] [--threads N] [--quick] "
-                    "[--no-bind] [--long-context L (16384; --quick 2048)] [--prompt N (512)] [--chunk N (1024, long-context prefill)]\n");
+                    "[--no-bind] [--long-context L (16384; --quick 2048)] [--prompt N (512)] [--chunk N (1024, long-context prefill)] "
+                    "[--weights bf16|int8|fp8 [--keep-lm-head]]\n");
 }
 
 typedef struct bm_seq {
@@ -127,6 +128,7 @@ static void bm_ranks(bm_ctx *x, const char *phase, int json, int size)
 typedef struct bm_opts {
     const char *model;
     int threads, json, bind, quick, long_ctx, prompt, chunk;
+    numla_weights_options weights; /* --weights, --keep-lm-head */
 } bm_opts;
 
 /* Parse the command line into o; returns -1 to go on, else the exit code. */
@@ -138,7 +140,14 @@ static int bm_parse_opts(int argc, char **argv, bm_opts *o)
             o->json = 1;
         else if (!strcmp(argv[i], "--quick"))
             o->quick = 1;
-        else if (!strcmp(argv[i], "--no-bind"))
+        else if (!strcmp(argv[i], "--keep-lm-head"))
+            o->weights.keep_lm_head = 1;
+        else if (!strcmp(argv[i], "--weights") && v) {
+            if (!numla_weights_format_parse(argv[++i], &o->weights)) {
+                usage();
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--no-bind"))
             o->bind = 0;
         else if (!strcmp(argv[i], "--model") && v)
             o->model = argv[++i];
@@ -187,14 +196,18 @@ static void bm_counters_read(const numla_model *m, bm_counters *c)
 typedef struct bm_weights_info {
     numla_isa isa;
     numla_dtype lm_head_dtype, embed_dtype;
+    numla_weight_format format; /* the projections' 8-bit format, NONE for float */
+    int lm_head_q8;
 } bm_weights_info;
 
 static void bm_weights_info_read(const numla_model *m, bm_weights_info *w)
 {
     const numla_model_weights *mw = numla_model_get_weights(m);
     w->isa = mw->isa;
-    w->lm_head_dtype = mw->lm_head.dtype;
+    w->lm_head_q8 = mw->lm_head_q8;
+    w->lm_head_dtype = mw->lm_head_q8 ? NUMLA_DTYPE_BF16 : mw->lm_head.lin.dtype;
     w->embed_dtype = mw->embed_dtype;
+    w->format = mw->format;
 }
 
 /* Everything rank 0 measures. */
@@ -391,9 +404,9 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     bm_weights_info wi;
     bm_weights_info_read(numla_engine_model(x->e), &wi);
     const numla_kv_cache *kv = numla_engine_kv_cache(x->e);
-    numla_status s = numla_bench_model_costs_get(numla_engine_config(x->e), wi.isa,
-                                                 wi.lm_head_dtype, wi.embed_dtype, kv->dtype,
-                                                 &r.co);
+    numla_status s = numla_bench_model_costs_get_q(numla_engine_config(x->e), wi.isa,
+                                                   wi.lm_head_dtype, wi.format, wi.lm_head_q8,
+                                                   wi.embed_dtype, kv->dtype, &r.co);
     if (s != NUMLA_STATUS_OK)
         bm_die(x, s);
     r.nth = numla_engine_num_threads(x->e);
@@ -403,13 +416,16 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
      * (kernels/x86/linear_amx.c): their ceiling is then the tile peak, reported next to the
      * AVX-512 one. */
     const numla_model_options mo = numla_model_get_options(numla_engine_model(x->e));
-    r.amx = mo.isa == NUMLA_ISA_AMX && mo.linear_amx && wi.lm_head_dtype == NUMLA_DTYPE_BF16;
+    r.amx = mo.isa == NUMLA_ISA_AMX && mo.linear_amx && wi.lm_head_dtype == NUMLA_DTYPE_BF16 &&
+            wi.format == NUMLA_WEIGHT_FORMAT_NONE;
     bm_machine_figures(&r, wi.isa);
     bm_prefill(x, o, sa, &r);
     r.dec_total = bm_decode(x, sa, o->prompt, r.ndec, &r.dec_med);
     r.load_dec = load1();
     if (!o->json)
-        printf("model %s: %d rank%s x %d thread%s, OMP_WAIT_POLICY=%s\n", o->model, size,
+        printf("model %s (weights %s%s): %d rank%s x %d thread%s, OMP_WAIT_POLICY=%s\n",
+               o->model, numla_weight_format_name(wi.format),
+               wi.format != NUMLA_WEIGHT_FORMAT_NONE && !wi.lm_head_q8 ? ", lm_head bf16" : "", size,
                size > 1 ? "s" : "", r.nth, r.nth > 1 ? "s" : "",
                getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)");
     if (!o->json)
@@ -430,7 +446,8 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
 
 static int bench_model_main(int argc, char **argv)
 {
-    bm_opts o = {.bind = 1, .prompt = 512, .chunk = 1024};
+    bm_opts o = {.bind = 1, .prompt = 512, .chunk = 1024,
+                 .weights = numla_weights_options_default()};
     int rc = bm_parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;
@@ -446,6 +463,7 @@ static int bench_model_main(int argc, char **argv)
     eo.num_threads = o.threads;
     eo.bind = o.bind;
     eo.block_size = 16;
+    eo.weights = o.weights;
     bm_seq sa = {.mb = (o.prompt + ndec + 2 + 15) / 16};
     bm_seq sb = {.mb = (o.long_ctx + nlong + 2 + 15) / 16};
     eo.num_blocks = sa.mb + sb.mb;

@@ -34,5 +34,12 @@ typedef struct numla_bench_model_costs {
 numla_status numla_bench_model_costs_get(const numla_model_config *cfg, numla_isa isa,
                                          numla_dtype weight_dtype, numla_dtype embed_dtype,
                                          numla_dtype kv_dtype, numla_bench_model_costs *out);
+/* The same with the projections in 8-bit format fmt (NONE: weight_dtype), read as 1-byte
+ * weights plus their scales; W_UK / W_UV then fp32 (dequantized at load); lm_head 8-bit when
+ * lm_head_q8, else weight_dtype. */
+numla_status numla_bench_model_costs_get_q(const numla_model_config *cfg, numla_isa isa,
+                                           numla_dtype weight_dtype, numla_weight_format fmt,
+                                           int lm_head_q8, numla_dtype embed_dtype,
+                                           numla_dtype kv_dtype, numla_bench_model_costs *out);
 
 #endif

@@ -6,26 +6,60 @@
 typedef struct costs_acc {
     numla_isa isa;
     numla_dtype dt;
+    numla_weight_format fmt; /* the projections' 8-bit format (NONE: dt) */
     int bad;
 } costs_acc;
+
+/* Bytes an 8-bit (n, k) linear reads: 1 per weight plus the scales (fp8: one fp32 per
+ * 128 x 128 block; int8: an fp32 scale and an int32 row sum per row). */
+static double q8_bytes(numla_weight_format f, int64_t n, int64_t k)
+{
+    if (f == NUMLA_WEIGHT_FORMAT_FP8)
+        return (double)n * (double)k + 4.0 * (double)((n + 127) / 128) * (double)((k + 127) / 128);
+    return (double)n * (double)k + 8.0 * (double)n;
+}
 
 /* Packed bytes of an (n, k) linear; adds its FLOPs (2·n·k per token) to *flops. */
 static double linear_cost(costs_acc *a, int64_t n, int64_t k, double *flops)
 {
     if (n <= 0 || k <= 0)
         return 0;
+    *flops += 2.0 * (double)n * (double)k;
+    if (a->fmt != NUMLA_WEIGHT_FORMAT_NONE)
+        return q8_bytes(a->fmt, n, k);
     size_t b = numla_linear_packed_size(a->isa, n, k, a->dt);
     if (b == 0)
         a->bad = 1;
-    *flops += 2.0 * (double)n * (double)k;
     return (double)b;
+}
+
+/* A float (n, k) linear of dtype dt whatever the projections' format. */
+static double float_cost(costs_acc *a, int64_t n, int64_t k, numla_dtype dt, double *flops)
+{
+    costs_acc f = *a;
+    f.fmt = NUMLA_WEIGHT_FORMAT_NONE;
+    f.dt = dt;
+    double b = linear_cost(&f, n, k, flops);
+    a->bad |= f.bad;
+    return b;
 }
 
 numla_status numla_bench_model_costs_get(const numla_model_config *c, numla_isa isa,
                                          numla_dtype weight_dtype, numla_dtype embed_dtype,
                                          numla_dtype kv_dtype, numla_bench_model_costs *out)
 {
-    costs_acc a = {.isa = isa, .dt = weight_dtype};
+    return numla_bench_model_costs_get_q(c, isa, weight_dtype, NUMLA_WEIGHT_FORMAT_NONE, 0,
+                                         embed_dtype, kv_dtype, out);
+}
+
+numla_status numla_bench_model_costs_get_q(const numla_model_config *c, numla_isa isa,
+                                           numla_dtype weight_dtype, numla_weight_format fmt,
+                                           int lm_head_q8, numla_dtype embed_dtype,
+                                           numla_dtype kv_dtype, numla_bench_model_costs *out)
+{
+    costs_acc a = {.isa = isa, .dt = weight_dtype, .fmt = fmt};
+    /* W_UK / W_UV of an 8-bit kv_b_proj are dequantized to fp32 at load */
+    const numla_dtype uk_dt = fmt != NUMLA_WEIGHT_FORMAT_NONE ? NUMLA_DTYPE_F32 : weight_dtype;
     numla_bench_model_costs r = {0};
     const int64_t H = c->num_attention_heads, hid = c->hidden_size, dc = c->kv_lora_rank;
     const int64_t dr = c->qk_rope_head_dim, qhd = c->q_head_dim, nope = c->qk_nope_head_dim;
@@ -41,8 +75,8 @@ numla_status numla_bench_model_costs_get(const numla_model_config *c, numla_isa 
         }
         at += linear_cost(&a, dc + dr, hid, &fl);
         for (int64_t h = 0; h < H; h++) {
-            at += linear_cost(&a, dc, nope, &fl); /* uk_t[h] */
-            at += linear_cost(&a, vd, dc, &fl);   /* uv[h] */
+            at += float_cost(&a, dc, nope, uk_dt, &fl); /* uk_t[h] */
+            at += float_cost(&a, vd, dc, uk_dt, &fl);   /* uv[h] */
         }
         at += linear_cost(&a, hid, H * vd, &fl);
         if (numla_model_config_is_moe_layer(c, l)) {
@@ -67,7 +101,8 @@ numla_status numla_bench_model_costs_get(const numla_model_config *c, numla_isa 
         r.attn_weight_bytes += at;
         r.mlp_weight_bytes += ml;
     }
-    r.lm_head_bytes = linear_cost(&a, c->vocab_size, hid, &fl) +
+    r.lm_head_bytes = (lm_head_q8 ? linear_cost(&a, c->vocab_size, hid, &fl)
+                                  : float_cost(&a, c->vocab_size, hid, weight_dtype, &fl)) +
                       (double)hid * (double)numla_dtype_size(embed_dtype);
     if (a.bad || numla_dtype_size(embed_dtype) == 0 || numla_dtype_size(kv_dtype) == 0)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "bench model: no packed size for this config "

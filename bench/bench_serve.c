@@ -143,7 +143,8 @@ static void usage(FILE *f)
                "                         [--concurrency 1,8,32] [--output-tokens 128]\n"
                "                         [--min-prompt 64] [--max-prompt 1024] [--rounds 2]\n"
                "                         [--max-batch-tokens 2048] [--prefill-chunk 512]\n"
-               "                         [--repeat 1] [--http]\n");
+               "                         [--repeat 1] [--http]\n"
+               "                         [--weights bf16|int8|fp8 [--keep-lm-head]]\n");
 }
 
 typedef struct bs_opts {
@@ -151,6 +152,7 @@ typedef struct bs_opts {
     int json, quick, threads, out_tokens, pmin, pmax, rounds, max_batch_tokens, prefill_chunk;
     int repeat, http;
     int conc[16], nconc, maxc;
+    numla_weights_options weights; /* --weights, --keep-lm-head */
 } bs_opts;
 
 /* Parse the command line into o; returns -1 to go on, else the exit code. */
@@ -164,6 +166,13 @@ static int bs_parse_opts(int argc, char **argv, bs_opts *o)
             o->quick = 1;
         } else if (!strcmp(a, "--http")) {
             o->http = 1;
+        } else if (!strcmp(a, "--keep-lm-head")) {
+            o->weights.keep_lm_head = 1;
+        } else if (v && !strcmp(a, "--weights")) {
+            if (!numla_weights_format_parse(argv[++i], &o->weights)) {
+                usage(stderr);
+                return 2;
+            }
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -229,6 +238,7 @@ static numla_status bs_engine_create(const bs_opts *o, const numla_settings *set
     numla_settings_engine_options(set, &eo);
     eo.num_threads = o->threads;
     eo.block_size = 16;
+    eo.weights = o->weights;
     /* every sequence in flight at its longest, plus a little slack */
     eo.num_blocks = (int64_t)o->maxc * ((o->pmax + o->out_tokens + 15) / 16 + 1) + 16;
     return numla_engine_create(comm, o->model, &eo, eng);
@@ -450,7 +460,7 @@ done:
 
 static int bench_serve_main(int argc, char **argv)
 {
-    bs_opts o = {.conc_s = "1,8,32", .out_tokens = 128, .pmin = 64, .pmax = 1024, .rounds = 2,
+    bs_opts o = {.weights = {.format = -1}, .conc_s = "1,8,32", .out_tokens = 128, .pmin = 64, .pmax = 1024, .rounds = 2,
                  .max_batch_tokens = 2048, .prefill_chunk = 512, .repeat = 1};
     int rc = bs_parse_opts(argc, argv, &o);
     if (rc >= 0)

@@ -17,7 +17,8 @@ void numla_cli_engine_opts_default(numla_cli_engine_opts *o)
 {
     *o = (numla_cli_engine_opts){.block_size = 16, .prefill_chunk = 512,
                                  .max_batch_tokens = 2048, .max_seqs = 64,
-                                 .kv_dtype = NUMLA_DTYPE_BF16};
+                                 .kv_dtype = NUMLA_DTYPE_BF16,
+                                 .weights = numla_weights_options_default()};
 }
 
 void numla_cli_engine_opts_usage(FILE *f, int indent)
@@ -26,15 +27,39 @@ void numla_cli_engine_opts_usage(FILE *f, int indent)
             "%*s[--threads N] [--max-context N (default: the model's)]\n"
             "%*s[--max-batch-tokens N (2048)] [--max-seqs N (64)]\n"
             "%*s[--prefill-chunk N (512)] [--kv-memory GiB | --kv-blocks N]\n"
-            "%*s[--kv-dtype bf16|f16|f32] [--block-size N (16)]\n",
-            indent, "", indent, "", indent, "", indent, "");
+            "%*s[--kv-dtype bf16|f16|f32] [--block-size N (16)]\n"
+            "%*s[--weights bf16|int8|fp8 (default: as the checkpoint) [--keep-lm-head]]\n",
+            indent, "", indent, "", indent, "", indent, "", indent, "");
 }
 
 int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const char *a,
                                 const char *v)
 {
     char *end = NULL;
-    if (!strcmp(a, "--model")) {
+    if (!strcmp(a, "--keep-lm-head")) {
+        o->weights.keep_lm_head = 1;
+        return NUMLA_CLI_OPT_FLAG;
+    }
+    static const char *const valued[] = {"--model", "--threads", "--max-context", "--block-size",
+                                         "--prefill-chunk", "--max-batch-tokens", "--max-seqs",
+                                         "--kv-memory", "--kv-blocks", "--kv-dtype", "--weights"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof valued / sizeof *valued; i++)
+        known |= !strcmp(a, valued[i]);
+    if (!known)
+        return NUMLA_CLI_OPT_NONE;
+    if (!v) {
+        fprintf(stderr, "%s: option %s needs a value\n", cmd, a);
+        return NUMLA_CLI_OPT_BAD;
+    }
+    if (!strcmp(a, "--weights")) {
+        /* int8 (W8A8, a scale per row) or fp8 (e4m3, 128x128 block scales) quantize a
+         * bf16/fp16/fp32 checkpoint while loading; bf16 dequantizes an 8-bit one */
+        if (!numla_weights_format_parse(v, &o->weights)) {
+            fprintf(stderr, "%s: --weights %s is not bf16, int8 or fp8\n", cmd, v);
+            return NUMLA_CLI_OPT_BAD;
+        }
+    } else if (!strcmp(a, "--model")) {
         o->model = v;
     } else if (!strcmp(a, "--threads")) {
         long t = strtol(v, &end, 10);
@@ -54,13 +79,13 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
         o->kv_memory_arg = v;
         if (!(o->kv_memory_gib > 0)) {
             fprintf(stderr, "%s: --kv-memory %s must be a positive number of GiB\n", cmd, v);
-            return 2;
+            return NUMLA_CLI_OPT_BAD;
         }
     } else if (!strcmp(a, "--kv-blocks")) {
         o->kv_blocks = strtoll(v, &end, 10);
         if (o->kv_blocks < 1) {
             fprintf(stderr, "%s: --kv-blocks %s must be positive\n", cmd, v);
-            return 2;
+            return NUMLA_CLI_OPT_BAD;
         }
     } else if (!strcmp(a, "--kv-dtype")) {
         if (!strcmp(v, "bf16"))
@@ -71,16 +96,14 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
             o->kv_dtype = NUMLA_DTYPE_F32;
         else {
             fprintf(stderr, "%s: --kv-dtype %s is not bf16, f16 or f32\n", cmd, v);
-            return 2;
+            return NUMLA_CLI_OPT_BAD;
         }
-    } else {
-        return 0;
     }
     if (end && *end) {
         fprintf(stderr, "%s: option %s: '%s' is not a number\n", cmd, a, v);
-        return 2;
+        return NUMLA_CLI_OPT_BAD;
     }
-    return 1;
+    return NUMLA_CLI_OPT_VALUE;
 }
 
 int numla_cli_engine_opts_check(const char *cmd, const numla_cli_engine_opts *o)
@@ -141,6 +164,7 @@ numla_status numla_cli_engine_create(const numla_cli_engine_opts *o, const numla
     eo.kv_memory_fraction = NUMLA_KV_MEMORY_FRACTION;
     eo.max_seqs = o->max_seqs;
     eo.max_context = o->max_context;
+    eo.weights = o->weights;
     return numla_engine_create(comm, o->model, &eo, eng);
 }
 

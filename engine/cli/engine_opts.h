@@ -1,6 +1,7 @@
 /* engine/cli/engine_opts.h — the serving options `numla run` and `numla serve` share: the model,
  * threads, context, batching (--max-batch-tokens, --max-seqs, --prefill-chunk) and the KV pool
- * (--kv-memory | --kv-blocks, --kv-dtype, --block-size); their parsing, their checks and the
+ * (--kv-memory | --kv-blocks, --kv-dtype, --block-size) and the weights' format (--weights,
+ * --keep-lm-head); their parsing, their checks and the
  * engine and scheduler options they make. Messages name the command (cmd, e.g. "numla run").
  * Not collective (numla_cli_engine_create is: see numla_engine_create).
  */
@@ -28,16 +29,24 @@ typedef struct numla_cli_engine_opts {
     double kv_memory_gib;       /* 0: the default fraction of free memory */
     int64_t kv_blocks;          /* 0: from the memory */
     numla_dtype kv_dtype;
+    numla_weights_options weights; /* --weights bf16|int8|fp8, --keep-lm-head */
 } numla_cli_engine_opts;
 
-/* Defaults: block 16, prefill chunk 512, 2048 batch tokens, 64 sequences, bf16 KV. */
+/* Defaults: block 16, prefill chunk 512, 2048 batch tokens, 64 sequences, bf16 KV, weights as
+ * the checkpoint stores them. */
 void numla_cli_engine_opts_default(numla_cli_engine_opts *o);
 
 /* The usage lines of these options (indented by `indent` spaces). */
 void numla_cli_engine_opts_usage(FILE *f, int indent);
 
-/* Option a with value v, when it is one of these: returns 1 taken, 0 not one of these options,
- * 2 a bad value (the message printed). */
+/* What numla_cli_engine_opts_parse did with an argument. */
+enum {
+    NUMLA_CLI_OPT_NONE = 0,  /* not one of these options */
+    NUMLA_CLI_OPT_VALUE = 1, /* taken with its value v (skip v) */
+    NUMLA_CLI_OPT_BAD = 2,   /* a bad or missing value: the message is printed, exit 2 */
+    NUMLA_CLI_OPT_FLAG = 3,  /* a flag, taken alone (v untouched) */
+};
+/* Option a, with v the next argument (NULL at the end). */
 int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const char *a,
                                 const char *v);
 

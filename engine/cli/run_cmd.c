@@ -243,17 +243,21 @@ static int parse_opts(int argc, char **argv, run_opts *o)
             continue;
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const int r = numla_cli_engine_opts_parse("numla run", &o->e, a, v);
+        if (r == NUMLA_CLI_OPT_BAD)
+            return 2;
+        if (r == NUMLA_CLI_OPT_FLAG)
+            continue;
+        if (r == NUMLA_CLI_OPT_VALUE) {
+            i++;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "numla run: option %s needs a value\n", a);
             usage(stderr);
             return 2;
         }
         i++;
-        int r = numla_cli_engine_opts_parse("numla run", &o->e, a, v);
-        if (r == 2)
-            return 2;
-        if (r == 1)
-            continue;
         if (!strcmp(a, "--input")) {
             o->input = v;
         } else if (!strcmp(a, "--output")) {

@@ -106,17 +106,21 @@ static int parse_opts(int argc, char **argv, serve_opts *o)
             return 0;
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const int r = numla_cli_engine_opts_parse("numla serve", &o->e, a, v);
+        if (r == NUMLA_CLI_OPT_BAD)
+            return 2;
+        if (r == NUMLA_CLI_OPT_FLAG)
+            continue;
+        if (r == NUMLA_CLI_OPT_VALUE) {
+            i++;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "numla serve: option %s needs a value\n", a);
             usage(stderr);
             return 2;
         }
         i++;
-        int r = numla_cli_engine_opts_parse("numla serve", &o->e, a, v);
-        if (r == 2)
-            return 2;
-        if (r == 1)
-            continue;
         long long x = 0;
         if (!strcmp(a, "--host")) {
             o->host = v;

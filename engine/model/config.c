@@ -599,6 +599,64 @@ static numla_status derive(const cfg_ctx *c, numla_model_config *o)
     return NUMLA_STATUS_OK;
 }
 
+const char *numla_weight_format_name(numla_weight_format f)
+{
+    switch (f) {
+    case NUMLA_WEIGHT_FORMAT_FP8: return "fp8";
+    case NUMLA_WEIGHT_FORMAT_INT8: return "int8";
+    default: return "bf16";
+    }
+}
+
+/* quantization_config: absent/null, or one of the published 8-bit formats (config.h). */
+static numla_status parse_quantization(const cfg_ctx *c, json_t *root, numla_model_config *o)
+{
+    static const char *const pre = "quantization_config.";
+    json_t *q = json_object_get(root, "quantization_config");
+    o->weight_format = NUMLA_WEIGHT_FORMAT_NONE;
+    if (!q || json_is_null(q))
+        return NUMLA_STATUS_OK;
+    if (!json_is_object(q))
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field quantization_config must be an object or null",
+                   c->src);
+    const char *method, *fmt, *act;
+    NUMLA_CHECK(cfg_str(c, q, pre, "quant_method", &method));
+    NUMLA_CHECK(cfg_str(c, q, pre, "fmt", &fmt));
+    NUMLA_CHECK(cfg_str(c, q, pre, "activation_scheme", &act));
+    if (!method)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field %squant_method", c->src, pre);
+    static const cfg_choice methods[] = {{"fp8", NUMLA_WEIGHT_FORMAT_FP8},
+                                         {"w8a8_int8", NUMLA_WEIGHT_FORMAT_INT8}};
+    int f = 0;
+    NUMLA_CHECK(cfg_enum(c, "quantization_config.quant_method", method, methods, 2,
+                         "fp8, w8a8_int8", &f));
+    if (act && strcmp(act, "dynamic"))
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "%s: field %sactivation_scheme = \"%s\" is not supported (dynamic)", c->src,
+                   pre, act);
+    json_t *bs = json_object_get(q, "weight_block_size");
+    if (f == NUMLA_WEIGHT_FORMAT_FP8) {
+        if (fmt && strcmp(fmt, "e4m3"))
+            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                       "%s: field %sfmt = \"%s\" is not supported (e4m3)", c->src, pre, fmt);
+        if (!bs || json_is_null(bs))
+            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                       "%s: missing field %sweight_block_size (fp8 needs [128, 128] blocks; "
+                       "per-tensor fp8 is not supported)", c->src, pre);
+    }
+    if (bs && !json_is_null(bs)) {
+        json_t *b0 = json_array_get(bs, 0), *b1 = json_array_get(bs, 1);
+        if (f != NUMLA_WEIGHT_FORMAT_FP8 || !json_is_array(bs) || json_array_size(bs) != 2 ||
+            !json_is_integer(b0) || !json_is_integer(b1) || json_integer_value(b0) != 128 ||
+            json_integer_value(b1) != 128)
+            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                       "%s: field %sweight_block_size is not supported (fp8 with [128, 128])",
+                       c->src, pre);
+    }
+    o->weight_format = (numla_weight_format)f;
+    return NUMLA_STATUS_OK;
+}
+
 static numla_status parse_root(const cfg_ctx *c, json_t *root, numla_model_config *o)
 {
     if (!json_is_object(root))
@@ -610,6 +668,7 @@ static numla_status parse_root(const cfg_ctx *c, json_t *root, numla_model_confi
     NUMLA_CHECK(parse_moe(c, root, o));
     NUMLA_CHECK(parse_rope(c, root, o));
     NUMLA_CHECK(parse_special_tokens(c, root, o));
+    NUMLA_CHECK(parse_quantization(c, root, o));
     NUMLA_CHECK(derive(c, o));
     return NUMLA_STATUS_OK;
 }

@@ -13,6 +13,9 @@
  *     max_position_embeddings).
  *   - transformers >= 5 writes "rope_parameters" (rope_theta inside) instead of "rope_scaling",
  *     and "head_dim" = qk_rope_head_dim, which is ignored here.
+ *   - quantization_config: only the two published 8-bit formats (numla_weight_format); any
+ *     other quant_method, fmt, weight_block_size or activation_scheme is UNSUPPORTED naming
+ *     the field, never silently read as bf16.
  *   - MoE weights: V2 follows DeepSeek's code (normalise if norm_topk_prob and k > 1, else
  *     scale), V3 normalises if norm_topk_prob, then scales (tests/golden/README.md).
  */
@@ -72,6 +75,20 @@ typedef enum numla_moe_weight_rule {
     NUMLA_MOE_WEIGHT_RULE_NORM_THEN_SCALE,
 } numla_moe_weight_rule;
 
+/* The checkpoint's weight format (config.json quantization_config). */
+typedef enum numla_weight_format {
+    NUMLA_WEIGHT_FORMAT_NONE = 0, /* no quantization_config: bf16/fp16/fp32 weights */
+    NUMLA_WEIGHT_FORMAT_FP8,      /* quant_method "fp8", fmt "e4m3", weight_block_size [128, 128],
+                                     activation_scheme "dynamic" (DeepSeek-V3/R1 as published):
+                                     F8_E4M3 X.weight + F32 X.weight_scale_inv */
+    NUMLA_WEIGHT_FORMAT_INT8,     /* quant_method "w8a8_int8" (SGLang's channel INT8), activation
+                                     scheme "dynamic": I8 X.weight + F32 X.weight_scale (N, 1),
+                                     run as W8A8 */
+} numla_weight_format;
+
+/* "bf16" for NONE, "fp8", "int8". */
+const char *numla_weight_format_name(numla_weight_format f);
+
 typedef struct numla_model_config {
     numla_model_arch arch;
     char model_type[32];
@@ -120,6 +137,9 @@ typedef struct numla_model_config {
     double rope_mscale_all_dim;   /* default 0 */
     int rope_truncate;            /* default 1: floor/ceil the correction range */
     double rope_explicit_attention_factor; /* rope_scaling.attention_factor, 0 when absent */
+
+    /* weights */
+    numla_weight_format weight_format; /* quantization_config; NONE when absent or null */
 
     /* tokens */
     int32_t bos_token_id;         /* -1 when absent */

@@ -152,7 +152,7 @@ static inline numla_isa numla_model_lin_isa(const numla_model *m)
 /* Charges the time since *t to part p and restarts the clock. */
 void numla_model_part_tick(numla_model *m, numla_model_part p, double *t);
 /* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */
-numla_status numla_model_lin(numla_model *m, const numla_linear_weight *w, int64_t M,
+numla_status numla_model_lin(numla_model *m, const numla_model_linear *w, int64_t M,
                              const float *x, int64_t ldx, float *y, int64_t ldy, int acc);
 /* Hr per-head linears on strided column blocks: head h reads x + h·xoff, writes y + h·yoff. */
 numla_status numla_model_per_head(numla_model *m, const numla_linear_weight *w, int64_t Hr,

@@ -179,17 +179,17 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
         const numla_mlp_weights *w = &lw->experts[e];
         if (w->inter != I)
             return 0;
-        const numla_linear_weight *ws3[3] = {&w->gate, &w->up, &w->down};
+        const numla_model_linear *ws3[3] = {&w->gate, &w->up, &w->down};
         for (int j = 0; j < 3; j++) {
-            size_t need = numla_linear_workspace_size(isa, ws3[j], n, 1);
+            size_t need = numla_model_linear_workspace_size(isa, ws3[j], n, 1);
             ws_max = need > ws_max ? need : ws_max;
         }
         act[na++] = (int32_t)e;
     }
     if (sh_job) {
-        const numla_linear_weight *ws2[2] = {&sw->gate, &sw->up};
+        const numla_model_linear *ws2[2] = {&sw->gate, &sw->up};
         for (int j = 0; j < 2; j++) {
-            size_t need = numla_linear_workspace_size(isa, ws2[j], T, 1);
+            size_t need = numla_model_linear_workspace_size(isa, ws2[j], T, 1);
             ws_max = need > ws_max ? need : ws_max;
         }
     }
@@ -204,10 +204,11 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
         void *ws = (char *)m->par_ws + (size_t)omp_get_thread_num() * stride;
         if (sh_job && jj == 0) {
             const int64_t Is = sw->inter;
-            numla_status s1 = numla_linear_forward(isa, &sw->gate, T, m->x, hid, m->g, Is, 0,
-                                                   ws, stride);
+            numla_status s1 = numla_model_linear_forward(isa, &sw->gate, T, m->x, hid, m->g, Is,
+                                                         0, ws, stride);
             if (s1 == NUMLA_STATUS_OK)
-                s1 = numla_linear_forward(isa, &sw->up, T, m->x, hid, m->u, Is, 0, ws, stride);
+                s1 = numla_model_linear_forward(isa, &sw->up, T, m->x, hid, m->u, Is, 0, ws,
+                                                stride);
             (void)numla_act_silu_mul(m->isa, T * Is, m->g, m->u); /* args valid */
             if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_experts)
@@ -222,12 +223,13 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
         float *x = m->par_x + r0 * hid;
         for (int64_t r = 0; r < n; r++) /* this expert's tokens, gathered on its thread */
             memcpy(x + r * hid, m->x + (m->ex_list[r0 + r] / k) * hid, (size_t)hid * sizeof(float));
-        numla_status s1 = numla_linear_forward(isa, &w->gate, n, x, hid, g, I, 0, ws, stride);
+        numla_status s1 =
+            numla_model_linear_forward(isa, &w->gate, n, x, hid, g, I, 0, ws, stride);
         if (s1 == NUMLA_STATUS_OK)
-            s1 = numla_linear_forward(isa, &w->up, n, x, hid, u, I, 0, ws, stride);
+            s1 = numla_model_linear_forward(isa, &w->up, n, x, hid, u, I, 0, ws, stride);
         (void)numla_act_silu_mul(m->isa, n * I, g, u); /* args valid */
         if (s1 == NUMLA_STATUS_OK)
-            s1 = numla_linear_forward(isa, &w->down, n, g, I, y, hid, 0, ws, stride);
+            s1 = numla_model_linear_forward(isa, &w->down, n, g, I, y, hid, 0, ws, stride);
         if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_experts)
             bad = s1;

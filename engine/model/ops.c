@@ -76,17 +76,18 @@ void numla_model_part_tick(numla_model *m, numla_model_part p, double *t)
 }
 
 /* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */
-numla_status numla_model_lin(numla_model *m, const numla_linear_weight *w, int64_t M,
+numla_status numla_model_lin(numla_model *m, const numla_model_linear *w, int64_t M,
                              const float *x, int64_t ldx, float *y, int64_t ldy, int acc)
 {
-    if (M == 0 || w->n == 0)
+    if (M == 0 || w->n == 0 || w->k == 0)
         return NUMLA_STATUS_OK;
     const numla_isa isa = numla_model_lin_isa(m);
-    NUMLA_CHECK(numla_model_grow_workspace(&m->lin_ws, &m->lin_ws_bytes,
-                                           numla_linear_workspace_size(isa, w, M, m->num_threads),
-                                           "linear workspace"));
+    NUMLA_CHECK(numla_model_grow_workspace(
+        &m->lin_ws, &m->lin_ws_bytes, numla_model_linear_workspace_size(isa, w, M, m->num_threads),
+        "linear workspace"));
     double t0 = omp_get_wtime();
-    NUMLA_CHECK(numla_linear_forward(isa, w, M, x, ldx, y, ldy, acc, m->lin_ws, m->lin_ws_bytes));
+    NUMLA_CHECK(numla_model_linear_forward(isa, w, M, x, ldx, y, ldy, acc, m->lin_ws,
+                                           m->lin_ws_bytes));
     m->stats.linear_s += omp_get_wtime() - t0;
     m->stats.linear_flops += 2.0 * (double)M * (double)w->n * (double)w->k;
     return NUMLA_STATUS_OK;
@@ -106,8 +107,11 @@ numla_status numla_model_per_head(numla_model *m, const numla_linear_weight *w, 
         return NUMLA_STATUS_OK;
     if (m->num_threads <= 1 || Hr < 2 || omp_get_max_active_levels() > 1 ||
         T > NUMLA_MODEL_PER_THREAD_ROWS) {
-        for (int64_t h = 0; h < Hr; h++)
-            NUMLA_CHECK(numla_model_lin(m, &w[h], T, x + h * xoff, ldx, y + h * yoff, ldy, 0));
+        for (int64_t h = 0; h < Hr; h++) {
+            const numla_model_linear wh = {
+                .kind = NUMLA_MODEL_LINEAR_FLOAT, .n = w[h].n, .k = w[h].k, .lin = w[h]};
+            NUMLA_CHECK(numla_model_lin(m, &wh, T, x + h * xoff, ldx, y + h * yoff, ldy, 0));
+        }
         return NUMLA_STATUS_OK;
     }
     const numla_isa isa = numla_model_lin_isa(m);

@@ -7,12 +7,16 @@
  */
 #include "engine/model/weights.h"
 
+#include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "kernels/quant.h"
 
 void numla_shard_range(int64_t n, int32_t rank, int32_t nranks, int64_t *begin, int64_t *count)
 {
@@ -45,6 +49,7 @@ typedef struct loader {
     const numla_model_config *cfg;
     const numla_safetensors_model *st;
     numla_isa isa;
+    numla_weights_options opts;
     int pass;           /* 0: validate + size, 1: copy */
     char *arena;        /* pass 1 */
     size_t used;
@@ -112,10 +117,20 @@ static void *ld_take(loader *L, size_t bytes)
     return L->pass == 1 ? L->arena + at : NULL;
 }
 
+/* A norm, router or embedding tensor must be a float type: an 8-bit one has no scale to read
+ * it with. */
+static void ld_want_float(loader *L, const numla_safetensors_tensor *t)
+{
+    if (L->pass == 0 && t && (unsigned)t->dtype >= NUMLA_DTYPE_COUNT)
+        ld_problem(L, "%s is %s; numla reads it only as F32, F16 or BF16", t->name,
+                   numla_dtype_name(t->dtype));
+}
+
 static numla_status ld_norm(loader *L, const char *name, int64_t n, float **out)
 {
     int64_t shape[1] = {n};
     const numla_safetensors_tensor *t = ld_get(L, name, 1, shape);
+    ld_want_float(L, t);
     float *dst = ld_take(L, (size_t)n * 4);
     *out = dst;
     if (L->pass == 1) {
@@ -126,26 +141,302 @@ static numla_status ld_norm(loader *L, const char *name, int64_t n, float **out)
     return NUMLA_STATUS_OK;
 }
 
-/* Pack rows [r0, r0+n) × columns [c0, c0+k) of a (full_n, full_k) tensor. */
-static numla_status ld_linear(loader *L, const char *name, int64_t full_n, int64_t full_k,
-                              int64_t r0, int64_t n, int64_t c0, int64_t k,
-                              numla_linear_weight *out)
+/* How one linear tensor is loaded. */
+typedef enum {
+    LD_FLOAT = 0,   /* float tensor, packed as it is */
+    LD_Q8_FILE,     /* 8-bit in the checkpoint, kept 8-bit */
+    LD_Q8_MAKE,     /* float in the checkpoint, quantized while loading */
+    LD_DEQUANT,     /* 8-bit in the checkpoint, dequantized to bf16 (--weights bf16) */
+} ld_mode;
+
+typedef struct ld_tensor {
+    const numla_safetensors_tensor *t;     /* the weight (NULL after a pass-0 problem) */
+    const numla_safetensors_tensor *scale; /* LD_Q8_FILE / LD_DEQUANT */
+    ld_mode mode;
+    numla_qlinear_format fmt;              /* Q8 modes and LD_DEQUANT */
+    int64_t full_n, full_k, grid_rows, grid_cols;
+} ld_tensor;
+
+static numla_qlinear_format ld_q8_format(numla_weight_format f)
+{
+    return f == NUMLA_WEIGHT_FORMAT_FP8 ? NUMLA_QLINEAR_FP8_BLOCK : NUMLA_QLINEAR_INT8_W8A8;
+}
+
+/* Pass 0: a file scale tensor's dtype, shape and values (finite, > 0). */
+static void ld_check_scale(loader *L, const ld_tensor *d, const char *sname)
+{
+    const numla_safetensors_tensor *s = d->scale;
+    if (!s) {
+        ld_problem(L, "missing %s (the scale of %s, %s)", sname, d->t->name,
+                   numla_dtype_name(d->t->dtype));
+        return;
+    }
+    if (s->dtype != NUMLA_DTYPE_F32) {
+        ld_problem(L, "%s is %s, expected F32", sname, numla_dtype_name(s->dtype));
+        return;
+    }
+    if (s->ndim != 2 || s->shape[0] != d->grid_rows || s->shape[1] != d->grid_cols) {
+        ld_problem(L, "%s has %d dimensions (%lld, %lld), expected (%lld, %lld) for %s", sname,
+                   s->ndim, (long long)s->shape[0], (long long)(s->ndim > 1 ? s->shape[1] : 0),
+                   (long long)d->grid_rows, (long long)d->grid_cols, d->t->name);
+        return;
+    }
+    const int64_t cnt = d->grid_rows * d->grid_cols;
+    for (int64_t i = 0; i < cnt; i++) {
+        float v;
+        memcpy(&v, (const char *)s->data + (size_t)i * 4, 4);
+        if (!isfinite(v) || v <= 0.0f) {
+            ld_problem(L, "%s[%lld][%lld] = %g: a scale must be finite and positive", sname,
+                       (long long)(i / d->grid_cols), (long long)(i % d->grid_cols), (double)v);
+            return;
+        }
+    }
+}
+
+/* Find and classify a (full_n, full_k) linear tensor; quantizable: it may be quantized while
+ * loading. Returns 0 when it cannot be loaded (pass 0 recorded why). */
+static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full_k,
+                       int quantizable, ld_tensor *d)
 {
     int64_t shape[2] = {full_n, full_k};
-    const numla_safetensors_tensor *t = ld_get(L, name, 2, shape);
-    memset(out, 0, sizeof *out);
-    if (n == 0 || k == 0)
-        return NUMLA_STATUS_OK;
-    numla_dtype dt = t ? t->dtype : NUMLA_DTYPE_BF16;
-    size_t bytes = numla_linear_packed_size(L->isa, n, k, dt);
-    void *dst = ld_take(L, bytes);
-    if (L->pass == 1) {
-        const char *src = (const char *)t->data +
-                          ((size_t)r0 * (size_t)full_k + (size_t)c0) * numla_dtype_size(dt);
-        NUMLA_CHECK(numla_linear_pack(L->isa, n, k, src, dt, full_k, dst, out));
-        L->loaded += (size_t)n * (size_t)k * numla_dtype_size(dt);
+    memset(d, 0, sizeof *d);
+    d->full_n = full_n;
+    d->full_k = full_k;
+    d->t = ld_get(L, name, 2, shape);
+    if (!d->t)
+        return 0;
+    const numla_dtype dt = d->t->dtype;
+    const int want = L->opts.format;
+    if (dt == NUMLA_DTYPE_F8_E4M3 || dt == NUMLA_DTYPE_I8) {
+        const numla_weight_format wf =
+            dt == NUMLA_DTYPE_F8_E4M3 ? NUMLA_WEIGHT_FORMAT_FP8 : NUMLA_WEIGHT_FORMAT_INT8;
+        if (L->cfg->weight_format != wf) {
+            if (L->pass == 0)
+                ld_problem(L, "%s is %s but config.json's quantization_config is %s", name,
+                           numla_dtype_name(dt),
+                           L->cfg->weight_format == NUMLA_WEIGHT_FORMAT_NONE
+                               ? "absent"
+                               : numla_weight_format_name(L->cfg->weight_format));
+            return 0;
+        }
+        if (want >= 0 && want != NUMLA_WEIGHT_FORMAT_NONE && want != (int)wf) {
+            if (L->pass == 0)
+                ld_problem(L, "%s is %s: an %s checkpoint cannot be loaded as %s", name,
+                           numla_dtype_name(dt), numla_weight_format_name(wf),
+                           numla_weight_format_name((numla_weight_format)want));
+            return 0;
+        }
+        d->mode = want == NUMLA_WEIGHT_FORMAT_NONE ? LD_DEQUANT : LD_Q8_FILE;
+        d->fmt = ld_q8_format(wf);
+        char sname[300];
+        snprintf(sname, sizeof sname, "%s%s", name,
+                 wf == NUMLA_WEIGHT_FORMAT_FP8 ? "_scale_inv" : "_scale");
+        d->scale = numla_safetensors_find(L->st, sname);
+        d->grid_rows = wf == NUMLA_WEIGHT_FORMAT_FP8 ? numla_quant_blocks(full_n) : full_n;
+        d->grid_cols = wf == NUMLA_WEIGHT_FORMAT_FP8 ? numla_quant_blocks(full_k) : 1;
+        if (L->pass == 0) {
+            int before = L->num_problems;
+            ld_check_scale(L, d, sname);
+            if (L->num_problems != before)
+                return 0;
+        }
+        return 1;
     }
+    if (quantizable && (want == NUMLA_WEIGHT_FORMAT_FP8 || want == NUMLA_WEIGHT_FORMAT_INT8)) {
+        d->mode = LD_Q8_MAKE;
+        d->fmt = ld_q8_format((numla_weight_format)want);
+        d->grid_rows = want == NUMLA_WEIGHT_FORMAT_FP8 ? numla_quant_blocks(full_n) : full_n;
+        d->grid_cols = want == NUMLA_WEIGHT_FORMAT_FP8 ? numla_quant_blocks(full_k) : 1;
+    }
+    return 1;
+}
+
+/* Pass 1: codes of rows [r0, r0 + n) (all full_k columns, ld full_k) and the full scale grid
+ * (grid_rows, grid_cols) of an 8-bit tensor, from the file or quantized now. *codes_own /
+ * *grid are malloc'd by us (codes_own NULL when the codes are the file's). */
+static numla_status ld_q8_rows(const ld_tensor *d, int64_t r0, int64_t n,
+                               const uint8_t **codes, uint8_t **codes_own, float **grid)
+{
+    const char *name = d->t->name;
+    const int64_t K = d->full_k, gcnt = d->grid_rows * d->grid_cols;
+    *codes_own = NULL;
+    *grid = malloc((size_t)gcnt * sizeof(float));
+    if (!*grid)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory for its scales", name);
+    if (d->mode != LD_Q8_MAKE) {
+        memcpy(*grid, d->scale->data, (size_t)gcnt * sizeof(float));
+        *codes = (const uint8_t *)d->t->data + (size_t)r0 * (size_t)K;
+        if (d->fmt == NUMLA_QLINEAR_FP8_BLOCK) { /* e4m3 NaN codes: S.1111.111 */
+            for (int64_t r = 0; r < n; r++)
+                for (int64_t c = 0; c < K; c++)
+                    if (((*codes)[r * K + c] & 0x7f) == 0x7f) {
+                        free(*grid);
+                        *grid = NULL;
+                        NUMLA_FAIL(NUMLA_STATUS_FORMAT,
+                                   "%s: e4m3 NaN code 0x%02x at row %lld, column %lld", name,
+                                   (*codes)[r * K + c], (long long)(r0 + r), (long long)c);
+                    }
+        }
+        return NUMLA_STATUS_OK;
+    }
+    /* Quantize while loading, exactly as numla quantize does (kernels/quant.h): fp8 scales
+     * over the full 128 x 128 blocks the rows touch, int8 over each full row. */
+    for (int64_t i = 0; i < gcnt; i++)
+        (*grid)[i] = 1.0f;
+    uint8_t *q = malloc((size_t)(n > 0 ? n : 1) * (size_t)K);
+    if (!q) {
+        free(*grid);
+        *grid = NULL;
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory to quantize it", name);
+    }
+    const numla_dtype dt = d->t->dtype;
+    const int fp8 = d->fmt == NUMLA_QLINEAR_FP8_BLOCK;
+    const int64_t B = NUMLA_QUANT_FP8_BLOCK;
+    const int64_t u0 = fp8 ? r0 / B : r0, u1 = fp8 ? (r0 + n + B - 1) / B : r0 + n;
+    numla_status bad = NUMLA_STATUS_OK;
+    int64_t bad_row = -1;
+#pragma omp parallel
+    {
+        float *buf = malloc((size_t)(fp8 ? B : 1) * (size_t)K * sizeof(float));
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t u = u0; u < u1; u++) {
+            if (!buf) {
+#pragma omp critical(numla_weights_quant)
+                bad = NUMLA_STATUS_NO_MEMORY;
+                continue;
+            }
+            const int64_t a = fp8 ? u * B : u;
+            const int64_t b = fp8 ? (a + B < d->full_n ? a + B : d->full_n) : u + 1;
+            for (int64_t r = a; r < b; r++)
+                for (int64_t c = 0; c < K; c++)
+                    buf[(r - a) * K + c] = numla_load_f32(d->t->data, dt, (size_t)(r * K + c));
+            float *sc = *grid + (fp8 ? u * d->grid_cols : u);
+            numla_status s1 = fp8 ? numla_quant_fp8_band_scales(b - a, K, buf, K, sc)
+                                  : numla_quant_int8_row_scale(K, buf, sc);
+            if (s1 != NUMLA_STATUS_OK) {
+#pragma omp critical(numla_weights_quant)
+                {
+                    bad = s1;
+                    bad_row = a;
+                }
+                continue;
+            }
+            for (int64_t r = a > r0 ? a : r0; r < b && r < r0 + n; r++) {
+                if (fp8)
+                    numla_quant_fp8_encode_row(K, buf + (r - a) * K, sc, q + (r - r0) * K);
+                else
+                    numla_quant_int8_encode_row(K, buf, *sc, (int8_t *)(q + (r - r0) * K));
+            }
+        }
+        free(buf);
+    }
+    if (bad != NUMLA_STATUS_OK) {
+        free(q);
+        free(*grid);
+        *grid = NULL;
+        NUMLA_FAIL(bad, "%s: cannot quantize it (rows from %lld: a non-finite weight, or no "
+                   "memory)", name, (long long)bad_row);
+    }
+    *codes = q;
+    *codes_own = q;
     return NUMLA_STATUS_OK;
+}
+
+/* Dequantized value of code (r, c) of rows starting at global row r0. */
+static float ld_dequant(const ld_tensor *d, const uint8_t *codes, const float *grid, int64_t r0,
+                        int64_t r, int64_t c)
+{
+    const uint8_t b = codes[(r - r0) * d->full_k + c];
+    if (d->fmt == NUMLA_QLINEAR_FP8_BLOCK)
+        return numla_qlinear_fp8_to_f32(b) *
+               grid[(r / NUMLA_QLINEAR_BLOCK) * d->grid_cols + c / NUMLA_QLINEAR_BLOCK];
+    return (float)(int8_t)b * grid[r];
+}
+
+/* Pack rows [r0, r0+n) × columns [c0, c0+k) of a (full_n, full_k) tensor; quantizable: the
+ * options may quantize it. */
+static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int64_t full_k,
+                                int64_t r0, int64_t n, int64_t c0, int64_t k, int quantizable,
+                                numla_model_linear *out)
+{
+    ld_tensor d;
+    int ok = ld_classify(L, name, full_n, full_k, quantizable, &d);
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    out->k = k;
+    if (n == 0 || k == 0 || !ok)
+        return NUMLA_STATUS_OK;
+    if (d.mode == LD_FLOAT) {
+        const numla_dtype dt = d.t->dtype;
+        void *dst = ld_take(L, numla_linear_packed_size(L->isa, n, k, dt));
+        if (L->pass == 1) {
+            const char *src = (const char *)d.t->data +
+                              ((size_t)r0 * (size_t)full_k + (size_t)c0) * numla_dtype_size(dt);
+            NUMLA_CHECK(numla_linear_pack(L->isa, n, k, src, dt, full_k, dst, &out->lin));
+            L->loaded += (size_t)n * (size_t)k * numla_dtype_size(dt);
+        }
+        return NUMLA_STATUS_OK;
+    }
+    if (d.mode == LD_DEQUANT) {
+        void *dst = ld_take(L, numla_linear_packed_size(L->isa, n, k, NUMLA_DTYPE_BF16));
+        if (L->pass != 1)
+            return NUMLA_STATUS_OK;
+        const uint8_t *codes;
+        uint8_t *own;
+        float *grid;
+        NUMLA_CHECK(ld_q8_rows(&d, r0, n, &codes, &own, &grid));
+        uint16_t *tmp = malloc((size_t)n * (size_t)k * 2);
+        numla_status s = tmp ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
+        for (int64_t r = 0; tmp && r < n; r++)
+            for (int64_t c = 0; c < k; c++)
+                tmp[r * k + c] = numla_f32_to_bf16(ld_dequant(&d, codes, grid, r0, r0 + r, c0 + c));
+        if (tmp)
+            s = numla_linear_pack(L->isa, n, k, tmp, NUMLA_DTYPE_BF16, k, dst, &out->lin);
+        free(tmp);
+        free(own);
+        free(grid);
+        if (s == NUMLA_STATUS_NO_MEMORY && !tmp)
+            NUMLA_FAIL(s, "%s: no memory to dequantize it", name);
+        NUMLA_CHECK(s);
+        L->loaded += (size_t)n * (size_t)k * 2;
+        return NUMLA_STATUS_OK;
+    }
+    /* 8-bit: an fp8 column slice starts on its scale block (zero weights before c0) */
+    const int64_t kofs = d.fmt == NUMLA_QLINEAR_FP8_BLOCK ? c0 % NUMLA_QLINEAR_BLOCK : 0;
+    const int64_t kp = kofs + k;
+    void *dst = ld_take(L, numla_qlinear_packed_size(d.fmt, n, kp));
+    out->kind = NUMLA_MODEL_LINEAR_Q8;
+    out->kofs = kofs;
+    if (L->pass != 1)
+        return NUMLA_STATUS_OK;
+    const uint8_t *codes;
+    uint8_t *own;
+    float *grid;
+    NUMLA_CHECK(ld_q8_rows(&d, r0, n, &codes, &own, &grid));
+    numla_qlinear_source src = {
+        .fmt = d.fmt, .n = n, .k = kp, .row0 = r0, .col0 = c0 - kofs,
+        .data = codes + (c0 - kofs), .ld = full_k,
+        .scales = grid, .scale_rows = d.grid_rows, .scale_cols = d.grid_cols,
+    };
+    numla_status s = numla_qlinear_pack(&src, dst, &out->q);
+    free(own);
+    free(grid);
+    NUMLA_CHECK(s);
+    if (kofs) {
+        int8_t *q = (int8_t *)(uintptr_t)out->q.q;
+        for (int64_t r = 0; r < n; r++)
+            memset(q + r * out->q.kp, 0, (size_t)kofs);
+    }
+    L->loaded += (size_t)n * (size_t)k +
+                 (size_t)(out->q.scale_rows * out->q.scale_cols) * sizeof(float);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status ld_linear(loader *L, const char *name, int64_t full_n, int64_t full_k,
+                              int64_t r0, int64_t n, int64_t c0, int64_t k,
+                              numla_model_linear *out)
+{
+    return ld_linear_q(L, name, full_n, full_k, r0, n, c0, k, 1, out);
 }
 
 static numla_status ld_mlp(loader *L, const char *prefix, int64_t full_inter, int64_t i0,
@@ -163,23 +454,45 @@ static numla_status ld_mlp(loader *L, const char *prefix, int64_t full_inter, in
     return NUMLA_STATUS_OK;
 }
 
-/* kv_b_proj (H · (nope + v), Dc) → per owned head uk_t (Dc, nope) and uv (v, Dc). */
+/* kv_b_proj (H · (nope + v), Dc) → per owned head uk_t (Dc, nope) and uv (v, Dc). An 8-bit
+ * kv_b_proj (in the file, or quantized now) is dequantized once into fp32 uk_t / uv. */
 static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
                             numla_layer_weights *lw)
 {
     const numla_model_config *c = L->cfg;
     const int64_t nope = c->qk_nope_head_dim, vd = c->v_head_dim, dc = c->kv_lora_rank;
-    int64_t shape[2] = {c->num_attention_heads * (nope + vd), dc};
-    const numla_safetensors_tensor *t = ld_get(L, name, 2, shape);
-    numla_dtype dt = t ? t->dtype : NUMLA_DTYPE_BF16;
+    const int64_t hw = nope + vd;
+    ld_tensor d;
+    if (!ld_classify(L, name, c->num_attention_heads * hw, dc, 1, &d))
+        return NUMLA_STATUS_OK;
+    const numla_safetensors_tensor *t = d.t;
+    const int q8 = d.mode != LD_FLOAT;
+    numla_dtype dt = q8 ? NUMLA_DTYPE_F32 : t->dtype;
     size_t es = numla_dtype_size(dt);
-    char *tmp = NULL;
+    char *tmp = NULL, *deq = NULL;
+    const uint8_t *codes = NULL;
+    uint8_t *own = NULL;
+    float *grid = NULL;
+    numla_status s = NUMLA_STATUS_OK;
     if (L->pass == 1) {
         tmp = malloc((size_t)dc * (size_t)nope * es);
-        if (!tmp)
+        if (q8) {
+            const int64_t r0 = sh->head_begin * hw;
+            s = ld_q8_rows(&d, r0, sh->head_count * hw, &codes, &own, &grid);
+            deq = s == NUMLA_STATUS_OK ? malloc((size_t)(sh->head_count * hw * dc) * es) : NULL;
+            for (int64_t r = 0; deq && r < sh->head_count * hw; r++)
+                for (int64_t cc = 0; cc < dc; cc++)
+                    ((float *)deq)[r * dc + cc] = ld_dequant(&d, codes, grid, r0, r0 + r, cc);
+            free(own);
+            free(grid);
+            NUMLA_CHECK(s);
+        }
+        if (!tmp || (q8 && !deq)) {
+            free(tmp);
+            free(deq);
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory for the W_UK transpose", name);
+        }
     }
-    numla_status s = NUMLA_STATUS_OK;
     for (int64_t hh = 0; hh < sh->head_count; hh++) {
         int64_t h = sh->head_begin + hh;
         size_t uk_bytes = numla_linear_packed_size(L->isa, dc, nope, dt);
@@ -188,7 +501,8 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
         void *uv = ld_take(L, uv_bytes);
         if (L->pass != 1)
             continue;
-        const char *rows = (const char *)t->data + (size_t)h * (size_t)(nope + vd) * (size_t)dc * es;
+        const char *rows = q8 ? deq + (size_t)hh * (size_t)hw * (size_t)dc * es
+                              : (const char *)t->data + (size_t)h * (size_t)hw * (size_t)dc * es;
         for (int64_t j = 0; j < nope; j++)
             for (int64_t cc = 0; cc < dc; cc++)
                 memcpy(tmp + ((size_t)cc * (size_t)nope + (size_t)j) * es,
@@ -200,9 +514,10 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
                               &lw->uv[hh]);
         if (s != NUMLA_STATUS_OK)
             break;
-        L->loaded += (size_t)(nope + vd) * (size_t)dc * es;
+        L->loaded += (size_t)hw * (size_t)dc * es;
     }
     free(tmp);
+    free(deq);
     NUMLA_CHECK(s);
     return NUMLA_STATUS_OK;
 }
@@ -256,8 +571,11 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
         /* packed as fp32 whatever the file's dtype: routing is computed in fp32 (DESIGN.md §5) */
         int64_t shape[2] = {E, hid};
         const numla_safetensors_tensor *t = ld_get(L, NAME("mlp.gate.weight"), 2, shape);
+        ld_want_float(L, t);
         void *dst = ld_take(L, numla_linear_packed_size(L->isa, E, hid, NUMLA_DTYPE_F32));
         memset(&lw->router, 0, sizeof lw->router);
+        lw->router.n = E;
+        lw->router.k = hid;
         if (L->pass == 1) {
             float *tmp = malloc((size_t)(E * hid) * sizeof(float));
             if (!tmp)
@@ -266,7 +584,7 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
             for (int64_t i = 0; i < E * hid; i++)
                 tmp[i] = numla_load_f32(t->data, t->dtype, (size_t)i);
             numla_status s = numla_linear_pack(L->isa, E, hid, tmp, NUMLA_DTYPE_F32, hid, dst,
-                                               &lw->router);
+                                               &lw->router.lin);
             free(tmp);
             NUMLA_CHECK(s);
             L->loaded += t->nbytes;
@@ -296,6 +614,7 @@ static numla_status ld_model(loader *L, numla_model_weights *w)
     const int64_t hid = c->hidden_size, V = c->vocab_size;
     int64_t shape[2] = {V, hid};
     const numla_safetensors_tensor *emb = ld_get(L, "model.embed_tokens.weight", 2, shape);
+    ld_want_float(L, emb);
     w->embed_dtype = emb ? emb->dtype : NUMLA_DTYPE_BF16;
     size_t emb_bytes = (size_t)V * (size_t)hid * numla_dtype_size(w->embed_dtype);
     w->embed = ld_take(L, emb_bytes);
@@ -314,8 +633,9 @@ static numla_status ld_model(loader *L, numla_model_weights *w)
         fprintf(stderr, "\n");
     NUMLA_CHECK(ld_norm(L, "model.norm.weight", hid, &w->final_norm));
     const char *head = c->tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-    NUMLA_CHECK(ld_linear(L, head, V, hid, w->shard.vocab_begin, w->shard.vocab_count, 0, hid,
-                          &w->lm_head));
+    NUMLA_CHECK(ld_linear_q(L, head, V, hid, w->shard.vocab_begin, w->shard.vocab_count, 0, hid,
+                            !L->opts.keep_lm_head, &w->lm_head));
+    w->lm_head_q8 = w->lm_head.kind == NUMLA_MODEL_LINEAR_Q8;
     return NUMLA_STATUS_OK;
 }
 
@@ -338,18 +658,48 @@ void numla_weights_destroy(numla_model_weights **pw)
     *pw = NULL;
 }
 
+numla_weights_options numla_weights_options_default(void)
+{
+    return (numla_weights_options){.format = -1, .keep_lm_head = 0};
+}
+
+int numla_weights_format_parse(const char *s, numla_weights_options *o)
+{
+    if (!strcmp(s, "bf16"))
+        o->format = NUMLA_WEIGHT_FORMAT_NONE;
+    else if (!strcmp(s, "fp8"))
+        o->format = NUMLA_WEIGHT_FORMAT_FP8;
+    else if (!strcmp(s, "int8"))
+        o->format = NUMLA_WEIGHT_FORMAT_INT8;
+    else
+        return 0;
+    return 1;
+}
+
 numla_status numla_weights_load(const numla_model_config *cfg, const numla_safetensors_model *st,
                                 int32_t rank, int32_t nranks, numla_isa isa,
                                 numla_model_weights **out)
 {
+    return numla_weights_load_ex(cfg, st, rank, nranks, isa, NULL, out);
+}
+
+numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_safetensors_model *st,
+                                   int32_t rank, int32_t nranks, numla_isa isa,
+                                   const numla_weights_options *opts, numla_model_weights **out)
+{
     if (!cfg || !st || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load: NULL argument");
+    const numla_weights_options o = opts ? *opts : numla_weights_options_default();
+    if (o.format < -1 || o.format > NUMLA_WEIGHT_FORMAT_INT8)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load: weight format %d unknown",
+                   o.format);
     *out = NULL;
     numla_model_weights *w = calloc(1, sizeof *w);
     if (!w)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "weights: no memory");
     w->cfg = *cfg;
     w->isa = isa;
+    w->format = o.format >= 0 ? (numla_weight_format)o.format : cfg->weight_format;
     numla_status s = numla_shard_plan(cfg, rank, nranks, &w->shard);
     if (s != NUMLA_STATUS_OK) {
         numla_weights_destroy(&w);
@@ -378,6 +728,7 @@ numla_status numla_weights_load(const numla_model_config *cfg, const numla_safet
     L->cfg = cfg;
     L->st = st;
     L->isa = isa;
+    L->opts = o;
     L->pass = 0;
     s = ld_model(L, w);
     if (s == NUMLA_STATUS_OK && L->num_problems) {
@@ -418,4 +769,52 @@ numla_status numla_weights_load(const numla_model_config *cfg, const numla_safet
     }
     *out = w;
     return NUMLA_STATUS_OK;
+}
+
+/* ---- running a numla_model_linear ---- */
+
+static size_t q8_ws(const numla_model_linear *w, int64_t M)
+{
+    return (numla_qlinear_workspace_size(&w->q, M) + 63) & ~(size_t)63;
+}
+
+size_t numla_model_linear_workspace_size(numla_isa isa, const numla_model_linear *w, int64_t M,
+                                         int nth)
+{
+    if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
+        return numla_linear_workspace_size(isa, &w->lin, M, nth);
+    return q8_ws(w, M) + (w->kofs ? (size_t)M * (size_t)(w->kofs + w->k) * sizeof(float) : 0);
+}
+
+numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear *w, int64_t M,
+                                        const float *x, int64_t ldx, float *y, int64_t ldy,
+                                        int accumulate, void *ws, size_t ws_bytes)
+{
+    if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
+        return numla_linear_forward(isa, &w->lin, M, x, ldx, y, ldy, accumulate, ws, ws_bytes);
+    if (w->kofs) { /* x shifted right by kofs; the packed weights are zero there */
+        const size_t qb = q8_ws(w, M);
+        const int64_t kk = w->kofs + w->k;
+        if (ws_bytes < qb + (size_t)M * (size_t)kk * sizeof(float))
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "linear: workspace of %zu bytes is too small",
+                       ws_bytes);
+        float *xs = (float *)(void *)((char *)ws + qb);
+        for (int64_t r = 0; r < M; r++) {
+            memset(xs + r * kk, 0, (size_t)w->kofs * sizeof(float));
+            memcpy(xs + r * kk + w->kofs, x + r * ldx, (size_t)w->k * sizeof(float));
+        }
+        return numla_qlinear_forward(&w->q, isa, M, xs, kk, y, ldy, accumulate, ws, qb);
+    }
+    return numla_qlinear_forward(&w->q, isa, M, x, ldx, y, ldy, accumulate, ws, ws_bytes);
+}
+
+size_t numla_model_linear_bytes(const numla_model_linear *w)
+{
+    if (w->n == 0 || w->k == 0)
+        return 0;
+    if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
+        return (size_t)(w->n * w->k) * numla_dtype_size(w->lin.dtype);
+    return (size_t)(w->n * (w->kofs + w->k)) +
+           (size_t)(w->q.scale_rows * w->q.scale_cols) * sizeof(float) +
+           (w->q.row_sums ? (size_t)w->n * sizeof(int32_t) : 0);
 }

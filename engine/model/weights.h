@@ -12,11 +12,20 @@
  * A rank that would own zero heads (R > H) is an error, not a crash. Other ranges may be empty
  * (e.g. more ranks than experts): code paths handle count == 0.
  *
- * Linear layers are packed with numla_linear_pack (kernels/linear.h) for the chosen ISA; norm
- * weights, the router gate and the bias are fp32; the embedding keeps the file's dtype.
+ * Linear layers (numla_model_linear) are either float weights packed with numla_linear_pack
+ * (kernels/linear.h) for the chosen ISA, or 8-bit weights packed with numla_qlinear_pack
+ * (kernels/qlinear.h), 1 byte each plus their scales, never expanded: fp8 e4m3 with 128 x 128
+ * block scales (FP8_BLOCK), int8 with one scale per row run as W8A8 (activations quantized per
+ * token). A tensor is 8-bit when the checkpoint stores it so (config quantization_config,
+ * F8_E4M3 / I8 next to its `_scale_inv` / `_scale`) or when numla_weights_options asks for it
+ * (quantized while loading, the same values `numla quantize` writes: kernels/quant.h on the
+ * full tensor's blocks and rows). Norm weights, the router gate and the bias are fp32; the
+ * embedding keeps the file's dtype.
  * kv_b_proj is split per head for the absorbed attention (DESIGN.md §5):
  *   uk_t[h] = W_UK,hᵀ packed as a (Dc, nope) linear so that q̃ = uk_t · q_nope,
  *   uv[h]   = W_UV,h  packed as a (v, Dc) linear so that o_h = uv · ctx.
+ * An 8-bit kv_b_proj is dequantized once, at load, into fp32 uk_t / uv; the expanded form's
+ * kv_b stays 8-bit.
  */
 #ifndef NUMLA_ENGINE_WEIGHTS_H
 #define NUMLA_ENGINE_WEIGHTS_H
@@ -30,6 +39,7 @@
 #include "engine/formats/safetensors.h"
 #include "kernels/isa.h"
 #include "kernels/linear.h"
+#include "kernels/qlinear.h"
 
 typedef struct numla_shard {
     int32_t rank, nranks;
@@ -47,11 +57,39 @@ void numla_shard_range(int64_t n, int32_t rank, int32_t nranks, int64_t *begin, 
 numla_status numla_shard_plan(const numla_model_config *cfg, int32_t rank, int32_t nranks,
                               numla_shard *out);
 
+typedef enum numla_model_linear_kind {
+    NUMLA_MODEL_LINEAR_FLOAT = 0, /* lin: bf16/f32 (kernels/linear.h) */
+    NUMLA_MODEL_LINEAR_Q8,        /* q: fp8 block / int8 W8A8 (kernels/qlinear.h) */
+} numla_model_linear_kind;
+
+/* One linear layer of the model: y (M, n) = x (M, k) · Wᵀ. An fp8 column slice that does not
+ * start on a 128-column scale block (an o_proj or down_proj shard) is packed from the block
+ * start with zero weights in its first kofs columns; the forward then runs on a copy of x
+ * shifted right by kofs (scratch from the workspace). */
+typedef struct numla_model_linear {
+    numla_model_linear_kind kind;
+    int64_t n, k;                 /* output and input features the forward sees */
+    int64_t kofs;                 /* Q8: zero columns packed before the slice (fp8 only) */
+    numla_linear_weight lin;      /* FLOAT: (n, k) */
+    numla_qlinear_weight q;       /* Q8: (n, kofs + k) */
+} numla_model_linear;
+
+/* Scratch bytes numla_model_linear_forward needs for M rows on a team of nth threads. */
+size_t numla_model_linear_workspace_size(numla_isa isa, const numla_model_linear *w, int64_t M,
+                                         int nth);
+/* y (M, ldy) (+)= x (M, ldx) · Wᵀ at level isa, on its own OpenMP region (a single thread when
+ * called inside a parallel region). Not collective. */
+numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear *w, int64_t M,
+                                        const float *x, int64_t ldx, float *y, int64_t ldy,
+                                        int accumulate, void *ws, size_t ws_bytes);
+/* Bytes a forward reads of the weight (1-byte weights + scales for Q8), for bandwidth bounds. */
+size_t numla_model_linear_bytes(const numla_model_linear *w);
+
 typedef struct numla_mlp_weights {  /* SiLU-gated MLP slice: I_r = its intermediate slice */
     int64_t inter;                  /* I_r (may be 0 on ranks that own none of it) */
-    numla_linear_weight gate;       /* (I_r, hidden) */
-    numla_linear_weight up;         /* (I_r, hidden) */
-    numla_linear_weight down;       /* (hidden, I_r) */
+    numla_model_linear gate;        /* (I_r, hidden) */
+    numla_model_linear up;          /* (I_r, hidden) */
+    numla_model_linear down;        /* (hidden, I_r) */
 } numla_mlp_weights;
 
 typedef struct numla_layer_weights {
@@ -59,22 +97,22 @@ typedef struct numla_layer_weights {
     float *post_attn_norm;          /* (hidden) */
 
     /* attention: H_r = shard.head_count */
-    numla_linear_weight q_proj;     /* (H_r · q_head_dim, hidden); when q_lora_rank == 0 */
-    numla_linear_weight q_a_proj;   /* (q_lora_rank, hidden); when q_lora_rank > 0 */
+    numla_model_linear q_proj;      /* (H_r · q_head_dim, hidden); when q_lora_rank == 0 */
+    numla_model_linear q_a_proj;    /* (q_lora_rank, hidden); when q_lora_rank > 0 */
     float *q_a_norm;                /* (q_lora_rank) */
-    numla_linear_weight q_b_proj;   /* (H_r · q_head_dim, q_lora_rank) */
-    numla_linear_weight kv_a_proj;  /* (Dc + Dr, hidden) */
+    numla_model_linear q_b_proj;    /* (H_r · q_head_dim, q_lora_rank) */
+    numla_model_linear kv_a_proj;   /* (Dc + Dr, hidden) */
     float *kv_a_norm;               /* (Dc) */
     numla_linear_weight *uk_t;      /* [H_r] each (Dc, nope) = W_UK,hᵀ */
     numla_linear_weight *uv;        /* [H_r] each (v_head_dim, Dc) = W_UV,h */
-    numla_linear_weight kv_b;       /* (H_r · (nope + v_head_dim), Dc): the owned heads' kv_b_proj
+    numla_model_linear kv_b;        /* (H_r · (nope + v_head_dim), Dc): the owned heads' kv_b_proj
                                      * rows, for the expanded prefill form ([k_nope | v] per head) */
-    numla_linear_weight o_proj;     /* (hidden, H_r · v_head_dim): the owned heads' columns */
+    numla_model_linear o_proj;      /* (hidden, H_r · v_head_dim): the owned heads' columns */
 
     /* MLP: dense layers use `dense`; MoE layers the rest */
     int is_moe;
     numla_mlp_weights dense;        /* intermediate slice of intermediate_size */
-    numla_linear_weight router;     /* (n_routed_experts, hidden) fp32, replicated */
+    numla_model_linear router;      /* (n_routed_experts, hidden) fp32, replicated */
     float *router_bias;             /* (n_routed_experts) e_score_correction_bias, V3 only */
     numla_mlp_weights *experts;     /* [expert_count]: experts expert_begin.. */
     numla_mlp_weights shared;       /* slice of n_shared · moe_intermediate (inter 0 if none) */
@@ -84,16 +122,32 @@ typedef struct numla_model_weights {
     numla_model_config cfg;
     numla_shard shard;
     numla_isa isa;
+    numla_weight_format format;     /* the 8-bit format the projections run in (NONE: float) */
+    int lm_head_q8;                 /* lm_head is 8-bit */
     numla_dtype embed_dtype;
     void *embed;                    /* (vocab_size, hidden), embed_dtype */
     numla_layer_weights *layers;    /* [num_hidden_layers] */
     float *final_norm;              /* (hidden) */
-    numla_linear_weight lm_head;    /* (vocab_count, hidden): rows vocab_begin.. */
+    numla_model_linear lm_head;     /* (vocab_count, hidden): rows vocab_begin.. */
 
     void *arena;                    /* anonymous mapping holding everything above */
     size_t arena_bytes;
     size_t loaded_bytes;            /* bytes of weights copied (for bandwidth bounds) */
 } numla_model_weights;
+
+/* What to load the weights as. */
+typedef struct numla_weights_options {
+    /* -1: as the checkpoint is; NONE: float (an 8-bit checkpoint is dequantized to bf16);
+     * FP8 / INT8: a float checkpoint's projections are quantized while loading (the checkpoint
+     * must be float or already in that format). */
+    int format;
+    int keep_lm_head;               /* with FP8 / INT8 on a float checkpoint: lm_head stays bf16 */
+} numla_weights_options;
+
+/* format -1, keep_lm_head 0. */
+numla_weights_options numla_weights_options_default(void);
+/* The command-line spelling: "bf16" (NONE), "fp8", "int8" -> o->format; 0 when it is none. */
+int numla_weights_format_parse(const char *s, numla_weights_options *o);
 
 /* Load the shard for (rank, nranks) from an open safetensors model, validating the shape of
  * every tensor it needs; a failure lists every missing or mis-shaped tensor. Packs for `isa`.
@@ -101,6 +155,13 @@ typedef struct numla_model_weights {
 numla_status numla_weights_load(const numla_model_config *cfg, const numla_safetensors_model *st,
                                 int32_t rank, int32_t nranks, numla_isa isa,
                                 numla_model_weights **out);
+/* The same with options (NULL: the defaults). 8-bit tensors are checked: a missing scale, a
+ * scale of the wrong shape or dtype, a NaN/inf or zero scale, an e4m3 NaN code, an 8-bit
+ * tensor in a checkpoint without the matching quantization_config are FORMAT errors naming
+ * the tensor, and nothing stays loaded. Not collective. */
+numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_safetensors_model *st,
+                                   int32_t rank, int32_t nranks, numla_isa isa,
+                                   const numla_weights_options *opts, numla_model_weights **out);
 void numla_weights_destroy(numla_model_weights **w);
 
 #endif

@@ -76,6 +76,7 @@ numla_engine_options numla_engine_options_default(void)
         .bind = 1,
         .isa = numla_isa_best(),
         .kernels = numla_model_options_default(numla_isa_best()),
+        .weights = numla_weights_options_default(),
     };
 }
 
@@ -135,7 +136,7 @@ static numla_status engine_load(numla_engine *e, const char *model_dir,
                    "attention heads (head parallelism needs ranks <= heads)", e->size,
                    (long long)e->cfg.num_attention_heads);
     NUMLA_CHECK(numla_safetensors_open(model_dir, &st));
-    s = numla_weights_load(&e->cfg, st, e->rank, e->size, isa, &e->w);
+    s = numla_weights_load_ex(&e->cfg, st, e->rank, e->size, isa, &o->weights, &e->w);
     numla_safetensors_close(&st); /* the shard lives in owned memory now (DESIGN.md §3) */
     NUMLA_CHECK(s);
     numla_model_options mo = o->kernels;

@@ -66,10 +66,12 @@ typedef struct numla_engine_options {
     numla_isa isa;            /* kernel level (the settings' NUMLA_ISA); must be supported */
     numla_model_options kernels; /* the model's options: per-family AMX switches, prefill
                                     form, ... (its isa and num_threads are the engine's) */
+    numla_weights_options weights; /* the weights' format (--weights, --keep-lm-head): as the
+                                      checkpoint is by default */
 } numla_engine_options;
 
 /* Defaults: all zero except kv_dtype = bf16, bind = 1, isa = numla_isa_best(), every kernel
- * family's AMX path allowed, prefill form auto. numla run fills them from the settings
+ * family's AMX path allowed, prefill form auto, weights as the checkpoint is. numla run fills them from the settings
  * (engine/cli/settings.h). */
 numla_engine_options numla_engine_options_default(void);
 
