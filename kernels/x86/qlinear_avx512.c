@@ -50,11 +50,12 @@ numla_qlinear_tile_(const numla_qlinear_weight *w, int64_t r, const float *x, in
                     const int nw, const int mr, const int fp8, float out[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_WIDE_MR])
 {
     const int64_t k = w->k, B = fp8 ? NUMLA_QLINEAR_BLOCK : w->kp;
-    const int8_t *wr[NUMLA_QLINEAR_NW];
+    const int8_t *wr[NUMLA_QLINEAR_NW], *pf[NUMLA_QLINEAR_NW];
     const float *s[NUMLA_QLINEAR_NW];
     __m512 tot[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_WIDE_MR];
     for (int j = 0; j < nw; j++) {
         wr[j] = w->q + (r + j) * w->kp;
+        pf[j] = r + nw + j < w->n ? wr[j] + nw * w->kp : wr[j];
         s[j] = fp8 ? w->scales + numla_qlinear_grid_row(w, r + j) * w->scale_cols : NULL;
         for (int i = 0; i < mr; i++)
             tot[j][i] = _mm512_setzero_ps();
@@ -66,21 +67,34 @@ numla_qlinear_tile_(const numla_qlinear_weight *w, int64_t r, const float *x, in
             for (int i = 0; i < mr; i++)
                 a[j][i] = _mm512_setzero_ps();
         int64_t c = k0;
-        /* fp8, 32 at a time: one widening of 32 bytes to fp16 per row, two conversions. */
-        for (; fp8 && c + 32 <= k1; c += 32) {
-            __m512 x0[NUMLA_QLINEAR_WIDE_MR], x1[NUMLA_QLINEAR_WIDE_MR];
-            for (int i = 0; i < mr; i++) {
-                x0[i] = _mm512_loadu_ps(x + i * ldx + c);
-                x1[i] = _mm512_loadu_ps(x + i * ldx + c + 16);
-            }
-            for (int j = 0; j < nw; j++) {
-                __m512i h = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(wr[j] + c)));
-                h = _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16((short)0xBFFF));
-                __m512 w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
-                __m512 w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+        /* 64 at a time: per row one prefetch of the next tile's line at the same column (the
+         * tile's rows are one contiguous nw · kp-byte span, so that is one span ahead: rows of
+         * 2 KiB are too short for the hardware prefetcher to ramp up on each). fp8 widens 32
+         * bytes to fp16 at once and converts twice; int8 widens 16 at a time. */
+        for (; c + 64 <= k1; c += 64) {
+            for (int j = 0; j < nw; j++)
+                _mm_prefetch((const char *)(pf[j] + c), _MM_HINT_T0);
+            for (int h = 0; h < 64; h += 32) {
+                __m512 x0[NUMLA_QLINEAR_WIDE_MR], x1[NUMLA_QLINEAR_WIDE_MR];
                 for (int i = 0; i < mr; i++) {
-                    a[j][i] = _mm512_fmadd_ps(w0, x0[i], a[j][i]);
-                    a[j][i] = _mm512_fmadd_ps(w1, x1[i], a[j][i]);
+                    x0[i] = _mm512_loadu_ps(x + i * ldx + c + h);
+                    x1[i] = _mm512_loadu_ps(x + i * ldx + c + h + 16);
+                }
+                for (int j = 0; j < nw; j++) {
+                    __m512 w0, w1;
+                    if (fp8) {
+                        __m512i hw = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(wr[j] + c + h)));
+                        hw = _mm512_and_si512(_mm512_slli_epi16(hw, 7), _mm512_set1_epi16((short)0xBFFF));
+                        w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(hw));
+                        w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hw, 1));
+                    } else {
+                        w0 = numla_qlinear_i8x16_(wr[j] + c + h);
+                        w1 = numla_qlinear_i8x16_(wr[j] + c + h + 16);
+                    }
+                    for (int i = 0; i < mr; i++) {
+                        a[j][i] = _mm512_fmadd_ps(w0, x0[i], a[j][i]);
+                        a[j][i] = _mm512_fmadd_ps(w1, x1[i], a[j][i]);
+                    }
                 }
             }
         }
