@@ -135,12 +135,14 @@ static numla_status open_file_as_model(const char *file, const char *tag, numla_
     return s;
 }
 
-static int golden_load(golden *g, const char *model, int bf16)
+/* sub: "" (fp32 weights, with debug.safetensors), "model_bf16", "model_fp8", "model_int8";
+ * expected: the logits file ("expected.safetensors", or model_int8's "expected_w8a32..."). */
+static int golden_load_file(golden *g, const char *model, const char *sub, const char *expected)
 {
     memset(g, 0, sizeof *g);
     snprintf(g->dir, sizeof g->dir, "%s", numla_test_source_path("tests/golden"));
     size_t n = strlen(g->dir);
-    snprintf(g->dir + n, sizeof g->dir - n, "/%s%s", model, bf16 ? "/model_bf16" : "");
+    snprintf(g->dir + n, sizeof g->dir - n, "/%s%s%s", model, *sub ? "/" : "", sub);
     char path[1200];
     snprintf(path, sizeof path, "%s/expected.json", g->dir);
     json_error_t err;
@@ -168,12 +170,12 @@ static int golden_load(golden *g, const char *model, int bf16)
         g->nprompts++;
     }
     json_decref(j);
-    char tag[64];
-    snprintf(tag, sizeof tag, "%s%s_exp", model, bf16 ? "_bf16" : "");
-    snprintf(path, sizeof path, "%s/expected.safetensors", g->dir);
+    char tag[128];
+    snprintf(tag, sizeof tag, "%s_%s_%s", model, *sub ? sub : "fp32", expected);
+    snprintf(path, sizeof path, "%s/%s", g->dir, expected);
     if (open_file_as_model(path, tag, &g->expected))
         return -1;
-    if (!bf16) {
+    if (!*sub) {
         snprintf(path, sizeof path, "%s/debug.safetensors", g->dir);
         if (dbg_open(&g->debug, path)) {
             fprintf(stderr, "\n    %s: cannot read", path);
@@ -181,6 +183,11 @@ static int golden_load(golden *g, const char *model, int bf16)
         }
     }
     return 0;
+}
+
+static int golden_load(golden *g, const char *model, int bf16)
+{
+    return golden_load_file(g, model, bf16 ? "model_bf16" : "", "expected.safetensors");
 }
 
 static void golden_free(golden *g)
@@ -555,10 +562,10 @@ static void *golden_rank_main(void *arg)
     return NULL;
 }
 
-static void check_sharded(const char *model)
+static void check_sharded_dir(const char *model, const char *sub, int rmax, double tol)
 {
     golden g;
-    if (golden_load(&g, model, 0)) {
+    if (golden_load_file(&g, model, sub, "expected.safetensors")) {
         CU_FAIL("golden data");
         golden_free(&g);
         return;
@@ -567,7 +574,7 @@ static void check_sharded(const char *model)
     double worst = 0;
     int team = omp_get_max_threads();
     omp_set_num_threads(1); /* R rank threads already; see check_model */
-    for (int R = 2; R <= 4; R++) {
+    for (int R = 2; R <= rmax; R++) {
         shm_reduce sh = {.nranks = R};
         pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
         rank_ctx rc[4];
@@ -607,8 +614,8 @@ static void check_sharded(const char *model)
                                              ref[t * V + s->vocab_begin + v]));
             }
             worst = fmax(worst, err);
-            NUMLA_ASSERT_MSG(err <= LOGIT_TOL, "%s %d ranks prompt %d: logits max err %g", model, R,
-                             p, err);
+            NUMLA_ASSERT_MSG(err <= tol, "%s %s %d ranks prompt %d: logits max err %g", model, sub,
+                             R, p, err);
         }
         for (int r = 0; r < R; r++) {
             free(rc[r].logits);
@@ -618,13 +625,81 @@ static void check_sharded(const char *model)
         pthread_barrier_destroy(&sh.bar);
     }
     omp_set_num_threads(team);
-    fprintf(stderr, "\n    golden %-6s 2-4 in-process ranks (fp32, f32 kv)    : logits max abs err %.3g", model, worst);
+    fprintf(stderr, "\n    golden %-6s %-10s 2-%d in-process ranks (f32 kv): logits max abs err %.3g",
+            model, *sub ? sub : "fp32", rmax, worst);
     golden_free(&g);
 }
+
+static void check_sharded(const char *model) { check_sharded_dir(model, "", 4, LOGIT_TOL); }
 
 static void test_v2_sharded(void) { check_sharded("v2"); }
 static void test_v3_sharded(void) { check_sharded("v3"); }
 
+/* The 8-bit cases need the fp8/int8 checkpoint loader (issue 17); build with
+ * -DNUMLA_GOLDEN_Q8=1 to run them before it is the default here. */
+#ifndef NUMLA_GOLDEN_Q8
+#define NUMLA_GOLDEN_Q8 0
+#endif
+#if NUMLA_GOLDEN_Q8
+/* 8-bit checkpoints in the published formats (tests/golden/README.md "8-bit variants"):
+ * model_fp8/ (DeepSeek FP8, 128x128 block scales; v3's split over two shards) and model_int8/
+ * (SGLang w8a8_int8, per-row scales). Both references come from transformers on the
+ * dequantized weights; model_int8's applies SGLang's per-token W8A8 activation rule
+ * (kernels/qlinear.h) to every quantized linear but kv_b_proj (absorbed as W_UK / W_UV).
+ * Tolerances, from the README's calibration:
+ *   fp8, fp32 activations: fp32-class, LOGIT_TOL (fp64-vs-fp32 spread of the reference <= 7.6e-5);
+ *   int8 W8A8: LOGIT_TOL too. The activation rounding is reproduced exactly, but an engine's x
+ *     differs from the reference's in the last bits, which can move an int8 code by one; the
+ *     golden prompts were chosen so that neither the fp64 run nor two runs with every quantized
+ *     input perturbed by up to 4 ulp move any logit by more than 5e-4 (measured <= 6.5e-5). A
+ *     failure far above LOGIT_TOL that starts at one position and grows after it is such a
+ *     rounding cascade, not necessarily a bug: compare the W8A8 path against the scalar reference.
+ * Every configuration runs the greedy check (16 tokens, margins >= 0.015). */
+static void check_quant(const char *model, const char *fmt)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int nisa = numla_test_isas(isas);
+    numla_isa best = isas[nisa - 1];
+    char sub[32], what[2][64];
+    snprintf(sub, sizeof sub, "model_%s", fmt);
+    snprintf(what[0], sizeof what[0], "%s weights, best isa, f32 kv", fmt);
+    snprintf(what[1], sizeof what[1], "%s weights, ref isa, expanded prefill", fmt);
+    const golden_cfg cfgs[] = {
+        {0, best, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 1, what[0], NUMLA_PREFILL_FORM_AUTO},
+        {0, NUMLA_ISA_REF, 0, NUMLA_DTYPE_F32, LOGIT_TOL, 1 << 30, 0, 1, what[1],
+         NUMLA_PREFILL_FORM_EXPANDED},
+    };
+    golden g;
+    if (golden_load_file(&g, model, sub, "expected.safetensors")) {
+        CU_FAIL("golden data");
+        golden_free(&g);
+        return;
+    }
+    int team = omp_get_max_threads();
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        if (i > 0)
+            omp_set_num_threads(1); /* see check_model */
+        run_cfg(model, &g, &cfgs[i]);
+        omp_set_num_threads(team);
+    }
+    golden_free(&g);
+    check_sharded_dir(model, sub, 3, LOGIT_TOL);
+}
+
+static void test_v2lite_fp8(void) { check_quant("v2lite", "fp8"); }
+static void test_v2_fp8(void) { check_quant("v2", "fp8"); }
+static void test_v3_fp8(void) { check_quant("v3", "fp8"); }
+static void test_v2lite_int8(void) { check_quant("v2lite", "int8"); }
+static void test_v2_int8(void) { check_quant("v2", "int8"); }
+static void test_v3_int8(void) { check_quant("v3", "int8"); }
+
+#define GOLDEN_Q8_CASES                                                                        \
+    , NUMLA_TEST(test_v2lite_fp8), NUMLA_TEST(test_v2_fp8), NUMLA_TEST(test_v3_fp8),           \
+        NUMLA_TEST(test_v2lite_int8), NUMLA_TEST(test_v2_int8), NUMLA_TEST(test_v3_int8)
+#else
+#define GOLDEN_Q8_CASES
+#endif
+
 NUMLA_TEST_SUITE(model_golden, NULL, NULL, NUMLA_TEST(test_v2lite), NUMLA_TEST(test_v2),
                  NUMLA_TEST(test_v3), NUMLA_TEST(test_v2_sharded),
-                 NUMLA_TEST(test_v3_sharded))
+                 NUMLA_TEST(test_v3_sharded) GOLDEN_Q8_CASES)
