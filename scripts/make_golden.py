@@ -617,7 +617,7 @@ INT8_MAX = 127.0
 W8A8_EPS = 1e-7
 W8A8_PERTURB = {"gen": None}
 # W8A8 golden prompts must be robust: the reference run in fp64, and in fp32 with every
-# quantized activation perturbed by a few ulp (two seeds), stays within this of the fp32
+# quantized activation perturbed by up to 8 ulp (two seeds), stays within this of the fp32
 # reference at every prompt position and greedy step (see README "8-bit variants").
 W8A8_ROBUST = 5e-4
 # Robust W8A8 prompts are rare beyond ~40 tokens on these unit-gain models (README), so the
@@ -700,9 +700,10 @@ def w8a8_linear(x, q, s_w):
     acc = qx . q (exact: |acc| < 2^24 here and summed in float64), y = acc * sx * s_w."""
     dt = x.dtype
     if W8A8_PERTURB["gen"] is not None:
-        # robustness check only: x off by up to 4 ulp, as an engine's summation order leaves it
+        # robustness check only: x off by up to 8 ulp, as an engine's summation order (rank
+        # count, ISA, decode after prefill) can leave it after a few layers
         u = torch.rand(x.shape, generator=W8A8_PERTURB["gen"], dtype=torch.float64) * 2 - 1
-        x = (x.double() * (1 + u * 2.0 ** -21)).to(dt)
+        x = (x.double() * (1 + u * 2.0 ** -20)).to(dt)
     amax = x.abs().amax(dim=-1, keepdim=True).clamp_min(torch.tensor(W8A8_EPS, dtype=dt))
     sx = amax / torch.tensor(INT8_MAX, dtype=dt)
     inv = torch.tensor(INT8_MAX, dtype=dt) / amax
@@ -712,17 +713,22 @@ def w8a8_linear(x, q, s_w):
     return acc.to(dt) * sx * s_w.to(dt).reshape(-1)
 
 
+# Quantized linears that keep fp32 activations in numla's int8 (engine/model/weights.c): kv_b_proj
+# (the absorbed MLA uses it dequantized as W_UK / W_UV, so c' is never quantized), and the
+# row-parallel ones whose input each rank holds only a slice of (o_proj, the dense MLP's and the
+# shared experts' down_proj): a per-token scale over a slice would make the result depend on the
+# rank count.
+W8A8_FP32_INPUT = ("kv_b_proj", "o_proj", "mlp.down_proj", "shared_experts.down_proj")
+
+
 def install_w8a8(model, codes):
-    """Every quantized linear except kv_b_proj quantizes its input per token (w8a8_linear).
-    kv_b_proj is the exception: the absorbed MLA (DESIGN.md §5, and SGLang's) uses W_UK / W_UV
-    dequantized at load, applied to q_nope and to the attention output in fp32, so c' is never
-    quantized; the reference keeps kv_b_proj as a plain fp32 linear on the dequantized weight,
-    which equals the absorbed form exactly."""
+    """Every quantized linear but those of W8A8_FP32_INPUT quantizes its input per token
+    (w8a8_linear); those run as plain fp32 linears on their dequantized weights."""
     n_patched = 0
     for mname, mod in model.named_modules():
         if isinstance(mod, torch.nn.Linear):
             key = mname + ".weight"
-            if key in codes and not mname.endswith("kv_b_proj"):
+            if key in codes and not mname.endswith(W8A8_FP32_INPUT):
                 q, s = codes[key]
 
                 def fwd(x, q=q, s=s):
@@ -950,7 +956,8 @@ def build_quant(name, spec, out_root, fmt, tmp_root):
         plain = load_fp32(cls, fd)
         n_patched = install_w8a8(ref, codes)
         # every quantized tensor but kv_b_proj is patched
-        assert n_patched == len([k for k in qnames if not k.endswith("kv_b_proj.weight")]), n_patched
+        assert n_patched == len([k for k in qnames
+                                 if not k[:-len(".weight")].endswith(W8A8_FP32_INPUT)]), n_patched
     m64 = load_fp64(cls, fd, codes if fmt == "int8" else None)
 
     # The golden prompts (model_bf16's) where they are decisive here too; a prompt that is not

@@ -353,14 +353,21 @@ static float ld_dequant(const ld_tensor *d, const uint8_t *codes, const float *g
     return (float)(int8_t)b * grid[r];
 }
 
-/* Pack rows [r0, r0+n) × columns [c0, c0+k) of a (full_n, full_k) tensor; quantizable: the
- * options may quantize it. */
+/* How ld_linear_q packs a tensor. */
+enum {
+    LD_QUANTIZABLE = 1,      /* --weights may quantize it */
+    LD_FP32_ACTIVATIONS = 2, /* int8 weights run with fp32 activations (INT8_ROW), not W8A8 */
+};
+
+/* Pack rows [r0, r0+n) × columns [c0, c0+k) of a (full_n, full_k) tensor; flags: LD_*. */
 static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int64_t full_k,
-                                int64_t r0, int64_t n, int64_t c0, int64_t k, int quantizable,
+                                int64_t r0, int64_t n, int64_t c0, int64_t k, int flags,
                                 numla_model_linear *out)
 {
     ld_tensor d;
-    int ok = ld_classify(L, name, full_n, full_k, quantizable, &d);
+    int ok = ld_classify(L, name, full_n, full_k, flags & LD_QUANTIZABLE, &d);
+    if ((flags & LD_FP32_ACTIVATIONS) && d.fmt == NUMLA_QLINEAR_INT8_W8A8)
+        d.fmt = NUMLA_QLINEAR_INT8_ROW;
     memset(out, 0, sizeof *out);
     out->n = n;
     out->k = k;
@@ -436,11 +443,14 @@ static numla_status ld_linear(loader *L, const char *name, int64_t full_n, int64
                               int64_t r0, int64_t n, int64_t c0, int64_t k,
                               numla_model_linear *out)
 {
-    return ld_linear_q(L, name, full_n, full_k, r0, n, c0, k, 1, out);
+    return ld_linear_q(L, name, full_n, full_k, r0, n, c0, k, LD_QUANTIZABLE, out);
 }
 
+/* A SiLU-gated MLP's gate/up rows [i0, i0 + ni) and down columns of the same range. down_flags:
+ * LD_FP32_ACTIVATIONS for an MLP split over the ranks (the dense one, the shared experts), whose
+ * down_proj input each rank holds only a slice of. */
 static numla_status ld_mlp(loader *L, const char *prefix, int64_t full_inter, int64_t i0,
-                           int64_t ni, numla_mlp_weights *m)
+                           int64_t ni, int down_flags, numla_mlp_weights *m)
 {
     const int64_t hid = L->cfg->hidden_size;
     char name[256];
@@ -450,7 +460,8 @@ static numla_status ld_mlp(loader *L, const char *prefix, int64_t full_inter, in
     snprintf(name, sizeof name, "%sup_proj.weight", prefix);
     NUMLA_CHECK(ld_linear(L, name, full_inter, hid, i0, ni, 0, hid, &m->up));
     snprintf(name, sizeof name, "%sdown_proj.weight", prefix);
-    NUMLA_CHECK(ld_linear(L, name, hid, full_inter, 0, hid, i0, ni, &m->down));
+    NUMLA_CHECK(ld_linear_q(L, name, hid, full_inter, 0, hid, i0, ni,
+                            LD_QUANTIZABLE | down_flags, &m->down));
     return NUMLA_STATUS_OK;
 }
 
@@ -550,20 +561,24 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
     NUMLA_CHECK(ld_kv_b(L, NAME("self_attn.kv_b_proj.weight"), sh, lw));
     {
         /* The same rows once more, whole, for the expanded prefill form (engine/model/model.c); not
-         * counted again in loaded_bytes. */
+         * counted again in loaded_bytes. Its input c' is never quantized (the absorbed form
+         * uses these weights dequantized as W_UK / W_UV), so int8 runs with fp32 activations. */
         const int64_t hw = c->qk_nope_head_dim + c->v_head_dim;
         const size_t before = L->loaded;
-        NUMLA_CHECK(ld_linear(L, NAME("self_attn.kv_b_proj.weight"), H * hw, dc,
-                              sh->head_begin * hw, sh->head_count * hw, 0, dc, &lw->kv_b));
+        NUMLA_CHECK(ld_linear_q(L, NAME("self_attn.kv_b_proj.weight"), H * hw, dc,
+                                sh->head_begin * hw, sh->head_count * hw, 0, dc,
+                                LD_QUANTIZABLE | LD_FP32_ACTIVATIONS, &lw->kv_b));
         L->loaded = before;
     }
-    NUMLA_CHECK(ld_linear(L, NAME("self_attn.o_proj.weight"), hid, H * c->v_head_dim, 0, hid,
-                          h0 * c->v_head_dim, nh * c->v_head_dim, &lw->o_proj));
+    /* o_proj's input, the heads' outputs, is split over the ranks: fp32 activations (int8) */
+    NUMLA_CHECK(ld_linear_q(L, NAME("self_attn.o_proj.weight"), hid, H * c->v_head_dim, 0, hid,
+                            h0 * c->v_head_dim, nh * c->v_head_dim,
+                            LD_QUANTIZABLE | LD_FP32_ACTIVATIONS, &lw->o_proj));
 
     lw->is_moe = numla_model_config_is_moe_layer(c, l);
     if (!lw->is_moe) {
         NUMLA_CHECK(ld_mlp(L, NAME("mlp."), c->intermediate_size, sh->inter_begin,
-                           sh->inter_count, &lw->dense));
+                           sh->inter_count, LD_FP32_ACTIVATIONS, &lw->dense));
         return NUMLA_STATUS_OK;
     }
     const int64_t E = c->n_routed_experts;
@@ -596,14 +611,14 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
     for (int64_t ee = 0; ee < sh->expert_count; ee++) {
         char ep[160];
         snprintf(ep, sizeof ep, "%smlp.experts.%lld.", p, (long long)(sh->expert_begin + ee));
-        NUMLA_CHECK(ld_mlp(L, ep, c->moe_intermediate_size, 0, c->moe_intermediate_size,
+        NUMLA_CHECK(ld_mlp(L, ep, c->moe_intermediate_size, 0, c->moe_intermediate_size, 0,
                            &lw->experts[ee]));
     }
     memset(&lw->shared, 0, sizeof lw->shared);
     if (c->n_shared_experts > 0)
         NUMLA_CHECK(ld_mlp(L, NAME("mlp.shared_experts."),
                            c->n_shared_experts * c->moe_intermediate_size, sh->shared_begin,
-                           sh->shared_count, &lw->shared));
+                           sh->shared_count, LD_FP32_ACTIVATIONS, &lw->shared));
 #undef NAME
     return NUMLA_STATUS_OK;
 }
@@ -634,7 +649,7 @@ static numla_status ld_model(loader *L, numla_model_weights *w)
     NUMLA_CHECK(ld_norm(L, "model.norm.weight", hid, &w->final_norm));
     const char *head = c->tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
     NUMLA_CHECK(ld_linear_q(L, head, V, hid, w->shard.vocab_begin, w->shard.vocab_count, 0, hid,
-                            !L->opts.keep_lm_head, &w->lm_head));
+                            L->opts.keep_lm_head ? 0 : LD_QUANTIZABLE, &w->lm_head));
     w->lm_head_q8 = w->lm_head.kind == NUMLA_MODEL_LINEAR_Q8;
     return NUMLA_STATUS_OK;
 }
