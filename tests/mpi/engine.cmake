@@ -52,22 +52,23 @@ endforeach()
 numla_add_mpi_test(engine-tiny 2 2 COMMAND $<TARGET_FILE:numla_engine_test>
                    ${NUMLA_TEST_MODELS}/tiny --steps 4)
 list(APPEND _engine_tests engine-tiny-r2-t2)
-# A V3-shaped fp8 model as DeepSeek publishes it (tiny-v3: 4 heads, so 3 ranks split 2+1+1 and a
-# shard's q_b_proj rows start off the 128-row scale blocks; o_proj column shards start inside a
-# scale block): 1-3 ranks at the fp32-cache tolerance. (int8 W8A8 is not here: each rank
-# quantizes its own o_proj/down_proj input slice per token, so its logits depend on the rank
-# count by the activation rounding.)
-add_test(NAME engine-synth-tiny-v3-fp8
-  COMMAND $<TARGET_FILE:numla> synth --preset tiny-v3 --weights fp8
-          --out ${NUMLA_TEST_MODELS}/tiny-v3-fp8)
-set_tests_properties(engine-synth-tiny-v3-fp8 PROPERTIES LABELS mpi
-                     FIXTURES_SETUP numla_tiny_v3_fp8_model)
-foreach(ranks 1 2 3)
-  numla_add_mpi_test(engine-fp8-tiny-v3 ${ranks} 1 COMMAND $<TARGET_FILE:numla_engine_test>
-                     ${NUMLA_TEST_MODELS}/tiny-v3-fp8 --kv-f32)
-  set_tests_properties(engine-fp8-tiny-v3-r${ranks}-t1 PROPERTIES
-                       FIXTURES_REQUIRED numla_tiny_v3_fp8_model)
-  list(APPEND _engine_tests engine-fp8-tiny-v3-r${ranks}-t1)
+# V3-shaped 8-bit models in the published formats (tiny-v3: 4 heads, so 3 ranks split 2+1+1 and
+# a shard's q_b_proj rows start off the 128-row scale blocks; o_proj column shards start inside a
+# scale block): 1-3 ranks at the fp32-cache tolerance. int8 is W8A8 but for the row-parallel
+# o_proj / down_proj, whose input stays fp32, so the rank count does not change it.
+foreach(fmt fp8 int8)
+  add_test(NAME engine-synth-tiny-v3-${fmt}
+    COMMAND $<TARGET_FILE:numla> synth --preset tiny-v3 --weights ${fmt}
+            --out ${NUMLA_TEST_MODELS}/tiny-v3-${fmt})
+  set_tests_properties(engine-synth-tiny-v3-${fmt} PROPERTIES LABELS mpi
+                       FIXTURES_SETUP numla_tiny_v3_${fmt}_model)
+  foreach(ranks 1 2 3)
+    numla_add_mpi_test(engine-${fmt}-tiny-v3 ${ranks} 1 COMMAND $<TARGET_FILE:numla_engine_test>
+                       ${NUMLA_TEST_MODELS}/tiny-v3-${fmt} --kv-f32)
+    set_tests_properties(engine-${fmt}-tiny-v3-r${ranks}-t1 PROPERTIES
+                         FIXTURES_REQUIRED numla_tiny_v3_${fmt}_model)
+    list(APPEND _engine_tests engine-${fmt}-tiny-v3-r${ranks}-t1)
+  endforeach()
 endforeach()
 foreach(t ${_engine_tests})
   set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
