@@ -263,6 +263,10 @@ static int advance_locked(conn *c, int stream)
                                         j->text_len - v->text_seen, &piece, &piece_len,
                                         &stopped) != NUMLA_STATUS_OK)
                 return -1;
+            /* a chunk per new token even without new text when the tokens are all a client
+             * gets (a model without a tokenizer) or it asked for their logprobs */
+            const int token_chunk = j->num_tokens > v->tokens_seen &&
+                                    (j->text_len == 0 || c->call->req.params.logprobs >= 0);
             v->text_seen = j->text_len;
             v->tokens_seen = j->num_tokens;
             changed = 1;
@@ -270,7 +274,8 @@ static int advance_locked(conn *c, int stream)
                 j->stop_hit = 1; /* the loop reads it through numla_http_job_cancelled */
                 snprintf(v->finish_reason, sizeof v->finish_reason, "stop");
             }
-            if (stream && piece_len > 0 && !stopped && !stream_chunk(c, i, piece, piece_len, NULL))
+            if (stream && (piece_len > 0 || token_chunk) && !stopped &&
+                !stream_chunk(c, i, piece, piece_len, NULL))
                 return -1;
             if (stream && stopped && !stream_chunk(c, i, piece, piece_len, "stop"))
                 return -1;

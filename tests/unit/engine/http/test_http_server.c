@@ -92,7 +92,9 @@ static void *fake_loop_main(void *arg)
             } else {
                 char text[32];
                 int32_t tok = done[i];
-                if (p && p->text && !strcmp(p->text, "utf8")) /* € cut into its three bytes */
+                if (p && p->text && !strcmp(p->text, "notext")) /* tokens only, no tokenizer */
+                    text[0] = '\0';
+                else if (p && p->text && !strcmp(p->text, "utf8")) /* € cut into its three bytes */
                     snprintf(text, sizeof text, "%s", done[i] < 3 ? (const char *[]){"\xe2", "\x82", "\xac"}[done[i]] : "!");
                 else
                     snprintf(text, sizeof text, "t%d ", done[i]);
@@ -433,6 +435,24 @@ static void *client_main(void *p)
     return NULL;
 }
 
+/* Tokens without text (a model served without a tokenizer) still stream one event each. */
+static void test_token_chunks(void)
+{
+    fixture fx;
+    fixture_start(&fx, 64, NULL, 0);
+    int done;
+    reply r = http(fx.port, "POST", "/v1/completions", NULL,
+                   "{\"prompt\": \"notext\", \"max_tokens\": 6, \"stream\": true}");
+    CU_ASSERT_EQUAL(r.status, 200);
+    json_t *ev = events(r.body, &done);
+    CU_ASSERT(done);
+    NUMLA_ASSERT_MSG(json_array_size(ev) >= 6, "%zu events for 6 tokens without text",
+                     json_array_size(ev));
+    json_decref(ev);
+    free_reply(&r);
+    fixture_stop(&fx);
+}
+
 static void test_32_concurrent_clients(void)
 {
     fixture fx;
@@ -644,5 +664,6 @@ static void test_shutdown_finishes_in_flight(void)
 
 NUMLA_TEST_SUITE(http_server, NULL, NULL, NUMLA_TEST(test_health_and_models),
                  NUMLA_TEST(test_completion_plain), NUMLA_TEST(test_streams),
+                 NUMLA_TEST(test_token_chunks),
                  NUMLA_TEST(test_32_concurrent_clients), NUMLA_TEST(test_disconnect_cancels),
                  NUMLA_TEST(test_rejections), NUMLA_TEST(test_shutdown_finishes_in_flight))
