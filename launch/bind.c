@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "launch/bind.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <hwloc.h>
 #include <numa.h>
@@ -18,7 +17,7 @@
 static void numla_bind_process_cpus_(cpu_set_t *out);
 
 /* The CPUs this process may run on, ascending, into cpus (capacity CPU_SETSIZE): the union of
- * every thread's affinity and of the OpenMP places. The places count because an OpenMP runtime
+ * its threads' affinity (numla_bind_process_cpus_) and of the OpenMP places. The places count because an OpenMP runtime
  * told OMP_PROC_BIND pins the initial thread to the first place before main; its places are
  * the mask the process started with (taskset, a cgroup cpuset, mpirun's binding). */
 static int numla_bind_allowed_cpus_(int *cpus)
@@ -118,26 +117,22 @@ numla_status numla_bind_apply(const numla_topo *t, numla_launch_plan *p, int ran
     return NUMLA_STATUS_OK;
 }
 
-/* Union of the affinity masks of every thread of this process. */
+/* Union of the affinity masks of the threads numla runs: this one and its OpenMP team. Other
+ * threads of the process (MPI's progress thread, a sanitizer's) are neither bound nor counted. */
 static void numla_bind_process_cpus_(cpu_set_t *out)
 {
     CPU_ZERO(out);
-    DIR *d = opendir("/proc/self/task");
-    int any = 0;
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            int tid = atoi(e->d_name);
-            cpu_set_t cs;
-            if (tid > 0 && !sched_getaffinity(tid, sizeof cs, &cs)) {
-                CPU_OR(out, out, &cs);
-                any = 1;
-            }
+    cpu_set_t mine;
+    if (!sched_getaffinity(0, sizeof mine, &mine))
+        CPU_OR(out, out, &mine);
+#pragma omp parallel
+    {
+        cpu_set_t cs;
+        if (!sched_getaffinity(0, sizeof cs, &cs)) {
+#pragma omp critical(numla_bind_process_cpus)
+            CPU_OR(out, out, &cs);
         }
-        closedir(d);
     }
-    if (!any)
-        sched_getaffinity(0, sizeof *out, out);
 }
 
 static void numla_bind_mempolicy_(char *buf, size_t cap)

@@ -317,7 +317,9 @@ static void test_validation(void)
               NUMLA_STATUS_OK);
 
     /* W8A8 needs its workspace. */
-    numla_qlinear_source i8 = {NUMLA_QLINEAR_INT8_W8A8, 100, 200, 0, 0, t.data, 300, t.scales, 300, 1};
+    tensor t8 = make_tensor(NUMLA_QLINEAR_INT8_W8A8, 300, 300, &rng);
+    numla_qlinear_source i8 = {NUMLA_QLINEAR_INT8_W8A8, 100, 200, 0, 0, t8.data, 300, t8.scales,
+                               t8.sr, t8.sc};
     CU_ASSERT_FATAL(numla_qlinear_pack(&i8, packed, &w) == NUMLA_STATUS_OK);
     CU_ASSERT(numla_qlinear_workspace_size(&w, 2) > 0);
     CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 2, x, 200, y, 100, 0, NULL, 0) ==
@@ -325,6 +327,7 @@ static void test_validation(void)
     numla_error_clear();
     free(packed);
     free_tensor(&t);
+    free_tensor(&t8);
 }
 
 NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block),
