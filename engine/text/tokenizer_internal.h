@@ -163,7 +163,7 @@ static inline int numla_tokenizer_cp_byte(uint32_t cp)
 
 uint64_t numla_tokenizer_hash(const void *p, size_t n);
 /* tokenizer_unicode.c: pat with its general-category escapes (\p{L}, \P{N}, \d, ...) following
- * utf8proc's Unicode tables where PCRE2's are older. *out is malloc'd (NUL-terminated), or NULL
+ * Unicode 16.0 (utf8proc's tables with unicode_newer.h over them) where PCRE2's are older. *out is malloc'd (NUL-terminated), or NULL
  * when the pattern needs no change. Not collective; thread-safe. */
 numla_status numla_tokenizer_unicode_pattern(const char *pat, size_t len, char **out,
                                              size_t *out_len);
