@@ -9,7 +9,8 @@
  * escape in a pattern is rewritten as PCRE2's own class plus the code points put in the category
  * here and not by PCRE2 (minus those PCRE2 puts there and this file does not). The differences
  * are found at load by testing every assigned code point against PCRE2's class, once per category
- * per process. Escapes other than general categories (scripts, \w, long names) are left to PCRE2. */
+ * per process. Escapes other than general categories (scripts, \w, long names) are left to
+ * PCRE2. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,6 @@ typedef struct cp_ranges {
 typedef struct unicode_class {
     char name[4];
     uint32_t gc_mask; /* bit k: utf8proc category k is in the class */
-    int newer;        /* 1: unicode_newer.h laid over utf8proc's tables */
     int ready;        /* 1: add/remove computed; -1: could not be (left to PCRE2) */
     cp_ranges add;    /* in the class here, not by PCRE2 */
     cp_ranges remove; /* in the class by PCRE2, not here */
@@ -79,9 +79,19 @@ static int unicode_version_less(const char *a, const char *b)
 }
 
 /* 1 when unicode_newer.h is newer than utf8proc's tables, so its categories are laid over them. */
+static int unicode_newer_on;
+static pthread_once_t unicode_newer_once = PTHREAD_ONCE_INIT;
+
+static void unicode_newer_init(void)
+{
+    unicode_newer_on =
+        unicode_version_less(utf8proc_unicode_version(), NUMLA_UNICODE_NEWER_VERSION);
+}
+
 static int unicode_newer_applies(void)
 {
-    return unicode_version_less(utf8proc_unicode_version(), NUMLA_UNICODE_NEWER_VERSION);
+    pthread_once(&unicode_newer_once, unicode_newer_init);
+    return unicode_newer_on;
 }
 
 /* 1 when the categories used here (utf8proc's, or unicode_newer.h's where newer) are newer than
@@ -96,11 +106,9 @@ static int unicode_rewrite_needed(void)
     return unicode_version_less(pv, ours);
 }
 
-/* The general category of cp: unicode_newer.h's where it lists cp and applies (newer: 1), else
- * utf8proc's. */
-static utf8proc_category_t unicode_category(uint32_t cp, int newer)
+utf8proc_category_t numla_tokenizer_unicode_category(uint32_t cp)
 {
-    if (newer) {
+    if (unicode_newer_applies()) {
         size_t lo = 0, hi = sizeof numla_unicode_newer / sizeof numla_unicode_newer[0];
         while (lo < hi) { /* the first range ending at or after cp */
             size_t mid = lo + (hi - lo) / 2;
@@ -153,7 +161,7 @@ static uint32_t unicode_gc_mask(const char *name, size_t len, char canon[4])
 
 static int unicode_in(const unicode_class *c, uint32_t cp)
 {
-    return (c->gc_mask >> unicode_category(cp, c->newer)) & 1;
+    return (c->gc_mask >> numla_tokenizer_unicode_category(cp)) & 1;
 }
 
 /* Compare PCRE2's class with ours over every code point assigned here (a code point PCRE2 knows
@@ -174,7 +182,7 @@ static void unicode_class_compute(unicode_class *c)
     for (uint32_t cp = 0; cp < 0x110000; cp++) {
         if (cp == 0xd800)
             cp = 0xe000;
-        utf8proc_category_t k = unicode_category(cp, c->newer);
+        utf8proc_category_t k = numla_tokenizer_unicode_category(cp);
         if (k == UTF8PROC_CATEGORY_CN || k == UTF8PROC_CATEGORY_CO)
             continue; /* unassigned or private use: the same in both tables */
         utf8proc_uint8_t b[4];
@@ -203,7 +211,6 @@ static const unicode_class *unicode_class_get(const char *canon, uint32_t mask)
         c = &unicode_classes[unicode_n_classes++];
         snprintf(c->name, sizeof c->name, "%s", canon);
         c->gc_mask = mask;
-        c->newer = unicode_newer_applies();
         unicode_class_compute(c);
         if (c->ready == 1) {
             for (uint32_t cp = 0; cp < 0x110000 && c->ready == 1; cp++)

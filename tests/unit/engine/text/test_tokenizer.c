@@ -615,8 +615,9 @@ static void test_unicode_newer(void)
     CU_ASSERT_TRUE(unicode_matches("\\p{Mc}", 0x1171e) && !unicode_matches("\\p{Mn}", 0x1171e));
 }
 
-NUMLA_TEST_SUITE(tokenizer, NULL, NULL, NUMLA_TEST(test_bpe_merge_order), NUMLA_TEST(test_unicode_classes),
-                 NUMLA_TEST(test_unicode_newer), NUMLA_TEST(test_id_bounds),
+NUMLA_TEST_SUITE(tokenizer, NULL, NULL, NUMLA_TEST(test_bpe_merge_order),
+                 NUMLA_TEST(test_unicode_classes), NUMLA_TEST(test_unicode_newer),
+                 NUMLA_TEST(test_id_bounds),
                  NUMLA_TEST(test_bpe_ties_leftmost), NUMLA_TEST(test_ignore_merges),
                  NUMLA_TEST(test_split_behaviours), NUMLA_TEST(test_split_lookahead),
                  NUMLA_TEST(test_digits_and_prefix_space), NUMLA_TEST(test_added_tokens), NUMLA_TEST(test_added_trie),
