@@ -208,6 +208,19 @@ def test_strings():
         s += [c, " " + c, "a " + c, "a" + c, c + c + " x", "1 " + c + "2", "\n" + c, "!" + c]
     s += ["I \U0001fa77 you \U0001fae8\U0001fabf \U0001f6dc wifi",
           "\u4e2d\U00031350\U00031351 \U00031352\u6587", "x \U00011f50\U00011f51\U00011f52 y"]
+    # Characters added in Unicode 15.1 (CJK Extension I, ideographic description characters)
+    # and 16.0 (Garay letters and digits, Todhri, Egyptian hieroglyphs Ext-A, legacy computing
+    # symbols and outlined digits, an emoji, Cyrillic TJE), the reference's Unicode version, and
+    # two 17.0 ones it treats as unassigned (CJK Extension J, an emoji). After the others so the
+    # earlier cases stay as they were.
+    newer = ["\U0002ebf0", "\U0002ee5d", "\u2ffc", "\u31ef", "\U00010d50", "\U00010d40",
+             "\U000105c0", "\U00013460", "\U0001cc00", "\U0001ccf0", "\U0001fae9", "\u1c89",
+             "\U000323b0", "\U0001faea"]
+    for c in newer:
+        s += [c, " " + c, "a " + c, "a" + c, c + c + " x", "1 " + c + "2", "\n" + c, "!" + c]
+    s += ["\u4e2d \U0002ebf0\U0002ebf1 \U0002ee5d\u6587", "x \U00010d50\U00010d51 \U00010d41\U00010d42 y",
+          "I \U0001fae9 you \U0001cc00 \U0001ccf1\U0001ccf2\U0001ccf3\U0001ccf4",
+          "\u2ff0\u4e00 \u2ffc\u4e00 \u31ef\u4e00", "a \U000323b0 \U0001faea b"]
     return s
 
 

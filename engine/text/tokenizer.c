@@ -127,7 +127,7 @@ static int numla_tokenizer_is_word(uint32_t c)
         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
     if (c == 0x200c || c == 0x200d)
         return 1;
-    switch (utf8proc_category((utf8proc_int32_t)c)) {
+    switch (numla_tokenizer_unicode_category(c)) {
     case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
     case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN:
     case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_ND:
@@ -143,7 +143,7 @@ static int numla_tokenizer_is_numeric(uint32_t c)
 {
     if (c < 0x80)
         return c >= '0' && c <= '9';
-    utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
+    utf8proc_category_t k = numla_tokenizer_unicode_category(c);
     return k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;
 }
 

@@ -7,6 +7,7 @@
 #include <pcre2.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <utf8proc.h>
 
 #include "engine/text/tokenizer.h"
 
@@ -163,10 +164,13 @@ static inline int numla_tokenizer_cp_byte(uint32_t cp)
 
 uint64_t numla_tokenizer_hash(const void *p, size_t n);
 /* tokenizer_unicode.c: pat with its general-category escapes (\p{L}, \P{N}, \d, ...) following
- * utf8proc's Unicode tables where PCRE2's are older. *out is malloc'd (NUL-terminated), or NULL
+ * Unicode 16.0 (utf8proc's tables with unicode_newer.h over them) where PCRE2's are older. *out is malloc'd (NUL-terminated), or NULL
  * when the pattern needs no change. Not collective; thread-safe. */
 numla_status numla_tokenizer_unicode_pattern(const char *pat, size_t len, char **out,
                                              size_t *out_len);
+/* tokenizer_unicode.c: the general category of cp in Unicode 16.0 where utf8proc's tables are
+ * older (unicode_newer.h laid over them), else utf8proc's. Not collective; thread-safe. */
+utf8proc_category_t numla_tokenizer_unicode_category(uint32_t cp);
 int32_t numla_tokenizer_vocab_find(const numla_tokenizer *t, const char *s, size_t n);
 
 #endif

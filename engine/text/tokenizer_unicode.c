@@ -1,14 +1,16 @@
 /* engine/text/tokenizer_unicode.c — general-category classes (\p{L}, \p{N}, \d, ...) in
- * pre-tokenizer regexes follow utf8proc's Unicode tables, not PCRE2's.
+ * pre-tokenizer regexes follow Unicode 16.0, the version of the reference `tokenizers`' tables.
  *
- * The reference `tokenizers` matches with newer Unicode tables than an older system PCRE2 (Debian
- * 12: PCRE2 10.42 has Unicode 14, utf8proc 2.8 has 15.0), so characters assigned since then (🩷 🫨
- * 🪿 🛜, CJK Extension H, ...) are letters or symbols there and unassigned here. When utf8proc's
- * Unicode is newer than PCRE2's, each general-category escape in a pattern is rewritten as PCRE2's
- * own class plus the code points utf8proc puts in the category and PCRE2 does not (minus those
- * PCRE2 puts there and utf8proc no longer does). The differences are found at load by testing
- * every code point utf8proc says is assigned against PCRE2's class, once per category per process.
- * Escapes other than general categories (scripts, \w, long names) are left to PCRE2. */
+ * An older system PCRE2 (Debian 12: PCRE2 10.42 has Unicode 14) and utf8proc (2.8: Unicode 15.0)
+ * leave characters assigned since then (🩷 🫨 🪿 🛜, CJK Extensions H and I, Garay, ...)
+ * unassigned, where the reference sees letters, digits or symbols. The categories used here are
+ * utf8proc's, with unicode_newer.h (generated from the UCD) laid over them while utf8proc's Unicode
+ * is older than the table's. When PCRE2's Unicode is older than that, each general-category
+ * escape in a pattern is rewritten as PCRE2's own class plus the code points put in the category
+ * here and not by PCRE2 (minus those PCRE2 puts there and this file does not). The differences
+ * are found at load by testing every assigned code point against PCRE2's class, once per category
+ * per process. Escapes other than general categories (scripts, \w, long names) are left to
+ * PCRE2. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include <utf8proc.h>
 
 #include "engine/text/tokenizer_internal.h"
+#include "engine/text/unicode_newer.h"
 
 /* utf8proc's category codes, in utf8proc_category_t order (index 0: Cn). */
 static const char *const unicode_gc[] = {"Cn", "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me",
@@ -30,15 +33,15 @@ typedef struct cp_ranges {
     size_t n, cap;
 } cp_ranges;
 
-/* One general-category class as PCRE2 names it ("L", "Nd", "L&") and how it differs from
- * utf8proc's tables. */
+/* One general-category class as PCRE2 names it ("L", "Nd", "L&") and how it differs from the
+ * categories used here. */
 typedef struct unicode_class {
     char name[4];
     uint32_t gc_mask; /* bit k: utf8proc category k is in the class */
     int ready;        /* 1: add/remove computed; -1: could not be (left to PCRE2) */
-    cp_ranges add;    /* in the class by utf8proc, not by PCRE2 */
-    cp_ranges remove; /* in the class by PCRE2, not by utf8proc */
-    cp_ranges full;   /* the whole class by utf8proc (built on demand) */
+    cp_ranges add;    /* in the class here, not by PCRE2 */
+    cp_ranges remove; /* in the class by PCRE2, not here */
+    cp_ranges full;   /* the whole class here (built on demand) */
 } unicode_class;
 
 static unicode_class unicode_classes[64];
@@ -75,13 +78,50 @@ static int unicode_version_less(const char *a, const char *b)
     return 0;
 }
 
-/* 1 when utf8proc's tables are newer than PCRE2's, so rewriting pays. */
+/* 1 when unicode_newer.h is newer than utf8proc's tables, so its categories are laid over them. */
+static int unicode_newer_on;
+static pthread_once_t unicode_newer_once = PTHREAD_ONCE_INIT;
+
+static void unicode_newer_init(void)
+{
+    unicode_newer_on =
+        unicode_version_less(utf8proc_unicode_version(), NUMLA_UNICODE_NEWER_VERSION);
+}
+
+static int unicode_newer_applies(void)
+{
+    pthread_once(&unicode_newer_once, unicode_newer_init);
+    return unicode_newer_on;
+}
+
+/* 1 when the categories used here (utf8proc's, or unicode_newer.h's where newer) are newer than
+ * PCRE2's tables, so rewriting pays. */
 static int unicode_rewrite_needed(void)
 {
     char pv[32] = "";
     if (pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, pv) < 0)
         return 0;
-    return unicode_version_less(pv, utf8proc_unicode_version());
+    const char *ours =
+        unicode_newer_applies() ? NUMLA_UNICODE_NEWER_VERSION : utf8proc_unicode_version();
+    return unicode_version_less(pv, ours);
+}
+
+utf8proc_category_t numla_tokenizer_unicode_category(uint32_t cp)
+{
+    if (unicode_newer_applies()) {
+        size_t lo = 0, hi = sizeof numla_unicode_newer / sizeof numla_unicode_newer[0];
+        while (lo < hi) { /* the first range ending at or after cp */
+            size_t mid = lo + (hi - lo) / 2;
+            if (numla_unicode_newer[mid].last < cp)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < sizeof numla_unicode_newer / sizeof numla_unicode_newer[0] &&
+            numla_unicode_newer[lo].first <= cp)
+            return numla_unicode_newer[lo].gc;
+    }
+    return utf8proc_category((utf8proc_int32_t)cp);
 }
 
 /* The utf8proc categories of a PCRE2 general-category name (after loose matching: case, spaces,
@@ -121,11 +161,11 @@ static uint32_t unicode_gc_mask(const char *name, size_t len, char canon[4])
 
 static int unicode_in(const unicode_class *c, uint32_t cp)
 {
-    return (c->gc_mask >> utf8proc_category((utf8proc_int32_t)cp)) & 1;
+    return (c->gc_mask >> numla_tokenizer_unicode_category(cp)) & 1;
 }
 
-/* Compare PCRE2's class with utf8proc's over every code point utf8proc says is assigned (a code
- * point PCRE2 knows is assigned in every later Unicode too). Called under unicode_lock. */
+/* Compare PCRE2's class with ours over every code point assigned here (a code point PCRE2 knows
+ * is assigned in every later Unicode too). Called under unicode_lock. */
 static void unicode_class_compute(unicode_class *c)
 {
     char pat[16];
@@ -142,14 +182,14 @@ static void unicode_class_compute(unicode_class *c)
     for (uint32_t cp = 0; cp < 0x110000; cp++) {
         if (cp == 0xd800)
             cp = 0xe000;
-        utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)cp);
+        utf8proc_category_t k = numla_tokenizer_unicode_category(cp);
         if (k == UTF8PROC_CATEGORY_CN || k == UTF8PROC_CATEGORY_CO)
             continue; /* unassigned or private use: the same in both tables */
         utf8proc_uint8_t b[4];
         utf8proc_ssize_t n = utf8proc_encode_char((utf8proc_int32_t)cp, b);
         int by_pcre = pcre2_match(re, b, (PCRE2_SIZE)n, 0, 0, md, NULL) >= 0;
-        int by_utf8proc = unicode_in(c, cp);
-        if (by_utf8proc != by_pcre && !ranges_add(by_utf8proc ? &c->add : &c->remove, cp))
+        int by_us = unicode_in(c, cp);
+        if (by_us != by_pcre && !ranges_add(by_us ? &c->add : &c->remove, cp))
             goto done;
     }
     c->ready = 1;
@@ -253,7 +293,7 @@ static void buf_ranges(pat_buf *b, const cp_ranges *s, int complement)
     }
 }
 
-/* Write the class `neg ? \P{name} : \p{name}` with utf8proc's membership; in_class: inside
+/* Write the class `neg ? \P{name} : \p{name}` with the membership used here; in_class: inside
  * [...], where only class items may go. */
 static void buf_class(pat_buf *b, const unicode_class *c, int neg, int in_class)
 {
