@@ -21,6 +21,14 @@ numla_openai_error *numla_openai_error_set(numla_openai_error *err, int status, 
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
+    /* The message may quote the body (a parser's "near '...'") or be cut inside a character:
+     * keep it valid UTF-8, so the JSON error object can always be written. */
+    for (char *f = err->param; f; f = f == err->param ? err->message : NULL) {
+        const size_t len = strlen(f);
+        int64_t at;
+        while ((at = numla_utf8_invalid_offset(f, len)) >= 0)
+            f[at] = '?';
+    }
     return err;
 }
 

@@ -32,6 +32,23 @@ static void expect_400(numla_openai_endpoint ep, const char *body, const char *p
         numla_openai_request_free(&r);
 }
 
+/* A parser message that quotes the body next to a multi-byte character (jansson's "near ..."
+ * cuts it) still gives a JSON error object. */
+static void test_error_message_utf8(void)
+{
+    const char body[] = "{\"messages\": [{\"role\": \"user\", \"content\":\"\\\xe2\x8c\x86" "fa\"}]}";
+    numla_openai_request r;
+    numla_openai_error e;
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_CHAT, body, &r, &e), 400);
+    char *s = NULL;
+    NUMLA_ASSERT_MSG(numla_openai_format_error(&e, &s) == NUMLA_STATUS_OK && s,
+                     "no error object for '%s'", e.message);
+    json_t *o = s ? json_loads(s, 0, NULL) : NULL;
+    CU_ASSERT_PTR_NOT_NULL(json_object_get(o, "error"));
+    json_decref(o);
+    free(s);
+}
+
 static void test_completions_fields(void)
 {
     numla_openai_request r;
@@ -297,6 +314,7 @@ static void test_fuzz_mutations(void)
                      accepted, rejected);
 }
 
-NUMLA_TEST_SUITE(http_openai, NULL, NULL, NUMLA_TEST(test_completions_fields),
+NUMLA_TEST_SUITE(http_openai, NULL, NULL, NUMLA_TEST(test_error_message_utf8),
+                 NUMLA_TEST(test_completions_fields),
                  NUMLA_TEST(test_chat_fields), NUMLA_TEST(test_errors_name_the_field),
                  NUMLA_TEST(test_format), NUMLA_TEST(test_fuzz_mutations))
