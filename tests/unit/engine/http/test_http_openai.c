@@ -41,8 +41,8 @@ static void test_error_message_utf8(void)
     numla_openai_error e;
     CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_CHAT, body, &r, &e), 400);
     char *s = NULL;
-    NUMLA_ASSERT_MSG(numla_openai_format_error(&e, &s) == NUMLA_STATUS_OK && s,
-                     "no error object for '%s'", e.message);
+    const numla_status st = numla_openai_format_error(&e, &s);
+    NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK && s, "no error object for '%s'", e.message);
     json_t *o = s ? json_loads(s, 0, NULL) : NULL;
     CU_ASSERT_PTR_NOT_NULL(json_object_get(o, "error"));
     json_decref(o);
