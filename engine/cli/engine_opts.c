@@ -106,6 +106,24 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
     return NUMLA_CLI_OPT_VALUE;
 }
 
+int numla_cli_engine_opts_next(const char *cmd, numla_cli_engine_opts *o, int argc, char **argv,
+                               int *i, const char **value)
+{
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    const int r = numla_cli_engine_opts_parse(cmd, o, a, v);
+    if (r == NUMLA_CLI_OPT_VALUE)
+        ++*i;
+    if (r != NUMLA_CLI_OPT_NONE)
+        return r;
+    if (!v) {
+        fprintf(stderr, "%s: option %s needs a value\n", cmd, a);
+        return NUMLA_CLI_OPT_BAD;
+    }
+    ++*i;
+    *value = v;
+    return NUMLA_CLI_OPT_NONE;
+}
+
 int numla_cli_engine_opts_check(const char *cmd, const numla_cli_engine_opts *o)
 {
     if (o->threads < 0 || o->max_context < 0 || o->block_size < 1 || o->prefill_chunk < 1 ||

@@ -49,6 +49,11 @@ enum {
 /* Option a, with v the next argument (NULL at the end). */
 int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const char *a,
                                 const char *v);
+/* One step of a subcommand's option loop at argv[*i]: one of these options is taken (*i moves
+ * past its value; VALUE or FLAG), a bad one is BAD (message printed), and any other option is
+ * NONE with *value its value (*i moves past it; a missing value is BAD). */
+int numla_cli_engine_opts_next(const char *cmd, numla_cli_engine_opts *o, int argc, char **argv,
+                               int *i, const char **value);
 
 /* The checks after parsing (--model given, positive sizes, --threads and --kv-memory within the
  * machine, --max-batch-tokens >= --max-seqs, one KV sizing). Returns -1 when all is well, else

@@ -242,22 +242,14 @@ static int parse_opts(int argc, char **argv, run_opts *o)
             o->progress = !strcmp(a, "--progress");
             continue;
         }
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        const int r = numla_cli_engine_opts_parse("numla run", &o->e, a, v);
-        if (r == NUMLA_CLI_OPT_BAD)
-            return 2;
-        if (r == NUMLA_CLI_OPT_FLAG)
-            continue;
-        if (r == NUMLA_CLI_OPT_VALUE) {
-            i++;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "numla run: option %s needs a value\n", a);
+        const char *v = NULL;
+        const int r = numla_cli_engine_opts_next("numla run", &o->e, argc, argv, &i, &v);
+        if (r == NUMLA_CLI_OPT_BAD) {
             usage(stderr);
             return 2;
         }
-        i++;
+        if (r != NUMLA_CLI_OPT_NONE)
+            continue;
         if (!strcmp(a, "--input")) {
             o->input = v;
         } else if (!strcmp(a, "--output")) {

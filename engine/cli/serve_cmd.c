@@ -105,22 +105,14 @@ static int parse_opts(int argc, char **argv, serve_opts *o)
             usage(stdout);
             return 0;
         }
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        const int r = numla_cli_engine_opts_parse("numla serve", &o->e, a, v);
-        if (r == NUMLA_CLI_OPT_BAD)
-            return 2;
-        if (r == NUMLA_CLI_OPT_FLAG)
-            continue;
-        if (r == NUMLA_CLI_OPT_VALUE) {
-            i++;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "numla serve: option %s needs a value\n", a);
+        const char *v = NULL;
+        const int r = numla_cli_engine_opts_next("numla serve", &o->e, argc, argv, &i, &v);
+        if (r == NUMLA_CLI_OPT_BAD) {
             usage(stderr);
             return 2;
         }
-        i++;
+        if (r != NUMLA_CLI_OPT_NONE)
+            continue;
         long long x = 0;
         if (!strcmp(a, "--host")) {
             o->host = v;
