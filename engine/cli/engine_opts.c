@@ -4,10 +4,13 @@
 #include "engine/cli/engine_opts.h"
 
 #include <sched.h>
+#include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/cli/stop.h"
 #include "engine/model/kv_cache.h"
 
 /* --threads above this many per CPU of the allowed set is refused */
@@ -204,4 +207,39 @@ numla_sched_options numla_cli_sched_options(const numla_cli_engine_opts *o,
 numla_status numla_cli_engine_exec(void *ctx, const numla_step *st, float *logits)
 {
     return numla_engine_step(ctx, st, logits);
+}
+
+int numla_cli_fail(const char *cmd)
+{
+    fprintf(stderr, "%s: %s\n%s", cmd, numla_error_message(), numla_error_trace());
+    return 1;
+}
+
+int numla_cli_engine_serve(const numla_cli_engine_opts *o, const numla_settings *set,
+                           const numla_comm_session *mpi, const numla_cli_front *f)
+{
+    const int rank = numla_comm_rank(mpi->comm);
+    if (rank != 0)
+        numla_cli_stop_ignore(); /* rank 0 decides when to stop and releases the others */
+    int32_t early = rank == 0 ? f->prepare(f->ctx) : -1;
+    if (numla_comm_size(mpi->comm) > 1 &&
+        numla_comm_bcast(mpi->comm, &early, sizeof early, 0) != NUMLA_STATUS_OK)
+        early = numla_cli_fail(f->cmd);
+    numla_engine *eng = NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const double t_load = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    int rc;
+    if (early >= 0)
+        rc = early;
+    else if (numla_cli_engine_create(o, set, mpi->comm, &eng) != NUMLA_STATUS_OK)
+        rc = numla_cli_fail(f->cmd);
+    else if (rank != 0)
+        rc = numla_engine_worker_loop(eng) == NUMLA_STATUS_OK ? 0 : numla_cli_fail(f->cmd);
+    else
+        rc = f->serve(f->ctx, eng, mpi->comm, t_load);
+    if (rank == 0)
+        f->close(f->ctx, &rc);
+    numla_engine_destroy(&eng); /* rank 0: releases the workers */
+    return rc;
 }

@@ -71,6 +71,29 @@ void numla_cli_engine_opts_fit(numla_cli_engine_opts *o, const numla_model_confi
 numla_sched_options numla_cli_sched_options(const numla_cli_engine_opts *o,
                                             const numla_model_config *cfg);
 
+/* A serving front end (numla run, numla serve) as numla_cli_engine_serve runs it. */
+typedef struct numla_cli_front {
+    const char *cmd; /* "numla run": names the command in error messages */
+    void *ctx;
+    /* Rank 0, before the model loads: open what can fail early (files, the listening socket).
+     * Returns -1 to go on, else the exit code (the message printed). */
+    int (*prepare)(void *ctx);
+    /* Rank 0 with the engine loaded: serve. Returns the exit code. */
+    int (*serve)(void *ctx, numla_engine *eng, numla_comm *comm, double t_load);
+    /* Rank 0, last: release what prepare and serve hold; may change *rc. */
+    void (*close)(void *ctx, int *rc);
+} numla_cli_front;
+
+/* Print "cmd: <error message>" and the traceback; returns the exit code 1. */
+int numla_cli_fail(const char *cmd);
+
+/* The ranks of a serving job: the others ignore stop signals and run the engine's worker loop;
+ * rank 0 runs f's prepare (every rank gets its verdict, so a bad path ends the job before the
+ * model loads), loads the engine, serves, and closes. Returns this rank's exit code.
+ * Collective over mpi's communicator. */
+int numla_cli_engine_serve(const numla_cli_engine_opts *o, const numla_settings *set,
+                           const numla_comm_session *mpi, const numla_cli_front *f);
+
 /* The engine's step as the serving loop's exec (ctx: the numla_engine). Collective. */
 numla_status numla_cli_engine_exec(void *ctx, const numla_step *st, float *logits);
 

@@ -640,11 +640,7 @@ static void run_job_close(run_job *j, int *rc)
     }
 }
 
-static int run_fail(void)
-{
-    fprintf(stderr, "numla run: %s\n%s", numla_error_message(), numla_error_trace());
-    return 1;
-}
+static int run_fail(void) { return numla_cli_fail("numla run"); }
 
 /* Rank 0 with the engine loaded and the files open: the whole batch job. */
 static int run_rank0(run_job *j, numla_engine *eng, numla_comm *comm, double t_load)
@@ -667,6 +663,13 @@ done:
     return rc;
 }
 
+static int run_prepare(void *ctx) { return run_files_open(ctx); }
+static int run_serve(void *ctx, numla_engine *eng, numla_comm *comm, double t_load)
+{
+    return run_rank0(ctx, eng, comm, t_load);
+}
+static void run_close(void *ctx, int *rc) { run_job_close(ctx, rc); }
+
 int numla_run_main(int argc, char **argv)
 {
     run_opts o = {.progress = -1};
@@ -678,30 +681,11 @@ int numla_run_main(int argc, char **argv)
     numla_comm_session mpi;
     if (numla_settings_start(&set, &mpi) != NUMLA_STATUS_OK)
         return run_fail();
-    const int rank = numla_comm_rank(mpi.comm);
-    if (rank != 0) {
-        /* rank 0 decides when to stop (it finishes the records in flight first) */
-        numla_cli_stop_ignore();
-    }
     /* the files first: a bad path is reported before the model loads, on every rank's exit */
     run_job j = {.o = &o};
-    int32_t early = rank == 0 ? run_files_open(&j) : -1;
-    if (numla_comm_size(mpi.comm) > 1 &&
-        numla_comm_bcast(mpi.comm, &early, sizeof early, 0) != NUMLA_STATUS_OK)
-        early = run_fail();
-    numla_engine *eng = NULL;
-    const double t_load = now_s();
-    if (early >= 0)
-        rc = early;
-    else if (numla_cli_engine_create(&o.e, &set, mpi.comm, &eng) != NUMLA_STATUS_OK)
-        rc = run_fail();
-    else if (rank != 0)
-        rc = numla_engine_worker_loop(eng) == NUMLA_STATUS_OK ? 0 : run_fail();
-    else
-        rc = run_rank0(&j, eng, mpi.comm, t_load);
-    if (rank == 0)
-        run_job_close(&j, &rc);
-    numla_engine_destroy(&eng); /* rank 0: releases the workers */
+    const numla_cli_front f = {.cmd = "numla run", .ctx = &j, .prepare = run_prepare,
+                               .serve = run_serve, .close = run_close};
+    rc = numla_cli_engine_serve(&o.e, &set, &mpi, &f);
     numla_comm_world_finalize(&mpi);
     return rc;
 }

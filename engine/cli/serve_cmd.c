@@ -176,11 +176,7 @@ typedef struct serve_job {
     pthread_mutex_t mu;
 } serve_job;
 
-static int serve_fail(void)
-{
-    fprintf(stderr, "numla serve: %s\n%s", numla_error_message(), numla_error_trace());
-    return 1;
-}
+static int serve_fail(void) { return numla_cli_fail("numla serve"); }
 
 /* The chat template: forced, the model's, or none (when the model has none at all). */
 static numla_status serve_chat_load(serve_job *j)
@@ -377,6 +373,19 @@ static int serve_rank0(serve_job *j, numla_engine *eng, numla_comm *comm, double
     return rc;
 }
 
+static int serve_front_prepare(void *ctx)
+{
+    return serve_prepare(ctx) == NUMLA_STATUS_OK ? -1 : serve_fail();
+}
+static int serve_front_serve(void *ctx, numla_engine *eng, numla_comm *comm, double t_load)
+{
+    return serve_rank0(ctx, eng, comm, t_load);
+}
+static void serve_front_close(void *ctx, int *rc)
+{
+    serve_job_close(ctx, *rc == 0 ? "the server is shutting down" : "the engine stopped");
+}
+
 int numla_serve_main(int argc, char **argv)
 {
     serve_opts o = {.host = "127.0.0.1", .port = 8000, .max_queue = 256};
@@ -388,35 +397,15 @@ int numla_serve_main(int argc, char **argv)
     numla_comm_session mpi;
     if (numla_settings_start(&set, &mpi) != NUMLA_STATUS_OK)
         return serve_fail();
-    const int rank = numla_comm_rank(mpi.comm);
-    if (rank != 0) {
-        numla_cli_stop_ignore();
-    }
     signal(SIGPIPE, SIG_IGN); /* a client that went away is seen by the server, not a signal */
     serve_job j = {.o = &o};
     pthread_mutex_init(&j.mu, NULL);
     /* rank 0 listens before the model loads; every rank waits for its verdict */
-    int32_t early = -1;
-    if (rank == 0 && serve_prepare(&j) != NUMLA_STATUS_OK)
-        early = serve_fail();
-    if (numla_comm_size(mpi.comm) > 1 &&
-        numla_comm_bcast(mpi.comm, &early, sizeof early, 0) != NUMLA_STATUS_OK)
-        early = serve_fail();
-    numla_engine *eng = NULL;
-    const double t_load = now_s();
-    if (early >= 0)
-        rc = early;
-    else if (numla_cli_engine_create(&o.e, &set, mpi.comm, &eng) != NUMLA_STATUS_OK)
-        rc = serve_fail();
-    else if (rank != 0)
-        rc = numla_engine_worker_loop(eng) == NUMLA_STATUS_OK ? 0 : serve_fail();
-    else
-        rc = serve_rank0(&j, eng, mpi.comm, t_load);
-    if (rank == 0)
-        serve_job_close(&j, rc == 0 ? "the server is shutting down" : "the engine stopped");
-    else
+    const numla_cli_front f = {.cmd = "numla serve", .ctx = &j, .prepare = serve_front_prepare,
+                               .serve = serve_front_serve, .close = serve_front_close};
+    rc = numla_cli_engine_serve(&o.e, &set, &mpi, &f);
+    if (numla_comm_rank(mpi.comm) != 0)
         pthread_mutex_destroy(&j.mu);
-    numla_engine_destroy(&eng); /* rank 0: releases the workers */
     numla_comm_world_finalize(&mpi);
     return rc;
 }
