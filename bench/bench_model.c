@@ -216,6 +216,7 @@ typedef struct bm_results {
     double bw, peak, amx_peak;                         /* machine figures (best of two) */
     double pf_best, pf_lin_s, pf_lin_fl, pf_attn_s, pf_attn_k_s;
     double pf_part[NUMLA_MODEL_PART_COUNT];
+    double dec_part[NUMLA_MODEL_PART_COUNT]; /* per decode token (the 128 after the prompt) */
     const char *pf_form;
     double dec_total, dec_med, long_pf, long_pf_attn, long_pf_attn_k, long_total, long_med;
     double rss_mib, load_start, load_dec, load_long;
@@ -291,16 +292,22 @@ static void bm_prefill(bm_ctx *x, const bm_opts *o, const bm_seq *sa, bm_results
 }
 
 /* Decode n tokens at batch 1 after `at` cached rows (1 warm-up step first, then the engine
- * counters reset); returns the total time, the median step in *med. */
-static double bm_decode(bm_ctx *x, const bm_seq *q, int at, int n, double *med)
+ * counters reset); returns the total time, the median step in *med and, when part is not
+ * NULL, rank 0's mean time per token in each part of the forward pass. */
+static double bm_decode(bm_ctx *x, const bm_seq *q, int at, int n, double *med, double *part)
 {
     numla_status s;
     bm_step(x, q, at, 1);
     if ((s = numla_engine_stats_reset_all(x->e)) != NUMLA_STATUS_OK)
         bm_die(x, s);
+    bm_counters c0, c1;
+    bm_counters_read(numla_engine_model(x->e), &c0);
     double total = 0;
     for (int k = 0; k < n; k++)
         total += x->dt[k] = bm_step(x, q, at + 1 + k, 1);
+    bm_counters_read(numla_engine_model(x->e), &c1);
+    for (int p = 0; part && p < NUMLA_MODEL_PART_COUNT; p++)
+        part[p] = (c1.part_s[p] - c0.part_s[p]) / n;
     *med = numla_bench_median(x->dt, n);
     return total;
 }
@@ -318,7 +325,7 @@ static void bm_long_context(bm_ctx *x, const bm_opts *o, const bm_seq *sb, bm_re
     bm_counters_read(m, &c1);
     r->long_pf_attn = c1.attn_s - c0.attn_s;
     r->long_pf_attn_k = c1.attn_kernel_s - c0.attn_kernel_s;
-    r->long_total = bm_decode(x, sb, o->long_ctx, r->nlong, &r->long_med);
+    r->long_total = bm_decode(x, sb, o->long_ctx, r->nlong, &r->long_med, NULL);
 }
 
 static void bm_print(const bm_opts *o, const bm_results *r, int size)
@@ -387,6 +394,13 @@ static void bm_print(const bm_opts *o, const bm_results *r, int size)
                "-> decode_bw_frac %.3f\n", r->ndec, prompt, dec_tok_s, 1e3 * r->dec_med,
                co->weight_bytes / 1e6, co->attn_weight_bytes / 1e6, co->mlp_weight_bytes / 1e6,
                co->lm_head_bytes / 1e6, bw, bw_frac);
+        double parts = 0;
+        printf("  decode step profile (rank 0, per token):");
+        for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++) {
+            printf(" %s %.3f", numla_model_part_names[p], 1e3 * r->dec_part[p]);
+            parts += r->dec_part[p];
+        }
+        printf(" ms; outside the parts %.3f ms\n", 1e3 * (r->dec_total / r->ndec - parts));
         printf("  decode batch 1, %d tokens after %d%s: %.2f tok/s (median %.2f ms); bound "
                "bytes %.2f ms, flops %.2f ms -> roofline_frac %.3f (context prefill %.1f s)\n",
                r->nlong, long_ctx, o->quick ? " (--quick: not 16384)" : "", long_tok_s,
@@ -420,7 +434,7 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
             wi.format == NUMLA_WEIGHT_FORMAT_NONE;
     bm_machine_figures(&r, wi.isa);
     bm_prefill(x, o, sa, &r);
-    r.dec_total = bm_decode(x, sa, o->prompt, r.ndec, &r.dec_med);
+    r.dec_total = bm_decode(x, sa, o->prompt, r.ndec, &r.dec_med, r.dec_part);
     r.load_dec = load1();
     if (!o->json)
         printf("model %s (weights %s%s): %d rank%s x %d thread%s, OMP_WAIT_POLICY=%s\n",
