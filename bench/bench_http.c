@@ -152,7 +152,8 @@ numla_status numla_bench_http_run(numla_engine *eng, const numla_sched_options *
     numla_http_glue_options go = {.backend = backend, .metrics = metrics, .wait_ms = 1};
     NUMLA_CHECK_GOTO(numla_http_glue_create(&go, &glue), s, done);
     numla_serve_options lo = {.sched = *sched, .kv = numla_engine_kv_cache(eng),
-                              .exec = numla_cli_engine_exec, .exec_ctx = eng, .max_waiting = c};
+                              .exec = numla_cli_engine_exec, .exec_ctx = eng, .max_waiting = c,
+                              .latency_window = n}; /* every request of the level */
     lo.sched.max_seqs = c;
     numla_serve_source src = numla_http_glue_source(glue);
     numla_serve_sink sink = numla_http_glue_sink(glue);

@@ -286,7 +286,8 @@ static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_re
                   .max_seqs = c, .prefill_chunk = o->prefill_chunk,
                   .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
                   .eos_token_ids = cfg->eos_token_ids},
-        .kv = numla_engine_kv_cache(eng), .exec = bs_exec, .exec_ctx = eng, .max_waiting = n};
+        .kv = numla_engine_kv_cache(eng), .exec = bs_exec, .exec_ctx = eng, .max_waiting = n,
+        .latency_window = n}; /* every request of the level */
     bs_source src = {.rq = rq, .n = n};
     numla_serve_source source = {.ctx = &src, .next = bs_source_next};
     numla_serve_sink sink = {.done = bs_sink_done};

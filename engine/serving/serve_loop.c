@@ -24,9 +24,11 @@ typedef struct serve_req {
     int text_done;              /* a stop string ended it: text is final */
 } serve_req;
 
+/* The most recent `window` samples: grown up to the window, then a ring. */
 typedef struct serve_samples {
-    double *v;
-    int64_t n, cap;
+    double *v;                  /* (cap) */
+    int64_t n, cap, window;
+    int64_t next;               /* ring slot the next sample overwrites once n == window */
 } serve_samples;
 
 struct numla_serve_loop {
@@ -170,8 +172,14 @@ static int loop_on_token(void *ctx, void *user, const int32_t *out, int32_t n,
 
 static void samples_push(serve_samples *s, double v)
 {
+    if (s->n == s->window) {
+        s->v[s->next] = v;
+        s->next = (s->next + 1) % s->window;
+        return;
+    }
     if (s->n == s->cap) {
         int64_t c = s->cap ? 2 * s->cap : 256;
+        c = c < s->window ? c : s->window;
         double *p = realloc(s->v, (size_t)c * sizeof *p);
         if (!p)
             return; /* a lost sample only thins the statistics */
@@ -260,6 +268,14 @@ numla_status numla_serve_loop_create(const numla_serve_options *opts,
         const int32_t seqs = l->o.sched.max_seqs > 0 ? l->o.sched.max_seqs : 64;
         l->o.max_waiting = 2 * seqs + 16;
     }
+    if (l->o.latency_window < 0) {
+        free(l);
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "serve loop: latency_window %lld is negative",
+                   (long long)opts->latency_window);
+    }
+    if (l->o.latency_window == 0)
+        l->o.latency_window = NUMLA_SERVE_LATENCY_WINDOW;
+    l->ttft.window = l->tpot.window = l->o.latency_window;
     numla_sched_options so = l->o.sched;
     so.stop_check = loop_on_token;
     so.stop_ctx = l;

@@ -95,7 +95,12 @@ typedef struct numla_serve_options {
     numla_tokenizer *tokenizer;   /* borrowed; NULL: requests cannot ask for text */
     int32_t max_waiting;          /* pull only while fewer wait; 0: 2 * max_seqs + 16 */
     const volatile sig_atomic_t *stop_requests; /* NULL: never stops early (see above) */
+    int64_t latency_window;       /* latency samples kept per kind (TTFT, TPOT): the most
+                                     recent ones, so a server that runs for months holds and
+                                     sorts a bounded set; 0: NUMLA_SERVE_LATENCY_WINDOW */
 } numla_serve_options;
+
+enum { NUMLA_SERVE_LATENCY_WINDOW = 65536 };
 
 typedef enum numla_serve_end {
     NUMLA_SERVE_END_DONE = 0,     /* the source ended and every request was answered */
@@ -107,7 +112,8 @@ typedef enum numla_serve_end {
 typedef struct numla_serve_stats {
     int64_t done, ok, errors, cancelled; /* requests answered (ok + errors + cancelled) */
     int64_t prompt_tokens, output_tokens; /* of the ok requests */
-    double ttft_p50_s, ttft_p99_s, tpot_p50_s, tpot_p99_s; /* nearest rank; 0 without samples */
+    double ttft_p50_s, ttft_p99_s, tpot_p50_s, tpot_p99_s; /* nearest rank over the latency
+                                                            window; 0 without samples */
     numla_sched_stats sched;      /* steps, preemptions, running/waiting, KV use */
 } numla_serve_stats;
 
@@ -134,10 +140,11 @@ numla_status numla_serve_loop_run(numla_serve_loop *l, numla_serve_end *why);
  * Returns 1 when such a request is in flight, 0 otherwise (already answered: nothing to do). */
 int numla_serve_loop_cancel(numla_serve_loop *l, void *user);
 
-/* Figures so far. */
+/* Figures so far; the percentiles cost a sort of the latency window. */
 void numla_serve_loop_stats_get(const numla_serve_loop *l, numla_serve_stats *out);
-/* The raw latency samples of the ok requests (seconds; valid until the next round), for a
- * front end that wants other statistics than the nearest-rank percentiles. */
+/* The raw latency samples of the ok requests in the window (seconds, in no particular order
+ * once more than the window were taken; valid until the next round), for a front end that
+ * wants other statistics than the nearest-rank percentiles. */
 void numla_serve_loop_latencies(const numla_serve_loop *l, const double **ttft, int64_t *n_ttft,
                                 const double **tpot, int64_t *n_tpot);
 

@@ -57,6 +57,7 @@ typedef struct sl_test {
     int64_t free_at_cancel;
     int cancel_found;
     int32_t dropped;
+    int64_t latency_window;     /* passed to the loop (0: its default) */
 } sl_test;
 
 static numla_status sl_next(void *ctx, numla_request *req, void **user, numla_serve_pull *what)
@@ -130,7 +131,8 @@ static numla_serve_end sl_run(sl_test *t, const sl_spec *specs, int n, int32_t m
     numla_serve_options so = {.sched = {.max_batch_tokens = 64, .max_seqs = max_seqs,
                                         .prefill_chunk = 16, .vocab_size = SL_VOCAB,
                                         .num_eos = 1, .eos_token_ids = &eos},
-                              .kv = t->kv, .exec = sl_exec, .stop_requests = &t->stops};
+                              .kv = t->kv, .exec = sl_exec, .stop_requests = &t->stops,
+                              .latency_window = t->latency_window};
     numla_serve_source src = {.ctx = t, .next = sl_next};
     numla_serve_sink sink = {.ctx = t, .token = sl_token, .done = sl_done,
                              .draining = sl_draining};
@@ -202,6 +204,43 @@ static void test_stream_order(void)
     CU_ASSERT_EQUAL(st.prompt_tokens, 6);
     CU_ASSERT_EQUAL(t.kv->num_free, 32);
     sl_close(&t);
+}
+
+/* The latency samples are a window of the most recent requests: 7 ok requests with a window of
+ * 3 keep 3 of each kind, and the percentiles come from those; a negative window is refused. */
+static void test_latency_window(void)
+{
+    static sl_spec specs[7];
+    for (int i = 0; i < 7; i++)
+        specs[i] = (sl_spec){.prompt = {(int32_t)(3 * i + 1)}, .num_prompt = 1, .max_tokens = 2};
+    sl_test t = {.at_req = -1, .cancel_req = -1, .latency_window = 3};
+    CU_ASSERT_EQUAL(sl_run(&t, specs, 7, 1, 32), NUMLA_SERVE_END_DONE);
+    const double *ttft, *tpot;
+    int64_t nttft = -1, ntpot = -1;
+    numla_serve_loop_latencies(t.loop, &ttft, &nttft, &tpot, &ntpot);
+    CU_ASSERT_EQUAL(nttft, 3);
+    CU_ASSERT_EQUAL(ntpot, 3);
+    numla_serve_stats st;
+    numla_serve_loop_stats_get(t.loop, &st);
+    CU_ASSERT_EQUAL(st.ok, 7);
+    double hi = 0;
+    for (int64_t i = 0; i < nttft; i++)
+        hi = ttft[i] > hi ? ttft[i] : hi;
+    CU_ASSERT(st.ttft_p99_s == hi); /* nearest rank 99 of 3 samples: their maximum */
+    sl_close(&t);
+
+    numla_kv_cache *kv = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create(1, 8, 8, 4, 8, NUMLA_DTYPE_F32, &kv), NUMLA_STATUS_OK);
+    numla_serve_options so = {.sched = {.max_batch_tokens = 8, .max_seqs = 1, .vocab_size = SL_VOCAB},
+                              .kv = kv, .exec = sl_exec, .latency_window = -1};
+    numla_serve_source src = {.ctx = &t, .next = sl_next};
+    numla_serve_sink sink = {.ctx = &t, .done = sl_done};
+    numla_serve_loop *l = NULL;
+    CU_ASSERT_EQUAL(numla_serve_loop_create(&so, &src, &sink, &l), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NULL(l);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "latency_window"));
+    numla_error_clear();
+    numla_kv_cache_destroy(&kv);
 }
 
 static void test_cancel_running_frees_kv(void)
@@ -319,7 +358,7 @@ static void test_stop_on_second_stop(void)
     sl_close(&t);               /* frees the requests in flight (the leak check watches) */
 }
 
-NUMLA_TEST_SUITE(serve_loop, NULL, NULL, NUMLA_TEST(test_stream_order),
+NUMLA_TEST_SUITE(serve_loop, NULL, NULL, NUMLA_TEST(test_stream_order), NUMLA_TEST(test_latency_window),
                  NUMLA_TEST(test_cancel_running_frees_kv),
                  NUMLA_TEST(test_cancel_returns_blocks_at_once), NUMLA_TEST(test_cancel_waiting),
                  NUMLA_TEST(test_drain_on_first_stop), NUMLA_TEST(test_stop_on_second_stop))
