@@ -7,7 +7,8 @@
  * the engine's worker loop (and ignore SIGINT/SIGTERM: rank 0 decides when to stop).
  *
  * Files: rank 0 opens them before the model loads (every rank waits for its verdict): the
- * input, read once front to back (a pipe, FIFO or /dev/stdin works; a directory does not); the
+ * input, read once front to back (a pipe, FIFO or /dev/stdin works, read as lines arrive so a
+ * silent writer does not hold up the requests in flight; a directory does not work); the
  * output, refused when it is the input under any name (exit 2) and opened without truncation
  * (a fresh run truncates it once the model has loaded), so an unwritable path fails at once.
  * A line whose id an earlier line used gets an error record ("line N: id X already used on
@@ -36,6 +37,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -277,10 +279,16 @@ static int parse_opts(int argc, char **argv, run_opts *o)
 /* ---- the source: the input file's requests, minus those --resume found answered ---- */
 
 typedef struct run_source {
-    FILE *in;                   /* read once, front to back (it may be a pipe) */
+    FILE *in;                   /* opened here; after count_requests only its fd is read */
     const char *path;
-    char *line;
-    size_t cap;
+    /* The input as a stream of lines, read with read(2) into buf: from a pipe, FIFO, socket or
+     * terminal (`stream`) only what is there, so a slow writer never holds up the requests in
+     * flight (the loop steps on and asks again; when nothing runs, run_source_wait polls). */
+    int fd, stream, eof;
+    char *buf;                  /* (cap) bytes; [start, len) not yet returned */
+    size_t len, start, cap;
+    char *line;                 /* the current line, NUL-terminated */
+    size_t line_cap;
     int64_t lineno, skipped;
     numla_request_limits lim;
     json_t *done_ids;           /* keys of the records already in the output; NULL: no --resume */
@@ -309,30 +317,99 @@ static void id_duplicate_error(numla_request *req, int64_t line, int64_t first)
     free(s);
 }
 
+/* Copy [start, end) of buf into src->line as the current line. */
+static numla_status run_line_take(run_source *src, size_t end, size_t *n)
+{
+    *n = end - src->start;
+    if (*n + 1 > src->line_cap) {
+        char *p = realloc(src->line, *n + 1);
+        if (!p)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory for line %lld (%zu bytes)",
+                       src->path, (long long)src->lineno + 1, *n);
+        src->line = p;
+        src->line_cap = *n + 1;
+    }
+    memcpy(src->line, src->buf + src->start, *n);
+    src->line[*n] = '\0';
+    src->start = end;
+    return NUMLA_STATUS_OK;
+}
+
+/* The next line (with its newline; the last may have none) into src->line, *n bytes:
+ * *what REQUEST when there is one, NONE when a stream has no whole line yet, END at the end. */
+static numla_status run_line_next(run_source *src, size_t *n, numla_serve_pull *what)
+{
+    for (;;) {
+        const char *nl = src->len > src->start
+                             ? memchr(src->buf + src->start, '\n', src->len - src->start)
+                             : NULL;
+        if (nl || (src->eof && src->len > src->start)) {
+            *what = NUMLA_SERVE_PULL_REQUEST;
+            return run_line_take(src, nl ? (size_t)(nl - src->buf) + 1 : src->len, n);
+        }
+        if (src->eof) {
+            *what = NUMLA_SERVE_PULL_END;
+            return NUMLA_STATUS_OK;
+        }
+        if (src->start > 0) { /* keep the partial line at the front */
+            memmove(src->buf, src->buf + src->start, src->len - src->start);
+            src->len -= src->start;
+            src->start = 0;
+        }
+        if (src->len == src->cap) {
+            size_t c = src->cap ? 2 * src->cap : 65536;
+            char *p = realloc(src->buf, c);
+            if (!p)
+                NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory for line %lld (%zu bytes so far)",
+                           src->path, (long long)src->lineno + 1, src->len);
+            src->buf = p;
+            src->cap = c;
+        }
+        if (src->stream) {
+            struct pollfd pf = {.fd = src->fd, .events = POLLIN};
+            int r = poll(&pf, 1, 0);
+            if (r == 0 || (r < 0 && errno == EINTR)) {
+                *what = NUMLA_SERVE_PULL_NONE; /* nothing yet: ask again after a step */
+                return NUMLA_STATUS_OK;
+            }
+        }
+        ssize_t r = read(src->fd, src->buf + src->len, src->cap - src->len);
+        if (r > 0)
+            src->len += (size_t)r;
+        else if (r == 0)
+            src->eof = 1;
+        else if (errno == EINTR || errno == EAGAIN) {
+            *what = NUMLA_SERVE_PULL_NONE;
+            return NUMLA_STATUS_OK;
+        } else
+            NUMLA_FAIL(NUMLA_STATUS_IO, "%s: read error after line %lld: %s", src->path,
+                       (long long)src->lineno, strerror(errno));
+    }
+}
+
+/* Nothing runs and the input had no whole line: wait until it has more (or a signal, such as
+ * a stop request, comes), at most 100 ms so the loop looks at its stop count now and then. */
+static void run_source_wait(void *ctx)
+{
+    run_source *src = ctx;
+    struct pollfd pf = {.fd = src->fd, .events = POLLIN};
+    (void)poll(&pf, 1, 100);
+}
+
 static numla_status run_source_next(void *ctx, numla_request *req, void **user,
                                     numla_serve_pull *what)
 {
     run_source *src = ctx;
     (void)user;
     for (;;) {
-        errno = 0;
-        ssize_t n = getline(&src->line, &src->cap, src->in);
-        if (n < 0) {
-            if (ferror(src->in) && errno == EINTR && numla_cli_stop_requests > 0) {
-                clearerr(src->in); /* a stop request while waiting for input: drain */
-                *what = NUMLA_SERVE_PULL_NONE;
-                return NUMLA_STATUS_OK;
-            }
-            if (ferror(src->in))
-                NUMLA_FAIL(NUMLA_STATUS_IO, "%s: read error after line %lld: %s", src->path,
-                           (long long)src->lineno, strerror(errno));
-            *what = NUMLA_SERVE_PULL_END;
+        size_t n = 0;
+        NUMLA_CHECK(run_line_next(src, &n, what));
+        if (*what != NUMLA_SERVE_PULL_REQUEST)
             return NUMLA_STATUS_OK;
-        }
         src->lineno++;
-        if (is_blank(src->line, (size_t)n))
+        if (is_blank(src->line, n))
             continue;
-        NUMLA_CHECK(numla_request_parse(src->line, (size_t)n, src->lineno, &src->lim, req));
+        NUMLA_CHECK(numla_request_parse(src->line, n, src->lineno, &src->lim, req));
         json_t *id = req->id;
         char *ikey = id_key(id);
         if (id && !json_is_null(id) && !ikey) {
@@ -535,7 +612,17 @@ static int run_files_open(run_job *j)
         fprintf(stderr, "numla run: --output %s: %s\n", o->output, strerror(errno));
         return 1;
     }
+    /* From here on the input is read through its fd, nothing through the FILE: a regular
+     * file (or block device) as it comes, from where the FILE stood before count_requests read
+     * it; anything else as it arrives. */
+    j->src.fd = fileno(j->src.in);
+    j->src.stream = fstat(j->src.fd, &sb) != 0 || (!S_ISREG(sb.st_mode) && !S_ISBLK(sb.st_mode));
+    const off_t at = j->src.stream ? -1 : ftello(j->src.in);
     j->sink.total = count_requests(j->src.in);
+    if (!j->src.stream && (at < 0 || lseek(j->src.fd, at, SEEK_SET) != at)) {
+        fprintf(stderr, "numla run: --input %s: cannot rewind it: %s\n", o->input, strerror(errno));
+        return 1;
+    }
     if (j->sink.total >= 0)
         j->sink.total = j->sink.total > j->already ? j->sink.total - j->already : 0;
     return -1;
@@ -574,7 +661,7 @@ static numla_status run_loop_create(run_job *j)
         .sched = numla_cli_sched_options(&o->e, &j->cfg),
         .kv = numla_engine_kv_cache(j->eng), .exec = numla_cli_engine_exec, .exec_ctx = j->eng,
         .tokenizer = j->tok, .stop_requests = &numla_cli_stop_requests};
-    numla_serve_source src = {.ctx = &j->src, .next = run_source_next};
+    numla_serve_source src = {.ctx = &j->src, .next = run_source_next, .wait = run_source_wait};
     numla_serve_sink sink = {.ctx = &j->sink, .done = run_sink_done,
                              .draining = run_sink_draining, .after_step = run_sink_after_step};
     NUMLA_CHECK(numla_serve_loop_create(&so, &src, &sink, &j->loop));
@@ -632,6 +719,7 @@ static void run_job_close(run_job *j, int *rc)
     json_decref(j->src.done_ids);
     json_decref(j->src.seen);
     free(j->src.line);
+    free(j->src.buf);
     if (j->src.in && j->src.in != stdin)
         fclose(j->src.in);
     if (j->sink.out && j->sink.out != stdout && fclose(j->sink.out) != 0) {

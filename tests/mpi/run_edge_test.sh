@@ -2,7 +2,8 @@
 # tests/mpi/run_edge_test.sh NUMLA_BIN MODE [MPIEXEC] — `numla run` given unlucky inputs and
 # options (issue 19), on the tiny synth preset.
 #   files  one rank: pipe-like inputs (a FIFO, a pipe through /dev/stdin, <(...)) are read
-#          whole; a directory input is an error; --resume tells apart ids sharing a 600-byte
+#          whole, a trickling writer's requests are answered while it is silent, a line that
+#          arrives in two pieces is one request; a directory input is an error; --resume tells apart ids sharing a 600-byte
 #          prefix; an output that is the input (by any name) is refused, the file untouched;
 #          output paths that cannot be written are reported before the model loads, a failed
 #          write with its cause and path; duplicate ids get an error record, and --resume
@@ -66,6 +67,35 @@ if [ "$mode" = files ]; then
   kill $writer 2>/dev/null; wait $writer 2>/dev/null
   [ $rc -eq 143 ] && [ "$(wc -l < "$tmp/slow.jsonl")" = 2 ] && ! grep -q 'read error' "$tmp/slow.err"
   check input-silent-pipe-stop $? "rc=$rc $(wc -l < "$tmp/slow.jsonl") records; $(grep -E 'error|summary' "$tmp/slow.err" | head -2)"
+  # a writer that trickles: the first request is answered while the pipe is silent (the
+  # reader does not wait for the next line with requests in flight), and a line that arrives
+  # in two pieces is still one request
+  mkfifo "$tmp/trickle"
+  { head -n 1 "$tmp/req.jsonl"; sleep 30; } > "$tmp/trickle" &
+  writer=$!
+  { tail -n +2 "$tmp/req.jsonl" | head -n 1 | cut -c1-20 | tr -d '\n'; } > "$tmp/half1"
+  { tail -n +2 "$tmp/req.jsonl" | head -n 1 | cut -c21-; } > "$tmp/half2"
+  mkfifo "$tmp/trickle2"
+  { cat "$tmp/half1"; sleep 1; cat "$tmp/half2"; sleep 30; } > "$tmp/trickle2" &
+  writer2=$!
+  "$bin" run "${opts[@]}" --input "$tmp/trickle" --output "$tmp/trickle.jsonl" 2> "$tmp/trickle.err" &
+  runner=$!
+  "$bin" run "${opts[@]}" --input "$tmp/trickle2" --output "$tmp/trickle2.jsonl" 2> "$tmp/trickle2.err" &
+  runner2=$!
+  got=0 got2=0
+  for _ in $(seq 200); do
+    [ "$(wc -l < "$tmp/trickle.jsonl" 2>/dev/null)" = 1 ] && got=1
+    [ "$(wc -l < "$tmp/trickle2.jsonl" 2>/dev/null)" = 1 ] && got2=1
+    [ $got = 1 ] && [ $got2 = 1 ] && break
+    sleep 0.1
+  done
+  kill $writer $writer2 2>/dev/null; wait $writer $writer2 2>/dev/null
+  wait $runner; rc=$?
+  wait $runner2; rc2=$?
+  [ $got = 1 ] && [ $rc -eq 0 ] && grep -q '"id":"q0"' "$tmp/trickle.jsonl"
+  check input-trickle-answers-while-silent $? "rc=$rc answered-before-eof=$got $(grep -E 'error|summary' "$tmp/trickle.err" | head -2)"
+  [ $got2 = 1 ] && [ $rc2 -eq 0 ] && grep -q '"id":"q1"' "$tmp/trickle2.jsonl" && ! grep -q '"error"' "$tmp/trickle2.jsonl"
+  check input-line-in-two-pieces $? "rc=$rc2 answered=$got2 $(head -c 300 "$tmp/trickle2.jsonl")"
   mkdir "$tmp/adir"
   "$bin" run "${opts[@]}" --input "$tmp/adir" --output "$tmp/dir.jsonl" 2> "$tmp/dir.err"
   rc=$?
