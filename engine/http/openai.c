@@ -248,21 +248,17 @@ static int in_list(const char *key, const char *const *list, size_t n)
     return 0;
 }
 
-static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_request *r,
-                        numla_openai_error *err)
+/* Every field name known (or an unsupported one with a harmless value), before any value is
+ * looked at, so an unknown field is reported even next to an invalid value. */
+static int check_field_names(json_t *o, int is_chat, numla_openai_error *err)
 {
     static const char *const common[] = {"model", "max_tokens", "temperature", "top_p", "top_k",
                                          "seed", "stop", "logprobs", "stream", "stream_options",
                                          "user", "ignore_eos", "stop_token_ids"};
     static const char *const completions[] = {"prompt"};
     static const char *const chat[] = {"messages", "max_completion_tokens", "top_logprobs"};
-    int is_chat = r->endpoint == NUMLA_OPENAI_CHAT;
-    numla_sampling_params *p = &r->params;
     const char *key;
     json_t *v;
-    int64_t iv;
-
-    /* Field names first, so an unknown field is reported even next to an invalid value. */
     json_object_foreach(o, key, v) {
         if (in_list(key, common, sizeof common / sizeof common[0]) ||
             (!is_chat && in_list(key, completions, 1)) ||
@@ -278,7 +274,14 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
         numla_openai_error_set(err, 400, name, "unknown_field", "unknown field '%s'", name);
         return 0;
     }
+    return 1;
+}
 
+/* model, then the prompt (completions) or the messages (chat). */
+static int parse_input(json_t *o, const numla_openai_limits *lim, numla_openai_request *r,
+                       numla_openai_error *err)
+{
+    json_t *v;
     if ((v = json_object_get(o, "model")) && !json_is_null(v)) {
         if (!json_is_string(v))
             return bad(err, "model", "'model' must be a string");
@@ -286,20 +289,25 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
         if (!r->model)
             return oom(err);
     }
-    if (is_chat) {
+    if (r->endpoint == NUMLA_OPENAI_CHAT) {
         if (!(v = json_object_get(o, "messages")))
             return bad(err, "messages", "missing field 'messages'");
-        if (!parse_messages(v, r, err))
-            return 0;
-    } else {
-        if (!(v = json_object_get(o, "prompt")))
-            return bad(err, "prompt", "missing field 'prompt'");
-        if (!parse_prompt(v, lim, r, err))
-            return 0;
+        return parse_messages(v, r, err);
     }
+    if (!(v = json_object_get(o, "prompt")))
+        return bad(err, "prompt", "missing field 'prompt'");
+    return parse_prompt(v, lim, r, err);
+}
 
+/* max_tokens (chat: or max_completion_tokens, not both; chat default: the context). */
+static int parse_max_tokens(json_t *o, const numla_openai_limits *lim, numla_openai_request *r,
+                            numla_openai_error *err)
+{
+    const int is_chat = r->endpoint == NUMLA_OPENAI_CHAT;
+    numla_sampling_params *p = &r->params;
     const char *mt = "max_tokens";
-    v = json_object_get(o, mt);
+    json_t *v = json_object_get(o, mt);
+    int64_t iv;
     if (is_chat && json_object_get(o, "max_completion_tokens") &&
         !json_is_null(json_object_get(o, "max_completion_tokens"))) {
         if (v && !json_is_null(v))
@@ -319,6 +327,16 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
     } else {
         r->max_tokens_given = 1; /* the API's default of 16 */
     }
+    return 1;
+}
+
+/* temperature, top_k, top_p, seed, stop, stop_token_ids, ignore_eos. */
+static int parse_sampling(json_t *o, const numla_openai_limits *lim, numla_openai_request *r,
+                          numla_openai_error *err)
+{
+    numla_sampling_params *p = &r->params;
+    json_t *v;
+    int64_t iv;
     if ((v = json_object_get(o, "temperature")) && !json_is_null(v)) {
         if (!json_is_number(v) || !(json_number_value(v) >= 0) || !isfinite(json_number_value(v)))
             return bad(err, "temperature", "'temperature' must be a number >= 0");
@@ -360,13 +378,21 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
             return bad(err, "ignore_eos", "'ignore_eos' must be true or false");
         p->ignore_eos = json_is_true(v);
     }
-    if (is_chat) {
+    return 1;
+}
+
+/* logprobs: chat's boolean + top_logprobs, or completions' count. */
+static int parse_logprobs(json_t *o, numla_openai_request *r, numla_openai_error *err)
+{
+    numla_sampling_params *p = &r->params;
+    json_t *v;
+    int64_t iv = 0;
+    if (r->endpoint == NUMLA_OPENAI_CHAT) {
         json_t *top = json_object_get(o, "top_logprobs");
         v = json_object_get(o, "logprobs");
         if (v && !json_is_null(v) && !json_is_boolean(v))
             return bad(err, "logprobs", "'logprobs' must be true or false");
         int want = v && json_is_true(v);
-        iv = 0;
         if (top && !json_is_null(top)) {
             if (!numla_request_json_int(top, &iv) || iv < 0 || iv > NUMLA_SAMPLER_MAX_LOGPROBS)
                 return bad(err, "top_logprobs", "'top_logprobs' must be an integer in 0..%d",
@@ -382,6 +408,13 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
                        NUMLA_SAMPLER_MAX_LOGPROBS);
         p->logprobs = (int32_t)iv;
     }
+    return 1;
+}
+
+/* stream and stream_options (include_usage only, and only when streaming). */
+static int parse_stream(json_t *o, numla_openai_request *r, numla_openai_error *err)
+{
+    json_t *v;
     if ((v = json_object_get(o, "stream")) && !json_is_null(v)) {
         if (!json_is_boolean(v))
             return bad(err, "stream", "'stream' must be true or false");
@@ -392,6 +425,7 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
             return bad(err, "stream_options", "'stream_options' is only allowed with 'stream': true");
         if (!json_is_object(v))
             return bad(err, "stream_options", "'stream_options' must be an object");
+        const char *key;
         json_t *f;
         json_object_foreach(v, key, f) {
             if (strcmp(key, "include_usage")) {
@@ -406,6 +440,19 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
             r->include_usage = json_is_true(f);
         }
     }
+    return 1;
+}
+
+/* Every field, in the order the errors are reported in; then the prompt + max_tokens against
+ * the context. */
+static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_request *r,
+                        numla_openai_error *err)
+{
+    if (!check_field_names(o, r->endpoint == NUMLA_OPENAI_CHAT, err) ||
+        !parse_input(o, lim, r, err) || !parse_max_tokens(o, lim, r, err) ||
+        !parse_sampling(o, lim, r, err) || !parse_logprobs(o, r, err) || !parse_stream(o, r, err))
+        return 0;
+    const numla_sampling_params *p = &r->params;
     if (lim->max_context > 0 && r->max_tokens_given)
         for (int32_t i = 0; i < r->num_prompts; i++)
             if (r->prompts[i].tokens &&
