@@ -27,157 +27,206 @@ static void usage(void)
                     "[--weights bf16|int8|fp8 [--keep-lm-head]]\n");
 }
 
-static int bench_engine_main(int argc, char **argv)
+typedef struct be_opts {
+    const char *model;
+    int batch, context, steps, threads, json, bind;
+    numla_weights_options weights;
+} be_opts;
+
+/* Returns -1 when the options are good, else the exit code (usage printed). */
+static int be_parse_opts(int argc, char **argv, be_opts *o)
 {
-    const char *model = NULL;
-    int batch = 1, context = 64, steps = 16, threads = 0, json = 0, bind = 1;
-    numla_weights_options wopt = numla_weights_options_default();
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--json"))
-            json = 1;
+            o->json = 1;
         else if (!strcmp(argv[i], "--no-bind"))
-            bind = 0;
+            o->bind = 0;
         else if (!strcmp(argv[i], "--keep-lm-head"))
-            wopt.keep_lm_head = 1;
+            o->weights.keep_lm_head = 1;
         else if (!strcmp(argv[i], "--weights") && v) {
-            if (!numla_weights_format_parse(argv[++i], &wopt)) {
+            if (!numla_weights_format_parse(argv[++i], &o->weights)) {
                 usage();
                 return 2;
             }
-        }
-        else if (!strcmp(argv[i], "--model") && v)
-            model = argv[++i];
+        } else if (!strcmp(argv[i], "--model") && v)
+            o->model = argv[++i];
         else if (!strcmp(argv[i], "--batch") && v)
-            batch = atoi(argv[++i]);
+            o->batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--context") && v)
-            context = atoi(argv[++i]);
+            o->context = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--steps") && v)
-            steps = atoi(argv[++i]);
+            o->steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && v)
-            threads = atoi(argv[++i]);
+            o->threads = atoi(argv[++i]);
         else {
             usage();
             return 2;
         }
     }
-    if (!model || batch < 1 || context < 1 || steps < 1) {
+    if (!o->model || o->batch < 1 || o->context < 1 || o->steps < 1) {
         usage();
         return 2;
     }
-    numla_comm_session mpi;
-    numla_settings set;
-    numla_status s = numla_settings_start(&set, &mpi);
-    if (s != NUMLA_STATUS_OK)
-        numla_comm_abort(NULL, s, "bench engine: %s", numla_error_message());
-    numla_comm *c = mpi.comm;
-    const int rank = numla_comm_rank(c), size = numla_comm_size(c);
-    numla_engine_options eo = numla_engine_options_default();
-    numla_settings_engine_options(&set, &eo);
-    eo.num_threads = threads;
-    eo.bind = bind;
-    eo.block_size = 16;
-    eo.weights = wopt;
-    const int warm = 2;
-    const int64_t total = (int64_t)context + steps + warm + 1;
-    eo.num_blocks = (int64_t)batch * ((total + 15) / 16);
-    numla_engine *e = NULL;
-    if ((s = numla_engine_create(c, model, &eo, &e)) != NUMLA_STATUS_OK)
-        numla_comm_abort(c, s, "bench engine: %s", numla_error_message());
-    if (rank != 0) {
-        if ((s = numla_engine_worker_loop(e)) != NUMLA_STATUS_OK)
-            numla_comm_abort(c, s, "bench engine: %s", numla_error_message());
-        numla_engine_destroy(&e);
-        numla_comm_world_finalize(&mpi);
-        return 0;
-    }
+    return -1;
+}
 
-    const numla_model_config *cfg = numla_engine_config(e);
-    numla_kv_cache *kv = numla_engine_kv_cache(e);
-    const int64_t V = cfg->vocab_size;
-    const int32_t mb = (int32_t)((total + 15) / 16);
-    const int chunk = context < 256 ? context : 256;
-    const int maxT = batch > chunk ? batch : chunk;
-    int32_t *bt = malloc(sizeof *bt * (size_t)batch * (size_t)mb);
-    int32_t *tok = malloc(sizeof *tok * (size_t)maxT), *pos = malloc(sizeof *pos * (size_t)maxT);
-    int64_t *slot = malloc(sizeof *slot * (size_t)maxT);
-    int32_t *qsl = malloc(sizeof *qsl * (size_t)(batch + 1));
-    int32_t *lens = malloc(sizeof *lens * (size_t)batch), *rows = malloc(sizeof *rows * (size_t)batch);
-    float *logits = malloc(sizeof *logits * (size_t)batch * (size_t)V);
-    double *dt = malloc(sizeof *dt * (size_t)steps);
-    if (!bt || !tok || !pos || !slot || !qsl || !lens || !rows || !logits || !dt)
-        numla_comm_abort(c, NUMLA_STATUS_NO_MEMORY, "bench engine: out of memory");
-    for (int b = 0; b < batch; b++)
-        for (int j = 0; j < mb; j++)
-            if ((s = numla_kv_cache_alloc_block(kv, &bt[(size_t)b * mb + j])) != NUMLA_STATUS_OK)
-                numla_comm_abort(c, s, "bench engine: %s", numla_error_message());
-    uint32_t rng = 7;
-#define NEXT_TOKEN() (rng = rng * 1664525u + 1013904223u, (int32_t)(2 + (rng >> 8) % (uint32_t)(V - 2)))
-    /* prefill, one sequence per step, in chunks */
-    for (int b = 0; b < batch; b++)
-        for (int at = 0; at < context; at += chunk) {
-            int n = context - at < chunk ? context - at : chunk;
+enum { BE_WARM = 2, BE_BLOCK = 16 };
+
+/* Rank 0's step buffers: B sequences of mb blocks each. */
+typedef struct be_bufs {
+    numla_comm *c;
+    numla_engine *e;
+    int64_t V;
+    int32_t mb;
+    int chunk;
+    uint32_t rng;
+    int32_t *bt;     /* (B, mb) block tables */
+    int32_t *tok, *pos; /* (max(B, chunk)) */
+    int64_t *slot;   /* (max(B, chunk)) */
+    int32_t *qsl;    /* (B + 1) */
+    int32_t *lens, *rows; /* (B) */
+    float *logits;   /* (B, V) */
+    double *dt;      /* (steps) seconds per timed decode step */
+} be_bufs;
+
+static void be_die(const be_bufs *b, numla_status s)
+{
+    numla_comm_abort(b->c, s, "bench engine: %s", numla_error_message());
+}
+
+static void be_bufs_free(be_bufs *b)
+{
+    free(b->bt);
+    free(b->tok);
+    free(b->pos);
+    free(b->slot);
+    free(b->qsl);
+    free(b->lens);
+    free(b->rows);
+    free(b->logits);
+    free(b->dt);
+}
+
+static void be_bufs_alloc(be_bufs *b, const be_opts *o)
+{
+    const int64_t total = (int64_t)o->context + o->steps + BE_WARM + 1;
+    const size_t B = (size_t)o->batch;
+    b->V = numla_engine_config(b->e)->vocab_size;
+    b->mb = (int32_t)((total + BE_BLOCK - 1) / BE_BLOCK);
+    b->chunk = o->context < 256 ? o->context : 256;
+    b->rng = 7;
+    const size_t maxT = (size_t)(o->batch > b->chunk ? o->batch : b->chunk);
+    b->bt = malloc(sizeof *b->bt * B * (size_t)b->mb);
+    b->tok = malloc(sizeof *b->tok * maxT);
+    b->pos = malloc(sizeof *b->pos * maxT);
+    b->slot = malloc(sizeof *b->slot * maxT);
+    b->qsl = malloc(sizeof *b->qsl * (B + 1));
+    b->lens = malloc(sizeof *b->lens * B);
+    b->rows = malloc(sizeof *b->rows * B);
+    b->logits = malloc(sizeof *b->logits * B * (size_t)b->V);
+    b->dt = malloc(sizeof *b->dt * (size_t)o->steps);
+    if (!b->bt || !b->tok || !b->pos || !b->slot || !b->qsl || !b->lens || !b->rows ||
+        !b->logits || !b->dt)
+        be_die(b, NUMLA_STATUS_NO_MEMORY);
+    numla_kv_cache *kv = numla_engine_kv_cache(b->e);
+    numla_status s;
+    for (size_t j = 0; j < B * (size_t)b->mb; j++)
+        if ((s = numla_kv_cache_alloc_block(kv, &b->bt[j])) != NUMLA_STATUS_OK)
+            be_die(b, s);
+}
+
+static int32_t be_next_token(be_bufs *b)
+{
+    b->rng = b->rng * 1664525u + 1013904223u;
+    return (int32_t)(2 + (b->rng >> 8) % (uint32_t)(b->V - 2));
+}
+
+static int64_t be_slot(const be_bufs *b, int seq, int p)
+{
+    return (int64_t)b->bt[(size_t)seq * (size_t)b->mb + (size_t)(p / BE_BLOCK)] * BE_BLOCK +
+           p % BE_BLOCK;
+}
+
+/* Prefill every sequence to `context` tokens, one sequence per step, in chunks (not timed). */
+static void be_prefill(be_bufs *b, const be_opts *o)
+{
+    numla_status s;
+    for (int q = 0; q < o->batch; q++)
+        for (int at = 0; at < o->context; at += b->chunk) {
+            int n = o->context - at < b->chunk ? o->context - at : b->chunk;
             for (int i = 0; i < n; i++) {
-                int p = at + i;
-                tok[i] = NEXT_TOKEN();
-                pos[i] = p;
-                slot[i] = (int64_t)bt[(size_t)b * mb + p / 16] * 16 + p % 16;
+                b->tok[i] = be_next_token(b);
+                b->pos[i] = at + i;
+                b->slot[i] = be_slot(b, q, at + i);
             }
             int32_t q2[2] = {0, n}, len = at + n, row = n - 1;
-            numla_step st = {.num_seqs = 1, .num_tokens = n, .tokens = tok, .positions = pos,
-                             .slots = slot, .query_start_loc = q2, .seq_lens = &len,
-                             .block_tables = bt + (size_t)b * mb, .max_blocks_per_seq = mb,
-                             .num_logit_rows = 1, .logit_rows = &row};
-            if ((s = numla_engine_step(e, &st, logits)) != NUMLA_STATUS_OK)
-                numla_comm_abort(c, s, "bench engine: %s", numla_error_message());
+            numla_step st = {.num_seqs = 1, .num_tokens = n, .tokens = b->tok,
+                             .positions = b->pos, .slots = b->slot, .query_start_loc = q2,
+                             .seq_lens = &len, .block_tables = b->bt + (size_t)q * b->mb,
+                             .max_blocks_per_seq = b->mb, .num_logit_rows = 1, .logit_rows = &row};
+            if ((s = numla_engine_step(b->e, &st, b->logits)) != NUMLA_STATUS_OK)
+                be_die(b, s);
         }
-    /* decode: B tokens per step */
-    for (int k = 0; k < warm + steps; k++) {
-        if (k == warm && (s = numla_engine_stats_reset_all(e)) != NUMLA_STATUS_OK)
-            numla_comm_abort(c, s, "bench engine: %s", numla_error_message());
-        int p = context + k;
-        qsl[0] = 0;
-        for (int b = 0; b < batch; b++) {
-            tok[b] = NEXT_TOKEN();
-            pos[b] = p;
-            slot[b] = (int64_t)bt[(size_t)b * mb + p / 16] * 16 + p % 16;
-            qsl[b + 1] = b + 1;
-            lens[b] = p + 1;
-            rows[b] = b;
+}
+
+/* BE_WARM + steps decode steps of B tokens; the engine counters reset after the warm-up, the
+ * timed steps' seconds in b->dt. */
+static void be_decode(be_bufs *b, const be_opts *o)
+{
+    numla_status s;
+    for (int k = 0; k < BE_WARM + o->steps; k++) {
+        if (k == BE_WARM && (s = numla_engine_stats_reset_all(b->e)) != NUMLA_STATUS_OK)
+            be_die(b, s);
+        int p = o->context + k;
+        b->qsl[0] = 0;
+        for (int q = 0; q < o->batch; q++) {
+            b->tok[q] = be_next_token(b);
+            b->pos[q] = p;
+            b->slot[q] = be_slot(b, q, p);
+            b->qsl[q + 1] = q + 1;
+            b->lens[q] = p + 1;
+            b->rows[q] = q;
         }
-        numla_step st = {.num_seqs = batch, .num_tokens = batch, .tokens = tok, .positions = pos,
-                         .slots = slot, .query_start_loc = qsl, .seq_lens = lens,
-                         .block_tables = bt, .max_blocks_per_seq = mb,
-                         .num_logit_rows = batch, .logit_rows = rows};
+        numla_step st = {.num_seqs = o->batch, .num_tokens = o->batch, .tokens = b->tok,
+                         .positions = b->pos, .slots = b->slot, .query_start_loc = b->qsl,
+                         .seq_lens = b->lens, .block_tables = b->bt, .max_blocks_per_seq = b->mb,
+                         .num_logit_rows = o->batch, .logit_rows = b->rows};
         double t0 = numla_bench_now();
-        if ((s = numla_engine_step(e, &st, logits)) != NUMLA_STATUS_OK)
-            numla_comm_abort(c, s, "bench engine: %s", numla_error_message());
-        if (k >= warm)
-            dt[k - warm] = numla_bench_now() - t0;
+        if ((s = numla_engine_step(b->e, &st, b->logits)) != NUMLA_STATUS_OK)
+            be_die(b, s);
+        if (k >= BE_WARM)
+            b->dt[k - BE_WARM] = numla_bench_now() - t0;
     }
-#undef NEXT_TOKEN
+}
+
+/* The step time and every rank's split (collective: the stats are collected from all ranks). */
+static void be_report(const be_bufs *b, const be_opts *o, int size)
+{
     numla_engine_stats *all = calloc((size_t)size, sizeof *all);
-    if (!all || (s = numla_engine_stats_collect(e, all)) != NUMLA_STATUS_OK)
-        numla_comm_abort(c, s ? s : NUMLA_STATUS_NO_MEMORY, "bench engine: %s",
-                         numla_error_message());
-    const double med = numla_bench_median(dt, steps);
+    numla_status s = all ? numla_engine_stats_collect(b->e, all) : NUMLA_STATUS_NO_MEMORY;
+    if (s != NUMLA_STATUS_OK)
+        be_die(b, s);
+    const numla_model_config *cfg = numla_engine_config(b->e);
+    const int nth = numla_engine_num_threads(b->e);
+    const double med = numla_bench_median(b->dt, o->steps);
     double mean = 0;
-    for (int k = 0; k < steps; k++)
-        mean += dt[k] / steps;
+    for (int k = 0; k < o->steps; k++)
+        mean += b->dt[k] / o->steps;
     const double L = (double)cfg->num_hidden_layers;
-    const double ar_bytes = (double)batch * (double)cfg->hidden_size * 4;
-    if (json) {
+    const double ar_bytes = (double)o->batch * (double)cfg->hidden_size * 4;
+    if (o->json) {
         printf("{\"bench\": \"engine\", \"model\": \"%s\", \"ranks\": %d, \"threads\": %d, "
                "\"batch\": %d, \"context\": %d, \"steps\": %d, \"median_step_ms\": %.4f, "
-               "\"tokens_per_s\": %.3f}\n", model, size, numla_engine_num_threads(e), batch,
-               context, steps, 1e3 * med, batch / med);
+               "\"tokens_per_s\": %.3f}\n", o->model, size, nth, o->batch, o->context, o->steps,
+               1e3 * med, o->batch / med);
     } else {
         printf("engine decode: %s, %d rank%s x %d thread%s, batch %d, context %d, %d steps\n"
                "  median step %.3f ms (mean %.3f) -> %.2f tokens/s; allreduce %.0f bytes x %d "
-               "per step; logits gather %lld floats\n", model, size, size > 1 ? "s" : "",
-               numla_engine_num_threads(e), numla_engine_num_threads(e) > 1 ? "s" : "", batch,
-               context, steps, 1e3 * med, 1e3 * mean, batch / med, ar_bytes,
-               (int)(2 * cfg->num_hidden_layers), (long long)(batch * V));
+               "per step; logits gather %lld floats\n", o->model, size, size > 1 ? "s" : "", nth,
+               nth > 1 ? "s" : "", o->batch, o->context, o->steps, 1e3 * med, 1e3 * mean,
+               o->batch / med, ar_bytes, (int)(2 * cfg->num_hidden_layers),
+               (long long)(o->batch * b->V));
         printf("  %4s %9s %10s %10s %10s %10s %10s %12s\n", "rank", "step_ms", "compute_ms",
                "reduce_ms", "gather_ms", "bcast_ms", "reduce_us", "layer_cmp_ms");
     }
@@ -187,7 +236,7 @@ static int bench_engine_main(int argc, char **argv)
         double step = x->step_s / n, red = x->reduce_s / n, gat = x->gather_s / n;
         double comp = step - red - gat, bc = x->bcast_s / n;
         double per_red = x->reduces > 0 ? x->reduce_s / (double)x->reduces : 0;
-        if (json)
+        if (o->json)
             printf("{\"bench\": \"engine\", \"rank\": %d, \"step_ms\": %.4f, \"compute_ms\": "
                    "%.4f, \"reduce_ms\": %.4f, \"gather_ms\": %.4f, \"bcast_ms\": %.4f, "
                    "\"reduce_us_per_call\": %.2f, \"compute_per_layer_ms\": %.4f}\n", q,
@@ -197,21 +246,48 @@ static int bench_engine_main(int argc, char **argv)
             printf("  %4d %9.3f %10.3f %10.3f %10.3f %10.3f %10.1f %12.4f\n", q, 1e3 * step,
                    1e3 * comp, 1e3 * red, 1e3 * gat, 1e3 * bc, 1e6 * per_red, 1e3 * comp / L);
     }
-    if (!json)
+    if (!o->json)
         printf("  (compute = step - reduce - gather; reduce includes waiting for the slowest "
                "rank; bcast on rank 0 is sending the plan, on workers waiting for it)\n");
     fflush(stdout);
     free(all);
-    free(bt);
-    free(tok);
-    free(pos);
-    free(slot);
-    free(qsl);
-    free(lens);
-    free(rows);
-    free(logits);
-    free(dt);
-    numla_engine_destroy(&e);
+}
+
+static int bench_engine_main(int argc, char **argv)
+{
+    be_opts o = {.batch = 1, .context = 64, .steps = 16, .bind = 1,
+                 .weights = numla_weights_options_default()};
+    int rc = be_parse_opts(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    numla_comm_session mpi;
+    numla_settings set;
+    numla_status s = numla_settings_start(&set, &mpi);
+    if (s != NUMLA_STATUS_OK)
+        numla_comm_abort(NULL, s, "bench engine: %s", numla_error_message());
+    numla_comm *c = mpi.comm;
+    numla_engine_options eo = numla_engine_options_default();
+    numla_settings_engine_options(&set, &eo);
+    eo.num_threads = o.threads;
+    eo.bind = o.bind;
+    eo.block_size = BE_BLOCK;
+    eo.weights = o.weights;
+    const int64_t total = (int64_t)o.context + o.steps + BE_WARM + 1;
+    eo.num_blocks = (int64_t)o.batch * ((total + BE_BLOCK - 1) / BE_BLOCK);
+    be_bufs b = {.c = c};
+    if ((s = numla_engine_create(c, o.model, &eo, &b.e)) != NUMLA_STATUS_OK)
+        be_die(&b, s);
+    if (numla_comm_rank(c) != 0) {
+        if ((s = numla_engine_worker_loop(b.e)) != NUMLA_STATUS_OK)
+            be_die(&b, s);
+    } else {
+        be_bufs_alloc(&b, &o);
+        be_prefill(&b, &o);
+        be_decode(&b, &o);
+        be_report(&b, &o, numla_comm_size(c));
+        be_bufs_free(&b);
+    }
+    numla_engine_destroy(&b.e);
     numla_comm_world_finalize(&mpi);
     return 0;
 }
