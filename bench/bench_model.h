@@ -35,8 +35,9 @@ numla_status numla_bench_model_costs_get(const numla_model_config *cfg, numla_is
                                          numla_dtype weight_dtype, numla_dtype embed_dtype,
                                          numla_dtype kv_dtype, numla_bench_model_costs *out);
 /* The same with the projections in 8-bit format fmt (NONE: weight_dtype), read as 1-byte
- * weights plus their scales; W_UK / W_UV then fp32 (dequantized at load); lm_head 8-bit when
- * lm_head_q8, else weight_dtype. */
+ * weights plus their scales; W_UV then 8-bit too, W_UK 8-bit where numla_weights_uk_q8 says so
+ * (else fp32, dequantized at load: engine/model/weights.h); lm_head 8-bit when lm_head_q8,
+ * else weight_dtype. */
 numla_status numla_bench_model_costs_get_q(const numla_model_config *cfg, numla_isa isa,
                                            numla_dtype weight_dtype, numla_weight_format fmt,
                                            int lm_head_q8, numla_dtype embed_dtype,

@@ -1,6 +1,7 @@
 /* bench/bench_model_costs.c — per-token byte and FLOP accounting (bench/bench_model.h). */
 #include "bench/bench_model.h"
 
+#include "engine/model/weights.h"
 #include "kernels/linear.h"
 
 typedef struct costs_acc {
@@ -17,6 +18,16 @@ static double q8_bytes(numla_weight_format f, int64_t n, int64_t k)
     if (f == NUMLA_WEIGHT_FORMAT_FP8)
         return (double)n * (double)k + 4.0 * (double)((n + 127) / 128) * (double)((k + 127) / 128);
     return (double)n * (double)k + 8.0 * (double)n;
+}
+
+/* Bytes of rows [r0, r0 + n) of an 8-bit (N, k) tensor packed alone (fp8: the grid rows those
+ * rows touch, weights.h's per-head W_UV slices). */
+static double q8_slice_bytes(numla_weight_format f, int64_t r0, int64_t n, int64_t k)
+{
+    if (f != NUMLA_WEIGHT_FORMAT_FP8)
+        return q8_bytes(f, n, k);
+    const int64_t grid_rows = (r0 + n - 1) / 128 - r0 / 128 + 1;
+    return (double)n * (double)k + 4.0 * (double)grid_rows * (double)((k + 127) / 128);
 }
 
 /* Packed bytes of an (n, k) linear; adds its FLOPs (2·n·k per token) to *flops. */
@@ -58,8 +69,11 @@ numla_status numla_bench_model_costs_get_q(const numla_model_config *c, numla_is
                                            numla_dtype kv_dtype, numla_bench_model_costs *out)
 {
     costs_acc a = {.isa = isa, .dt = weight_dtype, .fmt = fmt};
-    /* W_UK / W_UV of an 8-bit kv_b_proj are dequantized to fp32 at load */
-    const numla_dtype uk_dt = fmt != NUMLA_WEIGHT_FORMAT_NONE ? NUMLA_DTYPE_F32 : weight_dtype;
+    /* W_UK / W_UV of an 8-bit kv_b_proj stay 8-bit (weights.h): W_UV a row slice, W_UK the
+     * transposed codes (int8: plus the head's nope input scales) where numla_weights_uk_q8
+     * says so, else fp32 dequantized at load */
+    const int q8 = fmt != NUMLA_WEIGHT_FORMAT_NONE, uk8 = q8 && numla_weights_uk_q8(c, fmt);
+    const numla_dtype uk_dt = q8 ? NUMLA_DTYPE_F32 : weight_dtype;
     numla_bench_model_costs r = {0};
     const int64_t H = c->num_attention_heads, hid = c->hidden_size, dc = c->kv_lora_rank;
     const int64_t dr = c->qk_rope_head_dim, qhd = c->q_head_dim, nope = c->qk_nope_head_dim;
@@ -75,8 +89,19 @@ numla_status numla_bench_model_costs_get_q(const numla_model_config *c, numla_is
         }
         at += linear_cost(&a, dc + dr, hid, &fl);
         for (int64_t h = 0; h < H; h++) {
-            at += float_cost(&a, dc, nope, uk_dt, &fl); /* uk_t[h] */
-            at += float_cost(&a, vd, dc, uk_dt, &fl);   /* uv[h] */
+            if (uk8) { /* uk_t[h] */
+                fl += 2.0 * (double)dc * (double)nope;
+                at += q8_bytes(fmt, dc, nope) +
+                      (fmt == NUMLA_WEIGHT_FORMAT_INT8 ? 4.0 * (double)nope : 0.0);
+            } else {
+                at += float_cost(&a, dc, nope, uk_dt, &fl);
+            }
+            if (q8) { /* uv[h] */
+                fl += 2.0 * (double)vd * (double)dc;
+                at += q8_slice_bytes(fmt, h * (nope + vd) + nope, vd, dc);
+            } else {
+                at += float_cost(&a, vd, dc, uk_dt, &fl);
+            }
         }
         at += linear_cost(&a, hid, H * vd, &fl);
         if (numla_model_config_is_moe_layer(c, l)) {

@@ -196,7 +196,8 @@ static numla_status attention_absorbed(numla_model *m, const numla_layer_weights
     const int64_t qw = Hr * qhd, aw = dc + dr;
 
     /* Absorbed queries: q̃_h = W_UK,hᵀ q_nope,h, then rope(q_pe,h). */
-    NUMLA_CHECK(numla_model_per_head(m, lw->uk_t, Hr, T, q, qw, qhd, m->qabs, Hr * aw, aw));
+    NUMLA_CHECK(numla_model_per_head(m, lw->uk_t, lw->uk_in_scale, Hr, T, q, qw, qhd, m->qabs,
+                                     Hr * aw, aw));
 #pragma omp parallel for num_threads(m->num_threads) collapse(2) if (T * Hr > 1)
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < Hr; h++)
@@ -256,7 +257,7 @@ static numla_status attention_absorbed(numla_model *m, const numla_layer_weights
     m->stats.attn_kernel_s += omp_get_wtime() - tk;
 
     /* o_h = W_UV,h · ctx_h */
-    NUMLA_CHECK(numla_model_per_head(m, lw->uv, Hr, T, m->ctx, Hr * dc, dc, o, Hr * vd, vd));
+    NUMLA_CHECK(numla_model_per_head(m, lw->uv, NULL, Hr, T, m->ctx, Hr * dc, dc, o, Hr * vd, vd));
     return NUMLA_STATUS_OK;
 }
 

@@ -154,10 +154,11 @@ void numla_model_part_tick(numla_model *m, numla_model_part p, double *t);
 /* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */
 numla_status numla_model_lin(numla_model *m, const numla_model_linear *w, int64_t M,
                              const float *x, int64_t ldx, float *y, int64_t ldy, int acc);
-/* Hr per-head linears on strided column blocks: head h reads x + h·xoff, writes y + h·yoff. */
-numla_status numla_model_per_head(numla_model *m, const numla_linear_weight *w, int64_t Hr,
-                                  int64_t T, const float *x, int64_t ldx, int64_t xoff, float *y,
-                                  int64_t ldy, int64_t yoff);
+/* Hr per-head linears (float or 8-bit) on strided column blocks: head h reads x + h·xoff
+ * (times row h of xs (Hr, k) when xs is not NULL), writes y + h·yoff. */
+numla_status numla_model_per_head(numla_model *m, const numla_model_linear *w, const float *xs,
+                                  int64_t Hr, int64_t T, const float *x, int64_t ldx,
+                                  int64_t xoff, float *y, int64_t ldy, int64_t yoff);
 /* SiLU-gated MLP slice on rows x (M, hidden), accumulating into y (M, ldy). */
 numla_status numla_model_mlp(numla_model *m, const numla_mlp_weights *w, int64_t M,
                              const float *x, float *y, int64_t ldy);

@@ -93,42 +93,71 @@ numla_status numla_model_lin(numla_model *m, const numla_model_linear *w, int64_
     return NUMLA_STATUS_OK;
 }
 
-/* The per-head W_UK / W_UV products: Hr small linears on strided column blocks of x and y
- * (head h reads x + h·xoff, writes y + h·yoff). In decode each is a tiny GEMV/skinny GEMM
- * (Dc x nope): one kernel call per head would open 2·Hr OpenMP regions per layer, so for few
- * rows the heads are split over one team instead, each call running on its thread alone
- * (nested regions are inactive) with its own workspace. With many rows (prefill) the calls are
- * big enough to use the whole team each. */
-numla_status numla_model_per_head(numla_model *m, const numla_linear_weight *w, int64_t Hr,
-                                  int64_t T, const float *x, int64_t ldx, int64_t xoff, float *y,
-                                  int64_t ldy, int64_t yoff)
+/* x_h (T, k) · xs_h elementwise into dst (T, k): the per-head input scales of an int8 uk_t. */
+static void scale_rows(float *dst, const float *x, int64_t ldx, const float *xs, int64_t T,
+                       int64_t k)
+{
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < k; j++)
+            dst[t * k + j] = x[t * ldx + j] * xs[j];
+}
+
+/* The per-head W_UK / W_UV products: Hr small linears (float or 8-bit) on strided column
+ * blocks of x and y (head h reads x + h·xoff, writes y + h·yoff); xs (Hr, k) or NULL: head h's
+ * input is first multiplied by row h of xs (an int8 uk_t's folded scales, weights.h). In
+ * decode each is a tiny GEMV/skinny GEMM (Dc x nope): one kernel call per head would open
+ * 2·Hr OpenMP regions per layer, so for few rows the heads are split over one team instead,
+ * each call running on its thread alone (nested regions are inactive) with its own workspace
+ * (and its own scaled input). With many rows (prefill) the calls are big enough to use the
+ * whole team each. */
+numla_status numla_model_per_head(numla_model *m, const numla_model_linear *w, const float *xs,
+                                  int64_t Hr, int64_t T, const float *x, int64_t ldx,
+                                  int64_t xoff, float *y, int64_t ldy, int64_t yoff)
 {
     if (Hr == 0 || T == 0)
         return NUMLA_STATUS_OK;
+    const int64_t k = w[0].k;
+    const size_t xs_bytes = xs ? (((size_t)(T * k) * sizeof(float) + 63) & ~(size_t)63) : 0;
     if (m->num_threads <= 1 || Hr < 2 || omp_get_max_active_levels() > 1 ||
         T > NUMLA_MODEL_PER_THREAD_ROWS) {
+        if (xs)
+            NUMLA_CHECK(numla_model_grow_workspace(&m->par_ws, &m->par_ws_bytes, xs_bytes,
+                                                   "scaled per-head input"));
         for (int64_t h = 0; h < Hr; h++) {
-            const numla_model_linear wh = {
-                .kind = NUMLA_MODEL_LINEAR_FLOAT, .n = w[h].n, .k = w[h].k, .lin = w[h]};
-            NUMLA_CHECK(numla_model_lin(m, &wh, T, x + h * xoff, ldx, y + h * yoff, ldy, 0));
+            const float *xh = x + h * xoff;
+            int64_t ldh = ldx;
+            if (xs) {
+                scale_rows(m->par_ws, xh, ldx, xs + h * k, T, k);
+                xh = m->par_ws;
+                ldh = k;
+            }
+            NUMLA_CHECK(numla_model_lin(m, &w[h], T, xh, ldh, y + h * yoff, ldy, 0));
         }
         return NUMLA_STATUS_OK;
     }
     const numla_isa isa = numla_model_lin_isa(m);
     size_t stride;
-    const size_t each = numla_linear_workspace_size(isa, &w[0], T, 1);
-    NUMLA_CHECK(numla_model_par_workspace(m, each, m->num_threads, &stride));
+    const size_t each = numla_model_linear_workspace_size(isa, &w[0], T, 1);
+    NUMLA_CHECK(numla_model_par_workspace(m, xs_bytes + each, m->num_threads, &stride));
     double t0 = omp_get_wtime();
     numla_status st = NUMLA_STATUS_OK;
 #pragma omp parallel for num_threads(m->num_threads) schedule(static)
     for (int64_t h = 0; h < Hr; h++) {
-        const numla_linear_weight *wh = &w[h];
-        size_t need = numla_linear_workspace_size(isa, wh, T, 1);
+        const numla_model_linear *wh = &w[h];
+        size_t need = numla_model_linear_workspace_size(isa, wh, T, 1);
         char *ws = (char *)m->par_ws + (size_t)omp_get_thread_num() * stride;
-        numla_status s1 = need > stride
+        const float *xh = x + h * xoff;
+        int64_t ldh = ldx;
+        if (xs) {
+            scale_rows((float *)(void *)ws, xh, ldx, xs + h * k, T, k);
+            xh = (const float *)(void *)ws;
+            ldh = k;
+        }
+        numla_status s1 = need + xs_bytes > stride || wh->k != k
                               ? NUMLA_STATUS_INTERNAL
-                              : numla_linear_forward(isa, wh, T, x + h * xoff, ldx, y + h * yoff,
-                                                     ldy, 0, need ? ws : NULL, need);
+                              : numla_model_linear_forward(isa, wh, T, xh, ldh, y + h * yoff,
+                                                           ldy, 0, need ? ws + xs_bytes : NULL,
+                                                           need);
         if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_per_head)
             st = s1;

@@ -465,68 +465,156 @@ static numla_status ld_mlp(loader *L, const char *prefix, int64_t full_inter, in
     return NUMLA_STATUS_OK;
 }
 
+/* Is W_UK,hᵀ kept 8-bit for this shape (weights.h)? fp8: each head's nope rows must be whole
+ * 128-row scale blocks, so its transpose has a block grid of its own. */
+int numla_weights_uk_q8(const numla_model_config *c, numla_weight_format f)
+{
+    const int64_t B = NUMLA_QLINEAR_BLOCK, hw = c->qk_nope_head_dim + c->v_head_dim;
+    if (f == NUMLA_WEIGHT_FORMAT_INT8)
+        return 1;
+    return f == NUMLA_WEIGHT_FORMAT_FP8 && c->qk_nope_head_dim % B == 0 && hw % B == 0;
+}
+
+/* A float (n, k) per-head weight: rows of dtype dt, leading dimension ld. */
+static numla_status ld_head_float(loader *L, int64_t n, int64_t k, const void *src,
+                                  numla_dtype dt, int64_t ld, void *dst, numla_model_linear *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    out->k = k;
+    return numla_linear_pack(L->isa, n, k, src, dt, ld, dst, &out->lin);
+}
+
+/* An 8-bit (n, k) per-head weight from src (its own scale grid). */
+static numla_status ld_head_q8(const numla_qlinear_source *src, void *dst,
+                               numla_model_linear *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = NUMLA_MODEL_LINEAR_Q8;
+    out->n = src->n;
+    out->k = src->k;
+    return numla_qlinear_pack(src, dst, &out->q);
+}
+
 /* kv_b_proj (H · (nope + v), Dc) → per owned head uk_t (Dc, nope) and uv (v, Dc). An 8-bit
- * kv_b_proj (in the file, or quantized now) is dequantized once into fp32 uk_t / uv. */
+ * kv_b_proj (in the file, or quantized now) stays 8-bit where weights.h says so: uv is a row
+ * slice packed from the codes and the full grid; uk_t is the transposed codes, with (fp8) the
+ * head's block row of the grid transposed, or (int8) unit row scales and the original row
+ * scales kept in uk_in_scale. Otherwise (and for --weights bf16) it is dequantized once into
+ * fp32. */
 static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
                             numla_layer_weights *lw)
 {
     const numla_model_config *c = L->cfg;
     const int64_t nope = c->qk_nope_head_dim, vd = c->v_head_dim, dc = c->kv_lora_rank;
-    const int64_t hw = nope + vd;
+    const int64_t hw = nope + vd, Hr = sh->head_count, B = NUMLA_QLINEAR_BLOCK;
     ld_tensor d;
     if (!ld_classify(L, name, c->num_attention_heads * hw, dc, 1, &d))
         return NUMLA_STATUS_OK;
     const numla_safetensors_tensor *t = d.t;
-    const int q8 = d.mode != LD_FLOAT;
-    numla_dtype dt = q8 ? NUMLA_DTYPE_F32 : t->dtype;
-    size_t es = numla_dtype_size(dt);
+    const int q8 = d.mode != LD_FLOAT;       /* codes + scales to read */
+    const int keep8 = d.mode == LD_Q8_FILE || d.mode == LD_Q8_MAKE;
+    const int fp8 = d.fmt == NUMLA_QLINEAR_FP8_BLOCK;
+    const numla_qlinear_format f8 = fp8 ? NUMLA_QLINEAR_FP8_BLOCK : NUMLA_QLINEAR_INT8_ROW;
+    const int uk8 = keep8 && numla_weights_uk_q8(c, fp8 ? NUMLA_WEIGHT_FORMAT_FP8
+                                                        : NUMLA_WEIGHT_FORMAT_INT8);
+    const numla_dtype dt = q8 ? NUMLA_DTYPE_F32 : t->dtype; /* of a float uk_t / uv */
+    const size_t es = numla_dtype_size(dt);
+    const int64_t tgr = numla_quant_blocks(dc), tgc = nope / B; /* fp8 uk_t's grid */
+    lw->uk_in_scale = uk8 && !fp8 ? ld_take(L, (size_t)(Hr * nope) * sizeof(float)) : NULL;
     char *tmp = NULL, *deq = NULL;
     const uint8_t *codes = NULL;
-    uint8_t *own = NULL;
-    float *grid = NULL;
+    uint8_t *own = NULL, *tcodes = NULL;
+    float *grid = NULL, *tgrid = NULL;
     numla_status s = NUMLA_STATUS_OK;
     if (L->pass == 1) {
-        tmp = malloc((size_t)dc * (size_t)nope * es);
         if (q8) {
-            const int64_t r0 = sh->head_begin * hw;
-            s = ld_q8_rows(&d, r0, sh->head_count * hw, &codes, &own, &grid);
-            deq = s == NUMLA_STATUS_OK ? malloc((size_t)(sh->head_count * hw * dc) * es) : NULL;
-            for (int64_t r = 0; deq && r < sh->head_count * hw; r++)
-                for (int64_t cc = 0; cc < dc; cc++)
-                    ((float *)deq)[r * dc + cc] = ld_dequant(&d, codes, grid, r0, r0 + r, cc);
-            free(own);
-            free(grid);
+            s = ld_q8_rows(&d, sh->head_begin * hw, Hr * hw, &codes, &own, &grid);
             NUMLA_CHECK(s);
         }
-        if (!tmp || (q8 && !deq)) {
+        const int64_t tg = fp8 ? tgr * tgc : dc; /* uk_t grid: fp8 blocks, int8 unit rows */
+        if (uk8) {
+            tcodes = malloc((size_t)(dc * nope));
+            tgrid = malloc((size_t)tg * sizeof(float));
+        }
+        if (!uk8)
+            tmp = malloc((size_t)dc * (size_t)nope * es);
+        if (q8 && !uk8) /* --weights bf16 (all of it) or the fp8 uk_t fallback, in fp32 */
+            deq = malloc((size_t)(Hr * hw * dc) * es);
+        if ((uk8 && (!tcodes || !tgrid)) || (!uk8 && !tmp) || (q8 && !uk8 && !deq)) {
+            free(own);
+            free(grid);
+            free(tcodes);
+            free(tgrid);
             free(tmp);
             free(deq);
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory for the W_UK transpose", name);
         }
+        if (uk8 && !fp8)
+            for (int64_t i = 0; i < tg; i++)
+                tgrid[i] = 1.0f;
+        const int64_t r0 = sh->head_begin * hw;
+        for (int64_t r = 0; deq && r < Hr * hw; r++)
+            for (int64_t cc = 0; cc < dc; cc++)
+                ((float *)deq)[r * dc + cc] = ld_dequant(&d, codes, grid, r0, r0 + r, cc);
     }
-    for (int64_t hh = 0; hh < sh->head_count; hh++) {
-        int64_t h = sh->head_begin + hh;
-        size_t uk_bytes = numla_linear_packed_size(L->isa, dc, nope, dt);
-        size_t uv_bytes = numla_linear_packed_size(L->isa, vd, dc, dt);
-        void *uk = ld_take(L, uk_bytes);
-        void *uv = ld_take(L, uv_bytes);
+    for (int64_t hh = 0; hh < Hr && s == NUMLA_STATUS_OK; hh++) {
+        const int64_t h = sh->head_begin + hh;
+        void *uk = ld_take(L, uk8 ? numla_qlinear_packed_size(f8, dc, nope)
+                                  : numla_linear_packed_size(L->isa, dc, nope, dt));
+        void *uv = ld_take(L, keep8 ? numla_qlinear_packed_size(f8, vd, dc)
+                                    : numla_linear_packed_size(L->isa, vd, dc, dt));
         if (L->pass != 1)
             continue;
-        const char *rows = q8 ? deq + (size_t)hh * (size_t)hw * (size_t)dc * es
-                              : (const char *)t->data + (size_t)h * (size_t)hw * (size_t)dc * es;
-        for (int64_t j = 0; j < nope; j++)
-            for (int64_t cc = 0; cc < dc; cc++)
-                memcpy(tmp + ((size_t)cc * (size_t)nope + (size_t)j) * es,
-                       rows + ((size_t)j * (size_t)dc + (size_t)cc) * es, es);
-        s = numla_linear_pack(L->isa, dc, nope, tmp, dt, nope, uk, &lw->uk_t[hh]);
+        const char *rows = deq ? deq + (size_t)(hh * hw * dc) * es
+                               : !q8 ? (const char *)t->data + (size_t)(h * hw * dc) * es : NULL;
+        if (uk8) { /* (Dc, nope) codes; grid: fp8 block row h·hw/128.. transposed, int8 ones */
+            const uint8_t *hc = codes + (size_t)(hh * hw * dc);
+            for (int64_t j = 0; j < nope; j++)
+                for (int64_t cc = 0; cc < dc; cc++)
+                    tcodes[cc * nope + j] = hc[j * dc + cc];
+            if (fp8) {
+                for (int64_t cb = 0; cb < tgr; cb++)
+                    for (int64_t jb = 0; jb < tgc; jb++)
+                        tgrid[cb * tgc + jb] = grid[(h * hw / B + jb) * d.grid_cols + cb];
+            } else {
+                for (int64_t j = 0; j < nope; j++)
+                    lw->uk_in_scale[hh * nope + j] = grid[h * hw + j];
+            }
+            numla_qlinear_source src = {
+                .fmt = f8, .n = dc, .k = nope, .data = tcodes, .ld = nope, .scales = tgrid,
+                .scale_rows = fp8 ? tgr : dc, .scale_cols = fp8 ? tgc : 1};
+            s = ld_head_q8(&src, uk, &lw->uk_t[hh]);
+            L->loaded += (size_t)(dc * nope) +
+                         (size_t)(fp8 ? tgr * tgc : dc + nope) * sizeof(float);
+        } else {
+            for (int64_t j = 0; j < nope; j++)
+                for (int64_t cc = 0; cc < dc; cc++)
+                    memcpy(tmp + ((size_t)cc * (size_t)nope + (size_t)j) * es,
+                           rows + ((size_t)j * (size_t)dc + (size_t)cc) * es, es);
+            s = ld_head_float(L, dc, nope, tmp, dt, nope, uk, &lw->uk_t[hh]);
+            L->loaded += (size_t)(dc * nope) * es;
+        }
         if (s != NUMLA_STATUS_OK)
             break;
-        s = numla_linear_pack(L->isa, vd, dc, rows + (size_t)nope * (size_t)dc * es, dt, dc, uv,
+        if (keep8) { /* rows h·hw + nope.. of the codes, the full grid */
+            numla_qlinear_source src = {
+                .fmt = f8, .n = vd, .k = dc, .row0 = h * hw + nope, .col0 = 0,
+                .data = codes + (size_t)((hh * hw + nope) * dc), .ld = dc, .scales = grid,
+                .scale_rows = d.grid_rows, .scale_cols = d.grid_cols};
+            s = ld_head_q8(&src, uv, &lw->uv[hh]);
+            L->loaded += (size_t)(vd * dc) + (size_t)(lw->uv[hh].q.scale_rows *
+                                                      lw->uv[hh].q.scale_cols) * sizeof(float);
+        } else {
+            s = ld_head_float(L, vd, dc, rows + (size_t)(nope * dc) * es, dt, dc, uv,
                               &lw->uv[hh]);
-        if (s != NUMLA_STATUS_OK)
-            break;
-        L->loaded += (size_t)hw * (size_t)dc * es;
+            L->loaded += (size_t)(vd * dc) * es;
+        }
     }
+    free(own);
+    free(grid);
+    free(tcodes);
+    free(tgrid);
     free(tmp);
     free(deq);
     NUMLA_CHECK(s);
@@ -561,8 +649,8 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
     NUMLA_CHECK(ld_kv_b(L, NAME("self_attn.kv_b_proj.weight"), sh, lw));
     {
         /* The same rows once more, whole, for the expanded prefill form (engine/model/model.c); not
-         * counted again in loaded_bytes. Its input c' is never quantized (the absorbed form
-         * uses these weights dequantized as W_UK / W_UV), so int8 runs with fp32 activations. */
+         * counted again in loaded_bytes. Its input c' is never quantized (nor is the absorbed
+         * form's input to W_UK / W_UV), so int8 runs with fp32 activations. */
         const int64_t hw = c->qk_nope_head_dim + c->v_head_dim;
         const size_t before = L->loaded;
         NUMLA_CHECK(ld_linear_q(L, NAME("self_attn.kv_b_proj.weight"), H * hw, dc,

@@ -24,8 +24,18 @@
  * kv_b_proj is split per head for the absorbed attention (DESIGN.md §5):
  *   uk_t[h] = W_UK,hᵀ packed as a (Dc, nope) linear so that q̃ = uk_t · q_nope,
  *   uv[h]   = W_UV,h  packed as a (v, Dc) linear so that o_h = uv · ctx.
- * An 8-bit kv_b_proj is dequantized once, at load, into fp32 uk_t / uv; the expanded form's
- * kv_b stays 8-bit.
+ * An 8-bit kv_b_proj keeps them 8-bit, run with fp32 activations (fp8, or int8 as INT8_ROW,
+ * never W8A8: the products stay fp32-class and independent of the rank count):
+ *   uv[h]   rows h·(nope+v) + nope.. of kv_b_proj, packed from its codes and full scale grid;
+ *   uk_t[h] the head's nope rows transposed. fp8: when nope and nope + v are multiples of 128
+ *           the rows are whole 128-row scale blocks, so the transpose is an fp8 (Dc, nope)
+ *           matrix whose grid is that block row transposed (numla_weights_uk_q8). int8: the
+ *           scale of original row j multiplies column j of the transpose, so it is folded into
+ *           the input instead, q̃ = Σ_j q[j][·] (s_j q_nope[j]): codes with unit row scales, and
+ *           the s_j in uk_in_scale.
+ * fp8 shapes where the nope rows cut a scale block (nope or nope + v not a multiple of 128)
+ * fall back to uk_t dequantized once, at load, into fp32 (uv stays fp8); --weights bf16 on an
+ * 8-bit checkpoint dequantizes both into fp32. The expanded form's kv_b stays 8-bit.
  */
 #ifndef NUMLA_ENGINE_WEIGHTS_H
 #define NUMLA_ENGINE_WEIGHTS_H
@@ -84,6 +94,9 @@ numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear 
                                         int accumulate, void *ws, size_t ws_bytes);
 /* Bytes a forward reads of the weight (1-byte weights + scales for Q8), for bandwidth bounds. */
 size_t numla_model_linear_bytes(const numla_model_linear *w);
+/* Whether uk_t (W_UK,hᵀ) is kept 8-bit for an 8-bit kv_b_proj of format f (see above): int8
+ * always; fp8 when qk_nope_head_dim and qk_nope_head_dim + v_head_dim are multiples of 128. */
+int numla_weights_uk_q8(const numla_model_config *c, numla_weight_format f);
 
 typedef struct numla_mlp_weights {  /* SiLU-gated MLP slice: I_r = its intermediate slice */
     int64_t inter;                  /* I_r (may be 0 on ranks that own none of it) */
@@ -103,8 +116,10 @@ typedef struct numla_layer_weights {
     numla_model_linear q_b_proj;    /* (H_r · q_head_dim, q_lora_rank) */
     numla_model_linear kv_a_proj;   /* (Dc + Dr, hidden) */
     float *kv_a_norm;               /* (Dc) */
-    numla_linear_weight *uk_t;      /* [H_r] each (Dc, nope) = W_UK,hᵀ */
-    numla_linear_weight *uv;        /* [H_r] each (v_head_dim, Dc) = W_UV,h */
+    numla_model_linear *uk_t;       /* [H_r] each (Dc, nope) = W_UK,hᵀ */
+    float *uk_in_scale;             /* (H_r, nope): int8 uk_t only (else NULL): kv_b_proj's row
+                                     * scales of each head's nope rows, applied to q_nope */
+    numla_model_linear *uv;         /* [H_r] each (v_head_dim, Dc) = W_UV,h */
     numla_model_linear kv_b;        /* (H_r · (nope + v_head_dim), Dc): the owned heads' kv_b_proj
                                      * rows, for the expanded prefill form ([k_nope | v] per head) */
     numla_model_linear o_proj;      /* (hidden, H_r · v_head_dim): the owned heads' columns */

@@ -92,5 +92,44 @@ static void test_padding_and_layers(void)
     CU_ASSERT_DOUBLE_EQUAL(k.attn_flops_per_ctx, 2 * 6 * 288, 0.5);
 }
 
+/* 8-bit projections: attention bytes per layer as the loader keeps them (engine/model/weights.h).
+ * fp8 (1 byte per weight + 4 per 128 x 128 block), nope 32: W_UK stays fp32 (its rows cut a
+ * scale block), W_UV is a per-head fp8 row slice inside one block row:
+ *   q_proj 288x64 18432 + 3 blocks 12 = 18444, kv_a 80x64 5120 + 4 = 5124,
+ *   uk_t 6 x 64x32x4 = 49152, uv 6 x (32x64 + 4) = 12312, o_proj 64x192 12288 + 8 = 12296
+ *   -> 97328 per layer, 291984 for 3.
+ * int8 (1 byte + an fp32 scale and an int32 row sum per row): W_UK is 8-bit with unit row
+ * scales plus its nope input scales:
+ *   q_proj 18432 + 2304 = 20736, kv_a 5120 + 640 = 5760, uk_t 6 x (2048 + 512 + 128) = 16128,
+ *   uv 6 x (2048 + 256) = 13824, o_proj 12288 + 512 = 12800 -> 69248 per layer, 207744.
+ * fp8 with nope = v = 128 (q_head_dim 144): W_UK 8-bit, one block per head:
+ *   q_proj 864x64 55296 + 7 blocks 28 = 55324, kv_a 5124, uk_t 6 x (64x128 + 4) = 49176,
+ *   uv 6 x (128x64 + 4) = 49176, o_proj 64x768 49152 + 6 blocks 24 = 49176
+ *   -> 207976 per layer, 623928. */
+static void test_tiny_8bit_attention(void)
+{
+    numla_model_config c = tiny();
+    numla_bench_model_costs k;
+    CU_ASSERT_EQUAL_FATAL(numla_bench_model_costs_get_q(&c, NUMLA_ISA_REF, NUMLA_DTYPE_BF16,
+                                                        NUMLA_WEIGHT_FORMAT_FP8, 0,
+                                                        NUMLA_DTYPE_BF16, NUMLA_DTYPE_BF16, &k),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_DOUBLE_EQUAL(k.attn_weight_bytes, 291984, 0.5);
+    CU_ASSERT_EQUAL_FATAL(numla_bench_model_costs_get_q(&c, NUMLA_ISA_REF, NUMLA_DTYPE_BF16,
+                                                        NUMLA_WEIGHT_FORMAT_INT8, 0,
+                                                        NUMLA_DTYPE_BF16, NUMLA_DTYPE_BF16, &k),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_DOUBLE_EQUAL(k.attn_weight_bytes, 207744, 0.5);
+    c.qk_nope_head_dim = 128;
+    c.v_head_dim = 128;
+    c.q_head_dim = 144;
+    CU_ASSERT_EQUAL_FATAL(numla_bench_model_costs_get_q(&c, NUMLA_ISA_REF, NUMLA_DTYPE_BF16,
+                                                        NUMLA_WEIGHT_FORMAT_FP8, 0,
+                                                        NUMLA_DTYPE_BF16, NUMLA_DTYPE_BF16, &k),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_DOUBLE_EQUAL(k.attn_weight_bytes, 623928, 0.5);
+}
+
 NUMLA_TEST_SUITE(bench_model_accounting, NULL, NULL, NUMLA_TEST(test_tiny_bf16),
-                 NUMLA_TEST(test_tiny_f32), NUMLA_TEST(test_padding_and_layers))
+                 NUMLA_TEST(test_tiny_f32), NUMLA_TEST(test_padding_and_layers),
+                 NUMLA_TEST(test_tiny_8bit_attention))
