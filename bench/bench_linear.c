@@ -6,8 +6,10 @@
  *   skinny  M = 8,32 — both figures;
  *   prefill M = 512  — GFLOP/s and the fraction of the vdpbf16ps peak;
  *   expert  M = 48   — a 512-token prefill's routed expert (6 of 64 experts per token): both.
- * gemv and skinny also time the 8-bit weights (kernels/qlinear.h: numla_fp8, numla_int8,
- * numla_w8a8) on the bytes they read, next to the bf16 row of the same run.
+ * gemv, skinny and expert also time the 8-bit weights (kernels/qlinear.h: numla_fp8, numla_int8,
+ * numla_w8a8) on the bytes they read, and prefill times W8A8, next to the bf16 row of the same
+ * run. Where the W8A8 level is amx and its tiles take the shape, the row is numla_w8a8_amx and
+ * numla_w8a8 is the VNNI variant it replaced (the avx512bf16 level).
  * Read bandwidth and peak are measured in the same run on the same threads. GEMV/skinny weights
  * and expert weights rotate over enough copies (>= 4x the LLC, at most 2 GiB) that every call reads them from memory. Prints
  * ratios; never asserts on time. */
@@ -27,6 +29,7 @@
 #include "kernels/linear.h"
 #include "kernels/linear_internal.h" /* whether the AMX GEMM takes a shape */
 #include "kernels/qlinear.h"
+#include "kernels/qlinear_internal.h" /* whether the AMX-INT8 tiles take a shape */
 
 #ifdef NUMLA_HAVE_OPENBLAS
 #include <cblas.h>
@@ -281,9 +284,10 @@ static void numla_bench_linear_dnnl_free_(numla_bench_linear_ctx *cx)
 }
 #endif
 
-/* 8-bit weights (kernels/qlinear.h) on the decode shapes: one row per format, next to the bf16
- * row of the same run (vs_numla is then the speed-up over bf16). GB/s and frac_bw count the
- * bytes a call actually reads: 1-byte weights plus scales (plus int8 row sums). */
+/* 8-bit weights (kernels/qlinear.h): one row per format (W8A8 only when w8a8_only: prefill),
+ * next to the bf16 row of the same run (vs_numla is then the speed-up over bf16); W8A8 on AMX
+ * tiles adds the VNNI row. GB/s and frac_bw count the bytes a call actually reads: 1-byte
+ * weights plus scales (plus int8 row sums). */
 typedef struct numla_bench_linear_q8_ctx {
     int64_t m;
     const float *x;
@@ -302,7 +306,8 @@ static int numla_bench_linear_q8_call_(void *p, int c)
 }
 
 static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa isa, size_t pool,
-                                  int reps, const float *x, float *y, numla_bench_linear_result *res)
+                                  int reps, int w8a8_only, const float *x, float *y,
+                                  numla_bench_linear_result *res)
 {
     static const char *const names[NUMLA_QLINEAR_FORMAT_COUNT] = {"numla_fp8", "numla_int8",
                                                                   "numla_w8a8"};
@@ -310,7 +315,7 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
     int copies = (int)((pool + wb8 - 1) / wb8), nr = 0;
     if (copies < 1)
         copies = 1;
-    const int calls = copies * 2 > 3 * reps ? copies * 2 : 3 * reps;
+    const int calls = w8a8_only ? reps : copies * 2 > 3 * reps ? copies * 2 : 3 * reps;
     uint8_t *src = malloc(wb8);
     const int64_t sr = (s->n + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK,
                   sc = (s->k + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK;
@@ -328,7 +333,7 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
     }
     for (int64_t i = 0; i < (sr * sc > s->n ? sr * sc : s->n); i++)
         scales[i] = 1e-3f;
-    for (int f = 0; f < NUMLA_QLINEAR_FORMAT_COUNT; f++) {
+    for (int f = w8a8_only ? NUMLA_QLINEAR_INT8_W8A8 : 0; f < NUMLA_QLINEAR_FORMAT_COUNT; f++) {
         const numla_qlinear_format fmt = (numla_qlinear_format)f;
         const int fp8 = fmt == NUMLA_QLINEAR_FP8_BLOCK;
         numla_qlinear_source qs = {fmt, s->n, s->k, 0, 0, src, s->k, scales, fp8 ? sr : s->n, fp8 ? sc : 1};
@@ -347,12 +352,17 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
             break;
         numla_bench_linear_q8_ctx cx = {s->m, x, y, w, isa, NULL, numla_qlinear_workspace_size(&w[0], s->m)};
         cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
-        res[nr].name = names[f];
-        /* Bytes read: the packed weights and scales (the int8 rows' per-row scale and row sum
-         * are inside `bytes`; fp8 reads no row sums). */
-        res[nr].weight_bytes = (double)bytes;
-        res[nr].sec = numla_bench_linear_time_(numla_bench_linear_q8_call_, &cx, copies, calls, &res[nr].median);
-        nr++;
+        const int amx = numla_qlinear_level(fmt, isa) == NUMLA_ISA_AMX && numla_qlinear_amx_applies(&w[0], s->m);
+        for (int o = 0; o < (amx ? 2 : 1); o++) {
+            cx.isa = o == 0 ? isa : NUMLA_ISA_AVX512BF16;
+            res[nr].name = amx && o == 0 ? "numla_w8a8_amx" : names[f];
+            /* Bytes read: the packed weights and scales (the int8 rows' per-row scale and row
+             * sum are inside `bytes`; fp8 reads no row sums). */
+            res[nr].weight_bytes = (double)bytes;
+            res[nr].sec = numla_bench_linear_time_(numla_bench_linear_q8_call_, &cx, copies, calls,
+                                                   &res[nr].median);
+            nr++;
+        }
         free(cx.ws);
     }
 done:
@@ -426,7 +436,9 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
     }
 
     if (streaming)
-        nr += numla_bench_linear_q8_(s, isa, pool, reps, cx.x, cx.y, res + nr);
+        nr += numla_bench_linear_q8_(s, isa, pool, reps, 0, cx.x, cx.y, res + nr);
+    else if (!strcmp(s->cls, "prefill")) /* W8A8 on the prefill GEMM (issue 17: AMX vs bf16) */
+        nr += numla_bench_linear_q8_(s, isa, 0, reps, 1, cx.x, cx.y, res + nr);
 
 #if defined(NUMLA_HAVE_OPENBLAS) || defined(NUMLA_HAVE_DNNL)
     /* fp32 copies of W for the sgemm baselines: the same pool size in bytes, so they too read

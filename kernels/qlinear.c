@@ -7,12 +7,15 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/x86/amx.h"
+
 /* Native variants per level and format; NULL inherits the level below (ref always runs). The
- * amx level has no variant yet (fp8 tiles -> bf16 TDPBF16PS, W8A8 TDPBSSD) and runs avx512's. */
+ * amx level has W8A8 on TDPBSSD; fp8 (tiles -> bf16 TDPBF16PS) and int8-row run avx512's. */
 static const numla_qlinear_forward_fn numla_qlinear_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
     [NUMLA_ISA_REF] = {numla_qlinear_forward_ref, numla_qlinear_forward_ref, numla_qlinear_forward_ref},
     [NUMLA_ISA_AVX512] = {numla_qlinear_forward_avx512, numla_qlinear_forward_avx512,
                           numla_qlinear_forward_avx512vnni},
+    [NUMLA_ISA_AMX] = {NULL, NULL, numla_qlinear_forward_amx},
 };
 
 int numla_qlinear_vnni_usable(void)
@@ -27,6 +30,8 @@ static int numla_qlinear_runnable_(numla_isa level, numla_qlinear_format fmt)
 {
     if (level == NUMLA_ISA_AVX512 && fmt == NUMLA_QLINEAR_INT8_W8A8)
         return numla_qlinear_vnni_usable();
+    if (level == NUMLA_ISA_AMX && fmt == NUMLA_QLINEAR_INT8_W8A8)
+        return numla_amx_int8_usable() && numla_qlinear_vnni_usable();
     return 1;
 }
 
@@ -209,7 +214,7 @@ size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m)
     }
     if (w->fmt != NUMLA_QLINEAR_INT8_W8A8)
         return 0;
-    return 64 + numla_qlinear_align64((size_t)m * (size_t)w->kp) + (size_t)m * sizeof(float);
+    return 64 + numla_qlinear_ws_xq_bytes(w, m) + (size_t)m * sizeof(float);
 }
 
 numla_status numla_qlinear_forward(const numla_qlinear_weight *w, numla_isa isa, int64_t m,

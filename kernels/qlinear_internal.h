@@ -12,7 +12,9 @@
  *   then, 64-aligned       int8 only: row_sums (n) int32
  *
  * W8A8 workspace (numla_qlinear_workspace_size, any alignment; the kernel aligns to 64):
- *   xq (m, kp) u8 = q + 128 (padding: 128, i.e. q = 0), then sx (m) fp32.
+ *   xq: room for m rounded up to 16 rows of kp bytes. The ref and VNNI levels store (m, kp) u8
+ *   = q + 128 (padding: 128, i.e. q = 0); the amx level stores q as s8 in TDPBSSD B tiles
+ *   (kernels/x86/qlinear_amx.c), zero rows past m. Then, 64-aligned, sx (m) fp32.
  */
 #ifndef NUMLA_KERNELS_QLINEAR_INTERNAL_H
 #define NUMLA_KERNELS_QLINEAR_INTERNAL_H
@@ -36,14 +38,18 @@ static inline void numla_qlinear_split(int64_t total, int ith, int nth, int64_t 
     *hi = *lo + q + (ith < r ? 1 : 0);
 }
 
-/* W8A8 workspace views, from the caller's (unaligned) pointer. */
+/* W8A8 workspace: bytes of xq, and the views from the caller's (unaligned) pointer. */
+static inline size_t numla_qlinear_ws_xq_bytes(const numla_qlinear_weight *w, int64_t m)
+{
+    return numla_qlinear_align64((size_t)((m + 15) & ~(int64_t)15) * (size_t)w->kp);
+}
 static inline uint8_t *numla_qlinear_ws_xq(void *ws)
 {
     return (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
 }
 static inline float *numla_qlinear_ws_sx(void *ws, const numla_qlinear_weight *w, int64_t m)
 {
-    return (float *)(void *)(numla_qlinear_ws_xq(ws) + numla_qlinear_align64((size_t)m * (size_t)w->kp));
+    return (float *)(void *)(numla_qlinear_ws_xq(ws) + numla_qlinear_ws_xq_bytes(w, m));
 }
 
 /* The W8A8 quantization rule of kernels/qlinear.h for one row: writes kp bytes of q + 128
@@ -83,5 +89,22 @@ void numla_qlinear_forward_avx512vnni(const numla_qlinear_weight *w, int64_t m, 
                                       int64_t ldx, float *y, int64_t ldy, int accumulate,
                                       void *workspace);
 int numla_qlinear_vnni_usable(void);
+
+enum {
+    NUMLA_QLINEAR_AMX_MIN_M = 16,          /* amx level, W8A8: M from this (and N >= 16) runs the
+                                              tiles; below, one x tile would be mostly padding
+                                              and the VNNI GEMV is bandwidth-bound anyway */
+    NUMLA_QLINEAR_AMX_X_BYTES = 1 << 20,   /* amx level: packed x rows per pass over the
+                                              thread's weights, so they stay in L2 */
+};
+/* Whether the amx variant runs the tiles for this weight and M (else it runs the VNNI one). */
+static inline int numla_qlinear_amx_applies(const numla_qlinear_weight *w, int64_t m)
+{
+    return w->fmt == NUMLA_QLINEAR_INT8_W8A8 && m >= NUMLA_QLINEAR_AMX_MIN_M && w->n >= 16;
+}
+/* W8A8 with AMX-INT8 TDPBSSD (kernels/x86/qlinear_amx.c): the amx level when
+ * numla_amx_int8_usable() and VNNI (its fallback) are there. */
+void numla_qlinear_forward_amx(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                               float *y, int64_t ldy, int accumulate, void *workspace);
 
 #endif

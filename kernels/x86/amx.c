@@ -33,3 +33,9 @@ int numla_amx_usable(void)
     pthread_once(&numla_amx_once_, numla_amx_init_);
     return numla_amx_ok_;
 }
+
+int numla_amx_int8_usable(void)
+{
+    unsigned a, b, c, d;
+    return numla_amx_usable() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 25) & 1);
+}

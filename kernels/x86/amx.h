@@ -5,10 +5,25 @@
 #ifndef NUMLA_KERNELS_X86_AMX_H
 #define NUMLA_KERNELS_X86_AMX_H
 
+#include <stdint.h>
+
 /* 1 when the CPU has AMX-TILE and AMX-BF16 and the OS granted this process the tile state
  * (arch_prctl ARCH_REQ_XCOMP_PERM, requested once, thread-safely, on the first call). No
  * environment variable is read here: each kernel family has its own switch. (kernels/x86/amx.c) */
 int numla_amx_usable(void);
+/* numla_amx_usable() and the CPU has AMX-INT8 (TDPBSSD and kin: CPUID.(7,0):EDX bit 25). */
+int numla_amx_int8_usable(void);
+
+/* The tile configuration (palette 1, Intel SDM's 64-byte TILECFG layout): tiles 0..7 are 16
+ * rows x 64 bytes, which serves bf16 (16 x 32) and int8 (16 x 64) operands alike and int32 or
+ * fp32 accumulators (16 x 16). numla_amx_tiles_begin loads it; a kernel built for the tile
+ * emulator of the tests loads it with _tile_loadconfig itself (kernels/x86/qlinear_amx.c). */
+typedef struct numla_amx_tilecfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} numla_amx_tilecfg;
+extern const numla_amx_tilecfg numla_amx_tile_config;
 
 /* Configure tiles 0..7 as 16 rows x 64 bytes on the calling thread, and release them
  * (kernels/x86/amx_tiles_amx.c). Callable only when numla_amx_usable(). */

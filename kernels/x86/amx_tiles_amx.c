@@ -5,22 +5,14 @@
 
 #include "kernels/x86/amx.h"
 
-typedef struct numla_amx_tilecfg {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} numla_amx_tilecfg;
+/* A static object: gcc 12 does not see _tile_loadconfig read its operand and dropped the
+ * stores filling a stack copy. */
+const numla_amx_tilecfg numla_amx_tile_config __attribute__((aligned(64))) = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
 
-void numla_amx_tiles_begin(void)
-{
-    /* A static object: gcc 12 does not see _tile_loadconfig read its operand and dropped the
-     * stores filling a stack copy. */
-    static const numla_amx_tilecfg cfg __attribute__((aligned(64))) = {
-        .palette = 1,
-        .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
-        .rows = {16, 16, 16, 16, 16, 16, 16, 16},
-    };
-    _tile_loadconfig(&cfg);
-}
+void numla_amx_tiles_begin(void) { _tile_loadconfig(&numla_amx_tile_config); }
 
 void numla_amx_tiles_end(void) { _tile_release(); }

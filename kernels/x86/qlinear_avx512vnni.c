@@ -7,37 +7,27 @@
 #include "kernels/qlinear_internal.h"
 
 #include <immintrin.h>
-#include <math.h>
 #include <omp.h>
+
+#include "kernels/x86/qlinear_quant_avx512.h"
 
 enum {
     NUMLA_QLINEAR_VNNI_NW = 4, /* weight rows per tile */
     NUMLA_QLINEAR_VNNI_MR = 4, /* x rows per tile: 16 accumulators, 8 loads per 16 vpdpbusd */
 };
 
-/* numla_qlinear_quantize_row_ref, vectorised: max is exact in any order, the product is the
- * same fp32 multiply, and the conversion rounds half to even like the reference. */
+/* numla_qlinear_quantize_row_ref, vectorised (kernels/x86/qlinear_quant_avx512.h); q + 128 is
+ * q with its sign bit flipped. */
 static float numla_qlinear_quantize_row_vnni_(const float *x, int64_t k, int64_t kp, uint8_t *xq)
 {
-    __m512 vmax = _mm512_setzero_ps();
-    for (int64_t c = 0; c < k; c += 16) {
-        __mmask16 msk = k - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - c)) - 1);
-        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(msk, x + c)));
-    }
-    float amax = fmaxf(_mm512_reduce_max_ps(vmax), 1e-7f);
-    const float sx = amax / 127.0f, inv = 127.0f / amax;
+    float inv;
+    const float sx = numla_qlinear_row_scale_avx512(x, k, &inv);
     const __m512 vinv = _mm512_set1_ps(inv);
-    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127), off = _mm512_set1_epi32(128);
-    int64_t c = 0;
-    for (; c < k; c += 16) {
-        __mmask16 msk = k - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - c)) - 1);
-        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(msk, x + c), vinv);
-        __m512i q = _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        q = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(q, lo), hi), off);
-        _mm_storeu_si128((__m128i *)(void *)(xq + c), _mm512_cvtepi32_epi8(q));
+    const __m128i off = _mm_set1_epi8((char)0x80);
+    for (int64_t c = 0; c < kp; c += 16) {
+        const __m128i q = numla_qlinear_quant16_avx512(x + c, numla_qlinear_mask16(k, c), vinv);
+        _mm_storeu_si128((__m128i *)(void *)(xq + c), _mm_xor_si128(q, off));
     }
-    for (; c < kp; c++)
-        xq[c] = 128;
     return sx;
 }
 
