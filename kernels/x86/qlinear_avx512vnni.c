@@ -42,12 +42,19 @@ numla_qlinear_vnni_tile_(const numla_qlinear_weight *w, int64_t r, const uint8_t
     for (int j = 0; j < nw; j++)
         for (int i = 0; i < mr; i++)
             a[j][i] = _mm512_setzero_si512();
+    /* Per 64 bytes, one prefetch per row of the next tile's line at the same column: a tile's
+     * rows are one contiguous nw · kp span, and rows of 2 KiB are too short for the hardware
+     * prefetcher to ramp up on each (as in kernels/x86/qlinear_avx512.c). */
+    const int8_t *wr = w->q + r * kp;
+    const int8_t *pf = r + 3 * nw <= w->n ? wr + 2 * nw * kp : wr;
     for (int64_t c = 0; c < kp; c += 64) {
+        for (int j = 0; j < nw; j++)
+            _mm_prefetch((const char *)(pf + j * kp + c), _MM_HINT_T0);
         __m512i xv[NUMLA_QLINEAR_VNNI_MR];
         for (int i = 0; i < mr; i++)
             xv[i] = _mm512_load_si512((const void *)(xq + i * kp + c));
         for (int j = 0; j < nw; j++) {
-            __m512i wv = _mm512_load_si512((const void *)(w->q + (r + j) * kp + c));
+            __m512i wv = _mm512_load_si512((const void *)(wr + j * kp + c));
             for (int i = 0; i < mr; i++)
                 a[j][i] = _mm512_dpbusd_epi32(a[j][i], xv[i], wv);
         }
