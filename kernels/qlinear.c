@@ -10,12 +10,13 @@
 #include "kernels/x86/amx.h"
 
 /* Native variants per level and format; NULL inherits the level below (ref always runs). The
- * amx level has W8A8 on TDPBSSD; fp8 (tiles -> bf16 TDPBF16PS) and int8-row run avx512's. */
+ * amx level has fp8 on TDPBF16PS (weights widened to bf16 per tile) and W8A8 on TDPBSSD;
+ * int8-row runs avx512's. */
 static const numla_qlinear_forward_fn numla_qlinear_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
     [NUMLA_ISA_REF] = {numla_qlinear_forward_ref, numla_qlinear_forward_ref, numla_qlinear_forward_ref},
     [NUMLA_ISA_AVX512] = {numla_qlinear_forward_avx512, numla_qlinear_forward_avx512,
                           numla_qlinear_forward_avx512vnni},
-    [NUMLA_ISA_AMX] = {NULL, NULL, numla_qlinear_forward_amx},
+    [NUMLA_ISA_AMX] = {numla_qlinear_forward_amx_fp8, NULL, numla_qlinear_forward_amx},
 };
 
 int numla_qlinear_vnni_usable(void)
@@ -32,6 +33,8 @@ static int numla_qlinear_runnable_(numla_isa level, numla_qlinear_format fmt)
         return numla_qlinear_vnni_usable();
     if (level == NUMLA_ISA_AMX && fmt == NUMLA_QLINEAR_INT8_W8A8)
         return numla_amx_int8_usable() && numla_qlinear_vnni_usable();
+    if (level == NUMLA_ISA_AMX && fmt == NUMLA_QLINEAR_FP8_BLOCK)
+        return numla_amx_usable();
     return 1;
 }
 
@@ -212,6 +215,8 @@ size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m)
         numla_error_clear();
         return 0;
     }
+    if (w->fmt == NUMLA_QLINEAR_FP8_BLOCK) /* the amx level's packed x, whatever the level */
+        return numla_qlinear_amx_fp8_applies(w, m) ? 64 + numla_qlinear_amx_fp8_ws_bytes(w, m) : 0;
     if (w->fmt != NUMLA_QLINEAR_INT8_W8A8)
         return 0;
     return 64 + numla_qlinear_ws_xq_bytes(w, m) + (size_t)m * sizeof(float);

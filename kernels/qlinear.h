@@ -41,13 +41,17 @@
  * Forward: numla_qlinear_forward(w, isa, m, x, ldx, y, ldy, accumulate, ws, ws_bytes) runs
  * level `isa` (the caller's choice, from numla_isa_select at the top; nothing here reads the
  * environment). A level without a native variant for the format inherits the level below.
- * Scratch: numla_qlinear_workspace_size (W8A8 needs the quantized rows; the others none); any
+ * Scratch: numla_qlinear_workspace_size (W8A8 needs the quantized rows; fp8 from M = 16 a chunk
+ * of x packed as bf16 tiles for the amx level, at most max(1 MiB, 32 rows x K x 4 bytes), asked
+ * for at every level so the size does not depend on where it runs; int8-row none); any
  * alignment. Threading: own OpenMP region, split over N. x and y must not alias; x must be
  * finite. Not collective.
  *
  * Numerics: fp8 and int8-row are exact products summed in fp32 (any order), so against the
  * dequantized weights in double: |y - y_ref| <= (K + 2·K/128 + 2) u Σ|w x| (+ the same for the
- * accumulated y), u = 2^-24. W8A8 is exact up to the final fp32 scaling.
+ * accumulated y), u = 2^-24; fp8 on the amx level's tiles (split-bf16 x, kernels/x86/
+ * qlinear_fp8_amx.c): (2^-18 + (2·min(K, 128) + K/128 + 2) u) Σ|s w x|. W8A8 is exact up to
+ * the final fp32 scaling.
  */
 #ifndef NUMLA_KERNELS_QLINEAR_H
 #define NUMLA_KERNELS_QLINEAR_H

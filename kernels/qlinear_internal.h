@@ -107,4 +107,37 @@ static inline int numla_qlinear_amx_applies(const numla_qlinear_weight *w, int64
 void numla_qlinear_forward_amx(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
                                float *y, int64_t ldy, int accumulate, void *workspace);
 
+enum {
+    NUMLA_QLINEAR_AMX_FP8_MIN_M = 16,      /* amx level, fp8: M from this (and N >= 16) runs the
+                                              tiles (unmeasured: the avx512 fp8 GEMM widens each
+                                              weight M / 2 times, so one 16-row x tile already
+                                              has more work than a GEMV's bandwidth) */
+    NUMLA_QLINEAR_AMX_FP8_MAX_CHUNK = 256, /* amx level, fp8: most x rows packed at once (its
+                                              per-thread fp32 sums live on the stack) */
+};
+/* Whether the amx fp8 variant runs the tiles for this weight and M (else the avx512 one). */
+static inline int numla_qlinear_amx_fp8_applies(const numla_qlinear_weight *w, int64_t m)
+{
+    return w->fmt == NUMLA_QLINEAR_FP8_BLOCK && m >= NUMLA_QLINEAR_AMX_FP8_MIN_M && w->n >= 16;
+}
+/* fp8 on AMX: x rows per packed chunk — as many as fit NUMLA_QLINEAR_AMX_X_BYTES of hi + lo
+ * bf16 B tiles (128 bytes per 32 k per row), a multiple of 32 in [32, MAX_CHUNK]. */
+static inline int64_t numla_qlinear_amx_fp8_chunk(const numla_qlinear_weight *w)
+{
+    const int64_t ks = (w->k + 31) / 32;
+    int64_t c = NUMLA_QLINEAR_AMX_X_BYTES / (128 * ks) / 32 * 32;
+    return c < 32 ? 32 : c > NUMLA_QLINEAR_AMX_FP8_MAX_CHUNK ? NUMLA_QLINEAR_AMX_FP8_MAX_CHUNK : c;
+}
+/* fp8 workspace (M where the tiles apply): one chunk of packed x, 64-aligned by the kernel. */
+static inline size_t numla_qlinear_amx_fp8_ws_bytes(const numla_qlinear_weight *w, int64_t m)
+{
+    const int64_t m16 = (m + 15) / 16 * 16, c = numla_qlinear_amx_fp8_chunk(w);
+    return (size_t)(m16 < c ? m16 : c) * (size_t)((w->k + 31) / 32) * 128;
+}
+/* fp8 with AMX-BF16 TDPBF16PS (kernels/x86/qlinear_fp8_amx.c): the amx level when
+ * numla_amx_usable(); other shapes run numla_qlinear_forward_avx512. */
+void numla_qlinear_forward_amx_fp8(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                   int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                   void *workspace);
+
 #endif

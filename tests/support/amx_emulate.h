@@ -16,9 +16,16 @@
  *     K = colsb[a] / 4; needs rows[a] = M, rows[b] = K, colsb[b] = colsb[c], distinct tiles;
  *       C[m][n] += Σ_{k<K} Σ_{b<4} ext(A[m][4k+b]) · ext(B[k][4n+b])
  *     with ext sign or zero extension per the mnemonic's s/u letters, int32 wrap-around.
+ *   - _tile_dpbf16ps(c, a, b): the same shapes, each 32-bit element a pair of bf16. The SDM's
+ *     current pseudo-code (TDPBF16PS, "Operation"), not the older one of the intrinsics guide
+ *     (which adds each product straight into C): per C element, two fp32 partial sums start at
+ *     0, even = FMA(A[m][2k], B[k][2n], even) and odd = FMA(A[m][2k+1], B[k][2n+1], odd) for
+ *     k = 0, 1, ...; then C[m][n] = C[m][n] + (even + odd). Every step is one fp32 rounding to
+ *     nearest even with DAZ = FTZ = 1: denormal inputs (bf16 or C) read as zero, denormal
+ *     results are flushed to zero; MXCSR is not used.
  *   - Any tile instruction before a configuration, or on a tile its shape does not allow, faults
  *     (the emulator prints what and aborts: the hardware raises #UD or #GP).
- * Every TDPB*D adds one to numla_amx_emu_dp_ops (all threads), so a test can check that a
+ * Every TDPB*D and TDPBF16PS adds one to numla_amx_emu_dp_ops (all threads), so a test can check that a
  * kernel ran its tile path and how many tile products it took.
  *
  * The state is defined in exactly one translation unit, the one that defines
@@ -27,6 +34,7 @@
 #define NUMLA_TESTS_SUPPORT_AMX_EMULATE_H
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +156,53 @@ static inline void numla_amx_emu_dp(int c, int a, int b, int a_signed, int b_sig
     __atomic_fetch_add(&numla_amx_emu_dp_ops, 1, __ATOMIC_RELAXED);
 }
 
+/* One fp32 value as the AMX-BF16 unit reads it and writes it (DAZ, FTZ): a denormal is a zero
+ * of its sign. */
+static inline float numla_amx_emu_ftz_(float v)
+{
+    return fpclassify(v) == FP_SUBNORMAL ? copysignf(0.0f, v) : v;
+}
+
+static inline float numla_amx_emu_bf16_(const uint8_t *p)
+{
+    const uint32_t u = (uint32_t)(p[0] | p[1] << 8) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return numla_amx_emu_ftz_(f);
+}
+
+/* TDPBF16PS c, a, b (the SDM's current pseudo-code: see the header comment). fmaf is the exact
+ * fused multiply-add rounded once, whatever the compiler's contraction settings. */
+static inline void numla_amx_emu_dpbf16ps(int c, int a, int b)
+{
+    numla_amx_emu_state *s = numla_amx_emu_tile_("tdpbf16ps", c);
+    numla_amx_emu_tile_("tdpbf16ps (A)", a);
+    numla_amx_emu_tile_("tdpbf16ps (B)", b);
+    if (a == b || a == c || b == c)
+        numla_amx_emu_fault_("tdpbf16ps", c, "tiles not distinct");
+    const int M = s->rows[c], N = s->colsb[c] / 4, K = s->colsb[a] / 4;
+    if (s->colsb[c] % 4 || s->colsb[a] % 4 || s->rows[a] != M || s->rows[b] != K ||
+        s->colsb[b] != s->colsb[c])
+        numla_amx_emu_fault_("tdpbf16ps", c, "A, B and C shapes do not fit (M x 4K, K x 4N, M x 4N)");
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float even = 0.0f, odd = 0.0f, acc;
+            for (int k = 0; k < K; k++) {
+                even = numla_amx_emu_ftz_(fmaf(numla_amx_emu_bf16_(&s->t[a][m][4 * k]),
+                                               numla_amx_emu_bf16_(&s->t[b][k][4 * n]), even));
+                odd = numla_amx_emu_ftz_(fmaf(numla_amx_emu_bf16_(&s->t[a][m][4 * k + 2]),
+                                              numla_amx_emu_bf16_(&s->t[b][k][4 * n + 2]), odd));
+            }
+            memcpy(&acc, &s->t[c][m][4 * n], 4);
+            const float pair = numla_amx_emu_ftz_(even + odd);
+            acc = numla_amx_emu_ftz_(numla_amx_emu_ftz_(acc) + pair);
+            memcpy(&s->t[c][m][4 * n], &acc, 4);
+        }
+    for (int m = 0; m < NUMLA_AMX_EMU_ROWS; m++) /* past the shape: zeroed, as the SDM writes */
+        memset(&s->t[c][m][m < M ? 4 * N : 0], 0, (size_t)(NUMLA_AMX_EMU_COLSB - (m < M ? 4 * N : 0)));
+    __atomic_fetch_add(&numla_amx_emu_dp_ops, 1, __ATOMIC_RELAXED);
+}
+
 #undef _tile_loadd
 #undef _tile_stream_loadd
 #undef _tile_stored
@@ -156,6 +211,7 @@ static inline void numla_amx_emu_dp(int c, int a, int b, int a_signed, int b_sig
 #undef _tile_dpbsud
 #undef _tile_dpbusd
 #undef _tile_dpbuud
+#undef _tile_dpbf16ps
 #undef _tile_loadconfig
 #undef _tile_release
 #define _tile_loadconfig(cfg) numla_amx_emu_loadconfig(cfg)
@@ -168,5 +224,6 @@ static inline void numla_amx_emu_dp(int c, int a, int b, int a_signed, int b_sig
 #define _tile_dpbsud(c, a, b) numla_amx_emu_dp((c), (a), (b), 1, 0)
 #define _tile_dpbusd(c, a, b) numla_amx_emu_dp((c), (a), (b), 0, 1)
 #define _tile_dpbuud(c, a, b) numla_amx_emu_dp((c), (a), (b), 0, 0)
+#define _tile_dpbf16ps(c, a, b) numla_amx_emu_dpbf16ps((c), (a), (b))
 
 #endif

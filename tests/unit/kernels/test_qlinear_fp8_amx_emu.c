@@ -1,0 +1,319 @@
+/* Tests for the fp8-block linear on AMX-BF16 tiles (kernels/x86/qlinear_fp8_amx.c) on a CPU
+ * without AMX: the kernel is built against the tile emulator (tests/support/amx_emulate.h;
+ * tests/CMakeLists.txt makes numla_qlinear_amx_emulated) and its y is checked against a
+ * double-precision product with the dequantized weights, within the kernel's stated bound
+ * (split-bf16 x: fp32-class), and against the ref level within both levels' bounds; for M
+ * around the minimum and across x chunks, N and K off the tile sizes, shards whose first row is
+ * not a multiple of 16 or 128 (a head's 192 rows), accumulate on and off; 1 and 2 threads give
+ * the same bits, and the emulator's count of tile products is exactly the tile path's. The
+ * emulator's TDPBF16PS is checked on products worked out by hand. */
+#include "tests/support/amx_emulate.h"
+
+#include "test_util.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/qlinear_internal.h"
+#include "kernels/x86/amx.h"
+
+void numla_qlinear_forward_amx_fp8_emulated(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                            int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                            void *workspace);
+
+#define SENTINEL 12345.0f
+
+/* The emulated kernel's AVX-512 parts (and its avx512 fallback) run natively. */
+static int runnable(void)
+{
+    if (numla_isa_supported(NUMLA_ISA_AVX512BF16))
+        return 1;
+    fprintf(stderr, "(no AVX512-BF16 here, skipped) ");
+    return 0;
+}
+
+/* The bf16 of an exactly representable float (its upper half). */
+static uint16_t bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+/* One TDPBF16PS on a 1 x 1 C (colsb 4) with K = 2 pairs: A 1 x 8 bytes {k0 even, k0 odd, k1 even,
+ * k1 odd}, B 2 x 4 bytes. Returns C. */
+static float dp_1x1(float c0, const uint16_t a[4], const uint16_t b[2][2])
+{
+    numla_amx_tilecfg cfg __attribute__((aligned(64))) = {.palette = 1};
+    cfg.rows[0] = 1, cfg.colsb[0] = 4; /* C */
+    cfg.rows[1] = 1, cfg.colsb[1] = 8; /* A */
+    cfg.rows[2] = 2, cfg.colsb[2] = 4; /* B */
+    float c = c0;
+    _tile_loadconfig(&cfg);
+    _tile_loadd(0, &c, 4);
+    _tile_loadd(1, a, 8);
+    _tile_loadd(2, b, 4);
+    _tile_dpbf16ps(0, 1, 2);
+    _tile_stored(0, &c, 4);
+    _tile_release();
+    return c;
+}
+
+/* TDPBF16PS worked out by hand: the layout on a 2 x 2 C, and one 1 x 1 case per rule of the
+ * SDM's pseudo-code (two fp32 lane sums per element, added into C at the end; RNE; DAZ; FTZ). */
+static void test_emulator_bf16_hand(void)
+{
+    /* Layout: C[m][n] += A[m][0] B[0][2n] + A[m][1] B[0][2n+1] (K = 1 pair). */
+    numla_amx_tilecfg cfg __attribute__((aligned(64))) = {.palette = 1};
+    cfg.rows[0] = 2, cfg.colsb[0] = 8; /* C: 2 x 2 fp32 */
+    cfg.rows[1] = 2, cfg.colsb[1] = 4; /* A: 2 x 1 pair */
+    cfg.rows[2] = 1, cfg.colsb[2] = 8; /* B: 1 pair-row x 2 */
+    const uint16_t a[2][2] = {{bf16_of(1), bf16_of(2)}, {bf16_of(3), bf16_of(4)}};
+    const uint16_t b[1][4] = {{bf16_of(5), bf16_of(6), bf16_of(7), bf16_of(8)}};
+    const float c0[2][2] = {{1, 2}, {3, 4}};
+    /* 1 + 1·5 + 2·6 = 18, 2 + 1·7 + 2·8 = 25, 3 + 3·5 + 4·6 = 42, 4 + 3·7 + 4·8 = 57 */
+    const float want[2][2] = {{18, 25}, {42, 57}};
+    float got[2][3];
+    memset(got, 0x55, sizeof got);
+    const long ops = numla_amx_emu_dp_ops;
+    _tile_loadconfig(&cfg);
+    _tile_loadd(0, c0, sizeof c0[0]);
+    _tile_loadd(1, a, sizeof a[0]);
+    _tile_loadd(2, b, sizeof b[0]);
+    _tile_dpbf16ps(0, 1, 2);
+    _tile_stored(0, got, sizeof got[0]);
+    _tile_release();
+    for (int m = 0; m < 2; m++) {
+        for (int n = 0; n < 2; n++)
+            NUMLA_ASSERT_MSG(got[m][n] == want[m][n], "C[%d][%d] = %g, want %g", m, n,
+                             (double)got[m][n], (double)want[m][n]);
+        uint32_t past;
+        memcpy(&past, &got[m][2], 4);
+        CU_ASSERT_EQUAL(past, 0x55555555u); /* past colsb: untouched */
+    }
+    CU_ASSERT_EQUAL(numla_amx_emu_dp_ops, ops + 1);
+
+    const uint16_t one = bf16_of(1), zero = 0;
+    const float u = ldexpf(1, -24), tiny = ldexpf(1, -126);
+    struct {
+        const char *what;
+        float c0;
+        uint16_t a[4], b[2][2];
+        float want;
+    } cases[] = {
+        /* even = odd = 2^-24, their sum 2^-23 is added to 1 once; adding each product to C
+         * would round 1 + 2^-24 back to 1 twice */
+        {"lane sums added to C at the end", 1.0f, {one, one, zero, zero},
+         {{bf16_of(u), bf16_of(u)}, {zero, zero}}, 1.0f + 2 * u},
+        /* even = 2^24 + 1 -> 2^24 (tie to even), odd = -2^24: C = 0; a per-k pair sum (0, then 1)
+         * or adding each product to C (2^24, 0, 1) gives 1 */
+        {"even and odd lanes summed separately over k", 0.0f, {one, one, one, zero},
+         {{bf16_of(16777216.0f), bf16_of(-16777216.0f)}, {one, zero}}, 0.0f},
+        /* 1.5 + 2^-10 is fp32, not bf16 (bf16 keeps 8 bits: 1.5) */
+        {"fp32 accumulation", 1.5f, {one, zero, zero, zero},
+         {{bf16_of(ldexpf(1, -10)), zero}, {zero, zero}}, 1.5f + ldexpf(1, -10)},
+        /* a bf16 denormal (2^-133) times 2^100 would be 2^-33 */
+        {"denormal bf16 input is zero", 0.0f, {0x0001, zero, zero, zero},
+         {{bf16_of(ldexpf(1, 100)), zero}, {zero, zero}}, 0.0f},
+        /* 1.5·2^-126 - 2^-126 = 2^-127, a denormal result */
+        {"denormal result flushed", 1.5f * tiny, {bf16_of(-ldexpf(1, -63)), zero, zero, zero},
+         {{bf16_of(ldexpf(1, -63)), zero}, {zero, zero}}, 0.0f},
+        /* C = 2^-130 (denormal) reads as 0: the result is the product 2^-125 alone */
+        {"denormal C input is zero", ldexpf(1, -130), {one, zero, zero, zero},
+         {{bf16_of(ldexpf(1, -125)), zero}, {zero, zero}}, ldexpf(1, -125)},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const float c = dp_1x1(cases[i].c0, cases[i].a, cases[i].b);
+        NUMLA_ASSERT_MSG(memcmp(&c, &cases[i].want, 4) == 0, "%s: C = %a, want %a", cases[i].what,
+                         (double)c, (double)cases[i].want);
+    }
+}
+
+/* fp8 weights of a tensor (rows, k) with a random scale grid; no NaN encodings. */
+typedef struct {
+    int64_t rows, k, sr, sc;
+    uint8_t *data;
+    float *scales;
+} tensor;
+
+static tensor make_tensor(int64_t rows, int64_t k, numla_test_rng *rng)
+{
+    tensor t = {rows, k, (rows + 127) / 128, (k + 127) / 128, malloc((size_t)(rows * k)), NULL};
+    t.scales = malloc((size_t)(t.sr * t.sc) * sizeof *t.scales);
+    CU_ASSERT_FATAL(t.data && t.scales);
+    for (int64_t i = 0; i < rows * k; i++) {
+        uint8_t b = (uint8_t)numla_test_rng_u64(rng);
+        t.data[i] = (b & 0x7f) == 0x7f ? (uint8_t)(b ^ 1) : b;
+    }
+    for (int64_t i = 0; i < t.sr * t.sc; i++) /* spread over 100x: a wrong block is far off */
+        t.scales[i] = 1e-2f * (float)pow(10.0, numla_test_rng_uniform(rng, -1.0, 1.0));
+    return t;
+}
+
+/* y of the emulated kernel for one shape on `threads` threads; *took gets its tile products. */
+static void run_emulated(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                         float *y, int64_t ldy, int accumulate, int threads, long *took)
+{
+    const size_t ws = numla_qlinear_workspace_size(w, m);
+    CU_ASSERT(ws == (numla_qlinear_amx_fp8_applies(w, m) ? 64 + numla_qlinear_amx_fp8_ws_bytes(w, m) : 0));
+    unsigned char *wsbuf = malloc(ws + 1); /* misaligned on purpose: the kernel aligns */
+    CU_ASSERT_FATAL(wsbuf != NULL);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    const long ops = numla_amx_emu_dp_ops;
+    numla_qlinear_forward_amx_fp8_emulated(w, m, x, ldx, y, ldy, accumulate, ws ? wsbuf + 1 : NULL);
+    *took = numla_amx_emu_dp_ops - ops;
+    omp_set_num_threads(saved);
+    free(wsbuf);
+}
+
+/* One shape: rows [row0, row0 + n) of an fp8 tensor, K = k. The emulated amx kernel against
+ * the dequantized product in double and against the ref level; 1 and 2 threads bit for bit;
+ * the count of TDPBF16PS. Returns the number of failures. */
+static int run_case(int64_t m, int64_t n, int64_t k, int64_t row0, int accumulate, uint64_t seed)
+{
+    numla_test_rng rng = {seed};
+    tensor t = make_tensor(row0 + n, k, &rng);
+    const int64_t ldx = k + 3, ldy = n + 5;
+    float *x = malloc((size_t)(m * ldx) * sizeof *x), *y0 = malloc((size_t)(m * ldy) * sizeof *y0);
+    float *y1 = malloc((size_t)(m * ldy) * sizeof *y1), *y2 = malloc((size_t)(m * ldy) * sizeof *y2);
+    float *yr = malloc((size_t)(m * ldy) * sizeof *yr);
+    CU_ASSERT_FATAL(x && y0 && y1 && y2 && yr);
+    for (int64_t i = 0; i < m * ldx; i++)
+        x[i] = (float)numla_test_rng_normal(&rng) * (i % 7 == 0 ? 10.0f : 1.0f);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < ldy; j++)
+            y0[i * ldy + j] = j < n ? (float)numla_test_rng_normal(&rng) : SENTINEL;
+    memcpy(y1, y0, (size_t)(m * ldy) * sizeof *y0);
+    memcpy(y2, y0, (size_t)(m * ldy) * sizeof *y0);
+    memcpy(yr, y0, (size_t)(m * ldy) * sizeof *y0);
+
+    numla_qlinear_source src = {NUMLA_QLINEAR_FP8_BLOCK, n, k, row0, 0, t.data + row0 * k, k,
+                                t.scales, t.sr, t.sc};
+    void *packed = aligned_alloc(64, numla_qlinear_align64(numla_qlinear_packed_size(src.fmt, n, k)));
+    numla_qlinear_weight w;
+    CU_ASSERT_FATAL(packed && numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
+    const size_t ws = numla_qlinear_workspace_size(&w, m);
+    void *wsbuf = malloc(ws + 1);
+    CU_ASSERT_FATAL(wsbuf != NULL);
+    CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, m, x, ldx, yr, ldy, accumulate, wsbuf, ws) ==
+              NUMLA_STATUS_OK);
+    free(wsbuf);
+    long took1, took2;
+    run_emulated(&w, m, x, ldx, y1, ldy, accumulate, 1, &took1);
+    run_emulated(&w, m, x, ldx, y2, ldy, accumulate, 2, &took2);
+
+    int bad = 0;
+    /* every (16-row weight block, 16-row x block, 32-k tile) twice (hi, lo); none on the
+     * fallback */
+    const long want_ops = numla_qlinear_amx_fp8_applies(&w, m)
+                              ? (long)((n + 15) / 16) * (long)((m + 15) / 16) * (long)((k + 31) / 32) * 2
+                              : 0;
+    if (took1 != want_ops || took2 != want_ops) {
+        fprintf(stderr, "\n    M=%lld N=%lld K=%lld: %ld and %ld TDPBF16PS, want %ld\n", (long long)m,
+                (long long)n, (long long)k, took1, took2, want_ops);
+        bad++;
+    }
+    if (memcmp(y1, y2, (size_t)(m * ldy) * sizeof *y1) != 0) {
+        fprintf(stderr, "\n    M=%lld N=%lld K=%lld row0=%lld: 1 and 2 threads differ\n", (long long)m,
+                (long long)n, (long long)k, (long long)row0);
+        bad++;
+    }
+    const double u = ldexp(1, -24);
+    const double c_amx = ldexp(1, -18) + (2.0 * (k < 128 ? k : 128) + (double)k / 128 + 2) * u;
+    const double c_ref = ((double)k + 2.0 * (double)k / 128 + 2) * u;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t r = 0; r < ldy; r++) {
+            const float got = y1[i * ldy + r];
+            if (r >= n) {
+                if (got != SENTINEL && bad++ == 0)
+                    fprintf(stderr, "\n    y[%lld][%lld] past N written\n", (long long)i, (long long)r);
+                continue;
+            }
+            /* the dequantized product in double, and Σ|s w x| */
+            const int64_t g = (row0 + r) / 128;
+            double want = 0.0, mag = 0.0;
+            for (int64_t c = 0; c < k; c++) {
+                const double v = (double)numla_qlinear_fp8_to_f32(t.data[(row0 + r) * k + c]) *
+                                 t.scales[g * t.sc + c / 128] * x[i * ldx + c];
+                want += v;
+                mag += fabs(v);
+            }
+            const double y0v = accumulate ? y0[i * ldy + r] : 0.0;
+            want += y0v;
+            const double acc = accumulate ? u * (fabs(want) + mag) : 0.0; /* the final add */
+            const double tol_amx = 1.25 * c_amx * mag + acc, tol_ref = 1.25 * c_ref * mag + acc;
+            const double ref = yr[i * ldy + r];
+            if ((fabs(got - want) > tol_amx || fabs(got - ref) > tol_amx + tol_ref) && bad++ == 0)
+                fprintf(stderr,
+                        "\n    M=%lld N=%lld K=%lld row0=%lld acc=%d: y[%lld][%lld] = %.9g, exact %.9g "
+                        "(tolerance %.3g), ref level %.9g\n",
+                        (long long)m, (long long)n, (long long)k, (long long)row0, accumulate,
+                        (long long)i, (long long)r, (double)got, want, tol_amx, ref);
+        }
+    free(packed);
+    free(t.data);
+    free(t.scales);
+    free(x);
+    free(y0);
+    free(y1);
+    free(y2);
+    free(yr);
+    return bad;
+}
+
+static void test_matches_dequantized(void)
+{
+    if (!runnable())
+        return;
+    const int64_t ms[] = {16, 17, 33, 100};
+    const int64_t ns[] = {40, 77}; /* a partial third block; odd blocks */
+    const int64_t ks[] = {100, 300};
+    const int64_t row0s[] = {0, 120, 192}; /* 120: tiles straddle grid rows; 192: a head shard */
+    int bad = 0;
+    uint64_t seed = 170;
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+            for (size_t c = 0; c < sizeof ks / sizeof ks[0]; c++)
+                for (size_t d = 0; d < sizeof row0s / sizeof row0s[0]; d++)
+                    for (int acc = 0; acc < 2; acc++)
+                        bad += run_case(ms[a], ns[b], ks[c], row0s[d], acc, seed++);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* One 16 x 16 tile (N = 16, K = 64), a 200-row shard over three grid rows, K = 3000 with M in
+ * two x chunks, M = 300 (a full 256-row chunk and a partial one), and shapes below the tiles
+ * (M < 16, N < 16), which take the avx512 variant. */
+static void test_edges_chunks_and_fallback(void)
+{
+    if (!runnable())
+        return;
+    CU_ASSERT(numla_qlinear_amx_fp8_chunk(&(numla_qlinear_weight){.k = 3000}) < 100);
+    CU_ASSERT(numla_qlinear_amx_fp8_chunk(&(numla_qlinear_weight){.k = 300}) < 300);
+    int bad = 0;
+    for (int acc = 0; acc < 2; acc++) {
+        const uint64_t s = 900 + 10 * (uint64_t)acc;
+        bad += run_case(16, 16, 64, 0, acc, s);
+        bad += run_case(32, 200, 300, 120, acc, s + 1);
+        bad += run_case(100, 40, 3000, 192, acc, s + 2);
+        bad += run_case(300, 24, 200, 8, acc, s + 3);
+        bad += run_case(15, 40, 300, 0, acc, s + 4);
+        bad += run_case(64, 9, 300, 64, acc, s + 5);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* The amx level runs this variant for fp8 exactly when the tiles may run. */
+static void test_dispatch(void)
+{
+    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AMX),
+                    numla_amx_usable() ? NUMLA_ISA_AMX : NUMLA_ISA_AVX512);
+    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_INT8_ROW, NUMLA_ISA_AMX), NUMLA_ISA_AVX512);
+}
+
+NUMLA_TEST_SUITE(qlinear_fp8_amx_emu, NULL, NULL, NUMLA_TEST(test_emulator_bf16_hand),
+                 NUMLA_TEST(test_matches_dequantized), NUMLA_TEST(test_edges_chunks_and_fallback),
+                 NUMLA_TEST(test_dispatch))
