@@ -7,9 +7,10 @@
  *   prefill M = 512  — GFLOP/s and the fraction of the vdpbf16ps peak;
  *   expert  M = 48   — a 512-token prefill's routed expert (6 of 64 experts per token): both.
  * gemv, skinny and expert also time the 8-bit weights (kernels/qlinear.h: numla_fp8, numla_int8,
- * numla_w8a8) on the bytes they read, and prefill times W8A8, next to the bf16 row of the same
- * run. Where the W8A8 level is amx and its tiles take the shape, the row is numla_w8a8_amx and
- * numla_w8a8 is the VNNI variant it replaced (the avx512bf16 level).
+ * numla_w8a8) on the bytes they read, and prefill times fp8 and W8A8, next to the bf16 row of
+ * the same run. Where the level is amx and its tiles take the shape, the row is numla_fp8_amx
+ * or numla_w8a8_amx, and numla_fp8 / numla_w8a8 is the variant it replaced (the avx512bf16
+ * level: avx512 fp8, VNNI W8A8).
  * Read bandwidth and peak are measured in the same run on the same threads. GEMV/skinny weights
  * and expert weights rotate over enough copies (>= 4x the LLC, at most 2 GiB) that every call reads them from memory. Prints
  * ratios; never asserts on time. */
@@ -29,7 +30,7 @@
 #include "kernels/linear.h"
 #include "kernels/linear_internal.h" /* whether the AMX GEMM takes a shape */
 #include "kernels/qlinear.h"
-#include "kernels/qlinear_internal.h" /* whether the AMX-INT8 tiles take a shape */
+#include "kernels/qlinear_internal.h" /* whether the AMX tiles take a shape */
 
 #ifdef NUMLA_HAVE_OPENBLAS
 #include <cblas.h>
@@ -284,9 +285,9 @@ static void numla_bench_linear_dnnl_free_(numla_bench_linear_ctx *cx)
 }
 #endif
 
-/* 8-bit weights (kernels/qlinear.h): one row per format (W8A8 only when w8a8_only: prefill),
- * next to the bf16 row of the same run (vs_numla is then the speed-up over bf16); W8A8 on AMX
- * tiles adds the VNNI row. GB/s and frac_bw count the bytes a call actually reads: 1-byte
+/* 8-bit weights (kernels/qlinear.h): one row per format (fp8 and W8A8 only when prefill),
+ * next to the bf16 row of the same run (vs_numla is then the speed-up over bf16); fp8 or W8A8
+ * on AMX tiles adds the row of the level below (avx512 fp8, VNNI W8A8). GB/s and frac_bw count the bytes a call actually reads: 1-byte
  * weights plus scales (plus int8 row sums). */
 typedef struct numla_bench_linear_q8_ctx {
     int64_t m;
@@ -306,7 +307,7 @@ static int numla_bench_linear_q8_call_(void *p, int c)
 }
 
 static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa isa, size_t pool,
-                                  int reps, int w8a8_only, const float *x, float *y,
+                                  int reps, int prefill, const float *x, float *y,
                                   numla_bench_linear_result *res)
 {
     static const char *const names[NUMLA_QLINEAR_FORMAT_COUNT] = {"numla_fp8", "numla_int8",
@@ -315,7 +316,7 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
     int copies = (int)((pool + wb8 - 1) / wb8), nr = 0;
     if (copies < 1)
         copies = 1;
-    const int calls = w8a8_only ? reps : copies * 2 > 3 * reps ? copies * 2 : 3 * reps;
+    const int calls = prefill ? reps : copies * 2 > 3 * reps ? copies * 2 : 3 * reps;
     uint8_t *src = malloc(wb8);
     const int64_t sr = (s->n + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK,
                   sc = (s->k + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK;
@@ -333,8 +334,10 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
     }
     for (int64_t i = 0; i < (sr * sc > s->n ? sr * sc : s->n); i++)
         scales[i] = 1e-3f;
-    for (int f = w8a8_only ? NUMLA_QLINEAR_INT8_W8A8 : 0; f < NUMLA_QLINEAR_FORMAT_COUNT; f++) {
+    for (int f = 0; f < NUMLA_QLINEAR_FORMAT_COUNT; f++) {
         const numla_qlinear_format fmt = (numla_qlinear_format)f;
+        if (prefill && fmt == NUMLA_QLINEAR_INT8_ROW)
+            continue;
         const int fp8 = fmt == NUMLA_QLINEAR_FP8_BLOCK;
         numla_qlinear_source qs = {fmt, s->n, s->k, 0, 0, src, s->k, scales, fp8 ? sr : s->n, fp8 ? sc : 1};
         const size_t bytes = numla_qlinear_packed_size(fmt, s->n, s->k);
@@ -352,10 +355,11 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
             break;
         numla_bench_linear_q8_ctx cx = {s->m, x, y, w, isa, NULL, numla_qlinear_workspace_size(&w[0], s->m)};
         cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
-        const int amx = numla_qlinear_level(fmt, isa) == NUMLA_ISA_AMX && numla_qlinear_amx_applies(&w[0], s->m);
+        const int amx = numla_qlinear_level(fmt, isa) == NUMLA_ISA_AMX &&
+                        (numla_qlinear_amx_applies(&w[0], s->m) || numla_qlinear_amx_fp8_applies(&w[0], s->m));
         for (int o = 0; o < (amx ? 2 : 1); o++) {
             cx.isa = o == 0 ? isa : NUMLA_ISA_AVX512BF16;
-            res[nr].name = amx && o == 0 ? "numla_w8a8_amx" : names[f];
+            res[nr].name = amx && o == 0 ? (fp8 ? "numla_fp8_amx" : "numla_w8a8_amx") : names[f];
             /* Bytes read: the packed weights and scales (the int8 rows' per-row scale and row
              * sum are inside `bytes`; fp8 reads no row sums). */
             res[nr].weight_bytes = (double)bytes;
@@ -437,7 +441,7 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
 
     if (streaming)
         nr += numla_bench_linear_q8_(s, isa, pool, reps, 0, cx.x, cx.y, res + nr);
-    else if (!strcmp(s->cls, "prefill")) /* W8A8 on the prefill GEMM (issue 17: AMX vs bf16) */
+    else if (!strcmp(s->cls, "prefill")) /* fp8, W8A8 on the prefill GEMM (issue 17: AMX vs bf16) */
         nr += numla_bench_linear_q8_(s, isa, 0, reps, 1, cx.x, cx.y, res + nr);
 
 #if defined(NUMLA_HAVE_OPENBLAS) || defined(NUMLA_HAVE_DNNL)
