@@ -39,8 +39,13 @@ void *numla_bench_alloc(size_t bytes);
 void numla_bench_free(void *p, size_t bytes);
 
 /* Read bandwidth in GB/s (1e9 B/s): all `threads` OpenMP threads sum disjoint slices of an
- * array of `bytes` (choose >= 4x the LLC), best of `reps`. */
+ * array of `bytes` (choose >= 4x the LLC), best of `reps`, the faster of a plain loop and (on
+ * AVX-512 CPUs) the GEMV kernels' access pattern, vector loads with a software prefetch 8 KiB
+ * ahead (numla_bench_read_avx512): the ceiling the decode fractions are taken against must not
+ * be one the kernels beat. */
 double numla_bench_read_gbps(int threads, size_t bytes, int reps);
+/* Sum of `bytes` at p (any alignment) read as above (bench/read_avx512.c; AVX-512F only). */
+float numla_bench_read_avx512(const void *p, size_t bytes);
 /* memcpy bandwidth in GB/s counting bytes read + written, same conventions. */
 double numla_bench_copy_gbps(int threads, size_t bytes, int reps);
 /* The same two figures over a caller's buffer of `bytes` (numla_bench_alloc), which they
