@@ -6,8 +6,9 @@
  *   skinny  M = 8,32 — both figures;
  *   prefill M = 512  — GFLOP/s and the fraction of the vdpbf16ps peak;
  *   expert  M = 48   — a 512-token prefill's routed expert (6 of 64 experts per token): both.
- * gemv and skinny also time the 8-bit weights (kernels/qlinear.h: numla_fp8, numla_int8,
- * numla_w8a8) on the bytes they read, next to the bf16 row of the same run.
+ * Every class also times the 8-bit weights (kernels/qlinear.h: numla_fp8, numla_int8,
+ * numla_w8a8) on the bytes they read, next to the bf16 row of the same run (prefill: from
+ * cache, like bf16, on one copy).
  * Read bandwidth and peak are measured in the same run on the same threads. GEMV/skinny weights
  * and expert weights rotate over enough copies (>= 4x the LLC, at most 2 GiB) that every call reads them from memory. Prints
  * ratios; never asserts on time. */
@@ -281,9 +282,10 @@ static void numla_bench_linear_dnnl_free_(numla_bench_linear_ctx *cx)
 }
 #endif
 
-/* 8-bit weights (kernels/qlinear.h) on the decode shapes: one row per format, next to the bf16
- * row of the same run (vs_numla is then the speed-up over bf16). GB/s and frac_bw count the
- * bytes a call actually reads: 1-byte weights plus scales (plus int8 row sums). */
+/* 8-bit weights (kernels/qlinear.h): one row per format, next to the bf16 row of the same run
+ * (vs_numla is then the speed-up over bf16). GB/s and frac_bw count the bytes a call actually
+ * reads: 1-byte weights plus scales (plus int8 row sums). pool 0: one copy, reps calls (the
+ * compute-bound classes). */
 typedef struct numla_bench_linear_q8_ctx {
     int64_t m;
     const float *x;
@@ -310,7 +312,7 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
     int copies = (int)((pool + wb8 - 1) / wb8), nr = 0;
     if (copies < 1)
         copies = 1;
-    const int calls = copies * 2 > 3 * reps ? copies * 2 : 3 * reps;
+    const int calls = pool == 0 ? reps : copies * 2 > 3 * reps ? copies * 2 : 3 * reps;
     uint8_t *src = malloc(wb8);
     const int64_t sr = (s->n + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK,
                   sc = (s->k + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK;
@@ -345,7 +347,7 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
         }
         if (!ok)
             break;
-        numla_bench_linear_q8_ctx cx = {s->m, x, y, w, isa, NULL, numla_qlinear_workspace_size(&w[0], s->m)};
+        numla_bench_linear_q8_ctx cx = {s->m, x, y, w, isa, NULL, numla_qlinear_workspace_size(&w[0], s->m, omp_get_max_threads())};
         cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
         res[nr].name = names[f];
         /* Bytes read: the packed weights and scales (the int8 rows' per-row scale and row sum
@@ -425,8 +427,7 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
         free(cx.w);
     }
 
-    if (streaming)
-        nr += numla_bench_linear_q8_(s, isa, pool, reps, cx.x, cx.y, res + nr);
+    nr += numla_bench_linear_q8_(s, isa, streaming ? pool : 0, reps, cx.x, cx.y, res + nr);
 
 #if defined(NUMLA_HAVE_OPENBLAS) || defined(NUMLA_HAVE_DNNL)
     /* fp32 copies of W for the sgemm baselines: the same pool size in bytes, so they too read

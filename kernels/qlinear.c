@@ -15,6 +15,12 @@ static const numla_qlinear_forward_fn numla_qlinear_table_[NUMLA_ISA_COUNT][NUML
                           numla_qlinear_forward_avx512vnni},
 };
 
+/* Panel GEMM variants for many rows (fp8-block and int8-row), used when the level the format
+ * runs at (numla_qlinear_level) has one and M >= NUMLA_QLINEAR_GEMM_MIN_M. */
+static const numla_qlinear_gemm_fn numla_qlinear_gemm_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
+    [NUMLA_ISA_AVX512] = {numla_qlinear_gemm_avx512, numla_qlinear_gemm_avx512, NULL},
+};
+
 int numla_qlinear_vnni_usable(void)
 {
     unsigned a, b, c, d;
@@ -201,15 +207,18 @@ static numla_status numla_qlinear_check_weight_(const numla_qlinear_weight *w)
     return NUMLA_STATUS_OK;
 }
 
-size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m)
+size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, int num_threads)
 {
     if (numla_qlinear_check_weight_(w) != NUMLA_STATUS_OK || m <= 0) {
         numla_error_clear();
         return 0;
     }
-    if (w->fmt != NUMLA_QLINEAR_INT8_W8A8)
+    if (w->fmt == NUMLA_QLINEAR_INT8_W8A8)
+        return 64 + numla_qlinear_align64((size_t)m * (size_t)w->kp) + (size_t)m * sizeof(float);
+    if (m < NUMLA_QLINEAR_GEMM_MIN_M)
         return 0;
-    return 64 + numla_qlinear_align64((size_t)m * (size_t)w->kp) + (size_t)m * sizeof(float);
+    /* Whatever level runs it: the caller does not say (the reference ignores the scratch). */
+    return 64 + (size_t)(num_threads > 1 ? num_threads : 1) * numla_qlinear_gemm_thread_bytes(w);
 }
 
 numla_status numla_qlinear_forward(const numla_qlinear_weight *w, numla_isa isa, int64_t m,
@@ -233,11 +242,22 @@ numla_status numla_qlinear_forward(const numla_qlinear_weight *w, numla_isa isa,
     const char *yb = (const char *)y, *ye = (const char *)(y + (m - 1) * ldy + w->n);
     if (xb < ye && yb < xe)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qlinear forward: x and y overlap");
-    size_t need = numla_qlinear_workspace_size(w, m);
+    /* At least one thread's worth; a team larger than the workspace holds runs on fewer
+     * threads (results do not depend on the thread count). */
+    size_t need = numla_qlinear_workspace_size(w, m, 1);
     if (need > 0 && (!workspace || workspace_bytes < need))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "qlinear forward: workspace %zu bytes < %zu needed (numla_qlinear_workspace_size)",
                    workspace ? workspace_bytes : (size_t)0, need);
+    const numla_isa level = numla_qlinear_level(w->fmt, isa);
+    const numla_qlinear_gemm_fn gemm = m >= NUMLA_QLINEAR_GEMM_MIN_M && (unsigned)w->fmt < NUMLA_QLINEAR_FORMAT_COUNT
+                                           ? numla_qlinear_gemm_table_[level][w->fmt]
+                                           : NULL;
+    if (gemm) {
+        const size_t per = numla_qlinear_gemm_thread_bytes(w), fit = (workspace_bytes - 64) / per;
+        gemm(w, m, x, ldx, y, ldy, accumulate, workspace, fit < 1024 ? (int)fit : 1024);
+        return NUMLA_STATUS_OK;
+    }
     numla_qlinear_forward_fn fn = numla_qlinear_pick_(w->fmt, isa);
     fn(w, m, x, ldx, y, ldy, accumulate, need > 0 ? workspace : NULL);
     return NUMLA_STATUS_OK;

@@ -13,6 +13,8 @@
  *
  * W8A8 workspace (numla_qlinear_workspace_size, any alignment; the kernel aligns to 64):
  *   xq (m, kp) u8 = q + 128 (padding: 128, i.e. q = 0), then sx (m) fp32.
+ * Many-row workspace (fp8-block, int8-row, M >= NUMLA_QLINEAR_GEMM_MIN_M; any alignment, the
+ * kernel aligns to 64): one numla_qlinear_gemm_thread_bytes block per thread.
  */
 #ifndef NUMLA_KERNELS_QLINEAR_INTERNAL_H
 #define NUMLA_KERNELS_QLINEAR_INTERNAL_H
@@ -34,6 +36,22 @@ static inline void numla_qlinear_split(int64_t total, int ith, int nth, int64_t 
     int64_t q = total / nth, r = total % nth;
     *lo = ith * q + (ith < r ? ith : r);
     *hi = *lo + q + (ith < r ? 1 : 0);
+}
+
+/* The many-row path of fp8-block and int8-row (M >= NUMLA_QLINEAR_GEMM_MIN_M; design in
+ * kernels/x86/qlinear_avx512.c): each thread widens a group of NUMLA_QLINEAR_GEMM_ROWS weight
+ * rows to fp32 once per block of x rows, then runs the same register tiles as the few-row path
+ * on them, so every output is the same bits whatever M is. Its per-thread scratch
+ * (numla_qlinear_gemm_thread_bytes) holds the widened group. */
+enum {
+    NUMLA_QLINEAR_GEMM_MIN_M = 16, /* fewer rows: widening in registers is as fast (measured) */
+    NUMLA_QLINEAR_GEMM_ROWS = 4,   /* weight rows widened together: one register tile's */
+};
+
+/* Scratch bytes per thread of the many-row path: the widened group, (ROWS, kp) fp32. */
+static inline size_t numla_qlinear_gemm_thread_bytes(const numla_qlinear_weight *w)
+{
+    return numla_qlinear_align64((size_t)NUMLA_QLINEAR_GEMM_ROWS * (size_t)w->kp * sizeof(float));
 }
 
 /* W8A8 workspace views, from the caller's (unaligned) pointer. */
@@ -83,5 +101,15 @@ void numla_qlinear_forward_avx512vnni(const numla_qlinear_weight *w, int64_t m, 
                                       int64_t ldx, float *y, int64_t ldy, int accumulate,
                                       void *workspace);
 int numla_qlinear_vnni_usable(void);
+
+/* Many-row entry points (fp8-block and int8-row, M >= NUMLA_QLINEAR_GEMM_MIN_M), one per
+ * level that has one; workspace (any alignment) holds max_threads threads' scratch, and the
+ * call runs on at most that many threads. */
+typedef void (*numla_qlinear_gemm_fn)(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                      int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                      void *workspace, int max_threads);
+void numla_qlinear_gemm_avx512(const numla_qlinear_weight *w, int64_t m, const float *x,
+                               int64_t ldx, float *y, int64_t ldy, int accumulate,
+                               void *workspace, int max_threads);
 
 #endif

@@ -149,7 +149,7 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
     numla_qlinear_weight w;
     numla_status st = numla_qlinear_pack(&src, packed, &w);
     NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "pack failed: %s", numla_error_message());
-    size_t ws = numla_qlinear_workspace_size(&w, m);
+    size_t ws = numla_qlinear_workspace_size(&w, m, 2);
     unsigned char *wsbuf = malloc(ws + 1); /* misaligned on purpose: the kernel aligns */
     st = numla_qlinear_forward(&w, isa, m, x, ldx, y, ldy, accumulate, ws ? wsbuf + 1 : NULL, ws);
     NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "forward failed: %s", numla_error_message());
@@ -259,7 +259,7 @@ static void test_w8a8_rounding(void)
     void *packed = aligned_alloc(64, numla_qlinear_packed_size(src.fmt, K, K));
     numla_qlinear_weight w;
     CU_ASSERT_FATAL(numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
-    size_t ws = numla_qlinear_workspace_size(&w, 1);
+    size_t ws = numla_qlinear_workspace_size(&w, 1, 1);
     void *wsbuf = malloc(ws);
     numla_isa isas[NUMLA_ISA_COUNT];
     int ni = numla_test_isas(isas);
@@ -321,7 +321,7 @@ static void test_validation(void)
     numla_qlinear_source i8 = {NUMLA_QLINEAR_INT8_W8A8, 100, 200, 0, 0, t8.data, 300, t8.scales,
                                t8.sr, t8.sc};
     CU_ASSERT_FATAL(numla_qlinear_pack(&i8, packed, &w) == NUMLA_STATUS_OK);
-    CU_ASSERT(numla_qlinear_workspace_size(&w, 2) > 0);
+    CU_ASSERT(numla_qlinear_workspace_size(&w, 2, 1) > 0);
     CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 2, x, 200, y, 100, 0, NULL, 0) ==
               NUMLA_STATUS_INVALID_ARG);
     numla_error_clear();
