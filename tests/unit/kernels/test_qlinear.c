@@ -1,6 +1,11 @@
 /* Tests for kernels/qlinear (8-bit weights): every supported ISA level, on slices of larger
  * checkpoint tensors (unaligned first rows such as 192·h, a 128-aligned first column, N and K
- * not multiples of 128 or 16), M = 1, 3, 6, 17, 64, accumulate on and off, strided x and y.
+ * not multiples of 128 or 16), M = 1, 3, 6, 15, 16, 17, 64 (the avx512 few-row tiles, and
+ * from NUMLA_QLINEAR_GEMM_MIN_M = 16 its many-row path, over two blocks of x rows at
+ * K = 2048), accumulate on and off, strided x and y. The many-row path must also give every
+ * output the same bits as the few-row path, whatever M, and on 1 or 2 threads (the engine
+ * compares batched and unbatched runs, where W8A8 would turn a last-bit difference into a
+ * different quantized activation).
  *
  * Oracles, computed here from the unpacked checkpoint bytes:
  *   fp8-block, int8-row: the dequantized weights (e4m3 decoded by this file's own formula)
@@ -18,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <omp.h>
 
 #include "kernels/qlinear.h"
 
@@ -214,13 +221,90 @@ static void run_all(numla_qlinear_format fmt)
 {
     numla_isa isas[NUMLA_ISA_COUNT];
     int ni = numla_test_isas(isas), bad = 0;
-    const int64_t ms[] = {1, 3, 6, 17, 64}; /* 6: the avx512 2 x 4 tiles and their tail */
+    const int64_t ms[] = {1, 3, 6, 15, 16, 17, 64}; /* 6: the avx512 2 x 4 tiles and their
+                                                       tail; 16 on: the many-row path */
     uint64_t seed = 1000 + (uint64_t)fmt * 100;
     for (int a = 0; a < ni; a++)
         for (size_t s = 0; s < sizeof slices / sizeof slices[0]; s++)
             for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
                 for (int acc = 0; acc < 2; acc++)
                     bad += run_case(fmt, slices[s], isas[a], ms[mi], acc, seed++);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* Bit-identity of one (format, slice, level): y for M rows at once on 2 threads against each
+ * row alone, the first 15 and 16 rows (either side of the many-row threshold) and all M on one
+ * thread; accumulate off and on. Returns the number of differing outputs. */
+static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uint64_t seed)
+{
+    enum { M = 100 };
+    numla_test_rng rng = {seed};
+    tensor t = make_tensor(fmt, sl.nt, sl.kt, &rng);
+    const int64_t n = sl.n, k = sl.k, ldx = k + 3, ldy = n + 5;
+    numla_qlinear_source src = {fmt, n, k, sl.row0, sl.col0, t.data + sl.row0 * t.kt + sl.col0,
+                                t.kt, t.scales, t.sr, t.sc};
+    void *packed = aligned_alloc(64, (numla_qlinear_packed_size(fmt, n, k) + 63) & ~(size_t)63);
+    float *x = malloc((size_t)(M * ldx) * sizeof *x), *y0 = malloc((size_t)(M * ldy) * sizeof *y0);
+    float *y = malloc((size_t)(M * ldy) * sizeof *y), *ya = malloc((size_t)(M * ldy) * sizeof *ya);
+    CU_ASSERT_FATAL(packed && x && y0 && y && ya);
+    numla_qlinear_weight w;
+    CU_ASSERT_FATAL(numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
+    for (int64_t i = 0; i < M * ldx; i++)
+        x[i] = (float)numla_test_rng_normal(&rng);
+    for (int64_t i = 0; i < M * ldy; i++)
+        y0[i] = (float)numla_test_rng_normal(&rng);
+    const size_t ws = numla_qlinear_workspace_size(&w, M, 2);
+    unsigned char *wsbuf = malloc(ws + 1);
+    const int team = omp_get_max_threads();
+    int bad = 0;
+    for (int acc = 0; acc < 2; acc++) {
+        memcpy(ya, y0, (size_t)(M * ldy) * sizeof *ya);
+        omp_set_num_threads(2);
+        CU_ASSERT(numla_qlinear_forward(&w, isa, M, x, ldx, ya, ldy, acc, wsbuf + 1, ws) == NUMLA_STATUS_OK);
+        /* (rows, first row, threads) of each comparison run */
+        const int64_t runs[][3] = {{M, 0, 1}, {15, 0, 2}, {16, 0, 2}, {16, 84, 1}, {1, 0, 2}, {1, 37, 2}, {1, 99, 1}};
+        for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+            const int64_t rows = runs[r][0], i0 = runs[r][1];
+            memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
+            omp_set_num_threads((int)runs[r][2]);
+            CU_ASSERT(numla_qlinear_forward(&w, isa, rows, x + i0 * ldx, ldx, y + i0 * ldy, ldy, acc,
+                                            wsbuf + 1, ws) == NUMLA_STATUS_OK);
+            for (int64_t i = i0; i < i0 + rows; i++)
+                for (int64_t j = 0; j < n; j++)
+                    if (memcmp(&y[i * ldy + j], &ya[i * ldy + j], sizeof(float)) && bad++ == 0)
+                        fprintf(stderr,
+                                "\n    %s %s %lldx%lld: %lld rows from %lld on %lld threads, acc=%d: "
+                                "y[%lld][%lld] = %.9g, all %d rows on 2 threads gave %.9g\n",
+                                numla_isa_name(isa), numla_qlinear_format_name(fmt), (long long)n,
+                                (long long)k, (long long)rows, (long long)i0, (long long)runs[r][2], acc,
+                                (long long)i, (long long)j, y[i * ldy + j], M, ya[i * ldy + j]);
+        }
+    }
+    omp_set_num_threads(team);
+    free(wsbuf);
+    free(packed);
+    free(x);
+    free(y0);
+    free(y);
+    free(ya);
+    free_tensor(&t);
+    return bad;
+}
+
+static void test_row_invariance(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int ni = numla_test_isas(isas), bad = 0;
+    const slice sl[] = {
+        {300, 400, 61, 128, 77, 130}, /* rows from 61, a cut block, 77 rows (a 4-row tail) */
+        {40, 2048, 5, 0, 33, 2048},   /* several x-row blocks on the many-row path */
+        {200, 333, 0, 0, 199, 333},   /* K not a multiple of 64 */
+    };
+    uint64_t seed = 77;
+    for (int a = 0; a < ni; a++)
+        for (int f = 0; f < 2; f++) /* fp8-block, int8-row */
+            for (size_t s = 0; s < sizeof sl / sizeof sl[0]; s++)
+                bad += run_invariance((numla_qlinear_format)f, sl[s], isas[a], seed++);
     CU_ASSERT_EQUAL(bad, 0);
 }
 
@@ -315,6 +399,26 @@ static void test_validation(void)
               NUMLA_STATUS_INVALID_ARG); /* x and y overlap */
     CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 0, NULL, 200, NULL, 100, 0, NULL, 0) ==
               NUMLA_STATUS_OK);
+    /* From 16 rows fp8 (and int8-row) needs per-thread scratch: one thread's is enough (the
+     * call then runs on one), none is an error; below 16 none is needed. */
+    {
+        enum { M = 16 };
+        float *xm = calloc(M * 200, sizeof *xm), *ym = malloc(M * 100 * sizeof *ym);
+        const size_t one = numla_qlinear_workspace_size(&w, M, 1), two = numla_qlinear_workspace_size(&w, M, 2);
+        CU_ASSERT(one > 0 && two > one);
+        CU_ASSERT_EQUAL(numla_qlinear_workspace_size(&w, M - 1, 2), 0u);
+        void *wsm = malloc(one);
+        CU_ASSERT(numla_qlinear_forward(&w, numla_isa_best(), M, xm, 200, ym, 100, 0, NULL, 0) ==
+                  NUMLA_STATUS_INVALID_ARG);
+        CU_ASSERT(numla_qlinear_forward(&w, numla_isa_best(), M, xm, 200, ym, 100, 0, wsm, one - 1) ==
+                  NUMLA_STATUS_INVALID_ARG);
+        CU_ASSERT(numla_qlinear_forward(&w, numla_isa_best(), M, xm, 200, ym, 100, 0, wsm, one) ==
+                  NUMLA_STATUS_OK);
+        numla_error_clear();
+        free(wsm);
+        free(xm);
+        free(ym);
+    }
 
     /* W8A8 needs its workspace. */
     tensor t8 = make_tensor(NUMLA_QLINEAR_INT8_W8A8, 300, 300, &rng);
@@ -331,5 +435,5 @@ static void test_validation(void)
 }
 
 NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block),
-                 NUMLA_TEST(test_int8_row), NUMLA_TEST(test_int8_w8a8), NUMLA_TEST(test_w8a8_rounding),
+                 NUMLA_TEST(test_int8_row), NUMLA_TEST(test_int8_w8a8), NUMLA_TEST(test_row_invariance), NUMLA_TEST(test_w8a8_rounding),
                  NUMLA_TEST(test_validation))
