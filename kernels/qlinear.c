@@ -16,7 +16,7 @@ static const numla_qlinear_forward_fn numla_qlinear_table_[NUMLA_ISA_COUNT][NUML
 };
 
 /* Panel GEMM variants for many rows (fp8-block and int8-row), used when the level the format
- * runs at (numla_qlinear_level) has one and M >= NUMLA_QLINEAR_GEMM_MIN_M. */
+ * runs at (numla_qlinear_level) has one and numla_qlinear_gemm_applies. */
 static const numla_qlinear_gemm_fn numla_qlinear_gemm_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
     [NUMLA_ISA_AVX512] = {numla_qlinear_gemm_avx512, numla_qlinear_gemm_avx512, NULL},
 };
@@ -215,7 +215,7 @@ size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, in
     }
     if (w->fmt == NUMLA_QLINEAR_INT8_W8A8)
         return 64 + numla_qlinear_align64((size_t)m * (size_t)w->kp) + (size_t)m * sizeof(float);
-    if (m < NUMLA_QLINEAR_GEMM_MIN_M)
+    if (!numla_qlinear_gemm_applies(w, m))
         return 0;
     /* Whatever level runs it: the caller does not say (the reference ignores the scratch). */
     return 64 + (size_t)(num_threads > 1 ? num_threads : 1) * numla_qlinear_gemm_thread_bytes(w);
@@ -250,7 +250,7 @@ numla_status numla_qlinear_forward(const numla_qlinear_weight *w, numla_isa isa,
                    "qlinear forward: workspace %zu bytes < %zu needed (numla_qlinear_workspace_size)",
                    workspace ? workspace_bytes : (size_t)0, need);
     const numla_isa level = numla_qlinear_level(w->fmt, isa);
-    const numla_qlinear_gemm_fn gemm = m >= NUMLA_QLINEAR_GEMM_MIN_M && (unsigned)w->fmt < NUMLA_QLINEAR_FORMAT_COUNT
+    const numla_qlinear_gemm_fn gemm = numla_qlinear_gemm_applies(w, m) && (unsigned)w->fmt < NUMLA_QLINEAR_FORMAT_COUNT
                                            ? numla_qlinear_gemm_table_[level][w->fmt]
                                            : NULL;
     if (gemm) {

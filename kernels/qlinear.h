@@ -99,10 +99,10 @@ size_t numla_qlinear_packed_size(numla_qlinear_format fmt, int64_t n, int64_t k)
 numla_status numla_qlinear_pack(const numla_qlinear_source *src, void *dst, numla_qlinear_weight *out);
 
 /* Scratch bytes for numla_qlinear_forward with m rows on a team of up to num_threads threads
- * (< 1 counts as 1): W8A8's quantized rows, or for fp8-block and int8-row with
- * m >= NUMLA_QLINEAR_GEMM_MIN_M (kernels/qlinear_internal.h, 16) one fp32 weight panel per
- * thread (~0.5 MiB each); otherwise 0. A workspace for fewer threads than the calling team
- * (but at least one) is accepted: the call then runs on as many threads as it holds. */
+ * (< 1 counts as 1): W8A8's quantized rows; fp8-block from 32 rows, and int8-row from 32 rows
+ * once m·k >= 2^19, one widened 4-row weight group per thread (16·kp bytes each); otherwise 0.
+ * A workspace for fewer threads than the calling team (but at least one) is accepted: the call
+ * then runs on as many threads as it holds. */
 size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, int num_threads);
 /* y (M, ldy) = x (M, ldx) · Wᵀ; accumulate != 0 adds into y. */
 numla_status numla_qlinear_forward(const numla_qlinear_weight *w, numla_isa isa, int64_t m,

@@ -13,7 +13,7 @@
  *
  * W8A8 workspace (numla_qlinear_workspace_size, any alignment; the kernel aligns to 64):
  *   xq (m, kp) u8 = q + 128 (padding: 128, i.e. q = 0), then sx (m) fp32.
- * Many-row workspace (fp8-block, int8-row, M >= NUMLA_QLINEAR_GEMM_MIN_M; any alignment, the
+ * Many-row workspace (fp8-block, int8-row, numla_qlinear_gemm_applies; any alignment, the
  * kernel aligns to 64): one numla_qlinear_gemm_thread_bytes block per thread.
  */
 #ifndef NUMLA_KERNELS_QLINEAR_INTERNAL_H
@@ -38,15 +38,27 @@ static inline void numla_qlinear_split(int64_t total, int ith, int nth, int64_t 
     *hi = *lo + q + (ith < r ? 1 : 0);
 }
 
-/* The many-row path of fp8-block and int8-row (M >= NUMLA_QLINEAR_GEMM_MIN_M; design in
+/* The many-row path of fp8-block and int8-row (numla_qlinear_gemm_applies; design in
  * kernels/x86/qlinear_avx512.c): each thread widens a group of NUMLA_QLINEAR_GEMM_ROWS weight
- * rows to fp32 once per block of x rows, then runs the same register tiles as the few-row path
- * on them, so every output is the same bits whatever M is. Its per-thread scratch
- * (numla_qlinear_gemm_thread_bytes) holds the widened group. */
+ * rows to fp32 once per block of x rows, then runs larger register tiles with the same per-lane
+ * operations as the few-row path, so every output is the same bits whatever M is. Its
+ * per-thread scratch (numla_qlinear_gemm_thread_bytes) holds the widened group. */
 enum {
-    NUMLA_QLINEAR_GEMM_MIN_M = 16, /* fewer rows: widening in registers is as fast (measured) */
+    NUMLA_QLINEAR_GEMM_MIN_M = 32, /* fewer rows: widening in registers is as fast (measured) */
     NUMLA_QLINEAR_GEMM_ROWS = 4,   /* weight rows widened together: one register tile's */
 };
+
+/* Whether M rows of x take the many-row path: fp8 from 32 rows; int8-row, whose widening is
+ * cheap, only once x is past 2 MiB (M·K >= 2^19), where the few-row tiles start reading x from
+ * L3 for every two weight rows (measured: below that they are faster). */
+static inline int numla_qlinear_gemm_applies(const numla_qlinear_weight *w, int64_t m)
+{
+    if (m < NUMLA_QLINEAR_GEMM_MIN_M)
+        return 0;
+    if (w->fmt == NUMLA_QLINEAR_FP8_BLOCK)
+        return 1;
+    return w->fmt == NUMLA_QLINEAR_INT8_ROW && m * w->k >= ((int64_t)1 << 19);
+}
 
 /* Scratch bytes per thread of the many-row path: the widened group, (ROWS, kp) fp32. */
 static inline size_t numla_qlinear_gemm_thread_bytes(const numla_qlinear_weight *w)
@@ -102,7 +114,7 @@ void numla_qlinear_forward_avx512vnni(const numla_qlinear_weight *w, int64_t m, 
                                       void *workspace);
 int numla_qlinear_vnni_usable(void);
 
-/* Many-row entry points (fp8-block and int8-row, M >= NUMLA_QLINEAR_GEMM_MIN_M), one per
+/* Many-row entry points (fp8-block and int8-row, numla_qlinear_gemm_applies), one per
  * level that has one; workspace (any alignment) holds max_threads threads' scratch, and the
  * call runs on at most that many threads. */
 typedef void (*numla_qlinear_gemm_fn)(const numla_qlinear_weight *w, int64_t m, const float *x,

@@ -186,7 +186,7 @@ void numla_qlinear_forward_avx512(const numla_qlinear_weight *w, int64_t m, cons
 }
 
 
-/* ---- many rows (M >= NUMLA_QLINEAR_GEMM_MIN_M) ---- */
+/* ---- many rows (numla_qlinear_gemm_applies) ---- */
 
 /* Rows r .. r + nw of W widened to fp32 (kp each, the padding too) into wf: the same values the
  * tiles widen in registers (fp8: the weight times 2^-8; int8: the integer), so the tiles give the

@@ -1,9 +1,10 @@
 /* Tests for kernels/qlinear (8-bit weights): every supported ISA level, on slices of larger
  * checkpoint tensors (unaligned first rows such as 192·h, a 128-aligned first column, N and K
- * not multiples of 128 or 16), M = 1, 3, 6, 15, 16, 17, 64 (the avx512 few-row tiles, and
- * from NUMLA_QLINEAR_GEMM_MIN_M = 16 its many-row path, over two blocks of x rows at
- * K = 2048), accumulate on and off, strided x and y. The many-row path must also give every
- * output the same bits as the few-row path, whatever M, and on 1 or 2 threads (the engine
+ * not multiples of 128 or 16), M = 1, 3, 6, 17, 31, 32, 64 (the avx512 few-row tiles, and for
+ * fp8 from 32 rows its many-row path, over two blocks of x rows at K = 2048), accumulate on
+ * and off, strided x and y. The many-row path (fp8 from 32 rows, int8-row from 32 rows and
+ * M·K >= 2^19) must also give every output the same bits as the few-row path, whatever M,
+ * and on 1 or 2 threads (the engine
  * compares batched and unbatched runs, where W8A8 would turn a last-bit difference into a
  * different quantized activation).
  *
@@ -221,8 +222,8 @@ static void run_all(numla_qlinear_format fmt)
 {
     numla_isa isas[NUMLA_ISA_COUNT];
     int ni = numla_test_isas(isas), bad = 0;
-    const int64_t ms[] = {1, 3, 6, 15, 16, 17, 64}; /* 6: the avx512 2 x 4 tiles and their
-                                                       tail; 16 on: the many-row path */
+    const int64_t ms[] = {1, 3, 6, 17, 31, 32, 64}; /* 6: the avx512 2 x 4 tiles and their
+                                                       tail; fp8 from 32: the many-row path */
     uint64_t seed = 1000 + (uint64_t)fmt * 100;
     for (int a = 0; a < ni; a++)
         for (size_t s = 0; s < sizeof slices / sizeof slices[0]; s++)
@@ -233,11 +234,12 @@ static void run_all(numla_qlinear_format fmt)
 }
 
 /* Bit-identity of one (format, slice, level): y for M rows at once on 2 threads against each
- * row alone, the first 15 and 16 rows (either side of the many-row threshold) and all M on one
- * thread; accumulate off and on. Returns the number of differing outputs. */
+ * row alone, the first 31 and 32 rows (either side of the fp8 many-row threshold), 32 rows
+ * elsewhere and all M on one thread; accumulate off and on. M·K >= 2^19 for the K = 2048 slice
+ * (int8-row's many-row path). Returns the number of differing outputs. */
 static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uint64_t seed)
 {
-    enum { M = 100 };
+    enum { M = 300 };
     numla_test_rng rng = {seed};
     tensor t = make_tensor(fmt, sl.nt, sl.kt, &rng);
     const int64_t n = sl.n, k = sl.k, ldx = k + 3, ldy = n + 5;
@@ -262,7 +264,7 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uin
         omp_set_num_threads(2);
         CU_ASSERT(numla_qlinear_forward(&w, isa, M, x, ldx, ya, ldy, acc, wsbuf + 1, ws) == NUMLA_STATUS_OK);
         /* (rows, first row, threads) of each comparison run */
-        const int64_t runs[][3] = {{M, 0, 1}, {15, 0, 2}, {16, 0, 2}, {16, 84, 1}, {1, 0, 2}, {1, 37, 2}, {1, 99, 1}};
+        const int64_t runs[][3] = {{M, 0, 1}, {31, 0, 2}, {32, 0, 2}, {32, 268, 1}, {1, 0, 2}, {1, 37, 2}, {1, 299, 1}};
         for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
             const int64_t rows = runs[r][0], i0 = runs[r][1];
             memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
@@ -399,10 +401,10 @@ static void test_validation(void)
               NUMLA_STATUS_INVALID_ARG); /* x and y overlap */
     CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 0, NULL, 200, NULL, 100, 0, NULL, 0) ==
               NUMLA_STATUS_OK);
-    /* From 16 rows fp8 (and int8-row) needs per-thread scratch: one thread's is enough (the
-     * call then runs on one), none is an error; below 16 none is needed. */
+    /* From 32 rows fp8 needs per-thread scratch: one thread's is enough (the call then runs on
+     * one), none is an error; below 32 none is needed. */
     {
-        enum { M = 16 };
+        enum { M = 32 };
         float *xm = calloc(M * 200, sizeof *xm), *ym = malloc(M * 100 * sizeof *ym);
         const size_t one = numla_qlinear_workspace_size(&w, M, 1), two = numla_qlinear_workspace_size(&w, M, 2);
         CU_ASSERT(one > 0 && two > one);
