@@ -47,7 +47,10 @@
  *
  * Numerics: fp8 and int8-row are exact products summed in fp32 (any order), so against the
  * dequantized weights in double: |y - y_ref| <= (K + 2·K/128 + 2) u Σ|w x| (+ the same for the
- * accumulated y), u = 2^-24. W8A8 is exact up to the final fp32 scaling.
+ * accumulated y), u = 2^-24. W8A8 is exact up to the final fp32 scaling. At one level, a row's
+ * output has the same bits whatever M and the thread count are (the avx512 level's few-row and
+ * many-row paths do the same operations per output; the engine relies on it, see
+ * kernels/x86/qlinear_avx512.c).
  */
 #ifndef NUMLA_KERNELS_QLINEAR_H
 #define NUMLA_KERNELS_QLINEAR_H

@@ -1,8 +1,31 @@
-/* kernels/x86/qlinear_avx512.c — fp8-block and int8-row linear layers on AVX-512: each thread
- * streams its rows of 1-byte weights once, widens them to fp32 in registers and multiplies
- * tiles of NUMLA_QLINEAR_NW rows by NUMLA_QLINEAR_MR rows of x, or 2 x 4 for a few more rows
- * of x (a decode GEMV / skinny GEMM; the weight rows stay in L1 across the x tiles). Large M
- * widens each weight M / 2 times: prefill is the AMX variant's job (not written yet).
+/* kernels/x86/qlinear_avx512.c — fp8-block and int8-row linear layers on AVX-512.
+ *
+ * Few rows (decode GEMV / skinny GEMM): each thread streams its rows of 1-byte weights once,
+ * widens them to fp32 in registers and multiplies tiles of NUMLA_QLINEAR_NW rows by
+ * NUMLA_QLINEAR_MR rows of x, or 2 x 4 for a few more rows of x (the weight rows stay in L1
+ * across the x tiles). Each output lane sums the columns k = lane mod 16 in ascending order with
+ * fused multiply-adds (per 128-wide block for fp8, fused into the total with the block scale);
+ * the 16 lanes are then reduced.
+ *
+ * Many rows (numla_qlinear_gemm_applies: fp8 from 32 rows, int8-row from 32 rows once x is past
+ * 2 MiB): widening every weight M / 2 times made prefill compute-bound on the conversion. Each
+ * thread instead widens a group of 4 of its weight rows into fp32 scratch (4 · kp floats, the
+ * same values the registers would hold: e4m3 · 2^-8 or the integer, scales not folded in) once
+ * per block of x rows (NUMLA_QLINEAR_GEMM_XBYTES of x, >= 36 rows, kept in L2), then runs
+ * 4 x 6 tiles (24 accumulators; the fp8 block totals spill to L1) over the block, loading the
+ * widened rows from L1/L2. Per output lane the operations are exactly the few-row tiles', so
+ * y has the same bits whatever M is and whichever path ran, and on any thread count (each
+ * output is one thread's; rows split over threads). The engine relies on that: its batched
+ * and unbatched runs of an int8 model must agree, and W8A8 turns a last-bit difference in an
+ * int8-row output into a different quantized activation downstream.
+ *
+ * Not kept: a GotoBLAS panel GEMM (weights dequantized once per call to fp32 with the scale
+ * folded in, k-major 32-column panels, 12 x 32 outer-product tiles, KC = 256, NC = 512) ran
+ * fp8 prefill at ~450 GFLOP/s against ~230 here, but it sums each output in k order, so its bits
+ * differ from the few-row path's: the engine's int8 tests (1-3 ranks against a single-rank
+ * reference that runs the same tokens in calls of other row counts) then failed by up to 1.4 in
+ * the logits, and passed with that GEMM used for every M. Using it would need the decode path
+ * to sum the same way. Figures in docs/linear.md.
  *
  * e4m3 -> fp32 without a table: the byte's 7 magnitude bits, shifted left by 7, are an fp16
  * with the same mantissa and the exponent field e read with bias 15 instead of 7 (subnormals
