@@ -15,7 +15,7 @@ static const numla_qlinear_forward_fn numla_qlinear_table_[NUMLA_ISA_COUNT][NUML
                           numla_qlinear_forward_avx512vnni},
 };
 
-/* Panel GEMM variants for many rows (fp8-block and int8-row), used when the level the format
+/* Many-row variants (fp8-block and int8-row), used when the level the format
  * runs at (numla_qlinear_level) has one and numla_qlinear_gemm_applies. */
 static const numla_qlinear_gemm_fn numla_qlinear_gemm_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
     [NUMLA_ISA_AVX512] = {numla_qlinear_gemm_avx512, numla_qlinear_gemm_avx512, NULL},

@@ -211,6 +211,9 @@ void numla_qlinear_forward_avx512(const numla_qlinear_weight *w, int64_t m, cons
 
 /* ---- many rows (numla_qlinear_gemm_applies) ---- */
 
+_Static_assert((int)NUMLA_QLINEAR_G_NW <= (int)NUMLA_QLINEAR_GEMM_ROWS,
+               "the widened group (numla_qlinear_gemm_thread_bytes) holds one tile's weight rows");
+
 /* Rows r .. r + nw of W widened to fp32 (kp each, the padding too) into wf: the same values the
  * tiles widen in registers (fp8: the weight times 2^-8; int8: the integer), so the tiles give the
  * same bits reading them. */
