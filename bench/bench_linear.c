@@ -6,11 +6,11 @@
  *   skinny  M = 8,32 — both figures;
  *   prefill M = 512  — GFLOP/s and the fraction of the vdpbf16ps peak;
  *   expert  M = 48   — a 512-token prefill's routed expert (6 of 64 experts per token): both.
- * gemv, skinny and expert also time the 8-bit weights (kernels/qlinear.h: numla_fp8, numla_int8,
- * numla_w8a8) on the bytes they read, and prefill times fp8 and W8A8, next to the bf16 row of
- * the same run. Where the level is amx and its tiles take the shape, the row is numla_fp8_amx
- * or numla_w8a8_amx, and numla_fp8 / numla_w8a8 is the variant it replaced (the avx512bf16
- * level: avx512 fp8, VNNI W8A8).
+ * Every class also times the 8-bit weights (kernels/qlinear.h: numla_fp8, numla_int8,
+ * numla_w8a8) on the bytes they read, next to the bf16 row of the same run (prefill: from
+ * cache, like bf16, on one copy). Where the level is amx and its tiles take the shape, the row
+ * is numla_fp8_amx or numla_w8a8_amx, and numla_fp8 / numla_w8a8 is the variant it replaced
+ * (the avx512bf16 level: avx512 fp8, VNNI W8A8).
  * Read bandwidth and peak are measured in the same run on the same threads. GEMV/skinny weights
  * and expert weights rotate over enough copies (>= 4x the LLC, at most 2 GiB) that every call reads them from memory. Prints
  * ratios; never asserts on time. */
@@ -285,10 +285,11 @@ static void numla_bench_linear_dnnl_free_(numla_bench_linear_ctx *cx)
 }
 #endif
 
-/* 8-bit weights (kernels/qlinear.h): one row per format (fp8 and W8A8 only when prefill),
- * next to the bf16 row of the same run (vs_numla is then the speed-up over bf16); fp8 or W8A8
- * on AMX tiles adds the row of the level below (avx512 fp8, VNNI W8A8). GB/s and frac_bw count the bytes a call actually reads: 1-byte
- * weights plus scales (plus int8 row sums). */
+/* 8-bit weights (kernels/qlinear.h): one row per format, next to the bf16 row of the same run
+ * (vs_numla is then the speed-up over bf16); fp8 or W8A8 on AMX tiles adds the row of the level
+ * below (avx512 fp8, VNNI W8A8). GB/s and frac_bw count the bytes a call actually reads: 1-byte
+ * weights plus scales (plus int8 row sums). pool 0: one copy, reps calls (the compute-bound
+ * classes). */
 typedef struct numla_bench_linear_q8_ctx {
     int64_t m;
     const float *x;
@@ -307,7 +308,7 @@ static int numla_bench_linear_q8_call_(void *p, int c)
 }
 
 static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa isa, size_t pool,
-                                  int reps, int prefill, const float *x, float *y,
+                                  int reps, const float *x, float *y,
                                   numla_bench_linear_result *res)
 {
     static const char *const names[NUMLA_QLINEAR_FORMAT_COUNT] = {"numla_fp8", "numla_int8",
@@ -316,7 +317,7 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
     int copies = (int)((pool + wb8 - 1) / wb8), nr = 0;
     if (copies < 1)
         copies = 1;
-    const int calls = prefill ? reps : copies * 2 > 3 * reps ? copies * 2 : 3 * reps;
+    const int calls = pool == 0 ? reps : copies * 2 > 3 * reps ? copies * 2 : 3 * reps;
     uint8_t *src = malloc(wb8);
     const int64_t sr = (s->n + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK,
                   sc = (s->k + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK;
@@ -336,8 +337,6 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
         scales[i] = 1e-3f;
     for (int f = 0; f < NUMLA_QLINEAR_FORMAT_COUNT; f++) {
         const numla_qlinear_format fmt = (numla_qlinear_format)f;
-        if (prefill && fmt == NUMLA_QLINEAR_INT8_ROW)
-            continue;
         const int fp8 = fmt == NUMLA_QLINEAR_FP8_BLOCK;
         numla_qlinear_source qs = {fmt, s->n, s->k, 0, 0, src, s->k, scales, fp8 ? sr : s->n, fp8 ? sc : 1};
         const size_t bytes = numla_qlinear_packed_size(fmt, s->n, s->k);
@@ -353,7 +352,7 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
         }
         if (!ok)
             break;
-        numla_bench_linear_q8_ctx cx = {s->m, x, y, w, isa, NULL, numla_qlinear_workspace_size(&w[0], s->m)};
+        numla_bench_linear_q8_ctx cx = {s->m, x, y, w, isa, NULL, numla_qlinear_workspace_size(&w[0], s->m, omp_get_max_threads())};
         cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
         const int amx = numla_qlinear_level(fmt, isa) == NUMLA_ISA_AMX &&
                         (numla_qlinear_amx_applies(&w[0], s->m) || numla_qlinear_amx_fp8_applies(&w[0], s->m));
@@ -439,10 +438,7 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
         free(cx.w);
     }
 
-    if (streaming)
-        nr += numla_bench_linear_q8_(s, isa, pool, reps, 0, cx.x, cx.y, res + nr);
-    else if (!strcmp(s->cls, "prefill")) /* fp8, W8A8 on the prefill GEMM (issue 17: AMX vs bf16) */
-        nr += numla_bench_linear_q8_(s, isa, 0, reps, 1, cx.x, cx.y, res + nr);
+    nr += numla_bench_linear_q8_(s, isa, streaming ? pool : 0, reps, cx.x, cx.y, res + nr);
 
 #if defined(NUMLA_HAVE_OPENBLAS) || defined(NUMLA_HAVE_DNNL)
     /* fp32 copies of W for the sgemm baselines: the same pool size in bytes, so they too read

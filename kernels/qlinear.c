@@ -19,6 +19,12 @@ static const numla_qlinear_forward_fn numla_qlinear_table_[NUMLA_ISA_COUNT][NUML
     [NUMLA_ISA_AMX] = {numla_qlinear_forward_amx_fp8, NULL, numla_qlinear_forward_amx},
 };
 
+/* Many-row variants (fp8-block and int8-row), used when the level the format
+ * runs at (numla_qlinear_level) has one and numla_qlinear_gemm_applies. */
+static const numla_qlinear_gemm_fn numla_qlinear_gemm_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
+    [NUMLA_ISA_AVX512] = {numla_qlinear_gemm_avx512, numla_qlinear_gemm_avx512, NULL},
+};
+
 int numla_qlinear_vnni_usable(void)
 {
     unsigned a, b, c, d;
@@ -209,17 +215,23 @@ static numla_status numla_qlinear_check_weight_(const numla_qlinear_weight *w)
     return NUMLA_STATUS_OK;
 }
 
-size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m)
+size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, int num_threads)
 {
     if (numla_qlinear_check_weight_(w) != NUMLA_STATUS_OK || m <= 0) {
         numla_error_clear();
         return 0;
     }
-    if (w->fmt == NUMLA_QLINEAR_FP8_BLOCK) /* the amx level's packed x, whatever the level */
-        return numla_qlinear_amx_fp8_applies(w, m) ? 64 + numla_qlinear_amx_fp8_ws_bytes(w, m) : 0;
-    if (w->fmt != NUMLA_QLINEAR_INT8_W8A8)
-        return 0;
-    return 64 + numla_qlinear_ws_xq_bytes(w, m) + (size_t)m * sizeof(float);
+    if (w->fmt == NUMLA_QLINEAR_INT8_W8A8)
+        return 64 + numla_qlinear_ws_xq_bytes(w, m) + (size_t)m * sizeof(float);
+    /* Whatever level runs it (the caller does not say; the reference ignores the scratch):
+     * the avx512 many-row path's per-thread scratch, or the amx fp8 tiles' packed x, which
+     * never run in one call together. */
+    size_t gemm = numla_qlinear_gemm_applies(w, m)
+                      ? (size_t)(num_threads > 1 ? num_threads : 1) * numla_qlinear_gemm_thread_bytes(w)
+                      : 0;
+    size_t amx = numla_qlinear_amx_fp8_applies(w, m) ? numla_qlinear_amx_fp8_ws_bytes(w, m) : 0;
+    size_t most = gemm > amx ? gemm : amx;
+    return most ? 64 + most : 0;
 }
 
 numla_status numla_qlinear_forward(const numla_qlinear_weight *w, numla_isa isa, int64_t m,
@@ -243,11 +255,22 @@ numla_status numla_qlinear_forward(const numla_qlinear_weight *w, numla_isa isa,
     const char *yb = (const char *)y, *ye = (const char *)(y + (m - 1) * ldy + w->n);
     if (xb < ye && yb < xe)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qlinear forward: x and y overlap");
-    size_t need = numla_qlinear_workspace_size(w, m);
+    /* At least one thread's worth; a team larger than the workspace holds runs on fewer
+     * threads (results do not depend on the thread count). */
+    size_t need = numla_qlinear_workspace_size(w, m, 1);
     if (need > 0 && (!workspace || workspace_bytes < need))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "qlinear forward: workspace %zu bytes < %zu needed (numla_qlinear_workspace_size)",
                    workspace ? workspace_bytes : (size_t)0, need);
+    const numla_isa level = numla_qlinear_level(w->fmt, isa);
+    const numla_qlinear_gemm_fn gemm = numla_qlinear_gemm_applies(w, m) && (unsigned)w->fmt < NUMLA_QLINEAR_FORMAT_COUNT
+                                           ? numla_qlinear_gemm_table_[level][w->fmt]
+                                           : NULL;
+    if (gemm) {
+        const size_t per = numla_qlinear_gemm_thread_bytes(w), fit = (workspace_bytes - 64) / per;
+        gemm(w, m, x, ldx, y, ldy, accumulate, workspace, fit < 1024 ? (int)fit : 1024);
+        return NUMLA_STATUS_OK;
+    }
     numla_qlinear_forward_fn fn = numla_qlinear_pick_(w->fmt, isa);
     fn(w, m, x, ldx, y, ldy, accumulate, need > 0 ? workspace : NULL);
     return NUMLA_STATUS_OK;

@@ -51,7 +51,9 @@
  * dequantized weights in double: |y - y_ref| <= (K + 2·K/128 + 2) u Σ|w x| (+ the same for the
  * accumulated y), u = 2^-24; fp8 on the amx level's tiles (split-bf16 x, kernels/x86/
  * qlinear_fp8_amx.c): (2^-18 + (2·min(K, 128) + K/128 + 2) u) Σ|s w x|. W8A8 is exact up to
- * the final fp32 scaling.
+ * the final fp32 scaling. At the ref and avx512 levels a row's output has the same bits
+ * whatever M and the thread count are (the avx512 level's few-row and many-row paths do the
+ * same operations per output; the engine relies on it, see kernels/x86/qlinear_avx512.c).
  */
 #ifndef NUMLA_KERNELS_QLINEAR_H
 #define NUMLA_KERNELS_QLINEAR_H
@@ -102,8 +104,12 @@ typedef struct numla_qlinear_weight {
 size_t numla_qlinear_packed_size(numla_qlinear_format fmt, int64_t n, int64_t k);
 numla_status numla_qlinear_pack(const numla_qlinear_source *src, void *dst, numla_qlinear_weight *out);
 
-/* Scratch bytes for numla_qlinear_forward with m rows, for a team of any size. */
-size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m);
+/* Scratch bytes for numla_qlinear_forward with m rows on a team of up to num_threads threads
+ * (< 1 counts as 1): W8A8's quantized rows; fp8-block from 32 rows, and int8-row from 32 rows
+ * once m·k >= 2^19, one widened 4-row weight group per thread (16·kp bytes each); otherwise 0.
+ * A workspace for fewer threads than the calling team (but at least one) is accepted: the call
+ * then runs on as many threads as it holds. */
+size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, int num_threads);
 /* y (M, ldy) = x (M, ldx) · Wᵀ; accumulate != 0 adds into y. */
 numla_status numla_qlinear_forward(const numla_qlinear_weight *w, numla_isa isa, int64_t m,
                                    const float *x, int64_t ldx, float *y, int64_t ldy,

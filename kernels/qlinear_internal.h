@@ -15,6 +15,8 @@
  *   xq: room for m rounded up to 16 rows of kp bytes. The ref and VNNI levels store (m, kp) u8
  *   = q + 128 (padding: 128, i.e. q = 0); the amx level stores q as s8 in TDPBSSD B tiles
  *   (kernels/x86/qlinear_amx.c), zero rows past m. Then, 64-aligned, sx (m) fp32.
+ * Many-row workspace (fp8-block, int8-row, numla_qlinear_gemm_applies; any alignment, the
+ * kernel aligns to 64): one numla_qlinear_gemm_thread_bytes block per thread.
  */
 #ifndef NUMLA_KERNELS_QLINEAR_INTERNAL_H
 #define NUMLA_KERNELS_QLINEAR_INTERNAL_H
@@ -43,6 +45,36 @@ static inline size_t numla_qlinear_ws_xq_bytes(const numla_qlinear_weight *w, in
 {
     return numla_qlinear_align64((size_t)((m + 15) & ~(int64_t)15) * (size_t)w->kp);
 }
+
+/* The many-row path of fp8-block and int8-row (numla_qlinear_gemm_applies; design in
+ * kernels/x86/qlinear_avx512.c): each thread widens a group of NUMLA_QLINEAR_GEMM_ROWS weight
+ * rows to fp32 once per block of x rows, then runs larger register tiles with the same per-lane
+ * operations as the few-row path, so every output is the same bits whatever M is. Its
+ * per-thread scratch (numla_qlinear_gemm_thread_bytes) holds the widened group. */
+enum {
+    NUMLA_QLINEAR_GEMM_MIN_M = 32, /* fewer rows: widening in registers is as fast (measured) */
+    NUMLA_QLINEAR_GEMM_ROWS = 4,   /* weight rows widened together: one register tile's */
+};
+
+/* Whether M rows of x take the many-row path: fp8 from 32 rows; int8-row, whose widening is
+ * cheap, only once x is past 2 MiB (M·K >= 2^19), where the few-row tiles start reading x from
+ * L3 for every two weight rows (measured: below that they are faster). */
+static inline int numla_qlinear_gemm_applies(const numla_qlinear_weight *w, int64_t m)
+{
+    if (m < NUMLA_QLINEAR_GEMM_MIN_M)
+        return 0;
+    if (w->fmt == NUMLA_QLINEAR_FP8_BLOCK)
+        return 1;
+    return w->fmt == NUMLA_QLINEAR_INT8_ROW && m * w->k >= ((int64_t)1 << 19);
+}
+
+/* Scratch bytes per thread of the many-row path: the widened group, (ROWS, kp) fp32. */
+static inline size_t numla_qlinear_gemm_thread_bytes(const numla_qlinear_weight *w)
+{
+    return numla_qlinear_align64((size_t)NUMLA_QLINEAR_GEMM_ROWS * (size_t)w->kp * sizeof(float));
+}
+
+/* W8A8 workspace views, from the caller's (unaligned) pointer. */
 static inline uint8_t *numla_qlinear_ws_xq(void *ws)
 {
     return (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
@@ -139,5 +171,15 @@ static inline size_t numla_qlinear_amx_fp8_ws_bytes(const numla_qlinear_weight *
 void numla_qlinear_forward_amx_fp8(const numla_qlinear_weight *w, int64_t m, const float *x,
                                    int64_t ldx, float *y, int64_t ldy, int accumulate,
                                    void *workspace);
+
+/* Many-row entry points (fp8-block and int8-row, numla_qlinear_gemm_applies), one per
+ * level that has one; workspace (any alignment) holds max_threads threads' scratch, and the
+ * call runs on at most that many threads. */
+typedef void (*numla_qlinear_gemm_fn)(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                      int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                      void *workspace, int max_threads);
+void numla_qlinear_gemm_avx512(const numla_qlinear_weight *w, int64_t m, const float *x,
+                               int64_t ldx, float *y, int64_t ldy, int accumulate,
+                               void *workspace, int max_threads);
 
 #endif

@@ -876,9 +876,9 @@ numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_sa
 
 /* ---- running a numla_model_linear ---- */
 
-static size_t q8_ws(const numla_model_linear *w, int64_t M)
+static size_t q8_ws(const numla_model_linear *w, int64_t M, int nth)
 {
-    return (numla_qlinear_workspace_size(&w->q, M) + 63) & ~(size_t)63;
+    return (numla_qlinear_workspace_size(&w->q, M, nth) + 63) & ~(size_t)63;
 }
 
 size_t numla_model_linear_workspace_size(numla_isa isa, const numla_model_linear *w, int64_t M,
@@ -886,7 +886,7 @@ size_t numla_model_linear_workspace_size(numla_isa isa, const numla_model_linear
 {
     if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
         return numla_linear_workspace_size(isa, &w->lin, M, nth);
-    return q8_ws(w, M) + (w->kofs ? (size_t)M * (size_t)(w->kofs + w->k) * sizeof(float) : 0);
+    return q8_ws(w, M, nth) + (w->kofs ? (size_t)M * (size_t)(w->kofs + w->k) * sizeof(float) : 0);
 }
 
 numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear *w, int64_t M,
@@ -896,11 +896,12 @@ numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear 
     if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
         return numla_linear_forward(isa, &w->lin, M, x, ldx, y, ldy, accumulate, ws, ws_bytes);
     if (w->kofs) { /* x shifted right by kofs; the packed weights are zero there */
-        const size_t qb = q8_ws(w, M);
         const int64_t kk = w->kofs + w->k;
-        if (ws_bytes < qb + (size_t)M * (size_t)kk * sizeof(float))
+        const size_t xsb = (size_t)M * (size_t)kk * sizeof(float);
+        if (ws_bytes < q8_ws(w, M, 1) + xsb)
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "linear: workspace of %zu bytes is too small",
                        ws_bytes);
+        const size_t qb = (ws_bytes - xsb) & ~(size_t)63; /* the kernel's, for as many threads as fit */
         float *xs = (float *)(void *)((char *)ws + qb);
         for (int64_t r = 0; r < M; r++) {
             memset(xs + r * kk, 0, (size_t)w->kofs * sizeof(float));

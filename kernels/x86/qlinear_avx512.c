@@ -1,8 +1,31 @@
-/* kernels/x86/qlinear_avx512.c — fp8-block and int8-row linear layers on AVX-512: each thread
- * streams its rows of 1-byte weights once, widens them to fp32 in registers and multiplies
- * tiles of NUMLA_QLINEAR_NW rows by NUMLA_QLINEAR_MR rows of x, or 2 x 4 for a few more rows
- * of x (a decode GEMV / skinny GEMM; the weight rows stay in L1 across the x tiles). Large M
- * widens each weight M / 2 times: prefill is the AMX variant's job (not written yet).
+/* kernels/x86/qlinear_avx512.c — fp8-block and int8-row linear layers on AVX-512.
+ *
+ * Few rows (decode GEMV / skinny GEMM): each thread streams its rows of 1-byte weights once,
+ * widens them to fp32 in registers and multiplies tiles of NUMLA_QLINEAR_NW rows by
+ * NUMLA_QLINEAR_MR rows of x, or 2 x 4 for a few more rows of x (the weight rows stay in L1
+ * across the x tiles). Each output lane sums the columns k = lane mod 16 in ascending order with
+ * fused multiply-adds (per 128-wide block for fp8, fused into the total with the block scale);
+ * the 16 lanes are then reduced.
+ *
+ * Many rows (numla_qlinear_gemm_applies: fp8 from 32 rows, int8-row from 32 rows once x is past
+ * 2 MiB): widening every weight M / 2 times made prefill compute-bound on the conversion. Each
+ * thread instead widens a group of 4 of its weight rows into fp32 scratch (4 · kp floats, the
+ * same values the registers would hold: e4m3 · 2^-8 or the integer, scales not folded in) once
+ * per block of x rows (NUMLA_QLINEAR_GEMM_XBYTES of x, >= 36 rows, kept in L2), then runs
+ * 4 x 6 tiles (24 accumulators; the fp8 block totals spill to L1) over the block, loading the
+ * widened rows from L1/L2. Per output lane the operations are exactly the few-row tiles', so
+ * y has the same bits whatever M is and whichever path ran, and on any thread count (each
+ * output is one thread's; rows split over threads). The engine relies on that: its batched
+ * and unbatched runs of an int8 model must agree, and W8A8 turns a last-bit difference in an
+ * int8-row output into a different quantized activation downstream.
+ *
+ * Not kept: a GotoBLAS panel GEMM (weights dequantized once per call to fp32 with the scale
+ * folded in, k-major 32-column panels, 12 x 32 outer-product tiles, KC = 256, NC = 512) ran
+ * fp8 prefill at ~450 GFLOP/s against ~230 here, but it sums each output in k order, so its bits
+ * differ from the few-row path's: the engine's int8 tests (1-3 ranks against a single-rank
+ * reference that runs the same tokens in calls of other row counts) then failed by up to 1.4 in
+ * the logits, and passed with that GEMM used for every M. Using it would need the decode path
+ * to sum the same way. Figures in docs/linear.md.
  *
  * e4m3 -> fp32 without a table: the byte's 7 magnitude bits, shifted left by 7, are an fp16
  * with the same mantissa and the exponent field e read with bias 15 instead of 7 (subnormals
@@ -22,6 +45,11 @@ enum {
     NUMLA_QLINEAR_WIDE_MR = 4, /* each widened weight feeds 4 FMAs (widening is the cost) */
     NUMLA_QLINEAR_WIDE_MAX_M = 12, /* past this, reading x from L2 once per 2 weight rows costs
                                       more than the widening saved (measured on Zen 5) */
+    NUMLA_QLINEAR_G_NW = 4, /* many rows: weight rows per tile (widened, read from L1) */
+    NUMLA_QLINEAR_G_MR = 6, /* x rows per tile: 24 accumulators; the fp8 block totals live in
+                               memory (L1), updated once per 128 columns */
+    NUMLA_QLINEAR_GEMM_XBYTES = 384 << 10, /* many rows: x block bytes kept in L2 */
+    NUMLA_QLINEAR_GEMM_MIN_MB = 36,        /* ... but at least this many x rows per block */
 };
 
 /* 16 e4m3 bytes -> 16 floats, each 2^-8 times the weight. */
@@ -47,7 +75,8 @@ static inline __attribute__((always_inline)) __m512 numla_qlinear_widen_(const i
  * row scale. */
 static inline __attribute__((always_inline)) void
 numla_qlinear_tile_(const numla_qlinear_weight *w, int64_t r, const float *x, int64_t ldx,
-                    const int nw, const int mr, const int fp8, float out[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_WIDE_MR])
+                    const int nw, const int mr, const int fp8, float out[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_WIDE_MR],
+                    const int pre, const float *wf)
 {
     const int64_t k = w->k, B = fp8 ? NUMLA_QLINEAR_BLOCK : w->kp;
     const int8_t *wr[NUMLA_QLINEAR_NW], *pf[NUMLA_QLINEAR_NW];
@@ -72,7 +101,7 @@ numla_qlinear_tile_(const numla_qlinear_weight *w, int64_t r, const float *x, in
          * 2 KiB are too short for the hardware prefetcher to ramp up on each). fp8 widens 32
          * bytes to fp16 at once and converts twice; int8 widens 16 at a time. */
         for (; c + 64 <= k1; c += 64) {
-            for (int j = 0; j < nw; j++)
+            for (int j = 0; j < nw && !pre; j++)
                 _mm_prefetch((const char *)(pf[j] + c), _MM_HINT_T0);
             for (int h = 0; h < 64; h += 32) {
                 __m512 x0[NUMLA_QLINEAR_WIDE_MR], x1[NUMLA_QLINEAR_WIDE_MR];
@@ -82,7 +111,10 @@ numla_qlinear_tile_(const numla_qlinear_weight *w, int64_t r, const float *x, in
                 }
                 for (int j = 0; j < nw; j++) {
                     __m512 w0, w1;
-                    if (fp8) {
+                    if (pre) {
+                        w0 = _mm512_load_ps(wf + j * w->kp + c + h);
+                        w1 = _mm512_load_ps(wf + j * w->kp + c + h + 16);
+                    } else if (fp8) {
                         __m512i hw = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(wr[j] + c + h)));
                         hw = _mm512_and_si512(_mm512_slli_epi16(hw, 7), _mm512_set1_epi16((short)0xBFFF));
                         w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(hw));
@@ -106,7 +138,7 @@ numla_qlinear_tile_(const numla_qlinear_weight *w, int64_t r, const float *x, in
             for (int i = 0; i < mr; i++)
                 xv[i] = _mm512_maskz_loadu_ps(msk, x + i * ldx + c);
             for (int j = 0; j < nw; j++) {
-                __m512 wv = numla_qlinear_widen_(wr[j] + c, fp8);
+                __m512 wv = pre ? _mm512_load_ps(wf + j * w->kp + c) : numla_qlinear_widen_(wr[j] + c, fp8);
                 for (int i = 0; i < mr; i++)
                     a[j][i] = _mm512_fmadd_ps(wv, xv[i], a[j][i]);
             }
@@ -136,19 +168,19 @@ static void numla_qlinear_rows_(const numla_qlinear_weight *w, int64_t m, const 
             const float *xi = x + i0 * ldx;
             mr = m - i0 >= MR ? MR : 1;
             if (nw == NUMLA_QLINEAR_NW && mr == NUMLA_QLINEAR_MR)
-                numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_NW, NUMLA_QLINEAR_MR, fp8, out);
+                numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_NW, NUMLA_QLINEAR_MR, fp8, out, 0, NULL);
             else if (nw == NUMLA_QLINEAR_NW)
-                numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_NW, 1, fp8, out);
+                numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_NW, 1, fp8, out, 0, NULL);
             else if (nw == NUMLA_QLINEAR_WIDE_NW && mr == NUMLA_QLINEAR_WIDE_MR)
-                numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_WIDE_NW, NUMLA_QLINEAR_WIDE_MR, fp8, out);
+                numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_WIDE_NW, NUMLA_QLINEAR_WIDE_MR, fp8, out, 0, NULL);
             else if (nw == NUMLA_QLINEAR_WIDE_NW)
-                numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_WIDE_NW, 1, fp8, out);
+                numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_WIDE_NW, 1, fp8, out, 0, NULL);
             else if (mr == NUMLA_QLINEAR_WIDE_MR)
-                numla_qlinear_tile_(w, r, xi, ldx, 1, NUMLA_QLINEAR_WIDE_MR, fp8, out);
+                numla_qlinear_tile_(w, r, xi, ldx, 1, NUMLA_QLINEAR_WIDE_MR, fp8, out, 0, NULL);
             else if (mr == NUMLA_QLINEAR_MR)
-                numla_qlinear_tile_(w, r, xi, ldx, 1, NUMLA_QLINEAR_MR, fp8, out);
+                numla_qlinear_tile_(w, r, xi, ldx, 1, NUMLA_QLINEAR_MR, fp8, out, 0, NULL);
             else
-                numla_qlinear_tile_(w, r, xi, ldx, 1, 1, fp8, out);
+                numla_qlinear_tile_(w, r, xi, ldx, 1, 1, fp8, out, 0, NULL);
             for (int j = 0; j < nw; j++)
                 for (int i = 0; i < mr; i++) {
                     float *yo = y + (i0 + i) * ldy + r + j;
@@ -173,5 +205,155 @@ void numla_qlinear_forward_avx512(const numla_qlinear_weight *w, int64_t m, cons
             numla_qlinear_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, 1);
         else
             numla_qlinear_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, 0);
+    }
+}
+
+
+/* ---- many rows (numla_qlinear_gemm_applies) ---- */
+
+_Static_assert((int)NUMLA_QLINEAR_G_NW <= (int)NUMLA_QLINEAR_GEMM_ROWS,
+               "the widened group (numla_qlinear_gemm_thread_bytes) holds one tile's weight rows");
+
+/* Rows r .. r + nw of W widened to fp32 (kp each, the padding too) into wf: the same values the
+ * tiles widen in registers (fp8: the weight times 2^-8; int8: the integer), so the tiles give the
+ * same bits reading them. */
+static inline __attribute__((always_inline)) void
+numla_qlinear_widen_rows_(const numla_qlinear_weight *w, int64_t r, int nw, float *wf, const int fp8)
+{
+    for (int j = 0; j < nw; j++) {
+        const int8_t *src = w->q + (r + j) * w->kp;
+        float *dst = wf + j * w->kp;
+        for (int64_t c = 0; c < w->kp; c += 32) {
+            if (fp8) {
+                __m512i hw = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(src + c)));
+                hw = _mm512_and_si512(_mm512_slli_epi16(hw, 7), _mm512_set1_epi16((short)0xBFFF));
+                _mm512_store_ps(dst + c, _mm512_cvtph_ps(_mm512_castsi512_si256(hw)));
+                _mm512_store_ps(dst + c + 16, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hw, 1)));
+            } else {
+                _mm512_store_ps(dst + c, numla_qlinear_i8x16_(src + c));
+                _mm512_store_ps(dst + c + 16, numla_qlinear_i8x16_(src + c + 16));
+            }
+        }
+    }
+}
+
+/* x rows per block: the block (mb, K) fp32 stays in L2 while each weight group runs over it
+ * (a weight is widened once per block). */
+static int64_t numla_qlinear_gemm_mb_(const numla_qlinear_weight *w)
+{
+    const int64_t mb = NUMLA_QLINEAR_GEMM_XBYTES / (4 * w->kp) / NUMLA_QLINEAR_G_MR * NUMLA_QLINEAR_G_MR;
+    return mb > NUMLA_QLINEAR_GEMM_MIN_MB ? mb : NUMLA_QLINEAR_GEMM_MIN_MB;
+}
+
+/* out[j][i] for weight rows r + j (widened in wf) and x rows i: the same operations, per output
+ * lane, as numla_qlinear_tile_ (each lane sums its columns k = lane mod 16 in ascending order
+ * with fused multiply-adds from 0, per 128-wide block for fp8, the block sum then fused into the
+ * total with the block scale · 2^8; int8 one block; then the 16 lanes reduced by
+ * _mm512_reduce_add_ps and, int8, times the row scale), in a larger tile: the result is the
+ * same bits. */
+static inline __attribute__((always_inline)) void
+numla_qlinear_gtile_(const numla_qlinear_weight *w, int64_t r, const float *x, int64_t ldx,
+                     const int nw, const int mr, const int fp8, const float *wf,
+                     float out[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR])
+{
+    const int64_t k = w->k, kp = w->kp, B = fp8 ? NUMLA_QLINEAR_BLOCK : kp;
+    __m512 tot[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR];
+    const float *s[NUMLA_QLINEAR_G_NW];
+    for (int j = 0; j < nw; j++) {
+        s[j] = fp8 ? w->scales + numla_qlinear_grid_row(w, r + j) * w->scale_cols : NULL;
+        for (int i = 0; i < mr; i++)
+            tot[j][i] = _mm512_setzero_ps();
+    }
+    for (int64_t k0 = 0; k0 < k; k0 += B) {
+        const int64_t k1 = k0 + B < k ? k0 + B : k;
+        __m512 a[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR];
+        for (int j = 0; j < nw; j++)
+            for (int i = 0; i < mr; i++)
+                a[j][i] = _mm512_setzero_ps();
+        for (int64_t c = k0; c < k1; c += 16) {
+            const __mmask16 msk = k1 - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k1 - c)) - 1);
+            __m512 xv[NUMLA_QLINEAR_G_MR];
+            for (int i = 0; i < mr; i++)
+                xv[i] = _mm512_maskz_loadu_ps(msk, x + i * ldx + c);
+            for (int j = 0; j < nw; j++) {
+                const __m512 wv = _mm512_load_ps(wf + j * kp + c);
+                for (int i = 0; i < mr; i++)
+                    a[j][i] = _mm512_fmadd_ps(wv, xv[i], a[j][i]);
+            }
+        }
+        for (int j = 0; j < nw; j++) {
+            const __m512 sv = _mm512_set1_ps(fp8 ? s[j][k0 / NUMLA_QLINEAR_BLOCK] * 256.0f : 1.0f);
+            for (int i = 0; i < mr; i++)
+                tot[j][i] = fp8 ? _mm512_fmadd_ps(a[j][i], sv, tot[j][i]) : _mm512_add_ps(a[j][i], tot[j][i]);
+        }
+    }
+    for (int j = 0; j < nw; j++)
+        for (int i = 0; i < mr; i++)
+            out[j][i] = _mm512_reduce_add_ps(tot[j][i]) * (fp8 ? 1.0f : w->scales[r + j]);
+}
+
+static inline __attribute__((always_inline)) void
+numla_qlinear_gemm_rows_(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                         float *y, int64_t ldy, int accumulate, int64_t r0, int64_t r1, float *wf,
+                         const int fp8)
+{
+    float out[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR];
+    const int64_t mb = numla_qlinear_gemm_mb_(w);
+    for (int64_t b0 = 0; b0 < m; b0 += mb) {
+        const int64_t b1 = m - b0 > mb ? b0 + mb : m;
+        for (int64_t r = r0, nw; r < r1; r += nw) {
+            nw = r1 - r >= NUMLA_QLINEAR_G_NW ? NUMLA_QLINEAR_G_NW : 1;
+            numla_qlinear_widen_rows_(w, r, (int)nw, wf, fp8);
+            for (int64_t i0 = b0, mr; i0 < b1; i0 += mr) {
+                const float *xi = x + i0 * ldx;
+                mr = b1 - i0 >= NUMLA_QLINEAR_G_MR ? NUMLA_QLINEAR_G_MR : b1 - i0;
+                switch (mr * 8 + nw) {
+#define NUMLA_QLINEAR_GTILE_CASE(MRC)                                                              \
+    case MRC * 8 + NUMLA_QLINEAR_G_NW:                                                             \
+        numla_qlinear_gtile_(w, r, xi, ldx, NUMLA_QLINEAR_G_NW, MRC, fp8, wf, out);                \
+        break;                                                                                     \
+    case MRC * 8 + 1:                                                                              \
+        numla_qlinear_gtile_(w, r, xi, ldx, 1, MRC, fp8, wf, out);                                 \
+        break;
+                    NUMLA_QLINEAR_GTILE_CASE(1)
+                    NUMLA_QLINEAR_GTILE_CASE(2)
+                    NUMLA_QLINEAR_GTILE_CASE(3)
+                    NUMLA_QLINEAR_GTILE_CASE(4)
+                    NUMLA_QLINEAR_GTILE_CASE(5)
+                    NUMLA_QLINEAR_GTILE_CASE(6)
+#undef NUMLA_QLINEAR_GTILE_CASE
+                default:
+                    break;
+                }
+                for (int j = 0; j < nw; j++)
+                    for (int i = 0; i < mr; i++) {
+                        float *yo = y + (i0 + i) * ldy + r + j;
+                        *yo = accumulate ? *yo + out[j][i] : out[j][i];
+                    }
+            }
+        }
+    }
+}
+
+void numla_qlinear_gemm_avx512(const numla_qlinear_weight *w, int64_t m, const float *x,
+                               int64_t ldx, float *y, int64_t ldy, int accumulate,
+                               void *workspace, int max_threads)
+{
+    const int fp8 = w->fmt == NUMLA_QLINEAR_FP8_BLOCK;
+    unsigned char *base = (unsigned char *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+    const size_t per = numla_qlinear_gemm_thread_bytes(w);
+    int nt = omp_get_max_threads();
+    if (nt > max_threads)
+        nt = max_threads;
+#pragma omp parallel num_threads(nt)
+    {
+        const int ith = omp_get_thread_num();
+        int64_t r0, r1;
+        numla_qlinear_split(w->n, ith, omp_get_num_threads(), &r0, &r1);
+        float *wf = (float *)(void *)(base + (size_t)ith * per);
+        if (fp8)
+            numla_qlinear_gemm_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, wf, 1);
+        else
+            numla_qlinear_gemm_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, wf, 0);
     }
 }

@@ -1,6 +1,12 @@
 /* Tests for kernels/qlinear (8-bit weights): every supported ISA level, on slices of larger
  * checkpoint tensors (unaligned first rows such as 192·h, a 128-aligned first column, N and K
- * not multiples of 128 or 16), M = 1, 3, 6, 17, 64, accumulate on and off, strided x and y.
+ * not multiples of 128 or 16), M = 1, 3, 6, 17, 31, 32, 64 (the avx512 few-row tiles, and for
+ * fp8 from 32 rows its many-row path, over two blocks of x rows at K = 2048), accumulate on
+ * and off, strided x and y. The many-row path (fp8 from 32 rows, int8-row from 32 rows and
+ * M·K >= 2^19) must also give every output the same bits as the few-row path, whatever M,
+ * and on 1 or 2 threads (the engine
+ * compares batched and unbatched runs, where W8A8 would turn a last-bit difference into a
+ * different quantized activation).
  *
  * Oracles, computed here from the unpacked checkpoint bytes:
  *   fp8-block, int8-row: the dequantized weights (e4m3 decoded by this file's own formula)
@@ -19,7 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "kernels/qlinear.h"
+#include "kernels/qlinear_internal.h" /* the many-row and amx workspace sizes */
 
 #define SENTINEL 12345.0f
 
@@ -149,7 +158,7 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
     numla_qlinear_weight w;
     numla_status st = numla_qlinear_pack(&src, packed, &w);
     NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "pack failed: %s", numla_error_message());
-    size_t ws = numla_qlinear_workspace_size(&w, m);
+    size_t ws = numla_qlinear_workspace_size(&w, m, 2);
     unsigned char *wsbuf = malloc(ws + 1); /* misaligned on purpose: the kernel aligns */
     st = numla_qlinear_forward(&w, isa, m, x, ldx, y, ldy, accumulate, ws ? wsbuf + 1 : NULL, ws);
     NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "forward failed: %s", numla_error_message());
@@ -220,13 +229,91 @@ static void run_all(numla_qlinear_format fmt)
 {
     numla_isa isas[NUMLA_ISA_COUNT];
     int ni = numla_test_isas(isas), bad = 0;
-    const int64_t ms[] = {1, 3, 6, 17, 64}; /* 6: the avx512 2 x 4 tiles and their tail */
+    const int64_t ms[] = {1, 3, 6, 17, 31, 32, 64}; /* 6: the avx512 2 x 4 tiles and their
+                                                       tail; fp8 from 32: the many-row path */
     uint64_t seed = 1000 + (uint64_t)fmt * 100;
     for (int a = 0; a < ni; a++)
         for (size_t s = 0; s < sizeof slices / sizeof slices[0]; s++)
             for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
                 for (int acc = 0; acc < 2; acc++)
                     bad += run_case(fmt, slices[s], isas[a], ms[mi], acc, seed++);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* Bit-identity of one (format, slice, level): y for M rows at once on 2 threads against each
+ * row alone, the first 31 and 32 rows (either side of the fp8 many-row threshold), 32 rows
+ * elsewhere and all M on one thread; accumulate off and on. M·K >= 2^19 for the K = 2048 slice
+ * (int8-row's many-row path). Returns the number of differing outputs. */
+static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uint64_t seed)
+{
+    enum { M = 300 };
+    numla_test_rng rng = {seed};
+    tensor t = make_tensor(fmt, sl.nt, sl.kt, &rng);
+    const int64_t n = sl.n, k = sl.k, ldx = k + 3, ldy = n + 5;
+    numla_qlinear_source src = {fmt, n, k, sl.row0, sl.col0, t.data + sl.row0 * t.kt + sl.col0,
+                                t.kt, t.scales, t.sr, t.sc};
+    void *packed = aligned_alloc(64, (numla_qlinear_packed_size(fmt, n, k) + 63) & ~(size_t)63);
+    float *x = malloc((size_t)(M * ldx) * sizeof *x), *y0 = malloc((size_t)(M * ldy) * sizeof *y0);
+    float *y = malloc((size_t)(M * ldy) * sizeof *y), *ya = malloc((size_t)(M * ldy) * sizeof *ya);
+    CU_ASSERT_FATAL(packed && x && y0 && y && ya);
+    numla_qlinear_weight w;
+    CU_ASSERT_FATAL(numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
+    for (int64_t i = 0; i < M * ldx; i++)
+        x[i] = (float)numla_test_rng_normal(&rng);
+    for (int64_t i = 0; i < M * ldy; i++)
+        y0[i] = (float)numla_test_rng_normal(&rng);
+    const size_t ws = numla_qlinear_workspace_size(&w, M, 2);
+    unsigned char *wsbuf = malloc(ws + 1);
+    const int team = omp_get_max_threads();
+    int bad = 0;
+    for (int acc = 0; acc < 2; acc++) {
+        memcpy(ya, y0, (size_t)(M * ldy) * sizeof *ya);
+        omp_set_num_threads(2);
+        CU_ASSERT(numla_qlinear_forward(&w, isa, M, x, ldx, ya, ldy, acc, wsbuf + 1, ws) == NUMLA_STATUS_OK);
+        /* (rows, first row, threads) of each comparison run */
+        const int64_t runs[][3] = {{M, 0, 1}, {31, 0, 2}, {32, 0, 2}, {32, 268, 1}, {1, 0, 2}, {1, 37, 2}, {1, 299, 1}};
+        for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+            const int64_t rows = runs[r][0], i0 = runs[r][1];
+            memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
+            omp_set_num_threads((int)runs[r][2]);
+            CU_ASSERT(numla_qlinear_forward(&w, isa, rows, x + i0 * ldx, ldx, y + i0 * ldy, ldy, acc,
+                                            wsbuf + 1, ws) == NUMLA_STATUS_OK);
+            for (int64_t i = i0; i < i0 + rows; i++)
+                for (int64_t j = 0; j < n; j++)
+                    if (memcmp(&y[i * ldy + j], &ya[i * ldy + j], sizeof(float)) && bad++ == 0)
+                        fprintf(stderr,
+                                "\n    %s %s %lldx%lld: %lld rows from %lld on %lld threads, acc=%d: "
+                                "y[%lld][%lld] = %.9g, all %d rows on 2 threads gave %.9g\n",
+                                numla_isa_name(isa), numla_qlinear_format_name(fmt), (long long)n,
+                                (long long)k, (long long)rows, (long long)i0, (long long)runs[r][2], acc,
+                                (long long)i, (long long)j, y[i * ldy + j], M, ya[i * ldy + j]);
+        }
+    }
+    omp_set_num_threads(team);
+    free(wsbuf);
+    free(packed);
+    free(x);
+    free(y0);
+    free(y);
+    free(ya);
+    free_tensor(&t);
+    return bad;
+}
+
+static void test_row_invariance(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int ni = numla_test_isas(isas), bad = 0;
+    const slice sl[] = {
+        {300, 400, 61, 128, 77, 130}, /* rows from 61, a cut block, 77 rows (a 4-row tail) */
+        {40, 2048, 5, 0, 33, 2048},   /* several x-row blocks on the many-row path */
+        {200, 333, 0, 0, 199, 333},   /* K not a multiple of 64 */
+    };
+    uint64_t seed = 77;
+    for (int a = 0; a < ni; a++)
+        for (int f = 0; f < 2; f++) /* fp8-block, int8-row */
+            for (size_t s = 0; s < sizeof sl / sizeof sl[0]; s++)
+                bad += run_invariance((numla_qlinear_format)f, sl[s], isas[a], seed++);
     CU_ASSERT_EQUAL(bad, 0);
 }
 
@@ -265,7 +352,7 @@ static void test_w8a8_rounding(void)
     void *packed = aligned_alloc(64, numla_qlinear_packed_size(src.fmt, K, K));
     numla_qlinear_weight w;
     CU_ASSERT_FATAL(numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
-    size_t ws = numla_qlinear_workspace_size(&w, 1);
+    size_t ws = numla_qlinear_workspace_size(&w, 1, 1);
     void *wsbuf = malloc(ws);
     numla_isa isas[NUMLA_ISA_COUNT];
     int ni = numla_test_isas(isas);
@@ -321,13 +408,37 @@ static void test_validation(void)
               NUMLA_STATUS_INVALID_ARG); /* x and y overlap */
     CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 0, NULL, 200, NULL, 100, 0, NULL, 0) ==
               NUMLA_STATUS_OK);
+    /* From 32 rows fp8 needs per-thread scratch: one thread's is enough (the call then runs on
+     * one), none is an error; below 32 none is needed. */
+    {
+        enum { M = 32 };
+        float *xm = calloc(M * 200, sizeof *xm), *ym = malloc(M * 100 * sizeof *ym);
+        const size_t one = numla_qlinear_workspace_size(&w, M, 1), two = numla_qlinear_workspace_size(&w, M, 2);
+        const size_t per = numla_qlinear_gemm_thread_bytes(&w);
+        CU_ASSERT(one >= 64 + per && two >= 64 + 2 * per && two >= one);
+        /* below 32 rows only the amx level's fp8 tiles (from 16 rows) want a workspace */
+        CU_ASSERT_EQUAL(numla_qlinear_workspace_size(&w, M - 1, 2),
+                        numla_qlinear_amx_fp8_applies(&w, M - 1) ? 64 + numla_qlinear_amx_fp8_ws_bytes(&w, M - 1) : (size_t)0);
+        CU_ASSERT_EQUAL(numla_qlinear_workspace_size(&w, 15, 2), 0u);
+        void *wsm = malloc(one);
+        CU_ASSERT(numla_qlinear_forward(&w, numla_isa_best(), M, xm, 200, ym, 100, 0, NULL, 0) ==
+                  NUMLA_STATUS_INVALID_ARG);
+        CU_ASSERT(numla_qlinear_forward(&w, numla_isa_best(), M, xm, 200, ym, 100, 0, wsm, one - 1) ==
+                  NUMLA_STATUS_INVALID_ARG);
+        CU_ASSERT(numla_qlinear_forward(&w, numla_isa_best(), M, xm, 200, ym, 100, 0, wsm, one) ==
+                  NUMLA_STATUS_OK);
+        numla_error_clear();
+        free(wsm);
+        free(xm);
+        free(ym);
+    }
 
     /* W8A8 needs its workspace. */
     tensor t8 = make_tensor(NUMLA_QLINEAR_INT8_W8A8, 300, 300, &rng);
     numla_qlinear_source i8 = {NUMLA_QLINEAR_INT8_W8A8, 100, 200, 0, 0, t8.data, 300, t8.scales,
                                t8.sr, t8.sc};
     CU_ASSERT_FATAL(numla_qlinear_pack(&i8, packed, &w) == NUMLA_STATUS_OK);
-    CU_ASSERT(numla_qlinear_workspace_size(&w, 2) > 0);
+    CU_ASSERT(numla_qlinear_workspace_size(&w, 2, 1) > 0);
     CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 2, x, 200, y, 100, 0, NULL, 0) ==
               NUMLA_STATUS_INVALID_ARG);
     numla_error_clear();
@@ -337,5 +448,5 @@ static void test_validation(void)
 }
 
 NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block),
-                 NUMLA_TEST(test_int8_row), NUMLA_TEST(test_int8_w8a8), NUMLA_TEST(test_w8a8_rounding),
+                 NUMLA_TEST(test_int8_row), NUMLA_TEST(test_int8_w8a8), NUMLA_TEST(test_row_invariance), NUMLA_TEST(test_w8a8_rounding),
                  NUMLA_TEST(test_validation))

@@ -99,7 +99,7 @@ static int run_case(int64_t m, int64_t n, int64_t k, int accumulate, int threads
     void *packed = aligned_alloc(64, numla_qlinear_align64(numla_qlinear_packed_size(src.fmt, n, k)));
     numla_qlinear_weight w;
     CU_ASSERT_FATAL(packed && numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
-    const size_t ws = numla_qlinear_workspace_size(&w, m);
+    const size_t ws = numla_qlinear_workspace_size(&w, m, 2);
     unsigned char *wsbuf = malloc(ws + 1); /* misaligned on purpose: the kernel aligns */
     CU_ASSERT_FATAL(wsbuf != NULL);
     CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, m, x, ldx, yr, ldy, accumulate, wsbuf + 1, ws) ==
