@@ -191,6 +191,79 @@ static void numla_qlinear_rows_(const numla_qlinear_weight *w, int64_t m, const 
     }
 }
 
+/* 32 fp8 weights at p, widened: w0 = the first 16, w1 = the next 16 (each 2^-8 times the
+ * weight), as numla_qlinear_tile_ does. */
+static inline __attribute__((always_inline)) void numla_qlinear_fp8x32_(const int8_t *p, __m512 *w0,
+                                                                        __m512 *w1)
+{
+    __m512i hw = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    hw = _mm512_and_si512(_mm512_slli_epi16(hw, 7), _mm512_set1_epi16((short)0xBFFF));
+    *w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(hw));
+    *w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hw, 1));
+}
+
+/* The fp8 GEMV (M = 1) one row at a time, so each thread's weights are one sequential stream
+ * (rows of 2 KiB read four at a time are four short streams, which the hardware prefetcher
+ * follows worse: docs/linear.md), with a software prefetch NUMLA_QLINEAR_ROW_AHEAD bytes ahead
+ * in it. A row alone still has independent work: its 128-wide scale blocks are separate
+ * accumulator chains until their scaled sums are added, so four full blocks run interleaved.
+ * Every block's chain, and the order the blocks' sums are added in, are those of
+ * numla_qlinear_tile_, so y has the same bits as the tiled paths. */
+enum { NUMLA_QLINEAR_ROW_AHEAD = 8192, NUMLA_QLINEAR_ROW_BLOCKS = 4 };
+
+static float numla_qlinear_fp8_row_(const numla_qlinear_weight *w, int64_t r, const float *x,
+                                    const int8_t *end)
+{
+    const int64_t k = w->k, B = NUMLA_QLINEAR_BLOCK, full = k / B;
+    const int8_t *wr = w->q + r * w->kp;
+    const float *s = w->scales + numla_qlinear_grid_row(w, r) * w->scale_cols;
+    __m512 tot = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + NUMLA_QLINEAR_ROW_BLOCKS <= full; b += NUMLA_QLINEAR_ROW_BLOCKS) {
+        __m512 a[NUMLA_QLINEAR_ROW_BLOCKS];
+        for (int j = 0; j < NUMLA_QLINEAR_ROW_BLOCKS; j++)
+            a[j] = _mm512_setzero_ps();
+        for (int64_t c = 0; c < B; c += 64) {
+            for (int j = 0; j < NUMLA_QLINEAR_ROW_BLOCKS; j++) {
+                const int8_t *pf = wr + (b + j) * B + c + NUMLA_QLINEAR_ROW_AHEAD;
+                if (pf < end)
+                    _mm_prefetch((const char *)pf, _MM_HINT_T0);
+            }
+            for (int h = 0; h < 64; h += 32)
+                for (int j = 0; j < NUMLA_QLINEAR_ROW_BLOCKS; j++) {
+                    const int64_t o = (b + j) * B + c + h;
+                    __m512 w0, w1;
+                    numla_qlinear_fp8x32_(wr + o, &w0, &w1);
+                    a[j] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + o), a[j]);
+                    a[j] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + o + 16), a[j]);
+                }
+        }
+        for (int j = 0; j < NUMLA_QLINEAR_ROW_BLOCKS; j++)
+            tot = _mm512_fmadd_ps(a[j], _mm512_set1_ps(s[b + j] * 256.0f), tot);
+    }
+    for (; b * B < k; b++) { /* the rest one block at a time, as the tile does it */
+        const int64_t k0 = b * B, k1 = k0 + B < k ? k0 + B : k;
+        __m512 a = _mm512_setzero_ps();
+        int64_t c = k0;
+        for (; c + 64 <= k1; c += 64) {
+            if (wr + c + NUMLA_QLINEAR_ROW_AHEAD < end)
+                _mm_prefetch((const char *)(wr + c + NUMLA_QLINEAR_ROW_AHEAD), _MM_HINT_T0);
+            for (int h = 0; h < 64; h += 32) {
+                __m512 w0, w1;
+                numla_qlinear_fp8x32_(wr + c + h, &w0, &w1);
+                a = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + c + h), a);
+                a = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + c + h + 16), a);
+            }
+        }
+        for (; c < k1; c += 16) {
+            __mmask16 msk = k1 - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k1 - c)) - 1);
+            a = _mm512_fmadd_ps(numla_qlinear_fp8x16_(wr + c), _mm512_maskz_loadu_ps(msk, x + c), a);
+        }
+        tot = _mm512_fmadd_ps(a, _mm512_set1_ps(s[b] * 256.0f), tot);
+    }
+    return _mm512_reduce_add_ps(tot) * 1.0f;
+}
+
 void numla_qlinear_forward_avx512(const numla_qlinear_weight *w, int64_t m, const float *x,
                                   int64_t ldx, float *y, int64_t ldy, int accumulate,
                                   void *workspace)
@@ -201,7 +274,13 @@ void numla_qlinear_forward_avx512(const numla_qlinear_weight *w, int64_t m, cons
     {
         int64_t r0, r1;
         numla_qlinear_split(w->n, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
-        if (fp8)
+        if (fp8 && m == 1) {
+            const int8_t *end = w->q + r1 * w->kp;
+            for (int64_t r = r0; r < r1; r++) {
+                const float v = numla_qlinear_fp8_row_(w, r, x, end);
+                y[r] = accumulate ? y[r] + v : v;
+            }
+        } else if (fp8)
             numla_qlinear_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, 1);
         else
             numla_qlinear_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, 0);

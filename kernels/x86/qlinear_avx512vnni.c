@@ -64,6 +64,37 @@ numla_qlinear_vnni_tile_(const numla_qlinear_weight *w, int64_t r, const uint8_t
             out[j][i] = _mm512_reduce_add_epi32(a[j][i]) - 128 * w->row_sums[r + j];
 }
 
+/* Σ_k q[k] w[r][k] for one row (M = 1): the rows are read one after another, so each thread's
+ * weights are one sequential stream, with four accumulator chains and a prefetch a fixed
+ * distance ahead in that stream. */
+static inline int32_t numla_qlinear_vnni_row_(const int8_t *wr, const int8_t *end,
+                                              const uint8_t *xq, int64_t kp)
+{
+    enum { AHEAD = 8192 };
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t c = 0;
+    for (; c + 256 <= kp; c += 256) {
+        for (int l = 0; l < 256; l += 64)
+            if (wr + c + l + AHEAD < end)
+                _mm_prefetch((const char *)(wr + c + l + AHEAD), _MM_HINT_T0);
+        a0 = _mm512_dpbusd_epi32(a0, _mm512_load_si512((const void *)(xq + c)),
+                                 _mm512_load_si512((const void *)(wr + c)));
+        a1 = _mm512_dpbusd_epi32(a1, _mm512_load_si512((const void *)(xq + c + 64)),
+                                 _mm512_load_si512((const void *)(wr + c + 64)));
+        a2 = _mm512_dpbusd_epi32(a2, _mm512_load_si512((const void *)(xq + c + 128)),
+                                 _mm512_load_si512((const void *)(wr + c + 128)));
+        a3 = _mm512_dpbusd_epi32(a3, _mm512_load_si512((const void *)(xq + c + 192)),
+                                 _mm512_load_si512((const void *)(wr + c + 192)));
+    }
+    for (; c < kp; c += 64) {
+        if (wr + c + AHEAD < end)
+            _mm_prefetch((const char *)(wr + c + AHEAD), _MM_HINT_T0);
+        a0 = _mm512_dpbusd_epi32(a0, _mm512_load_si512((const void *)(xq + c)),
+                                 _mm512_load_si512((const void *)(wr + c)));
+    }
+    return _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)));
+}
+
 void numla_qlinear_forward_avx512vnni(const numla_qlinear_weight *w, int64_t m, const float *x,
                                       int64_t ldx, float *y, int64_t ldy, int accumulate,
                                       void *workspace)
@@ -79,6 +110,15 @@ void numla_qlinear_forward_avx512vnni(const numla_qlinear_weight *w, int64_t m, 
         int64_t r0, r1;
         numla_qlinear_split(w->n, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
         int32_t out[NUMLA_QLINEAR_VNNI_NW][NUMLA_QLINEAR_VNNI_MR];
+        if (m == 1) { /* a GEMV: one weight stream per thread */
+            const int8_t *end = w->q + r1 * kp;
+            for (int64_t r = r0; r < r1; r++) {
+                const int32_t acc = numla_qlinear_vnni_row_(w->q + r * kp, end, xq, kp) -
+                                    128 * w->row_sums[r];
+                y[r] = numla_qlinear_w8a8_out(acc, sx[0], w->scales[r], y[r], accumulate);
+            }
+            r0 = r1;
+        }
         for (int64_t r = r0; r < r1;) {
             const int nw = r1 - r >= NUMLA_QLINEAR_VNNI_NW ? NUMLA_QLINEAR_VNNI_NW : 1;
             for (int64_t i0 = 0, mr; i0 < m; i0 += mr) {
