@@ -156,11 +156,14 @@ void numla_moe_route(const numla_model_config *c, const float *logits, const flo
 static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, int64_t T,
                                 const int32_t *cnt, numla_status *st, int *shared_up)
 {
-    /* The shared experts' gate and up projections (into m->g) join the same region as one more
-     * job, the largest, taken first; their down projection (accumulating into h after the
-     * routed outputs, as the serial path does) is left to the caller when *shared_up is 1. */
+    /* The shared experts' gate and up projections (into m->g, m->u) join the same region as two
+     * more jobs, after the routed experts: the jobs are taken in order by whichever thread is
+     * free, and a routed expert's three linears are the larger job, so the two halves of the
+     * shared one even out the threads' loads at the end (largest first). Their SiLU product and
+     * their down projection (accumulating into h after the routed outputs, as the serial path
+     * does) are left to the caller when *shared_up is 1. */
     const numla_mlp_weights *sw = &lw->shared;
-    const int sh_job = sw->inter > 0 && T <= NUMLA_MODEL_PER_THREAD_ROWS;
+    const int sh_jobs = sw->inter > 0 && T <= NUMLA_MODEL_PER_THREAD_ROWS ? 2 : 0;
     *shared_up = 0;
     const numla_shard *sh = &m->w->shard;
     const int64_t hid = m->cfg.hidden_size, k = m->cfg.num_experts_per_tok;
@@ -186,7 +189,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
         }
         act[na++] = (int32_t)e;
     }
-    if (sh_job) {
+    if (sh_jobs) {
         const numla_model_linear *ws2[2] = {&sw->gate, &sw->up};
         for (int j = 0; j < 2; j++) {
             size_t need = numla_model_linear_workspace_size(isa, ws2[j], T, 1);
@@ -200,24 +203,20 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
     double t0 = omp_get_wtime();
     numla_status bad = NUMLA_STATUS_OK;
 #pragma omp parallel for num_threads(m->num_threads) schedule(dynamic, 1)
-    for (int32_t jj = 0; jj < na + sh_job; jj++) {
+    for (int32_t jj = 0; jj < na + sh_jobs; jj++) {
         void *ws = (char *)m->par_ws + (size_t)omp_get_thread_num() * stride;
-        if (sh_job && jj == 0) {
+        if (jj >= na) { /* the shared experts' gate (first) or up projection */
             const int64_t Is = sw->inter;
-            numla_status s1 = numla_model_linear_forward(isa, &sw->gate, T, m->x, hid, m->g, Is,
-                                                         0, ws, stride);
-            if (s1 == NUMLA_STATUS_OK)
-                s1 = numla_model_linear_forward(isa, &sw->up, T, m->x, hid, m->u, Is, 0, ws,
-                                                stride);
-            (void)numla_act_silu_mul(m->isa, T * Is, m->g, m->u); /* args valid */
+            const int up = jj > na;
+            numla_status s1 = numla_model_linear_forward(isa, up ? &sw->up : &sw->gate, T, m->x,
+                                                         hid, up ? m->u : m->g, Is, 0, ws, stride);
             if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_experts)
                 bad = s1;
             }
             continue;
         }
-        const int32_t j = jj - sh_job;
-        const int64_t e = act[j], r0 = cnt[e], n = cnt[e + 1] - cnt[e];
+        const int64_t e = act[jj], r0 = cnt[e], n = cnt[e + 1] - cnt[e];
         const numla_mlp_weights *w = &lw->experts[e];
         float *g = m->par_g + r0 * I, *u = m->par_u + r0 * I, *y = m->par_y + r0 * hid;
         float *x = m->par_x + r0 * hid;
@@ -237,11 +236,13 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
     }
     m->stats.linear_s += omp_get_wtime() - t0;
     m->stats.linear_flops += 6.0 * (double)rows * (double)I * (double)hid +
-                       (sh_job ? 4.0 * (double)T * (double)sw->inter * (double)hid : 0.0);
+                       (sh_jobs ? 4.0 * (double)T * (double)sw->inter * (double)hid : 0.0);
     *st = bad;
-    *shared_up = sh_job;
+    *shared_up = sh_jobs > 0;
     if (bad != NUMLA_STATUS_OK)
         return 1;
+    if (sh_jobs)
+        (void)numla_act_silu_mul(m->isa, T * sw->inter, m->g, m->u); /* args valid */
     /* Rows are added in expert order, as the one-expert-at-a-time path does; the team splits
      * the hidden columns, so every sum keeps that order. */
 #pragma omp parallel num_threads(m->num_threads) if (rows * hid >= 65536)
