@@ -49,11 +49,15 @@ typedef struct numla_amx_emu_state {
     uint8_t t[NUMLA_AMX_EMU_TILES][NUMLA_AMX_EMU_ROWS][NUMLA_AMX_EMU_COLSB];
 } numla_amx_emu_state;
 
-extern _Thread_local numla_amx_emu_state numla_amx_emu_;
+/* The calling thread's tile file. A function, not the thread-local object itself: gcc 12's
+ * -fsanitize=null check on the object's address inlined into the kernels passed the checker 0
+ * (a false "member access within null pointer" in the sanitizer build). */
+numla_amx_emu_state *numla_amx_emu_self(void);
 extern long numla_amx_emu_dp_ops; /* atomic adds */
 
 #ifdef NUMLA_AMX_EMU_DEFINE
-_Thread_local numla_amx_emu_state numla_amx_emu_;
+static _Thread_local numla_amx_emu_state numla_amx_emu_;
+__attribute__((noinline)) numla_amx_emu_state *numla_amx_emu_self(void) { return &numla_amx_emu_; }
 long numla_amx_emu_dp_ops;
 #endif
 
@@ -65,7 +69,7 @@ static inline void numla_amx_emu_fault_(const char *op, int t, const char *why)
 
 static inline numla_amx_emu_state *numla_amx_emu_tile_(const char *op, int t)
 {
-    numla_amx_emu_state *s = &numla_amx_emu_;
+    numla_amx_emu_state *s = numla_amx_emu_self();
     if (!s->configured)
         numla_amx_emu_fault_(op, t, "tiles not configured (no LDTILECFG)");
     if (t < 0 || t >= NUMLA_AMX_EMU_TILES)
@@ -78,7 +82,7 @@ static inline numla_amx_emu_state *numla_amx_emu_tile_(const char *op, int t)
 static inline void numla_amx_emu_loadconfig(const void *cfg)
 {
     const uint8_t *c = cfg;
-    numla_amx_emu_state *s = &numla_amx_emu_;
+    numla_amx_emu_state *s = numla_amx_emu_self();
     memset(s, 0, sizeof *s);
     if (c[0] == 0)
         return; /* palette 0: the init state */
@@ -103,7 +107,7 @@ static inline void numla_amx_emu_loadconfig(const void *cfg)
     s->configured = 1;
 }
 
-static inline void numla_amx_emu_release(void) { memset(&numla_amx_emu_, 0, sizeof numla_amx_emu_); }
+static inline void numla_amx_emu_release(void) { memset(numla_amx_emu_self(), 0, sizeof(numla_amx_emu_state)); }
 
 static inline void numla_amx_emu_zero(int t)
 {
