@@ -5,6 +5,7 @@
 
 #include <cpuid.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "kernels/x86/amx.h"
@@ -25,11 +26,22 @@ static const numla_qlinear_gemm_fn numla_qlinear_gemm_table_[NUMLA_ISA_COUNT][NU
     [NUMLA_ISA_AVX512] = {numla_qlinear_gemm_avx512, numla_qlinear_gemm_avx512, NULL},
 };
 
-int numla_qlinear_vnni_usable(void)
+/* Read once: CPUID traps to the hypervisor in a VM (microseconds), and the dispatch asks on
+ * every call (a decode step makes about a hundred). */
+static pthread_once_t numla_qlinear_vnni_once_ = PTHREAD_ONCE_INIT;
+static int numla_qlinear_vnni_ok_;
+
+static void numla_qlinear_vnni_init_(void)
 {
     unsigned a, b, c, d;
     /* AVX512-VNNI: CPUID.(7,0):ECX bit 11 (the avx512 level already checked the OS state). */
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 11) & 1);
+    numla_qlinear_vnni_ok_ = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 11) & 1);
+}
+
+int numla_qlinear_vnni_usable(void)
+{
+    pthread_once(&numla_qlinear_vnni_once_, numla_qlinear_vnni_init_);
+    return numla_qlinear_vnni_ok_;
 }
 
 /* A variant that needs a CPU feature beyond its level's. */

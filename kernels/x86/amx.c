@@ -11,8 +11,10 @@
 
 enum { NUMLA_AMX_ARCH_REQ_XCOMP_PERM = 0x1023, NUMLA_AMX_XFEATURE_XTILEDATA = 18 };
 
+/* Read once: CPUID traps to the hypervisor in a VM (microseconds), and the qlinear dispatch
+ * asks on every call. */
 static pthread_once_t numla_amx_once_ = PTHREAD_ONCE_INIT;
-static int numla_amx_ok_;
+static int numla_amx_ok_, numla_amx_int8_ok_;
 
 static void numla_amx_init_(void)
 {
@@ -26,6 +28,7 @@ static void numla_amx_init_(void)
         return;
     }
     numla_amx_ok_ = 1;
+    numla_amx_int8_ok_ = (d >> 25) & 1; /* AMX-INT8: CPUID.(7,0):EDX bit 25 */
 }
 
 int numla_amx_usable(void)
@@ -36,6 +39,6 @@ int numla_amx_usable(void)
 
 int numla_amx_int8_usable(void)
 {
-    unsigned a, b, c, d;
-    return numla_amx_usable() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 25) & 1);
+    pthread_once(&numla_amx_once_, numla_amx_init_);
+    return numla_amx_int8_ok_;
 }
