@@ -51,9 +51,10 @@
  * dequantized weights in double: |y - y_ref| <= (K + 2·K/128 + 2) u Σ|w x| (+ the same for the
  * accumulated y), u = 2^-24; fp8 on the amx level's tiles (split-bf16 x, kernels/x86/
  * qlinear_fp8_amx.c): (2^-18 + (2·min(K, 128) + K/128 + 2) u) Σ|s w x|. W8A8 is exact up to
- * the final fp32 scaling. At the ref and avx512 levels a row's output has the same bits
- * whatever M and the thread count are (the avx512 level's few-row and many-row paths do the
- * same operations per output; the engine relies on it, see kernels/x86/qlinear_avx512.c).
+ * the final fp32 scaling. Whatever the thread count, a row's output has the same bits; int8-row
+ * and W8A8 also whatever M is (the engine relies on it for W8A8 models, see
+ * kernels/x86/qlinear_avx512.c); fp8 at the avx512 level only on either side of 32 rows (its
+ * many-row panel GEMM sums in another order).
  */
 #ifndef NUMLA_KERNELS_QLINEAR_H
 #define NUMLA_KERNELS_QLINEAR_H

@@ -68,9 +68,35 @@ static inline int numla_qlinear_gemm_applies(const numla_qlinear_weight *w, int6
     return w->fmt == NUMLA_QLINEAR_INT8_ROW && m * w->k >= ((int64_t)1 << 19);
 }
 
-/* Scratch bytes per thread of the many-row path: the widened group, (ROWS, kp) fp32. */
+/* fp8's many-row path is a k-major panel GEMM (kernels/x86/qlinear_avx512.c): per thread a
+ * KC x NC fp32 panel of dequantized weights and an MR x KC micro-panel of x. */
+enum {
+    NUMLA_QLINEAR_PANEL_KC = 256, /* K block: two scale blocks; a multiple of 128 and 64 */
+    NUMLA_QLINEAR_PANEL_NC = 512, /* N block: KC x NC fp32 = 512 KiB, half an L2 */
+    NUMLA_QLINEAR_PANEL_NR = 32,  /* panel width: two zmm of weights per k */
+    NUMLA_QLINEAR_PANEL_MR = 12,  /* x rows per micro-tile: 12 x 2 accumulators */
+};
+
+/* fp8 panel GEMM: the N block for a weight of n rows (no wider than n rounded up to a panel). */
+static inline int64_t numla_qlinear_panel_nc(const numla_qlinear_weight *w)
+{
+    const int64_t np = (w->n + NUMLA_QLINEAR_PANEL_NR - 1) / NUMLA_QLINEAR_PANEL_NR * NUMLA_QLINEAR_PANEL_NR;
+    return np < NUMLA_QLINEAR_PANEL_NC ? np : NUMLA_QLINEAR_PANEL_NC;
+}
+
+/* fp8 panel GEMM: bytes of one thread's weight panel (the x micro-panel follows it). */
+static inline size_t numla_qlinear_panel_bytes(const numla_qlinear_weight *w)
+{
+    return numla_qlinear_align64((size_t)NUMLA_QLINEAR_PANEL_KC * (size_t)numla_qlinear_panel_nc(w) * sizeof(float));
+}
+
+/* Scratch bytes per thread of the many-row path: int8-row's widened group, (ROWS, kp) fp32;
+ * fp8's panel and x micro-panel. */
 static inline size_t numla_qlinear_gemm_thread_bytes(const numla_qlinear_weight *w)
 {
+    if (w->fmt == NUMLA_QLINEAR_FP8_BLOCK)
+        return numla_qlinear_panel_bytes(w) +
+               numla_qlinear_align64((size_t)NUMLA_QLINEAR_PANEL_KC * NUMLA_QLINEAR_PANEL_MR * sizeof(float));
     return numla_qlinear_align64((size_t)NUMLA_QLINEAR_GEMM_ROWS * (size_t)w->kp * sizeof(float));
 }
 

@@ -8,24 +8,19 @@
  * the 16 lanes are then reduced.
  *
  * Many rows (numla_qlinear_gemm_applies: fp8 from 32 rows, int8-row from 32 rows once x is past
- * 2 MiB): widening every weight M / 2 times made prefill compute-bound on the conversion. Each
- * thread instead widens a group of 4 of its weight rows into fp32 scratch (4 · kp floats, the
- * same values the registers would hold: e4m3 · 2^-8 or the integer, scales not folded in) once
- * per block of x rows (NUMLA_QLINEAR_GEMM_XBYTES of x, >= 36 rows, kept in L2), then runs
- * 4 x 6 tiles (24 accumulators; the fp8 block totals spill to L1) over the block, loading the
- * widened rows from L1/L2. Per output lane the operations are exactly the few-row tiles', so
- * y has the same bits whatever M is and whichever path ran, and on any thread count (each
- * output is one thread's; rows split over threads). The engine relies on that: its batched
- * and unbatched runs of an int8 model must agree, and W8A8 turns a last-bit difference in an
- * int8-row output into a different quantized activation downstream.
- *
- * Not kept: a GotoBLAS panel GEMM (weights dequantized once per call to fp32 with the scale
- * folded in, k-major 32-column panels, 12 x 32 outer-product tiles, KC = 256, NC = 512) ran
- * fp8 prefill at ~450 GFLOP/s against ~230 here, but it sums each output in k order, so its bits
- * differ from the few-row path's: the engine's int8 tests (1-3 ranks against a single-rank
- * reference that runs the same tokens in calls of other row counts) then failed by up to 1.4 in
- * the logits, and passed with that GEMM used for every M. Using it would need the decode path
- * to sum the same way. Figures in docs/linear.md.
+ * 2 MiB): widening every weight M / 2 times made prefill compute-bound on the conversion.
+ *   int8-row: each thread widens a group of 4 of its weight rows into fp32 scratch (4 · kp
+ *   floats, the same values the registers would hold, the row scale not folded in) once per
+ *   block of x rows (NUMLA_QLINEAR_GEMM_XBYTES of x, >= 36 rows, kept in L2), then runs 4 x 6
+ *   tiles over the block. Per output lane the operations are exactly the few-row tiles', so y
+ *   has the same bits whatever M is and on any thread count. The engine relies on that for
+ *   int8 models: W8A8 turns a last-bit difference in an int8-row output into a different
+ *   quantized activation downstream, so batched and unbatched runs must agree to the bit.
+ *   fp8: a GotoBLAS panel GEMM (below: weights dequantized once per call to fp32, k-major
+ *   32-column panels, 12 x 32 outer-product tiles, KC = 256, NC = 512), about twice the
+ *   widened-group path's rate. It sums each output in k order, so fp8 outputs for M >= 32 may
+ *   differ in the last bits from M < 32 (both inside the bound of kernels/qlinear.h); nothing
+ *   downstream of an fp8 layer quantizes activations. Figures in docs/linear.md.
  *
  * e4m3 -> fp32 without a table: the byte's 7 magnitude bits, shifted left by 7, are an fp16
  * with the same mantissa and the exponent field e read with bias 15 instead of 7 (subnormals
@@ -414,6 +409,202 @@ numla_qlinear_gemm_rows_(const numla_qlinear_weight *w, int64_t m, const float *
     }
 }
 
+/* ---- fp8 many rows: the k-major panel GEMM ----
+ *
+ * fp8 only (int8-row keeps the widened-group path above, whose bits equal the few-row path's:
+ * W8A8 models quantize what int8-row layers produce, so their last bits must not depend on M).
+ * Each thread dequantizes KC x NC blocks of its weight rows into fp32 panels of NR columns,
+ * element = fp32(e4m3 · 2^-8 · (256 · block scale)) = the fp32 dequantized weight exactly as
+ * the reference forms it (one rounding of an exact product; a scale is never folded into
+ * anything narrower), and runs an MR x NR register-blocked FMA micro-kernel over all M rows
+ * (x broadcast, two weight vectors per k). Each output is a sequential fp32 sum over k of
+ * exact products of fp32 values, inside the bound of kernels/qlinear.h, but in another order
+ * than the M = 1 path: fp8 results may differ in the last bits between M below and above
+ * NUMLA_QLINEAR_GEMM_MIN_M. The 16 x 64-byte transposes put each weight row into a panel
+ * column. */
+enum {
+    NUMLA_QLINEAR_P_KC = NUMLA_QLINEAR_PANEL_KC,
+    NUMLA_QLINEAR_P_NR = NUMLA_QLINEAR_PANEL_NR,
+    NUMLA_QLINEAR_P_MR = NUMLA_QLINEAR_PANEL_MR,
+};
+
+/* 16 rows of 64 bytes -> 16 vectors of which o[c]'s 128-bit lane L holds column 16 L + c of
+ * the 16 rows, in row order: the usual four unpack stages (8, 16, 32, 64 bits), each within
+ * 128-bit lanes. */
+static inline __attribute__((always_inline)) void numla_qlinear_transpose16x64_(__m512i r[16])
+{
+    __m512i s[16];
+    for (int j = 0; j < 8; j++) {
+        s[j] = _mm512_unpacklo_epi8(r[2 * j], r[2 * j + 1]);     /* columns 0..7 */
+        s[j + 8] = _mm512_unpackhi_epi8(r[2 * j], r[2 * j + 1]); /* columns 8..15 */
+    }
+    for (int g = 0; g < 16; g += 8)
+        for (int j = 0; j < 4; j++) {
+            r[g + j] = _mm512_unpacklo_epi16(s[g + 2 * j], s[g + 2 * j + 1]);
+            r[g + 4 + j] = _mm512_unpackhi_epi16(s[g + 2 * j], s[g + 2 * j + 1]);
+        }
+    /* r[4 g + j]: 32-bit unit u = column 4 g + u, rows 4 j .. 4 j + 3 */
+    for (int g = 0; g < 16; g += 4) {
+        s[g + 0] = _mm512_unpacklo_epi32(r[g + 0], r[g + 1]); /* rows 0..7, columns 4g+0,1 */
+        s[g + 1] = _mm512_unpackhi_epi32(r[g + 0], r[g + 1]); /* rows 0..7, columns 4g+2,3 */
+        s[g + 2] = _mm512_unpacklo_epi32(r[g + 2], r[g + 3]); /* rows 8..15, columns 4g+0,1 */
+        s[g + 3] = _mm512_unpackhi_epi32(r[g + 2], r[g + 3]); /* rows 8..15, columns 4g+2,3 */
+    }
+    for (int g = 0; g < 16; g += 4) {
+        r[g + 0] = _mm512_unpacklo_epi64(s[g + 0], s[g + 2]);
+        r[g + 1] = _mm512_unpackhi_epi64(s[g + 0], s[g + 2]);
+        r[g + 2] = _mm512_unpacklo_epi64(s[g + 1], s[g + 3]);
+        r[g + 3] = _mm512_unpackhi_epi64(s[g + 1], s[g + 3]);
+    }
+}
+
+/* Dequantizes weight rows [n0, n0 + 16) (rows past the weight repeat its last row: their
+ * columns are never stored), columns [kc0, kc0 + kc) rounded up to 64, into dst: element
+ * (row n0 + j, column kc0 + t) at dst[t · NR + j], as fp32(e4m3 · block scale) or
+ * fp32(q · row scale). */
+static inline __attribute__((always_inline)) void
+numla_qlinear_dequant16_(const numla_qlinear_weight *w, int64_t n0, int64_t kc0, int64_t kc,
+                         float *dst, const int fp8)
+{
+    const int8_t *row[16];
+    int64_t gr[16];
+    float sv[16];
+    for (int j = 0; j < 16; j++) {
+        const int64_t n = n0 + j < w->n ? n0 + j : w->n - 1;
+        row[j] = w->q + n * w->kp;
+        gr[j] = fp8 ? numla_qlinear_grid_row(w, n) * w->scale_cols : n;
+        if (!fp8)
+            sv[j] = w->scales[n];
+    }
+    __m512 s = _mm512_loadu_ps(sv);
+    for (int64_t t = 0; t < kc; t += 64) {
+        const int64_t c = kc0 + t; /* a multiple of 64, so within one 128-column block */
+        if (fp8) {
+            for (int j = 0; j < 16; j++)
+                sv[j] = w->scales[gr[j] + c / NUMLA_QLINEAR_BLOCK] * 256.0f; /* exact */
+            s = _mm512_loadu_ps(sv);
+        }
+        __m512i r[16];
+        for (int j = 0; j < 16; j++)
+            r[j] = _mm512_loadu_si512((const void *)(row[j] + c));
+        numla_qlinear_transpose16x64_(r);
+        float *d = dst + t * NUMLA_QLINEAR_P_NR;
+        for (int cc = 0; cc < 16; cc++) {
+            __m512 f[4];
+            if (fp8) {
+                const __m512i mask = _mm512_set1_epi16((short)0xBFFF);
+                __m512i lo = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(r[cc]));
+                __m512i hi = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(r[cc], 1));
+                lo = _mm512_and_si512(_mm512_slli_epi16(lo, 7), mask);
+                hi = _mm512_and_si512(_mm512_slli_epi16(hi, 7), mask);
+                f[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(lo));
+                f[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(lo, 1));
+                f[2] = _mm512_cvtph_ps(_mm512_castsi512_si256(hi));
+                f[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hi, 1));
+            } else {
+                f[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_castsi512_si128(r[cc])));
+                f[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(r[cc], 1)));
+                f[2] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(r[cc], 2)));
+                f[3] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(r[cc], 3)));
+            }
+            for (int l = 0; l < 4; l++)
+                _mm512_store_ps(d + (16 * l + cc) * NUMLA_QLINEAR_P_NR, _mm512_mul_ps(f[l], s));
+        }
+    }
+}
+
+/* y[i][0 .. cols) (+)= Σ_{t < kc} xp[t][i] · pw[t][0 .. cols) for i < mr, one fused
+ * multiply-add per t in t order, from y (load) or from 0. */
+static inline __attribute__((always_inline)) void
+numla_qlinear_micro_(const int mr, int64_t kc, const float *xp, const float *pw, float *y,
+                     int64_t ldy, __mmask16 m0, __mmask16 m1, int load)
+{
+    __m512 c0[NUMLA_QLINEAR_P_MR], c1[NUMLA_QLINEAR_P_MR];
+    for (int i = 0; i < mr; i++) {
+        c0[i] = load ? _mm512_maskz_loadu_ps(m0, y + i * ldy) : _mm512_setzero_ps();
+        c1[i] = load ? _mm512_maskz_loadu_ps(m1, y + i * ldy + 16) : _mm512_setzero_ps();
+    }
+    for (int64_t t = 0; t < kc; t++) {
+        const __m512 w0 = _mm512_load_ps(pw + t * NUMLA_QLINEAR_P_NR);
+        const __m512 w1 = _mm512_load_ps(pw + t * NUMLA_QLINEAR_P_NR + 16);
+        for (int i = 0; i < mr; i++) {
+            const __m512 b = _mm512_set1_ps(xp[t * NUMLA_QLINEAR_P_MR + i]);
+            c0[i] = _mm512_fmadd_ps(w0, b, c0[i]);
+            c1[i] = _mm512_fmadd_ps(w1, b, c1[i]);
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        _mm512_mask_storeu_ps(y + i * ldy, m0, c0[i]);
+        _mm512_mask_storeu_ps(y + i * ldy + 16, m1, c1[i]);
+    }
+}
+
+static void numla_qlinear_micro_any_(int mr, int64_t kc, const float *xp, const float *pw,
+                                     float *y, int64_t ldy, __mmask16 m0, __mmask16 m1, int load)
+{
+    switch (mr) {
+#define NUMLA_QLINEAR_MICRO_CASE(R)                                                                \
+    case R:                                                                                        \
+        numla_qlinear_micro_(R, kc, xp, pw, y, ldy, m0, m1, load);                                 \
+        break;
+        NUMLA_QLINEAR_MICRO_CASE(1)
+        NUMLA_QLINEAR_MICRO_CASE(2)
+        NUMLA_QLINEAR_MICRO_CASE(3)
+        NUMLA_QLINEAR_MICRO_CASE(4)
+        NUMLA_QLINEAR_MICRO_CASE(5)
+        NUMLA_QLINEAR_MICRO_CASE(6)
+        NUMLA_QLINEAR_MICRO_CASE(7)
+        NUMLA_QLINEAR_MICRO_CASE(8)
+        NUMLA_QLINEAR_MICRO_CASE(9)
+        NUMLA_QLINEAR_MICRO_CASE(10)
+        NUMLA_QLINEAR_MICRO_CASE(11)
+        NUMLA_QLINEAR_MICRO_CASE(12)
+#undef NUMLA_QLINEAR_MICRO_CASE
+    default:
+        break;
+    }
+}
+
+_Static_assert(NUMLA_QLINEAR_P_MR == 12 && NUMLA_QLINEAR_P_NR == 32 && NUMLA_QLINEAR_P_KC % 128 == 0 &&
+                   NUMLA_QLINEAR_PANEL_NC % NUMLA_QLINEAR_P_NR == 0,
+               "the micro-kernel cases, the two-vector panel and the 64-column dequantization steps");
+
+/* One thread's rows [r0, r1) of y for all m rows of x; panel and xp its scratch. */
+static inline __attribute__((always_inline)) void
+numla_qlinear_panel_rows_(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                         float *y, int64_t ldy, int accumulate, int64_t r0, int64_t r1,
+                         float *panel, float *xp, const int fp8)
+{
+    const int64_t k = w->k, NC = numla_qlinear_panel_nc(w);
+    for (int64_t n0 = r0; n0 < r1; n0 += NC) {
+        const int64_t nc = r1 - n0 < NC ? r1 - n0 : NC;
+        for (int64_t k0 = 0; k0 < k; k0 += NUMLA_QLINEAR_P_KC) {
+            const int64_t kc = k - k0 < NUMLA_QLINEAR_P_KC ? k - k0 : NUMLA_QLINEAR_P_KC;
+            for (int64_t j = 0; j < nc; j += 16)
+                numla_qlinear_dequant16_(w, n0 + j, k0, kc,
+                                         panel + (j / NUMLA_QLINEAR_P_NR) * NUMLA_QLINEAR_P_KC * NUMLA_QLINEAR_P_NR + j % NUMLA_QLINEAR_P_NR,
+                                         fp8);
+            const int load = accumulate || k0 > 0;
+            for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QLINEAR_P_MR) {
+                const int mr = m - i0 < NUMLA_QLINEAR_P_MR ? (int)(m - i0) : NUMLA_QLINEAR_P_MR;
+                for (int i = 0; i < mr; i++) {
+                    const float *xi = x + (i0 + i) * ldx + k0;
+                    for (int64_t t = 0; t < kc; t++)
+                        xp[t * NUMLA_QLINEAR_P_MR + i] = xi[t];
+                }
+                for (int64_t j = 0; j < nc; j += NUMLA_QLINEAR_P_NR) {
+                    const int64_t cols = nc - j < NUMLA_QLINEAR_P_NR ? nc - j : NUMLA_QLINEAR_P_NR;
+                    const __mmask16 m0 = cols >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
+                    const __mmask16 m1 = cols >= 32 ? (__mmask16)0xFFFF
+                                         : cols > 16 ? (__mmask16)((1u << (cols - 16)) - 1) : (__mmask16)0;
+                    numla_qlinear_micro_any_(mr, kc, xp, panel + (j / NUMLA_QLINEAR_P_NR) * NUMLA_QLINEAR_P_KC * NUMLA_QLINEAR_P_NR,
+                                             y + i0 * ldy + n0 + j, ldy, m0, m1, load);
+                }
+            }
+        }
+    }
+}
+
 void numla_qlinear_gemm_avx512(const numla_qlinear_weight *w, int64_t m, const float *x,
                                int64_t ldx, float *y, int64_t ldy, int accumulate,
                                void *workspace, int max_threads)
@@ -431,7 +622,8 @@ void numla_qlinear_gemm_avx512(const numla_qlinear_weight *w, int64_t m, const f
         numla_qlinear_split(w->n, ith, omp_get_num_threads(), &r0, &r1);
         float *wf = (float *)(void *)(base + (size_t)ith * per);
         if (fp8)
-            numla_qlinear_gemm_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, wf, 1);
+            numla_qlinear_panel_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, wf,
+                                      wf + numla_qlinear_panel_bytes(w) / sizeof(float), 1);
         else
             numla_qlinear_gemm_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, wf, 0);
     }

@@ -240,7 +240,8 @@ static void run_all(numla_qlinear_format fmt)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
-/* Bit-identity of one (format, slice, level): y for M rows at once on 2 threads against each
+/* Bit-identity of one (format, slice, level; fp8 across its many-row threshold: agreement
+ * within 2e-5 relative): y for M rows at once on 2 threads against each
  * row alone, the first 31 and 32 rows (either side of the fp8 many-row threshold), 32 rows
  * elsewhere and all M on one thread; accumulate off and on. M·K >= 2^19 for the K = 2048 slice
  * (int8-row's many-row path). Returns the number of differing outputs. */
@@ -278,9 +279,17 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uin
             omp_set_num_threads((int)runs[r][2]);
             CU_ASSERT(numla_qlinear_forward(&w, isa, rows, x + i0 * ldx, ldx, y + i0 * ldy, ldy, acc,
                                             wsbuf + 1, ws) == NUMLA_STATUS_OK);
+            /* fp8 sums in another order on its many-row panel GEMM: across the threshold the
+             * two agree within the kernels' bound (accuracy itself: test_fp8_block), on one
+             * side of it to the bit */
+            const int across = fmt == NUMLA_QLINEAR_FP8_BLOCK &&
+                               (rows >= (int64_t)NUMLA_QLINEAR_GEMM_MIN_M) != ((int64_t)M >= (int64_t)NUMLA_QLINEAR_GEMM_MIN_M);
             for (int64_t i = i0; i < i0 + rows; i++)
                 for (int64_t j = 0; j < n; j++)
-                    if (memcmp(&y[i * ldy + j], &ya[i * ldy + j], sizeof(float)) && bad++ == 0)
+                    if ((across ? !(fabsf(y[i * ldy + j] - ya[i * ldy + j]) <=
+                                    2e-5f * (fabsf(ya[i * ldy + j]) + 1.0f))
+                                : memcmp(&y[i * ldy + j], &ya[i * ldy + j], sizeof(float)) != 0) &&
+                        bad++ == 0)
                         fprintf(stderr,
                                 "\n    %s %s %lldx%lld: %lld rows from %lld on %lld threads, acc=%d: "
                                 "y[%lld][%lld] = %.9g, all %d rows on 2 threads gave %.9g\n",
