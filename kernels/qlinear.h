@@ -53,7 +53,7 @@
  * qlinear_fp8_amx.c): (2^-18 + (2·min(K, 128) + K/128 + 2) u) Σ|s w x|. W8A8 is exact up to
  * the final fp32 scaling. Whatever the thread count, a row's output has the same bits; int8-row
  * and W8A8 also whatever M is (the engine relies on it for W8A8 models, see
- * kernels/x86/qlinear_avx512.c); fp8 at the avx512 level only on either side of 32 rows (its
+ * kernels/x86/qlinear_avx512.c); fp8 at the avx512 level only on either side of 8 rows (its
  * many-row panel GEMM sums in another order).
  */
 #ifndef NUMLA_KERNELS_QLINEAR_H
@@ -106,8 +106,9 @@ size_t numla_qlinear_packed_size(numla_qlinear_format fmt, int64_t n, int64_t k)
 numla_status numla_qlinear_pack(const numla_qlinear_source *src, void *dst, numla_qlinear_weight *out);
 
 /* Scratch bytes for numla_qlinear_forward with m rows on a team of up to num_threads threads
- * (< 1 counts as 1): W8A8's quantized rows; fp8-block from 32 rows, and int8-row from 32 rows
- * once m·k >= 2^19, one widened 4-row weight group per thread (16·kp bytes each); otherwise 0.
+ * (< 1 counts as 1): W8A8's quantized rows; fp8-block from 8 rows, one panel of dequantized
+ * weights per thread; int8-row from 32 rows once m·k >= 2^19, one widened 4-row weight group
+ * per thread (16·kp bytes each); otherwise 0.
  * A workspace for fewer threads than the calling team (but at least one) is accepted: the call
  * then runs on as many threads as it holds. */
 size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, int num_threads);

@@ -7,7 +7,7 @@
  * fused multiply-adds (per 128-wide block for fp8, fused into the total with the block scale);
  * the 16 lanes are then reduced.
  *
- * Many rows (numla_qlinear_gemm_applies: fp8 from 32 rows, int8-row from 32 rows once x is past
+ * Many rows (numla_qlinear_gemm_applies: fp8 from 8 rows, int8-row from 32 rows once x is past
  * 2 MiB): widening every weight M / 2 times made prefill compute-bound on the conversion.
  *   int8-row: each thread widens a group of 4 of its weight rows into fp32 scratch (4 · kp
  *   floats, the same values the registers would hold, the row scale not folded in) once per
@@ -18,7 +18,7 @@
  *   quantized activation downstream, so batched and unbatched runs must agree to the bit.
  *   fp8: a GotoBLAS panel GEMM (below: weights dequantized once per call to fp32, k-major
  *   32-column panels, 12 x 32 outer-product tiles, KC = 256, NC = 512), about twice the
- *   widened-group path's rate. It sums each output in k order, so fp8 outputs for M >= 32 may
+ *   widened-group path's rate. It sums each output in k order, so fp8 outputs for M >= 8 may
  *   differ in the last bits from M < 32 (both inside the bound of kernels/qlinear.h); nothing
  *   downstream of an fp8 layer quantizes activations. Figures in docs/linear.md.
  *
@@ -420,7 +420,7 @@ numla_qlinear_gemm_rows_(const numla_qlinear_weight *w, int64_t m, const float *
  * (x broadcast, two weight vectors per k). Each output is a sequential fp32 sum over k of
  * exact products of fp32 values, inside the bound of kernels/qlinear.h, but in another order
  * than the M = 1 path: fp8 results may differ in the last bits between M below and above
- * NUMLA_QLINEAR_GEMM_MIN_M. The 16 x 64-byte transposes put each weight row into a panel
+ * NUMLA_QLINEAR_PANEL_MIN_M. The 16 x 64-byte transposes put each weight row into a panel
  * column. */
 enum {
     NUMLA_QLINEAR_P_KC = NUMLA_QLINEAR_PANEL_KC,

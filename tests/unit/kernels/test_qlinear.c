@@ -1,10 +1,10 @@
 /* Tests for kernels/qlinear (8-bit weights): every supported ISA level, on slices of larger
  * checkpoint tensors (unaligned first rows such as 192·h, a 128-aligned first column, N and K
- * not multiples of 128 or 16), M = 1, 3, 6, 17, 31, 32, 64 (the avx512 few-row tiles, and for
- * fp8 from 32 rows its many-row path, over two blocks of x rows at K = 2048), accumulate on
- * and off, strided x and y. The many-row path (fp8 from 32 rows, int8-row from 32 rows and
- * M·K >= 2^19) must also give every output the same bits as the few-row path, whatever M,
- * and on 1 or 2 threads (the engine
+ * not multiples of 128 or 16), M = 1, 3, 6, 7, 8, 17, 31, 32, 64 (the avx512 few-row tiles,
+ * and for fp8 from 8 rows its panel GEMM), accumulate on and off, strided x and y. int8-row's
+ * many-row path (from 32 rows and M·K >= 2^19) must also give every output the same bits as
+ * the few-row path, whatever M, and on 1 or 2 threads (fp8: the same bits on either side of
+ * its 8-row threshold and on any thread count, agreement within 2e-5 across it) (the engine
  * compares batched and unbatched runs, where W8A8 would turn a last-bit difference into a
  * different quantized activation).
  *
@@ -229,8 +229,9 @@ static void run_all(numla_qlinear_format fmt)
 {
     numla_isa isas[NUMLA_ISA_COUNT];
     int ni = numla_test_isas(isas), bad = 0;
-    const int64_t ms[] = {1, 3, 6, 17, 31, 32, 64}; /* 6: the avx512 2 x 4 tiles and their
-                                                       tail; fp8 from 32: the many-row path */
+    const int64_t ms[] = {1, 3, 6, 7, 8, 17, 31, 32, 64}; /* 6: the avx512 2 x 4 tiles and
+                                                       their tail; fp8 from 8, int8-row from 32
+                                                       (and x past 2 MiB): the many-row paths */
     uint64_t seed = 1000 + (uint64_t)fmt * 100;
     for (int a = 0; a < ni; a++)
         for (size_t s = 0; s < sizeof slices / sizeof slices[0]; s++)
@@ -242,7 +243,8 @@ static void run_all(numla_qlinear_format fmt)
 
 /* Bit-identity of one (format, slice, level; fp8 across its many-row threshold: agreement
  * within 2e-5 relative): y for M rows at once on 2 threads against each
- * row alone, the first 31 and 32 rows (either side of the fp8 many-row threshold), 32 rows
+ * row alone, the first 31 and 32 rows (either side of int8-row's threshold), 7 and 8 rows
+ * (either side of fp8's), 32 rows
  * elsewhere and all M on one thread; accumulate off and on. M·K >= 2^19 for the K = 2048 slice
  * (int8-row's many-row path). Returns the number of differing outputs. */
 static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uint64_t seed)
@@ -272,7 +274,8 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uin
         omp_set_num_threads(2);
         CU_ASSERT(numla_qlinear_forward(&w, isa, M, x, ldx, ya, ldy, acc, wsbuf + 1, ws) == NUMLA_STATUS_OK);
         /* (rows, first row, threads) of each comparison run */
-        const int64_t runs[][3] = {{M, 0, 1}, {31, 0, 2}, {32, 0, 2}, {32, 268, 1}, {1, 0, 2}, {1, 37, 2}, {1, 299, 1}};
+        const int64_t runs[][3] = {{M, 0, 1}, {31, 0, 2}, {32, 0, 2}, {32, 268, 1}, {7, 3, 2}, {8, 3, 2},
+                                   {1, 0, 2}, {1, 37, 2}, {1, 299, 1}};
         for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
             const int64_t rows = runs[r][0], i0 = runs[r][1];
             memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
@@ -283,7 +286,7 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uin
              * two agree within the kernels' bound (accuracy itself: test_fp8_block), on one
              * side of it to the bit */
             const int across = fmt == NUMLA_QLINEAR_FP8_BLOCK &&
-                               (rows >= (int64_t)NUMLA_QLINEAR_GEMM_MIN_M) != ((int64_t)M >= (int64_t)NUMLA_QLINEAR_GEMM_MIN_M);
+                               (rows >= (int64_t)NUMLA_QLINEAR_PANEL_MIN_M) != ((int64_t)M >= (int64_t)NUMLA_QLINEAR_PANEL_MIN_M);
             for (int64_t i = i0; i < i0 + rows; i++)
                 for (int64_t j = 0; j < n; j++)
                     if ((across ? !(fabsf(y[i * ldy + j] - ya[i * ldy + j]) <=
@@ -417,18 +420,16 @@ static void test_validation(void)
               NUMLA_STATUS_INVALID_ARG); /* x and y overlap */
     CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 0, NULL, 200, NULL, 100, 0, NULL, 0) ==
               NUMLA_STATUS_OK);
-    /* From 32 rows fp8 needs per-thread scratch: one thread's is enough (the call then runs on
-     * one), none is an error; below 32 none is needed. */
+    /* From 8 rows fp8 needs per-thread scratch: one thread's is enough (the call then runs on
+     * one), none is an error; below 8 none is needed. */
     {
         enum { M = 32 };
         float *xm = calloc(M * 200, sizeof *xm), *ym = malloc(M * 100 * sizeof *ym);
         const size_t one = numla_qlinear_workspace_size(&w, M, 1), two = numla_qlinear_workspace_size(&w, M, 2);
         const size_t per = numla_qlinear_gemm_thread_bytes(&w);
         CU_ASSERT(one >= 64 + per && two >= 64 + 2 * per && two >= one);
-        /* below 32 rows only the amx level's fp8 tiles (from 16 rows) want a workspace */
-        CU_ASSERT_EQUAL(numla_qlinear_workspace_size(&w, M - 1, 2),
-                        numla_qlinear_amx_fp8_applies(&w, M - 1) ? 64 + numla_qlinear_amx_fp8_ws_bytes(&w, M - 1) : (size_t)0);
-        CU_ASSERT_EQUAL(numla_qlinear_workspace_size(&w, 15, 2), 0u);
+        CU_ASSERT(numla_qlinear_workspace_size(&w, 8, 1) >= 64 + per);
+        CU_ASSERT_EQUAL(numla_qlinear_workspace_size(&w, 7, 2), 0u);
         void *wsm = malloc(one);
         CU_ASSERT(numla_qlinear_forward(&w, numla_isa_best(), M, xm, 200, ym, 100, 0, NULL, 0) ==
                   NUMLA_STATUS_INVALID_ARG);
