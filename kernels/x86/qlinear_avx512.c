@@ -458,13 +458,12 @@ static inline __attribute__((always_inline)) void numla_qlinear_transpose16x64_(
     }
 }
 
-/* Dequantizes weight rows [n0, n0 + 16) (rows past the weight repeat its last row: their
+/* Dequantizes fp8 weight rows [n0, n0 + 16) (rows past the weight repeat its last row: their
  * columns are never stored), columns [kc0, kc0 + kc) rounded up to 64, into dst: element
- * (row n0 + j, column kc0 + t) at dst[t · NR + j], as fp32(e4m3 · block scale) or
- * fp32(q · row scale). */
+ * (row n0 + j, column kc0 + t) at dst[t · NR + j], as fp32(e4m3 · block scale). */
 static inline __attribute__((always_inline)) void
 numla_qlinear_dequant16_(const numla_qlinear_weight *w, int64_t n0, int64_t kc0, int64_t kc,
-                         float *dst, const int fp8)
+                         float *dst)
 {
     const int8_t *row[16];
     int64_t gr[16];
@@ -472,41 +471,28 @@ numla_qlinear_dequant16_(const numla_qlinear_weight *w, int64_t n0, int64_t kc0,
     for (int j = 0; j < 16; j++) {
         const int64_t n = n0 + j < w->n ? n0 + j : w->n - 1;
         row[j] = w->q + n * w->kp;
-        gr[j] = fp8 ? numla_qlinear_grid_row(w, n) * w->scale_cols : n;
-        if (!fp8)
-            sv[j] = w->scales[n];
+        gr[j] = numla_qlinear_grid_row(w, n) * w->scale_cols;
     }
-    __m512 s = _mm512_loadu_ps(sv);
     for (int64_t t = 0; t < kc; t += 64) {
         const int64_t c = kc0 + t; /* a multiple of 64, so within one 128-column block */
-        if (fp8) {
-            for (int j = 0; j < 16; j++)
-                sv[j] = w->scales[gr[j] + c / NUMLA_QLINEAR_BLOCK] * 256.0f; /* exact */
-            s = _mm512_loadu_ps(sv);
-        }
+        for (int j = 0; j < 16; j++)
+            sv[j] = w->scales[gr[j] + c / NUMLA_QLINEAR_BLOCK] * 256.0f; /* exact */
+        const __m512 s = _mm512_loadu_ps(sv);
         __m512i r[16];
         for (int j = 0; j < 16; j++)
             r[j] = _mm512_loadu_si512((const void *)(row[j] + c));
         numla_qlinear_transpose16x64_(r);
         float *d = dst + t * NUMLA_QLINEAR_P_NR;
         for (int cc = 0; cc < 16; cc++) {
-            __m512 f[4];
-            if (fp8) {
-                const __m512i mask = _mm512_set1_epi16((short)0xBFFF);
-                __m512i lo = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(r[cc]));
-                __m512i hi = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(r[cc], 1));
-                lo = _mm512_and_si512(_mm512_slli_epi16(lo, 7), mask);
-                hi = _mm512_and_si512(_mm512_slli_epi16(hi, 7), mask);
-                f[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(lo));
-                f[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(lo, 1));
-                f[2] = _mm512_cvtph_ps(_mm512_castsi512_si256(hi));
-                f[3] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hi, 1));
-            } else {
-                f[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_castsi512_si128(r[cc])));
-                f[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(r[cc], 1)));
-                f[2] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(r[cc], 2)));
-                f[3] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(r[cc], 3)));
-            }
+            const __m512i mask = _mm512_set1_epi16((short)0xBFFF);
+            __m512i lo = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(r[cc]));
+            __m512i hi = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(r[cc], 1));
+            lo = _mm512_and_si512(_mm512_slli_epi16(lo, 7), mask);
+            hi = _mm512_and_si512(_mm512_slli_epi16(hi, 7), mask);
+            const __m512 f[4] = {_mm512_cvtph_ps(_mm512_castsi512_si256(lo)),
+                                 _mm512_cvtph_ps(_mm512_extracti64x4_epi64(lo, 1)),
+                                 _mm512_cvtph_ps(_mm512_castsi512_si256(hi)),
+                                 _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hi, 1))};
             for (int l = 0; l < 4; l++)
                 _mm512_store_ps(d + (16 * l + cc) * NUMLA_QLINEAR_P_NR, _mm512_mul_ps(f[l], s));
         }
@@ -570,10 +556,9 @@ _Static_assert(NUMLA_QLINEAR_P_MR == 12 && NUMLA_QLINEAR_P_NR == 32 && NUMLA_QLI
                "the micro-kernel cases, the two-vector panel and the 64-column dequantization steps");
 
 /* One thread's rows [r0, r1) of y for all m rows of x; panel and xp its scratch. */
-static inline __attribute__((always_inline)) void
-numla_qlinear_panel_rows_(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
-                         float *y, int64_t ldy, int accumulate, int64_t r0, int64_t r1,
-                         float *panel, float *xp, const int fp8)
+static void numla_qlinear_panel_rows_(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                      int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                      int64_t r0, int64_t r1, float *panel, float *xp)
 {
     const int64_t k = w->k, NC = numla_qlinear_panel_nc(w);
     for (int64_t n0 = r0; n0 < r1; n0 += NC) {
@@ -582,8 +567,7 @@ numla_qlinear_panel_rows_(const numla_qlinear_weight *w, int64_t m, const float 
             const int64_t kc = k - k0 < NUMLA_QLINEAR_P_KC ? k - k0 : NUMLA_QLINEAR_P_KC;
             for (int64_t j = 0; j < nc; j += 16)
                 numla_qlinear_dequant16_(w, n0 + j, k0, kc,
-                                         panel + (j / NUMLA_QLINEAR_P_NR) * NUMLA_QLINEAR_P_KC * NUMLA_QLINEAR_P_NR + j % NUMLA_QLINEAR_P_NR,
-                                         fp8);
+                                         panel + (j / NUMLA_QLINEAR_P_NR) * NUMLA_QLINEAR_P_KC * NUMLA_QLINEAR_P_NR + j % NUMLA_QLINEAR_P_NR);
             const int load = accumulate || k0 > 0;
             for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QLINEAR_P_MR) {
                 const int mr = m - i0 < NUMLA_QLINEAR_P_MR ? (int)(m - i0) : NUMLA_QLINEAR_P_MR;
@@ -623,7 +607,7 @@ void numla_qlinear_gemm_avx512(const numla_qlinear_weight *w, int64_t m, const f
         float *wf = (float *)(void *)(base + (size_t)ith * per);
         if (fp8)
             numla_qlinear_panel_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, wf,
-                                      wf + numla_qlinear_panel_bytes(w) / sizeof(float), 1);
+                                      wf + numla_qlinear_panel_bytes(w) / sizeof(float));
         else
             numla_qlinear_gemm_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, wf, 0);
     }
