@@ -43,7 +43,7 @@ enum {
     NUMLA_QLINEAR_G_NW = 4, /* many rows: weight rows per tile (widened, read from L1) */
     NUMLA_QLINEAR_G_MR = 6, /* x rows per tile: 24 accumulators; the fp8 block totals live in
                                memory (L1), updated once per 128 columns */
-    NUMLA_QLINEAR_GEMM_XBYTES = 384 << 10, /* many rows: x block bytes kept in L2 */
+    NUMLA_QLINEAR_GEMM_XBYTES = 384 << 10, /* int8-row many rows: x block bytes kept in L2 */
     NUMLA_QLINEAR_GEMM_MIN_MB = 36,        /* ... but at least this many x rows per block */
 };
 
@@ -283,31 +283,20 @@ void numla_qlinear_forward_avx512(const numla_qlinear_weight *w, int64_t m, cons
 }
 
 
-/* ---- many rows (numla_qlinear_gemm_applies) ---- */
+/* ---- int8-row many rows (numla_qlinear_gemm_applies): the widened-group path ---- */
 
 _Static_assert((int)NUMLA_QLINEAR_G_NW <= (int)NUMLA_QLINEAR_GEMM_ROWS,
                "the widened group (numla_qlinear_gemm_thread_bytes) holds one tile's weight rows");
 
-/* Rows r .. r + nw of W widened to fp32 (kp each, the padding too) into wf: the same values the
- * tiles widen in registers (fp8: the weight times 2^-8; int8: the integer), so the tiles give the
- * same bits reading them. */
-static inline __attribute__((always_inline)) void
-numla_qlinear_widen_rows_(const numla_qlinear_weight *w, int64_t r, int nw, float *wf, const int fp8)
+/* int8 rows r .. r + nw of W widened to fp32 (kp each, the padding too) into wf: the integers
+ * the tiles widen in registers, so the tiles give the same bits reading them. */
+static void numla_qlinear_widen_rows_(const numla_qlinear_weight *w, int64_t r, int nw, float *wf)
 {
     for (int j = 0; j < nw; j++) {
         const int8_t *src = w->q + (r + j) * w->kp;
         float *dst = wf + j * w->kp;
-        for (int64_t c = 0; c < w->kp; c += 32) {
-            if (fp8) {
-                __m512i hw = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(src + c)));
-                hw = _mm512_and_si512(_mm512_slli_epi16(hw, 7), _mm512_set1_epi16((short)0xBFFF));
-                _mm512_store_ps(dst + c, _mm512_cvtph_ps(_mm512_castsi512_si256(hw)));
-                _mm512_store_ps(dst + c + 16, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hw, 1)));
-            } else {
-                _mm512_store_ps(dst + c, numla_qlinear_i8x16_(src + c));
-                _mm512_store_ps(dst + c + 16, numla_qlinear_i8x16_(src + c + 16));
-            }
-        }
+        for (int64_t c = 0; c < w->kp; c += 16)
+            _mm512_store_ps(dst + c, numla_qlinear_i8x16_(src + c));
     }
 }
 
@@ -319,57 +308,40 @@ static int64_t numla_qlinear_gemm_mb_(const numla_qlinear_weight *w)
     return mb > NUMLA_QLINEAR_GEMM_MIN_MB ? mb : NUMLA_QLINEAR_GEMM_MIN_MB;
 }
 
-/* out[j][i] for weight rows r + j (widened in wf) and x rows i: the same operations, per output
- * lane, as numla_qlinear_tile_ (each lane sums its columns k = lane mod 16 in ascending order
- * with fused multiply-adds from 0, per 128-wide block for fp8, the block sum then fused into the
- * total with the block scale · 2^8; int8 one block; then the 16 lanes reduced by
- * _mm512_reduce_add_ps and, int8, times the row scale), in a larger tile: the result is the
- * same bits. */
+/* out[j][i] for int8 weight rows r + j (widened in wf) and x rows i: the same operations, per
+ * output lane, as numla_qlinear_tile_ for int8 (each lane sums its columns k = lane mod 16 in
+ * ascending order with fused multiply-adds from 0, the sum added to a zero total, the 16 lanes
+ * reduced by _mm512_reduce_add_ps, times the row scale), in a larger tile: the same bits. */
 static inline __attribute__((always_inline)) void
 numla_qlinear_gtile_(const numla_qlinear_weight *w, int64_t r, const float *x, int64_t ldx,
-                     const int nw, const int mr, const int fp8, const float *wf,
+                     const int nw, const int mr, const float *wf,
                      float out[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR])
 {
-    const int64_t k = w->k, kp = w->kp, B = fp8 ? NUMLA_QLINEAR_BLOCK : kp;
-    __m512 tot[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR];
-    const float *s[NUMLA_QLINEAR_G_NW];
-    for (int j = 0; j < nw; j++) {
-        s[j] = fp8 ? w->scales + numla_qlinear_grid_row(w, r + j) * w->scale_cols : NULL;
+    const int64_t k = w->k, kp = w->kp;
+    __m512 a[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR];
+    for (int j = 0; j < nw; j++)
         for (int i = 0; i < mr; i++)
-            tot[j][i] = _mm512_setzero_ps();
-    }
-    for (int64_t k0 = 0; k0 < k; k0 += B) {
-        const int64_t k1 = k0 + B < k ? k0 + B : k;
-        __m512 a[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR];
-        for (int j = 0; j < nw; j++)
-            for (int i = 0; i < mr; i++)
-                a[j][i] = _mm512_setzero_ps();
-        for (int64_t c = k0; c < k1; c += 16) {
-            const __mmask16 msk = k1 - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k1 - c)) - 1);
-            __m512 xv[NUMLA_QLINEAR_G_MR];
-            for (int i = 0; i < mr; i++)
-                xv[i] = _mm512_maskz_loadu_ps(msk, x + i * ldx + c);
-            for (int j = 0; j < nw; j++) {
-                const __m512 wv = _mm512_load_ps(wf + j * kp + c);
-                for (int i = 0; i < mr; i++)
-                    a[j][i] = _mm512_fmadd_ps(wv, xv[i], a[j][i]);
-            }
-        }
+            a[j][i] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < k; c += 16) {
+        const __mmask16 msk = k - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - c)) - 1);
+        __m512 xv[NUMLA_QLINEAR_G_MR];
+        for (int i = 0; i < mr; i++)
+            xv[i] = _mm512_maskz_loadu_ps(msk, x + i * ldx + c);
         for (int j = 0; j < nw; j++) {
-            const __m512 sv = _mm512_set1_ps(fp8 ? s[j][k0 / NUMLA_QLINEAR_BLOCK] * 256.0f : 1.0f);
+            const __m512 wv = _mm512_load_ps(wf + j * kp + c);
             for (int i = 0; i < mr; i++)
-                tot[j][i] = fp8 ? _mm512_fmadd_ps(a[j][i], sv, tot[j][i]) : _mm512_add_ps(a[j][i], tot[j][i]);
+                a[j][i] = _mm512_fmadd_ps(wv, xv[i], a[j][i]);
         }
     }
     for (int j = 0; j < nw; j++)
         for (int i = 0; i < mr; i++)
-            out[j][i] = _mm512_reduce_add_ps(tot[j][i]) * (fp8 ? 1.0f : w->scales[r + j]);
+            out[j][i] = _mm512_reduce_add_ps(_mm512_add_ps(a[j][i], _mm512_setzero_ps())) *
+                        w->scales[r + j];
 }
 
-static inline __attribute__((always_inline)) void
-numla_qlinear_gemm_rows_(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
-                         float *y, int64_t ldy, int accumulate, int64_t r0, int64_t r1, float *wf,
-                         const int fp8)
+static void numla_qlinear_gemm_rows_(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                    int64_t ldx, float *y, int64_t ldy, int accumulate, int64_t r0,
+                                    int64_t r1, float *wf)
 {
     float out[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR];
     const int64_t mb = numla_qlinear_gemm_mb_(w);
@@ -377,17 +349,17 @@ numla_qlinear_gemm_rows_(const numla_qlinear_weight *w, int64_t m, const float *
         const int64_t b1 = m - b0 > mb ? b0 + mb : m;
         for (int64_t r = r0, nw; r < r1; r += nw) {
             nw = r1 - r >= NUMLA_QLINEAR_G_NW ? NUMLA_QLINEAR_G_NW : 1;
-            numla_qlinear_widen_rows_(w, r, (int)nw, wf, fp8);
+            numla_qlinear_widen_rows_(w, r, (int)nw, wf);
             for (int64_t i0 = b0, mr; i0 < b1; i0 += mr) {
                 const float *xi = x + i0 * ldx;
                 mr = b1 - i0 >= NUMLA_QLINEAR_G_MR ? NUMLA_QLINEAR_G_MR : b1 - i0;
                 switch (mr * 8 + nw) {
 #define NUMLA_QLINEAR_GTILE_CASE(MRC)                                                              \
     case MRC * 8 + NUMLA_QLINEAR_G_NW:                                                             \
-        numla_qlinear_gtile_(w, r, xi, ldx, NUMLA_QLINEAR_G_NW, MRC, fp8, wf, out);                \
+        numla_qlinear_gtile_(w, r, xi, ldx, NUMLA_QLINEAR_G_NW, MRC, wf, out);                     \
         break;                                                                                     \
     case MRC * 8 + 1:                                                                              \
-        numla_qlinear_gtile_(w, r, xi, ldx, 1, MRC, fp8, wf, out);                                 \
+        numla_qlinear_gtile_(w, r, xi, ldx, 1, MRC, wf, out);                                      \
         break;
                     NUMLA_QLINEAR_GTILE_CASE(1)
                     NUMLA_QLINEAR_GTILE_CASE(2)
@@ -609,6 +581,6 @@ void numla_qlinear_gemm_avx512(const numla_qlinear_weight *w, int64_t m, const f
             numla_qlinear_panel_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, wf,
                                       wf + numla_qlinear_panel_bytes(w) / sizeof(float));
         else
-            numla_qlinear_gemm_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, wf, 0);
+            numla_qlinear_gemm_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, wf);
     }
 }
