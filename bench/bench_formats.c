@@ -232,19 +232,19 @@ static int bench_formats_main(int argc, char **argv)
         f[i].bt = malloc(sizeof *f[i].bt * (size_t)mb);
         f[i].dt = malloc(sizeof *f[i].dt * (size_t)o.tokens);
         float *lg = realloc(logits, sizeof *logits * (size_t)numla_engine_config(f[i].e)->vocab_size);
+        if (lg) /* realloc freed the old buffer when it moved it */
+            logits = lg;
         if (!f[i].bt || !f[i].dt || !lg) {
-            free(lg == logits ? NULL : lg);
-            s = NUMLA_STATUS_NO_MEMORY;
+            fprintf(stderr, "numla bench formats: no memory for the %s engine's buffers\n", f[i].name);
             goto done;
         }
-        logits = lg;
         for (int32_t j = 0; j < mb; j++)
             if ((s = numla_kv_cache_alloc_block(numla_engine_kv_cache(f[i].e), &f[i].bt[j])) !=
                 NUMLA_STATUS_OK)
                 goto done;
     }
     if (!tok || !pos || !slot || !logits) {
-        s = NUMLA_STATUS_NO_MEMORY;
+        fprintf(stderr, "numla bench formats: no memory for the step buffers\n");
         goto done;
     }
     /* the same prompt for each (the rng restarts), then one warm-up step each */
@@ -277,7 +277,7 @@ static int bench_formats_main(int argc, char **argv)
     bf_report(&o, f, nf, numla_bench_read_gbps(nth, numla_bench_stream_bytes(), 5), nth);
     rc = 0;
 done:
-    if (rc != 0)
+    if (rc != 0 && s != NUMLA_STATUS_OK) /* (the out-of-memory cases said so above) */
         fprintf(stderr, "numla bench formats: %s\n", numla_error_message());
     for (int i = 0; i < nf; i++) {
         numla_engine_destroy(&f[i].e);
