@@ -54,8 +54,8 @@ static inline size_t numla_qlinear_ws_xq_bytes(const numla_qlinear_weight *w, in
 enum {
     NUMLA_QLINEAR_GEMM_MIN_M = 32, /* int8-row: fewer rows, widening in registers is as fast
                                       (measured) */
-    NUMLA_QLINEAR_PANEL_MIN_M = 8, /* fp8: the panel GEMM from this many rows (measured: 1.2x
-                                      the few-row tiles at 16 rows, 1.0-1.15x at 8) */
+    NUMLA_QLINEAR_PANEL_MIN_M = 8, /* fp8: the panel GEMM from this many rows (measured:
+                                      1.19-1.21x the few-row tiles at 16 rows, 0.98-1.17x at 8) */
     NUMLA_QLINEAR_GEMM_ROWS = 4,   /* weight rows widened together: one register tile's */
 };
 
