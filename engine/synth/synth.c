@@ -423,7 +423,7 @@ static void *numla_synth_rows(void *arg)
 
 /* Bytes [offset, offset + nbytes) of tensor `ctx` (see numla_safetensors_fill_fn).
  * Plain pthreads, not OpenMP: the writer's I/O thread runs between chunks, and OpenMP's
- * spin-waiting workers took its core (measured 3-4x slower end to end on a loaded 2-core box).
+ * spin-waiting workers took its core (figures: docs/synth.md).
  * The thread count follows OMP_NUM_THREADS / omp_get_max_threads(). */
 static numla_status numla_synth_fill(void *ctx, void *dst, size_t offset, size_t nbytes)
 {
