@@ -63,8 +63,7 @@ double numla_bench_peak_dpbf16_gflops(int threads, int reps);
 /* AMX-BF16 TDPBF16PS on 4 independent accumulator tiles per thread (0 when the CPU or OS does
  * not allow tiles): the ceiling of the linear layers' AMX GEMM, which does two tile products
  * (split-bf16 activations) per useful multiply-add. Short repetitions, best of `reps`: it
- * reports the clock before a sustained-AMX frequency drop (measured here: ~3.9 TFLOP/s per core
- * in 20 ms bursts, ~2.6 in a 100 ms loop). */
+ * reports the clock before a sustained-AMX frequency drop (figures: docs/benchmarks.md). */
 double numla_bench_peak_amx_gflops(int threads, int reps);
 
 #endif

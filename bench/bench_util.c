@@ -126,8 +126,8 @@ void *numla_bench_alloc(size_t bytes)
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    /* Opt-in only: in the VMs we run on, faulting in fresh transparent huge pages took 3-5x
-     * longer than 4 KiB pages (15 s vs 3 s for 2 GiB under load), which --short cannot afford. */
+    /* Opt-in only: in the VMs we run on, faulting in fresh transparent huge pages took several
+     * times longer than 4 KiB pages (docs/benchmarks.md), which --short cannot afford. */
     const char *huge = getenv("NUMLA_BENCH_HUGEPAGES");
     if (huge && *huge && strcmp(huge, "0"))
         (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint; fine to be refused */

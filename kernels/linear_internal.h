@@ -28,19 +28,16 @@ enum {
     NUMLA_LINEAR_AVX2_MR = 4,       /* avx2 tiles: rows of x per micro-kernel (x 1 panel) */
     NUMLA_LINEAR_AMX_MIN_M = 3,     /* amx level, bf16 W, K % 32 == 0: M from this runs the
                                        split-bf16 tile GEMM (kernels/x86/linear_amx.c) */
-    NUMLA_LINEAR_AMX_KC = 2048,     /* AMX, M > 32: K block. Measured (1 thread, M = 512, N, K in
-                                       1408..2048): 256 -> 650, 1024 -> 780, 2048 -> 810-860 useful
-                                       GFLOP/s; C round trips through y cost more than A (32 rows
-                                       x KC x hi/lo) leaving L1 for L2 */
+    NUMLA_LINEAR_AMX_KC = 2048,     /* AMX, M > 32: K block. Larger blocks won: C round trips
+                                       through y cost more than A (32 rows x KC x hi/lo) leaving
+                                       L1 for L2 (figures: docs/linear.md) */
     NUMLA_LINEAR_AMX_NC = 16,       /* AMX, M > 32: panels per N block: 16 x 16 x KC bf16 = 1 MiB
                                        of W and the block's C (M x 256 fp32) stay in L2 across
-                                       the row blocks (4: 570, 8: 750, 16: 843, 32: 790) */
+                                       the row blocks (figures: docs/linear.md) */
     NUMLA_LINEAR_AMX_PAIR_X_BYTES = 1 << 20, /* AMX, M > 32: when a thread's packed x (rows x
                                        K x hi/lo bf16) is at most this, it runs pair-major over
-                                       all of K (the expert shapes: up to 128 rows at K = 2048).
-                                       Per-thread experts, 2 threads, W from memory: 0.71-0.90x
-                                       the time of the KC/NC blocks for 40-128 rows; 1.5 MiB
-                                       makes 160-192 rows slower (docs/linear.md) */
+                                       all of K (the expert shapes: up to 128 rows at K = 2048);
+                                       a larger bound makes 160-192 rows slower (docs/linear.md) */
     NUMLA_LINEAR_KC = 512,          /* K block of the GEMM paths (multiple of 2): 2 bf16 panels
                                        x 512 = 32 KiB stay in L1 while x rows stream from L2 */
 };

@@ -53,16 +53,16 @@ static inline size_t numla_qlinear_ws_xq_bytes(const numla_qlinear_weight *w, in
  * per-thread scratch (numla_qlinear_gemm_thread_bytes) holds the widened group. */
 enum {
     NUMLA_QLINEAR_GEMM_MIN_M = 32, /* int8-row: fewer rows, widening in registers is as fast
-                                      (measured) */
-    NUMLA_QLINEAR_PANEL_MIN_M = 8, /* fp8: the panel GEMM from this many rows (measured:
-                                      1.19-1.21x the few-row tiles at 16 rows, 0.98-1.17x at 8) */
+                                      (figures: docs/linear.md) */
+    NUMLA_QLINEAR_PANEL_MIN_M = 8, /* fp8: the panel GEMM from this many rows, where it starts
+                                      to beat the few-row tiles (figures: docs/linear.md) */
     NUMLA_QLINEAR_GEMM_ROWS = 4,   /* weight rows widened together: one register tile's */
 };
 
 /* Whether M rows of x take the many-row path: fp8 (the panel GEMM) from 8 rows; int8-row, whose
  * widening is cheap, from 32 rows and only once x is past 2 MiB (M·K >= 2^19), where the
- * few-row tiles start reading x from L3 for every two weight rows (measured: below that they
- * are faster). */
+ * few-row tiles start reading x from L3 for every two weight rows (below that they are faster:
+ * docs/linear.md). */
 static inline int numla_qlinear_gemm_applies(const numla_qlinear_weight *w, int64_t m)
 {
     if (w->fmt == NUMLA_QLINEAR_FP8_BLOCK)

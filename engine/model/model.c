@@ -11,9 +11,8 @@
 #include "engine/model/model_internal.h"
 
 /* Below this many bytes of weights a step is a few hundred microseconds of work split over
- * ~100 kernel calls per token; waking an OpenMP team for each costs more than it saves (on a
- * loaded 2-core machine, ~1 ms per region: 800x slower measured on the tiny preset), so small
- * models run on the calling thread. */
+ * ~100 kernel calls per token; waking an OpenMP team for each costs more than it saves
+ * (figures: docs/launch.md), so small models run on the calling thread. */
 #define NUMLA_MODEL_SMALL_WEIGHT_BYTES ((size_t)32 << 20)
 
 /* ---- settings ---- */

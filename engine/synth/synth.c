@@ -199,8 +199,8 @@ typedef struct numla_synth_plan {
 
 /* Output layer (DESIGN.md §8): row r of lm_head has std GAIN·exp(SIGMA·z_r)/sqrt(hidden). The
  * gain makes logits O(GAIN) instead of O(1); the log-normal row spread gives the maximum a
- * heavier tail, so the top-1/top-2 gap grows faster than the logits' spread. On unit-RMS
- * inputs (tiny): mean margin ~13, ~0.1% of margins below 1e-2 (test_synth checks). */
+ * heavier tail, so the top-1/top-2 gap grows faster than the logits' spread (the margins it
+ * gives: docs/synth.md; test_synth checks a bound on them). */
 #define NUMLA_SYNTH_LM_HEAD_GAIN 6.0f
 #define NUMLA_SYNTH_LM_HEAD_ROW_SIGMA 0.7f
 /* Router logits std: wider gaps between the k-th and (k+1)-th expert than N(0,1). */
@@ -423,7 +423,7 @@ static void *numla_synth_rows(void *arg)
 
 /* Bytes [offset, offset + nbytes) of tensor `ctx` (see numla_safetensors_fill_fn).
  * Plain pthreads, not OpenMP: the writer's I/O thread runs between chunks, and OpenMP's
- * spin-waiting workers took its core (measured 3-4x slower end to end on a loaded 2-core box).
+ * spin-waiting workers took its core (figures: docs/synth.md).
  * The thread count follows OMP_NUM_THREADS / omp_get_max_threads(). */
 static numla_status numla_synth_fill(void *ctx, void *dst, size_t offset, size_t nbytes)
 {

@@ -8,8 +8,8 @@
  * the only error beyond an fp32 sum is lo's rounding, |x - hi - lo| <= 2^-9 |x - hi| <=
  * 2^-18 |x|. So |y - y_exact| <= (2^-18 + (2K + 2) 2^-24) · Σ|x w| (2K products summed in
  * fp32): the error class of an fp32 GEMM, where plain bf16 x would add 2^-8 · Σ|x w|. It costs
- * twice the tile work of plain bf16 x, which on this
- * CPU (tiles ~16x the fp32 FMA rate, docs/linear.md) is still far faster than any AVX-512 GEMM.
+ * twice the tile work of plain bf16 x, which is still far faster than any AVX-512 GEMM on a CPU
+ * with tiles (docs/linear.md).
  * Tiles flush denormal results, like vdpbf16ps.
  *
  * B operand: the packed weight panels are already in the tile layout. Panel p stores, for each
@@ -25,7 +25,7 @@
  * byte is read once (bandwidth-bound, like the GEMV). With more rows, K is cut into
  * NUMLA_LINEAR_AMX_KC blocks and N into NUMLA_LINEAR_AMX_NC panels: the thread's B block (NC
  * panels x KC) and the block's C stay in L2 across the row blocks; the next k-block's B tiles
- * are prefetched into L1 while the current one computes (2x on 2 threads, measured). When a
+ * are prefetched into L1 while the current one computes (docs/linear.md). When a
  * thread's packed x fits NUMLA_LINEAR_AMX_PAIR_X_BYTES (an expert's 33-128 rows), it instead
  * runs pair-major over all of K: a panel pair's W comes from memory once and from L2 for its
  * other row blocks, and with three or more row blocks the next pair's W is prefetched into L2 a
@@ -277,7 +277,7 @@ static void numla_linear_amx_part_(const numla_linear_weight *w, int64_t m, cons
         /* Pair-major: the thread's packed x stays in L2; each panel pair's W is read from memory
          * by the first row block and from L2 by the rest. With three or more row blocks the
          * next pair's W is prefetched into L2, ceil(16 / row blocks) lines per panel and
-         * k-block (with two it slows the pair's own stream: 1.3x slower at 48 rows). */
+         * k-block (with two it slows the pair's own stream: docs/linear.md). */
         const size_t pe = numla_linear_panel_elems(w);
         const uint16_t *packed = (const uint16_t *)w->packed;
         const int64_t nrb = (i1 - i0 + 2 * TR - 1) / (2 * TR);
@@ -316,8 +316,7 @@ static void numla_linear_amx_part_(const numla_linear_weight *w, int64_t m, cons
  * but half of the 32-row blocks fit it (an expert's ~130-250 rows at K = 2048) and the team
  * splits evenly in two, so every thread runs pair-major on half the rows and part of N; else 1
  * (threads split N, or M when N is too narrow). Each group reads all of W, which these
- * compute-bound shapes hide: 160-192 x 1408 x 2048 experts on 2 threads take 0.85-0.90x the
- * time of the N split. More groups (larger M) would multiply the weight traffic, so the KC/NC
+ * compute-bound shapes hide (docs/linear.md, "Two row groups"). More groups (larger M) would multiply the weight traffic, so the KC/NC
  * blocks keep those. */
 static int numla_linear_amx_row_groups_(int64_t m, int64_t k, int64_t rblocks, int nth)
 {

@@ -27,10 +27,10 @@ void numla_mla_qk_amx(const uint32_t *qv, const uint32_t *qlo, int64_t w, const 
  * NUMLA_MLA_PV_AMX_STAGE bf16 of scratch, 64-byte aligned. Tiles configured by
  * numla_mla_amx_begin. */
 /* Software prefetch of the next key tile (before Q·K, or spread over P·V's d-groups) was
- * tried and measured slower (1, 64000, 16: 5.0 -> 6.6 ms), and a one-line prefetch per block
- * of the next tile made no difference. What bounds the kernel (its Q·K tile loads stream
- * shuffled blocks at ~0.65 of read bandwidth, and tile work does not overlap the stream):
- * docs/decode.md, measured by `numla bench machine`'s stream probe. */
+ * slower, and a one-line prefetch per block of the next tile made no difference
+ * (docs/decode.md, "Tried and not kept"). What bounds the kernel (its Q·K tile loads stream
+ * shuffled blocks well below read bandwidth, and tile work does not overlap the stream):
+ * docs/decode.md, from `numla bench machine`'s stream probe. */
 enum { NUMLA_MLA_PV_AMX_STAGE = 2 * 2 * 512 + 2 * 4 * 512 };
 /* vpre: NULL, or (Dc / 64, 2, 4, 16, 32) bf16 of this tile's V as B tiles, packed into it by
  * this call (vfill = 1) or by an earlier call over the same keys (vfill = 0: vrows unread). */

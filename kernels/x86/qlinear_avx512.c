@@ -39,7 +39,7 @@ enum {
     NUMLA_QLINEAR_WIDE_NW = 2, /* M in [WIDE_MR, WIDE_MAX_M]: 2 weight rows x 4 x rows, so */
     NUMLA_QLINEAR_WIDE_MR = 4, /* each widened weight feeds 4 FMAs (widening is the cost) */
     NUMLA_QLINEAR_WIDE_MAX_M = 12, /* past this, reading x from L2 once per 2 weight rows costs
-                                      more than the widening saved (measured on Zen 5) */
+                                      more than the widening saved (docs/linear.md) */
     NUMLA_QLINEAR_G_NW = 4, /* many rows: weight rows per tile (widened, read from L1) */
     NUMLA_QLINEAR_G_MR = 6, /* x rows per tile: 24 accumulators; the fp8 block totals live in
                                memory (L1), updated once per 128 columns */
