@@ -22,10 +22,10 @@ static numla_status bench_rep_(numla_comm *c, numla_comm_allreduce_path path, fl
                                int batch, double *out)
 {
     NUMLA_CHECK(numla_comm_barrier(c));
-    double t0 = numla_bench_now();
+    double t0 = numla_now_s();
     for (int b = 0; b < batch; b++)
         NUMLA_CHECK(numla_comm_allreduce_sum_f32_path(c, x, n, path));
-    double dt = (numla_bench_now() - t0) / batch, mx;
+    double dt = (numla_now_s() - t0) / batch, mx;
     MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, numla_comm_mpi(c));
     *out = mx;
     return NUMLA_STATUS_OK;

@@ -139,9 +139,9 @@ static double bf_step(bf_fmt *f, int at, int n, uint32_t *rng, int32_t *tok, int
                      .slots = slot, .query_start_loc = q2, .seq_lens = &len,
                      .block_tables = f->bt, .max_blocks_per_seq = mb, .num_logit_rows = 1,
                      .logit_rows = &row};
-    double t0 = numla_bench_now();
+    double t0 = numla_now_s();
     *s = numla_engine_step(f->e, &st, logits);
-    return numla_bench_now() - t0;
+    return numla_now_s() - t0;
 }
 
 static void bf_report(const bf_opts *o, bf_fmt *f, int nf, double bw, int nth)

@@ -73,21 +73,21 @@ static double numla_bench_linear_read_gbps_(int threads, size_t bytes, int reps,
     volatile uint64_t sink = 0;
     for (int r = 0; r < reps; r++) {
         uint64_t tot = 0;
-        double t0 = numla_bench_now();
+        double t0 = numla_now_s();
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : tot)
         for (size_t i = 0; i < n; i++)
             tot += a[i];
-        double t = numla_bench_now() - t0;
+        double t = numla_now_s() - t0;
         sink = tot;
         if ((double)bytes / t * 1e-9 > *whole)
             *whole = (double)bytes / t * 1e-9;
         for (size_t s0 = 0; s0 + slice <= n; s0 += slice) {
             tot = 0;
-            t0 = numla_bench_now();
+            t0 = numla_now_s();
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : tot)
             for (size_t i = s0; i < s0 + slice; i++)
                 tot += a[i];
-            t = numla_bench_now() - t0;
+            t = numla_now_s() - t0;
             sink = tot;
             if ((double)(slice * sizeof *a) / t * 1e-9 > best)
                 best = (double)(slice * sizeof *a) / t * 1e-9;
@@ -135,9 +135,9 @@ static double numla_bench_linear_time_(numla_bench_linear_fn fn, void *ctx, int 
             return -1.0;
     double *t = malloc((size_t)calls * sizeof *t);
     for (int i = 0; i < calls; i++) {
-        double t0 = numla_bench_now();
+        double t0 = numla_now_s();
         fn(ctx, i % copies);
-        t[i] = numla_bench_now() - t0;
+        t[i] = numla_now_s() - t0;
     }
     *median = numla_bench_median(t, calls);
     double best = numla_bench_percentile(t, calls, 0.0);

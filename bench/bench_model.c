@@ -80,11 +80,11 @@ static double bm_step(bm_ctx *x, const bm_seq *q, int at, int n)
                      .slots = x->slot, .query_start_loc = q2, .seq_lens = &len,
                      .block_tables = q->bt, .max_blocks_per_seq = q->mb,
                      .num_logit_rows = 1, .logit_rows = &row};
-    double t0 = numla_bench_now();
+    double t0 = numla_now_s();
     numla_status s = numla_engine_step(x->e, &st, x->logits);
     if (s != NUMLA_STATUS_OK)
         bm_die(x, s);
-    return numla_bench_now() - t0;
+    return numla_now_s() - t0;
 }
 
 static double load1(void)
@@ -318,10 +318,10 @@ static void bm_long_context(bm_ctx *x, const bm_opts *o, const bm_seq *sb, bm_re
     const numla_model *m = numla_engine_model(x->e);
     bm_counters c0, c1;
     bm_counters_read(m, &c0);
-    r->long_pf = numla_bench_now();
+    r->long_pf = numla_now_s();
     for (int at = 0; at < o->long_ctx; at += o->chunk)
         bm_step(x, sb, at, o->long_ctx - at < o->chunk ? o->long_ctx - at : o->chunk);
-    r->long_pf = numla_bench_now() - r->long_pf;
+    r->long_pf = numla_now_s() - r->long_pf;
     bm_counters_read(m, &c1);
     r->long_pf_attn = c1.attn_s - c0.attn_s;
     r->long_pf_attn_k = c1.attn_kernel_s - c0.attn_kernel_s;

@@ -37,12 +37,12 @@ static double numla_bench_smp_pass_(const float *lg, int32_t V, int reps)
     volatile float sink = 0; /* keeps the sums */
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        double t0 = numla_bench_now();
+        double t0 = numla_now_s();
         float s = 0;
 #pragma omp simd reduction(+ : s)
         for (int32_t i = 0; i < V; i++)
             s += lg[i];
-        double dt = numla_bench_now() - t0;
+        double dt = numla_now_s() - t0;
         sink = s;
         best = dt < best ? dt : best;
     }
@@ -118,9 +118,9 @@ static int numla_bench_sampler(int argc, char **argv)
         static int32_t seen[64];
         for (int r = 0; r < reps && rc == 0; r++) {
             int32_t t = -1;
-            double t0 = numla_bench_now();
+            double t0 = numla_now_s();
             numla_status st = numla_sampler_sample(s, lg, &t, NULL);
-            double dt = numla_bench_now() - t0;
+            double dt = numla_now_s() - t0;
             if (st != NUMLA_STATUS_OK) {
                 fprintf(stderr, "numla bench sampler: %s\n", numla_error_message());
                 rc = 1;

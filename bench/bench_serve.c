@@ -386,9 +386,9 @@ static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_requ
     bs_model_counters_read(m, &m0);
     numla_engine_stats_get(eng, &es0);
     numla_serve_loop *loop = NULL;
-    double t0 = numla_bench_now();
+    double t0 = numla_now_s();
     numla_status s = bs_serve(o, eng, rq, n, c, &loop);
-    double wall = numla_bench_now() - t0;
+    double wall = numla_now_s() - t0;
     if (s == NUMLA_STATUS_OK) {
         numla_engine_stats_get(eng, &es1);
         bs_model_counters_read(m, &m1);

@@ -89,7 +89,7 @@ static int numla_bench_tokenizer(int argc, char **argv)
         return 1;
     }
     numla_tokenizer *t = NULL;
-    double t0 = numla_bench_now();
+    double t0 = numla_now_s();
     if (numla_tokenizer_load(model, &t) != NUMLA_STATUS_OK) {
         fprintf(stderr, "numla bench tokenizer: %s\n", numla_error_message());
         free(text);
@@ -97,15 +97,15 @@ static int numla_bench_tokenizer(int argc, char **argv)
         free(readme);
         return 1;
     }
-    double load_s = numla_bench_now() - t0;
+    double load_s = numla_now_s() - t0;
     double *sec = malloc((size_t)reps * sizeof *sec);
     int64_t n = 0;
     int rc = 0;
     for (int r = 0; r < reps && sec; r++) {
         int32_t *ids = NULL;
-        double a = numla_bench_now();
+        double a = numla_now_s();
         numla_status s = numla_tokenizer_encode(t, text, len, 0, &ids, &n);
-        sec[r] = numla_bench_now() - a;
+        sec[r] = numla_now_s() - a;
         free(ids);
         if (s != NUMLA_STATUS_OK) {
             fprintf(stderr, "numla bench tokenizer: %s\n", numla_error_message());

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
+
 struct numla_http_backend {
     pthread_mutex_t mu;
     pthread_cond_t cv;          /* signalled when a job is queued */
@@ -14,13 +16,6 @@ struct numla_http_backend {
     int closed;
     char why[256];
 };
-
-double numla_http_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 numla_status numla_http_backend_create(int32_t max_queue, numla_http_backend **out)
 {
@@ -220,7 +215,7 @@ numla_status numla_http_job_push(numla_http_job *j, const int32_t *tokens, int32
             memcpy(j->text + j->text_len, text, len);
         j->text_len += len;
         if (n > 0 && j->t_first == 0)
-            j->t_first = numla_http_now();
+            j->t_first = numla_now_s();
         pthread_cond_broadcast(&c->cv);
     }
     pthread_mutex_unlock(&c->mu);
@@ -240,7 +235,7 @@ void numla_http_job_finish(numla_http_job *j, const char *finish_reason, int32_t
                  j->stop_hit ? "stop" : finish_reason ? finish_reason : "stop");
         j->prompt_tokens = prompt_tokens;
         j->completion_tokens = completion_tokens;
-        j->t_finish = numla_http_now();
+        j->t_finish = numla_now_s();
         pthread_cond_broadcast(&c->cv);
     }
     pthread_mutex_unlock(&c->mu);
@@ -258,7 +253,7 @@ void numla_http_job_fail(numla_http_job *j, int http_status, const char *message
                                http_status >= 400 && http_status < 500 ? "invalid_value"
                                                                        : "engine_error",
                                "%s", message ? message : "the engine failed the request");
-        j->t_finish = numla_http_now();
+        j->t_finish = numla_now_s();
         pthread_cond_broadcast(&c->cv);
     }
     pthread_mutex_unlock(&c->mu);
@@ -336,7 +331,7 @@ numla_status numla_http_call_create(numla_openai_request *req, numla_http_call *
         jobs[i].call = c;
         jobs[i].index = i;
     }
-    c->t_arrival = numla_http_now();
+    c->t_arrival = numla_now_s();
     *out = c;
     return NUMLA_STATUS_OK;
 }

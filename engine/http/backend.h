@@ -101,11 +101,8 @@ struct numla_http_call {
     numla_openai_request req;
     int32_t num_jobs;
     numla_http_job *jobs;       /* (num_jobs) one per prompt (chat: one) */
-    double t_arrival;           /* monotonic seconds */
+    double t_arrival;           /* numla_now_s() */
 };
-
-/* Monotonic seconds. */
-double numla_http_now(void);
 
 /* Takes ownership of *req (left empty). */
 numla_status numla_http_call_create(numla_openai_request *req, numla_http_call **out);
