@@ -83,6 +83,14 @@ numla_status numla_strbuf_printf(numla_strbuf *b, const char *fmt, ...)
 
 const char *numla_strbuf_str(const numla_strbuf *b) { return b->p ? b->p : ""; }
 
+void numla_strbuf_truncate(numla_strbuf *b, size_t len)
+{
+    if (len >= b->len)
+        return;
+    b->len = len;
+    b->p[len] = '\0';
+}
+
 void numla_strbuf_clear(numla_strbuf *b)
 {
     b->len = 0;

@@ -35,6 +35,8 @@ numla_status numla_strbuf_printf(numla_strbuf *b, const char *fmt, ...)
 numla_status numla_strbuf_reserve(numla_strbuf *b, size_t extra);
 /* The bytes held as a C string: "" while nothing was appended. */
 const char *numla_strbuf_str(const numla_strbuf *b);
+/* Keep the first len bytes (no-op when len >= b->len); the memory stays. */
+void numla_strbuf_truncate(numla_strbuf *b, size_t len);
 /* Empty the buffer (its memory is kept for the next appends) and forget a failure. */
 void numla_strbuf_clear(numla_strbuf *b);
 /* Hand the bytes to the caller (free() them; NULL when nothing was appended) and leave b empty. */

@@ -110,6 +110,23 @@ static void test_clear_take(void)
     free(s);
 }
 
+/* truncate keeps a prefix and the terminator; a length at or past the end changes nothing. */
+static void test_truncate(void)
+{
+    numla_strbuf b = {0};
+    numla_strbuf_truncate(&b, 0); /* empty: nothing to cut */
+    CU_ASSERT_PTR_NULL(b.p);
+    CU_ASSERT_EQUAL(numla_strbuf_puts(&b, "hello<stop>tail"), NUMLA_STATUS_OK);
+    numla_strbuf_truncate(&b, 99);
+    CU_ASSERT_STRING_EQUAL(numla_strbuf_str(&b), "hello<stop>tail");
+    numla_strbuf_truncate(&b, 5);
+    CU_ASSERT_EQUAL(b.len, 5);
+    CU_ASSERT_STRING_EQUAL(numla_strbuf_str(&b), "hello");
+    CU_ASSERT_EQUAL(numla_strbuf_puts(&b, "!"), NUMLA_STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(numla_strbuf_str(&b), "hello!");
+    numla_strbuf_free(&b);
+}
+
 /* A size that cannot be allocated fails with NO_MEMORY and a message naming the buffer, keeps
  * the text, and makes later appends fail too until clear. */
 static void test_failure_is_sticky(void)
@@ -134,5 +151,5 @@ static void test_failure_is_sticky(void)
 
 NUMLA_TEST_SUITE(strbuf, NULL, NULL, NUMLA_TEST(test_empty),
                  NUMLA_TEST(test_append_matches_concatenation), NUMLA_TEST(test_binary_bytes),
-                 NUMLA_TEST(test_printf_matches_snprintf), NUMLA_TEST(test_clear_take),
+                 NUMLA_TEST(test_printf_matches_snprintf), NUMLA_TEST(test_clear_take), NUMLA_TEST(test_truncate),
                  NUMLA_TEST(test_failure_is_sticky))
