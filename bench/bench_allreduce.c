@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/bench_opts.h"
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
@@ -46,9 +47,10 @@ static int bench_allreduce_main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--min") && i + 1 < argc)
+        else if (!strcmp(argv[i], "--reps")) {
+            if (!numla_bench_int_opt("numla bench allreduce", argc, argv, &i, &reps))
+                return 2;
+        } else if (!strcmp(argv[i], "--min") && i + 1 < argc)
             min_bytes = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--max") && i + 1 < argc)
             max_bytes = strtoull(argv[++i], NULL, 10);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "bench/bench_opts.h"
 #include "common/dtype.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/settings.h"
@@ -528,11 +529,11 @@ static int numla_bench_linear_main_(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--class") && i + 1 < argc)
+        else if (!strcmp(argv[i], "--threads") || !strcmp(argv[i], "--reps")) {
+            if (!numla_bench_int_opt("numla bench linear", argc, argv, &i,
+                                     !strcmp(argv[i], "--threads") ? &threads : &reps))
+                return 2;
+        } else if (!strcmp(argv[i], "--class") && i + 1 < argc)
             only = argv[++i];
         else {
             fprintf(stderr, "usage: numla bench linear [--json] [--threads T] [--reps R] "

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/bench_opts.h"
 #include "engine/cli/cli.h"
 #include "engine/serving/sampler.h"
 
@@ -64,11 +65,11 @@ static int numla_bench_sampler(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             json = 1;
-        else if (strcmp(argv[i], "--vocab") == 0 && i + 1 < argc)
-            V = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else {
+        else if (strcmp(argv[i], "--vocab") == 0 || strcmp(argv[i], "--reps") == 0) {
+            if (!numla_bench_int_opt("numla bench sampler", argc, argv, &i,
+                                     !strcmp(argv[i], "--vocab") ? &V : &reps))
+                return 2;
+        } else {
             fprintf(stderr, "usage: numla bench sampler [--json] [--vocab V (102400)] "
                             "[--reps R (200)]\n");
             return 2;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/bench_opts.h"
 #include "engine/cli/cli.h"
 #include "engine/text/tokenizer.h"
 
@@ -59,9 +60,10 @@ static int numla_bench_tokenizer(int argc, char **argv)
             model = argv[++i];
         else if (strcmp(argv[i], "--file") == 0 && i + 1 < argc)
             file = argv[++i];
-        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--ref-mbps") == 0 && i + 1 < argc)
+        else if (strcmp(argv[i], "--reps") == 0) {
+            if (!numla_bench_int_opt("numla bench tokenizer", argc, argv, &i, &reps))
+                return 2;
+        } else if (strcmp(argv[i], "--ref-mbps") == 0 && i + 1 < argc)
             ref = atof(argv[++i]);
         else if (strcmp(argv[i], "--json") == 0)
             json = 1;
