@@ -259,15 +259,16 @@ static void test_unequal_nodes_from_xml(void)
     CU_ASSERT(cpus_eq(&p->ranks[1], h1, 4));
     CU_ASSERT_EQUAL(p->ranks[1].threads, 4);
     CU_ASSERT_EQUAL(p->ranks[1].num_cores, 2);
-    /* the launcher gave rank 1 only the second PU of each core: it keeps those two */
-    const int seconds[] = {7, 5};
+    /* the launcher gave rank 1 both PUs of core 4 and one of core 5: it keeps all three */
+    const int given[] = {6, 4, 5};
     int changed = 0;
-    CU_ASSERT_EQUAL(numla_launch_plan_restrict(t, p, 1, seconds, 2, &changed), NUMLA_STATUS_OK);
-    const int want[] = {5, 7};
+    CU_ASSERT_EQUAL(numla_launch_plan_restrict(t, p, 1, given, 3, &changed), NUMLA_STATUS_OK);
+    const int want[] = {4, 5, 6};
     CU_ASSERT_EQUAL(changed, 1);
-    CU_ASSERT(cpus_eq(&p->ranks[1], want, 2));
+    CU_ASSERT(cpus_eq(&p->ranks[1], want, 3));
     CU_ASSERT_EQUAL(p->ranks[1].num_cores, 2);
-    CU_ASSERT_EQUAL(p->ranks[1].threads, 2);
+    CU_ASSERT_EQUAL(p->ranks[1].threads, 3);
+    const int seconds[] = {7, 5};
     CU_ASSERT_EQUAL(numla_launch_plan_restrict(t, p, -1, seconds, 2, &changed),
                     NUMLA_STATUS_OUT_OF_RANGE);
     CU_ASSERT_EQUAL(numla_launch_plan_restrict(t, p, 0, NULL, 2, &changed),
