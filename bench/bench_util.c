@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 double numla_bench_parallel_best_s(int threads, int reps, void (*setup)(void *ctx, int id, int nt),

@@ -5,7 +5,6 @@
 
 #include <sched.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define NUMLA_SYNTH_SHARD_DEFAULT ((int64_t)2 << 30)
