@@ -335,7 +335,8 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
     m.read_gbps = g > m.read_gbps ? g : m.read_gbps;
     g = numla_bench_peak_gflops(isa, o.threads, 20);
     m.peak_gflops = g > m.peak_gflops ? g : m.peak_gflops;
-    NUMLA_DEBUG("bench decode-kernel: second window of machine figures took %.2f s", numla_now_s() - t_phase);
+    NUMLA_DEBUG("bench decode-kernel: second window of machine figures took %.2f s",
+                numla_now_s() - t_phase);
     fprintf(info, "machine: read %.2f GB/s, copy %.2f GB/s (read+write), peak %.1f GFLOP/s (%s), "
                   "LLC %.0f MiB, stream arrays %.2f GiB\n",
             m.read_gbps, m.copy_gbps, m.peak_gflops,

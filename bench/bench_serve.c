@@ -350,7 +350,8 @@ static numla_status bs_run_http(const bs_opts *o, numla_engine *eng, const numla
 {
     const numla_model_config *cfg = numla_engine_config(eng);
     const int32_t batch = o->e.max_batch_tokens > c ? o->e.max_batch_tokens : c;
-    numla_sched_options so = {.max_batch_tokens = batch, .max_seqs = c, .prefill_chunk = o->e.prefill_chunk,
+    numla_sched_options so = {.max_batch_tokens = batch, .max_seqs = c,
+                              .prefill_chunk = o->e.prefill_chunk,
                               .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
                               .eos_token_ids = cfg->eos_token_ids};
     numla_bench_http_level h;

@@ -517,7 +517,8 @@ static numla_status run_report_loaded(run_job *j, numla_comm *comm, double t_loa
     fprintf(stderr, "numla run: %s (%s, %lld layers) loaded in %.2f s: %.1f MB of weights on "
                     "rank 0, %d rank%s, isa %s, %d threads, context %lld, KV %lld blocks of %d "
                     "(%.2f GiB per rank, %s)\n",
-            o->e.model, j->cfg.model_type, (long long)j->cfg.num_hidden_layers, numla_now_s() - t_load,
+            o->e.model, j->cfg.model_type, (long long)j->cfg.num_hidden_layers,
+            numla_now_s() - t_load,
             (double)numla_engine_weight_bytes(j->eng) / 1e6, numla_comm_size(comm),
             numla_comm_size(comm) > 1 ? "s" : "", numla_isa_name(isa),
             numla_engine_num_threads(j->eng), (long long)o->e.max_context,
