@@ -151,5 +151,5 @@ static void test_failure_is_sticky(void)
 
 NUMLA_TEST_SUITE(strbuf, NULL, NULL, NUMLA_TEST(test_empty),
                  NUMLA_TEST(test_append_matches_concatenation), NUMLA_TEST(test_binary_bytes),
-                 NUMLA_TEST(test_printf_matches_snprintf), NUMLA_TEST(test_clear_take), NUMLA_TEST(test_truncate),
-                 NUMLA_TEST(test_failure_is_sticky))
+                 NUMLA_TEST(test_printf_matches_snprintf), NUMLA_TEST(test_clear_take),
+                 NUMLA_TEST(test_truncate), NUMLA_TEST(test_failure_is_sticky))
