@@ -30,6 +30,7 @@ numla_status numla_strbuf_reserve(numla_strbuf *b, size_t extra)
         b->oom = 1;
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "string buffer: no memory for %zu bytes", cap);
     }
+    p[b->len] = '\0'; /* a fresh buffer reads as "" before the first append */
     b->p = p;
     b->cap = cap;
     return NUMLA_STATUS_OK;

@@ -17,7 +17,7 @@
 #include "common/status.h"
 
 typedef struct numla_strbuf {
-    char *p;    /* (cap) bytes, p[len] == '\0'; NULL until the first append */
+    char *p;    /* (cap) bytes, p[len] == '\0'; NULL until the first append or reserve */
     size_t len; /* bytes held, the terminating NUL not counted */
     size_t cap; /* bytes allocated */
     int oom;    /* an append failed: the buffer ignores appends until cleared */

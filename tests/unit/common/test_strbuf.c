@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An empty buffer reads as "" and hands over NULL. */
+/* An empty buffer reads as "" and hands over NULL, also after a reserve. */
 static void test_empty(void)
 {
     numla_strbuf b = {0};
@@ -19,6 +19,13 @@ static void test_empty(void)
     CU_ASSERT_PTR_NULL(numla_strbuf_take(&b));
     numla_strbuf_free(&b);
     CU_ASSERT_PTR_NULL(b.p);
+    /* room made before any append: still the empty string, room for the bytes and the NUL */
+    CU_ASSERT_EQUAL(numla_strbuf_reserve(&b, 10), NUMLA_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b.p);
+    CU_ASSERT(b.cap >= 11);
+    CU_ASSERT_EQUAL(b.len, 0);
+    CU_ASSERT_EQUAL(b.p[0], '\0');
+    numla_strbuf_free(&b);
 }
 
 /* Pieces of every length 0..600 (crossing several doublings) give the concatenation, each
