@@ -153,21 +153,6 @@ const numla_openai_prompt *numla_http_job_prompt(const numla_http_job *j)
     return r->endpoint == NUMLA_OPENAI_COMPLETIONS ? &r->prompts[j->index] : NULL;
 }
 
-static int grow(void **p, size_t elem, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 1;
-    size_t c = *cap ? *cap : 16;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q)
-        return 0;
-    *p = q;
-    *cap = c;
-    return 1;
-}
-
 numla_status numla_http_job_push(numla_http_job *j, const int32_t *tokens, int32_t n,
                                  const char *text, size_t len, const numla_logprob_entry *lp)
 {
@@ -197,7 +182,7 @@ numla_status numla_http_job_push(numla_http_job *j, const int32_t *tokens, int32
         else
             j->cap_tokens = (int32_t)cap;
     }
-    if (st == NUMLA_STATUS_OK && !grow((void **)&j->text, 1, &j->cap_text, j->text_len + len + 1))
+    if (st == NUMLA_STATUS_OK && numla_strbuf_reserve(&j->text, len) != NUMLA_STATUS_OK)
         st = NUMLA_STATUS_NO_MEMORY;
     if (st == NUMLA_STATUS_OK) {
         if (n)
@@ -211,9 +196,7 @@ numla_status numla_http_job_push(numla_http_job *j, const int32_t *tokens, int32
                     *e = (numla_logprob_entry){.token = tokens[i], .logprob = 0};
             }
         j->num_tokens += n;
-        if (len)
-            memcpy(j->text + j->text_len, text, len);
-        j->text_len += len;
+        numla_strbuf_append(&j->text, text, len); /* reserved above: cannot fail */
         if (n > 0 && j->t_first == 0)
             j->t_first = numla_now_s();
         pthread_cond_broadcast(&c->cv);
@@ -272,7 +255,7 @@ static void call_free(numla_http_call *c)
     for (int32_t i = 0; i < c->num_jobs; i++) {
         free(c->jobs[i].tokens);
         free(c->jobs[i].logprobs);
-        free(c->jobs[i].text);
+        numla_strbuf_free(&c->jobs[i].text);
     }
     free(c->jobs);
     numla_openai_request_free(&c->req);

@@ -229,19 +229,19 @@ static int advance_locked(conn *c, int stream)
     for (int32_t i = 0; i < call->num_jobs; i++) {
         numla_http_job *j = &call->jobs[i];
         job_view *v = &c->views[i];
-        if (!v->text_done && (j->text_len > v->text_seen || j->num_tokens > v->tokens_seen)) {
+        if (!v->text_done && (j->text.len > v->text_seen || j->num_tokens > v->tokens_seen)) {
             const char *piece = "";
             size_t piece_len = 0;
             int stopped = 0;
-            if (numla_http_emitter_push(v->emitter, j->text + v->text_seen,
-                                        j->text_len - v->text_seen, &piece, &piece_len,
+            if (numla_http_emitter_push(v->emitter, numla_strbuf_str(&j->text) + v->text_seen,
+                                        j->text.len - v->text_seen, &piece, &piece_len,
                                         &stopped) != NUMLA_STATUS_OK)
                 return -1;
             /* a chunk per new token even without new text when the tokens are all a client
              * gets (a model without a tokenizer) or it asked for their logprobs */
             const int token_chunk = j->num_tokens > v->tokens_seen &&
-                                    (j->text_len == 0 || c->call->req.params.logprobs >= 0);
-            v->text_seen = j->text_len;
+                                    (j->text.len == 0 || c->call->req.params.logprobs >= 0);
+            v->text_seen = j->text.len;
             v->tokens_seen = j->num_tokens;
             changed = 1;
             if (stopped) {

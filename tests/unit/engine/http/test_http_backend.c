@@ -172,8 +172,8 @@ static void test_push_accumulates(void)
     CU_ASSERT_EQUAL(j->num_tokens, 3);
     CU_ASSERT_EQUAL(j->tokens[0], 10);
     CU_ASSERT_EQUAL(j->tokens[2], 12);
-    CU_ASSERT_EQUAL(j->text_len, 5);
-    CU_ASSERT_EQUAL(memcmp(j->text, "ab\xc3\xa9!", 5), 0);
+    CU_ASSERT_EQUAL(j->text.len, 5);
+    CU_ASSERT_EQUAL(memcmp(j->text.p, "ab\xc3\xa9!", 5), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j->logprobs);
     CU_ASSERT_DOUBLE_EQUAL(j->logprobs[1].logprob, -1.5, 1e-6);
     /* no logprobs given for a request that wants them: the token with logprob 0 */
@@ -184,7 +184,7 @@ static void test_push_accumulates(void)
         CU_ASSERT_EQUAL(numla_http_job_push(&c->jobs[1], &i, 1, "x", 1, NULL), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(c->jobs[1].num_tokens, 1000);
     CU_ASSERT_EQUAL(c->jobs[1].tokens[999], 999);
-    CU_ASSERT_EQUAL(c->jobs[1].text_len, 1000);
+    CU_ASSERT_EQUAL(c->jobs[1].text.len, 1000);
 
     CU_ASSERT_EQUAL(numla_http_job_push(&plain->jobs[0], t1, 2, "ab", 2, lp), NUMLA_STATUS_OK);
     CU_ASSERT_PTR_NULL(plain->jobs[0].logprobs);
@@ -195,7 +195,7 @@ static void test_push_accumulates(void)
     numla_http_job_finish(j, "length", 4, 3);
     CU_ASSERT_EQUAL(numla_http_job_push(j, t2, 1, "z", 1, NULL), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(j->num_tokens, 3);
-    CU_ASSERT_EQUAL(j->text_len, 5);
+    CU_ASSERT_EQUAL(j->text.len, 5);
     numla_http_call_release(&c);
     numla_http_call_release(&plain);
 }

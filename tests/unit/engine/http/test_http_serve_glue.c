@@ -122,8 +122,8 @@ static void test_token_prompts_in_order(void)
     CU_ASSERT_EQUAL(c->jobs[0].num_tokens, 2);
     CU_ASSERT_EQUAL(c->jobs[0].tokens[1], 8);
     done(&f, user[0], &r[0], "length", NULL, 2, "cd", 0);
-    CU_ASSERT_EQUAL(c->jobs[0].text_len, 4);
-    CU_ASSERT_EQUAL(memcmp(c->jobs[0].text, "abcd", 4), 0);
+    CU_ASSERT_EQUAL(c->jobs[0].text.len, 4);
+    CU_ASSERT_EQUAL(memcmp(c->jobs[0].text.p, "abcd", 4), 0);
     CU_ASSERT_STRING_EQUAL(c->jobs[0].finish_reason, "length");
     CU_ASSERT_EQUAL(c->jobs[0].prompt_tokens, 3);
     CU_ASSERT_EQUAL(c->jobs[0].completion_tokens, 2);
