@@ -98,7 +98,7 @@ static void test_fail_check_traceback(void)
 static void test_set_returns_code(void)
 {
     for (int c = NUMLA_STATUS_INVALID_ARG; c <= NUMLA_STATUS_INTERNAL; c++)
-        CU_ASSERT_EQUAL(numla_error_set((numla_status)c, "f.c", 1, "fn", "code %d", c), c);
+        CU_ASSERT_EQUAL((int)numla_error_set((numla_status)c, "f.c", 1, "fn", "code %d", c), c);
     CU_ASSERT_STRING_EQUAL(numla_error_message(), "code 10");
     CU_ASSERT_STRING_EQUAL(numla_error_trace(), "  at fn (f.c:1)\n");
     numla_error_clear();
