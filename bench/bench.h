@@ -1,16 +1,15 @@
-/* bench/bench.h — shared pieces of the benchmark programs: clocks, statistics, the machine
- * figures every ratio is measured against (read/copy bandwidth, bf16 dot-product peak), and
- * output in table or JSON-lines form. Benchmarks print ratios measured in the same run
- * (DESIGN.md §7); they never pass or fail on time. */
+/* bench/bench.h — shared pieces of the benchmark programs: statistics, the machine figures
+ * every ratio is measured against (read/copy bandwidth, bf16 dot-product peak), and output in
+ * table or JSON-lines form; times come from numla_now_s (common/clock.h). Benchmarks print
+ * ratios measured in the same run (DESIGN.md §7); they never pass or fail on time. */
 #ifndef NUMLA_BENCH_BENCH_H
 #define NUMLA_BENCH_BENCH_H
 
 #include <stddef.h>
 
+#include "common/clock.h" /* numla_now_s: the benchmarks' clock */
 #include "kernels/isa.h"
 
-/* Monotonic wall clock in seconds. */
-double numla_bench_now(void);
 /* Runs body(ctx, id, nt) on `threads` OpenMP threads at once (thread id of nt), `reps` times,
  * each repetition timed between barriers, after setup(ctx, id, nt) once per thread when not
  * NULL (first touch by the thread that will stream the memory); returns the shortest

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/bench_opts.h"
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
@@ -22,10 +23,10 @@ static numla_status bench_rep_(numla_comm *c, numla_comm_allreduce_path path, fl
                                int batch, double *out)
 {
     NUMLA_CHECK(numla_comm_barrier(c));
-    double t0 = numla_bench_now();
+    double t0 = numla_now_s();
     for (int b = 0; b < batch; b++)
         NUMLA_CHECK(numla_comm_allreduce_sum_f32_path(c, x, n, path));
-    double dt = (numla_bench_now() - t0) / batch, mx;
+    double dt = (numla_now_s() - t0) / batch, mx;
     MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, numla_comm_mpi(c));
     *out = mx;
     return NUMLA_STATUS_OK;
@@ -46,9 +47,10 @@ static int bench_allreduce_main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--min") && i + 1 < argc)
+        else if (!strcmp(argv[i], "--reps")) {
+            if (!numla_bench_int_opt("numla bench allreduce", argc, argv, &i, &reps))
+                return 2;
+        } else if (!strcmp(argv[i], "--min") && i + 1 < argc)
             min_bytes = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--max") && i + 1 < argc)
             max_bytes = strtoull(argv[++i], NULL, 10);

@@ -172,9 +172,9 @@ static numla_status dkb_run_shape(numla_isa isa, const dkb_shape *s, const dkb_o
     double spent = 0;
     while (reps < max_reps && (reps < min_reps || spent < budget)) {
         a.kv_cache = arena + (size_t)((reps + 1) % copies) * copy_bytes;
-        double t0 = numla_bench_now();
+        double t0 = numla_now_s();
         NUMLA_CHECK_GOTO(numla_mla_attn(isa, &a, ws, ws_bytes), st, done);
-        times[reps] = numla_bench_now() - t0;
+        times[reps] = numla_now_s() - t0;
         spent += times[reps++];
     }
     int finite = 1;
@@ -291,16 +291,16 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
     /* Machine figures: best of two windows, before and after the kernel timings, so one
      * burst of other jobs on a shared machine cannot set the roofline alone. */
     const int mreps = o.is_short ? 2 : 3;
-    double t_phase = numla_bench_now();
+    double t_phase = numla_now_s();
     dkb_machine m;
     m.read_gbps = numla_bench_read_gbps_in(o.threads, arena, arena_bytes, mreps);
     m.copy_gbps = numla_bench_copy_gbps_in(o.threads, arena, arena_bytes, mreps);
     /* ~20 ms a rep: many reps are cheap. */
     m.peak_gflops = numla_bench_peak_gflops(isa, o.threads, 20);
-    NUMLA_DEBUG("bench decode-kernel: machine figures took %.2f s", numla_bench_now() - t_phase);
-    t_phase = numla_bench_now();
+    NUMLA_DEBUG("bench decode-kernel: machine figures took %.2f s", numla_now_s() - t_phase);
+    t_phase = numla_now_s();
     dkb_fill_arena(arena, arena_bytes);
-    NUMLA_DEBUG("bench decode-kernel: cache fill took %.2f s", numla_bench_now() - t_phase);
+    NUMLA_DEBUG("bench decode-kernel: cache fill took %.2f s", numla_now_s() - t_phase);
     m.tile_gbps = 0;
     if (isa == NUMLA_ISA_AMX && numla_bench_peak_amx_ok()) {
         int64_t tiles = 0;
@@ -318,7 +318,7 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
         if (o.is_short && !s->is_short)
             continue;
         dkb_result r = {0};
-        t_phase = numla_bench_now();
+        t_phase = numla_now_s();
         if (dkb_run_shape(isa, s, &o, arena, arena_bytes, &r) != NUMLA_STATUS_OK) {
             fprintf(stderr, "numla bench decode-kernel: (%d, %d, %d): %s\n%s", s->bs, s->seq_len,
                     s->heads, numla_error_message(), numla_error_trace());
@@ -327,15 +327,16 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
         }
         res[nres++] = r;
         NUMLA_DEBUG("bench decode-kernel: (%d, %d, %d) took %.2f s", s->bs, s->seq_len, s->heads,
-                    numla_bench_now() - t_phase);
+                    numla_now_s() - t_phase);
     }
-    t_phase = numla_bench_now();
+    t_phase = numla_now_s();
 
     double g = numla_bench_read_gbps_in(o.threads, arena, arena_bytes, mreps);
     m.read_gbps = g > m.read_gbps ? g : m.read_gbps;
     g = numla_bench_peak_gflops(isa, o.threads, 20);
     m.peak_gflops = g > m.peak_gflops ? g : m.peak_gflops;
-    NUMLA_DEBUG("bench decode-kernel: second window of machine figures took %.2f s", numla_bench_now() - t_phase);
+    NUMLA_DEBUG("bench decode-kernel: second window of machine figures took %.2f s",
+                numla_now_s() - t_phase);
     fprintf(info, "machine: read %.2f GB/s, copy %.2f GB/s (read+write), peak %.1f GFLOP/s (%s), "
                   "LLC %.0f MiB, stream arrays %.2f GiB\n",
             m.read_gbps, m.copy_gbps, m.peak_gflops,

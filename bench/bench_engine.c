@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/bench_opts.h"
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
@@ -28,47 +29,44 @@ static void usage(void)
 }
 
 typedef struct be_opts {
-    const char *model;
-    int batch, context, steps, threads, json, bind;
-    numla_weights_options weights;
+    numla_cli_engine_opts e; /* --model, --threads, --weights, --keep-lm-head */
+    int batch, context, steps, json, bind;
 } be_opts;
 
-/* Returns -1 when the options are good, else the exit code (usage printed). */
+/* Returns -1 when the options are good, else the exit code (usage or the bad option printed). */
 static int be_parse_opts(int argc, char **argv, be_opts *o)
 {
+    static const char *const cmd = "numla bench engine";
+    static const char *const shared[] = {"--model", "--threads", "--weights", "--keep-lm-head",
+                                         NULL};
     for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--json"))
-            o->json = 1;
-        else if (!strcmp(argv[i], "--no-bind"))
-            o->bind = 0;
-        else if (!strcmp(argv[i], "--keep-lm-head"))
-            o->weights.keep_lm_head = 1;
-        else if (!strcmp(argv[i], "--weights") && v) {
-            if (!numla_weights_format_parse(argv[++i], &o->weights)) {
-                usage();
+        const char *a = argv[i];
+        const int r = numla_bench_engine_opt(cmd, &o->e, shared, argc, argv, &i);
+        if (r == NUMLA_CLI_OPT_BAD)
+            return 2;
+        if (r != NUMLA_CLI_OPT_NONE)
+            continue;
+        int *num = !strcmp(a, "--batch")     ? &o->batch
+                   : !strcmp(a, "--context") ? &o->context
+                   : !strcmp(a, "--steps")   ? &o->steps
+                                             : NULL;
+        if (num) {
+            if (!numla_bench_int_opt(cmd, argc, argv, &i, num))
                 return 2;
-            }
-        } else if (!strcmp(argv[i], "--model") && v)
-            o->model = argv[++i];
-        else if (!strcmp(argv[i], "--batch") && v)
-            o->batch = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--context") && v)
-            o->context = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--steps") && v)
-            o->steps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && v)
-            o->threads = atoi(argv[++i]);
+        } else if (!strcmp(a, "--json"))
+            o->json = 1;
+        else if (!strcmp(a, "--no-bind"))
+            o->bind = 0;
         else {
             usage();
             return 2;
         }
     }
-    if (!o->model || o->batch < 1 || o->context < 1 || o->steps < 1) {
+    if (!o->e.model || o->batch < 1 || o->context < 1 || o->steps < 1) {
         usage();
         return 2;
     }
-    return -1;
+    return numla_cli_engine_opts_check(cmd, &o->e);
 }
 
 enum { BE_WARM = 2, BE_BLOCK = 16 };
@@ -192,11 +190,11 @@ static void be_decode(be_bufs *b, const be_opts *o)
                          .positions = b->pos, .slots = b->slot, .query_start_loc = b->qsl,
                          .seq_lens = b->lens, .block_tables = b->bt, .max_blocks_per_seq = b->mb,
                          .num_logit_rows = o->batch, .logit_rows = b->rows};
-        double t0 = numla_bench_now();
+        double t0 = numla_now_s();
         if ((s = numla_engine_step(b->e, &st, b->logits)) != NUMLA_STATUS_OK)
             be_die(b, s);
         if (k >= BE_WARM)
-            b->dt[k - BE_WARM] = numla_bench_now() - t0;
+            b->dt[k - BE_WARM] = numla_now_s() - t0;
     }
 }
 
@@ -218,12 +216,12 @@ static void be_report(const be_bufs *b, const be_opts *o, int size)
     if (o->json) {
         printf("{\"bench\": \"engine\", \"model\": \"%s\", \"ranks\": %d, \"threads\": %d, "
                "\"batch\": %d, \"context\": %d, \"steps\": %d, \"median_step_ms\": %.4f, "
-               "\"tokens_per_s\": %.3f}\n", o->model, size, nth, o->batch, o->context, o->steps,
+               "\"tokens_per_s\": %.3f}\n", o->e.model, size, nth, o->batch, o->context, o->steps,
                1e3 * med, o->batch / med);
     } else {
         printf("engine decode: %s, %d rank%s x %d thread%s, batch %d, context %d, %d steps\n"
                "  median step %.3f ms (mean %.3f) -> %.2f tokens/s; allreduce %.0f bytes x %d "
-               "per step; logits gather %lld floats\n", o->model, size, size > 1 ? "s" : "", nth,
+               "per step; logits gather %lld floats\n", o->e.model, size, size > 1 ? "s" : "", nth,
                nth > 1 ? "s" : "", o->batch, o->context, o->steps, 1e3 * med, 1e3 * mean,
                o->batch / med, ar_bytes, (int)(2 * cfg->num_hidden_layers),
                (long long)(o->batch * b->V));
@@ -255,8 +253,8 @@ static void be_report(const be_bufs *b, const be_opts *o, int size)
 
 static int bench_engine_main(int argc, char **argv)
 {
-    be_opts o = {.batch = 1, .context = 64, .steps = 16, .bind = 1,
-                 .weights = numla_weights_options_default()};
+    be_opts o = {.batch = 1, .context = 64, .steps = 16, .bind = 1};
+    numla_cli_engine_opts_default(&o.e);
     int rc = be_parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;
@@ -268,14 +266,14 @@ static int bench_engine_main(int argc, char **argv)
     numla_comm *c = mpi.comm;
     numla_engine_options eo = numla_engine_options_default();
     numla_settings_engine_options(&set, &eo);
-    eo.num_threads = o.threads;
+    eo.num_threads = o.e.threads;
     eo.bind = o.bind;
     eo.block_size = BE_BLOCK;
-    eo.weights = o.weights;
+    eo.weights = o.e.weights;
     const int64_t total = (int64_t)o.context + o.steps + BE_WARM + 1;
     eo.num_blocks = (int64_t)o.batch * ((total + BE_BLOCK - 1) / BE_BLOCK);
     be_bufs b = {.c = c};
-    if ((s = numla_engine_create(c, o.model, &eo, &b.e)) != NUMLA_STATUS_OK)
+    if ((s = numla_engine_create(c, o.e.model, &eo, &b.e)) != NUMLA_STATUS_OK)
         be_die(&b, s);
     if (numla_comm_rank(c) != 0) {
         if ((s = numla_engine_worker_loop(b.e)) != NUMLA_STATUS_OK)

@@ -16,6 +16,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_model.h"
+#include "bench/bench_opts.h"
 #include "comm/comm.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/settings.h"
@@ -33,8 +34,9 @@ static void usage(void)
 }
 
 typedef struct bf_opts {
-    const char *model, *formats;
-    int threads, tokens, prompt, json, bind, keep_lm_head;
+    numla_cli_engine_opts e; /* --model, --threads, --keep-lm-head (--weights is a list here) */
+    const char *formats;
+    int tokens, prompt, json, bind;
 } bf_opts;
 
 /* One format: its engine, the sequence's block table and the step times. */
@@ -52,34 +54,35 @@ typedef struct bf_fmt {
 
 static int bf_parse(int argc, char **argv, bf_opts *o)
 {
+    static const char *const cmd = "numla bench formats";
+    static const char *const shared[] = {"--model", "--threads", "--keep-lm-head", NULL};
     for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--json"))
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const int r = numla_bench_engine_opt(cmd, &o->e, shared, argc, argv, &i);
+        if (r == NUMLA_CLI_OPT_BAD)
+            return 2;
+        if (r != NUMLA_CLI_OPT_NONE)
+            continue;
+        int *num = !strcmp(a, "--tokens") ? &o->tokens : !strcmp(a, "--prompt") ? &o->prompt : NULL;
+        if (num) {
+            if (!numla_bench_int_opt(cmd, argc, argv, &i, num))
+                return 2;
+        } else if (!strcmp(a, "--json"))
             o->json = 1;
-        else if (!strcmp(argv[i], "--no-bind"))
+        else if (!strcmp(a, "--no-bind"))
             o->bind = 0;
-        else if (!strcmp(argv[i], "--keep-lm-head"))
-            o->keep_lm_head = 1;
-        else if (!strcmp(argv[i], "--model") && v)
-            o->model = argv[++i];
-        else if (!strcmp(argv[i], "--weights") && v)
+        else if (!strcmp(a, "--weights") && v)
             o->formats = argv[++i];
-        else if (!strcmp(argv[i], "--threads") && v)
-            o->threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--tokens") && v)
-            o->tokens = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--prompt") && v)
-            o->prompt = atoi(argv[++i]);
         else {
             usage();
             return 2;
         }
     }
-    if (!o->model || o->tokens < 1 || o->prompt < 1 || o->threads < 0) {
+    if (!o->e.model || o->tokens < 1 || o->prompt < 1) {
         usage();
         return 2;
     }
-    return -1;
+    return numla_cli_engine_opts_check(cmd, &o->e);
 }
 
 /* The comma-separated list into f[]; returns the count, 0 on a bad name (printed). */
@@ -97,7 +100,7 @@ static int bf_formats(const bf_opts *o, bf_fmt *f)
         memcpy(f[n].name, p, len);
         f[n].name[len] = '\0';
         f[n].wo = numla_weights_options_default();
-        f[n].wo.keep_lm_head = o->keep_lm_head;
+        f[n].wo.keep_lm_head = o->e.weights.keep_lm_head;
         if (!numla_weights_format_parse(f[n].name, &f[n].wo)) {
             fprintf(stderr, "numla bench formats: --weights: '%s' is not bf16, fp8 or int8\n",
                     f[n].name);
@@ -139,9 +142,9 @@ static double bf_step(bf_fmt *f, int at, int n, uint32_t *rng, int32_t *tok, int
                      .slots = slot, .query_start_loc = q2, .seq_lens = &len,
                      .block_tables = f->bt, .max_blocks_per_seq = mb, .num_logit_rows = 1,
                      .logit_rows = &row};
-    double t0 = numla_bench_now();
+    double t0 = numla_now_s();
     *s = numla_engine_step(f->e, &st, logits);
-    return numla_bench_now() - t0;
+    return numla_now_s() - t0;
 }
 
 static void bf_report(const bf_opts *o, bf_fmt *f, int nf, double bw, int nth)
@@ -150,7 +153,7 @@ static void bf_report(const bf_opts *o, bf_fmt *f, int nf, double bw, int nth)
     if (!o->json)
         printf("bench formats: %s, batch-1 decode after %d tokens, %d rounds of one step per "
                "format in turn, %d thread%s; read bandwidth %.2f GB/s (same run)\n"
-               "  %-6s %9s %9s %10s %8s %8s %12s %14s\n", o->model, o->prompt, o->tokens, nth,
+               "  %-6s %9s %9s %10s %8s %8s %12s %14s\n", o->e.model, o->prompt, o->tokens, nth,
                nth > 1 ? "s" : "", bw, "format", "median_ms", "tok/s", "MB/token", "GB/s",
                "bw_frac", "vs_first", "vs_first_rounds");
     for (int i = 0; i < nf; i++) {
@@ -163,7 +166,7 @@ static void bf_report(const bf_opts *o, bf_fmt *f, int nf, double bw, int nth)
             printf("{\"bench\": \"formats\", \"model\": \"%s\", \"format\": \"%s\", \"threads\": "
                    "%d, \"tokens\": %d, \"median_ms\": %.4f, \"tok_s\": %.3f, \"weight_bytes\": "
                    "%.0f, \"gbps\": %.3f, \"read_gbps\": %.3f, \"decode_bw_frac\": %.4f, "
-                   "\"speedup_vs_first\": %.4f, \"speedup_vs_first_rounds\": %.4f}\n", o->model,
+                   "\"speedup_vs_first\": %.4f, \"speedup_vs_first_rounds\": %.4f}\n", o->e.model,
                    f[i].name, nth, o->tokens, 1e3 * f[i].med, tps, f[i].bytes, gbs, bw,
                    bw > 0 ? gbs / bw : 0, f[0].med / f[i].med, rr);
         else
@@ -189,6 +192,7 @@ static void bf_report(const bf_opts *o, bf_fmt *f, int nf, double bw, int nth)
 static int bench_formats_main(int argc, char **argv)
 {
     bf_opts o = {.formats = "bf16,fp8,int8", .tokens = 128, .prompt = 64, .bind = 1};
+    numla_cli_engine_opts_default(&o.e);
     int rc = bf_parse(argc, argv, &o);
     if (rc >= 0)
         return rc;
@@ -220,12 +224,12 @@ static int bench_formats_main(int argc, char **argv)
     for (int i = 0; i < nf && tok && pos && slot; i++) {
         numla_engine_options eo = numla_engine_options_default();
         numla_settings_engine_options(&set, &eo);
-        eo.num_threads = o.threads;
+        eo.num_threads = o.e.threads;
         eo.bind = o.bind;
         eo.block_size = BF_BLOCK;
         eo.num_blocks = mb;
         eo.weights = f[i].wo;
-        if ((s = numla_engine_create(mpi.comm, o.model, &eo, &f[i].e)) != NUMLA_STATUS_OK ||
+        if ((s = numla_engine_create(mpi.comm, o.e.model, &eo, &f[i].e)) != NUMLA_STATUS_OK ||
             (s = bf_bytes(f[i].e, &f[i].bytes)) != NUMLA_STATUS_OK)
             goto done;
         nth = numla_engine_num_threads(f[i].e);

@@ -65,7 +65,7 @@ static int bh_request(bh_shared *sh, int i)
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)sh->port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    sh->t_send[i] = numla_bench_now();
+    sh->t_send[i] = numla_now_s();
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
         !bh_send_all(fd, req, (size_t)rl)) {
         if (fd >= 0)
@@ -84,7 +84,7 @@ static int bh_request(bh_shared *sh, int i)
         if (status_ok < 0)
             status_ok = !strncmp(buf, "HTTP/1.1 200", 12);
         if (sh->t_first[i] == 0 && strstr(buf, "\"text\":\""))
-            sh->t_first[i] = numla_bench_now();
+            sh->t_first[i] = numla_now_s();
         char scan[sizeof tail + sizeof buf];
         memcpy(scan, tail, tl);
         memcpy(scan + tl, buf, (size_t)r + 1);
@@ -97,7 +97,7 @@ static int bh_request(bh_shared *sh, int i)
         memmove(tail, scan + sl - keep, keep);
         tl = keep;
     }
-    sh->t_end[i] = numla_bench_now();
+    sh->t_end[i] = numla_now_s();
     close(fd);
     ok = status_ok == 1 && done;
 out:
@@ -161,7 +161,7 @@ numla_status numla_bench_http_run(numla_engine *eng, const numla_sched_options *
     numla_http_glue_set_loop(glue, loop);
     numla_http_server_set_ready(server, 1);
     sh.port = numla_http_server_port(server);
-    const double t0 = numla_bench_now();
+    const double t0 = numla_now_s();
     for (; started < c; started++)
         if (pthread_create(&th[started], NULL, bh_client, &sh) != 0)
             break;
@@ -169,7 +169,7 @@ numla_status numla_bench_http_run(numla_engine *eng, const numla_sched_options *
         numla_http_glue_poll(glue);
         NUMLA_CHECK_GOTO(numla_serve_loop_run_once(loop, NULL, NULL), s, done);
     }
-    const double wall = numla_bench_now() - t0;
+    const double wall = numla_now_s() - t0;
     int64_t toks = 0;
     int m = 0;
     double client_e2e = 0;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "bench/bench_opts.h"
 #include "common/dtype.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/settings.h"
@@ -73,21 +74,21 @@ static double numla_bench_linear_read_gbps_(int threads, size_t bytes, int reps,
     volatile uint64_t sink = 0;
     for (int r = 0; r < reps; r++) {
         uint64_t tot = 0;
-        double t0 = numla_bench_now();
+        double t0 = numla_now_s();
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : tot)
         for (size_t i = 0; i < n; i++)
             tot += a[i];
-        double t = numla_bench_now() - t0;
+        double t = numla_now_s() - t0;
         sink = tot;
         if ((double)bytes / t * 1e-9 > *whole)
             *whole = (double)bytes / t * 1e-9;
         for (size_t s0 = 0; s0 + slice <= n; s0 += slice) {
             tot = 0;
-            t0 = numla_bench_now();
+            t0 = numla_now_s();
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : tot)
             for (size_t i = s0; i < s0 + slice; i++)
                 tot += a[i];
-            t = numla_bench_now() - t0;
+            t = numla_now_s() - t0;
             sink = tot;
             if ((double)(slice * sizeof *a) / t * 1e-9 > best)
                 best = (double)(slice * sizeof *a) / t * 1e-9;
@@ -135,9 +136,9 @@ static double numla_bench_linear_time_(numla_bench_linear_fn fn, void *ctx, int 
             return -1.0;
     double *t = malloc((size_t)calls * sizeof *t);
     for (int i = 0; i < calls; i++) {
-        double t0 = numla_bench_now();
+        double t0 = numla_now_s();
         fn(ctx, i % copies);
-        t[i] = numla_bench_now() - t0;
+        t[i] = numla_now_s() - t0;
     }
     *median = numla_bench_median(t, calls);
     double best = numla_bench_percentile(t, calls, 0.0);
@@ -528,11 +529,11 @@ static int numla_bench_linear_main_(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--class") && i + 1 < argc)
+        else if (!strcmp(argv[i], "--threads") || !strcmp(argv[i], "--reps")) {
+            if (!numla_bench_int_opt("numla bench linear", argc, argv, &i,
+                                     !strcmp(argv[i], "--threads") ? &threads : &reps))
+                return 2;
+        } else if (!strcmp(argv[i], "--class") && i + 1 < argc)
             only = argv[++i];
         else {
             fprintf(stderr, "usage: numla bench linear [--json] [--threads T] [--reps R] "

@@ -2,6 +2,7 @@
  * bandwidth, dot-product peak of every supported ISA) on the current OpenMP threads, the
  * denominators of every other benchmark's ratios. */
 #include "bench/bench.h"
+#include "bench/bench_opts.h"
 #include "bench/bench_peak.h"
 #include "bench/bench_stream_probe.h"
 #include "engine/cli/cli.h"
@@ -60,10 +61,10 @@ static int numla_bench_machine_main(int argc, char **argv)
 {
     int threads = omp_get_max_threads(), reps = 5;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            threads = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            reps = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--threads") || !strcmp(argv[i], "--reps")) {
+            if (!numla_bench_int_opt("numla bench machine", argc, argv, &i,
+                                     !strcmp(argv[i], "--threads") ? &threads : &reps))
+                return 2;
         } else {
             fprintf(stderr, "usage: numla bench machine [--threads N] [--reps N]\n");
             return 2;

@@ -26,6 +26,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_model.h"
+#include "bench/bench_opts.h"
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
@@ -80,11 +81,11 @@ static double bm_step(bm_ctx *x, const bm_seq *q, int at, int n)
                      .slots = x->slot, .query_start_loc = q2, .seq_lens = &len,
                      .block_tables = q->bt, .max_blocks_per_seq = q->mb,
                      .num_logit_rows = 1, .logit_rows = &row};
-    double t0 = numla_bench_now();
+    double t0 = numla_now_s();
     numla_status s = numla_engine_step(x->e, &st, x->logits);
     if (s != NUMLA_STATUS_OK)
         bm_die(x, s);
-    return numla_bench_now() - t0;
+    return numla_now_s() - t0;
 }
 
 static double load1(void)
@@ -126,48 +127,48 @@ static void bm_ranks(bm_ctx *x, const char *phase, int json, int size)
 }
 
 typedef struct bm_opts {
-    const char *model;
-    int threads, json, bind, quick, long_ctx, prompt, chunk;
-    numla_weights_options weights; /* --weights, --keep-lm-head */
+    numla_cli_engine_opts e; /* --model, --threads, --weights, --keep-lm-head */
+    int json, bind, quick, long_ctx, prompt, chunk;
 } bm_opts;
 
 /* Parse the command line into o; returns -1 to go on, else the exit code. */
 static int bm_parse_opts(int argc, char **argv, bm_opts *o)
 {
+    static const char *const cmd = "numla bench model";
+    static const char *const shared[] = {"--model", "--threads", "--weights", "--keep-lm-head",
+                                         NULL};
     for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--json"))
-            o->json = 1;
-        else if (!strcmp(argv[i], "--quick"))
-            o->quick = 1;
-        else if (!strcmp(argv[i], "--keep-lm-head"))
-            o->weights.keep_lm_head = 1;
-        else if (!strcmp(argv[i], "--weights") && v) {
-            if (!numla_weights_format_parse(argv[++i], &o->weights)) {
-                usage();
+        const char *a = argv[i];
+        const int r = numla_bench_engine_opt(cmd, &o->e, shared, argc, argv, &i);
+        if (r == NUMLA_CLI_OPT_BAD)
+            return 2;
+        if (r != NUMLA_CLI_OPT_NONE)
+            continue;
+        int *num = !strcmp(a, "--long-context") ? &o->long_ctx
+                   : !strcmp(a, "--prompt")     ? &o->prompt
+                   : !strcmp(a, "--chunk")      ? &o->chunk
+                                                : NULL;
+        if (num) {
+            if (!numla_bench_int_opt(cmd, argc, argv, &i, num))
                 return 2;
-            }
-        } else if (!strcmp(argv[i], "--no-bind"))
+        } else if (!strcmp(a, "--json"))
+            o->json = 1;
+        else if (!strcmp(a, "--quick"))
+            o->quick = 1;
+        else if (!strcmp(a, "--no-bind"))
             o->bind = 0;
-        else if (!strcmp(argv[i], "--model") && v)
-            o->model = argv[++i];
-        else if (!strcmp(argv[i], "--threads") && v)
-            o->threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--long-context") && v)
-            o->long_ctx = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--prompt") && v)
-            o->prompt = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--chunk") && v)
-            o->chunk = atoi(argv[++i]);
         else {
             usage();
             return 2;
         }
     }
-    if (!o->model || o->threads < 0 || o->long_ctx < 0 || o->prompt < 1 || o->chunk < 1) {
+    if (!o->e.model || o->long_ctx < 0 || o->prompt < 1 || o->chunk < 1) {
         usage();
         return 2;
     }
+    const int rc = numla_cli_engine_opts_check(cmd, &o->e);
+    if (rc >= 0)
+        return rc;
     if (o->long_ctx == 0)
         o->long_ctx = o->quick ? 2048 : 16384;
     return -1;
@@ -318,10 +319,10 @@ static void bm_long_context(bm_ctx *x, const bm_opts *o, const bm_seq *sb, bm_re
     const numla_model *m = numla_engine_model(x->e);
     bm_counters c0, c1;
     bm_counters_read(m, &c0);
-    r->long_pf = numla_bench_now();
+    r->long_pf = numla_now_s();
     for (int at = 0; at < o->long_ctx; at += o->chunk)
         bm_step(x, sb, at, o->long_ctx - at < o->chunk ? o->long_ctx - at : o->chunk);
-    r->long_pf = numla_bench_now() - r->long_pf;
+    r->long_pf = numla_now_s() - r->long_pf;
     bm_counters_read(m, &c1);
     r->long_pf_attn = c1.attn_s - c0.attn_s;
     r->long_pf_attn_k = c1.attn_kernel_s - c0.attn_kernel_s;
@@ -365,7 +366,7 @@ static void bm_print(const bm_opts *o, const bm_results *r, int size)
                "\"decode_16k_bytes_s\": %.6f, \"decode_16k_flops_s\": %.6f, "
                "\"peak_rss_mib\": %.1f, \"load1_start\": %.2f, \"load1_decode\": %.2f, "
                "\"load1_end\": %.2f}\n",
-               o->model, size, r->nth, wp, o->quick ? "true" : "false", long_ctx, prompt,
+               o->e.model, size, r->nth, wp, o->quick ? "true" : "false", long_ctx, prompt,
                r->pf_form, r->pf_best, r->pf_attn_s, r->pf_attn_k_s, pf_tok_s,
                pf_lin_gf, peak, r->amx_peak, pf_lin_gf / pf_peak, pf_lin_gf / peak, r->ndec,
                dec_tok_s, 1e3 * r->dec_med, r->nlong,
@@ -438,7 +439,7 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     r.load_dec = load1();
     if (!o->json)
         printf("model %s (weights %s%s): %d rank%s x %d thread%s, OMP_WAIT_POLICY=%s\n",
-               o->model, numla_weight_format_name(wi.format),
+               o->e.model, numla_weight_format_name(wi.format),
                wi.format != NUMLA_WEIGHT_FORMAT_NONE && !wi.lm_head_q8 ? ", lm_head bf16" : "", size,
                size > 1 ? "s" : "", r.nth, r.nth > 1 ? "s" : "",
                getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)");
@@ -460,8 +461,8 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
 
 static int bench_model_main(int argc, char **argv)
 {
-    bm_opts o = {.bind = 1, .prompt = 512, .chunk = 1024,
-                 .weights = numla_weights_options_default()};
+    bm_opts o = {.bind = 1, .prompt = 512, .chunk = 1024};
+    numla_cli_engine_opts_default(&o.e);
     int rc = bm_parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;
@@ -474,14 +475,14 @@ static int bench_model_main(int argc, char **argv)
     bm_ctx x = {.rng = 7, .c = mpi.comm};
     numla_engine_options eo = numla_engine_options_default();
     numla_settings_engine_options(&set, &eo);
-    eo.num_threads = o.threads;
+    eo.num_threads = o.e.threads;
     eo.bind = o.bind;
     eo.block_size = 16;
-    eo.weights = o.weights;
+    eo.weights = o.e.weights;
     bm_seq sa = {.mb = (o.prompt + ndec + 2 + 15) / 16};
     bm_seq sb = {.mb = (o.long_ctx + nlong + 2 + 15) / 16};
     eo.num_blocks = sa.mb + sb.mb;
-    if ((s = numla_engine_create(x.c, o.model, &eo, &x.e)) != NUMLA_STATUS_OK)
+    if ((s = numla_engine_create(x.c, o.e.model, &eo, &x.e)) != NUMLA_STATUS_OK)
         bm_die(&x, s);
     if (numla_comm_rank(x.c) != 0) {
         if ((s = numla_engine_worker_loop(x.e)) != NUMLA_STATUS_OK)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/bench_opts.h"
 #include "engine/cli/cli.h"
 #include "engine/serving/sampler.h"
 
@@ -37,12 +38,12 @@ static double numla_bench_smp_pass_(const float *lg, int32_t V, int reps)
     volatile float sink = 0; /* keeps the sums */
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        double t0 = numla_bench_now();
+        double t0 = numla_now_s();
         float s = 0;
 #pragma omp simd reduction(+ : s)
         for (int32_t i = 0; i < V; i++)
             s += lg[i];
-        double dt = numla_bench_now() - t0;
+        double dt = numla_now_s() - t0;
         sink = s;
         best = dt < best ? dt : best;
     }
@@ -64,11 +65,11 @@ static int numla_bench_sampler(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             json = 1;
-        else if (strcmp(argv[i], "--vocab") == 0 && i + 1 < argc)
-            V = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else {
+        else if (strcmp(argv[i], "--vocab") == 0 || strcmp(argv[i], "--reps") == 0) {
+            if (!numla_bench_int_opt("numla bench sampler", argc, argv, &i,
+                                     !strcmp(argv[i], "--vocab") ? &V : &reps))
+                return 2;
+        } else {
             fprintf(stderr, "usage: numla bench sampler [--json] [--vocab V (102400)] "
                             "[--reps R (200)]\n");
             return 2;
@@ -118,9 +119,9 @@ static int numla_bench_sampler(int argc, char **argv)
         static int32_t seen[64];
         for (int r = 0; r < reps && rc == 0; r++) {
             int32_t t = -1;
-            double t0 = numla_bench_now();
+            double t0 = numla_now_s();
             numla_status st = numla_sampler_sample(s, lg, &t, NULL);
-            double dt = numla_bench_now() - t0;
+            double dt = numla_now_s() - t0;
             if (st != NUMLA_STATUS_OK) {
                 fprintf(stderr, "numla bench sampler: %s\n", numla_error_message());
                 rc = 1;

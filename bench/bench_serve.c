@@ -21,6 +21,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_http.h"
+#include "bench/bench_opts.h"
 #include "comm/comm.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/settings.h"
@@ -148,56 +149,49 @@ static void usage(FILE *f)
 }
 
 typedef struct bs_opts {
-    const char *model, *conc_s;
-    int json, quick, threads, out_tokens, pmin, pmax, rounds, max_batch_tokens, prefill_chunk;
+    numla_cli_engine_opts e; /* --model, --threads, --weights, --keep-lm-head,
+                                --max-batch-tokens, --prefill-chunk */
+    const char *conc_s;
+    int json, quick, out_tokens, pmin, pmax, rounds;
     int repeat, http;
     int conc[16], nconc, maxc;
-    numla_weights_options weights; /* --weights, --keep-lm-head */
 } bs_opts;
 
 /* Parse the command line into o; returns -1 to go on, else the exit code. */
 static int bs_parse_opts(int argc, char **argv, bs_opts *o)
 {
+    static const char *const cmd = "numla bench serve";
+    static const char *const shared[] = {"--model", "--threads", "--weights", "--keep-lm-head",
+                                         "--max-batch-tokens", "--prefill-chunk", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--json")) {
+        const int r = numla_bench_engine_opt(cmd, &o->e, shared, argc, argv, &i);
+        if (r == NUMLA_CLI_OPT_BAD)
+            return 2;
+        if (r != NUMLA_CLI_OPT_NONE)
+            continue;
+        int *num = !strcmp(a, "--output-tokens") ? &o->out_tokens
+                   : !strcmp(a, "--min-prompt")  ? &o->pmin
+                   : !strcmp(a, "--max-prompt")  ? &o->pmax
+                   : !strcmp(a, "--rounds")      ? &o->rounds
+                   : !strcmp(a, "--repeat")      ? &o->repeat
+                                                 : NULL;
+        if (num) {
+            if (!numla_bench_int_opt(cmd, argc, argv, &i, num))
+                return 2;
+        } else if (!strcmp(a, "--json")) {
             o->json = 1;
         } else if (!strcmp(a, "--quick")) {
             o->quick = 1;
         } else if (!strcmp(a, "--http")) {
             o->http = 1;
-        } else if (!strcmp(a, "--keep-lm-head")) {
-            o->weights.keep_lm_head = 1;
-        } else if (v && !strcmp(a, "--weights")) {
-            if (!numla_weights_format_parse(argv[++i], &o->weights)) {
-                usage(stderr);
-                return 2;
-            }
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if (v && !strcmp(a, "--model")) {
-            o->model = argv[++i];
-        } else if (v && !strcmp(a, "--threads")) {
-            o->threads = atoi(argv[++i]);
         } else if (v && !strcmp(a, "--concurrency")) {
             o->conc_s = argv[++i];
-        } else if (v && !strcmp(a, "--output-tokens")) {
-            o->out_tokens = atoi(argv[++i]);
-        } else if (v && !strcmp(a, "--min-prompt")) {
-            o->pmin = atoi(argv[++i]);
-        } else if (v && !strcmp(a, "--max-prompt")) {
-            o->pmax = atoi(argv[++i]);
-        } else if (v && !strcmp(a, "--rounds")) {
-            o->rounds = atoi(argv[++i]);
-        } else if (v && !strcmp(a, "--max-batch-tokens")) {
-            o->max_batch_tokens = atoi(argv[++i]);
-        } else if (v && !strcmp(a, "--prefill-chunk")) {
-            o->prefill_chunk = atoi(argv[++i]);
-        } else if (v && !strcmp(a, "--repeat")) {
-            o->repeat = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "numla bench serve: unknown option %s\n", a);
+            fprintf(stderr, "%s: unknown option %s\n", cmd, a);
             usage(stderr);
             return 2;
         }
@@ -208,14 +202,22 @@ static int bs_parse_opts(int argc, char **argv, bs_opts *o)
         o->pmax = 128;
         o->rounds = 1;
     }
-    if (!o->model || o->out_tokens < 1 || o->pmin < 1 || o->pmax < o->pmin || o->rounds < 1 ||
-        o->max_batch_tokens < 1 || o->prefill_chunk < 1 || o->repeat < 1 || o->repeat > 64) {
+    if (!o->e.model || o->out_tokens < 1 || o->pmin < 1 || o->pmax < o->pmin || o->rounds < 1 ||
+        o->e.max_batch_tokens < 1 || o->e.prefill_chunk < 1 || o->repeat < 1 || o->repeat > 64) {
         usage(stderr);
         return 2;
     }
+    /* each concurrency level sets its own max_seqs (and lifts the batch to it), so the
+     * engine check's batch-tokens-vs-sequences rule has nothing to hold here */
+    o->e.max_seqs = 1;
+    const int rc = numla_cli_engine_opts_check(cmd, &o->e);
+    if (rc >= 0)
+        return rc;
     for (const char *p = o->conc_s; *p && o->nconc < 16;) {
-        o->conc[o->nconc] = atoi(p);
-        if (o->conc[o->nconc] < 1) {
+        char *end = NULL;
+        const long c = strtol(p, &end, 10);
+        o->conc[o->nconc] = c > 0 && c <= INT32_MAX ? (int)c : 0;
+        if (o->conc[o->nconc] < 1 || (*end && *end != ',')) {
             fprintf(stderr, "numla bench serve: bad --concurrency %s\n", o->conc_s);
             return 2;
         }
@@ -236,12 +238,12 @@ static numla_status bs_engine_create(const bs_opts *o, const numla_settings *set
 {
     numla_engine_options eo = numla_engine_options_default();
     numla_settings_engine_options(set, &eo);
-    eo.num_threads = o->threads;
+    eo.num_threads = o->e.threads;
     eo.block_size = 16;
-    eo.weights = o->weights;
+    eo.weights = o->e.weights;
     /* every sequence in flight at its longest, plus a little slack */
     eo.num_blocks = (int64_t)o->maxc * ((o->pmax + o->out_tokens + 15) / 16 + 1) + 16;
-    return numla_engine_create(comm, o->model, &eo, eng);
+    return numla_engine_create(comm, o->e.model, &eo, eng);
 }
 
 /* ---- the serving loop's source and sink: n prepared requests, results only counted ---- */
@@ -282,8 +284,8 @@ static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_re
 {
     const numla_model_config *cfg = numla_engine_config(eng);
     numla_serve_options so = {
-        .sched = {.max_batch_tokens = o->max_batch_tokens > c ? o->max_batch_tokens : c,
-                  .max_seqs = c, .prefill_chunk = o->prefill_chunk,
+        .sched = {.max_batch_tokens = o->e.max_batch_tokens > c ? o->e.max_batch_tokens : c,
+                  .max_seqs = c, .prefill_chunk = o->e.prefill_chunk,
                   .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
                   .eos_token_ids = cfg->eos_token_ids},
         .kv = numla_engine_kv_cache(eng), .exec = bs_exec, .exec_ctx = eng, .max_waiting = n,
@@ -347,8 +349,9 @@ static numla_status bs_run_http(const bs_opts *o, numla_engine *eng, const numla
                                 int n, int c, const bs_level *plain)
 {
     const numla_model_config *cfg = numla_engine_config(eng);
-    numla_sched_options so = {.max_batch_tokens = o->max_batch_tokens > c ? o->max_batch_tokens : c,
-                              .max_seqs = c, .prefill_chunk = o->prefill_chunk,
+    const int32_t batch = o->e.max_batch_tokens > c ? o->e.max_batch_tokens : c;
+    numla_sched_options so = {.max_batch_tokens = batch, .max_seqs = c,
+                              .prefill_chunk = o->e.prefill_chunk,
                               .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
                               .eos_token_ids = cfg->eos_token_ids};
     numla_bench_http_level h;
@@ -386,9 +389,9 @@ static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_requ
     bs_model_counters_read(m, &m0);
     numla_engine_stats_get(eng, &es0);
     numla_serve_loop *loop = NULL;
-    double t0 = numla_bench_now();
+    double t0 = numla_now_s();
     numla_status s = bs_serve(o, eng, rq, n, c, &loop);
-    double wall = numla_bench_now() - t0;
+    double wall = numla_now_s() - t0;
     if (s == NUMLA_STATUS_OK) {
         numla_engine_stats_get(eng, &es1);
         bs_model_counters_read(m, &m1);
@@ -428,7 +431,7 @@ static numla_status bs_run_levels(const bs_opts *o, numla_engine *eng, int ranks
     if (!o->json)
         printf("bench serve: %s, %d threads, %d rank(s); prompts %d..%d (stratified), %d output "
                "tokens\n%12s %9s %11s %13s %9s %12s %12s %12s %12s\n",
-               o->model, numla_engine_num_threads(eng), ranks, o->pmin, o->pmax, o->out_tokens,
+               o->e.model, numla_engine_num_threads(eng), ranks, o->pmin, o->pmax, o->out_tokens,
                "concurrency", "requests", "mean prompt", "output tok/s", "speedup",
                "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms");
     for (int r = 0; r < o->repeat * nconc; r++) {
@@ -446,7 +449,7 @@ static numla_status bs_run_levels(const bs_opts *o, numla_engine *eng, int ranks
         if (r % nconc == nconc - 1) /* the repetition is complete: its lines, against its level 0 */
             for (int k = 0; k < nconc; k++)
                 bs_print_level(&res[rp * nconc + k], &res[rp * nconc], o->conc[k], rp, o->repeat,
-                               o->json, o->model, numla_engine_num_threads(eng), ranks);
+                               o->json, o->e.model, numla_engine_num_threads(eng), ranks);
     }
     if (o->repeat > 1)
         bs_print_summary(res, o->conc, nconc, o->repeat, o->json);
@@ -461,8 +464,9 @@ done:
 
 static int bench_serve_main(int argc, char **argv)
 {
-    bs_opts o = {.weights = {.format = -1}, .conc_s = "1,8,32", .out_tokens = 128, .pmin = 64, .pmax = 1024, .rounds = 2,
-                 .max_batch_tokens = 2048, .prefill_chunk = 512, .repeat = 1};
+    bs_opts o = {.conc_s = "1,8,32", .out_tokens = 128, .pmin = 64, .pmax = 1024, .rounds = 2,
+                 .repeat = 1};
+    numla_cli_engine_opts_default(&o.e); /* batch tokens 2048, prefill chunk 512 */
     int rc = bs_parse_opts(argc, argv, &o);
     if (rc >= 0)
         return rc;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/bench_opts.h"
 #include "engine/cli/cli.h"
 #include "engine/text/tokenizer.h"
 
@@ -59,9 +60,10 @@ static int numla_bench_tokenizer(int argc, char **argv)
             model = argv[++i];
         else if (strcmp(argv[i], "--file") == 0 && i + 1 < argc)
             file = argv[++i];
-        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--ref-mbps") == 0 && i + 1 < argc)
+        else if (strcmp(argv[i], "--reps") == 0) {
+            if (!numla_bench_int_opt("numla bench tokenizer", argc, argv, &i, &reps))
+                return 2;
+        } else if (strcmp(argv[i], "--ref-mbps") == 0 && i + 1 < argc)
             ref = atof(argv[++i]);
         else if (strcmp(argv[i], "--json") == 0)
             json = 1;
@@ -89,7 +91,7 @@ static int numla_bench_tokenizer(int argc, char **argv)
         return 1;
     }
     numla_tokenizer *t = NULL;
-    double t0 = numla_bench_now();
+    double t0 = numla_now_s();
     if (numla_tokenizer_load(model, &t) != NUMLA_STATUS_OK) {
         fprintf(stderr, "numla bench tokenizer: %s\n", numla_error_message());
         free(text);
@@ -97,15 +99,15 @@ static int numla_bench_tokenizer(int argc, char **argv)
         free(readme);
         return 1;
     }
-    double load_s = numla_bench_now() - t0;
+    double load_s = numla_now_s() - t0;
     double *sec = malloc((size_t)reps * sizeof *sec);
     int64_t n = 0;
     int rc = 0;
     for (int r = 0; r < reps && sec; r++) {
         int32_t *ids = NULL;
-        double a = numla_bench_now();
+        double a = numla_now_s();
         numla_status s = numla_tokenizer_encode(t, text, len, 0, &ids, &n);
-        sec[r] = numla_bench_now() - a;
+        sec[r] = numla_now_s() - a;
         free(ids);
         if (s != NUMLA_STATUS_OK) {
             fprintf(stderr, "numla bench tokenizer: %s\n", numla_error_message());

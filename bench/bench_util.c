@@ -11,15 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
-
-double numla_bench_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 double numla_bench_parallel_best_s(int threads, int reps, void (*setup)(void *ctx, int id, int nt),
                                    float (*body)(void *ctx, int id, int nt), void *ctx, int *team)
@@ -37,13 +29,13 @@ double numla_bench_parallel_best_s(int threads, int reps, void (*setup)(void *ct
             double t0 = 0.0;
 #pragma omp barrier
 #pragma omp master
-            t0 = numla_bench_now();
+            t0 = numla_now_s();
 #pragma omp barrier
             const float v = body(ctx, id, nt);
 #pragma omp barrier
 #pragma omp master
             {
-                const double dt = numla_bench_now() - t0;
+                const double dt = numla_now_s() - t0;
                 if (best == 0.0 || dt < best)
                     best = dt;
             }
@@ -320,9 +312,9 @@ static double numla_bench_peak_run_(float (*loop)(long), double flops_per_iter, 
     long iters = 1 << 14;
     volatile float sink = 0;
     for (;;) {
-        double t0 = numla_bench_now();
+        double t0 = numla_now_s();
         sink += loop(iters);
-        double dt = numla_bench_now() - t0;
+        double dt = numla_now_s() - t0;
         if (dt > 2e-3 || iters > (1L << 40)) {
             iters = (long)((double)iters * 0.02 / (dt > 0 ? dt : 1e-9)) + 1;
             break;

@@ -56,10 +56,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 enum {
@@ -220,13 +220,6 @@ void numla_comm_shm_mark_aborted(numla_comm *c)
                               memory_order_release);
 }
 
-static double numla_shm_now_(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Wait until rank q's flag[parity] >= target. */
 static numla_status numla_shm_wait_(numla_comm *c, int q, int parity, uint64_t target)
 {
@@ -248,7 +241,7 @@ static numla_status numla_shm_wait_(numla_comm *c, int q, int parity, uint64_t t
             if (who)
                 NUMLA_FAIL(NUMLA_STATUS_MPI, "shm allreduce: rank %d aborted the job (rank %d "
                            "stopped waiting for rank %d)", (int)who - 1, c->rank, q);
-            double now = numla_shm_now_();
+            double now = numla_now_s();
             if (deadline == 0.0)
                 deadline = now + sh->timeout_s;
             else if (now > deadline) {

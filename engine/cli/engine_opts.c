@@ -5,11 +5,11 @@
 
 #include <sched.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "engine/cli/stop.h"
 #include "engine/model/kv_cache.h"
 
@@ -226,9 +226,7 @@ int numla_cli_engine_serve(const numla_cli_engine_opts *o, const numla_settings 
         numla_comm_bcast(mpi->comm, &early, sizeof early, 0) != NUMLA_STATUS_OK)
         early = numla_cli_fail(f->cmd);
     numla_engine *eng = NULL;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    const double t_load = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    const double t_load = numla_now_s();
     int rc;
     if (early >= 0)
         rc = early;

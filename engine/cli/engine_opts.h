@@ -3,6 +3,7 @@
  * (--kv-memory | --kv-blocks, --kv-dtype, --block-size) and the weights' format (--weights,
  * --keep-lm-head); their parsing, their checks and the
  * engine and scheduler options they make. Messages name the command (cmd, e.g. "numla run").
+ * The benchmarks parse the ones they share through the same parser (bench/bench_opts.h).
  * Not collective (numla_cli_engine_create is: see numla_engine_create).
  */
 #ifndef NUMLA_ENGINE_CLI_ENGINE_OPTS_H

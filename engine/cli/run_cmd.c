@@ -44,10 +44,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/engine_opts.h"
@@ -67,13 +67,6 @@ typedef struct run_opts {
     int resume;
     int progress; /* -1: auto (terminal) */
 } run_opts;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void usage(FILE *f)
 {
@@ -477,7 +470,7 @@ static void progress_line(const run_sink *k, int final)
 {
     numla_serve_stats st;
     numla_serve_loop_stats_get(k->loop, &st);
-    double dt = now_s() - k->t_run;
+    double dt = numla_now_s() - k->t_run;
     char tot[32];
     if (k->total >= 0)
         snprintf(tot, sizeof tot, "%lld", (long long)k->total);
@@ -497,9 +490,9 @@ static void progress_line(const run_sink *k, int final)
 static void run_sink_after_step(void *ctx)
 {
     run_sink *k = ctx;
-    if (k->progress && now_s() - k->t_prog > 0.5) {
+    if (k->progress && numla_now_s() - k->t_prog > 0.5) {
         progress_line(k, 0);
-        k->t_prog = now_s();
+        k->t_prog = numla_now_s();
     }
 }
 
@@ -524,7 +517,8 @@ static numla_status run_report_loaded(run_job *j, numla_comm *comm, double t_loa
     fprintf(stderr, "numla run: %s (%s, %lld layers) loaded in %.2f s: %.1f MB of weights on "
                     "rank 0, %d rank%s, isa %s, %d threads, context %lld, KV %lld blocks of %d "
                     "(%.2f GiB per rank, %s)\n",
-            o->e.model, j->cfg.model_type, (long long)j->cfg.num_hidden_layers, now_s() - t_load,
+            o->e.model, j->cfg.model_type, (long long)j->cfg.num_hidden_layers,
+            numla_now_s() - t_load,
             (double)numla_engine_weight_bytes(j->eng) / 1e6, numla_comm_size(comm),
             numla_comm_size(comm) > 1 ? "s" : "", numla_isa_name(isa),
             numla_engine_num_threads(j->eng), (long long)o->e.max_context,
@@ -697,14 +691,14 @@ static int run_serve_requests(run_job *j)
 {
     numla_cli_stop_saved saved;
     numla_cli_stop_install(&saved, 0);
-    j->sink.t_run = now_s();
+    j->sink.t_run = numla_now_s();
     numla_serve_end why = NUMLA_SERVE_END_DONE;
     numla_status s = numla_serve_loop_run(j->loop, &why);
     const int stops = numla_cli_stop_requests, stop_signal = numla_cli_stop_signal;
     numla_cli_stop_restore(&saved);
     if (s != NUMLA_STATUS_OK)
         return -1;
-    double wall = now_s() - j->sink.t_run;
+    double wall = numla_now_s() - j->sink.t_run;
     if (j->sink.progress)
         progress_line(&j->sink, 1);
     int rc = why == NUMLA_SERVE_END_SINK_FAILED ? 1 : stops > 0 ? 128 + stop_signal : 0;

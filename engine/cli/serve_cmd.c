@@ -29,10 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/engine_opts.h"
@@ -59,14 +59,6 @@ typedef struct serve_opts {
     const char *served_name;    /* --served-model-name, or NULL: the model directory's name */
     int64_t max_body;
 } serve_opts;
-
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void usage(FILE *f)
 {
@@ -360,7 +352,7 @@ static int serve_rank0(serve_job *j, numla_engine *eng, numla_comm *comm, double
 {
     const numla_kv_cache *kv = numla_engine_kv_cache(eng);
     fprintf(stderr, "numla serve: %s loaded in %.2f s: %d rank%s, %d threads, context %lld, KV "
-                    "%lld blocks of %d\n", j->o->e.model, now_s() - t_load,
+                    "%lld blocks of %d\n", j->o->e.model, numla_now_s() - t_load,
             numla_comm_size(comm), numla_comm_size(comm) > 1 ? "s" : "",
             numla_engine_num_threads(eng), (long long)j->o->e.max_context,
             (long long)kv->num_blocks, kv->block_size);

@@ -1,7 +1,9 @@
 /* engine/cli/stop.c — stop requests by signal (stop.h). */
 #include "engine/cli/stop.h"
 
-#include <time.h>
+#include <stddef.h>
+
+#include "common/clock.h"
 
 volatile sig_atomic_t numla_cli_stop_requests = 0;
 volatile sig_atomic_t numla_cli_stop_signal = 0;
@@ -11,9 +13,7 @@ static const int numla_cli_stop_signals_[4] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2
 
 static void numla_cli_stop_on_signal_(int sig)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    const long ms = (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    const long ms = (long)(numla_now_ns() / 1000000);
     if (numla_cli_stop_requests == 1 && ms - numla_cli_stop_ms_ < 1000)
         return;
     numla_cli_stop_ms_ = ms;

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "engine/cli/cli.h"
 #include "engine/synth/synth.h"
@@ -81,17 +81,15 @@ static int numla_synth_main(int argc, char **argv)
     }
     if (!opt.preset || !opt.out_dir)
         return numla_synth_usage(stderr);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = numla_now_s();
     int64_t bytes = 0;
     numla_status s = numla_synth_write(&opt, &bytes);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double sec = numla_now_s() - t0;
     if (s != NUMLA_STATUS_OK) {
         fprintf(stderr, "numla synth: %s: %s\n%s", numla_status_name(s), numla_error_message(),
                 numla_error_trace());
         return 1;
     }
-    double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     printf("synth: wrote %s (preset %s, %.3f GB of weights) in %.1f s (%.0f MB/s)\n", opt.out_dir,
            opt.preset, (double)bytes * 1e-9, sec, (double)bytes * 1e-6 / (sec + 1e-9));
     return 0;

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
+
 struct numla_http_backend {
     pthread_mutex_t mu;
     pthread_cond_t cv;          /* signalled when a job is queued */
@@ -14,13 +16,6 @@ struct numla_http_backend {
     int closed;
     char why[256];
 };
-
-double numla_http_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 numla_status numla_http_backend_create(int32_t max_queue, numla_http_backend **out)
 {
@@ -158,21 +153,6 @@ const numla_openai_prompt *numla_http_job_prompt(const numla_http_job *j)
     return r->endpoint == NUMLA_OPENAI_COMPLETIONS ? &r->prompts[j->index] : NULL;
 }
 
-static int grow(void **p, size_t elem, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 1;
-    size_t c = *cap ? *cap : 16;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q)
-        return 0;
-    *p = q;
-    *cap = c;
-    return 1;
-}
-
 numla_status numla_http_job_push(numla_http_job *j, const int32_t *tokens, int32_t n,
                                  const char *text, size_t len, const numla_logprob_entry *lp)
 {
@@ -202,7 +182,7 @@ numla_status numla_http_job_push(numla_http_job *j, const int32_t *tokens, int32
         else
             j->cap_tokens = (int32_t)cap;
     }
-    if (st == NUMLA_STATUS_OK && !grow((void **)&j->text, 1, &j->cap_text, j->text_len + len + 1))
+    if (st == NUMLA_STATUS_OK && numla_strbuf_reserve(&j->text, len) != NUMLA_STATUS_OK)
         st = NUMLA_STATUS_NO_MEMORY;
     if (st == NUMLA_STATUS_OK) {
         if (n)
@@ -216,11 +196,9 @@ numla_status numla_http_job_push(numla_http_job *j, const int32_t *tokens, int32
                     *e = (numla_logprob_entry){.token = tokens[i], .logprob = 0};
             }
         j->num_tokens += n;
-        if (len)
-            memcpy(j->text + j->text_len, text, len);
-        j->text_len += len;
+        numla_strbuf_append(&j->text, text, len); /* reserved above: cannot fail */
         if (n > 0 && j->t_first == 0)
-            j->t_first = numla_http_now();
+            j->t_first = numla_now_s();
         pthread_cond_broadcast(&c->cv);
     }
     pthread_mutex_unlock(&c->mu);
@@ -240,7 +218,7 @@ void numla_http_job_finish(numla_http_job *j, const char *finish_reason, int32_t
                  j->stop_hit ? "stop" : finish_reason ? finish_reason : "stop");
         j->prompt_tokens = prompt_tokens;
         j->completion_tokens = completion_tokens;
-        j->t_finish = numla_http_now();
+        j->t_finish = numla_now_s();
         pthread_cond_broadcast(&c->cv);
     }
     pthread_mutex_unlock(&c->mu);
@@ -258,7 +236,7 @@ void numla_http_job_fail(numla_http_job *j, int http_status, const char *message
                                http_status >= 400 && http_status < 500 ? "invalid_value"
                                                                        : "engine_error",
                                "%s", message ? message : "the engine failed the request");
-        j->t_finish = numla_http_now();
+        j->t_finish = numla_now_s();
         pthread_cond_broadcast(&c->cv);
     }
     pthread_mutex_unlock(&c->mu);
@@ -277,7 +255,7 @@ static void call_free(numla_http_call *c)
     for (int32_t i = 0; i < c->num_jobs; i++) {
         free(c->jobs[i].tokens);
         free(c->jobs[i].logprobs);
-        free(c->jobs[i].text);
+        numla_strbuf_free(&c->jobs[i].text);
     }
     free(c->jobs);
     numla_openai_request_free(&c->req);
@@ -336,7 +314,7 @@ numla_status numla_http_call_create(numla_openai_request *req, numla_http_call *
         jobs[i].call = c;
         jobs[i].index = i;
     }
-    c->t_arrival = numla_http_now();
+    c->t_arrival = numla_now_s();
     *out = c;
     return NUMLA_STATUS_OK;
 }

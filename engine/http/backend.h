@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
+#include "common/strbuf.h"
 #include "engine/http/openai.h"
 #include "engine/serving/sampler.h"
 
@@ -82,8 +83,7 @@ struct numla_http_job {
     int32_t *tokens;            /* (num_tokens) pushed so far */
     int32_t num_tokens, cap_tokens;
     numla_logprob_entry *logprobs;          /* (num_tokens) when the request wants them */
-    char *text;                 /* (text_len) pushed bytes */
-    size_t text_len, cap_text;
+    numla_strbuf text;          /* pushed bytes */
     int finished;               /* finish, fail or release happened */
     char finish_reason[16];
     int32_t prompt_tokens, completion_tokens;
@@ -101,11 +101,8 @@ struct numla_http_call {
     numla_openai_request req;
     int32_t num_jobs;
     numla_http_job *jobs;       /* (num_jobs) one per prompt (chat: one) */
-    double t_arrival;           /* monotonic seconds */
+    double t_arrival;           /* numla_now_s() */
 };
-
-/* Monotonic seconds. */
-double numla_http_now(void);
 
 /* Takes ownership of *req (left empty). */
 numla_status numla_http_call_create(numla_openai_request *req, numla_http_call **out);

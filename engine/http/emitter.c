@@ -47,25 +47,10 @@ void numla_http_emitter_destroy(numla_http_emitter **e)
         free((*e)->stops[i]);
     free((*e)->stops);
     free((*e)->stop_len);
-    free((*e)->held);
-    free((*e)->out);
+    numla_strbuf_free(&(*e)->held);
+    numla_strbuf_free(&(*e)->out);
     free(*e);
     *e = NULL;
-}
-
-static int reserve(char **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 1;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    char *b = realloc(*buf, c);
-    if (!b)
-        return 0;
-    *buf = b;
-    *cap = c;
-    return 1;
 }
 
 /* The length of a character that starts with byte b (0: b cannot start one). */
@@ -99,18 +84,16 @@ static size_t incomplete_tail(const char *s, size_t n)
 static numla_status emit(numla_http_emitter *e, const char *s, size_t n, const char **text,
                          size_t *text_len)
 {
-    if (!reserve(&e->out, &e->out_cap, 3 * n + 1))
+    numla_strbuf_clear(&e->out);
+    if (numla_strbuf_reserve(&e->out, 3 * n) != NUMLA_STATUS_OK) /* the most it can become */
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for emitted text");
-    size_t o = 0;
     while (n > 0) {
         int64_t bad = numla_utf8_invalid_offset(s, n);
         size_t good = bad < 0 ? n : (size_t)bad;
-        memcpy(e->out + o, s, good);
-        o += good;
+        numla_strbuf_append(&e->out, s, good); /* reserved: cannot fail */
         if (bad < 0)
             break;
-        memcpy(e->out + o, "\xEF\xBF\xBD", 3);
-        o += 3;
+        numla_strbuf_append(&e->out, "\xEF\xBF\xBD", 3);
         /* One U+FFFD for a stray byte, or for a lead byte and the continuations it claims. */
         size_t skip = 1;
         size_t want = utf8_lead_len((unsigned char)s[good]);
@@ -119,9 +102,8 @@ static numla_status emit(numla_http_emitter *e, const char *s, size_t n, const c
         s += good + skip;
         n -= good + skip;
     }
-    e->out[o] = 0;
-    *text = e->out;
-    *text_len = o;
+    *text = numla_strbuf_str(&e->out);
+    *text_len = e->out.len;
     return NUMLA_STATUS_OK;
 }
 
@@ -150,10 +132,10 @@ numla_status numla_http_emitter_push(numla_http_emitter *e, const char *piece, s
             *stopped = 1;
         return NUMLA_STATUS_OK;
     }
-    if (!reserve(&e->held, &e->held_cap, e->held_len + len + 1))
+    if (numla_strbuf_append(&e->held, piece, len) != NUMLA_STATUS_OK)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for held-back text");
-    memcpy(e->held + e->held_len, piece, len);
-    e->held_len += len;
+    const char *held = e->held.p;
+    const size_t held_len = e->held.len;
 
     /* The stop that completes first ends generation, as it would have token by token: the
      * match with the earliest end, the longest of those on a tie. Held bytes hold no complete
@@ -162,8 +144,8 @@ numla_status numla_http_emitter_push(numla_http_emitter *e, const char *piece, s
     size_t first = SIZE_MAX, first_end = SIZE_MAX;
     for (int32_t i = 0; i < e->num_stops; i++) {
         size_t m = e->stop_len[i];
-        for (size_t at = 0; at + m <= e->held_len && at + m <= first_end; at++)
-            if (!memcmp(e->held + at, e->stops[i], m)) {
+        for (size_t at = 0; at + m <= held_len && at + m <= first_end; at++)
+            if (!memcmp(held + at, e->stops[i], m)) {
                 if (at + m < first_end || at < first) {
                     first = at;
                     first_end = at + m;
@@ -177,21 +159,21 @@ numla_status numla_http_emitter_push(numla_http_emitter *e, const char *piece, s
         e->stopped = 1;
         n = first;
     } else {
-        n = e->held_len - stop_prefix_tail(e, e->held, e->held_len);
-        n -= incomplete_tail(e->held, n);
+        n = held_len - stop_prefix_tail(e, held, held_len);
+        n -= incomplete_tail(held, n);
     }
     if (stopped)
         *stopped = e->stopped;
-    NUMLA_CHECK(emit(e, e->held, n, text, text_len));
-    memmove(e->held, e->held + n, e->held_len - n);
-    e->held_len = e->stopped ? 0 : e->held_len - n;
+    NUMLA_CHECK(emit(e, held, n, text, text_len));
+    memmove(e->held.p, held + n, held_len - n); /* keep the bytes not emitted, at the front */
+    numla_strbuf_truncate(&e->held, e->stopped ? 0 : held_len - n);
     return NUMLA_STATUS_OK;
 }
 
 numla_status numla_http_emitter_finish(numla_http_emitter *e, const char **text,
                                        size_t *text_len)
 {
-    NUMLA_CHECK(emit(e, e->held, e->stopped ? 0 : e->held_len, text, text_len));
-    e->held_len = 0;
+    NUMLA_CHECK(emit(e, e->held.p, e->stopped ? 0 : e->held.len, text, text_len));
+    numla_strbuf_clear(&e->held);
     return NUMLA_STATUS_OK;
 }

@@ -18,15 +18,14 @@
 #include <stdint.h>
 
 #include "common/status.h"
+#include "common/strbuf.h"
 
 typedef struct numla_http_emitter {
     int32_t num_stops;
     char **stops;               /* (num_stops) copies, non-empty */
     size_t *stop_len;           /* (num_stops) */
-    char *held;                 /* bytes not yet emitted */
-    size_t held_len, held_cap;
-    char *out;                  /* the last call's output */
-    size_t out_cap;
+    numla_strbuf held;          /* bytes not yet emitted */
+    numla_strbuf out;           /* the last call's output */
     int stopped;                /* a stop string matched: further pieces are ignored */
     int32_t stop_index;         /* which stop string, -1 before */
 } numla_http_emitter;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/strbuf.h"
+
 /* Bucket upper bounds in seconds (the +Inf bucket is implicit): TTFT spans a queued prompt on a
  * large model, TPOT a decode step. */
 static const double TTFT_BOUNDS[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
@@ -119,72 +121,39 @@ void numla_http_metrics_add_preemptions(numla_http_metrics *m, int64_t n)
     pthread_mutex_unlock(&m->mu);
 }
 
-typedef struct text {
-    char *s;
-    size_t len, cap;
-    int oom;
-} text;
-
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text *t, const char *fmt, ...)
+static void put_histogram(numla_strbuf *t, const char *name, const char *help,
+                          const histogram *h)
 {
-    for (int attempt = 0; attempt < 2 && !t->oom; attempt++) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->oom = 1;
-            return;
-        }
-        if ((size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = 2 * t->cap + (size_t)n + 1;
-        char *s = realloc(t->s, cap);
-        if (!s) {
-            t->oom = 1;
-            return;
-        }
-        t->s = s;
-        t->cap = cap;
-    }
-}
-
-static void put_histogram(text *t, const char *name, const char *help, const histogram *h)
-{
-    put(t, "# HELP numla_%s %s\n# TYPE numla_%s histogram\n", name, help, name);
+    numla_strbuf_printf(t, "# HELP numla_%s %s\n# TYPE numla_%s histogram\n", name, help, name);
     uint64_t cum = 0;
     for (int32_t b = 0; b < h->num_bounds; b++) {
         cum += h->counts[b];
-        put(t, "numla_%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[b], (unsigned long long)cum);
+        numla_strbuf_printf(t, "numla_%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[b],
+                            (unsigned long long)cum);
     }
-    put(t, "numla_%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)h->count);
-    put(t, "numla_%s_sum %.9g\nnumla_%s_count %llu\n", name, h->sum, name,
-        (unsigned long long)h->count);
+    numla_strbuf_printf(t, "numla_%s_bucket{le=\"+Inf\"} %llu\n", name,
+                        (unsigned long long)h->count);
+    numla_strbuf_printf(t, "numla_%s_sum %.9g\nnumla_%s_count %llu\n", name, h->sum, name,
+                        (unsigned long long)h->count);
 }
 
-static void put_scalar(text *t, const char *name, const char *type, const char *help, long long v)
+static void put_scalar(numla_strbuf *t, const char *name, const char *type, const char *help,
+                       long long v)
 {
-    put(t, "# HELP numla_%s %s\n# TYPE numla_%s %s\nnumla_%s %lld\n", name, help, name, type,
-        name, v);
+    numla_strbuf_printf(t, "# HELP numla_%s %s\n# TYPE numla_%s %s\nnumla_%s %lld\n", name, help,
+                        name, type, name, v);
 }
 
 numla_status numla_http_metrics_render(numla_http_metrics *m, char **out)
 {
     *out = NULL;
-    text t = {.cap = 4096};
-    t.s = malloc(t.cap);
-    if (!t.s)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the metrics text");
-    t.s[0] = 0;
+    numla_strbuf t = {0}; /* a failed append sets t.oom and stops the later ones */
     pthread_mutex_lock(&m->mu);
-    put(&t, "# HELP numla_requests_total Finished HTTP generation requests by outcome.\n"
-            "# TYPE numla_requests_total counter\n");
+    numla_strbuf_puts(&t, "# HELP numla_requests_total Finished HTTP generation requests by "
+                          "outcome.\n# TYPE numla_requests_total counter\n");
     for (int o = 0; o < NUMLA_HTTP_OUTCOME_COUNT; o++)
-        put(&t, "numla_requests_total{outcome=\"%s\"} %llu\n", OUTCOME_NAMES[o],
-            (unsigned long long)m->requests[o]);
+        numla_strbuf_printf(&t, "numla_requests_total{outcome=\"%s\"} %llu\n", OUTCOME_NAMES[o],
+                            (unsigned long long)m->requests[o]);
     put_scalar(&t, "prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
                (long long)m->prompt_tokens);
     put_scalar(&t, "generation_tokens_total", "counter", "Generated tokens of finished requests.",
@@ -202,10 +171,10 @@ numla_status numla_http_metrics_render(numla_http_metrics *m, char **out)
     put_scalar(&t, "preemptions_total", "counter", "Requests preempted to free KV blocks.",
                (long long)m->preemptions);
     pthread_mutex_unlock(&m->mu);
-    if (t.oom) {
-        free(t.s);
+    if (t.oom || !t.p) {
+        numla_strbuf_free(&t);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the metrics text");
     }
-    *out = t.s;
+    *out = numla_strbuf_take(&t);
     return NUMLA_STATUS_OK;
 }

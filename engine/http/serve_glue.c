@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
+
 typedef struct glue_held {
     numla_http_job *job;
     int cancel_sent;            /* numla_serve_loop_cancel was called for it */
@@ -330,7 +332,7 @@ void numla_http_glue_poll(numla_http_glue *g)
             numla_serve_loop_cancel(g->loop, g->held[i].job);
         }
     /* the loop's figures cost a sort of its latency samples: at most 10 times a second */
-    const double now = numla_http_now();
+    const double now = numla_now_s();
     if (!g->o.metrics || now - g->t_metrics < 0.1)
         return;
     g->t_metrics = now;

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/strbuf.h"
 #include "engine/http/emitter.h"
 
 enum { NUMLA_HTTP_WAIT_MS = 100 }; /* how often a waiting thread looks for a gone client */
@@ -49,15 +50,13 @@ typedef struct job_view {
     int text_done;              /* the final text (and finish_reason) is out */
     int engine_done;            /* the loop finished it; usage known */
     char finish_reason[16];
-    char *text;                 /* non-streamed: accumulated output */
-    size_t text_len, text_cap;
+    numla_strbuf text;          /* non-streamed: accumulated output */
 } job_view;
 
 typedef struct conn {
     numla_http_server *s;
     route route;
-    char *body;
-    size_t body_len, body_cap;
+    numla_strbuf body;          /* the request body as it arrives */
     int too_large;
     int fd;
     numla_http_call *call;
@@ -66,8 +65,8 @@ typedef struct conn {
     int role_sent, usage_sent, done_sent, failed;
     char id[48];
     int64_t created;
-    char *out;                  /* streamed bytes not yet handed to libmicrohttpd */
-    size_t out_len, out_pos, out_cap;
+    numla_strbuf out;           /* streamed bytes for libmicrohttpd, handed over from out_pos */
+    size_t out_pos;
     numla_http_outcome outcome;
     int has_outcome;
 } conn;
@@ -153,37 +152,12 @@ static enum MHD_Result respond_json_text(struct MHD_Connection *mc, unsigned sta
 
 static int out_append(conn *c, const char *s, size_t n)
 {
-    if (c->out_len + n + 1 > c->out_cap) {
-        size_t cap = c->out_cap ? c->out_cap : 1024;
-        while (cap < c->out_len + n + 1)
-            cap *= 2;
-        char *o = realloc(c->out, cap);
-        if (!o)
-            return 0;
-        c->out = o;
-        c->out_cap = cap;
-    }
-    memcpy(c->out + c->out_len, s, n);
-    c->out_len += n;
-    return 1;
+    return numla_strbuf_append(&c->out, s, n) == NUMLA_STATUS_OK;
 }
 
 static int append_text(job_view *v, const char *s, size_t n)
 {
-    if (v->text_len + n + 1 > v->text_cap) {
-        size_t cap = v->text_cap ? v->text_cap : 256;
-        while (cap < v->text_len + n + 1)
-            cap *= 2;
-        char *t = realloc(v->text, cap);
-        if (!t)
-            return 0;
-        v->text = t;
-        v->text_cap = cap;
-    }
-    memcpy(v->text + v->text_len, s, n);
-    v->text_len += n;
-    v->text[v->text_len] = 0;
-    return 1;
+    return numla_strbuf_append(&v->text, s, n) == NUMLA_STATUS_OK;
 }
 
 static numla_openai_reply reply_of(const conn *c)
@@ -255,19 +229,19 @@ static int advance_locked(conn *c, int stream)
     for (int32_t i = 0; i < call->num_jobs; i++) {
         numla_http_job *j = &call->jobs[i];
         job_view *v = &c->views[i];
-        if (!v->text_done && (j->text_len > v->text_seen || j->num_tokens > v->tokens_seen)) {
+        if (!v->text_done && (j->text.len > v->text_seen || j->num_tokens > v->tokens_seen)) {
             const char *piece = "";
             size_t piece_len = 0;
             int stopped = 0;
-            if (numla_http_emitter_push(v->emitter, j->text + v->text_seen,
-                                        j->text_len - v->text_seen, &piece, &piece_len,
+            if (numla_http_emitter_push(v->emitter, numla_strbuf_str(&j->text) + v->text_seen,
+                                        j->text.len - v->text_seen, &piece, &piece_len,
                                         &stopped) != NUMLA_STATUS_OK)
                 return -1;
             /* a chunk per new token even without new text when the tokens are all a client
              * gets (a model without a tokenizer) or it asked for their logprobs */
             const int token_chunk = j->num_tokens > v->tokens_seen &&
-                                    (j->text_len == 0 || c->call->req.params.logprobs >= 0);
-            v->text_seen = j->text_len;
+                                    (j->text.len == 0 || c->call->req.params.logprobs >= 0);
+            v->text_seen = j->text.len;
             v->tokens_seen = j->num_tokens;
             changed = 1;
             if (stopped) {
@@ -337,7 +311,7 @@ static int wait_progress(conn *c, int stream, int (*until)(const conn *))
             rc = -2;
             break;
         }
-        if (ch > 0 && (stream ? c->out_len > c->out_pos : 1)) {
+        if (ch > 0 && (stream ? c->out.len > c->out_pos : 1)) {
             rc = 1;
             break;
         }
@@ -379,8 +353,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
     conn *c = cls;
-    while (c->out_pos == c->out_len) {
-        c->out_pos = c->out_len = 0;
+    while (c->out_pos == c->out.len) {
+        c->out_pos = 0;
+        numla_strbuf_clear(&c->out);
         if (c->done_sent)
             return MHD_CONTENT_READER_END_OF_STREAM;
         int rc = wait_progress(c, 1, all_done);
@@ -407,8 +382,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             set_outcome(c, c->failed ? NUMLA_HTTP_OUTCOME_ERROR : NUMLA_HTTP_OUTCOME_OK);
         }
     }
-    size_t n = c->out_len - c->out_pos < max ? c->out_len - c->out_pos : max;
-    memcpy(buf, c->out + c->out_pos, n);
+    size_t n = c->out.len - c->out_pos < max ? c->out.len - c->out_pos : max;
+    memcpy(buf, c->out.p + c->out_pos, n);
     c->out_pos += n;
     return (ssize_t)n;
 }
@@ -463,7 +438,7 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
     numla_openai_request req;
     numla_openai_limits lim = {.vocab_size = s->opt.vocab_size, .max_context = s->opt.max_context};
     numla_openai_endpoint ep = c->route == ROUTE_CHAT ? NUMLA_OPENAI_CHAT : NUMLA_OPENAI_COMPLETIONS;
-    if (numla_openai_parse(ep, c->body ? c->body : "", c->body_len, &lim, &req, &err) !=
+    if (numla_openai_parse(ep, numla_strbuf_str(&c->body), c->body.len, &lim, &req, &err) !=
         NUMLA_STATUS_OK)
         return MHD_NO;
     if (err.status)
@@ -532,8 +507,8 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
         return MHD_NO;
     for (int32_t i = 0; i < c->call->num_jobs; i++) {
         numla_http_job *j = &c->call->jobs[i];
-        ch[i] = (numla_openai_choice){.text = c->views[i].text ? c->views[i].text : "",
-                                      .text_len = c->views[i].text_len,
+        ch[i] = (numla_openai_choice){.text = numla_strbuf_str(&c->views[i].text),
+                                      .text_len = c->views[i].text.len,
                                       .finish_reason = c->views[i].finish_reason};
         if (c->call->req.params.logprobs >= 0) {
             ch[i].logprobs = j->logprobs;
@@ -651,23 +626,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
     }
     if (*upload_data_size > 0 && !c->too_large) {
         size_t n = *upload_data_size;
-        if (c->body_len + n > s->opt.max_body) {
+        if (c->body.len + n > s->opt.max_body)
             c->too_large = 1;
-        } else {
-            if (c->body_len + n + 1 > c->body_cap) {
-                size_t cap = c->body_cap ? c->body_cap : 4096;
-                while (cap < c->body_len + n + 1)
-                    cap *= 2;
-                char *b = realloc(c->body, cap);
-                if (!b)
-                    return MHD_NO;
-                c->body = b;
-                c->body_cap = cap;
-            }
-            memcpy(c->body + c->body_len, upload_data, n);
-            c->body_len += n;
-            c->body[c->body_len] = 0;
-        }
+        else if (numla_strbuf_append(&c->body, upload_data, n) != NUMLA_STATUS_OK)
+            return MHD_NO;
     }
     if (c->too_large && !c->has_outcome) {
         *upload_data_size = 0;
@@ -701,15 +663,15 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
         }
         for (int32_t i = 0; i < c->call->num_jobs && c->views; i++) {
             numla_http_emitter_destroy(&c->views[i].emitter);
-            free(c->views[i].text);
+            numla_strbuf_free(&c->views[i].text);
         }
         numla_http_call_release(&c->call);
     }
     set_outcome(c, NUMLA_HTTP_OUTCOME_ERROR);
     numla_http_metrics_request_done(s->metrics, c->outcome);
     free(c->views);
-    free(c->body);
-    free(c->out);
+    numla_strbuf_free(&c->body);
+    numla_strbuf_free(&c->out);
     if (c->counted) {
         pthread_mutex_lock(&s->mu);
         s->in_flight--;

@@ -5,8 +5,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 typedef struct sched_seq {
@@ -66,13 +66,6 @@ struct numla_sched {
 
     numla_sched_stats st;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void seq_free(numla_sched *s, sched_seq *q)
 {
@@ -172,7 +165,7 @@ static void finish(numla_sched *s, sched_seq *q, const char *reason, const char 
     numla_sched_output o = {
         .req = q->req, .user = q->user, .output_tokens = q->tokens ? q->tokens + q->req->num_prompt : NULL,
         .num_output = q->num_gen, .logprobs = q->lps, .finish_reason = reason, .error = error,
-        .arrival_s = q->arrival_s, .first_token_s = q->first_token_s, .finish_s = now_s(),
+        .arrival_s = q->arrival_s, .first_token_s = q->first_token_s, .finish_s = numla_now_s(),
         .preemptions = q->preemptions,
     };
     s->done(s->done_ctx, &o);
@@ -182,7 +175,7 @@ static void finish(numla_sched *s, sched_seq *q, const char *reason, const char 
 static void answer_now(numla_sched *s, const numla_request *req, void *user, const char *reason,
                        const char *error)
 {
-    double t = now_s();
+    double t = numla_now_s();
     numla_sched_output o = {.req = req, .user = user, .finish_reason = reason, .error = error,
                             .arrival_s = t, .finish_s = t};
     s->done(s->done_ctx, &o);
@@ -254,7 +247,7 @@ numla_status numla_sched_submit(numla_sched *s, const numla_request *req, void *
     q->req = req;
     q->user = user;
     q->arrival = s->next_arrival++;
-    q->arrival_s = now_s();
+    q->arrival_s = numla_now_s();
     memcpy(q->tokens, req->prompt_tokens, (size_t)req->num_prompt * sizeof *q->tokens);
     q->num_tokens = req->num_prompt;
     numla_status st = waiting_insert(s, q);
@@ -458,9 +451,9 @@ numla_status numla_sched_step(numla_sched *s)
                        .seq_lens = s->seq_lens, .block_tables = s->tables,
                        .max_blocks_per_seq = (int32_t)maxblk, .num_logit_rows = R,
                        .logit_rows = s->logit_rows};
-    double t0 = now_s();
+    double t0 = numla_now_s();
     numla_status est = s->exec(s->exec_ctx, &step, s->logits);
-    s->st.exec_s += now_s() - t0;
+    s->st.exec_s += numla_now_s() - t0;
     s->st.steps++;
     s->st.step_tokens += T;
     if (est != NUMLA_STATUS_OK) {
@@ -477,7 +470,7 @@ numla_status numla_sched_step(numla_sched *s)
         }
         return est == NUMLA_STATUS_NO_MEMORY ? est : NUMLA_STATUS_OK;
     }
-    const double t1 = now_s();
+    const double t1 = numla_now_s();
     /* Draw the step's tokens on the rank's team: each sequence has its own sampler and PRNG,
      * so the tokens do not depend on how the rows are split; a worker's error message is
      * thread-local and is copied out for the serial pass below. */

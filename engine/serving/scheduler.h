@@ -48,7 +48,7 @@ typedef struct numla_sched_output {
     const numla_logprob_entry *logprobs;    /* (num_output) or NULL */
     const char *finish_reason;              /* "stop", "length", "error", "cancelled" */
     const char *error;                      /* NULL unless "error" */
-    double arrival_s, first_token_s, finish_s; /* CLOCK_MONOTONIC seconds; first_token_s 0: none */
+    double arrival_s, first_token_s, finish_s; /* numla_now_s(); first_token_s 0: none */
     int32_t preemptions;                    /* times this request was preempted */
 } numla_sched_output;
 

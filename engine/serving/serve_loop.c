@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/strbuf.h"
+
 /* One request in flight (owned here, borrowed by the scheduler as its `user`). */
 typedef struct serve_req {
     numla_request rq;
@@ -18,8 +20,7 @@ typedef struct serve_req {
     int cancel;                 /* numla_serve_loop_cancel asked for it */
     /* text output (rq.text_output): generated text so far, decoded one token at a time */
     numla_tokenizer_stream *ts;
-    char *text;
-    size_t text_len, text_cap;
+    numla_strbuf text;
     size_t text_streamed;       /* bytes of text passed to sink.token */
     int text_done;              /* a stop string ended it: text is final */
 } serve_req;
@@ -53,7 +54,7 @@ static void req_free(serve_req *r)
 {
     numla_request_free(&r->rq);
     numla_tokenizer_stream_destroy(&r->ts);
-    free(r->text);
+    numla_strbuf_free(&r->text);
     free(r);
 }
 
@@ -79,20 +80,7 @@ static void req_link(numla_serve_loop *l, serve_req *r)
 
 static int text_append(serve_req *r, const char *piece, size_t len)
 {
-    if (r->text_len + len + 1 > r->text_cap) {
-        size_t c = r->text_cap ? 2 * r->text_cap : 256;
-        while (c < r->text_len + len + 1)
-            c *= 2;
-        char *p = realloc(r->text, c);
-        if (!p)
-            return 0;
-        r->text = p;
-        r->text_cap = c;
-    }
-    memcpy(r->text + r->text_len, piece, len);
-    r->text_len += len;
-    r->text[r->text_len] = '\0';
-    return 1;
+    return numla_strbuf_append(&r->text, piece, len) == NUMLA_STATUS_OK;
 }
 
 /* Decode `token` into the request's text; returns 1 when a stop string now appears (the text
@@ -101,7 +89,7 @@ static int text_push(serve_req *r, int32_t token)
 {
     const char *piece;
     size_t len;
-    size_t before = r->text_len;
+    size_t before = r->text.len;
     if (numla_tokenizer_stream_push(r->ts, token, &piece, &len) != NUMLA_STATUS_OK ||
         !text_append(r, piece, len))
         return 0;
@@ -110,10 +98,10 @@ static int text_push(serve_req *r, int32_t token)
         size_t sl = strlen(stop);
         /* only matches that end in the new piece are new */
         size_t from = before + 1 > sl ? before + 1 - sl : 0;
-        char *hit = r->text_len >= sl ? memmem(r->text + from, r->text_len - from, stop, sl) : NULL;
+        char *hit =
+            r->text.len >= sl ? memmem(r->text.p + from, r->text.len - from, stop, sl) : NULL;
         if (hit) {
-            r->text_len = (size_t)(hit - r->text);
-            r->text[r->text_len] = '\0';
+            numla_strbuf_truncate(&r->text, (size_t)(hit - r->text.p));
             r->text_done = 1;
             return 1;
         }
@@ -129,7 +117,7 @@ static size_t text_holdback(const serve_req *r)
         const char *stop = r->rq.stop_strings[i];
         size_t sl = strlen(stop);
         for (size_t k = sl - 1; k > hold; k--)
-            if (k <= r->text_len && !memcmp(r->text + r->text_len - k, stop, k)) {
+            if (k <= r->text.len && !memcmp(r->text.p + r->text.len - k, stop, k)) {
                 hold = k;
                 break;
             }
@@ -144,10 +132,10 @@ static void stream_token(numla_serve_loop *l, serve_req *r, int32_t token, int32
     r->streamed = index + 1;
     numla_serve_token t = {.token = token, .index = index, .logprob = lp};
     if (r->rq.text_output) {
-        size_t end = r->text_done ? r->text_len : r->text_len - text_holdback(r);
+        size_t end = r->text_done ? r->text.len : r->text.len - text_holdback(r);
         if (end < r->text_streamed)
             end = r->text_streamed;
-        t.text = r->text ? r->text + r->text_streamed : "";
+        t.text = numla_strbuf_str(&r->text) + r->text_streamed;
         t.text_len = end - r->text_streamed;
         r->text_streamed = end;
     }
@@ -233,8 +221,8 @@ static void loop_on_done(void *ctx, const numla_sched_output *o)
         r->text_done = 1;
     }
     if (r->rq.text_output && !o->error && r->ts) {
-        d.result.text = r->text ? r->text : "";
-        d.result.text_len = r->text ? r->text_len : 0;
+        d.result.text = numla_strbuf_str(&r->text);
+        d.result.text_len = r->text.len;
         d.text_tail = d.result.text + r->text_streamed;
         d.text_tail_len = d.result.text_len - r->text_streamed;
     }

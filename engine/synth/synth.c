@@ -12,6 +12,7 @@
 #include "engine/synth/qckpt.h"
 #include "engine/text/tokenizer.h"
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "engine/formats/safetensors.h"
 
@@ -25,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define NUMLA_SYNTH_SHARD_DEFAULT ((int64_t)2 << 30)
@@ -458,9 +458,7 @@ static numla_status numla_synth_fill(void *ctx, void *dst, size_t offset, size_t
     numla_synth_progress *pr = t->progress;
     if (pr && pr->on) {
         pr->done += (int64_t)nbytes;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+        double now = numla_now_s();
         if (now - pr->last > 0.25 || pr->done == pr->total) {
             pr->last = now;
             fprintf(stderr, "\rsynth: %6.2f / %.2f GB  (%.0f MB/s)  ", pr->done * 1e-9,
@@ -685,9 +683,7 @@ numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_by
     numla_synth_progress pr = {.on = opt->progress};
     for (size_t i = 0; i < plan.n; i++) /* quantized tensors do not report progress */
         pr.total += plan.t[i].quant == NUMLA_QCKPT_NONE ? (int64_t)plan.t[i].nbytes : 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    pr.t0 = pr.last = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    pr.t0 = pr.last = numla_now_s();
     for (size_t i = 0; i < plan.n; i++)
         plan.t[i].progress = &pr;
 

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/strbuf.h"
+
 static const char numla_tmpl_v2[] =
     "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% e"
     "ndif %}{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ "
@@ -348,34 +350,10 @@ const char *numla_chat_template_name(const numla_chat_template *t) { return t->b
 
 /* ---- rendering ---- */
 
-typedef struct numla_chat_buf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} numla_chat_buf;
+/* Appends whose failure b->oom records: rendering checks once at the end. */
+static void put_n(numla_strbuf *b, const char *s, size_t len) { numla_strbuf_append(b, s, len); }
 
-static void put_n(numla_chat_buf *b, const char *s, size_t len)
-{
-    if (b->oom)
-        return;
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + len + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = 0;
-}
-
-static void put(numla_chat_buf *b, const char *s) { put_n(b, s, strlen(s)); }
+static void put(numla_strbuf *b, const char *s) { numla_strbuf_puts(b, s); }
 
 static int is_role(const numla_chat_message *m, const char *role)
 {
@@ -392,7 +370,7 @@ static int is_role(const numla_chat_message *m, const char *role)
 #define T_OUTPUT_END "<｜tool▁output▁end｜>"
 
 static void render_v2(const numla_chat_template *t, const numla_chat_message *msgs, int n,
-                      int agp, numla_chat_buf *b)
+                      int agp, numla_strbuf *b)
 {
     put(b, t->bos);
     for (int i = 0; i < n; i++) {
@@ -417,7 +395,7 @@ static void render_v2(const numla_chat_template *t, const numla_chat_message *ms
 /* V2.5, V3 and R1 share one walk; they differ in the system prompt, the separator between tool
  * outputs, R1's reasoning strip and R1's generation prompt. */
 static void render_turns(const numla_chat_template *t, const numla_chat_message *msgs, int n,
-                         int agp, numla_chat_buf *b)
+                         int agp, numla_strbuf *b)
 {
     numla_chat_kind kind = t->builtin->kind;
     if (kind == NUMLA_CHAT_KIND_V2_5) {
@@ -507,17 +485,17 @@ numla_status numla_chat_template_render(const numla_chat_template *t,
                               "numla's %s chat template)",
                               i, t->builtin->name);
     }
-    numla_chat_buf b = {0};
+    numla_strbuf b = {0};
     if (t->builtin->kind == NUMLA_CHAT_KIND_V2)
         render_v2(t, msgs, n, add_generation_prompt, &b);
     else
         render_turns(t, msgs, n, add_generation_prompt, &b);
     put_n(&b, "", 0);
     if (b.oom) {
-        free(b.p);
+        numla_strbuf_free(&b);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "rendering %d chat messages", n);
     }
-    *out = b.p;
-    *len = b.n;
+    *len = b.len;
+    *out = numla_strbuf_take(&b);
     return NUMLA_STATUS_OK;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "common/strbuf.h"
 #include "engine/text/tokenizer_internal.h"
 #include "engine/text/unicode_newer.h"
 
@@ -225,37 +226,13 @@ static const unicode_class *unicode_class_get(const char *canon, uint32_t mask)
 
 /* ---- output buffer ---- */
 
-typedef struct pat_buf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} pat_buf;
+/* Appends whose failure b->oom records: the rewrite checks once at the end. */
+static void buf_put(numla_strbuf *b, const char *s, size_t n) { numla_strbuf_append(b, s, n); }
 
-static void buf_put(pat_buf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->n + n + 1)
-            c *= 2;
-        char *np = realloc(b->p, c);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = c;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void buf_str(pat_buf *b, const char *s) { buf_put(b, s, strlen(s)); }
+static void buf_str(numla_strbuf *b, const char *s) { numla_strbuf_puts(b, s); }
 
 /* Ranges as class items: \x{A}-\x{B} ... (no brackets). complement: the ranges not in s. */
-static void buf_ranges(pat_buf *b, const cp_ranges *s, int complement)
+static void buf_ranges(numla_strbuf *b, const cp_ranges *s, int complement)
 {
     char item[40];
     uint32_t next = 0;
@@ -295,7 +272,7 @@ static void buf_ranges(pat_buf *b, const cp_ranges *s, int complement)
 
 /* Write the class `neg ? \P{name} : \p{name}` with the membership used here; in_class: inside
  * [...], where only class items may go. */
-static void buf_class(pat_buf *b, const unicode_class *c, int neg, int in_class)
+static void buf_class(numla_strbuf *b, const unicode_class *c, int neg, int in_class)
 {
     /* the code points to add to PCRE2's class and to take out of it */
     const cp_ranges *plus = neg ? &c->remove : &c->add;
@@ -337,7 +314,7 @@ numla_status numla_tokenizer_unicode_pattern(const char *pat, size_t len, char *
     *out_len = 0;
     if (!unicode_rewrite_needed())
         return NUMLA_STATUS_OK;
-    pat_buf b = {0};
+    numla_strbuf b = {0};
     int in_class = 0, changed = 0;
     size_t i = 0;
     while (i < len) {
@@ -429,14 +406,14 @@ numla_status numla_tokenizer_unicode_pattern(const char *pat, size_t len, char *
         i++;
     }
     if (b.oom) {
-        free(b.p);
+        numla_strbuf_free(&b);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for a rewritten regex");
     }
     if (!changed) {
-        free(b.p);
+        numla_strbuf_free(&b);
         return NUMLA_STATUS_OK;
     }
-    *out = b.p;
-    *out_len = b.n;
+    *out_len = b.len;
+    *out = numla_strbuf_take(&b);
     return NUMLA_STATUS_OK;
 }

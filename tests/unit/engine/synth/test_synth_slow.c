@@ -4,13 +4,13 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 
+#include "common/clock.h"
 #include "engine/formats/safetensors.h"
 #include "engine/synth/synth.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static void sl_expect(const numla_safetensors_model *m, const char *name, int64_t r, int64_t c, int *bad)
 {
@@ -28,14 +28,12 @@ static void test_v2_lite_two_layers(void)
     numla_synth_options o = {.preset = "v2-lite", .out_dir = dir, .layers = 2, .seed = 3,
                              .dtype = NUMLA_DTYPE_BF16};
     int64_t bytes = 0;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = numla_now_s();
     numla_status s = numla_synth_write(&o, &bytes);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double sec = numla_now_s() - t0;
     NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK, "%s", numla_error_message());
     if (s != NUMLA_STATUS_OK)
         return;
-    double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     fprintf(stderr, "\n    v2-lite x2 layers: %.2f GB in %.1f s (%.0f MB/s)\n", bytes * 1e-9, sec,
             bytes * 1e-6 / sec);
 

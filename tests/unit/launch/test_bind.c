@@ -1,0 +1,223 @@
+/* tests/unit/launch/test_bind.c — suite `bind`: launch/bind.c applied to this process and
+ * checked with independent system calls (sched_getaffinity of every OpenMP thread,
+ * get_mempolicy), the report's counts for plans the process does not match, its one-line
+ * summary, and the refusals (another machine's topology, a rank outside the plan). The
+ * process's affinity, thread count and memory policy are restored afterwards. */
+#define _GNU_SOURCE
+#include <numa.h>
+#include <numaif.h>
+#include <omp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "launch/bind.h"
+#include "launch/plan.h"
+#include "launch/topo.h"
+#include "test_util.h"
+
+/* The process state a binding changes, to put back. */
+typedef struct saved_state {
+    cpu_set_t affinity;
+    int threads;
+} saved_state;
+
+static void save(saved_state *s)
+{
+    sched_getaffinity(0, sizeof s->affinity, &s->affinity);
+    s->threads = omp_get_max_threads();
+}
+
+static void restore(const saved_state *s)
+{
+#pragma omp parallel
+    sched_setaffinity(0, sizeof s->affinity, &s->affinity);
+    sched_setaffinity(0, sizeof s->affinity, &s->affinity);
+    omp_set_num_threads(s->threads);
+    if (numa_available() >= 0) {
+        numa_set_membind(numa_all_nodes_ptr);
+        numa_set_localalloc();
+    }
+}
+
+/* This machine's topology, or NULL when the caller pointed hwloc elsewhere. */
+static numla_topo *this_machine(void)
+{
+    numla_topo *t = NULL;
+    if (numla_topo_load(NULL, NULL, &t) != NUMLA_STATUS_OK || !t->this_system) {
+        numla_topo_destroy(&t);
+        return NULL;
+    }
+    return t;
+}
+
+/* Only CPU `cpu` in the set. */
+static int only(const cpu_set_t *s, int cpu)
+{
+    return CPU_COUNT(s) == 1 && CPU_ISSET(cpu, s);
+}
+
+static void test_refusals(void)
+{
+    numla_topo *syn = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_topo_load("numa:2 core:2 pu:1", NULL, &syn), NUMLA_STATUS_OK);
+    numla_launch_opts o = {0};
+    numla_launch_plan *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_launch_plan_make(syn, &o, &p), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_bind_apply(NULL, p, 0, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_bind_apply(syn, NULL, 0, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_bind_apply(syn, p, 0, 0), NUMLA_STATUS_UNSUPPORTED);
+    NUMLA_ASSERT_MSG(strstr(numla_error_message(), "not this machine") &&
+                         strstr(numla_error_message(), "numa:2 core:2 pu:1"),
+                     "message: %s", numla_error_message());
+    numla_topo *t = this_machine();
+    if (t) {
+        CU_ASSERT_EQUAL(numla_bind_apply(t, p, 7, 0), NUMLA_STATUS_OUT_OF_RANGE);
+        NUMLA_ASSERT_MSG(strstr(numla_error_message(), "rank 7") != NULL, "message: %s",
+                         numla_error_message());
+    }
+    /* the report of a rank the plan does not have: one problem, nothing measured */
+    numla_bind_info info;
+    memset(&info, 0x55, sizeof info);
+    CU_ASSERT_EQUAL(numla_bind_report(p, 5, 0, &info), 1);
+    CU_ASSERT_EQUAL(info.num_cpus, 0);
+    CU_ASSERT_EQUAL(info.threads, 0);
+    CU_ASSERT_EQUAL(numla_bind_report(NULL, 0, 0, &info), 1);
+    numla_launch_plan_destroy(&p);
+    numla_topo_destroy(&t);
+    numla_topo_destroy(&syn);
+}
+
+/* Apply rank 0 of a plan for this machine with strict memory: every OpenMP thread i runs on
+ * CPU i of the plan only, the initial thread on the first, the team has the plan's size, and
+ * the memory policy binds to the rank's node; the report agrees, and prints one line. */
+static void test_apply_pins_threads_and_memory(void)
+{
+    numla_topo *t = this_machine();
+    if (!t)
+        return;
+    saved_state saved;
+    save(&saved);
+    numla_launch_opts o = {.ranks = 1};
+    numla_launch_plan *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_launch_plan_make(t, &o, &p), NUMLA_STATUS_OK);
+    numla_status s = numla_bind_apply(t, p, 0, 1);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK, "bind apply: %s", numla_error_message());
+    const numla_launch_rank *rk = &p->ranks[0];
+    if (s == NUMLA_STATUS_OK) {
+        CU_ASSERT_EQUAL(omp_get_max_threads(), rk->threads);
+        int wrong = 0, team = 0;
+#pragma omp parallel reduction(+ : wrong)
+        {
+            cpu_set_t mine;
+            sched_getaffinity(0, sizeof mine, &mine);
+            wrong += !only(&mine, rk->cpus[omp_get_thread_num() % rk->num_cpus]);
+#pragma omp single
+            team = omp_get_num_threads();
+        }
+        CU_ASSERT_EQUAL(team, rk->threads);
+        NUMLA_ASSERT_MSG(wrong == 0, "%d of %d threads are not on their CPU of the plan", wrong,
+                         team);
+        cpu_set_t initial;
+        sched_getaffinity(0, sizeof initial, &initial);
+        CU_ASSERT(only(&initial, rk->cpus[0]));
+
+        if (numa_available() >= 0) {
+            int mode = -1;
+            unsigned long mask[16] = {0};
+            CU_ASSERT_EQUAL(get_mempolicy(&mode, mask, 8 * sizeof mask, NULL, 0), 0);
+            CU_ASSERT_EQUAL(mode, MPOL_BIND);
+            const unsigned bits = 8 * sizeof mask[0];
+            CU_ASSERT(mask[rk->node / bits] & (1UL << (rk->node % bits)));
+        }
+
+        numla_bind_info info;
+        char path[] = "/tmp/numla_test_bind_XXXXXX";
+        int fd = mkstemp(path);
+        CU_ASSERT_FATAL(fd >= 0);
+        fflush(stdout);
+        int out = dup(1);
+        dup2(fd, 1);
+        int problems = numla_bind_report(p, 0, 1, &info);
+        fflush(stdout);
+        dup2(out, 1);
+        close(out);
+        char line[512];
+        ssize_t got = pread(fd, line, sizeof line - 1, 0);
+        line[got > 0 ? got : 0] = '\0';
+        close(fd);
+        unlink(path);
+
+        CU_ASSERT_EQUAL(problems, 0);
+        CU_ASSERT_EQUAL(info.node, rk->node);
+        CU_ASSERT_EQUAL(info.num_cpus, rk->num_cpus);
+        CU_ASSERT_EQUAL(info.threads, rk->threads);
+        CU_ASSERT_EQUAL(info.threads_outside, 0);
+        CU_ASSERT_EQUAL(info.cpus_outside, 0);
+        char cpus[256];
+        numla_topo_cpulist(rk->cpus, rk->num_cpus, cpus, sizeof cpus);
+        CU_ASSERT_STRING_EQUAL(info.cpus, cpus);
+        char want[512];
+        snprintf(want, sizeof want, "rank 0: node %d cpus %s (%d) mempolicy %s threads %d "
+                 "pinned ok\n", rk->node, cpus, rk->num_cpus, info.mempolicy, rk->threads);
+        CU_ASSERT_STRING_EQUAL(line, want);
+        if (numa_available() >= 0) {
+            char pol[32];
+            snprintf(pol, sizeof pol, "bind %d", rk->node);
+            CU_ASSERT_STRING_EQUAL(info.mempolicy, pol);
+        }
+    }
+    restore(&saved);
+    numla_launch_plan_destroy(&p);
+    numla_topo_destroy(&t);
+}
+
+/* The report counts what does not match: a plan that names no CPU of the process has every
+ * CPU and thread outside; a plan that wants one more thread is one problem. */
+static void test_report_counts_mismatches(void)
+{
+    numla_topo *t = this_machine();
+    if (!t)
+        return;
+    saved_state saved;
+    save(&saved);
+    numla_launch_opts o = {.ranks = 1};
+    numla_launch_plan *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_launch_plan_make(t, &o, &p), NUMLA_STATUS_OK);
+    if (numla_bind_apply(t, p, 0, 0) == NUMLA_STATUS_OK) {
+        numla_bind_info info;
+        CU_ASSERT_EQUAL(numla_bind_report(p, 0, 0, &info), 0);
+        numla_launch_rank *rk = &p->ranks[0];
+        rk->threads++;
+        CU_ASSERT_EQUAL(numla_bind_report(p, 0, 0, &info), 1);
+        rk->threads--;
+        const int keep = rk->num_cpus;
+        rk->num_cpus = 0; /* the plan names none of our CPUs */
+        int problems = numla_bind_report(p, 0, 0, &info);
+        rk->num_cpus = keep;
+        CU_ASSERT_EQUAL(info.cpus_outside, info.num_cpus);
+        CU_ASSERT_EQUAL(info.threads_outside, info.threads);
+        CU_ASSERT(problems >= 2);
+        if (rk->num_cpus > 1) {
+            /* every thread on one CPU: they share it while there are CPUs enough */
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(rk->cpus[0], &one);
+#pragma omp parallel
+            sched_setaffinity(0, sizeof one, &one);
+            CU_ASSERT_EQUAL(numla_bind_report(p, 0, 0, &info), 1);
+            CU_ASSERT_EQUAL(info.threads_shared, info.threads);
+        }
+    } else {
+        NUMLA_ASSERT_MSG(0, "bind apply: %s", numla_error_message());
+    }
+    restore(&saved);
+    numla_launch_plan_destroy(&p);
+    numla_topo_destroy(&t);
+}
+
+NUMLA_TEST_SUITE(bind, NULL, NULL, NUMLA_TEST(test_refusals),
+                 NUMLA_TEST(test_apply_pins_threads_and_memory),
+                 NUMLA_TEST(test_report_counts_mismatches))
