@@ -125,14 +125,16 @@ numla_status numla_model_attention(numla_model *m, const numla_layer_weights *lw
         NUMLA_CHECK(numla_model_lin(m, &lw->q_a_proj, T, m->x, hid, m->qa, r, 0));
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
         for (int64_t t = 0; t < T; t++)
-            numla_rmsnorm(m->qa + t * r, m->qa + t * r, lw->q_a_norm, r, NUMLA_LATENT_NORM_EPS);
+            numla_model_rmsnorm(m->qa + t * r, m->qa + t * r, lw->q_a_norm, r,
+                                NUMLA_LATENT_NORM_EPS);
         NUMLA_CHECK(numla_model_lin(m, &lw->q_b_proj, T, m->qa, r, m->q, qw, 0));
     }
     /* [c | k_pe] = W_kva x; c' = RMSNorm_kva(c); rope(k_pe) */
     NUMLA_CHECK(numla_model_lin(m, &lw->kv_a_proj, T, m->x, hid, m->kva, aw, 0));
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
     for (int64_t t = 0; t < T; t++) {
-        numla_rmsnorm(m->ckv + t * dc, m->kva + t * aw, lw->kv_a_norm, dc, NUMLA_LATENT_NORM_EPS);
+        numla_model_rmsnorm(m->ckv + t * dc, m->kva + t * aw, lw->kv_a_norm, dc,
+                            NUMLA_LATENT_NORM_EPS);
         numla_rope_apply(m->kpe + t * dr, m->kva + t * aw + dc, m->cos_sin + t * dr, dr);
     }
     numla_kv_write_args kw = {

@@ -1,4 +1,4 @@
-/* engine/model/moe.c — the MoE block (DESIGN.md §5): the router (numla_moe_route), the
+/* engine/model/moe.c — the MoE block (DESIGN.md §5): the router (numla_model_moe_route), the
  * grouping of (token, expert) rows by local expert, the routed experts (one per thread in
  * decode, one at a time on the team in prefill) and the shared experts. */
 #include <math.h>
@@ -19,14 +19,14 @@ static int64_t argmax_free(const float *v, const unsigned char *taken, int64_t n
     return best;
 }
 
-/* numla_moe_route's scratch: s, choice (E floats each), gscore (G floats), then the taken
+/* numla_model_moe_route's scratch: s, choice (E floats each), gscore (G floats), then the taken
  * flags of experts (E bytes) and groups (G bytes). */
 static int64_t route_groups(const numla_model_config *c)
 {
     return c->n_group > 1 ? c->n_group : 1;
 }
 
-size_t numla_moe_route_scratch_bytes(const numla_model_config *c)
+size_t numla_model_moe_route_scratch_bytes(const numla_model_config *c)
 {
     const size_t E = (size_t)c->n_routed_experts, G = (size_t)route_groups(c);
     return (2 * E + G) * sizeof(float) + E + G;
@@ -122,7 +122,7 @@ static void route_weights_scale(const numla_model_config *c, float *wts)
             wts[j] *= (float)c->routed_scaling_factor;
 }
 
-void numla_moe_route(const numla_model_config *c, const float *logits, const float *bias,
+void numla_model_moe_route(const numla_model_config *c, const float *logits, const float *bias,
                      int32_t *idx, float *wts, void *scratch)
 {
     const int64_t E = c->n_routed_experts, k = c->num_experts_per_tok, G = route_groups(c);
@@ -266,10 +266,10 @@ static numla_status moe_route_tokens(numla_model *m, const numla_layer_weights *
     const numla_model_config *c = &m->cfg;
     const int64_t hid = c->hidden_size, E = c->n_routed_experts, k = c->num_experts_per_tok;
     NUMLA_CHECK(numla_model_lin(m, &lw->router, T, m->x, hid, m->router, E, 0));
-    const size_t rstride = numla_model_route_stride(c);
+    const size_t rstride = m->route_stride;
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
     for (int64_t t = 0; t < T; t++)
-        numla_moe_route(c, m->router + t * E, lw->router_bias, m->topk_idx + t * k,
+        numla_model_moe_route(c, m->router + t * E, lw->router_bias, m->topk_idx + t * k,
                         m->topk_w + t * k, (char *)m->route_scratch + (size_t)t * rstride);
     return NUMLA_STATUS_OK;
 }

@@ -452,7 +452,7 @@ static numla_status plan_pack(numla_engine *e, const numla_step *st)
  * caller gets back (the job goes on). */
 static numla_status plan_check(const numla_engine *e, const numla_step *st)
 {
-    return numla_step_check(&e->cfg, e->kv, st);
+    return numla_model_step_check(&e->cfg, e->kv, st);
 }
 
 /* ---- the step every rank runs ---- */
