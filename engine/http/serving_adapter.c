@@ -1,5 +1,6 @@
-/* engine/http/serve_glue.c — HTTP jobs as the serving loop's source and sink (serve_glue.h). */
-#include "engine/http/serve_glue.h"
+/* engine/http/serving_adapter.c — HTTP jobs as the serving loop's source and sink
+ * (serving_adapter.h). */
+#include "engine/http/serving_adapter.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +12,8 @@ typedef struct glue_held {
     int push_failed;            /* a push ran out of memory: answer 500 */
 } glue_held;
 
-struct numla_http_glue {
-    numla_http_glue_options o;
+struct numla_http_adapter {
+    numla_http_adapter_options o;
     numla_serve_loop *loop;
     numla_http_job *peeked;     /* taken by wait, handed over by the next pull */
     glue_held *held;            /* (num_held) jobs the loop has */
@@ -23,12 +24,12 @@ struct numla_http_glue {
     int64_t line;               /* numbers the requests (the loop's messages say "line N") */
 };
 
-numla_status numla_http_glue_create(const numla_http_glue_options *o, numla_http_glue **out)
+numla_status numla_http_adapter_create(const numla_http_adapter_options *o, numla_http_adapter **out)
 {
     *out = NULL;
     if (!o->backend)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "HTTP glue: no backend");
-    numla_http_glue *g = calloc(1, sizeof *g);
+    numla_http_adapter *g = calloc(1, sizeof *g);
     if (!g)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the HTTP glue");
     g->o = *o;
@@ -44,9 +45,9 @@ static void release_failed(numla_http_job **j, int status, const char *why)
     numla_http_job_release(j);
 }
 
-void numla_http_glue_destroy(numla_http_glue **gp)
+void numla_http_adapter_destroy(numla_http_adapter **gp)
 {
-    numla_http_glue *g = *gp;
+    numla_http_adapter *g = *gp;
     if (!g)
         return;
     *gp = NULL;
@@ -58,22 +59,22 @@ void numla_http_glue_destroy(numla_http_glue **gp)
     free(g);
 }
 
-void numla_http_glue_set_loop(numla_http_glue *g, numla_serve_loop *loop)
+void numla_http_adapter_set_loop(numla_http_adapter *g, numla_serve_loop *loop)
 {
     g->loop = loop;
 }
 
-void numla_http_glue_end(numla_http_glue *g)
+void numla_http_adapter_end(numla_http_adapter *g)
 {
     g->ended = 1;
 }
 
-int32_t numla_http_glue_held(const numla_http_glue *g)
+int32_t numla_http_adapter_held(const numla_http_adapter *g)
 {
     return g->num_held;
 }
 
-static glue_held *held_find(numla_http_glue *g, const numla_http_job *j)
+static glue_held *held_find(numla_http_adapter *g, const numla_http_job *j)
 {
     for (int32_t i = 0; i < g->num_held; i++)
         if (g->held[i].job == j)
@@ -81,7 +82,7 @@ static glue_held *held_find(numla_http_glue *g, const numla_http_job *j)
     return NULL;
 }
 
-static void held_remove(numla_http_glue *g, const numla_http_job *j)
+static void held_remove(numla_http_adapter *g, const numla_http_job *j)
 {
     for (int32_t i = 0; i < g->num_held; i++)
         if (g->held[i].job == j) {
@@ -100,7 +101,7 @@ typedef struct glue_refusal {
     const char *param;
 } glue_refusal;
 
-static numla_status encode(numla_http_glue *g, const char *text, size_t len, int add_special,
+static numla_status encode(numla_http_adapter *g, const char *text, size_t len, int add_special,
                            numla_request *req, glue_refusal *no, const char *param)
 {
     int32_t *ids = NULL;
@@ -126,7 +127,7 @@ static numla_status encode(numla_http_glue *g, const char *text, size_t len, int
     return NUMLA_STATUS_OK;
 }
 
-static numla_status chat_prompt(numla_http_glue *g, const numla_openai_request *r,
+static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_request *r,
                                 numla_request *req, glue_refusal *no)
 {
     static const char *const roles[] = {"system", "user", "assistant"};
@@ -160,7 +161,7 @@ static numla_status chat_prompt(numla_http_glue *g, const numla_openai_request *
     return s;
 }
 
-static numla_status job_request(numla_http_glue *g, numla_http_job *j, numla_request *req,
+static numla_status job_request(numla_http_adapter *g, numla_http_job *j, numla_request *req,
                                 glue_refusal *no)
 {
     const numla_openai_request *r = numla_http_job_request(j);
@@ -208,7 +209,7 @@ static numla_status job_request(numla_http_glue *g, numla_http_job *j, numla_req
 
 static numla_status glue_next(void *ctx, numla_request *req, void **user, numla_serve_pull *what)
 {
-    numla_http_glue *g = ctx;
+    numla_http_adapter *g = ctx;
     for (;;) {
         numla_http_job *j = g->peeked ? g->peeked : numla_http_backend_next(g->o.backend, 0);
         g->peeked = NULL;
@@ -253,7 +254,7 @@ static numla_status glue_next(void *ctx, numla_request *req, void **user, numla_
 
 static void glue_wait(void *ctx)
 {
-    numla_http_glue *g = ctx;
+    numla_http_adapter *g = ctx;
     if (!g->peeked && !g->ended)
         g->peeked = numla_http_backend_next(g->o.backend, g->o.wait_ms);
 }
@@ -262,7 +263,7 @@ static void glue_wait(void *ctx)
 
 static void glue_token(void *ctx, void *user, const numla_serve_token *t)
 {
-    numla_http_glue *g = ctx;
+    numla_http_adapter *g = ctx;
     numla_http_job *j = user;
     if (numla_http_job_push(j, &t->token, 1, t->text, t->text ? t->text_len : 0, t->logprob) !=
         NUMLA_STATUS_OK) {
@@ -287,7 +288,7 @@ static const char *no_line(const char *e)
 
 static numla_status glue_done(void *ctx, void *user, const numla_serve_done *d)
 {
-    numla_http_glue *g = ctx;
+    numla_http_adapter *g = ctx;
     numla_http_job *j = user;
     glue_held *h = held_find(g, j);
     const int push_failed = h && h->push_failed;
@@ -310,17 +311,17 @@ static numla_status glue_done(void *ctx, void *user, const numla_serve_done *d)
     return NUMLA_STATUS_OK;
 }
 
-numla_serve_source numla_http_glue_source(numla_http_glue *g)
+numla_serve_source numla_http_adapter_source(numla_http_adapter *g)
 {
     return (numla_serve_source){.ctx = g, .next = glue_next, .wait = glue_wait};
 }
 
-numla_serve_sink numla_http_glue_sink(numla_http_glue *g)
+numla_serve_sink numla_http_adapter_sink(numla_http_adapter *g)
 {
     return (numla_serve_sink){.ctx = g, .token = glue_token, .done = glue_done};
 }
 
-void numla_http_glue_poll(numla_http_glue *g)
+void numla_http_adapter_poll(numla_http_adapter *g)
 {
     if (!g->loop)
         return;
