@@ -22,11 +22,9 @@ void numla_placement_bind(int rank, int size, const numla_engine_options *o)
 {
     numla_topo *t = NULL;
     numla_launch_plan *p = NULL;
-    numla_launch_opts lo = {.ranks = size};
-    numla_status s = numla_launch_opts_from(o->launch_plan, &lo);
+    numla_launch_opts lo = o->launch ? *o->launch : (numla_launch_opts){0};
     lo.ranks = size;
-    if (s == NUMLA_STATUS_OK)
-        s = numla_topo_load(NULL, NULL, &t);
+    numla_status s = numla_topo_load(NULL, NULL, &t);
     if (s == NUMLA_STATUS_OK)
         s = numla_launch_plan_make(t, &lo, &p);
     if (s == NUMLA_STATUS_OK)
@@ -34,7 +32,7 @@ void numla_placement_bind(int rank, int size, const numla_engine_options *o)
     /* Only a job started by numla-launch (NUMLA_PLAN set) expects a binding; otherwise the
      * reason is a debug note (e.g. tests oversubscribing one node). */
     if (s != NUMLA_STATUS_OK && rank == 0)
-        numla_log(o->launch_plan && *o->launch_plan ? NUMLA_LOG_LEVEL_WARN : NUMLA_LOG_LEVEL_DEBUG,
+        numla_log(o->launch ? NUMLA_LOG_LEVEL_WARN : NUMLA_LOG_LEVEL_DEBUG,
                   "engine: no binding applied (%s); ranks run where mpirun placed them",
                   numla_error_message());
     numla_launch_plan_destroy(&p);
