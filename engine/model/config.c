@@ -540,7 +540,7 @@ static numla_status derive(const cfg_ctx *c, numla_model_config *o)
     return NUMLA_STATUS_OK;
 }
 
-const char *numla_weight_format_name(numla_weight_format f)
+const char *numla_model_config_format_name(numla_weight_format f)
 {
     switch (f) {
     case NUMLA_WEIGHT_FORMAT_FP8: return "fp8";

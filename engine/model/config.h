@@ -87,7 +87,7 @@ typedef enum numla_weight_format {
 } numla_weight_format;
 
 /* "bf16" for NONE, "fp8", "int8". */
-const char *numla_weight_format_name(numla_weight_format f);
+const char *numla_model_config_format_name(numla_weight_format f);
 
 typedef struct numla_model_config {
     numla_model_arch arch;

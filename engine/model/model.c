@@ -274,7 +274,7 @@ static void forward_norm(numla_model *m, int64_t T, const float *norm)
 static numla_status forward_layer(numla_model *m, int32_t l, numla_kv_cache *cache,
                                   const numla_step *st, double *tp)
 {
-    const numla_layer_weights *lw = &m->w->layers[l];
+    const numla_weights_layer *lw = &m->w->layers[l];
     const int64_t T = st->num_tokens, hid = m->cfg.hidden_size;
     forward_norm(m, T, lw->input_norm);
     numla_model_part_tick(m, NUMLA_MODEL_PART_EMBED_NORM, tp);

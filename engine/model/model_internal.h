@@ -173,7 +173,7 @@ numla_status numla_model_per_head(numla_model *m, const numla_model_linear *w, c
                                   int64_t Hr, int64_t T, const float *x, int64_t ldx,
                                   int64_t xoff, float *y, int64_t ldy, int64_t yoff);
 /* SiLU-gated MLP slice on rows x (M, hidden), accumulating into y (M, ldy). */
-numla_status numla_model_mlp(numla_model *m, const numla_mlp_weights *w, int64_t M,
+numla_status numla_model_mlp(numla_model *m, const numla_weights_mlp *w, int64_t M,
                              const float *x, float *y, int64_t ldy);
 
 /* ---- attention (attention.c) ---- */
@@ -183,13 +183,13 @@ numla_status numla_model_mlp(numla_model *m, const numla_mlp_weights *w, int64_t
 numla_status numla_model_attention_plan(numla_model *m, const numla_kv_cache *cache,
                                         const numla_step *st);
 /* The attention block of one layer on m->x: h (+)= o_proj(attention). */
-numla_status numla_model_attention(numla_model *m, const numla_layer_weights *lw, int32_t layer,
+numla_status numla_model_attention(numla_model *m, const numla_weights_layer *lw, int32_t layer,
                                    numla_kv_cache *cache, const numla_step *st);
 
 /* ---- MoE (moe.c) ---- */
 
 /* Router, routed experts and shared experts of one layer on m->x: h (+)= MoE(x). Ticks its
  * own parts. */
-numla_status numla_model_moe(numla_model *m, const numla_layer_weights *lw, int64_t T);
+numla_status numla_model_moe(numla_model *m, const numla_weights_layer *lw, int64_t T);
 
 #endif

@@ -106,7 +106,7 @@ numla_status numla_model_per_head(numla_model *m, const numla_model_linear *w, c
 }
 
 /* SiLU-gated MLP slice on rows x (M, hidden), accumulating into y (M, ldy). */
-numla_status numla_model_mlp(numla_model *m, const numla_mlp_weights *w, int64_t M,
+numla_status numla_model_mlp(numla_model *m, const numla_weights_mlp *w, int64_t M,
                              const float *x, float *y, int64_t ldy)
 {
     const int64_t hid = m->cfg.hidden_size, I = w->inter;

@@ -170,14 +170,14 @@ static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full
                            numla_dtype_name(dt),
                            L->cfg->weight_format == NUMLA_WEIGHT_FORMAT_NONE
                                ? "absent"
-                               : numla_weight_format_name(L->cfg->weight_format));
+                               : numla_model_config_format_name(L->cfg->weight_format));
             return 0;
         }
         if (want >= 0 && want != NUMLA_WEIGHT_FORMAT_NONE && want != (int)wf) {
             if (L->pass == 0)
                 ld_problem(L, "%s is %s: an %s checkpoint cannot be loaded as %s", name,
-                           numla_dtype_name(dt), numla_weight_format_name(wf),
-                           numla_weight_format_name((numla_weight_format)want));
+                           numla_dtype_name(dt), numla_model_config_format_name(wf),
+                           numla_model_config_format_name((numla_weight_format)want));
             return 0;
         }
         d->mode = want == NUMLA_WEIGHT_FORMAT_NONE ? NUMLA_WEIGHTS_DEQUANT : NUMLA_WEIGHTS_Q8_FILE;
@@ -303,7 +303,7 @@ static numla_status ld_linear(loader *L, const char *name, int64_t full_n, int64
  * LD_FP32_ACTIVATIONS for an MLP split over the ranks (the dense one, the shared experts), whose
  * down_proj input each rank holds only a slice of. */
 static numla_status ld_mlp(loader *L, const char *prefix, int64_t full_inter, int64_t i0,
-                           int64_t ni, int down_flags, numla_mlp_weights *m)
+                           int64_t ni, int down_flags, numla_weights_mlp *m)
 {
     const int64_t hid = L->cfg->hidden_size;
     char name[256];
@@ -356,7 +356,7 @@ static numla_status ld_head_q8(const numla_qlinear_source *src, void *dst,
  * scales kept in uk_in_scale. Otherwise (and for --weights bf16) it is dequantized once into
  * fp32. */
 static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
-                            numla_layer_weights *lw)
+                            numla_weights_layer *lw)
 {
     const numla_model_config *c = L->cfg;
     const int64_t nope = c->qk_nope_head_dim, vd = c->v_head_dim, dc = c->kv_lora_rank;
@@ -475,7 +475,7 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
     return NUMLA_STATUS_OK;
 }
 
-static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_layer_weights *lw)
+static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_weights_layer *lw)
 {
     const numla_model_config *c = L->cfg;
     const int64_t hid = c->hidden_size, H = c->num_attention_heads, qhd = c->q_head_dim;
@@ -665,7 +665,7 @@ numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_sa
     w->layers = calloc((size_t)cfg->num_hidden_layers, sizeof *w->layers);
     s = w->layers ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
     for (int64_t l = 0; s == NUMLA_STATUS_OK && l < cfg->num_hidden_layers; l++) {
-        numla_layer_weights *lw = &w->layers[l];
+        numla_weights_layer *lw = &w->layers[l];
         lw->uk_t = calloc((size_t)w->shard.head_count, sizeof *lw->uk_t);
         lw->uv = calloc((size_t)w->shard.head_count, sizeof *lw->uv);
         lw->experts = calloc((size_t)(w->shard.expert_count + 1), sizeof *lw->experts);

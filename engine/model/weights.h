@@ -48,14 +48,14 @@
  * always; fp8 when qk_nope_head_dim and qk_nope_head_dim + v_head_dim are multiples of 128. */
 int numla_weights_uk_q8(const numla_model_config *c, numla_weight_format f);
 
-typedef struct numla_mlp_weights {  /* SiLU-gated MLP slice: I_r = its intermediate slice */
+typedef struct numla_weights_mlp {  /* SiLU-gated MLP slice: I_r = its intermediate slice */
     int64_t inter;                  /* I_r (may be 0 on ranks that own none of it) */
     numla_model_linear gate;        /* (I_r, hidden) */
     numla_model_linear up;          /* (I_r, hidden) */
     numla_model_linear down;        /* (hidden, I_r) */
-} numla_mlp_weights;
+} numla_weights_mlp;
 
-typedef struct numla_layer_weights {
+typedef struct numla_weights_layer {
     float *input_norm;              /* (hidden) */
     float *post_attn_norm;          /* (hidden) */
 
@@ -76,12 +76,12 @@ typedef struct numla_layer_weights {
 
     /* MLP: dense layers use `dense`; MoE layers the rest */
     int is_moe;
-    numla_mlp_weights dense;        /* intermediate slice of intermediate_size */
+    numla_weights_mlp dense;        /* intermediate slice of intermediate_size */
     numla_model_linear router;      /* (n_routed_experts, hidden) fp32, replicated */
     float *router_bias;             /* (n_routed_experts) e_score_correction_bias, V3 only */
-    numla_mlp_weights *experts;     /* [expert_count]: experts expert_begin.. */
-    numla_mlp_weights shared;       /* slice of n_shared · moe_intermediate (inter 0 if none) */
-} numla_layer_weights;
+    numla_weights_mlp *experts;     /* [expert_count]: experts expert_begin.. */
+    numla_weights_mlp shared;       /* slice of n_shared · moe_intermediate (inter 0 if none) */
+} numla_weights_layer;
 
 typedef struct numla_model_weights {
     numla_model_config cfg;
@@ -91,7 +91,7 @@ typedef struct numla_model_weights {
     int lm_head_q8;                 /* lm_head is 8-bit */
     numla_dtype embed_dtype;
     void *embed;                    /* (vocab_size, hidden), embed_dtype */
-    numla_layer_weights *layers;    /* [num_hidden_layers] */
+    numla_weights_layer *layers;    /* [num_hidden_layers] */
     float *final_norm;              /* (hidden) */
     numla_model_linear lm_head;     /* (vocab_count, hidden): rows vocab_begin.. */
 
