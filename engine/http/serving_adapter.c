@@ -6,17 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct glue_held {
+typedef struct adapter_held {
     numla_http_job *job;
     int cancel_sent;            /* numla_serve_loop_cancel was called for it */
     int push_failed;            /* a push ran out of memory: answer 500 */
-} glue_held;
+} adapter_held;
 
 struct numla_http_adapter {
     numla_http_adapter_options o;
     numla_serve_loop *loop;
     numla_http_job *peeked;     /* taken by wait, handed over by the next pull */
-    glue_held *held;            /* (num_held) jobs the loop has */
+    adapter_held *held;            /* (num_held) jobs the loop has */
     int32_t num_held, cap_held;
     int ended;
     int64_t preemptions_seen;
@@ -28,10 +28,10 @@ numla_status numla_http_adapter_create(const numla_http_adapter_options *o, numl
 {
     *out = NULL;
     if (!o->backend)
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "HTTP glue: no backend");
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "HTTP adapter: no backend");
     numla_http_adapter *g = calloc(1, sizeof *g);
     if (!g)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the HTTP glue");
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the HTTP adapter");
     g->o = *o;
     if (g->o.wait_ms <= 0)
         g->o.wait_ms = 50;
@@ -74,7 +74,7 @@ int32_t numla_http_adapter_held(const numla_http_adapter *g)
     return g->num_held;
 }
 
-static glue_held *held_find(numla_http_adapter *g, const numla_http_job *j)
+static adapter_held *held_find(numla_http_adapter *g, const numla_http_job *j)
 {
     for (int32_t i = 0; i < g->num_held; i++)
         if (g->held[i].job == j)
@@ -95,14 +95,14 @@ static void held_remove(numla_http_adapter *g, const numla_http_job *j)
 
 /* The prompt of job j as token ids into req; 0 when it is there, else the job was failed (the
  * status and message set in *status, *msg, *param). */
-typedef struct glue_refusal {
+typedef struct adapter_refusal {
     int status;
     char msg[512];
     const char *param;
-} glue_refusal;
+} adapter_refusal;
 
 static numla_status encode(numla_http_adapter *g, const char *text, size_t len, int add_special,
-                           numla_request *req, glue_refusal *no, const char *param)
+                           numla_request *req, adapter_refusal *no, const char *param)
 {
     int32_t *ids = NULL;
     int64_t n = 0;
@@ -111,14 +111,14 @@ static numla_status encode(numla_http_adapter *g, const char *text, size_t len, 
         return s;
     if (s != NUMLA_STATUS_OK) {
         free(ids);
-        *no = (glue_refusal){.status = 400, .param = param};
+        *no = (adapter_refusal){.status = 400, .param = param};
         snprintf(no->msg, sizeof no->msg, "'%s' cannot be encoded: %s", param,
                  numla_error_message());
         return NUMLA_STATUS_OK;
     }
     if (n > INT32_MAX) {
         free(ids);
-        *no = (glue_refusal){.status = 400, .param = param};
+        *no = (adapter_refusal){.status = 400, .param = param};
         snprintf(no->msg, sizeof no->msg, "'%s' is too long", param);
         return NUMLA_STATUS_OK;
     }
@@ -128,11 +128,11 @@ static numla_status encode(numla_http_adapter *g, const char *text, size_t len, 
 }
 
 static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_request *r,
-                                numla_request *req, glue_refusal *no)
+                                numla_request *req, adapter_refusal *no)
 {
     static const char *const roles[] = {"system", "user", "assistant"};
     if (!g->o.chat || !g->o.tokenizer) {
-        *no = (glue_refusal){.status = 400, .param = "messages"};
+        *no = (adapter_refusal){.status = 400, .param = "messages"};
         snprintf(no->msg, sizeof no->msg, "this model has no %s; chat completions are not "
                  "served (start numla serve with --chat-template NAME)",
                  g->o.tokenizer ? "chat template" : "tokenizer.json");
@@ -151,7 +151,7 @@ static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_reques
     if (s == NUMLA_STATUS_NO_MEMORY)
         return s;
     if (s != NUMLA_STATUS_OK) {
-        *no = (glue_refusal){.status = 400, .param = "messages"};
+        *no = (adapter_refusal){.status = 400, .param = "messages"};
         snprintf(no->msg, sizeof no->msg, "%s", numla_error_message());
         return NUMLA_STATUS_OK;
     }
@@ -162,7 +162,7 @@ static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_reques
 }
 
 static numla_status job_request(numla_http_adapter *g, numla_http_job *j, numla_request *req,
-                                glue_refusal *no)
+                                adapter_refusal *no)
 {
     const numla_openai_request *r = numla_http_job_request(j);
     const numla_openai_prompt *p = numla_http_job_prompt(j);
@@ -180,7 +180,7 @@ static numla_status job_request(numla_http_adapter *g, numla_http_job *j, numla_
         memcpy(req->prompt_tokens, p->tokens, (size_t)p->num_tokens * sizeof *p->tokens);
         req->num_prompt = p->num_tokens;
     } else if (!g->o.tokenizer) {
-        *no = (glue_refusal){.status = 400, .param = "prompt"};
+        *no = (adapter_refusal){.status = 400, .param = "prompt"};
         snprintf(no->msg, sizeof no->msg, "this model has no tokenizer.json: send the prompt "
                  "as token ids");
     } else {
@@ -190,16 +190,16 @@ static numla_status job_request(numla_http_adapter *g, numla_http_job *j, numla_
         return NUMLA_STATUS_OK;
     const int64_t ctx = g->o.max_context, P = req->num_prompt;
     if (P < 1) {
-        *no = (glue_refusal){.status = 400, .param = what};
+        *no = (adapter_refusal){.status = 400, .param = what};
         snprintf(no->msg, sizeof no->msg, "the %s is empty", what);
     } else if (ctx > 0 && P >= ctx) {
-        *no = (glue_refusal){.status = 400, .param = what};
+        *no = (adapter_refusal){.status = 400, .param = what};
         snprintf(no->msg, sizeof no->msg, "the %s (%lld tokens) leaves no room in the context of "
                  "%lld tokens", what, (long long)P, (long long)ctx);
     } else if (ctx > 0 && !r->max_tokens_given) {
         req->params.max_tokens = (int32_t)(ctx - P);
     } else if (ctx > 0 && P + req->params.max_tokens > ctx) {
-        *no = (glue_refusal){.status = 400, .param = "max_tokens"};
+        *no = (adapter_refusal){.status = 400, .param = "max_tokens"};
         snprintf(no->msg, sizeof no->msg, "the %s (%lld tokens) + max_tokens (%d) exceeds the "
                  "context of %lld tokens", what, (long long)P, req->params.max_tokens,
                  (long long)ctx);
@@ -224,7 +224,7 @@ static numla_status glue_next(void *ctx, numla_request *req, void **user, numla_
         }
         if (g->num_held == g->cap_held) {
             int32_t cap = g->cap_held ? 2 * g->cap_held : 64;
-            glue_held *h = realloc(g->held, (size_t)cap * sizeof *h);
+            adapter_held *h = realloc(g->held, (size_t)cap * sizeof *h);
             if (!h) {
                 g->peeked = j;
                 NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the requests in flight");
@@ -232,7 +232,7 @@ static numla_status glue_next(void *ctx, numla_request *req, void **user, numla_
             g->held = h;
             g->cap_held = cap;
         }
-        glue_refusal no = {0};
+        adapter_refusal no = {0};
         numla_status s = job_request(g, j, req, &no);
         if (s != NUMLA_STATUS_OK || no.status) {
             numla_request_free(req);
@@ -245,7 +245,7 @@ static numla_status glue_next(void *ctx, numla_request *req, void **user, numla_
             numla_http_job_release(&j);
             continue;
         }
-        g->held[g->num_held++] = (glue_held){.job = j};
+        g->held[g->num_held++] = (adapter_held){.job = j};
         *user = j;
         *what = NUMLA_SERVE_PULL_REQUEST;
         return NUMLA_STATUS_OK;
@@ -267,7 +267,7 @@ static void glue_token(void *ctx, void *user, const numla_serve_token *t)
     numla_http_job *j = user;
     if (numla_http_job_push(j, &t->token, 1, t->text, t->text ? t->text_len : 0, t->logprob) !=
         NUMLA_STATUS_OK) {
-        glue_held *h = held_find(g, j);
+        adapter_held *h = held_find(g, j);
         if (h)
             h->push_failed = 1;
         if (g->loop)
@@ -290,7 +290,7 @@ static numla_status glue_done(void *ctx, void *user, const numla_serve_done *d)
 {
     numla_http_adapter *g = ctx;
     numla_http_job *j = user;
-    glue_held *h = held_find(g, j);
+    adapter_held *h = held_find(g, j);
     const int push_failed = h && h->push_failed;
     const numla_result *res = &d->result;
     if (push_failed) {

@@ -48,7 +48,8 @@ numla_status numla_http_adapter_create(const numla_http_adapter_options *o, numl
 /* Fails (503, "the server stopped") and releases the jobs still held; NULL is a no-op. */
 void numla_http_adapter_destroy(numla_http_adapter **g);
 
-/* The loop's source and sink (ctx: the glue). Create the loop with them, then tell the glue. */
+/* The loop's source and sink (ctx: the adapter). Create the loop with them, then tell the
+ * adapter. */
 numla_serve_source numla_http_adapter_source(numla_http_adapter *g);
 numla_serve_sink numla_http_adapter_sink(numla_http_adapter *g);
 void numla_http_adapter_set_loop(numla_http_adapter *g, numla_serve_loop *loop);

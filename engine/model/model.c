@@ -1,7 +1,7 @@
 /* engine/model/model.c — the model object and the forward pass of one batched step (model.h;
- * math: DESIGN.md §5): create/destroy, the scratch table, settings and counters, the step
- * check, and the driver that reads top to bottom like the paper: embed → layers (attention,
- * MLP/MoE, each followed by the allreduce) → norm → lm_head. The blocks live in
+ * math: DESIGN.md §5): create/destroy, the per-step scratch growth, settings and counters, the
+ * step check, and the driver that reads top to bottom like the paper: embed → layers
+ * (attention, MLP/MoE, each followed by the allreduce) → norm → lm_head. The blocks live in
  * projections.c, attention.c and moe.c, the scratch table in scratch.c, RoPE in rope.c. */
 #include <omp.h>
 #include <stddef.h>
