@@ -1,9 +1,7 @@
 /* engine/model/projections.c — the forward pass's linear building blocks (model_internal.h): one
  * linear layer on the shared workspace, the per-head products of the absorbed attention, and
  * the SiLU-gated MLP. */
-#include <math.h>
 #include <omp.h>
-#include <stdlib.h>
 
 #include "engine/model/model_internal.h"
 #include "kernels/act.h"

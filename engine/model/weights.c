@@ -10,7 +10,6 @@
 #include "engine/model/weights_internal.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
