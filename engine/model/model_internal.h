@@ -131,7 +131,7 @@ struct numla_model {
     size_t xp_ws_bytes;
 };
 
-/* ---- scratch (scratch.c) ---- */
+/* ---- scratch (scratch.c); every function here is local (one rank, the calling thread) ---- */
 
 /* Grow every buffer of dimension d to capacity cap (contents kept); m->cap[d] = cap on
  * success. what names the buffers in the error. */

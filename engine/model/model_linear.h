@@ -30,7 +30,7 @@ typedef struct numla_model_linear {
     numla_qlinear_weight q;       /* Q8: (n, kofs + k) */
 } numla_model_linear;
 
-/* Scratch bytes numla_model_linear_forward needs for M rows on a team of nth threads. */
+/* Scratch bytes numla_model_linear_forward needs for M rows on a team of nth threads. Local. */
 size_t numla_model_linear_workspace_size(numla_isa isa, const numla_model_linear *w, int64_t M,
                                          int nth);
 /* y (M, ldy) (+)= x (M, ldx) · Wᵀ at level isa, on its own OpenMP region (a single thread when
@@ -38,7 +38,8 @@ size_t numla_model_linear_workspace_size(numla_isa isa, const numla_model_linear
 numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear *w, int64_t M,
                                         const float *x, int64_t ldx, float *y, int64_t ldy,
                                         int accumulate, void *ws, size_t ws_bytes);
-/* Bytes a forward reads of the weight (1-byte weights + scales for Q8), for bandwidth bounds. */
+/* Bytes a forward reads of the weight (1-byte weights + scales for Q8), for bandwidth bounds.
+ * Local. */
 size_t numla_model_linear_bytes(const numla_model_linear *w);
 
 #endif

@@ -10,6 +10,8 @@
 
 #include "engine/model/config.h"
 
+/* All local, pure functions (no allocation, no threads). */
+
 /* y (n) = x · rsqrt(mean(x²) + eps) · w, in fp32. y may alias x. */
 void numla_model_rmsnorm(float *y, const float *x, const float *w, int64_t n, double eps);
 /* MoE routing for one token: scores from router logits (n_routed_experts) → top-k expert ids

@@ -8,6 +8,8 @@
 
 #include "engine/model/config.h"
 
+/* All local, pure functions. */
+
 /* YaRN's mscale: 0.1 · mscale · ln(factor) + 1 for factor > 1, else 1. */
 double numla_rope_yarn_mscale(double factor, double mscale);
 /* Fill inv_freq[d/2] for rope dim d; factor <= 1 (or !yarn) gives plain θ^(-2i/d).

@@ -29,9 +29,9 @@ typedef struct numla_shard {
 } numla_shard;
 
 /* [begin, begin + count) of n items for `rank` of `nranks`: the first n % nranks ranks get one
- * extra item. */
+ * extra item. Local (pure arithmetic). */
 void numla_shard_range(int64_t n, int32_t rank, int32_t nranks, int64_t *begin, int64_t *count);
-/* Fill the shard of (rank, nranks) for a config; error when the rank would own no head. */
+/* Fill the shard of (rank, nranks) for a config; error when the rank would own no head. Local. */
 numla_status numla_shard_plan(const numla_model_config *cfg, int32_t rank, int32_t nranks,
                               numla_shard *out);
 

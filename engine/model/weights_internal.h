@@ -25,7 +25,7 @@ typedef struct numla_weights_tensor {
 } numla_weights_tensor;
 
 /* The packed format of a checkpoint's 8-bit format (int8: W8A8 unless the caller says
- * otherwise). */
+ * otherwise). Local. */
 numla_qlinear_format numla_weights_q8_format(numla_weight_format f);
 /* Pass 1: codes of rows [r0, r0 + n) (all full_k columns, ld full_k) and the full scale grid
  * (grid_rows, grid_cols) of an 8-bit tensor, from the file or quantized now (Q8_MAKE, exactly
@@ -33,7 +33,7 @@ numla_qlinear_format numla_weights_q8_format(numla_weight_format f);
  * are the file's). Not collective. */
 numla_status numla_weights_q8_rows(const numla_weights_tensor *d, int64_t r0, int64_t n,
                                    const uint8_t **codes, uint8_t **codes_own, float **grid);
-/* Dequantized value of code (r, c) of rows starting at global row r0. */
+/* Dequantized value of code (r, c) of rows starting at global row r0. Local. */
 float numla_weights_q8_dequant(const numla_weights_tensor *d, const uint8_t *codes,
                                const float *grid, int64_t r0, int64_t r, int64_t c);
 
