@@ -1,6 +1,6 @@
 /* bench/bench_http.h — one level of `numla bench serve --http`: the same requests as the plain
  * level, sent by closed-loop HTTP clients (plain sockets, streamed /v1/completions with token-id
- * prompts) on 127.0.0.1 to an in-process `numla serve` stack (engine/http/server.h + serve_glue.h
+ * prompts) on 127.0.0.1 to an in-process `numla serve` stack (engine/http/server.h + serving_adapter.h
  * + the serving loop) on rank 0. Not collective itself (the steps are). */
 #ifndef NUMLA_BENCH_HTTP_H
 #define NUMLA_BENCH_HTTP_H

@@ -29,9 +29,7 @@
 #include "engine/cli/cli.h"
 #include "engine/cli/settings.h"
 #include "kernels/linear.h"
-#include "kernels/linear_internal.h" /* whether the AMX GEMM takes a shape */
 #include "kernels/qlinear.h"
-#include "kernels/qlinear_internal.h" /* whether the AMX tiles take a shape */
 
 #ifdef NUMLA_HAVE_OPENBLAS
 #include <cblas.h>
@@ -355,8 +353,7 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
             break;
         numla_bench_linear_q8_ctx cx = {s->m, x, y, w, isa, NULL, numla_qlinear_workspace_size(&w[0], s->m, omp_get_max_threads())};
         cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
-        const int amx = numla_qlinear_level(fmt, isa) == NUMLA_ISA_AMX &&
-                        (numla_qlinear_amx_applies(&w[0], s->m) || numla_qlinear_amx_fp8_applies(&w[0], s->m));
+        const int amx = numla_qlinear_uses_amx(&w[0], isa, s->m);
         for (int o = 0; o < (amx ? 2 : 1); o++) {
             cx.isa = o == 0 ? isa : NUMLA_ISA_AVX512BF16;
             res[nr].name = amx && o == 0 ? (fp8 ? "numla_fp8_amx" : "numla_w8a8_amx") : names[f];
@@ -411,7 +408,7 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
     /* ours (what the dispatcher picks at the level given); where that ran on AMX tiles, also
      * the AVX-512 FMA path it replaced (the avx512bf16 level) */
     const numla_linear_weight shape_only = {isa, s->n, s->k, NUMLA_DTYPE_BF16, NULL};
-    const int nours = isa == NUMLA_ISA_AMX && numla_linear_amx_applies(&shape_only, s->m) ? 2 : 1;
+    const int nours = numla_linear_uses_amx(isa, &shape_only, s->m) ? 2 : 1;
     for (int o = 0; o < nours; o++) {
         cx.isa = o == 0 ? isa : NUMLA_ISA_AVX512BF16;
         size_t pbytes = numla_linear_packed_size(isa, s->n, s->k, NUMLA_DTYPE_BF16);

@@ -439,7 +439,7 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     r.load_dec = load1();
     if (!o->json)
         printf("model %s (weights %s%s): %d rank%s x %d thread%s, OMP_WAIT_POLICY=%s\n",
-               o->e.model, numla_weight_format_name(wi.format),
+               o->e.model, numla_model_config_format_name(wi.format),
                wi.format != NUMLA_WEIGHT_FORMAT_NONE && !wi.lm_head_q8 ? ", lm_head bf16" : "", size,
                size > 1 ? "s" : "", r.nth, r.nth > 1 ? "s" : "",
                getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)");

@@ -1,7 +1,7 @@
 /* kernels/kv_write.c — concat_and_cache_mla dispatcher (kernels/kv_write.h): validates the
  * arguments and every slot before the first write, picks the variant for the ISA and splits
  * the tokens over one OpenMP region. The variants live in ref/ and x86/. */
-#include "kernels/kv_write_impl.h"
+#include "kernels/kv_write_internal.h"
 
 #include <omp.h>
 

@@ -150,3 +150,8 @@ numla_status numla_linear_forward(numla_isa isa, const numla_linear_weight *w, i
     t->forward(w, m, x, ldx, y, ldy, accumulate, need > 0 ? workspace : NULL);
     return NUMLA_STATUS_OK;
 }
+
+int numla_linear_uses_amx(numla_isa isa, const numla_linear_weight *w, int64_t m)
+{
+    return isa == NUMLA_ISA_AMX && numla_linear_amx_applies(w, m);
+}

@@ -44,6 +44,10 @@ numla_status numla_linear_pack(numla_isa isa, int64_t n, int64_t k, const void *
 size_t numla_linear_workspace_size(numla_isa isa, const numla_linear_weight *w, int64_t m,
                                    int num_threads);
 /* y (M, ldy) = x (M, ldx) · Wᵀ at level isa; accumulate != 0 adds into y. */
+/* Whether a forward of w on m rows at level isa runs on the AMX tiles: the level is amx and
+ * the AMX variant takes this weight and M (else the avx512bf16 code runs it). For reports
+ * (numla bench linear labels its rows by it); the result does not depend on the CPU. */
+int numla_linear_uses_amx(numla_isa isa, const numla_linear_weight *w, int64_t m);
 numla_status numla_linear_forward(numla_isa isa, const numla_linear_weight *w, int64_t m,
                                   const float *x, int64_t ldx, float *y, int64_t ldy,
                                   int accumulate, void *workspace, size_t workspace_bytes);

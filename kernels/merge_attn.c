@@ -1,6 +1,6 @@
 /* kernels/merge_attn.c — merge_attn_states dispatcher (kernels/merge_attn.h): validates, picks
  * the variant for the ISA, splits rows over one OpenMP region. Variants live in ref/ and x86/. */
-#include "kernels/merge_attn_impl.h"
+#include "kernels/merge_attn_internal.h"
 
 #include <omp.h>
 

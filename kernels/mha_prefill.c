@@ -1,28 +1,32 @@
 /* kernels/mha_prefill.c — mha_prefill dispatcher (kernels/mha_prefill.h): validates, picks the
  * variant for the ISA, and spreads (sequence, head, query block) tasks over one OpenMP region.
  * Variants live in ref/ and x86/. */
-#include "kernels/mha_prefill_impl.h"
+#include "kernels/mha_prefill_internal.h"
 
 #include <omp.h>
 #include <string.h>
 
-#include "kernels/x86/mha_prefill_amx.h"
+static void pack_block(const numla_mha_prefill_args *a, int32_t b, int32_t h, int64_t kb,
+                       float *kt);
 
-/* Native variants per level; NULL inherits the level below, and so does amx when its variant
- * does not apply to the args (numla_mha_prefill_amx_applies). */
-static const numla_mha_prefill_fn numla_mha_prefill_table_[NUMLA_ISA_COUNT] = {
-    [NUMLA_ISA_REF] = numla_mha_prefill_ref,
-    [NUMLA_ISA_AVX512] = numla_mha_prefill_avx512,
-    [NUMLA_ISA_AMX] = numla_mha_prefill_avx512_amx,
+/* Native variants per level, starting from ref; an empty entry inherits the level below, and
+ * so does a level whose variant does not apply to the args. */
+static const numla_mha_prefill_impl numla_mha_prefill_table_[NUMLA_ISA_COUNT] = {
+    [NUMLA_ISA_REF] = {numla_mha_prefill_ref, NULL, NULL},
+    [NUMLA_ISA_AVX512] = {numla_mha_prefill_avx512, pack_block, NULL},
+    [NUMLA_ISA_AMX] = {numla_mha_prefill_avx512_amx, numla_mha_prefill_pack_block_amx,
+                       numla_mha_prefill_amx_applies},
 };
 
-static numla_mha_prefill_fn numla_mha_prefill_pick(numla_isa isa, const numla_mha_prefill_args *a)
+static const numla_mha_prefill_impl *numla_mha_prefill_pick(numla_isa isa,
+                                                           const numla_mha_prefill_args *a)
 {
     int i = (int)isa;
-    while (i > 0 && (!numla_mha_prefill_table_[i] ||
-                     (i == NUMLA_ISA_AMX && !numla_mha_prefill_amx_applies(a))))
+    while (i > 0 && (!numla_mha_prefill_table_[i].attend ||
+                     (numla_mha_prefill_table_[i].applies &&
+                      !numla_mha_prefill_table_[i].applies(a))))
         i--;
-    return numla_mha_prefill_table_[i];
+    return &numla_mha_prefill_table_[i];
 }
 
 static size_t thread_bytes(const numla_mha_prefill_args *a)
@@ -59,10 +63,10 @@ size_t numla_mha_prefill_workspace_size(numla_isa isa, const numla_mha_prefill_a
            64;
 }
 
-/* Keys and values of (sequence b, head h), key block kb, into kt's layout
- * (kernels/mha_prefill_impl.h). */
-static void transpose_block(const numla_mha_prefill_args *a, int32_t b, int32_t h, int64_t kb,
-                            float *kt, int amx)
+/* Keys and values of (sequence b, head h), key block kb, into kt's fp32 layout
+ * (kernels/mha_prefill_internal.h): the avx512 variant's packing. */
+static void pack_block(const numla_mha_prefill_args *a, int32_t b, int32_t h, int64_t kb,
+                       float *kt)
 {
     const int32_t D = a->qk_dim, KB = NUMLA_MHA_PREFILL_KB;
     const int64_t nkeys = (int64_t)a->prefix[b] + a->q_len[b], j0 = kb * KB;
@@ -72,11 +76,6 @@ static void transpose_block(const numla_mha_prefill_args *a, int32_t b, int32_t 
     const int32_t Dv = a->v_dim;
     float *vd = dst + (size_t)D * KB;
     const float *vs = a->v + ((int64_t)a->k_start[b] + j0) * a->v_stride + (int64_t)h * Dv;
-    if (amx) { /* the same footprints as split-bf16 tiles (kernels/x86/mha_prefill_amx.h) */
-        numla_mha_prefill_pack_k_amx(src, a->k_stride, n, D, (uint16_t *)(void *)dst);
-        numla_mha_prefill_pack_v_amx(vs, a->v_stride, n, Dv, (uint16_t *)(void *)vd);
-        return;
-    }
     for (int32_t j = 0; j < n; j++)
         for (int32_t d = 0; d < D; d++)
             dst[(size_t)d * KB + j] = src[(int64_t)j * a->k_stride + d];
@@ -124,13 +123,11 @@ numla_status numla_mha_prefill(numla_isa isa, const numla_mha_prefill_args *a, v
                    workspace_bytes, numla_mha_prefill_workspace_size(isa, a, nt));
     char *ws = (char *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
     float *kt_all = (float *)(ws + tb * (size_t)nt);
-    /* amx: the AMX form of the avx512 variant, over keys and values packed as tiles (decided
-     * once here, for the packing and every task) */
-    const numla_mha_prefill_fn fn = numla_mha_prefill_pick(isa, a);
-    const int amx = fn == numla_mha_prefill_avx512_amx;
-    const int transpose = fn != numla_mha_prefill_ref; /* the reference reads k in place */
+    /* the variant and its packing, decided once here for the packing and every task */
+    const numla_mha_prefill_impl *impl = numla_mha_prefill_pick(isa, a);
+    const numla_mha_prefill_fn fn = impl->attend;
     int64_t ktasks = 0;
-    for (int32_t b = 0; transpose && b < a->num_seqs; b++)
+    for (int32_t b = 0; impl->pack && b < a->num_seqs; b++)
         ktasks += key_blocks_of(a, b) * H;
 #pragma omp parallel num_threads(nt) if (tasks > 1)
     {
@@ -149,7 +146,7 @@ numla_status numla_mha_prefill(numla_isa isa, const numla_mha_prefill_args *a, v
             }
             const int64_t nkb = key_blocks_of(a, b), r = t - base;
             const int32_t h = (int32_t)(r / nkb);
-            transpose_block(a, b, h, r % nkb, kt_all + off + (size_t)h * kt_floats(a, b), amx);
+            impl->pack(a, b, h, r % nkb, kt_all + off + (size_t)h * kt_floats(a, b));
         }
         /* 2. attention tasks (the implicit barrier above published kt_all) */
         float *scratch = (float *)(ws + tb * (size_t)omp_get_thread_num());

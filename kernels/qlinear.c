@@ -66,6 +66,12 @@ numla_isa numla_qlinear_level(numla_qlinear_format fmt, numla_isa isa)
     return (numla_isa)i;
 }
 
+int numla_qlinear_uses_amx(const numla_qlinear_weight *w, numla_isa isa, int64_t m)
+{
+    return numla_qlinear_level(w->fmt, isa) == NUMLA_ISA_AMX &&
+           (numla_qlinear_amx_applies(w, m) || numla_qlinear_amx_fp8_applies(w, m));
+}
+
 /* The variant to run (fmt and isa in range: validated by the caller). */
 static numla_qlinear_forward_fn numla_qlinear_pick_(numla_qlinear_format fmt, numla_isa isa)
 {

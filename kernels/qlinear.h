@@ -123,5 +123,8 @@ float numla_qlinear_fp8_to_f32(uint8_t b);
 /* Which level's variant numla_qlinear_forward runs for fmt at level isa (for tests and bench
  * labels): isa itself, or the level it inherits from. */
 numla_isa numla_qlinear_level(numla_qlinear_format fmt, numla_isa isa);
+/* Whether numla_qlinear_forward of w on m rows at level isa runs on the AMX tiles: the level
+ * it runs at is amx and the AMX variant takes this weight and M (for bench labels). */
+int numla_qlinear_uses_amx(const numla_qlinear_weight *w, numla_isa isa, int64_t m);
 
 #endif

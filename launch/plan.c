@@ -272,18 +272,12 @@ numla_status numla_launch_plan_mpirun(const numla_launch_plan *p,
     return NUMLA_STATUS_OK;
 }
 
-numla_status numla_launch_opts_from(const char *plan, numla_launch_opts *o)
+numla_status numla_launch_opts_from(const char *plan, int job_size, numla_launch_opts *o)
 {
     if (!o)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_launch_opts_from: NULL");
-    const char *sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        const char *v = getenv(sizes[i]);
-        if (v && atoi(v) > 0) {
-            o->ranks = atoi(v);
-            break;
-        }
-    }
+    if (job_size > 0)
+        o->ranks = job_size;
     if (!plan || !*plan)
         return NUMLA_STATUS_OK;
     char buf[256];

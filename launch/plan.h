@@ -27,11 +27,11 @@ typedef struct numla_launch_opts {
 
 /* The options a rank needs to recompute the launcher's plan: plan, the value of NUMLA_PLAN
  * (set by the mpirun line when an option differs from the default:
- * "threads=4,oversubscribe=1,hyperthreads=1"; NULL or "": none; the settings read it,
- * engine/cli/settings.h), and the job size the launcher announces (OMPI_COMM_WORLD_SIZE,
- * PMI_SIZE, PMIX_SIZE or SLURM_NTASKS) as the rank count. Leaves fields neither mentions
- * alone. A malformed plan is NUMLA_STATUS_INVALID_ARG naming NUMLA_PLAN. Local. */
-numla_status numla_launch_opts_from(const char *plan, numla_launch_opts *o);
+ * "threads=4,oversubscribe=1,hyperthreads=1"; NULL or "": none), and job_size, the job size
+ * the launcher announced (> 0: the rank count; 0: unknown). Both are read from the environment
+ * once, by the settings (engine/cli/settings.h), and passed here. Leaves fields neither
+ * mentions alone. A malformed plan is NUMLA_STATUS_INVALID_ARG naming NUMLA_PLAN. Local. */
+numla_status numla_launch_opts_from(const char *plan, int job_size, numla_launch_opts *o);
 
 typedef struct numla_launch_rank {
     int node;             /* NUMA node OS index */

@@ -606,7 +606,7 @@ def build(name, spec, out_root):
 # Both are quantized from model_bf16/ (the bf16 weights upcast to fp32: what `numla quantize`
 # reads there, and how DeepSeek's FP8 / the Channel-INT8 checkpoints were made from bf16), use
 # the same prompts, and are written in the published formats. What is quantized follows
-# engine/synth/qckpt.c; the math follows kernels/quant.h; the W8A8 activation rule follows
+# engine/synth/quantized_checkpoint.c; the math follows kernels/quant.h; the W8A8 activation rule follows
 # kernels/qlinear.h.
 
 QUANT_PROJ = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj",
@@ -634,7 +634,7 @@ QUANT_CONFIG = {
 
 
 def is_quantized(name, ndim):
-    """engine/synth/qckpt.c numla_qckpt_quantizes with keep_lm_head: the 2-D .weight of the
+    """engine/synth/quantized_checkpoint.c numla_qckpt_quantizes with keep_lm_head: the 2-D .weight of the
     attention and MLP projections (dense, routed and shared experts). Never embed_tokens, norms,
     the router (mlp.gate.weight, e_score_correction_bias) or lm_head: DeepSeek's FP8 files keep
     lm_head bf16, and so do the Channel-INT8 files (made from the FP8 file's index)."""

@@ -1,5 +1,5 @@
 /* engine/cli/quantize_cmd.c — `numla quantize`: a bf16/fp16/fp32 checkpoint rewritten in a
- * published 8-bit format (engine/synth/qckpt.h). Not collective. */
+ * published 8-bit format (engine/synth/quantized_checkpoint.h). Not collective. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 #include "common/status.h"
 #include "engine/cli/cli.h"
-#include "engine/synth/qckpt.h"
+#include "engine/synth/quantized_checkpoint.h"
 
 static int numla_quantize_usage(FILE *f)
 {

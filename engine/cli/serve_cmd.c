@@ -3,7 +3,7 @@
  *
  * Rank 0 starts the HTTP server before the model loads (GET /health answers 503 until it is
  * ready), loads the tokenizer and the chat template, then runs the serving loop with the HTTP
- * jobs as its source and sink (engine/http/serve_glue.h); the other ranks run the engine's
+ * jobs as its source and sink (engine/http/serving_adapter.h); the other ranks run the engine's
  * worker loop, as for `numla run` (and ignore SIGINT/SIGTERM: rank 0 decides when to stop).
  * Once ready it prints "numla serve: ready on http://HOST:PORT" on stderr (with --port 0 the
  * port is the ephemeral one the system picked).
@@ -40,7 +40,7 @@
 #include "engine/cli/stop.h"
 #include "engine/http/backend.h"
 #include "engine/http/metrics.h"
-#include "engine/http/serve_glue.h"
+#include "engine/http/serving_adapter.h"
 #include "engine/http/server.h"
 #include "engine/model/config.h"
 #include "engine/model/kv_cache.h"
@@ -157,7 +157,7 @@ typedef struct serve_job {
     numla_http_backend *backend;
     numla_http_metrics *metrics;
     numla_http_server *server;
-    numla_http_glue *glue;
+    numla_http_adapter *glue;
     numla_serve_loop *loop;
     char name[256];             /* the served model name */
     /* shutdown: a thread stops the server (which waits for the requests in flight) while the
@@ -255,18 +255,18 @@ static int serve_stopper_done(serve_job *j)
 static numla_status serve_loop_create(serve_job *j, numla_engine *eng)
 {
     const serve_opts *o = j->o;
-    numla_http_glue_options go = {.backend = j->backend, .metrics = j->metrics,
+    numla_http_adapter_options go = {.backend = j->backend, .metrics = j->metrics,
                                   .tokenizer = j->tok, .chat = j->chat,
                                   .max_context = o->e.max_context};
-    NUMLA_CHECK(numla_http_glue_create(&go, &j->glue));
+    NUMLA_CHECK(numla_http_adapter_create(&go, &j->glue));
     numla_serve_options so = {.sched = numla_cli_sched_options(&o->e, &j->cfg),
                               .kv = numla_engine_kv_cache(eng), .exec = numla_cli_engine_exec,
                               .exec_ctx = eng, .tokenizer = j->tok,
                               .max_waiting = o->e.max_seqs};
-    numla_serve_source src = numla_http_glue_source(j->glue);
-    numla_serve_sink sink = numla_http_glue_sink(j->glue);
+    numla_serve_source src = numla_http_adapter_source(j->glue);
+    numla_serve_sink sink = numla_http_adapter_sink(j->glue);
     NUMLA_CHECK(numla_serve_loop_create(&so, &src, &sink, &j->loop));
-    numla_http_glue_set_loop(j->glue, j->loop);
+    numla_http_adapter_set_loop(j->glue, j->loop);
     return NUMLA_STATUS_OK;
 }
 
@@ -283,7 +283,7 @@ static int serve_requests(serve_job *j)
     int rc = 0, finished = 0;
     numla_status s = NUMLA_STATUS_OK;
     while (!finished) {
-        numla_http_glue_poll(j->glue);
+        numla_http_adapter_poll(j->glue);
         if (numla_cli_stop_requests >= 1 && !j->stopper_started) {
             fprintf(stderr, "numla serve: signal %d: no new requests; finishing the %d in "
                             "flight (signal again to stop now)\n", (int)numla_cli_stop_signal,
@@ -297,10 +297,10 @@ static int serve_requests(serve_job *j)
             j->stopper_started = 1;
         }
         if (j->stopper_started && serve_stopper_done(j))
-            numla_http_glue_end(j->glue); /* every accepted request is answered */
+            numla_http_adapter_end(j->glue); /* every accepted request is answered */
         if (numla_cli_stop_requests >= 2) {
             fprintf(stderr, "numla serve: signal %d again: stopping now (%d requests "
-                            "unfinished)\n", (int)numla_cli_stop_signal, numla_http_glue_held(j->glue));
+                            "unfinished)\n", (int)numla_cli_stop_signal, numla_http_adapter_held(j->glue));
             rc = 128 + (int)numla_cli_stop_signal;
             break;
         }
@@ -335,7 +335,7 @@ static void serve_job_close(serve_job *j, const char *why)
 {
     if (j->backend)
         numla_http_backend_close(j->backend, why);
-    numla_http_glue_destroy(&j->glue);
+    numla_http_adapter_destroy(&j->glue);
     if (j->stopper_started)
         pthread_join(j->stopper, NULL);
     else

@@ -92,11 +92,17 @@ numla_status numla_settings_read(numla_settings_source source, unsigned supporte
     if (plan && strlen(plan) >= sizeof s.launch_plan)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "NUMLA_PLAN=%s: longer than %zu characters", plan,
                    sizeof s.launch_plan - 1);
-    if (plan) {
-        numla_launch_opts lo = {0};
-        NUMLA_CHECK(numla_launch_opts_from(plan, &lo)); /* validated now, used at binding */
-        snprintf(s.launch_plan, sizeof s.launch_plan, "%s", plan);
+    /* the launcher's job size: the first of these that is a positive number */
+    static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
+                                        "SLURM_NTASKS"};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && s.job_size == 0; i++) {
+        const char *v = settings_get(source, sizes[i]);
+        if (v && atoi(v) > 0)
+            s.job_size = atoi(v);
     }
+    NUMLA_CHECK(numla_launch_opts_from(plan, s.job_size, &s.launch));
+    if (plan)
+        snprintf(s.launch_plan, sizeof s.launch_plan, "%s", plan);
     *out = s;
     return NUMLA_STATUS_OK;
 }
@@ -135,7 +141,7 @@ void numla_settings_engine_options(const numla_settings *s, numla_engine_options
     o->kernels.mla_amx = s->kernels.mla_amx;
     o->kernels.mha_amx = s->kernels.mha_amx;
     o->kernels.prefill_form = s->kernels.prefill_form;
-    o->launch_plan = s->launch_plan[0] ? s->launch_plan : NULL;
+    o->launch = s->launch_plan[0] ? &s->launch : NULL;
 }
 
 numla_status numla_settings_start(numla_settings *set, numla_comm_session *mpi)

@@ -19,6 +19,10 @@
  *                        positive byte counts of the shm allreduce (comm/comm.h)
  *   NUMLA_PLAN           the launcher's plan options (launch/plan.h), set by numla-launch
  *
+ * and, not ours but read here for the same reason, the job size the MPI launcher announces
+ * (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE or SLURM_NTASKS: the first that is a positive
+ * number), which the launch plan needs.
+ *
  * Unset or empty means the default; any other value that is not one of those listed is an
  * error naming the variable. (bench/ keeps NUMLA_BENCH_HUGEPAGES, a benchmark's own knob.)
  */
@@ -31,6 +35,7 @@
 #include "engine/model/model.h"
 #include "engine/parallel/engine.h"
 #include "kernels/isa.h"
+#include "launch/plan.h"
 
 typedef struct numla_settings {
     numla_isa isa;                /* NUMLA_ISA */
@@ -38,7 +43,9 @@ typedef struct numla_settings {
     numla_model_options kernels;  /* NUMLA_LINEAR_AMX, NUMLA_MLA_AMX, NUMLA_MHA_AMX,
                                      NUMLA_PREFILL_FORM */
     numla_comm_options comm;      /* NUMLA_ALLREDUCE, NUMLA_COMM_TIMEOUT, NUMLA_COMM_SHM_* */
-    char launch_plan[256];        /* NUMLA_PLAN ("" when unset) */
+    char launch_plan[256];        /* NUMLA_PLAN as written ("" when unset), for the log */
+    int job_size;                 /* OMPI_COMM_WORLD_SIZE, ... (0: none announced) */
+    numla_launch_opts launch;     /* NUMLA_PLAN parsed once, ranks = job_size (launch/plan.h) */
 } numla_settings;
 
 /* Where the values come from: getenv, or a table in the tests. */
@@ -62,8 +69,9 @@ numla_status numla_settings_start(numla_settings *set, numla_comm_session *mpi);
 /* Log every setting at debug level ("settings: NUMLA_ISA=avx512 ..."). Local. */
 void numla_settings_log(const numla_settings *s);
 
-/* The engine's share of the settings: kernel level, kernel options, launch plan (the
- * caller's other fields are kept). s must outlive the engine's creation. Local. */
+/* The engine's share of the settings: kernel level, kernel options, the parsed launch plan
+ * (o->launch points into s when NUMLA_PLAN is set, else NULL; the caller's other fields are
+ * kept). s must outlive the engine's creation. Local. */
 void numla_settings_engine_options(const numla_settings *s, numla_engine_options *o);
 
 #endif

@@ -130,13 +130,11 @@ static int numla_topo_main(int argc, char **argv)
         fprintf(stderr, "numla topo: %s\n", numla_error_message());
         return 2;
     }
-    /* --bind-check runs inside a launched rank: start from the launcher's plan options. */
+    /* --bind-check runs inside a launched rank: start from the launcher's plan options (the
+     * settings parsed NUMLA_PLAN and the job size). */
     for (int k = 1; k < argc && strcmp(argv[k], "--"); k++)
-        if (!strcmp(argv[k], "--bind-check") &&
-            numla_launch_opts_from(set.launch_plan, &o) != NUMLA_STATUS_OK) {
-            fprintf(stderr, "numla topo: %s\n", numla_error_message());
-            return 2;
-        }
+        if (!strcmp(argv[k], "--bind-check"))
+            o = set.launch;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];

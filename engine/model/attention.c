@@ -14,12 +14,12 @@
 
 static int expand_seq(const numla_model *m, int32_t n, int32_t L);
 static int32_t expanded_seqs(const numla_model *m, const numla_step *st);
-static numla_status attention_absorbed(numla_model *m, const numla_layer_weights *lw,
+static numla_status attention_absorbed(numla_model *m, const numla_weights_layer *lw,
                                        int32_t layer, numla_kv_cache *cache, const numla_step *st,
                                        const float *q, const float *cos_sin, float *o);
-static numla_status attention_split(numla_model *m, const numla_layer_weights *lw, int32_t layer,
+static numla_status attention_split(numla_model *m, const numla_weights_layer *lw, int32_t layer,
                                     numla_kv_cache *cache, const numla_step *st);
-static numla_status attention_expanded(numla_model *m, const numla_layer_weights *lw,
+static numla_status attention_expanded(numla_model *m, const numla_weights_layer *lw,
                                        int32_t layer, numla_kv_cache *cache, const numla_step *st);
 
 /* m->sub := the sequences of st that expand_seq() leaves absorbed, as a step of their own
@@ -108,7 +108,7 @@ numla_status numla_model_attention_plan(numla_model *m, const numla_kv_cache *ca
     return NUMLA_STATUS_OK;
 }
 
-numla_status numla_model_attention(numla_model *m, const numla_layer_weights *lw, int32_t layer,
+numla_status numla_model_attention(numla_model *m, const numla_weights_layer *lw, int32_t layer,
                                    numla_kv_cache *cache, const numla_step *st)
 {
     const numla_model_config *c = &m->cfg;
@@ -125,14 +125,16 @@ numla_status numla_model_attention(numla_model *m, const numla_layer_weights *lw
         NUMLA_CHECK(numla_model_lin(m, &lw->q_a_proj, T, m->x, hid, m->qa, r, 0));
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
         for (int64_t t = 0; t < T; t++)
-            numla_rmsnorm(m->qa + t * r, m->qa + t * r, lw->q_a_norm, r, NUMLA_LATENT_NORM_EPS);
+            numla_model_rmsnorm(m->qa + t * r, m->qa + t * r, lw->q_a_norm, r,
+                                NUMLA_LATENT_NORM_EPS);
         NUMLA_CHECK(numla_model_lin(m, &lw->q_b_proj, T, m->qa, r, m->q, qw, 0));
     }
     /* [c | k_pe] = W_kva x; c' = RMSNorm_kva(c); rope(k_pe) */
     NUMLA_CHECK(numla_model_lin(m, &lw->kv_a_proj, T, m->x, hid, m->kva, aw, 0));
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
     for (int64_t t = 0; t < T; t++) {
-        numla_rmsnorm(m->ckv + t * dc, m->kva + t * aw, lw->kv_a_norm, dc, NUMLA_LATENT_NORM_EPS);
+        numla_model_rmsnorm(m->ckv + t * dc, m->kva + t * aw, lw->kv_a_norm, dc,
+                            NUMLA_LATENT_NORM_EPS);
         numla_rope_apply(m->kpe + t * dr, m->kva + t * aw + dc, m->cos_sin + t * dr, dr);
     }
     numla_kv_write_args kw = {
@@ -165,7 +167,7 @@ numla_status numla_model_attention(numla_model *m, const numla_layer_weights *lw
 /* A mixed step: the expanded sequences write their rows of m->o directly; the absorbed ones
  * run as the compacted step m->sub over gathered rows of m->q and m->cos_sin, and their
  * output rows are scattered back into m->o. */
-static numla_status attention_split(numla_model *m, const numla_layer_weights *lw, int32_t layer,
+static numla_status attention_split(numla_model *m, const numla_weights_layer *lw, int32_t layer,
                                     numla_kv_cache *cache, const numla_step *st)
 {
     NUMLA_CHECK(attention_expanded(m, lw, layer, cache, st));
@@ -185,7 +187,7 @@ static numla_status attention_split(numla_model *m, const numla_layer_weights *l
 
 /* Absorbed form (DESIGN.md §5) over every row of the step st: reads q (T, H_r · q_head_dim)
  * and cos_sin (T, Dr), writes o (T, H_r · v). */
-static numla_status attention_absorbed(numla_model *m, const numla_layer_weights *lw,
+static numla_status attention_absorbed(numla_model *m, const numla_weights_layer *lw,
                                        int32_t layer, numla_kv_cache *cache, const numla_step *st,
                                        const float *q, const float *cos_sin, float *o)
 {
@@ -295,7 +297,7 @@ static int32_t expanded_seqs(const numla_model *m, const numla_step *st)
  * match the absorbed form's) is expanded by kv_b_proj into per-head [k_nope | v] in one GEMM,
  * k = [k_nope | rope(k_pe)], q = [q_nope | rope(q_pe)], and numla_mha_prefill writes the
  * sequences' rows of m->o (T, H_r · v) directly. */
-static numla_status attention_expanded(numla_model *m, const numla_layer_weights *lw,
+static numla_status attention_expanded(numla_model *m, const numla_weights_layer *lw,
                                        int32_t layer, numla_kv_cache *cache, const numla_step *st)
 {
     const numla_model_config *c = &m->cfg;

@@ -1,5 +1,6 @@
 /* engine/model/config.c — config.json → numla_model_config (see config.h; DESIGN.md §5). */
 #include "engine/model/config.h"
+#include "engine/model/rope.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -142,66 +143,6 @@ static numla_status cfg_enum(const cfg_ctx *c, const char *field, const char *s,
         }
     NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: field %s = \"%s\" is not supported (%s)", c->src,
                field, s, allowed);
-}
-
-/* ---- YaRN (DESIGN.md §5) ---- */
-
-double numla_yarn_get_mscale(double factor, double mscale)
-{
-    if (factor <= 1.0)
-        return 1.0;
-    return 0.1 * mscale * log(factor) + 1.0;
-}
-
-static double yarn_correction_dim(double rotations, int64_t d, double theta, double l0)
-{
-    return (double)d * log(l0 / (rotations * 2.0 * M_PI)) / (2.0 * log(theta));
-}
-
-void numla_rope_compute_inv_freq(int64_t d, double theta, int yarn, double factor,
-                                 double original_max_pos, double beta_fast, double beta_slow,
-                                 double *inv_freq)
-{
-    if (yarn && factor > 1.0) {
-        numla_rope_compute_inv_freq_ex(d, theta, factor, original_max_pos, beta_fast, beta_slow,
-                                       1, inv_freq);
-        return;
-    }
-    for (int64_t i = 0; i < d / 2; i++)
-        inv_freq[i] = 1.0 / pow(theta, (double)(2 * i) / (double)d);
-}
-
-void numla_rope_compute_inv_freq_ex(int64_t d, double theta, double factor,
-                                    double original_max_pos, double beta_fast, double beta_slow,
-                                    int truncate, double *inv_freq)
-{
-    int64_t half = d / 2;
-    double low = 0, high = 1;
-    int scaled = factor > 1.0;
-    if (scaled) {
-        low = yarn_correction_dim(beta_fast, d, theta, original_max_pos);
-        high = yarn_correction_dim(beta_slow, d, theta, original_max_pos);
-        if (truncate) {
-            low = floor(low);
-            high = ceil(high);
-        }
-        if (low < 0)
-            low = 0;
-        if (high > (double)(d - 1))
-            high = (double)(d - 1);
-        if (low == high)
-            high += 0.001;
-    }
-    for (int64_t i = 0; i < half; i++) {
-        double base = pow(theta, (double)(2 * i) / (double)d);
-        if (!scaled) {
-            inv_freq[i] = 1.0 / base;
-            continue;
-        }
-        double ramp = ((double)i - low) / (high - low);
-        ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
-        inv_freq[i] = ramp / (factor * base) + (1.0 - ramp) / base;
-    }
 }
 
 /* ---- parse, one step per part of the config (DESIGN.md §5) ---- */
@@ -569,22 +510,22 @@ static numla_status derive(const cfg_ctx *c, numla_model_config *o)
 {
     double m = 1.0;
     if (o->rope_yarn && o->rope_mscale_all_dim != 0.0)
-        m = numla_yarn_get_mscale(o->rope_factor, o->rope_mscale_all_dim);
+        m = numla_rope_yarn_mscale(o->rope_factor, o->rope_mscale_all_dim);
     o->softmax_scale = pow((double)o->q_head_dim, -0.5) * m * m;
     o->rope_attention_factor = 1.0;
     if (o->rope_yarn)
         o->rope_attention_factor =
             o->rope_explicit_attention_factor > 0
                 ? o->rope_explicit_attention_factor
-                : numla_yarn_get_mscale(o->rope_factor, o->rope_mscale) /
-                      numla_yarn_get_mscale(o->rope_factor, o->rope_mscale_all_dim);
-    numla_rope_compute_inv_freq(o->qk_rope_head_dim, o->rope_theta, o->rope_yarn, o->rope_factor,
-                                (double)o->rope_original_max_position_embeddings,
-                                o->rope_beta_fast, o->rope_beta_slow, o->rope_inv_freq);
+                : numla_rope_yarn_mscale(o->rope_factor, o->rope_mscale) /
+                      numla_rope_yarn_mscale(o->rope_factor, o->rope_mscale_all_dim);
+    numla_rope_inv_freq(o->qk_rope_head_dim, o->rope_theta, o->rope_yarn, o->rope_factor,
+                        (double)o->rope_original_max_position_embeddings, o->rope_beta_fast,
+                        o->rope_beta_slow, o->rope_inv_freq);
     if (o->rope_yarn && !o->rope_truncate) /* rare: unrounded correction range */
-        numla_rope_compute_inv_freq_ex(o->qk_rope_head_dim, o->rope_theta, o->rope_factor,
-                                       (double)o->rope_original_max_position_embeddings,
-                                       o->rope_beta_fast, o->rope_beta_slow, 0, o->rope_inv_freq);
+        numla_rope_inv_freq_ex(o->qk_rope_head_dim, o->rope_theta, o->rope_factor,
+                               (double)o->rope_original_max_position_embeddings,
+                               o->rope_beta_fast, o->rope_beta_slow, 0, o->rope_inv_freq);
     if (!isfinite(o->softmax_scale) || !(o->softmax_scale > 0))
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: fields rope_scaling.factor / mscale_all_dim give a "
                    "softmax scale of %g", c->src, o->softmax_scale);
@@ -599,7 +540,7 @@ static numla_status derive(const cfg_ctx *c, numla_model_config *o)
     return NUMLA_STATUS_OK;
 }
 
-const char *numla_weight_format_name(numla_weight_format f)
+const char *numla_model_config_format_name(numla_weight_format f)
 {
     switch (f) {
     case NUMLA_WEIGHT_FORMAT_FP8: return "fp8";

@@ -87,7 +87,7 @@ typedef enum numla_weight_format {
 } numla_weight_format;
 
 /* "bf16" for NONE, "fp8", "int8". */
-const char *numla_weight_format_name(numla_weight_format f);
+const char *numla_model_config_format_name(numla_weight_format f);
 
 typedef struct numla_model_config {
     numla_model_arch arch;
@@ -161,16 +161,5 @@ numla_status numla_model_config_load(const char *dir, numla_model_config *out);
 
 /* Whether layer l has an MoE block (else the dense MLP). */
 int numla_model_config_is_moe_layer(const numla_model_config *c, int64_t layer);
-
-/* YaRN helpers, exposed for tests (DESIGN.md §5). */
-double numla_yarn_get_mscale(double factor, double mscale);
-/* Fill inv_freq[d/2] for rope dim d; factor <= 1 (or !yarn) gives plain θ^(-2i/d).
- * _ex: YaRN with truncate = 0 keeping the correction range unrounded. */
-void numla_rope_compute_inv_freq_ex(int64_t d, double theta, double factor,
-                                    double original_max_pos, double beta_fast, double beta_slow,
-                                    int truncate, double *inv_freq);
-void numla_rope_compute_inv_freq(int64_t d, double theta, int yarn, double factor,
-                                 double original_max_pos, double beta_fast, double beta_slow,
-                                 double *inv_freq);
 
 #endif

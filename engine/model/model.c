@@ -1,8 +1,8 @@
 /* engine/model/model.c — the model object and the forward pass of one batched step (model.h;
- * math: DESIGN.md §5): create/destroy, the scratch table, settings and counters, the step
- * check, and the driver that reads top to bottom like the paper: embed → layers (attention,
- * MLP/MoE, each followed by the allreduce) → norm → lm_head. The blocks live in ops.c,
- * attention.c and moe.c. */
+ * math: DESIGN.md §5): create/destroy, the per-step scratch growth, settings and counters, the
+ * step check, and the driver that reads top to bottom like the paper: embed → layers
+ * (attention, MLP/MoE, each followed by the allreduce) → norm → lm_head. The blocks live in
+ * projections.c, attention.c and moe.c, the scratch table in scratch.c, RoPE in rope.c. */
 #include <omp.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -57,118 +57,7 @@ numla_isa numla_model_options_level(const numla_model_options *o, numla_model_ke
     return amx ? o->isa : numla_isa_min(o->isa, NUMLA_ISA_AVX512BF16);
 }
 
-/* ---- the scratch table: every scratch buffer once, so create, grow and destroy agree ---- */
-
-/* Elements per unit of a buffer's dimension (numla_scratch_dim), from the config and shard. */
-typedef enum {
-    W_ONE, W_HIDDEN, W_QLORA, W_Q, W_LATENT, W_DC, W_DR, W_QABS, W_CTX, W_O, W_INTER,
-    W_EXPERTS_1, W_EXPERTS_2, W_TOPK_1, W_ROUTE, W_MOE_INTER, W_HEADS, W_KVB, W_FOUR,
-} scratch_width;
-
-typedef struct scratch_buf {
-    size_t field;          /* offsetof the pointer in numla_model */
-    size_t elem;           /* bytes per element */
-    numla_scratch_dim dim;
-    scratch_width width;
-} scratch_buf;
-
-#define SB(f, e, d, w) {offsetof(numla_model, f), e, NUMLA_SCRATCH_##d, w}
-static const scratch_buf scratch_table[] = {
-    SB(h, 4, TOKENS, W_HIDDEN),           SB(x, 4, TOKENS, W_HIDDEN),
-    SB(qa, 4, TOKENS, W_QLORA),           SB(q, 4, TOKENS, W_Q),
-    SB(kva, 4, TOKENS, W_LATENT),         SB(ckv, 4, TOKENS, W_DC),
-    SB(kpe, 4, TOKENS, W_DR),             SB(qabs, 4, TOKENS, W_QABS),
-    SB(ctx, 4, TOKENS, W_CTX),            SB(o, 4, TOKENS, W_O),
-    SB(g, 4, TOKENS, W_INTER),            SB(u, 4, TOKENS, W_INTER),
-    SB(moe_out, 4, TOKENS, W_HIDDEN),     SB(ex_x, 4, TOKENS, W_HIDDEN),
-    SB(ex_y, 4, TOKENS, W_HIDDEN),        SB(router, 4, TOKENS, W_EXPERTS_1),
-    SB(topk_idx, 4, TOKENS, W_TOPK_1),    SB(topk_w, 4, TOKENS, W_TOPK_1),
-    SB(ex_list, 4, TOKENS, W_TOPK_1),     SB(route_scratch, 1, TOKENS, W_ROUTE),
-    SB(cos_sin, 4, TOKENS, W_DR),         SB(xl, 4, TOKENS, W_HIDDEN),
-    SB(par_x, 4, PAR_ROWS, W_HIDDEN),     SB(par_y, 4, PAR_ROWS, W_HIDDEN),
-    SB(par_g, 4, PAR_ROWS, W_MOE_INTER),  SB(par_u, 4, PAR_ROWS, W_MOE_INTER),
-    SB(ex_count, 4, EXPERTS, W_EXPERTS_2), SB(ex_cursor, 4, EXPERTS, W_EXPERTS_2),
-    SB(ex_act, 4, EXPERTS, W_EXPERTS_2),
-    SB(ctx2, 4, ATTN_ROWS, W_CTX),        SB(lse_pre, 4, ATTN_ROWS, W_HEADS),
-    SB(lse_new, 4, ATTN_ROWS, W_HEADS),   SB(pre_lens, 4, ATTN_ROWS, W_ONE),
-    SB(new_lens, 4, ATTN_ROWS, W_ONE),    SB(new_tables, 4, NEW_TABLES, W_ONE),
-    SB(new_kv, 1, NEW_KV, W_ONE),
-    SB(sub_rows, 4, SUB_TOKENS, W_ONE),   SB(sub_slots, 8, SUB_TOKENS, W_ONE),
-    SB(sub_q, 4, SUB_TOKENS, W_Q),        SB(sub_cs, 4, SUB_TOKENS, W_DR),
-    SB(sub_o, 4, SUB_TOKENS, W_O),        SB(sub_meta, 4, SUB_META, W_ONE),
-    SB(xp_lat, 4, XP_KEYS, W_LATENT),     SB(xp_kv, 4, XP_KEYS, W_KVB),
-    SB(xp_k, 4, XP_KEYS, W_Q),            SB(xp_v, 4, XP_KEYS, W_O),
-    SB(xp_q, 4, XP_TOKENS, W_Q),          SB(xp_seq, 4, XP_SEQS, W_FOUR),
-    /* kernel workspaces: grown by numla_model_grow_workspace to the kernels' size queries */
-    SB(lin_ws, 1, WORKSPACE, W_ONE),      SB(par_ws, 1, WORKSPACE, W_ONE),
-    SB(attn_ws, 1, WORKSPACE, W_ONE),     SB(xp_ws, 1, WORKSPACE, W_ONE),
-};
-#undef SB
-
-static void **scratch_ptr(numla_model *m, const scratch_buf *b)
-{
-    return (void **)((char *)m + b->field);
-}
-
-static int64_t scratch_elems(const numla_model *m, scratch_width w)
-{
-    const numla_model_config *c = &m->cfg;
-    const numla_shard *sh = &m->w->shard;
-    const int64_t Hr = sh->head_count, dc = c->kv_lora_rank, dr = c->qk_rope_head_dim;
-    switch (w) {
-    case W_ONE: return 1;
-    case W_HIDDEN: return c->hidden_size;
-    case W_QLORA: return c->q_lora_rank;
-    case W_Q: return Hr * c->q_head_dim;
-    case W_LATENT: return dc + dr;
-    case W_DC: return dc;
-    case W_DR: return dr;
-    case W_QABS: return Hr * (dc + dr);
-    case W_CTX: return Hr * dc;
-    case W_O: return Hr * c->v_head_dim;
-    case W_INTER: { /* the widest MLP: dense slice, shared slice or one routed expert */
-        int64_t i = sh->inter_count;
-        i = sh->shared_count > i ? sh->shared_count : i;
-        return c->moe_intermediate_size > i ? c->moe_intermediate_size : i;
-    }
-    case W_EXPERTS_1: return c->n_routed_experts + 1;
-    case W_EXPERTS_2: return c->n_routed_experts + 2;
-    case W_TOPK_1: return c->num_experts_per_tok + 1;
-    case W_ROUTE: return (int64_t)numla_model_route_stride(c);
-    case W_MOE_INTER: return c->moe_intermediate_size ? c->moe_intermediate_size : 1;
-    case W_HEADS: return Hr;
-    case W_KVB: return Hr * (c->qk_nope_head_dim + c->v_head_dim);
-    case W_FOUR: return 4;
-    }
-    return 1;
-}
-
-size_t numla_model_route_stride(const numla_model_config *c)
-{
-    return (numla_moe_route_scratch_bytes(c) + 63) & ~(size_t)63;
-}
-
-numla_status numla_model_scratch_grow(numla_model *m, numla_scratch_dim d, int64_t cap,
-                                      const char *what)
-{
-    int ok = 1;
-    for (size_t i = 0; i < sizeof scratch_table / sizeof scratch_table[0]; i++) {
-        const scratch_buf *b = &scratch_table[i];
-        if (b->dim != d)
-            continue;
-        size_t bytes = (size_t)cap * (size_t)scratch_elems(m, b->width) * b->elem;
-        void **p = scratch_ptr(m, b);
-        void *n = realloc(*p, bytes ? bytes : 1);
-        if (n)
-            *p = n;
-        ok &= n != NULL;
-    }
-    if (!ok)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the %s (%lld rows)", what,
-                   (long long)cap);
-    m->cap[d] = cap;
-    return NUMLA_STATUS_OK;
-}
+/* ---- scratch: the per-step growth (the table is scratch.c) ---- */
 
 /* The per-token scratch for T tokens and R logit rows (doubling, so it grows rarely). */
 static numla_status ensure_capacity(numla_model *m, int64_t T, int64_t R)
@@ -195,8 +84,7 @@ void numla_model_destroy(numla_model **pm)
     if (!pm || !*pm)
         return;
     numla_model *m = *pm;
-    for (size_t i = 0; i < sizeof scratch_table / sizeof scratch_table[0]; i++)
-        free(*scratch_ptr(m, &scratch_table[i]));
+    numla_model_scratch_free(m);
     free(m);
     *pm = NULL;
 }
@@ -224,6 +112,7 @@ numla_status numla_model_create(const numla_model_weights *w, const numla_model_
     m->isa_linear = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_LINEAR);
     m->isa_mla = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_MLA);
     m->isa_mha = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_MHA);
+    m->route_stride = (numla_model_moe_route_scratch_bytes(&m->cfg) + 63) & ~(size_t)63;
     numla_status s = numla_model_scratch_grow(m, NUMLA_SCRATCH_EXPERTS, 1, "expert counts");
     if (s != NUMLA_STATUS_OK) {
         numla_model_destroy(&m);
@@ -244,6 +133,9 @@ void numla_model_set_layer_hook(numla_model *m, numla_model_layer_hook fn, void 
     m->hook = fn;
     m->hook_ctx = ctx;
 }
+
+const char *const numla_model_part_names[NUMLA_MODEL_PART_COUNT] = {
+    "embed_norm", "attention", "dense_mlp", "router", "experts", "shared", "reduce", "lm_head"};
 
 void numla_model_get_stats(const numla_model *m, numla_model_stats *out) { *out = m->stats; }
 
@@ -339,7 +231,7 @@ static numla_status step_check_rows(const numla_model_config *c, const numla_kv_
     return NUMLA_STATUS_OK;
 }
 
-numla_status numla_step_check(const numla_model_config *c, const numla_kv_cache *kv,
+numla_status numla_model_step_check(const numla_model_config *c, const numla_kv_cache *kv,
                               const numla_step *st)
 {
     NUMLA_CHECK(step_check_shape(st));
@@ -372,7 +264,7 @@ static void forward_norm(numla_model *m, int64_t T, const float *norm)
     const int64_t hid = m->cfg.hidden_size;
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
     for (int64_t t = 0; t < T; t++)
-        numla_rmsnorm(m->x + t * hid, m->h + t * hid, norm, hid, m->cfg.rms_norm_eps);
+        numla_model_rmsnorm(m->x + t * hid, m->h + t * hid, norm, hid, m->cfg.rms_norm_eps);
     if (m->w->shard.rank != 0)
         memset(m->h, 0, (size_t)(T * hid) * sizeof(float));
 }
@@ -381,7 +273,7 @@ static void forward_norm(numla_model *m, int64_t T, const float *norm)
 static numla_status forward_layer(numla_model *m, int32_t l, numla_kv_cache *cache,
                                   const numla_step *st, double *tp)
 {
-    const numla_layer_weights *lw = &m->w->layers[l];
+    const numla_weights_layer *lw = &m->w->layers[l];
     const int64_t T = st->num_tokens, hid = m->cfg.hidden_size;
     forward_norm(m, T, lw->input_norm);
     numla_model_part_tick(m, NUMLA_MODEL_PART_EMBED_NORM, tp);
@@ -412,7 +304,7 @@ static numla_status forward_logits(numla_model *m, const numla_step *st, float *
     const numla_model_weights *w = m->w;
     const int64_t R = st->num_logit_rows, hid = m->cfg.hidden_size;
     for (int64_t r = 0; r < R; r++)
-        numla_rmsnorm(m->xl + r * hid, m->h + (int64_t)st->logit_rows[r] * hid, w->final_norm,
+        numla_model_rmsnorm(m->xl + r * hid, m->h + (int64_t)st->logit_rows[r] * hid, w->final_norm,
                       hid, m->cfg.rms_norm_eps);
     NUMLA_CHECK(numla_model_lin(m, &w->lm_head, R, m->xl, hid, logits, w->shard.vocab_count, 0));
     return NUMLA_STATUS_OK;
@@ -422,7 +314,7 @@ static numla_status forward_impl(numla_model *m, numla_kv_cache *cache, const nu
                                  float *logits)
 {
     const numla_model_config *c = &m->cfg;
-    NUMLA_CHECK(numla_step_check(c, cache, st));
+    NUMLA_CHECK(numla_model_step_check(c, cache, st));
     /* The kernels open their own parallel regions with the OpenMP default team size; size
      * their workspaces (and our loops) by that. */
     m->num_threads = omp_get_max_threads();

@@ -159,8 +159,8 @@ const numla_model_weights *numla_model_get_weights(const numla_model *m);
  * each sequence's new tokens / seq_len / blocks (block ids inside kv's pool), tokens inside
  * the vocabulary, slots inside the cache, positions inside the context, logit rows inside the
  * step. Errors name the first bad field. Local (not collective). */
-numla_status numla_step_check(const numla_model_config *c, const numla_kv_cache *kv,
-                              const numla_step *st);
+numla_status numla_model_step_check(const numla_model_config *c, const numla_kv_cache *kv,
+                                    const numla_step *st);
 
 /* Run one step: writes the new tokens' rows into `cache` and logits (R, vocab_count) fp32 for
  * the requested rows. Collective (see above). */
@@ -172,24 +172,5 @@ numla_status numla_model_forward(numla_model *m, numla_kv_cache *cache, const nu
  * nranks = 1: no-op. Every rank adds its partial sum; the residual was added on rank 0 only.
  * Collective. */
 numla_status numla_model_reduce(numla_model *m, float *buf, int64_t count);
-
-/* ---- building blocks, exposed for tests (DESIGN.md §5) ---- */
-
-/* y (n) = x · rsqrt(mean(x²) + eps) · w, in fp32. y may alias x. */
-void numla_rmsnorm(float *y, const float *x, const float *w, int64_t n, double eps);
-/* cos_sin (Dr): first Dr/2 entries cos(pos·inv_freq_i)·af, next Dr/2 sin(...)·af. */
-void numla_rope_cos_sin(const numla_model_config *c, int32_t pos, float *cos_sin);
-/* Rotate adjacent pairs (x_2i, x_2i+1) by angle i and store de-interleaved, as the reference
- * does: out[i] = x_2i·cos - x_2i+1·sin, out[i + Dr/2] = x_2i+1·cos + x_2i·sin. out != x. */
-void numla_rope_apply(float *out, const float *x, const float *cos_sin, int64_t dr);
-/* MoE routing for one token: scores from router logits (n_routed_experts) → top-k expert ids
- * and weights, per the config's topk_method / scoring_func / norm_topk_prob / scaling.
- * bias: e_score_correction_bias or NULL. scratch: numla_moe_route_scratch_bytes(c) bytes,
- * 4-byte aligned; nothing is allocated. k > n_routed_experts: the extra slots get id -1 and
- * weight 0. */
-void numla_moe_route(const numla_model_config *c, const float *logits, const float *bias,
-                     int32_t *idx, float *wts, void *scratch);
-/* Scratch bytes numla_moe_route needs for this config (any n_group, n_routed_experts). */
-size_t numla_moe_route_scratch_bytes(const numla_model_config *c);
 
 #endif

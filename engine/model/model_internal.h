@@ -1,10 +1,14 @@
 /* engine/model/model_internal.h — the model's private state: settings, the scratch buffers
- * (described once in model.c's scratch table), counters, and the steps the forward pass is
- * made of. Included only by engine/model/{model,ops,attention,moe}.c. */
+ * (described once in scratch.c's table), counters, and the steps the forward pass is made of.
+ * Included only by engine/model/{model,scratch,projections,attention,moe}.c. */
 #ifndef NUMLA_ENGINE_MODEL_INTERNAL_H
 #define NUMLA_ENGINE_MODEL_INTERNAL_H
 
+#include <omp.h>
+
 #include "engine/model/model.h"
+#include "engine/model/model_testing.h"
+#include "engine/model/rope.h"
 
 /* q_a_layernorm and kv_a_layernorm use eps 1e-6 whatever rms_norm_eps says: both DeepSeek's
  * modeling code and transformers build them with the RMSNorm default (tests/golden/README.md). */
@@ -17,7 +21,7 @@
  * run the per-head products and the shared experts one call per thread. */
 enum { NUMLA_MODEL_NEW_BLOCK = 16, NUMLA_MODEL_PAR_ROWS = 8192, NUMLA_MODEL_PER_THREAD_ROWS = 64 };
 
-/* What a scratch buffer's length scales with (model.c scratch table): its capacity m->cap[d]
+/* What a scratch buffer's length scales with (scratch.c's table): its capacity m->cap[d]
  * times a per-unit element count from the config and shard. */
 typedef enum {
     NUMLA_SCRATCH_TOKENS,     /* cap_tokens: rows of the step */
@@ -52,8 +56,9 @@ struct numla_model {
     numla_model_reduce_fn reduce;   /* NULL: only nranks = 1 can run */
     void *reduce_ctx;
     numla_model_stats stats;
+    size_t route_stride;            /* bytes per token of routing scratch, a multiple of 64 */
 
-    /* scratch, grown on demand (never inside a layer); lengths in model.c's scratch table */
+    /* scratch, grown on demand (never inside a layer); lengths in scratch.c's table */
     int64_t cap[NUMLA_SCRATCH_DIM_COUNT];
     float *h;          /* (T, hidden) residual stream */
     float *x;          /* (T, hidden) normed input */
@@ -74,7 +79,7 @@ struct numla_model {
     int32_t *topk_idx; /* (T, k) */
     float *topk_w;     /* (T, k) */
     int32_t *ex_list;  /* (T · k) (token · k + j) grouped by expert */
-    void *route_scratch; /* (T, route_stride bytes) numla_moe_route scratch per token */
+    void *route_scratch; /* (T, route_stride bytes) numla_model_moe_route scratch per token */
     float *cos_sin;    /* (T, Dr) cos then sin per token (Dr/2 each) */
     float *xl;         /* (R, hidden) normed rows for the logits */
     int32_t *ex_count; /* (n_routed_experts + 1) */
@@ -126,31 +131,39 @@ struct numla_model {
     size_t xp_ws_bytes;
 };
 
-/* ---- scratch (model.c) ---- */
+/* ---- scratch (scratch.c); every function here is local (one rank, the calling thread) ---- */
 
 /* Grow every buffer of dimension d to capacity cap (contents kept); m->cap[d] = cap on
  * success. what names the buffers in the error. */
 numla_status numla_model_scratch_grow(numla_model *m, numla_scratch_dim d, int64_t cap,
                                       const char *what);
-/* Bytes per token of numla_moe_route scratch, kept 64 bytes apart. */
-size_t numla_model_route_stride(const numla_model_config *c);
-
-/* ---- building blocks (ops.c) ---- */
-
+/* Free every scratch buffer (numla_model_destroy). */
+void numla_model_scratch_free(numla_model *m);
 /* Grow a 64-byte aligned kernel workspace (*buf, *bytes) to at least need bytes; its old
  * contents are not kept. what names it in the error. */
 numla_status numla_model_grow_workspace(void **buf, size_t *bytes, size_t need, const char *what);
 /* nth workspaces of `each` bytes (rounded to 64, *stride) in m->par_ws, for linear calls made
  * one per thread inside our own parallel region. */
 numla_status numla_model_par_workspace(numla_model *m, size_t each, int nth, size_t *stride);
+
+/* ---- counters ---- */
+
+/* Charges the time since *t to part p and restarts the clock. */
+static inline void numla_model_part_tick(numla_model *m, numla_model_part p, double *t)
+{
+    double now = omp_get_wtime();
+    m->stats.part_s[p] += now - *t;
+    *t = now;
+}
+
+/* ---- projections (projections.c) ---- */
+
 /* The level the linear layers run at: with exact_activations at most avx512 (it widens bf16
  * weights and keeps activations fp32 at every M; every level reads the one packed layout). */
 static inline numla_isa numla_model_lin_isa(const numla_model *m)
 {
     return m->exact_activations ? numla_isa_min(m->isa_linear, NUMLA_ISA_AVX512) : m->isa_linear;
 }
-/* Charges the time since *t to part p and restarts the clock. */
-void numla_model_part_tick(numla_model *m, numla_model_part p, double *t);
 /* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */
 numla_status numla_model_lin(numla_model *m, const numla_model_linear *w, int64_t M,
                              const float *x, int64_t ldx, float *y, int64_t ldy, int acc);
@@ -160,7 +173,7 @@ numla_status numla_model_per_head(numla_model *m, const numla_model_linear *w, c
                                   int64_t Hr, int64_t T, const float *x, int64_t ldx,
                                   int64_t xoff, float *y, int64_t ldy, int64_t yoff);
 /* SiLU-gated MLP slice on rows x (M, hidden), accumulating into y (M, ldy). */
-numla_status numla_model_mlp(numla_model *m, const numla_mlp_weights *w, int64_t M,
+numla_status numla_model_mlp(numla_model *m, const numla_weights_mlp *w, int64_t M,
                              const float *x, float *y, int64_t ldy);
 
 /* ---- attention (attention.c) ---- */
@@ -170,13 +183,13 @@ numla_status numla_model_mlp(numla_model *m, const numla_mlp_weights *w, int64_t
 numla_status numla_model_attention_plan(numla_model *m, const numla_kv_cache *cache,
                                         const numla_step *st);
 /* The attention block of one layer on m->x: h (+)= o_proj(attention). */
-numla_status numla_model_attention(numla_model *m, const numla_layer_weights *lw, int32_t layer,
+numla_status numla_model_attention(numla_model *m, const numla_weights_layer *lw, int32_t layer,
                                    numla_kv_cache *cache, const numla_step *st);
 
 /* ---- MoE (moe.c) ---- */
 
 /* Router, routed experts and shared experts of one layer on m->x: h (+)= MoE(x). Ticks its
  * own parts. */
-numla_status numla_model_moe(numla_model *m, const numla_layer_weights *lw, int64_t T);
+numla_status numla_model_moe(numla_model *m, const numla_weights_layer *lw, int64_t T);
 
 #endif

@@ -1,4 +1,4 @@
-/* engine/model/moe.c — the MoE block (DESIGN.md §5): the router (numla_moe_route), the
+/* engine/model/moe.c — the MoE block (DESIGN.md §5): the router (numla_model_moe_route), the
  * grouping of (token, expert) rows by local expert, the routed experts (one per thread in
  * decode, one at a time on the team in prefill) and the shared experts. */
 #include <math.h>
@@ -19,14 +19,14 @@ static int64_t argmax_free(const float *v, const unsigned char *taken, int64_t n
     return best;
 }
 
-/* numla_moe_route's scratch: s, choice (E floats each), gscore (G floats), then the taken
+/* numla_model_moe_route's scratch: s, choice (E floats each), gscore (G floats), then the taken
  * flags of experts (E bytes) and groups (G bytes). */
 static int64_t route_groups(const numla_model_config *c)
 {
     return c->n_group > 1 ? c->n_group : 1;
 }
 
-size_t numla_moe_route_scratch_bytes(const numla_model_config *c)
+size_t numla_model_moe_route_scratch_bytes(const numla_model_config *c)
 {
     const size_t E = (size_t)c->n_routed_experts, G = (size_t)route_groups(c);
     return (2 * E + G) * sizeof(float) + E + G;
@@ -122,7 +122,7 @@ static void route_weights_scale(const numla_model_config *c, float *wts)
             wts[j] *= (float)c->routed_scaling_factor;
 }
 
-void numla_moe_route(const numla_model_config *c, const float *logits, const float *bias,
+void numla_model_moe_route(const numla_model_config *c, const float *logits, const float *bias,
                      int32_t *idx, float *wts, void *scratch)
 {
     const int64_t E = c->n_routed_experts, k = c->num_experts_per_tok, G = route_groups(c);
@@ -153,7 +153,7 @@ void numla_moe_route(const numla_model_config *c, const float *logits, const flo
  * are those of the one-expert-at-a-time path (a linear's outputs do not depend on how its rows
  * are split over threads). Returns 0 (nothing done) when the path does not apply; else 1 with
  * *st set. cnt: (ne + 1) prefix counts into m->ex_list. */
-static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, int64_t T,
+static int moe_experts_parallel(numla_model *m, const numla_weights_layer *lw, int64_t T,
                                 const int32_t *cnt, numla_status *st, int *shared_up)
 {
     /* The shared experts' gate and up projections (into m->g, m->u) join the same region as two
@@ -162,7 +162,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
      * shared one even out the threads' loads at the end (largest first). Their SiLU product and
      * their down projection (accumulating into h after the routed outputs, as the serial path
      * does) are left to the caller when *shared_up is 1. */
-    const numla_mlp_weights *sw = &lw->shared;
+    const numla_weights_mlp *sw = &lw->shared;
     const int sh_jobs = sw->inter > 0 && T <= NUMLA_MODEL_PER_THREAD_ROWS ? 2 : 0;
     *shared_up = 0;
     const numla_shard *sh = &m->w->shard;
@@ -179,7 +179,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
         int64_t n = cnt[e + 1] - cnt[e];
         if (n == 0)
             continue;
-        const numla_mlp_weights *w = &lw->experts[e];
+        const numla_weights_mlp *w = &lw->experts[e];
         if (w->inter != I)
             return 0;
         const numla_model_linear *ws3[3] = {&w->gate, &w->up, &w->down};
@@ -217,7 +217,7 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
             continue;
         }
         const int64_t e = act[jj], r0 = cnt[e], n = cnt[e + 1] - cnt[e];
-        const numla_mlp_weights *w = &lw->experts[e];
+        const numla_weights_mlp *w = &lw->experts[e];
         float *g = m->par_g + r0 * I, *u = m->par_u + r0 * I, *y = m->par_y + r0 * hid;
         float *x = m->par_x + r0 * hid;
         for (int64_t r = 0; r < n; r++) /* this expert's tokens, gathered on its thread */
@@ -261,15 +261,15 @@ static int moe_experts_parallel(numla_model *m, const numla_layer_weights *lw, i
 }
 
 /* Router in fp32 (every rank computes the identical routing): topk_idx, topk_w per token. */
-static numla_status moe_route_tokens(numla_model *m, const numla_layer_weights *lw, int64_t T)
+static numla_status moe_route_tokens(numla_model *m, const numla_weights_layer *lw, int64_t T)
 {
     const numla_model_config *c = &m->cfg;
     const int64_t hid = c->hidden_size, E = c->n_routed_experts, k = c->num_experts_per_tok;
     NUMLA_CHECK(numla_model_lin(m, &lw->router, T, m->x, hid, m->router, E, 0));
-    const size_t rstride = numla_model_route_stride(c);
+    const size_t rstride = m->route_stride;
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
     for (int64_t t = 0; t < T; t++)
-        numla_moe_route(c, m->router + t * E, lw->router_bias, m->topk_idx + t * k,
+        numla_model_moe_route(c, m->router + t * E, lw->router_bias, m->topk_idx + t * k,
                         m->topk_w + t * k, (char *)m->route_scratch + (size_t)t * rstride);
     return NUMLA_STATUS_OK;
 }
@@ -301,7 +301,7 @@ static void moe_group_by_expert(numla_model *m, int64_t T)
 
 /* Prefill (or one thread): one expert at a time on the whole team, its rows gathered into
  * ex_x and its weighted outputs added to h. */
-static numla_status moe_experts_serial(numla_model *m, const numla_layer_weights *lw,
+static numla_status moe_experts_serial(numla_model *m, const numla_weights_layer *lw,
                                        const int32_t *cnt)
 {
     const int64_t hid = m->cfg.hidden_size, k = m->cfg.num_experts_per_tok;
@@ -326,7 +326,7 @@ static numla_status moe_experts_serial(numla_model *m, const numla_layer_weights
     return NUMLA_STATUS_OK;
 }
 
-numla_status numla_model_moe(numla_model *m, const numla_layer_weights *lw, int64_t T)
+numla_status numla_model_moe(numla_model *m, const numla_weights_layer *lw, int64_t T)
 {
     const int64_t hid = m->cfg.hidden_size;
     double tp = omp_get_wtime();

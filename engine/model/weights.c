@@ -3,12 +3,13 @@
  * Two passes over the same plan: pass 0 validates every tensor (collecting every problem into
  * one message) and sums the bytes; pass 1 copies/packs into one anonymous mapping sized by
  * pass 0, so the shard is a single huge-page-backed region and nothing runs from file pages
- * (DESIGN.md §3).
+ * (DESIGN.md §3). Which rows a rank takes: shard.c; reading, quantizing and dequantizing 8-bit
+ * tensors: weights_quantize.c; running the loaded linears: model_linear.c.
  */
 #include "engine/model/weights.h"
+#include "engine/model/weights_internal.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,33 +18,6 @@
 #include <unistd.h>
 
 #include "kernels/quant.h"
-
-void numla_shard_range(int64_t n, int32_t rank, int32_t nranks, int64_t *begin, int64_t *count)
-{
-    int64_t base = n / nranks, rem = n % nranks;
-    *count = base + (rank < rem ? 1 : 0);
-    *begin = (int64_t)rank * base + (rank < rem ? rank : rem);
-}
-
-numla_status numla_shard_plan(const numla_model_config *cfg, int32_t rank, int32_t nranks,
-                              numla_shard *out)
-{
-    if (nranks < 1 || rank < 0 || rank >= nranks)
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "shard: rank %d of %d is not valid", rank, nranks);
-    if (nranks > cfg->num_attention_heads)
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
-                   "shard: %d ranks for %lld attention heads leaves a rank without heads",
-                   nranks, (long long)cfg->num_attention_heads);
-    numla_shard s = {.rank = rank, .nranks = nranks};
-    numla_shard_range(cfg->num_attention_heads, rank, nranks, &s.head_begin, &s.head_count);
-    numla_shard_range(cfg->intermediate_size, rank, nranks, &s.inter_begin, &s.inter_count);
-    numla_shard_range(cfg->n_shared_experts * cfg->moe_intermediate_size, rank, nranks,
-                      &s.shared_begin, &s.shared_count);
-    numla_shard_range(cfg->n_routed_experts, rank, nranks, &s.expert_begin, &s.expert_count);
-    numla_shard_range(cfg->vocab_size, rank, nranks, &s.vocab_begin, &s.vocab_count);
-    *out = s;
-    return NUMLA_STATUS_OK;
-}
 
 typedef struct loader {
     const numla_model_config *cfg;
@@ -141,29 +115,8 @@ static numla_status ld_norm(loader *L, const char *name, int64_t n, float **out)
     return NUMLA_STATUS_OK;
 }
 
-/* How one linear tensor is loaded. */
-typedef enum {
-    LD_FLOAT = 0,   /* float tensor, packed as it is */
-    LD_Q8_FILE,     /* 8-bit in the checkpoint, kept 8-bit */
-    LD_Q8_MAKE,     /* float in the checkpoint, quantized while loading */
-    LD_DEQUANT,     /* 8-bit in the checkpoint, dequantized to bf16 (--weights bf16) */
-} ld_mode;
-
-typedef struct ld_tensor {
-    const numla_safetensors_tensor *t;     /* the weight (NULL after a pass-0 problem) */
-    const numla_safetensors_tensor *scale; /* LD_Q8_FILE / LD_DEQUANT */
-    ld_mode mode;
-    numla_qlinear_format fmt;              /* Q8 modes and LD_DEQUANT */
-    int64_t full_n, full_k, grid_rows, grid_cols;
-} ld_tensor;
-
-static numla_qlinear_format ld_q8_format(numla_weight_format f)
-{
-    return f == NUMLA_WEIGHT_FORMAT_FP8 ? NUMLA_QLINEAR_FP8_BLOCK : NUMLA_QLINEAR_INT8_W8A8;
-}
-
 /* Pass 0: a file scale tensor's dtype, shape and values (finite, > 0). */
-static void ld_check_scale(loader *L, const ld_tensor *d, const char *sname)
+static void ld_check_scale(loader *L, const numla_weights_tensor *d, const char *sname)
 {
     const numla_safetensors_tensor *s = d->scale;
     if (!s) {
@@ -196,7 +149,7 @@ static void ld_check_scale(loader *L, const ld_tensor *d, const char *sname)
 /* Find and classify a (full_n, full_k) linear tensor; quantizable: it may be quantized while
  * loading. Returns 0 when it cannot be loaded (pass 0 recorded why). */
 static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full_k,
-                       int quantizable, ld_tensor *d)
+                       int quantizable, numla_weights_tensor *d)
 {
     int64_t shape[2] = {full_n, full_k};
     memset(d, 0, sizeof *d);
@@ -216,18 +169,18 @@ static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full
                            numla_dtype_name(dt),
                            L->cfg->weight_format == NUMLA_WEIGHT_FORMAT_NONE
                                ? "absent"
-                               : numla_weight_format_name(L->cfg->weight_format));
+                               : numla_model_config_format_name(L->cfg->weight_format));
             return 0;
         }
         if (want >= 0 && want != NUMLA_WEIGHT_FORMAT_NONE && want != (int)wf) {
             if (L->pass == 0)
                 ld_problem(L, "%s is %s: an %s checkpoint cannot be loaded as %s", name,
-                           numla_dtype_name(dt), numla_weight_format_name(wf),
-                           numla_weight_format_name((numla_weight_format)want));
+                           numla_dtype_name(dt), numla_model_config_format_name(wf),
+                           numla_model_config_format_name((numla_weight_format)want));
             return 0;
         }
-        d->mode = want == NUMLA_WEIGHT_FORMAT_NONE ? LD_DEQUANT : LD_Q8_FILE;
-        d->fmt = ld_q8_format(wf);
+        d->mode = want == NUMLA_WEIGHT_FORMAT_NONE ? NUMLA_WEIGHTS_DEQUANT : NUMLA_WEIGHTS_Q8_FILE;
+        d->fmt = numla_weights_q8_format(wf);
         char sname[300];
         snprintf(sname, sizeof sname, "%s%s", name,
                  wf == NUMLA_WEIGHT_FORMAT_FP8 ? "_scale_inv" : "_scale");
@@ -243,114 +196,12 @@ static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full
         return 1;
     }
     if (quantizable && (want == NUMLA_WEIGHT_FORMAT_FP8 || want == NUMLA_WEIGHT_FORMAT_INT8)) {
-        d->mode = LD_Q8_MAKE;
-        d->fmt = ld_q8_format((numla_weight_format)want);
+        d->mode = NUMLA_WEIGHTS_Q8_MAKE;
+        d->fmt = numla_weights_q8_format((numla_weight_format)want);
         d->grid_rows = want == NUMLA_WEIGHT_FORMAT_FP8 ? numla_quant_blocks(full_n) : full_n;
         d->grid_cols = want == NUMLA_WEIGHT_FORMAT_FP8 ? numla_quant_blocks(full_k) : 1;
     }
     return 1;
-}
-
-/* Pass 1: codes of rows [r0, r0 + n) (all full_k columns, ld full_k) and the full scale grid
- * (grid_rows, grid_cols) of an 8-bit tensor, from the file or quantized now. *codes_own /
- * *grid are malloc'd by us (codes_own NULL when the codes are the file's). */
-static numla_status ld_q8_rows(const ld_tensor *d, int64_t r0, int64_t n,
-                               const uint8_t **codes, uint8_t **codes_own, float **grid)
-{
-    const char *name = d->t->name;
-    const int64_t K = d->full_k, gcnt = d->grid_rows * d->grid_cols;
-    *codes_own = NULL;
-    *grid = malloc((size_t)gcnt * sizeof(float));
-    if (!*grid)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory for its scales", name);
-    if (d->mode != LD_Q8_MAKE) {
-        memcpy(*grid, d->scale->data, (size_t)gcnt * sizeof(float));
-        *codes = (const uint8_t *)d->t->data + (size_t)r0 * (size_t)K;
-        if (d->fmt == NUMLA_QLINEAR_FP8_BLOCK) { /* e4m3 NaN codes: S.1111.111 */
-            for (int64_t r = 0; r < n; r++)
-                for (int64_t c = 0; c < K; c++)
-                    if (((*codes)[r * K + c] & 0x7f) == 0x7f) {
-                        free(*grid);
-                        *grid = NULL;
-                        NUMLA_FAIL(NUMLA_STATUS_FORMAT,
-                                   "%s: e4m3 NaN code 0x%02x at row %lld, column %lld", name,
-                                   (*codes)[r * K + c], (long long)(r0 + r), (long long)c);
-                    }
-        }
-        return NUMLA_STATUS_OK;
-    }
-    /* Quantize while loading, exactly as numla quantize does (kernels/quant.h): fp8 scales
-     * over the full 128 x 128 blocks the rows touch, int8 over each full row. */
-    for (int64_t i = 0; i < gcnt; i++)
-        (*grid)[i] = 1.0f;
-    uint8_t *q = malloc((size_t)(n > 0 ? n : 1) * (size_t)K);
-    if (!q) {
-        free(*grid);
-        *grid = NULL;
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory to quantize it", name);
-    }
-    const numla_dtype dt = d->t->dtype;
-    const int fp8 = d->fmt == NUMLA_QLINEAR_FP8_BLOCK;
-    const int64_t B = NUMLA_QUANT_FP8_BLOCK;
-    const int64_t u0 = fp8 ? r0 / B : r0, u1 = fp8 ? (r0 + n + B - 1) / B : r0 + n;
-    numla_status bad = NUMLA_STATUS_OK;
-    int64_t bad_row = -1;
-#pragma omp parallel
-    {
-        float *buf = malloc((size_t)(fp8 ? B : 1) * (size_t)K * sizeof(float));
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t u = u0; u < u1; u++) {
-            if (!buf) {
-#pragma omp critical(numla_weights_quant)
-                bad = NUMLA_STATUS_NO_MEMORY;
-                continue;
-            }
-            const int64_t a = fp8 ? u * B : u;
-            const int64_t b = fp8 ? (a + B < d->full_n ? a + B : d->full_n) : u + 1;
-            for (int64_t r = a; r < b; r++)
-                for (int64_t c = 0; c < K; c++)
-                    buf[(r - a) * K + c] = numla_load_f32(d->t->data, dt, (size_t)(r * K + c));
-            float *sc = *grid + (fp8 ? u * d->grid_cols : u);
-            numla_status s1 = fp8 ? numla_quant_fp8_band_scales(b - a, K, buf, K, sc)
-                                  : numla_quant_int8_row_scale(K, buf, sc);
-            if (s1 != NUMLA_STATUS_OK) {
-#pragma omp critical(numla_weights_quant)
-                {
-                    bad = s1;
-                    bad_row = a;
-                }
-                continue;
-            }
-            for (int64_t r = a > r0 ? a : r0; r < b && r < r0 + n; r++) {
-                if (fp8)
-                    numla_quant_fp8_encode_row(K, buf + (r - a) * K, sc, q + (r - r0) * K);
-                else
-                    numla_quant_int8_encode_row(K, buf, *sc, (int8_t *)(q + (r - r0) * K));
-            }
-        }
-        free(buf);
-    }
-    if (bad != NUMLA_STATUS_OK) {
-        free(q);
-        free(*grid);
-        *grid = NULL;
-        NUMLA_FAIL(bad, "%s: cannot quantize it (rows from %lld: a non-finite weight, or no "
-                   "memory)", name, (long long)bad_row);
-    }
-    *codes = q;
-    *codes_own = q;
-    return NUMLA_STATUS_OK;
-}
-
-/* Dequantized value of code (r, c) of rows starting at global row r0. */
-static float ld_dequant(const ld_tensor *d, const uint8_t *codes, const float *grid, int64_t r0,
-                        int64_t r, int64_t c)
-{
-    const uint8_t b = codes[(r - r0) * d->full_k + c];
-    if (d->fmt == NUMLA_QLINEAR_FP8_BLOCK)
-        return numla_qlinear_fp8_to_f32(b) *
-               grid[(r / NUMLA_QLINEAR_BLOCK) * d->grid_cols + c / NUMLA_QLINEAR_BLOCK];
-    return (float)(int8_t)b * grid[r];
 }
 
 /* How ld_linear_q packs a tensor. */
@@ -364,7 +215,7 @@ static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int
                                 int64_t r0, int64_t n, int64_t c0, int64_t k, int flags,
                                 numla_model_linear *out)
 {
-    ld_tensor d;
+    numla_weights_tensor d;
     int ok = ld_classify(L, name, full_n, full_k, flags & LD_QUANTIZABLE, &d);
     if ((flags & LD_FP32_ACTIVATIONS) && d.fmt == NUMLA_QLINEAR_INT8_W8A8)
         d.fmt = NUMLA_QLINEAR_INT8_ROW;
@@ -373,7 +224,7 @@ static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int
     out->k = k;
     if (n == 0 || k == 0 || !ok)
         return NUMLA_STATUS_OK;
-    if (d.mode == LD_FLOAT) {
+    if (d.mode == NUMLA_WEIGHTS_FLOAT) {
         const numla_dtype dt = d.t->dtype;
         void *dst = ld_take(L, numla_linear_packed_size(L->isa, n, k, dt));
         if (L->pass == 1) {
@@ -384,19 +235,20 @@ static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int
         }
         return NUMLA_STATUS_OK;
     }
-    if (d.mode == LD_DEQUANT) {
+    if (d.mode == NUMLA_WEIGHTS_DEQUANT) {
         void *dst = ld_take(L, numla_linear_packed_size(L->isa, n, k, NUMLA_DTYPE_BF16));
         if (L->pass != 1)
             return NUMLA_STATUS_OK;
         const uint8_t *codes;
         uint8_t *own;
         float *grid;
-        NUMLA_CHECK(ld_q8_rows(&d, r0, n, &codes, &own, &grid));
+        NUMLA_CHECK(numla_weights_q8_rows(&d, r0, n, &codes, &own, &grid));
         uint16_t *tmp = malloc((size_t)n * (size_t)k * 2);
         numla_status s = tmp ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
         for (int64_t r = 0; tmp && r < n; r++)
             for (int64_t c = 0; c < k; c++)
-                tmp[r * k + c] = numla_f32_to_bf16(ld_dequant(&d, codes, grid, r0, r0 + r, c0 + c));
+                tmp[r * k + c] = numla_f32_to_bf16(
+                    numla_weights_q8_dequant(&d, codes, grid, r0, r0 + r, c0 + c));
         if (tmp)
             s = numla_linear_pack(L->isa, n, k, tmp, NUMLA_DTYPE_BF16, k, dst, &out->lin);
         free(tmp);
@@ -419,7 +271,7 @@ static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int
     const uint8_t *codes;
     uint8_t *own;
     float *grid;
-    NUMLA_CHECK(ld_q8_rows(&d, r0, n, &codes, &own, &grid));
+    NUMLA_CHECK(numla_weights_q8_rows(&d, r0, n, &codes, &own, &grid));
     numla_qlinear_source src = {
         .fmt = d.fmt, .n = n, .k = kp, .row0 = r0, .col0 = c0 - kofs,
         .data = codes + (c0 - kofs), .ld = full_k,
@@ -450,7 +302,7 @@ static numla_status ld_linear(loader *L, const char *name, int64_t full_n, int64
  * LD_FP32_ACTIVATIONS for an MLP split over the ranks (the dense one, the shared experts), whose
  * down_proj input each rank holds only a slice of. */
 static numla_status ld_mlp(loader *L, const char *prefix, int64_t full_inter, int64_t i0,
-                           int64_t ni, int down_flags, numla_mlp_weights *m)
+                           int64_t ni, int down_flags, numla_weights_mlp *m)
 {
     const int64_t hid = L->cfg->hidden_size;
     char name[256];
@@ -503,17 +355,17 @@ static numla_status ld_head_q8(const numla_qlinear_source *src, void *dst,
  * scales kept in uk_in_scale. Otherwise (and for --weights bf16) it is dequantized once into
  * fp32. */
 static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
-                            numla_layer_weights *lw)
+                            numla_weights_layer *lw)
 {
     const numla_model_config *c = L->cfg;
     const int64_t nope = c->qk_nope_head_dim, vd = c->v_head_dim, dc = c->kv_lora_rank;
     const int64_t hw = nope + vd, Hr = sh->head_count, B = NUMLA_QLINEAR_BLOCK;
-    ld_tensor d;
+    numla_weights_tensor d;
     if (!ld_classify(L, name, c->num_attention_heads * hw, dc, 1, &d))
         return NUMLA_STATUS_OK;
     const numla_safetensors_tensor *t = d.t;
-    const int q8 = d.mode != LD_FLOAT;       /* codes + scales to read */
-    const int keep8 = d.mode == LD_Q8_FILE || d.mode == LD_Q8_MAKE;
+    const int q8 = d.mode != NUMLA_WEIGHTS_FLOAT;       /* codes + scales to read */
+    const int keep8 = d.mode == NUMLA_WEIGHTS_Q8_FILE || d.mode == NUMLA_WEIGHTS_Q8_MAKE;
     const int fp8 = d.fmt == NUMLA_QLINEAR_FP8_BLOCK;
     const numla_qlinear_format f8 = fp8 ? NUMLA_QLINEAR_FP8_BLOCK : NUMLA_QLINEAR_INT8_ROW;
     const int uk8 = keep8 && numla_weights_uk_q8(c, fp8 ? NUMLA_WEIGHT_FORMAT_FP8
@@ -529,7 +381,7 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
     numla_status s = NUMLA_STATUS_OK;
     if (L->pass == 1) {
         if (q8) {
-            s = ld_q8_rows(&d, sh->head_begin * hw, Hr * hw, &codes, &own, &grid);
+            s = numla_weights_q8_rows(&d, sh->head_begin * hw, Hr * hw, &codes, &own, &grid);
             NUMLA_CHECK(s);
         }
         const int64_t tg = fp8 ? tgr * tgc : dc; /* uk_t grid: fp8 blocks, int8 unit rows */
@@ -556,7 +408,8 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
         const int64_t r0 = sh->head_begin * hw;
         for (int64_t r = 0; deq && r < Hr * hw; r++)
             for (int64_t cc = 0; cc < dc; cc++)
-                ((float *)deq)[r * dc + cc] = ld_dequant(&d, codes, grid, r0, r0 + r, cc);
+                ((float *)deq)[r * dc + cc] =
+                    numla_weights_q8_dequant(&d, codes, grid, r0, r0 + r, cc);
     }
     for (int64_t hh = 0; hh < Hr && s == NUMLA_STATUS_OK; hh++) {
         const int64_t h = sh->head_begin + hh;
@@ -621,7 +474,7 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
     return NUMLA_STATUS_OK;
 }
 
-static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_layer_weights *lw)
+static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_weights_layer *lw)
 {
     const numla_model_config *c = L->cfg;
     const int64_t hid = c->hidden_size, H = c->num_attention_heads, qhd = c->q_head_dim;
@@ -811,7 +664,7 @@ numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_sa
     w->layers = calloc((size_t)cfg->num_hidden_layers, sizeof *w->layers);
     s = w->layers ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
     for (int64_t l = 0; s == NUMLA_STATUS_OK && l < cfg->num_hidden_layers; l++) {
-        numla_layer_weights *lw = &w->layers[l];
+        numla_weights_layer *lw = &w->layers[l];
         lw->uk_t = calloc((size_t)w->shard.head_count, sizeof *lw->uk_t);
         lw->uv = calloc((size_t)w->shard.head_count, sizeof *lw->uv);
         lw->experts = calloc((size_t)(w->shard.expert_count + 1), sizeof *lw->experts);
@@ -872,53 +725,4 @@ numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_sa
     }
     *out = w;
     return NUMLA_STATUS_OK;
-}
-
-/* ---- running a numla_model_linear ---- */
-
-static size_t q8_ws(const numla_model_linear *w, int64_t M, int nth)
-{
-    return (numla_qlinear_workspace_size(&w->q, M, nth) + 63) & ~(size_t)63;
-}
-
-size_t numla_model_linear_workspace_size(numla_isa isa, const numla_model_linear *w, int64_t M,
-                                         int nth)
-{
-    if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
-        return numla_linear_workspace_size(isa, &w->lin, M, nth);
-    return q8_ws(w, M, nth) + (w->kofs ? (size_t)M * (size_t)(w->kofs + w->k) * sizeof(float) : 0);
-}
-
-numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear *w, int64_t M,
-                                        const float *x, int64_t ldx, float *y, int64_t ldy,
-                                        int accumulate, void *ws, size_t ws_bytes)
-{
-    if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
-        return numla_linear_forward(isa, &w->lin, M, x, ldx, y, ldy, accumulate, ws, ws_bytes);
-    if (w->kofs) { /* x shifted right by kofs; the packed weights are zero there */
-        const int64_t kk = w->kofs + w->k;
-        const size_t xsb = (size_t)M * (size_t)kk * sizeof(float);
-        if (ws_bytes < q8_ws(w, M, 1) + xsb)
-            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "linear: workspace of %zu bytes is too small",
-                       ws_bytes);
-        const size_t qb = (ws_bytes - xsb) & ~(size_t)63; /* the kernel's, for as many threads as fit */
-        float *xs = (float *)(void *)((char *)ws + qb);
-        for (int64_t r = 0; r < M; r++) {
-            memset(xs + r * kk, 0, (size_t)w->kofs * sizeof(float));
-            memcpy(xs + r * kk + w->kofs, x + r * ldx, (size_t)w->k * sizeof(float));
-        }
-        return numla_qlinear_forward(&w->q, isa, M, xs, kk, y, ldy, accumulate, ws, qb);
-    }
-    return numla_qlinear_forward(&w->q, isa, M, x, ldx, y, ldy, accumulate, ws, ws_bytes);
-}
-
-size_t numla_model_linear_bytes(const numla_model_linear *w)
-{
-    if (w->n == 0 || w->k == 0)
-        return 0;
-    if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
-        return (size_t)(w->n * w->k) * numla_dtype_size(w->lin.dtype);
-    return (size_t)(w->n * (w->kofs + w->k)) +
-           (size_t)(w->q.scale_rows * w->q.scale_cols) * sizeof(float) +
-           (w->q.row_sums ? (size_t)w->n * sizeof(int32_t) : 0);
 }

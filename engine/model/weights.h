@@ -1,16 +1,7 @@
 /* engine/model/weights.h — one rank's shard of a DeepSeek V2/V3 model, copied out of the mapped
  * safetensors into anonymous memory this struct owns (DESIGN.md §2, §3).
  *
- * Shard of rank r of R (numla_shard_range splits n items into R contiguous, near-even ranges):
- *   heads            [head_begin, +head_count)      q_b/q_proj rows, kv_b rows, o_proj columns
- *   dense MLP        [inter_begin, +inter_count)    gate/up rows, down columns
- *   shared experts   [shared_begin, +shared_count)  same, over n_shared · moe_intermediate
- *   routed experts   [expert_begin, +expert_count)  whole experts
- *   vocab            [vocab_begin, +vocab_count)    lm_head rows
- * Replicated: embed_tokens, q_a_proj + q_a_layernorm, kv_a_proj_with_mqa + kv_a_layernorm, the
- * router gate (+ e_score_correction_bias), every RMSNorm weight.
- * A rank that would own zero heads (R > H) is an error, not a crash. Other ranges may be empty
- * (e.g. more ranks than experts): code paths handle count == 0.
+ * How the tensors are split over the ranks: engine/model/shard.h.
  *
  * Linear layers (numla_model_linear) are either float weights packed with numla_linear_pack
  * (kernels/linear.h) for the chosen ISA, or 8-bit weights packed with numla_qlinear_pack
@@ -46,66 +37,25 @@
 #include "common/dtype.h"
 #include "common/status.h"
 #include "engine/model/config.h"
+#include "engine/model/model_linear.h"
+#include "engine/model/shard.h"
 #include "engine/formats/safetensors.h"
 #include "kernels/isa.h"
 #include "kernels/linear.h"
 #include "kernels/qlinear.h"
 
-typedef struct numla_shard {
-    int32_t rank, nranks;
-    int64_t head_begin, head_count;     /* of num_attention_heads */
-    int64_t inter_begin, inter_count;   /* of intermediate_size */
-    int64_t shared_begin, shared_count; /* of n_shared_experts · moe_intermediate_size */
-    int64_t expert_begin, expert_count; /* of n_routed_experts */
-    int64_t vocab_begin, vocab_count;   /* of vocab_size */
-} numla_shard;
-
-/* [begin, begin + count) of n items for `rank` of `nranks`: the first n % nranks ranks get one
- * extra item. */
-void numla_shard_range(int64_t n, int32_t rank, int32_t nranks, int64_t *begin, int64_t *count);
-/* Fill the shard of (rank, nranks) for a config; error when the rank would own no head. */
-numla_status numla_shard_plan(const numla_model_config *cfg, int32_t rank, int32_t nranks,
-                              numla_shard *out);
-
-typedef enum numla_model_linear_kind {
-    NUMLA_MODEL_LINEAR_FLOAT = 0, /* lin: bf16/f32 (kernels/linear.h) */
-    NUMLA_MODEL_LINEAR_Q8,        /* q: fp8 block / int8 W8A8 (kernels/qlinear.h) */
-} numla_model_linear_kind;
-
-/* One linear layer of the model: y (M, n) = x (M, k) · Wᵀ. An fp8 column slice that does not
- * start on a 128-column scale block (an o_proj or down_proj shard) is packed from the block
- * start with zero weights in its first kofs columns; the forward then runs on a copy of x
- * shifted right by kofs (scratch from the workspace). */
-typedef struct numla_model_linear {
-    numla_model_linear_kind kind;
-    int64_t n, k;                 /* output and input features the forward sees */
-    int64_t kofs;                 /* Q8: zero columns packed before the slice (fp8 only) */
-    numla_linear_weight lin;      /* FLOAT: (n, k) */
-    numla_qlinear_weight q;       /* Q8: (n, kofs + k) */
-} numla_model_linear;
-
-/* Scratch bytes numla_model_linear_forward needs for M rows on a team of nth threads. */
-size_t numla_model_linear_workspace_size(numla_isa isa, const numla_model_linear *w, int64_t M,
-                                         int nth);
-/* y (M, ldy) (+)= x (M, ldx) · Wᵀ at level isa, on its own OpenMP region (a single thread when
- * called inside a parallel region). Not collective. */
-numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear *w, int64_t M,
-                                        const float *x, int64_t ldx, float *y, int64_t ldy,
-                                        int accumulate, void *ws, size_t ws_bytes);
-/* Bytes a forward reads of the weight (1-byte weights + scales for Q8), for bandwidth bounds. */
-size_t numla_model_linear_bytes(const numla_model_linear *w);
 /* Whether uk_t (W_UK,hᵀ) is kept 8-bit for an 8-bit kv_b_proj of format f (see above): int8
  * always; fp8 when qk_nope_head_dim and qk_nope_head_dim + v_head_dim are multiples of 128. */
 int numla_weights_uk_q8(const numla_model_config *c, numla_weight_format f);
 
-typedef struct numla_mlp_weights {  /* SiLU-gated MLP slice: I_r = its intermediate slice */
+typedef struct numla_weights_mlp {  /* SiLU-gated MLP slice: I_r = its intermediate slice */
     int64_t inter;                  /* I_r (may be 0 on ranks that own none of it) */
     numla_model_linear gate;        /* (I_r, hidden) */
     numla_model_linear up;          /* (I_r, hidden) */
     numla_model_linear down;        /* (hidden, I_r) */
-} numla_mlp_weights;
+} numla_weights_mlp;
 
-typedef struct numla_layer_weights {
+typedef struct numla_weights_layer {
     float *input_norm;              /* (hidden) */
     float *post_attn_norm;          /* (hidden) */
 
@@ -126,12 +76,12 @@ typedef struct numla_layer_weights {
 
     /* MLP: dense layers use `dense`; MoE layers the rest */
     int is_moe;
-    numla_mlp_weights dense;        /* intermediate slice of intermediate_size */
+    numla_weights_mlp dense;        /* intermediate slice of intermediate_size */
     numla_model_linear router;      /* (n_routed_experts, hidden) fp32, replicated */
     float *router_bias;             /* (n_routed_experts) e_score_correction_bias, V3 only */
-    numla_mlp_weights *experts;     /* [expert_count]: experts expert_begin.. */
-    numla_mlp_weights shared;       /* slice of n_shared · moe_intermediate (inter 0 if none) */
-} numla_layer_weights;
+    numla_weights_mlp *experts;     /* [expert_count]: experts expert_begin.. */
+    numla_weights_mlp shared;       /* slice of n_shared · moe_intermediate (inter 0 if none) */
+} numla_weights_layer;
 
 typedef struct numla_model_weights {
     numla_model_config cfg;
@@ -141,7 +91,7 @@ typedef struct numla_model_weights {
     int lm_head_q8;                 /* lm_head is 8-bit */
     numla_dtype embed_dtype;
     void *embed;                    /* (vocab_size, hidden), embed_dtype */
-    numla_layer_weights *layers;    /* [num_hidden_layers] */
+    numla_weights_layer *layers;    /* [num_hidden_layers] */
     float *final_norm;              /* (hidden) */
     numla_model_linear lm_head;     /* (vocab_count, hidden): rows vocab_begin.. */
 

@@ -36,6 +36,7 @@
 #include "engine/model/kv_cache.h"
 #include "engine/model/model.h"
 #include "kernels/isa.h"
+#include "launch/plan.h"
 
 typedef struct numla_engine numla_engine;
 
@@ -60,9 +61,9 @@ typedef struct numla_engine_options {
     numla_dtype kv_dtype;     /* KV element type; NUMLA_DTYPE_BF16 recommended */
     int bind;                 /* 1: apply the launch/ binding plan for this rank (node-local
                                  memory, pinned threads) before loading; 0: leave as is */
-    const char *launch_plan;  /* the launcher's NUMLA_PLAN (launch/plan.h) the binding plan is
-                                 recomputed from; NULL: none (then a failed binding is only a
-                                 debug note) */
+    const numla_launch_opts *launch; /* the launcher's plan options (NUMLA_PLAN, parsed once by
+                                 the settings) the binding plan is recomputed from; NULL: none
+                                 (then a failed binding is only a debug note) */
     numla_isa isa;            /* kernel level (the settings' NUMLA_ISA); must be supported */
     numla_model_options kernels; /* the model's options: per-family AMX switches, prefill
                                     form, ... (its isa and num_threads are the engine's) */

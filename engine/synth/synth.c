@@ -9,7 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "engine/synth/synth.h"
-#include "engine/synth/qckpt.h"
+#include "engine/synth/quantized_checkpoint.h"
 #include "engine/text/tokenizer.h"
 
 #include "common/clock.h"

@@ -17,7 +17,7 @@
 
 #include "common/dtype.h"
 #include "common/status.h"
-#include "engine/synth/qckpt.h"
+#include "engine/synth/quantized_checkpoint.h"
 
 /* The model shape, as written to config.json. */
 typedef struct numla_synth_config {
@@ -68,7 +68,7 @@ typedef struct numla_synth_options {
     uint64_t seed;
     numla_dtype dtype;      /* BF16 or F32 (V3's e_score_correction_bias is always F32) */
     numla_qckpt_format weights; /* FP8 / INT8: the linear weights are written quantized in the
-                             * published layout (qckpt.h) from the values the dtype model would
+                             * published layout (quantized_checkpoint.h) from the values the dtype model would
                              * hold, config.json gets the quantization_config; NONE: dtype */
     int keep_lm_head;       /* INT8: leave lm_head in dtype (FP8 always does) */
     int64_t shard_bytes;    /* > 0: start a new shard before one would pass this; 0: 2 GiB */

@@ -1,6 +1,6 @@
 /* kernels/ref/kv_write_ref.c — scalar reference of concat_and_cache_mla (kernels/kv_write.h):
  * element by element through the exact conversions of common/dtype.h. */
-#include "kernels/kv_write_impl.h"
+#include "kernels/kv_write_internal.h"
 
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* kernels/ref/merge_attn_ref.c — scalar reference of merge_attn_states (kernels/merge_attn.h),
  * the formula as written: (ea·a + eb·b) / (ea + eb). */
-#include "kernels/merge_attn_impl.h"
+#include "kernels/merge_attn_internal.h"
 
 void numla_merge_attn_ref(int64_t r_begin, int64_t r_end, int32_t dim, float *out, float *out_lse,
                           const float *a, const float *a_lse, const float *b, const float *b_lse)

@@ -1,6 +1,6 @@
 /* kernels/ref/mha_prefill_ref.c — scalar reference of mha_prefill (kernels/mha_prefill.h): per
  * query, all visible scores, max, exp, sum, weighted values, accumulated in double. */
-#include "kernels/mha_prefill_impl.h"
+#include "kernels/mha_prefill_internal.h"
 
 #include <math.h>
 

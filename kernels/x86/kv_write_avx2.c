@@ -1,7 +1,7 @@
 /* kernels/x86/kv_write_avx2.c — concat_and_cache_mla, AVX2 variant: 8 elements per step, a
  * scalar tail through common/dtype.h; conversions bit-identical to the scalar ones (see
  * kv_write_avx512.c for why bf16 rounds in integers and NaN lanes are rewritten). */
-#include "kernels/kv_write_impl.h"
+#include "kernels/kv_write_internal.h"
 
 #include <immintrin.h>
 #include <string.h>

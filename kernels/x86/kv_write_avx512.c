@@ -2,7 +2,7 @@
  * masked tails, conversions bit-identical to the scalar ones of common/dtype.h (bf16 rounding
  * is done in integers, because vcvtneps2bf16 flushes subnormal inputs to zero; NaN lanes are
  * rewritten to the scalar code's quiet NaN). */
-#include "kernels/kv_write_impl.h"
+#include "kernels/kv_write_internal.h"
 
 #include <immintrin.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* kernels/x86/merge_attn_avx2.c — merge_attn_states, AVX2 variant: per row two scalar weights,
  * then one FMA per element, 8 lanes, scalar tail with the same fused arithmetic. */
-#include "kernels/merge_attn_impl.h"
+#include "kernels/merge_attn_internal.h"
 
 #include <immintrin.h>
 

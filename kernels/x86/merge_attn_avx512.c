@@ -1,6 +1,6 @@
 /* kernels/x86/merge_attn_avx512.c — merge_attn_states, AVX-512 variant: per row two scalar
  * weights, then one FMA per element, 16 lanes, masked tail. */
-#include "kernels/merge_attn_impl.h"
+#include "kernels/merge_attn_internal.h"
 
 #include <immintrin.h>
 

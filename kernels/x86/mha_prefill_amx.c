@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/mha_prefill_impl.h"
+#include "kernels/mha_prefill_internal.h"
 #include "kernels/x86/amx.h"
 #include "kernels/x86/bf16_pack_avx512.h"
 
@@ -25,6 +25,21 @@ _Static_assert(NUMLA_MHA_PREFILL_QB % 16 == 0, "query tasks are whole row tiles"
 int numla_mha_prefill_amx_applies(const numla_mha_prefill_args *a)
 {
     return a->qk_dim % 32 == 0 && a->v_dim % 32 == 0 && numla_amx_usable();
+}
+
+void numla_mha_prefill_pack_block_amx(const numla_mha_prefill_args *a, int32_t b, int32_t h,
+                                      int64_t kb, float *kt)
+{
+    const int32_t D = a->qk_dim, Dv = a->v_dim;
+    const int64_t nkeys = (int64_t)a->prefix[b] + a->q_len[b], j0 = kb * KB;
+    float *dst = kt + (size_t)kb * numla_mha_prefill_kv_block_floats(a);
+    const float *src = a->k + ((int64_t)a->k_start[b] + j0) * a->k_stride + (int64_t)h * D;
+    const float *vs = a->v + ((int64_t)a->k_start[b] + j0) * a->v_stride + (int64_t)h * Dv;
+    const int32_t n = nkeys - j0 < KB ? (int32_t)(nkeys - j0) : KB;
+    /* the same footprints as the fp32 Kt and V parts */
+    numla_mha_prefill_pack_k_amx(src, a->k_stride, n, D, (uint16_t *)(void *)dst);
+    numla_mha_prefill_pack_v_amx(vs, a->v_stride, n, Dv,
+                                 (uint16_t *)(void *)(dst + (size_t)D * KB));
 }
 
 /* 32 floats -> hi (bf16(x)) and lo (bf16(x - hi)), each 32 bf16 in element order. */

@@ -12,10 +12,6 @@
 
 #include "kernels/mha_prefill.h"
 
-/* Whether the dispatcher runs the AMX form of the avx512 variant at the amx level:
- * qk_dim and v_dim multiples of 32 and AMX usable (kernels/x86/amx.h). */
-int numla_mha_prefill_amx_applies(const numla_mha_prefill_args *a);
-
 /* Keys of one block as B tiles: n (<= KB) rows of k (row stride ks floats, D dims each) into
  * kp, (D/32 dim blocks, KB/16 key groups, hi/lo, 16 dim pairs, 16 keys, 2) bf16, keys past n
  * zero. kp holds D · KB · 2 bf16 (the footprint of the fp32 transposed block). */

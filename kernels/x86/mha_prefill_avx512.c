@@ -12,7 +12,7 @@
  * the reference runs). The AMX form (numla_mha_prefill_avx512_amx, picked by the dispatcher at
  * the amx level) does steps 1 and 3 on tiles (kernels/x86/mha_prefill_amx.c) and shares step 2.
  */
-#include "kernels/mha_prefill_impl.h"
+#include "kernels/mha_prefill_internal.h"
 
 #include <immintrin.h>
 #include <math.h>

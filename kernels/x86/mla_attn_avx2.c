@@ -1,6 +1,6 @@
 /* kernels/x86/mla_attn_avx2.c — AVX2+FMA+F16C MLA attention chunk kernel.
  *
- * Same plan as the AVX-512 kernel (mla_attn_avx512_impl.h) at 8 lanes with 16 registers:
+ * Same plan as the AVX-512 kernel (mla_attn_avx512_internal.h) at 8 lanes with 16 registers:
  * per tile of NUMLA_MLA_AVX2_KT keys the cache rows are widened to fp32 once (fp32 caches are used
  * in place) and reused for Q·K and P·V; scores keep the item's 16 rows in two ymm per key
  * (each cache element broadcast into FMAs against q packed [dim][row]); online softmax per

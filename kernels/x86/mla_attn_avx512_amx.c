@@ -4,7 +4,7 @@
  * Dc % 64 == 0. Other arguments, or a process the OS refused the tiles, run the avx512
  * variant (numla_mla_amx_supports). Built with the AMX flags (name ends in _amx). */
 #define NUMLA_MLA_AMX 1
-#include "kernels/x86/mla_attn_avx512_impl.h"
+#include "kernels/x86/mla_attn_avx512_internal.h"
 
 const numla_mla_attn_kernel numla_mla_attn_kernel_amx = {
     .name = "amx",

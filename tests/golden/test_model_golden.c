@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine/engine_harness.h"
+#include "engine/model/model_testing.h"
 
 enum { MAX_PROMPTS = 8, N_GREEDY = 16 };
 
@@ -347,10 +348,11 @@ static void debug_checks(eng *e, const golden *g, const char *model)
         double ew = 0;
         float w[16];
         int32_t idx[16];
-        void *scr = malloc(numla_moe_route_scratch_bytes(c));
+        void *scr = malloc(numla_model_moe_route_scratch_bytes(c));
         CU_ASSERT_PTR_NOT_NULL_FATAL(scr);
         for (int t = 0; t < L; t++) {
-            numla_moe_route(c, rl + t * c->n_routed_experts, bt ? bt->data : NULL, idx, w, scr);
+            numla_model_moe_route(c, rl + t * c->n_routed_experts, bt ? bt->data : NULL, idx, w,
+                                  scr);
             for (int a = 0; a < K; a++) /* sort by id like the reference */
                 for (int b = a + 1; b < K; b++)
                     if (idx[b] < idx[a]) {

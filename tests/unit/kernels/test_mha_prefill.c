@@ -6,7 +6,7 @@
 #include "test_util.h"
 
 #include "kernels/mha_prefill.h"
-#include "kernels/x86/mha_prefill_amx.h"
+#include "kernels/mha_prefill_internal.h" /* whether the amx variant applies */
 
 #include <math.h>
 #include <omp.h>

@@ -310,21 +310,23 @@ static void test_bad_sources_and_env(void)
     numla_topo_destroy(&t);
 }
 
-/* What a launched rank reads back: the job size and NUMLA_PLAN from the mpirun line. */
+/* What a launched rank reads back: the job size and NUMLA_PLAN from the mpirun line (the
+ * settings read both from the environment and pass them in). */
 static void test_opts_from_env(void)
 {
     numla_launch_opts o = {0};
-    setenv("OMPI_COMM_WORLD_SIZE", "9", 1);
-    CU_ASSERT_EQUAL(numla_launch_opts_from("threads=4,oversubscribe=1,hyperthreads=0", &o),
+    CU_ASSERT_EQUAL(numla_launch_opts_from("threads=4,oversubscribe=1,hyperthreads=0", 9, &o),
                     NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(o.ranks, 9);
     CU_ASSERT_EQUAL(o.threads_per_rank, 4);
     CU_ASSERT_EQUAL(o.oversubscribe, 1);
     CU_ASSERT_EQUAL(o.hyperthreads, 0);
-    CU_ASSERT_EQUAL(numla_launch_opts_from("threads=x", &o), NUMLA_STATUS_INVALID_ARG);
-    CU_ASSERT_EQUAL(numla_launch_opts_from("colour=1", &o), NUMLA_STATUS_INVALID_ARG);
+    /* no job size announced: the ranks stay as they were */
+    CU_ASSERT_EQUAL(numla_launch_opts_from(NULL, 0, &o), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(o.ranks, 9);
+    CU_ASSERT_EQUAL(numla_launch_opts_from("threads=x", 0, &o), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_launch_opts_from("colour=1", 0, &o), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT(strstr(numla_error_message(), "colour") != NULL);
-    unsetenv("OMPI_COMM_WORLD_SIZE");
     /* The round trip: a plan's mpirun line carries exactly its options. */
     numla_topo *t = load_synthetic("numa:8 core:8 pu:1");
     numla_launch_plan *p = t ? make_plan(t, 9, 2, 1, 0) : NULL;

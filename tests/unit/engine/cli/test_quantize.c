@@ -1,4 +1,4 @@
-/* Tests for numla quantize (engine/synth/qckpt.h): synthetic bf16 checkpoints (tiny: V2 with
+/* Tests for numla quantize (engine/synth/quantized_checkpoint.h): synthetic bf16 checkpoints (tiny: V2 with
  * q_proj; tiny-v3: q_lora, noaux_tc router bias) rewritten as FP8 and INT8. The layout is
  * checked against the published one spelled out here (which tensors carry scales, their names,
  * shapes and dtypes, config.json's quantization_config, the index over several shards, copied
@@ -8,7 +8,7 @@
 #include "test_util.h"
 
 #include "engine/formats/safetensors.h"
-#include "engine/synth/qckpt.h"
+#include "engine/synth/quantized_checkpoint.h"
 #include "engine/synth/synth.h"
 
 #include <jansson.h>

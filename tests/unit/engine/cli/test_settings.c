@@ -49,6 +49,8 @@ static void test_defaults(void)
     CU_ASSERT(s.comm.timeout_s == 0 && s.comm.shm_bytes == 0 && s.comm.shm_rs_bytes == 0 &&
               s.comm.shm_par_bytes == 0 && s.comm.test_fake_machines == 0);
     CU_ASSERT_STRING_EQUAL(s.launch_plan, "");
+    CU_ASSERT(s.job_size == 0 && s.launch.ranks == 0 && s.launch.threads_per_rank == 0 &&
+              !s.launch.oversubscribe && !s.launch.hyperthreads);
     /* empty is unset */
     CU_ASSERT_EQUAL(read_one("NUMLA_ALLREDUCE", "", &s), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(s.comm.allreduce, NUMLA_COMM_ALLREDUCE_PATH_AUTO);
@@ -90,6 +92,25 @@ static void test_values(void)
     CU_ASSERT(s.comm.shm_bytes == 4096 && s.comm.shm_rs_bytes == 1024 &&
               s.comm.shm_par_bytes == 2048);
     CU_ASSERT_STRING_EQUAL(s.launch_plan, "threads=4,oversubscribe=1");
+    /* parsed once, here */
+    CU_ASSERT(s.launch.threads_per_rank == 4 && s.launch.oversubscribe && !s.launch.hyperthreads);
+}
+
+/* The job size the MPI launcher announces: the first of its variables that is a positive
+ * number becomes the launch plan's rank count. */
+static void test_job_size(void)
+{
+    numla_settings s;
+    CU_ASSERT_EQUAL_FATAL(read_one("OMPI_COMM_WORLD_SIZE", "6", &s), NUMLA_STATUS_OK);
+    CU_ASSERT(s.job_size == 6 && s.launch.ranks == 6);
+    CU_ASSERT_EQUAL_FATAL(read_one("SLURM_NTASKS", "3", &s), NUMLA_STATUS_OK);
+    CU_ASSERT(s.job_size == 3 && s.launch.ranks == 3);
+    fake_n = 0;
+    fake_set("OMPI_COMM_WORLD_SIZE", "0");
+    fake_set("PMI_SIZE", "5");
+    fake_set("SLURM_NTASKS", "7");
+    CU_ASSERT_EQUAL_FATAL(numla_settings_read(fake_get, all_levels, &s), NUMLA_STATUS_OK);
+    CU_ASSERT(s.job_size == 5 && s.launch.ranks == 5);
 }
 
 /* Every value not accepted is an error naming the variable and the value. */
@@ -143,12 +164,14 @@ static void test_engine_options(void)
     CU_ASSERT_EQUAL(o.isa, NUMLA_ISA_AVX512);
     CU_ASSERT(o.kernels.linear_amx && !o.kernels.mla_amx && o.kernels.mha_amx);
     CU_ASSERT_EQUAL(o.kernels.prefill_form, NUMLA_PREFILL_FORM_EXPANDED);
-    CU_ASSERT_STRING_EQUAL(o.launch_plan, "threads=2");
+    CU_ASSERT_PTR_EQUAL(o.launch, &s.launch);
+    CU_ASSERT_EQUAL_FATAL(o.launch != NULL, 1);
+    CU_ASSERT_EQUAL(o.launch->threads_per_rank, 2);
     CU_ASSERT_EQUAL(o.num_threads, 3); /* other fields kept */
     fake_n = 0;
     CU_ASSERT_EQUAL_FATAL(numla_settings_read(fake_get, all_levels, &s), NUMLA_STATUS_OK);
     numla_settings_engine_options(&s, &o);
-    CU_ASSERT_PTR_NULL(o.launch_plan);
+    CU_ASSERT_PTR_NULL(o.launch);
 }
 
 /* The model's per-family levels from the settings' switches: off = capped below amx. */
@@ -177,5 +200,6 @@ static void test_model_levels(void)
 }
 
 NUMLA_TEST_SUITE(settings, NULL, NULL, NUMLA_TEST(test_defaults), NUMLA_TEST(test_values),
+                 NUMLA_TEST(test_job_size),
                  NUMLA_TEST(test_errors), NUMLA_TEST(test_cpu_mask),
                  NUMLA_TEST(test_engine_options), NUMLA_TEST(test_model_levels))

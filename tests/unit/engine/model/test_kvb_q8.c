@@ -229,7 +229,7 @@ static void check_kvb(int fp8)
     {   /* the loader really keeps them 8-bit here */
         eng e;
         CU_ASSERT_EQUAL_FATAL(eng_open(&e, q, NUMLA_DTYPE_F32, NUMLA_ISA_REF), 0);
-        const numla_layer_weights *lw = &e.w->layers[0];
+        const numla_weights_layer *lw = &e.w->layers[0];
         CU_ASSERT_EQUAL(lw->uk_t[0].kind, NUMLA_MODEL_LINEAR_Q8);
         CU_ASSERT_EQUAL(lw->uv[0].kind, NUMLA_MODEL_LINEAR_Q8);
         CU_ASSERT_EQUAL(lw->uk_in_scale != NULL, !fp8);

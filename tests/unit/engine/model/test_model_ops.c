@@ -9,11 +9,13 @@
 
 #include "engine/model/config.h"
 #include "engine/model/model.h"
+#include "engine/model/model_testing.h"
+#include "engine/model/rope.h"
 
 static void test_rmsnorm(void)
 {
     float x[4] = {1, 2, 3, 4}, w[4] = {1, 0.5f, 2, 1}, y[4];
-    numla_rmsnorm(y, x, w, 4, 0.0);
+    numla_model_rmsnorm(y, x, w, 4, 0.0);
     double r = 1.0 / sqrt(7.5);
     CU_ASSERT_DOUBLE_EQUAL(y[0], 1 * r, 1e-6);
     CU_ASSERT_DOUBLE_EQUAL(y[1], 0.5 * 2 * r, 1e-6);
@@ -21,7 +23,7 @@ static void test_rmsnorm(void)
     CU_ASSERT_DOUBLE_EQUAL(y[3], 4 * r, 1e-6);
     /* eps matters for tiny inputs; in place works */
     float z[2] = {1e-4f, -1e-4f}, one[2] = {1, 1};
-    numla_rmsnorm(z, z, one, 2, 1e-6);
+    numla_model_rmsnorm(z, z, one, 2, 1e-6);
     CU_ASSERT_DOUBLE_EQUAL(z[0], 1e-4 / sqrt(1e-8 + 1e-6), 1e-6);
 }
 
@@ -35,7 +37,7 @@ static void test_yarn_v2lite(void)
     CU_ASSERT_DOUBLE_EQUAL(low, 10, 0);  /* corr(32) = 10.47 */
     CU_ASSERT_DOUBLE_EQUAL(high, 23, 0); /* corr(1) = 22.51 */
     double inv[32];
-    numla_rope_compute_inv_freq(d, th, 1, f, L0, 32, 1, inv);
+    numla_rope_inv_freq(d, th, 1, f, L0, 32, 1, inv);
     for (int i = 0; i < d / 2; i++) {
         double ramp = (i - low) / (high - low);
         ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
@@ -46,13 +48,13 @@ static void test_yarn_v2lite(void)
     CU_ASSERT_DOUBLE_EQUAL(inv[0], 1.0, 1e-15);                         /* ramp 0: unscaled */
     CU_ASSERT_DOUBLE_EQUAL(inv[31], pow(th, -62.0 / 64) / 40, 1e-15);   /* ramp 1: / factor */
     /* m and the softmax scale (DESIGN.md §5: m² = 1.5896, scale ≈ 0.11472) */
-    double m = numla_yarn_get_mscale(40, 0.707);
+    double m = numla_rope_yarn_mscale(40, 0.707);
     CU_ASSERT_DOUBLE_EQUAL(m * m, 1.5896, 1e-4);
     CU_ASSERT_DOUBLE_EQUAL(m * m / sqrt(192.0), 0.11472, 1e-5);
-    CU_ASSERT_DOUBLE_EQUAL(numla_yarn_get_mscale(1.0, 0.707), 1.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(numla_rope_yarn_mscale(1.0, 0.707), 1.0, 0);
     /* low == high gets high += 0.001: θ chosen so both corrections round alike is hard; check
      * the unscaled path instead */
-    numla_rope_compute_inv_freq(16, 500, 0, 4, 128, 32, 1, inv);
+    numla_rope_inv_freq(16, 500, 0, 4, 128, 32, 1, inv);
     CU_ASSERT_DOUBLE_EQUAL(inv[3], pow(500, -6.0 / 16), 1e-15);
 }
 
@@ -112,11 +114,11 @@ static void test_moe_v2(void)
     double z = exp(1) + exp(2) + 1 + exp(3), s3 = exp(3) / z, s1 = exp(2) / z;
     /* greedy, no norm: softmax scores × routed_scaling_factor */
     numla_model_config c = moe_cfg(0, 4, 2, 1, 1, 0, 2.0);
-    numla_moe_route(&c, lg, NULL, idx, w, scr);
+    numla_model_moe_route(&c, lg, NULL, idx, w, scr);
     expect2(idx, w, 3, 1, 2 * s3, 2 * s1);
     /* norm_topk_prob (DeepSeek's V2 rule): normalised, *not* scaled */
     c = moe_cfg(0, 4, 2, 1, 1, 1, 2.0);
-    numla_moe_route(&c, lg, NULL, idx, w, scr);
+    numla_model_moe_route(&c, lg, NULL, idx, w, scr);
     expect2(idx, w, 3, 1, s3 / (s3 + s1), s1 / (s3 + s1));
     /* group_limited_greedy: groups of 2, keep 1 group by max → experts 0 and 1 (not 0 and 2) */
     float g[8] = {5, 0, 4.9f, 4.8f, 0, 0, 0, 4.7f};
@@ -124,11 +126,11 @@ static void test_moe_v2(void)
     for (int i = 0; i < 8; i++)
         zz += exp(g[i]);
     c = moe_cfg(0, 8, 2, 4, 1, 0, 1.0);
-    numla_moe_route(&c, g, NULL, idx, w, scr);
+    numla_model_moe_route(&c, g, NULL, idx, w, scr);
     expect2(idx, w, 0, 1, exp(5) / zz, 1 / zz);
     /* same without groups picks 0 and 2 */
     c = moe_cfg(0, 8, 2, 1, 1, 0, 1.0);
-    numla_moe_route(&c, g, NULL, idx, w, scr);
+    numla_model_moe_route(&c, g, NULL, idx, w, scr);
     expect2(idx, w, 0, 2, exp(5) / zz, exp(4.9) / zz);
 }
 
@@ -142,11 +144,11 @@ static void test_moe_v3(void)
      * normalised to 0.5 each, × 2.5. */
     float bias[8] = {0.01f, 0.1f, 0.3f, -0.2f, 0.0f, 0.05f, -0.5f, 0.4f};
     numla_model_config c = moe_cfg(1, 8, 2, 4, 2, 1, 2.5);
-    numla_moe_route(&c, lg, bias, idx, w, scr);
+    numla_model_moe_route(&c, lg, bias, idx, w, scr);
     expect2(idx, w, 2, 1, 1.25, 1.25);
     /* without norm: 0.5 × 2.5 */
     c = moe_cfg(1, 8, 2, 4, 2, 0, 2.5);
-    numla_moe_route(&c, lg, bias, idx, w, scr);
+    numla_model_moe_route(&c, lg, bias, idx, w, scr);
     expect2(idx, w, 2, 1, 1.25, 1.25);
     /* negative biased scores in the kept group: dropped experts are -inf, not 0, so the kept
      * group's -0.1s still win over a dropped expert (b = .5 - 2.5 < 0 there anyway, and the
@@ -154,12 +156,12 @@ static void test_moe_v3(void)
     float lg4[4] = {0, 0, 1.0f, 0}, b4[4] = {-0.6f, -0.6f, -0.73106f + 0.4f, -2.5f};
     /* b = [-0.1, -0.1, 0.4, -2.0]: g0 = -0.2, g1 = -1.6 → keep g0 */
     c = moe_cfg(1, 4, 2, 2, 1, 1, 1.0);
-    numla_moe_route(&c, lg4, b4, idx, w, scr);
+    numla_model_moe_route(&c, lg4, b4, idx, w, scr);
     expect2(idx, w, 0, 1, 0.5, 0.5);
     /* k = 1 with norm: V3 normalises whenever norm_topk_prob → weight = routed_scaling_factor */
     c = moe_cfg(1, 4, 1, 1, 1, 1, 2.5);
     float lgk[4] = {0.3f, 2.0f, -1.0f, 0.0f};
-    numla_moe_route(&c, lgk, (float[]){0, 0, 0, 0}, idx, w, scr);
+    numla_model_moe_route(&c, lgk, (float[]){0, 0, 0, 0}, idx, w, scr);
     CU_ASSERT_EQUAL(idx[0], 1);
     CU_ASSERT_DOUBLE_EQUAL(w[0], 2.5, 1e-6);
 }
@@ -248,7 +250,7 @@ static void check_route_large(int v3)
     enum { E = 4096, G = 512, K = 8, TG = 4, TOKENS = 16 };
     numla_model_config c = moe_cfg(v3, E, K, G, TG, 1, 2.5);
     float *lg = malloc(E * sizeof *lg), *bias = malloc(E * sizeof *bias);
-    void *scr = malloc(numla_moe_route_scratch_bytes(&c));
+    void *scr = malloc(numla_model_moe_route_scratch_bytes(&c));
     CU_ASSERT_PTR_NOT_NULL_FATAL(scr);
     numla_test_rng r = {v3 ? 11u : 5u};
     int high = 0, bad = 0;
@@ -265,7 +267,7 @@ static void check_route_large(int v3)
         int32_t idx[K], ridx[K];
         float w[K];
         double rw[K];
-        numla_moe_route(&c, lg, v3 ? bias : NULL, idx, w, scr);
+        numla_model_moe_route(&c, lg, v3 ? bias : NULL, idx, w, scr);
         ref_route(&c, lg, bias, ridx, rw);
         for (int j = 0; j < K; j++) { /* same set: the reference lists by score too */
             int found = -1;

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/synth/qckpt.h"
+#include "engine/synth/quantized_checkpoint.h"
 #include "engine/synth/synth.h"
 #include "kernels/quant.h"
 

@@ -1,5 +1,6 @@
-/* engine/http/serve_glue.c — HTTP jobs as the serving loop's source and sink (serve_glue.h). */
-#include "engine/http/serve_glue.h"
+/* engine/http/serving_adapter.c — HTTP jobs as the serving loop's source and sink
+ * (serving_adapter.h). */
+#include "engine/http/serving_adapter.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,17 +8,17 @@
 
 #include "common/clock.h"
 
-typedef struct glue_held {
+typedef struct adapter_held {
     numla_http_job *job;
     int cancel_sent;            /* numla_serve_loop_cancel was called for it */
     int push_failed;            /* a push ran out of memory: answer 500 */
-} glue_held;
+} adapter_held;
 
-struct numla_http_glue {
-    numla_http_glue_options o;
+struct numla_http_adapter {
+    numla_http_adapter_options o;
     numla_serve_loop *loop;
     numla_http_job *peeked;     /* taken by wait, handed over by the next pull */
-    glue_held *held;            /* (num_held) jobs the loop has */
+    adapter_held *held;            /* (num_held) jobs the loop has */
     int32_t num_held, cap_held;
     int ended;
     int64_t preemptions_seen;
@@ -25,14 +26,14 @@ struct numla_http_glue {
     int64_t line;               /* numbers the requests (the loop's messages say "line N") */
 };
 
-numla_status numla_http_glue_create(const numla_http_glue_options *o, numla_http_glue **out)
+numla_status numla_http_adapter_create(const numla_http_adapter_options *o, numla_http_adapter **out)
 {
     *out = NULL;
     if (!o->backend)
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "HTTP glue: no backend");
-    numla_http_glue *g = calloc(1, sizeof *g);
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "HTTP adapter: no backend");
+    numla_http_adapter *g = calloc(1, sizeof *g);
     if (!g)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the HTTP glue");
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the HTTP adapter");
     g->o = *o;
     if (g->o.wait_ms <= 0)
         g->o.wait_ms = 50;
@@ -46,9 +47,9 @@ static void release_failed(numla_http_job **j, int status, const char *why)
     numla_http_job_release(j);
 }
 
-void numla_http_glue_destroy(numla_http_glue **gp)
+void numla_http_adapter_destroy(numla_http_adapter **gp)
 {
-    numla_http_glue *g = *gp;
+    numla_http_adapter *g = *gp;
     if (!g)
         return;
     *gp = NULL;
@@ -60,22 +61,22 @@ void numla_http_glue_destroy(numla_http_glue **gp)
     free(g);
 }
 
-void numla_http_glue_set_loop(numla_http_glue *g, numla_serve_loop *loop)
+void numla_http_adapter_set_loop(numla_http_adapter *g, numla_serve_loop *loop)
 {
     g->loop = loop;
 }
 
-void numla_http_glue_end(numla_http_glue *g)
+void numla_http_adapter_end(numla_http_adapter *g)
 {
     g->ended = 1;
 }
 
-int32_t numla_http_glue_held(const numla_http_glue *g)
+int32_t numla_http_adapter_held(const numla_http_adapter *g)
 {
     return g->num_held;
 }
 
-static glue_held *held_find(numla_http_glue *g, const numla_http_job *j)
+static adapter_held *held_find(numla_http_adapter *g, const numla_http_job *j)
 {
     for (int32_t i = 0; i < g->num_held; i++)
         if (g->held[i].job == j)
@@ -83,7 +84,7 @@ static glue_held *held_find(numla_http_glue *g, const numla_http_job *j)
     return NULL;
 }
 
-static void held_remove(numla_http_glue *g, const numla_http_job *j)
+static void held_remove(numla_http_adapter *g, const numla_http_job *j)
 {
     for (int32_t i = 0; i < g->num_held; i++)
         if (g->held[i].job == j) {
@@ -96,14 +97,14 @@ static void held_remove(numla_http_glue *g, const numla_http_job *j)
 
 /* The prompt of job j as token ids into req; 0 when it is there, else the job was failed (the
  * status and message set in *status, *msg, *param). */
-typedef struct glue_refusal {
+typedef struct adapter_refusal {
     int status;
     char msg[512];
     const char *param;
-} glue_refusal;
+} adapter_refusal;
 
-static numla_status encode(numla_http_glue *g, const char *text, size_t len, int add_special,
-                           numla_request *req, glue_refusal *no, const char *param)
+static numla_status encode(numla_http_adapter *g, const char *text, size_t len, int add_special,
+                           numla_request *req, adapter_refusal *no, const char *param)
 {
     int32_t *ids = NULL;
     int64_t n = 0;
@@ -112,14 +113,14 @@ static numla_status encode(numla_http_glue *g, const char *text, size_t len, int
         return s;
     if (s != NUMLA_STATUS_OK) {
         free(ids);
-        *no = (glue_refusal){.status = 400, .param = param};
+        *no = (adapter_refusal){.status = 400, .param = param};
         snprintf(no->msg, sizeof no->msg, "'%s' cannot be encoded: %s", param,
                  numla_error_message());
         return NUMLA_STATUS_OK;
     }
     if (n > INT32_MAX) {
         free(ids);
-        *no = (glue_refusal){.status = 400, .param = param};
+        *no = (adapter_refusal){.status = 400, .param = param};
         snprintf(no->msg, sizeof no->msg, "'%s' is too long", param);
         return NUMLA_STATUS_OK;
     }
@@ -128,12 +129,12 @@ static numla_status encode(numla_http_glue *g, const char *text, size_t len, int
     return NUMLA_STATUS_OK;
 }
 
-static numla_status chat_prompt(numla_http_glue *g, const numla_openai_request *r,
-                                numla_request *req, glue_refusal *no)
+static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_request *r,
+                                numla_request *req, adapter_refusal *no)
 {
     static const char *const roles[] = {"system", "user", "assistant"};
     if (!g->o.chat || !g->o.tokenizer) {
-        *no = (glue_refusal){.status = 400, .param = "messages"};
+        *no = (adapter_refusal){.status = 400, .param = "messages"};
         snprintf(no->msg, sizeof no->msg, "this model has no %s; chat completions are not "
                  "served (start numla serve with --chat-template NAME)",
                  g->o.tokenizer ? "chat template" : "tokenizer.json");
@@ -152,7 +153,7 @@ static numla_status chat_prompt(numla_http_glue *g, const numla_openai_request *
     if (s == NUMLA_STATUS_NO_MEMORY)
         return s;
     if (s != NUMLA_STATUS_OK) {
-        *no = (glue_refusal){.status = 400, .param = "messages"};
+        *no = (adapter_refusal){.status = 400, .param = "messages"};
         snprintf(no->msg, sizeof no->msg, "%s", numla_error_message());
         return NUMLA_STATUS_OK;
     }
@@ -162,8 +163,8 @@ static numla_status chat_prompt(numla_http_glue *g, const numla_openai_request *
     return s;
 }
 
-static numla_status job_request(numla_http_glue *g, numla_http_job *j, numla_request *req,
-                                glue_refusal *no)
+static numla_status job_request(numla_http_adapter *g, numla_http_job *j, numla_request *req,
+                                adapter_refusal *no)
 {
     const numla_openai_request *r = numla_http_job_request(j);
     const numla_openai_prompt *p = numla_http_job_prompt(j);
@@ -181,7 +182,7 @@ static numla_status job_request(numla_http_glue *g, numla_http_job *j, numla_req
         memcpy(req->prompt_tokens, p->tokens, (size_t)p->num_tokens * sizeof *p->tokens);
         req->num_prompt = p->num_tokens;
     } else if (!g->o.tokenizer) {
-        *no = (glue_refusal){.status = 400, .param = "prompt"};
+        *no = (adapter_refusal){.status = 400, .param = "prompt"};
         snprintf(no->msg, sizeof no->msg, "this model has no tokenizer.json: send the prompt "
                  "as token ids");
     } else {
@@ -191,16 +192,16 @@ static numla_status job_request(numla_http_glue *g, numla_http_job *j, numla_req
         return NUMLA_STATUS_OK;
     const int64_t ctx = g->o.max_context, P = req->num_prompt;
     if (P < 1) {
-        *no = (glue_refusal){.status = 400, .param = what};
+        *no = (adapter_refusal){.status = 400, .param = what};
         snprintf(no->msg, sizeof no->msg, "the %s is empty", what);
     } else if (ctx > 0 && P >= ctx) {
-        *no = (glue_refusal){.status = 400, .param = what};
+        *no = (adapter_refusal){.status = 400, .param = what};
         snprintf(no->msg, sizeof no->msg, "the %s (%lld tokens) leaves no room in the context of "
                  "%lld tokens", what, (long long)P, (long long)ctx);
     } else if (ctx > 0 && !r->max_tokens_given) {
         req->params.max_tokens = (int32_t)(ctx - P);
     } else if (ctx > 0 && P + req->params.max_tokens > ctx) {
-        *no = (glue_refusal){.status = 400, .param = "max_tokens"};
+        *no = (adapter_refusal){.status = 400, .param = "max_tokens"};
         snprintf(no->msg, sizeof no->msg, "the %s (%lld tokens) + max_tokens (%d) exceeds the "
                  "context of %lld tokens", what, (long long)P, req->params.max_tokens,
                  (long long)ctx);
@@ -208,9 +209,9 @@ static numla_status job_request(numla_http_glue *g, numla_http_job *j, numla_req
     return NUMLA_STATUS_OK;
 }
 
-static numla_status glue_next(void *ctx, numla_request *req, void **user, numla_serve_pull *what)
+static numla_status adapter_next(void *ctx, numla_request *req, void **user, numla_serve_pull *what)
 {
-    numla_http_glue *g = ctx;
+    numla_http_adapter *g = ctx;
     for (;;) {
         numla_http_job *j = g->peeked ? g->peeked : numla_http_backend_next(g->o.backend, 0);
         g->peeked = NULL;
@@ -225,7 +226,7 @@ static numla_status glue_next(void *ctx, numla_request *req, void **user, numla_
         }
         if (g->num_held == g->cap_held) {
             int32_t cap = g->cap_held ? 2 * g->cap_held : 64;
-            glue_held *h = realloc(g->held, (size_t)cap * sizeof *h);
+            adapter_held *h = realloc(g->held, (size_t)cap * sizeof *h);
             if (!h) {
                 g->peeked = j;
                 NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the requests in flight");
@@ -233,7 +234,7 @@ static numla_status glue_next(void *ctx, numla_request *req, void **user, numla_
             g->held = h;
             g->cap_held = cap;
         }
-        glue_refusal no = {0};
+        adapter_refusal no = {0};
         numla_status s = job_request(g, j, req, &no);
         if (s != NUMLA_STATUS_OK || no.status) {
             numla_request_free(req);
@@ -246,29 +247,29 @@ static numla_status glue_next(void *ctx, numla_request *req, void **user, numla_
             numla_http_job_release(&j);
             continue;
         }
-        g->held[g->num_held++] = (glue_held){.job = j};
+        g->held[g->num_held++] = (adapter_held){.job = j};
         *user = j;
         *what = NUMLA_SERVE_PULL_REQUEST;
         return NUMLA_STATUS_OK;
     }
 }
 
-static void glue_wait(void *ctx)
+static void adapter_wait(void *ctx)
 {
-    numla_http_glue *g = ctx;
+    numla_http_adapter *g = ctx;
     if (!g->peeked && !g->ended)
         g->peeked = numla_http_backend_next(g->o.backend, g->o.wait_ms);
 }
 
 /* ---- the sink ---- */
 
-static void glue_token(void *ctx, void *user, const numla_serve_token *t)
+static void adapter_token(void *ctx, void *user, const numla_serve_token *t)
 {
-    numla_http_glue *g = ctx;
+    numla_http_adapter *g = ctx;
     numla_http_job *j = user;
     if (numla_http_job_push(j, &t->token, 1, t->text, t->text ? t->text_len : 0, t->logprob) !=
         NUMLA_STATUS_OK) {
-        glue_held *h = held_find(g, j);
+        adapter_held *h = held_find(g, j);
         if (h)
             h->push_failed = 1;
         if (g->loop)
@@ -287,11 +288,11 @@ static const char *no_line(const char *e)
     return e;
 }
 
-static numla_status glue_done(void *ctx, void *user, const numla_serve_done *d)
+static numla_status adapter_done(void *ctx, void *user, const numla_serve_done *d)
 {
-    numla_http_glue *g = ctx;
+    numla_http_adapter *g = ctx;
     numla_http_job *j = user;
-    glue_held *h = held_find(g, j);
+    adapter_held *h = held_find(g, j);
     const int push_failed = h && h->push_failed;
     const numla_result *res = &d->result;
     if (push_failed) {
@@ -312,17 +313,17 @@ static numla_status glue_done(void *ctx, void *user, const numla_serve_done *d)
     return NUMLA_STATUS_OK;
 }
 
-numla_serve_source numla_http_glue_source(numla_http_glue *g)
+numla_serve_source numla_http_adapter_source(numla_http_adapter *g)
 {
-    return (numla_serve_source){.ctx = g, .next = glue_next, .wait = glue_wait};
+    return (numla_serve_source){.ctx = g, .next = adapter_next, .wait = adapter_wait};
 }
 
-numla_serve_sink numla_http_glue_sink(numla_http_glue *g)
+numla_serve_sink numla_http_adapter_sink(numla_http_adapter *g)
 {
-    return (numla_serve_sink){.ctx = g, .token = glue_token, .done = glue_done};
+    return (numla_serve_sink){.ctx = g, .token = adapter_token, .done = adapter_done};
 }
 
-void numla_http_glue_poll(numla_http_glue *g)
+void numla_http_adapter_poll(numla_http_adapter *g)
 {
     if (!g->loop)
         return;

@@ -1,5 +1,5 @@
-/* engine/http/serve_glue.h — the HTTP backend's jobs (backend.h) as the serving loop's source
- * and sink (engine/serving/serve_loop.h): what `numla serve` and `numla bench http` run on rank 0.
+/* engine/http/serving_adapter.h — the HTTP backend's jobs (backend.h) as the serving loop's
+ * source and sink (engine/serving/serve_loop.h): what `numla serve` and `numla bench http` run on rank 0.
  *
  * Source: takes the oldest queued job and makes it a numla_request. Token-id prompts are used
  * as they are; text prompts are encoded with the tokenizer's BOS rules (as `numla run` encodes
@@ -14,15 +14,15 @@
  * pushes the text tail, then finishes the job (or fails it: 400 for a request the engine refuses,
  * e.g. one larger than the KV pool; 500 when the engine step failed) and releases it.
  *
- * Between rounds the front end calls numla_http_glue_poll: jobs whose client went away (or
+ * Between rounds the front end calls numla_http_adapter_poll: jobs whose client went away (or
  * whose stop string matched) are cancelled in the loop, which frees their KV blocks before the
  * next step; the metrics' engine gauges (running, waiting, KV blocks used and free) and the
  * preemption counter are brought up to date (at most 10 times a second).
  *
  * Not thread-safe: every call comes from the serving loop's thread. Not collective (rank 0).
  */
-#ifndef NUMLA_ENGINE_HTTP_SERVE_GLUE_H
-#define NUMLA_ENGINE_HTTP_SERVE_GLUE_H
+#ifndef NUMLA_ENGINE_HTTP_SERVING_ADAPTER_H
+#define NUMLA_ENGINE_HTTP_SERVING_ADAPTER_H
 
 #include <stdint.h>
 
@@ -33,32 +33,33 @@
 #include "engine/text/chat_template.h"
 #include "engine/text/tokenizer.h"
 
-typedef struct numla_http_glue_options {
+typedef struct numla_http_adapter_options {
     numla_http_backend *backend;        /* borrowed */
     numla_http_metrics *metrics;        /* borrowed; NULL: none kept */
     numla_tokenizer *tokenizer;         /* borrowed; NULL: token-id prompts only, no text */
     const numla_chat_template *chat;    /* borrowed; NULL: chat requests answer 400 */
     int64_t max_context;                /* prompt + max_tokens must fit */
     int32_t wait_ms;                    /* idle wait for a job; 0: 50 */
-} numla_http_glue_options;
+} numla_http_adapter_options;
 
-typedef struct numla_http_glue numla_http_glue;
+typedef struct numla_http_adapter numla_http_adapter;
 
-numla_status numla_http_glue_create(const numla_http_glue_options *o, numla_http_glue **out);
+numla_status numla_http_adapter_create(const numla_http_adapter_options *o, numla_http_adapter **out);
 /* Fails (503, "the server stopped") and releases the jobs still held; NULL is a no-op. */
-void numla_http_glue_destroy(numla_http_glue **g);
+void numla_http_adapter_destroy(numla_http_adapter **g);
 
-/* The loop's source and sink (ctx: the glue). Create the loop with them, then tell the glue. */
-numla_serve_source numla_http_glue_source(numla_http_glue *g);
-numla_serve_sink numla_http_glue_sink(numla_http_glue *g);
-void numla_http_glue_set_loop(numla_http_glue *g, numla_serve_loop *loop);
+/* The loop's source and sink (ctx: the adapter). Create the loop with them, then tell the
+ * adapter. */
+numla_serve_source numla_http_adapter_source(numla_http_adapter *g);
+numla_serve_sink numla_http_adapter_sink(numla_http_adapter *g);
+void numla_http_adapter_set_loop(numla_http_adapter *g, numla_serve_loop *loop);
 
 /* Cancel the jobs whose client went away, update the metrics. */
-void numla_http_glue_poll(numla_http_glue *g);
+void numla_http_adapter_poll(numla_http_adapter *g);
 /* From now on the source says END once the queue is empty (shutdown: the server has stopped
  * taking requests). */
-void numla_http_glue_end(numla_http_glue *g);
+void numla_http_adapter_end(numla_http_adapter *g);
 /* Jobs handed to the loop and not yet released. */
-int32_t numla_http_glue_held(const numla_http_glue *g);
+int32_t numla_http_adapter_held(const numla_http_adapter *g);
 
 #endif

@@ -1,6 +1,8 @@
-/* engine/parallel/engine.c — the collective engine (engine.h): shard loading per rank, the step-plan
- * broadcast, the worker loop, the logits gather, and per-rank compute/communication counters.
- * Owns the engine's weights, model scratch and KV cache; borrows the communicator.
+/* engine/parallel/sharded_engine.c — the collective engine (engine.h): the model sharded over the
+ * ranks. Shard loading per rank, the step-plan broadcast, the worker loop, the logits gather,
+ * and per-rank compute/communication counters. Owns the engine's weights, model scratch and KV
+ * cache; borrows the communicator. Where a rank runs and where its KV pool lives (binding, NUMA
+ * sizing): placement.c.
  *
  * Wire protocol (all broadcasts from rank 0, in this order):
  *   header  int64[8] {op, num_seqs, num_tokens, max_blocks_per_seq, num_logit_rows, step_no}
@@ -8,26 +10,20 @@
  *           query_start_loc (B+1) | seq_lens (B) | block_tables (B·MB) | logit_rows (R), int32
  * then the model's 2 allreduces per layer and one gather of the logits' vocab slices.
  */
-#define _GNU_SOURCE /* sched_getcpu */
 #include "engine/parallel/engine.h"
 
-#include <numa.h>
 #include <omp.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/log.h"
 #include "engine/formats/safetensors.h"
 #include "engine/model/weights.h"
 #include "engine/parallel/engine_testing.h"
+#include "engine/parallel/placement_internal.h"
 #include "kernels/isa.h"
-#include "launch/bind.h"
-#include "launch/plan.h"
-#include "launch/topo.h"
 
 enum {
     ENGINE_OP_STEP = 1,
@@ -78,31 +74,6 @@ numla_engine_options numla_engine_options_default(void)
         .kernels = numla_model_options_default(numla_isa_best()),
         .weights = numla_weights_options_default(),
     };
-}
-
-/* Apply the launch/ plan for this rank (DESIGN.md §1) when one can be made for this job on
- * this machine; otherwise say why once and run as placed by mpirun. */
-static void engine_bind(numla_engine *e, const numla_engine_options *o)
-{
-    numla_topo *t = NULL;
-    numla_launch_plan *p = NULL;
-    numla_launch_opts lo = {.ranks = e->size};
-    numla_status s = numla_launch_opts_from(o->launch_plan, &lo);
-    lo.ranks = e->size;
-    if (s == NUMLA_STATUS_OK)
-        s = numla_topo_load(NULL, NULL, &t);
-    if (s == NUMLA_STATUS_OK)
-        s = numla_launch_plan_make(t, &lo, &p);
-    if (s == NUMLA_STATUS_OK)
-        s = numla_bind_apply(t, p, e->rank, 0);
-    /* Only a job started by numla-launch (NUMLA_PLAN set) expects a binding; otherwise the
-     * reason is a debug note (e.g. tests oversubscribing one node). */
-    if (s != NUMLA_STATUS_OK && e->rank == 0)
-        numla_log(o->launch_plan && *o->launch_plan ? NUMLA_LOG_LEVEL_WARN : NUMLA_LOG_LEVEL_DEBUG,
-                  "engine: no binding applied (%s); ranks run where mpirun placed them",
-                  numla_error_message());
-    numla_launch_plan_destroy(&p);
-    numla_topo_destroy(&t);
 }
 
 /* Every rank learns whether any rank failed (sum of 0/1 flags; exact in fp32). */
@@ -157,156 +128,6 @@ static numla_status engine_load(numla_engine *e, const char *model_dir,
     return NUMLA_STATUS_OK;
 }
 
-/* Where a rank draws its memory from: its host, and the NUMA node its allowed CPUs all sit on
- * (-1: they span several nodes, or libnuma is unavailable: the whole machine). */
-typedef struct engine_kv_site {
-    char host[64];
-    int32_t node;
-    int32_t failed;           /* this rank failed before the sizing: it offers nothing */
-    int64_t free_bytes;       /* free memory of that node (or machine) after the weights */
-} engine_kv_site;
-
-static int engine_kv_node(void)
-{
-    cpu_set_t set;
-    if (numa_available() < 0 || sched_getaffinity(0, sizeof set, &set) != 0)
-        return -1;
-    int node = -1;
-    for (int c = 0; c < CPU_SETSIZE; c++) {
-        if (!CPU_ISSET(c, &set))
-            continue;
-        int n = numa_node_of_cpu(c);
-        if (n < 0 || (node >= 0 && n != node))
-            return -1;
-        node = n;
-    }
-    return node;
-}
-
-/* Ranks drawing on the memory rank q draws on: same host, and the same node (a rank not held
- * to one node draws on all of them). */
-static int engine_kv_sharers(const engine_kv_site *all, int size, int q)
-{
-    int n = 0;
-    for (int r = 0; r < size; r++)
-        n += !strcmp(all[r].host, all[q].host) &&
-             (all[r].node == all[q].node || all[r].node < 0 || all[q].node < 0);
-    return n;
-}
-
-/* Rank 0's decision on a pool sized from memory, broadcast to every rank. */
-typedef struct engine_kv_verdict {
-    int64_t num_blocks;       /* > 0: every rank's pool; 0: see the fields below */
-    int32_t any_failed;       /* a rank failed before the sizing */
-    int32_t rank;             /* the rank whose node decided (the smallest share, or too small) */
-    int32_t node, sharers;    /* that rank's node (-1: machine) and the ranks drawing on it */
-    int64_t free_bytes;       /* that node's free memory */
-    int64_t share_bytes;      /* the pool bytes each of its ranks may take */
-} engine_kv_verdict;
-
-static void engine_kv_decide(const numla_engine *e, const numla_engine_options *o,
-                             const engine_kv_site *all, size_t blk, int32_t bs,
-                             engine_kv_verdict *v)
-{
-    const int64_t ctx = o->max_context > 0 && o->max_context < e->cfg.max_position_embeddings
-                            ? o->max_context : e->cfg.max_position_embeddings;
-    *v = (engine_kv_verdict){.num_blocks = INT64_MAX, .rank = -1};
-    for (int q = 0; q < e->size; q++) {
-        if (all[q].failed) {
-            *v = (engine_kv_verdict){.any_failed = 1, .rank = q};
-            return;
-        }
-        const int n = engine_kv_sharers(all, e->size, q);
-        int64_t c;
-        size_t share;
-        if (o->kv_memory_bytes > 0) {
-            /* an explicit size: all the ranks on the node must fit in its free memory */
-            share = (double)o->kv_memory_bytes * n <= (double)all[q].free_bytes
-                        ? (size_t)o->kv_memory_bytes : 0;
-            c = share ? numla_kv_cache_pool_blocks(share, blk, bs, 0, 0) : 0;
-        } else {
-            share = numla_kv_cache_share_bytes((size_t)all[q].free_bytes,
-                                               o->kv_memory_fraction, n);
-            c = numla_kv_cache_pool_blocks(share, blk, bs, o->max_seqs, ctx);
-        }
-        if (c < v->num_blocks) {
-            *v = (engine_kv_verdict){.num_blocks = c, .rank = q, .node = all[q].node,
-                                     .sharers = n, .free_bytes = all[q].free_bytes,
-                                     .share_bytes = (int64_t)share};
-            if (c == 0)
-                return;
-        }
-    }
-}
-
-/* The KV pool, after the weights (so "free memory" excludes them). Collective: when sized from
- * memory, the free memory of each rank's node is divided among the ranks that draw on it (the
- * ranks of the same host bound to that node, and those bound to none), and every rank takes
- * the smallest count any rank can afford (rank 0 decides the block ids, so the pools must have
- * the same geometry). An explicit size (kv_memory_bytes) that the ranks of a node cannot all
- * have is an error, as is a share too small for one block; rank 0 reports it. */
-static numla_status engine_kv(numla_engine *e, const numla_engine_options *o, int *failed)
-{
-    int32_t bs = o->block_size > 0 ? o->block_size : 16;
-    int64_t nb = o->num_blocks;
-    const size_t blk = numla_kv_block_bytes((int32_t)e->cfg.num_hidden_layers,
-                                            (int32_t)e->cfg.kv_lora_rank,
-                                            (int32_t)e->cfg.qk_rope_head_dim, bs, o->kv_dtype);
-    if (nb <= 0 && (o->kv_memory_bytes > 0 || o->kv_memory_fraction > 0)) {
-        /* every rank of a node has its weights in memory before any rank measures */
-        NUMLA_CHECK(numla_comm_barrier(e->comm));
-        engine_kv_site me = {.failed = *failed};
-        if (gethostname(me.host, sizeof me.host - 1) != 0)
-            snprintf(me.host, sizeof me.host, "?");
-        me.node = engine_kv_node();
-        me.free_bytes = (int64_t)numla_kv_cache_node_free_bytes(me.node);
-        engine_kv_site *all = e->rank == 0 ? calloc((size_t)e->size, sizeof *all) : NULL;
-        if (e->rank == 0 && !all)
-            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "engine: no memory");
-        engine_kv_verdict v = {0};
-        numla_status s = numla_comm_gather(e->comm, &me, sizeof me, all, 0);
-        if (s == NUMLA_STATUS_OK && e->rank == 0)
-            engine_kv_decide(e, o, all, blk, bs, &v);
-        free(all);
-        if (s == NUMLA_STATUS_OK)
-            s = numla_comm_bcast(e->comm, &v, sizeof v, 0);
-        NUMLA_CHECK(s);
-        if (*failed || v.any_failed)
-            return NUMLA_STATUS_OK; /* the failed rank reports */
-        if (v.num_blocks < 1 && e->rank != 0)
-            return NUMLA_STATUS_OK; /* rank 0 reports; numla_engine_create fails everywhere */
-        const char *where = v.node >= 0 ? "NUMA node" : "machine";
-        if (v.num_blocks < 1 && o->kv_memory_bytes > 0 && v.share_bytes == 0)
-            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
-                       "engine: a KV pool of %.2f GiB per rank is more than there is: rank %d's "
-                       "%s %d has %.2f GiB free for its %d rank%s (%.2f GiB needed)",
-                       (double)o->kv_memory_bytes / 1073741824.0, v.rank, where, v.node,
-                       (double)v.free_bytes / 1073741824.0, v.sharers,
-                       v.sharers > 1 ? "s" : "",
-                       (double)o->kv_memory_bytes * v.sharers / 1073741824.0);
-        if (v.num_blocks < 1)
-            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY,
-                       "engine: %.3f GiB of KV memory per rank (rank %d's %s %d: %.2f GiB free "
-                       "for %d rank%s) hold no %zu-byte block",
-                       (double)v.share_bytes / 1073741824.0, v.rank, where, v.node,
-                       (double)v.free_bytes / 1073741824.0, v.sharers,
-                       v.sharers > 1 ? "s" : "", blk);
-        nb = v.num_blocks;
-    } else if (nb <= 0) {
-        int64_t ctx = o->max_context > 0 ? o->max_context : 4096;
-        if (ctx > e->cfg.max_position_embeddings)
-            ctx = e->cfg.max_position_embeddings;
-        nb = (ctx + bs - 1) / bs;
-    }
-    if (*failed)
-        return NUMLA_STATUS_OK;
-    NUMLA_CHECK(numla_kv_cache_create((int32_t)e->cfg.num_hidden_layers,
-                                      (int32_t)e->cfg.kv_lora_rank,
-                                      (int32_t)e->cfg.qk_rope_head_dim, bs, nb, o->kv_dtype,
-                                      &e->kv));
-    return NUMLA_STATUS_OK;
-}
-
 numla_status numla_engine_create(numla_comm *comm, const char *model_dir,
                                  const numla_engine_options *opts, numla_engine **out)
 {
@@ -331,7 +152,7 @@ numla_status numla_engine_create(numla_comm *comm, const char *model_dir,
             e->fail_at_step = engine_faults_.fail_at_step;
         }
         if (o.bind)
-            engine_bind(e, &o);
+            numla_placement_bind(e->rank, e->size, &o);
         if (o.num_threads > 0)
             omp_set_num_threads(o.num_threads);
         e->threads = omp_get_max_threads();
@@ -342,7 +163,7 @@ numla_status numla_engine_create(numla_comm *comm, const char *model_dir,
             fprintf(stderr, "numla: rank %d: %s\n%s", e->rank, msg, numla_error_trace());
         }
         /* every rank takes part in the KV sizing, even one that failed (it offers 0 blocks) */
-        numla_status ks = engine_kv(e, &o, &failed);
+        numla_status ks = numla_placement_kv_create(comm, &e->cfg, &o, &failed, &e->kv);
         if (ks != NUMLA_STATUS_OK && !failed) {
             failed = 1;
             s = ks;
@@ -452,7 +273,7 @@ static numla_status plan_pack(numla_engine *e, const numla_step *st)
  * caller gets back (the job goes on). */
 static numla_status plan_check(const numla_engine *e, const numla_step *st)
 {
-    return numla_step_check(&e->cfg, e->kv, st);
+    return numla_model_step_check(&e->cfg, e->kv, st);
 }
 
 /* ---- the step every rank runs ---- */

@@ -1,9 +1,9 @@
-/* kernels/kv_write_impl.h — private to the kv_write family: the variant signature shared by
+/* kernels/kv_write_internal.h — private to the kv_write family: the variant signature shared by
  * kernels/ref/kv_write_ref.c and kernels/x86/kv_write_<isa>.c, and the table the dispatcher
  * (kernels/kv_write.c) fills from them. Not part of the public contract (kernels/kv_write.h).
  */
-#ifndef NUMLA_KERNELS_KV_WRITE_IMPL_H
-#define NUMLA_KERNELS_KV_WRITE_IMPL_H
+#ifndef NUMLA_KERNELS_KV_WRITE_INTERNAL_H
+#define NUMLA_KERNELS_KV_WRITE_INTERNAL_H
 
 #include "kernels/kv_write.h"
 

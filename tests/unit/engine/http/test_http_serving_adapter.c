@@ -1,4 +1,4 @@
-/* Tests for engine/http/serve_glue.c, the HTTP jobs as the serving loop's source and sink,
+/* Tests for engine/http/serving_adapter.c, the HTTP jobs as the serving loop's source and sink,
  * driven by hand (no loop, no model): token-id prompts become requests in queue order with the
  * body's parameters; text prompts are encoded with BOS and chat messages rendered (DeepSeek-V3
  * template) and encoded without a second BOS; prompts that do not fit the context, text
@@ -9,40 +9,40 @@
 #include "test_util.h"
 
 #include "common/clock.h"
-#include "engine/http/serve_glue.h"
+#include "engine/http/serving_adapter.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct glue_fixture {
+typedef struct adapter_fixture {
     numla_http_backend *b;
-    numla_http_glue *g;
+    numla_http_adapter *g;
     numla_serve_source src;
     numla_serve_sink sink;
-} glue_fixture;
+} adapter_fixture;
 
-static int fixture_open(glue_fixture *f, int64_t max_context, numla_tokenizer *tok,
+static int fixture_open(adapter_fixture *f, int64_t max_context, numla_tokenizer *tok,
                         const numla_chat_template *chat, int32_t wait_ms)
 {
     memset(f, 0, sizeof *f);
     CU_ASSERT_EQUAL_FATAL(numla_http_backend_create(16, &f->b), NUMLA_STATUS_OK);
-    numla_http_glue_options o = {.backend = f->b, .tokenizer = tok, .chat = chat,
+    numla_http_adapter_options o = {.backend = f->b, .tokenizer = tok, .chat = chat,
                                  .max_context = max_context, .wait_ms = wait_ms};
-    CU_ASSERT_EQUAL_FATAL(numla_http_glue_create(&o, &f->g), NUMLA_STATUS_OK);
-    f->src = numla_http_glue_source(f->g);
-    f->sink = numla_http_glue_sink(f->g);
+    CU_ASSERT_EQUAL_FATAL(numla_http_adapter_create(&o, &f->g), NUMLA_STATUS_OK);
+    f->src = numla_http_adapter_source(f->g);
+    f->sink = numla_http_adapter_sink(f->g);
     return 1;
 }
 
-static void fixture_close(glue_fixture *f)
+static void fixture_close(adapter_fixture *f)
 {
-    numla_http_glue_destroy(&f->g);
+    numla_http_adapter_destroy(&f->g);
     CU_ASSERT_PTR_NULL(f->g);
     numla_http_backend_destroy(&f->b);
 }
 
 /* Parse body for ep, make it a call and queue it. */
-static numla_http_call *submit(glue_fixture *f, numla_openai_endpoint ep, const char *body)
+static numla_http_call *submit(adapter_fixture *f, numla_openai_endpoint ep, const char *body)
 {
     numla_openai_request req;
     numla_openai_error err;
@@ -58,7 +58,7 @@ static numla_http_call *submit(glue_fixture *f, numla_openai_endpoint ep, const 
 }
 
 /* One pull: the request (caller frees with numla_request_free) and its user pointer. */
-static numla_serve_pull pull(glue_fixture *f, numla_request *req, void **user)
+static numla_serve_pull pull(adapter_fixture *f, numla_request *req, void **user)
 {
     memset(req, 0, sizeof *req);
     *user = NULL;
@@ -74,7 +74,7 @@ static int tokens_are(const numla_request *r, const int32_t *want, int32_t n)
 }
 
 /* The sink's done for a request with this outcome. */
-static void done(glue_fixture *f, void *user, const numla_request *req, const char *finish,
+static void done(adapter_fixture *f, void *user, const numla_request *req, const char *finish,
                  const char *error, int32_t num_output, const char *tail, int cancelled)
 {
     numla_serve_done d = {.result = {.req = req, .num_output = num_output,
@@ -86,7 +86,7 @@ static void done(glue_fixture *f, void *user, const numla_request *req, const ch
 
 static void test_token_prompts_in_order(void)
 {
-    glue_fixture f;
+    adapter_fixture f;
     fixture_open(&f, 64, NULL, NULL, 0);
     numla_http_call *c = submit(&f, NUMLA_OPENAI_COMPLETIONS,
                                 "{\"prompt\": [[1, 2, 3], [4, 5]], \"max_tokens\": 5, "
@@ -104,11 +104,11 @@ static void test_token_prompts_in_order(void)
     const int32_t p0[] = {1, 2, 3}, p1[] = {4, 5};
     CU_ASSERT(tokens_are(&r[0], p0, 3));
     CU_ASSERT(tokens_are(&r[1], p1, 2));
-    CU_ASSERT_EQUAL(numla_http_glue_held(f.g), 2);
+    CU_ASSERT_EQUAL(numla_http_adapter_held(f.g), 2);
     numla_request none;
     void *u;
     CU_ASSERT_EQUAL(pull(&f, &none, &u), NUMLA_SERVE_PULL_NONE);
-    numla_http_glue_end(f.g);
+    numla_http_adapter_end(f.g);
     CU_ASSERT_EQUAL(pull(&f, &none, &u), NUMLA_SERVE_PULL_END);
 
     /* tokens go to the job; done finishes it with the loop's counts and lets it go */
@@ -128,13 +128,13 @@ static void test_token_prompts_in_order(void)
     CU_ASSERT_EQUAL(c->jobs[0].prompt_tokens, 3);
     CU_ASSERT_EQUAL(c->jobs[0].completion_tokens, 2);
     CU_ASSERT(c->jobs[0].released);
-    CU_ASSERT_EQUAL(numla_http_glue_held(f.g), 1);
+    CU_ASSERT_EQUAL(numla_http_adapter_held(f.g), 1);
     /* cancelled by the loop (client gone or stop string): answered as "stop" */
     done(&f, user[1], &r[1], "cancelled", NULL, 0, NULL, 1);
     CU_ASSERT_STRING_EQUAL(c->jobs[1].finish_reason, "stop");
     CU_ASSERT(c->jobs[1].released);
-    CU_ASSERT_EQUAL(numla_http_glue_held(f.g), 0);
-    numla_http_glue_poll(f.g); /* no loop set: nothing to do */
+    CU_ASSERT_EQUAL(numla_http_adapter_held(f.g), 0);
+    numla_http_adapter_poll(f.g); /* no loop set: nothing to do */
     for (int i = 0; i < 2; i++)
         numla_request_free(&r[i]);
     numla_http_call_release(&c);
@@ -145,7 +145,7 @@ static void test_token_prompts_in_order(void)
  * a 400; the client's message loses the loop's "line N: " prefix. */
 static void test_failures_from_the_loop(void)
 {
-    glue_fixture f;
+    adapter_fixture f;
     fixture_open(&f, 0, NULL, NULL, 0);
     numla_http_call *c = submit(&f, NUMLA_OPENAI_COMPLETIONS, "{\"prompt\": [[1], [2]]}");
     numla_request r[2];
@@ -170,7 +170,7 @@ static void test_failures_from_the_loop(void)
  * the pull goes on to the next job. */
 static void test_refusals(void)
 {
-    glue_fixture f;
+    adapter_fixture f;
     fixture_open(&f, 8, NULL, NULL, 0);
     numla_http_call *full = submit(&f, NUMLA_OPENAI_COMPLETIONS,
                                    "{\"prompt\": [1, 2, 3, 4, 5, 6, 7, 8]}");
@@ -205,7 +205,7 @@ static void test_refusals(void)
         NUMLA_ASSERT_MSG(strstr(j->error.message, want[i].says) != NULL,
                          "case %zu: message '%s'", i, j->error.message);
     }
-    CU_ASSERT_EQUAL(numla_http_glue_held(f.g), 1);
+    CU_ASSERT_EQUAL(numla_http_adapter_held(f.g), 1);
     done(&f, user, &r, "stop", NULL, 1, NULL, 0);
     numla_request_free(&r);
     numla_http_call *calls[] = {full, over, text, chat, fits};
@@ -217,7 +217,7 @@ static void test_refusals(void)
 /* A client that left while its job waited: the job is finished without reaching the loop. */
 static void test_cancelled_while_queued(void)
 {
-    glue_fixture f;
+    adapter_fixture f;
     fixture_open(&f, 0, NULL, NULL, 0);
     numla_http_call *c = submit(&f, NUMLA_OPENAI_COMPLETIONS, "{\"prompt\": [3]}");
     numla_http_call_cancel(c);
@@ -227,7 +227,7 @@ static void test_cancelled_while_queued(void)
     CU_ASSERT(c->jobs[0].finished && c->jobs[0].released);
     CU_ASSERT_STRING_EQUAL(c->jobs[0].finish_reason, "stop");
     CU_ASSERT_EQUAL(c->jobs[0].error.status, 0);
-    CU_ASSERT_EQUAL(numla_http_glue_held(f.g), 0);
+    CU_ASSERT_EQUAL(numla_http_adapter_held(f.g), 0);
     numla_http_call_release(&c);
     fixture_close(&f);
 }
@@ -236,7 +236,7 @@ static void test_cancelled_while_queued(void)
  * destroy fails the jobs it holds with 503. */
 static void test_wait_and_destroy(void)
 {
-    glue_fixture f;
+    adapter_fixture f;
     fixture_open(&f, 0, NULL, NULL, 30);
     double t0 = numla_now_s();
     f.src.wait(f.src.ctx);
@@ -251,7 +251,7 @@ static void test_wait_and_destroy(void)
     CU_ASSERT_PTR_EQUAL(user, &c->jobs[0]);
     numla_request_free(&r);
     f.src.wait(f.src.ctx); /* job 1 kept, not yet handed over */
-    numla_http_glue_destroy(&f.g);
+    numla_http_adapter_destroy(&f.g);
     for (int i = 0; i < 2; i++) {
         CU_ASSERT_EQUAL(c->jobs[i].error.status, 503);
         CU_ASSERT(c->jobs[i].released);
@@ -273,7 +273,7 @@ static void test_text_and_chat_prompts(void)
     CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load(dir, &tok), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_json(NULL, "deepseek-v3", &chat),
                           NUMLA_STATUS_OK);
-    glue_fixture f;
+    adapter_fixture f;
     fixture_open(&f, 64, tok, chat, 0);
     numla_http_call *ct = submit(&f, NUMLA_OPENAI_COMPLETIONS,
                                  "{\"prompt\": \"hello world\", \"max_tokens\": 3}");
@@ -314,7 +314,7 @@ static void test_text_and_chat_prompts(void)
     numla_tokenizer_destroy(&tok);
 }
 
-NUMLA_TEST_SUITE(http_serve_glue, NULL, NULL, NUMLA_TEST(test_token_prompts_in_order),
+NUMLA_TEST_SUITE(http_serving_adapter, NULL, NULL, NUMLA_TEST(test_token_prompts_in_order),
                  NUMLA_TEST(test_failures_from_the_loop), NUMLA_TEST(test_refusals),
                  NUMLA_TEST(test_cancelled_while_queued), NUMLA_TEST(test_wait_and_destroy),
                  NUMLA_TEST(test_text_and_chat_prompts))

@@ -1,79 +1,11 @@
-/* engine/model/ops.c — the forward pass's building blocks (model.h, model_internal.h):
- * RMSNorm, RoPE, the linear-layer helpers (one linear, per-head products, the SiLU MLP), their
- * workspaces and the part timer. */
-#include <math.h>
+/* engine/model/projections.c — the forward pass's linear building blocks (model_internal.h): one
+ * linear layer on the shared workspace, the per-head products of the absorbed attention, and
+ * the SiLU-gated MLP. */
 #include <omp.h>
-#include <stdlib.h>
 
 #include "engine/model/model_internal.h"
 #include "kernels/act.h"
 #include "kernels/linear.h"
-
-void numla_rmsnorm(float *y, const float *x, const float *w, int64_t n, double eps)
-{
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        ss += (double)x[i] * (double)x[i];
-    float r = (float)(1.0 / sqrt(ss / (double)n + eps));
-    for (int64_t i = 0; i < n; i++)
-        y[i] = w[i] * (x[i] * r);
-}
-
-void numla_rope_cos_sin(const numla_model_config *c, int32_t pos, float *cos_sin)
-{
-    int64_t half = c->qk_rope_head_dim / 2;
-    float af = (float)c->rope_attention_factor;
-    for (int64_t i = 0; i < half; i++) {
-        /* fp32 angle like the reference (positions × fp32 inv_freq). */
-        float ang = (float)pos * (float)c->rope_inv_freq[i];
-        cos_sin[i] = (float)cos((double)ang) * af;
-        cos_sin[half + i] = (float)sin((double)ang) * af;
-    }
-}
-
-void numla_rope_apply(float *out, const float *x, const float *cos_sin, int64_t dr)
-{
-    int64_t half = dr / 2;
-    for (int64_t i = 0; i < half; i++) {
-        float a = x[2 * i], b = x[2 * i + 1], cs = cos_sin[i], sn = cos_sin[half + i];
-        out[i] = a * cs - b * sn;
-        out[half + i] = b * cs + a * sn;
-    }
-}
-
-/* Grow a 64-byte aligned kernel workspace (*buf, *bytes) to at least need bytes; its old
- * contents are not kept. what names it in the error. */
-numla_status numla_model_grow_workspace(void **buf, size_t *bytes, size_t need, const char *what)
-{
-    if (need <= *bytes)
-        return NUMLA_STATUS_OK;
-    free(*buf);
-    *buf = aligned_alloc(64, need ? (need + 63) & ~(size_t)63 : 64);
-    *bytes = *buf ? need : 0;
-    if (!*buf)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "model: no memory for the %s (%zu bytes)", what, need);
-    return NUMLA_STATUS_OK;
-}
-
-/* Linear calls made one per thread inside our own parallel region (each then runs on its
- * thread alone): nth workspaces of `each` bytes (rounded to 64) in m->par_ws. */
-numla_status numla_model_par_workspace(numla_model *m, size_t each, int nth, size_t *stride)
-{
-    *stride = (each + 63) & ~(size_t)63;
-    return numla_model_grow_workspace(&m->par_ws, &m->par_ws_bytes, *stride * (size_t)nth,
-                                      "per-thread linear workspaces");
-}
-
-const char *const numla_model_part_names[NUMLA_MODEL_PART_COUNT] = {
-    "embed_norm", "attention", "dense_mlp", "router", "experts", "shared", "reduce", "lm_head"};
-
-/* Charges the time since *t to part p and restarts the clock. */
-void numla_model_part_tick(numla_model *m, numla_model_part p, double *t)
-{
-    double now = omp_get_wtime();
-    m->stats.part_s[p] += now - *t;
-    *t = now;
-}
 
 /* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */
 numla_status numla_model_lin(numla_model *m, const numla_model_linear *w, int64_t M,
@@ -172,7 +104,7 @@ numla_status numla_model_per_head(numla_model *m, const numla_model_linear *w, c
 }
 
 /* SiLU-gated MLP slice on rows x (M, hidden), accumulating into y (M, ldy). */
-numla_status numla_model_mlp(numla_model *m, const numla_mlp_weights *w, int64_t M,
+numla_status numla_model_mlp(numla_model *m, const numla_weights_mlp *w, int64_t M,
                              const float *x, float *y, int64_t ldy)
 {
     const int64_t hid = m->cfg.hidden_size, I = w->inter;

@@ -1,7 +1,8 @@
-/* engine/synth/qckpt.c — 8-bit checkpoints in the published formats (qckpt.h): the naming
- * rules, the streaming quantized tensor, and `numla quantize` over a safetensors checkpoint. */
+/* engine/synth/quantized_checkpoint.c — 8-bit checkpoints in the published formats
+ * (quantized_checkpoint.h): the naming rules, the streaming quantized tensor, and
+ * `numla quantize` over a safetensors checkpoint. */
 #define _GNU_SOURCE
-#include "engine/synth/qckpt.h"
+#include "engine/synth/quantized_checkpoint.h"
 
 #include "kernels/quant.h"
 

@@ -1,4 +1,5 @@
-/* engine/synth/qckpt.h — writing 8-bit checkpoints in the published formats, tensor by tensor.
+/* engine/synth/quantized_checkpoint.h — writing 8-bit checkpoints in the published formats,
+ * tensor by tensor (the writer behind `numla quantize`; numla_qckpt_* is its prefix).
  *
  * FP8 as DeepSeek-V3/R1 publish it: config.json quantization_config {"quant_method": "fp8",
  * "fmt": "e4m3", "weight_block_size": [128, 128], "activation_scheme": "dynamic"}; each
@@ -19,8 +20,8 @@
  * of 128 rows, and the codes are made chunk by chunk while the safetensors writer writes.
  * Not collective.
  */
-#ifndef NUMLA_ENGINE_QCKPT_H
-#define NUMLA_ENGINE_QCKPT_H
+#ifndef NUMLA_ENGINE_QUANTIZED_CHECKPOINT_H
+#define NUMLA_ENGINE_QUANTIZED_CHECKPOINT_H
 
 #include <stddef.h>
 #include <stdint.h>

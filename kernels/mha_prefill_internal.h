@@ -1,7 +1,7 @@
-/* kernels/mha_prefill_impl.h — private to the mha_prefill family: the variant signature, the
+/* kernels/mha_prefill_internal.h — private to the mha_prefill family: the variant signature, the
  * query/key blocking (one table for every variant) and the per-thread scratch layout. */
-#ifndef NUMLA_KERNELS_MHA_PREFILL_IMPL_H
-#define NUMLA_KERNELS_MHA_PREFILL_IMPL_H
+#ifndef NUMLA_KERNELS_MHA_PREFILL_INTERNAL_H
+#define NUMLA_KERNELS_MHA_PREFILL_INTERNAL_H
 
 #include "kernels/mha_prefill.h"
 
@@ -20,9 +20,9 @@ static inline size_t numla_mha_prefill_thread_floats(const numla_mha_prefill_arg
     return qb * kb + qb * (size_t)a->v_dim + 2 * qb + 16 + qb * (size_t)a->qk_dim + qb * kb + 16;
 }
 
-/* One key block of the dispatcher's packing: Kt (Dqk, KB) then V (KB, Dv). When
- * numla_mha_prefill_amx_applies (kernels/x86/mha_prefill_amx.h) for the amx variant, the
- * Kt and V parts hold split-bf16 AMX B tiles instead (same footprints). */
+/* One key block of the dispatcher's packing: Kt (Dqk, KB) then V (KB, Dv). The amx variant's
+ * packing (numla_mha_prefill_pack_block_amx) holds split-bf16 AMX B tiles there instead (same
+ * footprints). */
 static inline size_t numla_mha_prefill_kv_block_floats(const numla_mha_prefill_args *a)
 {
     return (size_t)NUMLA_MHA_PREFILL_KB * ((size_t)a->qk_dim + (size_t)a->v_dim);
@@ -41,8 +41,28 @@ void numla_mha_prefill_ref(const numla_mha_prefill_args *a, int32_t b, int32_t h
 void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0,
                               int32_t i1, float *scratch, const float *kt);
 /* The avx512 variant with Q·Kᵀ and P·V on AMX tiles, over the tile packing; the dispatcher
- * picks it at the amx level when numla_mha_prefill_amx_applies (kernels/x86/mha_prefill_amx.h). */
+ * picks it at the amx level when numla_mha_prefill_amx_applies. */
 void numla_mha_prefill_avx512_amx(const numla_mha_prefill_args *a, int32_t b, int32_t h,
                                   int32_t i0, int32_t i1, float *scratch, const float *kt);
+
+/* Keys and values of (sequence b, head h), key block kb, packed into kt (that (sequence,
+ * head)'s region; the block at kb · kv_block_floats()) in the layout the variant reads. Runs
+ * once per block before any task, on the dispatcher's threads. */
+typedef void (*numla_mha_prefill_pack_fn)(const numla_mha_prefill_args *a, int32_t b, int32_t h,
+                                          int64_t kb, float *kt);
+/* The amx variant's packing: split-bf16 B tiles (kernels/x86/mha_prefill_amx.c). */
+void numla_mha_prefill_pack_block_amx(const numla_mha_prefill_args *a, int32_t b, int32_t h,
+                                      int64_t kb, float *kt);
+/* Whether the amx variant takes these args: qk_dim and v_dim multiples of 32 and AMX usable
+ * (kernels/x86/amx.h); when not, the level below runs them. */
+int numla_mha_prefill_amx_applies(const numla_mha_prefill_args *a);
+
+/* One level's entry of the family's dispatch table (kernels/mha_prefill.c). */
+typedef struct numla_mha_prefill_impl {
+    numla_mha_prefill_fn attend;     /* NULL: the level has no variant of its own */
+    numla_mha_prefill_pack_fn pack;  /* NULL: the variant reads k and v in place */
+    /* NULL: the variant takes every args; else whether it takes these */
+    int (*applies)(const numla_mha_prefill_args *a);
+} numla_mha_prefill_impl;
 
 #endif

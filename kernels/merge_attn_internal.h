@@ -1,8 +1,8 @@
-/* kernels/merge_attn_impl.h — private to the merge_attn family: the variant signature, the
+/* kernels/merge_attn_internal.h — private to the merge_attn family: the variant signature, the
  * table entries, and the per-row weight rule every variant shares, so the ±inf cases of
  * kernels/merge_attn.h are decided in one place. */
-#ifndef NUMLA_KERNELS_MERGE_ATTN_IMPL_H
-#define NUMLA_KERNELS_MERGE_ATTN_IMPL_H
+#ifndef NUMLA_KERNELS_MERGE_ATTN_INTERNAL_H
+#define NUMLA_KERNELS_MERGE_ATTN_INTERNAL_H
 
 #include <math.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* kernels/x86/mla_attn_avx512_impl.h — the AVX-512 MLA attention chunk kernel, included by
+/* kernels/x86/mla_attn_avx512_internal.h — the AVX-512 MLA attention chunk kernel, included by
  * mla_attn_avx512.c (NUMLA_MLA_AMX 0) and mla_attn_avx512_amx.c (NUMLA_MLA_AMX 1), which
  * supply the compiler flags. Private to those two files.
  *
@@ -17,8 +17,8 @@
  * its lines are reused from L1/L2 by step 3.
  * The chunk's O lives in the frame's acc buffer (rows, Dc) between tiles.
  */
-#ifndef NUMLA_KERNELS_X86_MLA_ATTN_AVX512_IMPL_H
-#define NUMLA_KERNELS_X86_MLA_ATTN_AVX512_IMPL_H
+#ifndef NUMLA_KERNELS_X86_MLA_ATTN_AVX512_INTERNAL_H
+#define NUMLA_KERNELS_X86_MLA_ATTN_AVX512_INTERNAL_H
 
 #include <immintrin.h>
 #include <math.h>
@@ -29,7 +29,7 @@
 
 #include "kernels/mla_attn_internal.h"
 #ifndef NUMLA_MLA_AMX
-#error "define NUMLA_MLA_AMX before including mla_attn_avx512_impl.h"
+#error "define NUMLA_MLA_AMX before including mla_attn_avx512_internal.h"
 #endif
 #if NUMLA_MLA_AMX
 #include "kernels/x86/amx.h"
