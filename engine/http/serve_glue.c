@@ -1,6 +1,8 @@
 /* engine/http/serve_glue.c — HTTP jobs as the serving loop's source and sink (serve_glue.h). */
 #include "engine/http/serve_glue.h"
 
+#include "engine/http/reasoning.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,7 +129,7 @@ static numla_status encode(numla_http_glue *g, const char *text, size_t len, int
 }
 
 static numla_status chat_prompt(numla_http_glue *g, const numla_openai_request *r,
-                                numla_request *req, glue_refusal *no)
+                                numla_request *req, glue_refusal *no, int *reasoning_mode)
 {
     static const char *const roles[] = {"system", "user", "assistant"};
     if (!g->o.chat || !g->o.tokenizer) {
@@ -154,6 +156,10 @@ static numla_status chat_prompt(numla_http_glue *g, const numla_openai_request *
         snprintf(no->msg, sizeof no->msg, "%s", numla_error_message());
         return NUMLA_STATUS_OK;
     }
+    /* a thinking model's reasoning is split off as reasoning_content (reasoning.h) */
+    *reasoning_mode = numla_chat_template_thinks(g->o.chat)
+                          ? (int)numla_http_reasoning_mode_of_prompt(text, len)
+                          : (int)NUMLA_HTTP_REASONING_OFF;
     /* the rendered text holds the BOS token already */
     s = encode(g, text, len, 0, req, no, "messages");
     free(text);
@@ -170,7 +176,7 @@ static numla_status job_request(numla_http_glue *g, numla_http_job *j, numla_req
     req->params = r->params;
     req->text_output = g->o.tokenizer != NULL;
     if (r->endpoint == NUMLA_OPENAI_CHAT) {
-        NUMLA_CHECK(chat_prompt(g, r, req, no));
+        NUMLA_CHECK(chat_prompt(g, r, req, no, &j->reasoning_mode));
     } else if (p->tokens) {
         req->prompt_tokens = malloc(((size_t)p->num_tokens + 1) * sizeof *req->prompt_tokens);
         if (!req->prompt_tokens)
