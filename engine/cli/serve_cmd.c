@@ -210,9 +210,7 @@ static numla_status serve_prepare(serve_job *j)
     serve_opts *o = j->o;
     NUMLA_CHECK(numla_model_config_load(o->e.model, &j->cfg));
     numla_cli_engine_opts_fit(&o->e, &j->cfg);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.json", o->e.model);
-    if (access(path, F_OK) == 0)
+    if (numla_tokenizer_present(o->e.model)) /* tokenizer.json or tiktoken.model */
         NUMLA_CHECK(numla_tokenizer_load_for_model(o->e.model, j->cfg.vocab_size, &j->tok));
     else
         fprintf(stderr, "numla serve: %s has no tokenizer.json: prompts must be token ids\n",

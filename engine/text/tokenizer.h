@@ -56,6 +56,9 @@ numla_status numla_tokenizer_load_for_model(const char *model_dir, int64_t vocab
 numla_status numla_tokenizer_load_tiktoken_text(const char *model_text, size_t len,
                                                 const char *config_json, int64_t vocab_size,
                                                 const char *name, numla_tokenizer **out);
+/* 1 when model_dir holds a tokenizer numla_tokenizer_load reads (tokenizer.json or
+ * tiktoken.model). Not collective. */
+int numla_tokenizer_present(const char *model_dir);
 /* Free and NULL the handle (NULL is fine). */
 void numla_tokenizer_destroy(numla_tokenizer **t);
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/text/tokenizer_internal.h"
 
@@ -841,6 +842,14 @@ static numla_status numla_tokenizer_load_tiktoken_dir(const char *model_dir, int
     free(ctext);
     NUMLA_CHECK(s);
     return NUMLA_STATUS_OK;
+}
+
+int numla_tokenizer_present(const char *model_dir)
+{
+    char a[4200], b[4200];
+    snprintf(a, sizeof a, "%s/tokenizer.json", model_dir);
+    snprintf(b, sizeof b, "%s/tiktoken.model", model_dir);
+    return access(a, F_OK) == 0 || access(b, F_OK) == 0;
 }
 
 numla_status numla_tokenizer_load(const char *model_dir, numla_tokenizer **out)
