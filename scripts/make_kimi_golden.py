@@ -70,6 +70,36 @@ CLASS_PATTERNS = [("Han", r"[\p{Han}]"), ("L", r"\p{L}"), ("N", r"\p{N}"), ("M",
                   ("Lo", r"\p{Lo}"), ("s", r"\s")]
 
 
+README = """# Golden data: Kimi's tiktoken tokenizer (engine/text/tokenizer_tiktoken.c)
+
+Made by `scripts/make_kimi_golden.py` with tiktoken {version}; checked by
+`tests/golden/test_kimi_tokenizer_golden.c` (`ctest -R golden.kimi_tokenizer_golden`). The build
+and the tests never need Python; only regenerating does.
+
+No real Kimi vocabulary is reachable from the machine that made this, so `tiktoken.model` is a
+small vocabulary ({n_base} ranks) trained by the tiktoken package's own educational trainer
+(`tiktoken._educational.bpe_train`) with Kimi's pre-tokenizer pattern, on the corpus of the
+byte-level goldens plus mixed CJK / emoji / digit / whitespace text and English contractions (so
+that merges cross where the pattern's `(?i:'s|...)` decides). The 256 ids after the ranks are
+special tokens, named in `tokenizer_config.json` as Kimi K2's names them, the others
+`<|reserved_token_ID|>`, as Kimi's tokenization code does.
+
+* `cases.json`: {n_cases} strings (the byte-level goldens' strings, mixed CJK / emoji / digits /
+  whitespace runs, contractions, and samples of every Unicode general category plus the Han /
+  Hiragana / Katakana ranges in ten contexts each) with tiktoken's ids
+  (`encode(allowed_special="all")`) and decodes.
+* `classes.json`: the code points tiktoken's regex engine puts in `\\p{{Han}}`, `\\p{{L}}`,
+  `\\p{{Lu}}`, `\\p{{Ll}}`, `\\p{{Lt}}`, `\\p{{Lm}}`, `\\p{{Lo}}`, `\\p{{M}}`, `\\p{{N}}` and `\\s`
+  (probed through tiktoken itself), checked against numla's classifier on every code point.
+* `mixed_1mb.ids`: tiktoken's {n_ids} ids (int32 little-endian) of
+  `tests/golden/tokenizer/mixed_1mb.txt`.
+
+Reference speed (`numla bench tokenizer --model tests/golden/kimi_tok` reads it): tiktoken
+{version}, one thread, encode of `mixed_1mb.txt` (best of 3, measured by the generator on a
+shared machine): **{mbps:.2f} MB/s**
+"""
+
+
 def ranges(cps):
     r = []
     for c in cps:
@@ -223,6 +253,9 @@ def main():
     with open(os.path.join(args.out, "mixed_1mb.ids"), "wb") as f:
         import struct
         f.write(struct.pack(f"<{len(ids)}i", *ids))
+    with open(os.path.join(args.out, "README.md"), "w", encoding="utf-8") as f:
+        f.write(README.format(version=tiktoken.__version__, n_cases=len(cases), n_base=n_base,
+                              mbps=mb / best, n_ids=len(ids)))
 
 
 if __name__ == "__main__":
