@@ -156,6 +156,15 @@ static numla_status chat_prompt(numla_http_glue *g, const numla_openai_request *
         snprintf(no->msg, sizeof no->msg, "%s", numla_error_message());
         return NUMLA_STATUS_OK;
     }
+    /* Kimi ends a turn with <|im_end|>, not its EOS: stop there too (unless ignore_eos) */
+    const char *eot = numla_chat_template_end_of_turn(g->o.chat);
+    int32_t eot_id = eot ? numla_tokenizer_token_id(g->o.tokenizer, eot) : -1;
+    numla_sampling_params *sp = &req->params;
+    int have = 0;
+    for (int32_t k = 0; k < sp->num_stop; k++)
+        have |= sp->stop_token_ids[k] == eot_id;
+    if (eot_id >= 0 && !sp->ignore_eos && !have && sp->num_stop < NUMLA_SAMPLER_MAX_STOP)
+        sp->stop_token_ids[sp->num_stop++] = eot_id;
     /* a thinking model's reasoning is split off as reasoning_content (reasoning.h) */
     *reasoning_mode = numla_chat_template_thinks(g->o.chat)
                           ? (int)numla_http_reasoning_mode_of_prompt(text, len)

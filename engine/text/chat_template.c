@@ -1014,6 +1014,12 @@ static void render_v3_1(const numla_chat_template *t, const numla_chat_message *
         put(b, thinking ? T_ASSISTANT "<think>" : T_ASSISTANT "</think>");
 }
 
+const char *numla_chat_template_end_of_turn(const numla_chat_template *t)
+{
+    numla_chat_kind k = t->builtin->kind;
+    return k == NUMLA_CHAT_KIND_KIMI_K2 || k == NUMLA_CHAT_KIND_KIMI_K2_THINKING ? K_END : NULL;
+}
+
 int numla_chat_template_thinks(const numla_chat_template *t)
 {
     numla_chat_kind k = t->builtin->kind;

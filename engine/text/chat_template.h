@@ -99,6 +99,10 @@ numla_status numla_chat_template_render_opts(const numla_chat_template *t,
                                              const numla_chat_options *opts, char **out,
                                              size_t *len);
 
+/* The special token that ends an assistant turn when it is not the model's EOS ("<|im_end|>" for
+ * the Kimi templates), NULL when the EOS does: a server stops generation there too. */
+const char *numla_chat_template_end_of_turn(const numla_chat_template *t);
+
 /* 1 when the template's model writes its reasoning before the answer (deepseek-r1,
  * deepseek-v3.1, kimi-k2-thinking): the server splits it off as reasoning_content. */
 int numla_chat_template_thinks(const numla_chat_template *t);

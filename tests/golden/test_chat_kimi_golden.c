@@ -210,8 +210,11 @@ static void test_names_and_thinking(void)
     static const int thinks[] = {1, 0, 1};
     for (int k = 0; k < 3; k++) {
         numla_chat_template *t = load_named(templates, names[k]);
-        if (t)
+        if (t) {
             CU_ASSERT_EQUAL(numla_chat_template_thinks(t), thinks[k]);
+            const char *eot = numla_chat_template_end_of_turn(t);
+            CU_ASSERT(k == 0 ? eot == NULL : eot && !strcmp(eot, "<|im_end|>"));
+        }
         numla_chat_template_destroy(&t);
         const char *src = json_string_value(json_object_get(json_object_get(templates, names[k]),
                                                             "template"));
