@@ -100,7 +100,7 @@ static const numla_safetensors_tensor *ld_get(loader *L, const char *name, int32
     if (L->pass == 1)
         return t;
     if (!t) {
-        ld_problem(L, "missing %s", name);
+        ld_problem(L, "missing %s%s", L->cfg->tensor_prefix, name);
         return NULL;
     }
     int ok = t->ndim == ndim;
