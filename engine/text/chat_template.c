@@ -471,7 +471,7 @@ static const char *config_template(json_t *cfg)
 }
 
 static numla_status load_parsed(json_t *cfg, const char *what, const char *force_name,
-                                numla_chat_template **out)
+                                const char *jinja, numla_chat_template **out)
 {
     const numla_chat_builtin *b = NULL;
     if (force_name) {
@@ -484,6 +484,8 @@ static numla_status load_parsed(json_t *cfg, const char *what, const char *force
                               force_name, NUMLA_CHAT_NAMES_TEXT);
     } else {
         const char *tmpl = cfg ? config_template(cfg) : NULL;
+        if (!tmpl)
+            tmpl = jinja; /* chat_template.jinja beside it (Kimi-K2-Thinking ships one) */
         if (!tmpl)
             NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
                               "%s has no chat_template; pick a built-in one with "
@@ -526,7 +528,7 @@ numla_status numla_chat_template_load_json(const char *json, const char *force_n
                               cfg ? "not an object" : err.text, err.line);
         }
     }
-    numla_status s = load_parsed(cfg, "tokenizer_config.json", force_name, out);
+    numla_status s = load_parsed(cfg, "tokenizer_config.json", force_name, NULL, out);
     json_decref(cfg);
     return s;
 }
@@ -540,19 +542,41 @@ numla_status numla_chat_template_load(const char *model_dir, const char *force_n
     if (w < 0 || (size_t)w >= sizeof path)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "model directory path too long: %s",
                           model_dir);
+    /* a separate chat_template.jinja is used when tokenizer_config.json has no chat_template */
+    char jpath[4096];
+    snprintf(jpath, sizeof jpath, "%s/chat_template.jinja", model_dir);
+    char *jinja = NULL;
+    FILE *jf = fopen(jpath, "rb");
+    if (jf) {
+        long n = fseek(jf, 0, SEEK_END) == 0 ? ftell(jf) : -1;
+        if (n >= 0 && n < (16L << 20) && fseek(jf, 0, SEEK_SET) == 0 &&
+            (jinja = malloc((size_t)n + 1)) != NULL) {
+            if (fread(jinja, 1, (size_t)n, jf) != (size_t)n) {
+                free(jinja);
+                jinja = NULL;
+            } else {
+                jinja[n] = 0;
+            }
+        }
+        fclose(jf);
+    }
     json_error_t err;
     json_t *cfg = json_load_file(path, 0, &err);
-    if (!cfg && !force_name)
+    if (!cfg && !force_name) {
+        free(jinja);
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
                           "%s: %s; without it pick a built-in chat template with "
                           "--chat-template NAME (%s)",
                           path, err.text, NUMLA_CHAT_NAMES_TEXT);
+    }
     if (cfg && !json_is_object(cfg)) {
         json_decref(cfg);
+        free(jinja);
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: not a JSON object", path);
     }
-    numla_status s = load_parsed(cfg, path, force_name, out);
+    numla_status s = load_parsed(cfg, path, force_name, jinja, out);
     json_decref(cfg);
+    free(jinja);
     return s;
 }
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/text/chat_template.h"
 
@@ -249,5 +250,34 @@ static void test_names_and_thinking(void)
     json_decref(templates);
 }
 
+/* A model dir whose tokenizer_config.json has no chat_template and a chat_template.jinja beside
+ * it (as Kimi-K2-Thinking ships): the file's template is recognised; without it, an error. */
+static void test_jinja_file(void)
+{
+    char dir[] = "/tmp/numla-chat-jinja-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char cfg[256], jin[256];
+    snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
+    snprintf(jin, sizeof jin, "%s/chat_template.jinja", dir);
+    FILE *f = fopen(cfg, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("{\"bos_token\": \"[BOS]\", \"eos_token\": \"[EOS]\"}", f);
+    fclose(f);
+    numla_chat_template *t = NULL;
+    CU_ASSERT_EQUAL(numla_chat_template_load(dir, NULL, &t), NUMLA_STATUS_UNSUPPORTED);
+    CU_ASSERT(strstr(numla_error_message(), "no chat_template") != NULL);
+    f = fopen(jin, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(numla_chat_template_source("kimi-k2-thinking"), f);
+    fclose(f);
+    CU_ASSERT_EQUAL(numla_chat_template_load(dir, NULL, &t), NUMLA_STATUS_OK);
+    if (t)
+        CU_ASSERT_STRING_EQUAL(numla_chat_template_name(t), "kimi-k2-thinking");
+    numla_chat_template_destroy(&t);
+    unlink(cfg);
+    unlink(jin);
+    rmdir(dir);
+}
+
 NUMLA_TEST_SUITE(chat_kimi_golden, NULL, NULL, NUMLA_TEST(test_golden_renders),
-                 NUMLA_TEST(test_names_and_thinking))
+                 NUMLA_TEST(test_names_and_thinking), NUMLA_TEST(test_jinja_file))
