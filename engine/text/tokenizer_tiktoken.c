@@ -542,8 +542,10 @@ static numla_status tt_fill_ranks(numla_tokenizer *t, tt_entry *e, size_t n, con
     return NUMLA_STATUS_OK;
 }
 
-/* The special tokens: ids n_base .. n_base + 255, named by added_tokens_decoder. */
-static numla_status tt_fill_specials(numla_tokenizer *t, json_t *config, const char *name)
+/* The special tokens: ids n_base .. n_base + 255, named by added_tokens_decoder. e: the ranks'
+ * entries sorted by rank (e[r] is rank r's), for the line of a colliding BPE token. */
+static numla_status tt_fill_specials(numla_tokenizer *t, json_t *config, const char *name,
+                                     const tt_entry *e)
 {
     json_t *dec = config ? json_object_get(config, "added_tokens_decoder") : NULL;
     if (dec && !json_is_object(dec))
@@ -564,7 +566,7 @@ static numla_status tt_fill_specials(numla_tokenizer *t, json_t *config, const c
         if (id < t->n_base)
             NUMLA_FAIL(NUMLA_STATUS_FORMAT,
                        "tokenizer_config.json: special token '%s' has id %lld, the id of the BPE "
-                       "token of rank %lld in %s", content, id, id, name);
+                       "token of rank %lld (%s:%ld)", content, id, id, name, e[id].line);
         if (id < t->n_base || id >= (long long)t->n_base + NUMLA_TIKTOKEN_RESERVED_SPECIALS)
             NUMLA_FAIL(NUMLA_STATUS_FORMAT,
                        "tokenizer_config.json: special token '%s' has id %lld, outside the %d "
@@ -575,7 +577,7 @@ static numla_status tt_fill_specials(numla_tokenizer *t, json_t *config, const c
         if (bpe >= 0)
             NUMLA_FAIL(NUMLA_STATUS_FORMAT,
                        "tokenizer_config.json: special token '%s' (id %lld) is also the BPE "
-                       "token of rank %d in %s", content, id, (int)bpe, name);
+                       "token of rank %d (%s:%ld)", content, id, (int)bpe, name, e[bpe].line);
     }
     t->n_added = NUMLA_TIKTOKEN_RESERVED_SPECIALS;
     t->added = calloc((size_t)t->n_added, sizeof *t->added);
@@ -645,10 +647,11 @@ numla_status numla_tokenizer_tiktoken_fill(numla_tokenizer *t, const char *text,
     t->tiktoken = 1;
     NUMLA_CHECK(tt_parse(text, len, name, t->id_limit, &e, &n, &pool));
     numla_status st = tt_fill_ranks(t, e, n, pool, name);
+    if (st == NUMLA_STATUS_OK)
+        st = tt_fill_specials(t, config, name, e);
     free(e);
     free(pool);
     NUMLA_CHECK(st);
-    NUMLA_CHECK(tt_fill_specials(t, config, name));
     NUMLA_CHECK(tt_build_decode(t));
     NUMLA_CHECK(numla_tokenizer_load_specials(t, config));
     NUMLA_CHECK(numla_tokenizer_prepare_encode(t));

@@ -251,11 +251,12 @@ static void test_load_errors(void)
     /* specials: id inside the ranks, outside the 256 special ids, same bytes as a BPE token */
     m = bytes_model("aGk= 256\n");
     expect_load_error(m, "{\"added_tokens_decoder\": {\"12\": {\"content\": \"<x>\"}}}",
-                      "special token '<x>' has id 12, the id of the BPE token of rank 12");
+                      "special token '<x>' has id 12, the id of the BPE token of rank 12 "
+                      "(tk.model:13)");
     expect_load_error(m, "{\"added_tokens_decoder\": {\"900\": {\"content\": \"<x>\"}}}",
                       "special token '<x>' has id 900, outside the 256 special ids [257, 513)");
     expect_load_error(m, "{\"added_tokens_decoder\": {\"300\": {\"content\": \"hi\"}}}",
-                      "special token 'hi' (id 300) is also the BPE token of rank 256");
+                      "special token 'hi' (id 300) is also the BPE token of rank 256 (tk.model:257)");
     expect_load_error(m, "{\"added_tokens_decoder\": {\"300\": {\"content\": \"<y>\"}, "
                          "\"301\": {\"content\": \"<y>\"}}}", "special token '<y>' has two ids");
     expect_load_error(m, "{\"added_tokens_decoder\": {\"abc\": {\"content\": \"<y>\"}}}",
