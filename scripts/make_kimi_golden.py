@@ -91,6 +91,10 @@ special tokens, named in `tokenizer_config.json` as Kimi K2's names them, the ot
 * `classes.json`: the code points tiktoken's regex engine puts in `\\p{{Han}}`, `\\p{{L}}`,
   `\\p{{Lu}}`, `\\p{{Ll}}`, `\\p{{Lt}}`, `\\p{{Lm}}`, `\\p{{Lo}}`, `\\p{{M}}`, `\\p{{N}}` and `\\s`
   (probed through tiktoken itself), checked against numla's classifier on every code point.
+* `every_code_point.json`: every code point (no surrogates) in the context `x{{c}}{{c}}'s {{c}}1\\n`,
+  4096 code points to a chunk, and the FNV-1a 64 hash of tiktoken's ids of each chunk, with
+  the trained vocabulary and with a vocabulary of all byte pairs (which shows every piece
+  boundary; the test builds it the same way).
 * `mixed_1mb.ids`: tiktoken's {n_ids} ids (int32 little-endian) of
   `tests/golden/tokenizer/mixed_1mb.txt`.
 
@@ -181,6 +185,45 @@ def mixed_strings(r):
     return out
 
 
+# Every code point through the whole encoder: each code point c, in order (no surrogates), as
+# EVERY_CP_CONTEXT with c filled in, concatenated in chunks of EVERY_CP_CHUNK code points; the
+# FNV-1a 64 hash of each chunk's ids (int32 little-endian bytes) is kept.
+EVERY_CP_CONTEXT = "x{c}{c}'s {c}1\n"
+EVERY_CP_CHUNK = 4096
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def pair_ranks():
+    """A vocabulary that shows every piece boundary: the 256 bytes, then every pair of bytes
+    (a, b) with rank 256 + ((256 a + b) * 40503) mod 65536, so tokens are one or two bytes and
+    where a piece ends changes which bytes pair up. The C test builds the same one."""
+    ranks = {bytes([i]): i for i in range(256)}
+    for i in range(65536):
+        ranks[bytes([i >> 8, i & 255])] = 256 + (i * 40503) % 65536
+    return ranks
+
+
+def every_code_point(enc):
+    import struct
+    pairs = tiktoken.Encoding("pairs", pat_str=KIMI_PAT, mergeable_ranks=pair_ranks(),
+                              special_tokens={})
+    cps = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    hashes, pair_hashes = [], []
+    for i in range(0, len(cps), EVERY_CP_CHUNK):
+        text = "".join(EVERY_CP_CONTEXT.format(c=chr(c)) for c in cps[i:i + EVERY_CP_CHUNK])
+        for e, out in ((enc, hashes), (pairs, pair_hashes)):
+            ids = e.encode(text, allowed_special="all")
+            out.append("%016x" % fnv1a64(struct.pack(f"<{len(ids)}i", *ids)))
+    return {"context": EVERY_CP_CONTEXT, "chunk": EVERY_CP_CHUNK, "fnv1a64": hashes,
+            "fnv1a64_pairs": pair_hashes}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=OUT)
@@ -237,6 +280,10 @@ def main():
         json.dump({"tiktoken_version": tiktoken.__version__, "pattern": KIMI_PAT,
                    "cases": cases}, f, ensure_ascii=False)
     print(f"{len(cases)} cases", file=sys.stderr)
+    t0 = time.time()
+    with open(os.path.join(args.out, "every_code_point.json"), "w") as f:
+        json.dump(every_code_point(enc), f, indent=0)
+    print(f"every code point: {time.time() - t0:.0f} s", file=sys.stderr)
 
     # The reference's speed on the 1 MB mixed text (one thread), for docs/kimi.md.
     with open(os.path.join(ROOT, "tests", "golden", "tokenizer", "mixed_1mb.txt"), "rb") as f:

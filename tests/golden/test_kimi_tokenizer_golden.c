@@ -174,6 +174,144 @@ static void test_golden_cases(void)
     numla_tokenizer_destroy(&t);
 }
 
+static uint64_t fnv1a64(const int32_t *ids, int64_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int64_t i = 0; i < n; i++)
+        for (int b = 0; b < 4; b++) {
+            h ^= (uint8_t)((uint32_t)ids[i] >> (8 * b));
+            h *= 0x100000001b3ull;
+        }
+    return h;
+}
+
+static size_t put_utf8(char *o, uint32_t c)
+{
+    if (c < 0x80) {
+        o[0] = (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        o[0] = (char)(0xc0 | (c >> 6));
+        o[1] = (char)(0x80 | (c & 0x3f));
+        return 2;
+    }
+    if (c < 0x10000) {
+        o[0] = (char)(0xe0 | (c >> 12));
+        o[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+        o[2] = (char)(0x80 | (c & 0x3f));
+        return 3;
+    }
+    o[0] = (char)(0xf0 | (c >> 18));
+    o[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+    o[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+    o[3] = (char)(0x80 | (c & 0x3f));
+    return 4;
+}
+
+static void b64_put(char *o, const uint8_t *b, int n)
+{
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint32_t w = (uint32_t)b[0] << 16 | (n > 1 ? (uint32_t)b[1] << 8 : 0);
+    o[0] = a[w >> 18];
+    o[1] = a[(w >> 12) & 63];
+    o[2] = n > 1 ? a[(w >> 6) & 63] : '=';
+    o[3] = '=';
+}
+
+/* The generator's pair vocabulary (make_kimi_golden.py pair_ranks): the 256 bytes, then every
+ * byte pair (a, b) at rank 256 + ((256 a + b) * 40503) mod 65536. */
+static numla_tokenizer *pair_tokenizer(void)
+{
+    size_t cap = (256 + 65536) * 16, n = 0;
+    char *m = malloc(cap);
+    for (int i = 0; i < 256 + 65536; i++) {
+        uint8_t b[2];
+        int len, rank;
+        if (i < 256) {
+            b[0] = (uint8_t)i;
+            len = 1;
+            rank = i;
+        } else {
+            int v = i - 256;
+            b[0] = (uint8_t)(v >> 8);
+            b[1] = (uint8_t)v;
+            len = 2;
+            rank = 256 + (int)(((uint32_t)v * 40503u) % 65536u);
+        }
+        b64_put(m + n, b, len);
+        n += 4;
+        n += (size_t)snprintf(m + n, cap - n, " %d\n", rank);
+    }
+    numla_tokenizer *t = NULL;
+    numla_status s = numla_tokenizer_load_tiktoken_text(m, n, NULL, 0, "pairs", &t);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK, "pair vocabulary: %s", numla_error_message());
+    free(m);
+    return t;
+}
+
+/* Every code point through the whole encoder, in the context of every_code_point.json (each
+ * "{c}" replaced by the code point), a chunk of code points at a time: the hash of numla's ids
+ * equals the hash of tiktoken's, with the trained vocabulary and with the pair vocabulary
+ * (where every piece boundary changes the ids). */
+static void every_code_point(numla_tokenizer *t, const char *key)
+{
+    json_error_t err;
+    json_t *root = json_load_file(kdir("every_code_point.json"), 0, &err);
+    NUMLA_ASSERT_MSG(root != NULL, "every_code_point.json: %s", err.text);
+    if (!t || !root) {
+        numla_tokenizer_destroy(&t);
+        json_decref(root);
+        return;
+    }
+    const char *ctx = json_string_value(json_object_get(root, "context"));
+    int chunk = (int)json_integer_value(json_object_get(root, "chunk"));
+    json_t *hashes = json_object_get(root, key);
+    CU_ASSERT_FATAL(ctx && chunk > 0 && json_array_size(hashes) > 200);
+    size_t ctx_len = strlen(ctx);
+    char *text = malloc((size_t)chunk * (ctx_len * 4 + 8));
+    uint32_t cp = 0;
+    size_t bad = 0, k = 0;
+    for (; k < json_array_size(hashes); k++) {
+        size_t n = 0;
+        uint32_t first = cp;
+        for (int i = 0; i < chunk && cp < 0x110000; i++, cp++) {
+            if (cp == 0xd800)
+                cp = 0xe000;
+            for (size_t j = 0; j < ctx_len; j++) {
+                if (!strncmp(ctx + j, "{c}", 3)) {
+                    n += put_utf8(text + n, cp);
+                    j += 2;
+                } else {
+                    text[n++] = ctx[j];
+                }
+            }
+        }
+        int32_t *ids = NULL;
+        int64_t nid = 0;
+        char got[20] = "";
+        if (numla_tokenizer_encode(t, text, n, 0, &ids, &nid) == NUMLA_STATUS_OK)
+            snprintf(got, sizeof got, "%016llx", (unsigned long long)fnv1a64(ids, nid));
+        free(ids);
+        const char *want = json_string_value(json_array_get(hashes, k));
+        if (!want || strcmp(got, want)) {
+            if (bad++ < 5)
+                fprintf(stderr, "\n    %s: code points from U+%04X: ids differ", key, first);
+        }
+    }
+    NUMLA_ASSERT_MSG(cp == 0x110000, "chunks end at U+%04X", cp);
+    NUMLA_ASSERT_MSG(bad == 0, "%s: %zu of %zu chunks differ", key, bad, k);
+    free(text);
+    json_decref(root);
+    numla_tokenizer_destroy(&t);
+}
+
+static void test_every_code_point(void)
+{
+    every_code_point(kload(), "fnv1a64");
+    every_code_point(pair_tokenizer(), "fnv1a64_pairs");
+}
+
 /* The 1 MB mixed text (tests/golden/tokenizer/mixed_1mb.txt) against tiktoken's ids. */
 static void test_mixed_1mb(void)
 {
@@ -282,5 +420,6 @@ static void test_load_errors(void)
 }
 
 NUMLA_TEST_SUITE(kimi_tokenizer_golden, NULL, NULL, NUMLA_TEST(test_classes_every_code_point),
-                 NUMLA_TEST(test_golden_cases), NUMLA_TEST(test_mixed_1mb),
+                 NUMLA_TEST(test_golden_cases), NUMLA_TEST(test_every_code_point),
+                 NUMLA_TEST(test_mixed_1mb),
                  NUMLA_TEST(test_load_errors))
