@@ -50,9 +50,10 @@ numla_status numla_tokenizer_load_for_model(const char *model_dir, int64_t vocab
  * "<|reserved_token_ID|>"), Kimi's pre-tokenizer pattern, tiktoken's byte-pair merge. Errors
  * name the file and line (malformed line, bad base64 or rank, duplicate rank or token) or the
  * special token (colliding with a BPE token's id or bytes). numla_tokenizer_token gives a
- * token's raw bytes for these. */
-/* The same from the file texts (config_json may be NULL; name is the file named in errors,
- * NULL for "tiktoken.model"); vocab_size as numla_tokenizer_load_for_model. Not collective. */
+ * token's raw bytes for these.
+ * numla_tokenizer_load_tiktoken_text loads one from the file texts (config_json may be NULL;
+ * name is the file named in errors, NULL for "tiktoken.model"); vocab_size as
+ * numla_tokenizer_load_for_model. Not collective. */
 numla_status numla_tokenizer_load_tiktoken_text(const char *model_text, size_t len,
                                                 const char *config_json, int64_t vocab_size,
                                                 const char *name, numla_tokenizer **out);
