@@ -639,9 +639,7 @@ static numla_status run_output_reset(run_job *j)
  * ids are served (a broken tokenizer.json is an error: the user meant to use it). */
 static numla_status run_tokenizer_load(run_job *j)
 {
-    char tok_path[4096];
-    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", j->o->e.model);
-    if (access(tok_path, F_OK) == 0)
+    if (numla_tokenizer_present(j->o->e.model)) /* tokenizer.json or tiktoken.model */
         NUMLA_CHECK(numla_tokenizer_load_for_model(j->o->e.model, j->cfg.vocab_size, &j->tok));
     j->src.lim = (numla_request_limits){.vocab_size = j->cfg.vocab_size,
                                         .max_context = j->o->e.max_context, .tokenizer = j->tok};

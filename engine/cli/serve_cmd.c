@@ -157,7 +157,7 @@ typedef struct serve_job {
     numla_http_backend *backend;
     numla_http_metrics *metrics;
     numla_http_server *server;
-    numla_http_adapter *glue;
+    numla_http_adapter *adapter;
     numla_serve_loop *loop;
     char name[256];             /* the served model name */
     /* shutdown: a thread stops the server (which waits for the requests in flight) while the
@@ -202,9 +202,7 @@ static numla_status serve_prepare(serve_job *j)
     serve_opts *o = j->o;
     NUMLA_CHECK(numla_model_config_load(o->e.model, &j->cfg));
     numla_cli_engine_opts_fit(&o->e, &j->cfg);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.json", o->e.model);
-    if (access(path, F_OK) == 0)
+    if (numla_tokenizer_present(o->e.model)) /* tokenizer.json or tiktoken.model */
         NUMLA_CHECK(numla_tokenizer_load_for_model(o->e.model, j->cfg.vocab_size, &j->tok));
     else
         fprintf(stderr, "numla serve: %s has no tokenizer.json: prompts must be token ids\n",
@@ -258,15 +256,15 @@ static numla_status serve_loop_create(serve_job *j, numla_engine *eng)
     numla_http_adapter_options go = {.backend = j->backend, .metrics = j->metrics,
                                   .tokenizer = j->tok, .chat = j->chat,
                                   .max_context = o->e.max_context};
-    NUMLA_CHECK(numla_http_adapter_create(&go, &j->glue));
+    NUMLA_CHECK(numla_http_adapter_create(&go, &j->adapter));
     numla_serve_options so = {.sched = numla_cli_sched_options(&o->e, &j->cfg),
                               .kv = numla_engine_kv_cache(eng), .exec = numla_cli_engine_exec,
                               .exec_ctx = eng, .tokenizer = j->tok,
                               .max_waiting = o->e.max_seqs};
-    numla_serve_source src = numla_http_adapter_source(j->glue);
-    numla_serve_sink sink = numla_http_adapter_sink(j->glue);
+    numla_serve_source src = numla_http_adapter_source(j->adapter);
+    numla_serve_sink sink = numla_http_adapter_sink(j->adapter);
     NUMLA_CHECK(numla_serve_loop_create(&so, &src, &sink, &j->loop));
-    numla_http_adapter_set_loop(j->glue, j->loop);
+    numla_http_adapter_set_loop(j->adapter, j->loop);
     return NUMLA_STATUS_OK;
 }
 
@@ -283,7 +281,7 @@ static int serve_requests(serve_job *j)
     int rc = 0, finished = 0;
     numla_status s = NUMLA_STATUS_OK;
     while (!finished) {
-        numla_http_adapter_poll(j->glue);
+        numla_http_adapter_poll(j->adapter);
         if (numla_cli_stop_requests >= 1 && !j->stopper_started) {
             fprintf(stderr, "numla serve: signal %d: no new requests; finishing the %d in "
                             "flight (signal again to stop now)\n", (int)numla_cli_stop_signal,
@@ -297,10 +295,10 @@ static int serve_requests(serve_job *j)
             j->stopper_started = 1;
         }
         if (j->stopper_started && serve_stopper_done(j))
-            numla_http_adapter_end(j->glue); /* every accepted request is answered */
+            numla_http_adapter_end(j->adapter); /* every accepted request is answered */
         if (numla_cli_stop_requests >= 2) {
             fprintf(stderr, "numla serve: signal %d again: stopping now (%d requests "
-                            "unfinished)\n", (int)numla_cli_stop_signal, numla_http_adapter_held(j->glue));
+                            "unfinished)\n", (int)numla_cli_stop_signal, numla_http_adapter_held(j->adapter));
             rc = 128 + (int)numla_cli_stop_signal;
             break;
         }
@@ -335,7 +333,7 @@ static void serve_job_close(serve_job *j, const char *why)
 {
     if (j->backend)
         numla_http_backend_close(j->backend, why);
-    numla_http_adapter_destroy(&j->glue);
+    numla_http_adapter_destroy(&j->adapter);
     if (j->stopper_started)
         pthread_join(j->stopper, NULL);
     else

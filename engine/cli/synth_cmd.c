@@ -14,7 +14,7 @@
 
 static int numla_synth_usage(FILE *f)
 {
-    fprintf(f, "usage: numla synth --preset tiny|tiny-v3|v2-lite|v3 --out DIR [--layers N]\n"
+    fprintf(f, "usage: numla synth --preset tiny|tiny-v3|v2-lite|v3|kimi-k2|tiny-kimi --out DIR [--layers N]\n"
                "                   [--seed S] [--dtype bf16|f32] [--experts N] [--shard-mb MB]\n"
                "                   [--tokenizer DIR (copy its tokenizer.json; vocab follows it)]\n"
                "                   [--weights bf16|fp8|int8 [--keep-lm-head]]\n"

@@ -91,6 +91,7 @@ struct numla_http_job {
     int stop_hit;               /* the server matched a stop string */
     int released;               /* the loop let go */
     double t_first, t_finish;   /* monotonic seconds; 0: not yet */
+    int reasoning_mode;         /* numla_http_reasoning_mode; set by the loop before any push */
 };
 
 struct numla_http_call {

@@ -635,6 +635,10 @@ numla_status numla_openai_format_response(const numla_openai_reply *r,
                           : json_pack("{s:i, s:o, s:o, s:o}", "index", (int)i, "text", text,
                                       "logprobs", logprobs_json(r->endpoint, c), "finish_reason",
                                       finish_json(c->finish_reason));
+        if (ch && chat && c->has_reasoning)
+            json_object_set_new(json_object_get(ch, "message"), "reasoning_content",
+                                c->reasoning ? json_stringn(c->reasoning, c->reasoning_len)
+                                             : json_null());
         if (!ch || json_array_append_new(arr, ch)) {
             json_decref(arr);
             arr = NULL;
@@ -657,9 +661,12 @@ numla_status numla_openai_format_chunk(const numla_openai_reply *r, int32_t inde
     json_t *ch;
     if (chat) {
         json_t *delta = json_object();
+        const size_t rl = c->has_reasoning && c->reasoning ? c->reasoning_len : 0;
         if (role_delta)
             json_object_set_new(delta, "role", json_string("assistant"));
-        else if (c->text_len > 0 || !c->finish_reason)
+        if (!role_delta && rl > 0)
+            json_object_set_new(delta, "reasoning_content", json_stringn(c->reasoning, rl));
+        if (!role_delta && (c->text_len > 0 || (!c->finish_reason && rl == 0)))
             json_object_set_new(delta, "content", json_stringn(c->text ? c->text : "", c->text_len));
         ch = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)index, "delta", delta, "logprobs",
                        logprobs_json(r->endpoint, c), "finish_reason",

@@ -121,6 +121,9 @@ typedef struct numla_openai_choice {
     const char *finish_reason;  /* "stop", "length", NULL (chunks before the last) */
     int32_t num_logprobs;       /* entries in logprobs; 0 with logprobs NULL: "logprobs": null */
     const numla_logprob_entry *logprobs;    /* (num_logprobs) or NULL */
+    int has_reasoning;          /* chat of a thinking model: "reasoning_content" is written */
+    const char *reasoning;      /* valid UTF-8 reasoning (reasoning.h); NULL: null */
+    size_t reasoning_len;
 } numla_openai_choice;
 
 /* The non-streamed object: `text_completion` (choices[i].text) or `chat.completion`

@@ -17,6 +17,7 @@
 
 #include "common/strbuf.h"
 #include "engine/http/emitter.h"
+#include "engine/http/reasoning.h"
 
 enum { NUMLA_HTTP_WAIT_MS = 100 }; /* how often a waiting thread looks for a gone client */
 
@@ -51,6 +52,9 @@ typedef struct job_view {
     int engine_done;            /* the loop finished it; usage known */
     char finish_reason[16];
     numla_strbuf text;          /* non-streamed: accumulated output */
+    int reasoning_ready;        /* reasoning below was set up (at the job's first output) */
+    numla_http_reasoning *reasoning; /* chat of a thinking model, else NULL (reasoning.h) */
+    numla_strbuf rtext;         /* non-streamed: accumulated reasoning */
 } job_view;
 
 typedef struct conn {
@@ -155,10 +159,47 @@ static int out_append(conn *c, const char *s, size_t n)
     return numla_strbuf_append(&c->out, s, n) == NUMLA_STATUS_OK;
 }
 
-static int append_text(job_view *v, const char *s, size_t n)
+static int append_buf(numla_strbuf *b, const char *s, size_t n)
 {
-    return numla_strbuf_append(&v->text, s, n) == NUMLA_STATUS_OK;
+    return numla_strbuf_append(b, s, n) == NUMLA_STATUS_OK;
 }
+
+/* Job i's reasoning splitter, set up at its first output from the mode the loop gave the job
+ * (chat only). Returns 0 on no memory. */
+static int view_reasoning(conn *c, int32_t i)
+{
+    job_view *v = &c->views[i];
+    if (v->reasoning_ready)
+        return 1;
+    v->reasoning_ready = 1;
+    int mode = c->route == ROUTE_CHAT ? c->call->jobs[i].reasoning_mode : 0;
+    if (mode == NUMLA_HTTP_REASONING_OFF)
+        return 1;
+    if (numla_http_reasoning_create((numla_http_reasoning_mode)mode, &v->reasoning) !=
+        NUMLA_STATUS_OK)
+        return 0;
+    return 1;
+}
+
+/* Non-streamed: final text of job i, its reasoning split off (final: the end of the text). */
+static int append_text_final(job_view *v, const char *s, size_t n, int final)
+{
+    if (!v->reasoning)
+        return append_buf(&v->text, s, n);
+    const char *r, *t;
+    size_t rl, tl;
+    if (numla_http_reasoning_push(v->reasoning, s, n, &r, &rl, &t, &tl) != NUMLA_STATUS_OK ||
+        !append_buf(&v->rtext, r, rl) ||
+        !append_buf(&v->text, t, tl))
+        return 0;
+    if (final &&
+        (numla_http_reasoning_finish(v->reasoning, &r, &rl, &t, &tl) != NUMLA_STATUS_OK ||
+         !append_buf(&v->rtext, r, rl) ||
+         !append_buf(&v->text, t, tl)))
+        return 0;
+    return 1;
+}
+
 
 static numla_openai_reply reply_of(const conn *c)
 {
@@ -169,13 +210,38 @@ static numla_openai_reply reply_of(const conn *c)
                                 .model = c->s->model_name};
 }
 
-/* One SSE chunk for job i: text, the logprobs of the tokens not yet reported, finish_reason. */
+static int stream_chunk_split(conn *c, int32_t i, const char *text, size_t len,
+                              const char *reasoning, size_t reasoning_len, const char *finish);
+
+/* One SSE chunk for job i: text (its reasoning split off for a thinking model), the logprobs of
+ * the tokens not yet reported, finish_reason. */
 static int stream_chunk(conn *c, int32_t i, const char *text, size_t len, const char *finish)
+{
+    job_view *v = &c->views[i];
+    if (!v->reasoning)
+        return stream_chunk_split(c, i, text, len, NULL, 0, finish);
+    const char *r, *t;
+    size_t rl, tl;
+    if (numla_http_reasoning_push(v->reasoning, text, len, &r, &rl, &t, &tl) != NUMLA_STATUS_OK)
+        return 0;
+    if (!finish)
+        return stream_chunk_split(c, i, t, tl, r, rl, NULL);
+    if ((rl || tl) && !stream_chunk_split(c, i, t, tl, r, rl, NULL))
+        return 0;
+    if (numla_http_reasoning_finish(v->reasoning, &r, &rl, &t, &tl) != NUMLA_STATUS_OK)
+        return 0;
+    return stream_chunk_split(c, i, t, tl, r, rl, finish);
+}
+
+static int stream_chunk_split(conn *c, int32_t i, const char *text, size_t len,
+                              const char *reasoning, size_t reasoning_len, const char *finish)
 {
     numla_http_job *j = &c->call->jobs[i];
     job_view *v = &c->views[i];
     numla_openai_reply r = reply_of(c);
-    numla_openai_choice ch = {.text = text, .text_len = len, .finish_reason = finish};
+    numla_openai_choice ch = {.text = text, .text_len = len, .finish_reason = finish,
+                              .has_reasoning = v->reasoning != NULL, .reasoning = reasoning,
+                              .reasoning_len = reasoning_len};
     if (c->call->req.params.logprobs >= 0 && j->logprobs) {
         ch.logprobs = j->logprobs + v->logprobs_sent;
         ch.num_logprobs = v->tokens_seen - v->logprobs_sent;
@@ -215,9 +281,11 @@ static int finish_job_text(conn *c, int32_t i, int stream)
     if (!v->finish_reason[0])
         snprintf(v->finish_reason, sizeof v->finish_reason, "%s",
                  j->stop_hit ? "stop" : j->finish_reason);
+    if (!view_reasoning(c, i))
+        return 0;
     if (stream)
         return stream_chunk(c, i, tail, tail_len, v->finish_reason);
-    return append_text(v, tail, tail_len);
+    return append_text_final(v, tail, tail_len, 1);
 }
 
 /* Take whatever the loop pushed since the last look (call->mu held). Returns -1 on no memory,
@@ -233,6 +301,8 @@ static int advance_locked(conn *c, int stream)
             const char *piece = "";
             size_t piece_len = 0;
             int stopped = 0;
+            if (!view_reasoning(c, i))
+                return -1;
             if (numla_http_emitter_push(v->emitter, numla_strbuf_str(&j->text) + v->text_seen,
                                         j->text.len - v->text_seen, &piece, &piece_len,
                                         &stopped) != NUMLA_STATUS_OK)
@@ -253,7 +323,7 @@ static int advance_locked(conn *c, int stream)
                 return -1;
             if (stream && stopped && !stream_chunk(c, i, piece, piece_len, "stop"))
                 return -1;
-            if (!stream && !append_text(v, piece, piece_len))
+            if (!stream && !append_text_final(v, piece, piece_len, stopped))
                 return -1;
             if (stopped)
                 v->text_done = 1;
@@ -509,7 +579,12 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
         numla_http_job *j = &c->call->jobs[i];
         ch[i] = (numla_openai_choice){.text = numla_strbuf_str(&c->views[i].text),
                                       .text_len = c->views[i].text.len,
-                                      .finish_reason = c->views[i].finish_reason};
+                                      .finish_reason = c->views[i].finish_reason,
+                                      .has_reasoning = c->views[i].reasoning != NULL,
+                                      .reasoning = c->views[i].rtext.len
+                                                       ? numla_strbuf_str(&c->views[i].rtext)
+                                                       : NULL,
+                                      .reasoning_len = c->views[i].rtext.len};
         if (c->call->req.params.logprobs >= 0) {
             ch[i].logprobs = j->logprobs;
             ch[i].num_logprobs = j->num_tokens;
@@ -663,7 +738,9 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
         }
         for (int32_t i = 0; i < c->call->num_jobs && c->views; i++) {
             numla_http_emitter_destroy(&c->views[i].emitter);
+            numla_http_reasoning_destroy(&c->views[i].reasoning);
             numla_strbuf_free(&c->views[i].text);
+            numla_strbuf_free(&c->views[i].rtext);
         }
         numla_http_call_release(&c->call);
     }

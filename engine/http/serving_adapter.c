@@ -2,6 +2,8 @@
  * (serving_adapter.h). */
 #include "engine/http/serving_adapter.h"
 
+#include "engine/http/reasoning.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,7 +132,7 @@ static numla_status encode(numla_http_adapter *g, const char *text, size_t len, 
 }
 
 static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_request *r,
-                                numla_request *req, adapter_refusal *no)
+                                numla_request *req, adapter_refusal *no, int *reasoning_mode)
 {
     static const char *const roles[] = {"system", "user", "assistant"};
     if (!g->o.chat || !g->o.tokenizer) {
@@ -157,6 +159,19 @@ static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_reques
         snprintf(no->msg, sizeof no->msg, "%s", numla_error_message());
         return NUMLA_STATUS_OK;
     }
+    /* Kimi ends a turn with <|im_end|>, not its EOS: stop there too (unless ignore_eos) */
+    const char *eot = numla_chat_template_end_of_turn(g->o.chat);
+    int32_t eot_id = eot ? numla_tokenizer_token_id(g->o.tokenizer, eot) : -1;
+    numla_sampling_params *sp = &req->params;
+    int have = 0;
+    for (int32_t k = 0; k < sp->num_stop; k++)
+        have |= sp->stop_token_ids[k] == eot_id;
+    if (eot_id >= 0 && !sp->ignore_eos && !have && sp->num_stop < NUMLA_SAMPLER_MAX_STOP)
+        sp->stop_token_ids[sp->num_stop++] = eot_id;
+    /* a thinking model's reasoning is split off as reasoning_content (reasoning.h) */
+    *reasoning_mode = numla_chat_template_thinks(g->o.chat)
+                          ? (int)numla_http_reasoning_mode_of_prompt(text, len)
+                          : (int)NUMLA_HTTP_REASONING_OFF;
     /* the rendered text holds the BOS token already */
     s = encode(g, text, len, 0, req, no, "messages");
     free(text);
@@ -173,7 +188,7 @@ static numla_status job_request(numla_http_adapter *g, numla_http_job *j, numla_
     req->params = r->params;
     req->text_output = g->o.tokenizer != NULL;
     if (r->endpoint == NUMLA_OPENAI_CHAT) {
-        NUMLA_CHECK(chat_prompt(g, r, req, no));
+        NUMLA_CHECK(chat_prompt(g, r, req, no, &j->reasoning_mode));
     } else if (p->tokens) {
         req->prompt_tokens = malloc(((size_t)p->num_tokens + 1) * sizeof *req->prompt_tokens);
         if (!req->prompt_tokens)

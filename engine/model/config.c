@@ -2,6 +2,8 @@
 #include "engine/model/config.h"
 #include "engine/model/rope.h"
 
+#include "common/log.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stddef.h>
@@ -178,14 +180,18 @@ static const struct {
 
 static numla_status parse_model_type(const cfg_ctx *c, json_t *root, numla_model_config *o)
 {
+    /* Kimi K2 (kimi_k2) is DeepSeek-V3's architecture under another name
+     * (architectures: DeepseekV3ForCausalLM); its router is V3's noaux_tc/sigmoid. */
     static const cfg_choice archs[] = {{"deepseek_v2", NUMLA_MODEL_ARCH_DEEPSEEK_V2},
-                                       {"deepseek_v3", NUMLA_MODEL_ARCH_DEEPSEEK_V3}};
+                                       {"deepseek_v3", NUMLA_MODEL_ARCH_DEEPSEEK_V3},
+                                       {"kimi_k2", NUMLA_MODEL_ARCH_DEEPSEEK_V3}};
     const char *mt;
     NUMLA_CHECK(cfg_str(c, root, "", "model_type", &mt));
     if (!mt)
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field model_type", c->src);
     int arch = 0;
-    NUMLA_CHECK(cfg_enum(c, "model_type", mt, archs, 2, "deepseek_v2, deepseek_v3", &arch));
+    NUMLA_CHECK(cfg_enum(c, "model_type", mt, archs, 3,
+                         "deepseek_v2, deepseek_v3, kimi_k2, kimi_k25 (text_config)", &arch));
     o->arch = (numla_model_arch)arch;
     snprintf(o->model_type, sizeof o->model_type, "%s", mt);
     return NUMLA_STATUS_OK;
@@ -575,6 +581,18 @@ static numla_status parse_quantization(const cfg_ctx *c, json_t *root, numla_mod
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
                    "%s: field %sactivation_scheme = \"%s\" is not supported (dynamic)", c->src,
                    pre, act);
+    /* DeepSeek-V3.1 writes scale_fmt "ue8m0": its block scales are powers of two (UE8M0, the
+     * format its FP8 training used), still stored as F32 weight_scale_inv, so loading and
+     * dequantizing are unchanged. Any other value is refused. */
+    const char *sfmt;
+    NUMLA_CHECK(cfg_str(c, q, pre, "scale_fmt", &sfmt));
+    if (sfmt && strcmp(sfmt, "ue8m0"))
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "%s: field %sscale_fmt = \"%s\" is not supported (ue8m0, or absent)", c->src,
+                   pre, sfmt);
+    if (sfmt && method && strcmp(method, "fp8"))
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "%s: field %sscale_fmt = \"%s\" needs quant_method fp8", c->src, pre, sfmt);
     json_t *bs = json_object_get(q, "weight_block_size");
     if (f == NUMLA_WEIGHT_FORMAT_FP8) {
         if (fmt && strcmp(fmt, "e4m3"))
@@ -602,14 +620,45 @@ static numla_status parse_root(const cfg_ctx *c, json_t *root, numla_model_confi
 {
     if (!json_is_object(root))
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: top level is not a JSON object", c->src);
+    /* Kimi K2.5 wraps the K2 language model with a vision tower: the text model's fields are in
+     * text_config (its weights under "language_model."); images are not served, so the vision
+     * tower is ignored. quantization_config may sit at either level. */
+    json_t *outer = root;
+    char text_src[4200];
+    cfg_ctx text_ctx = *c;
+    const char *top_type = json_string_value(json_object_get(root, "model_type"));
+    if (top_type && strcmp(top_type, "kimi_k25") == 0) {
+        json_t *tc = json_object_get(root, "text_config");
+        if (!json_is_object(tc))
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT,
+                       "%s: model_type kimi_k25 needs an object field text_config", c->src);
+        if (!json_object_get(tc, "model_type"))
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field text_config.model_type", c->src);
+        if (json_object_get(root, "vision_config"))
+            NUMLA_INFO("%s: kimi_k25: serving the text model of text_config; vision_config "
+                       "(the vision tower) is ignored", c->src);
+        root = tc;
+        snprintf(text_src, sizeof text_src, "%s text_config", c->src);
+        text_ctx.src = text_src;
+        c = &text_ctx;
+    }
     NUMLA_CHECK(parse_model_type(c, root, o));
+    if (root != outer) {
+        if (o->arch != NUMLA_MODEL_ARCH_DEEPSEEK_V3)
+            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                       "%s: field text_config.model_type = \"%s\" is not supported in kimi_k25 "
+                       "(kimi_k2, deepseek_v3)", c->src, o->model_type);
+        snprintf(o->model_type, sizeof o->model_type, "kimi_k25");
+        snprintf(o->tensor_prefix, sizeof o->tensor_prefix, "language_model.");
+    }
     NUMLA_CHECK(parse_sizes(c, root, o));
     NUMLA_CHECK(parse_unsupported(c, root));
     NUMLA_CHECK(parse_mla(c, root, o));
     NUMLA_CHECK(parse_moe(c, root, o));
     NUMLA_CHECK(parse_rope(c, root, o));
     NUMLA_CHECK(parse_special_tokens(c, root, o));
-    NUMLA_CHECK(parse_quantization(c, root, o));
+    NUMLA_CHECK(parse_quantization(
+        c, root != outer && !json_object_get(root, "quantization_config") ? outer : root, o));
     NUMLA_CHECK(derive(c, o));
     return NUMLA_STATUS_OK;
 }

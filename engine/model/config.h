@@ -1,5 +1,6 @@
 /* engine/model/config.h — the model blueprint: numla_model_config parsed from a Hugging Face
- * config.json (model_type deepseek_v2 / deepseek_v3), validated, with the derived values the
+ * config.json (model_type deepseek_v2 / deepseek_v3, and Kimi's kimi_k2 / kimi_k25 which are
+ * V3's architecture; see docs/kimi.md), validated, with the derived values the
  * forward pass needs (softmax scale with YaRN m², YaRN inverse frequencies, attention factor).
  * DESIGN.md §5 is the spec. Owns no memory: the struct is plain values.
  *
@@ -53,7 +54,7 @@ enum {
 
 typedef enum numla_model_arch {
     NUMLA_MODEL_ARCH_DEEPSEEK_V2 = 0, /* model_type "deepseek_v2" */
-    NUMLA_MODEL_ARCH_DEEPSEEK_V3,     /* model_type "deepseek_v3" */
+    NUMLA_MODEL_ARCH_DEEPSEEK_V3,     /* model_type "deepseek_v3", "kimi_k2", kimi_k25's text */
 } numla_model_arch;
 
 typedef enum numla_topk_method {
@@ -91,7 +92,9 @@ const char *numla_model_config_format_name(numla_weight_format f);
 
 typedef struct numla_model_config {
     numla_model_arch arch;
-    char model_type[32];
+    char model_type[32];          /* as written; "kimi_k25" for a K2.5 text_config */
+    char tensor_prefix[32];       /* prefix of every tensor name: "" , or "language_model."
+                                     for kimi_k25 (its text model inside a vision model) */
 
     /* sizes */
     int64_t vocab_size;

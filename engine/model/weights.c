@@ -55,15 +55,26 @@ static void ld_problem(loader *L, const char *fmt, ...)
         L->problems_len = sizeof L->problems - 1;
 }
 
+/* The checkpoint's tensor called name, under the config's tensor_prefix ("language_model."
+ * for Kimi K2.5's text model); NULL when absent. */
+static const numla_safetensors_tensor *ld_find(loader *L, const char *name)
+{
+    if (!L->cfg->tensor_prefix[0])
+        return numla_safetensors_find(L->st, name);
+    char full[400];
+    snprintf(full, sizeof full, "%s%s", L->cfg->tensor_prefix, name);
+    return numla_safetensors_find(L->st, full);
+}
+
 /* The tensor with the given shape, or NULL (pass 0 records why). */
 static const numla_safetensors_tensor *ld_get(loader *L, const char *name, int32_t ndim,
                                      const int64_t *shape)
 {
-    const numla_safetensors_tensor *t = numla_safetensors_find(L->st, name);
+    const numla_safetensors_tensor *t = ld_find(L, name);
     if (L->pass == 1)
         return t;
     if (!t) {
-        ld_problem(L, "missing %s", name);
+        ld_problem(L, "missing %s%s", L->cfg->tensor_prefix, name);
         return NULL;
     }
     int ok = t->ndim == ndim;
@@ -184,7 +195,7 @@ static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full
         char sname[300];
         snprintf(sname, sizeof sname, "%s%s", name,
                  wf == NUMLA_WEIGHT_FORMAT_FP8 ? "_scale_inv" : "_scale");
-        d->scale = numla_safetensors_find(L->st, sname);
+        d->scale = ld_find(L, sname);
         d->grid_rows = wf == NUMLA_WEIGHT_FORMAT_FP8 ? numla_quant_blocks(full_n) : full_n;
         d->grid_cols = wf == NUMLA_WEIGHT_FORMAT_FP8 ? numla_quant_blocks(full_k) : 1;
         if (L->pass == 0) {

@@ -108,6 +108,45 @@ static void numla_synth_preset_v3(numla_synth_config *c)
     };
 }
 
+/* moonshotai/Kimi-K2-Instruct: V3's architecture with 384 routed experts, 64 heads, one dense
+ * layer, one expert group (docs/kimi.md lists the fields and where they were checked) */
+static void numla_synth_preset_kimi_k2(numla_synth_config *c)
+{
+    *c = (numla_synth_config){
+        .model_type = "kimi_k2", .architecture = "DeepseekV3ForCausalLM",
+        .vocab_size = 163840, .hidden_size = 7168, .intermediate_size = 18432,
+        .moe_intermediate_size = 2048, .num_hidden_layers = 61, .num_attention_heads = 64,
+        .num_key_value_heads = 64, .n_shared_experts = 1, .n_routed_experts = 384,
+        .num_experts_per_tok = 8, .routed_scaling_factor = 2.827, .topk_method = "noaux_tc",
+        .n_group = 1, .topk_group = 1, .scoring_func = "sigmoid", .norm_topk_prob = 1,
+        .first_k_dense_replace = 1, .moe_layer_freq = 1, .kv_lora_rank = 512,
+        .q_lora_rank = 1536, .qk_rope_head_dim = 64, .qk_nope_head_dim = 128, .v_head_dim = 128,
+        .max_position_embeddings = 131072, .rms_norm_eps = 1e-6, .rope_theta = 50000.0,
+        .yarn_factor = 32.0, .yarn_original_max_position_embeddings = 4096,
+        .yarn_beta_fast = 1.0, .yarn_beta_slow = 1.0, .yarn_mscale = 1.0,
+        .yarn_mscale_all_dim = 1.0, .bos_token_id = 163584, .eos_token_id = 163585,
+    };
+}
+
+/* A Kimi-shaped toy: many small experts in one group, k 8, the Kimi routed scaling. */
+static void numla_synth_preset_tiny_kimi(numla_synth_config *c)
+{
+    *c = (numla_synth_config){
+        .model_type = "kimi_k2", .architecture = "DeepseekV3ForCausalLM",
+        .vocab_size = 512, .hidden_size = 64, .intermediate_size = 192,
+        .moe_intermediate_size = 16, .num_hidden_layers = 3, .num_attention_heads = 4,
+        .num_key_value_heads = 4, .n_shared_experts = 1, .n_routed_experts = 48,
+        .num_experts_per_tok = 8, .routed_scaling_factor = 2.827, .topk_method = "noaux_tc",
+        .n_group = 1, .topk_group = 1, .scoring_func = "sigmoid", .norm_topk_prob = 1,
+        .first_k_dense_replace = 1, .moe_layer_freq = 1, .kv_lora_rank = 64, .q_lora_rank = 48,
+        .qk_rope_head_dim = 16, .qk_nope_head_dim = 32, .v_head_dim = 32,
+        .max_position_embeddings = 4096, .rms_norm_eps = 1e-6, .rope_theta = 50000.0,
+        .yarn_factor = 4.0, .yarn_original_max_position_embeddings = 1024,
+        .yarn_beta_fast = 1.0, .yarn_beta_slow = 1.0, .yarn_mscale = 1.0,
+        .yarn_mscale_all_dim = 1.0, .bos_token_id = 0, .eos_token_id = 1,
+    };
+}
+
 numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_config *c)
 {
     const char *p = opt->preset ? opt->preset : "(null)";
@@ -119,9 +158,13 @@ numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_
         numla_synth_preset_v3(c);
     else if (!strcmp(p, "tiny-v3"))
         numla_synth_preset_tiny_v3(c);
+    else if (!strcmp(p, "kimi-k2"))
+        numla_synth_preset_kimi_k2(c);
+    else if (!strcmp(p, "tiny-kimi"))
+        numla_synth_preset_tiny_kimi(c);
     else
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: unknown preset '%s' (tiny, tiny-v3, v2-lite, "
-                   "v3)", p);
+                   "v3, kimi-k2, tiny-kimi)", p);
     if (opt->layers < 0 || opt->experts < 0)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: layers (%d) and experts (%d) must be >= 0",
                    (int)opt->layers, (int)opt->experts);
@@ -581,7 +624,7 @@ static numla_status numla_synth_config_write(const numla_synth_config *c, numla_
     SET_("initializer_range", json_real(0.02));
     SET_("pretraining_tp", json_integer(1));
     SET_("use_cache", json_true());
-    if (!strcmp(c->model_type, "deepseek_v3"))
+    if (!strcmp(c->model_type, "deepseek_v3") || !strcmp(c->model_type, "kimi_k2"))
         SET_("num_nextn_predict_layers", json_integer(0));
     SET_("torch_dtype", json_string(dt == NUMLA_DTYPE_F32 ? "float32" : "bfloat16"));
 #undef SET_
@@ -696,7 +739,12 @@ numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_by
     free(path);
     path = NULL;
     if (opt->tokenizer_dir) {
-        NUMLA_CHECK_GOTO(numla_synth_copy_file(opt->tokenizer_dir, opt->out_dir, "tokenizer.json", 1),
+        /* tokenizer.json, or a tiktoken.model (Kimi) when there is none */
+        char tj[4096];
+        snprintf(tj, sizeof tj, "%s/tokenizer.json", opt->tokenizer_dir);
+        int tiktoken = access(tj, F_OK) != 0;
+        NUMLA_CHECK_GOTO(numla_synth_copy_file(opt->tokenizer_dir, opt->out_dir,
+                                               tiktoken ? "tiktoken.model" : "tokenizer.json", 1),
                          s, done);
         NUMLA_CHECK_GOTO(numla_synth_copy_file(opt->tokenizer_dir, opt->out_dir,
                                                "tokenizer_config.json", 0), s, done);

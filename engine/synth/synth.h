@@ -21,7 +21,7 @@
 
 /* The model shape, as written to config.json. */
 typedef struct numla_synth_config {
-    const char *model_type;            /* "deepseek_v2" or "deepseek_v3" */
+    const char *model_type;            /* "deepseek_v2", "deepseek_v3" or "kimi_k2" */
     const char *architecture;          /* "DeepseekV2ForCausalLM" / "DeepseekV3ForCausalLM" */
     int64_t vocab_size;
     int64_t hidden_size;
@@ -60,7 +60,8 @@ typedef struct numla_synth_config {
 } numla_synth_config;
 
 typedef struct numla_synth_options {
-    const char *preset;     /* "tiny", "tiny-v3" (V3-shaped toy), "v2-lite" or "v3" */
+    const char *preset;     /* "tiny", "tiny-v3" (V3-shaped toy), "v2-lite", "v3", "kimi-k2"
+                               or "tiny-kimi" (Kimi-shaped toy: 48 experts, one group, k 8) */
     const char *out_dir;    /* created if missing; existing model files in it are replaced */
     int32_t layers;         /* > 0: override num_hidden_layers (layers below
                              * first_k_dense_replace are dense: v3 needs >= 4 for an MoE layer) */

@@ -1,4 +1,4 @@
-/* engine/text/chat_template.h — DeepSeek chat templates rendered natively (no Jinja).
+/* engine/text/chat_template.h — DeepSeek and Kimi chat templates rendered natively (no Jinja).
  *
  * A model's tokenizer_config.json carries its chat template as a Jinja string. Debian has no C
  * Jinja engine, so numla recognises the DeepSeek family's templates and renders each with C code
@@ -13,6 +13,13 @@
  *   deepseek-v3    DeepSeek-V3: all system messages joined by "\n\n"
  *   deepseek-r1    DeepSeek-R1: as V3, earlier assistant turns lose everything up to the last
  *                  "</think>", and the generation prompt opens "<think>\n"
+ *   deepseek-v3.1  DeepSeek-V3.1: thinking / non-thinking (`thinking` option: the generation
+ *                  prompt ends "<think>" or "</think>"), tool calls and tool outputs
+ *   kimi-k2        Kimi-K2-Instruct (first release): "<|im_user|>user<|im_middle|>..." turns, a
+ *                  default system prompt, tools declared as JSON (tool calls are not written)
+ *   kimi-k2-thinking  Kimi-K2-Thinking: names, tool calls and tool results, reasoning_content
+ *                  kept after the last plain assistant turn and "<think></think>" before it
+ * (tests/golden/chat_kimi/ for the last three, made by scripts/make_kimi_chat_golden.py)
  *
  * Recognition: the template string is compared with the known ones after normalising line ends
  * (CRLF to LF), the two-character escape \n to a newline (the same string in Jinja) and
@@ -35,11 +42,33 @@
 
 typedef struct numla_chat_template numla_chat_template;
 
+/* One entry of an assistant message's tool_calls (OpenAI form). */
+typedef struct numla_chat_tool_call {
+    const char *id;        /* "functions.get_weather:0"; NULL: absent */
+    const char *name;      /* function.name */
+    const char *arguments; /* function.arguments, the JSON text as the client sent it */
+} numla_chat_tool_call;
+
 typedef struct numla_chat_message {
     const char *role;    /* "system", "user", "assistant", "tool"; NUL-terminated */
     const char *content; /* UTF-8, NUL-terminated; NULL is JSON null (fails: tool calls) */
-    int has_tool_calls;  /* nonzero when the message carried tool_calls (fails) */
+    int has_tool_calls;  /* nonzero when the message carried tool_calls (fails, except in the
+                            kimi-k2-thinking and deepseek-v3.1 templates) */
+    /* Used by kimi-k2-thinking / deepseek-v3.1 (kimi-k2 ignores tool calls); NULL/0 absent. */
+    const char *name;              /* the message's "name" */
+    const char *tool_call_id;      /* a tool message's "tool_call_id" */
+    const char *reasoning_content; /* an assistant message's "reasoning_content" */
+    int num_tool_calls;
+    const numla_chat_tool_call *tool_calls; /* (num_tool_calls) */
 } numla_chat_message;
+
+/* What the templates read besides the messages. */
+typedef struct numla_chat_options {
+    int add_generation_prompt;
+    int thinking;           /* deepseek-v3.1's `thinking` (chat_template_kwargs); default 0 */
+    const char *tools_json; /* the request's "tools" as JSON text (an array), NULL: none; the
+                               Kimi templates write it back as Python's json.dumps would */
+} numla_chat_options;
 
 /* Load the chat template of <model_dir>/tokenizer_config.json. force_name (NULL or a built-in
  * name, e.g. from --chat-template) picks the renderer regardless of the file's template; the
@@ -62,6 +91,21 @@ const char *numla_chat_template_name(const numla_chat_template *t);
 numla_status numla_chat_template_render(const numla_chat_template *t,
                                         const numla_chat_message *msgs, int n,
                                         int add_generation_prompt, char **out, size_t *len);
+
+/* The same with the options above (numla_chat_template_render is this with only
+ * add_generation_prompt). Not collective. */
+numla_status numla_chat_template_render_opts(const numla_chat_template *t,
+                                             const numla_chat_message *msgs, int n,
+                                             const numla_chat_options *opts, char **out,
+                                             size_t *len);
+
+/* The special token that ends an assistant turn when it is not the model's EOS ("<|im_end|>" for
+ * the Kimi templates), NULL when the EOS does: a server stops generation there too. */
+const char *numla_chat_template_end_of_turn(const numla_chat_template *t);
+
+/* 1 when the template's model writes its reasoning before the answer (deepseek-r1,
+ * deepseek-v3.1, kimi-k2-thinking): the server splits it off as reasoning_content. */
+int numla_chat_template_thinks(const numla_chat_template *t);
 
 /* The built-in names, NULL-terminated, and the Jinja source of one (NULL when unknown). */
 const char *const *numla_chat_template_names(void);

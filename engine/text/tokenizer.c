@@ -437,6 +437,64 @@ static void numla_tokenizer_cache_put(numla_tokenizer *t, uint64_t h, const uint
     t->cache_used++;
 }
 
+/* tiktoken's byte-pair merge of one piece (t->tiktoken; scratch sized for n by the caller):
+ * a piece that is a token is that token; else, from single bytes, repeatedly join the adjacent
+ * pair of parts whose concatenated bytes are a token of the lowest rank, leftmost on ties. Done
+ * through a heap of (rank, left part) so long pieces cost n log n; a heap entry is stale once its
+ * left part is gone or the part after it no longer ends where the entry's pair did. */
+static numla_status numla_tokenizer_tiktoken_bpe(numla_tokenizer *t, const uint8_t *w, size_t n)
+{
+    int32_t whole = numla_tokenizer_vocab_find(t, (const char *)w, n);
+    if (whole >= 0)
+        return numla_tokenizer_push_id(t, whole);
+    int32_t *id = t->sym_id, *start = t->sym_start, *prev = t->sym_prev, *next = t->sym_next;
+    int32_t ns = (int32_t)n;
+    for (int32_t i = 0; i < ns; i++) {
+        id[i] = t->byte_id[w[i]];
+        start[i] = i;
+        prev[i] = i - 1;
+        next[i] = i + 1 < ns ? i + 1 : -1;
+    }
+    size_t hn = 0;
+    numla_tokenizer_merge *heap = t->heap;
+#define NUMLA_TT_END(j) ((j) >= 0 ? (next[j] >= 0 ? start[next[j]] : ns) : ns)
+    for (int32_t i = 0; i + 1 < ns; i++) {
+        int32_t r = numla_tokenizer_vocab_find(t, (const char *)w + i, 2);
+        if (r >= 0)
+            numla_tokenizer_heap_push(heap, &hn, (numla_tokenizer_merge){r, i, i + 2});
+    }
+    while (hn > 0) {
+        numla_tokenizer_merge m = numla_tokenizer_heap_pop(heap, &hn);
+        int32_t p = m.pos, q = id[p] >= 0 ? next[p] : -1;
+        if (q < 0 || NUMLA_TT_END(q) != m.new_id)
+            continue;
+        id[p] = m.rank;
+        id[q] = -1;
+        next[p] = next[q];
+        if (next[q] >= 0)
+            prev[next[q]] = p;
+        /* the pairs with the part before p and after p changed */
+        if (prev[p] >= 0) {
+            int32_t a = prev[p], e = NUMLA_TT_END(p);
+            int32_t r = numla_tokenizer_vocab_find(t, (const char *)w + start[a],
+                                                   (size_t)(e - start[a]));
+            if (r >= 0)
+                numla_tokenizer_heap_push(heap, &hn, (numla_tokenizer_merge){r, a, e});
+        }
+        if (next[p] >= 0) {
+            int32_t e = NUMLA_TT_END(next[p]);
+            int32_t r = numla_tokenizer_vocab_find(t, (const char *)w + start[p],
+                                                   (size_t)(e - start[p]));
+            if (r >= 0)
+                numla_tokenizer_heap_push(heap, &hn, (numla_tokenizer_merge){r, p, e});
+        }
+    }
+#undef NUMLA_TT_END
+    for (int32_t i = 0; i >= 0; i = next[i])
+        NUMLA_CHECK(numla_tokenizer_push_id(t, id[i]));
+    return NUMLA_STATUS_OK;
+}
+
 /* BPE of one pre-tokenized piece (raw bytes; the byte-level mapping is byte_id[]). Merges the
  * lowest-ranked adjacent pair first, leftmost on ties, through a heap over a linked list of
  * symbols; stale heap entries are skipped when popped. */
@@ -488,13 +546,20 @@ static numla_status numla_tokenizer_bpe(numla_tokenizer *t, const uint8_t *w, si
         int32_t *d = realloc(t->sym_next, c * sizeof *d);
         if (d)
             t->sym_next = d;
+        int32_t *st = realloc(t->sym_start, c * sizeof *st);
+        if (st)
+            t->sym_start = st;
         numla_tokenizer_merge *hp = realloc(t->heap, (3 * c + 4) * sizeof *hp);
         if (hp)
             t->heap = hp;
-        if (!a || !b || !d || !hp)
+        if (!a || !b || !d || !st || !hp)
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for a %zu-byte word", n);
         t->sym_cap = c;
         t->heap_cap = 3 * c + 4;
+    }
+    if (t->tiktoken) {
+        NUMLA_CHECK(numla_tokenizer_tiktoken_bpe(t, w, n));
+        goto cache;
     }
     int32_t *id = t->sym_id, *prev = t->sym_prev, *next = t->sym_next;
     int32_t ns = 0;
@@ -603,6 +668,19 @@ static numla_status numla_tokenizer_encode_text(numla_tokenizer *t, const char *
     return NUMLA_STATUS_OK;
 }
 
+/* tiktoken: one stretch of text between special tokens, split by Kimi's pattern (every
+ * character belongs to a match, so no text is dropped) and each piece merged. */
+static numla_status numla_tokenizer_tiktoken_text(numla_tokenizer *t, const char *s, size_t len)
+{
+    size_t p = 0;
+    while (p < len) {
+        size_t e = numla_tokenizer_kimi_match((const uint8_t *)s, len, p);
+        NUMLA_CHECK(numla_tokenizer_bpe(t, (const uint8_t *)s + p, e - p));
+        p = e;
+    }
+    return NUMLA_STATUS_OK;
+}
+
 /* One stretch of input between non-normalized added tokens: normalize, split on the
  * normalized added tokens, encode the rest. */
 static numla_status numla_tokenizer_encode_segment(numla_tokenizer *t, const char *s, size_t len)
@@ -654,6 +732,8 @@ numla_status numla_tokenizer_encode(numla_tokenizer *t, const char *text, size_t
         numla_tokenizer_span g = t->seg_raw.p[i];
         if (g.m >= 0)
             NUMLA_CHECK(numla_tokenizer_push_id(t, t->added[g.m].id));
+        else if (t->tiktoken)
+            NUMLA_CHECK(numla_tokenizer_tiktoken_text(t, text + g.a, g.b - g.a));
         else
             NUMLA_CHECK(numla_tokenizer_encode_segment(t, text + g.a, g.b - g.a));
     }

@@ -1,4 +1,5 @@
-/* engine/text/tokenizer.h — Hugging Face `tokenizer.json` byte-level BPE tokenizer (DeepSeek's kind).
+/* engine/text/tokenizer.h — Hugging Face `tokenizer.json` byte-level BPE tokenizer (DeepSeek's kind),
+ * and tiktoken BPE (Kimi's kind, see numla_tokenizer_load_tiktoken_text).
  *
  * Loads <model_dir>/tokenizer.json (and <model_dir>/tokenizer_config.json when present) and
  * encodes/decodes exactly as the reference `tokenizers` library does for what is supported:
@@ -43,6 +44,22 @@ numla_status numla_tokenizer_load(const char *model_dir, numla_tokenizer **out);
  * below it, else NUMLA_STATUS_FORMAT naming the token and its id. Not collective. */
 numla_status numla_tokenizer_load_for_model(const char *model_dir, int64_t vocab_size,
                                             numla_tokenizer **out);
+/* A model directory without tokenizer.json but with tiktoken.model (Kimi K2) loads as a
+ * tiktoken tokenizer (tokenizer_tiktoken.c): "<base64 token> <rank>" lines with ranks 0..n-1,
+ * the 256 ids after them special (named by tokenizer_config.json's added_tokens_decoder, else
+ * "<|reserved_token_ID|>"), Kimi's pre-tokenizer pattern, tiktoken's byte-pair merge. Errors
+ * name the file and line (malformed line, bad base64 or rank, duplicate rank or token) or the
+ * special token (colliding with a BPE token's id or bytes). numla_tokenizer_token gives a
+ * token's raw bytes for these.
+ * numla_tokenizer_load_tiktoken_text loads one from the file texts (config_json may be NULL;
+ * name is the file named in errors, NULL for "tiktoken.model"); vocab_size as
+ * numla_tokenizer_load_for_model. Not collective. */
+numla_status numla_tokenizer_load_tiktoken_text(const char *model_text, size_t len,
+                                                const char *config_json, int64_t vocab_size,
+                                                const char *name, numla_tokenizer **out);
+/* 1 when model_dir holds a tokenizer numla_tokenizer_load reads (tokenizer.json or
+ * tiktoken.model). Not collective. */
+int numla_tokenizer_present(const char *model_dir);
 /* Free and NULL the handle (NULL is fine). */
 void numla_tokenizer_destroy(numla_tokenizer **t);
 

@@ -7,6 +7,7 @@
 #include <pcre2.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <jansson.h>
 #include <utf8proc.h>
 
 #include "engine/text/tokenizer.h"
@@ -97,6 +98,9 @@ struct numla_tokenizer {
     int32_t byte_id[256];    /* id of each byte's byte-level char, -1 when not in the vocab */
     int32_t unk_id;          /* -1 when none */
     int ignore_merges;
+    int tiktoken;            /* 1: loaded from tiktoken.model (tokenizer_tiktoken.c): tok[] holds
+                                raw bytes, BPE ranks byte strings, Kimi's pre-tokenizer */
+    int32_t n_base;          /* tiktoken: mergeable ranks; specials follow them */
 
     numla_tokenizer_added *added;  /* (n_added) */
     int n_added;
@@ -125,7 +129,7 @@ struct numla_tokenizer {
     NUMLA_TOKENIZER_VEC(numla_tokenizer_span) pieces, pieces2, spans, seg_raw, seg_norm;
     NUMLA_TOKENIZER_VEC(char) mapped;       /* byte-level mapped word for ignore_merges */
     /* BPE word scratch */
-    int32_t *sym_id, *sym_prev, *sym_next; /* (sym_cap) */
+    int32_t *sym_id, *sym_prev, *sym_next, *sym_start; /* (sym_cap) */
     struct numla_tokenizer_merge { int32_t rank, pos, new_id; } *heap; /* (heap_cap) */
     size_t sym_cap, heap_cap;
 
@@ -172,5 +176,24 @@ numla_status numla_tokenizer_unicode_pattern(const char *pat, size_t len, char *
  * older (unicode_newer.h laid over them), else utf8proc's. Not collective; thread-safe. */
 utf8proc_category_t numla_tokenizer_unicode_category(uint32_t cp);
 int32_t numla_tokenizer_vocab_find(const numla_tokenizer *t, const char *s, size_t n);
+
+/* tokenizer_load.c, shared with tokenizer_tiktoken.c. */
+uint64_t numla_tokenizer_pow2(uint64_t n);
+numla_status numla_tokenizer_addset_build(numla_tokenizer *t, numla_tokenizer_addset *s,
+                                          int normalized);
+numla_status numla_tokenizer_load_specials(numla_tokenizer *t, json_t *config);
+numla_status numla_tokenizer_prepare_encode(numla_tokenizer *t);
+
+/* tokenizer_tiktoken.c: fill t (id_limit set, everything else zero) from the text of a
+ * tiktoken.model file and tokenizer_config.json (parsed; may be NULL). name is the file named
+ * in errors. Not collective. */
+numla_status numla_tokenizer_tiktoken_fill(numla_tokenizer *t, const char *text, size_t len,
+                                           const char *name, json_t *config);
+/* tokenizer_tiktoken.c: the end of the Kimi pre-tokenizer match that starts at s[p] (p < len;
+ * the pattern matches at every position, always at least one character). s is valid UTF-8. */
+size_t numla_tokenizer_kimi_match(const uint8_t *s, size_t len, size_t p);
+/* tokenizer_tiktoken.c: the pattern's \p{Han} (unicode_han.h) and \s (White_Space). */
+int numla_tokenizer_kimi_is_han(uint32_t cp);
+int numla_tokenizer_kimi_is_ws(uint32_t cp);
 
 #endif

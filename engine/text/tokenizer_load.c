@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/text/tokenizer_internal.h"
 
@@ -45,7 +46,7 @@ int32_t numla_tokenizer_vocab_find(const numla_tokenizer *t, const char *s, size
     }
 }
 
-static uint64_t numla_tokenizer_pow2(uint64_t n)
+uint64_t numla_tokenizer_pow2(uint64_t n)
 {
     uint64_t c = 16;
     while (c < 2 * n)
@@ -288,7 +289,7 @@ static int32_t numla_tokenizer_trie_new(numla_tokenizer_addset *s, uint8_t byte,
     return s->n_nodes++;
 }
 
-static numla_status numla_tokenizer_addset_build(numla_tokenizer *t, numla_tokenizer_addset *s, int normalized)
+numla_status numla_tokenizer_addset_build(numla_tokenizer *t, numla_tokenizer_addset *s, int normalized)
 {
     memset(s->first, 0xff, sizeof s->first);
     for (int i = 0; i < t->n_added; i++) {
@@ -617,7 +618,7 @@ static numla_status numla_tokenizer_load_pipeline(numla_tokenizer *t, json_t *ro
 }
 
 /* BOS / EOS and the BOS-EOS rules from tokenizer_config.json; template ids in range. */
-static numla_status numla_tokenizer_load_specials(numla_tokenizer *t, json_t *config)
+numla_status numla_tokenizer_load_specials(numla_tokenizer *t, json_t *config)
 {
     t->bos = t->eos = -1;
     if (config) {
@@ -682,7 +683,7 @@ int64_t numla_tokenizer_min_tokens(const numla_tokenizer *t, const char *text, s
 }
 
 /* Encode state: the regex match context and the word cache. */
-static numla_status numla_tokenizer_prepare_encode(numla_tokenizer *t)
+numla_status numla_tokenizer_prepare_encode(numla_tokenizer *t)
 {
     t->mctx = pcre2_match_context_create(NULL);
     t->jit_stack = pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, NULL);
@@ -729,6 +730,128 @@ static numla_status numla_tokenizer_read_json(const char *path, int optional, js
     return NUMLA_STATUS_OK;
 }
 
+/* Read a whole file (NUL-terminated); *buf NULL when it does not exist. */
+static numla_status numla_tokenizer_read_file(const char *path, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NUMLA_STATUS_OK;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    while (b) {
+        size_t r = fread(b + n, 1, cap - n, f);
+        n += r;
+        if (n < cap)
+            break;
+        char *nb = cap < ((size_t)1 << 32) ? realloc(b, 2 * cap + 1) : NULL;
+        if (!nb) {
+            free(b);
+            b = NULL;
+            break;
+        }
+        b = nb;
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!b)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory to read %s", path);
+    if (err) {
+        free(b);
+        NUMLA_FAIL(NUMLA_STATUS_IO, "read error on %s", path);
+    }
+    b[n] = 0;
+    *buf = b;
+    *len = n;
+    return NUMLA_STATUS_OK;
+}
+
+static numla_tokenizer *numla_tokenizer_new(int64_t vocab_size)
+{
+    numla_tokenizer *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->id_limit = vocab_size > 0 && vocab_size < NUMLA_TOKENIZER_MAX_IDS ? vocab_size
+                                                                         : NUMLA_TOKENIZER_MAX_IDS;
+    t->id_limit_from_model = vocab_size > 0 && vocab_size <= NUMLA_TOKENIZER_MAX_IDS;
+    return t;
+}
+
+numla_status numla_tokenizer_load_tiktoken_text(const char *model_text, size_t len,
+                                                const char *config_json, int64_t vocab_size,
+                                                const char *name, numla_tokenizer **out)
+{
+    *out = NULL;
+    json_t *config = NULL;
+    if (config_json) {
+        json_error_t err;
+        config = json_loads(config_json, JSON_ALLOW_NUL, &err);
+        if (!config)
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "tokenizer_config.json:%d:%d: %s", err.line,
+                       err.column, err.text);
+        if (!json_is_object(config)) {
+            json_decref(config);
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "tokenizer_config.json is not a JSON object");
+        }
+    }
+    numla_tokenizer *t = numla_tokenizer_new(vocab_size);
+    if (!t) {
+        json_decref(config);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for a tokenizer");
+    }
+    numla_status s = numla_tokenizer_tiktoken_fill(t, model_text, len, name ? name : "tiktoken.model",
+                                                   config);
+    json_decref(config);
+    if (s != NUMLA_STATUS_OK) {
+        numla_tokenizer_destroy(&t);
+        NUMLA_CHECK(s);
+    }
+    *out = t;
+    return NUMLA_STATUS_OK;
+}
+
+/* A model directory without tokenizer.json but with tiktoken.model (Kimi). */
+static numla_status numla_tokenizer_load_tiktoken_dir(const char *model_dir, int64_t vocab_size,
+                                                      numla_tokenizer **out, int *found)
+{
+    char *path = NULL, *cpath = NULL, *text = NULL, *ctext = NULL;
+    size_t len = 0, clen = 0;
+    *found = 0;
+    if (asprintf(&path, "%s/tiktoken.model", model_dir) < 0) {
+        path = NULL;
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for a path");
+    }
+    numla_status s = numla_tokenizer_read_file(path, &text, &len);
+    if (s == NUMLA_STATUS_OK && text) {
+        *found = 1;
+        if (asprintf(&cpath, "%s/tokenizer_config.json", model_dir) < 0) {
+            cpath = NULL;
+            numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__, "no memory");
+            s = NUMLA_STATUS_NO_MEMORY;
+        } else {
+            s = numla_tokenizer_read_file(cpath, &ctext, &clen);
+        }
+        if (s == NUMLA_STATUS_OK)
+            s = numla_tokenizer_load_tiktoken_text(text, len, ctext, vocab_size, path, out);
+    }
+    free(path);
+    free(cpath);
+    free(text);
+    free(ctext);
+    NUMLA_CHECK(s);
+    return NUMLA_STATUS_OK;
+}
+
+int numla_tokenizer_present(const char *model_dir)
+{
+    char a[4200], b[4200];
+    snprintf(a, sizeof a, "%s/tokenizer.json", model_dir);
+    snprintf(b, sizeof b, "%s/tiktoken.model", model_dir);
+    return access(a, F_OK) == 0 || access(b, F_OK) == 0;
+}
+
 numla_status numla_tokenizer_load(const char *model_dir, numla_tokenizer **out)
 {
     return numla_tokenizer_load_for_model(model_dir, 0, out);
@@ -739,6 +862,19 @@ numla_status numla_tokenizer_load_for_model(const char *model_dir, int64_t vocab
 {
     *out = NULL;
     char *path = NULL, *cpath = NULL;
+    {
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/tokenizer.json", model_dir);
+        FILE *pf = fopen(probe, "rb");
+        if (pf) {
+            fclose(pf);
+        } else {
+            int found = 0;
+            NUMLA_CHECK(numla_tokenizer_load_tiktoken_dir(model_dir, vocab_size, out, &found));
+            if (found)
+                return NUMLA_STATUS_OK;
+        }
+    }
     if (asprintf(&path, "%s/tokenizer.json", model_dir) < 0 ||
         asprintf(&cpath, "%s/tokenizer_config.json", model_dir) < 0) {
         free(path);
@@ -817,6 +953,7 @@ void numla_tokenizer_destroy(numla_tokenizer **tp)
     free(t->sym_id);
     free(t->sym_prev);
     free(t->sym_next);
+    free(t->sym_start);
     free(t->heap);
     free(t->cache);
     free(t->cache_keys.p);

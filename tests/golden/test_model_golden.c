@@ -30,6 +30,10 @@ enum { MAX_PROMPTS = 8, N_GREEDY = 16 };
 #define LOGIT_TOL_BF16KV 0.5
 #define LOGIT_MAX_BF16KV 4.0
 #define LOGIT_FRAC_BF16KV 0.2 /* at most this fraction of a prompt's positions above the tol */
+/* The Kimi golden chooses 4 of 16 experts in one group with routed scaling 2.827: one expert that
+ * a bf16 cache flips moves its logits further than in the V2/V3 goldens (figure in
+ * tests/golden/README.md); a wrong layout still fails the fraction above. */
+#define LOGIT_MAX_BF16KV_KIMI 6.0
 
 #define DEBUG_TOL 1e-4
 
@@ -434,11 +438,13 @@ static void run_cfg(const char *model, golden *g, const golden_cfg *gc)
             worst = fmax(worst, err);
             if (gc->kv == NUMLA_DTYPE_BF16) {
                 int above = rows_above(full, ref, r, V, gc->tol);
-                NUMLA_ASSERT_MSG(above <= LOGIT_FRAC_BF16KV * (double)r && err <= LOGIT_MAX_BF16KV,
+                const double most =
+                    strcmp(model, "kimi") ? LOGIT_MAX_BF16KV : LOGIT_MAX_BF16KV_KIMI;
+                NUMLA_ASSERT_MSG(above <= LOGIT_FRAC_BF16KV * (double)r && err <= most,
                                  "%s %s prompt %d: %d of %lld positions off by more than %g "
                                  "(at most %.0f%%), worst %g (at most %g)", model, gc->what, p,
                                  above, (long long)r, gc->tol, 100 * LOGIT_FRAC_BF16KV, err,
-                                 LOGIT_MAX_BF16KV);
+                                 most);
                 if (above)
                     printf("\n    %s %s prompt %d: %d of %lld positions above %g", model,
                            gc->what, p, above, (long long)r, gc->tol);
@@ -543,6 +549,9 @@ static void check_model(const char *model)
 static void test_v2lite(void) { check_model("v2lite"); }
 static void test_v2(void) { check_model("v2"); }
 static void test_v3(void) { check_model("v3"); }
+/* Kimi K2's shape (model_type kimi_k2, one expert group, routed scaling 2.827, one dense layer,
+ * YaRN beta 1/1, scripts/make_kimi_model_golden.py): fp32 and bf16 */
+static void test_kimi(void) { check_model("kimi"); }
 
 
 /* Sharded: R in-process ranks (uneven heads: v3 has 5, experts 12, vocab 288) against the
@@ -636,6 +645,7 @@ static void check_sharded(const char *model) { check_sharded_dir(model, "", 4, L
 
 static void test_v2_sharded(void) { check_sharded("v2"); }
 static void test_v3_sharded(void) { check_sharded("v3"); }
+static void test_kimi_sharded(void) { check_sharded_dir("kimi", "", 3, LOGIT_TOL); }
 
 /* 8-bit checkpoints in the published formats (tests/golden/README.md "8-bit variants"):
  * model_fp8/ (DeepSeek FP8, 128x128 block scales; v3's split over two shards) and model_int8/
@@ -692,7 +702,8 @@ static void test_v2_int8(void) { check_quant("v2", "int8"); }
 static void test_v3_int8(void) { check_quant("v3", "int8"); }
 
 NUMLA_TEST_SUITE(model_golden, NULL, NULL, NUMLA_TEST(test_v2lite), NUMLA_TEST(test_v2),
-                 NUMLA_TEST(test_v3), NUMLA_TEST(test_v2_sharded), NUMLA_TEST(test_v3_sharded),
+                 NUMLA_TEST(test_v3), NUMLA_TEST(test_kimi), NUMLA_TEST(test_v2_sharded),
+                 NUMLA_TEST(test_v3_sharded), NUMLA_TEST(test_kimi_sharded),
                  NUMLA_TEST(test_v2lite_fp8), NUMLA_TEST(test_v2_fp8), NUMLA_TEST(test_v3_fp8),
                  NUMLA_TEST(test_v2lite_int8), NUMLA_TEST(test_v2_int8),
                  NUMLA_TEST(test_v3_int8))

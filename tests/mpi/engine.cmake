@@ -17,7 +17,7 @@ add_test(NAME engine-synth-tiny
 set_tests_properties(engine-synth-tiny PROPERTIES LABELS mpi FIXTURES_SETUP numla_tiny_model)
 
 set(_engine_models tiny ${NUMLA_TEST_MODELS}/tiny)
-foreach(g v2lite v2 v3)
+foreach(g v2lite v2 v3 kimi)
   if(EXISTS ${CMAKE_SOURCE_DIR}/tests/golden/${g}/model.safetensors)
     list(APPEND _engine_models ${g} ${CMAKE_SOURCE_DIR}/tests/golden/${g})
   endif()

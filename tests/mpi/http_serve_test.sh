@@ -7,7 +7,9 @@
 #          string cuts the text as `numla run` does; 32 concurrent clients all complete with
 #          run's tokens; clients that disconnect mid-stream free their KV blocks (/metrics);
 #          400 (unknown field, n > 1, prompt / messages longer than the context), 401, 413,
-#          429 with Retry-After; SIGTERM drains the streams in flight, then exit 0
+#          429 with Retry-After; SIGTERM drains the streams in flight, then exit 0; a
+#          tiny-kimi model (tiktoken tokenizer, kimi-k2-thinking template) chats with run's
+#          tokens on transformers' renders and answers with reasoning_content
 #   ranks  2 ranks under MPIEXEC give run's tokens and drain on SIGTERM; with NUMLA_FAULTY a
 #          worker rank that SIGKILLs itself ends the server (no client hangs)
 # Needs curl and jq (Debian packages); exits 77 (skipped) without them.
@@ -234,6 +236,41 @@ if [ "$mode" = one ]; then
   n200=$(cat "$tmp"/q[1-8] | grep -c 200)
   [ "$n429" -ge 1 ] && [ "$n200" -ge 1 ] && [ $((n429 + n200)) -eq 8 ] && grep -qi '^retry-after:' $(grep -l 429 "$tmp"/q[1-8] | head -1 | sed 's/q\([0-9]\)$/h\1/')
   check err-429 $? "$(cat "$tmp"/q[1-8] | tr '\n' ' ')"
+  kill -TERM "$spid"; wait "$spid"
+
+  # Kimi (docs/kimi.md): tiny-kimi with the tiktoken golden tokenizer and the kimi-k2-thinking
+  # template; chat gives the tokens `numla run` gives on transformers' render of the same
+  # conversation (tests/golden/chat_kimi; plain-message ones: the request side refuses
+  # tool_calls and reasoning_content), tokenized by the tiktoken path; a thinking template
+  # answers with reasoning_content (null: the random model writes no <think>)
+  kmodel=$tmp/kimi
+  "$bin" synth --preset tiny-kimi --out "$kmodel" --seed 9 --tokenizer "$golden/kimi_tok" \
+    >/dev/null 2>&1 || { echo "synth tiny-kimi failed"; exit 1; }
+  for c in 1 8 9 14; do
+    text=$(jq -j --argjson c "$c" '.renders[] | select(.template == "kimi-k2-thinking" and
+           .conversation == $c and .add_generation_prompt and (.thinking | not)) | .text' \
+           "$golden/chat_kimi/cases.json")
+    ids=$("$bin" tokenize --model "$kmodel" --no-special --text "$text" | tr -d ' ')
+    echo "{\"id\": \"kc$c\", \"prompt_tokens\": $ids, \"max_tokens\": 8, \"temperature\": 0, \"ignore_eos\": true}"
+  done >"$tmp/kref.jsonl"
+  "$bin" run --model "$kmodel" --threads 1 --input "$tmp/kref.jsonl" --output "$tmp/kref.out" \
+    2>"$tmp/kref.err" || { echo "numla run (kimi) failed: $(tail -3 "$tmp/kref.err")"; exit 1; }
+  start_server "$tmp/s4.err" "$bin" serve --model "$kmodel" --port 0 --threads 1 \
+    --chat-template kimi-k2-thinking || exit 1
+  for c in 1 8 9 14; do
+    want=$(run_tok "$tmp/kref.out" "kc$c")
+    msgs=$(jq -c --argjson c "$c" '.conversations[$c].messages' "$golden/chat_kimi/cases.json")
+    b=$(jq -nc --argjson m "$msgs" '{messages: $m, max_tokens: 8, temperature: 0,
+        ignore_eos: true, logprobs: true}')
+    post /v1/chat/completions "$b" >"$tmp/k$c.json"
+    got=$(resp_tokens <"$tmp/k$c.json")
+    [ -n "$want" ] && [ "$got" = "$want" ]; check "kimi-chat-$c" $? "got '$got' want '$want'"
+    jq -e '.choices[0].message | has("reasoning_content") and .reasoning_content == null' \
+      "$tmp/k$c.json" >/dev/null
+    check "kimi-reasoning-field-$c" $? "$(head -c 300 "$tmp/k$c.json")"
+    got=$(post /v1/chat/completions "$(jq -c '. + {stream: true}' <<<"$b")" | sse_tokens)
+    [ "$got" = "$want" ]; check "kimi-chat-stream-$c" $? "got '$got' want '$want'"
+  done
   kill -TERM "$spid"; wait "$spid"
 elif [ "$mode" = ranks ]; then
   start_server "$tmp/s1.err" timeout 120 "$mpiexec" -n 2 --oversubscribe --bind-to none "$bin" serve \

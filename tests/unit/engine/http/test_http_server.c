@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/http/reasoning.h"
 #include "engine/http/server.h"
 #include "test_util.h"
 
@@ -69,6 +70,15 @@ static void *fake_loop_main(void *arg)
                     numla_http_job_release(&j);
                     continue;
                 }
+                const numla_openai_request *rq = numla_http_job_request(j);
+                const char *last = rq->num_messages ? rq->messages[rq->num_messages - 1].content
+                                                    : "";
+                /* chat "think..." plays a thinking model: the adapter would set the mode from the
+                 * template and the rendered prompt */
+                if (!strcmp(last, "think"))
+                    j->reasoning_mode = NUMLA_HTTP_REASONING_DETECT;
+                else if (!strncmp(last, "think", 5))
+                    j->reasoning_mode = NUMLA_HTTP_REASONING_OPEN;
                 done[n] = 0;
                 active[n++] = j;
             }
@@ -92,7 +102,19 @@ static void *fake_loop_main(void *arg)
             } else {
                 char text[32];
                 int32_t tok = done[i];
-                if (p && p->text && !strcmp(p->text, "notext")) /* tokens only, no tokenizer */
+                const char *last = !p && r->num_messages
+                                       ? r->messages[r->num_messages - 1].content : "";
+                static const char *const think[] = {"<thi", "nk>", "I reason", " \xc3\xa9</th",
+                                                    "ink>", "Answer", "!"};
+                static const char *const open_[] = {"r1 ", "r2</think>", "a"};
+                static const char *const cut[] = {"abc", "</thi"};
+                if (!strcmp(last, "think"))
+                    snprintf(text, sizeof text, "%s", think[done[i] % 7]);
+                else if (!strcmp(last, "thinkopen"))
+                    snprintf(text, sizeof text, "%s", open_[done[i] % 3]);
+                else if (!strcmp(last, "thinkcut"))
+                    snprintf(text, sizeof text, "%s", cut[done[i] % 2]);
+                else if (p && p->text && !strcmp(p->text, "notext")) /* tokens only, no tokenizer */
                     text[0] = '\0';
                 else if (p && p->text && !strcmp(p->text, "utf8")) /* € cut into its three bytes */
                     snprintf(text, sizeof text, "%s", done[i] < 3 ? (const char *[]){"\xe2", "\x82", "\xac"}[done[i]] : "!");
@@ -402,6 +424,68 @@ static void test_streams(void)
     fixture_stop(&fx);
 }
 
+/* Chat text of a thinking model: reasoning_content split off at "</think>", streamed or not;
+ * "<think>" opening the output (mode DETECT) or the prompt (OPEN); cut off while thinking. */
+static void chat_reasoning(int port, const char *msg, int max_tokens, int stream,
+                           const char *want_reasoning, const char *want_content)
+{
+    char body[256];
+    snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"%s\"}], "
+             "\"max_tokens\": %d, \"stream\": %s}", msg, max_tokens, stream ? "true" : "false");
+    reply r = http(port, "POST", "/v1/chat/completions", NULL, body);
+    CU_ASSERT_EQUAL(r.status, 200);
+    char rs[256] = "", cs[256] = "";
+    if (stream) {
+        int done;
+        json_t *ev = events(r.body, &done);
+        CU_ASSERT(done);
+        for (size_t i = 1; i < json_array_size(ev); i++) {
+            json_t *d = json_object_get(json_array_get(json_object_get(json_array_get(ev, i),
+                                                                       "choices"), 0), "delta");
+            json_t *x = json_object_get(d, "reasoning_content"), *y = json_object_get(d, "content");
+            if (x)
+                strncat(rs, json_string_value(x), sizeof rs - strlen(rs) - 1);
+            if (y)
+                strncat(cs, json_string_value(y), sizeof cs - strlen(cs) - 1);
+        }
+        json_decref(ev);
+        NUMLA_ASSERT_MSG(!strcmp(rs, want_reasoning) && !strcmp(cs, want_content),
+                         "%s streamed: reasoning '%s' content '%s'", msg, rs, cs);
+    } else {
+        json_t *o = body_json(&r);
+        json_t *m = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "message");
+        json_t *x = json_object_get(m, "reasoning_content");
+        CU_ASSERT(x != NULL);
+        const char *got_r = json_is_null(x) ? "(null)" : json_string_value(x);
+        const char *got_c = json_string_value(json_object_get(m, "content"));
+        NUMLA_ASSERT_MSG(got_r && got_c && !strcmp(got_r, want_reasoning) &&
+                             !strcmp(got_c, want_content),
+                         "%s: reasoning '%s' content '%s'", msg, got_r ? got_r : "?",
+                         got_c ? got_c : "?");
+        json_decref(o);
+    }
+    free_reply(&r);
+}
+
+static void test_reasoning_content(void)
+{
+    fixture fx;
+    fixture_start(&fx, 64, NULL, 0);
+    for (int stream = 0; stream < 2; stream++) {
+        chat_reasoning(fx.port, "think", 7, stream, "I reason \xc3\xa9", "Answer!");
+        chat_reasoning(fx.port, "thinkopen", 3, stream, "r1 r2", "a");
+        chat_reasoning(fx.port, "thinkcut", 2, stream, "abc</thi", stream ? "" : "");
+        /* DETECT without "<think>": all content, reasoning null */
+        chat_reasoning(fx.port, "think", 0, stream, stream ? "" : "(null)", "");
+    }
+    /* a model that does not think: no reasoning_content at all */
+    reply r = http(fx.port, "POST", "/v1/chat/completions", NULL,
+                   "{\"messages\": [{\"role\": \"user\", \"content\": \"u\"}], \"max_tokens\": 2}");
+    CU_ASSERT_PTR_NULL(strstr(r.body, "reasoning_content"));
+    free_reply(&r);
+    fixture_stop(&fx);
+}
+
 typedef struct client_arg {
     int port, index, ok;
 } client_arg;
@@ -666,6 +750,7 @@ static void test_shutdown_finishes_in_flight(void)
 }
 
 NUMLA_TEST_SUITE(http_server, NULL, NULL, NUMLA_TEST(test_health_and_models),
+                 NUMLA_TEST(test_reasoning_content),
                  NUMLA_TEST(test_completion_plain), NUMLA_TEST(test_streams),
                  NUMLA_TEST(test_token_chunks),
                  NUMLA_TEST(test_32_concurrent_clients), NUMLA_TEST(test_disconnect_cancels),

@@ -316,6 +316,22 @@ static void test_presets_and_validation(void)
     CU_ASSERT(c.routed_scaling_factor == 2.5 && c.norm_topk_prob && c.first_k_dense_replace == 3);
     CU_ASSERT(!strcmp(c.model_type, "deepseek_v3") && !strcmp(c.scoring_func, "sigmoid"));
 
+    /* Kimi K2 (docs/kimi.md): V3's architecture, 384 experts in one group, 64 heads */
+    numla_synth_options ok = {.preset = "kimi-k2", .dtype = NUMLA_DTYPE_BF16};
+    CU_ASSERT_EQUAL_FATAL(numla_synth_config_get(&ok, &c), NUMLA_STATUS_OK);
+    CU_ASSERT(!strcmp(c.model_type, "kimi_k2") && !strcmp(c.architecture, "DeepseekV3ForCausalLM"));
+    CU_ASSERT(c.hidden_size == 7168 && c.num_attention_heads == 64 && c.num_hidden_layers == 61);
+    CU_ASSERT(c.n_routed_experts == 384 && c.num_experts_per_tok == 8 && c.n_shared_experts == 1);
+    CU_ASSERT(c.n_group == 1 && c.topk_group == 1 && c.first_k_dense_replace == 1);
+    CU_ASSERT(c.routed_scaling_factor == 2.827 && c.vocab_size == 163840);
+    CU_ASSERT(c.moe_intermediate_size == 2048 && c.intermediate_size == 18432);
+    CU_ASSERT(c.rope_theta == 50000.0 && c.yarn_factor == 32.0 && c.yarn_beta_fast == 1.0 &&
+              c.yarn_beta_slow == 1.0 && c.max_position_embeddings == 131072);
+    ok.preset = "tiny-kimi";
+    CU_ASSERT_EQUAL_FATAL(numla_synth_config_get(&ok, &c), NUMLA_STATUS_OK);
+    CU_ASSERT(c.n_routed_experts == 48 && c.n_group == 1 && c.num_experts_per_tok == 8 &&
+              c.routed_scaling_factor == 2.827 && !strcmp(c.model_type, "kimi_k2"));
+
     o.experts = 8; /* one expert per group: noaux_tc's top-2 group score is undefined */
     CU_ASSERT_EQUAL(numla_synth_config_get(&o, &c), NUMLA_STATUS_INVALID_ARG);
     o.experts = 12; /* not divisible into 8 groups */
