@@ -172,9 +172,6 @@ uint64_t numla_tokenizer_hash(const void *p, size_t n);
  * when the pattern needs no change. Not collective; thread-safe. */
 numla_status numla_tokenizer_unicode_pattern(const char *pat, size_t len, char **out,
                                              size_t *out_len);
-/* tokenizer_unicode.c: the general category of cp in Unicode 16.0 where utf8proc's tables are
- * older (unicode_newer.h laid over them), else utf8proc's. Not collective; thread-safe. */
-utf8proc_category_t numla_tokenizer_unicode_category(uint32_t cp);
 int32_t numla_tokenizer_vocab_find(const numla_tokenizer *t, const char *s, size_t n);
 
 /* tokenizer_load.c, shared with tokenizer_tiktoken.c. */
@@ -192,8 +189,7 @@ numla_status numla_tokenizer_tiktoken_fill(numla_tokenizer *t, const char *text,
 /* tokenizer_tiktoken.c: the end of the Kimi pre-tokenizer match that starts at s[p] (p < len;
  * the pattern matches at every position, always at least one character). s is valid UTF-8. */
 size_t numla_tokenizer_kimi_match(const uint8_t *s, size_t len, size_t p);
-/* tokenizer_tiktoken.c: the pattern's \p{Han} (unicode_han.h) and \s (White_Space). */
-int numla_tokenizer_kimi_is_han(uint32_t cp);
-int numla_tokenizer_kimi_is_ws(uint32_t cp);
+
+#include "engine/text/tokenizer_testing.h"
 
 #endif

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "engine/text/tokenizer.h"
-#include "engine/text/tokenizer_internal.h"
+#include "engine/text/tokenizer_testing.h"
 
 static const char *kdir(const char *file)
 {
