@@ -42,6 +42,15 @@ enum { NUMLA_MLA16_TB = 16 }; /* keys per Q·K register block */
 
 #define NUMLA_MLA16_INLINE static inline __attribute__((always_inline))
 
+/* acc + Σ pairs a · (the bf16 pair at b, broadcast), the broadcast folded into the instruction
+ * (compilers keep it as a separate vpbroadcastd, which needs a register per key in flight and
+ * spills the sixteen accumulators). */
+NUMLA_MLA16_INLINE __m512 numla_mla16_dpb(__m512 acc, __m512bh a, const uint32_t *b)
+{
+    __asm__("vdpbf16ps %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*b));
+    return acc;
+}
+
 /* ---- scratch ---------------------------------------------------------------------------- */
 
 typedef struct numla_mla16_layout {
@@ -140,12 +149,11 @@ NUMLA_MLA16_INLINE void numla_mla16_qk16(const uint32_t *qhi, const uint32_t *ql
     {                                                                                            \
         const __m512bh qh = (__m512bh)_mm512_load_si512((const void *)(qhi + 16 * j));           \
         for (int t = 0; t < NUMLA_MLA16_TB; t++)                                                 \
-            acc[t] = _mm512_dpbf16_ps(acc[t], qh, (__m512bh)_mm512_set1_epi32((int)k[t * rs + j])); \
+            acc[t] = numla_mla16_dpb(acc[t], qh, k + t * rs + j);                              \
         if (split) {                                                                             \
             const __m512bh ql = (__m512bh)_mm512_load_si512((const void *)(qlo + 16 * j));       \
             for (int t = 0; t < NUMLA_MLA16_TB; t++)                                             \
-                acc[t] = _mm512_dpbf16_ps(acc[t], ql,                                            \
-                                          (__m512bh)_mm512_set1_epi32((int)k[t * rs + j]));      \
+                acc[t] = numla_mla16_dpb(acc[t], ql, k + t * rs + j);                            \
         }                                                                                        \
         j++;                                                                                     \
     }
@@ -195,13 +203,11 @@ NUMLA_MLA16_INLINE void numla_mla16_pv8(float *O, int64_t dc, int h0, const uint
             const __m512bh hi = (__m512bh)_mm512_unpackhi_epi16(va, vb);
             const uint32_t *ph = phi + 16 * p + h0, *pl = plo + 16 * p + h0;
             for (int h = 0; h < 8; h++) {
-                const __m512bh b = (__m512bh)_mm512_set1_epi32((int)ph[h]);
-                o[h][0] = _mm512_dpbf16_ps(o[h][0], lo, b);
-                o[h][1] = _mm512_dpbf16_ps(o[h][1], hi, b);
+                o[h][0] = numla_mla16_dpb(o[h][0], lo, ph + h);
+                o[h][1] = numla_mla16_dpb(o[h][1], hi, ph + h);
                 if (split) {
-                    const __m512bh bl = (__m512bh)_mm512_set1_epi32((int)pl[h]);
-                    o[h][0] = _mm512_dpbf16_ps(o[h][0], lo, bl);
-                    o[h][1] = _mm512_dpbf16_ps(o[h][1], hi, bl);
+                    o[h][0] = numla_mla16_dpb(o[h][0], lo, pl + h);
+                    o[h][1] = numla_mla16_dpb(o[h][1], hi, pl + h);
                 }
             }
         }
