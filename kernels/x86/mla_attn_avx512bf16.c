@@ -54,7 +54,7 @@ NUMLA_MLA16_INLINE __m512 numla_mla16_dpb(__m512 acc, __m512bh a, const uint32_t
 /* ---- scratch ---------------------------------------------------------------------------- */
 
 typedef struct numla_mla16_layout {
-    size_t qhi, qlo, S, phi, plo, rows, stage, zero, total;
+    size_t qhi, qlo, S, phi, plo, rows, stage, zero, red, total;
 } numla_mla16_layout;
 
 static size_t numla_mla16_al(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -72,6 +72,7 @@ static numla_mla16_layout numla_mla16_layout_of(const numla_mla_attn_args *a)
     L.rows = off, off += numla_mla16_al((NUMLA_MLA16_KT + 1) * sizeof(void *));
     L.stage = off, off += numla_mla16_al(NUMLA_MLA16_TB * np * 2 * sizeof(uint16_t)); /* (16, w) */
     L.zero = off, off += numla_mla16_al((size_t)a->kv_lora_rank * sizeof(uint16_t));
+    L.red = off, off += 8 * NUMLA_MLA16_TB * 64; /* (8 rows, 16 keys) zmm sums */
     L.total = off + 64; /* the frame aligns scratch; slack for safety */
     return L;
 }
@@ -170,19 +171,85 @@ NUMLA_MLA16_INLINE void numla_mla16_qk16(const uint32_t *qhi, const uint32_t *ql
         _mm512_store_ps(S + 16 * t, acc[t]);
 }
 
+/* Sixteen 16-lane partial sums v[i] -> one vector of their totals, lane i. */
+NUMLA_MLA16_INLINE __m512 numla_mla16_sum16(const __m512 *v)
+{
+    __m512 a[8], b[4], c[2];
+    for (int i = 0; i < 8; i++) /* lanes of pairs: (v2i, v2i+1) interleaved by 32-bit word */
+        a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                             _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 4; i++) {
+        const __m512d x = _mm512_castps_pd(a[2 * i]), y = _mm512_castps_pd(a[2 * i + 1]);
+        b[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+    }
+    for (int i = 0; i < 2; i++)
+        c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xdd));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88), _mm512_shuffle_f32x4(c[0], c[1], 0xdd));
+}
+
+/* Scores for a chunk of R <= 8 rows (lanes along d, so no lane idles): S[t][r] = q_r · k_t for
+ * the 16 keys kr[0..16), q_r = qh + r·qs (and ql, the lo part, when split), w dims; R x T
+ * accumulators in registers, their horizontal sums through red (16 x 8 vectors). The few-row
+ * chunks (decode with <= 8 heads a rank) would use R of 16 lanes in numla_mla16_qk16. */
+NUMLA_MLA16_INLINE void numla_mla16_qk_few(const uint16_t *qh, const uint16_t *ql, int64_t qs,
+                                            int64_t w, const uint16_t *const *kr, float *S,
+                                            __m512 *red, const char *const *pf, const int split,
+                                            const int R, const int T)
+{
+    const __mmask32 tail = w % 32 ? 0xffffu : 0xffffffffu; /* w % 32 is 0 or 16 */
+    const int64_t wfull = w / 32 * 32;
+    for (int t0 = 0; t0 < NUMLA_MLA16_TB; t0 += T) {
+        __m512 acc[8][4];
+        for (int r = 0; r < R; r++)
+            for (int t = 0; t < T; t++)
+                acc[r][t] = _mm512_setzero_ps();
+        if (NUMLA_MLA16_PREFETCH && pf)
+            for (int t = 0; t < T; t++)
+                for (int64_t o = 0; o < 2 * w; o += 64)
+                    _mm_prefetch(pf[t0 + t] + o, _MM_HINT_T0);
+        for (int64_t d = 0; d < w; d += 32) {
+            const __mmask32 mk = d < wfull ? 0xffffffffu : tail;
+            __m512bh k[4];
+            for (int t = 0; t < T; t++)
+                k[t] = (__m512bh)_mm512_maskz_loadu_epi16(mk, kr[t0 + t] + d);
+            for (int r = 0; r < R; r++) {
+                const __m512bh q = (__m512bh)_mm512_maskz_loadu_epi16(mk, qh + r * qs + d);
+                for (int t = 0; t < T; t++)
+                    acc[r][t] = _mm512_dpbf16_ps(acc[r][t], q, k[t]);
+                if (split) {
+                    const __m512bh q2 = (__m512bh)_mm512_maskz_loadu_epi16(mk, ql + r * qs + d);
+                    for (int t = 0; t < T; t++)
+                        acc[r][t] = _mm512_dpbf16_ps(acc[r][t], q2, k[t]);
+                }
+            }
+        }
+        for (int r = 0; r < R; r++)
+            for (int t = 0; t < T; t++)
+                red[r * NUMLA_MLA16_TB + t0 + t] = acc[r][t];
+    }
+    for (int r = 0; r < R; r++) {
+        float tot[16] __attribute__((aligned(64)));
+        _mm512_store_ps(tot, numla_mla16_sum16(red + r * NUMLA_MLA16_TB));
+        for (int t = 0; t < NUMLA_MLA16_TB; t++)
+            S[16 * t + r] = tot[t];
+    }
+}
+
 /* ---- step 3: P·V ------------------------------------------------------------------------ */
 
-/* Rows [h0, h0 + 8) of O (row stride dc, dims permuted inside each 32-dim block) += Σ_pairs
+/* Rows [h0, h0 + NH) (NH <= 8) of O (row stride dc, dims permuted inside each 32-dim block) += Σ_pairs
  * P pair · V pair over npairs key pairs; vr[2p], vr[2p + 1] are the pair's rows (a zero row
  * stands in for a missing last key). */
-NUMLA_MLA16_INLINE void numla_mla16_pv8(float *O, int64_t dc, int h0, const uint32_t *phi,
+NUMLA_MLA16_INLINE void numla_mla16_pv(float *O, int64_t dc, int h0, const uint32_t *phi,
                                          const uint32_t *plo, int64_t npairs,
                                          const uint16_t *const *vr, const float *corr, int fresh,
-                                         int rescale, const int split)
+                                         int rescale, const int split, const int NH)
 {
     for (int64_t d = 0; d < dc; d += 32) {
         __m512 o[8][2];
-        for (int h = 0; h < 8; h++) {
+        for (int h = 0; h < NH; h++) {
             float *Oh = O + (size_t)(h0 + h) * (size_t)dc + d;
             if (fresh) {
                 o[h][0] = o[h][1] = _mm512_setzero_ps();
@@ -202,7 +269,7 @@ NUMLA_MLA16_INLINE void numla_mla16_pv8(float *O, int64_t dc, int h0, const uint
             const __m512bh lo = (__m512bh)_mm512_unpacklo_epi16(va, vb);
             const __m512bh hi = (__m512bh)_mm512_unpackhi_epi16(va, vb);
             const uint32_t *ph = phi + 16 * p + h0, *pl = plo + 16 * p + h0;
-            for (int h = 0; h < 8; h++) {
+            for (int h = 0; h < NH; h++) {
                 o[h][0] = numla_mla16_dpb(o[h][0], lo, ph + h);
                 o[h][1] = numla_mla16_dpb(o[h][1], hi, ph + h);
                 if (split) {
@@ -211,7 +278,7 @@ NUMLA_MLA16_INLINE void numla_mla16_pv8(float *O, int64_t dc, int h0, const uint
                 }
             }
         }
-        for (int h = 0; h < 8; h++) {
+        for (int h = 0; h < NH; h++) {
             float *Oh = O + (size_t)(h0 + h) * (size_t)dc + d;
             _mm512_store_ps(Oh, o[h][0]);
             _mm512_store_ps(Oh + 16, o[h][1]);
@@ -283,17 +350,55 @@ NUMLA_MLA16_INLINE void numla_mla16_chunk_impl(const numla_mla_attn_chunk *c, fl
         memset(acc, 0, (size_t)c->nrows * (size_t)dc * sizeof(float));
         return;
     }
-    numla_mla16_pack_q(c, qhi, qlo);
+    const int32_t *tab = a->block_tables + (int64_t)c->seq * a->max_blocks_per_seq;
+    const int64_t bs = a->block_size;
+    const uint16_t *kv = (const uint16_t *)a->kv_cache;
+    const size_t rowel = (size_t)w; /* bf16 elements per cache row */
+    if (NUMLA_MLA16_PREFETCH) { /* the first keys' rows arrive while q is packed */
+        const int64_t n0 = kend - c->k0 < NUMLA_MLA16_TB ? kend - c->k0 : NUMLA_MLA16_TB;
+        for (int64_t t = c->k0; t < c->k0 + n0; t++) {
+            const char *r = (const char *)(kv + ((size_t)tab[t / bs] * (size_t)bs + (size_t)(t % bs)) * rowel);
+            for (size_t o = 0; o < rowel * sizeof(uint16_t); o += 64)
+                _mm_prefetch(r + o, _MM_HINT_T0);
+        }
+    }
+    /* few rows: q as plain rows (a bf16 q in place, else split into hi, lo rows) */
+    const int few = c->nrows <= 8;
+    const uint16_t *fqh = NULL, *fql = NULL;
+    int64_t fqs = w;
+    if (!few) {
+        numla_mla16_pack_q(c, qhi, qlo);
+    } else if (!qsplit) {
+        fqh = (const uint16_t *)a->q + (size_t)c->row0 * (size_t)w;
+    } else {
+        uint16_t *h = (uint16_t *)(void *)qhi, *lo = (uint16_t *)(void *)qlo;
+        fqs = np * 2;
+        for (int32_t r = 0; r < c->nrows; r++)
+            for (int64_t d = 0; d < w; d += 32) {
+                const size_t base = (size_t)(c->row0 + r) * (size_t)w + (size_t)d;
+                const __mmask16 m1 = w - d > 16 ? 0xffff : 0;
+                __m512 x0, x1;
+                if (a->q_dtype == NUMLA_DTYPE_F32) {
+                    x0 = _mm512_loadu_ps((const float *)a->q + base);
+                    x1 = _mm512_maskz_loadu_ps(m1, (const float *)a->q + base + 16);
+                } else {
+                    const uint16_t *hp = (const uint16_t *)a->q + base;
+                    x0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)hp));
+                    x1 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, hp + 16));
+                }
+                __m512i vh, vl;
+                numla_x86_split_bf16(x0, x1, &vh, &vl);
+                _mm512_storeu_si512((void *)(h + (size_t)r * (size_t)fqs + d), vh);
+                _mm512_storeu_si512((void *)(lo + (size_t)r * (size_t)fqs + d), vl);
+            }
+        fqh = h, fql = lo;
+    }
     memset(zero, 0, (size_t)dc * sizeof(uint16_t));
     if (np * 2 > w) /* w % 32 == 16: the staged rows' last 16 dims meet zero q pairs */
         memset(stage, 0, NUMLA_MLA16_TB * (size_t)np * 2 * sizeof(uint16_t));
 
     const __m512i limv = _mm512_load_si512(lim32);
     float corr[16] __attribute__((aligned(64)));
-    const size_t rowel = (size_t)w; /* bf16 elements per cache row */
-    const int32_t *tab = a->block_tables + (int64_t)c->seq * a->max_blocks_per_seq;
-    const int64_t bs = a->block_size;
-    const uint16_t *kv = (const uint16_t *)a->kv_cache;
     /* rows are read in place when a 16-key block sits in one cache block and w is whole pairs
      * of 32 (np pairs a row); otherwise staged with the same stride of np pairs */
     const int inplace_ok = np * 2 == w;
@@ -312,6 +417,31 @@ NUMLA_MLA16_INLINE void numla_mla16_chunk_impl(const numla_mla_attn_chunk *c, fl
         /* 1. scores, sixteen keys at a time */
         for (int64_t i = 0; i < nt; i += NUMLA_MLA16_TB) {
             const int64_t n = nt - i < NUMLA_MLA16_TB ? nt - i : NUMLA_MLA16_TB;
+            if (few) {
+                const uint16_t *kr[NUMLA_MLA16_TB];
+                const char *pfr[NUMLA_MLA16_TB];
+                const int64_t nn = nt - i - NUMLA_MLA16_TB; /* keys after this sixteen in the tile */
+                for (int t = 0; t < NUMLA_MLA16_TB; t++) {
+                    kr[t] = rows[i + (t < n ? t : n - 1)]; /* past the end: a repeat, masked later */
+                    pfr[t] = nn > 0 ? (const char *)rows[i + NUMLA_MLA16_TB + (t < nn ? t : nn - 1)]
+                                    : (const char *)kr[t];
+                }
+                __m512 *red = (__m512 *)(void *)(s + L.red);
+#define NUMLA_MLA16_FEW(R, T)                                                                    \
+    case R:                                                                                      \
+        if (qsplit)                                                                              \
+            numla_mla16_qk_few(fqh, fql, fqs, w, kr, S + 16 * i, red, pfr, 1, R, T);             \
+        else                                                                                     \
+            numla_mla16_qk_few(fqh, fql, fqs, w, kr, S + 16 * i, red, pfr, 0, R, T);             \
+        break;
+                switch (c->nrows) {
+                    NUMLA_MLA16_FEW(1, 4) NUMLA_MLA16_FEW(2, 4) NUMLA_MLA16_FEW(3, 4)
+                    NUMLA_MLA16_FEW(4, 4) NUMLA_MLA16_FEW(5, 4) NUMLA_MLA16_FEW(6, 4)
+                    NUMLA_MLA16_FEW(7, 2) default: NUMLA_MLA16_FEW(8, 2)
+                }
+#undef NUMLA_MLA16_FEW
+                continue;
+            }
             int inplace = inplace_ok && n == NUMLA_MLA16_TB;
             for (int64_t t = 1; inplace && t < n; t++)
                 inplace = rows[i + t] == rows[i] + (size_t)t * rowel;
@@ -378,9 +508,18 @@ NUMLA_MLA16_INLINE void numla_mla16_chunk_impl(const numla_mla_attn_chunk *c, fl
         mv = mnew;
         /* 3. P·V */
         numla_mla16_pack_p(S, nt, phi, plo, psplit);
-        for (int h0 = 0; h0 < c->nrows; h0 += 8)
-            numla_mla16_pv8(acc, dc, h0, phi, plo, (nt + 1) / 2, rows, corr, fresh, rescale,
-                            psplit);
+        for (int h0 = 0; h0 < c->nrows; h0 += 8) {
+            const int nh = c->nrows - h0 < 8 ? c->nrows - h0 : 8;
+#define NUMLA_MLA16_PV(NH)                                                                       \
+    case NH:                                                                                     \
+        numla_mla16_pv(acc, dc, h0, phi, plo, (nt + 1) / 2, rows, corr, fresh, rescale, psplit, NH); \
+        break;
+            switch (nh) {
+                NUMLA_MLA16_PV(1) NUMLA_MLA16_PV(2) NUMLA_MLA16_PV(3) NUMLA_MLA16_PV(4)
+                NUMLA_MLA16_PV(5) NUMLA_MLA16_PV(6) NUMLA_MLA16_PV(7) default: NUMLA_MLA16_PV(8)
+            }
+#undef NUMLA_MLA16_PV
+        }
         fresh = 0;
     }
     numla_mla16_unpermute(acc, dc, c->nrows);
