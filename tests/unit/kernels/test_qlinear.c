@@ -171,9 +171,13 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
     const double rel_ref = (double)(k + 2 * ((k + 127) / 128) + 4) * ldexp(1.0, -24);
     /* fp8 on the amx level's tiles: split-bf16 x, its own bound (kernels/qlinear.h) */
     const int tiles = fmt == NUMLA_QLINEAR_FP8_BLOCK && numla_qlinear_level(fmt, isa) == NUMLA_ISA_AMX;
+    /* fp8 M = 1 at the avx512bf16 level (VBMI): split-bf16 x, 2K exact products in fp32 */
+    const int vbmi = fmt == NUMLA_QLINEAR_FP8_BLOCK && m == 1 &&
+                     numla_qlinear_level(fmt, isa) == NUMLA_ISA_AVX512BF16;
     const double rel = tiles ? ldexp(1.0, -18) + (double)(2 * (k < 128 ? k : 128) + (k + 127) / 128 + 4) *
                                                      ldexp(1.0, -24)
-                             : rel_ref;
+                       : vbmi ? ldexp(1.0, -16) + 2 * rel_ref
+                              : rel_ref;
     int bad = 0;
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < ldy; j++) {
@@ -241,6 +245,15 @@ static void run_all(numla_qlinear_format fmt)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* Σ_k |w[j][k] x[k]| + |y0| for row j of slice sl (the scale of the kernels' error bounds). */
+static double mag_row(const tensor *t, slice sl, int64_t j, const float *x, float y0)
+{
+    double a = fabs((double)y0);
+    for (int64_t c = 0; c < sl.k; c++)
+        a += fabs(deq(t, sl.row0 + j, sl.col0 + c) * (double)x[c]);
+    return a;
+}
+
 /* Bit-identity of one (format, slice, level; fp8 across its many-row threshold: agreement
  * within 2e-5 relative): y for M rows at once on 2 threads against each
  * row alone, the first 31 and 32 rows (either side of int8-row's threshold), 7 and 8 rows
@@ -287,10 +300,17 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uin
              * side of it to the bit */
             const int across = fmt == NUMLA_QLINEAR_FP8_BLOCK &&
                                (rows >= (int64_t)NUMLA_QLINEAR_PANEL_MIN_M) != ((int64_t)M >= (int64_t)NUMLA_QLINEAR_PANEL_MIN_M);
+            /* fp8 M = 1 at the avx512bf16 level multiplies split-bf16 x: add its bound
+             * (kernels/qlinear.h) to the tolerance, relative to Σ|w x| */
+            const int vbmi = fmt == NUMLA_QLINEAR_FP8_BLOCK && rows == 1 &&
+                             numla_qlinear_level(fmt, isa) == NUMLA_ISA_AVX512BF16;
+            const double vrel = ldexp(1.0, -16) + 4.0 * (double)(k + 2 * ((k + 127) / 128) + 4) * ldexp(1.0, -24);
             for (int64_t i = i0; i < i0 + rows; i++)
                 for (int64_t j = 0; j < n; j++)
                     if ((across ? !(fabsf(y[i * ldy + j] - ya[i * ldy + j]) <=
-                                    2e-5f * (fabsf(ya[i * ldy + j]) + 1.0f))
+                                    2e-5f * (fabsf(ya[i * ldy + j]) + 1.0f) +
+                                        (vbmi ? vrel * mag_row(&t, sl, j, x + i * ldx, acc ? y0[i * ldy + j] : 0)
+                                              : 0.0))
                                 : memcmp(&y[i * ldy + j], &ya[i * ldy + j], sizeof(float)) != 0) &&
                         bad++ == 0)
                         fprintf(stderr,
@@ -406,7 +426,9 @@ static void test_validation(void)
     CU_ASSERT_EQUAL(numla_qlinear_packed_size(NUMLA_QLINEAR_FORMAT_COUNT, 1, 1), 0);
     /* Levels without a variant inherit the one below. */
     CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX2), NUMLA_ISA_REF);
-    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX512BF16), NUMLA_ISA_AVX512);
+    /* fp8 has an avx512bf16 variant (M = 1) where the CPU has AVX512_VBMI */
+    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX512BF16),
+                    numla_qlinear_vbmi_usable() ? NUMLA_ISA_AVX512BF16 : NUMLA_ISA_AVX512);
     CU_ASSERT(numla_qlinear_level(NUMLA_QLINEAR_INT8_W8A8, NUMLA_ISA_AVX512BF16) <= NUMLA_ISA_AVX512);
     CU_ASSERT_EQUAL(numla_qlinear_packed_size(NUMLA_QLINEAR_FP8_BLOCK, 0, 1), 0);
 
