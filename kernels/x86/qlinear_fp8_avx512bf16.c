@@ -30,6 +30,7 @@ enum {
                                    rows run the avx512 variant */
     NUMLA_QL16_AHEAD = 8192,    /* software prefetch distance in the weight stream, bytes */
     NUMLA_QL16_BLOCKS = 4,      /* 128-wide blocks of a row in flight */
+    NUMLA_QL16_PAIR_K = 4096,   /* longer rows go two at a time (numla_ql16_row2) */
 };
 
 /* bf16 bits of the e4m3 magnitude i (0-127; 127, a NaN encoding, reads as 480): high byte,
@@ -159,6 +160,68 @@ NUMLA_QL16_INLINE float numla_ql16_row(const numla_qlinear_weight *w, int64_t r,
     return _mm512_reduce_add_ps(tot);
 }
 
+/* y for rows r and r + 1 together: each x load feeds both rows, which halves the x traffic
+ * from L2 once x (4 bytes a column) no longer fits L1 next to the weight stream. Each row's
+ * chains, and the order its blocks' sums are added in, are numla_ql16_row's (two blocks in
+ * flight a row instead of four), so every row has the same bits either way. */
+NUMLA_QL16_INLINE void numla_ql16_row2(const numla_qlinear_weight *w, int64_t r, const uint16_t *xh,
+                                       const uint16_t *xl, const numla_ql16_lut *t, const int8_t *end,
+                                       float out[2])
+{
+    const int64_t B = NUMLA_QLINEAR_BLOCK, nb = (w->kp + B - 1) / B;
+    const int8_t *wr[2] = {w->q + r * w->kp, w->q + (r + 1) * w->kp};
+    const float *s[2] = {w->scales + numla_qlinear_grid_row(w, r) * w->scale_cols,
+                         w->scales + numla_qlinear_grid_row(w, r + 1) * w->scale_cols};
+    __m512 tot[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t b = 0;
+    for (; b + 2 <= nb && (b + 2) * B <= w->kp; b += 2) {
+        __m512 a[2][2][4];
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                for (int c = 0; c < 4; c++)
+                    a[i][j][c] = _mm512_setzero_ps();
+        for (int64_t g = 0; g < 2; g++) {
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 2; j++) {
+                    const int8_t *pf = wr[i] + (b + j) * B + 64 * g + NUMLA_QL16_AHEAD;
+                    if (pf < end)
+                        _mm_prefetch((const char *)pf, _MM_HINT_T0);
+                }
+            for (int j = 0; j < 2; j++) {
+                const int64_t c = (b + j) * B + 64 * g;
+                const __m512bh x0 = (__m512bh)_mm512_load_si512((const void *)(xh + c));
+                const __m512bh x1 = (__m512bh)_mm512_load_si512((const void *)(xh + c + 32));
+                const __m512bh x2 = (__m512bh)_mm512_load_si512((const void *)(xl + c));
+                const __m512bh x3 = (__m512bh)_mm512_load_si512((const void *)(xl + c + 32));
+                for (int i = 0; i < 2; i++) {
+                    __m512i w0, w1;
+                    numla_ql16_widen(wr[i] + c, t, &w0, &w1);
+                    a[i][j][0] = _mm512_dpbf16_ps(a[i][j][0], (__m512bh)w0, x0);
+                    a[i][j][1] = _mm512_dpbf16_ps(a[i][j][1], (__m512bh)w1, x1);
+                    a[i][j][2] = _mm512_dpbf16_ps(a[i][j][2], (__m512bh)w0, x2);
+                    a[i][j][3] = _mm512_dpbf16_ps(a[i][j][3], (__m512bh)w1, x3);
+                }
+            }
+        }
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++) {
+                const __m512 sum = _mm512_add_ps(_mm512_add_ps(a[i][j][0], a[i][j][1]),
+                                                 _mm512_add_ps(a[i][j][2], a[i][j][3]));
+                tot[i] = _mm512_fmadd_ps(sum, _mm512_set1_ps(s[i][b + j]), tot[i]);
+            }
+    }
+    for (; b < nb; b++) /* the rest one block at a time, as numla_ql16_row */
+        for (int i = 0; i < 2; i++) {
+            __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+            const int64_t c0 = b * B, groups = (w->kp - c0) / 64 < 2 ? (w->kp - c0) / 64 : 2;
+            numla_ql16_block(wr[i], c0, xh, xl, t, groups, a);
+            const __m512 sum = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
+            tot[i] = _mm512_fmadd_ps(sum, _mm512_set1_ps(s[i][b]), tot[i]);
+        }
+    out[0] = _mm512_reduce_add_ps(tot[0]);
+    out[1] = _mm512_reduce_add_ps(tot[1]);
+}
+
 NUMLA_QL16_FN void numla_qlinear_forward_fp8_avx512bf16(const numla_qlinear_weight *w, int64_t m,
                                                        const float *x, int64_t ldx, float *y,
                                                        int64_t ldy, int accumulate, void *workspace)
@@ -179,7 +242,15 @@ NUMLA_QL16_FN void numla_qlinear_forward_fp8_avx512bf16(const numla_qlinear_weig
         if (r0 < r1) {
             numla_ql16_pack_x(x, w->k, w->kp, xh, xl);
             const int8_t *end = w->q + r1 * w->kp;
-            for (int64_t r = r0; r < r1; r++) {
+            int64_t r = r0;
+            if (w->kp > NUMLA_QL16_PAIR_K)
+                for (; r + 2 <= r1; r += 2) {
+                    float v[2];
+                    numla_ql16_row2(w, r, xh, xl, &t, end, v);
+                    y[r] = accumulate ? y[r] + v[0] : v[0];
+                    y[r + 1] = accumulate ? y[r + 1] + v[1] : v[1];
+                }
+            for (; r < r1; r++) {
                 const float v = numla_ql16_row(w, r, xh, xl, &t, end);
                 y[r] = accumulate ? y[r] + v : v;
             }

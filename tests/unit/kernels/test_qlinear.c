@@ -227,6 +227,7 @@ static const slice slices[] = {
     {300, 400, 61, 128, 77, 130},  /* rows from 61, columns from 128, block cut at the end */
     {40, 2048, 5, 0, 33, 2048},    /* a long K */
     {3, 17, 2, 0, 1, 17},          /* one row, one partial 16-chunk */
+    {12, 4608, 0, 0, 9, 4500},     /* K past 4096: the avx512bf16 fp8 GEMV's row pairs */
 };
 
 static void run_all(numla_qlinear_format fmt)
@@ -330,6 +331,41 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uin
     free(ya);
     free_tensor(&t);
     return bad;
+}
+
+/* fp8 M = 1 on 1, 2 and 3 threads: the same bits (past K = 4096 the avx512bf16 GEMV takes
+ * rows in pairs, so a thread split moves rows between its pair and single-row code). */
+static void test_fp8_gemv_threads(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int ni = numla_test_isas(isas), bad = 0;
+    const slice sl = {12, 4608, 0, 0, 9, 4500};
+    numla_test_rng rng = {4242};
+    tensor t = make_tensor(NUMLA_QLINEAR_FP8_BLOCK, sl.nt, sl.kt, &rng);
+    numla_qlinear_source src = {NUMLA_QLINEAR_FP8_BLOCK, sl.n, sl.k, 0, 0, t.data, t.kt, t.scales, t.sr, t.sc};
+    void *packed = aligned_alloc(64, (numla_qlinear_packed_size(NUMLA_QLINEAR_FP8_BLOCK, sl.n, sl.k) + 63) & ~(size_t)63);
+    float *x = malloc((size_t)sl.k * sizeof *x), y[3][9];
+    CU_ASSERT_FATAL(packed && x);
+    numla_qlinear_weight w;
+    CU_ASSERT_FATAL(numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
+    for (int64_t i = 0; i < sl.k; i++)
+        x[i] = (float)numla_test_rng_normal(&rng);
+    const int team = omp_get_max_threads();
+    for (int a = 0; a < ni; a++) {
+        for (int th = 1; th <= 3; th++) {
+            omp_set_num_threads(th);
+            CU_ASSERT(numla_qlinear_forward(&w, isas[a], 1, x, sl.k, y[th - 1], sl.n, 0, NULL, 0) == NUMLA_STATUS_OK);
+        }
+        for (int th = 2; th <= 3; th++)
+            if (memcmp(y[0], y[th - 1], sizeof y[0]) != 0 && bad++ == 0)
+                fprintf(stderr, "\n    %s fp8 M=1 K=%lld: %d threads differ from 1\n",
+                        numla_isa_name(isas[a]), (long long)sl.k, th);
+    }
+    omp_set_num_threads(team);
+    CU_ASSERT_EQUAL(bad, 0);
+    free(x);
+    free(packed);
+    free_tensor(&t);
 }
 
 static void test_row_invariance(void)
@@ -479,6 +515,6 @@ static void test_validation(void)
     free_tensor(&t8);
 }
 
-NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block),
+NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block), NUMLA_TEST(test_fp8_gemv_threads),
                  NUMLA_TEST(test_int8_row), NUMLA_TEST(test_int8_w8a8), NUMLA_TEST(test_row_invariance), NUMLA_TEST(test_w8a8_rounding),
                  NUMLA_TEST(test_validation))
