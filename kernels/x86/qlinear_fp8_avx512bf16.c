@@ -183,7 +183,8 @@ NUMLA_QL16_INLINE void numla_ql16_row2(const numla_qlinear_weight *w, int64_t r,
         for (int64_t g = 0; g < 2; g++) {
             for (int i = 0; i < 2; i++)
                 for (int j = 0; j < 2; j++) {
-                    const int8_t *pf = wr[i] + (b + j) * B + 64 * g + NUMLA_QL16_AHEAD;
+                    /* the next pair's rows at this column (rows are long here) */
+                    const int8_t *pf = wr[i] + 2 * w->kp + (b + j) * B + 64 * g;
                     if (pf < end)
                         _mm_prefetch((const char *)pf, _MM_HINT_T0);
                 }
