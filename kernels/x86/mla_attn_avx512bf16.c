@@ -39,6 +39,9 @@
 #define NUMLA_MLA16_PREFETCH 1
 #endif
 enum { NUMLA_MLA16_TB = 16 }; /* keys per Q·K register block */
+#ifndef NUMLA_MLA16_PF_KEYS
+#define NUMLA_MLA16_PF_KEYS 16 /* Q·K prefetches the rows this many keys ahead */
+#endif
 
 #define NUMLA_MLA16_INLINE static inline __attribute__((always_inline))
 
@@ -323,6 +326,22 @@ static void numla_mla16_pack_p(const float *S, int64_t nt, uint32_t *phi, uint32
 
 /* ---- the chunk kernel ------------------------------------------------------------------- */
 
+/* pfr[t] = the cache row of key min(tk + t, kend - 1) for t < 16; 0 (nothing to prefetch)
+ * when tk >= kend. */
+static int numla_mla16_pf_rows(const numla_mla_attn_args *a, const int32_t *tab, int64_t tk,
+                               int64_t kend, size_t rowel, const char **pfr)
+{
+    if (tk >= kend)
+        return 0;
+    const int64_t bs = a->block_size;
+    const uint16_t *kv = (const uint16_t *)a->kv_cache;
+    for (int t = 0; t < NUMLA_MLA16_TB; t++) {
+        const int64_t key = tk + t < kend ? tk + t : kend - 1;
+        pfr[t] = (const char *)(kv + ((size_t)tab[key / bs] * (size_t)bs + (size_t)(key % bs)) * rowel);
+    }
+    return 1;
+}
+
 NUMLA_MLA16_INLINE void numla_mla16_chunk_impl(const numla_mla_attn_chunk *c, float *acc, float *m,
                                                 float *l, char *s, const int qsplit,
                                                 const int psplit)
@@ -420,12 +439,11 @@ NUMLA_MLA16_INLINE void numla_mla16_chunk_impl(const numla_mla_attn_chunk *c, fl
             if (few) {
                 const uint16_t *kr[NUMLA_MLA16_TB];
                 const char *pfr[NUMLA_MLA16_TB];
-                const int64_t nn = nt - i - NUMLA_MLA16_TB; /* keys after this sixteen in the tile */
-                for (int t = 0; t < NUMLA_MLA16_TB; t++) {
+                for (int t = 0; t < NUMLA_MLA16_TB; t++)
                     kr[t] = rows[i + (t < n ? t : n - 1)]; /* past the end: a repeat, masked later */
-                    pfr[t] = nn > 0 ? (const char *)rows[i + NUMLA_MLA16_TB + (t < nn ? t : nn - 1)]
-                                    : (const char *)kr[t];
-                }
+                if (!numla_mla16_pf_rows(a, tab, t0 + i + NUMLA_MLA16_PF_KEYS, kend, rowel, pfr))
+                    for (int t = 0; t < NUMLA_MLA16_TB; t++)
+                        pfr[t] = (const char *)kr[t];
                 __m512 *red = (__m512 *)(void *)(s + L.red);
 #define NUMLA_MLA16_FEW(R, T)                                                                    \
     case R:                                                                                      \
@@ -456,24 +474,10 @@ NUMLA_MLA16_INLINE void numla_mla16_chunk_impl(const numla_mla_attn_chunk *c, fl
                 }
                 k = stage;
             }
-            /* prefetch the next sixteen rows (this tile's or the next tile's first) */
+            /* prefetch the sixteen rows NUMLA_MLA16_PF_KEYS keys ahead */
             const char *pfr[NUMLA_MLA16_TB];
-            const char *const *pf = NULL;
-            if (i + NUMLA_MLA16_TB < nt) {
-                const int64_t m2 = nt - i - NUMLA_MLA16_TB;
-                for (int t = 0; t < NUMLA_MLA16_TB; t++)
-                    pfr[t] = (const char *)rows[i + NUMLA_MLA16_TB + (t < m2 ? t : m2 - 1)];
-                pf = pfr;
-            } else if (t0 + nt < kend) {
-                const int64_t tn = t0 + nt, m2 = kend - tn < NUMLA_MLA16_TB ? kend - tn : NUMLA_MLA16_TB;
-                int64_t bi = tn / bs, off = tn % bs;
-                for (int t = 0; t < NUMLA_MLA16_TB; t++) {
-                    pfr[t] = (const char *)(kv + ((size_t)tab[bi] * (size_t)bs + (size_t)off) * rowel);
-                    if (t + 1 < m2 && ++off == bs)
-                        off = 0, bi++;
-                }
-                pf = pfr;
-            }
+            const char *const *pf =
+                numla_mla16_pf_rows(a, tab, t0 + i + NUMLA_MLA16_PF_KEYS, kend, rowel, pfr) ? pfr : NULL;
             if (np == 288)
                 numla_mla16_qk16(qhi, qlo, 288, (const uint32_t *)(const void *)k, 288, S + 16 * i,
                                  pf, qsplit);
