@@ -223,38 +223,46 @@ NUMLA_QL16_INLINE void numla_ql16_row2(const numla_qlinear_weight *w, int64_t r,
     out[1] = _mm512_reduce_add_ps(tot[1]);
 }
 
-NUMLA_QL16_FN void numla_qlinear_forward_fp8_avx512bf16(const numla_qlinear_weight *w, int64_t m,
-                                                       const float *x, int64_t ldx, float *y,
-                                                       int64_t ldy, int accumulate, void *workspace)
+/* One thread's rows of y = W x (M = 1). A function of its own with the VBMI target: the
+ * OpenMP region's outlined body does not inherit the caller's target attribute in every
+ * compiler, so the VBMI code must not be inlined into it. */
+static NUMLA_QL16_FN __attribute__((noinline)) void numla_ql16_thread(const numla_qlinear_weight *w,
+                                                                     const float *x, float *y,
+                                                                     int accumulate, int ith, int nth)
+{
+    uint16_t xh[NUMLA_QL16_MAX_K] __attribute__((aligned(64)));
+    uint16_t xl[NUMLA_QL16_MAX_K] __attribute__((aligned(64)));
+    const numla_ql16_lut t = {
+        _mm512_load_si512((const void *)numla_ql16_hi_), _mm512_load_si512((const void *)(numla_ql16_hi_ + 64)),
+        _mm512_load_si512((const void *)numla_ql16_lo_), _mm512_load_si512((const void *)(numla_ql16_lo_ + 64))};
+    int64_t r0, r1;
+    numla_qlinear_split(w->n, ith, nth, &r0, &r1);
+    if (r0 >= r1)
+        return;
+    numla_ql16_pack_x(x, w->k, w->kp, xh, xl);
+    const int8_t *end = w->q + r1 * w->kp;
+    int64_t r = r0;
+    if (w->kp > NUMLA_QL16_PAIR_K)
+        for (; r + 2 <= r1; r += 2) {
+            float v[2];
+            numla_ql16_row2(w, r, xh, xl, &t, end, v);
+            y[r] = accumulate ? y[r] + v[0] : v[0];
+            y[r + 1] = accumulate ? y[r + 1] + v[1] : v[1];
+        }
+    for (; r < r1; r++) {
+        const float v = numla_ql16_row(w, r, xh, xl, &t, end);
+        y[r] = accumulate ? y[r] + v : v;
+    }
+}
+
+void numla_qlinear_forward_fp8_avx512bf16(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                          int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                          void *workspace)
 {
     if (m != 1 || w->kp > NUMLA_QL16_MAX_K) {
         numla_qlinear_forward_avx512(w, m, x, ldx, y, ldy, accumulate, workspace);
         return;
     }
 #pragma omp parallel
-    {
-        uint16_t xh[NUMLA_QL16_MAX_K] __attribute__((aligned(64)));
-        uint16_t xl[NUMLA_QL16_MAX_K] __attribute__((aligned(64)));
-        const numla_ql16_lut t = {
-            _mm512_load_si512((const void *)numla_ql16_hi_), _mm512_load_si512((const void *)(numla_ql16_hi_ + 64)),
-            _mm512_load_si512((const void *)numla_ql16_lo_), _mm512_load_si512((const void *)(numla_ql16_lo_ + 64))};
-        int64_t r0, r1;
-        numla_qlinear_split(w->n, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
-        if (r0 < r1) {
-            numla_ql16_pack_x(x, w->k, w->kp, xh, xl);
-            const int8_t *end = w->q + r1 * w->kp;
-            int64_t r = r0;
-            if (w->kp > NUMLA_QL16_PAIR_K)
-                for (; r + 2 <= r1; r += 2) {
-                    float v[2];
-                    numla_ql16_row2(w, r, xh, xl, &t, end, v);
-                    y[r] = accumulate ? y[r] + v[0] : v[0];
-                    y[r + 1] = accumulate ? y[r + 1] + v[1] : v[1];
-                }
-            for (; r < r1; r++) {
-                const float v = numla_ql16_row(w, r, xh, xl, &t, end);
-                y[r] = accumulate ? y[r] + v : v;
-            }
-        }
-    }
+    numla_ql16_thread(w, x, y, accumulate, omp_get_thread_num(), omp_get_num_threads());
 }
