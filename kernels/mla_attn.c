@@ -50,7 +50,8 @@ static const numla_mla_attn_kernel *const numla_mla_attn_table_[NUMLA_ISA_COUNT]
     [NUMLA_ISA_REF] = &numla_mla_attn_kernel_ref,
     [NUMLA_ISA_AVX2] = &numla_mla_attn_kernel_avx2,
     [NUMLA_ISA_AVX512] = &numla_mla_attn_kernel_avx512,
-    [NUMLA_ISA_AMX] = &numla_mla_attn_kernel_amx, /* avx512bf16: no variant of its own */
+    [NUMLA_ISA_AVX512BF16] = &numla_mla_attn_kernel_avx512bf16, /* bf16 cache only */
+    [NUMLA_ISA_AMX] = &numla_mla_attn_kernel_amx,
 };
 
 static const numla_mla_attn_kernel *numla_mla_attn_pick(numla_isa isa, const numla_mla_attn_args *a)

@@ -29,6 +29,11 @@
  *   - No allocation: scratch of numla_mla_attn_workspace_size() bytes is passed in.
  *   - Numerics: fp32 accumulation; on amx the products run on tiles with fp32 q and P split
  *     into bf16 hi + lo (error <= 2^-18 relative per element, documented tolerance in tests).
+ *     avx512bf16 (a bf16 cache; kernels/x86/mla_attn_avx512bf16.c) runs both products on
+ *     vdpbf16ps: a bf16 q as is, an fp32 / fp16 q split into hi + lo as on amx; P split the same
+ *     way unless the output is bf16, where P is rounded once to bf16 (2^-9 relative per
+ *     weight, below the output's own rounding). The softmax sums and the LSE use fp32 P on
+ *     every level. Tests hold every level to the same tolerances.
  */
 #ifndef NUMLA_KERNELS_MLA_ATTN_H
 #define NUMLA_KERNELS_MLA_ATTN_H
@@ -76,9 +81,9 @@ size_t numla_mla_attn_workspace_size(numla_isa isa, const numla_mla_attn_args *a
  * dims (see Rules) runs the level below it. */
 numla_status numla_mla_attn(numla_isa isa, const numla_mla_attn_args *args, void *workspace,
                             size_t workspace_bytes);
-/* Name of the variant numla_mla_attn(isa, args) runs ("ref", "avx2", "avx512", "amx"): the
- * level's own, or the level below it when it has none (avx512bf16) or that cannot take the
- * args (amx: a bf16 cache, (Dc + Dr) % 32 == 0, tiles granted). */
+/* Name of the variant numla_mla_attn(isa, args) runs ("ref", "avx2", "avx512", "avx512bf16",
+ * "amx"): the level's own, or the level below it when that cannot take the args (amx: a bf16
+ * cache, (Dc + Dr) % 32 == 0, tiles granted; avx512bf16: a bf16 cache). */
 const char *numla_mla_attn_variant(numla_isa isa, const numla_mla_attn_args *args);
 
 #endif

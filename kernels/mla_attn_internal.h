@@ -68,6 +68,7 @@ void numla_mla_attn_plan_stats(const numla_mla_attn_args *a, int nt, int64_t *it
 extern const numla_mla_attn_kernel numla_mla_attn_kernel_ref;
 extern const numla_mla_attn_kernel numla_mla_attn_kernel_avx2;
 extern const numla_mla_attn_kernel numla_mla_attn_kernel_avx512;
+extern const numla_mla_attn_kernel numla_mla_attn_kernel_avx512bf16;
 extern const numla_mla_attn_kernel numla_mla_attn_kernel_amx;
 
 /* Cache row of token t of sequence b (t < seq_lens[b], already validated). */

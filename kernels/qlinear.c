@@ -17,6 +17,7 @@ static const numla_qlinear_forward_fn numla_qlinear_table_[NUMLA_ISA_COUNT][NUML
     [NUMLA_ISA_REF] = {numla_qlinear_forward_ref, numla_qlinear_forward_ref, numla_qlinear_forward_ref},
     [NUMLA_ISA_AVX512] = {numla_qlinear_forward_avx512, numla_qlinear_forward_avx512,
                           numla_qlinear_forward_avx512vnni},
+    [NUMLA_ISA_AVX512BF16] = {numla_qlinear_forward_fp8_avx512bf16, NULL, NULL}, /* fp8 M = 1 */
     [NUMLA_ISA_AMX] = {numla_qlinear_forward_amx_fp8, NULL, numla_qlinear_forward_amx},
 };
 
@@ -24,18 +25,28 @@ static const numla_qlinear_forward_fn numla_qlinear_table_[NUMLA_ISA_COUNT][NUML
  * runs at (numla_qlinear_level) has one and numla_qlinear_gemm_applies. */
 static const numla_qlinear_gemm_fn numla_qlinear_gemm_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
     [NUMLA_ISA_AVX512] = {numla_qlinear_gemm_avx512, numla_qlinear_gemm_avx512, NULL},
+    [NUMLA_ISA_AVX512BF16] = {numla_qlinear_gemm_avx512, NULL, NULL}, /* fp8 there is M = 1 only */
 };
 
 /* Read once: CPUID traps to the hypervisor in a VM (microseconds), and the dispatch asks on
  * every call (a decode step makes about a hundred). */
 static pthread_once_t numla_qlinear_vnni_once_ = PTHREAD_ONCE_INIT;
-static int numla_qlinear_vnni_ok_;
+static int numla_qlinear_vnni_ok_, numla_qlinear_vbmi_ok_;
 
 static void numla_qlinear_vnni_init_(void)
 {
     unsigned a, b, c, d;
-    /* AVX512-VNNI: CPUID.(7,0):ECX bit 11 (the avx512 level already checked the OS state). */
-    numla_qlinear_vnni_ok_ = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 11) & 1);
+    /* AVX512-VNNI: CPUID.(7,0):ECX bit 11, AVX512_VBMI: bit 1 (the avx512 level already
+     * checked the OS state). */
+    const int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d);
+    numla_qlinear_vnni_ok_ = ok && ((c >> 11) & 1);
+    numla_qlinear_vbmi_ok_ = ok && ((c >> 1) & 1);
+}
+
+int numla_qlinear_vbmi_usable(void)
+{
+    pthread_once(&numla_qlinear_vnni_once_, numla_qlinear_vnni_init_);
+    return numla_qlinear_vbmi_ok_;
 }
 
 int numla_qlinear_vnni_usable(void)
@@ -53,6 +64,8 @@ static int numla_qlinear_runnable_(numla_isa level, numla_qlinear_format fmt)
         return numla_amx_int8_usable() && numla_qlinear_vnni_usable();
     if (level == NUMLA_ISA_AMX && fmt == NUMLA_QLINEAR_FP8_BLOCK)
         return numla_amx_usable();
+    if (level == NUMLA_ISA_AVX512BF16 && fmt == NUMLA_QLINEAR_FP8_BLOCK)
+        return numla_qlinear_vbmi_usable();
     return 1;
 }
 

@@ -50,11 +50,15 @@
  * Numerics: fp8 and int8-row are exact products summed in fp32 (any order), so against the
  * dequantized weights in double: |y - y_ref| <= (K + 2·K/128 + 2) u Σ|w x| (+ the same for the
  * accumulated y), u = 2^-24; fp8 on the amx level's tiles (split-bf16 x, kernels/x86/
- * qlinear_fp8_amx.c): (2^-18 + (2·min(K, 128) + K/128 + 2) u) Σ|s w x|. W8A8 is exact up to
+ * qlinear_fp8_amx.c): (2^-18 + (2·min(K, 128) + K/128 + 2) u) Σ|s w x|; fp8 M = 1 on the
+ * avx512bf16 level with AVX512_VBMI (kernels/x86/qlinear_fp8_avx512bf16.c: weights widened
+ * exactly to bf16, x split into bf16 hi + lo, |x - hi - lo| <= 2^-16 |x|, 2K exact products
+ * summed in fp32, the block scales in fp32): (2^-16 + (2K + 2·K/128 + 4) u) Σ|s w x|. W8A8 is exact up to
  * the final fp32 scaling. Whatever the thread count, a row's output has the same bits; int8-row
  * and W8A8 also whatever M is (the engine relies on it for W8A8 models, see
  * kernels/x86/qlinear_avx512.c); fp8 at the avx512 level only on either side of 8 rows (its
- * many-row panel GEMM sums in another order).
+ * many-row panel GEMM sums in another order), and at the avx512bf16 level M = 1 apart from
+ * M = 2-7 as well.
  */
 #ifndef NUMLA_KERNELS_QLINEAR_H
 #define NUMLA_KERNELS_QLINEAR_H

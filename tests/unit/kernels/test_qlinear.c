@@ -171,9 +171,13 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
     const double rel_ref = (double)(k + 2 * ((k + 127) / 128) + 4) * ldexp(1.0, -24);
     /* fp8 on the amx level's tiles: split-bf16 x, its own bound (kernels/qlinear.h) */
     const int tiles = fmt == NUMLA_QLINEAR_FP8_BLOCK && numla_qlinear_level(fmt, isa) == NUMLA_ISA_AMX;
+    /* fp8 M = 1 at the avx512bf16 level (VBMI): split-bf16 x, 2K exact products in fp32 */
+    const int vbmi = fmt == NUMLA_QLINEAR_FP8_BLOCK && m == 1 &&
+                     numla_qlinear_level(fmt, isa) == NUMLA_ISA_AVX512BF16;
     const double rel = tiles ? ldexp(1.0, -18) + (double)(2 * (k < 128 ? k : 128) + (k + 127) / 128 + 4) *
                                                      ldexp(1.0, -24)
-                             : rel_ref;
+                       : vbmi ? ldexp(1.0, -16) + 2 * rel_ref
+                              : rel_ref;
     int bad = 0;
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < ldy; j++) {
@@ -223,6 +227,7 @@ static const slice slices[] = {
     {300, 400, 61, 128, 77, 130},  /* rows from 61, columns from 128, block cut at the end */
     {40, 2048, 5, 0, 33, 2048},    /* a long K */
     {3, 17, 2, 0, 1, 17},          /* one row, one partial 16-chunk */
+    {12, 4608, 0, 0, 9, 4500},     /* K past 4096: the avx512bf16 fp8 GEMV's row pairs */
 };
 
 static void run_all(numla_qlinear_format fmt)
@@ -239,6 +244,15 @@ static void run_all(numla_qlinear_format fmt)
                 for (int acc = 0; acc < 2; acc++)
                     bad += run_case(fmt, slices[s], isas[a], ms[mi], acc, seed++);
     CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* Σ_k |w[j][k] x[k]| + |y0| for row j of slice sl (the scale of the kernels' error bounds). */
+static double mag_row(const tensor *t, slice sl, int64_t j, const float *x, float y0)
+{
+    double a = fabs((double)y0);
+    for (int64_t c = 0; c < sl.k; c++)
+        a += fabs(deq(t, sl.row0 + j, sl.col0 + c) * (double)x[c]);
+    return a;
 }
 
 /* Bit-identity of one (format, slice, level; fp8 across its many-row threshold: agreement
@@ -287,10 +301,17 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uin
              * side of it to the bit */
             const int across = fmt == NUMLA_QLINEAR_FP8_BLOCK &&
                                (rows >= (int64_t)NUMLA_QLINEAR_PANEL_MIN_M) != ((int64_t)M >= (int64_t)NUMLA_QLINEAR_PANEL_MIN_M);
+            /* fp8 M = 1 at the avx512bf16 level multiplies split-bf16 x: add its bound
+             * (kernels/qlinear.h) to the tolerance, relative to Σ|w x| */
+            const int vbmi = fmt == NUMLA_QLINEAR_FP8_BLOCK && rows == 1 &&
+                             numla_qlinear_level(fmt, isa) == NUMLA_ISA_AVX512BF16;
+            const double vrel = ldexp(1.0, -16) + 4.0 * (double)(k + 2 * ((k + 127) / 128) + 4) * ldexp(1.0, -24);
             for (int64_t i = i0; i < i0 + rows; i++)
                 for (int64_t j = 0; j < n; j++)
                     if ((across ? !(fabsf(y[i * ldy + j] - ya[i * ldy + j]) <=
-                                    2e-5f * (fabsf(ya[i * ldy + j]) + 1.0f))
+                                    2e-5f * (fabsf(ya[i * ldy + j]) + 1.0f) +
+                                        (vbmi ? vrel * mag_row(&t, sl, j, x + i * ldx, acc ? y0[i * ldy + j] : 0)
+                                              : 0.0))
                                 : memcmp(&y[i * ldy + j], &ya[i * ldy + j], sizeof(float)) != 0) &&
                         bad++ == 0)
                         fprintf(stderr,
@@ -310,6 +331,41 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uin
     free(ya);
     free_tensor(&t);
     return bad;
+}
+
+/* fp8 M = 1 on 1, 2 and 3 threads: the same bits (past K = 4096 the avx512bf16 GEMV takes
+ * rows in pairs, so a thread split moves rows between its pair and single-row code). */
+static void test_fp8_gemv_threads(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int ni = numla_test_isas(isas), bad = 0;
+    const slice sl = {12, 4608, 0, 0, 9, 4500};
+    numla_test_rng rng = {4242};
+    tensor t = make_tensor(NUMLA_QLINEAR_FP8_BLOCK, sl.nt, sl.kt, &rng);
+    numla_qlinear_source src = {NUMLA_QLINEAR_FP8_BLOCK, sl.n, sl.k, 0, 0, t.data, t.kt, t.scales, t.sr, t.sc};
+    void *packed = aligned_alloc(64, (numla_qlinear_packed_size(NUMLA_QLINEAR_FP8_BLOCK, sl.n, sl.k) + 63) & ~(size_t)63);
+    float *x = malloc((size_t)sl.k * sizeof *x), y[3][9];
+    CU_ASSERT_FATAL(packed && x);
+    numla_qlinear_weight w;
+    CU_ASSERT_FATAL(numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
+    for (int64_t i = 0; i < sl.k; i++)
+        x[i] = (float)numla_test_rng_normal(&rng);
+    const int team = omp_get_max_threads();
+    for (int a = 0; a < ni; a++) {
+        for (int th = 1; th <= 3; th++) {
+            omp_set_num_threads(th);
+            CU_ASSERT(numla_qlinear_forward(&w, isas[a], 1, x, sl.k, y[th - 1], sl.n, 0, NULL, 0) == NUMLA_STATUS_OK);
+        }
+        for (int th = 2; th <= 3; th++)
+            if (memcmp(y[0], y[th - 1], sizeof y[0]) != 0 && bad++ == 0)
+                fprintf(stderr, "\n    %s fp8 M=1 K=%lld: %d threads differ from 1\n",
+                        numla_isa_name(isas[a]), (long long)sl.k, th);
+    }
+    omp_set_num_threads(team);
+    CU_ASSERT_EQUAL(bad, 0);
+    free(x);
+    free(packed);
+    free_tensor(&t);
 }
 
 static void test_row_invariance(void)
@@ -406,7 +462,9 @@ static void test_validation(void)
     CU_ASSERT_EQUAL(numla_qlinear_packed_size(NUMLA_QLINEAR_FORMAT_COUNT, 1, 1), 0);
     /* Levels without a variant inherit the one below. */
     CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX2), NUMLA_ISA_REF);
-    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX512BF16), NUMLA_ISA_AVX512);
+    /* fp8 has an avx512bf16 variant (M = 1) where the CPU has AVX512_VBMI */
+    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX512BF16),
+                    numla_qlinear_vbmi_usable() ? NUMLA_ISA_AVX512BF16 : NUMLA_ISA_AVX512);
     CU_ASSERT(numla_qlinear_level(NUMLA_QLINEAR_INT8_W8A8, NUMLA_ISA_AVX512BF16) <= NUMLA_ISA_AVX512);
     CU_ASSERT_EQUAL(numla_qlinear_packed_size(NUMLA_QLINEAR_FP8_BLOCK, 0, 1), 0);
 
@@ -457,6 +515,6 @@ static void test_validation(void)
     free_tensor(&t8);
 }
 
-NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block),
+NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block), NUMLA_TEST(test_fp8_gemv_threads),
                  NUMLA_TEST(test_int8_row), NUMLA_TEST(test_int8_w8a8), NUMLA_TEST(test_row_invariance), NUMLA_TEST(test_w8a8_rounding),
                  NUMLA_TEST(test_validation))
