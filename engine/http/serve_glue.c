@@ -302,6 +302,7 @@ static numla_status glue_done(void *ctx, void *user, const numla_serve_done *d)
             numla_http_job_push(j, NULL, 0, d->text_tail, d->text_tail_len, NULL) !=
                 NUMLA_STATUS_OK)
             numla_http_job_fail(j, 500, "the server ran out of memory for the output", NULL);
+        numla_http_job_set_cached_tokens(j, res->cached_tokens);
         numla_http_job_finish(j, d->cancelled ? "stop" : res->finish_reason,
                               res->req ? res->req->num_prompt : 0, res->num_output);
     }
@@ -343,6 +344,12 @@ void numla_http_glue_poll(numla_http_glue *g)
                                    (int64_t)sc->waiting +
                                        numla_http_backend_waiting(g->o.backend) +
                                        (g->peeked != NULL));
+    const numla_http_prefix_figures pf = {
+        .queried_tokens = sc->prefix_lookup_tokens, .hit_tokens = sc->prefix_hit_tokens,
+        .prompt_cached = sc->cached_prompt_tokens, .prompt_computed = sc->prefill_tokens,
+        .blocks_in_use = sc->kv_blocks_cached - sc->kv_blocks_cached_idle,
+        .blocks_idle = sc->kv_blocks_cached_idle};
+    numla_http_metrics_set_prefix(g->o.metrics, &pf);
     if (sc->preemptions > g->preemptions_seen) {
         numla_http_metrics_add_preemptions(g->o.metrics, sc->preemptions - g->preemptions_seen);
         g->preemptions_seen = sc->preemptions;

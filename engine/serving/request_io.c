@@ -355,6 +355,9 @@ numla_status numla_result_write(FILE *f, const numla_result *r)
     json_t *usage = json_object();
     json_object_set_new(usage, "prompt_tokens", json_integer(r->req ? r->req->num_prompt : 0));
     json_object_set_new(usage, "completion_tokens", json_integer(r->num_output));
+    json_t *details = json_object();
+    json_object_set_new(details, "cached_tokens", json_integer(r->cached_tokens));
+    json_object_set_new(usage, "prompt_tokens_details", details);
     json_object_set_new(o, "usage", usage);
     if (r->logprobs) {
         json_t *arr = json_array();

@@ -12,7 +12,7 @@
  * request whose `error` says "line N: ..." and the run goes on. Blank lines are skipped.
  * Output, one object per request, flushed as each finishes:
  *   {"id", "output_tokens": [...], "finish_reason": "stop"|"length"|"error", "error"?,
- *    "usage": {"prompt_tokens", "completion_tokens"},
+ *    "usage": {"prompt_tokens", "completion_tokens", "prompt_tokens_details": {"cached_tokens"}},
  *    "logprobs"?: [{"token", "logprob", "top": [[token, logprob], ...]}, ...],
  *    "text"?: str (when the prompt was text or stop strings were given)}
  * A text prompt is encoded with the tokenizer's BOS rules; invalid UTF-8 is a per-request error
@@ -72,6 +72,7 @@ typedef struct numla_result {
     const numla_logprob_entry *logprobs;    /* (num_output) or NULL */
     const char *text;           /* generated text, or NULL to omit the field */
     size_t text_len;
+    int32_t cached_tokens;      /* prompt tokens served from the prefix cache */
 } numla_result;
 
 /* Write one result line and flush. */

@@ -217,7 +217,7 @@ static void test_format(void)
 
     numla_openai_reply rc = {NUMLA_OPENAI_COMPLETIONS, "cmpl-1", 1700000000, "tiny"};
     numla_openai_reply rh = {NUMLA_OPENAI_CHAT, "chatcmpl-1", 1700000000, "tiny"};
-    numla_openai_usage u = {5, 3};
+    numla_openai_usage u = {5, 3, 2};
     numla_openai_choice ch[2] = {{.text = "ab\xc3\xa9", .text_len = 4, .finish_reason = "length"},
                                  {.text = "x", .text_len = 1, .finish_reason = "stop"}};
     CU_ASSERT_EQUAL(numla_openai_format_response(&rc, ch, 2, &u, &s), NUMLA_STATUS_OK);
@@ -225,14 +225,16 @@ static void test_format(void)
                    "\"model\": \"tiny\", \"choices\": [{\"index\": 0, \"text\": \"ab\\u00e9\", "
                    "\"logprobs\": null, \"finish_reason\": \"length\"}, {\"index\": 1, \"text\": "
                    "\"x\", \"logprobs\": null, \"finish_reason\": \"stop\"}], \"usage\": "
-                   "{\"prompt_tokens\": 5, \"completion_tokens\": 3, \"total_tokens\": 8}}");
+                   "{\"prompt_tokens\": 5, \"completion_tokens\": 3, \"total_tokens\": 8, "
+                   "\"prompt_tokens_details\": {\"cached_tokens\": 2}}}");
     free(s);
     CU_ASSERT_EQUAL(numla_openai_format_response(&rh, ch, 1, &u, &s), NUMLA_STATUS_OK);
     expect_json(s, "{\"id\": \"chatcmpl-1\", \"object\": \"chat.completion\", \"created\": 1700000000, "
                    "\"model\": \"tiny\", \"choices\": [{\"index\": 0, \"message\": {\"role\": "
                    "\"assistant\", \"content\": \"ab\\u00e9\"}, \"logprobs\": null, "
                    "\"finish_reason\": \"length\"}], \"usage\": {\"prompt_tokens\": 5, "
-                   "\"completion_tokens\": 3, \"total_tokens\": 8}}");
+                   "\"completion_tokens\": 3, \"total_tokens\": 8, \"prompt_tokens_details\": "
+                   "{\"cached_tokens\": 2}}}");
     free(s);
 
     /* logprobs */
@@ -245,7 +247,8 @@ static void test_format(void)
                    "\"model\": \"tiny\", \"choices\": [{\"index\": 0, \"text\": \"t\", \"logprobs\": "
                    "{\"tokens\": [\"token_id:7\"], \"token_logprobs\": [-0.5], \"top_logprobs\": "
                    "[{\"token_id:7\": -0.5}], \"text_offset\": []}, \"finish_reason\": \"length\"}], "
-                   "\"usage\": {\"prompt_tokens\": 5, \"completion_tokens\": 3, \"total_tokens\": 8}}");
+                   "\"usage\": {\"prompt_tokens\": 5, \"completion_tokens\": 3, \"total_tokens\": 8, "
+                   "\"prompt_tokens_details\": {\"cached_tokens\": 2}}}");
     free(s);
     CU_ASSERT_EQUAL(numla_openai_format_chunk(&rh, 0, &cl, 0, &s), NUMLA_STATUS_OK);
     expect_event(s, "{\"id\": \"chatcmpl-1\", \"object\": \"chat.completion.chunk\", \"created\": "
@@ -278,7 +281,8 @@ static void test_format(void)
     CU_ASSERT_EQUAL(numla_openai_format_usage_chunk(&rh, &u, &s), NUMLA_STATUS_OK);
     expect_event(s, "{\"id\": \"chatcmpl-1\", \"object\": \"chat.completion.chunk\", \"created\": "
                     "1700000000, \"model\": \"tiny\", \"choices\": [], \"usage\": {\"prompt_tokens\": "
-                    "5, \"completion_tokens\": 3, \"total_tokens\": 8}}");
+                    "5, \"completion_tokens\": 3, \"total_tokens\": 8, \"prompt_tokens_details\": "
+                    "{\"cached_tokens\": 2}}}");
     free(s);
 }
 
