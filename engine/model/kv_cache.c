@@ -338,6 +338,18 @@ int numla_kv_cache_prefix_insert(numla_kv_cache *c, int32_t block, numla_kv_hash
     return 1;
 }
 
+void numla_kv_cache_prefix_clear(numla_kv_cache *c)
+{
+    if (!c->prefix)
+        return;
+    while (c->num_idle > 0) {
+        int32_t b = c->prefix->lru_head;
+        lru_unlink(c, b);
+        table_remove(c, b);
+        c->free_blocks[c->num_free++] = b;
+    }
+}
+
 int numla_kv_cache_prefix_is_cached(const numla_kv_cache *c, int32_t block)
 {
     return c->prefix && block >= 0 && block < c->num_blocks && c->prefix->cached[block];

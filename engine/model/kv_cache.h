@@ -100,6 +100,9 @@ void numla_kv_cache_prefix_acquire(numla_kv_cache *c, int32_t block);
  * plain block) or the block is cached already or the cache is off. */
 int numla_kv_cache_prefix_insert(numla_kv_cache *c, int32_t block, numla_kv_hash h,
                                  numla_kv_hash parent, const int32_t *tokens);
+/* Forget every idle cached block (they go to the free list); cached blocks still held stay.
+ * For benchmarks that compare runs from the same empty cache. */
+void numla_kv_cache_prefix_clear(numla_kv_cache *c);
 /* Whether `block` is in the prefix cache. */
 int numla_kv_cache_prefix_is_cached(const numla_kv_cache *c, int32_t block);
 

@@ -382,6 +382,28 @@ static int32_t prefix_hits(const numla_sched *s, sched_seq *q, int32_t *idle)
     return n;
 }
 
+/* Whether the block q would compute first (after its `hits` cached ones) is being computed by a
+ * running sequence, which will cache it: then q waits for it rather than compute it again (a
+ * burst of requests with one system prompt computes it once). Running sequences advance every
+ * step, so the wait ends. */
+static int prefix_pending(const numla_sched *s, sched_seq *q, int32_t hits)
+{
+    const int32_t bs = s->kv->block_size, end = (hits + 1) * bs;
+    if (s->o.no_prefix_cache || end > q->num_tokens - 1)
+        return 0; /* that block would be computed anyway (the last prompt token's block) */
+    seq_hash_upto(s, q, hits + 1);
+    const numla_kv_hash h = q->hashes[hits];
+    for (int32_t i = 0; i < s->num_running; i++) {
+        sched_seq *r = s->running[i];
+        if (r->num_tokens < end || r->num_computed >= end)
+            continue;
+        seq_hash_upto(s, r, hits + 1);
+        if (r->hashes[hits].a == h.a && r->hashes[hits].b == h.b)
+            return 1;
+    }
+    return 0;
+}
+
 /* Take the first `hits` cached blocks of q's tokens (found by prefix_hits just before). */
 static numla_status prefix_take(numla_sched *s, sched_seq *q, int32_t hits)
 {
@@ -450,6 +472,8 @@ static numla_status plan(numla_sched *s, int32_t *num_seqs)
     while (!preempted && s->num_waiting > 0 && s->num_running < s->o.max_seqs && budget > 0) {
         sched_seq *q = s->waiting[0];
         int32_t idle = 0, hits = prefix_hits(s, q, &idle);
+        if (prefix_pending(s, q, hits))
+            break;
         const int32_t hit_tokens = hits * s->kv->block_size;
         int32_t n = q->num_tokens - hit_tokens;
         n = n < s->o.prefill_chunk ? n : s->o.prefill_chunk;

@@ -554,7 +554,53 @@ static void test_what_hits(void)
 
 
 
+/* A burst of requests with one long prefix, all submitted at once: the first computes the
+ * prefix, the others wait for its blocks instead of computing them again, so the prefix's
+ * full blocks are computed once (and the answers do not change). */
+static void test_burst(void)
+{
+    const numla_isa isa = pc_exact_isa();
+    pc_eng e;
+    if (pc_open(&e, pc_dir_bf16, isa, 512, 6)) {
+        CU_FAIL("open");
+        return;
+    }
+    enum { N = 8, PRE = 100 };
+    numla_test_rng r = {31};
+    numla_request rq[N];
+    int64_t own = 0;
+    int32_t pre[PRE], t[PRE + 32];
+    for (int i = 0; i < PRE; i++)
+        pre[i] = (int32_t)(numla_test_rng_u64(&r) % (uint64_t)e.cfg.vocab_size);
+    for (int i = 0; i < N; i++) {
+        int32_t n = 5 + (int32_t)(numla_test_rng_u64(&r) % 20);
+        memcpy(t, pre, sizeof pre);
+        for (int32_t k = 0; k < n; k++)
+            t[PRE + k] = (int32_t)(numla_test_rng_u64(&r) % (uint64_t)e.cfg.vocab_size);
+        pc_request(&rq[i], i + 1, t, PRE + n, 6);
+        own += n;
+    }
+    static pc_res ref[N], got[N];
+    numla_sched_stats st;
+    numla_sched_options o = {.max_batch_tokens = 512, .max_seqs = N, .prefill_chunk = 32,
+                             .no_prefix_cache = 1};
+    CU_ASSERT_EQUAL_FATAL(pc_serve(&e, rq, N, N, &o, ref, &st), 0);
+    CU_ASSERT_EQUAL(st.prefill_tokens, N * PRE + own);
+    o.no_prefix_cache = 0;
+    CU_ASSERT_EQUAL_FATAL(pc_serve(&e, rq, N, N, &o, got, &st), 0);
+    pc_compare(ref, got, N, 0, 0.05f, "burst");
+    /* the first request computes everything; each other one its last 4 prefix tokens (the
+     * block holding them also holds its own tokens) and its own */
+    NUMLA_ASSERT_MSG(st.prefill_tokens == PRE + (N - 1) * (PRE - PRE / 16 * 16) + own,
+                     "burst: %lld prompt tokens computed, %lld cached",
+                     (long long)st.prefill_tokens, (long long)st.cached_prompt_tokens);
+    CU_ASSERT_EQUAL(st.cached_prompt_tokens, (N - 1) * (PRE / 16 * 16));
+    pc_close(&e);
+    for (int i = 0; i < N; i++)
+        numla_request_free(&rq[i]);
+}
+
 NUMLA_TEST_SUITE(prefix_cache, pc_init, NULL, NUMLA_TEST(test_kv_prefix_table),
-                 NUMLA_TEST(test_kv_prefix_table_churn), NUMLA_TEST(test_what_hits),
+                 NUMLA_TEST(test_kv_prefix_table_churn), NUMLA_TEST(test_what_hits), NUMLA_TEST(test_burst),
                  NUMLA_TEST(test_identity_bf16), NUMLA_TEST(test_identity_int8),
                  NUMLA_TEST(test_margins_bf16), NUMLA_TEST(test_margins_int8))
