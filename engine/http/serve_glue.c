@@ -187,21 +187,16 @@ static numla_status job_request(numla_http_glue *g, numla_http_job *j, numla_req
     }
     if (no->status)
         return NUMLA_STATUS_OK;
-    const int64_t ctx = g->o.max_context, P = req->num_prompt;
-    if (P < 1) {
-        *no = (glue_refusal){.status = 400, .param = what};
-        snprintf(no->msg, sizeof no->msg, "the %s is empty", what);
-    } else if (ctx > 0 && P >= ctx) {
-        *no = (glue_refusal){.status = 400, .param = what};
-        snprintf(no->msg, sizeof no->msg, "the %s (%lld tokens) leaves no room in the context of "
-                 "%lld tokens", what, (long long)P, (long long)ctx);
-    } else if (ctx > 0 && !r->max_tokens_given) {
-        req->params.max_tokens = (int32_t)(ctx - P);
-    } else if (ctx > 0 && P + req->params.max_tokens > ctx) {
-        *no = (glue_refusal){.status = 400, .param = "max_tokens"};
-        snprintf(no->msg, sizeof no->msg, "the %s (%lld tokens) + max_tokens (%d) exceeds the "
-                 "context of %lld tokens", what, (long long)P, req->params.max_tokens,
-                 (long long)ctx);
+    /* the one check against the context (engine/serving/request_io.h) */
+    numla_request_field_error fe;
+    if (!numla_request_fit_context(req->num_prompt, r->max_tokens_given, g->o.max_context,
+                                   &req->params, &fe)) {
+        const int is_prompt = !strcmp(fe.field, "prompt");
+        *no = (glue_refusal){.status = 400, .param = is_prompt ? what : "max_tokens"};
+        if (is_prompt)
+            snprintf(no->msg, sizeof no->msg, "the %s %s", what, fe.what);
+        else
+            snprintf(no->msg, sizeof no->msg, "'max_tokens' %s", fe.what);
     }
     return NUMLA_STATUS_OK;
 }

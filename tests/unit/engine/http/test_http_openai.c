@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/http/openai.h"
+#include "engine/serving/request_io.h"
 #include "test_util.h"
 
 static const numla_openai_limits LIM = {.vocab_size = 1000, .max_context = 512};
@@ -117,10 +118,14 @@ static void test_chat_fields(void)
     CU_ASSERT_EQUAL(r.num_prompts, 0);
     numla_openai_request_free(&r);
 
-    /* without max_tokens: up to the context */
+    /* without max_tokens: up to the context, which the one check sets after tokenization */
     CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"\"}]}",
                           &r, &e), 0);
-    CU_ASSERT(!r.max_tokens_given && r.params.max_tokens == 512 && r.params.logprobs < 0);
+    CU_ASSERT(!r.max_tokens_given && r.params.logprobs < 0);
+    numla_request_field_error fe;
+    CU_ASSERT_EQUAL(numla_request_fit_context(12, r.max_tokens_given, LIM.max_context, &r.params,
+                                              &fe), 1);
+    CU_ASSERT_EQUAL(r.params.max_tokens, 500);
     numla_openai_request_free(&r);
 }
 
@@ -147,7 +152,9 @@ static void test_errors_name_the_field(void)
     expect_400(C, "{\"prompt\": {\"a\": 1}}", "prompt", NULL);
     expect_400(C, "{\"prompt\": \"a\", \"max_tokens\": -1}", "max_tokens", NULL);
     expect_400(C, "{\"prompt\": \"a\", \"max_tokens\": 1.5}", "max_tokens", NULL);
-    expect_400(C, "{\"prompt\": [1, 2], \"max_tokens\": 511}", "max_tokens", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                  "\"max_completion_tokens\": -4}", "max_completion_tokens", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"stop_token_ids\": [1, -1]}", "stop_token_ids", NULL);
     expect_400(C, "{\"prompt\": \"a\", \"temperature\": -0.1}", "temperature", NULL);
     expect_400(C, "{\"prompt\": \"a\", \"temperature\": \"hot\"}", "temperature", NULL);
     expect_400(C, "{\"prompt\": \"a\", \"top_p\": 0}", "top_p", NULL);
