@@ -307,8 +307,8 @@ static int parse_sampling(json_t *o, const numla_openai_limits *lim, numla_opena
                           numla_openai_error *err)
 {
     const int is_chat = r->endpoint == NUMLA_OPENAI_CHAT;
-    numla_request_field_rules rules = {.vocab_size = lim->vocab_size, .max_tokens_key = "max_tokens",
-                                       .logprobs_count = !is_chat};
+    numla_request_field_rules rules = {.vocab_size = lim->vocab_size,
+                                       .max_tokens_key = "max_tokens", .logprobs_count = !is_chat};
     json_t *mct = is_chat ? json_object_get(o, "max_completion_tokens") : NULL;
     if (mct && !json_is_null(mct)) {
         json_t *v = json_object_get(o, "max_tokens");

@@ -167,8 +167,8 @@ static void table_remove(numla_kv_cache *c, int32_t b)
 numla_status numla_kv_cache_alloc_block(numla_kv_cache *c, int32_t *block)
 {
     if (c->num_free == 0) {
-        if (c->num_idle == 0)
-            return NUMLA_STATUS_KV_FULL; /* expected under load: the scheduler preempts, no message */
+        if (c->num_idle == 0) /* expected under load: the scheduler preempts, no message */
+            return NUMLA_STATUS_KV_FULL;
         /* evict the least recently used idle cached block */
         int32_t b = c->prefix->lru_head;
         lru_unlink(c, b);

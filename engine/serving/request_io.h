@@ -91,8 +91,9 @@ int numla_request_parse_sampling(const json_t *o, const numla_request_field_rule
 /* The one check of a request against the context, after tokenization: the prompt must hold a
  * token and, with max_tokens given, prompt + max_tokens must fit in max_context; without it
  * (chat's default), max_tokens becomes what the context leaves. A prompt that leaves no room
- * is refused naming the prompt (unless max_tokens 0 is given and it fits exactly). max_context <= 0: not checked. Returns 1, or 0 with *err filled (field
- * "prompt" or "max_tokens"). */
+ * is refused naming the prompt (unless max_tokens 0 is given and it fits exactly).
+ * max_context <= 0: not checked. Returns 1, or 0 with *err filled (field "prompt" or
+ * "max_tokens"). */
 int numla_request_fit_context(int32_t num_prompt, int max_tokens_given, int64_t max_context,
                               numla_sampling_params *p, numla_request_field_error *err);
 
