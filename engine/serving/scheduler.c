@@ -26,7 +26,7 @@ typedef struct sched_seq {
     int32_t num_hashed;        /* entries of hashes computed */
     int32_t num_registered;    /* leading blocks of kv offered to the prefix cache */
     int32_t cached_tokens;     /* prompt tokens served from the cache at the first admission */
-    int admitted_once;              /* admitted at least once */
+    int admitted_once;         /* admitted at least once */
     numla_sampler *smp;        /* NULL until first admitted */
     numla_logprob_entry *lps;  /* (max_tokens) or NULL */
     double arrival_s, first_token_s;

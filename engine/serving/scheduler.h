@@ -27,7 +27,9 @@
  * and no cached block is ever written). After every step each block a sequence has completely
  * written (prompt or generated tokens) is put in the cache, so a later request that repeats the
  * prefix, or the next turn of a conversation, or the same sequence after a preemption, finds it.
- * Idle cached blocks count as free for admission and preemption: they are evicted (least
+ * When the block the queue's head would compute first is being computed by a running sequence,
+ * admission waits for it (a burst sharing one system prompt computes it once). Idle cached
+ * blocks count as free for admission and preemption: they are evicted (least
  * recently used first) only when a fresh block is needed. Since every rank follows rank 0's
  * block tables, the other ranks need no cache state of their own.
  *
