@@ -11,6 +11,7 @@
 #   batched  batches with chunked prefill and a pool small enough to preempt and evict: the
 #            engine's rows depend on the step's shape by rounding (cache or not), so tokens are
 #            compared while the reference's top-1/top-2 margin is above 0.05
+# With one rank, `bench serve --quick`'s prefix mixes must run and find their prefixes.
 set -uo pipefail
 bin=$1 mpiexec=$2 ranks=$3
 tmp=$(mktemp -d)
@@ -107,5 +108,16 @@ for w in bf16 int8; do
     ! grep -q ' 0 preemptions' "$tmp/bon.jsonl.err" && [ "$(cached_sum "$tmp/bon.jsonl")" -gt 0 ]
   check "$w batched: preempted and hit" $? "$(grep -E 'preemptions|prefix cache' "$tmp/bon.jsonl.err")"
 done
+# bench serve's prefix mixes stay runnable and find their prefixes (one rank only)
+if [ "$ranks" -eq 1 ]; then
+  for mix in "--shared-prefix 64" "--shared-prefix 64 --warm-prefix" "--multi-turn 2"; do
+    # shellcheck disable=SC2086
+    "$bin" bench serve --model "$tmp/bf16" --quick --threads 1 --concurrency 4 $mix \
+      --prefix-cache both > "$tmp/bench.txt" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] && grep -Eq 'prefix cache, concurrency 4: hit rate [1-9]' "$tmp/bench.txt"
+    check "bench serve $mix" $? "rc $rc: $(grep -E 'prefix cache|error' "$tmp/bench.txt" | head -3)"
+  done
+fi
 echo "prefix_cache ($ranks ranks): $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
