@@ -127,7 +127,7 @@ numla_status numla_bench_http_run(numla_engine *eng, const numla_sched_options *
     numla_http_backend *backend = NULL;
     numla_http_metrics *metrics = NULL;
     numla_http_server *server = NULL;
-    numla_http_adapter *glue = NULL;
+    numla_http_adapter *adapter = NULL;
     numla_serve_loop *loop = NULL;
     pthread_t *th = calloc((size_t)c, sizeof *th);
     bh_shared sh = {.rq = rq, .n = n};
@@ -150,15 +150,15 @@ numla_status numla_bench_http_run(numla_engine *eng, const numla_sched_options *
                                     .vocab_size = cfg->vocab_size, .max_body = 16 << 20};
     NUMLA_CHECK_GOTO(numla_http_server_start(&so, backend, metrics, &server), s, done);
     numla_http_adapter_options go = {.backend = backend, .metrics = metrics, .wait_ms = 1};
-    NUMLA_CHECK_GOTO(numla_http_adapter_create(&go, &glue), s, done);
+    NUMLA_CHECK_GOTO(numla_http_adapter_create(&go, &adapter), s, done);
     numla_serve_options lo = {.sched = *sched, .kv = numla_engine_kv_cache(eng),
                               .exec = numla_cli_engine_exec, .exec_ctx = eng, .max_waiting = c,
                               .latency_window = n}; /* every request of the level */
     lo.sched.max_seqs = c;
-    numla_serve_source src = numla_http_adapter_source(glue);
-    numla_serve_sink sink = numla_http_adapter_sink(glue);
+    numla_serve_source src = numla_http_adapter_source(adapter);
+    numla_serve_sink sink = numla_http_adapter_sink(adapter);
     NUMLA_CHECK_GOTO(numla_serve_loop_create(&lo, &src, &sink, &loop), s, done);
-    numla_http_adapter_set_loop(glue, loop);
+    numla_http_adapter_set_loop(adapter, loop);
     numla_http_server_set_ready(server, 1);
     sh.port = numla_http_server_port(server);
     const double t0 = numla_now_s();
@@ -166,7 +166,7 @@ numla_status numla_bench_http_run(numla_engine *eng, const numla_sched_options *
         if (pthread_create(&th[started], NULL, bh_client, &sh) != 0)
             break;
     while (atomic_load(&sh.done) < n) {
-        numla_http_adapter_poll(glue);
+        numla_http_adapter_poll(adapter);
         NUMLA_CHECK_GOTO(numla_serve_loop_run_once(loop, NULL, NULL), s, done);
     }
     const double wall = numla_now_s() - t0;
@@ -204,7 +204,7 @@ done:
     /* on an error the clients still waiting get 503s, so every thread ends */
     if (backend)
         numla_http_backend_close(backend, "the benchmark is over");
-    numla_http_adapter_destroy(&glue);
+    numla_http_adapter_destroy(&adapter);
     numla_http_server_stop(&server);
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
