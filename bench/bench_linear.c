@@ -389,24 +389,37 @@ typedef struct numla_bench_linear_qb_ctx {
     float *y;
     numla_qblock_weight *w; /* (copies) */
     numla_isa isa;
+    void *ws;
+    size_t ws_bytes;
 } numla_bench_linear_qb_ctx;
 
 static int numla_bench_linear_qb_call_(void *p, int c)
 {
     numla_bench_linear_qb_ctx *cx = p;
-    return numla_qblock_forward(&cx->w[c], cx->isa, cx->m, cx->x, cx->w[c].k, cx->y, cx->w[c].n, 0) !=
-           NUMLA_STATUS_OK;
+    return numla_qblock_forward(&cx->w[c], cx->isa, cx->m, cx->x, cx->w[c].k, cx->y, cx->w[c].n, 0, cx->ws,
+                                cx->ws_bytes) != NUMLA_STATUS_OK;
 }
 
 static int numla_bench_linear_qb_(const numla_bench_linear_shape *s, numla_isa isa, size_t pool, int reps,
                                   const float *x, float *y, numla_bench_linear_result *res)
 {
-    static const char *const names[NUMLA_QBLOCK_TYPE_COUNT] = {
-        "numla_q8_0", "numla_q4_0", "numla_q4_k", "numla_q5_k", "numla_q6_k", "numla_iq4_xs", "numla_q2_k",
-        "numla_q3_k"};
+    static const struct {
+        numla_qblock_type type;
+        numla_qblock_act act;
+        const char *name;
+    } rows[] = {
+        {NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_ACT_F32, "numla_q8_0"},     {NUMLA_QBLOCK_Q4_0, NUMLA_QBLOCK_ACT_F32, "numla_q4_0"},
+        {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32, "numla_q4_k"},     {NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_F32, "numla_q5_k"},
+        {NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_F32, "numla_q6_k"},     {NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_ACT_F32, "numla_iq4_xs"},
+        {NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_ACT_F32, "numla_q2_k"},     {NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_ACT_F32, "numla_q3_k"},
+        {NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_ACT_Q8, "numla_q8_0_a8"},   {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, "numla_q4_k_a8"},
+        {NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_Q8, "numla_q6_k_a8"},
+    };
     int nr = 0;
-    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++) {
-        const numla_qblock_type type = (numla_qblock_type)t;
+    for (size_t t = 0; t < sizeof rows / sizeof rows[0]; t++) {
+        const numla_qblock_type type = rows[t].type;
+        if (rows[t].act == NUMLA_QBLOCK_ACT_Q8 && (s->k % 256 || numla_qblock_level(type, rows[t].act, isa) == NUMLA_ISA_REF))
+            continue; /* the reference's Q8 mode is not worth timing */
         const size_t bytes = numla_qblock_packed_size(type, s->n, s->k);
         if (!bytes)
             continue; /* K not a multiple of the block */
@@ -425,17 +438,19 @@ static int numla_bench_linear_qb_(const numla_bench_linear_shape *s, numla_isa i
             st = st * 6364136223846793005ull + 1442695040888963407ull;
             src[i] = (uint8_t)(st >> 56) & 0x3b;
         }
-        numla_qblock_source qs = {type, s->n, s->k, src, row};
+        numla_qblock_source qs = {type, s->n, s->k, src, row, rows[t].act};
         for (int c = 0; c < copies && ok; c++) {
             packed[c] = numla_bench_linear_alloc_(bytes);
             ok = packed[c] && numla_qblock_pack(&qs, packed[c], &w[c]) == NUMLA_STATUS_OK;
         }
         if (ok) {
-            numla_bench_linear_qb_ctx cx = {s->m, x, y, w, isa};
-            res[nr].name = names[t];
+            numla_bench_linear_qb_ctx cx = {s->m, x, y, w, isa, NULL, numla_qblock_workspace_size(&w[0], s->m)};
+            cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
+            res[nr].name = rows[t].name;
             res[nr].weight_bytes = (double)(row * s->n);
             res[nr].sec = numla_bench_linear_time_(numla_bench_linear_qb_call_, &cx, copies, calls, &res[nr].median);
             nr++;
+            free(cx.ws);
         }
         for (int c = 0; packed && c < copies; c++)
             free(packed[c]);

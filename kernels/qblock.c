@@ -3,7 +3,9 @@
  * and kernels/x86/qblock_<isa>.c; the contract in kernels/qblock.h. */
 #include "kernels/qblock_internal.h"
 
+#include <cpuid.h>
 #include <omp.h>
+#include <pthread.h>
 
 static const numla_qblock_info numla_qblock_infos_[NUMLA_QBLOCK_TYPE_COUNT] = {
     [NUMLA_QBLOCK_Q8_0] = {"Q8_0", 32, 34, 8},     [NUMLA_QBLOCK_Q4_0] = {"Q4_0", 32, 18, 2},
@@ -12,15 +14,44 @@ static const numla_qblock_info numla_qblock_infos_[NUMLA_QBLOCK_TYPE_COUNT] = {
     [NUMLA_QBLOCK_Q2_K] = {"Q2_K", 256, 84, 10},   [NUMLA_QBLOCK_Q3_K] = {"Q3_K", 256, 110, 11},
 };
 
-/* Native variants per level and type; NULL inherits the level below (ref always runs). */
-static const numla_qblock_forward_fn numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_QBLOCK_TYPE_COUNT] = {
-    [NUMLA_ISA_REF] = {numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
-                       numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
-                       numla_qblock_forward_ref, numla_qblock_forward_ref},
-    [NUMLA_ISA_AVX512] = {numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
-                          numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
-                          numla_qblock_forward_avx512, numla_qblock_forward_avx512},
+/* Native variants per level, mode and type; NULL inherits the level below (ref always runs). */
+static const numla_qblock_forward_fn numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_QBLOCK_ACT_COUNT][NUMLA_QBLOCK_TYPE_COUNT] = {
+    [NUMLA_ISA_REF] = {{numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
+                        numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
+                        numla_qblock_forward_ref, numla_qblock_forward_ref},
+                       {numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
+                        numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
+                        numla_qblock_forward_ref, numla_qblock_forward_ref}},
+    [NUMLA_ISA_AVX512] = {{numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
+                           numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
+                           numla_qblock_forward_avx512, numla_qblock_forward_avx512},
+                          {[NUMLA_QBLOCK_Q8_0] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_Q4_K] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_Q6_K] = numla_qblock_forward_avx512vnni}},
 };
+
+/* Read once: CPUID traps to the hypervisor in a VM, and the dispatch asks on every call. */
+static pthread_once_t numla_qblock_vnni_once_ = PTHREAD_ONCE_INIT;
+static int numla_qblock_vnni_ok_;
+
+static void numla_qblock_vnni_init_(void)
+{
+    unsigned a, b, c, d;
+    /* AVX512-VNNI: CPUID.(7,0):ECX bit 11 (the avx512 level already checked the OS state). */
+    numla_qblock_vnni_ok_ = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 11) & 1);
+}
+
+int numla_qblock_vnni_usable(void)
+{
+    pthread_once(&numla_qblock_vnni_once_, numla_qblock_vnni_init_);
+    return numla_qblock_vnni_ok_;
+}
+
+/* A variant that needs a CPU feature beyond its level's. */
+static int numla_qblock_runnable_(numla_isa level, numla_qblock_act act)
+{
+    return !(level == NUMLA_ISA_AVX512 && act == NUMLA_QBLOCK_ACT_Q8) || numla_qblock_vnni_usable();
+}
 
 const numla_qblock_info *numla_qblock_info_get(numla_qblock_type type)
 {
@@ -37,12 +68,13 @@ numla_status numla_qblock_from_ggml(uint32_t ggml_type, numla_qblock_type *out)
     NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "qblock: ggml type %u has no block encoding here", ggml_type);
 }
 
-numla_isa numla_qblock_level(numla_qblock_type type, numla_isa isa)
+numla_isa numla_qblock_level(numla_qblock_type type, numla_qblock_act act, numla_isa isa)
 {
-    if ((unsigned)type >= NUMLA_QBLOCK_TYPE_COUNT || (unsigned)isa >= NUMLA_ISA_COUNT)
+    if ((unsigned)type >= NUMLA_QBLOCK_TYPE_COUNT || (unsigned)act >= NUMLA_QBLOCK_ACT_COUNT ||
+        (unsigned)isa >= NUMLA_ISA_COUNT)
         return NUMLA_ISA_REF;
     int i = (int)isa;
-    while (i > 0 && !numla_qblock_table_[i][type])
+    while (i > 0 && (!numla_qblock_table_[i][act][type] || !numla_qblock_runnable_((numla_isa)i, act)))
         i--;
     return (numla_isa)i;
 }
@@ -90,6 +122,9 @@ numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_
                    (long long)src->ld, (long long)row_bytes);
     if ((uintptr_t)dst % 64)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: dst %p is not 64-byte aligned", dst);
+    if ((unsigned)src->act >= NUMLA_QBLOCK_ACT_COUNT || (src->act == NUMLA_QBLOCK_ACT_Q8 && src->k % 256))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: %s activation mode %d needs K (%lld) a multiple of 256",
+                   info->name, (int)src->act, (long long)src->k);
     uint8_t *d = dst;
     const uint8_t *s = src->data;
 #pragma omp parallel for schedule(static)
@@ -97,21 +132,42 @@ numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_
         memcpy(d + r * ld, s + r * src->ld, (size_t)row_bytes);
         memset(d + r * ld + row_bytes, 0, (size_t)(ld - row_bytes));
     }
-    *out = (numla_qblock_weight){.type = src->type, .n = src->n, .k = src->k, .ld = ld, .q = d};
+    *out = (numla_qblock_weight){.type = src->type, .n = src->n, .k = src->k, .ld = ld, .q = d, .act = src->act};
     return NUMLA_STATUS_OK;
 }
 
-numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, int64_t m, const float *x,
-                                  int64_t ldx, float *y, int64_t ldy, int accumulate)
+static numla_status numla_qblock_check_weight_(const numla_qblock_weight *w)
 {
     if (!w || !w->q)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: NULL weight");
     const numla_qblock_info *info = numla_qblock_info_get(w->type);
     if (!info)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: weight type %d unknown", (int)w->type);
-    if (w->n <= 0 || w->k <= 0 || w->k % info->block || w->ld != numla_qblock_ld_(info, w->k))
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: %s weight N=%lld K=%lld ld=%lld is not packed",
-                   info->name, (long long)w->n, (long long)w->k, (long long)w->ld);
+    if (w->n <= 0 || w->k <= 0 || w->k % info->block || w->ld != numla_qblock_ld_(info, w->k) ||
+        (unsigned)w->act >= NUMLA_QBLOCK_ACT_COUNT || (w->act == NUMLA_QBLOCK_ACT_Q8 && w->k % 256))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: %s weight N=%lld K=%lld ld=%lld act=%d is not packed",
+                   info->name, (long long)w->n, (long long)w->k, (long long)w->ld, (int)w->act);
+    return NUMLA_STATUS_OK;
+}
+
+size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m)
+{
+    if (numla_qblock_check_weight_(w) != NUMLA_STATUS_OK || m <= 0) {
+        numla_error_clear();
+        return 0;
+    }
+    if (w->act != NUMLA_QBLOCK_ACT_Q8)
+        return 0;
+    return 64 + numla_qblock_align64_((size_t)(m * w->k)) +
+           numla_qblock_align64_((size_t)(m * (w->k / 256)) * sizeof(float)) +
+           (size_t)(m * (w->k / 16)) * sizeof(int32_t);
+}
+
+numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, int64_t m, const float *x,
+                                  int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace,
+                                  size_t workspace_bytes)
+{
+    NUMLA_CHECK(numla_qblock_check_weight_(w));
     if ((unsigned)isa >= NUMLA_ISA_COUNT)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: isa %d out of range", (int)isa);
     if (m < 0)
@@ -127,6 +183,12 @@ numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, i
     const char *yb = (const char *)y, *ye = (const char *)(y + (m - 1) * ldy + w->n);
     if (xb < ye && yb < xe)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: x and y overlap");
-    numla_qblock_table_[numla_qblock_level(w->type, isa)][w->type](w, m, x, ldx, y, ldy, accumulate);
+    const size_t need = numla_qblock_workspace_size(w, m);
+    if (need > 0 && (!workspace || workspace_bytes < need))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "qblock forward: workspace %zu bytes < %zu needed (numla_qblock_workspace_size)",
+                   workspace ? workspace_bytes : (size_t)0, need);
+    numla_qblock_table_[numla_qblock_level(w->type, w->act, isa)][w->act][w->type](w, m, x, ldx, y, ldy, accumulate,
+                                                                                   need ? workspace : NULL);
     return NUMLA_STATUS_OK;
 }

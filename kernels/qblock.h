@@ -41,13 +41,25 @@
  * package's numpy dequantization does: tests/unit/kernels/test_qblock.c checks it bit for bit
  * against that package's output (tests/golden/gguf/blocks.gguf).
  *
- * Numerics of the linear: activations stay fp32 (no 8-bit activation quantization, so no
- * error beyond fp32 summation): y[m][n] = Σ_k w[n][k] x[m][k] with w the dequantized weight.
+ * Numerics of the linear, two activation modes (chosen at pack time, numla_qblock_act):
+ *   NUMLA_QBLOCK_ACT_F32  activations stay fp32: y[m][n] = Σ_k w[n][k] x[m][k], w dequantized.
+ *   NUMLA_QBLOCK_ACT_Q8   each x row is quantized per 256 columns (block b), like llama.cpp's
+ *                         Q8_K, then the fp32 linear runs on x̃ = dx_b · q:
+ *                           amax = max |x| over the block          (fp32)
+ *                           amax == 0: dx = 0, q = 0; else dx = amax / 127, inv = 127 / amax,
+ *                           q = round_half_even(x · inv)           (fp32 product, |q| <= 127)
+ *                         The vector level (AVX512-VNNI, Q4_K, Q6_K and Q8_0 for now; other
+ *                         types run the reference) sums q · (the weight's integer codes) in
+ *                         int32 (vpdpbusd) and applies the block scales and mins once per
+ *                         sub-block sum, as llama.cpp's CPU kernels do; the reference
+ *                         multiplies x̃ by the dequantized weights. K must be a multiple of 256.
  * The reference sums each block's products in fp32 in k order and adds the block sums in
  * order; the vector levels multiply the dequantized weights (fp32, computed with a fused
  * multiply-add, so w itself may differ from the reference's by 1 ulp) by x in 16 lanes and
  * reduce them at the end. Against the dequantized weights in double:
- *   |y - y_ref| <= (K + 2) u Σ_k |w x| (+ the same for the accumulated y), u = 2^-24.
+ *   |y - y_ref| <= (K + 2) u Σ_k |w x| (+ the same for the accumulated y), u = 2^-24;
+ * in Q8 mode against W x̃ in double: (K + 8) u Σ_k (|w_s| + |w_m|) |x̃| where w = w_s - w_m
+ * splits each weight into its scaled code and its min (the integer path sums them apart).
  * Whatever the thread count, a row's output has the same bits; the vector levels give the
  * same bits for every M (the many-row path runs the same per-lane operations).
  *
@@ -64,8 +76,9 @@
  *
  * Forward: numla_qblock_forward(w, isa, m, x, ldx, y, ldy, accumulate) runs level `isa` (the
  * caller's, from numla_isa_select at the top; nothing here reads the environment); a level
- * without a native variant for the type inherits the level below. No scratch. Threading: own
- * OpenMP region, split over N. x and y must not alias. Not collective.
+ * without a native variant for the type inherits the level below. Scratch: Q8 mode needs
+ * numla_qblock_workspace_size bytes (the quantized rows, any alignment); F32 none. Threading:
+ * own OpenMP region, split over N. x and y must not alias. Not collective.
  */
 #ifndef NUMLA_KERNELS_QBLOCK_H
 #define NUMLA_KERNELS_QBLOCK_H
@@ -95,6 +108,12 @@ typedef struct numla_qblock_info {
     uint32_t ggml_type; /* the type's code in GGUF tensor infos */
 } numla_qblock_info;
 
+typedef enum numla_qblock_act {
+    NUMLA_QBLOCK_ACT_F32 = 0, /* activations stay fp32 */
+    NUMLA_QBLOCK_ACT_Q8,      /* activations quantized to int8 per 256 columns (see above) */
+    NUMLA_QBLOCK_ACT_COUNT,
+} numla_qblock_act;
+
 /* The encoding's block shape; NULL for a type out of range. */
 const numla_qblock_info *numla_qblock_info_get(numla_qblock_type type);
 /* The encoding of a GGUF tensor type code; NUMLA_STATUS_UNSUPPORTED naming it when none. */
@@ -109,6 +128,7 @@ typedef struct numla_qblock_source {
     int64_t n, k;        /* rows (outputs) and columns (inputs, a multiple of the block) */
     const void *data;    /* the slice's first block of its first row */
     int64_t ld;          /* bytes between source rows, >= k / block · bytes */
+    numla_qblock_act act; /* how the packed weight runs (Q8: k a multiple of 256) */
 } numla_qblock_source;
 
 typedef struct numla_qblock_weight {
@@ -116,17 +136,22 @@ typedef struct numla_qblock_weight {
     int64_t n, k;        /* output and input features */
     int64_t ld;          /* bytes per packed row: k / block · bytes rounded up to 64 */
     const uint8_t *q;    /* (n, ld) rows of blocks */
+    numla_qblock_act act;
 } numla_qblock_weight;
 
 /* Bytes for a packed slice; 0 for a bad type or shape (k not a multiple of the block). */
 size_t numla_qblock_packed_size(numla_qblock_type type, int64_t n, int64_t k);
 numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_qblock_weight *out);
 
+/* Scratch bytes for numla_qblock_forward with m rows (0 in F32 mode or for a bad weight). */
+size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m);
 /* y (M, ldy) = x (M, ldx) · Wᵀ; accumulate != 0 adds into y. */
 numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, int64_t m, const float *x,
-                                  int64_t ldx, float *y, int64_t ldy, int accumulate);
+                                  int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace,
+                                  size_t workspace_bytes);
 
-/* Which level's variant numla_qblock_forward runs for type at level isa (tests, bench labels). */
-numla_isa numla_qblock_level(numla_qblock_type type, numla_isa isa);
+/* Which level's variant numla_qblock_forward runs for type in mode act at level isa (tests,
+ * bench labels). */
+numla_isa numla_qblock_level(numla_qblock_type type, numla_qblock_act act, numla_isa isa);
 
 #endif

@@ -6,17 +6,45 @@
 
 #include "kernels/qblock.h"
 
+#include <stdint.h>
 #include <string.h>
 
-/* One entry point per (level, type). Arguments are validated by kernels/qblock.c. */
+/* One entry point per (level, type, mode). Arguments are validated by kernels/qblock.c; the
+ * workspace (Q8 mode) is the caller's, unaligned. */
 typedef void (*numla_qblock_forward_fn)(const numla_qblock_weight *w, int64_t m, const float *x,
-                                        int64_t ldx, float *y, int64_t ldy, int accumulate);
+                                        int64_t ldx, float *y, int64_t ldy, int accumulate, void *ws);
 
 void numla_qblock_forward_ref(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int accumulate);
-/* AVX-512 (kernels/x86/qblock_avx512.c): every type. */
+                              float *y, int64_t ldy, int accumulate, void *ws);
+/* AVX-512 (kernels/x86/qblock_avx512.c): every type, F32 mode. */
 void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
-                                 float *y, int64_t ldy, int accumulate);
+                                 float *y, int64_t ldy, int accumulate, void *ws);
+/* AVX512-VNNI (kernels/x86/qblock_avx512vnni.c): Q4_K, Q6_K, Q8_0 in Q8 mode, at the avx512
+ * level when the CPU has VNNI. */
+void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
+                                     float *y, int64_t ldy, int accumulate, void *ws);
+int numla_qblock_vnni_usable(void);
+
+/* Q8 mode workspace, from the caller's pointer aligned up to 64: xq (m, k) int8, then dx
+ * (m, k / 256) fp32, then bsums (m, k / 16) int32 (Σ q over each 16 columns), each section
+ * 64-aligned. */
+static inline size_t numla_qblock_align64_(size_t n) { return (n + 63) & ~(size_t)63; }
+static inline int8_t *numla_qblock_ws_xq_(void *ws)
+{
+    return (int8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+}
+static inline float *numla_qblock_ws_dx_(void *ws, int64_t m, int64_t k)
+{
+    return (float *)(void *)((char *)numla_qblock_ws_xq_(ws) + numla_qblock_align64_((size_t)(m * k)));
+}
+static inline int32_t *numla_qblock_ws_bs_(void *ws, int64_t m, int64_t k)
+{
+    return (int32_t *)(void *)((char *)numla_qblock_ws_dx_(ws, m, k) +
+                               numla_qblock_align64_((size_t)(m * (k / 256)) * sizeof(float)));
+}
+/* The Q8 quantization rule of kernels/qblock.h for rows [0, m) of x into the workspace (scalar,
+ * shared by every level, so all quantize alike). Runs on the calling team. */
+void numla_qblock_quantize_rows_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws);
 
 /* One block of `type` -> its `block` floats (the reference rounding of kernels/qblock.h). */
 void numla_qblock_dequant_block_ref(numla_qblock_type type, const uint8_t *b, float *out);

@@ -3,6 +3,7 @@
  * linear on top of it. The oracle of the vector levels, and the level every type falls back to. */
 #include "kernels/qblock_internal.h"
 
+#include <math.h>
 #include <omp.h>
 
 const int8_t numla_qblock_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -111,23 +112,75 @@ void numla_qblock_dequant_block_ref(numla_qblock_type type, const uint8_t *b, fl
     }
 }
 
+/* round(v) to nearest, ties to even, whatever the FPU rounding mode (|v| <= 127.x here). */
+static float numla_qblock_round_half_even_(float v)
+{
+    float f = floorf(v), d = v - f; /* exact: |v| < 2^23 */
+    if (d > 0.5f || (d == 0.5f && fmodf(f, 2.0f) != 0.0f))
+        f += 1.0f;
+    return f;
+}
+
+void numla_qblock_quantize_rows_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws)
+{
+    int8_t *xq = numla_qblock_ws_xq_(ws);
+    float *dx = numla_qblock_ws_dx_(ws, m, k);
+    int32_t *bs = numla_qblock_ws_bs_(ws, m, k);
+    const int64_t nb = k / 256;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < m * nb; t++) {
+        const int64_t i = t / nb, b = t % nb;
+        const float *xb = x + i * ldx + 256 * b;
+        int8_t *q = xq + i * k + 256 * b;
+        float amax = 0.0f;
+        for (int j = 0; j < 256; j++)
+            amax = fmaxf(amax, fabsf(xb[j]));
+        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        dx[i * nb + b] = amax > 0.0f ? amax / 127.0f : 0.0f;
+        for (int j = 0; j < 256; j++) {
+            float v = numla_qblock_round_half_even_(xb[j] * inv);
+            v = fminf(fmaxf(v, -127.0f), 127.0f); /* |x·inv| <= 127 (1 + 2^-23): a no-op guard */
+            q[j] = (int8_t)v;
+        }
+        for (int g = 0; g < 16; g++) {
+            int32_t s = 0;
+            for (int j = 0; j < 16; j++)
+                s += q[16 * g + j];
+            bs[i * (k / 16) + 16 * b + g] = s;
+        }
+    }
+}
+
 void numla_qblock_forward_ref(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int accumulate)
+                              float *y, int64_t ldy, int accumulate, void *ws)
 {
     const numla_qblock_info *info = numla_qblock_info_get(w->type);
-    const int64_t B = info->block, nb = w->k / B;
+    const int64_t B = info->block, nb = w->k / B, k = w->k;
+    const int q8 = w->act == NUMLA_QBLOCK_ACT_Q8;
+    if (q8)
+        numla_qblock_quantize_rows_(x, ldx, m, k, ws);
+    const int8_t *xq = q8 ? numla_qblock_ws_xq_(ws) : NULL;
+    const float *dx = q8 ? numla_qblock_ws_dx_(ws, m, k) : NULL;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < w->n; r++) {
-        float blk[256];
+        float blk[256], xt[256];
         const uint8_t *row = w->q + r * w->ld;
         for (int64_t i = 0; i < m; i++) {
             const float *xi = x + i * ldx;
             float v = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
                 numla_qblock_dequant_block_ref(w->type, row + b * info->bytes, blk);
+                const float *xb = xi + b * B;
+                if (q8) { /* x̃ = dx · q, in fp32 */
+                    for (int64_t j = 0; j < B; j++) {
+                        const int64_t c = b * B + j;
+                        xt[j] = dx[i * (k / 256) + c / 256] * (float)xq[i * k + c];
+                    }
+                    xb = xt;
+                }
                 float s = 0.0f;
                 for (int64_t j = 0; j < B; j++)
-                    s += blk[j] * xi[b * B + j];
+                    s += blk[j] * xb[j];
                 v += s;
             }
             float *yo = y + i * ldy + r;

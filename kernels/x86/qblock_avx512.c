@@ -298,8 +298,9 @@ typedef void (*numla_qblock_rows_fn)(const numla_qblock_weight *w, int64_t r0, i
                                      const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate);
 
 void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
-                                 float *y, int64_t ldy, int accumulate)
+                                 float *y, int64_t ldy, int accumulate, void *ws)
 {
+    (void)ws;
     static const numla_qblock_rows_fn rows[NUMLA_QBLOCK_TYPE_COUNT] = {
         [NUMLA_QBLOCK_Q8_0] = numla_qblock_rows_q8_0_,     [NUMLA_QBLOCK_Q4_0] = numla_qblock_rows_q4_0_,
         [NUMLA_QBLOCK_Q4_K] = numla_qblock_rows_q4_k_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_rows_q5_k_,

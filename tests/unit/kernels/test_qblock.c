@@ -108,7 +108,7 @@ static void test_forward(void)
     numla_isa isas[NUMLA_ISA_COUNT];
     const int nisa = numla_test_isas(isas);
     numla_test_rng rng = {424242};
-    static const int64_t ns[] = {1, 3, 17, 64};
+    static const int64_t ns[] = {1, 3, 17, 40};
     static const int64_t ks256[] = {256, 512, 1280};
     static const int64_t ks32[] = {32, 96, 288, 544};
     static const int64_t ms[] = {1, 2, 3, 5};
@@ -142,10 +142,10 @@ static void test_forward(void)
                         for (int acc = 0; acc < 2; acc++) {
                             const int64_t m = ms[im];
                             float *yfirst = NULL;
-                            for (int th = 1; th <= 3; th++) {
+                            for (int th = 1; th <= 3; th += 2) {
                                 memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
                                 omp_set_num_threads(th);
-                                CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], m, x, ldx, y, ldy, acc),
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], m, x, ldx, y, ldy, acc, NULL, 0),
                                                 NUMLA_STATUS_OK);
                                 for (int64_t i = 0; i < m; i++)
                                     for (int64_t r = 0; r < n; r++) {
@@ -180,7 +180,7 @@ static void test_forward(void)
                             for (int64_t i = 0; i < m; i++) {
                                 memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
                                 CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], 1, x + i * ldx, ldx, y + i * ldy,
-                                                                     ldy, acc),
+                                                                     ldy, acc, NULL, 0),
                                                 NUMLA_STATUS_OK);
                                 CU_ASSERT_EQUAL(memcmp(y + i * ldy, yfirst + i * ldy, (size_t)n * sizeof *y), 0);
                             }
@@ -200,8 +200,139 @@ static void test_forward(void)
     /* the levels this CPU runs natively are reached */
     for (int il = 0; il < nisa; il++)
         if (isas[il] >= NUMLA_ISA_AVX512)
-            CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q4_K, isas[il]), NUMLA_ISA_AVX512);
-    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_ISA_AVX2), NUMLA_ISA_REF);
+            CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32, isas[il]), NUMLA_ISA_AVX512);
+    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32, NUMLA_ISA_AVX2), NUMLA_ISA_REF);
+}
+
+/* Q8 activation mode: every level against W x̃ in double, x̃ quantized here by the rule of
+ * kernels/qblock.h (rintf: round half to even in the default mode); the M and thread invariance;
+ * and the reference's Q8 output within the quantization error of its F32 output. */
+static void test_forward_q8(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int nisa = numla_test_isas(isas);
+    numla_test_rng rng = {777};
+    static const int64_t ns[] = {1, 5, 20};
+    static const int64_t ks[] = {256, 1280};
+    static const int64_t ms[] = {1, 2, 4};
+    int vnni_seen = 0;
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
+        for (int in = 0; in < 3; in++)
+            for (int ik = 0; ik < 2; ik++) {
+                const numla_qblock_type type = (numla_qblock_type)t;
+                const int64_t n = ns[in], k = ks[ik], M = 4, ldx = k + 5, ldy = n + 1;
+                int64_t rb;
+                uint8_t *src = qb_random(type, n, k, &rng, &rb);
+                const size_t bytes = numla_qblock_packed_size(type, n, k);
+                void *d8 = aligned_alloc(64, bytes), *d32 = aligned_alloc(64, bytes);
+                numla_qblock_weight w8, w32;
+                numla_qblock_source s = {.type = type, .n = n, .k = k, .data = src, .ld = rb, .act = NUMLA_QBLOCK_ACT_Q8};
+                CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, d8, &w8), NUMLA_STATUS_OK);
+                s.act = NUMLA_QBLOCK_ACT_F32;
+                CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, d32, &w32), NUMLA_STATUS_OK);
+                float *wd = malloc((size_t)(n * k) * sizeof *wd);
+                numla_qblock_dequant_ref(type, src, n * k, wd);
+                /* 32-element group maxima of |w| */
+                float *wmax = malloc((size_t)(n * k / 32) * sizeof *wmax);
+                for (int64_t g = 0; g < n * k / 32; g++) {
+                    wmax[g] = 0.0f;
+                    for (int j = 0; j < 32; j++)
+                        wmax[g] = fmaxf(wmax[g], fabsf(wd[32 * g + j]));
+                }
+                float *x = malloc((size_t)(M * ldx) * sizeof *x), *xt = malloc((size_t)(M * k) * sizeof *xt);
+                for (int64_t i = 0; i < M * ldx; i++)
+                    x[i] = (float)numla_test_rng_normal(&rng) * (i % 7 == 0 ? 3.0f : 1.0f);
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t b = 0; b < k / 256; b++) {
+                        const float *xb = x + i * ldx + 256 * b;
+                        float amax = 0.0f;
+                        for (int j = 0; j < 256; j++)
+                            amax = fmaxf(amax, fabsf(xb[j]));
+                        const float dx = amax / 127.0f, inv = 127.0f / amax;
+                        for (int j = 0; j < 256; j++)
+                            xt[i * k + 256 * b + j] = dx * rintf(xb[j] * inv);
+                    }
+                float *y = malloc((size_t)(M * ldy) * sizeof *y), *y0 = malloc((size_t)(M * ldy) * sizeof *y0);
+                float *yf = malloc((size_t)(M * ldy) * sizeof *yf), *yfirst = malloc((size_t)(M * ldy) * sizeof *yfirst);
+                for (int64_t i = 0; i < M * ldy; i++)
+                    y0[i] = (float)numla_test_rng_normal(&rng);
+                const size_t wsb = numla_qblock_workspace_size(&w8, M);
+                void *ws = malloc(wsb);
+                for (int il = 0; il < nisa; il++) {
+                    vnni_seen |= numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isas[il]) == NUMLA_ISA_AVX512;
+                    for (int im = 0; im < 3; im++)
+                        for (int acc = 0; acc < 2; acc++) {
+                            const int64_t m = ms[im];
+                            for (int th = 1; th <= 3; th += 2) {
+                                omp_set_num_threads(th);
+                                memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w8, isas[il], m, x, ldx, y, ldy, acc, ws, wsb),
+                                                NUMLA_STATUS_OK);
+                                if (th == 1)
+                                    memcpy(yfirst, y, (size_t)(M * ldy) * sizeof *y);
+                                else
+                                    CU_ASSERT_EQUAL(memcmp(yfirst, y, (size_t)(M * ldy) * sizeof *y), 0);
+                            }
+                            int bad = 0;
+                            for (int64_t i = 0; i < m && !bad; i++)
+                                for (int64_t r = 0; r < n && !bad; r++) {
+                                    double ref = acc ? y0[i * ldy + r] : 0.0, mag = fabs(ref);
+                                    for (int64_t c = 0; c < k; c++) {
+                                        ref += (double)wd[r * k + c] * xt[i * k + c];
+                                        mag += (fabs(wd[r * k + c]) + 4.0 * wmax[(r * k + c) / 32]) * fabs(xt[i * k + c]);
+                                    }
+                                    const double err = fabs(y[i * ldy + r] - ref),
+                                                 bound = (double)(k + 8) * ldexp(1.0, -24) * mag;
+                                    if (!(err <= bound)) {
+                                        bad = 1;
+                                        NUMLA_ASSERT_MSG(0, "%s q8 %s N=%lld K=%lld M=%lld acc=%d row %lld,%lld: %g vs %g (bound %g)",
+                                                         numla_qblock_info_get(type)->name, numla_isa_name(isas[il]),
+                                                         (long long)n, (long long)k, (long long)m, acc, (long long)i,
+                                                         (long long)r, y[i * ldy + r], ref, bound);
+                                    }
+                                }
+                            /* the quantization error against the F32 mode on the same weights */
+                            if (isas[il] == NUMLA_ISA_REF && acc == 0) {
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w32, NUMLA_ISA_REF, m, x, ldx, yf, ldy, 0, NULL, 0),
+                                                NUMLA_STATUS_OK);
+                                for (int64_t i = 0; i < m; i++)
+                                    for (int64_t r = 0; r < n; r++) {
+                                        double qerr = 0.0, mag = 0.0;
+                                        for (int64_t c = 0; c < k; c++) {
+                                            qerr += fabs(wd[r * k + c]) * fabs(xt[i * k + c] - x[i * ldx + c]);
+                                            mag += fabs(wd[r * k + c]) * (fabs(x[i * ldx + c]) + fabs(xt[i * k + c]));
+                                        }
+                                        CU_ASSERT(fabs(y[i * ldy + r] - yf[i * ldy + r]) <=
+                                                  qerr + (double)(k + 8) * ldexp(1.0, -24) * mag);
+                                    }
+                            }
+                            /* row i alone has the bits of row i in the batch */
+                            for (int64_t i = 0; i < m; i++) {
+                                memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w8, isas[il], 1, x + i * ldx, ldx, y + i * ldy,
+                                                                     ldy, acc, ws, wsb),
+                                                NUMLA_STATUS_OK);
+                                CU_ASSERT_EQUAL(memcmp(y + i * ldy, yfirst + i * ldy, (size_t)n * sizeof *y), 0);
+                            }
+                        }
+                }
+                free(ws);
+                free(y);
+                free(y0);
+                free(yf);
+                free(yfirst);
+                free(x);
+                free(xt);
+                free(wmax);
+                free(wd);
+                free(d8);
+                free(d32);
+                free(src);
+            }
+    omp_set_num_threads(2);
+    if (numla_isa_supported(NUMLA_ISA_AVX512) && numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_AVX512)
+        CU_ASSERT(vnni_seen);
+    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512), NUMLA_ISA_REF);
 }
 
 static void test_bad_args(void)
@@ -222,13 +353,27 @@ static void test_bad_args(void)
     CU_ASSERT_EQUAL(numla_qblock_packed_size(NUMLA_QBLOCK_Q4_K, 2, 256), 384);
     CU_ASSERT_EQUAL(numla_qblock_packed_size(NUMLA_QBLOCK_Q4_K, 2, 100), 0);
     float x[256] = {0}, y[4] = {0};
-    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 100, y, 1, 0), NUMLA_STATUS_INVALID_ARG);
-    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, x + 10, 1, 0), NUMLA_STATUS_INVALID_ARG);
-    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 0, NULL, 256, NULL, 1, 0), NUMLA_STATUS_OK);
-    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 100, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, x + 10, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 0, NULL, 256, NULL, 1, 0, NULL, 0), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_OK);
+    /* Q8 mode: K a multiple of 256, and a workspace */
+    numla_qblock_source s8 = {.type = NUMLA_QBLOCK_Q8_0, .n = 1, .k = 32, .data = src, .ld = 34, .act = NUMLA_QBLOCK_ACT_Q8};
+    CU_ASSERT_EQUAL(numla_qblock_pack(&s8, dst, &w), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "needs K (32) a multiple of 256"));
+    s.act = NUMLA_QBLOCK_ACT_Q8;
+    CU_ASSERT_EQUAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
+    const size_t need = numla_qblock_workspace_size(&w, 1);
+    CU_ASSERT(need >= 256 + 4 + 16 * 4);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "workspace 0 bytes"));
+    void *ws = malloc(need);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, ws, need - 1), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, ws, need), NUMLA_STATUS_OK);
+    free(ws);
     CU_ASSERT_EQUAL(numla_qblock_dequant_ref(NUMLA_QBLOCK_Q8_0, src, 33, x), NUMLA_STATUS_INVALID_ARG);
     free(dst);
 }
 
 NUMLA_TEST_SUITE(qblock, NULL, NULL, NUMLA_TEST(test_dequant_golden), NUMLA_TEST(test_table),
-                 NUMLA_TEST(test_forward), NUMLA_TEST(test_bad_args))
+                 NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_bad_args))
