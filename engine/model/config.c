@@ -1,5 +1,6 @@
 /* engine/model/config.c — config.json → numla_model_config (see config.h; DESIGN.md §5). */
 #include "engine/model/config.h"
+#include "engine/model/config_internal.h"
 #include "engine/model/rope.h"
 
 #include <jansson.h>
@@ -540,6 +541,12 @@ static numla_status derive(const cfg_ctx *c, numla_model_config *o)
     return NUMLA_STATUS_OK;
 }
 
+numla_status numla_model_config_derive(const char *source, numla_model_config *o)
+{
+    cfg_ctx c = {source, NULL};
+    return derive(&c, o);
+}
+
 const char *numla_model_config_format_name(numla_weight_format f)
 {
     switch (f) {
@@ -639,6 +646,8 @@ numla_status numla_model_config_parse(const char *json_text, const char *source,
 
 numla_status numla_model_config_load(const char *dir, numla_model_config *out)
 {
+    if (numla_model_path_is_gguf(dir))
+        return numla_model_config_load_gguf(dir, out);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "rb");

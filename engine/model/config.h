@@ -156,8 +156,17 @@ typedef struct numla_model_config {
  * Errors (NUMLA_STATUS_FORMAT / UNSUPPORTED) name the field. Not collective. */
 numla_status numla_model_config_parse(const char *json_text, const char *source,
                                       numla_model_config *out);
-/* Read dir/config.json and parse it. Not collective. */
+/* Read dir/config.json and parse it; when dir is a GGUF file (numla_model_path_is_gguf), the
+ * config comes from its deepseek2.* keys (numla_model_config_from_gguf). Not collective. */
 numla_status numla_model_config_load(const char *dir, numla_model_config *out);
+
+/* Whether path names a GGUF model: a regular file whose name ends in ".gguf". Local. */
+int numla_model_path_is_gguf(const char *path);
+/* The config of an open GGUF file of architecture deepseek2 (config_gguf.c says how each key
+ * maps); `source` names the file in errors. Not collective. */
+struct numla_gguf;
+numla_status numla_model_config_from_gguf(const struct numla_gguf *g, const char *source,
+                                          numla_model_config *out);
 
 /* Whether layer l has an MoE block (else the dense MLP). */
 int numla_model_config_is_moe_layer(const numla_model_config *c, int64_t layer);

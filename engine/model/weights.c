@@ -21,7 +21,8 @@
 
 typedef struct loader {
     const numla_model_config *cfg;
-    const numla_safetensors_model *st;
+    const numla_safetensors_model *st;  /* one of st and view */
+    const numla_weights_view *view;     /* a GGUF file's tensors under HF names */
     numla_isa isa;
     numla_weights_options opts;
     int pass;           /* 0: validate + size, 1: copy */
@@ -55,11 +56,38 @@ static void ld_problem(loader *L, const char *fmt, ...)
         L->problems_len = sizeof L->problems - 1;
 }
 
+static const numla_safetensors_tensor *ld_find(const loader *L, const char *name)
+{
+    if (L->view) {
+        const numla_weights_entry *e = numla_weights_view_find(L->view, name);
+        return e ? &e->t : NULL;
+    }
+    return numla_safetensors_find(L->st, name);
+}
+
+/* The GGUF entry behind a tensor ld_find returned, or NULL for a safetensors tensor. */
+static const numla_weights_entry *ld_entry(const loader *L, const numla_safetensors_tensor *t)
+{
+    return L->view && t ? (const numla_weights_entry *)(const void *)t : NULL;
+}
+
+/* Elements [0, n) of a norm, router or bias tensor as fp32 (GGUF blocks dequantized). */
+static numla_status ld_read_f32(const loader *L, const numla_safetensors_tensor *t, int64_t rows,
+                                int64_t cols, float *dst)
+{
+    const numla_weights_entry *e = ld_entry(L, t);
+    if (e && (e->qtype >= 0 || e->v_b))
+        return numla_weights_entry_rows_f32(e, 0, rows, 0, cols, dst);
+    for (int64_t i = 0; i < rows * cols; i++)
+        dst[i] = numla_load_f32(t->data, t->dtype, (size_t)i);
+    return NUMLA_STATUS_OK;
+}
+
 /* The tensor with the given shape, or NULL (pass 0 records why). */
 static const numla_safetensors_tensor *ld_get(loader *L, const char *name, int32_t ndim,
                                      const int64_t *shape)
 {
-    const numla_safetensors_tensor *t = numla_safetensors_find(L->st, name);
+    const numla_safetensors_tensor *t = ld_find(L, name);
     if (L->pass == 1)
         return t;
     if (!t) {
@@ -95,6 +123,9 @@ static void *ld_take(loader *L, size_t bytes)
  * it with. */
 static void ld_want_float(loader *L, const numla_safetensors_tensor *t)
 {
+    const numla_weights_entry *e = ld_entry(L, t);
+    if (e && e->qtype >= 0)
+        return; /* GGUF blocks: dequantized with the encoding's reference */
     if (L->pass == 0 && t && (unsigned)t->dtype >= NUMLA_DTYPE_COUNT)
         ld_problem(L, "%s is %s; numla reads it only as F32, F16 or BF16", t->name,
                    numla_dtype_name(t->dtype));
@@ -108,8 +139,7 @@ static numla_status ld_norm(loader *L, const char *name, int64_t n, float **out)
     float *dst = ld_take(L, (size_t)n * 4);
     *out = dst;
     if (L->pass == 1) {
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = numla_load_f32(t->data, t->dtype, (size_t)i);
+        NUMLA_CHECK(ld_read_f32(L, t, 1, n, dst));
         L->loaded += t->nbytes;
     }
     return NUMLA_STATUS_OK;
@@ -160,6 +190,20 @@ static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full
         return 0;
     const numla_dtype dt = d->t->dtype;
     const int want = L->opts.format;
+    const numla_weights_entry *e = ld_entry(L, d->t);
+    if (e && (e->qtype >= 0 || e->v_b)) {
+        if (want == NUMLA_WEIGHT_FORMAT_FP8 || want == NUMLA_WEIGHT_FORMAT_INT8) {
+            if (L->pass == 0)
+                ld_problem(L, "%s (%s in %s) is %s: a GGUF file's blocks cannot be loaded as "
+                           "%s", name, e->src->name, e->t.file,
+                           e->qtype >= 0 ? numla_qblock_info_get((numla_qblock_type)e->qtype)->name
+                                         : "attn_k_b + attn_v_b",
+                           numla_model_config_format_name((numla_weight_format)want));
+            return 0;
+        }
+        d->mode = NUMLA_WEIGHTS_QBLOCK;
+        return 1;
+    }
     if (dt == NUMLA_DTYPE_F8_E4M3 || dt == NUMLA_DTYPE_I8) {
         const numla_weight_format wf =
             dt == NUMLA_DTYPE_F8_E4M3 ? NUMLA_WEIGHT_FORMAT_FP8 : NUMLA_WEIGHT_FORMAT_INT8;
@@ -210,6 +254,58 @@ enum {
     LD_FP32_ACTIVATIONS = 2, /* int8 weights run with fp32 activations (INT8_ROW), not W8A8 */
 };
 
+/* Rows [r0, r0 + n) x columns [c0, c0 + k) of a GGUF tensor in ggml blocks. Rows are whole
+ * blocks along K, so a row shard (heads, experts, MLP slices, vocabulary) is always the file's
+ * bytes. A column shard (o_proj, down_proj of the dense MLP and shared experts: a K split) is
+ * kept in blocks when c0 and k fall on the encoding's block (32 or 256 elements); otherwise,
+ * and for the split layout's kv_b_proj (assembled from attn_k_b and attn_v_b), that shard is
+ * dequantized once into fp32 (its share of the weights at 4 bytes each: say so in
+ * docs/design.md §10). Activations are quantized per 256 columns (kernels/qblock.h Q8 mode,
+ * llama.cpp's Q8_K idea) when k is a multiple of 256 and the input is whole on every rank;
+ * a linear whose input is split over the ranks (LD_FP32_ACTIVATIONS) keeps fp32 activations,
+ * so that its partial sums do not depend on where the split falls. */
+static numla_status ld_linear_qblock(loader *L, const numla_weights_entry *e, int64_t r0,
+                                     int64_t n, int64_t c0, int64_t k, int flags,
+                                     numla_model_linear *out)
+{
+    const numla_qblock_info *in = e->qtype >= 0 ? numla_qblock_info_get((numla_qblock_type)e->qtype)
+                                                : NULL;
+    const int blocks = in && c0 % in->block == 0 && k % in->block == 0 &&
+                       L->opts.format != NUMLA_WEIGHT_FORMAT_NONE;
+    if (!blocks) { /* fp32 (the cut shard, the assembled kv_b_proj, --weights bf16) */
+        const numla_dtype dt = NUMLA_DTYPE_F32;
+        void *dst = ld_take(L, numla_linear_packed_size(L->isa, n, k, dt));
+        if (L->pass != 1)
+            return NUMLA_STATUS_OK;
+        float *tmp = malloc((size_t)n * (size_t)k * sizeof(float));
+        if (!tmp)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory to dequantize it", e->t.name);
+        numla_status s = numla_weights_entry_rows_f32(e, r0, n, c0, k, tmp);
+        if (s == NUMLA_STATUS_OK)
+            s = numla_linear_pack(L->isa, n, k, tmp, dt, k, dst, &out->lin);
+        free(tmp);
+        NUMLA_CHECK(s);
+        L->loaded += (size_t)n * (size_t)k * sizeof(float);
+        return NUMLA_STATUS_OK;
+    }
+    const numla_qblock_type qt = (numla_qblock_type)e->qtype;
+    void *dst = ld_take(L, numla_qblock_packed_size(qt, n, k));
+    out->kind = NUMLA_MODEL_LINEAR_QBLOCK;
+    if (L->pass != 1)
+        return NUMLA_STATUS_OK;
+    numla_qblock_source src = {
+        .type = qt, .n = n, .k = k,
+        .data = (const char *)e->t.data + (size_t)r0 * (size_t)e->row_bytes +
+                (size_t)(c0 / in->block) * (size_t)in->bytes,
+        .ld = e->row_bytes,
+        .act = k % 256 == 0 && !(flags & LD_FP32_ACTIVATIONS) ? NUMLA_QBLOCK_ACT_Q8
+                                                              : NUMLA_QBLOCK_ACT_F32,
+    };
+    NUMLA_CHECK(numla_qblock_pack(&src, dst, &out->qb));
+    L->loaded += (size_t)n * (size_t)(k / in->block) * (size_t)in->bytes;
+    return NUMLA_STATUS_OK;
+}
+
 /* Pack rows [r0, r0+n) × columns [c0, c0+k) of a (full_n, full_k) tensor; flags: LD_*. */
 static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int64_t full_k,
                                 int64_t r0, int64_t n, int64_t c0, int64_t k, int flags,
@@ -224,6 +320,8 @@ static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int
     out->k = k;
     if (n == 0 || k == 0 || !ok)
         return NUMLA_STATUS_OK;
+    if (d.mode == NUMLA_WEIGHTS_QBLOCK)
+        return ld_linear_qblock(L, ld_entry(L, d.t), r0, n, c0, k, flags, out);
     if (d.mode == NUMLA_WEIGHTS_FLOAT) {
         const numla_dtype dt = d.t->dtype;
         void *dst = ld_take(L, numla_linear_packed_size(L->isa, n, k, dt));
@@ -364,7 +462,8 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
     if (!ld_classify(L, name, c->num_attention_heads * hw, dc, 1, &d))
         return NUMLA_STATUS_OK;
     const numla_safetensors_tensor *t = d.t;
-    const int q8 = d.mode != NUMLA_WEIGHTS_FLOAT;       /* codes + scales to read */
+    const int q8 = d.mode != NUMLA_WEIGHTS_FLOAT;       /* not float rows as they are */
+    const int qb = d.mode == NUMLA_WEIGHTS_QBLOCK;      /* GGUF: dequantized into fp32 */
     const int keep8 = d.mode == NUMLA_WEIGHTS_Q8_FILE || d.mode == NUMLA_WEIGHTS_Q8_MAKE;
     const int fp8 = d.fmt == NUMLA_QLINEAR_FP8_BLOCK;
     const numla_qlinear_format f8 = fp8 ? NUMLA_QLINEAR_FP8_BLOCK : NUMLA_QLINEAR_INT8_ROW;
@@ -380,7 +479,7 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
     float *grid = NULL, *tgrid = NULL;
     numla_status s = NUMLA_STATUS_OK;
     if (L->pass == 1) {
-        if (q8) {
+        if (q8 && !qb) {
             s = numla_weights_q8_rows(&d, sh->head_begin * hw, Hr * hw, &codes, &own, &grid);
             NUMLA_CHECK(s);
         }
@@ -406,7 +505,9 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
             for (int64_t i = 0; i < tg; i++)
                 tgrid[i] = 1.0f;
         const int64_t r0 = sh->head_begin * hw;
-        for (int64_t r = 0; deq && r < Hr * hw; r++)
+        if (qb)
+            s = numla_weights_entry_rows_f32(ld_entry(L, t), r0, Hr * hw, 0, dc, (float *)deq);
+        for (int64_t r = 0; !qb && deq && r < Hr * hw; r++)
             for (int64_t cc = 0; cc < dc; cc++)
                 ((float *)deq)[r * dc + cc] =
                     numla_weights_q8_dequant(&d, codes, grid, r0, r0 + r, cc);
@@ -537,9 +638,9 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
             if (!tmp)
                 NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "weights: no memory for a router of %lld x %lld",
                            (long long)E, (long long)hid);
-            for (int64_t i = 0; i < E * hid; i++)
-                tmp[i] = numla_load_f32(t->data, t->dtype, (size_t)i);
-            numla_status s = numla_linear_pack(L->isa, E, hid, tmp, NUMLA_DTYPE_F32, hid, dst,
+            numla_status s = ld_read_f32(L, t, E, hid, tmp);
+            if (s == NUMLA_STATUS_OK)
+                s = numla_linear_pack(L->isa, E, hid, tmp, NUMLA_DTYPE_F32, hid, dst,
                                                &lw->router.lin);
             free(tmp);
             NUMLA_CHECK(s);
@@ -571,8 +672,15 @@ static numla_status ld_model(loader *L, numla_model_weights *w)
     int64_t shape[2] = {V, hid};
     const numla_safetensors_tensor *emb = ld_get(L, "model.embed_tokens.weight", 2, shape);
     ld_want_float(L, emb);
-    w->embed_dtype = emb ? emb->dtype : NUMLA_DTYPE_BF16;
-    size_t emb_bytes = (size_t)V * (size_t)hid * numla_dtype_size(w->embed_dtype);
+    const numla_weights_entry *ee = ld_entry(L, emb);
+    w->embed_blocks = ee && ee->qtype >= 0;
+    w->embed_qtype = w->embed_blocks ? (numla_qblock_type)ee->qtype : NUMLA_QBLOCK_Q8_0;
+    w->embed_dtype = emb && !w->embed_blocks ? emb->dtype : NUMLA_DTYPE_BF16;
+    /* GGUF blocks stay blocks: a token's row is dequantized when it is looked up */
+    w->embed_row_bytes = w->embed_blocks
+                             ? (size_t)ee->row_bytes
+                             : (size_t)hid * numla_dtype_size(w->embed_dtype);
+    size_t emb_bytes = (size_t)V * w->embed_row_bytes;
     w->embed = ld_take(L, emb_bytes);
     if (L->pass == 1) {
         memcpy(w->embed, emb->data, emb_bytes);
@@ -639,11 +747,12 @@ numla_status numla_weights_load(const numla_model_config *cfg, const numla_safet
     return numla_weights_load_ex(cfg, st, rank, nranks, isa, NULL, out);
 }
 
-numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_safetensors_model *st,
-                                   int32_t rank, int32_t nranks, numla_isa isa,
-                                   const numla_weights_options *opts, numla_model_weights **out)
+static numla_status weights_load(const numla_model_config *cfg, const numla_safetensors_model *st,
+                                 const numla_weights_view *view, int32_t rank, int32_t nranks,
+                                 numla_isa isa, const numla_weights_options *opts,
+                                 numla_model_weights **out)
 {
-    if (!cfg || !st || !out)
+    if (!cfg || (!st && !view) || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load: NULL argument");
     const numla_weights_options o = opts ? *opts : numla_weights_options_default();
     if (o.format < -1 || o.format > NUMLA_WEIGHT_FORMAT_INT8)
@@ -683,6 +792,7 @@ numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_sa
     }
     L->cfg = cfg;
     L->st = st;
+    L->view = view;
     L->isa = isa;
     L->opts = o;
     L->pass = 0;
@@ -724,5 +834,46 @@ numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_sa
         return s;
     }
     *out = w;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_safetensors_model *st,
+                                   int32_t rank, int32_t nranks, numla_isa isa,
+                                   const numla_weights_options *opts, numla_model_weights **out)
+{
+    return weights_load(cfg, st, NULL, rank, nranks, isa, opts, out);
+}
+
+numla_status numla_weights_load_gguf(const numla_model_config *cfg, const numla_gguf *g,
+                                     int32_t rank, int32_t nranks, numla_isa isa,
+                                     const numla_weights_options *opts, numla_model_weights **out)
+{
+    if (!cfg || !g || !out)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load_gguf: NULL argument");
+    numla_weights_view *v = NULL;
+    NUMLA_CHECK(numla_weights_view_create(g, cfg, &v));
+    numla_status s = weights_load(cfg, NULL, v, rank, nranks, isa, opts, out);
+    numla_weights_view_destroy(&v);
+    NUMLA_CHECK(s);
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_weights_load_path(const numla_model_config *cfg, const char *path,
+                                     int32_t rank, int32_t nranks, numla_isa isa,
+                                     const numla_weights_options *opts, numla_model_weights **out)
+{
+    numla_status s;
+    if (numla_model_path_is_gguf(path)) {
+        numla_gguf *g = NULL;
+        NUMLA_CHECK(numla_gguf_open(path, &g));
+        s = numla_weights_load_gguf(cfg, g, rank, nranks, isa, opts, out);
+        numla_gguf_close(&g); /* the shard lives in owned memory now (DESIGN.md §3) */
+    } else {
+        numla_safetensors_model *st = NULL;
+        NUMLA_CHECK(numla_safetensors_open(path, &st));
+        s = numla_weights_load_ex(cfg, st, rank, nranks, isa, opts, out);
+        numla_safetensors_close(&st);
+    }
+    NUMLA_CHECK(s);
     return NUMLA_STATUS_OK;
 }
