@@ -268,8 +268,9 @@ static numla_status ld_linear_qblock(loader *L, const numla_weights_entry *e, in
                                      int64_t n, int64_t c0, int64_t k, int flags,
                                      numla_model_linear *out)
 {
-    const numla_qblock_info *in = e->qtype >= 0 ? numla_qblock_info_get((numla_qblock_type)e->qtype)
-                                                : NULL;
+    const numla_qblock_info *in = e->qtype >= 0 && !e->v_b
+                                      ? numla_qblock_info_get((numla_qblock_type)e->qtype)
+                                      : NULL;
     const int blocks = in && c0 % in->block == 0 && k % in->block == 0 &&
                        L->opts.format != NUMLA_WEIGHT_FORMAT_NONE;
     if (!blocks) { /* fp32 (the cut shard, the assembled kv_b_proj, --weights bf16) */
@@ -298,7 +299,8 @@ static numla_status ld_linear_qblock(loader *L, const numla_weights_entry *e, in
         .data = (const char *)e->t.data + (size_t)r0 * (size_t)e->row_bytes +
                 (size_t)(c0 / in->block) * (size_t)in->bytes,
         .ld = e->row_bytes,
-        .act = k % 256 == 0 && !(flags & LD_FP32_ACTIVATIONS) ? NUMLA_QBLOCK_ACT_Q8
+        .act = k % 256 == 0 && !(flags & LD_FP32_ACTIVATIONS) && !L->opts.qblock_fp32_act
+                   ? NUMLA_QBLOCK_ACT_Q8
                                                               : NUMLA_QBLOCK_ACT_F32,
     };
     NUMLA_CHECK(numla_qblock_pack(&src, dst, &out->qb));
@@ -724,7 +726,7 @@ void numla_weights_destroy(numla_model_weights **pw)
 
 numla_weights_options numla_weights_options_default(void)
 {
-    return (numla_weights_options){.format = -1, .keep_lm_head = 0};
+    return (numla_weights_options){.format = -1, .keep_lm_head = 0, .qblock_fp32_act = 0};
 }
 
 int numla_weights_format_parse(const char *s, numla_weights_options *o)

@@ -111,6 +111,8 @@ typedef struct numla_weights_options {
      * must be float or already in that format). */
     int format;
     int keep_lm_head;               /* with FP8 / INT8 on a float checkpoint: lm_head stays bf16 */
+    int qblock_fp32_act;            /* GGUF blocks: every linear keeps fp32 activations (default:
+                                     * int8 per 256 columns where weights.c says so) */
 } numla_weights_options;
 
 /* format -1, keep_lm_head 0. */
