@@ -852,6 +852,7 @@ numla_status numla_weights_load_gguf(const numla_model_config *cfg, const numla_
 {
     if (!cfg || !g || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load_gguf: NULL argument");
+    *out = NULL;
     numla_weights_view *v = NULL;
     NUMLA_CHECK(numla_weights_view_create(g, cfg, &v));
     numla_status s = weights_load(cfg, NULL, v, rank, nranks, isa, opts, out);
@@ -865,6 +866,9 @@ numla_status numla_weights_load_path(const numla_model_config *cfg, const char *
                                      const numla_weights_options *opts, numla_model_weights **out)
 {
     numla_status s;
+    if (!out)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load_path: NULL argument");
+    *out = NULL;
     if (numla_model_path_is_gguf(path)) {
         numla_gguf *g = NULL;
         NUMLA_CHECK(numla_gguf_open(path, &g));

@@ -1,0 +1,153 @@
+/* Loading GGUF files into the model room (weights.h numla_weights_load_gguf, config.h
+ * numla_model_config_load on a .gguf path): the config the deepseek2 keys give, where the
+ * blocks go (QBLOCK linears whose rows are the file's bytes, experts one per stacked slice, the
+ * embedding kept in blocks), and bad input: every case an error naming the file and the
+ * tensor, with nothing loaded. The numerics are tests/golden/test_gguf_golden.c's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/formats/gguf.h"
+#include "engine/model/config.h"
+#include "engine/model/weights.h"
+#include "test_util.h"
+
+static const char *wg_path(const char *variant)
+{
+    static char p[1200];
+    snprintf(p, sizeof p, "%s/%s/model.gguf", numla_test_source_path("tests/golden"), variant);
+    return p;
+}
+
+/* A copy of src at dst with the ggml type of tensor `name` set to `type`. */
+static int wg_copy_retype(const char *src, const char *dst, const char *name, uint32_t type)
+{
+    FILE *f = fopen(src, "rb");
+    if (!f)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n);
+    int ok = b && fread(b, 1, (size_t)n, f) == (size_t)n;
+    fclose(f);
+    /* tensor info: u64 name length, name, u32 n_dims, u64 ne[n_dims], u32 type */
+    const size_t len = strlen(name);
+    char *at = NULL;
+    for (long i = 8; ok && i + (long)len < n; i++)
+        if (!memcmp(b + i, name, len) && !memcmp(b + i - 8, &(uint64_t){len}, 8)) {
+            at = b + i;
+            break;
+        }
+    if (at) {
+        uint32_t nd;
+        memcpy(&nd, at + len, 4);
+        memcpy(at + len + 4 + 8 * nd, &type, 4);
+        FILE *o = fopen(dst, "wb");
+        ok = o && fwrite(b, 1, (size_t)n, o) == (size_t)n;
+        if (o)
+            fclose(o);
+    }
+    free(b);
+    return ok && at ? 0 : -1;
+}
+
+static void test_config_and_layout(void)
+{
+    const char *p = wg_path("kq/gguf_mixed");
+    CU_ASSERT_TRUE(numla_model_path_is_gguf(p));
+    CU_ASSERT_FALSE(numla_model_path_is_gguf(numla_test_source_path("tests/golden/v2lite")));
+    numla_model_config c;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(p, &c), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(c.arch, NUMLA_MODEL_ARCH_DEEPSEEK_V2);
+    CU_ASSERT_EQUAL(c.hidden_size, 256);
+    CU_ASSERT_EQUAL(c.num_attention_heads, 8);
+    CU_ASSERT_EQUAL(c.n_routed_experts, 8);
+    CU_ASSERT_EQUAL(c.first_k_dense_replace, 1);
+    CU_ASSERT_EQUAL(c.q_lora_rank, 0);
+    CU_ASSERT_EQUAL(c.topk_method, NUMLA_TOPK_METHOD_GREEDY);
+    CU_ASSERT_TRUE(c.rope_yarn);
+
+    numla_gguf *g = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_open(p, &g), NUMLA_STATUS_OK);
+    numla_model_weights *w = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_weights_load_gguf(&c, g, 1, 2, NUMLA_ISA_REF, NULL, &w),
+                          NUMLA_STATUS_OK);
+    /* the embedding stays Q6_K; rank 1 of 2 owns experts 4..7, heads 4..7 */
+    CU_ASSERT_TRUE(w->embed_blocks);
+    CU_ASSERT_EQUAL(w->embed_qtype, NUMLA_QBLOCK_Q6_K);
+    CU_ASSERT_EQUAL(w->shard.expert_begin, 4);
+    const numla_weights_layer *l1 = &w->layers[1];
+    const numla_model_linear *gate5 = &l1->experts[1].gate; /* expert 5 */
+    CU_ASSERT_EQUAL_FATAL(gate5->kind, NUMLA_MODEL_LINEAR_QBLOCK);
+    const numla_gguf_tensor *t = numla_gguf_tensor_find(g, "blk.1.ffn_gate_exps.weight");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    const numla_ggml_type_info *ti = numla_ggml_type_get(t->type);
+    const size_t rb = (size_t)(t->ne[0] / ti->block * ti->bytes);
+    /* its rows are the file's bytes of slice 5 */
+    for (int64_t r = 0; r < gate5->n; r++)
+        CU_ASSERT_EQUAL(memcmp(gate5->qb.q + r * gate5->qb.ld,
+                               (const char *)t->data + (size_t)(5 * t->ne[1] + r) * rb, rb), 0);
+    /* the q_proj rows of heads 4..7 (whole rows: always blocks) */
+    const numla_gguf_tensor *q = numla_gguf_tensor_find(g, "blk.0.attn_q.weight");
+    const numla_ggml_type_info *qi = numla_ggml_type_get(q->type);
+    const size_t qrb = (size_t)(q->ne[0] / qi->block * qi->bytes);
+    CU_ASSERT_EQUAL(w->layers[0].q_proj.kind, NUMLA_MODEL_LINEAR_QBLOCK);
+    CU_ASSERT_EQUAL(memcmp(w->layers[0].q_proj.qb.q,
+                           (const char *)q->data + (size_t)(4 * c.q_head_dim) * qrb, qrb), 0);
+    /* o_proj of 2 ranks: 128 columns each, a cut Q*_K block: dequantized into fp32 */
+    CU_ASSERT_EQUAL(w->layers[0].o_proj.kind, NUMLA_MODEL_LINEAR_FLOAT);
+    numla_weights_destroy(&w);
+    numla_gguf_close(&g);
+}
+
+static void test_bad_input(void)
+{
+    numla_model_config c;
+    numla_model_weights *w = (numla_model_weights *)(uintptr_t)1;
+    const char *p = wg_path("v2lite/gguf_q8_0");
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(p, &c), NUMLA_STATUS_OK);
+
+    /* blocks cannot be loaded as fp8 / int8: FORMAT naming the tensor, nothing loaded */
+    numla_weights_options o = numla_weights_options_default();
+    o.format = NUMLA_WEIGHT_FORMAT_FP8;
+    CU_ASSERT_EQUAL(numla_weights_load_path(&c, p, 0, 1, NUMLA_ISA_REF, &o, &w),
+                    NUMLA_STATUS_FORMAT);
+    CU_ASSERT_PTR_NULL(w);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "blk.0.attn_q.weight"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "cannot be loaded as fp8"));
+
+    /* a tensor in an encoding numla does not run (Q4_1): UNSUPPORTED naming file and tensor */
+    char dst[1200];
+    snprintf(dst, sizeof dst, "%s/wg_q4_1.gguf", numla_test_tmpdir());
+    CU_ASSERT_EQUAL_FATAL(wg_copy_retype(p, dst, "blk.2.attn_output.weight", NUMLA_GGML_Q4_1), 0);
+    numla_model_config c2;
+    numla_status s = numla_model_config_load(dst, &c2);
+    if (s == NUMLA_STATUS_OK) {
+        w = (numla_model_weights *)(uintptr_t)1;
+        s = numla_weights_load_path(&c2, dst, 0, 1, NUMLA_ISA_REF, NULL, &w);
+        CU_ASSERT_PTR_NULL(w);
+    }
+    CU_ASSERT_NOT_EQUAL(s, NUMLA_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "blk.2.attn_output.weight"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "wg_q4_1.gguf"));
+
+    /* an unknown type code: the reader refuses the file by name */
+    snprintf(dst, sizeof dst, "%s/wg_t99.gguf", numla_test_tmpdir());
+    CU_ASSERT_EQUAL_FATAL(wg_copy_retype(p, dst, "blk.2.ffn_up_exps.weight", 99), 0);
+    CU_ASSERT_NOT_EQUAL(numla_model_config_load(dst, &c2), NUMLA_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "blk.2.ffn_up_exps.weight"));
+
+    /* more ranks than heads */
+    w = (numla_model_weights *)(uintptr_t)1;
+    CU_ASSERT_NOT_EQUAL(numla_weights_load_path(&c, p, 0, 7, NUMLA_ISA_REF, NULL, &w),
+                        NUMLA_STATUS_OK);
+    CU_ASSERT_PTR_NULL(w);
+
+    /* a missing file */
+    CU_ASSERT_NOT_EQUAL(numla_model_config_load("/nonexistent/x.gguf", &c2), NUMLA_STATUS_OK);
+    numla_error_clear();
+}
+
+NUMLA_TEST_SUITE(weights_gguf, NULL, NULL, NUMLA_TEST(test_config_and_layout),
+                 NUMLA_TEST(test_bad_input))
