@@ -22,6 +22,7 @@ Variants:
                      Q8_0 (the routed experts' down_proj, K = 16, stays F32 as llama.cpp would
                      keep it), the split MLA layout (attn_k_b + attn_v_b), embedding Q8_0
   v2lite/gguf_q4_0   the same in Q4_0, with the older attn_kv_b layout
+  tokenizer/bpe8k_gguf/tokenizer.gguf   tests/golden/tokenizer/bpe8k as tokenizer.ggml.* keys
   kq/gguf_mixed      a model of width 256 (K-quants need K % 256 == 0): the linears cycle
                      through Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K (K % 256 == 0) and Q8_0, Q4_0
                      (the rest), embedding Q6_K, lm_head Q4_K; split layout
@@ -297,12 +298,55 @@ def make_kq(out_root):
     return tmp
 
 
+def write_tokenizer_gguf(out_root, src_root):
+    """tests/golden/tokenizer/bpe8k's tokenizer as a GGUF file's tokenizer.* keys, the way
+    llama.cpp's converter writes a gpt2 vocabulary: tokens by id, special added tokens as type 3
+    (control), merges as "a b", pre deepseek-v3 (its pre-tokenizer), bos/eos ids."""
+    d = os.path.join(out_root, "tokenizer", "bpe8k_gguf")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(src_root, "tokenizer", "bpe8k", "tokenizer.json")) as f:
+        tj = json.load(f)
+    with open(os.path.join(src_root, "tokenizer", "bpe8k", "tokenizer_config.json")) as f:
+        tc = json.load(f)
+    vocab = dict(tj["model"]["vocab"])
+    types = {}
+    for a in tj["added_tokens"]:
+        vocab[a["content"]] = a["id"]
+        types[a["id"]] = 3 if a["special"] else 4
+    n = max(vocab.values()) + 1
+    toks = [""] * n
+    for t, i in vocab.items():
+        toks[i] = t
+    assert all(toks), "ids with no token"
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+    bos = tc["bos_token"]["content"] if isinstance(tc["bos_token"], dict) else tc["bos_token"]
+    w = gguf.GGUFWriter(os.path.join(d, "tokenizer.gguf"), "deepseek2")
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("deepseek-v3")
+    w.add_token_list(toks)
+    w.add_token_types([types.get(i, 1) for i in range(n)])
+    w.add_token_merges(merges)
+    w.add_bos_token_id(vocab[bos])
+    w.add_eos_token_id(vocab[tc["eos_token"]])
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print("tokenizer/bpe8k_gguf/tokenizer.gguf: %d tokens, %d merges" % (n, len(merges)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/golden")
     ap.add_argument("--src", default="tests/golden", help="where v2lite/ (fp32) is read from")
+    ap.add_argument("--tokenizer-only", action="store_true")
     a = ap.parse_args()
     check_versions()
+    write_tokenizer_gguf(a.out, a.src)
+    if a.tokenizer_only:
+        return
     src = os.path.join(a.src, "v2lite")
     sd = load_sd(src)
     spec = mg.MODELS["v2lite"]

@@ -51,6 +51,7 @@
 #include "common/log.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/engine_opts.h"
+#include "engine/cli/model_text.h"
 #include "engine/cli/run_cmd.h"
 #include "engine/cli/settings.h"
 #include "engine/cli/stop.h"
@@ -642,7 +643,7 @@ static numla_status run_tokenizer_load(run_job *j)
     char tok_path[4096];
     snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", j->o->e.model);
     if (access(tok_path, F_OK) == 0)
-        NUMLA_CHECK(numla_tokenizer_load_for_model(j->o->e.model, j->cfg.vocab_size, &j->tok));
+        NUMLA_CHECK(numla_model_text_tokenizer(j->o->e.model, j->cfg.vocab_size, &j->tok));
     j->src.lim = (numla_request_limits){.vocab_size = j->cfg.vocab_size,
                                         .max_context = j->o->e.max_context, .tokenizer = j->tok};
     return NUMLA_STATUS_OK;

@@ -43,6 +43,11 @@ numla_status numla_tokenizer_load(const char *model_dir, numla_tokenizer **out);
  * below it, else NUMLA_STATUS_FORMAT naming the token and its id. Not collective. */
 numla_status numla_tokenizer_load_for_model(const char *model_dir, int64_t vocab_size,
                                             numla_tokenizer **out);
+/* The same from the texts of a tokenizer.json and (NULL: none) a tokenizer_config.json, e.g.
+ * made from a GGUF file's tokenizer.ggml.* keys; `source` names them in errors. Not collective. */
+numla_status numla_tokenizer_load_json_text(const char *tokenizer_json, const char *config_json,
+                                            int64_t vocab_size, const char *source,
+                                            numla_tokenizer **out);
 /* Free and NULL the handle (NULL is fine). */
 void numla_tokenizer_destroy(numla_tokenizer **t);
 
