@@ -1,6 +1,7 @@
 /* bench/bench_model_costs.c — per-token byte and FLOP accounting (bench/bench_model.h). */
 #include "bench/bench_model.h"
 
+#include "engine/formats/weight_encoding.h"
 #include "engine/model/weights.h"
 #include "kernels/linear.h"
 
@@ -11,23 +12,26 @@ typedef struct costs_acc {
     int bad;
 } costs_acc;
 
-/* Bytes an 8-bit (n, k) linear reads: 1 per weight plus the scales (fp8: one fp32 per
- * 128 x 128 block; int8: an fp32 scale and an int32 row sum per row). */
+/* Bytes an 8-bit (n, k) linear reads: its codes and scales as the encoding table gives them
+ * (engine/formats/weight_encoding.h), plus, for int8 (run as W8A8), the packed int32 row sums. */
 static double q8_bytes(numla_weight_format f, int64_t n, int64_t k)
 {
-    if (f == NUMLA_WEIGHT_FORMAT_FP8)
-        return (double)n * (double)k + 4.0 * (double)((n + 127) / 128) * (double)((k + 127) / 128);
-    return (double)n * (double)k + 8.0 * (double)n;
+    const double b = (double)numla_weight_encoding_bytes(f, n, k, 0);
+    return f == NUMLA_WEIGHT_FORMAT_INT8 ? b + 4.0 * (double)n : b;
 }
 
-/* Bytes of rows [r0, r0 + n) of an 8-bit (N, k) tensor packed alone (fp8: the grid rows those
- * rows touch, weights.h's per-head W_UV slices). */
+/* Bytes of rows [r0, r0 + n) of an 8-bit (N, k) tensor packed alone (the scale-grid rows those
+ * rows touch: weights.h's per-head W_UV slices). */
 static double q8_slice_bytes(numla_weight_format f, int64_t r0, int64_t n, int64_t k)
 {
-    if (f != NUMLA_WEIGHT_FORMAT_FP8)
+    const numla_weight_encoding_info *in = numla_weight_encoding_get(f);
+    if (!in || in->block_rows <= 1)
         return q8_bytes(f, n, k);
-    const int64_t grid_rows = (r0 + n - 1) / 128 - r0 / 128 + 1;
-    return (double)n * (double)k + 4.0 * (double)grid_rows * (double)((k + 127) / 128);
+    const int64_t B = in->block_rows;
+    int64_t g[2];
+    numla_weight_encoding_scale_grid(f, n, k, g);
+    const int64_t grid_rows = (r0 + n - 1) / B - r0 / B + 1;
+    return (double)n * (double)k * in->code_bytes + 4.0 * (double)grid_rows * (double)g[1];
 }
 
 /* Packed bytes of an (n, k) linear; adds its FLOPs (2·n·k per token) to *flops. */
