@@ -337,6 +337,27 @@ def write_tokenizer_gguf(out_root, src_root):
     print("tokenizer/bpe8k_gguf/tokenizer.gguf: %d tokens, %d merges" % (n, len(merges)))
 
 
+def write_quant_ref(out_root):
+    """gguf_quant/quant.gguf: F32 rows "x" (normal, tiny, large, a zero block, a negative
+    extreme, exact halves) and the gguf package's Q8_0 / Q4_0 quantization of them ("x.q8_0",
+    "x.q4_0"): the oracle of kernels/qblock_quant.h."""
+    d = os.path.join(out_root, "gguf_quant")
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(77)
+    x = (rng.standard_normal((6, 256)) * np.array([1, 1e-3, 30, 1, 1, 1])[:, None]).astype(np.float32)
+    x[3, :32] = 0
+    x[4, 5] = -9.0
+    x[5, ::7] = 0.5
+    w = gguf.GGUFWriter(os.path.join(d, "quant.gguf"), "numla-test")
+    w.add_tensor("x", x)
+    w.add_tensor("x.q8_0", gguf.quants.quantize(x, QT.Q8_0), raw_dtype=QT.Q8_0)
+    w.add_tensor("x.q4_0", gguf.quants.quantize(x, QT.Q4_0), raw_dtype=QT.Q4_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/golden")
@@ -345,6 +366,7 @@ def main():
     a = ap.parse_args()
     check_versions()
     write_tokenizer_gguf(a.out, a.src)
+    write_quant_ref(a.out)
     if a.tokenizer_only:
         return
     src = os.path.join(a.src, "v2lite")
