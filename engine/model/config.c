@@ -549,11 +549,8 @@ numla_status numla_model_config_derive(const char *source, numla_model_config *o
 
 const char *numla_model_config_format_name(numla_weight_format f)
 {
-    switch (f) {
-    case NUMLA_WEIGHT_FORMAT_FP8: return "fp8";
-    case NUMLA_WEIGHT_FORMAT_INT8: return "int8";
-    default: return "bf16";
-    }
+    const numla_weight_encoding_info *in = numla_weight_encoding_get(f);
+    return in ? in->name : "bf16"; /* the encoding table's names */
 }
 
 /* quantization_config: absent/null, or one of the published 8-bit formats (config.h). */

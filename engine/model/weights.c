@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "kernels/qblock_quant.h"
 #include "kernels/quant.h"
 
 typedef struct loader {
@@ -201,6 +202,8 @@ static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full
                            numla_model_config_format_name((numla_weight_format)want));
             return 0;
         }
+        /* bf16 asked for: ld_linear_qblock dequantizes into fp32; q8_0 / q4_0: the file's
+         * blocks stay as they are */
         d->mode = NUMLA_WEIGHTS_QBLOCK;
         return 1;
     }
@@ -237,6 +240,11 @@ static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full
             if (L->num_problems != before)
                 return 0;
         }
+        return 1;
+    }
+    if (quantizable && (want == NUMLA_ENCODING_Q8_0 || want == NUMLA_ENCODING_Q4_0) &&
+        (unsigned)dt < NUMLA_DTYPE_COUNT) {
+        d->mode = NUMLA_WEIGHTS_QBLOCK_MAKE;
         return 1;
     }
     if (quantizable && (want == NUMLA_WEIGHT_FORMAT_FP8 || want == NUMLA_WEIGHT_FORMAT_INT8)) {
@@ -308,6 +316,49 @@ static numla_status ld_linear_qblock(loader *L, const numla_weights_entry *e, in
     return NUMLA_STATUS_OK;
 }
 
+/* --weights q8_0|q4_0 on a float checkpoint: rows [r0, r0 + n) x columns [c0, c0 + k) (c0 and
+ * k multiples of 32) made into blocks (kernels/qblock_quant.h; a block's 32 values are the
+ * same whichever rank quantizes them, so any rank count packs the same bytes), then run as a
+ * GGUF file's blocks are (ld_linear_qblock's activation rule). */
+static numla_status ld_linear_qblock_make(loader *L, const numla_safetensors_tensor *t,
+                                          int64_t full_k, int64_t r0, int64_t n, int64_t c0,
+                                          int64_t k, int flags, numla_model_linear *out)
+{
+    const numla_qblock_type qt =
+        L->opts.format == NUMLA_ENCODING_Q8_0 ? NUMLA_QBLOCK_Q8_0 : NUMLA_QBLOCK_Q4_0;
+    const numla_qblock_info *in = numla_qblock_info_get(qt);
+    const int64_t rb = k / in->block * in->bytes;
+    void *dst = ld_take(L, numla_qblock_packed_size(qt, n, k));
+    out->kind = NUMLA_MODEL_LINEAR_QBLOCK;
+    if (L->pass != 1)
+        return NUMLA_STATUS_OK;
+    uint8_t *blocks = malloc((size_t)(n * rb));
+    float *row = malloc((size_t)k * sizeof(float));
+    numla_status s = blocks && row ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
+    for (int64_t r = 0; s == NUMLA_STATUS_OK && r < n; r++) {
+        const size_t at = (size_t)(r0 + r) * (size_t)full_k + (size_t)c0;
+        for (int64_t c = 0; c < k; c++)
+            row[c] = numla_load_f32(t->data, t->dtype, at + (size_t)c);
+        s = numla_qblock_quantize_row_ref(qt, row, k, blocks + r * rb);
+    }
+    if (s == NUMLA_STATUS_OK) {
+        numla_qblock_source src = {
+            .type = qt, .n = n, .k = k, .data = blocks, .ld = rb,
+            .act = k % 256 == 0 && !(flags & LD_FP32_ACTIVATIONS) && !L->opts.qblock_fp32_act
+                       ? NUMLA_QBLOCK_ACT_Q8
+                       : NUMLA_QBLOCK_ACT_F32,
+        };
+        s = numla_qblock_pack(&src, dst, &out->qb);
+    }
+    free(blocks);
+    free(row);
+    if (s == NUMLA_STATUS_NO_MEMORY)
+        NUMLA_FAIL(s, "%s: no memory to quantize it", t->name);
+    NUMLA_CHECK(s);
+    L->loaded += (size_t)(n * rb);
+    return NUMLA_STATUS_OK;
+}
+
 /* Pack rows [r0, r0+n) × columns [c0, c0+k) of a (full_n, full_k) tensor; flags: LD_*. */
 static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int64_t full_k,
                                 int64_t r0, int64_t n, int64_t c0, int64_t k, int flags,
@@ -324,6 +375,10 @@ static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int
         return NUMLA_STATUS_OK;
     if (d.mode == NUMLA_WEIGHTS_QBLOCK)
         return ld_linear_qblock(L, ld_entry(L, d.t), r0, n, c0, k, flags, out);
+    if (d.mode == NUMLA_WEIGHTS_QBLOCK_MAKE && (c0 % 32 == 0 && k % 32 == 0))
+        return ld_linear_qblock_make(L, d.t, full_k, r0, n, c0, k, flags, out);
+    if (d.mode == NUMLA_WEIGHTS_QBLOCK_MAKE) /* K not whole blocks of 32: stays float */
+        d.mode = NUMLA_WEIGHTS_FLOAT;
     if (d.mode == NUMLA_WEIGHTS_FLOAT) {
         const numla_dtype dt = d.t->dtype;
         void *dst = ld_take(L, numla_linear_packed_size(L->isa, n, k, dt));
@@ -463,6 +518,9 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
     numla_weights_tensor d;
     if (!ld_classify(L, name, c->num_attention_heads * hw, dc, 1, &d))
         return NUMLA_STATUS_OK;
+    if (d.mode == NUMLA_WEIGHTS_QBLOCK_MAKE) /* W_UK / W_UV stay float (the expanded kv_b is
+                                              * quantized: ld_layer) */
+        d.mode = NUMLA_WEIGHTS_FLOAT;
     const numla_safetensors_tensor *t = d.t;
     const int q8 = d.mode != NUMLA_WEIGHTS_FLOAT;       /* not float rows as they are */
     const int qb = d.mode == NUMLA_WEIGHTS_QBLOCK;      /* GGUF: dequantized into fp32 */
@@ -737,6 +795,10 @@ int numla_weights_format_parse(const char *s, numla_weights_options *o)
         o->format = NUMLA_WEIGHT_FORMAT_FP8;
     else if (!strcmp(s, "int8"))
         o->format = NUMLA_WEIGHT_FORMAT_INT8;
+    else if (!strcmp(s, "q8_0"))
+        o->format = NUMLA_ENCODING_Q8_0;
+    else if (!strcmp(s, "q4_0"))
+        o->format = NUMLA_ENCODING_Q4_0;
     else
         return 0;
     return 1;
@@ -757,7 +819,8 @@ static numla_status weights_load(const numla_model_config *cfg, const numla_safe
     if (!cfg || (!st && !view) || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load: NULL argument");
     const numla_weights_options o = opts ? *opts : numla_weights_options_default();
-    if (o.format < -1 || o.format > NUMLA_WEIGHT_FORMAT_INT8)
+    if (o.format < -1 || (o.format > NUMLA_WEIGHT_FORMAT_INT8 && o.format != NUMLA_ENCODING_Q8_0 &&
+                          o.format != NUMLA_ENCODING_Q4_0))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load: weight format %d unknown",
                    o.format);
     *out = NULL;

@@ -18,6 +18,8 @@ typedef enum {
     NUMLA_WEIGHTS_DEQUANT,    /* 8-bit in the checkpoint, dequantized to bf16 (--weights bf16) */
     NUMLA_WEIGHTS_QBLOCK,     /* ggml blocks in a GGUF file, kept as blocks (or dequantized to
                                  fp32 where a shard cuts a block: weights.h) */
+    NUMLA_WEIGHTS_QBLOCK_MAKE, /* float in the checkpoint, made Q8_0 / Q4_0 blocks while loading
+                                  (--weights q8_0|q4_0, kernels/qblock_quant.h) */
 } numla_weights_mode;
 
 /* A GGUF tensor seen under its Hugging Face name (weights_gguf.c): what the loader reads

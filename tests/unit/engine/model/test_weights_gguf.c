@@ -149,5 +149,58 @@ static void test_bad_input(void)
     numla_error_clear();
 }
 
+/* --weights q8_0 / q4_0 on v2lite's fp32 checkpoint packs exactly the blocks the gguf package
+ * wrote for the same weights into v2lite/gguf_q8_0 and gguf_q4_0 (scripts/make_gguf_model_golden.py
+ * quantizes them with gguf.quants): q_proj rows, a routed expert's gate, lm_head. */
+static void test_quantize_at_load(void)
+{
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", numla_test_source_path("tests/golden/v2lite"));
+    static const struct {
+        const char *variant;
+        numla_weight_encoding enc;
+    } cases[] = {{"v2lite/gguf_q8_0", NUMLA_ENCODING_Q8_0}, {"v2lite/gguf_q4_0", NUMLA_ENCODING_Q4_0}};
+    for (int ci = 0; ci < 2; ci++) {
+        numla_model_config c;
+        CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dir, &c), NUMLA_STATUS_OK);
+        numla_weights_options o = numla_weights_options_default();
+        o.format = cases[ci].enc;
+        numla_model_weights *w = NULL;
+        numla_status s = numla_weights_load_path(&c, dir, 1, 2, NUMLA_ISA_REF, &o, &w);
+        if (s)
+            fprintf(stderr, "\n    %s", numla_error_message());
+        CU_ASSERT_EQUAL_FATAL(s, NUMLA_STATUS_OK);
+        numla_gguf *g = NULL;
+        CU_ASSERT_EQUAL_FATAL(numla_gguf_open(wg_path(cases[ci].variant), &g), NUMLA_STATUS_OK);
+        const struct {
+            const char *name;
+            const numla_model_linear *lin;
+            int64_t row0;
+        } t[] = {
+            {"blk.0.attn_q.weight", &w->layers[0].q_proj, w->shard.head_begin * c.q_head_dim},
+            {"blk.3.ffn_gate_exps.weight", &w->layers[3].experts[0].gate,
+             w->shard.expert_begin * c.moe_intermediate_size},
+            {"output.weight", &w->lm_head, w->shard.vocab_begin},
+            {"blk.1.ffn_up.weight", &w->layers[1].dense.up, w->shard.inter_begin},
+        };
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            const numla_gguf_tensor *gt = numla_gguf_tensor_find(g, t[i].name);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(gt);
+            const numla_ggml_type_info *ti = numla_ggml_type_get(gt->type);
+            const size_t rb = (size_t)(gt->ne[0] / ti->block * ti->bytes);
+            NUMLA_ASSERT_MSG(t[i].lin->kind == NUMLA_MODEL_LINEAR_QBLOCK, "%s not blocks",
+                             t[i].name);
+            int same = 1;
+            for (int64_t r = 0; same && r < t[i].lin->n; r++)
+                same = !memcmp(t[i].lin->qb.q + r * t[i].lin->qb.ld,
+                               (const char *)gt->data + (size_t)(t[i].row0 + r) * rb, rb);
+            NUMLA_ASSERT_MSG(same, "%s %s: packed blocks differ from the file's",
+                             cases[ci].variant, t[i].name);
+        }
+        numla_gguf_close(&g);
+        numla_weights_destroy(&w);
+    }
+}
+
 NUMLA_TEST_SUITE(weights_gguf, NULL, NULL, NUMLA_TEST(test_config_and_layout),
-                 NUMLA_TEST(test_bad_input))
+                 NUMLA_TEST(test_bad_input), NUMLA_TEST(test_quantize_at_load))
