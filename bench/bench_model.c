@@ -37,7 +37,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: numla bench model --model DIR [--json] [--threads N] [--quick] "
                     "[--no-bind] [--long-context L (16384; --quick 2048)] [--prompt N (512)] [--chunk N (1024, long-context prefill)] "
-                    "[--weights bf16|int8|fp8|q8_0|q4_0 [--keep-lm-head]]\n");
+                    "[--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]]\n");
 }
 
 typedef struct bm_seq {

@@ -145,7 +145,7 @@ static void usage(FILE *f)
                "                         [--min-prompt 64] [--max-prompt 1024] [--rounds 2]\n"
                "                         [--max-batch-tokens 2048] [--prefill-chunk 512]\n"
                "                         [--repeat 1] [--http]\n"
-               "                         [--weights bf16|int8|fp8|q8_0|q4_0 [--keep-lm-head]]\n");
+               "                         [--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]]\n");
 }
 
 typedef struct bs_opts {

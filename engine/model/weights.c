@@ -242,7 +242,8 @@ static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full
         }
         return 1;
     }
-    if (quantizable && (want == NUMLA_ENCODING_Q8_0 || want == NUMLA_ENCODING_Q4_0) &&
+    if (quantizable &&
+        (want == NUMLA_ENCODING_Q8_0 || want == NUMLA_ENCODING_Q4_0 || want == NUMLA_ENCODING_Q4_K) &&
         (unsigned)dt < NUMLA_DTYPE_COUNT) {
         d->mode = NUMLA_WEIGHTS_QBLOCK_MAKE;
         return 1;
@@ -316,16 +317,43 @@ static numla_status ld_linear_qblock(loader *L, const numla_weights_entry *e, in
     return NUMLA_STATUS_OK;
 }
 
-/* --weights q8_0|q4_0 on a float checkpoint: rows [r0, r0 + n) x columns [c0, c0 + k) (c0 and
- * k multiples of 32) made into blocks (kernels/qblock_quant.h; a block's 32 values are the
- * same whichever rank quantizes them, so any rank count packs the same bytes), then run as a
- * GGUF file's blocks are (ld_linear_qblock's activation rule). */
+/* The block type --weights gives a tensor (name: its HF name) whose slice is columns
+ * [c0, c0 + k) (multiples of 32). q8_0 / q4_0: that type. q4_k: llama.cpp's Q4_K_M recipe as
+ * it applies to DeepSeek's tensors: lm_head Q6_K; every down_proj (dense MLP, routed and shared
+ * experts) Q6_K in the layers use_more_bits picks (the first and last eighth of the layers and
+ * every third one between: i < L/8, i >= 7L/8, (i - L/8) % 3 == 2; llama.cpp counts the
+ * ffn_down tensors, here the layers), Q4_K elsewhere; llama.cpp's attn_v rule matches no
+ * DeepSeek tensor. A slice that is not whole blocks of 256 takes Q8_0 (llama.cpp falls back to
+ * a 32-element type too). */
+static numla_qblock_type ld_make_type(const loader *L, const char *name, int64_t c0, int64_t k)
+{
+    if (L->opts.format == NUMLA_ENCODING_Q8_0)
+        return NUMLA_QBLOCK_Q8_0;
+    if (L->opts.format == NUMLA_ENCODING_Q4_0)
+        return NUMLA_QBLOCK_Q4_0;
+    if (c0 % 256 || k % 256)
+        return NUMLA_QBLOCK_Q8_0;
+    if (!strcmp(name, "lm_head.weight") || !strcmp(name, "model.embed_tokens.weight"))
+        return NUMLA_QBLOCK_Q6_K;
+    const int64_t nl = L->cfg->num_hidden_layers;
+    long i = -1;
+    if (!strncmp(name, "model.layers.", 13))
+        i = strtol(name + 13, NULL, 10);
+    if (i >= 0 && strstr(name, "down_proj.weight") &&
+        (i < nl / 8 || i >= 7 * nl / 8 || (i - nl / 8) % 3 == 2))
+        return NUMLA_QBLOCK_Q6_K;
+    return NUMLA_QBLOCK_Q4_K;
+}
+
+/* --weights q8_0|q4_0|q4_k on a float checkpoint: rows [r0, r0 + n) x columns [c0, c0 + k) (c0
+ * and k multiples of the block) made into blocks (kernels/qblock_quant.h; a block's values are
+ * the same whichever rank quantizes them, so any rank count packs the same bytes), then run as
+ * a GGUF file's blocks are (ld_linear_qblock's activation rule). */
 static numla_status ld_linear_qblock_make(loader *L, const numla_safetensors_tensor *t,
                                           int64_t full_k, int64_t r0, int64_t n, int64_t c0,
-                                          int64_t k, int flags, numla_model_linear *out)
+                                          int64_t k, int flags, numla_qblock_type qt,
+                                          numla_model_linear *out)
 {
-    const numla_qblock_type qt =
-        L->opts.format == NUMLA_ENCODING_Q8_0 ? NUMLA_QBLOCK_Q8_0 : NUMLA_QBLOCK_Q4_0;
     const numla_qblock_info *in = numla_qblock_info_get(qt);
     const int64_t rb = k / in->block * in->bytes;
     void *dst = ld_take(L, numla_qblock_packed_size(qt, n, k));
@@ -376,7 +404,8 @@ static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int
     if (d.mode == NUMLA_WEIGHTS_QBLOCK)
         return ld_linear_qblock(L, ld_entry(L, d.t), r0, n, c0, k, flags, out);
     if (d.mode == NUMLA_WEIGHTS_QBLOCK_MAKE && (c0 % 32 == 0 && k % 32 == 0))
-        return ld_linear_qblock_make(L, d.t, full_k, r0, n, c0, k, flags, out);
+        return ld_linear_qblock_make(L, d.t, full_k, r0, n, c0, k, flags,
+                                     ld_make_type(L, name, c0, k), out);
     if (d.mode == NUMLA_WEIGHTS_QBLOCK_MAKE) /* K not whole blocks of 32: stays float */
         d.mode = NUMLA_WEIGHTS_FLOAT;
     if (d.mode == NUMLA_WEIGHTS_FLOAT) {
@@ -799,6 +828,8 @@ int numla_weights_format_parse(const char *s, numla_weights_options *o)
         o->format = NUMLA_ENCODING_Q8_0;
     else if (!strcmp(s, "q4_0"))
         o->format = NUMLA_ENCODING_Q4_0;
+    else if (!strcmp(s, "q4_k"))
+        o->format = NUMLA_ENCODING_Q4_K;
     else
         return 0;
     return 1;
@@ -820,7 +851,7 @@ static numla_status weights_load(const numla_model_config *cfg, const numla_safe
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load: NULL argument");
     const numla_weights_options o = opts ? *opts : numla_weights_options_default();
     if (o.format < -1 || (o.format > NUMLA_WEIGHT_FORMAT_INT8 && o.format != NUMLA_ENCODING_Q8_0 &&
-                          o.format != NUMLA_ENCODING_Q4_0))
+                          o.format != NUMLA_ENCODING_Q4_0 && o.format != NUMLA_ENCODING_Q4_K))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load: weight format %d unknown",
                    o.format);
     *out = NULL;

@@ -202,5 +202,34 @@ static void test_quantize_at_load(void)
     }
 }
 
+/* --weights q4_k on v2lite (width 96: no slice is whole blocks of 256): every quantizable
+ * linear falls back to Q8_0 blocks, the same bytes --weights q8_0 makes (the recipe's fallback);
+ * the experts' down_proj (K = 16, not whole blocks of 32) stays float. */
+static void test_q4_k_fallback(void)
+{
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", numla_test_source_path("tests/golden/v2lite"));
+    numla_model_config c;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dir, &c), NUMLA_STATUS_OK);
+    numla_weights_options o = numla_weights_options_default();
+    CU_ASSERT_TRUE(numla_weights_format_parse("q4_k", &o));
+    numla_model_weights *wk = NULL, *w8 = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_weights_load_path(&c, dir, 0, 1, NUMLA_ISA_REF, &o, &wk),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_TRUE(numla_weights_format_parse("q8_0", &o));
+    CU_ASSERT_EQUAL_FATAL(numla_weights_load_path(&c, dir, 0, 1, NUMLA_ISA_REF, &o, &w8),
+                          NUMLA_STATUS_OK);
+    const numla_model_linear *a = &wk->lm_head, *b = &w8->lm_head;
+    CU_ASSERT_EQUAL(a->kind, NUMLA_MODEL_LINEAR_QBLOCK);
+    CU_ASSERT_EQUAL(a->qb.type, NUMLA_QBLOCK_Q8_0);
+    CU_ASSERT_EQUAL(memcmp(a->qb.q, b->qb.q, (size_t)(a->n * a->qb.ld)), 0);
+    CU_ASSERT_EQUAL(wk->layers[3].experts[0].down.kind, NUMLA_MODEL_LINEAR_FLOAT);
+    CU_ASSERT_EQUAL(wk->layers[3].experts[0].gate.qb.type, NUMLA_QBLOCK_Q8_0);
+    CU_ASSERT_FALSE(numla_weights_format_parse("q5_k", &o));
+    numla_weights_destroy(&wk);
+    numla_weights_destroy(&w8);
+}
+
 NUMLA_TEST_SUITE(weights_gguf, NULL, NULL, NUMLA_TEST(test_config_and_layout),
-                 NUMLA_TEST(test_bad_input), NUMLA_TEST(test_quantize_at_load))
+                 NUMLA_TEST(test_bad_input), NUMLA_TEST(test_quantize_at_load),
+                 NUMLA_TEST(test_q4_k_fallback))
