@@ -94,7 +94,7 @@ static void test_table(void)
         CU_ASSERT_EQUAL(gi->bytes, info->bytes);
         numla_qblock_type back;
         CU_ASSERT_EQUAL(numla_qblock_from_ggml(info->ggml_type, &back), NUMLA_STATUS_OK);
-        CU_ASSERT_EQUAL(back, t);
+        CU_ASSERT_EQUAL((int)back, t);
     }
     numla_qblock_type x;
     CU_ASSERT_EQUAL(numla_qblock_from_ggml(NUMLA_GGML_IQ2_XXS, &x), NUMLA_STATUS_UNSUPPORTED);
