@@ -156,8 +156,9 @@ typedef float (*numla_qblock_vnni_dot_fn)(const uint8_t *row, int64_t nb, const 
                                           const int32_t *bs);
 
 void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
-                                     float *y, int64_t ldy, int accumulate, void *ws)
+                                     float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
 {
+    (void)ws_bytes;
     const numla_qblock_vnni_dot_fn dot = w->type == NUMLA_QBLOCK_Q4_K   ? numla_qblock_vnni_q4_k_
                                          : w->type == NUMLA_QBLOCK_Q6_K ? numla_qblock_vnni_q6_k_
                                                                         : numla_qblock_vnni_q8_0_;
