@@ -74,8 +74,8 @@
  * Inputs are trusted: fp16 scales that are inf or NaN make the outputs so (a loader checks
  * tensors it cannot trust); x must be finite.
  *
- * Forward: numla_qblock_forward(w, isa, m, x, ldx, y, ldy, accumulate) runs level `isa` (the
- * caller's, from numla_isa_select at the top; nothing here reads the environment); a level
+ * Forward: numla_qblock_forward(w, isa, m, x, ldx, y, ldy, accumulate, ws, ws_bytes) runs level
+ * `isa` (the caller's, from the engine's settings; nothing here reads the environment); a level
  * without a native variant for the type inherits the level below. Scratch:
  * numla_qblock_workspace_size bytes, any alignment (Q8 mode: the quantized rows; F32 mode from
  * 4 x rows: decoded weight rows). Threading: own OpenMP region, split over N. x and y must not
