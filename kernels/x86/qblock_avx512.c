@@ -24,7 +24,11 @@
 #include <immintrin.h>
 #include <omp.h>
 
-enum { NUMLA_QBLOCK_MR = 2 }; /* x rows per pass over a weight row */
+enum {
+    NUMLA_QBLOCK_MR = 2,                   /* x rows per pass over a weight row */
+    NUMLA_QBLOCK_MANY_XBYTES = 256 << 10,  /* many-row path: x rows per block (a quarter of a
+                                              Zen 4 L2, half of a Sapphire Rapids one) */
+};
 
 static inline __m512i numla_qblock_u8x16_(const uint8_t *p)
 {
@@ -397,14 +401,21 @@ static void numla_qblock_many_rows_(const numla_qblock_weight *w, numla_qblock_d
                                     int accumulate, float *buf)
 {
     const int64_t k = w->k, nv = k / 16;
+    /* x rows in blocks of about NUMLA_QBLOCK_MANY_XBYTES, so a block stays in L2 while every
+     * weight pair runs over it (each pair is decoded once per block) */
+    int64_t mb = NUMLA_QBLOCK_MANY_XBYTES / (k * (int64_t)sizeof(float)) / NUMLA_QBLOCK_MANY_MR * NUMLA_QBLOCK_MANY_MR;
+    if (mb < NUMLA_QBLOCK_MANY_MR)
+        mb = NUMLA_QBLOCK_MANY_MR;
+    for (int64_t ib = 0; ib < m; ib += mb)
     for (int64_t r = lo; r < hi; r += NUMLA_QBLOCK_MANY_NW) {
         const int nw = hi - r >= 2 ? 2 : 1;
         dec(w, w->q + r * w->ld, buf);
         if (nw == 2)
             dec(w, w->q + (r + 1) * w->ld, buf + k);
         const float *w1 = nw == 2 ? buf + k : buf; /* nw 1: read, never used */
-        for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QBLOCK_MANY_MR) {
-            const int mr = m - i0 >= 3 ? 3 : (int)(m - i0);
+        const int64_t iend = ib + mb < m ? ib + mb : m;
+        for (int64_t i0 = ib; i0 < iend; i0 += NUMLA_QBLOCK_MANY_MR) {
+            const int mr = iend - i0 >= 3 ? 3 : (int)(iend - i0);
             float out[NUMLA_QBLOCK_MANY_NW][NUMLA_QBLOCK_MANY_MR];
             const float *xi = x + i0 * ldx;
             switch (nw * 4 + mr) {
