@@ -347,6 +347,54 @@ static void test_forward_q8(void)
     CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512), NUMLA_ISA_REF);
 }
 
+/* The many-row path with x blocked (K = 32768: a 256 KiB block holds 3 rows, so M = 7 runs 3
+ * blocks of 3, 3 and 1 rows): each output row equals the 1-row GEMV's bits and W x in double. */
+static void test_many_blocks(void)
+{
+    if (!numla_isa_supported(NUMLA_ISA_AVX512))
+        return;
+    numla_test_rng rng = {99};
+    const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_Q8_0};
+    for (int t = 0; t < 2; t++) {
+        const int64_t n = 5, k = 32768, m = 7;
+        int64_t rb;
+        uint8_t *src = qb_random(types[t], n, k, &rng, &rb);
+        void *dst = aligned_alloc(64, numla_qblock_packed_size(types[t], n, k));
+        numla_qblock_weight w;
+        numla_qblock_source s = {.type = types[t], .n = n, .k = k, .data = src, .ld = rb};
+        CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
+        float *wd = malloc((size_t)(n * k) * sizeof *wd), *x = malloc((size_t)(m * k) * sizeof *x);
+        float *y = malloc((size_t)(m * n) * sizeof *y), *y1 = malloc((size_t)n * sizeof *y1);
+        numla_qblock_dequant_ref(types[t], src, n * k, wd);
+        for (int64_t i = 0; i < m * k; i++)
+            x[i] = (float)numla_test_rng_normal(&rng);
+        const size_t wsb = numla_qblock_workspace_size(&w, m, 2);
+        void *ws = malloc(wsb);
+        omp_set_num_threads(2);
+        CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_AVX512, m, x, k, y, n, 0, ws, wsb), NUMLA_STATUS_OK);
+        for (int64_t i = 0; i < m; i++) {
+            CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_AVX512, 1, x + i * k, k, y1, n, 0, NULL, 0),
+                            NUMLA_STATUS_OK);
+            CU_ASSERT_EQUAL(memcmp(y1, y + i * n, (size_t)n * sizeof *y1), 0);
+            for (int64_t r = 0; r < n; r++) {
+                double ref = 0.0, mag = 0.0;
+                for (int64_t c = 0; c < k; c++) {
+                    ref += (double)wd[r * k + c] * x[i * k + c];
+                    mag += fabs((double)wd[r * k + c] * x[i * k + c]);
+                }
+                CU_ASSERT(fabs(y[i * n + r] - ref) <= (double)(k + 2) * ldexp(1.0, -24) * mag);
+            }
+        }
+        free(ws);
+        free(y1);
+        free(y);
+        free(x);
+        free(wd);
+        free(dst);
+        free(src);
+    }
+}
+
 static void test_bad_args(void)
 {
     uint8_t src[2 * 144] = {0};
@@ -388,4 +436,5 @@ static void test_bad_args(void)
 }
 
 NUMLA_TEST_SUITE(qblock, NULL, NULL, NUMLA_TEST(test_dequant_golden), NUMLA_TEST(test_table),
-                 NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_bad_args))
+                 NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_many_blocks),
+                 NUMLA_TEST(test_bad_args))
