@@ -442,7 +442,7 @@ static int numla_bench_linear_qb_(const numla_bench_linear_shape *s, numla_isa i
             ok = packed[c] && numla_qblock_pack(&qs, packed[c], &w[c]) == NUMLA_STATUS_OK;
         }
         if (ok) {
-            numla_bench_linear_qb_ctx cx = {s->m, x, y, w, isa, NULL, numla_qblock_workspace_size(&w[0], s->m)};
+            numla_bench_linear_qb_ctx cx = {s->m, x, y, w, isa, NULL, numla_qblock_workspace_size(&w[0], s->m, omp_get_max_threads())};
             cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
             res[nr].name = rows[t].name;
             res[nr].weight_bytes = (double)(row * s->n);

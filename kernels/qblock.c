@@ -150,17 +150,20 @@ static numla_status numla_qblock_check_weight_(const numla_qblock_weight *w)
     return NUMLA_STATUS_OK;
 }
 
-size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m)
+size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m, int num_threads)
 {
     if (numla_qblock_check_weight_(w) != NUMLA_STATUS_OK || m <= 0) {
         numla_error_clear();
         return 0;
     }
-    if (w->act != NUMLA_QBLOCK_ACT_Q8)
-        return 0;
-    return 64 + numla_qblock_align64_((size_t)(m * w->k)) +
-           numla_qblock_align64_((size_t)(m * (w->k / 256)) * sizeof(float)) +
-           (size_t)(m * (w->k / 16)) * sizeof(int32_t);
+    if (w->act == NUMLA_QBLOCK_ACT_Q8)
+        return 64 + numla_qblock_align64_((size_t)(m * w->k)) +
+               numla_qblock_align64_((size_t)(m * (w->k / 256)) * sizeof(float)) +
+               (size_t)(m * (w->k / 16)) * sizeof(int32_t);
+    /* whatever level runs it: the avx512 many-row path's decoded rows */
+    if (numla_qblock_many_applies_(w, m))
+        return 64 + (size_t)(num_threads > 1 ? num_threads : 1) * numla_qblock_many_thread_bytes_(w);
+    return 0;
 }
 
 numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, int64_t m, const float *x,
@@ -183,12 +186,14 @@ numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, i
     const char *yb = (const char *)y, *ye = (const char *)(y + (m - 1) * ldy + w->n);
     if (xb < ye && yb < xe)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: x and y overlap");
-    const size_t need = numla_qblock_workspace_size(w, m);
+    /* at least one thread's worth; a team larger than the workspace holds runs on fewer
+     * threads (results do not depend on the thread count) */
+    const size_t need = numla_qblock_workspace_size(w, m, 1);
     if (need > 0 && (!workspace || workspace_bytes < need))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "qblock forward: workspace %zu bytes < %zu needed (numla_qblock_workspace_size)",
                    workspace ? workspace_bytes : (size_t)0, need);
-    numla_qblock_table_[numla_qblock_level(w->type, w->act, isa)][w->act][w->type](w, m, x, ldx, y, ldy, accumulate,
-                                                                                   need ? workspace : NULL);
+    numla_qblock_table_[numla_qblock_level(w->type, w->act, isa)][w->act][w->type](
+        w, m, x, ldx, y, ldy, accumulate, need ? workspace : NULL, need ? workspace_bytes : 0);
     return NUMLA_STATUS_OK;
 }

@@ -74,11 +74,12 @@
  * Inputs are trusted: fp16 scales that are inf or NaN make the outputs so (a loader checks
  * tensors it cannot trust); x must be finite.
  *
- * Forward: numla_qblock_forward(w, isa, m, x, ldx, y, ldy, accumulate) runs level `isa` (the
- * caller's, from numla_isa_select at the top; nothing here reads the environment); a level
- * without a native variant for the type inherits the level below. Scratch: Q8 mode needs
- * numla_qblock_workspace_size bytes (the quantized rows, any alignment); F32 none. Threading:
- * own OpenMP region, split over N. x and y must not alias. Not collective.
+ * Forward: numla_qblock_forward(w, isa, m, x, ldx, y, ldy, accumulate, ws, ws_bytes) runs level
+ * `isa` (the caller's, from the engine's settings; nothing here reads the environment); a level
+ * without a native variant for the type inherits the level below. Scratch:
+ * numla_qblock_workspace_size bytes, any alignment (Q8 mode: the quantized rows; F32 mode from
+ * 4 x rows: decoded weight rows). Threading: own OpenMP region, split over N. x and y must not
+ * alias. Not collective.
  */
 #ifndef NUMLA_KERNELS_QBLOCK_H
 #define NUMLA_KERNELS_QBLOCK_H
@@ -143,8 +144,12 @@ typedef struct numla_qblock_weight {
 size_t numla_qblock_packed_size(numla_qblock_type type, int64_t n, int64_t k);
 numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_qblock_weight *out);
 
-/* Scratch bytes for numla_qblock_forward with m rows (0 in F32 mode or for a bad weight). */
-size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m);
+/* Scratch bytes for numla_qblock_forward with m rows on a team of up to num_threads threads
+ * (< 1 counts as 1): Q8 mode's quantized rows; F32 mode from 4 rows, the many-row path's
+ * decoded weight rows (2 · K floats per thread); otherwise 0. A workspace for fewer threads
+ * than the calling team (but at least one) is accepted: the call then runs on as many threads
+ * as it holds. */
+size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m, int num_threads);
 /* y (M, ldy) = x (M, ldx) · Wᵀ; accumulate != 0 adds into y. */
 numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, int64_t m, const float *x,
                                   int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace,

@@ -12,17 +12,18 @@
 /* One entry point per (level, type, mode). Arguments are validated by kernels/qblock.c; the
  * workspace (Q8 mode) is the caller's, unaligned. */
 typedef void (*numla_qblock_forward_fn)(const numla_qblock_weight *w, int64_t m, const float *x,
-                                        int64_t ldx, float *y, int64_t ldy, int accumulate, void *ws);
+                                        int64_t ldx, float *y, int64_t ldy, int accumulate, void *ws,
+                                        size_t ws_bytes);
 
 void numla_qblock_forward_ref(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int accumulate, void *ws);
+                              float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
 /* AVX-512 (kernels/x86/qblock_avx512.c): every type, F32 mode. */
 void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
-                                 float *y, int64_t ldy, int accumulate, void *ws);
+                                 float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
 /* AVX512-VNNI (kernels/x86/qblock_avx512vnni.c): Q4_K, Q6_K, Q8_0 in Q8 mode, at the avx512
  * level when the CPU has VNNI. */
 void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
-                                     float *y, int64_t ldy, int accumulate, void *ws);
+                                     float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
 int numla_qblock_vnni_usable(void);
 
 /* Q8 mode workspace, from the caller's pointer aligned up to 64: xq (m, k) int8, then dx
@@ -42,6 +43,24 @@ static inline int32_t *numla_qblock_ws_bs_(void *ws, int64_t m, int64_t k)
     return (int32_t *)(void *)((char *)numla_qblock_ws_dx_(ws, m, k) +
                                numla_qblock_align64_((size_t)(m * (k / 256)) * sizeof(float)));
 }
+/* F32 mode, many x rows (the avx512 level, kernels/x86/qblock_avx512.c): from this many rows
+ * each thread decodes NUMLA_QBLOCK_MANY_NW weight rows at a time into fp32 scratch once and runs
+ * register tiles over all x rows, instead of decoding every block once per 2 x rows. */
+enum {
+    NUMLA_QBLOCK_MANY_MIN_M = 4,
+    NUMLA_QBLOCK_MANY_NW = 2, /* weight rows decoded together */
+    NUMLA_QBLOCK_MANY_MR = 3, /* x rows per tile: 2 x 3 pairs x 4 accumulators = 24 registers */
+};
+static inline int numla_qblock_many_applies_(const numla_qblock_weight *w, int64_t m)
+{
+    return w->act == NUMLA_QBLOCK_ACT_F32 && m >= NUMLA_QBLOCK_MANY_MIN_M;
+}
+/* Per-thread scratch of the many-row path: NW decoded rows of k floats. */
+static inline size_t numla_qblock_many_thread_bytes_(const numla_qblock_weight *w)
+{
+    return numla_qblock_align64_((size_t)NUMLA_QBLOCK_MANY_NW * (size_t)w->k * sizeof(float));
+}
+
 /* The Q8 quantization rule of kernels/qblock.h for rows [0, m) of x into the workspace (scalar,
  * shared by every level, so all quantize alike). Runs on the calling team. */
 void numla_qblock_quantize_rows_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws);

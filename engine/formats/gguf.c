@@ -387,9 +387,9 @@ static int numla_gguf_offset_cmp_(const void *a, const void *b)
 static numla_status numla_gguf_parse_(numla_gguf *g, int32_t ip, numla_gguf_kv **kvs_out, int64_t *nkv_out)
 {
     const numla_gguf_part *part = &g->parts[ip];
-    numla_gguf_cursor c = {part->map, part->map, (const unsigned char *)part->map + part->size, part->path};
-    if (!part->map)
-        c.base = c.p = c.end = (const unsigned char *)"";
+    /* An empty file has no mapping: parse an empty buffer (it fails at the magic). */
+    const unsigned char *base = part->map ? (const unsigned char *)part->map : (const unsigned char *)"";
+    numla_gguf_cursor c = {base, base, base + (part->map ? part->size : 0), part->path};
     unsigned char magic[4];
     NUMLA_CHECK(numla_gguf_read_(&c, magic, 4, "the magic"));
     if (memcmp(magic, "GGUF", 4))
@@ -446,7 +446,7 @@ static numla_status numla_gguf_parse_(numla_gguf *g, int32_t ip, numla_gguf_kv *
     if (ip == 0)
         g->alignment = alignment;
 
-    if (g->ntensors + (int64_t)ntensors > g->tensors_cap) {
+    if (!g->tensors || g->ntensors + (int64_t)ntensors > g->tensors_cap) {
         int64_t cap = g->ntensors + (int64_t)ntensors;
         numla_gguf_tensor *t = realloc(g->tensors, (size_t)(cap ? cap : 1) * sizeof *t);
         if (!t)

@@ -152,8 +152,9 @@ void numla_qblock_quantize_rows_(const float *x, int64_t ldx, int64_t m, int64_t
 }
 
 void numla_qblock_forward_ref(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
-                              float *y, int64_t ldy, int accumulate, void *ws)
+                              float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
 {
+    (void)ws_bytes;
     const numla_qblock_info *info = numla_qblock_info_get(w->type);
     const int64_t B = info->block, nb = w->k / B, k = w->k;
     const int q8 = w->act == NUMLA_QBLOCK_ACT_Q8;

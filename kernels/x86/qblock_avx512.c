@@ -14,15 +14,21 @@
  * register with vpermps) and scaled. The scales themselves are unpacked in scalar code, 8 or
  * 16 per 256-element block.
  *
- * Batch 1 reads the packed rows once; larger M decodes each block once per 2 x rows (there is
- * no many-row path yet, see docs/quantization.md).
+ * Batch 1 reads the packed rows once. From 4 x rows (NUMLA_QBLOCK_MANY_MIN_M) each thread
+ * decodes 2 of its weight rows at a time into fp32 scratch (the same decoders, stored) and runs
+ * 2 x 3 register tiles over all x rows from there, with the same per-lane operations, so the
+ * outputs keep their bits. Below that, each block is decoded once per 2 x rows.
  */
 #include "kernels/qblock_internal.h"
 
 #include <immintrin.h>
 #include <omp.h>
 
-enum { NUMLA_QBLOCK_MR = 2 }; /* x rows per pass over a weight row */
+enum {
+    NUMLA_QBLOCK_MR = 2,                   /* x rows per pass over a weight row */
+    NUMLA_QBLOCK_MANY_XBYTES = 256 << 10,  /* many-row path: x rows per block (a quarter of a
+                                              Zen 4 L2, half of a Sapphire Rapids one) */
+};
 
 static inline __m512i numla_qblock_u8x16_(const uint8_t *p)
 {
@@ -294,19 +300,174 @@ NUMLA_QBLOCK_ROWS(iq4_xs, 136)
 NUMLA_QBLOCK_ROWS(q2_k, 84)
 NUMLA_QBLOCK_ROWS(q3_k, 110)
 
+/* ---- the many-row path (F32 mode, M >= NUMLA_QBLOCK_MANY_MIN_M) --------------------------- */
+
+/* One packed row -> k floats: the same decoders, stored (the values the GEMV keeps in registers). */
+#define NUMLA_QBLOCK_DECODE_ROW(NAME, STEP_BYTES)                                                   \
+    static void numla_qblock_decode_row_##NAME##_(const numla_qblock_weight *w, const uint8_t *row, \
+                                                  float *dst)                                       \
+    {                                                                                               \
+        const int64_t steps = w->k / 256;                                                           \
+        for (int64_t s = 0; s < steps; s++) {                                                       \
+            __m512 v[16];                                                                           \
+            numla_qblock_dec_##NAME##_(row + s * (STEP_BYTES), v);                                  \
+            _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++)                                   \
+                _mm512_storeu_ps(dst + 256 * s + 16 * j, v[j]);                                     \
+        }                                                                                           \
+        numla_qblock_dectail_##NAME##_(w, row, steps, dst);                                         \
+    }
+
+#define NUMLA_QBLOCK_NO_DECTAIL(NAME)                                                               \
+    static inline void numla_qblock_dectail_##NAME##_(const numla_qblock_weight *w, const uint8_t *row, \
+                                                      int64_t steps, float *dst)                    \
+    {                                                                                               \
+        (void)w, (void)row, (void)steps, (void)dst;                                                 \
+    }
+
+#define NUMLA_QBLOCK_DECTAIL32(NAME, BYTES, DEC1)                                                   \
+    static inline void numla_qblock_dectail_##NAME##_(const numla_qblock_weight *w, const uint8_t *row, \
+                                                      int64_t steps, float *dst)                    \
+    {                                                                                               \
+        for (int64_t b = steps * 8; b < w->k / 32; b++) {                                           \
+            __m512 v0, v1;                                                                          \
+            DEC1(row + b * (BYTES), &v0, &v1);                                                      \
+            _mm512_storeu_ps(dst + 32 * b, v0);                                                     \
+            _mm512_storeu_ps(dst + 32 * b + 16, v1);                                                \
+        }                                                                                           \
+    }
+
+NUMLA_QBLOCK_DECTAIL32(q8_0, 34, numla_qblock_dec1_q8_0_)
+NUMLA_QBLOCK_DECTAIL32(q4_0, 18, numla_qblock_dec1_q4_0_)
+NUMLA_QBLOCK_NO_DECTAIL(q4_k)
+NUMLA_QBLOCK_NO_DECTAIL(q5_k)
+NUMLA_QBLOCK_NO_DECTAIL(q6_k)
+NUMLA_QBLOCK_NO_DECTAIL(iq4_xs)
+NUMLA_QBLOCK_NO_DECTAIL(q2_k)
+NUMLA_QBLOCK_NO_DECTAIL(q3_k)
+
+NUMLA_QBLOCK_DECODE_ROW(q8_0, 8 * 34)
+NUMLA_QBLOCK_DECODE_ROW(q4_0, 8 * 18)
+NUMLA_QBLOCK_DECODE_ROW(q4_k, 144)
+NUMLA_QBLOCK_DECODE_ROW(q5_k, 176)
+NUMLA_QBLOCK_DECODE_ROW(q6_k, 210)
+NUMLA_QBLOCK_DECODE_ROW(iq4_xs, 136)
+NUMLA_QBLOCK_DECODE_ROW(q2_k, 84)
+NUMLA_QBLOCK_DECODE_ROW(q3_k, 110)
+
+/* out[r][i] = w_r · x_i for nw decoded rows and mr x rows (compile-time after inlining), with the
+ * GEMV's per-lane operations: vector v of a row goes to accumulator v mod 4, in ascending v. */
+static inline __attribute__((always_inline)) void
+numla_qblock_many_tile_(const float *w0, const float *w1, const int nw, const float *x, int64_t ldx, const int mr,
+                        int64_t nv, float out[NUMLA_QBLOCK_MANY_NW][NUMLA_QBLOCK_MANY_MR])
+{
+    __m512 a[NUMLA_QBLOCK_MANY_NW][NUMLA_QBLOCK_MANY_MR][4];
+    for (int r = 0; r < nw; r++)
+        for (int i = 0; i < mr; i++)
+            for (int u = 0; u < 4; u++)
+                a[r][i][u] = _mm512_setzero_ps();
+#define NUMLA_QBLOCK_MANY_STEP(V, U)                                                                \
+    do {                                                                                            \
+        const __m512 wa = _mm512_loadu_ps(w0 + 16 * (V)), wb = _mm512_loadu_ps(w1 + 16 * (V));      \
+        for (int i = 0; i < mr; i++) {                                                              \
+            const __m512 xv = _mm512_loadu_ps(x + i * ldx + 16 * (V));                              \
+            a[0][i][U] = _mm512_fmadd_ps(wa, xv, a[0][i][U]);                                       \
+            if (nw > 1)                                                                             \
+                a[1][i][U] = _mm512_fmadd_ps(wb, xv, a[1][i][U]);                                   \
+        }                                                                                           \
+    } while (0)
+    int64_t v = 0;
+    for (; v + 4 <= nv; v += 4) {
+        NUMLA_QBLOCK_MANY_STEP(v, 0);
+        NUMLA_QBLOCK_MANY_STEP(v + 1, 1);
+        NUMLA_QBLOCK_MANY_STEP(v + 2, 2);
+        NUMLA_QBLOCK_MANY_STEP(v + 3, 3);
+    }
+    if (v < nv) { /* nv is even (K is a multiple of 32): 0 or 2 vectors are left */
+        NUMLA_QBLOCK_MANY_STEP(v, 0);
+        NUMLA_QBLOCK_MANY_STEP(v + 1, 1);
+    }
+#undef NUMLA_QBLOCK_MANY_STEP
+    for (int r = 0; r < nw; r++)
+        for (int i = 0; i < mr; i++)
+            out[r][i] = _mm512_reduce_add_ps(
+                _mm512_add_ps(_mm512_add_ps(a[r][i][0], a[r][i][1]), _mm512_add_ps(a[r][i][2], a[r][i][3])));
+}
+
+typedef void (*numla_qblock_decode_row_fn)(const numla_qblock_weight *w, const uint8_t *row, float *dst);
+
+/* Rows [lo, hi) for all m x rows: NW rows decoded into buf (NW · k floats), then tiles. */
+static void numla_qblock_many_rows_(const numla_qblock_weight *w, numla_qblock_decode_row_fn dec, int64_t lo,
+                                    int64_t hi, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy,
+                                    int accumulate, float *buf)
+{
+    const int64_t k = w->k, nv = k / 16;
+    /* x rows in blocks of about NUMLA_QBLOCK_MANY_XBYTES, so a block stays in L2 while every
+     * weight pair runs over it (each pair is decoded once per block) */
+    int64_t mb = NUMLA_QBLOCK_MANY_XBYTES / (k * (int64_t)sizeof(float)) / NUMLA_QBLOCK_MANY_MR * NUMLA_QBLOCK_MANY_MR;
+    if (mb < NUMLA_QBLOCK_MANY_MR)
+        mb = NUMLA_QBLOCK_MANY_MR;
+    for (int64_t ib = 0; ib < m; ib += mb)
+    for (int64_t r = lo; r < hi; r += NUMLA_QBLOCK_MANY_NW) {
+        const int nw = hi - r >= 2 ? 2 : 1;
+        dec(w, w->q + r * w->ld, buf);
+        if (nw == 2)
+            dec(w, w->q + (r + 1) * w->ld, buf + k);
+        const float *w1 = nw == 2 ? buf + k : buf; /* nw 1: read, never used */
+        const int64_t iend = ib + mb < m ? ib + mb : m;
+        for (int64_t i0 = ib; i0 < iend; i0 += NUMLA_QBLOCK_MANY_MR) {
+            const int mr = iend - i0 >= 3 ? 3 : (int)(iend - i0);
+            float out[NUMLA_QBLOCK_MANY_NW][NUMLA_QBLOCK_MANY_MR];
+            const float *xi = x + i0 * ldx;
+            switch (nw * 4 + mr) {
+            case 2 * 4 + 3: numla_qblock_many_tile_(buf, w1, 2, xi, ldx, 3, nv, out); break;
+            case 2 * 4 + 2: numla_qblock_many_tile_(buf, w1, 2, xi, ldx, 2, nv, out); break;
+            case 2 * 4 + 1: numla_qblock_many_tile_(buf, w1, 2, xi, ldx, 1, nv, out); break;
+            case 1 * 4 + 3: numla_qblock_many_tile_(buf, w1, 1, xi, ldx, 3, nv, out); break;
+            case 1 * 4 + 2: numla_qblock_many_tile_(buf, w1, 1, xi, ldx, 2, nv, out); break;
+            default: numla_qblock_many_tile_(buf, w1, 1, xi, ldx, 1, nv, out); break;
+            }
+            for (int rr = 0; rr < nw; rr++)
+                for (int i = 0; i < mr; i++) {
+                    float *yo = y + (i0 + i) * ldy + r + rr;
+                    *yo = accumulate ? *yo + out[rr][i] : out[rr][i];
+                }
+        }
+    }
+}
+
 typedef void (*numla_qblock_rows_fn)(const numla_qblock_weight *w, int64_t r0, int64_t r1, int64_t m,
                                      const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate);
 
 void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
-                                 float *y, int64_t ldy, int accumulate, void *ws)
+                                 float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
 {
-    (void)ws;
     static const numla_qblock_rows_fn rows[NUMLA_QBLOCK_TYPE_COUNT] = {
         [NUMLA_QBLOCK_Q8_0] = numla_qblock_rows_q8_0_,     [NUMLA_QBLOCK_Q4_0] = numla_qblock_rows_q4_0_,
         [NUMLA_QBLOCK_Q4_K] = numla_qblock_rows_q4_k_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_rows_q5_k_,
         [NUMLA_QBLOCK_Q6_K] = numla_qblock_rows_q6_k_,     [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_rows_iq4_xs_,
         [NUMLA_QBLOCK_Q2_K] = numla_qblock_rows_q2_k_,     [NUMLA_QBLOCK_Q3_K] = numla_qblock_rows_q3_k_,
     };
+    static const numla_qblock_decode_row_fn decs[NUMLA_QBLOCK_TYPE_COUNT] = {
+        [NUMLA_QBLOCK_Q8_0] = numla_qblock_decode_row_q8_0_,     [NUMLA_QBLOCK_Q4_0] = numla_qblock_decode_row_q4_0_,
+        [NUMLA_QBLOCK_Q4_K] = numla_qblock_decode_row_q4_k_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_decode_row_q5_k_,
+        [NUMLA_QBLOCK_Q6_K] = numla_qblock_decode_row_q6_k_,     [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_decode_row_iq4_xs_,
+        [NUMLA_QBLOCK_Q2_K] = numla_qblock_decode_row_q2_k_,     [NUMLA_QBLOCK_Q3_K] = numla_qblock_decode_row_q3_k_,
+    };
+    if (numla_qblock_many_applies_(w, m) && ws) {
+        const size_t per = numla_qblock_many_thread_bytes_(w), fit = (ws_bytes - 64) / per;
+        const int team = omp_get_max_threads(), nth = (size_t)team < fit ? team : (int)fit;
+        float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+        const numla_qblock_decode_row_fn dec = decs[w->type];
+#pragma omp parallel num_threads(nth)
+        {
+            int64_t lo, hi;
+            const int t = omp_get_thread_num();
+            numla_qblock_split_(w->n, t, omp_get_num_threads(), &lo, &hi);
+            numla_qblock_many_rows_(w, dec, lo, hi, m, x, ldx, y, ldy, accumulate,
+                                    base + (size_t)t * (per / sizeof(float)));
+        }
+        return;
+    }
     const numla_qblock_rows_fn fn = rows[w->type];
 #pragma omp parallel
     {

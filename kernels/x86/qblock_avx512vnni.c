@@ -51,14 +51,16 @@ static float numla_qblock_vnni_q4_k_(const uint8_t *row, int64_t nb, const int8_
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = row + 144 * b;
-        int32_t sm[16];
-        for (int j = 0; j < 8; j++) {
-            uint8_t sc, m;
-            numla_qblock_k4_scale_min_(blk + 4, j, &sc, &m);
-            sm[j] = sc;
-            sm[8 + j] = m;
-        }
-        const __m512i smv = _mm512_loadu_si512(sm);
+        /* the 6-bit scales and mins (kernels/qblock.h), four at a time in 32-bit words, then
+         * widened in registers (a store and a wide reload would stall store forwarding) */
+        uint32_t s0, s1, s2;
+        memcpy(&s0, blk + 4, 4);
+        memcpy(&s1, blk + 8, 4);
+        memcpy(&s2, blk + 12, 4);
+        const uint32_t sc_lo = s0 & 0x3f3f3f3fu, m_lo = s1 & 0x3f3f3f3fu;
+        const uint32_t sc_hi = (s2 & 0x0f0f0f0fu) | ((s0 >> 6) & 0x03030303u) << 4;
+        const uint32_t m_hi = ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 6) & 0x03030303u) << 4;
+        const __m512i smv = _mm512_cvtepu8_epi32(_mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)m_lo, (int)m_hi));
         const int8_t *xb = xq + 256 * b;
         __m512i iacc = _mm512_setzero_si512();
 #pragma GCC unroll 4
@@ -125,11 +127,11 @@ static float numla_qblock_vnni_q8_0_(const uint8_t *row, int64_t nb, const int8_
                                      const int32_t *bs)
 {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    __m512 acc = _mm512_setzero_ps(), corr = _mm512_setzero_ps();
+    __m512 acc = _mm512_setzero_ps();
+    __m128 corr = _mm_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = row + 8 * 34 * b;
         const int8_t *xb = xq + 256 * b;
-        float dd[16];
 #pragma GCC unroll 4
         for (int u = 0; u < 4; u++) {
             const uint8_t *pa = blk + 34 * (2 * u), *pb = pa + 34;
@@ -141,20 +143,22 @@ static float numla_qblock_vnni_q8_0_(const uint8_t *row, int64_t nb, const int8_
             const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xb + 64 * u));
             const __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(da), _mm256_set1_ps(db), 1);
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), dv, acc);
-            dd[4 * u] = dd[4 * u + 1] = da;
-            dd[4 * u + 2] = dd[4 * u + 3] = db;
+            /* the 4 per-16 sums of the two blocks' columns */
+            const __m128 bsum = _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)(const void *)(bs + 16 * b + 4 * u)));
+            corr = _mm_fmadd_ps(bsum, _mm_setr_ps(da, da, db, db), corr);
         }
-        corr = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(bs + 16 * b)), _mm512_loadu_ps(dd), corr);
     }
-    return _mm512_reduce_add_ps(acc) - 128.0f * _mm512_reduce_add_ps(corr);
+    const __m128 c2 = _mm_add_ps(corr, _mm_movehl_ps(corr, corr));
+    return _mm512_reduce_add_ps(acc) - 128.0f * _mm_cvtss_f32(_mm_add_ss(c2, _mm_shuffle_ps(c2, c2, 1)));
 }
 
 typedef float (*numla_qblock_vnni_dot_fn)(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
                                           const int32_t *bs);
 
 void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
-                                     float *y, int64_t ldy, int accumulate, void *ws)
+                                     float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
 {
+    (void)ws_bytes;
     const numla_qblock_vnni_dot_fn dot = w->type == NUMLA_QBLOCK_Q4_K   ? numla_qblock_vnni_q4_k_
                                          : w->type == NUMLA_QBLOCK_Q6_K ? numla_qblock_vnni_q6_k_
                                                                         : numla_qblock_vnni_q8_0_;

@@ -94,7 +94,7 @@ static void test_table(void)
         CU_ASSERT_EQUAL(gi->bytes, info->bytes);
         numla_qblock_type back;
         CU_ASSERT_EQUAL(numla_qblock_from_ggml(info->ggml_type, &back), NUMLA_STATUS_OK);
-        CU_ASSERT_EQUAL(back, t);
+        CU_ASSERT_EQUAL((int)back, t);
     }
     numla_qblock_type x;
     CU_ASSERT_EQUAL(numla_qblock_from_ggml(NUMLA_GGML_IQ2_XXS, &x), NUMLA_STATUS_UNSUPPORTED);
@@ -109,17 +109,17 @@ static void test_forward(void)
     const int nisa = numla_test_isas(isas);
     numla_test_rng rng = {424242};
     static const int64_t ns[] = {1, 3, 17, 40};
-    static const int64_t ks256[] = {256, 512, 1280};
+    static const int64_t ks256[] = {256, 1280};
     static const int64_t ks32[] = {32, 96, 288, 544};
-    static const int64_t ms[] = {1, 2, 3, 5};
+    static const int64_t ms[] = {1, 2, 3, 4, 7}; /* from 4: the avx512 many-row path */
     int checked = 0;
     for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++) {
         const numla_qblock_info *info = numla_qblock_info_get((numla_qblock_type)t);
         const int64_t *ks = info->block == 32 ? ks32 : ks256;
-        const int nk = info->block == 32 ? 4 : 3;
+        const int nk = info->block == 32 ? 4 : 2;
         for (int in = 0; in < 4; in++)
             for (int ik = 0; ik < nk; ik++) {
-                const int64_t n = ns[in], k = ks[ik], M = 5;
+                const int64_t n = ns[in], k = ks[ik], M = 7;
                 int64_t rb;
                 uint8_t *src = qb_random((numla_qblock_type)t, n, k, &rng, &rb);
                 size_t bytes = numla_qblock_packed_size((numla_qblock_type)t, n, k);
@@ -137,15 +137,19 @@ static void test_forward(void)
                 float *y0 = malloc((size_t)(M * ldy) * sizeof *y0), *y = malloc((size_t)(M * ldy) * sizeof *y);
                 for (int64_t i = 0; i < M * ldy; i++)
                     y0[i] = (float)numla_test_rng_normal(&rng);
+                /* room for 3 threads: th = 4 runs a team of 4 on it; th = 2 gets a workspace for 1 */
+                const size_t ws3 = numla_qblock_workspace_size(&w, M, 3), ws1 = numla_qblock_workspace_size(&w, M, 1);
+                void *ws = malloc(ws3 ? ws3 : 1);
                 for (int il = 0; il < nisa; il++)
-                    for (int im = 0; im < 4; im++)
+                    for (int im = 0; im < 5; im++)
                         for (int acc = 0; acc < 2; acc++) {
                             const int64_t m = ms[im];
                             float *yfirst = NULL;
-                            for (int th = 1; th <= 3; th += 2) {
+                            for (int th = 1; th <= 4; th += th) { /* 1, 2, 4 */
                                 memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
                                 omp_set_num_threads(th);
-                                CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], m, x, ldx, y, ldy, acc, NULL, 0),
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], m, x, ldx, y, ldy, acc, ws,
+                                                                     th == 2 ? ws1 : ws3),
                                                 NUMLA_STATUS_OK);
                                 for (int64_t i = 0; i < m; i++)
                                     for (int64_t r = 0; r < n; r++) {
@@ -187,6 +191,11 @@ static void test_forward(void)
                             free(yfirst);
                             checked++;
                         }
+                /* the many-row path needs its workspace */
+                if (ws1)
+                    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, M, x, ldx, y, ldy, 0, ws, ws1 - 1),
+                                    NUMLA_STATUS_INVALID_ARG);
+                free(ws);
                 free(x);
                 free(y);
                 free(y0);
@@ -256,7 +265,7 @@ static void test_forward_q8(void)
                 float *yf = malloc((size_t)(M * ldy) * sizeof *yf), *yfirst = malloc((size_t)(M * ldy) * sizeof *yfirst);
                 for (int64_t i = 0; i < M * ldy; i++)
                     y0[i] = (float)numla_test_rng_normal(&rng);
-                const size_t wsb = numla_qblock_workspace_size(&w8, M);
+                const size_t wsb = numla_qblock_workspace_size(&w8, M, 3);
                 void *ws = malloc(wsb);
                 for (int il = 0; il < nisa; il++) {
                     vnni_seen |= numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isas[il]) == NUMLA_ISA_AVX512;
@@ -293,8 +302,11 @@ static void test_forward_q8(void)
                                 }
                             /* the quantization error against the F32 mode on the same weights */
                             if (isas[il] == NUMLA_ISA_REF && acc == 0) {
-                                CU_ASSERT_EQUAL(numla_qblock_forward(&w32, NUMLA_ISA_REF, m, x, ldx, yf, ldy, 0, NULL, 0),
+                                const size_t wsf = numla_qblock_workspace_size(&w32, m, 1);
+                                void *wf = malloc(wsf ? wsf : 1);
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w32, NUMLA_ISA_REF, m, x, ldx, yf, ldy, 0, wf, wsf),
                                                 NUMLA_STATUS_OK);
+                                free(wf);
                                 for (int64_t i = 0; i < m; i++)
                                     for (int64_t r = 0; r < n; r++) {
                                         double qerr = 0.0, mag = 0.0;
@@ -335,6 +347,54 @@ static void test_forward_q8(void)
     CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512), NUMLA_ISA_REF);
 }
 
+/* The many-row path with x blocked (K = 32768: a 256 KiB block holds 3 rows, so M = 7 runs 3
+ * blocks of 3, 3 and 1 rows): each output row equals the 1-row GEMV's bits and W x in double. */
+static void test_many_blocks(void)
+{
+    if (!numla_isa_supported(NUMLA_ISA_AVX512))
+        return;
+    numla_test_rng rng = {99};
+    const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_Q8_0};
+    for (int t = 0; t < 2; t++) {
+        const int64_t n = 5, k = 32768, m = 7;
+        int64_t rb;
+        uint8_t *src = qb_random(types[t], n, k, &rng, &rb);
+        void *dst = aligned_alloc(64, numla_qblock_packed_size(types[t], n, k));
+        numla_qblock_weight w;
+        numla_qblock_source s = {.type = types[t], .n = n, .k = k, .data = src, .ld = rb};
+        CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
+        float *wd = malloc((size_t)(n * k) * sizeof *wd), *x = malloc((size_t)(m * k) * sizeof *x);
+        float *y = malloc((size_t)(m * n) * sizeof *y), *y1 = malloc((size_t)n * sizeof *y1);
+        numla_qblock_dequant_ref(types[t], src, n * k, wd);
+        for (int64_t i = 0; i < m * k; i++)
+            x[i] = (float)numla_test_rng_normal(&rng);
+        const size_t wsb = numla_qblock_workspace_size(&w, m, 2);
+        void *ws = malloc(wsb);
+        omp_set_num_threads(2);
+        CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_AVX512, m, x, k, y, n, 0, ws, wsb), NUMLA_STATUS_OK);
+        for (int64_t i = 0; i < m; i++) {
+            CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_AVX512, 1, x + i * k, k, y1, n, 0, NULL, 0),
+                            NUMLA_STATUS_OK);
+            CU_ASSERT_EQUAL(memcmp(y1, y + i * n, (size_t)n * sizeof *y1), 0);
+            for (int64_t r = 0; r < n; r++) {
+                double ref = 0.0, mag = 0.0;
+                for (int64_t c = 0; c < k; c++) {
+                    ref += (double)wd[r * k + c] * x[i * k + c];
+                    mag += fabs((double)wd[r * k + c] * x[i * k + c]);
+                }
+                CU_ASSERT(fabs(y[i * n + r] - ref) <= (double)(k + 2) * ldexp(1.0, -24) * mag);
+            }
+        }
+        free(ws);
+        free(y1);
+        free(y);
+        free(x);
+        free(wd);
+        free(dst);
+        free(src);
+    }
+}
+
 static void test_bad_args(void)
 {
     uint8_t src[2 * 144] = {0};
@@ -363,7 +423,7 @@ static void test_bad_args(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "needs K (32) a multiple of 256"));
     s.act = NUMLA_QBLOCK_ACT_Q8;
     CU_ASSERT_EQUAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
-    const size_t need = numla_qblock_workspace_size(&w, 1);
+    const size_t need = numla_qblock_workspace_size(&w, 1, 1);
     CU_ASSERT(need >= 256 + 4 + 16 * 4);
     CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "workspace 0 bytes"));
@@ -376,4 +436,5 @@ static void test_bad_args(void)
 }
 
 NUMLA_TEST_SUITE(qblock, NULL, NULL, NUMLA_TEST(test_dequant_golden), NUMLA_TEST(test_table),
-                 NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_bad_args))
+                 NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_many_blocks),
+                 NUMLA_TEST(test_bad_args))

@@ -188,7 +188,8 @@ static void test_hf_names(void)
         CU_ASSERT_EQUAL_FATAL(numla_gguf_open(ds_golden(files[f]), &g), NUMLA_STATUS_OK);
         for (int64_t i = 0; i < numla_gguf_tensor_count(g); i++) {
             const char *name = numla_gguf_tensor_at(g, i)->name;
-            NUMLA_ASSERT_MSG(numla_gguf_deepseek2_hf_name(name, &h) == NUMLA_STATUS_OK, "%s", name);
+            const numla_status st = numla_gguf_deepseek2_hf_name(name, &h);
+            NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "%s", name);
         }
         numla_gguf_close(&g);
     }
