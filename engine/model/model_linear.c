@@ -15,7 +15,7 @@ size_t numla_model_linear_workspace_size(numla_isa isa, const numla_model_linear
     if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
         return numla_linear_workspace_size(isa, &w->lin, M, nth);
     if (w->kind == NUMLA_MODEL_LINEAR_QBLOCK)
-        return numla_qblock_workspace_size(&w->qb, M);
+        return numla_qblock_workspace_size(&w->qb, M, nth);
     return q8_ws(w, M, nth) + (w->kofs ? (size_t)M * (size_t)(w->kofs + w->k) * sizeof(float) : 0);
 }
 
