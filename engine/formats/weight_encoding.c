@@ -26,6 +26,8 @@ static const numla_weight_encoding_info table_[NUMLA_ENCODING_COUNT] = {
                              "kernels/qblock.h numla_qblock_dequant_ref"},
     [NUMLA_ENCODING_Q3_K] = {"Q3_K", 1, 256, 110, 0, NUMLA_SCALES_IN_BLOCK, NULL, 11,
                              "kernels/qblock.h numla_qblock_dequant_ref"},
+    [NUMLA_ENCODING_INT4] = {"int4", 1, 32, 16, 0, NUMLA_SCALES_TENSOR, "_scale", UINT32_MAX,
+                             "engine/model/weights.c (scale x q, as Q4_0 blocks)"},
 };
 
 const numla_weight_encoding_info *numla_weight_encoding_get(numla_weight_encoding e)
@@ -66,5 +68,7 @@ int64_t numla_weight_encoding_bytes(numla_weight_encoding e, int64_t n, int64_t 
         return n * k * elem_bytes;
     int64_t g[2];
     numla_weight_encoding_scale_grid(e, n, k, g);
+    if (in->block_bytes) /* int4: packed blocks, one bf16 scale each */
+        return k % in->block_cols ? -1 : n * (k / in->block_cols) * (in->block_bytes + 2);
     return n * k * in->code_bytes + 4 * g[0] * g[1];
 }

@@ -20,6 +20,11 @@
  *   IQ4_XS    "IQ4_XS" 1 x 256              136              in the block
  *   Q2_K      "Q2_K"   1 x 256              84               in the block
  *   Q3_K      "Q3_K"   1 x 256              110              in the block
+ *   INT4      "int4"   1 x 32               16 (8 per int32) scale per group,       weights.c
+ *                                                            tensor X.weight_scale  (scale · q)
+ *            compressed-tensors pack-quantized, symmetric: q in [-8, 7] stored as q + 8, element
+ *            e of a row at bits 4(e % 8) of int32 word e / 8 (X.weight_packed, (N, K/8)); the
+ *            scale in the model's dtype (N, K/32); X.weight_shape (2) the unpacked (N, K)
  * Blocks never span rows, so a row shard is always whole blocks; a column (K) shard is whole
  * blocks only when it starts and ends on block_cols (engine/model/weights.c says what happens
  * otherwise). Pure data; not collective.
@@ -41,6 +46,7 @@ typedef enum numla_weight_encoding {
     NUMLA_ENCODING_IQ4_XS,
     NUMLA_ENCODING_Q2_K,
     NUMLA_ENCODING_Q3_K,
+    NUMLA_ENCODING_INT4,     /* compressed-tensors pack-quantized: int4 + a scale per 32 */
     NUMLA_ENCODING_COUNT,
 } numla_weight_encoding;
 

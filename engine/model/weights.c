@@ -177,6 +177,65 @@ static void ld_check_scale(loader *L, const numla_weights_tensor *d, const char 
     }
 }
 
+/* A compressed-tensors int4 linear `name` (X.weight): X.weight_packed I32 (full_n, full_k / 8),
+ * X.weight_scale float (full_n, full_k / 32) finite, X.weight_shape I32/I64 (2) = (full_n,
+ * full_k). Returns 0 when it is not there or not valid (pass 0 records why). */
+static int ld_classify_int4(loader *L, const char *name, int64_t full_n, int64_t full_k,
+                            numla_weights_tensor *d)
+{
+    char pn[300], sn[300], hn[300];
+    snprintf(pn, sizeof pn, "%s_packed", name);
+    snprintf(sn, sizeof sn, "%s_scale", name);
+    snprintf(hn, sizeof hn, "%s_shape", name);
+    const numla_safetensors_tensor *p = ld_find(L, pn), *sc = ld_find(L, sn), *sh = ld_find(L, hn);
+    d->t = p;
+    d->scale = sc;
+    d->mode = NUMLA_WEIGHTS_INT4;
+    if (L->pass == 1)
+        return 1;
+    if (!p) {
+        ld_problem(L, "missing %s (nor %s: config.json's quantization_config is "
+                   "compressed-tensors)", name, pn);
+        return 0;
+    }
+    if (full_k % 32 || p->dtype != NUMLA_DTYPE_I32 || p->ndim != 2 || p->shape[0] != full_n ||
+        p->shape[1] != full_k / 8) {
+        ld_problem(L, "%s is %s (%lld, %lld), expected I32 (%lld, %lld) for an int4 (%lld, "
+                   "%lld) weight in groups of 32", pn, numla_dtype_name(p->dtype),
+                   (long long)p->shape[0], (long long)(p->ndim > 1 ? p->shape[1] : 0),
+                   (long long)full_n, (long long)(full_k / 8), (long long)full_n,
+                   (long long)full_k);
+        return 0;
+    }
+    if (!sc || (unsigned)sc->dtype >= NUMLA_DTYPE_COUNT || sc->ndim != 2 ||
+        sc->shape[0] != full_n || sc->shape[1] != full_k / 32) {
+        ld_problem(L, "%s: missing, or not a float (%lld, %lld) tensor (the scales of %s)", sn,
+                   (long long)full_n, (long long)(full_k / 32), pn);
+        return 0;
+    }
+    if (sh) {
+        int64_t v[2] = {-1, -1};
+        for (int i = 0; i < 2 && sh->ndim == 1 && sh->shape[0] == 2; i++)
+            v[i] = sh->dtype == NUMLA_DTYPE_I64 ? ((const int64_t *)sh->data)[i]
+                   : sh->dtype == NUMLA_DTYPE_I32 ? ((const int32_t *)sh->data)[i]
+                                                  : -1;
+        if (v[0] != full_n || v[1] != full_k) {
+            ld_problem(L, "%s is (%lld, %lld), expected (%lld, %lld)", hn, (long long)v[0],
+                       (long long)v[1], (long long)full_n, (long long)full_k);
+            return 0;
+        }
+    }
+    for (int64_t i = 0; i < full_n * (full_k / 32); i++) {
+        const float v = numla_load_f32(sc->data, sc->dtype, (size_t)i);
+        if (!isfinite(v) || fabsf(v) > 65504.0f) {
+            ld_problem(L, "%s[%lld][%lld] = %g: an int4 scale must be finite and fit fp16", sn,
+                       (long long)(i / (full_k / 32)), (long long)(i % (full_k / 32)), (double)v);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Find and classify a (full_n, full_k) linear tensor; quantizable: it may be quantized while
  * loading. Returns 0 when it cannot be loaded (pass 0 recorded why). */
 static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full_k,
@@ -186,6 +245,8 @@ static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full
     memset(d, 0, sizeof *d);
     d->full_n = full_n;
     d->full_k = full_k;
+    if (L->cfg->weight_format == NUMLA_ENCODING_INT4 && !ld_find(L, name))
+        return ld_classify_int4(L, name, full_n, full_k, d); /* else in `ignore`: as stored */
     d->t = ld_get(L, name, 2, shape);
     if (!d->t)
         return 0;
@@ -317,6 +378,73 @@ static numla_status ld_linear_qblock(loader *L, const numla_weights_entry *e, in
     return NUMLA_STATUS_OK;
 }
 
+/* A compressed-tensors int4 linear's rows [r0, r0 + n) x columns [c0, c0 + k). A group of 32
+ * (q + 8 in nibbles, element e at bits 4(e % 8) of int32 word e / 8) with its scale s is a
+ * Q4_0 block (d = fp16(s), element j in the low nibble of byte j, j + 16 in the high) after a
+ * nibble shuffle, so the rows run through kernels/qblock unexpanded; the values are the same
+ * (s · q) when s is an fp16 normal (a bf16 scale always is above 2^-14; below, fp16 subnormals
+ * keep fewer bits). A slice off the groups (a K split not on 32), and --weights bf16, take the
+ * values s · q in fp32. */
+static numla_status ld_linear_int4(loader *L, const numla_weights_tensor *d, int64_t r0,
+                                   int64_t n, int64_t c0, int64_t k, int flags,
+                                   numla_model_linear *out)
+{
+    const int64_t K = d->full_k, G = K / 32;
+    const int blocks = c0 % 32 == 0 && k % 32 == 0 && L->opts.format != NUMLA_WEIGHT_FORMAT_NONE;
+    const numla_qblock_type qt = NUMLA_QBLOCK_Q4_0;
+    void *dst = ld_take(L, blocks ? numla_qblock_packed_size(qt, n, k)
+                                  : numla_linear_packed_size(L->isa, n, k, NUMLA_DTYPE_F32));
+    out->kind = blocks ? NUMLA_MODEL_LINEAR_QBLOCK : NUMLA_MODEL_LINEAR_FLOAT;
+    if (L->pass != 1)
+        return NUMLA_STATUS_OK;
+    const uint32_t *words = d->t->data;
+    if (!blocks) {
+        float *tmp = malloc((size_t)(n * k) * sizeof(float));
+        if (!tmp)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory to dequantize it", d->t->name);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < k; c++) {
+                const int64_t e = c0 + c, row = r0 + r;
+                const uint32_t u = (words[row * (K / 8) + e / 8] >> (4 * (e % 8))) & 15u;
+                const float s = numla_load_f32(d->scale->data, d->scale->dtype,
+                                               (size_t)(row * G + e / 32));
+                tmp[r * k + c] = s * (float)((int)u - 8);
+            }
+        numla_status s = numla_linear_pack(L->isa, n, k, tmp, NUMLA_DTYPE_F32, k, dst, &out->lin);
+        free(tmp);
+        NUMLA_CHECK(s);
+        L->loaded += (size_t)(n * k) * sizeof(float);
+        return NUMLA_STATUS_OK;
+    }
+    const int64_t rb = k / 32 * 18;
+    uint8_t *b = malloc((size_t)(n * rb));
+    if (!b)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory to repack it", d->t->name);
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t g = 0; g < k / 32; g++) {
+            const int64_t row = r0 + r, gi = c0 / 32 + g;
+            uint8_t *blk = b + r * rb + g * 18, u[32];
+            const uint16_t h = numla_f32_to_f16(
+                numla_load_f32(d->scale->data, d->scale->dtype, (size_t)(row * G + gi)));
+            memcpy(blk, &h, 2);
+            for (int e = 0; e < 32; e++)
+                u[e] = (uint8_t)((words[row * (K / 8) + gi * 4 + e / 8] >> (4 * (e % 8))) & 15u);
+            for (int j = 0; j < 16; j++)
+                blk[2 + j] = (uint8_t)(u[j] | u[j + 16] << 4);
+        }
+    numla_qblock_source src = {
+        .type = qt, .n = n, .k = k, .data = b, .ld = rb,
+        .act = k % 256 == 0 && !(flags & LD_FP32_ACTIVATIONS) && !L->opts.qblock_fp32_act
+                   ? NUMLA_QBLOCK_ACT_Q8
+                   : NUMLA_QBLOCK_ACT_F32,
+    };
+    numla_status s = numla_qblock_pack(&src, dst, &out->qb);
+    free(b);
+    NUMLA_CHECK(s);
+    L->loaded += (size_t)(n * (k / 32)) * 18;
+    return NUMLA_STATUS_OK;
+}
+
 /* The block type --weights gives a tensor (name: its HF name) whose slice is columns
  * [c0, c0 + k) (multiples of 32). q8_0 / q4_0: that type. q4_k: llama.cpp's Q4_K_M recipe as
  * it applies to DeepSeek's tensors: lm_head Q6_K; every down_proj (dense MLP, routed and shared
@@ -403,6 +531,8 @@ static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int
         return NUMLA_STATUS_OK;
     if (d.mode == NUMLA_WEIGHTS_QBLOCK)
         return ld_linear_qblock(L, ld_entry(L, d.t), r0, n, c0, k, flags, out);
+    if (d.mode == NUMLA_WEIGHTS_INT4)
+        return ld_linear_int4(L, &d, r0, n, c0, k, flags, out);
     if (d.mode == NUMLA_WEIGHTS_QBLOCK_MAKE && (c0 % 32 == 0 && k % 32 == 0))
         return ld_linear_qblock_make(L, d.t, full_k, r0, n, c0, k, flags,
                                      ld_make_type(L, name, c0, k), out);
@@ -550,6 +680,12 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
     if (d.mode == NUMLA_WEIGHTS_QBLOCK_MAKE) /* W_UK / W_UV stay float (the expanded kv_b is
                                               * quantized: ld_layer) */
         d.mode = NUMLA_WEIGHTS_FLOAT;
+    if (d.mode == NUMLA_WEIGHTS_INT4) { /* Kimi keeps attention unquantized (`ignore`) */
+        if (L->pass == 0)
+            ld_problem(L, "%s: an int4 kv_b_proj is not supported (list it in "
+                       "quantization_config.ignore)", name);
+        return NUMLA_STATUS_OK;
+    }
     const numla_safetensors_tensor *t = d.t;
     const int q8 = d.mode != NUMLA_WEIGHTS_FLOAT;       /* not float rows as they are */
     const int qb = d.mode == NUMLA_WEIGHTS_QBLOCK;      /* GGUF: dequantized into fp32 */

@@ -20,6 +20,8 @@ typedef enum {
                                  fp32 where a shard cuts a block: weights.h) */
     NUMLA_WEIGHTS_QBLOCK_MAKE, /* float in the checkpoint, made Q8_0 / Q4_0 blocks while loading
                                   (--weights q8_0|q4_0, kernels/qblock_quant.h) */
+    NUMLA_WEIGHTS_INT4,       /* compressed-tensors int4 (X.weight_packed + X.weight_scale),
+                                 run as Q4_0 blocks (weights.c ld_linear_int4) */
 } numla_weights_mode;
 
 /* A GGUF tensor seen under its Hugging Face name (weights_gguf.c): what the loader reads

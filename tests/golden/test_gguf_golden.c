@@ -5,6 +5,10 @@
  *   v2lite/gguf_q4_0   Q4_0, attn_kv_b layout
  *   kq/gguf_mixed      width 256: Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K, Q8_0, Q4_0 (embedding
  *                      Q6_K, lm_head Q4_K), split layout
+ *   v2lite/model_int4  a compressed-tensors pack-quantized checkpoint (Kimi-K2-Thinking's
+ *                      format): routed experts' gate/up int4 in groups of 32, the rest bf16 in
+ *                      `ignore` (scripts/make_int4_golden.py, packed by the package itself),
+ *                      against transformers on scale · q
  * Checks, at the best kernel level and at ref:
  *   - with fp32 activations (weights.h qblock_fp32_act) the engine computes the reference's
  *     function exactly up to summation order: logits at every prompt position within
@@ -59,6 +63,8 @@ static int gg_load(gg *g, const char *variant)
     memset(g, 0, sizeof *g);
     snprintf(g->dir, sizeof g->dir, "%s/%s", numla_test_source_path("tests/golden"), variant);
     snprintf(g->model, sizeof g->model, "%s/model.gguf", g->dir);
+    if (access(g->model, R_OK) != 0) /* a safetensors directory (model_int4) */
+        snprintf(g->model, sizeof g->model, "%s", g->dir);
     char path[1200];
     snprintf(path, sizeof path, "%s/expected.json", g->dir);
     json_error_t err;
@@ -285,6 +291,8 @@ static void gg_check(const char *variant)
 static void test_v2lite_q8_0(void) { gg_check("v2lite/gguf_q8_0"); }
 static void test_v2lite_q4_0(void) { gg_check("v2lite/gguf_q4_0"); }
 static void test_kq_mixed(void) { gg_check("kq/gguf_mixed"); }
+static void test_v2lite_int4(void) { gg_check("v2lite/model_int4"); }
 
 NUMLA_TEST_SUITE(gguf_golden, NULL, NULL, NUMLA_TEST(test_v2lite_q8_0),
-                 NUMLA_TEST(test_v2lite_q4_0), NUMLA_TEST(test_kq_mixed))
+                 NUMLA_TEST(test_v2lite_q4_0), NUMLA_TEST(test_kq_mixed),
+                 NUMLA_TEST(test_v2lite_int4))

@@ -24,6 +24,10 @@ foreach(g v2lite v2 v3)
 endforeach()
 # GGUF files (tests/golden/*/gguf_*/model.gguf): blocks sharded by rows, K splits on or off the
 # block boundary (kq's 8 heads of 32 columns: 2 ranks cut a Q*_K o_proj block, weights.c)
+if(EXISTS ${CMAKE_SOURCE_DIR}/tests/golden/v2lite/model_int4/model.safetensors)
+  # compressed-tensors int4 (routed experts' gate/up), run as Q4_0 blocks
+  list(APPEND _engine_models v2lite-int4 ${CMAKE_SOURCE_DIR}/tests/golden/v2lite/model_int4)
+endif()
 foreach(g v2lite/gguf_q8_0 v2lite/gguf_q4_0 kq/gguf_mixed)
   if(EXISTS ${CMAKE_SOURCE_DIR}/tests/golden/${g}/model.gguf)
     string(REPLACE "/" "-" _gn ${g})

@@ -230,6 +230,55 @@ static void test_q4_k_fallback(void)
     numla_weights_destroy(&w8);
 }
 
+/* compressed-tensors quantization_config: pack-quantized int4 groups of 32 only, every other
+ * setting refused naming the field; a checkpoint whose int4 tensors are missing is refused
+ * naming them, with nothing loaded. */
+static void test_int4_config(void)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json",
+             numla_test_source_path("tests/golden/v2lite/model_int4"));
+    FILE *f = fopen(path, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static char text[65536];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    numla_model_config c;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_parse(text, "int4", &c), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(c.weight_format, NUMLA_ENCODING_INT4);
+    static const struct {
+        const char *from, *to, *field;
+    } bad[] = {{"\"group_size\": 32", "\"group_size\": 128", "config_groups.group_0.weights"},
+               {"\"num_bits\": 4", "\"num_bits\": 8", "config_groups.group_0.weights"},
+               {"\"symmetric\": true", "\"symmetric\": false", "config_groups.group_0.weights"},
+               {"pack-quantized", "float-quantized", "quantization_config.format"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *at = strstr(text, bad[i].from);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+        static char t2[65536];
+        snprintf(t2, sizeof t2, "%.*s%s%s", (int)(at - text), text, bad[i].to,
+                 at + strlen(bad[i].from));
+        CU_ASSERT_EQUAL(numla_model_config_parse(t2, "int4", &c), NUMLA_STATUS_UNSUPPORTED);
+        NUMLA_ASSERT_MSG(strstr(numla_error_message(), bad[i].field) != NULL, "%s: %s",
+                         bad[i].to, numla_error_message());
+    }
+    /* the int4 config over the float v2lite checkpoint: every X.weight is there, so nothing is
+     * int4 and it loads as stored (the `ignore` rule); over a directory without the int4
+     * tensors' scales it would be refused (weights.c ld_classify_int4) */
+    numla_model_config c2;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_parse(text, "int4", &c2), NUMLA_STATUS_OK);
+    numla_model_weights *w = NULL;
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", numla_test_source_path("tests/golden/v2lite"));
+    CU_ASSERT_EQUAL(numla_weights_load_path(&c2, dir, 0, 1, NUMLA_ISA_REF, NULL, &w),
+                    NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(w->layers[3].experts[0].gate.kind, NUMLA_MODEL_LINEAR_FLOAT);
+    numla_weights_destroy(&w);
+    numla_error_clear();
+}
+
 NUMLA_TEST_SUITE(weights_gguf, NULL, NULL, NUMLA_TEST(test_config_and_layout),
+                 NUMLA_TEST(test_int4_config),
                  NUMLA_TEST(test_bad_input), NUMLA_TEST(test_quantize_at_load),
                  NUMLA_TEST(test_q4_k_fallback))
