@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "engine/formats/gguf.h"
+#include "engine/formats/safetensors.h"
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
 #include "test_util.h"
@@ -278,7 +281,78 @@ static void test_int4_config(void)
     numla_error_clear();
 }
 
+/* Copy the safetensors model dir src to dst (config.json too), dropping tensor `drop` and
+ * giving tensor `narrow` one column less (NULL: none). */
+static int wg_copy_st(const char *src, const char *dst, const char *drop, const char *narrow)
+{
+    numla_safetensors_model *st = NULL;
+    numla_safetensors_writer *w = NULL;
+    if (numla_safetensors_open(src, &st) || numla_safetensors_writer_create(&w))
+        return -1;
+    for (int64_t i = 0; i < numla_safetensors_count(st); i++) {
+        const numla_safetensors_tensor *t = numla_safetensors_at(st, i);
+        if (drop && !strcmp(t->name, drop))
+            continue;
+        int64_t shape[NUMLA_SAFETENSORS_MAX_DIMS];
+        memcpy(shape, t->shape, sizeof shape);
+        void *data = malloc(t->nbytes ? t->nbytes : 1);
+        memcpy(data, t->data, t->nbytes);
+        if (narrow && !strcmp(t->name, narrow) && t->ndim == 2) { /* rows keep their start */
+            const size_t es = numla_dtype_size(t->dtype), rb = (size_t)shape[1] * es;
+            for (int64_t r = 0; r < shape[0]; r++)
+                memmove((char *)data + (size_t)r * (rb - es), (const char *)t->data + r * rb,
+                        rb - es);
+            shape[1]--;
+        }
+        numla_status s = numla_safetensors_writer_add(w, t->name, t->dtype, t->ndim, shape, data);
+        free(data);
+        if (s)
+            return -1;
+    }
+    char p[1300], q[2800];
+    mkdir(dst, 0755);
+    snprintf(p, sizeof p, "%s/model.safetensors", dst);
+    int rc = numla_safetensors_writer_write(w, p) ? -1 : 0;
+    numla_safetensors_writer_destroy(&w);
+    numla_safetensors_close(&st);
+    snprintf(p, sizeof p, "%s/config.json", src);
+    snprintf(q, sizeof q, "cp '%s' '%s/config.json'", p, dst);
+    return rc || system(q) != 0 ? -1 : 0;
+}
+
+/* An int4 checkpoint with a tensor missing or mis-shaped: FORMAT naming it, nothing loaded. */
+static void test_int4_bad(void)
+{
+    char src[1200];
+    snprintf(src, sizeof src, "%s", numla_test_source_path("tests/golden/v2lite/model_int4"));
+    static const struct {
+        const char *drop, *narrow, *want;
+    } cases[] = {
+        {"model.layers.2.mlp.experts.3.up_proj.weight_scale", NULL,
+         "model.layers.2.mlp.experts.3.up_proj.weight_scale"},
+        {"model.layers.3.mlp.experts.0.gate_proj.weight_packed", NULL,
+         "model.layers.3.mlp.experts.0.gate_proj.weight_packed"},
+        {NULL, "model.layers.2.mlp.experts.1.gate_proj.weight_packed",
+         "model.layers.2.mlp.experts.1.gate_proj.weight_packed is i32"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dst[1200];
+        snprintf(dst, sizeof dst, "%s/wg_int4_bad%zu", numla_test_tmpdir(), i);
+        CU_ASSERT_EQUAL_FATAL(wg_copy_st(src, dst, cases[i].drop, cases[i].narrow), 0);
+        numla_model_config c;
+        CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dst, &c), NUMLA_STATUS_OK);
+        numla_model_weights *w = (numla_model_weights *)(uintptr_t)1;
+        CU_ASSERT_EQUAL(numla_weights_load_path(&c, dst, 0, 1, NUMLA_ISA_REF, NULL, &w),
+                        NUMLA_STATUS_FORMAT);
+        CU_ASSERT_PTR_NULL(w);
+        NUMLA_ASSERT_MSG(strstr(numla_error_message(), cases[i].want) != NULL, "case %zu: %s", i,
+                         numla_error_message());
+    }
+    numla_error_clear();
+}
+
 NUMLA_TEST_SUITE(weights_gguf, NULL, NULL, NUMLA_TEST(test_config_and_layout),
+                 NUMLA_TEST(test_int4_bad),
                  NUMLA_TEST(test_int4_config),
                  NUMLA_TEST(test_bad_input), NUMLA_TEST(test_quantize_at_load),
                  NUMLA_TEST(test_q4_k_fallback))
