@@ -22,6 +22,7 @@ Variants:
                      Q8_0 (the routed experts' down_proj, K = 16, stays F32 as llama.cpp would
                      keep it), the split MLA layout (attn_k_b + attn_v_b), embedding Q8_0
   v2lite/gguf_q4_0   the same in Q4_0, with the older attn_kv_b layout
+  v2lite/gguf_q4_0_split  that file split by the gguf writer into model-0000N-of-0000M.gguf
   tokenizer/bpe8k_gguf/tokenizer.gguf   tests/golden/tokenizer/bpe8k as tokenizer.ggml.* keys
   kq/gguf_mixed      a model of width 256 (K-quants need K % 256 == 0): the linears cycle
                      through Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K (K % 256 == 0) and Q8_0, Q4_0
@@ -171,10 +172,10 @@ def gguf_name(hf):
     raise RuntimeError("no GGUF name for " + hf)
 
 
-def write_gguf(path, cfg, sd, pick, split, rng):
+def write_gguf(path, cfg, sd, pick, split, rng, max_tensors=0):
     """Write sd (HF name -> fp32 numpy) as a deepseek2 GGUF; pick(name, K) -> type. Returns the
     HF state dict of the dequantized weights."""
-    w = gguf.GGUFWriter(path, "deepseek2")
+    w = gguf.GGUFWriter(path, "deepseek2", split_max_tensors=max_tensors)
     w.add_name("numla-golden")
     add_keys(w, cfg, split, sd["model.embed_tokens.weight"].shape[0])
     out, stacks, types = {}, {}, {}
@@ -246,17 +247,18 @@ def reference(cls, spec, cfg_dir, sd, seed):
         shutil.rmtree(tmp)
 
 
-def build(out_root, model, variant, spec, cfg_dir, sd, pick, split, seed):
+def build(out_root, model, variant, spec, cfg_dir, sd, pick, split, seed, max_tensors=0):
     d = os.path.join(out_root, model, "gguf_" + variant)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(cfg_dir, "config.json")) as f:
         cfg = json.load(f)
     rng = np.random.default_rng(seed)
-    deq = write_gguf(os.path.join(d, "model.gguf"), cfg, sd, pick, split, rng)
+    deq = write_gguf(os.path.join(d, "model.gguf"), cfg, sd, pick, split, rng, max_tensors)
     cls = mg.model_class(spec)
     ref, tensors, meta, rgap, attempt = reference(cls, spec, cfg_dir, deq, seed)
-    check = gguf.GGUFReader(os.path.join(d, "model.gguf"))
-    kinds = sorted({t.tensor_type.name for t in check.tensors})
+    parts = sorted(f for f in os.listdir(d) if f.endswith(".gguf"))
+    kinds = sorted({t.tensor_type.name for f in parts
+                    for t in gguf.GGUFReader(os.path.join(d, f)).tensors})
     extra = {"model": "%s/gguf_%s" % (model, variant),
              "weights": "model.gguf; expected outputs from transformers on the gguf package's "
                         "dequantization of its tensors",
@@ -265,8 +267,10 @@ def build(out_root, model, variant, spec, cfg_dir, sd, pick, split, seed):
              "min_greedy_margin": mg.min_margin(meta),
              "min_prompt_margin": min(p["min_prompt_margin"] for p in meta)}
     mg.write_expected(d, tensors, meta, mg.expected_scale(ref.config), mg.rope_info(ref), extra)
-    print("%s/gguf_%s: %d bytes, types %s, attempt %d, router gap %.3g, min margin %.3g"
-          % (model, variant, os.path.getsize(os.path.join(d, "model.gguf")), kinds, attempt,
+    print("%s/gguf_%s: %d bytes in %d part(s), types %s, attempt %d, router gap %.3g, "
+          "min margin %.3g"
+          % (model, variant, sum(os.path.getsize(os.path.join(d, f)) for f in parts), len(parts),
+             kinds, attempt,
              rgap, mg.min_margin(meta)))
 
 
@@ -363,6 +367,8 @@ def main():
     ap.add_argument("--out", default="tests/golden")
     ap.add_argument("--src", default="tests/golden", help="where v2lite/ (fp32) is read from")
     ap.add_argument("--tokenizer-only", action="store_true")
+    ap.add_argument("--split-only", action="store_true",
+                    help="v2lite q8_0 / q4_0 and the split set only (no kq)")
     a = ap.parse_args()
     check_versions()
     write_tokenizer_gguf(a.out, a.src)
@@ -378,6 +384,11 @@ def main():
 
     build(a.out, "v2lite", "q8_0", spec, src, sd, only(QT.Q8_0), True, 2408)
     build(a.out, "v2lite", "q4_0", spec, src, sd, only(QT.Q4_0), False, 2404)
+    if True:
+        # the same file as gguf_q4_0, split by gguf's writer (split.* keys, 3 parts)
+        build(a.out, "v2lite", "q4_0_split", spec, src, sd, only(QT.Q4_0), False, 2404, 40)
+    if a.split_only:
+        return
 
     tmp = make_kq(a.out)
     try:

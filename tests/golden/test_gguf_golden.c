@@ -3,6 +3,7 @@
  * (scripts/make_gguf_model_golden.py; tests/golden/README.md "GGUF variants"):
  *   v2lite/gguf_q8_0   Q8_0 linears and embedding, split MLA layout (attn_k_b + attn_v_b)
  *   v2lite/gguf_q4_0   Q4_0, attn_kv_b layout
+ *   v2lite/gguf_q4_0_split  the same file split in two parts (split.* keys), opened by part 1
  *   kq/gguf_mixed      width 256: Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K, Q8_0, Q4_0 (embedding
  *                      Q6_K, lm_head Q4_K), split layout
  *   v2lite/model_int4  a compressed-tensors pack-quantized checkpoint (Kimi-K2-Thinking's
@@ -30,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,8 +65,15 @@ static int gg_load(gg *g, const char *variant)
     memset(g, 0, sizeof *g);
     snprintf(g->dir, sizeof g->dir, "%s/%s", numla_test_source_path("tests/golden"), variant);
     snprintf(g->model, sizeof g->model, "%s/model.gguf", g->dir);
-    if (access(g->model, R_OK) != 0) /* a safetensors directory (model_int4) */
+    glob_t gl;
+    char pat[1200];
+    snprintf(pat, sizeof pat, "%s/model-00001-of-*.gguf", g->dir);
+    if (access(g->model, R_OK) != 0 && glob(pat, 0, NULL, &gl) == 0) { /* a split set */
+        snprintf(g->model, sizeof g->model, "%s", gl.gl_pathv[0]);
+        globfree(&gl);
+    } else if (access(g->model, R_OK) != 0) { /* a safetensors directory (model_int4) */
         snprintf(g->model, sizeof g->model, "%s", g->dir);
+    }
     char path[1200];
     snprintf(path, sizeof path, "%s/expected.json", g->dir);
     json_error_t err;
@@ -292,7 +301,8 @@ static void test_v2lite_q8_0(void) { gg_check("v2lite/gguf_q8_0"); }
 static void test_v2lite_q4_0(void) { gg_check("v2lite/gguf_q4_0"); }
 static void test_kq_mixed(void) { gg_check("kq/gguf_mixed"); }
 static void test_v2lite_int4(void) { gg_check("v2lite/model_int4"); }
+static void test_v2lite_q4_0_split(void) { gg_check("v2lite/gguf_q4_0_split"); }
 
 NUMLA_TEST_SUITE(gguf_golden, NULL, NULL, NUMLA_TEST(test_v2lite_q8_0),
                  NUMLA_TEST(test_v2lite_q4_0), NUMLA_TEST(test_kq_mixed),
-                 NUMLA_TEST(test_v2lite_int4))
+                 NUMLA_TEST(test_v2lite_int4), NUMLA_TEST(test_v2lite_q4_0_split))

@@ -147,6 +147,21 @@ static void test_bad_input(void)
                         NUMLA_STATUS_OK);
     CU_ASSERT_PTR_NULL(w);
 
+    /* a split set with its second part missing: IO naming that part, nothing loaded */
+    char part[1300], cmd[4000];
+    snprintf(part, sizeof part, "%s/model-00001-of-00002.gguf",
+             numla_test_source_path("tests/golden/v2lite/gguf_q4_0_split"));
+    snprintf(dst, sizeof dst, "%s/wg_split", numla_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s/'", dst, part, dst);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    snprintf(dst, sizeof dst, "%s/wg_split/model-00001-of-00002.gguf", numla_test_tmpdir());
+    CU_ASSERT_EQUAL(numla_model_config_load(dst, &c2), NUMLA_STATUS_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "model-00002-of-00002.gguf"));
+    w = (numla_model_weights *)(uintptr_t)1;
+    CU_ASSERT_EQUAL(numla_weights_load_path(&c, dst, 0, 1, NUMLA_ISA_REF, NULL, &w),
+                    NUMLA_STATUS_IO);
+    CU_ASSERT_PTR_NULL(w);
+
     /* a missing file */
     CU_ASSERT_NOT_EQUAL(numla_model_config_load("/nonexistent/x.gguf", &c2), NUMLA_STATUS_OK);
     numla_error_clear();
