@@ -25,7 +25,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: numla bench engine --model DIR [--batch B (1)] [--context L (64)] "
                     "[--steps S (16)] [--threads T] [--no-bind] [--json] "
-                    "[--weights bf16|int8|fp8 [--keep-lm-head]]\n");
+                    "[--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]]\n");
 }
 
 typedef struct be_opts {

@@ -8,7 +8,8 @@
  *   expert  M = 48   — a 512-token prefill's routed expert (6 of 64 experts per token): both.
  * Every class also times the 8-bit weights (kernels/qlinear.h: numla_fp8, numla_int8,
  * numla_w8a8) on the bytes they read, next to the bf16 row of the same run (prefill: from
- * cache, like bf16, on one copy). Where the level is amx and its tiles take the shape, the row
+ * cache, like bf16, on one copy), and the ggml block encodings (kernels/qblock.h: numla_q8_0,
+ * numla_q4_k, ...) on their packed bytes. Where the level is amx and its tiles take the shape, the row
  * is numla_fp8_amx or numla_w8a8_amx, and numla_fp8 / numla_w8a8 is the variant it replaced
  * (the avx512bf16 level: avx512 fp8, VNNI W8A8).
  * Read bandwidth and peak are measured in the same run on the same threads. GEMV/skinny weights
@@ -30,6 +31,7 @@
 #include "engine/cli/settings.h"
 #include "kernels/linear.h"
 #include "kernels/qlinear.h"
+#include "kernels/qblock.h"
 
 #ifdef NUMLA_HAVE_OPENBLAS
 #include <cblas.h>
@@ -376,7 +378,88 @@ done:
     return nr;
 }
 
-/* Benchmarks one shape; fills up to 12 results; returns the count. */
+/* ggml block encodings (kernels/qblock.h): one row per encoding, on the packed blocks a call
+ * reads. Random bytes masked with 0x3b, so every fp16 scale is finite (no inf/NaN exponent)
+ * whatever the layout; the values do not change the work. pool 0: one copy. */
+typedef struct numla_bench_linear_qb_ctx {
+    int64_t m;
+    const float *x;
+    float *y;
+    numla_qblock_weight *w; /* (copies) */
+    numla_isa isa;
+    void *ws;
+    size_t ws_bytes;
+} numla_bench_linear_qb_ctx;
+
+static int numla_bench_linear_qb_call_(void *p, int c)
+{
+    numla_bench_linear_qb_ctx *cx = p;
+    return numla_qblock_forward(&cx->w[c], cx->isa, cx->m, cx->x, cx->w[c].k, cx->y, cx->w[c].n, 0, cx->ws,
+                                cx->ws_bytes) != NUMLA_STATUS_OK;
+}
+
+static int numla_bench_linear_qb_(const numla_bench_linear_shape *s, numla_isa isa, size_t pool, int reps,
+                                  const float *x, float *y, numla_bench_linear_result *res)
+{
+    static const struct {
+        numla_qblock_type type;
+        numla_qblock_act act;
+        const char *name;
+    } rows[] = {
+        {NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_ACT_F32, "numla_q8_0"},     {NUMLA_QBLOCK_Q4_0, NUMLA_QBLOCK_ACT_F32, "numla_q4_0"},
+        {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32, "numla_q4_k"},     {NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_F32, "numla_q5_k"},
+        {NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_F32, "numla_q6_k"},     {NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_ACT_F32, "numla_iq4_xs"},
+        {NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_ACT_F32, "numla_q2_k"},     {NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_ACT_F32, "numla_q3_k"},
+        {NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_ACT_Q8, "numla_q8_0_a8"},   {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, "numla_q4_k_a8"},
+        {NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_Q8, "numla_q6_k_a8"},
+    };
+    int nr = 0;
+    for (size_t t = 0; t < sizeof rows / sizeof rows[0]; t++) {
+        const numla_qblock_type type = rows[t].type;
+        if (rows[t].act == NUMLA_QBLOCK_ACT_Q8 && (s->k % 256 || numla_qblock_level(type, rows[t].act, isa) == NUMLA_ISA_REF))
+            continue; /* the reference's Q8 mode is not worth timing */
+        const size_t bytes = numla_qblock_packed_size(type, s->n, s->k);
+        if (!bytes)
+            continue; /* K not a multiple of the block */
+        int copies = (int)((pool + bytes - 1) / bytes);
+        if (copies < 1)
+            copies = 1;
+        const int calls = pool == 0 ? reps : copies * 2 > 3 * reps ? copies * 2 : 3 * reps;
+        const numla_qblock_info *info = numla_qblock_info_get(type);
+        const int64_t row = s->k / info->block * info->bytes;
+        uint8_t *src = malloc((size_t)(row * s->n));
+        numla_qblock_weight *w = calloc((size_t)copies, sizeof *w);
+        void **packed = calloc((size_t)copies, sizeof *packed);
+        int ok = src && w && packed;
+        uint64_t st = 0x853C49E6748FEA9Bull;
+        for (int64_t i = 0; ok && i < row * s->n; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            src[i] = (uint8_t)(st >> 56) & 0x3b;
+        }
+        numla_qblock_source qs = {type, s->n, s->k, src, row, rows[t].act};
+        for (int c = 0; c < copies && ok; c++) {
+            packed[c] = numla_bench_linear_alloc_(bytes);
+            ok = packed[c] && numla_qblock_pack(&qs, packed[c], &w[c]) == NUMLA_STATUS_OK;
+        }
+        if (ok) {
+            numla_bench_linear_qb_ctx cx = {s->m, x, y, w, isa, NULL, numla_qblock_workspace_size(&w[0], s->m, omp_get_max_threads())};
+            cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
+            res[nr].name = rows[t].name;
+            res[nr].weight_bytes = (double)(row * s->n);
+            res[nr].sec = numla_bench_linear_time_(numla_bench_linear_qb_call_, &cx, copies, calls, &res[nr].median);
+            nr++;
+            free(cx.ws);
+        }
+        for (int c = 0; packed && c < copies; c++)
+            free(packed[c]);
+        free(packed);
+        free(w);
+        free(src);
+    }
+    return nr;
+}
+
+/* Benchmarks one shape; fills up to 24 results; returns the count. */
 static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_isa isa, size_t pool,
                                      int reps, numla_bench_linear_result *res)
 {
@@ -437,6 +520,7 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
     }
 
     nr += numla_bench_linear_q8_(s, isa, streaming ? pool : 0, reps, cx.x, cx.y, res + nr);
+    nr += numla_bench_linear_qb_(s, isa, streaming ? pool : 0, reps, cx.x, cx.y, res + nr);
 
 #if defined(NUMLA_HAVE_OPENBLAS) || defined(NUMLA_HAVE_DNNL)
     /* fp32 copies of W for the sgemm baselines: the same pool size in bytes, so they too read
@@ -585,7 +669,7 @@ static int numla_bench_linear_main_(int argc, char **argv)
         const numla_bench_linear_shape *s = &numla_bench_linear_shapes_[i];
         if (only && strcmp(only, s->cls))
             continue;
-        numla_bench_linear_result res[12];
+        numla_bench_linear_result res[24];
         int nr = numla_bench_linear_shape_(s, isa, pool, reps, res);
         const double flops = 2.0 * (double)s->m * (double)s->n * (double)s->k;
         for (int r = 0; r < nr; r++) {

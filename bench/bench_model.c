@@ -37,7 +37,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: numla bench model --model DIR [--json] [--threads N] [--quick] "
                     "[--no-bind] [--long-context L (16384; --quick 2048)] [--prompt N (512)] [--chunk N (1024, long-context prefill)] "
-                    "[--weights bf16|int8|fp8 [--keep-lm-head]]\n");
+                    "[--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]]\n");
 }
 
 typedef struct bm_seq {
@@ -419,9 +419,13 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     bm_weights_info wi;
     bm_weights_info_read(numla_engine_model(x->e), &wi);
     const numla_kv_cache *kv = numla_engine_kv_cache(x->e);
-    numla_status s = numla_bench_model_costs_get_q(numla_engine_config(x->e), wi.isa,
-                                                   wi.lm_head_dtype, wi.format, wi.lm_head_q8,
-                                                   wi.embed_dtype, kv->dtype, &r.co);
+    const int gguf = numla_model_path_is_gguf(o->e.model);
+    numla_status s = gguf ? numla_bench_model_costs_gguf(numla_engine_config(x->e), o->e.model,
+                                                         kv->dtype, &r.co)
+                          : numla_bench_model_costs_get_q(numla_engine_config(x->e), wi.isa,
+                                                          wi.lm_head_dtype, wi.format,
+                                                          wi.lm_head_q8, wi.embed_dtype,
+                                                          kv->dtype, &r.co);
     if (s != NUMLA_STATUS_OK)
         bm_die(x, s);
     r.nth = numla_engine_num_threads(x->e);
@@ -439,7 +443,8 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     r.load_dec = load1();
     if (!o->json)
         printf("model %s (weights %s%s): %d rank%s x %d thread%s, OMP_WAIT_POLICY=%s\n",
-               o->e.model, numla_model_config_format_name(wi.format),
+               o->e.model, gguf ? "as the GGUF file stores them"
+                                : numla_model_config_format_name(wi.format),
                wi.format != NUMLA_WEIGHT_FORMAT_NONE && !wi.lm_head_q8 ? ", lm_head bf16" : "", size,
                size > 1 ? "s" : "", r.nth, r.nth > 1 ? "s" : "",
                getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "(unset)");

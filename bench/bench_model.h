@@ -42,5 +42,12 @@ numla_status numla_bench_model_costs_get_q(const numla_model_config *cfg, numla_
                                            numla_dtype weight_dtype, numla_weight_format fmt,
                                            int lm_head_q8, numla_dtype embed_dtype,
                                            numla_dtype kv_dtype, numla_bench_model_costs *out);
+/* The same for a GGUF file (cfg from it): the byte fields count each tensor as the file stores
+ * it (blocks are read as they are), W_UK / W_UV as the fp32 the loader makes of them, the
+ * router as fp32, k of the routed experts, one embedding row; the FLOP and KV fields as above.
+ * Whole model, not one rank's shard (a K split that cuts a block reads fp32 there: not
+ * counted). IO / FORMAT naming the file. */
+numla_status numla_bench_model_costs_gguf(const numla_model_config *cfg, const char *path,
+                                          numla_dtype kv_dtype, numla_bench_model_costs *out);
 
 #endif

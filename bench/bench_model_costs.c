@@ -1,6 +1,10 @@
 /* bench/bench_model_costs.c — per-token byte and FLOP accounting (bench/bench_model.h). */
 #include "bench/bench_model.h"
 
+#include <string.h>
+
+#include "engine/formats/gguf.h"
+#include "engine/formats/weight_encoding.h"
 #include "engine/model/weights.h"
 #include "kernels/linear.h"
 
@@ -11,23 +15,26 @@ typedef struct costs_acc {
     int bad;
 } costs_acc;
 
-/* Bytes an 8-bit (n, k) linear reads: 1 per weight plus the scales (fp8: one fp32 per
- * 128 x 128 block; int8: an fp32 scale and an int32 row sum per row). */
+/* Bytes an 8-bit (n, k) linear reads: its codes and scales as the encoding table gives them
+ * (engine/formats/weight_encoding.h), plus, for int8 (run as W8A8), the packed int32 row sums. */
 static double q8_bytes(numla_weight_format f, int64_t n, int64_t k)
 {
-    if (f == NUMLA_WEIGHT_FORMAT_FP8)
-        return (double)n * (double)k + 4.0 * (double)((n + 127) / 128) * (double)((k + 127) / 128);
-    return (double)n * (double)k + 8.0 * (double)n;
+    const double b = (double)numla_weight_encoding_bytes(f, n, k, 0);
+    return f == NUMLA_WEIGHT_FORMAT_INT8 ? b + 4.0 * (double)n : b;
 }
 
-/* Bytes of rows [r0, r0 + n) of an 8-bit (N, k) tensor packed alone (fp8: the grid rows those
- * rows touch, weights.h's per-head W_UV slices). */
+/* Bytes of rows [r0, r0 + n) of an 8-bit (N, k) tensor packed alone (the scale-grid rows those
+ * rows touch: weights.h's per-head W_UV slices). */
 static double q8_slice_bytes(numla_weight_format f, int64_t r0, int64_t n, int64_t k)
 {
-    if (f != NUMLA_WEIGHT_FORMAT_FP8)
+    const numla_weight_encoding_info *in = numla_weight_encoding_get(f);
+    if (!in || in->block_rows <= 1)
         return q8_bytes(f, n, k);
-    const int64_t grid_rows = (r0 + n - 1) / 128 - r0 / 128 + 1;
-    return (double)n * (double)k + 4.0 * (double)grid_rows * (double)((k + 127) / 128);
+    const int64_t B = in->block_rows;
+    int64_t g[2];
+    numla_weight_encoding_scale_grid(f, n, k, g);
+    const int64_t grid_rows = (r0 + n - 1) / B - r0 / B + 1;
+    return (double)n * (double)k * in->code_bytes + 4.0 * (double)grid_rows * (double)g[1];
 }
 
 /* Packed bytes of an (n, k) linear; adds its FLOPs (2·n·k per token) to *flops. */
@@ -136,6 +143,53 @@ numla_status numla_bench_model_costs_get_q(const numla_model_config *c, numla_is
     r.linear_flops = fl;
     r.attn_flops_per_ctx = (double)L * (double)H * (2.0 * (double)(dc + dr) + 2.0 * (double)dc);
     r.kv_bytes_per_ctx = (double)L * (double)(dc + dr) * (double)numla_dtype_size(kv_dtype);
+    *out = r;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_bench_model_costs_gguf(const numla_model_config *c, const char *path,
+                                          numla_dtype kv_dtype, numla_bench_model_costs *out)
+{
+    numla_bench_model_costs r;
+    NUMLA_CHECK(numla_bench_model_costs_get_q(c, NUMLA_ISA_REF, NUMLA_DTYPE_F32,
+                                              NUMLA_WEIGHT_FORMAT_NONE, 0, NUMLA_DTYPE_F32,
+                                              kv_dtype, &r));
+    numla_gguf *g = NULL;
+    NUMLA_CHECK(numla_gguf_open(path, &g));
+    const double k_of_e = c->n_routed_experts > 0
+                              ? (double)c->num_experts_per_tok / (double)c->n_routed_experts
+                              : 0.0;
+    double at = 0, ml = 0, lm = -1, emb = 0;
+    for (int64_t i = 0; i < numla_gguf_tensor_count(g); i++) {
+        const numla_gguf_tensor *t = numla_gguf_tensor_at(g, i);
+        const double b = (double)t->nbytes;
+        const char *n = t->name, *dot = strchr(n, '.');
+        if (!strcmp(n, "token_embd.weight"))
+            emb = b / (double)(t->ne[1] > 0 ? t->ne[1] : 1);
+        else if (!strcmp(n, "output.weight"))
+            lm = b;
+        else if (strncmp(n, "blk.", 4) || !dot || !(dot = strchr(dot + 1, '.')))
+            continue;
+        else if (strstr(n, ".attn_q") || strstr(n, ".attn_kv_a_mqa.weight") ||
+                 strstr(n, ".attn_output.weight"))
+            at += strstr(n, "_norm.") ? 0 : b;
+        else if (strstr(n, "_exps.weight"))
+            ml += b * k_of_e;
+        else if (strstr(n, ".ffn_gate_inp.weight"))
+            ml += (double)(t->ne[0] * t->ne[1]) * 4.0; /* packed fp32 */
+        else if (strstr(n, ".ffn_gate") || strstr(n, ".ffn_up") || strstr(n, ".ffn_down"))
+            ml += strstr(n, "_norm.") ? 0 : b;
+    }
+    numla_gguf_close(&g);
+    /* W_UK / W_UV: fp32 per head, every layer */
+    at += (double)c->num_hidden_layers * (double)c->num_attention_heads *
+          (double)(c->kv_lora_rank * (c->qk_nope_head_dim + c->v_head_dim)) * 4.0;
+    if (lm < 0) /* tied: lm_head is the embedding's blocks */
+        lm = emb * (double)c->vocab_size;
+    r.attn_weight_bytes = at;
+    r.mlp_weight_bytes = ml;
+    r.lm_head_bytes = lm + emb;
+    r.weight_bytes = at + ml + r.lm_head_bytes;
     *out = r;
     return NUMLA_STATUS_OK;
 }

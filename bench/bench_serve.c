@@ -179,7 +179,7 @@ static void usage(FILE *f)
                "                         [--repeat 1] [--http]\n"
                "                         [--shared-prefix N | --multi-turn TURNS]\n"
                "                         [--prefix-cache on|off|both [--warm-prefix]]\n"
-               "                         [--weights bf16|int8|fp8 [--keep-lm-head]]\n");
+               "                         [--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]]\n");
 }
 
 typedef struct bs_opts {

@@ -10,6 +10,8 @@ const char *numla_dtype_name(numla_dtype t)
     case NUMLA_DTYPE_BF16: return "bf16";
     case NUMLA_DTYPE_F8_E4M3: return "f8_e4m3";
     case NUMLA_DTYPE_I8: return "i8";
+    case NUMLA_DTYPE_I32: return "i32";
+    case NUMLA_DTYPE_I64: return "i64";
     default: return "?";
     }
 }

@@ -6,7 +6,8 @@
  * activations, the KV cache and the float kernels take; every `dtype < NUMLA_DTYPE_COUNT` check
  * in the tree means "a float type". The 1-byte weight types F8_E4M3 (OCP e4m3fn: no
  * infinities, 0x7f/0xff are NaN, max 448) and I8 come after it: they are stored with scale
- * tensors (kernels/quant.h) and are only meaningful together with them. */
+ * tensors (kernels/quant.h) and are only meaningful together with them; I32 and I64 hold
+ * compressed-tensors' packed int4 codes and shapes (engine/model/weights.c), never values. */
 #ifndef NUMLA_COMMON_DTYPE_H
 #define NUMLA_COMMON_DTYPE_H
 
@@ -21,19 +22,24 @@ typedef enum numla_dtype {
     NUMLA_DTYPE_COUNT,               /* number of float types (see above) */
     NUMLA_DTYPE_F8_E4M3 = 16,        /* 1-byte weights: e4m3fn, safetensors "F8_E4M3" */
     NUMLA_DTYPE_I8,                  /* 1-byte weights: int8, safetensors "I8" */
+    NUMLA_DTYPE_I32,                 /* packed int4 weights (compressed-tensors weight_packed) */
+    NUMLA_DTYPE_I64,                 /* integer metadata tensors (compressed-tensors weight_shape) */
     NUMLA_DTYPE_END,                 /* one past the last dtype of either family */
 } numla_dtype;
 
 /* Any dtype of either family. */
 static inline int numla_dtype_valid(numla_dtype t)
 {
-    return (unsigned)t < NUMLA_DTYPE_COUNT || t == NUMLA_DTYPE_F8_E4M3 || t == NUMLA_DTYPE_I8;
+    return (unsigned)t < NUMLA_DTYPE_COUNT || t == NUMLA_DTYPE_F8_E4M3 || t == NUMLA_DTYPE_I8 ||
+           t == NUMLA_DTYPE_I32 || t == NUMLA_DTYPE_I64;
 }
 
 static inline size_t numla_dtype_size(numla_dtype t)
 {
     switch (t) {
-    case NUMLA_DTYPE_F32: return 4;
+    case NUMLA_DTYPE_F32:
+    case NUMLA_DTYPE_I32: return 4;
+    case NUMLA_DTYPE_I64: return 8;
     case NUMLA_DTYPE_F8_E4M3:
     case NUMLA_DTYPE_I8: return 1;
     default: return 2;

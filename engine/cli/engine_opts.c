@@ -31,7 +31,7 @@ void numla_cli_engine_opts_usage(FILE *f, int indent)
             "%*s[--max-batch-tokens N (2048)] [--max-seqs N (64)]\n"
             "%*s[--prefill-chunk N (512)] [--kv-memory GiB | --kv-blocks N]\n"
             "%*s[--kv-dtype bf16|f16|f32] [--block-size N (16)]\n"
-            "%*s[--weights bf16|int8|fp8 (default: as the checkpoint) [--keep-lm-head]]\n"
+            "%*s[--weights bf16|int8|fp8|q8_0|q4_0|q4_k (default: as the checkpoint) [--keep-lm-head]]\n"
             "%*s[--no-prefix-cache (default: a repeated prompt prefix is computed once)]\n",
             indent, "", indent, "", indent, "", indent, "", indent, "", indent, "");
 }
@@ -61,10 +61,11 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
         return NUMLA_CLI_OPT_BAD;
     }
     if (!strcmp(a, "--weights")) {
-        /* int8 (W8A8, a scale per row) or fp8 (e4m3, 128x128 block scales) quantize a
-         * bf16/fp16/fp32 checkpoint while loading; bf16 dequantizes an 8-bit one */
+        /* int8 (W8A8, a scale per row), fp8 (e4m3, 128x128 block scales), q8_0 / q4_0 (ggml
+         * blocks of 32), q4_k (llama.cpp's Q4_K_M recipe) quantize a bf16/fp16/fp32 checkpoint while loading; bf16 dequantizes
+         * an 8-bit one */
         if (!numla_weights_format_parse(v, &o->weights)) {
-            fprintf(stderr, "%s: --weights %s is not bf16, int8 or fp8\n", cmd, v);
+            fprintf(stderr, "%s: --weights %s is not bf16, int8, fp8, q8_0, q4_0 or q4_k\n", cmd, v);
             return NUMLA_CLI_OPT_BAD;
         }
     } else if (!strcmp(a, "--model")) {

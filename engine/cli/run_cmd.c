@@ -51,6 +51,7 @@
 #include "common/log.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/engine_opts.h"
+#include "engine/cli/model_text.h"
 #include "engine/cli/run_cmd.h"
 #include "engine/cli/settings.h"
 #include "engine/cli/stop.h"
@@ -639,8 +640,8 @@ static numla_status run_output_reset(run_job *j)
  * ids are served (a broken tokenizer.json is an error: the user meant to use it). */
 static numla_status run_tokenizer_load(run_job *j)
 {
-    if (numla_tokenizer_present(j->o->e.model)) /* tokenizer.json or tiktoken.model */
-        NUMLA_CHECK(numla_tokenizer_load_for_model(j->o->e.model, j->cfg.vocab_size, &j->tok));
+    if (numla_model_text_present(j->o->e.model)) /* tokenizer.json, tiktoken.model or GGUF keys */
+        NUMLA_CHECK(numla_model_text_tokenizer(j->o->e.model, j->cfg.vocab_size, &j->tok));
     j->src.lim = (numla_request_limits){.vocab_size = j->cfg.vocab_size,
                                         .max_context = j->o->e.max_context, .tokenizer = j->tok};
     return NUMLA_STATUS_OK;

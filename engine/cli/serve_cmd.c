@@ -36,6 +36,7 @@
 #include "common/log.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/engine_opts.h"
+#include "engine/cli/model_text.h"
 #include "engine/cli/settings.h"
 #include "engine/cli/stop.h"
 #include "engine/http/backend.h"
@@ -175,7 +176,7 @@ static numla_status serve_chat_load(serve_job *j)
 {
     const serve_opts *o = j->o;
     if (o->chat_template)
-        return numla_chat_template_load(o->e.model, o->chat_template, &j->chat);
+        return numla_model_text_chat_template(o->e.model, o->chat_template, &j->chat);
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer_config.json", o->e.model);
     json_error_t err;
@@ -188,7 +189,7 @@ static numla_status serve_chat_load(serve_job *j)
                         "--chat-template NAME for chat)\n", o->e.model);
         return NUMLA_STATUS_OK;
     }
-    numla_status s = numla_chat_template_load(o->e.model, NULL, &j->chat);
+    numla_status s = numla_model_text_chat_template(o->e.model, NULL, &j->chat);
     if (s != NUMLA_STATUS_OK)
         NUMLA_FAIL(s, "%s (give --chat-template NAME to use a built-in template)",
                    numla_error_message());
@@ -202,8 +203,8 @@ static numla_status serve_prepare(serve_job *j)
     serve_opts *o = j->o;
     NUMLA_CHECK(numla_model_config_load(o->e.model, &j->cfg));
     numla_cli_engine_opts_fit(&o->e, &j->cfg);
-    if (numla_tokenizer_present(o->e.model)) /* tokenizer.json or tiktoken.model */
-        NUMLA_CHECK(numla_tokenizer_load_for_model(o->e.model, j->cfg.vocab_size, &j->tok));
+    if (numla_model_text_present(o->e.model)) /* tokenizer.json, tiktoken.model or GGUF keys */
+        NUMLA_CHECK(numla_model_text_tokenizer(o->e.model, j->cfg.vocab_size, &j->tok));
     else
         fprintf(stderr, "numla serve: %s has no tokenizer.json: prompts must be token ids\n",
                 o->e.model);

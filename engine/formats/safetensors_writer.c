@@ -23,6 +23,8 @@ static const char *numla_safetensors_dtype_str(numla_dtype t)
     case NUMLA_DTYPE_F16: return "F16";
     case NUMLA_DTYPE_F8_E4M3: return "F8_E4M3";
     case NUMLA_DTYPE_I8: return "I8";
+    case NUMLA_DTYPE_I32: return "I32";
+    case NUMLA_DTYPE_I64: return "I64";
     default: return "BF16";
     }
 }

@@ -1,5 +1,6 @@
 /* engine/model/config.c — config.json → numla_model_config (see config.h; DESIGN.md §5). */
 #include "engine/model/config.h"
+#include "engine/model/config_internal.h"
 #include "engine/model/rope.h"
 
 #include "common/log.h"
@@ -546,16 +547,56 @@ static numla_status derive(const cfg_ctx *c, numla_model_config *o)
     return NUMLA_STATUS_OK;
 }
 
-const char *numla_model_config_format_name(numla_weight_format f)
+numla_status numla_model_config_derive(const char *source, numla_model_config *o)
 {
-    switch (f) {
-    case NUMLA_WEIGHT_FORMAT_FP8: return "fp8";
-    case NUMLA_WEIGHT_FORMAT_INT8: return "int8";
-    default: return "bf16";
-    }
+    cfg_ctx c = {source, NULL};
+    return derive(&c, o);
 }
 
-/* quantization_config: absent/null, or one of the published 8-bit formats (config.h). */
+const char *numla_model_config_format_name(numla_weight_format f)
+{
+    const numla_weight_encoding_info *in = numla_weight_encoding_get(f);
+    return in ? in->name : "bf16"; /* the encoding table's names */
+}
+
+/* quantization_config of compressed-tensors (config.h INT4): format pack-quantized, every
+ * config group's weights int, 4 bits, symmetric, strategy group, group_size 32, no activation
+ * quantization. The `ignore` list needs no reading: an ignored layer is stored as X.weight. */
+static numla_status parse_compressed_tensors(const cfg_ctx *c, json_t *q, numla_model_config *o)
+{
+    static const char *const pre = "quantization_config.";
+    const char *fmt;
+    NUMLA_CHECK(cfg_str(c, q, pre, "format", &fmt));
+    if (!fmt || strcmp(fmt, "pack-quantized"))
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: field %sformat = \"%s\" is not supported "
+                   "(compressed-tensors: pack-quantized)", c->src, pre, fmt ? fmt : "(missing)");
+    json_t *groups = json_object_get(q, "config_groups");
+    if (!json_is_object(groups) || json_object_size(groups) == 0)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %sconfig_groups must be a non-empty object",
+                   c->src, pre);
+    const char *gname;
+    json_t *g;
+    json_object_foreach(groups, gname, g) {
+        json_t *w = json_object_get(g, "weights"), *in = json_object_get(g, "input_activations");
+        json_t *bits = json_object_get(w, "num_bits"), *gs = json_object_get(w, "group_size");
+        const char *type = json_string_value(json_object_get(w, "type"));
+        const char *strat = json_string_value(json_object_get(w, "strategy"));
+        if (!json_is_object(w) || !json_is_integer(bits) || json_integer_value(bits) != 4 ||
+            !type || strcmp(type, "int") || !json_is_true(json_object_get(w, "symmetric")) ||
+            !strat || strcmp(strat, "group") || !json_is_integer(gs) ||
+            json_integer_value(gs) != 32)
+            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: field %sconfig_groups.%s.weights is not "
+                       "supported (int, num_bits 4, symmetric, strategy group, group_size 32)",
+                       c->src, pre, gname);
+        if (in && !json_is_null(in))
+            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: field %sconfig_groups.%s.input_activations "
+                       "is not supported (weights-only int4)", c->src, pre, gname);
+    }
+    o->weight_format = NUMLA_ENCODING_INT4;
+    return NUMLA_STATUS_OK;
+}
+
+/* quantization_config: absent/null, or one of the published formats (config.h). */
 static numla_status parse_quantization(const cfg_ctx *c, json_t *root, numla_model_config *o)
 {
     static const char *const pre = "quantization_config.";
@@ -572,11 +613,13 @@ static numla_status parse_quantization(const cfg_ctx *c, json_t *root, numla_mod
     NUMLA_CHECK(cfg_str(c, q, pre, "activation_scheme", &act));
     if (!method)
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field %squant_method", c->src, pre);
+    if (!strcmp(method, "compressed-tensors"))
+        return parse_compressed_tensors(c, q, o);
     static const cfg_choice methods[] = {{"fp8", NUMLA_WEIGHT_FORMAT_FP8},
                                          {"w8a8_int8", NUMLA_WEIGHT_FORMAT_INT8}};
     int f = 0;
     NUMLA_CHECK(cfg_enum(c, "quantization_config.quant_method", method, methods, 2,
-                         "fp8, w8a8_int8", &f));
+                         "fp8, w8a8_int8, compressed-tensors", &f));
     if (act && strcmp(act, "dynamic"))
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
                    "%s: field %sactivation_scheme = \"%s\" is not supported (dynamic)", c->src,
@@ -688,6 +731,8 @@ numla_status numla_model_config_parse(const char *json_text, const char *source,
 
 numla_status numla_model_config_load(const char *dir, numla_model_config *out)
 {
+    if (numla_model_path_is_gguf(dir))
+        return numla_model_config_load_gguf(dir, out);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "rb");

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
+#include "engine/formats/weight_encoding.h"
 
 enum {
     NUMLA_CONFIG_MAX_ROPE_DIM = 256, /* qk_rope_head_dim upper bound (inv_freq array size × 2) */
@@ -76,16 +77,18 @@ typedef enum numla_moe_weight_rule {
     NUMLA_MOE_WEIGHT_RULE_NORM_THEN_SCALE,
 } numla_moe_weight_rule;
 
-/* The checkpoint's weight format (config.json quantization_config). */
-typedef enum numla_weight_format {
-    NUMLA_WEIGHT_FORMAT_NONE = 0, /* no quantization_config: bf16/fp16/fp32 weights */
-    NUMLA_WEIGHT_FORMAT_FP8,      /* quant_method "fp8", fmt "e4m3", weight_block_size [128, 128],
-                                     activation_scheme "dynamic" (DeepSeek-V3/R1 as published):
-                                     F8_E4M3 X.weight + F32 X.weight_scale_inv */
-    NUMLA_WEIGHT_FORMAT_INT8,     /* quant_method "w8a8_int8" (SGLang's channel INT8), activation
-                                     scheme "dynamic": I8 X.weight + F32 X.weight_scale (N, 1),
-                                     run as W8A8 */
-} numla_weight_format;
+/* The checkpoint's weight format (config.json quantization_config): the weight encodings of
+ * engine/formats/weight_encoding.h (one enum), under the names the config knows:
+ *   NONE  no quantization_config: bf16/fp16/fp32 weights
+ *   FP8   quant_method "fp8", fmt "e4m3", weight_block_size [128, 128], activation_scheme
+ *         "dynamic" (DeepSeek-V3/R1 as published): F8_E4M3 X.weight + F32 X.weight_scale_inv
+ *   INT8  quant_method "w8a8_int8" (SGLang's channel INT8), activation scheme "dynamic":
+ *         I8 X.weight + F32 X.weight_scale (N, 1), run as W8A8
+ * (GGUF files carry an encoding per tensor instead: weights.h.) */
+typedef numla_weight_encoding numla_weight_format;
+#define NUMLA_WEIGHT_FORMAT_NONE NUMLA_ENCODING_NONE
+#define NUMLA_WEIGHT_FORMAT_FP8 NUMLA_ENCODING_FP8
+#define NUMLA_WEIGHT_FORMAT_INT8 NUMLA_ENCODING_INT8
 
 /* "bf16" for NONE, "fp8", "int8". */
 const char *numla_model_config_format_name(numla_weight_format f);
@@ -159,8 +162,17 @@ typedef struct numla_model_config {
  * Errors (NUMLA_STATUS_FORMAT / UNSUPPORTED) name the field. Not collective. */
 numla_status numla_model_config_parse(const char *json_text, const char *source,
                                       numla_model_config *out);
-/* Read dir/config.json and parse it. Not collective. */
+/* Read dir/config.json and parse it; when dir is a GGUF file (numla_model_path_is_gguf), the
+ * config comes from its deepseek2.* keys (numla_model_config_from_gguf). Not collective. */
 numla_status numla_model_config_load(const char *dir, numla_model_config *out);
+
+/* Whether path names a GGUF model: a regular file whose name ends in ".gguf". Local. */
+int numla_model_path_is_gguf(const char *path);
+/* The config of an open GGUF file of architecture deepseek2 (config_gguf.c says how each key
+ * maps); `source` names the file in errors. Not collective. */
+struct numla_gguf;
+numla_status numla_model_config_from_gguf(const struct numla_gguf *g, const char *source,
+                                          numla_model_config *out);
 
 /* Whether layer l has an MoE block (else the dense MLP). */
 int numla_model_config_is_moe_layer(const numla_model_config *c, int64_t layer);

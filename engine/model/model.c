@@ -250,7 +250,12 @@ static void forward_embed(numla_model *m, const numla_step *st)
     const int64_t T = st->num_tokens, hid = c->hidden_size, dr = c->qk_rope_head_dim;
 #pragma omp parallel for num_threads(m->num_threads) if (T > 1)
     for (int64_t t = 0; t < T; t++) {
-        for (int64_t i = 0; i < hid; i++)
+        if (w->embed_blocks) /* a GGUF row of blocks (whole rows: never fails) */
+            (void)numla_qblock_dequant_ref(w->embed_qtype,
+                                           (const char *)w->embed +
+                                               (size_t)st->tokens[t] * w->embed_row_bytes,
+                                           hid, m->h + t * hid);
+        for (int64_t i = 0; !w->embed_blocks && i < hid; i++)
             m->h[t * hid + i] = numla_load_f32(w->embed, w->embed_dtype,
                                                (size_t)st->tokens[t] * (size_t)hid + (size_t)i);
         numla_rope_cos_sin(c, st->positions[t], m->cos_sin + t * dr);

@@ -14,6 +14,8 @@ size_t numla_model_linear_workspace_size(numla_isa isa, const numla_model_linear
 {
     if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
         return numla_linear_workspace_size(isa, &w->lin, M, nth);
+    if (w->kind == NUMLA_MODEL_LINEAR_QBLOCK)
+        return numla_qblock_workspace_size(&w->qb, M, nth);
     return q8_ws(w, M, nth) + (w->kofs ? (size_t)M * (size_t)(w->kofs + w->k) * sizeof(float) : 0);
 }
 
@@ -23,6 +25,8 @@ numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear 
 {
     if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
         return numla_linear_forward(isa, &w->lin, M, x, ldx, y, ldy, accumulate, ws, ws_bytes);
+    if (w->kind == NUMLA_MODEL_LINEAR_QBLOCK)
+        return numla_qblock_forward(&w->qb, isa, M, x, ldx, y, ldy, accumulate, ws, ws_bytes);
     if (w->kofs) { /* x shifted right by kofs; the packed weights are zero there */
         const int64_t kk = w->kofs + w->k;
         const size_t xsb = (size_t)M * (size_t)kk * sizeof(float);
@@ -46,6 +50,10 @@ size_t numla_model_linear_bytes(const numla_model_linear *w)
         return 0;
     if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
         return (size_t)(w->n * w->k) * numla_dtype_size(w->lin.dtype);
+    if (w->kind == NUMLA_MODEL_LINEAR_QBLOCK) {
+        const numla_qblock_info *in = numla_qblock_info_get(w->qb.type);
+        return in ? (size_t)w->n * (size_t)(w->k / in->block) * (size_t)in->bytes : 0;
+    }
     return (size_t)(w->n * (w->kofs + w->k)) +
            (size_t)(w->q.scale_rows * w->q.scale_cols) * sizeof(float) +
            (w->q.row_sums ? (size_t)w->n * sizeof(int32_t) : 0);

@@ -1,6 +1,7 @@
 /* engine/model/model_linear.h — one linear layer of the model as loaded (weights.h says how a
  * checkpoint tensor becomes one) and how it runs: float weights through kernels/linear.h,
- * 8-bit weights through kernels/qlinear.h, chosen per layer at run time.
+ * 8-bit weights through kernels/qlinear.h, ggml block encodings (GGUF files) through
+ * kernels/qblock.h, chosen per layer at run time.
  */
 #ifndef NUMLA_ENGINE_MODEL_LINEAR_H
 #define NUMLA_ENGINE_MODEL_LINEAR_H
@@ -11,11 +12,14 @@
 #include "common/status.h"
 #include "kernels/isa.h"
 #include "kernels/linear.h"
+#include "kernels/qblock.h"
 #include "kernels/qlinear.h"
 
 typedef enum numla_model_linear_kind {
     NUMLA_MODEL_LINEAR_FLOAT = 0, /* lin: bf16/f32 (kernels/linear.h) */
     NUMLA_MODEL_LINEAR_Q8,        /* q: fp8 block / int8 W8A8 (kernels/qlinear.h) */
+    NUMLA_MODEL_LINEAR_QBLOCK,    /* qb: ggml blocks, Q4_K ... (kernels/qblock.h), kept as the
+                                     file stores them */
 } numla_model_linear_kind;
 
 /* One linear layer of the model: y (M, n) = x (M, k) · Wᵀ. An fp8 column slice that does not
@@ -28,6 +32,7 @@ typedef struct numla_model_linear {
     int64_t kofs;                 /* Q8: zero columns packed before the slice (fp8 only) */
     numla_linear_weight lin;      /* FLOAT: (n, k) */
     numla_qlinear_weight q;       /* Q8: (n, kofs + k) */
+    numla_qblock_weight qb;       /* QBLOCK: (n, k), k whole blocks */
 } numla_model_linear;
 
 /* Scratch bytes numla_model_linear_forward needs for M rows on a team of nth threads. Local. */
@@ -38,7 +43,8 @@ size_t numla_model_linear_workspace_size(numla_isa isa, const numla_model_linear
 numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear *w, int64_t M,
                                         const float *x, int64_t ldx, float *y, int64_t ldy,
                                         int accumulate, void *ws, size_t ws_bytes);
-/* Bytes a forward reads of the weight (1-byte weights + scales for Q8), for bandwidth bounds.
+/* Bytes a forward reads of the weight (1-byte weights + scales for Q8, whole blocks for QBLOCK),
+ * for bandwidth bounds.
  * Local. */
 size_t numla_model_linear_bytes(const numla_model_linear *w);
 

@@ -17,11 +17,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "kernels/qblock_quant.h"
 #include "kernels/quant.h"
 
 typedef struct loader {
     const numla_model_config *cfg;
-    const numla_safetensors_model *st;
+    const numla_safetensors_model *st;  /* one of st and view */
+    const numla_weights_view *view;     /* a GGUF file's tensors under HF names */
     numla_isa isa;
     numla_weights_options opts;
     int pass;           /* 0: validate + size, 1: copy */
@@ -55,15 +57,38 @@ static void ld_problem(loader *L, const char *fmt, ...)
         L->problems_len = sizeof L->problems - 1;
 }
 
-/* The checkpoint's tensor called name, under the config's tensor_prefix ("language_model."
- * for Kimi K2.5's text model); NULL when absent. */
-static const numla_safetensors_tensor *ld_find(loader *L, const char *name)
+/* The checkpoint's tensor called name: a GGUF file's entry under its HF name (L->view), or the
+ * safetensors tensor under the config's tensor_prefix ("language_model." for Kimi K2.5's text
+ * model); NULL when absent. */
+static const numla_safetensors_tensor *ld_find(const loader *L, const char *name)
 {
+    if (L->view) {
+        const numla_weights_entry *e = numla_weights_view_find(L->view, name);
+        return e ? &e->t : NULL;
+    }
     if (!L->cfg->tensor_prefix[0])
         return numla_safetensors_find(L->st, name);
     char full[400];
     snprintf(full, sizeof full, "%s%s", L->cfg->tensor_prefix, name);
     return numla_safetensors_find(L->st, full);
+}
+
+/* The GGUF entry behind a tensor ld_find returned, or NULL for a safetensors tensor. */
+static const numla_weights_entry *ld_entry(const loader *L, const numla_safetensors_tensor *t)
+{
+    return L->view && t ? (const numla_weights_entry *)(const void *)t : NULL;
+}
+
+/* Elements [0, n) of a norm, router or bias tensor as fp32 (GGUF blocks dequantized). */
+static numla_status ld_read_f32(const loader *L, const numla_safetensors_tensor *t, int64_t rows,
+                                int64_t cols, float *dst)
+{
+    const numla_weights_entry *e = ld_entry(L, t);
+    if (e && (e->qtype >= 0 || e->v_b))
+        return numla_weights_entry_rows_f32(e, 0, rows, 0, cols, dst);
+    for (int64_t i = 0; i < rows * cols; i++)
+        dst[i] = numla_load_f32(t->data, t->dtype, (size_t)i);
+    return NUMLA_STATUS_OK;
 }
 
 /* The tensor with the given shape, or NULL (pass 0 records why). */
@@ -106,6 +131,9 @@ static void *ld_take(loader *L, size_t bytes)
  * it with. */
 static void ld_want_float(loader *L, const numla_safetensors_tensor *t)
 {
+    const numla_weights_entry *e = ld_entry(L, t);
+    if (e && e->qtype >= 0)
+        return; /* GGUF blocks: dequantized with the encoding's reference */
     if (L->pass == 0 && t && (unsigned)t->dtype >= NUMLA_DTYPE_COUNT)
         ld_problem(L, "%s is %s; numla reads it only as F32, F16 or BF16", t->name,
                    numla_dtype_name(t->dtype));
@@ -119,8 +147,7 @@ static numla_status ld_norm(loader *L, const char *name, int64_t n, float **out)
     float *dst = ld_take(L, (size_t)n * 4);
     *out = dst;
     if (L->pass == 1) {
-        for (int64_t i = 0; i < n; i++)
-            dst[i] = numla_load_f32(t->data, t->dtype, (size_t)i);
+        NUMLA_CHECK(ld_read_f32(L, t, 1, n, dst));
         L->loaded += t->nbytes;
     }
     return NUMLA_STATUS_OK;
@@ -157,6 +184,65 @@ static void ld_check_scale(loader *L, const numla_weights_tensor *d, const char 
     }
 }
 
+/* A compressed-tensors int4 linear `name` (X.weight): X.weight_packed I32 (full_n, full_k / 8),
+ * X.weight_scale float (full_n, full_k / 32) finite, X.weight_shape I32/I64 (2) = (full_n,
+ * full_k). Returns 0 when it is not there or not valid (pass 0 records why). */
+static int ld_classify_int4(loader *L, const char *name, int64_t full_n, int64_t full_k,
+                            numla_weights_tensor *d)
+{
+    char pn[300], sn[300], hn[300];
+    snprintf(pn, sizeof pn, "%s_packed", name);
+    snprintf(sn, sizeof sn, "%s_scale", name);
+    snprintf(hn, sizeof hn, "%s_shape", name);
+    const numla_safetensors_tensor *p = ld_find(L, pn), *sc = ld_find(L, sn), *sh = ld_find(L, hn);
+    d->t = p;
+    d->scale = sc;
+    d->mode = NUMLA_WEIGHTS_INT4;
+    if (L->pass == 1)
+        return 1;
+    if (!p) {
+        ld_problem(L, "missing %s (nor %s: config.json's quantization_config is "
+                   "compressed-tensors)", name, pn);
+        return 0;
+    }
+    if (full_k % 32 || p->dtype != NUMLA_DTYPE_I32 || p->ndim != 2 || p->shape[0] != full_n ||
+        p->shape[1] != full_k / 8) {
+        ld_problem(L, "%s is %s (%lld, %lld), expected I32 (%lld, %lld) for an int4 (%lld, "
+                   "%lld) weight in groups of 32", pn, numla_dtype_name(p->dtype),
+                   (long long)p->shape[0], (long long)(p->ndim > 1 ? p->shape[1] : 0),
+                   (long long)full_n, (long long)(full_k / 8), (long long)full_n,
+                   (long long)full_k);
+        return 0;
+    }
+    if (!sc || (unsigned)sc->dtype >= NUMLA_DTYPE_COUNT || sc->ndim != 2 ||
+        sc->shape[0] != full_n || sc->shape[1] != full_k / 32) {
+        ld_problem(L, "%s: missing, or not a float (%lld, %lld) tensor (the scales of %s)", sn,
+                   (long long)full_n, (long long)(full_k / 32), pn);
+        return 0;
+    }
+    if (sh) {
+        int64_t v[2] = {-1, -1};
+        for (int i = 0; i < 2 && sh->ndim == 1 && sh->shape[0] == 2; i++)
+            v[i] = sh->dtype == NUMLA_DTYPE_I64 ? ((const int64_t *)sh->data)[i]
+                   : sh->dtype == NUMLA_DTYPE_I32 ? ((const int32_t *)sh->data)[i]
+                                                  : -1;
+        if (v[0] != full_n || v[1] != full_k) {
+            ld_problem(L, "%s is (%lld, %lld), expected (%lld, %lld)", hn, (long long)v[0],
+                       (long long)v[1], (long long)full_n, (long long)full_k);
+            return 0;
+        }
+    }
+    for (int64_t i = 0; i < full_n * (full_k / 32); i++) {
+        const float v = numla_load_f32(sc->data, sc->dtype, (size_t)i);
+        if (!isfinite(v) || fabsf(v) > 65504.0f) {
+            ld_problem(L, "%s[%lld][%lld] = %g: an int4 scale must be finite and fit fp16", sn,
+                       (long long)(i / (full_k / 32)), (long long)(i % (full_k / 32)), (double)v);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Find and classify a (full_n, full_k) linear tensor; quantizable: it may be quantized while
  * loading. Returns 0 when it cannot be loaded (pass 0 recorded why). */
 static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full_k,
@@ -166,11 +252,29 @@ static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full
     memset(d, 0, sizeof *d);
     d->full_n = full_n;
     d->full_k = full_k;
+    if (L->cfg->weight_format == NUMLA_ENCODING_INT4 && !ld_find(L, name))
+        return ld_classify_int4(L, name, full_n, full_k, d); /* else in `ignore`: as stored */
     d->t = ld_get(L, name, 2, shape);
     if (!d->t)
         return 0;
     const numla_dtype dt = d->t->dtype;
     const int want = L->opts.format;
+    const numla_weights_entry *e = ld_entry(L, d->t);
+    if (e && (e->qtype >= 0 || e->v_b)) {
+        if (want == NUMLA_WEIGHT_FORMAT_FP8 || want == NUMLA_WEIGHT_FORMAT_INT8) {
+            if (L->pass == 0)
+                ld_problem(L, "%s (%s in %s) is %s: a GGUF file's blocks cannot be loaded as "
+                           "%s", name, e->src->name, e->t.file,
+                           e->qtype >= 0 ? numla_qblock_info_get((numla_qblock_type)e->qtype)->name
+                                         : "attn_k_b + attn_v_b",
+                           numla_model_config_format_name((numla_weight_format)want));
+            return 0;
+        }
+        /* bf16 asked for: ld_linear_qblock dequantizes into fp32; q8_0 / q4_0: the file's
+         * blocks stay as they are */
+        d->mode = NUMLA_WEIGHTS_QBLOCK;
+        return 1;
+    }
     if (dt == NUMLA_DTYPE_F8_E4M3 || dt == NUMLA_DTYPE_I8) {
         const numla_weight_format wf =
             dt == NUMLA_DTYPE_F8_E4M3 ? NUMLA_WEIGHT_FORMAT_FP8 : NUMLA_WEIGHT_FORMAT_INT8;
@@ -206,6 +310,12 @@ static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full
         }
         return 1;
     }
+    if (quantizable &&
+        (want == NUMLA_ENCODING_Q8_0 || want == NUMLA_ENCODING_Q4_0 || want == NUMLA_ENCODING_Q4_K) &&
+        (unsigned)dt < NUMLA_DTYPE_COUNT) {
+        d->mode = NUMLA_WEIGHTS_QBLOCK_MAKE;
+        return 1;
+    }
     if (quantizable && (want == NUMLA_WEIGHT_FORMAT_FP8 || want == NUMLA_WEIGHT_FORMAT_INT8)) {
         d->mode = NUMLA_WEIGHTS_Q8_MAKE;
         d->fmt = numla_weights_q8_format((numla_weight_format)want);
@@ -221,6 +331,197 @@ enum {
     LD_FP32_ACTIVATIONS = 2, /* int8 weights run with fp32 activations (INT8_ROW), not W8A8 */
 };
 
+/* Rows [r0, r0 + n) x columns [c0, c0 + k) of a GGUF tensor in ggml blocks. Rows are whole
+ * blocks along K, so a row shard (heads, experts, MLP slices, vocabulary) is always the file's
+ * bytes. A column shard (o_proj, down_proj of the dense MLP and shared experts: a K split) is
+ * kept in blocks when c0 and k fall on the encoding's block (32 or 256 elements); otherwise,
+ * and for the split layout's kv_b_proj (assembled from attn_k_b and attn_v_b), that shard is
+ * dequantized once into fp32 (its share of the weights at 4 bytes each: say so in
+ * docs/design.md §10). Activations are quantized per 256 columns (kernels/qblock.h Q8 mode,
+ * llama.cpp's Q8_K idea) when k is a multiple of 256 and the input is whole on every rank;
+ * a linear whose input is split over the ranks (LD_FP32_ACTIVATIONS) keeps fp32 activations,
+ * so that its partial sums do not depend on where the split falls. */
+static numla_status ld_linear_qblock(loader *L, const numla_weights_entry *e, int64_t r0,
+                                     int64_t n, int64_t c0, int64_t k, int flags,
+                                     numla_model_linear *out)
+{
+    const numla_qblock_info *in = e->qtype >= 0 && !e->v_b
+                                      ? numla_qblock_info_get((numla_qblock_type)e->qtype)
+                                      : NULL;
+    const int blocks = in && c0 % in->block == 0 && k % in->block == 0 &&
+                       L->opts.format != NUMLA_WEIGHT_FORMAT_NONE;
+    if (!blocks) { /* fp32 (the cut shard, the assembled kv_b_proj, --weights bf16) */
+        const numla_dtype dt = NUMLA_DTYPE_F32;
+        void *dst = ld_take(L, numla_linear_packed_size(L->isa, n, k, dt));
+        if (L->pass != 1)
+            return NUMLA_STATUS_OK;
+        float *tmp = malloc((size_t)n * (size_t)k * sizeof(float));
+        if (!tmp)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory to dequantize it", e->t.name);
+        numla_status s = numla_weights_entry_rows_f32(e, r0, n, c0, k, tmp);
+        if (s == NUMLA_STATUS_OK)
+            s = numla_linear_pack(L->isa, n, k, tmp, dt, k, dst, &out->lin);
+        free(tmp);
+        NUMLA_CHECK(s);
+        L->loaded += (size_t)n * (size_t)k * sizeof(float);
+        return NUMLA_STATUS_OK;
+    }
+    const numla_qblock_type qt = (numla_qblock_type)e->qtype;
+    void *dst = ld_take(L, numla_qblock_packed_size(qt, n, k));
+    out->kind = NUMLA_MODEL_LINEAR_QBLOCK;
+    if (L->pass != 1)
+        return NUMLA_STATUS_OK;
+    numla_qblock_source src = {
+        .type = qt, .n = n, .k = k,
+        .data = (const char *)e->t.data + (size_t)r0 * (size_t)e->row_bytes +
+                (size_t)(c0 / in->block) * (size_t)in->bytes,
+        .ld = e->row_bytes,
+        .act = k % 256 == 0 && !(flags & LD_FP32_ACTIVATIONS) && !L->opts.qblock_fp32_act
+                   ? NUMLA_QBLOCK_ACT_Q8
+                                                              : NUMLA_QBLOCK_ACT_F32,
+    };
+    NUMLA_CHECK(numla_qblock_pack(&src, dst, &out->qb));
+    L->loaded += (size_t)n * (size_t)(k / in->block) * (size_t)in->bytes;
+    return NUMLA_STATUS_OK;
+}
+
+/* A compressed-tensors int4 linear's rows [r0, r0 + n) x columns [c0, c0 + k). A group of 32
+ * (q + 8 in nibbles, element e at bits 4(e % 8) of int32 word e / 8) with its scale s is a
+ * Q4_0 block (d = fp16(s), element j in the low nibble of byte j, j + 16 in the high) after a
+ * nibble shuffle, so the rows run through kernels/qblock unexpanded; the values are the same
+ * (s · q) when s is an fp16 normal (a bf16 scale always is above 2^-14; below, fp16 subnormals
+ * keep fewer bits). A slice off the groups (a K split not on 32), and --weights bf16, take the
+ * values s · q in fp32. */
+static numla_status ld_linear_int4(loader *L, const numla_weights_tensor *d, int64_t r0,
+                                   int64_t n, int64_t c0, int64_t k, int flags,
+                                   numla_model_linear *out)
+{
+    const int64_t K = d->full_k, G = K / 32;
+    const int blocks = c0 % 32 == 0 && k % 32 == 0 && L->opts.format != NUMLA_WEIGHT_FORMAT_NONE;
+    const numla_qblock_type qt = NUMLA_QBLOCK_Q4_0;
+    void *dst = ld_take(L, blocks ? numla_qblock_packed_size(qt, n, k)
+                                  : numla_linear_packed_size(L->isa, n, k, NUMLA_DTYPE_F32));
+    out->kind = blocks ? NUMLA_MODEL_LINEAR_QBLOCK : NUMLA_MODEL_LINEAR_FLOAT;
+    if (L->pass != 1)
+        return NUMLA_STATUS_OK;
+    const uint32_t *words = d->t->data;
+    if (!blocks) {
+        float *tmp = malloc((size_t)(n * k) * sizeof(float));
+        if (!tmp)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory to dequantize it", d->t->name);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < k; c++) {
+                const int64_t e = c0 + c, row = r0 + r;
+                const uint32_t u = (words[row * (K / 8) + e / 8] >> (4 * (e % 8))) & 15u;
+                const float s = numla_load_f32(d->scale->data, d->scale->dtype,
+                                               (size_t)(row * G + e / 32));
+                tmp[r * k + c] = s * (float)((int)u - 8);
+            }
+        numla_status s = numla_linear_pack(L->isa, n, k, tmp, NUMLA_DTYPE_F32, k, dst, &out->lin);
+        free(tmp);
+        NUMLA_CHECK(s);
+        L->loaded += (size_t)(n * k) * sizeof(float);
+        return NUMLA_STATUS_OK;
+    }
+    const int64_t rb = k / 32 * 18;
+    uint8_t *b = malloc((size_t)(n * rb));
+    if (!b)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory to repack it", d->t->name);
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t g = 0; g < k / 32; g++) {
+            const int64_t row = r0 + r, gi = c0 / 32 + g;
+            uint8_t *blk = b + r * rb + g * 18, u[32];
+            const uint16_t h = numla_f32_to_f16(
+                numla_load_f32(d->scale->data, d->scale->dtype, (size_t)(row * G + gi)));
+            memcpy(blk, &h, 2);
+            for (int e = 0; e < 32; e++)
+                u[e] = (uint8_t)((words[row * (K / 8) + gi * 4 + e / 8] >> (4 * (e % 8))) & 15u);
+            for (int j = 0; j < 16; j++)
+                blk[2 + j] = (uint8_t)(u[j] | u[j + 16] << 4);
+        }
+    numla_qblock_source src = {
+        .type = qt, .n = n, .k = k, .data = b, .ld = rb,
+        .act = k % 256 == 0 && !(flags & LD_FP32_ACTIVATIONS) && !L->opts.qblock_fp32_act
+                   ? NUMLA_QBLOCK_ACT_Q8
+                   : NUMLA_QBLOCK_ACT_F32,
+    };
+    numla_status s = numla_qblock_pack(&src, dst, &out->qb);
+    free(b);
+    NUMLA_CHECK(s);
+    L->loaded += (size_t)(n * (k / 32)) * 18;
+    return NUMLA_STATUS_OK;
+}
+
+/* The block type --weights gives a tensor (name: its HF name) whose slice is columns
+ * [c0, c0 + k) (multiples of 32). q8_0 / q4_0: that type. q4_k: llama.cpp's Q4_K_M recipe as
+ * it applies to DeepSeek's tensors: lm_head Q6_K; every down_proj (dense MLP, routed and shared
+ * experts) Q6_K in the layers use_more_bits picks (the first and last eighth of the layers and
+ * every third one between: i < L/8, i >= 7L/8, (i - L/8) % 3 == 2; llama.cpp counts the
+ * ffn_down tensors, here the layers), Q4_K elsewhere; llama.cpp's attn_v rule matches no
+ * DeepSeek tensor. A slice that is not whole blocks of 256 takes Q8_0 (llama.cpp falls back to
+ * a 32-element type too). */
+static numla_qblock_type ld_make_type(const loader *L, const char *name, int64_t c0, int64_t k)
+{
+    if (L->opts.format == NUMLA_ENCODING_Q8_0)
+        return NUMLA_QBLOCK_Q8_0;
+    if (L->opts.format == NUMLA_ENCODING_Q4_0)
+        return NUMLA_QBLOCK_Q4_0;
+    if (c0 % 256 || k % 256)
+        return NUMLA_QBLOCK_Q8_0;
+    if (!strcmp(name, "lm_head.weight") || !strcmp(name, "model.embed_tokens.weight"))
+        return NUMLA_QBLOCK_Q6_K;
+    const int64_t nl = L->cfg->num_hidden_layers;
+    long i = -1;
+    if (!strncmp(name, "model.layers.", 13))
+        i = strtol(name + 13, NULL, 10);
+    if (i >= 0 && strstr(name, "down_proj.weight") &&
+        (i < nl / 8 || i >= 7 * nl / 8 || (i - nl / 8) % 3 == 2))
+        return NUMLA_QBLOCK_Q6_K;
+    return NUMLA_QBLOCK_Q4_K;
+}
+
+/* --weights q8_0|q4_0|q4_k on a float checkpoint: rows [r0, r0 + n) x columns [c0, c0 + k) (c0
+ * and k multiples of the block) made into blocks (kernels/qblock_quant.h; a block's values are
+ * the same whichever rank quantizes them, so any rank count packs the same bytes), then run as
+ * a GGUF file's blocks are (ld_linear_qblock's activation rule). */
+static numla_status ld_linear_qblock_make(loader *L, const numla_safetensors_tensor *t,
+                                          int64_t full_k, int64_t r0, int64_t n, int64_t c0,
+                                          int64_t k, int flags, numla_qblock_type qt,
+                                          numla_model_linear *out)
+{
+    const numla_qblock_info *in = numla_qblock_info_get(qt);
+    const int64_t rb = k / in->block * in->bytes;
+    void *dst = ld_take(L, numla_qblock_packed_size(qt, n, k));
+    out->kind = NUMLA_MODEL_LINEAR_QBLOCK;
+    if (L->pass != 1)
+        return NUMLA_STATUS_OK;
+    uint8_t *blocks = malloc((size_t)(n * rb));
+    float *row = malloc((size_t)k * sizeof(float));
+    numla_status s = blocks && row ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
+    for (int64_t r = 0; s == NUMLA_STATUS_OK && r < n; r++) {
+        const size_t at = (size_t)(r0 + r) * (size_t)full_k + (size_t)c0;
+        for (int64_t c = 0; c < k; c++)
+            row[c] = numla_load_f32(t->data, t->dtype, at + (size_t)c);
+        s = numla_qblock_quantize_row_ref(qt, row, k, blocks + r * rb);
+    }
+    if (s == NUMLA_STATUS_OK) {
+        numla_qblock_source src = {
+            .type = qt, .n = n, .k = k, .data = blocks, .ld = rb,
+            .act = k % 256 == 0 && !(flags & LD_FP32_ACTIVATIONS) && !L->opts.qblock_fp32_act
+                       ? NUMLA_QBLOCK_ACT_Q8
+                       : NUMLA_QBLOCK_ACT_F32,
+        };
+        s = numla_qblock_pack(&src, dst, &out->qb);
+    }
+    free(blocks);
+    free(row);
+    if (s == NUMLA_STATUS_NO_MEMORY)
+        NUMLA_FAIL(s, "%s: no memory to quantize it", t->name);
+    NUMLA_CHECK(s);
+    L->loaded += (size_t)(n * rb);
+    return NUMLA_STATUS_OK;
+}
+
 /* Pack rows [r0, r0+n) × columns [c0, c0+k) of a (full_n, full_k) tensor; flags: LD_*. */
 static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int64_t full_k,
                                 int64_t r0, int64_t n, int64_t c0, int64_t k, int flags,
@@ -235,6 +536,15 @@ static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int
     out->k = k;
     if (n == 0 || k == 0 || !ok)
         return NUMLA_STATUS_OK;
+    if (d.mode == NUMLA_WEIGHTS_QBLOCK)
+        return ld_linear_qblock(L, ld_entry(L, d.t), r0, n, c0, k, flags, out);
+    if (d.mode == NUMLA_WEIGHTS_INT4)
+        return ld_linear_int4(L, &d, r0, n, c0, k, flags, out);
+    if (d.mode == NUMLA_WEIGHTS_QBLOCK_MAKE && (c0 % 32 == 0 && k % 32 == 0))
+        return ld_linear_qblock_make(L, d.t, full_k, r0, n, c0, k, flags,
+                                     ld_make_type(L, name, c0, k), out);
+    if (d.mode == NUMLA_WEIGHTS_QBLOCK_MAKE) /* K not whole blocks of 32: stays float */
+        d.mode = NUMLA_WEIGHTS_FLOAT;
     if (d.mode == NUMLA_WEIGHTS_FLOAT) {
         const numla_dtype dt = d.t->dtype;
         void *dst = ld_take(L, numla_linear_packed_size(L->isa, n, k, dt));
@@ -374,8 +684,18 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
     numla_weights_tensor d;
     if (!ld_classify(L, name, c->num_attention_heads * hw, dc, 1, &d))
         return NUMLA_STATUS_OK;
+    if (d.mode == NUMLA_WEIGHTS_QBLOCK_MAKE) /* W_UK / W_UV stay float (the expanded kv_b is
+                                              * quantized: ld_layer) */
+        d.mode = NUMLA_WEIGHTS_FLOAT;
+    if (d.mode == NUMLA_WEIGHTS_INT4) { /* Kimi keeps attention unquantized (`ignore`) */
+        if (L->pass == 0)
+            ld_problem(L, "%s: an int4 kv_b_proj is not supported (list it in "
+                       "quantization_config.ignore)", name);
+        return NUMLA_STATUS_OK;
+    }
     const numla_safetensors_tensor *t = d.t;
-    const int q8 = d.mode != NUMLA_WEIGHTS_FLOAT;       /* codes + scales to read */
+    const int q8 = d.mode != NUMLA_WEIGHTS_FLOAT;       /* not float rows as they are */
+    const int qb = d.mode == NUMLA_WEIGHTS_QBLOCK;      /* GGUF: dequantized into fp32 */
     const int keep8 = d.mode == NUMLA_WEIGHTS_Q8_FILE || d.mode == NUMLA_WEIGHTS_Q8_MAKE;
     const int fp8 = d.fmt == NUMLA_QLINEAR_FP8_BLOCK;
     const numla_qlinear_format f8 = fp8 ? NUMLA_QLINEAR_FP8_BLOCK : NUMLA_QLINEAR_INT8_ROW;
@@ -391,7 +711,7 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
     float *grid = NULL, *tgrid = NULL;
     numla_status s = NUMLA_STATUS_OK;
     if (L->pass == 1) {
-        if (q8) {
+        if (q8 && !qb) {
             s = numla_weights_q8_rows(&d, sh->head_begin * hw, Hr * hw, &codes, &own, &grid);
             NUMLA_CHECK(s);
         }
@@ -417,7 +737,9 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
             for (int64_t i = 0; i < tg; i++)
                 tgrid[i] = 1.0f;
         const int64_t r0 = sh->head_begin * hw;
-        for (int64_t r = 0; deq && r < Hr * hw; r++)
+        if (qb)
+            s = numla_weights_entry_rows_f32(ld_entry(L, t), r0, Hr * hw, 0, dc, (float *)deq);
+        for (int64_t r = 0; !qb && deq && r < Hr * hw; r++)
             for (int64_t cc = 0; cc < dc; cc++)
                 ((float *)deq)[r * dc + cc] =
                     numla_weights_q8_dequant(&d, codes, grid, r0, r0 + r, cc);
@@ -548,9 +870,9 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
             if (!tmp)
                 NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "weights: no memory for a router of %lld x %lld",
                            (long long)E, (long long)hid);
-            for (int64_t i = 0; i < E * hid; i++)
-                tmp[i] = numla_load_f32(t->data, t->dtype, (size_t)i);
-            numla_status s = numla_linear_pack(L->isa, E, hid, tmp, NUMLA_DTYPE_F32, hid, dst,
+            numla_status s = ld_read_f32(L, t, E, hid, tmp);
+            if (s == NUMLA_STATUS_OK)
+                s = numla_linear_pack(L->isa, E, hid, tmp, NUMLA_DTYPE_F32, hid, dst,
                                                &lw->router.lin);
             free(tmp);
             NUMLA_CHECK(s);
@@ -582,8 +904,15 @@ static numla_status ld_model(loader *L, numla_model_weights *w)
     int64_t shape[2] = {V, hid};
     const numla_safetensors_tensor *emb = ld_get(L, "model.embed_tokens.weight", 2, shape);
     ld_want_float(L, emb);
-    w->embed_dtype = emb ? emb->dtype : NUMLA_DTYPE_BF16;
-    size_t emb_bytes = (size_t)V * (size_t)hid * numla_dtype_size(w->embed_dtype);
+    const numla_weights_entry *ee = ld_entry(L, emb);
+    w->embed_blocks = ee && ee->qtype >= 0;
+    w->embed_qtype = w->embed_blocks ? (numla_qblock_type)ee->qtype : NUMLA_QBLOCK_Q8_0;
+    w->embed_dtype = emb && !w->embed_blocks ? emb->dtype : NUMLA_DTYPE_BF16;
+    /* GGUF blocks stay blocks: a token's row is dequantized when it is looked up */
+    w->embed_row_bytes = w->embed_blocks
+                             ? (size_t)ee->row_bytes
+                             : (size_t)hid * numla_dtype_size(w->embed_dtype);
+    size_t emb_bytes = (size_t)V * w->embed_row_bytes;
     w->embed = ld_take(L, emb_bytes);
     if (L->pass == 1) {
         memcpy(w->embed, emb->data, emb_bytes);
@@ -627,7 +956,7 @@ void numla_weights_destroy(numla_model_weights **pw)
 
 numla_weights_options numla_weights_options_default(void)
 {
-    return (numla_weights_options){.format = -1, .keep_lm_head = 0};
+    return (numla_weights_options){.format = -1, .keep_lm_head = 0, .qblock_fp32_act = 0};
 }
 
 int numla_weights_format_parse(const char *s, numla_weights_options *o)
@@ -638,6 +967,12 @@ int numla_weights_format_parse(const char *s, numla_weights_options *o)
         o->format = NUMLA_WEIGHT_FORMAT_FP8;
     else if (!strcmp(s, "int8"))
         o->format = NUMLA_WEIGHT_FORMAT_INT8;
+    else if (!strcmp(s, "q8_0"))
+        o->format = NUMLA_ENCODING_Q8_0;
+    else if (!strcmp(s, "q4_0"))
+        o->format = NUMLA_ENCODING_Q4_0;
+    else if (!strcmp(s, "q4_k"))
+        o->format = NUMLA_ENCODING_Q4_K;
     else
         return 0;
     return 1;
@@ -650,14 +985,16 @@ numla_status numla_weights_load(const numla_model_config *cfg, const numla_safet
     return numla_weights_load_ex(cfg, st, rank, nranks, isa, NULL, out);
 }
 
-numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_safetensors_model *st,
-                                   int32_t rank, int32_t nranks, numla_isa isa,
-                                   const numla_weights_options *opts, numla_model_weights **out)
+static numla_status weights_load(const numla_model_config *cfg, const numla_safetensors_model *st,
+                                 const numla_weights_view *view, int32_t rank, int32_t nranks,
+                                 numla_isa isa, const numla_weights_options *opts,
+                                 numla_model_weights **out)
 {
-    if (!cfg || !st || !out)
+    if (!cfg || (!st && !view) || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load: NULL argument");
     const numla_weights_options o = opts ? *opts : numla_weights_options_default();
-    if (o.format < -1 || o.format > NUMLA_WEIGHT_FORMAT_INT8)
+    if (o.format < -1 || (o.format > NUMLA_WEIGHT_FORMAT_INT8 && o.format != NUMLA_ENCODING_Q8_0 &&
+                          o.format != NUMLA_ENCODING_Q4_0 && o.format != NUMLA_ENCODING_Q4_K))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load: weight format %d unknown",
                    o.format);
     *out = NULL;
@@ -694,6 +1031,7 @@ numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_sa
     }
     L->cfg = cfg;
     L->st = st;
+    L->view = view;
     L->isa = isa;
     L->opts = o;
     L->pass = 0;
@@ -735,5 +1073,50 @@ numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_sa
         return s;
     }
     *out = w;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_safetensors_model *st,
+                                   int32_t rank, int32_t nranks, numla_isa isa,
+                                   const numla_weights_options *opts, numla_model_weights **out)
+{
+    return weights_load(cfg, st, NULL, rank, nranks, isa, opts, out);
+}
+
+numla_status numla_weights_load_gguf(const numla_model_config *cfg, const numla_gguf *g,
+                                     int32_t rank, int32_t nranks, numla_isa isa,
+                                     const numla_weights_options *opts, numla_model_weights **out)
+{
+    if (!cfg || !g || !out)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load_gguf: NULL argument");
+    *out = NULL;
+    numla_weights_view *v = NULL;
+    NUMLA_CHECK(numla_weights_view_create(g, cfg, &v));
+    numla_status s = weights_load(cfg, NULL, v, rank, nranks, isa, opts, out);
+    numla_weights_view_destroy(&v);
+    NUMLA_CHECK(s);
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_weights_load_path(const numla_model_config *cfg, const char *path,
+                                     int32_t rank, int32_t nranks, numla_isa isa,
+                                     const numla_weights_options *opts, numla_model_weights **out)
+{
+    numla_status s;
+    if (!out)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load_path: NULL argument");
+    *out = NULL;
+    if (numla_model_path_is_gguf(path)) {
+        numla_gguf *g = NULL;
+        NUMLA_CHECK(numla_gguf_open(path, &g));
+        s = numla_weights_load_gguf(cfg, g, rank, nranks, isa, opts, out);
+        numla_gguf_close(&g); /* the shard lives in owned memory now (DESIGN.md §3) */
+    } else {
+        numla_safetensors_model *st = NULL;
+        NUMLA_CHECK(numla_safetensors_open(path, &st));
+        s = numla_weights_load_ex(cfg, st, rank, nranks, isa, opts, out);
+        numla_safetensors_close(&st);
+    }
+    NUMLA_CHECK(s);
     return NUMLA_STATUS_OK;
 }

@@ -39,6 +39,7 @@
 #include "engine/model/config.h"
 #include "engine/model/model_linear.h"
 #include "engine/model/shard.h"
+#include "engine/formats/gguf.h"
 #include "engine/formats/safetensors.h"
 #include "kernels/isa.h"
 #include "kernels/linear.h"
@@ -89,8 +90,11 @@ typedef struct numla_model_weights {
     numla_isa isa;
     numla_weight_format format;     /* the 8-bit format the projections run in (NONE: float) */
     int lm_head_q8;                 /* lm_head is 8-bit */
-    numla_dtype embed_dtype;
-    void *embed;                    /* (vocab_size, hidden), embed_dtype */
+    numla_dtype embed_dtype;        /* when !embed_blocks */
+    int embed_blocks;               /* a GGUF embedding kept in blocks of embed_qtype */
+    numla_qblock_type embed_qtype;
+    size_t embed_row_bytes;         /* bytes of one token's row */
+    void *embed;                    /* (vocab_size, hidden): embed_dtype, or rows of blocks */
     numla_weights_layer *layers;    /* [num_hidden_layers] */
     float *final_norm;              /* (hidden) */
     numla_model_linear lm_head;     /* (vocab_count, hidden): rows vocab_begin.. */
@@ -107,6 +111,8 @@ typedef struct numla_weights_options {
      * must be float or already in that format). */
     int format;
     int keep_lm_head;               /* with FP8 / INT8 on a float checkpoint: lm_head stays bf16 */
+    int qblock_fp32_act;            /* GGUF blocks: every linear keeps fp32 activations (default:
+                                     * int8 per 256 columns where weights.c says so) */
 } numla_weights_options;
 
 /* format -1, keep_lm_head 0. */
@@ -127,6 +133,19 @@ numla_status numla_weights_load(const numla_model_config *cfg, const numla_safet
 numla_status numla_weights_load_ex(const numla_model_config *cfg, const numla_safetensors_model *st,
                                    int32_t rank, int32_t nranks, numla_isa isa,
                                    const numla_weights_options *opts, numla_model_weights **out);
+/* The same from an open GGUF deepseek2 file (cfg from numla_model_config_load on the same path):
+ * ggml block tensors stay in their encoding (model_linear.h QBLOCK), F32/F16/BF16 ones load as
+ * a safetensors checkpoint's; stacked experts, both MLA layouts and the sharding rules on
+ * blocks: weights_gguf.c and ld_linear_qblock in weights.c. --weights bf16 dequantizes the
+ * blocks into fp32; fp8 / int8 are refused. Not collective. */
+numla_status numla_weights_load_gguf(const numla_model_config *cfg, const numla_gguf *g,
+                                     int32_t rank, int32_t nranks, numla_isa isa,
+                                     const numla_weights_options *opts, numla_model_weights **out);
+/* Open path (a model directory of safetensors, or a .gguf file / first part of a split set),
+ * load the shard and close the files. Not collective. */
+numla_status numla_weights_load_path(const numla_model_config *cfg, const char *path,
+                                     int32_t rank, int32_t nranks, numla_isa isa,
+                                     const numla_weights_options *opts, numla_model_weights **out);
 void numla_weights_destroy(numla_model_weights **w);
 
 #endif

@@ -96,8 +96,6 @@ static numla_status engine_load(numla_engine *e, const char *model_dir,
                                 const numla_engine_options *o)
 {
     const numla_isa isa = o->isa;
-    numla_safetensors_model *st = NULL;
-    numla_status s;
     if ((unsigned)isa >= NUMLA_ISA_COUNT || !numla_isa_supported(isa))
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: kernel level %s is not supported here",
                    numla_isa_name(isa));
@@ -106,10 +104,9 @@ static numla_status engine_load(numla_engine *e, const char *model_dir,
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: %d ranks but the model has only %lld "
                    "attention heads (head parallelism needs ranks <= heads)", e->size,
                    (long long)e->cfg.num_attention_heads);
-    NUMLA_CHECK(numla_safetensors_open(model_dir, &st));
-    s = numla_weights_load_ex(&e->cfg, st, e->rank, e->size, isa, &o->weights, &e->w);
-    numla_safetensors_close(&st); /* the shard lives in owned memory now (DESIGN.md §3) */
-    NUMLA_CHECK(s);
+    /* a safetensors directory or a GGUF file; the shard lives in owned memory after (DESIGN.md §3) */
+    NUMLA_CHECK(numla_weights_load_path(&e->cfg, model_dir, e->rank, e->size, isa, &o->weights,
+                                        &e->w));
     numla_model_options mo = o->kernels;
     mo.isa = isa;
     mo.num_threads = e->threads;

@@ -44,22 +44,21 @@ int numla_qckpt_quantizes(numla_qckpt_format f, const char *name, int32_t ndim, 
     return 0;
 }
 
+/* The scale tensors' names, grids and byte counts come from the encoding table. */
 void numla_qckpt_scale_name(numla_qckpt_format f, const char *name, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s%s", name, f == NUMLA_QCKPT_FP8 ? "_scale_inv" : "_scale");
+    const numla_weight_encoding_info *in = numla_weight_encoding_get(f);
+    snprintf(buf, cap, "%s%s", name, in && in->scale_suffix ? in->scale_suffix : "");
 }
 
 void numla_qckpt_scale_shape(numla_qckpt_format f, int64_t n, int64_t k, int64_t shape[2])
 {
-    shape[0] = f == NUMLA_QCKPT_FP8 ? numla_quant_blocks(n) : n;
-    shape[1] = f == NUMLA_QCKPT_FP8 ? numla_quant_blocks(k) : 1;
+    numla_weight_encoding_scale_grid(f, n, k, shape);
 }
 
 int64_t numla_qckpt_bytes(numla_qckpt_format f, int64_t n, int64_t k)
 {
-    int64_t s[2];
-    numla_qckpt_scale_shape(f, n, k, s);
-    return n * k + 4 * s[0] * s[1];
+    return numla_weight_encoding_bytes(f, n, k, 0);
 }
 
 numla_status numla_qckpt_config_set(json_t *config, numla_qckpt_format f)

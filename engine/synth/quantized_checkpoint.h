@@ -30,12 +30,13 @@
 
 #include "common/status.h"
 #include "engine/formats/safetensors.h"
+#include "engine/formats/weight_encoding.h"
 
-typedef enum numla_qckpt_format {
-    NUMLA_QCKPT_NONE = 0,
-    NUMLA_QCKPT_FP8,
-    NUMLA_QCKPT_INT8,
-} numla_qckpt_format;
+/* What numla quantize writes: an encoding of engine/formats/weight_encoding.h (one enum). */
+typedef numla_weight_encoding numla_qckpt_format;
+#define NUMLA_QCKPT_NONE NUMLA_ENCODING_NONE
+#define NUMLA_QCKPT_FP8 NUMLA_ENCODING_FP8
+#define NUMLA_QCKPT_INT8 NUMLA_ENCODING_INT8
 
 /* "fp8" / "int8" -> format; 0 when the name is neither. */
 int numla_qckpt_format_parse(const char *s, numla_qckpt_format *out);

@@ -60,6 +60,11 @@ numla_status numla_tokenizer_load_tiktoken_text(const char *model_text, size_t l
 /* 1 when model_dir holds a tokenizer numla_tokenizer_load reads (tokenizer.json or
  * tiktoken.model). Not collective. */
 int numla_tokenizer_present(const char *model_dir);
+/* The same from the texts of a tokenizer.json and (NULL: none) a tokenizer_config.json, e.g.
+ * made from a GGUF file's tokenizer.ggml.* keys; `source` names them in errors. Not collective. */
+numla_status numla_tokenizer_load_json_text(const char *tokenizer_json, const char *config_json,
+                                            int64_t vocab_size, const char *source,
+                                            numla_tokenizer **out);
 /* Free and NULL the handle (NULL is fine). */
 void numla_tokenizer_destroy(numla_tokenizer **t);
 

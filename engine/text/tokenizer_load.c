@@ -910,6 +910,43 @@ done:
     return s;
 }
 
+numla_status numla_tokenizer_load_json_text(const char *tokenizer_json, const char *config_json,
+                                            int64_t vocab_size, const char *source,
+                                            numla_tokenizer **out)
+{
+    *out = NULL;
+    json_error_t err;
+    json_t *root = json_loads(tokenizer_json, JSON_ALLOW_NUL, &err), *config = NULL;
+    if (!root)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: tokenizer: %s", source, err.text);
+    if (config_json && !(config = json_loads(config_json, JSON_ALLOW_NUL, &err))) {
+        json_decref(root);
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: tokenizer config: %s", source, err.text);
+    }
+    numla_tokenizer *t = calloc(1, sizeof *t);
+    numla_status s = NUMLA_STATUS_NO_MEMORY;
+    if (t) {
+        t->id_limit = vocab_size > 0 && vocab_size < NUMLA_TOKENIZER_MAX_IDS
+                          ? vocab_size
+                          : NUMLA_TOKENIZER_MAX_IDS;
+        t->id_limit_from_model = vocab_size > 0 && vocab_size <= NUMLA_TOKENIZER_MAX_IDS;
+        s = numla_tokenizer_load_json(t, root, config);
+        if (s != NUMLA_STATUS_OK) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", numla_error_message());
+            numla_error_set(s, __FILE__, __LINE__, __func__, "%s: %s", source, msg);
+        }
+    } else {
+        numla_error_set(s, __FILE__, __LINE__, __func__, "no memory for a tokenizer");
+    }
+    json_decref(root);
+    json_decref(config);
+    if (s != NUMLA_STATUS_OK)
+        numla_tokenizer_destroy(&t);
+    *out = t;
+    return s;
+}
+
 void numla_tokenizer_destroy(numla_tokenizer **tp)
 {
     numla_tokenizer *t = tp ? *tp : NULL;

@@ -49,6 +49,7 @@ static void die(const char *what)
 
 static uint64_t rng_state;
 static numla_dtype kv_dtype = NUMLA_DTYPE_BF16;
+static int qblock_fp32_act; /* GGUF blocks with fp32 activations (weights.h) */
 static uint32_t rnd(void)
 {
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
@@ -73,16 +74,17 @@ static numla_model_options ref_options(numla_isa isa)
 static void ref_load(const char *dir, ref_model *r)
 {
     numla_model_config cfg;
-    numla_safetensors_model *st = NULL;
     const numla_isa isa = numla_isa_best(); /* what the engine's default options run */
     numla_model_options mo = ref_options(isa);
-    if (numla_model_config_load(dir, &cfg) || numla_safetensors_open(dir, &st) ||
-        numla_weights_load(&cfg, st, 0, 1, isa, &r->w) ||
+    numla_weights_options wo = numla_weights_options_default();
+    wo.qblock_fp32_act = qblock_fp32_act;
+    /* a model directory or a GGUF file, loaded as the engine loads it */
+    if (numla_model_config_load(dir, &cfg) ||
+        numla_weights_load_path(&cfg, dir, 0, 1, isa, &wo, &r->w) ||
         numla_model_create(r->w, &mo, &r->m) ||
         numla_kv_cache_create((int32_t)cfg.num_hidden_layers, (int32_t)cfg.kv_lora_rank,
                               (int32_t)cfg.qk_rope_head_dim, BS, NBLK, kv_dtype, &r->kv))
         die("reference model");
-    numla_safetensors_close(&st);
 }
 
 static int64_t argmax2(const float *x, int64_t n, float *margin)
@@ -119,6 +121,8 @@ int main(int argc, char **argv)
             rng_state = (uint64_t)atoll(argv[++i]);
         else if (!strcmp(argv[i], "--kv-f32"))
             kv_dtype = NUMLA_DTYPE_F32;
+        else if (!strcmp(argv[i], "--qblock-fp32-act"))
+            qblock_fp32_act = 1;
         else if (!strcmp(argv[i], "--tol") && i + 1 < argc)
             rel_tol = atof(argv[++i]);
         else if (!strcmp(argv[i], "--expect-too-many-ranks"))
@@ -133,6 +137,7 @@ int main(int argc, char **argv)
     eo.num_blocks = NBLK;
     eo.bind = 0;
     eo.kv_dtype = kv_dtype;
+    eo.weights.qblock_fp32_act = qblock_fp32_act;
     numla_engine *e = NULL;
     numla_status s = numla_engine_create(comm, dir, &eo, &e);
     if (expect_too_many) {

@@ -36,13 +36,22 @@ static numla_model_options eng_model_options(numla_isa isa)
     return o;
 }
 
-/* Rank `rank` of `nranks` (the shard it loads), with model options mo. */
+/* GGUF models: whether their block linears keep fp32 activations (weights.h qblock_fp32_act). */
+static int eng_qblock_fp32_act = 1;
+
+/* Rank `rank` of `nranks` (the shard it loads), with model options mo; dir is a model
+ * directory or a GGUF file. */
 static int eng_open_rank_opts(eng *e, const char *dir, numla_dtype kv_dtype,
                               const numla_model_options *mo, int rank, int nranks)
 {
     memset(e, 0, sizeof *e);
-    if (numla_model_config_load(dir, &e->cfg) || numla_safetensors_open(dir, &e->st) ||
-        numla_weights_load(&e->cfg, e->st, rank, nranks, mo->isa, &e->w) ||
+    numla_weights_options wo = numla_weights_options_default();
+    wo.qblock_fp32_act = eng_qblock_fp32_act;
+    const int gguf = numla_model_path_is_gguf(dir); /* a GGUF file: no safetensors kept open */
+    if (numla_model_config_load(dir, &e->cfg) ||
+        (gguf ? numla_weights_load_path(&e->cfg, dir, rank, nranks, mo->isa, &wo, &e->w)
+              : (numla_safetensors_open(dir, &e->st) ||
+                 numla_weights_load(&e->cfg, e->st, rank, nranks, mo->isa, &e->w))) ||
         numla_model_create(e->w, mo, &e->m) ||
         numla_kv_cache_create((int32_t)e->cfg.num_hidden_layers, (int32_t)e->cfg.kv_lora_rank,
                               (int32_t)e->cfg.qk_rope_head_dim, 4, 128, kv_dtype, &e->kv)) {

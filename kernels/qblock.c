@@ -1,0 +1,199 @@
+/* kernels/qblock.c — the block-quantized linear dispatch table, the encodings' block shapes,
+ * packing (ISA-independent) and argument validation. The compute is in kernels/ref/qblock_ref.c
+ * and kernels/x86/qblock_<isa>.c; the contract in kernels/qblock.h. */
+#include "kernels/qblock_internal.h"
+
+#include <cpuid.h>
+#include <omp.h>
+#include <pthread.h>
+
+static const numla_qblock_info numla_qblock_infos_[NUMLA_QBLOCK_TYPE_COUNT] = {
+    [NUMLA_QBLOCK_Q8_0] = {"Q8_0", 32, 34, 8},     [NUMLA_QBLOCK_Q4_0] = {"Q4_0", 32, 18, 2},
+    [NUMLA_QBLOCK_Q4_K] = {"Q4_K", 256, 144, 12},  [NUMLA_QBLOCK_Q5_K] = {"Q5_K", 256, 176, 13},
+    [NUMLA_QBLOCK_Q6_K] = {"Q6_K", 256, 210, 14},  [NUMLA_QBLOCK_IQ4_XS] = {"IQ4_XS", 256, 136, 23},
+    [NUMLA_QBLOCK_Q2_K] = {"Q2_K", 256, 84, 10},   [NUMLA_QBLOCK_Q3_K] = {"Q3_K", 256, 110, 11},
+};
+
+/* Native variants per level, mode and type; NULL inherits the level below (ref always runs). */
+static const numla_qblock_forward_fn numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_QBLOCK_ACT_COUNT][NUMLA_QBLOCK_TYPE_COUNT] = {
+    [NUMLA_ISA_REF] = {{numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
+                        numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
+                        numla_qblock_forward_ref, numla_qblock_forward_ref},
+                       {numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
+                        numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
+                        numla_qblock_forward_ref, numla_qblock_forward_ref}},
+    [NUMLA_ISA_AVX512] = {{numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
+                           numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
+                           numla_qblock_forward_avx512, numla_qblock_forward_avx512},
+                          {[NUMLA_QBLOCK_Q8_0] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_Q4_K] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_Q6_K] = numla_qblock_forward_avx512vnni}},
+};
+
+/* Read once: CPUID traps to the hypervisor in a VM, and the dispatch asks on every call. */
+static pthread_once_t numla_qblock_vnni_once_ = PTHREAD_ONCE_INIT;
+static int numla_qblock_vnni_ok_;
+
+static void numla_qblock_vnni_init_(void)
+{
+    unsigned a, b, c, d;
+    /* AVX512-VNNI: CPUID.(7,0):ECX bit 11 (the avx512 level already checked the OS state). */
+    numla_qblock_vnni_ok_ = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 11) & 1);
+}
+
+int numla_qblock_vnni_usable(void)
+{
+    pthread_once(&numla_qblock_vnni_once_, numla_qblock_vnni_init_);
+    return numla_qblock_vnni_ok_;
+}
+
+/* A variant that needs a CPU feature beyond its level's. */
+static int numla_qblock_runnable_(numla_isa level, numla_qblock_act act)
+{
+    return !(level == NUMLA_ISA_AVX512 && act == NUMLA_QBLOCK_ACT_Q8) || numla_qblock_vnni_usable();
+}
+
+const numla_qblock_info *numla_qblock_info_get(numla_qblock_type type)
+{
+    return (unsigned)type < NUMLA_QBLOCK_TYPE_COUNT ? &numla_qblock_infos_[type] : NULL;
+}
+
+numla_status numla_qblock_from_ggml(uint32_t ggml_type, numla_qblock_type *out)
+{
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
+        if (numla_qblock_infos_[t].ggml_type == ggml_type) {
+            *out = (numla_qblock_type)t;
+            return NUMLA_STATUS_OK;
+        }
+    NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "qblock: ggml type %u has no block encoding here", ggml_type);
+}
+
+numla_isa numla_qblock_level(numla_qblock_type type, numla_qblock_act act, numla_isa isa)
+{
+    if ((unsigned)type >= NUMLA_QBLOCK_TYPE_COUNT || (unsigned)act >= NUMLA_QBLOCK_ACT_COUNT ||
+        (unsigned)isa >= NUMLA_ISA_COUNT)
+        return NUMLA_ISA_REF;
+    int i = (int)isa;
+    while (i > 0 && (!numla_qblock_table_[i][act][type] || !numla_qblock_runnable_((numla_isa)i, act)))
+        i--;
+    return (numla_isa)i;
+}
+
+numla_status numla_qblock_dequant_ref(numla_qblock_type type, const void *src, int64_t n, float *dst)
+{
+    const numla_qblock_info *info = numla_qblock_info_get(type);
+    if (!info)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock dequant: type %d unknown", (int)type);
+    if (!src || !dst || n < 0 || n % info->block)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock dequant: %s needs a multiple of %d elements, got %lld",
+                   info->name, info->block, (long long)n);
+    for (int64_t b = 0; b < n / info->block; b++)
+        numla_qblock_dequant_block_ref(type, (const uint8_t *)src + b * info->bytes, dst + b * info->block);
+    return NUMLA_STATUS_OK;
+}
+
+static int64_t numla_qblock_ld_(const numla_qblock_info *info, int64_t k)
+{
+    return (k / info->block * info->bytes + 63) & ~(int64_t)63;
+}
+
+size_t numla_qblock_packed_size(numla_qblock_type type, int64_t n, int64_t k)
+{
+    const numla_qblock_info *info = numla_qblock_info_get(type);
+    if (!info || n <= 0 || k <= 0 || k % info->block)
+        return 0;
+    return (size_t)n * (size_t)numla_qblock_ld_(info, k);
+}
+
+numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_qblock_weight *out)
+{
+    if (!src || !dst || !out || !src->data)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: NULL %s",
+                   !src ? "source" : !dst ? "dst" : !out ? "out" : "data");
+    const numla_qblock_info *info = numla_qblock_info_get(src->type);
+    if (!info)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: type %d unknown", (int)src->type);
+    if (src->n <= 0 || src->k <= 0 || src->k % info->block)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: %s slice N=%lld K=%lld: K must be a positive multiple "
+                   "of the %d-element block", info->name, (long long)src->n, (long long)src->k, info->block);
+    const int64_t row_bytes = src->k / info->block * info->bytes, ld = numla_qblock_ld_(info, src->k);
+    if (src->ld < row_bytes)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: %s source ld %lld < a row's %lld bytes", info->name,
+                   (long long)src->ld, (long long)row_bytes);
+    if ((uintptr_t)dst % 64)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: dst %p is not 64-byte aligned", dst);
+    if ((unsigned)src->act >= NUMLA_QBLOCK_ACT_COUNT || (src->act == NUMLA_QBLOCK_ACT_Q8 && src->k % 256))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: %s activation mode %d needs K (%lld) a multiple of 256",
+                   info->name, (int)src->act, (long long)src->k);
+    uint8_t *d = dst;
+    const uint8_t *s = src->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < src->n; r++) {
+        memcpy(d + r * ld, s + r * src->ld, (size_t)row_bytes);
+        memset(d + r * ld + row_bytes, 0, (size_t)(ld - row_bytes));
+    }
+    *out = (numla_qblock_weight){.type = src->type, .n = src->n, .k = src->k, .ld = ld, .q = d, .act = src->act};
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status numla_qblock_check_weight_(const numla_qblock_weight *w)
+{
+    if (!w || !w->q)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: NULL weight");
+    const numla_qblock_info *info = numla_qblock_info_get(w->type);
+    if (!info)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: weight type %d unknown", (int)w->type);
+    if (w->n <= 0 || w->k <= 0 || w->k % info->block || w->ld != numla_qblock_ld_(info, w->k) ||
+        (unsigned)w->act >= NUMLA_QBLOCK_ACT_COUNT || (w->act == NUMLA_QBLOCK_ACT_Q8 && w->k % 256))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: %s weight N=%lld K=%lld ld=%lld act=%d is not packed",
+                   info->name, (long long)w->n, (long long)w->k, (long long)w->ld, (int)w->act);
+    return NUMLA_STATUS_OK;
+}
+
+size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m, int num_threads)
+{
+    if (numla_qblock_check_weight_(w) != NUMLA_STATUS_OK || m <= 0) {
+        numla_error_clear();
+        return 0;
+    }
+    if (w->act == NUMLA_QBLOCK_ACT_Q8)
+        return 64 + numla_qblock_align64_((size_t)(m * w->k)) +
+               numla_qblock_align64_((size_t)(m * (w->k / 256)) * sizeof(float)) +
+               (size_t)(m * (w->k / 16)) * sizeof(int32_t);
+    /* whatever level runs it: the avx512 many-row path's decoded rows */
+    if (numla_qblock_many_applies_(w, m))
+        return 64 + (size_t)(num_threads > 1 ? num_threads : 1) * numla_qblock_many_thread_bytes_(w);
+    return 0;
+}
+
+numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, int64_t m, const float *x,
+                                  int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace,
+                                  size_t workspace_bytes)
+{
+    NUMLA_CHECK(numla_qblock_check_weight_(w));
+    if ((unsigned)isa >= NUMLA_ISA_COUNT)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: isa %d out of range", (int)isa);
+    if (m < 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: M=%lld is negative", (long long)m);
+    if (m == 0)
+        return NUMLA_STATUS_OK;
+    if (!x || !y)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: NULL %s", !x ? "x" : "y");
+    if (ldx < w->k || ldy < w->n)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: ldx %lld < K %lld or ldy %lld < N %lld",
+                   (long long)ldx, (long long)w->k, (long long)ldy, (long long)w->n);
+    const char *xb = (const char *)x, *xe = (const char *)(x + (m - 1) * ldx + w->k);
+    const char *yb = (const char *)y, *ye = (const char *)(y + (m - 1) * ldy + w->n);
+    if (xb < ye && yb < xe)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: x and y overlap");
+    /* at least one thread's worth; a team larger than the workspace holds runs on fewer
+     * threads (results do not depend on the thread count) */
+    const size_t need = numla_qblock_workspace_size(w, m, 1);
+    if (need > 0 && (!workspace || workspace_bytes < need))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "qblock forward: workspace %zu bytes < %zu needed (numla_qblock_workspace_size)",
+                   workspace ? workspace_bytes : (size_t)0, need);
+    numla_qblock_table_[numla_qblock_level(w->type, w->act, isa)][w->act][w->type](
+        w, m, x, ldx, y, ldy, accumulate, need ? workspace : NULL, need ? workspace_bytes : 0);
+    return NUMLA_STATUS_OK;
+}

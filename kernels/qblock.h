@@ -1,0 +1,162 @@
+/* kernels/qblock.h — linear layers on ggml block-quantized weights (the encodings of GGUF files):
+ * y[M][N] = x[M][K] · Wᵀ (+ y when accumulate), W (N, K) stored as rows of blocks, fp32
+ * activations in, fp32 out. A sibling of kernels/qlinear.h with the same dispatch style (a
+ * reference table, per-ISA overrides, one pick): qlinear's weights are 1-byte codes with a
+ * separate scale grid, these carry their scales inside each block, so a row is a byte stream of
+ * whole blocks and a shard may only cut K at a block boundary.
+ *
+ * Encodings (the ggml block layouts, byte for byte; fp16 = IEEE half; a "block" covers `block`
+ * consecutive elements of one row and takes `bytes` bytes):
+ *   Q8_0    32 / 34   fp16 d; int8 q[32]                      w = d·q
+ *   Q4_0    32 / 18   fp16 d; u8 qs[16]                       w[j] = d·((qs[j] & 15) - 8),
+ *                                                             w[j+16] = d·((qs[j] >> 4) - 8)
+ *   Q4_K   256 / 144  fp16 d, dmin; u8 scales[12]; u8 qs[128]
+ *                     8 sub-blocks of 32 with 6-bit scale sc and min m packed in scales[12]
+ *                     (j < 4: sc = s[j] & 63, m = s[j+4] & 63; else sc = (s[j+4] & 15) |
+ *                     (s[j-4] >> 6) << 4, m = (s[j+4] >> 4) | (s[j] >> 6) << 4);
+ *                     64-element chunk c uses qs[32c..32c+32): low nibbles are sub-block 2c,
+ *                     high nibbles 2c+1;  w = (d·sc)·q - (dmin·m)
+ *   Q5_K   256 / 176  fp16 d, dmin; scales[12] as Q4_K; u8 qh[32]; u8 qs[128]
+ *                     as Q4_K plus a fifth bit: element e's is bit e/32 of qh[e % 32]
+ *   Q6_K   256 / 210  u8 ql[128]; u8 qh[64]; int8 scales[16]; fp16 d
+ *                     half h (128 elements), l < 32: e = 128h + l takes ql[64h+l] & 15 and
+ *                     qh[32h+l] bits 0-1; +32: ql[64h+32+l] & 15, bits 2-3; +64: ql[64h+l] >> 4,
+ *                     bits 4-5; +96: ql[64h+32+l] >> 4, bits 6-7;  q = those 6 bits - 32;
+ *                     w = (d·scales[e/16])·q
+ *   IQ4_XS 256 / 136  fp16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]
+ *                     sub-block b (32): ls = ((scales_l[b/2] >> 4(b%2)) & 15) |
+ *                     ((scales_h >> 2b) & 3) << 4; w = (d·(ls - 32))·kvalues[nibble] with
+ *                     kvalues = {-127,-104,-83,-65,-49,-35,-22,-10,1,13,25,38,53,69,89,113};
+ *                     qs[16b..16b+16): low nibbles elements 0-15, high 16-31
+ *   Q2_K   256 / 84   u8 scales[16]; u8 qs[64]; fp16 d, dmin
+ *                     e = 128h + 32s + l (h < 2, s < 4, l < 32): q = (qs[32h+l] >> 2s) & 3;
+ *                     group g = e/16: w = (d·(scales[g] & 15))·q - dmin·(scales[g] >> 4)
+ *   Q3_K   256 / 110  u8 hmask[32]; u8 qs[64]; u8 scales[12]; fp16 d
+ *                     e = 128h + 32s + l: q = ((qs[32h+l] >> 2s) & 3) - (bit e/32 of
+ *                     hmask[l] ? 0 : 4); group g = e/16, 6-bit scale
+ *                     sc = ((scales[g%8] >> 4(g/8)) & 15) | ((scales[8+g%4] >> 2(g/4)) & 3) << 4;
+ *                     w = (d·(sc - 32))·q
+ * The reference dequantization (numla_qblock_dequant_ref) rounds exactly as the products above
+ * are written, in fp32 (d·sc first, then ·q, then - the min), which is what the gguf PyPI
+ * package's numpy dequantization does: tests/unit/kernels/test_qblock.c checks it bit for bit
+ * against that package's output (tests/golden/gguf/blocks.gguf).
+ *
+ * Numerics of the linear, two activation modes (chosen at pack time, numla_qblock_act):
+ *   NUMLA_QBLOCK_ACT_F32  activations stay fp32: y[m][n] = Σ_k w[n][k] x[m][k], w dequantized.
+ *   NUMLA_QBLOCK_ACT_Q8   each x row is quantized per 256 columns (block b), like llama.cpp's
+ *                         Q8_K, then the fp32 linear runs on x̃ = dx_b · q:
+ *                           amax = max |x| over the block          (fp32)
+ *                           amax == 0: dx = 0, q = 0; else dx = amax / 127, inv = 127 / amax,
+ *                           q = round_half_even(x · inv)           (fp32 product, |q| <= 127)
+ *                         The vector level (AVX512-VNNI, Q4_K, Q6_K and Q8_0 for now; other
+ *                         types run the reference) sums q · (the weight's integer codes) in
+ *                         int32 (vpdpbusd) and applies the block scales and mins once per
+ *                         sub-block sum, as llama.cpp's CPU kernels do; the reference
+ *                         multiplies x̃ by the dequantized weights. K must be a multiple of 256.
+ * The reference sums each block's products in fp32 in k order and adds the block sums in
+ * order; the vector levels multiply the dequantized weights (fp32, computed with a fused
+ * multiply-add, so w itself may differ from the reference's by 1 ulp) by x in 16 lanes and
+ * reduce them at the end. Against the dequantized weights in double:
+ *   |y - y_ref| <= (K + 2) u Σ_k |w x| (+ the same for the accumulated y), u = 2^-24;
+ * in Q8 mode against W x̃ in double: (K + 8) u Σ_k (|w_s| + |w_m|) |x̃| where w = w_s - w_m
+ * splits each weight into its scaled code and its min (the integer path sums them apart).
+ * Whatever the thread count, a row's output has the same bits; the vector levels give the
+ * same bits for every M (the many-row path runs the same per-lane operations).
+ *
+ * Packing (once, at load time; dst caller-owned, 64-byte aligned):
+ *   bytes = numla_qblock_packed_size(type, n, k); numla_qblock_pack(&src, dst, &w)
+ * copies rows [0, n) of a block-row source (src->data: the first block of the slice's first row,
+ * rows src->ld bytes apart; a head or expert shard starts at any row, a K slice at a block
+ * boundary: the caller offsets data by col0 / block · bytes) into rows of ld = the row's bytes
+ * rounded up to 64 (zero padding, never read). Packing runs on the calling OpenMP team (first
+ * touch, rows in the forward's split).
+ *
+ * Inputs are trusted: fp16 scales that are inf or NaN make the outputs so (a loader checks
+ * tensors it cannot trust); x must be finite.
+ *
+ * Forward: numla_qblock_forward(w, isa, m, x, ldx, y, ldy, accumulate, ws, ws_bytes) runs level
+ * `isa` (the caller's, from the engine's settings; nothing here reads the environment); a level
+ * without a native variant for the type inherits the level below. Scratch:
+ * numla_qblock_workspace_size bytes, any alignment (Q8 mode: the quantized rows; F32 mode from
+ * 4 x rows: decoded weight rows). Threading: own OpenMP region, split over N. x and y must not
+ * alias. Not collective.
+ */
+#ifndef NUMLA_KERNELS_QBLOCK_H
+#define NUMLA_KERNELS_QBLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "kernels/isa.h"
+
+typedef enum numla_qblock_type {
+    NUMLA_QBLOCK_Q8_0 = 0,
+    NUMLA_QBLOCK_Q4_0,
+    NUMLA_QBLOCK_Q4_K,
+    NUMLA_QBLOCK_Q5_K,
+    NUMLA_QBLOCK_Q6_K,
+    NUMLA_QBLOCK_IQ4_XS,
+    NUMLA_QBLOCK_Q2_K,
+    NUMLA_QBLOCK_Q3_K,
+    NUMLA_QBLOCK_TYPE_COUNT,
+} numla_qblock_type;
+
+typedef struct numla_qblock_info {
+    const char *name;   /* "Q4_K", as ggml and GGUF files name it */
+    int32_t block;      /* elements per block */
+    int32_t bytes;      /* bytes per block */
+    uint32_t ggml_type; /* the type's code in GGUF tensor infos */
+} numla_qblock_info;
+
+typedef enum numla_qblock_act {
+    NUMLA_QBLOCK_ACT_F32 = 0, /* activations stay fp32 */
+    NUMLA_QBLOCK_ACT_Q8,      /* activations quantized to int8 per 256 columns (see above) */
+    NUMLA_QBLOCK_ACT_COUNT,
+} numla_qblock_act;
+
+/* The encoding's block shape; NULL for a type out of range. */
+const numla_qblock_info *numla_qblock_info_get(numla_qblock_type type);
+/* The encoding of a GGUF tensor type code; NUMLA_STATUS_UNSUPPORTED naming it when none. */
+numla_status numla_qblock_from_ggml(uint32_t ggml_type, numla_qblock_type *out);
+
+/* Scalar reference dequantization of n elements (a multiple of the block) from src. */
+numla_status numla_qblock_dequant_ref(numla_qblock_type type, const void *src, int64_t n, float *dst);
+
+/* A checkpoint tensor's slice to pack. */
+typedef struct numla_qblock_source {
+    numla_qblock_type type;
+    int64_t n, k;        /* rows (outputs) and columns (inputs, a multiple of the block) */
+    const void *data;    /* the slice's first block of its first row */
+    int64_t ld;          /* bytes between source rows, >= k / block · bytes */
+    numla_qblock_act act; /* how the packed weight runs (Q8: k a multiple of 256) */
+} numla_qblock_source;
+
+typedef struct numla_qblock_weight {
+    numla_qblock_type type;
+    int64_t n, k;        /* output and input features */
+    int64_t ld;          /* bytes per packed row: k / block · bytes rounded up to 64 */
+    const uint8_t *q;    /* (n, ld) rows of blocks */
+    numla_qblock_act act;
+} numla_qblock_weight;
+
+/* Bytes for a packed slice; 0 for a bad type or shape (k not a multiple of the block). */
+size_t numla_qblock_packed_size(numla_qblock_type type, int64_t n, int64_t k);
+numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_qblock_weight *out);
+
+/* Scratch bytes for numla_qblock_forward with m rows on a team of up to num_threads threads
+ * (< 1 counts as 1): Q8 mode's quantized rows; F32 mode from 4 rows, the many-row path's
+ * decoded weight rows (2 · K floats per thread); otherwise 0. A workspace for fewer threads
+ * than the calling team (but at least one) is accepted: the call then runs on as many threads
+ * as it holds. */
+size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m, int num_threads);
+/* y (M, ldy) = x (M, ldx) · Wᵀ; accumulate != 0 adds into y. */
+numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, int64_t m, const float *x,
+                                  int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace,
+                                  size_t workspace_bytes);
+
+/* Which level's variant numla_qblock_forward runs for type in mode act at level isa (tests,
+ * bench labels). */
+numla_isa numla_qblock_level(numla_qblock_type type, numla_qblock_act act, numla_isa isa);
+
+#endif

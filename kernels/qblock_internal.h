@@ -1,0 +1,130 @@
+/* kernels/qblock_internal.h — private to the block-quantized linear kernels (kernels/qblock.c,
+ * kernels/ref/qblock_ref.c, kernels/x86/qblock_<isa>.c): the per-ISA entry points of the
+ * dispatch table and the helpers they share. */
+#ifndef NUMLA_KERNELS_QBLOCK_INTERNAL_H
+#define NUMLA_KERNELS_QBLOCK_INTERNAL_H
+
+#include "kernels/qblock.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* One entry point per (level, type, mode). Arguments are validated by kernels/qblock.c; the
+ * workspace (Q8 mode) is the caller's, unaligned. */
+typedef void (*numla_qblock_forward_fn)(const numla_qblock_weight *w, int64_t m, const float *x,
+                                        int64_t ldx, float *y, int64_t ldy, int accumulate, void *ws,
+                                        size_t ws_bytes);
+
+void numla_qblock_forward_ref(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
+                              float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
+/* AVX-512 (kernels/x86/qblock_avx512.c): every type, F32 mode. */
+void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
+                                 float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
+/* AVX512-VNNI (kernels/x86/qblock_avx512vnni.c): Q4_K, Q6_K, Q8_0 in Q8 mode, at the avx512
+ * level when the CPU has VNNI. */
+void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
+                                     float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
+int numla_qblock_vnni_usable(void);
+
+/* Q8 mode workspace, from the caller's pointer aligned up to 64: xq (m, k) int8, then dx
+ * (m, k / 256) fp32, then bsums (m, k / 16) int32 (Σ q over each 16 columns), each section
+ * 64-aligned. */
+static inline size_t numla_qblock_align64_(size_t n) { return (n + 63) & ~(size_t)63; }
+static inline int8_t *numla_qblock_ws_xq_(void *ws)
+{
+    return (int8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+}
+static inline float *numla_qblock_ws_dx_(void *ws, int64_t m, int64_t k)
+{
+    return (float *)(void *)((char *)numla_qblock_ws_xq_(ws) + numla_qblock_align64_((size_t)(m * k)));
+}
+static inline int32_t *numla_qblock_ws_bs_(void *ws, int64_t m, int64_t k)
+{
+    return (int32_t *)(void *)((char *)numla_qblock_ws_dx_(ws, m, k) +
+                               numla_qblock_align64_((size_t)(m * (k / 256)) * sizeof(float)));
+}
+/* F32 mode, many x rows (the avx512 level, kernels/x86/qblock_avx512.c): from this many rows
+ * each thread decodes NUMLA_QBLOCK_MANY_NW weight rows at a time into fp32 scratch once and runs
+ * register tiles over all x rows, instead of decoding every block once per 2 x rows. */
+enum {
+    NUMLA_QBLOCK_MANY_MIN_M = 4,
+    NUMLA_QBLOCK_MANY_NW = 2, /* weight rows decoded together */
+    NUMLA_QBLOCK_MANY_MR = 3, /* x rows per tile: 2 x 3 pairs x 4 accumulators = 24 registers */
+};
+static inline int numla_qblock_many_applies_(const numla_qblock_weight *w, int64_t m)
+{
+    return w->act == NUMLA_QBLOCK_ACT_F32 && m >= NUMLA_QBLOCK_MANY_MIN_M;
+}
+/* Per-thread scratch of the many-row path: NW decoded rows of k floats. */
+static inline size_t numla_qblock_many_thread_bytes_(const numla_qblock_weight *w)
+{
+    return numla_qblock_align64_((size_t)NUMLA_QBLOCK_MANY_NW * (size_t)w->k * sizeof(float));
+}
+
+/* The Q8 quantization rule of kernels/qblock.h for rows [0, m) of x into the workspace (scalar,
+ * shared by every level, so all quantize alike). Runs on the calling team. */
+void numla_qblock_quantize_rows_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws);
+
+/* One block of `type` -> its `block` floats (the reference rounding of kernels/qblock.h). */
+void numla_qblock_dequant_block_ref(numla_qblock_type type, const uint8_t *b, float *out);
+
+/* IQ4_NL / IQ4_XS code book. */
+extern const int8_t numla_qblock_iq4_values[16];
+
+/* IEEE half -> float, exactly (subnormals, inf and NaN included). */
+static inline float numla_qblock_f16_(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    const uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, mant = h & 1023;
+    uint32_t bits;
+    if (e == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else { /* subnormal: normalise */
+            int sh = 0;
+            uint32_t mm = mant;
+            while (!(mm & 1024)) {
+                mm <<= 1;
+                sh++;
+            }
+            bits = sign | (uint32_t)(127 - 15 - sh + 1) << 23 | (mm & 1023) << 13;
+        }
+    } else if (e == 31) {
+        bits = sign | 0x7f800000u | mant << 13;
+    } else {
+        bits = sign | (e + 127 - 15) << 23 | mant << 13;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Q4_K / Q5_K: 6-bit scale and min of sub-block j from the 12 packed bytes. */
+static inline void numla_qblock_k4_scale_min_(const uint8_t *s, int j, uint8_t *sc, uint8_t *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 15) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+/* Q3_K: signed 6-bit scale of group g (0..15), minus its bias of 32. */
+static inline int numla_qblock_q3k_scale_(const uint8_t *s, int g)
+{
+    int lo = (s[g % 8] >> (4 * (g / 8))) & 15, hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
+
+/* Split [0, total) into nth near-equal ranges; range of thread ith. */
+static inline void numla_qblock_split_(int64_t total, int ith, int nth, int64_t *lo, int64_t *hi)
+{
+    int64_t q = total / nth, r = total % nth;
+    *lo = ith * q + (ith < r ? ith : r);
+    *hi = *lo + q + (ith < r ? 1 : 0);
+}
+
+#endif

@@ -1,0 +1,478 @@
+/* kernels/x86/qblock_avx512.c — block-quantized linear layers (kernels/qblock.h) on AVX-512.
+ *
+ * Each thread takes a contiguous range of weight rows and streams them once per pair of x rows:
+ * a block (32 or 256 elements) is decoded in registers into 16-lane fp32 vectors holding the
+ * dequantized weights (scale and min applied, with one fused multiply-add where the encoding
+ * subtracts a min), then multiplied into 4 accumulators per x row (vector j of the 256 decoded
+ * elements goes to accumulator j mod 4); the 4 are added and reduced at the end of the row.
+ * Blocks of 32 are decoded 8 at a time, so every type runs the same 16-vector step. The per-lane
+ * operations do not depend on M or on the thread count, so neither changes a bit of y.
+ *
+ * Decoding, per 16 elements: the packed bytes are zero-extended to 16 int32 lanes (vpmovzxbd),
+ * their bit fields isolated with shifts and masks (the high bits of Q5_K and Q3_K through a
+ * lane mask test), converted (vcvtdq2ps; IQ4_XS instead looks its 16 code values up in a
+ * register with vpermps) and scaled. The scales themselves are unpacked in scalar code, 8 or
+ * 16 per 256-element block.
+ *
+ * Batch 1 reads the packed rows once. From 4 x rows (NUMLA_QBLOCK_MANY_MIN_M) each thread
+ * decodes 2 of its weight rows at a time into fp32 scratch (the same decoders, stored) and runs
+ * 2 x 3 register tiles over all x rows from there, with the same per-lane operations, so the
+ * outputs keep their bits. Below that, each block is decoded once per 2 x rows.
+ */
+#include "kernels/qblock_internal.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+enum {
+    NUMLA_QBLOCK_MR = 2,                   /* x rows per pass over a weight row */
+    NUMLA_QBLOCK_MANY_XBYTES = 256 << 10,  /* many-row path: x rows per block (a quarter of a
+                                              Zen 4 L2, half of a Sapphire Rapids one) */
+};
+
+static inline __m512i numla_qblock_u8x16_(const uint8_t *p)
+{
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+static inline float numla_qblock_h_(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* ---- decoders: one block (or 8 blocks of 32) -> v[16], the dequantized weights ---------- */
+
+static inline void numla_qblock_dec_q8_0_(const uint8_t *b, __m512 v[16])
+{
+#pragma GCC unroll 8
+    for (int u = 0; u < 8; u++) {
+        const uint8_t *p = b + 34 * u;
+        const __m512 d = _mm512_set1_ps(numla_qblock_h_(p));
+        v[2 * u] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p + 2)))), d);
+        v[2 * u + 1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p + 18)))), d);
+    }
+}
+
+static inline void numla_qblock_dec_q4_0_(const uint8_t *b, __m512 v[16])
+{
+    const __m512i m4 = _mm512_set1_epi32(15), e8 = _mm512_set1_epi32(8);
+#pragma GCC unroll 8
+    for (int u = 0; u < 8; u++) {
+        const uint8_t *p = b + 18 * u;
+        const __m512 d = _mm512_set1_ps(numla_qblock_h_(p));
+        const __m512i q = numla_qblock_u8x16_(p + 2);
+        v[2 * u] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(q, m4), e8)), d);
+        v[2 * u + 1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(q, 4), e8)), d);
+    }
+}
+
+/* Q4_K and Q5_K (qh NULL for Q4_K). */
+static inline void numla_qblock_dec_k45_(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, __m512 v[16])
+{
+    const float d = numla_qblock_h_(b), dmin = numla_qblock_h_(b + 2);
+    const __m512i m4 = _mm512_set1_epi32(15), s16 = _mm512_set1_epi32(16);
+    __m512i h0 = _mm512_setzero_si512(), h1 = _mm512_setzero_si512();
+    if (qh) {
+        h0 = numla_qblock_u8x16_(qh);
+        h1 = numla_qblock_u8x16_(qh + 16);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m512i a = numla_qblock_u8x16_(qs + 32 * c), z = numla_qblock_u8x16_(qs + 32 * c + 16);
+#pragma GCC unroll 2
+        for (int o = 0; o < 2; o++) {
+            const int j = 2 * c + o;
+            uint8_t sc, m;
+            numla_qblock_k4_scale_min_(b + 4, j, &sc, &m);
+            const __m512 dl = _mm512_set1_ps(d * (float)sc), ml = _mm512_set1_ps(dmin * (float)m);
+            __m512i q0 = o ? _mm512_srli_epi32(a, 4) : _mm512_and_si512(a, m4);
+            __m512i q1 = o ? _mm512_srli_epi32(z, 4) : _mm512_and_si512(z, m4);
+            if (qh) {
+                const __m512i bit = _mm512_set1_epi32(1 << j);
+                q0 = _mm512_mask_add_epi32(q0, _mm512_test_epi32_mask(h0, bit), q0, s16);
+                q1 = _mm512_mask_add_epi32(q1, _mm512_test_epi32_mask(h1, bit), q1, s16);
+            }
+            v[2 * j] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q0), dl, ml);
+            v[2 * j + 1] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q1), dl, ml);
+        }
+    }
+}
+
+static inline void numla_qblock_dec_q4_k_(const uint8_t *b, __m512 v[16])
+{
+    numla_qblock_dec_k45_(b, NULL, b + 16, v);
+}
+
+static inline void numla_qblock_dec_q5_k_(const uint8_t *b, __m512 v[16])
+{
+    numla_qblock_dec_k45_(b, b + 16, b + 48, v);
+}
+
+static inline void numla_qblock_dec_q6_k_(const uint8_t *b, __m512 v[16])
+{
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *sc = (const int8_t *)(b + 192);
+    const float d = numla_qblock_h_(b + 208);
+    const __m512i m4 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3), e32 = _mm512_set1_epi32(32);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+        for (int lh = 0; lh < 2; lh++) {
+            const __m512i a = numla_qblock_u8x16_(ql + 64 * h + 16 * lh);
+            const __m512i c = numla_qblock_u8x16_(ql + 64 * h + 32 + 16 * lh);
+            const __m512i hb = numla_qblock_u8x16_(qh + 32 * h + 16 * lh);
+            const __m512i q[4] = {
+                _mm512_or_si512(_mm512_and_si512(a, m4), _mm512_slli_epi32(_mm512_and_si512(hb, m3), 4)),
+                _mm512_or_si512(_mm512_and_si512(c, m4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hb, 2), m3), 4)),
+                _mm512_or_si512(_mm512_srli_epi32(a, 4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hb, 4), m3), 4)),
+                _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_slli_epi32(_mm512_srli_epi32(hb, 6), 4)),
+            };
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) {
+                const int g = 8 * h + 2 * t + lh; /* (128h + 32t + 16lh) / 16 */
+                v[g] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q[t], e32)), _mm512_set1_ps(d * (float)sc[g]));
+            }
+        }
+}
+
+static inline void numla_qblock_dec_iq4_xs_(const uint8_t *b, __m512 v[16])
+{
+    const float d = numla_qblock_h_(b);
+    const unsigned sh = (unsigned)b[2] | (unsigned)b[3] << 8;
+    const uint8_t *sl = b + 4, *qs = b + 8;
+    const __m512 lut = _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m512i m4 = _mm512_set1_epi32(15);
+#pragma GCC unroll 8
+    for (int ib = 0; ib < 8; ib++) {
+        const int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 15) | (int)(((sh >> (2 * ib)) & 3) << 4);
+        const __m512 dl = _mm512_set1_ps(d * (float)(ls - 32));
+        const __m512i q = numla_qblock_u8x16_(qs + 16 * ib);
+        v[2 * ib] = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_and_si512(q, m4), lut), dl);
+        v[2 * ib + 1] = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), lut), dl);
+    }
+}
+
+static inline void numla_qblock_dec_q2_k_(const uint8_t *b, __m512 v[16])
+{
+    const uint8_t *sc = b, *qs = b + 16;
+    const float d = numla_qblock_h_(b + 80), dmin = numla_qblock_h_(b + 82);
+    const __m512i m3 = _mm512_set1_epi32(3);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+        for (int lh = 0; lh < 2; lh++) {
+            const __m512i q = numla_qblock_u8x16_(qs + 32 * h + 16 * lh);
+#pragma GCC unroll 4
+            for (int s = 0; s < 4; s++) {
+                const int g = 8 * h + 2 * s + lh;
+                const __m512 dl = _mm512_set1_ps(d * (float)(sc[g] & 15)), ml = _mm512_set1_ps(dmin * (float)(sc[g] >> 4));
+                v[g] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(q, 2 * s), m3)), dl, ml);
+            }
+        }
+}
+
+static inline void numla_qblock_dec_q3_k_(const uint8_t *b, __m512 v[16])
+{
+    const uint8_t *hm = b, *qs = b + 32, *sc = b + 96;
+    const float d = numla_qblock_h_(b + 108);
+    const __m512i m3 = _mm512_set1_epi32(3), f4 = _mm512_set1_epi32(4);
+#pragma GCC unroll 2
+    for (int lh = 0; lh < 2; lh++) {
+        const __m512i hb = numla_qblock_u8x16_(hm + 16 * lh);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i q = numla_qblock_u8x16_(qs + 32 * h + 16 * lh);
+#pragma GCC unroll 4
+            for (int s = 0; s < 4; s++) {
+                const int g = 8 * h + 2 * s + lh;
+                const __mmask16 set = _mm512_test_epi32_mask(hb, _mm512_set1_epi32(1 << (4 * h + s)));
+                __m512i x = _mm512_and_si512(_mm512_srli_epi32(q, 2 * s), m3);
+                x = _mm512_mask_sub_epi32(x, _knot_mask16(set), x, f4);
+                v[g] = _mm512_mul_ps(_mm512_cvtepi32_ps(x), _mm512_set1_ps(d * (float)numla_qblock_q3k_scale_(sc, g)));
+            }
+        }
+    }
+}
+
+/* ---- the driver: rows [r0, r1) of y for all m x rows ------------------------------------ */
+
+/* One step covers 256 elements: `bytes` of packed row (8 blocks of 32 or one of 256). */
+#define NUMLA_QBLOCK_ROWS(NAME, STEP_BYTES)                                                                    \
+    static void numla_qblock_rows_##NAME##_(const numla_qblock_weight *w, int64_t r0, int64_t r1, int64_t m, \
+                                            const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate) \
+    {                                                                                                        \
+        const int64_t steps = w->k / 256;                                                                    \
+        for (int64_t r = r0; r < r1; r++) {                                                                  \
+            const uint8_t *row = w->q + r * w->ld;                                                           \
+            for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QBLOCK_MR) {                                            \
+                const int two = i0 + 1 < m;                                                                  \
+                const float *x0 = x + i0 * ldx, *x1 = two ? x0 + ldx : x0;                                   \
+                __m512 a[4], c[4];                                                                           \
+                for (int t = 0; t < 4; t++)                                                                  \
+                    a[t] = c[t] = _mm512_setzero_ps();                                                       \
+                for (int64_t s = 0; s < steps; s++) {                                                        \
+                    __m512 v[16];                                                                            \
+                    numla_qblock_dec_##NAME##_(row + s * (STEP_BYTES), v);                                   \
+                    const float *p0 = x0 + 256 * s, *p1 = x1 + 256 * s;                                      \
+                    _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++)                                    \
+                    {                                                                                        \
+                        a[j & 3] = _mm512_fmadd_ps(v[j], _mm512_loadu_ps(p0 + 16 * j), a[j & 3]);            \
+                        if (two)                                                                             \
+                            c[j & 3] = _mm512_fmadd_ps(v[j], _mm512_loadu_ps(p1 + 16 * j), c[j & 3]);        \
+                    }                                                                                        \
+                }                                                                                            \
+                numla_qblock_tail_##NAME##_(w, row, steps, x0, x1, two, a, c);                               \
+                float v0 = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]))); \
+                float *y0 = y + i0 * ldy + r;                                                                \
+                *y0 = accumulate ? *y0 + v0 : v0;                                                            \
+                if (two) {                                                                                   \
+                    float v1 = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(c[0], c[1]), _mm512_add_ps(c[2], c[3]))); \
+                    float *y1 = y0 + ldy;                                                                    \
+                    *y1 = accumulate ? *y1 + v1 : v1;                                                        \
+                }                                                                                            \
+            }                                                                                                \
+        }                                                                                                    \
+    }
+
+/* 256-element blocks: K is a multiple of 256, nothing is left over. */
+#define NUMLA_QBLOCK_NO_TAIL(NAME)                                                                          \
+    static inline void numla_qblock_tail_##NAME##_(const numla_qblock_weight *w, const uint8_t *row,       \
+                                                   int64_t steps, const float *x0, const float *x1, int two, \
+                                                   __m512 a[4], __m512 c[4])                                \
+    {                                                                                                       \
+        (void)w, (void)row, (void)steps, (void)x0, (void)x1, (void)two, (void)a, (void)c;                   \
+    }
+
+/* 32-element blocks: the K mod 256 left after the 8-block steps, one block (two vectors, which
+ * continue the j mod 4 pattern at j = 0, 1, 2, 3, ...) at a time. */
+#define NUMLA_QBLOCK_TAIL32(NAME, BYTES, DEC1)                                                              \
+    static inline void numla_qblock_tail_##NAME##_(const numla_qblock_weight *w, const uint8_t *row,       \
+                                                   int64_t steps, const float *x0, const float *x1, int two, \
+                                                   __m512 a[4], __m512 c[4])                                \
+    {                                                                                                       \
+        const int64_t nb = w->k / 32;                                                                       \
+        for (int64_t b = steps * 8; b < nb; b++) {                                                          \
+            __m512 v0, v1;                                                                                  \
+            DEC1(row + b * (BYTES), &v0, &v1);                                                              \
+            const int j = (int)(2 * (b - steps * 8)) & 3;                                                   \
+            a[j] = _mm512_fmadd_ps(v0, _mm512_loadu_ps(x0 + 32 * b), a[j]);                                 \
+            a[j + 1] = _mm512_fmadd_ps(v1, _mm512_loadu_ps(x0 + 32 * b + 16), a[j + 1]);                    \
+            if (two) {                                                                                      \
+                c[j] = _mm512_fmadd_ps(v0, _mm512_loadu_ps(x1 + 32 * b), c[j]);                             \
+                c[j + 1] = _mm512_fmadd_ps(v1, _mm512_loadu_ps(x1 + 32 * b + 16), c[j + 1]);                \
+            }                                                                                               \
+        }                                                                                                   \
+    }
+
+static inline void numla_qblock_dec1_q8_0_(const uint8_t *p, __m512 *v0, __m512 *v1)
+{
+    const __m512 d = _mm512_set1_ps(numla_qblock_h_(p));
+    *v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p + 2)))), d);
+    *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p + 18)))), d);
+}
+
+static inline void numla_qblock_dec1_q4_0_(const uint8_t *p, __m512 *v0, __m512 *v1)
+{
+    const __m512i m4 = _mm512_set1_epi32(15), e8 = _mm512_set1_epi32(8);
+    const __m512 d = _mm512_set1_ps(numla_qblock_h_(p));
+    const __m512i q = numla_qblock_u8x16_(p + 2);
+    *v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(q, m4), e8)), d);
+    *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(q, 4), e8)), d);
+}
+
+NUMLA_QBLOCK_TAIL32(q8_0, 34, numla_qblock_dec1_q8_0_)
+NUMLA_QBLOCK_TAIL32(q4_0, 18, numla_qblock_dec1_q4_0_)
+NUMLA_QBLOCK_NO_TAIL(q4_k)
+NUMLA_QBLOCK_NO_TAIL(q5_k)
+NUMLA_QBLOCK_NO_TAIL(q6_k)
+NUMLA_QBLOCK_NO_TAIL(iq4_xs)
+NUMLA_QBLOCK_NO_TAIL(q2_k)
+NUMLA_QBLOCK_NO_TAIL(q3_k)
+
+NUMLA_QBLOCK_ROWS(q8_0, 8 * 34)
+NUMLA_QBLOCK_ROWS(q4_0, 8 * 18)
+NUMLA_QBLOCK_ROWS(q4_k, 144)
+NUMLA_QBLOCK_ROWS(q5_k, 176)
+NUMLA_QBLOCK_ROWS(q6_k, 210)
+NUMLA_QBLOCK_ROWS(iq4_xs, 136)
+NUMLA_QBLOCK_ROWS(q2_k, 84)
+NUMLA_QBLOCK_ROWS(q3_k, 110)
+
+/* ---- the many-row path (F32 mode, M >= NUMLA_QBLOCK_MANY_MIN_M) --------------------------- */
+
+/* One packed row -> k floats: the same decoders, stored (the values the GEMV keeps in registers). */
+#define NUMLA_QBLOCK_DECODE_ROW(NAME, STEP_BYTES)                                                   \
+    static void numla_qblock_decode_row_##NAME##_(const numla_qblock_weight *w, const uint8_t *row, \
+                                                  float *dst)                                       \
+    {                                                                                               \
+        const int64_t steps = w->k / 256;                                                           \
+        for (int64_t s = 0; s < steps; s++) {                                                       \
+            __m512 v[16];                                                                           \
+            numla_qblock_dec_##NAME##_(row + s * (STEP_BYTES), v);                                  \
+            _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++)                                   \
+                _mm512_storeu_ps(dst + 256 * s + 16 * j, v[j]);                                     \
+        }                                                                                           \
+        numla_qblock_dectail_##NAME##_(w, row, steps, dst);                                         \
+    }
+
+#define NUMLA_QBLOCK_NO_DECTAIL(NAME)                                                               \
+    static inline void numla_qblock_dectail_##NAME##_(const numla_qblock_weight *w, const uint8_t *row, \
+                                                      int64_t steps, float *dst)                    \
+    {                                                                                               \
+        (void)w, (void)row, (void)steps, (void)dst;                                                 \
+    }
+
+#define NUMLA_QBLOCK_DECTAIL32(NAME, BYTES, DEC1)                                                   \
+    static inline void numla_qblock_dectail_##NAME##_(const numla_qblock_weight *w, const uint8_t *row, \
+                                                      int64_t steps, float *dst)                    \
+    {                                                                                               \
+        for (int64_t b = steps * 8; b < w->k / 32; b++) {                                           \
+            __m512 v0, v1;                                                                          \
+            DEC1(row + b * (BYTES), &v0, &v1);                                                      \
+            _mm512_storeu_ps(dst + 32 * b, v0);                                                     \
+            _mm512_storeu_ps(dst + 32 * b + 16, v1);                                                \
+        }                                                                                           \
+    }
+
+NUMLA_QBLOCK_DECTAIL32(q8_0, 34, numla_qblock_dec1_q8_0_)
+NUMLA_QBLOCK_DECTAIL32(q4_0, 18, numla_qblock_dec1_q4_0_)
+NUMLA_QBLOCK_NO_DECTAIL(q4_k)
+NUMLA_QBLOCK_NO_DECTAIL(q5_k)
+NUMLA_QBLOCK_NO_DECTAIL(q6_k)
+NUMLA_QBLOCK_NO_DECTAIL(iq4_xs)
+NUMLA_QBLOCK_NO_DECTAIL(q2_k)
+NUMLA_QBLOCK_NO_DECTAIL(q3_k)
+
+NUMLA_QBLOCK_DECODE_ROW(q8_0, 8 * 34)
+NUMLA_QBLOCK_DECODE_ROW(q4_0, 8 * 18)
+NUMLA_QBLOCK_DECODE_ROW(q4_k, 144)
+NUMLA_QBLOCK_DECODE_ROW(q5_k, 176)
+NUMLA_QBLOCK_DECODE_ROW(q6_k, 210)
+NUMLA_QBLOCK_DECODE_ROW(iq4_xs, 136)
+NUMLA_QBLOCK_DECODE_ROW(q2_k, 84)
+NUMLA_QBLOCK_DECODE_ROW(q3_k, 110)
+
+/* out[r][i] = w_r · x_i for nw decoded rows and mr x rows (compile-time after inlining), with the
+ * GEMV's per-lane operations: vector v of a row goes to accumulator v mod 4, in ascending v. */
+static inline __attribute__((always_inline)) void
+numla_qblock_many_tile_(const float *w0, const float *w1, const int nw, const float *x, int64_t ldx, const int mr,
+                        int64_t nv, float out[NUMLA_QBLOCK_MANY_NW][NUMLA_QBLOCK_MANY_MR])
+{
+    __m512 a[NUMLA_QBLOCK_MANY_NW][NUMLA_QBLOCK_MANY_MR][4];
+    for (int r = 0; r < nw; r++)
+        for (int i = 0; i < mr; i++)
+            for (int u = 0; u < 4; u++)
+                a[r][i][u] = _mm512_setzero_ps();
+#define NUMLA_QBLOCK_MANY_STEP(V, U)                                                                \
+    do {                                                                                            \
+        const __m512 wa = _mm512_loadu_ps(w0 + 16 * (V)), wb = _mm512_loadu_ps(w1 + 16 * (V));      \
+        for (int i = 0; i < mr; i++) {                                                              \
+            const __m512 xv = _mm512_loadu_ps(x + i * ldx + 16 * (V));                              \
+            a[0][i][U] = _mm512_fmadd_ps(wa, xv, a[0][i][U]);                                       \
+            if (nw > 1)                                                                             \
+                a[1][i][U] = _mm512_fmadd_ps(wb, xv, a[1][i][U]);                                   \
+        }                                                                                           \
+    } while (0)
+    int64_t v = 0;
+    for (; v + 4 <= nv; v += 4) {
+        NUMLA_QBLOCK_MANY_STEP(v, 0);
+        NUMLA_QBLOCK_MANY_STEP(v + 1, 1);
+        NUMLA_QBLOCK_MANY_STEP(v + 2, 2);
+        NUMLA_QBLOCK_MANY_STEP(v + 3, 3);
+    }
+    if (v < nv) { /* nv is even (K is a multiple of 32): 0 or 2 vectors are left */
+        NUMLA_QBLOCK_MANY_STEP(v, 0);
+        NUMLA_QBLOCK_MANY_STEP(v + 1, 1);
+    }
+#undef NUMLA_QBLOCK_MANY_STEP
+    for (int r = 0; r < nw; r++)
+        for (int i = 0; i < mr; i++)
+            out[r][i] = _mm512_reduce_add_ps(
+                _mm512_add_ps(_mm512_add_ps(a[r][i][0], a[r][i][1]), _mm512_add_ps(a[r][i][2], a[r][i][3])));
+}
+
+typedef void (*numla_qblock_decode_row_fn)(const numla_qblock_weight *w, const uint8_t *row, float *dst);
+
+/* Rows [lo, hi) for all m x rows: NW rows decoded into buf (NW · k floats), then tiles. */
+static void numla_qblock_many_rows_(const numla_qblock_weight *w, numla_qblock_decode_row_fn dec, int64_t lo,
+                                    int64_t hi, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy,
+                                    int accumulate, float *buf)
+{
+    const int64_t k = w->k, nv = k / 16;
+    /* x rows in blocks of about NUMLA_QBLOCK_MANY_XBYTES, so a block stays in L2 while every
+     * weight pair runs over it (each pair is decoded once per block) */
+    int64_t mb = NUMLA_QBLOCK_MANY_XBYTES / (k * (int64_t)sizeof(float)) / NUMLA_QBLOCK_MANY_MR * NUMLA_QBLOCK_MANY_MR;
+    if (mb < NUMLA_QBLOCK_MANY_MR)
+        mb = NUMLA_QBLOCK_MANY_MR;
+    for (int64_t ib = 0; ib < m; ib += mb)
+    for (int64_t r = lo; r < hi; r += NUMLA_QBLOCK_MANY_NW) {
+        const int nw = hi - r >= 2 ? 2 : 1;
+        dec(w, w->q + r * w->ld, buf);
+        if (nw == 2)
+            dec(w, w->q + (r + 1) * w->ld, buf + k);
+        const float *w1 = nw == 2 ? buf + k : buf; /* nw 1: read, never used */
+        const int64_t iend = ib + mb < m ? ib + mb : m;
+        for (int64_t i0 = ib; i0 < iend; i0 += NUMLA_QBLOCK_MANY_MR) {
+            const int mr = iend - i0 >= 3 ? 3 : (int)(iend - i0);
+            float out[NUMLA_QBLOCK_MANY_NW][NUMLA_QBLOCK_MANY_MR];
+            const float *xi = x + i0 * ldx;
+            switch (nw * 4 + mr) {
+            case 2 * 4 + 3: numla_qblock_many_tile_(buf, w1, 2, xi, ldx, 3, nv, out); break;
+            case 2 * 4 + 2: numla_qblock_many_tile_(buf, w1, 2, xi, ldx, 2, nv, out); break;
+            case 2 * 4 + 1: numla_qblock_many_tile_(buf, w1, 2, xi, ldx, 1, nv, out); break;
+            case 1 * 4 + 3: numla_qblock_many_tile_(buf, w1, 1, xi, ldx, 3, nv, out); break;
+            case 1 * 4 + 2: numla_qblock_many_tile_(buf, w1, 1, xi, ldx, 2, nv, out); break;
+            default: numla_qblock_many_tile_(buf, w1, 1, xi, ldx, 1, nv, out); break;
+            }
+            for (int rr = 0; rr < nw; rr++)
+                for (int i = 0; i < mr; i++) {
+                    float *yo = y + (i0 + i) * ldy + r + rr;
+                    *yo = accumulate ? *yo + out[rr][i] : out[rr][i];
+                }
+        }
+    }
+}
+
+typedef void (*numla_qblock_rows_fn)(const numla_qblock_weight *w, int64_t r0, int64_t r1, int64_t m,
+                                     const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate);
+
+void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
+                                 float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
+{
+    static const numla_qblock_rows_fn rows[NUMLA_QBLOCK_TYPE_COUNT] = {
+        [NUMLA_QBLOCK_Q8_0] = numla_qblock_rows_q8_0_,     [NUMLA_QBLOCK_Q4_0] = numla_qblock_rows_q4_0_,
+        [NUMLA_QBLOCK_Q4_K] = numla_qblock_rows_q4_k_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_rows_q5_k_,
+        [NUMLA_QBLOCK_Q6_K] = numla_qblock_rows_q6_k_,     [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_rows_iq4_xs_,
+        [NUMLA_QBLOCK_Q2_K] = numla_qblock_rows_q2_k_,     [NUMLA_QBLOCK_Q3_K] = numla_qblock_rows_q3_k_,
+    };
+    static const numla_qblock_decode_row_fn decs[NUMLA_QBLOCK_TYPE_COUNT] = {
+        [NUMLA_QBLOCK_Q8_0] = numla_qblock_decode_row_q8_0_,     [NUMLA_QBLOCK_Q4_0] = numla_qblock_decode_row_q4_0_,
+        [NUMLA_QBLOCK_Q4_K] = numla_qblock_decode_row_q4_k_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_decode_row_q5_k_,
+        [NUMLA_QBLOCK_Q6_K] = numla_qblock_decode_row_q6_k_,     [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_decode_row_iq4_xs_,
+        [NUMLA_QBLOCK_Q2_K] = numla_qblock_decode_row_q2_k_,     [NUMLA_QBLOCK_Q3_K] = numla_qblock_decode_row_q3_k_,
+    };
+    if (numla_qblock_many_applies_(w, m) && ws) {
+        const size_t per = numla_qblock_many_thread_bytes_(w), fit = (ws_bytes - 64) / per;
+        const int team = omp_get_max_threads(), nth = (size_t)team < fit ? team : (int)fit;
+        float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+        const numla_qblock_decode_row_fn dec = decs[w->type];
+#pragma omp parallel num_threads(nth)
+        {
+            int64_t lo, hi;
+            const int t = omp_get_thread_num();
+            numla_qblock_split_(w->n, t, omp_get_num_threads(), &lo, &hi);
+            numla_qblock_many_rows_(w, dec, lo, hi, m, x, ldx, y, ldy, accumulate,
+                                    base + (size_t)t * (per / sizeof(float)));
+        }
+        return;
+    }
+    const numla_qblock_rows_fn fn = rows[w->type];
+#pragma omp parallel
+    {
+        int64_t lo, hi;
+        numla_qblock_split_(w->n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        fn(w, lo, hi, m, x, ldx, y, ldy, accumulate);
+    }
+}

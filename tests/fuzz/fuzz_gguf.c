@@ -1,0 +1,131 @@
+/* tests/fuzz/fuzz_gguf.c — fuzz target for the GGUF reader (engine/formats/gguf.c).
+ *
+ * The input bytes become `model.gguf` in a private temporary directory, which is then opened
+ * with numla_gguf_open. Any status but OK, FORMAT or UNSUPPORTED, an error message that does not
+ * name the file, or an accepted file whose keys, arrays or tensors cannot all be read back
+ * (every tensor found by its name, sized by its dims and type, inside the mapping) is a bug and
+ * aborts. Built two ways:
+ *   * with -DNUMLA_FUZZ=ON (clang): build/fuzz_gguf, a libFuzzer binary;
+ *   * always: linked into numla_unit, whose gguf suite feeds it seeded mutations of a valid
+ *     file, so CI exercises the same checks without clang.
+ */
+#define _GNU_SOURCE
+#include "engine/formats/gguf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+numla_status numla_fuzz_gguf_run(const uint8_t *data, size_t size);
+
+static char numla_fuzz_gguf_dir_[256];
+static char numla_fuzz_gguf_path_[300];
+
+static void numla_fuzz_gguf_cleanup(void)
+{
+    unlink(numla_fuzz_gguf_path_);
+    rmdir(numla_fuzz_gguf_dir_);
+}
+
+static void numla_fuzz_gguf_die(const char *what, const char *msg)
+{
+    fprintf(stderr, "fuzz_gguf: %s (%s)\n", what, msg);
+    abort();
+}
+
+/* Every element of a value, nested arrays included, is readable. */
+static void numla_fuzz_gguf_walk(const numla_gguf_value *v, int depth)
+{
+    if (depth > NUMLA_GGUF_MAX_NESTING)
+        numla_fuzz_gguf_die("arrays nested deeper than the limit", "");
+    if (v->type == NUMLA_GGUF_STRING) {
+        if (v->v.str.s[v->v.str.len] != 0)
+            numla_fuzz_gguf_die("string not NUL-terminated", "");
+        return;
+    }
+    if (v->type != NUMLA_GGUF_ARRAY)
+        return;
+    volatile uint8_t sink = 0;
+    if (v->v.arr.type == NUMLA_GGUF_STRING) {
+        const numla_gguf_str *s = v->v.arr.items;
+        for (uint64_t i = 0; i < v->v.arr.count; i++)
+            sink ^= (uint8_t)s[i].s[s[i].len];
+    } else if (v->v.arr.type == NUMLA_GGUF_ARRAY) {
+        const numla_gguf_value *s = v->v.arr.items;
+        for (uint64_t i = 0; i < v->v.arr.count; i++)
+            numla_fuzz_gguf_walk(&s[i], depth + 1);
+    } else if (v->v.arr.count) {
+        sink ^= ((const uint8_t *)v->v.arr.items)[0];
+    }
+    (void)sink;
+}
+
+numla_status numla_fuzz_gguf_run(const uint8_t *data, size_t size)
+{
+    if (!numla_fuzz_gguf_dir_[0]) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(numla_fuzz_gguf_dir_, sizeof numla_fuzz_gguf_dir_, "%s/numla-fuzz-gguf-XXXXXX",
+                 tmp && tmp[0] ? tmp : "/tmp");
+        if (!mkdtemp(numla_fuzz_gguf_dir_))
+            numla_fuzz_gguf_die("mkdtemp failed", numla_fuzz_gguf_dir_);
+        snprintf(numla_fuzz_gguf_path_, sizeof numla_fuzz_gguf_path_, "%s/model.gguf", numla_fuzz_gguf_dir_);
+        atexit(numla_fuzz_gguf_cleanup);
+    }
+    /* Unlink, then create (see fuzz_safetensors.c: truncation forces a writeback on ext4). */
+    unlink(numla_fuzz_gguf_path_);
+    FILE *f = fopen(numla_fuzz_gguf_path_, "wb");
+    if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0)
+        numla_fuzz_gguf_die("cannot write the input file", numla_fuzz_gguf_path_);
+
+    numla_gguf *g = NULL;
+    numla_status s = numla_gguf_open(numla_fuzz_gguf_path_, &g);
+    if (s != NUMLA_STATUS_OK) {
+        if (g)
+            numla_fuzz_gguf_die("failed open returned a file", numla_error_message());
+        if (s != NUMLA_STATUS_FORMAT && s != NUMLA_STATUS_UNSUPPORTED)
+            numla_fuzz_gguf_die("unexpected status", numla_error_message());
+        if (!strstr(numla_error_message(), numla_fuzz_gguf_path_))
+            numla_fuzz_gguf_die("error message does not name the file", numla_error_message());
+        return s;
+    }
+    for (int64_t i = 0; i < numla_gguf_kv_count(g); i++) {
+        const numla_gguf_kv *kv = numla_gguf_kv_at(g, i);
+        if (!kv || numla_gguf_find(g, kv->key) != &kv->value)
+            numla_fuzz_gguf_die("key not found by its name", kv ? kv->key : "?");
+        numla_fuzz_gguf_walk(&kv->value, 0);
+    }
+    for (int64_t i = 0; i < numla_gguf_tensor_count(g); i++) {
+        const numla_gguf_tensor *t = numla_gguf_tensor_at(g, i);
+        if (!t || numla_gguf_tensor_find(g, t->name) != t)
+            numla_fuzz_gguf_die("tensor not found by its name", t ? t->name : "?");
+        const numla_ggml_type_info *ti = numla_ggml_type_get(t->type);
+        if (!ti)
+            numla_fuzz_gguf_die("accepted an unknown type", t->name);
+        uint64_t n = 1;
+        for (int d = 0; d < NUMLA_GGUF_MAX_DIMS; d++)
+            n *= (uint64_t)t->ne[d];
+        if (n / (uint64_t)ti->block * (uint64_t)ti->bytes != t->nbytes)
+            numla_fuzz_gguf_die("nbytes does not match the dims", t->name);
+        if (t->nbytes > size)
+            numla_fuzz_gguf_die("tensor larger than the file", t->name);
+        volatile uint8_t sink = 0;
+        const uint8_t *p = t->data;
+        for (size_t k = 0; k < t->nbytes; k += 4096)
+            sink ^= p[k]; /* touch every page: a tensor outside the mapping faults here */
+        if (t->nbytes)
+            sink ^= p[t->nbytes - 1];
+        (void)sink;
+    }
+    numla_gguf_close(&g);
+    return s;
+}
+
+#ifdef NUMLA_FUZZ_ENTRY
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    numla_fuzz_gguf_run(data, size);
+    return 0;
+}
+#endif

@@ -1,0 +1,308 @@
+/* GGUF model goldens (label golden): numla on tests/golden/<model>/gguf_<variant>/model.gguf
+ * against transformers run on the gguf package's dequantization of the same file
+ * (scripts/make_gguf_model_golden.py; tests/golden/README.md "GGUF variants"):
+ *   v2lite/gguf_q8_0   Q8_0 linears and embedding, split MLA layout (attn_k_b + attn_v_b)
+ *   v2lite/gguf_q4_0   Q4_0, attn_kv_b layout
+ *   v2lite/gguf_q4_0_split  the same file split in two parts (split.* keys), opened by part 1
+ *   kq/gguf_mixed      width 256: Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K, Q8_0, Q4_0 (embedding
+ *                      Q6_K, lm_head Q4_K), split layout
+ *   v2lite/model_int4  a compressed-tensors pack-quantized checkpoint (Kimi-K2-Thinking's
+ *                      format): routed experts' gate/up int4 in groups of 32, the rest bf16 in
+ *                      `ignore` (scripts/make_int4_golden.py, packed by the package itself),
+ *                      against transformers on scale · q
+ * Checks, at the best kernel level and at ref:
+ *   - with fp32 activations (weights.h qblock_fp32_act) the engine computes the reference's
+ *     function exactly up to summation order: logits at every prompt position within
+ *     LOGIT_TOL (make_golden.py's fp32 tolerance, README), and 16 greedy tokens through the KV
+ *     cache identical while the reference margin exceeds 2 LOGIT_TOL;
+ *   - 2 and 3 in-process ranks (heads, experts, MLP slices and vocabulary sharded on the
+ *     blocks), the same tolerance;
+ *   - the default mode, activations quantized to int8 per 256 columns where the linear allows
+ *     (kernels/qblock.h Q8 mode; only kq has such linears): a different function from the
+ *     reference's (each quantized input moves a product by up to 1/254 of its block's largest
+ *     |x|; over 3 layers the logits, std ~8, move by ~0.1-0.5, and a moved expert choice in a
+ *     long prompt moves everything after it by more), held as a bf16 KV cache is in
+ *     test_model_golden.c: at most LOGIT_FRAC_Q8 of a prompt's positions above LOGIT_TOL_Q8,
+ *     none above LOGIT_MAX_Q8, and greedy tokens identical while the margin exceeds
+ *     2 LOGIT_TOL_Q8. A wrong block layout or scale gives errors of O(10) everywhere. */
+#include <jansson.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/engine_harness.h"
+
+enum { GG_MAX_PROMPTS = 8, GG_GREEDY = 16 };
+#define LOGIT_TOL 2e-3
+#define LOGIT_TOL_Q8 1.0
+#define LOGIT_MAX_Q8 4.0
+#define LOGIT_FRAC_Q8 0.2
+
+typedef struct gg {
+    char dir[1024], model[1100];
+    int nprompts;
+    int len[GG_MAX_PROMPTS];
+    int32_t *tokens[GG_MAX_PROMPTS];
+    int32_t greedy[GG_MAX_PROMPTS][GG_GREEDY];
+    double margin[GG_MAX_PROMPTS][GG_GREEDY];
+    numla_safetensors_model *expected;
+} gg;
+
+static void gg_free(gg *g)
+{
+    for (int p = 0; p < g->nprompts; p++)
+        free(g->tokens[p]);
+    numla_safetensors_close(&g->expected);
+}
+
+static int gg_load(gg *g, const char *variant)
+{
+    memset(g, 0, sizeof *g);
+    snprintf(g->dir, sizeof g->dir, "%s/%s", numla_test_source_path("tests/golden"), variant);
+    snprintf(g->model, sizeof g->model, "%s/model.gguf", g->dir);
+    glob_t gl;
+    char pat[1200];
+    snprintf(pat, sizeof pat, "%s/model-00001-of-*.gguf", g->dir);
+    if (access(g->model, R_OK) != 0 && glob(pat, 0, NULL, &gl) == 0) { /* a split set */
+        snprintf(g->model, sizeof g->model, "%s", gl.gl_pathv[0]);
+        globfree(&gl);
+    } else if (access(g->model, R_OK) != 0) { /* a safetensors directory (model_int4) */
+        snprintf(g->model, sizeof g->model, "%s", g->dir);
+    }
+    char path[1200];
+    snprintf(path, sizeof path, "%s/expected.json", g->dir);
+    json_error_t err;
+    json_t *j = json_load_file(path, 0, &err);
+    if (!j) {
+        fprintf(stderr, "\n    %s: %s", path, err.text);
+        return -1;
+    }
+    json_t *ps = json_object_get(j, "prompts");
+    for (size_t p = 0; p < json_array_size(ps) && p < GG_MAX_PROMPTS; p++) {
+        json_t *pr = json_array_get(ps, p), *tk = json_object_get(pr, "tokens");
+        g->len[p] = (int)json_array_size(tk);
+        g->tokens[p] = malloc(sizeof(int32_t) * (size_t)g->len[p]);
+        for (int i = 0; i < g->len[p]; i++)
+            g->tokens[p][i] = (int32_t)json_integer_value(json_array_get(tk, (size_t)i));
+        json_t *gr = json_object_get(pr, "greedy"), *gm = json_object_get(pr, "greedy_margins");
+        for (int i = 0; i < GG_GREEDY; i++) {
+            g->greedy[p][i] = (int32_t)json_integer_value(json_array_get(gr, (size_t)i));
+            g->margin[p][i] = json_number_value(json_array_get(gm, (size_t)i));
+        }
+        g->nprompts++;
+    }
+    json_decref(j);
+    /* expected.safetensors through the safetensors reader: a directory holding it by name */
+    char d[1200], link[1300];
+    snprintf(d, sizeof d, "%s/gg_%s", numla_test_tmpdir(), variant);
+    for (char *c = d + strlen(numla_test_tmpdir()) + 1; *c; c++)
+        if (*c == '/')
+            *c = '_';
+    mkdir(d, 0755);
+    snprintf(link, sizeof link, "%s/model.safetensors", d);
+    unlink(link);
+    snprintf(path, sizeof path, "%s/expected.safetensors", g->dir);
+    if (symlink(path, link) != 0 || numla_safetensors_open(d, &g->expected)) {
+        fprintf(stderr, "\n    %s: cannot open", path);
+        return -1;
+    }
+    return 0;
+}
+
+static const float *gg_logits(const gg *g, int p, int64_t *V)
+{
+    char name[64];
+    snprintf(name, sizeof name, "prompt%d.logits", p);
+    const numla_safetensors_tensor *t = numla_safetensors_find(g->expected, name);
+    if (!t || t->dtype != NUMLA_DTYPE_F32 || t->ndim != 2)
+        return NULL;
+    *V = t->shape[1];
+    return t->data;
+}
+
+/* Greedy tokens through the KV cache; mismatches while the margin exceeds 2 tol. */
+static int gg_greedy(eng *e, const gg *g, int p, double tol)
+{
+    const int64_t V = e->cfg.vocab_size;
+    float *lg = malloc(sizeof(float) * (size_t)(g->len[p] * V));
+    numla_kv_seq s = {0};
+    const int32_t *tk[1] = {g->tokens[p]};
+    int n[1] = {g->len[p]}, bad = 0;
+    if (eng_step(e, 1, &s, tk, n, lg)) {
+        free(lg);
+        return 1;
+    }
+    const float *row = lg + (size_t)(g->len[p] - 1) * (size_t)V;
+    for (int i = 0; i < GG_GREEDY && g->margin[p][i] > 2 * tol; i++) {
+        int32_t best = 0;
+        for (int64_t v = 1; v < V; v++)
+            if (row[v] > row[best])
+                best = (int32_t)v;
+        if (best != g->greedy[p][i]) {
+            fprintf(stderr, "\n    prompt %d step %d: token %d, reference %d (margin %.4f)", p, i,
+                    best, g->greedy[p][i], g->margin[p][i]);
+            bad++;
+            break;
+        }
+        const int32_t *nt[1] = {&g->greedy[p][i]};
+        int one[1] = {1};
+        if (i + 1 < GG_GREEDY && eng_step(e, 1, &s, nt, one, lg)) {
+            bad++;
+            break;
+        }
+        row = lg;
+    }
+    numla_kv_seq_release(e->kv, &s);
+    free(lg);
+    return bad;
+}
+
+/* One rank: logits of every prompt position and the greedy tokens. Returns the worst error. */
+static double gg_one(const gg *g, numla_isa isa, int fp32_act, double tol, const char *what)
+{
+    eng e;
+    eng_qblock_fp32_act = fp32_act;
+    int opened = eng_open(&e, g->model, NUMLA_DTYPE_F32, isa) == 0;
+    eng_qblock_fp32_act = 1;
+    CU_ASSERT_TRUE_FATAL(opened);
+    double worst = 0;
+    for (int p = 0; p < g->nprompts; p++) {
+        int64_t V = 0;
+        const float *ref = gg_logits(g, p, &V);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+        CU_ASSERT_EQUAL_FATAL(V, e.cfg.vocab_size);
+        float *lg = malloc(sizeof(float) * (size_t)(g->len[p] * V));
+        numla_kv_seq s = {0};
+        const int32_t *tk[1] = {g->tokens[p]};
+        int n[1] = {g->len[p]};
+        CU_ASSERT_EQUAL_FATAL(eng_step(&e, 1, &s, tk, n, lg), 0);
+        numla_kv_seq_release(e.kv, &s);
+        double err = 0;
+        int above = 0;
+        for (int64_t t = 0; t < g->len[p]; t++) {
+            double et = 0;
+            for (int64_t i = t * V; i < (t + 1) * V; i++)
+                et = fmax(et, fabs((double)lg[i] - (double)ref[i]));
+            above += et > tol;
+            err = fmax(err, et);
+        }
+        free(lg);
+        worst = fmax(worst, err);
+        if (fp32_act)
+            NUMLA_ASSERT_MSG(err <= tol, "%s %s prompt %d: logits max err %g > %g", g->dir, what,
+                             p, err, tol);
+        else
+            NUMLA_ASSERT_MSG(err <= LOGIT_MAX_Q8 && above <= LOGIT_FRAC_Q8 * g->len[p],
+                             "%s %s prompt %d: logits max err %g, %d of %d positions above %g",
+                             g->dir, what, p, err, above, g->len[p], tol);
+        NUMLA_ASSERT_MSG(gg_greedy(&e, g, p, tol) == 0, "%s %s prompt %d: greedy tokens differ",
+                         g->dir, what, p);
+    }
+    eng_close(&e);
+    return worst;
+}
+
+typedef struct gg_job {
+    const gg *g;
+    int prompt;
+} gg_job;
+
+static void *gg_rank_main(void *arg)
+{
+    rank_ctx *rc = arg;
+    const gg_job *j = rc->job;
+    numla_kv_seq s = {0};
+    const int32_t *tk[1] = {j->g->tokens[j->prompt]};
+    int n[1] = {j->g->len[j->prompt]};
+    rc->ok = eng_step(&rc->e, 1, &s, tk, n, rc->logits) == 0;
+    numla_kv_seq_release(rc->e.kv, &s);
+    return NULL;
+}
+
+/* R in-process ranks (fp32 activations), every prompt's logits. */
+static double gg_sharded(const gg *g, int R)
+{
+    shm_reduce sh = {.nranks = R};
+    pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
+    rank_ctx rc[4];
+    pthread_t th[4];
+    int opened = 1;
+    for (int r = 0; r < R && opened; r++) {
+        rc[r] = (rank_ctx){.sh = &sh, .rank = r};
+        opened = eng_open_rank(&rc[r].e, g->model, NUMLA_DTYPE_F32, numla_isa_best(), r, R) == 0;
+        if (!opened)
+            break;
+        numla_model_set_reduce(rc[r].e.m, shm_reduce_fn, &rc[r]);
+        sh.cap = 128 * rc[r].e.cfg.hidden_size;
+        sh.slot[r] = malloc(sizeof(float) * (size_t)sh.cap);
+        rc[r].logits = malloc(sizeof(float) * 128 * (size_t)rc[r].e.w->shard.vocab_count);
+    }
+    CU_ASSERT_TRUE_FATAL(opened);
+    double worst = 0;
+    for (int p = 0; p < g->nprompts; p++) {
+        gg_job job = {g, p};
+        for (int r = 0; r < R; r++) {
+            rc[r].job = &job;
+            pthread_create(&th[r], NULL, gg_rank_main, &rc[r]);
+        }
+        for (int r = 0; r < R; r++)
+            pthread_join(th[r], NULL);
+        int64_t V = 0;
+        const float *ref = gg_logits(g, p, &V);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+        double err = 0;
+        for (int r = 0; r < R; r++) {
+            CU_ASSERT_TRUE(rc[r].ok);
+            const numla_shard *s = &rc[r].e.w->shard;
+            for (int64_t t = 0; t < g->len[p]; t++)
+                for (int64_t v = 0; v < s->vocab_count; v++)
+                    err = fmax(err, fabs(rc[r].logits[t * s->vocab_count + v] -
+                                         ref[t * V + s->vocab_begin + v]));
+        }
+        worst = fmax(worst, err);
+        NUMLA_ASSERT_MSG(err <= LOGIT_TOL, "%s %d ranks prompt %d: logits max err %g", g->dir, R,
+                         p, err);
+    }
+    for (int r = 0; r < R; r++) {
+        free(rc[r].logits);
+        free(sh.slot[r]);
+        eng_close(&rc[r].e);
+    }
+    pthread_barrier_destroy(&sh.bar);
+    return worst;
+}
+
+static void gg_check(const char *variant)
+{
+    gg g;
+    if (gg_load(&g, variant)) {
+        CU_FAIL("golden data");
+        gg_free(&g);
+        return;
+    }
+    const int team = omp_get_max_threads();
+    double e_best = gg_one(&g, numla_isa_best(), 1, LOGIT_TOL, "fp32 act, best isa");
+    omp_set_num_threads(1);
+    double e_ref = gg_one(&g, NUMLA_ISA_REF, 1, LOGIT_TOL, "fp32 act, ref isa");
+    double e_q8 = gg_one(&g, numla_isa_best(), 0, LOGIT_TOL_Q8, "default act, best isa");
+    double e2 = gg_sharded(&g, 2), e3 = gg_sharded(&g, 3);
+    omp_set_num_threads(team);
+    fprintf(stderr, "\n    golden %-17s logits max abs err: fp32 act %.3g (ref %.3g), "
+            "default act %.3g, 2 ranks %.3g, 3 ranks %.3g", variant, e_best, e_ref, e_q8, e2, e3);
+    gg_free(&g);
+}
+
+static void test_v2lite_q8_0(void) { gg_check("v2lite/gguf_q8_0"); }
+static void test_v2lite_q4_0(void) { gg_check("v2lite/gguf_q4_0"); }
+static void test_kq_mixed(void) { gg_check("kq/gguf_mixed"); }
+static void test_v2lite_int4(void) { gg_check("v2lite/model_int4"); }
+static void test_v2lite_q4_0_split(void) { gg_check("v2lite/gguf_q4_0_split"); }
+
+NUMLA_TEST_SUITE(gguf_golden, NULL, NULL, NUMLA_TEST(test_v2lite_q8_0),
+                 NUMLA_TEST(test_v2lite_q4_0), NUMLA_TEST(test_kq_mixed),
+                 NUMLA_TEST(test_v2lite_int4), NUMLA_TEST(test_v2lite_q4_0_split))

@@ -1,0 +1,74 @@
+/* engine/formats/weight_encoding.h: the one table of weight encodings agrees with what reads
+ * and writes them: the ggml block layouts of kernels/qblock.h and of the GGUF reader's type
+ * table, the scale grids and byte counts numla quantize writes (kernels/quant.h's 128 x 128
+ * fp8 blocks, int8 rows), and the config's / quantizer's names for the same enum. */
+#include "engine/formats/gguf.h"
+#include "engine/formats/weight_encoding.h"
+#include "engine/model/config.h"
+#include "engine/synth/quantized_checkpoint.h"
+#include "kernels/qblock.h"
+#include "kernels/quant.h"
+#include "test_util.h"
+
+static void test_table(void)
+{
+    int blocks = 0;
+    for (int e = 0; e < NUMLA_ENCODING_COUNT; e++) {
+        const numla_weight_encoding_info *in = numla_weight_encoding_get((numla_weight_encoding)e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(in);
+        if (in->scales != NUMLA_SCALES_IN_BLOCK)
+            continue;
+        blocks++;
+        numla_qblock_type qt;
+        CU_ASSERT_EQUAL_FATAL(numla_qblock_from_ggml(in->ggml_type, &qt), NUMLA_STATUS_OK);
+        const numla_qblock_info *qi = numla_qblock_info_get(qt);
+        const numla_ggml_type_info *gi = numla_ggml_type_get(in->ggml_type);
+        CU_ASSERT_STRING_EQUAL(qi->name, in->name);
+        CU_ASSERT_STRING_EQUAL(gi->name, in->name);
+        CU_ASSERT_EQUAL(qi->block, in->block_cols);
+        CU_ASSERT_EQUAL(qi->bytes, in->block_bytes);
+        CU_ASSERT_EQUAL(gi->block, in->block_cols);
+        CU_ASSERT_EQUAL(gi->bytes, in->block_bytes);
+        numla_weight_encoding back;
+        CU_ASSERT_TRUE(numla_weight_encoding_from_ggml(in->ggml_type, &back));
+        CU_ASSERT_EQUAL(back, e);
+        CU_ASSERT_EQUAL(numla_weight_encoding_bytes((numla_weight_encoding)e, 3, 2 * in->block_cols, 0),
+                        6 * in->block_bytes);
+        CU_ASSERT_EQUAL(numla_weight_encoding_bytes((numla_weight_encoding)e, 3, in->block_cols + 1, 0),
+                        -1);
+    }
+    CU_ASSERT_EQUAL(blocks, NUMLA_QBLOCK_TYPE_COUNT);
+    CU_ASSERT_PTR_NULL(numla_weight_encoding_get(NUMLA_ENCODING_COUNT));
+    numla_weight_encoding x;
+    CU_ASSERT_FALSE(numla_weight_encoding_from_ggml(NUMLA_GGML_F32, &x));
+    CU_ASSERT_FALSE(numla_weight_encoding_from_ggml(NUMLA_GGML_Q4_1, &x));
+}
+
+static void test_separate_scales(void)
+{
+    /* one enum: the config's and the quantizer's names are the table's */
+    CU_ASSERT_EQUAL(NUMLA_WEIGHT_FORMAT_FP8, NUMLA_ENCODING_FP8);
+    CU_ASSERT_EQUAL(NUMLA_QCKPT_INT8, NUMLA_ENCODING_INT8);
+    CU_ASSERT_STRING_EQUAL(numla_weight_encoding_get(NUMLA_ENCODING_FP8)->name,
+                           numla_model_config_format_name(NUMLA_WEIGHT_FORMAT_FP8));
+    CU_ASSERT_EQUAL(numla_weight_encoding_get(NUMLA_ENCODING_FP8)->block_rows,
+                    NUMLA_QUANT_FP8_BLOCK);
+    int64_t g[2];
+    numla_weight_encoding_scale_grid(NUMLA_ENCODING_FP8, 300, 129, g);
+    CU_ASSERT_EQUAL(g[0], numla_quant_blocks(300));
+    CU_ASSERT_EQUAL(g[1], numla_quant_blocks(129));
+    numla_weight_encoding_scale_grid(NUMLA_ENCODING_INT8, 300, 129, g);
+    CU_ASSERT_EQUAL(g[0], 300);
+    CU_ASSERT_EQUAL(g[1], 1);
+    CU_ASSERT_EQUAL(numla_qckpt_bytes(NUMLA_QCKPT_FP8, 300, 129), 300 * 129 + 4 * 3 * 2);
+    CU_ASSERT_EQUAL(numla_qckpt_bytes(NUMLA_QCKPT_INT8, 300, 129), 300 * 129 + 4 * 300);
+    CU_ASSERT_EQUAL(numla_weight_encoding_bytes(NUMLA_ENCODING_NONE, 4, 5, 2), 40);
+    char nm[64];
+    numla_qckpt_scale_name(NUMLA_QCKPT_FP8, "a.weight", nm, sizeof nm);
+    CU_ASSERT_STRING_EQUAL(nm, "a.weight_scale_inv");
+    numla_qckpt_scale_name(NUMLA_QCKPT_INT8, "a.weight", nm, sizeof nm);
+    CU_ASSERT_STRING_EQUAL(nm, "a.weight_scale");
+}
+
+NUMLA_TEST_SUITE(weight_encoding, NULL, NULL, NUMLA_TEST(test_table),
+                 NUMLA_TEST(test_separate_scales))

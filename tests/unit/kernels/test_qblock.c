@@ -1,0 +1,440 @@
+/* Tests for kernels/qblock: the reference dequantization of every encoding bit for bit against
+ * the gguf PyPI package's numpy dequantization (tests/golden/gguf/blocks.gguf), every level's
+ * linear against the dequantized weights in double for many shapes, M, thread counts and
+ * accumulate, the same bits whatever M and the thread count, the block table against the GGUF
+ * reader's type table, and packing's argument checks. */
+#include "test_util.h"
+
+#include "engine/formats/gguf.h"
+#include "kernels/qblock.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Byte offsets of each encoding's fp16 scale fields in a block. */
+static int qb_halves(numla_qblock_type t, int out[2])
+{
+    switch (t) {
+    case NUMLA_QBLOCK_Q8_0: case NUMLA_QBLOCK_Q4_0: case NUMLA_QBLOCK_IQ4_XS: out[0] = 0; return 1;
+    case NUMLA_QBLOCK_Q4_K: case NUMLA_QBLOCK_Q5_K: out[0] = 0; out[1] = 2; return 2;
+    case NUMLA_QBLOCK_Q6_K: out[0] = 208; return 1;
+    case NUMLA_QBLOCK_Q2_K: out[0] = 80; out[1] = 82; return 2;
+    case NUMLA_QBLOCK_Q3_K: out[0] = 108; return 1;
+    default: return 0;
+    }
+}
+
+/* n rows of k elements of random blocks, scales finite fp16 of either sign in [2^-7, 2^-4). */
+static uint8_t *qb_random(numla_qblock_type t, int64_t n, int64_t k, numla_test_rng *rng, int64_t *row_bytes)
+{
+    const numla_qblock_info *info = numla_qblock_info_get(t);
+    const int64_t nb = n * k / info->block;
+    uint8_t *p = malloc((size_t)(nb * info->bytes));
+    for (int64_t i = 0; i < nb * info->bytes; i++)
+        p[i] = (uint8_t)numla_test_rng_u64(rng);
+    int off[2];
+    const int nh = qb_halves(t, off);
+    for (int64_t b = 0; b < nb; b++)
+        for (int h = 0; h < nh; h++) {
+            uint64_t r = numla_test_rng_u64(rng);
+            uint16_t bits = (uint16_t)(((r & 1) << 15) | ((8 + (r >> 1) % 3) << 10) | ((r >> 8) & 1023));
+            memcpy(p + b * info->bytes + off[h], &bits, 2);
+        }
+    *row_bytes = k / info->block * info->bytes;
+    return p;
+}
+
+static void test_dequant_golden(void)
+{
+    numla_gguf *g = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_open(numla_test_source_path("tests/golden/gguf/blocks.gguf"), &g),
+                          NUMLA_STATUS_OK);
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++) {
+        const numla_qblock_info *info = numla_qblock_info_get((numla_qblock_type)t);
+        char qn[32], rn[32];
+        snprintf(qn, sizeof qn, "%s.q", info->name);
+        for (char *p = qn; *p; p++)
+            *p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
+        snprintf(rn, sizeof rn, "%.*s.ref", (int)(strlen(qn) - 2), qn);
+        const numla_gguf_tensor *q = numla_gguf_tensor_find(g, qn), *ref = numla_gguf_tensor_find(g, rn);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+        CU_ASSERT_EQUAL(q->type, info->ggml_type);
+        const int64_t n = q->ne[0] * q->ne[1];
+        float *out = malloc((size_t)n * sizeof *out);
+        CU_ASSERT_EQUAL(numla_qblock_dequant_ref((numla_qblock_type)t, q->data, n, out), NUMLA_STATUS_OK);
+        int64_t diff = 0, first = -1;
+        const float *want = ref->data;
+        for (int64_t i = 0; i < n; i++)
+            if (memcmp(&out[i], &want[i], 4)) {
+                if (first < 0)
+                    first = i;
+                diff++;
+            }
+        NUMLA_ASSERT_MSG(diff == 0, "%s: %lld of %lld values differ from the gguf package's, first at %lld: %g vs %g",
+                         info->name, (long long)diff, (long long)n, (long long)first,
+                         first >= 0 ? out[first] : 0.0, first >= 0 ? want[first] : 0.0);
+        free(out);
+    }
+    numla_gguf_close(&g);
+}
+
+/* The block table agrees with the GGUF reader's type table. */
+static void test_table(void)
+{
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++) {
+        const numla_qblock_info *info = numla_qblock_info_get((numla_qblock_type)t);
+        const numla_ggml_type_info *gi = numla_ggml_type_get(info->ggml_type);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(gi);
+        CU_ASSERT_STRING_EQUAL(gi->name, info->name);
+        CU_ASSERT_EQUAL(gi->block, info->block);
+        CU_ASSERT_EQUAL(gi->bytes, info->bytes);
+        numla_qblock_type back;
+        CU_ASSERT_EQUAL(numla_qblock_from_ggml(info->ggml_type, &back), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL((int)back, t);
+    }
+    numla_qblock_type x;
+    CU_ASSERT_EQUAL(numla_qblock_from_ggml(NUMLA_GGML_IQ2_XXS, &x), NUMLA_STATUS_UNSUPPORTED);
+    CU_ASSERT_PTR_NULL(numla_qblock_info_get(NUMLA_QBLOCK_TYPE_COUNT));
+}
+
+/* Every level against the dequantized weights in double, bound of kernels/qblock.h; every
+ * level's rows have the same bits whatever M and the thread count. */
+static void test_forward(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int nisa = numla_test_isas(isas);
+    numla_test_rng rng = {424242};
+    static const int64_t ns[] = {1, 3, 17, 40};
+    static const int64_t ks256[] = {256, 1280};
+    static const int64_t ks32[] = {32, 96, 288, 544};
+    static const int64_t ms[] = {1, 2, 3, 4, 7}; /* from 4: the avx512 many-row path */
+    int checked = 0;
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++) {
+        const numla_qblock_info *info = numla_qblock_info_get((numla_qblock_type)t);
+        const int64_t *ks = info->block == 32 ? ks32 : ks256;
+        const int nk = info->block == 32 ? 4 : 2;
+        for (int in = 0; in < 4; in++)
+            for (int ik = 0; ik < nk; ik++) {
+                const int64_t n = ns[in], k = ks[ik], M = 7;
+                int64_t rb;
+                uint8_t *src = qb_random((numla_qblock_type)t, n, k, &rng, &rb);
+                size_t bytes = numla_qblock_packed_size((numla_qblock_type)t, n, k);
+                CU_ASSERT_FATAL(bytes > 0);
+                void *dst = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+                numla_qblock_weight w;
+                numla_qblock_source s = {.type = (numla_qblock_type)t, .n = n, .k = k, .data = src, .ld = rb};
+                CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
+                float *wd = malloc((size_t)(n * k) * sizeof *wd);
+                CU_ASSERT_EQUAL(numla_qblock_dequant_ref((numla_qblock_type)t, src, n * k, wd), NUMLA_STATUS_OK);
+                const int64_t ldx = k + 3, ldy = n + 2;
+                float *x = malloc((size_t)(M * ldx) * sizeof *x);
+                for (int64_t i = 0; i < M * ldx; i++)
+                    x[i] = (float)numla_test_rng_normal(&rng);
+                float *y0 = malloc((size_t)(M * ldy) * sizeof *y0), *y = malloc((size_t)(M * ldy) * sizeof *y);
+                for (int64_t i = 0; i < M * ldy; i++)
+                    y0[i] = (float)numla_test_rng_normal(&rng);
+                /* room for 3 threads: th = 4 runs a team of 4 on it; th = 2 gets a workspace for 1 */
+                const size_t ws3 = numla_qblock_workspace_size(&w, M, 3), ws1 = numla_qblock_workspace_size(&w, M, 1);
+                void *ws = malloc(ws3 ? ws3 : 1);
+                for (int il = 0; il < nisa; il++)
+                    for (int im = 0; im < 5; im++)
+                        for (int acc = 0; acc < 2; acc++) {
+                            const int64_t m = ms[im];
+                            float *yfirst = NULL;
+                            for (int th = 1; th <= 4; th += th) { /* 1, 2, 4 */
+                                memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
+                                omp_set_num_threads(th);
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], m, x, ldx, y, ldy, acc, ws,
+                                                                     th == 2 ? ws1 : ws3),
+                                                NUMLA_STATUS_OK);
+                                for (int64_t i = 0; i < m; i++)
+                                    for (int64_t r = 0; r < n; r++) {
+                                        double ref = acc ? y0[i * ldy + r] : 0.0, mag = fabs(ref);
+                                        for (int64_t c = 0; c < k; c++) {
+                                            ref += (double)wd[r * k + c] * x[i * ldx + c];
+                                            mag += fabs((double)wd[r * k + c] * x[i * ldx + c]);
+                                        }
+                                        const double bound = (double)(k + 2) * ldexp(1.0, -24) * mag + 1e-30;
+                                        const double err = fabs(y[i * ldy + r] - ref);
+                                        if (!(err <= bound)) {
+                                            NUMLA_ASSERT_MSG(0, "%s %s N=%lld K=%lld M=%lld acc=%d th=%d row %lld,%lld: %g vs %g (bound %g)",
+                                                             info->name, numla_isa_name(isas[il]), (long long)n,
+                                                             (long long)k, (long long)m, acc, th, (long long)i,
+                                                             (long long)r, y[i * ldy + r], ref, bound);
+                                            i = m;
+                                            break;
+                                        }
+                                    }
+                                /* the padding between rows is left alone */
+                                for (int64_t i = 0; i < M; i++)
+                                    for (int64_t r = (i < m ? n : 0); r < ldy; r++)
+                                        CU_ASSERT_EQUAL(y[i * ldy + r], y0[i * ldy + r]);
+                                if (!yfirst) {
+                                    yfirst = malloc((size_t)(M * ldy) * sizeof *yfirst);
+                                    memcpy(yfirst, y, (size_t)(M * ldy) * sizeof *y);
+                                } else {
+                                    CU_ASSERT_EQUAL(memcmp(yfirst, y, (size_t)(M * ldy) * sizeof *y), 0);
+                                }
+                            }
+                            /* row i of an M-row call has the bits of a 1-row call on row i */
+                            for (int64_t i = 0; i < m; i++) {
+                                memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], 1, x + i * ldx, ldx, y + i * ldy,
+                                                                     ldy, acc, NULL, 0),
+                                                NUMLA_STATUS_OK);
+                                CU_ASSERT_EQUAL(memcmp(y + i * ldy, yfirst + i * ldy, (size_t)n * sizeof *y), 0);
+                            }
+                            free(yfirst);
+                            checked++;
+                        }
+                /* the many-row path needs its workspace */
+                if (ws1)
+                    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, M, x, ldx, y, ldy, 0, ws, ws1 - 1),
+                                    NUMLA_STATUS_INVALID_ARG);
+                free(ws);
+                free(x);
+                free(y);
+                free(y0);
+                free(wd);
+                free(dst);
+                free(src);
+            }
+    }
+    omp_set_num_threads(2);
+    CU_ASSERT(checked > 0);
+    /* the levels this CPU runs natively are reached */
+    for (int il = 0; il < nisa; il++)
+        if (isas[il] >= NUMLA_ISA_AVX512)
+            CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32, isas[il]), NUMLA_ISA_AVX512);
+    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32, NUMLA_ISA_AVX2), NUMLA_ISA_REF);
+}
+
+/* Q8 activation mode: every level against W x̃ in double, x̃ quantized here by the rule of
+ * kernels/qblock.h (rintf: round half to even in the default mode); the M and thread invariance;
+ * and the reference's Q8 output within the quantization error of its F32 output. */
+static void test_forward_q8(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int nisa = numla_test_isas(isas);
+    numla_test_rng rng = {777};
+    static const int64_t ns[] = {1, 5, 20};
+    static const int64_t ks[] = {256, 1280};
+    static const int64_t ms[] = {1, 2, 4};
+    int vnni_seen = 0;
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
+        for (int in = 0; in < 3; in++)
+            for (int ik = 0; ik < 2; ik++) {
+                const numla_qblock_type type = (numla_qblock_type)t;
+                const int64_t n = ns[in], k = ks[ik], M = 4, ldx = k + 5, ldy = n + 1;
+                int64_t rb;
+                uint8_t *src = qb_random(type, n, k, &rng, &rb);
+                const size_t bytes = numla_qblock_packed_size(type, n, k);
+                void *d8 = aligned_alloc(64, bytes), *d32 = aligned_alloc(64, bytes);
+                numla_qblock_weight w8, w32;
+                numla_qblock_source s = {.type = type, .n = n, .k = k, .data = src, .ld = rb, .act = NUMLA_QBLOCK_ACT_Q8};
+                CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, d8, &w8), NUMLA_STATUS_OK);
+                s.act = NUMLA_QBLOCK_ACT_F32;
+                CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, d32, &w32), NUMLA_STATUS_OK);
+                float *wd = malloc((size_t)(n * k) * sizeof *wd);
+                numla_qblock_dequant_ref(type, src, n * k, wd);
+                /* 32-element group maxima of |w| */
+                float *wmax = malloc((size_t)(n * k / 32) * sizeof *wmax);
+                for (int64_t g = 0; g < n * k / 32; g++) {
+                    wmax[g] = 0.0f;
+                    for (int j = 0; j < 32; j++)
+                        wmax[g] = fmaxf(wmax[g], fabsf(wd[32 * g + j]));
+                }
+                float *x = malloc((size_t)(M * ldx) * sizeof *x), *xt = malloc((size_t)(M * k) * sizeof *xt);
+                for (int64_t i = 0; i < M * ldx; i++)
+                    x[i] = (float)numla_test_rng_normal(&rng) * (i % 7 == 0 ? 3.0f : 1.0f);
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t b = 0; b < k / 256; b++) {
+                        const float *xb = x + i * ldx + 256 * b;
+                        float amax = 0.0f;
+                        for (int j = 0; j < 256; j++)
+                            amax = fmaxf(amax, fabsf(xb[j]));
+                        const float dx = amax / 127.0f, inv = 127.0f / amax;
+                        for (int j = 0; j < 256; j++)
+                            xt[i * k + 256 * b + j] = dx * rintf(xb[j] * inv);
+                    }
+                float *y = malloc((size_t)(M * ldy) * sizeof *y), *y0 = malloc((size_t)(M * ldy) * sizeof *y0);
+                float *yf = malloc((size_t)(M * ldy) * sizeof *yf), *yfirst = malloc((size_t)(M * ldy) * sizeof *yfirst);
+                for (int64_t i = 0; i < M * ldy; i++)
+                    y0[i] = (float)numla_test_rng_normal(&rng);
+                const size_t wsb = numla_qblock_workspace_size(&w8, M, 3);
+                void *ws = malloc(wsb);
+                for (int il = 0; il < nisa; il++) {
+                    vnni_seen |= numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isas[il]) == NUMLA_ISA_AVX512;
+                    for (int im = 0; im < 3; im++)
+                        for (int acc = 0; acc < 2; acc++) {
+                            const int64_t m = ms[im];
+                            for (int th = 1; th <= 3; th += 2) {
+                                omp_set_num_threads(th);
+                                memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w8, isas[il], m, x, ldx, y, ldy, acc, ws, wsb),
+                                                NUMLA_STATUS_OK);
+                                if (th == 1)
+                                    memcpy(yfirst, y, (size_t)(M * ldy) * sizeof *y);
+                                else
+                                    CU_ASSERT_EQUAL(memcmp(yfirst, y, (size_t)(M * ldy) * sizeof *y), 0);
+                            }
+                            int bad = 0;
+                            for (int64_t i = 0; i < m && !bad; i++)
+                                for (int64_t r = 0; r < n && !bad; r++) {
+                                    double ref = acc ? y0[i * ldy + r] : 0.0, mag = fabs(ref);
+                                    for (int64_t c = 0; c < k; c++) {
+                                        ref += (double)wd[r * k + c] * xt[i * k + c];
+                                        mag += (fabs(wd[r * k + c]) + 4.0 * wmax[(r * k + c) / 32]) * fabs(xt[i * k + c]);
+                                    }
+                                    const double err = fabs(y[i * ldy + r] - ref),
+                                                 bound = (double)(k + 8) * ldexp(1.0, -24) * mag;
+                                    if (!(err <= bound)) {
+                                        bad = 1;
+                                        NUMLA_ASSERT_MSG(0, "%s q8 %s N=%lld K=%lld M=%lld acc=%d row %lld,%lld: %g vs %g (bound %g)",
+                                                         numla_qblock_info_get(type)->name, numla_isa_name(isas[il]),
+                                                         (long long)n, (long long)k, (long long)m, acc, (long long)i,
+                                                         (long long)r, y[i * ldy + r], ref, bound);
+                                    }
+                                }
+                            /* the quantization error against the F32 mode on the same weights */
+                            if (isas[il] == NUMLA_ISA_REF && acc == 0) {
+                                const size_t wsf = numla_qblock_workspace_size(&w32, m, 1);
+                                void *wf = malloc(wsf ? wsf : 1);
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w32, NUMLA_ISA_REF, m, x, ldx, yf, ldy, 0, wf, wsf),
+                                                NUMLA_STATUS_OK);
+                                free(wf);
+                                for (int64_t i = 0; i < m; i++)
+                                    for (int64_t r = 0; r < n; r++) {
+                                        double qerr = 0.0, mag = 0.0;
+                                        for (int64_t c = 0; c < k; c++) {
+                                            qerr += fabs(wd[r * k + c]) * fabs(xt[i * k + c] - x[i * ldx + c]);
+                                            mag += fabs(wd[r * k + c]) * (fabs(x[i * ldx + c]) + fabs(xt[i * k + c]));
+                                        }
+                                        CU_ASSERT(fabs(y[i * ldy + r] - yf[i * ldy + r]) <=
+                                                  qerr + (double)(k + 8) * ldexp(1.0, -24) * mag);
+                                    }
+                            }
+                            /* row i alone has the bits of row i in the batch */
+                            for (int64_t i = 0; i < m; i++) {
+                                memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w8, isas[il], 1, x + i * ldx, ldx, y + i * ldy,
+                                                                     ldy, acc, ws, wsb),
+                                                NUMLA_STATUS_OK);
+                                CU_ASSERT_EQUAL(memcmp(y + i * ldy, yfirst + i * ldy, (size_t)n * sizeof *y), 0);
+                            }
+                        }
+                }
+                free(ws);
+                free(y);
+                free(y0);
+                free(yf);
+                free(yfirst);
+                free(x);
+                free(xt);
+                free(wmax);
+                free(wd);
+                free(d8);
+                free(d32);
+                free(src);
+            }
+    omp_set_num_threads(2);
+    if (numla_isa_supported(NUMLA_ISA_AVX512) && numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_AVX512)
+        CU_ASSERT(vnni_seen);
+    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512), NUMLA_ISA_REF);
+}
+
+/* The many-row path with x blocked (K = 32768: a 256 KiB block holds 3 rows, so M = 7 runs 3
+ * blocks of 3, 3 and 1 rows): each output row equals the 1-row GEMV's bits and W x in double. */
+static void test_many_blocks(void)
+{
+    if (!numla_isa_supported(NUMLA_ISA_AVX512))
+        return;
+    numla_test_rng rng = {99};
+    const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_Q8_0};
+    for (int t = 0; t < 2; t++) {
+        const int64_t n = 5, k = 32768, m = 7;
+        int64_t rb;
+        uint8_t *src = qb_random(types[t], n, k, &rng, &rb);
+        void *dst = aligned_alloc(64, numla_qblock_packed_size(types[t], n, k));
+        numla_qblock_weight w;
+        numla_qblock_source s = {.type = types[t], .n = n, .k = k, .data = src, .ld = rb};
+        CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
+        float *wd = malloc((size_t)(n * k) * sizeof *wd), *x = malloc((size_t)(m * k) * sizeof *x);
+        float *y = malloc((size_t)(m * n) * sizeof *y), *y1 = malloc((size_t)n * sizeof *y1);
+        numla_qblock_dequant_ref(types[t], src, n * k, wd);
+        for (int64_t i = 0; i < m * k; i++)
+            x[i] = (float)numla_test_rng_normal(&rng);
+        const size_t wsb = numla_qblock_workspace_size(&w, m, 2);
+        void *ws = malloc(wsb);
+        omp_set_num_threads(2);
+        CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_AVX512, m, x, k, y, n, 0, ws, wsb), NUMLA_STATUS_OK);
+        for (int64_t i = 0; i < m; i++) {
+            CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_AVX512, 1, x + i * k, k, y1, n, 0, NULL, 0),
+                            NUMLA_STATUS_OK);
+            CU_ASSERT_EQUAL(memcmp(y1, y + i * n, (size_t)n * sizeof *y1), 0);
+            for (int64_t r = 0; r < n; r++) {
+                double ref = 0.0, mag = 0.0;
+                for (int64_t c = 0; c < k; c++) {
+                    ref += (double)wd[r * k + c] * x[i * k + c];
+                    mag += fabs((double)wd[r * k + c] * x[i * k + c]);
+                }
+                CU_ASSERT(fabs(y[i * n + r] - ref) <= (double)(k + 2) * ldexp(1.0, -24) * mag);
+            }
+        }
+        free(ws);
+        free(y1);
+        free(y);
+        free(x);
+        free(wd);
+        free(dst);
+        free(src);
+    }
+}
+
+static void test_bad_args(void)
+{
+    uint8_t src[2 * 144] = {0};
+    void *dst = aligned_alloc(64, 512);
+    numla_qblock_weight w;
+    numla_qblock_source s = {.type = NUMLA_QBLOCK_Q4_K, .n = 1, .k = 128, .data = src, .ld = 144};
+    CU_ASSERT_EQUAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "multiple of the 256-element block"));
+    s.k = 256;
+    s.ld = 100;
+    CU_ASSERT_EQUAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_INVALID_ARG);
+    s.ld = 144;
+    CU_ASSERT_EQUAL(numla_qblock_pack(&s, (char *)dst + 8, &w), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(w.ld, 192);
+    CU_ASSERT_EQUAL(numla_qblock_packed_size(NUMLA_QBLOCK_Q4_K, 2, 256), 384);
+    CU_ASSERT_EQUAL(numla_qblock_packed_size(NUMLA_QBLOCK_Q4_K, 2, 100), 0);
+    float x[256] = {0}, y[4] = {0};
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 100, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, x + 10, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 0, NULL, 256, NULL, 1, 0, NULL, 0), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_OK);
+    /* Q8 mode: K a multiple of 256, and a workspace */
+    numla_qblock_source s8 = {.type = NUMLA_QBLOCK_Q8_0, .n = 1, .k = 32, .data = src, .ld = 34, .act = NUMLA_QBLOCK_ACT_Q8};
+    CU_ASSERT_EQUAL(numla_qblock_pack(&s8, dst, &w), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "needs K (32) a multiple of 256"));
+    s.act = NUMLA_QBLOCK_ACT_Q8;
+    CU_ASSERT_EQUAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
+    const size_t need = numla_qblock_workspace_size(&w, 1, 1);
+    CU_ASSERT(need >= 256 + 4 + 16 * 4);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "workspace 0 bytes"));
+    void *ws = malloc(need);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, ws, need - 1), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, ws, need), NUMLA_STATUS_OK);
+    free(ws);
+    CU_ASSERT_EQUAL(numla_qblock_dequant_ref(NUMLA_QBLOCK_Q8_0, src, 33, x), NUMLA_STATUS_INVALID_ARG);
+    free(dst);
+}
+
+NUMLA_TEST_SUITE(qblock, NULL, NULL, NUMLA_TEST(test_dequant_golden), NUMLA_TEST(test_table),
+                 NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_many_blocks),
+                 NUMLA_TEST(test_bad_args))
