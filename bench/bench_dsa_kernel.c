@@ -5,7 +5,8 @@
  * indexer pass at >= 0.8 of the read bandwidth on the index-key bytes).
  *
  * Shapes: one sequence, 16 heads (one rank's share of 128), Dc 512 + Dr 64, indexer 64 x 128,
- * topk 2048, bf16 caches on shuffled 16-token blocks, fp32 q and out as the engine passes them.
+ * topk 2048, bf16 caches on shuffled 16-token blocks, fp32 attention q and out as the engine
+ * passes them, a bf16 indexer q (the bf16 models' dtype).
  * The caches are filled once and reused across repetitions, so contexts whose caches fit the
  * LLC read them from cache: the ratios of the long contexts are the meaningful ones.
  */
@@ -50,7 +51,8 @@ static numla_status bdsa_run(numla_isa isa, int32_t L, int reps, bdsa_row *r)
     uint16_t *kv = malloc((size_t)nb * BDSA_BLOCK * BDSA_W * 2);
     uint16_t *kc = malloc((size_t)nb * BDSA_BLOCK * BDSA_DI * 2);
     int32_t *table = malloc(sizeof(int32_t) * (size_t)nb);
-    float *q = malloc(sizeof(float) * BDSA_H * BDSA_W), *iq = malloc(sizeof(float) * BDSA_HI * BDSA_DI);
+    float *q = malloc(sizeof(float) * BDSA_H * BDSA_W);
+    uint16_t *iq = malloc(sizeof(uint16_t) * BDSA_HI * BDSA_DI);
     float *w = malloc(sizeof(float) * BDSA_HI), *out = malloc(sizeof(float) * BDSA_H * BDSA_DC);
     float *lse = malloc(sizeof(float) * BDSA_H);
     int32_t ix[BDSA_TOPK], cnt[1], lens[1] = {L};
@@ -76,7 +78,7 @@ static numla_status bdsa_run(numla_isa isa, int32_t L, int reps, bdsa_row *r)
     for (int i = 0; i < BDSA_H * BDSA_W; i++)
         q[i] = 0.3f * bdsa_uniform(&seed);
     for (int i = 0; i < BDSA_HI * BDSA_DI; i++)
-        iq[i] = bdsa_uniform(&seed);
+        iq[i] = numla_f32_to_bf16(bdsa_uniform(&seed));
     for (int i = 0; i < BDSA_HI; i++)
         w[i] = bdsa_uniform(&seed) / 8;
     numla_mla_attn_args m = {.num_seqs = 1, .num_heads = BDSA_H, .kv_lora_rank = BDSA_DC,
@@ -87,7 +89,7 @@ static numla_status bdsa_run(numla_isa isa, int32_t L, int reps, bdsa_row *r)
                              .out_dtype = NUMLA_DTYPE_F32, .lse = lse};
     numla_dsa_index_args ia = {.num_seqs = 1, .num_heads = BDSA_HI, .head_dim = BDSA_DI,
                                .block_size = BDSA_BLOCK, .num_blocks = nb, .max_blocks_per_seq = nb,
-                               .topk = BDSA_TOPK, .q = iq, .q_dtype = NUMLA_DTYPE_F32, .w = w,
+                               .topk = BDSA_TOPK, .q = iq, .q_dtype = NUMLA_DTYPE_BF16, .w = w,
                                .kcache = kc, .k_dtype = NUMLA_DTYPE_BF16, .block_tables = table,
                                .seq_lens = lens, .scale = 1.0f / sqrtf(BDSA_DI), .indices = ix,
                                .counts = cnt};

@@ -29,7 +29,8 @@ enum {
 
 static const numla_dsa_index_kernel *const numla_dsa_index_table_[NUMLA_ISA_COUNT] = {
     [NUMLA_ISA_REF] = &numla_dsa_index_kernel_ref,
-    [NUMLA_ISA_AVX512] = &numla_dsa_index_kernel_avx512, /* avx2: ref; above avx512: inherit */
+    [NUMLA_ISA_AVX512] = &numla_dsa_index_kernel_avx512, /* avx2: ref */
+    [NUMLA_ISA_AVX512BF16] = &numla_dsa_index_kernel_avx512bf16, /* bf16 q and cache; amx inherits */
 };
 
 static const numla_dsa_attn_kernel *const numla_dsa_attn_table_[NUMLA_ISA_COUNT] = {

@@ -47,6 +47,7 @@ typedef struct numla_dsa_attn_kernel {
 
 extern const numla_dsa_index_kernel numla_dsa_index_kernel_ref;
 extern const numla_dsa_index_kernel numla_dsa_index_kernel_avx512;
+extern const numla_dsa_index_kernel numla_dsa_index_kernel_avx512bf16;
 extern const numla_dsa_attn_kernel numla_dsa_attn_kernel_ref;
 extern const numla_dsa_attn_kernel numla_dsa_attn_kernel_avx512;
 
