@@ -96,8 +96,8 @@ def make(name, cfg_cls, indexer_cls, rotary_cls, rope_fn, out_dir):
                "k_norm_b": idx.k_norm.bias.data, "cos_sin": cos_sin, "q_ref": q_ref,
                "k_ref": k_ref, "topk": topf}
     tensors = {k: v.detach().float().contiguous() for k, v in tensors.items()}
-    safetensors.torch.save_file(tensors, os.path.join(out_dir, name + ".safetensors"),
-                                metadata={"seed": str(seed), "model_type": cfg.model_type})
+    # no metadata: its key order in the header is not stable between runs
+    safetensors.torch.save_file(tensors, os.path.join(out_dir, name + ".safetensors"))
     print("%s: seed %d" % (name, seed))
 
 
