@@ -25,6 +25,8 @@ enum {
     NUMLA_DSA_ITEMS_PER_THREAD = 8,
     NUMLA_DSA_INDEX_MIN_CHUNK = 2048, /* keys: a split costs a topk-sized candidate merge */
     NUMLA_DSA_ATTN_MIN_CHUNK = 256,   /* rows: below this a split costs more than it balances */
+    NUMLA_DSA_INDEX_GROUP = 8,        /* multi-token: unsplit queries of a sequence per item, so
+                                         each key block is read once for all of them */
 };
 
 static const numla_dsa_index_kernel *const numla_dsa_index_table_[NUMLA_ISA_COUNT] = {
@@ -125,8 +127,9 @@ typedef struct numla_dsa_cand {
 
 typedef struct numla_dsa_index_item {
     int32_t seq, slot; /* slot -1: write the query's output directly */
-    int64_t q;         /* global query */
-    int64_t k0, k1;
+    int64_t q;         /* global query (the first of a group) */
+    int64_t k0, k1;    /* a group: 0 and the largest of its queries' limits */
+    int32_t nq, pad_;  /* queries q .. q+nq-1 (nq > 1 only for unsplit queries: slot -1) */
 } numla_dsa_index_item;
 
 typedef struct numla_dsa_index_merge {
@@ -155,10 +158,11 @@ static numla_dsa_index_layout numla_dsa_index_plan_layout(const numla_dsa_index_
     L.cand = o, o += numla_dsa_align((size_t)L.max_slots * (size_t)a->topk * sizeof(numla_dsa_cand));
     L.cand_n = o, o += numla_dsa_align((size_t)L.max_slots * sizeof(int32_t));
     size_t t = 0;
-    L.qt = t, t += numla_dsa_align((size_t)a->head_dim * (size_t)a->num_heads * sizeof(float));
-    L.ws = t, t += numla_dsa_align((size_t)a->num_heads * sizeof(float));
+    const size_t G = a->query_start_loc ? NUMLA_DSA_INDEX_GROUP : 1;
+    L.qt = t, t += G * numla_dsa_align((size_t)a->head_dim * (size_t)a->num_heads * sizeof(float));
+    L.ws = t, t += G * numla_dsa_align((size_t)a->num_heads * sizeof(float));
     L.sc = t, t += numla_dsa_align(NUMLA_DSA_KEY_BLOCK * sizeof(float));
-    L.heap = t, t += numla_dsa_align((size_t)a->topk * sizeof(numla_dsa_cand));
+    L.heap = t, t += G * numla_dsa_align((size_t)a->topk * sizeof(numla_dsa_cand));
     L.scratch = t, t += numla_dsa_align(k->scratch_bytes ? k->scratch_bytes(a) : 0);
     L.thread = o;
     L.thread_stride = t;
@@ -211,6 +215,10 @@ static int64_t numla_dsa_index_plan(const numla_dsa_index_args *a, int nt,
                     ((int64_t)NUMLA_DSA_ITEMS_PER_THREAD * nt);
     if (chunk < NUMLA_DSA_INDEX_MIN_CHUNK)
         chunk = NUMLA_DSA_INDEX_MIN_CHUNK;
+    /* groups of unsplit queries, as long as every thread still gets a few items */
+    const int64_t T = numla_dsa_num_queries(a->num_seqs, qsl);
+    int64_t G = qsl ? T / (4 * (int64_t)nt) : 1;
+    G = G < 1 ? 1 : G > NUMLA_DSA_INDEX_GROUP ? NUMLA_DSA_INDEX_GROUP : G;
     int64_t n = 0, nm = 0;
     int32_t slot = 0;
     for (int32_t b = 0; b < a->num_seqs; b++) {
@@ -218,12 +226,23 @@ static int64_t numla_dsa_index_plan(const numla_dsa_index_args *a, int nt,
         for (int64_t i = 0; i < nq; i++) {
             int64_t lim = numla_dsa_index_limit(a, b, i);
             int64_t s = lim > chunk ? (lim + chunk - 1) / chunk : 1;
+            if (s == 1 && G > 1) {
+                /* this query and the following unsplit ones of the sequence (limits grow with
+                 * i, so the last one's is the group's key end) */
+                int64_t g = 1, end = lim;
+                while (g < G && i + g < nq && numla_dsa_index_limit(a, b, i + g) <= chunk)
+                    end = numla_dsa_index_limit(a, b, i + g), g++;
+                items[n++] = (numla_dsa_index_item){.seq = b, .q = q0 + i, .slot = -1, .k0 = 0,
+                                                    .k1 = end, .nq = (int32_t)g};
+                i += g - 1;
+                continue;
+            }
             if (s > 1)
                 merges[nm++] = (numla_dsa_index_merge){.q = q0 + i, .slot0 = slot, .nslots = (int32_t)s};
             for (int64_t j = 0; j < s; j++)
                 items[n++] = (numla_dsa_index_item){
                     .seq = b, .q = q0 + i, .slot = s > 1 ? slot + (int32_t)j : -1,
-                    .k0 = j * lim / s, .k1 = (j + 1) * lim / s};
+                    .k0 = j * lim / s, .k1 = (j + 1) * lim / s, .nq = 1};
             if (s > 1)
                 slot += (int32_t)s;
         }
@@ -298,32 +317,54 @@ static void numla_dsa_index_run_item(const numla_dsa_index_kernel *k, const numl
                                      const numla_dsa_index_layout *L, numla_dsa_cand *cand,
                                      int32_t *cand_n)
 {
-    const int32_t H = a->num_heads, D = a->head_dim;
-    float *qt = (float *)(t + L->qt), *ws = (float *)(t + L->ws), *sc = (float *)(t + L->sc);
-    numla_dsa_cand *heap = (numla_dsa_cand *)(t + L->heap);
-    const size_t qbase = (size_t)it->q * (size_t)H * (size_t)D;
-    for (int32_t h = 0; h < H; h++) {
-        ws[h] = a->w[(size_t)it->q * (size_t)H + (size_t)h] * a->scale;
-        for (int32_t d = 0; d < D; d++)
-            qt[(size_t)d * H + h] = numla_load_f32(a->q, a->q_dtype, qbase + (size_t)h * D + d);
+    const int32_t H = a->num_heads, D = a->head_dim, nq = it->nq;
+    const size_t qt_stride = numla_dsa_align((size_t)D * (size_t)H * sizeof(float));
+    const size_t ws_stride = numla_dsa_align((size_t)H * sizeof(float));
+    const size_t heap_stride = numla_dsa_align((size_t)a->topk * sizeof(numla_dsa_cand));
+    float *sc = (float *)(t + L->sc);
+    int32_t n[NUMLA_DSA_INDEX_GROUP];
+    int64_t lim[NUMLA_DSA_INDEX_GROUP];
+    const int64_t qb = a->query_start_loc ? a->query_start_loc[it->seq] : it->seq;
+    for (int32_t g = 0; g < nq; g++) {
+        float *qt = (float *)(t + L->qt + g * qt_stride), *ws = (float *)(t + L->ws + g * ws_stride);
+        const int64_t q = it->q + g;
+        const size_t qbase = (size_t)q * (size_t)H * (size_t)D;
+        for (int32_t h = 0; h < H; h++) {
+            ws[h] = a->w[(size_t)q * (size_t)H + (size_t)h] * a->scale;
+            for (int32_t d = 0; d < D; d++)
+                qt[(size_t)d * H + h] = numla_load_f32(a->q, a->q_dtype, qbase + (size_t)h * D + d);
+        }
+        n[g] = 0;
+        /* one query: the item's range (a split part); a group: each query's own limit */
+        lim[g] = nq == 1 ? it->k1 : numla_dsa_index_limit(a, it->seq, q - qb);
     }
-    int32_t n = 0;
+    /* key block outer, queries inner: a block's rows come from memory once per group */
     for (int64_t k0 = it->k0; k0 < it->k1; k0 += NUMLA_DSA_KEY_BLOCK) {
-        int64_t k1 = it->k1 - k0 < NUMLA_DSA_KEY_BLOCK ? it->k1 : k0 + NUMLA_DSA_KEY_BLOCK;
-        k->scores(a, qt, ws, it->seq, k0, k1, sc, t + L->scratch);
-        /* Once the heap is full, most keys fail the first comparison with its worst entry. */
-        for (int64_t j = k0; j < k1; j++) {
-            numla_dsa_cand x = {sc[j - k0], (int32_t)j};
-            if (n < a->topk || numla_dsa_better(x, heap[0]))
-                numla_dsa_heap_push(heap, &n, a->topk, x);
+        for (int32_t g = 0; g < nq; g++) {
+            const int64_t k1 = lim[g] - k0 < NUMLA_DSA_KEY_BLOCK ? lim[g] : k0 + NUMLA_DSA_KEY_BLOCK;
+            if (k1 <= k0)
+                continue;
+            numla_dsa_cand *heap = (numla_dsa_cand *)(t + L->heap + g * heap_stride);
+            k->scores(a, (const float *)(t + L->qt + g * qt_stride),
+                      (const float *)(t + L->ws + g * ws_stride), it->seq, k0, k1, sc,
+                      t + L->scratch);
+            /* Once the heap is full, most keys fail the first comparison with its worst entry. */
+            for (int64_t j = k0; j < k1; j++) {
+                numla_dsa_cand x = {sc[j - k0], (int32_t)j};
+                if (n[g] < a->topk || numla_dsa_better(x, heap[0]))
+                    numla_dsa_heap_push(heap, &n[g], a->topk, x);
+            }
         }
     }
-    if (it->slot < 0) {
-        numla_dsa_index_store(a, it->q, heap, n);
-        return;
+    for (int32_t g = 0; g < nq; g++) {
+        numla_dsa_cand *heap = (numla_dsa_cand *)(t + L->heap + g * heap_stride);
+        if (it->slot < 0) {
+            numla_dsa_index_store(a, it->q + g, heap, n[g]);
+            continue;
+        }
+        memcpy(cand + (size_t)it->slot * (size_t)a->topk, heap, (size_t)n[g] * sizeof *heap);
+        cand_n[it->slot] = n[g];
     }
-    memcpy(cand + (size_t)it->slot * (size_t)a->topk, heap, (size_t)n * sizeof *heap);
-    cand_n[it->slot] = n;
 }
 
 numla_status numla_dsa_index(numla_isa isa, const numla_dsa_index_args *a, void *workspace,
