@@ -95,6 +95,8 @@ void numla_kv_cache_destroy(numla_kv_cache **pc)
     numla_kv_cache *c = *pc;
     if (c->data && c->data != MAP_FAILED)
         munmap(c->data, c->data_bytes);
+    if (c->index_data)
+        munmap(c->index_data, c->index_data_bytes);
     free(c->free_blocks);
     free(c->refcount);
     prefix_free(c->prefix);
@@ -162,6 +164,40 @@ static void table_remove(numla_kv_cache *c, int32_t b)
     p->table[i] = -1;
     p->cached[b] = 0;
     c->num_cached--;
+}
+
+numla_status numla_kv_cache_add_index(numla_kv_cache *c, int32_t index_dim, numla_dtype dtype)
+{
+    if (!c || index_dim < 1 || c->index_data || dtype >= NUMLA_DTYPE_COUNT)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "kv cache: bad index-key cache (index_dim %d, or one exists already)", index_dim);
+    const size_t row = (size_t)index_dim * numla_dtype_size(dtype);
+    const size_t layer = ((size_t)c->num_blocks * (size_t)c->block_size * row + 4095) & ~(size_t)4095;
+    void *p = mmap(NULL, layer * (size_t)c->num_layers, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: cannot map %zu bytes of index keys",
+                   layer * (size_t)c->num_layers);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, layer * (size_t)c->num_layers, MADV_HUGEPAGE);
+#endif
+    c->index_dim = index_dim;
+    c->index_dtype = dtype;
+    c->index_data = p;
+    c->index_layer_bytes = layer;
+    c->index_data_bytes = layer * (size_t)c->num_layers;
+    return NUMLA_STATUS_OK;
+}
+
+void *numla_kv_cache_index_layer(const numla_kv_cache *c, int32_t layer)
+{
+    return c->index_data ? (char *)c->index_data + (size_t)layer * c->index_layer_bytes : NULL;
+}
+
+size_t numla_kv_index_block_bytes(int32_t num_layers, int32_t index_dim, int32_t block_size,
+                                  numla_dtype dtype)
+{
+    return (size_t)num_layers * (size_t)block_size * (size_t)index_dim * numla_dtype_size(dtype);
 }
 
 numla_status numla_kv_cache_alloc_block(numla_kv_cache *c, int32_t *block)

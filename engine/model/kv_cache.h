@@ -44,6 +44,13 @@ typedef struct numla_kv_cache {
     int64_t num_cached;        /* blocks in the prefix cache (held or idle) */
     int64_t num_idle;          /* cached blocks no one holds (on the LRU list, evictable) */
     int64_t evictions;         /* cached blocks taken back as fresh blocks */
+    /* Sparse attention (DSA, docs/sparse_attention.md): the indexer's keys beside the latent
+     * rows, same blocks and block tables; absent (index_dim 0, index_data NULL) otherwise. */
+    int32_t index_dim;         /* Di (index_head_dim), 0: no index-key cache */
+    numla_dtype index_dtype;
+    void *index_data;          /* (num_layers, num_blocks, block_size, Di), index_dtype */
+    size_t index_layer_bytes;
+    size_t index_data_bytes;
 } numla_kv_cache;
 
 /* A block's identity in the prefix cache: two independent 64-bit lanes. */
@@ -64,6 +71,17 @@ numla_status numla_kv_cache_create(int32_t num_layers, int32_t kv_lora_rank, int
 void numla_kv_cache_destroy(numla_kv_cache **c);
 /* Pool of layer l: (num_blocks, block_size, Dc + Dr). */
 void *numla_kv_cache_layer(const numla_kv_cache *c, int32_t layer);
+
+/* Add the DSA index-key cache: per layer (num_blocks, block_size, index_dim) of `dtype`, paged
+ * by the same blocks (and so the same block tables and slots) as the latent rows. Once per
+ * cache; an index_dim < 1 or a second call is INVALID_ARG. Freed by numla_kv_cache_destroy. */
+numla_status numla_kv_cache_add_index(numla_kv_cache *c, int32_t index_dim, numla_dtype dtype);
+/* Index-key pool of layer l: (num_blocks, block_size, index_dim); NULL without one. */
+void *numla_kv_cache_index_layer(const numla_kv_cache *c, int32_t layer);
+/* Bytes of one block's index keys over all layers (add to numla_kv_block_bytes when sizing a
+ * DSA model's pool). */
+size_t numla_kv_index_block_bytes(int32_t num_layers, int32_t index_dim, int32_t block_size,
+                                  numla_dtype dtype);
 
 /* Take a free block with reference count 1; when the free list is empty, the least recently
  * used idle cached block is evicted and taken. KV_FULL (no message: expected under load) when

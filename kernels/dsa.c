@@ -1,0 +1,664 @@
+/* kernels/dsa.c — the DSA frame (kernels/dsa.h): dispatch tables, validation, work plans,
+ * OpenMP drivers, the indexer's fused top-k (a bounded heap fed one key block at a time, so
+ * scores never leave L1) and its candidate merge, and the sparse attention's LSE merge.
+ *
+ * Plans (both calls): the work of a query (indexer: its visible keys; attention: each head
+ * block's selected rows) is cut into parts of at least `chunk` = max(minimum, total / (8 ·
+ * threads)). A query cut once writes its result directly; a query cut s >= 2 times writes s
+ * partial results into workspace slots that a second phase merges. Σ (s - 1) < total / chunk
+ * <= 8 · threads, so items <= units + 8 · threads and slots <= 16 · threads whatever the
+ * lengths: the workspace depends on shapes and thread count only.
+ */
+#include "kernels/dsa.h"
+#include "kernels/dsa_internal.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define NUMLA_DSA_FTZ_DAZ 0x8040u /* MXCSR flush-to-zero | denormals-are-zero */
+#endif
+
+enum {
+    NUMLA_DSA_ITEMS_PER_THREAD = 8,
+    NUMLA_DSA_INDEX_MIN_CHUNK = 2048, /* keys: a split costs a topk-sized candidate merge */
+    NUMLA_DSA_ATTN_MIN_CHUNK = 256,   /* rows: below this a split costs more than it balances */
+    NUMLA_DSA_INDEX_GROUP = 8,        /* multi-token: unsplit queries of a sequence per item, so
+                                         each key block is read once for all of them */
+};
+
+static const numla_dsa_index_kernel *const numla_dsa_index_table_[NUMLA_ISA_COUNT] = {
+    [NUMLA_ISA_REF] = &numla_dsa_index_kernel_ref,
+    [NUMLA_ISA_AVX512] = &numla_dsa_index_kernel_avx512, /* avx2: ref */
+    [NUMLA_ISA_AVX512BF16] = &numla_dsa_index_kernel_avx512bf16, /* bf16 q and cache; amx inherits */
+};
+
+static const numla_dsa_attn_kernel *const numla_dsa_attn_table_[NUMLA_ISA_COUNT] = {
+    [NUMLA_ISA_REF] = &numla_dsa_attn_kernel_ref,
+    [NUMLA_ISA_AVX512] = &numla_dsa_attn_kernel_avx512,
+};
+
+static const numla_dsa_index_kernel *numla_dsa_index_pick(numla_isa isa, const numla_dsa_index_args *a)
+{
+    int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF;
+    while (i > 0 && (!numla_dsa_index_table_[i] ||
+                     (numla_dsa_index_table_[i]->supports && !numla_dsa_index_table_[i]->supports(a))))
+        i--;
+    return numla_dsa_index_table_[i];
+}
+
+static const numla_dsa_attn_kernel *numla_dsa_attn_pick(numla_isa isa, const numla_dsa_attn_args *a)
+{
+    int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF;
+    while (i > 0 && (!numla_dsa_attn_table_[i] ||
+                     (numla_dsa_attn_table_[i]->supports && !numla_dsa_attn_table_[i]->supports(a))))
+        i--;
+    return numla_dsa_attn_table_[i];
+}
+
+const char *numla_dsa_index_variant(numla_isa isa, const numla_dsa_index_args *a)
+{
+    return numla_dsa_index_pick(isa, a)->name;
+}
+
+const char *numla_dsa_attn_variant(numla_isa isa, const numla_dsa_attn_args *a)
+{
+    return numla_dsa_attn_pick(isa, a)->name;
+}
+
+static size_t numla_dsa_align(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* ---- shared shape checks ------------------------------------------------------------------ */
+
+/* Queries of each sequence and the paged table (shared by both calls). */
+static numla_status numla_dsa_validate_paging(const char *who, int32_t B, int32_t bs, int64_t nblk,
+                                              int32_t mbps, const int32_t *tables,
+                                              const int32_t *lens, const int32_t *qsl, int causal)
+{
+    if (B < 0 || bs < 1 || nblk < 0 || mbps < 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "%s: bad sizes (num_seqs %d, block_size %d, num_blocks %lld, max_blocks_per_seq %d)",
+                   who, B, bs, (long long)nblk, mbps);
+    if (B > 0 && (!tables || !lens))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "%s: block_tables or seq_lens is NULL", who);
+    if (qsl && qsl[0] != 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "%s: query_start_loc[0] is %d, not 0", who, qsl[0]);
+    for (int32_t b = 0; b < B; b++) {
+        if (lens[b] < 0 || (int64_t)lens[b] > (int64_t)mbps * bs)
+            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE,
+                       "%s: seq_lens[%d] = %d outside 0 ..= %lld (max_blocks_per_seq x block_size)",
+                       who, b, lens[b], (long long)mbps * bs);
+        if (qsl) {
+            int64_t n = (int64_t)qsl[b + 1] - qsl[b];
+            if (n < 0)
+                NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "%s: query_start_loc decreases at %d", who, b + 1);
+            if (causal && n > lens[b])
+                NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE,
+                           "%s: sequence %d has %lld causal queries but seq_lens %d", who, b,
+                           (long long)n, lens[b]);
+        }
+        int32_t nb = (int32_t)(((int64_t)lens[b] + bs - 1) / bs);
+        for (int32_t j = 0; j < nb; j++) {
+            int32_t e = tables[(int64_t)b * mbps + j];
+            if (e < 0 || e >= nblk)
+                NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE,
+                           "%s: block_tables[%d][%d] = %d outside 0 .. num_blocks-1 (%lld)", who, b,
+                           j, e, (long long)nblk - 1);
+        }
+    }
+    return NUMLA_STATUS_OK;
+}
+
+static int numla_dsa_dtype_ok(numla_dtype t)
+{
+    return t == NUMLA_DTYPE_F32 || t == NUMLA_DTYPE_BF16 || t == NUMLA_DTYPE_F16;
+}
+
+static int64_t numla_dsa_num_queries(int32_t B, const int32_t *qsl) { return qsl ? qsl[B] : B; }
+
+/* ---- indexer ------------------------------------------------------------------------------ */
+
+typedef struct numla_dsa_cand {
+    float s;   /* score */
+    int32_t t; /* position */
+} numla_dsa_cand;
+
+typedef struct numla_dsa_index_item {
+    int32_t seq, slot; /* slot -1: write the query's output directly */
+    int64_t q;         /* global query (the first of a group) */
+    int64_t k0, k1;    /* a group: 0 and the largest of its queries' limits */
+    int32_t nq, pad_;  /* queries q .. q+nq-1 (nq > 1 only for unsplit queries: slot -1) */
+} numla_dsa_index_item;
+
+typedef struct numla_dsa_index_merge {
+    int64_t q;
+    int32_t slot0, nslots;
+} numla_dsa_index_merge;
+
+typedef struct numla_dsa_index_layout {
+    size_t items, merges, cand, cand_n, thread, thread_stride, total;
+    size_t qt, ws, sc, heap, scratch; /* offsets inside a thread's part */
+    int64_t max_items, max_merges, max_slots;
+} numla_dsa_index_layout;
+
+static numla_dsa_index_layout numla_dsa_index_plan_layout(const numla_dsa_index_kernel *k,
+                                                          const numla_dsa_index_args *a, int nt)
+{
+    numla_dsa_index_layout L = {0};
+    const int64_t T = numla_dsa_num_queries(a->num_seqs, a->query_start_loc);
+    const int64_t pt = (int64_t)NUMLA_DSA_ITEMS_PER_THREAD * (nt > 0 ? nt : 1);
+    L.max_items = T + pt + 1;
+    L.max_merges = pt + 1;
+    L.max_slots = 2 * pt + 1;
+    size_t o = 0;
+    L.items = o, o += numla_dsa_align((size_t)L.max_items * sizeof(numla_dsa_index_item));
+    L.merges = o, o += numla_dsa_align((size_t)L.max_merges * sizeof(numla_dsa_index_merge));
+    L.cand = o, o += numla_dsa_align((size_t)L.max_slots * (size_t)a->topk * sizeof(numla_dsa_cand));
+    L.cand_n = o, o += numla_dsa_align((size_t)L.max_slots * sizeof(int32_t));
+    size_t t = 0;
+    const size_t G = a->query_start_loc ? NUMLA_DSA_INDEX_GROUP : 1;
+    L.qt = t, t += G * numla_dsa_align((size_t)a->head_dim * (size_t)a->num_heads * sizeof(float));
+    L.ws = t, t += G * numla_dsa_align((size_t)a->num_heads * sizeof(float));
+    L.sc = t, t += numla_dsa_align(NUMLA_DSA_KEY_BLOCK * sizeof(float));
+    L.heap = t, t += G * numla_dsa_align((size_t)a->topk * sizeof(numla_dsa_cand));
+    L.scratch = t, t += numla_dsa_align(k->scratch_bytes ? k->scratch_bytes(a) : 0);
+    L.thread = o;
+    L.thread_stride = t;
+    L.total = o + (size_t)(nt > 0 ? nt : 1) * t + 64;
+    return L;
+}
+
+size_t numla_dsa_index_workspace_size(numla_isa isa, const numla_dsa_index_args *a, int num_threads)
+{
+    return numla_dsa_index_plan_layout(numla_dsa_index_pick(isa, a), a, num_threads).total;
+}
+
+static numla_status numla_dsa_index_validate(const numla_dsa_index_args *a)
+{
+    if (!a)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "dsa_index: args is NULL");
+    if (a->num_heads < 1 || a->head_dim < 1 || a->topk < 1)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "dsa_index: num_heads %d, head_dim %d, topk %d must all be >= 1", a->num_heads,
+                   a->head_dim, a->topk);
+    if (!numla_dsa_dtype_ok(a->q_dtype) || !numla_dsa_dtype_ok(a->k_dtype))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "dsa_index: q_dtype and k_dtype must be f32, f16 or bf16");
+    if (a->num_seqs > 0 && (!a->q || !a->w || !a->kcache || !a->indices || !a->counts))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "dsa_index: q, w, kcache, indices or counts is NULL");
+    return numla_dsa_validate_paging("dsa_index", a->num_seqs, a->block_size, a->num_blocks,
+                                     a->max_blocks_per_seq, a->block_tables, a->seq_lens,
+                                     a->query_start_loc, a->query_start_loc && a->causal);
+}
+
+static int64_t numla_dsa_index_limit(const numla_dsa_index_args *a, int32_t b, int64_t i)
+{
+    int64_t L = a->seq_lens[b];
+    if (a->query_start_loc && a->causal)
+        return L - ((int64_t)a->query_start_loc[b + 1] - a->query_start_loc[b]) + i + 1;
+    return L;
+}
+
+static int64_t numla_dsa_index_plan(const numla_dsa_index_args *a, int nt,
+                                    numla_dsa_index_item *items, numla_dsa_index_merge *merges,
+                                    int64_t *num_merges)
+{
+    const int32_t *qsl = a->query_start_loc;
+    int64_t total = 0;
+    for (int32_t b = 0; b < a->num_seqs; b++) {
+        int64_t n = qsl ? (int64_t)qsl[b + 1] - qsl[b] : 1;
+        for (int64_t i = 0; i < n; i++)
+            total += numla_dsa_index_limit(a, b, i);
+    }
+    int64_t chunk = (total + (int64_t)NUMLA_DSA_ITEMS_PER_THREAD * nt - 1) /
+                    ((int64_t)NUMLA_DSA_ITEMS_PER_THREAD * nt);
+    if (chunk < NUMLA_DSA_INDEX_MIN_CHUNK)
+        chunk = NUMLA_DSA_INDEX_MIN_CHUNK;
+    /* groups of unsplit queries, as long as every thread still gets a few items */
+    const int64_t T = numla_dsa_num_queries(a->num_seqs, qsl);
+    int64_t G = qsl ? T / (4 * (int64_t)nt) : 1;
+    G = G < 1 ? 1 : G > NUMLA_DSA_INDEX_GROUP ? NUMLA_DSA_INDEX_GROUP : G;
+    int64_t n = 0, nm = 0;
+    int32_t slot = 0;
+    for (int32_t b = 0; b < a->num_seqs; b++) {
+        int64_t nq = qsl ? (int64_t)qsl[b + 1] - qsl[b] : 1, q0 = qsl ? qsl[b] : b;
+        for (int64_t i = 0; i < nq; i++) {
+            int64_t lim = numla_dsa_index_limit(a, b, i);
+            int64_t s = lim > chunk ? (lim + chunk - 1) / chunk : 1;
+            if (s == 1 && G > 1) {
+                /* this query and the following unsplit ones of the sequence (limits grow with
+                 * i, so the last one's is the group's key end) */
+                int64_t g = 1, end = lim;
+                while (g < G && i + g < nq && numla_dsa_index_limit(a, b, i + g) <= chunk)
+                    end = numla_dsa_index_limit(a, b, i + g), g++;
+                items[n++] = (numla_dsa_index_item){.seq = b, .q = q0 + i, .slot = -1, .k0 = 0,
+                                                    .k1 = end, .nq = (int32_t)g};
+                i += g - 1;
+                continue;
+            }
+            if (s > 1)
+                merges[nm++] = (numla_dsa_index_merge){.q = q0 + i, .slot0 = slot, .nslots = (int32_t)s};
+            for (int64_t j = 0; j < s; j++)
+                items[n++] = (numla_dsa_index_item){
+                    .seq = b, .q = q0 + i, .slot = s > 1 ? slot + (int32_t)j : -1,
+                    .k0 = j * lim / s, .k1 = (j + 1) * lim / s, .nq = 1};
+            if (s > 1)
+                slot += (int32_t)s;
+        }
+    }
+    *num_merges = nm;
+    return n;
+}
+
+/* x ranks above y: higher score, or the same score at a lower position. */
+static inline int numla_dsa_better(numla_dsa_cand x, numla_dsa_cand y)
+{
+    return x.s > y.s || (x.s == y.s && x.t < y.t);
+}
+
+/* Min-heap of the n kept candidates, the worst at h[0]. */
+static void numla_dsa_heap_down(numla_dsa_cand *h, int32_t n, int32_t i)
+{
+    numla_dsa_cand x = h[i];
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && numla_dsa_better(h[c], h[c + 1]))
+            c++;
+        if (!numla_dsa_better(x, h[c]))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+static void numla_dsa_heap_push(numla_dsa_cand *h, int32_t *n, int32_t cap, numla_dsa_cand x)
+{
+    if (*n < cap) {
+        int32_t i = (*n)++;
+        while (i > 0) {
+            int32_t p = (i - 1) / 2;
+            if (!numla_dsa_better(h[p], x))
+                break;
+            h[i] = h[p];
+            i = p;
+        }
+        h[i] = x;
+    } else if (numla_dsa_better(x, h[0])) {
+        h[0] = x;
+        numla_dsa_heap_down(h, *n, 0);
+    }
+}
+
+static int numla_dsa_cand_pos_cmp(const void *x, const void *y)
+{
+    int32_t a = ((const numla_dsa_cand *)x)->t, b = ((const numla_dsa_cand *)y)->t;
+    return (a > b) - (a < b);
+}
+
+/* indices[q] = the kept positions ascending, -1 padded; counts[q] = n. */
+static void numla_dsa_index_store(const numla_dsa_index_args *a, int64_t q, numla_dsa_cand *h,
+                                  int32_t n)
+{
+    qsort(h, (size_t)n, sizeof *h, numla_dsa_cand_pos_cmp);
+    int32_t *dst = a->indices + q * (int64_t)a->topk;
+    for (int32_t i = 0; i < n; i++)
+        dst[i] = h[i].t;
+    for (int32_t i = n; i < a->topk; i++)
+        dst[i] = -1;
+    a->counts[q] = n;
+}
+
+static void numla_dsa_index_run_item(const numla_dsa_index_kernel *k, const numla_dsa_index_args *a,
+                                     const numla_dsa_index_item *it, char *t,
+                                     const numla_dsa_index_layout *L, numla_dsa_cand *cand,
+                                     int32_t *cand_n)
+{
+    const int32_t H = a->num_heads, D = a->head_dim, nq = it->nq;
+    const size_t qt_stride = numla_dsa_align((size_t)D * (size_t)H * sizeof(float));
+    const size_t ws_stride = numla_dsa_align((size_t)H * sizeof(float));
+    const size_t heap_stride = numla_dsa_align((size_t)a->topk * sizeof(numla_dsa_cand));
+    float *sc = (float *)(t + L->sc);
+    int32_t n[NUMLA_DSA_INDEX_GROUP];
+    int64_t lim[NUMLA_DSA_INDEX_GROUP];
+    const int64_t qb = a->query_start_loc ? a->query_start_loc[it->seq] : it->seq;
+    for (int32_t g = 0; g < nq; g++) {
+        float *qt = (float *)(t + L->qt + g * qt_stride), *ws = (float *)(t + L->ws + g * ws_stride);
+        const int64_t q = it->q + g;
+        const size_t qbase = (size_t)q * (size_t)H * (size_t)D;
+        for (int32_t h = 0; h < H; h++) {
+            ws[h] = a->w[(size_t)q * (size_t)H + (size_t)h] * a->scale;
+            for (int32_t d = 0; d < D; d++)
+                qt[(size_t)d * H + h] = numla_load_f32(a->q, a->q_dtype, qbase + (size_t)h * D + d);
+        }
+        n[g] = 0;
+        /* one query: the item's range (a split part); a group: each query's own limit */
+        lim[g] = nq == 1 ? it->k1 : numla_dsa_index_limit(a, it->seq, q - qb);
+    }
+    /* key block outer, queries inner: a block's rows come from memory once per group */
+    for (int64_t k0 = it->k0; k0 < it->k1; k0 += NUMLA_DSA_KEY_BLOCK) {
+        for (int32_t g = 0; g < nq; g++) {
+            const int64_t k1 = lim[g] - k0 < NUMLA_DSA_KEY_BLOCK ? lim[g] : k0 + NUMLA_DSA_KEY_BLOCK;
+            if (k1 <= k0)
+                continue;
+            numla_dsa_cand *heap = (numla_dsa_cand *)(t + L->heap + g * heap_stride);
+            k->scores(a, (const float *)(t + L->qt + g * qt_stride),
+                      (const float *)(t + L->ws + g * ws_stride), it->seq, k0, k1, sc,
+                      t + L->scratch);
+            /* Once the heap is full, most keys fail the first comparison with its worst entry. */
+            for (int64_t j = k0; j < k1; j++) {
+                numla_dsa_cand x = {sc[j - k0], (int32_t)j};
+                if (n[g] < a->topk || numla_dsa_better(x, heap[0]))
+                    numla_dsa_heap_push(heap, &n[g], a->topk, x);
+            }
+        }
+    }
+    for (int32_t g = 0; g < nq; g++) {
+        numla_dsa_cand *heap = (numla_dsa_cand *)(t + L->heap + g * heap_stride);
+        if (it->slot < 0) {
+            numla_dsa_index_store(a, it->q + g, heap, n[g]);
+            continue;
+        }
+        memcpy(cand + (size_t)it->slot * (size_t)a->topk, heap, (size_t)n[g] * sizeof *heap);
+        cand_n[it->slot] = n[g];
+    }
+}
+
+numla_status numla_dsa_index(numla_isa isa, const numla_dsa_index_args *a, void *workspace,
+                             size_t workspace_bytes)
+{
+    NUMLA_CHECK(numla_dsa_index_validate(a));
+    if (a->num_seqs == 0)
+        return NUMLA_STATUS_OK;
+    const numla_dsa_index_kernel *k = numla_dsa_index_pick(isa, a);
+    int nt = omp_get_max_threads();
+    numla_dsa_index_layout L = numla_dsa_index_plan_layout(k, a, nt);
+    if (!workspace || workspace_bytes < L.total)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "dsa_index: workspace of %zu bytes is smaller than the %zu needed for %d threads",
+                   workspace_bytes, L.total, nt);
+    char *ws = (char *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+    numla_dsa_index_item *items = (numla_dsa_index_item *)(ws + L.items);
+    numla_dsa_index_merge *merges = (numla_dsa_index_merge *)(ws + L.merges);
+    numla_dsa_cand *cand = (numla_dsa_cand *)(ws + L.cand);
+    int32_t *cand_n = (int32_t *)(ws + L.cand_n);
+    int64_t nm = 0, n = numla_dsa_index_plan(a, nt, items, merges, &nm);
+    int use = (int)(n < nt ? n : nt);
+    if (use < 1)
+        use = 1;
+#pragma omp parallel num_threads(use)
+    {
+        char *t = ws + L.thread + (size_t)omp_get_thread_num() * L.thread_stride;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t i = 0; i < n; i++)
+            numla_dsa_index_run_item(k, a, &items[i], t, &L, cand, cand_n);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t j = 0; j < nm; j++) {
+            numla_dsa_cand *heap = (numla_dsa_cand *)(t + L.heap);
+            int32_t hn = 0;
+            for (int32_t s = 0; s < merges[j].nslots; s++) {
+                const int32_t sl = merges[j].slot0 + s;
+                const numla_dsa_cand *c = cand + (size_t)sl * (size_t)a->topk;
+                for (int32_t i = 0; i < cand_n[sl]; i++)
+                    numla_dsa_heap_push(heap, &hn, a->topk, c[i]);
+            }
+            numla_dsa_index_store(a, merges[j].q, heap, hn);
+        }
+    }
+    return NUMLA_STATUS_OK;
+}
+
+/* ---- sparse attention --------------------------------------------------------------------- */
+
+typedef struct numla_dsa_attn_item {
+    int32_t seq, h0, nrows, slot; /* slot -1: write directly */
+    int64_t q;
+    int32_t j0, j1; /* part of the query's index list */
+} numla_dsa_attn_item;
+
+typedef struct numla_dsa_attn_merge {
+    int64_t row0;
+    int32_t nrows, slot0, nslots, pad_;
+} numla_dsa_attn_merge;
+
+typedef struct numla_dsa_attn_layout {
+    size_t items, merges, partial, partial_lse, thread, thread_stride, total;
+    size_t acc, ml, tmp, scratch;
+    int64_t max_items, max_merges, max_slots;
+} numla_dsa_attn_layout;
+
+static int64_t numla_dsa_attn_units(const numla_dsa_attn_args *a)
+{
+    return numla_dsa_num_queries(a->num_seqs, a->query_start_loc) *
+           (((int64_t)a->num_heads + NUMLA_DSA_ROWS - 1) / NUMLA_DSA_ROWS);
+}
+
+static numla_dsa_attn_layout numla_dsa_attn_plan_layout(const numla_dsa_attn_kernel *k,
+                                                        const numla_dsa_attn_args *a, int nt)
+{
+    numla_dsa_attn_layout L = {0};
+    const int64_t pt = (int64_t)NUMLA_DSA_ITEMS_PER_THREAD * (nt > 0 ? nt : 1);
+    const size_t dc = (size_t)(a->kv_lora_rank > 0 ? a->kv_lora_rank : 1);
+    L.max_items = numla_dsa_attn_units(a) + pt + 1;
+    L.max_merges = pt + 1;
+    L.max_slots = 2 * pt + 1;
+    size_t o = 0;
+    L.items = o, o += numla_dsa_align((size_t)L.max_items * sizeof(numla_dsa_attn_item));
+    L.merges = o, o += numla_dsa_align((size_t)L.max_merges * sizeof(numla_dsa_attn_merge));
+    L.partial = o, o += numla_dsa_align((size_t)L.max_slots * NUMLA_DSA_ROWS * dc * sizeof(float));
+    L.partial_lse = o, o += numla_dsa_align((size_t)L.max_slots * NUMLA_DSA_ROWS * sizeof(float));
+    size_t t = 0;
+    L.acc = t, t += numla_dsa_align(NUMLA_DSA_ROWS * dc * sizeof(float));
+    L.ml = t, t += numla_dsa_align(2 * NUMLA_DSA_ROWS * sizeof(float));
+    L.tmp = t, t += numla_dsa_align(dc * sizeof(float));
+    L.scratch = t, t += numla_dsa_align(k->scratch_bytes ? k->scratch_bytes(a) : 0);
+    L.thread = o;
+    L.thread_stride = t;
+    L.total = o + (size_t)(nt > 0 ? nt : 1) * t + 64;
+    return L;
+}
+
+size_t numla_dsa_attn_workspace_size(numla_isa isa, const numla_dsa_attn_args *a, int num_threads)
+{
+    return numla_dsa_attn_plan_layout(numla_dsa_attn_pick(isa, a), a, num_threads).total;
+}
+
+static numla_status numla_dsa_attn_validate(const numla_dsa_attn_args *a)
+{
+    if (!a)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "dsa_attn: args is NULL");
+    if (a->num_heads < 1 || a->kv_lora_rank < 1 || a->rope_dim < 0 || a->index_stride < 1)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "dsa_attn: num_heads %d, kv_lora_rank %d, index_stride %d must be >= 1 "
+                   "(rope_dim %d >= 0)", a->num_heads, a->kv_lora_rank, a->index_stride, a->rope_dim);
+    if (!numla_dsa_dtype_ok(a->q_dtype) || !numla_dsa_dtype_ok(a->kv_dtype) ||
+        !numla_dsa_dtype_ok(a->out_dtype))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "dsa_attn: q, kv and out dtypes must be f32, f16 or bf16");
+    if (a->num_seqs > 0 && (!a->q || !a->kv_cache || !a->indices || !a->counts || !a->out))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "dsa_attn: q, kv_cache, indices, counts or out is NULL");
+    NUMLA_CHECK(numla_dsa_validate_paging("dsa_attn", a->num_seqs, a->block_size, a->num_blocks,
+                                          a->max_blocks_per_seq, a->block_tables, a->seq_lens,
+                                          a->query_start_loc, 0));
+    const int32_t *qsl = a->query_start_loc;
+    for (int32_t b = 0; b < a->num_seqs; b++) {
+        int64_t q0 = qsl ? qsl[b] : b, q1 = qsl ? qsl[b + 1] : b + 1;
+        for (int64_t q = q0; q < q1; q++) {
+            int32_t c = a->counts[q];
+            if (c < 0 || c > a->index_stride)
+                NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE,
+                           "dsa_attn: counts[%lld] = %d outside 0 ..= index_stride %d",
+                           (long long)q, c, a->index_stride);
+            const int32_t *ix = a->indices + q * (int64_t)a->index_stride;
+            for (int32_t j = 0; j < c; j++)
+                if (ix[j] < 0 || ix[j] >= a->seq_lens[b])
+                    NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE,
+                               "dsa_attn: indices[%lld][%d] = %d outside sequence %d's 0 .. %d",
+                               (long long)q, j, ix[j], b, a->seq_lens[b] - 1);
+        }
+    }
+    return NUMLA_STATUS_OK;
+}
+
+static int64_t numla_dsa_attn_plan(const numla_dsa_attn_args *a, int nt, numla_dsa_attn_item *items,
+                                   numla_dsa_attn_merge *merges, int64_t *num_merges)
+{
+    const int32_t *qsl = a->query_start_loc, H = a->num_heads, R = NUMLA_DSA_ROWS;
+    const int64_t T = numla_dsa_num_queries(a->num_seqs, qsl), hb = (H + R - 1) / R;
+    int64_t total = 0;
+    for (int64_t q = 0; q < T; q++)
+        total += (int64_t)a->counts[q] * hb;
+    int64_t chunk = (total + (int64_t)NUMLA_DSA_ITEMS_PER_THREAD * nt - 1) /
+                    ((int64_t)NUMLA_DSA_ITEMS_PER_THREAD * nt);
+    if (chunk < NUMLA_DSA_ATTN_MIN_CHUNK)
+        chunk = NUMLA_DSA_ATTN_MIN_CHUNK;
+    int64_t n = 0, nm = 0;
+    int32_t slot = 0;
+    for (int32_t b = 0; b < a->num_seqs; b++) {
+        int64_t q0 = qsl ? qsl[b] : b, q1 = qsl ? qsl[b + 1] : b + 1;
+        for (int64_t q = q0; q < q1; q++)
+            for (int32_t h0 = 0; h0 < H; h0 += R) {
+                const int32_t nr = H - h0 < R ? H - h0 : R, c = a->counts[q];
+                const int64_t s = c > chunk ? (c + chunk - 1) / chunk : 1;
+                if (s > 1)
+                    merges[nm++] = (numla_dsa_attn_merge){.row0 = q * H + h0, .nrows = nr,
+                                                          .slot0 = slot, .nslots = (int32_t)s};
+                for (int64_t j = 0; j < s; j++)
+                    items[n++] = (numla_dsa_attn_item){
+                        .seq = b, .q = q, .h0 = h0, .nrows = nr,
+                        .slot = s > 1 ? slot + (int32_t)j : -1,
+                        .j0 = (int32_t)(j * c / s), .j1 = (int32_t)((j + 1) * c / s)};
+                if (s > 1)
+                    slot += (int32_t)s;
+            }
+    }
+    *num_merges = nm;
+    return n;
+}
+
+static void numla_dsa_attn_store_row(const numla_dsa_attn_args *a, int64_t row, const float *src,
+                                     float scale)
+{
+    const size_t dc = (size_t)a->kv_lora_rank, base = (size_t)row * dc;
+    if (a->out_dtype == NUMLA_DTYPE_F32) {
+        float *dst = (float *)a->out + base;
+        for (size_t d = 0; d < dc; d++)
+            dst[d] = src[d] * scale;
+    } else if (a->out_dtype == NUMLA_DTYPE_BF16) {
+        uint16_t *dst = (uint16_t *)a->out + base;
+        for (size_t d = 0; d < dc; d++)
+            dst[d] = numla_f32_to_bf16(src[d] * scale);
+    } else {
+        for (size_t d = 0; d < dc; d++)
+            numla_store_f32(a->out, a->out_dtype, base + d, src[d] * scale);
+    }
+}
+
+static void numla_dsa_attn_run_item(const numla_dsa_attn_kernel *k, const numla_dsa_attn_args *a,
+                                    const numla_dsa_attn_item *it, char *t,
+                                    const numla_dsa_attn_layout *L, float *partial,
+                                    float *partial_lse)
+{
+    const size_t dc = (size_t)a->kv_lora_rank;
+    float *acc = (float *)(t + L->acc), *m = (float *)(t + L->ml), *l = m + NUMLA_DSA_ROWS;
+    const int32_t *idx = a->indices + it->q * (int64_t)a->index_stride + it->j0;
+    const int64_t row0 = it->q * a->num_heads + it->h0;
+    k->chunk(a, it->seq, row0, it->nrows, idx, it->j1 - it->j0, acc, m, l, t + L->scratch);
+    for (int32_t r = 0; r < it->nrows; r++) {
+        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        const float lse = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
+        const float *ar = acc + (size_t)r * dc;
+        if (it->slot >= 0) {
+            const size_t p = (size_t)it->slot * NUMLA_DSA_ROWS + (size_t)r;
+            for (size_t d = 0; d < dc; d++)
+                partial[p * dc + d] = ar[d] * inv;
+            partial_lse[p] = lse;
+        } else {
+            numla_dsa_attn_store_row(a, row0 + r, ar, inv);
+            if (a->lse)
+                a->lse[row0 + r] = lse;
+        }
+    }
+}
+
+static void numla_dsa_attn_merge_row(const numla_dsa_attn_args *a, const numla_dsa_attn_merge *mu,
+                                     int32_t r, const float *partial, const float *partial_lse,
+                                     float *tmp)
+{
+    const size_t dc = (size_t)a->kv_lora_rank;
+    float mx = -INFINITY;
+    for (int32_t s = 0; s < mu->nslots; s++) {
+        float v = partial_lse[(size_t)(mu->slot0 + s) * NUMLA_DSA_ROWS + (size_t)r];
+        mx = v > mx ? v : mx;
+    }
+    memset(tmp, 0, dc * sizeof(float));
+    float lse = -INFINITY;
+    if (mx > -INFINITY) {
+        float wsum = 0.0f;
+        for (int32_t s = 0; s < mu->nslots; s++) {
+            const size_t p = (size_t)(mu->slot0 + s) * NUMLA_DSA_ROWS + (size_t)r;
+            if (partial_lse[p] == -INFINITY)
+                continue;
+            const float w = expf(partial_lse[p] - mx);
+            wsum += w;
+            for (size_t d = 0; d < dc; d++)
+                tmp[d] += w * partial[p * dc + d];
+        }
+        const float inv = 1.0f / wsum;
+        for (size_t d = 0; d < dc; d++)
+            tmp[d] *= inv;
+        lse = mx + logf(wsum);
+    }
+    numla_dsa_attn_store_row(a, mu->row0 + r, tmp, 1.0f);
+    if (a->lse)
+        a->lse[mu->row0 + r] = lse;
+}
+
+numla_status numla_dsa_attn(numla_isa isa, const numla_dsa_attn_args *a, void *workspace,
+                            size_t workspace_bytes)
+{
+    NUMLA_CHECK(numla_dsa_attn_validate(a));
+    if (a->num_seqs == 0)
+        return NUMLA_STATUS_OK;
+    const numla_dsa_attn_kernel *k = numla_dsa_attn_pick(isa, a);
+    int nt = omp_get_max_threads();
+    numla_dsa_attn_layout L = numla_dsa_attn_plan_layout(k, a, nt);
+    if (!workspace || workspace_bytes < L.total)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "dsa_attn: workspace of %zu bytes is smaller than the %zu needed for %d threads",
+                   workspace_bytes, L.total, nt);
+    char *ws = (char *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+    numla_dsa_attn_item *items = (numla_dsa_attn_item *)(ws + L.items);
+    numla_dsa_attn_merge *merges = (numla_dsa_attn_merge *)(ws + L.merges);
+    float *partial = (float *)(ws + L.partial), *partial_lse = (float *)(ws + L.partial_lse);
+    int64_t nm = 0, n = numla_dsa_attn_plan(a, nt, items, merges, &nm);
+    int use = (int)(n < nt ? n : nt);
+    if (use < 1)
+        use = 1;
+#pragma omp parallel num_threads(use)
+    {
+        char *t = ws + L.thread + (size_t)omp_get_thread_num() * L.thread_stride;
+#ifdef NUMLA_DSA_FTZ_DAZ
+        /* As in mla_attn.c: subnormal exp(s - max) terms weigh < 2^-126 against the max
+         * term, flushing them changes nothing at fp32 and avoids the slow path. */
+        const unsigned numla_mxcsr_saved = _mm_getcsr();
+        _mm_setcsr(numla_mxcsr_saved | NUMLA_DSA_FTZ_DAZ);
+#endif
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t i = 0; i < n; i++)
+            numla_dsa_attn_run_item(k, a, &items[i], t, &L, partial, partial_lse);
+#pragma omp for schedule(static)
+        for (int64_t j = 0; j < nm * NUMLA_DSA_ROWS; j++) {
+            const numla_dsa_attn_merge *mu = &merges[j / NUMLA_DSA_ROWS];
+            const int32_t r = (int32_t)(j % NUMLA_DSA_ROWS);
+            if (r < mu->nrows)
+                numla_dsa_attn_merge_row(a, mu, r, partial, partial_lse, (float *)(t + L.tmp));
+        }
+#ifdef NUMLA_DSA_FTZ_DAZ
+        _mm_setcsr(numla_mxcsr_saved);
+#endif
+    }
+    return NUMLA_STATUS_OK;
+}

@@ -1,0 +1,94 @@
+/* kernels/x86/dsa_avx512bf16.c — the DSA indexer scoring with vdpbf16ps (kernels/dsa_internal.h),
+ * for a bf16 query over a bf16 index-key cache (the engine's bf16 models): each lane holds one
+ * head's (q[d], q[d+1]) pair, each key's (k[d], k[d+1]) pair is broadcast straight from the
+ * cache row as one 32-bit word (no widening), and one instruction does two dimensions of 16
+ * heads. The products of bf16 values are exact and the sums fp32, as the avx512 variant's; only
+ * the summation grouping differs. Other dtypes or odd Di run the avx512 variant.
+ * The query is packed into pairs (from the frame's fp32 copy, exact for a bf16 q) on every
+ * key-block call: Hi·Di/2 words per NUMLA_DSA_KEY_BLOCK keys.
+ */
+#include "kernels/dsa_internal.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+enum { NUMLA_DSA_BF_KEYS = 4 };
+
+static int numla_dsa_index_avx512bf16_supports(const numla_dsa_index_args *a)
+{
+    return a->num_heads % 16 == 0 && a->head_dim % 2 == 0 && a->q_dtype == NUMLA_DTYPE_BF16 &&
+           a->k_dtype == NUMLA_DTYPE_BF16;
+}
+
+static size_t numla_dsa_index_avx512bf16_scratch(const numla_dsa_index_args *a)
+{
+    /* the packed query (Di/2, Hi) words, one zero key row */
+    return ((size_t)a->head_dim / 2 * (size_t)a->num_heads + (size_t)a->head_dim) * 4 + 64;
+}
+
+static inline __attribute__((always_inline)) void
+numla_dsa_bf_group(const uint32_t *qp, const uint32_t *const kr[NUMLA_DSA_BF_KEYS], int32_t D2,
+                   int32_t H, int32_t v0, int nv, const float *ws, __m512 tot[NUMLA_DSA_BF_KEYS])
+{
+    __m512 acc[NUMLA_DSA_BF_KEYS][4];
+    for (int j = 0; j < NUMLA_DSA_BF_KEYS; j++)
+        for (int v = 0; v < nv; v++)
+            acc[j][v] = _mm512_setzero_ps();
+    for (int32_t d = 0; d < D2; d++) {
+        const uint32_t *qd = qp + (size_t)d * H + (size_t)v0 * 16;
+        __m512i qv[4];
+        for (int v = 0; v < nv; v++)
+            qv[v] = _mm512_loadu_si512((const void *)(qd + 16 * v));
+        for (int j = 0; j < NUMLA_DSA_BF_KEYS; j++) {
+            const __m512i kb = _mm512_set1_epi32((int)kr[j][d]);
+            for (int v = 0; v < nv; v++)
+                acc[j][v] = _mm512_dpbf16_ps(acc[j][v], (__m512bh)qv[v], (__m512bh)kb);
+        }
+    }
+    for (int v = 0; v < nv; v++) {
+        const __m512 wv = _mm512_loadu_ps(ws + (size_t)(v0 + v) * 16);
+        for (int j = 0; j < NUMLA_DSA_BF_KEYS; j++)
+            tot[j] = _mm512_fmadd_ps(_mm512_max_ps(acc[j][v], _mm512_setzero_ps()), wv, tot[j]);
+    }
+}
+
+static void numla_dsa_index_avx512bf16_scores(const numla_dsa_index_args *a, const float *qt,
+                                              const float *ws, int32_t seq, int64_t k0, int64_t k1,
+                                              float *out, void *scratch)
+{
+    const int32_t H = a->num_heads, D2 = a->head_dim / 2, NV = H / 16;
+    uint32_t *qp = scratch;                       /* (D2, H) */
+    uint32_t *zero = qp + (size_t)D2 * H;         /* (D2) */
+    memset(zero, 0, (size_t)D2 * 4);
+    for (int32_t d = 0; d < D2; d++)
+        for (int32_t h = 0; h < H; h++)
+            qp[(size_t)d * H + h] = (uint32_t)numla_f32_to_bf16(qt[(size_t)(2 * d) * H + h]) |
+                                    (uint32_t)numla_f32_to_bf16(qt[(size_t)(2 * d + 1) * H + h]) << 16;
+    for (int64_t t0 = k0; t0 < k1; t0 += NUMLA_DSA_BF_KEYS) {
+        const int64_t nk = k1 - t0 < NUMLA_DSA_BF_KEYS ? k1 - t0 : NUMLA_DSA_BF_KEYS;
+        const uint32_t *kr[NUMLA_DSA_BF_KEYS];
+        for (int64_t j = 0; j < NUMLA_DSA_BF_KEYS; j++)
+            kr[j] = j < nk ? (const uint32_t *)(const void *)numla_dsa_k_row(a, seq, t0 + j) : zero;
+        __m512 tot[NUMLA_DSA_BF_KEYS];
+        for (int j = 0; j < NUMLA_DSA_BF_KEYS; j++)
+            tot[j] = _mm512_setzero_ps();
+        int32_t v0 = 0;
+        for (; v0 + 4 <= NV; v0 += 4)
+            numla_dsa_bf_group(qp, kr, D2, H, v0, 4, ws, tot);
+        switch (NV - v0) {
+        case 3: numla_dsa_bf_group(qp, kr, D2, H, v0, 3, ws, tot); break;
+        case 2: numla_dsa_bf_group(qp, kr, D2, H, v0, 2, ws, tot); break;
+        case 1: numla_dsa_bf_group(qp, kr, D2, H, v0, 1, ws, tot); break;
+        default: break;
+        }
+        for (int64_t j = 0; j < nk; j++)
+            out[t0 + j - k0] = _mm512_reduce_add_ps(tot[j]);
+    }
+}
+
+const numla_dsa_index_kernel numla_dsa_index_kernel_avx512bf16 = {
+    .name = "avx512bf16",
+    .scores = numla_dsa_index_avx512bf16_scores,
+    .scratch_bytes = numla_dsa_index_avx512bf16_scratch,
+    .supports = numla_dsa_index_avx512bf16_supports,
+};

@@ -1,0 +1,477 @@
+/* Tests for kernels/dsa: the indexer's scores and fused top-k against a double-precision
+ * reference (the kept set must be a valid top-k of the reference scores, exact count, ascending,
+ * -1 padded, ties to the lower position), the sparse attention against a double-precision
+ * softmax over the selected rows, and the dense equivalence: with context <= topk the indexer
+ * keeps every visible key and numla_dsa_attn equals numla_mla_attn. Paged caches with shuffled
+ * block tables shared by both caches, NaN in every row nobody owns; every ISA the CPU has;
+ * contexts long enough that both calls split and merge. */
+#include "test_util.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/dtype.h"
+#include "kernels/dsa.h"
+#include "kernels/mla_attn.h"
+
+typedef struct dsa_case {
+    int32_t B, Hi, Di, topk, H, Dc, Dr, bs;
+    const int32_t *lens; /* (B) */
+    const int32_t *nq;   /* (B) causal queries per sequence, NULL: decode */
+    numla_dtype qt, kt;  /* queries (both calls), caches (both) */
+    int zero_q;          /* indexer q all zero: every score ties at 0 */
+    uint64_t seed;
+} dsa_case;
+
+typedef struct dsa_problem {
+    dsa_case c;
+    int32_t T, mbps;
+    int64_t nblk;
+    int32_t *lens, *qsl, *tables, *qseq, *qlim; /* qseq/qlim: (T) sequence and visible keys */
+    void *iq, *kc, *q, *kv;                     /* index q, index-key cache, MLA q, latent cache */
+    float *w;
+    float iscale, scale;
+} dsa_problem;
+
+static void dsa_nan(void *p, numla_dtype t, size_t i)
+{
+    if (t == NUMLA_DTYPE_F32)
+        ((float *)p)[i] = NAN;
+    else
+        ((uint16_t *)p)[i] = t == NUMLA_DTYPE_BF16 ? 0x7fc0 : 0x7e00;
+}
+
+static dsa_problem *dsa_make(const dsa_case *c)
+{
+    dsa_problem *p = calloc(1, sizeof *p);
+    p->c = *c;
+    numla_test_rng rng = {c->seed};
+    const int32_t W = c->Dc + c->Dr;
+    p->lens = malloc(sizeof(int32_t) * (size_t)c->B);
+    p->qsl = malloc(sizeof(int32_t) * (size_t)(c->B + 1));
+    int64_t used = 0;
+    p->mbps = 1;
+    p->qsl[0] = 0;
+    for (int32_t b = 0; b < c->B; b++) {
+        p->lens[b] = c->lens[b];
+        int32_t nb = (c->lens[b] + c->bs - 1) / c->bs;
+        used += nb;
+        p->mbps = nb + 1 > p->mbps ? nb + 1 : p->mbps;
+        p->qsl[b + 1] = p->qsl[b] + (c->nq ? c->nq[b] : 1);
+    }
+    p->T = p->qsl[c->B];
+    p->qseq = malloc(sizeof(int32_t) * (size_t)p->T);
+    p->qlim = malloc(sizeof(int32_t) * (size_t)p->T);
+    for (int32_t b = 0; b < c->B; b++)
+        for (int32_t i = 0; i < p->qsl[b + 1] - p->qsl[b]; i++) {
+            int32_t n = p->qsl[b + 1] - p->qsl[b];
+            p->qseq[p->qsl[b] + i] = b;
+            p->qlim[p->qsl[b] + i] = c->nq ? c->lens[b] - n + i + 1 : c->lens[b];
+        }
+    p->nblk = used + used / 3 + 2;
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)p->nblk);
+    for (int64_t i = 0; i < p->nblk; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = p->nblk - 1; i > 0; i--) {
+        int64_t j = (int64_t)(numla_test_rng_u64(&rng) % (uint64_t)(i + 1));
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    const size_t es = numla_dtype_size(c->kt);
+    const size_t kcn = (size_t)p->nblk * c->bs * c->Di, kvn = (size_t)p->nblk * c->bs * W;
+    p->kc = malloc(kcn * es);
+    p->kv = malloc(kvn * es);
+    for (size_t i = 0; i < kcn; i++)
+        dsa_nan(p->kc, c->kt, i);
+    for (size_t i = 0; i < kvn; i++)
+        dsa_nan(p->kv, c->kt, i);
+    p->tables = malloc(sizeof(int32_t) * (size_t)c->B * p->mbps);
+    int64_t next = 0;
+    for (int32_t b = 0; b < c->B; b++) {
+        int32_t nb = (c->lens[b] + c->bs - 1) / c->bs;
+        for (int32_t j = 0; j < p->mbps; j++)
+            p->tables[(size_t)b * p->mbps + j] = j < nb ? perm[next++] : -5;
+        for (int32_t t = 0; t < c->lens[b]; t++) {
+            size_t slot = (size_t)p->tables[(size_t)b * p->mbps + t / c->bs] * c->bs + t % c->bs;
+            for (int32_t d = 0; d < c->Di; d++)
+                numla_store_f32(p->kc, c->kt, slot * c->Di + d, (float)numla_test_rng_normal(&rng));
+            for (int32_t d = 0; d < W; d++)
+                numla_store_f32(p->kv, c->kt, slot * W + d,
+                                (float)(0.3 * (d % 7) + numla_test_rng_normal(&rng)));
+        }
+    }
+    const size_t iqn = (size_t)p->T * c->Hi * c->Di, qn = (size_t)p->T * c->H * W;
+    p->iq = malloc(iqn * numla_dtype_size(c->qt));
+    p->q = malloc(qn * numla_dtype_size(c->qt));
+    p->w = malloc(sizeof(float) * (size_t)p->T * c->Hi);
+    for (size_t i = 0; i < iqn; i++)
+        numla_store_f32(p->iq, c->qt, i, c->zero_q ? 0.0f : (float)numla_test_rng_normal(&rng));
+    for (size_t i = 0; i < qn; i++)
+        numla_store_f32(p->q, c->qt, i, (float)(0.5 * numla_test_rng_normal(&rng)));
+    for (int64_t i = 0; i < (int64_t)p->T * c->Hi; i++)
+        p->w[i] = (float)(numla_test_rng_normal(&rng) / sqrt((double)c->Hi));
+    p->iscale = (float)(1.0 / sqrt((double)c->Di));
+    p->scale = (float)(1.0 / sqrt(192.0));
+    free(perm);
+    return p;
+}
+
+static void dsa_free(dsa_problem *p)
+{
+    free(p->lens), free(p->qsl), free(p->tables), free(p->qseq), free(p->qlim);
+    free(p->iq), free(p->kc), free(p->q), free(p->kv), free(p->w);
+    free(p);
+}
+
+static size_t dsa_slot(const dsa_problem *p, int32_t b, int64_t t)
+{
+    return (size_t)p->tables[(size_t)b * p->mbps + t / p->c.bs] * p->c.bs + (size_t)(t % p->c.bs);
+}
+
+/* Reference index score of key t for query q, in double. */
+static double dsa_ref_score(const dsa_problem *p, int32_t q, int64_t t)
+{
+    const dsa_case *c = &p->c;
+    const size_t slot = dsa_slot(p, p->qseq[q], t);
+    double s = 0;
+    for (int32_t h = 0; h < c->Hi; h++) {
+        double dot = 0;
+        for (int32_t d = 0; d < c->Di; d++)
+            dot += (double)numla_load_f32(p->iq, c->qt, ((size_t)q * c->Hi + h) * c->Di + d) *
+                   numla_load_f32(p->kc, c->kt, slot * c->Di + d);
+        s += (double)p->w[(size_t)q * c->Hi + h] * (dot > 0 ? dot : 0);
+    }
+    return s * p->iscale;
+}
+
+static int dsa_threads(void)
+{
+    int n = 1;
+#pragma omp parallel
+#pragma omp single
+    n = omp_get_num_threads();
+    return n;
+}
+
+static numla_dsa_index_args dsa_index_args(const dsa_problem *p, int32_t *ix, int32_t *cnt)
+{
+    return (numla_dsa_index_args){
+        .num_seqs = p->c.B, .num_heads = p->c.Hi, .head_dim = p->c.Di, .block_size = p->c.bs,
+        .num_blocks = p->nblk, .max_blocks_per_seq = p->mbps, .topk = p->c.topk, .q = p->iq,
+        .q_dtype = p->c.qt, .w = p->w, .kcache = p->kc, .k_dtype = p->c.kt,
+        .block_tables = p->tables, .seq_lens = p->lens,
+        .query_start_loc = p->c.nq ? p->qsl : NULL, .causal = p->c.nq != NULL,
+        .scale = p->iscale, .indices = ix, .counts = cnt};
+}
+
+static numla_dsa_attn_args dsa_attn_args(const dsa_problem *p, const int32_t *ix, const int32_t *cnt,
+                                         void *out, numla_dtype ot, float *lse)
+{
+    return (numla_dsa_attn_args){
+        .num_seqs = p->c.B, .num_heads = p->c.H, .kv_lora_rank = p->c.Dc, .rope_dim = p->c.Dr,
+        .block_size = p->c.bs, .num_blocks = p->nblk, .max_blocks_per_seq = p->mbps,
+        .index_stride = p->c.topk, .q = p->q, .q_dtype = p->c.qt, .kv_cache = p->kv,
+        .kv_dtype = p->c.kt, .block_tables = p->tables, .seq_lens = p->lens,
+        .query_start_loc = p->c.nq ? p->qsl : NULL, .indices = ix, .counts = cnt,
+        .scale = p->scale, .out = out, .out_dtype = ot, .lse = lse};
+}
+
+/* Run the indexer at isa; check the selection. Returns the indices (T, topk) and counts. */
+static int dsa_check_index(const dsa_problem *p, numla_isa isa, int32_t **ixo, int32_t **cnto,
+                           const char *label)
+{
+    const dsa_case *c = &p->c;
+    int32_t *ix = malloc(sizeof(int32_t) * (size_t)p->T * c->topk);
+    int32_t *cnt = malloc(sizeof(int32_t) * (size_t)p->T);
+    for (int64_t i = 0; i < (int64_t)p->T * c->topk; i++)
+        ix[i] = 12345;
+    numla_dsa_index_args a = dsa_index_args(p, ix, cnt);
+    size_t wsb = numla_dsa_index_workspace_size(isa, &a, dsa_threads());
+    void *ws = malloc(wsb);
+    int ok = numla_dsa_index(isa, &a, ws, wsb) == NUMLA_STATUS_OK;
+    free(ws);
+    int64_t maxl = 1;
+    for (int32_t q = 0; q < p->T; q++)
+        maxl = p->qlim[q] > maxl ? p->qlim[q] : maxl;
+    double *s = malloc(sizeof(double) * (size_t)maxl);
+    char *sel = malloc((size_t)maxl);
+    for (int32_t q = 0; ok && q < p->T; q++) {
+        const int32_t lim = p->qlim[q], want = lim < c->topk ? lim : c->topk;
+        const int32_t *r = ix + (size_t)q * c->topk;
+        if (cnt[q] != want) {
+            fprintf(stderr, "%s [%s] q %d: count %d, want %d\n", label, numla_isa_name(isa), q, cnt[q], want);
+            ok = 0;
+            break;
+        }
+        memset(sel, 0, (size_t)maxl);
+        double amp = 1e-30;
+        for (int64_t t = 0; t < lim; t++) {
+            s[t] = dsa_ref_score(p, q, t);
+            amp = fabs(s[t]) > amp ? fabs(s[t]) : amp;
+        }
+        for (int32_t j = 0; j < c->topk && ok; j++) {
+            if (j >= want) {
+                ok = r[j] == -1;
+                continue;
+            }
+            ok = r[j] >= 0 && r[j] < lim && (j == 0 || r[j] > r[j - 1]);
+            if (ok)
+                sel[r[j]] = 1;
+        }
+        if (!ok) {
+            fprintf(stderr, "%s [%s] q %d: indices not ascending in range / not -1 padded\n", label,
+                    numla_isa_name(isa), q);
+            break;
+        }
+        /* a valid top-k: nothing left out beats anything kept (beyond fp32 rounding); an
+         * exact tie goes to the lower position */
+        double min_in = INFINITY, max_out = -INFINITY;
+        int64_t min_in_t = -1, max_out_t = -1;
+        for (int64_t t = 0; t < lim; t++) {
+            if (sel[t] && s[t] < min_in)
+                min_in = s[t], min_in_t = t;
+            if (!sel[t] && s[t] > max_out)
+                max_out = s[t], max_out_t = t;
+        }
+        const double tol = 1e-5 * amp;
+        if (max_out > min_in + tol || (c->zero_q && max_out_t >= 0 && max_out_t < min_in_t)) {
+            fprintf(stderr, "%s [%s] q %d: left out t=%lld (%.9g) above kept t=%lld (%.9g)\n",
+                    label, numla_isa_name(isa), q, (long long)max_out_t, max_out,
+                    (long long)min_in_t, min_in);
+            ok = 0;
+        }
+    }
+    free(s);
+    free(sel);
+    *ixo = ix;
+    *cnto = cnt;
+    return ok;
+}
+
+/* Sparse attention at isa against a double softmax over the given selection. */
+static int dsa_check_attn(const dsa_problem *p, numla_isa isa, const int32_t *ix,
+                          const int32_t *cnt, numla_dtype ot, const char *label)
+{
+    const dsa_case *c = &p->c;
+    const int32_t W = c->Dc + c->Dr;
+    const size_t nrow = (size_t)p->T * c->H, nout = nrow * c->Dc;
+    void *out = malloc(nout * numla_dtype_size(ot));
+    float *lse = malloc(sizeof(float) * nrow);
+    memset(out, 0xff, nout * numla_dtype_size(ot));
+    numla_dsa_attn_args a = dsa_attn_args(p, ix, cnt, out, ot, lse);
+    size_t wsb = numla_dsa_attn_workspace_size(isa, &a, dsa_threads());
+    void *ws = malloc(wsb);
+    int ok = numla_dsa_attn(isa, &a, ws, wsb) == NUMLA_STATUS_OK;
+    free(ws);
+    const double atol = ot == NUMLA_DTYPE_F32 ? 1e-4 : 1e-2, rtol = ot == NUMLA_DTYPE_F32 ? 1e-4 : 1.6e-2;
+    double *o = malloc(sizeof(double) * c->Dc), *sc = malloc(sizeof(double) * (c->topk + 1));
+    for (size_t row = 0; ok && row < nrow; row++) {
+        const int32_t q = (int32_t)(row / c->H), n = cnt[q], b = p->qseq[q];
+        double mx = -INFINITY, sum = 0;
+        for (int32_t j = 0; j < n; j++) {
+            const size_t slot = dsa_slot(p, b, ix[(size_t)q * c->topk + j]);
+            double acc = 0;
+            for (int32_t d = 0; d < W; d++)
+                acc += (double)numla_load_f32(p->q, c->qt, row * W + d) *
+                       numla_load_f32(p->kv, c->kt, slot * W + d);
+            sc[j] = acc * p->scale;
+            mx = sc[j] > mx ? sc[j] : mx;
+        }
+        memset(o, 0, sizeof(double) * c->Dc);
+        for (int32_t j = 0; j < n; j++) {
+            const size_t slot = dsa_slot(p, b, ix[(size_t)q * c->topk + j]);
+            const double e = exp(sc[j] - mx);
+            sum += e;
+            for (int32_t d = 0; d < c->Dc; d++)
+                o[d] += e * numla_load_f32(p->kv, c->kt, slot * W + d);
+        }
+        const double rl = n ? mx + log(sum) : -INFINITY;
+        if (n ? fabs(lse[row] - rl) > 1e-4 + 1e-5 * fabs(rl) : lse[row] != -INFINITY) {
+            fprintf(stderr, "%s [%s] row %zu: lse %.7g, want %.7g\n", label, numla_isa_name(isa),
+                    row, lse[row], rl);
+            ok = 0;
+        }
+        for (int32_t d = 0; ok && d < c->Dc; d++) {
+            const double want = n ? o[d] / sum : 0, got = numla_load_f32(out, ot, row * c->Dc + d);
+            if (!(fabs(got - want) <= atol + rtol * fabs(want))) {
+                fprintf(stderr, "%s [%s] row %zu d %d: %.7g, want %.7g\n", label,
+                        numla_isa_name(isa), row, d, got, want);
+                ok = 0;
+            }
+        }
+    }
+    free(o);
+    free(sc);
+    free(out);
+    free(lse);
+    return ok;
+}
+
+static void dsa_run_case(const dsa_case *c, const char *label)
+{
+    dsa_problem *p = dsa_make(c);
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int ni = numla_test_isas(isas);
+    for (int i = 0; i < ni; i++) {
+        int32_t *ix = NULL, *cnt = NULL;
+        CU_ASSERT_TRUE(dsa_check_index(p, isas[i], &ix, &cnt, label));
+        static const numla_dtype ots[2] = {NUMLA_DTYPE_F32, NUMLA_DTYPE_BF16};
+        for (int o = 0; o < 2; o++)
+            CU_ASSERT_TRUE(dsa_check_attn(p, isas[i], ix, cnt, ots[o], label));
+        free(ix);
+        free(cnt);
+    }
+    dsa_free(p);
+}
+
+/* Decode: contexts around topk, long ones that the indexer and the attention split. */
+static void test_decode_shapes(void)
+{
+    static const int32_t lens[5] = {1, 16, 17, 300, 5000};
+    static const int32_t hs[3][3] = {{16, 32, 16}, {64, 128, 22}, {4, 24, 3}}; /* Hi, Di, H */
+    for (int i = 0; i < 3; i++) {
+        dsa_case c = {.B = 5, .Hi = hs[i][0], .Di = hs[i][1], .topk = 16, .H = hs[i][2],
+                      .Dc = 64, .Dr = 16, .bs = 16, .lens = lens, .qt = NUMLA_DTYPE_BF16,
+                      .kt = NUMLA_DTYPE_BF16, .seed = 10 + i};
+        dsa_run_case(&c, "decode");
+    }
+    /* the real dims: 64 x 128 indexer, 512 + 64 latent, topk 2048 over 5000 keys */
+    static const int32_t lens2[2] = {5000, 2100};
+    dsa_case d = {.B = 2, .Hi = 64, .Di = 128, .topk = 2048, .H = 16, .Dc = 512, .Dr = 64,
+                  .bs = 64, .lens = lens2, .qt = NUMLA_DTYPE_BF16, .kt = NUMLA_DTYPE_BF16, .seed = 20};
+    dsa_run_case(&d, "decode, real dims");
+}
+
+/* Multi-token causal prefill: every query gets its own selection. */
+static void test_prefill(void)
+{
+    static const int32_t lens[3] = {40, 7, 90};
+    static const int32_t nq[3] = {40, 3, 25};
+    static const int32_t bss[3] = {1, 5, 32};
+    static const numla_dtype dts[3] = {NUMLA_DTYPE_F32, NUMLA_DTYPE_BF16, NUMLA_DTYPE_F16};
+    for (int i = 0; i < 3; i++) {
+        dsa_case c = {.B = 3, .Hi = 32, .Di = 48, .topk = 16, .H = 20, .Dc = 32, .Dr = 16,
+                      .bs = bss[i], .lens = lens, .nq = nq, .qt = dts[i], .kt = dts[(i + 1) % 3],
+                      .seed = 30 + i};
+        dsa_run_case(&c, "prefill");
+    }
+}
+
+/* Odd dims the vector variants do not take (they fall back to ref) and exact ties. */
+static void test_odd_dims_and_ties(void)
+{
+    static const int32_t lens[2] = {33, 4100};
+    dsa_case c = {.B = 2, .Hi = 3, .Di = 5, .topk = 7, .H = 2, .Dc = 6, .Dr = 3, .bs = 4,
+                  .lens = lens, .qt = NUMLA_DTYPE_F32, .kt = NUMLA_DTYPE_F32, .seed = 40};
+    dsa_run_case(&c, "odd dims");
+    /* all scores 0: the lowest positions win, whatever the split */
+    dsa_case t = {.B = 2, .Hi = 16, .Di = 32, .topk = 20, .H = 16, .Dc = 32, .Dr = 16, .bs = 8,
+                  .lens = lens, .qt = NUMLA_DTYPE_BF16, .kt = NUMLA_DTYPE_BF16, .zero_q = 1,
+                  .seed = 41};
+    dsa_problem *p = dsa_make(&t);
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int ni = numla_test_isas(isas);
+    for (int i = 0; i < ni; i++) {
+        int32_t *ix = NULL, *cnt = NULL;
+        CU_ASSERT_TRUE(dsa_check_index(p, isas[i], &ix, &cnt, "ties"));
+        for (int32_t q = 0; q < p->T; q++)
+            for (int32_t j = 0; j < cnt[q]; j++)
+                CU_ASSERT_EQUAL_FATAL(ix[(size_t)q * t.topk + j], j);
+        free(ix);
+        free(cnt);
+    }
+    dsa_free(p);
+}
+
+/* Context <= topk: every visible key is kept and the sparse call equals the dense one. */
+static void test_dense_equivalence(void)
+{
+    static const int32_t lens[3] = {64, 9, 50};
+    static const int32_t nq[3] = {64, 2, 1};
+    dsa_case c = {.B = 3, .Hi = 16, .Di = 64, .topk = 64, .H = 16, .Dc = 512, .Dr = 64, .bs = 16,
+                  .lens = lens, .nq = nq, .qt = NUMLA_DTYPE_BF16, .kt = NUMLA_DTYPE_BF16, .seed = 50};
+    dsa_problem *p = dsa_make(&c);
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int ni = numla_test_isas(isas);
+    const size_t nrow = (size_t)p->T * c.H, nout = nrow * c.Dc;
+    for (int i = 0; i < ni; i++) {
+        int32_t *ix = NULL, *cnt = NULL;
+        CU_ASSERT_TRUE(dsa_check_index(p, isas[i], &ix, &cnt, "dense"));
+        for (int32_t q = 0; q < p->T; q++) {
+            CU_ASSERT_EQUAL(cnt[q], p->qlim[q]);
+            for (int32_t j = 0; j < cnt[q]; j++)
+                CU_ASSERT_EQUAL(ix[(size_t)q * c.topk + j], j);
+        }
+        float *o1 = malloc(nout * 4), *o2 = malloc(nout * 4), *l1 = malloc(nrow * 4),
+              *l2 = malloc(nrow * 4);
+        numla_dsa_attn_args a = dsa_attn_args(p, ix, cnt, o1, NUMLA_DTYPE_F32, l1);
+        size_t wsb = numla_dsa_attn_workspace_size(isas[i], &a, dsa_threads());
+        void *ws = malloc(wsb);
+        CU_ASSERT_EQUAL(numla_dsa_attn(isas[i], &a, ws, wsb), NUMLA_STATUS_OK);
+        free(ws);
+        numla_mla_attn_args m = {
+            .num_seqs = c.B, .num_heads = c.H, .kv_lora_rank = c.Dc, .rope_dim = c.Dr,
+            .block_size = c.bs, .num_blocks = p->nblk, .max_blocks_per_seq = p->mbps,
+            .q = p->q, .q_dtype = c.qt, .kv_cache = p->kv, .kv_dtype = c.kt,
+            .block_tables = p->tables, .seq_lens = p->lens, .query_start_loc = p->qsl,
+            .causal = 1, .scale = p->scale, .out = o2, .out_dtype = NUMLA_DTYPE_F32, .lse = l2};
+        wsb = numla_mla_attn_workspace_size(isas[i], &m, dsa_threads());
+        ws = malloc(wsb);
+        CU_ASSERT_EQUAL(numla_mla_attn(isas[i], &m, ws, wsb), NUMLA_STATUS_OK);
+        free(ws);
+        double worst = 0, worst_l = 0;
+        for (size_t k = 0; k < nout; k++)
+            worst = fmax(worst, fabs((double)o1[k] - o2[k]) / (1.0 + fabs((double)o2[k])));
+        for (size_t k = 0; k < nrow; k++)
+            worst_l = fmax(worst_l, fabs((double)l1[k] - l2[k]));
+        if (worst > 2e-4 || worst_l > 1e-4)
+            fprintf(stderr, "dense [%s]: out rel %.3g, lse %.3g\n", numla_isa_name(isas[i]), worst, worst_l);
+        CU_ASSERT_TRUE(worst <= 2e-4 && worst_l <= 1e-4); /* both fp32, each within 1e-4 of exact */
+        free(o1), free(o2), free(l1), free(l2), free(ix), free(cnt);
+    }
+    dsa_free(p);
+}
+
+/* Bad input is an error naming the field, and nothing is written. */
+static void test_errors(void)
+{
+    static const int32_t lens[2] = {20, 40};
+    dsa_case c = {.B = 2, .Hi = 16, .Di = 16, .topk = 8, .H = 4, .Dc = 16, .Dr = 16, .bs = 8,
+                  .lens = lens, .qt = NUMLA_DTYPE_F32, .kt = NUMLA_DTYPE_F32, .seed = 60};
+    dsa_problem *p = dsa_make(&c);
+    int32_t ix[2 * 8], cnt[2] = {-9, -9};
+    numla_dsa_index_args a = dsa_index_args(p, ix, cnt);
+    size_t wsb = numla_dsa_index_workspace_size(NUMLA_ISA_REF, &a, dsa_threads());
+    void *ws = malloc(wsb);
+    CU_ASSERT_EQUAL(numla_dsa_index(NUMLA_ISA_REF, &a, ws, wsb - 100), NUMLA_STATUS_INVALID_ARG);
+    int32_t saved = p->tables[1];
+    p->tables[1] = (int32_t)p->nblk;
+    CU_ASSERT_EQUAL(numla_dsa_index(NUMLA_ISA_REF, &a, ws, wsb), NUMLA_STATUS_OUT_OF_RANGE);
+    CU_ASSERT_EQUAL(cnt[0], -9);
+    p->tables[1] = saved;
+    a.topk = 0;
+    CU_ASSERT_EQUAL(numla_dsa_index(NUMLA_ISA_REF, &a, ws, wsb), NUMLA_STATUS_INVALID_ARG);
+    a.topk = 8;
+    CU_ASSERT_EQUAL(numla_dsa_index(NUMLA_ISA_REF, &a, ws, wsb), NUMLA_STATUS_OK);
+    free(ws);
+    float out[2 * 4 * 16], lse[8];
+    numla_dsa_attn_args t = dsa_attn_args(p, ix, cnt, out, NUMLA_DTYPE_F32, lse);
+    wsb = numla_dsa_attn_workspace_size(NUMLA_ISA_REF, &t, dsa_threads());
+    ws = malloc(wsb);
+    CU_ASSERT_EQUAL(numla_dsa_attn(NUMLA_ISA_REF, &t, ws, wsb), NUMLA_STATUS_OK);
+    ix[8] = 40; /* sequence 1 has keys 0 .. 39 */
+    CU_ASSERT_EQUAL(numla_dsa_attn(NUMLA_ISA_REF, &t, ws, wsb), NUMLA_STATUS_OUT_OF_RANGE);
+    ix[8] = 0;
+    cnt[0] = 9;
+    CU_ASSERT_EQUAL(numla_dsa_attn(NUMLA_ISA_REF, &t, ws, wsb), NUMLA_STATUS_OUT_OF_RANGE);
+    free(ws);
+    dsa_free(p);
+}
+
+NUMLA_TEST_SUITE(dsa, NULL, NULL, NUMLA_TEST(test_decode_shapes), NUMLA_TEST(test_prefill),
+                 NUMLA_TEST(test_odd_dims_and_ties), NUMLA_TEST(test_dense_equivalence),
+                 NUMLA_TEST(test_errors))
