@@ -1,7 +1,7 @@
 /* bench/bench.h — shared pieces of the benchmark programs: statistics, the machine figures
  * every ratio is measured against (read/copy bandwidth, bf16 dot-product peak), and output in
  * table or JSON-lines form; times come from numla_now_s (common/clock.h). Benchmarks print
- * ratios measured in the same run (DESIGN.md §7); they never pass or fail on time. */
+ * ratios measured in the same run (docs/design.md §7); they never pass or fail on time. */
 #ifndef NUMLA_BENCH_BENCH_H
 #define NUMLA_BENCH_BENCH_H
 

@@ -1,7 +1,7 @@
 /* bench/bench_decode_kernel.c — `numla bench decode-kernel`: the MLA decode kernel
  * (kernels/mla_attn.h) on DeepSeek shapes (Dc 512, Dr 64, bf16 cache and q, block 16, shuffled
  * block tables), reported against the roofline of this machine measured in the same run on the
- * same threads (DESIGN.md §7): time = max(kv_bytes / read_BW, flops / peak).
+ * same threads (docs/design.md §7): time = max(kv_bytes / read_BW, flops / peak).
  *
  * The caches of the long shapes would partly stay in a large LLC between repetitions, so every
  * shape gets enough independent copies of its cache to exceed twice the LLC (capped by memory)
@@ -154,7 +154,7 @@ static numla_status dkb_run_shape(numla_isa isa, const dkb_shape *s, const dkb_o
         .block_size = DKB_BLOCK, .num_blocks = num_blocks, .max_blocks_per_seq = (int32_t)blocks_per_seq,
         .q = q, .q_dtype = io_dtype, .kv_cache = arena, .kv_dtype = NUMLA_DTYPE_BF16,
         .block_tables = table, .seq_lens = seq_lens, .query_start_loc = NULL, .causal = 0,
-        .scale = 0.1147f, /* DeepSeek-V2-Lite, DESIGN.md §5 */
+        .scale = 0.1147f, /* DeepSeek-V2-Lite, docs/design.md §5 */
         .out = out, .out_dtype = io_dtype, .lse = NULL,
     };
     const size_t ws_bytes = numla_mla_attn_workspace_size(isa, &a, o->threads);
@@ -208,7 +208,7 @@ done:
     return st;
 }
 
-/* Roofline time max(kv_bytes / read_BW, flops / peak) over the median time (DESIGN.md §7). */
+/* Roofline time max(kv_bytes / read_BW, flops / peak) over the median time (docs/design.md §7). */
 static void dkb_roofline(dkb_result *r, const dkb_machine *m)
 {
     const double t_mem = m->read_gbps > 0 ? r->kv_bytes / (m->read_gbps * 1e9) : 0;

@@ -1,7 +1,7 @@
 /* bench/bench_engine.c — `numla bench engine --model DIR [--batch B] [--context L] [--steps S]
  * [--threads T] [--no-bind] [--json]`: batched decode through the collective engine (engine/parallel/engine.h) on
  * every rank of the job, with each rank's step time split into compute and communication
- * (DESIGN.md §7: allreduces in numla_model_reduce, the logits gather, the plan broadcast).
+ * (docs/design.md §7: allreduces in numla_model_reduce, the logits gather, the plan broadcast).
  * Run as `mpirun -n R numla bench engine ...`; 1 rank works without mpirun.
  * B sequences are prefilled to L tokens (not timed), then S decode steps of B tokens are timed
  * (after 2 warm-up steps). Reports tokens/s (median step), per-rank ms per step, and per layer.

@@ -42,7 +42,7 @@
 
 
 /* Weight (and bandwidth-test) buffers: 2 MiB aligned and huge-page backed where the kernel allows (as the engine's
- * weight memory is, DESIGN.md §3), so no contender pays 4 KiB TLB misses the engine would not. */
+ * weight memory is, docs/design.md §3), so no contender pays 4 KiB TLB misses the engine would not. */
 static void *numla_bench_linear_alloc_(size_t bytes)
 {
     const size_t huge = (size_t)2 << 20;

@@ -1,5 +1,5 @@
 /* bench/bench_model.c — `numla bench model --model DIR [--json] [--threads N] [--quick]
- * [--no-bind]`: end-to-end figures of one model through the collective engine (DESIGN.md §7),
+ * [--no-bind]`: end-to-end figures of one model through the collective engine (docs/design.md §7),
  * each against a machine figure measured in the same run:
  *   prefill tokens/s at prompt 512 and the linear layers' GFLOP/s vs the peak of the units
  *     they run on, prefill_peak_frac: the AMX tile peak (numla_bench_peak_amx_gflops) when the

@@ -1,5 +1,5 @@
 /* bench/bench_model.h — cost accounting of one decode token of a DeepSeek MLA+MoE model, for
- * `numla bench model` (DESIGN.md §7): the weight bytes a token actually reads, the FLOPs of its
+ * `numla bench model` (docs/design.md §7): the weight bytes a token actually reads, the FLOPs of its
  * linear layers and of its attention, and the KV bytes it reads, from the config and the packed
  * weight sizes (numla_linear_packed_size), summed over every rank of the model. */
 #ifndef NUMLA_BENCH_BENCH_MODEL_H

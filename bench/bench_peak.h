@@ -5,7 +5,7 @@
 #define NUMLA_BENCH_BENCH_PEAK_H
 
 /* Independent accumulators per thread: enough to cover latency x issue width on current x86
- * (DESIGN.md §7: 8 under-reports Zen 5 by a third). 32 zmm registers leave room for 24; the
+ * (docs/design.md §7: 8 under-reports Zen 5 by a third). 32 zmm registers leave room for 24; the
  * 16 ymm registers of AVX2 for 14 at most (two hold the operands), and 12 already cover a
  * 4-cycle FMA on two ports with margin. */
 enum { NUMLA_BENCH_PEAK_ACC_ZMM = 24, NUMLA_BENCH_PEAK_ACC_YMM = 12 };

@@ -6,7 +6,7 @@
  * serves the same length distribution with the same mean (544) and the ratios compare
  * concurrency alone, not two samples of different prompts. Reports output tok/s,
  * TTFT and TPOT percentiles and the ratio to concurrency 1 measured in the same run
- * (speedup_vs_batch1, DESIGN.md §7). --quick: prompts 16..128, 16 output tokens, one request
+ * (speedup_vs_batch1, docs/design.md §7). --quick: prompts 16..128, 16 output tokens, one request
  * per sequence slot. Requests go through the serving loop `numla run` uses
  * (engine/serving/serve_loop.h). --http: each level is then served again through HTTP
  * (bench/bench_http.h: closed-loop loopback clients against an in-process `numla serve`),

@@ -23,7 +23,7 @@
  *   - numla_bench_probe_tiles(NUMLA_BENCH_PROBE_SLICE_MAJOR): the same loop over the same bytes
  *     read as if each block were stored slice-major, [18 slices][16 keys][32 bf16], so that
  *     every tile load is 1 KiB contiguous (stride 64) instead of 16 rows 1152 bytes apart. Not
- *     the cache layout (DESIGN.md §3 fixes [block][key][576]); it measures what the strided
+ *     the cache layout (docs/design.md §3 fixes [block][key][576]); it measures what the strided
  *     access itself costs.
  * Each returns a value depending on the data so the loads are not optimised away: _vector the
  * sum of every visited byte read as fp32 (the interleaved tile products are of zeros); _tiles

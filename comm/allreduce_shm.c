@@ -1,5 +1,5 @@
 /* comm/allreduce_shm.c — symmetric shared-memory allreduce for ranks on one machine
- * (DESIGN.md §6). Owns the shared window and its flag protocol; knows nothing of models.
+ * (docs/design.md §6). Owns the shared window and its flag protocol; knows nothing of models.
  *
  * Window: MPI_Win_allocate_shared over the communicator, one segment per rank, each segment
  * page-aligned (alloc_shared_noncontig) and first written by its owner (and, on multi-node

@@ -1,4 +1,4 @@
-/* comm/comm.h — numla's communicator: the only place the engine talks MPI (DESIGN.md §1, §6).
+/* comm/comm.h — numla's communicator: the only place the engine talks MPI (docs/design.md §1, §6).
  *
  * A numla_comm owns an MPI_Comm_dup of its parent, with MPI_ERRORS_RETURN set, so library
  * traffic never collides with the caller's and an MPI failure comes back as NUMLA_STATUS_MPI

@@ -1,4 +1,4 @@
-/* kernels/act.h — the gated activation of the MLP and the experts (DESIGN.md §5):
+/* kernels/act.h — the gated activation of the MLP and the experts (docs/design.md §5):
  *   g[i] = silu(g[i]) · u[i],  silu(x) = x / (1 + e^-x),  i in [0, n).
  * fp32 in place on g; u must not alias g. Relative error a few ulps beyond fp32 rounding of the
  * formula (the vector e^x has relative error ~1e-7). Threading: none — the caller splits n

@@ -1,4 +1,4 @@
-/* kernels/kv_write.h — concat_and_cache_mla: write latent rows into the paged cache (DESIGN.md §3).
+/* kernels/kv_write.h — concat_and_cache_mla: write latent rows into the paged cache (docs/design.md §3).
  *
  * For each token t with slot = slot_mapping[t] >= 0:
  *   kv_cache[slot / block_size][slot % block_size][0 .. Dc)      = kv_c[t][0 .. Dc)

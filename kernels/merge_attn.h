@@ -1,4 +1,4 @@
-/* kernels/merge_attn.h — merge two partial attention results by their LSE (DESIGN.md §4).
+/* kernels/merge_attn.h — merge two partial attention results by their LSE (docs/design.md §4).
  *
  * For each row r (a (token, head) pair) with m = max(la, lb):
  *   out[r] = (e^(la-m)·a[r] + e^(lb-m)·b[r]) / (e^(la-m) + e^(lb-m))

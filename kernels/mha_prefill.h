@@ -1,5 +1,5 @@
 /* kernels/mha_prefill.h — causal multi-head attention over expanded keys and values, the
- * "naive" (expanded) MLA prefill form of DESIGN.md §5: per head k = [k_nope | rope(k_pe)] and
+ * "naive" (expanded) MLA prefill form of docs/design.md §5: per head k = [k_nope | rope(k_pe)] and
  * v = W_UV c' have already been formed by the caller, so this is plain MHA with a query width
  * (Dqk, 192 for DeepSeek) different from the value width (Dv, 128).
  *
@@ -44,7 +44,7 @@ typedef struct numla_mha_prefill_args {
     const int32_t *q_len;    /* (B) new tokens of each sequence, >= 0 */
     const int32_t *k_start;  /* (B) first key/value row of each sequence */
     const int32_t *prefix;   /* (B) cached tokens before the new ones, >= 0 */
-    float scale;             /* softmax scale, DESIGN.md §5 (includes m²) */
+    float scale;             /* softmax scale, docs/design.md §5 (includes m²) */
 
     const float *q;          /* (rows, H, Dqk), row stride q_stride */
     int64_t q_stride;

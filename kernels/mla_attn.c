@@ -16,7 +16,7 @@
  * Head groups: with more than NUMLA_MLA_ATTN_ROWS rows per sequence (H > 16, or several
  * queries of a multi-token sequence), up to G = numla_mla_attn_group_units() consecutive units
  * of one sequence form one item, so that each cache row is read from memory once for all of
- * them (DESIGN.md §4). The item walks its keys in sub-ranges of NUMLA_MLA_ATTN_SUB_KEYS (kept
+ * them (docs/design.md §4). The item walks its keys in sub-ranges of NUMLA_MLA_ATTN_SUB_KEYS (kept
  * in L2), runs the chunk kernel of every unit over each sub-range and folds the results into a
  * running online-softmax state per unit. A group's splits are at least max(64, 256 / units)
  * keys long; when that leaves a sequence fewer items than its share of the work asks for (one
@@ -94,7 +94,7 @@ static int64_t numla_mla_attn_q0(const numla_mla_attn_args *a, int32_t b)
     return a->query_start_loc ? a->query_start_loc[b] : b;
 }
 
-/* Key end of query i of sequence b (DESIGN.md §4, mla_attn.h). */
+/* Key end of query i of sequence b (docs/design.md §4.1, mla_attn.h). */
 static int64_t numla_mla_attn_limit(const numla_mla_attn_args *a, int32_t b, int64_t i)
 {
     int64_t L = a->seq_lens[b];
@@ -381,7 +381,7 @@ static void numla_mla_attn_unit_chunk(const numla_mla_attn_args *a, const numla_
 }
 
 /* Fold a chunk's online-softmax state (acc, m, l) into a running one (racc, rm, rl), rows
- * [0, nrows): the LSE merge of DESIGN.md §4 before normalisation. A side with m = -inf (no key
+ * [0, nrows): the LSE merge of docs/design.md §4 before normalisation. A side with m = -inf (no key
  * yet) has weight e^-inf = 0; both -inf leaves the running state as it is (zeros). */
 static void numla_mla_attn_fold(float *racc, float *rm, float *rl, const float *acc,
                                 const float *m, const float *l, int32_t nrows, size_t dc)

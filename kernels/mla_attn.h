@@ -1,4 +1,4 @@
-/* kernels/mla_attn.h — MLA attention over the paged latent cache (DESIGN.md §3, §4).
+/* kernels/mla_attn.h — MLA attention over the paged latent cache (docs/design.md §3, §4).
  *
  * Cache layout, per layer:  kv_cache[num_blocks][block_size][Dc + Dr]
  *   row = Dc normalised latent values c' (kv_lora_rank, 512 for DeepSeek) followed by
@@ -62,7 +62,7 @@ typedef struct numla_mla_attn_args {
     const int32_t *seq_lens;        /* (B) keys visible to the sequence's last query */
     const int32_t *query_start_loc; /* (B + 1) or NULL for one query per sequence */
     int32_t causal;                 /* multi-token only: causal against positions (see above) */
-    float scale;                    /* softmax scale, DESIGN.md §5 (includes m²) */
+    float scale;                    /* softmax scale, docs/design.md §5 (includes m²) */
 
     void *out;                      /* (T_q, H, Dc), out_dtype */
     numla_dtype out_dtype;

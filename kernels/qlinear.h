@@ -1,7 +1,7 @@
 /* kernels/qlinear.h — linear layers on 8-bit weights: y[M][N] = x[M][K] · Wᵀ (+ y when
  * accumulate), W (N, K) as the checkpoint stores it, fp32 activations in, fp32 out.
  *
- * Formats (DESIGN.md §3):
+ * Formats (docs/design.md §3):
  *   NUMLA_QLINEAR_FP8_BLOCK   W: OCP fp8 e4m3fn bytes (bias 7, no inf, max 448); one fp32
  *                             scale per 128 x 128 block (DeepSeek's `weight_scale_inv`, grid
  *                             (ceil(N/128), ceil(K/128))). The real weight is fp8 value x its

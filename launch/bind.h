@@ -1,4 +1,4 @@
-/* launch/bind.h — each rank applies and checks its own part of a binding plan (DESIGN.md §1):
+/* launch/bind.h — each rank applies and checks its own part of a binding plan (docs/design.md §1):
  * memory policy preferring its node (libnuma), the process CPU set (hwloc), and its OpenMP
  * team pinned one thread per CPU of the plan. mpirun's --map-by/--bind-to normally did the
  * CPU part already; applying it again is harmless and makes a plain `mpirun -n N` (or srun

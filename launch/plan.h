@@ -1,4 +1,4 @@
-/* launch/plan.h — where ranks and threads run (DESIGN.md §1): one rank per NUMA node that has
+/* launch/plan.h — where ranks and threads run (docs/design.md §1): one rank per NUMA node that has
  * cores, its OpenMP team on that node's physical cores (one PU per core unless hyper-threads
  * are asked for), and the mpirun line that starts such a job. Pure computation over a
  * numla_topo, so plans for any machine are testable here; launch/bind.h applies a plan.

@@ -1,4 +1,4 @@
-/* launch/topo.h — the machine as numla sees it (DESIGN.md §1): NUMA nodes (sub-NUMA clusters
+/* launch/topo.h — the machine as numla sees it (docs/design.md §1): NUMA nodes (sub-NUMA clusters
  * count as nodes), the physical cores local to each, each node's memory, packages. Read
  * through hwloc from this machine, an hwloc XML file or a synthetic description, so plans for
  * other machines can be computed and tested here. Decides nothing; launch/plan.h does.

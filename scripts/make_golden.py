@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/make_golden.py — builds numla's golden reference data (DESIGN.md §5, §8).
+"""scripts/make_golden.py — builds numla's golden reference data (docs/design.md §5, §8).
 
 Makes three tiny random DeepSeek-style models with the Hugging Face reference implementation
 (transformers' native DeepseekV2ForCausalLM / DeepseekV3ForCausalLM), saves each as a normal HF
@@ -61,7 +61,7 @@ N_GREEDY = 16
 # Smallest accepted gap between the last chosen and first rejected group/expert (see build()).
 ROUTER_GAP = {"v2": 2e-3, "v3": 5e-4}
 GREEDY_MARGIN = 1e-2
-LM_HEAD_GAIN = 8.0  # decisive logits (DESIGN.md §8): logit std ~8 instead of ~1
+LM_HEAD_GAIN = 8.0  # decisive logits (docs/design.md §8): logit std ~8 instead of ~1
 
 COMMON = dict(
     hidden_act="silu",
@@ -84,7 +84,7 @@ COMMON = dict(
 )
 
 # Every routing/shape field is set explicitly: DeepseekV2Config defaults num_experts_per_tok=None
-# and q_lora_rank=1536 (DESIGN.md §5 "traps"). max_position_embeddings equals
+# and q_lora_rank=1536 (docs/design.md §5 "traps"). max_position_embeddings equals
 # factor * original_max_position_embeddings so code that recomputes the factor agrees.
 MODELS = {
     "v2lite": dict(
@@ -544,7 +544,7 @@ def build(name, spec, out_root):
     # Random prompts; the first prompt seed whose expert choices are decisive (every top-k and
     # group choice separated by >= ROUTER_GAP) and whose greedy steps all have a top-1/top-2
     # margin >= GREEDY_MARGIN, in both the fp32 and the bf16 model, is used, so a different
-    # summation order cannot flip an expert choice or a greedy token (DESIGN.md §8).
+    # summation order cannot flip an expert choice or a greedy token (docs/design.md §8).
     thr = ROUTER_GAP[spec["cls"]]
     for attempt in range(2000):
         pg = torch.Generator().manual_seed(spec["seed"] * 1000 + attempt)

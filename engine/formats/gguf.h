@@ -24,7 +24,7 @@
  * NUMLA_STATUS_IO naming its path; a part whose split keys disagree is FORMAT.
  *
  * The mapped bytes are for copying out at load time (the engine runs from memory it owns,
- * DESIGN.md §3). Not collective; every rank opens the files itself.
+ * docs/design.md §3). Not collective; every rank opens the files itself.
  */
 #ifndef NUMLA_ENGINE_FORMATS_GGUF_H
 #define NUMLA_ENGINE_FORMATS_GGUF_H

@@ -1,7 +1,7 @@
 /* engine/formats/safetensors.c — mmap-backed safetensors reader (single file or sharded through
  * model.safetensors.index.json); the writer is safetensors_writer.c. Owns the mappings, the
  * tensor table and the name hash; never copies tensor bytes (the weight loader does,
- * DESIGN.md §3).
+ * docs/design.md §3).
  *
  * Every header is treated as hostile: each length, offset and shape is checked in 64-bit with
  * overflow checks before any pointer is formed, so a bad file is a FORMAT error naming the file

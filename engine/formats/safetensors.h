@@ -6,7 +6,7 @@
  * section, no two tensors overlapping, byte count = product(shape) × dtype size, known dtype.
  * Any violation is NUMLA_STATUS_FORMAT with a message naming the file and the tensor.
  * The mapped bytes are for copying out at load time only: the engine runs from memory it owns
- * (DESIGN.md §3). Not collective; every rank opens the files itself.
+ * (docs/design.md §3). Not collective; every rank opens the files itself.
  * `dir` may also name a single .safetensors file, which is then opened on its own.
  */
 #ifndef NUMLA_ENGINE_SAFETENSORS_H

@@ -1,4 +1,4 @@
-/* engine/model/attention.c — the MLA block of a layer (DESIGN.md §5; docs/prefill.md): the
+/* engine/model/attention.c — the MLA block of a layer (docs/design.md §5; docs/prefill.md): the
  * q and latent projections and the cache write, then per sequence the absorbed form (decode
  * rows, short chunks over a long prefix) or the expanded one (other prefill chunks), a mixed
  * step running each form over its own sequences, then o_proj. */
@@ -185,7 +185,7 @@ static numla_status attention_split(numla_model *m, const numla_weights_layer *l
     return NUMLA_STATUS_OK;
 }
 
-/* Absorbed form (DESIGN.md §5) over every row of the step st: reads q (T, H_r · q_head_dim)
+/* Absorbed form (docs/design.md §5) over every row of the step st: reads q (T, H_r · q_head_dim)
  * and cos_sin (T, Dr), writes o (T, H_r · v). */
 static numla_status attention_absorbed(numla_model *m, const numla_weights_layer *lw,
                                        int32_t layer, numla_kv_cache *cache, const numla_step *st,
@@ -206,7 +206,7 @@ static numla_status attention_absorbed(numla_model *m, const numla_weights_layer
             numla_rope_apply(m->qabs + (t * Hr + h) * aw + dc, q + t * qw + h * qhd + nope,
                              cos_sin + t * dr, dr);
 
-    /* Attention in two parts merged by LSE (DESIGN.md §4): the cached prefix of each sequence
+    /* Attention in two parts merged by LSE (docs/design.md §4): the cached prefix of each sequence
      * (every new query sees all of it) and, causally, the step's own new rows, copied from the
      * paged cache into per-sequence blocks so the numbers match whatever chunking wrote them. */
     const int32_t B = st->num_seqs, NB = NUMLA_MODEL_NEW_BLOCK;
@@ -292,7 +292,7 @@ static int32_t expanded_seqs(const numla_model *m, const numla_step *st)
     return k;
 }
 
-/* Expanded form (DESIGN.md §5) for the sequences expand_seq() picks: every key row of such a
+/* Expanded form (docs/design.md §5) for the sequences expand_seq() picks: every key row of such a
  * sequence (cached prefix and this step's rows, read back from the paged cache so the numbers
  * match the absorbed form's) is expanded by kv_b_proj into per-head [k_nope | v] in one GEMM,
  * k = [k_nope | rope(k_pe)], q = [q_nope | rope(q_pe)], and numla_mha_prefill writes the

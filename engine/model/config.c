@@ -1,4 +1,4 @@
-/* engine/model/config.c — config.json → numla_model_config (see config.h; DESIGN.md §5). */
+/* engine/model/config.c — config.json → numla_model_config (see config.h; docs/design.md §5). */
 #include "engine/model/config.h"
 #include "engine/model/config_internal.h"
 #include "engine/model/rope.h"
@@ -148,7 +148,7 @@ static numla_status cfg_enum(const cfg_ctx *c, const char *field, const char *s,
                field, s, allowed);
 }
 
-/* ---- parse, one step per part of the config (DESIGN.md §5) ---- */
+/* ---- parse, one step per part of the config (docs/design.md §5) ---- */
 
 /* The required sizes at the top level, each a positive count capped by config.h's bounds. */
 static const struct {
@@ -436,7 +436,7 @@ static numla_status parse_rope_scaling(const cfg_ctx *c, json_t *root, numla_mod
                                   .max = NUMLA_CONFIG_MAX_POSITIONS};
     NUMLA_CHECK(cfg_int(c, rs, pre, &l0_spec, &o->rope_original_max_position_embeddings));
     /* A missing factor is the ratio max_position_embeddings / original (transformers' rule;
-     * DESIGN.md §5 trap). A present factor is used as written. */
+     * docs/design.md §5 trap). A present factor is used as written. */
     json_t *fv = json_object_get(rs, "factor");
     double ratio = (double)o->max_position_embeddings /
                    (double)o->rope_original_max_position_embeddings;
@@ -511,7 +511,7 @@ static numla_status parse_special_tokens(const cfg_ctx *c, json_t *root, numla_m
     return NUMLA_STATUS_OK;
 }
 
-/* Derived values, DESIGN.md §5; the ranges above keep them finite, and the check after says so
+/* Derived values, docs/design.md §5; the ranges above keep them finite, and the check after says so
  * by name should a combination of in-range values still break them. */
 static numla_status derive(const cfg_ctx *c, numla_model_config *o)
 {

@@ -2,9 +2,9 @@
  * config.json (model_type deepseek_v2 / deepseek_v3, and Kimi's kimi_k2 / kimi_k25 which are
  * V3's architecture; see docs/kimi.md), validated, with the derived values the
  * forward pass needs (softmax scale with YaRN m², YaRN inverse frequencies, attention factor).
- * DESIGN.md §5 is the spec. Owns no memory: the struct is plain values.
+ * docs/design.md §5 is the spec. Owns no memory: the struct is plain values.
  *
- * Traps handled here (DESIGN.md §5):
+ * Traps handled here (docs/design.md §5):
  *   - q_lora_rank must be present (null or an integer): DeepseekV2Config silently defaults a
  *     missing key to 1536, which no tiny test model wants.
  *   - num_experts_per_tok must be present when the model has routed experts (HF default None).
@@ -69,7 +69,7 @@ typedef enum numla_scoring_func {
     NUMLA_SCORING_FUNC_SIGMOID,
 } numla_scoring_func;
 
-/* How norm_topk_prob and routed_scaling_factor combine (references differ, DESIGN.md §5). */
+/* How norm_topk_prob and routed_scaling_factor combine (references differ, docs/design.md §5). */
 typedef enum numla_moe_weight_rule {
     /* DeepSeek-V2 modeling code: normalise if norm_topk_prob && k > 1, *else* scale. */
     NUMLA_MOE_WEIGHT_RULE_NORM_OR_SCALE = 0,
@@ -152,7 +152,7 @@ typedef struct numla_model_config {
     int32_t num_eos;
     int32_t eos_token_ids[NUMLA_CONFIG_MAX_EOS];
 
-    /* derived (DESIGN.md §5) */
+    /* derived (docs/design.md §5) */
     double softmax_scale;         /* q_head_dim^-0.5 · m² */
     double rope_attention_factor; /* cos/sin multiplier: mscale(f, mscale) / mscale(f, mscale_all_dim) */
     double rope_inv_freq[NUMLA_CONFIG_MAX_ROPE_DIM / 2]; /* (qk_rope_head_dim / 2) */

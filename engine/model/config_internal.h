@@ -5,7 +5,7 @@
 
 #include "engine/model/config.h"
 
-/* softmax scale, RoPE attention factor and inverse frequencies of o (DESIGN.md §5); FORMAT
+/* softmax scale, RoPE attention factor and inverse frequencies of o (docs/design.md §5); FORMAT
  * naming `source` when a combination of in-range values breaks them. Local. */
 numla_status numla_model_config_derive(const char *source, numla_model_config *o);
 

@@ -1,10 +1,10 @@
-/* engine/model/kv_cache.h — one rank's paged latent KV cache (DESIGN.md §3): per layer
+/* engine/model/kv_cache.h — one rank's paged latent KV cache (docs/design.md §3): per layer
  * kv[num_blocks][block_size][Dc + Dr] (bf16 by default), a free-list block allocator with a
  * reference count per block (a block returns to the free list when its count drops to 0, so
  * sequences may later share prefix blocks), per-sequence block tables (int32) that are the same
  * for every layer, and the pool sizing rule of `numla run` (numla_kv_cache_default_bytes).
  *
- * Prefix cache (rank 0's pool only; DESIGN.md §3, docs/serving.md): a full block may be kept
+ * Prefix cache (rank 0's pool only; docs/design.md §3, docs/serving.md): a full block may be kept
  * under a 128-bit hash chained over its parent block's hash and its own token ids, rooted in the
  * pool's identity (geometry, KV dtype and the caller's model salt), with its token ids stored so
  * that a hit compares them (and the parent's hash) too: a hash collision is a miss, never wrong

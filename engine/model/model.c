@@ -1,5 +1,5 @@
 /* engine/model/model.c — the model object and the forward pass of one batched step (model.h;
- * math: DESIGN.md §5): create/destroy, the per-step scratch growth, settings and counters, the
+ * math: docs/design.md §5): create/destroy, the per-step scratch growth, settings and counters, the
  * step check, and the driver that reads top to bottom like the paper: embed → layers
  * (attention, MLP/MoE, each followed by the allreduce) → norm → lm_head. The blocks live in
  * projections.c, attention.c and moe.c, the scratch table in scratch.c, RoPE in rope.c. */
@@ -263,7 +263,7 @@ static void forward_embed(numla_model *m, const numla_step *st)
 }
 
 /* x = RMSNorm(h) with weight norm; ranks other than 0 then clear h, so that only rank 0 adds
- * the residual before the reduce (DESIGN.md §2). */
+ * the residual before the reduce (docs/design.md §2). */
 static void forward_norm(numla_model *m, int64_t T, const float *norm)
 {
     const int64_t hid = m->cfg.hidden_size;

@@ -1,4 +1,4 @@
-/* engine/model/model.h — the forward pass of one batched step on one rank (DESIGN.md §5).
+/* engine/model/model.h — the forward pass of one batched step on one rank (docs/design.md §5).
  *
  * A step is a list of sequences, each contributing n_b >= 1 new tokens (prefill chunks and
  * decode tokens mix freely). Tokens are laid out sequence after sequence:
@@ -58,7 +58,7 @@ typedef void (*numla_model_layer_hook)(void *ctx, int32_t layer, const float *h,
  * in-process version). Collective. */
 typedef numla_status (*numla_model_reduce_fn)(void *ctx, float *buf, int64_t count);
 
-/* Which MLA form prefill chunks use (DESIGN.md §5; docs/prefill.md), per sequence. Decode
+/* Which MLA form prefill chunks use (docs/design.md §5; docs/prefill.md), per sequence. Decode
  * rows (one new token) are always absorbed. AUTO: by NUMLA_MODEL_EXPAND_PAIRS_PER_ROW below.
  * EXPANDED: every sequence with more than one new token. A step with sequences of both forms
  * runs each form over its own (the absorbed ones as a compacted sub-step). */

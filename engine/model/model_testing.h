@@ -1,5 +1,5 @@
 /* engine/model/model_testing.h — building blocks of the forward pass that the tests check on
- * their own against independent references (DESIGN.md §5). The model uses them through
+ * their own against independent references (docs/design.md §5). The model uses them through
  * model_internal.h; nothing outside engine/model/ and the tests calls them. RoPE and YaRN are
  * public in rope.h (the config derives its tables with them). */
 #ifndef NUMLA_ENGINE_MODEL_TESTING_H

@@ -1,4 +1,4 @@
-/* engine/model/moe.c — the MoE block (DESIGN.md §5): the router (numla_model_moe_route), the
+/* engine/model/moe.c — the MoE block (docs/design.md §5): the router (numla_model_moe_route), the
  * grouping of (token, expert) rows by local expert, the routed experts (one per thread in
  * decode, one at a time on the team in prefill) and the shared experts. */
 #include <math.h>

@@ -1,5 +1,5 @@
 /* engine/model/rope.c — rotary position embedding, all of it (rope.h): the YaRN frequencies
- * and attention factor the config derives once (DESIGN.md §5), the per-position cos/sin table
+ * and attention factor the config derives once (docs/design.md §5), the per-position cos/sin table
  * and the rotation the attention applies to q_pe and k_pe. */
 #include "engine/model/rope.h"
 

@@ -1,4 +1,4 @@
-/* engine/model/rope.h — rotary position embedding with YaRN scaling (DESIGN.md §5): the
+/* engine/model/rope.h — rotary position embedding with YaRN scaling (docs/design.md §5): the
  * config computes the inverse frequencies and attention factor once (config.c derive), the
  * forward pass builds a cos/sin table per token and rotates q_pe and k_pe with it. */
 #ifndef NUMLA_ENGINE_ROPE_H

@@ -1,4 +1,4 @@
-/* engine/model/shard.h — which part of the model one rank holds (DESIGN.md §2).
+/* engine/model/shard.h — which part of the model one rank holds (docs/design.md §2).
  *
  * Shard of rank r of R (numla_shard_range splits n items into R contiguous, near-even ranges):
  *   heads            [head_begin, +head_count)      q_b/q_proj rows, kv_b rows, o_proj columns

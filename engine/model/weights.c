@@ -3,7 +3,7 @@
  * Two passes over the same plan: pass 0 validates every tensor (collecting every problem into
  * one message) and sums the bytes; pass 1 copies/packs into one anonymous mapping sized by
  * pass 0, so the shard is a single huge-page-backed region and nothing runs from file pages
- * (DESIGN.md §3). Which rows a rank takes: shard.c; reading, quantizing and dequantizing 8-bit
+ * (docs/design.md §3). Which rows a rank takes: shard.c; reading, quantizing and dequantizing 8-bit
  * tensors: weights_quantize.c; running the loaded linears: model_linear.c.
  */
 #include "engine/model/weights.h"
@@ -857,7 +857,7 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
     }
     const int64_t E = c->n_routed_experts;
     {
-        /* packed as fp32 whatever the file's dtype: routing is computed in fp32 (DESIGN.md §5) */
+        /* packed as fp32 whatever the file's dtype: routing is computed in fp32 (docs/design.md §5) */
         int64_t shape[2] = {E, hid};
         const numla_safetensors_tensor *t = ld_get(L, NAME("mlp.gate.weight"), 2, shape);
         ld_want_float(L, t);
@@ -1110,7 +1110,7 @@ numla_status numla_weights_load_path(const numla_model_config *cfg, const char *
         numla_gguf *g = NULL;
         NUMLA_CHECK(numla_gguf_open(path, &g));
         s = numla_weights_load_gguf(cfg, g, rank, nranks, isa, opts, out);
-        numla_gguf_close(&g); /* the shard lives in owned memory now (DESIGN.md §3) */
+        numla_gguf_close(&g); /* the shard lives in owned memory now (docs/design.md §3) */
     } else {
         numla_safetensors_model *st = NULL;
         NUMLA_CHECK(numla_safetensors_open(path, &st));

@@ -1,5 +1,5 @@
 /* engine/model/weights.h — one rank's shard of a DeepSeek V2/V3 model, copied out of the mapped
- * safetensors into anonymous memory this struct owns (DESIGN.md §2, §3).
+ * safetensors into anonymous memory this struct owns (docs/design.md §2, §3).
  *
  * How the tensors are split over the ranks: engine/model/shard.h.
  *
@@ -12,7 +12,7 @@
  * (quantized while loading, the same values `numla quantize` writes: kernels/quant.h on the
  * full tensor's blocks and rows). Norm weights, the router gate and the bias are fp32; the
  * embedding keeps the file's dtype.
- * kv_b_proj is split per head for the absorbed attention (DESIGN.md §5):
+ * kv_b_proj is split per head for the absorbed attention (docs/design.md §5):
  *   uk_t[h] = W_UK,hᵀ packed as a (Dc, nope) linear so that q̃ = uk_t · q_nope,
  *   uv[h]   = W_UV,h  packed as a (v, Dc) linear so that o_h = uv · ctx.
  * An 8-bit kv_b_proj keeps them 8-bit, run with fp32 activations (fp8, or int8 as INT8_ROW,

@@ -1,5 +1,5 @@
 /* engine/parallel/engine.h — the collective engine: one model sharded over the ranks of a communicator
- * (head-parallel attention, expert-parallel MoE, vocab-parallel lm_head; DESIGN.md §1, §2, §6).
+ * (head-parallel attention, expert-parallel MoE, vocab-parallel lm_head; docs/design.md §1, §2, §6).
  *
  * Every rank creates the engine (collectively). Rank 0 owns the requests: it decides each step
  * (a numla_step: sequences, tokens, positions, slots, block tables, logit rows) and calls
@@ -117,7 +117,7 @@ size_t numla_engine_kv_bytes(const numla_engine *e);
 /* This rank's model (its linear_s / linear_flops counters; read between steps). */
 const numla_model *numla_engine_model(const numla_engine *e);
 
-/* ---- per-rank timing (DESIGN.md §7: step time split into compute and communication) ---- */
+/* ---- per-rank timing (docs/design.md §7: step time split into compute and communication) ---- */
 typedef struct numla_engine_stats {
     int64_t steps;            /* steps run by this rank */
     int64_t tokens;           /* tokens of those steps */

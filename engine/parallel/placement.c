@@ -16,7 +16,7 @@
 #include "launch/plan.h"
 #include "launch/topo.h"
 
-/* Apply the launch/ plan for this rank (DESIGN.md §1) when one can be made for this job on
+/* Apply the launch/ plan for this rank (docs/design.md §1) when one can be made for this job on
  * this machine; otherwise say why once and run as placed by mpirun. */
 void numla_placement_bind(int rank, int size, const numla_engine_options *o)
 {

@@ -10,7 +10,7 @@
 #include "engine/model/kv_cache.h"
 #include "engine/parallel/engine.h"
 
-/* Apply the launch/ plan for rank of size (DESIGN.md §1) when one can be made for this job on
+/* Apply the launch/ plan for rank of size (docs/design.md §1) when one can be made for this job on
  * this machine; otherwise rank 0 says why once (a warning when the job was started by
  * numla-launch, else a debug note) and the rank runs as placed by mpirun. Local. */
 void numla_placement_bind(int rank, int size, const numla_engine_options *o);

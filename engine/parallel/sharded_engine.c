@@ -104,7 +104,7 @@ static numla_status engine_load(numla_engine *e, const char *model_dir,
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: %d ranks but the model has only %lld "
                    "attention heads (head parallelism needs ranks <= heads)", e->size,
                    (long long)e->cfg.num_attention_heads);
-    /* a safetensors directory or a GGUF file; the shard lives in owned memory after (DESIGN.md §3) */
+    /* a safetensors directory or a GGUF file; the shard lives in owned memory after (docs/design.md §3) */
     NUMLA_CHECK(numla_weights_load_path(&e->cfg, model_dir, e->rank, e->size, isa, &o->weights,
                                         &e->w));
     numla_model_options mo = o->kernels;

@@ -240,7 +240,7 @@ typedef struct numla_synth_plan {
     size_t n, cap;
 } numla_synth_plan;
 
-/* Output layer (DESIGN.md §8): row r of lm_head has std GAIN·exp(SIGMA·z_r)/sqrt(hidden). The
+/* Output layer (docs/design.md §8): row r of lm_head has std GAIN·exp(SIGMA·z_r)/sqrt(hidden). The
  * gain makes logits O(GAIN) instead of O(1); the log-normal row spread gives the maximum a
  * heavier tail, so the top-1/top-2 gap grows faster than the logits' spread (the margins it
  * gives: docs/synth.md; test_synth checks a bound on them). */

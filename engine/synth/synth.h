@@ -1,11 +1,11 @@
 /* engine/synth/synth.h — synthetic DeepSeek-V2/V3 checkpoints with deterministic random weights.
  *
  * numla_synth_write writes a Hugging Face style model directory: `config.json` (model_type
- * deepseek_v2 or deepseek_v3, every field DESIGN.md §5 reads) and `model.safetensors`, or
+ * deepseek_v2 or deepseek_v3, every field docs/design.md §5 reads) and `model.safetensors`, or
  * `model-0000k-of-0000n.safetensors` shards plus `model.safetensors.index.json` once the
  * weights pass the shard size. Tensor names and shapes follow HF modeling_deepseek. Weights are
  * a pure function of (preset, overrides, seed, dtype): the same options give the same bytes on
- * any machine and thread count. The model is made *decisive* (DESIGN.md §8): the lm_head rows
+ * any machine and thread count. The model is made *decisive* (docs/design.md §8): the lm_head rows
  * are scaled so top-1/top-2 logit margins are typically far above 1e-2.
  * Generation streams tensor by tensor (multithreaded with OpenMP): at most one tensor is in
  * memory. Not collective; used by `numla synth` and by tests.

@@ -24,7 +24,7 @@ void numla_kv_write_ref(const numla_kv_write_args *a, int64_t t_begin, int64_t t
         if (slot < 0)
             continue;
         /* slot = block * block_size + offset, and the cache is dense in (block, offset), so the
-         * row index is the slot itself; 64-bit throughout (DESIGN.md §3). */
+         * row index is the slot itself; 64-bit throughout (docs/design.md §3). */
         char *dst = (char *)a->kv_cache + (size_t)slot * row * ks;
         const char *c = (const char *)a->kv_c + (size_t)t * (size_t)a->kv_c_stride * ss;
         numla_kv_row_ref(dst, a->kv_dtype, c, a->src_dtype, a->kv_lora_rank);

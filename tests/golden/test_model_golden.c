@@ -247,7 +247,7 @@ static int greedy_check(eng *e, const golden *g, int p, double tol, int *compare
             if (row[v] > row[best])
                 best = v;
         if (g->margin[p][i] <= 2 * tol)
-            break; /* DESIGN.md §8: beyond a near-tie the sequences may legitimately part */
+            break; /* docs/design.md §8: beyond a near-tie the sequences may legitimately part */
         (*compared)++;
         if (best != g->greedy[p][i]) {
             fprintf(stderr, "\n    prompt %d step %d: token %d, reference %d (margin %.4f)", p, i,

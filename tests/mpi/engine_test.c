@@ -13,7 +13,7 @@
  * differs by a few 1e-6 between summation orders — the error class of the AMX GEMM,
  * kernels/x86/linear_amx.c — can round to the neighbouring bf16, a 2^-8 step, in one run and
  * not the other; measured on tiny: 2.6e-4 with bf16, 1.2e-5 with fp32); --tol REL overrides; greedy tokens identical wherever the reference's top-1/top-2 margin exceeds 2·tol
- * (DESIGN.md §8: near-ties may flip under another summation order). Both sides are then fed the
+ * (docs/design.md §8: near-ties may flip under another summation order). Both sides are then fed the
  * reference's token so they stay in step. Rank 0 prints the figures.
  */
 #include <math.h>

@@ -164,7 +164,7 @@ fi
 if [ "$mode" = ranks ]; then
   mpiexec=$3 ranks=$4
   # Another rank count sums in another order, so a greedy choice between two near-tied tokens
-  # may flip (DESIGN.md §8): ask for the top-2 logprobs and compare each request's tokens only
+  # may flip (docs/design.md §8): ask for the top-2 logprobs and compare each request's tokens only
   # up to the first step where the one-rank run's top-1/top-2 margin is below the tolerance.
   gen 64 3 8 | sed 's/}$/, "logprobs": 2}/' > "$tmp/req.jsonl"
   opts=(--model "$tmp/tiny" --max-seqs 64 --max-batch-tokens 512 --prefill-chunk 64)

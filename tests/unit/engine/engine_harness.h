@@ -58,7 +58,7 @@ static int eng_open_rank_opts(eng *e, const char *dir, numla_dtype kv_dtype,
         fprintf(stderr, "\n    engine open failed: %s\n%s", numla_error_message(), numla_error_trace());
         return -1;
     }
-    /* Shuffle the free list so block tables are not in order (DESIGN.md §3). */
+    /* Shuffle the free list so block tables are not in order (docs/design.md §3). */
     numla_test_rng r = {99};
     for (int64_t i = e->kv->num_free - 1; i > 0; i--) {
         int64_t j = (int64_t)(numla_test_rng_u64(&r) % (uint64_t)(i + 1));

@@ -1,5 +1,5 @@
 /* tests/unit/engine/model_testlib.h — tiny random DeepSeek-style models for engine tests, and an
- * independent double-precision reference forward written straight from DESIGN.md §5 in the
+ * independent double-precision reference forward written straight from docs/design.md §5 in the
  * *expanded* form (k_nope and v from kv_b_proj, interleaved RoPE output, sort-based top-k), so
  * it shares no code with engine/model/model.c's absorbed path.
  * Header-only (static functions) so each test file that includes it stays self-contained.
@@ -231,7 +231,7 @@ static void tl_rms(double *y, const double *x, const float *w, int n, double eps
 
 static double tl_mscale(double f, double ms) { return f <= 1 ? 1.0 : 0.1 * ms * log(f) + 1.0; }
 
-/* YaRN inv_freq straight from DESIGN.md §5. */
+/* YaRN inv_freq straight from docs/design.md §5. */
 static void tl_inv_freq(const tl_model *m, double *inv)
 {
     int d = m->dr;
@@ -269,7 +269,7 @@ static int tl_cmp_desc(const void *a, const void *b)
     return i - j;
 }
 
-/* Reference routing (DESIGN.md §5 + the reference's masking with 0.0). */
+/* Reference routing (docs/design.md §5 + the reference's masking with 0.0). */
 static void tl_route(const tl_model *m, const double *logits, const float *bias, int *idx, double *w)
 {
     int E = m->experts;

@@ -1,6 +1,6 @@
 /* tests/unit/kernels/mla_attn_check.h — problem builder, double-precision reference and
  * comparison for the mla_attn and mla_attn_slow suites (shared, header-only; the reference is
- * written from DESIGN.md §4/§5 and mla_attn.h, independent of kernels/).
+ * written from docs/design.md §4/§5 and mla_attn.h, independent of kernels/).
  *
  * Tolerances (element-wise |x - ref| <= atol + rtol·|ref| AND over the whole output
  * 1 - 2Σxy/Σ(x² + y²) < cos):

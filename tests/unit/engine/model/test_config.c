@@ -54,7 +54,7 @@ static void test_v2lite(void)
     CU_ASSERT_EQUAL(c.moe_weight_rule, NUMLA_MOE_WEIGHT_RULE_NORM_OR_SCALE);
     CU_ASSERT_EQUAL(c.rope_yarn, 1);
     CU_ASSERT_EQUAL(c.rope_original_max_position_embeddings, 4096);
-    /* DESIGN.md §5: m² = 1.5896, scale ≈ 0.11472 */
+    /* docs/design.md §5: m² = 1.5896, scale ≈ 0.11472 */
     double m = 0.1 * 0.707 * log(40.0) + 1.0;
     NUMLA_ASSERT_MSG(fabs(m * m - 1.5896) < 1e-4, "m^2 %f", m * m);
     NUMLA_ASSERT_MSG(fabs(c.softmax_scale - 0.11472) < 1e-5, "scale %f", c.softmax_scale);
@@ -283,7 +283,7 @@ static void test_many_groups(void)
 }
 
 /* transformers-5 layout (rope_parameters with rope_theta inside); a missing factor is the ratio
- * max_position_embeddings / original_max_position_embeddings (DESIGN.md §5 trap). */
+ * max_position_embeddings / original_max_position_embeddings (docs/design.md §5 trap). */
 static void test_rope_parameters(void)
 {
     json_t *o = json_loads(V2LITE, 0, NULL);

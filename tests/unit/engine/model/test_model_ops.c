@@ -1,5 +1,5 @@
 /* Tests for the forward's building blocks (engine/model/model.h, engine/model/config.h): RMSNorm, YaRN
- * inverse frequencies and scales recomputed here from DESIGN.md §5, the RoPE pairing/layout,
+ * inverse frequencies and scales recomputed here from docs/design.md §5, the RoPE pairing/layout,
  * and MoE routing variants on small hand-computed cases. */
 #include "test_util.h"
 
@@ -47,7 +47,7 @@ static void test_yarn_v2lite(void)
     }
     CU_ASSERT_DOUBLE_EQUAL(inv[0], 1.0, 1e-15);                         /* ramp 0: unscaled */
     CU_ASSERT_DOUBLE_EQUAL(inv[31], pow(th, -62.0 / 64) / 40, 1e-15);   /* ramp 1: / factor */
-    /* m and the softmax scale (DESIGN.md §5: m² = 1.5896, scale ≈ 0.11472) */
+    /* m and the softmax scale (docs/design.md §5: m² = 1.5896, scale ≈ 0.11472) */
     double m = numla_rope_yarn_mscale(40, 0.707);
     CU_ASSERT_DOUBLE_EQUAL(m * m, 1.5896, 1e-4);
     CU_ASSERT_DOUBLE_EQUAL(m * m / sqrt(192.0), 0.11472, 1e-5);

@@ -154,7 +154,7 @@ static void test_missing_tensors_listed(void)
 
 static void test_shard_ranges(void)
 {
-    /* 5 heads on 2 ranks: 3 + 2 (DESIGN.md §2) */
+    /* 5 heads on 2 ranks: 3 + 2 (docs/design.md §2) */
     int64_t b, c;
     numla_shard_range(5, 0, 2, &b, &c);
     CU_ASSERT(b == 0 && c == 3);

@@ -4,7 +4,7 @@
  * Results must not depend on batching: greedy requests served one at a time (max_seqs 1), in
  * batches of up to 64 with mixed prompt lengths and chunked prefill, and under a KV pool so
  * small that preemption (and recomputation) happens again and again, give the same tokens.
- * Near-ties are handled as DESIGN.md §8 says: tokens are compared while the one-at-a-time
+ * Near-ties are handled as docs/design.md §8 says: tokens are compared while the one-at-a-time
  * run's top-1/top-2 margin (from its logprobs) is above the tolerance. Model: the tiny synth
  * preset (context 4096), served by a local numla_model_forward (the multi-rank version of this
  * test is tests/mpi/serve.cmake). */

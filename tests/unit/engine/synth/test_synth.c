@@ -2,7 +2,7 @@
  * engine/safetensors; every expected HF tensor present with its shape (the expected list is
  * spelled out here from the preset numbers, not taken from synth.c); config.json read back with
  * jansson; determinism across runs and thread counts; sharding; weight statistics; and the
- * decisiveness of the output layer (DESIGN.md §8). */
+ * decisiveness of the output layer (docs/design.md §8). */
 #define _GNU_SOURCE
 #include "test_util.h"
 
@@ -266,7 +266,7 @@ static void test_tiny_config(void)
     CU_ASSERT_DOUBLE_EQUAL(sy_num(rs, "beta_slow"), 1.0, 0);
     CU_ASSERT_DOUBLE_EQUAL(sy_num(rs, "mscale"), 0.707, 0);
     CU_ASSERT_DOUBLE_EQUAL(sy_num(rs, "mscale_all_dim"), 0.707, 0);
-    /* The trap of DESIGN.md §5: max_position / original must equal factor. */
+    /* The trap of docs/design.md §5: max_position / original must equal factor. */
     CU_ASSERT_DOUBLE_EQUAL(4096.0 / 1024.0, sy_num(rs, "factor"), 0);
     json_decref(c);
 
@@ -300,7 +300,7 @@ static void test_presets_and_validation(void)
     CU_ASSERT(c.yarn_factor == 40.0 && c.yarn_original_max_position_embeddings == 4096);
     CU_ASSERT(c.yarn_mscale == 0.707 && c.yarn_mscale_all_dim == 0.707);
     CU_ASSERT(c.max_position_embeddings == 163840 && !strcmp(c.scoring_func, "softmax"));
-    /* DESIGN.md §5: V2-Lite's softmax scale is ~0.11472 with m^2 = 1.5896. */
+    /* docs/design.md §5: V2-Lite's softmax scale is ~0.11472 with m^2 = 1.5896. */
     double m = 0.1 * c.yarn_mscale_all_dim * log(c.yarn_factor) + 1.0;
     CU_ASSERT_DOUBLE_EQUAL(m * m, 1.5896, 1e-4);
     CU_ASSERT_DOUBLE_EQUAL(m * m / sqrt((double)(c.qk_nope_head_dim + c.qk_rope_head_dim)),
