@@ -12,7 +12,15 @@
  * (bench/bench_http.h: closed-loop loopback clients against an in-process `numla serve`),
  * printing its output tok/s, its ratio to the plain level of the same run, the clients' TTFT and
  * TPOT p50/p99 and the HTTP overhead per request. Runs on the ranks of MPI_COMM_WORLD (rank 0
- * prints). */
+ * prints).
+ * Prefix caching (docs/serving.md): --shared-prefix N starts every prompt with the same N tokens
+ * (then its own --min-prompt..--max-prompt, default 64..512); --multi-turn T serves
+ * conversations: `concurrency` x rounds conversations of T turns, each turn's prompt the previous
+ * prompt + its answer + a new 64-token message (the next turn is queued when the answer is
+ * back). --prefix-cache on|off|both (default on): with both, each level runs without the cache
+ * and then with it, from an empty cache each time (--warm-prefix: the cached level starts with
+ * the shared prefix cached, as on a server that has seen it before), and a line gives the
+ * ratios (TTFT p50 off / on, output tok/s on / off) and the hit rate. */
 #include <stddef.h>
 #include <omp.h>
 #include <stdio.h>
@@ -39,10 +47,11 @@ static uint64_t bs_lcg(uint64_t *x)
  * equal strata), in a shuffled order, random tokens below vocab; greedy, out_tokens each.
  * Frees the prompts rq held. Returns the total prompt tokens, or -1 without memory. */
 static int64_t bs_requests(numla_request *rq, int n, int32_t pmin, int32_t pmax,
-                           int32_t out_tokens, int64_t vocab)
+                           int32_t out_tokens, int64_t vocab, int32_t prefix)
 {
     uint64_t rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
     int64_t total = 0;
+    const uint64_t prng = 0x5851f42d4c957f2dull; /* the shared prefix: the same every level */
     for (int i = 0; i < n; i++) {
         free(rq[i].prompt_tokens);
         rq[i].prompt_tokens = NULL;
@@ -55,13 +64,15 @@ static int64_t bs_requests(numla_request *rq, int n, int32_t pmin, int32_t pmax,
         rq[j].num_prompt = t;
     }
     for (int i = 0; i < n; i++) {
-        const int32_t P = rq[i].num_prompt;
+        const int32_t P = rq[i].num_prompt + prefix;
+        rq[i].num_prompt = P;
         rq[i].line = i + 1;
         rq[i].prompt_tokens = malloc((size_t)P * sizeof(int32_t));
         if (!rq[i].prompt_tokens)
             return -1;
+        uint64_t pr = prng;
         for (int32_t t = 0; t < P; t++)
-            rq[i].prompt_tokens[t] = (int32_t)(bs_lcg(&rng) % (uint64_t)vocab);
+            rq[i].prompt_tokens[t] = (int32_t)(bs_lcg(t < prefix ? &pr : &rng) % (uint64_t)vocab);
         numla_sampling_params_default(&rq[i].params);
         rq[i].params.temperature = 0;
         rq[i].params.max_tokens = out_tokens;
@@ -81,6 +92,7 @@ typedef struct bs_level {
     int requests;
     int64_t prompt_tokens, out_tokens;
     double wall, tps, ttft50, ttft99, tpot50, tpot99; /* s, tok/s, ms */
+    double hit_rate;           /* prefix cache: hit / looked-up tokens */
 } bs_level;
 
 static void bs_print_level(const bs_level *lv, const bs_level *base, int c, int rp, int repeat,
@@ -101,6 +113,26 @@ static void bs_print_level(const bs_level *lv, const bs_level *base, int c, int 
                (double)lv->prompt_tokens / lv->requests, lv->tps, sp, lv->ttft50, lv->ttft99,
                lv->tpot50, lv->tpot99,
                repeat > 1 ? (rp % 2 ? "   (backward sweep)" : "   (forward sweep)") : "");
+    fflush(stdout);
+}
+
+/* --prefix-cache both: a level with the cache against the same level without it. */
+static void bs_print_prefix(const bs_level *off, const bs_level *on, int c, int json)
+{
+    const double ttft = on->ttft50 > 0 ? off->ttft50 / on->ttft50 : 0,
+                 tps = off->tps > 0 ? on->tps / off->tps : 0;
+    if (json)
+        printf("{\"bench\":\"serve_prefix_cache\",\"concurrency\":%d,\"hit_rate\":%.4f,"
+               "\"off_output_tok_s\":%.2f,\"on_output_tok_s\":%.2f,\"tok_s_on_over_off\":%.3f,"
+               "\"off_ttft_p50_ms\":%.1f,\"on_ttft_p50_ms\":%.1f,\"ttft_p50_off_over_on\":%.3f,"
+               "\"off_tpot_p50_ms\":%.2f,\"on_tpot_p50_ms\":%.2f}\n",
+               c, on->hit_rate, off->tps, on->tps, tps, off->ttft50, on->ttft50, ttft, off->tpot50,
+               on->tpot50);
+    else
+        printf("  prefix cache, concurrency %d: hit rate %.1f %%; output tok/s %.1f -> %.1f "
+               "(%.2fx); TTFT p50 %.1f -> %.1f ms (%.2fx lower); TPOT p50 %.2f -> %.2f ms\n",
+               c, 100.0 * on->hit_rate, off->tps, on->tps, tps, off->ttft50, on->ttft50, ttft,
+               off->tpot50, on->tpot50);
     fflush(stdout);
 }
 
@@ -145,6 +177,8 @@ static void usage(FILE *f)
                "                         [--min-prompt 64] [--max-prompt 1024] [--rounds 2]\n"
                "                         [--max-batch-tokens 2048] [--prefill-chunk 512]\n"
                "                         [--repeat 1] [--http]\n"
+               "                         [--shared-prefix N | --multi-turn TURNS]\n"
+               "                         [--prefix-cache on|off|both [--warm-prefix]]\n"
                "                         [--weights bf16|int8|fp8 [--keep-lm-head]]\n");
 }
 
@@ -154,6 +188,10 @@ typedef struct bs_opts {
     const char *conc_s;
     int json, quick, out_tokens, pmin, pmax, rounds;
     int repeat, http;
+    int shared_prefix, turns, msg_tokens;
+    int warm_prefix;           /* --warm-prefix: the cached level starts with the prefix cached */
+    int cache_modes;           /* bit 0: off, bit 1: on */
+    int prompt_given;          /* --min-prompt or --max-prompt given */
     int conc[16], nconc, maxc;
 } bs_opts;
 
@@ -175,10 +213,14 @@ static int bs_parse_opts(int argc, char **argv, bs_opts *o)
                    : !strcmp(a, "--max-prompt")  ? &o->pmax
                    : !strcmp(a, "--rounds")      ? &o->rounds
                    : !strcmp(a, "--repeat")      ? &o->repeat
+                   : !strcmp(a, "--shared-prefix") ? &o->shared_prefix
+                   : !strcmp(a, "--multi-turn")  ? &o->turns
                                                  : NULL;
         if (num) {
             if (!numla_bench_int_opt(cmd, argc, argv, &i, num))
                 return 2;
+            if (!strcmp(a, "--min-prompt") || !strcmp(a, "--max-prompt"))
+                o->prompt_given = 1;
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
         } else if (!strcmp(a, "--quick")) {
@@ -190,19 +232,37 @@ static int bs_parse_opts(int argc, char **argv, bs_opts *o)
             return 0;
         } else if (v && !strcmp(a, "--concurrency")) {
             o->conc_s = argv[++i];
+        } else if (!strcmp(a, "--warm-prefix")) {
+            o->warm_prefix = 1;
+        } else if (v && !strcmp(a, "--prefix-cache")) {
+            const char *m = argv[++i];
+            o->cache_modes = !strcmp(m, "on")     ? 2
+                             : !strcmp(m, "off")  ? 1
+                             : !strcmp(m, "both") ? 3
+                                                  : 0;
+            if (!o->cache_modes) {
+                fprintf(stderr, "numla bench serve: --prefix-cache %s is not on, off or both\n", m);
+                return 2;
+            }
         } else {
             fprintf(stderr, "%s: unknown option %s\n", cmd, a);
             usage(stderr);
             return 2;
         }
     }
+    if ((o->shared_prefix > 0 || o->turns > 0) && !o->prompt_given) {
+        o->pmin = 64;
+        o->pmax = 512;
+    }
     if (o->quick) {
         o->out_tokens = 16;
         o->pmin = 16;
-        o->pmax = 128;
+        o->pmax = o->shared_prefix > 0 || o->turns > 0 ? 64 : 128;
         o->rounds = 1;
     }
+    o->msg_tokens = o->quick ? 16 : 64;
     if (!o->e.model || o->out_tokens < 1 || o->pmin < 1 || o->pmax < o->pmin || o->rounds < 1 ||
+        o->shared_prefix < 0 || o->turns < 0 || (o->shared_prefix > 0 && o->turns > 0) ||
         o->e.max_batch_tokens < 1 || o->e.prefill_chunk < 1 || o->repeat < 1 || o->repeat > 64) {
         usage(stderr);
         return 2;
@@ -242,22 +302,65 @@ static numla_status bs_engine_create(const bs_opts *o, const numla_settings *set
     eo.block_size = 16;
     eo.weights = o->e.weights;
     /* every sequence in flight at its longest, plus a little slack */
-    eo.num_blocks = (int64_t)o->maxc * ((o->pmax + o->out_tokens + 15) / 16 + 1) + 16;
+    const int64_t longest =
+        (int64_t)o->pmax + o->shared_prefix + o->out_tokens +
+        (o->turns > 1 ? (int64_t)(o->turns - 1) * (o->out_tokens + o->msg_tokens) : 0);
+    eo.num_blocks = (int64_t)o->maxc * ((longest + 15) / 16 + 1) + 16;
     return numla_engine_create(comm, o->e.model, &eo, eng);
 }
 
 /* ---- the serving loop's source and sink: n prepared requests, results only counted ---- */
 
+/* --multi-turn: one conversation's tokens so far and where it stands. */
+typedef struct bs_conv {
+    int32_t *tok;              /* (n) the next turn's prompt once ready */
+    int32_t n, cap;
+    int turn;                  /* turns served or in flight */
+    int ready;                 /* the next turn may be queued */
+    uint64_t rng;
+} bs_conv;
+
 typedef struct bs_source {
     const numla_request *rq;
     int n, next;
+    bs_conv *conv;             /* (n) with --multi-turn, else NULL */
+    int turns, msg_tokens;
+    int64_t vocab, prompt_tokens;
 } bs_source;
+
+/* --multi-turn: the first ready conversation's next turn, NONE while turns are in flight. */
+static numla_status bs_conv_next(bs_source *src, numla_request *req, void **user,
+                                 numla_serve_pull *what)
+{
+    int left = 0;
+    for (int i = 0; i < src->n; i++) {
+        bs_conv *cv = &src->conv[i];
+        left |= cv->turn < src->turns || !cv->ready;
+        if (!cv->ready || cv->turn == src->turns)
+            continue;
+        *req = src->rq[i];
+        req->prompt_tokens = malloc((size_t)cv->n * sizeof *req->prompt_tokens);
+        if (!req->prompt_tokens)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "bench serve: no memory for a prompt");
+        memcpy(req->prompt_tokens, cv->tok, (size_t)cv->n * sizeof *cv->tok);
+        req->num_prompt = cv->n;
+        cv->ready = 0;
+        cv->turn++;
+        src->prompt_tokens += cv->n;
+        *user = cv;
+        *what = NUMLA_SERVE_PULL_REQUEST;
+        return NUMLA_STATUS_OK;
+    }
+    *what = left ? NUMLA_SERVE_PULL_NONE : NUMLA_SERVE_PULL_END;
+    return NUMLA_STATUS_OK;
+}
 
 static numla_status bs_source_next(void *ctx, numla_request *req, void **user,
                                    numla_serve_pull *what)
 {
     bs_source *src = ctx;
-    (void)user;
+    if (src->conv)
+        return bs_conv_next(src, req, user, what);
     if (src->next == src->n) {
         *what = NUMLA_SERVE_PULL_END;
         return NUMLA_STATUS_OK;
@@ -268,33 +371,86 @@ static numla_status bs_source_next(void *ctx, numla_request *req, void **user,
     if (!req->prompt_tokens)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "bench serve: no memory for a prompt");
     memcpy(req->prompt_tokens, q->prompt_tokens, (size_t)q->num_prompt * sizeof *q->prompt_tokens);
+    src->prompt_tokens += q->num_prompt;
+    *user = NULL;
     *what = NUMLA_SERVE_PULL_REQUEST;
     return NUMLA_STATUS_OK;
 }
 
+/* --multi-turn: the answer and a new message extend the conversation; its next turn is ready. */
 static numla_status bs_sink_done(void *ctx, void *user, const numla_serve_done *d)
 {
-    (void)ctx, (void)user, (void)d;
+    bs_source *src = ctx;
+    bs_conv *cv = user;
+    if (!src->conv || !cv)
+        return NUMLA_STATUS_OK;
+    const int32_t add = d->result.num_output + src->msg_tokens;
+    if (cv->n + add > cv->cap) {
+        int32_t cap = 2 * (cv->n + add);
+        int32_t *t = realloc(cv->tok, (size_t)cap * sizeof *t);
+        if (!t)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "bench serve: no memory for a conversation");
+        cv->tok = t;
+        cv->cap = cap;
+    }
+    memcpy(cv->tok + cv->n, d->result.output_tokens,
+           (size_t)d->result.num_output * sizeof *cv->tok);
+    cv->n += d->result.num_output;
+    for (int32_t t = 0; t < src->msg_tokens; t++)
+        cv->tok[cv->n++] = (int32_t)(bs_lcg(&cv->rng) % (uint64_t)src->vocab);
+    cv->ready = 1;
     return NUMLA_STATUS_OK;
 }
 
-/* Serve rq[0..n) with c sequences in flight; *loop is left for its figures (destroy it). */
+/* Serve rq[0..n) (with --multi-turn: n conversations starting from them, o->turns turns each)
+ * with c sequences in flight, the prefix cache off or on, from an empty cache; *loop is left
+ * for its figures (destroy it); *prompt_tokens (may be NULL) gets the prompt tokens served. */
 static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_request *rq, int n,
-                             int c, numla_serve_loop **loop)
+                             int c, int cache_on, numla_serve_loop **loop, int64_t *prompt_tokens)
 {
     const numla_model_config *cfg = numla_engine_config(eng);
+    const int turns = o->turns > 0 ? o->turns : 1;
     numla_serve_options so = {
         .sched = {.max_batch_tokens = o->e.max_batch_tokens > c ? o->e.max_batch_tokens : c,
                   .max_seqs = c, .prefill_chunk = o->e.prefill_chunk,
                   .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
-                  .eos_token_ids = cfg->eos_token_ids},
-        .kv = numla_engine_kv_cache(eng), .exec = bs_exec, .exec_ctx = eng, .max_waiting = n,
-        .latency_window = n}; /* every request of the level */
-    bs_source src = {.rq = rq, .n = n};
+                  .eos_token_ids = cfg->eos_token_ids, .no_prefix_cache = !cache_on},
+        .kv = numla_engine_kv_cache(eng), .exec = bs_exec, .exec_ctx = eng,
+        .max_waiting = n * turns, .latency_window = n * turns}; /* every request of the level */
+    if (!o->warm_prefix || !cache_on)
+        numla_kv_cache_prefix_clear(numla_engine_kv_cache(eng));
+    bs_source src = {.rq = rq, .n = n, .turns = turns, .msg_tokens = o->msg_tokens,
+                     .vocab = cfg->vocab_size};
+    numla_status s = NUMLA_STATUS_OK;
+    if (o->turns > 0) {
+        src.conv = calloc((size_t)n, sizeof *src.conv);
+        if (!src.conv)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "bench serve: no memory for conversations");
+        for (int i = 0; i < n && s == NUMLA_STATUS_OK; i++) {
+            bs_conv *cv = &src.conv[i];
+            cv->cap = cv->n = rq[i].num_prompt;
+            cv->tok = malloc((size_t)cv->cap * sizeof *cv->tok);
+            if (!cv->tok)
+                s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                    "bench serve: no memory for conversations");
+            else
+                memcpy(cv->tok, rq[i].prompt_tokens, (size_t)cv->cap * sizeof *cv->tok);
+            cv->ready = 1;
+            cv->rng = 0x2545f4914f6cdd1dull + (uint64_t)i;
+        }
+    }
     numla_serve_source source = {.ctx = &src, .next = bs_source_next};
-    numla_serve_sink sink = {.done = bs_sink_done};
-    NUMLA_CHECK(numla_serve_loop_create(&so, &source, &sink, loop));
-    return numla_serve_loop_run(*loop, NULL);
+    numla_serve_sink sink = {.ctx = &src, .done = bs_sink_done};
+    if (s == NUMLA_STATUS_OK)
+        s = numla_serve_loop_create(&so, &source, &sink, loop);
+    if (s == NUMLA_STATUS_OK)
+        s = numla_serve_loop_run(*loop, NULL);
+    if (prompt_tokens)
+        *prompt_tokens = src.prompt_tokens;
+    for (int i = 0; src.conv && i < n; i++)
+        free(src.conv[i].tok);
+    free(src.conv);
+    return s;
 }
 
 /* Warm-up: first touch of scratch and KV, one short request. */
@@ -302,8 +458,10 @@ static numla_status bs_warm_up(const bs_opts *o, numla_engine *eng, const numla_
 {
     numla_request w = *rq0;
     w.params.max_tokens = 2;
+    bs_opts o1 = *o;
+    o1.turns = 0;
     numla_serve_loop *loop = NULL;
-    numla_status s = bs_serve(o, eng, &w, 1, 1, &loop);
+    numla_status s = bs_serve(&o1, eng, &w, 1, 1, 1, &loop, NULL);
     numla_serve_loop_destroy(&loop);
     return s;
 }
@@ -376,13 +534,26 @@ static numla_status bs_run_http(const bs_opts *o, numla_engine *eng, const numla
 
 /* One level: n = c x rounds requests, c in flight; its figures into *lv. */
 static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_request *rq, int c,
-                                 bs_level *lv)
+                                 int cache_on, bs_level *lv)
 {
     const int n = c * o->rounds;
-    const int64_t prompt_tokens = bs_requests(rq, n, o->pmin, o->pmax, o->out_tokens,
-                                              numla_engine_config(eng)->vocab_size);
+    int64_t prompt_tokens = bs_requests(rq, n, o->pmin, o->pmax, o->out_tokens,
+                                        numla_engine_config(eng)->vocab_size, o->shared_prefix);
     if (prompt_tokens < 0)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "bench serve: no memory for the prompts");
+    if (cache_on && o->warm_prefix && o->shared_prefix > 0) {
+        /* a server that has seen the prefix before: it is cached, untimed, from an empty cache */
+        numla_kv_cache_prefix_clear(numla_engine_kv_cache(eng));
+        numla_request w = rq[0];
+        w.num_prompt = o->shared_prefix + 1;
+        w.params.max_tokens = 1;
+        bs_opts o1 = *o;
+        o1.warm_prefix = 1;
+        numla_serve_loop *wl = NULL;
+        numla_status ws = bs_serve(&o1, eng, &w, 1, 1, 1, &wl, NULL);
+        numla_serve_loop_destroy(&wl);
+        NUMLA_CHECK(ws);
+    }
     const numla_model *m = numla_engine_model(eng);
     bs_model_counters m0, m1;
     numla_engine_stats es0, es1;
@@ -390,7 +561,7 @@ static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_requ
     numla_engine_stats_get(eng, &es0);
     numla_serve_loop *loop = NULL;
     double t0 = numla_now_s();
-    numla_status s = bs_serve(o, eng, rq, n, c, &loop);
+    numla_status s = bs_serve(o, eng, rq, n, c, cache_on, &loop, &prompt_tokens);
     double wall = numla_now_s() - t0;
     if (s == NUMLA_STATUS_OK) {
         numla_engine_stats_get(eng, &es1);
@@ -400,7 +571,12 @@ static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_requ
         const double *ttft, *tpot;
         int64_t n_ttft, n_tpot;
         numla_serve_loop_latencies(loop, &ttft, &n_ttft, &tpot, &n_tpot);
-        *lv = (bs_level){.requests = n, .prompt_tokens = prompt_tokens,
+        const numla_sched_stats *sc = &st.sched;
+        *lv = (bs_level){.requests = (int)st.done, .prompt_tokens = prompt_tokens,
+                         .hit_rate = sc->prefix_lookup_tokens > 0
+                                         ? (double)sc->prefix_hit_tokens /
+                                               (double)sc->prefix_lookup_tokens
+                                         : 0.0,
                          .out_tokens = st.output_tokens, .wall = wall,
                          .tps = (double)st.output_tokens / wall,
                          .ttft50 = 1e3 * numla_bench_percentile(ttft, (int)n_ttft, 50),
@@ -410,7 +586,7 @@ static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_requ
         bs_print_profile(o, c, wall, &es0, &es1, &m0, &m1);
     }
     numla_serve_loop_destroy(&loop);
-    if (s == NUMLA_STATUS_OK && o->http)
+    if (s == NUMLA_STATUS_OK && o->http && cache_on)
         s = bs_run_http(o, eng, rq, n, c, lv);
     return s;
 }
@@ -423,33 +599,45 @@ static numla_status bs_run_levels(const bs_opts *o, numla_engine *eng, int ranks
     const int nconc = o->nconc, nreq_max = o->maxc * o->rounds;
     numla_request *rq = calloc((size_t)nreq_max, sizeof *rq);
     bs_level *res = calloc((size_t)o->repeat * (size_t)nconc, sizeof *res);
+    bs_level *off = calloc((size_t)o->repeat * (size_t)nconc, sizeof *off);
     numla_status s = NUMLA_STATUS_OK;
-    if (!rq || !res) {
+    if (!rq || !res || !off) {
         s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__, "no memory");
         goto done;
     }
     if (!o->json)
         printf("bench serve: %s, %d threads, %d rank(s); prompts %d..%d (stratified), %d output "
                "tokens\n%12s %9s %11s %13s %9s %12s %12s %12s %12s\n",
-               o->e.model, numla_engine_num_threads(eng), ranks, o->pmin, o->pmax, o->out_tokens,
+               o->e.model, numla_engine_num_threads(eng), ranks, o->pmin + o->shared_prefix,
+               o->pmax + o->shared_prefix, o->out_tokens,
                "concurrency", "requests", "mean prompt", "output tok/s", "speedup",
                "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms");
     for (int r = 0; r < o->repeat * nconc; r++) {
         const int rp = r / nconc, ci = rp % 2 ? nconc - 1 - r % nconc : r % nconc;
         if (r == 0) {
             if (bs_requests(rq, 1, o->pmin, o->pmax, o->out_tokens,
-                            numla_engine_config(eng)->vocab_size) < 0) {
+                            numla_engine_config(eng)->vocab_size, o->shared_prefix) < 0) {
                 s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
                                     "bench serve: no memory for the prompts");
                 goto done;
             }
             NUMLA_CHECK_GOTO(bs_warm_up(o, eng, &rq[0]), s, done);
         }
-        NUMLA_CHECK_GOTO(bs_run_level(o, eng, rq, o->conc[ci], &res[rp * nconc + ci]), s, done);
-        if (r % nconc == nconc - 1) /* the repetition is complete: its lines, against its level 0 */
+        if (o->cache_modes & 1)
+            NUMLA_CHECK_GOTO(bs_run_level(o, eng, rq, o->conc[ci], 0, &off[rp * nconc + ci]), s,
+                             done);
+        if (o->cache_modes & 2)
+            NUMLA_CHECK_GOTO(bs_run_level(o, eng, rq, o->conc[ci], 1, &res[rp * nconc + ci]), s,
+                             done);
+        if (o->cache_modes == 1)
+            res[rp * nconc + ci] = off[rp * nconc + ci];
+        if (r % nconc == nconc - 1) { /* the repetition is complete: its lines, against level 0 */
             for (int k = 0; k < nconc; k++)
                 bs_print_level(&res[rp * nconc + k], &res[rp * nconc], o->conc[k], rp, o->repeat,
                                o->json, o->e.model, numla_engine_num_threads(eng), ranks);
+            for (int k = 0; o->cache_modes == 3 && k < nconc; k++)
+                bs_print_prefix(&off[rp * nconc + k], &res[rp * nconc + k], o->conc[k], o->json);
+        }
     }
     if (o->repeat > 1)
         bs_print_summary(res, o->conc, nconc, o->repeat, o->json);
@@ -459,13 +647,14 @@ done:
             free(rq[i].prompt_tokens);
     free(rq);
     free(res);
+    free(off);
     return s;
 }
 
 static int bench_serve_main(int argc, char **argv)
 {
     bs_opts o = {.conc_s = "1,8,32", .out_tokens = 128, .pmin = 64, .pmax = 1024, .rounds = 2,
-                 .repeat = 1};
+                 .repeat = 1, .cache_modes = 2};
     numla_cli_engine_opts_default(&o.e); /* batch tokens 2048, prefill chunk 512 */
     int rc = bs_parse_opts(argc, argv, &o);
     if (rc >= 0)

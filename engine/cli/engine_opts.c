@@ -31,8 +31,9 @@ void numla_cli_engine_opts_usage(FILE *f, int indent)
             "%*s[--max-batch-tokens N (2048)] [--max-seqs N (64)]\n"
             "%*s[--prefill-chunk N (512)] [--kv-memory GiB | --kv-blocks N]\n"
             "%*s[--kv-dtype bf16|f16|f32] [--block-size N (16)]\n"
-            "%*s[--weights bf16|int8|fp8 (default: as the checkpoint) [--keep-lm-head]]\n",
-            indent, "", indent, "", indent, "", indent, "", indent, "");
+            "%*s[--weights bf16|int8|fp8 (default: as the checkpoint) [--keep-lm-head]]\n"
+            "%*s[--no-prefix-cache (default: a repeated prompt prefix is computed once)]\n",
+            indent, "", indent, "", indent, "", indent, "", indent, "", indent, "");
 }
 
 int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const char *a,
@@ -41,6 +42,10 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
     char *end = NULL;
     if (!strcmp(a, "--keep-lm-head")) {
         o->weights.keep_lm_head = 1;
+        return NUMLA_CLI_OPT_FLAG;
+    }
+    if (!strcmp(a, "--no-prefix-cache")) {
+        o->no_prefix_cache = 1;
         return NUMLA_CLI_OPT_FLAG;
     }
     static const char *const valued[] = {"--model", "--threads", "--max-context", "--block-size",
@@ -198,10 +203,17 @@ void numla_cli_engine_opts_fit(numla_cli_engine_opts *o, const numla_model_confi
 numla_sched_options numla_cli_sched_options(const numla_cli_engine_opts *o,
                                             const numla_model_config *cfg)
 {
+    /* the prefix cache's salt: the model directory and the weights' format (FNV-1a) */
+    uint64_t salt = 0xcbf29ce484222325ULL;
+    for (const char *c = o->model ? o->model : ""; *c; c++)
+        salt = (salt ^ (unsigned char)*c) * 0x100000001b3ULL;
+    salt = (salt ^ (uint64_t)(o->weights.format + 1)) * 0x100000001b3ULL;
+    salt = (salt ^ (uint64_t)o->weights.keep_lm_head) * 0x100000001b3ULL;
     return (numla_sched_options){.max_batch_tokens = o->max_batch_tokens,
                                  .max_seqs = o->max_seqs, .prefill_chunk = o->prefill_chunk,
                                  .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
-                                 .eos_token_ids = cfg->eos_token_ids};
+                                 .eos_token_ids = cfg->eos_token_ids,
+                                 .no_prefix_cache = o->no_prefix_cache, .prefix_salt = salt};
 }
 
 numla_status numla_cli_engine_exec(void *ctx, const numla_step *st, float *logits)

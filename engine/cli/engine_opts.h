@@ -1,7 +1,7 @@
 /* engine/cli/engine_opts.h — the serving options `numla run` and `numla serve` share: the model,
  * threads, context, batching (--max-batch-tokens, --max-seqs, --prefill-chunk) and the KV pool
  * (--kv-memory | --kv-blocks, --kv-dtype, --block-size) and the weights' format (--weights,
- * --keep-lm-head); their parsing, their checks and the
+ * --keep-lm-head), --no-prefix-cache; their parsing, their checks and the
  * engine and scheduler options they make. Messages name the command (cmd, e.g. "numla run").
  * The benchmarks parse the ones they share through the same parser (bench/bench_opts.h).
  * Not collective (numla_cli_engine_create is: see numla_engine_create).
@@ -31,6 +31,7 @@ typedef struct numla_cli_engine_opts {
     int64_t kv_blocks;          /* 0: from the memory */
     numla_dtype kv_dtype;
     numla_weights_options weights; /* --weights bf16|int8|fp8, --keep-lm-head */
+    int no_prefix_cache;        /* --no-prefix-cache */
 } numla_cli_engine_opts;
 
 /* Defaults: block 16, prefill chunk 512, 2048 batch tokens, 64 sequences, bf16 KV, weights as

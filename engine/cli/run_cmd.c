@@ -672,7 +672,9 @@ static void run_summary(const run_job *j, double wall, int rc)
             "numla run:   prompt tokens %lld, output tokens %lld; %.1f output tok/s, %.1f tok/s "
             "overall\n"
             "numla run:   TTFT p50 %.1f ms p99 %.1f ms; TPOT p50 %.2f ms p99 %.2f ms\n"
-            "numla run:   %lld steps, %lld preemptions (%lld tokens recomputed)%s\n",
+            "numla run:   %lld steps, %lld preemptions (%lld tokens recomputed)%s\n"
+            "numla run:   prefix cache: hit rate %.1f %% (%lld of %lld tokens looked up); prompt "
+            "tokens %lld cached, %lld computed\n",
             (long long)st.done, (long long)st.ok, (long long)st.errors, ", ",
             (long long)j->src.skipped, wall, (long long)st.prompt_tokens,
             (long long)st.output_tokens, wall > 0 ? (double)st.output_tokens / wall : 0.0,
@@ -680,7 +682,12 @@ static void run_summary(const run_job *j, double wall, int rc)
             1e3 * st.ttft_p50_s, 1e3 * st.ttft_p99_s, 1e3 * st.tpot_p50_s, 1e3 * st.tpot_p99_s,
             (long long)st.sched.steps, (long long)st.sched.preemptions,
             (long long)st.sched.recompute_tokens,
-            rc >= 128 ? "; stopped by a signal: rerun with --resume for the rest" : "");
+            rc >= 128 ? "; stopped by a signal: rerun with --resume for the rest" : "",
+            st.sched.prefix_lookup_tokens > 0
+                ? 100.0 * (double)st.sched.prefix_hit_tokens / (double)st.sched.prefix_lookup_tokens
+                : 0.0,
+            (long long)st.sched.prefix_hit_tokens, (long long)st.sched.prefix_lookup_tokens,
+            (long long)st.sched.cached_prompt_tokens, (long long)st.sched.prefill_tokens);
 }
 
 /* Serve every request, then the summary; the exit code (1 when the output failed, 128 + N

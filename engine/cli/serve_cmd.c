@@ -320,11 +320,14 @@ static void serve_summary(const serve_job *j)
     numla_serve_loop_stats_get(j->loop, &st);
     fprintf(stderr, "numla serve: summary: %lld requests (%lld ok, %lld errors, %lld cancelled); "
                     "prompt tokens %lld, output tokens %lld; TTFT p50 %.1f ms p99 %.1f ms; TPOT "
-                    "p50 %.2f ms p99 %.2f ms; %lld preemptions\n",
+                    "p50 %.2f ms p99 %.2f ms; %lld preemptions; prefix cache hit rate %.1f %%\n",
             (long long)st.done, (long long)st.ok, (long long)st.errors, (long long)st.cancelled,
             (long long)st.prompt_tokens, (long long)st.output_tokens, 1e3 * st.ttft_p50_s,
             1e3 * st.ttft_p99_s, 1e3 * st.tpot_p50_s, 1e3 * st.tpot_p99_s,
-            (long long)st.sched.preemptions);
+            (long long)st.sched.preemptions,
+            st.sched.prefix_lookup_tokens > 0
+                ? 100.0 * (double)st.sched.prefix_hit_tokens / (double)st.sched.prefix_lookup_tokens
+                : 0.0);
 }
 
 /* Everything rank 0 holds, in the order that lets every HTTP thread finish: queued jobs fail,

@@ -224,6 +224,14 @@ void numla_http_job_finish(numla_http_job *j, const char *finish_reason, int32_t
     pthread_mutex_unlock(&c->mu);
 }
 
+void numla_http_job_set_cached_tokens(numla_http_job *j, int32_t cached_tokens)
+{
+    numla_http_call *c = j->call;
+    pthread_mutex_lock(&c->mu);
+    j->cached_tokens = cached_tokens;
+    pthread_mutex_unlock(&c->mu);
+}
+
 void numla_http_job_fail(numla_http_job *j, int http_status, const char *message,
                          const char *param)
 {

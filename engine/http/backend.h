@@ -66,6 +66,8 @@ numla_status numla_http_job_push(numla_http_job *j, const int32_t *tokens, int32
                                  const char *text, size_t len, const numla_logprob_entry *lp);
 void numla_http_job_finish(numla_http_job *j, const char *finish_reason, int32_t prompt_tokens,
                            int32_t completion_tokens);
+/* Prompt tokens served from the prefix cache (usage.prompt_tokens_details); before finish. */
+void numla_http_job_set_cached_tokens(numla_http_job *j, int32_t cached_tokens);
 /* http_status: 400 for a request the model cannot take (param names the field, may be NULL),
  * 500/503 for engine failures. */
 void numla_http_job_fail(numla_http_job *j, int http_status, const char *message,
@@ -87,6 +89,7 @@ struct numla_http_job {
     int finished;               /* finish, fail or release happened */
     char finish_reason[16];
     int32_t prompt_tokens, completion_tokens;
+    int32_t cached_tokens;      /* of prompt_tokens, served from the prefix cache */
     numla_openai_error error;   /* status 0: none */
     int stop_hit;               /* the server matched a stop string */
     int released;               /* the loop let go */

@@ -29,6 +29,7 @@ struct numla_http_metrics {
     uint64_t requests[NUMLA_HTTP_OUTCOME_COUNT];
     uint64_t prompt_tokens, generation_tokens, preemptions;
     int64_t running, waiting, kv_used, kv_free;
+    numla_http_prefix_figures prefix;
     histogram ttft, tpot;
 };
 
@@ -72,6 +73,13 @@ void numla_http_metrics_add_tokens(numla_http_metrics *m, int64_t prompt, int64_
     pthread_mutex_lock(&m->mu);
     m->prompt_tokens += prompt > 0 ? (uint64_t)prompt : 0;
     m->generation_tokens += generated > 0 ? (uint64_t)generated : 0;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void numla_http_metrics_set_prefix(numla_http_metrics *m, const numla_http_prefix_figures *f)
+{
+    pthread_mutex_lock(&m->mu);
+    m->prefix = *f;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -167,9 +175,30 @@ numla_status numla_http_metrics_render(numla_http_metrics *m, char **out)
     put_scalar(&t, "requests_waiting", "gauge", "Requests queued for the engine.",
                (long long)m->waiting);
     put_scalar(&t, "kv_blocks_used", "gauge", "KV cache blocks in use.", (long long)m->kv_used);
-    put_scalar(&t, "kv_blocks_free", "gauge", "KV cache blocks free.", (long long)m->kv_free);
+    put_scalar(&t, "kv_blocks_free", "gauge",
+               "KV cache blocks free (or idle in the prefix cache, evictable).",
+               (long long)m->kv_free);
     put_scalar(&t, "preemptions_total", "counter", "Requests preempted to free KV blocks.",
                (long long)m->preemptions);
+    const numla_http_prefix_figures *p = &m->prefix;
+    numla_strbuf_printf(&t, "# HELP numla_prefix_cache_hit_rate Share of the tokens looked up at admissions "
+            "that were served from the prefix cache.\n"
+            "# TYPE numla_prefix_cache_hit_rate gauge\nnumla_prefix_cache_hit_rate %.6f\n",
+        p->queried_tokens > 0 ? (double)p->hit_tokens / (double)p->queried_tokens : 0.0);
+    put_scalar(&t, "prefix_cache_queried_tokens_total", "counter",
+               "Tokens looked up in the prefix cache at admissions.", (long long)p->queried_tokens);
+    put_scalar(&t, "prefix_cache_hit_tokens_total", "counter",
+               "Tokens served from the prefix cache at admissions.", (long long)p->hit_tokens);
+    put_scalar(&t, "prompt_tokens_cached_total", "counter",
+               "Prompt tokens served from the prefix cache.", (long long)p->prompt_cached);
+    put_scalar(&t, "prompt_tokens_computed_total", "counter",
+               "Prompt tokens computed (not served from the prefix cache).",
+               (long long)p->prompt_computed);
+    put_scalar(&t, "kv_blocks_cached_in_use", "gauge",
+               "Prefix-cache blocks held by running requests.", (long long)p->blocks_in_use);
+    put_scalar(&t, "kv_blocks_cached_idle", "gauge",
+               "Prefix-cache blocks held by no request (evicted when a block is needed).",
+               (long long)p->blocks_idle);
     pthread_mutex_unlock(&m->mu);
     if (t.oom || !t.p) {
         numla_strbuf_free(&t);

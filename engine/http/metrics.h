@@ -7,8 +7,12 @@
  *   prompt_tokens_total, generation_tokens_total               counters
  *   time_to_first_token_seconds, time_per_output_token_seconds histograms
  *   requests_running, requests_waiting                         gauges
- *   kv_blocks_used, kv_blocks_free                             gauges
+ *   kv_blocks_used, kv_blocks_free (free or idle cached)       gauges
  *   preemptions_total                                          counter
+ *   prefix_cache_hit_rate (hit / queried tokens since start)   gauge
+ *   prefix_cache_queried_tokens_total, prefix_cache_hit_tokens_total   counters
+ *   prompt_tokens_cached_total, prompt_tokens_computed_total   counters
+ *   kv_blocks_cached_in_use, kv_blocks_cached_idle             gauges
  * Every update takes the object's mutex, so HTTP threads and the serving loop may update at once.
  * Not collective (rank 0).
  */
@@ -44,6 +48,17 @@ void numla_http_metrics_set_engine(numla_http_metrics *m, int64_t running, int64
                                    int64_t kv_free);
 void numla_http_metrics_set_waiting(numla_http_metrics *m, int64_t waiting);
 void numla_http_metrics_add_preemptions(numla_http_metrics *m, int64_t n);
+
+/* The prefix cache's figures as the scheduler counts them (numla_sched_stats), set as totals. */
+typedef struct numla_http_prefix_figures {
+    int64_t queried_tokens;     /* tokens known at admissions */
+    int64_t hit_tokens;         /* of those, served from the cache */
+    int64_t prompt_cached;      /* prompt tokens served from the cache (first admissions) */
+    int64_t prompt_computed;    /* prompt tokens computed (first time) */
+    int64_t blocks_in_use;      /* cached blocks held by running requests */
+    int64_t blocks_idle;        /* cached blocks held by none (evictable) */
+} numla_http_prefix_figures;
+void numla_http_metrics_set_prefix(numla_http_metrics *m, const numla_http_prefix_figures *f);
 
 /* The exposition text; *out is malloc'ed and NUL-terminated. */
 numla_status numla_http_metrics_render(numla_http_metrics *m, char **out);

@@ -299,85 +299,32 @@ static int parse_input(json_t *o, const numla_openai_limits *lim, numla_openai_r
     return parse_prompt(v, lim, r, err);
 }
 
-/* max_tokens (chat: or max_completion_tokens, not both; chat default: the context). */
-static int parse_max_tokens(json_t *o, const numla_openai_limits *lim, numla_openai_request *r,
-                            numla_openai_error *err)
-{
-    const int is_chat = r->endpoint == NUMLA_OPENAI_CHAT;
-    numla_sampling_params *p = &r->params;
-    const char *mt = "max_tokens";
-    json_t *v = json_object_get(o, mt);
-    int64_t iv;
-    if (is_chat && json_object_get(o, "max_completion_tokens") &&
-        !json_is_null(json_object_get(o, "max_completion_tokens"))) {
-        if (v && !json_is_null(v))
-            return bad(err, "max_completion_tokens",
-                       "give 'max_tokens' or 'max_completion_tokens', not both");
-        mt = "max_completion_tokens";
-        v = json_object_get(o, mt);
-    }
-    if (v && !json_is_null(v)) {
-        if (!numla_request_json_int(v, &iv) || iv < 0 || iv > INT32_MAX)
-            return bad(err, mt, "'%s' must be an integer >= 0", mt);
-        p->max_tokens = (int32_t)iv;
-        r->max_tokens_given = 1;
-    } else if (is_chat) {
-        p->max_tokens = lim->max_context > 0 && lim->max_context < INT32_MAX
-                            ? (int32_t)lim->max_context : INT32_MAX;
-    } else {
-        r->max_tokens_given = 1; /* the API's default of 16 */
-    }
-    return 1;
-}
-
-/* temperature, top_k, top_p, seed, stop, stop_token_ids, ignore_eos. */
+/* The shared sampling fields (engine/serving/request_io.h: max_tokens -- chat: or
+ * max_completion_tokens, not both --, temperature, top_k, top_p, seed, stop_token_ids,
+ * ignore_eos, completions' logprobs count), then stop. Without max_tokens chat generates up to
+ * the context, which the glue works out after tokenization (max_tokens_given = 0). */
 static int parse_sampling(json_t *o, const numla_openai_limits *lim, numla_openai_request *r,
                           numla_openai_error *err)
 {
-    numla_sampling_params *p = &r->params;
+    const int is_chat = r->endpoint == NUMLA_OPENAI_CHAT;
+    numla_request_field_rules rules = {.vocab_size = lim->vocab_size,
+                                       .max_tokens_key = "max_tokens", .logprobs_count = !is_chat};
+    json_t *mct = is_chat ? json_object_get(o, "max_completion_tokens") : NULL;
+    if (mct && !json_is_null(mct)) {
+        json_t *v = json_object_get(o, "max_tokens");
+        if (v && !json_is_null(v))
+            return bad(err, "max_completion_tokens",
+                       "give 'max_tokens' or 'max_completion_tokens', not both");
+        rules.max_tokens_key = "max_completion_tokens";
+    }
+    numla_request_field_error fe;
+    if (!numla_request_parse_sampling(o, &rules, &r->params, &r->max_tokens_given, &fe))
+        return bad(err, fe.param, "'%s' %s", fe.field, fe.what);
+    if (!is_chat)
+        r->max_tokens_given = 1; /* the API's default of 16 */
     json_t *v;
-    int64_t iv;
-    if ((v = json_object_get(o, "temperature")) && !json_is_null(v)) {
-        if (!json_is_number(v) || !(json_number_value(v) >= 0) || !isfinite(json_number_value(v)))
-            return bad(err, "temperature", "'temperature' must be a number >= 0");
-        p->temperature = json_number_value(v);
-    }
-    if ((v = json_object_get(o, "top_k")) && !json_is_null(v)) {
-        if (!numla_request_json_int(v, &iv) || iv < -1 || iv > INT32_MAX)
-            return bad(err, "top_k", "'top_k' must be an integer >= -1 (-1 or 0: off)");
-        p->top_k = iv <= 0 ? 0 : (int32_t)iv;
-    }
-    if ((v = json_object_get(o, "top_p")) && !json_is_null(v)) {
-        double d = json_is_number(v) ? json_number_value(v) : -1;
-        if (!(d > 0 && d <= 1))
-            return bad(err, "top_p", "'top_p' must be a number in (0, 1]");
-        p->top_p = d;
-    }
-    if ((v = json_object_get(o, "seed")) && !json_is_null(v)) {
-        if (!json_is_integer(v))
-            return bad(err, "seed", "'seed' must be an integer");
-        p->seed = (uint64_t)json_integer_value(v);
-        p->has_seed = 1;
-    }
     if ((v = json_object_get(o, "stop")) && !parse_stop(v, r, err))
         return 0;
-    if ((v = json_object_get(o, "stop_token_ids")) && !json_is_null(v)) {
-        if (!json_is_array(v) || json_array_size(v) > NUMLA_SAMPLER_MAX_STOP)
-            return bad(err, "stop_token_ids",
-                       "'stop_token_ids' must be a list of at most %d token ids",
-                       NUMLA_SAMPLER_MAX_STOP);
-        for (size_t i = 0; i < json_array_size(v); i++) {
-            if (!numla_request_json_int(json_array_get(v, i), &iv) || iv < 0 ||
-                (lim->vocab_size > 0 && iv >= lim->vocab_size) || iv > INT32_MAX)
-                return bad(err, "stop_token_ids", "'stop_token_ids'[%zu] is not a token id", i);
-            p->stop_token_ids[p->num_stop++] = (int32_t)iv;
-        }
-    }
-    if ((v = json_object_get(o, "ignore_eos")) && !json_is_null(v)) {
-        if (!json_is_boolean(v))
-            return bad(err, "ignore_eos", "'ignore_eos' must be true or false");
-        p->ignore_eos = json_is_true(v);
-    }
     return 1;
 }
 
@@ -402,12 +349,7 @@ static int parse_logprobs(json_t *o, numla_openai_request *r, numla_openai_error
         }
         if (want)
             p->logprobs = (int32_t)iv;
-    } else if ((v = json_object_get(o, "logprobs")) && !json_is_null(v)) {
-        if (!numla_request_json_int(v, &iv) || iv < 0 || iv > NUMLA_SAMPLER_MAX_LOGPROBS)
-            return bad(err, "logprobs", "'logprobs' must be an integer in 0..%d or null",
-                       NUMLA_SAMPLER_MAX_LOGPROBS);
-        p->logprobs = (int32_t)iv;
-    }
+    } /* completions' count: parse_sampling */
     return 1;
 }
 
@@ -443,25 +385,14 @@ static int parse_stream(json_t *o, numla_openai_request *r, numla_openai_error *
     return 1;
 }
 
-/* Every field, in the order the errors are reported in; then the prompt + max_tokens against
- * the context. */
+/* Every field, in the order the errors are reported in. The prompt against the context is
+ * checked once, after tokenization (numla_request_fit_context, from the glue). */
 static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_request *r,
                         numla_openai_error *err)
 {
-    if (!check_field_names(o, r->endpoint == NUMLA_OPENAI_CHAT, err) ||
-        !parse_input(o, lim, r, err) || !parse_max_tokens(o, lim, r, err) ||
-        !parse_sampling(o, lim, r, err) || !parse_logprobs(o, r, err) || !parse_stream(o, r, err))
-        return 0;
-    const numla_sampling_params *p = &r->params;
-    if (lim->max_context > 0 && r->max_tokens_given)
-        for (int32_t i = 0; i < r->num_prompts; i++)
-            if (r->prompts[i].tokens &&
-                (int64_t)r->prompts[i].num_tokens + p->max_tokens > lim->max_context)
-                return bad(err, r->num_prompts > 1 ? "prompt" : "max_tokens",
-                           "the prompt (%d tokens) + max_tokens (%d) exceeds the context of %lld "
-                           "tokens", r->prompts[i].num_tokens, p->max_tokens,
-                           (long long)lim->max_context);
-    return 1;
+    return check_field_names(o, r->endpoint == NUMLA_OPENAI_CHAT, err) &&
+           parse_input(o, lim, r, err) && parse_sampling(o, lim, r, err) &&
+           parse_logprobs(o, r, err) && parse_stream(o, r, err);
 }
 
 numla_status numla_openai_parse(numla_openai_endpoint endpoint, const char *body, size_t len,
@@ -602,9 +533,10 @@ static json_t *logprobs_json(numla_openai_endpoint e, const numla_openai_choice 
 
 static json_t *usage_json(const numla_openai_usage *u)
 {
-    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens,
+    return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)u->prompt_tokens,
                      "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
-                     (json_int_t)(u->prompt_tokens + u->completion_tokens));
+                     (json_int_t)(u->prompt_tokens + u->completion_tokens),
+                     "prompt_tokens_details", "cached_tokens", (json_int_t)u->cached_tokens);
 }
 
 static json_t *reply_json(const numla_openai_reply *r, const char *object)

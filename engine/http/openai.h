@@ -113,6 +113,8 @@ typedef struct numla_openai_reply {
 typedef struct numla_openai_usage {
     int64_t prompt_tokens;
     int64_t completion_tokens;
+    int64_t cached_tokens;      /* of prompt_tokens, served from the prefix cache:
+                                   usage.prompt_tokens_details.cached_tokens */
 } numla_openai_usage;
 
 typedef struct numla_openai_choice {

@@ -413,6 +413,7 @@ static numla_openai_usage usage_of(const conn *c)
     for (int32_t i = 0; i < c->call->num_jobs; i++) {
         u.prompt_tokens += c->call->jobs[i].prompt_tokens;
         u.completion_tokens += c->call->jobs[i].completion_tokens;
+        u.cached_tokens += c->call->jobs[i].cached_tokens;
     }
     return u;
 }

@@ -205,21 +205,16 @@ static numla_status job_request(numla_http_adapter *g, numla_http_job *j, numla_
     }
     if (no->status)
         return NUMLA_STATUS_OK;
-    const int64_t ctx = g->o.max_context, P = req->num_prompt;
-    if (P < 1) {
-        *no = (adapter_refusal){.status = 400, .param = what};
-        snprintf(no->msg, sizeof no->msg, "the %s is empty", what);
-    } else if (ctx > 0 && P >= ctx) {
-        *no = (adapter_refusal){.status = 400, .param = what};
-        snprintf(no->msg, sizeof no->msg, "the %s (%lld tokens) leaves no room in the context of "
-                 "%lld tokens", what, (long long)P, (long long)ctx);
-    } else if (ctx > 0 && !r->max_tokens_given) {
-        req->params.max_tokens = (int32_t)(ctx - P);
-    } else if (ctx > 0 && P + req->params.max_tokens > ctx) {
-        *no = (adapter_refusal){.status = 400, .param = "max_tokens"};
-        snprintf(no->msg, sizeof no->msg, "the %s (%lld tokens) + max_tokens (%d) exceeds the "
-                 "context of %lld tokens", what, (long long)P, req->params.max_tokens,
-                 (long long)ctx);
+    /* the one check against the context (engine/serving/request_io.h) */
+    numla_request_field_error fe;
+    if (!numla_request_fit_context(req->num_prompt, r->max_tokens_given, g->o.max_context,
+                                   &req->params, &fe)) {
+        const int is_prompt = !strcmp(fe.field, "prompt");
+        *no = (adapter_refusal){.status = 400, .param = is_prompt ? what : "max_tokens"};
+        if (is_prompt)
+            snprintf(no->msg, sizeof no->msg, "the %s %s", what, fe.what);
+        else
+            snprintf(no->msg, sizeof no->msg, "'max_tokens' %s", fe.what);
     }
     return NUMLA_STATUS_OK;
 }
@@ -320,6 +315,7 @@ static numla_status adapter_done(void *ctx, void *user, const numla_serve_done *
             numla_http_job_push(j, NULL, 0, d->text_tail, d->text_tail_len, NULL) !=
                 NUMLA_STATUS_OK)
             numla_http_job_fail(j, 500, "the server ran out of memory for the output", NULL);
+        numla_http_job_set_cached_tokens(j, res->cached_tokens);
         numla_http_job_finish(j, d->cancelled ? "stop" : res->finish_reason,
                               res->req ? res->req->num_prompt : 0, res->num_output);
     }
@@ -361,6 +357,12 @@ void numla_http_adapter_poll(numla_http_adapter *g)
                                    (int64_t)sc->waiting +
                                        numla_http_backend_waiting(g->o.backend) +
                                        (g->peeked != NULL));
+    const numla_http_prefix_figures pf = {
+        .queried_tokens = sc->prefix_lookup_tokens, .hit_tokens = sc->prefix_hit_tokens,
+        .prompt_cached = sc->cached_prompt_tokens, .prompt_computed = sc->prefill_tokens,
+        .blocks_in_use = sc->kv_blocks_cached - sc->kv_blocks_cached_idle,
+        .blocks_idle = sc->kv_blocks_cached_idle};
+    numla_http_metrics_set_prefix(g->o.metrics, &pf);
     if (sc->preemptions > g->preemptions_seen) {
         numla_http_metrics_add_preemptions(g->o.metrics, sc->preemptions - g->preemptions_seen);
         g->preemptions_seen = sc->preemptions;

@@ -7,6 +7,35 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* The prefix cache's state (kv_cache.h): per block its identity and token ids, an open-addressing
+ * table (linear probing, backward-shift deletion) from hash to block, and the LRU list of idle
+ * cached blocks (doubly linked through prev/next, head = least recently used). */
+typedef struct numla_kv_prefix {
+    numla_kv_hash root;
+    numla_kv_hash *hash;       /* (num_blocks) identity of a cached block */
+    numla_kv_hash *parent;     /* (num_blocks) its parent's identity */
+    int32_t *tokens;           /* (num_blocks, block_size) its token ids */
+    uint8_t *cached;           /* (num_blocks) 1: in the table */
+    int32_t *prev, *next;      /* (num_blocks) LRU links of idle cached blocks, -1: none */
+    int32_t lru_head, lru_tail;
+    int32_t *table;            /* (table_size) block ids, -1: empty */
+    uint64_t table_mask;       /* table_size - 1, table_size a power of two >= 2 num_blocks */
+} numla_kv_prefix;
+
+static void prefix_free(numla_kv_prefix *p)
+{
+    if (!p)
+        return;
+    free(p->hash);
+    free(p->parent);
+    free(p->tokens);
+    free(p->cached);
+    free(p->prev);
+    free(p->next);
+    free(p->table);
+    free(p);
+}
+
 numla_status numla_kv_cache_create(int32_t num_layers, int32_t kv_lora_rank, int32_t rope_dim,
                                    int32_t block_size, int64_t num_blocks, numla_dtype dtype,
                                    numla_kv_cache **out)
@@ -68,6 +97,7 @@ void numla_kv_cache_destroy(numla_kv_cache **pc)
         munmap(c->data, c->data_bytes);
     free(c->free_blocks);
     free(c->refcount);
+    prefix_free(c->prefix);
     free(c);
     *pc = NULL;
 }
@@ -77,14 +107,83 @@ void *numla_kv_cache_layer(const numla_kv_cache *c, int32_t layer)
     return (char *)c->data + (size_t)layer * c->layer_bytes;
 }
 
+static void lru_unlink(numla_kv_cache *c, int32_t b)
+{
+    numla_kv_prefix *p = c->prefix;
+    if (p->prev[b] >= 0)
+        p->next[p->prev[b]] = p->next[b];
+    else
+        p->lru_head = p->next[b];
+    if (p->next[b] >= 0)
+        p->prev[p->next[b]] = p->prev[b];
+    else
+        p->lru_tail = p->prev[b];
+    p->prev[b] = p->next[b] = -1;
+    c->num_idle--;
+}
+
+static void lru_push_tail(numla_kv_cache *c, int32_t b)
+{
+    numla_kv_prefix *p = c->prefix;
+    p->prev[b] = p->lru_tail;
+    p->next[b] = -1;
+    if (p->lru_tail >= 0)
+        p->next[p->lru_tail] = b;
+    else
+        p->lru_head = b;
+    p->lru_tail = b;
+    c->num_idle++;
+}
+
+static uint64_t slot_of(const numla_kv_prefix *p, numla_kv_hash h) { return h.a & p->table_mask; }
+
+static int hash_eq(numla_kv_hash x, numla_kv_hash y) { return x.a == y.a && x.b == y.b; }
+
+/* Take block b out of the table (backward-shift deletion keeps every probe run unbroken). */
+static void table_remove(numla_kv_cache *c, int32_t b)
+{
+    numla_kv_prefix *p = c->prefix;
+    uint64_t i = slot_of(p, p->hash[b]);
+    while (p->table[i] != b)
+        i = (i + 1) & p->table_mask;
+    uint64_t j = i;
+    for (;;) {
+        j = (j + 1) & p->table_mask;
+        int32_t e = p->table[j];
+        if (e < 0)
+            break;
+        uint64_t home = slot_of(p, p->hash[e]);
+        /* e may move into the hole at i when its home is not in (i, j] cyclically */
+        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+            p->table[i] = e;
+            i = j;
+        }
+    }
+    p->table[i] = -1;
+    p->cached[b] = 0;
+    c->num_cached--;
+}
+
 numla_status numla_kv_cache_alloc_block(numla_kv_cache *c, int32_t *block)
 {
-    if (c->num_free == 0)
-        return NUMLA_STATUS_KV_FULL; /* expected under load: the scheduler preempts, no message */
+    if (c->num_free == 0) {
+        if (c->num_idle == 0) /* expected under load: the scheduler preempts, no message */
+            return NUMLA_STATUS_KV_FULL;
+        /* evict the least recently used idle cached block */
+        int32_t b = c->prefix->lru_head;
+        lru_unlink(c, b);
+        table_remove(c, b);
+        c->evictions++;
+        c->refcount[b] = 1;
+        *block = b;
+        return NUMLA_STATUS_OK;
+    }
     *block = c->free_blocks[--c->num_free];
     c->refcount[*block] = 1;
     return NUMLA_STATUS_OK;
 }
+
+int64_t numla_kv_cache_available(const numla_kv_cache *c) { return c->num_free + c->num_idle; }
 
 void numla_kv_cache_ref_block(numla_kv_cache *c, int32_t block)
 {
@@ -96,8 +195,164 @@ void numla_kv_cache_free_block(numla_kv_cache *c, int32_t block)
 {
     if (block < 0 || block >= c->num_blocks || c->refcount[block] == 0)
         return; /* not allocated: a double free must not put a block on the list twice */
-    if (--c->refcount[block] == 0 && c->num_free < c->num_blocks)
+    if (--c->refcount[block] != 0)
+        return;
+    if (c->prefix && c->prefix->cached[block])
+        lru_push_tail(c, block);
+    else if (c->num_free < c->num_blocks)
         c->free_blocks[c->num_free++] = block;
+}
+
+/* Two 64-bit lanes with different mixers and injections: a chain collides only when both do. */
+static uint64_t mix_a(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static uint64_t mix_b(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    return x ^ (x >> 33);
+}
+
+static numla_kv_hash hash_words(numla_kv_hash h, const uint64_t *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        h.a = mix_a(h.a ^ (w[i] + 0x9e3779b97f4a7c15ULL * (i + 1)));
+        h.b = mix_b((h.b + w[i]) * 0x2545f4914f6cdd1dULL + i);
+    }
+    h.a = mix_a(h.a ^ n);
+    h.b = mix_b(h.b ^ (n << 1));
+    return h;
+}
+
+numla_kv_hash numla_kv_hash_block(numla_kv_hash parent, const int32_t *tokens, int32_t block_size)
+{
+    numla_kv_hash h = parent;
+    for (int32_t i = 0; i < block_size; i++) {
+        uint64_t t = (uint64_t)(uint32_t)tokens[i];
+        h.a = mix_a(h.a ^ (t + 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1)));
+        h.b = mix_b((h.b + t) * 0x2545f4914f6cdd1dULL + (uint64_t)i);
+    }
+    h.a = mix_a(h.a ^ parent.b);
+    h.b = mix_b(h.b ^ parent.a);
+    return h;
+}
+
+numla_status numla_kv_cache_prefix_enable(numla_kv_cache *c, uint64_t salt)
+{
+    if (c->prefix)
+        return NUMLA_STATUS_OK;
+    numla_kv_prefix *p = calloc(1, sizeof *p);
+    const size_t nb = (size_t)c->num_blocks;
+    uint64_t ts = 16;
+    while (ts < 2 * (uint64_t)nb)
+        ts <<= 1;
+    if (p) {
+        p->hash = malloc(nb * sizeof *p->hash);
+        p->parent = malloc(nb * sizeof *p->parent);
+        p->tokens = malloc(nb * (size_t)c->block_size * sizeof *p->tokens);
+        p->cached = calloc(nb, 1);
+        p->prev = malloc(nb * sizeof *p->prev);
+        p->next = malloc(nb * sizeof *p->next);
+        p->table = malloc(ts * sizeof *p->table);
+    }
+    if (!p || !p->hash || !p->parent || !p->tokens || !p->cached || !p->prev || !p->next ||
+        !p->table) {
+        prefix_free(p);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: no memory for the prefix cache of %zu blocks",
+                   nb);
+    }
+    memset(p->prev, 0xff, nb * sizeof *p->prev);
+    memset(p->next, 0xff, nb * sizeof *p->next);
+    memset(p->table, 0xff, ts * sizeof *p->table);
+    p->table_mask = ts - 1;
+    p->lru_head = p->lru_tail = -1;
+    const uint64_t id[] = {salt, (uint64_t)c->num_layers, (uint64_t)c->kv_lora_rank,
+                           (uint64_t)c->rope_dim, (uint64_t)c->block_size, (uint64_t)c->dtype};
+    p->root = hash_words((numla_kv_hash){0x6e756d6c61707265ULL, 0x666978636163686eULL}, id,
+                         sizeof id / sizeof id[0]);
+    c->prefix = p;
+    return NUMLA_STATUS_OK;
+}
+
+numla_kv_hash numla_kv_cache_prefix_root(const numla_kv_cache *c) { return c->prefix->root; }
+
+static int prefix_matches(const numla_kv_cache *c, int32_t b, numla_kv_hash h,
+                          numla_kv_hash parent, const int32_t *tokens)
+{
+    const numla_kv_prefix *p = c->prefix;
+    return hash_eq(p->hash[b], h) && hash_eq(p->parent[b], parent) &&
+           !memcmp(p->tokens + (size_t)b * (size_t)c->block_size, tokens,
+                   (size_t)c->block_size * sizeof *tokens);
+}
+
+int32_t numla_kv_cache_prefix_lookup(const numla_kv_cache *c, numla_kv_hash h,
+                                     numla_kv_hash parent, const int32_t *tokens)
+{
+    const numla_kv_prefix *p = c->prefix;
+    if (!p)
+        return -1;
+    for (uint64_t i = slot_of(p, h);; i = (i + 1) & p->table_mask) {
+        int32_t b = p->table[i];
+        if (b < 0)
+            return -1;
+        if (prefix_matches(c, b, h, parent, tokens))
+            return b;
+    }
+}
+
+void numla_kv_cache_prefix_acquire(numla_kv_cache *c, int32_t block)
+{
+    if (!c->prefix || block < 0 || block >= c->num_blocks || !c->prefix->cached[block])
+        return;
+    if (c->refcount[block] == 0)
+        lru_unlink(c, block);
+    c->refcount[block]++;
+}
+
+int numla_kv_cache_prefix_insert(numla_kv_cache *c, int32_t block, numla_kv_hash h,
+                                 numla_kv_hash parent, const int32_t *tokens)
+{
+    numla_kv_prefix *p = c->prefix;
+    if (!p || block < 0 || block >= c->num_blocks || p->cached[block] || c->refcount[block] == 0)
+        return 0;
+    uint64_t i = slot_of(p, h);
+    for (; p->table[i] >= 0; i = (i + 1) & p->table_mask)
+        if (prefix_matches(c, p->table[i], h, parent, tokens))
+            return 0;
+    p->table[i] = block;
+    p->hash[block] = h;
+    p->parent[block] = parent;
+    memcpy(p->tokens + (size_t)block * (size_t)c->block_size, tokens,
+           (size_t)c->block_size * sizeof *tokens);
+    p->cached[block] = 1;
+    c->num_cached++;
+    return 1;
+}
+
+void numla_kv_cache_prefix_clear(numla_kv_cache *c)
+{
+    if (!c->prefix)
+        return;
+    while (c->num_idle > 0) {
+        int32_t b = c->prefix->lru_head;
+        lru_unlink(c, b);
+        table_remove(c, b);
+        c->free_blocks[c->num_free++] = b;
+    }
+}
+
+int numla_kv_cache_prefix_is_cached(const numla_kv_cache *c, int32_t block)
+{
+    return c->prefix && block >= 0 && block < c->num_blocks && c->prefix->cached[block];
 }
 
 size_t numla_kv_block_bytes(int32_t num_layers, int32_t kv_lora_rank, int32_t rope_dim,
@@ -148,29 +403,42 @@ int64_t numla_kv_seq_blocks_needed(const numla_kv_cache *c, const numla_kv_seq *
     return need > 0 ? need : 0;
 }
 
+static numla_status seq_grow(numla_kv_seq *s, int64_t need)
+{
+    if (need <= s->capacity)
+        return NUMLA_STATUS_OK;
+    int64_t cap = s->capacity ? s->capacity : 8;
+    while (cap < need)
+        cap *= 2;
+    int32_t *t = realloc(s->block_table, (size_t)cap * sizeof *t);
+    if (!t)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: no memory for a block table");
+    s->block_table = t;
+    s->capacity = (int32_t)cap;
+    return NUMLA_STATUS_OK;
+}
+
 numla_status numla_kv_seq_reserve(numla_kv_cache *c, numla_kv_seq *s, int64_t new_len)
 {
     int64_t need = (new_len + c->block_size - 1) / c->block_size;
     if (need <= s->num_blocks)
         return NUMLA_STATUS_OK;
-    if (need - s->num_blocks > c->num_free)
+    if (need - s->num_blocks > numla_kv_cache_available(c))
         NUMLA_FAIL(NUMLA_STATUS_KV_FULL, "kv cache: %lld blocks needed, %lld free",
-                   (long long)(need - s->num_blocks), (long long)c->num_free);
-    if (need > s->capacity) {
-        int64_t cap = s->capacity ? s->capacity : 8;
-        while (cap < need)
-            cap *= 2;
-        int32_t *t = realloc(s->block_table, (size_t)cap * sizeof *t);
-        if (!t)
-            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: no memory for a block table");
-        s->block_table = t;
-        s->capacity = (int32_t)cap;
-    }
+                   (long long)(need - s->num_blocks), (long long)numla_kv_cache_available(c));
+    NUMLA_CHECK(seq_grow(s, need));
     while (s->num_blocks < need) {
         int32_t b;
         NUMLA_CHECK(numla_kv_cache_alloc_block(c, &b));
         s->block_table[s->num_blocks++] = b;
     }
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_kv_seq_append(numla_kv_seq *s, int32_t block)
+{
+    NUMLA_CHECK(seq_grow(s, (int64_t)s->num_blocks + 1));
+    s->block_table[s->num_blocks++] = block;
     return NUMLA_STATUS_OK;
 }
 

@@ -4,6 +4,14 @@
  * sequences may later share prefix blocks), per-sequence block tables (int32) that are the same
  * for every layer, and the pool sizing rule of `numla run` (numla_kv_cache_default_bytes).
  *
+ * Prefix cache (rank 0's pool only; DESIGN.md §3, docs/serving.md): a full block may be kept
+ * under a 128-bit hash chained over its parent block's hash and its own token ids, rooted in the
+ * pool's identity (geometry, KV dtype and the caller's model salt), with its token ids stored so
+ * that a hit compares them (and the parent's hash) too: a hash collision is a miss, never wrong
+ * KV. A cached block no one holds stays in the pool, on an LRU list, and is evicted (taken back
+ * as a fresh block) only when the free list is empty. A cached block is never written: its rows
+ * are complete when it is cached, and the scheduler only writes rows after a hit.
+ *
  * Nothing here assumes that every rank holds every sequence: a rank creates a numla_kv_seq
  * only for the sequences it serves, and block ids are local to this cache. The forward pass
  * gets block tables and slots through the step (engine/model/model.h), never from this struct.
@@ -30,8 +38,18 @@ typedef struct numla_kv_cache {
     size_t data_bytes;         /* mapping size */
     int32_t *free_blocks;      /* (num_blocks) stack of free block ids */
     int64_t num_free;
-    int32_t *refcount;         /* (num_blocks) holders of each block; 0 = on the free list */
+    int32_t *refcount;         /* (num_blocks) holders of each block; 0 = free or cached idle */
+    /* prefix cache: NULL / 0 until numla_kv_cache_prefix_enable */
+    struct numla_kv_prefix *prefix;
+    int64_t num_cached;        /* blocks in the prefix cache (held or idle) */
+    int64_t num_idle;          /* cached blocks no one holds (on the LRU list, evictable) */
+    int64_t evictions;         /* cached blocks taken back as fresh blocks */
 } numla_kv_cache;
+
+/* A block's identity in the prefix cache: two independent 64-bit lanes. */
+typedef struct numla_kv_hash {
+    uint64_t a, b;
+} numla_kv_hash;
 
 typedef struct numla_kv_seq {
     int32_t *block_table;      /* (capacity) block ids of this sequence, in token order */
@@ -47,14 +65,46 @@ void numla_kv_cache_destroy(numla_kv_cache **c);
 /* Pool of layer l: (num_blocks, block_size, Dc + Dr). */
 void *numla_kv_cache_layer(const numla_kv_cache *c, int32_t layer);
 
-/* Take a free block with reference count 1. KV_FULL (no message: expected under load) when
- * none is free. */
+/* Take a free block with reference count 1; when the free list is empty, the least recently
+ * used idle cached block is evicted and taken. KV_FULL (no message: expected under load) when
+ * neither is left. */
 numla_status numla_kv_cache_alloc_block(numla_kv_cache *c, int32_t *block);
 /* One more holder of an allocated block (prefix sharing). */
 void numla_kv_cache_ref_block(numla_kv_cache *c, int32_t block);
-/* Drop one holder; the block returns to the free list when none is left. Ids outside the pool
+/* Drop one holder; when none is left the block returns to the free list, or, when it is in the
+ * prefix cache, becomes idle (the most recently used end of the LRU list). Ids outside the pool
  * and blocks already free are ignored. */
 void numla_kv_cache_free_block(numla_kv_cache *c, int32_t block);
+/* Blocks a sequence can still take: free ones plus idle cached ones (evictable). */
+int64_t numla_kv_cache_available(const numla_kv_cache *c);
+
+/* ---- prefix cache (rank 0) ---- */
+
+/* Allocate the prefix cache's tables (idempotent). `salt` stands for everything outside the
+ * pool that changes a block's rows (the model and its weights' format); the pool's geometry
+ * and KV dtype are added here. */
+numla_status numla_kv_cache_prefix_enable(numla_kv_cache *c, uint64_t salt);
+/* The hash a chain starts from (the parent of a sequence's first block). Needs the cache
+ * enabled. */
+numla_kv_hash numla_kv_cache_prefix_root(const numla_kv_cache *c);
+/* Hash of a block of block_size token ids under `parent`. */
+numla_kv_hash numla_kv_hash_block(numla_kv_hash parent, const int32_t *tokens, int32_t block_size);
+/* The cached block with this hash, parent hash and token ids (block_size of them), or -1. Does
+ * not change the block's holders nor its place in the LRU list. */
+int32_t numla_kv_cache_prefix_lookup(const numla_kv_cache *c, numla_kv_hash h,
+                                     numla_kv_hash parent, const int32_t *tokens);
+/* One more holder of a cached block found by lookup (an idle one leaves the LRU list). */
+void numla_kv_cache_prefix_acquire(numla_kv_cache *c, int32_t block);
+/* Put a held, completely written block into the cache under (h, parent, tokens). Returns 1
+ * when cached, 0 when a block with the same identity is cached already (this one stays a
+ * plain block) or the block is cached already or the cache is off. */
+int numla_kv_cache_prefix_insert(numla_kv_cache *c, int32_t block, numla_kv_hash h,
+                                 numla_kv_hash parent, const int32_t *tokens);
+/* Forget every idle cached block (they go to the free list); cached blocks still held stay.
+ * For benchmarks that compare runs from the same empty cache. */
+void numla_kv_cache_prefix_clear(numla_kv_cache *c);
+/* Whether `block` is in the prefix cache. */
+int numla_kv_cache_prefix_is_cached(const numla_kv_cache *c, int32_t block);
 
 /* Bytes of one block over all layers. */
 size_t numla_kv_block_bytes(int32_t num_layers, int32_t kv_lora_rank, int32_t rope_dim,
@@ -77,11 +127,16 @@ int64_t numla_kv_cache_pool_blocks(size_t bytes, size_t block_bytes, int32_t blo
                                    int32_t max_seqs, int64_t max_context);
 
 /* Grow `s` so that it has blocks for new_len tokens (all or nothing: on KV_FULL nothing
- * changes). Does not change s->len. */
+ * changes; idle cached blocks count as available and are evicted as needed). Does not change
+ * s->len. */
 numla_status numla_kv_seq_reserve(numla_kv_cache *c, numla_kv_seq *s, int64_t new_len);
 /* Blocks `s` would have to take from the pool to hold new_len tokens (0 if it already can). */
 int64_t numla_kv_seq_blocks_needed(const numla_kv_cache *c, const numla_kv_seq *s, int64_t new_len);
-/* Drop `s`'s hold on every block (blocks no one else holds return to the pool) and reset it. */
+/* Append a block the caller already holds a reference on (a prefix-cache hit). */
+numla_status numla_kv_seq_append(numla_kv_seq *s, int32_t block);
+/* Drop `s`'s hold on every block (blocks no one else holds return to the pool, or become idle
+ * cached blocks, last block first so that a prefix's first blocks are evicted last) and reset
+ * it. */
 void numla_kv_seq_release(numla_kv_cache *c, numla_kv_seq *s);
 /* Slot of token position pos (must be < blocks reserved × block_size). */
 int64_t numla_kv_seq_slot(const numla_kv_cache *c, const numla_kv_seq *s, int64_t pos);

@@ -153,6 +153,111 @@ static int parse_stop_strings(json_t *v, const numla_request_limits *lim, numla_
     return 1;
 }
 
+static int field_bad(numla_request_field_error *e, const char *field, const char *param,
+                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int field_bad(numla_request_field_error *e, const char *field, const char *param,
+                     const char *fmt, ...)
+{
+    snprintf(e->field, sizeof e->field, "%s", field);
+    snprintf(e->param, sizeof e->param, "%s", param ? param : field);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->what, sizeof e->what, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+int numla_request_parse_sampling(const json_t *o, const numla_request_field_rules *rules,
+                                 numla_sampling_params *p, int *max_tokens_given,
+                                 numla_request_field_error *err)
+{
+    const char *mt = rules->max_tokens_key ? rules->max_tokens_key : "max_tokens";
+    json_t *v;
+    int64_t iv;
+    *max_tokens_given = 0;
+    if ((v = json_object_get(o, mt)) && !json_is_null(v)) {
+        if (!numla_request_json_int(v, &iv) || iv < 0 || iv > INT32_MAX)
+            return field_bad(err, mt, NULL, "must be an integer >= 0");
+        p->max_tokens = (int32_t)iv;
+        *max_tokens_given = 1;
+    }
+    if ((v = json_object_get(o, "temperature")) && !json_is_null(v)) {
+        if (!json_is_number(v) || !(json_number_value(v) >= 0) || !isfinite(json_number_value(v)))
+            return field_bad(err, "temperature", NULL, "must be a number >= 0");
+        p->temperature = json_number_value(v);
+    }
+    if ((v = json_object_get(o, "top_k")) && !json_is_null(v)) {
+        if (!numla_request_json_int(v, &iv) || iv < -1 || iv > INT32_MAX)
+            return field_bad(err, "top_k", NULL, "must be an integer >= -1 (-1 or 0: off)");
+        p->top_k = iv <= 0 ? 0 : (int32_t)iv;
+    }
+    if ((v = json_object_get(o, "top_p")) && !json_is_null(v)) {
+        double d = json_is_number(v) ? json_number_value(v) : -1;
+        if (!(d > 0 && d <= 1))
+            return field_bad(err, "top_p", NULL, "must be a number in (0, 1]");
+        p->top_p = d;
+    }
+    if ((v = json_object_get(o, "seed")) && !json_is_null(v)) {
+        if (!json_is_integer(v))
+            return field_bad(err, "seed", NULL, "must be an integer");
+        p->seed = (uint64_t)json_integer_value(v);
+        p->has_seed = 1;
+    }
+    if ((v = json_object_get(o, "stop_token_ids")) && !json_is_null(v)) {
+        if (!json_is_array(v) || json_array_size(v) > NUMLA_SAMPLER_MAX_STOP)
+            return field_bad(err, "stop_token_ids", NULL,
+                             "must be a list of at most %d token ids", NUMLA_SAMPLER_MAX_STOP);
+        p->num_stop = 0;
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (!numla_request_json_int(json_array_get(v, i), &iv) || iv < 0 || iv > INT32_MAX ||
+                (rules->vocab_size > 0 && iv >= rules->vocab_size)) {
+                char f[64];
+                snprintf(f, sizeof f, "stop_token_ids[%zu]", i);
+                return rules->vocab_size > 0
+                           ? field_bad(err, f, "stop_token_ids", "is not a token id in 0..%lld",
+                                       (long long)rules->vocab_size - 1)
+                           : field_bad(err, f, "stop_token_ids", "is not a token id");
+            }
+            p->stop_token_ids[p->num_stop++] = (int32_t)iv;
+        }
+    }
+    if ((v = json_object_get(o, "ignore_eos")) && !json_is_null(v)) {
+        if (!json_is_boolean(v))
+            return field_bad(err, "ignore_eos", NULL, "must be true or false");
+        p->ignore_eos = json_is_true(v);
+    }
+    if (rules->logprobs_count && (v = json_object_get(o, "logprobs")) && !json_is_null(v)) {
+        if (!numla_request_json_int(v, &iv) || iv < 0 || iv > NUMLA_SAMPLER_MAX_LOGPROBS)
+            return field_bad(err, "logprobs", NULL, "must be an integer in 0..%d or null",
+                             NUMLA_SAMPLER_MAX_LOGPROBS);
+        p->logprobs = (int32_t)iv;
+    }
+    return 1;
+}
+
+int numla_request_fit_context(int32_t num_prompt, int max_tokens_given, int64_t max_context,
+                              numla_sampling_params *p, numla_request_field_error *err)
+{
+    if (num_prompt < 1)
+        return field_bad(err, "prompt", NULL, "is empty");
+    if (max_context <= 0)
+        return 1;
+    if (num_prompt >= max_context && (!max_tokens_given || p->max_tokens > 0))
+        return field_bad(err, "prompt", NULL,
+                         "(%d tokens) leaves no room to generate: it fills or exceeds the "
+                         "context of %lld tokens", num_prompt, (long long)max_context);
+    if (!max_tokens_given) {
+        p->max_tokens = max_context - num_prompt > INT32_MAX ? INT32_MAX
+                                                             : (int32_t)(max_context - num_prompt);
+        return 1;
+    }
+    if ((int64_t)num_prompt + p->max_tokens > max_context)
+        return field_bad(err, "max_tokens", NULL,
+                         "(%d) + the prompt (%d tokens) exceeds the context of %lld tokens",
+                         p->max_tokens, num_prompt, (long long)max_context);
+    return 1;
+}
+
 /* Returns 0 when r->error has been set. */
 static int parse_fields(json_t *o, const numla_request_limits *lim, numla_request *r)
 {
@@ -202,87 +307,13 @@ static int parse_fields(json_t *o, const numla_request_limits *lim, numla_reques
         return 0;
 
 
-    int64_t iv;
-    if ((v = json_object_get(o, "max_tokens")) && !json_is_null(v)) {
-        if (!numla_request_json_int(v, &iv)) {
-            req_error(r, "field \"max_tokens\" must be an integer");
-            return 0;
-        }
-        if (iv < 0) {
-            req_error(r, "field \"max_tokens\" = %lld must not be negative", (long long)iv);
-            return 0;
-        }
-        if (iv > INT32_MAX) {
-            req_error(r, "field \"max_tokens\" = %lld is too large", (long long)iv);
-            return 0;
-        }
-        p->max_tokens = (int32_t)iv;
-    }
-    if ((int64_t)r->num_prompt + p->max_tokens > lim->max_context) {
-        req_error(r, "prompt (%d tokens) + max_tokens (%d) exceeds the context of %lld tokens",
-                  r->num_prompt, p->max_tokens, (long long)lim->max_context);
+    const numla_request_field_rules rules = {.vocab_size = lim->vocab_size, .logprobs_count = 1};
+    numla_request_field_error fe;
+    int given = 0;
+    if (!numla_request_parse_sampling(o, &rules, p, &given, &fe) ||
+        !numla_request_fit_context(r->num_prompt, 1, lim->max_context, p, &fe)) {
+        req_error(r, "field \"%s\" %s", fe.field, fe.what);
         return 0;
-    }
-    if ((v = json_object_get(o, "temperature")) && !json_is_null(v)) {
-        if (!json_is_number(v) || !(json_number_value(v) >= 0) || !isfinite(json_number_value(v))) {
-            req_error(r, "field \"temperature\" must be a number >= 0");
-            return 0;
-        }
-        p->temperature = json_number_value(v);
-    }
-    if ((v = json_object_get(o, "top_k")) && !json_is_null(v)) {
-        if (!numla_request_json_int(v, &iv) || iv < -1 || iv > INT32_MAX) {
-            req_error(r, "field \"top_k\" must be an integer >= -1 (-1 or 0: off)");
-            return 0;
-        }
-        p->top_k = iv <= 0 ? 0 : (int32_t)iv;
-    }
-    if ((v = json_object_get(o, "top_p")) && !json_is_null(v)) {
-        double d = json_is_number(v) ? json_number_value(v) : -1;
-        if (!(d > 0 && d <= 1)) {
-            req_error(r, "field \"top_p\" must be a number in (0, 1]");
-            return 0;
-        }
-        p->top_p = d;
-    }
-    if ((v = json_object_get(o, "seed")) && !json_is_null(v)) {
-        if (!json_is_integer(v)) {
-            req_error(r, "field \"seed\" must be an integer");
-            return 0;
-        }
-        p->seed = (uint64_t)json_integer_value(v);
-        p->has_seed = 1;
-    }
-    if ((v = json_object_get(o, "stop_token_ids")) && !json_is_null(v)) {
-        if (!json_is_array(v) || json_array_size(v) > NUMLA_SAMPLER_MAX_STOP) {
-            req_error(r, "field \"stop_token_ids\" must be an array of at most %d token ids",
-                      NUMLA_SAMPLER_MAX_STOP);
-            return 0;
-        }
-        for (size_t i = 0; i < json_array_size(v); i++) {
-            int64_t t;
-            if (!numla_request_json_int(json_array_get(v, i), &t) || t < 0 || t >= lim->vocab_size) {
-                req_error(r, "stop_token_ids[%zu] is not a token id in 0..%lld", i,
-                          (long long)lim->vocab_size - 1);
-                return 0;
-            }
-            p->stop_token_ids[p->num_stop++] = (int32_t)t;
-        }
-    }
-    if ((v = json_object_get(o, "ignore_eos")) && !json_is_null(v)) {
-        if (!json_is_boolean(v)) {
-            req_error(r, "field \"ignore_eos\" must be true or false");
-            return 0;
-        }
-        p->ignore_eos = json_is_true(v);
-    }
-    if ((v = json_object_get(o, "logprobs")) && !json_is_null(v)) {
-        if (!numla_request_json_int(v, &iv) || iv < 0 || iv > NUMLA_SAMPLER_MAX_LOGPROBS) {
-            req_error(r, "field \"logprobs\" must be an integer in 0..%d or null",
-                      NUMLA_SAMPLER_MAX_LOGPROBS);
-            return 0;
-        }
-        p->logprobs = (int32_t)iv;
     }
     return 1;
 }
@@ -355,6 +386,9 @@ numla_status numla_result_write(FILE *f, const numla_result *r)
     json_t *usage = json_object();
     json_object_set_new(usage, "prompt_tokens", json_integer(r->req ? r->req->num_prompt : 0));
     json_object_set_new(usage, "completion_tokens", json_integer(r->num_output));
+    json_t *details = json_object();
+    json_object_set_new(details, "cached_tokens", json_integer(r->cached_tokens));
+    json_object_set_new(usage, "prompt_tokens_details", details);
     json_object_set_new(o, "usage", usage);
     if (r->logprobs) {
         json_t *arr = json_array();

@@ -12,7 +12,7 @@
  * request whose `error` says "line N: ..." and the run goes on. Blank lines are skipped.
  * Output, one object per request, flushed as each finishes:
  *   {"id", "output_tokens": [...], "finish_reason": "stop"|"length"|"error", "error"?,
- *    "usage": {"prompt_tokens", "completion_tokens"},
+ *    "usage": {"prompt_tokens", "completion_tokens", "prompt_tokens_details": {"cached_tokens"}},
  *    "logprobs"?: [{"token", "logprob", "top": [[token, logprob], ...]}, ...],
  *    "text"?: str (when the prompt was text or stop strings were given)}
  * A text prompt is encoded with the tokenizer's BOS rules; invalid UTF-8 is a per-request error
@@ -63,6 +63,40 @@ void numla_request_free(numla_request *r);
  * 0 for anything else. The request parsers' (JSONL and HTTP) rule for integer fields. */
 int numla_request_json_int(const json_t *v, int64_t *out);
 
+/* ---- the one validation of a request's shared fields (JSONL here, HTTP in http/openai.c) ---- */
+
+/* A field's problem: which field and what is wrong with it; each front end words it its way
+ * (JSONL: `line N: field "F" WHAT`, HTTP: `'F' WHAT` with param). */
+typedef struct numla_request_field_error {
+    char field[64];            /* as written: "temperature", "stop_token_ids[3]" */
+    char param[32];            /* the top-level field: "stop_token_ids" */
+    char what[384];            /* "must be a number >= 0" */
+} numla_request_field_error;
+
+typedef struct numla_request_field_rules {
+    int64_t vocab_size;        /* stop_token_ids below it; <= 0: not checked */
+    const char *max_tokens_key; /* "max_tokens" (NULL) or "max_completion_tokens" (chat) */
+    int logprobs_count;        /* 1: "logprobs" is a count 0..20 or null; 0: the caller's */
+} numla_request_field_rules;
+
+/* The sampling fields every front end shares, from object o into p (a field absent or null
+ * keeps p's value): max_tokens (under rules->max_tokens_key; *max_tokens_given set when it is
+ * there), temperature, top_k, top_p, seed, stop_token_ids, ignore_eos, and logprobs as a count
+ * when rules->logprobs_count. Returns 1, or 0 with *err filled (the first bad field in that
+ * order). Field names are not checked here (each API has its own set). */
+int numla_request_parse_sampling(const json_t *o, const numla_request_field_rules *rules,
+                                 numla_sampling_params *p, int *max_tokens_given,
+                                 numla_request_field_error *err);
+
+/* The one check of a request against the context, after tokenization: the prompt must hold a
+ * token and, with max_tokens given, prompt + max_tokens must fit in max_context; without it
+ * (chat's default), max_tokens becomes what the context leaves. A prompt that leaves no room
+ * is refused naming the prompt (unless max_tokens 0 is given and it fits exactly).
+ * max_context <= 0: not checked. Returns 1, or 0 with *err filled (field "prompt" or
+ * "max_tokens"). */
+int numla_request_fit_context(int32_t num_prompt, int max_tokens_given, int64_t max_context,
+                              numla_sampling_params *p, numla_request_field_error *err);
+
 typedef struct numla_result {
     const numla_request *req;   /* id and prompt length come from here */
     const int32_t *output_tokens;           /* (num_output) */
@@ -72,6 +106,7 @@ typedef struct numla_result {
     const numla_logprob_entry *logprobs;    /* (num_output) or NULL */
     const char *text;           /* generated text, or NULL to omit the field */
     size_t text_len;
+    int32_t cached_tokens;      /* prompt tokens served from the prefix cache */
 } numla_result;
 
 /* Write one result line and flush. */

@@ -54,8 +54,6 @@ numla_status numla_sampler_create(const numla_sampling_params *p, int32_t vocab,
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: temperature %g must be >= 0", p->temperature);
     if (!(p->top_p > 0 && p->top_p <= 1))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: top_p %g must be in (0, 1]", p->top_p);
-    if (p->max_tokens < 0)
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: max_tokens %d must be >= 0", p->max_tokens);
     if (p->logprobs > NUMLA_SAMPLER_MAX_LOGPROBS)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: logprobs %d exceeds %d", p->logprobs,
                    NUMLA_SAMPLER_MAX_LOGPROBS);

@@ -7,7 +7,9 @@
  * Logprobs are the log-softmax of the raw logits (before temperature / filtering), as
  * serving APIs report them: the chosen token's value and the top-N (ties: lower id first).
  * Stop rules: a generated token in stop_token_ids, or an EOS id unless ignore_eos, ends the
- * request with "stop" (the stop token is part of the output); max_tokens ends it with "length".
+ * request with "stop" (the stop token is part of the output); the scheduler ends it with "length"
+ * at max_tokens. The front ends validate every field once (engine/serving/request_io.h:
+ * numla_request_parse_sampling, numla_request_fit_context); create only asserts what it needs.
  * Not collective (rank 0 samples and broadcasts the tokens); one sampler per request.
  *
  * Cost per call, vocabulary V: one vectorised pass over the logits (NaN check and max) for
@@ -30,7 +32,7 @@ typedef struct numla_sampling_params {
     double top_p;              /* in (0, 1]; 1: off */
     uint64_t seed;
     int has_seed;              /* 0: seed taken from a per-process counter + clock */
-    int32_t max_tokens;        /* >= 0 */
+    int32_t max_tokens;        /* >= 0 (the scheduler's, not the sampler's) */
     int ignore_eos;
     int32_t num_stop;
     int32_t stop_token_ids[NUMLA_SAMPLER_MAX_STOP];

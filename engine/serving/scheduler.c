@@ -21,6 +21,12 @@ typedef struct sched_seq {
     int32_t preemptions;
     int32_t recompute_end;     /* tokens known at the last preemption (accounting only) */
     numla_kv_seq kv;
+    numla_kv_hash *hashes;     /* (ceil((num_prompt + max_tokens) / block_size)) chained hashes of
+                                  the full blocks of tokens, prefix cache on only */
+    int32_t num_hashed;        /* entries of hashes computed */
+    int32_t num_registered;    /* leading blocks of kv offered to the prefix cache */
+    int32_t cached_tokens;     /* prompt tokens served from the cache at the first admission */
+    int admitted_once;         /* admitted at least once */
     numla_sampler *smp;        /* NULL until first admitted */
     numla_logprob_entry *lps;  /* (max_tokens) or NULL */
     double arrival_s, first_token_s;
@@ -73,6 +79,7 @@ static void seq_free(numla_sched *s, sched_seq *q)
         return;
     numla_kv_seq_release(s->kv, &q->kv);
     numla_sampler_destroy(&q->smp);
+    free(q->hashes);
     free(q->tokens);
     free(q->lps);
     free(q);
@@ -156,6 +163,13 @@ numla_status numla_sched_create(const numla_sched_options *opts, numla_kv_cache 
                    o.max_batch_tokens, o.max_seqs);
     }
     s->st.kv_blocks_total = kv->num_blocks;
+    if (!o.no_prefix_cache) {
+        numla_status ps = numla_kv_cache_prefix_enable(kv, o.prefix_salt);
+        if (ps != NUMLA_STATUS_OK) {
+            numla_sched_destroy(&s);
+            return ps;
+        }
+    }
     *out = s;
     return NUMLA_STATUS_OK;
 }
@@ -166,7 +180,7 @@ static void finish(numla_sched *s, sched_seq *q, const char *reason, const char 
         .req = q->req, .user = q->user, .output_tokens = q->tokens ? q->tokens + q->req->num_prompt : NULL,
         .num_output = q->num_gen, .logprobs = q->lps, .finish_reason = reason, .error = error,
         .arrival_s = q->arrival_s, .first_token_s = q->first_token_s, .finish_s = numla_now_s(),
-        .preemptions = q->preemptions,
+        .preemptions = q->preemptions, .cached_tokens = q->cached_tokens,
     };
     s->done(s->done_ctx, &o);
 }
@@ -239,7 +253,10 @@ numla_status numla_sched_submit(numla_sched *s, const numla_request *req, void *
         q->tokens = malloc(((size_t)req->num_prompt + (size_t)maxt) * sizeof *q->tokens);
     if (q && q->tokens && req->params.logprobs >= 0)
         q->lps = calloc((size_t)maxt, sizeof *q->lps);
-    if (!q || !q->tokens || (req->params.logprobs >= 0 && !q->lps)) {
+    if (q && q->tokens && !s->o.no_prefix_cache)
+        q->hashes = malloc((size_t)(rows / s->kv->block_size + 1) * sizeof *q->hashes);
+    if (!q || !q->tokens || (req->params.logprobs >= 0 && !q->lps) ||
+        (!s->o.no_prefix_cache && !q->hashes)) {
         seq_free(s, q);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory for a request of %d + %d tokens",
                    req->num_prompt, maxt);
@@ -304,7 +321,10 @@ void numla_sched_stats_get(const numla_sched *s, numla_sched_stats *out)
     out->running = s->num_running;
     out->waiting = s->num_waiting;
     out->kv_blocks_total = s->kv->num_blocks;
-    out->kv_blocks_used = s->kv->num_blocks - s->kv->num_free;
+    out->kv_blocks_used = s->kv->num_blocks - numla_kv_cache_available(s->kv);
+    out->kv_blocks_cached = s->kv->num_cached;
+    out->kv_blocks_cached_idle = s->kv->num_idle;
+    out->kv_evictions = s->kv->evictions;
 }
 
 /* Free the blocks of the most recently admitted running sequence and queue it again; it will
@@ -314,12 +334,99 @@ static numla_status preempt_last(numla_sched *s)
     sched_seq *q = s->running[--s->num_running];
     numla_kv_seq_release(s->kv, &q->kv);
     q->num_computed = 0;
+    q->num_registered = 0;
     q->recompute_end = q->num_tokens;
     q->preemptions++;
     s->st.preemptions++;
     NUMLA_DEBUG("scheduler: preempted line %lld (%d tokens known, %d generated)",
                     (long long)q->req->line, q->num_tokens, q->num_gen);
     return waiting_insert(s, q);
+}
+
+/* Chained hashes of q's first `blocks` full blocks of known tokens. */
+static void seq_hash_upto(const numla_sched *s, sched_seq *q, int32_t blocks)
+{
+    const int32_t bs = s->kv->block_size;
+    for (int32_t i = q->num_hashed; i < blocks; i++)
+        q->hashes[i] = numla_kv_hash_block(i ? q->hashes[i - 1] : numla_kv_cache_prefix_root(s->kv),
+                                           q->tokens + (size_t)i * (size_t)bs, bs);
+    if (blocks > q->num_hashed)
+        q->num_hashed = blocks;
+}
+
+/* The cached blocks q could start from (q holds no blocks): how many, and how many of them are
+ * idle (taking those uses up pool that admission must account for). */
+static int32_t prefix_hits(const numla_sched *s, sched_seq *q, int32_t *idle)
+{
+    *idle = 0;
+    if (s->o.no_prefix_cache || q->kv.num_blocks > 0)
+        return 0;
+    const int32_t bs = s->kv->block_size, maxb = (q->num_tokens - 1) / bs;
+    seq_hash_upto(s, q, maxb);
+    int32_t n = 0;
+    for (; n < maxb; n++) {
+        int32_t b = numla_kv_cache_prefix_lookup(
+            s->kv, q->hashes[n], n ? q->hashes[n - 1] : numla_kv_cache_prefix_root(s->kv),
+            q->tokens + (size_t)n * (size_t)bs);
+        if (b < 0)
+            break;
+        *idle += s->kv->refcount[b] == 0;
+    }
+    return n;
+}
+
+/* Whether the block q would compute first (after its `hits` cached ones) is being computed by a
+ * running sequence, which will cache it: then q waits for it rather than compute it again (a
+ * burst of requests with one system prompt computes it once). Running sequences advance every
+ * step, so the wait ends. */
+static int prefix_pending(const numla_sched *s, sched_seq *q, int32_t hits)
+{
+    const int32_t bs = s->kv->block_size, end = (hits + 1) * bs;
+    if (s->o.no_prefix_cache || end > q->num_tokens - 1)
+        return 0; /* that block would be computed anyway (the last prompt token's block) */
+    seq_hash_upto(s, q, hits + 1);
+    const numla_kv_hash h = q->hashes[hits];
+    for (int32_t i = 0; i < s->num_running; i++) {
+        sched_seq *r = s->running[i];
+        if (r->num_tokens < end || r->num_computed >= end)
+            continue;
+        seq_hash_upto(s, r, hits + 1);
+        if (r->hashes[hits].a == h.a && r->hashes[hits].b == h.b)
+            return 1;
+    }
+    return 0;
+}
+
+/* Take the first `hits` cached blocks of q's tokens (found by prefix_hits just before). */
+static numla_status prefix_take(numla_sched *s, sched_seq *q, int32_t hits)
+{
+    const int32_t bs = s->kv->block_size;
+    for (int32_t n = 0; n < hits; n++) {
+        int32_t b = numla_kv_cache_prefix_lookup(
+            s->kv, q->hashes[n], n ? q->hashes[n - 1] : numla_kv_cache_prefix_root(s->kv),
+            q->tokens + (size_t)n * (size_t)bs);
+        numla_kv_cache_prefix_acquire(s->kv, b);
+        NUMLA_CHECK(numla_kv_seq_append(&q->kv, b));
+    }
+    q->num_computed = hits * bs;
+    q->num_registered = hits;
+    return NUMLA_STATUS_OK;
+}
+
+/* Offer q's blocks whose rows are all written to the prefix cache. */
+static void prefix_register(numla_sched *s, sched_seq *q)
+{
+    if (s->o.no_prefix_cache)
+        return;
+    const int32_t bs = s->kv->block_size, full = q->num_computed / bs;
+    if (full <= q->num_registered)
+        return;
+    seq_hash_upto(s, q, full);
+    for (int32_t i = q->num_registered; i < full; i++)
+        numla_kv_cache_prefix_insert(s->kv, q->kv.block_table[i], q->hashes[i],
+                                     i ? q->hashes[i - 1] : numla_kv_cache_prefix_root(s->kv),
+                                     q->tokens + (size_t)i * (size_t)bs);
+    q->num_registered = full;
 }
 
 static int32_t chunk_for(const numla_sched *s, const sched_seq *q, int32_t budget)
@@ -339,7 +446,7 @@ static numla_status plan(numla_sched *s, int32_t *num_seqs)
         int32_t n = chunk_for(s, q, budget);
         int64_t need;
         while ((need = numla_kv_seq_blocks_needed(s->kv, &q->kv, q->num_computed + n)) >
-                   s->kv->num_free &&
+                   numla_kv_cache_available(s->kv) &&
                s->num_running > i) {
             int last = s->running[s->num_running - 1] == q;
             NUMLA_CHECK(preempt_last(s));
@@ -357,8 +464,15 @@ static numla_status plan(numla_sched *s, int32_t *num_seqs)
     /* Admission, strictly FCFS; none in a step that had to preempt (it would thrash). */
     while (!preempted && s->num_waiting > 0 && s->num_running < s->o.max_seqs && budget > 0) {
         sched_seq *q = s->waiting[0];
-        int32_t n = chunk_for(s, q, budget);
-        if (numla_kv_seq_blocks_needed(s->kv, &q->kv, n) > s->kv->num_free)
+        int32_t idle = 0, hits = prefix_hits(s, q, &idle);
+        if (prefix_pending(s, q, hits))
+            break;
+        const int32_t hit_tokens = hits * s->kv->block_size;
+        int32_t n = q->num_tokens - hit_tokens;
+        n = n < s->o.prefill_chunk ? n : s->o.prefill_chunk;
+        n = n < budget ? n : budget;
+        const int64_t fresh = (hit_tokens + n + s->kv->block_size - 1) / s->kv->block_size - hits;
+        if (fresh + idle > numla_kv_cache_available(s->kv))
             break;
         if (!q->smp) {
             numla_status st = numla_sampler_create(&q->req->params, (int32_t)s->o.vocab_size,
@@ -375,7 +489,18 @@ static numla_status plan(numla_sched *s, int32_t *num_seqs)
                 continue;
             }
         }
-        NUMLA_CHECK(numla_kv_seq_reserve(s->kv, &q->kv, n));
+        const int first = !q->admitted_once;
+        q->admitted_once = 1;
+        if (!s->o.no_prefix_cache) {
+            s->st.prefix_lookup_tokens += q->num_tokens;
+            s->st.prefix_hit_tokens += hit_tokens;
+            if (first) {
+                q->cached_tokens = hit_tokens;
+                s->st.cached_prompt_tokens += hit_tokens;
+            }
+        }
+        NUMLA_CHECK(prefix_take(s, q, hits));
+        NUMLA_CHECK(numla_kv_seq_reserve(s->kv, &q->kv, hit_tokens + n));
         memmove(s->waiting, s->waiting + 1, (size_t)--s->num_waiting * sizeof *s->waiting);
         q->admitted = s->next_admit++;
         s->running[s->num_running++] = q;
@@ -489,6 +614,7 @@ numla_status numla_sched_step(numla_sched *s)
         sched_seq *q = s->step_seqs[b];
         q->num_computed += q->step_n;
         q->step_n = 0;
+        prefix_register(s, q);
         if (q->step_row < 0)
             continue;
         if (s->draws[b].st != NUMLA_STATUS_OK) {

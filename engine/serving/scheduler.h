@@ -19,6 +19,20 @@
  * max_tokens cannot fit in the whole pool is finished at once with a per-request error; the
  * others go on. Nothing else turns a full pool into a failure.
  *
+ * Prefix cache (on unless no_prefix_cache; engine/model/kv_cache.h, docs/serving.md): when a
+ * sequence is admitted with no KV blocks (a new request, or one preempted), the longest run of
+ * cached full blocks matching the start of its known tokens is taken from the pool and its
+ * computation starts after them. At most (known - 1) / block_size blocks are taken, so the
+ * computed part starts at a block boundary with at least one token (there are logits to sample
+ * and no cached block is ever written). After every step each block a sequence has completely
+ * written (prompt or generated tokens) is put in the cache, so a later request that repeats the
+ * prefix, or the next turn of a conversation, or the same sequence after a preemption, finds it.
+ * When the block the queue's head would compute first is being computed by a running sequence,
+ * admission waits for it (a burst sharing one system prompt computes it once). Idle cached
+ * blocks count as free for admission and preemption: they are evicted (least
+ * recently used first) only when a fresh block is needed. Since every rank follows rank 0's
+ * block tables, the other ranks need no cache state of their own.
+ *
  * Results come back through the done callback in completion order. Requests are borrowed: the
  * caller keeps each numla_request alive until its callback (or until the scheduler is
  * destroyed, for requests dropped by numla_sched_drop_waiting).
@@ -50,6 +64,8 @@ typedef struct numla_sched_output {
     const char *error;                      /* NULL unless "error" */
     double arrival_s, first_token_s, finish_s; /* numla_now_s(); first_token_s 0: none */
     int32_t preemptions;                    /* times this request was preempted */
+    int32_t cached_tokens;                  /* prompt tokens served from the prefix cache at
+                                               the first admission */
 } numla_sched_output;
 
 /* Called once per request, in completion order; `o` is valid during the call only. */
@@ -69,6 +85,8 @@ typedef struct numla_sched_options {
     int (*stop_check)(void *ctx, void *user, const int32_t *output_tokens, int32_t num_output,
                       const numla_logprob_entry *logprob);
     void *stop_ctx;
+    int no_prefix_cache;       /* 1: neither look blocks up nor cache them (--no-prefix-cache) */
+    uint64_t prefix_salt;      /* the model's identity in the prefix cache's block hashes */
 } numla_sched_options;
 
 typedef struct numla_sched_stats {
@@ -78,8 +96,14 @@ typedef struct numla_sched_stats {
     int64_t recompute_tokens;  /* tokens run again after a preemption */
     int64_t decode_tokens;     /* generated tokens fed back */
     int64_t preemptions;
+    int64_t prefix_lookup_tokens; /* tokens known at admissions with the cache on */
+    int64_t prefix_hit_tokens;    /* of those, served from the cache (hit rate: hit / lookup) */
+    int64_t cached_prompt_tokens; /* prompt tokens served from the cache at first admissions */
     int32_t running, waiting;
-    int64_t kv_blocks_used, kv_blocks_total;
+    int64_t kv_blocks_used, kv_blocks_total; /* used: held by sequences */
+    int64_t kv_blocks_cached;     /* in the prefix cache (held or idle) */
+    int64_t kv_blocks_cached_idle; /* cached, held by no sequence (evictable) */
+    int64_t kv_evictions;         /* idle cached blocks taken back as fresh blocks */
     double exec_s;             /* time inside exec */
 } numla_sched_stats;
 

@@ -208,7 +208,8 @@ static void loop_on_done(void *ctx, const numla_sched_output *o)
     numla_serve_done d = {.result = {.req = o->req, .output_tokens = o->output_tokens,
                                      .num_output = o->num_output,
                                      .finish_reason = o->finish_reason, .error = o->error,
-                                     .logprobs = o->logprobs},
+                                     .logprobs = o->logprobs,
+                                     .cached_tokens = o->cached_tokens},
                           .cancelled = cancelled};
     /* first the tokens the stop check never saw (they add no text), then the text's end */
     for (int32_t i = r->streamed; i < o->num_output; i++)

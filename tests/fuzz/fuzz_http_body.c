@@ -5,6 +5,7 @@
  * numla_unit (suite http_openai feeds it mutated bodies); with -DNUMLA_FUZZ=ON also a libFuzzer
  * binary. */
 #include "engine/http/openai.h"
+#include "engine/serving/request_io.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,8 +53,16 @@ int numla_fuzz_http_body_run(const uint8_t *data, size_t size)
             for (int32_t t = 0; q->tokens && t < q->num_tokens; t++)
                 if (q->tokens[t] < 0 || q->tokens[t] >= lim.vocab_size)
                     fuzz_http_body_die("token outside the vocabulary accepted", "");
-            if (q->tokens && (q->num_tokens < 1 || q->num_tokens + (int64_t)p->max_tokens > lim.max_context))
-                fuzz_http_body_die("token prompt length out of range accepted", "");
+            if (q->tokens && q->num_tokens < 1)
+                fuzz_http_body_die("empty token prompt accepted", "");
+            /* the context is checked once, after tokenization: what it accepts fits */
+            numla_sampling_params fp = *p;
+            numla_request_field_error fe;
+            if (q->tokens &&
+                numla_request_fit_context(q->num_tokens, r.max_tokens_given, lim.max_context, &fp,
+                                          &fe) &&
+                q->num_tokens + (int64_t)fp.max_tokens > lim.max_context)
+                fuzz_http_body_die("token prompt + max_tokens beyond the context accepted", "");
             if (q->text && strlen(q->text) != q->text_len)
                 fuzz_http_body_die("text prompt with an embedded NUL or wrong length", "");
         }

@@ -34,6 +34,10 @@ static void test_render(void)
     numla_http_metrics_set_engine(m, 3, 40, 60);
     numla_http_metrics_set_waiting(m, 7);
     numla_http_metrics_add_preemptions(m, 2);
+    const numla_http_prefix_figures pf = {.queried_tokens = 400, .hit_tokens = 100,
+                                          .prompt_cached = 96, .prompt_computed = 250,
+                                          .blocks_in_use = 5, .blocks_idle = 9};
+    numla_http_metrics_set_prefix(m, &pf);
     char *t = NULL;
     CU_ASSERT_EQUAL_FATAL(numla_http_metrics_render(m, &t), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(sample(t, "numla_requests_total{outcome=\"ok\"}"), 2);
@@ -56,6 +60,14 @@ static void test_render(void)
     CU_ASSERT_EQUAL(sample(t, "numla_kv_blocks_used"), 40);
     CU_ASSERT_EQUAL(sample(t, "numla_kv_blocks_free"), 60);
     CU_ASSERT_EQUAL(sample(t, "numla_preemptions_total"), 2);
+    CU_ASSERT_DOUBLE_EQUAL(sample(t, "numla_prefix_cache_hit_rate"), 0.25, 1e-9);
+    CU_ASSERT_EQUAL(sample(t, "numla_prefix_cache_queried_tokens_total"), 400);
+    CU_ASSERT_EQUAL(sample(t, "numla_prefix_cache_hit_tokens_total"), 100);
+    CU_ASSERT_EQUAL(sample(t, "numla_prompt_tokens_cached_total"), 96);
+    CU_ASSERT_EQUAL(sample(t, "numla_prompt_tokens_computed_total"), 250);
+    CU_ASSERT_EQUAL(sample(t, "numla_kv_blocks_cached_in_use"), 5);
+    CU_ASSERT_EQUAL(sample(t, "numla_kv_blocks_cached_idle"), 9);
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "# TYPE numla_prefix_cache_hit_rate gauge\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "# TYPE numla_requests_total counter\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "# TYPE numla_time_to_first_token_seconds histogram\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(t, "# TYPE numla_kv_blocks_free gauge\n"));

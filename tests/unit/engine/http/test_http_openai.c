@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/http/openai.h"
+#include "engine/serving/request_io.h"
 #include "test_util.h"
 
 static const numla_openai_limits LIM = {.vocab_size = 1000, .max_context = 512};
@@ -117,10 +118,14 @@ static void test_chat_fields(void)
     CU_ASSERT_EQUAL(r.num_prompts, 0);
     numla_openai_request_free(&r);
 
-    /* without max_tokens: up to the context */
+    /* without max_tokens: up to the context, which the one check sets after tokenization */
     CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"\"}]}",
                           &r, &e), 0);
-    CU_ASSERT(!r.max_tokens_given && r.params.max_tokens == 512 && r.params.logprobs < 0);
+    CU_ASSERT(!r.max_tokens_given && r.params.logprobs < 0);
+    numla_request_field_error fe;
+    CU_ASSERT_EQUAL(numla_request_fit_context(12, r.max_tokens_given, LIM.max_context, &r.params,
+                                              &fe), 1);
+    CU_ASSERT_EQUAL(r.params.max_tokens, 500);
     numla_openai_request_free(&r);
 }
 
@@ -147,7 +152,9 @@ static void test_errors_name_the_field(void)
     expect_400(C, "{\"prompt\": {\"a\": 1}}", "prompt", NULL);
     expect_400(C, "{\"prompt\": \"a\", \"max_tokens\": -1}", "max_tokens", NULL);
     expect_400(C, "{\"prompt\": \"a\", \"max_tokens\": 1.5}", "max_tokens", NULL);
-    expect_400(C, "{\"prompt\": [1, 2], \"max_tokens\": 511}", "max_tokens", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                  "\"max_completion_tokens\": -4}", "max_completion_tokens", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"stop_token_ids\": [1, -1]}", "stop_token_ids", NULL);
     expect_400(C, "{\"prompt\": \"a\", \"temperature\": -0.1}", "temperature", NULL);
     expect_400(C, "{\"prompt\": \"a\", \"temperature\": \"hot\"}", "temperature", NULL);
     expect_400(C, "{\"prompt\": \"a\", \"top_p\": 0}", "top_p", NULL);
@@ -217,7 +224,7 @@ static void test_format(void)
 
     numla_openai_reply rc = {NUMLA_OPENAI_COMPLETIONS, "cmpl-1", 1700000000, "tiny"};
     numla_openai_reply rh = {NUMLA_OPENAI_CHAT, "chatcmpl-1", 1700000000, "tiny"};
-    numla_openai_usage u = {5, 3};
+    numla_openai_usage u = {5, 3, 2};
     numla_openai_choice ch[2] = {{.text = "ab\xc3\xa9", .text_len = 4, .finish_reason = "length"},
                                  {.text = "x", .text_len = 1, .finish_reason = "stop"}};
     CU_ASSERT_EQUAL(numla_openai_format_response(&rc, ch, 2, &u, &s), NUMLA_STATUS_OK);
@@ -225,14 +232,16 @@ static void test_format(void)
                    "\"model\": \"tiny\", \"choices\": [{\"index\": 0, \"text\": \"ab\\u00e9\", "
                    "\"logprobs\": null, \"finish_reason\": \"length\"}, {\"index\": 1, \"text\": "
                    "\"x\", \"logprobs\": null, \"finish_reason\": \"stop\"}], \"usage\": "
-                   "{\"prompt_tokens\": 5, \"completion_tokens\": 3, \"total_tokens\": 8}}");
+                   "{\"prompt_tokens\": 5, \"completion_tokens\": 3, \"total_tokens\": 8, "
+                   "\"prompt_tokens_details\": {\"cached_tokens\": 2}}}");
     free(s);
     CU_ASSERT_EQUAL(numla_openai_format_response(&rh, ch, 1, &u, &s), NUMLA_STATUS_OK);
     expect_json(s, "{\"id\": \"chatcmpl-1\", \"object\": \"chat.completion\", \"created\": 1700000000, "
                    "\"model\": \"tiny\", \"choices\": [{\"index\": 0, \"message\": {\"role\": "
                    "\"assistant\", \"content\": \"ab\\u00e9\"}, \"logprobs\": null, "
                    "\"finish_reason\": \"length\"}], \"usage\": {\"prompt_tokens\": 5, "
-                   "\"completion_tokens\": 3, \"total_tokens\": 8}}");
+                   "\"completion_tokens\": 3, \"total_tokens\": 8, \"prompt_tokens_details\": "
+                   "{\"cached_tokens\": 2}}}");
     free(s);
 
     /* logprobs */
@@ -245,7 +254,8 @@ static void test_format(void)
                    "\"model\": \"tiny\", \"choices\": [{\"index\": 0, \"text\": \"t\", \"logprobs\": "
                    "{\"tokens\": [\"token_id:7\"], \"token_logprobs\": [-0.5], \"top_logprobs\": "
                    "[{\"token_id:7\": -0.5}], \"text_offset\": []}, \"finish_reason\": \"length\"}], "
-                   "\"usage\": {\"prompt_tokens\": 5, \"completion_tokens\": 3, \"total_tokens\": 8}}");
+                   "\"usage\": {\"prompt_tokens\": 5, \"completion_tokens\": 3, \"total_tokens\": 8, "
+                   "\"prompt_tokens_details\": {\"cached_tokens\": 2}}}");
     free(s);
     CU_ASSERT_EQUAL(numla_openai_format_chunk(&rh, 0, &cl, 0, &s), NUMLA_STATUS_OK);
     expect_event(s, "{\"id\": \"chatcmpl-1\", \"object\": \"chat.completion.chunk\", \"created\": "
@@ -278,7 +288,8 @@ static void test_format(void)
     CU_ASSERT_EQUAL(numla_openai_format_usage_chunk(&rh, &u, &s), NUMLA_STATUS_OK);
     expect_event(s, "{\"id\": \"chatcmpl-1\", \"object\": \"chat.completion.chunk\", \"created\": "
                     "1700000000, \"model\": \"tiny\", \"choices\": [], \"usage\": {\"prompt_tokens\": "
-                    "5, \"completion_tokens\": 3, \"total_tokens\": 8}}");
+                    "5, \"completion_tokens\": 3, \"total_tokens\": 8, \"prompt_tokens_details\": "
+                    "{\"cached_tokens\": 2}}}");
     free(s);
 }
 

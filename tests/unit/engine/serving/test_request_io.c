@@ -323,6 +323,70 @@ static void test_fuzz_mutations(void)
     NUMLA_ASSERT_MSG(compared >= 300, "only %d fields compared with the seed", compared);
 }
 
+/* The one validation both front ends share (JSONL here, HTTP in test_http_openai): the
+ * sampling fields, then the prompt against the context after tokenization. */
+static void test_shared_validation(void)
+{
+    numla_sampling_params p;
+    numla_sampling_params_default(&p);
+    numla_request_field_error e;
+    int given = 7;
+    const numla_request_field_rules rules = {.vocab_size = 100, .logprobs_count = 1};
+    json_t *o = json_loads("{\"max_tokens\": 5, \"temperature\": 0, \"top_k\": -1, "
+                           "\"top_p\": 0.5, \"seed\": 3, \"stop_token_ids\": [4, 99], "
+                           "\"ignore_eos\": true, \"logprobs\": 2}", 0, NULL);
+    CU_ASSERT_EQUAL(numla_request_parse_sampling(o, &rules, &p, &given, &e), 1);
+    CU_ASSERT(given == 1 && p.max_tokens == 5 && p.temperature == 0 && p.top_k == 0 &&
+              p.top_p == 0.5 && p.has_seed && p.seed == 3 && p.num_stop == 2 &&
+              p.stop_token_ids[1] == 99 && p.ignore_eos && p.logprobs == 2);
+    json_decref(o);
+    /* absent and null fields keep the defaults; max_tokens under another key */
+    numla_sampling_params_default(&p);
+    const numla_request_field_rules chat = {.vocab_size = 100,
+                                            .max_tokens_key = "max_completion_tokens"};
+    o = json_loads("{\"max_tokens\": 5, \"temperature\": null, \"logprobs\": 99}", 0, NULL);
+    CU_ASSERT_EQUAL(numla_request_parse_sampling(o, &chat, &p, &given, &e), 1);
+    CU_ASSERT(given == 0 && p.max_tokens == 16 && p.temperature == 1 && p.logprobs < 0);
+    json_decref(o);
+    static const struct {
+        const char *body, *field, *param;
+    } bad[] = {
+        {"{\"max_tokens\": -1}", "max_tokens", "max_tokens"},
+        {"{\"max_tokens\": 3000000000}", "max_tokens", "max_tokens"},
+        {"{\"temperature\": \"hot\"}", "temperature", "temperature"},
+        {"{\"top_k\": -2}", "top_k", "top_k"},
+        {"{\"top_p\": 1.01}", "top_p", "top_p"},
+        {"{\"seed\": \"1\"}", "seed", "seed"},
+        {"{\"stop_token_ids\": [1, 100]}", "stop_token_ids[1]", "stop_token_ids"},
+        {"{\"ignore_eos\": 0}", "ignore_eos", "ignore_eos"},
+        {"{\"logprobs\": 21}", "logprobs", "logprobs"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        numla_sampling_params_default(&p);
+        o = json_loads(bad[i].body, 0, NULL);
+        memset(&e, 0, sizeof e);
+        NUMLA_ASSERT_MSG(!numla_request_parse_sampling(o, &rules, &p, &given, &e) &&
+                             !strcmp(e.field, bad[i].field) && !strcmp(e.param, bad[i].param) &&
+                             e.what[0],
+                         "%s: field '%s' param '%s' (%s)", bad[i].body, e.field, e.param, e.what);
+        json_decref(o);
+    }
+    /* the context: given max_tokens must fit; without it, what the context leaves */
+    numla_sampling_params_default(&p);
+    p.max_tokens = 10;
+    CU_ASSERT_EQUAL(numla_request_fit_context(90, 1, 100, &p, &e), 1);
+    CU_ASSERT_EQUAL(numla_request_fit_context(91, 1, 100, &p, &e), 0);
+    CU_ASSERT(!strcmp(e.field, "max_tokens") && strstr(e.what, "exceeds the context of 100"));
+    CU_ASSERT_EQUAL(numla_request_fit_context(0, 1, 100, &p, &e), 0);
+    CU_ASSERT_STRING_EQUAL(e.field, "prompt");
+    CU_ASSERT_EQUAL(numla_request_fit_context(30, 0, 100, &p, &e), 1);
+    CU_ASSERT_EQUAL(p.max_tokens, 70);
+    CU_ASSERT_EQUAL(numla_request_fit_context(100, 0, 100, &p, &e), 0);
+    CU_ASSERT(!strcmp(e.field, "prompt") && strstr(e.what, "no room"));
+    p.max_tokens = 1000000;
+    CU_ASSERT_EQUAL(numla_request_fit_context(5, 1, 0, &p, &e), 1); /* not checked */
+}
+
 NUMLA_TEST_SUITE(request_io, NULL, NULL, NUMLA_TEST(test_good), NUMLA_TEST(test_malformed),
-                 NUMLA_TEST(test_result_write), NUMLA_TEST(test_prompt_too_long),
+                 NUMLA_TEST(test_shared_validation), NUMLA_TEST(test_result_write), NUMLA_TEST(test_prompt_too_long),
                  NUMLA_TEST(test_fuzz_mutations))

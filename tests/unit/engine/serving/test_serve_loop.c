@@ -93,7 +93,7 @@ static void sl_token(void *ctx, void *user, const numla_serve_token *tk)
         t->ev[t->nev++] = (sl_event){.req = r, .token = tk->token, .index = tk->index};
     if (r == t->at_req && tk->index == t->at_index) {
         if (t->cancel_req >= 0) {
-            t->free_at_cancel = t->kv->num_free;
+            t->free_at_cancel = numla_kv_cache_available(t->kv);
             t->cancel_found = numla_serve_loop_cancel(t->loop, (void *)&t->specs[t->cancel_req]);
         }
         if (t->set_stops > 0)
@@ -202,7 +202,7 @@ static void test_stream_order(void)
     CU_ASSERT_EQUAL(st.errors, 1);
     CU_ASSERT_EQUAL(st.output_tokens, 11);
     CU_ASSERT_EQUAL(st.prompt_tokens, 6);
-    CU_ASSERT_EQUAL(t.kv->num_free, 32);
+    CU_ASSERT_EQUAL(numla_kv_cache_available(t.kv), 32);
     sl_close(&t);
 }
 
@@ -270,7 +270,7 @@ static void test_cancel_running_frees_kv(void)
             b_done = i;
     }
     CU_ASSERT(a_done >= 0 && a_done < b_done);
-    CU_ASSERT_EQUAL(t.kv->num_free, 16);
+    CU_ASSERT_EQUAL(numla_kv_cache_available(t.kv), 16);
     numla_serve_stats st;
     numla_serve_loop_stats_get(t.loop, &st);
     CU_ASSERT_EQUAL(st.cancelled, 1);
@@ -296,11 +296,11 @@ static void test_cancel_returns_blocks_at_once(void)
     for (int i = 0; i < 6; i++) /* 6 tokens: 4 + 5 rows, 3 blocks */
         CU_ASSERT_EQUAL(numla_serve_loop_run_once(t.loop, &finished, NULL), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(finished, 0);
-    CU_ASSERT_EQUAL(t.kv->num_free, 16 - 3);
+    CU_ASSERT_EQUAL(numla_kv_cache_available(t.kv), 16 - 3);
     CU_ASSERT_EQUAL(numla_serve_loop_cancel(t.loop, (void *)&specs[0]), 1);
-    CU_ASSERT_EQUAL(t.kv->num_free, 16 - 3); /* not inside the caller's call: at the next round */
+    CU_ASSERT_EQUAL(numla_kv_cache_available(t.kv), 16 - 3); /* not inside the caller's call: at the next round */
     CU_ASSERT_EQUAL(numla_serve_loop_run_once(t.loop, &finished, NULL), NUMLA_STATUS_OK);
-    CU_ASSERT_EQUAL(t.kv->num_free, 16);
+    CU_ASSERT_EQUAL(numla_kv_cache_available(t.kv), 16);
     const sl_event *a = sl_check_request(&t, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_STRING_EQUAL(a->finish, "cancelled");
@@ -323,7 +323,7 @@ static void test_cancel_waiting(void)
     CU_ASSERT_EQUAL(b->num_output, 0);
     CU_ASSERT_STRING_EQUAL(a->finish, "length");
     CU_ASSERT_EQUAL(a->num_output, 6);
-    CU_ASSERT_EQUAL(t.kv->num_free, 16);
+    CU_ASSERT_EQUAL(numla_kv_cache_available(t.kv), 16);
     sl_close(&t);
 }
 
