@@ -191,8 +191,8 @@ static void test_refusals(void)
         numla_http_call *c;
         const char *param, *says;
     } want[] = {
-        {full, "prompt", "the prompt (8 tokens) leaves no room in the context of 8 tokens"},
-        {over, "max_tokens", "the prompt (4 tokens) + max_tokens (5) exceeds the context of 8"},
+        {full, "prompt", "the prompt (8 tokens) leaves no room to generate: it fills or exceeds the context of 8"},
+        {over, "max_tokens", "'max_tokens' (5) + the prompt (4 tokens) exceeds the context of 8"},
         {text, "prompt", "this model has no tokenizer.json: send the prompt as token ids"},
         {chat, "messages", "this model has no tokenizer.json; chat completions are not served"},
     };
