@@ -442,12 +442,19 @@ static void test_fuzz_mutations(void)
         "\"stop_token_ids\": [7, 8], \"n\": 1}",
         "1{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", "
         "\"content\": \"\u00e9\"}], \"max_completion_tokens\": 9, \"logprobs\": true, "
-        "\"top_logprobs\": 2, \"stop\": \"x\", \"echo\": false}"};
+        "\"top_logprobs\": 2, \"stop\": \"x\", \"echo\": false}",
+        "1{\"messages\": [{\"role\": \"user\", \"content\": \"w\", \"name\": \"a\"}, "
+        "{\"role\": \"assistant\", \"content\": null, \"reasoning_content\": \"r\", "
+        "\"tool_calls\": [{\"id\": \"f:0\", \"type\": \"function\", \"function\": {\"name\": "
+        "\"f\", \"arguments\": \"{}\"}}]}, {\"role\": \"tool\", \"content\": \"c\", "
+        "\"tool_call_id\": \"f:0\"}], \"tools\": [{\"type\": \"function\", \"function\": "
+        "{\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}}], "
+        "\"chat_template_kwargs\": {\"thinking\": true}}"};
     numla_test_rng rng = {2027};
     uint8_t buf[512];
     int accepted = 0, rejected = 0;
     for (int it = 0; it < 4000; it++) {
-        const char *seed = seeds[it % 2];
+        const char *seed = seeds[it % 3];
         size_t len = strlen(seed);
         memcpy(buf, seed, len);
         len = numla_test_mutate_json(buf, len, 1, &rng);
