@@ -90,7 +90,7 @@ typedef struct numla_openai_request {
     int32_t num_messages;       /* chat: >= 1 */
     numla_openai_message *messages;         /* (num_messages) */
     numla_sampling_params params;           /* logprobs < 0: none */
-    int max_tokens_given;       /* 0 (chat only): params.max_tokens is the context limit */
+    int max_tokens_given;       /* 0 (chat only): up to the context, set after tokenization */
     int32_t num_stop_strings;
     char *stop_strings[NUMLA_OPENAI_MAX_STOP]; /* (num_stop_strings) non-empty */
     int stream;
@@ -104,7 +104,8 @@ typedef struct numla_openai_request {
 
 typedef struct numla_openai_limits {
     int64_t vocab_size;         /* token ids must be below it; 0: not checked */
-    int64_t max_context;        /* token prompt + max_tokens must fit; 0: not checked */
+    int64_t max_context;        /* not read by the parser: the context is checked once, after
+                                   tokenization (numla_request_fit_context, from the glue) */
 } numla_openai_limits;
 
 typedef struct numla_openai_error {
