@@ -457,8 +457,8 @@ static int unsupported(const char *key, json_t *v, numla_openai_error *err)
 
 static const char *const UNSUPPORTED[] = {
     "n", "best_of", "echo", "suffix", "logit_bias", "presence_penalty", "frequency_penalty",
-    "functions", "function_call", "response_format", "service_tier", "store", "metadata", "modalities", "audio",
-    "prediction", "reasoning_effort", "web_search_options"};
+    "functions", "function_call", "response_format", "service_tier", "store", "metadata",
+    "modalities", "audio", "prediction", "reasoning_effort", "web_search_options"};
 
 static int in_list(const char *key, const char *const *list, size_t n)
 {
