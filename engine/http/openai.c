@@ -137,6 +137,160 @@ static int parse_prompt(json_t *v, const numla_openai_limits *lim, numla_openai_
     return 1;
 }
 
+/* An optional string field `key` of object o into *out (NULL when absent; null too when
+ * null_ok); `param` names it in errors. Returns 0 on error. */
+static int opt_string(json_t *o, const char *key, const char *param, int null_ok, char **out,
+                      numla_openai_error *err)
+{
+    json_t *f = json_object_get(o, key);
+    *out = NULL;
+    if (!f || (null_ok && json_is_null(f)))
+        return 1;
+    if (!json_is_string(f))
+        return bad(err, param, "'%s' must be a string%s", param, null_ok ? " or null" : "");
+    size_t len;
+    return copy_text(f, out, &len, err);
+}
+
+/* Every key of object o is in names (NULL-terminated); else a 400 naming "<prefix>.<key>". */
+static int known_keys(json_t *o, const char *prefix, const char *const *names,
+                      numla_openai_error *err)
+{
+    const char *key;
+    json_t *f;
+    json_object_foreach(o, key, f) {
+        int ok = 0;
+        for (const char *const *k = names; *k && !ok; k++)
+            ok = !strcmp(key, *k);
+        if (!ok) {
+            char param[96];
+            snprintf(param, sizeof param, "%.47s.%.47s", prefix, key);
+            numla_openai_error_set(err, 400, param, "unknown_field",
+                                   "unknown or unsupported field '%s'", param);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* An assistant message's tool_calls: [{id?, type?: "function", function: {name, arguments}}]. */
+static int parse_tool_calls(json_t *v, size_t i, numla_openai_message *m, numla_openai_error *err)
+{
+    static const char *const call_keys[] = {"id", "type", "function", NULL};
+    static const char *const fn_keys[] = {"name", "arguments", NULL};
+    char param[96];
+    snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+    if (!json_is_array(v))
+        return bad(err, param, "'%s' must be a list of tool calls", param);
+    m->has_tool_calls = 1;
+    size_t n = json_array_size(v);
+    if (n > 1024)
+        return bad(err, param, "'%s' holds too many tool calls", param);
+    if (n == 0)
+        return 1;
+    m->tool_calls = calloc(n, sizeof *m->tool_calls);
+    if (!m->tool_calls)
+        return oom(err);
+    m->num_tool_calls = (int32_t)n;
+    for (size_t k = 0; k < n; k++) {
+        json_t *c = json_array_get(v, k), *f;
+        numla_openai_tool_call *tc = &m->tool_calls[k];
+        char at[64], fp[96];
+        snprintf(at, sizeof at, "messages[%zu].tool_calls[%zu]", i, k);
+        if (!json_is_object(c))
+            return bad(err, at, "'%s' must be an object with 'function'", at);
+        if (!known_keys(c, at, call_keys, err))
+            return 0;
+        snprintf(fp, sizeof fp, "%s.id", at);
+        if (!opt_string(c, "id", fp, 0, &tc->id, err))
+            return 0;
+        f = json_object_get(c, "type");
+        snprintf(fp, sizeof fp, "%s.type", at);
+        if (f && !(json_is_string(f) && !strcmp(json_string_value(f), "function")))
+            return bad(err, fp, "'%s' must be \"function\"", fp);
+        f = json_object_get(c, "function");
+        snprintf(fp, sizeof fp, "%s.function", at);
+        if (!json_is_object(f))
+            return bad(err, fp, "'%s' must be an object with 'name' and 'arguments'", fp);
+        if (!known_keys(f, fp, fn_keys, err))
+            return 0;
+        snprintf(fp, sizeof fp, "%s.function.name", at);
+        json_t *name = json_object_get(f, "name");
+        if (!json_is_string(name) || json_string_length(name) == 0)
+            return bad(err, fp, "'%s' must be a non-empty string", fp);
+        snprintf(fp, sizeof fp, "%s.function.arguments", at);
+        if (!json_is_string(json_object_get(f, "arguments")))
+            return bad(err, fp, "'%s' must be a string (the arguments as JSON text)", fp);
+        size_t len;
+        if (!copy_text(name, &tc->name, &len, err) ||
+            !copy_text(json_object_get(f, "arguments"), &tc->arguments, &len, err))
+            return 0;
+    }
+    return 1;
+}
+
+static int parse_message(json_t *m, size_t i, numla_openai_message *out, numla_openai_error *err)
+{
+    static const char *const keys[] = {"role", "content", "name", "tool_calls", "tool_call_id",
+                                       "reasoning_content", NULL};
+    char param[96], at[48];
+    snprintf(at, sizeof at, "messages[%zu]", i);
+    if (!json_is_object(m))
+        return bad(err, at, "'%s' must be an object with 'role' and 'content'", at);
+    if (!known_keys(m, at, keys, err))
+        return 0;
+    json_t *f = json_object_get(m, "role");
+    const char *role = json_is_string(f) ? json_string_value(f) : "";
+    snprintf(param, sizeof param, "%s.role", at);
+    if (!strcmp(role, "system"))
+        out->role = NUMLA_OPENAI_ROLE_SYSTEM;
+    else if (!strcmp(role, "user"))
+        out->role = NUMLA_OPENAI_ROLE_USER;
+    else if (!strcmp(role, "assistant"))
+        out->role = NUMLA_OPENAI_ROLE_ASSISTANT;
+    else if (!strcmp(role, "tool"))
+        out->role = NUMLA_OPENAI_ROLE_TOOL;
+    else
+        return bad(err, param,
+                   "'%s' must be \"system\", \"user\", \"assistant\" or \"tool\"", param);
+    const int assistant = out->role == NUMLA_OPENAI_ROLE_ASSISTANT;
+    /* fields that belong to one role only */
+    const struct {
+        const char *key;
+        int ok;
+        const char *who;
+    } only[] = {{"tool_calls", assistant, "assistant"},
+                {"reasoning_content", assistant, "assistant"},
+                {"tool_call_id", out->role == NUMLA_OPENAI_ROLE_TOOL, "tool"}};
+    for (size_t k = 0; k < sizeof only / sizeof *only; k++)
+        if (json_object_get(m, only[k].key) && !only[k].ok) {
+            snprintf(param, sizeof param, "%s.%s", at, only[k].key);
+            return bad(err, param, "'%s' is only allowed on a message with role \"%s\"", param,
+                       only[k].who);
+        }
+    if ((f = json_object_get(m, "tool_calls")) && !json_is_null(f) &&
+        !parse_tool_calls(f, i, out, err))
+        return 0;
+    f = json_object_get(m, "content");
+    snprintf(param, sizeof param, "%s.content", at);
+    if (json_is_null(f) && out->num_tool_calls > 0) {
+        out->content = NULL; /* a tool-call turn without text */
+    } else if (!json_is_string(f)) {
+        return bad(err, param, "'%s' must be a string%s", param,
+                   assistant ? " (null only with tool_calls)" : "");
+    } else if (!copy_text(f, &out->content, &out->content_len, err)) {
+        return 0;
+    }
+    snprintf(param, sizeof param, "%s.name", at);
+    if (!opt_string(m, "name", param, 0, &out->name, err))
+        return 0;
+    snprintf(param, sizeof param, "%s.tool_call_id", at);
+    if (!opt_string(m, "tool_call_id", param, 0, &out->tool_call_id, err))
+        return 0;
+    snprintf(param, sizeof param, "%s.reasoning_content", at);
+    return opt_string(m, "reasoning_content", param, 1, &out->reasoning_content, err);
+}
+
 static int parse_messages(json_t *v, numla_openai_request *r, numla_openai_error *err)
 {
     if (!json_is_array(v) || json_array_size(v) == 0)
@@ -148,43 +302,110 @@ static int parse_messages(json_t *v, numla_openai_request *r, numla_openai_error
     if (!r->messages)
         return oom(err);
     r->num_messages = (int32_t)n;
-    for (size_t i = 0; i < n; i++) {
-        json_t *m = json_array_get(v, i), *f;
-        char param[96];
-        const char *key;
-        snprintf(param, sizeof param, "messages[%zu]", i);
-        if (!json_is_object(m))
-            return bad(err, param, "'%s' must be an object with 'role' and 'content'", param);
-        json_object_foreach(m, key, f) {
-            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name")) {
-                snprintf(param, sizeof param, "messages[%zu].%.48s", i, key);
-                numla_openai_error_set(err, 400, param, "unknown_field",
-                                       "unknown or unsupported field '%s'", param);
-                return 0;
-            }
-        }
-        f = json_object_get(m, "role");
-        const char *role = json_is_string(f) ? json_string_value(f) : "";
-        snprintf(param, sizeof param, "messages[%zu].role", i);
-        if (!strcmp(role, "system"))
-            r->messages[i].role = NUMLA_OPENAI_ROLE_SYSTEM;
-        else if (!strcmp(role, "user"))
-            r->messages[i].role = NUMLA_OPENAI_ROLE_USER;
-        else if (!strcmp(role, "assistant"))
-            r->messages[i].role = NUMLA_OPENAI_ROLE_ASSISTANT;
-        else
-            return bad(err, param, "'%s' must be \"system\", \"user\" or \"assistant\"", param);
-        f = json_object_get(m, "content");
-        snprintf(param, sizeof param, "messages[%zu].content", i);
-        if (!json_is_string(f))
-            return bad(err, param, "'%s' must be a string", param);
-        if (!copy_text(f, &r->messages[i].content, &r->messages[i].content_len, err))
+    for (size_t i = 0; i < n; i++)
+        if (!parse_message(json_array_get(v, i), i, &r->messages[i], err))
             return 0;
-        f = json_object_get(m, "name");
-        snprintf(param, sizeof param, "messages[%zu].name", i);
+    return 1;
+}
+
+/* tools: [{type: "function", function: {name, description?, parameters?, strict?}}], kept as
+ * compact JSON text for the chat template (which writes it back as the model expects). */
+static int parse_tools(json_t *v, numla_openai_request *r, numla_openai_error *err)
+{
+    static const char *const tool_keys[] = {"type", "function", NULL};
+    static const char *const fn_keys[] = {"name", "description", "parameters", "strict", NULL};
+    if (json_is_null(v))
+        return 1;
+    if (!json_is_array(v))
+        return bad(err, "tools", "'tools' must be a list of {\"type\": \"function\", "
+                                 "\"function\": {...}} objects");
+    size_t n = json_array_size(v);
+    if (n > 1024)
+        return bad(err, "tools", "'tools' holds %zu tools; at most 1024 are served", n);
+    for (size_t k = 0; k < n; k++) {
+        json_t *t = json_array_get(v, k), *f;
+        char at[48], fp[96];
+        snprintf(at, sizeof at, "tools[%zu]", k);
+        if (!json_is_object(t))
+            return bad(err, at, "'%s' must be an object with 'type' and 'function'", at);
+        if (!known_keys(t, at, tool_keys, err))
+            return 0;
+        snprintf(fp, sizeof fp, "%s.type", at);
+        f = json_object_get(t, "type");
+        if (!(json_is_string(f) && !strcmp(json_string_value(f), "function")))
+            return bad(err, fp, "'%s' must be \"function\"", fp);
+        snprintf(fp, sizeof fp, "%s.function", at);
+        json_t *fn = json_object_get(t, "function");
+        if (!json_is_object(fn))
+            return bad(err, fp, "'%s' must be an object with 'name'", fp);
+        if (!known_keys(fn, fp, fn_keys, err))
+            return 0;
+        snprintf(fp, sizeof fp, "%s.function.name", at);
+        f = json_object_get(fn, "name");
+        if (!json_is_string(f) || json_string_length(f) == 0)
+            return bad(err, fp, "'%s' must be a non-empty string", fp);
+        snprintf(fp, sizeof fp, "%s.function.description", at);
+        f = json_object_get(fn, "description");
         if (f && !json_is_string(f))
-            return bad(err, param, "'%s' must be a string", param);
+            return bad(err, fp, "'%s' must be a string", fp);
+        snprintf(fp, sizeof fp, "%s.function.parameters", at);
+        f = json_object_get(fn, "parameters");
+        if (f && !json_is_object(f))
+            return bad(err, fp, "'%s' must be a JSON Schema object", fp);
+        snprintf(fp, sizeof fp, "%s.function.strict", at);
+        f = json_object_get(fn, "strict");
+        if (f && !json_is_boolean(f))
+            return bad(err, fp, "'%s' must be true or false", fp);
     }
+    if (n == 0)
+        return 1; /* the templates treat an empty list as none */
+    r->tools_json = json_dumps(v, JSON_COMPACT);
+    if (!r->tools_json)
+        return oom(err);
+    r->num_tools = (int32_t)n;
+    return 1;
+}
+
+/* chat_template_kwargs: {thinking?: bool, enable_thinking?: bool} (the same switch; both given
+ * must agree). */
+static int parse_template_kwargs(json_t *v, numla_openai_request *r, numla_openai_error *err)
+{
+    static const char *const keys[] = {"thinking", "enable_thinking", NULL};
+    if (!v || json_is_null(v))
+        return 1;
+    if (!json_is_object(v))
+        return bad(err, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    if (!known_keys(v, "chat_template_kwargs", keys, err))
+        return 0;
+    for (int k = 0; keys[k]; k++) {
+        json_t *f = json_object_get(v, keys[k]);
+        char fp[64];
+        snprintf(fp, sizeof fp, "chat_template_kwargs.%s", keys[k]);
+        if (!f || json_is_null(f))
+            continue;
+        if (!json_is_boolean(f))
+            return bad(err, fp, "'%s' must be true or false", fp);
+        if (r->thinking >= 0 && r->thinking != json_is_true(f))
+            return bad(err, fp, "'chat_template_kwargs.thinking' and "
+                                "'chat_template_kwargs.enable_thinking' disagree");
+        r->thinking = json_is_true(f);
+    }
+    return 1;
+}
+
+/* tool_choice: "auto" (what a model with tools does anyway) or null; parallel_tool_calls: a
+ * boolean or null (the model decides how many calls it writes). */
+static int parse_tool_choice(json_t *o, numla_openai_error *err)
+{
+    json_t *v = json_object_get(o, "tool_choice");
+    if (v && !json_is_null(v) && !(json_is_string(v) && !strcmp(json_string_value(v), "auto"))) {
+        numla_openai_error_set(err, 400, "tool_choice", "unsupported_field",
+                               "'tool_choice' is not supported by this server (only \"auto\")");
+        return 0;
+    }
+    v = json_object_get(o, "parallel_tool_calls");
+    if (v && !json_is_null(v) && !json_is_boolean(v))
+        return bad(err, "parallel_tool_calls", "'parallel_tool_calls' must be true or false");
     return 1;
 }
 
@@ -236,9 +457,8 @@ static int unsupported(const char *key, json_t *v, numla_openai_error *err)
 
 static const char *const UNSUPPORTED[] = {
     "n", "best_of", "echo", "suffix", "logit_bias", "presence_penalty", "frequency_penalty",
-    "tools", "tool_choice", "functions", "function_call", "response_format",
-    "parallel_tool_calls", "service_tier", "store", "metadata", "modalities", "audio",
-    "prediction", "reasoning_effort", "web_search_options"};
+    "functions", "function_call", "response_format", "service_tier", "store", "metadata",
+    "modalities", "audio", "prediction", "reasoning_effort", "web_search_options"};
 
 static int in_list(const char *key, const char *const *list, size_t n)
 {
@@ -256,7 +476,9 @@ static int check_field_names(json_t *o, int is_chat, numla_openai_error *err)
                                          "seed", "stop", "logprobs", "stream", "stream_options",
                                          "user", "ignore_eos", "stop_token_ids"};
     static const char *const completions[] = {"prompt"};
-    static const char *const chat[] = {"messages", "max_completion_tokens", "top_logprobs"};
+    static const char *const chat[] = {"messages",     "max_completion_tokens", "top_logprobs",
+                                       "tools",        "tool_choice", "parallel_tool_calls",
+                                       "chat_template_kwargs"};
     const char *key;
     json_t *v;
     json_object_foreach(o, key, v) {
@@ -292,7 +514,10 @@ static int parse_input(json_t *o, const numla_openai_limits *lim, numla_openai_r
     if (r->endpoint == NUMLA_OPENAI_CHAT) {
         if (!(v = json_object_get(o, "messages")))
             return bad(err, "messages", "missing field 'messages'");
-        return parse_messages(v, r, err);
+        return parse_messages(v, r, err) &&
+               (!(v = json_object_get(o, "tools")) || parse_tools(v, r, err)) &&
+               parse_tool_choice(o, err) &&
+               parse_template_kwargs(json_object_get(o, "chat_template_kwargs"), r, err);
     }
     if (!(v = json_object_get(o, "prompt")))
         return bad(err, "prompt", "missing field 'prompt'");
@@ -402,6 +627,7 @@ numla_status numla_openai_parse(numla_openai_endpoint endpoint, const char *body
     memset(out, 0, sizeof *out);
     memset(err, 0, sizeof *err);
     out->endpoint = endpoint;
+    out->thinking = -1;
     numla_sampling_params_default(&out->params);
     int64_t badat = numla_utf8_invalid_offset(body, len);
     if (badat >= 0) {
@@ -438,15 +664,28 @@ void numla_openai_request_free(numla_openai_request *r)
         free(r->prompts[i].tokens);
     }
     free(r->prompts);
-    for (int32_t i = 0; i < r->num_messages; i++)
-        free(r->messages[i].content);
+    for (int32_t i = 0; r->messages && i < r->num_messages; i++) {
+        numla_openai_message *m = &r->messages[i];
+        free(m->content);
+        free(m->name);
+        free(m->tool_call_id);
+        free(m->reasoning_content);
+        for (int32_t k = 0; k < m->num_tool_calls; k++) {
+            free(m->tool_calls[k].id);
+            free(m->tool_calls[k].name);
+            free(m->tool_calls[k].arguments);
+        }
+        free(m->tool_calls);
+    }
     free(r->messages);
+    free(r->tools_json);
     for (int32_t i = 0; i < r->num_stop_strings; i++)
         free(r->stop_strings[i]);
     free(r->model);
     numla_openai_endpoint e = r->endpoint;
     memset(r, 0, sizeof *r);
     r->endpoint = e;
+    r->thinking = -1;
 }
 
 /* ---- formatting ---- */

@@ -6,12 +6,20 @@
  *   (default 16), temperature, top_p, top_k, seed, stop (string | [string, ...]), logprobs
  *   (0..20 | null), stream, stream_options.include_usage, user (ignored), and numla's own
  *   ignore_eos and stop_token_ids (as `numla run` takes them, engine/serving/request_io.h).
- * chat: model, messages ([{role: system|user|assistant, content: string, name?}]),
- *   max_tokens / max_completion_tokens (default: up to the context, max_tokens_given = 0),
- *   temperature, top_p, top_k, seed, stop, logprobs (bool), top_logprobs (0..20), stream,
- *   stream_options.include_usage, user, ignore_eos, stop_token_ids.
+ * chat: model, messages ([{role: system|user|assistant|tool, content: string, name?}] with
+ *   an assistant's tool_calls ([{id?, type?: "function", function: {name, arguments: string}}];
+ *   its content may then be null) and reasoning_content (string | null), a tool message's
+ *   tool_call_id), tools ([{type: "function", function: {name, description?, parameters?:
+ *   object, strict?: bool}}]), tool_choice ("auto" | null), parallel_tool_calls (bool | null),
+ *   chat_template_kwargs ({thinking?: bool, enable_thinking?: bool}, the same switch as vLLM and
+ *   SGLang take it for DeepSeek-V3.1), max_tokens / max_completion_tokens (default: up to the
+ *   context, max_tokens_given = 0), temperature, top_p, top_k, seed, stop, logprobs (bool),
+ *   top_logprobs (0..20), stream, stream_options.include_usage, user, ignore_eos,
+ *   stop_token_ids. Whether the model's chat template can render tools, tool calls, tool
+ *   messages and the thinking switch is checked by the serving adapter (it knows the template).
  * Fields the API defines but numla does not serve (n > 1, echo, best_of > 1, suffix, logit_bias,
- * penalties other than 0, tools, functions, response_format, ...) are a 400 naming the field;
+ * penalties other than 0, tool_choice other than "auto", functions, response_format, ...) are a
+ * 400 naming the field;
  * so are unknown fields and invalid values. A failed parse fills a numla_openai_error (an HTTP
  * status and an OpenAI-style message naming the field) and still returns OK: only running out
  * of memory is an error status.
@@ -41,6 +49,7 @@ typedef enum numla_openai_role {
     NUMLA_OPENAI_ROLE_SYSTEM,
     NUMLA_OPENAI_ROLE_USER,
     NUMLA_OPENAI_ROLE_ASSISTANT,
+    NUMLA_OPENAI_ROLE_TOOL,
 } numla_openai_role;
 
 enum { NUMLA_OPENAI_MAX_STOP = 16, NUMLA_OPENAI_MAX_PROMPTS = 64 };
@@ -53,10 +62,24 @@ typedef struct numla_openai_prompt {
     int32_t num_tokens;
 } numla_openai_prompt;
 
+/* One entry of an assistant message's tool_calls. */
+typedef struct numla_openai_tool_call {
+    char *id;                   /* NULL: not given */
+    char *name;                 /* function.name, non-empty */
+    char *arguments;            /* function.arguments, the JSON text as sent */
+} numla_openai_tool_call;
+
 typedef struct numla_openai_message {
     numla_openai_role role;
-    char *content;              /* NUL-terminated valid UTF-8 */
+    char *content;              /* NUL-terminated valid UTF-8; NULL: null (an assistant message
+                                   with tool_calls only) */
     size_t content_len;
+    char *name;                 /* NULL: not given */
+    char *tool_call_id;         /* tool messages; NULL: not given */
+    char *reasoning_content;    /* assistant messages; NULL: not given or null */
+    int has_tool_calls;         /* assistant: "tool_calls" was given (a list, maybe empty) */
+    int32_t num_tool_calls;
+    numla_openai_tool_call *tool_calls;     /* (num_tool_calls) */
 } numla_openai_message;
 
 typedef struct numla_openai_request {
@@ -72,6 +95,11 @@ typedef struct numla_openai_request {
     char *stop_strings[NUMLA_OPENAI_MAX_STOP]; /* (num_stop_strings) non-empty */
     int stream;
     int include_usage;          /* stream_options.include_usage */
+    char *tools_json;           /* chat: the "tools" list as compact JSON text (key order kept);
+                                   NULL: none or an empty list */
+    int32_t num_tools;
+    int thinking;               /* chat_template_kwargs.thinking (or enable_thinking): 1 / 0;
+                                   -1: not given */
 } numla_openai_request;
 
 typedef struct numla_openai_limits {

@@ -4,6 +4,7 @@
 
 #include "engine/http/reasoning.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +104,66 @@ typedef struct adapter_refusal {
     int status;
     char msg[512];
     const char *param;
+    char param_buf[96];         /* param points here when it names one message's field */
 } adapter_refusal;
+
+/* A 400 naming `field` (copied); returns OK so callers can `return refuse(...)`. */
+static numla_status refuse(adapter_refusal *no, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static numla_status refuse(adapter_refusal *no, const char *field, const char *fmt, ...)
+{
+    *no = (adapter_refusal){.status = 400};
+    snprintf(no->param_buf, sizeof no->param_buf, "%s", field);
+    no->param = no->param_buf;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(no->msg, sizeof no->msg, fmt, ap);
+    va_end(ap);
+    return NUMLA_STATUS_OK;
+}
+
+/* What the request asks of the chat template that it cannot render: tools (written only by the
+ * Kimi templates), tool calls (deepseek-v3.1 and kimi-k2-thinking), tool messages (those and
+ * kimi-k2) and the thinking switch (deepseek-v3.1 only; the other thinking templates always
+ * think, the rest never do). Returns 1 with *no filled when refused. */
+static int chat_unsupported(const numla_chat_template *t, const numla_openai_request *r,
+                            adapter_refusal *no)
+{
+    const char *name = numla_chat_template_name(t);
+    const int v31 = !strcmp(name, "deepseek-v3.1"), k2 = !strcmp(name, "kimi-k2"),
+              k2t = !strcmp(name, "kimi-k2-thinking");
+    if (r->tools_json && !k2 && !k2t) {
+        refuse(no, "tools", "'tools' cannot be given to this model: its %s chat template does not "
+               "declare tools%s", name, v31 ? " (describe them in the system message)" : "");
+        return 1;
+    }
+    for (int32_t i = 0; i < r->num_messages; i++) {
+        const numla_openai_message *m = &r->messages[i];
+        char field[64];
+        if (m->has_tool_calls && !v31 && !k2t) {
+            snprintf(field, sizeof field, "messages[%d].tool_calls", (int)i);
+            refuse(no, field, "'%s' cannot be given to this model: its %s chat template does not "
+                   "write tool calls", field, name);
+            return 1;
+        }
+        if (m->role == NUMLA_OPENAI_ROLE_TOOL && !v31 && !k2 && !k2t) {
+            snprintf(field, sizeof field, "messages[%d].role", (int)i);
+            refuse(no, field, "'%s' \"tool\" cannot be given to this model: its %s chat "
+                   "template does not write tool messages", field, name);
+            return 1;
+        }
+    }
+    if (r->thinking >= 0 && !v31) {
+        const int thinks = numla_chat_template_thinks(t);
+        if (r->thinking != thinks) {
+            refuse(no, "chat_template_kwargs.thinking", "'chat_template_kwargs.thinking' cannot "
+                   "be %s for this model: its %s chat template %s", r->thinking ? "true" : "false",
+                   name, thinks ? "always thinks" : "has no thinking mode");
+            return 1;
+        }
+    }
+    return 0;
+}
 
 static numla_status encode(numla_http_adapter *g, const char *text, size_t len, int add_special,
                            numla_request *req, adapter_refusal *no, const char *param)
@@ -134,7 +194,7 @@ static numla_status encode(numla_http_adapter *g, const char *text, size_t len, 
 static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_request *r,
                                 numla_request *req, adapter_refusal *no, int *reasoning_mode)
 {
-    static const char *const roles[] = {"system", "user", "assistant"};
+    static const char *const roles[] = {"system", "user", "assistant", "tool"};
     if (!g->o.chat || !g->o.tokenizer) {
         *no = (adapter_refusal){.status = 400, .param = "messages"};
         snprintf(no->msg, sizeof no->msg, "this model has no %s; chat completions are not "
@@ -142,16 +202,44 @@ static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_reques
                  g->o.tokenizer ? "chat template" : "tokenizer.json");
         return NUMLA_STATUS_OK;
     }
-    numla_chat_message *m = calloc((size_t)r->num_messages, sizeof *m);
-    if (!m)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for %d chat messages", r->num_messages);
+    if (chat_unsupported(g->o.chat, r, no))
+        return NUMLA_STATUS_OK;
+    size_t num_calls = 0;
     for (int32_t i = 0; i < r->num_messages; i++)
-        m[i] = (numla_chat_message){.role = roles[r->messages[i].role],
-                                    .content = r->messages[i].content};
+        num_calls += (size_t)r->messages[i].num_tool_calls;
+    const size_t n = r->num_messages > 0 ? (size_t)r->num_messages : 0; /* >= 1 once parsed */
+    numla_chat_message *m = calloc(n + 1, sizeof *m);
+    numla_chat_tool_call *calls = calloc(num_calls + 1, sizeof *calls);
+    if (!m || !calls) {
+        free(m);
+        free(calls);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for %d chat messages", r->num_messages);
+    }
+    numla_chat_tool_call *c = calls;
+    for (int32_t i = 0; i < r->num_messages; i++) {
+        const numla_openai_message *om = &r->messages[i];
+        m[i] = (numla_chat_message){.role = roles[om->role],
+                                    .content = om->content,
+                                    .has_tool_calls = om->has_tool_calls,
+                                    .name = om->name,
+                                    .tool_call_id = om->tool_call_id,
+                                    .reasoning_content = om->reasoning_content,
+                                    .num_tool_calls = om->num_tool_calls,
+                                    .tool_calls = c};
+        for (int32_t k = 0; k < om->num_tool_calls; k++)
+            *c++ = (numla_chat_tool_call){.id = om->tool_calls[k].id,
+                                          .name = om->tool_calls[k].name,
+                                          .arguments = om->tool_calls[k].arguments};
+    }
+    /* V3.1's switch (chat_template_kwargs.thinking) is off unless asked for, as in its template */
+    numla_chat_options opts = {.add_generation_prompt = 1, .thinking = r->thinking > 0,
+                               .tools_json = r->tools_json};
     char *text = NULL;
     size_t len = 0;
-    numla_status s = numla_chat_template_render(g->o.chat, m, r->num_messages, 1, &text, &len);
+    numla_status s = numla_chat_template_render_opts(g->o.chat, m, r->num_messages, &opts, &text,
+                                                     &len);
     free(m);
+    free(calls);
     if (s == NUMLA_STATUS_NO_MEMORY)
         return s;
     if (s != NUMLA_STATUS_OK) {

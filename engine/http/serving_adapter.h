@@ -3,8 +3,13 @@
  *
  * Source: takes the oldest queued job and makes it a numla_request. Token-id prompts are used
  * as they are; text prompts are encoded with the tokenizer's BOS rules (as `numla run` encodes
- * "prompt"); chat messages are rendered with the chat template (add_generation_prompt) and the
- * result, which already holds the BOS token, is encoded without adding special tokens. A prompt
+ * "prompt"); chat messages are rendered with the chat template (add_generation_prompt, the
+ * request's tools, tool calls, tool messages, names, reasoning_content and
+ * chat_template_kwargs.thinking) and the result, which already holds the BOS token, is encoded
+ * without adding special tokens. What the template cannot render (tools, tool calls or tool
+ * messages it has no form for, a thinking switch it does not have) fails the job with 400
+ * naming the field and the template; a thinking template's reasoning mode follows the rendered
+ * prompt (reasoning.h). A prompt
  * that leaves no room in the context fails the job with 400 naming "prompt" (or "messages");
  * a given max_tokens that does not fit after it fails with 400 naming "max_tokens"; without
  * one (chat), max_tokens is what the context leaves. Stop strings are NOT handed to the loop:

@@ -34,7 +34,7 @@ int numla_fuzz_http_body_run(const uint8_t *data, size_t size)
     if (e.status) {
         if (e.status != 400 || !e.message[0])
             fuzz_http_body_die("a rejection that is not a 400 with a message", e.message);
-        if (r.prompts || r.messages || r.num_stop_strings || r.model)
+        if (r.prompts || r.messages || r.num_stop_strings || r.model || r.tools_json)
             fuzz_http_body_die("a rejected request keeps its fields", e.message);
         char *s = NULL;
         if (numla_openai_format_error(&e, &s) != NUMLA_STATUS_OK || !s)
@@ -69,10 +69,24 @@ int numla_fuzz_http_body_run(const uint8_t *data, size_t size)
     } else {
         if (r.num_messages < 1 || r.num_prompts)
             fuzz_http_body_die("chat accepted without messages", "");
-        for (int32_t i = 0; i < r.num_messages; i++)
-            if (r.messages[i].role > NUMLA_OPENAI_ROLE_ASSISTANT || !r.messages[i].content)
+        for (int32_t i = 0; i < r.num_messages; i++) {
+            const numla_openai_message *m = &r.messages[i];
+            const int assistant = m->role == NUMLA_OPENAI_ROLE_ASSISTANT;
+            if (m->role > NUMLA_OPENAI_ROLE_TOOL || (!m->content && m->num_tool_calls < 1))
                 fuzz_http_body_die("a message without a role or content", "");
+            if ((!assistant && (m->has_tool_calls || m->reasoning_content)) ||
+                (m->tool_call_id && m->role != NUMLA_OPENAI_ROLE_TOOL))
+                fuzz_http_body_die("a field on a role that does not take it accepted", "");
+            for (int32_t k = 0; k < m->num_tool_calls; k++)
+                if (!m->tool_calls[k].name || !m->tool_calls[k].name[0] ||
+                    !m->tool_calls[k].arguments)
+                    fuzz_http_body_die("a tool call without a name or arguments", "");
+        }
+        if (!r.tools_json != !r.num_tools || r.thinking < -1 || r.thinking > 1)
+            fuzz_http_body_die("tools or thinking inconsistent", "");
     }
+    if (ep == NUMLA_OPENAI_COMPLETIONS && (r.tools_json || r.thinking != -1))
+        fuzz_http_body_die("completions accepted chat-only fields", "");
     if (p->max_tokens < 0 || !(p->temperature >= 0) || !(p->top_p > 0 && p->top_p <= 1) ||
         p->top_k < 0 || p->logprobs > NUMLA_SAMPLER_MAX_LOGPROBS ||
         p->num_stop > NUMLA_SAMPLER_MAX_STOP || r.num_stop_strings > NUMLA_OPENAI_MAX_STOP)

@@ -9,7 +9,8 @@
 #          400 (unknown field, n > 1, prompt / messages longer than the context), 401, 413,
 #          429 with Retry-After; SIGTERM drains the streams in flight, then exit 0; a
 #          tiny-kimi model (tiktoken tokenizer, kimi-k2-thinking template) chats with run's
-#          tokens on transformers' renders and answers with reasoning_content
+#          tokens on transformers' renders (tools, tool calls and results too) and answers with
+#          reasoning_content; tools and thinking on the deepseek-v3 template are 400s
 #   ranks  2 ranks under MPIEXEC give run's tokens and drain on SIGTERM; with NUMLA_FAULTY a
 #          worker rank that SIGKILLs itself ends the server (no client hangs)
 # Needs curl and jq (Debian packages); exits 77 (skipped) without them.
@@ -177,6 +178,13 @@ if [ "$mode" = one ]; then
   c=$(code "http://127.0.0.1:$port/v1/chat/completions" -d "{\"messages\": [{\"role\": \"user\", \"content\": \"$long\"}]}")
   [ "$c" = 400 ] && grep -q '"param":"messages"' "$tmp/e.json"
   check err-messages-too-long $? "$c $(head -c 300 "$tmp/e.json")"
+  # what the deepseek-v3 template cannot render: 400 naming the field and the template
+  c=$(code "http://127.0.0.1:$port/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}')
+  [ "$c" = 400 ] && grep -q '"param":"tools"' "$tmp/e.json" && grep -q 'deepseek-v3 chat template' "$tmp/e.json"
+  check err-tools-template $? "$c $(head -c 300 "$tmp/e.json")"
+  c=$(code "http://127.0.0.1:$port/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"thinking": true}}')
+  [ "$c" = 400 ] && grep -q '"param":"chat_template_kwargs.thinking"' "$tmp/e.json"
+  check err-thinking-template $? "$c $(head -c 300 "$tmp/e.json")"
 
   # clients that leave mid-stream: their requests are cancelled and their KV blocks freed
   for i in 1 2 3 4; do
@@ -240,13 +248,13 @@ if [ "$mode" = one ]; then
 
   # Kimi (docs/kimi.md): tiny-kimi with the tiktoken golden tokenizer and the kimi-k2-thinking
   # template; chat gives the tokens `numla run` gives on transformers' render of the same
-  # conversation (tests/golden/chat_kimi; plain-message ones: the request side refuses
-  # tool_calls and reasoning_content), tokenized by the tiktoken path; a thinking template
+  # conversation (tests/golden/chat_kimi: plain messages, and 4 and 5 with tools, tool calls,
+  # tool results and reasoning_content), tokenized by the tiktoken path; a thinking template
   # answers with reasoning_content (null: the random model writes no <think>)
   kmodel=$tmp/kimi
   "$bin" synth --preset tiny-kimi --out "$kmodel" --seed 9 --tokenizer "$golden/kimi_tok" \
     >/dev/null 2>&1 || { echo "synth tiny-kimi failed"; exit 1; }
-  for c in 1 8 9 14; do
+  for c in 1 4 5 8 9 14; do
     text=$(jq -j --argjson c "$c" '.renders[] | select(.template == "kimi-k2-thinking" and
            .conversation == $c and .add_generation_prompt and (.thinking | not)) | .text' \
            "$golden/chat_kimi/cases.json")
@@ -257,11 +265,11 @@ if [ "$mode" = one ]; then
     2>"$tmp/kref.err" || { echo "numla run (kimi) failed: $(tail -3 "$tmp/kref.err")"; exit 1; }
   start_server "$tmp/s4.err" "$bin" serve --model "$kmodel" --port 0 --threads 1 \
     --chat-template kimi-k2-thinking || exit 1
-  for c in 1 8 9 14; do
+  for c in 1 4 5 8 9 14; do
     want=$(run_tok "$tmp/kref.out" "kc$c")
-    msgs=$(jq -c --argjson c "$c" '.conversations[$c].messages' "$golden/chat_kimi/cases.json")
-    b=$(jq -nc --argjson m "$msgs" '{messages: $m, max_tokens: 8, temperature: 0,
-        ignore_eos: true, logprobs: true}')
+    conv=$(jq -c --argjson c "$c" '.conversations[$c]' "$golden/chat_kimi/cases.json")
+    b=$(jq -nc --argjson v "$conv" '{messages: $v.messages, max_tokens: 8, temperature: 0,
+        ignore_eos: true, logprobs: true} + (if $v.tools then {tools: $v.tools} else {} end)')
     post /v1/chat/completions "$b" >"$tmp/k$c.json"
     got=$(resp_tokens <"$tmp/k$c.json")
     [ -n "$want" ] && [ "$got" = "$want" ]; check "kimi-chat-$c" $? "got '$got' want '$want'"

@@ -142,8 +142,8 @@ static void test_errors_name_the_field(void)
     expect_400(C, "{\"prompt\": \"a\", \"logit_bias\": {\"1\": 5}}", "logit_bias", "unsupported_field");
     expect_400(C, "{\"prompt\": \"a\", \"suffix\": \"z\"}", "suffix", "unsupported_field");
     expect_400(C, "{\"prompt\": \"a\", \"presence_penalty\": 0.5}", "presence_penalty", NULL);
-    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"tools\": []}", "tools",
-               "unsupported_field");
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"tools\": {}}", "tools",
+               "invalid_value");
     expect_400(C, "{}", "prompt", "invalid_value");
     expect_400(C, "{\"prompt\": []}", "prompt", NULL);
     expect_400(C, "{\"prompt\": [1, \"a\"]}", "prompt", NULL);
@@ -173,17 +173,152 @@ static void test_errors_name_the_field(void)
     expect_400(C, "{\"prompt\": \"a\", \"messages\": []}", "messages", "unknown_field");
     expect_400(H, "{\"prompt\": \"a\", \"messages\": []}", "prompt", "unknown_field");
     expect_400(H, "{\"messages\": []}", "messages", NULL);
-    expect_400(H, "{\"messages\": [{\"role\": \"tool\", \"content\": \"a\"}]}", "messages[0].role", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"developer\", \"content\": \"a\"}]}",
+               "messages[0].role", NULL);
     expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}",
                "messages[0].content", NULL);
     expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\", \"tool_calls\": []}]}",
-               "messages[0].tool_calls", "unknown_field");
+               "messages[0].tool_calls", "invalid_value");
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\", \"audio\": 1}]}",
+               "messages[0].audio", "unknown_field");
     expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"top_logprobs\": 2}",
                "top_logprobs", NULL);
     expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"logprobs\": 2}",
                "logprobs", NULL);
     expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"max_tokens\": 3, "
                   "\"max_completion_tokens\": 4}", "max_completion_tokens", NULL);
+}
+
+/* tools, tool calls, tool messages, names, reasoning_content and chat_template_kwargs. */
+static void test_chat_tools_fields(void)
+{
+    numla_openai_request r;
+    numla_openai_error e;
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_CHAT,
+        "{\"messages\": ["
+        " {\"role\": \"user\", \"content\": \"Weather?\", \"name\": \"alice\"},"
+        " {\"role\": \"assistant\", \"content\": null, \"reasoning_content\": \"Look it up.\","
+        "  \"tool_calls\": [{\"id\": \"functions.get_weather:0\", \"type\": \"function\","
+        "   \"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Oslo\\\"}\"}},"
+        "   {\"function\": {\"name\": \"search\", \"arguments\": \"{}\"}}]},"
+        " {\"role\": \"tool\", \"content\": \"cold\", \"tool_call_id\": \"functions.get_weather:0\","
+        "  \"name\": \"get_weather\"},"
+        " {\"role\": \"assistant\", \"content\": \"Cold.\", \"reasoning_content\": null}],"
+        " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\","
+        "  \"description\": \"W\\u00e9\", \"parameters\": {\"type\": \"object\", \"b\": 1, \"a\": 2},"
+        "  \"strict\": false}}, {\"type\": \"function\", \"function\": {\"name\": \"search\"}}],"
+        " \"tool_choice\": \"auto\", \"parallel_tool_calls\": true,"
+        " \"chat_template_kwargs\": {\"thinking\": true}}", &r, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(r.num_messages, 4);
+    CU_ASSERT_STRING_EQUAL(r.messages[0].name, "alice");
+    const numla_openai_message *a = &r.messages[1];
+    CU_ASSERT(a->role == NUMLA_OPENAI_ROLE_ASSISTANT && a->content == NULL && a->has_tool_calls);
+    CU_ASSERT_STRING_EQUAL(a->reasoning_content, "Look it up.");
+    CU_ASSERT_EQUAL_FATAL(a->num_tool_calls, 2);
+    CU_ASSERT_STRING_EQUAL(a->tool_calls[0].id, "functions.get_weather:0");
+    CU_ASSERT_STRING_EQUAL(a->tool_calls[0].name, "get_weather");
+    CU_ASSERT_STRING_EQUAL(a->tool_calls[0].arguments, "{\"city\": \"Oslo\"}");
+    CU_ASSERT(a->tool_calls[1].id == NULL && !strcmp(a->tool_calls[1].name, "search"));
+    CU_ASSERT(r.messages[2].role == NUMLA_OPENAI_ROLE_TOOL);
+    CU_ASSERT_STRING_EQUAL(r.messages[2].tool_call_id, "functions.get_weather:0");
+    CU_ASSERT_STRING_EQUAL(r.messages[2].name, "get_weather");
+    CU_ASSERT(r.messages[3].reasoning_content == NULL && !r.messages[3].has_tool_calls);
+    CU_ASSERT_EQUAL(r.num_tools, 2);
+    /* the client's key order is kept: the templates write the tools back in it */
+    CU_ASSERT_STRING_EQUAL(r.tools_json,
+                           "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                           "\"description\":\"W\xc3\xa9\",\"parameters\":{\"type\":\"object\","
+                           "\"b\":1,\"a\":2},\"strict\":false}},{\"type\":\"function\","
+                           "\"function\":{\"name\":\"search\"}}]");
+    CU_ASSERT_EQUAL(r.thinking, 1);
+    numla_openai_request_free(&r);
+
+    /* enable_thinking is the same switch; absent is -1; an empty tools list is none */
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_CHAT,
+                          "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"tools\": [],"
+                          " \"chat_template_kwargs\": {\"enable_thinking\": false}}", &r, &e), 0);
+    CU_ASSERT(r.thinking == 0 && r.tools_json == NULL && r.num_tools == 0);
+    numla_openai_request_free(&r);
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_CHAT,
+                          "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}", &r, &e), 0);
+    CU_ASSERT_EQUAL(r.thinking, -1);
+    numla_openai_request_free(&r);
+}
+
+static void test_chat_tools_errors(void)
+{
+    numla_openai_endpoint H = NUMLA_OPENAI_CHAT;
+#define U "{\"role\": \"user\", \"content\": \"a\"}"
+#define CALL(fn) "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [" fn "]}"
+    expect_400(H, "{\"messages\": [" U ", " CALL("{\"function\": {\"name\": \"f\"}}") "]}",
+               "messages[1].tool_calls[0].function.arguments", NULL);
+    expect_400(H, "{\"messages\": [" U ", " CALL("{\"function\": {\"name\": \"f\", \"arguments\": {}}}")
+                  "]}", "messages[1].tool_calls[0].function.arguments", NULL);
+    expect_400(H, "{\"messages\": [" U ", " CALL("{\"function\": {\"name\": \"\", \"arguments\": \"{}\"}}")
+                  "]}", "messages[1].tool_calls[0].function.name", NULL);
+    expect_400(H, "{\"messages\": [" U ", " CALL("{\"type\": \"code\", \"function\": {\"name\": \"f\", "
+                  "\"arguments\": \"{}\"}}") "]}", "messages[1].tool_calls[0].type", NULL);
+    expect_400(H, "{\"messages\": [" U ", " CALL("{\"id\": 7, \"function\": {\"name\": \"f\", "
+                  "\"arguments\": \"{}\"}}") "]}", "messages[1].tool_calls[0].id", NULL);
+    expect_400(H, "{\"messages\": [" U ", " CALL("{\"x\": 1, \"function\": {\"name\": \"f\", "
+                  "\"arguments\": \"{}\"}}") "]}", "messages[1].tool_calls[0].x", "unknown_field");
+    expect_400(H, "{\"messages\": [" U ", " CALL("{\"function\": {\"name\": \"f\", \"arguments\": \"{}\","
+                  " \"y\": 2}}") "]}", "messages[1].tool_calls[0].function.y", "unknown_field");
+    expect_400(H, "{\"messages\": [" U ", " CALL("1") "]}", "messages[1].tool_calls[0]", NULL);
+    expect_400(H, "{\"messages\": [" U ", {\"role\": \"assistant\", \"content\": null}]}",
+               "messages[1].content", NULL);
+    expect_400(H, "{\"messages\": [" U ", {\"role\": \"assistant\", \"content\": null, "
+                  "\"tool_calls\": []}]}", "messages[1].content", NULL);
+    expect_400(H, "{\"messages\": [" U ", {\"role\": \"assistant\", \"content\": \"b\", "
+                  "\"tool_calls\": {}}]}", "messages[1].tool_calls", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"tool\", \"content\": \"a\", \"tool_call_id\": 3}]}",
+               "messages[0].tool_call_id", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\", \"tool_call_id\": \"x\"}]}",
+               "messages[0].tool_call_id", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\", \"reasoning_content\": "
+                  "\"r\"}]}", "messages[0].reasoning_content", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", "
+                  "\"reasoning_content\": 1}]}", "messages[0].reasoning_content", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\", \"name\": 5}]}",
+               "messages[0].name", NULL);
+    expect_400(H, "{\"messages\": [" U "], \"tools\": [1]}", "tools[0]", NULL);
+    expect_400(H, "{\"messages\": [" U "], \"tools\": [{\"type\": \"web\", \"function\": "
+                  "{\"name\": \"f\"}}]}", "tools[0].type", NULL);
+    expect_400(H, "{\"messages\": [" U "], \"tools\": [{\"type\": \"function\"}]}",
+               "tools[0].function", NULL);
+    expect_400(H, "{\"messages\": [" U "], \"tools\": [{\"type\": \"function\", \"function\": "
+                  "{\"name\": \"f\"}}, {\"type\": \"function\", \"function\": {\"name\": 1}}]}",
+               "tools[1].function.name", NULL);
+    expect_400(H, "{\"messages\": [" U "], \"tools\": [{\"type\": \"function\", \"function\": "
+                  "{\"name\": \"f\", \"parameters\": \"{}\"}}]}", "tools[0].function.parameters", NULL);
+    expect_400(H, "{\"messages\": [" U "], \"tools\": [{\"type\": \"function\", \"function\": "
+                  "{\"name\": \"f\", \"description\": 2}}]}", "tools[0].function.description", NULL);
+    expect_400(H, "{\"messages\": [" U "], \"tools\": [{\"type\": \"function\", \"function\": "
+                  "{\"name\": \"f\", \"examples\": []}}]}", "tools[0].function.examples",
+               "unknown_field");
+    expect_400(H, "{\"messages\": [" U "], \"tools\": [{\"type\": \"function\", \"function\": "
+                  "{\"name\": \"f\"}, \"extra\": 1}]}", "tools[0].extra", "unknown_field");
+    expect_400(H, "{\"messages\": [" U "], \"tool_choice\": \"required\"}", "tool_choice",
+               "unsupported_field");
+    expect_400(H, "{\"messages\": [" U "], \"tool_choice\": {\"type\": \"function\"}}",
+               "tool_choice", "unsupported_field");
+    expect_400(H, "{\"messages\": [" U "], \"parallel_tool_calls\": 1}", "parallel_tool_calls",
+               NULL);
+    expect_400(H, "{\"messages\": [" U "], \"chat_template_kwargs\": true}", "chat_template_kwargs",
+               NULL);
+    expect_400(H, "{\"messages\": [" U "], \"chat_template_kwargs\": {\"thinking\": \"yes\"}}",
+               "chat_template_kwargs.thinking", NULL);
+    expect_400(H, "{\"messages\": [" U "], \"chat_template_kwargs\": {\"tools_mode\": 1}}",
+               "chat_template_kwargs.tools_mode", "unknown_field");
+    expect_400(H, "{\"messages\": [" U "], \"chat_template_kwargs\": {\"thinking\": true, "
+                  "\"enable_thinking\": false}}", "chat_template_kwargs.enable_thinking", NULL);
+    /* completions take none of them */
+    expect_400(NUMLA_OPENAI_COMPLETIONS, "{\"prompt\": \"a\", \"chat_template_kwargs\": {}}",
+               "chat_template_kwargs", "unknown_field");
+    expect_400(NUMLA_OPENAI_COMPLETIONS, "{\"prompt\": \"a\", \"tools\": []}", "tools",
+               "unknown_field");
+#undef U
+#undef CALL
 }
 
 /* Compare a formatted object with the expected JSON (key order and spacing free). */
@@ -307,12 +442,19 @@ static void test_fuzz_mutations(void)
         "\"stop_token_ids\": [7, 8], \"n\": 1}",
         "1{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", "
         "\"content\": \"\u00e9\"}], \"max_completion_tokens\": 9, \"logprobs\": true, "
-        "\"top_logprobs\": 2, \"stop\": \"x\", \"echo\": false}"};
+        "\"top_logprobs\": 2, \"stop\": \"x\", \"echo\": false}",
+        "1{\"messages\": [{\"role\": \"user\", \"content\": \"w\", \"name\": \"a\"}, "
+        "{\"role\": \"assistant\", \"content\": null, \"reasoning_content\": \"r\", "
+        "\"tool_calls\": [{\"id\": \"f:0\", \"type\": \"function\", \"function\": {\"name\": "
+        "\"f\", \"arguments\": \"{}\"}}]}, {\"role\": \"tool\", \"content\": \"c\", "
+        "\"tool_call_id\": \"f:0\"}], \"tools\": [{\"type\": \"function\", \"function\": "
+        "{\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}}], "
+        "\"chat_template_kwargs\": {\"thinking\": true}}"};
     numla_test_rng rng = {2027};
     uint8_t buf[512];
     int accepted = 0, rejected = 0;
     for (int it = 0; it < 4000; it++) {
-        const char *seed = seeds[it % 2];
+        const char *seed = seeds[it % 3];
         size_t len = strlen(seed);
         memcpy(buf, seed, len);
         len = numla_test_mutate_json(buf, len, 1, &rng);
@@ -328,4 +470,5 @@ static void test_fuzz_mutations(void)
 NUMLA_TEST_SUITE(http_openai, NULL, NULL, NUMLA_TEST(test_error_message_utf8),
                  NUMLA_TEST(test_completions_fields),
                  NUMLA_TEST(test_chat_fields), NUMLA_TEST(test_errors_name_the_field),
+                 NUMLA_TEST(test_chat_tools_fields), NUMLA_TEST(test_chat_tools_errors),
                  NUMLA_TEST(test_format), NUMLA_TEST(test_fuzz_mutations))

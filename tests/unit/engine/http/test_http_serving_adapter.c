@@ -9,7 +9,11 @@
 #include "test_util.h"
 
 #include "common/clock.h"
+#include "engine/http/reasoning.h"
 #include "engine/http/serving_adapter.h"
+
+#include <jansson.h>
+#include <stdio.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -315,7 +319,246 @@ static void test_text_and_chat_prompts(void)
     numla_tokenizer_destroy(&tok);
 }
 
+/* A chat body's outcome through the adapter: the job's refusal (status, param) or, when it
+ * reached the loop, its prompt tokens and reasoning mode. */
+typedef struct chat_outcome {
+    int parse_status, status;
+    char param[96];
+    numla_request r;
+    int reasoning_mode;
+} chat_outcome;
+
+static void run_chat(adapter_fixture *f, const char *body, chat_outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    numla_openai_request req;
+    numla_openai_error err;
+    const numla_openai_limits lim = {0};
+    CU_ASSERT_EQUAL_FATAL(numla_openai_parse(NUMLA_OPENAI_CHAT, body, strlen(body), &lim, &req,
+                                             &err), NUMLA_STATUS_OK);
+    if (err.status) {
+        o->parse_status = err.status;
+        snprintf(o->param, sizeof o->param, "%s", err.param);
+        return;
+    }
+    numla_http_call *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_http_call_create(&req, &c), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_http_backend_submit(f->b, c, &err), 0);
+    void *user;
+    if (pull(f, &o->r, &user) == NUMLA_SERVE_PULL_REQUEST) {
+        CU_ASSERT_PTR_EQUAL(user, &c->jobs[0]);
+        o->reasoning_mode = c->jobs[0].reasoning_mode;
+        done(f, user, &o->r, "stop", NULL, 0, NULL, 0);
+    } else {
+        o->status = c->jobs[0].error.status;
+        snprintf(o->param, sizeof o->param, "%s", c->jobs[0].error.param);
+        CU_ASSERT(c->jobs[0].released);
+    }
+    numla_http_call_release(&c);
+}
+
+static json_t *load_kimi_golden(const char *file)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/golden/chat_kimi/%s", file);
+    json_error_t je;
+    json_t *j = json_load_file(numla_test_source_path(rel), 0, &je);
+    NUMLA_ASSERT_MSG(j != NULL, "%s: %s", rel, je.text);
+    return j;
+}
+
+/* The golden conversations of tests/golden/chat_kimi (tools, tool calls and results, names,
+ * reasoning_content) sent as chat bodies: the adapter's prompt is the golden render's tokens
+ * (add_generation_prompt, V3.1's thinking switch from chat_template_kwargs), and what a
+ * template cannot render is a 400 naming the field. */
+static void test_chat_golden_tools(void)
+{
+    const char *dir = numla_test_source_path("tests/golden/tokenizer/bpe1k");
+    numla_tokenizer *tok = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load(dir, &tok), NUMLA_STATUS_OK);
+    json_t *templates = load_kimi_golden("templates.json"), *cases = load_kimi_golden("cases.json");
+    CU_ASSERT_FATAL(templates && cases);
+    json_t *convs = json_object_get(cases, "conversations"), *rd;
+    size_t i;
+    int matched = 0, matched_tools = 0, refused = 0, thinking_open = 0;
+    json_array_foreach(json_object_get(cases, "renders"), i, rd) {
+        const char *name = json_string_value(json_object_get(rd, "template"));
+        const int v31 = !strcmp(name, "deepseek-v3.1"), k2 = !strcmp(name, "kimi-k2");
+        const int thinking = json_is_true(json_object_get(rd, "thinking"));
+        if (!json_is_true(json_object_get(rd, "add_generation_prompt")) || (!v31 && thinking))
+            continue; /* the server always adds the generation prompt; only V3.1 switches */
+        json_t *conv = json_array_get(convs, (size_t)json_integer_value(
+                                                 json_object_get(rd, "conversation")));
+        json_t *tools = json_object_get(conv, "tools"), *msgs = json_object_get(conv, "messages");
+        json_t *body = json_pack("{s:O}", "messages", msgs);
+        if (tools && !v31) /* V3.1's template ignores tools: the calls are tested without */
+            json_object_set(body, "tools", tools);
+        if (v31)
+            json_object_set_new(body, "chat_template_kwargs",
+                                json_pack("{s:b}", "thinking", thinking));
+        char *text = json_dumps(body, JSON_COMPACT);
+        json_decref(body);
+        /* what is expected of this pair */
+        char want_param[64] = "";
+        size_t k;
+        json_t *m;
+        json_array_foreach(msgs, k, m) {
+            const char *role = json_string_value(json_object_get(m, "role"));
+            if (!want_param[0] && strcmp(role, "system") && strcmp(role, "user") &&
+                strcmp(role, "assistant") && strcmp(role, "tool"))
+                snprintf(want_param, sizeof want_param, "messages[%zu].role", k);
+        }
+        json_array_foreach(msgs, k, m) {
+            /* the API's assistant content is null only next to tool_calls */
+            json_t *calls = json_object_get(m, "tool_calls");
+            if (!want_param[0] && json_is_null(json_object_get(m, "content")) &&
+                json_array_size(calls) == 0)
+                snprintf(want_param, sizeof want_param, "messages[%zu].content", k);
+            if (!want_param[0] && k2 && calls)
+                snprintf(want_param, sizeof want_param, "messages[%zu].tool_calls", k);
+        }
+        json_t *tj = json_object_get(templates, name);
+        json_t *cfg = json_pack("{s:O, s:O, s:O}", "bos_token", json_object_get(tj, "bos_token"),
+                                "eos_token", json_object_get(tj, "eos_token"), "chat_template",
+                                json_object_get(tj, "template"));
+        char *cfg_text = json_dumps(cfg, 0);
+        json_decref(cfg);
+        numla_chat_template *chat = NULL;
+        CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_json(cfg_text, NULL, &chat),
+                              NUMLA_STATUS_OK);
+        free(cfg_text);
+        adapter_fixture f;
+        fixture_open(&f, 1 << 20, tok, chat, 0);
+        chat_outcome o;
+        run_chat(&f, text, &o);
+        if (want_param[0]) {
+            NUMLA_ASSERT_MSG((o.parse_status == 400 || o.status == 400) &&
+                                 !strcmp(o.param, want_param),
+                             "%s render %zu: status %d/%d param '%s', want 400 '%s'", name, i,
+                             o.parse_status, o.status, o.param, want_param);
+            refused++;
+        } else {
+            const char *g = json_string_value(json_object_get(rd, "text"));
+            int32_t *want = NULL;
+            int64_t n = 0;
+            CU_ASSERT_EQUAL_FATAL(numla_tokenizer_encode(tok, g, strlen(g), 0, &want, &n),
+                                  NUMLA_STATUS_OK);
+            const int same = o.status == 0 && o.parse_status == 0 &&
+                             tokens_are(&o.r, want, (int32_t)n);
+            NUMLA_ASSERT_MSG(same, "%s render %zu (%s): status %d/%d param '%s', %d tokens, want "
+                             "%lld", name, i, text, o.parse_status, o.status, o.param,
+                             o.r.num_prompt, (long long)n);
+            matched += same;
+            matched_tools += same && (strstr(text, "\"tools\"") || strstr(text, "tool_calls"));
+            /* V3.1 thinking opens the reasoning at once; the Kimi-K2-Thinking model opens it */
+            const size_t gl = strlen(g);
+            const int opened = gl >= 7 && !strcmp(g + gl - 7, "<think>");
+            const int mode = v31 ? (opened ? NUMLA_HTTP_REASONING_OPEN
+                                           : NUMLA_HTTP_REASONING_DETECT)
+                             : k2 ? NUMLA_HTTP_REASONING_OFF : NUMLA_HTTP_REASONING_DETECT;
+            NUMLA_ASSERT_MSG(o.reasoning_mode == mode, "%s render %zu: reasoning mode %d, want %d",
+                             name, i, o.reasoning_mode, mode);
+            thinking_open += o.reasoning_mode == NUMLA_HTTP_REASONING_OPEN;
+            NUMLA_ASSERT_MSG(!v31 || !thinking || opened || json_array_size(msgs) == 0 ||
+                                 strcmp(json_string_value(json_object_get(
+                                            json_array_get(msgs, json_array_size(msgs) - 1),
+                                            "role")), "user"),
+                             "V3.1 render %zu: thinking after a user turn must open <think>", i);
+            free(want);
+        }
+        numla_request_free(&o.r);
+        free(text);
+        fixture_close(&f);
+        numla_chat_template_destroy(&chat);
+    }
+    /* 16 Kimi-K2 + 16 Kimi-K2-Thinking + 2 x 14 V3.1 generation-prompt renders, less refusals */
+    NUMLA_ASSERT_MSG(matched >= 40 && matched_tools >= 12 && refused >= 8 && thinking_open >= 6,
+                     "matched %d (with tools %d), refused %d, thinking %d", matched,
+                     matched_tools, refused, thinking_open);
+    json_decref(templates);
+    json_decref(cases);
+    numla_tokenizer_destroy(&tok);
+}
+
+/* The older DeepSeek templates render no tools, tool calls, tool messages or thinking switch:
+ * a request with one is a 400 naming the field and the template, never a silent drop. */
+static void test_chat_refused_by_template(void)
+{
+    const char *dir = numla_test_source_path("tests/golden/tokenizer/bpe1k");
+    numla_tokenizer *tok = NULL;
+    numla_chat_template *v3 = NULL, *v31 = NULL, *k2t = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load(dir, &tok), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_json(NULL, "deepseek-v3", &v3), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_json(NULL, "deepseek-v3.1", &v31),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_json(NULL, "kimi-k2-thinking", &k2t),
+                          NUMLA_STATUS_OK);
+#define U "{\"role\": \"user\", \"content\": \"a\"}"
+    const struct {
+        numla_chat_template *t;
+        const char *body, *param, *says;
+    } cases[] = {
+        {v3, "{\"messages\": [" U "], \"tools\": [{\"type\": \"function\", \"function\": "
+             "{\"name\": \"f\"}}]}", "tools", "deepseek-v3 chat template does not declare tools"},
+        {v31, "{\"messages\": [" U "], \"tools\": [{\"type\": \"function\", \"function\": "
+              "{\"name\": \"f\"}}]}", "tools", "deepseek-v3.1 chat template does not declare tools"},
+        {v3, "{\"messages\": [" U ", {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": "
+             "[{\"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}]}]}",
+         "messages[1].tool_calls", "deepseek-v3 chat template does not write tool calls"},
+        {v3, "{\"messages\": [" U ", {\"role\": \"tool\", \"content\": \"x\"}]}", "messages[1].role",
+         "deepseek-v3 chat template does not write tool messages"},
+        {v3, "{\"messages\": [" U "], \"chat_template_kwargs\": {\"thinking\": true}}",
+         "chat_template_kwargs.thinking", "deepseek-v3 chat template has no thinking mode"},
+        {k2t, "{\"messages\": [" U "], \"chat_template_kwargs\": {\"enable_thinking\": false}}",
+         "chat_template_kwargs.thinking", "kimi-k2-thinking chat template always thinks"},
+    };
+#undef U
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        adapter_fixture f;
+        fixture_open(&f, 4096, tok, cases[i].t, 0);
+        numla_openai_request req;
+        numla_openai_error err;
+        const numla_openai_limits lim = {0};
+        CU_ASSERT_EQUAL_FATAL(numla_openai_parse(NUMLA_OPENAI_CHAT, cases[i].body,
+                                                 strlen(cases[i].body), &lim, &req, &err),
+                              NUMLA_STATUS_OK);
+        NUMLA_ASSERT_MSG(err.status == 0, "case %zu parse: %s", i, err.message);
+        if (err.status) {
+            fixture_close(&f);
+            continue;
+        }
+        numla_http_call *c = NULL;
+        CU_ASSERT_EQUAL_FATAL(numla_http_call_create(&req, &c), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_http_backend_submit(f.b, c, &err), 0);
+        numla_request r;
+        void *user;
+        CU_ASSERT_EQUAL(pull(&f, &r, &user), NUMLA_SERVE_PULL_NONE);
+        const numla_http_job *j = &c->jobs[0];
+        NUMLA_ASSERT_MSG(j->error.status == 400 && !strcmp(j->error.param, cases[i].param) &&
+                             strstr(j->error.message, cases[i].says),
+                         "case %zu: %d '%s' '%s'", i, j->error.status, j->error.param,
+                         j->error.message);
+        numla_http_call_release(&c);
+        fixture_close(&f);
+    }
+    /* kimi-k2-thinking with thinking true (it always thinks) is served */
+    adapter_fixture f;
+    fixture_open(&f, 4096, tok, k2t, 0);
+    chat_outcome o;
+    run_chat(&f, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                 "\"chat_template_kwargs\": {\"thinking\": true}}", &o);
+    CU_ASSERT(o.status == 0 && o.parse_status == 0 && o.r.num_prompt > 0);
+    CU_ASSERT_EQUAL(o.reasoning_mode, NUMLA_HTTP_REASONING_DETECT);
+    numla_request_free(&o.r);
+    fixture_close(&f);
+    numla_chat_template_destroy(&v3);
+    numla_chat_template_destroy(&v31);
+    numla_chat_template_destroy(&k2t);
+    numla_tokenizer_destroy(&tok);
+}
+
 NUMLA_TEST_SUITE(http_serving_adapter, NULL, NULL, NUMLA_TEST(test_token_prompts_in_order),
                  NUMLA_TEST(test_failures_from_the_loop), NUMLA_TEST(test_refusals),
                  NUMLA_TEST(test_cancelled_while_queued), NUMLA_TEST(test_wait_and_destroy),
-                 NUMLA_TEST(test_text_and_chat_prompts))
+                 NUMLA_TEST(test_text_and_chat_prompts), NUMLA_TEST(test_chat_golden_tools),
+                 NUMLA_TEST(test_chat_refused_by_template))
