@@ -27,9 +27,9 @@
  * (a string, or an object with "content"); absent ones render as "" as in transformers.
  *
  * Messages: roles "system", "user", "assistant", and "tool" (tool outputs, plain text, for the
- * templates that have them). Other roles render nothing, as in the templates. Tool calls
- * (an assistant message with tool_calls, or with null content) are not supported and fail
- * naming the message index and field.
+ * templates that have them). Other roles render nothing, as in the templates. Tool calls (an
+ * assistant message with tool_calls, or with null content) render in deepseek-v3.1 and
+ * kimi-k2-thinking; the other templates refuse them, naming the message index and field.
  *
  * Threading: a loaded template is read-only; render may run concurrently. Not collective.
  */
