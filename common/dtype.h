@@ -106,4 +106,23 @@ static inline void numla_store_f32(void *p, numla_dtype t, size_t i, float v)
     }
 }
 
+/* Store n floats, each times scale, as elements [i, i + n) of a typed array (as
+ * numla_store_f32; the f32 and bf16 loops are written out so they vectorise). */
+static inline void numla_store_f32_row(void *p, numla_dtype t, size_t i, const float *src,
+                                       size_t n, float scale)
+{
+    if (t == NUMLA_DTYPE_F32) {
+        float *dst = (float *)p + i;
+        for (size_t d = 0; d < n; d++)
+            dst[d] = src[d] * scale;
+    } else if (t == NUMLA_DTYPE_BF16) {
+        uint16_t *dst = (uint16_t *)p + i;
+        for (size_t d = 0; d < n; d++)
+            dst[d] = numla_f32_to_bf16(src[d] * scale);
+    } else {
+        for (size_t d = 0; d < n; d++)
+            numla_store_f32(p, t, i + d, src[d] * scale);
+    }
+}
+
 #endif

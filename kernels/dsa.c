@@ -541,19 +541,8 @@ static int64_t numla_dsa_attn_plan(const numla_dsa_attn_args *a, int nt, numla_d
 static void numla_dsa_attn_store_row(const numla_dsa_attn_args *a, int64_t row, const float *src,
                                      float scale)
 {
-    const size_t dc = (size_t)a->kv_lora_rank, base = (size_t)row * dc;
-    if (a->out_dtype == NUMLA_DTYPE_F32) {
-        float *dst = (float *)a->out + base;
-        for (size_t d = 0; d < dc; d++)
-            dst[d] = src[d] * scale;
-    } else if (a->out_dtype == NUMLA_DTYPE_BF16) {
-        uint16_t *dst = (uint16_t *)a->out + base;
-        for (size_t d = 0; d < dc; d++)
-            dst[d] = numla_f32_to_bf16(src[d] * scale);
-    } else {
-        for (size_t d = 0; d < dc; d++)
-            numla_store_f32(a->out, a->out_dtype, base + d, src[d] * scale);
-    }
+    const size_t dc = (size_t)a->kv_lora_rank;
+    numla_store_f32_row(a->out, a->out_dtype, (size_t)row * dc, src, dc, scale);
 }
 
 static void numla_dsa_attn_run_item(const numla_dsa_attn_kernel *k, const numla_dsa_attn_args *a,

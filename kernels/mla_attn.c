@@ -350,19 +350,8 @@ void numla_mla_attn_plan_stats(const numla_mla_attn_args *a, int nt, int64_t *it
 static void numla_mla_attn_store_row(const numla_mla_attn_args *a, int64_t row, const float *src,
                                      float scale)
 {
-    const size_t dc = (size_t)a->kv_lora_rank, base = (size_t)row * dc;
-    if (a->out_dtype == NUMLA_DTYPE_F32) {
-        float *dst = (float *)a->out + base;
-        for (size_t d = 0; d < dc; d++)
-            dst[d] = src[d] * scale;
-    } else if (a->out_dtype == NUMLA_DTYPE_BF16) {
-        uint16_t *dst = (uint16_t *)a->out + base;
-        for (size_t d = 0; d < dc; d++)
-            dst[d] = numla_f32_to_bf16(src[d] * scale);
-    } else {
-        for (size_t d = 0; d < dc; d++)
-            numla_store_f32(a->out, a->out_dtype, base + d, src[d] * scale);
-    }
+    const size_t dc = (size_t)a->kv_lora_rank;
+    numla_store_f32_row(a->out, a->out_dtype, (size_t)row * dc, src, dc, scale);
 }
 
 /* The chunk of unit u of item it over keys [k0, k1): its rows and their clamped key ends. */
