@@ -180,6 +180,8 @@ numla_status numla_tokenizer_addset_build(numla_tokenizer *t, numla_tokenizer_ad
                                           int normalized);
 numla_status numla_tokenizer_load_specials(numla_tokenizer *t, json_t *config);
 numla_status numla_tokenizer_prepare_encode(numla_tokenizer *t);
+/* dec_pool / dec_off / dec_len sized for n_ids tokens of tok_len bytes; FORMAT on a bad n_ids. */
+numla_status numla_tokenizer_decode_alloc(numla_tokenizer *t);
 
 /* tokenizer_tiktoken.c: fill t (id_limit set, everything else zero) from the text of a
  * tiktoken.model file and tokenizer_config.json (parsed; may be NULL). name is the file named

@@ -346,9 +346,9 @@ static numla_status numla_tokenizer_set_token(numla_tokenizer *t, int32_t id, co
     return NUMLA_STATUS_OK;
 }
 
-/* Decoded bytes of every id, as the ByteLevel decoder makes them: a token made only of
- * byte-level chars becomes those bytes, any other token its own UTF-8. */
-static numla_status numla_tokenizer_build_decode(numla_tokenizer *t)
+/* The decode table's arrays, sized for every id's token bytes (a decoded token is never longer
+ * than its token); filled by the caller. */
+numla_status numla_tokenizer_decode_alloc(numla_tokenizer *t)
 {
     if (t->n_ids < 1 || t->n_ids > NUMLA_TOKENIZER_MAX_IDS)
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "tokenizer has %lld ids", (long long)t->n_ids);
@@ -360,6 +360,14 @@ static numla_status numla_tokenizer_build_decode(numla_tokenizer *t)
     t->dec_len = calloc((size_t)t->n_ids, sizeof *t->dec_len);
     if (!t->dec_pool || !t->dec_off || !t->dec_len)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the decode table");
+    return NUMLA_STATUS_OK;
+}
+
+/* Decoded bytes of every id, as the ByteLevel decoder makes them: a token made only of
+ * byte-level chars becomes those bytes, any other token its own UTF-8. */
+static numla_status numla_tokenizer_build_decode(numla_tokenizer *t)
+{
+    NUMLA_CHECK(numla_tokenizer_decode_alloc(t));
     size_t o = 0;
     for (int64_t i = 0; i < t->n_ids; i++) {
         t->dec_off[i] = o;

@@ -617,16 +617,7 @@ static numla_status tt_fill_specials(numla_tokenizer *t, json_t *config, const c
 /* Decoded bytes: a token's own bytes. */
 static numla_status tt_build_decode(numla_tokenizer *t)
 {
-    if (t->n_ids < 1 || t->n_ids > NUMLA_TOKENIZER_MAX_IDS)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "tokenizer has %lld ids", (long long)t->n_ids);
-    size_t total = 0;
-    for (int64_t i = 0; i < t->n_ids; i++)
-        total += t->tok_len[i];
-    t->dec_pool = malloc(total + 1);
-    t->dec_off = calloc((size_t)t->n_ids, sizeof *t->dec_off);
-    t->dec_len = calloc((size_t)t->n_ids, sizeof *t->dec_len);
-    if (!t->dec_pool || !t->dec_off || !t->dec_len)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the decode table");
+    NUMLA_CHECK(numla_tokenizer_decode_alloc(t));
     size_t o = 0;
     for (int64_t i = 0; i < t->n_ids; i++) {
         t->dec_off[i] = o;
