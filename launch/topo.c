@@ -58,15 +58,6 @@ numla_status numla_topo_load(const char *synthetic, const char *xml_path, numla_
         NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "hwloc_topology_init failed");
     }
     numla_status s = NUMLA_STATUS_OK;
-    const char *env_xml = getenv("HWLOC_XMLFILE"), *env_syn = getenv("HWLOC_SYNTHETIC");
-    if (!synthetic && !xml_path) {
-        /* hwloc reads these itself in hwloc_topology_load; naming them makes plans printed
-         * for another machine say so. */
-        if (env_xml && *env_xml)
-            xml_path = env_xml;
-        else if (env_syn && *env_syn)
-            synthetic = env_syn;
-    }
     if (synthetic) {
         snprintf(t->source, sizeof t->source, "synthetic: %s", synthetic);
         if (hwloc_topology_set_synthetic(t->hw, synthetic)) {
@@ -90,6 +81,8 @@ numla_status numla_topo_load(const char *synthetic, const char *xml_path, numla_
         goto fail;
     }
     t->this_system = hwloc_topology_is_thissystem(t->hw);
+    if (!synthetic && !xml_path && !t->this_system) /* hwloc took HWLOC_XMLFILE/_SYNTHETIC */
+        snprintf(t->source, sizeof t->source, "another machine (hwloc's environment variables)");
     t->num_packages = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PACKAGE);
     t->num_pus = hwloc_get_nbobjs_by_type(t->hw, HWLOC_OBJ_PU);
     hwloc_obj_type_t core_type = HWLOC_OBJ_CORE;

@@ -47,7 +47,8 @@ typedef struct numla_topo {
 
 /* Load a topology. synthetic (an hwloc synthetic string) or xml_path select another machine;
  * both NULL means this machine, where hwloc itself honours HWLOC_XMLFILE and HWLOC_SYNTHETIC
- * from the environment (checked explicitly here too, so the source string says so). Local. */
+ * from the environment (the source string then says another machine; `numla topo` passes
+ * them explicitly so it can name them). Reads no environment itself. Local. */
 numla_status numla_topo_load(const char *synthetic, const char *xml_path, numla_topo **out);
 /* Sets *t to NULL; NULL is a no-op. */
 void numla_topo_destroy(numla_topo **t);

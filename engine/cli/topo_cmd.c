@@ -179,6 +179,15 @@ static int numla_topo_main(int argc, char **argv)
         }
     }
 
+    if (!synthetic && !xml) {
+        /* hwloc reads these itself when it loads the topology; naming them makes a plan
+         * printed for another machine say so */
+        const char *env_xml = getenv("HWLOC_XMLFILE"), *env_syn = getenv("HWLOC_SYNTHETIC");
+        if (env_xml && *env_xml)
+            xml = env_xml;
+        else if (env_syn && *env_syn)
+            synthetic = env_syn;
+    }
     numla_topo *t = NULL;
     numla_launch_plan *p = NULL;
     int rc = 0;
