@@ -31,7 +31,7 @@ static void test_table(void)
         CU_ASSERT_EQUAL(gi->bytes, in->block_bytes);
         numla_weight_encoding back;
         CU_ASSERT_TRUE(numla_weight_encoding_from_ggml(in->ggml_type, &back));
-        CU_ASSERT_EQUAL(back, e);
+        CU_ASSERT_EQUAL((int)back, (int)e);
         CU_ASSERT_EQUAL(numla_weight_encoding_bytes((numla_weight_encoding)e, 3, 2 * in->block_cols, 0),
                         6 * in->block_bytes);
         CU_ASSERT_EQUAL(numla_weight_encoding_bytes((numla_weight_encoding)e, 3, in->block_cols + 1, 0),
