@@ -606,6 +606,19 @@ static int is_role(const numla_chat_message *m, const char *role)
     return strcmp(m->role, role) == 0;
 }
 
+/* Every system message's content, in order, joined by "\n\n" (the V3 and V3.1 templates). */
+static void put_systems_joined(const numla_chat_message *msgs, int n, numla_strbuf *b)
+{
+    int first = 1;
+    for (int i = 0; i < n; i++)
+        if (is_role(&msgs[i], "system")) {
+            if (!first)
+                put(b, "\n\n");
+            put(b, msgs[i].content);
+            first = 0;
+        }
+}
+
 /* The literals of the V2.5 / V3 / R1 templates. */
 #define T_USER "<｜User｜>"
 #define T_ASSISTANT "<｜Assistant｜>"
@@ -657,14 +670,7 @@ static void render_turns(const numla_chat_template *t, const numla_chat_message 
         put(b, sp);
     } else {
         put(b, t->bos);
-        int first = 1;
-        for (int i = 0; i < n; i++)
-            if (is_role(&msgs[i], "system")) {
-                if (!first)
-                    put(b, "\n\n");
-                put(b, msgs[i].content);
-                first = 0;
-            }
+        put_systems_joined(msgs, n, b);
     }
     int is_tool = 0, output_first = 1;
     for (int i = 0; i < n; i++) {
@@ -954,14 +960,7 @@ static void render_v3_1(const numla_chat_template *t, const numla_chat_message *
                         int agp, int thinking, numla_strbuf *b)
 {
     put(b, t->bos);
-    int first_sp = 1;
-    for (int i = 0; i < n; i++)
-        if (is_role(&msgs[i], "system")) {
-            if (!first_sp)
-                put(b, "\n\n");
-            put(b, msgs[i].content);
-            first_sp = 0;
-        }
+    put_systems_joined(msgs, n, b);
     int is_tool = 0, is_last_user = 0;
     for (int i = 0; i < n; i++) {
         const numla_chat_message *m = &msgs[i];
