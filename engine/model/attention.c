@@ -63,6 +63,9 @@ static numla_status build_sub_step(numla_model *m, const numla_step *st)
 numla_status numla_model_attention_plan(numla_model *m, const numla_kv_cache *cache,
                                         const numla_step *st)
 {
+    m->split = m->all_expanded = 0;
+    if (m->dsa_sparse) /* every row takes the sparse form (numla_model_dsa_attention) */
+        return NUMLA_STATUS_OK;
     const int64_t T = st->num_tokens, B = st->num_seqs, NB = NUMLA_MODEL_NEW_BLOCK;
     const int64_t dc = m->cfg.kv_lora_rank;
     const size_t row_bytes =
@@ -146,6 +149,19 @@ numla_status numla_model_attention(numla_model *m, const numla_weights_layer *lw
     };
     NUMLA_CHECK(numla_concat_and_cache_mla(m->isa, &kw));
 
+    /* Sparse attention (DSA models): the layer's indexer writes its keys and, when the step
+     * selects tokens, picks each row's positions; such a step attends to those only, every
+     * row in the absorbed form (docs/sparse_attention.md). */
+    if (lw->has_indexer)
+        NUMLA_CHECK(numla_model_dsa_index(m, lw, layer, cache, st));
+    if (m->dsa_sparse) {
+        double ts = omp_get_wtime();
+        NUMLA_CHECK(numla_model_dsa_attention(m, lw, layer, cache, st));
+        m->stats.attn_s += omp_get_wtime() - ts;
+        NUMLA_CHECK(numla_model_lin(m, &lw->o_proj, T, m->o, Hr * vd, m->h, hid, 1));
+        return NUMLA_STATUS_OK;
+    }
+
     /* Per sequence, the form expand_seq() picks: decode rows (and short chunks over a long
      * prefix) absorbed, the other prefill chunks expanded. A step with both runs each form
      * over its own sequences (numla_model_attention_plan set m->split and built the absorbed
@@ -185,6 +201,24 @@ static numla_status attention_split(numla_model *m, const numla_weights_layer *l
     return NUMLA_STATUS_OK;
 }
 
+numla_status numla_model_absorb_queries(numla_model *m, const numla_weights_layer *lw, int64_t T,
+                                        const float *q, const float *cos_sin, float *qabs)
+{
+    const numla_model_config *c = &m->cfg;
+    const int64_t Hr = m->w->shard.head_count, qhd = c->q_head_dim, nope = c->qk_nope_head_dim;
+    const int64_t dc = c->kv_lora_rank, dr = c->qk_rope_head_dim;
+    const int64_t qw = Hr * qhd, aw = dc + dr;
+    /* q̃_h = W_UK,hᵀ q_nope,h, then rope(q_pe,h) */
+    NUMLA_CHECK(numla_model_per_head(m, lw->uk_t, lw->uk_in_scale, Hr, T, q, qw, qhd, qabs,
+                                     Hr * aw, aw));
+#pragma omp parallel for num_threads(m->num_threads) collapse(2) if (T * Hr > 1)
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < Hr; h++)
+            numla_rope_apply(qabs + (t * Hr + h) * aw + dc, q + t * qw + h * qhd + nope,
+                             cos_sin + t * dr, dr);
+    return NUMLA_STATUS_OK;
+}
+
 /* Absorbed form (docs/design.md §5) over every row of the step st: reads q (T, H_r · q_head_dim)
  * and cos_sin (T, Dr), writes o (T, H_r · v). */
 static numla_status attention_absorbed(numla_model *m, const numla_weights_layer *lw,
@@ -193,18 +227,11 @@ static numla_status attention_absorbed(numla_model *m, const numla_weights_layer
 {
     const numla_model_config *c = &m->cfg;
     const int64_t T = st->num_tokens;
-    const int64_t Hr = m->w->shard.head_count, qhd = c->q_head_dim, nope = c->qk_nope_head_dim;
+    const int64_t Hr = m->w->shard.head_count;
     const int64_t dc = c->kv_lora_rank, dr = c->qk_rope_head_dim, vd = c->v_head_dim;
-    const int64_t qw = Hr * qhd, aw = dc + dr;
+    const int64_t aw = dc + dr;
 
-    /* Absorbed queries: q̃_h = W_UK,hᵀ q_nope,h, then rope(q_pe,h). */
-    NUMLA_CHECK(numla_model_per_head(m, lw->uk_t, lw->uk_in_scale, Hr, T, q, qw, qhd, m->qabs,
-                                     Hr * aw, aw));
-#pragma omp parallel for num_threads(m->num_threads) collapse(2) if (T * Hr > 1)
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t h = 0; h < Hr; h++)
-            numla_rope_apply(m->qabs + (t * Hr + h) * aw + dc, q + t * qw + h * qhd + nope,
-                             cos_sin + t * dr, dr);
+    NUMLA_CHECK(numla_model_absorb_queries(m, lw, T, q, cos_sin, m->qabs));
 
     /* Attention in two parts merged by LSE (docs/design.md §4): the cached prefix of each sequence
      * (every new query sees all of it) and, causally, the step's own new rows, copied from the

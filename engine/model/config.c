@@ -185,14 +185,17 @@ static numla_status parse_model_type(const cfg_ctx *c, json_t *root, numla_model
      * (architectures: DeepseekV3ForCausalLM); its router is V3's noaux_tc/sigmoid. */
     static const cfg_choice archs[] = {{"deepseek_v2", NUMLA_MODEL_ARCH_DEEPSEEK_V2},
                                        {"deepseek_v3", NUMLA_MODEL_ARCH_DEEPSEEK_V3},
-                                       {"kimi_k2", NUMLA_MODEL_ARCH_DEEPSEEK_V3}};
+                                       {"kimi_k2", NUMLA_MODEL_ARCH_DEEPSEEK_V3},
+                                       {"deepseek_v32", NUMLA_MODEL_ARCH_DEEPSEEK_V3},
+                                       {"glm_moe_dsa", NUMLA_MODEL_ARCH_DEEPSEEK_V3}};
     const char *mt;
     NUMLA_CHECK(cfg_str(c, root, "", "model_type", &mt));
     if (!mt)
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field model_type", c->src);
     int arch = 0;
-    NUMLA_CHECK(cfg_enum(c, "model_type", mt, archs, 3,
-                         "deepseek_v2, deepseek_v3, kimi_k2, kimi_k25 (text_config)", &arch));
+    NUMLA_CHECK(cfg_enum(c, "model_type", mt, archs, 5,
+                         "deepseek_v2, deepseek_v3, kimi_k2, kimi_k25 (text_config), deepseek_v32, "
+                         "glm_moe_dsa", &arch));
     o->arch = (numla_model_arch)arch;
     snprintf(o->model_type, sizeof o->model_type, "%s", mt);
     return NUMLA_STATUS_OK;
@@ -721,6 +724,16 @@ numla_status numla_model_config_parse(const char *json_text, const char *source,
     memset(&tmp, 0, sizeof tmp);
     numla_status s = parse_root(&c, c.root, &tmp);
     json_decref(c.root);
+    /* the sparse-attention fields (enabled = 0 for the other model types) */
+    if (s == NUMLA_STATUS_OK)
+        s = numla_dsa_config_parse(json_text, c.src, &tmp.dsa);
+    if (s == NUMLA_STATUS_OK && tmp.dsa.enabled && tmp.dsa.num_nextn_predict_layers > 0)
+        NUMLA_INFO("%s: %s: the %lld multi-token-prediction layer%s (num_nextn_predict_layers, "
+                   "model.layers.%lld.*) %s not loaded", c.src, tmp.model_type,
+                   (long long)tmp.dsa.num_nextn_predict_layers,
+                   tmp.dsa.num_nextn_predict_layers > 1 ? "s" : "",
+                   (long long)tmp.num_hidden_layers,
+                   tmp.dsa.num_nextn_predict_layers > 1 ? "are" : "is");
     if (s != NUMLA_STATUS_OK) {
         numla_error_frame(__FILE__, __LINE__, __func__);
         return s;
@@ -774,8 +787,13 @@ numla_status numla_model_config_load(const char *dir, numla_model_config *out)
     return NUMLA_STATUS_OK;
 }
 
+_Static_assert(NUMLA_DSA_MAX_LAYERS == NUMLA_CONFIG_MAX_LAYERS,
+               "config_dsa.h's per-layer lists hold every layer a config may have");
+
 int numla_model_config_is_moe_layer(const numla_model_config *c, int64_t layer)
 {
+    if (c->dsa.enabled)
+        return layer >= 0 && layer < c->dsa.num_layers && c->dsa.mlp_moe[layer];
     return c->n_routed_experts > 0 && layer >= c->first_k_dense_replace &&
            layer % c->moe_layer_freq == 0;
 }

@@ -1,6 +1,7 @@
 /* engine/model/config.h — the model blueprint: numla_model_config parsed from a Hugging Face
- * config.json (model_type deepseek_v2 / deepseek_v3, and Kimi's kimi_k2 / kimi_k25 which are
- * V3's architecture; see docs/kimi.md), validated, with the derived values the
+ * config.json (model_type deepseek_v2 / deepseek_v3, Kimi's kimi_k2 / kimi_k25 which are V3's
+ * architecture, docs/kimi.md; deepseek_v32 and glm_moe_dsa, V3 plus sparse attention,
+ * docs/sparse_attention.md), validated, with the derived values the
  * forward pass needs (softmax scale with YaRN m², YaRN inverse frequencies, attention factor).
  * docs/design.md §5 is the spec. Owns no memory: the struct is plain values.
  *
@@ -28,6 +29,7 @@
 
 #include "common/status.h"
 #include "engine/formats/weight_encoding.h"
+#include "engine/model/config_dsa.h"
 
 enum {
     NUMLA_CONFIG_MAX_ROPE_DIM = 256, /* qk_rope_head_dim upper bound (inv_freq array size × 2) */
@@ -55,7 +57,9 @@ enum {
 
 typedef enum numla_model_arch {
     NUMLA_MODEL_ARCH_DEEPSEEK_V2 = 0, /* model_type "deepseek_v2" */
-    NUMLA_MODEL_ARCH_DEEPSEEK_V3,     /* model_type "deepseek_v3", "kimi_k2", kimi_k25's text */
+    NUMLA_MODEL_ARCH_DEEPSEEK_V3,     /* model_type "deepseek_v3", "kimi_k2", kimi_k25's text, and
+                                         the sparse-attention types "deepseek_v32" and
+                                         "glm_moe_dsa" (V3's MLA and router plus `dsa`) */
 } numla_model_arch;
 
 typedef enum numla_topk_method {
@@ -147,6 +151,10 @@ typedef struct numla_model_config {
     /* weights */
     numla_weight_format weight_format; /* quantization_config; NONE when absent or null */
 
+    /* sparse attention (DSA): enabled for deepseek_v32 / glm_moe_dsa (config_dsa.h); its
+     * mlp_moe then says which layers are MoE */
+    numla_dsa_config dsa;
+
     /* tokens */
     int32_t bos_token_id;         /* -1 when absent */
     int32_t num_eos;
@@ -174,7 +182,8 @@ struct numla_gguf;
 numla_status numla_model_config_from_gguf(const struct numla_gguf *g, const char *source,
                                           numla_model_config *out);
 
-/* Whether layer l has an MoE block (else the dense MLP). */
+/* Whether layer l has an MoE block (else the dense MLP): mlp_layer_types for the DSA types,
+ * else first_k_dense_replace and moe_layer_freq. */
 int numla_model_config_is_moe_layer(const numla_model_config *c, int64_t layer);
 
 #endif

@@ -1,5 +1,6 @@
 /* engine/model/config_dsa.c — parse the DSA fields of config.json (config_dsa.h). */
 #include "engine/model/config_dsa.h"
+#include "engine/model/config.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -21,7 +21,6 @@
 #include <stdint.h>
 
 #include "common/status.h"
-#include "engine/model/config.h"
 
 typedef enum numla_dsa_rope {
     NUMLA_DSA_ROPE_HALF = 0,    /* deepseek_v32: rotate_half over the first Dr values */
@@ -29,6 +28,8 @@ typedef enum numla_dsa_rope {
 } numla_dsa_rope;
 
 #define NUMLA_DSA_MAX_TOPK ((int64_t)1 << 20)
+/* = NUMLA_CONFIG_MAX_LAYERS (config.h includes this header and checks it) */
+#define NUMLA_DSA_MAX_LAYERS 1024
 
 typedef struct numla_dsa_config {
     int enabled;                   /* model_type deepseek_v32 or glm_moe_dsa */
@@ -39,8 +40,8 @@ typedef struct numla_dsa_config {
     int64_t rope_dim;              /* qk_rope_head_dim: leading values of q, k the RoPE turns */
     numla_dsa_rope index_rope;
     int64_t num_nextn_predict_layers; /* MTP layers the checkpoint ships (skipped on load) */
-    uint8_t indexer_full[NUMLA_CONFIG_MAX_LAYERS]; /* (num_layers) 1 "full", 0 "shared" */
-    uint8_t mlp_moe[NUMLA_CONFIG_MAX_LAYERS];      /* (num_layers) 1 "sparse" (MoE), 0 "dense" */
+    uint8_t indexer_full[NUMLA_DSA_MAX_LAYERS];    /* (num_layers) 1 "full", 0 "shared" */
+    uint8_t mlp_moe[NUMLA_DSA_MAX_LAYERS];         /* (num_layers) 1 "sparse" (MoE), 0 "dense" */
 } numla_dsa_config;
 
 /* Parse the DSA fields of config.json text; `source` names the file in messages. Errors are

@@ -1,5 +1,6 @@
 /* engine/model/kv_cache.c — paged latent KV pool and block allocator (see kv_cache.h). */
 #include "engine/model/kv_cache.h"
+#include "engine/model/config.h"
 
 #include <numa.h>
 #include <stdlib.h>
@@ -489,4 +490,34 @@ void numla_kv_seq_release(numla_kv_cache *c, numla_kv_seq *s)
 int64_t numla_kv_seq_slot(const numla_kv_cache *c, const numla_kv_seq *s, int64_t pos)
 {
     return (int64_t)s->block_table[pos / c->block_size] * c->block_size + pos % c->block_size;
+}
+
+numla_status numla_kv_cache_create_for_model(const numla_model_config *cfg, int32_t block_size,
+                                             int64_t num_blocks, numla_dtype dtype,
+                                             numla_kv_cache **out)
+{
+    if (!cfg || !out)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_kv_cache_create_for_model: NULL argument");
+    NUMLA_CHECK(numla_kv_cache_create((int32_t)cfg->num_hidden_layers, (int32_t)cfg->kv_lora_rank,
+                                      (int32_t)cfg->qk_rope_head_dim, block_size, num_blocks,
+                                      dtype, out));
+    if (!cfg->dsa.enabled)
+        return NUMLA_STATUS_OK;
+    numla_status s = numla_kv_cache_add_index(*out, (int32_t)cfg->dsa.index_head_dim, dtype);
+    if (s != NUMLA_STATUS_OK) {
+        numla_kv_cache_destroy(out);
+        NUMLA_CHECK(s);
+    }
+    return NUMLA_STATUS_OK;
+}
+
+size_t numla_kv_block_bytes_for_model(const numla_model_config *cfg, int32_t block_size,
+                                      numla_dtype dtype)
+{
+    const int32_t L = (int32_t)cfg->num_hidden_layers;
+    size_t b = numla_kv_block_bytes(L, (int32_t)cfg->kv_lora_rank, (int32_t)cfg->qk_rope_head_dim,
+                                    block_size, dtype);
+    if (cfg->dsa.enabled)
+        b += numla_kv_index_block_bytes(L, (int32_t)cfg->dsa.index_head_dim, block_size, dtype);
+    return b;
 }

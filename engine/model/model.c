@@ -327,6 +327,7 @@ static numla_status forward_impl(numla_model *m, numla_kv_cache *cache, const nu
         cache->num_layers < c->num_hidden_layers)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "model: KV cache geometry does not match the model");
     NUMLA_CHECK(ensure_capacity(m, st->num_tokens, st->num_logit_rows));
+    NUMLA_CHECK(numla_model_dsa_plan(m, cache, st));
     NUMLA_CHECK(numla_model_attention_plan(m, cache, st));
 
     double tp = omp_get_wtime();

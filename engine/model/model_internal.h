@@ -35,6 +35,7 @@ typedef enum {
     NUMLA_SCRATCH_XP_KEYS,    /* key rows of the expanded form */
     NUMLA_SCRATCH_XP_TOKENS,  /* query rows of the expanded form */
     NUMLA_SCRATCH_XP_SEQS,    /* sequences of the expanded form */
+    NUMLA_SCRATCH_DSA_TOKENS, /* rows of the sparse-attention indexer (DSA models only) */
     NUMLA_SCRATCH_WORKSPACE,  /* kernel workspaces grown by size query (grow_workspace) */
     NUMLA_SCRATCH_DIM_COUNT
 } numla_scratch_dim;
@@ -129,6 +130,16 @@ struct numla_model {
     int32_t *xp_seq;   /* (4, B) q_start, q_len, k_start, prefix of the expanded sequences */
     void *xp_ws;       /* mha_prefill workspace */
     size_t xp_ws_bytes;
+    /* sparse attention (sparse_attention.c; DSA models): Hi = index_n_heads, Di =
+     * index_head_dim, K = index_topk */
+    int dsa_sparse;    /* this step selects tokens: some sequence is longer than K */
+    float *idx_q;      /* (T, Hi · Di) indexer queries */
+    float *idx_k;      /* (T, Di) indexer keys (written to the index-key cache) */
+    float *idx_w;      /* (T, Hi) head weights */
+    int32_t *idx_sel;  /* (T, K) positions the last full indexer layer kept, -1 padded */
+    int32_t *idx_cnt;  /* (T) how many */
+    void *dsa_ws;      /* numla_dsa_index / numla_dsa_attn workspace */
+    size_t dsa_ws_bytes;
 };
 
 /* ---- scratch (scratch.c); every function here is local (one rank, the calling thread) ---- */
@@ -185,6 +196,27 @@ numla_status numla_model_attention_plan(numla_model *m, const numla_kv_cache *ca
 /* The attention block of one layer on m->x: h (+)= o_proj(attention). */
 numla_status numla_model_attention(numla_model *m, const numla_weights_layer *lw, int32_t layer,
                                    numla_kv_cache *cache, const numla_step *st);
+
+/* Absorbed queries of T rows: qabs (T, H_r, Dc + Dr) = [W_UK,hᵀ q_nope,h | rope(q_pe,h)] from
+ * q (T, H_r · q_head_dim) and cos_sin (T, Dr). */
+numla_status numla_model_absorb_queries(numla_model *m, const numla_weights_layer *lw, int64_t T,
+                                        const float *q, const float *cos_sin, float *qabs);
+
+/* ---- sparse attention (sparse_attention.c; DSA models) ---- */
+
+/* Per step, before the layers: whether the step selects tokens (m->dsa_sparse) and its
+ * scratch; checks that the cache has the index-key pool. A no-op for other models. */
+numla_status numla_model_dsa_plan(numla_model *m, const numla_kv_cache *cache,
+                                  const numla_step *st);
+/* The indexer of a layer that has one: its keys into the index-key cache at the step's slots
+ * and, when the step selects tokens, each row's positions into m->idx_sel / m->idx_cnt.
+ * Reads m->qa (the normed q latent) and m->x. */
+numla_status numla_model_dsa_index(numla_model *m, const numla_weights_layer *lw, int32_t layer,
+                                   numla_kv_cache *cache, const numla_step *st);
+/* Sparse MLA over the selected rows (every row of the step, absorbed form): o (T, H_r · v). */
+numla_status numla_model_dsa_attention(numla_model *m, const numla_weights_layer *lw,
+                                       int32_t layer, numla_kv_cache *cache,
+                                       const numla_step *st);
 
 /* ---- MoE (moe.c) ---- */
 

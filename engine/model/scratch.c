@@ -10,6 +10,7 @@
 typedef enum {
     W_ONE, W_HIDDEN, W_QLORA, W_Q, W_LATENT, W_DC, W_DR, W_QABS, W_CTX, W_O, W_INTER,
     W_EXPERTS_1, W_EXPERTS_2, W_TOPK_1, W_ROUTE, W_MOE_INTER, W_HEADS, W_KVB, W_FOUR,
+    W_IDX_Q, W_IDX_K, W_IDX_W, W_IDX_TOPK,
 } scratch_width;
 
 typedef struct scratch_buf {
@@ -46,9 +47,13 @@ static const scratch_buf scratch_table[] = {
     SB(xp_lat, 4, XP_KEYS, W_LATENT),     SB(xp_kv, 4, XP_KEYS, W_KVB),
     SB(xp_k, 4, XP_KEYS, W_Q),            SB(xp_v, 4, XP_KEYS, W_O),
     SB(xp_q, 4, XP_TOKENS, W_Q),          SB(xp_seq, 4, XP_SEQS, W_FOUR),
+    SB(idx_q, 4, DSA_TOKENS, W_IDX_Q),    SB(idx_k, 4, DSA_TOKENS, W_IDX_K),
+    SB(idx_w, 4, DSA_TOKENS, W_IDX_W),    SB(idx_sel, 4, DSA_TOKENS, W_IDX_TOPK),
+    SB(idx_cnt, 4, DSA_TOKENS, W_ONE),
     /* kernel workspaces: grown by numla_model_grow_workspace to the kernels' size queries */
     SB(lin_ws, 1, WORKSPACE, W_ONE),      SB(par_ws, 1, WORKSPACE, W_ONE),
     SB(attn_ws, 1, WORKSPACE, W_ONE),     SB(xp_ws, 1, WORKSPACE, W_ONE),
+    SB(dsa_ws, 1, WORKSPACE, W_ONE),
 };
 #undef SB
 
@@ -86,6 +91,10 @@ static int64_t scratch_elems(const numla_model *m, scratch_width w)
     case W_HEADS: return Hr;
     case W_KVB: return Hr * (c->qk_nope_head_dim + c->v_head_dim);
     case W_FOUR: return 4;
+    case W_IDX_Q: return c->dsa.index_n_heads * c->dsa.index_head_dim;
+    case W_IDX_K: return c->dsa.index_head_dim;
+    case W_IDX_W: return c->dsa.index_n_heads;
+    case W_IDX_TOPK: return c->dsa.index_topk;
     }
     return 1;
 }

@@ -807,6 +807,30 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
     return NUMLA_STATUS_OK;
 }
 
+/* The DSA indexer of layer l (weights.h), whole on every rank. A file's 8-bit wq_b / wk (the
+ * published V3.2 is FP8) stay 8-bit with fp32 activations; nothing is quantized at load. */
+static numla_status ld_indexer(loader *L, int64_t l, const char *p, numla_weights_layer *lw)
+{
+    const numla_model_config *c = L->cfg;
+    lw->has_indexer = c->dsa.enabled && c->dsa.indexer_full[l];
+    if (!lw->has_indexer)
+        return NUMLA_STATUS_OK;
+    const int64_t hid = c->hidden_size, hi = c->dsa.index_n_heads, di = c->dsa.index_head_dim;
+    const int64_t r = c->q_lora_rank;
+    char name[256];
+#define INAME(suffix) (snprintf(name, sizeof name, "%sself_attn.indexer.%s", p, suffix), name)
+    NUMLA_CHECK(ld_linear_q(L, INAME("wq_b.weight"), hi * di, r, 0, hi * di, 0, r,
+                            LD_FP32_ACTIVATIONS, &lw->idx_wq_b));
+    NUMLA_CHECK(ld_linear_q(L, INAME("wk.weight"), di, hid, 0, di, 0, hid, LD_FP32_ACTIVATIONS,
+                            &lw->idx_wk));
+    NUMLA_CHECK(ld_norm(L, INAME("k_norm.weight"), di, &lw->idx_k_norm_w));
+    NUMLA_CHECK(ld_norm(L, INAME("k_norm.bias"), di, &lw->idx_k_norm_b));
+    NUMLA_CHECK(ld_linear_q(L, INAME("weights_proj.weight"), hi, hid, 0, hi, 0, hid,
+                            LD_FP32_ACTIVATIONS, &lw->idx_weights));
+#undef INAME
+    return NUMLA_STATUS_OK;
+}
+
 static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_weights_layer *lw)
 {
     const numla_model_config *c = L->cfg;
@@ -848,6 +872,8 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
     NUMLA_CHECK(ld_linear_q(L, NAME("self_attn.o_proj.weight"), hid, H * c->v_head_dim, 0, hid,
                             h0 * c->v_head_dim, nh * c->v_head_dim,
                             LD_QUANTIZABLE | LD_FP32_ACTIVATIONS, &lw->o_proj));
+
+    NUMLA_CHECK(ld_indexer(L, l, p, lw));
 
     lw->is_moe = numla_model_config_is_moe_layer(c, l);
     if (!lw->is_moe) {

@@ -75,6 +75,16 @@ typedef struct numla_weights_layer {
                                      * rows, for the expanded prefill form ([k_nope | v] per head) */
     numla_model_linear o_proj;      /* (hidden, H_r · v_head_dim): the owned heads' columns */
 
+    /* DSA lightning indexer (cfg.dsa, layers whose indexer_full is set; zero otherwise),
+     * replicated on every rank: Hi = index_n_heads, Di = index_head_dim. Kept as the file
+     * stores them (never quantized at load: the selection is what they decide). */
+    int has_indexer;
+    numla_model_linear idx_wq_b;    /* (Hi · Di, q_lora_rank) */
+    numla_model_linear idx_wk;      /* (Di, hidden) */
+    float *idx_k_norm_w;            /* (Di) LayerNorm weight */
+    float *idx_k_norm_b;            /* (Di) LayerNorm bias */
+    numla_model_linear idx_weights; /* (Hi, hidden) weights_proj */
+
     /* MLP: dense layers use `dense`; MoE layers the rest */
     int is_moe;
     numla_weights_mlp dense;        /* intermediate slice of intermediate_size */

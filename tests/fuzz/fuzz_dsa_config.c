@@ -40,7 +40,7 @@ int numla_fuzz_dsa_config_run(const uint8_t *data, size_t size, numla_dsa_config
         return 0;
     }
     if (c->enabled) {
-        if (c->num_layers < 1 || c->num_layers > NUMLA_CONFIG_MAX_LAYERS || c->index_n_heads < 1 ||
+        if (c->num_layers < 1 || c->num_layers > NUMLA_DSA_MAX_LAYERS || c->index_n_heads < 1 ||
             c->index_head_dim < 1 || c->index_topk < 1 || c->index_topk > NUMLA_DSA_MAX_TOPK)
             fuzz_dsa_config_die("size outside its range accepted");
         if (c->rope_dim < 1 || c->rope_dim % 2 || c->rope_dim > c->index_head_dim)

@@ -1,0 +1,124 @@
+/* engine/model/sparse_attention.c — DeepSeek Sparse Attention in the forward pass (DSA models:
+ * deepseek_v32, glm_moe_dsa; docs/sparse_attention.md): the lightning indexer of a layer
+ * (projections, numla_indexer_prepare, its keys into the index-key cache, numla_dsa_index) and
+ * the sparse MLA that attends to the selected rows only (numla_dsa_attn).
+ *
+ * A step selects tokens when one of its sequences is longer than index_topk; otherwise the
+ * indexer would keep every visible key, and the layer runs the dense forms of attention.c
+ * (the same result; kernels/dsa.h's dense-equivalence test). The indexer still writes its keys
+ * on every step, so a sequence that grows past index_topk finds them all cached. GLM-5's
+ * "shared" layers have no indexer and reuse the selection of the last full layer, which stays
+ * in m->idx_sel for the rest of the step. The indexer is replicated: every rank computes the
+ * same selection from the same (allreduced) inputs. */
+#include <math.h>
+#include <omp.h>
+
+#include "engine/model/indexer.h"
+#include "engine/model/model_internal.h"
+#include "kernels/dsa.h"
+#include "kernels/kv_write.h"
+
+numla_status numla_model_dsa_plan(numla_model *m, const numla_kv_cache *cache,
+                                  const numla_step *st)
+{
+    const numla_dsa_config *d = &m->cfg.dsa;
+    m->dsa_sparse = 0;
+    if (!d->enabled)
+        return NUMLA_STATUS_OK;
+    if (cache->index_dim != d->index_head_dim || !cache->index_data)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "model: %s needs the KV cache's index-key pool of %lld values a token "
+                   "(numla_kv_cache_create_for_model); this cache has %d",
+                   m->cfg.model_type, (long long)d->index_head_dim, cache->index_dim);
+    for (int32_t b = 0; b < st->num_seqs; b++)
+        m->dsa_sparse |= st->seq_lens[b] > d->index_topk;
+    if (st->num_tokens > m->cap[NUMLA_SCRATCH_DSA_TOKENS])
+        NUMLA_CHECK(numla_model_scratch_grow(m, NUMLA_SCRATCH_DSA_TOKENS, st->num_tokens,
+                                             "sparse-attention indexer scratch"));
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_model_dsa_index(numla_model *m, const numla_weights_layer *lw, int32_t layer,
+                                   numla_kv_cache *cache, const numla_step *st)
+{
+    const numla_model_config *c = &m->cfg;
+    const numla_dsa_config *d = &c->dsa;
+    const int64_t T = st->num_tokens, hid = c->hidden_size, r = c->q_lora_rank;
+    const int64_t hi = d->index_n_heads, di = d->index_head_dim;
+    /* q = wq_b(q latent), k = wk(x), w = weights_proj(x) */
+    NUMLA_CHECK(numla_model_lin(m, &lw->idx_wq_b, T, m->qa, r, m->idx_q, hi * di, 0));
+    NUMLA_CHECK(numla_model_lin(m, &lw->idx_wk, T, m->x, hid, m->idx_k, di, 0));
+    NUMLA_CHECK(numla_model_lin(m, &lw->idx_weights, T, m->x, hid, m->idx_w, hi, 0));
+    numla_indexer_prep_args pa = {
+        .num_tokens = T, .num_heads = (int32_t)hi, .head_dim = (int32_t)di,
+        .rope_dim = (int32_t)d->rope_dim, .rope = d->index_rope, .cos_sin = m->cos_sin,
+        .k_norm_w = lw->idx_k_norm_w, .k_norm_b = lw->idx_k_norm_b,
+        .q = m->idx_q, .k = m->idx_k, .w = m->idx_w,
+    };
+    NUMLA_CHECK(numla_indexer_prepare(&pa));
+    /* the keys into the index-key cache, at the latent rows' slots */
+    numla_kv_write_args kw = {
+        .num_tokens = T, .kv_lora_rank = (int32_t)di, .rope_dim = 0,
+        .kv_c = m->idx_k, .kv_c_stride = di, .src_dtype = NUMLA_DTYPE_F32,
+        .slot_mapping = st->slots, .kv_cache = numla_kv_cache_index_layer(cache, layer),
+        .kv_dtype = cache->index_dtype, .num_blocks = cache->num_blocks,
+        .block_size = cache->block_size,
+    };
+    NUMLA_CHECK(numla_concat_and_cache_mla(m->isa, &kw));
+    if (!m->dsa_sparse)
+        return NUMLA_STATUS_OK;
+
+    /* each row's visible keys (causal: its own position and before), the best index_topk */
+    numla_dsa_index_args ia = {
+        .num_seqs = st->num_seqs, .num_heads = (int32_t)hi, .head_dim = (int32_t)di,
+        .block_size = cache->block_size, .num_blocks = cache->num_blocks,
+        .max_blocks_per_seq = st->max_blocks_per_seq, .topk = (int32_t)d->index_topk,
+        .q = m->idx_q, .q_dtype = NUMLA_DTYPE_F32, .w = m->idx_w,
+        .kcache = numla_kv_cache_index_layer(cache, layer), .k_dtype = cache->index_dtype,
+        .block_tables = st->block_tables, .seq_lens = st->seq_lens,
+        .query_start_loc = st->query_start_loc, .causal = 1,
+        .scale = (float)(1.0 / sqrt((double)di)),
+        .indices = m->idx_sel, .counts = m->idx_cnt,
+    };
+    const size_t need = numla_dsa_index_workspace_size(m->isa, &ia, m->num_threads);
+    NUMLA_CHECK(numla_model_grow_workspace(&m->dsa_ws, &m->dsa_ws_bytes, need,
+                                           "sparse-attention indexer workspace"));
+    double tk = omp_get_wtime();
+    NUMLA_CHECK(numla_dsa_index(m->isa, &ia, m->dsa_ws, m->dsa_ws_bytes));
+    m->stats.attn_kernel_s += omp_get_wtime() - tk;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_model_dsa_attention(numla_model *m, const numla_weights_layer *lw,
+                                       int32_t layer, numla_kv_cache *cache,
+                                       const numla_step *st)
+{
+    const numla_model_config *c = &m->cfg;
+    const int64_t T = st->num_tokens, Hr = m->w->shard.head_count;
+    const int64_t dc = c->kv_lora_rank, dr = c->qk_rope_head_dim, vd = c->v_head_dim;
+    if (Hr == 0)
+        return NUMLA_STATUS_OK; /* a rank without heads adds nothing to o_proj */
+    NUMLA_CHECK(numla_model_absorb_queries(m, lw, T, m->q, m->cos_sin, m->qabs));
+    numla_dsa_attn_args aa = {
+        .num_seqs = st->num_seqs, .num_heads = (int32_t)Hr, .kv_lora_rank = (int32_t)dc,
+        .rope_dim = (int32_t)dr, .block_size = cache->block_size,
+        .num_blocks = cache->num_blocks, .max_blocks_per_seq = st->max_blocks_per_seq,
+        .index_stride = (int32_t)c->dsa.index_topk,
+        .q = m->qabs, .q_dtype = NUMLA_DTYPE_F32,
+        .kv_cache = numla_kv_cache_layer(cache, layer), .kv_dtype = cache->dtype,
+        .block_tables = st->block_tables, .seq_lens = st->seq_lens,
+        .query_start_loc = st->query_start_loc, .indices = m->idx_sel, .counts = m->idx_cnt,
+        .scale = (float)c->softmax_scale, .out = m->ctx, .out_dtype = NUMLA_DTYPE_F32,
+        .lse = NULL,
+    };
+    const size_t need = numla_dsa_attn_workspace_size(m->isa, &aa, m->num_threads);
+    NUMLA_CHECK(numla_model_grow_workspace(&m->dsa_ws, &m->dsa_ws_bytes, need,
+                                           "sparse-attention workspace"));
+    double tk = omp_get_wtime();
+    NUMLA_CHECK(numla_dsa_attn(m->isa, &aa, m->dsa_ws, m->dsa_ws_bytes));
+    m->stats.attn_kernel_s += omp_get_wtime() - tk;
+    /* o_h = W_UV,h · ctx_h */
+    NUMLA_CHECK(numla_model_per_head(m, lw->uv, NULL, Hr, T, m->ctx, Hr * dc, dc, m->o, Hr * vd,
+                                     vd));
+    return NUMLA_STATUS_OK;
+}
