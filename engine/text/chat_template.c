@@ -1102,7 +1102,7 @@ static numla_status check_new_kinds(const numla_chat_template *t, const numla_ch
 {
     numla_chat_kind kind = t->builtin->kind;
     const char *name = t->builtin->name;
-    if (n == 0)
+    if (n == 0 && kind != NUMLA_CHAT_KIND_DEEPSEEK_V3_2) /* its encoding writes the BOS alone */
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "messages is empty (the %s template needs at "
                                              "least one message)", name);
     for (int i = 0; i < n; i++) {

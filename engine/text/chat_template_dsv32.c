@@ -85,6 +85,12 @@ static numla_status dsv32_check(const numla_chat_message *msgs, int n, int shift
             NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
                        "messages[%d].role \"%s\" is not one the deepseek-v3.2 encoding renders "
                        "(system, user, developer, assistant, tool)", at, m->role);
+        /* thinking mode drops every message before the last user turn that is not a user,
+         * system, tool or assistant message, and then fails on the shortened list */
+        if (is(m, "developer") && thinking && i < last_user)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                       "messages[%d]: a developer message before the last user message is not "
+                       "accepted by the deepseek-v3.2 encoding's thinking mode", at);
         if (!m->content || (is(m, "developer") && !*m->content))
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "messages[%d].content is %s (the deepseek-v3.2 "
                        "encoding needs text there)", at, m->content ? "empty" : "null");
