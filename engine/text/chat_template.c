@@ -368,6 +368,14 @@ struct numla_chat_template {
 
 const char *const *numla_chat_template_names(void) { return numla_chat_name_list; }
 
+int numla_chat_template_known(const char *name)
+{
+    for (int i = 0; name && i < NUMLA_CHAT_NBUILTIN; i++)
+        if (strcmp(numla_chat_builtins[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
 const char *numla_chat_template_source(const char *name)
 {
     for (int i = 0; name && i < NUMLA_CHAT_NBUILTIN; i++)

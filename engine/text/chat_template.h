@@ -141,9 +141,10 @@ const char *const *numla_chat_template_stop_tokens(const numla_chat_template *t)
  * reasoning_content. */
 int numla_chat_template_thinks(const numla_chat_template *t);
 
-/* The built-in names, NULL-terminated, and the Jinja source of one (NULL when unknown, and for
- * deepseek-v3.2, which has none). */
+/* The built-in names, NULL-terminated, whether a name is one of them, and the Jinja source of
+ * one (NULL when unknown, and for deepseek-v3.2, which has none). */
 const char *const *numla_chat_template_names(void);
+int numla_chat_template_known(const char *name);
 const char *numla_chat_template_source(const char *name);
 
 #endif

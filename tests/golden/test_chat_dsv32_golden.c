@@ -153,6 +153,8 @@ static void test_dsv32_api(void)
     CU_ASSERT_PTR_NULL(numla_chat_template_builtin_for_model_type("deepseek_v3"));
     CU_ASSERT_PTR_NULL(numla_chat_template_builtin_for_model_type(NULL));
     CU_ASSERT_PTR_NULL(numla_chat_template_source("deepseek-v3.2"));
+    CU_ASSERT(numla_chat_template_known("deepseek-v3.2") && numla_chat_template_known("glm-5"));
+    CU_ASSERT(!numla_chat_template_known("deepseek-v3.3") && !numla_chat_template_known(NULL));
     numla_chat_template *t = NULL;
     CU_ASSERT_EQUAL(numla_chat_template_load_builtin("deepseek-v9", &t),
                     NUMLA_STATUS_INVALID_ARG);
