@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/text/chat_template.h"
 
@@ -248,5 +249,42 @@ static void test_glm5_api(void)
     json_decref(templates);
 }
 
+/* A model directory as GLM-5 ships it: tokenizer_config.json without a chat_template and the
+ * template in chat_template.jinja beside it. */
+static void test_glm5_model_dir(void)
+{
+    char dir[] = "/tmp/numla-glm5-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char cfg[256], jin[256];
+    snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
+    snprintf(jin, sizeof jin, "%s/chat_template.jinja", dir);
+    FILE *f = fopen(cfg, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("{\"eos_token\": \"<|endoftext|>\", \"pad_token\": \"<|endoftext|>\"}", f);
+    fclose(f);
+    f = fopen(jin, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(numla_chat_template_source("glm-5"), f);
+    fclose(f);
+    numla_chat_template *t = NULL;
+    CU_ASSERT_EQUAL(numla_chat_template_load(dir, NULL, &t), NUMLA_STATUS_OK);
+    if (t) {
+        CU_ASSERT_STRING_EQUAL(numla_chat_template_name(t), "glm-5");
+        numla_chat_message m = {.role = "user", .content = "hi"};
+        numla_chat_options o = {.add_generation_prompt = 1, .thinking_given = 1};
+        char *out = NULL;
+        size_t len = 0;
+        CU_ASSERT_EQUAL(numla_chat_template_render_opts(t, &m, 1, &o, &out, &len),
+                        NUMLA_STATUS_OK);
+        if (out)
+            CU_ASSERT_STRING_EQUAL(out, "[gMASK]<sop><|user|>hi<|assistant|></think>");
+        free(out);
+    }
+    numla_chat_template_destroy(&t);
+    unlink(cfg);
+    unlink(jin);
+    rmdir(dir);
+}
+
 NUMLA_TEST_SUITE(chat_glm5_golden, NULL, NULL, NUMLA_TEST(test_golden_renders),
-                 NUMLA_TEST(test_glm5_api))
+                 NUMLA_TEST(test_glm5_api), NUMLA_TEST(test_glm5_model_dir))
