@@ -133,7 +133,8 @@ numla_status numla_chat_template_render_opts(const numla_chat_template *t,
  * there too. */
 const char *numla_chat_template_end_of_turn(const numla_chat_template *t);
 /* Every such token, NULL-terminated (empty when the EOS alone ends a turn): glm-5's assistant
- * turn ends at "<|user|>" or at "<|observation|>" (a tool call waits for its result). */
+ * turn ends at "<|user|>" or at "<|observation|>" (a tool call waits for its result).
+ * Not collective. */
 const char *const *numla_chat_template_stop_tokens(const numla_chat_template *t);
 
 /* 1 when the template's model writes its reasoning before the answer (deepseek-r1,
@@ -142,7 +143,7 @@ const char *const *numla_chat_template_stop_tokens(const numla_chat_template *t)
 int numla_chat_template_thinks(const numla_chat_template *t);
 
 /* The built-in names, NULL-terminated, whether a name is one of them, and the Jinja source of
- * one (NULL when unknown, and for deepseek-v3.2, which has none). */
+ * one (NULL when unknown, and for deepseek-v3.2, which has none). Not collective. */
 const char *const *numla_chat_template_names(void);
 int numla_chat_template_known(const char *name);
 const char *numla_chat_template_source(const char *name);

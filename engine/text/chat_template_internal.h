@@ -28,10 +28,10 @@ typedef enum numla_chat_kind {
 } numla_chat_kind;
 
 /* v as Python's json.dumps(v, ensure_ascii=False) writes it: ", " and ": " separators, keys in
- * their order, non-ASCII as is, floats as repr() writes them. */
+ * their order, non-ASCII as is, floats as repr() writes them. Not collective. */
 void numla_chat_put_py_json(numla_strbuf *b, json_t *v);
 
-/* Jinja's truth of a JSON value: null, false, 0, "", [] and {} are false. */
+/* Jinja's truth of a JSON value: null, false, 0, "", [] and {} are false. Not collective. */
 int numla_chat_json_truthy(const json_t *v);
 
 /* Parse a request's tools (JSON text) for a renderer that needs an array: *out is NULL when
@@ -41,7 +41,8 @@ numla_status numla_chat_tools_parse(const char *tools_json, const char *template
                                     json_t **out);
 
 /* Parse messages[i].tool_calls[k].function.arguments (JSON text) as the object whose keys the
- * GLM-5 and DeepSeek-V3.2 formats write one by one; fails naming the field otherwise. */
+ * GLM-5 and DeepSeek-V3.2 formats write one by one; fails naming the field otherwise.
+ * Not collective. */
 numla_status numla_chat_tool_arguments(const numla_chat_message *m, int i, int k,
                                        const char *template_name, json_t **out);
 
