@@ -299,6 +299,9 @@ edit by hand. Read by `tests/golden/test_tokenizer_golden.c` and `numla bench to
   `ids_special` (BOS added: TemplateProcessing for bpe8k, `add_bos_token` otherwise),
   `decoded` (decode of `ids`, special tokens kept) and `decoded_skip` (decode of `ids_special`,
   special tokens skipped).
+* `bpe2k_glm5/`, `cases_bpe2k_glm5.json`: a GLM-5-style tokenizer (GLM-4's pre-tokenizer
+  regex, GLM's control and tool-call tokens) and its cases (these strings plus GLM chat text),
+  made by `scripts/make_glm5_tokenizer_golden.py`, not by this script.
 * `mixed_1mb.txt`: the ~1 MB mixed benchmark text; `mixed_1mb_bpe8k.ids`: its ids (int32 LE).
 
 Reference speed (`Tokenizer.encode` of `mixed_1mb.txt` with bpe8k, one thread, best of 5,

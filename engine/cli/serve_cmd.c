@@ -124,7 +124,7 @@ static int parse_opts(int argc, char **argv, serve_opts *o)
                 return 2;
             o->max_body = x;
         } else if (!strcmp(a, "--chat-template")) {
-            if (!numla_chat_template_source(v)) {
+            if (!numla_chat_template_known(v)) {
                 fprintf(stderr, "numla serve: --chat-template %s is not a built-in template (",
                         v);
                 for (const char *const *n = numla_chat_template_names(); *n; n++)

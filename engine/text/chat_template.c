@@ -1,4 +1,5 @@
-/* engine/text/chat_template.c — recognise DeepSeek chat templates and render them in C.
+/* engine/text/chat_template.c — recognise DeepSeek, Kimi and GLM chat templates and render them
+ * in C (GLM-5: chat_template_glm.c; DeepSeek-V3.2's encoding: chat_template_dsv32.c).
  *
  * Each renderer below is the Jinja template it replaces, read for plain-text messages under
  * transformers' settings (trim_blocks, lstrip_blocks): the literal strings, the order in which
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "common/strbuf.h"
+#include "engine/text/chat_template_internal.h"
 
 static const char numla_tmpl_v2[] =
     "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% e"
@@ -327,16 +329,6 @@ static const char numla_tmpl_deepseek_v3_1[] =
     "  {%- endif -%}\n"
     "{%- endif %}";
 
-typedef enum numla_chat_kind {
-    NUMLA_CHAT_KIND_V2,
-    NUMLA_CHAT_KIND_V2_5,
-    NUMLA_CHAT_KIND_V3,
-    NUMLA_CHAT_KIND_R1,
-    NUMLA_CHAT_KIND_V3_1,
-    NUMLA_CHAT_KIND_KIMI_K2,
-    NUMLA_CHAT_KIND_KIMI_K2_THINKING,
-} numla_chat_kind;
-
 typedef struct numla_chat_builtin {
     const char *name;
     numla_chat_kind kind;
@@ -351,15 +343,18 @@ static const numla_chat_builtin numla_chat_builtins[] = {
     {"deepseek-v3.1", NUMLA_CHAT_KIND_V3_1, numla_tmpl_deepseek_v3_1},
     {"kimi-k2", NUMLA_CHAT_KIND_KIMI_K2, numla_tmpl_kimi_k2},
     {"kimi-k2-thinking", NUMLA_CHAT_KIND_KIMI_K2_THINKING, numla_tmpl_kimi_k2_thinking},
+    {"glm-5", NUMLA_CHAT_KIND_GLM_5, numla_chat_tmpl_glm5},
+    /* no Jinja source: DeepSeek ships Python (chat_template_dsv32.c); forced by name only */
+    {"deepseek-v3.2", NUMLA_CHAT_KIND_DEEPSEEK_V3_2, NULL},
 };
 #define NUMLA_CHAT_NBUILTIN ((int)(sizeof numla_chat_builtins / sizeof numla_chat_builtins[0]))
 
 static const char *const numla_chat_name_list[] = {
     "deepseek-v2", "deepseek-v2.5", "deepseek-v3", "deepseek-r1", "deepseek-v3.1", "kimi-k2",
-    "kimi-k2-thinking", NULL};
+    "kimi-k2-thinking", "glm-5", "deepseek-v3.2", NULL};
 #define NUMLA_CHAT_NAMES_TEXT                                                                    \
     "deepseek-v2, deepseek-v2.5, deepseek-v3, deepseek-r1, deepseek-v3.1, kimi-k2, "             \
-    "kimi-k2-thinking"
+    "kimi-k2-thinking, glm-5, deepseek-v3.2"
 
 /* DeepSeek's special-token strings: the defaults when no tokenizer_config.json is at hand. */
 #define NUMLA_CHAT_BOS "<｜begin▁of▁sentence｜>"
@@ -372,6 +367,14 @@ struct numla_chat_template {
 };
 
 const char *const *numla_chat_template_names(void) { return numla_chat_name_list; }
+
+int numla_chat_template_known(const char *name)
+{
+    for (int i = 0; name && i < NUMLA_CHAT_NBUILTIN; i++)
+        if (strcmp(numla_chat_builtins[i].name, name) == 0)
+            return 1;
+    return 0;
+}
 
 const char *numla_chat_template_source(const char *name)
 {
@@ -417,6 +420,8 @@ static numla_status recognise(const char *tmpl, const numla_chat_builtin **out)
     if (!fp)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "chat template fingerprint");
     for (int i = 0; i < NUMLA_CHAT_NBUILTIN && !*out; i++) {
+        if (!numla_chat_builtins[i].source)
+            continue;
         char *known = fingerprint(numla_chat_builtins[i].source);
         if (!known) {
             free(fp);
@@ -497,7 +502,7 @@ static numla_status load_parsed(json_t *cfg, const char *what, const char *force
         if (!b)
             NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
                               "%s: chat_template (starting \"%.60s\") is not one of the DeepSeek / "
-                              "Kimi templates numla renders; pick a built-in one with "
+                              "Kimi / GLM templates numla renders; pick a built-in one with "
                               "--chat-template NAME (%s)",
                               what, tmpl, NUMLA_CHAT_NAMES_TEXT);
     }
@@ -514,6 +519,20 @@ static numla_status load_parsed(json_t *cfg, const char *what, const char *force
     }
     *out = t;
     return NUMLA_STATUS_OK;
+}
+
+numla_status numla_chat_template_load_builtin(const char *name, numla_chat_template **out)
+{
+    *out = NULL;
+    if (!name)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "chat template name missing (built-in: %s)",
+                   NUMLA_CHAT_NAMES_TEXT);
+    return load_parsed(NULL, "built-in chat template", name, NULL, out);
+}
+
+const char *numla_chat_template_builtin_for_model_type(const char *model_type)
+{
+    return model_type && strcmp(model_type, "deepseek_v32") == 0 ? "deepseek-v3.2" : NULL;
 }
 
 numla_status numla_chat_template_load_json(const char *json, const char *force_name,
@@ -851,6 +870,56 @@ static void put_py_json(numla_strbuf *b, json_t *v)
     }
 }
 
+void numla_chat_put_py_json(numla_strbuf *b, json_t *v) { put_py_json(b, v); }
+
+int numla_chat_json_truthy(const json_t *v)
+{
+    return !(!v || json_is_null(v) || json_is_false(v) ||
+             (json_is_array(v) && json_array_size(v) == 0) ||
+             (json_is_object(v) && json_object_size(v) == 0) ||
+             (json_is_string(v) && json_string_length(v) == 0) ||
+             (json_is_integer(v) && json_integer_value(v) == 0) ||
+             (json_is_real(v) && json_real_value(v) == 0.0));
+}
+
+numla_status numla_chat_tools_parse(const char *tools_json, const char *template_name,
+                                    json_t **out)
+{
+    *out = NULL;
+    if (!tools_json)
+        return NUMLA_STATUS_OK;
+    json_error_t err;
+    json_t *tools = json_loads(tools_json, JSON_DECODE_ANY, &err);
+    if (!tools)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "tools: not JSON (%s)", err.text);
+    if (!numla_chat_json_truthy(tools)) {
+        json_decref(tools);
+        return NUMLA_STATUS_OK;
+    }
+    if (!json_is_array(tools)) {
+        json_decref(tools);
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "tools: not an array (the %s template lists each "
+                                             "tool)", template_name);
+    }
+    *out = tools;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_chat_tool_arguments(const numla_chat_message *m, int i, int k,
+                                       const char *template_name, json_t **out)
+{
+    json_error_t err;
+    *out = json_loads(m->tool_calls[k].arguments, JSON_DECODE_ANY, &err);
+    if (!json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "messages[%d].tool_calls[%d].function.arguments is not a JSON object (the %s "
+                   "template writes its keys one by one)", i, k, template_name);
+    }
+    return NUMLA_STATUS_OK;
+}
+
 #define K_SYS "<|im_system|>"
 #define K_USER "<|im_user|>"
 #define K_ASSISTANT "<|im_assistant|>"
@@ -864,12 +933,7 @@ static numla_status put_tools(numla_strbuf *b, const char *tools_json)
     if (!tools)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "tools: not JSON (%s)", err.text);
     /* `if tools`: an empty list or object, false, null, 0 and "" declare nothing */
-    int truthy = !(json_is_null(tools) || json_is_false(tools) ||
-                   (json_is_array(tools) && json_array_size(tools) == 0) ||
-                   (json_is_object(tools) && json_object_size(tools) == 0) ||
-                   (json_is_string(tools) && json_string_length(tools) == 0) ||
-                   (json_is_integer(tools) && json_integer_value(tools) == 0));
-    if (truthy) {
+    if (numla_chat_json_truthy(tools)) {
         put(b, K_SYS "tool_declare" K_MIDDLE);
         put_py_json(b, tools);
         put(b, K_END);
@@ -1015,17 +1079,29 @@ static void render_v3_1(const numla_chat_template *t, const numla_chat_message *
         put(b, thinking ? T_ASSISTANT "<think>" : T_ASSISTANT "</think>");
 }
 
+const char *const *numla_chat_template_stop_tokens(const numla_chat_template *t)
+{
+    static const char *const none[] = {NULL};
+    static const char *const kimi[] = {K_END, NULL};
+    /* GLM-5's generation config stops at <|user|> and <|observation|> besides its EOS */
+    static const char *const glm[] = {"<|user|>", "<|observation|>", NULL};
+    numla_chat_kind k = t->builtin->kind;
+    if (k == NUMLA_CHAT_KIND_KIMI_K2 || k == NUMLA_CHAT_KIND_KIMI_K2_THINKING)
+        return kimi;
+    return k == NUMLA_CHAT_KIND_GLM_5 ? glm : none;
+}
+
 const char *numla_chat_template_end_of_turn(const numla_chat_template *t)
 {
-    numla_chat_kind k = t->builtin->kind;
-    return k == NUMLA_CHAT_KIND_KIMI_K2 || k == NUMLA_CHAT_KIND_KIMI_K2_THINKING ? K_END : NULL;
+    return numla_chat_template_stop_tokens(t)[0];
 }
 
 int numla_chat_template_thinks(const numla_chat_template *t)
 {
     numla_chat_kind k = t->builtin->kind;
     return k == NUMLA_CHAT_KIND_R1 || k == NUMLA_CHAT_KIND_V3_1 ||
-           k == NUMLA_CHAT_KIND_KIMI_K2_THINKING;
+           k == NUMLA_CHAT_KIND_KIMI_K2_THINKING || k == NUMLA_CHAT_KIND_GLM_5 ||
+           k == NUMLA_CHAT_KIND_DEEPSEEK_V3_2;
 }
 
 /* What the V3.1 and Kimi templates cannot render (transformers refuses them too). */
@@ -1034,7 +1110,7 @@ static numla_status check_new_kinds(const numla_chat_template *t, const numla_ch
 {
     numla_chat_kind kind = t->builtin->kind;
     const char *name = t->builtin->name;
-    if (n == 0)
+    if (n == 0 && kind != NUMLA_CHAT_KIND_DEEPSEEK_V3_2) /* its encoding writes the BOS alone */
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "messages is empty (the %s template needs at "
                                              "least one message)", name);
     for (int i = 0; i < n; i++) {
@@ -1075,17 +1151,23 @@ numla_status numla_chat_template_render_opts(const numla_chat_template *t,
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "chat messages: bad count %d", n);
     numla_chat_kind kind = t->builtin->kind;
     if (kind == NUMLA_CHAT_KIND_V3_1 || kind == NUMLA_CHAT_KIND_KIMI_K2 ||
-        kind == NUMLA_CHAT_KIND_KIMI_K2_THINKING) {
+        kind == NUMLA_CHAT_KIND_KIMI_K2_THINKING || kind == NUMLA_CHAT_KIND_GLM_5 ||
+        kind == NUMLA_CHAT_KIND_DEEPSEEK_V3_2) {
         for (int i = 0; i < n; i++)
             if (!msgs[i].role)
                 NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "messages[%d].role is missing", i);
         NUMLA_CHECK(check_new_kinds(t, msgs, n));
         numla_strbuf b = {0};
         numla_status st = NUMLA_STATUS_OK;
-        if (kind != NUMLA_CHAT_KIND_V3_1 && opts->tools_json)
+        if ((kind == NUMLA_CHAT_KIND_KIMI_K2 || kind == NUMLA_CHAT_KIND_KIMI_K2_THINKING) &&
+            opts->tools_json)
             st = put_tools(&b, opts->tools_json);
         if (st == NUMLA_STATUS_OK) {
-            if (kind == NUMLA_CHAT_KIND_V3_1)
+            if (kind == NUMLA_CHAT_KIND_GLM_5)
+                st = numla_chat_render_glm5(msgs, n, opts, &b);
+            else if (kind == NUMLA_CHAT_KIND_DEEPSEEK_V3_2)
+                st = numla_chat_render_dsv32(msgs, n, opts, &b);
+            else if (kind == NUMLA_CHAT_KIND_V3_1)
                 render_v3_1(t, msgs, n, add_generation_prompt, opts->thinking, &b);
             else if (kind == NUMLA_CHAT_KIND_KIMI_K2)
                 render_kimi_k2(msgs, n, add_generation_prompt, &b);

@@ -20,6 +20,18 @@
  *   kimi-k2-thinking  Kimi-K2-Thinking: names, tool calls and tool results, reasoning_content
  *                  kept after the last plain assistant turn and "<think></think>" before it
  * (tests/golden/chat_kimi/ for the last three, made by scripts/make_kimi_chat_golden.py)
+ *   glm-5          GLM-5 (glm_moe_dsa; the same text as GLM-4.7's): "[gMASK]<sop>", "<|system|>",
+ *                  "<|user|>", "<|assistant|>" turns, reasoning kept after the last user turn
+ *                  (all of it with keep_reasoning, the template's clear_thinking=false), tools
+ *                  declared as JSON, tool calls as <tool_call>name<arg_key>..</arg_value>, tool
+ *                  results under "<|observation|>" (tests/golden/chat_glm5/, made by
+ *                  scripts/make_glm5_chat_golden.py)
+ *   deepseek-v3.2  DeepSeek-V3.2: no Jinja template; DeepSeek's Python encode_messages
+ *                  (encoding/encoding_dsv32.py) in chat or thinking mode, tools in the system
+ *                  prompt, tool calls in its DSML markup, tool results as <function_results>
+ *                  (tests/golden/chat_dsv32/, made by scripts/make_dsv32_chat_golden.py). Only
+ *                  chosen by name (--chat-template, or numla_chat_template_builtin_for_model_type
+ *                  for a config.json model_type "deepseek_v32")
  *
  * Recognition: the template string is compared with the known ones after normalising line ends
  * (CRLF to LF), the two-character escape \n to a newline (the same string in Jinja) and
@@ -27,9 +39,12 @@
  * (a string, or an object with "content"); absent ones render as "" as in transformers.
  *
  * Messages: roles "system", "user", "assistant", and "tool" (tool outputs, plain text, for the
- * templates that have them). Other roles render nothing, as in the templates. Tool calls (an
- * assistant message with tool_calls, or with null content) render in deepseek-v3.1 and
- * kimi-k2-thinking; the other templates refuse them, naming the message index and field.
+ * templates that have them). Other roles render nothing, as in the templates (deepseek-v3.2
+ * also reads "developer" and refuses any other role, as its encoding does). Tool calls (an
+ * assistant message with tool_calls, or with null content) render in deepseek-v3.1,
+ * kimi-k2-thinking, glm-5 and deepseek-v3.2 (the last two need each call's arguments to be a
+ * JSON object, whose keys they write one by one); the other templates refuse them, naming the
+ * message index and field.
  *
  * Threading: a loaded template is read-only; render may run concurrently. Not collective.
  */
@@ -64,10 +79,17 @@ typedef struct numla_chat_message {
 
 /* What the templates read besides the messages. */
 typedef struct numla_chat_options {
-    int add_generation_prompt;
-    int thinking;           /* deepseek-v3.1's `thinking` (chat_template_kwargs); default 0 */
+    int add_generation_prompt; /* deepseek-v3.2 has no such switch: a user turn always ends
+                                  with the assistant's opening */
+    int thinking;           /* `thinking` / `enable_thinking` (chat_template_kwargs): deepseek-v3.1
+                               and deepseek-v3.2 think only when it is set (default 0) */
+    int thinking_given;     /* nonzero when the request gave `thinking` at all: glm-5 thinks
+                               unless it was given as false (its enable_thinking) */
+    int keep_reasoning;     /* glm-5's clear_thinking=false: every assistant turn keeps its
+                               reasoning, not only those after the last user turn */
     const char *tools_json; /* the request's "tools" as JSON text (an array), NULL: none; the
-                               Kimi templates write it back as Python's json.dumps would */
+                               Kimi, GLM-5 and DeepSeek-V3.2 templates write it back as Python's
+                               json.dumps would */
 } numla_chat_options;
 
 /* Load the chat template of <model_dir>/tokenizer_config.json. force_name (NULL or a built-in
@@ -77,6 +99,13 @@ typedef struct numla_chat_options {
  * the file and the built-in names. Not collective. */
 numla_status numla_chat_template_load(const char *model_dir, const char *force_name,
                                       numla_chat_template **out);
+/* A built-in renderer by name, without any file (bos/eos: DeepSeek's strings; glm-5 and
+ * deepseek-v3.2 write their own). Fails naming the built-in names when name is unknown.
+ * Not collective. */
+numla_status numla_chat_template_load_builtin(const char *name, numla_chat_template **out);
+/* The built-in name for a config.json model_type whose model ships no Jinja template
+ * ("deepseek_v32" -> "deepseek-v3.2"), NULL otherwise. Not collective. */
+const char *numla_chat_template_builtin_for_model_type(const char *model_type);
 /* The same from the text of a tokenizer_config.json (json may be NULL when force_name is set). */
 numla_status numla_chat_template_load_json(const char *json, const char *force_name,
                                            numla_chat_template **out);
@@ -100,15 +129,23 @@ numla_status numla_chat_template_render_opts(const numla_chat_template *t,
                                              size_t *len);
 
 /* The special token that ends an assistant turn when it is not the model's EOS ("<|im_end|>" for
- * the Kimi templates), NULL when the EOS does: a server stops generation there too. */
+ * the Kimi templates, "<|user|>" for glm-5), NULL when the EOS does: a server stops generation
+ * there too. */
 const char *numla_chat_template_end_of_turn(const numla_chat_template *t);
+/* Every such token, NULL-terminated (empty when the EOS alone ends a turn): glm-5's assistant
+ * turn ends at "<|user|>" or at "<|observation|>" (a tool call waits for its result).
+ * Not collective. */
+const char *const *numla_chat_template_stop_tokens(const numla_chat_template *t);
 
 /* 1 when the template's model writes its reasoning before the answer (deepseek-r1,
- * deepseek-v3.1, kimi-k2-thinking): the server splits it off as reasoning_content. */
+ * deepseek-v3.1, kimi-k2-thinking, glm-5, deepseek-v3.2): the server splits it off as
+ * reasoning_content. */
 int numla_chat_template_thinks(const numla_chat_template *t);
 
-/* The built-in names, NULL-terminated, and the Jinja source of one (NULL when unknown). */
+/* The built-in names, NULL-terminated, whether a name is one of them, and the Jinja source of
+ * one (NULL when unknown, and for deepseek-v3.2, which has none). Not collective. */
 const char *const *numla_chat_template_names(void);
+int numla_chat_template_known(const char *name);
 const char *numla_chat_template_source(const char *name);
 
 #endif

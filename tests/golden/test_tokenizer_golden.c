@@ -11,7 +11,8 @@
 
 #include "engine/text/tokenizer.h"
 
-static const char *const numla_golden_names[] = {"bpe8k", "bpe1k", "bpe1k_nfc", "bpe1k_gpt2"};
+static const char *const numla_golden_names[] = {"bpe8k", "bpe1k", "bpe1k_nfc", "bpe1k_gpt2",
+                                                 "bpe2k_glm5"};
 
 static const char *golden_dir(const char *name)
 {

@@ -1,0 +1,290 @@
+/* Golden tests for the GLM-5 chat template of engine/text/chat_template_glm.c: every
+ * conversation of tests/golden/chat_glm5/cases.json (system prompts, reasoning kept or dropped,
+ * <think> inside content, tool declarations, tool calls, tool results, null contents, Unicode
+ * whitespace) rendered by transformers' apply_chat_template with enable_thinking and
+ * clear_thinking absent or set (scripts/make_glm5_chat_golden.py), byte for byte, the template
+ * recognised from a tokenizer_config.json holding its string; what transformers refuses is
+ * refused too. */
+#include "test_util.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/text/chat_template.h"
+
+static json_t *load_golden(const char *file)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/golden/chat_glm5/%s", file);
+    json_error_t err;
+    json_t *j = json_load_file(numla_test_source_path(rel), 0, &err);
+    NUMLA_ASSERT_MSG(j != NULL, "%s: %s", rel, err.text);
+    return j;
+}
+
+/* The template recognised from a tokenizer_config.json holding its text (line ends as given). */
+static numla_chat_template *load_recognised(const char *tmpl)
+{
+    json_t *cfg = json_pack("{s:s, s:s}", "eos_token", "<|endoftext|>", "chat_template", tmpl);
+    char *text = json_dumps(cfg, 0);
+    json_decref(cfg);
+    numla_chat_template *t = NULL;
+    numla_status s = numla_chat_template_load_json(text, NULL, &t);
+    free(text);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK, "load glm-5: %s", numla_error_message());
+    if (t)
+        NUMLA_ASSERT_MSG(strcmp(numla_chat_template_name(t), "glm-5") == 0,
+                         "glm-5 recognised as %s", numla_chat_template_name(t));
+    return t;
+}
+
+typedef struct conv_msgs {
+    numla_chat_message *m;
+    numla_chat_tool_call *calls;
+    char **args; /* (total calls) the arguments objects as JSON text */
+    size_t num_calls;
+    int n;
+    char *tools;
+} conv_msgs;
+
+static conv_msgs messages_of(json_t *conv)
+{
+    conv_msgs c = {0};
+    json_t *ms = json_object_get(conv, "messages");
+    c.n = (int)json_array_size(ms);
+    c.m = calloc((size_t)c.n + 1, sizeof *c.m);
+    size_t total = 0, i;
+    json_t *e;
+    json_array_foreach(ms, i, e) total += json_array_size(json_object_get(e, "tool_calls"));
+    c.calls = calloc(total + 1, sizeof *c.calls);
+    c.args = calloc(total + 1, sizeof *c.args);
+    json_array_foreach(ms, i, e) {
+        numla_chat_message *m = &c.m[i];
+        m->role = json_string_value(json_object_get(e, "role"));
+        m->content = json_string_value(json_object_get(e, "content"));
+        m->reasoning_content = json_string_value(json_object_get(e, "reasoning_content"));
+        m->tool_call_id = json_string_value(json_object_get(e, "tool_call_id"));
+        json_t *tc = json_object_get(e, "tool_calls");
+        if (json_is_array(tc)) {
+            m->has_tool_calls = 1;
+            m->num_tool_calls = (int)json_array_size(tc);
+            m->tool_calls = c.calls + c.num_calls;
+            size_t k;
+            json_t *x;
+            json_array_foreach(tc, k, x) {
+                json_t *f = json_object_get(x, "function");
+                c.args[c.num_calls] = json_dumps(json_object_get(f, "arguments"),
+                                                 JSON_COMPACT | JSON_ENCODE_ANY);
+                c.calls[c.num_calls] = (numla_chat_tool_call){
+                    .id = json_string_value(json_object_get(x, "id")),
+                    .name = json_string_value(json_object_get(f, "name")),
+                    .arguments = c.args[c.num_calls]};
+                c.num_calls++;
+            }
+        }
+    }
+    json_t *tools = json_object_get(conv, "tools");
+    if (tools)
+        c.tools = json_dumps(tools, JSON_COMPACT | JSON_ENCODE_ANY);
+    return c;
+}
+
+static void conv_free(conv_msgs *c)
+{
+    for (size_t k = 0; k < c->num_calls; k++)
+        free(c->args[k]);
+    free(c->args);
+    free(c->m);
+    free(c->calls);
+    free(c->tools);
+}
+
+static numla_status render_case(numla_chat_template *t, json_t *convs, json_t *r, char **got,
+                                size_t *len)
+{
+    int ci = (int)json_integer_value(json_object_get(r, "conversation"));
+    conv_msgs c = messages_of(json_array_get(convs, (size_t)ci));
+    json_t *think = json_object_get(r, "enable_thinking");
+    numla_chat_options o = {
+        .add_generation_prompt = json_is_true(json_object_get(r, "add_generation_prompt")),
+        .thinking = json_is_true(think),
+        .thinking_given = json_is_boolean(think),
+        .keep_reasoning = json_is_false(json_object_get(r, "clear_thinking")),
+        .tools_json = c.tools};
+    numla_status s = numla_chat_template_render_opts(t, c.m, c.n, &o, got, len);
+    conv_free(&c);
+    return s;
+}
+
+static void show_case(json_t *r, numla_status s)
+{
+    fprintf(stderr, "\n    conversation %d agp=%d enable_thinking=%s clear_thinking=%s: status %d %s\n",
+            (int)json_integer_value(json_object_get(r, "conversation")),
+            json_is_true(json_object_get(r, "add_generation_prompt")),
+            json_is_boolean(json_object_get(r, "enable_thinking"))
+                ? (json_is_true(json_object_get(r, "enable_thinking")) ? "true" : "false")
+                : "unset",
+            json_is_false(json_object_get(r, "clear_thinking")) ? "false" : "unset", (int)s,
+            s ? numla_error_message() : "");
+}
+
+static void test_golden_renders(void)
+{
+    json_t *templates = load_golden("templates.json"), *cases = load_golden("cases.json");
+    if (!templates || !cases)
+        return;
+    const char *tmpl =
+        json_string_value(json_object_get(json_object_get(templates, "glm-5"), "template"));
+    numla_chat_template *t = load_recognised(tmpl);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    json_t *convs = json_object_get(cases, "conversations");
+    json_t *renders = json_object_get(cases, "renders");
+    NUMLA_ASSERT_MSG(json_array_size(renders) >= 150, "only %zu golden renders",
+                     json_array_size(renders));
+    size_t i, ok = 0;
+    json_t *r;
+    json_array_foreach(renders, i, r) {
+        char *got = NULL;
+        size_t len = 0;
+        numla_status s = render_case(t, convs, r, &got, &len);
+        json_t *want = json_object_get(r, "text");
+        size_t wlen = json_string_length(want);
+        int same = s == NUMLA_STATUS_OK && len == wlen &&
+                   memcmp(got, json_string_value(want), len) == 0 && got[len] == 0;
+        if (!same) {
+            show_case(r, s);
+            if (s == NUMLA_STATUS_OK) {
+                const char *w = json_string_value(want);
+                size_t k = 0;
+                while (k < len && k < wlen && got[k] == w[k])
+                    k++;
+                fprintf(stderr, "      first difference at byte %zu: got \"%.50s\" want \"%.50s\"\n",
+                        k, got + k, w + k);
+            }
+        }
+        ok += (size_t)same;
+        free(got);
+    }
+    NUMLA_ASSERT_MSG(ok == json_array_size(renders), "%zu of %zu golden renders match", ok,
+                     json_array_size(renders));
+    size_t refused = 0;
+    json_array_foreach(json_object_get(cases, "errors"), i, r) {
+        char *got = NULL;
+        size_t len = 0;
+        numla_status s = render_case(t, convs, r, &got, &len);
+        refused += s != NUMLA_STATUS_OK && got == NULL && numla_error_message()[0];
+        if (s == NUMLA_STATUS_OK)
+            show_case(r, s);
+        free(got);
+    }
+    NUMLA_ASSERT_MSG(refused == json_array_size(json_object_get(cases, "errors")),
+                     "%zu of %zu refusals refused", refused,
+                     json_array_size(json_object_get(cases, "errors")));
+    numla_chat_template_destroy(&t);
+    json_decref(templates);
+    json_decref(cases);
+}
+
+/* Recognition of a CRLF copy, forcing by name, thinks(), the stop tokens, and what is refused:
+ * arguments that are not a JSON object (the template calls .items() on them) and tools that are
+ * not a list. */
+static void test_glm5_api(void)
+{
+    json_t *templates = load_golden("templates.json");
+    if (!templates)
+        return;
+    const char *tmpl =
+        json_string_value(json_object_get(json_object_get(templates, "glm-5"), "template"));
+    CU_ASSERT_STRING_EQUAL(numla_chat_template_source("glm-5"), tmpl);
+    size_t n = strlen(tmpl), k = 0;
+    char *crlf = malloc(2 * n + 1);
+    for (size_t i = 0; i < n; i++) {
+        if (tmpl[i] == '\n')
+            crlf[k++] = '\r';
+        crlf[k++] = tmpl[i];
+    }
+    crlf[k] = 0;
+    numla_chat_template *t = load_recognised(crlf);
+    free(crlf);
+    numla_chat_template_destroy(&t);
+
+    CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_builtin("glm-5", &t), NUMLA_STATUS_OK);
+    CU_ASSERT_STRING_EQUAL(numla_chat_template_name(t), "glm-5");
+    CU_ASSERT_EQUAL(numla_chat_template_thinks(t), 1);
+    CU_ASSERT_STRING_EQUAL(numla_chat_template_end_of_turn(t), "<|user|>");
+    const char *const *stops = numla_chat_template_stop_tokens(t);
+    CU_ASSERT(stops[0] && !strcmp(stops[0], "<|user|>") && stops[1] &&
+              !strcmp(stops[1], "<|observation|>") && !stops[2]);
+
+    numla_chat_tool_call call = {.name = "f", .arguments = "\"{\\\"a\\\": 1}\""};
+    numla_chat_message m[2] = {{.role = "user", .content = "q"},
+                               {.role = "assistant", .content = "",
+                                .has_tool_calls = 1, .num_tool_calls = 1, .tool_calls = &call}};
+    numla_chat_options o = {.add_generation_prompt = 1};
+    char *out = NULL;
+    size_t len = 0;
+    CU_ASSERT_EQUAL(numla_chat_template_render_opts(t, m, 2, &o, &out, &len),
+                    NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT(strstr(numla_error_message(), "messages[1].tool_calls[0].function.arguments") !=
+              NULL);
+    CU_ASSERT_PTR_NULL(out);
+    call.arguments = "{\"a\": 1, \"b\": \"x\"}";
+    CU_ASSERT_EQUAL(numla_chat_template_render_opts(t, m, 2, &o, &out, &len), NUMLA_STATUS_OK);
+    if (out)
+        CU_ASSERT_STRING_EQUAL(out, "[gMASK]<sop><|user|>q<|assistant|></think><tool_call>f"
+                                    "<arg_key>a</arg_key><arg_value>1</arg_value><arg_key>b"
+                                    "</arg_key><arg_value>x</arg_value></tool_call>"
+                                    "<|assistant|><think>");
+    free(out);
+    out = NULL;
+    o.tools_json = "{\"type\": \"function\"}";
+    CU_ASSERT_EQUAL(numla_chat_template_render_opts(t, m, 1, &o, &out, &len),
+                    NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT(strstr(numla_error_message(), "tools") != NULL);
+    CU_ASSERT_PTR_NULL(out);
+    numla_chat_template_destroy(&t);
+    json_decref(templates);
+}
+
+/* A model directory as GLM-5 ships it: tokenizer_config.json without a chat_template and the
+ * template in chat_template.jinja beside it. */
+static void test_glm5_model_dir(void)
+{
+    char dir[] = "/tmp/numla-glm5-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char cfg[256], jin[256];
+    snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
+    snprintf(jin, sizeof jin, "%s/chat_template.jinja", dir);
+    FILE *f = fopen(cfg, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("{\"eos_token\": \"<|endoftext|>\", \"pad_token\": \"<|endoftext|>\"}", f);
+    fclose(f);
+    f = fopen(jin, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(numla_chat_template_source("glm-5"), f);
+    fclose(f);
+    numla_chat_template *t = NULL;
+    CU_ASSERT_EQUAL(numla_chat_template_load(dir, NULL, &t), NUMLA_STATUS_OK);
+    if (t) {
+        CU_ASSERT_STRING_EQUAL(numla_chat_template_name(t), "glm-5");
+        numla_chat_message m = {.role = "user", .content = "hi"};
+        numla_chat_options o = {.add_generation_prompt = 1, .thinking_given = 1};
+        char *out = NULL;
+        size_t len = 0;
+        CU_ASSERT_EQUAL(numla_chat_template_render_opts(t, &m, 1, &o, &out, &len),
+                        NUMLA_STATUS_OK);
+        if (out)
+            CU_ASSERT_STRING_EQUAL(out, "[gMASK]<sop><|user|>hi<|assistant|></think>");
+        free(out);
+    }
+    numla_chat_template_destroy(&t);
+    unlink(cfg);
+    unlink(jin);
+    rmdir(dir);
+}
+
+NUMLA_TEST_SUITE(chat_glm5_golden, NULL, NULL, NUMLA_TEST(test_golden_renders),
+                 NUMLA_TEST(test_glm5_api), NUMLA_TEST(test_glm5_model_dir))
