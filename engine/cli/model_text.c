@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "engine/formats/gguf.h"
 #include "engine/model/config.h"
 
@@ -171,8 +172,19 @@ numla_status numla_model_text_tokenizer(const char *model, int64_t vocab_size,
 numla_status numla_model_text_chat_template(const char *model, const char *force_name,
                                             numla_chat_template **out)
 {
-    if (!numla_model_path_is_gguf(model))
-        return numla_chat_template_load(model, force_name, out);
+    if (!numla_model_path_is_gguf(model)) {
+        /* DeepSeek-V3.2 ships its chat format as Python code, not as a Jinja template: its
+         * model_type names the built-in renderer when none is forced */
+        numla_model_config c;
+        const char *builtin = NULL;
+        if (!force_name && numla_model_config_load(model, &c) == NUMLA_STATUS_OK)
+            builtin = numla_chat_template_builtin_for_model_type(c.model_type);
+        numla_error_clear();
+        if (builtin)
+            NUMLA_INFO("%s: model_type %s: chat format %s (built in)", model, c.model_type,
+                       builtin);
+        return numla_chat_template_load(model, builtin ? builtin : force_name, out);
+    }
     *out = NULL;
     char *tok = NULL, *cfg = NULL;
     numla_status s = gguf_file_docs(model, &tok, &cfg);

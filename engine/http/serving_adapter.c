@@ -132,6 +132,11 @@ static int chat_unsupported(const numla_chat_template *t, const numla_openai_req
     const char *name = numla_chat_template_name(t);
     const int v31 = !strcmp(name, "deepseek-v3.1"), k2 = !strcmp(name, "kimi-k2"),
               k2t = !strcmp(name, "kimi-k2-thinking");
+    /* GLM-5 and DeepSeek-V3.2 write tools, tool calls and tool results, and have a thinking
+     * switch (glm-5: on unless given as false; deepseek-v3.2: off unless given as true) */
+    const int glm5 = !strcmp(name, "glm-5"), v32 = !strcmp(name, "deepseek-v3.2");
+    if (glm5 || v32)
+        return 0;
     if (r->tools_json && !k2 && !k2t) {
         refuse(no, "tools", "'tools' cannot be given to this model: its %s chat template does not "
                "declare tools%s", name, v31 ? " (describe them in the system message)" : "");
@@ -233,7 +238,7 @@ static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_reques
     }
     /* V3.1's switch (chat_template_kwargs.thinking) is off unless asked for, as in its template */
     numla_chat_options opts = {.add_generation_prompt = 1, .thinking = r->thinking > 0,
-                               .tools_json = r->tools_json};
+                               .thinking_given = r->thinking >= 0, .tools_json = r->tools_json};
     char *text = NULL;
     size_t len = 0;
     numla_status s = numla_chat_template_render_opts(g->o.chat, m, r->num_messages, &opts, &text,
@@ -247,15 +252,17 @@ static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_reques
         snprintf(no->msg, sizeof no->msg, "%s", numla_error_message());
         return NUMLA_STATUS_OK;
     }
-    /* Kimi ends a turn with <|im_end|>, not its EOS: stop there too (unless ignore_eos) */
-    const char *eot = numla_chat_template_end_of_turn(g->o.chat);
-    int32_t eot_id = eot ? numla_tokenizer_token_id(g->o.tokenizer, eot) : -1;
+    /* Kimi ends a turn with <|im_end|>, GLM-5 with <|user|> or <|observation|>, not with the
+     * EOS: stop there too (unless ignore_eos) */
     numla_sampling_params *sp = &req->params;
-    int have = 0;
-    for (int32_t k = 0; k < sp->num_stop; k++)
-        have |= sp->stop_token_ids[k] == eot_id;
-    if (eot_id >= 0 && !sp->ignore_eos && !have && sp->num_stop < NUMLA_SAMPLER_MAX_STOP)
-        sp->stop_token_ids[sp->num_stop++] = eot_id;
+    for (const char *const *st = numla_chat_template_stop_tokens(g->o.chat); *st; st++) {
+        const int32_t eot_id = numla_tokenizer_token_id(g->o.tokenizer, *st);
+        int have = 0;
+        for (int32_t k = 0; k < sp->num_stop; k++)
+            have |= sp->stop_token_ids[k] == eot_id;
+        if (eot_id >= 0 && !sp->ignore_eos && !have && sp->num_stop < NUMLA_SAMPLER_MAX_STOP)
+            sp->stop_token_ids[sp->num_stop++] = eot_id;
+    }
     /* a thinking model's reasoning is split off as reasoning_content (reasoning.h) */
     *reasoning_mode = numla_chat_template_thinks(g->o.chat)
                           ? (int)numla_http_reasoning_mode_of_prompt(text, len)

@@ -557,8 +557,80 @@ static void test_chat_refused_by_template(void)
     numla_tokenizer_destroy(&tok);
 }
 
+/* GLM-5 and DeepSeek-V3.2 write tools, tool calls and tool messages and have a thinking
+ * switch: such requests are served, rendered as the template renders them (thinking_given
+ * reaches glm-5: enable_thinking false closes its think block), and a GLM-5 request stops at
+ * both of its end-of-turn tokens, <|user|> and <|observation|>. */
+static void test_chat_glm5_and_v32(void)
+{
+    const char *dir = numla_test_source_path("tests/golden/tokenizer/bpe2k_glm5");
+    numla_tokenizer *tok = NULL;
+    numla_chat_template *glm = NULL, *v32 = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load(dir, &tok), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_builtin("glm-5", &glm), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_builtin("deepseek-v3.2", &v32),
+                          NUMLA_STATUS_OK);
+    const char *body =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": "
+        "\"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"c1\", \"function\": "
+        "{\"name\": \"f\", \"arguments\": \"{}\"}}]}, {\"role\": \"tool\", "
+        "\"tool_call_id\": \"c1\", \"content\": \"x\"}], \"tools\": [{\"type\": "
+        "\"function\", \"function\": {\"name\": \"f\"}}], \"chat_template_kwargs\": "
+        "{\"enable_thinking\": false}}";
+    numla_chat_template *ts[2] = {glm, v32};
+    for (int i = 0; i < 2; i++) {
+        adapter_fixture f;
+        fixture_open(&f, 4096, tok, ts[i], 0);
+        chat_outcome o;
+        run_chat(&f, body, &o);
+        NUMLA_ASSERT_MSG(o.status == 0 && o.parse_status == 0 && o.r.num_prompt > 0,
+                         "%s: status %d/%d param '%s'", numla_chat_template_name(ts[i]),
+                         o.parse_status, o.status, o.param);
+        /* the prompt is the template's rendering with the request's options */
+        numla_chat_message m[3] = {
+            {.role = "user", .content = "a"},
+            {.role = "assistant", .content = "", .has_tool_calls = 1, .num_tool_calls = 1,
+             .tool_calls = &(numla_chat_tool_call){.id = "c1", .name = "f", .arguments = "{}"}},
+            {.role = "tool", .content = "x", .tool_call_id = "c1"},
+        };
+        numla_chat_options opts = {.add_generation_prompt = 1, .thinking = 0,
+                                   .thinking_given = 1,
+                                   .tools_json = "[{\"type\": \"function\", \"function\": "
+                                                 "{\"name\": \"f\"}}]"};
+        char *text = NULL;
+        size_t len = 0;
+        CU_ASSERT_EQUAL_FATAL(numla_chat_template_render_opts(ts[i], m, 3, &opts, &text, &len),
+                              NUMLA_STATUS_OK);
+        int32_t *want = NULL;
+        int64_t n = 0;
+        CU_ASSERT_EQUAL_FATAL(numla_tokenizer_encode(tok, text, len, 0, &want, &n),
+                              NUMLA_STATUS_OK);
+        NUMLA_ASSERT_MSG(tokens_are(&o.r, want, (int32_t)n), "%s: prompt is not the rendering",
+                         numla_chat_template_name(ts[i]));
+        if (i == 0) {
+            CU_ASSERT(strstr(text, "</think>") != NULL); /* thinking given as false */
+            int found = 0;
+            for (const char *const *st = numla_chat_template_stop_tokens(glm); *st; st++) {
+                const int32_t id = numla_tokenizer_token_id(tok, *st);
+                CU_ASSERT(id >= 0);
+                for (int32_t k = 0; k < o.r.params.num_stop; k++)
+                    found += o.r.params.stop_token_ids[k] == id;
+            }
+            CU_ASSERT_EQUAL(found, 2);
+        }
+        free(text);
+        free(want);
+        numla_request_free(&o.r);
+        fixture_close(&f);
+    }
+    numla_chat_template_destroy(&glm);
+    numla_chat_template_destroy(&v32);
+    numla_tokenizer_destroy(&tok);
+}
+
 NUMLA_TEST_SUITE(http_serving_adapter, NULL, NULL, NUMLA_TEST(test_token_prompts_in_order),
                  NUMLA_TEST(test_failures_from_the_loop), NUMLA_TEST(test_refusals),
                  NUMLA_TEST(test_cancelled_while_queued), NUMLA_TEST(test_wait_and_destroy),
                  NUMLA_TEST(test_text_and_chat_prompts), NUMLA_TEST(test_chat_golden_tools),
-                 NUMLA_TEST(test_chat_refused_by_template))
+                 NUMLA_TEST(test_chat_refused_by_template),
+                 NUMLA_TEST(test_chat_glm5_and_v32))
