@@ -494,7 +494,7 @@ int64_t numla_kv_seq_slot(const numla_kv_cache *c, const numla_kv_seq *s, int64_
 
 numla_status numla_kv_cache_create_for_model(const numla_model_config *cfg, int32_t block_size,
                                              int64_t num_blocks, numla_dtype dtype,
-                                             numla_kv_cache **out)
+                                             numla_dtype index_dtype, numla_kv_cache **out)
 {
     if (!cfg || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_kv_cache_create_for_model: NULL argument");
@@ -503,7 +503,8 @@ numla_status numla_kv_cache_create_for_model(const numla_model_config *cfg, int3
                                       dtype, out));
     if (!cfg->dsa.enabled)
         return NUMLA_STATUS_OK;
-    numla_status s = numla_kv_cache_add_index(*out, (int32_t)cfg->dsa.index_head_dim, dtype);
+    numla_status s = numla_kv_cache_add_index(*out, (int32_t)cfg->dsa.index_head_dim,
+                                              index_dtype);
     if (s != NUMLA_STATUS_OK) {
         numla_kv_cache_destroy(out);
         NUMLA_CHECK(s);
@@ -512,12 +513,13 @@ numla_status numla_kv_cache_create_for_model(const numla_model_config *cfg, int3
 }
 
 size_t numla_kv_block_bytes_for_model(const numla_model_config *cfg, int32_t block_size,
-                                      numla_dtype dtype)
+                                      numla_dtype dtype, numla_dtype index_dtype)
 {
     const int32_t L = (int32_t)cfg->num_hidden_layers;
     size_t b = numla_kv_block_bytes(L, (int32_t)cfg->kv_lora_rank, (int32_t)cfg->qk_rope_head_dim,
                                     block_size, dtype);
     if (cfg->dsa.enabled)
-        b += numla_kv_index_block_bytes(L, (int32_t)cfg->dsa.index_head_dim, block_size, dtype);
+        b += numla_kv_index_block_bytes(L, (int32_t)cfg->dsa.index_head_dim, block_size,
+                                        index_dtype);
     return b;
 }

@@ -72,16 +72,18 @@ void numla_kv_cache_destroy(numla_kv_cache **c);
 /* Pool of layer l: (num_blocks, block_size, Dc + Dr). */
 void *numla_kv_cache_layer(const numla_kv_cache *c, int32_t layer);
 
-/* The cache model cfg needs: latent rows (kv_lora_rank + qk_rope_head_dim) for every layer and,
- * for a sparse-attention model (cfg->dsa.enabled), the index-key pool (index_head_dim values a
- * token, of the same dtype). Not collective. */
+/* The cache model cfg needs: latent rows (kv_lora_rank + qk_rope_head_dim) of `dtype` for every
+ * layer and, for a sparse-attention model (cfg->dsa.enabled), the index-key pool
+ * (index_head_dim values a token) of `index_dtype` (the engine uses the latent rows' dtype).
+ * Not collective. */
 struct numla_model_config;
 numla_status numla_kv_cache_create_for_model(const struct numla_model_config *cfg,
                                              int32_t block_size, int64_t num_blocks,
-                                             numla_dtype dtype, numla_kv_cache **out);
+                                             numla_dtype dtype, numla_dtype index_dtype,
+                                             numla_kv_cache **out);
 /* Bytes of one block of that cache over all layers (index keys included). */
 size_t numla_kv_block_bytes_for_model(const struct numla_model_config *cfg, int32_t block_size,
-                                      numla_dtype dtype);
+                                      numla_dtype dtype, numla_dtype index_dtype);
 
 /* Add the DSA index-key cache: per layer (num_blocks, block_size, index_dim) of `dtype`, paged
  * by the same blocks (and so the same block tables and slots) as the latent rows. Once per

@@ -9,7 +9,14 @@
  * wq_b / wk in e4m3 too). */
 static void check_dsa(const char *model, int fp8)
 {
-    check_model_dirs(model, "model_fp32");
+    /* With a bf16 KV cache (latent rows and index keys rounded to bf16) the indexer's scores
+     * move by ~1e-3 relative and the router's inputs by as much, enough to swap a near-tied 16th
+     * and 17th key or expert (the generator keeps ties out only at fp32 precision), and one swap
+     * moves a tiny random model's logits far beyond any tolerance (seen: up to 25). So those
+     * configurations assert only that prefill-then-decode equals the whole prefill; their
+     * distance to the reference is reported (docs/sparse_attention.md). The bf16 latent path
+     * itself is held to the reference by the V2/V3 goldens. */
+    check_model_dirs(model, "model_fp32", 1);
     check_sharded_dir(model, "model_fp32", 3, LOGIT_TOL);
     check_sharded_dir(model, "model_bf16", 3, LOGIT_TOL);
     if (fp8)

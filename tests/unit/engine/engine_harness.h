@@ -53,7 +53,7 @@ static int eng_open_rank_opts(eng *e, const char *dir, numla_dtype kv_dtype,
               : (numla_safetensors_open(dir, &e->st) ||
                  numla_weights_load(&e->cfg, e->st, rank, nranks, mo->isa, &e->w))) ||
         numla_model_create(e->w, mo, &e->m) ||
-        numla_kv_cache_create_for_model(&e->cfg, 4, 128, kv_dtype, &e->kv)) {
+        numla_kv_cache_create_for_model(&e->cfg, 4, 128, kv_dtype, kv_dtype, &e->kv)) {
         fprintf(stderr, "\n    engine open failed: %s\n%s", numla_error_message(), numla_error_trace());
         return -1;
     }
