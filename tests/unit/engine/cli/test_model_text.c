@@ -16,6 +16,8 @@
 #include "engine/cli/model_text.h"
 #include "test_util.h"
 
+numla_status numla_fuzz_gguf_tokenizer_run(const uint8_t *data, size_t size);
+
 static void test_gguf_tokenizer_cases(void)
 {
     char path[1200];
@@ -195,6 +197,58 @@ static void test_gguf_tokenizer_bad(void)
     numla_error_clear();
 }
 
+/* The fuzz target's checks (tests/fuzz/fuzz_gguf_tokenizer.c) over seeded mutations of the
+ * kimi-k2 golden, most of them in its first 12 KiB (the pre-tokenizer key and the token
+ * strings): bit flips, bytes set to 0 / 0x80 / 0xff / ASCII, truncation, span deletion. A crash
+ * or a wrong status aborts inside the target. */
+static void test_fuzz_mutations(void)
+{
+    FILE *f = fopen(numla_test_source_path("tests/golden/tokenizer/kimi_k2_gguf/tokenizer.gguf"), "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static unsigned char seed[1 << 17], buf[1 << 17];
+    const size_t n0 = fread(seed, 1, sizeof seed, f);
+    fclose(f);
+    CU_ASSERT_TRUE_FATAL(n0 > 0 && n0 < sizeof seed);
+    CU_ASSERT_EQUAL_FATAL(numla_fuzz_gguf_tokenizer_run(seed, n0), NUMLA_STATUS_OK);
+    static const unsigned char values[] = {0, 1, 3, 5, 0x20, 0x41, 0x7f, 0x80, 0xc4, 0xff};
+    numla_test_rng rng = {20261205};
+    int counts[NUMLA_STATUS_INTERNAL + 1] = {0};
+    for (int it = 0; it < 2000; it++) {
+        size_t n = n0;
+        memcpy(buf, seed, n0);
+        const int muts = 1 + (int)(numla_test_rng_u64(&rng) % 3);
+        for (int k = 0; k < muts; k++) {
+            const uint64_t r = numla_test_rng_u64(&rng);
+            const size_t span = (r >> 60) & 1 ? n : (n < 12288 ? n : 12288);
+            const size_t pos = span ? (size_t)((r >> 8) % span) : 0;
+            const size_t len = 1 + (size_t)((r >> 40) % 8);
+            switch (r % 8) {
+            case 0:
+            case 1: buf[pos] ^= (unsigned char)(1u << ((r >> 40) & 7)); break;
+            case 2:
+            case 3:
+            case 4:
+            case 5: buf[pos] = values[(r >> 48) % sizeof values]; break;
+            case 6: n = pos; break;
+            default:
+                if (pos + len <= n) {
+                    memmove(buf + pos, buf + pos + len, n - pos - len);
+                    n -= len;
+                }
+                break;
+            }
+        }
+        counts[numla_fuzz_gguf_tokenizer_run(buf, n)]++;
+    }
+    NUMLA_ASSERT_MSG(counts[NUMLA_STATUS_OK] > 100 && counts[NUMLA_STATUS_FORMAT] > 200,
+                     "ok %d, format %d, unsupported %d", counts[NUMLA_STATUS_OK],
+                     counts[NUMLA_STATUS_FORMAT], counts[NUMLA_STATUS_UNSUPPORTED]);
+    if (getenv("NUMLA_TEST_VERBOSE"))
+        fprintf(stderr, "\n    mutations: ok %d, format %d, unsupported %d",
+                counts[NUMLA_STATUS_OK], counts[NUMLA_STATUS_FORMAT],
+                counts[NUMLA_STATUS_UNSUPPORTED]);
+}
+
 NUMLA_TEST_SUITE(model_text, NULL, NULL, NUMLA_TEST(test_gguf_tokenizer_cases),
                  NUMLA_TEST(test_gguf_deepseek_llm), NUMLA_TEST(test_gguf_kimi_k2),
-                 NUMLA_TEST(test_gguf_tokenizer_bad))
+                 NUMLA_TEST(test_gguf_tokenizer_bad), NUMLA_TEST(test_fuzz_mutations))
