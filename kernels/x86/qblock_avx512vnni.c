@@ -9,11 +9,13 @@
  * then covers 4 elements of one sub-block, so the sub-block scales multiply the lanes (vpmulld
  * with the scales permuted into place), and the block's int32 sum is converted once and
  * scaled by d · dx. Where the encoding subtracts something from every code (the mins of Q4_K,
- * Q5_K and Q2_K; the offsets of Q6_K (32), Q3_K (4), Q4_0 (8), Q8_0 (128, its sign) and IQ4_XS
- * (128, its code book looked up with vpshufb as value + 128)), the term is the per-16 code sums
- * of x times that constant, summed apart and taken off at the end (exact in int32 up to the
- * last scaling). Blocks of 32 (Q8_0, Q4_0) run 8 to a 256-column step, their scales per
- * 8-lane half of the product.
+ * Q5_K and Q2_K; the offsets of Q6_K (32), Q3_K (4), Q8_0 (128, its sign) and IQ4_XS (128, its
+ * code book looked up with vpshufb as value + 128)), the term is the per-16 code sums of x times
+ * that constant, summed apart and taken off at the end (exact in int32 up to the last scaling);
+ * Q4_0's 8 comes off each lane in int32 through a second vpdpbusd of x with 8s. Blocks of 32
+ * (Q8_0, Q4_0) run 8 to a 256-column step. Where two 16-byte nibble runs make 64 codes (Q4_0,
+ * IQ4_XS), the codes stay in their 128-bit lanes (low nibbles of both, then high) and the x
+ * row's 64 bytes are put in that order instead (one vshufi32x4).
  *
  * Q8_0 codes are signed, vpdpbusd wants one operand unsigned: the weights get +128 (their
  * sign bit flipped) and 128 · Σ x q comes back out through the per-16 sums.
@@ -157,40 +159,57 @@ static float numla_qblock_vnni_q8_0_(const uint8_t *row, int64_t nb, const int8_
 }
 
 /* 64 codes of two 32-element halves a, b, each 16 bytes of nibbles (low nibbles its elements
- * 0-15, high 16-31), as 64 unsigned bytes in element order: a's 32, then b's. */
-static inline __m512i numla_qblock_nib64_(__m128i qa, __m128i qb)
+ * 0-15, high 16-31), as 64 unsigned bytes in the order a 0-15, b 0-15, a 16-31, b 16-31 (no
+ * lane crossing); numla_qblock_x64_ puts the x row's 64 bytes in the same order. */
+static inline __m512i numla_qblock_nib64_(__m256i q)
 {
     const __m256i m4 = _mm256_set1_epi8(15);
-    const __m256i q = _mm256_set_m128i(qb, qa);
-    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    return numla_qblock_join_(_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31));
+    return numla_qblock_join_(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+}
+
+static inline __m512i numla_qblock_x64_(const int8_t *x)
+{
+    const __m512i v = _mm512_loadu_si512(x);
+    return _mm512_shuffle_i32x4(v, v, 0xd8); /* 128-bit quarters 0, 2, 1, 3 */
 }
 
 /* Σ over 256-column steps of one Q4_0 row (8 blocks a step) · one quantized x row. The codes
- * stay unsigned (q + 8); 8 · Σ x q per block comes back out through the per-16 sums. */
+ * stay unsigned (q + 8); 8 · Σ x per 4 elements is taken off in int32 (a second vpdpbusd with 8s),
+ * and each block's scale reaches its 8 lanes through one permute of the step's 8 scales. */
 static float numla_qblock_vnni_q4_0_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
                                      const int32_t *bs)
 {
+    (void)bs;
+    const __m512i eight = _mm512_set1_epi8(8);
+    /* lanes 0-3 and 8-11 hold block 2u, 4-7 and 12-15 block 2u + 1 */
+    const __m512i pidx[4] = {
+        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1),
+        _mm512_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3),
+        _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 4, 4, 4, 4, 5, 5, 5, 5),
+        _mm512_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7, 6, 6, 6, 6, 7, 7, 7, 7),
+    };
     __m512 acc = _mm512_setzero_ps();
-    __m128 corr = _mm_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = row + 8 * 18 * b;
         const int8_t *xb = xq + 256 * b;
+        uint16_t hs[8];
+        for (int j = 0; j < 8; j++)
+            memcpy(&hs[j], blk + 18 * j, 2);
+        const __m256 d8 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)hs)),
+                                        _mm256_set1_ps(dx[b]));
+        const __m512 dv = _mm512_castps256_ps512(d8);
 #pragma GCC unroll 4
         for (int u = 0; u < 4; u++) {
             const uint8_t *pa = blk + 18 * (2 * u), *pb = pa + 18;
-            const float da = numla_qblock_vh_(pa) * dx[b], db = numla_qblock_vh_(pb) * dx[b];
-            const __m512i w = numla_qblock_nib64_(_mm_loadu_si128((const __m128i *)(const void *)(pa + 2)),
-                                                  _mm_loadu_si128((const __m128i *)(const void *)(pb + 2)));
-            const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xb + 64 * u));
-            const __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(da), _mm256_set1_ps(db), 1);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), dv, acc);
-            const __m128 bsum = _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)(const void *)(bs + 16 * b + 4 * u)));
-            corr = _mm_fmadd_ps(bsum, _mm_setr_ps(da, da, db, db), corr);
+            const __m512i w = numla_qblock_nib64_(_mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)(pb + 2)),
+                                                                   _mm_loadu_si128((const __m128i *)(const void *)(pa + 2))));
+            const __m512i xv = numla_qblock_x64_(xb + 64 * u);
+            const __m512i dp = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv),
+                                                _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, xv));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(pidx[u], dv), acc);
         }
     }
-    const __m128 c2 = _mm_add_ps(corr, _mm_movehl_ps(corr, corr));
-    return _mm512_reduce_add_ps(acc) - 8.0f * _mm_cvtss_f32(_mm_add_ss(c2, _mm_shuffle_ps(c2, c2, 1)));
+    return _mm512_reduce_add_ps(acc);
 }
 
 /* Σ over blocks of one Q5_K row · one quantized x row: Q4_K's with the fifth bit of each code
@@ -249,11 +268,12 @@ static float numla_qblock_vnni_iq4_xs_(const uint8_t *row, int64_t nb, const int
     for (int j = 0; j < 16; j++)
         lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128);
     const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+    /* lanes 0-3 and 8-11 hold sub-block 2c, 4-7 and 12-15 sub-block 2c + 1 */
     const __m512i idx[4] = {
-        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-        _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
-        _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5),
-        _mm512_setr_epi32(6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7),
+        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1),
+        _mm512_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3),
+        _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 4, 4, 4, 4, 5, 5, 5, 5),
+        _mm512_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7, 6, 6, 6, 6, 7, 7, 7, 7),
     };
     /* sub-block b's 6-bit scale: 4 bits of scales_l at 8 (b / 2) + 4 (b % 2), 2 of scales_h
      * at 2b; lanes 8-15 repeat 0-7 (unused) */
@@ -275,10 +295,9 @@ static float numla_qblock_vnni_iq4_xs_(const uint8_t *row, int64_t nb, const int
         __m512i iacc = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
-            const __m512i codes = numla_qblock_nib64_(_mm_loadu_si128((const __m128i *)(const void *)(qs + 32 * c)),
-                                                      _mm_loadu_si128((const __m128i *)(const void *)(qs + 32 * c + 16)));
+            const __m512i codes = numla_qblock_nib64_(_mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c)));
             const __m512i w = _mm512_shuffle_epi8(book, codes);
-            const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xb + 64 * c));
+            const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, numla_qblock_x64_(xb + 64 * c));
             iacc = _mm512_add_epi32(iacc, _mm512_mullo_epi32(dp, _mm512_permutexvar_epi32(idx[c], sc)));
         }
         const __m512i off = _mm512_mullo_epi32(_mm512_loadu_si512(bs + 16 * b), _mm512_permutexvar_epi32(gidx, sc));
