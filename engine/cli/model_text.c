@@ -91,23 +91,15 @@ static json_t *str_value(const numla_gguf_str *s)
     return json_stringn(s->s, (size_t)s->len);
 }
 
-/* GPT-2's byte-level alphabet backwards: the byte a code point stands for, -1 when none. */
+/* GPT-2's byte-level alphabet backwards: the byte a code point stands for, -1 when none. Bytes
+ * 33-126, 161-172 and 174-255 are their own code points; the other 68 (0-32, 127-160, 173) are
+ * U+0100 + their rank among those. */
 static int byte_of_char(uint32_t cp)
 {
-    /* bytes 33-126, 161-172, 174-255 are themselves; the other 68 are 256 + their order */
-    static int16_t inv[256 + 68];
-    static int ready;
-    if (!ready) {
-        int n = 0;
-        for (int b = 0; b < 256; b++) {
-            const int self = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-            inv[b] = self ? (int16_t)b : -1;
-            if (!self)
-                inv[256 + n++] = (int16_t)b;
-        }
-        ready = 1;
-    }
-    return cp < 256 + 68 ? inv[cp] : -1;
+    if (cp < 256)
+        return (cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || cp >= 174 ? (int)cp : -1;
+    const uint32_t k = cp - 256;
+    return k < 33 ? (int)k : k < 67 ? (int)(127 + k - 33) : k == 67 ? 173 : -1;
 }
 
 /* A byte-level token string back to its bytes (out: at least len bytes); -1 when a character is
