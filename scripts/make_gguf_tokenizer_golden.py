@@ -158,9 +158,11 @@ def deepseek_llm():
     for t in texts():
         e = tok.encode(t, add_special_tokens=False)
         cases.append({"text": t, "ids": e.ids, "decoded": tok.decode(e.ids, skip_special_tokens=False)})
-    with open(os.path.join(d, "cases.json"), "w", encoding="utf-8") as f:
-        json.dump({"tokenizers": tokenizers.__version__, "bos_id": vocab[BOS], "cases": cases}, f,
-                  ensure_ascii=False, indent=0)
+    with open(os.path.join(d, "cases.json"), "w", encoding="utf-8") as f:  # a case a line
+        f.write('{"tokenizers": %s, "bos_id": %d, "cases": [\n' % (json.dumps(tokenizers.__version__),
+                                                                    vocab[BOS]))
+        f.write(",\n".join(json.dumps(c, ensure_ascii=False) for c in cases))
+        f.write("\n]}\n")
     print("deepseek_llm_gguf: %d tokens, %d merges, %d cases" % (n, len(merges), len(cases)))
 
 
