@@ -114,8 +114,9 @@ def write_gguf(path, pre, toks, types, merges, bos, eos, add_bos):
         w.add_bos_token_id(bos)
     if eos is not None:
         w.add_eos_token_id(eos)
-    w.add_add_bos_token(add_bos)
-    w.add_add_eos_token(False)
+    if add_bos is not None:  # the converter writes the flags only when the config has them
+        w.add_add_bos_token(add_bos)
+        w.add_add_eos_token(False)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -218,7 +219,7 @@ def kimi_k2():
     bos = specials[cfg["bos_token"]] if isinstance(cfg.get("bos_token"), str) else None
     eos = specials[cfg["eos_token"]] if isinstance(cfg.get("eos_token"), str) else None
     write_gguf(os.path.join(OUT, "kimi_k2_gguf", "tokenizer.gguf"), "kimi-k2", toks, types, merges,
-               bos, eos, False)
+               bos, eos, None)  # kimi_tok's tokenizer_config.json has no add_bos_token
     # the expected ids are tiktoken's (kimi_tok/cases.json): check a sample again here
     with open(os.path.join(src, "cases.json"), encoding="utf-8") as f:
         doc = json.load(f)

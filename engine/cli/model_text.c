@@ -20,7 +20,8 @@
  *                              without its regex), the Splits of their tokenizer.json;
  *                              "kimi-k2" below; other values are UNSUPPORTED naming the key and
  *                              value
- *   tokenizer.ggml.bos_token_id / eos_token_id, add_bos_token (default true) / add_eos_token
+ *   tokenizer.ggml.bos_token_id / eos_token_id, add_bos_token (default true; kimi-k2: false,
+ *                              as Kimi's tiktoken tokenizer adds none) / add_eos_token
  *                              tokenizer_config.json's bos_token / eos_token / add_*_token
  *   tokenizer.chat_template    tokenizer_config.json's chat_template: recognised as one of the
  *                              built-in renderers by engine/text/chat_template.c, like a file's
@@ -295,7 +296,8 @@ static numla_status gguf_docs(const numla_gguf *g, char **tok_json, char **cfg_j
             id < toks->v.arr.count)
             json_object_set_new(cfg, names[k], str_value(&ts[id]));
     }
-    int add_bos = 1, add_eos = 0;
+    /* without the key: DeepSeek's tokenizers add BOS, Kimi's tiktoken one does not */
+    int add_bos = !*tiktoken, add_eos = 0;
     numla_status st = NUMLA_STATUS_OK;
     if (numla_gguf_find(g, "tokenizer.ggml.add_bos_token"))
         st = numla_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos);

@@ -167,6 +167,14 @@ static void test_gguf_kimi_k2(void)
     CU_ASSERT_TRUE(numla_tokenizer_is_special(t, 1202));
     CU_ASSERT_EQUAL(numla_tokenizer_token_id(t, "<|reserved_token_1455|>"), 1455);
     CU_ASSERT_EQUAL(numla_tokenizer_vocab_size(t), 1456);
+    /* the file has no add_bos_token (as kimi_tok's config has none): no BOS is added */
+    int32_t *a = NULL, *b = NULL;
+    int64_t na = 0, nb = 0;
+    CU_ASSERT_EQUAL(numla_tokenizer_encode(t, "Hello world", 11, 0, &a, &na), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_tokenizer_encode(t, "Hello world", 11, 1, &b, &nb), NUMLA_STATUS_OK);
+    CU_ASSERT_TRUE(na > 0 && na == nb && memcmp(a, b, (size_t)na * sizeof *a) == 0);
+    free(a);
+    free(b);
     numla_tokenizer_destroy(&t);
 }
 
