@@ -25,9 +25,10 @@ static const numla_qblock_forward_fn numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_
     [NUMLA_ISA_AVX512] = {{numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
                            numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
                            numla_qblock_forward_avx512, numla_qblock_forward_avx512},
-                          {[NUMLA_QBLOCK_Q8_0] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_Q4_K] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_Q6_K] = numla_qblock_forward_avx512vnni}},
+                          {numla_qblock_forward_avx512vnni, numla_qblock_forward_avx512vnni,
+                           numla_qblock_forward_avx512vnni, numla_qblock_forward_avx512vnni,
+                           numla_qblock_forward_avx512vnni, numla_qblock_forward_avx512vnni,
+                           numla_qblock_forward_avx512vnni, numla_qblock_forward_avx512vnni}},
 };
 
 /* Read once: CPUID traps to the hypervisor in a VM, and the dispatch asks on every call. */

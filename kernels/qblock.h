@@ -48,8 +48,8 @@
  *                           amax = max |x| over the block          (fp32)
  *                           amax == 0: dx = 0, q = 0; else dx = amax / 127, inv = 127 / amax,
  *                           q = round_half_even(x · inv)           (fp32 product, |q| <= 127)
- *                         The vector level (AVX512-VNNI, Q4_K, Q6_K and Q8_0 for now; other
- *                         types run the reference) sums q · (the weight's integer codes) in
+ *                         The vector level (AVX512-VNNI, every type) sums q · (the weight's
+ *                         integer codes, made unsigned by an offset where signed) in
  *                         int32 (vpdpbusd) and applies the block scales and mins once per
  *                         sub-block sum, as llama.cpp's CPU kernels do; the reference
  *                         multiplies x̃ by the dequantized weights. K must be a multiple of 256.

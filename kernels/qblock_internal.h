@@ -20,7 +20,7 @@ void numla_qblock_forward_ref(const numla_qblock_weight *w, int64_t m, const flo
 /* AVX-512 (kernels/x86/qblock_avx512.c): every type, F32 mode. */
 void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                                  float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
-/* AVX512-VNNI (kernels/x86/qblock_avx512vnni.c): Q4_K, Q6_K, Q8_0 in Q8 mode, at the avx512
+/* AVX512-VNNI (kernels/x86/qblock_avx512vnni.c): every type in Q8 mode, at the avx512
  * level when the CPU has VNNI. */
 void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                                      float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);

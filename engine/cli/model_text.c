@@ -13,21 +13,38 @@
  *   tokenizer.ggml.pre         the pre-tokenizer: "deepseek-v3" is DeepSeek-V3's (three Splits -
  *                              digits in runs of up to 3, CJK/kana runs, words and punctuation -
  *                              then ByteLevel without its regex), the same as
- *                              tests/golden/tokenizer/bpe8k's; other values are UNSUPPORTED
- *                              naming the key and value (deepseek-llm, V2's: not yet)
- *   tokenizer.ggml.bos_token_id / eos_token_id, add_bos_token (default true) / add_eos_token
+ *                              tests/golden/tokenizer/bpe8k's; "deepseek-llm" is DeepSeek-V2's and
+ *                              V2-Lite's (six Splits - each CR or LF, a space and a run of cased
+ *                              letters, a space and a run of ASCII / fullwidth punctuation,
+ *                              trailing spaces, CJK / Hangul runs, digit runs - then ByteLevel
+ *                              without its regex), the Splits of their tokenizer.json;
+ *                              "kimi-k2" below; other values are UNSUPPORTED naming the key and
+ *                              value
+ *   tokenizer.ggml.bos_token_id / eos_token_id, add_bos_token (default true; kimi-k2: false,
+ *                              as Kimi's tiktoken tokenizer adds none) / add_eos_token
  *                              tokenizer_config.json's bos_token / eos_token / add_*_token
  *   tokenizer.chat_template    tokenizer_config.json's chat_template: recognised as one of the
  *                              built-in renderers by engine/text/chat_template.c, like a file's
+ *
+ * Kimi K2 (pre "kimi-k2"): llama.cpp's converter writes Kimi's tiktoken vocabulary as a gpt2 one
+ * (each rank's bytes as a byte-level string at id = rank, type 1; merges rebuilt from the ranks;
+ * the special tokens at their ids, type 3; ids without a token "[PADn]", type 5). numla runs it
+ * as the tiktoken tokenizer it came from (engine/text/tokenizer_tiktoken.c: Kimi's pattern, the
+ * merge by rank), so its ids are tiktoken's: the type-1 tokens, ids 0..n-1 without a gap, become
+ * the ranks (byte-level strings back to bytes), the type-3/4 tokens the specials, which must lie
+ * in the 256 ids after the ranks (Kimi's layout); type-5 ids are left to the tiktoken loader's
+ * reserved names; the merges are not read (the ranks imply them).
  */
 #include "engine/cli/model_text.h"
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
+#include "common/strbuf.h"
 #include "engine/formats/gguf.h"
 #include "engine/model/config.h"
 
@@ -43,27 +60,191 @@ static const char DS_V3_PRE[] =
     "\\\\s*[\\r\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},"
     "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":false}]}";
 
+/* DeepSeek-V2's pre-tokenizer (tokenizer.json form; the letter class written as escapes, several
+ * of its characters being ones an editor's NFC normalisation would change). */
+static const char DS_LLM_PRE[] =
+    "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"[\\r"
+    "\\n]\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"Split\",\"pattern\":{\"Regex"
+    "\":\"\\\\s?[A-Za-z\\u00b5\\u00c0-\\u00d6\\u00d8-\\u00f6\\u00f8-\\u01ba\\u01bc-\\u01bf\\u01c4"
+    "-\\u0293\\u0295-\\u02af\\u0370-\\u0373\\u0376\\u0377\\u037b-\\u037d\\u037f\\u0386\\u0388-"
+    "\\u038a\\u038c\\u038e-\\u03a1\\u03a3-\\u03f5\\u03f7-\\u0481\\u048a-\\u052f\\u0531-\\u0556"
+    "\\u10a0-\\u10c5\\u13a0-\\u13f5\\u13f8-\\u13fd\\u1c90-\\u1cba\\u1cbd-\\u1cbf\\u1d00-\\u1d2b"
+    "\\u1d6b-\\u1d77\\u1d79-\\u1d9a\\u1e00-\\u1f15\\u1f18-\\u1f1d\\u1f20-\\u1f45\\u1f48-\\u1f4d"
+    "\\u1f50-\\u1f57\\u1f59\\u1f5b\\u1f5d\\u1f5f-\\u1f7d\\u1f80-\\u1fb4\\u1fb6-\\u1fbc\\u1fbe"
+    "\\u1fc2-\\u1fc4\\u1fc6-\\u1fcc\\u1fd0-\\u1fd3\\u1fd6-\\u1fdb\\u1fe0-\\u1fec\\u1ff2-\\u1ff4"
+    "\\u1ff6-\\u1ffc\\u2102\\u2107\\u210a-\\u2113\\u2115\\u2119-\\u211d\\u2124\\u2126\\u2128"
+    "\\u212a-\\u212d\\u212f-\\u2134\\u2139\\u213c-\\u213f\\u2145-\\u2149\\u214e\\u2183\\u2184"
+    "\\u2c00-\\u2c7b\\u2c7e-\\u2ce4\\u2ceb-\\u2cee\\u2cf2\\u2cf3\\ua640-\\ua66d\\ua680-\\ua69b"
+    "\\ua722-\\ua76f\\ua771-\\ua787\\ua78b-\\ua78e\\uab70-\\uabbf\\ufb00-\\ufb06\\ufb13-\\ufb17"
+    "\\uff21-\\uff3a\\uff41-\\uff5a\\ud801\\udc00-\\ud801\\udc4f\\ud801\\udcb0-\\ud801\\udcd3"
+    "\\ud801\\udcd8-\\ud801\\udcfb\\ud803\\udc80-\\ud803\\udcb2\\ud803\\udcc0-\\ud803\\udcf2"
+    "\\ud806\\udca0-\\ud806\\udcdf\\ud83a\\udd00-\\ud83a\\udd43]+\"},\"behavior\":\"Isolated\",\""
+    "invert\":false},{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s?[!-/:-~\\uff01-\\uff0f"
+    "\\uff1a-\\uff5e\\u2018-\\u201f\\u3000-\\u3002]+\"},\"behavior\":\"Isolated\",\"invert\":fals"
+    "e},{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+$\"},\"behavior\":\"Isolated\",\"inver"
+    "t\":false},{\"type\":\"Split\",\"pattern\":{\"Regex\":\"[\\u4e00-\\u9fa5\\u0800-\\u4e00"
+    "\\uac00-\\ud7ff]+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"Split\",\"patte"
+    "rn\":{\"Regex\":\"\\\\p{N}+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteL"
+    "evel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":false}]}"
+    ;
+
 static json_t *str_value(const numla_gguf_str *s)
 {
     return json_stringn(s->s, (size_t)s->len);
 }
 
-/* The two documents from g's tokenizer keys (malloc'd texts); config is always made. */
-static numla_status gguf_docs(const numla_gguf *g, char **tok_json, char **cfg_json)
+/* GPT-2's byte-level alphabet backwards: the byte a code point stands for, -1 when none. Bytes
+ * 33-126, 161-172 and 174-255 are their own code points; the other 68 (0-32, 127-160, 173) are
+ * U+0100 + their rank among those. */
+static int byte_of_char(uint32_t cp)
+{
+    if (cp < 256)
+        return (cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || cp >= 174 ? (int)cp : -1;
+    const uint32_t k = cp - 256;
+    return k < 33 ? (int)k : k < 67 ? (int)(127 + k - 33) : k == 67 ? 173 : -1;
+}
+
+/* A byte-level token string back to its bytes (out: at least len bytes); -1 when a character is
+ * not of the alphabet. */
+static long bytes_of_token(const char *s, size_t len, uint8_t *out)
+{
+    long n = 0;
+    for (size_t i = 0; i < len;) {
+        const uint8_t c = (uint8_t)s[i];
+        uint32_t cp;
+        if (c < 0x80) {
+            cp = c;
+            i += 1;
+        } else if ((c & 0xe0) == 0xc0 && i + 1 < len) {
+            cp = (uint32_t)(c & 0x1f) << 6 | ((uint8_t)s[i + 1] & 0x3f);
+            i += 2;
+        } else {
+            return -1; /* the alphabet stops at U+0143 */
+        }
+        const int b = byte_of_char(cp);
+        if (b < 0)
+            return -1;
+        out[n++] = (uint8_t)b;
+    }
+    return n;
+}
+
+static void base64_put(numla_strbuf *sb, const uint8_t *p, size_t n)
+{
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (size_t i = 0; i < n; i += 3) {
+        const uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                           (i + 2 < n ? p[i + 2] : 0);
+        const char q[4] = {a[v >> 18], a[(v >> 12) & 63], i + 1 < n ? a[(v >> 6) & 63] : '=',
+                           i + 2 < n ? a[v & 63] : '='};
+        numla_strbuf_append(sb, q, 4);
+    }
+}
+
+/* kimi-k2: the ranks as tiktoken.model text (tok) and the specials in cfg's
+ * added_tokens_decoder (see the top of the file). */
+static numla_status kimi_docs(const char *path, const numla_gguf_value *toks, const int32_t *ty,
+                              json_t *cfg, char **tok)
+{
+    const numla_gguf_str *ts = toks->v.arr.items;
+    const uint64_t count = toks->v.arr.count;
+    if (!ty)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: tokenizer.ggml.pre kimi-k2 needs the key "
+                   "tokenizer.ggml.token_type (which ids are ranks and which special)", path);
+    uint64_t n = 0;
+    while (n < count && ty[n] == 1)
+        n++;
+    numla_strbuf sb = {0};
+    json_t *dec = json_object();
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    numla_status st = NUMLA_STATUS_OK;
+    for (uint64_t i = 0; i < count && st == NUMLA_STATUS_OK; i++) {
+        if (i < n) {
+            if ((size_t)ts[i].len > cap) {
+                cap = (size_t)ts[i].len * 2;
+                uint8_t *nb = realloc(buf, cap);
+                if (!nb) {
+                    numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                    "%s: no memory for the vocabulary", path);
+                    st = NUMLA_STATUS_NO_MEMORY;
+                    break;
+                }
+                buf = nb;
+            }
+            const long bl = bytes_of_token(ts[i].s, (size_t)ts[i].len, buf);
+            if (bl <= 0) {
+                numla_error_set(NUMLA_STATUS_FORMAT, __FILE__, __LINE__, __func__,
+                                "%s: tokenizer.ggml.tokens[%llu] \"%.*s\" is not a byte-level "
+                                "string (a kimi-k2 rank)", path, (unsigned long long)i,
+                                (int)(ts[i].len > 64 ? 64 : ts[i].len), ts[i].s);
+                st = NUMLA_STATUS_FORMAT;
+                break;
+            }
+            base64_put(&sb, buf, (size_t)bl);
+            char num[32];
+            const int nl = snprintf(num, sizeof num, " %llu\n", (unsigned long long)i);
+            numla_strbuf_append(&sb, num, (size_t)nl);
+        } else if (ty[i] == 3 || ty[i] == 4) {
+            if (i >= n + 256) {
+                numla_error_set(NUMLA_STATUS_UNSUPPORTED, __FILE__, __LINE__, __func__,
+                                "%s: tokenizer.ggml.tokens[%llu] \"%.*s\" is a special token past "
+                                "the 256 ids after the %llu ranks (kimi-k2 keeps them there)",
+                                path, (unsigned long long)i, (int)(ts[i].len > 64 ? 64 : ts[i].len),
+                                ts[i].s, (unsigned long long)n);
+                st = NUMLA_STATUS_UNSUPPORTED;
+                break;
+            }
+            char key[24];
+            snprintf(key, sizeof key, "%llu", (unsigned long long)i);
+            json_object_set_new(dec, key, json_pack("{s:o,s:b}", "content", str_value(&ts[i]),
+                                                    "special", ty[i] == 3));
+        } else if (ty[i] != 5) {
+            numla_error_set(NUMLA_STATUS_FORMAT, __FILE__, __LINE__, __func__,
+                            "%s: tokenizer.ggml.token_type[%llu] = %d after the %llu ranks: a "
+                            "kimi-k2 vocabulary has its ranks (type 1) first, then special (3, 4) "
+                            "or unused (5) ids", path, (unsigned long long)i, (int)ty[i],
+                            (unsigned long long)n);
+            st = NUMLA_STATUS_FORMAT;
+        }
+    }
+    free(buf);
+    json_object_set_new(cfg, "added_tokens_decoder", dec);
+    if (st == NUMLA_STATUS_OK && (sb.oom || !sb.len)) {
+        numla_error_set(sb.oom ? NUMLA_STATUS_NO_MEMORY : NUMLA_STATUS_FORMAT, __FILE__,
+                        __LINE__, __func__, "%s: %s", path,
+                        sb.oom ? "no memory for the vocabulary" : "kimi-k2 vocabulary without ranks");
+        st = sb.oom ? NUMLA_STATUS_NO_MEMORY : NUMLA_STATUS_FORMAT;
+    }
+    if (st != NUMLA_STATUS_OK) {
+        numla_strbuf_free(&sb);
+        return st;
+    }
+    *tok = numla_strbuf_take(&sb);
+    return NUMLA_STATUS_OK;
+}
+
+/* The two documents from g's tokenizer keys (malloc'd texts); config is always made. *tiktoken:
+ * tok is tiktoken.model text (kimi-k2), else tokenizer.json. */
+static numla_status gguf_docs(const numla_gguf *g, char **tok_json, char **cfg_json, int *tiktoken)
 {
     const char *path = numla_gguf_path(g), *model = NULL, *pre = NULL;
     const numla_gguf_value *toks = NULL, *merges = NULL;
+    *tok_json = *cfg_json = NULL;
     NUMLA_CHECK(numla_gguf_get_str(g, "tokenizer.ggml.model", &model));
     if (strcmp(model, "gpt2"))
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: key tokenizer.ggml.model = \"%s\": numla reads "
                    "only gpt2 (byte-level BPE) tokenizers", path, model);
     NUMLA_CHECK(numla_gguf_get_str(g, "tokenizer.ggml.pre", &pre));
-    if (strcmp(pre, "deepseek-v3"))
+    const char *pre_json = !strcmp(pre, "deepseek-v3") ? DS_V3_PRE : !strcmp(pre, "deepseek-llm") ? DS_LLM_PRE : NULL;
+    *tiktoken = !strcmp(pre, "kimi-k2");
+    if (!pre_json && !*tiktoken)
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: key tokenizer.ggml.pre = \"%s\": numla knows "
-                   "the pre-tokenizer deepseek-v3 only (use a model directory's tokenizer.json, "
-                   "or prompt_tokens)", path, pre);
+                   "the pre-tokenizers deepseek-v3, deepseek-llm and kimi-k2 (use a model "
+                   "directory's tokenizer.json, or prompt_tokens)", path, pre);
     NUMLA_CHECK(numla_gguf_get_array(g, "tokenizer.ggml.tokens", NUMLA_GGUF_STRING, &toks));
-    NUMLA_CHECK(numla_gguf_get_array(g, "tokenizer.ggml.merges", NUMLA_GGUF_STRING, &merges));
+    if (!*tiktoken)
+        NUMLA_CHECK(numla_gguf_get_array(g, "tokenizer.ggml.merges", NUMLA_GGUF_STRING, &merges));
     const numla_gguf_value *types = numla_gguf_find(g, "tokenizer.ggml.token_type");
     if (types && (types->type != NUMLA_GGUF_ARRAY || types->v.arr.type != NUMLA_GGUF_INT32 ||
                   types->v.arr.count != toks->v.arr.count))
@@ -71,31 +252,43 @@ static numla_status gguf_docs(const numla_gguf *g, char **tok_json, char **cfg_j
                    "of one entry per token (%llu)", path,
                    (unsigned long long)toks->v.arr.count);
     json_error_t err;
-    json_t *root = json_object(), *m = json_object(), *vocab = json_object(), *ml = json_array();
-    json_t *added = json_array(), *cfg = json_object();
-    const numla_gguf_str *ts = toks->v.arr.items, *ms = merges->v.arr.items;
+    json_t *cfg = json_object();
+    const numla_gguf_str *ts = toks->v.arr.items;
     const int32_t *ty = types ? types->v.arr.items : NULL;
-    for (uint64_t i = 0; i < toks->v.arr.count; i++) {
-        json_object_setn_new_nocheck(vocab, ts[i].s, (size_t)ts[i].len, json_integer((json_int_t)i));
-        if (ty && (ty[i] == 3 || ty[i] == 4))
-            json_array_append_new(
-                added, json_pack("{s:I,s:o,s:b,s:b,s:b,s:b,s:b}", "id", (json_int_t)i, "content",
-                                 str_value(&ts[i]), "single_word", 0, "lstrip", 0, "rstrip", 0,
-                                 "normalized", 0, "special", ty[i] == 3));
+    if (*tiktoken) {
+        numla_status st = kimi_docs(path, toks, ty, cfg, tok_json);
+        if (st != NUMLA_STATUS_OK) {
+            json_decref(cfg);
+            return st;
+        }
+    } else {
+        json_t *root = json_object(), *m = json_object(), *vocab = json_object(), *ml = json_array();
+        json_t *added = json_array();
+        const numla_gguf_str *ms = merges->v.arr.items;
+        for (uint64_t i = 0; i < toks->v.arr.count; i++) {
+            json_object_setn_new_nocheck(vocab, ts[i].s, (size_t)ts[i].len, json_integer((json_int_t)i));
+            if (ty && (ty[i] == 3 || ty[i] == 4))
+                json_array_append_new(
+                    added, json_pack("{s:I,s:o,s:b,s:b,s:b,s:b,s:b}", "id", (json_int_t)i, "content",
+                                     str_value(&ts[i]), "single_word", 0, "lstrip", 0, "rstrip", 0,
+                                     "normalized", 0, "special", ty[i] == 3));
+        }
+        for (uint64_t i = 0; i < merges->v.arr.count; i++)
+            json_array_append_new(ml, str_value(&ms[i]));
+        json_object_set_new(m, "type", json_string("BPE"));
+        json_object_set_new(m, "vocab", vocab);
+        json_object_set_new(m, "merges", ml);
+        json_object_set_new(root, "model", m);
+        json_object_set_new(root, "added_tokens", added);
+        json_object_set_new(root, "normalizer", json_null());
+        json_object_set_new(root, "pre_tokenizer", json_loads(pre_json, 0, &err));
+        json_object_set_new(root, "post_processor", json_null());
+        json_object_set_new(root, "decoder", json_pack("{s:s,s:b,s:b,s:b}", "type", "ByteLevel",
+                                                       "add_prefix_space", 1, "trim_offsets", 1,
+                                                       "use_regex", 1));
+        *tok_json = json_dumps(root, JSON_COMPACT);
+        json_decref(root);
     }
-    for (uint64_t i = 0; i < merges->v.arr.count; i++)
-        json_array_append_new(ml, str_value(&ms[i]));
-    json_object_set_new(m, "type", json_string("BPE"));
-    json_object_set_new(m, "vocab", vocab);
-    json_object_set_new(m, "merges", ml);
-    json_object_set_new(root, "model", m);
-    json_object_set_new(root, "added_tokens", added);
-    json_object_set_new(root, "normalizer", json_null());
-    json_object_set_new(root, "pre_tokenizer", json_loads(DS_V3_PRE, 0, &err));
-    json_object_set_new(root, "post_processor", json_null());
-    json_object_set_new(root, "decoder", json_pack("{s:s,s:b,s:b,s:b}", "type", "ByteLevel",
-                                                   "add_prefix_space", 1, "trim_offsets", 1,
-                                                   "use_regex", 1));
     static const char *const ids[2] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
     static const char *const names[2] = {"bos_token", "eos_token"};
     for (int k = 0; k < 2; k++) {
@@ -104,11 +297,19 @@ static numla_status gguf_docs(const numla_gguf *g, char **tok_json, char **cfg_j
             id < toks->v.arr.count)
             json_object_set_new(cfg, names[k], str_value(&ts[id]));
     }
-    int add_bos = 1, add_eos = 0;
+    /* without the key: DeepSeek's tokenizers add BOS, Kimi's tiktoken one does not */
+    int add_bos = !*tiktoken, add_eos = 0;
+    numla_status st = NUMLA_STATUS_OK;
     if (numla_gguf_find(g, "tokenizer.ggml.add_bos_token"))
-        NUMLA_CHECK(numla_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos));
-    if (numla_gguf_find(g, "tokenizer.ggml.add_eos_token"))
-        NUMLA_CHECK(numla_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &add_eos));
+        st = numla_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos);
+    if (st == NUMLA_STATUS_OK && numla_gguf_find(g, "tokenizer.ggml.add_eos_token"))
+        st = numla_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &add_eos);
+    if (st != NUMLA_STATUS_OK) {
+        free(*tok_json);
+        *tok_json = NULL;
+        json_decref(cfg);
+        return st;
+    }
     json_object_set_new(cfg, "add_bos_token", json_boolean(add_bos));
     json_object_set_new(cfg, "add_eos_token", json_boolean(add_eos));
     const char *tmpl = NULL;
@@ -116,9 +317,7 @@ static numla_status gguf_docs(const numla_gguf *g, char **tok_json, char **cfg_j
         numla_gguf_get_str(g, "tokenizer.chat_template", &tmpl) == NUMLA_STATUS_OK)
         json_object_set_new(cfg, "chat_template", json_string(tmpl));
     numla_error_clear();
-    *tok_json = json_dumps(root, JSON_COMPACT);
     *cfg_json = json_dumps(cfg, JSON_COMPACT);
-    json_decref(root);
     json_decref(cfg);
     if (!*tok_json || !*cfg_json) {
         free(*tok_json);
@@ -130,11 +329,11 @@ static numla_status gguf_docs(const numla_gguf *g, char **tok_json, char **cfg_j
 }
 
 /* Open the GGUF file and make its documents. */
-static numla_status gguf_file_docs(const char *model, char **tok, char **cfg)
+static numla_status gguf_file_docs(const char *model, char **tok, char **cfg, int *tiktoken)
 {
     numla_gguf *g = NULL;
     NUMLA_CHECK(numla_gguf_open(model, &g));
-    numla_status s = gguf_docs(g, tok, cfg);
+    numla_status s = gguf_docs(g, tok, cfg, tiktoken);
     numla_gguf_close(&g);
     NUMLA_CHECK(s);
     return NUMLA_STATUS_OK;
@@ -161,8 +360,12 @@ numla_status numla_model_text_tokenizer(const char *model, int64_t vocab_size,
         return numla_tokenizer_load_for_model(model, vocab_size, out);
     *out = NULL;
     char *tok = NULL, *cfg = NULL;
-    NUMLA_CHECK(gguf_file_docs(model, &tok, &cfg));
-    numla_status s = numla_tokenizer_load_json_text(tok, cfg, vocab_size, model, out);
+    int tiktoken = 0;
+    NUMLA_CHECK(gguf_file_docs(model, &tok, &cfg, &tiktoken));
+    char name[1200];
+    snprintf(name, sizeof name, "%s (tokenizer.ggml.tokens as tiktoken.model: line = id + 1)", model);
+    numla_status s = tiktoken ? numla_tokenizer_load_tiktoken_text(tok, strlen(tok), cfg, vocab_size, name, out)
+                              : numla_tokenizer_load_json_text(tok, cfg, vocab_size, model, out);
     free(tok);
     free(cfg);
     NUMLA_CHECK(s);
@@ -187,7 +390,8 @@ numla_status numla_model_text_chat_template(const char *model, const char *force
     }
     *out = NULL;
     char *tok = NULL, *cfg = NULL;
-    numla_status s = gguf_file_docs(model, &tok, &cfg);
+    int tiktoken = 0;
+    numla_status s = gguf_file_docs(model, &tok, &cfg, &tiktoken);
     if (s != NUMLA_STATUS_OK && force_name) { /* the template is forced: the keys may lack */
         numla_error_clear();
         return numla_chat_template_load_json(NULL, force_name, out);

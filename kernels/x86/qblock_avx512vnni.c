@@ -1,5 +1,6 @@
 /* kernels/x86/qblock_avx512vnni.c — block-quantized linear layers in Q8 activation mode
- * (kernels/qblock.h) with vpdpbusd (AVX512-VNNI): Q4_K, Q6_K and Q8_0, the Q4_K_M set.
+ * (kernels/qblock.h) with vpdpbusd (AVX512-VNNI): every encoding (Q8_0, Q4_0, Q4_K, Q5_K,
+ * Q6_K, IQ4_XS, Q2_K, Q3_K).
  *
  * The x rows are quantized first (numla_qblock_quantize_rows_, the scalar rule every level
  * shares) into int8 codes, a scale per 256 columns and the sum of the codes per 16 columns.
@@ -7,9 +8,14 @@
  * unsigned bytes in element order and multiplied into 16 int32 lanes by vpdpbusd; each lane
  * then covers 4 elements of one sub-block, so the sub-block scales multiply the lanes (vpmulld
  * with the scales permuted into place), and the block's int32 sum is converted once and
- * scaled by d · dx. Where the encoding subtracts something from every code (Q4_K's min, Q6_K's
- * 32, Q8_0's sign offset of 128), the term is the per-16 code sums of x times that constant,
- * summed apart and taken off at the end (exact in int32 up to the last scaling).
+ * scaled by d · dx. Where the encoding subtracts something from every code (the mins of Q4_K,
+ * Q5_K and Q2_K; the offsets of Q6_K (32), Q3_K (4), Q8_0 (128, its sign) and IQ4_XS (128, its
+ * code book looked up with vpshufb as value + 128)), the term is the per-16 code sums of x times
+ * that constant, summed apart and taken off at the end (exact in int32 up to the last scaling);
+ * Q4_0's 8 comes off each lane in int32 through a second vpdpbusd of x with 8s. Blocks of 32
+ * (Q8_0, Q4_0) run 8 to a 256-column step. Where two 16-byte nibble runs make 64 codes (Q4_0,
+ * IQ4_XS), the codes stay in their 128-bit lanes (low nibbles of both, then high) and the x
+ * row's 64 bytes are put in that order instead (one vshufi32x4).
  *
  * Q8_0 codes are signed, vpdpbusd wants one operand unsigned: the weights get +128 (their
  * sign bit flipped) and 128 · Σ x q comes back out through the per-16 sums.
@@ -152,6 +158,251 @@ static float numla_qblock_vnni_q8_0_(const uint8_t *row, int64_t nb, const int8_
     return _mm512_reduce_add_ps(acc) - 128.0f * _mm_cvtss_f32(_mm_add_ss(c2, _mm_shuffle_ps(c2, c2, 1)));
 }
 
+/* 64 codes of two 32-element halves a, b, each 16 bytes of nibbles (low nibbles its elements
+ * 0-15, high 16-31), as 64 unsigned bytes in the order a 0-15, b 0-15, a 16-31, b 16-31 (no
+ * lane crossing); numla_qblock_x64_ puts the x row's 64 bytes in the same order. */
+static inline __m512i numla_qblock_nib64_(__m256i q)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    return numla_qblock_join_(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+}
+
+static inline __m512i numla_qblock_x64_(const int8_t *x)
+{
+    const __m512i v = _mm512_loadu_si512(x);
+    return _mm512_shuffle_i32x4(v, v, 0xd8); /* 128-bit quarters 0, 2, 1, 3 */
+}
+
+/* Σ over 256-column steps of one Q4_0 row (8 blocks a step) · one quantized x row. The codes
+ * stay unsigned (q + 8); 8 · Σ x per 4 elements is taken off in int32 (a second vpdpbusd with 8s),
+ * and each block's scale reaches its 8 lanes through one permute of the step's 8 scales. */
+static float numla_qblock_vnni_q4_0_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
+                                     const int32_t *bs)
+{
+    (void)bs;
+    const __m512i eight = _mm512_set1_epi8(8);
+    /* lanes 0-3 and 8-11 hold block 2u, 4-7 and 12-15 block 2u + 1 */
+    const __m512i pidx[4] = {
+        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1),
+        _mm512_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3),
+        _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 4, 4, 4, 4, 5, 5, 5, 5),
+        _mm512_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7, 6, 6, 6, 6, 7, 7, 7, 7),
+    };
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + 8 * 18 * b;
+        const int8_t *xb = xq + 256 * b;
+        uint16_t hs[8];
+        for (int j = 0; j < 8; j++)
+            memcpy(&hs[j], blk + 18 * j, 2);
+        const __m256 d8 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)hs)),
+                                        _mm256_set1_ps(dx[b]));
+        const __m512 dv = _mm512_castps256_ps512(d8);
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) {
+            const uint8_t *pa = blk + 18 * (2 * u), *pb = pa + 18;
+            const __m512i w = numla_qblock_nib64_(_mm256_set_m128i(_mm_loadu_si128((const __m128i *)(const void *)(pb + 2)),
+                                                                   _mm_loadu_si128((const __m128i *)(const void *)(pa + 2))));
+            const __m512i xv = numla_qblock_x64_(xb + 64 * u);
+            const __m512i dp = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv),
+                                                _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, xv));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_permutexvar_ps(pidx[u], dv), acc);
+        }
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+/* Σ over blocks of one Q5_K row · one quantized x row: Q4_K's with the fifth bit of each code
+ * (bit e / 32 of qh[e % 32]) set as 16 in its byte before the product. */
+static float numla_qblock_vnni_q5_k_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
+                                     const int32_t *bs)
+{
+    const __m256i m4 = _mm256_set1_epi8(15), b16 = _mm256_set1_epi8(16);
+    const __m512i idx[4] = {
+        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+        _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
+        _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5),
+        _mm512_setr_epi32(6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7),
+    };
+    const __m512i midx = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + 176 * b;
+        uint32_t s0, s1, s2;
+        memcpy(&s0, blk + 4, 4);
+        memcpy(&s1, blk + 8, 4);
+        memcpy(&s2, blk + 12, 4);
+        const uint32_t sc_lo = s0 & 0x3f3f3f3fu, m_lo = s1 & 0x3f3f3f3fu;
+        const uint32_t sc_hi = (s2 & 0x0f0f0f0fu) | ((s0 >> 6) & 0x03030303u) << 4;
+        const uint32_t m_hi = ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 6) & 0x03030303u) << 4;
+        const __m512i smv = _mm512_cvtepu8_epi32(_mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)m_lo, (int)m_hi));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16));
+        const int8_t *xb = xq + 256 * b;
+        __m512i iacc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 48 + 32 * c));
+            const __m256i ka = _mm256_set1_epi8((char)(1 << (2 * c))), kb = _mm256_set1_epi8((char)(2 << (2 * c)));
+            const __m256i ha = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, ka), ka), b16);
+            const __m256i hh = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, kb), kb), b16);
+            const __m512i w = numla_qblock_join_(_mm256_or_si256(_mm256_and_si256(q, m4), ha),
+                                                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hh));
+            const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xb + 64 * c));
+            iacc = _mm512_add_epi32(iacc, _mm512_mullo_epi32(dp, _mm512_permutexvar_epi32(idx[c], smv)));
+        }
+        const float d = numla_qblock_vh_(blk) * dx[b], dmin = numla_qblock_vh_(blk + 2) * dx[b];
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc), _mm512_set1_ps(d), acc);
+        const __m512i mm = _mm512_mullo_epi32(_mm512_loadu_si512(bs + 16 * b), _mm512_permutexvar_epi32(midx, smv));
+        accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mm), _mm512_set1_ps(dmin), accm);
+    }
+    return _mm512_reduce_add_ps(acc) - _mm512_reduce_add_ps(accm);
+}
+
+/* Σ over blocks of one IQ4_XS row · one quantized x row. The code book is looked up with
+ * vpshufb as value + 128 (unsigned, 1..241); 128 · Σ_b (ls_b - 32) Σ x q comes back out through
+ * the per-16 sums. */
+static float numla_qblock_vnni_iq4_xs_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
+                                       const int32_t *bs)
+{
+    int8_t lut[16];
+    for (int j = 0; j < 16; j++)
+        lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128);
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+    /* lanes 0-3 and 8-11 hold sub-block 2c, 4-7 and 12-15 sub-block 2c + 1 */
+    const __m512i idx[4] = {
+        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1),
+        _mm512_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3),
+        _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 4, 4, 4, 4, 5, 5, 5, 5),
+        _mm512_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7, 6, 6, 6, 6, 7, 7, 7, 7),
+    };
+    /* sub-block b's 6-bit scale: 4 bits of scales_l at 8 (b / 2) + 4 (b % 2), 2 of scales_h
+     * at 2b; lanes 8-15 repeat 0-7 (unused) */
+    const __m512i sh_lo = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    const __m512i sh_hi = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i gidx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i k15 = _mm512_set1_epi32(15), k3 = _mm512_set1_epi32(3), k32 = _mm512_set1_epi32(32);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + 136 * b, *qs = blk + 8;
+        uint16_t sh;
+        uint32_t sl;
+        memcpy(&sh, blk + 2, 2);
+        memcpy(&sl, blk + 4, 4);
+        const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)sl), sh_lo), k15);
+        const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)sh), sh_hi), k3);
+        const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), k32);
+        const int8_t *xb = xq + 256 * b;
+        __m512i iacc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512i codes = numla_qblock_nib64_(_mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c)));
+            const __m512i w = _mm512_shuffle_epi8(book, codes);
+            const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, numla_qblock_x64_(xb + 64 * c));
+            iacc = _mm512_add_epi32(iacc, _mm512_mullo_epi32(dp, _mm512_permutexvar_epi32(idx[c], sc)));
+        }
+        const __m512i off = _mm512_mullo_epi32(_mm512_loadu_si512(bs + 16 * b), _mm512_permutexvar_epi32(gidx, sc));
+        iacc = _mm512_sub_epi32(iacc, _mm512_slli_epi32(off, 7));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc), _mm512_set1_ps(numla_qblock_vh_(blk) * dx[b]), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+/* Σ over blocks of one Q2_K row · one quantized x row: the 2-bit codes of elements
+ * 128h + 64p + j (chunk 2h + p) are bits 4p, 4p + 2 of qs[32h..32h+32); lane L of chunk c
+ * covers group 4c + L / 4, whose 4-bit scale multiplies the lane and whose 4-bit min goes with
+ * that group's code sum of x. */
+static float numla_qblock_vnni_q2_k_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
+                                     const int32_t *bs)
+{
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m512i idx[4] = {
+        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+        _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7),
+        _mm512_setr_epi32(8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11),
+        _mm512_setr_epi32(12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15),
+    };
+    const __m512i k15 = _mm512_set1_epi32(15);
+    __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + 84 * b, *qs = blk + 16;
+        const __m512i sv = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)blk));
+        const __m512i sc = _mm512_and_si512(sv, k15), mn = _mm512_srli_epi32(sv, 4);
+        const int8_t *xb = xq + 256 * b;
+        __m512i iacc = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * h));
+            const __m512i w0 = numla_qblock_join_(_mm256_and_si256(q, m3), _mm256_and_si256(_mm256_srli_epi16(q, 2), m3));
+            const __m512i w1 = numla_qblock_join_(_mm256_and_si256(_mm256_srli_epi16(q, 4), m3),
+                                                  _mm256_and_si256(_mm256_srli_epi16(q, 6), m3));
+            const __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512(xb + 128 * h));
+            const __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1, _mm512_loadu_si512(xb + 128 * h + 64));
+            iacc = _mm512_add_epi32(iacc, _mm512_mullo_epi32(d0, _mm512_permutexvar_epi32(idx[2 * h], sc)));
+            iacc = _mm512_add_epi32(iacc, _mm512_mullo_epi32(d1, _mm512_permutexvar_epi32(idx[2 * h + 1], sc)));
+        }
+        const float d = numla_qblock_vh_(blk + 80) * dx[b], dmin = numla_qblock_vh_(blk + 82) * dx[b];
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc), _mm512_set1_ps(d), acc);
+        const __m512i mm = _mm512_mullo_epi32(_mm512_loadu_si512(bs + 16 * b), mn);
+        accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mm), _mm512_set1_ps(dmin), accm);
+    }
+    return _mm512_reduce_add_ps(acc) - _mm512_reduce_add_ps(accm);
+}
+
+/* Σ over blocks of one Q3_K row · one quantized x row: the unsigned code q + 4 is the 2 low
+ * bits (as Q2_K's) with hmask's bit as 4; 4 · Σ_g sc_g Σ x q comes back out through the per-16
+ * sums. The 16 signed 6-bit scales are unpacked four at a time in 32-bit words. */
+static float numla_qblock_vnni_q3_k_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
+                                     const int32_t *bs)
+{
+    const __m256i m3 = _mm256_set1_epi8(3), b4 = _mm256_set1_epi8(4);
+    const __m512i idx[4] = {
+        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+        _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7),
+        _mm512_setr_epi32(8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11),
+        _mm512_setr_epi32(12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15),
+    };
+    const __m512i k32 = _mm512_set1_epi32(32);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + 110 * b, *qs = blk + 32;
+        /* group g: low 4 bits from byte g % 8 (nibble g / 8), high 2 from byte 8 + g % 4 (bits
+         * 2 (g / 4)): groups 0-3, 4-7, 8-11, 12-15 in words w0..w3 */
+        uint32_t s0, s1, s2;
+        memcpy(&s0, blk + 96, 4);
+        memcpy(&s1, blk + 100, 4);
+        memcpy(&s2, blk + 104, 4);
+        const uint32_t w0 = (s0 & 0x0f0f0f0fu) | (s2 & 0x03030303u) << 4;
+        const uint32_t w1 = (s1 & 0x0f0f0f0fu) | ((s2 >> 2) & 0x03030303u) << 4;
+        const uint32_t w2 = ((s0 >> 4) & 0x0f0f0f0fu) | ((s2 >> 4) & 0x03030303u) << 4;
+        const uint32_t w3 = ((s1 >> 4) & 0x0f0f0f0fu) | ((s2 >> 6) & 0x03030303u) << 4;
+        const __m512i sc = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_setr_epi32((int)w0, (int)w1, (int)w2, (int)w3)), k32);
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)(const void *)blk);
+        const int8_t *xb = xq + 256 * b;
+        __m512i iacc = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * h));
+            __m256i c4[4];
+#pragma GCC unroll 4
+            for (int s = 0; s < 4; s++) {
+                const __m256i k = _mm256_set1_epi8((char)(1 << (4 * h + s)));
+                const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, k), k), b4);
+                c4[s] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * s), m3), hb);
+            }
+            const __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), numla_qblock_join_(c4[0], c4[1]),
+                                                   _mm512_loadu_si512(xb + 128 * h));
+            const __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), numla_qblock_join_(c4[2], c4[3]),
+                                                   _mm512_loadu_si512(xb + 128 * h + 64));
+            iacc = _mm512_add_epi32(iacc, _mm512_mullo_epi32(d0, _mm512_permutexvar_epi32(idx[2 * h], sc)));
+            iacc = _mm512_add_epi32(iacc, _mm512_mullo_epi32(d1, _mm512_permutexvar_epi32(idx[2 * h + 1], sc)));
+        }
+        const __m512i off = _mm512_mullo_epi32(sc, _mm512_loadu_si512(bs + 16 * b));
+        iacc = _mm512_sub_epi32(iacc, _mm512_slli_epi32(off, 2));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc), _mm512_set1_ps(numla_qblock_vh_(blk + 108) * dx[b]), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
 typedef float (*numla_qblock_vnni_dot_fn)(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
                                           const int32_t *bs);
 
@@ -159,9 +410,13 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
                                      float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
 {
     (void)ws_bytes;
-    const numla_qblock_vnni_dot_fn dot = w->type == NUMLA_QBLOCK_Q4_K   ? numla_qblock_vnni_q4_k_
-                                         : w->type == NUMLA_QBLOCK_Q6_K ? numla_qblock_vnni_q6_k_
-                                                                        : numla_qblock_vnni_q8_0_;
+    static const numla_qblock_vnni_dot_fn dots[NUMLA_QBLOCK_TYPE_COUNT] = {
+        [NUMLA_QBLOCK_Q8_0] = numla_qblock_vnni_q8_0_,     [NUMLA_QBLOCK_Q4_0] = numla_qblock_vnni_q4_0_,
+        [NUMLA_QBLOCK_Q4_K] = numla_qblock_vnni_q4_k_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_vnni_q5_k_,
+        [NUMLA_QBLOCK_Q6_K] = numla_qblock_vnni_q6_k_,     [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_vnni_iq4_xs_,
+        [NUMLA_QBLOCK_Q2_K] = numla_qblock_vnni_q2_k_,     [NUMLA_QBLOCK_Q3_K] = numla_qblock_vnni_q3_k_,
+    };
+    const numla_qblock_vnni_dot_fn dot = dots[w->type];
     const int64_t k = w->k, nb = k / 256;
     numla_qblock_quantize_rows_(x, ldx, m, k, ws);
     const int8_t *xq = numla_qblock_ws_xq_(ws);
