@@ -352,9 +352,25 @@ def build(name, spec, out_root, tmp_root):
         tensors, meta, rgap, igap = runs[k]
         mg.N_GREEDY = N_GREEDY
         mg.write_expected(d, tensors, meta, scale, (inv, att), extra_fields(runs[k], attempt))
+    write_requests(fd)
     print("%s: prompt attempt %d, index gaps %s, router gaps %s" % (
         name, attempt, {k: "%.2e" % r[3] for k, r in runs.items()},
         {k: "%.2e" % r[2] for k, r in runs.items()}))
+
+
+def write_requests(d):
+    """requests.jsonl: each golden prompt as a `numla run` request (greedy, N_GREEDY tokens,
+    ignore_eos); greedy.txt: "id tok,tok,..." the reference's greedy
+    tokens of the prompts (tests/mpi/dsa_run_test.sh)."""
+    with open(os.path.join(d, "expected.json")) as f:
+        exp = json.load(f)
+    with open(os.path.join(d, "requests.jsonl"), "w") as f, \
+            open(os.path.join(d, "greedy.txt"), "w") as g:
+        for i, p in enumerate(exp["prompts"]):
+            f.write(json.dumps({"id": "p%d" % i, "prompt_tokens": p["tokens"],
+                                "max_tokens": N_GREEDY, "temperature": 0,
+                                "ignore_eos": True}) + "\n")
+            g.write("p%d %s\n" % (i, ",".join(str(t) for t in p["greedy"])))
 
 
 def write_fp8(bd, base, tmp_root, name):
