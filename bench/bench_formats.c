@@ -112,15 +112,14 @@ static int bf_formats(const bf_opts *o, bf_fmt *f)
     return n;
 }
 
-/* Weight bytes a decode token of engine e reads, as bench model counts them. */
+/* Weight bytes a decode token of engine e reads, counted from its loaded weights (a block
+ * format's recipe mixes encodings: Q4_K_M keeps some tensors in Q6_K). */
 static numla_status bf_bytes(numla_engine *e, double *bytes)
 {
     const numla_model *m = numla_engine_model(e);
     const numla_model_weights *mw = numla_model_get_weights(m);
     numla_bench_model_costs co;
-    NUMLA_CHECK(numla_bench_model_costs_get_q(
-        numla_engine_config(e), mw->isa, mw->lm_head_q8 ? NUMLA_DTYPE_BF16 : mw->lm_head.lin.dtype,
-        mw->format, mw->lm_head_q8, mw->embed_dtype, numla_engine_kv_cache(e)->dtype, &co));
+    NUMLA_CHECK(numla_bench_model_costs_loaded(mw, numla_engine_kv_cache(e)->dtype, &co));
     *bytes = co.weight_bytes;
     return NUMLA_STATUS_OK;
 }

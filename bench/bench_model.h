@@ -42,6 +42,15 @@ numla_status numla_bench_model_costs_get_q(const numla_model_config *cfg, numla_
                                            numla_dtype weight_dtype, numla_weight_format fmt,
                                            int lm_head_q8, numla_dtype embed_dtype,
                                            numla_dtype kv_dtype, numla_bench_model_costs *out);
+/* The byte fields counted from weights as loaded (this rank's shard): every linear a decode
+ * token reads at its packed size (numla_model_linear_bytes: float, 8-bit codes and scales,
+ * whole ggml blocks, whatever mix of encodings a file or a --weights recipe gave), W_UK / W_UV
+ * per head, the indexer of a DSA layer, the router, k routed experts at the average size of
+ * the loaded ones, lm_head, one embedding row; FLOP and KV fields from the config as above.
+ * Local. */
+struct numla_model_weights;
+numla_status numla_bench_model_costs_loaded(const struct numla_model_weights *w,
+                                            numla_dtype kv_dtype, numla_bench_model_costs *out);
 /* The same for a GGUF file (cfg from it): the byte fields count each tensor as the file stores
  * it (blocks are read as they are), W_UK / W_UV as the fp32 the loader makes of them, the
  * router as fp32, k of the routed experts, one embedding row; the FLOP and KV fields as above.

@@ -6,6 +6,10 @@
 #include "test_util.h"
 
 #include "bench/bench_model.h"
+#include "engine/model/weights.h"
+#include "engine/synth/synth.h"
+
+#include <stdio.h>
 
 static numla_model_config tiny(void)
 {
@@ -130,6 +134,44 @@ static void test_tiny_8bit_attention(void)
     CU_ASSERT_DOUBLE_EQUAL(k.attn_weight_bytes, 623928, 0.5);
 }
 
+/* numla_bench_model_costs_loaded on the tiny preset as loaded: bf16 gives the hand count above
+ * (605312 B; every tensor is bf16 but the fp32 router); --weights q4_0 (32-value blocks of 18
+ * bytes; hidden 64 = 2 blocks a row, 192 = 6, 32 = 1) reads
+ *   q_proj 288 x 36 = 10368, kv_a 80 x 36 = 2880, o_proj 64 x 6 x 18 = 6912 a layer, uk_t and
+ *   uv as the checkpoint's bf16 (kv_b_proj is not quantized at load: 6 x 2 x 2048 x 2 = 49152)
+ *   -> 69312 a layer, 207936 attention;
+ *   layer 0 dense 2 x 192 x 36 + 64 x 6 x 18 = 20736; layers 1, 2: router 2560, 3 experts x
+ *   (2 x 32 x 36 + 64 x 18) = 10368, shared 3456 -> 16384 each;
+ *   lm_head 512 x 36 = 18432 + one bf16 embedding row 128 = 18560.
+ * The config-based count (numla_bench_model_costs_get_q) cannot see such a mix. */
+static void test_loaded_weights(void)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/acct_tiny", numla_test_tmpdir());
+    numla_synth_options o = {.preset = "tiny", .out_dir = dir, .seed = 3, .dtype = NUMLA_DTYPE_BF16};
+    CU_ASSERT_EQUAL_FATAL(numla_synth_write(&o, NULL), NUMLA_STATUS_OK);
+    numla_model_config c;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dir, &c), NUMLA_STATUS_OK);
+    for (int q4 = 0; q4 <= 1; q4++) {
+        numla_weights_options wo = numla_weights_options_default();
+        if (q4)
+            CU_ASSERT_FATAL(numla_weights_format_parse("q4_0", &wo));
+        numla_model_weights *w = NULL;
+        CU_ASSERT_EQUAL_FATAL(numla_weights_load_path(&c, dir, 0, 1, NUMLA_ISA_REF, &wo, &w),
+                              NUMLA_STATUS_OK);
+        numla_bench_model_costs k;
+        CU_ASSERT_EQUAL_FATAL(numla_bench_model_costs_loaded(w, NUMLA_DTYPE_BF16, &k),
+                              NUMLA_STATUS_OK);
+        NUMLA_ASSERT_MSG(fabs(k.weight_bytes - (q4 ? 207936 + 20736 + 2 * 16384 + 18560 : 605312))
+                             < 0.5,
+                         "%s: %.0f bytes (attention %.0f, mlp %.0f, lm_head %.0f)",
+                         q4 ? "q4_0" : "bf16", k.weight_bytes, k.attn_weight_bytes,
+                         k.mlp_weight_bytes, k.lm_head_bytes);
+        CU_ASSERT_DOUBLE_EQUAL(k.kv_bytes_per_ctx, 480, 0.5);
+        numla_weights_destroy(&w);
+    }
+}
+
 NUMLA_TEST_SUITE(bench_model_accounting, NULL, NULL, NUMLA_TEST(test_tiny_bf16),
                  NUMLA_TEST(test_tiny_f32), NUMLA_TEST(test_padding_and_layers),
-                 NUMLA_TEST(test_tiny_8bit_attention))
+                 NUMLA_TEST(test_tiny_8bit_attention), NUMLA_TEST(test_loaded_weights))
