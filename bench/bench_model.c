@@ -205,7 +205,8 @@ static void bm_weights_info_read(const numla_model *m, bm_weights_info *w)
 {
     const numla_model_weights *mw = numla_model_get_weights(m);
     w->isa = mw->isa;
-    w->lm_head_q8 = mw->lm_head_q8;
+    /* a block lm_head counts in the projections' encoding (exact counts: the one-rank path) */
+    w->lm_head_q8 = mw->lm_head_q8 || mw->lm_head.kind == NUMLA_MODEL_LINEAR_QBLOCK;
     w->lm_head_dtype = mw->lm_head_q8 ? NUMLA_DTYPE_BF16 : mw->lm_head.lin.dtype;
     w->embed_dtype = mw->embed_dtype;
     w->format = mw->format;
@@ -420,12 +421,20 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     bm_weights_info_read(numla_engine_model(x->e), &wi);
     const numla_kv_cache *kv = numla_engine_kv_cache(x->e);
     const int gguf = numla_model_path_is_gguf(o->e.model);
-    numla_status s = gguf ? numla_bench_model_costs_gguf(numla_engine_config(x->e), o->e.model,
-                                                         kv->dtype, &r.co)
-                          : numla_bench_model_costs_get_q(numla_engine_config(x->e), wi.isa,
-                                                          wi.lm_head_dtype, wi.format,
-                                                          wi.lm_head_q8, wi.embed_dtype,
-                                                          kv->dtype, &r.co);
+    /* a block format made at load (--weights q4_k ...) mixes encodings by its recipe: with one
+     * rank (the whole model loaded here) its bytes are counted from the loaded weights */
+    const int blocks_at_load = !gguf && wi.format != NUMLA_WEIGHT_FORMAT_NONE &&
+                               wi.format != NUMLA_WEIGHT_FORMAT_FP8 &&
+                               wi.format != NUMLA_WEIGHT_FORMAT_INT8;
+    numla_status s =
+        gguf ? numla_bench_model_costs_gguf(numla_engine_config(x->e), o->e.model, kv->dtype,
+                                            &r.co)
+        : blocks_at_load && size == 1
+            ? numla_bench_model_costs_loaded(numla_model_get_weights(numla_engine_model(x->e)),
+                                             kv->dtype, &r.co)
+            : numla_bench_model_costs_get_q(numla_engine_config(x->e), wi.isa, wi.lm_head_dtype,
+                                            wi.format, wi.lm_head_q8, wi.embed_dtype, kv->dtype,
+                                            &r.co);
     if (s != NUMLA_STATUS_OK)
         bm_die(x, s);
     r.nth = numla_engine_num_threads(x->e);
