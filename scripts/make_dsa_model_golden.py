@@ -202,22 +202,6 @@ class IndexTap:
         return worst
 
 
-def greedy(model, tokens, n):
-    cache = DynamicCache(config=model.config)
-    out = model(input_ids=torch.tensor([tokens]), past_key_values=cache, use_cache=True)
-    logits = out.logits[0, -1]
-    toks, margins, step_logits = [], [], []
-    for _ in range(n):
-        top2 = torch.topk(logits, 2)
-        t = int(top2.indices[0])
-        toks.append(t)
-        margins.append(float(top2.values[0] - top2.values[1]))
-        step_logits.append(logits.clone())
-        out = model(input_ids=torch.tensor([[t]]), past_key_values=cache, use_cache=True)
-        logits = out.logits[0, -1]
-    return toks, margins, torch.stack(step_logits)
-
-
 def run_reference(model, spec, prompts):
     """Logits at every prompt position, greedy continuations with margins; the smallest router
     and indexer gaps seen (prefill, greedy steps and the full forward over prompt + greedy)."""
@@ -236,7 +220,7 @@ def run_reference(model, spec, prompts):
                 out = model(input_ids=torch.tensor([toks]), past_key_values=cache, use_cache=True)
                 logits = out.logits[0].float().contiguous()
                 tensors["prompt%d.logits" % i] = logits
-                g_toks, g_margins, g_logits = greedy(model, toks, N_GREEDY)
+                g_toks, g_margins, g_logits = mg.greedy(model, toks, N_GREEDY)
                 for t in taps.values():
                     t.calls.clear()
                 full = model(input_ids=torch.tensor([toks + g_toks[:-1]]), use_cache=False).logits[0]

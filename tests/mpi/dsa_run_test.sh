@@ -13,16 +13,9 @@ set -uo pipefail
 bin=$1 mpiexec=$2 ranks=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail=0 pass=0
-check() { # check NAME RESULT(0=ok) DETAILS
-  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $3"; fi
-}
+. "$(dirname "$0")/test_lib.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-if [ -z "${NUMLA_ISA:-}" ]; then
-  if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then export NUMLA_ISA=avx512
-  elif grep -qw avx2 /proc/cpuinfo 2>/dev/null; then export NUMLA_ISA=avx2
-  else export NUMLA_ISA=ref; fi
-fi
+exact_isa
 src=$(cd "$(dirname "$0")/../.." && pwd)
 tokens() { # "id tok,..." per result line, sorted by id
   sed -E 's/^\{"id":"([^"]*)","output_tokens":\[([^]]*)\].*/\1 \2/' "$1" | sort

@@ -23,17 +23,9 @@ tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT
-fail=0 pass=0
-check() { # check NAME RESULT(0=ok) DETAILS
-  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $3"; fi
-}
+. "$(dirname "$0")/test_lib.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-# exact comparisons need a kernel level that never rounds activations to bf16 (serve_test.sh)
-if [ -z "${NUMLA_ISA:-}" ]; then
-  if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then export NUMLA_ISA=avx512
-  elif grep -qw avx2 /proc/cpuinfo 2>/dev/null; then export NUMLA_ISA=avx2
-  else export NUMLA_ISA=ref; fi
-fi
+exact_isa
 model=$tmp/tiny
 "$bin" synth --preset tiny --out "$model" --seed 9 --tokenizer "$golden/tokenizer/bpe1k" \
   >/dev/null 2>&1 || { echo "synth failed"; exit 1; }

@@ -11,10 +11,7 @@ set -uo pipefail
 bin=$1 mode=$2
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 launch=$src/launch/numla-launch
-fail=0 pass=0
-check() { # check NAME CONDITION-RESULT(0=ok) DETAILS
-  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $3"; fi
-}
+. "$(dirname "$0")/test_lib.sh"
 export NUMLA_BIN=$bin
 root_flag=""
 [ "$(id -u)" -eq 0 ] && root_flag=" --allow-run-as-root"

@@ -16,17 +16,9 @@ set -uo pipefail
 bin=$1 mpiexec=$2 ranks=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail=0 pass=0
-check() { # check NAME RESULT(0=ok) DETAILS
-  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $3"; fi
-}
+. "$(dirname "$0")/test_lib.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-# exact comparisons need linear layers that keep activations in fp32 (see serve_test.sh)
-if [ -z "${NUMLA_ISA:-}" ]; then
-  if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then export NUMLA_ISA=avx512
-  elif grep -qw avx2 /proc/cpuinfo 2>/dev/null; then export NUMLA_ISA=avx2
-  else export NUMLA_ISA=ref; fi
-fi
+exact_isa
 run() { # run MODEL OUT [options...]
   local model=$1 out=$2
   shift 2

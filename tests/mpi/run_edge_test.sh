@@ -15,10 +15,7 @@ set -uo pipefail
 bin=$(realpath "$1") mode=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail=0 pass=0
-check() { # check NAME RESULT(0=ok) DETAILS
-  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $3"; fi
-}
+. "$(dirname "$0")/test_lib.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 "$bin" synth --preset tiny --out "$tmp/tiny" --seed 9 >/dev/null 2>&1 || { echo "synth failed"; exit 1; }

@@ -14,19 +14,12 @@ set -uo pipefail
 bin=$1 mode=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail=0 pass=0
-check() { # check NAME RESULT(0=ok) DETAILS
-  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $3"; fi
-}
+. "$(dirname "$0")/test_lib.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # Exact comparisons need a kernel level whose linear layers never round activations to bf16
 # (avx512bf16 does for M > 15 rows, so there a token's logits move with the step's size by a few
 # tenths on this bf16 model: a near-tie can flip; test_scheduler covers that level with margins).
-if [ -z "${NUMLA_ISA:-}" ]; then
-  if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then export NUMLA_ISA=avx512
-  elif grep -qw avx2 /proc/cpuinfo 2>/dev/null; then export NUMLA_ISA=avx2
-  else export NUMLA_ISA=ref; fi
-fi
+exact_isa
 
 "$bin" synth --preset tiny --out "$tmp/tiny" --seed 9 >/dev/null 2>&1 || { echo "synth failed"; exit 1; }
 
