@@ -383,8 +383,12 @@ static void bm_print(const bm_opts *o, const bm_results *r, int size)
     const double bw = r->bw, peak = r->peak;
     const double bw_frac = co->weight_bytes * dec_tok_s / (bw * 1e9);
     const double L = (double)long_ctx + 1 + r->nlong / 2.0; /* mean cached rows during the run */
-    const double t_bytes = (co->weight_bytes + co->kv_bytes_per_ctx * L) / (bw * 1e9);
-    const double t_flops = (co->linear_flops + co->attn_flops_per_ctx * L) / (peak * 1e9);
+    /* a DSA model's MLA reads at most index_topk rows; its indexers score all L */
+    const double La = co->index_topk > 0 && L > (double)co->index_topk ? (double)co->index_topk : L;
+    const double t_bytes = (co->weight_bytes + co->kv_bytes_per_ctx * La +
+                            co->index_bytes_per_ctx * L) / (bw * 1e9);
+    const double t_flops = (co->linear_flops + co->attn_flops_per_ctx * La +
+                            co->index_flops_per_ctx * L) / (peak * 1e9);
     const double roof = (t_bytes > t_flops ? t_bytes : t_flops) * long_tok_s;
     const char *wp = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset";
     if (o->json) {
