@@ -4,7 +4,7 @@
 # "shared" indexer layers) synthetic model with the test tokenizer (bpe1k), index_topk 16, a text
 # prompt of 81 tokens so the indexer really drops tokens.
 #   one    numla run: text in, text out, every request answered; chunked prefill gives the same
-#          tokens; the same weights with index_topk raised past the context (the dense MLA)
+#          tokens; the --weights fp8 model answers too; the same weights with index_topk raised past the context (the dense MLA)
 #          give *different* tokens on the long prompt (the selection happens) and the *same*
 #          on a short one (fewer tokens than index_topk: nothing to drop); numla serve answers
 #          an OpenAI completion (plain and streamed) with run's tokens and text
@@ -96,6 +96,12 @@ for preset in tiny-v32 tiny-glm5; do
       got=$(run_tok "$tmp/$preset.chunk" $id) ref=$(run_tok "$tmp/$preset.ref" $id)
       [ -n "$ref" ] && [ "$got" = "$ref" ]; check "$preset-chunked-$id" $? "got '$got' want '$ref'"
     done
+    # --weights fp8 (the indexer's wq_b and wk in F8_E4M3 + scales) loads and answers
+    "$bin" synth --preset "$preset" --out "$m-fp8" --seed 9 --weights fp8 \
+      --tokenizer "$root/tests/golden/tokenizer/bpe1k" >/dev/null 2>&1 || { echo "synth $preset fp8 failed"; exit 1; }
+    run_model "$m-fp8" "$reqs" "$tmp/$preset.fp8" || exit 1
+    n=$(grep -c '"finish_reason":"length"' "$tmp/$preset.fp8")
+    [ "$n" -eq $nreq ]; check "$preset-fp8-answered" $? "$n of $nreq: $(head -c 300 "$tmp/$preset.fp8")"
     # the dense MLA on the same weights: index_topk past the context keeps every token
     cp -r "$m" "$m-dense"
     jq '.index_topk = 100000' "$m/config.json" >"$m-dense/config.json"
