@@ -7,7 +7,9 @@
  *     prefill_avx512_peak_frac;
  *   decode tokens/s at batch 1 over 128 tokens after the 512-token prompt (decode_tok_s) and
  *     after a 16384-token context prefilled in chunks (decode_16k_tok_s; --quick: 2048, the
- *     output says so in long_context);
+ *     output says so in long_context); --fill-context writes that context's cache rows with
+ *     random values instead of prefilling them (one rank; long_prefill_s is then 0), for
+ *     contexts whose prefill would take far longer than the decode it prepares;
  *   active weight bytes per decode token (bench/bench_model.h), the read bandwidth
  *     (numla_bench_read_gbps), decode_bw_frac = bytes · tok/s / bandwidth;
  *   decode_16k_roofline_frac = max(bytes incl. KV / bandwidth, FLOPs / peak) / time per token;
@@ -37,6 +39,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: numla bench model --model DIR [--json] [--threads N] [--quick] "
                     "[--no-bind] [--long-context L (16384; --quick 2048)] [--prompt N (512)] [--chunk N (1024, long-context prefill)] "
+                    "[--fill-context (random cache rows instead of the long prefill; 1 rank)] "
                     "[--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]]\n");
 }
 
@@ -129,6 +132,7 @@ static void bm_ranks(bm_ctx *x, const char *phase, int json, int size)
 typedef struct bm_opts {
     numla_cli_engine_opts e; /* --model, --threads, --weights, --keep-lm-head */
     int json, bind, quick, long_ctx, prompt, chunk;
+    int fill; /* --fill-context */
 } bm_opts;
 
 /* Parse the command line into o; returns -1 to go on, else the exit code. */
@@ -155,6 +159,8 @@ static int bm_parse_opts(int argc, char **argv, bm_opts *o)
             o->json = 1;
         else if (!strcmp(a, "--quick"))
             o->quick = 1;
+        else if (!strcmp(a, "--fill-context"))
+            o->fill = 1;
         else if (!strcmp(a, "--no-bind"))
             o->bind = 0;
         else {
@@ -222,6 +228,7 @@ typedef struct bm_results {
     const char *pf_form;
     double dec_total, dec_med, long_pf, long_pf_attn, long_pf_attn_k, long_total, long_med;
     double rss_mib, load_start, load_dec, load_long;
+    double long_part[NUMLA_MODEL_PART_COUNT]; /* per decode token after the long context */
     numla_bench_model_costs co;
 } bm_results;
 
@@ -314,20 +321,55 @@ static double bm_decode(bm_ctx *x, const bm_seq *q, int at, int n, double *med, 
     return total;
 }
 
-/* Long context: prefill in chunks (timed apart from the prompt's prefill), then decode. */
+/* --fill-context: rows 0..n-1 of sequence q, in every layer's latent cache and (DSA models)
+ * index-key cache, set to values of unit variance (uniform, from a fixed seed) instead of a
+ * prefill. A decode step reads and scores every cached row the same way whatever it holds (the
+ * indexer's top-k keeps a heap whose updates depend on the order of the scores, a second-order
+ * effect). Rank 0's cache only: the caller refuses more ranks. */
+static void bm_fill_context(bm_ctx *x, const bm_seq *q, int n)
+{
+    numla_kv_cache *kv = numla_engine_kv_cache(x->e);
+    const size_t row = (size_t)(kv->kv_lora_rank + kv->rope_dim), irow = (size_t)kv->index_dim;
+    for (int32_t l = 0; l < kv->num_layers; l++) {
+        void *lat = numla_kv_cache_layer(kv, l);
+        void *idx = irow ? numla_kv_cache_index_layer(kv, l) : NULL;
+#pragma omp parallel for schedule(static)
+        for (int p = 0; p < n; p++) {
+            const size_t slot = (size_t)q->bt[p / kv->block_size] * (size_t)kv->block_size +
+                                (size_t)(p % kv->block_size);
+            uint32_t h = 0x9e3779b9u * (uint32_t)(p + 1) ^ 0x85ebca6bu * (uint32_t)(l + 1);
+            for (size_t d = 0; d < row + irow; d++) {
+                h ^= h << 13;
+                h ^= h >> 17;
+                h ^= h << 5;
+                const float v = ((float)(h >> 8) * 0x1.0p-24f * 2.0f - 1.0f) * 1.7320508f;
+                if (d < row)
+                    numla_store_f32(lat, kv->dtype, slot * row + d, v);
+                else
+                    numla_store_f32(idx, kv->index_dtype, slot * irow + (d - row), v);
+            }
+        }
+    }
+}
+
+/* Long context: prefill in chunks (timed apart from the prompt's prefill) or --fill-context,
+ * then decode. */
 static void bm_long_context(bm_ctx *x, const bm_opts *o, const bm_seq *sb, bm_results *r)
 {
     const numla_model *m = numla_engine_model(x->e);
     bm_counters c0, c1;
     bm_counters_read(m, &c0);
     r->long_pf = numla_now_s();
-    for (int at = 0; at < o->long_ctx; at += o->chunk)
-        bm_step(x, sb, at, o->long_ctx - at < o->chunk ? o->long_ctx - at : o->chunk);
-    r->long_pf = numla_now_s() - r->long_pf;
+    if (o->fill)
+        bm_fill_context(x, sb, o->long_ctx);
+    else
+        for (int at = 0; at < o->long_ctx; at += o->chunk)
+            bm_step(x, sb, at, o->long_ctx - at < o->chunk ? o->long_ctx - at : o->chunk);
+    r->long_pf = o->fill ? 0 : numla_now_s() - r->long_pf;
     bm_counters_read(m, &c1);
     r->long_pf_attn = c1.attn_s - c0.attn_s;
     r->long_pf_attn_k = c1.attn_kernel_s - c0.attn_kernel_s;
-    r->long_total = bm_decode(x, sb, o->long_ctx, r->nlong, &r->long_med, NULL);
+    r->long_total = bm_decode(x, sb, o->long_ctx, r->nlong, &r->long_med, r->long_part);
 }
 
 static void bm_print(const bm_opts *o, const bm_results *r, int size)
@@ -342,8 +384,12 @@ static void bm_print(const bm_opts *o, const bm_results *r, int size)
     const double bw = r->bw, peak = r->peak;
     const double bw_frac = co->weight_bytes * dec_tok_s / (bw * 1e9);
     const double L = (double)long_ctx + 1 + r->nlong / 2.0; /* mean cached rows during the run */
-    const double t_bytes = (co->weight_bytes + co->kv_bytes_per_ctx * L) / (bw * 1e9);
-    const double t_flops = (co->linear_flops + co->attn_flops_per_ctx * L) / (peak * 1e9);
+    /* a DSA model's MLA reads at most index_topk rows; its indexers score all L */
+    const double La = co->index_topk > 0 && L > (double)co->index_topk ? (double)co->index_topk : L;
+    const double t_bytes = (co->weight_bytes + co->kv_bytes_per_ctx * La +
+                            co->index_bytes_per_ctx * L) / (bw * 1e9);
+    const double t_flops = (co->linear_flops + co->attn_flops_per_ctx * La +
+                            co->index_flops_per_ctx * L) / (peak * 1e9);
     const double roof = (t_bytes > t_flops ? t_bytes : t_flops) * long_tok_s;
     const char *wp = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset";
     if (o->json) {
@@ -404,9 +450,17 @@ static void bm_print(const bm_opts *o, const bm_results *r, int size)
         }
         printf(" ms; outside the parts %.3f ms\n", 1e3 * (r->dec_total / r->ndec - parts));
         printf("  decode batch 1, %d tokens after %d%s: %.2f tok/s (median %.2f ms); bound "
-               "bytes %.2f ms, flops %.2f ms -> roofline_frac %.3f (context prefill %.1f s)\n",
+               "bytes %.2f ms, flops %.2f ms -> roofline_frac %.3f (context %s %.1f s)\n",
                r->nlong, long_ctx, o->quick ? " (--quick: not 16384)" : "", long_tok_s,
-               1e3 * r->long_med, 1e3 * t_bytes, 1e3 * t_flops, roof, r->long_pf);
+               1e3 * r->long_med, 1e3 * t_bytes, 1e3 * t_flops, roof,
+               o->fill ? "filled with random rows, not prefilled:" : "prefill", r->long_pf);
+        parts = 0;
+        printf("  decode step profile after %d (rank 0, per token):", long_ctx);
+        for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++) {
+            printf(" %s %.3f", numla_model_part_names[p], 1e3 * r->long_part[p]);
+            parts += r->long_part[p];
+        }
+        printf(" ms; outside the parts %.3f ms\n", 1e3 * (r->long_total / r->nlong - parts));
         printf("  peak RSS %.1f MiB; load average %.2f / %.2f / %.2f (start / after decode / "
                "end)\n", r->rss_mib, r->load_start, r->load_dec, r->load_long);
     }
@@ -487,6 +541,9 @@ static int bench_model_main(int argc, char **argv)
     if (s != NUMLA_STATUS_OK)
         numla_comm_abort(NULL, s, "bench model: %s", numla_error_message());
     bm_ctx x = {.rng = 7, .c = mpi.comm};
+    if (o.fill && numla_comm_size(x.c) > 1)
+        numla_comm_abort(x.c, NUMLA_STATUS_INVALID_ARG, "bench model: --fill-context writes rank "
+                         "0's cache only: run it on one rank (%d here)", numla_comm_size(x.c));
     numla_engine_options eo = numla_engine_options_default();
     numla_settings_engine_options(&set, &eo);
     eo.num_threads = o.e.threads;

@@ -26,6 +26,13 @@ typedef struct numla_bench_model_costs {
     double attn_flops_per_ctx;
     /* KV bytes read per decode token and cached row: layers · (Dc + Dr) · kv element size */
     double kv_bytes_per_ctx;
+    /* Sparse attention (DSA, docs/sparse_attention.md): a decode token's MLA reads at most
+     * index_topk rows (0: dense, every row), and the indexers of the "full" layers score every
+     * cached row: 2 · Hi · Di FLOPs and Di key elements per row and full layer. Their weights
+     * (wq_b, wk, weights_proj) are in attn_weight_bytes and linear_flops. */
+    int64_t index_topk;
+    double index_flops_per_ctx;
+    double index_bytes_per_ctx;
 } numla_bench_model_costs;
 
 /* Costs of cfg with linear weights packed for `isa` from `weight_dtype` sources (bf16 / f32),

@@ -111,6 +111,14 @@ numla_status numla_bench_model_costs_get_q(const numla_model_config *c, numla_is
             }
         }
         at += linear_cost(&a, hid, H * vd, &fl);
+        if (c->dsa.enabled && c->dsa.indexer_full[l]) { /* wq_b, wk, weights_proj */
+            const int64_t hi = c->dsa.index_n_heads, di = c->dsa.index_head_dim;
+            at += linear_cost(&a, hi * di, c->q_lora_rank, &fl);
+            at += linear_cost(&a, di, hid, &fl);
+            at += linear_cost(&a, hi, hid, &fl);
+            r.index_flops_per_ctx += 2.0 * (double)hi * (double)di;
+            r.index_bytes_per_ctx += (double)di * (double)numla_dtype_size(kv_dtype);
+        }
         if (numla_model_config_is_moe_layer(c, l)) {
             const int64_t mi = c->moe_intermediate_size, E = c->n_routed_experts;
             const int64_t k = c->num_experts_per_tok, si = c->n_shared_experts * mi;
@@ -143,6 +151,7 @@ numla_status numla_bench_model_costs_get_q(const numla_model_config *c, numla_is
     r.linear_flops = fl;
     r.attn_flops_per_ctx = (double)L * (double)H * (2.0 * (double)(dc + dr) + 2.0 * (double)dc);
     r.kv_bytes_per_ctx = (double)L * (double)(dc + dr) * (double)numla_dtype_size(kv_dtype);
+    r.index_topk = c->dsa.enabled ? c->dsa.index_topk : 0;
     *out = r;
     return NUMLA_STATUS_OK;
 }

@@ -14,7 +14,7 @@
 
 static int numla_synth_usage(FILE *f)
 {
-    fprintf(f, "usage: numla synth --preset tiny|tiny-v3|v2-lite|v3|kimi-k2|tiny-kimi --out DIR [--layers N]\n"
+    fprintf(f, "usage: numla synth --preset PRESET --out DIR [--layers N]\n"
                "                   [--seed S] [--dtype bf16|f32] [--experts N] [--shard-mb MB]\n"
                "                   [--tokenizer DIR (copy its tokenizer.json; vocab follows it)]\n"
                "                   [--weights bf16|fp8|int8 [--keep-lm-head]]\n"
@@ -22,6 +22,8 @@ static int numla_synth_usage(FILE *f)
                "                  weight_scale_inv per 128x128 block; lm_head stays --dtype)\n"
                "  --weights int8  SGLang w8a8_int8 (I8 + weight_scale per row; lm_head too\n"
                "                  unless --keep-lm-head)\n"
+               "  PRESET          tiny, tiny-v3, v2-lite, v3, kimi-k2, tiny-kimi, v32\n"
+               "                  (DeepSeek-V3.2), glm5 (GLM-5), tiny-v32, tiny-glm5\n"
                "Writes config.json and deterministic random weights (HF DeepSeek names).\n");
     return f == stdout ? 0 : 2;
 }

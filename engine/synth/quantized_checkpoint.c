@@ -27,8 +27,11 @@ int numla_qckpt_format_parse(const char *s, numla_qckpt_format *out)
 
 int numla_qckpt_quantizes(numla_qckpt_format f, const char *name, int32_t ndim, int keep_lm_head)
 {
+    /* the DSA indexer's wq_b and wk too (DeepSeek-V3.2's FP8 file has them in fp8); its
+     * weights_proj and k_norm stay as they are */
     static const char *const proj[] = {"q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa",
-                                       "kv_b_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+                                       "kv_b_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                                       "wq_b", "wk"};
     if (f == NUMLA_QCKPT_NONE || ndim != 2)
         return 0;
     if (!strcmp(name, "lm_head.weight"))

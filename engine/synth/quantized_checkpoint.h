@@ -10,7 +10,9 @@
  *
  * Quantized: the 2-D `.weight` of the attention and MLP projections (q_proj, q_a_proj,
  * q_b_proj, kv_a_proj_with_mqa, kv_b_proj, o_proj, gate_proj, up_proj, down_proj: dense,
- * routed experts and shared experts). Kept in their own dtype: embed_tokens, every norm, the
+ * routed experts and shared experts) and the DSA indexer's wq_b and wk (as DeepSeek-V3.2's FP8
+ * file has them). Kept in their own dtype: the indexer's weights_proj and k_norm,
+ * embed_tokens, every norm, the
  * router `mlp.gate.weight` and `e_score_correction_bias`, and lm_head — always for FP8 (as
  * DeepSeek publishes it, so other engines load the files), and for INT8 only with
  * keep_lm_head (by default INT8 quantizes lm_head too, as llama.cpp's Q8_0 does; SGLang's

@@ -147,6 +147,88 @@ static void numla_synth_preset_tiny_kimi(numla_synth_config *c)
     };
 }
 
+/* deepseek-ai/DeepSeek-V3.2-Exp / DeepSeek-V3.2: V3's shape plus the lightning indexer
+ * (64 heads x 128, top 2048) in every layer. */
+static void numla_synth_preset_v32(numla_synth_config *c)
+{
+    numla_synth_preset_v3(c);
+    c->model_type = "deepseek_v32";
+    c->architecture = "DeepseekV32ForCausalLM";
+    c->index_n_heads = 64;
+    c->index_head_dim = 128;
+    c->index_topk = 2048;
+}
+
+/* A V3.2-shaped toy: tiny-v3 with a 16 x 32 indexer keeping 16 tokens, so any prompt past 16
+ * tokens runs sparse attention. */
+static void numla_synth_preset_tiny_v32(numla_synth_config *c)
+{
+    numla_synth_preset_tiny_v3(c);
+    c->model_type = "deepseek_v32";
+    c->architecture = "DeepseekV32ForCausalLM";
+    c->index_n_heads = 16;
+    c->index_head_dim = 32;
+    c->index_topk = 16;
+}
+
+/* zai-org/GLM-5 (without the multi-token-prediction layer): MLA with 64 heads of 192 + 64 and
+ * values of 256, one expert group, RoPE theta 1e6 without YaRN, an indexer of 32 x 128 in every
+ * layer, weights_proj kept in F32. */
+static void numla_synth_preset_glm5(numla_synth_config *c)
+{
+    *c = (numla_synth_config){
+        .model_type = "glm_moe_dsa", .architecture = "GlmMoeDsaForCausalLM",
+        .vocab_size = 154880, .hidden_size = 6144, .intermediate_size = 12288,
+        .moe_intermediate_size = 2048, .num_hidden_layers = 78, .num_attention_heads = 64,
+        .num_key_value_heads = 64, .n_shared_experts = 1, .n_routed_experts = 256,
+        .num_experts_per_tok = 8, .routed_scaling_factor = 2.5, .topk_method = "noaux_tc",
+        .n_group = 1, .topk_group = 1, .scoring_func = "sigmoid", .norm_topk_prob = 1,
+        .first_k_dense_replace = 3, .moe_layer_freq = 1, .kv_lora_rank = 512,
+        .q_lora_rank = 2048, .qk_rope_head_dim = 64, .qk_nope_head_dim = 192, .v_head_dim = 256,
+        .max_position_embeddings = 202752, .rms_norm_eps = 1e-5, .rope_theta = 1000000.0,
+        .yarn_factor = 0.0, .bos_token_id = 0, .eos_token_id = 154820,
+        .index_n_heads = 32, .index_head_dim = 128, .index_topk = 2048, .index_topk_freq = 1,
+        .index_skip_topk_offset = 2, .index_weights_f32 = 1, .layer_type_lists = 1,
+    };
+}
+
+/* A GLM-5-shaped toy: values wider than the nope part, one expert group, no YaRN, a 16 x 32
+ * indexer keeping 16 tokens, and every other layer from the third on "shared"
+ * (full, full, shared, full, shared). */
+static void numla_synth_preset_tiny_glm5(numla_synth_config *c)
+{
+    *c = (numla_synth_config){
+        .model_type = "glm_moe_dsa", .architecture = "GlmMoeDsaForCausalLM",
+        .vocab_size = 512, .hidden_size = 64, .intermediate_size = 192,
+        .moe_intermediate_size = 32, .num_hidden_layers = 5, .num_attention_heads = 4,
+        .num_key_value_heads = 4, .n_shared_experts = 1, .n_routed_experts = 16,
+        .num_experts_per_tok = 4, .routed_scaling_factor = 2.5, .topk_method = "noaux_tc",
+        .n_group = 1, .topk_group = 1, .scoring_func = "sigmoid", .norm_topk_prob = 1,
+        .first_k_dense_replace = 2, .moe_layer_freq = 1, .kv_lora_rank = 64, .q_lora_rank = 48,
+        .qk_rope_head_dim = 16, .qk_nope_head_dim = 32, .v_head_dim = 48,
+        .max_position_embeddings = 4096, .rms_norm_eps = 1e-5, .rope_theta = 1000000.0,
+        .yarn_factor = 0.0, .bos_token_id = 0, .eos_token_id = 1,
+        .index_n_heads = 16, .index_head_dim = 32, .index_topk = 16, .index_topk_freq = 2,
+        .index_skip_topk_offset = 2, .index_weights_f32 = 1, .layer_type_lists = 1,
+    };
+}
+
+/* Layer i of a DSA config runs its own indexer (transformers' GlmMoeDsaConfig rule; V3.2 and a
+ * freq <= 1: every layer). */
+static int numla_synth_indexer_full(const numla_synth_config *c, int32_t i)
+{
+    if (c->index_n_heads <= 0)
+        return 0;
+    int32_t freq = c->index_topk_freq > 1 ? c->index_topk_freq : 1;
+    int32_t k = i - c->index_skip_topk_offset + 1;
+    return (k > 0 ? k : 0) % freq == 0;
+}
+
+static int numla_synth_is_moe(const numla_synth_config *c, int32_t i)
+{
+    return c->n_routed_experts > 0 && i >= c->first_k_dense_replace && i % c->moe_layer_freq == 0;
+}
+
 numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_config *c)
 {
     const char *p = opt->preset ? opt->preset : "(null)";
@@ -162,9 +244,17 @@ numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_
         numla_synth_preset_kimi_k2(c);
     else if (!strcmp(p, "tiny-kimi"))
         numla_synth_preset_tiny_kimi(c);
+    else if (!strcmp(p, "v32"))
+        numla_synth_preset_v32(c);
+    else if (!strcmp(p, "tiny-v32"))
+        numla_synth_preset_tiny_v32(c);
+    else if (!strcmp(p, "glm5"))
+        numla_synth_preset_glm5(c);
+    else if (!strcmp(p, "tiny-glm5"))
+        numla_synth_preset_tiny_glm5(c);
     else
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: unknown preset '%s' (tiny, tiny-v3, v2-lite, "
-                   "v3, kimi-k2, tiny-kimi)", p);
+                   "v3, kimi-k2, tiny-kimi, v32, tiny-v32, glm5, tiny-glm5)", p);
     if (opt->layers < 0 || opt->experts < 0)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: layers (%d) and experts (%d) must be >= 0",
                    (int)opt->layers, (int)opt->experts);
@@ -183,6 +273,16 @@ numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_
         if (numla_tokenizer_eos(t) >= 0)
             c->eos_token_id = numla_tokenizer_eos(t);
         numla_tokenizer_destroy(&t);
+    }
+    if (c->index_n_heads > 0) {
+        /* what engine/model/config_dsa.c will require of the written config */
+        if (c->q_lora_rank <= 0 || c->index_head_dim <= 0 || c->index_topk <= 0 ||
+            c->qk_rope_head_dim > c->index_head_dim)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s: the indexer needs q_lora_rank "
+                       "> 0, index_head_dim >= qk_rope_head_dim and index_topk > 0", p);
+        if (!numla_synth_indexer_full(c, 0))
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s: layer 0 must run its own "
+                       "indexer (index_skip_topk_offset / index_topk_freq)", p);
     }
     if (opt->dtype != NUMLA_DTYPE_BF16 && opt->dtype != NUMLA_DTYPE_F32)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: dtype must be bf16 or f32");
@@ -298,6 +398,17 @@ static numla_status numla_synth_add(numla_synth_plan *p, const numla_synth_optio
     return NUMLA_STATUS_OK;
 }
 
+/* Store the last planned tensor in `dt` (an unquantized one; quantized tensors keep their
+ * format). */
+static void numla_synth_last_dtype(numla_synth_plan *p, numla_dtype dt)
+{
+    numla_synth_tensor *t = &p->t[p->n - 1];
+    t->dtype = dt;
+    if (t->quant == NUMLA_QCKPT_NONE)
+        t->nbytes = (size_t)t->shape[0] * (size_t)(t->ndim == 2 ? t->shape[1] : 1) *
+                    numla_dtype_size(dt);
+}
+
 /* HF modeling_deepseek names and shapes, in checkpoint order. */
 static numla_status numla_synth_plan_build(const numla_synth_config *c,
                                            const numla_synth_options *opt, numla_synth_plan *p)
@@ -334,9 +445,24 @@ static numla_status numla_synth_plan_build(const numla_synth_config *c,
                                     c->kv_lora_rank, "%s.%d.self_attn.kv_b_proj.weight", pre, i));
         NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, H * c->v_head_dim,
                                     "%s.%d.self_attn.o_proj.weight", pre, i));
-        int is_moe = c->n_routed_experts > 0 && i >= c->first_k_dense_replace &&
-                     i % c->moe_layer_freq == 0;
-        if (!is_moe) {
+        if (numla_synth_indexer_full(c, i)) {
+            /* transformers' DeepseekV32Indexer / GlmMoeDsaIndexer; "shared" layers have none */
+            const int64_t hi = c->index_n_heads, di = c->index_head_dim;
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi * di, c->q_lora_rank,
+                                        "%s.%d.self_attn.indexer.wq_b.weight", pre, i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, di, d, "%s.%d.self_attn.indexer.wk.weight",
+                                        pre, i));
+            NUMLA_CHECK(numla_synth_add(p, opt, N, 1, di, 0,
+                                        "%s.%d.self_attn.indexer.k_norm.weight", pre, i));
+            NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_BIAS, 1, di, 0,
+                                        "%s.%d.self_attn.indexer.k_norm.bias", pre, i));
+            numla_synth_last_dtype(p, opt->dtype); /* a LayerNorm bias: the model's dtype */
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi, d,
+                                        "%s.%d.self_attn.indexer.weights_proj.weight", pre, i));
+            if (c->index_weights_f32)
+                numla_synth_last_dtype(p, NUMLA_DTYPE_F32);
+        }
+        if (!numla_synth_is_moe(c, i)) {
             int64_t f = c->intermediate_size;
             NUMLA_CHECK(numla_synth_add(p, opt, L, 1, f, d, "%s.%d.mlp.gate_proj.weight", pre, i));
             NUMLA_CHECK(numla_synth_add(p, opt, L, 1, f, d, "%s.%d.mlp.up_proj.weight", pre, i));
@@ -567,14 +693,34 @@ static numla_status numla_synth_json_save(json_t *root, const char *path)
     return NUMLA_STATUS_OK;
 }
 
+/* The per-layer lists of a glm_moe_dsa config: `kind(c, i)` picks names[1] or names[0]. */
+static json_t *numla_synth_layer_list(const numla_synth_config *c,
+                                      int (*kind)(const numla_synth_config *, int32_t),
+                                      const char *no, const char *yes)
+{
+    json_t *a = json_array();
+    for (int32_t i = 0; a && i < c->num_hidden_layers; i++)
+        if (json_array_append_new(a, json_string(kind(c, i) ? yes : no))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
 static numla_status numla_synth_config_write(const numla_synth_config *c, numla_dtype dt,
                                              numla_qckpt_format weights, const char *path)
 {
-    json_t *rs = json_pack("{s:s, s:f, s:I, s:f, s:f, s:f, s:f}", "type", "yarn", "factor",
-                           c->yarn_factor, "original_max_position_embeddings",
-                           (json_int_t)c->yarn_original_max_position_embeddings, "beta_fast",
-                           c->yarn_beta_fast, "beta_slow", c->yarn_beta_slow, "mscale",
-                           c->yarn_mscale, "mscale_all_dim", c->yarn_mscale_all_dim);
+    /* YaRN as DeepSeek publishes it (rope_scaling beside rope_theta), or plain RoPE the way
+     * transformers 5 writes it (GLM-5: rope_parameters holding rope_theta) */
+    json_t *rs = c->yarn_factor > 0
+                     ? json_pack("{s:s, s:f, s:I, s:f, s:f, s:f, s:f}", "type", "yarn", "factor",
+                                 c->yarn_factor, "original_max_position_embeddings",
+                                 (json_int_t)c->yarn_original_max_position_embeddings,
+                                 "beta_fast", c->yarn_beta_fast, "beta_slow", c->yarn_beta_slow,
+                                 "mscale", c->yarn_mscale, "mscale_all_dim",
+                                 c->yarn_mscale_all_dim)
+                     : json_pack("{s:s, s:f}", "rope_type", "default", "rope_theta",
+                                 c->rope_theta);
     json_t *o = json_object();
     if (!rs || !o) {
         json_decref(rs);
@@ -610,8 +756,12 @@ static numla_status numla_synth_config_write(const numla_synth_config *c, numla_
     SET_("v_head_dim", json_integer(c->v_head_dim));
     SET_("max_position_embeddings", json_integer(c->max_position_embeddings));
     SET_("rms_norm_eps", json_real(c->rms_norm_eps));
-    SET_("rope_theta", json_real(c->rope_theta));
-    SET_("rope_scaling", rs);
+    if (c->yarn_factor > 0) {
+        SET_("rope_theta", json_real(c->rope_theta));
+        SET_("rope_scaling", rs);
+    } else {
+        SET_("rope_parameters", rs);
+    }
     SET_("bos_token_id", json_integer(c->bos_token_id));
     SET_("eos_token_id", json_integer(c->eos_token_id));
     SET_("tie_word_embeddings", json_false());
@@ -624,8 +774,20 @@ static numla_status numla_synth_config_write(const numla_synth_config *c, numla_
     SET_("initializer_range", json_real(0.02));
     SET_("pretraining_tp", json_integer(1));
     SET_("use_cache", json_true());
-    if (!strcmp(c->model_type, "deepseek_v3") || !strcmp(c->model_type, "kimi_k2"))
+    if (strcmp(c->model_type, "deepseek_v2"))
         SET_("num_nextn_predict_layers", json_integer(0));
+    if (c->index_n_heads > 0) {
+        SET_("index_n_heads", json_integer(c->index_n_heads));
+        SET_("index_head_dim", json_integer(c->index_head_dim));
+        SET_("index_topk", json_integer(c->index_topk));
+    }
+    if (c->layer_type_lists) {
+        json_t *it = numla_synth_layer_list(c, numla_synth_indexer_full, "shared", "full");
+        json_t *ml = numla_synth_layer_list(c, numla_synth_is_moe, "dense", "sparse");
+        bad |= !it || !ml;
+        SET_("indexer_types", it ? it : json_null());
+        SET_("mlp_layer_types", ml ? ml : json_null());
+    }
     SET_("torch_dtype", json_string(dt == NUMLA_DTYPE_F32 ? "float32" : "bfloat16"));
 #undef SET_
     if (!bad && weights != NUMLA_QCKPT_NONE && numla_qckpt_config_set(o, weights) != NUMLA_STATUS_OK)

@@ -1,7 +1,9 @@
-/* engine/synth/synth.h — synthetic DeepSeek-V2/V3 checkpoints with deterministic random weights.
+/* engine/synth/synth.h — synthetic DeepSeek-V2/V3/V3.2, Kimi and GLM-5 checkpoints with
+ * deterministic random weights.
  *
  * numla_synth_write writes a Hugging Face style model directory: `config.json` (model_type
- * deepseek_v2 or deepseek_v3, every field docs/design.md §5 reads) and `model.safetensors`, or
+ * deepseek_v2, deepseek_v3, kimi_k2, deepseek_v32 or glm_moe_dsa, every field docs/design.md §5
+ * and docs/sparse_attention.md read) and `model.safetensors`, or
  * `model-0000k-of-0000n.safetensors` shards plus `model.safetensors.index.json` once the
  * weights pass the shard size. Tensor names and shapes follow HF modeling_deepseek. Weights are
  * a pure function of (preset, overrides, seed, dtype): the same options give the same bytes on
@@ -21,8 +23,10 @@
 
 /* The model shape, as written to config.json. */
 typedef struct numla_synth_config {
-    const char *model_type;            /* "deepseek_v2", "deepseek_v3" or "kimi_k2" */
-    const char *architecture;          /* "DeepseekV2ForCausalLM" / "DeepseekV3ForCausalLM" */
+    const char *model_type;            /* "deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32"
+                                        * or "glm_moe_dsa" */
+    const char *architecture;          /* "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
+                                        * "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM" */
     int64_t vocab_size;
     int64_t hidden_size;
     int64_t intermediate_size;         /* dense MLP layers */
@@ -49,7 +53,8 @@ typedef struct numla_synth_config {
     int64_t max_position_embeddings;
     double rms_norm_eps;
     double rope_theta;
-    double yarn_factor;                /* rope_scaling: type "yarn" */
+    double yarn_factor;                /* rope_scaling: type "yarn"; 0: no scaling (config.json
+                                        * gets rope_parameters {rope_type "default", rope_theta}) */
     int64_t yarn_original_max_position_embeddings;
     double yarn_beta_fast;
     double yarn_beta_slow;
@@ -57,11 +62,25 @@ typedef struct numla_synth_config {
     double yarn_mscale_all_dim;
     int64_t bos_token_id;
     int64_t eos_token_id;
+    /* DeepSeek Sparse Attention (deepseek_v32 / glm_moe_dsa; docs/sparse_attention.md): the
+     * lightning indexer of every "full" layer. index_n_heads 0: no indexer (the other types). */
+    int64_t index_n_heads;
+    int64_t index_head_dim;
+    int64_t index_topk;
+    int32_t index_topk_freq;           /* glm_moe_dsa: layer i runs its own indexer ("full") when
+                                        * max(i - offset + 1, 0) % freq == 0, else "shared" */
+    int32_t index_skip_topk_offset;    /* the offset of that rule (transformers' default 2) */
+    int index_weights_f32;             /* indexer.weights_proj in F32 whatever the dtype (GLM-5's
+                                        * checkpoints keep it so) */
+    int layer_type_lists;              /* write indexer_types and mlp_layer_types (glm_moe_dsa) */
 } numla_synth_config;
 
 typedef struct numla_synth_options {
-    const char *preset;     /* "tiny", "tiny-v3" (V3-shaped toy), "v2-lite", "v3", "kimi-k2"
-                               or "tiny-kimi" (Kimi-shaped toy: 48 experts, one group, k 8) */
+    const char *preset;     /* "tiny", "tiny-v3" (V3-shaped toy), "v2-lite", "v3", "kimi-k2",
+                               "tiny-kimi" (Kimi-shaped toy: 48 experts, one group, k 8),
+                               "v32" (DeepSeek-V3.2), "glm5" (GLM-5), "tiny-v32" / "tiny-glm5"
+                               (DSA toys: indexer 16 x 32, index_topk 16; tiny-glm5 has
+                               "shared" indexer layers) */
     const char *out_dir;    /* created if missing; existing model files in it are replaced */
     int32_t layers;         /* > 0: override num_hidden_layers (layers below
                              * first_k_dense_replace are dense: v3 needs >= 4 for an MoE layer) */

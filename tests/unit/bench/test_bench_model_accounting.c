@@ -172,6 +172,41 @@ static void test_loaded_weights(void)
     }
 }
 
+/* Sparse attention (DSA): tiny with a q latent of 48 and an indexer of 16 heads x 32 in layers 0
+ * and 2 ("shared" layer 1). Against the same config without DSA, each full layer adds the bf16
+ * wq_b 512x48 + wk 32x64 + weights_proj 16x64 = 27648 elements (55296 B; N multiples of 16, no
+ * padding), 2 x 55296 = 110592 B and 2 x 27648 x 2 = 110592 FLOPs; per cached row the indexers
+ * score 2 x (2 x 16 x 32) = 2048 FLOPs on 2 x 32 x 2 = 128 key bytes, and the MLA reads at most
+ * index_topk 16 rows. */
+static void test_tiny_dsa(void)
+{
+    numla_model_config c = tiny();
+    c.q_lora_rank = 48;
+    numla_bench_model_costs d, k;
+    CU_ASSERT_EQUAL_FATAL(numla_bench_model_costs_get(&c, NUMLA_ISA_REF, NUMLA_DTYPE_BF16,
+                                                      NUMLA_DTYPE_BF16, NUMLA_DTYPE_BF16, &d),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT(d.index_topk == 0 && d.index_flops_per_ctx == 0 && d.index_bytes_per_ctx == 0);
+    c.dsa.enabled = 1;
+    c.dsa.num_layers = 3;
+    c.dsa.index_n_heads = 16;
+    c.dsa.index_head_dim = 32;
+    c.dsa.index_topk = 16;
+    c.dsa.indexer_full[0] = c.dsa.indexer_full[2] = 1;
+    c.dsa.mlp_moe[1] = c.dsa.mlp_moe[2] = 1; /* as first_k_dense_replace 1 */
+    CU_ASSERT_EQUAL_FATAL(numla_bench_model_costs_get(&c, NUMLA_ISA_REF, NUMLA_DTYPE_BF16,
+                                                      NUMLA_DTYPE_BF16, NUMLA_DTYPE_BF16, &k),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_DOUBLE_EQUAL(k.attn_weight_bytes - d.attn_weight_bytes, 110592, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.mlp_weight_bytes, d.mlp_weight_bytes, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.linear_flops - d.linear_flops, 110592, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.attn_flops_per_ctx, d.attn_flops_per_ctx, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.index_flops_per_ctx, 2048, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(k.index_bytes_per_ctx, 128, 0.5);
+    CU_ASSERT_EQUAL(k.index_topk, 16);
+}
+
 NUMLA_TEST_SUITE(bench_model_accounting, NULL, NULL, NUMLA_TEST(test_tiny_bf16),
                  NUMLA_TEST(test_tiny_f32), NUMLA_TEST(test_padding_and_layers),
-                 NUMLA_TEST(test_tiny_8bit_attention), NUMLA_TEST(test_loaded_weights))
+                 NUMLA_TEST(test_tiny_8bit_attention), NUMLA_TEST(test_loaded_weights),
+                 NUMLA_TEST(test_tiny_dsa))
