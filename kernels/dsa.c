@@ -14,9 +14,11 @@
 
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <xmmintrin.h>
 #define NUMLA_DSA_FTZ_DAZ 0x8040u /* MXCSR flush-to-zero | denormals-are-zero */
 #endif
@@ -29,10 +31,15 @@ enum {
                                          each key block is read once for all of them */
 };
 
-static const numla_dsa_index_kernel *const numla_dsa_index_table_[NUMLA_ISA_COUNT] = {
-    [NUMLA_ISA_REF] = &numla_dsa_index_kernel_ref,
-    [NUMLA_ISA_AVX512] = &numla_dsa_index_kernel_avx512, /* avx2: ref */
-    [NUMLA_ISA_AVX512BF16] = &numla_dsa_index_kernel_avx512bf16, /* bf16 q and cache; amx inherits */
+/* Indexer variants per level, tried in order (the first whose supports() takes the call);
+ * a level with none of them inherits the level below. The int8 entries take only I8 caches,
+ * the float ones only float caches. */
+enum { NUMLA_DSA_INDEX_PER_LEVEL = 2 };
+static const numla_dsa_index_kernel *const numla_dsa_index_table_[NUMLA_ISA_COUNT][NUMLA_DSA_INDEX_PER_LEVEL] = {
+    [NUMLA_ISA_REF] = {&numla_dsa_index_kernel_i8_ref, &numla_dsa_index_kernel_ref},
+    [NUMLA_ISA_AVX512] = {&numla_dsa_index_kernel_i8_avx512vnni, /* needs the VNNI bit */
+                          &numla_dsa_index_kernel_avx512},       /* avx2: ref */
+    [NUMLA_ISA_AVX512BF16] = {&numla_dsa_index_kernel_avx512bf16}, /* bf16 q and cache; amx inherits */
 };
 
 static const numla_dsa_attn_kernel *const numla_dsa_attn_table_[NUMLA_ISA_COUNT] = {
@@ -42,11 +49,13 @@ static const numla_dsa_attn_kernel *const numla_dsa_attn_table_[NUMLA_ISA_COUNT]
 
 static const numla_dsa_index_kernel *numla_dsa_index_pick(numla_isa isa, const numla_dsa_index_args *a)
 {
-    int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF;
-    while (i > 0 && (!numla_dsa_index_table_[i] ||
-                     (numla_dsa_index_table_[i]->supports && !numla_dsa_index_table_[i]->supports(a))))
-        i--;
-    return numla_dsa_index_table_[i];
+    for (int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF; i >= 0; i--)
+        for (int j = 0; j < NUMLA_DSA_INDEX_PER_LEVEL; j++) {
+            const numla_dsa_index_kernel *k = numla_dsa_index_table_[i][j];
+            if (k && (!k->supports || k->supports(a)))
+                return k;
+        }
+    return &numla_dsa_index_kernel_ref; /* not reached: the ref entries take every call */
 }
 
 static const numla_dsa_attn_kernel *numla_dsa_attn_pick(numla_isa isa, const numla_dsa_attn_args *a)
@@ -116,6 +125,33 @@ static int numla_dsa_dtype_ok(numla_dtype t)
     return t == NUMLA_DTYPE_F32 || t == NUMLA_DTYPE_BF16 || t == NUMLA_DTYPE_F16;
 }
 
+void numla_dsa_key_quantize(const float *k, int32_t head_dim, void *row)
+{
+    int32_t sum = 0;
+    const float s = numla_dsa_quantize_row(k, 1, head_dim, (int8_t *)row, &sum);
+    memcpy((char *)row + head_dim, &s, 4);
+    memcpy((char *)row + head_dim + 4, &sum, 4);
+}
+
+/* Read once: CPUID traps to the hypervisor in a VM, and the dispatch asks on every call. */
+static pthread_once_t numla_dsa_vnni_once_ = PTHREAD_ONCE_INIT;
+static int numla_dsa_vnni_ok_;
+
+static void numla_dsa_vnni_init_(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned ra, rb, rc, rd;
+    /* AVX512-VNNI: CPUID.(7,0):ECX bit 11 (the avx512 level already checked the OS state) */
+    numla_dsa_vnni_ok_ = __get_cpuid_count(7, 0, &ra, &rb, &rc, &rd) && ((rc >> 11) & 1);
+#endif
+}
+
+int numla_dsa_vnni_usable(void)
+{
+    pthread_once(&numla_dsa_vnni_once_, numla_dsa_vnni_init_);
+    return numla_dsa_vnni_ok_;
+}
+
 static int64_t numla_dsa_num_queries(int32_t B, const int32_t *qsl) { return qsl ? qsl[B] : B; }
 
 /* ---- indexer ------------------------------------------------------------------------------ */
@@ -139,7 +175,7 @@ typedef struct numla_dsa_index_merge {
 
 typedef struct numla_dsa_index_layout {
     size_t items, merges, cand, cand_n, thread, thread_stride, total;
-    size_t qt, ws, sc, heap, scratch; /* offsets inside a thread's part */
+    size_t qt, packed, ws, sc, heap, scratch; /* offsets inside a thread's part */
     int64_t max_items, max_merges, max_slots;
 } numla_dsa_index_layout;
 
@@ -159,7 +195,8 @@ static numla_dsa_index_layout numla_dsa_index_plan_layout(const numla_dsa_index_
     L.cand_n = o, o += numla_dsa_align((size_t)L.max_slots * sizeof(int32_t));
     size_t t = 0;
     const size_t G = a->query_start_loc ? NUMLA_DSA_INDEX_GROUP : 1;
-    L.qt = t, t += G * numla_dsa_align((size_t)a->head_dim * (size_t)a->num_heads * sizeof(float));
+    L.qt = t, t += numla_dsa_align((size_t)a->head_dim * (size_t)a->num_heads * sizeof(float));
+    L.packed = t, t += G * numla_dsa_align(k->packed_bytes(a));
     L.ws = t, t += G * numla_dsa_align((size_t)a->num_heads * sizeof(float));
     L.sc = t, t += numla_dsa_align(NUMLA_DSA_KEY_BLOCK * sizeof(float));
     L.heap = t, t += G * numla_dsa_align((size_t)a->topk * sizeof(numla_dsa_cand));
@@ -183,8 +220,14 @@ static numla_status numla_dsa_index_validate(const numla_dsa_index_args *a)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "dsa_index: num_heads %d, head_dim %d, topk %d must all be >= 1", a->num_heads,
                    a->head_dim, a->topk);
-    if (!numla_dsa_dtype_ok(a->q_dtype) || !numla_dsa_dtype_ok(a->k_dtype))
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "dsa_index: q_dtype and k_dtype must be f32, f16 or bf16");
+    if (!numla_dsa_dtype_ok(a->q_dtype) ||
+        (!numla_dsa_dtype_ok(a->k_dtype) && a->k_dtype != NUMLA_DTYPE_I8))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "dsa_index: q_dtype must be f32, f16 or bf16 and k_dtype one of those or i8");
+    if (a->k_dtype == NUMLA_DTYPE_I8 && a->head_dim % 4 != 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "dsa_index: head_dim %d must be a multiple of 4 for an i8 index-key cache",
+                   a->head_dim);
     if (a->num_seqs > 0 && (!a->q || !a->w || !a->kcache || !a->indices || !a->counts))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "dsa_index: q, w, kcache, indices or counts is NULL");
     return numla_dsa_validate_paging("dsa_index", a->num_seqs, a->block_size, a->num_blocks,
@@ -318,15 +361,15 @@ static void numla_dsa_index_run_item(const numla_dsa_index_kernel *k, const numl
                                      int32_t *cand_n)
 {
     const int32_t H = a->num_heads, D = a->head_dim, nq = it->nq;
-    const size_t qt_stride = numla_dsa_align((size_t)D * (size_t)H * sizeof(float));
+    const size_t pk_stride = numla_dsa_align(k->packed_bytes(a));
     const size_t ws_stride = numla_dsa_align((size_t)H * sizeof(float));
     const size_t heap_stride = numla_dsa_align((size_t)a->topk * sizeof(numla_dsa_cand));
-    float *sc = (float *)(t + L->sc);
+    float *sc = (float *)(t + L->sc), *qt = (float *)(t + L->qt);
     int32_t n[NUMLA_DSA_INDEX_GROUP];
     int64_t lim[NUMLA_DSA_INDEX_GROUP];
     const int64_t qb = a->query_start_loc ? a->query_start_loc[it->seq] : it->seq;
     for (int32_t g = 0; g < nq; g++) {
-        float *qt = (float *)(t + L->qt + g * qt_stride), *ws = (float *)(t + L->ws + g * ws_stride);
+        float *ws = (float *)(t + L->ws + g * ws_stride);
         const int64_t q = it->q + g;
         const size_t qbase = (size_t)q * (size_t)H * (size_t)D;
         for (int32_t h = 0; h < H; h++) {
@@ -334,6 +377,7 @@ static void numla_dsa_index_run_item(const numla_dsa_index_kernel *k, const numl
             for (int32_t d = 0; d < D; d++)
                 qt[(size_t)d * H + h] = numla_load_f32(a->q, a->q_dtype, qbase + (size_t)h * D + d);
         }
+        k->prepare(a, qt, ws, t + L->packed + g * pk_stride);
         n[g] = 0;
         /* one query: the item's range (a split part); a group: each query's own limit */
         lim[g] = nq == 1 ? it->k1 : numla_dsa_index_limit(a, it->seq, q - qb);
@@ -345,9 +389,8 @@ static void numla_dsa_index_run_item(const numla_dsa_index_kernel *k, const numl
             if (k1 <= k0)
                 continue;
             numla_dsa_cand *heap = (numla_dsa_cand *)(t + L->heap + g * heap_stride);
-            k->scores(a, (const float *)(t + L->qt + g * qt_stride),
-                      (const float *)(t + L->ws + g * ws_stride), it->seq, k0, k1, sc,
-                      t + L->scratch);
+            k->scores(a, t + L->packed + g * pk_stride, (const float *)(t + L->ws + g * ws_stride),
+                      it->seq, k0, k1, sc, t + L->scratch);
             /* Once the heap is full, most keys fail the first comparison with its worst entry. */
             for (int64_t j = k0; j < k1; j++) {
                 numla_dsa_cand x = {sc[j - k0], (int32_t)j};

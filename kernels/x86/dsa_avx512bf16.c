@@ -4,13 +4,16 @@
  * cache row as one 32-bit word (no widening), and one instruction does two dimensions of 16
  * heads. The products of bf16 values are exact and the sums fp32, as the avx512 variant's; only
  * the summation grouping differs. Other dtypes or odd Di run the avx512 variant.
- * The query is packed into pairs (from the frame's fp32 copy, exact for a bf16 q) on every
- * key-block call: Hi·Di/2 words per NUMLA_DSA_KEY_BLOCK keys.
+ * The query is packed into pairs (from the frame's fp32 copy, exact for a bf16 q) once per
+ * query and work item (prepare), and the four keys of a group are summed across lanes together
+ * (dsa_hsum_avx512.h).
  */
 #include "kernels/dsa_internal.h"
 
 #include <immintrin.h>
 #include <string.h>
+
+#include "kernels/x86/dsa_hsum_avx512.h"
 
 enum { NUMLA_DSA_BF_KEYS = 4 };
 
@@ -22,8 +25,24 @@ static int numla_dsa_index_avx512bf16_supports(const numla_dsa_index_args *a)
 
 static size_t numla_dsa_index_avx512bf16_scratch(const numla_dsa_index_args *a)
 {
-    /* the packed query (Di/2, Hi) words, one zero key row */
-    return ((size_t)a->head_dim / 2 * (size_t)a->num_heads + (size_t)a->head_dim) * 4 + 64;
+    return (size_t)a->head_dim * 2 + 64; /* one zero key row */
+}
+
+static size_t numla_dsa_index_avx512bf16_packed(const numla_dsa_index_args *a)
+{
+    return (size_t)a->head_dim / 2 * (size_t)a->num_heads * 4; /* (Di/2, Hi) pair words */
+}
+
+static void numla_dsa_index_avx512bf16_prepare(const numla_dsa_index_args *a, const float *qt,
+                                               float *ws, void *packed)
+{
+    (void)ws;
+    const int32_t H = a->num_heads, D2 = a->head_dim / 2;
+    uint32_t *qp = packed;
+    for (int32_t d = 0; d < D2; d++)
+        for (int32_t h = 0; h < H; h++)
+            qp[(size_t)d * H + h] = (uint32_t)numla_f32_to_bf16(qt[(size_t)(2 * d) * H + h]) |
+                                    (uint32_t)numla_f32_to_bf16(qt[(size_t)(2 * d + 1) * H + h]) << 16;
 }
 
 static inline __attribute__((always_inline)) void
@@ -52,18 +71,14 @@ numla_dsa_bf_group(const uint32_t *qp, const uint32_t *const kr[NUMLA_DSA_BF_KEY
     }
 }
 
-static void numla_dsa_index_avx512bf16_scores(const numla_dsa_index_args *a, const float *qt,
+static void numla_dsa_index_avx512bf16_scores(const numla_dsa_index_args *a, const void *packed,
                                               const float *ws, int32_t seq, int64_t k0, int64_t k1,
                                               float *out, void *scratch)
 {
     const int32_t H = a->num_heads, D2 = a->head_dim / 2, NV = H / 16;
-    uint32_t *qp = scratch;                       /* (D2, H) */
-    uint32_t *zero = qp + (size_t)D2 * H;         /* (D2) */
+    const uint32_t *qp = packed;                  /* (D2, H) */
+    uint32_t *zero = scratch;                     /* (D2) */
     memset(zero, 0, (size_t)D2 * 4);
-    for (int32_t d = 0; d < D2; d++)
-        for (int32_t h = 0; h < H; h++)
-            qp[(size_t)d * H + h] = (uint32_t)numla_f32_to_bf16(qt[(size_t)(2 * d) * H + h]) |
-                                    (uint32_t)numla_f32_to_bf16(qt[(size_t)(2 * d + 1) * H + h]) << 16;
     for (int64_t t0 = k0; t0 < k1; t0 += NUMLA_DSA_BF_KEYS) {
         const int64_t nk = k1 - t0 < NUMLA_DSA_BF_KEYS ? k1 - t0 : NUMLA_DSA_BF_KEYS;
         const uint32_t *kr[NUMLA_DSA_BF_KEYS];
@@ -81,13 +96,17 @@ static void numla_dsa_index_avx512bf16_scores(const numla_dsa_index_args *a, con
         case 1: numla_dsa_bf_group(qp, kr, D2, H, v0, 1, ws, tot); break;
         default: break;
         }
+        float s4[4];
+        _mm_storeu_ps(s4, numla_dsa_hsum4(tot[0], tot[1], tot[2], tot[3]));
         for (int64_t j = 0; j < nk; j++)
-            out[t0 + j - k0] = _mm512_reduce_add_ps(tot[j]);
+            out[t0 + j - k0] = s4[j];
     }
 }
 
 const numla_dsa_index_kernel numla_dsa_index_kernel_avx512bf16 = {
     .name = "avx512bf16",
+    .prepare = numla_dsa_index_avx512bf16_prepare,
+    .packed_bytes = numla_dsa_index_avx512bf16_packed,
     .scores = numla_dsa_index_avx512bf16_scores,
     .scratch_bytes = numla_dsa_index_avx512bf16_scratch,
     .supports = numla_dsa_index_avx512bf16_supports,
