@@ -9,8 +9,8 @@
  *
  * vpdpbusd multiplies an unsigned byte by a signed one. The broadcast key word is the signed
  * operand (memory may only be that one), so the query's codes are stored biased, q + 128 (in
- * 1 .. 255), and Σ (q + 128) · k = Σ q · k + 128 · Σ k: the accumulators start at -128 · Σ k,
- * the key's code sum the cache row carries. Sums stay in int32 exactly (|Σ| <= 255 · 127 · Di).
+ * 1 .. 255), and Σ (q + 128) · k = Σ q · k + 128 · Σ k: -128 · Σ k (the key's code sum, which
+ * the cache row carries) is added to the accumulators before the relu. Sums stay in int32 exactly (|Σ| <= 255 · 127 · Di).
  * Then relu, the conversion to fp32 (exact below 2^24), the weights (w · scale · sq[h]) and the
  * key's scale sk. Needs Hi % 16 == 0; other shapes run the int8 reference, whose codes and
  * integer sums are the same (only the fp32 head sum is grouped differently).
@@ -23,6 +23,15 @@
 #include "kernels/x86/dsa_hsum_avx512.h"
 
 enum { NUMLA_DSA_VN_KEYS = 4 };
+
+/* acc + Σ4 a (unsigned bytes) · b (signed bytes), per lane. Written as one instruction with the
+ * accumulator tied: with the intrinsic, GCC 12 copied every accumulator through another
+ * register (and some through the stack) on each step of the loop below. */
+static inline __attribute__((always_inline)) __m512i numla_dsa_vn_dp(__m512i acc, __m512i a, __m512i b)
+{
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+    return acc;
+}
 
 static int numla_dsa_index_vnni_supports(const numla_dsa_index_args *a)
 {
@@ -55,32 +64,40 @@ static void numla_dsa_index_vnni_prepare(const numla_dsa_index_args *a, const fl
 }
 
 /* Integer dots of the 4 keys kr with nv head vectors starting at head vector v0, then relu,
- * fp32 and the weights into tot. */
-static inline __attribute__((always_inline)) void
+ * fp32 and the weights into tot. Not inlined: inside the caller, GCC kept values of the
+ * caller's live across the loop and spilled query vectors to the stack on every step. */
+static __attribute__((noinline)) void
 numla_dsa_vn_group(const uint32_t *qp, const int32_t *const kr[NUMLA_DSA_VN_KEYS],
-                   const __m512i init[NUMLA_DSA_VN_KEYS], int32_t D4, int32_t H, int32_t v0, int nv,
+                   const int32_t corr[NUMLA_DSA_VN_KEYS], int32_t D4, int32_t H, int32_t v0, int nv,
                    const float *ws, __m512 tot[NUMLA_DSA_VN_KEYS])
 {
     __m512i acc[NUMLA_DSA_VN_KEYS][4];
+#pragma GCC unroll 4
     for (int j = 0; j < NUMLA_DSA_VN_KEYS; j++)
+#pragma GCC unroll 4
         for (int v = 0; v < nv; v++)
-            acc[j][v] = init[j];
+            acc[j][v] = _mm512_setzero_si512();
     for (int32_t d = 0; d < D4; d++) {
         const uint32_t *qd = qp + (size_t)d * H + (size_t)v0 * 16;
         __m512i qv[4];
+#pragma GCC unroll 4
         for (int v = 0; v < nv; v++)
             qv[v] = _mm512_loadu_si512((const void *)(qd + 16 * v));
+#pragma GCC unroll 4
         for (int j = 0; j < NUMLA_DSA_VN_KEYS; j++) {
             const __m512i kb = _mm512_set1_epi32(kr[j][d]);
+#pragma GCC unroll 4
             for (int v = 0; v < nv; v++)
-                acc[j][v] = _mm512_dpbusd_epi32(acc[j][v], qv[v], kb);
+                acc[j][v] = numla_dsa_vn_dp(acc[j][v], qv[v], kb);
         }
     }
     for (int v = 0; v < nv; v++) {
         const __m512 wv = _mm512_loadu_ps(ws + (size_t)(v0 + v) * 16);
         for (int j = 0; j < NUMLA_DSA_VN_KEYS; j++)
             tot[j] = _mm512_fmadd_ps(
-                _mm512_cvtepi32_ps(_mm512_max_epi32(acc[j][v], _mm512_setzero_si512())), wv, tot[j]);
+                _mm512_cvtepi32_ps(_mm512_max_epi32(_mm512_add_epi32(acc[j][v], _mm512_set1_epi32(corr[j])),
+                                                    _mm512_setzero_si512())),
+                wv, tot[j]);
     }
 }
 
@@ -95,12 +112,12 @@ static void numla_dsa_index_vnni_scores(const numla_dsa_index_args *a, const voi
     for (int64_t t0 = k0; t0 < k1; t0 += NUMLA_DSA_VN_KEYS) {
         const int64_t nk = k1 - t0 < NUMLA_DSA_VN_KEYS ? k1 - t0 : NUMLA_DSA_VN_KEYS;
         const int32_t *kr[NUMLA_DSA_VN_KEYS];
-        __m512i init[NUMLA_DSA_VN_KEYS];
+        int32_t corr[NUMLA_DSA_VN_KEYS];
         float sk[NUMLA_DSA_VN_KEYS];
         for (int64_t j = 0; j < NUMLA_DSA_VN_KEYS; j++) {
             const char *row = j < nk ? numla_dsa_k_row(a, seq, t0 + j) : zero;
             kr[j] = (const int32_t *)(const void *)row;
-            init[j] = _mm512_set1_epi32(-128 * numla_dsa_i8_row_sum(row, D));
+            corr[j] = -128 * numla_dsa_i8_row_sum(row, D);
             sk[j] = numla_dsa_i8_row_scale(row, D);
         }
         __m512 tot[NUMLA_DSA_VN_KEYS];
@@ -108,11 +125,11 @@ static void numla_dsa_index_vnni_scores(const numla_dsa_index_args *a, const voi
             tot[j] = _mm512_setzero_ps();
         int32_t v0 = 0;
         for (; v0 + 4 <= NV; v0 += 4)
-            numla_dsa_vn_group(qp, kr, init, D4, H, v0, 4, ws, tot);
+            numla_dsa_vn_group(qp, kr, corr, D4, H, v0, 4, ws, tot);
         switch (NV - v0) {
-        case 3: numla_dsa_vn_group(qp, kr, init, D4, H, v0, 3, ws, tot); break;
-        case 2: numla_dsa_vn_group(qp, kr, init, D4, H, v0, 2, ws, tot); break;
-        case 1: numla_dsa_vn_group(qp, kr, init, D4, H, v0, 1, ws, tot); break;
+        case 3: numla_dsa_vn_group(qp, kr, corr, D4, H, v0, 3, ws, tot); break;
+        case 2: numla_dsa_vn_group(qp, kr, corr, D4, H, v0, 2, ws, tot); break;
+        case 1: numla_dsa_vn_group(qp, kr, corr, D4, H, v0, 1, ws, tot); break;
         default: break;
         }
         float s4[4];
