@@ -115,6 +115,45 @@ static inline const char *numla_dsa_k_row(const numla_dsa_index_args *a, int32_t
     return (const char *)a->kcache + slot * (int64_t)numla_dsa_key_row_bytes(a->k_dtype, a->head_dim);
 }
 
+/* Keys a scoring loop asks the memory for ahead of its position: a key costs a few hundred
+ * cycles of arithmetic, so this many rows cover a DRAM miss; without it a cache that does not
+ * fit the LLC is read at a fraction of the bandwidth (the rows of a sequence sit in blocks
+ * scattered over the pool, which the hardware prefetchers do not follow). */
+enum { NUMLA_DSA_PREFETCH_KEYS = 64 };
+
+/* rows[i] = the index-key row of token t0 + i of sequence b, i < n (all validated): one
+ * division for the lot instead of one a key. */
+static inline void numla_dsa_k_rows(const numla_dsa_index_args *a, int32_t b, int64_t t0, int32_t n,
+                                    const char **rows)
+{
+    const int32_t *tab = a->block_tables + (int64_t)b * a->max_blocks_per_seq;
+    const int64_t rb = (int64_t)numla_dsa_key_row_bytes(a->k_dtype, a->head_dim);
+    int64_t j = t0 / a->block_size, o = t0 % a->block_size;
+    for (int32_t i = 0; i < n; i++) {
+        rows[i] = (const char *)a->kcache + ((int64_t)tab[j] * a->block_size + o) * rb;
+        if (++o == a->block_size)
+            o = 0, j++;
+    }
+}
+
+/* Prefetch the index-key rows of tokens t0 .. t0+n-1 of sequence b that exist (< seq_lens[b]). */
+static inline void numla_dsa_k_prefetch(const numla_dsa_index_args *a, int32_t b, int64_t t0, int32_t n)
+{
+    if (t0 + n > a->seq_lens[b])
+        n = t0 < a->seq_lens[b] ? (int32_t)(a->seq_lens[b] - t0) : 0;
+    if (n <= 0)
+        return;
+    const char *rows[8];
+    n = n > 8 ? 8 : n;
+    numla_dsa_k_rows(a, b, t0, n, rows);
+    const size_t rb = numla_dsa_key_row_bytes(a->k_dtype, a->head_dim);
+    for (int32_t i = 0; i < n; i++) {
+        for (size_t o = 0; o < rb; o += 64)
+            __builtin_prefetch(rows[i] + o);
+        __builtin_prefetch(rows[i] + rb - 1);
+    }
+}
+
 /* Latent row of token t of sequence b (validated). */
 static inline const char *numla_dsa_kv_row(const numla_dsa_attn_args *a, int32_t b, int64_t t)
 {

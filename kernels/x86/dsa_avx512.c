@@ -100,13 +100,16 @@ static void numla_dsa_index_avx512_scores(const numla_dsa_index_args *a, const v
     float *kf = scratch; /* (4, Dp) */
     for (int64_t t0 = k0; t0 < k1; t0 += NUMLA_DSA_IX_KEYS) {
         const int64_t nk = k1 - t0 < NUMLA_DSA_IX_KEYS ? k1 - t0 : NUMLA_DSA_IX_KEYS;
+        numla_dsa_k_prefetch(a, seq, t0 + NUMLA_DSA_PREFETCH_KEYS, NUMLA_DSA_IX_KEYS);
+        const char *rows[NUMLA_DSA_IX_KEYS];
+        numla_dsa_k_rows(a, seq, t0, (int32_t)nk, rows);
         for (int64_t j = 0; j < NUMLA_DSA_IX_KEYS; j++) {
             float *dst = kf + (size_t)j * Dp;
             if (j >= nk) { /* missing keys of the last group: zeros, results dropped */
                 memset(dst, 0, (size_t)Dp * sizeof(float));
                 continue;
             }
-            const char *row = numla_dsa_k_row(a, seq, t0 + j);
+            const char *row = rows[j];
             if (D % 16 == 0)
                 numla_dsa_widen(row, a->k_dtype, dst, D);
             else

@@ -81,9 +81,12 @@ static void numla_dsa_index_avx512bf16_scores(const numla_dsa_index_args *a, con
     memset(zero, 0, (size_t)D2 * 4);
     for (int64_t t0 = k0; t0 < k1; t0 += NUMLA_DSA_BF_KEYS) {
         const int64_t nk = k1 - t0 < NUMLA_DSA_BF_KEYS ? k1 - t0 : NUMLA_DSA_BF_KEYS;
+        numla_dsa_k_prefetch(a, seq, t0 + NUMLA_DSA_PREFETCH_KEYS, NUMLA_DSA_BF_KEYS);
+        const char *rows[NUMLA_DSA_BF_KEYS];
+        numla_dsa_k_rows(a, seq, t0, (int32_t)nk, rows);
         const uint32_t *kr[NUMLA_DSA_BF_KEYS];
         for (int64_t j = 0; j < NUMLA_DSA_BF_KEYS; j++)
-            kr[j] = j < nk ? (const uint32_t *)(const void *)numla_dsa_k_row(a, seq, t0 + j) : zero;
+            kr[j] = j < nk ? (const uint32_t *)(const void *)rows[j] : zero;
         __m512 tot[NUMLA_DSA_BF_KEYS];
         for (int j = 0; j < NUMLA_DSA_BF_KEYS; j++)
             tot[j] = _mm512_setzero_ps();

@@ -111,11 +111,14 @@ static void numla_dsa_index_vnni_scores(const numla_dsa_index_args *a, const voi
     memset(zero, 0, numla_dsa_key_row_bytes(NUMLA_DTYPE_I8, D));
     for (int64_t t0 = k0; t0 < k1; t0 += NUMLA_DSA_VN_KEYS) {
         const int64_t nk = k1 - t0 < NUMLA_DSA_VN_KEYS ? k1 - t0 : NUMLA_DSA_VN_KEYS;
+        numla_dsa_k_prefetch(a, seq, t0 + NUMLA_DSA_PREFETCH_KEYS, NUMLA_DSA_VN_KEYS);
+        const char *rows[NUMLA_DSA_VN_KEYS];
+        numla_dsa_k_rows(a, seq, t0, (int32_t)nk, rows);
         const int32_t *kr[NUMLA_DSA_VN_KEYS];
         int32_t corr[NUMLA_DSA_VN_KEYS];
         float sk[NUMLA_DSA_VN_KEYS];
         for (int64_t j = 0; j < NUMLA_DSA_VN_KEYS; j++) {
-            const char *row = j < nk ? numla_dsa_k_row(a, seq, t0 + j) : zero;
+            const char *row = j < nk ? rows[j] : zero;
             kr[j] = (const int32_t *)(const void *)row;
             corr[j] = -128 * numla_dsa_i8_row_sum(row, D);
             sk[j] = numla_dsa_i8_row_scale(row, D);
