@@ -23,6 +23,8 @@ typedef struct dsa_case {
     const int32_t *nq;   /* (B) causal queries per sequence, NULL: decode */
     numla_dtype qt, kt;  /* queries (both calls), caches (both) */
     int zero_q;          /* indexer q all zero: every score ties at 0 */
+    int coarse;          /* index q and keys in {-1, 0, 1}, weights ±1/8: exact scores, many
+                            exact ties at every depth of the top-k */
     int i8;              /* the index-key cache is I8 (quantized scoring), written by
                             numla_dsa_key_quantize from the same float keys */
     uint64_t seed;
@@ -112,7 +114,8 @@ static dsa_problem *dsa_make(const dsa_case *c)
         for (int32_t t = 0; t < c->lens[b]; t++) {
             size_t slot = (size_t)p->tables[(size_t)b * p->mbps + t / c->bs] * c->bs + t % c->bs;
             for (int32_t d = 0; d < c->Di; d++)
-                krow[d] = (float)numla_test_rng_normal(&rng);
+                krow[d] = c->coarse ? (float)((int)(numla_test_rng_u64(&rng) % 3) - 1)
+                                    : (float)numla_test_rng_normal(&rng);
             if (c->i8)
                 numla_dsa_key_quantize(krow, c->Di, (char *)p->kc + slot * irow);
             else
@@ -128,11 +131,15 @@ static dsa_problem *dsa_make(const dsa_case *c)
     p->q = malloc(qn * numla_dtype_size(c->qt));
     p->w = malloc(sizeof(float) * (size_t)p->T * c->Hi);
     for (size_t i = 0; i < iqn; i++)
-        numla_store_f32(p->iq, c->qt, i, c->zero_q ? 0.0f : (float)numla_test_rng_normal(&rng));
+        numla_store_f32(p->iq, c->qt, i,
+                        c->zero_q   ? 0.0f
+                        : c->coarse ? (float)((int)(numla_test_rng_u64(&rng) % 3) - 1)
+                                    : (float)numla_test_rng_normal(&rng));
     for (size_t i = 0; i < qn; i++)
         numla_store_f32(p->q, c->qt, i, (float)(0.5 * numla_test_rng_normal(&rng)));
     for (int64_t i = 0; i < (int64_t)p->T * c->Hi; i++)
-        p->w[i] = (float)(numla_test_rng_normal(&rng) / sqrt((double)c->Hi));
+        p->w[i] = c->coarse ? (numla_test_rng_u64(&rng) % 4 ? 0.125f : -0.125f)
+                            : (float)(numla_test_rng_normal(&rng) / sqrt((double)c->Hi));
     p->iscale = (float)(1.0 / sqrt((double)c->Di));
     p->scale = (float)(1.0 / sqrt(192.0));
     free(perm);
@@ -292,8 +299,20 @@ static int dsa_check_index(const dsa_problem *p, numla_isa isa, int32_t **ixo, i
             if (!sel[t] && s[t] > max_out)
                 max_out = s[t], max_out_t = t;
         }
+        /* exact ties at the boundary: every kept key of the boundary score sits before every
+         * left-out one */
+        int64_t last_tie_in = -1, first_tie_out = -1;
+        for (int64_t t = 0; t < lim; t++)
+            if (s[t] == min_in) {
+                if (sel[t])
+                    last_tie_in = t;
+                else if (first_tie_out < 0)
+                    first_tie_out = t;
+            }
         const double tol = 1e-5 * amp;
-        if (max_out > min_in + tol || (c->zero_q && max_out_t >= 0 && max_out_t < min_in_t)) {
+        if (first_tie_out >= 0 && first_tie_out < last_tie_in)
+            max_out_t = first_tie_out, min_in_t = last_tie_in, max_out = min_in + 2 * tol + 1;
+        if (max_out > min_in + tol) {
             fprintf(stderr, "%s [%s] q %d: left out t=%lld (%.9g) above kept t=%lld (%.9g)\n",
                     label, numla_isa_name(isa), q, (long long)max_out_t, max_out,
                     (long long)min_in_t, min_in);
@@ -427,6 +446,15 @@ static void test_odd_dims_and_ties(void)
     dsa_case t = {.B = 2, .Hi = 16, .Di = 32, .topk = 20, .H = 16, .Dc = 32, .Dr = 16, .bs = 8,
                   .lens = lens, .qt = NUMLA_DTYPE_BF16, .kt = NUMLA_DTYPE_BF16, .zero_q = 1,
                   .seed = 41};
+    /* few distinct scores: ties everywhere, through the candidate cuts, splits and merges */
+    static const int32_t clens[3] = {9000, 4100, 700};
+    static const int32_t cnq[3] = {3, 1, 20};
+    for (int i8 = 0; i8 < 2; i8++) {
+        dsa_case k = {.B = 3, .Hi = 16, .Di = 64, .topk = 300, .H = 16, .Dc = 32, .Dr = 16,
+                      .bs = 16, .lens = clens, .nq = cnq, .qt = NUMLA_DTYPE_BF16,
+                      .kt = NUMLA_DTYPE_BF16, .coarse = 1, .i8 = i8, .seed = 42 + i8};
+        dsa_run_case(&k, i8 ? "coarse ties, i8" : "coarse ties");
+    }
     dsa_problem *p = dsa_make(&t);
     numla_isa isas[NUMLA_ISA_COUNT];
     int ni = numla_test_isas(isas);
