@@ -48,6 +48,7 @@ static const numla_dsa_index_kernel *const numla_dsa_index_table_[NUMLA_ISA_COUN
 static const numla_dsa_attn_kernel *const numla_dsa_attn_table_[NUMLA_ISA_COUNT] = {
     [NUMLA_ISA_REF] = &numla_dsa_attn_kernel_ref,
     [NUMLA_ISA_AVX512] = &numla_dsa_attn_kernel_avx512,
+    [NUMLA_ISA_AVX512BF16] = &numla_dsa_attn_kernel_avx512bf16, /* bf16 cache; amx inherits */
 };
 
 static const numla_dsa_index_kernel *numla_dsa_index_pick(numla_isa isa, const numla_dsa_index_args *a)

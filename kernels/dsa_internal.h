@@ -106,6 +106,7 @@ static inline int32_t numla_dsa_i8_row_sum(const char *row, int32_t D)
 }
 extern const numla_dsa_attn_kernel numla_dsa_attn_kernel_ref;
 extern const numla_dsa_attn_kernel numla_dsa_attn_kernel_avx512;
+extern const numla_dsa_attn_kernel numla_dsa_attn_kernel_avx512bf16;
 
 /* Index-key row of token t of sequence b (validated). */
 static inline const char *numla_dsa_k_row(const numla_dsa_index_args *a, int32_t b, int64_t t)

@@ -9,6 +9,7 @@
  * (dsa_hsum_avx512.h).
  */
 #include "kernels/dsa_internal.h"
+#include "kernels/mla_attn_internal.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -113,4 +114,53 @@ const numla_dsa_index_kernel numla_dsa_index_kernel_avx512bf16 = {
     .scores = numla_dsa_index_avx512bf16_scores,
     .scratch_bytes = numla_dsa_index_avx512bf16_scratch,
     .supports = numla_dsa_index_avx512bf16_supports,
+};
+
+/* ---- sparse attention --------------------------------------------------------------------- */
+
+/* The avx512bf16 level's sparse attention is the dense MLA kernel's chunk
+ * (kernels/x86/mla_attn_avx512bf16.c: both products on vdpbf16ps, heads in lanes for Q·K, no
+ * horizontal sums) walking the query's index list instead of a key range (the chunk's `keys`):
+ * same numerics as numla_mla_attn at this level. Needs a bf16 latent cache, Dc % 32 == 0 and
+ * Dr % 16 == 0 (the chunk's own supports()); other caches run the avx512 variant. */
+static numla_mla_attn_args numla_dsa_attn_as_mla(const numla_dsa_attn_args *a)
+{
+    return (numla_mla_attn_args){
+        .num_seqs = a->num_seqs, .num_heads = a->num_heads, .kv_lora_rank = a->kv_lora_rank,
+        .rope_dim = a->rope_dim, .block_size = a->block_size, .num_blocks = a->num_blocks,
+        .max_blocks_per_seq = a->max_blocks_per_seq, .q = a->q, .q_dtype = a->q_dtype,
+        .kv_cache = a->kv_cache, .kv_dtype = a->kv_dtype, .block_tables = a->block_tables,
+        .seq_lens = a->seq_lens, .query_start_loc = a->query_start_loc, .causal = 0,
+        .scale = a->scale, .out = a->out, .out_dtype = a->out_dtype, .lse = a->lse};
+}
+
+static int numla_dsa_attn_bf16_supports(const numla_dsa_attn_args *a)
+{
+    const numla_mla_attn_args m = numla_dsa_attn_as_mla(a);
+    return numla_mla_attn_kernel_avx512bf16.supports(&m);
+}
+
+static size_t numla_dsa_attn_bf16_scratch(const numla_dsa_attn_args *a)
+{
+    const numla_mla_attn_args m = numla_dsa_attn_as_mla(a);
+    return numla_mla_attn_kernel_avx512bf16.scratch_bytes(&m) + 64;
+}
+
+static void numla_dsa_attn_bf16_chunk(const numla_dsa_attn_args *a, int32_t seq, int64_t row0,
+                                      int32_t nrows, const int32_t *idx, int32_t n, float *acc,
+                                      float *m, float *l, void *scratch)
+{
+    const numla_mla_attn_args ma = numla_dsa_attn_as_mla(a);
+    numla_mla_attn_chunk c = {.a = &ma, .seq = seq, .nrows = nrows, .row0 = row0, .k0 = 0,
+                              .k1 = n, .keys = idx};
+    for (int32_t r = 0; r < nrows; r++)
+        c.lim[r] = n; /* every row of the unit sees the whole list */
+    numla_mla_attn_kernel_avx512bf16.chunk(&c, acc, m, l, scratch);
+}
+
+const numla_dsa_attn_kernel numla_dsa_attn_kernel_avx512bf16 = {
+    .name = "avx512bf16",
+    .chunk = numla_dsa_attn_bf16_chunk,
+    .scratch_bytes = numla_dsa_attn_bf16_scratch,
+    .supports = numla_dsa_attn_bf16_supports,
 };

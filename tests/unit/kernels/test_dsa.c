@@ -577,6 +577,13 @@ static void test_i8_index(void)
         fprintf(stderr, "[i8 at avx512bf16: %s] ", v);
         CU_ASSERT_TRUE(!strcmp(v, "i8-avx512vnni") || !strcmp(v, "i8-ref"));
     }
+    /* the sparse attention's avx512bf16 variant (the dense kernel's chunk over an index list)
+     * is what runs there on a bf16 latent cache, so the cases above checked it */
+    if (numla_isa_supported(NUMLA_ISA_AVX512BF16)) {
+        numla_dsa_attn_args t = dsa_attn_args(p, ix, cnt, NULL, NUMLA_DTYPE_F32, NULL);
+        t.kv_dtype = NUMLA_DTYPE_BF16, t.kv_lora_rank = 512, t.rope_dim = 64;
+        CU_ASSERT_STRING_EQUAL(numla_dsa_attn_variant(NUMLA_ISA_AVX512BF16, &t), "avx512bf16");
+    }
     a.head_dim = 30; /* not a multiple of 4 */
     CU_ASSERT_EQUAL(numla_dsa_index(NUMLA_ISA_REF, &a, ix, 0), NUMLA_STATUS_INVALID_ARG);
     dsa_free(p);
