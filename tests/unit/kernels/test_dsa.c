@@ -25,6 +25,9 @@ typedef struct dsa_case {
     int zero_q;          /* indexer q all zero: every score ties at 0 */
     int coarse;          /* index q and keys in {-1, 0, 1}, weights ±1/8: exact scores, many
                             exact ties at every depth of the top-k */
+    int structured;      /* keys shaped like the indexer's (LayerNorm with a per-channel weight
+                            and bias, a few outlier channels x8) and queries that share a
+                            direction with some keys: what per-token int8 handles worst */
     int i8;              /* the index-key cache is I8 (quantized scoring), written by
                             numla_dsa_key_quantize from the same float keys */
     uint64_t seed;
@@ -116,6 +119,17 @@ static dsa_problem *dsa_make(const dsa_case *c)
             for (int32_t d = 0; d < c->Di; d++)
                 krow[d] = c->coarse ? (float)((int)(numla_test_rng_u64(&rng) % 3) - 1)
                                     : (float)numla_test_rng_normal(&rng);
+            if (c->structured) {
+                double mu = 0, var = 0;
+                for (int32_t d = 0; d < c->Di; d++)
+                    mu += krow[d] / c->Di;
+                for (int32_t d = 0; d < c->Di; d++)
+                    var += (krow[d] - mu) * (krow[d] - mu) / c->Di;
+                for (int32_t d = 0; d < c->Di; d++) /* fixed per-channel weight and bias */
+                    krow[d] = (float)((krow[d] - mu) / sqrt(var + 1e-6) *
+                                          (0.5 + (d * 37 % 11) / 10.0) * (d % 29 == 3 ? 8.0 : 1.0) +
+                                      0.3 * ((d * 53 % 7) - 3) / 3.0);
+            }
             if (c->i8)
                 numla_dsa_key_quantize(krow, c->Di, (char *)p->kc + slot * irow);
             else
@@ -137,6 +151,13 @@ static dsa_problem *dsa_make(const dsa_case *c)
                                     : (float)numla_test_rng_normal(&rng));
     for (size_t i = 0; i < qn; i++)
         numla_store_f32(p->q, c->qt, i, (float)(0.5 * numla_test_rng_normal(&rng)));
+    if (c->structured) /* each query head leans toward the channels' common direction */
+        for (size_t i = 0; i < iqn; i++) {
+            const int32_t d = (int32_t)(i % (size_t)c->Di);
+            const float v = numla_load_f32(p->iq, c->qt, i) +
+                            (float)(0.6 * ((d * 53 % 7) - 3) / 3.0 * (d % 29 == 3 ? 0.25 : 1.0));
+            numla_store_f32(p->iq, c->qt, i, v);
+        }
     for (int64_t i = 0; i < (int64_t)p->T * c->Hi; i++)
         p->w[i] = c->coarse ? (numla_test_rng_u64(&rng) % 4 ? 0.125f : -0.125f)
                             : (float)(numla_test_rng_normal(&rng) / sqrt((double)c->Hi));
@@ -643,6 +664,10 @@ static void test_i8_accuracy(void)
     const double r = dsa_i8_overlap(c, isa);
     fprintf(stderr, "[i8 top-2048 overlap, random: %.4f] ", r);
     NUMLA_ASSERT_MSG(r >= 0.9, "int8 keeps %.4f of the float top-k on random data", r);
+    c.structured = 1;
+    const double rs = dsa_i8_overlap(c, isa);
+    fprintf(stderr, "[structured: %.4f] ", rs);
+    NUMLA_ASSERT_MSG(rs >= 0.9, "int8 keeps %.4f of the float top-k on structured data", rs);
 }
 
 /* Bad input is an error naming the field, and nothing is written. */
