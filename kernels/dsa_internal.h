@@ -67,7 +67,9 @@ int numla_dsa_vnni_usable(void);
 
 /* The one int8 rule of the quantized indexer, shared by the index-key writer and every
  * variant's query preparation (so all variants score the same codes): s = max|x| / 127,
- * code = x · (127 / max|x|) rounded to nearest even, clamped to ±127; all-zero x: s = 0, codes 0.
+ * code = x · (127 / max|x|) rounded to nearest even, clamped to ±127; all-zero x: s = 0, codes 0
+ * (a NaN or infinite value, which no model should produce, gets code 0 rather than an undefined
+ * conversion).
  * x[i · stride] for i < n. Returns s and the sum of the codes in *sum. */
 static inline float numla_dsa_quantize_row(const float *x, size_t stride, int32_t n, int8_t *codes,
                                            int32_t *sum)
@@ -81,7 +83,7 @@ static inline float numla_dsa_quantize_row(const float *x, size_t stride, int32_
     const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
     for (int32_t i = 0; i < n; i++) {
         float c = nearbyintf(x[(size_t)i * stride] * inv);
-        c = c > 127.0f ? 127.0f : c < -127.0f ? -127.0f : c;
+        c = c > 127.0f ? 127.0f : c < -127.0f ? -127.0f : c == c ? c : 0.0f; /* NaN, inf: 0 */
         codes[i] = (int8_t)c;
         tot += (int32_t)c;
     }

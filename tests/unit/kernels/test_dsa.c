@@ -562,6 +562,10 @@ static void test_i8_key_quantize(void)
     memcpy(&got_sum, row + 12, 4);
     CU_ASSERT_EQUAL(sc, 1.0f);
     CU_ASSERT_EQUAL(got_sum, sum);
+    const float bad[4] = {NAN, 1.0f, -2.0f, 0.5f}; /* NaN is skipped by the max and coded 0 */
+    numla_dsa_key_quantize(bad, 4, row);
+    CU_ASSERT_EQUAL(row[0], 0);
+    CU_ASSERT_EQUAL(row[2], -127);
     const float z[4] = {0, 0, 0, 0};
     numla_dsa_key_quantize(z, 4, row);
     memcpy(&sc, row + 4, 4);
