@@ -610,7 +610,8 @@ static int64_t numla_dsa_attn_plan(const numla_dsa_attn_args *a, int nt, numla_d
         for (int64_t q = q0; q < q1; q++)
             for (int32_t h0 = 0; h0 < H; h0 += R) {
                 const int32_t nr = H - h0 < R ? H - h0 : R, c = a->counts[q];
-                const int64_t s = c > chunk ? (c + chunk - 1) / chunk : 1;
+                int64_t s = c > chunk ? (c + chunk - 1) / chunk : 1;
+                s = s > nt ? nt : s; /* more parts than threads only adds merges */
                 if (s > 1)
                     merges[nm++] = (numla_dsa_attn_merge){.row0 = q * H + h0, .nrows = nr,
                                                           .slot0 = slot, .nslots = (int32_t)s};
