@@ -1,6 +1,7 @@
 /* kernels/dsa.c — the DSA frame (kernels/dsa.h): dispatch tables, validation, work plans,
- * OpenMP drivers, the indexer's fused top-k (a bounded heap fed one key block at a time, so
- * scores never leave L1) and its candidate merge, and the sparse attention's LSE merge.
+ * OpenMP drivers, the indexer's fused top-k (a candidate buffer fed one key block at a time,
+ * so scores never leave L1, cut back to the best topk by a selection whenever it fills) and its
+ * candidate merge, and the sparse attention's LSE merge.
  *
  * Plans (both calls): the work of a query (indexer: its visible keys; attention: each head
  * block's selected rows) is cut into parts of at least `chunk` = max(minimum, total / (8 ·
@@ -14,39 +15,51 @@
 
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <xmmintrin.h>
 #define NUMLA_DSA_FTZ_DAZ 0x8040u /* MXCSR flush-to-zero | denormals-are-zero */
 #endif
 
 enum {
     NUMLA_DSA_ITEMS_PER_THREAD = 8,
-    NUMLA_DSA_INDEX_MIN_CHUNK = 2048, /* keys: a split costs a topk-sized candidate merge */
+    NUMLA_DSA_INDEX_MIN_CHUNK = 2048, /* keys: a split costs a topk-sized candidate merge, so a
+                                         part also has >= 2 · topk keys, and a query is cut in
+                                         at most `threads` parts */
     NUMLA_DSA_ATTN_MIN_CHUNK = 256,   /* rows: below this a split costs more than it balances */
     NUMLA_DSA_INDEX_GROUP = 8,        /* multi-token: unsplit queries of a sequence per item, so
                                          each key block is read once for all of them */
 };
 
-static const numla_dsa_index_kernel *const numla_dsa_index_table_[NUMLA_ISA_COUNT] = {
-    [NUMLA_ISA_REF] = &numla_dsa_index_kernel_ref,
-    [NUMLA_ISA_AVX512] = &numla_dsa_index_kernel_avx512, /* avx2: ref */
-    [NUMLA_ISA_AVX512BF16] = &numla_dsa_index_kernel_avx512bf16, /* bf16 q and cache; amx inherits */
+/* Indexer variants per level, tried in order (the first whose supports() takes the call);
+ * a level with none of them inherits the level below. The int8 entries take only I8 caches,
+ * the float ones only float caches. */
+enum { NUMLA_DSA_INDEX_PER_LEVEL = 2 };
+static const numla_dsa_index_kernel *const numla_dsa_index_table_[NUMLA_ISA_COUNT][NUMLA_DSA_INDEX_PER_LEVEL] = {
+    [NUMLA_ISA_REF] = {&numla_dsa_index_kernel_i8_ref, &numla_dsa_index_kernel_ref},
+    [NUMLA_ISA_AVX512] = {&numla_dsa_index_kernel_i8_avx512vnni, /* needs the VNNI bit */
+                          &numla_dsa_index_kernel_avx512},       /* avx2: ref */
+    [NUMLA_ISA_AVX512BF16] = {&numla_dsa_index_kernel_avx512bf16}, /* bf16 q and cache; amx inherits */
 };
 
 static const numla_dsa_attn_kernel *const numla_dsa_attn_table_[NUMLA_ISA_COUNT] = {
     [NUMLA_ISA_REF] = &numla_dsa_attn_kernel_ref,
     [NUMLA_ISA_AVX512] = &numla_dsa_attn_kernel_avx512,
+    [NUMLA_ISA_AVX512BF16] = &numla_dsa_attn_kernel_avx512bf16, /* bf16 cache; amx inherits */
 };
 
 static const numla_dsa_index_kernel *numla_dsa_index_pick(numla_isa isa, const numla_dsa_index_args *a)
 {
-    int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF;
-    while (i > 0 && (!numla_dsa_index_table_[i] ||
-                     (numla_dsa_index_table_[i]->supports && !numla_dsa_index_table_[i]->supports(a))))
-        i--;
-    return numla_dsa_index_table_[i];
+    for (int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF; i >= 0; i--)
+        for (int j = 0; j < NUMLA_DSA_INDEX_PER_LEVEL; j++) {
+            const numla_dsa_index_kernel *k = numla_dsa_index_table_[i][j];
+            if (k && (!k->supports || k->supports(a)))
+                return k;
+        }
+    return &numla_dsa_index_kernel_ref; /* not reached: the ref entries take every call */
 }
 
 static const numla_dsa_attn_kernel *numla_dsa_attn_pick(numla_isa isa, const numla_dsa_attn_args *a)
@@ -116,6 +129,33 @@ static int numla_dsa_dtype_ok(numla_dtype t)
     return t == NUMLA_DTYPE_F32 || t == NUMLA_DTYPE_BF16 || t == NUMLA_DTYPE_F16;
 }
 
+void numla_dsa_key_quantize(const float *k, int32_t head_dim, void *row)
+{
+    int32_t sum = 0;
+    const float s = numla_dsa_quantize_row(k, 1, head_dim, (int8_t *)row, &sum);
+    memcpy((char *)row + head_dim, &s, 4);
+    memcpy((char *)row + head_dim + 4, &sum, 4);
+}
+
+/* Read once: CPUID traps to the hypervisor in a VM, and the dispatch asks on every call. */
+static pthread_once_t numla_dsa_vnni_once_ = PTHREAD_ONCE_INIT;
+static int numla_dsa_vnni_ok_;
+
+static void numla_dsa_vnni_init_(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned ra, rb, rc, rd;
+    /* AVX512-VNNI: CPUID.(7,0):ECX bit 11 (the avx512 level already checked the OS state) */
+    numla_dsa_vnni_ok_ = __get_cpuid_count(7, 0, &ra, &rb, &rc, &rd) && ((rc >> 11) & 1);
+#endif
+}
+
+int numla_dsa_vnni_usable(void)
+{
+    pthread_once(&numla_dsa_vnni_once_, numla_dsa_vnni_init_);
+    return numla_dsa_vnni_ok_;
+}
+
 static int64_t numla_dsa_num_queries(int32_t B, const int32_t *qsl) { return qsl ? qsl[B] : B; }
 
 /* ---- indexer ------------------------------------------------------------------------------ */
@@ -139,7 +179,7 @@ typedef struct numla_dsa_index_merge {
 
 typedef struct numla_dsa_index_layout {
     size_t items, merges, cand, cand_n, thread, thread_stride, total;
-    size_t qt, ws, sc, heap, scratch; /* offsets inside a thread's part */
+    size_t qt, packed, ws, sc, buf, sel, scratch; /* offsets inside a thread's part */
     int64_t max_items, max_merges, max_slots;
 } numla_dsa_index_layout;
 
@@ -159,10 +199,12 @@ static numla_dsa_index_layout numla_dsa_index_plan_layout(const numla_dsa_index_
     L.cand_n = o, o += numla_dsa_align((size_t)L.max_slots * sizeof(int32_t));
     size_t t = 0;
     const size_t G = a->query_start_loc ? NUMLA_DSA_INDEX_GROUP : 1;
-    L.qt = t, t += G * numla_dsa_align((size_t)a->head_dim * (size_t)a->num_heads * sizeof(float));
+    L.qt = t, t += numla_dsa_align((size_t)a->head_dim * (size_t)a->num_heads * sizeof(float));
+    L.packed = t, t += G * numla_dsa_align(k->packed_bytes(a));
     L.ws = t, t += G * numla_dsa_align((size_t)a->num_heads * sizeof(float));
     L.sc = t, t += numla_dsa_align(NUMLA_DSA_KEY_BLOCK * sizeof(float));
-    L.heap = t, t += G * numla_dsa_align((size_t)a->topk * sizeof(numla_dsa_cand));
+    L.buf = t, t += G * numla_dsa_align(2 * (size_t)a->topk * sizeof(numla_dsa_cand));
+    L.sel = t, t += numla_dsa_align(2 * (size_t)a->topk * sizeof(numla_dsa_cand));
     L.scratch = t, t += numla_dsa_align(k->scratch_bytes ? k->scratch_bytes(a) : 0);
     L.thread = o;
     L.thread_stride = t;
@@ -183,8 +225,14 @@ static numla_status numla_dsa_index_validate(const numla_dsa_index_args *a)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "dsa_index: num_heads %d, head_dim %d, topk %d must all be >= 1", a->num_heads,
                    a->head_dim, a->topk);
-    if (!numla_dsa_dtype_ok(a->q_dtype) || !numla_dsa_dtype_ok(a->k_dtype))
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "dsa_index: q_dtype and k_dtype must be f32, f16 or bf16");
+    if (!numla_dsa_dtype_ok(a->q_dtype) ||
+        (!numla_dsa_dtype_ok(a->k_dtype) && a->k_dtype != NUMLA_DTYPE_I8))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "dsa_index: q_dtype must be f32, f16 or bf16 and k_dtype one of those or i8");
+    if (a->k_dtype == NUMLA_DTYPE_I8 && a->head_dim % 4 != 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "dsa_index: head_dim %d must be a multiple of 4 for an i8 index-key cache",
+                   a->head_dim);
     if (a->num_seqs > 0 && (!a->q || !a->w || !a->kcache || !a->indices || !a->counts))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "dsa_index: q, w, kcache, indices or counts is NULL");
     return numla_dsa_validate_paging("dsa_index", a->num_seqs, a->block_size, a->num_blocks,
@@ -215,6 +263,8 @@ static int64_t numla_dsa_index_plan(const numla_dsa_index_args *a, int nt,
                     ((int64_t)NUMLA_DSA_ITEMS_PER_THREAD * nt);
     if (chunk < NUMLA_DSA_INDEX_MIN_CHUNK)
         chunk = NUMLA_DSA_INDEX_MIN_CHUNK;
+    if (chunk < 2 * (int64_t)a->topk)
+        chunk = 2 * (int64_t)a->topk;
     /* groups of unsplit queries, as long as every thread still gets a few items */
     const int64_t T = numla_dsa_num_queries(a->num_seqs, qsl);
     int64_t G = qsl ? T / (4 * (int64_t)nt) : 1;
@@ -226,6 +276,7 @@ static int64_t numla_dsa_index_plan(const numla_dsa_index_args *a, int nt,
         for (int64_t i = 0; i < nq; i++) {
             int64_t lim = numla_dsa_index_limit(a, b, i);
             int64_t s = lim > chunk ? (lim + chunk - 1) / chunk : 1;
+            s = s > nt ? nt : s; /* more parts than threads only adds merges */
             if (s == 1 && G > 1) {
                 /* this query and the following unsplit ones of the sequence (limits grow with
                  * i, so the last one's is the group's key end) */
@@ -257,53 +308,83 @@ static inline int numla_dsa_better(numla_dsa_cand x, numla_dsa_cand y)
     return x.s > y.s || (x.s == y.s && x.t < y.t);
 }
 
-/* Min-heap of the n kept candidates, the worst at h[0]. */
-static void numla_dsa_heap_down(numla_dsa_cand *h, int32_t n, int32_t i)
+/* The element that ranks r-th (0: the best) among a[0 .. n-1], which it reorders. Quickselect
+ * with a middle pivot; the order is total (positions differ), so no run of equal keys can
+ * degrade it. */
+static numla_dsa_cand numla_dsa_select(numla_dsa_cand *a, int32_t n, int32_t r)
 {
-    numla_dsa_cand x = h[i];
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && numla_dsa_better(h[c], h[c + 1]))
-            c++;
-        if (!numla_dsa_better(x, h[c]))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = x;
-}
-
-static void numla_dsa_heap_push(numla_dsa_cand *h, int32_t *n, int32_t cap, numla_dsa_cand x)
-{
-    if (*n < cap) {
-        int32_t i = (*n)++;
-        while (i > 0) {
-            int32_t p = (i - 1) / 2;
-            if (!numla_dsa_better(h[p], x))
-                break;
-            h[i] = h[p];
-            i = p;
+    int32_t lo = 0, hi = n - 1;
+    while (hi > lo) {
+        const numla_dsa_cand p = a[lo + (hi - lo) / 2];
+        int32_t i = lo, j = hi;
+        while (i <= j) {
+            while (numla_dsa_better(a[i], p))
+                i++;
+            while (numla_dsa_better(p, a[j]))
+                j--;
+            if (i <= j) {
+                const numla_dsa_cand x = a[i];
+                a[i++] = a[j];
+                a[j--] = x;
+            }
         }
-        h[i] = x;
-    } else if (numla_dsa_better(x, h[0])) {
-        h[0] = x;
-        numla_dsa_heap_down(h, *n, 0);
+        /* a[lo .. j] rank above a[i .. hi]; between them only the pivot */
+        if (r <= j)
+            hi = j;
+        else if (r >= i)
+            lo = i;
+        else
+            break;
     }
+    return a[r];
 }
 
-static int numla_dsa_cand_pos_cmp(const void *x, const void *y)
+/* Top-k of a stream of candidates arriving in ascending position order: they are appended to
+ * a buffer of 2 · topk while they beat the topk-th best seen so far (thr); when the buffer is
+ * full a selection finds the new topk-th best and keeps the topk that rank at or above it, in
+ * their (ascending) order. Each candidate costs a comparison and, if it enters, an amortised
+ * constant, not a heap's log2(topk) unpredictable branches, and the kept set comes out
+ * sorted by position. */
+typedef struct numla_dsa_topk {
+    numla_dsa_cand *c; /* (2 · k) */
+    int32_t n, k, full, pad_;
+    numla_dsa_cand thr; /* valid once full: the k-th best so far */
+} numla_dsa_topk;
+
+/* Keep the best k of the buffer (n > k). sel: 2 · k scratch entries. */
+static void numla_dsa_topk_cut(numla_dsa_topk *b, numla_dsa_cand *sel)
 {
-    int32_t a = ((const numla_dsa_cand *)x)->t, b = ((const numla_dsa_cand *)y)->t;
-    return (a > b) - (a < b);
+    memcpy(sel, b->c, (size_t)b->n * sizeof *sel);
+    const numla_dsa_cand kth = numla_dsa_select(sel, b->n, b->k - 1);
+    int32_t m = 0;
+    for (int32_t i = 0; i < b->n; i++)
+        if (!numla_dsa_better(kth, b->c[i]))
+            b->c[m++] = b->c[i];
+    b->n = m; /* == k: the order is total */
+    b->thr = kth;
+    b->full = 1;
 }
 
-/* indices[q] = the kept positions ascending, -1 padded; counts[q] = n. */
-static void numla_dsa_index_store(const numla_dsa_index_args *a, int64_t q, numla_dsa_cand *h,
+static inline void numla_dsa_topk_add(numla_dsa_topk *b, numla_dsa_cand x, numla_dsa_cand *sel)
+{
+    if (b->full && !numla_dsa_better(x, b->thr))
+        return;
+    b->c[b->n++] = x;
+    if (b->n == 2 * b->k)
+        numla_dsa_topk_cut(b, sel);
+}
+
+/* The final set (at most k, ascending positions). */
+static void numla_dsa_topk_finish(numla_dsa_topk *b, numla_dsa_cand *sel)
+{
+    if (b->n > b->k)
+        numla_dsa_topk_cut(b, sel);
+}
+
+/* indices[q] = the kept positions (ascending), -1 padded; counts[q] = n. */
+static void numla_dsa_index_store(const numla_dsa_index_args *a, int64_t q, const numla_dsa_cand *h,
                                   int32_t n)
 {
-    qsort(h, (size_t)n, sizeof *h, numla_dsa_cand_pos_cmp);
     int32_t *dst = a->indices + q * (int64_t)a->topk;
     for (int32_t i = 0; i < n; i++)
         dst[i] = h[i].t;
@@ -318,15 +399,16 @@ static void numla_dsa_index_run_item(const numla_dsa_index_kernel *k, const numl
                                      int32_t *cand_n)
 {
     const int32_t H = a->num_heads, D = a->head_dim, nq = it->nq;
-    const size_t qt_stride = numla_dsa_align((size_t)D * (size_t)H * sizeof(float));
+    const size_t pk_stride = numla_dsa_align(k->packed_bytes(a));
     const size_t ws_stride = numla_dsa_align((size_t)H * sizeof(float));
-    const size_t heap_stride = numla_dsa_align((size_t)a->topk * sizeof(numla_dsa_cand));
-    float *sc = (float *)(t + L->sc);
-    int32_t n[NUMLA_DSA_INDEX_GROUP];
+    const size_t buf_stride = numla_dsa_align(2 * (size_t)a->topk * sizeof(numla_dsa_cand));
+    float *sc = (float *)(t + L->sc), *qt = (float *)(t + L->qt);
+    numla_dsa_cand *sel = (numla_dsa_cand *)(t + L->sel);
+    numla_dsa_topk tk[NUMLA_DSA_INDEX_GROUP];
     int64_t lim[NUMLA_DSA_INDEX_GROUP];
     const int64_t qb = a->query_start_loc ? a->query_start_loc[it->seq] : it->seq;
     for (int32_t g = 0; g < nq; g++) {
-        float *qt = (float *)(t + L->qt + g * qt_stride), *ws = (float *)(t + L->ws + g * ws_stride);
+        float *ws = (float *)(t + L->ws + g * ws_stride);
         const int64_t q = it->q + g;
         const size_t qbase = (size_t)q * (size_t)H * (size_t)D;
         for (int32_t h = 0; h < H; h++) {
@@ -334,7 +416,8 @@ static void numla_dsa_index_run_item(const numla_dsa_index_kernel *k, const numl
             for (int32_t d = 0; d < D; d++)
                 qt[(size_t)d * H + h] = numla_load_f32(a->q, a->q_dtype, qbase + (size_t)h * D + d);
         }
-        n[g] = 0;
+        k->prepare(a, qt, ws, t + L->packed + g * pk_stride);
+        tk[g] = (numla_dsa_topk){.c = (numla_dsa_cand *)(t + L->buf + g * buf_stride), .k = a->topk};
         /* one query: the item's range (a split part); a group: each query's own limit */
         lim[g] = nq == 1 ? it->k1 : numla_dsa_index_limit(a, it->seq, q - qb);
     }
@@ -344,26 +427,29 @@ static void numla_dsa_index_run_item(const numla_dsa_index_kernel *k, const numl
             const int64_t k1 = lim[g] - k0 < NUMLA_DSA_KEY_BLOCK ? lim[g] : k0 + NUMLA_DSA_KEY_BLOCK;
             if (k1 <= k0)
                 continue;
-            numla_dsa_cand *heap = (numla_dsa_cand *)(t + L->heap + g * heap_stride);
-            k->scores(a, (const float *)(t + L->qt + g * qt_stride),
-                      (const float *)(t + L->ws + g * ws_stride), it->seq, k0, k1, sc,
-                      t + L->scratch);
-            /* Once the heap is full, most keys fail the first comparison with its worst entry. */
-            for (int64_t j = k0; j < k1; j++) {
-                numla_dsa_cand x = {sc[j - k0], (int32_t)j};
-                if (n[g] < a->topk || numla_dsa_better(x, heap[0]))
-                    numla_dsa_heap_push(heap, &n[g], a->topk, x);
+            k->scores(a, t + L->packed + g * pk_stride, (const float *)(t + L->ws + g * ws_stride),
+                      it->seq, k0, k1, sc, t + L->scratch);
+            numla_dsa_topk *b = &tk[g];
+            if (b->full) { /* most keys fail this one comparison */
+                const float thr = b->thr.s;
+                for (int64_t j = k0; j < k1; j++)
+                    if (sc[j - k0] > thr) /* a later position never wins a tie */
+                        numla_dsa_topk_add(b, (numla_dsa_cand){sc[j - k0], (int32_t)j}, sel);
+            } else {
+                for (int64_t j = k0; j < k1; j++)
+                    numla_dsa_topk_add(b, (numla_dsa_cand){sc[j - k0], (int32_t)j}, sel);
             }
         }
     }
     for (int32_t g = 0; g < nq; g++) {
-        numla_dsa_cand *heap = (numla_dsa_cand *)(t + L->heap + g * heap_stride);
+        numla_dsa_topk *b = &tk[g];
+        numla_dsa_topk_finish(b, sel);
         if (it->slot < 0) {
-            numla_dsa_index_store(a, it->q + g, heap, n[g]);
+            numla_dsa_index_store(a, it->q + g, b->c, b->n);
             continue;
         }
-        memcpy(cand + (size_t)it->slot * (size_t)a->topk, heap, (size_t)n[g] * sizeof *heap);
-        cand_n[it->slot] = n[g];
+        memcpy(cand + (size_t)it->slot * (size_t)a->topk, b->c, (size_t)b->n * sizeof *b->c);
+        cand_n[it->slot] = b->n;
     }
 }
 
@@ -397,15 +483,18 @@ numla_status numla_dsa_index(numla_isa isa, const numla_dsa_index_args *a, void 
             numla_dsa_index_run_item(k, a, &items[i], t, &L, cand, cand_n);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t j = 0; j < nm; j++) {
-            numla_dsa_cand *heap = (numla_dsa_cand *)(t + L.heap);
-            int32_t hn = 0;
+            /* the parts cover consecutive key ranges in slot order, so their candidates arrive
+             * in ascending positions, as the top-k buffer wants */
+            numla_dsa_topk b = {.c = (numla_dsa_cand *)(t + L.buf), .k = a->topk};
+            numla_dsa_cand *sel = (numla_dsa_cand *)(t + L.sel);
             for (int32_t s = 0; s < merges[j].nslots; s++) {
                 const int32_t sl = merges[j].slot0 + s;
                 const numla_dsa_cand *c = cand + (size_t)sl * (size_t)a->topk;
                 for (int32_t i = 0; i < cand_n[sl]; i++)
-                    numla_dsa_heap_push(heap, &hn, a->topk, c[i]);
+                    numla_dsa_topk_add(&b, c[i], sel);
             }
-            numla_dsa_index_store(a, merges[j].q, heap, hn);
+            numla_dsa_topk_finish(&b, sel);
+            numla_dsa_index_store(a, merges[j].q, b.c, b.n);
         }
     }
     return NUMLA_STATUS_OK;
@@ -521,7 +610,8 @@ static int64_t numla_dsa_attn_plan(const numla_dsa_attn_args *a, int nt, numla_d
         for (int64_t q = q0; q < q1; q++)
             for (int32_t h0 = 0; h0 < H; h0 += R) {
                 const int32_t nr = H - h0 < R ? H - h0 : R, c = a->counts[q];
-                const int64_t s = c > chunk ? (c + chunk - 1) / chunk : 1;
+                int64_t s = c > chunk ? (c + chunk - 1) / chunk : 1;
+                s = s > nt ? nt : s; /* more parts than threads only adds merges */
                 if (s > 1)
                     merges[nm++] = (numla_dsa_attn_merge){.row0 = q * H + h0, .nrows = nr,
                                                           .slot0 = slot, .nslots = (int32_t)s};

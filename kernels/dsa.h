@@ -2,9 +2,12 @@
  * indexer's scoring with fused top-k over a paged index-key cache, and sparse MLA attention
  * that reads only the selected rows of the paged latent cache (docs/sparse_attention.md).
  *
- * Index-key cache, per layer: kcache[num_blocks][block_size][Di] (index_head_dim values a
- *   token, LayerNorm'd and rope-applied), paged with the same block table as the latent cache:
- *   token t of sequence b lives at block_tables[b][t / block_size], offset t % block_size.
+ * Index-key cache, per layer: kcache[num_blocks][block_size][row] (one row of index_head_dim
+ *   values a token, LayerNorm'd and rope-applied), paged with the same block table as the
+ *   latent cache: token t of sequence b lives at block_tables[b][t / block_size], offset
+ *   t % block_size. A row is Di values of k_dtype (f32, f16, bf16), or, for k_dtype I8 (the
+ *   quantized option), Di int8 codes followed by the fp32 scale sk and the int32 sum of the
+ *   codes: numla_dsa_key_row_bytes(k_dtype, Di) bytes, written by numla_dsa_key_quantize.
  *
  * Queries: one per sequence (query_start_loc == NULL, decode) or query_start_loc[b] ..
  *   query_start_loc[b+1]-1 for sequence b (multi-token). The visible keys of query i of
@@ -14,6 +17,13 @@
  * Indexer score of visible key t for query s (transformers' DeepseekV32Indexer):
  *     score(s, t) = scale · Σ_h w[s][h] · relu(q[s][h] · k[t])
  *   with w = weights_proj(x) · Hi^-0.5 (computed by the caller) and scale = Di^-0.5.
+ *   k_dtype I8 (quantized scoring, an option; the float caches match transformers): the key is
+ *   sk_t · ck_t (its codes), each query head is quantized the same way when the call starts,
+ *   q[s][h] ≈ sq[s][h] · cq[s][h] (per (query, head): s = max|x| / 127, codes rounded to nearest
+ *   even, ±127), and
+ *     score(s, t) = sk_t · Σ_h (w[s][h] · scale · sq[s][h]) · relu(Σ_d cq[s][h][d] · ck_t[d])
+ *   with the dot products exact integers; every variant scores the same codes (accuracy
+ *   against the float scoring: docs/sparse_attention.md). Needs Di % 4 == 0.
  *   The kernel keeps the min(topk, lim) best keys: higher score first, and among equal scores
  *   the lower position (a total order, so the set does not depend on threading).
  *   indices[s][0 .. count-1] are those positions in ascending order, the rest of the row is -1;
@@ -28,7 +38,8 @@
  *
  * Rules (both calls):
  *   - Cache rows past each sequence's end and blocks not in the table are never read.
- *   - q, caches and out may be f32, f16 or bf16; w is fp32; accumulation in fp32.
+ *   - q, caches and out may be f32, f16 or bf16 (the index-key cache also I8); w is fp32;
+ *     accumulation in fp32 (int32 for the I8 dot products).
  *   - Threading: each call opens its own OpenMP parallel region (omp_get_max_threads()
  *     threads) and splits long key ranges / index lists, merging the parts (top-k candidate
  *     lists, LSE) afterwards.
@@ -59,7 +70,7 @@ typedef struct numla_dsa_index_args {
     const void *q;                  /* (T_q, Hi, Di), q_dtype, rope applied */
     numla_dtype q_dtype;
     const float *w;                 /* (T_q, Hi) head weights (weights_proj · Hi^-0.5) */
-    const void *kcache;             /* (num_blocks, block_size, Di), k_dtype */
+    const void *kcache;             /* (num_blocks, block_size, row), row: numla_dsa_key_row_bytes */
     numla_dtype k_dtype;
     const int32_t *block_tables;    /* (B, max_blocks_per_seq) */
     const int32_t *seq_lens;        /* (B) */
@@ -96,6 +107,20 @@ typedef struct numla_dsa_attn_args {
     numla_dtype out_dtype;
     float *lse;                     /* (T_q, H) or NULL */
 } numla_dsa_attn_args;
+
+/* Bytes of one token's index-key row: Di values of k_dtype, or Di + 8 for I8 (codes, fp32
+ * scale, int32 code sum). 0 for any other dtype. */
+static inline size_t numla_dsa_key_row_bytes(numla_dtype k_dtype, int32_t head_dim)
+{
+    if (k_dtype == NUMLA_DTYPE_I8)
+        return (size_t)head_dim + 8;
+    return (unsigned)k_dtype < NUMLA_DTYPE_COUNT ? (size_t)head_dim * numla_dtype_size(k_dtype) : 0;
+}
+
+/* Write one I8 index-key row (numla_dsa_key_row_bytes(NUMLA_DTYPE_I8, head_dim) bytes at row)
+ * from the fp32 key k (head_dim values): codes, scale and code sum by the rule above. Called by
+ * whoever fills the index-key cache (the forward pass, per new token). */
+void numla_dsa_key_quantize(const float *k, int32_t head_dim, void *row);
 
 size_t numla_dsa_index_workspace_size(numla_isa isa, const numla_dsa_index_args *a, int num_threads);
 /* Score and select. Not collective. */

@@ -41,6 +41,10 @@ typedef struct numla_mla_attn_chunk {
      * it: then no call fills it and none reads it. At most NUMLA_MLA_ATTN_VSHARE_KEYS keys. */
     uint16_t *vshare;                /* (keys / 64, Dc / 64, 2, 4, 16, 32) bf16, 64-byte aligned */
     int32_t vshare_fill;
+    /* NULL: key i of [k0, k1) is token i of the sequence. Else token keys[i] (DSA's sparse
+     * attention, kernels/dsa.c: an index list; then vshare is NULL). Only the avx512bf16 chunk
+     * reads it; kernels/dsa.c calls no other. */
+    const int32_t *keys;
 } numla_mla_attn_chunk;
 
 enum { NUMLA_MLA_ATTN_VSHARE_KEYS = 512 }; /* = the frame's group sub-range */

@@ -1,6 +1,7 @@
 /* engine/model/kv_cache.c — paged latent KV pool and block allocator (see kv_cache.h). */
 #include "engine/model/kv_cache.h"
 #include "engine/model/config.h"
+#include "kernels/dsa.h"
 
 #include <numa.h>
 #include <stdlib.h>
@@ -169,10 +170,13 @@ static void table_remove(numla_kv_cache *c, int32_t b)
 
 numla_status numla_kv_cache_add_index(numla_kv_cache *c, int32_t index_dim, numla_dtype dtype)
 {
-    if (!c || index_dim < 1 || c->index_data || dtype >= NUMLA_DTYPE_COUNT)
+    if (!c || index_dim < 1 || c->index_data || numla_dsa_key_row_bytes(dtype, index_dim) == 0 ||
+        (dtype == NUMLA_DTYPE_I8 && index_dim % 4 != 0))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
-                   "kv cache: bad index-key cache (index_dim %d, or one exists already)", index_dim);
-    const size_t row = (size_t)index_dim * numla_dtype_size(dtype);
+                   "kv cache: bad index-key cache (index_dim %d, dtype %s: a float type, or i8 with "
+                   "index_dim a multiple of 4; or one exists already)", index_dim,
+                   numla_dtype_name(dtype));
+    const size_t row = numla_dsa_key_row_bytes(dtype, index_dim); /* i8: codes, scale, sum */
     const size_t layer = ((size_t)c->num_blocks * (size_t)c->block_size * row + 4095) & ~(size_t)4095;
     void *p = mmap(NULL, layer * (size_t)c->num_layers, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -198,7 +202,7 @@ void *numla_kv_cache_index_layer(const numla_kv_cache *c, int32_t layer)
 size_t numla_kv_index_block_bytes(int32_t num_layers, int32_t index_dim, int32_t block_size,
                                   numla_dtype dtype)
 {
-    return (size_t)num_layers * (size_t)block_size * (size_t)index_dim * numla_dtype_size(dtype);
+    return (size_t)num_layers * (size_t)block_size * numla_dsa_key_row_bytes(dtype, index_dim);
 }
 
 numla_status numla_kv_cache_alloc_block(numla_kv_cache *c, int32_t *block)

@@ -48,7 +48,8 @@ typedef struct numla_kv_cache {
      * rows, same blocks and block tables; absent (index_dim 0, index_data NULL) otherwise. */
     int32_t index_dim;         /* Di (index_head_dim), 0: no index-key cache */
     numla_dtype index_dtype;
-    void *index_data;          /* (num_layers, num_blocks, block_size, Di), index_dtype */
+    void *index_data;          /* (num_layers, num_blocks, block_size, row), row =
+                                  numla_dsa_key_row_bytes(index_dtype, Di) */
     size_t index_layer_bytes;
     size_t index_data_bytes;
 } numla_kv_cache;
@@ -85,7 +86,9 @@ numla_status numla_kv_cache_create_for_model(const struct numla_model_config *cf
 size_t numla_kv_block_bytes_for_model(const struct numla_model_config *cfg, int32_t block_size,
                                       numla_dtype dtype, numla_dtype index_dtype);
 
-/* Add the DSA index-key cache: per layer (num_blocks, block_size, index_dim) of `dtype`, paged
+/* Add the DSA index-key cache: per layer (num_blocks, block_size, index_dim) of `dtype` (a float
+ * type, or NUMLA_DTYPE_I8: the quantized option, rows of numla_dsa_key_row_bytes written by
+ * numla_dsa_key_quantize, kernels/dsa.h), paged
  * by the same blocks (and so the same block tables and slots) as the latent rows. Once per
  * cache; an index_dim < 1 or a second call is INVALID_ARG. Freed by numla_kv_cache_destroy. */
 numla_status numla_kv_cache_add_index(numla_kv_cache *c, int32_t index_dim, numla_dtype dtype);

@@ -11,11 +11,24 @@ static size_t numla_dsa_index_ref_scratch(const numla_dsa_index_args *a)
     return (size_t)a->head_dim * sizeof(float); /* one key row in fp32 */
 }
 
-static void numla_dsa_index_ref_scores(const numla_dsa_index_args *a, const float *qt,
+static size_t numla_dsa_index_ref_packed(const numla_dsa_index_args *a)
+{
+    return (size_t)a->head_dim * (size_t)a->num_heads * sizeof(float); /* qt as it is */
+}
+
+static void numla_dsa_index_ref_prepare(const numla_dsa_index_args *a, const float *qt, float *ws,
+                                        void *packed)
+{
+    (void)ws;
+    memcpy(packed, qt, numla_dsa_index_ref_packed(a));
+}
+
+static void numla_dsa_index_ref_scores(const numla_dsa_index_args *a, const void *packed,
                                        const float *ws, int32_t seq, int64_t k0, int64_t k1,
                                        float *out, void *scratch)
 {
     const int32_t H = a->num_heads, D = a->head_dim;
+    const float *qt = packed;
     float *k = scratch;
     for (int64_t t = k0; t < k1; t++) {
         const void *row = numla_dsa_k_row(a, seq, t);
@@ -32,11 +45,70 @@ static void numla_dsa_index_ref_scores(const numla_dsa_index_args *a, const floa
     }
 }
 
+static int numla_dsa_index_ref_supports(const numla_dsa_index_args *a)
+{
+    return a->k_dtype != NUMLA_DTYPE_I8;
+}
+
 const numla_dsa_index_kernel numla_dsa_index_kernel_ref = {
     .name = "ref",
+    .prepare = numla_dsa_index_ref_prepare,
+    .packed_bytes = numla_dsa_index_ref_packed,
     .scores = numla_dsa_index_ref_scores,
     .scratch_bytes = numla_dsa_index_ref_scratch,
-    .supports = NULL,
+    .supports = numla_dsa_index_ref_supports,
+};
+
+/* ---- int8 scoring (I8 index keys), the numerics every int8 variant matches ---------------- */
+
+static size_t numla_dsa_index_i8_ref_packed(const numla_dsa_index_args *a)
+{
+    return (size_t)a->head_dim * (size_t)a->num_heads; /* codes (Hi, Di) */
+}
+
+/* Each head's column of qt quantized by the shared rule; its scale folded into ws. */
+static void numla_dsa_index_i8_ref_prepare(const numla_dsa_index_args *a, const float *qt,
+                                           float *ws, void *packed)
+{
+    const int32_t H = a->num_heads, D = a->head_dim;
+    int8_t *qc = packed;
+    for (int32_t h = 0; h < H; h++)
+        ws[h] *= numla_dsa_quantize_row(qt + h, (size_t)H, D, qc + (size_t)h * D, NULL);
+}
+
+static void numla_dsa_index_i8_ref_scores(const numla_dsa_index_args *a, const void *packed,
+                                          const float *ws, int32_t seq, int64_t k0, int64_t k1,
+                                          float *out, void *scratch)
+{
+    (void)scratch;
+    const int32_t H = a->num_heads, D = a->head_dim;
+    const int8_t *qc = packed;
+    for (int64_t t = k0; t < k1; t++) {
+        const char *row = numla_dsa_k_row(a, seq, t);
+        const int8_t *kc = (const int8_t *)row;
+        float s = 0.0f;
+        for (int32_t h = 0; h < H; h++) {
+            int32_t dot = 0;
+            for (int32_t d = 0; d < D; d++)
+                dot += (int32_t)qc[(size_t)h * D + d] * kc[d];
+            s += ws[h] * (float)(dot > 0 ? dot : 0);
+        }
+        out[t - k0] = numla_dsa_i8_row_scale(row, D) * s;
+    }
+}
+
+static int numla_dsa_index_i8_ref_supports(const numla_dsa_index_args *a)
+{
+    return a->k_dtype == NUMLA_DTYPE_I8;
+}
+
+const numla_dsa_index_kernel numla_dsa_index_kernel_i8_ref = {
+    .name = "i8-ref",
+    .prepare = numla_dsa_index_i8_ref_prepare,
+    .packed_bytes = numla_dsa_index_i8_ref_packed,
+    .scores = numla_dsa_index_i8_ref_scores,
+    .scratch_bytes = NULL,
+    .supports = numla_dsa_index_i8_ref_supports,
 };
 
 static size_t numla_dsa_attn_ref_scratch(const numla_dsa_attn_args *a)

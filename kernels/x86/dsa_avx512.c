@@ -16,6 +16,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/x86/dsa_hsum_avx512.h"
 #include "kernels/x86/exp_avx512.h"
 
 /* Widen n (multiple of 16) values of a cache row to fp32. */
@@ -41,7 +42,19 @@ enum { NUMLA_DSA_IX_KEYS = 4 };
 
 static int numla_dsa_index_avx512_supports(const numla_dsa_index_args *a)
 {
-    return a->num_heads % 16 == 0;
+    return a->num_heads % 16 == 0 && a->k_dtype != NUMLA_DTYPE_I8;
+}
+
+static size_t numla_dsa_index_avx512_packed(const numla_dsa_index_args *a)
+{
+    return (size_t)a->head_dim * (size_t)a->num_heads * sizeof(float); /* qt as it is */
+}
+
+static void numla_dsa_index_avx512_prepare(const numla_dsa_index_args *a, const float *qt,
+                                           float *ws, void *packed)
+{
+    (void)ws;
+    memcpy(packed, qt, numla_dsa_index_avx512_packed(a));
 }
 
 static size_t numla_dsa_index_avx512_scratch(const numla_dsa_index_args *a)
@@ -77,22 +90,26 @@ numla_dsa_ix_group(const float *qt, const float *kf, int32_t D, int32_t Dp, int3
     }
 }
 
-static void numla_dsa_index_avx512_scores(const numla_dsa_index_args *a, const float *qt,
+static void numla_dsa_index_avx512_scores(const numla_dsa_index_args *a, const void *packed,
                                           const float *ws, int32_t seq, int64_t k0, int64_t k1,
                                           float *out, void *scratch)
 {
+    const float *qt = packed;
     const int32_t H = a->num_heads, D = a->head_dim, NV = H / 16;
     const int32_t Dp = (D + 15) & ~15;
     float *kf = scratch; /* (4, Dp) */
     for (int64_t t0 = k0; t0 < k1; t0 += NUMLA_DSA_IX_KEYS) {
         const int64_t nk = k1 - t0 < NUMLA_DSA_IX_KEYS ? k1 - t0 : NUMLA_DSA_IX_KEYS;
+        numla_dsa_k_prefetch(a, seq, t0 + NUMLA_DSA_PREFETCH_KEYS, NUMLA_DSA_IX_KEYS);
+        const char *rows[NUMLA_DSA_IX_KEYS];
+        numla_dsa_k_rows(a, seq, t0, (int32_t)nk, rows);
         for (int64_t j = 0; j < NUMLA_DSA_IX_KEYS; j++) {
             float *dst = kf + (size_t)j * Dp;
             if (j >= nk) { /* missing keys of the last group: zeros, results dropped */
                 memset(dst, 0, (size_t)Dp * sizeof(float));
                 continue;
             }
-            const char *row = numla_dsa_k_row(a, seq, t0 + j);
+            const char *row = rows[j];
             if (D % 16 == 0)
                 numla_dsa_widen(row, a->k_dtype, dst, D);
             else
@@ -111,13 +128,17 @@ static void numla_dsa_index_avx512_scores(const numla_dsa_index_args *a, const f
         case 1: numla_dsa_ix_group(qt, kf, D, Dp, H, v0, 1, ws, tot); break;
         default: break;
         }
+        float s4[4];
+        _mm_storeu_ps(s4, numla_dsa_hsum4(tot[0], tot[1], tot[2], tot[3]));
         for (int64_t j = 0; j < nk; j++)
-            out[t0 + j - k0] = _mm512_reduce_add_ps(tot[j]);
+            out[t0 + j - k0] = s4[j];
     }
 }
 
 const numla_dsa_index_kernel numla_dsa_index_kernel_avx512 = {
     .name = "avx512",
+    .prepare = numla_dsa_index_avx512_prepare,
+    .packed_bytes = numla_dsa_index_avx512_packed,
     .scores = numla_dsa_index_avx512_scores,
     .scratch_bytes = numla_dsa_index_avx512_scratch,
     .supports = numla_dsa_index_avx512_supports,

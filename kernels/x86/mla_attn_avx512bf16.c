@@ -329,14 +329,15 @@ static void numla_mla16_pack_p(const float *S, int64_t nt, uint32_t *phi, uint32
 /* pfr[t] = the cache row of key min(tk + t, kend - 1) for t < 16; 0 (nothing to prefetch)
  * when tk >= kend. */
 static int numla_mla16_pf_rows(const numla_mla_attn_args *a, const int32_t *tab, int64_t tk,
-                               int64_t kend, size_t rowel, const char **pfr)
+                               int64_t kend, size_t rowel, const char **pfr, const int32_t *keys)
 {
     if (tk >= kend)
         return 0;
     const int64_t bs = a->block_size;
     const uint16_t *kv = (const uint16_t *)a->kv_cache;
     for (int t = 0; t < NUMLA_MLA16_TB; t++) {
-        const int64_t key = tk + t < kend ? tk + t : kend - 1;
+        int64_t key = tk + t < kend ? tk + t : kend - 1;
+        key = keys ? keys[key] : key; /* an index list (c->keys) */
         pfr[t] = (const char *)(kv + ((size_t)tab[key / bs] * (size_t)bs + (size_t)(key % bs)) * rowel);
     }
     return 1;
@@ -375,7 +376,8 @@ NUMLA_MLA16_INLINE void numla_mla16_chunk_impl(const numla_mla_attn_chunk *c, fl
     const size_t rowel = (size_t)w; /* bf16 elements per cache row */
     if (NUMLA_MLA16_PREFETCH) { /* the first keys' rows arrive while q is packed */
         const int64_t n0 = kend - c->k0 < NUMLA_MLA16_TB ? kend - c->k0 : NUMLA_MLA16_TB;
-        for (int64_t t = c->k0; t < c->k0 + n0; t++) {
+        for (int64_t i = c->k0; i < c->k0 + n0; i++) {
+            const int64_t t = c->keys ? c->keys[i] : i;
             const char *r = (const char *)(kv + ((size_t)tab[t / bs] * (size_t)bs + (size_t)(t % bs)) * rowel);
             for (size_t o = 0; o < rowel * sizeof(uint16_t); o += 64)
                 _mm_prefetch(r + o, _MM_HINT_T0);
@@ -424,7 +426,13 @@ NUMLA_MLA16_INLINE void numla_mla16_chunk_impl(const numla_mla_attn_chunk *c, fl
     int fresh = 1;
     for (int64_t t0 = c->k0; t0 < kend; t0 += NUMLA_MLA16_KT) {
         const int64_t nt = kend - t0 < NUMLA_MLA16_KT ? kend - t0 : NUMLA_MLA16_KT;
-        {
+        if (c->keys) { /* an index list: each key's own block */
+            for (int64_t i = 0; i < nt; i++) {
+                const int64_t t = c->keys[t0 + i];
+                rows[i] = kv + ((size_t)tab[t / bs] * (size_t)bs + (size_t)(t % bs)) * rowel;
+            }
+            rows[nt] = zero;
+        } else {
             int64_t bi = t0 / bs, off = t0 % bs;
             for (int64_t i = 0; i < nt; i++) {
                 rows[i] = kv + ((size_t)tab[bi] * (size_t)bs + (size_t)off) * rowel;
@@ -441,7 +449,7 @@ NUMLA_MLA16_INLINE void numla_mla16_chunk_impl(const numla_mla_attn_chunk *c, fl
                 const char *pfr[NUMLA_MLA16_TB];
                 for (int t = 0; t < NUMLA_MLA16_TB; t++)
                     kr[t] = rows[i + (t < n ? t : n - 1)]; /* past the end: a repeat, masked later */
-                if (!numla_mla16_pf_rows(a, tab, t0 + i + NUMLA_MLA16_PF_KEYS, kend, rowel, pfr))
+                if (!numla_mla16_pf_rows(a, tab, t0 + i + NUMLA_MLA16_PF_KEYS, kend, rowel, pfr, c->keys))
                     for (int t = 0; t < NUMLA_MLA16_TB; t++)
                         pfr[t] = (const char *)kr[t];
                 __m512 *red = (__m512 *)(void *)(s + L.red);
@@ -477,7 +485,7 @@ NUMLA_MLA16_INLINE void numla_mla16_chunk_impl(const numla_mla_attn_chunk *c, fl
             /* prefetch the sixteen rows NUMLA_MLA16_PF_KEYS keys ahead */
             const char *pfr[NUMLA_MLA16_TB];
             const char *const *pf =
-                numla_mla16_pf_rows(a, tab, t0 + i + NUMLA_MLA16_PF_KEYS, kend, rowel, pfr) ? pfr : NULL;
+                numla_mla16_pf_rows(a, tab, t0 + i + NUMLA_MLA16_PF_KEYS, kend, rowel, pfr, c->keys) ? pfr : NULL;
             if (np == 288)
                 numla_mla16_qk16(qhi, qlo, 288, (const uint32_t *)(const void *)k, 288, S + 16 * i,
                                  pf, qsplit);

@@ -23,6 +23,13 @@ typedef struct dsa_case {
     const int32_t *nq;   /* (B) causal queries per sequence, NULL: decode */
     numla_dtype qt, kt;  /* queries (both calls), caches (both) */
     int zero_q;          /* indexer q all zero: every score ties at 0 */
+    int coarse;          /* index q and keys in {-1, 0, 1}, weights ±1/8: exact scores, many
+                            exact ties at every depth of the top-k */
+    int structured;      /* keys shaped like the indexer's (LayerNorm with a per-channel weight
+                            and bias, a few outlier channels x8) and queries that share a
+                            direction with some keys: what per-token int8 handles worst */
+    int i8;              /* the index-key cache is I8 (quantized scoring), written by
+                            numla_dsa_key_quantize from the same float keys */
     uint64_t seed;
 } dsa_case;
 
@@ -83,10 +90,22 @@ static dsa_problem *dsa_make(const dsa_case *c)
     }
     const size_t es = numla_dtype_size(c->kt);
     const size_t kcn = (size_t)p->nblk * c->bs * c->Di, kvn = (size_t)p->nblk * c->bs * W;
-    p->kc = malloc(kcn * es);
+    const size_t irow = numla_dsa_key_row_bytes(c->i8 ? NUMLA_DTYPE_I8 : c->kt, c->Di);
+    p->kc = malloc((size_t)p->nblk * c->bs * irow);
     p->kv = malloc(kvn * es);
-    for (size_t i = 0; i < kcn; i++)
-        dsa_nan(p->kc, c->kt, i);
+    if (c->i8) /* codes -128 (outside the code range), scale NaN, a wild sum */
+        for (size_t i = 0; i < (size_t)p->nblk * c->bs; i++) {
+            char *r = (char *)p->kc + i * irow;
+            const float nan = NAN;
+            const int32_t wild = 0x7fff1234;
+            memset(r, 0x80, (size_t)c->Di);
+            memcpy(r + c->Di, &nan, 4);
+            memcpy(r + c->Di + 4, &wild, 4);
+        }
+    else
+        for (size_t i = 0; i < kcn; i++)
+            dsa_nan(p->kc, c->kt, i);
+    float *krow = malloc(sizeof(float) * (size_t)c->Di);
     for (size_t i = 0; i < kvn; i++)
         dsa_nan(p->kv, c->kt, i);
     p->tables = malloc(sizeof(int32_t) * (size_t)c->B * p->mbps);
@@ -98,7 +117,24 @@ static dsa_problem *dsa_make(const dsa_case *c)
         for (int32_t t = 0; t < c->lens[b]; t++) {
             size_t slot = (size_t)p->tables[(size_t)b * p->mbps + t / c->bs] * c->bs + t % c->bs;
             for (int32_t d = 0; d < c->Di; d++)
-                numla_store_f32(p->kc, c->kt, slot * c->Di + d, (float)numla_test_rng_normal(&rng));
+                krow[d] = c->coarse ? (float)((int)(numla_test_rng_u64(&rng) % 3) - 1)
+                                    : (float)numla_test_rng_normal(&rng);
+            if (c->structured) {
+                double mu = 0, var = 0;
+                for (int32_t d = 0; d < c->Di; d++)
+                    mu += krow[d] / c->Di;
+                for (int32_t d = 0; d < c->Di; d++)
+                    var += (krow[d] - mu) * (krow[d] - mu) / c->Di;
+                for (int32_t d = 0; d < c->Di; d++) /* fixed per-channel weight and bias */
+                    krow[d] = (float)((krow[d] - mu) / sqrt(var + 1e-6) *
+                                          (0.5 + (d * 37 % 11) / 10.0) * (d % 29 == 3 ? 8.0 : 1.0) +
+                                      0.3 * ((d * 53 % 7) - 3) / 3.0);
+            }
+            if (c->i8)
+                numla_dsa_key_quantize(krow, c->Di, (char *)p->kc + slot * irow);
+            else
+                for (int32_t d = 0; d < c->Di; d++)
+                    numla_store_f32(p->kc, c->kt, slot * c->Di + d, krow[d]);
             for (int32_t d = 0; d < W; d++)
                 numla_store_f32(p->kv, c->kt, slot * W + d,
                                 (float)(0.3 * (d % 7) + numla_test_rng_normal(&rng)));
@@ -109,14 +145,26 @@ static dsa_problem *dsa_make(const dsa_case *c)
     p->q = malloc(qn * numla_dtype_size(c->qt));
     p->w = malloc(sizeof(float) * (size_t)p->T * c->Hi);
     for (size_t i = 0; i < iqn; i++)
-        numla_store_f32(p->iq, c->qt, i, c->zero_q ? 0.0f : (float)numla_test_rng_normal(&rng));
+        numla_store_f32(p->iq, c->qt, i,
+                        c->zero_q   ? 0.0f
+                        : c->coarse ? (float)((int)(numla_test_rng_u64(&rng) % 3) - 1)
+                                    : (float)numla_test_rng_normal(&rng));
     for (size_t i = 0; i < qn; i++)
         numla_store_f32(p->q, c->qt, i, (float)(0.5 * numla_test_rng_normal(&rng)));
+    if (c->structured) /* each query head leans toward the channels' common direction */
+        for (size_t i = 0; i < iqn; i++) {
+            const int32_t d = (int32_t)(i % (size_t)c->Di);
+            const float v = numla_load_f32(p->iq, c->qt, i) +
+                            (float)(0.6 * ((d * 53 % 7) - 3) / 3.0 * (d % 29 == 3 ? 0.25 : 1.0));
+            numla_store_f32(p->iq, c->qt, i, v);
+        }
     for (int64_t i = 0; i < (int64_t)p->T * c->Hi; i++)
-        p->w[i] = (float)(numla_test_rng_normal(&rng) / sqrt((double)c->Hi));
+        p->w[i] = c->coarse ? (numla_test_rng_u64(&rng) % 4 ? 0.125f : -0.125f)
+                            : (float)(numla_test_rng_normal(&rng) / sqrt((double)c->Hi));
     p->iscale = (float)(1.0 / sqrt((double)c->Di));
     p->scale = (float)(1.0 / sqrt(192.0));
     free(perm);
+    free(krow);
     return p;
 }
 
@@ -132,12 +180,47 @@ static size_t dsa_slot(const dsa_problem *p, int32_t b, int64_t t)
     return (size_t)p->tables[(size_t)b * p->mbps + t / p->c.bs] * p->c.bs + (size_t)(t % p->c.bs);
 }
 
-/* Reference index score of key t for query q, in double. */
+/* The int8 rule of kernels/dsa.h, written out independently: s = max|x| / 127, codes
+ * x · (127 / max|x|) rounded to nearest even, clamped to ±127. */
+static double dsa_quantize(const float *x, int32_t n, int32_t *codes)
+{
+    float amax = 0.0f;
+    for (int32_t i = 0; i < n; i++)
+        amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int32_t i = 0; i < n; i++) {
+        const double c = rint((double)(x[i] * inv));
+        codes[i] = (int32_t)(c > 127 ? 127 : c < -127 ? -127 : c);
+    }
+    return (double)(amax / 127.0f);
+}
+
+/* Reference index score of key t for query q, in double (I8 keys: the quantized numerics,
+ * from the row's codes and scale and an independent quantization of the query). */
 static double dsa_ref_score(const dsa_problem *p, int32_t q, int64_t t)
 {
     const dsa_case *c = &p->c;
     const size_t slot = dsa_slot(p, p->qseq[q], t);
     double s = 0;
+    if (c->i8) {
+        const int8_t *kc = (const int8_t *)p->kc + slot * numla_dsa_key_row_bytes(NUMLA_DTYPE_I8, c->Di);
+        float sk;
+        memcpy(&sk, kc + c->Di, 4);
+        float *x = malloc(sizeof(float) * (size_t)c->Di);
+        int32_t *qc = malloc(sizeof(int32_t) * (size_t)c->Di);
+        for (int32_t h = 0; h < c->Hi; h++) {
+            for (int32_t d = 0; d < c->Di; d++)
+                x[d] = numla_load_f32(p->iq, c->qt, ((size_t)q * c->Hi + h) * c->Di + d);
+            const double sq = dsa_quantize(x, c->Di, qc);
+            int64_t dot = 0;
+            for (int32_t d = 0; d < c->Di; d++)
+                dot += (int64_t)qc[d] * kc[d];
+            s += (double)p->w[(size_t)q * c->Hi + h] * sq * (double)(dot > 0 ? dot : 0);
+        }
+        free(x);
+        free(qc);
+        return s * sk * p->iscale;
+    }
     for (int32_t h = 0; h < c->Hi; h++) {
         double dot = 0;
         for (int32_t d = 0; d < c->Di; d++)
@@ -162,7 +245,7 @@ static numla_dsa_index_args dsa_index_args(const dsa_problem *p, int32_t *ix, in
     return (numla_dsa_index_args){
         .num_seqs = p->c.B, .num_heads = p->c.Hi, .head_dim = p->c.Di, .block_size = p->c.bs,
         .num_blocks = p->nblk, .max_blocks_per_seq = p->mbps, .topk = p->c.topk, .q = p->iq,
-        .q_dtype = p->c.qt, .w = p->w, .kcache = p->kc, .k_dtype = p->c.kt,
+        .q_dtype = p->c.qt, .w = p->w, .kcache = p->kc, .k_dtype = p->c.i8 ? NUMLA_DTYPE_I8 : p->c.kt,
         .block_tables = p->tables, .seq_lens = p->lens,
         .query_start_loc = p->c.nq ? p->qsl : NULL, .causal = p->c.nq != NULL,
         .scale = p->iscale, .indices = ix, .counts = cnt};
@@ -237,8 +320,20 @@ static int dsa_check_index(const dsa_problem *p, numla_isa isa, int32_t **ixo, i
             if (!sel[t] && s[t] > max_out)
                 max_out = s[t], max_out_t = t;
         }
+        /* exact ties at the boundary: every kept key of the boundary score sits before every
+         * left-out one */
+        int64_t last_tie_in = -1, first_tie_out = -1;
+        for (int64_t t = 0; t < lim; t++)
+            if (s[t] == min_in) {
+                if (sel[t])
+                    last_tie_in = t;
+                else if (first_tie_out < 0)
+                    first_tie_out = t;
+            }
         const double tol = 1e-5 * amp;
-        if (max_out > min_in + tol || (c->zero_q && max_out_t >= 0 && max_out_t < min_in_t)) {
+        if (first_tie_out >= 0 && first_tie_out < last_tie_in)
+            max_out_t = first_tie_out, min_in_t = last_tie_in, max_out = min_in + 2 * tol + 1;
+        if (max_out > min_in + tol) {
             fprintf(stderr, "%s [%s] q %d: left out t=%lld (%.9g) above kept t=%lld (%.9g)\n",
                     label, numla_isa_name(isa), q, (long long)max_out_t, max_out,
                     (long long)min_in_t, min_in);
@@ -372,6 +467,15 @@ static void test_odd_dims_and_ties(void)
     dsa_case t = {.B = 2, .Hi = 16, .Di = 32, .topk = 20, .H = 16, .Dc = 32, .Dr = 16, .bs = 8,
                   .lens = lens, .qt = NUMLA_DTYPE_BF16, .kt = NUMLA_DTYPE_BF16, .zero_q = 1,
                   .seed = 41};
+    /* few distinct scores: ties everywhere, through the candidate cuts, splits and merges */
+    static const int32_t clens[3] = {9000, 4100, 700};
+    static const int32_t cnq[3] = {3, 1, 20};
+    for (int i8 = 0; i8 < 2; i8++) {
+        dsa_case k = {.B = 3, .Hi = 16, .Di = 64, .topk = 300, .H = 16, .Dc = 32, .Dr = 16,
+                      .bs = 16, .lens = clens, .nq = cnq, .qt = NUMLA_DTYPE_BF16,
+                      .kt = NUMLA_DTYPE_BF16, .coarse = 1, .i8 = i8, .seed = 42 + i8};
+        dsa_run_case(&k, i8 ? "coarse ties, i8" : "coarse ties");
+    }
     dsa_problem *p = dsa_make(&t);
     numla_isa isas[NUMLA_ISA_COUNT];
     int ni = numla_test_isas(isas);
@@ -436,6 +540,140 @@ static void test_dense_equivalence(void)
     dsa_free(p);
 }
 
+/* The I8 row writer: codes, scale and code sum worked out by hand. */
+static void test_i8_key_quantize(void)
+{
+    /* max |k| = 127: the codes are k rounded to nearest even (2.5 -> 2, -2.5 -> -2, 3.5 -> 4) */
+    const float k[8] = {127.0f, 2.5f, -2.5f, 3.5f, 0.5f, -127.0f, 126.6f, -0.4f};
+    static const int8_t want[8] = {127, 2, -2, 4, 0, -127, 127, 0};
+    char row[16];
+    CU_ASSERT_EQUAL(numla_dsa_key_row_bytes(NUMLA_DTYPE_I8, 8), 16);
+    CU_ASSERT_EQUAL(numla_dsa_key_row_bytes(NUMLA_DTYPE_BF16, 8), 16);
+    CU_ASSERT_EQUAL(numla_dsa_key_row_bytes(NUMLA_DTYPE_F32, 8), 32);
+    numla_dsa_key_quantize(k, 8, row);
+    int32_t sum = 0, got_sum;
+    for (int i = 0; i < 8; i++) {
+        NUMLA_ASSERT_MSG(((const int8_t *)row)[i] == want[i], "code %d: %d, want %d", i,
+                         ((const int8_t *)row)[i], want[i]);
+        sum += want[i];
+    }
+    float sc;
+    memcpy(&sc, row + 8, 4);
+    memcpy(&got_sum, row + 12, 4);
+    CU_ASSERT_EQUAL(sc, 1.0f);
+    CU_ASSERT_EQUAL(got_sum, sum);
+    const float bad[4] = {NAN, 1.0f, -2.0f, 0.5f}; /* NaN is skipped by the max and coded 0 */
+    numla_dsa_key_quantize(bad, 4, row);
+    CU_ASSERT_EQUAL(row[0], 0);
+    CU_ASSERT_EQUAL(row[2], -127);
+    const float z[4] = {0, 0, 0, 0};
+    numla_dsa_key_quantize(z, 4, row);
+    memcpy(&sc, row + 4, 4);
+    CU_ASSERT_EQUAL(sc, 0.0f);
+    CU_ASSERT_EQUAL(row[0] | row[1] | row[2] | row[3], 0);
+}
+
+/* Quantized scoring (I8 index keys): every level against a double reference of the int8
+ * numerics, decode (split and merged) and causal prefill, head counts the VNNI variant takes
+ * and one it does not (the int8 reference runs it). */
+static void test_i8_index(void)
+{
+    static const int32_t lens[5] = {1, 16, 17, 300, 5000};
+    static const int32_t hs[3][3] = {{16, 32, 16}, {64, 128, 22}, {4, 24, 3}}; /* Hi, Di, H */
+    for (int i = 0; i < 3; i++) {
+        dsa_case c = {.B = 5, .Hi = hs[i][0], .Di = hs[i][1], .topk = 16, .H = hs[i][2],
+                      .Dc = 64, .Dr = 16, .bs = 16, .lens = lens, .qt = NUMLA_DTYPE_BF16,
+                      .kt = NUMLA_DTYPE_BF16, .i8 = 1, .seed = 70 + i};
+        dsa_run_case(&c, "i8 decode");
+    }
+    static const int32_t plens[3] = {40, 7, 300};
+    static const int32_t nq[3] = {40, 3, 25};
+    dsa_case c = {.B = 3, .Hi = 32, .Di = 64, .topk = 16, .H = 16, .Dc = 32, .Dr = 16, .bs = 5,
+                  .lens = plens, .nq = nq, .qt = NUMLA_DTYPE_F32, .kt = NUMLA_DTYPE_F32, .i8 = 1,
+                  .seed = 75};
+    dsa_run_case(&c, "i8 prefill");
+    /* the VNNI variant is what the avx512 level runs where the CPU has it */
+    dsa_problem *p = dsa_make(&c);
+    int32_t ix[1], cnt[1];
+    numla_dsa_index_args a = dsa_index_args(p, ix, cnt);
+    CU_ASSERT_STRING_EQUAL(numla_dsa_index_variant(NUMLA_ISA_REF, &a), "i8-ref");
+    if (numla_isa_supported(NUMLA_ISA_AVX512)) {
+        const char *v = numla_dsa_index_variant(NUMLA_ISA_AVX512BF16, &a);
+        fprintf(stderr, "[i8 at avx512bf16: %s] ", v);
+        CU_ASSERT_TRUE(!strcmp(v, "i8-avx512vnni") || !strcmp(v, "i8-ref"));
+    }
+    /* the sparse attention's avx512bf16 variant (the dense kernel's chunk over an index list)
+     * is what runs there on a bf16 latent cache, so the cases above checked it */
+    if (numla_isa_supported(NUMLA_ISA_AVX512BF16)) {
+        numla_dsa_attn_args t = dsa_attn_args(p, ix, cnt, NULL, NUMLA_DTYPE_F32, NULL);
+        t.kv_dtype = NUMLA_DTYPE_BF16, t.kv_lora_rank = 512, t.rope_dim = 64;
+        CU_ASSERT_STRING_EQUAL(numla_dsa_attn_variant(NUMLA_ISA_AVX512BF16, &t), "avx512bf16");
+    }
+    a.head_dim = 30; /* not a multiple of 4 */
+    CU_ASSERT_EQUAL(numla_dsa_index(NUMLA_ISA_REF, &a, ix, 0), NUMLA_STATUS_INVALID_ARG);
+    dsa_free(p);
+}
+
+/* Run the indexer; return the selection (T, topk) (caller frees). */
+static int32_t *dsa_select(const dsa_problem *p, numla_isa isa)
+{
+    int32_t *ix = malloc(sizeof(int32_t) * (size_t)p->T * p->c.topk);
+    int32_t *cnt = malloc(sizeof(int32_t) * (size_t)p->T);
+    numla_dsa_index_args a = dsa_index_args(p, ix, cnt);
+    size_t wsb = numla_dsa_index_workspace_size(isa, &a, dsa_threads());
+    void *ws = malloc(wsb);
+    CU_ASSERT_EQUAL(numla_dsa_index(isa, &a, ws, wsb), NUMLA_STATUS_OK);
+    free(ws);
+    free(cnt);
+    return ix;
+}
+
+/* Accuracy of the quantized scoring against the float one on the same keys: the mean share of
+ * the float top-k that the int8 scoring keeps too (docs/sparse_attention.md has the figures). */
+static double dsa_i8_overlap(dsa_case c, numla_isa isa)
+{
+    c.i8 = 0;
+    dsa_problem *pf = dsa_make(&c);
+    c.i8 = 1;
+    dsa_problem *pq = dsa_make(&c); /* same seed: the same float keys, queries and weights */
+    int32_t *sf = dsa_select(pf, isa), *sq = dsa_select(pq, isa);
+    double tot = 0;
+    for (int32_t q = 0; q < pf->T; q++) {
+        const int32_t *a = sf + (size_t)q * c.topk, *b = sq + (size_t)q * c.topk;
+        int32_t i = 0, j = 0, same = 0, n = 0;
+        while (n < c.topk && a[n] >= 0)
+            n++;
+        while (i < n && j < c.topk && b[j] >= 0) { /* both ascending */
+            if (a[i] == b[j])
+                same++, i++, j++;
+            else if (a[i] < b[j])
+                i++;
+            else
+                j++;
+        }
+        tot += n ? (double)same / n : 1.0;
+    }
+    const double r = tot / pf->T;
+    free(sf), free(sq);
+    dsa_free(pf), dsa_free(pq);
+    return r;
+}
+
+static void test_i8_accuracy(void)
+{
+    static const int32_t lens[4] = {8000, 8000, 6000, 4096};
+    dsa_case c = {.B = 4, .Hi = 64, .Di = 128, .topk = 2048, .H = 16, .Dc = 32, .Dr = 16,
+                  .bs = 64, .lens = lens, .qt = NUMLA_DTYPE_F32, .kt = NUMLA_DTYPE_F32, .seed = 90};
+    const numla_isa isa = numla_isa_best();
+    const double r = dsa_i8_overlap(c, isa);
+    fprintf(stderr, "[i8 top-2048 overlap, random: %.4f] ", r);
+    NUMLA_ASSERT_MSG(r >= 0.9, "int8 keeps %.4f of the float top-k on random data", r);
+    c.structured = 1;
+    const double rs = dsa_i8_overlap(c, isa);
+    fprintf(stderr, "[structured: %.4f] ", rs);
+    NUMLA_ASSERT_MSG(rs >= 0.9, "int8 keeps %.4f of the float top-k on structured data", rs);
+}
+
 /* Bad input is an error naming the field, and nothing is written. */
 static void test_errors(void)
 {
@@ -474,4 +712,5 @@ static void test_errors(void)
 
 NUMLA_TEST_SUITE(dsa, NULL, NULL, NUMLA_TEST(test_decode_shapes), NUMLA_TEST(test_prefill),
                  NUMLA_TEST(test_odd_dims_and_ties), NUMLA_TEST(test_dense_equivalence),
-                 NUMLA_TEST(test_errors))
+                 NUMLA_TEST(test_errors), NUMLA_TEST(test_i8_key_quantize),
+                 NUMLA_TEST(test_i8_index), NUMLA_TEST(test_i8_accuracy))

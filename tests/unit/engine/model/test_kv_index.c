@@ -20,6 +20,8 @@ static void test_index_pool_follows_blocks(void)
     CU_ASSERT_EQUAL_FATAL(numla_kv_cache_add_index(c, DI, NUMLA_DTYPE_BF16), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(numla_kv_cache_add_index(c, DI, NUMLA_DTYPE_BF16), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_EQUAL(numla_kv_index_block_bytes(L, DI, BS, NUMLA_DTYPE_BF16), (size_t)L * BS * DI * 2);
+    /* i8 rows: codes, fp32 scale, int32 code sum */
+    CU_ASSERT_EQUAL(numla_kv_index_block_bytes(L, DI, BS, NUMLA_DTYPE_I8), (size_t)L * BS * (DI + 8));
     char *l0 = numla_kv_cache_index_layer(c, 0), *l1 = numla_kv_cache_index_layer(c, 1);
     CU_ASSERT_TRUE(l1 - l0 >= (ptrdiff_t)((size_t)NB * BS * DI * 2));
     /* a sequence of 10 tokens on blocks taken after two others, so its table is not 0, 1, 2 */
@@ -79,7 +81,12 @@ static void test_index_errors(void)
     numla_kv_cache *c = NULL;
     CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create(1, 32, 16, 4, 3, NUMLA_DTYPE_BF16, &c), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(numla_kv_cache_add_index(c, 0, NUMLA_DTYPE_BF16), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_kv_cache_add_index(c, 18, NUMLA_DTYPE_I8), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_kv_cache_add_index(c, 16, NUMLA_DTYPE_I32), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_PTR_NULL(numla_kv_cache_index_layer(c, 0));
+    /* i8 rows are Di + 8 bytes: a layer holds every slot's row */
+    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_add_index(c, 16, NUMLA_DTYPE_I8), NUMLA_STATUS_OK);
+    CU_ASSERT_TRUE(c->index_layer_bytes >= (size_t)3 * 4 * 24);
     numla_kv_cache_destroy(&c);
 }
 
