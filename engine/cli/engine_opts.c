@@ -20,7 +20,7 @@ void numla_cli_engine_opts_default(numla_cli_engine_opts *o)
 {
     *o = (numla_cli_engine_opts){.block_size = 16, .prefill_chunk = 512,
                                  .max_batch_tokens = 2048, .max_seqs = 64,
-                                 .kv_dtype = NUMLA_DTYPE_BF16,
+                                 .kv_dtype = NUMLA_DTYPE_BF16, .index_dtype = -1,
                                  .weights = numla_weights_options_default()};
 }
 
@@ -31,9 +31,10 @@ void numla_cli_engine_opts_usage(FILE *f, int indent)
             "%*s[--max-batch-tokens N (2048)] [--max-seqs N (64)]\n"
             "%*s[--prefill-chunk N (512)] [--kv-memory GiB | --kv-blocks N]\n"
             "%*s[--kv-dtype bf16|f16|f32] [--block-size N (16)]\n"
+            "%*s[--index-keys bf16|f16|f32|i8 (sparse-attention models; default: as --kv-dtype)]\n"
             "%*s[--weights bf16|int8|fp8|q8_0|q4_0|q4_k (default: as the checkpoint) [--keep-lm-head]]\n"
             "%*s[--no-prefix-cache (default: a repeated prompt prefix is computed once)]\n",
-            indent, "", indent, "", indent, "", indent, "", indent, "", indent, "");
+            indent, "", indent, "", indent, "", indent, "", indent, "", indent, "", indent, "");
 }
 
 int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const char *a,
@@ -50,7 +51,8 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
     }
     static const char *const valued[] = {"--model", "--threads", "--max-context", "--block-size",
                                          "--prefill-chunk", "--max-batch-tokens", "--max-seqs",
-                                         "--kv-memory", "--kv-blocks", "--kv-dtype", "--weights"};
+                                         "--kv-memory", "--kv-blocks", "--kv-dtype", "--weights",
+                                         "--index-keys"};
     int known = 0;
     for (size_t i = 0; i < sizeof valued / sizeof *valued; i++)
         known |= !strcmp(a, valued[i]);
@@ -105,6 +107,19 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
             o->kv_dtype = NUMLA_DTYPE_F32;
         else {
             fprintf(stderr, "%s: --kv-dtype %s is not bf16, f16 or f32\n", cmd, v);
+            return NUMLA_CLI_OPT_BAD;
+        }
+    } else if (!strcmp(a, "--index-keys")) {
+        if (!strcmp(v, "bf16"))
+            o->index_dtype = NUMLA_DTYPE_BF16;
+        else if (!strcmp(v, "f16"))
+            o->index_dtype = NUMLA_DTYPE_F16;
+        else if (!strcmp(v, "f32"))
+            o->index_dtype = NUMLA_DTYPE_F32;
+        else if (!strcmp(v, "i8"))
+            o->index_dtype = NUMLA_DTYPE_I8;
+        else {
+            fprintf(stderr, "%s: --index-keys %s is not bf16, f16, f32 or i8\n", cmd, v);
             return NUMLA_CLI_OPT_BAD;
         }
     }
@@ -186,6 +201,7 @@ numla_status numla_cli_engine_create(const numla_cli_engine_opts *o, const numla
     eo.num_threads = o->threads;
     eo.block_size = o->block_size;
     eo.kv_dtype = o->kv_dtype;
+    eo.index_dtype = o->index_dtype;
     eo.num_blocks = o->kv_blocks;
     eo.kv_memory_bytes = (int64_t)(o->kv_memory_gib * 1073741824.0);
     eo.kv_memory_fraction = NUMLA_KV_MEMORY_FRACTION;

@@ -30,6 +30,7 @@ typedef struct numla_cli_engine_opts {
     double kv_memory_gib;       /* 0: the default fraction of free memory */
     int64_t kv_blocks;          /* 0: from the memory */
     numla_dtype kv_dtype;
+    int index_dtype;            /* --index-keys: a numla_dtype, -1 (default): as kv_dtype */
     numla_weights_options weights; /* --weights bf16|int8|fp8, --keep-lm-head */
     int no_prefix_cache;        /* --no-prefix-cache */
 } numla_cli_engine_opts;

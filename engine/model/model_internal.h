@@ -134,6 +134,7 @@ struct numla_model {
      * index_head_dim, K = index_topk */
     int dsa_sparse;    /* this step selects tokens: some sequence is longer than K */
     float *idx_q;      /* (T, Hi · Di) indexer queries */
+    uint16_t *idx_qb;  /* (T, Hi · Di) the same in bf16, for a bf16 index-key cache */
     float *idx_k;      /* (T, Di) indexer keys (written to the index-key cache) */
     float *idx_w;      /* (T, Hi) head weights */
     int32_t *idx_sel;  /* (T, K) positions the last full indexer layer kept, -1 padded */

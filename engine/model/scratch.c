@@ -49,7 +49,7 @@ static const scratch_buf scratch_table[] = {
     SB(xp_q, 4, XP_TOKENS, W_Q),          SB(xp_seq, 4, XP_SEQS, W_FOUR),
     SB(idx_q, 4, DSA_TOKENS, W_IDX_Q),    SB(idx_k, 4, DSA_TOKENS, W_IDX_K),
     SB(idx_w, 4, DSA_TOKENS, W_IDX_W),    SB(idx_sel, 4, DSA_TOKENS, W_IDX_TOPK),
-    SB(idx_cnt, 4, DSA_TOKENS, W_ONE),
+    SB(idx_cnt, 4, DSA_TOKENS, W_ONE),    SB(idx_qb, 2, DSA_TOKENS, W_IDX_Q),
     /* kernel workspaces: grown by numla_model_grow_workspace to the kernels' size queries */
     SB(lin_ws, 1, WORKSPACE, W_ONE),      SB(par_ws, 1, WORKSPACE, W_ONE),
     SB(attn_ws, 1, WORKSPACE, W_ONE),     SB(xp_ws, 1, WORKSPACE, W_ONE),

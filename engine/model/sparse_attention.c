@@ -56,25 +56,53 @@ numla_status numla_model_dsa_index(numla_model *m, const numla_weights_layer *lw
         .q = m->idx_q, .k = m->idx_k, .w = m->idx_w,
     };
     NUMLA_CHECK(numla_indexer_prepare(&pa));
-    /* the keys into the index-key cache, at the latent rows' slots */
-    numla_kv_write_args kw = {
-        .num_tokens = T, .kv_lora_rank = (int32_t)di, .rope_dim = 0,
-        .kv_c = m->idx_k, .kv_c_stride = di, .src_dtype = NUMLA_DTYPE_F32,
-        .slot_mapping = st->slots, .kv_cache = numla_kv_cache_index_layer(cache, layer),
-        .kv_dtype = cache->index_dtype, .num_blocks = cache->num_blocks,
-        .block_size = cache->block_size,
-    };
-    NUMLA_CHECK(numla_concat_and_cache_mla(m->isa, &kw));
+    /* the keys into the index-key cache, at the latent rows' slots: float rows as the latent
+     * rows are written, int8 rows (the quantized scoring option) by the kernels' own rule */
+    char *pool = numla_kv_cache_index_layer(cache, layer);
+    if (cache->index_dtype == NUMLA_DTYPE_I8) {
+        const size_t row = numla_dsa_key_row_bytes(NUMLA_DTYPE_I8, (int32_t)di);
+        const int64_t slots = cache->num_blocks * (int64_t)cache->block_size;
+        for (int64_t t = 0; t < T; t++) {
+            const int64_t slot = st->slots[t];
+            if (slot >= slots)
+                NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "model: slot %lld of token %lld is outside "
+                           "the index-key pool (%lld slots)", (long long)slot, (long long)t,
+                           (long long)slots);
+            if (slot >= 0)
+                numla_dsa_key_quantize(m->idx_k + t * di, (int32_t)di, pool + (size_t)slot * row);
+        }
+    } else {
+        numla_kv_write_args kw = {
+            .num_tokens = T, .kv_lora_rank = (int32_t)di, .rope_dim = 0,
+            .kv_c = m->idx_k, .kv_c_stride = di, .src_dtype = NUMLA_DTYPE_F32,
+            .slot_mapping = st->slots, .kv_cache = pool, .kv_dtype = cache->index_dtype,
+            .num_blocks = cache->num_blocks, .block_size = cache->block_size,
+        };
+        NUMLA_CHECK(numla_concat_and_cache_mla(m->isa, &kw));
+    }
     if (!m->dsa_sparse)
         return NUMLA_STATUS_OK;
+
+    /* With bf16 index keys the queries are scored in bf16 too (the vdpbf16ps variant; its
+     * rounding is the keys' own); f32 keys keep f32 queries (transformers' fp32 scoring), the
+     * int8 option quantizes them itself. */
+    const void *q = m->idx_q;
+    numla_dtype qdt = NUMLA_DTYPE_F32;
+    if (cache->index_dtype == NUMLA_DTYPE_BF16) {
+#pragma omp parallel for num_threads(m->num_threads) if (T > 16)
+        for (int64_t i = 0; i < T * hi * di; i++)
+            m->idx_qb[i] = numla_f32_to_bf16(m->idx_q[i]);
+        q = m->idx_qb;
+        qdt = NUMLA_DTYPE_BF16;
+    }
 
     /* each row's visible keys (causal: its own position and before), the best index_topk */
     numla_dsa_index_args ia = {
         .num_seqs = st->num_seqs, .num_heads = (int32_t)hi, .head_dim = (int32_t)di,
         .block_size = cache->block_size, .num_blocks = cache->num_blocks,
         .max_blocks_per_seq = st->max_blocks_per_seq, .topk = (int32_t)d->index_topk,
-        .q = m->idx_q, .q_dtype = NUMLA_DTYPE_F32, .w = m->idx_w,
-        .kcache = numla_kv_cache_index_layer(cache, layer), .k_dtype = cache->index_dtype,
+        .q = q, .q_dtype = qdt, .w = m->idx_w,
+        .kcache = pool, .k_dtype = cache->index_dtype,
         .block_tables = st->block_tables, .seq_lens = st->seq_lens,
         .query_start_loc = st->query_start_loc, .causal = 1,
         .scale = (float)(1.0 / sqrt((double)di)),

@@ -59,6 +59,9 @@ typedef struct numla_engine_options {
                                  sequences of max_context tokens (0: the model's) can use, so a
                                  small model does not claim most of the node; 0: no cap */
     numla_dtype kv_dtype;     /* KV element type; NUMLA_DTYPE_BF16 recommended */
+    int index_dtype;          /* sparse-attention models' index keys: a numla_dtype (bf16, f16,
+                                 f32, or I8: the quantized scoring option, docs/
+                                 sparse_attention.md); -1: kv_dtype */
     int bind;                 /* 1: apply the launch/ binding plan for this rank (node-local
                                  memory, pinned threads) before loading; 0: leave as is */
     const numla_launch_opts *launch; /* the launcher's plan options (NUMLA_PLAN, parsed once by
@@ -71,7 +74,7 @@ typedef struct numla_engine_options {
                                       checkpoint is by default */
 } numla_engine_options;
 
-/* Defaults: all zero except kv_dtype = bf16, bind = 1, isa = numla_isa_best(), every kernel
+/* Defaults: all zero except kv_dtype = bf16, index_dtype = -1, bind = 1, isa = numla_isa_best(), every kernel
  * family's AMX path allowed, prefill form auto, weights as the checkpoint is. numla run fills them from the settings
  * (engine/cli/settings.h). */
 numla_engine_options numla_engine_options_default(void);

@@ -134,7 +134,8 @@ numla_status numla_placement_kv_create(numla_comm *comm, const numla_model_confi
     const int rank = numla_comm_rank(comm), size = numla_comm_size(comm);
     int32_t bs = o->block_size > 0 ? o->block_size : 16;
     int64_t nb = o->num_blocks;
-    const size_t blk = numla_kv_block_bytes_for_model(cfg, bs, o->kv_dtype, o->kv_dtype);
+    const numla_dtype idt = o->index_dtype >= 0 ? (numla_dtype)o->index_dtype : o->kv_dtype;
+    const size_t blk = numla_kv_block_bytes_for_model(cfg, bs, o->kv_dtype, idt);
     if (nb <= 0 && (o->kv_memory_bytes > 0 || o->kv_memory_fraction > 0)) {
         /* every rank of a node has its weights in memory before any rank measures */
         NUMLA_CHECK(numla_comm_barrier(comm));
@@ -183,6 +184,6 @@ numla_status numla_placement_kv_create(numla_comm *comm, const numla_model_confi
     }
     if (*failed)
         return NUMLA_STATUS_OK;
-    NUMLA_CHECK(numla_kv_cache_create_for_model(cfg, bs, nb, o->kv_dtype, o->kv_dtype, out));
+    NUMLA_CHECK(numla_kv_cache_create_for_model(cfg, bs, nb, o->kv_dtype, idt, out));
     return NUMLA_STATUS_OK;
 }

@@ -69,6 +69,7 @@ numla_engine_options numla_engine_options_default(void)
 {
     return (numla_engine_options){
         .kv_dtype = NUMLA_DTYPE_BF16,
+        .index_dtype = -1,
         .bind = 1,
         .isa = numla_isa_best(),
         .kernels = numla_model_options_default(numla_isa_best()),

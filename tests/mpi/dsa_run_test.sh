@@ -7,6 +7,7 @@
 #   chunks    prefill chunks of 5 tokens (selecting chunks over a cached prefix)
 #   preempt   a pool of 12 blocks of 8: sequences are preempted and recomputed
 #   prefix    the prompts again after a first pass, found in the prefix cache
+# and with int8 index keys (--index-keys i8: runs, and agrees where nothing is selected).
 # fp32 KV cache and index keys, linear layers at avx512 (fp32 activations), so every run is
 # held to the reference's tokens exactly (their top-1/top-2 margins are >= 1e-2).
 set -uo pipefail
@@ -46,6 +47,21 @@ $(diff <(echo "$want") <(echo "$got") | head -6)"
   run preempt --kv-blocks 12 --block-size 8 --prefill-chunk 16
   grep -q "preemptions (0 tokens" "$tmp/$model.preempt.err" &&
     check "$model preempt" 1 "the small pool preempted nothing: $(grep preempt "$tmp/$model.preempt.err")"
+  # the quantized index keys (--index-keys i8) score in int8, which may swap near-tied keys:
+  # every request still finishes, and the 1-token prompt, which selects only at its 16th
+  # token, gives the reference's first 15
+  "$mpiexec" -n "$ranks" --oversubscribe --bind-to none "$bin" run --model "$dir" --threads 1 \
+    --kv-dtype f32 --index-keys i8 --input "$tmp/req.jsonl" --output "$tmp/$model.i8.jsonl" \
+    2> "$tmp/$model.i8.err"
+  check "$model index keys i8" $? "$(tail -3 "$tmp/$model.i8.err")"
+  [ "$(grep -c '"finish_reason":"length"' "$tmp/$model.i8.jsonl")" = 4 ]
+  check "$model index keys i8 finish" $? "$(head -c 300 "$tmp/$model.i8.jsonl")"
+  got=$(tokens "$tmp/$model.i8.jsonl" | awk '$1 == "p1" { split($2, t, ","); s = t[1]
+    for (i = 2; i <= 15; i++) s = s "," t[i]; print s }')
+  ref=$(awk '$1 == "p1" { split($2, t, ","); s = t[1]; for (i = 2; i <= 15; i++) s = s "," t[i]
+    print s }' "$dir/greedy.txt")
+  [ -n "$got" ] && [ "$got" = "$ref" ]
+  check "$model index keys i8 dense part" $? "p1: $got, want $ref"
   # the same prompts twice, the second pass after the first finished (one sequence at a time)
   sed 's/"id": "p/"id": "q/' "$dir/requests.jsonl" > "$tmp/again.jsonl"
   cat "$dir/requests.jsonl" "$tmp/again.jsonl" > "$tmp/req.jsonl"
