@@ -18,7 +18,8 @@
 static int qb_halves(numla_qblock_type t, int out[2])
 {
     switch (t) {
-    case NUMLA_QBLOCK_Q8_0: case NUMLA_QBLOCK_Q4_0: case NUMLA_QBLOCK_IQ4_XS: out[0] = 0; return 1;
+    case NUMLA_QBLOCK_Q8_0: case NUMLA_QBLOCK_Q4_0: case NUMLA_QBLOCK_IQ4_XS:
+    case NUMLA_QBLOCK_Q5_0: case NUMLA_QBLOCK_IQ4_NL: out[0] = 0; return 1;
     case NUMLA_QBLOCK_Q4_K: case NUMLA_QBLOCK_Q5_K: out[0] = 0; out[1] = 2; return 2;
     case NUMLA_QBLOCK_Q6_K: out[0] = 208; return 1;
     case NUMLA_QBLOCK_Q2_K: out[0] = 80; out[1] = 82; return 2;
