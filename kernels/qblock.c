@@ -12,23 +12,31 @@ static const numla_qblock_info numla_qblock_infos_[NUMLA_QBLOCK_TYPE_COUNT] = {
     [NUMLA_QBLOCK_Q4_K] = {"Q4_K", 256, 144, 12},  [NUMLA_QBLOCK_Q5_K] = {"Q5_K", 256, 176, 13},
     [NUMLA_QBLOCK_Q6_K] = {"Q6_K", 256, 210, 14},  [NUMLA_QBLOCK_IQ4_XS] = {"IQ4_XS", 256, 136, 23},
     [NUMLA_QBLOCK_Q2_K] = {"Q2_K", 256, 84, 10},   [NUMLA_QBLOCK_Q3_K] = {"Q3_K", 256, 110, 11},
+    [NUMLA_QBLOCK_Q5_0] = {"Q5_0", 32, 22, 6},     [NUMLA_QBLOCK_IQ4_NL] = {"IQ4_NL", 32, 18, 20},
 };
 
 /* Native variants per level, mode and type; NULL inherits the level below (ref always runs). */
 static const numla_qblock_forward_fn numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_QBLOCK_ACT_COUNT][NUMLA_QBLOCK_TYPE_COUNT] = {
     [NUMLA_ISA_REF] = {{numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
                         numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
-                        numla_qblock_forward_ref, numla_qblock_forward_ref},
+                        numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
+                        numla_qblock_forward_ref},
                        {numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
                         numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
-                        numla_qblock_forward_ref, numla_qblock_forward_ref}},
+                        numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
+                        numla_qblock_forward_ref}},
     [NUMLA_ISA_AVX512] = {{numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
                            numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
-                           numla_qblock_forward_avx512, numla_qblock_forward_avx512},
-                          {numla_qblock_forward_avx512vnni, numla_qblock_forward_avx512vnni,
-                           numla_qblock_forward_avx512vnni, numla_qblock_forward_avx512vnni,
-                           numla_qblock_forward_avx512vnni, numla_qblock_forward_avx512vnni,
-                           numla_qblock_forward_avx512vnni, numla_qblock_forward_avx512vnni}},
+                           numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
+                           numla_qblock_forward_avx512},
+                          {[NUMLA_QBLOCK_Q8_0] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_Q4_0] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_Q4_K] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_Q5_K] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_Q6_K] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_Q2_K] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_Q3_K] = numla_qblock_forward_avx512vnni}},
 };
 
 /* Read once: CPUID traps to the hypervisor in a VM, and the dispatch asks on every call. */

@@ -36,6 +36,13 @@
  *                     hmask[l] ? 0 : 4); group g = e/16, 6-bit scale
  *                     sc = ((scales[g%8] >> 4(g/8)) & 15) | ((scales[8+g%4] >> 2(g/4)) & 3) << 4;
  *                     w = (d·(sc - 32))·q
+ *   Q5_0    32 / 22   fp16 d; u32 qh; u8 qs[16]               w[j] = d·(((qs[j] & 15) | (bit j of
+ *                                                             qh) << 4) - 16), w[j+16] = d·(((qs[j]
+ *                                                             >> 4) | (bit j+16 of qh) << 4) - 16)
+ *                     (llama-quantize's fallback for Q4_K where K is not a multiple of 256)
+ *   IQ4_NL  32 / 18   fp16 d; u8 qs[16]                       w[j] = d·kvalues[qs[j] & 15],
+ *                                                             w[j+16] = d·kvalues[qs[j] >> 4]
+ *                     (IQ4_XS's fallback; kvalues as IQ4_XS)
  * The reference dequantization (numla_qblock_dequant_ref) rounds exactly as the products above
  * are written, in fp32 (d·sc first, then ·q, then - the min), which is what the gguf PyPI
  * package's numpy dequantization does: tests/unit/kernels/test_qblock.c checks it bit for bit
@@ -99,6 +106,8 @@ typedef enum numla_qblock_type {
     NUMLA_QBLOCK_IQ4_XS,
     NUMLA_QBLOCK_Q2_K,
     NUMLA_QBLOCK_Q3_K,
+    NUMLA_QBLOCK_Q5_0,
+    NUMLA_QBLOCK_IQ4_NL,
     NUMLA_QBLOCK_TYPE_COUNT,
 } numla_qblock_type;
 

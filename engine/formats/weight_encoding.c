@@ -28,6 +28,10 @@ static const numla_weight_encoding_info table_[NUMLA_ENCODING_COUNT] = {
                              "kernels/qblock.h numla_qblock_dequant_ref"},
     [NUMLA_ENCODING_INT4] = {"int4", 1, 32, 16, 0, NUMLA_SCALES_TENSOR, "_scale", UINT32_MAX,
                              "engine/model/weights.c (scale x q, as Q4_0 blocks)"},
+    [NUMLA_ENCODING_Q5_0] = {"Q5_0", 1, 32, 22, 0, NUMLA_SCALES_IN_BLOCK, NULL, 6,
+                             "kernels/qblock.h numla_qblock_dequant_ref"},
+    [NUMLA_ENCODING_IQ4_NL] = {"IQ4_NL", 1, 32, 18, 0, NUMLA_SCALES_IN_BLOCK, NULL, 20,
+                               "kernels/qblock.h numla_qblock_dequant_ref"},
 };
 
 const numla_weight_encoding_info *numla_weight_encoding_get(numla_weight_encoding e)

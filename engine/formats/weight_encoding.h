@@ -20,6 +20,8 @@
  *   IQ4_XS    "IQ4_XS" 1 x 256              136              in the block
  *   Q2_K      "Q2_K"   1 x 256              84               in the block
  *   Q3_K      "Q3_K"   1 x 256              110              in the block
+ *   Q5_0      "Q5_0"   1 x 32               22               in the block
+ *   IQ4_NL    "IQ4_NL" 1 x 32               18               in the block
  *   INT4      "int4"   1 x 32               16 (8 per int32) scale per group,       weights.c
  *                                                            tensor X.weight_scale  (scale · q)
  *            compressed-tensors pack-quantized, symmetric: q in [-8, 7] stored as q + 8, element
@@ -47,6 +49,8 @@ typedef enum numla_weight_encoding {
     NUMLA_ENCODING_Q2_K,
     NUMLA_ENCODING_Q3_K,
     NUMLA_ENCODING_INT4,     /* compressed-tensors pack-quantized: int4 + a scale per 32 */
+    NUMLA_ENCODING_Q5_0,     /* llama-quantize's fallbacks where K is not a multiple of 256 */
+    NUMLA_ENCODING_IQ4_NL,
     NUMLA_ENCODING_COUNT,
 } numla_weight_encoding;
 

@@ -331,6 +331,19 @@ enum {
     LD_FP32_ACTIVATIONS = 2, /* int8 weights run with fp32 activations (INT8_ROW), not W8A8 */
 };
 
+/* The activation mode a block linear of type qt with k columns runs in: Q8 (llama.cpp's
+ * function) where k allows it and the engine's level has a native Q8 kernel for the type; F32
+ * otherwise, whose AVX-512 kernel covers every type while the Q8 mode of a type without one
+ * falls back to the scalar reference (IQ4_XS, Q5_K, Q4_0, ...: many times slower). */
+static numla_qblock_act ld_qblock_act(const loader *L, numla_qblock_type qt, int64_t k, int flags)
+{
+    if (k % 256 != 0 || (flags & LD_FP32_ACTIVATIONS) || L->opts.qblock_fp32_act)
+        return NUMLA_QBLOCK_ACT_F32;
+    if (L->isa != NUMLA_ISA_REF && numla_qblock_level(qt, NUMLA_QBLOCK_ACT_Q8, L->isa) == NUMLA_ISA_REF)
+        return NUMLA_QBLOCK_ACT_F32;
+    return NUMLA_QBLOCK_ACT_Q8;
+}
+
 /* Rows [r0, r0 + n) x columns [c0, c0 + k) of a GGUF tensor in ggml blocks. Rows are whole
  * blocks along K, so a row shard (heads, experts, MLP slices, vocabulary) is always the file's
  * bytes. A column shard (o_proj, down_proj of the dense MLP and shared experts: a K split) is
@@ -376,9 +389,7 @@ static numla_status ld_linear_qblock(loader *L, const numla_weights_entry *e, in
         .data = (const char *)e->t.data + (size_t)r0 * (size_t)e->row_bytes +
                 (size_t)(c0 / in->block) * (size_t)in->bytes,
         .ld = e->row_bytes,
-        .act = k % 256 == 0 && !(flags & LD_FP32_ACTIVATIONS) && !L->opts.qblock_fp32_act
-                   ? NUMLA_QBLOCK_ACT_Q8
-                                                              : NUMLA_QBLOCK_ACT_F32,
+        .act = ld_qblock_act(L, qt, k, flags),
     };
     NUMLA_CHECK(numla_qblock_pack(&src, dst, &out->qb));
     L->loaded += (size_t)n * (size_t)(k / in->block) * (size_t)in->bytes;
@@ -441,9 +452,7 @@ static numla_status ld_linear_int4(loader *L, const numla_weights_tensor *d, int
         }
     numla_qblock_source src = {
         .type = qt, .n = n, .k = k, .data = b, .ld = rb,
-        .act = k % 256 == 0 && !(flags & LD_FP32_ACTIVATIONS) && !L->opts.qblock_fp32_act
-                   ? NUMLA_QBLOCK_ACT_Q8
-                   : NUMLA_QBLOCK_ACT_F32,
+        .act = ld_qblock_act(L, qt, k, flags),
     };
     numla_status s = numla_qblock_pack(&src, dst, &out->qb);
     free(b);
@@ -507,9 +516,7 @@ static numla_status ld_linear_qblock_make(loader *L, const numla_safetensors_ten
     if (s == NUMLA_STATUS_OK) {
         numla_qblock_source src = {
             .type = qt, .n = n, .k = k, .data = blocks, .ld = rb,
-            .act = k % 256 == 0 && !(flags & LD_FP32_ACTIVATIONS) && !L->opts.qblock_fp32_act
-                       ? NUMLA_QBLOCK_ACT_Q8
-                       : NUMLA_QBLOCK_ACT_F32,
+            .act = ld_qblock_act(L, qt, k, flags),
         };
         s = numla_qblock_pack(&src, dst, &out->qb);
     }

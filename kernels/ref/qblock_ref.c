@@ -75,6 +75,25 @@ static void numla_qblock_iq4_xs_(const uint8_t *b, float *y)
     }
 }
 
+static void numla_qblock_q5_0_(const uint8_t *b, float *y)
+{
+    const float d = numla_qblock_f16_(b);
+    const uint32_t qh = (uint32_t)b[2] | (uint32_t)b[3] << 8 | (uint32_t)b[4] << 16 | (uint32_t)b[5] << 24;
+    for (int j = 0; j < 16; j++) {
+        y[j] = (float)((int)((b[6 + j] & 15) | ((qh >> j) & 1) << 4) - 16) * d;
+        y[j + 16] = (float)((int)((b[6 + j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16) * d;
+    }
+}
+
+static void numla_qblock_iq4_nl_(const uint8_t *b, float *y)
+{
+    const float d = numla_qblock_f16_(b);
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)numla_qblock_iq4_values[b[2 + j] & 15];
+        y[j + 16] = d * (float)numla_qblock_iq4_values[b[2 + j] >> 4];
+    }
+}
+
 static void numla_qblock_q2_k_(const uint8_t *b, float *y)
 {
     const uint8_t *sc = b, *qs = b + 16;
@@ -108,6 +127,8 @@ void numla_qblock_dequant_block_ref(numla_qblock_type type, const uint8_t *b, fl
     case NUMLA_QBLOCK_IQ4_XS: numla_qblock_iq4_xs_(b, out); break;
     case NUMLA_QBLOCK_Q2_K: numla_qblock_q2_k_(b, out); break;
     case NUMLA_QBLOCK_Q3_K: numla_qblock_q3_k_(b, out); break;
+    case NUMLA_QBLOCK_Q5_0: numla_qblock_q5_0_(b, out); break;
+    case NUMLA_QBLOCK_IQ4_NL: numla_qblock_iq4_nl_(b, out); break;
     default: break;
     }
 }

@@ -20,6 +20,12 @@
  * Q8_0 codes are signed, vpdpbusd wants one operand unsigned: the weights get +128 (their
  * sign bit flipped) and 128 · Σ x q comes back out through the per-16 sums.
  *
+ * Q4_K (6-bit scales, codes of 4 bits) goes through 16 bits instead: vpmaddubsw and then
+ * vpdpwssd with the scales, which applies them and accumulates in one instruction; its x rows
+ * are reordered once per call so that two code chunks load as one vector
+ * (numla_qblock_vnni_q4_k_). Both forms are exact in int32, so the per-block integer is the same
+ * number; the float sums of its lanes may round differently.
+ *
  * Each x row runs alone (M > 1 decodes every block once per row; a many-row path is future
  * work, docs/quantization.md), so results do not depend on M or the thread count.
  */
@@ -40,20 +46,32 @@ static inline __m512i numla_qblock_join_(__m256i lo, __m256i hi)
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-/* Σ over blocks of one Q4_K row · one quantized x row. */
+/* Σ over blocks of one Q4_K row · one quantized x row whose 32-column pieces were put in
+ * numla_qblock_vnni_q4_k_order_'s order. Two 32-byte code chunks are loaded as one vector:
+ * their low nibbles are sub-blocks 4p and 4p + 2, their high nibbles 4p + 1 and 4p + 3, which
+ * is where the reordered x has them. vpmaddubsw multiplies codes and x into 16-bit pairs (at
+ * most 2 · 15 · 127, no saturation), vpdpwssd multiplies those by the sub-block scales (as
+ * 16-bit lanes picked from the block's scale bytes by vpshufb) and accumulates in int32: one
+ * instruction applies the scales and adds, where dpbusd needed a permute, a multiply and an
+ * add per 64 codes. */
 static float numla_qblock_vnni_q4_k_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
                                      const int32_t *bs)
 {
-    const __m256i m4 = _mm256_set1_epi8(15);
-    /* lane -> scale: chunk c covers sub-blocks 2c (lanes 0-7) and 2c+1 (lanes 8-15); the mins
-     * (entries 8-15 of the scale vector) go with the per-16 sums, two per sub-block */
-    const __m512i idx[4] = {
-        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-        _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
-        _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5),
-        _mm512_setr_epi32(6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7),
-    };
-    const __m512i midx = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    /* 16-bit scale lanes: the low half of the vector from byte a of each 128-bit lane of the
+     * scale vector, the high half from byte b (0x80 in the high byte zeroes it) */
+#define NUMLA_Q4K_SEL(a, b)                                                                             \
+    _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)(0x8000 | (a))),                       \
+                            _mm512_set1_epi16((short)(0x8000 | (b))))
+    const __m512i sel[4] = {NUMLA_Q4K_SEL(0, 2), NUMLA_Q4K_SEL(1, 3), NUMLA_Q4K_SEL(4, 6),
+                            NUMLA_Q4K_SEL(5, 7)};
+#undef NUMLA_Q4K_SEL
+    /* the mins (bytes 8-15 of each 128-bit lane) as 32-bit lanes, two per sub-block, to go with
+     * the per-16 sums of x */
+    const __m512i msel = _mm512_setr_epi32((int)0x80808008, (int)0x80808008, (int)0x80808009, (int)0x80808009,
+                                           (int)0x8080800a, (int)0x8080800a, (int)0x8080800b, (int)0x8080800b,
+                                           (int)0x8080800c, (int)0x8080800c, (int)0x8080800d, (int)0x8080800d,
+                                           (int)0x8080800e, (int)0x8080800e, (int)0x8080800f, (int)0x8080800f);
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = row + 144 * b;
@@ -66,22 +84,40 @@ static float numla_qblock_vnni_q4_k_(const uint8_t *row, int64_t nb, const int8_
         const uint32_t sc_lo = s0 & 0x3f3f3f3fu, m_lo = s1 & 0x3f3f3f3fu;
         const uint32_t sc_hi = (s2 & 0x0f0f0f0fu) | ((s0 >> 6) & 0x03030303u) << 4;
         const uint32_t m_hi = ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 6) & 0x03030303u) << 4;
-        const __m512i smv = _mm512_cvtepu8_epi32(_mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)m_lo, (int)m_hi));
+        const __m512i smv = _mm512_broadcast_i32x4(_mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)m_lo, (int)m_hi));
         const int8_t *xb = xq + 256 * b;
         __m512i iacc = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * c));
-            const __m512i w = numla_qblock_join_(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-            const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xb + 64 * c));
-            iacc = _mm512_add_epi32(iacc, _mm512_mullo_epi32(dp, _mm512_permutexvar_epi32(idx[c], smv)));
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; p++) {
+            const __m512i q = _mm512_loadu_si512(blk + 16 + 64 * p);
+            const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            const __m512i plo = _mm512_maddubs_epi16(lo, _mm512_loadu_si512(xb + 128 * p));
+            const __m512i phi = _mm512_maddubs_epi16(hi, _mm512_loadu_si512(xb + 128 * p + 64));
+            iacc = _mm512_dpwssd_epi32(iacc, plo, _mm512_shuffle_epi8(smv, sel[2 * p]));
+            iacc = _mm512_dpwssd_epi32(iacc, phi, _mm512_shuffle_epi8(smv, sel[2 * p + 1]));
         }
         const float d = numla_qblock_vh_(blk) * dx[b], dmin = numla_qblock_vh_(blk + 2) * dx[b];
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc), _mm512_set1_ps(d), acc);
-        const __m512i mm = _mm512_mullo_epi32(_mm512_loadu_si512(bs + 16 * b), _mm512_permutexvar_epi32(midx, smv));
+        const __m512i mm = _mm512_mullo_epi32(_mm512_loadu_si512(bs + 16 * b), _mm512_shuffle_epi8(smv, msel));
         accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mm), _mm512_set1_ps(dmin), accm);
     }
     return _mm512_reduce_add_ps(acc) - _mm512_reduce_add_ps(accm);
+}
+
+/* Rows [0, m) of the quantized x (k columns) into the order numla_qblock_vnni_q4_k_ reads: in
+ * each 256 columns the 32-column pieces 0 2 1 3 4 6 5 7 (pieces 1 and 2, 5 and 6 swapped). Done
+ * once per call, in place; the per-16 sums stay in column order. */
+static void numla_qblock_vnni_q4_k_order_(int8_t *xq, int64_t m, int64_t k)
+{
+    for (int64_t i = 0; i < m * (k / 256); i++) {
+        int8_t *xb = xq + 256 * i;
+        for (int h = 0; h < 2; h++) {
+            const __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 128 * h + 32));
+            const __m256i c = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 128 * h + 64));
+            _mm256_storeu_si256((__m256i *)(void *)(xb + 128 * h + 32), c);
+            _mm256_storeu_si256((__m256i *)(void *)(xb + 128 * h + 64), a);
+        }
+    }
 }
 
 /* Σ over blocks of one Q6_K row · one quantized x row. */
@@ -419,6 +455,8 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
     const numla_qblock_vnni_dot_fn dot = dots[w->type];
     const int64_t k = w->k, nb = k / 256;
     numla_qblock_quantize_rows_(x, ldx, m, k, ws);
+    if (w->type == NUMLA_QBLOCK_Q4_K)
+        numla_qblock_vnni_q4_k_order_(numla_qblock_ws_xq_(ws), m, k);
     const int8_t *xq = numla_qblock_ws_xq_(ws);
     const float *dx = numla_qblock_ws_dx_(ws, m, k);
     const int32_t *bs = numla_qblock_ws_bs_(ws, m, k);

@@ -13,6 +13,8 @@
 #include "engine/formats/safetensors.h"
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
+#include "kernels/isa.h"
+#include "kernels/qblock.h"
 #include "test_util.h"
 
 static const char *wg_path(const char *variant)
@@ -366,8 +368,69 @@ static void test_int4_bad(void)
     numla_error_clear();
 }
 
+/* Tally one block linear's activation mode against the rule of weights.c (Q8 where K is a
+ * multiple of 256 and the level has a native Q8 kernel for the type, else F32). */
+static void wg_act_check(const numla_model_linear *l, numla_isa isa, int counts[2])
+{
+    if (l->kind != NUMLA_MODEL_LINEAR_QBLOCK)
+        return;
+    const int native = isa == NUMLA_ISA_REF ||
+                       numla_qblock_level(l->qb.type, NUMLA_QBLOCK_ACT_Q8, isa) != NUMLA_ISA_REF;
+    const numla_qblock_act want = l->qb.k % 256 == 0 && native ? NUMLA_QBLOCK_ACT_Q8 : NUMLA_QBLOCK_ACT_F32;
+    NUMLA_ASSERT_MSG(l->qb.act == want, "%s (%lld x %lld) at level %s runs act %d, want %d",
+                     numla_qblock_info_get(l->qb.type)->name, (long long)l->qb.n, (long long)l->qb.k,
+                     numla_isa_name(isa), (int)l->qb.act, (int)want);
+    counts[l->qb.act == NUMLA_QBLOCK_ACT_Q8]++;
+}
+
+/* kq's linears cycle through every K-quant and IQ4_XS: at the reference level all of K 256 run
+ * Q8; at a vector level a type without a native Q8 kernel runs F32 (the Q8 fallback would be
+ * the scalar reference; wg_act_check holds every linear to the rule), and with VNNI every kq
+ * type keeps Q8. */
+static void test_qblock_act_choice(void)
+{
+    const char *p = wg_path("kq/gguf_mixed");
+    numla_model_config c;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(p, &c), NUMLA_STATUS_OK);
+    const numla_isa isas[2] = {NUMLA_ISA_REF, NUMLA_ISA_AVX512};
+    int ref_f32 = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!numla_isa_supported(isas[i]))
+            continue;
+        numla_model_weights *w = NULL;
+        CU_ASSERT_EQUAL_FATAL(numla_weights_load_path(&c, p, 0, 1, isas[i], NULL, &w), NUMLA_STATUS_OK);
+        int counts[2] = {0, 0};
+        for (int64_t l = 0; l < c.num_hidden_layers; l++) {
+            const numla_weights_layer *L = &w->layers[l];
+            wg_act_check(&L->q_proj, isas[i], counts);
+            wg_act_check(&L->kv_a_proj, isas[i], counts);
+            /* (o_proj and the dense / shared down_proj always run fp32: their input is split
+             * over the ranks) */
+            const numla_weights_mlp *mlp = L->is_moe ? &L->shared : &L->dense;
+            wg_act_check(&mlp->gate, isas[i], counts);
+            wg_act_check(&mlp->up, isas[i], counts);
+            for (int64_t e = 0; L->is_moe && e < w->shard.expert_count; e++) {
+                wg_act_check(&L->experts[e].gate, isas[i], counts);
+                wg_act_check(&L->experts[e].up, isas[i], counts);
+                wg_act_check(&L->experts[e].down, isas[i], counts);
+            }
+        }
+        wg_act_check(&w->lm_head, isas[i], counts);
+        if (isas[i] == NUMLA_ISA_REF) {
+            CU_ASSERT(counts[1] > 0);
+            ref_f32 = counts[0]; /* only where K is not a multiple of 256 */
+        } else {
+            /* only types without a native Q8 kernel move to F32 */
+            CU_ASSERT(counts[0] >= ref_f32);
+            if (numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, isas[i]) != NUMLA_ISA_REF)
+                CU_ASSERT(counts[1] > 0);
+        }
+        numla_weights_destroy(&w);
+    }
+}
+
 NUMLA_TEST_SUITE(weights_gguf, NULL, NULL, NUMLA_TEST(test_config_and_layout),
                  NUMLA_TEST(test_int4_bad),
                  NUMLA_TEST(test_int4_config),
                  NUMLA_TEST(test_bad_input), NUMLA_TEST(test_quantize_at_load),
-                 NUMLA_TEST(test_q4_k_fallback))
+                 NUMLA_TEST(test_q4_k_fallback), NUMLA_TEST(test_qblock_act_choice))
