@@ -160,10 +160,31 @@ static int64_t numla_dsa_num_queries(int32_t B, const int32_t *qsl) { return qsl
 
 /* ---- indexer ------------------------------------------------------------------------------ */
 
-typedef struct numla_dsa_cand {
-    float s;   /* score */
-    int32_t t; /* position */
-} numla_dsa_cand;
+/* A scored key as one integer that orders like the selection rule: the score's bits made
+ * monotonic (sign flipped for positives, all bits for negatives; -0 is first made +0) above the
+ * complemented position, so a larger key is a higher score or, at an equal score, a lower
+ * position. One unsigned compare ranks two candidates. */
+typedef uint64_t numla_dsa_cand;
+
+static inline numla_dsa_cand numla_dsa_cand_of(float s, int64_t t)
+{
+    uint32_t u;
+    s += 0.0f; /* -0 -> +0: they are equal scores */
+    memcpy(&u, &s, 4);
+    u ^= (u >> 31) ? 0xffffffffu : 0x80000000u;
+    return (uint64_t)u << 32 | (uint32_t)~(uint32_t)t;
+}
+
+static inline int32_t numla_dsa_cand_pos(numla_dsa_cand c) { return (int32_t)~(uint32_t)c; }
+
+static inline float numla_dsa_cand_score(numla_dsa_cand c)
+{
+    uint32_t u = (uint32_t)(c >> 32);
+    u ^= (u >> 31) ? 0x80000000u : 0xffffffffu;
+    float s;
+    memcpy(&s, &u, 4);
+    return s;
+}
 
 typedef struct numla_dsa_index_item {
     int32_t seq, slot; /* slot -1: write the query's output directly */
@@ -303,10 +324,7 @@ static int64_t numla_dsa_index_plan(const numla_dsa_index_args *a, int nt,
 }
 
 /* x ranks above y: higher score, or the same score at a lower position. */
-static inline int numla_dsa_better(numla_dsa_cand x, numla_dsa_cand y)
-{
-    return x.s > y.s || (x.s == y.s && x.t < y.t);
-}
+static inline int numla_dsa_better(numla_dsa_cand x, numla_dsa_cand y) { return x > y; }
 
 /* The element that ranks r-th (0: the best) among a[0 .. n-1], which it reorders. Quickselect
  * with a middle pivot; the order is total (positions differ), so no run of equal keys can
@@ -387,7 +405,7 @@ static void numla_dsa_index_store(const numla_dsa_index_args *a, int64_t q, cons
 {
     int32_t *dst = a->indices + q * (int64_t)a->topk;
     for (int32_t i = 0; i < n; i++)
-        dst[i] = h[i].t;
+        dst[i] = numla_dsa_cand_pos(h[i]);
     for (int32_t i = n; i < a->topk; i++)
         dst[i] = -1;
     a->counts[q] = n;
@@ -431,13 +449,15 @@ static void numla_dsa_index_run_item(const numla_dsa_index_kernel *k, const numl
                       it->seq, k0, k1, sc, t + L->scratch);
             numla_dsa_topk *b = &tk[g];
             if (b->full) { /* most keys fail this one comparison */
-                const float thr = b->thr.s;
+                /* keys of the same score as thr's come after it and rank below: only a higher
+                 * score enters */
+                const float thr = numla_dsa_cand_score(b->thr);
                 for (int64_t j = k0; j < k1; j++)
-                    if (sc[j - k0] > thr) /* a later position never wins a tie */
-                        numla_dsa_topk_add(b, (numla_dsa_cand){sc[j - k0], (int32_t)j}, sel);
+                    if (sc[j - k0] > thr)
+                        numla_dsa_topk_add(b, numla_dsa_cand_of(sc[j - k0], j), sel);
             } else {
                 for (int64_t j = k0; j < k1; j++)
-                    numla_dsa_topk_add(b, (numla_dsa_cand){sc[j - k0], (int32_t)j}, sel);
+                    numla_dsa_topk_add(b, numla_dsa_cand_of(sc[j - k0], j), sel);
             }
         }
     }
