@@ -13,6 +13,8 @@
 
 #include "engine/text/chat_template.h"
 
+#include "chat_golden_conv.h"
+
 static json_t *load_cases(void)
 {
     const char *rel = "tests/golden/chat_dsv32/cases.json";
@@ -20,51 +22,6 @@ static json_t *load_cases(void)
     json_t *j = json_load_file(numla_test_source_path(rel), 0, &err);
     NUMLA_ASSERT_MSG(j != NULL, "%s: %s", rel, err.text);
     return j;
-}
-
-typedef struct conv_msgs {
-    numla_chat_message *m;
-    numla_chat_tool_call *calls;
-    int n;
-    char *tools;
-} conv_msgs;
-
-static conv_msgs messages_of(json_t *conv)
-{
-    conv_msgs c = {0};
-    json_t *ms = json_object_get(conv, "messages");
-    c.n = (int)json_array_size(ms);
-    c.m = calloc((size_t)c.n + 1, sizeof *c.m);
-    size_t total = 0, used = 0, i;
-    json_t *e;
-    json_array_foreach(ms, i, e) total += json_array_size(json_object_get(e, "tool_calls"));
-    c.calls = calloc(total + 1, sizeof *c.calls);
-    json_array_foreach(ms, i, e) {
-        numla_chat_message *m = &c.m[i];
-        m->role = json_string_value(json_object_get(e, "role"));
-        m->content = json_string_value(json_object_get(e, "content"));
-        m->reasoning_content = json_string_value(json_object_get(e, "reasoning_content"));
-        m->tool_call_id = json_string_value(json_object_get(e, "tool_call_id"));
-        json_t *tc = json_object_get(e, "tool_calls");
-        if (json_is_array(tc)) {
-            m->has_tool_calls = 1;
-            m->num_tool_calls = (int)json_array_size(tc);
-            m->tool_calls = c.calls + used;
-            size_t k;
-            json_t *x;
-            json_array_foreach(tc, k, x) {
-                json_t *f = json_object_get(x, "function");
-                c.calls[used++] = (numla_chat_tool_call){
-                    .id = json_string_value(json_object_get(x, "id")),
-                    .name = json_string_value(json_object_get(f, "name")),
-                    .arguments = json_string_value(json_object_get(f, "arguments"))};
-            }
-        }
-    }
-    json_t *tools = json_object_get(conv, "tools");
-    if (tools)
-        c.tools = json_dumps(tools, JSON_COMPACT | JSON_ENCODE_ANY);
-    return c;
 }
 
 static numla_status render_case(numla_chat_template *t, json_t *convs, json_t *r, char **got,
@@ -77,9 +34,7 @@ static numla_status render_case(numla_chat_template *t, json_t *convs, json_t *r
                             .thinking_given = 1,
                             .tools_json = c.tools};
     numla_status s = numla_chat_template_render_opts(t, c.m, c.n, &o, got, len);
-    free(c.m);
-    free(c.calls);
-    free(c.tools);
+    conv_free(&c);
     return s;
 }
 

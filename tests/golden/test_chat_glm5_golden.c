@@ -15,6 +15,8 @@
 
 #include "engine/text/chat_template.h"
 
+#include "chat_golden_conv.h"
+
 static json_t *load_golden(const char *file)
 {
     char rel[256];
@@ -39,67 +41,6 @@ static numla_chat_template *load_recognised(const char *tmpl)
         NUMLA_ASSERT_MSG(strcmp(numla_chat_template_name(t), "glm-5") == 0,
                          "glm-5 recognised as %s", numla_chat_template_name(t));
     return t;
-}
-
-typedef struct conv_msgs {
-    numla_chat_message *m;
-    numla_chat_tool_call *calls;
-    char **args; /* (total calls) the arguments objects as JSON text */
-    size_t num_calls;
-    int n;
-    char *tools;
-} conv_msgs;
-
-static conv_msgs messages_of(json_t *conv)
-{
-    conv_msgs c = {0};
-    json_t *ms = json_object_get(conv, "messages");
-    c.n = (int)json_array_size(ms);
-    c.m = calloc((size_t)c.n + 1, sizeof *c.m);
-    size_t total = 0, i;
-    json_t *e;
-    json_array_foreach(ms, i, e) total += json_array_size(json_object_get(e, "tool_calls"));
-    c.calls = calloc(total + 1, sizeof *c.calls);
-    c.args = calloc(total + 1, sizeof *c.args);
-    json_array_foreach(ms, i, e) {
-        numla_chat_message *m = &c.m[i];
-        m->role = json_string_value(json_object_get(e, "role"));
-        m->content = json_string_value(json_object_get(e, "content"));
-        m->reasoning_content = json_string_value(json_object_get(e, "reasoning_content"));
-        m->tool_call_id = json_string_value(json_object_get(e, "tool_call_id"));
-        json_t *tc = json_object_get(e, "tool_calls");
-        if (json_is_array(tc)) {
-            m->has_tool_calls = 1;
-            m->num_tool_calls = (int)json_array_size(tc);
-            m->tool_calls = c.calls + c.num_calls;
-            size_t k;
-            json_t *x;
-            json_array_foreach(tc, k, x) {
-                json_t *f = json_object_get(x, "function");
-                c.args[c.num_calls] = json_dumps(json_object_get(f, "arguments"),
-                                                 JSON_COMPACT | JSON_ENCODE_ANY);
-                c.calls[c.num_calls] = (numla_chat_tool_call){
-                    .id = json_string_value(json_object_get(x, "id")),
-                    .name = json_string_value(json_object_get(f, "name")),
-                    .arguments = c.args[c.num_calls]};
-                c.num_calls++;
-            }
-        }
-    }
-    json_t *tools = json_object_get(conv, "tools");
-    if (tools)
-        c.tools = json_dumps(tools, JSON_COMPACT | JSON_ENCODE_ANY);
-    return c;
-}
-
-static void conv_free(conv_msgs *c)
-{
-    for (size_t k = 0; k < c->num_calls; k++)
-        free(c->args[k]);
-    free(c->args);
-    free(c->m);
-    free(c->calls);
-    free(c->tools);
 }
 
 static numla_status render_case(numla_chat_template *t, json_t *convs, json_t *r, char **got,

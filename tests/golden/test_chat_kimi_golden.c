@@ -14,6 +14,8 @@
 
 #include "engine/text/chat_template.h"
 
+#include "chat_golden_conv.h"
+
 static json_t *load_golden(const char *file)
 {
     char rel[256];
@@ -41,60 +43,6 @@ static numla_chat_template *load_named(json_t *templates, const char *name)
         NUMLA_ASSERT_MSG(strcmp(numla_chat_template_name(t), name) == 0,
                          "template %s recognised as %s", name, numla_chat_template_name(t));
     return t;
-}
-
-typedef struct conv_msgs {
-    numla_chat_message *m;
-    numla_chat_tool_call *calls;
-    int n;
-    char *tools;
-} conv_msgs;
-
-static conv_msgs messages_of(json_t *conv)
-{
-    conv_msgs c = {0};
-    json_t *ms = json_object_get(conv, "messages");
-    c.n = (int)json_array_size(ms);
-    c.m = calloc((size_t)c.n + 1, sizeof *c.m);
-    size_t total_calls = 0, i;
-    json_t *e;
-    json_array_foreach(ms, i, e) total_calls += json_array_size(json_object_get(e, "tool_calls"));
-    c.calls = calloc(total_calls + 1, sizeof *c.calls);
-    size_t used = 0;
-    json_array_foreach(ms, i, e) {
-        numla_chat_message *m = &c.m[i];
-        m->role = json_string_value(json_object_get(e, "role"));
-        m->content = json_string_value(json_object_get(e, "content"));
-        m->name = json_string_value(json_object_get(e, "name"));
-        m->tool_call_id = json_string_value(json_object_get(e, "tool_call_id"));
-        m->reasoning_content = json_string_value(json_object_get(e, "reasoning_content"));
-        json_t *tc = json_object_get(e, "tool_calls");
-        if (json_is_array(tc)) {
-            m->has_tool_calls = 1;
-            m->num_tool_calls = (int)json_array_size(tc);
-            m->tool_calls = c.calls + used;
-            size_t k;
-            json_t *x;
-            json_array_foreach(tc, k, x) {
-                json_t *f = json_object_get(x, "function");
-                c.calls[used++] = (numla_chat_tool_call){
-                    .id = json_string_value(json_object_get(x, "id")),
-                    .name = json_string_value(json_object_get(f, "name")),
-                    .arguments = json_string_value(json_object_get(f, "arguments"))};
-            }
-        }
-    }
-    json_t *tools = json_object_get(conv, "tools");
-    if (tools)
-        c.tools = json_dumps(tools, JSON_COMPACT | JSON_ENCODE_ANY);
-    return c;
-}
-
-static void conv_free(conv_msgs *c)
-{
-    free(c->m);
-    free(c->calls);
-    free(c->tools);
 }
 
 static void show_diff(const char *got, size_t glen, const char *want, size_t wlen)
