@@ -35,81 +35,40 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/engine_harness.h"
+#include "model_golden_harness.h"
 
-enum { GG_MAX_PROMPTS = 8, GG_GREEDY = 16 };
-#define LOGIT_TOL 2e-3
 #define LOGIT_TOL_Q8 1.0
 #define LOGIT_MAX_Q8 4.0
 #define LOGIT_FRAC_Q8 0.2
 
+/* A variant's golden data (model_golden_harness.h) and the model path the engine opens: the
+ * dir's model.gguf, the first part of a split set, or the dir itself (safetensors). */
 typedef struct gg {
-    char dir[1024], model[1100];
-    int nprompts;
-    int len[GG_MAX_PROMPTS];
-    int32_t *tokens[GG_MAX_PROMPTS];
-    int32_t greedy[GG_MAX_PROMPTS][GG_GREEDY];
-    double margin[GG_MAX_PROMPTS][GG_GREEDY];
-    numla_safetensors_model *expected;
+    golden ref;
+    char model[1100];
 } gg;
 
-static void gg_free(gg *g)
-{
-    for (int p = 0; p < g->nprompts; p++)
-        free(g->tokens[p]);
-    numla_safetensors_close(&g->expected);
-}
+static void gg_free(gg *g) { golden_free(&g->ref); }
 
+/* variant: "<model>/<subdir>" under tests/golden */
 static int gg_load(gg *g, const char *variant)
 {
     memset(g, 0, sizeof *g);
-    snprintf(g->dir, sizeof g->dir, "%s/%s", numla_test_source_path("tests/golden"), variant);
-    snprintf(g->model, sizeof g->model, "%s/model.gguf", g->dir);
+    char model[64];
+    const char *slash = strchr(variant, '/');
+    snprintf(model, sizeof model, "%.*s", (int)(slash - variant), variant);
+    if (golden_load_file(&g->ref, model, slash + 1, "expected.safetensors"))
+        return -1;
+    const char *dir = g->ref.dir;
+    snprintf(g->model, sizeof g->model, "%s/model.gguf", dir);
     glob_t gl;
     char pat[1200];
-    snprintf(pat, sizeof pat, "%s/model-00001-of-*.gguf", g->dir);
+    snprintf(pat, sizeof pat, "%s/model-00001-of-*.gguf", dir);
     if (access(g->model, R_OK) != 0 && glob(pat, 0, NULL, &gl) == 0) { /* a split set */
         snprintf(g->model, sizeof g->model, "%s", gl.gl_pathv[0]);
         globfree(&gl);
     } else if (access(g->model, R_OK) != 0) { /* a safetensors directory (model_int4) */
-        snprintf(g->model, sizeof g->model, "%s", g->dir);
-    }
-    char path[1200];
-    snprintf(path, sizeof path, "%s/expected.json", g->dir);
-    json_error_t err;
-    json_t *j = json_load_file(path, 0, &err);
-    if (!j) {
-        fprintf(stderr, "\n    %s: %s", path, err.text);
-        return -1;
-    }
-    json_t *ps = json_object_get(j, "prompts");
-    for (size_t p = 0; p < json_array_size(ps) && p < GG_MAX_PROMPTS; p++) {
-        json_t *pr = json_array_get(ps, p), *tk = json_object_get(pr, "tokens");
-        g->len[p] = (int)json_array_size(tk);
-        g->tokens[p] = malloc(sizeof(int32_t) * (size_t)g->len[p]);
-        for (int i = 0; i < g->len[p]; i++)
-            g->tokens[p][i] = (int32_t)json_integer_value(json_array_get(tk, (size_t)i));
-        json_t *gr = json_object_get(pr, "greedy"), *gm = json_object_get(pr, "greedy_margins");
-        for (int i = 0; i < GG_GREEDY; i++) {
-            g->greedy[p][i] = (int32_t)json_integer_value(json_array_get(gr, (size_t)i));
-            g->margin[p][i] = json_number_value(json_array_get(gm, (size_t)i));
-        }
-        g->nprompts++;
-    }
-    json_decref(j);
-    /* expected.safetensors through the safetensors reader: a directory holding it by name */
-    char d[1200], link[1300];
-    snprintf(d, sizeof d, "%s/gg_%s", numla_test_tmpdir(), variant);
-    for (char *c = d + strlen(numla_test_tmpdir()) + 1; *c; c++)
-        if (*c == '/')
-            *c = '_';
-    mkdir(d, 0755);
-    snprintf(link, sizeof link, "%s/model.safetensors", d);
-    unlink(link);
-    snprintf(path, sizeof path, "%s/expected.safetensors", g->dir);
-    if (symlink(path, link) != 0 || numla_safetensors_open(d, &g->expected)) {
-        fprintf(stderr, "\n    %s: cannot open", path);
-        return -1;
+        snprintf(g->model, sizeof g->model, "%s", dir);
     }
     return 0;
 }
@@ -118,48 +77,7 @@ static const float *gg_logits(const gg *g, int p, int64_t *V)
 {
     char name[64];
     snprintf(name, sizeof name, "prompt%d.logits", p);
-    const numla_safetensors_tensor *t = numla_safetensors_find(g->expected, name);
-    if (!t || t->dtype != NUMLA_DTYPE_F32 || t->ndim != 2)
-        return NULL;
-    *V = t->shape[1];
-    return t->data;
-}
-
-/* Greedy tokens through the KV cache; mismatches while the margin exceeds 2 tol. */
-static int gg_greedy(eng *e, const gg *g, int p, double tol)
-{
-    const int64_t V = e->cfg.vocab_size;
-    float *lg = malloc(sizeof(float) * (size_t)(g->len[p] * V));
-    numla_kv_seq s = {0};
-    const int32_t *tk[1] = {g->tokens[p]};
-    int n[1] = {g->len[p]}, bad = 0;
-    if (eng_step(e, 1, &s, tk, n, lg)) {
-        free(lg);
-        return 1;
-    }
-    const float *row = lg + (size_t)(g->len[p] - 1) * (size_t)V;
-    for (int i = 0; i < GG_GREEDY && g->margin[p][i] > 2 * tol; i++) {
-        int32_t best = 0;
-        for (int64_t v = 1; v < V; v++)
-            if (row[v] > row[best])
-                best = (int32_t)v;
-        if (best != g->greedy[p][i]) {
-            fprintf(stderr, "\n    prompt %d step %d: token %d, reference %d (margin %.4f)", p, i,
-                    best, g->greedy[p][i], g->margin[p][i]);
-            bad++;
-            break;
-        }
-        const int32_t *nt[1] = {&g->greedy[p][i]};
-        int one[1] = {1};
-        if (i + 1 < GG_GREEDY && eng_step(e, 1, &s, nt, one, lg)) {
-            bad++;
-            break;
-        }
-        row = lg;
-    }
-    numla_kv_seq_release(e->kv, &s);
-    free(lg);
-    return bad;
+    return st_f32(g->ref.expected, name, NULL, V);
 }
 
 /* One rank: logits of every prompt position and the greedy tokens. Returns the worst error. */
@@ -171,20 +89,20 @@ static double gg_one(const gg *g, numla_isa isa, int fp32_act, double tol, const
     eng_qblock_fp32_act = 1;
     CU_ASSERT_TRUE_FATAL(opened);
     double worst = 0;
-    for (int p = 0; p < g->nprompts; p++) {
+    for (int p = 0; p < g->ref.nprompts; p++) {
         int64_t V = 0;
         const float *ref = gg_logits(g, p, &V);
         CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
         CU_ASSERT_EQUAL_FATAL(V, e.cfg.vocab_size);
-        float *lg = malloc(sizeof(float) * (size_t)(g->len[p] * V));
+        float *lg = malloc(sizeof(float) * (size_t)(g->ref.len[p] * V));
         numla_kv_seq s = {0};
-        const int32_t *tk[1] = {g->tokens[p]};
-        int n[1] = {g->len[p]};
+        const int32_t *tk[1] = {g->ref.tokens[p]};
+        int n[1] = {g->ref.len[p]};
         CU_ASSERT_EQUAL_FATAL(eng_step(&e, 1, &s, tk, n, lg), 0);
         numla_kv_seq_release(e.kv, &s);
         double err = 0;
         int above = 0;
-        for (int64_t t = 0; t < g->len[p]; t++) {
+        for (int64_t t = 0; t < g->ref.len[p]; t++) {
             double et = 0;
             for (int64_t i = t * V; i < (t + 1) * V; i++)
                 et = fmax(et, fabs((double)lg[i] - (double)ref[i]));
@@ -194,14 +112,15 @@ static double gg_one(const gg *g, numla_isa isa, int fp32_act, double tol, const
         free(lg);
         worst = fmax(worst, err);
         if (fp32_act)
-            NUMLA_ASSERT_MSG(err <= tol, "%s %s prompt %d: logits max err %g > %g", g->dir, what,
+            NUMLA_ASSERT_MSG(err <= tol, "%s %s prompt %d: logits max err %g > %g", g->ref.dir, what,
                              p, err, tol);
         else
-            NUMLA_ASSERT_MSG(err <= LOGIT_MAX_Q8 && above <= LOGIT_FRAC_Q8 * g->len[p],
+            NUMLA_ASSERT_MSG(err <= LOGIT_MAX_Q8 && above <= LOGIT_FRAC_Q8 * g->ref.len[p],
                              "%s %s prompt %d: logits max err %g, %d of %d positions above %g",
-                             g->dir, what, p, err, above, g->len[p], tol);
-        NUMLA_ASSERT_MSG(gg_greedy(&e, g, p, tol) == 0, "%s %s prompt %d: greedy tokens differ",
-                         g->dir, what, p);
+                             g->ref.dir, what, p, err, above, g->ref.len[p], tol);
+        int compared = 0;
+        NUMLA_ASSERT_MSG(greedy_check(&e, &g->ref, p, tol, &compared) == 0, "%s %s prompt %d: greedy tokens differ",
+                         g->ref.dir, what, p);
     }
     eng_close(&e);
     return worst;
@@ -217,8 +136,8 @@ static void *gg_rank_main(void *arg)
     rank_ctx *rc = arg;
     const gg_job *j = rc->job;
     numla_kv_seq s = {0};
-    const int32_t *tk[1] = {j->g->tokens[j->prompt]};
-    int n[1] = {j->g->len[j->prompt]};
+    const int32_t *tk[1] = {j->g->ref.tokens[j->prompt]};
+    int n[1] = {j->g->ref.len[j->prompt]};
     rc->ok = eng_step(&rc->e, 1, &s, tk, n, rc->logits) == 0;
     numla_kv_seq_release(rc->e.kv, &s);
     return NULL;
@@ -244,7 +163,7 @@ static double gg_sharded(const gg *g, int R)
     }
     CU_ASSERT_TRUE_FATAL(opened);
     double worst = 0;
-    for (int p = 0; p < g->nprompts; p++) {
+    for (int p = 0; p < g->ref.nprompts; p++) {
         gg_job job = {g, p};
         for (int r = 0; r < R; r++) {
             rc[r].job = &job;
@@ -259,13 +178,13 @@ static double gg_sharded(const gg *g, int R)
         for (int r = 0; r < R; r++) {
             CU_ASSERT_TRUE(rc[r].ok);
             const numla_shard *s = &rc[r].e.w->shard;
-            for (int64_t t = 0; t < g->len[p]; t++)
+            for (int64_t t = 0; t < g->ref.len[p]; t++)
                 for (int64_t v = 0; v < s->vocab_count; v++)
                     err = fmax(err, fabs(rc[r].logits[t * s->vocab_count + v] -
                                          ref[t * V + s->vocab_begin + v]));
         }
         worst = fmax(worst, err);
-        NUMLA_ASSERT_MSG(err <= LOGIT_TOL, "%s %d ranks prompt %d: logits max err %g", g->dir, R,
+        NUMLA_ASSERT_MSG(err <= LOGIT_TOL, "%s %d ranks prompt %d: logits max err %g", g->ref.dir, R,
                          p, err);
     }
     for (int r = 0; r < R; r++) {
