@@ -386,14 +386,14 @@ static void wg_act_check(const numla_model_linear *l, numla_isa isa, int counts[
 /* kq's linears cycle through every K-quant and IQ4_XS: at the reference level all of K 256 run
  * Q8; at a vector level a type without a native Q8 kernel runs F32 (the Q8 fallback would be
  * the scalar reference; wg_act_check holds every linear to the rule), and with VNNI every kq
- * type keeps Q8. */
+ * type keeps Q8. Since every kq type has a VNNI kernel, that "native kernel" clause is not
+ * exercised here (a file with Q5_0 / IQ4_NL linears of K 256 would; not built). */
 static void test_qblock_act_choice(void)
 {
     const char *p = wg_path("kq/gguf_mixed");
     numla_model_config c;
     CU_ASSERT_EQUAL_FATAL(numla_model_config_load(p, &c), NUMLA_STATUS_OK);
     const numla_isa isas[2] = {NUMLA_ISA_REF, NUMLA_ISA_AVX512};
-    int ref_f32 = 0;
     for (int i = 0; i < 2; i++) {
         if (!numla_isa_supported(isas[i]))
             continue;
@@ -416,15 +416,8 @@ static void test_qblock_act_choice(void)
             }
         }
         wg_act_check(&w->lm_head, isas[i], counts);
-        if (isas[i] == NUMLA_ISA_REF) {
-            CU_ASSERT(counts[1] > 0);
-            ref_f32 = counts[0]; /* only where K is not a multiple of 256 */
-        } else {
-            /* only types without a native Q8 kernel move to F32 */
-            CU_ASSERT(counts[0] >= ref_f32);
-            if (numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, isas[i]) != NUMLA_ISA_REF)
-                CU_ASSERT(counts[1] > 0);
-        }
+        /* (wg_act_check held every linear to the rule; here: both modes really occur) */
+        CU_ASSERT(counts[0] > 0 && counts[1] > 0);
         numla_weights_destroy(&w);
     }
 }
