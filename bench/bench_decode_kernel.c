@@ -285,8 +285,8 @@ static int numla_bench_decode_kernel_main(int argc, char **argv)
         fprintf(stderr, "numla bench decode-kernel: cannot map %zu bytes\n", arena_bytes);
         return 1;
     }
-    fprintf(info, "numla bench decode-kernel: isa %s, %d threads; %s q/out, bf16 kv, block %d, Dc %d, Dr %d, q-scale %g\n",
-            numla_isa_name(isa), o.threads, o.io_f32 ? "fp32" : "bf16", DKB_BLOCK, DKB_DC, DKB_DR, o.q_scale);
+    fprintf(info, "numla bench decode-kernel: isa %s (%s), %d threads; %s q/out, bf16 kv, block %d, Dc %d, Dr %d, q-scale %g\n",
+            numla_isa_name(isa), numla_uarch_name(set.kernels.uarch), o.threads, o.io_f32 ? "fp32" : "bf16", DKB_BLOCK, DKB_DC, DKB_DR, o.q_scale);
     fflush(info);
     /* Machine figures: best of two windows, before and after the kernel timings, so one
      * burst of other jobs on a shared machine cannot set the roofline alone. */

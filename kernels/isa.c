@@ -106,3 +106,67 @@ numla_status numla_isa_choose(const char *what, const char *name, unsigned suppo
     *out = isa;
     return NUMLA_STATUS_OK;
 }
+
+static const char *const numla_uarch_names_[NUMLA_UARCH_COUNT] = {"generic", "zen4", "zen5", "intel"};
+
+const char *numla_uarch_name(numla_uarch u)
+{
+    return (unsigned)u < NUMLA_UARCH_COUNT ? numla_uarch_names_[u] : "?";
+}
+
+numla_status numla_uarch_parse(const char *name, numla_uarch *out)
+{
+    for (int i = 0; i < NUMLA_UARCH_COUNT; i++)
+        if (!strcmp(name, numla_uarch_names_[i])) {
+            *out = (numla_uarch)i;
+            return NUMLA_STATUS_OK;
+        }
+    NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "unknown microarchitecture '%s' (expected auto, generic, zen4, zen5 "
+               "or intel)", name);
+}
+
+numla_uarch numla_uarch_from_cpuid(const char *vendor, unsigned family, int avx512)
+{
+    if (!strncmp(vendor, "GenuineIntel", 12))
+        return NUMLA_UARCH_INTEL;
+    if (!strncmp(vendor, "AuthenticAMD", 12)) {
+        if (family == 0x1a)
+            return NUMLA_UARCH_ZEN5;
+        if (family == 0x19 && avx512) /* Zen 3 shares the family but has no AVX-512 */
+            return NUMLA_UARCH_ZEN4;
+    }
+    return NUMLA_UARCH_GENERIC;
+}
+
+numla_uarch numla_uarch_detect(void)
+{
+    unsigned a, b, c, d;
+    char vendor[13] = {0};
+    if (!__get_cpuid(0, &a, &b, &c, &d))
+        return NUMLA_UARCH_GENERIC;
+    memcpy(vendor, &b, 4);
+    memcpy(vendor + 4, &d, 4);
+    memcpy(vendor + 8, &c, 4);
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return NUMLA_UARCH_GENERIC;
+    unsigned family = (a >> 8) & 15;
+    if (family == 15)
+        family += (a >> 20) & 255;
+    return numla_uarch_from_cpuid(vendor, family, numla_isa_supported(NUMLA_ISA_AVX512));
+}
+
+numla_status numla_uarch_choose(const char *what, const char *name, numla_uarch detected,
+                                numla_uarch *out)
+{
+    numla_uarch u = detected;
+    const int forced = name && *name && strcmp(name, "auto");
+    if (forced && numla_uarch_parse(name, &u) != NUMLA_STATUS_OK)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "%s=%s: unknown microarchitecture (expected auto, generic, "
+                   "zen4, zen5 or intel)", what, name);
+    NUMLA_DEBUG("kernel microarchitecture: %s (%s%s; CPUID says %s)", numla_uarch_name(u),
+                forced ? "forced by " : "from CPUID", forced ? what : "", numla_uarch_name(detected));
+    *out = u;
+    return NUMLA_STATUS_OK;
+}
+
+int numla_uarch_bf16_dot_fast(numla_uarch u) { return u != NUMLA_UARCH_INTEL; }

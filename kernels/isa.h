@@ -37,6 +37,41 @@ unsigned numla_isa_supported_mask(void);
  * reach the "CPU lacks this level" error on any machine. Logs the choice at debug level. */
 numla_status numla_isa_choose(const char *what, const char *name, unsigned supported,
                               numla_isa *out);
+/* The microarchitecture, where the best variant of a kernel depends on more than the ISA level.
+ * A level says which instructions exist; how fast they issue differs between CPUs that share
+ * it. The one difference numla's kernels act on (docs/decode.md, docs/linear.md):
+ *   vdpbf16ps (32 bf16 MACs) issues at the fp32 FMA's instruction rate on AMD Zen 4 and Zen 5,
+ *   so it doubles the multiply-add rate; on Intel (Cooper Lake, Sapphire Rapids) it issues at
+ *   half that rate, so it only ties fp32 FMAs, and a kernel that splits an fp32 operand into
+ *   two bf16 halves loses to the FMA kernel there.
+ * Detected from CPUID (vendor, family); overridable (the settings' NUMLA_UARCH) and logged like
+ * the ISA level. "generic" is any other CPU: the level's own variants run, as before. */
+typedef enum numla_uarch {
+    NUMLA_UARCH_GENERIC = 0,
+    NUMLA_UARCH_ZEN4,  /* AMD family 19h with AVX-512 (Genoa, Bergamo, Siena, Ryzen 7000) */
+    NUMLA_UARCH_ZEN5,  /* AMD family 1Ah (Turin, Ryzen 9000) */
+    NUMLA_UARCH_INTEL, /* GenuineIntel */
+    NUMLA_UARCH_COUNT,
+} numla_uarch;
+
+const char *numla_uarch_name(numla_uarch u);
+/* Parse "generic", "zen4", "zen5", "intel". */
+numla_status numla_uarch_parse(const char *name, numla_uarch *out);
+/* The microarchitecture of a CPUID vendor string (12 characters, e.g. "AuthenticAMD"), display
+ * family (base + extended) and whether the CPU has AVX-512F: a pure function, for the tests. */
+numla_uarch numla_uarch_from_cpuid(const char *vendor, unsigned family, int avx512);
+/* This CPU's (numla_uarch_from_cpuid of CPUID leaves 0, 1 and 7). */
+numla_uarch numla_uarch_detect(void);
+/* The microarchitecture to tune for, given a requested name (NULL, "" or "auto": detected) —
+ * an unknown name is an error naming `what`. Any name is accepted on any CPU: it changes only
+ * which of the level's own variants run, never the instructions used. Logs the choice at
+ * debug level. */
+numla_status numla_uarch_choose(const char *what, const char *name, numla_uarch detected,
+                                numla_uarch *out);
+/* Whether vdpbf16ps doubles the fp32 FMA multiply-add rate on u (see above; generic: assumed,
+ * which is what the avx512bf16 variants were written for). */
+int numla_uarch_bf16_dot_fast(numla_uarch u);
+
 /* The lower of a and b: a family whose faster path is turned off runs at
  * numla_isa_min(isa, NUMLA_ISA_AVX512BF16). */
 static inline numla_isa numla_isa_min(numla_isa a, numla_isa b) { return a < b ? a : b; }

@@ -514,14 +514,14 @@ static numla_status run_report_loaded(run_job *j, numla_comm *comm, double t_loa
 {
     const run_opts *o = j->o;
     const numla_kv_cache *kv = numla_engine_kv_cache(j->eng);
-    const numla_isa isa = numla_model_get_options(numla_engine_model(j->eng)).isa;
+    const numla_model_options mo = numla_model_get_options(numla_engine_model(j->eng));
     fprintf(stderr, "numla run: %s (%s, %lld layers) loaded in %.2f s: %.1f MB of weights on "
-                    "rank 0, %d rank%s, isa %s, %d threads, context %lld, KV %lld blocks of %d "
+                    "rank 0, %d rank%s, isa %s (%s), %d threads, context %lld, KV %lld blocks of %d "
                     "(%.2f GiB per rank, %s)\n",
             o->e.model, j->cfg.model_type, (long long)j->cfg.num_hidden_layers,
             numla_now_s() - t_load,
             (double)numla_engine_weight_bytes(j->eng) / 1e6, numla_comm_size(comm),
-            numla_comm_size(comm) > 1 ? "s" : "", numla_isa_name(isa),
+            numla_comm_size(comm) > 1 ? "s" : "", numla_isa_name(mo.isa), numla_uarch_name(mo.uarch),
             numla_engine_num_threads(j->eng), (long long)o->e.max_context,
             (long long)kv->num_blocks, kv->block_size,
             (double)numla_engine_kv_bytes(j->eng) / 1073741824.0, numla_dtype_name(o->e.kv_dtype));

@@ -68,6 +68,8 @@ numla_status numla_settings_read(numla_settings_source source, unsigned supporte
                                 &level));
     s.log_level = (numla_log_level)level;
 
+    NUMLA_CHECK(numla_uarch_choose("NUMLA_UARCH", settings_get(source, "NUMLA_UARCH"), numla_uarch_detect(),
+                                    &s.kernels.uarch));
     NUMLA_CHECK(settings_switch(source, "NUMLA_LINEAR_AMX", &s.kernels.linear_amx));
     NUMLA_CHECK(settings_switch(source, "NUMLA_MLA_AMX", &s.kernels.mla_amx));
     NUMLA_CHECK(settings_switch(source, "NUMLA_MHA_AMX", &s.kernels.mha_amx));
@@ -121,9 +123,10 @@ void numla_settings_log(const numla_settings *s)
 {
     static const char *const levels[] = {"debug", "info", "warn", "error", "quiet"};
     static const char *const forms[] = {"auto", "absorbed", "expanded"};
-    NUMLA_DEBUG("settings: NUMLA_ISA=%s NUMLA_LOG=%s NUMLA_LINEAR_AMX=%d NUMLA_MLA_AMX=%d "
+    NUMLA_DEBUG("settings: NUMLA_ISA=%s NUMLA_UARCH=%s NUMLA_LOG=%s NUMLA_LINEAR_AMX=%d NUMLA_MLA_AMX=%d "
                 "NUMLA_MHA_AMX=%d NUMLA_PREFILL_FORM=%s",
-                numla_isa_name(s->isa), levels[s->log_level], s->kernels.linear_amx,
+                numla_isa_name(s->isa), numla_uarch_name(s->kernels.uarch), levels[s->log_level],
+                s->kernels.linear_amx,
                 s->kernels.mla_amx, s->kernels.mha_amx, forms[s->kernels.prefill_form]);
     NUMLA_DEBUG("settings: NUMLA_ALLREDUCE=%s NUMLA_COMM_TIMEOUT=%.0f NUMLA_COMM_SHM_BYTES=%zu "
                 "NUMLA_COMM_SHM_RS_BYTES=%zu NUMLA_COMM_SHM_PAR_BYTES=%zu NUMLA_PLAN=%s "
@@ -140,6 +143,7 @@ void numla_settings_engine_options(const numla_settings *s, numla_engine_options
     o->kernels.linear_amx = s->kernels.linear_amx;
     o->kernels.mla_amx = s->kernels.mla_amx;
     o->kernels.mha_amx = s->kernels.mha_amx;
+    o->kernels.uarch = s->kernels.uarch;
     o->kernels.prefill_form = s->kernels.prefill_form;
     o->launch = s->launch_plan[0] ? &s->launch : NULL;
 }

@@ -8,6 +8,8 @@
  *
  *   NUMLA_ISA            ref|avx2|avx512|avx512bf16|amx: the kernel level (default: the best
  *                        the CPU has; a level it lacks is an error)
+ *   NUMLA_UARCH          auto|generic|zen4|zen5|intel: the CPU the kernels tune for (kernels/isa.h;
+ *                        default auto = from CPUID; any value runs on any CPU)
  *   NUMLA_LOG            debug|info|warn|error|quiet (default info)
  *   NUMLA_LINEAR_AMX     0|1: the linear layers' AMX tile GEMM (default 1, where amx runs)
  *   NUMLA_MLA_AMX        0|1: MLA attention's AMX Q·K and P·V (default 1)
@@ -40,7 +42,7 @@
 typedef struct numla_settings {
     numla_isa isa;                /* NUMLA_ISA */
     numla_log_level log_level;    /* NUMLA_LOG */
-    numla_model_options kernels;  /* NUMLA_LINEAR_AMX, NUMLA_MLA_AMX, NUMLA_MHA_AMX,
+    numla_model_options kernels;  /* NUMLA_UARCH, NUMLA_LINEAR_AMX, NUMLA_MLA_AMX, NUMLA_MHA_AMX,
                                      NUMLA_PREFILL_FORM */
     numla_comm_options comm;      /* NUMLA_ALLREDUCE, NUMLA_COMM_TIMEOUT, NUMLA_COMM_SHM_* */
     char launch_plan[256];        /* NUMLA_PLAN as written ("" when unset), for the log */

@@ -46,7 +46,8 @@ numla_model_options numla_model_options_default(numla_isa isa)
     return (numla_model_options){.isa = isa, .num_threads = 1,
                                  .single_thread_below_bytes = NUMLA_MODEL_SMALL_WEIGHT_BYTES,
                                  .prefill_form = NUMLA_PREFILL_FORM_AUTO,
-                                 .linear_amx = 1, .mla_amx = 1, .mha_amx = 1};
+                                 .linear_amx = 1, .mla_amx = 1, .mha_amx = 1,
+                                 .uarch = numla_uarch_detect()};
 }
 
 numla_isa numla_model_options_level(const numla_model_options *o, numla_model_kernels f)
@@ -54,7 +55,13 @@ numla_isa numla_model_options_level(const numla_model_options *o, numla_model_ke
     const int amx = f == NUMLA_MODEL_KERNELS_LINEAR ? o->linear_amx
                     : f == NUMLA_MODEL_KERNELS_MLA  ? o->mla_amx
                                                     : o->mha_amx;
-    return amx ? o->isa : numla_isa_min(o->isa, NUMLA_ISA_AVX512BF16);
+    const numla_isa level = amx ? o->isa : numla_isa_min(o->isa, NUMLA_ISA_AVX512BF16);
+    /* the avx512bf16 MLA kernel runs Q·K and P·V on vdpbf16ps, an fp32 q or P split in two
+     * halves: twice the FMA kernel's multiply-add rate where vdpbf16ps issues like an FMA,
+     * half of it where it issues at half that rate (docs/decode.md) */
+    if (f == NUMLA_MODEL_KERNELS_MLA && level == NUMLA_ISA_AVX512BF16 && !numla_uarch_bf16_dot_fast(o->uarch))
+        return NUMLA_ISA_AVX512;
+    return level;
 }
 
 /* ---- scratch: the per-step growth (the table is scratch.c) ---- */
@@ -108,6 +115,7 @@ numla_status numla_model_create(const numla_model_weights *w, const numla_model_
     m->prefill_form = opts->prefill_form;
     m->linear_amx = opts->linear_amx;
     m->mla_amx = opts->mla_amx;
+    m->uarch = opts->uarch;
     m->mha_amx = opts->mha_amx;
     m->isa_linear = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_LINEAR);
     m->isa_mla = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_MLA);
@@ -146,7 +154,7 @@ numla_model_options numla_model_get_options(const numla_model *m)
                                  .single_thread_below_bytes = m->single_thread_below_bytes,
                                  .prefill_form = m->prefill_form,
                                  .linear_amx = m->linear_amx, .mla_amx = m->mla_amx,
-                                 .mha_amx = m->mha_amx};
+                                 .mha_amx = m->mha_amx, .uarch = m->uarch};
 }
 
 const numla_model_weights *numla_model_get_weights(const numla_model *m) { return m->w; }

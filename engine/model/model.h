@@ -106,6 +106,10 @@ typedef struct numla_model_options {
     /* 1 (default): that kernel family runs its AMX path when isa is amx; 0: at most
      * avx512bf16 for it (the settings' NUMLA_LINEAR_AMX, NUMLA_MLA_AMX, NUMLA_MHA_AMX) */
     int linear_amx, mla_amx, mha_amx;
+    /* the CPU to tune for (kernels/isa.h; the settings' NUMLA_UARCH): where vdpbf16ps does not
+     * outrun fp32 FMAs (intel), MLA attention runs the avx512 FMA kernel instead of the
+     * avx512bf16 one. Default: numla_uarch_detect(). */
+    numla_uarch uarch;
 } numla_model_options;
 
 /* The defaults above for this isa. */
@@ -118,7 +122,8 @@ typedef enum numla_model_kernels {
     NUMLA_MODEL_KERNELS_MHA,        /* numla_mha_prefill */
 } numla_model_kernels;
 /* The level family f runs at under o: o->isa, or at most avx512bf16 when f's AMX switch is
- * off. */
+ * off; MLA at most avx512 where it would land on avx512bf16 and o->uarch's vdpbf16ps is slow
+ * (numla_uarch_bf16_dot_fast). */
 numla_isa numla_model_options_level(const numla_model_options *o, numla_model_kernels f);
 
 /* Cumulative counters since numla_model_create (callers diff two readings). */

@@ -49,6 +49,7 @@ struct numla_model {
     size_t single_thread_below_bytes;
     numla_prefill_form prefill_form;
     int linear_amx, mla_amx, mha_amx; /* numla_model_options */
+    numla_uarch uarch;                /* numla_model_options */
     /* the level each kernel family runs at: isa, or below amx where that family's AMX path
      * is turned off */
     numla_isa isa_linear, isa_mla, isa_mha;

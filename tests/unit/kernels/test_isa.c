@@ -127,6 +127,59 @@ static void test_choice_logged(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "kernel ISA: avx2 (from CPUID)"));
 }
 
+/* The microarchitecture from CPUID's vendor and family, and the choice by name. */
+static void test_uarch(void)
+{
+    CU_ASSERT_EQUAL(numla_uarch_from_cpuid("AuthenticAMD", 0x19, 1), NUMLA_UARCH_ZEN4); /* Genoa */
+    CU_ASSERT_EQUAL(numla_uarch_from_cpuid("AuthenticAMD", 0x19, 0), NUMLA_UARCH_GENERIC); /* Zen 3 */
+    CU_ASSERT_EQUAL(numla_uarch_from_cpuid("AuthenticAMD", 0x1a, 1), NUMLA_UARCH_ZEN5); /* Turin */
+    CU_ASSERT_EQUAL(numla_uarch_from_cpuid("AuthenticAMD", 0x17, 0), NUMLA_UARCH_GENERIC); /* Zen 2 */
+    CU_ASSERT_EQUAL(numla_uarch_from_cpuid("GenuineIntel", 6, 1), NUMLA_UARCH_INTEL);
+    CU_ASSERT_EQUAL(numla_uarch_from_cpuid("HygonGenuine", 0x18, 0), NUMLA_UARCH_GENERIC);
+    CU_ASSERT(numla_uarch_bf16_dot_fast(NUMLA_UARCH_ZEN4));
+    CU_ASSERT(numla_uarch_bf16_dot_fast(NUMLA_UARCH_ZEN5));
+    CU_ASSERT(!numla_uarch_bf16_dot_fast(NUMLA_UARCH_INTEL));
+    /* detection agrees with the level: a Zen 4 without AVX-512 cannot be reported */
+    const numla_uarch here = numla_uarch_detect();
+    CU_ASSERT((unsigned)here < NUMLA_UARCH_COUNT);
+    if (here == NUMLA_UARCH_ZEN4)
+        CU_ASSERT(numla_isa_supported(NUMLA_ISA_AVX512));
+
+    numla_uarch u = NUMLA_UARCH_COUNT;
+    CU_ASSERT_EQUAL(numla_uarch_choose("NUMLA_UARCH", NULL, NUMLA_UARCH_ZEN5, &u), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(u, NUMLA_UARCH_ZEN5);
+    CU_ASSERT_EQUAL(numla_uarch_choose("NUMLA_UARCH", "auto", NUMLA_UARCH_ZEN4, &u), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(u, NUMLA_UARCH_ZEN4);
+    CU_ASSERT_EQUAL(numla_uarch_choose("NUMLA_UARCH", "intel", NUMLA_UARCH_ZEN4, &u), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(u, NUMLA_UARCH_INTEL);
+    CU_ASSERT_STRING_EQUAL(numla_uarch_name(u), "intel");
+    u = NUMLA_UARCH_COUNT;
+    CU_ASSERT_EQUAL(numla_uarch_choose("NUMLA_UARCH", "zen9", NUMLA_UARCH_ZEN4, &u), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(u, NUMLA_UARCH_COUNT); /* untouched on error */
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "NUMLA_UARCH=zen9"));
+}
+
+static void choose_uarch_forced(void *arg)
+{
+    (void)numla_uarch_choose("NUMLA_UARCH", "zen5", NUMLA_UARCH_INTEL, arg);
+}
+
+static void choose_uarch_detected(void *arg)
+{
+    (void)numla_uarch_choose("NUMLA_UARCH", NULL, NUMLA_UARCH_ZEN4, arg);
+}
+
+static void test_uarch_logged(void)
+{
+    char buf[512];
+    numla_uarch u;
+    capture_stderr(choose_uarch_forced, &u, buf, sizeof buf);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "kernel microarchitecture: zen5 (forced by NUMLA_UARCH; CPUID says intel)"));
+    capture_stderr(choose_uarch_detected, &u, buf, sizeof buf);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "kernel microarchitecture: zen4 (from CPUID; CPUID says zen4)"));
+}
+
 NUMLA_TEST_SUITE(isa, NULL, NULL, NUMLA_TEST(test_parse), NUMLA_TEST(test_choose_cpu),
                  NUMLA_TEST(test_amx_level),
-                 NUMLA_TEST(test_choose_masks), NUMLA_TEST(test_choice_logged))
+                 NUMLA_TEST(test_choose_masks), NUMLA_TEST(test_choice_logged),
+                 NUMLA_TEST(test_uarch), NUMLA_TEST(test_uarch_logged))

@@ -123,7 +123,7 @@ static void test_errors(void)
         {"NUMLA_ALLREDUCE", "bogus"},  {"NUMLA_COMM_TIMEOUT", "0"},
         {"NUMLA_COMM_TIMEOUT", "-3"},  {"NUMLA_COMM_SHM_BYTES", "4k"},
         {"NUMLA_COMM_SHM_RS_BYTES", "x"}, {"NUMLA_COMM_SHM_PAR_BYTES", "99999999999999999999999"},
-        {"NUMLA_PLAN", "colour=1"},
+        {"NUMLA_PLAN", "colour=1"},    {"NUMLA_UARCH", "zen9"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         numla_settings s;
@@ -199,7 +199,42 @@ static void test_model_levels(void)
               numla_model_options_level(&m, NUMLA_MODEL_KERNELS_MHA) == NUMLA_ISA_AVX2);
 }
 
+/* The microarchitecture: detected by default, forced by NUMLA_UARCH, passed to the engine, and
+ * where vdpbf16ps is slow (intel) MLA attention drops from avx512bf16 to the FMA kernel. */
+static void test_uarch(void)
+{
+    numla_settings s;
+    fake_n = 0;
+    CU_ASSERT_EQUAL_FATAL(numla_settings_read(fake_get, all_levels, &s), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(s.kernels.uarch, numla_uarch_detect());
+    fake_set("NUMLA_UARCH", "intel");
+    fake_set("NUMLA_MLA_AMX", "0");
+    CU_ASSERT_EQUAL_FATAL(numla_settings_read(fake_get, all_levels, &s), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(s.kernels.uarch, NUMLA_UARCH_INTEL);
+    numla_engine_options o = numla_engine_options_default();
+    numla_settings_engine_options(&s, &o);
+    CU_ASSERT_EQUAL(o.kernels.uarch, NUMLA_UARCH_INTEL);
+    numla_model_options m = o.kernels;
+    m.isa = NUMLA_ISA_AMX;
+    CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_MLA), NUMLA_ISA_AVX512);
+    CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_LINEAR), NUMLA_ISA_AMX);
+    m.mla_amx = 1; /* the AMX kernel is unaffected */
+    CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_MLA), NUMLA_ISA_AMX);
+    m.mla_amx = 0;
+    m.isa = NUMLA_ISA_AVX512BF16;
+    CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_MLA), NUMLA_ISA_AVX512);
+    m.uarch = NUMLA_UARCH_ZEN4;
+    CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_MLA), NUMLA_ISA_AVX512BF16);
+    m.uarch = NUMLA_UARCH_GENERIC;
+    CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_MLA), NUMLA_ISA_AVX512BF16);
+    fake_n = 0;
+    fake_set("NUMLA_UARCH", "auto");
+    CU_ASSERT_EQUAL_FATAL(numla_settings_read(fake_get, all_levels, &s), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(s.kernels.uarch, numla_uarch_detect());
+}
+
 NUMLA_TEST_SUITE(settings, NULL, NULL, NUMLA_TEST(test_defaults), NUMLA_TEST(test_values),
                  NUMLA_TEST(test_job_size),
                  NUMLA_TEST(test_errors), NUMLA_TEST(test_cpu_mask),
-                 NUMLA_TEST(test_engine_options), NUMLA_TEST(test_model_levels))
+                 NUMLA_TEST(test_engine_options), NUMLA_TEST(test_model_levels),
+                 NUMLA_TEST(test_uarch))
