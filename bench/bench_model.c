@@ -16,7 +16,9 @@
  *   (tokens/s and both fractions from the total time of the run; the *_median keys from the
  *   median step, which an oversubscribed machine's stalls do not move);
  *   (bandwidth and peak: the best of a reading before and one after the runs);
- *   peak RSS (before the second bandwidth buffer), the load average, OMP_WAIT_POLICY;
+ *   peak RSS (VmHWM: the larger of the load's peak and the runs' peak, the bandwidth probe's
+ *     buffer excluded; ru_maxrss, which includes it, where /proc cannot reset the peak), the
+ *     load average, OMP_WAIT_POLICY;
  *   per rank, the decode step split into compute and communication (engine counters).
  * Run as `mpirun -n R numla bench model ...`; 1 rank works without mpirun. Costs are for the
  * whole model; the bandwidth and peak are rank 0's (one node). Prints, never asserts. */
@@ -101,6 +103,35 @@ static double load1(void)
         fclose(f);
     }
     return l;
+}
+
+/* The process's resident-set peak (VmHWM) in MiB, -1 when /proc does not say. */
+static double bm_hwm_mib(void)
+{
+    double kib = -1;
+    char line[256];
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) {
+            kib = atof(line + 6);
+            break;
+        }
+    fclose(f);
+    return kib < 0 ? -1 : kib / 1024.0;
+}
+
+/* Restart the VmHWM peak from the current RSS (Linux: "5" to /proc/self/clear_refs), so the
+ * bandwidth probe's buffer, freed by now, does not count as the model's memory. 0 when it
+ * cannot. */
+static int bm_hwm_reset(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f)
+        return 0;
+    const int ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
 }
 
 /* Per-rank split of the steps since the last reset. */
@@ -500,7 +531,11 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     const numla_model_options mo = numla_model_get_options(numla_engine_model(x->e));
     r.amx = mo.isa == NUMLA_ISA_AMX && mo.linear_amx && wi.lm_head_dtype == NUMLA_DTYPE_BF16 &&
             wi.format == NUMLA_WEIGHT_FORMAT_NONE;
+    /* peak RSS: the load's, and the runs' after the probe buffer is gone (ru_maxrss would
+     * count the probe's gigabytes as the model's) */
+    const double rss_load = bm_hwm_mib();
     bm_machine_figures(&r, wi.isa);
+    const int rss_reset = bm_hwm_reset();
     bm_prefill(x, o, sa, &r);
     r.dec_total = bm_decode(x, sa, o->prompt, r.ndec, &r.dec_med, r.dec_part);
     r.load_dec = load1();
@@ -519,9 +554,14 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     if (!o->json)
         printf("  per-rank decode split (batch 1, context %d):\n", o->long_ctx);
     bm_ranks(x, o->long_ctx == 16384 ? "decode_16k" : "decode_long", o->json, size);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    r.rss_mib = (double)ru.ru_maxrss / 1024.0;
+    const double rss_run = bm_hwm_mib();
+    if (rss_reset && rss_load >= 0 && rss_run >= 0) {
+        r.rss_mib = rss_load > rss_run ? rss_load : rss_run;
+    } else {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        r.rss_mib = (double)ru.ru_maxrss / 1024.0;
+    }
     /* measured again after the RSS reading (the stream buffer is big) */
     bm_machine_figures(&r, wi.isa);
     bm_print(o, &r, size);

@@ -3,6 +3,7 @@
  * into an arena owned by the set; the tensor bytes stay in the mappings. */
 #define _GNU_SOURCE
 #include "engine/formats/gguf.h"
+#include "engine/formats/map_release.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -846,6 +847,13 @@ numla_status numla_gguf_open(const char *path, numla_gguf **out)
 fail:
     numla_gguf_close(&g);
     return s;
+}
+
+void numla_gguf_release(const numla_gguf *g, const void *p, size_t n)
+{
+    for (int32_t i = 0; g && i < g->nparts; i++)
+        if (numla_map_release(g->parts[i].map, g->parts[i].size, p, n))
+            return;
 }
 
 void numla_gguf_close(numla_gguf **gp)

@@ -157,6 +157,10 @@ typedef struct numla_gguf numla_gguf; /* opaque: the mapped parts */
 
 numla_status numla_gguf_open(const char *path, numla_gguf **out);
 void numla_gguf_close(numla_gguf **g);
+/* Drop the resident pages of bytes [p, p + n) of one of g's parts (a tensor's data, once the
+ * loader has copied what it needs): they stay readable (engine/formats/map_release.h). A range
+ * outside g's parts is ignored. Local. */
+void numla_gguf_release(const numla_gguf *g, const void *p, size_t n);
 
 /* The path the set was opened under (the first part of a split set). */
 const char *numla_gguf_path(const numla_gguf *g);

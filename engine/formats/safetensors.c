@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "engine/formats/safetensors.h"
 #include "engine/formats/safetensors_internal.h"
+#include "engine/formats/map_release.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -553,6 +554,13 @@ fail:
     free(index);
     numla_safetensors_close(&m);
     return s;
+}
+
+void numla_safetensors_release(const numla_safetensors_model *m, const void *p, size_t n)
+{
+    for (int i = 0; m && i < m->nfiles; i++)
+        if (numla_map_release(m->files[i].map, m->files[i].size, p, n))
+            return;
 }
 
 void numla_safetensors_close(numla_safetensors_model **pm)

@@ -36,6 +36,10 @@ typedef struct numla_safetensors_model numla_safetensors_model; /* opaque: the s
 
 numla_status numla_safetensors_open(const char *dir, numla_safetensors_model **out);
 void numla_safetensors_close(numla_safetensors_model **m);
+/* Drop the resident pages of bytes [p, p + n) of one of m's files (a tensor's data, once the
+ * loader has copied what it needs): they stay readable (engine/formats/map_release.h). A range
+ * outside m's files is ignored. Local. */
+void numla_safetensors_release(const numla_safetensors_model *m, const void *p, size_t n);
 
 /* The tensor called `name`, or NULL. */
 const numla_safetensors_tensor *numla_safetensors_find(const numla_safetensors_model *m, const char *name);

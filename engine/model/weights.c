@@ -20,6 +20,17 @@
 #include "kernels/qblock_quant.h"
 #include "kernels/quant.h"
 
+/* File ranges the copy has read (pass 1), given back to the OS a layer at a time so loading
+ * peaks near the shard's size, not the shard plus the file (engine/formats/map_release.h). */
+typedef struct ld_range {
+    const void *p;
+    size_t n;
+} ld_range;
+typedef struct ld_spent {
+    ld_range *r;
+    size_t n, cap;
+} ld_spent;
+
 typedef struct loader {
     const numla_model_config *cfg;
     const numla_safetensors_model *st;  /* one of st and view */
@@ -33,6 +44,7 @@ typedef struct loader {
     char problems[8192];
     size_t problems_len;
     int num_problems;
+    ld_spent *spent;    /* pass 1: file ranges read since the last ld_release */
 } loader;
 
 static void ld_problem(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -60,17 +72,67 @@ static void ld_problem(loader *L, const char *fmt, ...)
 /* The checkpoint's tensor called name: a GGUF file's entry under its HF name (L->view), or the
  * safetensors tensor under the config's tensor_prefix ("language_model." for Kimi K2.5's text
  * model); NULL when absent. */
+static void ld_spend(const loader *L, const void *p, size_t n);
+
 static const numla_safetensors_tensor *ld_find(const loader *L, const char *name)
 {
     if (L->view) {
         const numla_weights_entry *e = numla_weights_view_find(L->view, name);
+        if (e && e->src)
+            ld_spend(L, e->src->data, e->src->nbytes);
+        if (e && e->v_b)
+            ld_spend(L, e->v_b->data, e->v_b->nbytes);
         return e ? &e->t : NULL;
     }
-    if (!L->cfg->tensor_prefix[0])
-        return numla_safetensors_find(L->st, name);
-    char full[400];
-    snprintf(full, sizeof full, "%s%s", L->cfg->tensor_prefix, name);
-    return numla_safetensors_find(L->st, full);
+    const numla_safetensors_tensor *t;
+    if (!L->cfg->tensor_prefix[0]) {
+        t = numla_safetensors_find(L->st, name);
+    } else {
+        char full[400];
+        snprintf(full, sizeof full, "%s%s", L->cfg->tensor_prefix, name);
+        t = numla_safetensors_find(L->st, full);
+    }
+    if (t)
+        ld_spend(L, t->data, t->nbytes);
+    return t;
+}
+
+/* Note a file range the copy reads (pass 1 only). When the list cannot grow, the range is
+ * released at once: it is read again from the page cache, nothing is lost. */
+static void ld_spend(const loader *L, const void *p, size_t n)
+{
+    if (L->pass != 1 || !L->spent || !p || !n)
+        return;
+    ld_spent *s = L->spent;
+    if (s->n == s->cap) {
+        const size_t cap = s->cap ? 2 * s->cap : 256;
+        ld_range *r = realloc(s->r, cap * sizeof *r);
+        if (!r) {
+            if (L->view)
+                numla_gguf_release(L->view->g, p, n);
+            else
+                numla_safetensors_release(L->st, p, n);
+            return;
+        }
+        s->r = r;
+        s->cap = cap;
+    }
+    s->r[s->n++] = (ld_range){p, n};
+}
+
+/* Give back the resident pages of every range read since the last call: the copies are done
+ * (pass 1, after the embedding, each layer and the head). */
+static void ld_release(loader *L)
+{
+    if (!L->spent)
+        return;
+    for (size_t i = 0; i < L->spent->n; i++) {
+        if (L->view)
+            numla_gguf_release(L->view->g, L->spent->r[i].p, L->spent->r[i].n);
+        else
+            numla_safetensors_release(L->st, L->spent->r[i].p, L->spent->r[i].n);
+    }
+    L->spent->n = 0;
 }
 
 /* The GGUF entry behind a tensor ld_find returned, or NULL for a safetensors tensor. */
@@ -950,6 +1012,7 @@ static numla_status ld_model(loader *L, numla_model_weights *w)
     if (L->pass == 1) {
         memcpy(w->embed, emb->data, emb_bytes);
         L->loaded += emb_bytes;
+        ld_release(L);
     }
     int tty = L->pass == 1 && isatty(2);
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
@@ -957,6 +1020,7 @@ static numla_status ld_model(loader *L, numla_model_weights *w)
             fprintf(stderr, "\rnumla: loading weights: layer %lld/%lld", (long long)(l + 1),
                     (long long)c->num_hidden_layers);
         NUMLA_CHECK(ld_layer(L, l, &w->shard, &w->layers[l]));
+        ld_release(L);
     }
     if (tty)
         fprintf(stderr, "\n");
@@ -965,6 +1029,7 @@ static numla_status ld_model(loader *L, numla_model_weights *w)
     NUMLA_CHECK(ld_linear_q(L, head, V, hid, w->shard.vocab_begin, w->shard.vocab_count, 0, hid,
                             L->opts.keep_lm_head ? 0 : LD_QUANTIZABLE, &w->lm_head));
     w->lm_head_q8 = w->lm_head.kind == NUMLA_MODEL_LINEAR_Q8;
+    ld_release(L);
     return NUMLA_STATUS_OK;
 }
 
@@ -1092,10 +1157,15 @@ static numla_status weights_load(const numla_model_config *cfg, const numla_safe
 #ifdef MADV_HUGEPAGE
             (void)madvise(a, w->arena_bytes, MADV_HUGEPAGE); /* best effort */
 #endif
+            ld_spent spent = {0};
             L->pass = 1;
             L->arena = a;
             L->used = 0;
+            L->spent = &spent;
             s = ld_model(L, w);
+            ld_release(L); /* what an error left behind */
+            free(spent.r);
+            L->spent = NULL;
             w->loaded_bytes = L->loaded;
         }
     }

@@ -98,6 +98,7 @@ numla_status numla_weights_view_create(const numla_gguf *g, const numla_model_co
                    numla_gguf_path(g));
     }
     v->e = e;
+    v->g = g;
     numla_status s = NUMLA_STATUS_OK;
     int64_t n = 0;
     for (int64_t i = 0; i < nt && s == NUMLA_STATUS_OK; i++) {

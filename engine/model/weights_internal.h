@@ -44,6 +44,7 @@ typedef struct numla_weights_entry {
 typedef struct numla_weights_view {
     numla_weights_entry *e;     /* (n) sorted by name */
     int64_t n;
+    const numla_gguf *g;        /* the file the entries point into */
 } numla_weights_view;
 
 /* Build the view of g (cfg from the same file). FORMAT naming the file and tensor for a tensor
