@@ -46,7 +46,7 @@
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "engine/formats/gguf.h"
-#include "engine/model/config.h"
+#include "engine/model/config.h" /* numla_model_path_is_gguf */
 
 /* DeepSeek-V3's pre-tokenizer (tokenizer.json form). */
 static const char DS_V3_PRE[] =
@@ -372,20 +372,33 @@ numla_status numla_model_text_tokenizer(const char *model, int64_t vocab_size,
     return NUMLA_STATUS_OK;
 }
 
+/* config.json's model_type into out ("" when the file, the key or a string is missing): only
+ * the key that picks a built-in chat format, without loading (and logging) the whole config,
+ * which the engine does once. */
+static void model_text_model_type(const char *model, char *out, size_t n)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", model);
+    json_t *root = json_load_file(path, 0, NULL);
+    const json_t *t = json_is_object(root) ? json_object_get(root, "model_type") : NULL;
+    snprintf(out, n, "%s", json_is_string(t) ? json_string_value(t) : "");
+    json_decref(root);
+}
+
 numla_status numla_model_text_chat_template(const char *model, const char *force_name,
                                             numla_chat_template **out)
 {
     if (!numla_model_path_is_gguf(model)) {
         /* DeepSeek-V3.2 ships its chat format as Python code, not as a Jinja template: its
          * model_type names the built-in renderer when none is forced */
-        numla_model_config c;
         const char *builtin = NULL;
-        if (!force_name && numla_model_config_load(model, &c) == NUMLA_STATUS_OK)
-            builtin = numla_chat_template_builtin_for_model_type(c.model_type);
-        numla_error_clear();
+        char model_type[64] = "";
+        if (!force_name)
+            model_text_model_type(model, model_type, sizeof model_type);
+        if (model_type[0])
+            builtin = numla_chat_template_builtin_for_model_type(model_type);
         if (builtin)
-            NUMLA_INFO("%s: model_type %s: chat format %s (built in)", model, c.model_type,
-                       builtin);
+            NUMLA_INFO("%s: model_type %s: chat format %s (built in)", model, model_type, builtin);
         return numla_chat_template_load(model, builtin ? builtin : force_name, out);
     }
     *out = NULL;
