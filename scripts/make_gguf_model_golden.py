@@ -23,6 +23,10 @@ Variants:
                      keep it), the split MLA layout (attn_k_b + attn_v_b), embedding Q8_0
   v2lite/gguf_q4_0   the same in Q4_0, with the older attn_kv_b layout
   v2lite/gguf_q4_0_split  that file split by the gguf writer into model-0000N-of-0000M.gguf
+  v2/gguf_q8_0       tests/golden/v2's weights (q_lora_rank, expert groups, YaRN) in Q8_0 where
+                     K % 32 == 0, split layout: the shape llama.cpp loads too (it takes a
+                     deepseek2 file without q_lora_rank only with V2-Lite's 27 layers), for
+                     scripts/make_gguf_llamacpp_check.py (--v2-only writes just this one)
   tokenizer/bpe8k_gguf/tokenizer.gguf   tests/golden/tokenizer/bpe8k as tokenizer.ggml.* keys
   kq/gguf_mixed      a model of width 256 (K-quants need K % 256 == 0): the linears cycle
                      through Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K (K % 256 == 0) and Q8_0, Q4_0
@@ -96,6 +100,11 @@ def encode(w, qt, rng):
     return q, gguf.quants.dequantize(q, qt).astype(np.float32)
 
 
+# tokenizer.ggml.merges of the model files: none (the goldens feed token ids); llama.cpp
+# refuses a gpt2 vocabulary without merges, so the file it checks gets one (unused) pair
+MERGES = []
+
+
 def add_keys(w, c, split, vocab):
     w.add_block_count(c["num_hidden_layers"])
     w.add_context_length(c["max_position_embeddings"])
@@ -103,8 +112,12 @@ def add_keys(w, c, split, vocab):
     w.add_feed_forward_length(c["intermediate_size"])
     w.add_head_count(c["num_attention_heads"])
     w.add_head_count_kv(1 if split else c["num_attention_heads"])
-    rp = c.get("rope_scaling") or {}
-    w.add_rope_freq_base(c.get("rope_theta", 10000.0))
+    # transformers 5 writes rope_parameters (rope_type, rope_theta inside); older configs
+    # rope_scaling (type) next to rope_theta
+    rp = c.get("rope_scaling") or c.get("rope_parameters") or {}
+    w.add_rope_freq_base(c.get("rope_theta", rp.get("rope_theta", 10000.0)))
+    if rp.get("type", rp.get("rope_type")) != "yarn":
+        rp = {}
     w.add_layer_norm_rms_eps(c["rms_norm_eps"])
     w.add_expert_count(c["n_routed_experts"])
     w.add_expert_used_count(c["num_experts_per_tok"])
@@ -141,7 +154,7 @@ def add_keys(w, c, split, vocab):
     w.add_tokenizer_pre("deepseek-llm")
     w.add_token_list(["<t%d>" % i for i in range(vocab)])
     w.add_token_types([1] * vocab)
-    w.add_token_merges([])
+    w.add_token_merges(MERGES)
     w.add_bos_token_id(c["bos_token_id"])
     w.add_eos_token_id(c["eos_token_id"])
 
@@ -369,8 +382,32 @@ def main():
     ap.add_argument("--tokenizer-only", action="store_true")
     ap.add_argument("--split-only", action="store_true",
                     help="v2lite q8_0 / q4_0 and the split set only (no kq)")
+    ap.add_argument("--v2-only", action="store_true",
+                    help="v2/gguf_q8_0 only (the V2 shape with q_lora_rank, which llama.cpp "
+                         "also loads: scripts/make_gguf_llamacpp_check.py)")
     a = ap.parse_args()
     check_versions()
+    if a.v2_only:
+        global MERGES
+        MERGES = ["<t2> <t3>"]
+        # GGUF's deepseek2 keys carry one YaRN mscale (yarn_log_multiplier = 0.1 ·
+        # mscale_all_dim) and readers take mscale = mscale_all_dim, as DeepSeek's own configs
+        # have it; tests/golden/v2 has them apart (1.0 / 0.5), so its GGUF variant's reference
+        # runs with mscale = mscale_all_dim
+        v2 = os.path.join(a.src, "v2")
+        tmp = tempfile.mkdtemp(prefix="numla_v2gguf_")
+        try:
+            with open(os.path.join(v2, "config.json")) as f:
+                c = json.load(f)
+            rp = c.get("rope_parameters") or c.get("rope_scaling")
+            rp["mscale"] = rp["mscale_all_dim"]
+            with open(os.path.join(tmp, "config.json"), "w") as f:
+                json.dump(c, f, indent=2)
+            build(a.out, "v2", "q8_0", mg.MODELS["v2"], tmp, load_sd(v2),
+                  lambda name, k: QT.Q8_0 if k % 32 == 0 else QT.F32, True, 2412)
+        finally:
+            shutil.rmtree(tmp)
+        return
     write_tokenizer_gguf(a.out, a.src)
     write_quant_ref(a.out)
     if a.tokenizer_only:

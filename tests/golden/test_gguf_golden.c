@@ -4,6 +4,8 @@
  *   v2lite/gguf_q8_0   Q8_0 linears and embedding, split MLA layout (attn_k_b + attn_v_b)
  *   v2lite/gguf_q4_0   Q4_0, attn_kv_b layout
  *   v2lite/gguf_q4_0_split  the same file split in two parts (split.* keys), opened by part 1
+ *   v2/gguf_q8_0       the V2 shape (q_lora_rank, group-limited routing, YaRN from
+ *                      rope_parameters) in Q8_0, split layout
  *   kq/gguf_mixed      width 256: Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K, Q8_0, Q4_0 (embedding
  *                      Q6_K, lm_head Q4_K), split layout
  *   v2lite/model_int4  a compressed-tensors pack-quantized checkpoint (Kimi-K2-Thinking's
@@ -219,9 +221,64 @@ static void gg_check(const char *variant)
 static void test_v2lite_q8_0(void) { gg_check("v2lite/gguf_q8_0"); }
 static void test_v2lite_q4_0(void) { gg_check("v2lite/gguf_q4_0"); }
 static void test_kq_mixed(void) { gg_check("kq/gguf_mixed"); }
+static void test_v2_q8_0(void) { gg_check("v2/gguf_q8_0"); }
 static void test_v2lite_int4(void) { gg_check("v2lite/model_int4"); }
 static void test_v2lite_q4_0_split(void) { gg_check("v2lite/gguf_q4_0_split"); }
 
-NUMLA_TEST_SUITE(gguf_golden, NULL, NULL, NUMLA_TEST(test_v2lite_q8_0),
+/* llama.cpp on the same file (scripts/make_gguf_llamacpp_check.py, llama-cpp-python, its tokens
+ * in llamacpp.json): numla's greedy tokens, generated from its own choices, equal llama.cpp's
+ * over the prefix where llama.cpp's equal the reference's (llama.cpp quantizes activations to
+ * Q8_0, so on these sensitive models it parts from the reference at the first close call; the
+ * file says where), and that prefix is not empty. */
+static void test_v2_llamacpp(void)
+{
+    gg g;
+    CU_ASSERT_EQUAL_FATAL(gg_load(&g, "v2/gguf_q8_0"), 0);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/llamacpp.json", g.ref.dir);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    NUMLA_ASSERT_MSG(root != NULL, "%s: %s", path, jerr.text);
+    const json_t *prompts = json_object_get(root, "prompts");
+    CU_ASSERT_EQUAL_FATAL((int)json_array_size(prompts), g.ref.nprompts);
+    eng e;
+    CU_ASSERT_TRUE_FATAL(eng_open(&e, g.model, NUMLA_DTYPE_F32, numla_isa_best()) == 0);
+    const int V = (int)e.cfg.vocab_size;
+    float *lg = malloc(sizeof(float) * (size_t)V * 128);
+    int total = 0;
+    for (int p = 0; p < g.ref.nprompts; p++) {
+        const json_t *jp = json_array_get(prompts, (size_t)p), *jg = json_object_get(jp, "greedy");
+        const int agree = (int)json_integer_value(json_object_get(jp, "agree"));
+        numla_kv_seq sq = {0};
+        const int32_t *tk[1] = {g.ref.tokens[p]};
+        int n[1] = {g.ref.len[p]};
+        CU_ASSERT_EQUAL_FATAL(eng_step(&e, 1, &sq, tk, n, lg), 0);
+        const float *row = lg + (size_t)(g.ref.len[p] - 1) * V;
+        for (int i = 0; i < agree; i++) {
+            int32_t best = 0;
+            for (int v = 1; v < V; v++)
+                if (row[v] > row[best])
+                    best = v;
+            const int32_t want = (int32_t)json_integer_value(json_array_get(jg, (size_t)i));
+            NUMLA_ASSERT_MSG(best == want, "prompt %d token %d: numla %d, llama.cpp %d", p, i, best, want);
+            if (best != want)
+                break;
+            total++;
+            const int32_t *nt[1] = {&best};
+            int one[1] = {1};
+            CU_ASSERT_EQUAL_FATAL(eng_step(&e, 1, &sq, nt, one, lg), 0);
+            row = lg;
+        }
+        numla_kv_seq_release(e.kv, &sq);
+    }
+    CU_ASSERT(total > 0);
+    fprintf(stderr, "\n    v2/gguf_q8_0: %d greedy tokens equal to llama.cpp's ", total);
+    free(lg);
+    eng_close(&e);
+    json_decref(root);
+    gg_free(&g);
+}
+
+NUMLA_TEST_SUITE(gguf_golden, NULL, NULL, NUMLA_TEST(test_v2lite_q8_0), NUMLA_TEST(test_v2_q8_0), NUMLA_TEST(test_v2_llamacpp),
                  NUMLA_TEST(test_v2lite_q4_0), NUMLA_TEST(test_kq_mixed),
                  NUMLA_TEST(test_v2lite_int4), NUMLA_TEST(test_v2lite_q4_0_split))
