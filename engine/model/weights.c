@@ -738,7 +738,44 @@ static numla_status ld_head_q8(const numla_qlinear_source *src, void *dst,
     return numla_qlinear_pack(src, dst, &out->q);
 }
 
-/* kv_b_proj (H · (nope + v), Dc) → per owned head uk_t (Dc, nope) and uv (v, Dc). An 8-bit
+/* Whether rows of k elements of GGUF tensor gt can stay in its blocks as a per-head linear:
+ * an encoding numla runs, k whole blocks, and not --weights bf16. */
+static int ld_head_blocks(const loader *L, const numla_gguf_tensor *gt, int64_t k)
+{
+    numla_qblock_type qt;
+    if (!gt || L->opts.format == NUMLA_WEIGHT_FORMAT_NONE || numla_qblock_from_ggml(gt->type, &qt) != NUMLA_STATUS_OK) {
+        numla_error_clear();
+        return 0;
+    }
+    const numla_qblock_info *in = numla_qblock_info_get(qt);
+    return k % in->block == 0;
+}
+
+/* Rows [row0, row0 + n) of GGUF tensor gt (rows of k elements, ld_head_blocks) packed as a
+ * block linear with fp32 activations: the function of the dequantized rows, as the fp32
+ * copy it replaces computes it, at the file's bytes instead of 4 bytes a weight. */
+static numla_status ld_head_qblock(loader *L, const numla_gguf_tensor *gt, int64_t row0, int64_t n,
+                                   int64_t k, void *dst, numla_model_linear *out)
+{
+    numla_qblock_type qt;
+    NUMLA_CHECK(numla_qblock_from_ggml(gt->type, &qt));
+    const numla_qblock_info *in = numla_qblock_info_get(qt);
+    const int64_t row_bytes = k / in->block * in->bytes;
+    numla_qblock_source src = {.type = qt, .n = n, .k = k,
+                               .data = (const char *)gt->data + (size_t)row0 * (size_t)row_bytes,
+                               .ld = row_bytes, .act = NUMLA_QBLOCK_ACT_F32};
+    out->kind = NUMLA_MODEL_LINEAR_QBLOCK;
+    out->n = n;
+    out->k = k;
+    NUMLA_CHECK(numla_qblock_pack(&src, dst, &out->qb));
+    L->loaded += (size_t)(n * row_bytes);
+    return NUMLA_STATUS_OK;
+}
+
+/* kv_b_proj (H · (nope + v), Dc) → per owned head uk_t (Dc, nope) and uv (v, Dc). A GGUF
+ * kv_b_proj stays in its blocks where the rows allow (ld_head_blocks): uv always (rows of Dc, of
+ * attn_v_b or of attn_kv_b), uk_t in the split layout (attn_k_b holds W_UKᵀ per head, rows of
+ * nope); the rest is dequantized once into fp32. An 8-bit
  * kv_b_proj (in the file, or quantized now) stays 8-bit where weights.h says so: uv is a row
  * slice packed from the codes and the full grid; uk_t is the transposed codes, with (fp8) the
  * head's block row of the grid transposed, or (int8) unit row scales and the original row
@@ -764,7 +801,12 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
     }
     const numla_safetensors_tensor *t = d.t;
     const int q8 = d.mode != NUMLA_WEIGHTS_FLOAT;       /* not float rows as they are */
-    const int qb = d.mode == NUMLA_WEIGHTS_QBLOCK;      /* GGUF: dequantized into fp32 */
+    const int qb = d.mode == NUMLA_WEIGHTS_QBLOCK;      /* GGUF: blocks, or dequantized to fp32 */
+    const numla_weights_entry *ge = qb ? ld_entry(L, t) : NULL;
+    /* GGUF heads kept in blocks: W_UKᵀ from attn_k_b (rows of nope), W_UV from attn_v_b or
+     * from attn_kv_b's v rows (rows of Dc) */
+    const int ukb = ge && ge->v_b && ld_head_blocks(L, ge->src, nope);
+    const int uvb = ge && ld_head_blocks(L, ge->v_b ? ge->v_b : ge->src, dc);
     const int keep8 = d.mode == NUMLA_WEIGHTS_Q8_FILE || d.mode == NUMLA_WEIGHTS_Q8_MAKE;
     const int fp8 = d.fmt == NUMLA_QLINEAR_FP8_BLOCK;
     const numla_qlinear_format f8 = fp8 ? NUMLA_QLINEAR_FP8_BLOCK : NUMLA_QLINEAR_INT8_ROW;
@@ -791,9 +833,10 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
         }
         if (!uk8)
             tmp = malloc((size_t)dc * (size_t)nope * es);
-        if (q8 && !uk8) /* --weights bf16 (all of it) or the fp8 uk_t fallback, in fp32 */
+        const int need_deq = q8 && !uk8 && !(ukb && uvb);
+        if (need_deq) /* --weights bf16 (all of it), the fp8 uk_t fallback, GGUF rows not in blocks */
             deq = malloc((size_t)(Hr * hw * dc) * es);
-        if ((uk8 && (!tcodes || !tgrid)) || (!uk8 && !tmp) || (q8 && !uk8 && !deq)) {
+        if ((uk8 && (!tcodes || !tgrid)) || (!uk8 && !tmp) || (need_deq && !deq)) {
             free(own);
             free(grid);
             free(tcodes);
@@ -806,8 +849,8 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
             for (int64_t i = 0; i < tg; i++)
                 tgrid[i] = 1.0f;
         const int64_t r0 = sh->head_begin * hw;
-        if (qb)
-            s = numla_weights_entry_rows_f32(ld_entry(L, t), r0, Hr * hw, 0, dc, (float *)deq);
+        if (qb && deq)
+            s = numla_weights_entry_rows_f32(ge, r0, Hr * hw, 0, dc, (float *)deq);
         for (int64_t r = 0; !qb && deq && r < Hr * hw; r++)
             for (int64_t cc = 0; cc < dc; cc++)
                 ((float *)deq)[r * dc + cc] =
@@ -815,15 +858,31 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
     }
     for (int64_t hh = 0; hh < Hr && s == NUMLA_STATUS_OK; hh++) {
         const int64_t h = sh->head_begin + hh;
-        void *uk = ld_take(L, uk8 ? numla_qlinear_packed_size(f8, dc, nope)
-                                  : numla_linear_packed_size(L->isa, dc, nope, dt));
-        void *uv = ld_take(L, keep8 ? numla_qlinear_packed_size(f8, vd, dc)
-                                    : numla_linear_packed_size(L->isa, vd, dc, dt));
+        numla_qblock_type ukt = NUMLA_QBLOCK_Q8_0, uvt = NUMLA_QBLOCK_Q8_0;
+        if (ukb)
+            (void)numla_qblock_from_ggml(ge->src->type, &ukt);
+        if (uvb)
+            (void)numla_qblock_from_ggml((ge->v_b ? ge->v_b : ge->src)->type, &uvt);
+        void *uk = ld_take(L, ukb   ? numla_qblock_packed_size(ukt, dc, nope)
+                              : uk8 ? numla_qlinear_packed_size(f8, dc, nope)
+                                    : numla_linear_packed_size(L->isa, dc, nope, dt));
+        void *uv = ld_take(L, uvb     ? numla_qblock_packed_size(uvt, vd, dc)
+                              : keep8 ? numla_qlinear_packed_size(f8, vd, dc)
+                                      : numla_linear_packed_size(L->isa, vd, dc, dt));
         if (L->pass != 1)
             continue;
+        if (ukb)
+            s = ld_head_qblock(L, ge->src, h * dc, dc, nope, uk, &lw->uk_t[hh]);
+        if (s == NUMLA_STATUS_OK && uvb)
+            s = ge->v_b ? ld_head_qblock(L, ge->v_b, h * vd, vd, dc, uv, &lw->uv[hh])
+                        : ld_head_qblock(L, ge->src, h * hw + nope, vd, dc, uv, &lw->uv[hh]);
+        if (s != NUMLA_STATUS_OK)
+            break;
         const char *rows = deq ? deq + (size_t)(hh * hw * dc) * es
                                : !q8 ? (const char *)t->data + (size_t)(h * hw * dc) * es : NULL;
-        if (uk8) { /* (Dc, nope) codes; grid: fp8 block row h·hw/128.. transposed, int8 ones */
+        if (ukb) {
+            /* packed above */
+        } else if (uk8) { /* (Dc, nope) codes; grid: fp8 block row h·hw/128.. transposed, int8 ones */
             const uint8_t *hc = codes + (size_t)(hh * hw * dc);
             for (int64_t j = 0; j < nope; j++)
                 for (int64_t cc = 0; cc < dc; cc++)
@@ -852,7 +911,9 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
         }
         if (s != NUMLA_STATUS_OK)
             break;
-        if (keep8) { /* rows h·hw + nope.. of the codes, the full grid */
+        if (uvb) {
+            /* packed above */
+        } else if (keep8) { /* rows h·hw + nope.. of the codes, the full grid */
             numla_qlinear_source src = {
                 .fmt = f8, .n = vd, .k = dc, .row0 = h * hw + nope, .col0 = 0,
                 .data = codes + (size_t)((hh * hw + nope) * dc), .ld = dc, .scales = grid,

@@ -102,6 +102,28 @@ static void test_config_and_layout(void)
                            (const char *)q->data + (size_t)(4 * c.q_head_dim) * qrb, qrb), 0);
     /* o_proj of 2 ranks: 128 columns each, a cut Q*_K block: dequantized into fp32 */
     CU_ASSERT_EQUAL(w->layers[0].o_proj.kind, NUMLA_MODEL_LINEAR_FLOAT);
+    /* the absorbed attention's per-head W_UKᵀ and W_UV stay in blocks: head 5 (the second of
+     * this rank) is rows 5·Dc.. of attn_k_b and 5·v.. of attn_v_b, byte for byte */
+    const struct {
+        const char *name;
+        const numla_model_linear *lin;
+        int64_t rows;
+    } heads[] = {{"blk.2.attn_k_b.weight", &w->layers[2].uk_t[1], c.kv_lora_rank},
+                 {"blk.2.attn_v_b.weight", &w->layers[2].uv[1], c.v_head_dim}};
+    for (int i = 0; i < 2; i++) {
+        const numla_gguf_tensor *ht = numla_gguf_tensor_find(g, heads[i].name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ht);
+        const numla_ggml_type_info *hi = numla_ggml_type_get(ht->type);
+        const size_t hrb = (size_t)(ht->ne[0] / hi->block * hi->bytes);
+        NUMLA_ASSERT_MSG(heads[i].lin->kind == NUMLA_MODEL_LINEAR_QBLOCK, "%s: head not in blocks", heads[i].name);
+        if (heads[i].lin->kind != NUMLA_MODEL_LINEAR_QBLOCK)
+            continue;
+        CU_ASSERT_EQUAL(heads[i].lin->n, heads[i].rows);
+        CU_ASSERT_EQUAL(heads[i].lin->qb.act, NUMLA_QBLOCK_ACT_F32);
+        for (int64_t r = 0; r < heads[i].lin->n; r++)
+            CU_ASSERT_EQUAL(memcmp(heads[i].lin->qb.q + r * heads[i].lin->qb.ld,
+                                   (const char *)ht->data + (size_t)(5 * heads[i].rows + r) * hrb, hrb), 0);
+    }
     numla_weights_destroy(&w);
     numla_gguf_close(&g);
 }
