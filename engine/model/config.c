@@ -723,10 +723,10 @@ numla_status numla_model_config_parse(const char *json_text, const char *source,
     numla_model_config tmp;
     memset(&tmp, 0, sizeof tmp);
     numla_status s = parse_root(&c, c.root, &tmp);
-    json_decref(c.root);
     /* the sparse-attention fields (enabled = 0 for the other model types) */
     if (s == NUMLA_STATUS_OK)
-        s = numla_dsa_config_parse(json_text, c.src, &tmp.dsa);
+        s = numla_dsa_config_from_json(c.root, c.src, &tmp.dsa);
+    json_decref(c.root);
     if (s == NUMLA_STATUS_OK && tmp.dsa.enabled && tmp.dsa.num_nextn_predict_layers > 0)
         NUMLA_INFO("%s: %s: the %lld multi-token-prediction layer%s (num_nextn_predict_layers, "
                    "model.layers.%lld.*) %s not loaded", c.src, tmp.model_type,

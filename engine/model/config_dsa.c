@@ -7,7 +7,7 @@
 #include <string.h>
 
 /* An integer field: absent -> dflt; null or not an integer, or outside [lo, hi] -> error. */
-static numla_status dsa_int(const char *src, json_t *root, const char *key, int64_t dflt,
+static numla_status dsa_int(const char *src, const json_t *root, const char *key, int64_t dflt,
                             int64_t lo, int64_t hi, int required, int64_t *out)
 {
     json_t *v = json_object_get(root, key);
@@ -28,7 +28,7 @@ static numla_status dsa_int(const char *src, json_t *root, const char *key, int6
 }
 
 /* A per-layer list of two names (names[1] -> 1, names[0] -> 0), exactly n entries. */
-static numla_status dsa_layer_list(const char *src, json_t *v, const char *key, int64_t n,
+static numla_status dsa_layer_list(const char *src, const json_t *v, const char *key, int64_t n,
                                    const char *const names[2], uint8_t *out)
 {
     if (!json_is_array(v))
@@ -50,7 +50,7 @@ static numla_status dsa_layer_list(const char *src, json_t *v, const char *key, 
 }
 
 /* GLM-5's indexer schedule when indexer_types is absent (transformers' GlmMoeDsaConfig). */
-static numla_status dsa_glm_schedule(const char *src, json_t *root, numla_dsa_config *o)
+static numla_status dsa_glm_schedule(const char *src, const json_t *root, numla_dsa_config *o)
 {
     json_t *pat = json_object_get(root, "index_topk_pattern");
     if (pat && !json_is_null(pat)) {
@@ -84,7 +84,7 @@ static numla_status dsa_glm_schedule(const char *src, json_t *root, numla_dsa_co
     return NUMLA_STATUS_OK;
 }
 
-static numla_status dsa_parse_root(const char *src, json_t *root, numla_dsa_config *o)
+static numla_status dsa_parse_root(const char *src, const json_t *root, numla_dsa_config *o)
 {
     if (!json_is_object(root))
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: top level is not a JSON object", src);
@@ -164,14 +164,22 @@ numla_status numla_dsa_config_parse(const char *json_text, const char *source,
     if (!root)
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s:%d:%d: invalid JSON: %s", src, err.line, err.column,
                    err.text);
-    numla_dsa_config o;
-    memset(&o, 0, sizeof o);
-    numla_status s = dsa_parse_root(src, root, &o);
+    numla_status s = numla_dsa_config_from_json(root, src, out);
     json_decref(root);
     if (s != NUMLA_STATUS_OK) {
         numla_error_frame(__FILE__, __LINE__, __func__);
         return s;
     }
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_dsa_config_from_json(const json_t *root, const char *source, numla_dsa_config *out)
+{
+    if (!root || !out)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_dsa_config_from_json: NULL argument");
+    numla_dsa_config o;
+    memset(&o, 0, sizeof o);
+    NUMLA_CHECK(dsa_parse_root(source ? source : "config.json", root, &o));
     *out = o;
     return NUMLA_STATUS_OK;
 }

@@ -48,5 +48,9 @@ typedef struct numla_dsa_config {
  * NUMLA_STATUS_FORMAT (malformed) or UNSUPPORTED, naming the field. Not collective. */
 numla_status numla_dsa_config_parse(const char *json_text, const char *source,
                                     numla_dsa_config *out);
+/* The same from config.json already parsed by jansson (config.c reads the file once). */
+struct json_t;
+numla_status numla_dsa_config_from_json(const struct json_t *root, const char *source,
+                                        numla_dsa_config *out);
 
 #endif
