@@ -111,7 +111,7 @@ numla_status numla_qlinear_pack(const numla_qlinear_source *src, void *dst, numl
 
 /* Scratch bytes for numla_qlinear_forward with m rows on a team of up to num_threads threads
  * (< 1 counts as 1): W8A8's quantized rows; fp8-block from 8 rows, one panel of dequantized
- * weights per thread; int8-row from 32 rows once m·k >= 2^19, one widened 4-row weight group
+ * weights per thread; int8-row from 32 rows once m·k >= 2^22, one widened 4-row weight group
  * per thread (16·kp bytes each); otherwise 0.
  * A workspace for fewer threads than the calling team (but at least one) is accepted: the call
  * then runs on as many threads as it holds. */

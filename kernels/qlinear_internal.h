@@ -60,16 +60,16 @@ enum {
 };
 
 /* Whether M rows of x take the many-row path: fp8 (the panel GEMM) from 8 rows; int8-row, whose
- * widening is cheap, from 32 rows and only once x is past 2 MiB (M·K >= 2^19), where the
- * few-row tiles start reading x from L3 for every two weight rows (below that they are faster:
- * docs/linear.md). */
+ * widening is cheap, from 32 rows and only once x is past 16 MiB (M·K >= 2^22), where the
+ * few-row tiles, reading x for every two weight rows, no longer find it in L3 (below that they
+ * are faster: docs/linear.md, "Figures behind the constants"). */
 static inline int numla_qlinear_gemm_applies(const numla_qlinear_weight *w, int64_t m)
 {
     if (w->fmt == NUMLA_QLINEAR_FP8_BLOCK)
         return m >= NUMLA_QLINEAR_PANEL_MIN_M;
     if (m < NUMLA_QLINEAR_GEMM_MIN_M)
         return 0;
-    return w->fmt == NUMLA_QLINEAR_INT8_ROW && m * w->k >= ((int64_t)1 << 19);
+    return w->fmt == NUMLA_QLINEAR_INT8_ROW && m * w->k >= ((int64_t)1 << 22);
 }
 
 /* fp8's many-row path is a k-major panel GEMM (kernels/x86/qlinear_avx512.c): per thread a
@@ -94,14 +94,19 @@ static inline size_t numla_qlinear_panel_bytes(const numla_qlinear_weight *w)
     return numla_qlinear_align64((size_t)NUMLA_QLINEAR_PANEL_KC * (size_t)numla_qlinear_panel_nc(w) * sizeof(float));
 }
 
-/* Scratch bytes per thread of the many-row path: int8-row's widened group, (ROWS, kp) fp32;
+/* int8-row's widened group: floats between its rows, kp plus one cache line, so the group's
+ * rows and the x rows the tile reads with them (ldx often a multiple of 4 KiB too) do not all
+ * fall in the same L1 set (4 KiB apart they would: ten streams in an 8-way cache). */
+static inline int64_t numla_qlinear_gemm_wf_ld(const numla_qlinear_weight *w) { return w->kp + 16; }
+
+/* Scratch bytes per thread of the many-row path: int8-row's widened group, (ROWS, kp + 16) fp32;
  * fp8's panel and x micro-panel. */
 static inline size_t numla_qlinear_gemm_thread_bytes(const numla_qlinear_weight *w)
 {
     if (w->fmt == NUMLA_QLINEAR_FP8_BLOCK)
         return numla_qlinear_panel_bytes(w) +
                numla_qlinear_align64((size_t)NUMLA_QLINEAR_PANEL_KC * NUMLA_QLINEAR_PANEL_MR * sizeof(float));
-    return numla_qlinear_align64((size_t)NUMLA_QLINEAR_GEMM_ROWS * (size_t)w->kp * sizeof(float));
+    return numla_qlinear_align64((size_t)NUMLA_QLINEAR_GEMM_ROWS * (size_t)numla_qlinear_gemm_wf_ld(w) * sizeof(float));
 }
 
 /* W8A8 workspace views, from the caller's (unaligned) pointer. */

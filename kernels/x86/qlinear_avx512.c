@@ -294,7 +294,7 @@ static void numla_qlinear_widen_rows_(const numla_qlinear_weight *w, int64_t r, 
 {
     for (int j = 0; j < nw; j++) {
         const int8_t *src = w->q + (r + j) * w->kp;
-        float *dst = wf + j * w->kp;
+        float *dst = wf + j * numla_qlinear_gemm_wf_ld(w);
         for (int64_t c = 0; c < w->kp; c += 16)
             _mm512_store_ps(dst + c, numla_qlinear_i8x16_(src + c));
     }
@@ -317,7 +317,7 @@ numla_qlinear_gtile_(const numla_qlinear_weight *w, int64_t r, const float *x, i
                      const int nw, const int mr, const float *wf,
                      float out[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR])
 {
-    const int64_t k = w->k, kp = w->kp;
+    const int64_t k = w->k, kp = numla_qlinear_gemm_wf_ld(w);
     __m512 a[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR];
     for (int j = 0; j < nw; j++)
         for (int i = 0; i < mr; i++)
