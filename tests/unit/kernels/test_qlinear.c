@@ -388,6 +388,29 @@ static void test_row_invariance(void)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* W8A8's VNNI GEMM (from NUMLA_QLINEAR_VNNI_GEMM_MIN_M rows) packs its columns in chunks
+ * (numla_qlinear_vnni_chunk: 64 columns at K = 5000): 150 columns from row 7 are three chunks,
+ * the last two panels and partly past N, and 70 rows end on a 4-row micro-tile; 1 to 3 threads
+ * (a thread's share of panels is then not a whole chunk). Bit for bit against the oracle. */
+static void test_w8a8_gemm_chunks(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int ni = numla_test_isas(isas), bad = 0;
+    const slice sl = {160, 5000, 7, 0, 150, 5000};
+    const int64_t ms[] = {32, 70};
+    const int team = omp_get_max_threads();
+    uint64_t seed = 4711;
+    for (int a = 0; a < ni; a++)
+        for (int th = 1; th <= 3; th++) {
+            omp_set_num_threads(th);
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                for (int acc = 0; acc < 2; acc++)
+                    bad += run_case(NUMLA_QLINEAR_INT8_W8A8, sl, isas[a], ms[mi], acc, seed++);
+        }
+    omp_set_num_threads(team);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
 static void test_fp8_block(void) { run_all(NUMLA_QLINEAR_FP8_BLOCK); }
 static void test_int8_row(void) { run_all(NUMLA_QLINEAR_INT8_ROW); }
 static void test_int8_w8a8(void) { run_all(NUMLA_QLINEAR_INT8_W8A8); }
@@ -518,6 +541,6 @@ static void test_validation(void)
     free_tensor(&t8);
 }
 
-NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block), NUMLA_TEST(test_fp8_gemv_threads),
+NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block), NUMLA_TEST(test_fp8_gemv_threads), NUMLA_TEST(test_w8a8_gemm_chunks),
                  NUMLA_TEST(test_int8_row), NUMLA_TEST(test_int8_w8a8), NUMLA_TEST(test_row_invariance), NUMLA_TEST(test_w8a8_rounding),
                  NUMLA_TEST(test_validation))
