@@ -24,7 +24,7 @@ static const numla_qlinear_forward_fn numla_qlinear_table_[NUMLA_ISA_COUNT][NUML
 /* Many-row variants, used when the level the format runs at (numla_qlinear_level) has one and
  * numla_qlinear_gemm_applies (W8A8: the avx512 level, which it runs at only with VNNI). */
 static const numla_qlinear_gemm_fn numla_qlinear_gemm_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
-    [NUMLA_ISA_AVX512] = {numla_qlinear_gemm_avx512, numla_qlinear_gemm_avx512, numla_qlinear_gemm_avx512vnni},
+    [NUMLA_ISA_AVX512] = {numla_qlinear_gemm_avx512, NULL, numla_qlinear_gemm_avx512vnni},
     [NUMLA_ISA_AVX512BF16] = {numla_qlinear_gemm_avx512, NULL, NULL}, /* fp8 there is M = 1 only */
 };
 
