@@ -21,10 +21,10 @@ static const numla_qlinear_forward_fn numla_qlinear_table_[NUMLA_ISA_COUNT][NUML
     [NUMLA_ISA_AMX] = {numla_qlinear_forward_amx_fp8, NULL, numla_qlinear_forward_amx},
 };
 
-/* Many-row variants (fp8-block and int8-row), used when the level the format
- * runs at (numla_qlinear_level) has one and numla_qlinear_gemm_applies. */
+/* Many-row variants, used when the level the format runs at (numla_qlinear_level) has one and
+ * numla_qlinear_gemm_applies (W8A8: the avx512 level, which it runs at only with VNNI). */
 static const numla_qlinear_gemm_fn numla_qlinear_gemm_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
-    [NUMLA_ISA_AVX512] = {numla_qlinear_gemm_avx512, numla_qlinear_gemm_avx512, NULL},
+    [NUMLA_ISA_AVX512] = {numla_qlinear_gemm_avx512, NULL, numla_qlinear_gemm_avx512vnni},
     [NUMLA_ISA_AVX512BF16] = {numla_qlinear_gemm_avx512, NULL, NULL}, /* fp8 there is M = 1 only */
 };
 
@@ -252,8 +252,11 @@ size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, in
         numla_error_clear();
         return 0;
     }
-    if (w->fmt == NUMLA_QLINEAR_INT8_W8A8)
-        return 64 + numla_qlinear_ws_xq_bytes(w, m) + (size_t)m * sizeof(float);
+    if (w->fmt == NUMLA_QLINEAR_INT8_W8A8) /* + the VNNI GEMM's packed chunks, at any level */
+        return 64 + numla_qlinear_ws_w8a8_bytes(w, m) +
+               (numla_qlinear_gemm_applies(w, m)
+                    ? (size_t)(num_threads > 1 ? num_threads : 1) * numla_qlinear_gemm_thread_bytes(w)
+                    : 0);
     /* Whatever level runs it (the caller does not say; the reference ignores the scratch):
      * the avx512 many-row path's per-thread scratch, or the amx fp8 tiles' packed x, which
      * never run in one call together. */
@@ -298,7 +301,8 @@ numla_status numla_qlinear_forward(const numla_qlinear_weight *w, numla_isa isa,
                                            ? numla_qlinear_gemm_table_[level][w->fmt]
                                            : NULL;
     if (gemm) {
-        const size_t per = numla_qlinear_gemm_thread_bytes(w), fit = (workspace_bytes - 64) / per;
+        const size_t fixed = 64 + (w->fmt == NUMLA_QLINEAR_INT8_W8A8 ? numla_qlinear_ws_w8a8_bytes(w, m) : 0);
+        const size_t per = numla_qlinear_gemm_thread_bytes(w), fit = (workspace_bytes - fixed) / per;
         gemm(w, m, x, ldx, y, ldy, accumulate, workspace, fit < 1024 ? (int)fit : 1024);
         return NUMLA_STATUS_OK;
     }

@@ -110,9 +110,9 @@ size_t numla_qlinear_packed_size(numla_qlinear_format fmt, int64_t n, int64_t k)
 numla_status numla_qlinear_pack(const numla_qlinear_source *src, void *dst, numla_qlinear_weight *out);
 
 /* Scratch bytes for numla_qlinear_forward with m rows on a team of up to num_threads threads
- * (< 1 counts as 1): W8A8's quantized rows; fp8-block from 8 rows, one panel of dequantized
- * weights per thread; int8-row from 32 rows once m·k >= 2^19, one widened 4-row weight group
- * per thread (16·kp bytes each); otherwise 0.
+ * (< 1 counts as 1): W8A8's quantized rows, and from 32 rows one chunk of repacked weight
+ * columns per thread (at most 256 KiB, or 64 columns); fp8-block from 8 rows, one panel of dequantized
+ * weights per thread; int8-row none; otherwise 0.
  * A workspace for fewer threads than the calling team (but at least one) is accepted: the call
  * then runs on as many threads as it holds. */
 size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, int num_threads);

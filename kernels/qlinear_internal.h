@@ -15,8 +15,9 @@
  *   xq: room for m rounded up to 16 rows of kp bytes. The ref and VNNI levels store (m, kp) u8
  *   = q + 128 (padding: 128, i.e. q = 0); the amx level stores q as s8 in TDPBSSD B tiles
  *   (kernels/x86/qlinear_amx.c), zero rows past m. Then, 64-aligned, sx (m) fp32.
- * Many-row workspace (fp8-block, int8-row, numla_qlinear_gemm_applies; any alignment, the
- * kernel aligns to 64): one numla_qlinear_gemm_thread_bytes block per thread.
+ * Many-row workspace (fp8-block, W8A8, numla_qlinear_gemm_applies; any alignment, the
+ * kernel aligns to 64): one numla_qlinear_gemm_thread_bytes block per thread; for W8A8 those
+ * follow xq and sx (numla_qlinear_ws_w8a8_bytes from the aligned start).
  */
 #ifndef NUMLA_KERNELS_QLINEAR_INTERNAL_H
 #define NUMLA_KERNELS_QLINEAR_INTERNAL_H
@@ -46,30 +47,29 @@ static inline size_t numla_qlinear_ws_xq_bytes(const numla_qlinear_weight *w, in
     return numla_qlinear_align64((size_t)((m + 15) & ~(int64_t)15) * (size_t)w->kp);
 }
 
-/* The many-row path of fp8-block and int8-row (numla_qlinear_gemm_applies; design in
- * kernels/x86/qlinear_avx512.c): each thread widens a group of NUMLA_QLINEAR_GEMM_ROWS weight
- * rows to fp32 once per block of x rows, then runs larger register tiles with the same per-lane
- * operations as the few-row path, so every output is the same bits whatever M is. Its
- * per-thread scratch (numla_qlinear_gemm_thread_bytes) holds the widened group. */
+/* Many-row paths (design in kernels/x86/qlinear_avx512.c and qlinear_avx512vnni.c): fp8's panel
+ * GEMM and W8A8's VNNI GEMM go through numla_qlinear_gemm_applies and per-thread scratch
+ * (numla_qlinear_gemm_thread_bytes); int8-row's x-blocked 4 x 4 tiles need none and are chosen
+ * inside the avx512 variant. */
 enum {
-    NUMLA_QLINEAR_GEMM_MIN_M = 32, /* int8-row: fewer rows, widening in registers is as fast
-                                      (figures: docs/linear.md) */
+    NUMLA_QLINEAR_GEMM_MIN_M = 4,  /* int8-row: x-blocked 4 x 4 tiles from this many rows
+                                      (fewer: the 4 x 2 few-row tiles; figures: docs/linear.md) */
     NUMLA_QLINEAR_PANEL_MIN_M = 8, /* fp8: the panel GEMM from this many rows, where it starts
                                       to beat the few-row tiles (figures: docs/linear.md) */
-    NUMLA_QLINEAR_GEMM_ROWS = 4,   /* weight rows widened together: one register tile's */
+    NUMLA_QLINEAR_VNNI_GEMM_MIN_M = 32, /* W8A8 (VNNI): the packed-panel GEMM from this many rows,
+                                           where repacking the weights per call pays (figures:
+                                           docs/linear.md) */
+    NUMLA_QLINEAR_VNNI_PANEL_BYTES = 256 << 10, /* W8A8 GEMM: packed weight columns per chunk
+                                                   (per thread, in L2 while x runs over them) */
 };
 
-/* Whether M rows of x take the many-row path: fp8 (the panel GEMM) from 8 rows; int8-row, whose
- * widening is cheap, from 32 rows and only once x is past 2 MiB (M·K >= 2^19), where the
- * few-row tiles start reading x from L3 for every two weight rows (below that they are faster:
- * docs/linear.md). */
+/* Whether M rows of x take a many-row path with per-thread scratch: fp8 (the panel GEMM) from 8
+ * rows; W8A8 (the VNNI packed-panel GEMM, kernels/x86/qlinear_avx512vnni.c) from 32. */
 static inline int numla_qlinear_gemm_applies(const numla_qlinear_weight *w, int64_t m)
 {
     if (w->fmt == NUMLA_QLINEAR_FP8_BLOCK)
         return m >= NUMLA_QLINEAR_PANEL_MIN_M;
-    if (m < NUMLA_QLINEAR_GEMM_MIN_M)
-        return 0;
-    return w->fmt == NUMLA_QLINEAR_INT8_ROW && m * w->k >= ((int64_t)1 << 19);
+    return w->fmt == NUMLA_QLINEAR_INT8_W8A8 && m >= NUMLA_QLINEAR_VNNI_GEMM_MIN_M;
 }
 
 /* fp8's many-row path is a k-major panel GEMM (kernels/x86/qlinear_avx512.c): per thread a
@@ -94,14 +94,25 @@ static inline size_t numla_qlinear_panel_bytes(const numla_qlinear_weight *w)
     return numla_qlinear_align64((size_t)NUMLA_QLINEAR_PANEL_KC * (size_t)numla_qlinear_panel_nc(w) * sizeof(float));
 }
 
-/* Scratch bytes per thread of the many-row path: int8-row's widened group, (ROWS, kp) fp32;
- * fp8's panel and x micro-panel. */
+/* W8A8 GEMM: weight columns per packed chunk, a multiple of 64 (at least 64) whose
+ * NUMLA_QLINEAR_VNNI_PANEL_BYTES hold them, no more than N rounded up to 16. */
+static inline int64_t numla_qlinear_vnni_chunk(const numla_qlinear_weight *w)
+{
+    int64_t c = NUMLA_QLINEAR_VNNI_PANEL_BYTES / w->kp / 64 * 64;
+    const int64_t n16 = (w->n + 15) / 16 * 16;
+    if (c < 64)
+        c = 64;
+    return c < n16 ? c : n16;
+}
+
+/* Scratch bytes per thread of the many-row path (numla_qlinear_gemm_applies): W8A8's packed
+ * chunk of weight columns; fp8's panel and x micro-panel. */
 static inline size_t numla_qlinear_gemm_thread_bytes(const numla_qlinear_weight *w)
 {
-    if (w->fmt == NUMLA_QLINEAR_FP8_BLOCK)
-        return numla_qlinear_panel_bytes(w) +
-               numla_qlinear_align64((size_t)NUMLA_QLINEAR_PANEL_KC * NUMLA_QLINEAR_PANEL_MR * sizeof(float));
-    return numla_qlinear_align64((size_t)NUMLA_QLINEAR_GEMM_ROWS * (size_t)w->kp * sizeof(float));
+    if (w->fmt == NUMLA_QLINEAR_INT8_W8A8)
+        return numla_qlinear_align64((size_t)numla_qlinear_vnni_chunk(w) * (size_t)w->kp);
+    return numla_qlinear_panel_bytes(w) +
+           numla_qlinear_align64((size_t)NUMLA_QLINEAR_PANEL_KC * NUMLA_QLINEAR_PANEL_MR * sizeof(float));
 }
 
 /* W8A8 workspace views, from the caller's (unaligned) pointer. */
@@ -112,6 +123,11 @@ static inline uint8_t *numla_qlinear_ws_xq(void *ws)
 static inline float *numla_qlinear_ws_sx(void *ws, const numla_qlinear_weight *w, int64_t m)
 {
     return (float *)(void *)(numla_qlinear_ws_xq(ws) + numla_qlinear_ws_xq_bytes(w, m));
+}
+/* W8A8: bytes of xq and sx together (the many-row scratch follows them). */
+static inline size_t numla_qlinear_ws_w8a8_bytes(const numla_qlinear_weight *w, int64_t m)
+{
+    return numla_qlinear_ws_xq_bytes(w, m) + numla_qlinear_align64((size_t)m * sizeof(float));
 }
 
 /* The W8A8 quantization rule of kernels/qlinear.h for one row: writes kp bytes of q + 128
@@ -209,7 +225,7 @@ void numla_qlinear_forward_amx_fp8(const numla_qlinear_weight *w, int64_t m, con
                                    int64_t ldx, float *y, int64_t ldy, int accumulate,
                                    void *workspace);
 
-/* Many-row entry points (fp8-block and int8-row, numla_qlinear_gemm_applies), one per
+/* Many-row entry points (fp8-block and W8A8, numla_qlinear_gemm_applies), one per
  * level that has one; workspace (any alignment) holds max_threads threads' scratch, and the
  * call runs on at most that many threads. */
 typedef void (*numla_qlinear_gemm_fn)(const numla_qlinear_weight *w, int64_t m, const float *x,
@@ -218,5 +234,10 @@ typedef void (*numla_qlinear_gemm_fn)(const numla_qlinear_weight *w, int64_t m, 
 void numla_qlinear_gemm_avx512(const numla_qlinear_weight *w, int64_t m, const float *x,
                                int64_t ldx, float *y, int64_t ldy, int accumulate,
                                void *workspace, int max_threads);
+/* W8A8 many rows on vpdpbusd: weights repacked per call into k-quad-interleaved panels
+ * (kernels/x86/qlinear_avx512vnni.c). */
+void numla_qlinear_gemm_avx512vnni(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                   int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                   void *workspace, int max_threads);
 
 #endif

@@ -7,15 +7,16 @@
  * fused multiply-adds (per 128-wide block for fp8, fused into the total with the block scale);
  * the 16 lanes are then reduced.
  *
- * Many rows (numla_qlinear_gemm_applies: fp8 from 8 rows, int8-row from 32 rows once x is past
- * 2 MiB): widening every weight M / 2 times made prefill compute-bound on the conversion.
- *   int8-row: each thread widens a group of 4 of its weight rows into fp32 scratch (4 · kp
- *   floats, the same values the registers would hold, the row scale not folded in) once per
- *   block of x rows (NUMLA_QLINEAR_GEMM_XBYTES of x, >= 36 rows, kept in L2), then runs 4 x 6
- *   tiles over the block. Per output lane the operations are exactly the few-row tiles', so y
- *   has the same bits whatever M is and on any thread count. The engine relies on that for
- *   int8 models: W8A8 turns a last-bit difference in an int8-row output into a different
- *   quantized activation downstream, so batched and unbatched runs must agree to the bit.
+ * Many rows: widening every weight M / 2 times made prefill compute-bound on the conversion.
+ *   int8-row (from NUMLA_QLINEAR_GEMM_MIN_M rows): x in blocks of rows kept in L2
+ *   (NUMLA_QLINEAR_GEMM_XBYTES, >= 36 rows), each group of 4 weight rows run over the block in
+ *   4 x 4 few-row tiles, each weight widened in registers once per 4 x rows. Every output is
+ *   the few-row tile's own computation, so y has the same bits whatever M is and on any thread
+ *   count. The engine relies on that for int8 models: W8A8 turns a last-bit difference in an
+ *   int8-row output into a different quantized activation downstream, so batched and unbatched
+ *   runs must agree to the bit. (It replaced a path that widened weight groups into fp32
+ *   scratch and read them back with x from L2: on Zen 4 that was bound by L2 loads,
+ *   docs/linear.md.)
  *   fp8: a GotoBLAS panel GEMM (below: weights dequantized once per call to fp32, k-major
  *   32-column panels, 12 x 32 outer-product tiles, KC = 256, NC = 512), about twice the
  *   widened-group path's rate. It sums each output in k order, so fp8 outputs for M >= 8 may
@@ -40,9 +41,6 @@ enum {
     NUMLA_QLINEAR_WIDE_MR = 4, /* each widened weight feeds 4 FMAs (widening is the cost) */
     NUMLA_QLINEAR_WIDE_MAX_M = 12, /* past this, reading x from L2 once per 2 weight rows costs
                                       more than the widening saved (docs/linear.md) */
-    NUMLA_QLINEAR_G_NW = 4, /* many rows: weight rows per tile (widened, read from L1) */
-    NUMLA_QLINEAR_G_MR = 6, /* x rows per tile: 24 accumulators; the fp8 block totals live in
-                               memory (L1), updated once per 128 columns */
     NUMLA_QLINEAR_GEMM_XBYTES = 384 << 10, /* int8-row many rows: x block bytes kept in L2 */
     NUMLA_QLINEAR_GEMM_MIN_MB = 36,        /* ... but at least this many x rows per block */
 };
@@ -259,6 +257,59 @@ static float numla_qlinear_fp8_row_(const numla_qlinear_weight *w, int64_t r, co
     return _mm512_reduce_add_ps(tot) * 1.0f;
 }
 
+/* ---- int8-row many rows (from NUMLA_QLINEAR_GEMM_MIN_M rows) ---- */
+
+/* x rows per block: the block (mb, K) fp32 stays in L2 while each group of weight rows runs
+ * over it; a multiple of the tile's rows. */
+static int64_t numla_qlinear_gemm_mb_(const numla_qlinear_weight *w)
+{
+    const int64_t mb = NUMLA_QLINEAR_GEMM_XBYTES / (4 * w->kp) / NUMLA_QLINEAR_WIDE_MR * NUMLA_QLINEAR_WIDE_MR;
+    return mb > NUMLA_QLINEAR_GEMM_MIN_MB ? mb : NUMLA_QLINEAR_GEMM_MIN_MB;
+}
+
+/* int8-row many rows, x-blocked few-row tiles: per block of x rows (numla_qlinear_gemm_mb_), each
+ * group of 4 weight rows runs numla_qlinear_tile_ over the block (4 x 4 tiles, widened in
+ * registers), so x is read from L2 rather than from L3 for every group, and every output is the
+ * few-row path's own computation: the same bits by construction. No scratch. */
+static void numla_qlinear_xblock_rows_(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                       int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                       int64_t r0, int64_t r1)
+{
+    float out[NUMLA_QLINEAR_NW][NUMLA_QLINEAR_WIDE_MR];
+    const int64_t mb = numla_qlinear_gemm_mb_(w);
+    for (int64_t b0 = 0; b0 < m; b0 += mb) {
+        const int64_t b1 = m - b0 > mb ? b0 + mb : m;
+        for (int64_t r = r0, nw; r < r1; r += nw) {
+            nw = r1 - r >= NUMLA_QLINEAR_NW ? NUMLA_QLINEAR_NW : 1;
+            for (int64_t i0 = b0, mr; i0 < b1; i0 += mr) {
+                const float *xi = x + i0 * ldx;
+                mr = b1 - i0 >= NUMLA_QLINEAR_WIDE_MR ? NUMLA_QLINEAR_WIDE_MR : b1 - i0;
+                switch (mr * 8 + nw) {
+#define NUMLA_QLINEAR_XB_CASE(MRC)                                                                 \
+    case MRC * 8 + NUMLA_QLINEAR_NW:                                                               \
+        numla_qlinear_tile_(w, r, xi, ldx, NUMLA_QLINEAR_NW, MRC, 0, out, 0, NULL);                \
+        break;                                                                                     \
+    case MRC * 8 + 1:                                                                              \
+        numla_qlinear_tile_(w, r, xi, ldx, 1, MRC, 0, out, 0, NULL);                               \
+        break;
+                    NUMLA_QLINEAR_XB_CASE(1)
+                    NUMLA_QLINEAR_XB_CASE(2)
+                    NUMLA_QLINEAR_XB_CASE(3)
+                    NUMLA_QLINEAR_XB_CASE(4)
+#undef NUMLA_QLINEAR_XB_CASE
+                default:
+                    break;
+                }
+                for (int j = 0; j < nw; j++)
+                    for (int i = 0; i < mr; i++) {
+                        float *yo = y + (i0 + i) * ldy + r + j;
+                        *yo = accumulate ? *yo + out[j][i] : out[j][i];
+                    }
+            }
+        }
+    }
+}
+
 void numla_qlinear_forward_avx512(const numla_qlinear_weight *w, int64_t m, const float *x,
                                   int64_t ldx, float *y, int64_t ldy, int accumulate,
                                   void *workspace)
@@ -277,109 +328,13 @@ void numla_qlinear_forward_avx512(const numla_qlinear_weight *w, int64_t m, cons
             }
         } else if (fp8)
             numla_qlinear_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, 1);
+        else if (m >= NUMLA_QLINEAR_GEMM_MIN_M)
+            numla_qlinear_xblock_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1);
         else
             numla_qlinear_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, 0);
     }
 }
 
-
-/* ---- int8-row many rows (numla_qlinear_gemm_applies): the widened-group path ---- */
-
-_Static_assert((int)NUMLA_QLINEAR_G_NW <= (int)NUMLA_QLINEAR_GEMM_ROWS,
-               "the widened group (numla_qlinear_gemm_thread_bytes) holds one tile's weight rows");
-
-/* int8 rows r .. r + nw of W widened to fp32 (kp each, the padding too) into wf: the integers
- * the tiles widen in registers, so the tiles give the same bits reading them. */
-static void numla_qlinear_widen_rows_(const numla_qlinear_weight *w, int64_t r, int nw, float *wf)
-{
-    for (int j = 0; j < nw; j++) {
-        const int8_t *src = w->q + (r + j) * w->kp;
-        float *dst = wf + j * w->kp;
-        for (int64_t c = 0; c < w->kp; c += 16)
-            _mm512_store_ps(dst + c, numla_qlinear_i8x16_(src + c));
-    }
-}
-
-/* x rows per block: the block (mb, K) fp32 stays in L2 while each weight group runs over it
- * (a weight is widened once per block). */
-static int64_t numla_qlinear_gemm_mb_(const numla_qlinear_weight *w)
-{
-    const int64_t mb = NUMLA_QLINEAR_GEMM_XBYTES / (4 * w->kp) / NUMLA_QLINEAR_G_MR * NUMLA_QLINEAR_G_MR;
-    return mb > NUMLA_QLINEAR_GEMM_MIN_MB ? mb : NUMLA_QLINEAR_GEMM_MIN_MB;
-}
-
-/* out[j][i] for int8 weight rows r + j (widened in wf) and x rows i: the same operations, per
- * output lane, as numla_qlinear_tile_ for int8 (each lane sums its columns k = lane mod 16 in
- * ascending order with fused multiply-adds from 0, the sum added to a zero total, the 16 lanes
- * reduced by _mm512_reduce_add_ps, times the row scale), in a larger tile: the same bits. */
-static inline __attribute__((always_inline)) void
-numla_qlinear_gtile_(const numla_qlinear_weight *w, int64_t r, const float *x, int64_t ldx,
-                     const int nw, const int mr, const float *wf,
-                     float out[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR])
-{
-    const int64_t k = w->k, kp = w->kp;
-    __m512 a[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR];
-    for (int j = 0; j < nw; j++)
-        for (int i = 0; i < mr; i++)
-            a[j][i] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < k; c += 16) {
-        const __mmask16 msk = k - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - c)) - 1);
-        __m512 xv[NUMLA_QLINEAR_G_MR];
-        for (int i = 0; i < mr; i++)
-            xv[i] = _mm512_maskz_loadu_ps(msk, x + i * ldx + c);
-        for (int j = 0; j < nw; j++) {
-            const __m512 wv = _mm512_load_ps(wf + j * kp + c);
-            for (int i = 0; i < mr; i++)
-                a[j][i] = _mm512_fmadd_ps(wv, xv[i], a[j][i]);
-        }
-    }
-    for (int j = 0; j < nw; j++)
-        for (int i = 0; i < mr; i++)
-            out[j][i] = _mm512_reduce_add_ps(_mm512_add_ps(a[j][i], _mm512_setzero_ps())) *
-                        w->scales[r + j];
-}
-
-static void numla_qlinear_gemm_rows_(const numla_qlinear_weight *w, int64_t m, const float *x,
-                                    int64_t ldx, float *y, int64_t ldy, int accumulate, int64_t r0,
-                                    int64_t r1, float *wf)
-{
-    float out[NUMLA_QLINEAR_G_NW][NUMLA_QLINEAR_G_MR];
-    const int64_t mb = numla_qlinear_gemm_mb_(w);
-    for (int64_t b0 = 0; b0 < m; b0 += mb) {
-        const int64_t b1 = m - b0 > mb ? b0 + mb : m;
-        for (int64_t r = r0, nw; r < r1; r += nw) {
-            nw = r1 - r >= NUMLA_QLINEAR_G_NW ? NUMLA_QLINEAR_G_NW : 1;
-            numla_qlinear_widen_rows_(w, r, (int)nw, wf);
-            for (int64_t i0 = b0, mr; i0 < b1; i0 += mr) {
-                const float *xi = x + i0 * ldx;
-                mr = b1 - i0 >= NUMLA_QLINEAR_G_MR ? NUMLA_QLINEAR_G_MR : b1 - i0;
-                switch (mr * 8 + nw) {
-#define NUMLA_QLINEAR_GTILE_CASE(MRC)                                                              \
-    case MRC * 8 + NUMLA_QLINEAR_G_NW:                                                             \
-        numla_qlinear_gtile_(w, r, xi, ldx, NUMLA_QLINEAR_G_NW, MRC, wf, out);                     \
-        break;                                                                                     \
-    case MRC * 8 + 1:                                                                              \
-        numla_qlinear_gtile_(w, r, xi, ldx, 1, MRC, wf, out);                                      \
-        break;
-                    NUMLA_QLINEAR_GTILE_CASE(1)
-                    NUMLA_QLINEAR_GTILE_CASE(2)
-                    NUMLA_QLINEAR_GTILE_CASE(3)
-                    NUMLA_QLINEAR_GTILE_CASE(4)
-                    NUMLA_QLINEAR_GTILE_CASE(5)
-                    NUMLA_QLINEAR_GTILE_CASE(6)
-#undef NUMLA_QLINEAR_GTILE_CASE
-                default:
-                    break;
-                }
-                for (int j = 0; j < nw; j++)
-                    for (int i = 0; i < mr; i++) {
-                        float *yo = y + (i0 + i) * ldy + r + j;
-                        *yo = accumulate ? *yo + out[j][i] : out[j][i];
-                    }
-            }
-        }
-    }
-}
 
 /* ---- fp8 many rows: the k-major panel GEMM ----
  *
@@ -565,7 +520,6 @@ void numla_qlinear_gemm_avx512(const numla_qlinear_weight *w, int64_t m, const f
                                int64_t ldx, float *y, int64_t ldy, int accumulate,
                                void *workspace, int max_threads)
 {
-    const int fp8 = w->fmt == NUMLA_QLINEAR_FP8_BLOCK;
     unsigned char *base = (unsigned char *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
     const size_t per = numla_qlinear_gemm_thread_bytes(w);
     int nt = omp_get_max_threads();
@@ -577,10 +531,7 @@ void numla_qlinear_gemm_avx512(const numla_qlinear_weight *w, int64_t m, const f
         int64_t r0, r1;
         numla_qlinear_split(w->n, ith, omp_get_num_threads(), &r0, &r1);
         float *wf = (float *)(void *)(base + (size_t)ith * per);
-        if (fp8)
-            numla_qlinear_panel_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, wf,
-                                      wf + numla_qlinear_panel_bytes(w) / sizeof(float));
-        else
-            numla_qlinear_gemm_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, wf);
+        numla_qlinear_panel_rows_(w, m, x, ldx, y, ldy, accumulate, r0, r1, wf,
+                                  wf + numla_qlinear_panel_bytes(w) / sizeof(float));
     }
 }

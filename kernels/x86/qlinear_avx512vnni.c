@@ -142,3 +142,198 @@ void numla_qlinear_forward_avx512vnni(const numla_qlinear_weight *w, int64_t m, 
         }
     }
 }
+
+/* ---- W8A8 many rows (numla_qlinear_gemm_applies): the packed-panel GEMM ----
+ *
+ * The tiles above reduce every output across 16 lanes and read x and W both as 64-byte
+ * vectors, 8 loads per 16 vpdpbusd. Here each thread repacks a chunk of its weight columns
+ * (numla_qlinear_vnni_chunk, in L2) per call into 16-column panels, k-quad-interleaved: panel
+ * byte 64 q + 4 c + b is weight W[col c][4 q + b], so one 64-byte load holds four k of 16
+ * columns, and one broadcast 4-byte quad of a quantized x row (u8) feeds a vpdpbusd per panel.
+ * A 6-row x 4-panel micro-tile keeps 24 accumulators (one per x row and 16 columns, no lane
+ * reduction) and per k-quad makes 4 panel loads and 6 broadcasts for 24 vpdpbusd; x's six rows
+ * stay in L1 while the chunk's panels stream from L2. The integer sums are exact in any order,
+ * so y is the same bits as the tiles' and the reference's (the output rule of kernels/qlinear.h,
+ * vectorised, each product rounded before the next). Columns past N in the last panel are
+ * zero weights; their outputs are not stored. */
+enum {
+    NUMLA_QLINEAR_VG_MR = 6, /* x rows per micro-tile */
+    NUMLA_QLINEAR_VG_NR = 4, /* 16-column panels per micro-tile: 6 x 4 = 24 accumulators */
+};
+
+/* 16 rows of 16 dwords -> r[q] holds dword q of each row, in row order. */
+static inline __attribute__((always_inline)) void numla_qlinear_vg_transpose_(__m512i r[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) { /* r[4 i + c], lane L: rows 4 i .. 4 i + 3 of dword 4 L + c */
+        r[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        const __m512i u0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44);
+        const __m512i u1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xEE);
+        const __m512i u2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44);
+        const __m512i u3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xEE);
+        t[c] = _mm512_shuffle_i32x4(u0, u2, 0x88);
+        t[4 + c] = _mm512_shuffle_i32x4(u0, u2, 0xDD);
+        t[8 + c] = _mm512_shuffle_i32x4(u1, u3, 0x88);
+        t[12 + c] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
+    }
+    for (int q = 0; q < 16; q++)
+        r[q] = t[q];
+}
+
+/* Packs weight columns [c0, c0 + 16 np) (rows of the packed W; past N: zeros) into np panels
+ * of 16 kp bytes at dst. */
+static void numla_qlinear_vg_pack_(const numla_qlinear_weight *w, int64_t c0, int64_t np, int8_t *dst)
+{
+    const int64_t kp = w->kp;
+    for (int64_t p = 0; p < np; p++) {
+        const int64_t r0 = c0 + 16 * p;
+        int8_t *d = dst + p * 16 * kp;
+        for (int64_t c = 0; c < kp; c += 64) {
+            __m512i r[16];
+            for (int j = 0; j < 16; j++)
+                r[j] = r0 + j < w->n ? _mm512_load_si512((const void *)(w->q + (r0 + j) * kp + c))
+                                     : _mm512_setzero_si512();
+            numla_qlinear_vg_transpose_(r);
+            for (int q = 0; q < 16; q++)
+                _mm512_store_si512((void *)(d + c * 16 + q * 64), r[q]);
+        }
+    }
+}
+
+/* acc + vpdpbusd(u8 a, s8 b), in place: GCC copies the accumulator to another register and
+ * back around every _mm512_dpbusd_epi32 in a loop this wide, two moves per multiply. */
+static inline __attribute__((always_inline)) __m512i numla_qlinear_vg_dp_(__m512i acc, __m512i a, __m512i b)
+{
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
+    return acc;
+}
+
+/* acc[i][j] = Σ_k u8 xq[i][k] · w[col 16 j + lane][k] over the panels at pan (16 kp bytes apart),
+ * for i < mr, j < nr (compile-time constants after inlining). */
+static inline __attribute__((always_inline)) void
+numla_qlinear_vg_tile_(const int8_t *pan, const uint8_t *xq, int64_t kp, const int mr, const int nr,
+                       __m512i acc[NUMLA_QLINEAR_VG_MR][NUMLA_QLINEAR_VG_NR])
+{
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_si512();
+    const int64_t ps = 16 * kp;
+    for (int64_t q = 0; q < kp; q += 4) {
+        __m512i wv[NUMLA_QLINEAR_VG_NR];
+        for (int j = 0; j < nr; j++)
+            wv[j] = _mm512_load_si512((const void *)(pan + j * ps + q * 16));
+        for (int i = 0; i < mr; i++) {
+            int32_t quad;
+            __builtin_memcpy(&quad, xq + i * kp + q, sizeof quad);
+            const __m512i xb = _mm512_set1_epi32(quad);
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = numla_qlinear_vg_dp_(acc[i][j], xb, wv[j]);
+        }
+    }
+}
+
+/* y rows i0 .. i0 + mr, columns c0 .. c0 + 16 nr (stopping at N) from the tile's sums: the
+ * output rule of kernels/qlinear.h per lane. */
+static inline __attribute__((always_inline)) void
+numla_qlinear_vg_store_(const numla_qlinear_weight *w, int64_t c0, const float *sx, float *y,
+                        int64_t ldy, int accumulate, const int mr, const int nr,
+                        __m512i acc[NUMLA_QLINEAR_VG_MR][NUMLA_QLINEAR_VG_NR])
+{
+    for (int j = 0; j < nr; j++) {
+        const int64_t c = c0 + 16 * j;
+        if (c >= w->n)
+            break;
+        const __mmask16 msk = w->n - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (w->n - c)) - 1);
+        const __m512i off = _mm512_slli_epi32(_mm512_maskz_loadu_epi32(msk, w->row_sums + c), 7);
+        const __m512 s = _mm512_maskz_loadu_ps(msk, w->scales + c);
+        for (int i = 0; i < mr; i++) {
+            __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][j], off)), _mm512_set1_ps(sx[i]));
+            v = _mm512_mul_ps(v, s);
+            __asm__("" : "+v"(v)); /* rounded before the add, as numla_qlinear_w8a8_out */
+            float *yo = y + i * ldy + c;
+            if (accumulate)
+                v = _mm512_add_ps(_mm512_maskz_loadu_ps(msk, yo), v);
+            _mm512_mask_storeu_ps(yo, msk, v);
+        }
+    }
+}
+
+#define NUMLA_QLINEAR_VG_RUN(MR, NR)                                                               \
+    do {                                                                                           \
+        numla_qlinear_vg_tile_(pan, xq + i0 * kp, kp, MR, NR, acc);                                \
+        numla_qlinear_vg_store_(w, c0, sx + i0, y + i0 * ldy, ldy, accumulate, MR, NR, acc);        \
+    } while (0)
+
+/* One thread's panels [p0, p1) of 16 columns: chunk by chunk, packed, then every x row over it. */
+static void numla_qlinear_vg_rows_(const numla_qlinear_weight *w, int64_t m, const uint8_t *xq,
+                                   const float *sx, float *y, int64_t ldy, int accumulate,
+                                   int64_t p0, int64_t p1, int8_t *chunk)
+{
+    const int64_t kp = w->kp, cp = numla_qlinear_vnni_chunk(w) / 16;
+    __m512i acc[NUMLA_QLINEAR_VG_MR][NUMLA_QLINEAR_VG_NR];
+    for (int64_t a = p0; a < p1; a += cp) {
+        const int64_t np = p1 - a < cp ? p1 - a : cp;
+        numla_qlinear_vg_pack_(w, 16 * a, np, chunk);
+        for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QLINEAR_VG_MR) {
+            const int64_t mr = m - i0 < NUMLA_QLINEAR_VG_MR ? m - i0 : NUMLA_QLINEAR_VG_MR;
+            for (int64_t j0 = 0; j0 < np; j0 += NUMLA_QLINEAR_VG_NR) {
+                const int64_t nr = np - j0 < NUMLA_QLINEAR_VG_NR ? np - j0 : NUMLA_QLINEAR_VG_NR;
+                const int8_t *pan = chunk + j0 * 16 * kp;
+                const int64_t c0 = 16 * (a + j0);
+                switch (mr * 8 + nr) {
+#define NUMLA_QLINEAR_VG_CASE(MRC)                                                                 \
+    case MRC * 8 + 1: NUMLA_QLINEAR_VG_RUN(MRC, 1); break;                                         \
+    case MRC * 8 + 2: NUMLA_QLINEAR_VG_RUN(MRC, 2); break;                                         \
+    case MRC * 8 + 3: NUMLA_QLINEAR_VG_RUN(MRC, 3); break;                                         \
+    case MRC * 8 + 4: NUMLA_QLINEAR_VG_RUN(MRC, 4); break;
+                    NUMLA_QLINEAR_VG_CASE(1)
+                    NUMLA_QLINEAR_VG_CASE(2)
+                    NUMLA_QLINEAR_VG_CASE(3)
+                    NUMLA_QLINEAR_VG_CASE(4)
+                    NUMLA_QLINEAR_VG_CASE(5)
+                    NUMLA_QLINEAR_VG_CASE(6)
+#undef NUMLA_QLINEAR_VG_CASE
+                default:
+                    break;
+                }
+            }
+        }
+    }
+}
+#undef NUMLA_QLINEAR_VG_RUN
+
+_Static_assert(NUMLA_QLINEAR_VG_MR <= 7 && NUMLA_QLINEAR_VG_NR <= 7, "the tile switch packs mr, nr in 3 bits");
+
+void numla_qlinear_gemm_avx512vnni(const numla_qlinear_weight *w, int64_t m, const float *x,
+                                   int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                   void *workspace, int max_threads)
+{
+    uint8_t *xq = numla_qlinear_ws_xq(workspace);
+    float *sx = numla_qlinear_ws_sx(workspace, w, m);
+    int8_t *chunks = (int8_t *)(xq + numla_qlinear_ws_w8a8_bytes(w, m));
+    const size_t per = numla_qlinear_gemm_thread_bytes(w);
+    const int64_t kp = w->kp, panels = (w->n + 15) / 16;
+    int nt = omp_get_max_threads();
+    if (nt > max_threads)
+        nt = max_threads;
+#pragma omp parallel num_threads(nt)
+    {
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < m; i++)
+            sx[i] = numla_qlinear_quantize_row_vnni_(x + i * ldx, w->k, kp, xq + i * kp);
+        const int ith = omp_get_thread_num();
+        int64_t p0, p1;
+        numla_qlinear_split(panels, ith, omp_get_num_threads(), &p0, &p1);
+        if (p0 < p1)
+            numla_qlinear_vg_rows_(w, m, xq, sx, y, ldy, accumulate, p0, p1, chunks + (size_t)ith * per);
+    }
+}

@@ -1,10 +1,10 @@
 /* Tests for kernels/qlinear (8-bit weights): every supported ISA level, on slices of larger
  * checkpoint tensors (unaligned first rows such as 192·h, a 128-aligned first column, N and K
  * not multiples of 128 or 16), M = 1, 3, 6, 7, 8, 17, 31, 32, 64 (the avx512 few-row tiles,
- * and for fp8 from 8 rows its panel GEMM), accumulate on and off, strided x and y. int8-row's
- * many-row path (from 32 rows and M·K >= 2^19) must also give every output the same bits as
- * the few-row path, whatever M, and on 1 or 2 threads (fp8: the same bits on either side of
- * its 8-row threshold and on any thread count, agreement within 2e-5 across it) (the engine
+ * and for fp8 from 8 rows its panel GEMM, W8A8 from 32 its VNNI GEMM), accumulate on and off,
+ * strided x and y. int8-row's many-row path (x-blocked 4 x 4 tiles from 4 rows) must also give
+ * every output the same bits as the few-row path, whatever M, and on 1 or 2 threads (fp8: the
+ * same bits on either side of its 8-row threshold and on any thread count, agreement within 2e-5 across it) (the engine
  * compares batched and unbatched runs, where W8A8 would turn a last-bit difference into a
  * different quantized activation).
  *
@@ -234,9 +234,10 @@ static void run_all(numla_qlinear_format fmt)
 {
     numla_isa isas[NUMLA_ISA_COUNT];
     int ni = numla_test_isas(isas), bad = 0;
-    const int64_t ms[] = {1, 3, 6, 7, 8, 17, 31, 32, 64}; /* 6: the avx512 2 x 4 tiles and
-                                                       their tail; fp8 from 8, int8-row from 32
-                                                       (and x past 2 MiB): the many-row paths */
+    const int64_t ms[] = {1, 3, 6, 7, 8, 17, 31, 32, 64}; /* 6: fp8's 2 x 4 tiles and their
+                                                       tail, int8-row's 4 x 4 tiles and a 2-row
+                                                       tail; fp8 from 8, W8A8 from 32: their
+                                                       many-row paths */
     uint64_t seed = 1000 + (uint64_t)fmt * 100;
     for (int a = 0; a < ni; a++)
         for (size_t s = 0; s < sizeof slices / sizeof slices[0]; s++)
@@ -257,10 +258,9 @@ static double mag_row(const tensor *t, slice sl, int64_t j, const float *x, floa
 
 /* Bit-identity of one (format, slice, level; fp8 across its many-row threshold: agreement
  * within 2e-5 relative): y for M rows at once on 2 threads against each
- * row alone, the first 31 and 32 rows (either side of int8-row's threshold), 7 and 8 rows
- * (either side of fp8's), 32 rows
- * elsewhere and all M on one thread; accumulate off and on. M·K >= 2^19 for the K = 2048 slice
- * (int8-row's many-row path). Returns the number of differing outputs. */
+ * row alone, 3 rows (below int8-row's 4-row threshold), the first 31 and 32 rows, 7 and 8 rows
+ * (either side of fp8's), 32 rows elsewhere and all M on one thread; accumulate off and on.
+ * Returns the number of differing outputs. */
 static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uint64_t seed)
 {
     enum { M = 300 };
@@ -288,7 +288,7 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uin
         omp_set_num_threads(2);
         CU_ASSERT(numla_qlinear_forward(&w, isa, M, x, ldx, ya, ldy, acc, wsbuf + 1, ws) == NUMLA_STATUS_OK);
         /* (rows, first row, threads) of each comparison run */
-        const int64_t runs[][3] = {{M, 0, 1}, {31, 0, 2}, {32, 0, 2}, {32, 268, 1}, {7, 3, 2}, {8, 3, 2},
+        const int64_t runs[][3] = {{M, 0, 1}, {3, 11, 2}, {31, 0, 2}, {32, 0, 2}, {32, 268, 1}, {7, 3, 2}, {8, 3, 2},
                                    {1, 0, 2}, {1, 37, 2}, {1, 299, 1}};
         for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
             const int64_t rows = runs[r][0], i0 = runs[r][1];
@@ -374,7 +374,7 @@ static void test_row_invariance(void)
     int ni = numla_test_isas(isas), bad = 0;
     const slice sl[] = {
         {300, 400, 61, 128, 77, 130}, /* rows from 61, a cut block, 77 rows (a 4-row tail) */
-        {40, 2048, 5, 0, 33, 2048},   /* several x-row blocks on the many-row path */
+        {40, 2048, 5, 0, 33, 2048},   /* several x-row blocks on the many-row paths */
         {200, 333, 0, 0, 199, 333},   /* K not a multiple of 64 */
     };
     uint64_t seed = 77;
@@ -382,6 +382,29 @@ static void test_row_invariance(void)
         for (int f = 0; f < 2; f++) /* fp8-block, int8-row */
             for (size_t s = 0; s < sizeof sl / sizeof sl[0]; s++)
                 bad += run_invariance((numla_qlinear_format)f, sl[s], isas[a], seed++);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* W8A8's VNNI GEMM (from NUMLA_QLINEAR_VNNI_GEMM_MIN_M rows) packs its columns in chunks
+ * (numla_qlinear_vnni_chunk: 64 columns at K = 5000): 150 columns from row 7 are three chunks,
+ * the last two panels and partly past N, and 70 rows end on a 4-row micro-tile; 1 to 3 threads
+ * (a thread's share of panels is then not a whole chunk). Bit for bit against the oracle. */
+static void test_w8a8_gemm_chunks(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int ni = numla_test_isas(isas), bad = 0;
+    const slice sl = {160, 5000, 7, 0, 150, 5000};
+    const int64_t ms[] = {32, 70};
+    const int team = omp_get_max_threads();
+    uint64_t seed = 4711;
+    for (int a = 0; a < ni; a++)
+        for (int th = 1; th <= 3; th++) {
+            omp_set_num_threads(th);
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                for (int acc = 0; acc < 2; acc++)
+                    bad += run_case(NUMLA_QLINEAR_INT8_W8A8, sl, isas[a], ms[mi], acc, seed++);
+        }
+    omp_set_num_threads(team);
     CU_ASSERT_EQUAL(bad, 0);
 }
 
@@ -515,6 +538,6 @@ static void test_validation(void)
     free_tensor(&t8);
 }
 
-NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block), NUMLA_TEST(test_fp8_gemv_threads),
+NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block), NUMLA_TEST(test_fp8_gemv_threads), NUMLA_TEST(test_w8a8_gemm_chunks),
                  NUMLA_TEST(test_int8_row), NUMLA_TEST(test_int8_w8a8), NUMLA_TEST(test_row_invariance), NUMLA_TEST(test_w8a8_rounding),
                  NUMLA_TEST(test_validation))
