@@ -490,7 +490,8 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
 
     /* ours (what the dispatcher picks at the level given); where that ran on AMX tiles, also
      * the AVX-512 FMA path it replaced (the avx512bf16 level) */
-    const numla_linear_weight shape_only = {isa, s->n, s->k, NUMLA_DTYPE_BF16, NULL};
+    const numla_linear_weight shape_only = {isa, s->n, s->k, NUMLA_DTYPE_BF16, NULL,
+                                            NUMLA_LINEAR_ACT_F32};
     const int nours = numla_linear_uses_amx(isa, &shape_only, s->m) ? 2 : 1;
     for (int o = 0; o < nours; o++) {
         cx.isa = o == 0 ? isa : NUMLA_ISA_AVX512BF16;
