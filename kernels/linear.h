@@ -28,8 +28,8 @@
  * u = 2^-24 and S = sum_k |x[i][k] W[n][k]|:
  *   F32 (the default, what numla_linear_pack sets): fp32-class. ref, avx2 and avx512 compute in
  *     fp32 (|y - y_exact| <= (K + 2) u S); avx512bf16 and amx split x into bf16 hi + lo with
- *     |x - hi - lo| <= 2^-16 |x| and sum exact products in fp32:
- *     |y - y_exact| <= (2^-16 + (2K + 2) u (1 + 2^-8)) S.
+ *     |x - hi - lo| <= 2^-17 |x| and sum exact products in fp32:
+ *     |y - y_exact| <= (2^-17 + (2K + 2) u (1 + 2^-8)) S.
  *   BF16 (opt-in, as llama.cpp, ik_llama.cpp and PyTorch's bf16 models compute): the avx512bf16
  *     level rounds x to bf16 once (round to nearest even, |x - bf16(x)| <= 2^-8 |x|) and sums the
  *     exact bf16 products in fp32: |y - y_exact| <= (2^-8 + (K + 2) u (1 + 2^-8)) S. The other
@@ -57,7 +57,8 @@ numla_status numla_linear_pack(numla_isa isa, int64_t n, int64_t k, const void *
                                numla_linear_weight *out);
 
 /* isa: the level to run (not w->isa): every level reads every packing, and a level whose
- * variant does not take this weight and M (amx: bf16, K % 32 == 0, M >= 3; avx512bf16: bf16)
+ * variant does not take this weight and M (amx: bf16, K % 32 == 0, M >= 3; avx512bf16: bf16, M >= 13 or
+ * bf16 activations)
  * runs the level below. The caller picks it, e.g. avx512 for exact fp32 activations where amx would split
  * them into two bf16 halves. */
 size_t numla_linear_workspace_size(numla_isa isa, const numla_linear_weight *w, int64_t m,

@@ -3,6 +3,10 @@
  * B operand) against x packed per call as bf16 pairs, instead of widening the weights to fp32
  * for FMAs (kernels/x86/linear_avx512.c).
  *
+ * Which M: fp32-class x from NUMLA_LINEAR_BF16_SPLIT_MIN_M rows (fewer rows run the avx512
+ * path, which streams the weights faster there: docs/linear.md); bf16 x at every M, so a row's
+ * result does not depend on the batch it came in.
+ *
  * Activations (kernels/linear.h):
  *   NUMLA_LINEAR_ACT_F32: each fp32 x is split into hi = bf16(x) and lo = bf16(x - hi) (as the
  *     AMX level does), y = W·hi + W·lo: two vdpbf16ps per 16 outputs x 2 k, the FMA path's
@@ -33,8 +37,8 @@ static inline __mmask16 numla_linear_bf16_mask_(int64_t nvalid)
 
 int numla_linear_avx512bf16_applies(const numla_linear_weight *w, int64_t m)
 {
-    (void)m;
-    return w->dtype == NUMLA_DTYPE_BF16;
+    return w->dtype == NUMLA_DTYPE_BF16 &&
+           (w->act == NUMLA_LINEAR_ACT_BF16 || m >= NUMLA_LINEAR_BF16_SPLIT_MIN_M);
 }
 
 /* Words of packed x per k-pair of a row block. */
@@ -98,13 +102,18 @@ numla_linear_bf16_tile_(const int mr, const int np, const int S, const uint16_t 
                         int64_t h0, int64_t h1, const uint32_t *xw, float *y, int64_t ldy,
                         int load_c, __mmask16 mk0, __mmask16 mk1)
 {
-    __m512 acc[MR][2];
+    /* dual: lo into a second accumulator set, so a short tile (decode) has enough independent
+     * vdpbf16ps chains to cover the latency */
+    const int dual = S == 2 && mr * np <= 8;
+    __m512 acc[MR][2], acc2[MR][2];
     const __mmask16 mk[2] = {mk0, mk1};
 #pragma GCC unroll 16
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 2
-        for (int j = 0; j < np; j++)
+        for (int j = 0; j < np; j++) {
             acc[i][j] = load_c ? _mm512_maskz_loadu_ps(mk[j], y + i * ldy + j * NR) : _mm512_setzero_ps();
+            acc2[i][j] = _mm512_setzero_ps();
+        }
     for (int64_t kk = h0; kk < h1; kk++) {
         const uint16_t *bk = b + (size_t)kk * 2 * NR;
         const uint32_t *xk = xw + (size_t)kk * (size_t)S * MR;
@@ -121,8 +130,12 @@ numla_linear_bf16_tile_(const int mr, const int np, const int S, const uint16_t 
             if (S == 2) {
                 const __m512bh xl = (__m512bh)_mm512_set1_epi32((int)xk[MR + i]);
 #pragma GCC unroll 2
-                for (int j = 0; j < np; j++)
-                    acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xl, bv[j]);
+                for (int j = 0; j < np; j++) {
+                    if (dual)
+                        acc2[i][j] = _mm512_dpbf16_ps(acc2[i][j], xl, bv[j]);
+                    else
+                        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xl, bv[j]);
+                }
             }
         }
     }
@@ -130,7 +143,8 @@ numla_linear_bf16_tile_(const int mr, const int np, const int S, const uint16_t 
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 2
         for (int j = 0; j < np; j++)
-            _mm512_mask_storeu_ps(y + i * ldy + j * NR, mk[j], acc[i][j]);
+            _mm512_mask_storeu_ps(y + i * ldy + j * NR, mk[j],
+                                  dual ? _mm512_add_ps(acc[i][j], acc2[i][j]) : acc[i][j]);
 }
 
 /* Fixed (mr, np, S) instantiations so every accumulator is a register. */

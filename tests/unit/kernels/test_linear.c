@@ -7,7 +7,7 @@
  *   exact fp32 paths (ref, avx2, avx512; f32 weights at every level):
  *       |y - y_ref| <= (K + 2) u mag — the worst-case bound of any fp32 summation order.
  *   split-bf16 x (bf16 weights at avx512bf16, and amx's tile GEMM):
- *       |y - y_ref| <= (2^-16 + (2K + 2) u (1 + 2^-8)) mag.
+ *       |y - y_ref| <= (2^-17 + (2K + 2) u (1 + 2^-8)) mag.
  *   bf16 x (NUMLA_LINEAR_ACT_BF16, bf16 weights): |y - y_ref| <= (2^-8 + (K + 2) u (1 + 2^-8))
  *       mag at every level; at avx512bf16, which rounds x to bf16, also within the fp32 bound
  *       of a reference computed from bf16(x) (round to nearest even), so a wrong rounding or a
@@ -93,11 +93,11 @@ static int run_case_act(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64
 
     const int amx = isa == NUMLA_ISA_AMX && numla_linear_amx_applies(&w, m);
     const int bw = w.dtype == NUMLA_DTYPE_BF16;
-    const int split = bw && (amx || isa >= NUMLA_ISA_AVX512BF16);
+    const int split = bw && (amx || (isa >= NUMLA_ISA_AVX512BF16 && m >= NUMLA_LINEAR_BF16_SPLIT_MIN_M));
     const int xbf16 = bw && act == NUMLA_LINEAR_ACT_BF16;
     const double u = ldexp(1.0, -24);
     const double rel = xbf16  ? ldexp(1.0, -8) + (double)(k + 2) * u * (1 + ldexp(1.0, -8))
-                       : split ? ldexp(1.0, -16) + (double)(2 * k + 2) * u * (1 + ldexp(1.0, -8))
+                       : split ? ldexp(1.0, -17) + (double)(2 * k + 2) * u * (1 + ldexp(1.0, -8))
                                : (double)(k + 2) * u;
     /* the avx512bf16 code rounds x to bf16 itself: also held to the bf16(x) reference */
     const int tight = xbf16 && !amx && isa >= NUMLA_ISA_AVX512BF16;
@@ -303,7 +303,10 @@ static void test_validation(void)
         CU_ASSERT_EQUAL(numla_linear_forward(NUMLA_ISA_AVX512BF16, &w, 64, xl, 4, yl, 2, 0, NULL, 0),
                         NUMLA_STATUS_INVALID_ARG);
         CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "workspace"));
-        /* the vdpbf16ps code packs x at every M; an unknown activation mode is refused */
+        /* fp32-class x: one row runs the FMA path (no workspace); bf16 x the vdpbf16ps code,
+         * which packs x at every M; an unknown activation mode is refused */
+        CU_ASSERT_EQUAL(numla_linear_workspace_size(NUMLA_ISA_AVX512BF16, &w, 1, 2), 0u);
+        w.act = NUMLA_LINEAR_ACT_BF16;
         CU_ASSERT(numla_linear_workspace_size(NUMLA_ISA_AVX512BF16, &w, 1, 2) >= 2 * 4);
         w.act = (numla_linear_act)7;
         CU_ASSERT_EQUAL(numla_linear_forward(NUMLA_ISA_AVX512BF16, &w, 1, xl, 4, yl, 2, 0, NULL, 0),
