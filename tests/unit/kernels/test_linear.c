@@ -264,6 +264,53 @@ static void test_bf16_activations(void)
     NUMLA_ASSERT_MSG(bad == 0, "%d bad outputs over %d cases", bad, cases);
 }
 
+/* At avx512bf16 a row's y in bf16-activation mode is the same sequence of vdpbf16ps whatever
+ * the rows around it, the team size and the tile it lands in: each of 40 rows run alone on one
+ * thread must give the bits of the 40-row call on two threads (docs/serving.md, "Numerics
+ * across batch shapes"). */
+static void test_bf16_activations_batch_invariant(void)
+{
+    if (!numla_isa_supported(NUMLA_ISA_AVX512BF16)) {
+        fprintf(stderr, "(no avx512bf16 here, skipped) ");
+        return;
+    }
+    enum { M = 40, N = 70, K = 1100 };
+    numla_test_rng rng = {0xbeefu};
+    uint16_t *src = malloc((size_t)N * K * 2);
+    float *x = malloc((size_t)M * K * sizeof *x), *y = malloc((size_t)M * N * sizeof *y);
+    float y1[N];
+    for (int i = 0; i < N * K; i++)
+        src[i] = numla_f32_to_bf16((float)(0.1 * numla_test_rng_normal(&rng)));
+    for (int i = 0; i < M * K; i++)
+        x[i] = (float)numla_test_rng_normal(&rng);
+    const size_t bytes = numla_linear_packed_size(NUMLA_ISA_AVX512BF16, N, K, NUMLA_DTYPE_BF16);
+    void *packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    numla_linear_weight w;
+    CU_ASSERT_FATAL(numla_linear_pack(NUMLA_ISA_AVX512BF16, N, K, src, NUMLA_DTYPE_BF16, K, packed,
+                                      &w) == NUMLA_STATUS_OK);
+    w.act = NUMLA_LINEAR_ACT_BF16;
+    const size_t ws = numla_linear_workspace_size(NUMLA_ISA_AVX512BF16, &w, M, 2);
+    void *wsb = malloc(ws);
+    const int team = omp_get_max_threads();
+    omp_set_num_threads(2);
+    CU_ASSERT_FATAL(numla_linear_forward(NUMLA_ISA_AVX512BF16, &w, M, x, K, y, N, 0, wsb, ws) ==
+                    NUMLA_STATUS_OK);
+    omp_set_num_threads(1);
+    int differ = 0;
+    for (int i = 0; i < M; i++) {
+        CU_ASSERT_FATAL(numla_linear_forward(NUMLA_ISA_AVX512BF16, &w, 1, x + (size_t)i * K, K, y1,
+                                             N, 0, wsb, ws) == NUMLA_STATUS_OK);
+        differ += memcmp(y1, y + (size_t)i * N, sizeof y1) != 0;
+    }
+    omp_set_num_threads(team);
+    NUMLA_ASSERT_MSG(differ == 0, "%d of %d rows differ from the 40-row call", differ, M);
+    free(src);
+    free(x);
+    free(y);
+    free(packed);
+    free(wsb);
+}
+
 /* Bad shapes, strides, alignment, aliasing and a missing workspace are reported, not run. */
 static void test_validation(void)
 {
@@ -318,4 +365,5 @@ static void test_validation(void)
 
 NUMLA_TEST_SUITE(linear, NULL, NULL, NUMLA_TEST(test_odd_shapes), NUMLA_TEST(test_all_m),
                  NUMLA_TEST(test_amx), NUMLA_TEST(test_bf16_activations),
+                 NUMLA_TEST(test_bf16_activations_batch_invariant),
                  NUMLA_TEST(test_validation))
