@@ -6,9 +6,8 @@
  *   skinny  M = 8,32 — both figures;
  *   prefill M = 512  — GFLOP/s and the fraction of the vdpbf16ps peak;
  *   expert  M = 48   — a 512-token prefill's routed expert (6 of 64 experts per token): both.
- * Where the level has vdpbf16ps the bf16 rows are numla (fp32-class x: split into bf16 hi +
- * lo), numla_fma (the avx512 widen+FMA path) and numla_bf16x (NUMLA_LINEAR_ACT_BF16: x rounded
- * to bf16); --bf16-only times those rows alone.
+ * Where the level has vdpbf16ps, numla_bf16x is the opt-in bf16 activations
+ * (NUMLA_LINEAR_ACT_BF16: x rounded to bf16 once); --bf16-only times the bf16 rows alone.
  * Every class also times the 8-bit weights (kernels/qlinear.h: numla_fp8, numla_int8,
  * numla_w8a8) on the bytes they read, next to the bf16 row of the same run (prefill: from
  * cache, like bf16, on one copy), and the ggml block encodings (kernels/qblock.h: numla_q8_0,
@@ -492,18 +491,20 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
     }
 
     /* ours (what the dispatcher picks at the level given, fp32-class activations); where that
-     * level has vdpbf16ps, also the AVX-512 FMA path (the avx512 level: widened weights, fp32
-     * x) it replaced, and the opt-in bf16 activations (NUMLA_LINEAR_ACT_BF16) */
+     * ran on AMX tiles, also the AVX-512 FMA path it replaced (the avx512bf16 level), and where
+     * the level has vdpbf16ps the opt-in bf16 activations (NUMLA_LINEAR_ACT_BF16) */
     struct {
         numla_isa isa;
         numla_linear_act act;
         const char *name;
     } ours[3] = {{isa, NUMLA_LINEAR_ACT_F32, "numla"}};
     int nours = 1;
-    if (isa >= NUMLA_ISA_AVX512BF16) {
-        ours[nours++] = (__typeof__(ours[0])){NUMLA_ISA_AVX512, NUMLA_LINEAR_ACT_F32, "numla_fma"};
+    const numla_linear_weight shape_only = {isa, s->n, s->k, NUMLA_DTYPE_BF16, NULL,
+                                            NUMLA_LINEAR_ACT_F32};
+    if (numla_linear_uses_amx(isa, &shape_only, s->m))
+        ours[nours++] = (__typeof__(ours[0])){NUMLA_ISA_AVX512BF16, NUMLA_LINEAR_ACT_F32, "numla_fma"};
+    if (isa >= NUMLA_ISA_AVX512BF16)
         ours[nours++] = (__typeof__(ours[0])){isa, NUMLA_LINEAR_ACT_BF16, "numla_bf16x"};
-    }
     for (int o = 0; o < nours; o++) {
         cx.isa = ours[o].isa;
         size_t pbytes = numla_linear_packed_size(isa, s->n, s->k, NUMLA_DTYPE_BF16);

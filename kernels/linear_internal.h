@@ -38,9 +38,6 @@ enum {
                                        K x hi/lo bf16) is at most this, it runs pair-major over
                                        all of K (the expert shapes: up to 128 rows at K = 2048);
                                        a larger bound makes 160-192 rows slower (docs/linear.md) */
-    NUMLA_LINEAR_BF16_SPLIT_MIN_M = 13, /* avx512bf16 level, bf16 W, fp32-class x: M from this
-                                       runs the split-bf16 vdpbf16ps GEMM; fewer rows the
-                                       avx512 FMA path, faster at decode (docs/linear.md) */
     NUMLA_LINEAR_KC = 512,          /* K block of the GEMM paths (multiple of 2): 2 bf16 panels
                                        x 512 = 32 KiB stay in L1 while x rows stream from L2 */
 };
@@ -94,9 +91,8 @@ void numla_linear_avx512_pack_x(int64_t m, int64_t k, const float *x, int64_t ld
 void numla_linear_avx512_panels(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
                                 const float *xp, float *y, int64_t ldy, int accumulate, int64_t p0,
                                 int64_t p1);
-/* The vdpbf16ps GEMM (kernels/x86/linear_avx512bf16.c): bf16 weights at
- * M >= NUMLA_LINEAR_BF16_SPLIT_MIN_M, or any M with NUMLA_LINEAR_ACT_BF16; x packed into the
- * workspace as bf16 pairs (hi + lo, or bf16 alone for NUMLA_LINEAR_ACT_BF16). */
+/* The vdpbf16ps GEMM (kernels/x86/linear_avx512bf16.c): bf16 weights with
+ * NUMLA_LINEAR_ACT_BF16, every M; x packed into the workspace as bf16 pairs. */
 int numla_linear_avx512bf16_applies(const numla_linear_weight *w, int64_t m);
 size_t numla_linear_workspace_avx512bf16(const numla_linear_weight *w, int64_t m, int num_threads);
 void numla_linear_forward_avx512bf16(const numla_linear_weight *w, int64_t m, const float *x,

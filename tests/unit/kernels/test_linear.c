@@ -4,9 +4,9 @@
  * Weights are packed at one level and run at another (one layout serves every level).
  *
  * Tolerances (u = 2^-24, mag = |y0| + sum_k |x_k w_k| per output; kernels/linear.h):
- *   exact fp32 paths (ref, avx2, avx512; f32 weights at every level):
+ *   exact fp32 paths (ref, avx2, avx512, avx512bf16, amx where its tile GEMM does not apply):
  *       |y - y_ref| <= (K + 2) u mag — the worst-case bound of any fp32 summation order.
- *   split-bf16 x (bf16 weights at avx512bf16, and amx's tile GEMM):
+ *   AMX split-bf16 GEMM:
  *       |y - y_ref| <= (2^-17 + (2K + 2) u (1 + 2^-8)) mag.
  *   bf16 x (NUMLA_LINEAR_ACT_BF16, bf16 weights): |y - y_ref| <= (2^-8 + (K + 2) u (1 + 2^-8))
  *       mag at every level; at avx512bf16, which rounds x to bf16, also within the fp32 bound
@@ -93,7 +93,7 @@ static int run_case_act(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64
 
     const int amx = isa == NUMLA_ISA_AMX && numla_linear_amx_applies(&w, m);
     const int bw = w.dtype == NUMLA_DTYPE_BF16;
-    const int split = bw && (amx || (isa >= NUMLA_ISA_AVX512BF16 && m >= NUMLA_LINEAR_BF16_SPLIT_MIN_M));
+    const int split = amx;
     const int xbf16 = bw && act == NUMLA_LINEAR_ACT_BF16;
     const double u = ldexp(1.0, -24);
     const double rel = xbf16  ? ldexp(1.0, -8) + (double)(k + 2) * u * (1 + ldexp(1.0, -8))
