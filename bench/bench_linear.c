@@ -6,6 +6,8 @@
  *   skinny  M = 8,32 — both figures;
  *   prefill M = 512  — GFLOP/s and the fraction of the vdpbf16ps peak;
  *   expert  M = 48   — a 512-token prefill's routed expert (6 of 64 experts per token): both.
+ * Where the level has vdpbf16ps, numla_bf16x is the opt-in bf16 activations
+ * (NUMLA_LINEAR_ACT_BF16: x rounded to bf16 once); --bf16-only times the bf16 rows alone.
  * Every class also times the 8-bit weights (kernels/qlinear.h: numla_fp8, numla_int8,
  * numla_w8a8) on the bytes they read, next to the bf16 row of the same run (prefill: from
  * cache, like bf16, on one copy), and the ggml block encodings (kernels/qblock.h: numla_q8_0,
@@ -461,7 +463,7 @@ static int numla_bench_linear_qb_(const numla_bench_linear_shape *s, numla_isa i
 
 /* Benchmarks one shape; fills up to 24 results; returns the count. */
 static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_isa isa, size_t pool,
-                                     int reps, numla_bench_linear_result *res)
+                                     int reps, int bf16_only, numla_bench_linear_result *res)
 {
     numla_bench_linear_ctx cx = {.m = s->m, .n = s->n, .k = s->k};
     const size_t wb16 = (size_t)s->n * (size_t)s->k * 2;
@@ -488,12 +490,23 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
         cx.xb[i] = numla_f32_to_bf16(cx.x[i]);
     }
 
-    /* ours (what the dispatcher picks at the level given); where that ran on AMX tiles, also
-     * the AVX-512 FMA path it replaced (the avx512bf16 level) */
-    const numla_linear_weight shape_only = {isa, s->n, s->k, NUMLA_DTYPE_BF16, NULL};
-    const int nours = numla_linear_uses_amx(isa, &shape_only, s->m) ? 2 : 1;
+    /* ours (what the dispatcher picks at the level given, fp32-class activations); where that
+     * ran on AMX tiles, also the AVX-512 FMA path it replaced (the avx512bf16 level), and where
+     * the level has vdpbf16ps the opt-in bf16 activations (NUMLA_LINEAR_ACT_BF16) */
+    struct {
+        numla_isa isa;
+        numla_linear_act act;
+        const char *name;
+    } ours[3] = {{isa, NUMLA_LINEAR_ACT_F32, "numla"}};
+    int nours = 1;
+    const numla_linear_weight shape_only = {isa, s->n, s->k, NUMLA_DTYPE_BF16, NULL,
+                                            NUMLA_LINEAR_ACT_F32};
+    if (numla_linear_uses_amx(isa, &shape_only, s->m))
+        ours[nours++] = (__typeof__(ours[0])){NUMLA_ISA_AVX512BF16, NUMLA_LINEAR_ACT_F32, "numla_fma"};
+    if (isa >= NUMLA_ISA_AVX512BF16)
+        ours[nours++] = (__typeof__(ours[0])){isa, NUMLA_LINEAR_ACT_BF16, "numla_bf16x"};
     for (int o = 0; o < nours; o++) {
-        cx.isa = o == 0 ? isa : NUMLA_ISA_AVX512BF16;
+        cx.isa = ours[o].isa;
         size_t pbytes = numla_linear_packed_size(isa, s->n, s->k, NUMLA_DTYPE_BF16);
         cx.w = calloc((size_t)cx.copies, sizeof *cx.w);
         void **packed = calloc((size_t)cx.copies, sizeof *packed);
@@ -502,11 +515,13 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
             packed[c] = numla_bench_linear_alloc_(pbytes);
             ok = packed[c] && numla_linear_pack(isa, s->n, s->k, src, NUMLA_DTYPE_BF16, s->k,
                                                 packed[c], &cx.w[c]) == NUMLA_STATUS_OK;
+            if (ok)
+                cx.w[c].act = ours[o].act;
         }
         if (ok) {
             cx.ws_bytes = numla_linear_workspace_size(cx.isa, &cx.w[0], s->m, omp_get_max_threads());
             cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
-            res[nr].name = o == 0 ? "numla" : "numla_fma";
+            res[nr].name = ours[o].name;
             res[nr].weight_bytes = (double)pbytes;
             res[nr].sec = numla_bench_linear_time_(numla_bench_linear_ours_, &cx, cx.copies, calls,
                                                    &res[nr].median);
@@ -519,6 +534,13 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
         free(cx.w);
     }
 
+    if (bf16_only) {
+        free(src);
+        free(cx.x);
+        free(cx.y);
+        free(cx.xb);
+        return nr;
+    }
     nr += numla_bench_linear_q8_(s, isa, streaming ? pool : 0, reps, cx.x, cx.y, res + nr);
     nr += numla_bench_linear_qb_(s, isa, streaming ? pool : 0, reps, cx.x, cx.y, res + nr);
 
@@ -607,9 +629,12 @@ static int numla_bench_linear_main_(int argc, char **argv)
 {
     int json = 0, threads = omp_get_max_threads(), reps = 5;
     const char *only = NULL;
+    int bf16_only = 0; /* --bf16-only: our bf16 rows alone (numla, numla_fma, numla_bf16x) */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--bf16-only"))
+            bf16_only = 1;
         else if (!strcmp(argv[i], "--threads") || !strcmp(argv[i], "--reps")) {
             if (!numla_bench_int_opt("numla bench linear", argc, argv, &i,
                                      !strcmp(argv[i], "--threads") ? &threads : &reps))
@@ -618,7 +643,7 @@ static int numla_bench_linear_main_(int argc, char **argv)
             only = argv[++i];
         else {
             fprintf(stderr, "usage: numla bench linear [--json] [--threads T] [--reps R] "
-                            "[--class gemv|skinny|prefill|expert]\n");
+                            "[--class gemv|skinny|prefill|expert] [--bf16-only]\n");
             return 2;
         }
     }
@@ -670,7 +695,7 @@ static int numla_bench_linear_main_(int argc, char **argv)
         if (only && strcmp(only, s->cls))
             continue;
         numla_bench_linear_result res[24];
-        int nr = numla_bench_linear_shape_(s, isa, pool, reps, res);
+        int nr = numla_bench_linear_shape_(s, isa, pool, reps, bf16_only, res);
         const double flops = 2.0 * (double)s->m * (double)s->n * (double)s->k;
         for (int r = 0; r < nr; r++) {
             const double sec = res[r].sec;

@@ -42,7 +42,7 @@ static void usage(void)
     fprintf(stderr, "usage: numla bench model --model DIR [--json] [--threads N] [--quick] "
                     "[--no-bind] [--long-context L (16384; --quick 2048)] [--prompt N (512)] [--chunk N (1024, long-context prefill)] "
                     "[--fill-context (random cache rows instead of the long prefill; 1 rank)] "
-                    "[--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]]\n");
+                    "[--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]] [--linear-act f32|bf16]\n");
 }
 
 typedef struct bm_seq {
@@ -161,7 +161,7 @@ static void bm_ranks(bm_ctx *x, const char *phase, int json, int size)
 }
 
 typedef struct bm_opts {
-    numla_cli_engine_opts e; /* --model, --threads, --weights, --keep-lm-head */
+    numla_cli_engine_opts e; /* --model, --threads, --weights, --keep-lm-head, --linear-act */
     int json, bind, quick, long_ctx, prompt, chunk;
     int fill; /* --fill-context */
 } bm_opts;
@@ -171,7 +171,7 @@ static int bm_parse_opts(int argc, char **argv, bm_opts *o)
 {
     static const char *const cmd = "numla bench model";
     static const char *const shared[] = {"--model", "--threads", "--weights", "--keep-lm-head",
-                                         NULL};
+                                         "--linear-act", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const int r = numla_bench_engine_opt(cmd, &o->e, shared, argc, argv, &i);

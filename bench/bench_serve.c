@@ -179,7 +179,8 @@ static void usage(FILE *f)
                "                         [--repeat 1] [--http]\n"
                "                         [--shared-prefix N | --multi-turn TURNS]\n"
                "                         [--prefix-cache on|off|both [--warm-prefix]]\n"
-               "                         [--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]]\n");
+               "                         [--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]]\n"
+               "                         [--linear-act f32|bf16]\n");
 }
 
 typedef struct bs_opts {
@@ -199,7 +200,7 @@ typedef struct bs_opts {
 static int bs_parse_opts(int argc, char **argv, bs_opts *o)
 {
     static const char *const cmd = "numla bench serve";
-    static const char *const shared[] = {"--model", "--threads", "--weights", "--keep-lm-head",
+    static const char *const shared[] = {"--model", "--threads", "--weights", "--keep-lm-head", "--linear-act",
                                          "--max-batch-tokens", "--prefill-chunk", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -11,6 +11,8 @@ static const numla_linear_impl numla_linear_table_[NUMLA_ISA_COUNT] = {
     [NUMLA_ISA_REF] = {numla_linear_forward_ref, NULL, NULL},
     [NUMLA_ISA_AVX2] = {numla_linear_forward_avx2, NULL, NULL},
     [NUMLA_ISA_AVX512] = {numla_linear_forward_avx512, numla_linear_workspace_avx512, NULL},
+    [NUMLA_ISA_AVX512BF16] = {numla_linear_forward_avx512bf16, numla_linear_workspace_avx512bf16,
+                              numla_linear_avx512bf16_applies},
     [NUMLA_ISA_AMX] = {numla_linear_forward_amx, numla_linear_workspace_amx,
                        numla_linear_amx_applies},
 };
@@ -59,7 +61,8 @@ numla_status numla_linear_pack(numla_isa isa, int64_t n, int64_t k, const void *
     if ((uintptr_t)dst % 64)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "linear pack: dst %p is not 64-byte aligned", dst);
 
-    numla_linear_weight w = {isa, n, k, numla_linear_packed_dtype_(src_dtype), dst};
+    numla_linear_weight w = {isa, n, k, numla_linear_packed_dtype_(src_dtype), dst,
+                             NUMLA_LINEAR_ACT_F32};
     const int64_t panels = numla_linear_panels(n), kp = numla_linear_kp(k);
     const size_t pe = numla_linear_panel_elems(&w);
     const size_t es = numla_dtype_size(src_dtype);
@@ -103,6 +106,9 @@ static numla_status numla_linear_check_weight_(numla_isa isa, const numla_linear
     if (w->dtype != NUMLA_DTYPE_BF16 && w->dtype != NUMLA_DTYPE_F32)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "linear: packed dtype %s is neither bf16 nor f32",
                    numla_dtype_name(w->dtype));
+    if (w->act != NUMLA_LINEAR_ACT_F32 && w->act != NUMLA_LINEAR_ACT_BF16)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "linear: activation mode %d is neither F32 nor BF16",
+                   (int)w->act);
     if (w->n <= 0 || w->k <= 0)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "linear: weight shape N=%lld K=%lld must be positive",
                    (long long)w->n, (long long)w->k);

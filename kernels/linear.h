@@ -24,12 +24,31 @@
 #include "common/status.h"
 #include "kernels/isa.h"
 
+/* The precision a bf16 weight may use for its activations. Bounds per output y[i][n], with
+ * u = 2^-24 and S = |y0| + sum_k |x[i][k] W[n][k]|:
+ *   F32 (the default, what numla_linear_pack sets): fp32-class. ref, avx2, avx512 and
+ *     avx512bf16 compute in fp32 (|y - y_exact| <= (K + 2) u S); amx's tile GEMM splits x into
+ *     bf16 hi + lo with |x - hi - lo| <= 2^-17 |x| and sums exact products in fp32:
+ *     |y - y_exact| <= (2^-17 + (2K + 2) u (1 + 2^-8)) S.
+ *   BF16 (opt-in, as llama.cpp, ik_llama.cpp and PyTorch's bf16 models compute): the avx512bf16
+ *     level rounds x to bf16 once (round to nearest even, |x - bf16(x)| <= 2^-8 |x|) and sums the
+ *     exact bf16 products in fp32: |y - y_exact| <= (2^-8 + (K + 2) u (1 + 2^-8)) S; a row's
+ *     result does not depend on M or the team size. The other levels run their F32 arithmetic
+ *     (inside that bound too): ref/avx2/avx512 with fp32 x, amx with its split tiles where they
+ *     apply (else the avx512bf16 code).
+ * vdpbf16ps and the AMX tiles flush denormal inputs and results. f32 weights ignore the field. */
+typedef enum numla_linear_act {
+    NUMLA_LINEAR_ACT_F32 = 0,
+    NUMLA_LINEAR_ACT_BF16,
+} numla_linear_act;
+
 typedef struct numla_linear_weight {
     numla_isa isa;        /* the ISA it was packed at (one layout serves every level) */
     int64_t n;            /* output features N */
     int64_t k;            /* input features K */
     numla_dtype dtype;    /* packed element type: bf16 or f32 */
     const void *packed;   /* numla_linear_packed_size() bytes, layout private to the kernels */
+    numla_linear_act act; /* activation precision; the caller may set BF16 after packing */
 } numla_linear_weight;
 
 size_t numla_linear_packed_size(numla_isa isa, int64_t n, int64_t k, numla_dtype src_dtype);
@@ -38,8 +57,9 @@ numla_status numla_linear_pack(numla_isa isa, int64_t n, int64_t k, const void *
                                numla_linear_weight *out);
 
 /* isa: the level to run (not w->isa): every level reads every packing, and a level whose
- * variant does not take this weight and M (amx: bf16, K % 32 == 0, M >= 3) runs the level
- * below. The caller picks it, e.g. avx512 for exact fp32 activations where amx would split
+ * variant does not take this weight and M (amx: bf16, K % 32 == 0, M >= 3; avx512bf16: bf16 with bf16
+ * activations)
+ * runs the level below. The caller picks it, e.g. avx512 for exact fp32 activations where amx would split
  * them into two bf16 halves. */
 size_t numla_linear_workspace_size(numla_isa isa, const numla_linear_weight *w, int64_t m,
                                    int num_threads);

@@ -91,6 +91,13 @@ void numla_linear_avx512_pack_x(int64_t m, int64_t k, const float *x, int64_t ld
 void numla_linear_avx512_panels(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
                                 const float *xp, float *y, int64_t ldy, int accumulate, int64_t p0,
                                 int64_t p1);
+/* The vdpbf16ps GEMM (kernels/x86/linear_avx512bf16.c): bf16 weights with
+ * NUMLA_LINEAR_ACT_BF16, every M; x packed into the workspace as bf16 pairs. */
+int numla_linear_avx512bf16_applies(const numla_linear_weight *w, int64_t m);
+size_t numla_linear_workspace_avx512bf16(const numla_linear_weight *w, int64_t m, int num_threads);
+void numla_linear_forward_avx512bf16(const numla_linear_weight *w, int64_t m, const float *x,
+                                     int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                     void *workspace);
 /* The AMX tile GEMM (kernels/x86/linear_amx.c): whether it runs for this weight and M (bf16,
  * M >= NUMLA_LINEAR_AMX_MIN_M, K % 32 == 0, and the tiles usable), its workspace (any
  * alignment) and the GEMM itself. */

@@ -33,8 +33,10 @@ void numla_cli_engine_opts_usage(FILE *f, int indent)
             "%*s[--kv-dtype bf16|f16|f32] [--block-size N (16)]\n"
             "%*s[--index-keys bf16|f16|f32|i8 (sparse-attention models; default: as --kv-dtype)]\n"
             "%*s[--weights bf16|int8|fp8|q8_0|q4_0|q4_k (default: as the checkpoint) [--keep-lm-head]]\n"
-            "%*s[--no-prefix-cache (default: a repeated prompt prefix is computed once)]\n",
-            indent, "", indent, "", indent, "", indent, "", indent, "", indent, "", indent, "");
+            "%*s[--no-prefix-cache (default: a repeated prompt prefix is computed once)]\n"
+            "%*s[--linear-act f32|bf16 (bf16 linears' activations; default f32, fp32-class)]\n",
+            indent, "", indent, "", indent, "", indent, "", indent, "", indent, "", indent, "",
+            indent, "");
 }
 
 int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const char *a,
@@ -52,7 +54,7 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
     static const char *const valued[] = {"--model", "--threads", "--max-context", "--block-size",
                                          "--prefill-chunk", "--max-batch-tokens", "--max-seqs",
                                          "--kv-memory", "--kv-blocks", "--kv-dtype", "--weights",
-                                         "--index-keys"};
+                                         "--index-keys", "--linear-act"};
     int known = 0;
     for (size_t i = 0; i < sizeof valued / sizeof *valued; i++)
         known |= !strcmp(a, valued[i]);
@@ -68,6 +70,17 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
          * an 8-bit one */
         if (!numla_weights_format_parse(v, &o->weights)) {
             fprintf(stderr, "%s: --weights %s is not bf16, int8, fp8, q8_0, q4_0 or q4_k\n", cmd, v);
+            return NUMLA_CLI_OPT_BAD;
+        }
+    } else if (!strcmp(a, "--linear-act")) {
+        /* bf16: x rounded to bf16 once for bf16 weights (kernels/linear.h NUMLA_LINEAR_ACT_BF16),
+         * as llama.cpp and PyTorch's bf16 models compute */
+        if (!strcmp(v, "f32"))
+            o->weights.linear_act = NUMLA_LINEAR_ACT_F32;
+        else if (!strcmp(v, "bf16"))
+            o->weights.linear_act = NUMLA_LINEAR_ACT_BF16;
+        else {
+            fprintf(stderr, "%s: --linear-act %s is not f32 or bf16\n", cmd, v);
             return NUMLA_CLI_OPT_BAD;
         }
     } else if (!strcmp(a, "--model")) {

@@ -189,6 +189,17 @@ static void *ld_take(loader *L, size_t bytes)
     return L->pass == 1 ? L->arena + at : NULL;
 }
 
+/* numla_linear_pack at the loader's level; bf16 weights get the activation precision the
+ * options ask for (numla_weights_options.linear_act; f32 weights have no choice). */
+static numla_status ld_pack(const loader *L, int64_t n, int64_t k, const void *src, numla_dtype dt,
+                            int64_t ld, void *dst, numla_linear_weight *out)
+{
+    NUMLA_CHECK(numla_linear_pack(L->isa, n, k, src, dt, ld, dst, out));
+    if (out->dtype == NUMLA_DTYPE_BF16)
+        out->act = L->opts.linear_act;
+    return NUMLA_STATUS_OK;
+}
+
 /* A norm, router or embedding tensor must be a float type: an 8-bit one has no scale to read
  * it with. */
 static void ld_want_float(loader *L, const numla_safetensors_tensor *t)
@@ -435,7 +446,7 @@ static numla_status ld_linear_qblock(loader *L, const numla_weights_entry *e, in
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory to dequantize it", e->t.name);
         numla_status s = numla_weights_entry_rows_f32(e, r0, n, c0, k, tmp);
         if (s == NUMLA_STATUS_OK)
-            s = numla_linear_pack(L->isa, n, k, tmp, dt, k, dst, &out->lin);
+            s = ld_pack(L, n, k, tmp, dt, k, dst, &out->lin);
         free(tmp);
         NUMLA_CHECK(s);
         L->loaded += (size_t)n * (size_t)k * sizeof(float);
@@ -490,7 +501,7 @@ static numla_status ld_linear_int4(loader *L, const numla_weights_tensor *d, int
                                                (size_t)(row * G + e / 32));
                 tmp[r * k + c] = s * (float)((int)u - 8);
             }
-        numla_status s = numla_linear_pack(L->isa, n, k, tmp, NUMLA_DTYPE_F32, k, dst, &out->lin);
+        numla_status s = ld_pack(L, n, k, tmp, NUMLA_DTYPE_F32, k, dst, &out->lin);
         free(tmp);
         NUMLA_CHECK(s);
         L->loaded += (size_t)(n * k) * sizeof(float);
@@ -620,7 +631,7 @@ static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int
         if (L->pass == 1) {
             const char *src = (const char *)d.t->data +
                               ((size_t)r0 * (size_t)full_k + (size_t)c0) * numla_dtype_size(dt);
-            NUMLA_CHECK(numla_linear_pack(L->isa, n, k, src, dt, full_k, dst, &out->lin));
+            NUMLA_CHECK(ld_pack(L, n, k, src, dt, full_k, dst, &out->lin));
             L->loaded += (size_t)n * (size_t)k * numla_dtype_size(dt);
         }
         return NUMLA_STATUS_OK;
@@ -640,7 +651,7 @@ static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int
                 tmp[r * k + c] = numla_f32_to_bf16(
                     numla_weights_q8_dequant(&d, codes, grid, r0, r0 + r, c0 + c));
         if (tmp)
-            s = numla_linear_pack(L->isa, n, k, tmp, NUMLA_DTYPE_BF16, k, dst, &out->lin);
+            s = ld_pack(L, n, k, tmp, NUMLA_DTYPE_BF16, k, dst, &out->lin);
         free(tmp);
         free(own);
         free(grid);
@@ -724,7 +735,7 @@ static numla_status ld_head_float(loader *L, int64_t n, int64_t k, const void *s
     memset(out, 0, sizeof *out);
     out->n = n;
     out->k = k;
-    return numla_linear_pack(L->isa, n, k, src, dt, ld, dst, &out->lin);
+    return ld_pack(L, n, k, src, dt, ld, dst, &out->lin);
 }
 
 /* An 8-bit (n, k) per-head weight from src (its own scale grid). */
@@ -1028,7 +1039,7 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
                            (long long)E, (long long)hid);
             numla_status s = ld_read_f32(L, t, E, hid, tmp);
             if (s == NUMLA_STATUS_OK)
-                s = numla_linear_pack(L->isa, E, hid, tmp, NUMLA_DTYPE_F32, hid, dst,
+                s = ld_pack(L, E, hid, tmp, NUMLA_DTYPE_F32, hid, dst,
                                                &lw->router.lin);
             free(tmp);
             NUMLA_CHECK(s);
@@ -1115,7 +1126,8 @@ void numla_weights_destroy(numla_model_weights **pw)
 
 numla_weights_options numla_weights_options_default(void)
 {
-    return (numla_weights_options){.format = -1, .keep_lm_head = 0, .qblock_fp32_act = 0};
+    return (numla_weights_options){.format = -1, .keep_lm_head = 0, .qblock_fp32_act = 0,
+                                   .linear_act = NUMLA_LINEAR_ACT_F32};
 }
 
 int numla_weights_format_parse(const char *s, numla_weights_options *o)

@@ -123,9 +123,11 @@ typedef struct numla_weights_options {
     int keep_lm_head;               /* with FP8 / INT8 on a float checkpoint: lm_head stays bf16 */
     int qblock_fp32_act;            /* GGUF blocks: every linear keeps fp32 activations (default:
                                      * int8 per 256 columns where weights.c says so) */
+    numla_linear_act linear_act;    /* bf16 linears' activations (kernels/linear.h): F32 (default,
+                                     * fp32-class) or BF16 (x rounded to bf16; --linear-act bf16) */
 } numla_weights_options;
 
-/* format -1, keep_lm_head 0. */
+/* format -1, keep_lm_head 0, linear_act F32. */
 numla_weights_options numla_weights_options_default(void);
 /* The command-line spelling: "bf16" (NONE), "fp8", "int8" -> o->format; 0 when it is none. */
 int numla_weights_format_parse(const char *s, numla_weights_options *o);

@@ -5,8 +5,9 @@
  * Precision: split-bf16 activations. Each fp32 x is written as hi + lo, hi = bf16(x) and
  * lo = bf16(x - hi) (round to nearest even), and y = W·hi + W·lo, both products on the tiles.
  * Weights are exact bf16, so bf16 x bf16 products are exact and the tiles sum them in fp32;
- * the only error beyond an fp32 sum is lo's rounding, |x - hi - lo| <= 2^-9 |x - hi| <=
- * 2^-18 |x|. So |y - y_exact| <= (2^-18 + (2K + 2) 2^-24) · Σ|x w| (2K products summed in
+ * the only error beyond an fp32 sum is lo's rounding, |x - hi - lo| <= 2^-17 |x| (attained
+ * near x = 1 + 2^-9 + 2^-17, where lo's rounding is a tie). So
+ * |y - y_exact| <= (2^-17 + (2K + 2) 2^-24 (1 + 2^-8)) · Σ|x w| (2K products summed in
  * fp32): the error class of an fp32 GEMM, where plain bf16 x would add 2^-8 · Σ|x w|. It costs
  * twice the tile work of plain bf16 x, which is still far faster than any AVX-512 GEMM on a CPU
  * with tiles (docs/linear.md).

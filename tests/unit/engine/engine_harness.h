@@ -39,6 +39,9 @@ static numla_model_options eng_model_options(numla_isa isa)
 /* GGUF models: whether their block linears keep fp32 activations (weights.h qblock_fp32_act). */
 static int eng_qblock_fp32_act = 1;
 
+/* bf16 linears' activations (weights.h linear_act): F32 unless a test asks for BF16. */
+static numla_linear_act eng_linear_act = NUMLA_LINEAR_ACT_F32;
+
 /* Rank `rank` of `nranks` (the shard it loads), with model options mo; dir is a model
  * directory or a GGUF file. */
 static int eng_open_rank_opts(eng *e, const char *dir, numla_dtype kv_dtype,
@@ -47,11 +50,12 @@ static int eng_open_rank_opts(eng *e, const char *dir, numla_dtype kv_dtype,
     memset(e, 0, sizeof *e);
     numla_weights_options wo = numla_weights_options_default();
     wo.qblock_fp32_act = eng_qblock_fp32_act;
+    wo.linear_act = eng_linear_act;
     const int gguf = numla_model_path_is_gguf(dir); /* a GGUF file: no safetensors kept open */
     if (numla_model_config_load(dir, &e->cfg) ||
         (gguf ? numla_weights_load_path(&e->cfg, dir, rank, nranks, mo->isa, &wo, &e->w)
               : (numla_safetensors_open(dir, &e->st) ||
-                 numla_weights_load(&e->cfg, e->st, rank, nranks, mo->isa, &e->w))) ||
+                 numla_weights_load_ex(&e->cfg, e->st, rank, nranks, mo->isa, &wo, &e->w))) ||
         numla_model_create(e->w, mo, &e->m) ||
         numla_kv_cache_create_for_model(&e->cfg, 4, 128, kv_dtype, kv_dtype, &e->kv)) {
         fprintf(stderr, "\n    engine open failed: %s\n%s", numla_error_message(), numla_error_trace());

@@ -3,10 +3,15 @@
  * over odd shapes, strides, all source dtypes, and accumulate on/off; plus argument validation.
  * Weights are packed at one level and run at another (one layout serves every level).
  *
- * Tolerances (u = 2^-24, mag = |y0| + sum_k |x_k w_k| per output):
+ * Tolerances (u = 2^-24, mag = |y0| + sum_k |x_k w_k| per output; kernels/linear.h):
  *   exact fp32 paths (ref, avx2, avx512, avx512bf16, amx where its tile GEMM does not apply):
  *       |y - y_ref| <= (K + 2) u mag — the worst-case bound of any fp32 summation order.
- *   AMX split-bf16 GEMM: |y - y_ref| <= (2^-18 + (2K + 2) u (1 + 2^-8)) mag.
+ *   AMX split-bf16 GEMM:
+ *       |y - y_ref| <= (2^-17 + (2K + 2) u (1 + 2^-8)) mag.
+ *   bf16 x (NUMLA_LINEAR_ACT_BF16, bf16 weights): |y - y_ref| <= (2^-8 + (K + 2) u (1 + 2^-8))
+ *       mag at every level; at avx512bf16, which rounds x to bf16, also within the fp32 bound
+ *       of a reference computed from bf16(x) (round to nearest even), so a wrong rounding or a
+ *       lost lo half cannot hide inside the looser bound.
  * Typical observed errors are far below these bounds (random signs cancel); a layout or
  * indexing bug gives errors of the order of mag itself. */
 #include "test_util.h"
@@ -32,8 +37,8 @@ typedef struct {
 
 /* Runs one case at level isa, the weight packed at level pack_isa; returns the number of bad
  * outputs (and reports the first). */
-static int run_case(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64_t m, int64_t n,
-                    int64_t k, int accumulate, uint64_t seed)
+static int run_case_act(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64_t m, int64_t n,
+                        int64_t k, int accumulate, uint64_t seed, numla_linear_act act)
 {
     numla_test_rng rng = {seed};
     const int64_t lds = k + 3, ldx = k + 5, ldy = n + 7;
@@ -43,7 +48,9 @@ static int run_case(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64_t m
     float *y = malloc((size_t)m * (size_t)ldy * sizeof *y);
     double *yref = malloc((size_t)m * (size_t)n * sizeof *yref);
     double *mag = malloc((size_t)m * (size_t)n * sizeof *mag);
-    CU_ASSERT_FATAL(src && x && y && yref && mag);
+    double *yrb = malloc((size_t)m * (size_t)n * sizeof *yrb); /* from bf16(x) */
+    double *magb = malloc((size_t)m * (size_t)n * sizeof *magb);
+    CU_ASSERT_FATAL(src && x && y && yref && mag && yrb && magb);
     for (int64_t i = 0; i < n * lds; i++)
         numla_store_f32(src, dt, (size_t)i, (float)(0.1 * numla_test_rng_normal(&rng)));
     for (int64_t i = 0; i < m * ldx; i++)
@@ -53,14 +60,20 @@ static int run_case(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64_t m
             y[i * ldy + j] = j < n ? (float)numla_test_rng_normal(&rng) : SENTINEL;
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
-            double s = accumulate ? y[i * ldy + j] : 0.0, a = fabs(s);
+            double s = accumulate ? y[i * ldy + j] : 0.0, a = fabs(s), sb = s, ab = a;
             for (int64_t c = 0; c < k; c++) {
-                double p = (double)x[i * ldx + c] * numla_load_f32(src, dt, (size_t)(j * lds + c));
+                const double wv = numla_load_f32(src, dt, (size_t)(j * lds + c));
+                double p = (double)x[i * ldx + c] * wv;
+                double pb = (double)numla_bf16_to_f32(numla_f32_to_bf16(x[i * ldx + c])) * wv;
                 s += p;
                 a += fabs(p);
+                sb += pb;
+                ab += fabs(pb);
             }
             yref[i * n + j] = s;
             mag[i * n + j] = a;
+            yrb[i * n + j] = sb;
+            magb[i * n + j] = ab;
         }
 
     size_t bytes = numla_linear_packed_size(pack_isa, n, k, dt);
@@ -69,6 +82,8 @@ static int run_case(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64_t m
     numla_linear_weight w;
     CU_ASSERT_FATAL(numla_linear_pack(pack_isa, n, k, src, dt, lds, packed, &w) == NUMLA_STATUS_OK);
     CU_ASSERT(w.dtype == (dt == NUMLA_DTYPE_BF16 ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32));
+    CU_ASSERT(w.act == NUMLA_LINEAR_ACT_F32);
+    w.act = act;
     size_t ws = numla_linear_workspace_size(isa, &w, m, 2);
     /* Deliberately misaligned: the kernel aligns its workspace itself. */
     unsigned char *wsbuf = malloc(ws + 1);
@@ -77,9 +92,15 @@ static int run_case(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64_t m
     NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "forward failed: %s", numla_error_message());
 
     const int amx = isa == NUMLA_ISA_AMX && numla_linear_amx_applies(&w, m);
+    const int bw = w.dtype == NUMLA_DTYPE_BF16;
+    const int split = amx;
+    const int xbf16 = bw && act == NUMLA_LINEAR_ACT_BF16;
     const double u = ldexp(1.0, -24);
-    const double rel = amx ? ldexp(1.0, -18) + (double)(2 * k + 2) * u * (1 + ldexp(1.0, -8))
-                           : (double)(k + 2) * u;
+    const double rel = xbf16  ? ldexp(1.0, -8) + (double)(k + 2) * u * (1 + ldexp(1.0, -8))
+                       : split ? ldexp(1.0, -17) + (double)(2 * k + 2) * u * (1 + ldexp(1.0, -8))
+                               : (double)(k + 2) * u;
+    /* the avx512bf16 code rounds x to bf16 itself: also held to the bf16(x) reference */
+    const int tight = xbf16 && !amx && isa >= NUMLA_ISA_AVX512BF16;
     if (amx)
         amx_cases_run++;
     int bad = 0;
@@ -94,6 +115,15 @@ static int run_case(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64_t m
                 continue;
             }
             double err = fabs((double)got - yref[i * n + j]), tol = rel * mag[i * n + j] + 1e-30;
+            if (tight) {
+                const double eb = fabs((double)got - yrb[i * n + j]);
+                const double tb = (double)(k + 2) * u * magb[i * n + j] + 1e-30;
+                if (!(eb <= tb) && bad++ == 0)
+                    fprintf(stderr,
+                            "\n    %s bf16-x M=%lld N=%lld K=%lld acc=%d: y[%lld][%lld]=%.9g bf16(x) ref %.9g err %.3g tol %.3g\n",
+                            numla_isa_name(isa), (long long)m, (long long)n, (long long)k,
+                            accumulate, (long long)i, (long long)j, got, yrb[i * n + j], eb, tb);
+            }
             if (!(err <= tol) && bad++ == 0)
                 fprintf(stderr,
                         "\n    %s %s M=%lld N=%lld K=%lld acc=%d: y[%lld][%lld]=%.9g ref %.9g err %.3g tol %.3g\n",
@@ -106,9 +136,17 @@ static int run_case(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64_t m
     free(y);
     free(yref);
     free(mag);
+    free(yrb);
+    free(magb);
     free(packed);
     free(wsbuf);
     return bad;
+}
+
+static int run_case(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64_t m, int64_t n,
+                    int64_t k, int accumulate, uint64_t seed)
+{
+    return run_case_act(pack_isa, isa, dt, m, n, k, accumulate, seed, NUMLA_LINEAR_ACT_F32);
 }
 
 static void run_shapes(const shape3 *s, int ns)
@@ -194,6 +232,85 @@ static void test_amx(void)
     NUMLA_ASSERT_MSG(bad == 0, "%d bad outputs at avx512bf16", bad);
 }
 
+/* NUMLA_LINEAR_ACT_BF16 at every level against both references (run_case_act): every M from
+ * 1 to 40 (each remainder of the 12-row tiles, one and several row blocks), odd N and K, K
+ * past the K block, accumulate on and off, on teams of 1 and 2 threads (the x pack and the N
+ * split differ); f32 weights must ignore the mode and stay exact. */
+static void test_bf16_activations(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int ni = numla_test_isas(isas);
+    static const shape3 s[] = {{13, 48, 31}, {37, 300, 512}, {1, 96, 1100}, {30, 70, 1101},
+                               {100, 33, 130}, {5, 16, 16}};
+    const int team = omp_get_max_threads();
+    int bad = 0, cases = 0;
+    for (int t = 1; t <= 2; t++) {
+        omp_set_num_threads(t);
+        for (int a = 0; a < ni; a++) {
+            for (int i = 0; i < (int)(sizeof s / sizeof s[0]); i++)
+                for (int acc = 0; acc < 2; acc++, cases++)
+                    bad += run_case_act(isas[a], isas[a], NUMLA_DTYPE_BF16, s[i].m, s[i].n, s[i].k,
+                                        acc, 0x4242u + (uint64_t)(i * 3 + acc + 17 * t),
+                                        NUMLA_LINEAR_ACT_BF16);
+            for (int m = 1; m <= 40; m++, cases++)
+                bad += run_case_act(isas[a], isas[a], NUMLA_DTYPE_BF16, m, 33, 66, m & 1,
+                                    0x51u + (uint64_t)m, NUMLA_LINEAR_ACT_BF16);
+            bad += run_case_act(isas[a], isas[a], NUMLA_DTYPE_F32, 20, 40, 100, 0, 0x77u,
+                                NUMLA_LINEAR_ACT_BF16);
+            cases++;
+        }
+    }
+    omp_set_num_threads(team);
+    NUMLA_ASSERT_MSG(bad == 0, "%d bad outputs over %d cases", bad, cases);
+}
+
+/* At avx512bf16 a row's y in bf16-activation mode is the same sequence of vdpbf16ps whatever
+ * the rows around it, the team size and the tile it lands in: each of 40 rows run alone on one
+ * thread must give the bits of the 40-row call on two threads (docs/serving.md, "Numerics
+ * across batch shapes"). */
+static void test_bf16_activations_batch_invariant(void)
+{
+    if (!numla_isa_supported(NUMLA_ISA_AVX512BF16)) {
+        fprintf(stderr, "(no avx512bf16 here, skipped) ");
+        return;
+    }
+    enum { M = 40, N = 70, K = 1100 };
+    numla_test_rng rng = {0xbeefu};
+    uint16_t *src = malloc((size_t)N * K * 2);
+    float *x = malloc((size_t)M * K * sizeof *x), *y = malloc((size_t)M * N * sizeof *y);
+    float y1[N];
+    for (int i = 0; i < N * K; i++)
+        src[i] = numla_f32_to_bf16((float)(0.1 * numla_test_rng_normal(&rng)));
+    for (int i = 0; i < M * K; i++)
+        x[i] = (float)numla_test_rng_normal(&rng);
+    const size_t bytes = numla_linear_packed_size(NUMLA_ISA_AVX512BF16, N, K, NUMLA_DTYPE_BF16);
+    void *packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    numla_linear_weight w;
+    CU_ASSERT_FATAL(numla_linear_pack(NUMLA_ISA_AVX512BF16, N, K, src, NUMLA_DTYPE_BF16, K, packed,
+                                      &w) == NUMLA_STATUS_OK);
+    w.act = NUMLA_LINEAR_ACT_BF16;
+    const size_t ws = numla_linear_workspace_size(NUMLA_ISA_AVX512BF16, &w, M, 2);
+    void *wsb = malloc(ws);
+    const int team = omp_get_max_threads();
+    omp_set_num_threads(2);
+    CU_ASSERT_FATAL(numla_linear_forward(NUMLA_ISA_AVX512BF16, &w, M, x, K, y, N, 0, wsb, ws) ==
+                    NUMLA_STATUS_OK);
+    omp_set_num_threads(1);
+    int differ = 0;
+    for (int i = 0; i < M; i++) {
+        CU_ASSERT_FATAL(numla_linear_forward(NUMLA_ISA_AVX512BF16, &w, 1, x + (size_t)i * K, K, y1,
+                                             N, 0, wsb, ws) == NUMLA_STATUS_OK);
+        differ += memcmp(y1, y + (size_t)i * N, sizeof y1) != 0;
+    }
+    omp_set_num_threads(team);
+    NUMLA_ASSERT_MSG(differ == 0, "%d of %d rows differ from the 40-row call", differ, M);
+    free(src);
+    free(x);
+    free(y);
+    free(packed);
+    free(wsb);
+}
+
 /* Bad shapes, strides, alignment, aliasing and a missing workspace are reported, not run. */
 static void test_validation(void)
 {
@@ -233,11 +350,20 @@ static void test_validation(void)
         CU_ASSERT_EQUAL(numla_linear_forward(NUMLA_ISA_AVX512BF16, &w, 64, xl, 4, yl, 2, 0, NULL, 0),
                         NUMLA_STATUS_INVALID_ARG);
         CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "workspace"));
+        /* fp32-class x: one row runs the FMA path (no workspace); bf16 x the vdpbf16ps code,
+         * which packs x at every M; an unknown activation mode is refused */
         CU_ASSERT_EQUAL(numla_linear_workspace_size(NUMLA_ISA_AVX512BF16, &w, 1, 2), 0u);
+        w.act = NUMLA_LINEAR_ACT_BF16;
+        CU_ASSERT(numla_linear_workspace_size(NUMLA_ISA_AVX512BF16, &w, 1, 2) >= 2 * 4);
+        w.act = (numla_linear_act)7;
+        CU_ASSERT_EQUAL(numla_linear_forward(NUMLA_ISA_AVX512BF16, &w, 1, xl, 4, yl, 2, 0, NULL, 0),
+                        NUMLA_STATUS_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "activation"));
     }
     free(packed);
 }
 
 NUMLA_TEST_SUITE(linear, NULL, NULL, NUMLA_TEST(test_odd_shapes), NUMLA_TEST(test_all_m),
-                 NUMLA_TEST(test_amx),
+                 NUMLA_TEST(test_amx), NUMLA_TEST(test_bf16_activations),
+                 NUMLA_TEST(test_bf16_activations_batch_invariant),
                  NUMLA_TEST(test_validation))
