@@ -28,7 +28,7 @@
  *     (sequence, head block, context split), merging splits by LSE.
  *   - No allocation: scratch of numla_mla_attn_workspace_size() bytes is passed in.
  *   - Numerics: fp32 accumulation; on amx the products run on tiles with fp32 q and P split
- *     into bf16 hi + lo (error <= 2^-18 relative per element, documented tolerance in tests).
+ *     into bf16 hi + lo (error <= 2^-17 relative per element, documented tolerance in tests).
  *     avx512bf16 (a bf16 cache; kernels/x86/mla_attn_avx512bf16.c) runs both products on
  *     vdpbf16ps: a bf16 q as is, an fp32 / fp16 q split into hi + lo as on amx; P split the same
  *     way unless the output is bf16, where P is rounded once to bf16 (2^-9 relative per

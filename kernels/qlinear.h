@@ -50,7 +50,7 @@
  * Numerics: fp8 and int8-row are exact products summed in fp32 (any order), so against the
  * dequantized weights in double: |y - y_ref| <= (K + 2·K/128 + 2) u Σ|w x| (+ the same for the
  * accumulated y), u = 2^-24; fp8 on the amx level's tiles (split-bf16 x, kernels/x86/
- * qlinear_fp8_amx.c): (2^-18 + (2·min(K, 128) + K/128 + 2) u) Σ|s w x|; fp8 M = 1 on the
+ * qlinear_fp8_amx.c): (2^-17 + (2·min(K, 128) + K/128 + 2) u) Σ|s w x|; fp8 M = 1 on the
  * avx512bf16 level with AVX512_VBMI (kernels/x86/qlinear_fp8_avx512bf16.c: weights widened
  * exactly to bf16, x split into bf16 hi + lo, |x - hi - lo| <= 2^-16 |x|, 2K exact products
  * summed in fp32, the block scales in fp32): (2^-16 + (2K + 2·K/128 + 4) u) Σ|s w x|. W8A8 is exact up to

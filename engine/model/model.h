@@ -96,7 +96,7 @@ typedef struct numla_model_options {
     int num_threads;
     /* 1: run the linear layers at the avx512 level (fp32 FMA on widened weights) instead of
      * amx, whose AMX GEMM (M >= 3, bf16 weights) splits activations into two bf16
-     * halves (error 2^-18 relative, kernels/x86/linear_amx.c): slower, fp32 summation error
+     * halves (error 2^-17 relative, kernels/x86/linear_amx.c): slower, fp32 summation error
      * only. Default 0. */
     int exact_activations;
     /* Models with fewer weight bytes run each step on the calling thread (team wake-ups cost

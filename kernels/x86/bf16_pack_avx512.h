@@ -7,7 +7,7 @@
 #include <immintrin.h>
 
 /* x0 (elements 0-15), x1 (16-31) -> hi = bf16(x) and lo = bf16(x - hi), each 32 bf16 in element
- * order, i.e. 16 words of consecutive pairs. |x - hi - lo| <= 2^-18 |x|. */
+ * order, i.e. 16 words of consecutive pairs. |x - hi - lo| <= 2^-17 |x|. */
 static inline __attribute__((always_inline)) void
 numla_x86_split_bf16(__m512 x0, __m512 x1, __m512i *hi, __m512i *lo)
 {

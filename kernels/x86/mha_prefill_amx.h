@@ -3,7 +3,7 @@
  *
  * Precision: q and k (and P and v) are each split into bf16 hi + lo (hi = bf16(x),
  * lo = bf16(x - hi)) and a score is q_hi·k_hi + q_lo·k_hi + q_hi·k_lo on the tiles, in fp32: only lo·lo
- * (<= 2^-18 |q_d k_d| per product) and lo's own rounding are dropped, an error of the fp32
+ * (<= 2^-17 |q_d k_d| per product) and lo's own rounding are dropped, an error of the fp32
  * class (the fp32 FMA variant's error bound holds to within a small factor). */
 #ifndef NUMLA_KERNELS_X86_MHA_PREFILL_AMX_H
 #define NUMLA_KERNELS_X86_MHA_PREFILL_AMX_H

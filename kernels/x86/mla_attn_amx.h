@@ -22,7 +22,7 @@ void numla_mla_qk_amx(const uint32_t *qv, const uint32_t *qlo, int64_t w, const 
 /* P·V on the tiles: O (16 rows, Dc; row stride dc, fp32, 64-byte aligned, in the permuted
  * column order below) = (fresh ? 0 :
  * O·corr[row] if rescale, else O) + Σ_t P[t][row] · v_t, v_t the first dc bf16 of vrows[t].
- * P: S as (nt, 16) fp32 (nt <= 64), split into bf16 hi + lo (error <= 2^-18 relative per
+ * P: S as (nt, 16) fp32 (nt <= 64), split into bf16 hi + lo (error <= 2^-17 relative per
  * element; V is exact bf16), so fp32 outputs keep their tolerance. dc % 64 == 0. stage:
  * NUMLA_MLA_PV_AMX_STAGE bf16 of scratch, 64-byte aligned. Tiles configured by
  * numla_mla_amx_begin. */

@@ -236,7 +236,7 @@ static int numla_mla_amx_supports(const numla_mla_attn_args *a)
  * bf16 pairs; rows past nrows are zero. An fp32 or fp16 q packed as pairs is split
  * into hi = bf16(q) at qbuf and lo = bf16(q - hi) right after it (w / 2 · 16 pairs further):
  * the AMX Q·K sums both products, so the scores keep fp32-class error (|q - hi - lo| <=
- * 2^-18 |q|; bf16 cache values times bf16 are exact in fp32). The softmax scale is applied to
+ * 2^-17 |q|; bf16 cache values times bf16 are exact in fp32). The softmax scale is applied to
  * the scores. */
 static void numla_mla_pack_q(const numla_mla_attn_chunk *c, void *qbuf)
 {

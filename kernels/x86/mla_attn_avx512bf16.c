@@ -18,7 +18,7 @@
  *      registers per pass.
  *
  * Numerics (mla_attn.h): bf16 x bf16 products are exact in fp32 and every sum is fp32. A bf16 q
- * is used as is; an fp32 / fp16 q is split into bf16 hi + lo (|q - hi - lo| <= 2^-18 |q|, two
+ * is used as is; an fp32 / fp16 q is split into bf16 hi + lo (|q - hi - lo| <= 2^-17 |q|, two
  * dot products per pair). P is split the same way unless the output is bf16: then P is rounded
  * once to bf16 (2^-9 relative per weight, which averages out below the output's own bf16
  * rounding). The softmax denominator and the LSE always use the fp32 P.

@@ -28,9 +28,9 @@
  * ever folded into a bf16 weight.
  *
  * Precision (u = 2^-24): the products w · hi and w · lo are exact in fp32 (bf16 x bf16) and the
- * tiles add at most 2·128 of them per block in fp32; the split leaves |x - hi - lo| <= 2^-18 |x|.
+ * tiles add at most 2·128 of them per block in fp32; the split leaves |x - hi - lo| <= 2^-17 |x|.
  * So against the dequantized weights in exact arithmetic,
- *   |y - y_exact| <= (2^-18 + (2·min(K, 128) + K/128 + 2) u) · Σ_k |s w x|
+ *   |y - y_exact| <= (2^-17 + (2·min(K, 128) + K/128 + 2) u) · Σ_k |s w x|
  * (+ u |y| when accumulating), the fp32 class of the ref and avx512 levels' (K + 2K/128 + 2) u,
  * but not bit-identical to them. Products or sums below 2^-126 are flushed by the tiles (an
  * absolute error under 2^-126 per term, i.e. none at model scales).

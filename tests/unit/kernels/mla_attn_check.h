@@ -10,7 +10,7 @@
  *   lse:          1e-4 + 1e-5·|lse|
  * The same for every ISA level (amx included where the CPU and OS allow tiles): amx forms
  * exact bf16 x bf16 products of a bf16 q, or of an fp32 / fp16 q split into bf16 hi + lo
- * (2^-18 relative), and every path accumulates in fp32.
+ * (2^-17 relative), and every path accumulates in fp32.
  */
 #ifndef NUMLA_TESTS_MLA_ATTN_CHECK_H
 #define NUMLA_TESTS_MLA_ATTN_CHECK_H

@@ -102,7 +102,7 @@ static void run_shape(const shape *sh, uint64_t seed)
     numla_isa isas[NUMLA_ISA_COUNT];
     int ni = numla_test_isas(isas);
     for (int ii = 0; ii < ni; ii++) {
-        /* split-bf16 scores (kernels/x86/mha_prefill_amx.h) drop terms of 2^-18 relative per
+        /* split-bf16 scores (kernels/x86/mha_prefill_amx.h) drop terms of 2^-17 relative per
          * product: ~1e-5 here, against ~1e-6 for the fp32 paths */
         const double tol = isas[ii] == NUMLA_ISA_AMX && numla_mha_prefill_amx_applies(&a)
                                ? 1e-4

@@ -174,7 +174,7 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
     /* fp8 M = 1 at the avx512bf16 level (VBMI): split-bf16 x, 2K exact products in fp32 */
     const int vbmi = fmt == NUMLA_QLINEAR_FP8_BLOCK && m == 1 &&
                      numla_qlinear_level(fmt, isa) == NUMLA_ISA_AVX512BF16;
-    const double rel = tiles ? ldexp(1.0, -18) + (double)(2 * (k < 128 ? k : 128) + (k + 127) / 128 + 4) *
+    const double rel = tiles ? ldexp(1.0, -17) + (double)(2 * (k < 128 ? k : 128) + (k + 127) / 128 + 4) *
                                                      ldexp(1.0, -24)
                        : vbmi ? ldexp(1.0, -16) + 2 * rel_ref
                               : rel_ref;

@@ -223,7 +223,7 @@ static int run_case(int64_t m, int64_t n, int64_t k, int64_t row0, int accumulat
         bad++;
     }
     const double u = ldexp(1, -24);
-    const double c_amx = ldexp(1, -18) + (2.0 * (k < 128 ? k : 128) + (double)k / 128 + 2) * u;
+    const double c_amx = ldexp(1, -17) + (2.0 * (k < 128 ? k : 128) + (double)k / 128 + 2) * u;
     const double c_ref = ((double)k + 2.0 * (double)k / 128 + 2) * u;
     for (int64_t i = 0; i < m; i++)
         for (int64_t r = 0; r < ldy; r++) {

@@ -54,7 +54,7 @@ static void check_variant(int variant, numla_dtype wdtype, numla_dtype kv_dtype,
     int nisa = numla_test_isas(isas);
     for (int ii = 0; ii < nisa; ii++) {
         numla_isa isa = isas[ii];
-        /* bf16 weights on avx512bf16: M >= 3 runs the split-bf16 AMX GEMM (2^-18 class) */
+        /* bf16 weights on avx512bf16: M >= 3 runs the split-bf16 AMX GEMM (2^-17 class) */
         eng e;
         numla_model_options mo = eng_model_options(isa);
         /* the best ISA also runs with the OpenMP team, as a large model would */
