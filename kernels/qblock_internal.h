@@ -25,6 +25,14 @@ void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const 
 void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                                      float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
 int numla_qblock_vnni_usable(void);
+/* Q8 mode, many x rows (kernels/x86/qblock_gemm_avx512vnni.c): from NUMLA_QBLOCK_GEMM_MIN_M rows
+ * the vnni level runs weight rows [lo, hi) against all m quantized x rows (the workspace's
+ * sections, Q4_K's x already in its order) with each block unpacked once per tile of x rows;
+ * the same bits as the 1-row kernels. applies: whether the type has it at this m. */
+enum { NUMLA_QBLOCK_GEMM_MIN_M = 2 };
+int numla_qblock_gemm_vnni_applies_(numla_qblock_type type, int64_t m);
+void numla_qblock_gemm_vnni_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,
+                                  const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate);
 
 /* Q8 mode workspace, from the caller's pointer aligned up to 64: xq (m, k) int8, then dx
  * (m, k / 256) fp32, then bsums (m, k / 16) int32 (Σ q over each 16 columns), each section

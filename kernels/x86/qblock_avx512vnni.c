@@ -460,15 +460,19 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
     const int8_t *xq = numla_qblock_ws_xq_(ws);
     const float *dx = numla_qblock_ws_dx_(ws, m, k);
     const int32_t *bs = numla_qblock_ws_bs_(ws, m, k);
+    const int gemm = numla_qblock_gemm_vnni_applies_(w->type, m);
 #pragma omp parallel
     {
         int64_t lo, hi;
         numla_qblock_split_(w->n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        for (int64_t r = lo; r < hi; r++)
-            for (int64_t i = 0; i < m; i++) {
-                const float v = dot(w->q + r * w->ld, nb, xq + i * k, dx + i * nb, bs + i * (k / 16));
-                float *yo = y + i * ldy + r;
-                *yo = accumulate ? *yo + v : v;
-            }
+        if (gemm)
+            numla_qblock_gemm_vnni_rows_(w, lo, hi, m, xq, dx, bs, y, ldy, accumulate);
+        else
+            for (int64_t r = lo; r < hi; r++)
+                for (int64_t i = 0; i < m; i++) {
+                    const float v = dot(w->q + r * w->ld, nb, xq + i * k, dx + i * nb, bs + i * (k / 16));
+                    float *yo = y + i * ldy + r;
+                    *yo = accumulate ? *yo + v : v;
+                }
     }
 }

@@ -356,6 +356,126 @@ static void test_forward_q8(void)
     CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX2), NUMLA_ISA_REF);
 }
 
+/* Q8 mode with many x rows (the vnni level's register tiles of x rows, kernels/x86/
+ * qblock_gemm_avx512vnni.c, and the 1-row kernels below its threshold): at M = 1, 2, 5, 17 and
+ * 64 (whole tiles, partial tiles, both), odd N (one shape spans several of a thread's row
+ * chunks), 1 and 3 threads, accumulate or not: every output row has the bits of that x row run
+ * alone, and is within the header's bound of W x̃ in double. */
+static void test_forward_q8_many(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int nisa = numla_test_isas(isas);
+    numla_test_rng rng = {4242};
+    static const int64_t ms[] = {1, 2, 5, 17, 64};
+    static const struct {
+        int64_t n, k;
+    } shapes[] = {{7, 512}, {37, 1280}, {301, 1280}};
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
+        for (int sh = 0; sh < 3; sh++) {
+            const numla_qblock_type type = (numla_qblock_type)t;
+            if (numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_REF)
+                continue; /* the reference's Q8 mode is test_forward_q8's */
+            const int64_t n = shapes[sh].n, k = shapes[sh].k, M = 64, ldx = k + 3, ldy = n + 2;
+            int64_t rb;
+            uint8_t *src = qb_random(type, n, k, &rng, &rb);
+            void *d8 = aligned_alloc(64, numla_qblock_packed_size(type, n, k));
+            numla_qblock_weight w;
+            numla_qblock_source s = {.type = type, .n = n, .k = k, .data = src, .ld = rb, .act = NUMLA_QBLOCK_ACT_Q8};
+            CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, d8, &w), NUMLA_STATUS_OK);
+            float *wd = malloc((size_t)(n * k) * sizeof *wd);
+            numla_qblock_dequant_ref(type, src, n * k, wd);
+            float *wmax = malloc((size_t)(n * k / 32) * sizeof *wmax);
+            for (int64_t g = 0; g < n * k / 32; g++) {
+                wmax[g] = 0.0f;
+                for (int j = 0; j < 32; j++)
+                    wmax[g] = fmaxf(wmax[g], fabsf(wd[32 * g + j]));
+            }
+            float *x = malloc((size_t)(M * ldx) * sizeof *x), *xt = malloc((size_t)(M * k) * sizeof *xt);
+            for (int64_t i = 0; i < M * ldx; i++)
+                x[i] = (float)numla_test_rng_normal(&rng) * (i % 5 == 0 ? 4.0f : 1.0f);
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t b = 0; b < k / 256; b++) {
+                    const float *xb = x + i * ldx + 256 * b;
+                    float amax = 0.0f;
+                    for (int j = 0; j < 256; j++)
+                        amax = fmaxf(amax, fabsf(xb[j]));
+                    const float dx = amax / 127.0f, inv = 127.0f / amax;
+                    for (int j = 0; j < 256; j++)
+                        xt[i * k + 256 * b + j] = dx * rintf(xb[j] * inv);
+                }
+            float *y = malloc((size_t)(M * ldy) * sizeof *y), *y0 = malloc((size_t)(M * ldy) * sizeof *y0);
+            float *y1 = malloc((size_t)ldy * sizeof *y1);
+            for (int64_t i = 0; i < M * ldy; i++)
+                y0[i] = (float)numla_test_rng_normal(&rng);
+            const size_t wsb = numla_qblock_workspace_size(&w, M, 3);
+            void *ws = malloc(wsb);
+            for (int il = 0; il < nisa; il++) {
+                if (isas[il] == NUMLA_ISA_REF)
+                    continue;
+                for (int im = 0; im < 5; im++)
+                    for (int th = 1; th <= 3; th += 2)
+                        for (int acc = 0; acc < 2; acc++) {
+                            const int64_t m = ms[im];
+                            omp_set_num_threads(th);
+                            memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
+                            CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], m, x, ldx, y, ldy, acc, ws, wsb),
+                                            NUMLA_STATUS_OK);
+                            int bad = 0;
+                            for (int64_t i = 0; i < m && !bad; i++) {
+                                memcpy(y1, y0 + i * ldy, (size_t)ldy * sizeof *y1);
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], 1, x + i * ldx, ldx, y1, ldy, acc,
+                                                                     ws, wsb),
+                                                NUMLA_STATUS_OK);
+                                if (memcmp(y1, y + i * ldy, (size_t)n * sizeof *y1) != 0) {
+                                    bad = 1;
+                                    NUMLA_ASSERT_MSG(0, "%s q8 %s N=%lld K=%lld M=%lld th=%d acc=%d: row %lld differs "
+                                                     "from the row alone", numla_qblock_info_get(type)->name,
+                                                     numla_isa_name(isas[il]), (long long)n, (long long)k,
+                                                     (long long)m, th, acc, (long long)i);
+                                }
+                                for (int64_t r = 0; r < n && !bad; r++) {
+                                    double ref = acc ? y0[i * ldy + r] : 0.0, mag = fabs(ref);
+                                    for (int64_t c = 0; c < k; c++) {
+                                        ref += (double)wd[r * k + c] * xt[i * k + c];
+                                        mag += (fabs(wd[r * k + c]) + 4.0 * wmax[(r * k + c) / 32]) * fabs(xt[i * k + c]);
+                                    }
+                                    const double err = fabs(y[i * ldy + r] - ref),
+                                                 bound = (double)(k + 8) * ldexp(1.0, -24) * mag;
+                                    if (!(err <= bound)) {
+                                        bad = 1;
+                                        NUMLA_ASSERT_MSG(0, "%s q8 %s N=%lld K=%lld M=%lld th=%d acc=%d row %lld,%lld: "
+                                                         "%g vs %g (bound %g)", numla_qblock_info_get(type)->name,
+                                                         numla_isa_name(isas[il]), (long long)n, (long long)k,
+                                                         (long long)m, th, acc, (long long)i, (long long)r,
+                                                         y[i * ldy + r], ref, bound);
+                                    }
+                                }
+                            }
+                            /* rows past m and columns past n untouched */
+                            for (int64_t i = 0; i < M; i++)
+                                for (int64_t r = i < m ? n : 0; r < ldy; r++)
+                                    if (y[i * ldy + r] != y0[i * ldy + r] && !bad) {
+                                        bad = 1;
+                                        NUMLA_ASSERT_MSG(0, "%s q8 M=%lld wrote y[%lld][%lld] outside the output",
+                                                         numla_qblock_info_get(type)->name, (long long)m,
+                                                         (long long)i, (long long)r);
+                                    }
+                        }
+            }
+            omp_set_num_threads(2);
+            free(ws);
+            free(y1);
+            free(y);
+            free(y0);
+            free(x);
+            free(xt);
+            free(wmax);
+            free(wd);
+            free(d8);
+            free(src);
+        }
+}
+
 /* The many-row path with x blocked (K = 32768: a 256 KiB block holds 3 rows, so M = 7 runs 3
  * blocks of 3, 3 and 1 rows): each output row equals the 1-row GEMV's bits and W x in double. */
 static void test_many_blocks(void)
@@ -445,5 +565,6 @@ static void test_bad_args(void)
 }
 
 NUMLA_TEST_SUITE(qblock, NULL, NULL, NUMLA_TEST(test_dequant_golden), NUMLA_TEST(test_table),
-                 NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_many_blocks),
+                 NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_forward_q8_many),
+                 NUMLA_TEST(test_many_blocks),
                  NUMLA_TEST(test_bad_args))
