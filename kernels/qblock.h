@@ -164,6 +164,10 @@ numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, i
                                   int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace,
                                   size_t workspace_bytes);
 
+/* Whether Q8 activation mode takes a K-column slice of type: K a multiple of 256, or for Q5_0
+ * and IQ4_NL (llama-quantize's fallbacks where K is not a multiple of 256) of 32. */
+int numla_qblock_q8_takes(numla_qblock_type type, int64_t k);
+
 /* Which level's variant numla_qblock_forward runs for type in mode act at level isa (tests,
  * bench labels). */
 numla_isa numla_qblock_level(numla_qblock_type type, numla_qblock_act act, numla_isa isa);

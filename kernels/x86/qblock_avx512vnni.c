@@ -457,6 +457,8 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
     numla_qblock_quantize_rows_(x, ldx, m, k, ws);
     if (w->type == NUMLA_QBLOCK_Q4_K)
         numla_qblock_vnni_q4_k_order_(numla_qblock_ws_xq_(ws), m, k);
+    if (w->type == NUMLA_QBLOCK_Q5_0 || w->type == NUMLA_QBLOCK_IQ4_NL)
+        numla_qblock_gemm_vnni_unsign_(numla_qblock_ws_xq_(ws), m * k);
     const int8_t *xq = numla_qblock_ws_xq_(ws);
     const float *dx = numla_qblock_ws_dx_(ws, m, k);
     const int32_t *bs = numla_qblock_ws_bs_(ws, m, k);

@@ -191,6 +191,100 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_q8_0_(const uint8_t *row, int64_
     }
 }
 
+
+/* The 32-element types with a 5-bit or code-book code, Q5_0 and IQ4_NL: the x rows come as
+ * unsigned bytes (q + 128, numla_qblock_gemm_vnni_unsign_), the weights as signed bytes (Q5_0:
+ * its 5 bits - 16; IQ4_NL: its code book), two blocks to a vector in element order. vpdpbusd
+ * then sums (q + 128) · c; the 128 · Σ c of each lane is known from the weights alone, so each
+ * x row's sum starts from its negation (computed once per weight block pair). Lanes 0-7 hold
+ * the first block, 8-15 the second; each block's scale · dx multiplies its lanes in one fma
+ * per 64 columns. The row's last group may hold an odd number of blocks: the missing one has
+ * zero codes, and x there is not read. These are the only kernels of the two types at this
+ * level, so 1 x row runs the same code as many (mr = 1). */
+NUMLA_QBLOCK_GEMM_INLINE __m512i numla_qblock_gemm_b32_codes_(numla_qblock_type type, const uint8_t *pa,
+                                                              const uint8_t *pb)
+{
+    /* 16 bytes of nibbles per block: low nibbles elements 0-15, high 16-31 */
+    const __m128i qa = _mm_loadu_si128((const __m128i *)(const void *)(pa + (type == NUMLA_QBLOCK_Q5_0 ? 6 : 2)));
+    const __m128i qb = pb ? _mm_loadu_si128((const __m128i *)(const void *)(pb + (type == NUMLA_QBLOCK_Q5_0 ? 6 : 2)))
+                          : _mm_setzero_si128();
+    const __m256i q = _mm256_set_m128i(qb, qa), m4 = _mm256_set1_epi8(15);
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, m4)),
+                                         _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), 1);
+    /* quarters a-low, b-low, a-high, b-high -> a-low, a-high, b-low, b-high: element order */
+    const __m512i nib = _mm512_shuffle_i32x4(v, v, 0xd8);
+    if (type == NUMLA_QBLOCK_Q5_0) {
+        uint32_t ha, hb = 0;
+        memcpy(&ha, pa + 2, 4);
+        if (pb)
+            memcpy(&hb, pb + 2, 4);
+        const __m512i hi = _mm512_maskz_mov_epi8((__mmask64)ha | (__mmask64)hb << 32, _mm512_set1_epi8(16));
+        const __m512i code = _mm512_sub_epi8(_mm512_or_si512(nib, hi), _mm512_set1_epi8(16));
+        /* a missing second block has codes 0, not -16 */
+        return pb ? code : _mm512_maskz_mov_epi8(0xFFFFFFFFull, code);
+    }
+    int8_t lut[16];
+    for (int j = 0; j < 16; j++)
+        lut[j] = numla_qblock_iq4_values[j];
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+    const __m512i code = _mm512_shuffle_epi8(book, nib);
+    return pb ? code : _mm512_maskz_mov_epi8(0xFFFFFFFFull, code);
+}
+
+NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_b32_(numla_qblock_type type, const uint8_t *row, int64_t k, int mr,
+                                                     const uint8_t *xu, const float *dx, float *out)
+{
+    const int bytes = type == NUMLA_QBLOCK_Q5_0 ? 22 : 18;
+    const int64_t nblk = k / 32, ng = numla_qblock_q8_groups_(k);
+    const __m512i k128 = _mm512_set1_epi8((char)0x80);
+    __m512 acc[NUMLA_QBLOCK_GEMM_MR];
+    for (int i = 0; i < mr; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nblk; j += 2) {
+        const uint8_t *pa = row + bytes * j, *pb = j + 1 < nblk ? pa + bytes : NULL;
+        const __m512i wc = numla_qblock_gemm_b32_codes_(type, pa, pb);
+        const __m512i wneg = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                              _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, wc));
+        const __m512 sv = _mm512_insertf32x8(_mm512_set1_ps(numla_qblock_gh_(pa)),
+                                             _mm256_set1_ps(pb ? numla_qblock_gh_(pb) : 0.0f), 1);
+        const __mmask64 xm = pb ? ~(__mmask64)0 : 0xFFFFFFFFull;
+        const int64_t g = j / 8;
+        for (int i = 0; i < mr; i++) {
+            const __m512i xv = _mm512_maskz_loadu_epi8(xm, xu + i * k + 32 * j);
+            const __m512i dp = _mm512_dpbusd_epi32(wneg, xv, wc);
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(sv, _mm512_set1_ps(dx[i * ng + g])), acc[i]);
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        out[i] = _mm512_reduce_add_ps(acc[i]);
+}
+
+NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_q5_0_(const uint8_t *row, int64_t nb, int mr, const int8_t *xq,
+                                                      int64_t k, const float *dx, const int32_t *bs, float *out)
+{
+    (void)nb;
+    (void)bs;
+    numla_qblock_gemm_b32_(NUMLA_QBLOCK_Q5_0, row, k, mr, (const uint8_t *)xq, dx, out);
+}
+
+NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_iq4_nl_(const uint8_t *row, int64_t nb, int mr, const int8_t *xq,
+                                                        int64_t k, const float *dx, const int32_t *bs, float *out)
+{
+    (void)nb;
+    (void)bs;
+    numla_qblock_gemm_b32_(NUMLA_QBLOCK_IQ4_NL, row, k, mr, (const uint8_t *)xq, dx, out);
+}
+
+void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n)
+{
+    const __m512i k128 = _mm512_set1_epi8((char)0x80);
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        _mm512_storeu_si512(xq + i, _mm512_xor_si512(_mm512_loadu_si512(xq + i), k128));
+    for (; i < n; i++)
+        xq[i] = (int8_t)((uint8_t)xq[i] ^ 0x80);
+}
+
 typedef void (*numla_qblock_gemm_tile_fn)(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k,
                                           const float *dx, const int32_t *bs, float *out);
 
@@ -216,10 +310,14 @@ typedef void (*numla_qblock_gemm_tile_fn)(const uint8_t *row, int64_t nb, const 
 NUMLA_QBLOCK_GEMM_TILES(q4_k)
 NUMLA_QBLOCK_GEMM_TILES(q6_k)
 NUMLA_QBLOCK_GEMM_TILES(q8_0)
+NUMLA_QBLOCK_GEMM_TILES(q5_0)
+NUMLA_QBLOCK_GEMM_TILES(iq4_nl)
 _Static_assert(NUMLA_QBLOCK_GEMM_MR == 6, "the partial tiles above cover 1 .. MR - 1 rows");
 
 int numla_qblock_gemm_vnni_applies_(numla_qblock_type type, int64_t m)
 {
+    if (type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL)
+        return 1;
     return m >= NUMLA_QBLOCK_GEMM_MIN_M &&
            (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_Q6_K || type == NUMLA_QBLOCK_Q8_0);
 }
@@ -232,9 +330,11 @@ void numla_qblock_gemm_vnni_rows_(const numla_qblock_weight *w, int64_t lo, int6
     switch (w->type) {
     case NUMLA_QBLOCK_Q4_K: full = numla_qblock_gemm_q4_k_full_; part = numla_qblock_gemm_q4_k_part_; break;
     case NUMLA_QBLOCK_Q6_K: full = numla_qblock_gemm_q6_k_full_; part = numla_qblock_gemm_q6_k_part_; break;
+    case NUMLA_QBLOCK_Q5_0: full = numla_qblock_gemm_q5_0_full_; part = numla_qblock_gemm_q5_0_part_; break;
+    case NUMLA_QBLOCK_IQ4_NL: full = numla_qblock_gemm_iq4_nl_full_; part = numla_qblock_gemm_iq4_nl_part_; break;
     default: full = numla_qblock_gemm_q8_0_full_; part = numla_qblock_gemm_q8_0_part_; break;
     }
-    const int64_t k = w->k, nb = k / 256, nb16 = k / 16;
+    const int64_t k = w->k, nb = numla_qblock_q8_groups_(k), nb16 = k / 16;
     int64_t chunk = NUMLA_QBLOCK_GEMM_CHUNK / w->ld;
     if (chunk < 1)
         chunk = 1;

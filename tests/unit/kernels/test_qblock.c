@@ -344,10 +344,9 @@ static void test_forward_q8(void)
                 free(src);
             }
     omp_set_num_threads(2);
-    /* with VNNI every type but Q5_0 and IQ4_NL (llama-quantize's fallbacks, fp32 activations in
-     * the engine) has its vector kernel in Q8 mode, and each was run above */
+    /* with VNNI every type has its vector kernel in Q8 mode, and each was run above */
     if (numla_isa_supported(NUMLA_ISA_AVX512) && numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_AVX512) {
-        const int no_q8 = (1 << NUMLA_QBLOCK_Q5_0) | (1 << NUMLA_QBLOCK_IQ4_NL);
+        const int no_q8 = 0;
         CU_ASSERT_EQUAL(vnni_seen, ((1 << NUMLA_QBLOCK_TYPE_COUNT) - 1) & ~no_q8);
         for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
             CU_ASSERT_EQUAL(numla_qblock_level((numla_qblock_type)t, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512),
@@ -369,13 +368,13 @@ static void test_forward_q8_many(void)
     static const int64_t ms[] = {1, 2, 5, 17, 64};
     static const struct {
         int64_t n, k;
-    } shapes[] = {{7, 512}, {37, 1280}, {301, 1280}};
+    } shapes[] = {{7, 512}, {37, 1280}, {301, 1280}, {19, 1408}, {5, 96}};
     for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
-        for (int sh = 0; sh < 3; sh++) {
+        for (int sh = 0; sh < 5; sh++) {
             const numla_qblock_type type = (numla_qblock_type)t;
-            if (numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_REF)
-                continue; /* the reference's Q8 mode is test_forward_q8's */
             const int64_t n = shapes[sh].n, k = shapes[sh].k, M = 64, ldx = k + 3, ldy = n + 2;
+            if (!numla_qblock_q8_takes(type, k))
+                continue; /* K not a multiple of 256: Q5_0 and IQ4_NL only */
             int64_t rb;
             uint8_t *src = qb_random(type, n, k, &rng, &rb);
             void *d8 = aligned_alloc(64, numla_qblock_packed_size(type, n, k));
@@ -393,14 +392,16 @@ static void test_forward_q8_many(void)
             float *x = malloc((size_t)(M * ldx) * sizeof *x), *xt = malloc((size_t)(M * k) * sizeof *xt);
             for (int64_t i = 0; i < M * ldx; i++)
                 x[i] = (float)numla_test_rng_normal(&rng) * (i % 5 == 0 ? 4.0f : 1.0f);
+            /* groups of 256 columns, the last one K mod 256 where K is not a multiple */
             for (int64_t i = 0; i < M; i++)
-                for (int64_t b = 0; b < k / 256; b++) {
+                for (int64_t b = 0; 256 * b < k; b++) {
+                    const int len = k - 256 * b < 256 ? (int)(k - 256 * b) : 256;
                     const float *xb = x + i * ldx + 256 * b;
                     float amax = 0.0f;
-                    for (int j = 0; j < 256; j++)
+                    for (int j = 0; j < len; j++)
                         amax = fmaxf(amax, fabsf(xb[j]));
                     const float dx = amax / 127.0f, inv = 127.0f / amax;
-                    for (int j = 0; j < 256; j++)
+                    for (int j = 0; j < len; j++)
                         xt[i * k + 256 * b + j] = dx * rintf(xb[j] * inv);
                 }
             float *y = malloc((size_t)(M * ldy) * sizeof *y), *y0 = malloc((size_t)(M * ldy) * sizeof *y0);
@@ -410,8 +411,10 @@ static void test_forward_q8_many(void)
             const size_t wsb = numla_qblock_workspace_size(&w, M, 3);
             void *ws = malloc(wsb);
             for (int il = 0; il < nisa; il++) {
-                if (isas[il] == NUMLA_ISA_REF)
-                    continue;
+                if (isas[il] == NUMLA_ISA_REF && n * k > 20000)
+                    continue; /* the reference, on the small shapes only */
+                if (numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isas[il]) != isas[il])
+                    continue; /* a level that inherits runs the same code as the one below */
                 for (int im = 0; im < 5; im++)
                     for (int th = 1; th <= 3; th += 2)
                         for (int acc = 0; acc < 2; acc++) {
@@ -546,10 +549,16 @@ static void test_bad_args(void)
     CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, x + 10, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 0, NULL, 256, NULL, 1, 0, NULL, 0), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_OK);
-    /* Q8 mode: K a multiple of 256, and a workspace */
+    /* Q8 mode: K a multiple of 256 (of 32 for Q5_0 and IQ4_NL), and a workspace */
     numla_qblock_source s8 = {.type = NUMLA_QBLOCK_Q8_0, .n = 1, .k = 32, .data = src, .ld = 34, .act = NUMLA_QBLOCK_ACT_Q8};
     CU_ASSERT_EQUAL(numla_qblock_pack(&s8, dst, &w), NUMLA_STATUS_INVALID_ARG);
-    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "needs K (32) a multiple of 256"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "does not take K=32"));
+    s8.type = NUMLA_QBLOCK_Q5_0;
+    s8.ld = 22;
+    CU_ASSERT_EQUAL(numla_qblock_pack(&s8, dst, &w), NUMLA_STATUS_OK);
+    CU_ASSERT(numla_qblock_q8_takes(NUMLA_QBLOCK_IQ4_NL, 1408) && !numla_qblock_q8_takes(NUMLA_QBLOCK_IQ4_NL, 1400) &&
+              !numla_qblock_q8_takes(NUMLA_QBLOCK_Q4_0, 1408) && numla_qblock_q8_takes(NUMLA_QBLOCK_Q4_K, 1536) &&
+              !numla_qblock_q8_takes(NUMLA_QBLOCK_TYPE_COUNT, 256));
     s.act = NUMLA_QBLOCK_ACT_Q8;
     CU_ASSERT_EQUAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
     const size_t need = numla_qblock_workspace_size(&w, 1, 1);
