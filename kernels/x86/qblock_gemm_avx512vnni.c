@@ -199,7 +199,7 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_q8_0_(const uint8_t *row, int64_
  * x row's sum starts from its negation (computed once per weight block pair). Lanes 0-7 hold
  * the first block, 8-15 the second; each block's scale · dx multiplies its lanes in one fma
  * per 64 columns. The row's last group may hold an odd number of blocks: the missing one has
- * zero codes, and x there is not read. These are the only kernels of the two types at this
+ * scale 0, and x there is not read (masked load). These are the only kernels of the two types at this
  * level, so 1 x row runs the same code as many (mr = 1). */
 NUMLA_QBLOCK_GEMM_INLINE __m512i numla_qblock_gemm_b32_codes_(numla_qblock_type type, const uint8_t *pa,
                                                               const uint8_t *pb)
@@ -220,15 +220,13 @@ NUMLA_QBLOCK_GEMM_INLINE __m512i numla_qblock_gemm_b32_codes_(numla_qblock_type 
             memcpy(&hb, pb + 2, 4);
         const __m512i hi = _mm512_maskz_mov_epi8((__mmask64)ha | (__mmask64)hb << 32, _mm512_set1_epi8(16));
         const __m512i code = _mm512_sub_epi8(_mm512_or_si512(nib, hi), _mm512_set1_epi8(16));
-        /* a missing second block has codes 0, not -16 */
-        return pb ? code : _mm512_maskz_mov_epi8(0xFFFFFFFFull, code);
+        return code;
     }
     int8_t lut[16];
     for (int j = 0; j < 16; j++)
         lut[j] = numla_qblock_iq4_values[j];
     const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
-    const __m512i code = _mm512_shuffle_epi8(book, nib);
-    return pb ? code : _mm512_maskz_mov_epi8(0xFFFFFFFFull, code);
+    return _mm512_shuffle_epi8(book, nib);
 }
 
 NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_b32_(numla_qblock_type type, const uint8_t *row, int64_t k, int mr,
