@@ -286,7 +286,8 @@ void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n)
 typedef void (*numla_qblock_gemm_tile_fn)(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k,
                                           const float *dx, const int32_t *bs, float *out);
 
-/* One entry per (type, tile height): the tile loops with mr a constant. */
+/* One entry per (type, tile height): the tile loops with mr a constant (the partial tiles take
+ * 1 .. MR - 1 rows; a case above MR - 1 is never reached). */
 #define NUMLA_QBLOCK_GEMM_TILES(T)                                                                              \
     static void numla_qblock_gemm_##T##_full_(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k,     \
                                               const float *dx, const int32_t *bs, float *out)                   \
@@ -300,8 +301,10 @@ typedef void (*numla_qblock_gemm_tile_fn)(const uint8_t *row, int64_t nb, const 
         case 1: numla_qblock_gemm_##T##_(row, nb, 1, xq, k, dx, bs, out); break;                              \
         case 2: numla_qblock_gemm_##T##_(row, nb, 2, xq, k, dx, bs, out); break;                              \
         case 3: numla_qblock_gemm_##T##_(row, nb, 3, xq, k, dx, bs, out); break;                              \
-        case 4: numla_qblock_gemm_##T##_(row, nb, 4, xq, k, dx, bs, out); break;                              \
-        default: numla_qblock_gemm_##T##_(row, nb, 5, xq, k, dx, bs, out); break;                             \
+        case 4: numla_qblock_gemm_##T##_(row, nb, NUMLA_QBLOCK_GEMM_MR > 4 ? 4 : 1, xq, k, dx, bs, out); break;                              \
+        case 5: numla_qblock_gemm_##T##_(row, nb, NUMLA_QBLOCK_GEMM_MR > 5 ? 5 : 1, xq, k, dx, bs, out); break;                              \
+        case 6: numla_qblock_gemm_##T##_(row, nb, NUMLA_QBLOCK_GEMM_MR > 6 ? 6 : 1, xq, k, dx, bs, out); break;                              \
+        default: numla_qblock_gemm_##T##_(row, nb, NUMLA_QBLOCK_GEMM_MR > 7 ? 7 : 1, xq, k, dx, bs, out); break;                             \
         }                                                                                                       \
     }
 
@@ -310,7 +313,7 @@ NUMLA_QBLOCK_GEMM_TILES(q6_k)
 NUMLA_QBLOCK_GEMM_TILES(q8_0)
 NUMLA_QBLOCK_GEMM_TILES(q5_0)
 NUMLA_QBLOCK_GEMM_TILES(iq4_nl)
-_Static_assert(NUMLA_QBLOCK_GEMM_MR == 6, "the partial tiles above cover 1 .. MR - 1 rows");
+_Static_assert(NUMLA_QBLOCK_GEMM_MR <= 8, "the partial tiles above cover 1 .. 7 rows");
 
 int numla_qblock_gemm_vnni_applies_(numla_qblock_type type, int64_t m)
 {
