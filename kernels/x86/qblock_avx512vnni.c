@@ -26,8 +26,10 @@
  * (numla_qblock_vnni_q4_k_). Both forms are exact in int32, so the per-block integer is the same
  * number; the float sums of its lanes may round differently.
  *
- * Each x row runs alone (M > 1 decodes every block once per row; a many-row path is future
- * work, docs/quantization.md), so results do not depend on M or the thread count.
+ * From NUMLA_QBLOCK_GEMM_MIN_M x rows, Q4_K, Q6_K and Q8_0 run the many-row kernels of
+ * kernels/x86/qblock_gemm_avx512vnni.c instead (each weight block unpacked once per tile of x
+ * rows, the same bits), as Q5_0 and IQ4_NL always do; the other types run each x row alone.
+ * Results do not depend on M or the thread count.
  */
 #include "kernels/qblock_internal.h"
 
