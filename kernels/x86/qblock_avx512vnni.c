@@ -1,6 +1,6 @@
 /* kernels/x86/qblock_avx512vnni.c — block-quantized linear layers in Q8 activation mode
  * (kernels/qblock.h) with vpdpbusd (AVX512-VNNI): every encoding (Q8_0, Q4_0, Q4_K, Q5_K,
- * Q6_K, IQ4_XS, Q2_K, Q3_K).
+ * Q6_K, IQ4_XS, Q2_K, Q3_K; Q5_0 and IQ4_NL: kernels/x86/qblock_gemm_avx512vnni.c).
  *
  * The x rows are quantized first (numla_qblock_quantize_rows_, the scalar rule every level
  * shares) into int8 codes, a scale per 256 columns and the sum of the codes per 16 columns.
