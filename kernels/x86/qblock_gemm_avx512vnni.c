@@ -1,5 +1,6 @@
 /* kernels/x86/qblock_gemm_avx512vnni.c — Q8 activation mode (kernels/qblock.h) for many x rows
- * (prefill, MoE experts with many tokens) with AVX512-VNNI: Q4_K, Q6_K and Q8_0.
+ * (prefill, MoE experts with many tokens) with AVX512-VNNI: Q4_K, Q6_K and Q8_0; and every M
+ * of Q5_0, IQ4_NL and IQ4_XS (their only kernels at this level).
  *
  * The 1-row kernels of kernels/x86/qblock_avx512vnni.c unpack every weight block once per x
  * row. Here each weight row's block is unpacked once (codes as unsigned bytes, its scales as
@@ -273,6 +274,53 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_iq4_nl_(const uint8_t *row, int6
     numla_qblock_gemm_b32_(NUMLA_QBLOCK_IQ4_NL, row, k, mr, (const uint8_t *)xq, dx, out);
 }
 
+/* One IQ4_XS weight row against mr x rows, as the 32-element types above (x as q + 128, the
+ * code book signed, lanes 0-7 sub-block 2u and 8-15 sub-block 2u + 1): each sub-block's scale
+ * d · (ls - 32) is exact in fp32 (an 11-bit d times a 6-bit integer). */
+NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_iq4_xs_(const uint8_t *row, int64_t nb, int mr, const int8_t *xq,
+                                                        int64_t k, const float *dx, const int32_t *bs, float *out)
+{
+    (void)bs;
+    const uint8_t *xu = (const uint8_t *)xq;
+    const __m512i k128 = _mm512_set1_epi8((char)0x80), m4 = _mm512_set1_epi8(15);
+    int8_t lut[16];
+    for (int j = 0; j < 16; j++)
+        lut[j] = numla_qblock_iq4_values[j];
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+    __m512 acc[NUMLA_QBLOCK_GEMM_MR];
+    for (int i = 0; i < mr; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + 136 * b, *qs = blk + 8;
+        const float d = numla_qblock_gh_(blk);
+        uint16_t sh;
+        uint32_t sl;
+        memcpy(&sh, blk + 2, 2);
+        memcpy(&sl, blk + 4, 4);
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) {
+            /* sub-blocks 2u, 2u + 1: 16 nibble bytes each, low nibbles elements 0-15 */
+            const __m512i q = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * u)));
+            const __m512i v = _mm512_inserti64x4(_mm512_and_si512(q, m4),
+                                                 _mm256_and_si256(_mm256_srli_epi16(_mm512_castsi512_si256(q), 4),
+                                                                  _mm256_set1_epi8(15)), 1);
+            const __m512i wc = _mm512_shuffle_epi8(book, _mm512_shuffle_i32x4(v, v, 0xd8));
+            const __m512i wneg = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                  _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, wc));
+            const int la = (int)(((sl >> (8 * u)) & 15) | ((sh >> (4 * u)) & 3) << 4) - 32;
+            const int lb = (int)(((sl >> (8 * u + 4)) & 15) | ((sh >> (4 * u + 2)) & 3) << 4) - 32;
+            const __m512 sv = _mm512_insertf32x8(_mm512_set1_ps(d * (float)la), _mm256_set1_ps(d * (float)lb), 1);
+            for (int i = 0; i < mr; i++) {
+                const __m512i dp = _mm512_dpbusd_epi32(wneg, _mm512_loadu_si512(xu + i * k + 256 * b + 64 * u), wc);
+                acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), _mm512_mul_ps(sv, _mm512_set1_ps(dx[i * nb + b])),
+                                         acc[i]);
+            }
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        out[i] = _mm512_reduce_add_ps(acc[i]);
+}
+
 void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n)
 {
     const __m512i k128 = _mm512_set1_epi8((char)0x80);
@@ -313,11 +361,12 @@ NUMLA_QBLOCK_GEMM_TILES(q6_k)
 NUMLA_QBLOCK_GEMM_TILES(q8_0)
 NUMLA_QBLOCK_GEMM_TILES(q5_0)
 NUMLA_QBLOCK_GEMM_TILES(iq4_nl)
+NUMLA_QBLOCK_GEMM_TILES(iq4_xs)
 _Static_assert(NUMLA_QBLOCK_GEMM_MR <= 8, "the partial tiles above cover 1 .. 7 rows");
 
 int numla_qblock_gemm_vnni_applies_(numla_qblock_type type, int64_t m)
 {
-    if (type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL)
+    if (type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL || type == NUMLA_QBLOCK_IQ4_XS)
         return 1;
     return m >= NUMLA_QBLOCK_GEMM_MIN_M &&
            (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_Q6_K || type == NUMLA_QBLOCK_Q8_0);
@@ -333,6 +382,7 @@ void numla_qblock_gemm_vnni_rows_(const numla_qblock_weight *w, int64_t lo, int6
     case NUMLA_QBLOCK_Q6_K: full = numla_qblock_gemm_q6_k_full_; part = numla_qblock_gemm_q6_k_part_; break;
     case NUMLA_QBLOCK_Q5_0: full = numla_qblock_gemm_q5_0_full_; part = numla_qblock_gemm_q5_0_part_; break;
     case NUMLA_QBLOCK_IQ4_NL: full = numla_qblock_gemm_iq4_nl_full_; part = numla_qblock_gemm_iq4_nl_part_; break;
+    case NUMLA_QBLOCK_IQ4_XS: full = numla_qblock_gemm_iq4_xs_full_; part = numla_qblock_gemm_iq4_xs_part_; break;
     default: full = numla_qblock_gemm_q8_0_full_; part = numla_qblock_gemm_q8_0_part_; break;
     }
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k), nb16 = k / 16;
