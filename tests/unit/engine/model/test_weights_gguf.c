@@ -388,8 +388,8 @@ static void wg_act_check(const numla_model_linear *l, numla_isa isa, int counts[
 /* kq's linears cycle through every K-quant and IQ4_XS: at the reference level all of K 256 run
  * Q8; at a vector level a type without a native Q8 kernel runs F32 (the Q8 fallback would be
  * the scalar reference; wg_act_check holds every linear to the rule), and with VNNI every kq
- * type keeps Q8. Since every kq type has a VNNI kernel, that "native kernel" clause is not
- * exercised here (a file with Q5_0 / IQ4_NL linears of K 256 would; not built). */
+ * type keeps Q8. Since every type has a VNNI kernel, that "native kernel" clause is exercised
+ * only on a CPU without VNNI. */
 static void test_qblock_act_choice(void)
 {
     const char *p = wg_path("kq/gguf_mixed");
