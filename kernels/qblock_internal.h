@@ -31,6 +31,8 @@ int numla_qblock_vnni_usable(void);
  * the same bits as the 1-row kernels. applies: whether the type has it at this m. */
 enum { NUMLA_QBLOCK_GEMM_MIN_M = 2 };
 int numla_qblock_gemm_vnni_applies_(numla_qblock_type type, int64_t m);
+/* numla_qblock_quantize_rows_ in AVX-512, the same bits (the vnni level's). */
+void numla_qblock_gemm_vnni_quantize_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws);
 /* Q5_0 and IQ4_NL read the quantized x as q + 128: xq's n bytes made so, in place. */
 void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n);
 void numla_qblock_gemm_vnni_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,

@@ -2,8 +2,9 @@
  * (kernels/qblock.h) with vpdpbusd (AVX512-VNNI): every encoding (Q8_0, Q4_0, Q4_K, Q5_K,
  * Q6_K, Q2_K, Q3_K; Q5_0, IQ4_NL and IQ4_XS: kernels/x86/qblock_gemm_avx512vnni.c).
  *
- * The x rows are quantized first (numla_qblock_quantize_rows_, the scalar rule every level
- * shares) into int8 codes, a scale per 256 columns and the sum of the codes per 16 columns.
+ * The x rows are quantized first (numla_qblock_gemm_vnni_quantize_: the scalar rule of
+ * numla_qblock_quantize_rows_ in vectors, the same bits) into int8 codes, a scale per 256
+ * columns and the sum of the codes per 16 columns.
  * Then per weight row and x row, per 256-element block, the weight codes are laid out as 64
  * unsigned bytes in element order and multiplied into 16 int32 lanes by vpdpbusd; each lane
  * then covers 4 elements of one sub-block, so the sub-block scales multiply the lanes (vpmulld
@@ -406,7 +407,7 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
     };
     const numla_qblock_vnni_dot_fn dot = dots[w->type];
     const int64_t k = w->k, nb = k / 256;
-    numla_qblock_quantize_rows_(x, ldx, m, k, ws);
+    numla_qblock_gemm_vnni_quantize_(x, ldx, m, k, ws);
     if (w->type == NUMLA_QBLOCK_Q4_K)
         numla_qblock_vnni_q4_k_order_(numla_qblock_ws_xq_(ws), m, k);
     if (w->type == NUMLA_QBLOCK_Q5_0 || w->type == NUMLA_QBLOCK_IQ4_NL || w->type == NUMLA_QBLOCK_IQ4_XS)

@@ -7,6 +7,7 @@
 
 #include "engine/formats/gguf.h"
 #include "kernels/qblock.h"
+#include "kernels/qblock_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -479,6 +480,57 @@ static void test_forward_q8_many(void)
         }
 }
 
+/* The vnni level's vector quantization of x (numla_qblock_gemm_vnni_quantize_) against the
+ * scalar rule (numla_qblock_quantize_rows_) byte for byte: codes, scales and per-16 sums, on
+ * rows with exact ties (amax 127: inv 1, x = n + 0.5), a zero row, a lone large value, and a
+ * short last group (K 1408). */
+static void test_q8_quantize_vector(void)
+{
+    if (!numla_isa_supported(NUMLA_ISA_AVX512) || !numla_qblock_vnni_usable())
+        return;
+    numla_test_rng rng = {31337};
+    static const int64_t ks[] = {256, 1408};
+    for (int ik = 0; ik < 2; ik++) {
+        const int64_t k = ks[ik], m = 5, ldx = k + 7;
+        float *x = malloc((size_t)(m * ldx) * sizeof *x);
+        for (int64_t i = 0; i < m * ldx; i++)
+            x[i] = (float)numla_test_rng_normal(&rng);
+        for (int64_t c = 0; c < k; c++) { /* row 1: ties, half of them at even n */
+            const int64_t n = (int64_t)(numla_test_rng_u64(&rng) % 254) - 127;
+            x[ldx + c] = n == 126 ? 127.0f : (float)n + 0.5f;
+        }
+        for (int64_t c = 0; c < k; c++)
+            x[ldx + c] = c % 256 == 3 ? 127.0f : x[ldx + c]; /* amax 127 in every group */
+        memset(x + 2 * ldx, 0, (size_t)k * sizeof *x); /* row 2: zeros */
+        x[3 * ldx + 17] = 1e30f; /* row 3: one large value */
+        const size_t bytes = 64 + numla_qblock_align64_((size_t)(m * k)) +
+                             numla_qblock_align64_((size_t)(m * numla_qblock_q8_groups_(k)) * sizeof(float)) +
+                             (size_t)(m * (k / 16)) * sizeof(int32_t);
+        uint8_t *wa = calloc(1, bytes), *wb = calloc(1, bytes);
+        omp_set_num_threads(3);
+        numla_qblock_quantize_rows_(x, ldx, m, k, wa);
+        numla_qblock_gemm_vnni_quantize_(x, ldx, m, k, wb);
+        omp_set_num_threads(2);
+        NUMLA_ASSERT_MSG(memcmp(numla_qblock_ws_xq_(wa), numla_qblock_ws_xq_(wb), (size_t)(m * k)) == 0,
+                         "K=%lld: codes differ", (long long)k);
+        NUMLA_ASSERT_MSG(memcmp(numla_qblock_ws_dx_(wa, m, k), numla_qblock_ws_dx_(wb, m, k),
+                                (size_t)(m * numla_qblock_q8_groups_(k)) * sizeof(float)) == 0,
+                         "K=%lld: scales differ", (long long)k);
+        NUMLA_ASSERT_MSG(memcmp(numla_qblock_ws_bs_(wa, m, k), numla_qblock_ws_bs_(wb, m, k),
+                                (size_t)(m * (k / 16)) * sizeof(int32_t)) == 0,
+                         "K=%lld: per-16 sums differ", (long long)k);
+        /* the ties went to even codes */
+        const int8_t *q = numla_qblock_ws_xq_(wa);
+        int odd = 0;
+        for (int64_t c = 0; c < k; c++)
+            odd += x[ldx + c] != 127.0f && (q[k + c] & 1);
+        CU_ASSERT_EQUAL(odd, 0);
+        free(wa);
+        free(wb);
+        free(x);
+    }
+}
+
 /* The many-row path with x blocked (K = 32768: a 256 KiB block holds 3 rows, so M = 7 runs 3
  * blocks of 3, 3 and 1 rows): each output row equals the 1-row GEMV's bits and W x in double. */
 static void test_many_blocks(void)
@@ -575,5 +627,6 @@ static void test_bad_args(void)
 
 NUMLA_TEST_SUITE(qblock, NULL, NULL, NUMLA_TEST(test_dequant_golden), NUMLA_TEST(test_table),
                  NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_forward_q8_many),
+                 NUMLA_TEST(test_q8_quantize_vector),
                  NUMLA_TEST(test_many_blocks),
                  NUMLA_TEST(test_bad_args))
