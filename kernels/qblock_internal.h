@@ -76,8 +76,9 @@ static inline size_t numla_qblock_many_thread_bytes_(const numla_qblock_weight *
     return numla_qblock_align64_((size_t)NUMLA_QBLOCK_MANY_NW * (size_t)w->k * sizeof(float));
 }
 
-/* The Q8 quantization rule of kernels/qblock.h for rows [0, m) of x into the workspace (scalar,
- * shared by every level, so all quantize alike). Runs on the calling team. */
+/* The Q8 quantization rule of kernels/qblock.h for rows [0, m) of x into the workspace (scalar:
+ * the reference's; the vnni level runs numla_qblock_gemm_vnni_quantize_, the same bits, so all
+ * levels quantize alike). Runs on the calling team. */
 void numla_qblock_quantize_rows_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws);
 
 /* One block of `type` -> its `block` floats (the reference rounding of kernels/qblock.h). */
