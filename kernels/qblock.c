@@ -36,7 +36,9 @@ static const numla_qblock_forward_fn numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_
                            [NUMLA_QBLOCK_Q6_K] = numla_qblock_forward_avx512vnni,
                            [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_forward_avx512vnni,
                            [NUMLA_QBLOCK_Q2_K] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_Q3_K] = numla_qblock_forward_avx512vnni}},
+                           [NUMLA_QBLOCK_Q3_K] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_Q5_0] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_IQ4_NL] = numla_qblock_forward_avx512vnni}},
 };
 
 /* Read once: CPUID traps to the hypervisor in a VM, and the dispatch asks on every call. */
@@ -101,6 +103,15 @@ numla_status numla_qblock_dequant_ref(numla_qblock_type type, const void *src, i
     return NUMLA_STATUS_OK;
 }
 
+int numla_qblock_q8_takes(numla_qblock_type type, int64_t k)
+{
+    if (k <= 0)
+        return 0;
+    if (type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL)
+        return k % 32 == 0;
+    return (unsigned)type < NUMLA_QBLOCK_TYPE_COUNT && k % 256 == 0;
+}
+
 static int64_t numla_qblock_ld_(const numla_qblock_info *info, int64_t k)
 {
     return (k / info->block * info->bytes + 63) & ~(int64_t)63;
@@ -131,9 +142,10 @@ numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_
                    (long long)src->ld, (long long)row_bytes);
     if ((uintptr_t)dst % 64)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: dst %p is not 64-byte aligned", dst);
-    if ((unsigned)src->act >= NUMLA_QBLOCK_ACT_COUNT || (src->act == NUMLA_QBLOCK_ACT_Q8 && src->k % 256))
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: %s activation mode %d needs K (%lld) a multiple of 256",
-                   info->name, (int)src->act, (long long)src->k);
+    if ((unsigned)src->act >= NUMLA_QBLOCK_ACT_COUNT ||
+        (src->act == NUMLA_QBLOCK_ACT_Q8 && !numla_qblock_q8_takes(src->type, src->k)))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: %s activation mode %d does not take K=%lld (Q8: a multiple "
+                   "of 256, of 32 for Q5_0 and IQ4_NL)", info->name, (int)src->act, (long long)src->k);
     uint8_t *d = dst;
     const uint8_t *s = src->data;
 #pragma omp parallel for schedule(static)
@@ -153,7 +165,7 @@ static numla_status numla_qblock_check_weight_(const numla_qblock_weight *w)
     if (!info)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: weight type %d unknown", (int)w->type);
     if (w->n <= 0 || w->k <= 0 || w->k % info->block || w->ld != numla_qblock_ld_(info, w->k) ||
-        (unsigned)w->act >= NUMLA_QBLOCK_ACT_COUNT || (w->act == NUMLA_QBLOCK_ACT_Q8 && w->k % 256))
+        (unsigned)w->act >= NUMLA_QBLOCK_ACT_COUNT || (w->act == NUMLA_QBLOCK_ACT_Q8 && !numla_qblock_q8_takes(w->type, w->k)))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: %s weight N=%lld K=%lld ld=%lld act=%d is not packed",
                    info->name, (long long)w->n, (long long)w->k, (long long)w->ld, (int)w->act);
     return NUMLA_STATUS_OK;
@@ -167,7 +179,7 @@ size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m, int 
     }
     if (w->act == NUMLA_QBLOCK_ACT_Q8)
         return 64 + numla_qblock_align64_((size_t)(m * w->k)) +
-               numla_qblock_align64_((size_t)(m * (w->k / 256)) * sizeof(float)) +
+               numla_qblock_align64_((size_t)(m * numla_qblock_q8_groups_(w->k)) * sizeof(float)) +
                (size_t)(m * (w->k / 16)) * sizeof(int32_t);
     /* whatever level runs it: the avx512 many-row path's decoded rows */
     if (numla_qblock_many_applies_(w, m))

@@ -50,16 +50,22 @@
  *
  * Numerics of the linear, two activation modes (chosen at pack time, numla_qblock_act):
  *   NUMLA_QBLOCK_ACT_F32  activations stay fp32: y[m][n] = Σ_k w[n][k] x[m][k], w dequantized.
- *   NUMLA_QBLOCK_ACT_Q8   each x row is quantized per 256 columns (block b), like llama.cpp's
- *                         Q8_K, then the fp32 linear runs on x̃ = dx_b · q:
- *                           amax = max |x| over the block          (fp32)
+ *   NUMLA_QBLOCK_ACT_Q8   each x row is quantized per group of 256 columns (group b), like
+ *                         llama.cpp's Q8_K, then the fp32 linear runs on x̃ = dx_b · q:
+ *                           amax = max |x| over the group          (fp32)
  *                           amax == 0: dx = 0, q = 0; else dx = amax / 127, inv = 127 / amax,
  *                           q = round_half_even(x · inv)           (fp32 product, |q| <= 127)
+ *                         K must be a multiple of 256, except for Q5_0 and IQ4_NL (the
+ *                         fallbacks where K is not): a multiple of 32, the row's last group
+ *                         then being its last K mod 256 columns (numla_qblock_q8_takes).
  *                         The vector level (AVX512-VNNI, every type) sums q · (the weight's
- *                         integer codes, made unsigned by an offset where signed) in
- *                         int32 (vpdpbusd) and applies the block scales and mins once per
- *                         sub-block sum, as llama.cpp's CPU kernels do; the reference
- *                         multiplies x̃ by the dequantized weights. K must be a multiple of 256.
+ *                         integer codes, made unsigned by an offset where signed; Q5_0 and
+ *                         IQ4_NL: q + 128 times the signed codes, less 128 · Σ codes) in
+ *                         int32 (vpdpbusd, or vpmaddubsw + vpdpwssd with the sub-block
+ *                         scales) and applies the block scales and mins once per sub-block
+ *                         sum (per 32-element block: Q8_0, Q4_0, Q5_0, IQ4_NL), as llama.cpp's
+ *                         CPU kernels do; the reference multiplies x̃ by the dequantized
+ *                         weights.
  * The reference sums each block's products in fp32 in k order and adds the block sums in
  * order; the vector levels multiply the dequantized weights (fp32, computed with a fused
  * multiply-add, so w itself may differ from the reference's by 1 ulp) by x in 16 lanes and
@@ -68,7 +74,8 @@
  * in Q8 mode against W x̃ in double: (K + 8) u Σ_k (|w_s| + |w_m|) |x̃| where w = w_s - w_m
  * splits each weight into its scaled code and its min (the integer path sums them apart).
  * Whatever the thread count, a row's output has the same bits; the vector levels give the
- * same bits for every M (the many-row path runs the same per-lane operations).
+ * same bits for every M (in both modes their many-row paths, which unpack each weight block
+ * once for several x rows, run the same per-lane operations as one row alone).
  *
  * Packing (once, at load time; dst caller-owned, 64-byte aligned):
  *   bytes = numla_qblock_packed_size(type, n, k); numla_qblock_pack(&src, dst, &w)
@@ -163,6 +170,10 @@ size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m, int 
 numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, int64_t m, const float *x,
                                   int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace,
                                   size_t workspace_bytes);
+
+/* Whether Q8 activation mode takes a K-column slice of type: K a multiple of 256, or for Q5_0
+ * and IQ4_NL (llama-quantize's fallbacks where K is not a multiple of 256) of 32. */
+int numla_qblock_q8_takes(numla_qblock_type type, int64_t k);
 
 /* Which level's variant numla_qblock_forward runs for type in mode act at level isa (tests,
  * bench labels). */

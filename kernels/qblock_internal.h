@@ -25,9 +25,24 @@ void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const 
 void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                                      float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
 int numla_qblock_vnni_usable(void);
+/* Q8 mode, many x rows (kernels/x86/qblock_gemm_avx512vnni.c): from NUMLA_QBLOCK_GEMM_MIN_M rows
+ * the vnni level runs weight rows [lo, hi) against all m quantized x rows (the workspace's
+ * sections, Q4_K's x already in its order) with each block unpacked once per tile of x rows;
+ * the same bits as the 1-row kernels. applies: whether the type has it at this m. */
+enum { NUMLA_QBLOCK_GEMM_MIN_M = 2 };
+int numla_qblock_gemm_vnni_applies_(numla_qblock_type type, int64_t m);
+/* numla_qblock_quantize_rows_ in AVX-512, the same bits (the vnni level's). */
+void numla_qblock_gemm_vnni_quantize_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws);
+/* Q5_0 and IQ4_NL read the quantized x as q + 128: xq's n bytes made so, in place. */
+void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n);
+void numla_qblock_gemm_vnni_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,
+                                  const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate);
 
+/* Q8 mode's quantization groups of a k-column row: 256 columns each, the last one k mod 256
+ * where k is not a multiple of 256 (the 32-element types of numla_qblock_q8_takes). */
+static inline int64_t numla_qblock_q8_groups_(int64_t k) { return (k + 255) / 256; }
 /* Q8 mode workspace, from the caller's pointer aligned up to 64: xq (m, k) int8, then dx
- * (m, k / 256) fp32, then bsums (m, k / 16) int32 (Σ q over each 16 columns), each section
+ * (m, groups) fp32, then bsums (m, k / 16) int32 (Σ q over each 16 columns), each section
  * 64-aligned. */
 static inline size_t numla_qblock_align64_(size_t n) { return (n + 63) & ~(size_t)63; }
 static inline int8_t *numla_qblock_ws_xq_(void *ws)
@@ -41,7 +56,7 @@ static inline float *numla_qblock_ws_dx_(void *ws, int64_t m, int64_t k)
 static inline int32_t *numla_qblock_ws_bs_(void *ws, int64_t m, int64_t k)
 {
     return (int32_t *)(void *)((char *)numla_qblock_ws_dx_(ws, m, k) +
-                               numla_qblock_align64_((size_t)(m * (k / 256)) * sizeof(float)));
+                               numla_qblock_align64_((size_t)(m * numla_qblock_q8_groups_(k)) * sizeof(float)));
 }
 /* F32 mode, many x rows (the avx512 level, kernels/x86/qblock_avx512.c): from this many rows
  * each thread decodes NUMLA_QBLOCK_MANY_NW weight rows at a time into fp32 scratch once and runs
@@ -61,8 +76,9 @@ static inline size_t numla_qblock_many_thread_bytes_(const numla_qblock_weight *
     return numla_qblock_align64_((size_t)NUMLA_QBLOCK_MANY_NW * (size_t)w->k * sizeof(float));
 }
 
-/* The Q8 quantization rule of kernels/qblock.h for rows [0, m) of x into the workspace (scalar,
- * shared by every level, so all quantize alike). Runs on the calling team. */
+/* The Q8 quantization rule of kernels/qblock.h for rows [0, m) of x into the workspace (scalar:
+ * the reference's; the vnni level runs numla_qblock_gemm_vnni_quantize_, the same bits, so all
+ * levels quantize alike). Runs on the calling team. */
 void numla_qblock_quantize_rows_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws);
 
 /* One block of `type` -> its `block` floats (the reference rounding of kernels/qblock.h). */

@@ -405,12 +405,13 @@ enum {
 };
 
 /* The activation mode a block linear of type qt with k columns runs in: Q8 (llama.cpp's
- * function) where k allows it and the engine's level has a native Q8 kernel for the type; F32
+ * function) where k allows it (numla_qblock_q8_takes: a multiple of 256, of 32 for Q5_0 and
+ * IQ4_NL) and the engine's level has a native Q8 kernel for the type; F32
  * otherwise, whose AVX-512 kernel covers every type while the Q8 mode of a type without one
  * falls back to the scalar reference (IQ4_XS, Q5_K, Q4_0, ...: many times slower). */
 static numla_qblock_act ld_qblock_act(const loader *L, numla_qblock_type qt, int64_t k, int flags)
 {
-    if (k % 256 != 0 || (flags & LD_FP32_ACTIVATIONS) || L->opts.qblock_fp32_act)
+    if (!numla_qblock_q8_takes(qt, k) || (flags & LD_FP32_ACTIVATIONS) || L->opts.qblock_fp32_act)
         return NUMLA_QBLOCK_ACT_F32;
     if (L->isa != NUMLA_ISA_REF && numla_qblock_level(qt, NUMLA_QBLOCK_ACT_Q8, L->isa) == NUMLA_ISA_REF)
         return NUMLA_QBLOCK_ACT_F32;

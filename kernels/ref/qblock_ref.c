@@ -147,23 +147,24 @@ void numla_qblock_quantize_rows_(const float *x, int64_t ldx, int64_t m, int64_t
     int8_t *xq = numla_qblock_ws_xq_(ws);
     float *dx = numla_qblock_ws_dx_(ws, m, k);
     int32_t *bs = numla_qblock_ws_bs_(ws, m, k);
-    const int64_t nb = k / 256;
+    const int64_t nb = numla_qblock_q8_groups_(k);
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < m * nb; t++) {
         const int64_t i = t / nb, b = t % nb;
+        const int len = k - 256 * b < 256 ? (int)(k - 256 * b) : 256; /* the last group may be short */
         const float *xb = x + i * ldx + 256 * b;
         int8_t *q = xq + i * k + 256 * b;
         float amax = 0.0f;
-        for (int j = 0; j < 256; j++)
+        for (int j = 0; j < len; j++)
             amax = fmaxf(amax, fabsf(xb[j]));
         const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
         dx[i * nb + b] = amax > 0.0f ? amax / 127.0f : 0.0f;
-        for (int j = 0; j < 256; j++) {
+        for (int j = 0; j < len; j++) {
             float v = numla_qblock_round_half_even_(xb[j] * inv);
             v = fminf(fmaxf(v, -127.0f), 127.0f); /* |x·inv| <= 127 (1 + 2^-23): a no-op guard */
             q[j] = (int8_t)v;
         }
-        for (int g = 0; g < 16; g++) {
+        for (int g = 0; g < len / 16; g++) {
             int32_t s = 0;
             for (int j = 0; j < 16; j++)
                 s += q[16 * g + j];
@@ -196,7 +197,7 @@ void numla_qblock_forward_ref(const numla_qblock_weight *w, int64_t m, const flo
                 if (q8) { /* x̃ = dx · q, in fp32 */
                     for (int64_t j = 0; j < B; j++) {
                         const int64_t c = b * B + j;
-                        xt[j] = dx[i * (k / 256) + c / 256] * (float)xq[i * k + c];
+                        xt[j] = dx[i * numla_qblock_q8_groups_(k) + c / 256] * (float)xq[i * k + c];
                     }
                     xb = xt;
                 }

@@ -1,21 +1,21 @@
 /* kernels/x86/qblock_avx512vnni.c — block-quantized linear layers in Q8 activation mode
  * (kernels/qblock.h) with vpdpbusd (AVX512-VNNI): every encoding (Q8_0, Q4_0, Q4_K, Q5_K,
- * Q6_K, IQ4_XS, Q2_K, Q3_K).
+ * Q6_K, Q2_K, Q3_K; Q5_0, IQ4_NL and IQ4_XS: kernels/x86/qblock_gemm_avx512vnni.c).
  *
- * The x rows are quantized first (numla_qblock_quantize_rows_, the scalar rule every level
- * shares) into int8 codes, a scale per 256 columns and the sum of the codes per 16 columns.
+ * The x rows are quantized first (numla_qblock_gemm_vnni_quantize_: the scalar rule of
+ * numla_qblock_quantize_rows_ in vectors, the same bits) into int8 codes, a scale per 256
+ * columns and the sum of the codes per 16 columns.
  * Then per weight row and x row, per 256-element block, the weight codes are laid out as 64
  * unsigned bytes in element order and multiplied into 16 int32 lanes by vpdpbusd; each lane
  * then covers 4 elements of one sub-block, so the sub-block scales multiply the lanes (vpmulld
  * with the scales permuted into place), and the block's int32 sum is converted once and
  * scaled by d · dx. Where the encoding subtracts something from every code (the mins of Q4_K,
- * Q5_K and Q2_K; the offsets of Q6_K (32), Q3_K (4), Q8_0 (128, its sign) and IQ4_XS (128, its
- * code book looked up with vpshufb as value + 128)), the term is the per-16 code sums of x times
- * that constant, summed apart and taken off at the end (exact in int32 up to the last scaling);
- * Q4_0's 8 comes off each lane in int32 through a second vpdpbusd of x with 8s. Blocks of 32
- * (Q8_0, Q4_0) run 8 to a 256-column step. Where two 16-byte nibble runs make 64 codes (Q4_0,
- * IQ4_XS), the codes stay in their 128-bit lanes (low nibbles of both, then high) and the x
- * row's 64 bytes are put in that order instead (one vshufi32x4).
+ * Q5_K and Q2_K; the offsets of Q6_K (32), Q3_K (4) and Q8_0 (128, its sign)), the term is the
+ * per-16 code sums of x times that constant, summed apart and taken off at the end (exact in
+ * int32 up to the last scaling); Q4_0's 8 comes off each lane in int32 through a second
+ * vpdpbusd of x with 8s. Blocks of 32 (Q8_0, Q4_0) run 8 to a 256-column step. Where two
+ * 16-byte nibble runs make 64 codes (Q4_0), the codes stay in their 128-bit lanes (low nibbles
+ * of both, then high) and the x row's 64 bytes are put in that order instead (one vshufi32x4).
  *
  * Q8_0 codes are signed, vpdpbusd wants one operand unsigned: the weights get +128 (their
  * sign bit flipped) and 128 · Σ x q comes back out through the per-16 sums.
@@ -26,8 +26,10 @@
  * (numla_qblock_vnni_q4_k_). Both forms are exact in int32, so the per-block integer is the same
  * number; the float sums of its lanes may round differently.
  *
- * Each x row runs alone (M > 1 decodes every block once per row; a many-row path is future
- * work, docs/quantization.md), so results do not depend on M or the thread count.
+ * From NUMLA_QBLOCK_GEMM_MIN_M x rows, Q4_K, Q6_K and Q8_0 run the many-row kernels of
+ * kernels/x86/qblock_gemm_avx512vnni.c instead (each weight block unpacked once per tile of x
+ * rows, the same bits), as Q5_0, IQ4_NL and IQ4_XS always do; the other types run each x row alone.
+ * Results do not depend on M or the thread count.
  */
 #include "kernels/qblock_internal.h"
 
@@ -294,55 +296,6 @@ static float numla_qblock_vnni_q5_k_(const uint8_t *row, int64_t nb, const int8_
     return _mm512_reduce_add_ps(acc) - _mm512_reduce_add_ps(accm);
 }
 
-/* Σ over blocks of one IQ4_XS row · one quantized x row. The code book is looked up with
- * vpshufb as value + 128 (unsigned, 1..241); 128 · Σ_b (ls_b - 32) Σ x q comes back out through
- * the per-16 sums. */
-static float numla_qblock_vnni_iq4_xs_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
-                                       const int32_t *bs)
-{
-    int8_t lut[16];
-    for (int j = 0; j < 16; j++)
-        lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128);
-    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
-    /* lanes 0-3 and 8-11 hold sub-block 2c, 4-7 and 12-15 sub-block 2c + 1 */
-    const __m512i idx[4] = {
-        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1),
-        _mm512_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3),
-        _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 4, 4, 4, 4, 5, 5, 5, 5),
-        _mm512_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7, 6, 6, 6, 6, 7, 7, 7, 7),
-    };
-    /* sub-block b's 6-bit scale: 4 bits of scales_l at 8 (b / 2) + 4 (b % 2), 2 of scales_h
-     * at 2b; lanes 8-15 repeat 0-7 (unused) */
-    const __m512i sh_lo = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
-    const __m512i sh_hi = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
-    const __m512i gidx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    const __m512i k15 = _mm512_set1_epi32(15), k3 = _mm512_set1_epi32(3), k32 = _mm512_set1_epi32(32);
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = row + 136 * b, *qs = blk + 8;
-        uint16_t sh;
-        uint32_t sl;
-        memcpy(&sh, blk + 2, 2);
-        memcpy(&sl, blk + 4, 4);
-        const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)sl), sh_lo), k15);
-        const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)sh), sh_hi), k3);
-        const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), k32);
-        const int8_t *xb = xq + 256 * b;
-        __m512i iacc = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            const __m512i codes = numla_qblock_nib64_(_mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c)));
-            const __m512i w = _mm512_shuffle_epi8(book, codes);
-            const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, numla_qblock_x64_(xb + 64 * c));
-            iacc = _mm512_add_epi32(iacc, _mm512_mullo_epi32(dp, _mm512_permutexvar_epi32(idx[c], sc)));
-        }
-        const __m512i off = _mm512_mullo_epi32(_mm512_loadu_si512(bs + 16 * b), _mm512_permutexvar_epi32(gidx, sc));
-        iacc = _mm512_sub_epi32(iacc, _mm512_slli_epi32(off, 7));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc), _mm512_set1_ps(numla_qblock_vh_(blk) * dx[b]), acc);
-    }
-    return _mm512_reduce_add_ps(acc);
-}
-
 /* Σ over blocks of one Q2_K row · one quantized x row: the 2-bit codes of elements
  * 128h + 64p + j (chunk 2h + p) are bits 4p, 4p + 2 of qs[32h..32h+32); lane L of chunk c
  * covers group 4c + L / 4, whose 4-bit scale multiplies the lane and whose 4-bit min goes with
@@ -449,26 +402,32 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
     static const numla_qblock_vnni_dot_fn dots[NUMLA_QBLOCK_TYPE_COUNT] = {
         [NUMLA_QBLOCK_Q8_0] = numla_qblock_vnni_q8_0_,     [NUMLA_QBLOCK_Q4_0] = numla_qblock_vnni_q4_0_,
         [NUMLA_QBLOCK_Q4_K] = numla_qblock_vnni_q4_k_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_vnni_q5_k_,
-        [NUMLA_QBLOCK_Q6_K] = numla_qblock_vnni_q6_k_,     [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_vnni_iq4_xs_,
+        [NUMLA_QBLOCK_Q6_K] = numla_qblock_vnni_q6_k_,
         [NUMLA_QBLOCK_Q2_K] = numla_qblock_vnni_q2_k_,     [NUMLA_QBLOCK_Q3_K] = numla_qblock_vnni_q3_k_,
     };
     const numla_qblock_vnni_dot_fn dot = dots[w->type];
     const int64_t k = w->k, nb = k / 256;
-    numla_qblock_quantize_rows_(x, ldx, m, k, ws);
+    numla_qblock_gemm_vnni_quantize_(x, ldx, m, k, ws);
     if (w->type == NUMLA_QBLOCK_Q4_K)
         numla_qblock_vnni_q4_k_order_(numla_qblock_ws_xq_(ws), m, k);
+    if (w->type == NUMLA_QBLOCK_Q5_0 || w->type == NUMLA_QBLOCK_IQ4_NL || w->type == NUMLA_QBLOCK_IQ4_XS)
+        numla_qblock_gemm_vnni_unsign_(numla_qblock_ws_xq_(ws), m * k);
     const int8_t *xq = numla_qblock_ws_xq_(ws);
     const float *dx = numla_qblock_ws_dx_(ws, m, k);
     const int32_t *bs = numla_qblock_ws_bs_(ws, m, k);
+    const int gemm = numla_qblock_gemm_vnni_applies_(w->type, m);
 #pragma omp parallel
     {
         int64_t lo, hi;
         numla_qblock_split_(w->n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        for (int64_t r = lo; r < hi; r++)
-            for (int64_t i = 0; i < m; i++) {
-                const float v = dot(w->q + r * w->ld, nb, xq + i * k, dx + i * nb, bs + i * (k / 16));
-                float *yo = y + i * ldy + r;
-                *yo = accumulate ? *yo + v : v;
-            }
+        if (gemm)
+            numla_qblock_gemm_vnni_rows_(w, lo, hi, m, xq, dx, bs, y, ldy, accumulate);
+        else
+            for (int64_t r = lo; r < hi; r++)
+                for (int64_t i = 0; i < m; i++) {
+                    const float v = dot(w->q + r * w->ld, nb, xq + i * k, dx + i * nb, bs + i * (k / 16));
+                    float *yo = y + i * ldy + r;
+                    *yo = accumulate ? *yo + v : v;
+                }
     }
 }

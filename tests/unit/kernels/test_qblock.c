@@ -7,6 +7,7 @@
 
 #include "engine/formats/gguf.h"
 #include "kernels/qblock.h"
+#include "kernels/qblock_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -344,16 +345,190 @@ static void test_forward_q8(void)
                 free(src);
             }
     omp_set_num_threads(2);
-    /* with VNNI every type but Q5_0 and IQ4_NL (llama-quantize's fallbacks, fp32 activations in
-     * the engine) has its vector kernel in Q8 mode, and each was run above */
+    /* with VNNI every type has its vector kernel in Q8 mode, and each was run above */
     if (numla_isa_supported(NUMLA_ISA_AVX512) && numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_AVX512) {
-        const int no_q8 = (1 << NUMLA_QBLOCK_Q5_0) | (1 << NUMLA_QBLOCK_IQ4_NL);
+        const int no_q8 = 0;
         CU_ASSERT_EQUAL(vnni_seen, ((1 << NUMLA_QBLOCK_TYPE_COUNT) - 1) & ~no_q8);
         for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
             CU_ASSERT_EQUAL(numla_qblock_level((numla_qblock_type)t, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512),
                             (no_q8 >> t) & 1 ? NUMLA_ISA_REF : NUMLA_ISA_AVX512);
     }
     CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX2), NUMLA_ISA_REF);
+}
+
+/* Q8 mode with many x rows (the vnni level's register tiles of x rows, kernels/x86/
+ * qblock_gemm_avx512vnni.c, and the 1-row kernels below its threshold): at M = 1, 2, 5, 17 and
+ * 64 (whole tiles, partial tiles, both), odd N (one shape spans several of a thread's row
+ * chunks), 1 and 3 threads, accumulate or not: every output row has the bits of that x row run
+ * alone, and is within the header's bound of W x̃ in double. */
+static void test_forward_q8_many(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int nisa = numla_test_isas(isas);
+    numla_test_rng rng = {4242};
+    static const int64_t ms[] = {1, 2, 5, 17, 64};
+    static const struct {
+        int64_t n, k;
+    } shapes[] = {{7, 512}, {37, 1280}, {301, 1280}, {19, 1408}, {5, 96}};
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
+        for (int sh = 0; sh < 5; sh++) {
+            const numla_qblock_type type = (numla_qblock_type)t;
+            const int64_t n = shapes[sh].n, k = shapes[sh].k, M = 64, ldx = k + 3, ldy = n + 2;
+            if (!numla_qblock_q8_takes(type, k))
+                continue; /* K not a multiple of 256: Q5_0 and IQ4_NL only */
+            int64_t rb;
+            uint8_t *src = qb_random(type, n, k, &rng, &rb);
+            void *d8 = aligned_alloc(64, numla_qblock_packed_size(type, n, k));
+            numla_qblock_weight w;
+            numla_qblock_source s = {.type = type, .n = n, .k = k, .data = src, .ld = rb, .act = NUMLA_QBLOCK_ACT_Q8};
+            CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, d8, &w), NUMLA_STATUS_OK);
+            float *wd = malloc((size_t)(n * k) * sizeof *wd);
+            numla_qblock_dequant_ref(type, src, n * k, wd);
+            float *wmax = malloc((size_t)(n * k / 32) * sizeof *wmax);
+            for (int64_t g = 0; g < n * k / 32; g++) {
+                wmax[g] = 0.0f;
+                for (int j = 0; j < 32; j++)
+                    wmax[g] = fmaxf(wmax[g], fabsf(wd[32 * g + j]));
+            }
+            float *x = malloc((size_t)(M * ldx) * sizeof *x), *xt = malloc((size_t)(M * k) * sizeof *xt);
+            for (int64_t i = 0; i < M * ldx; i++)
+                x[i] = (float)numla_test_rng_normal(&rng) * (i % 5 == 0 ? 4.0f : 1.0f);
+            /* groups of 256 columns, the last one K mod 256 where K is not a multiple */
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t b = 0; 256 * b < k; b++) {
+                    const int len = k - 256 * b < 256 ? (int)(k - 256 * b) : 256;
+                    const float *xb = x + i * ldx + 256 * b;
+                    float amax = 0.0f;
+                    for (int j = 0; j < len; j++)
+                        amax = fmaxf(amax, fabsf(xb[j]));
+                    const float dx = amax / 127.0f, inv = 127.0f / amax;
+                    for (int j = 0; j < len; j++)
+                        xt[i * k + 256 * b + j] = dx * rintf(xb[j] * inv);
+                }
+            float *y = malloc((size_t)(M * ldy) * sizeof *y), *y0 = malloc((size_t)(M * ldy) * sizeof *y0);
+            float *y1 = malloc((size_t)ldy * sizeof *y1);
+            for (int64_t i = 0; i < M * ldy; i++)
+                y0[i] = (float)numla_test_rng_normal(&rng);
+            const size_t wsb = numla_qblock_workspace_size(&w, M, 3);
+            void *ws = malloc(wsb);
+            for (int il = 0; il < nisa; il++) {
+                if (isas[il] == NUMLA_ISA_REF && n * k > 20000)
+                    continue; /* the reference, on the small shapes only */
+                if (numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isas[il]) != isas[il])
+                    continue; /* a level that inherits runs the same code as the one below */
+                for (int im = 0; im < 5; im++)
+                    for (int th = 1; th <= 3; th += 2)
+                        for (int acc = 0; acc < 2; acc++) {
+                            const int64_t m = ms[im];
+                            omp_set_num_threads(th);
+                            memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
+                            CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], m, x, ldx, y, ldy, acc, ws, wsb),
+                                            NUMLA_STATUS_OK);
+                            int bad = 0;
+                            for (int64_t i = 0; i < m && !bad; i++) {
+                                memcpy(y1, y0 + i * ldy, (size_t)ldy * sizeof *y1);
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], 1, x + i * ldx, ldx, y1, ldy, acc,
+                                                                     ws, wsb),
+                                                NUMLA_STATUS_OK);
+                                if (memcmp(y1, y + i * ldy, (size_t)n * sizeof *y1) != 0) {
+                                    bad = 1;
+                                    NUMLA_ASSERT_MSG(0, "%s q8 %s N=%lld K=%lld M=%lld th=%d acc=%d: row %lld differs "
+                                                     "from the row alone", numla_qblock_info_get(type)->name,
+                                                     numla_isa_name(isas[il]), (long long)n, (long long)k,
+                                                     (long long)m, th, acc, (long long)i);
+                                }
+                                for (int64_t r = 0; r < n && !bad; r++) {
+                                    double ref = acc ? y0[i * ldy + r] : 0.0, mag = fabs(ref);
+                                    for (int64_t c = 0; c < k; c++) {
+                                        ref += (double)wd[r * k + c] * xt[i * k + c];
+                                        mag += (fabs(wd[r * k + c]) + 4.0 * wmax[(r * k + c) / 32]) * fabs(xt[i * k + c]);
+                                    }
+                                    const double err = fabs(y[i * ldy + r] - ref),
+                                                 bound = (double)(k + 8) * ldexp(1.0, -24) * mag;
+                                    if (!(err <= bound)) {
+                                        bad = 1;
+                                        NUMLA_ASSERT_MSG(0, "%s q8 %s N=%lld K=%lld M=%lld th=%d acc=%d row %lld,%lld: "
+                                                         "%g vs %g (bound %g)", numla_qblock_info_get(type)->name,
+                                                         numla_isa_name(isas[il]), (long long)n, (long long)k,
+                                                         (long long)m, th, acc, (long long)i, (long long)r,
+                                                         y[i * ldy + r], ref, bound);
+                                    }
+                                }
+                            }
+                            /* rows past m and columns past n untouched */
+                            for (int64_t i = 0; i < M; i++)
+                                for (int64_t r = i < m ? n : 0; r < ldy; r++)
+                                    if (y[i * ldy + r] != y0[i * ldy + r] && !bad) {
+                                        bad = 1;
+                                        NUMLA_ASSERT_MSG(0, "%s q8 M=%lld wrote y[%lld][%lld] outside the output",
+                                                         numla_qblock_info_get(type)->name, (long long)m,
+                                                         (long long)i, (long long)r);
+                                    }
+                        }
+            }
+            omp_set_num_threads(2);
+            free(ws);
+            free(y1);
+            free(y);
+            free(y0);
+            free(x);
+            free(xt);
+            free(wmax);
+            free(wd);
+            free(d8);
+            free(src);
+        }
+}
+
+/* The vnni level's vector quantization of x (numla_qblock_gemm_vnni_quantize_) against the
+ * scalar rule (numla_qblock_quantize_rows_) byte for byte: codes, scales and per-16 sums, on
+ * rows with exact ties (amax 127: inv 1, x = n + 0.5), a zero row, a lone large value, and a
+ * short last group (K 1408). */
+static void test_q8_quantize_vector(void)
+{
+    if (!numla_isa_supported(NUMLA_ISA_AVX512) || !numla_qblock_vnni_usable())
+        return;
+    numla_test_rng rng = {31337};
+    static const int64_t ks[] = {256, 1408};
+    for (int ik = 0; ik < 2; ik++) {
+        const int64_t k = ks[ik], m = 5, ldx = k + 7;
+        float *x = malloc((size_t)(m * ldx) * sizeof *x);
+        for (int64_t i = 0; i < m * ldx; i++)
+            x[i] = (float)numla_test_rng_normal(&rng);
+        for (int64_t c = 0; c < k; c++) { /* row 1: ties, half of them at even n */
+            const int64_t n = (int64_t)(numla_test_rng_u64(&rng) % 254) - 127;
+            x[ldx + c] = n == 126 ? 127.0f : (float)n + 0.5f;
+        }
+        for (int64_t c = 0; c < k; c++)
+            x[ldx + c] = c % 256 == 3 ? 127.0f : x[ldx + c]; /* amax 127 in every group */
+        memset(x + 2 * ldx, 0, (size_t)k * sizeof *x); /* row 2: zeros */
+        x[3 * ldx + 17] = 1e30f; /* row 3: one large value */
+        const size_t bytes = 64 + numla_qblock_align64_((size_t)(m * k)) +
+                             numla_qblock_align64_((size_t)(m * numla_qblock_q8_groups_(k)) * sizeof(float)) +
+                             (size_t)(m * (k / 16)) * sizeof(int32_t);
+        uint8_t *wa = calloc(1, bytes), *wb = calloc(1, bytes);
+        omp_set_num_threads(3);
+        numla_qblock_quantize_rows_(x, ldx, m, k, wa);
+        numla_qblock_gemm_vnni_quantize_(x, ldx, m, k, wb);
+        omp_set_num_threads(2);
+        NUMLA_ASSERT_MSG(memcmp(numla_qblock_ws_xq_(wa), numla_qblock_ws_xq_(wb), (size_t)(m * k)) == 0,
+                         "K=%lld: codes differ", (long long)k);
+        NUMLA_ASSERT_MSG(memcmp(numla_qblock_ws_dx_(wa, m, k), numla_qblock_ws_dx_(wb, m, k),
+                                (size_t)(m * numla_qblock_q8_groups_(k)) * sizeof(float)) == 0,
+                         "K=%lld: scales differ", (long long)k);
+        NUMLA_ASSERT_MSG(memcmp(numla_qblock_ws_bs_(wa, m, k), numla_qblock_ws_bs_(wb, m, k),
+                                (size_t)(m * (k / 16)) * sizeof(int32_t)) == 0,
+                         "K=%lld: per-16 sums differ", (long long)k);
+        /* the ties went to even codes */
+        const int8_t *q = numla_qblock_ws_xq_(wa);
+        int odd = 0;
+        for (int64_t c = 0; c < k; c++)
+            odd += x[ldx + c] != 127.0f && (q[k + c] & 1);
+        CU_ASSERT_EQUAL(odd, 0);
+        free(wa);
+        free(wb);
+        free(x);
+    }
 }
 
 /* The many-row path with x blocked (K = 32768: a 256 KiB block holds 3 rows, so M = 7 runs 3
@@ -426,10 +601,16 @@ static void test_bad_args(void)
     CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, x + 10, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 0, NULL, 256, NULL, 1, 0, NULL, 0), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_OK);
-    /* Q8 mode: K a multiple of 256, and a workspace */
+    /* Q8 mode: K a multiple of 256 (of 32 for Q5_0 and IQ4_NL), and a workspace */
     numla_qblock_source s8 = {.type = NUMLA_QBLOCK_Q8_0, .n = 1, .k = 32, .data = src, .ld = 34, .act = NUMLA_QBLOCK_ACT_Q8};
     CU_ASSERT_EQUAL(numla_qblock_pack(&s8, dst, &w), NUMLA_STATUS_INVALID_ARG);
-    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "needs K (32) a multiple of 256"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "does not take K=32"));
+    s8.type = NUMLA_QBLOCK_Q5_0;
+    s8.ld = 22;
+    CU_ASSERT_EQUAL(numla_qblock_pack(&s8, dst, &w), NUMLA_STATUS_OK);
+    CU_ASSERT(numla_qblock_q8_takes(NUMLA_QBLOCK_IQ4_NL, 1408) && !numla_qblock_q8_takes(NUMLA_QBLOCK_IQ4_NL, 1400) &&
+              !numla_qblock_q8_takes(NUMLA_QBLOCK_Q4_0, 1408) && numla_qblock_q8_takes(NUMLA_QBLOCK_Q4_K, 1536) &&
+              !numla_qblock_q8_takes(NUMLA_QBLOCK_TYPE_COUNT, 256));
     s.act = NUMLA_QBLOCK_ACT_Q8;
     CU_ASSERT_EQUAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
     const size_t need = numla_qblock_workspace_size(&w, 1, 1);
@@ -445,5 +626,7 @@ static void test_bad_args(void)
 }
 
 NUMLA_TEST_SUITE(qblock, NULL, NULL, NUMLA_TEST(test_dequant_golden), NUMLA_TEST(test_table),
-                 NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_many_blocks),
+                 NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_forward_q8_many),
+                 NUMLA_TEST(test_q8_quantize_vector),
+                 NUMLA_TEST(test_many_blocks),
                  NUMLA_TEST(test_bad_args))

@@ -390,15 +390,17 @@ static void test_int4_bad(void)
     numla_error_clear();
 }
 
-/* Tally one block linear's activation mode against the rule of weights.c (Q8 where K is a
- * multiple of 256 and the level has a native Q8 kernel for the type, else F32). */
+/* Tally one block linear's activation mode against the rule of weights.c (Q8 where Q8 mode
+ * takes K (numla_qblock_q8_takes: a multiple of 256, of 32 for Q5_0 and IQ4_NL) and the level
+ * has a native Q8 kernel for the type, else F32). */
 static void wg_act_check(const numla_model_linear *l, numla_isa isa, int counts[2])
 {
     if (l->kind != NUMLA_MODEL_LINEAR_QBLOCK)
         return;
     const int native = isa == NUMLA_ISA_REF ||
                        numla_qblock_level(l->qb.type, NUMLA_QBLOCK_ACT_Q8, isa) != NUMLA_ISA_REF;
-    const numla_qblock_act want = l->qb.k % 256 == 0 && native ? NUMLA_QBLOCK_ACT_Q8 : NUMLA_QBLOCK_ACT_F32;
+    const numla_qblock_act want =
+        numla_qblock_q8_takes(l->qb.type, l->qb.k) && native ? NUMLA_QBLOCK_ACT_Q8 : NUMLA_QBLOCK_ACT_F32;
     NUMLA_ASSERT_MSG(l->qb.act == want, "%s (%lld x %lld) at level %s runs act %d, want %d",
                      numla_qblock_info_get(l->qb.type)->name, (long long)l->qb.n, (long long)l->qb.k,
                      numla_isa_name(isa), (int)l->qb.act, (int)want);
@@ -408,8 +410,8 @@ static void wg_act_check(const numla_model_linear *l, numla_isa isa, int counts[
 /* kq's linears cycle through every K-quant and IQ4_XS: at the reference level all of K 256 run
  * Q8; at a vector level a type without a native Q8 kernel runs F32 (the Q8 fallback would be
  * the scalar reference; wg_act_check holds every linear to the rule), and with VNNI every kq
- * type keeps Q8. Since every kq type has a VNNI kernel, that "native kernel" clause is not
- * exercised here (a file with Q5_0 / IQ4_NL linears of K 256 would; not built). */
+ * type keeps Q8. Since every type has a VNNI kernel, that "native kernel" clause is exercised
+ * only on a CPU without VNNI. */
 static void test_qblock_act_choice(void)
 {
     const char *p = wg_path("kq/gguf_mixed");
