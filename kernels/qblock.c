@@ -107,7 +107,7 @@ int numla_qblock_q8_takes(numla_qblock_type type, int64_t k)
 {
     if (k <= 0)
         return 0;
-    if (type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL)
+    if (type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL || type == NUMLA_QBLOCK_Q8_0)
         return k % 32 == 0;
     return (unsigned)type < NUMLA_QBLOCK_TYPE_COUNT && k % 256 == 0;
 }
@@ -145,7 +145,7 @@ numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_
     if ((unsigned)src->act >= NUMLA_QBLOCK_ACT_COUNT ||
         (src->act == NUMLA_QBLOCK_ACT_Q8 && !numla_qblock_q8_takes(src->type, src->k)))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: %s activation mode %d does not take K=%lld (Q8: a multiple "
-                   "of 256, of 32 for Q5_0 and IQ4_NL)", info->name, (int)src->act, (long long)src->k);
+                   "of 256, of 32 for Q5_0, IQ4_NL and Q8_0)", info->name, (int)src->act, (long long)src->k);
     uint8_t *d = dst;
     const uint8_t *s = src->data;
 #pragma omp parallel for schedule(static)
@@ -180,7 +180,10 @@ size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m, int 
     if (w->act == NUMLA_QBLOCK_ACT_Q8)
         return 64 + numla_qblock_align64_((size_t)(m * w->k)) +
                numla_qblock_align64_((size_t)(m * numla_qblock_q8_groups_(w->k)) * sizeof(float)) +
-               (size_t)(m * (w->k / 16)) * sizeof(int32_t);
+               numla_qblock_align64_((size_t)(m * (w->k / 16)) * sizeof(int32_t)) +
+               (numla_qblock_panel_applies_(w, m)
+                    ? (size_t)(num_threads > 1 ? num_threads : 1) * numla_qblock_panel_thread_bytes_(w)
+                    : 0);
     /* whatever level runs it: the avx512 many-row path's decoded rows */
     if (numla_qblock_many_applies_(w, m))
         return 64 + (size_t)(num_threads > 1 ? num_threads : 1) * numla_qblock_many_thread_bytes_(w);

@@ -55,8 +55,8 @@
  *                           amax = max |x| over the group          (fp32)
  *                           amax == 0: dx = 0, q = 0; else dx = amax / 127, inv = 127 / amax,
  *                           q = round_half_even(x · inv)           (fp32 product, |q| <= 127)
- *                         K must be a multiple of 256, except for Q5_0 and IQ4_NL (the
- *                         fallbacks where K is not): a multiple of 32, the row's last group
+ *                         K must be a multiple of 256, except for Q5_0, IQ4_NL and Q8_0
+ *                         (llama-quantize's fallbacks where K is not): a multiple of 32, the row's last group
  *                         then being its last K mod 256 columns (numla_qblock_q8_takes).
  *                         The vector level (AVX512-VNNI, every type) sums q · (the weight's
  *                         integer codes, made unsigned by an offset where signed; Q5_0 and
@@ -75,7 +75,12 @@
  * splits each weight into its scaled code and its min (the integer path sums them apart).
  * Whatever the thread count, a row's output has the same bits; the vector levels give the
  * same bits for every M (in both modes their many-row paths, which unpack each weight block
- * once for several x rows, run the same per-lane operations as one row alone).
+ * once for several x rows, run the same per-lane operations as one row alone), with one
+ * exception: Q4_K in Q8 mode from 16 x rows runs a panel GEMM at the vnni level
+ * (kernels/x86/qblock_panel_avx512vnni.c: 16 weight rows in the lanes, each 32-column
+ * sub-block's exact integer sum scaled into fp32 on its own), whose rows have the same bits as
+ * in any other call of 16 or more rows but may differ from the fewer-row result in the last
+ * bits (within the bound above; the engine promises batch invariance up to rounding only).
  *
  * Packing (once, at load time; dst caller-owned, 64-byte aligned):
  *   bytes = numla_qblock_packed_size(type, n, k); numla_qblock_pack(&src, dst, &w)

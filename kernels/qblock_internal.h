@@ -38,6 +38,23 @@ void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n);
 void numla_qblock_gemm_vnni_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,
                                   const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate);
 
+/* Q8 mode, many x rows, Q4_K, Q5_0 and Q8_0 (kernels/x86/qblock_panel_avx512vnni.c): from
+ * NUMLA_QBLOCK_PANEL_MIN_M rows each thread unpacks NUMLA_QBLOCK_PANEL_NP panels of 16 weight
+ * rows at a time (codes as bytes, k-quad-interleaved; fp32 sub-block scales and mins) and runs
+ * vpdpbusd register tiles over all x rows (x in its natural order, not Q4_K's 1-row order).
+ * Scratch per thread: numla_qblock_panel_thread_bytes_. */
+enum { NUMLA_QBLOCK_PANEL_MIN_M = 16, NUMLA_QBLOCK_PANEL_NP = 4 };
+static inline int numla_qblock_panel_applies_(const numla_qblock_weight *w, int64_t m)
+{
+    return w->act == NUMLA_QBLOCK_ACT_Q8 && m >= NUMLA_QBLOCK_PANEL_MIN_M &&
+           ((w->type == NUMLA_QBLOCK_Q4_K && w->k % 256 == 0) ||
+            ((w->type == NUMLA_QBLOCK_Q5_0 || w->type == NUMLA_QBLOCK_Q8_0) && w->k % 64 == 0));
+}
+size_t numla_qblock_panel_thread_bytes_(const numla_qblock_weight *w);
+void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,
+                              const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate,
+                              void *scratch);
+
 /* Q8 mode's quantization groups of a k-column row: 256 columns each, the last one k mod 256
  * where k is not a multiple of 256 (the 32-element types of numla_qblock_q8_takes). */
 static inline int64_t numla_qblock_q8_groups_(int64_t k) { return (k + 255) / 256; }
@@ -57,6 +74,11 @@ static inline int32_t *numla_qblock_ws_bs_(void *ws, int64_t m, int64_t k)
 {
     return (int32_t *)(void *)((char *)numla_qblock_ws_dx_(ws, m, k) +
                                numla_qblock_align64_((size_t)(m * numla_qblock_q8_groups_(k)) * sizeof(float)));
+}
+/* ... then, where numla_qblock_panel_applies_, the panel path's per-thread scratch. */
+static inline void *numla_qblock_ws_panel_(void *ws, int64_t m, int64_t k)
+{
+    return (char *)numla_qblock_ws_bs_(ws, m, k) + numla_qblock_align64_((size_t)(m * (k / 16)) * sizeof(int32_t));
 }
 /* F32 mode, many x rows (the avx512 level, kernels/x86/qblock_avx512.c): from this many rows
  * each thread decodes NUMLA_QBLOCK_MANY_NW weight rows at a time into fp32 scratch once and runs

@@ -402,6 +402,9 @@ static int ld_classify(loader *L, const char *name, int64_t full_n, int64_t full
 enum {
     LD_QUANTIZABLE = 1,      /* --weights may quantize it */
     LD_FP32_ACTIVATIONS = 2, /* int8 weights run with fp32 activations (INT8_ROW), not W8A8 */
+    LD_SPLIT_INPUT = 4,      /* the input is split over the ranks (K slices): with
+                              * LD_FP32_ACTIVATIONS, a block linear whose slice holds whole
+                              * 256-column groups still takes Q8 activations (ld_linear_q) */
 };
 
 /* The activation mode a block linear of type qt with k columns runs in: Q8 (llama.cpp's
@@ -426,8 +429,9 @@ static numla_qblock_act ld_qblock_act(const loader *L, numla_qblock_type qt, int
  * dequantized once into fp32 (its share of the weights at 4 bytes each: say so in
  * docs/design.md §10). Activations are quantized per 256 columns (kernels/qblock.h Q8 mode,
  * llama.cpp's Q8_K idea) when k is a multiple of 256 and the input is whole on every rank;
- * a linear whose input is split over the ranks (LD_FP32_ACTIVATIONS) keeps fp32 activations,
- * so that its partial sums do not depend on where the split falls. */
+ * a linear whose input is split over the ranks (LD_SPLIT_INPUT) takes them too where its slice
+ * holds whole groups (ld_linear_q), and keeps fp32 activations where a group would be cut, so
+ * that no group's quantization depends on where the split falls. */
 static numla_status ld_linear_qblock(loader *L, const numla_weights_entry *e, int64_t r0,
                                      int64_t n, int64_t c0, int64_t k, int flags,
                                      numla_model_linear *out)
@@ -617,12 +621,18 @@ static numla_status ld_linear_q(loader *L, const char *name, int64_t full_n, int
     out->k = k;
     if (n == 0 || k == 0 || !ok)
         return NUMLA_STATUS_OK;
+    /* A block linear's Q8 mode quantizes x per 256-column group (kernels/qblock.h), not per
+     * row, so a K slice that starts on a group and ends on one or at the row's end quantizes
+     * every group exactly as one rank holding the whole row would: such a split input may take
+     * int8 activations too. (int8 W8A8's one scale per row could not: it stays fp32 above.) */
+    const int groups_whole = c0 % 256 == 0 && (c0 + k == full_k || k % 256 == 0);
+    const int qflags = groups_whole && (flags & LD_SPLIT_INPUT) ? flags & ~LD_FP32_ACTIVATIONS : flags;
     if (d.mode == NUMLA_WEIGHTS_QBLOCK)
-        return ld_linear_qblock(L, ld_entry(L, d.t), r0, n, c0, k, flags, out);
+        return ld_linear_qblock(L, ld_entry(L, d.t), r0, n, c0, k, qflags, out);
     if (d.mode == NUMLA_WEIGHTS_INT4)
-        return ld_linear_int4(L, &d, r0, n, c0, k, flags, out);
+        return ld_linear_int4(L, &d, r0, n, c0, k, qflags, out);
     if (d.mode == NUMLA_WEIGHTS_QBLOCK_MAKE && (c0 % 32 == 0 && k % 32 == 0))
-        return ld_linear_qblock_make(L, d.t, full_k, r0, n, c0, k, flags,
+        return ld_linear_qblock_make(L, d.t, full_k, r0, n, c0, k, qflags,
                                      ld_make_type(L, name, c0, k), out);
     if (d.mode == NUMLA_WEIGHTS_QBLOCK_MAKE) /* K not whole blocks of 32: stays float */
         d.mode = NUMLA_WEIGHTS_FLOAT;
@@ -1013,14 +1023,14 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
     /* o_proj's input, the heads' outputs, is split over the ranks: fp32 activations (int8) */
     NUMLA_CHECK(ld_linear_q(L, NAME("self_attn.o_proj.weight"), hid, H * c->v_head_dim, 0, hid,
                             h0 * c->v_head_dim, nh * c->v_head_dim,
-                            LD_QUANTIZABLE | LD_FP32_ACTIVATIONS, &lw->o_proj));
+                            LD_QUANTIZABLE | LD_FP32_ACTIVATIONS | LD_SPLIT_INPUT, &lw->o_proj));
 
     NUMLA_CHECK(ld_indexer(L, l, p, lw));
 
     lw->is_moe = numla_model_config_is_moe_layer(c, l);
     if (!lw->is_moe) {
         NUMLA_CHECK(ld_mlp(L, NAME("mlp."), c->intermediate_size, sh->inter_begin,
-                           sh->inter_count, LD_FP32_ACTIVATIONS, &lw->dense));
+                           sh->inter_count, LD_FP32_ACTIVATIONS | LD_SPLIT_INPUT, &lw->dense));
         return NUMLA_STATUS_OK;
     }
     const int64_t E = c->n_routed_experts;
@@ -1060,7 +1070,7 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
     if (c->n_shared_experts > 0)
         NUMLA_CHECK(ld_mlp(L, NAME("mlp.shared_experts."),
                            c->n_shared_experts * c->moe_intermediate_size, sh->shared_begin,
-                           sh->shared_count, LD_FP32_ACTIVATIONS, &lw->shared));
+                           sh->shared_count, LD_FP32_ACTIVATIONS | LD_SPLIT_INPUT, &lw->shared));
 #undef NAME
     return NUMLA_STATUS_OK;
 }

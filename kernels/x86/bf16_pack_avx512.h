@@ -1,10 +1,12 @@
 /* kernels/x86/bf16_pack_avx512.h — the register-level packing the AMX kernels share (MLA
  * attention, expanded-form prefill): split fp32 into bf16 hi + lo, and transpose 16 x 16 words
- * into the tile layouts. Include from files built with the avx512bf16 flags. */
+ * into the tile layouts (kernels/x86/transpose16_avx512.h). Include from files built with the avx512bf16 flags. */
 #ifndef NUMLA_KERNELS_X86_BF16_PACK_AVX512_H
 #define NUMLA_KERNELS_X86_BF16_PACK_AVX512_H
 
 #include <immintrin.h>
+
+#include "kernels/x86/transpose16_avx512.h"
 
 /* x0 (elements 0-15), x1 (16-31) -> hi = bf16(x) and lo = bf16(x - hi), each 32 bf16 in element
  * order, i.e. 16 words of consecutive pairs. |x - hi - lo| <= 2^-17 |x|. */
@@ -16,34 +18,6 @@ numla_x86_split_bf16(__m512 x0, __m512 x1, __m512i *hi, __m512i *lo)
     const __m512 h1 = _mm512_cvtpbh_ps((__m256bh)_mm512_extracti64x4_epi64((__m512i)h, 1));
     *hi = (__m512i)h;
     *lo = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
-}
-
-/* r[i] word e -> r[e] word i: a 16 x 16 transpose of 32-bit words, in place. */
-static inline __attribute__((always_inline)) void numla_x86_transpose16(__m512i r[16])
-{
-    __m512i t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int i = 0; i < 4; i++) {
-        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
-        t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
-        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
-        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-        r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
-        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
-        r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
-    }
 }
 
 #endif

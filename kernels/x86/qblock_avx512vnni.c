@@ -398,7 +398,6 @@ typedef float (*numla_qblock_vnni_dot_fn)(const uint8_t *row, int64_t nb, const 
 void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                                      float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
 {
-    (void)ws_bytes;
     static const numla_qblock_vnni_dot_fn dots[NUMLA_QBLOCK_TYPE_COUNT] = {
         [NUMLA_QBLOCK_Q8_0] = numla_qblock_vnni_q8_0_,     [NUMLA_QBLOCK_Q4_0] = numla_qblock_vnni_q4_0_,
         [NUMLA_QBLOCK_Q4_K] = numla_qblock_vnni_q4_k_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_vnni_q5_k_,
@@ -407,20 +406,34 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
     };
     const numla_qblock_vnni_dot_fn dot = dots[w->type];
     const int64_t k = w->k, nb = k / 256;
+    const int panel = numla_qblock_panel_applies_(w, m);
     numla_qblock_gemm_vnni_quantize_(x, ldx, m, k, ws);
-    if (w->type == NUMLA_QBLOCK_Q4_K)
+    if (w->type == NUMLA_QBLOCK_Q4_K && !panel)
         numla_qblock_vnni_q4_k_order_(numla_qblock_ws_xq_(ws), m, k);
-    if (w->type == NUMLA_QBLOCK_Q5_0 || w->type == NUMLA_QBLOCK_IQ4_NL || w->type == NUMLA_QBLOCK_IQ4_XS)
+    /* Q8_0 with K not a multiple of 256 runs the 32-element form of the many-row kernels at every M */
+    const int q8s = w->type == NUMLA_QBLOCK_Q8_0 && k % 256 != 0;
+    if (((w->type == NUMLA_QBLOCK_Q5_0 || q8s) && !panel) || w->type == NUMLA_QBLOCK_IQ4_NL ||
+        w->type == NUMLA_QBLOCK_IQ4_XS)
         numla_qblock_gemm_vnni_unsign_(numla_qblock_ws_xq_(ws), m * k);
     const int8_t *xq = numla_qblock_ws_xq_(ws);
     const float *dx = numla_qblock_ws_dx_(ws, m, k);
     const int32_t *bs = numla_qblock_ws_bs_(ws, m, k);
-    const int gemm = numla_qblock_gemm_vnni_applies_(w->type, m);
-#pragma omp parallel
+    const int gemm = q8s || numla_qblock_gemm_vnni_applies_(w->type, m);
+    char *pscratch = panel ? (char *)numla_qblock_ws_panel_(ws, m, k) : NULL;
+    const size_t pbytes = panel ? numla_qblock_panel_thread_bytes_(w) : 0;
+    int nt = omp_get_max_threads();
+    if (panel && ws_bytes < (size_t)(pscratch - (char *)ws) + (size_t)nt * pbytes) /* a smaller team's workspace */
+        nt = (int)((ws_bytes - (size_t)(pscratch - (char *)ws)) / pbytes);
+    if (nt < 1)
+        nt = 1;
+#pragma omp parallel num_threads(nt)
     {
         int64_t lo, hi;
         numla_qblock_split_(w->n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        if (gemm)
+        if (panel)
+            numla_qblock_panel_rows_(w, lo, hi, m, xq, dx, bs, y, ldy, accumulate,
+                                     pscratch + (size_t)omp_get_thread_num() * pbytes);
+        else if (gemm)
             numla_qblock_gemm_vnni_rows_(w, lo, hi, m, xq, dx, bs, y, ldy, accumulate);
         else
             for (int64_t r = lo; r < hi; r++)

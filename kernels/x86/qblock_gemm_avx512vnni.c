@@ -193,7 +193,8 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_q8_0_(const uint8_t *row, int64_
 }
 
 
-/* The 32-element types with a 5-bit or code-book code, Q5_0 and IQ4_NL: the x rows come as
+/* The 32-element types with a 5-bit or code-book code, Q5_0 and IQ4_NL (and Q8_0 where K is not
+ * a multiple of 256: its bytes as they are): the x rows come as
  * unsigned bytes (q + 128, numla_qblock_gemm_vnni_unsign_), the weights as signed bytes (Q5_0:
  * its 5 bits - 16; IQ4_NL: its code book), two blocks to a vector in element order. vpdpbusd
  * then sums (q + 128) · c; the 128 · Σ c of each lane is known from the weights alone, so each
@@ -205,6 +206,11 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_q8_0_(const uint8_t *row, int64_
 NUMLA_QBLOCK_GEMM_INLINE __m512i numla_qblock_gemm_b32_codes_(numla_qblock_type type, const uint8_t *pa,
                                                               const uint8_t *pb)
 {
+    if (type == NUMLA_QBLOCK_Q8_0) { /* 32 signed bytes per block, as they are */
+        const __m256i ca = _mm256_loadu_si256((const __m256i *)(const void *)(pa + 2));
+        const __m256i cb = pb ? _mm256_loadu_si256((const __m256i *)(const void *)(pb + 2)) : _mm256_setzero_si256();
+        return _mm512_inserti64x4(_mm512_castsi256_si512(ca), cb, 1);
+    }
     /* 16 bytes of nibbles per block: low nibbles elements 0-15, high 16-31 */
     const __m128i qa = _mm_loadu_si128((const __m128i *)(const void *)(pa + (type == NUMLA_QBLOCK_Q5_0 ? 6 : 2)));
     const __m128i qb = pb ? _mm_loadu_si128((const __m128i *)(const void *)(pb + (type == NUMLA_QBLOCK_Q5_0 ? 6 : 2)))
@@ -233,7 +239,7 @@ NUMLA_QBLOCK_GEMM_INLINE __m512i numla_qblock_gemm_b32_codes_(numla_qblock_type 
 NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_b32_(numla_qblock_type type, const uint8_t *row, int64_t k, int mr,
                                                      const uint8_t *xu, const float *dx, float *out)
 {
-    const int bytes = type == NUMLA_QBLOCK_Q5_0 ? 22 : 18;
+    const int bytes = type == NUMLA_QBLOCK_Q5_0 ? 22 : type == NUMLA_QBLOCK_Q8_0 ? 34 : 18;
     const int64_t nblk = k / 32, ng = numla_qblock_q8_groups_(k);
     const __m512i k128 = _mm512_set1_epi8((char)0x80);
     __m512 acc[NUMLA_QBLOCK_GEMM_MR];
@@ -264,6 +270,16 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_q5_0_(const uint8_t *row, int64_
     (void)nb;
     (void)bs;
     numla_qblock_gemm_b32_(NUMLA_QBLOCK_Q5_0, row, k, mr, (const uint8_t *)xq, dx, out);
+}
+
+/* Q8_0 where K is not a multiple of 256 (its last group K mod 256, numla_qblock_q8_takes): the
+ * 32-element form above, its codes the block's bytes as they are. */
+NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_q8_0s_(const uint8_t *row, int64_t nb, int mr, const int8_t *xq,
+                                                       int64_t k, const float *dx, const int32_t *bs, float *out)
+{
+    (void)nb;
+    (void)bs;
+    numla_qblock_gemm_b32_(NUMLA_QBLOCK_Q8_0, row, k, mr, (const uint8_t *)xq, dx, out);
 }
 
 NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_iq4_nl_(const uint8_t *row, int64_t nb, int mr, const int8_t *xq,
@@ -395,6 +411,7 @@ NUMLA_QBLOCK_GEMM_TILES(q4_k)
 NUMLA_QBLOCK_GEMM_TILES(q6_k)
 NUMLA_QBLOCK_GEMM_TILES(q8_0)
 NUMLA_QBLOCK_GEMM_TILES(q5_0)
+NUMLA_QBLOCK_GEMM_TILES(q8_0s)
 NUMLA_QBLOCK_GEMM_TILES(iq4_nl)
 NUMLA_QBLOCK_GEMM_TILES(iq4_xs)
 _Static_assert(NUMLA_QBLOCK_GEMM_MR <= 8, "the partial tiles above cover 1 .. 7 rows");
@@ -418,7 +435,10 @@ void numla_qblock_gemm_vnni_rows_(const numla_qblock_weight *w, int64_t lo, int6
     case NUMLA_QBLOCK_Q5_0: full = numla_qblock_gemm_q5_0_full_; part = numla_qblock_gemm_q5_0_part_; break;
     case NUMLA_QBLOCK_IQ4_NL: full = numla_qblock_gemm_iq4_nl_full_; part = numla_qblock_gemm_iq4_nl_part_; break;
     case NUMLA_QBLOCK_IQ4_XS: full = numla_qblock_gemm_iq4_xs_full_; part = numla_qblock_gemm_iq4_xs_part_; break;
-    default: full = numla_qblock_gemm_q8_0_full_; part = numla_qblock_gemm_q8_0_part_; break;
+    default:
+        full = w->k % 256 ? numla_qblock_gemm_q8_0s_full_ : numla_qblock_gemm_q8_0_full_;
+        part = w->k % 256 ? numla_qblock_gemm_q8_0s_part_ : numla_qblock_gemm_q8_0_part_;
+        break;
     }
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k), nb16 = k / 16;
     int64_t chunk = NUMLA_QBLOCK_GEMM_CHUNK / w->ld;

@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include "kernels/x86/qlinear_quant_avx512.h"
+#include "kernels/x86/transpose16_avx512.h"
 
 enum {
     NUMLA_QLINEAR_VNNI_NW = 4, /* weight rows per tile */
@@ -161,34 +162,6 @@ enum {
     NUMLA_QLINEAR_VG_NR = 4, /* 16-column panels per micro-tile: 6 x 4 = 24 accumulators */
 };
 
-/* 16 rows of 16 dwords -> r[q] holds dword q of each row, in row order. */
-static inline __attribute__((always_inline)) void numla_qlinear_vg_transpose_(__m512i r[16])
-{
-    __m512i t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) { /* r[4 i + c], lane L: rows 4 i .. 4 i + 3 of dword 4 L + c */
-        r[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
-        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
-        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int c = 0; c < 4; c++) {
-        const __m512i u0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44);
-        const __m512i u1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xEE);
-        const __m512i u2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44);
-        const __m512i u3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xEE);
-        t[c] = _mm512_shuffle_i32x4(u0, u2, 0x88);
-        t[4 + c] = _mm512_shuffle_i32x4(u0, u2, 0xDD);
-        t[8 + c] = _mm512_shuffle_i32x4(u1, u3, 0x88);
-        t[12 + c] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
-    }
-    for (int q = 0; q < 16; q++)
-        r[q] = t[q];
-}
-
 /* Packs weight columns [c0, c0 + 16 np) (rows of the packed W; past N: zeros) into np panels
  * of 16 kp bytes at dst. */
 static void numla_qlinear_vg_pack_(const numla_qlinear_weight *w, int64_t c0, int64_t np, int8_t *dst)
@@ -202,7 +175,7 @@ static void numla_qlinear_vg_pack_(const numla_qlinear_weight *w, int64_t c0, in
             for (int j = 0; j < 16; j++)
                 r[j] = r0 + j < w->n ? _mm512_load_si512((const void *)(w->q + (r0 + j) * kp + c))
                                      : _mm512_setzero_si512();
-            numla_qlinear_vg_transpose_(r);
+            numla_x86_transpose16(r); /* r[q]: dword q of each row, in row order */
             for (int q = 0; q < 16; q++)
                 _mm512_store_si512((void *)(d + c * 16 + q * 64), r[q]);
         }

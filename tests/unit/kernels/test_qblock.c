@@ -359,7 +359,9 @@ static void test_forward_q8(void)
 /* Q8 mode with many x rows (the vnni level's register tiles of x rows, kernels/x86/
  * qblock_gemm_avx512vnni.c, and the 1-row kernels below its threshold): at M = 1, 2, 5, 17 and
  * 64 (whole tiles, partial tiles, both), odd N (one shape spans several of a thread's row
- * chunks), 1 and 3 threads, accumulate or not: every output row has the bits of that x row run
+ * chunks), 1 and 3 threads, accumulate or not (Q4_K from NUMLA_QBLOCK_PANEL_MIN_M rows: the panel
+ * GEMM of kernels/x86/qblock_panel_avx512vnni.c, whose rows are compared with another panel
+ * call instead of the row alone): every output row has the bits of that x row run
  * alone, and is within the header's bound of W x̃ in double. */
 static void test_forward_q8_many(void)
 {
@@ -425,15 +427,29 @@ static void test_forward_q8_many(void)
                             CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], m, x, ldx, y, ldy, acc, ws, wsb),
                                             NUMLA_STATUS_OK);
                             int bad = 0;
+                            /* Q4_K's panel GEMM (from NUMLA_QBLOCK_PANEL_MIN_M rows) sums in another
+                             * order than the 1-row kernel: there a row must have the bits it has
+                             * in any other panel call (PANEL_MIN_M rows from near it, one thread) */
+                            const int panel = numla_qblock_panel_applies_(&w, m) &&
+                                              numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isas[il]) != NUMLA_ISA_REF;
                             for (int64_t i = 0; i < m && !bad; i++) {
-                                memcpy(y1, y0 + i * ldy, (size_t)ldy * sizeof *y1);
-                                CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], 1, x + i * ldx, ldx, y1, ldy, acc,
+                                const int64_t i0 = panel ? (i + NUMLA_QBLOCK_PANEL_MIN_M <= M ? i : M - NUMLA_QBLOCK_PANEL_MIN_M) : i;
+                                const int64_t mm = panel ? NUMLA_QBLOCK_PANEL_MIN_M : 1;
+                                float *ya = malloc((size_t)(mm * ldy) * sizeof *ya);
+                                for (int64_t j = 0; j < mm; j++)
+                                    memcpy(ya + j * ldy, y0 + (i0 + j) * ldy, (size_t)ldy * sizeof *ya);
+                                const int th_was = omp_get_max_threads();
+                                omp_set_num_threads(1);
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], mm, x + i0 * ldx, ldx, ya, ldy, acc,
                                                                      ws, wsb),
                                                 NUMLA_STATUS_OK);
+                                omp_set_num_threads(th_was);
+                                memcpy(y1, ya + (i - i0) * ldy, (size_t)ldy * sizeof *y1);
+                                free(ya);
                                 if (memcmp(y1, y + i * ldy, (size_t)n * sizeof *y1) != 0) {
                                     bad = 1;
                                     NUMLA_ASSERT_MSG(0, "%s q8 %s N=%lld K=%lld M=%lld th=%d acc=%d: row %lld differs "
-                                                     "from the row alone", numla_qblock_info_get(type)->name,
+                                                     "from the row alone (or in another panel call)", numla_qblock_info_get(type)->name,
                                                      numla_isa_name(isas[il]), (long long)n, (long long)k,
                                                      (long long)m, th, acc, (long long)i);
                                 }
@@ -601,13 +617,14 @@ static void test_bad_args(void)
     CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, x + 10, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 0, NULL, 256, NULL, 1, 0, NULL, 0), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_OK);
-    /* Q8 mode: K a multiple of 256 (of 32 for Q5_0 and IQ4_NL), and a workspace */
-    numla_qblock_source s8 = {.type = NUMLA_QBLOCK_Q8_0, .n = 1, .k = 32, .data = src, .ld = 34, .act = NUMLA_QBLOCK_ACT_Q8};
+    /* Q8 mode: K a multiple of 256 (of 32 for Q5_0, IQ4_NL and Q8_0), and a workspace */
+    numla_qblock_source s8 = {.type = NUMLA_QBLOCK_Q4_0, .n = 1, .k = 32, .data = src, .ld = 18, .act = NUMLA_QBLOCK_ACT_Q8};
     CU_ASSERT_EQUAL(numla_qblock_pack(&s8, dst, &w), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "does not take K=32"));
     s8.type = NUMLA_QBLOCK_Q5_0;
     s8.ld = 22;
     CU_ASSERT_EQUAL(numla_qblock_pack(&s8, dst, &w), NUMLA_STATUS_OK);
+    CU_ASSERT(numla_qblock_q8_takes(NUMLA_QBLOCK_Q8_0, 1408) && !numla_qblock_q8_takes(NUMLA_QBLOCK_Q8_0, 1400));
     CU_ASSERT(numla_qblock_q8_takes(NUMLA_QBLOCK_IQ4_NL, 1408) && !numla_qblock_q8_takes(NUMLA_QBLOCK_IQ4_NL, 1400) &&
               !numla_qblock_q8_takes(NUMLA_QBLOCK_Q4_0, 1408) && numla_qblock_q8_takes(NUMLA_QBLOCK_Q4_K, 1536) &&
               !numla_qblock_q8_takes(NUMLA_QBLOCK_TYPE_COUNT, 256));

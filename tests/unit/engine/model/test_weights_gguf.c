@@ -407,6 +407,28 @@ static void wg_act_check(const numla_model_linear *l, numla_isa isa, int counts[
     counts[l->qb.act == NUMLA_QBLOCK_ACT_Q8]++;
 }
 
+/* The same for a linear whose input is split over the ranks (o_proj, the dense and shared
+ * down_proj): Q8 only where its K slice [c0, c0 + k) of full_k holds whole 256-column groups
+ * (starts on one, ends on one or at the row's end), so no group's quantization depends on the
+ * split; else F32. On kq a cut slice is never Q8-able anyway (its K-quants need K % 256 and are
+ * then dequantized): the "cut group" clause matters for Q5_0 / IQ4_NL slices (Q8 from K % 32),
+ * which no golden file has, so it is exercised only by reading. */
+static void wg_act_check_split(const numla_model_linear *l, numla_isa isa, int64_t c0, int64_t full_k, int counts[2])
+{
+    if (l->kind != NUMLA_MODEL_LINEAR_QBLOCK)
+        return;
+    const int64_t k = l->qb.k;
+    const int whole = c0 % 256 == 0 && (c0 + k == full_k || k % 256 == 0);
+    const int native = isa == NUMLA_ISA_REF ||
+                       numla_qblock_level(l->qb.type, NUMLA_QBLOCK_ACT_Q8, isa) != NUMLA_ISA_REF;
+    const numla_qblock_act want = whole && numla_qblock_q8_takes(l->qb.type, k) && native ? NUMLA_QBLOCK_ACT_Q8
+                                                                                           : NUMLA_QBLOCK_ACT_F32;
+    NUMLA_ASSERT_MSG(l->qb.act == want, "split-input %s (%lld x %lld, columns from %lld of %lld) at level %s runs act %d, "
+                     "want %d", numla_qblock_info_get(l->qb.type)->name, (long long)l->qb.n, (long long)k,
+                     (long long)c0, (long long)full_k, numla_isa_name(isa), (int)l->qb.act, (int)want);
+    counts[l->qb.act == NUMLA_QBLOCK_ACT_Q8]++;
+}
+
 /* kq's linears cycle through every K-quant and IQ4_XS: at the reference level all of K 256 run
  * Q8; at a vector level a type without a native Q8 kernel runs F32 (the Q8 fallback would be
  * the scalar reference; wg_act_check holds every linear to the rule), and with VNNI every kq
@@ -418,32 +440,44 @@ static void test_qblock_act_choice(void)
     numla_model_config c;
     CU_ASSERT_EQUAL_FATAL(numla_model_config_load(p, &c), NUMLA_STATUS_OK);
     const numla_isa isas[2] = {NUMLA_ISA_REF, NUMLA_ISA_AVX512};
-    for (int i = 0; i < 2; i++) {
-        if (!numla_isa_supported(isas[i]))
+    int split_counts[2] = {0, 0};
+    for (int i = 0; i < 4; i++) {
+        const numla_isa isa = isas[i % 2];
+        const int ranks = i < 2 ? 1 : 3; /* 3 ranks: 8 heads as 3 + 3 + 2, slices that cut groups */
+        if (!numla_isa_supported(isa))
             continue;
         numla_model_weights *w = NULL;
-        CU_ASSERT_EQUAL_FATAL(numla_weights_load_path(&c, p, 0, 1, isas[i], NULL, &w), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_weights_load_path(&c, p, ranks - 1, ranks, isa, NULL, &w), NUMLA_STATUS_OK);
         int counts[2] = {0, 0};
+        const numla_shard *sh = &w->shard;
         for (int64_t l = 0; l < c.num_hidden_layers; l++) {
             const numla_weights_layer *L = &w->layers[l];
-            wg_act_check(&L->q_proj, isas[i], counts);
-            wg_act_check(&L->kv_a_proj, isas[i], counts);
-            /* (o_proj and the dense / shared down_proj always run fp32: their input is split
-             * over the ranks) */
+            wg_act_check(&L->q_proj, isa, counts);
+            wg_act_check(&L->kv_a_proj, isa, counts);
             const numla_weights_mlp *mlp = L->is_moe ? &L->shared : &L->dense;
-            wg_act_check(&mlp->gate, isas[i], counts);
-            wg_act_check(&mlp->up, isas[i], counts);
+            wg_act_check(&mlp->gate, isa, counts);
+            wg_act_check(&mlp->up, isa, counts);
+            wg_act_check_split(&L->o_proj, isa, sh->head_begin * c.v_head_dim,
+                               c.num_attention_heads * c.v_head_dim, split_counts);
+            if (L->is_moe)
+                wg_act_check_split(&mlp->down, isa, sh->shared_begin, c.n_shared_experts * c.moe_intermediate_size,
+                                   split_counts);
+            else
+                wg_act_check_split(&mlp->down, isa, sh->inter_begin, c.intermediate_size, split_counts);
             for (int64_t e = 0; L->is_moe && e < w->shard.expert_count; e++) {
-                wg_act_check(&L->experts[e].gate, isas[i], counts);
-                wg_act_check(&L->experts[e].up, isas[i], counts);
-                wg_act_check(&L->experts[e].down, isas[i], counts);
+                wg_act_check(&L->experts[e].gate, isa, counts);
+                wg_act_check(&L->experts[e].up, isa, counts);
+                wg_act_check(&L->experts[e].down, isa, counts);
             }
         }
-        wg_act_check(&w->lm_head, isas[i], counts);
-        /* (wg_act_check held every linear to the rule; here: both modes really occur) */
-        CU_ASSERT(counts[0] > 0 && counts[1] > 0);
+        wg_act_check(&w->lm_head, isa, counts);
+        /* (wg_act_check held every linear to the rule; here: the Q8 mode really occurs) */
+        CU_ASSERT(counts[1] > 0);
         numla_weights_destroy(&w);
     }
+    /* both modes: whole groups of a split input on 1 rank take Q8, cut ones on 3 ranks F32
+     * (every other kq linear takes Q8 since Q8_0 does from K % 32) */
+    CU_ASSERT(split_counts[0] > 0 && split_counts[1] > 0);
 }
 
 NUMLA_TEST_SUITE(weights_gguf, NULL, NULL, NUMLA_TEST(test_config_and_layout),

@@ -1,0 +1,254 @@
+/* kernels/x86/qblock_panel_avx512vnni.c — Q8 activation mode (kernels/qblock.h) of Q4_K, Q5_0
+ * and Q8_0 (the encodings of a Q4_K_M file's prefill linears) for many x rows (prefill, MoE
+ * experts with many tokens): a packed-panel GEMM on vpdpbusd.
+ *
+ * The tile kernels of qblock_gemm_avx512vnni.c run two multiply instructions per 64 products
+ * (vpmaddubsw, then vpdpwssd with the sub-block scales) and reduce each output across 16 lanes.
+ * Here each thread unpacks a chunk of its weight rows once per call into panels of 16 rows:
+ *   codes  the codes as unsigned bytes (Q4_K's 4 bits, Q5_0's 5, Q8_0's + 128), k-quad-interleaved: panel
+ *          byte 64 q + 4 c + b is row c's code at column 4 q + b, so one 64-byte load holds four
+ *          columns of 16 rows;
+ *   scale  per 32-column sub-block g, 16 floats: Q4_K d · sc (fp32, as every level computes
+ *          it), Q5_0 and Q8_0 d;
+ *   min    per sub-block, 16 floats: Q4_K dmin · m, Q5_0 16 · d (its codes are q - 16), Q8_0
+ *          128 · d.
+ * One broadcast 4-byte quad of a quantized x row feeds a vpdpbusd per panel (codes unsigned,
+ * x signed, no offset to correct): 16 output rows in the lanes, no reduction. After the eight
+ * quads of a sub-block its exact int32 sums go to fp32 once:
+ *   acc += float(Σ q · x) · (scale · dx) - min · (dx · Σ x)
+ * with Σ x over the sub-block from the quantization's per-16 sums, dx its 256-column group's
+ * scale (Q5_0's and Q8_0's K need only be a multiple of 64: its last group is K mod 256 columns, as the
+ * header's Q8 mode has it). The register tile is NUMLA_QBLOCK_PN_MR x rows by NUMLA_QBLOCK_PN_NR panels.
+ *
+ * Numerics: the integer part is exact; each sub-block adds two rounded products into the fp32
+ * sum, within the header's Q8-mode bound. The order differs from the 1-row kernels (which sum
+ * per 256-block in 16 lanes and reduce at the end), so from NUMLA_QBLOCK_PANEL_MIN_M x rows a
+ * row's output may differ from the one-row result in the last bits (kernels/qblock.h). */
+#include "kernels/qblock_internal.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/x86/transpose16_avx512.h"
+
+enum {
+    NUMLA_QBLOCK_PN_MR = 4, /* x rows per register tile */
+    NUMLA_QBLOCK_PN_NR = 2, /* 16-row panels per register tile: 4 x 2 int32 + 4 x 2 fp32 sums */
+};
+
+/* One panel's bytes: codes (16 k), then scale and min (k / 32 sub-blocks x 16 floats each). */
+static size_t numla_qblock_pn_panel_bytes_(int64_t k)
+{
+    return (size_t)(16 * k) + 2 * (size_t)(k / 32) * 16 * sizeof(float);
+}
+
+size_t numla_qblock_panel_thread_bytes_(const numla_qblock_weight *w)
+{
+    /* NUMLA_QBLOCK_PANEL_NP panels, plus one panel's rows decoded in element order */
+    return numla_qblock_align64_((size_t)NUMLA_QBLOCK_PANEL_NP * numla_qblock_pn_panel_bytes_(w->k)) +
+           numla_qblock_align64_((size_t)(16 * w->k)) + 64;
+}
+
+/* Weight rows [r0, r0 + 16) (rows at or past hi: zero codes and scales) into one panel at dst;
+ * buf: 16 k bytes of scratch. */
+static void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi, uint8_t *buf, uint8_t *dst)
+{
+    const int64_t k = w->k, nb = k / 256, ng = k / 32;
+    const int nr = hi - r0 < 16 ? (int)(hi - r0) : 16;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    const int q5 = w->type == NUMLA_QBLOCK_Q5_0, q8 = w->type == NUMLA_QBLOCK_Q8_0;
+    /* codes in element order, one row of k bytes after the other */
+    for (int c = 0; c < 16; c++) {
+        uint8_t *o = buf + (size_t)c * (size_t)k;
+        if (c >= nr) {
+            memset(o, 0, (size_t)k);
+            continue;
+        }
+        const uint8_t *row = w->q + (r0 + c) * w->ld;
+        for (int64_t g = 0; q8 && g < ng; g++) { /* Q8_0: q + 128, its sign bit flipped */
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(row + 34 * g + 2));
+            _mm256_storeu_si256((__m256i *)(void *)(o + 32 * g), _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)));
+        }
+        for (int64_t g = 0; q5 && g < ng; g++) { /* Q5_0: low nibbles 0-15, high 16-31, bit 4 from qh */
+            const uint8_t *blk = row + 22 * g;
+            uint32_t qh;
+            memcpy(&qh, blk + 2, 4);
+            const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(blk + 6)), f = _mm_set1_epi8(15);
+            const __m128i h16 = _mm_set1_epi8(16);
+            _mm_storeu_si128((__m128i *)(void *)(o + 32 * g),
+                             _mm_or_si128(_mm_and_si128(v, f), _mm_maskz_mov_epi8((__mmask16)(qh & 0xFFFF), h16)));
+            _mm_storeu_si128((__m128i *)(void *)(o + 32 * g + 16),
+                             _mm_or_si128(_mm_and_si128(_mm_srli_epi16(v, 4), f),
+                                          _mm_maskz_mov_epi8((__mmask16)(qh >> 16), h16)));
+        }
+        for (int64_t b = 0; !q5 && !q8 && b < nb; b++) {
+            const uint8_t *qs = row + 144 * b + 16;
+            for (int h = 0; h < 4; h++) { /* 64-element chunk h: low nibbles first, then high */
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * h));
+                _mm256_storeu_si256((__m256i *)(void *)(o + 256 * b + 64 * h), _mm256_and_si256(v, m4));
+                _mm256_storeu_si256((__m256i *)(void *)(o + 256 * b + 64 * h + 32),
+                                    _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+            }
+        }
+    }
+    /* k-quad interleave: 64 columns of 16 rows at a time */
+    for (int64_t c0 = 0; c0 < k; c0 += 64) {
+        __m512i r[16];
+        for (int c = 0; c < 16; c++)
+            r[c] = _mm512_loadu_si512((const void *)(buf + (size_t)c * (size_t)k + c0));
+        numla_x86_transpose16(r);
+        for (int q = 0; q < 16; q++)
+            _mm512_store_si512((void *)(dst + c0 * 16 + q * 64), r[q]);
+    }
+    /* sub-block scales and mins of the 16 rows, lanes = rows: the 6-bit pairs of kernels/qblock.h
+     * from the scale words gathered across the rows */
+    float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + ng * 16;
+    const __mmask16 live = (__mmask16)((1u << nr) - 1);
+    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)w->ld));
+    const __m512i b6 = _mm512_set1_epi32(63), b4 = _mm512_set1_epi32(15), b2 = _mm512_set1_epi32(3);
+    const uint8_t *base = w->q + r0 * w->ld;
+    for (int64_t g = 0; (q5 || q8) && g < ng; g++) { /* Q5_0: w = d · (q - 16); Q8_0: d · ((q + 128) - 128) */
+        const __m512i dd = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows, base + (q5 ? 22 : 34) * g, 1);
+        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+        _mm512_store_ps(sc + g * 16, d);
+        _mm512_store_ps(mn + g * 16, _mm512_mul_ps(d, _mm512_set1_ps(q5 ? 16.0f : 128.0f)));
+    }
+    for (int64_t b = 0; !q5 && !q8 && b < nb; b++) {
+        const uint8_t *blk = base + 144 * b;
+        const __m512i z = _mm512_setzero_si512();
+        const __m512i dd = _mm512_mask_i32gather_epi32(z, live, rows, blk, 1);
+        const __m512i s0 = _mm512_mask_i32gather_epi32(z, live, rows, blk + 4, 1);
+        const __m512i s1 = _mm512_mask_i32gather_epi32(z, live, rows, blk + 8, 1);
+        const __m512i s2 = _mm512_mask_i32gather_epi32(z, live, rows, blk + 12, 1);
+        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+        const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+        for (int j = 0; j < 8; j++) {
+            __m512i s, m;
+            if (j < 4) {
+                s = _mm512_and_si512(_mm512_srli_epi32(s0, 8 * j), b6);
+                m = _mm512_and_si512(_mm512_srli_epi32(s1, 8 * j), b6);
+            } else {
+                const int e = 8 * (j - 4);
+                const __m512i t2 = _mm512_srli_epi32(s2, e);
+                s = _mm512_or_si512(_mm512_and_si512(t2, b4),
+                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s0, e + 6), b2), 4));
+                m = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(t2, 4), b4),
+                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, e + 6), b2), 4));
+            }
+            _mm512_store_ps(sc + (8 * b + j) * 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(s)));
+            _mm512_store_ps(mn + (8 * b + j) * 16, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(m)));
+        }
+    }
+}
+
+/* acc + vpdpbusd(u8 a, s8 b) in place (GCC otherwise copies the accumulator around each one in
+ * a loop this wide). */
+static inline __attribute__((always_inline)) __m512i numla_qblock_pn_dp_(__m512i acc, __m512i a, __m512i b)
+{
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+    return acc;
+}
+
+/* y rows i0 .. i0 + mr, weight rows rr .. rr + 16 nr (stopping at hi) from the panels at pan. */
+static inline __attribute__((always_inline)) void
+numla_qblock_pn_tile_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t *xq, const float *dx,
+                      const int32_t *bs, int64_t rr, int64_t hi, float *y, int64_t ldy, int accumulate,
+                      const int mr, const int nr)
+{
+    const int64_t ng = k / 32, nb = numla_qblock_q8_groups_(k);
+    __m512 acc[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        __m512i is[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
+        for (int i = 0; i < mr; i++)
+            for (int j = 0; j < nr; j++)
+                is[i][j] = _mm512_setzero_si512();
+        for (int64_t q = 8 * g; q < 8 * g + 8; q++) {
+            __m512i wv[NUMLA_QBLOCK_PN_NR];
+            for (int j = 0; j < nr; j++)
+                wv[j] = _mm512_load_si512((const void *)(pan + (size_t)j * pbytes + (size_t)q * 64));
+            for (int i = 0; i < mr; i++) {
+                int32_t quad;
+                memcpy(&quad, xq + i * k + 4 * q, sizeof quad);
+                const __m512i xb = _mm512_set1_epi32(quad);
+                for (int j = 0; j < nr; j++)
+                    is[i][j] = numla_qblock_pn_dp_(is[i][j], wv[j], xb);
+            }
+        }
+        const int64_t b = g / 8;
+        for (int j = 0; j < nr; j++) {
+            const float *sc = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k));
+            const __m512 sv = _mm512_load_ps(sc + g * 16), mv = _mm512_load_ps(sc + (ng + g) * 16);
+            for (int i = 0; i < mr; i++) {
+                const float d = dx[i * nb + b];
+                const int32_t *bi = bs + i * (k / 16) + 2 * g;
+                const float xs = d * (float)(bi[0] + bi[1]);
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[i][j]), _mm512_mul_ps(sv, _mm512_set1_ps(d)),
+                                            acc[i][j]);
+                acc[i][j] = _mm512_fnmadd_ps(mv, _mm512_set1_ps(xs), acc[i][j]);
+            }
+        }
+    }
+    for (int j = 0; j < nr; j++) {
+        const int64_t r = rr + 16 * j;
+        if (r >= hi)
+            break;
+        const __mmask16 msk = hi - r >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (hi - r)) - 1);
+        for (int i = 0; i < mr; i++) {
+            float *yo = y + i * ldy + r;
+            __m512 v = acc[i][j];
+            if (accumulate)
+                v = _mm512_add_ps(_mm512_maskz_loadu_ps(msk, yo), v);
+            _mm512_mask_storeu_ps(yo, msk, v);
+        }
+    }
+}
+
+void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,
+                              const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate,
+                              void *scratch)
+{
+    const int64_t k = w->k, nb = numla_qblock_q8_groups_(k);
+    const size_t pbytes = numla_qblock_pn_panel_bytes_(k);
+    uint8_t *pan = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    uint8_t *buf = pan + numla_qblock_align64_((size_t)NUMLA_QBLOCK_PANEL_NP * pbytes);
+    for (int64_t a = lo; a < hi; a += 16 * NUMLA_QBLOCK_PANEL_NP) {
+        const int64_t ahi = a + 16 * NUMLA_QBLOCK_PANEL_NP < hi ? a + 16 * NUMLA_QBLOCK_PANEL_NP : hi;
+        const int64_t np = (ahi - a + 15) / 16;
+        for (int64_t p = 0; p < np; p++)
+            numla_qblock_pn_pack_(w, a + 16 * p, ahi, buf, pan + (size_t)p * pbytes);
+        for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QBLOCK_PN_MR) {
+            const int mr = m - i0 < NUMLA_QBLOCK_PN_MR ? (int)(m - i0) : NUMLA_QBLOCK_PN_MR;
+            const int8_t *xi = xq + i0 * k;
+            const float *di = dx + i0 * nb;
+            const int32_t *bi = bs + i0 * (k / 16);
+            float *yi = y + i0 * ldy;
+            for (int64_t p = 0; p < np; p += NUMLA_QBLOCK_PN_NR) {
+                const int nr = np - p < NUMLA_QBLOCK_PN_NR ? (int)(np - p) : NUMLA_QBLOCK_PN_NR;
+                const uint8_t *pp = pan + (size_t)p * pbytes;
+                const int64_t rr = a + 16 * p;
+                switch (mr * 4 + nr) {
+#define NUMLA_QBLOCK_PN_CASE(MR)                                                                    \
+    case MR * 4 + 1:                                                                                \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1);      \
+        break;                                                                                      \
+    case MR * 4 + 2:                                                                                \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2);      \
+        break;
+                    NUMLA_QBLOCK_PN_CASE(1)
+                    NUMLA_QBLOCK_PN_CASE(2)
+                    NUMLA_QBLOCK_PN_CASE(3)
+                    NUMLA_QBLOCK_PN_CASE(4)
+#undef NUMLA_QBLOCK_PN_CASE
+                default:
+                    break;
+                }
+            }
+        }
+    }
+}
+
+_Static_assert(NUMLA_QBLOCK_PN_MR <= 4 && NUMLA_QBLOCK_PN_NR <= 3, "the tile switch packs mr, nr as mr * 4 + nr");
