@@ -412,8 +412,8 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
         numla_qblock_vnni_q4_k_order_(numla_qblock_ws_xq_(ws), m, k);
     /* Q8_0 with K not a multiple of 256 runs the 32-element form of the many-row kernels at every M */
     const int q8s = w->type == NUMLA_QBLOCK_Q8_0 && k % 256 != 0;
-    if (((w->type == NUMLA_QBLOCK_Q5_0 || q8s) && !panel) || w->type == NUMLA_QBLOCK_IQ4_NL ||
-        w->type == NUMLA_QBLOCK_IQ4_XS)
+    if ((w->type == NUMLA_QBLOCK_Q5_0 || q8s || w->type == NUMLA_QBLOCK_IQ4_NL || w->type == NUMLA_QBLOCK_IQ4_XS) &&
+        !panel)
         numla_qblock_gemm_vnni_unsign_(numla_qblock_ws_xq_(ws), m * k);
     const int8_t *xq = numla_qblock_ws_xq_(ws);
     const float *dx = numla_qblock_ws_dx_(ws, m, k);

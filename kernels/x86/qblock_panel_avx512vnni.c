@@ -1,23 +1,24 @@
-/* kernels/x86/qblock_panel_avx512vnni.c — Q8 activation mode (kernels/qblock.h) of Q4_K, Q5_0
- * and Q8_0 (the encodings of a Q4_K_M file's prefill linears) for many x rows (prefill, MoE
+/* kernels/x86/qblock_panel_avx512vnni.c — Q8 activation mode (kernels/qblock.h) of Q4_K, Q5_0,
+ * Q8_0, IQ4_XS and IQ4_NL (the encodings of Q4_K_M and IQ4_XS files' prefill linears) for many x rows (prefill, MoE
  * experts with many tokens): a packed-panel GEMM on vpdpbusd.
  *
  * The tile kernels of qblock_gemm_avx512vnni.c run two multiply instructions per 64 products
  * (vpmaddubsw, then vpdpwssd with the sub-block scales) and reduce each output across 16 lanes.
  * Here each thread unpacks a chunk of its weight rows once per call into panels of 16 rows:
- *   codes  the codes as unsigned bytes (Q4_K's 4 bits, Q5_0's 5, Q8_0's + 128), k-quad-interleaved: panel
+ *   codes  the codes as unsigned bytes (Q4_K's 4 bits, Q5_0's 5, Q8_0's and the IQ4 code book's
+ *          values + 128), k-quad-interleaved: panel
  *          byte 64 q + 4 c + b is row c's code at column 4 q + b, so one 64-byte load holds four
  *          columns of 16 rows;
  *   scale  per 32-column sub-block g, 16 floats: Q4_K d · sc (fp32, as every level computes
- *          it), Q5_0 and Q8_0 d;
- *   min    per sub-block, 16 floats: Q4_K dmin · m, Q5_0 16 · d (its codes are q - 16), Q8_0
- *          128 · d.
+ *          it), Q5_0, Q8_0 and IQ4_NL d, IQ4_XS d · (ls - 32);
+ *   min    per sub-block, 16 floats: Q4_K dmin · m, Q5_0 16 · d (its codes are q - 16), the
+ *          others 128 · scale.
  * One broadcast 4-byte quad of a quantized x row feeds a vpdpbusd per panel (codes unsigned,
  * x signed, no offset to correct): 16 output rows in the lanes, no reduction. After the eight
  * quads of a sub-block its exact int32 sums go to fp32 once:
  *   acc += float(Σ q · x) · (scale · dx) - min · (dx · Σ x)
  * with Σ x over the sub-block from the quantization's per-16 sums, dx its 256-column group's
- * scale (Q5_0's and Q8_0's K need only be a multiple of 64: its last group is K mod 256 columns, as the
+ * scale (the 32-element types' K need only be a multiple of 64: its last group is K mod 256 columns, as the
  * header's Q8 mode has it). The register tile is NUMLA_QBLOCK_PN_MR x rows by NUMLA_QBLOCK_PN_NR panels.
  *
  * Numerics: the integer part is exact; each sub-block adds two rounded products into the fp32
@@ -57,6 +58,11 @@ static void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int6
     const int nr = hi - r0 < 16 ? (int)(hi - r0) : 16;
     const __m256i m4 = _mm256_set1_epi8(15);
     const int q5 = w->type == NUMLA_QBLOCK_Q5_0, q8 = w->type == NUMLA_QBLOCK_Q8_0;
+    const int nl = w->type == NUMLA_QBLOCK_IQ4_NL, xs = w->type == NUMLA_QBLOCK_IQ4_XS;
+    int8_t lut[16];
+    for (int j = 0; j < 16; j++)
+        lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128); /* the code book + 128: unsigned */
+    const __m128i book = _mm_loadu_si128((const __m128i *)(const void *)lut), f15 = _mm_set1_epi8(15);
     /* codes in element order, one row of k bytes after the other */
     for (int c = 0; c < 16; c++) {
         uint8_t *o = buf + (size_t)c * (size_t)k;
@@ -65,6 +71,13 @@ static void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int6
             continue;
         }
         const uint8_t *row = w->q + (r0 + c) * w->ld;
+        for (int64_t g = 0; (nl || xs) && g < ng; g++) { /* IQ4: low nibbles 0-15, high 16-31, looked up */
+            const uint8_t *qs = nl ? row + 18 * g + 2 : row + 136 * (g / 8) + 8 + 16 * (g % 8);
+            const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
+            _mm_storeu_si128((__m128i *)(void *)(o + 32 * g), _mm_shuffle_epi8(book, _mm_and_si128(v, f15)));
+            _mm_storeu_si128((__m128i *)(void *)(o + 32 * g + 16),
+                             _mm_shuffle_epi8(book, _mm_and_si128(_mm_srli_epi16(v, 4), f15)));
+        }
         for (int64_t g = 0; q8 && g < ng; g++) { /* Q8_0: q + 128, its sign bit flipped */
             const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(row + 34 * g + 2));
             _mm256_storeu_si256((__m256i *)(void *)(o + 32 * g), _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)));
@@ -81,7 +94,7 @@ static void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int6
                              _mm_or_si128(_mm_and_si128(_mm_srli_epi16(v, 4), f),
                                           _mm_maskz_mov_epi8((__mmask16)(qh >> 16), h16)));
         }
-        for (int64_t b = 0; !q5 && !q8 && b < nb; b++) {
+        for (int64_t b = 0; w->type == NUMLA_QBLOCK_Q4_K && b < nb; b++) {
             const uint8_t *qs = row + 144 * b + 16;
             for (int h = 0; h < 4; h++) { /* 64-element chunk h: low nibbles first, then high */
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * h));
@@ -108,13 +121,30 @@ static void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int6
                                             _mm512_set1_epi32((int)w->ld));
     const __m512i b6 = _mm512_set1_epi32(63), b4 = _mm512_set1_epi32(15), b2 = _mm512_set1_epi32(3);
     const uint8_t *base = w->q + r0 * w->ld;
-    for (int64_t g = 0; (q5 || q8) && g < ng; g++) { /* Q5_0: w = d · (q - 16); Q8_0: d · ((q + 128) - 128) */
-        const __m512i dd = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows, base + (q5 ? 22 : 34) * g, 1);
+    for (int64_t g = 0; (q5 || q8 || nl) && g < ng; g++) {
+        /* Q5_0: w = d · (q - 16); Q8_0 and IQ4_NL: d · ((q + 128) - 128) */
+        const __m512i dd =
+            _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows, base + (q5 ? 22 : q8 ? 34 : 18) * g, 1);
         const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
         _mm512_store_ps(sc + g * 16, d);
         _mm512_store_ps(mn + g * 16, _mm512_mul_ps(d, _mm512_set1_ps(q5 ? 16.0f : 128.0f)));
     }
-    for (int64_t b = 0; !q5 && !q8 && b < nb; b++) {
+    for (int64_t b = 0; xs && b < nb; b++) { /* IQ4_XS: sub-block scale d · (ls - 32), exact in fp32 */
+        const uint8_t *blk = base + 136 * b;
+        const __m512i z = _mm512_setzero_si512();
+        const __m512i dh = _mm512_mask_i32gather_epi32(z, live, rows, blk, 1);     /* d, scales_h */
+        const __m512i sl = _mm512_mask_i32gather_epi32(z, live, rows, blk + 4, 1); /* scales_l[4] */
+        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
+        for (int j = 0; j < 8; j++) {
+            const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(sl, 8 * (j / 2) + 4 * (j % 2)), _mm512_set1_epi32(15));
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(dh, 16 + 2 * j), _mm512_set1_epi32(3));
+            const __m512i ls = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+            const __m512 scale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(ls));
+            _mm512_store_ps(sc + (8 * b + j) * 16, scale);
+            _mm512_store_ps(mn + (8 * b + j) * 16, _mm512_mul_ps(scale, _mm512_set1_ps(128.0f)));
+        }
+    }
+    for (int64_t b = 0; w->type == NUMLA_QBLOCK_Q4_K && b < nb; b++) {
         const uint8_t *blk = base + 144 * b;
         const __m512i z = _mm512_setzero_si512();
         const __m512i dd = _mm512_mask_i32gather_epi32(z, live, rows, blk, 1);
