@@ -50,9 +50,11 @@ static void test_release(void)
     const size_t off = 2u << 20, n = 12u << 20;
     CU_ASSERT_EQUAL(numla_map_release(map, bytes, map + off + 100, n - 100), 1);
     const long after = resident_pages();
+    /* 9/10 of the whole pages: the rest of the process (ASan's shadow memory, say) may grow a
+     * little meanwhile; without the release nothing drops at all */
     const long dropped = before - after, want = (long)((n - 100 - page) / page);
-    NUMLA_ASSERT_MSG(before > 0 && dropped >= want - 16, "resident %ld -> %ld pages, expected -%ld", before,
-                     after, want);
+    NUMLA_ASSERT_MSG(before > 0 && dropped >= want * 9 / 10, "resident %ld -> %ld pages, expected about -%ld",
+                     before, after, want);
     /* the bytes are still there, those released included */
     CU_ASSERT_EQUAL(memcmp(map, src, bytes), 0);
 
