@@ -25,11 +25,11 @@ void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const 
 void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                                      float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
 int numla_qblock_vnni_usable(void);
-/* Q8 mode, many x rows (kernels/x86/qblock_gemm_avx512vnni.c): from NUMLA_QBLOCK_GEMM_MIN_M rows
- * the vnni level runs weight rows [lo, hi) against all m quantized x rows (the workspace's
+/* Q8 mode, any number of x rows (kernels/x86/qblock_gemm_avx512vnni.c): from NUMLA_QBLOCK_GEMM_MIN_M
+ * rows the vnni level runs weight rows [lo, hi) against all m quantized x rows (the workspace's
  * sections, Q4_K's x already in its order) with each block unpacked once per tile of x rows;
- * the same bits as the 1-row kernels. applies: whether the type has it at this m. */
-enum { NUMLA_QBLOCK_GEMM_MIN_M = 2 };
+ * the same bits whatever the tile height. applies: whether the type has it at this m. */
+enum { NUMLA_QBLOCK_GEMM_MIN_M = 1 }; /* every M: the tile of one row is the GEMV */
 int numla_qblock_gemm_vnni_applies_(numla_qblock_type type, int64_t m);
 /* numla_qblock_quantize_rows_ in AVX-512, the same bits (the vnni level's). */
 void numla_qblock_gemm_vnni_quantize_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws);

@@ -1,19 +1,18 @@
-/* kernels/x86/qblock_gemm_avx512vnni.c — Q8 activation mode (kernels/qblock.h) for many x rows
- * (prefill, MoE experts with many tokens) with AVX512-VNNI: Q4_K, Q6_K and Q8_0; and every M
- * of Q5_0, IQ4_NL and IQ4_XS (their only kernels at this level).
+/* kernels/x86/qblock_gemm_avx512vnni.c — Q8 activation mode (kernels/qblock.h) with
+ * AVX512-VNNI for Q4_K, Q6_K, Q8_0, Q5_0, IQ4_NL and IQ4_XS at every M: the vnni level's only
+ * kernels for these types (batch-1 decode included: a tile of one x row measured as fast as a
+ * kernel of its own, which this file replaced).
  *
- * The 1-row kernels of kernels/x86/qblock_avx512vnni.c unpack every weight block once per x
- * row. Here each weight row's block is unpacked once (codes as unsigned bytes, its scales as
- * 16-bit lanes) and used for a tile of up to NUMLA_QBLOCK_GEMM_MR x rows, whose float
- * accumulators stay in registers; the weight rows a thread owns are walked in chunks that stay
- * in L2 while every x tile passes over them.
+ * Each weight row's block is unpacked once (codes as unsigned bytes, its scales as 16-bit
+ * lanes) and used for a tile of up to NUMLA_QBLOCK_GEMM_MR x rows, whose float accumulators
+ * stay in registers; the weight rows a thread owns are walked in chunks that stay in L2 while
+ * every x tile passes over them. From NUMLA_QBLOCK_PANEL_MIN_M rows the panel GEMM of
+ * kernels/x86/qblock_panel_avx512vnni.c takes over where it has the type.
  *
- * Same bits as the 1-row kernels, whatever M: each (weight row, x row) pair gets the same int32
- * per lane for each block (the integer sums are exact and wrap alike whatever their order, and
- * vpmaddubsw + vpdpwssd with a scale per 4-byte lane gives what vpdpbusd then vpmulld by that
- * scale gives: Q6_K's pairs stay below 2 · 63 · 127, no saturation), and then the same float
- * operations in the same order: the block's scale times dx as the same fp32 product, one fma
- * per block into 16 lanes, the same reduction at the end.
+ * Same bits whatever the tile height: each (weight row, x row) pair gets the same int32 per
+ * lane for each block and then the same float operations in the same order (the block's scale
+ * times dx as one fp32 product, one fma per block into 16 lanes, the same reduction at the
+ * end), so a row's output does not depend on M below the panel threshold.
  */
 #include "kernels/qblock_internal.h"
 
