@@ -391,7 +391,7 @@ static void test_int4_bad(void)
 }
 
 /* Tally one block linear's activation mode against the rule of weights.c (Q8 where Q8 mode
- * takes K (numla_qblock_q8_takes: a multiple of 256, of 32 for Q5_0 and IQ4_NL) and the level
+ * takes K (numla_qblock_q8_takes: a multiple of 256, of 32 for Q5_0, IQ4_NL and Q8_0) and the level
  * has a native Q8 kernel for the type, else F32). */
 static void wg_act_check(const numla_model_linear *l, numla_isa isa, int counts[2])
 {
