@@ -263,31 +263,8 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_b32_(numla_qblock_type type, con
         out[i] = _mm512_reduce_add_ps(acc[i]);
 }
 
-NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_q5_0_(const uint8_t *row, int64_t nb, int mr, const int8_t *xq,
-                                                      int64_t k, const float *dx, const int32_t *bs, float *out)
-{
-    (void)nb;
-    (void)bs;
-    numla_qblock_gemm_b32_(NUMLA_QBLOCK_Q5_0, row, k, mr, (const uint8_t *)xq, dx, out);
-}
 
-/* Q8_0 where K is not a multiple of 256 (its last group K mod 256, numla_qblock_q8_takes): the
- * 32-element form above, its codes the block's bytes as they are. */
-NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_q8_0s_(const uint8_t *row, int64_t nb, int mr, const int8_t *xq,
-                                                       int64_t k, const float *dx, const int32_t *bs, float *out)
-{
-    (void)nb;
-    (void)bs;
-    numla_qblock_gemm_b32_(NUMLA_QBLOCK_Q8_0, row, k, mr, (const uint8_t *)xq, dx, out);
-}
 
-NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_iq4_nl_(const uint8_t *row, int64_t nb, int mr, const int8_t *xq,
-                                                        int64_t k, const float *dx, const int32_t *bs, float *out)
-{
-    (void)nb;
-    (void)bs;
-    numla_qblock_gemm_b32_(NUMLA_QBLOCK_IQ4_NL, row, k, mr, (const uint8_t *)xq, dx, out);
-}
 
 /* One IQ4_XS weight row against mr x rows, as the 32-element types above (x as q + 128, the
  * code book signed, lanes 0-7 sub-block 2u and 8-15 sub-block 2u + 1): each sub-block's scale
@@ -383,6 +360,21 @@ void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n)
 
 typedef void (*numla_qblock_gemm_tile_fn)(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k,
                                           const float *dx, const int32_t *bs, float *out);
+
+/* The 32-element types in the tile signature (Q8_0 where K is not a multiple of 256: its last
+ * group K mod 256, numla_qblock_q8_takes). */
+#define NUMLA_QBLOCK_GEMM_B32(T, TYPE)                                                                          \
+    NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_##T##_(const uint8_t *row, int64_t nb, int mr, const int8_t *xq, \
+                                                           int64_t k, const float *dx, const int32_t *bs, float *out) \
+    {                                                                                                           \
+        (void)nb;                                                                                               \
+        (void)bs;                                                                                               \
+        numla_qblock_gemm_b32_(TYPE, row, k, mr, (const uint8_t *)xq, dx, out);                                 \
+    }
+NUMLA_QBLOCK_GEMM_B32(q5_0, NUMLA_QBLOCK_Q5_0)
+NUMLA_QBLOCK_GEMM_B32(q8_0s, NUMLA_QBLOCK_Q8_0)
+NUMLA_QBLOCK_GEMM_B32(iq4_nl, NUMLA_QBLOCK_IQ4_NL)
+#undef NUMLA_QBLOCK_GEMM_B32
 
 /* One entry per (type, tile height): the tile loops with mr a constant (the partial tiles take
  * 1 .. MR - 1 rows; a case above MR - 1 is never reached). */
