@@ -108,7 +108,7 @@ typedef struct numla_bench_linear_shape {
 
 static const numla_bench_linear_shape numla_bench_linear_shapes_[] = {
     {"gemv", 1, 2048, 2048},      {"gemv", 1, 10944, 2048},     {"gemv", 1, 2048, 10944},
-    {"gemv", 1, 102400, 2048},    {"skinny", 8, 2048, 2048},    {"skinny", 8, 10944, 2048},
+    {"gemv", 1, 102400, 2048},    {"gemv", 1, 1408, 2048},      {"skinny", 4, 1408, 2048},    {"skinny", 8, 2048, 2048},    {"skinny", 8, 10944, 2048},
     {"skinny", 8, 2048, 10944},   {"skinny", 8, 102400, 2048},  {"skinny", 16, 2048, 2048},
     {"skinny", 16, 1408, 2048},   {"skinny", 32, 2048, 2048},
     {"skinny", 32, 10944, 2048},  {"skinny", 32, 2048, 10944},  {"skinny", 32, 102400, 2048},
@@ -413,14 +413,15 @@ static int numla_bench_linear_qb_(const numla_bench_linear_shape *s, numla_isa i
         {NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_F32, "numla_q6_k"},     {NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_ACT_F32, "numla_iq4_xs"},
         {NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_ACT_F32, "numla_q2_k"},     {NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_ACT_F32, "numla_q3_k"},
         {NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_ACT_Q8, "numla_q8_0_a8"},   {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, "numla_q4_k_a8"},
-        {NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_Q8, "numla_q6_k_a8"},
+        {NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_Q8, "numla_q6_k_a8"},   {NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_ACT_Q8, "numla_iq4_xs_a8"},
     };
     int nr = 0;
     for (size_t t = 0; t < sizeof rows / sizeof rows[0]; t++) {
         const numla_qblock_type type = rows[t].type;
         if (rows[t].act == NUMLA_QBLOCK_ACT_Q8 && (s->k % 256 || numla_qblock_level(type, rows[t].act, isa) == NUMLA_ISA_REF))
             continue; /* the reference's Q8 mode is not worth timing */
-        const size_t bytes = numla_qblock_packed_size(type, s->n, s->k);
+        const numla_qblock_layout layout = numla_qblock_layout_for(type, rows[t].act, s->k, isa);
+        const size_t bytes = numla_qblock_layout_size(type, layout, s->n, s->k);
         if (!bytes)
             continue; /* K not a multiple of the block */
         int copies = (int)((pool + bytes - 1) / bytes);
@@ -438,7 +439,7 @@ static int numla_bench_linear_qb_(const numla_bench_linear_shape *s, numla_isa i
             st = st * 6364136223846793005ull + 1442695040888963407ull;
             src[i] = (uint8_t)(st >> 56) & 0x3b;
         }
-        numla_qblock_source qs = {type, s->n, s->k, src, row, rows[t].act};
+        numla_qblock_source qs = {type, s->n, s->k, src, row, rows[t].act, layout};
         for (int c = 0; c < copies && ok; c++) {
             packed[c] = numla_bench_linear_alloc_(bytes);
             ok = packed[c] && numla_qblock_pack(&qs, packed[c], &w[c]) == NUMLA_STATUS_OK;

@@ -506,15 +506,16 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     bm_weights_info_read(numla_engine_model(x->e), &wi);
     const numla_kv_cache *kv = numla_engine_kv_cache(x->e);
     const int gguf = numla_model_path_is_gguf(o->e.model);
-    /* a block format made at load (--weights q4_k ...) mixes encodings by its recipe: with one
-     * rank (the whole model loaded here) its bytes are counted from the loaded weights */
+    /* a GGUF file, or a block format made at load (--weights q4_k ...), mixes encodings: with
+     * one rank (the whole model loaded here) its bytes are counted from the loaded weights
+     * (as stored: 16-row panels included); with more, from the file or the recipe */
     const int blocks_at_load = !gguf && wi.format != NUMLA_WEIGHT_FORMAT_NONE &&
                                wi.format != NUMLA_WEIGHT_FORMAT_FP8 &&
                                wi.format != NUMLA_WEIGHT_FORMAT_INT8;
     numla_status s =
-        gguf ? numla_bench_model_costs_gguf(numla_engine_config(x->e), o->e.model, kv->dtype,
-                                            &r.co)
-        : blocks_at_load && size == 1
+        gguf && size > 1 ? numla_bench_model_costs_gguf(numla_engine_config(x->e), o->e.model, kv->dtype,
+                                                        &r.co)
+        : (gguf || blocks_at_load) && size == 1
             ? numla_bench_model_costs_loaded(numla_model_get_weights(numla_engine_model(x->e)),
                                              kv->dtype, &r.co)
             : numla_bench_model_costs_get_q(numla_engine_config(x->e), wi.isa, wi.lm_head_dtype,

@@ -168,7 +168,8 @@ numla_status numla_bench_model_costs_gguf(const numla_model_config *c, const cha
     const double k_of_e = c->n_routed_experts > 0
                               ? (double)c->num_experts_per_tok / (double)c->n_routed_experts
                               : 0.0;
-    double at = 0, ml = 0, lm = -1, emb = 0;
+    double at = 0, ml = 0, lm = -1, emb = 0, kvb = 0;
+    int split_layout = 0;
     for (int64_t i = 0; i < numla_gguf_tensor_count(g); i++) {
         const numla_gguf_tensor *t = numla_gguf_tensor_at(g, i);
         const double b = (double)t->nbytes;
@@ -182,6 +183,11 @@ numla_status numla_bench_model_costs_gguf(const numla_model_config *c, const cha
         else if (strstr(n, ".attn_q") || strstr(n, ".attn_kv_a_mqa.weight") ||
                  strstr(n, ".attn_output.weight"))
             at += strstr(n, "_norm.") ? 0 : b;
+        else if (strstr(n, ".attn_k_b.weight") || strstr(n, ".attn_v_b.weight")) {
+            at += b; /* W_UKᵀ and W_UV, kept in their blocks */
+            split_layout = 1;
+        } else if (strstr(n, ".attn_kv_b.weight"))
+            kvb += b;
         else if (strstr(n, "_exps.weight"))
             ml += b * k_of_e;
         else if (strstr(n, ".ffn_gate_inp.weight"))
@@ -190,9 +196,12 @@ numla_status numla_bench_model_costs_gguf(const numla_model_config *c, const cha
             ml += strstr(n, "_norm.") ? 0 : b;
     }
     numla_gguf_close(&g);
-    /* W_UK / W_UV: fp32 per head, every layer */
-    at += (double)c->num_hidden_layers * (double)c->num_attention_heads *
-          (double)(c->kv_lora_rank * (c->qk_nope_head_dim + c->v_head_dim)) * 4.0;
+    /* attn_kv_b (the older layout): W_UV's rows stay in their blocks, W_UK is made fp32 per
+     * head (engine/model/weights.c ld_kv_b) */
+    if (!split_layout)
+        at += kvb * (double)c->v_head_dim / (double)(c->qk_nope_head_dim + c->v_head_dim) +
+              (double)c->num_hidden_layers * (double)c->num_attention_heads *
+                  (double)(c->kv_lora_rank * c->qk_nope_head_dim) * 4.0;
     if (lm < 0) /* tied: lm_head is the embedding's blocks */
         lm = emb * (double)c->vocab_size;
     r.attn_weight_bytes = at;

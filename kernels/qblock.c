@@ -146,6 +146,14 @@ numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_
         (src->act == NUMLA_QBLOCK_ACT_Q8 && !numla_qblock_q8_takes(src->type, src->k)))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: %s activation mode %d does not take K=%lld (Q8: a multiple "
                    "of 256, of 32 for Q5_0, IQ4_NL and Q8_0)", info->name, (int)src->act, (long long)src->k);
+    if (src->layout == NUMLA_QBLOCK_LAYOUT_PANEL16) {
+        if (!numla_qblock_p16_takes_(src->type, src->act, src->k))
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: the 16-row panel layout takes Q4_K and IQ4_XS in Q8 mode "
+                       "(K a multiple of 256), not %s act %d K=%lld", info->name, (int)src->act, (long long)src->k);
+        return numla_qblock_p16_pack_(src, dst, out);
+    }
+    if (src->layout != NUMLA_QBLOCK_LAYOUT_ROWS)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: layout %d unknown", (int)src->layout);
     uint8_t *d = dst;
     const uint8_t *s = src->data;
 #pragma omp parallel for schedule(static)
@@ -164,10 +172,13 @@ static numla_status numla_qblock_check_weight_(const numla_qblock_weight *w)
     const numla_qblock_info *info = numla_qblock_info_get(w->type);
     if (!info)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: weight type %d unknown", (int)w->type);
-    if (w->n <= 0 || w->k <= 0 || w->k % info->block || w->ld != numla_qblock_ld_(info, w->k) ||
+    const int p16 = w->layout == NUMLA_QBLOCK_LAYOUT_PANEL16;
+    if (w->n <= 0 || w->k <= 0 || w->k % info->block ||
+        (p16 ? !numla_qblock_p16_takes_(w->type, w->act, w->k) || w->ld != numla_qblock_p16_ld_(w->type, w->k)
+             : w->layout != NUMLA_QBLOCK_LAYOUT_ROWS || w->ld != numla_qblock_ld_(info, w->k)) ||
         (unsigned)w->act >= NUMLA_QBLOCK_ACT_COUNT || (w->act == NUMLA_QBLOCK_ACT_Q8 && !numla_qblock_q8_takes(w->type, w->k)))
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: %s weight N=%lld K=%lld ld=%lld act=%d is not packed",
-                   info->name, (long long)w->n, (long long)w->k, (long long)w->ld, (int)w->act);
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock forward: %s weight N=%lld K=%lld ld=%lld act=%d layout=%d is not packed",
+                   info->name, (long long)w->n, (long long)w->k, (long long)w->ld, (int)w->act, (int)w->layout);
     return NUMLA_STATUS_OK;
 }
 

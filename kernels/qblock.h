@@ -83,12 +83,33 @@
  * bits (within the bound above; the engine promises batch invariance up to rounding only).
  *
  * Packing (once, at load time; dst caller-owned, 64-byte aligned):
- *   bytes = numla_qblock_packed_size(type, n, k); numla_qblock_pack(&src, dst, &w)
- * copies rows [0, n) of a block-row source (src->data: the first block of the slice's first row,
+ *   layout = numla_qblock_layout_for(type, act, k, isa);
+ *   bytes = numla_qblock_layout_size(type, layout, n, k); numla_qblock_pack(&src, dst, &w)
+ * reads rows [0, n) of a block-row source (src->data: the first block of the slice's first row,
  * rows src->ld bytes apart; a head or expert shard starts at any row, a K slice at a block
- * boundary: the caller offsets data by col0 / block · bytes) into rows of ld = the row's bytes
- * rounded up to 64 (zero padding, never read). Packing runs on the calling OpenMP team (first
- * touch, rows in the forward's split).
+ * boundary: the caller offsets data by col0 / block · bytes) into one of two layouts:
+ *   NUMLA_QBLOCK_LAYOUT_ROWS     the file's blocks, a row every ld = the row's bytes rounded up
+ *                                to 64 (zero padding, never read); numla_qblock_packed_size.
+ *   NUMLA_QBLOCK_LAYOUT_PANEL16  Q4_K and IQ4_XS in Q8 mode (K a multiple of 256): panels of 16
+ *                                rows (the last one padded with zero rows), ld = a panel's bytes.
+ *                                Per panel, first the codes: for each 256-column block b and
+ *                                64-column chunk h, eight 64-byte units u whose byte 4c + j is
+ *                                byte 4u + j of row c's qs chunk (Q4_K: qs[32h + 4u + j], its
+ *                                low nibble column 64h + 4u + j, the high one + 32; IQ4_XS:
+ *                                qs[32h + 4u + j] of its sub-blocks 2h, 2h + 1, low nibble column
+ *                                64h + 32(u / 4) + 4(u % 4) + j, high + 16), i.e. the codes as the
+ *                                file has them, four bytes of each row side by side, so one
+ *                                vpdpbusd multiplies them for 16 rows against a broadcast x quad;
+ *                                then per block the 16 rows' fp16 d (Q4_K: and dmin), then per
+ *                                32-column sub-block the 16 rows' 6-bit scales as bytes (Q4_K:
+ *                                sc, then m; IQ4_XS: ls - 32, signed). The values are the file's,
+ *                                bit for bit (numla_qblock_row_blocks gives a row's blocks back);
+ *                                Q4_K's panels take 9.25 bytes per 16 weights where its rows take
+ *                                9 (the 6-bit scales as bytes), IQ4_XS's 8.625 for 8.5.
+ * numla_qblock_layout_for picks PANEL16 where the level that runs (type, act) at isa has a
+ * panel kernel (AVX512-VNNI); any level runs either layout (the reference reads a panel's rows
+ * back into blocks). Packing runs on the calling OpenMP team (first touch, in the forward's
+ * split).
  *
  * Inputs are trusted: fp16 scales that are inf or NaN make the outputs so (a loader checks
  * tensors it cannot trust); x must be finite.
@@ -145,25 +166,42 @@ numla_status numla_qblock_from_ggml(uint32_t ggml_type, numla_qblock_type *out);
 numla_status numla_qblock_dequant_ref(numla_qblock_type type, const void *src, int64_t n, float *dst);
 
 /* A checkpoint tensor's slice to pack. */
+typedef enum numla_qblock_layout {
+    NUMLA_QBLOCK_LAYOUT_ROWS = 0, /* rows of the file's blocks */
+    NUMLA_QBLOCK_LAYOUT_PANEL16,  /* 16-row panels (above) */
+    NUMLA_QBLOCK_LAYOUT_COUNT,
+} numla_qblock_layout;
+
 typedef struct numla_qblock_source {
     numla_qblock_type type;
     int64_t n, k;        /* rows (outputs) and columns (inputs, a multiple of the block) */
     const void *data;    /* the slice's first block of its first row */
     int64_t ld;          /* bytes between source rows, >= k / block · bytes */
     numla_qblock_act act; /* how the packed weight runs (Q8: k a multiple of 256) */
+    numla_qblock_layout layout; /* how it is stored (ROWS unless numla_qblock_layout_for says) */
 } numla_qblock_source;
 
 typedef struct numla_qblock_weight {
     numla_qblock_type type;
     int64_t n, k;        /* output and input features */
-    int64_t ld;          /* bytes per packed row: k / block · bytes rounded up to 64 */
-    const uint8_t *q;    /* (n, ld) rows of blocks */
+    int64_t ld;          /* ROWS: bytes per row, k / block · bytes rounded up to 64;
+                          * PANEL16: bytes per panel of 16 rows */
+    const uint8_t *q;    /* ROWS: (n, ld) rows of blocks; PANEL16: (ceil(n / 16), ld) panels */
     numla_qblock_act act;
+    numla_qblock_layout layout;
 } numla_qblock_weight;
 
-/* Bytes for a packed slice; 0 for a bad type or shape (k not a multiple of the block). */
+/* Bytes for a packed slice in the ROWS layout; 0 for a bad type or shape (k not a multiple of
+ * the block). */
 size_t numla_qblock_packed_size(numla_qblock_type type, int64_t n, int64_t k);
+/* The same for a layout; 0 also where the layout does not take the type and k. */
+size_t numla_qblock_layout_size(numla_qblock_type type, numla_qblock_layout layout, int64_t n, int64_t k);
+/* The layout the forward at level isa runs best on: PANEL16 for Q4_K and IQ4_XS in Q8 mode with
+ * k a multiple of 256 where that level's kernel is AVX512-VNNI, ROWS otherwise. */
+numla_qblock_layout numla_qblock_layout_for(numla_qblock_type type, numla_qblock_act act, int64_t k, numla_isa isa);
 numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_qblock_weight *out);
+/* Row r's k / block blocks, byte for byte as the source had them, into dst (either layout). */
+numla_status numla_qblock_row_blocks(const numla_qblock_weight *w, int64_t r, void *dst);
 
 /* Scratch bytes for numla_qblock_forward with m rows on a team of up to num_threads threads
  * (< 1 counts as 1): Q8 mode's quantized rows; F32 mode from 4 rows, the many-row path's

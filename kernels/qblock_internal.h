@@ -56,6 +56,39 @@ void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t 
                               const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate,
                               void *scratch);
 
+/* The PANEL16 layout (kernels/qblock_panel16.c; kernels/qblock.h says what it holds): whether
+ * (type, act, k) takes it; a panel's bytes; packing (validated source, on the calling team);
+ * block b of row r back in the file's bytes (out: the type's block bytes). */
+int numla_qblock_p16_takes_(numla_qblock_type type, numla_qblock_act act, int64_t k);
+int64_t numla_qblock_p16_ld_(numla_qblock_type type, int64_t k);
+/* A panel is k / 256 pieces of NUMLA_QBLOCK_P16_SB bytes, one per 256 columns, in column order
+ * (one sequential stream): the codes (units (h, u) at 64 (8h + u)), the 16 rows' fp16 d (Q4_K:
+ * then dmin), then per sub-block the 16 rows' scale bytes (Q4_K: sc, then m; IQ4_XS: ls - 32),
+ * zero padding to 64. Offsets in a piece: */
+enum {
+    NUMLA_QBLOCK_P16_D = 2048,       /* fp16 d[16] */
+    NUMLA_QBLOCK_P16_DMIN = 2080,    /* Q4_K: fp16 dmin[16] */
+    NUMLA_QBLOCK_P16_SC_Q4K = 2112,  /* Q4_K: u8 sc[8][16], then u8 m[8][16] at + 128 */
+    NUMLA_QBLOCK_P16_SC_IQ4 = 2080,  /* IQ4_XS: int8 (ls - 32)[8][16] */
+    NUMLA_QBLOCK_P16_SB_Q4K = 2368,  /* bytes per 256 columns */
+    NUMLA_QBLOCK_P16_SB_IQ4 = 2240,  /* 2208 and padding */
+};
+static inline int64_t numla_qblock_p16_sb_(numla_qblock_type type)
+{
+    return type == NUMLA_QBLOCK_Q4_K ? NUMLA_QBLOCK_P16_SB_Q4K : NUMLA_QBLOCK_P16_SB_IQ4;
+}
+static inline int64_t numla_qblock_p16_sc_(numla_qblock_type type)
+{
+    return type == NUMLA_QBLOCK_Q4_K ? NUMLA_QBLOCK_P16_SC_Q4K : NUMLA_QBLOCK_P16_SC_IQ4;
+}
+numla_status numla_qblock_p16_pack_(const numla_qblock_source *src, void *dst, numla_qblock_weight *out);
+void numla_qblock_p16_block_(const numla_qblock_weight *w, int64_t r, int64_t b, uint8_t *out);
+/* PANEL16 in Q8 mode below NUMLA_QBLOCK_PANEL_MIN_M x rows (kernels/x86/qblock_p16_avx512vnni.c):
+ * panels [plo, phi) against all m quantized x rows (natural column order, signed), straight
+ * from the stored panels, with the panel GEMM's arithmetic (the same bits as its rows). */
+void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m, const int8_t *xq,
+                            const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate);
+
 /* Q8 mode's quantization groups of a k-column row: 256 columns each, the last one k mod 256
  * where k is not a multiple of 256 (the 32-element types of numla_qblock_q8_takes). */
 static inline int64_t numla_qblock_q8_groups_(int64_t k) { return (k + 255) / 256; }

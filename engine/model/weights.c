@@ -421,6 +421,13 @@ static numla_qblock_act ld_qblock_act(const loader *L, numla_qblock_type qt, int
     return NUMLA_QBLOCK_ACT_Q8;
 }
 
+/* The layout a block linear is stored in: the one its kernel at the engine's level runs on
+ * (kernels/qblock.h: 16-row panels for Q4_K and IQ4_XS in Q8 mode at the VNNI level). */
+static numla_qblock_layout ld_qblock_layout(const loader *L, numla_qblock_type qt, int64_t k, int flags)
+{
+    return numla_qblock_layout_for(qt, ld_qblock_act(L, qt, k, flags), k, L->isa);
+}
+
 /* Rows [r0, r0 + n) x columns [c0, c0 + k) of a GGUF tensor in ggml blocks. Rows are whole
  * blocks along K, so a row shard (heads, experts, MLP slices, vocabulary) is always the file's
  * bytes. A column shard (o_proj, down_proj of the dense MLP and shared experts: a K split) is
@@ -458,7 +465,7 @@ static numla_status ld_linear_qblock(loader *L, const numla_weights_entry *e, in
         return NUMLA_STATUS_OK;
     }
     const numla_qblock_type qt = (numla_qblock_type)e->qtype;
-    void *dst = ld_take(L, numla_qblock_packed_size(qt, n, k));
+    void *dst = ld_take(L, numla_qblock_layout_size(qt, ld_qblock_layout(L, qt, k, flags), n, k));
     out->kind = NUMLA_MODEL_LINEAR_QBLOCK;
     if (L->pass != 1)
         return NUMLA_STATUS_OK;
@@ -468,6 +475,7 @@ static numla_status ld_linear_qblock(loader *L, const numla_weights_entry *e, in
                 (size_t)(c0 / in->block) * (size_t)in->bytes,
         .ld = e->row_bytes,
         .act = ld_qblock_act(L, qt, k, flags),
+        .layout = ld_qblock_layout(L, qt, k, flags),
     };
     NUMLA_CHECK(numla_qblock_pack(&src, dst, &out->qb));
     L->loaded += (size_t)n * (size_t)(k / in->block) * (size_t)in->bytes;
@@ -488,7 +496,7 @@ static numla_status ld_linear_int4(loader *L, const numla_weights_tensor *d, int
     const int64_t K = d->full_k, G = K / 32;
     const int blocks = c0 % 32 == 0 && k % 32 == 0 && L->opts.format != NUMLA_WEIGHT_FORMAT_NONE;
     const numla_qblock_type qt = NUMLA_QBLOCK_Q4_0;
-    void *dst = ld_take(L, blocks ? numla_qblock_packed_size(qt, n, k)
+    void *dst = ld_take(L, blocks ? numla_qblock_layout_size(qt, ld_qblock_layout(L, qt, k, flags), n, k)
                                   : numla_linear_packed_size(L->isa, n, k, NUMLA_DTYPE_F32));
     out->kind = blocks ? NUMLA_MODEL_LINEAR_QBLOCK : NUMLA_MODEL_LINEAR_FLOAT;
     if (L->pass != 1)
@@ -531,6 +539,7 @@ static numla_status ld_linear_int4(loader *L, const numla_weights_tensor *d, int
     numla_qblock_source src = {
         .type = qt, .n = n, .k = k, .data = b, .ld = rb,
         .act = ld_qblock_act(L, qt, k, flags),
+        .layout = ld_qblock_layout(L, qt, k, flags),
     };
     numla_status s = numla_qblock_pack(&src, dst, &out->qb);
     free(b);
@@ -578,7 +587,7 @@ static numla_status ld_linear_qblock_make(loader *L, const numla_safetensors_ten
 {
     const numla_qblock_info *in = numla_qblock_info_get(qt);
     const int64_t rb = k / in->block * in->bytes;
-    void *dst = ld_take(L, numla_qblock_packed_size(qt, n, k));
+    void *dst = ld_take(L, numla_qblock_layout_size(qt, ld_qblock_layout(L, qt, k, flags), n, k));
     out->kind = NUMLA_MODEL_LINEAR_QBLOCK;
     if (L->pass != 1)
         return NUMLA_STATUS_OK;
@@ -595,6 +604,7 @@ static numla_status ld_linear_qblock_make(loader *L, const numla_safetensors_ten
         numla_qblock_source src = {
             .type = qt, .n = n, .k = k, .data = blocks, .ld = rb,
             .act = ld_qblock_act(L, qt, k, flags),
+            .layout = ld_qblock_layout(L, qt, k, flags),
         };
         s = numla_qblock_pack(&src, dst, &out->qb);
     }

@@ -187,12 +187,18 @@ void numla_qblock_forward_ref(const numla_qblock_weight *w, int64_t m, const flo
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < w->n; r++) {
         float blk[256], xt[256];
-        const uint8_t *row = w->q + r * w->ld;
+        uint8_t raw[256]; /* a PANEL16 row's block, back in the file's bytes */
+        const uint8_t *row = w->layout == NUMLA_QBLOCK_LAYOUT_ROWS ? w->q + r * w->ld : NULL;
         for (int64_t i = 0; i < m; i++) {
             const float *xi = x + i * ldx;
             float v = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                numla_qblock_dequant_block_ref(w->type, row + b * info->bytes, blk);
+                if (row) {
+                    numla_qblock_dequant_block_ref(w->type, row + b * info->bytes, blk);
+                } else {
+                    numla_qblock_p16_block_(w, r, b, raw);
+                    numla_qblock_dequant_block_ref(w->type, raw, blk);
+                }
                 const float *xb = xi + b * B;
                 if (q8) { /* x̃ = dx · q, in fp32 */
                     for (int64_t j = 0; j < B; j++) {

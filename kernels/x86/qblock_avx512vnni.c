@@ -265,14 +265,14 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
     };
     const numla_qblock_vnni_dot_fn dot = dots[w->type];
     const int64_t k = w->k, nb = k / 256;
-    const int panel = numla_qblock_panel_applies_(w, m);
+    const int panel = numla_qblock_panel_applies_(w, m), p16 = w->layout == NUMLA_QBLOCK_LAYOUT_PANEL16;
     numla_qblock_gemm_vnni_quantize_(x, ldx, m, k, ws);
-    if (w->type == NUMLA_QBLOCK_Q4_K && !panel)
+    if (w->type == NUMLA_QBLOCK_Q4_K && !panel && !p16)
         numla_qblock_vnni_q4_k_order_(numla_qblock_ws_xq_(ws), m, k);
     /* Q8_0 with K not a multiple of 256 runs the 32-element form of the many-row kernels at every M */
     const int q8s = w->type == NUMLA_QBLOCK_Q8_0 && k % 256 != 0;
     if ((w->type == NUMLA_QBLOCK_Q5_0 || q8s || w->type == NUMLA_QBLOCK_IQ4_NL || w->type == NUMLA_QBLOCK_IQ4_XS) &&
-        !panel)
+        !panel && !p16)
         numla_qblock_gemm_vnni_unsign_(numla_qblock_ws_xq_(ws), m * k);
     const int8_t *xq = numla_qblock_ws_xq_(ws);
     const float *dx = numla_qblock_ws_dx_(ws, m, k);
@@ -288,13 +288,22 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
 #pragma omp parallel num_threads(nt)
     {
         int64_t lo, hi;
-        numla_qblock_split_(w->n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        if (p16) { /* whole panels to each thread: the stored panels below the panel GEMM's M */
+            int64_t plo, phi;
+            numla_qblock_split_((w->n + 15) / 16, omp_get_thread_num(), omp_get_num_threads(), &plo, &phi);
+            if (!panel)
+                numla_qblock_p16_rows_(w, plo, phi, m, xq, dx, bs, y, ldy, accumulate);
+            lo = 16 * plo;
+            hi = 16 * phi < w->n ? 16 * phi : w->n;
+        } else {
+            numla_qblock_split_(w->n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        }
         if (panel)
             numla_qblock_panel_rows_(w, lo, hi, m, xq, dx, bs, y, ldy, accumulate,
                                      pscratch + (size_t)omp_get_thread_num() * pbytes);
-        else if (gemm)
+        else if (gemm && !p16)
             numla_qblock_gemm_vnni_rows_(w, lo, hi, m, xq, dx, bs, y, ldy, accumulate);
-        else
+        else if (!p16)
             for (int64_t r = lo; r < hi; r++)
                 for (int64_t i = 0; i < m; i++) {
                     const float v = dot(w->q + r * w->ld, nb, xq + i * k, dx + i * nb, bs + i * (k / 16));

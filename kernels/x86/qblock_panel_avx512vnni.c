@@ -50,10 +50,61 @@ size_t numla_qblock_panel_thread_bytes_(const numla_qblock_weight *w)
            numla_qblock_align64_((size_t)(16 * w->k)) + 64;
 }
 
+/* A stored PANEL16 panel (Q4_K, IQ4_XS; r0 a multiple of 16) into the panel at dst: each unit's
+ * nibbles are already 16 rows side by side, so the codes only split (IQ4_XS: through the code
+ * book + 128) and the scales widen, with the products the rows' path below computes. */
+static void numla_qblock_pn_from_p16_(const numla_qblock_weight *w, int64_t r0, uint8_t *dst)
+{
+    const int64_t k = w->k, nb = k / 256, ng = k / 32, sb = numla_qblock_p16_sb_(w->type);
+    const int iq4 = w->type == NUMLA_QBLOCK_IQ4_XS;
+    const uint8_t *pan = w->q + (r0 / 16) * w->ld;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    int8_t lut[16];
+    for (int j = 0; j < 16; j++)
+        lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128);
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+    float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + ng * 16;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pc = pan + b * sb, *s8 = pc + numla_qblock_p16_sc_(w->type);
+        for (int h = 0; h < 4; h++)
+            for (int u = 0; u < 8; u++) {
+                const __m512i v = _mm512_load_si512((const void *)(pc + (h * 8 + u) * 64));
+                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                const int64_t qlo = iq4 ? 64 * b + 16 * h + 8 * (u / 4) + u % 4 : 64 * b + 16 * h + u;
+                if (iq4) {
+                    lo = _mm512_shuffle_epi8(book, lo);
+                    hi = _mm512_shuffle_epi8(book, hi);
+                }
+                _mm512_store_si512((void *)(dst + qlo * 64), lo);
+                _mm512_store_si512((void *)(dst + (qlo + (iq4 ? 4 : 8)) * 64), hi);
+            }
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_D)));
+        const __m512 dmin =
+            iq4 ? d : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_DMIN)));
+        for (int j = 0; j < 8; j++) {
+            const int64_t g = 8 * b + j;
+            const __m128i sv = _mm_load_si128((const __m128i *)(const void *)(s8 + 16 * j));
+            if (iq4) {
+                const __m512 scale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sv)));
+                _mm512_store_ps(sc + g * 16, scale);
+                _mm512_store_ps(mn + g * 16, _mm512_mul_ps(scale, _mm512_set1_ps(128.0f)));
+            } else {
+                const __m128i mv = _mm_load_si128((const __m128i *)(const void *)(s8 + 128 + 16 * j));
+                _mm512_store_ps(sc + g * 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sv))));
+                _mm512_store_ps(mn + g * 16, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mv))));
+            }
+        }
+    }
+}
+
 /* Weight rows [r0, r0 + 16) (rows at or past hi: zero codes and scales) into one panel at dst;
  * buf: 16 k bytes of scratch. */
 static void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi, uint8_t *buf, uint8_t *dst)
 {
+    if (w->layout == NUMLA_QBLOCK_LAYOUT_PANEL16) {
+        numla_qblock_pn_from_p16_(w, r0, dst);
+        return;
+    }
     const int64_t k = w->k, nb = k / 256, ng = k / 32;
     const int nr = hi - r0 < 16 ? (int)(hi - r0) : 16;
     const __m256i m4 = _mm256_set1_epi8(15);

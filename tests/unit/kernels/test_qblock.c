@@ -496,6 +496,161 @@ static void test_forward_q8_many(void)
         }
 }
 
+/* The PANEL16 layout (kernels/qblock.h) of Q4_K and IQ4_XS in Q8 mode: every row's blocks come
+ * back byte for byte; the reference gives the ROWS layout's bits on it; at the vnni level a row
+ * has the same bits at every M, on 1 and 3 threads (below NUMLA_QBLOCK_PANEL_MIN_M the stored
+ * panels run straight, from it the panel GEMM unpacks them), and from PANEL_MIN_M rows the bits
+ * of the ROWS layout's panel GEMM (bounded against W x̃ in test_forward_q8_many), which ties the
+ * small-M kernel to a bounded result; layout choice and argument checks. */
+static void test_panel16(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int nisa = numla_test_isas(isas);
+    numla_test_rng rng = {1616};
+    static const int64_t ns[] = {1, 16, 37, 301};
+    static const int64_t ks[] = {256, 1280};
+    static const int64_t ms[] = {1, 2, 3, 4, 5, 7, 15, 16, 17, 33};
+    const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS};
+    int vnni_runs = 0;
+    for (int t = 0; t < 2; t++)
+        for (int in = 0; in < 4; in++)
+            for (int ik = 0; ik < 2; ik++) {
+                const numla_qblock_type type = types[t];
+                const int64_t n = ns[in], k = ks[ik], M = 33, ldx = k + 1, ldy = n + 3;
+                int64_t rb;
+                uint8_t *src = qb_random(type, n, k, &rng, &rb);
+                const size_t pb = numla_qblock_layout_size(type, NUMLA_QBLOCK_LAYOUT_PANEL16, n, k);
+                CU_ASSERT_EQUAL_FATAL(pb, (size_t)((n + 15) / 16) * (size_t)numla_qblock_p16_ld_(type, k));
+                void *dr = aligned_alloc(64, numla_qblock_packed_size(type, n, k)), *dp = aligned_alloc(64, pb);
+                numla_qblock_weight wr, wp;
+                numla_qblock_source s = {.type = type, .n = n, .k = k, .data = src, .ld = rb, .act = NUMLA_QBLOCK_ACT_Q8};
+                CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, dr, &wr), NUMLA_STATUS_OK);
+                s.layout = NUMLA_QBLOCK_LAYOUT_PANEL16;
+                CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, dp, &wp), NUMLA_STATUS_OK);
+                CU_ASSERT_EQUAL(wp.layout, NUMLA_QBLOCK_LAYOUT_PANEL16);
+                uint8_t *row = malloc((size_t)rb);
+                for (int64_t r = 0; r < n; r++) {
+                    CU_ASSERT_EQUAL(numla_qblock_row_blocks(&wp, r, row), NUMLA_STATUS_OK);
+                    CU_ASSERT_EQUAL(memcmp(row, src + r * rb, (size_t)rb), 0);
+                }
+                CU_ASSERT_EQUAL(numla_qblock_row_blocks(&wp, n, row), NUMLA_STATUS_INVALID_ARG);
+                free(row);
+                float *x = malloc((size_t)(M * ldx) * sizeof *x);
+                for (int64_t i = 0; i < M * ldx; i++)
+                    x[i] = (float)numla_test_rng_normal(&rng) * (i % 9 == 0 ? 5.0f : 1.0f);
+                float *y0 = malloc((size_t)(M * ldy) * sizeof *y0), *ya = malloc((size_t)(M * ldy) * sizeof *ya);
+                float *yb = malloc((size_t)(M * ldy) * sizeof *yb), *y16 = malloc((size_t)(M * ldy) * sizeof *y16);
+                for (int64_t i = 0; i < M * ldy; i++)
+                    y0[i] = (float)numla_test_rng_normal(&rng);
+                const size_t wsb = numla_qblock_workspace_size(&wr, M, 3) > numla_qblock_workspace_size(&wp, M, 3)
+                                       ? numla_qblock_workspace_size(&wr, M, 3)
+                                       : numla_qblock_workspace_size(&wp, M, 3);
+                void *ws = malloc(wsb);
+                for (int il = 0; il < nisa; il++) {
+                    const numla_isa isa = isas[il];
+                    const int ref = numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isa) == NUMLA_ISA_REF;
+                    if (ref && (isa != NUMLA_ISA_REF || n * k > 40000))
+                        continue; /* the reference once, on the smaller shapes */
+                    vnni_runs += !ref;
+                    for (int acc = 0; acc < 2; acc++) {
+                        /* the rows of a PANEL_MIN_M-row call at the rows' end, one thread */
+                        const int64_t i16 = M - NUMLA_QBLOCK_PANEL_MIN_M;
+                        omp_set_num_threads(1);
+                        memcpy(y16, y0, (size_t)(M * ldy) * sizeof *y16);
+                        CU_ASSERT_EQUAL(numla_qblock_forward(&wp, isa, NUMLA_QBLOCK_PANEL_MIN_M, x + i16 * ldx, ldx,
+                                                             y16 + i16 * ldy, ldy, acc, ws, wsb),
+                                        NUMLA_STATUS_OK);
+                        for (int im = 0; im < 10; im++)
+                            for (int th = 1; th <= 3; th += 2) {
+                                const int64_t m = ms[im], i0 = M - m;
+                                omp_set_num_threads(th);
+                                memcpy(ya, y0, (size_t)(M * ldy) * sizeof *ya);
+                                memcpy(yb, y0, (size_t)(M * ldy) * sizeof *yb);
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&wp, isa, m, x + i0 * ldx, ldx, ya + i0 * ldy, ldy,
+                                                                     acc, ws, wsb),
+                                                NUMLA_STATUS_OK);
+                                CU_ASSERT_EQUAL(numla_qblock_forward(&wr, isa, m, x + i0 * ldx, ldx, yb + i0 * ldy, ldy,
+                                                                     acc, ws, wsb),
+                                                NUMLA_STATUS_OK);
+                                /* the reference, and the panel GEMM: the ROWS layout's bits */
+                                if (ref || m >= NUMLA_QBLOCK_PANEL_MIN_M)
+                                    NUMLA_ASSERT_MSG(!memcmp(ya, yb, (size_t)(M * ldy) * sizeof *ya),
+                                                     "%s %s N=%lld K=%lld M=%lld th=%d acc=%d: panels != rows",
+                                                     numla_qblock_info_get(type)->name, numla_isa_name(isa),
+                                                     (long long)n, (long long)k, (long long)m, th, acc);
+                                /* every row as in the 16-row call; nothing outside the output */
+                                for (int64_t i = 0; i < M; i++) {
+                                    const int inside = i >= i0;
+                                    const float *want = inside && i >= i16 ? y16 + i * ldy : NULL;
+                                    if (want && memcmp(ya + i * ldy, want, (size_t)n * sizeof *ya)) {
+                                        NUMLA_ASSERT_MSG(0, "%s %s N=%lld K=%lld M=%lld th=%d acc=%d: row %lld differs "
+                                                         "from the 16-row call", numla_qblock_info_get(type)->name,
+                                                         numla_isa_name(isa), (long long)n, (long long)k, (long long)m,
+                                                         th, acc, (long long)i);
+                                        break;
+                                    }
+                                    for (int64_t r = inside ? n : 0; r < ldy; r++)
+                                        if (ya[i * ldy + r] != y0[i * ldy + r]) {
+                                            NUMLA_ASSERT_MSG(0, "%s M=%lld wrote y[%lld][%lld]",
+                                                             numla_qblock_info_get(type)->name, (long long)m,
+                                                             (long long)i, (long long)r);
+                                            r = ldy;
+                                            i = M;
+                                        }
+                                }
+                            }
+                    }
+                }
+                omp_set_num_threads(2);
+                free(ws);
+                free(x);
+                free(y0);
+                free(ya);
+                free(yb);
+                free(y16);
+                free(dr);
+                free(dp);
+                free(src);
+            }
+    /* the layout the engine packs: panels where the vnni level runs the type in Q8 mode */
+    const int vnni = numla_isa_supported(NUMLA_ISA_AVX512) &&
+                     numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_AVX512;
+    CU_ASSERT(!vnni || vnni_runs > 0);
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AVX512),
+                    vnni ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS);
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_ACT_Q8, 256, NUMLA_ISA_AVX512),
+                    vnni ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS);
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32, 2048, NUMLA_ISA_AVX512),
+                    NUMLA_QBLOCK_LAYOUT_ROWS);
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_REF),
+                    NUMLA_QBLOCK_LAYOUT_ROWS);
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AVX512),
+                    NUMLA_QBLOCK_LAYOUT_ROWS);
+    CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 16, 256), 0);
+    /* the layout takes only what it holds */
+    uint8_t src[144] = {0};
+    void *dst = aligned_alloc(64, 4096);
+    numla_qblock_weight w;
+    numla_qblock_source bad = {.type = NUMLA_QBLOCK_Q4_K, .n = 1, .k = 256, .data = src, .ld = 144,
+                               .act = NUMLA_QBLOCK_ACT_F32, .layout = NUMLA_QBLOCK_LAYOUT_PANEL16};
+    CU_ASSERT_EQUAL(numla_qblock_pack(&bad, dst, &w), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "16-row panel layout"));
+    bad.act = NUMLA_QBLOCK_ACT_Q8;
+    bad.type = NUMLA_QBLOCK_Q8_0;
+    bad.ld = 8 * 34;
+    CU_ASSERT_EQUAL(numla_qblock_pack(&bad, dst, &w), NUMLA_STATUS_INVALID_ARG);
+    bad.type = NUMLA_QBLOCK_Q4_K;
+    bad.ld = 144;
+    bad.layout = NUMLA_QBLOCK_LAYOUT_COUNT;
+    CU_ASSERT_EQUAL(numla_qblock_pack(&bad, dst, &w), NUMLA_STATUS_INVALID_ARG);
+    bad.layout = NUMLA_QBLOCK_LAYOUT_PANEL16;
+    CU_ASSERT_EQUAL(numla_qblock_pack(&bad, dst, &w), NUMLA_STATUS_OK);
+    float x[256] = {0}, y[1];
+    w.ld = 192; /* a row's ld on a panel weight */
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    free(dst);
+}
+
 /* The vnni level's vector quantization of x (numla_qblock_gemm_vnni_quantize_) against the
  * scalar rule (numla_qblock_quantize_rows_) byte for byte: codes, scales and per-16 sums, on
  * rows with exact ties (amax 127: inv 1, x = n + 0.5), a zero row, a lone large value, and a
@@ -643,7 +798,7 @@ static void test_bad_args(void)
 }
 
 NUMLA_TEST_SUITE(qblock, NULL, NULL, NUMLA_TEST(test_dequant_golden), NUMLA_TEST(test_table),
-                 NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_forward_q8_many),
+                 NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_forward_q8_many), NUMLA_TEST(test_panel16),
                  NUMLA_TEST(test_q8_quantize_vector),
                  NUMLA_TEST(test_many_blocks),
                  NUMLA_TEST(test_bad_args))

@@ -75,56 +75,69 @@ static void test_config_and_layout(void)
 
     numla_gguf *g = NULL;
     CU_ASSERT_EQUAL_FATAL(numla_gguf_open(p, &g), NUMLA_STATUS_OK);
-    numla_model_weights *w = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_weights_load_gguf(&c, g, 1, 2, NUMLA_ISA_REF, NULL, &w),
-                          NUMLA_STATUS_OK);
-    /* the embedding stays Q6_K; rank 1 of 2 owns experts 4..7, heads 4..7 */
-    CU_ASSERT_TRUE(w->embed_blocks);
-    CU_ASSERT_EQUAL(w->embed_qtype, NUMLA_QBLOCK_Q6_K);
-    CU_ASSERT_EQUAL(w->shard.expert_begin, 4);
-    const numla_weights_layer *l1 = &w->layers[1];
-    const numla_model_linear *gate5 = &l1->experts[1].gate; /* expert 5 */
-    CU_ASSERT_EQUAL_FATAL(gate5->kind, NUMLA_MODEL_LINEAR_QBLOCK);
-    const numla_gguf_tensor *t = numla_gguf_tensor_find(g, "blk.1.ffn_gate_exps.weight");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    const numla_ggml_type_info *ti = numla_ggml_type_get(t->type);
-    const size_t rb = (size_t)(t->ne[0] / ti->block * ti->bytes);
-    /* its rows are the file's bytes of slice 5 */
-    for (int64_t r = 0; r < gate5->n; r++)
-        CU_ASSERT_EQUAL(memcmp(gate5->qb.q + r * gate5->qb.ld,
-                               (const char *)t->data + (size_t)(5 * t->ne[1] + r) * rb, rb), 0);
-    /* the q_proj rows of heads 4..7 (whole rows: always blocks) */
-    const numla_gguf_tensor *q = numla_gguf_tensor_find(g, "blk.0.attn_q.weight");
-    const numla_ggml_type_info *qi = numla_ggml_type_get(q->type);
-    const size_t qrb = (size_t)(q->ne[0] / qi->block * qi->bytes);
-    CU_ASSERT_EQUAL(w->layers[0].q_proj.kind, NUMLA_MODEL_LINEAR_QBLOCK);
-    CU_ASSERT_EQUAL(memcmp(w->layers[0].q_proj.qb.q,
-                           (const char *)q->data + (size_t)(4 * c.q_head_dim) * qrb, qrb), 0);
-    /* o_proj of 2 ranks: 128 columns each, a cut Q*_K block: dequantized into fp32 */
-    CU_ASSERT_EQUAL(w->layers[0].o_proj.kind, NUMLA_MODEL_LINEAR_FLOAT);
-    /* the absorbed attention's per-head W_UKᵀ and W_UV stay in blocks: head 5 (the second of
-     * this rank) is rows 5·Dc.. of attn_k_b and 5·v.. of attn_v_b, byte for byte */
-    const struct {
-        const char *name;
-        const numla_model_linear *lin;
-        int64_t rows;
-    } heads[] = {{"blk.2.attn_k_b.weight", &w->layers[2].uk_t[1], c.kv_lora_rank},
-                 {"blk.2.attn_v_b.weight", &w->layers[2].uv[1], c.v_head_dim}};
-    for (int i = 0; i < 2; i++) {
-        const numla_gguf_tensor *ht = numla_gguf_tensor_find(g, heads[i].name);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(ht);
-        const numla_ggml_type_info *hi = numla_ggml_type_get(ht->type);
-        const size_t hrb = (size_t)(ht->ne[0] / hi->block * hi->bytes);
-        NUMLA_ASSERT_MSG(heads[i].lin->kind == NUMLA_MODEL_LINEAR_QBLOCK, "%s: head not in blocks", heads[i].name);
-        if (heads[i].lin->kind != NUMLA_MODEL_LINEAR_QBLOCK)
+    /* the reference level keeps rows of blocks; the vnni one stores Q4_K / IQ4_XS as panels,
+     * whose rows numla_qblock_row_blocks gives back */
+    const numla_isa isas[2] = {NUMLA_ISA_REF, NUMLA_ISA_AVX512};
+    for (int il = 0; il < 2; il++) {
+        if (!numla_isa_supported(isas[il]))
             continue;
-        CU_ASSERT_EQUAL(heads[i].lin->n, heads[i].rows);
-        CU_ASSERT_EQUAL(heads[i].lin->qb.act, NUMLA_QBLOCK_ACT_F32);
-        for (int64_t r = 0; r < heads[i].lin->n; r++)
-            CU_ASSERT_EQUAL(memcmp(heads[i].lin->qb.q + r * heads[i].lin->qb.ld,
-                                   (const char *)ht->data + (size_t)(5 * heads[i].rows + r) * hrb, hrb), 0);
+        numla_model_weights *w = NULL;
+        CU_ASSERT_EQUAL_FATAL(numla_weights_load_gguf(&c, g, 1, 2, isas[il], NULL, &w),
+                              NUMLA_STATUS_OK);
+        /* the embedding stays Q6_K; rank 1 of 2 owns experts 4..7, heads 4..7 */
+        CU_ASSERT_TRUE(w->embed_blocks);
+        CU_ASSERT_EQUAL(w->embed_qtype, NUMLA_QBLOCK_Q6_K);
+        CU_ASSERT_EQUAL(w->shard.expert_begin, 4);
+        const numla_weights_layer *l1 = &w->layers[1];
+        const numla_model_linear *gate5 = &l1->experts[1].gate; /* expert 5 */
+        CU_ASSERT_EQUAL_FATAL(gate5->kind, NUMLA_MODEL_LINEAR_QBLOCK);
+        const numla_gguf_tensor *t = numla_gguf_tensor_find(g, "blk.1.ffn_gate_exps.weight");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+        const numla_ggml_type_info *ti = numla_ggml_type_get(t->type);
+        const size_t rb = (size_t)(t->ne[0] / ti->block * ti->bytes);
+        /* its rows are the file's bytes of slice 5 */
+        uint8_t *rowb = malloc(rb);
+        for (int64_t r = 0; r < gate5->n; r++) {
+            CU_ASSERT_EQUAL(numla_qblock_row_blocks(&gate5->qb, r, rowb), NUMLA_STATUS_OK);
+            CU_ASSERT_EQUAL(memcmp(rowb, (const char *)t->data + (size_t)(5 * t->ne[1] + r) * rb, rb), 0);
+        }
+        free(rowb);
+        CU_ASSERT_EQUAL(gate5->qb.layout, numla_qblock_layout_for(gate5->qb.type, gate5->qb.act, gate5->qb.k, isas[il]));
+        /* the q_proj rows of heads 4..7 (whole rows: always blocks) */
+        const numla_gguf_tensor *q = numla_gguf_tensor_find(g, "blk.0.attn_q.weight");
+        const numla_ggml_type_info *qi = numla_ggml_type_get(q->type);
+        const size_t qrb = (size_t)(q->ne[0] / qi->block * qi->bytes);
+        CU_ASSERT_EQUAL(w->layers[0].q_proj.kind, NUMLA_MODEL_LINEAR_QBLOCK);
+        uint8_t *qrow = malloc(qrb);
+        CU_ASSERT_EQUAL(numla_qblock_row_blocks(&w->layers[0].q_proj.qb, 0, qrow), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL(memcmp(qrow, (const char *)q->data + (size_t)(4 * c.q_head_dim) * qrb, qrb), 0);
+        free(qrow);
+        /* o_proj of 2 ranks: 128 columns each, a cut Q*_K block: dequantized into fp32 */
+        CU_ASSERT_EQUAL(w->layers[0].o_proj.kind, NUMLA_MODEL_LINEAR_FLOAT);
+        /* the absorbed attention's per-head W_UKᵀ and W_UV stay in blocks: head 5 (the second of
+         * this rank) is rows 5·Dc.. of attn_k_b and 5·v.. of attn_v_b, byte for byte */
+        const struct {
+            const char *name;
+            const numla_model_linear *lin;
+            int64_t rows;
+        } heads[] = {{"blk.2.attn_k_b.weight", &w->layers[2].uk_t[1], c.kv_lora_rank},
+                     {"blk.2.attn_v_b.weight", &w->layers[2].uv[1], c.v_head_dim}};
+        for (int i = 0; i < 2; i++) {
+            const numla_gguf_tensor *ht = numla_gguf_tensor_find(g, heads[i].name);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(ht);
+            const numla_ggml_type_info *hi = numla_ggml_type_get(ht->type);
+            const size_t hrb = (size_t)(ht->ne[0] / hi->block * hi->bytes);
+            NUMLA_ASSERT_MSG(heads[i].lin->kind == NUMLA_MODEL_LINEAR_QBLOCK, "%s: head not in blocks", heads[i].name);
+            if (heads[i].lin->kind != NUMLA_MODEL_LINEAR_QBLOCK)
+                continue;
+            CU_ASSERT_EQUAL(heads[i].lin->n, heads[i].rows);
+            CU_ASSERT_EQUAL(heads[i].lin->qb.act, NUMLA_QBLOCK_ACT_F32);
+            for (int64_t r = 0; r < heads[i].lin->n; r++)
+                CU_ASSERT_EQUAL(memcmp(heads[i].lin->qb.q + r * heads[i].lin->qb.ld,
+                                       (const char *)ht->data + (size_t)(5 * heads[i].rows + r) * hrb, hrb), 0);
+        }
+        numla_weights_destroy(&w);
     }
-    numla_weights_destroy(&w);
     numla_gguf_close(&g);
 }
 
@@ -390,6 +403,19 @@ static void test_int4_bad(void)
     numla_error_clear();
 }
 
+/* A block linear is stored in the layout its kernel runs on (16-row panels for Q4_K and IQ4_XS
+ * in Q8 mode at the VNNI level), and its rows are the file's blocks either way (checked
+ * against the ROWS layout's bytes where both exist: test_config_and_layout). */
+static int wg_panels_seen;
+static void wg_layout_check(const numla_model_linear *l, numla_isa isa)
+{
+    const numla_qblock_layout want = numla_qblock_layout_for(l->qb.type, l->qb.act, l->qb.k, isa);
+    NUMLA_ASSERT_MSG(l->qb.layout == want, "%s (%lld x %lld) act %d at level %s stored in layout %d, want %d",
+                     numla_qblock_info_get(l->qb.type)->name, (long long)l->qb.n, (long long)l->qb.k, (int)l->qb.act,
+                     numla_isa_name(isa), (int)l->qb.layout, (int)want);
+    wg_panels_seen += l->qb.layout == NUMLA_QBLOCK_LAYOUT_PANEL16;
+}
+
 /* Tally one block linear's activation mode against the rule of weights.c (Q8 where Q8 mode
  * takes K (numla_qblock_q8_takes: a multiple of 256, of 32 for Q5_0, IQ4_NL and Q8_0) and the level
  * has a native Q8 kernel for the type, else F32). */
@@ -404,6 +430,7 @@ static void wg_act_check(const numla_model_linear *l, numla_isa isa, int counts[
     NUMLA_ASSERT_MSG(l->qb.act == want, "%s (%lld x %lld) at level %s runs act %d, want %d",
                      numla_qblock_info_get(l->qb.type)->name, (long long)l->qb.n, (long long)l->qb.k,
                      numla_isa_name(isa), (int)l->qb.act, (int)want);
+    wg_layout_check(l, isa);
     counts[l->qb.act == NUMLA_QBLOCK_ACT_Q8]++;
 }
 
@@ -426,6 +453,7 @@ static void wg_act_check_split(const numla_model_linear *l, numla_isa isa, int64
     NUMLA_ASSERT_MSG(l->qb.act == want, "split-input %s (%lld x %lld, columns from %lld of %lld) at level %s runs act %d, "
                      "want %d", numla_qblock_info_get(l->qb.type)->name, (long long)l->qb.n, (long long)k,
                      (long long)c0, (long long)full_k, numla_isa_name(isa), (int)l->qb.act, (int)want);
+    wg_layout_check(l, isa);
     counts[l->qb.act == NUMLA_QBLOCK_ACT_Q8]++;
 }
 
@@ -475,6 +503,10 @@ static void test_qblock_act_choice(void)
         CU_ASSERT(counts[1] > 0);
         numla_weights_destroy(&w);
     }
+    /* with VNNI, kq's Q4_K and IQ4_XS linears are stored as panels */
+    if (numla_isa_supported(NUMLA_ISA_AVX512) &&
+        numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_AVX512)
+        CU_ASSERT(wg_panels_seen > 0);
     /* both modes: whole groups of a split input on 1 rank take Q8, cut ones on 3 ranks F32
      * (every other kq linear takes Q8 since Q8_0 does from K % 32) */
     CU_ASSERT(split_counts[0] > 0 && split_counts[1] > 0);

@@ -1,0 +1,136 @@
+/* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (Q4_K and IQ4_XS in Q8
+ * mode): which weights take it, its size, packing a block-row source into it, and reading a
+ * row's blocks back out (the reference's view of a panel, numla_qblock_row_blocks). Scalar and
+ * ISA-independent; the kernels that run it are in kernels/x86/qblock_p16_avx512vnni.c and
+ * kernels/x86/qblock_panel_avx512vnni.c. */
+#include "kernels/qblock_internal.h"
+
+int numla_qblock_p16_takes_(numla_qblock_type type, numla_qblock_act act, int64_t k)
+{
+    return (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_IQ4_XS) && act == NUMLA_QBLOCK_ACT_Q8 && k > 0 &&
+           k % 256 == 0;
+}
+
+int64_t numla_qblock_p16_ld_(numla_qblock_type type, int64_t k)
+{
+    return k / 256 * numla_qblock_p16_sb_(type);
+}
+
+size_t numla_qblock_layout_size(numla_qblock_type type, numla_qblock_layout layout, int64_t n, int64_t k)
+{
+    if (layout == NUMLA_QBLOCK_LAYOUT_ROWS)
+        return numla_qblock_packed_size(type, n, k);
+    if (layout != NUMLA_QBLOCK_LAYOUT_PANEL16 || n <= 0 || !numla_qblock_p16_takes_(type, NUMLA_QBLOCK_ACT_Q8, k))
+        return 0;
+    return (size_t)((n + 15) / 16) * (size_t)numla_qblock_p16_ld_(type, k);
+}
+
+numla_qblock_layout numla_qblock_layout_for(numla_qblock_type type, numla_qblock_act act, int64_t k, numla_isa isa)
+{
+    return numla_qblock_p16_takes_(type, act, k) && numla_qblock_level(type, act, isa) == NUMLA_ISA_AVX512
+               ? NUMLA_QBLOCK_LAYOUT_PANEL16
+               : NUMLA_QBLOCK_LAYOUT_ROWS;
+}
+
+/* Panel p's 16 rows from the source (rows at or past n: zeros). */
+static void numla_qblock_p16_pack_panel_(const numla_qblock_source *src, int64_t p, uint8_t *dst)
+{
+    const int64_t k = src->k, nb = k / 256, sb = numla_qblock_p16_sb_(src->type);
+    const int q4k = src->type == NUMLA_QBLOCK_Q4_K, bytes = q4k ? 144 : 136, qs0 = q4k ? 16 : 8;
+    memset(dst, 0, (size_t)numla_qblock_p16_ld_(src->type, k));
+    for (int c = 0; c < 16; c++) {
+        const int64_t r = 16 * p + c;
+        if (r >= src->n)
+            break;
+        const uint8_t *row = (const uint8_t *)src->data + r * src->ld;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + bytes * b;
+            uint8_t *piece = dst + b * sb, *sc = piece + numla_qblock_p16_sc_(src->type);
+            /* codes: unit (h, u) holds qs[32h + 4u .. + 4) of each row */
+            for (int h = 0; h < 4; h++)
+                for (int u = 0; u < 8; u++)
+                    memcpy(piece + (h * 8 + u) * 64 + 4 * c, blk + qs0 + 32 * h + 4 * u, 4);
+            memcpy(piece + NUMLA_QBLOCK_P16_D + 2 * c, blk, 2);
+            if (q4k) {
+                memcpy(piece + NUMLA_QBLOCK_P16_DMIN + 2 * c, blk + 2, 2);
+                for (int j = 0; j < 8; j++) {
+                    uint8_t s, m;
+                    numla_qblock_k4_scale_min_(blk + 4, j, &s, &m);
+                    sc[16 * j + c] = s;
+                    sc[128 + 16 * j + c] = m;
+                }
+            } else {
+                uint16_t sh;
+                memcpy(&sh, blk + 2, 2);
+                for (int j = 0; j < 8; j++) {
+                    const int ls = ((blk[4 + j / 2] >> (4 * (j % 2))) & 15) | ((sh >> (2 * j)) & 3) << 4;
+                    sc[16 * j + c] = (uint8_t)(int8_t)(ls - 32);
+                }
+            }
+        }
+    }
+}
+
+numla_status numla_qblock_p16_pack_(const numla_qblock_source *src, void *dst, numla_qblock_weight *out)
+{
+    const int64_t np = (src->n + 15) / 16, ld = numla_qblock_p16_ld_(src->type, src->k);
+    uint8_t *d = dst;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < np; p++)
+        numla_qblock_p16_pack_panel_(src, p, d + p * ld);
+    *out = (numla_qblock_weight){.type = src->type, .n = src->n, .k = src->k, .ld = ld, .q = d, .act = src->act,
+                                 .layout = NUMLA_QBLOCK_LAYOUT_PANEL16};
+    return NUMLA_STATUS_OK;
+}
+
+void numla_qblock_p16_block_(const numla_qblock_weight *w, int64_t r, int64_t b, uint8_t *out)
+{
+    const int q4k = w->type == NUMLA_QBLOCK_Q4_K, c = (int)(r % 16), qs0 = q4k ? 16 : 8;
+    const uint8_t *piece = w->q + (r / 16) * w->ld + b * numla_qblock_p16_sb_(w->type);
+    const uint8_t *sc = piece + numla_qblock_p16_sc_(w->type);
+    for (int h = 0; h < 4; h++)
+        for (int u = 0; u < 8; u++)
+            memcpy(out + qs0 + 32 * h + 4 * u, piece + (h * 8 + u) * 64 + 4 * c, 4);
+    memcpy(out, piece + NUMLA_QBLOCK_P16_D + 2 * c, 2);
+    if (q4k) {
+        memcpy(out + 2, piece + NUMLA_QBLOCK_P16_DMIN + 2 * c, 2);
+        uint8_t s[8], m[8];
+        for (int j = 0; j < 8; j++) {
+            s[j] = sc[16 * j + c];
+            m[j] = sc[128 + 16 * j + c];
+        }
+        /* kernels/qblock.h's 6-bit packing, inverted */
+        for (int j = 0; j < 4; j++) {
+            out[4 + j] = (uint8_t)((s[j] & 63) | (s[j + 4] >> 4) << 6);
+            out[8 + j] = (uint8_t)((m[j] & 63) | (m[j + 4] >> 4) << 6);
+            out[12 + j] = (uint8_t)((s[j + 4] & 15) | (m[j + 4] & 15) << 4);
+        }
+    } else {
+        uint16_t sh = 0;
+        memset(out + 4, 0, 4);
+        for (int j = 0; j < 8; j++) {
+            const int ls = (int)(int8_t)sc[16 * j + c] + 32;
+            out[4 + j / 2] |= (uint8_t)((ls & 15) << (4 * (j % 2)));
+            sh |= (uint16_t)(((ls >> 4) & 3) << (2 * j));
+        }
+        memcpy(out + 2, &sh, 2);
+    }
+}
+
+numla_status numla_qblock_row_blocks(const numla_qblock_weight *w, int64_t r, void *dst)
+{
+    if (!w || !w->q || !dst)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock row blocks: NULL %s", !dst ? "dst" : "weight");
+    const numla_qblock_info *info = numla_qblock_info_get(w->type);
+    if (!info || r < 0 || r >= w->n || (unsigned)w->layout >= NUMLA_QBLOCK_LAYOUT_COUNT)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock row blocks: row %lld of a weight of %lld rows (type %d, layout %d)",
+                   (long long)r, (long long)w->n, (int)w->type, (int)w->layout);
+    const int64_t nb = w->k / info->block;
+    if (w->layout == NUMLA_QBLOCK_LAYOUT_ROWS) {
+        memcpy(dst, w->q + r * w->ld, (size_t)(nb * info->bytes));
+        return NUMLA_STATUS_OK;
+    }
+    for (int64_t b = 0; b < nb; b++)
+        numla_qblock_p16_block_(w, r, b, (uint8_t *)dst + b * info->bytes);
+    return NUMLA_STATUS_OK;
+}

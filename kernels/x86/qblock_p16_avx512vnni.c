@@ -1,0 +1,169 @@
+/* kernels/x86/qblock_p16_avx512vnni.c — Q4_K and IQ4_XS in Q8 activation mode, stored in the
+ * PANEL16 layout (kernels/qblock.h), below NUMLA_QBLOCK_PANEL_MIN_M x rows: batch-1 decode and
+ * the small batches of decode steps and lightly loaded MoE experts.
+ *
+ * A 64-byte unit of a panel holds four code bytes of each of 16 rows; its low and its high
+ * nibbles are each one vpdpbusd operand (16 rows x 4 columns, unsigned; IQ4_XS's codes go
+ * through the code book + 128 first) against a broadcast quad of a quantized x row (signed).
+ * The 16 output rows stay in the lanes, so nothing is reduced across lanes, and a 144-byte
+ * Q4_K block costs about a quarter of the instructions of a row-at-a-time kernel. After the
+ * eight units of a 64-column chunk, each of its two 32-column sub-blocks has an exact int32 sum
+ * per row, which goes to fp32 as the panel GEMM of kernels/x86/qblock_panel_avx512vnni.c does
+ * it, operation for operation:
+ *   acc = fma(float(Σ q · x), (d · sc) · dx, acc);  acc = fnma(dmin · m, dx · Σ x, acc)
+ * (IQ4_XS: scale d · (ls - 32), min 128 · scale), sub-blocks in column order. So a row's output
+ * has the same bits here as in a panel GEMM call of any M, and the layout's results do not
+ * depend on M at all.
+ * Register tile: one panel by up to NUMLA_QBLOCK_P16_MR x rows. One panel at a time keeps a
+ * thread on one sequential stream of memory: tiles over 2 or 4 panels (4 streams) read at
+ * 0.6 of the bandwidth in batch-1 decode where one stream reads at 1.0 (docs/quantization.md),
+ * and fewer than 3 x rows split each sub-block's sums in two to keep enough vpdpbusd chains in
+ * flight. */
+#include "kernels/qblock_internal.h"
+
+#include <immintrin.h>
+
+enum {
+    NUMLA_QBLOCK_P16_MR = 3,            /* x rows per tile */
+    NUMLA_QBLOCK_P16_CHUNK = 128 * 1024 /* panel bytes a thread walks per pass of the x tiles */
+};
+
+#define NUMLA_QBLOCK_P16_INLINE static inline __attribute__((always_inline))
+
+/* acc + vpdpbusd(u8 a, s8 b) in place (GCC otherwise copies the accumulator around each one). */
+NUMLA_QBLOCK_P16_INLINE __m512i numla_qblock_p16_dp_(__m512i acc, __m512i a, __m512i b)
+{
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+    return acc;
+}
+
+NUMLA_QBLOCK_P16_INLINE __m512i numla_qblock_p16_quad_(const int8_t *x, int64_t q)
+{
+    int32_t v;
+    memcpy(&v, x + 4 * q, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+/* x rows [0, mr) (xq, dx, bs already at the tile's first row) against panel p. */
+NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
+                                                    const float *dx, const int32_t *bs, float *y, int64_t ldy,
+                                                    int accumulate, const int mr, const int iq4)
+{
+    const int64_t k = w->k, nb = k / 256, nb16 = k / 16, sb = numla_qblock_p16_sb_(w->type);
+    const uint8_t *pan = w->q + p * w->ld;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    int8_t lut[16];
+    for (int j = 0; j < 16; j++)
+        lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128); /* the code book + 128: unsigned */
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+    /* with fewer than 3 x rows, odd units go to a second set of sums: enough independent
+     * vpdpbusd chains to hide its latency (integer sums: the same result) */
+    const int split = mr < 3;
+    __m512 acc[NUMLA_QBLOCK_P16_MR];
+    for (int i = 0; i < mr; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pc = pan + b * sb; /* this 256-column piece */
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_D)));
+        const __m512 dm =
+            iq4 ? d : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_DMIN)));
+        for (int h = 0; h < 4; h++) {
+            /* sums of sub-blocks 2h and 2h + 1 per x row: [0] even units, [1] odd (split) */
+            __m512i s0[NUMLA_QBLOCK_P16_MR][2], s1[NUMLA_QBLOCK_P16_MR][2];
+            for (int i = 0; i < mr; i++)
+                s0[i][0] = s0[i][1] = s1[i][0] = s1[i][1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int u = 0; u < 8; u++) {
+                const __m512i v = _mm512_load_si512((const void *)(pc + (h * 8 + u) * 64));
+                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (iq4) {
+                    lo = _mm512_shuffle_epi8(book, lo);
+                    hi = _mm512_shuffle_epi8(book, hi);
+                }
+                /* the x quads of the unit's low and high nibbles */
+                const int64_t qlo = iq4 ? 64 * b + 16 * h + 8 * (u / 4) + u % 4 : 64 * b + 16 * h + u;
+                const int64_t qhi = qlo + (iq4 ? 4 : 8);
+                const int e = split && (u & 1);
+                for (int i = 0; i < mr; i++) {
+                    const __m512i xl = numla_qblock_p16_quad_(xq + i * k, qlo);
+                    const __m512i xh = numla_qblock_p16_quad_(xq + i * k, qhi);
+                    if (!iq4) { /* Q4_K: low nibbles sub-block 2h, high 2h + 1 */
+                        s0[i][e] = numla_qblock_p16_dp_(s0[i][e], lo, xl);
+                        s1[i][e] = numla_qblock_p16_dp_(s1[i][e], hi, xh);
+                    } else if (u < 4) { /* IQ4_XS: units 0-3 sub-block 2h, 4-7 2h + 1 */
+                        s0[i][e] = numla_qblock_p16_dp_(s0[i][e], lo, xl);
+                        s0[i][e] = numla_qblock_p16_dp_(s0[i][e], hi, xh);
+                    } else {
+                        s1[i][e] = numla_qblock_p16_dp_(s1[i][e], lo, xl);
+                        s1[i][e] = numla_qblock_p16_dp_(s1[i][e], hi, xh);
+                    }
+                }
+            }
+            for (int s = 0; s < 2; s++) {
+                const int64_t g = 8 * b + 2 * h + s;
+                const uint8_t *sp = pc + (iq4 ? NUMLA_QBLOCK_P16_SC_IQ4 : NUMLA_QBLOCK_P16_SC_Q4K) + 16 * (2 * h + s);
+                const __m128i s8 = _mm_load_si128((const __m128i *)(const void *)sp);
+                __m512 sv, mv;
+                if (iq4) {
+                    sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s8)));
+                    mv = _mm512_mul_ps(sv, _mm512_set1_ps(128.0f));
+                } else {
+                    const __m128i m8 = _mm_load_si128((const __m128i *)(const void *)(sp + 128));
+                    sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s8)));
+                    mv = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m8)));
+                }
+                for (int i = 0; i < mr; i++) {
+                    const __m512i is = s ? _mm512_add_epi32(s1[i][0], s1[i][1]) : _mm512_add_epi32(s0[i][0], s0[i][1]);
+                    const float dxi = dx[i * nb + b];
+                    const int32_t *bi = bs + i * nb16 + 2 * g;
+                    const float xs = dxi * (float)(bi[0] + bi[1]);
+                    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(sv, _mm512_set1_ps(dxi)), acc[i]);
+                    acc[i] = _mm512_fnmadd_ps(mv, _mm512_set1_ps(xs), acc[i]);
+                }
+            }
+        }
+    }
+    const int64_t r = 16 * p, left = w->n - r;
+    const __mmask16 msk = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+    for (int i = 0; i < mr; i++) {
+        float *yo = y + i * ldy + r;
+        __m512 v = acc[i];
+        if (accumulate)
+            v = _mm512_add_ps(_mm512_maskz_loadu_ps(msk, yo), v);
+        _mm512_mask_storeu_ps(yo, msk, v);
+    }
+}
+
+void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m, const int8_t *xq,
+                            const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate)
+{
+    const int64_t k = w->k, nb = k / 256, nb16 = k / 16;
+    const int iq4 = w->type == NUMLA_QBLOCK_IQ4_XS;
+    int64_t chunk = NUMLA_QBLOCK_P16_CHUNK / w->ld;
+    if (chunk < 1)
+        chunk = 1;
+    for (int64_t c0 = plo; c0 < phi; c0 += chunk) {
+        const int64_t c1 = c0 + chunk < phi ? c0 + chunk : phi;
+        for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QBLOCK_P16_MR) {
+            const int mr = m - i0 < NUMLA_QBLOCK_P16_MR ? (int)(m - i0) : NUMLA_QBLOCK_P16_MR;
+            const int8_t *xi = xq + i0 * k;
+            const float *di = dx + i0 * nb;
+            const int32_t *bi = bs + i0 * nb16;
+            float *yi = y + i0 * ldy;
+            for (int64_t p = c0; p < c1; p++)
+                switch (mr * 2 + iq4) {
+#define NUMLA_QBLOCK_P16_CASE(MR)                                                                   \
+    case MR * 2: numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0); break;       \
+    case MR * 2 + 1: numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break;
+                    NUMLA_QBLOCK_P16_CASE(1)
+                    NUMLA_QBLOCK_P16_CASE(2)
+                    NUMLA_QBLOCK_P16_CASE(3)
+#undef NUMLA_QBLOCK_P16_CASE
+                default:
+                    break;
+                }
+        }
+    }
+}
+
+_Static_assert(NUMLA_QBLOCK_P16_MR == 3, "the tile switch covers 1 .. 3 x rows");
