@@ -76,11 +76,13 @@
  * Whatever the thread count, a row's output has the same bits; the vector levels give the
  * same bits for every M (in both modes their many-row paths, which unpack each weight block
  * once for several x rows, run the same per-lane operations as one row alone), with one
- * exception: Q4_K in Q8 mode from 16 x rows runs a panel GEMM at the vnni level
- * (kernels/x86/qblock_panel_avx512vnni.c: 16 weight rows in the lanes, each 32-column
- * sub-block's exact integer sum scaled into fp32 on its own), whose rows have the same bits as
- * in any other call of 16 or more rows but may differ from the fewer-row result in the last
- * bits (within the bound above; the engine promises batch invariance up to rounding only).
+ * exception: in the ROWS layout, Q4_K, IQ4_XS, Q5_0, Q8_0 and IQ4_NL in Q8 mode from 16 x rows
+ * run a panel GEMM at the vnni level (kernels/x86/qblock_panel_avx512vnni.c: 16 weight rows in
+ * the lanes, each 32-column sub-block's exact integer sum scaled into fp32 on its own), whose
+ * rows have the same bits as in any other call of 16 or more rows but may differ from the
+ * fewer-row result in the last bits (within the bound above; the engine promises batch
+ * invariance up to rounding only). In the PANEL16 layout (below) every M runs that arithmetic,
+ * so its rows have the same bits at every M, and from 16 rows the ROWS layout's bits.
  *
  * Packing (once, at load time; dst caller-owned, 64-byte aligned):
  *   layout = numla_qblock_layout_for(type, act, k, isa);

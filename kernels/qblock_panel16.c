@@ -1,5 +1,5 @@
-/* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (Q4_K and IQ4_XS in Q8
- * mode): which weights take it, its size, packing a block-row source into it, and reading a
+/* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (Q4_K, IQ4_XS, Q5_0,
+ * IQ4_NL and Q8_0 in Q8 mode): which weights take it, its size, packing a block-row source into it, and reading a
  * row's blocks back out (the reference's view of a panel, numla_qblock_row_blocks). Scalar and
  * ISA-independent; the kernels that run it are in kernels/x86/qblock_p16_avx512vnni.c and
  * kernels/x86/qblock_panel_avx512vnni.c. */
@@ -7,13 +7,72 @@
 
 int numla_qblock_p16_takes_(numla_qblock_type type, numla_qblock_act act, int64_t k)
 {
-    return (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_IQ4_XS) && act == NUMLA_QBLOCK_ACT_Q8 && k > 0 &&
-           k % 256 == 0;
+    if (act != NUMLA_QBLOCK_ACT_Q8 || k <= 0)
+        return 0;
+    if (numla_qblock_p16_b32_(type))
+        return k % 64 == 0;
+    return (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_IQ4_XS) && k % 256 == 0;
 }
 
 int64_t numla_qblock_p16_ld_(numla_qblock_type type, int64_t k)
 {
-    return k / 256 * numla_qblock_p16_sb_(type);
+    return k / (numla_qblock_p16_b32_(type) ? 64 : 256) * numla_qblock_p16_sb_(type);
+}
+
+/* One 32-element block g of row c into its panel. */
+static void numla_qblock_p16_put_b32_(numla_qblock_type type, const uint8_t *blk, int c, int64_t g, uint8_t *pan)
+{
+    uint8_t *piece = pan + (g / 2) * numla_qblock_p16_sb_(type);
+    const int t = (int)(g % 2);
+    memcpy(piece + numla_qblock_p16_b32_d_(type) + 32 * t + 2 * c, blk, 2);
+    if (type == NUMLA_QBLOCK_Q8_0) {
+        for (int u = 0; u < 8; u++)
+            memcpy(piece + (8 * t + u) * 64 + 4 * c, blk + 2 + 4 * u, 4);
+        return;
+    }
+    const uint8_t *qs = blk + (type == NUMLA_QBLOCK_Q5_0 ? 6 : 2);
+    for (int u = 0; u < 4; u++)
+        memcpy(piece + (4 * t + u) * 64 + 4 * c, qs + 4 * u, 4);
+    if (type == NUMLA_QBLOCK_Q5_0) {
+        uint32_t qh;
+        memcpy(&qh, blk + 2, 4);
+        for (int u = 0; u < 4; u++)
+            for (int half = 0; half < 2; half++) {
+                uint8_t *mp = piece + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16 + 8 * half;
+                uint64_t mk;
+                memcpy(&mk, mp, 8);
+                for (int j = 0; j < 4; j++)
+                    mk |= (uint64_t)((qh >> (16 * half + 4 * u + j)) & 1) << (4 * c + j);
+                memcpy(mp, &mk, 8);
+            }
+    }
+}
+
+/* Its inverse. */
+static void numla_qblock_p16_get_b32_(numla_qblock_type type, const uint8_t *pan, int c, int64_t g, uint8_t *blk)
+{
+    const uint8_t *piece = pan + (g / 2) * numla_qblock_p16_sb_(type);
+    const int t = (int)(g % 2);
+    memcpy(blk, piece + numla_qblock_p16_b32_d_(type) + 32 * t + 2 * c, 2);
+    if (type == NUMLA_QBLOCK_Q8_0) {
+        for (int u = 0; u < 8; u++)
+            memcpy(blk + 2 + 4 * u, piece + (8 * t + u) * 64 + 4 * c, 4);
+        return;
+    }
+    uint8_t *qs = blk + (type == NUMLA_QBLOCK_Q5_0 ? 6 : 2);
+    for (int u = 0; u < 4; u++)
+        memcpy(qs + 4 * u, piece + (4 * t + u) * 64 + 4 * c, 4);
+    if (type == NUMLA_QBLOCK_Q5_0) {
+        uint32_t qh = 0;
+        for (int u = 0; u < 4; u++)
+            for (int half = 0; half < 2; half++) {
+                uint64_t mk;
+                memcpy(&mk, piece + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16 + 8 * half, 8);
+                for (int j = 0; j < 4; j++)
+                    qh |= (uint32_t)((mk >> (4 * c + j)) & 1) << (16 * half + 4 * u + j);
+            }
+        memcpy(blk + 2, &qh, 4);
+    }
 }
 
 size_t numla_qblock_layout_size(numla_qblock_type type, numla_qblock_layout layout, int64_t n, int64_t k)
@@ -43,6 +102,12 @@ static void numla_qblock_p16_pack_panel_(const numla_qblock_source *src, int64_t
         if (r >= src->n)
             break;
         const uint8_t *row = (const uint8_t *)src->data + r * src->ld;
+        if (numla_qblock_p16_b32_(src->type)) {
+            const int bb = numla_qblock_info_get(src->type)->bytes;
+            for (int64_t g = 0; g < k / 32; g++)
+                numla_qblock_p16_put_b32_(src->type, row + bb * g, c, g, dst);
+            continue;
+        }
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *blk = row + bytes * b;
             uint8_t *piece = dst + b * sb, *sc = piece + numla_qblock_p16_sc_(src->type);
@@ -85,6 +150,10 @@ numla_status numla_qblock_p16_pack_(const numla_qblock_source *src, void *dst, n
 
 void numla_qblock_p16_block_(const numla_qblock_weight *w, int64_t r, int64_t b, uint8_t *out)
 {
+    if (numla_qblock_p16_b32_(w->type)) {
+        numla_qblock_p16_get_b32_(w->type, w->q + (r / 16) * w->ld, (int)(r % 16), b, out);
+        return;
+    }
     const int q4k = w->type == NUMLA_QBLOCK_Q4_K, c = (int)(r % 16), qs0 = q4k ? 16 : 8;
     const uint8_t *piece = w->q + (r / 16) * w->ld + b * numla_qblock_p16_sb_(w->type);
     const uint8_t *sc = piece + numla_qblock_p16_sc_(w->type);

@@ -316,14 +316,17 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_iq4_xs_(const uint8_t *row, int6
 /* kernels/qblock.h's Q8 quantization of rows [0, m) of x, as numla_qblock_quantize_rows_ does
  * it and with the same bits: the same amax, the same fp32 quotients, the same fp32 product
  * x · inv, rounded half to even by vrndscaleps (its rounding in the instruction, whatever
- * MXCSR says), 16 columns a vector (one per-16 sum each). Runs on the calling team. */
+ * MXCSR says), 16 columns a vector (one per-16 sum each). Runs on the calling team from
+ * NUMLA_QBLOCK_QUANT_TEAM_GROUPS groups; fewer (a decode step's row: 8 groups at K 2048, well
+ * under a microsecond) on the calling thread, which saves an OpenMP region per linear. */
+enum { NUMLA_QBLOCK_QUANT_TEAM_GROUPS = 64 };
 void numla_qblock_gemm_vnni_quantize_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws)
 {
     int8_t *xq = numla_qblock_ws_xq_(ws);
     float *dx = numla_qblock_ws_dx_(ws, m, k);
     int32_t *bs = numla_qblock_ws_bs_(ws, m, k);
     const int64_t ng = numla_qblock_q8_groups_(k);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (m * ng >= NUMLA_QBLOCK_QUANT_TEAM_GROUPS)
     for (int64_t t = 0; t < m * ng; t++) {
         const int64_t i = t / ng, b = t % ng;
         const int len = k - 256 * b < 256 ? (int)(k - 256 * b) : 256; /* a multiple of 32 */

@@ -1,5 +1,5 @@
-/* kernels/x86/qblock_p16_avx512vnni.c — Q4_K and IQ4_XS in Q8 activation mode, stored in the
- * PANEL16 layout (kernels/qblock.h), below NUMLA_QBLOCK_PANEL_MIN_M x rows: batch-1 decode and
+/* kernels/x86/qblock_p16_avx512vnni.c — Q4_K, IQ4_XS, Q5_0, IQ4_NL and Q8_0 in Q8 activation
+ * mode, stored in the PANEL16 layout (kernels/qblock.h), below NUMLA_QBLOCK_PANEL_MIN_M x rows: batch-1 decode and
  * the small batches of decode steps and lightly loaded MoE experts.
  *
  * A 64-byte unit of a panel holds four code bytes of each of 16 rows; its low and its high
@@ -134,11 +134,94 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w
     }
 }
 
+/* The 32-element types (kind 0 IQ4_NL, 1 Q5_0, 2 Q8_0): x rows [0, mr) against panel p, 64
+ * columns (two blocks) a piece; each block's exact int32 sum goes to fp32 as the panel GEMM's
+ * tile does it (scale d, min 16 d for Q5_0's q - 16, 128 d for the others' codes + 128). */
+NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
+                                                        const float *dx, const int32_t *bs, float *y, int64_t ldy,
+                                                        int accumulate, const int mr, const int kind)
+{
+    const int64_t k = w->k, ng = numla_qblock_q8_groups_(k), nb16 = k / 16, sb = numla_qblock_p16_sb_(w->type);
+    const int64_t doff = numla_qblock_p16_b32_d_(w->type);
+    const uint8_t *pan = w->q + p * w->ld;
+    const __m512i m4 = _mm512_set1_epi8(15), h16 = _mm512_set1_epi8(16), flip = _mm512_set1_epi8((char)0x80);
+    int8_t lut[16];
+    for (int j = 0; j < 16; j++)
+        lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128);
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+    const int split = mr < 3;
+    __m512 acc[NUMLA_QBLOCK_P16_MR];
+    for (int i = 0; i < mr; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int64_t P = 0; P < k / 64; P++) {
+        const uint8_t *pc = pan + P * sb;
+        __m512i sm[NUMLA_QBLOCK_P16_MR][2][2]; /* x row, block, even / odd units */
+        for (int i = 0; i < mr; i++)
+            sm[i][0][0] = sm[i][0][1] = sm[i][1][0] = sm[i][1][1] = _mm512_setzero_si512();
+        for (int t = 0; t < 2; t++) {
+            if (kind == 2) {
+#pragma GCC unroll 8
+                for (int u = 0; u < 8; u++) {
+                    const __m512i v = _mm512_xor_si512(_mm512_load_si512((const void *)(pc + (8 * t + u) * 64)), flip);
+                    const int e = split && (u & 1);
+                    for (int i = 0; i < mr; i++)
+                        sm[i][t][e] = numla_qblock_p16_dp_(sm[i][t][e], v, numla_qblock_p16_quad_(xq + i * k, 16 * P + 8 * t + u));
+                }
+                continue;
+            }
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) {
+                const __m512i v = _mm512_load_si512((const void *)(pc + (4 * t + u) * 64));
+                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (kind == 1) { /* the fifth bits, one mask bit per code byte */
+                    uint64_t kl, kh;
+                    memcpy(&kl, pc + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16, 8);
+                    memcpy(&kh, pc + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16 + 8, 8);
+                    lo = _mm512_mask_add_epi8(lo, (__mmask64)kl, lo, h16);
+                    hi = _mm512_mask_add_epi8(hi, (__mmask64)kh, hi, h16);
+                } else {
+                    lo = _mm512_shuffle_epi8(book, lo);
+                    hi = _mm512_shuffle_epi8(book, hi);
+                }
+                const int e = split && (u & 1);
+                for (int i = 0; i < mr; i++) {
+                    sm[i][t][e] = numla_qblock_p16_dp_(sm[i][t][e], lo, numla_qblock_p16_quad_(xq + i * k, 16 * P + 8 * t + u));
+                    sm[i][t][e] = numla_qblock_p16_dp_(sm[i][t][e], hi, numla_qblock_p16_quad_(xq + i * k, 16 * P + 8 * t + 4 + u));
+                }
+            }
+        }
+        for (int t = 0; t < 2; t++) {
+            const int64_t g = 2 * P + t;
+            const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + doff + 32 * t)));
+            const __m512 mv = _mm512_mul_ps(d, _mm512_set1_ps(kind == 1 ? 16.0f : 128.0f));
+            for (int i = 0; i < mr; i++) {
+                const float dxi = dx[i * ng + g / 8];
+                const int32_t *bi = bs + i * nb16 + 2 * g;
+                const float xs = dxi * (float)(bi[0] + bi[1]);
+                const __m512i is = _mm512_add_epi32(sm[i][t][0], sm[i][t][1]);
+                acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, _mm512_set1_ps(dxi)), acc[i]);
+                acc[i] = _mm512_fnmadd_ps(mv, _mm512_set1_ps(xs), acc[i]);
+            }
+        }
+    }
+    const int64_t r = 16 * p, left = w->n - r;
+    const __mmask16 msk = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+    for (int i = 0; i < mr; i++) {
+        float *yo = y + i * ldy + r;
+        __m512 v = acc[i];
+        if (accumulate)
+            v = _mm512_add_ps(_mm512_maskz_loadu_ps(msk, yo), v);
+        _mm512_mask_storeu_ps(yo, msk, v);
+    }
+}
+
 void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m, const int8_t *xq,
                             const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate)
 {
-    const int64_t k = w->k, nb = k / 256, nb16 = k / 16;
-    const int iq4 = w->type == NUMLA_QBLOCK_IQ4_XS;
+    const int64_t k = w->k, nb = numla_qblock_q8_groups_(k), nb16 = k / 16;
+    /* 0 Q4_K, 1 IQ4_XS; 32-element types 2 + 0 IQ4_NL, 1 Q5_0, 2 Q8_0 */
+    const int kind = w->type == NUMLA_QBLOCK_Q4_K ? 0 : w->type == NUMLA_QBLOCK_IQ4_XS ? 1
+                     : w->type == NUMLA_QBLOCK_IQ4_NL ? 2 : w->type == NUMLA_QBLOCK_Q5_0 ? 3 : 4;
     int64_t chunk = NUMLA_QBLOCK_P16_CHUNK / w->ld;
     if (chunk < 1)
         chunk = 1;
@@ -151,10 +234,13 @@ void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t p
             const int32_t *bi = bs + i0 * nb16;
             float *yi = y + i0 * ldy;
             for (int64_t p = c0; p < c1; p++)
-                switch (mr * 2 + iq4) {
+                switch (mr * 8 + kind) {
 #define NUMLA_QBLOCK_P16_CASE(MR)                                                                   \
-    case MR * 2: numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0); break;       \
-    case MR * 2 + 1: numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break;
+    case MR * 8: numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0); break;       \
+    case MR * 8 + 1: numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break;   \
+    case MR * 8 + 2: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0); break; \
+    case MR * 8 + 3: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break; \
+    case MR * 8 + 4: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 2); break;
                     NUMLA_QBLOCK_P16_CASE(1)
                     NUMLA_QBLOCK_P16_CASE(2)
                     NUMLA_QBLOCK_P16_CASE(3)

@@ -53,8 +53,53 @@ size_t numla_qblock_panel_thread_bytes_(const numla_qblock_weight *w)
 /* A stored PANEL16 panel (Q4_K, IQ4_XS; r0 a multiple of 16) into the panel at dst: each unit's
  * nibbles are already 16 rows side by side, so the codes only split (IQ4_XS: through the code
  * book + 128) and the scales widen, with the products the rows' path below computes. */
+static void numla_qblock_pn_from_p16_b32_(const numla_qblock_weight *w, int64_t r0, uint8_t *dst)
+{
+    const int64_t k = w->k, ng = k / 32, sb = numla_qblock_p16_sb_(w->type), doff = numla_qblock_p16_b32_d_(w->type);
+    const int q5 = w->type == NUMLA_QBLOCK_Q5_0, q8 = w->type == NUMLA_QBLOCK_Q8_0;
+    const uint8_t *pan = w->q + (r0 / 16) * w->ld;
+    const __m512i m4 = _mm512_set1_epi8(15), h16 = _mm512_set1_epi8(16), flip = _mm512_set1_epi8((char)0x80);
+    int8_t lut[16];
+    for (int j = 0; j < 16; j++)
+        lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128);
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+    float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + ng * 16;
+    for (int64_t P = 0; P < k / 64; P++) {
+        const uint8_t *pc = pan + P * sb;
+        for (int t = 0; t < 2; t++) {
+            for (int u = 0; q8 && u < 8; u++)
+                _mm512_store_si512((void *)(dst + (16 * P + 8 * t + u) * 64),
+                                   _mm512_xor_si512(_mm512_load_si512((const void *)(pc + (8 * t + u) * 64)), flip));
+            for (int u = 0; !q8 && u < 4; u++) {
+                const __m512i v = _mm512_load_si512((const void *)(pc + (4 * t + u) * 64));
+                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (q5) {
+                    uint64_t kl, kh;
+                    memcpy(&kl, pc + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16, 8);
+                    memcpy(&kh, pc + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16 + 8, 8);
+                    lo = _mm512_mask_add_epi8(lo, (__mmask64)kl, lo, h16);
+                    hi = _mm512_mask_add_epi8(hi, (__mmask64)kh, hi, h16);
+                } else {
+                    lo = _mm512_shuffle_epi8(book, lo);
+                    hi = _mm512_shuffle_epi8(book, hi);
+                }
+                _mm512_store_si512((void *)(dst + (16 * P + 8 * t + u) * 64), lo);
+                _mm512_store_si512((void *)(dst + (16 * P + 8 * t + 4 + u) * 64), hi);
+            }
+            const int64_t g = 2 * P + t;
+            const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + doff + 32 * t)));
+            _mm512_store_ps(sc + g * 16, d);
+            _mm512_store_ps(mn + g * 16, _mm512_mul_ps(d, _mm512_set1_ps(q5 ? 16.0f : 128.0f)));
+        }
+    }
+}
+
 static void numla_qblock_pn_from_p16_(const numla_qblock_weight *w, int64_t r0, uint8_t *dst)
 {
+    if (numla_qblock_p16_b32_(w->type)) {
+        numla_qblock_pn_from_p16_b32_(w, r0, dst);
+        return;
+    }
     const int64_t k = w->k, nb = k / 256, ng = k / 32, sb = numla_qblock_p16_sb_(w->type);
     const int iq4 = w->type == NUMLA_QBLOCK_IQ4_XS;
     const uint8_t *pan = w->q + (r0 / 16) * w->ld;

@@ -496,7 +496,8 @@ static void test_forward_q8_many(void)
         }
 }
 
-/* The PANEL16 layout (kernels/qblock.h) of Q4_K and IQ4_XS in Q8 mode: every row's blocks come
+/* The PANEL16 layout (kernels/qblock.h) of Q4_K, IQ4_XS, Q5_0, IQ4_NL and Q8_0 in Q8 mode (K of
+ * 64 and 1408 for the 32-element types: a last quantization group of K mod 256): every row's blocks come
  * back byte for byte; the reference gives the ROWS layout's bits on it; at the vnni level a row
  * has the same bits at every M, on 1 and 3 threads (below NUMLA_QBLOCK_PANEL_MIN_M the stored
  * panels run straight, from it the panel GEMM unpacks them), and from PANEL_MIN_M rows the bits
@@ -508,15 +509,18 @@ static void test_panel16(void)
     const int nisa = numla_test_isas(isas);
     numla_test_rng rng = {1616};
     static const int64_t ns[] = {1, 16, 37, 301};
-    static const int64_t ks[] = {256, 1280};
+    static const int64_t ks[] = {64, 256, 1280, 1408};
     static const int64_t ms[] = {1, 2, 3, 4, 5, 7, 15, 16, 17, 33};
-    const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS};
+    const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0,
+                                       NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q8_0};
     int vnni_runs = 0;
-    for (int t = 0; t < 2; t++)
+    for (int t = 0; t < 5; t++)
         for (int in = 0; in < 4; in++)
-            for (int ik = 0; ik < 2; ik++) {
+            for (int ik = 0; ik < 4; ik++) {
                 const numla_qblock_type type = types[t];
                 const int64_t n = ns[in], k = ks[ik], M = 33, ldx = k + 1, ldy = n + 3;
+                if (!numla_qblock_layout_size(type, NUMLA_QBLOCK_LAYOUT_PANEL16, n, k))
+                    continue; /* K-quants: K a multiple of 256; the 32-element types: of 64 */
                 int64_t rb;
                 uint8_t *src = qb_random(type, n, k, &rng, &rb);
                 const size_t pb = numla_qblock_layout_size(type, NUMLA_QBLOCK_LAYOUT_PANEL16, n, k);
@@ -627,6 +631,12 @@ static void test_panel16(void)
     CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AVX512),
                     NUMLA_QBLOCK_LAYOUT_ROWS);
     CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 16, 256), 0);
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_ACT_Q8, 1408, NUMLA_ISA_AVX512),
+                    vnni ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS);
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_ACT_Q8, 96, NUMLA_ISA_AVX512),
+                    NUMLA_QBLOCK_LAYOUT_ROWS);
+    CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_LAYOUT_PANEL16, 17, 1408),
+                    2 * 22 * (size_t)576);
     /* the layout takes only what it holds */
     uint8_t src[144] = {0};
     void *dst = aligned_alloc(64, 4096);
@@ -636,8 +646,8 @@ static void test_panel16(void)
     CU_ASSERT_EQUAL(numla_qblock_pack(&bad, dst, &w), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "16-row panel layout"));
     bad.act = NUMLA_QBLOCK_ACT_Q8;
-    bad.type = NUMLA_QBLOCK_Q8_0;
-    bad.ld = 8 * 34;
+    bad.type = NUMLA_QBLOCK_Q6_K;
+    bad.ld = 210;
     CU_ASSERT_EQUAL(numla_qblock_pack(&bad, dst, &w), NUMLA_STATUS_INVALID_ARG);
     bad.type = NUMLA_QBLOCK_Q4_K;
     bad.ld = 144;
