@@ -51,7 +51,11 @@ size_t numla_model_linear_bytes(const numla_model_linear *w)
     if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
         return (size_t)(w->n * w->k) * numla_dtype_size(w->lin.dtype);
     if (w->kind == NUMLA_MODEL_LINEAR_QBLOCK) {
-        return numla_qblock_layout_size(w->qb.type, w->qb.layout, w->n, w->k);
+        /* the bytes a forward reads: a row's blocks (not the padding to 64), or whole panels */
+        const numla_qblock_info *in = numla_qblock_info_get(w->qb.type);
+        if (w->qb.layout == NUMLA_QBLOCK_LAYOUT_PANEL16)
+            return numla_qblock_layout_size(w->qb.type, w->qb.layout, w->n, w->k);
+        return in ? (size_t)w->n * (size_t)(w->k / in->block) * (size_t)in->bytes : 0;
     }
     return (size_t)(w->n * (w->kofs + w->k)) +
            (size_t)(w->q.scale_rows * w->q.scale_cols) * sizeof(float) +
