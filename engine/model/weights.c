@@ -784,8 +784,14 @@ static int ld_head_blocks(const loader *L, const numla_gguf_tensor *gt, int64_t 
 }
 
 /* Rows [row0, row0 + n) of GGUF tensor gt (rows of k elements, ld_head_blocks) packed as a
- * block linear with fp32 activations: the function of the dequantized rows, as the fp32
- * copy it replaces computes it, at the file's bytes instead of 4 bytes a weight. */
+ * block linear at the file's bytes instead of 4 bytes a weight. Its activations follow the
+ * rule of every other block linear (ld_qblock_act: quantized per group where the encoding
+ * takes K, as llama.cpp runs these heads; fp32 with --qblock-fp32-act). */
+static size_t ld_head_qblock_size(const loader *L, numla_qblock_type qt, int64_t n, int64_t k)
+{
+    return numla_qblock_layout_size(qt, ld_qblock_layout(L, qt, k, 0), n, k);
+}
+
 static numla_status ld_head_qblock(loader *L, const numla_gguf_tensor *gt, int64_t row0, int64_t n,
                                    int64_t k, void *dst, numla_model_linear *out)
 {
@@ -795,7 +801,8 @@ static numla_status ld_head_qblock(loader *L, const numla_gguf_tensor *gt, int64
     const int64_t row_bytes = k / in->block * in->bytes;
     numla_qblock_source src = {.type = qt, .n = n, .k = k,
                                .data = (const char *)gt->data + (size_t)row0 * (size_t)row_bytes,
-                               .ld = row_bytes, .act = NUMLA_QBLOCK_ACT_F32};
+                               .ld = row_bytes, .act = ld_qblock_act(L, qt, k, 0),
+                               .layout = ld_qblock_layout(L, qt, k, 0)};
     out->kind = NUMLA_MODEL_LINEAR_QBLOCK;
     out->n = n;
     out->k = k;
@@ -895,10 +902,10 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
             (void)numla_qblock_from_ggml(ge->src->type, &ukt);
         if (uvb)
             (void)numla_qblock_from_ggml((ge->v_b ? ge->v_b : ge->src)->type, &uvt);
-        void *uk = ld_take(L, ukb   ? numla_qblock_packed_size(ukt, dc, nope)
+        void *uk = ld_take(L, ukb   ? ld_head_qblock_size(L, ukt, dc, nope)
                               : uk8 ? numla_qlinear_packed_size(f8, dc, nope)
                                     : numla_linear_packed_size(L->isa, dc, nope, dt));
-        void *uv = ld_take(L, uvb     ? numla_qblock_packed_size(uvt, vd, dc)
+        void *uv = ld_take(L, uvb     ? ld_head_qblock_size(L, uvt, vd, dc)
                               : keep8 ? numla_qlinear_packed_size(f8, vd, dc)
                                       : numla_linear_packed_size(L->isa, vd, dc, dt));
         if (L->pass != 1)

@@ -131,10 +131,19 @@ static void test_config_and_layout(void)
             if (heads[i].lin->kind != NUMLA_MODEL_LINEAR_QBLOCK)
                 continue;
             CU_ASSERT_EQUAL(heads[i].lin->n, heads[i].rows);
-            CU_ASSERT_EQUAL(heads[i].lin->qb.act, NUMLA_QBLOCK_ACT_F32);
-            for (int64_t r = 0; r < heads[i].lin->n; r++)
-                CU_ASSERT_EQUAL(memcmp(heads[i].lin->qb.q + r * heads[i].lin->qb.ld,
-                                       (const char *)ht->data + (size_t)(5 * heads[i].rows + r) * hrb, hrb), 0);
+            /* the activation rule of every block linear (wg_act_check below), and its layout */
+            const numla_qblock_weight *hq = &heads[i].lin->qb;
+            const int native = isas[il] == NUMLA_ISA_REF ||
+                               numla_qblock_level(hq->type, NUMLA_QBLOCK_ACT_Q8, isas[il]) != NUMLA_ISA_REF;
+            CU_ASSERT_EQUAL(hq->act, numla_qblock_q8_takes(hq->type, hq->k) && native ? NUMLA_QBLOCK_ACT_Q8
+                                                                                   : NUMLA_QBLOCK_ACT_F32);
+            CU_ASSERT_EQUAL(hq->layout, numla_qblock_layout_for(hq->type, hq->act, hq->k, isas[il]));
+            uint8_t *hrow = malloc(hrb);
+            for (int64_t r = 0; r < heads[i].lin->n; r++) {
+                CU_ASSERT_EQUAL(numla_qblock_row_blocks(hq, r, hrow), NUMLA_STATUS_OK);
+                CU_ASSERT_EQUAL(memcmp(hrow, (const char *)ht->data + (size_t)(5 * heads[i].rows + r) * hrb, hrb), 0);
+            }
+            free(hrow);
         }
         numla_weights_destroy(&w);
     }
