@@ -19,9 +19,7 @@
  * 0.6 of the bandwidth in batch-1 decode where one stream reads at 1.0 (docs/quantization.md),
  * and fewer than 3 x rows split each sub-block's sums in two to keep enough vpdpbusd chains in
  * flight. */
-#include "kernels/qblock_internal.h"
-
-#include <immintrin.h>
+#include "kernels/x86/qblock_p16_avx512.h"
 
 enum {
     NUMLA_QBLOCK_P16_MR = 3,            /* x rows per tile */
@@ -51,11 +49,7 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w
 {
     const int64_t k = w->k, nb = k / 256, nb16 = k / 16, sb = numla_qblock_p16_sb_(w->type);
     const uint8_t *pan = w->q + p * w->ld;
-    const __m512i m4 = _mm512_set1_epi8(15);
-    int8_t lut[16];
-    for (int j = 0; j < 16; j++)
-        lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128); /* the code book + 128: unsigned */
-    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+    const __m512i book = numla_qblock_p16_book_();
     /* with fewer than 3 x rows, odd units go to a second set of sums: enough independent
      * vpdpbusd chains to hide its latency (integer sums: the same result) */
     const int split = mr < 3;
@@ -74,12 +68,9 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w
                 s0[i][0] = s0[i][1] = s1[i][0] = s1[i][1] = _mm512_setzero_si512();
 #pragma GCC unroll 8
             for (int u = 0; u < 8; u++) {
-                const __m512i v = _mm512_load_si512((const void *)(pc + (h * 8 + u) * 64));
-                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                if (iq4) {
-                    lo = _mm512_shuffle_epi8(book, lo);
-                    hi = _mm512_shuffle_epi8(book, hi);
-                }
+                __m512i lo, hi;
+                numla_qblock_p16_unit_(pc + (h * 8 + u) * 64, iq4 ? NUMLA_QBLOCK_P16_BOOK : NUMLA_QBLOCK_P16_NIB, NULL,
+                                       book, &lo, &hi);
                 /* the x quads of the unit's low and high nibbles */
                 const int64_t qlo = iq4 ? 64 * b + 16 * h + 8 * (u / 4) + u % 4 : 64 * b + 16 * h + u;
                 const int64_t qhi = qlo + (iq4 ? 4 : 8);
@@ -123,15 +114,7 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w
             }
         }
     }
-    const int64_t r = 16 * p, left = w->n - r;
-    const __mmask16 msk = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-    for (int i = 0; i < mr; i++) {
-        float *yo = y + i * ldy + r;
-        __m512 v = acc[i];
-        if (accumulate)
-            v = _mm512_add_ps(_mm512_maskz_loadu_ps(msk, yo), v);
-        _mm512_mask_storeu_ps(yo, msk, v);
-    }
+    numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
 
 /* The 32-element types (kind 0 IQ4_NL, 1 Q5_0, 2 Q8_0): x rows [0, mr) against panel p, 64
@@ -144,11 +127,7 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weigh
     const int64_t k = w->k, ng = numla_qblock_q8_groups_(k), nb16 = k / 16, sb = numla_qblock_p16_sb_(w->type);
     const int64_t doff = numla_qblock_p16_b32_d_(w->type);
     const uint8_t *pan = w->q + p * w->ld;
-    const __m512i m4 = _mm512_set1_epi8(15), h16 = _mm512_set1_epi8(16), flip = _mm512_set1_epi8((char)0x80);
-    int8_t lut[16];
-    for (int j = 0; j < 16; j++)
-        lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128);
-    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+    const __m512i flip = _mm512_set1_epi8((char)0x80), book = numla_qblock_p16_book_();
     const int split = mr < 3;
     __m512 acc[NUMLA_QBLOCK_P16_MR];
     for (int i = 0; i < mr; i++)
@@ -171,18 +150,9 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weigh
             }
 #pragma GCC unroll 4
             for (int u = 0; u < 4; u++) {
-                const __m512i v = _mm512_load_si512((const void *)(pc + (4 * t + u) * 64));
-                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                if (kind == 1) { /* the fifth bits, one mask bit per code byte */
-                    uint64_t kl, kh;
-                    memcpy(&kl, pc + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16, 8);
-                    memcpy(&kh, pc + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16 + 8, 8);
-                    lo = _mm512_mask_add_epi8(lo, (__mmask64)kl, lo, h16);
-                    hi = _mm512_mask_add_epi8(hi, (__mmask64)kh, hi, h16);
-                } else {
-                    lo = _mm512_shuffle_epi8(book, lo);
-                    hi = _mm512_shuffle_epi8(book, hi);
-                }
+                __m512i lo, hi;
+                numla_qblock_p16_unit_(pc + (4 * t + u) * 64, kind == 1 ? NUMLA_QBLOCK_P16_BIT5 : NUMLA_QBLOCK_P16_BOOK,
+                                       pc + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16, book, &lo, &hi);
                 const int e = split && (u & 1);
                 for (int i = 0; i < mr; i++) {
                     sm[i][t][e] = numla_qblock_p16_dp_(sm[i][t][e], lo, numla_qblock_p16_quad_(xq + i * k, 16 * P + 8 * t + u));
@@ -204,15 +174,7 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weigh
             }
         }
     }
-    const int64_t r = 16 * p, left = w->n - r;
-    const __mmask16 msk = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
-    for (int i = 0; i < mr; i++) {
-        float *yo = y + i * ldy + r;
-        __m512 v = acc[i];
-        if (accumulate)
-            v = _mm512_add_ps(_mm512_maskz_loadu_ps(msk, yo), v);
-        _mm512_mask_storeu_ps(yo, msk, v);
-    }
+    numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
 
 void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m, const int8_t *xq,

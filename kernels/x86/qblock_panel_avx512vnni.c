@@ -30,6 +30,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/x86/qblock_p16_avx512.h"
 #include "kernels/x86/transpose16_avx512.h"
 
 enum {
@@ -58,11 +59,7 @@ static void numla_qblock_pn_from_p16_b32_(const numla_qblock_weight *w, int64_t 
     const int64_t k = w->k, ng = k / 32, sb = numla_qblock_p16_sb_(w->type), doff = numla_qblock_p16_b32_d_(w->type);
     const int q5 = w->type == NUMLA_QBLOCK_Q5_0, q8 = w->type == NUMLA_QBLOCK_Q8_0;
     const uint8_t *pan = w->q + (r0 / 16) * w->ld;
-    const __m512i m4 = _mm512_set1_epi8(15), h16 = _mm512_set1_epi8(16), flip = _mm512_set1_epi8((char)0x80);
-    int8_t lut[16];
-    for (int j = 0; j < 16; j++)
-        lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128);
-    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+    const __m512i flip = _mm512_set1_epi8((char)0x80), book = numla_qblock_p16_book_();
     float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + ng * 16;
     for (int64_t P = 0; P < k / 64; P++) {
         const uint8_t *pc = pan + P * sb;
@@ -71,18 +68,9 @@ static void numla_qblock_pn_from_p16_b32_(const numla_qblock_weight *w, int64_t 
                 _mm512_store_si512((void *)(dst + (16 * P + 8 * t + u) * 64),
                                    _mm512_xor_si512(_mm512_load_si512((const void *)(pc + (8 * t + u) * 64)), flip));
             for (int u = 0; !q8 && u < 4; u++) {
-                const __m512i v = _mm512_load_si512((const void *)(pc + (4 * t + u) * 64));
-                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                if (q5) {
-                    uint64_t kl, kh;
-                    memcpy(&kl, pc + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16, 8);
-                    memcpy(&kh, pc + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16 + 8, 8);
-                    lo = _mm512_mask_add_epi8(lo, (__mmask64)kl, lo, h16);
-                    hi = _mm512_mask_add_epi8(hi, (__mmask64)kh, hi, h16);
-                } else {
-                    lo = _mm512_shuffle_epi8(book, lo);
-                    hi = _mm512_shuffle_epi8(book, hi);
-                }
+                __m512i lo, hi;
+                numla_qblock_p16_unit_(pc + (4 * t + u) * 64, q5 ? NUMLA_QBLOCK_P16_BIT5 : NUMLA_QBLOCK_P16_BOOK,
+                                       pc + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16, book, &lo, &hi);
                 _mm512_store_si512((void *)(dst + (16 * P + 8 * t + u) * 64), lo);
                 _mm512_store_si512((void *)(dst + (16 * P + 8 * t + 4 + u) * 64), hi);
             }
@@ -103,23 +91,16 @@ static void numla_qblock_pn_from_p16_(const numla_qblock_weight *w, int64_t r0, 
     const int64_t k = w->k, nb = k / 256, ng = k / 32, sb = numla_qblock_p16_sb_(w->type);
     const int iq4 = w->type == NUMLA_QBLOCK_IQ4_XS;
     const uint8_t *pan = w->q + (r0 / 16) * w->ld;
-    const __m512i m4 = _mm512_set1_epi8(15);
-    int8_t lut[16];
-    for (int j = 0; j < 16; j++)
-        lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128);
-    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+    const __m512i book = numla_qblock_p16_book_();
     float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + ng * 16;
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pc = pan + b * sb, *s8 = pc + numla_qblock_p16_sc_(w->type);
         for (int h = 0; h < 4; h++)
             for (int u = 0; u < 8; u++) {
-                const __m512i v = _mm512_load_si512((const void *)(pc + (h * 8 + u) * 64));
-                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                __m512i lo, hi;
+                numla_qblock_p16_unit_(pc + (h * 8 + u) * 64, iq4 ? NUMLA_QBLOCK_P16_BOOK : NUMLA_QBLOCK_P16_NIB, NULL,
+                                       book, &lo, &hi);
                 const int64_t qlo = iq4 ? 64 * b + 16 * h + 8 * (u / 4) + u % 4 : 64 * b + 16 * h + u;
-                if (iq4) {
-                    lo = _mm512_shuffle_epi8(book, lo);
-                    hi = _mm512_shuffle_epi8(book, hi);
-                }
                 _mm512_store_si512((void *)(dst + qlo * 64), lo);
                 _mm512_store_si512((void *)(dst + (qlo + (iq4 ? 4 : 8)) * 64), hi);
             }

@@ -1,0 +1,65 @@
+/* kernels/x86/qblock_p16_avx512.h — what the kernels reading stored PANEL16 panels share (the
+ * small-M kernels of qblock_p16_avx512vnni.c and the panel GEMM's unpacking in
+ * qblock_panel_avx512vnni.c): the code book, a unit's codes as two vpdpbusd operands, and the
+ * masked store of a panel's 16 outputs. Layout: kernels/qblock.h, kernels/qblock_internal.h. */
+#ifndef NUMLA_KERNELS_X86_QBLOCK_P16_AVX512_H
+#define NUMLA_KERNELS_X86_QBLOCK_P16_AVX512_H
+
+#include "kernels/qblock_internal.h"
+
+#include <immintrin.h>
+
+/* The IQ4 code book + 128 (so the codes are unsigned) in each 128-bit lane, for vpshufb. */
+static inline __m512i numla_qblock_p16_book_(void)
+{
+    int8_t lut[16];
+    for (int j = 0; j < 16; j++)
+        lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128);
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+}
+
+/* How a unit's nibbles become codes. */
+enum {
+    NUMLA_QBLOCK_P16_NIB = 0,  /* as they are: Q4_K */
+    NUMLA_QBLOCK_P16_BOOK = 1, /* through the code book + 128: IQ4_XS, IQ4_NL */
+    NUMLA_QBLOCK_P16_BIT5 = 2, /* plus a fifth bit from two 64-bit masks: Q5_0 */
+};
+
+/* The 64-byte unit at u (16 rows x 4 code bytes) as two operands of unsigned codes, its low
+ * nibbles and its high ones; masks: Q5_0's two masks (low, high) for the unit. */
+static inline __attribute__((always_inline)) void numla_qblock_p16_unit_(const uint8_t *u, int how, const uint8_t *masks,
+                                                                         __m512i book, __m512i *lo, __m512i *hi)
+{
+    const __m512i m4 = _mm512_set1_epi8(15), v = _mm512_load_si512((const void *)u);
+    __m512i l = _mm512_and_si512(v, m4), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if (how == NUMLA_QBLOCK_P16_BOOK) {
+        l = _mm512_shuffle_epi8(book, l);
+        h = _mm512_shuffle_epi8(book, h);
+    } else if (how == NUMLA_QBLOCK_P16_BIT5) {
+        uint64_t kl, kh;
+        memcpy(&kl, masks, 8);
+        memcpy(&kh, masks + 8, 8);
+        const __m512i h16 = _mm512_set1_epi8(16);
+        l = _mm512_mask_add_epi8(l, (__mmask64)kl, l, h16);
+        h = _mm512_mask_add_epi8(h, (__mmask64)kh, h, h16);
+    }
+    *lo = l;
+    *hi = h;
+}
+
+/* y rows [0, mr) (ldy apart) at columns r .. r + 16 (stopping at n) = acc (+ y). */
+static inline __attribute__((always_inline)) void numla_qblock_p16_store_(const __m512 *acc, int mr, int64_t r, int64_t n,
+                                                                          float *y, int64_t ldy, int accumulate)
+{
+    const int64_t left = n - r;
+    const __mmask16 msk = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+    for (int i = 0; i < mr; i++) {
+        float *yo = y + i * ldy + r;
+        __m512 v = acc[i];
+        if (accumulate)
+            v = _mm512_add_ps(_mm512_maskz_loadu_ps(msk, yo), v);
+        _mm512_mask_storeu_ps(yo, msk, v);
+    }
+}
+
+#endif
