@@ -92,22 +92,25 @@
  * boundary: the caller offsets data by col0 / block · bytes) into one of two layouts:
  *   NUMLA_QBLOCK_LAYOUT_ROWS     the file's blocks, a row every ld = the row's bytes rounded up
  *                                to 64 (zero padding, never read); numla_qblock_packed_size.
- *   NUMLA_QBLOCK_LAYOUT_PANEL16  Q4_K and IQ4_XS in Q8 mode (K a multiple of 256): panels of 16
- *                                rows (the last one padded with zero rows), ld = a panel's bytes.
- *                                Per panel, first the codes: for each 256-column block b and
- *                                64-column chunk h, eight 64-byte units u whose byte 4c + j is
- *                                byte 4u + j of row c's qs chunk (Q4_K: qs[32h + 4u + j], its
- *                                low nibble column 64h + 4u + j, the high one + 32; IQ4_XS:
- *                                qs[32h + 4u + j] of its sub-blocks 2h, 2h + 1, low nibble column
- *                                64h + 32(u / 4) + 4(u % 4) + j, high + 16), i.e. the codes as the
- *                                file has them, four bytes of each row side by side, so one
- *                                vpdpbusd multiplies them for 16 rows against a broadcast x quad;
- *                                then per block the 16 rows' fp16 d (Q4_K: and dmin), then per
- *                                32-column sub-block the 16 rows' 6-bit scales as bytes (Q4_K:
- *                                sc, then m; IQ4_XS: ls - 32, signed). The values are the file's,
- *                                bit for bit (numla_qblock_row_blocks gives a row's blocks back);
- *                                Q4_K's panels take 9.25 bytes per 16 weights where its rows take
- *                                9 (the 6-bit scales as bytes), IQ4_XS's 8.625 for 8.5.
+ *   NUMLA_QBLOCK_LAYOUT_PANEL16  Q4_K and IQ4_XS (K a multiple of 256), Q5_0, IQ4_NL and Q8_0
+ *                                (of 64) in Q8 mode: panels of 16 rows (the last one padded with
+ *                                zero rows), ld = a panel's bytes, each panel a run of pieces in
+ *                                column order (256 columns of a K-quant, 64 of the others; the
+ *                                offsets in kernels/qblock_internal.h). A piece first holds the
+ *                                codes in 64-byte units whose byte 4c + j is byte 4u + j of row
+ *                                c's code bytes (Q4_K chunk h: qs[32h + 4u + j], its low nibble
+ *                                column 64h + 4u + j, the high one + 32; IQ4_XS, IQ4_NL and Q5_0:
+ *                                the sub-block's qs[4u + j], low nibble column 4u + j, high + 16;
+ *                                Q8_0: q[4u + j]), i.e. the codes as the file has them, four bytes
+ *                                of each row side by side, so one vpdpbusd multiplies them for 16
+ *                                rows against a broadcast x quad; then the 16 rows' scales: Q4_K
+ *                                fp16 d, dmin and its 6-bit scales and mins as bytes; IQ4_XS d
+ *                                and ls - 32 as signed bytes; Q5_0 its fifth bits as two 64-bit
+ *                                masks per unit (one bit per code byte), then d; IQ4_NL and Q8_0
+ *                                d. The values are the file's, bit for bit
+ *                                (numla_qblock_row_blocks gives a row's blocks back); per 16
+ *                                weights Q4_K's panels take 9.25 bytes where its rows take 9,
+ *                                IQ4_XS's 8.75 (padding) for 8.5, the others the file's bytes.
  * numla_qblock_layout_for picks PANEL16 where the level that runs (type, act) at isa has a
  * panel kernel (AVX512-VNNI); any level runs either layout (the reference reads a panel's rows
  * back into blocks). Packing runs on the calling OpenMP team (first touch, in the forward's
@@ -198,8 +201,8 @@ typedef struct numla_qblock_weight {
 size_t numla_qblock_packed_size(numla_qblock_type type, int64_t n, int64_t k);
 /* The same for a layout; 0 also where the layout does not take the type and k. */
 size_t numla_qblock_layout_size(numla_qblock_type type, numla_qblock_layout layout, int64_t n, int64_t k);
-/* The layout the forward at level isa runs best on: PANEL16 for Q4_K and IQ4_XS in Q8 mode with
- * k a multiple of 256 where that level's kernel is AVX512-VNNI, ROWS otherwise. */
+/* The layout the forward at level isa runs best on: PANEL16 where the layout takes (type, act,
+ * k) (above) and that level's kernel is AVX512-VNNI, ROWS otherwise. */
 numla_qblock_layout numla_qblock_layout_for(numla_qblock_type type, numla_qblock_act act, int64_t k, numla_isa isa);
 numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_qblock_weight *out);
 /* Row r's k / block blocks, byte for byte as the source had them, into dst (either layout). */
