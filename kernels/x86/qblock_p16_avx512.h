@@ -47,6 +47,36 @@ static inline __attribute__((always_inline)) void numla_qblock_p16_unit_(const u
     *hi = h;
 }
 
+/* A K-quant piece's sub-block j (0-7): its 16 rows' scale and min in fp32, from the piece's d
+ * and dmin (fp32) and its scale bytes (Q4_K: d · sc, dmin · m; IQ4_XS: d · (ls - 32), 128 times
+ * that). The panel GEMM's unpacking stores these; the small-M kernels use them in registers. */
+static inline __attribute__((always_inline)) void numla_qblock_p16_kq_scales_(const uint8_t *pc, int iq4, int j, __m512 d,
+                                                                              __m512 dmin, __m512 *sv, __m512 *mv)
+{
+    const uint8_t *sp = pc + (iq4 ? NUMLA_QBLOCK_P16_SC_IQ4 : NUMLA_QBLOCK_P16_SC_Q4K) + 16 * j;
+    const __m128i s8 = _mm_load_si128((const __m128i *)(const void *)sp);
+    if (iq4) {
+        *sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s8)));
+        *mv = _mm512_mul_ps(*sv, _mm512_set1_ps(128.0f));
+    } else {
+        const __m128i m8 = _mm_load_si128((const __m128i *)(const void *)(sp + 128));
+        *sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s8)));
+        *mv = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m8)));
+    }
+}
+
+/* The one fp32 step of a 32-column sub-block, for 16 rows and one x row, shared by the panel
+ * GEMM and the small-M kernels so that they give the same bits: is the exact int32 sums, sv and
+ * mv the rows' scale and min, dx the x row's group scale, bs2 its two per-16 code sums there.
+ *   acc + float(is) · (sv · dx) - mv · (dx · Σ x) */
+static inline __attribute__((always_inline)) __m512 numla_qblock_panel_step_(__m512 acc, __m512i is, __m512 sv, __m512 mv,
+                                                                              float dx, const int32_t *bs2)
+{
+    const float xs = dx * (float)(bs2[0] + bs2[1]);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(sv, _mm512_set1_ps(dx)), acc);
+    return _mm512_fnmadd_ps(mv, _mm512_set1_ps(xs), acc);
+}
+
 /* y rows [0, mr) (ldy apart) at columns r .. r + 16 (stopping at n) = acc (+ y). */
 static inline __attribute__((always_inline)) void numla_qblock_p16_store_(const __m512 *acc, int mr, int64_t r, int64_t n,
                                                                           float *y, int64_t ldy, int accumulate)

@@ -9,7 +9,7 @@
  * Q4_K block costs about a quarter of the instructions of a row-at-a-time kernel. After the
  * eight units of a 64-column chunk, each of its two 32-column sub-blocks has an exact int32 sum
  * per row, which goes to fp32 as the panel GEMM of kernels/x86/qblock_panel_avx512vnni.c does
- * it, operation for operation:
+ * it, through the same function (numla_qblock_panel_step_, kernels/x86/qblock_p16_avx512.h):
  *   acc = fma(float(Σ q · x), (d · sc) · dx, acc);  acc = fnma(dmin · m, dx · Σ x, acc)
  * (IQ4_XS: scale d · (ls - 32), min 128 · scale), sub-blocks in column order. So a row's output
  * has the same bits here as in a panel GEMM call of any M, and the layout's results do not
@@ -92,24 +92,11 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w
             }
             for (int s = 0; s < 2; s++) {
                 const int64_t g = 8 * b + 2 * h + s;
-                const uint8_t *sp = pc + (iq4 ? NUMLA_QBLOCK_P16_SC_IQ4 : NUMLA_QBLOCK_P16_SC_Q4K) + 16 * (2 * h + s);
-                const __m128i s8 = _mm_load_si128((const __m128i *)(const void *)sp);
                 __m512 sv, mv;
-                if (iq4) {
-                    sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s8)));
-                    mv = _mm512_mul_ps(sv, _mm512_set1_ps(128.0f));
-                } else {
-                    const __m128i m8 = _mm_load_si128((const __m128i *)(const void *)(sp + 128));
-                    sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s8)));
-                    mv = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m8)));
-                }
+                numla_qblock_p16_kq_scales_(pc, iq4, 2 * h + s, d, dm, &sv, &mv);
                 for (int i = 0; i < mr; i++) {
                     const __m512i is = s ? _mm512_add_epi32(s1[i][0], s1[i][1]) : _mm512_add_epi32(s0[i][0], s0[i][1]);
-                    const float dxi = dx[i * nb + b];
-                    const int32_t *bi = bs + i * nb16 + 2 * g;
-                    const float xs = dxi * (float)(bi[0] + bi[1]);
-                    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(sv, _mm512_set1_ps(dxi)), acc[i]);
-                    acc[i] = _mm512_fnmadd_ps(mv, _mm512_set1_ps(xs), acc[i]);
+                    acc[i] = numla_qblock_panel_step_(acc[i], is, sv, mv, dx[i * nb + b], bs + i * nb16 + 2 * g);
                 }
             }
         }
@@ -164,14 +151,9 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weigh
             const int64_t g = 2 * P + t;
             const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + doff + 32 * t)));
             const __m512 mv = _mm512_mul_ps(d, _mm512_set1_ps(kind == 1 ? 16.0f : 128.0f));
-            for (int i = 0; i < mr; i++) {
-                const float dxi = dx[i * ng + g / 8];
-                const int32_t *bi = bs + i * nb16 + 2 * g;
-                const float xs = dxi * (float)(bi[0] + bi[1]);
-                const __m512i is = _mm512_add_epi32(sm[i][t][0], sm[i][t][1]);
-                acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, _mm512_set1_ps(dxi)), acc[i]);
-                acc[i] = _mm512_fnmadd_ps(mv, _mm512_set1_ps(xs), acc[i]);
-            }
+            for (int i = 0; i < mr; i++)
+                acc[i] = numla_qblock_panel_step_(acc[i], _mm512_add_epi32(sm[i][t][0], sm[i][t][1]), d, mv,
+                                                  dx[i * ng + g / 8], bs + i * nb16 + 2 * g);
         }
     }
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);

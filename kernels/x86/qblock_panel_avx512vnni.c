@@ -94,7 +94,7 @@ static void numla_qblock_pn_from_p16_(const numla_qblock_weight *w, int64_t r0, 
     const __m512i book = numla_qblock_p16_book_();
     float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + ng * 16;
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *pc = pan + b * sb, *s8 = pc + numla_qblock_p16_sc_(w->type);
+        const uint8_t *pc = pan + b * sb;
         for (int h = 0; h < 4; h++)
             for (int u = 0; u < 8; u++) {
                 __m512i lo, hi;
@@ -108,17 +108,10 @@ static void numla_qblock_pn_from_p16_(const numla_qblock_weight *w, int64_t r0, 
         const __m512 dmin =
             iq4 ? d : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_DMIN)));
         for (int j = 0; j < 8; j++) {
-            const int64_t g = 8 * b + j;
-            const __m128i sv = _mm_load_si128((const __m128i *)(const void *)(s8 + 16 * j));
-            if (iq4) {
-                const __m512 scale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sv)));
-                _mm512_store_ps(sc + g * 16, scale);
-                _mm512_store_ps(mn + g * 16, _mm512_mul_ps(scale, _mm512_set1_ps(128.0f)));
-            } else {
-                const __m128i mv = _mm_load_si128((const __m128i *)(const void *)(s8 + 128 + 16 * j));
-                _mm512_store_ps(sc + g * 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sv))));
-                _mm512_store_ps(mn + g * 16, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mv))));
-            }
+            __m512 sv, mv;
+            numla_qblock_p16_kq_scales_(pc, iq4, j, d, dmin, &sv, &mv);
+            _mm512_store_ps(sc + (8 * b + j) * 16, sv);
+            _mm512_store_ps(mn + (8 * b + j) * 16, mv);
         }
     }
 }
@@ -289,14 +282,8 @@ numla_qblock_pn_tile_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t
         for (int j = 0; j < nr; j++) {
             const float *sc = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k));
             const __m512 sv = _mm512_load_ps(sc + g * 16), mv = _mm512_load_ps(sc + (ng + g) * 16);
-            for (int i = 0; i < mr; i++) {
-                const float d = dx[i * nb + b];
-                const int32_t *bi = bs + i * (k / 16) + 2 * g;
-                const float xs = d * (float)(bi[0] + bi[1]);
-                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[i][j]), _mm512_mul_ps(sv, _mm512_set1_ps(d)),
-                                            acc[i][j]);
-                acc[i][j] = _mm512_fnmadd_ps(mv, _mm512_set1_ps(xs), acc[i][j]);
-            }
+            for (int i = 0; i < mr; i++)
+                acc[i][j] = numla_qblock_panel_step_(acc[i][j], is[i][j], sv, mv, dx[i * nb + b], bs + i * (k / 16) + 2 * g);
         }
     }
     for (int j = 0; j < nr; j++) {
