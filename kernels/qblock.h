@@ -82,7 +82,10 @@
  * rows have the same bits as in any other call of 16 or more rows but may differ from the
  * fewer-row result in the last bits (within the bound above; the engine promises batch
  * invariance up to rounding only). In the PANEL16 layout (below) every M runs that arithmetic,
- * so its rows have the same bits at every M, and from 16 rows the ROWS layout's bits.
+ * so its rows have the same bits at every M, and from 16 rows the ROWS layout's bits; Q6_K's
+ * panels (no panel GEMM) run one kernel at every M, each block's sub-blocks summed exactly in
+ * int32 and scaled into fp32 once, so they too have the same bits at every M, which may differ
+ * from the ROWS layout's in the last bits (within the bound above).
  *
  * Packing (once, at load time; dst caller-owned, 64-byte aligned):
  *   layout = numla_qblock_layout_for(type, act, k, isa);
@@ -92,7 +95,7 @@
  * boundary: the caller offsets data by col0 / block · bytes) into one of two layouts:
  *   NUMLA_QBLOCK_LAYOUT_ROWS     the file's blocks, a row every ld = the row's bytes rounded up
  *                                to 64 (zero padding, never read); numla_qblock_packed_size.
- *   NUMLA_QBLOCK_LAYOUT_PANEL16  Q4_K and IQ4_XS (K a multiple of 256), Q5_0, IQ4_NL and Q8_0
+ *   NUMLA_QBLOCK_LAYOUT_PANEL16  Q4_K, Q6_K and IQ4_XS (K a multiple of 256), Q5_0, IQ4_NL, Q8_0
  *                                (of 64) in Q8 mode: panels of 16 rows (the last one padded with
  *                                zero rows), ld = a panel's bytes, each panel a run of pieces in
  *                                column order (256 columns of a K-quant, 64 of the others; the
@@ -101,16 +104,19 @@
  *                                c's code bytes (Q4_K chunk h: qs[32h + 4u + j], its low nibble
  *                                column 64h + 4u + j, the high one + 32; IQ4_XS, IQ4_NL and Q5_0:
  *                                the sub-block's qs[4u + j], low nibble column 4u + j, high + 16;
- *                                Q8_0: q[4u + j]), i.e. the codes as the file has them, four bytes
+ *                                Q8_0: q[4u + j]; Q6_K: its ql and qh bytes, units grouped in the
+ *                                order its kernel reads them), i.e. the codes as the file has them, four bytes
  *                                of each row side by side, so one vpdpbusd multiplies them for 16
  *                                rows against a broadcast x quad; then the 16 rows' scales: Q4_K
  *                                fp16 d, dmin and its 6-bit scales and mins as bytes; IQ4_XS d
  *                                and ls - 32 as signed bytes; Q5_0 its fifth bits as two 64-bit
- *                                masks per unit (one bit per code byte), then d; IQ4_NL and Q8_0
+ *                                masks per unit (one bit per code byte), then d; Q6_K its 16
+ *                                scale bytes per row, then d; IQ4_NL and Q8_0
  *                                d. The values are the file's, bit for bit
  *                                (numla_qblock_row_blocks gives a row's blocks back); per 16
  *                                weights Q4_K's panels take 9.25 bytes where its rows take 9,
- *                                IQ4_XS's 8.75 (padding) for 8.5, the others the file's bytes.
+ *                                IQ4_XS's 8.75 (padding) for 8.5, the others the file's bytes
+ *                                (Q6_K's 256-column pieces are therefore not 64-byte aligned).
  * numla_qblock_layout_for picks PANEL16 where the level that runs (type, act) at isa has a
  * panel kernel (AVX512-VNNI); any level runs either layout (the reference reads a panel's rows
  * back into blocks). Packing runs on the calling OpenMP team (first touch, in the forward's

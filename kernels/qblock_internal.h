@@ -73,6 +73,18 @@ enum {
     NUMLA_QBLOCK_P16_SB_Q4K = 2368,  /* bytes per 256 columns */
     NUMLA_QBLOCK_P16_SB_IQ4 = 2240,  /* 2208 and padding */
 };
+/* Q6_K's piece holds exactly its 16 blocks' bytes, so pieces are not 64-aligned (read with
+ * unaligned loads). The codes come in 16 groups of three units, in the order the kernel reads
+ * them (one sequential stream): group 8n + v (n = 0, 1; v = 0 .. 7) at 192 (8n + v) holds the ql
+ * units (n, v) and (n, v + 8), then the qh unit (n, v). In ql unit (n, u) byte 4c + j is row c's
+ * ql[64n + 4u + j] (its low nibble column 128n + 4u + j, its high one + 64); in qh unit (n, v)
+ * row c's qh[32n + 4v + j] (bits 2s, 2s + 1: the high bits of column 128n + 32s + 4v + j).
+ * Then int8 sc[16][16] (sub-block, row), then fp16 d[16]. */
+enum {
+    NUMLA_QBLOCK_P16_Q6_SC = 3072,
+    NUMLA_QBLOCK_P16_Q6_D = 3328,
+    NUMLA_QBLOCK_P16_SB_Q6K = 3360, /* 16 x 210 */
+};
 /* The 32-element types (Q5_0, IQ4_NL, Q8_0; K a multiple of 64) take pieces of 64 columns,
  * two blocks t: the codes (units (t, u) at 64 (4t + u), Q8_0 64 (8t + u): byte 4c + j is byte
  * 4u + j of row c's qs, its low nibble column 32t + 4u + j and its high one + 16; Q8_0's byte is
@@ -100,7 +112,9 @@ static inline int64_t numla_qblock_p16_sb_(numla_qblock_type type)
 {
     if (numla_qblock_p16_b32_(type))
         return numla_qblock_p16_b32_d_(type) + 64;
-    return type == NUMLA_QBLOCK_Q4_K ? NUMLA_QBLOCK_P16_SB_Q4K : NUMLA_QBLOCK_P16_SB_IQ4;
+    return type == NUMLA_QBLOCK_Q4_K ? NUMLA_QBLOCK_P16_SB_Q4K
+           : type == NUMLA_QBLOCK_Q6_K ? NUMLA_QBLOCK_P16_SB_Q6K
+                                      : NUMLA_QBLOCK_P16_SB_IQ4;
 }
 static inline int64_t numla_qblock_p16_sc_(numla_qblock_type type)
 {

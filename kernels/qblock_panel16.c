@@ -1,4 +1,4 @@
-/* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (Q4_K, IQ4_XS, Q5_0,
+/* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (Q4_K, Q6_K, IQ4_XS, Q5_0,
  * IQ4_NL and Q8_0 in Q8 mode): which weights take it, its size, packing a block-row source into it, and reading a
  * row's blocks back out (the reference's view of a panel, numla_qblock_row_blocks). Scalar and
  * ISA-independent; the kernels that run it are in kernels/x86/qblock_p16_avx512vnni.c and
@@ -11,7 +11,7 @@ int numla_qblock_p16_takes_(numla_qblock_type type, numla_qblock_act act, int64_
         return 0;
     if (numla_qblock_p16_b32_(type))
         return k % 64 == 0;
-    return (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_IQ4_XS) && k % 256 == 0;
+    return (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_Q6_K || type == NUMLA_QBLOCK_IQ4_XS) && k % 256 == 0;
 }
 
 int64_t numla_qblock_p16_ld_(numla_qblock_type type, int64_t k)
@@ -75,6 +75,28 @@ static void numla_qblock_p16_get_b32_(numla_qblock_type type, const uint8_t *pan
     }
 }
 
+/* Where Q6_K's bytes go (kernels/qblock_internal.h): move i (0 .. NUMLA_QBLOCK_P16_Q6_MOVES) of a
+ * block in row c of a panel takes `bytes` from the file's block at *at_blk to the piece at
+ * *at_piece: the 16 groups' ql, ql and qh quads, the 16 scales, d. */
+enum { NUMLA_QBLOCK_P16_Q6_MOVES = 32 + 16 + 16 + 1 };
+static int numla_qblock_p16_q6_k_move_(int i, int c, int *at_piece, int *at_blk)
+{
+    if (i < 48) { /* group 8n + v: ql units (n, v), (n, v + 8), qh unit (n, v) */
+        const int g = i / 3, n = g / 8, v = g % 8, e = i % 3;
+        *at_piece = 192 * g + 64 * e + 4 * c;
+        *at_blk = e < 2 ? 64 * n + 4 * (v + 8 * e) : 128 + 32 * n + 4 * v;
+        return 4;
+    }
+    if (i < 64) { /* scale of sub-block j */
+        *at_piece = NUMLA_QBLOCK_P16_Q6_SC + 16 * (i - 48) + c;
+        *at_blk = 192 + (i - 48);
+        return 1;
+    }
+    *at_piece = NUMLA_QBLOCK_P16_Q6_D + 2 * c;
+    *at_blk = 208;
+    return 2;
+}
+
 size_t numla_qblock_layout_size(numla_qblock_type type, numla_qblock_layout layout, int64_t n, int64_t k)
 {
     if (layout == NUMLA_QBLOCK_LAYOUT_ROWS)
@@ -106,6 +128,15 @@ static void numla_qblock_p16_pack_panel_(const numla_qblock_source *src, int64_t
             const int bb = numla_qblock_info_get(src->type)->bytes;
             for (int64_t g = 0; g < k / 32; g++)
                 numla_qblock_p16_put_b32_(src->type, row + bb * g, c, g, dst);
+            continue;
+        }
+        if (src->type == NUMLA_QBLOCK_Q6_K) {
+            for (int64_t b = 0; b < nb; b++)
+                for (int i = 0; i < NUMLA_QBLOCK_P16_Q6_MOVES; i++) {
+                    int at_piece, at_blk;
+                    const int bytes = numla_qblock_p16_q6_k_move_(i, c, &at_piece, &at_blk);
+                    memcpy(dst + b * sb + at_piece, row + 210 * b + at_blk, (size_t)bytes);
+                }
             continue;
         }
         for (int64_t b = 0; b < nb; b++) {
@@ -156,6 +187,14 @@ void numla_qblock_p16_block_(const numla_qblock_weight *w, int64_t r, int64_t b,
     }
     const int q4k = w->type == NUMLA_QBLOCK_Q4_K, c = (int)(r % 16), qs0 = q4k ? 16 : 8;
     const uint8_t *piece = w->q + (r / 16) * w->ld + b * numla_qblock_p16_sb_(w->type);
+    if (w->type == NUMLA_QBLOCK_Q6_K) {
+        for (int i = 0; i < NUMLA_QBLOCK_P16_Q6_MOVES; i++) {
+            int at_piece, at_blk;
+            const int bytes = numla_qblock_p16_q6_k_move_(i, c, &at_piece, &at_blk);
+            memcpy(out + at_blk, piece + at_piece, (size_t)bytes);
+        }
+        return;
+    }
     const uint8_t *sc = piece + numla_qblock_p16_sc_(w->type);
     for (int h = 0; h < 4; h++)
         for (int u = 0; u < 8; u++)

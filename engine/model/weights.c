@@ -422,7 +422,7 @@ static numla_qblock_act ld_qblock_act(const loader *L, numla_qblock_type qt, int
 }
 
 /* The layout a block linear is stored in: the one its kernel at the engine's level runs on
- * (kernels/qblock.h: 16-row panels for Q4_K and IQ4_XS in Q8 mode at the VNNI level). */
+ * (kernels/qblock.h: 16-row panels for the types it has panel kernels for, in Q8 mode at the VNNI level). */
 static numla_qblock_layout ld_qblock_layout(const loader *L, numla_qblock_type qt, int64_t k, int flags)
 {
     return numla_qblock_layout_for(qt, ld_qblock_act(L, qt, k, flags), k, L->isa);

@@ -21,9 +21,10 @@
  * as a kernel of its own), and from NUMLA_QBLOCK_PANEL_MIN_M rows the panel GEMM of
  * kernels/x86/qblock_panel_avx512vnni.c where it takes the type; Q4_K's x rows are first put
  * in its kernel's order (numla_qblock_vnni_q4_k_order_). The other types run each x row alone.
- * Weights stored as 16-row panels (PANEL16: what the engine loads Q4_K, IQ4_XS, Q5_0, IQ4_NL
- * and Q8_0 as at this level) run kernels/x86/qblock_p16_avx512vnni.c below the panel GEMM's
- * threshold and the panel GEMM from it, split over the threads by whole panels.
+ * Weights stored as 16-row panels (PANEL16: what the engine loads Q4_K, Q6_K, IQ4_XS, Q5_0,
+ * IQ4_NL and Q8_0 as at this level) run kernels/x86/qblock_p16_avx512vnni.c below the panel
+ * GEMM's threshold (Q6_K, which the panel GEMM does not take: at every M) and the panel GEMM
+ * from it, split over the threads by whole panels.
  * Results do not depend on the thread count; below the panel GEMM's threshold not on M either
  * (PANEL16: at no M).
  */

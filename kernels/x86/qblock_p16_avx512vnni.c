@@ -1,6 +1,7 @@
-/* kernels/x86/qblock_p16_avx512vnni.c — Q4_K, IQ4_XS, Q5_0, IQ4_NL and Q8_0 in Q8 activation
+/* kernels/x86/qblock_p16_avx512vnni.c — Q4_K, Q6_K, IQ4_XS, Q5_0, IQ4_NL and Q8_0 in Q8 activation
  * mode, stored in the PANEL16 layout (kernels/qblock.h), below NUMLA_QBLOCK_PANEL_MIN_M x rows: batch-1 decode and
- * the small batches of decode steps and lightly loaded MoE experts.
+ * the small batches of decode steps and lightly loaded MoE experts; Q6_K at every M (its own
+ * arithmetic, below: it has no panel GEMM).
  *
  * A 64-byte unit of a panel holds four code bytes of each of 16 rows; its low and its high
  * nibbles are each one vpdpbusd operand (16 rows x 4 columns, unsigned; IQ4_XS's codes go
@@ -159,13 +160,78 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weigh
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
 
+/* Q6_K: x rows [0, mr) against panel p. A group's ql units (n, v) and (n, v + 8) and qh unit
+ * (n, v) make four operands of 6-bit codes (q + 32, unsigned), the x quads 32n + 8s + v (s = 0 .. 3) of
+ * the 256-column piece, which fall in sub-blocks 8n + 2s + v / 4. Each sub-block's sum starts
+ * at -32 Σ x over its 16 columns, so after its four vpdpbusd it is Σ (q - 32) x exactly; it is
+ * multiplied by the rows' scales (vpmulld) into the block's int32 sum (exact: at most 16 · 128 ·
+ * 32 · 127 · 16 in magnitude), which goes to fp32 once per block:
+ *   acc = fma(float(Σ_j sc_j Σ (q - 32) x), d · dx, acc)
+ * the arithmetic of every M (this kernel runs Q6_K panels at every M). */
+NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q6_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
+                                                       const float *dx, const int32_t *bs, float *y, int64_t ldy,
+                                                       int accumulate, const int mr)
+{
+    const int64_t k = w->k, nb = k / 256, nb16 = k / 16;
+    const uint8_t *pan = w->q + p * w->ld;
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    __m512 acc[NUMLA_QBLOCK_P16_MR];
+    for (int i = 0; i < mr; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q6K;
+        __m512i tot[NUMLA_QBLOCK_P16_MR];
+        for (int i = 0; i < mr; i++)
+            tot[i] = _mm512_setzero_si512();
+        for (int n = 0; n < 2; n++)
+            for (int half = 0; half < 2; half++) {
+                /* sub-blocks 8n + 2s + half, s = 0 .. 3, per x row */
+                __m512i sum[NUMLA_QBLOCK_P16_MR][4];
+                for (int i = 0; i < mr; i++)
+                    for (int s = 0; s < 4; s++)
+                        sum[i][s] = _mm512_set1_epi32(-32 * bs[i * nb16 + 16 * b + 8 * n + 2 * s + half]);
+#pragma GCC unroll 4
+                for (int vv = 0; vv < 4; vv++) {
+                    const int v = 4 * half + vv;
+                    const uint8_t *gp = pc + 192 * (8 * n + v); /* ql (n, v), ql (n, v + 8), qh (n, v) */
+                    const __m512i lv = _mm512_loadu_si512((const void *)gp);
+                    const __m512i lw = _mm512_loadu_si512((const void *)(gp + 64));
+                    const __m512i hb = _mm512_loadu_si512((const void *)(gp + 128));
+                    /* code = low 4 bits | the qh field moved to bits 4-5 (0xF8: a | (b & c)) */
+                    __m512i op[4];
+                    op[0] = _mm512_ternarylogic_epi32(_mm512_and_si512(lv, m4), _mm512_slli_epi16(hb, 4), m30, 0xF8);
+                    op[1] = _mm512_ternarylogic_epi32(_mm512_and_si512(lw, m4), _mm512_slli_epi16(hb, 2), m30, 0xF8);
+                    op[2] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(lv, 4), m4), hb, m30, 0xF8);
+                    op[3] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(lw, 4), m4),
+                                                      _mm512_srli_epi16(hb, 2), m30, 0xF8);
+                    for (int i = 0; i < mr; i++)
+                        for (int s = 0; s < 4; s++)
+                            sum[i][s] = numla_qblock_p16_dp_(sum[i][s], op[s],
+                                                             numla_qblock_p16_quad_(xq + i * k, 64 * b + 32 * n + 8 * s + v));
+                }
+                for (int s = 0; s < 4; s++) {
+                    const int j = 8 * n + 2 * s + half;
+                    const __m512i sc = _mm512_cvtepi8_epi32(
+                        _mm_loadu_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q6_SC + 16 * j)));
+                    for (int i = 0; i < mr; i++)
+                        tot[i] = _mm512_add_epi32(tot[i], _mm512_mullo_epi32(sum[i][s], sc));
+                }
+            }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q6_D)));
+        for (int i = 0; i < mr; i++)
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot[i]), _mm512_mul_ps(d, _mm512_set1_ps(dx[i * nb + b])), acc[i]);
+    }
+    numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
+}
+
 void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m, const int8_t *xq,
                             const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate)
 {
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k), nb16 = k / 16;
-    /* 0 Q4_K, 1 IQ4_XS; 32-element types 2 + 0 IQ4_NL, 1 Q5_0, 2 Q8_0 */
+    /* 0 Q4_K, 1 IQ4_XS; 32-element types 2 + 0 IQ4_NL, 1 Q5_0, 2 Q8_0; 5 Q6_K */
     const int kind = w->type == NUMLA_QBLOCK_Q4_K ? 0 : w->type == NUMLA_QBLOCK_IQ4_XS ? 1
-                     : w->type == NUMLA_QBLOCK_IQ4_NL ? 2 : w->type == NUMLA_QBLOCK_Q5_0 ? 3 : 4;
+                     : w->type == NUMLA_QBLOCK_IQ4_NL ? 2 : w->type == NUMLA_QBLOCK_Q5_0 ? 3
+                     : w->type == NUMLA_QBLOCK_Q8_0 ? 4 : 5;
     int64_t chunk = NUMLA_QBLOCK_P16_CHUNK / w->ld;
     if (chunk < 1)
         chunk = 1;
@@ -184,7 +250,8 @@ void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t p
     case MR * 8 + 1: numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break;   \
     case MR * 8 + 2: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0); break; \
     case MR * 8 + 3: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break; \
-    case MR * 8 + 4: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 2); break;
+    case MR * 8 + 4: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 2); break; \
+    case MR * 8 + 5: numla_qblock_p16_q6_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;
                     NUMLA_QBLOCK_P16_CASE(1)
                     NUMLA_QBLOCK_P16_CASE(2)
                     NUMLA_QBLOCK_P16_CASE(3)

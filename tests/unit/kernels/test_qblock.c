@@ -496,13 +496,14 @@ static void test_forward_q8_many(void)
         }
 }
 
-/* The PANEL16 layout (kernels/qblock.h) of Q4_K, IQ4_XS, Q5_0, IQ4_NL and Q8_0 in Q8 mode (K of
- * 64 and 1408 for the 32-element types: a last quantization group of K mod 256): every row's blocks come
- * back byte for byte; the reference gives the ROWS layout's bits on it; at the vnni level a row
- * has the same bits at every M, on 1 and 3 threads (below NUMLA_QBLOCK_PANEL_MIN_M the stored
- * panels run straight, from it the panel GEMM unpacks them), and from PANEL_MIN_M rows the bits
- * of the ROWS layout's panel GEMM (bounded against W x̃ in test_forward_q8_many), which ties the
- * small-M kernel to a bounded result; layout choice and argument checks. */
+/* The PANEL16 layout (kernels/qblock.h) of Q4_K, Q6_K, IQ4_XS, Q5_0, IQ4_NL and Q8_0 in Q8 mode
+ * (K of 64 and 1408 for the 32-element types: a last quantization group of K mod 256): every
+ * row's blocks come back byte for byte; the reference gives the ROWS layout's bits on it; at the
+ * vnni level a row has the same bits at every M, on 1 and 3 threads (below
+ * NUMLA_QBLOCK_PANEL_MIN_M the stored panels run straight, from it the panel GEMM unpacks them),
+ * and from PANEL_MIN_M rows the bits of the ROWS layout's panel GEMM (bounded against W x̃ in
+ * test_forward_q8_many), which ties the small-M kernel to a bounded result; Q6_K, which has no
+ * panel GEMM, within both rounding bounds of ROWS at every M; layout choice and argument checks. */
 static void test_panel16(void)
 {
     numla_isa isas[NUMLA_ISA_COUNT];
@@ -512,9 +513,9 @@ static void test_panel16(void)
     static const int64_t ks[] = {64, 256, 1280, 1408};
     static const int64_t ms[] = {1, 2, 3, 4, 5, 7, 15, 16, 17, 33};
     const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0,
-                                       NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q8_0};
+                                       NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_Q6_K};
     int vnni_runs = 0;
-    for (int t = 0; t < 5; t++)
+    for (int t = 0; t < 6; t++)
         for (int in = 0; in < 4; in++)
             for (int ik = 0; ik < 4; ik++) {
                 const numla_qblock_type type = types[t];
@@ -550,6 +551,25 @@ static void test_panel16(void)
                                        ? numla_qblock_workspace_size(&wr, M, 3)
                                        : numla_qblock_workspace_size(&wp, M, 3);
                 void *ws = malloc(wsb);
+                /* Q6_K has no panel GEMM: its panels run their own kernel at every M, which sums a
+                 * block's sub-blocks in int32 and the blocks in fp32 where the ROWS kernels keep 16
+                 * lanes; a row differs from ROWS by at most both results' rounding bounds (that of
+                 * test_forward_q8_many, against W x̃; mag: the row's Σ |w| |x|, |y0| and a margin
+                 * for x's rounding to x̃) */
+                double *mag = NULL;
+                if (type == NUMLA_QBLOCK_Q6_K) {
+                    float *wd = malloc((size_t)(n * k) * sizeof *wd);
+                    numla_qblock_dequant_ref(type, src, n * k, wd);
+                    mag = malloc((size_t)(M * n) * sizeof *mag);
+                    for (int64_t i = 0; i < M; i++)
+                        for (int64_t r = 0; r < n; r++) {
+                            double sm = fabs(y0[i * ldy + r]);
+                            for (int64_t c = 0; c < k; c++)
+                                sm += 1.01 * fabs((double)wd[r * k + c] * x[i * ldx + c]);
+                            mag[i * n + r] = sm;
+                        }
+                    free(wd);
+                }
                 for (int il = 0; il < nisa; il++) {
                     const numla_isa isa = isas[il];
                     const int ref = numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isa) == NUMLA_ISA_REF;
@@ -577,7 +597,23 @@ static void test_panel16(void)
                                                                      acc, ws, wsb),
                                                 NUMLA_STATUS_OK);
                                 /* the reference, and the panel GEMM: the ROWS layout's bits */
-                                if (ref || m >= NUMLA_QBLOCK_PANEL_MIN_M)
+                                if (mag && !ref)
+                                    for (int64_t i = i0; i < M; i++)
+                                        for (int64_t r = 0; r < n; r++) {
+                                            const double err = fabs((double)ya[i * ldy + r] - yb[i * ldy + r]);
+                                            const double bound = 2.0 * (double)(k + 8) * ldexp(1.0, -24) * mag[i * n + r];
+                                            if (!(err <= bound)) {
+                                                NUMLA_ASSERT_MSG(0, "%s %s N=%lld K=%lld M=%lld th=%d acc=%d [%lld][%lld]: "
+                                                                 "panels %g vs rows %g (bound %g)",
+                                                                 numla_qblock_info_get(type)->name, numla_isa_name(isa),
+                                                                 (long long)n, (long long)k, (long long)m, th, acc,
+                                                                 (long long)i, (long long)r, ya[i * ldy + r],
+                                                                 yb[i * ldy + r], bound);
+                                                i = M;
+                                                break;
+                                            }
+                                        }
+                                else if (ref || m >= NUMLA_QBLOCK_PANEL_MIN_M)
                                     NUMLA_ASSERT_MSG(!memcmp(ya, yb, (size_t)(M * ldy) * sizeof *ya),
                                                      "%s %s N=%lld K=%lld M=%lld th=%d acc=%d: panels != rows",
                                                      numla_qblock_info_get(type)->name, numla_isa_name(isa),
@@ -606,6 +642,7 @@ static void test_panel16(void)
                     }
                 }
                 omp_set_num_threads(2);
+                free(mag);
                 free(ws);
                 free(x);
                 free(y0);
@@ -629,8 +666,11 @@ static void test_panel16(void)
     CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_REF),
                     NUMLA_QBLOCK_LAYOUT_ROWS);
     CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AVX512),
+                    vnni ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS);
+    CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 17, 512), 2 * 2 * (size_t)3360);
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AVX512),
                     NUMLA_QBLOCK_LAYOUT_ROWS);
-    CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 16, 256), 0);
+    CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 16, 256), 0);
     CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_ACT_Q8, 1408, NUMLA_ISA_AVX512),
                     vnni ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS);
     CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_ACT_Q8, 96, NUMLA_ISA_AVX512),
@@ -646,8 +686,8 @@ static void test_panel16(void)
     CU_ASSERT_EQUAL(numla_qblock_pack(&bad, dst, &w), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "16-row panel layout"));
     bad.act = NUMLA_QBLOCK_ACT_Q8;
-    bad.type = NUMLA_QBLOCK_Q6_K;
-    bad.ld = 210;
+    bad.type = NUMLA_QBLOCK_Q5_K;
+    bad.ld = 176;
     CU_ASSERT_EQUAL(numla_qblock_pack(&bad, dst, &w), NUMLA_STATUS_INVALID_ARG);
     bad.type = NUMLA_QBLOCK_Q4_K;
     bad.ld = 144;
