@@ -65,16 +65,22 @@ static inline __attribute__((always_inline)) void numla_qblock_p16_kq_scales_(co
     }
 }
 
-/* The one fp32 step of a 32-column sub-block, for 16 rows and one x row, shared by the panel
- * GEMM and the small-M kernels so that they give the same bits: is the exact int32 sums, sv and
- * mv the rows' scale and min, dx the x row's group scale, bs2 its two per-16 code sums there.
- *   acc + float(is) · (sv · dx) - mv · (dx · Σ x) */
-static inline __attribute__((always_inline)) __m512 numla_qblock_panel_step_(__m512 acc, __m512i is, __m512 sv, __m512 mv,
-                                                                              float dx, const int32_t *bs2)
+/* The fp32 steps shared by the panel GEMM and the small-M kernels, so that they give the same
+ * bits. Per 32-column sub-block, for 16 rows and one x row: is its exact int32 sums, sv and mv
+ * the rows' scale and min, bs2 the x row's two per-16 code sums there, summed into the 256-column
+ * group's partial tb (without the group's x scale):
+ *   tb + float(is) · sv - mv · float(Σ x)
+ * and once per group, with its x scale dx:  acc + tb · dx. */
+static inline __attribute__((always_inline)) __m512 numla_qblock_panel_sub_(__m512 tb, __m512i is, __m512 sv, __m512 mv,
+                                                                             const int32_t *bs2)
 {
-    const float xs = dx * (float)(bs2[0] + bs2[1]);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(sv, _mm512_set1_ps(dx)), acc);
-    return _mm512_fnmadd_ps(mv, _mm512_set1_ps(xs), acc);
+    tb = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sv, tb);
+    return _mm512_fnmadd_ps(mv, _mm512_set1_ps((float)(bs2[0] + bs2[1])), tb);
+}
+
+static inline __attribute__((always_inline)) __m512 numla_qblock_panel_group_(__m512 acc, __m512 tb, float dx)
+{
+    return _mm512_fmadd_ps(tb, _mm512_set1_ps(dx), acc);
 }
 
 /* y rows [0, mr) (ldy apart) at columns r .. r + 16 (stopping at n) = acc (+ y). */

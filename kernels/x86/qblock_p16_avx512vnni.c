@@ -10,9 +10,11 @@
  * Q4_K block costs about a quarter of the instructions of a row-at-a-time kernel. After the
  * eight units of a 64-column chunk, each of its two 32-column sub-blocks has an exact int32 sum
  * per row, which goes to fp32 as the panel GEMM of kernels/x86/qblock_panel_avx512vnni.c does
- * it, through the same function (numla_qblock_panel_step_, kernels/x86/qblock_p16_avx512.h):
- *   acc = fma(float(Σ q · x), (d · sc) · dx, acc);  acc = fnma(dmin · m, dx · Σ x, acc)
- * (IQ4_XS: scale d · (ls - 32), min 128 · scale), sub-blocks in column order. So a row's output
+ * it, through the same functions (numla_qblock_panel_sub_ and _group_,
+ * kernels/x86/qblock_p16_avx512.h):
+ *   tb = fma(float(Σ q · x), d · sc, tb);  tb = fnma(dmin · m, float(Σ x), tb)
+ * (IQ4_XS: scale d · (ls - 32), min 128 · scale), sub-blocks in column order, and after each
+ * 256-column x group acc = fma(tb, dx, acc). So a row's output
  * has the same bits here as in a panel GEMM call of any M, and the layout's results do not
  * depend on M at all.
  * Register tile: one panel by up to NUMLA_QBLOCK_P16_MR x rows. One panel at a time keeps a
@@ -59,6 +61,9 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w
         acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pc = pan + b * sb; /* this 256-column piece */
+        __m512 tb[NUMLA_QBLOCK_P16_MR];
+        for (int i = 0; i < mr; i++)
+            tb[i] = _mm512_setzero_ps();
         const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_D)));
         const __m512 dm =
             iq4 ? d : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_DMIN)));
@@ -97,10 +102,12 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w
                 numla_qblock_p16_kq_scales_(pc, iq4, 2 * h + s, d, dm, &sv, &mv);
                 for (int i = 0; i < mr; i++) {
                     const __m512i is = s ? _mm512_add_epi32(s1[i][0], s1[i][1]) : _mm512_add_epi32(s0[i][0], s0[i][1]);
-                    acc[i] = numla_qblock_panel_step_(acc[i], is, sv, mv, dx[i * nb + b], bs + i * nb16 + 2 * g);
+                    tb[i] = numla_qblock_panel_sub_(tb[i], is, sv, mv, bs + i * nb16 + 2 * g);
                 }
             }
         }
+        for (int i = 0; i < mr; i++)
+            acc[i] = numla_qblock_panel_group_(acc[i], tb[i], dx[i * nb + b]);
     }
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
@@ -117,9 +124,9 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weigh
     const uint8_t *pan = w->q + p * w->ld;
     const __m512i flip = _mm512_set1_epi8((char)0x80), book = numla_qblock_p16_book_();
     const int split = mr < 3;
-    __m512 acc[NUMLA_QBLOCK_P16_MR];
+    __m512 acc[NUMLA_QBLOCK_P16_MR], tb[NUMLA_QBLOCK_P16_MR];
     for (int i = 0; i < mr; i++)
-        acc[i] = _mm512_setzero_ps();
+        acc[i] = tb[i] = _mm512_setzero_ps();
     for (int64_t P = 0; P < k / 64; P++) {
         const uint8_t *pc = pan + P * sb;
         __m512i sm[NUMLA_QBLOCK_P16_MR][2][2]; /* x row, block, even / odd units */
@@ -153,9 +160,14 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weigh
             const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + doff + 32 * t)));
             const __m512 mv = _mm512_mul_ps(d, _mm512_set1_ps(kind == 1 ? 16.0f : 128.0f));
             for (int i = 0; i < mr; i++)
-                acc[i] = numla_qblock_panel_step_(acc[i], _mm512_add_epi32(sm[i][t][0], sm[i][t][1]), d, mv,
-                                                  dx[i * ng + g / 8], bs + i * nb16 + 2 * g);
+                tb[i] = numla_qblock_panel_sub_(tb[i], _mm512_add_epi32(sm[i][t][0], sm[i][t][1]), d, mv,
+                                                bs + i * nb16 + 2 * g);
         }
+        if (P % 4 == 3 || P == k / 64 - 1) /* the end of a 256-column x group */
+            for (int i = 0; i < mr; i++) {
+                acc[i] = numla_qblock_panel_group_(acc[i], tb[i], dx[i * ng + P / 4]);
+                tb[i] = _mm512_setzero_ps();
+            }
     }
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }

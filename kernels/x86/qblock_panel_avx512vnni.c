@@ -15,14 +15,16 @@
  *          others 128 · scale.
  * One broadcast 4-byte quad of a quantized x row feeds a vpdpbusd per panel (codes unsigned,
  * x signed, no offset to correct): 16 output rows in the lanes, no reduction. After the eight
- * quads of a sub-block its exact int32 sums go to fp32 once:
- *   acc += float(Σ q · x) · (scale · dx) - min · (dx · Σ x)
- * with Σ x over the sub-block from the quantization's per-16 sums, dx its 256-column group's
- * scale (the 32-element types' K need only be a multiple of 64: its last group is K mod 256 columns, as the
- * header's Q8 mode has it). The register tile is NUMLA_QBLOCK_PN_MR x rows by NUMLA_QBLOCK_PN_NR panels.
+ * quads of a sub-block its exact int32 sums go to fp32 once, into the 256-column group's sum,
+ * which takes the group's x scale dx once:
+ *   tb += float(Σ q · x) · scale - min · float(Σ x);   after the group: acc += tb · dx
+ * with Σ x over the sub-block from the quantization's per-16 sums (the 32-element types' K need
+ * only be a multiple of 64: its last group is K mod 256 columns, as the header's Q8 mode has
+ * it). Taking dx out of the sub-block step saved one of its four vector operations: 5-9 % more
+ * GEMM throughput (docs/quantization.md). The register tile is NUMLA_QBLOCK_PN_MR x rows by NUMLA_QBLOCK_PN_NR panels.
  *
- * Numerics: the integer part is exact; each sub-block adds two rounded products into the fp32
- * sum, within the header's Q8-mode bound. The order differs from the 1-row kernels (which sum
+ * Numerics: the integer part is exact; each sub-block adds two rounded products into the
+ * group's fp32 sum and each group one into the row's, within the header's Q8-mode bound. The order differs from the 1-row kernels (which sum
  * per 256-block in 16 lanes and reduce at the end), so from NUMLA_QBLOCK_PANEL_MIN_M x rows a
  * row's output may differ from the one-row result in the last bits (kernels/qblock.h). */
 #include "kernels/qblock_internal.h"
@@ -261,30 +263,39 @@ numla_qblock_pn_tile_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++)
             acc[i][j] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < ng; g++) {
-        __m512i is[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
+    for (int64_t b = 0; b < nb; b++) { /* 256-column x groups (the last one may be shorter) */
+        __m512 tb[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
         for (int i = 0; i < mr; i++)
             for (int j = 0; j < nr; j++)
-                is[i][j] = _mm512_setzero_si512();
-        for (int64_t q = 8 * g; q < 8 * g + 8; q++) {
-            __m512i wv[NUMLA_QBLOCK_PN_NR];
-            for (int j = 0; j < nr; j++)
-                wv[j] = _mm512_load_si512((const void *)(pan + (size_t)j * pbytes + (size_t)q * 64));
-            for (int i = 0; i < mr; i++) {
-                int32_t quad;
-                memcpy(&quad, xq + i * k + 4 * q, sizeof quad);
-                const __m512i xb = _mm512_set1_epi32(quad);
+                tb[i][j] = _mm512_setzero_ps();
+        const int64_t gend = 8 * b + 8 < ng ? 8 * b + 8 : ng;
+        for (int64_t g = 8 * b; g < gend; g++) { /* its 32-column sub-blocks */
+            __m512i is[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
+            for (int i = 0; i < mr; i++)
                 for (int j = 0; j < nr; j++)
-                    is[i][j] = numla_qblock_pn_dp_(is[i][j], wv[j], xb);
+                    is[i][j] = _mm512_setzero_si512();
+            for (int64_t q = 8 * g; q < 8 * g + 8; q++) {
+                __m512i wv[NUMLA_QBLOCK_PN_NR];
+                for (int j = 0; j < nr; j++)
+                    wv[j] = _mm512_load_si512((const void *)(pan + (size_t)j * pbytes + (size_t)q * 64));
+                for (int i = 0; i < mr; i++) {
+                    int32_t quad;
+                    memcpy(&quad, xq + i * k + 4 * q, sizeof quad);
+                    const __m512i xb = _mm512_set1_epi32(quad);
+                    for (int j = 0; j < nr; j++)
+                        is[i][j] = numla_qblock_pn_dp_(is[i][j], wv[j], xb);
+                }
+            }
+            for (int j = 0; j < nr; j++) {
+                const float *sc = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k));
+                const __m512 sv = _mm512_load_ps(sc + g * 16), mv = _mm512_load_ps(sc + (ng + g) * 16);
+                for (int i = 0; i < mr; i++)
+                    tb[i][j] = numla_qblock_panel_sub_(tb[i][j], is[i][j], sv, mv, bs + i * (k / 16) + 2 * g);
             }
         }
-        const int64_t b = g / 8;
-        for (int j = 0; j < nr; j++) {
-            const float *sc = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k));
-            const __m512 sv = _mm512_load_ps(sc + g * 16), mv = _mm512_load_ps(sc + (ng + g) * 16);
-            for (int i = 0; i < mr; i++)
-                acc[i][j] = numla_qblock_panel_step_(acc[i][j], is[i][j], sv, mv, dx[i * nb + b], bs + i * (k / 16) + 2 * g);
-        }
+        for (int i = 0; i < mr; i++)
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = numla_qblock_panel_group_(acc[i][j], tb[i][j], dx[i * nb + b]);
     }
     for (int j = 0; j < nr; j++) {
         const int64_t r = rr + 16 * j;
