@@ -447,8 +447,9 @@ static void wg_act_check(const numla_model_linear *l, numla_isa isa, int counts[
  * down_proj): Q8 only where its K slice [c0, c0 + k) of full_k holds whole 256-column groups
  * (starts on one, ends on one or at the row's end), so no group's quantization depends on the
  * split; else F32. On kq a cut slice is never Q8-able anyway (its K-quants need K % 256 and are
- * then dequantized): the "cut group" clause matters for Q5_0 / IQ4_NL slices (Q8 from K % 32),
- * which no golden file has, so it is exercised only by reading. */
+ * then dequantized): the "cut group" clause matters for the 32-element types (Q8 from K % 32),
+ * which the V2-shaped Q8_0 golden has at 3 ranks; wg_cut_held counts those slices. */
+static int wg_cut_held;
 static void wg_act_check_split(const numla_model_linear *l, numla_isa isa, int64_t c0, int64_t full_k, int counts[2])
 {
     if (l->kind != NUMLA_MODEL_LINEAR_QBLOCK)
@@ -462,6 +463,7 @@ static void wg_act_check_split(const numla_model_linear *l, numla_isa isa, int64
     NUMLA_ASSERT_MSG(l->qb.act == want, "split-input %s (%lld x %lld, columns from %lld of %lld) at level %s runs act %d, "
                      "want %d", numla_qblock_info_get(l->qb.type)->name, (long long)l->qb.n, (long long)k,
                      (long long)c0, (long long)full_k, numla_isa_name(isa), (int)l->qb.act, (int)want);
+    wg_cut_held += !whole && numla_qblock_q8_takes(l->qb.type, k) && native;
     wg_layout_check(l, isa);
     counts[l->qb.act == NUMLA_QBLOCK_ACT_Q8]++;
 }
@@ -473,14 +475,16 @@ static void wg_act_check_split(const numla_model_linear *l, numla_isa isa, int64
  * only on a CPU without VNNI. */
 static void test_qblock_act_choice(void)
 {
-    const char *p = wg_path("kq/gguf_mixed");
-    numla_model_config c;
-    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(p, &c), NUMLA_STATUS_OK);
     const numla_isa isas[2] = {NUMLA_ISA_REF, NUMLA_ISA_AVX512};
     int split_counts[2] = {0, 0};
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 8; i++) {
+        /* kq's K-quants, then v2's Q8_0 (o_proj K 192, dense down 64, shared down 16: one
+         * short group each, cut by every split) */
+        const char *p = wg_path(i < 4 ? "kq/gguf_mixed" : "v2/gguf_q8_0");
+        numla_model_config c;
+        CU_ASSERT_EQUAL_FATAL(numla_model_config_load(p, &c), NUMLA_STATUS_OK);
         const numla_isa isa = isas[i % 2];
-        const int ranks = i < 2 ? 1 : 3; /* 3 ranks: 8 heads as 3 + 3 + 2, slices that cut groups */
+        const int ranks = i % 4 < 2 ? 1 : 3; /* 3 ranks: kq's 8 heads as 3 + 3 + 2, slices that cut groups */
         if (!numla_isa_supported(isa))
             continue;
         numla_model_weights *w = NULL;
@@ -517,8 +521,10 @@ static void test_qblock_act_choice(void)
         numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_AVX512)
         CU_ASSERT(wg_panels_seen > 0);
     /* both modes: whole groups of a split input on 1 rank take Q8, cut ones on 3 ranks F32
-     * (every other kq linear takes Q8 since Q8_0 does from K % 32) */
+     * (every other kq linear takes Q8 since Q8_0 does from K % 32), including Q8_0 slices that
+     * Q8 mode would take by their K alone */
     CU_ASSERT(split_counts[0] > 0 && split_counts[1] > 0);
+    CU_ASSERT(wg_cut_held > 0);
 }
 
 NUMLA_TEST_SUITE(weights_gguf, NULL, NULL, NUMLA_TEST(test_config_and_layout),
