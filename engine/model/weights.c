@@ -895,21 +895,23 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
                 ((float *)deq)[r * dc + cc] =
                     numla_weights_q8_dequant(&d, codes, grid, r0, r0 + r, cc);
     }
-    for (int64_t hh = 0; hh < Hr && s == NUMLA_STATUS_OK; hh++) {
+    numla_qblock_type ukt = NUMLA_QBLOCK_Q8_0, uvt = NUMLA_QBLOCK_Q8_0;
+    if (ukb)
+        (void)numla_qblock_from_ggml(ge->src->type, &ukt);
+    if (uvb)
+        (void)numla_qblock_from_ggml((ge->v_b ? ge->v_b : ge->src)->type, &uvt);
+    /* Every head's uk_t, then every head's uv, each run in one piece (a head's bytes rounded up
+     * to 64): a decode step walks the heads of each in turn, so a thread reads one stream. */
+    const size_t uk_st = ((ukb   ? ld_head_qblock_size(L, ukt, dc, nope)
+                           : uk8 ? numla_qlinear_packed_size(f8, dc, nope)
+                                 : numla_linear_packed_size(L->isa, dc, nope, dt)) + 63) & ~(size_t)63;
+    const size_t uv_st = ((uvb     ? ld_head_qblock_size(L, uvt, vd, dc)
+                           : keep8 ? numla_qlinear_packed_size(f8, vd, dc)
+                                   : numla_linear_packed_size(L->isa, vd, dc, dt)) + 63) & ~(size_t)63;
+    char *uk_all = ld_take(L, uk_st * (size_t)Hr), *uv_all = ld_take(L, uv_st * (size_t)Hr);
+    for (int64_t hh = 0; hh < Hr && s == NUMLA_STATUS_OK && L->pass == 1; hh++) {
         const int64_t h = sh->head_begin + hh;
-        numla_qblock_type ukt = NUMLA_QBLOCK_Q8_0, uvt = NUMLA_QBLOCK_Q8_0;
-        if (ukb)
-            (void)numla_qblock_from_ggml(ge->src->type, &ukt);
-        if (uvb)
-            (void)numla_qblock_from_ggml((ge->v_b ? ge->v_b : ge->src)->type, &uvt);
-        void *uk = ld_take(L, ukb   ? ld_head_qblock_size(L, ukt, dc, nope)
-                              : uk8 ? numla_qlinear_packed_size(f8, dc, nope)
-                                    : numla_linear_packed_size(L->isa, dc, nope, dt));
-        void *uv = ld_take(L, uvb     ? ld_head_qblock_size(L, uvt, vd, dc)
-                              : keep8 ? numla_qlinear_packed_size(f8, vd, dc)
-                                      : numla_linear_packed_size(L->isa, vd, dc, dt));
-        if (L->pass != 1)
-            continue;
+        void *uk = uk_all + (size_t)hh * uk_st, *uv = uv_all + (size_t)hh * uv_st;
         if (ukb)
             s = ld_head_qblock(L, ge->src, h * dc, dc, nope, uk, &lw->uk_t[hh]);
         if (s == NUMLA_STATUS_OK && uvb)

@@ -261,6 +261,49 @@ static float numla_qblock_vnni_q3_k_(const uint8_t *row, int64_t nb, const int8_
 typedef float (*numla_qblock_vnni_dot_fn)(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
                                           const int32_t *bs);
 
+/* One forward call's work after x is quantized, for thread ith of nth. */
+typedef struct numla_qblock_vnni_job_ {
+    const numla_qblock_weight *w;
+    int64_t m, ldy;
+    const int8_t *xq;
+    const float *dx;
+    const int32_t *bs;
+    float *y;
+    int accumulate, panel, p16, gemm;
+    numla_qblock_vnni_dot_fn dot;
+    char *pscratch; /* the panel GEMM's scratch, pbytes per thread */
+    size_t pbytes;
+} numla_qblock_vnni_job_;
+
+static void numla_qblock_vnni_run_(const numla_qblock_vnni_job_ *j, int ith, int nth)
+{
+    const numla_qblock_weight *w = j->w;
+    const int64_t k = w->k, nb = k / 256, m = j->m;
+    int64_t lo, hi;
+    if (j->p16) { /* whole panels to each thread: the stored panels below the panel GEMM's M */
+        int64_t plo, phi;
+        numla_qblock_split_((w->n + 15) / 16, ith, nth, &plo, &phi);
+        if (!j->panel)
+            numla_qblock_p16_rows_(w, plo, phi, m, j->xq, j->dx, j->bs, j->y, j->ldy, j->accumulate);
+        lo = 16 * plo;
+        hi = 16 * phi < w->n ? 16 * phi : w->n;
+    } else {
+        numla_qblock_split_(w->n, ith, nth, &lo, &hi);
+    }
+    if (j->panel)
+        numla_qblock_panel_rows_(w, lo, hi, m, j->xq, j->dx, j->bs, j->y, j->ldy, j->accumulate,
+                                 j->pscratch + (size_t)ith * j->pbytes);
+    else if (j->gemm && !j->p16)
+        numla_qblock_gemm_vnni_rows_(w, lo, hi, m, j->xq, j->dx, j->bs, j->y, j->ldy, j->accumulate);
+    else if (!j->p16)
+        for (int64_t r = lo; r < hi; r++)
+            for (int64_t i = 0; i < m; i++) {
+                const float v = j->dot(w->q + r * w->ld, nb, j->xq + i * k, j->dx + i * nb, j->bs + i * (k / 16));
+                float *yo = j->y + i * j->ldy + r;
+                *yo = j->accumulate ? *yo + v : v;
+            }
+}
+
 void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                                      float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
 {
@@ -268,8 +311,7 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
         [NUMLA_QBLOCK_Q4_0] = numla_qblock_vnni_q4_0_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_vnni_q5_k_,
         [NUMLA_QBLOCK_Q2_K] = numla_qblock_vnni_q2_k_,     [NUMLA_QBLOCK_Q3_K] = numla_qblock_vnni_q3_k_,
     };
-    const numla_qblock_vnni_dot_fn dot = dots[w->type];
-    const int64_t k = w->k, nb = k / 256;
+    const int64_t k = w->k;
     const int panel = numla_qblock_panel_applies_(w, m), p16 = w->layout == NUMLA_QBLOCK_LAYOUT_PANEL16;
     numla_qblock_gemm_vnni_quantize_(x, ldx, m, k, ws);
     if (w->type == NUMLA_QBLOCK_Q4_K && !panel && !p16)
@@ -279,41 +321,23 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
     if ((w->type == NUMLA_QBLOCK_Q5_0 || q8s || w->type == NUMLA_QBLOCK_IQ4_NL || w->type == NUMLA_QBLOCK_IQ4_XS) &&
         !panel && !p16)
         numla_qblock_gemm_vnni_unsign_(numla_qblock_ws_xq_(ws), m * k);
-    const int8_t *xq = numla_qblock_ws_xq_(ws);
-    const float *dx = numla_qblock_ws_dx_(ws, m, k);
-    const int32_t *bs = numla_qblock_ws_bs_(ws, m, k);
-    const int gemm = q8s || numla_qblock_gemm_vnni_applies_(w->type, m);
-    char *pscratch = panel ? (char *)numla_qblock_ws_panel_(ws, m, k) : NULL;
-    const size_t pbytes = panel ? numla_qblock_panel_thread_bytes_(w) : 0;
+    numla_qblock_vnni_job_ job = {
+        .w = w, .m = m, .ldy = ldy, .xq = numla_qblock_ws_xq_(ws), .dx = numla_qblock_ws_dx_(ws, m, k),
+        .bs = numla_qblock_ws_bs_(ws, m, k), .y = y, .accumulate = accumulate, .panel = panel, .p16 = p16,
+        .gemm = q8s || numla_qblock_gemm_vnni_applies_(w->type, m), .dot = dots[w->type],
+        .pscratch = panel ? (char *)numla_qblock_ws_panel_(ws, m, k) : NULL,
+        .pbytes = panel ? numla_qblock_panel_thread_bytes_(w) : 0,
+    };
     int nt = omp_get_max_threads();
-    if (panel && ws_bytes < (size_t)(pscratch - (char *)ws) + (size_t)nt * pbytes) /* a smaller team's workspace */
-        nt = (int)((ws_bytes - (size_t)(pscratch - (char *)ws)) / pbytes);
-    if (nt < 1)
-        nt = 1;
-#pragma omp parallel num_threads(nt)
-    {
-        int64_t lo, hi;
-        if (p16) { /* whole panels to each thread: the stored panels below the panel GEMM's M */
-            int64_t plo, phi;
-            numla_qblock_split_((w->n + 15) / 16, omp_get_thread_num(), omp_get_num_threads(), &plo, &phi);
-            if (!panel)
-                numla_qblock_p16_rows_(w, plo, phi, m, xq, dx, bs, y, ldy, accumulate);
-            lo = 16 * plo;
-            hi = 16 * phi < w->n ? 16 * phi : w->n;
-        } else {
-            numla_qblock_split_(w->n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        }
-        if (panel)
-            numla_qblock_panel_rows_(w, lo, hi, m, xq, dx, bs, y, ldy, accumulate,
-                                     pscratch + (size_t)omp_get_thread_num() * pbytes);
-        else if (gemm && !p16)
-            numla_qblock_gemm_vnni_rows_(w, lo, hi, m, xq, dx, bs, y, ldy, accumulate);
-        else if (!p16)
-            for (int64_t r = lo; r < hi; r++)
-                for (int64_t i = 0; i < m; i++) {
-                    const float v = dot(w->q + r * w->ld, nb, xq + i * k, dx + i * nb, bs + i * (k / 16));
-                    float *yo = y + i * ldy + r;
-                    *yo = accumulate ? *yo + v : v;
-                }
+    if (panel && ws_bytes < (size_t)(job.pscratch - (char *)ws) + (size_t)nt * job.pbytes) /* a smaller team's workspace */
+        nt = (int)((ws_bytes - (size_t)(job.pscratch - (char *)ws)) / job.pbytes);
+    /* One thread, or called on a thread of a team (the per-head and per-expert linears of a
+     * decode step): the work runs here, without opening a region of one thread (libgomp builds
+     * a team for it: about a microsecond, as long as a small head's weights take to stream). */
+    if (nt <= 1 || omp_in_parallel()) {
+        numla_qblock_vnni_run_(&job, 0, 1);
+        return;
     }
+#pragma omp parallel num_threads(nt)
+    numla_qblock_vnni_run_(&job, omp_get_thread_num(), omp_get_num_threads());
 }
