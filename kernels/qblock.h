@@ -87,7 +87,8 @@
  * int32 and scaled into fp32 once, so they too have the same bits at every M, which may differ
  * from the ROWS layout's in the last bits (within the bound above).
  *
- * Packing (once, at load time; dst caller-owned, 64-byte aligned):
+ * Packing (once, at load time; dst caller-owned, 64-byte aligned; a size need not be a multiple
+ * of 64):
  *   layout = numla_qblock_layout_for(type, act, k, isa);
  *   bytes = numla_qblock_layout_size(type, layout, n, k); numla_qblock_pack(&src, dst, &w)
  * reads rows [0, n) of a block-row source (src->data: the first block of the slice's first row,

@@ -526,7 +526,9 @@ static void test_panel16(void)
                 uint8_t *src = qb_random(type, n, k, &rng, &rb);
                 const size_t pb = numla_qblock_layout_size(type, NUMLA_QBLOCK_LAYOUT_PANEL16, n, k);
                 CU_ASSERT_EQUAL_FATAL(pb, (size_t)((n + 15) / 16) * (size_t)numla_qblock_p16_ld_(type, k));
-                void *dr = aligned_alloc(64, numla_qblock_packed_size(type, n, k)), *dp = aligned_alloc(64, pb);
+                /* (Q6_K's panels are the file's bytes: their size need not be a multiple of 64) */
+                void *dr = aligned_alloc(64, numla_qblock_packed_size(type, n, k));
+                void *dp = aligned_alloc(64, (pb + 63) & ~(size_t)63);
                 numla_qblock_weight wr, wp;
                 numla_qblock_source s = {.type = type, .n = n, .k = k, .data = src, .ld = rb, .act = NUMLA_QBLOCK_ACT_Q8};
                 CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, dr, &wr), NUMLA_STATUS_OK);
