@@ -870,12 +870,12 @@ static numla_status ld_kv_b(loader *L, const char *name, const numla_shard *sh,
             tcodes = malloc((size_t)(dc * nope));
             tgrid = malloc((size_t)tg * sizeof(float));
         }
-        if (!uk8)
+        if (!uk8 && !ukb) /* the fp32 / bf16 transpose of a head's W_UK (blocks stay as they are) */
             tmp = malloc((size_t)dc * (size_t)nope * es);
         const int need_deq = q8 && !uk8 && !(ukb && uvb);
         if (need_deq) /* --weights bf16 (all of it), the fp8 uk_t fallback, GGUF rows not in blocks */
             deq = malloc((size_t)(Hr * hw * dc) * es);
-        if ((uk8 && (!tcodes || !tgrid)) || (!uk8 && !tmp) || (need_deq && !deq)) {
+        if ((uk8 && (!tcodes || !tgrid)) || (!uk8 && !ukb && !tmp) || (need_deq && !deq)) {
             free(own);
             free(grid);
             free(tcodes);
