@@ -332,8 +332,8 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
     if (panel && ws_bytes < (size_t)(job.pscratch - (char *)ws) + (size_t)nt * job.pbytes) /* a smaller team's workspace */
         nt = (int)((ws_bytes - (size_t)(job.pscratch - (char *)ws)) / job.pbytes);
     /* One thread, or called on a thread of a team (the per-head and per-expert linears of a
-     * decode step): the work runs here, without opening a region of one thread (libgomp builds
-     * a team for it: about a microsecond, as long as a small head's weights take to stream). */
+     * decode step): the work runs here, without opening a region of one thread (for which
+     * libgomp would still build a team). */
     if (nt <= 1 || omp_in_parallel()) {
         numla_qblock_vnni_run_(&job, 0, 1);
         return;
