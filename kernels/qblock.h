@@ -105,15 +105,15 @@
  *                                c's code bytes (Q4_K chunk h: qs[32h + 4u + j], its low nibble
  *                                column 64h + 4u + j, the high one + 32; IQ4_XS, IQ4_NL and Q5_0:
  *                                the sub-block's qs[4u + j], low nibble column 4u + j, high + 16;
- *                                Q8_0: q[4u + j]; Q6_K: its ql and qh bytes, units grouped in the
- *                                order its kernel reads them), i.e. the codes as the file has them, four bytes
- *                                of each row side by side, so one vpdpbusd multiplies them for 16
- *                                rows against a broadcast x quad; then the 16 rows' scales: Q4_K
- *                                fp16 d, dmin and its 6-bit scales and mins as bytes; IQ4_XS d
- *                                and ls - 32 as signed bytes; Q5_0 its fifth bits as two 64-bit
- *                                masks per unit (one bit per code byte), then d; Q6_K its 16
- *                                scale bytes per row, then d; IQ4_NL and Q8_0
- *                                d. The values are the file's, bit for bit
+ *                                Q8_0: q[4u + j]; Q6_K: its ql and qh bytes, the units grouped
+ *                                in the order its kernel reads them), i.e. the codes as the file
+ *                                has them, four bytes of each row side by side, so one vpdpbusd
+ *                                multiplies them for 16 rows against a broadcast x quad; then the
+ *                                16 rows' scales: Q4_K fp16 d, dmin and its 6-bit scales and
+ *                                mins as bytes; IQ4_XS d and ls - 32 as signed bytes; Q5_0 its
+ *                                fifth bits as two 64-bit masks per unit (one bit per code
+ *                                byte), then d; Q6_K its 16 scale bytes per row, then d; IQ4_NL
+ *                                and Q8_0 d. The values are the file's, bit for bit
  *                                (numla_qblock_row_blocks gives a row's blocks back); per 16
  *                                weights Q4_K's panels take 9.25 bytes where its rows take 9,
  *                                IQ4_XS's 8.75 (padding) for 8.5, the others the file's bytes

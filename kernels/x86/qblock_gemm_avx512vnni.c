@@ -17,6 +17,7 @@
 #include "kernels/qblock_internal.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 /* x rows per register tile, and the bytes of weight rows a thread walks for each pass of the x
  * tiles (kept in L2). */
@@ -317,38 +318,50 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_iq4_xs_(const uint8_t *row, int6
  * it and with the same bits: the same amax, the same fp32 quotients, the same fp32 product
  * x · inv, rounded half to even by vrndscaleps (its rounding in the instruction, whatever
  * MXCSR says), 16 columns a vector (one per-16 sum each). Runs on the calling team from
- * NUMLA_QBLOCK_QUANT_TEAM_GROUPS groups; fewer (a decode step's row: 8 groups at K 2048, well
- * under a microsecond) on the calling thread, which saves an OpenMP region per linear. */
+ * NUMLA_QBLOCK_QUANT_TEAM_GROUPS groups; fewer (a decode step's row: 8 groups at K 2048), or
+ * when called on a thread of a team, on the calling thread, which saves an OpenMP region per
+ * linear. */
 enum { NUMLA_QBLOCK_QUANT_TEAM_GROUPS = 64 };
+/* Group t (row t / ng, columns 256 (t % ng) ..) of the quantization. */
+static inline void numla_qblock_vnni_quantize_group_(const float *x, int64_t ldx, int64_t k, int64_t ng, int64_t t,
+                                                    int8_t *xq, float *dx, int32_t *bs)
+{
+    const int64_t i = t / ng, b = t % ng;
+    const int len = k - 256 * b < 256 ? (int)(k - 256 * b) : 256; /* a multiple of 32 */
+    const float *xb = x + i * ldx + 256 * b;
+    int8_t *q = xq + i * k + 256 * b;
+    int32_t *sb = bs + i * (k / 16) + 16 * b;
+    __m512 mx = _mm512_setzero_ps();
+    for (int j = 0; j < len; j += 16)
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xb + j)));
+    const float amax = _mm512_reduce_max_ps(mx);
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    dx[i * ng + b] = amax > 0.0f ? amax / 127.0f : 0.0f;
+    const __m512 vinv = _mm512_set1_ps(inv), lim = _mm512_set1_ps(127.0f), nlim = _mm512_set1_ps(-127.0f);
+    for (int j = 0; j < len; j += 16) {
+        __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(xb + j), vinv),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v = _mm512_min_ps(_mm512_max_ps(v, nlim), lim);
+        const __m512i qi = _mm512_cvtps_epi32(v); /* integral already: exact */
+        _mm_storeu_si128((__m128i *)(void *)(q + j), _mm512_cvtsepi32_epi8(qi));
+        sb[j / 16] = _mm512_reduce_add_epi32(qi);
+    }
+}
+
 void numla_qblock_gemm_vnni_quantize_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws)
 {
     int8_t *xq = numla_qblock_ws_xq_(ws);
     float *dx = numla_qblock_ws_dx_(ws, m, k);
     int32_t *bs = numla_qblock_ws_bs_(ws, m, k);
     const int64_t ng = numla_qblock_q8_groups_(k);
-#pragma omp parallel for schedule(static) if (m * ng >= NUMLA_QBLOCK_QUANT_TEAM_GROUPS)
-    for (int64_t t = 0; t < m * ng; t++) {
-        const int64_t i = t / ng, b = t % ng;
-        const int len = k - 256 * b < 256 ? (int)(k - 256 * b) : 256; /* a multiple of 32 */
-        const float *xb = x + i * ldx + 256 * b;
-        int8_t *q = xq + i * k + 256 * b;
-        int32_t *sb = bs + i * (k / 16) + 16 * b;
-        __m512 mx = _mm512_setzero_ps();
-        for (int j = 0; j < len; j += 16)
-            mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xb + j)));
-        const float amax = _mm512_reduce_max_ps(mx);
-        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-        dx[i * ng + b] = amax > 0.0f ? amax / 127.0f : 0.0f;
-        const __m512 vinv = _mm512_set1_ps(inv), lim = _mm512_set1_ps(127.0f), nlim = _mm512_set1_ps(-127.0f);
-        for (int j = 0; j < len; j += 16) {
-            __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(xb + j), vinv),
-                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            v = _mm512_min_ps(_mm512_max_ps(v, nlim), lim);
-            const __m512i qi = _mm512_cvtps_epi32(v); /* integral already: exact */
-            _mm_storeu_si128((__m128i *)(void *)(q + j), _mm512_cvtsepi32_epi8(qi));
-            sb[j / 16] = _mm512_reduce_add_epi32(qi);
-        }
+    if (m * ng < NUMLA_QBLOCK_QUANT_TEAM_GROUPS || omp_in_parallel()) { /* no region of one thread */
+        for (int64_t t = 0; t < m * ng; t++)
+            numla_qblock_vnni_quantize_group_(x, ldx, k, ng, t, xq, dx, bs);
+        return;
     }
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < m * ng; t++)
+        numla_qblock_vnni_quantize_group_(x, ldx, k, ng, t, xq, dx, bs);
 }
 
 void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n)

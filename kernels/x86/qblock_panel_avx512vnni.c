@@ -20,8 +20,8 @@
  *   tb += float(Σ q · x) · scale - min · float(Σ x);   after the group: acc += tb · dx
  * with Σ x over the sub-block from the quantization's per-16 sums (the 32-element types' K need
  * only be a multiple of 64: its last group is K mod 256 columns, as the header's Q8 mode has
- * it). Taking dx out of the sub-block step saved one of its four vector operations: 5-9 % more
- * GEMM throughput (docs/quantization.md). The register tile is NUMLA_QBLOCK_PN_MR x rows by NUMLA_QBLOCK_PN_NR panels.
+ * it). Taking dx out of the sub-block step saved one of its four vector operations
+ * (docs/quantization.md has what that gained). The register tile is NUMLA_QBLOCK_PN_MR x rows by NUMLA_QBLOCK_PN_NR panels.
  *
  * Numerics: the integer part is exact; each sub-block adds two rounded products into the
  * group's fp32 sum and each group one into the row's, within the header's Q8-mode bound. The order differs from the 1-row kernels (which sum

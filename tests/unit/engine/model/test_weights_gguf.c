@@ -412,8 +412,8 @@ static void test_int4_bad(void)
     numla_error_clear();
 }
 
-/* A block linear is stored in the layout its kernel runs on (16-row panels for Q4_K and IQ4_XS
- * in Q8 mode at the VNNI level), and its rows are the file's blocks either way (checked
+/* A block linear is stored in the layout its kernel runs on (16-row panels for the types with
+ * panel kernels, in Q8 mode at the VNNI level), and its rows are the file's blocks either way (checked
  * against the ROWS layout's bytes where both exist: test_config_and_layout). */
 static int wg_panels_seen;
 static void wg_layout_check(const numla_model_linear *l, numla_isa isa)
@@ -516,7 +516,7 @@ static void test_qblock_act_choice(void)
         CU_ASSERT(counts[1] > 0);
         numla_weights_destroy(&w);
     }
-    /* with VNNI, kq's Q4_K and IQ4_XS linears are stored as panels */
+    /* with VNNI, kq's panel types (Q4_K, Q6_K, IQ4_XS, Q8_0) are stored as panels */
     if (numla_isa_supported(NUMLA_ISA_AVX512) &&
         numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_AVX512)
         CU_ASSERT(wg_panels_seen > 0);
