@@ -71,11 +71,19 @@ static inline __attribute__((always_inline)) void numla_qblock_p16_kq_scales_(co
  * group's partial tb (without the group's x scale):
  *   tb + float(is) · sv - mv · float(Σ x)
  * and once per group, with its x scale dx:  acc + tb · dx. */
+static inline __attribute__((always_inline)) __m512 numla_qblock_panel_sub_f_(__m512 tb, __m512i is, __m512 sv, __m512 mv,
+                                                                               float bsum)
+{
+    tb = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sv, tb);
+    return _mm512_fnmadd_ps(mv, _mm512_set1_ps(bsum), tb);
+}
+
+/* The same with Σ x from the two per-16 sums bs2 (the float of an exact integer: the same bits
+ * as a caller that converted it before). */
 static inline __attribute__((always_inline)) __m512 numla_qblock_panel_sub_(__m512 tb, __m512i is, __m512 sv, __m512 mv,
                                                                              const int32_t *bs2)
 {
-    tb = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sv, tb);
-    return _mm512_fnmadd_ps(mv, _mm512_set1_ps((float)(bs2[0] + bs2[1])), tb);
+    return numla_qblock_panel_sub_f_(tb, is, sv, mv, (float)(bs2[0] + bs2[1]));
 }
 
 static inline __attribute__((always_inline)) __m512 numla_qblock_panel_group_(__m512 acc, __m512 tb, float dx)
