@@ -10,6 +10,8 @@
  *     output says so in long_context); --fill-context writes that context's cache rows with
  *     random values instead of prefilling them (one rank; long_prefill_s is then 0), for
  *     contexts whose prefill would take far longer than the decode it prepares;
+ *   decode tokens/s over 128 tokens from context 0 (decode_ctx0_tok_s: the window of
+ *     llama-bench's tg128, so that scripts/bench_peers compares like with like);
  *   active weight bytes per decode token (bench/bench_model.h), the read bandwidth
  *     (numla_bench_read_gbps), decode_bw_frac = bytes · tok/s / bandwidth;
  *   decode_16k_roofline_frac = max(bytes incl. KV / bandwidth, FLOPs / peak) / time per token;
@@ -257,6 +259,7 @@ typedef struct bm_results {
     double pf_part[NUMLA_MODEL_PART_COUNT];
     double dec_part[NUMLA_MODEL_PART_COUNT]; /* per decode token (the 128 after the prompt) */
     const char *pf_form;
+    double dec0_total, dec0_med; /* the 128 decode tokens from context 0 */
     double dec_total, dec_med, long_pf, long_pf_attn, long_pf_attn_k, long_total, long_med;
     double rss_mib, load_start, load_dec, load_long;
     double long_part[NUMLA_MODEL_PART_COUNT]; /* per decode token after the long context */
@@ -431,7 +434,8 @@ static void bm_print(const bm_opts *o, const bm_results *r, int size)
                "\"prefill_tok_s\": %.3f, \"prefill_linear_gflops\": %.2f, "
                "\"peak_gflops\": %.2f, \"amx_peak_gflops\": %.2f, \"prefill_peak_frac\": %.4f, "
                "\"prefill_avx512_peak_frac\": %.4f, \"decode_tokens\": %d, "
-               "\"decode_tok_s\": %.3f, \"decode_median_ms\": %.3f, \"decode_16k_tokens\": %d, "
+               "\"decode_tok_s\": %.3f, \"decode_median_ms\": %.3f, \"decode_ctx0_tok_s\": %.3f, "
+               "\"decode_ctx0_median_ms\": %.3f, \"decode_16k_tokens\": %d, "
                "\"decode_16k_tok_s\": %.3f, \"decode_16k_median_ms\": %.3f, "
                "\"long_prefill_s\": %.2f, \"long_prefill_chunk\": %d, "
                "\"long_prefill_attn_s\": %.3f, \"long_prefill_attn_kernel_s\": %.3f, "
@@ -447,7 +451,7 @@ static void bm_print(const bm_opts *o, const bm_results *r, int size)
                o->e.model, size, r->nth, wp, o->quick ? "true" : "false", long_ctx, prompt,
                r->pf_form, r->pf_best, r->pf_attn_s, r->pf_attn_k_s, pf_tok_s,
                pf_lin_gf, peak, r->amx_peak, pf_lin_gf / pf_peak, pf_lin_gf / peak, r->ndec,
-               dec_tok_s, 1e3 * r->dec_med, r->nlong,
+               dec_tok_s, 1e3 * r->dec_med, r->ndec / r->dec0_total, 1e3 * r->dec0_med, r->nlong,
                long_tok_s, 1e3 * r->long_med, r->long_pf, o->chunk, r->long_pf_attn,
                r->long_pf_attn_k, co->weight_bytes, co->attn_weight_bytes,
                co->mlp_weight_bytes, co->lm_head_bytes, co->linear_flops, co->kv_bytes_per_ctx,
@@ -480,6 +484,8 @@ static void bm_print(const bm_opts *o, const bm_results *r, int size)
             parts += r->dec_part[p];
         }
         printf(" ms; outside the parts %.3f ms\n", 1e3 * (r->dec_total / r->ndec - parts));
+        printf("  decode batch 1, %d tokens from context 0 (llama-bench's tg128): %.2f tok/s "
+               "(median %.2f ms)\n", r->ndec, r->ndec / r->dec0_total, 1e3 * r->dec0_med);
         printf("  decode batch 1, %d tokens after %d%s: %.2f tok/s (median %.2f ms); bound "
                "bytes %.2f ms, flops %.2f ms -> roofline_frac %.3f (context %s %.1f s)\n",
                r->nlong, long_ctx, o->quick ? " (--quick: not 16384)" : "", long_tok_s,
@@ -550,6 +556,9 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     if (!o->json)
         printf("  per-rank decode split (batch 1, context %d):\n", o->prompt);
     bm_ranks(x, "decode", o->json, size);
+    /* the same count of tokens from context 0, on the second sequence (its long context
+     * overwrites those rows next) */
+    r.dec0_total = bm_decode(x, sb, 0, r.ndec, &r.dec0_med, NULL);
     bm_long_context(x, o, sb, &r);
     r.load_long = load1();
     if (!o->json)
@@ -592,7 +601,9 @@ static int bench_model_main(int argc, char **argv)
     eo.block_size = 16;
     eo.weights = o.e.weights;
     bm_seq sa = {.mb = (o.prompt + ndec + 2 + 15) / 16};
-    bm_seq sb = {.mb = (o.long_ctx + nlong + 2 + 15) / 16};
+    /* sb also takes the decode from context 0 before its long context */
+    const int sb_rows = o.long_ctx + nlong > ndec ? o.long_ctx + nlong : ndec;
+    bm_seq sb = {.mb = (sb_rows + 2 + 15) / 16};
     eo.num_blocks = sa.mb + sb.mb;
     if ((s = numla_engine_create(x.c, o.e.model, &eo, &x.e)) != NUMLA_STATUS_OK)
         bm_die(&x, s);
