@@ -253,6 +253,16 @@ static numla_status attention_absorbed(numla_model *m, const numla_weights_layer
                 memset(dst, 0, row_bytes); /* padding: never written to the cache */
         }
     }
+    /* The output in bf16 where W_UV rounds its input to 8 bits next: the kernel then rounds P
+     * once to bf16 for the P·V products where an fp32 output needs it split in two (one
+     * vdpbf16ps per element instead of two, kernels/mla_attn.h), and both roundings (2^-9
+     * relative) are finer than W_UV's (docs/design.md §5). The choice is the layer's, never
+     * the step's: a row's result does not depend on its batch. (Queries in bf16 would halve
+     * the Q·K products too, but move the logits of sensitive models by more than the 8-bit
+     * activations do: docs/quantization.md.) */
+    const int obf = m->attn_out_bf16 && numla_model_linear_quantizes_input(&lw->uv[0]);
+    const int64_t nc = T * Hr * dc;
+    m->stats.absorbed_bf16_tokens += obf ? T : 0;
     numla_mla_attn_args pre = {
         .num_seqs = B, .num_heads = (int32_t)Hr, .kv_lora_rank = (int32_t)dc,
         .rope_dim = (int32_t)dr, .block_size = cache->block_size, .num_blocks = cache->num_blocks,
@@ -261,7 +271,8 @@ static numla_status attention_absorbed(numla_model *m, const numla_weights_layer
         .kv_cache = layer_kv, .kv_dtype = cache->dtype,
         .block_tables = st->block_tables, .seq_lens = m->pre_lens,
         .query_start_loc = st->query_start_loc, .causal = 0,
-        .scale = (float)c->softmax_scale, .out = m->ctx, .out_dtype = NUMLA_DTYPE_F32,
+        .scale = (float)c->softmax_scale, .out = obf ? (void *)m->ctx_bf : (void *)m->ctx,
+        .out_dtype = obf ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32,
         .lse = m->lse_pre,
     };
     numla_mla_attn_args cur = pre;
@@ -272,7 +283,7 @@ static numla_status attention_absorbed(numla_model *m, const numla_weights_layer
     cur.block_tables = m->new_tables;
     cur.seq_lens = m->new_lens;
     cur.causal = 1;
-    cur.out = m->ctx2;
+    cur.out = obf ? (void *)m->ctx2_bf : (void *)m->ctx2;
     cur.lse = m->lse_new;
     size_t need = numla_mla_attn_workspace_size(m->isa_mla, &pre, m->num_threads);
     size_t need2 = numla_mla_attn_workspace_size(m->isa_mla, &cur, m->num_threads);
@@ -281,6 +292,13 @@ static numla_status attention_absorbed(numla_model *m, const numla_weights_layer
     double tk = omp_get_wtime();
     NUMLA_CHECK(numla_mla_attn(m->isa_mla, &pre, m->attn_ws, m->attn_ws_bytes));
     NUMLA_CHECK(numla_mla_attn(m->isa_mla, &cur, m->attn_ws, m->attn_ws_bytes));
+    if (obf) {
+#pragma omp parallel for num_threads(m->num_threads) if (nc > 65536)
+        for (int64_t i = 0; i < nc; i++) {
+            m->ctx[i] = numla_bf16_to_f32(m->ctx_bf[i]);
+            m->ctx2[i] = numla_bf16_to_f32(m->ctx2_bf[i]);
+        }
+    }
     NUMLA_CHECK(numla_merge_attn_states(m->isa, T * Hr, (int32_t)dc, m->ctx, NULL, m->ctx,
                                         m->lse_pre, m->ctx2, m->lse_new));
     m->stats.attn_kernel_s += omp_get_wtime() - tk;

@@ -121,6 +121,10 @@ numla_status numla_model_create(const numla_model_weights *w, const numla_model_
     m->isa_mla = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_MLA);
     m->isa_mha = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_MHA);
     m->route_stride = (numla_model_moe_route_scratch_bytes(&m->cfg) + 63) & ~(size_t)63;
+    for (int32_t l = 0; w->shard.head_count > 0 && l < m->cfg.num_hidden_layers; l++) {
+        const numla_weights_layer *lw = &w->layers[l];
+        m->attn_out_bf16 |= lw->uv && numla_model_linear_quantizes_input(&lw->uv[0]);
+    }
     numla_status s = numla_model_scratch_grow(m, NUMLA_SCRATCH_EXPERTS, 1, "expert counts");
     if (s != NUMLA_STATUS_OK) {
         numla_model_destroy(&m);

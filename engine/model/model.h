@@ -138,6 +138,8 @@ typedef struct numla_model_stats {
     double attn_s;
     double attn_kernel_s;
     int64_t expanded_tokens;  /* new tokens (per layer) that went through the expanded form */
+    int64_t absorbed_bf16_tokens; /* tokens (per layer) whose absorbed attention gave bf16
+                                   * output (attention.c: W_UV quantizes its input) */
     double part_s[NUMLA_MODEL_PART_COUNT]; /* wall time per part of the forward pass */
 } numla_model_stats;
 

@@ -53,6 +53,9 @@ struct numla_model {
     /* the level each kernel family runs at: isa, or below amx where that family's AMX path
      * is turned off */
     numla_isa isa_linear, isa_mla, isa_mha;
+    /* some layer's absorbed attention gives bf16 output (attention.c attention_absorbed:
+     * where W_UV quantizes its input); sizes ctx_bf, ctx2_bf */
+    int attn_out_bf16;
     numla_model_layer_hook hook;
     void *hook_ctx;
     numla_model_reduce_fn reduce;   /* NULL: only nranks = 1 can run */
@@ -101,6 +104,8 @@ struct numla_model {
 
     /* chunked attention (prefix part + in-step part, merged by LSE), grown per step */
     float *ctx2;       /* (T, H_r, Dc) in-step part */
+    uint16_t *ctx_bf;  /* (T, H_r, Dc) the prefix part in bf16 where attn_out_bf16, else empty */
+    uint16_t *ctx2_bf; /* (T, H_r, Dc) the in-step part likewise */
     float *lse_pre;    /* (T, H_r) */
     float *lse_new;    /* (T, H_r) */
     void *new_kv;      /* (new_kv_rows, Dc + Dr) cache dtype: each sequence's new rows, blocks

@@ -44,6 +44,11 @@ numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear 
     return numla_qlinear_forward(&w->q, isa, M, x, ldx, y, ldy, accumulate, ws, ws_bytes);
 }
 
+int numla_model_linear_quantizes_input(const numla_model_linear *w)
+{
+    return w->kind == NUMLA_MODEL_LINEAR_QBLOCK && w->qb.act == NUMLA_QBLOCK_ACT_Q8;
+}
+
 size_t numla_model_linear_bytes(const numla_model_linear *w)
 {
     if (w->n == 0 || w->k == 0)

@@ -43,6 +43,10 @@ size_t numla_model_linear_workspace_size(numla_isa isa, const numla_model_linear
 numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear *w, int64_t M,
                                         const float *x, int64_t ldx, float *y, int64_t ldy,
                                         int accumulate, void *ws, size_t ws_bytes);
+/* Whether a forward rounds its input to 8 bits before the products (QBLOCK weights in Q8
+ * activation mode, kernels/qblock.h): what feeds such a layer need not be rounded finer than
+ * bf16 (engine/model/attention.c). Local. */
+int numla_model_linear_quantizes_input(const numla_model_linear *w);
 /* Bytes a forward reads of the weight (1-byte weights + scales for Q8, whole blocks for QBLOCK),
  * for bandwidth bounds.
  * Local. */

@@ -10,7 +10,7 @@
 typedef enum {
     W_ONE, W_HIDDEN, W_QLORA, W_Q, W_LATENT, W_DC, W_DR, W_QABS, W_CTX, W_O, W_INTER,
     W_EXPERTS_1, W_EXPERTS_2, W_TOPK_1, W_ROUTE, W_MOE_INTER, W_HEADS, W_KVB, W_FOUR,
-    W_IDX_Q, W_IDX_K, W_IDX_W, W_IDX_TOPK,
+    W_IDX_Q, W_IDX_K, W_IDX_W, W_IDX_TOPK, W_CTX_BF,
 } scratch_width;
 
 typedef struct scratch_buf {
@@ -38,6 +38,7 @@ static const scratch_buf scratch_table[] = {
     SB(ex_count, 4, EXPERTS, W_EXPERTS_2), SB(ex_cursor, 4, EXPERTS, W_EXPERTS_2),
     SB(ex_act, 4, EXPERTS, W_EXPERTS_2),
     SB(ctx2, 4, ATTN_ROWS, W_CTX),        SB(lse_pre, 4, ATTN_ROWS, W_HEADS),
+    SB(ctx_bf, 2, ATTN_ROWS, W_CTX_BF),   SB(ctx2_bf, 2, ATTN_ROWS, W_CTX_BF),
     SB(lse_new, 4, ATTN_ROWS, W_HEADS),   SB(pre_lens, 4, ATTN_ROWS, W_ONE),
     SB(new_lens, 4, ATTN_ROWS, W_ONE),    SB(new_tables, 4, NEW_TABLES, W_ONE),
     SB(new_kv, 1, NEW_KV, W_ONE),
@@ -95,6 +96,7 @@ static int64_t scratch_elems(const numla_model *m, scratch_width w)
     case W_IDX_K: return c->dsa.index_head_dim;
     case W_IDX_W: return c->dsa.index_n_heads;
     case W_IDX_TOPK: return c->dsa.index_topk;
+    case W_CTX_BF: return m->attn_out_bf16 ? Hr * dc : 0;
     }
     return 1;
 }
