@@ -256,7 +256,7 @@ static numla_status attention_absorbed(numla_model *m, const numla_weights_layer
     /* The output in bf16 where W_UV rounds its input to 8 bits next: the kernel then rounds P
      * once to bf16 for the P·V products where an fp32 output needs it split in two (one
      * vdpbf16ps per element instead of two, kernels/mla_attn.h), and both roundings (2^-9
-     * relative) are finer than W_UV's (docs/design.md §5). The choice is the layer's, never
+     * relative) are finer than W_UV's (docs/design.md §5.3). The choice is the layer's, never
      * the step's: a row's result does not depend on its batch. (Queries in bf16 would halve
      * the Q·K products too, but move the logits of sensitive models by more than the 8-bit
      * activations do: docs/quantization.md.) */
