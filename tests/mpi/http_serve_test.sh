@@ -198,7 +198,12 @@ if [ "$mode" = one ]; then
   for i in 1 2 3 4; do
     curl -sN -m 200 "http://127.0.0.1:$port/v1/completions" -d "{\"prompt\": [$i, 7], \"max_tokens\": 1000, \"temperature\": 0, \"ignore_eos\": true, \"stream\": true, \"stream_options\": {\"include_usage\": true}}" >"$tmp/term$i.sse" &
   done
-  for _ in $(seq 1 200); do [ -s "$tmp/term4.sse" ] && break; sleep 0.02; done
+  # every stream has its first bytes (so the server took all four) before the signal: waiting
+  # for the last one launched alone let a loaded machine's first curl connect after it
+  for _ in $(seq 1 500); do
+    [ -s "$tmp/term1.sse" ] && [ -s "$tmp/term2.sse" ] && [ -s "$tmp/term3.sse" ] && [ -s "$tmp/term4.sse" ] && break
+    sleep 0.02
+  done
   kill -TERM "$spid"
   wait "$spid"
   rc=$?
