@@ -2,6 +2,7 @@
  * packing (ISA-independent) and argument validation. The compute is in kernels/ref/qblock_ref.c
  * and kernels/x86/qblock_<isa>.c; the contract in kernels/qblock.h. */
 #include "kernels/qblock_internal.h"
+#include "kernels/x86/amx.h"
 
 #include <cpuid.h>
 #include <omp.h>
@@ -39,6 +40,12 @@ static const numla_qblock_forward_fn numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_
                            [NUMLA_QBLOCK_Q3_K] = numla_qblock_forward_avx512vnni,
                            [NUMLA_QBLOCK_Q5_0] = numla_qblock_forward_avx512vnni,
                            [NUMLA_QBLOCK_IQ4_NL] = numla_qblock_forward_avx512vnni}},
+    /* the panel GEMM's types: its tile variant from NUMLA_QBLOCK_PANEL_MIN_M rows, the vnni
+     * kernels below */
+    [NUMLA_ISA_AMX] = {{NULL},
+                       {[NUMLA_QBLOCK_Q8_0] = numla_qblock_forward_amx, [NUMLA_QBLOCK_Q4_K] = numla_qblock_forward_amx,
+                        [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_forward_amx, [NUMLA_QBLOCK_Q5_0] = numla_qblock_forward_amx,
+                        [NUMLA_QBLOCK_IQ4_NL] = numla_qblock_forward_amx}},
 };
 
 /* Read once: CPUID traps to the hypervisor in a VM, and the dispatch asks on every call. */
@@ -58,9 +65,12 @@ int numla_qblock_vnni_usable(void)
     return numla_qblock_vnni_ok_;
 }
 
-/* A variant that needs a CPU feature beyond its level's. */
+/* A variant that needs a CPU feature beyond its level's: VNNI for Q8 mode at avx512, and at amx
+ * AMX-INT8 too (the amx level itself needs only AMX-BF16). */
 static int numla_qblock_runnable_(numla_isa level, numla_qblock_act act)
 {
+    if (level == NUMLA_ISA_AMX && act == NUMLA_QBLOCK_ACT_Q8)
+        return numla_amx_int8_usable() && numla_qblock_vnni_usable();
     return !(level == NUMLA_ISA_AVX512 && act == NUMLA_QBLOCK_ACT_Q8) || numla_qblock_vnni_usable();
 }
 

@@ -78,7 +78,8 @@
  * once for several x rows, run the same per-lane operations as one row alone), with one
  * exception: in the ROWS layout, Q4_K, IQ4_XS, Q5_0, Q8_0 and IQ4_NL in Q8 mode from 16 x rows
  * run a panel GEMM at the vnni level (kernels/x86/qblock_panel_avx512vnni.c: 16 weight rows in
- * the lanes, each 32-column sub-block's exact integer sum scaled into fp32 on its own), whose
+ * the lanes, each 32-column sub-block's exact integer sum scaled into fp32 on its own; at the amx
+ * level the same GEMM on AMX-INT8 tiles, kernels/x86/qblock_panel_amx.c, with the same bits), whose
  * rows have the same bits as in any other call of 16 or more rows but may differ from the
  * fewer-row result in the last bits (within the bound above; the engine promises batch
  * invariance up to rounding only). In the PANEL16 layout (below) every M runs that arithmetic,
@@ -119,7 +120,8 @@
  *                                IQ4_XS's 8.75 (padding) for 8.5, the others the file's bytes
  *                                (Q6_K's 256-column pieces are therefore not 64-byte aligned).
  * numla_qblock_layout_for picks PANEL16 where the level that runs (type, act) at isa has a
- * panel kernel (AVX512-VNNI); any level runs either layout (the reference reads a panel's rows
+ * panel kernel (AVX512-VNNI, or AMX-INT8, whose level runs the vnni kernels below 16 rows); any
+ * level runs either layout (the reference reads a panel's rows
  * back into blocks). Packing runs on the calling OpenMP team (first touch, in the forward's
  * split).
  *
@@ -209,7 +211,7 @@ size_t numla_qblock_packed_size(numla_qblock_type type, int64_t n, int64_t k);
 /* The same for a layout; 0 also where the layout does not take the type and k. */
 size_t numla_qblock_layout_size(numla_qblock_type type, numla_qblock_layout layout, int64_t n, int64_t k);
 /* The layout the forward at level isa runs best on: PANEL16 where the layout takes (type, act,
- * k) (above) and that level's kernel is AVX512-VNNI, ROWS otherwise. */
+ * k) (above) and that level's kernel is AVX512-VNNI or AMX-INT8, ROWS otherwise. */
 numla_qblock_layout numla_qblock_layout_for(numla_qblock_type type, numla_qblock_act act, int64_t k, numla_isa isa);
 numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_qblock_weight *out);
 /* Row r's k / block blocks, byte for byte as the source had them, into dst (either layout). */

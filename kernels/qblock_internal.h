@@ -55,6 +55,25 @@ size_t numla_qblock_panel_thread_bytes_(const numla_qblock_weight *w);
 void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,
                               const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate,
                               void *scratch);
+typedef void (*numla_qblock_panel_rows_fn)(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m,
+                                           const int8_t *xq, const float *dx, const int32_t *bs, float *y,
+                                           int64_t ldy, int accumulate, void *scratch);
+/* The unpacked panel the panel GEMMs run on: codes (16 k bytes, byte 64 q + 4 c + b = row c's code
+ * at column 4 q + b), then the fp32 scales and mins (k / 32 sub-blocks x 16 rows each); its
+ * size, and weight rows [r0, r0 + 16) (rows at or past hi zero) unpacked into dst with buf
+ * (16 k bytes) as scratch. */
+size_t numla_qblock_pn_panel_bytes_(int64_t k);
+void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi, uint8_t *buf, uint8_t *dst);
+/* The vnni level's forward with the panel GEMM's rows function as an argument: the avx512vnni
+ * entry passes numla_qblock_panel_rows_, the amx one its tile variant. */
+void numla_qblock_forward_vnni_with_(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                                     int64_t ldy, int accumulate, void *ws, size_t ws_bytes,
+                                     numla_qblock_panel_rows_fn panel_rows);
+/* AMX-INT8 (kernels/x86/qblock_panel_amx.c): the panel GEMM's types in Q8 mode, at the amx level
+ * when the CPU has AMX-INT8 and VNNI; the panel GEMM on tiles (TDPBSUD), the same bits as the
+ * vnni level's; below NUMLA_QBLOCK_PANEL_MIN_M rows, the vnni level's kernels. */
+void numla_qblock_forward_amx(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                              int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
 
 /* The PANEL16 layout (kernels/qblock_panel16.c; kernels/qblock.h says what it holds): whether
  * (type, act, k) takes it; a panel's bytes; packing (validated source, on the calling team);

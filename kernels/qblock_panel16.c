@@ -108,7 +108,9 @@ size_t numla_qblock_layout_size(numla_qblock_type type, numla_qblock_layout layo
 
 numla_qblock_layout numla_qblock_layout_for(numla_qblock_type type, numla_qblock_act act, int64_t k, numla_isa isa)
 {
-    return numla_qblock_p16_takes_(type, act, k) && numla_qblock_level(type, act, isa) == NUMLA_ISA_AVX512
+    /* the vnni kernels, or the amx level's (its tiles from 16 rows, the vnni kernels below) */
+    const numla_isa level = numla_qblock_level(type, act, isa);
+    return numla_qblock_p16_takes_(type, act, k) && (level == NUMLA_ISA_AVX512 || level == NUMLA_ISA_AMX)
                ? NUMLA_QBLOCK_LAYOUT_PANEL16
                : NUMLA_QBLOCK_LAYOUT_ROWS;
 }

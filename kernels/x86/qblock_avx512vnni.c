@@ -273,6 +273,7 @@ typedef struct numla_qblock_vnni_job_ {
     numla_qblock_vnni_dot_fn dot;
     char *pscratch; /* the panel GEMM's scratch, pbytes per thread */
     size_t pbytes;
+    numla_qblock_panel_rows_fn panel_rows; /* the panel GEMM: vpdpbusd or tiles */
 } numla_qblock_vnni_job_;
 
 static void numla_qblock_vnni_run_(const numla_qblock_vnni_job_ *j, int ith, int nth)
@@ -291,8 +292,8 @@ static void numla_qblock_vnni_run_(const numla_qblock_vnni_job_ *j, int ith, int
         numla_qblock_split_(w->n, ith, nth, &lo, &hi);
     }
     if (j->panel)
-        numla_qblock_panel_rows_(w, lo, hi, m, j->xq, j->dx, j->bs, j->y, j->ldy, j->accumulate,
-                                 j->pscratch + (size_t)ith * j->pbytes);
+        j->panel_rows(w, lo, hi, m, j->xq, j->dx, j->bs, j->y, j->ldy, j->accumulate,
+                      j->pscratch + (size_t)ith * j->pbytes);
     else if (j->gemm && !j->p16)
         numla_qblock_gemm_vnni_rows_(w, lo, hi, m, j->xq, j->dx, j->bs, j->y, j->ldy, j->accumulate);
     else if (!j->p16)
@@ -306,6 +307,13 @@ static void numla_qblock_vnni_run_(const numla_qblock_vnni_job_ *j, int ith, int
 
 void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                                      float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
+{
+    numla_qblock_forward_vnni_with_(w, m, x, ldx, y, ldy, accumulate, ws, ws_bytes, numla_qblock_panel_rows_);
+}
+
+void numla_qblock_forward_vnni_with_(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                                     int64_t ldy, int accumulate, void *ws, size_t ws_bytes,
+                                     numla_qblock_panel_rows_fn panel_rows)
 {
     static const numla_qblock_vnni_dot_fn dots[NUMLA_QBLOCK_TYPE_COUNT] = {
         [NUMLA_QBLOCK_Q4_0] = numla_qblock_vnni_q4_0_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_vnni_q5_k_,
@@ -326,7 +334,7 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
         .bs = numla_qblock_ws_bs_(ws, m, k), .y = y, .accumulate = accumulate, .panel = panel, .p16 = p16,
         .gemm = q8s || numla_qblock_gemm_vnni_applies_(w->type, m), .dot = dots[w->type],
         .pscratch = panel ? (char *)numla_qblock_ws_panel_(ws, m, k) : NULL,
-        .pbytes = panel ? numla_qblock_panel_thread_bytes_(w) : 0,
+        .pbytes = panel ? numla_qblock_panel_thread_bytes_(w) : 0, .panel_rows = panel_rows,
     };
     int nt = omp_get_max_threads();
     if (panel && ws_bytes < (size_t)(job.pscratch - (char *)ws) + (size_t)nt * job.pbytes) /* a smaller team's workspace */

@@ -41,7 +41,7 @@ enum {
 };
 
 /* One panel's bytes: codes (16 k), then scale and min (k / 32 sub-blocks x 16 floats each). */
-static size_t numla_qblock_pn_panel_bytes_(int64_t k)
+size_t numla_qblock_pn_panel_bytes_(int64_t k)
 {
     return (size_t)(16 * k) + 2 * (size_t)(k / 32) * 16 * sizeof(float);
 }
@@ -120,7 +120,7 @@ static void numla_qblock_pn_from_p16_(const numla_qblock_weight *w, int64_t r0, 
 
 /* Weight rows [r0, r0 + 16) (rows at or past hi: zero codes and scales) into one panel at dst;
  * buf: 16 k bytes of scratch. */
-static void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi, uint8_t *buf, uint8_t *dst)
+void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi, uint8_t *buf, uint8_t *dst)
 {
     if (w->layout == NUMLA_QBLOCK_LAYOUT_PANEL16) {
         numla_qblock_pn_from_p16_(w, r0, dst);

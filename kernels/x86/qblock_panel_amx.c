@@ -1,0 +1,151 @@
+/* kernels/x86/qblock_panel_amx.c — the panel GEMM of the block encodings in Q8 activation mode
+ * (Q4_K, Q5_0, Q8_0, IQ4_XS, IQ4_NL: kernels/x86/qblock_panel_avx512vnni.c) on AMX-INT8 tiles,
+ * the amx level of kernels/qblock.c when the CPU has AMX-INT8 and VNNI. Below
+ * NUMLA_QBLOCK_PANEL_MIN_M x rows (decode) and for the other types (Q6_K's panels, the row
+ * kernels) it is the vnni level: the same forward (numla_qblock_forward_vnni_with_), with this
+ * file's rows function in place of the vpdpbusd one.
+ *
+ * Verified under emulation only: no AMX machine was at hand. The unit test qblock_amx_emu builds
+ * this file against the tile emulator (tests/support/amx_emulate.h; NUMLA_AMX_EMULATE renames
+ * the entry point) and checks its y bit for bit against the vnni level's; its speed is
+ * unmeasured (docs/quantization.md).
+ *
+ * The unpacked panel (numla_qblock_pn_pack_, shared with the vpdpbusd GEMM) stores a 32-column
+ * sub-block g of 16 weight rows as eight 64-byte k-quads, byte 64 q + 4 c + b = row c's code at
+ * column 4 q + b: exactly a B tile of 8 rows x 64 bytes (K = 32 as 8 quads, N = 16 weight rows),
+ * loaded with stride 64. The A tile is 16 x rows x the sub-block's 32 quantized bytes, loaded
+ * from the x rows themselves (stride k; a partial last block of x rows from a zero-padded copy).
+ * TDPBSUD multiplies A signed (x) by B unsigned (the codes), so C[i][c] = Σ x · q, the exact int32
+ * the vpdpbusd GEMM sums for x row i and weight row c; each C row then goes to fp32 through the
+ * same functions (numla_qblock_panel_sub_, _group_) in the same order, so y has the vnni level's
+ * bits at every M.
+ *
+ * One tile product per sub-block (the sub-blocks' scales differ per weight row, so their sums
+ * cannot share a tile): per 16 x rows and sub-block, one A load, and per panel of the chunk
+ * (NUMLA_QBLOCK_PANEL_NP, each its own C tile 0-3) one B load (tiles 5 and 6 in turn), one
+ * TDPBSUD and one store of C for the fp32 step. */
+#include "kernels/qblock_internal.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/x86/amx.h"
+#include "kernels/x86/qblock_p16_avx512.h"
+
+/* The emulated test build (NUMLA_AMX_EMULATE: tests/CMakeLists.txt force-includes the tile
+ * emulator) gets its own entry point name, so it links next to this file's real build. */
+#ifdef NUMLA_AMX_EMULATE
+#define NUMLA_QBLOCK_AMX_ENTRY numla_qblock_forward_amx_emulated
+void numla_qblock_forward_amx_emulated(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                                       int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
+#else
+#define NUMLA_QBLOCK_AMX_ENTRY numla_qblock_forward_amx
+#endif
+
+enum { NUMLA_QBLOCK_AMX_TR = 16 }; /* x rows per A tile, weight rows per panel */
+/* Tile numbers: literals, which the intrinsics paste into the instruction. C tiles are 0 ..
+ * NUMLA_QBLOCK_PANEL_NP - 1. */
+#define NUMLA_QBLOCK_AMX_A 4  /* the x tile */
+#define NUMLA_QBLOCK_AMX_B0 5 /* the panels' code tiles, in turn */
+#define NUMLA_QBLOCK_AMX_B1 6
+_Static_assert(NUMLA_QBLOCK_PANEL_NP <= NUMLA_QBLOCK_AMX_A, "one C tile per panel of a chunk");
+
+/* Palette 1: C 16 x 64 bytes (16 x 16 int32), A 16 x 32 bytes (K = 32), B 8 x 64 bytes. */
+static const numla_amx_tilecfg numla_qblock_amx_cfg_ __attribute__((aligned(64))) = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 32, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 8, 8},
+};
+
+/* C tile j (a literal, as the intrinsics need) = A · B over the sub-block at codes, stored to c. */
+#define NUMLA_QBLOCK_AMX_PRODUCT(J, B, codes, c)                                                                       \
+    do {                                                                                                               \
+        _tile_zero(J);                                                                                                 \
+        _tile_loadd(B, (codes), 64);                                                                                   \
+        _tile_dpbsud(J, NUMLA_QBLOCK_AMX_A, B);                                                                        \
+        _tile_stored(J, (c), 64);                                                                                      \
+    } while (0)
+
+/* x rows [i0, i0 + mr) against the np unpacked panels at pan (weight rows a + 16 j, stopping at
+ * ahi); xt: the rows' quantized bytes, 16 rows k apart (rows past mr zero). */
+static void numla_qblock_amx_block_(const uint8_t *pan, size_t pbytes, int64_t np, int64_t k, const int8_t *xt,
+                                    int mr, const float *dx, const int32_t *bs, int64_t a, int64_t ahi, float *y,
+                                    int64_t ldy, int accumulate)
+{
+    const int64_t ng = k / 32, nb = numla_qblock_q8_groups_(k);
+    __m512 acc[NUMLA_QBLOCK_PANEL_NP][NUMLA_QBLOCK_AMX_TR], tb[NUMLA_QBLOCK_PANEL_NP][NUMLA_QBLOCK_AMX_TR];
+    int32_t c[NUMLA_QBLOCK_PANEL_NP][NUMLA_QBLOCK_AMX_TR * NUMLA_QBLOCK_AMX_TR] __attribute__((aligned(64)));
+    for (int64_t j = 0; j < np; j++)
+        for (int i = 0; i < mr; i++)
+            acc[j][i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) { /* 256-column x groups (the last one may be shorter) */
+        for (int64_t j = 0; j < np; j++)
+            for (int i = 0; i < mr; i++)
+                tb[j][i] = _mm512_setzero_ps();
+        const int64_t gend = 8 * b + 8 < ng ? 8 * b + 8 : ng;
+        for (int64_t g = 8 * b; g < gend; g++) { /* its 32-column sub-blocks */
+            _tile_loadd(NUMLA_QBLOCK_AMX_A, xt + 32 * g, k);
+            const uint8_t *codes = pan + (size_t)g * 512;
+            NUMLA_QBLOCK_AMX_PRODUCT(0, NUMLA_QBLOCK_AMX_B0, codes, c[0]);
+            if (np > 1)
+                NUMLA_QBLOCK_AMX_PRODUCT(1, NUMLA_QBLOCK_AMX_B1, codes + pbytes, c[1]);
+            if (np > 2)
+                NUMLA_QBLOCK_AMX_PRODUCT(2, NUMLA_QBLOCK_AMX_B0, codes + 2 * pbytes, c[2]);
+            if (np > 3)
+                NUMLA_QBLOCK_AMX_PRODUCT(3, NUMLA_QBLOCK_AMX_B1, codes + 3 * pbytes, c[3]);
+            for (int64_t j = 0; j < np; j++) {
+                const float *sc = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k));
+                const __m512 sv = _mm512_load_ps(sc + g * 16), mv = _mm512_load_ps(sc + (ng + g) * 16);
+                for (int i = 0; i < mr; i++)
+                    tb[j][i] = numla_qblock_panel_sub_(tb[j][i], _mm512_load_si512((const void *)(c[j] + 16 * i)), sv,
+                                                       mv, bs + i * (k / 16) + 2 * g);
+            }
+        }
+        for (int64_t j = 0; j < np; j++)
+            for (int i = 0; i < mr; i++)
+                acc[j][i] = numla_qblock_panel_group_(acc[j][i], tb[j][i], dx[i * nb + b]);
+    }
+    for (int64_t j = 0; j < np; j++) {
+        const int64_t r = a + 16 * j;
+        if (r >= ahi)
+            break;
+        numla_qblock_p16_store_(acc[j], mr, r, ahi, y, ldy, accumulate);
+    }
+}
+
+/* numla_qblock_panel_rows_ on tiles: weight rows [lo, hi) against all m quantized x rows. */
+static void numla_qblock_panel_rows_amx_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m,
+                                         const int8_t *xq, const float *dx, const int32_t *bs, float *y, int64_t ldy,
+                                         int accumulate, void *scratch)
+{
+    const int64_t k = w->k, nb = numla_qblock_q8_groups_(k);
+    const size_t pbytes = numla_qblock_pn_panel_bytes_(k);
+    uint8_t *pan = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    uint8_t *buf = pan + numla_qblock_align64_((size_t)NUMLA_QBLOCK_PANEL_NP * pbytes);
+    _tile_loadconfig(&numla_qblock_amx_cfg_);
+    for (int64_t a = lo; a < hi; a += 16 * NUMLA_QBLOCK_PANEL_NP) {
+        const int64_t ahi = a + 16 * NUMLA_QBLOCK_PANEL_NP < hi ? a + 16 * NUMLA_QBLOCK_PANEL_NP : hi;
+        const int64_t np = (ahi - a + 15) / 16;
+        for (int64_t p = 0; p < np; p++)
+            numla_qblock_pn_pack_(w, a + 16 * p, ahi, buf, pan + (size_t)p * pbytes);
+        for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QBLOCK_AMX_TR) {
+            const int mr = m - i0 < NUMLA_QBLOCK_AMX_TR ? (int)(m - i0) : NUMLA_QBLOCK_AMX_TR;
+            const int8_t *xt = xq + i0 * k;
+            if (mr < NUMLA_QBLOCK_AMX_TR) { /* an A tile reads 16 rows: the last ones from a padded copy
+                                              * in buf (free once the chunk is unpacked) */
+                memcpy(buf, xt, (size_t)(mr * k));
+                memset(buf + mr * k, 0, (size_t)((NUMLA_QBLOCK_AMX_TR - mr) * k));
+                xt = (const int8_t *)buf;
+            }
+            numla_qblock_amx_block_(pan, pbytes, np, k, xt, mr, dx + i0 * nb, bs + i0 * (k / 16), a, ahi,
+                                    y + i0 * ldy, ldy, accumulate);
+        }
+    }
+    _tile_release();
+}
+
+void NUMLA_QBLOCK_AMX_ENTRY(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                            int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
+{
+    numla_qblock_forward_vnni_with_(w, m, x, ldx, y, ldy, accumulate, ws, ws_bytes, numla_qblock_panel_rows_amx_);
+}

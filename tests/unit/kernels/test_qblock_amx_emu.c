@@ -1,0 +1,158 @@
+/* Tests for the AMX-INT8 panel GEMM of the block encodings (kernels/x86/qblock_panel_amx.c) on a
+ * CPU without AMX: the kernel is built against the tile emulator (tests/support/amx_emulate.h;
+ * tests/CMakeLists.txt makes numla_qblock_amx_emulated) and its y must be bit-identical to the
+ * vnni level's (the vpdpbusd panel GEMM, itself checked against the dequantized weights by the
+ * qblock suite) for every type it covers, in both weight layouts, M around the 16-row tiles, N
+ * off the panels, K with a short last x group, accumulate on and off, 1 and 3 threads. The
+ * emulator's count of tile products must be exactly what the tile path takes (one per panel, 16
+ * x rows and 32-column sub-block), so the tiles, not the vnni fallback, produced y; below 16 x
+ * rows it must take none. Also the amx level's place in the dispatch table and its layout. */
+#include "tests/support/amx_emulate.h" /* (its state is defined in test_qlinear_amx_emu.c) */
+
+#include "test_util.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/qblock_internal.h"
+#include "kernels/x86/amx.h"
+#include "qblock_check.h"
+
+void numla_qblock_forward_amx_emulated(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                                       int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
+
+/* The emulated kernel's AVX-512 parts and the vnni level it is compared with run natively. */
+static int runnable(void)
+{
+    if (numla_isa_supported(NUMLA_ISA_AVX512BF16) && numla_qblock_vnni_usable())
+        return 1;
+    fprintf(stderr, "(no AVX512-BF16 + VNNI here, skipped) ");
+    return 0;
+}
+
+/* One shape: the emulated tiles against the vnni level, bit for bit. Returns the number of bad
+ * y (and of a wrong count of tile products). */
+static int run_case(numla_qblock_type type, numla_qblock_layout layout, int64_t m, int64_t n, int64_t k,
+                    int accumulate, int threads, numla_test_rng *rng)
+{
+    const int64_t ldx = k + 3, ldy = n + 5;
+    int64_t rb;
+    uint8_t *src = qb_random(type, n, k, rng, &rb);
+    const size_t bytes = layout == NUMLA_QBLOCK_LAYOUT_PANEL16 ? numla_qblock_layout_size(type, layout, n, k)
+                                                                : numla_qblock_packed_size(type, n, k);
+    void *packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    numla_qblock_weight w;
+    numla_qblock_source s = {.type = type, .n = n, .k = k, .data = src, .ld = rb, .act = NUMLA_QBLOCK_ACT_Q8,
+                             .layout = layout};
+    CU_ASSERT_FATAL(packed != NULL);
+    CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, packed, &w), NUMLA_STATUS_OK);
+    float *x = malloc((size_t)(m * ldx) * sizeof *x);
+    float *y = malloc((size_t)(m * ldy) * sizeof *y), *yv = malloc((size_t)(m * ldy) * sizeof *yv);
+    CU_ASSERT_FATAL(x && y && yv);
+    for (int64_t i = 0; i < m * ldx; i++)
+        x[i] = (float)numla_test_rng_normal(rng) * (i % 9 == 0 ? 5.0f : 1.0f);
+    for (int64_t i = 0; i < m * ldy; i++)
+        y[i] = yv[i] = (float)numla_test_rng_normal(rng);
+    const size_t wsb = numla_qblock_workspace_size(&w, m, threads);
+    unsigned char *ws = malloc(wsb + 1); /* misaligned on purpose */
+    CU_ASSERT_FATAL(ws != NULL);
+
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_AVX512BF16, m, x, ldx, yv, ldy, accumulate, ws + 1, wsb),
+                    NUMLA_STATUS_OK);
+    const long ops = numla_amx_emu_dp_ops;
+    numla_qblock_forward_amx_emulated(&w, m, x, ldx, y, ldy, accumulate, ws + 1, wsb);
+    const long took = numla_amx_emu_dp_ops - ops;
+    omp_set_num_threads(saved);
+
+    int bad = 0;
+    /* one thread: every (panel, 16 x rows, sub-block) once; with more, each thread's rows start
+     * a panel of their own, so at least that many */
+    const int tiles = m >= NUMLA_QBLOCK_PANEL_MIN_M && type != NUMLA_QBLOCK_Q6_K; /* Q6_K: no panel GEMM */
+    const long want = tiles ? (long)((n + 15) / 16) * (long)((m + 15) / 16) * (long)(k / 32) : 0;
+    if (threads == 1 ? took != want : (took < want || (want == 0 && took != 0))) {
+        fprintf(stderr, "\n    %s layout %d M=%lld N=%lld K=%lld threads=%d: %ld TDPBSUD, want %s%ld\n",
+                numla_qblock_info_get(type)->name, (int)layout, (long long)m, (long long)n, (long long)k, threads,
+                took, threads == 1 ? "" : ">= ", want);
+        bad++;
+    }
+    for (int64_t i = 0; i < m * ldy; i++)
+        if (memcmp(&y[i], &yv[i], sizeof y[i]) != 0 && bad++ == 0)
+            fprintf(stderr, "\n    %s layout %d M=%lld N=%lld K=%lld acc=%d threads=%d: y[%lld][%lld] = %.9g, vnni %.9g\n",
+                    numla_qblock_info_get(type)->name, (int)layout, (long long)m, (long long)n, (long long)k,
+                    accumulate, threads, (long long)(i / ldy), (long long)(i % ldy), (double)y[i], (double)yv[i]);
+    free(ws);
+    free(x);
+    free(y);
+    free(yv);
+    free(packed);
+    free(src);
+    return bad;
+}
+
+static void test_matches_vnni(void)
+{
+    if (!runnable())
+        return;
+    numla_test_rng rng = {4242};
+    const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_Q8_0,
+                                       NUMLA_QBLOCK_IQ4_NL};
+    const int64_t ms[] = {16, 17, 40}, ns[] = {16, 77}, ks[] = {256, 320, 1280};
+    int bad = 0, cases = 0;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (int lay = 0; lay < 2; lay++)
+            for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+                for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+                    for (size_t c = 0; c < sizeof ks / sizeof ks[0]; c++) {
+                        const numla_qblock_layout layout = lay ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS;
+                        if (ks[c] % numla_qblock_info_get(types[t])->block != 0 ||
+                            (lay && !numla_qblock_layout_size(types[t], layout, ns[b], ks[c])))
+                            continue; /* the K-quants need K % 256; PANEL16 what its types allow */
+                        const int acc = (int)((a + b + c) % 2), th = (a + c) % 2 ? 3 : 1;
+                        bad += run_case(types[t], layout, ms[a], ns[b], ks[c], acc, th, &rng);
+                        cases++;
+                    }
+    CU_ASSERT(cases > 50);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* Below the panel GEMM's M, and for a type it does not cover (Q6_K), the amx entry is the vnni
+ * level: the same bits and no tile product. */
+static void test_fallback(void)
+{
+    if (!runnable())
+        return;
+    numla_test_rng rng = {77};
+    int bad = 0;
+    for (int th = 1; th <= 3; th += 2) {
+        bad += run_case(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 15, 40, 512, 1, th, &rng);
+        bad += run_case(NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_LAYOUT_ROWS, 1, 40, 512, 0, th, &rng);
+    }
+    bad += run_case(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 33, 40, 512, 0, 1, &rng);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* The amx level holds the panel GEMM's types in Q8 mode only, and is taken only where the CPU
+ * has AMX-INT8 (and VNNI); everything else inherits the vnni or avx512 level. */
+static void test_table(void)
+{
+    const int int8 = numla_amx_int8_usable() && numla_qblock_vnni_usable();
+    const numla_qblock_type tiles[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_Q8_0,
+                                       NUMLA_QBLOCK_IQ4_NL};
+    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+        CU_ASSERT_EQUAL(numla_qblock_level(tiles[t], NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AMX) == NUMLA_ISA_AMX, int8);
+        CU_ASSERT_NOT_EQUAL(numla_qblock_level(tiles[t], NUMLA_QBLOCK_ACT_F32, NUMLA_ISA_AMX), NUMLA_ISA_AMX);
+        /* decode at the amx level runs the vnni kernels on the stored panels */
+        if (numla_qblock_vnni_usable())
+            CU_ASSERT_EQUAL(numla_qblock_layout_for(tiles[t], NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AMX),
+                            NUMLA_QBLOCK_LAYOUT_PANEL16);
+    }
+    CU_ASSERT_NOT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AMX), NUMLA_ISA_AMX);
+    CU_ASSERT_NOT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AMX), NUMLA_ISA_AMX);
+}
+
+NUMLA_TEST_SUITE(qblock_amx_emu, NULL, NULL, NUMLA_TEST(test_matches_vnni), NUMLA_TEST(test_fallback),
+                 NUMLA_TEST(test_table))
