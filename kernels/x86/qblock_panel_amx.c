@@ -1,5 +1,5 @@
 /* kernels/x86/qblock_panel_amx.c — the panel GEMM of the block encodings in Q8 activation mode
- * (Q4_K, Q5_0, Q8_0, IQ4_XS, IQ4_NL: kernels/x86/qblock_panel_avx512vnni.c) on AMX-INT8 tiles,
+ * (Q4_K, Q5_K, Q4_0, Q5_0, Q8_0, IQ4_XS, IQ4_NL: kernels/x86/qblock_panel_avx512vnni.c) on AMX-INT8 tiles,
  * the amx level of kernels/qblock.c when the CPU has AMX-INT8 and VNNI. Below
  * NUMLA_QBLOCK_PANEL_MIN_M x rows (decode) and for the other types (Q6_K's panels, the row
  * kernels) it is the vnni level: the same forward (numla_qblock_forward_vnni_with_), with this

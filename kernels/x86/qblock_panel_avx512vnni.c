@@ -1,18 +1,19 @@
-/* kernels/x86/qblock_panel_avx512vnni.c — Q8 activation mode (kernels/qblock.h) of Q4_K, Q5_0,
- * Q8_0, IQ4_XS and IQ4_NL (the encodings of Q4_K_M and IQ4_XS files' prefill linears) for many x rows (prefill, MoE
- * experts with many tokens): a packed-panel GEMM on vpdpbusd.
+/* kernels/x86/qblock_panel_avx512vnni.c — Q8 activation mode (kernels/qblock.h) of Q4_K, Q5_K, Q4_0,
+ * Q5_0, Q8_0, IQ4_XS and IQ4_NL (the encodings of Q4_K_M and IQ4_XS files' prefill linears, and the
+ * 32-element sub-block ones of the others) for many x rows (prefill, MoE experts with many
+ * tokens): a packed-panel GEMM on vpdpbusd.
  *
  * The tile kernels of qblock_gemm_avx512vnni.c run two multiply instructions per 64 products
  * (vpmaddubsw, then vpdpwssd with the sub-block scales) and reduce each output across 16 lanes.
  * Here each thread unpacks a chunk of its weight rows once per call into panels of 16 rows:
- *   codes  the codes as unsigned bytes (Q4_K's 4 bits, Q5_0's 5, Q8_0's and the IQ4 code book's
- *          values + 128), k-quad-interleaved: panel
+ *   codes  the codes as unsigned bytes (Q4_K's and Q4_0's 4 bits, Q5_K's and Q5_0's 5, Q8_0's and
+ *          the IQ4 code book's values + 128), k-quad-interleaved: panel
  *          byte 64 q + 4 c + b is row c's code at column 4 q + b, so one 64-byte load holds four
  *          columns of 16 rows;
- *   scale  per 32-column sub-block g, 16 floats: Q4_K d · sc (fp32, as every level computes
- *          it), Q5_0, Q8_0 and IQ4_NL d, IQ4_XS d · (ls - 32);
- *   min    per sub-block, 16 floats: Q4_K dmin · m, Q5_0 16 · d (its codes are q - 16), the
- *          others 128 · scale.
+ *   scale  per 32-column sub-block g, 16 floats: Q4_K and Q5_K d · sc (fp32, as every level
+ *          computes it), Q4_0, Q5_0, Q8_0 and IQ4_NL d, IQ4_XS d · (ls - 32);
+ *   min    per sub-block, 16 floats: Q4_K and Q5_K dmin · m, Q4_0 8 · d and Q5_0 16 · d (their
+ *          codes are q - 8, q - 16), the others 128 · scale.
  * One broadcast 4-byte quad of a quantized x row feeds a vpdpbusd per panel (codes unsigned,
  * x signed, no offset to correct): 16 output rows in the lanes, no reduction. After the eight
  * quads of a sub-block its exact int32 sums go to fp32 once, into the 256-column group's sum,
@@ -131,6 +132,7 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
     const __m256i m4 = _mm256_set1_epi8(15);
     const int q5 = w->type == NUMLA_QBLOCK_Q5_0, q8 = w->type == NUMLA_QBLOCK_Q8_0;
     const int nl = w->type == NUMLA_QBLOCK_IQ4_NL, xs = w->type == NUMLA_QBLOCK_IQ4_XS;
+    const int q40 = w->type == NUMLA_QBLOCK_Q4_0, q5k = w->type == NUMLA_QBLOCK_Q5_K;
     int8_t lut[16];
     for (int j = 0; j < 16; j++)
         lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128); /* the code book + 128: unsigned */
@@ -166,6 +168,27 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
                              _mm_or_si128(_mm_and_si128(_mm_srli_epi16(v, 4), f),
                                           _mm_maskz_mov_epi8((__mmask16)(qh >> 16), h16)));
         }
+        for (int64_t g = 0; q40 && g < ng; g++) { /* Q4_0: low nibbles 0-15, high 16-31 */
+            const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(row + 18 * g + 2));
+            _mm_storeu_si128((__m128i *)(void *)(o + 32 * g), _mm_and_si128(v, f15));
+            _mm_storeu_si128((__m128i *)(void *)(o + 32 * g + 16), _mm_and_si128(_mm_srli_epi16(v, 4), f15));
+        }
+        for (int64_t b = 0; q5k && b < nb; b++) {
+            /* Q5_K: 64-element chunk h, low nibbles of qs[32 h ..] first, then the high ones; the
+             * fifth bit of column l of the chunk's halves is bit 2 h (low) or 2 h + 1 of qh[l] */
+            const uint8_t *qh = row + 176 * b + 16, *qs = row + 176 * b + 48;
+            const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)qh), one = _mm256_set1_epi8(1);
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
+                const __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(h, 2 * c), one);
+                const __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), one);
+                _mm256_storeu_si256((__m256i *)(void *)(o + 256 * b + 64 * c),
+                                    _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_slli_epi16(b0, 4)));
+                _mm256_storeu_si256((__m256i *)(void *)(o + 256 * b + 64 * c + 32),
+                                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                                    _mm256_slli_epi16(b1, 4)));
+            }
+        }
         for (int64_t b = 0; w->type == NUMLA_QBLOCK_Q4_K && b < nb; b++) {
             const uint8_t *qs = row + 144 * b + 16;
             for (int h = 0; h < 4; h++) { /* 64-element chunk h: low nibbles first, then high */
@@ -193,13 +216,13 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
                                             _mm512_set1_epi32((int)w->ld));
     const __m512i b6 = _mm512_set1_epi32(63), b4 = _mm512_set1_epi32(15), b2 = _mm512_set1_epi32(3);
     const uint8_t *base = w->q + r0 * w->ld;
-    for (int64_t g = 0; (q5 || q8 || nl) && g < ng; g++) {
-        /* Q5_0: w = d · (q - 16); Q8_0 and IQ4_NL: d · ((q + 128) - 128) */
+    for (int64_t g = 0; (q5 || q8 || nl || q40) && g < ng; g++) {
+        /* Q5_0: w = d · (q - 16); Q4_0: d · (q - 8); Q8_0 and IQ4_NL: d · ((q + 128) - 128) */
         const __m512i dd =
             _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows, base + (q5 ? 22 : q8 ? 34 : 18) * g, 1);
         const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
         _mm512_store_ps(sc + g * 16, d);
-        _mm512_store_ps(mn + g * 16, _mm512_mul_ps(d, _mm512_set1_ps(q5 ? 16.0f : 128.0f)));
+        _mm512_store_ps(mn + g * 16, _mm512_mul_ps(d, _mm512_set1_ps(q5 ? 16.0f : q40 ? 8.0f : 128.0f)));
     }
     for (int64_t b = 0; xs && b < nb; b++) { /* IQ4_XS: sub-block scale d · (ls - 32), exact in fp32 */
         const uint8_t *blk = base + 136 * b;
@@ -216,8 +239,8 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
             _mm512_store_ps(mn + (8 * b + j) * 16, _mm512_mul_ps(scale, _mm512_set1_ps(128.0f)));
         }
     }
-    for (int64_t b = 0; w->type == NUMLA_QBLOCK_Q4_K && b < nb; b++) {
-        const uint8_t *blk = base + 144 * b;
+    for (int64_t b = 0; (w->type == NUMLA_QBLOCK_Q4_K || q5k) && b < nb; b++) { /* Q5_K's scales are Q4_K's */
+        const uint8_t *blk = base + (q5k ? 176 : 144) * b;
         const __m512i z = _mm512_setzero_si512();
         const __m512i dd = _mm512_mask_i32gather_epi32(z, live, rows, blk, 1);
         const __m512i s0 = _mm512_mask_i32gather_epi32(z, live, rows, blk + 4, 1);

@@ -99,7 +99,7 @@ static void test_matches_vnni(void)
         return;
     numla_test_rng rng = {4242};
     const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_Q8_0,
-                                       NUMLA_QBLOCK_IQ4_NL};
+                                       NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q4_0, NUMLA_QBLOCK_Q5_K};
     const int64_t ms[] = {16, 17, 40}, ns[] = {16, 77}, ks[] = {256, 320, 1280};
     int bad = 0, cases = 0;
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
@@ -108,9 +108,9 @@ static void test_matches_vnni(void)
                 for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
                     for (size_t c = 0; c < sizeof ks / sizeof ks[0]; c++) {
                         const numla_qblock_layout layout = lay ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS;
-                        if (ks[c] % numla_qblock_info_get(types[t])->block != 0 ||
+                        if (!numla_qblock_q8_takes(types[t], ks[c]) ||
                             (lay && !numla_qblock_layout_size(types[t], layout, ns[b], ks[c])))
-                            continue; /* the K-quants need K % 256; PANEL16 what its types allow */
+                            continue; /* Q8 mode: K % 256 but for three types; PANEL16 what it takes */
                         const int acc = (int)((a + b + c) % 2), th = (a + c) % 2 ? 3 : 1;
                         bad += run_case(types[t], layout, ms[a], ns[b], ks[c], acc, th, &rng);
                         cases++;
@@ -141,12 +141,12 @@ static void test_table(void)
 {
     const int int8 = numla_amx_int8_usable() && numla_qblock_vnni_usable();
     const numla_qblock_type tiles[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_Q8_0,
-                                       NUMLA_QBLOCK_IQ4_NL};
+                                       NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q4_0, NUMLA_QBLOCK_Q5_K};
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
         CU_ASSERT_EQUAL(numla_qblock_level(tiles[t], NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AMX) == NUMLA_ISA_AMX, int8);
         CU_ASSERT_NOT_EQUAL(numla_qblock_level(tiles[t], NUMLA_QBLOCK_ACT_F32, NUMLA_ISA_AMX), NUMLA_ISA_AMX);
-        /* decode at the amx level runs the vnni kernels on the stored panels */
-        if (numla_qblock_vnni_usable())
+        /* decode at the amx level runs the vnni kernels on the stored panels (where there are) */
+        if (numla_qblock_vnni_usable() && tiles[t] != NUMLA_QBLOCK_Q4_0 && tiles[t] != NUMLA_QBLOCK_Q5_K)
             CU_ASSERT_EQUAL(numla_qblock_layout_for(tiles[t], NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AMX),
                             NUMLA_QBLOCK_LAYOUT_PANEL16);
     }
