@@ -76,9 +76,10 @@
  * Whatever the thread count, a row's output has the same bits; the vector levels give the
  * same bits for every M (in both modes their many-row paths, which unpack each weight block
  * once for several x rows, run the same per-lane operations as one row alone), with one
- * exception: in the ROWS layout, Q4_K, Q5_K, IQ4_XS, Q4_0, Q5_0, Q8_0 and IQ4_NL in Q8 mode from 16 x rows
+ * exception: in the ROWS layout, every type but Q6_K in Q8 mode from 16 x rows
  * run a panel GEMM at the vnni level (kernels/x86/qblock_panel_avx512vnni.c: 16 weight rows in
- * the lanes, each 32-column sub-block's exact integer sum scaled into fp32 on its own; at the amx
+ * the lanes, each sub-block's exact integer sum (32 columns; 16 for Q2_K and Q3_K) scaled into
+ * fp32 on its own; at the amx
  * level the same GEMM on AMX-INT8 tiles, kernels/x86/qblock_panel_amx.c, with the same bits), whose
  * rows have the same bits as in any other call of 16 or more rows but may differ from the
  * fewer-row result in the last bits (within the bound above; the engine promises batch

@@ -38,7 +38,14 @@ void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n);
 void numla_qblock_gemm_vnni_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,
                                   const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate);
 
-/* Q8 mode, many x rows, Q4_K, Q5_K, Q4_0, Q5_0, Q8_0, IQ4_XS, IQ4_NL (kernels/x86/qblock_panel_avx512vnni.c): from
+/* Q2_K's and Q3_K's sub-blocks are 16 columns: their panels hold k / 16 scales and mins per row,
+ * and the GEMMs take four k-quads per sub-block (the others: k / 32, eight). */
+static inline int numla_qblock_pn_s16_(numla_qblock_type type)
+{
+    return type == NUMLA_QBLOCK_Q2_K || type == NUMLA_QBLOCK_Q3_K;
+}
+
+/* Q8 mode, many x rows, every type but Q6_K (kernels/x86/qblock_panel_avx512vnni.c): from
  * NUMLA_QBLOCK_PANEL_MIN_M rows each thread unpacks NUMLA_QBLOCK_PANEL_NP panels of 16 weight
  * rows at a time (codes as bytes, k-quad-interleaved; fp32 sub-block scales and mins) and runs
  * vpdpbusd register tiles over all x rows (x in its natural order, not Q4_K's 1-row order).
@@ -47,7 +54,8 @@ enum { NUMLA_QBLOCK_PANEL_MIN_M = 16, NUMLA_QBLOCK_PANEL_NP = 4 };
 static inline int numla_qblock_panel_applies_(const numla_qblock_weight *w, int64_t m)
 {
     return w->act == NUMLA_QBLOCK_ACT_Q8 && m >= NUMLA_QBLOCK_PANEL_MIN_M &&
-           (((w->type == NUMLA_QBLOCK_Q4_K || w->type == NUMLA_QBLOCK_Q5_K || w->type == NUMLA_QBLOCK_IQ4_XS) &&
+           (((w->type == NUMLA_QBLOCK_Q4_K || w->type == NUMLA_QBLOCK_Q5_K || w->type == NUMLA_QBLOCK_IQ4_XS ||
+              numla_qblock_pn_s16_(w->type)) &&
              w->k % 256 == 0) ||
             ((w->type == NUMLA_QBLOCK_Q5_0 || w->type == NUMLA_QBLOCK_Q8_0 || w->type == NUMLA_QBLOCK_IQ4_NL ||
               w->type == NUMLA_QBLOCK_Q4_0) &&
@@ -61,7 +69,8 @@ typedef void (*numla_qblock_panel_rows_fn)(const numla_qblock_weight *w, int64_t
                                            const int8_t *xq, const float *dx, const int32_t *bs, float *y,
                                            int64_t ldy, int accumulate, void *scratch);
 /* The unpacked panel the panel GEMMs run on: codes (16 k bytes, byte 64 q + 4 c + b = row c's code
- * at column 4 q + b), then the fp32 scales and mins (k / 32 sub-blocks x 16 rows each); its
+ * at column 4 q + b), then the fp32 scales and mins (k / 32 sub-blocks x 16 rows each, k / 16
+ * for the 16-column types below); its
  * size, and weight rows [r0, r0 + 16) (rows at or past hi zero) unpacked into dst with buf
  * (16 k bytes) as scratch. */
 size_t numla_qblock_pn_panel_bytes_(int64_t k);
@@ -71,7 +80,7 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
 void numla_qblock_forward_vnni_with_(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
                                      int64_t ldy, int accumulate, void *ws, size_t ws_bytes,
                                      numla_qblock_panel_rows_fn panel_rows);
-/* AMX-INT8 (kernels/x86/qblock_panel_amx.c): the panel GEMM's seven types in Q8 mode, at the amx level
+/* AMX-INT8 (kernels/x86/qblock_panel_amx.c): the panel GEMM's types in Q8 mode, at the amx level
  * when the CPU has AMX-INT8 and VNNI; the panel GEMM on tiles (TDPBSUD), the same bits as the
  * vnni level's; below NUMLA_QBLOCK_PANEL_MIN_M rows, the vnni level's kernels. */
 void numla_qblock_forward_amx(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,

@@ -1,5 +1,5 @@
 /* kernels/x86/qblock_panel_amx.c — the panel GEMM of the block encodings in Q8 activation mode
- * (Q4_K, Q5_K, Q4_0, Q5_0, Q8_0, IQ4_XS, IQ4_NL: kernels/x86/qblock_panel_avx512vnni.c) on AMX-INT8 tiles,
+ * (every type but Q6_K: kernels/x86/qblock_panel_avx512vnni.c) on AMX-INT8 tiles,
  * the amx level of kernels/qblock.c when the CPU has AMX-INT8 and VNNI. Below
  * NUMLA_QBLOCK_PANEL_MIN_M x rows (decode) and for the other types (Q6_K's panels, the row
  * kernels) it is the vnni level: the same forward (numla_qblock_forward_vnni_with_), with this
@@ -13,7 +13,8 @@
  * The unpacked panel (numla_qblock_pn_pack_, shared with the vpdpbusd GEMM) stores a 32-column
  * sub-block g of 16 weight rows as eight 64-byte k-quads, byte 64 q + 4 c + b = row c's code at
  * column 4 q + b: exactly a B tile of 8 rows x 64 bytes (K = 32 as 8 quads, N = 16 weight rows),
- * loaded with stride 64. The A tile is 16 x rows x the sub-block's 32 quantized bytes, loaded
+ * loaded with stride 64 (Q2_K's and Q3_K's 16-column sub-blocks: 4 rows, K = 16, under a second
+ * tile configuration). The A tile is 16 x rows x the sub-block's quantized bytes, loaded
  * from the x rows themselves (stride k; a partial last block of x rows from a zero-padded copy).
  * TDPBSUD multiplies A signed (x) by B unsigned (the codes), so C[i][c] = Σ x · q, the exact int32
  * the vpdpbusd GEMM sums for x row i and weight row c; each C row then goes to fp32 through the
@@ -50,11 +51,11 @@ enum { NUMLA_QBLOCK_AMX_TR = 16 }; /* x rows per A tile, weight rows per panel *
 #define NUMLA_QBLOCK_AMX_B1 6
 _Static_assert(NUMLA_QBLOCK_PANEL_NP <= NUMLA_QBLOCK_AMX_A, "one C tile per panel of a chunk");
 
-/* Palette 1: C 16 x 64 bytes (16 x 16 int32), A 16 x 32 bytes (K = 32), B 8 x 64 bytes. */
-static const numla_amx_tilecfg numla_qblock_amx_cfg_ __attribute__((aligned(64))) = {
-    .palette = 1,
-    .colsb = {64, 64, 64, 64, 32, 64, 64},
-    .rows = {16, 16, 16, 16, 16, 8, 8},
+/* Palette 1: C 16 x 64 bytes (16 x 16 int32), A 16 x 32 bytes (K = 32), B 8 x 64 bytes; for the
+ * 16-column sub-blocks of Q2_K and Q3_K, A 16 x 16 bytes and B 4 x 64. */
+static const numla_amx_tilecfg numla_qblock_amx_cfg_[2] __attribute__((aligned(64))) = {
+    {.palette = 1, .colsb = {64, 64, 64, 64, 32, 64, 64}, .rows = {16, 16, 16, 16, 16, 8, 8}},
+    {.palette = 1, .colsb = {64, 64, 64, 64, 16, 64, 64}, .rows = {16, 16, 16, 16, 16, 4, 4}},
 };
 
 /* C tile j (a literal, as the intrinsics need) = A · B over the sub-block at codes, stored to c. */
@@ -70,9 +71,10 @@ static const numla_amx_tilecfg numla_qblock_amx_cfg_ __attribute__((aligned(64))
  * ahi); xt: the rows' quantized bytes, 16 rows k apart (rows past mr zero). */
 static void numla_qblock_amx_block_(const uint8_t *pan, size_t pbytes, int64_t np, int64_t k, const int8_t *xt,
                                     int mr, const float *dx, const int32_t *bs, int64_t a, int64_t ahi, float *y,
-                                    int64_t ldy, int accumulate)
+                                    int64_t ldy, int accumulate, int s16)
 {
-    const int64_t ng = k / 32, nb = numla_qblock_q8_groups_(k);
+    const int sw = s16 ? 16 : 32, spg = 256 / sw; /* sub-block columns, sub-blocks per x group */
+    const int64_t ng = k / sw, nb = numla_qblock_q8_groups_(k);
     __m512 acc[NUMLA_QBLOCK_PANEL_NP][NUMLA_QBLOCK_AMX_TR], tb[NUMLA_QBLOCK_PANEL_NP][NUMLA_QBLOCK_AMX_TR];
     int32_t c[NUMLA_QBLOCK_PANEL_NP][NUMLA_QBLOCK_AMX_TR * NUMLA_QBLOCK_AMX_TR] __attribute__((aligned(64)));
     for (int64_t j = 0; j < np; j++)
@@ -82,10 +84,10 @@ static void numla_qblock_amx_block_(const uint8_t *pan, size_t pbytes, int64_t n
         for (int64_t j = 0; j < np; j++)
             for (int i = 0; i < mr; i++)
                 tb[j][i] = _mm512_setzero_ps();
-        const int64_t gend = 8 * b + 8 < ng ? 8 * b + 8 : ng;
-        for (int64_t g = 8 * b; g < gend; g++) { /* its 32-column sub-blocks */
-            _tile_loadd(NUMLA_QBLOCK_AMX_A, xt + 32 * g, k);
-            const uint8_t *codes = pan + (size_t)g * 512;
+        const int64_t gend = spg * b + spg < ng ? spg * b + spg : ng;
+        for (int64_t g = spg * b; g < gend; g++) { /* its sub-blocks */
+            _tile_loadd(NUMLA_QBLOCK_AMX_A, xt + sw * g, k);
+            const uint8_t *codes = pan + (size_t)g * (size_t)(16 * sw);
             NUMLA_QBLOCK_AMX_PRODUCT(0, NUMLA_QBLOCK_AMX_B0, codes, c[0]);
             if (np > 1)
                 NUMLA_QBLOCK_AMX_PRODUCT(1, NUMLA_QBLOCK_AMX_B1, codes + pbytes, c[1]);
@@ -96,9 +98,11 @@ static void numla_qblock_amx_block_(const uint8_t *pan, size_t pbytes, int64_t n
             for (int64_t j = 0; j < np; j++) {
                 const float *sc = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k));
                 const __m512 sv = _mm512_load_ps(sc + g * 16), mv = _mm512_load_ps(sc + (ng + g) * 16);
-                for (int i = 0; i < mr; i++)
-                    tb[j][i] = numla_qblock_panel_sub_(tb[j][i], _mm512_load_si512((const void *)(c[j] + 16 * i)), sv,
-                                                       mv, bs + i * (k / 16) + 2 * g);
+                for (int i = 0; i < mr; i++) {
+                    const __m512i is = _mm512_load_si512((const void *)(c[j] + 16 * i));
+                    tb[j][i] = s16 ? numla_qblock_panel_sub_f_(tb[j][i], is, sv, mv, (float)bs[i * (k / 16) + g])
+                                   : numla_qblock_panel_sub_(tb[j][i], is, sv, mv, bs + i * (k / 16) + 2 * g);
+                }
             }
         }
         for (int64_t j = 0; j < np; j++)
@@ -122,7 +126,8 @@ static void numla_qblock_panel_rows_amx_(const numla_qblock_weight *w, int64_t l
     const size_t pbytes = numla_qblock_pn_panel_bytes_(k);
     uint8_t *pan = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     uint8_t *buf = pan + numla_qblock_align64_((size_t)NUMLA_QBLOCK_PANEL_NP * pbytes);
-    _tile_loadconfig(&numla_qblock_amx_cfg_);
+    const int s16 = numla_qblock_pn_s16_(w->type);
+    _tile_loadconfig(&numla_qblock_amx_cfg_[s16]);
     for (int64_t a = lo; a < hi; a += 16 * NUMLA_QBLOCK_PANEL_NP) {
         const int64_t ahi = a + 16 * NUMLA_QBLOCK_PANEL_NP < hi ? a + 16 * NUMLA_QBLOCK_PANEL_NP : hi;
         const int64_t np = (ahi - a + 15) / 16;
@@ -138,7 +143,7 @@ static void numla_qblock_panel_rows_amx_(const numla_qblock_weight *w, int64_t l
                 xt = (const int8_t *)buf;
             }
             numla_qblock_amx_block_(pan, pbytes, np, k, xt, mr, dx + i0 * nb, bs + i0 * (k / 16), a, ahi,
-                                    y + i0 * ldy, ldy, accumulate);
+                                    y + i0 * ldy, ldy, accumulate, s16);
         }
     }
     _tile_release();

@@ -30,6 +30,8 @@
  * row's output may differ from the one-row result in the last bits (kernels/qblock.h). */
 #include "kernels/qblock_internal.h"
 
+#include "common/dtype.h"
+
 #include <immintrin.h>
 #include <string.h>
 
@@ -41,10 +43,76 @@ enum {
     NUMLA_QBLOCK_PN_NR = 2, /* 16-row panels per register tile: 4 x 2 int32 + 4 x 2 fp32 sums */
 };
 
-/* One panel's bytes: codes (16 k), then scale and min (k / 32 sub-blocks x 16 floats each). */
+/* One panel's bytes: codes (16 k), then scale and min (up to k / 16 sub-blocks x 16 floats each). */
 size_t numla_qblock_pn_panel_bytes_(int64_t k)
 {
-    return (size_t)(16 * k) + 2 * (size_t)(k / 32) * 16 * sizeof(float);
+    return (size_t)(16 * k) + 2 * (size_t)(k / 16) * 16 * sizeof(float);
+}
+
+/* Q2_K's and Q3_K's rows [r0, r0 + nr) into codes in element order (buf, k bytes a row; rows
+ * past nr zero) and the 16 rows' scale and min per 16-column sub-block (sc, mn; rows past nr 0),
+ * each weight d · s · code - dmin · m:
+ *   Q2_K  code (qs[32 n + l] >> 2 j) & 3 at column 128 n + 32 j + l; sub-block 8 n + 2 j + l / 16
+ *         has scale d · (scales[sb] & 15), min dmin · (scales[sb] >> 4);
+ *   Q3_K  code the same 2 bits + 4 where bit 4 n + j of hmask[l] is set (q + 4, unsigned), scale
+ *         d · (s6 - 32) with the sub-block's 6-bit s6, min 4 · scale. */
+static void numla_qblock_pn_pack_s16_(const numla_qblock_weight *w, int64_t r0, int nr, uint8_t *buf, float *sc,
+                                      float *mn)
+{
+    const int64_t k = w->k, nb = k / 256;
+    const int q3 = w->type == NUMLA_QBLOCK_Q3_K;
+    const int64_t bb = q3 ? 110 : 84; /* block bytes */
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    for (int c = 0; c < 16; c++) {
+        uint8_t *o = buf + (size_t)c * (size_t)k;
+        if (c >= nr) {
+            memset(o, 0, (size_t)k);
+            for (int64_t j = 0; j < k / 16; j++)
+                sc[16 * j + c] = mn[16 * j + c] = 0.0f;
+            continue;
+        }
+        const uint8_t *row = w->q + (r0 + c) * w->ld;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + bb * b, *qs = blk + (q3 ? 32 : 16);
+            const __m256i hm = _mm256_loadu_si256((const __m256i *)(const void *)blk); /* Q3_K's hmask */
+            for (int n = 0; n < 2; n++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * n));
+                for (int j = 0; j < 4; j++) {
+                    __m256i code = _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3);
+                    if (q3)
+                        code = _mm256_or_si256(code, _mm256_slli_epi16(
+                                                         _mm256_and_si256(_mm256_srli_epi16(hm, 4 * n + j), one), 2));
+                    _mm256_storeu_si256((__m256i *)(void *)(o + 256 * b + 128 * n + 32 * j), code);
+                }
+            }
+            uint16_t h[2];
+            float d, dmin = 0.0f;
+            if (q3) {
+                memcpy(h, blk + 108, 2);
+                d = numla_f16_to_f32(h[0]);
+            } else {
+                memcpy(h, blk + 80, 4);
+                d = numla_f16_to_f32(h[0]);
+                dmin = numla_f16_to_f32(h[1]);
+            }
+            for (int sb = 0; sb < 16; sb++) {
+                float s, m;
+                if (q3) { /* 6-bit scales: low 4 bits from bytes 0-7, high 2 from bytes 8-11 */
+                    const uint8_t *sp = blk + 96;
+                    const int lo = sb < 8 ? sp[sb] & 15 : sp[sb - 8] >> 4;
+                    const int hi2 = (sp[8 + sb % 4] >> (2 * (sb / 4))) & 3;
+                    s = d * (float)((lo | hi2 << 4) - 32);
+                    m = 4.0f * s;
+                } else {
+                    const uint8_t sv = blk[sb];
+                    s = d * (float)(sv & 15);
+                    m = dmin * (float)(sv >> 4);
+                }
+                sc[16 * (16 * b + sb) + c] = s;
+                mn[16 * (16 * b + sb) + c] = m;
+            }
+        }
+    }
 }
 
 size_t numla_qblock_panel_thread_bytes_(const numla_qblock_weight *w)
@@ -130,6 +198,10 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
     const int64_t k = w->k, nb = k / 256, ng = k / 32;
     const int nr = hi - r0 < 16 ? (int)(hi - r0) : 16;
     const __m256i m4 = _mm256_set1_epi8(15);
+    const int s16 = numla_qblock_pn_s16_(w->type);
+    if (s16) /* codes into buf, and the scales (k / 16 sub-blocks) straight into the panel */
+        numla_qblock_pn_pack_s16_(w, r0, nr, buf, (float *)(void *)(dst + 16 * k),
+                                  (float *)(void *)(dst + 16 * k) + (k / 16) * 16);
     const int q5 = w->type == NUMLA_QBLOCK_Q5_0, q8 = w->type == NUMLA_QBLOCK_Q8_0;
     const int nl = w->type == NUMLA_QBLOCK_IQ4_NL, xs = w->type == NUMLA_QBLOCK_IQ4_XS;
     const int q40 = w->type == NUMLA_QBLOCK_Q4_0, q5k = w->type == NUMLA_QBLOCK_Q5_K;
@@ -138,7 +210,7 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
         lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128); /* the code book + 128: unsigned */
     const __m128i book = _mm_loadu_si128((const __m128i *)(const void *)lut), f15 = _mm_set1_epi8(15);
     /* codes in element order, one row of k bytes after the other */
-    for (int c = 0; c < 16; c++) {
+    for (int c = 0; !s16 && c < 16; c++) {
         uint8_t *o = buf + (size_t)c * (size_t)k;
         if (c >= nr) {
             memset(o, 0, (size_t)k);
@@ -208,6 +280,8 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
         for (int q = 0; q < 16; q++)
             _mm512_store_si512((void *)(dst + c0 * 16 + q * 64), r[q]);
     }
+    if (s16)
+        return;
     /* sub-block scales and mins of the 16 rows, lanes = rows: the 6-bit pairs of kernels/qblock.h
      * from the scale words gathered across the rows */
     float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + ng * 16;
@@ -279,9 +353,11 @@ static inline __attribute__((always_inline)) __m512i numla_qblock_pn_dp_(__m512i
 static inline __attribute__((always_inline)) void
 numla_qblock_pn_tile_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t *xq, const float *dx,
                       const int32_t *bs, int64_t rr, int64_t hi, float *y, int64_t ldy, int accumulate,
-                      const int mr, const int nr)
+                      const int mr, const int nr, const int s16)
 {
-    const int64_t ng = k / 32, nb = numla_qblock_q8_groups_(k);
+    /* sub-blocks of 32 columns (8 k-quads), or of 16 (4) for Q2_K and Q3_K */
+    const int qs = s16 ? 4 : 8, spg = 256 / (4 * qs); /* quads per sub-block, sub-blocks per group */
+    const int64_t ng = k / (4 * qs), nb = numla_qblock_q8_groups_(k);
     __m512 acc[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++)
@@ -291,13 +367,13 @@ numla_qblock_pn_tile_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t
         for (int i = 0; i < mr; i++)
             for (int j = 0; j < nr; j++)
                 tb[i][j] = _mm512_setzero_ps();
-        const int64_t gend = 8 * b + 8 < ng ? 8 * b + 8 : ng;
-        for (int64_t g = 8 * b; g < gend; g++) { /* its 32-column sub-blocks */
+        const int64_t gend = spg * b + spg < ng ? spg * b + spg : ng;
+        for (int64_t g = spg * b; g < gend; g++) { /* its sub-blocks */
             __m512i is[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
             for (int i = 0; i < mr; i++)
                 for (int j = 0; j < nr; j++)
                     is[i][j] = _mm512_setzero_si512();
-            for (int64_t q = 8 * g; q < 8 * g + 8; q++) {
+            for (int64_t q = qs * g; q < qs * g + qs; q++) {
                 __m512i wv[NUMLA_QBLOCK_PN_NR];
                 for (int j = 0; j < nr; j++)
                     wv[j] = _mm512_load_si512((const void *)(pan + (size_t)j * pbytes + (size_t)q * 64));
@@ -313,7 +389,8 @@ numla_qblock_pn_tile_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t
                 const float *sc = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k));
                 const __m512 sv = _mm512_load_ps(sc + g * 16), mv = _mm512_load_ps(sc + (ng + g) * 16);
                 for (int i = 0; i < mr; i++)
-                    tb[i][j] = numla_qblock_panel_sub_(tb[i][j], is[i][j], sv, mv, bs + i * (k / 16) + 2 * g);
+                    tb[i][j] = s16 ? numla_qblock_panel_sub_f_(tb[i][j], is[i][j], sv, mv, (float)bs[i * (k / 16) + g])
+                                   : numla_qblock_panel_sub_(tb[i][j], is[i][j], sv, mv, bs + i * (k / 16) + 2 * g);
             }
         }
         for (int i = 0; i < mr; i++)
@@ -341,6 +418,7 @@ void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t 
 {
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k);
     const size_t pbytes = numla_qblock_pn_panel_bytes_(k);
+    const int s16 = numla_qblock_pn_s16_(w->type);
     uint8_t *pan = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     uint8_t *buf = pan + numla_qblock_align64_((size_t)NUMLA_QBLOCK_PANEL_NP * pbytes);
     for (int64_t a = lo; a < hi; a += 16 * NUMLA_QBLOCK_PANEL_NP) {
@@ -358,13 +436,19 @@ void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t 
                 const int nr = np - p < NUMLA_QBLOCK_PN_NR ? (int)(np - p) : NUMLA_QBLOCK_PN_NR;
                 const uint8_t *pp = pan + (size_t)p * pbytes;
                 const int64_t rr = a + 16 * p;
-                switch (mr * 4 + nr) {
+                switch (s16 * 32 + mr * 4 + nr) {
 #define NUMLA_QBLOCK_PN_CASE(MR)                                                                    \
     case MR * 4 + 1:                                                                                \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1);      \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 0);   \
         break;                                                                                      \
     case MR * 4 + 2:                                                                                \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2);      \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 0);   \
+        break;                                                                                      \
+    case 32 + MR * 4 + 1:                                                                           \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 1);   \
+        break;                                                                                      \
+    case 32 + MR * 4 + 2:                                                                           \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 1);   \
         break;
                     NUMLA_QBLOCK_PN_CASE(1)
                     NUMLA_QBLOCK_PN_CASE(2)
