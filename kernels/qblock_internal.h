@@ -75,14 +75,18 @@ typedef void (*numla_qblock_panel_rows_fn)(const numla_qblock_weight *w, int64_t
  * (16 k bytes) as scratch. */
 size_t numla_qblock_pn_panel_bytes_(int64_t k);
 void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi, uint8_t *buf, uint8_t *dst);
-/* The vnni level's forward with the panel GEMM's rows function as an argument: the avx512vnni
- * entry passes numla_qblock_panel_rows_, the amx one its tile variant. */
+/* The vnni level's forward with the panel GEMM's rows function and the stored panels' one
+ * (numla_qblock_p16_rows_ below) as arguments: the avx512vnni entry passes its own, the amx one
+ * its tile variants (which hand what they do not cover back to the vnni ones). */
+typedef void (*numla_qblock_p16_rows_fn)(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m,
+                                         const int8_t *xq, const float *dx, const int32_t *bs, float *y, int64_t ldy,
+                                         int accumulate);
 void numla_qblock_forward_vnni_with_(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
                                      int64_t ldy, int accumulate, void *ws, size_t ws_bytes,
-                                     numla_qblock_panel_rows_fn panel_rows);
-/* AMX-INT8 (kernels/x86/qblock_panel_amx.c): the panel GEMM's types in Q8 mode, at the amx level
- * when the CPU has AMX-INT8 and VNNI; the panel GEMM on tiles (TDPBSUD), the same bits as the
- * vnni level's; below NUMLA_QBLOCK_PANEL_MIN_M rows, the vnni level's kernels. */
+                                     numla_qblock_panel_rows_fn panel_rows, numla_qblock_p16_rows_fn p16_rows);
+/* AMX-INT8 (kernels/x86/qblock_panel_amx.c): every type in Q8 mode, at the amx level when the CPU
+ * has AMX-INT8 and VNNI; from NUMLA_QBLOCK_PANEL_MIN_M rows the panel GEMM and Q6_K's stored
+ * panels on tiles (TDPBSUD), the same bits as the vnni level's; below, the vnni level's kernels. */
 void numla_qblock_forward_amx(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
                               int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
 

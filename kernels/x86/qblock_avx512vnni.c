@@ -274,6 +274,7 @@ typedef struct numla_qblock_vnni_job_ {
     char *pscratch; /* the panel GEMM's scratch, pbytes per thread */
     size_t pbytes;
     numla_qblock_panel_rows_fn panel_rows; /* the panel GEMM: vpdpbusd or tiles */
+    numla_qblock_p16_rows_fn p16_rows;     /* the stored panels below it (and Q6_K's): the same */
 } numla_qblock_vnni_job_;
 
 static void numla_qblock_vnni_run_(const numla_qblock_vnni_job_ *j, int ith, int nth)
@@ -285,7 +286,7 @@ static void numla_qblock_vnni_run_(const numla_qblock_vnni_job_ *j, int ith, int
         int64_t plo, phi;
         numla_qblock_split_((w->n + 15) / 16, ith, nth, &plo, &phi);
         if (!j->panel)
-            numla_qblock_p16_rows_(w, plo, phi, m, j->xq, j->dx, j->bs, j->y, j->ldy, j->accumulate);
+            j->p16_rows(w, plo, phi, m, j->xq, j->dx, j->bs, j->y, j->ldy, j->accumulate);
         lo = 16 * plo;
         hi = 16 * phi < w->n ? 16 * phi : w->n;
     } else {
@@ -308,12 +309,13 @@ static void numla_qblock_vnni_run_(const numla_qblock_vnni_job_ *j, int ith, int
 void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                                      float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
 {
-    numla_qblock_forward_vnni_with_(w, m, x, ldx, y, ldy, accumulate, ws, ws_bytes, numla_qblock_panel_rows_);
+    numla_qblock_forward_vnni_with_(w, m, x, ldx, y, ldy, accumulate, ws, ws_bytes, numla_qblock_panel_rows_,
+                                    numla_qblock_p16_rows_);
 }
 
 void numla_qblock_forward_vnni_with_(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
                                      int64_t ldy, int accumulate, void *ws, size_t ws_bytes,
-                                     numla_qblock_panel_rows_fn panel_rows)
+                                     numla_qblock_panel_rows_fn panel_rows, numla_qblock_p16_rows_fn p16_rows)
 {
     static const numla_qblock_vnni_dot_fn dots[NUMLA_QBLOCK_TYPE_COUNT] = {
         [NUMLA_QBLOCK_Q4_0] = numla_qblock_vnni_q4_0_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_vnni_q5_k_,
@@ -335,6 +337,7 @@ void numla_qblock_forward_vnni_with_(const numla_qblock_weight *w, int64_t m, co
         .gemm = q8s || numla_qblock_gemm_vnni_applies_(w->type, m), .dot = dots[w->type],
         .pscratch = panel ? (char *)numla_qblock_ws_panel_(ws, m, k) : NULL,
         .pbytes = panel ? numla_qblock_panel_thread_bytes_(w) : 0, .panel_rows = panel_rows,
+        .p16_rows = p16_rows,
     };
     int nt = omp_get_max_threads();
     if (panel && ws_bytes < (size_t)(job.pscratch - (char *)ws) + (size_t)nt * job.pbytes) /* a smaller team's workspace */

@@ -47,6 +47,23 @@ static inline __attribute__((always_inline)) void numla_qblock_p16_unit_(const u
     *hi = h;
 }
 
+/* Q6_K's group of three units at gp (ql (n, v), ql (n, v + 8), qh (n, v): kernels/qblock_internal.h)
+ * as four operands of 6-bit codes q + 32, unsigned: op[s] holds the x quad 32 n + 8 s + v of the
+ * 256-column piece (sub-block 8 n + 2 s + v / 4). Code = low 4 bits | the qh field moved to bits
+ * 4-5 (ternary logic 0xF8: a | (b & c)). */
+static inline __attribute__((always_inline)) void numla_qblock_p16_q6_ops_(const uint8_t *gp, __m512i op[4])
+{
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    const __m512i lv = _mm512_loadu_si512((const void *)gp);
+    const __m512i lw = _mm512_loadu_si512((const void *)(gp + 64));
+    const __m512i hb = _mm512_loadu_si512((const void *)(gp + 128));
+    op[0] = _mm512_ternarylogic_epi32(_mm512_and_si512(lv, m4), _mm512_slli_epi16(hb, 4), m30, 0xF8);
+    op[1] = _mm512_ternarylogic_epi32(_mm512_and_si512(lw, m4), _mm512_slli_epi16(hb, 2), m30, 0xF8);
+    op[2] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(lv, 4), m4), hb, m30, 0xF8);
+    op[3] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(lw, 4), m4), _mm512_srli_epi16(hb, 2), m30,
+                                      0xF8);
+}
+
 /* A K-quant piece's sub-block j (0-7): its 16 rows' scale and min in fp32, from the piece's d
  * and dmin (fp32) and its scale bytes (Q4_K: d · sc, dmin · m; IQ4_XS: d · (ls - 32), 128 times
  * that). The panel GEMM's unpacking stores these; the small-M kernels use them in registers. */

@@ -210,7 +210,6 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q6_tile_(const numla_qblock_weight
 {
     const int64_t k = w->k, nb = k / 256, nb16 = k / 16;
     const uint8_t *pan = w->q + p * w->ld;
-    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
     __m512 acc[NUMLA_QBLOCK_P16_MR];
     for (int i = 0; i < mr; i++)
         acc[i] = _mm512_setzero_ps();
@@ -229,17 +228,8 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q6_tile_(const numla_qblock_weight
 #pragma GCC unroll 4
                 for (int vv = 0; vv < 4; vv++) {
                     const int v = 4 * half + vv;
-                    const uint8_t *gp = pc + 192 * (8 * n + v); /* ql (n, v), ql (n, v + 8), qh (n, v) */
-                    const __m512i lv = _mm512_loadu_si512((const void *)gp);
-                    const __m512i lw = _mm512_loadu_si512((const void *)(gp + 64));
-                    const __m512i hb = _mm512_loadu_si512((const void *)(gp + 128));
-                    /* code = low 4 bits | the qh field moved to bits 4-5 (0xF8: a | (b & c)) */
                     __m512i op[4];
-                    op[0] = _mm512_ternarylogic_epi32(_mm512_and_si512(lv, m4), _mm512_slli_epi16(hb, 4), m30, 0xF8);
-                    op[1] = _mm512_ternarylogic_epi32(_mm512_and_si512(lw, m4), _mm512_slli_epi16(hb, 2), m30, 0xF8);
-                    op[2] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(lv, 4), m4), hb, m30, 0xF8);
-                    op[3] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(lw, 4), m4),
-                                                      _mm512_srli_epi16(hb, 2), m30, 0xF8);
+                    numla_qblock_p16_q6_ops_(pc + 192 * (8 * n + v), op);
                     for (int i = 0; i < mr; i++)
                         for (int s = 0; s < 4; s++)
                             sum[i][s] = numla_qblock_p16_dp_(sum[i][s], op[s],

@@ -149,8 +149,104 @@ static void numla_qblock_panel_rows_amx_(const numla_qblock_weight *w, int64_t l
     _tile_release();
 }
 
+/* Q6_K's stored panels [plo, phi) against m >= NUMLA_QBLOCK_PANEL_MIN_M x rows on tiles, with the
+ * arithmetic of numla_qblock_p16_q6_tile_ (kernels/x86/qblock_p16_avx512vnni.c): per 256-column
+ * piece its 16 groups become 64 k-quads of codes q + 32 in column order (numla_qblock_p16_q6_ops_,
+ * 4 KiB), so a 16-column sub-block is a B tile of 4 quads; C - 32 Σ x is the sub-block's exact
+ * Σ (q - 32) x, times the rows' scales into the piece's int32 sum, which goes to fp32 once:
+ *   acc = fma(float(Σ_j sc_j Σ (q - 32) x), d · dx, acc)
+ * the same integers, so the same bits. x rows go in runs of NUMLA_QBLOCK_AMX_Q6_XB tiles, each
+ * piece unpacked once per run; a partial last x tile reads its piece from a zero-padded copy. */
+enum { NUMLA_QBLOCK_AMX_Q6_XB = 8 };
+
+static void numla_qblock_q6_rows_amx_(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m,
+                                      const int8_t *xq, const float *dx, const int32_t *bs, float *y, int64_t ldy,
+                                      int accumulate)
+{
+    enum { TR = NUMLA_QBLOCK_AMX_TR, XB = NUMLA_QBLOCK_AMX_Q6_XB };
+    const int64_t k = w->k, nb = k / 256, nb16 = k / 16;
+    uint8_t codes[64 * 64] __attribute__((aligned(64)));
+    int8_t xpad[TR * 256] __attribute__((aligned(64)));
+    int32_t c[TR * TR] __attribute__((aligned(64)));
+    __m512 acc[XB][TR];
+    _tile_loadconfig(&numla_qblock_amx_cfg_[1]); /* K = 16 */
+    for (int64_t p = plo; p < phi; p++) {
+        const uint8_t *pan = w->q + p * w->ld;
+        for (int64_t r0 = 0; r0 < m; r0 += XB * TR) { /* a run of x tiles */
+            const int64_t rend = r0 + XB * TR < m ? r0 + XB * TR : m;
+            const int nx = (int)((rend - r0 + TR - 1) / TR);
+            for (int t = 0; t < nx; t++)
+                for (int i = 0; i < TR; i++)
+                    acc[t][i] = _mm512_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q6K;
+                for (int g = 0; g < 16; g++) { /* group (n, v) = (g / 8, g % 8): quads 32 n + 8 s + v */
+                    __m512i op[4];
+                    numla_qblock_p16_q6_ops_(pc + 192 * g, op);
+                    for (int s4 = 0; s4 < 4; s4++)
+                        _mm512_store_si512((void *)(codes + 64 * (32 * (g / 8) + 8 * s4 + g % 8)), op[s4]);
+                }
+                const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q6_D)));
+                for (int t = 0; t < nx; t++) {
+                    const int64_t i0 = r0 + TR * t;
+                    const int mr = m - i0 < TR ? (int)(m - i0) : TR;
+                    const int8_t *xa = xq + i0 * k + 256 * b;
+                    int64_t lda = k;
+                    if (mr < TR) {
+                        for (int i = 0; i < TR; i++)
+                            if (i < mr)
+                                memcpy(xpad + 256 * i, xa + i * k, 256);
+                            else
+                                memset(xpad + 256 * i, 0, 256);
+                        xa = xpad;
+                        lda = 256;
+                    }
+                    __m512i tot[TR];
+                    for (int i = 0; i < mr; i++)
+                        tot[i] = _mm512_setzero_si512();
+                    for (int sb = 0; sb < 16; sb++) {
+                        _tile_zero(0);
+                        _tile_loadd(NUMLA_QBLOCK_AMX_A, xa + 16 * sb, lda);
+                        _tile_loadd(NUMLA_QBLOCK_AMX_B0, codes + 256 * sb, 64);
+                        _tile_dpbsud(0, NUMLA_QBLOCK_AMX_A, NUMLA_QBLOCK_AMX_B0);
+                        _tile_stored(0, c, 64);
+                        const __m512i sc = _mm512_cvtepi8_epi32(
+                            _mm_loadu_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q6_SC + 16 * sb)));
+                        for (int i = 0; i < mr; i++) {
+                            const __m512i sv = _mm512_sub_epi32(_mm512_load_si512((const void *)(c + TR * i)),
+                                                                _mm512_set1_epi32(32 * bs[(i0 + i) * nb16 + 16 * b + sb]));
+                            tot[i] = _mm512_add_epi32(tot[i], _mm512_mullo_epi32(sv, sc));
+                        }
+                    }
+                    for (int i = 0; i < mr; i++)
+                        acc[t][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot[i]),
+                                                    _mm512_mul_ps(d, _mm512_set1_ps(dx[(i0 + i) * nb + b])), acc[t][i]);
+                }
+            }
+            for (int t = 0; t < nx; t++) {
+                const int64_t i0 = r0 + TR * t;
+                const int mr = m - i0 < TR ? (int)(m - i0) : TR;
+                numla_qblock_p16_store_(acc[t], mr, 16 * p, w->n, y + i0 * ldy, ldy, accumulate);
+            }
+        }
+    }
+    _tile_release();
+}
+
+/* The stored panels: Q6_K's from NUMLA_QBLOCK_PANEL_MIN_M rows on tiles, the rest the vnni kernels. */
+static void numla_qblock_p16_rows_amx_(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m,
+                                       const int8_t *xq, const float *dx, const int32_t *bs, float *y, int64_t ldy,
+                                       int accumulate)
+{
+    if (w->type == NUMLA_QBLOCK_Q6_K && m >= NUMLA_QBLOCK_PANEL_MIN_M)
+        numla_qblock_q6_rows_amx_(w, plo, phi, m, xq, dx, bs, y, ldy, accumulate);
+    else
+        numla_qblock_p16_rows_(w, plo, phi, m, xq, dx, bs, y, ldy, accumulate);
+}
+
 void NUMLA_QBLOCK_AMX_ENTRY(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
                             int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
 {
-    numla_qblock_forward_vnni_with_(w, m, x, ldx, y, ldy, accumulate, ws, ws_bytes, numla_qblock_panel_rows_amx_);
+    numla_qblock_forward_vnni_with_(w, m, x, ldx, y, ldy, accumulate, ws, ws_bytes, numla_qblock_panel_rows_amx_,
+                                    numla_qblock_p16_rows_amx_);
 }

@@ -1,12 +1,14 @@
-/* Tests for the AMX-INT8 panel GEMM of the block encodings (kernels/x86/qblock_panel_amx.c) on a
- * CPU without AMX: the kernel is built against the tile emulator (tests/support/amx_emulate.h;
- * tests/CMakeLists.txt makes numla_qblock_amx_emulated) and its y must be bit-identical to the
- * vnni level's (the vpdpbusd panel GEMM, itself checked against the dequantized weights by the
- * qblock suite) for every type it covers, in both weight layouts, M around the 16-row tiles, N
- * off the panels, K with a short last x group, accumulate on and off, 1 and 3 threads. The
- * emulator's count of tile products must be exactly what the tile path takes (one per panel, 16
- * x rows and 32-column sub-block), so the tiles, not the vnni fallback, produced y; below 16 x
- * rows it must take none. Also the amx level's place in the dispatch table and its layout. */
+/* Tests for the AMX-INT8 kernels of the block encodings (kernels/x86/qblock_panel_amx.c: the panel
+ * GEMM, and Q6_K's stored panels) on a CPU without AMX: the file is built against the tile
+ * emulator (tests/support/amx_emulate.h; tests/CMakeLists.txt adds it to the emulated object) and
+ * its y must be bit-identical to the vnni level's (the vpdpbusd kernels, themselves checked
+ * against the dequantized weights by the qblock suite) for every type, in both weight layouts, M
+ * around the 16-row tiles and past a run of x tiles, N off the panels, K with a short last x
+ * group, accumulate on and off, 1 and 3 threads. The emulator's count of tile products must be
+ * exactly what the tile path takes (one per panel, 16 x rows and sub-block of 32 columns, 16 for
+ * Q2_K, Q3_K and Q6_K), so the tiles, not the vnni fallback, produced y; below 16 x rows, and for
+ * Q6_K's ROWS layout, it must take none. Also the amx level's place in the dispatch table and its
+ * layout. */
 #include "tests/support/amx_emulate.h" /* (its state is defined in test_qlinear_amx_emu.c) */
 
 #include "test_util.h"
@@ -71,8 +73,9 @@ static int run_case(numla_qblock_type type, numla_qblock_layout layout, int64_t 
     int bad = 0;
     /* one thread: every (panel, 16 x rows, sub-block) once; with more, each thread's rows start
      * a panel of their own, so at least that many */
-    const int tiles = m >= NUMLA_QBLOCK_PANEL_MIN_M && type != NUMLA_QBLOCK_Q6_K; /* Q6_K: no panel GEMM */
-    const int64_t sw = type == NUMLA_QBLOCK_Q2_K || type == NUMLA_QBLOCK_Q3_K ? 16 : 32; /* sub-block columns */
+    /* Q6_K: tiles for its stored panels only (its ROWS layout has no panel GEMM) */
+    const int tiles = m >= NUMLA_QBLOCK_PANEL_MIN_M && (type != NUMLA_QBLOCK_Q6_K || layout == NUMLA_QBLOCK_LAYOUT_PANEL16);
+    const int64_t sw = type == NUMLA_QBLOCK_Q2_K || type == NUMLA_QBLOCK_Q3_K || type == NUMLA_QBLOCK_Q6_K ? 16 : 32;
     const long want = tiles ? (long)((n + 15) / 16) * (long)((m + 15) / 16) * (long)(k / sw) : 0;
     if (threads == 1 ? took != want : (took < want || (want == 0 && took != 0))) {
         fprintf(stderr, "\n    %s layout %d M=%lld N=%lld K=%lld threads=%d: %ld TDPBSUD, want %s%ld\n",
@@ -101,8 +104,8 @@ static void test_matches_vnni(void)
     numla_test_rng rng = {4242};
     const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_Q8_0,
                                        NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q4_0, NUMLA_QBLOCK_Q5_K,
-                                       NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K};
-    const int64_t ms[] = {16, 17, 40}, ns[] = {16, 77}, ks[] = {256, 320, 1280};
+                                       NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_Q6_K};
+    const int64_t ms[] = {16, 17, 40, 150}, ns[] = {16, 77}, ks[] = {256, 320, 1280};
     int bad = 0, cases = 0;
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         for (int lay = 0; lay < 2; lay++)
@@ -121,8 +124,8 @@ static void test_matches_vnni(void)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
-/* Below the panel GEMM's M, and for a type it does not cover (Q6_K), the amx entry is the vnni
- * level: the same bits and no tile product. */
+/* Below the panel GEMM's M, and for Q6_K in the ROWS layout (no panel GEMM), the amx entry is the
+ * vnni level: the same bits and no tile product. */
 static void test_fallback(void)
 {
     if (!runnable())
@@ -133,18 +136,19 @@ static void test_fallback(void)
         bad += run_case(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 15, 40, 512, 1, th, &rng);
         bad += run_case(NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_LAYOUT_ROWS, 1, 40, 512, 0, th, &rng);
     }
-    bad += run_case(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 33, 40, 512, 0, 1, &rng);
+    bad += run_case(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_LAYOUT_ROWS, 33, 40, 512, 0, 1, &rng);
+    bad += run_case(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 5, 40, 512, 0, 1, &rng);
     CU_ASSERT_EQUAL(bad, 0);
 }
 
-/* The amx level holds the panel GEMM's types in Q8 mode only, and is taken only where the CPU
- * has AMX-INT8 (and VNNI); everything else inherits the vnni or avx512 level. */
+/* The amx level holds every type in Q8 mode only, and is taken only where the CPU has AMX-INT8
+ * (and VNNI); F32 mode inherits the avx512 level. */
 static void test_table(void)
 {
     const int int8 = numla_amx_int8_usable() && numla_qblock_vnni_usable();
     const numla_qblock_type tiles[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_Q8_0,
                                        NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q4_0, NUMLA_QBLOCK_Q5_K,
-                                       NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K};
+                                       NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_Q6_K};
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
         CU_ASSERT_EQUAL(numla_qblock_level(tiles[t], NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AMX) == NUMLA_ISA_AMX, int8);
         CU_ASSERT_NOT_EQUAL(numla_qblock_level(tiles[t], NUMLA_QBLOCK_ACT_F32, NUMLA_ISA_AMX), NUMLA_ISA_AMX);
@@ -153,7 +157,6 @@ static void test_table(void)
             CU_ASSERT_EQUAL(numla_qblock_layout_for(tiles[t], NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AMX),
                             NUMLA_QBLOCK_LAYOUT_PANEL16);
     }
-    CU_ASSERT_NOT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AMX), NUMLA_ISA_AMX);
 }
 
 NUMLA_TEST_SUITE(qblock_amx_emu, NULL, NULL, NUMLA_TEST(test_matches_vnni), NUMLA_TEST(test_fallback),
