@@ -161,7 +161,7 @@ numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_
     if (src->layout == NUMLA_QBLOCK_LAYOUT_PANEL16) {
         if (!numla_qblock_p16_takes_(src->type, src->act, src->k))
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: the 16-row panel layout takes Q4_K, Q6_K and IQ4_XS (K a "
-                       "multiple of 256), Q5_0, IQ4_NL and Q8_0 (of 64) in Q8 mode, not %s act %d K=%lld", info->name, (int)src->act, (long long)src->k);
+                       "multiple of 256), Q5_0, IQ4_NL, Q4_0 and Q8_0 (of 64) in Q8 mode, not %s act %d K=%lld", info->name, (int)src->act, (long long)src->k);
         return numla_qblock_p16_pack_(src, dst, out);
     }
     if (src->layout != NUMLA_QBLOCK_LAYOUT_ROWS)

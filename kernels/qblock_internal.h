@@ -119,7 +119,7 @@ enum {
     NUMLA_QBLOCK_P16_Q6_D = 3328,
     NUMLA_QBLOCK_P16_SB_Q6K = 3360, /* 16 x 210 */
 };
-/* The 32-element types (Q5_0, IQ4_NL, Q8_0; K a multiple of 64) take pieces of 64 columns,
+/* The 32-element types (Q5_0, IQ4_NL, Q4_0, Q8_0; K a multiple of 64) take pieces of 64 columns,
  * two blocks t: the codes (units (t, u) at 64 (4t + u), Q8_0 64 (8t + u): byte 4c + j is byte
  * 4u + j of row c's qs, its low nibble column 32t + 4u + j and its high one + 16; Q8_0's byte is
  * column 32t + 4u + j), then Q5_0's fifth bits as byte masks (per (t, u) two 64-bit masks, of
@@ -127,13 +127,14 @@ enum {
  * blocks' fp16 d[16]. */
 enum {
     NUMLA_QBLOCK_P16_B32_MASKS = 512, /* Q5_0 */
-    NUMLA_QBLOCK_P16_B32_D_NL = 512,  /* IQ4_NL: d, and the piece is 576 bytes */
+    NUMLA_QBLOCK_P16_B32_D_NL = 512,  /* IQ4_NL and Q4_0 (the same bytes): d, and the piece is 576 bytes */
     NUMLA_QBLOCK_P16_B32_D_Q5 = 640,  /* Q5_0: 704 */
     NUMLA_QBLOCK_P16_B32_D_Q8 = 1024, /* Q8_0: 1088 */
 };
 static inline int numla_qblock_p16_b32_(numla_qblock_type type)
 {
-    return type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL || type == NUMLA_QBLOCK_Q8_0;
+    return type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL || type == NUMLA_QBLOCK_Q8_0 ||
+           type == NUMLA_QBLOCK_Q4_0;
 }
 static inline int64_t numla_qblock_p16_b32_d_(numla_qblock_type type)
 {

@@ -1,5 +1,5 @@
 /* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (Q4_K, Q6_K, IQ4_XS, Q5_0,
- * IQ4_NL and Q8_0 in Q8 mode): which weights take it, its size, packing a block-row source into it, and reading a
+ * IQ4_NL, Q4_0 and Q8_0 in Q8 mode): which weights take it, its size, packing a block-row source into it, and reading a
  * row's blocks back out (the reference's view of a panel, numla_qblock_row_blocks). Scalar and
  * ISA-independent; the kernels that run it are in kernels/x86/qblock_p16_avx512vnni.c and
  * kernels/x86/qblock_panel_avx512vnni.c. */

@@ -1,4 +1,4 @@
-/* kernels/x86/qblock_p16_avx512vnni.c — Q4_K, Q6_K, IQ4_XS, Q5_0, IQ4_NL and Q8_0 in Q8 activation
+/* kernels/x86/qblock_p16_avx512vnni.c — Q4_K, Q6_K, IQ4_XS, Q5_0, IQ4_NL, Q4_0 and Q8_0 in Q8 activation
  * mode, stored in the PANEL16 layout (kernels/qblock.h), below NUMLA_QBLOCK_PANEL_MIN_M x rows: batch-1 decode and
  * the small batches of decode steps and lightly loaded MoE experts; Q6_K at every M (its own
  * arithmetic, below: it has no panel GEMM).
@@ -136,9 +136,10 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
 
-/* The 32-element types (kind 0 IQ4_NL, 1 Q5_0, 2 Q8_0): x rows [0, mr) against panel p, 64
+/* The 32-element types (kind 0 IQ4_NL, 1 Q5_0, 2 Q8_0, 3 Q4_0): x rows [0, mr) against panel p, 64
  * columns (two blocks) a piece; each block's exact int32 sum goes to fp32 as the panel GEMM's
- * tile does it (scale d, min 16 d for Q5_0's q - 16, 128 d for the others' codes + 128). */
+ * tile does it (scale d, min 16 d for Q5_0's q - 16, 8 d for Q4_0's q - 8, 128 d for the others'
+ * codes + 128). */
 NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
                                                         const float *dx, const int32_t *bs, float *y, int64_t ldy,
                                                         int accumulate, const int mr, const int kind)
@@ -170,7 +171,10 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weigh
 #pragma GCC unroll 4
             for (int u = 0; u < 4; u++) {
                 __m512i lo, hi;
-                numla_qblock_p16_unit_(pc + (4 * t + u) * 64, kind == 1 ? NUMLA_QBLOCK_P16_BIT5 : NUMLA_QBLOCK_P16_BOOK,
+                numla_qblock_p16_unit_(pc + (4 * t + u) * 64,
+                                       kind == 1   ? NUMLA_QBLOCK_P16_BIT5
+                                       : kind == 3 ? NUMLA_QBLOCK_P16_NIB
+                                                   : NUMLA_QBLOCK_P16_BOOK,
                                        pc + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16, book, &lo, &hi);
                 const int e = split && (u & 1);
                 for (int i = 0; i < mr; i++) {
@@ -182,7 +186,7 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weigh
         for (int t = 0; t < 2; t++) {
             const int64_t g = 2 * P + t;
             const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + doff + 32 * t)));
-            const __m512 mv = _mm512_mul_ps(d, _mm512_set1_ps(kind == 1 ? 16.0f : 128.0f));
+            const __m512 mv = _mm512_mul_ps(d, _mm512_set1_ps(kind == 1 ? 16.0f : kind == 3 ? 8.0f : 128.0f));
             for (int i = 0; i < mr; i++)
                 tb[i] = numla_qblock_panel_sub_(tb[i], _mm512_add_epi32(sm[i][t][0], sm[i][t][1]), d, mv,
                                                 bs + i * nb16 + 2 * g);
@@ -254,10 +258,10 @@ void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t p
                             const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate)
 {
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k), nb16 = k / 16;
-    /* 0 Q4_K, 1 IQ4_XS; 32-element types 2 + 0 IQ4_NL, 1 Q5_0, 2 Q8_0; 5 Q6_K */
+    /* 0 Q4_K, 1 IQ4_XS; 32-element types 2 + 0 IQ4_NL, 1 Q5_0, 2 Q8_0; 5 Q6_K; 6 Q4_0 (32-element 3) */
     const int kind = w->type == NUMLA_QBLOCK_Q4_K ? 0 : w->type == NUMLA_QBLOCK_IQ4_XS ? 1
                      : w->type == NUMLA_QBLOCK_IQ4_NL ? 2 : w->type == NUMLA_QBLOCK_Q5_0 ? 3
-                     : w->type == NUMLA_QBLOCK_Q8_0 ? 4 : 5;
+                     : w->type == NUMLA_QBLOCK_Q8_0 ? 4 : w->type == NUMLA_QBLOCK_Q4_0 ? 6 : 5;
     int64_t chunk = NUMLA_QBLOCK_P16_CHUNK / w->ld;
     if (chunk < 1)
         chunk = 1;
@@ -277,7 +281,8 @@ void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t p
     case MR * 8 + 2: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0); break; \
     case MR * 8 + 3: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break; \
     case MR * 8 + 4: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 2); break; \
-    case MR * 8 + 5: numla_qblock_p16_q6_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;
+    case MR * 8 + 5: numla_qblock_p16_q6_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;       \
+    case MR * 8 + 6: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 3); break;
                     NUMLA_QBLOCK_P16_CASE(1)
                     NUMLA_QBLOCK_P16_CASE(2)
                     NUMLA_QBLOCK_P16_CASE(3)

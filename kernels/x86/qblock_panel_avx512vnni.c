@@ -128,7 +128,7 @@ size_t numla_qblock_panel_thread_bytes_(const numla_qblock_weight *w)
 static void numla_qblock_pn_from_p16_b32_(const numla_qblock_weight *w, int64_t r0, uint8_t *dst)
 {
     const int64_t k = w->k, ng = k / 32, sb = numla_qblock_p16_sb_(w->type), doff = numla_qblock_p16_b32_d_(w->type);
-    const int q5 = w->type == NUMLA_QBLOCK_Q5_0, q8 = w->type == NUMLA_QBLOCK_Q8_0;
+    const int q5 = w->type == NUMLA_QBLOCK_Q5_0, q8 = w->type == NUMLA_QBLOCK_Q8_0, q40 = w->type == NUMLA_QBLOCK_Q4_0;
     const uint8_t *pan = w->q + (r0 / 16) * w->ld;
     const __m512i flip = _mm512_set1_epi8((char)0x80), book = numla_qblock_p16_book_();
     float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + ng * 16;
@@ -140,7 +140,8 @@ static void numla_qblock_pn_from_p16_b32_(const numla_qblock_weight *w, int64_t 
                                    _mm512_xor_si512(_mm512_load_si512((const void *)(pc + (8 * t + u) * 64)), flip));
             for (int u = 0; !q8 && u < 4; u++) {
                 __m512i lo, hi;
-                numla_qblock_p16_unit_(pc + (4 * t + u) * 64, q5 ? NUMLA_QBLOCK_P16_BIT5 : NUMLA_QBLOCK_P16_BOOK,
+                numla_qblock_p16_unit_(pc + (4 * t + u) * 64,
+                                       q5 ? NUMLA_QBLOCK_P16_BIT5 : q40 ? NUMLA_QBLOCK_P16_NIB : NUMLA_QBLOCK_P16_BOOK,
                                        pc + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16, book, &lo, &hi);
                 _mm512_store_si512((void *)(dst + (16 * P + 8 * t + u) * 64), lo);
                 _mm512_store_si512((void *)(dst + (16 * P + 8 * t + 4 + u) * 64), hi);
@@ -148,7 +149,7 @@ static void numla_qblock_pn_from_p16_b32_(const numla_qblock_weight *w, int64_t 
             const int64_t g = 2 * P + t;
             const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + doff + 32 * t)));
             _mm512_store_ps(sc + g * 16, d);
-            _mm512_store_ps(mn + g * 16, _mm512_mul_ps(d, _mm512_set1_ps(q5 ? 16.0f : 128.0f)));
+            _mm512_store_ps(mn + g * 16, _mm512_mul_ps(d, _mm512_set1_ps(q5 ? 16.0f : q40 ? 8.0f : 128.0f)));
         }
     }
 }

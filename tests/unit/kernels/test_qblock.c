@@ -480,15 +480,15 @@ static void test_panel16(void)
     static const int64_t ks[] = {64, 256, 1280, 1408};
     static const int64_t ms[] = {1, 2, 3, 4, 5, 7, 15, 16, 17, 33};
     const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0,
-                                       NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_Q6_K};
+                                       NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_Q4_0};
     int vnni_runs = 0;
-    for (int t = 0; t < 6; t++)
+    for (int t = 0; t < 7; t++)
         for (int in = 0; in < 4; in++)
             for (int ik = 0; ik < 4; ik++) {
                 const numla_qblock_type type = types[t];
                 const int64_t n = ns[in], k = ks[ik], M = 33, ldx = k + 1, ldy = n + 3;
-                if (!numla_qblock_layout_size(type, NUMLA_QBLOCK_LAYOUT_PANEL16, n, k))
-                    continue; /* K-quants: K a multiple of 256; the 32-element types: of 64 */
+                if (!numla_qblock_layout_size(type, NUMLA_QBLOCK_LAYOUT_PANEL16, n, k) || !numla_qblock_q8_takes(type, k))
+                    continue; /* K-quants and Q4_0: K a multiple of 256; the other 32-element types: of 64 */
                 int64_t rb;
                 uint8_t *src = qb_random(type, n, k, &rng, &rb);
                 const size_t pb = numla_qblock_layout_size(type, NUMLA_QBLOCK_LAYOUT_PANEL16, n, k);
