@@ -44,6 +44,14 @@ static inline int numla_qblock_pn_s16_(numla_qblock_type type)
 {
     return type == NUMLA_QBLOCK_Q2_K || type == NUMLA_QBLOCK_Q3_K;
 }
+/* Their sub-blocks go into a 256-column group's fp32 sum in this order, step j taking sub-block
+ * 8 (j / 8) + 2 (j % 4) + (j / 4) % 2 (0, 2, 4, 6, 1, 3, 5, 7, 8, ...): the order in which Q2_K's
+ * small-M kernel completes them (a stored unit (n, u) holds sub-blocks 8n + 2j' + u / 4), so that
+ * every M and both layouts give the same bits. */
+static inline int64_t numla_qblock_s16_order_(int64_t j)
+{
+    return 8 * (j / 8) + 2 * (j % 4) + (j / 4) % 2;
+}
 
 /* Q8 mode, many x rows, every type but Q6_K (kernels/x86/qblock_panel_avx512vnni.c): from
  * NUMLA_QBLOCK_PANEL_MIN_M rows each thread unpacks NUMLA_QBLOCK_PANEL_NP panels of 16 weight
@@ -114,6 +122,15 @@ enum {
  * ql[64n + 4u + j] (its low nibble column 128n + 4u + j, its high one + 64); in qh unit (n, v)
  * row c's qh[32n + 4v + j] (bits 2s, 2s + 1: the high bits of column 128n + 32s + 4v + j).
  * Then int8 sc[16][16] (sub-block, row), then fp16 d[16]. */
+/* Q2_K's piece: 16 units (n, u) (n = 0, 1; u = 0 .. 7) at 64 (8n + u), byte 4c + j row c's
+ * qs[32n + 4u + j] (its bits 2j', 2j' + 1: column 128n + 32j' + 4u + j); then fp16 d[16], fp16
+ * dmin[16], u8 scales[16][16] (sub-block, row): the file's 84 bytes a row, no padding. */
+enum {
+    NUMLA_QBLOCK_P16_Q2_D = 1024,
+    NUMLA_QBLOCK_P16_Q2_DMIN = 1056,
+    NUMLA_QBLOCK_P16_Q2_SC = 1088,
+    NUMLA_QBLOCK_P16_SB_Q2K = 1344, /* 16 x 84 */
+};
 enum {
     NUMLA_QBLOCK_P16_Q6_SC = 3072,
     NUMLA_QBLOCK_P16_Q6_D = 3328,
@@ -149,6 +166,7 @@ static inline int64_t numla_qblock_p16_sb_(numla_qblock_type type)
         return numla_qblock_p16_b32_d_(type) + 64;
     return type == NUMLA_QBLOCK_Q4_K ? NUMLA_QBLOCK_P16_SB_Q4K
            : type == NUMLA_QBLOCK_Q6_K ? NUMLA_QBLOCK_P16_SB_Q6K
+           : type == NUMLA_QBLOCK_Q2_K ? NUMLA_QBLOCK_P16_SB_Q2K
                                       : NUMLA_QBLOCK_P16_SB_IQ4;
 }
 static inline int64_t numla_qblock_p16_sc_(numla_qblock_type type)

@@ -1,5 +1,5 @@
-/* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (Q4_K, Q6_K, IQ4_XS, Q5_0,
- * IQ4_NL, Q4_0 and Q8_0 in Q8 mode): which weights take it, its size, packing a block-row source into it, and reading a
+/* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (Q4_K, Q6_K, Q2_K, IQ4_XS,
+ * Q5_0, IQ4_NL, Q4_0 and Q8_0 in Q8 mode): which weights take it, its size, packing a block-row source into it, and reading a
  * row's blocks back out (the reference's view of a panel, numla_qblock_row_blocks). Scalar and
  * ISA-independent; the kernels that run it are in kernels/x86/qblock_p16_avx512vnni.c and
  * kernels/x86/qblock_panel_avx512vnni.c. */
@@ -11,7 +11,9 @@ int numla_qblock_p16_takes_(numla_qblock_type type, numla_qblock_act act, int64_
         return 0;
     if (numla_qblock_p16_b32_(type))
         return k % 64 == 0;
-    return (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_Q6_K || type == NUMLA_QBLOCK_IQ4_XS) && k % 256 == 0;
+    return (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_Q6_K || type == NUMLA_QBLOCK_IQ4_XS ||
+            type == NUMLA_QBLOCK_Q2_K) &&
+           k % 256 == 0;
 }
 
 int64_t numla_qblock_p16_ld_(numla_qblock_type type, int64_t k)
@@ -97,6 +99,25 @@ static int numla_qblock_p16_q6_k_move_(int i, int c, int *at_piece, int *at_blk)
     return 2;
 }
 
+/* The same for Q2_K (kernels/qblock_internal.h): the 16 code quads, the 16 scales, d, dmin. */
+enum { NUMLA_QBLOCK_P16_Q2_MOVES = 16 + 16 + 2 };
+static int numla_qblock_p16_q2_k_move_(int i, int c, int *at_piece, int *at_blk)
+{
+    if (i < 16) { /* unit (n, u) = (i / 8, i % 8): qs[32n + 4u .. + 4) */
+        *at_piece = 64 * i + 4 * c;
+        *at_blk = 16 + 32 * (i / 8) + 4 * (i % 8);
+        return 4;
+    }
+    if (i < 32) { /* scale byte of sub-block i - 16 */
+        *at_piece = NUMLA_QBLOCK_P16_Q2_SC + 16 * (i - 16) + c;
+        *at_blk = i - 16;
+        return 1;
+    }
+    *at_piece = (i == 32 ? NUMLA_QBLOCK_P16_Q2_D : NUMLA_QBLOCK_P16_Q2_DMIN) + 2 * c;
+    *at_blk = i == 32 ? 80 : 82;
+    return 2;
+}
+
 size_t numla_qblock_layout_size(numla_qblock_type type, numla_qblock_layout layout, int64_t n, int64_t k)
 {
     if (layout == NUMLA_QBLOCK_LAYOUT_ROWS)
@@ -132,12 +153,14 @@ static void numla_qblock_p16_pack_panel_(const numla_qblock_source *src, int64_t
                 numla_qblock_p16_put_b32_(src->type, row + bb * g, c, g, dst);
             continue;
         }
-        if (src->type == NUMLA_QBLOCK_Q6_K) {
+        if (src->type == NUMLA_QBLOCK_Q6_K || src->type == NUMLA_QBLOCK_Q2_K) {
+            const int q6 = src->type == NUMLA_QBLOCK_Q6_K;
             for (int64_t b = 0; b < nb; b++)
-                for (int i = 0; i < NUMLA_QBLOCK_P16_Q6_MOVES; i++) {
+                for (int i = 0; i < (q6 ? NUMLA_QBLOCK_P16_Q6_MOVES : NUMLA_QBLOCK_P16_Q2_MOVES); i++) {
                     int at_piece, at_blk;
-                    const int bytes = numla_qblock_p16_q6_k_move_(i, c, &at_piece, &at_blk);
-                    memcpy(dst + b * sb + at_piece, row + 210 * b + at_blk, (size_t)bytes);
+                    const int bytes = q6 ? numla_qblock_p16_q6_k_move_(i, c, &at_piece, &at_blk)
+                                         : numla_qblock_p16_q2_k_move_(i, c, &at_piece, &at_blk);
+                    memcpy(dst + b * sb + at_piece, row + (q6 ? 210 : 84) * b + at_blk, (size_t)bytes);
                 }
             continue;
         }
@@ -189,10 +212,12 @@ void numla_qblock_p16_block_(const numla_qblock_weight *w, int64_t r, int64_t b,
     }
     const int q4k = w->type == NUMLA_QBLOCK_Q4_K, c = (int)(r % 16), qs0 = q4k ? 16 : 8;
     const uint8_t *piece = w->q + (r / 16) * w->ld + b * numla_qblock_p16_sb_(w->type);
-    if (w->type == NUMLA_QBLOCK_Q6_K) {
-        for (int i = 0; i < NUMLA_QBLOCK_P16_Q6_MOVES; i++) {
+    if (w->type == NUMLA_QBLOCK_Q6_K || w->type == NUMLA_QBLOCK_Q2_K) {
+        const int q6 = w->type == NUMLA_QBLOCK_Q6_K;
+        for (int i = 0; i < (q6 ? NUMLA_QBLOCK_P16_Q6_MOVES : NUMLA_QBLOCK_P16_Q2_MOVES); i++) {
             int at_piece, at_blk;
-            const int bytes = numla_qblock_p16_q6_k_move_(i, c, &at_piece, &at_blk);
+            const int bytes = q6 ? numla_qblock_p16_q6_k_move_(i, c, &at_piece, &at_blk)
+                                 : numla_qblock_p16_q2_k_move_(i, c, &at_piece, &at_blk);
             memcpy(out + at_blk, piece + at_piece, (size_t)bytes);
         }
         return;

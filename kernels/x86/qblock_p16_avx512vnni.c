@@ -1,4 +1,4 @@
-/* kernels/x86/qblock_p16_avx512vnni.c — Q4_K, Q6_K, IQ4_XS, Q5_0, IQ4_NL, Q4_0 and Q8_0 in Q8 activation
+/* kernels/x86/qblock_p16_avx512vnni.c — Q4_K, Q6_K, Q2_K, IQ4_XS, Q5_0, IQ4_NL, Q4_0 and Q8_0 in Q8 activation
  * mode, stored in the PANEL16 layout (kernels/qblock.h), below NUMLA_QBLOCK_PANEL_MIN_M x rows: batch-1 decode and
  * the small batches of decode steps and lightly loaded MoE experts; Q6_K at every M (its own
  * arithmetic, below: it has no panel GEMM).
@@ -254,14 +254,78 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q6_tile_(const numla_qblock_weight
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
 
+/* Q2_K: x rows [0, mr) against panel p. Unit (n, u) of a piece holds four 2-bit fields per code
+ * byte; field j, kept in place (v & 3 << 2j: 4^j q, so its sum is 4^j Σ q x, exact in int32), is
+ * the x quad 32n + 8j + u (sub-block 8n + 2j + u / 4), against it as vpdpbusd's {1to16} memory
+ * operand: one load, four ands and four products per unit. Per (n, u / 4) four sums, which go to
+ * fp32 in numla_qblock_s16_order_ with the panel GEMM's steps:
+ *   tb = fma(float(Σ q · x), d · (sc & 15), tb);  tb = fnma(dmin · (sc >> 4), float(Σ x), tb)
+ * the first as float(4^j S) · (d · (sc & 15) · 4^-j), the same product (powers of two, |4^j S| <
+ * 2^24), so the same bits; after the piece acc = fma(tb, dx, acc). */
+NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q2_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
+                                                       const float *dx, const int32_t *bs, float *y, int64_t ldy,
+                                                       int accumulate, const int mr)
+{
+    const int64_t k = w->k, nb = k / 256, nb16 = k / 16;
+    const uint8_t *pan = w->q + p * w->ld;
+    const __m512i m15 = _mm512_set1_epi32(15);
+    const int split = mr < 3;
+    __m512 acc[NUMLA_QBLOCK_P16_MR];
+    for (int i = 0; i < mr; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q2K;
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_D)));
+        const __m512 dmin =
+            _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_DMIN)));
+        __m512 tb[NUMLA_QBLOCK_P16_MR];
+        for (int i = 0; i < mr; i++)
+            tb[i] = _mm512_setzero_ps();
+        for (int n = 0; n < 2; n++)
+            for (int half = 0; half < 2; half++) {
+                __m512i s[NUMLA_QBLOCK_P16_MR][4][2];
+                for (int i = 0; i < mr; i++)
+                    for (int j = 0; j < 4; j++)
+                        s[i][j][0] = s[i][j][1] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int uu = 0; uu < 4; uu++) {
+                    const int u = 4 * half + uu, e = split && (uu & 1);
+                    const __m512i v = _mm512_load_si512((const void *)(pc + 64 * (8 * n + u)));
+                    __m512i op[4];
+                    for (int j = 0; j < 4; j++)
+                        op[j] = _mm512_and_si512(v, _mm512_set1_epi8((char)(3 << (2 * j))));
+                    for (int i = 0; i < mr; i++)
+                        for (int j = 0; j < 4; j++)
+                            s[i][j][e] = numla_qblock_p16_dpm_(s[i][j][e], op[j],
+                                                               xq + i * k + 4 * (64 * b + 32 * n + 8 * j + u));
+                }
+                for (int j = 0; j < 4; j++) {
+                    const int sb = 8 * n + 2 * j + half;
+                    const __m512i v = _mm512_cvtepu8_epi32(
+                        _mm_load_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_SC + 16 * sb)));
+                    const __m512 sv = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(v, m15))),
+                                                    _mm512_set1_ps(1.0f / (float)(1 << (2 * j))));
+                    const __m512 mv = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)));
+                    for (int i = 0; i < mr; i++)
+                        tb[i] = numla_qblock_panel_sub_f_(tb[i], _mm512_add_epi32(s[i][j][0], s[i][j][1]), sv, mv,
+                                                          (float)bs[i * nb16 + 16 * b + sb]);
+                }
+            }
+        for (int i = 0; i < mr; i++)
+            acc[i] = numla_qblock_panel_group_(acc[i], tb[i], dx[i * nb + b]);
+    }
+    numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
+}
+
 void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m, const int8_t *xq,
                             const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate)
 {
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k), nb16 = k / 16;
-    /* 0 Q4_K, 1 IQ4_XS; 32-element types 2 + 0 IQ4_NL, 1 Q5_0, 2 Q8_0; 5 Q6_K; 6 Q4_0 (32-element 3) */
+    /* 0 Q4_K, 1 IQ4_XS; 32-element types 2 + 0 IQ4_NL, 1 Q5_0, 2 Q8_0; 5 Q6_K; 6 Q4_0 (32-element 3); 7 Q2_K */
     const int kind = w->type == NUMLA_QBLOCK_Q4_K ? 0 : w->type == NUMLA_QBLOCK_IQ4_XS ? 1
                      : w->type == NUMLA_QBLOCK_IQ4_NL ? 2 : w->type == NUMLA_QBLOCK_Q5_0 ? 3
-                     : w->type == NUMLA_QBLOCK_Q8_0 ? 4 : w->type == NUMLA_QBLOCK_Q4_0 ? 6 : 5;
+                     : w->type == NUMLA_QBLOCK_Q8_0 ? 4 : w->type == NUMLA_QBLOCK_Q4_0 ? 6
+                     : w->type == NUMLA_QBLOCK_Q2_K ? 7 : 5;
     int64_t chunk = NUMLA_QBLOCK_P16_CHUNK / w->ld;
     if (chunk < 1)
         chunk = 1;
@@ -282,7 +346,8 @@ void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t p
     case MR * 8 + 3: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break; \
     case MR * 8 + 4: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 2); break; \
     case MR * 8 + 5: numla_qblock_p16_q6_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;       \
-    case MR * 8 + 6: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 3); break;
+    case MR * 8 + 6: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 3); break;       \
+    case MR * 8 + 7: numla_qblock_p16_q2_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;
                     NUMLA_QBLOCK_P16_CASE(1)
                     NUMLA_QBLOCK_P16_CASE(2)
                     NUMLA_QBLOCK_P16_CASE(3)

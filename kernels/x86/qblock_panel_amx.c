@@ -85,7 +85,8 @@ static void numla_qblock_amx_block_(const uint8_t *pan, size_t pbytes, int64_t n
             for (int i = 0; i < mr; i++)
                 tb[j][i] = _mm512_setzero_ps();
         const int64_t gend = spg * b + spg < ng ? spg * b + spg : ng;
-        for (int64_t g = spg * b; g < gend; g++) { /* its sub-blocks */
+        for (int64_t gs = spg * b; gs < gend; gs++) { /* its sub-blocks (16-column ones permuted) */
+            const int64_t g = s16 ? spg * b + numla_qblock_s16_order_(gs - spg * b) : gs;
             _tile_loadd(NUMLA_QBLOCK_AMX_A, xt + sw * g, k);
             const uint8_t *codes = pan + (size_t)g * (size_t)(16 * sw);
             NUMLA_QBLOCK_AMX_PRODUCT(0, NUMLA_QBLOCK_AMX_B0, codes, c[0]);

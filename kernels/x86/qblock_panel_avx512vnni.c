@@ -154,10 +154,41 @@ static void numla_qblock_pn_from_p16_b32_(const numla_qblock_weight *w, int64_t 
     }
 }
 
+/* A stored Q2_K panel: unit (n, u)'s four 2-bit fields are the quads 32n + 8j + u of the piece;
+ * scale d · (sc & 15), min dmin · (sc >> 4) per 16-column sub-block, as numla_qblock_p16_q2_tile_. */
+static void numla_qblock_pn_from_p16_q2_(const numla_qblock_weight *w, int64_t r0, uint8_t *dst)
+{
+    const int64_t k = w->k, nb = k / 256;
+    const uint8_t *pan = w->q + (r0 / 16) * w->ld;
+    const __m512i m3 = _mm512_set1_epi8(3), m15 = _mm512_set1_epi32(15);
+    float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + (k / 16) * 16;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q2K;
+        for (int i = 0; i < 16; i++) { /* unit (n, u) = (i / 8, i % 8) */
+            const __m512i v = _mm512_load_si512((const void *)(pc + 64 * i));
+            for (int j = 0; j < 4; j++)
+                _mm512_store_si512((void *)(dst + 64 * (64 * b + 32 * (i / 8) + 8 * j + i % 8)),
+                                   _mm512_and_si512(_mm512_srli_epi16(v, 2 * j), m3));
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_D)));
+        const __m512 dmin =
+            _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_DMIN)));
+        for (int s = 0; s < 16; s++) {
+            const __m512i v = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_SC + 16 * s)));
+            _mm512_store_ps(sc + (16 * b + s) * 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(v, m15))));
+            _mm512_store_ps(mn + (16 * b + s) * 16, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4))));
+        }
+    }
+}
+
 static void numla_qblock_pn_from_p16_(const numla_qblock_weight *w, int64_t r0, uint8_t *dst)
 {
     if (numla_qblock_p16_b32_(w->type)) {
         numla_qblock_pn_from_p16_b32_(w, r0, dst);
+        return;
+    }
+    if (w->type == NUMLA_QBLOCK_Q2_K) {
+        numla_qblock_pn_from_p16_q2_(w, r0, dst);
         return;
     }
     const int64_t k = w->k, nb = k / 256, ng = k / 32, sb = numla_qblock_p16_sb_(w->type);
@@ -369,7 +400,8 @@ numla_qblock_pn_tile_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t
             for (int j = 0; j < nr; j++)
                 tb[i][j] = _mm512_setzero_ps();
         const int64_t gend = spg * b + spg < ng ? spg * b + spg : ng;
-        for (int64_t g = spg * b; g < gend; g++) { /* its sub-blocks */
+        for (int64_t gs = spg * b; gs < gend; gs++) { /* its sub-blocks (16-column ones permuted) */
+            const int64_t g = s16 ? spg * b + numla_qblock_s16_order_(gs - spg * b) : gs;
             __m512i is[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
             for (int i = 0; i < mr; i++)
                 for (int j = 0; j < nr; j++)
