@@ -131,6 +131,27 @@ enum {
     NUMLA_QBLOCK_P16_Q2_SC = 1088,
     NUMLA_QBLOCK_P16_SB_Q2K = 1344, /* 16 x 84 */
 };
+/* Q3_K's piece, in the order its kernel reads it (one forward stream): fp16 d[16] (and padding
+ * to 64), then per (n, half) (n = 0, 1; half = 0, 1) its 4 qs units (n, u), u = 4 half + 0 .. 3
+ * (as Q2_K's: byte 4c + j row c's qs[32n + 4u + j]), for n = 0 the 4 hmask units u (byte 4c + j
+ * row c's hmask[4u + j]: bit 4n' + j' of it belongs to column 128n' + 32j' + 4u + j; n = 1
+ * reads them again), and the scales of its sub-blocks 8n + 2j + half (j = 0 .. 3) as int8 s - 32
+ * for the 16 rows: 116 bytes a row for the file's 110. */
+enum {
+    NUMLA_QBLOCK_P16_Q3_D = 0,
+    NUMLA_QBLOCK_P16_SB_Q3K = 1856,
+};
+static inline int64_t numla_qblock_p16_q3_base_(int n, int half)
+{
+    return 64 + (n ? 1152 + 320 * half : 576 * half);
+}
+static inline int64_t numla_qblock_p16_q3_qs_(int n, int u) { return numla_qblock_p16_q3_base_(n, u / 4) + 64 * (u % 4); }
+static inline int64_t numla_qblock_p16_q3_h_(int u) { return numla_qblock_p16_q3_base_(0, u / 4) + 256 + 64 * (u % 4); }
+static inline int64_t numla_qblock_p16_q3_sc_(int sb)
+{
+    const int n = sb / 8;
+    return numla_qblock_p16_q3_base_(n, sb % 2) + (n ? 256 : 512) + 16 * ((sb % 8) / 2);
+}
 enum {
     NUMLA_QBLOCK_P16_Q6_SC = 3072,
     NUMLA_QBLOCK_P16_Q6_D = 3328,
@@ -167,6 +188,7 @@ static inline int64_t numla_qblock_p16_sb_(numla_qblock_type type)
     return type == NUMLA_QBLOCK_Q4_K ? NUMLA_QBLOCK_P16_SB_Q4K
            : type == NUMLA_QBLOCK_Q6_K ? NUMLA_QBLOCK_P16_SB_Q6K
            : type == NUMLA_QBLOCK_Q2_K ? NUMLA_QBLOCK_P16_SB_Q2K
+           : type == NUMLA_QBLOCK_Q3_K ? NUMLA_QBLOCK_P16_SB_Q3K
                                       : NUMLA_QBLOCK_P16_SB_IQ4;
 }
 static inline int64_t numla_qblock_p16_sc_(numla_qblock_type type)

@@ -1,4 +1,4 @@
-/* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (Q4_K, Q6_K, Q2_K, IQ4_XS,
+/* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS,
  * Q5_0, IQ4_NL, Q4_0 and Q8_0 in Q8 mode): which weights take it, its size, packing a block-row source into it, and reading a
  * row's blocks back out (the reference's view of a panel, numla_qblock_row_blocks). Scalar and
  * ISA-independent; the kernels that run it are in kernels/x86/qblock_p16_avx512vnni.c and
@@ -12,7 +12,7 @@ int numla_qblock_p16_takes_(numla_qblock_type type, numla_qblock_act act, int64_
     if (numla_qblock_p16_b32_(type))
         return k % 64 == 0;
     return (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_Q6_K || type == NUMLA_QBLOCK_IQ4_XS ||
-            type == NUMLA_QBLOCK_Q2_K) &&
+            type == NUMLA_QBLOCK_Q2_K || type == NUMLA_QBLOCK_Q3_K) &&
            k % 256 == 0;
 }
 
@@ -118,6 +118,41 @@ static int numla_qblock_p16_q2_k_move_(int i, int c, int *at_piece, int *at_blk)
     return 2;
 }
 
+/* Q3_K's block of row c into / out of its piece (kernels/qblock_internal.h): qs and hmask quads
+ * and d move as they are; the 12 scale bytes become the 16 6-bit scales as int8 s - 32 and back
+ * (kernels/qblock.h: low nibbles in bytes 0-7, sub-blocks 0-7 then 8-15; the high 2 bits of
+ * sub-block i + 4q in bits 2q, 2q + 1 of byte 8 + i). */
+static void numla_qblock_p16_put_q3_(const uint8_t *blk, int c, uint8_t *piece)
+{
+    for (int i = 0; i < 16; i++)
+        memcpy(piece + numla_qblock_p16_q3_qs_(i / 8, i % 8) + 4 * c, blk + 32 + 32 * (i / 8) + 4 * (i % 8), 4);
+    for (int u = 0; u < 8; u++)
+        memcpy(piece + numla_qblock_p16_q3_h_(u) + 4 * c, blk + 4 * u, 4);
+    const uint8_t *sp = blk + 96;
+    for (int sb = 0; sb < 16; sb++) {
+        const int lo = sb < 8 ? sp[sb] & 15 : sp[sb - 8] >> 4, hi = (sp[8 + sb % 4] >> (2 * (sb / 4))) & 3;
+        piece[numla_qblock_p16_q3_sc_(sb) + c] = (uint8_t)(int8_t)((lo | hi << 4) - 32);
+    }
+    memcpy(piece + NUMLA_QBLOCK_P16_Q3_D + 2 * c, blk + 108, 2);
+}
+
+static void numla_qblock_p16_get_q3_(const uint8_t *piece, int c, uint8_t *blk)
+{
+    for (int i = 0; i < 16; i++)
+        memcpy(blk + 32 + 32 * (i / 8) + 4 * (i % 8), piece + numla_qblock_p16_q3_qs_(i / 8, i % 8) + 4 * c, 4);
+    for (int u = 0; u < 8; u++)
+        memcpy(blk + 4 * u, piece + numla_qblock_p16_q3_h_(u) + 4 * c, 4);
+    int s[16];
+    for (int sb = 0; sb < 16; sb++)
+        s[sb] = (int8_t)piece[numla_qblock_p16_q3_sc_(sb) + c] + 32;
+    uint8_t *sp = blk + 96;
+    for (int i = 0; i < 8; i++)
+        sp[i] = (uint8_t)((s[i] & 15) | (s[i + 8] & 15) << 4);
+    for (int i = 0; i < 4; i++)
+        sp[8 + i] = (uint8_t)((s[i] >> 4) | (s[i + 4] >> 4) << 2 | (s[i + 8] >> 4) << 4 | (s[i + 12] >> 4) << 6);
+    memcpy(blk + 108, piece + NUMLA_QBLOCK_P16_Q3_D + 2 * c, 2);
+}
+
 size_t numla_qblock_layout_size(numla_qblock_type type, numla_qblock_layout layout, int64_t n, int64_t k)
 {
     if (layout == NUMLA_QBLOCK_LAYOUT_ROWS)
@@ -151,6 +186,11 @@ static void numla_qblock_p16_pack_panel_(const numla_qblock_source *src, int64_t
             const int bb = numla_qblock_info_get(src->type)->bytes;
             for (int64_t g = 0; g < k / 32; g++)
                 numla_qblock_p16_put_b32_(src->type, row + bb * g, c, g, dst);
+            continue;
+        }
+        if (src->type == NUMLA_QBLOCK_Q3_K) {
+            for (int64_t b = 0; b < nb; b++)
+                numla_qblock_p16_put_q3_(row + 110 * b, c, dst + b * sb);
             continue;
         }
         if (src->type == NUMLA_QBLOCK_Q6_K || src->type == NUMLA_QBLOCK_Q2_K) {
@@ -212,6 +252,10 @@ void numla_qblock_p16_block_(const numla_qblock_weight *w, int64_t r, int64_t b,
     }
     const int q4k = w->type == NUMLA_QBLOCK_Q4_K, c = (int)(r % 16), qs0 = q4k ? 16 : 8;
     const uint8_t *piece = w->q + (r / 16) * w->ld + b * numla_qblock_p16_sb_(w->type);
+    if (w->type == NUMLA_QBLOCK_Q3_K) {
+        numla_qblock_p16_get_q3_(piece, c, out);
+        return;
+    }
     if (w->type == NUMLA_QBLOCK_Q6_K || w->type == NUMLA_QBLOCK_Q2_K) {
         const int q6 = w->type == NUMLA_QBLOCK_Q6_K;
         for (int i = 0; i < (q6 ? NUMLA_QBLOCK_P16_Q6_MOVES : NUMLA_QBLOCK_P16_Q2_MOVES); i++) {

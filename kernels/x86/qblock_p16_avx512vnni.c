@@ -1,4 +1,4 @@
-/* kernels/x86/qblock_p16_avx512vnni.c — Q4_K, Q6_K, Q2_K, IQ4_XS, Q5_0, IQ4_NL, Q4_0 and Q8_0 in Q8 activation
+/* kernels/x86/qblock_p16_avx512vnni.c — Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS, Q5_0, IQ4_NL, Q4_0 and Q8_0 in Q8 activation
  * mode, stored in the PANEL16 layout (kernels/qblock.h), below NUMLA_QBLOCK_PANEL_MIN_M x rows: batch-1 decode and
  * the small batches of decode steps and lightly loaded MoE experts; Q6_K at every M (its own
  * arithmetic, below: it has no panel GEMM).
@@ -317,15 +317,75 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q2_tile_(const numla_qblock_weight
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
 
+/* Q3_K: x rows [0, mr) against panel p. As Q2_K, with each code's third bit from the hmask unit
+ * u (bit 4n + j of its byte) kept in place too and summed apart (h & 1 << (4n + j): its sum is
+ * 2^(4n + j) Σ hbit x): Σ code x = (S2 >> 2j) + 4 (SH >> (4n + j)), exact; the code is q + 4
+ * (unsigned), scale d · (s - 32), min 4 · scale, the panel GEMM's steps and order. */
+NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q3_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
+                                                       const float *dx, const int32_t *bs, float *y, int64_t ldy,
+                                                       int accumulate, const int mr)
+{
+    const int64_t k = w->k, nb = k / 256, nb16 = k / 16;
+    const uint8_t *pan = w->q + p * w->ld;
+    __m512 acc[NUMLA_QBLOCK_P16_MR];
+    for (int i = 0; i < mr; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q3K;
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q3_D)));
+        __m512 tb[NUMLA_QBLOCK_P16_MR];
+        for (int i = 0; i < mr; i++)
+            tb[i] = _mm512_setzero_ps();
+        for (int n = 0; n < 2; n++)
+            for (int half = 0; half < 2; half++) {
+                __m512i s2[NUMLA_QBLOCK_P16_MR][4], sh[NUMLA_QBLOCK_P16_MR][4];
+                for (int i = 0; i < mr; i++)
+                    for (int j = 0; j < 4; j++)
+                        s2[i][j] = sh[i][j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int uu = 0; uu < 4; uu++) {
+                    const int u = 4 * half + uu;
+                    const __m512i v = _mm512_load_si512((const void *)(pc + numla_qblock_p16_q3_qs_(n, u)));
+                    const __m512i hv = _mm512_load_si512((const void *)(pc + numla_qblock_p16_q3_h_(u)));
+                    for (int j = 0; j < 4; j++) {
+                        const __m512i lo = _mm512_and_si512(v, _mm512_set1_epi8((char)(3 << (2 * j))));
+                        const __m512i hb = _mm512_and_si512(hv, _mm512_set1_epi8((char)(1 << (4 * n + j))));
+                        for (int i = 0; i < mr; i++) {
+                            const int8_t *q = xq + i * k + 4 * (64 * b + 32 * n + 8 * j + u);
+                            s2[i][j] = numla_qblock_p16_dpm_(s2[i][j], lo, q);
+                            sh[i][j] = numla_qblock_p16_dpm_(sh[i][j], hb, q);
+                        }
+                    }
+                }
+                for (int j = 0; j < 4; j++) {
+                    const int sb = 8 * n + 2 * j + half, e = 4 * n + j; /* e: the hmask bit */
+                    const __m512 sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                                           _mm_load_si128((const __m128i *)(const void *)(pc + numla_qblock_p16_q3_sc_(sb))))));
+                    const __m512 mv = _mm512_mul_ps(sv, _mm512_set1_ps(4.0f));
+                    for (int i = 0; i < mr; i++) {
+                        const __m512i h4 = e >= 2 ? _mm512_srai_epi32(sh[i][j], (unsigned)(e - 2))
+                                                  : _mm512_slli_epi32(sh[i][j], (unsigned)(2 - e));
+                        const __m512i is = _mm512_add_epi32(_mm512_srai_epi32(s2[i][j], (unsigned)(2 * j)), h4);
+                        tb[i] = numla_qblock_panel_sub_f_(tb[i], is, sv, mv, (float)bs[i * nb16 + 16 * b + sb]);
+                    }
+                }
+            }
+        for (int i = 0; i < mr; i++)
+            acc[i] = numla_qblock_panel_group_(acc[i], tb[i], dx[i * nb + b]);
+    }
+    numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
+}
+
 void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m, const int8_t *xq,
                             const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate)
 {
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k), nb16 = k / 16;
-    /* 0 Q4_K, 1 IQ4_XS; 32-element types 2 + 0 IQ4_NL, 1 Q5_0, 2 Q8_0; 5 Q6_K; 6 Q4_0 (32-element 3); 7 Q2_K */
+    /* 0 Q4_K, 1 IQ4_XS; 32-element types 2 + 0 IQ4_NL, 1 Q5_0, 2 Q8_0; 5 Q6_K; 6 Q4_0 (32-element 3); 7 Q2_K;
+     * 8 Q3_K */
     const int kind = w->type == NUMLA_QBLOCK_Q4_K ? 0 : w->type == NUMLA_QBLOCK_IQ4_XS ? 1
                      : w->type == NUMLA_QBLOCK_IQ4_NL ? 2 : w->type == NUMLA_QBLOCK_Q5_0 ? 3
                      : w->type == NUMLA_QBLOCK_Q8_0 ? 4 : w->type == NUMLA_QBLOCK_Q4_0 ? 6
-                     : w->type == NUMLA_QBLOCK_Q2_K ? 7 : 5;
+                     : w->type == NUMLA_QBLOCK_Q2_K ? 7 : w->type == NUMLA_QBLOCK_Q3_K ? 8 : 5;
     int64_t chunk = NUMLA_QBLOCK_P16_CHUNK / w->ld;
     if (chunk < 1)
         chunk = 1;
@@ -338,16 +398,17 @@ void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t p
             const int32_t *bi = bs + i0 * nb16;
             float *yi = y + i0 * ldy;
             for (int64_t p = c0; p < c1; p++)
-                switch (mr * 8 + kind) {
+                switch (mr * 16 + kind) {
 #define NUMLA_QBLOCK_P16_CASE(MR)                                                                   \
-    case MR * 8: numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0); break;       \
-    case MR * 8 + 1: numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break;   \
-    case MR * 8 + 2: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0); break; \
-    case MR * 8 + 3: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break; \
-    case MR * 8 + 4: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 2); break; \
-    case MR * 8 + 5: numla_qblock_p16_q6_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;       \
-    case MR * 8 + 6: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 3); break;       \
-    case MR * 8 + 7: numla_qblock_p16_q2_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;
+    case MR * 16: numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0); break;       \
+    case MR * 16 + 1: numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break;   \
+    case MR * 16 + 2: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0); break; \
+    case MR * 16 + 3: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break; \
+    case MR * 16 + 4: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 2); break; \
+    case MR * 16 + 5: numla_qblock_p16_q6_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;       \
+    case MR * 16 + 6: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 3); break;       \
+    case MR * 16 + 7: numla_qblock_p16_q2_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;      \
+    case MR * 16 + 8: numla_qblock_p16_q3_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;
                     NUMLA_QBLOCK_P16_CASE(1)
                     NUMLA_QBLOCK_P16_CASE(2)
                     NUMLA_QBLOCK_P16_CASE(3)

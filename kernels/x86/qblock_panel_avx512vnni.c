@@ -154,15 +154,38 @@ static void numla_qblock_pn_from_p16_b32_(const numla_qblock_weight *w, int64_t 
     }
 }
 
-/* A stored Q2_K panel: unit (n, u)'s four 2-bit fields are the quads 32n + 8j + u of the piece;
- * scale d · (sc & 15), min dmin · (sc >> 4) per 16-column sub-block, as numla_qblock_p16_q2_tile_. */
+/* A stored Q2_K or Q3_K panel: unit (n, u)'s four 2-bit fields are the quads 32n + 8j + u of the
+ * piece (Q3_K: plus 4 where bit 4n + j of hmask unit u is set); per 16-column sub-block Q2_K's
+ * scale d · (sc & 15) and min dmin · (sc >> 4), Q3_K's d · (s - 32) and 4 times that, as the
+ * small-M kernels compute them. */
 static void numla_qblock_pn_from_p16_q2_(const numla_qblock_weight *w, int64_t r0, uint8_t *dst)
 {
     const int64_t k = w->k, nb = k / 256;
+    const int q3 = w->type == NUMLA_QBLOCK_Q3_K;
     const uint8_t *pan = w->q + (r0 / 16) * w->ld;
-    const __m512i m3 = _mm512_set1_epi8(3), m15 = _mm512_set1_epi32(15);
+    const __m512i m3 = _mm512_set1_epi8(3), m15 = _mm512_set1_epi32(15), one = _mm512_set1_epi8(1);
     float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + (k / 16) * 16;
-    for (int64_t b = 0; b < nb; b++) {
+    for (int64_t b = 0; q3 && b < nb; b++) { /* Q3_K: the third bit from hmask unit u, bit 4n + j */
+        const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q3K;
+        for (int i = 0; i < 16; i++) {
+            const __m512i v = _mm512_load_si512((const void *)(pc + numla_qblock_p16_q3_qs_(i / 8, i % 8)));
+            const __m512i hv = _mm512_load_si512((const void *)(pc + numla_qblock_p16_q3_h_(i % 8)));
+            for (int j = 0; j < 4; j++) {
+                const __m512i hb = _mm512_and_si512(_mm512_srli_epi16(hv, (unsigned)(4 * (i / 8) + j)), one);
+                _mm512_store_si512((void *)(dst + 64 * (64 * b + 32 * (i / 8) + 8 * j + i % 8)),
+                                   _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 2 * j), m3),
+                                                   _mm512_slli_epi16(hb, 2)));
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q3_D)));
+        for (int s = 0; s < 16; s++) {
+            const __m512 sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                                   _mm_load_si128((const __m128i *)(const void *)(pc + numla_qblock_p16_q3_sc_(s))))));
+            _mm512_store_ps(sc + (16 * b + s) * 16, sv);
+            _mm512_store_ps(mn + (16 * b + s) * 16, _mm512_mul_ps(sv, _mm512_set1_ps(4.0f)));
+        }
+    }
+    for (int64_t b = 0; !q3 && b < nb; b++) {
         const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q2K;
         for (int i = 0; i < 16; i++) { /* unit (n, u) = (i / 8, i % 8) */
             const __m512i v = _mm512_load_si512((const void *)(pc + 64 * i));
@@ -187,7 +210,7 @@ static void numla_qblock_pn_from_p16_(const numla_qblock_weight *w, int64_t r0, 
         numla_qblock_pn_from_p16_b32_(w, r0, dst);
         return;
     }
-    if (w->type == NUMLA_QBLOCK_Q2_K) {
+    if (w->type == NUMLA_QBLOCK_Q2_K || w->type == NUMLA_QBLOCK_Q3_K) {
         numla_qblock_pn_from_p16_q2_(w, r0, dst);
         return;
     }

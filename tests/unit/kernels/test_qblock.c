@@ -481,9 +481,9 @@ static void test_panel16(void)
     static const int64_t ms[] = {1, 2, 3, 4, 5, 7, 15, 16, 17, 33};
     const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0,
                                        NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_Q4_0,
-                                       NUMLA_QBLOCK_Q2_K};
+                                       NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K};
     int vnni_runs = 0;
-    for (int t = 0; t < 8; t++)
+    for (int t = 0; t < 9; t++)
         for (int in = 0; in < 4; in++)
             for (int ik = 0; ik < 4; ik++) {
                 const numla_qblock_type type = types[t];
