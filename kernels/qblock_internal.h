@@ -122,15 +122,20 @@ enum {
  * ql[64n + 4u + j] (its low nibble column 128n + 4u + j, its high one + 64); in qh unit (n, v)
  * row c's qh[32n + 4v + j] (bits 2s, 2s + 1: the high bits of column 128n + 32s + 4v + j).
  * Then int8 sc[16][16] (sub-block, row), then fp16 d[16]. */
-/* Q2_K's piece: 16 units (n, u) (n = 0, 1; u = 0 .. 7) at 64 (8n + u), byte 4c + j row c's
- * qs[32n + 4u + j] (its bits 2j', 2j' + 1: column 128n + 32j' + 4u + j); then fp16 d[16], fp16
- * dmin[16], u8 scales[16][16] (sub-block, row): the file's 84 bytes a row, no padding. */
+/* Q2_K's piece, in the order its kernel reads it: fp16 d[16], fp16 dmin[16], then per (n, half)
+ * (n = 0, 1; half = 0, 1) its 4 units (n, u), u = 4 half + 0 .. 3, byte 4c + j row c's
+ * qs[32n + 4u + j] (its bits 2j', 2j' + 1: column 128n + 32j' + 4u + j), and the scale bytes of
+ * its sub-blocks 8n + 2j + half (j = 0 .. 3) for the 16 rows: the file's 84 bytes a row. */
 enum {
-    NUMLA_QBLOCK_P16_Q2_D = 1024,
-    NUMLA_QBLOCK_P16_Q2_DMIN = 1056,
-    NUMLA_QBLOCK_P16_Q2_SC = 1088,
+    NUMLA_QBLOCK_P16_Q2_D = 0,
+    NUMLA_QBLOCK_P16_Q2_DMIN = 32,
     NUMLA_QBLOCK_P16_SB_Q2K = 1344, /* 16 x 84 */
 };
+static inline int64_t numla_qblock_p16_q2_qs_(int n, int u) { return 64 + 320 * (2 * n + u / 4) + 64 * (u % 4); }
+static inline int64_t numla_qblock_p16_q2_sc_(int sb)
+{
+    return 64 + 320 * (2 * (sb / 8) + sb % 2) + 256 + 16 * ((sb % 8) / 2);
+}
 /* Q3_K's piece, in the order its kernel reads it (one forward stream): fp16 d[16] (and padding
  * to 64), then per (n, half) (n = 0, 1; half = 0, 1) its 4 qs units (n, u), u = 4 half + 0 .. 3
  * (as Q2_K's: byte 4c + j row c's qs[32n + 4u + j]), for n = 0 the 4 hmask units u (byte 4c + j

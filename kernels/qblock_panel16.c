@@ -104,12 +104,12 @@ enum { NUMLA_QBLOCK_P16_Q2_MOVES = 16 + 16 + 2 };
 static int numla_qblock_p16_q2_k_move_(int i, int c, int *at_piece, int *at_blk)
 {
     if (i < 16) { /* unit (n, u) = (i / 8, i % 8): qs[32n + 4u .. + 4) */
-        *at_piece = 64 * i + 4 * c;
+        *at_piece = (int)numla_qblock_p16_q2_qs_(i / 8, i % 8) + 4 * c;
         *at_blk = 16 + 32 * (i / 8) + 4 * (i % 8);
         return 4;
     }
     if (i < 32) { /* scale byte of sub-block i - 16 */
-        *at_piece = NUMLA_QBLOCK_P16_Q2_SC + 16 * (i - 16) + c;
+        *at_piece = (int)numla_qblock_p16_q2_sc_(i - 16) + c;
         *at_blk = i - 16;
         return 1;
     }

@@ -290,7 +290,7 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q2_tile_(const numla_qblock_weight
 #pragma GCC unroll 4
                 for (int uu = 0; uu < 4; uu++) {
                     const int u = 4 * half + uu, e = split && (uu & 1);
-                    const __m512i v = _mm512_load_si512((const void *)(pc + 64 * (8 * n + u)));
+                    const __m512i v = _mm512_load_si512((const void *)(pc + numla_qblock_p16_q2_qs_(n, u)));
                     __m512i op[4];
                     for (int j = 0; j < 4; j++)
                         op[j] = _mm512_and_si512(v, _mm512_set1_epi8((char)(3 << (2 * j))));
@@ -302,7 +302,7 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q2_tile_(const numla_qblock_weight
                 for (int j = 0; j < 4; j++) {
                     const int sb = 8 * n + 2 * j + half;
                     const __m512i v = _mm512_cvtepu8_epi32(
-                        _mm_load_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_SC + 16 * sb)));
+                        _mm_load_si128((const __m128i *)(const void *)(pc + numla_qblock_p16_q2_sc_(sb))));
                     const __m512 sv = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(v, m15))),
                                                     _mm512_set1_ps(1.0f / (float)(1 << (2 * j))));
                     const __m512 mv = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)));

@@ -188,7 +188,7 @@ static void numla_qblock_pn_from_p16_q2_(const numla_qblock_weight *w, int64_t r
     for (int64_t b = 0; !q3 && b < nb; b++) {
         const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q2K;
         for (int i = 0; i < 16; i++) { /* unit (n, u) = (i / 8, i % 8) */
-            const __m512i v = _mm512_load_si512((const void *)(pc + 64 * i));
+            const __m512i v = _mm512_load_si512((const void *)(pc + numla_qblock_p16_q2_qs_(i / 8, i % 8)));
             for (int j = 0; j < 4; j++)
                 _mm512_store_si512((void *)(dst + 64 * (64 * b + 32 * (i / 8) + 8 * j + i % 8)),
                                    _mm512_and_si512(_mm512_srli_epi16(v, 2 * j), m3));
@@ -197,7 +197,7 @@ static void numla_qblock_pn_from_p16_q2_(const numla_qblock_weight *w, int64_t r
         const __m512 dmin =
             _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_DMIN)));
         for (int s = 0; s < 16; s++) {
-            const __m512i v = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_SC + 16 * s)));
+            const __m512i v = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(const void *)(pc + numla_qblock_p16_q2_sc_(s))));
             _mm512_store_ps(sc + (16 * b + s) * 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(v, m15))));
             _mm512_store_ps(mn + (16 * b + s) * 16, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4))));
         }
