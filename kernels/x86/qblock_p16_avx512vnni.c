@@ -278,9 +278,16 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q2_tile_(const numla_qblock_weight
         const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_D)));
         const __m512 dmin =
             _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_DMIN)));
+        /* d · 4^-j (exact) once per piece; Σ x per sub-block as floats, a broadcast operand */
+        __m512 d4[4];
+        for (int j = 0; j < 4; j++)
+            d4[j] = _mm512_mul_ps(d, _mm512_set1_ps(1.0f / (float)(1 << (2 * j))));
+        float bsf[NUMLA_QBLOCK_P16_MR][16] __attribute__((aligned(64)));
         __m512 tb[NUMLA_QBLOCK_P16_MR];
-        for (int i = 0; i < mr; i++)
+        for (int i = 0; i < mr; i++) {
             tb[i] = _mm512_setzero_ps();
+            _mm512_store_ps(bsf[i], _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(bs + i * nb16 + 16 * b))));
+        }
         for (int n = 0; n < 2; n++)
             for (int half = 0; half < 2; half++) {
                 __m512i s[NUMLA_QBLOCK_P16_MR][4][2];
@@ -303,12 +310,12 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q2_tile_(const numla_qblock_weight
                     const int sb = 8 * n + 2 * j + half;
                     const __m512i v = _mm512_cvtepu8_epi32(
                         _mm_load_si128((const __m128i *)(const void *)(pc + numla_qblock_p16_q2_sc_(sb))));
-                    const __m512 sv = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(v, m15))),
-                                                    _mm512_set1_ps(1.0f / (float)(1 << (2 * j))));
+                    /* (d · 4^-j) · sc rounds as (d · sc) · 4^-j: the panel GEMM's d · sc, scaled exactly */
+                    const __m512 sv = _mm512_mul_ps(d4[j], _mm512_cvtepi32_ps(_mm512_and_si512(v, m15)));
                     const __m512 mv = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)));
                     for (int i = 0; i < mr; i++)
                         tb[i] = numla_qblock_panel_sub_f_(tb[i], _mm512_add_epi32(s[i][j][0], s[i][j][1]), sv, mv,
-                                                          (float)bs[i * nb16 + 16 * b + sb]);
+                                                          bsf[i][sb]);
                 }
             }
         for (int i = 0; i < mr; i++)
@@ -333,9 +340,12 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q3_tile_(const numla_qblock_weight
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q3K;
         const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q3_D)));
+        float bsf[NUMLA_QBLOCK_P16_MR][16] __attribute__((aligned(64))); /* Σ x per sub-block, floats */
         __m512 tb[NUMLA_QBLOCK_P16_MR];
-        for (int i = 0; i < mr; i++)
+        for (int i = 0; i < mr; i++) {
             tb[i] = _mm512_setzero_ps();
+            _mm512_store_ps(bsf[i], _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(bs + i * nb16 + 16 * b))));
+        }
         for (int n = 0; n < 2; n++)
             for (int half = 0; half < 2; half++) {
                 __m512i s2[NUMLA_QBLOCK_P16_MR][4], sh[NUMLA_QBLOCK_P16_MR][4];
@@ -366,7 +376,7 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q3_tile_(const numla_qblock_weight
                         const __m512i h4 = e >= 2 ? _mm512_srai_epi32(sh[i][j], (unsigned)(e - 2))
                                                   : _mm512_slli_epi32(sh[i][j], (unsigned)(2 - e));
                         const __m512i is = _mm512_add_epi32(_mm512_srai_epi32(s2[i][j], (unsigned)(2 * j)), h4);
-                        tb[i] = numla_qblock_panel_sub_f_(tb[i], is, sv, mv, (float)bs[i * nb16 + 16 * b + sb]);
+                        tb[i] = numla_qblock_panel_sub_f_(tb[i], is, sv, mv, bsf[i][sb]);
                     }
                 }
             }
