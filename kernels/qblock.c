@@ -119,7 +119,7 @@ int numla_qblock_q8_takes(numla_qblock_type type, int64_t k)
 {
     if (k <= 0)
         return 0;
-    if (type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL || type == NUMLA_QBLOCK_Q8_0)
+    if (type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL || type == NUMLA_QBLOCK_Q8_0 || type == NUMLA_QBLOCK_Q4_0)
         return k % 32 == 0;
     return (unsigned)type < NUMLA_QBLOCK_TYPE_COUNT && k % 256 == 0;
 }
@@ -157,7 +157,7 @@ numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_
     if ((unsigned)src->act >= NUMLA_QBLOCK_ACT_COUNT ||
         (src->act == NUMLA_QBLOCK_ACT_Q8 && !numla_qblock_q8_takes(src->type, src->k)))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: %s activation mode %d does not take K=%lld (Q8: a multiple "
-                   "of 256, of 32 for Q5_0, IQ4_NL and Q8_0)", info->name, (int)src->act, (long long)src->k);
+                   "of 256, of 32 for Q5_0, IQ4_NL, Q4_0 and Q8_0)", info->name, (int)src->act, (long long)src->k);
     if (src->layout == NUMLA_QBLOCK_LAYOUT_PANEL16) {
         if (!numla_qblock_p16_takes_(src->type, src->act, src->k))
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: the 16-row panel layout takes Q4_K, Q6_K and IQ4_XS (K a "

@@ -55,7 +55,7 @@
  *                           amax = max |x| over the group          (fp32)
  *                           amax == 0: dx = 0, q = 0; else dx = amax / 127, inv = 127 / amax,
  *                           q = round_half_even(x · inv)           (fp32 product, |q| <= 127)
- *                         K must be a multiple of 256, except for Q5_0, IQ4_NL and Q8_0
+ *                         K must be a multiple of 256, except for Q5_0, IQ4_NL, Q4_0 and Q8_0
  *                         (llama-quantize's fallbacks where K is not): a multiple of 32, the row's last group
  *                         then being its last K mod 256 columns (numla_qblock_q8_takes).
  *                         The vector level (AVX512-VNNI, every type) sums q · (the weight's

@@ -409,7 +409,7 @@ enum {
 
 /* The activation mode a block linear of type qt with k columns runs in: Q8 (llama.cpp's
  * function) where k allows it (numla_qblock_q8_takes: a multiple of 256, of 32 for Q5_0,
- * IQ4_NL and Q8_0) and the engine's level has a native Q8 kernel for the type; F32
+ * IQ4_NL, Q4_0 and Q8_0) and the engine's level has a native Q8 kernel for the type; F32
  * otherwise, whose AVX-512 kernel covers every type while the Q8 mode of a type without one
  * falls back to the scalar reference (IQ4_XS, Q5_K, Q4_0, ...: many times slower). */
 static numla_qblock_act ld_qblock_act(const loader *L, numla_qblock_type qt, int64_t k, int flags)

@@ -116,6 +116,28 @@ static float numla_qblock_vnni_q4_0_(const uint8_t *row, int64_t nb, const int8_
     return _mm512_reduce_add_ps(acc);
 }
 
+/* The blocks of a Q4_0 row past its last whole 256 columns (nt of them, K not a multiple of 256:
+ * they form the short last x group, scale dxl), one block at a time. */
+static float numla_qblock_vnni_q4_0_tail_(const uint8_t *blk, int64_t nt, const int8_t *xq, float dxl)
+{
+    float s = 0.0f;
+    for (int64_t t = 0; t < nt; t++, blk += 18, xq += 32) {
+        uint16_t h;
+        memcpy(&h, blk, 2);
+        const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2));
+        const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15)),
+                                           _mm_and_si128(v, _mm_set1_epi8(15))); /* columns 0-15, 16-31 */
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)xq);
+        const __m256i dp = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, x),
+                                            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), x));
+        const __m128i h4 = _mm_add_epi32(_mm256_castsi256_si128(dp), _mm256_extracti128_si256(dp, 1));
+        const __m128i h2 = _mm_add_epi32(h4, _mm_shuffle_epi32(h4, 0x4E));
+        const int32_t sum = _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 0xB1)));
+        s += (float)sum * (numla_qblock_vh_(blk) * dxl);
+    }
+    return s;
+}
+
 /* Σ over blocks of one Q5_K row · one quantized x row: Q4_K's with the fifth bit of each code
  * (bit e / 32 of qh[e % 32]) set as 16 in its byte before the product. */
 static float numla_qblock_vnni_q5_k_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
@@ -297,13 +319,19 @@ static void numla_qblock_vnni_run_(const numla_qblock_vnni_job_ *j, int ith, int
                       j->pscratch + (size_t)ith * j->pbytes);
     else if (j->gemm && !j->p16)
         numla_qblock_gemm_vnni_rows_(w, lo, hi, m, j->xq, j->dx, j->bs, j->y, j->ldy, j->accumulate);
-    else if (!j->p16)
+    else if (!j->p16) {
+        /* Q4_0 takes any K of whole blocks: its blocks past the whole 256 columns after the dot */
+        const int64_t ng = numla_qblock_q8_groups_(k), nt = (k % 256) / 32;
         for (int64_t r = lo; r < hi; r++)
             for (int64_t i = 0; i < m; i++) {
-                const float v = j->dot(w->q + r * w->ld, nb, j->xq + i * k, j->dx + i * nb, j->bs + i * (k / 16));
+                const uint8_t *row = w->q + r * w->ld;
+                float v = j->dot(row, nb, j->xq + i * k, j->dx + i * ng, j->bs + i * (k / 16));
+                if (nt)
+                    v += numla_qblock_vnni_q4_0_tail_(row + 144 * nb, nt, j->xq + i * k + 256 * nb, j->dx[i * ng + nb]);
                 float *yo = j->y + i * j->ldy + r;
                 *yo = j->accumulate ? *yo + v : v;
             }
+    }
 }
 
 void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,

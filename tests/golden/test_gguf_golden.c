@@ -20,7 +20,7 @@
  *   - 2 and 3 in-process ranks (heads, experts, MLP slices and vocabulary sharded on the
  *     blocks), the same tolerance;
  *   - the default mode, activations quantized to int8 per 256 columns where the linear allows
- *     (kernels/qblock.h Q8 mode; only kq has such linears): a different function from the
+ *     (kernels/qblock.h Q8 mode: kq's, the Q8_0 and Q4_0 variants' linears): a different function from the
  *     reference's (each quantized input moves a product by up to 1/254 of its block's largest
  *     |x|; over 3 layers the logits, std ~8, move by ~0.1-0.5, and a moved expert choice in a
  *     long prompt moves everything after it by more), held as a bf16 KV cache is in
@@ -257,8 +257,10 @@ static void gg_check(const char *variant, int attn_bf16)
 }
 
 static void test_v2lite_q8_0(void) { gg_check("v2lite/gguf_q8_0", 1); }
-static void test_v2lite_q4_0(void) { gg_check("v2lite/gguf_q4_0", 0); }
-static void test_kq_mixed(void) { gg_check("kq/gguf_mixed", 0); } /* W_UV: K 32, fp32 act */
+/* Q4_0 takes Q8 activations from K % 32 (as Q5_0, IQ4_NL and Q8_0), so these variants' W_UV
+ * (Q4_0, K 32) quantizes its input and their absorbed attention gives bf16 output */
+static void test_v2lite_q4_0(void) { gg_check("v2lite/gguf_q4_0", 1); }
+static void test_kq_mixed(void) { gg_check("kq/gguf_mixed", 1); }
 /* v2's Q8_0 linears (K 96, 64, 32: Q8 mode from K % 32) quantize x in every layer of a model
  * that amplifies any change more than kq: the default mode moves its logits by up to 4.7 and
  * past 1.0 at 36 % of one prompt's positions (llama.cpp's own Q8_0 activations move them by up
@@ -269,7 +271,7 @@ static void test_kq_mixed(void) { gg_check("kq/gguf_mixed", 0); } /* W_UV: K 32,
  * noise; its per-prompt limit in that form is 0.5. */
 static void test_v2_q8_0(void) { gg_check_q8("v2/gguf_q8_0", 6.0, 0.4, 0.5, 1); }
 static void test_v2lite_int4(void) { gg_check("v2lite/model_int4", 0); }
-static void test_v2lite_q4_0_split(void) { gg_check("v2lite/gguf_q4_0_split", 0); }
+static void test_v2lite_q4_0_split(void) { gg_check("v2lite/gguf_q4_0_split", 1); }
 
 /* llama.cpp on the same file (scripts/make_gguf_llamacpp_check.py, llama-cpp-python, its tokens
  * in llamacpp.json): numla's greedy tokens, generated from its own choices, equal llama.cpp's

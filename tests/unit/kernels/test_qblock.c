@@ -792,16 +792,16 @@ static void test_bad_args(void)
     CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, x + 10, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 0, NULL, 256, NULL, 1, 0, NULL, 0), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_OK);
-    /* Q8 mode: K a multiple of 256 (of 32 for Q5_0, IQ4_NL and Q8_0), and a workspace */
+    /* Q8 mode: K a multiple of 256 (of 32 for Q5_0, IQ4_NL, Q4_0 and Q8_0), and a workspace */
     numla_qblock_source s8 = {.type = NUMLA_QBLOCK_Q4_0, .n = 1, .k = 32, .data = src, .ld = 18, .act = NUMLA_QBLOCK_ACT_Q8};
-    CU_ASSERT_EQUAL(numla_qblock_pack(&s8, dst, &w), NUMLA_STATUS_INVALID_ARG);
-    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "does not take K=32"));
+    CU_ASSERT_EQUAL(numla_qblock_pack(&s8, dst, &w), NUMLA_STATUS_OK);
     s8.type = NUMLA_QBLOCK_Q5_0;
     s8.ld = 22;
     CU_ASSERT_EQUAL(numla_qblock_pack(&s8, dst, &w), NUMLA_STATUS_OK);
     CU_ASSERT(numla_qblock_q8_takes(NUMLA_QBLOCK_Q8_0, 1408) && !numla_qblock_q8_takes(NUMLA_QBLOCK_Q8_0, 1400));
     CU_ASSERT(numla_qblock_q8_takes(NUMLA_QBLOCK_IQ4_NL, 1408) && !numla_qblock_q8_takes(NUMLA_QBLOCK_IQ4_NL, 1400) &&
-              !numla_qblock_q8_takes(NUMLA_QBLOCK_Q4_0, 1408) && numla_qblock_q8_takes(NUMLA_QBLOCK_Q4_K, 1536) &&
+              numla_qblock_q8_takes(NUMLA_QBLOCK_Q4_0, 1408) && !numla_qblock_q8_takes(NUMLA_QBLOCK_Q4_0, 1400) &&
+              !numla_qblock_q8_takes(NUMLA_QBLOCK_Q2_K, 1408) && numla_qblock_q8_takes(NUMLA_QBLOCK_Q4_K, 1536) &&
               !numla_qblock_q8_takes(NUMLA_QBLOCK_TYPE_COUNT, 256));
     s.act = NUMLA_QBLOCK_ACT_Q8;
     CU_ASSERT_EQUAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
