@@ -136,6 +136,18 @@ static inline int64_t numla_qblock_p16_q2_sc_(int sb)
 {
     return 64 + 320 * (2 * (sb / 8) + sb % 2) + 256 + 16 * ((sb % 8) / 2);
 }
+/* Q5_K's piece, in the order its kernel reads it: fp16 d[16], fp16 dmin[16], u8 sc[8][16] and
+ * m[8][16] (Q4_K's 6-bit scales and mins as bytes), the 8 qh units u (byte 4c + j row c's
+ * qh[4u + j]: bits 2h and 2h + 1 the fifth bits of Q4_K's columns 64h + 4u + j and + 32), then
+ * Q4_K's 32 qs units (h, u): 180 bytes a row for the file's 176. */
+enum {
+    NUMLA_QBLOCK_P16_Q5_D = 0,
+    NUMLA_QBLOCK_P16_Q5_DMIN = 32,
+    NUMLA_QBLOCK_P16_Q5_SC = 64, /* then m at + 128 */
+    NUMLA_QBLOCK_P16_Q5_QH = 320,
+    NUMLA_QBLOCK_P16_Q5_QS = 832,
+    NUMLA_QBLOCK_P16_SB_Q5K = 2880,
+};
 /* Q3_K's piece, in the order its kernel reads it (one forward stream): fp16 d[16] (and padding
  * to 64), then per (n, half) (n = 0, 1; half = 0, 1) its 4 qs units (n, u), u = 4 half + 0 .. 3
  * (as Q2_K's: byte 4c + j row c's qs[32n + 4u + j]), for n = 0 the 4 hmask units u (byte 4c + j
@@ -194,6 +206,7 @@ static inline int64_t numla_qblock_p16_sb_(numla_qblock_type type)
            : type == NUMLA_QBLOCK_Q6_K ? NUMLA_QBLOCK_P16_SB_Q6K
            : type == NUMLA_QBLOCK_Q2_K ? NUMLA_QBLOCK_P16_SB_Q2K
            : type == NUMLA_QBLOCK_Q3_K ? NUMLA_QBLOCK_P16_SB_Q3K
+           : type == NUMLA_QBLOCK_Q5_K ? NUMLA_QBLOCK_P16_SB_Q5K
                                       : NUMLA_QBLOCK_P16_SB_IQ4;
 }
 static inline int64_t numla_qblock_p16_sc_(numla_qblock_type type)

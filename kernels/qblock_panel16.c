@@ -1,4 +1,4 @@
-/* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS,
+/* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS,
  * Q5_0, IQ4_NL, Q4_0 and Q8_0 in Q8 mode): which weights take it, its size, packing a block-row source into it, and reading a
  * row's blocks back out (the reference's view of a panel, numla_qblock_row_blocks). Scalar and
  * ISA-independent; the kernels that run it are in kernels/x86/qblock_p16_avx512vnni.c and
@@ -12,7 +12,7 @@ int numla_qblock_p16_takes_(numla_qblock_type type, numla_qblock_act act, int64_
     if (numla_qblock_p16_b32_(type))
         return k % 64 == 0;
     return (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_Q6_K || type == NUMLA_QBLOCK_IQ4_XS ||
-            type == NUMLA_QBLOCK_Q2_K || type == NUMLA_QBLOCK_Q3_K) &&
+            type == NUMLA_QBLOCK_Q2_K || type == NUMLA_QBLOCK_Q3_K || type == NUMLA_QBLOCK_Q5_K) &&
            k % 256 == 0;
 }
 
@@ -153,6 +153,47 @@ static void numla_qblock_p16_get_q3_(const uint8_t *piece, int c, uint8_t *blk)
     memcpy(blk + 108, piece + NUMLA_QBLOCK_P16_Q3_D + 2 * c, 2);
 }
 
+/* Q4_K's 6-bit packing of 8 scales and 8 mins into 12 bytes (kernels/qblock.h), the inverse of
+ * numla_qblock_k4_scale_min_. */
+static void numla_qblock_p16_k4_pack_(const uint8_t s[8], const uint8_t m[8], uint8_t *out)
+{
+    for (int j = 0; j < 4; j++) {
+        out[j] = (uint8_t)((s[j] & 63) | (s[j + 4] >> 4) << 6);
+        out[4 + j] = (uint8_t)((m[j] & 63) | (m[j + 4] >> 4) << 6);
+        out[8 + j] = (uint8_t)((s[j + 4] & 15) | (m[j + 4] & 15) << 4);
+    }
+}
+
+/* Q5_K's block of row c into / out of its piece (kernels/qblock_internal.h). */
+static void numla_qblock_p16_put_q5k_(const uint8_t *blk, int c, uint8_t *piece)
+{
+    memcpy(piece + NUMLA_QBLOCK_P16_Q5_D + 2 * c, blk, 2);
+    memcpy(piece + NUMLA_QBLOCK_P16_Q5_DMIN + 2 * c, blk + 2, 2);
+    for (int j = 0; j < 8; j++)
+        numla_qblock_k4_scale_min_(blk + 4, j, piece + NUMLA_QBLOCK_P16_Q5_SC + 16 * j + c,
+                                   piece + NUMLA_QBLOCK_P16_Q5_SC + 128 + 16 * j + c);
+    for (int u = 0; u < 8; u++)
+        memcpy(piece + NUMLA_QBLOCK_P16_Q5_QH + 64 * u + 4 * c, blk + 16 + 4 * u, 4);
+    for (int i = 0; i < 32; i++) /* unit (h, u) = (i / 8, i % 8) */
+        memcpy(piece + NUMLA_QBLOCK_P16_Q5_QS + 64 * i + 4 * c, blk + 48 + 32 * (i / 8) + 4 * (i % 8), 4);
+}
+
+static void numla_qblock_p16_get_q5k_(const uint8_t *piece, int c, uint8_t *blk)
+{
+    memcpy(blk, piece + NUMLA_QBLOCK_P16_Q5_D + 2 * c, 2);
+    memcpy(blk + 2, piece + NUMLA_QBLOCK_P16_Q5_DMIN + 2 * c, 2);
+    uint8_t s[8], m[8];
+    for (int j = 0; j < 8; j++) {
+        s[j] = piece[NUMLA_QBLOCK_P16_Q5_SC + 16 * j + c];
+        m[j] = piece[NUMLA_QBLOCK_P16_Q5_SC + 128 + 16 * j + c];
+    }
+    numla_qblock_p16_k4_pack_(s, m, blk + 4);
+    for (int u = 0; u < 8; u++)
+        memcpy(blk + 16 + 4 * u, piece + NUMLA_QBLOCK_P16_Q5_QH + 64 * u + 4 * c, 4);
+    for (int i = 0; i < 32; i++)
+        memcpy(blk + 48 + 32 * (i / 8) + 4 * (i % 8), piece + NUMLA_QBLOCK_P16_Q5_QS + 64 * i + 4 * c, 4);
+}
+
 size_t numla_qblock_layout_size(numla_qblock_type type, numla_qblock_layout layout, int64_t n, int64_t k)
 {
     if (layout == NUMLA_QBLOCK_LAYOUT_ROWS)
@@ -188,9 +229,12 @@ static void numla_qblock_p16_pack_panel_(const numla_qblock_source *src, int64_t
                 numla_qblock_p16_put_b32_(src->type, row + bb * g, c, g, dst);
             continue;
         }
-        if (src->type == NUMLA_QBLOCK_Q3_K) {
+        if (src->type == NUMLA_QBLOCK_Q3_K || src->type == NUMLA_QBLOCK_Q5_K) {
             for (int64_t b = 0; b < nb; b++)
-                numla_qblock_p16_put_q3_(row + 110 * b, c, dst + b * sb);
+                if (src->type == NUMLA_QBLOCK_Q3_K)
+                    numla_qblock_p16_put_q3_(row + 110 * b, c, dst + b * sb);
+                else
+                    numla_qblock_p16_put_q5k_(row + 176 * b, c, dst + b * sb);
             continue;
         }
         if (src->type == NUMLA_QBLOCK_Q6_K || src->type == NUMLA_QBLOCK_Q2_K) {
@@ -256,6 +300,10 @@ void numla_qblock_p16_block_(const numla_qblock_weight *w, int64_t r, int64_t b,
         numla_qblock_p16_get_q3_(piece, c, out);
         return;
     }
+    if (w->type == NUMLA_QBLOCK_Q5_K) {
+        numla_qblock_p16_get_q5k_(piece, c, out);
+        return;
+    }
     if (w->type == NUMLA_QBLOCK_Q6_K || w->type == NUMLA_QBLOCK_Q2_K) {
         const int q6 = w->type == NUMLA_QBLOCK_Q6_K;
         for (int i = 0; i < (q6 ? NUMLA_QBLOCK_P16_Q6_MOVES : NUMLA_QBLOCK_P16_Q2_MOVES); i++) {
@@ -278,12 +326,7 @@ void numla_qblock_p16_block_(const numla_qblock_weight *w, int64_t r, int64_t b,
             s[j] = sc[16 * j + c];
             m[j] = sc[128 + 16 * j + c];
         }
-        /* kernels/qblock.h's 6-bit packing, inverted */
-        for (int j = 0; j < 4; j++) {
-            out[4 + j] = (uint8_t)((s[j] & 63) | (s[j + 4] >> 4) << 6);
-            out[8 + j] = (uint8_t)((m[j] & 63) | (m[j + 4] >> 4) << 6);
-            out[12 + j] = (uint8_t)((s[j + 4] & 15) | (m[j + 4] & 15) << 4);
-        }
+        numla_qblock_p16_k4_pack_(s, m, out + 4);
     } else {
         uint16_t sh = 0;
         memset(out + 4, 0, 4);

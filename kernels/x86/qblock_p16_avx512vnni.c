@@ -1,4 +1,4 @@
-/* kernels/x86/qblock_p16_avx512vnni.c — Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS, Q5_0, IQ4_NL, Q4_0 and Q8_0 in Q8 activation
+/* kernels/x86/qblock_p16_avx512vnni.c — every encoding's stored panels in Q8 activation
  * mode, stored in the PANEL16 layout (kernels/qblock.h), below NUMLA_QBLOCK_PANEL_MIN_M x rows: batch-1 decode and
  * the small batches of decode steps and lightly loaded MoE experts; Q6_K at every M (its own
  * arithmetic, below: it has no panel GEMM).
@@ -324,6 +324,79 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q2_tile_(const numla_qblock_weight
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
 
+/* Shift left by e, or right by -e (an exact multiple, so exact either way). */
+NUMLA_QBLOCK_P16_INLINE __m512i numla_qblock_p16_shift_(__m512i v, int e)
+{
+    return e >= 0 ? _mm512_slli_epi32(v, (unsigned)e) : _mm512_srai_epi32(v, (unsigned)-e);
+}
+
+/* Q5_K: x rows [0, mr) against panel p. Q4_K's units (h, u) with the low nibbles as they are
+ * and the high ones in place (v & 0xF0: 16 q), and the fifth bits of both from qh unit u in
+ * place too (bits 2h and 2h + 1), each against its x quad as a {1to16} memory operand into its
+ * own sum; the sub-block sums join exactly,
+ *   S_lo = A_lo + 16 (B_lo >> 2h),  S_hi = (A_hi >> 4) + 16 (B_hi >> (2h + 1)),
+ * and go to fp32 with the panel GEMM's steps (scale d · sc, min dmin · m, Q4_K's). */
+NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q5k_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
+                                                        const float *dx, const int32_t *bs, float *y, int64_t ldy,
+                                                        int accumulate, const int mr)
+{
+    const int64_t k = w->k, nb = k / 256, nb16 = k / 16;
+    const uint8_t *pan = w->q + p * w->ld;
+    const __m512i m4 = _mm512_set1_epi8(15), m4h = _mm512_set1_epi8((char)0xF0);
+    __m512 acc[NUMLA_QBLOCK_P16_MR];
+    for (int i = 0; i < mr; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q5K;
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_D)));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_DMIN)));
+        float bsf[NUMLA_QBLOCK_P16_MR][16] __attribute__((aligned(64))); /* lane 2j: Σ x of sub-block j */
+        __m512 tb[NUMLA_QBLOCK_P16_MR];
+        for (int i = 0; i < mr; i++) {
+            tb[i] = _mm512_setzero_ps();
+            const __m512i v = _mm512_loadu_si512((const void *)(bs + i * nb16 + 16 * b));
+            _mm512_store_ps(bsf[i], _mm512_cvtepi32_ps(_mm512_add_epi32(v, _mm512_srli_epi64(v, 32))));
+        }
+        for (int h = 0; h < 4; h++) {
+            __m512i al[NUMLA_QBLOCK_P16_MR], bl[NUMLA_QBLOCK_P16_MR], ah[NUMLA_QBLOCK_P16_MR], bh[NUMLA_QBLOCK_P16_MR];
+            for (int i = 0; i < mr; i++)
+                al[i] = bl[i] = ah[i] = bh[i] = _mm512_setzero_si512();
+            const __m512i ml = _mm512_set1_epi8((char)(1 << (2 * h))), mh = _mm512_set1_epi8((char)(1 << (2 * h + 1)));
+#pragma GCC unroll 8
+            for (int u = 0; u < 8; u++) {
+                const __m512i v = _mm512_load_si512((const void *)(pc + NUMLA_QBLOCK_P16_Q5_QS + 64 * (8 * h + u)));
+                const __m512i hv = _mm512_load_si512((const void *)(pc + NUMLA_QBLOCK_P16_Q5_QH + 64 * u));
+                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(v, m4h);
+                const __m512i l5 = _mm512_and_si512(hv, ml), h5 = _mm512_and_si512(hv, mh);
+                const int64_t qlo = 64 * b + 16 * h + u;
+                for (int i = 0; i < mr; i++) {
+                    const int8_t *xl = xq + i * k + 4 * qlo, *xh = xl + 32;
+                    al[i] = numla_qblock_p16_dpm_(al[i], lo, xl);
+                    bl[i] = numla_qblock_p16_dpm_(bl[i], l5, xl);
+                    ah[i] = numla_qblock_p16_dpm_(ah[i], hi, xh);
+                    bh[i] = numla_qblock_p16_dpm_(bh[i], h5, xh);
+                }
+            }
+            for (int s = 0; s < 2; s++) {
+                const int j = 2 * h + s;
+                const __m512 sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                       _mm_load_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_SC + 16 * j)))));
+                const __m512 mv = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(
+                                                        (const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_SC + 128 + 16 * j)))));
+                for (int i = 0; i < mr; i++) {
+                    const __m512i is = s ? _mm512_add_epi32(_mm512_srai_epi32(ah[i], 4),
+                                                            numla_qblock_p16_shift_(bh[i], 4 - (2 * h + 1)))
+                                         : _mm512_add_epi32(al[i], numla_qblock_p16_shift_(bl[i], 4 - 2 * h));
+                    tb[i] = numla_qblock_panel_sub_f_(tb[i], is, sv, mv, bsf[i][2 * j]);
+                }
+            }
+        }
+        for (int i = 0; i < mr; i++)
+            acc[i] = numla_qblock_panel_group_(acc[i], tb[i], dx[i * nb + b]);
+    }
+    numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
+}
+
 /* Q3_K: x rows [0, mr) against panel p. As Q2_K, with each code's third bit from the hmask unit
  * u (bit 4n + j of its byte) kept in place too and summed apart (h & 1 << (4n + j): its sum is
  * 2^(4n + j) Σ hbit x): Σ code x = (S2 >> 2j) + 4 (SH >> (4n + j)), exact; the code is q + 4
@@ -391,11 +464,12 @@ void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t p
 {
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k), nb16 = k / 16;
     /* 0 Q4_K, 1 IQ4_XS; 32-element types 2 + 0 IQ4_NL, 1 Q5_0, 2 Q8_0; 5 Q6_K; 6 Q4_0 (32-element 3); 7 Q2_K;
-     * 8 Q3_K */
+     * 8 Q3_K; 9 Q5_K */
     const int kind = w->type == NUMLA_QBLOCK_Q4_K ? 0 : w->type == NUMLA_QBLOCK_IQ4_XS ? 1
                      : w->type == NUMLA_QBLOCK_IQ4_NL ? 2 : w->type == NUMLA_QBLOCK_Q5_0 ? 3
                      : w->type == NUMLA_QBLOCK_Q8_0 ? 4 : w->type == NUMLA_QBLOCK_Q4_0 ? 6
-                     : w->type == NUMLA_QBLOCK_Q2_K ? 7 : w->type == NUMLA_QBLOCK_Q3_K ? 8 : 5;
+                     : w->type == NUMLA_QBLOCK_Q2_K ? 7 : w->type == NUMLA_QBLOCK_Q3_K ? 8
+                     : w->type == NUMLA_QBLOCK_Q5_K ? 9 : 5;
     int64_t chunk = NUMLA_QBLOCK_P16_CHUNK / w->ld;
     if (chunk < 1)
         chunk = 1;
@@ -418,7 +492,8 @@ void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t p
     case MR * 16 + 5: numla_qblock_p16_q6_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;       \
     case MR * 16 + 6: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 3); break;       \
     case MR * 16 + 7: numla_qblock_p16_q2_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;      \
-    case MR * 16 + 8: numla_qblock_p16_q3_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;
+    case MR * 16 + 8: numla_qblock_p16_q3_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;      \
+    case MR * 16 + 9: numla_qblock_p16_q5k_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;
                     NUMLA_QBLOCK_P16_CASE(1)
                     NUMLA_QBLOCK_P16_CASE(2)
                     NUMLA_QBLOCK_P16_CASE(3)

@@ -204,8 +204,45 @@ static void numla_qblock_pn_from_p16_q2_(const numla_qblock_weight *w, int64_t r
     }
 }
 
+/* A stored Q5_K panel: unit (h, u)'s nibbles with their fifth bits (bits 2h, 2h + 1 of qh unit u)
+ * are the quads 16h + u and + 8 of the piece; Q4_K's scales and mins. */
+static void numla_qblock_pn_from_p16_q5k_(const numla_qblock_weight *w, int64_t r0, uint8_t *dst)
+{
+    const int64_t k = w->k, nb = k / 256, ng = k / 32;
+    const uint8_t *pan = w->q + (r0 / 16) * w->ld;
+    const __m512i m4 = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
+    float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + ng * 16;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q5K;
+        for (int h = 0; h < 4; h++)
+            for (int u = 0; u < 8; u++) {
+                const __m512i v = _mm512_load_si512((const void *)(pc + NUMLA_QBLOCK_P16_Q5_QS + 64 * (8 * h + u)));
+                const __m512i hv = _mm512_load_si512((const void *)(pc + NUMLA_QBLOCK_P16_Q5_QH + 64 * u));
+                const __m512i b0 = _mm512_and_si512(_mm512_srli_epi16(hv, (unsigned)(2 * h)), one);
+                const __m512i b1 = _mm512_and_si512(_mm512_srli_epi16(hv, (unsigned)(2 * h + 1)), one);
+                const int64_t qlo = 64 * b + 16 * h + u;
+                _mm512_store_si512((void *)(dst + qlo * 64), _mm512_or_si512(_mm512_and_si512(v, m4), _mm512_slli_epi16(b0, 4)));
+                _mm512_store_si512((void *)(dst + (qlo + 8) * 64),
+                                   _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_slli_epi16(b1, 4)));
+            }
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_D)));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_DMIN)));
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *sp = pc + NUMLA_QBLOCK_P16_Q5_SC + 16 * j;
+            _mm512_store_ps(sc + (8 * b + j) * 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                                        _mm_load_si128((const __m128i *)(const void *)sp)))));
+            _mm512_store_ps(mn + (8 * b + j) * 16, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                                           _mm_load_si128((const __m128i *)(const void *)(sp + 128))))));
+        }
+    }
+}
+
 static void numla_qblock_pn_from_p16_(const numla_qblock_weight *w, int64_t r0, uint8_t *dst)
 {
+    if (w->type == NUMLA_QBLOCK_Q5_K) {
+        numla_qblock_pn_from_p16_q5k_(w, r0, dst);
+        return;
+    }
     if (numla_qblock_p16_b32_(w->type)) {
         numla_qblock_pn_from_p16_b32_(w, r0, dst);
         return;

@@ -481,9 +481,9 @@ static void test_panel16(void)
     static const int64_t ms[] = {1, 2, 3, 4, 5, 7, 15, 16, 17, 33};
     const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0,
                                        NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_Q4_0,
-                                       NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K};
+                                       NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_Q5_K};
     int vnni_runs = 0;
-    for (int t = 0; t < 9; t++)
+    for (int t = 0; t < 10; t++)
         for (int in = 0; in < 4; in++)
             for (int ik = 0; ik < 4; ik++) {
                 const numla_qblock_type type = types[t];
@@ -639,8 +639,9 @@ static void test_panel16(void)
                     vnni ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS);
     CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 17, 512), 2 * 2 * (size_t)3360);
     CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AVX512),
-                    NUMLA_QBLOCK_LAYOUT_ROWS);
-    CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 16, 256), 0);
+                    vnni ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS);
+    CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 16, 256), (size_t)2880);
+    CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_LAYOUT_PANEL16, 16, 96), 0);
     CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_ACT_Q8, 1408, NUMLA_ISA_AVX512),
                     vnni ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS);
     CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_ACT_Q8, 96, NUMLA_ISA_AVX512),
@@ -656,10 +657,12 @@ static void test_panel16(void)
     CU_ASSERT_EQUAL(numla_qblock_pack(&bad, dst, &w), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "16-row panel layout"));
     bad.act = NUMLA_QBLOCK_ACT_Q8;
-    bad.type = NUMLA_QBLOCK_Q5_K;
-    bad.ld = 176;
+    bad.type = NUMLA_QBLOCK_Q8_0; /* K 96: Q8 mode takes it, the panels (64-column pieces) do not */
+    bad.k = 96;
+    bad.ld = 102;
     CU_ASSERT_EQUAL(numla_qblock_pack(&bad, dst, &w), NUMLA_STATUS_INVALID_ARG);
     bad.type = NUMLA_QBLOCK_Q4_K;
+    bad.k = 256;
     bad.ld = 144;
     bad.layout = NUMLA_QBLOCK_LAYOUT_COUNT;
     CU_ASSERT_EQUAL(numla_qblock_pack(&bad, dst, &w), NUMLA_STATUS_INVALID_ARG);
