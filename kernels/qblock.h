@@ -98,28 +98,32 @@
  * boundary: the caller offsets data by col0 / block · bytes) into one of two layouts:
  *   NUMLA_QBLOCK_LAYOUT_ROWS     the file's blocks, a row every ld = the row's bytes rounded up
  *                                to 64 (zero padding, never read); numla_qblock_packed_size.
- *   NUMLA_QBLOCK_LAYOUT_PANEL16  Q4_K, Q6_K and IQ4_XS (K a multiple of 256), Q5_0, IQ4_NL, Q4_0,
- *                                Q8_0 (of 64) in Q8 mode: panels of 16 rows (the last one padded with
- *                                zero rows), ld = a panel's bytes, each panel a run of pieces in
- *                                column order (256 columns of a K-quant, 64 of the others; the
- *                                offsets in kernels/qblock_internal.h). A piece first holds the
- *                                codes in 64-byte units whose byte 4c + j is byte 4u + j of row
- *                                c's code bytes (Q4_K chunk h: qs[32h + 4u + j], its low nibble
- *                                column 64h + 4u + j, the high one + 32; IQ4_XS, IQ4_NL, Q4_0, Q5_0:
- *                                the sub-block's qs[4u + j], low nibble column 4u + j, high + 16;
- *                                Q8_0: q[4u + j]; Q6_K: its ql and qh bytes, the units grouped
- *                                in the order its kernel reads them), i.e. the codes as the file
- *                                has them, four bytes of each row side by side, so one vpdpbusd
- *                                multiplies them for 16 rows against a broadcast x quad; then the
- *                                16 rows' scales: Q4_K fp16 d, dmin and its 6-bit scales and
- *                                mins as bytes; IQ4_XS d and ls - 32 as signed bytes; Q5_0 its
- *                                fifth bits as two 64-bit masks per unit (one bit per code
- *                                byte), then d; Q6_K its 16 scale bytes per row, then d; IQ4_NL,
- *                                Q4_0 and Q8_0 d. The values are the file's, bit for bit
- *                                (numla_qblock_row_blocks gives a row's blocks back); per 16
- *                                weights Q4_K's panels take 9.25 bytes where its rows take 9,
- *                                IQ4_XS's 8.75 (padding) for 8.5, the others the file's bytes
- *                                (Q6_K's 256-column pieces are therefore not 64-byte aligned).
+ *   NUMLA_QBLOCK_LAYOUT_PANEL16  every encoding in Q8 mode (the K-quants and IQ4_XS with K a
+ *                                multiple of 256, the 32-element types of 64): panels of 16 rows
+ *                                (the last one padded with zero rows), ld = a panel's bytes, each
+ *                                panel a run of pieces in column order (256 columns of a K-quant,
+ *                                64 of the others; offsets in kernels/qblock_internal.h). A piece
+ *                                holds the codes in 64-byte units whose byte 4c + j is byte 4u + j
+ *                                of row c's code bytes (Q4_K and Q5_K chunk h: qs[32h + 4u + j],
+ *                                its low nibble column 64h + 4u + j, the high one + 32; IQ4_XS,
+ *                                IQ4_NL, Q4_0, Q5_0: the sub-block's qs[4u + j], low nibble column
+ *                                4u + j, high + 16; Q8_0: q[4u + j]; Q2_K and Q3_K: qs[32n + 4u +
+ *                                j], its bit pair j' column 128n + 32j' + 4u + j; Q6_K its ql and
+ *                                qh bytes), i.e. the codes as the file has them, four bytes of each
+ *                                row side by side, so one vpdpbusd multiplies them for 16 rows
+ *                                against a broadcast x quad; and the 16 rows' scales: Q4_K and Q5_K
+ *                                fp16 d, dmin and the 6-bit scales and mins as bytes (Q5_K also its
+ *                                qh bytes as units); IQ4_XS d and ls - 32 as signed bytes; Q5_0 its
+ *                                fifth bits as two 64-bit masks per unit, then d; Q6_K its 16
+ *                                scale bytes per row, then d; Q2_K d, dmin and its scale bytes;
+ *                                Q3_K d, its hmask bytes as units and its 6-bit scales as s - 32
+ *                                in signed bytes; IQ4_NL, Q4_0 and Q8_0 d. Q2_K, Q3_K, Q5_K and
+ *                                Q6_K order a piece as their kernels read it (one forward stream).
+ *                                The values are the file's, bit for bit (numla_qblock_row_blocks
+ *                                gives a row's blocks back); per 16 weights Q4_K's panels take 9.25
+ *                                bytes where its rows take 9, Q5_K's 11.25 for 11, Q3_K's 7.25 for
+ *                                6.875, IQ4_XS's 8.75 (padding) for 8.5, the others the file's
+ *                                bytes (Q6_K's 256-column pieces are therefore not 64-byte aligned).
  * numla_qblock_layout_for picks PANEL16 where the level that runs (type, act) at isa has a
  * panel kernel (AVX512-VNNI, or AMX-INT8, whose level runs the vnni kernels below 16 rows); any
  * level runs either layout (the reference reads a panel's rows
