@@ -1,9 +1,10 @@
-/* kernels/x86/qblock_panel_amx.c — the panel GEMM of the block encodings in Q8 activation mode
- * (every type but Q6_K: kernels/x86/qblock_panel_avx512vnni.c) on AMX-INT8 tiles,
- * the amx level of kernels/qblock.c when the CPU has AMX-INT8 and VNNI. Below
- * NUMLA_QBLOCK_PANEL_MIN_M x rows (decode) and for the other types (Q6_K's panels, the row
- * kernels) it is the vnni level: the same forward (numla_qblock_forward_vnni_with_), with this
- * file's rows function in place of the vpdpbusd one.
+/* kernels/x86/qblock_panel_amx.c — the block encodings in Q8 activation mode on AMX-INT8 tiles,
+ * the amx level of kernels/qblock.c when the CPU has AMX-INT8 and VNNI: from
+ * NUMLA_QBLOCK_PANEL_MIN_M x rows the panel GEMM of every type but Q6_K
+ * (kernels/x86/qblock_panel_avx512vnni.c) and Q6_K's stored panels (below). Fewer x rows
+ * (decode) and Q6_K's ROWS layout run the vnni level: the same forward
+ * (numla_qblock_forward_vnni_with_), with this file's two rows functions in place of the
+ * vpdpbusd ones.
  *
  * Verified under emulation only: no AMX machine was at hand. The unit test qblock_amx_emu builds
  * this file against the tile emulator (tests/support/amx_emulate.h; NUMLA_AMX_EMULATE renames
