@@ -55,6 +55,16 @@ NUMLA_QBLOCK_P16_INLINE __m512i numla_qblock_p16_quad_(const int8_t *x, int64_t 
     return _mm512_set1_epi32(v);
 }
 
+/* An x row's Σ x over the 16 sub-blocks of 16 columns of a 256-column piece (bs16, the
+ * quantization's per-16 sums) as floats in out, a broadcast operand for the sub-block steps; with
+ * pairs, lane 2j holds the sum of 32-column sub-block j instead (the float of an exact integer:
+ * the bits of a caller that adds the two sums and converts). */
+NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_bsf_(const int32_t *bs16, float *out, const int pairs)
+{
+    const __m512i v = _mm512_loadu_si512((const void *)bs16);
+    _mm512_store_ps(out, _mm512_cvtepi32_ps(pairs ? _mm512_add_epi32(v, _mm512_srli_epi64(v, 32)) : v));
+}
+
 /* x rows [0, mr) (xq, dx, bs already at the tile's first row) against panel p. */
 NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
                                                     const float *dx, const int32_t *bs, float *y, int64_t ldy,
@@ -82,10 +92,8 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w
         /* Σ x per sub-block of this piece as floats (lane 2j: sub-block j), a broadcast operand
          * where a scalar add and convert per sub-block and x row were */
         float bsf[NUMLA_QBLOCK_P16_MR][16] __attribute__((aligned(64)));
-        for (int i = 0; i < mr; i++) {
-            const __m512i v = _mm512_loadu_si512((const void *)(bs + i * nb16 + 16 * b));
-            _mm512_store_ps(bsf[i], _mm512_cvtepi32_ps(_mm512_add_epi32(v, _mm512_srli_epi64(v, 32))));
-        }
+        for (int i = 0; i < mr; i++)
+            numla_qblock_p16_bsf_(bs + i * nb16 + 16 * b, bsf[i], 1);
         for (int h = 0; h < 4; h++) {
             /* sums of sub-blocks 2h and 2h + 1 per x row: [0] even units, [1] odd (split) */
             __m512i s0[NUMLA_QBLOCK_P16_MR][2], s1[NUMLA_QBLOCK_P16_MR][2];
@@ -286,7 +294,7 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q2_tile_(const numla_qblock_weight
         __m512 tb[NUMLA_QBLOCK_P16_MR];
         for (int i = 0; i < mr; i++) {
             tb[i] = _mm512_setzero_ps();
-            _mm512_store_ps(bsf[i], _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(bs + i * nb16 + 16 * b))));
+            numla_qblock_p16_bsf_(bs + i * nb16 + 16 * b, bsf[i], 0);
         }
         for (int n = 0; n < 2; n++)
             for (int half = 0; half < 2; half++) {
@@ -354,8 +362,7 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q5k_tile_(const numla_qblock_weigh
         __m512 tb[NUMLA_QBLOCK_P16_MR];
         for (int i = 0; i < mr; i++) {
             tb[i] = _mm512_setzero_ps();
-            const __m512i v = _mm512_loadu_si512((const void *)(bs + i * nb16 + 16 * b));
-            _mm512_store_ps(bsf[i], _mm512_cvtepi32_ps(_mm512_add_epi32(v, _mm512_srli_epi64(v, 32))));
+            numla_qblock_p16_bsf_(bs + i * nb16 + 16 * b, bsf[i], 1);
         }
         for (int h = 0; h < 4; h++) {
             __m512i al[NUMLA_QBLOCK_P16_MR], bl[NUMLA_QBLOCK_P16_MR], ah[NUMLA_QBLOCK_P16_MR], bh[NUMLA_QBLOCK_P16_MR];
@@ -417,7 +424,7 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q3_tile_(const numla_qblock_weight
         __m512 tb[NUMLA_QBLOCK_P16_MR];
         for (int i = 0; i < mr; i++) {
             tb[i] = _mm512_setzero_ps();
-            _mm512_store_ps(bsf[i], _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(bs + i * nb16 + 16 * b))));
+            numla_qblock_p16_bsf_(bs + i * nb16 + 16 * b, bsf[i], 0);
         }
         for (int n = 0; n < 2; n++)
             for (int half = 0; half < 2; half++) {
