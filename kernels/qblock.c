@@ -14,6 +14,7 @@ static const numla_qblock_info numla_qblock_infos_[NUMLA_QBLOCK_TYPE_COUNT] = {
     [NUMLA_QBLOCK_Q6_K] = {"Q6_K", 256, 210, 14},  [NUMLA_QBLOCK_IQ4_XS] = {"IQ4_XS", 256, 136, 23},
     [NUMLA_QBLOCK_Q2_K] = {"Q2_K", 256, 84, 10},   [NUMLA_QBLOCK_Q3_K] = {"Q3_K", 256, 110, 11},
     [NUMLA_QBLOCK_Q5_0] = {"Q5_0", 32, 22, 6},     [NUMLA_QBLOCK_IQ4_NL] = {"IQ4_NL", 32, 18, 20},
+    [NUMLA_QBLOCK_Q5_1] = {"Q5_1", 32, 24, 7},
 };
 
 /* Native variants per level, mode and type; NULL inherits the level below (ref always runs). */
@@ -21,15 +22,15 @@ static const numla_qblock_forward_fn numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_
     [NUMLA_ISA_REF] = {{numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
                         numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
                         numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
-                        numla_qblock_forward_ref},
+                        numla_qblock_forward_ref, numla_qblock_forward_ref},
                        {numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
                         numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
                         numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
-                        numla_qblock_forward_ref}},
+                        numla_qblock_forward_ref, numla_qblock_forward_ref}},
     [NUMLA_ISA_AVX512] = {{numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
                            numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
                            numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
-                           numla_qblock_forward_avx512},
+                           numla_qblock_forward_avx512, numla_qblock_forward_avx512},
                           {[NUMLA_QBLOCK_Q8_0] = numla_qblock_forward_avx512vnni,
                            [NUMLA_QBLOCK_Q4_0] = numla_qblock_forward_avx512vnni,
                            [NUMLA_QBLOCK_Q4_K] = numla_qblock_forward_avx512vnni,
@@ -119,7 +120,8 @@ int numla_qblock_q8_takes(numla_qblock_type type, int64_t k)
 {
     if (k <= 0)
         return 0;
-    if (type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL || type == NUMLA_QBLOCK_Q8_0 || type == NUMLA_QBLOCK_Q4_0)
+    if (type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL || type == NUMLA_QBLOCK_Q8_0 || type == NUMLA_QBLOCK_Q4_0 ||
+        type == NUMLA_QBLOCK_Q5_1)
         return k % 32 == 0;
     return (unsigned)type < NUMLA_QBLOCK_TYPE_COUNT && k % 256 == 0;
 }
@@ -157,7 +159,7 @@ numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_
     if ((unsigned)src->act >= NUMLA_QBLOCK_ACT_COUNT ||
         (src->act == NUMLA_QBLOCK_ACT_Q8 && !numla_qblock_q8_takes(src->type, src->k)))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: %s activation mode %d does not take K=%lld (Q8: a multiple "
-                   "of 256, of 32 for Q5_0, IQ4_NL, Q4_0 and Q8_0)", info->name, (int)src->act, (long long)src->k);
+                   "of 256, of 32 for the 32-element types)", info->name, (int)src->act, (long long)src->k);
     if (src->layout == NUMLA_QBLOCK_LAYOUT_PANEL16) {
         if (!numla_qblock_p16_takes_(src->type, src->act, src->k))
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: the 16-row panel layout takes Q4_K, Q6_K and IQ4_XS (K a "

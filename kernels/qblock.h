@@ -43,6 +43,10 @@
  *   IQ4_NL  32 / 18   fp16 d; u8 qs[16]                       w[j] = d·kvalues[qs[j] & 15],
  *                                                             w[j+16] = d·kvalues[qs[j] >> 4]
  *                     (IQ4_XS's fallback; kvalues as IQ4_XS)
+ *   Q5_1    32 / 24   fp16 d, m; u32 qh; u8 qs[16]           q = Q5_0's 5 bits, w = d·q + m
+ *                     (Q5_K's fallback where K is not a multiple of 256: attn_k_b, some downs;
+ *                     the reference and the avx512 level's F32 mode, no Q8-mode kernel, so the
+ *                     engine runs it in F32 mode)
  * The reference dequantization (numla_qblock_dequant_ref) rounds exactly as the products above
  * are written, in fp32 (d·sc first, then ·q, then - the min), which is what the gguf PyPI
  * package's numpy dequantization does: tests/unit/kernels/test_qblock.c checks it bit for bit
@@ -55,7 +59,7 @@
  *                           amax = max |x| over the group          (fp32)
  *                           amax == 0: dx = 0, q = 0; else dx = amax / 127, inv = 127 / amax,
  *                           q = round_half_even(x · inv)           (fp32 product, |q| <= 127)
- *                         K must be a multiple of 256, except for Q5_0, IQ4_NL, Q4_0 and Q8_0
+ *                         K must be a multiple of 256, except for the 32-element types
  *                         (llama-quantize's fallbacks where K is not): a multiple of 32, the row's last group
  *                         then being its last K mod 256 columns (numla_qblock_q8_takes).
  *                         The vector level (AVX512-VNNI, every type) sums q · (the weight's
@@ -160,6 +164,7 @@ typedef enum numla_qblock_type {
     NUMLA_QBLOCK_Q3_K,
     NUMLA_QBLOCK_Q5_0,
     NUMLA_QBLOCK_IQ4_NL,
+    NUMLA_QBLOCK_Q5_1, /* F32 mode only (below) */
     NUMLA_QBLOCK_TYPE_COUNT,
 } numla_qblock_type;
 

@@ -32,6 +32,8 @@ static const numla_weight_encoding_info table_[NUMLA_ENCODING_COUNT] = {
                              "kernels/qblock.h numla_qblock_dequant_ref"},
     [NUMLA_ENCODING_IQ4_NL] = {"IQ4_NL", 1, 32, 18, 0, NUMLA_SCALES_IN_BLOCK, NULL, 20,
                                "kernels/qblock.h numla_qblock_dequant_ref"},
+    [NUMLA_ENCODING_Q5_1] = {"Q5_1", 1, 32, 24, 0, NUMLA_SCALES_IN_BLOCK, NULL, 7,
+                             "kernels/qblock.h numla_qblock_dequant_ref"},
 };
 
 const numla_weight_encoding_info *numla_weight_encoding_get(numla_weight_encoding e)

@@ -85,6 +85,19 @@ static void numla_qblock_q5_0_(const uint8_t *b, float *y)
     }
 }
 
+/* w = d·q + m, two roundings (the gguf package's (d * q) + m in fp32). */
+static void numla_qblock_q5_1_(const uint8_t *b, float *y)
+{
+    const float d = numla_qblock_f16_(b), m = numla_qblock_f16_(b + 2);
+    const uint32_t qh = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
+    for (int j = 0; j < 16; j++) {
+        const float lo = (float)((b[8 + j] & 15) | ((qh >> j) & 1) << 4) * d;
+        const float hi = (float)((b[8 + j] >> 4) | ((qh >> (j + 16)) & 1) << 4) * d;
+        y[j] = lo + m;
+        y[j + 16] = hi + m;
+    }
+}
+
 static void numla_qblock_iq4_nl_(const uint8_t *b, float *y)
 {
     const float d = numla_qblock_f16_(b);
@@ -129,6 +142,7 @@ void numla_qblock_dequant_block_ref(numla_qblock_type type, const uint8_t *b, fl
     case NUMLA_QBLOCK_Q3_K: numla_qblock_q3_k_(b, out); break;
     case NUMLA_QBLOCK_Q5_0: numla_qblock_q5_0_(b, out); break;
     case NUMLA_QBLOCK_IQ4_NL: numla_qblock_iq4_nl_(b, out); break;
+    case NUMLA_QBLOCK_Q5_1: numla_qblock_q5_1_(b, out); break;
     default: break;
     }
 }

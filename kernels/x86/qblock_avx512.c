@@ -89,6 +89,27 @@ static inline void numla_qblock_dec_q5_0_(const uint8_t *b, __m512 v[16])
         numla_qblock_dec1_q5_0_(b + 22 * u, &v[2 * u], &v[2 * u + 1]);
 }
 
+/* Q5_1: Q5_0's five bits, w = d·q + m. */
+static inline void numla_qblock_dec1_q5_1_(const uint8_t *p, __m512 *v0, __m512 *v1)
+{
+    const __m512i m4 = _mm512_set1_epi32(15), e16 = _mm512_set1_epi32(16);
+    const __m512 d = _mm512_set1_ps(numla_qblock_h_(p)), mn = _mm512_set1_ps(numla_qblock_h_(p + 2));
+    uint32_t qh;
+    memcpy(&qh, p + 4, 4);
+    const __m512i q = numla_qblock_u8x16_(p + 8);
+    const __m512i lo = _mm512_mask_or_epi32(_mm512_and_si512(q, m4), (__mmask16)qh, _mm512_and_si512(q, m4), e16);
+    const __m512i hi = _mm512_mask_or_epi32(_mm512_srli_epi32(q, 4), (__mmask16)(qh >> 16), _mm512_srli_epi32(q, 4), e16);
+    *v0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), d, mn);
+    *v1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, mn);
+}
+
+static inline void numla_qblock_dec_q5_1_(const uint8_t *b, __m512 v[16])
+{
+#pragma GCC unroll 8
+    for (int u = 0; u < 8; u++)
+        numla_qblock_dec1_q5_1_(b + 24 * u, &v[2 * u], &v[2 * u + 1]);
+}
+
 /* IQ4_NL: IQ4_XS's code values (looked up in a register) times the block's d. */
 static inline void numla_qblock_dec1_iq4_nl_(const uint8_t *p, __m512 *v0, __m512 *v1)
 {
@@ -325,6 +346,7 @@ NUMLA_QBLOCK_TAIL32(q8_0, 34, numla_qblock_dec1_q8_0_)
 NUMLA_QBLOCK_TAIL32(q4_0, 18, numla_qblock_dec1_q4_0_)
 NUMLA_QBLOCK_TAIL32(q5_0, 22, numla_qblock_dec1_q5_0_)
 NUMLA_QBLOCK_TAIL32(iq4_nl, 18, numla_qblock_dec1_iq4_nl_)
+NUMLA_QBLOCK_TAIL32(q5_1, 24, numla_qblock_dec1_q5_1_)
 NUMLA_QBLOCK_NO_TAIL(q4_k)
 NUMLA_QBLOCK_NO_TAIL(q5_k)
 NUMLA_QBLOCK_NO_TAIL(q6_k)
@@ -342,6 +364,7 @@ NUMLA_QBLOCK_ROWS(q2_k, 84)
 NUMLA_QBLOCK_ROWS(q3_k, 110)
 NUMLA_QBLOCK_ROWS(q5_0, 8 * 22)
 NUMLA_QBLOCK_ROWS(iq4_nl, 8 * 18)
+NUMLA_QBLOCK_ROWS(q5_1, 8 * 24)
 
 /* ---- the many-row path (F32 mode, M >= NUMLA_QBLOCK_MANY_MIN_M) --------------------------- */
 
@@ -383,6 +406,7 @@ NUMLA_QBLOCK_DECTAIL32(q8_0, 34, numla_qblock_dec1_q8_0_)
 NUMLA_QBLOCK_DECTAIL32(q4_0, 18, numla_qblock_dec1_q4_0_)
 NUMLA_QBLOCK_DECTAIL32(q5_0, 22, numla_qblock_dec1_q5_0_)
 NUMLA_QBLOCK_DECTAIL32(iq4_nl, 18, numla_qblock_dec1_iq4_nl_)
+NUMLA_QBLOCK_DECTAIL32(q5_1, 24, numla_qblock_dec1_q5_1_)
 NUMLA_QBLOCK_NO_DECTAIL(q4_k)
 NUMLA_QBLOCK_NO_DECTAIL(q5_k)
 NUMLA_QBLOCK_NO_DECTAIL(q6_k)
@@ -400,6 +424,7 @@ NUMLA_QBLOCK_DECODE_ROW(q2_k, 84)
 NUMLA_QBLOCK_DECODE_ROW(q3_k, 110)
 NUMLA_QBLOCK_DECODE_ROW(q5_0, 8 * 22)
 NUMLA_QBLOCK_DECODE_ROW(iq4_nl, 8 * 18)
+NUMLA_QBLOCK_DECODE_ROW(q5_1, 8 * 24)
 
 /* out[r][i] = w_r · x_i for nw decoded rows and mr x rows (compile-time after inlining), with the
  * GEMV's per-lane operations: vector v of a row goes to accumulator v mod 4, in ascending v. */
@@ -494,6 +519,7 @@ void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const 
         [NUMLA_QBLOCK_Q6_K] = numla_qblock_rows_q6_k_,     [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_rows_iq4_xs_,
         [NUMLA_QBLOCK_Q2_K] = numla_qblock_rows_q2_k_,     [NUMLA_QBLOCK_Q3_K] = numla_qblock_rows_q3_k_,
         [NUMLA_QBLOCK_Q5_0] = numla_qblock_rows_q5_0_,     [NUMLA_QBLOCK_IQ4_NL] = numla_qblock_rows_iq4_nl_,
+        [NUMLA_QBLOCK_Q5_1] = numla_qblock_rows_q5_1_,
     };
     static const numla_qblock_decode_row_fn decs[NUMLA_QBLOCK_TYPE_COUNT] = {
         [NUMLA_QBLOCK_Q8_0] = numla_qblock_decode_row_q8_0_,     [NUMLA_QBLOCK_Q4_0] = numla_qblock_decode_row_q4_0_,
@@ -501,6 +527,7 @@ void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const 
         [NUMLA_QBLOCK_Q6_K] = numla_qblock_decode_row_q6_k_,     [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_decode_row_iq4_xs_,
         [NUMLA_QBLOCK_Q2_K] = numla_qblock_decode_row_q2_k_,     [NUMLA_QBLOCK_Q3_K] = numla_qblock_decode_row_q3_k_,
         [NUMLA_QBLOCK_Q5_0] = numla_qblock_decode_row_q5_0_,     [NUMLA_QBLOCK_IQ4_NL] = numla_qblock_decode_row_iq4_nl_,
+        [NUMLA_QBLOCK_Q5_1] = numla_qblock_decode_row_q5_1_,
     };
     if (numla_qblock_many_applies_(w, m) && ws) {
         const size_t per = numla_qblock_many_thread_bytes_(w), fit = (ws_bytes - 64) / per;

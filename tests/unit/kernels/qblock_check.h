@@ -18,6 +18,7 @@ static inline int qb_halves(numla_qblock_type t, int out[2])
     case NUMLA_QBLOCK_Q5_0: case NUMLA_QBLOCK_IQ4_NL: out[0] = 0; return 1;
     case NUMLA_QBLOCK_Q4_K: case NUMLA_QBLOCK_Q5_K: out[0] = 0; out[1] = 2; return 2;
     case NUMLA_QBLOCK_Q6_K: out[0] = 208; return 1;
+    case NUMLA_QBLOCK_Q5_1: out[0] = 0; out[1] = 2; return 2;
     case NUMLA_QBLOCK_Q2_K: out[0] = 80; out[1] = 82; return 2;
     case NUMLA_QBLOCK_Q3_K: out[0] = 108; return 1;
     default: return 0;

@@ -581,7 +581,7 @@ static void test_type_sizes(void)
             CU_ASSERT_EQUAL(t->nbytes, (size_t)(3 * 512 / ti->block * ti->bytes));
         }
     }
-    CU_ASSERT_EQUAL(quant, 10); /* the block encodings of kernels/qblock.h */
+    CU_ASSERT_EQUAL(quant, 11); /* the block encodings of kernels/qblock.h */
     CU_ASSERT_PTR_NULL(numla_ggml_type_get(4));
     CU_ASSERT_PTR_NULL(numla_ggml_type_get(NUMLA_GGML_TYPE_LIMIT));
     numla_gguf_close(&g);
