@@ -40,7 +40,8 @@ static const numla_qblock_forward_fn numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_
                            [NUMLA_QBLOCK_Q2_K] = numla_qblock_forward_avx512vnni,
                            [NUMLA_QBLOCK_Q3_K] = numla_qblock_forward_avx512vnni,
                            [NUMLA_QBLOCK_Q5_0] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_IQ4_NL] = numla_qblock_forward_avx512vnni}},
+                           [NUMLA_QBLOCK_IQ4_NL] = numla_qblock_forward_avx512vnni,
+                           [NUMLA_QBLOCK_Q5_1] = numla_qblock_forward_avx512vnni}},
     /* every type: its tiles from NUMLA_QBLOCK_PANEL_MIN_M rows (Q6_K's in the PANEL16 layout), the
      * vnni kernels below */
     [NUMLA_ISA_AMX] = {{NULL},
@@ -48,7 +49,8 @@ static const numla_qblock_forward_fn numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_
                         [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_forward_amx, [NUMLA_QBLOCK_Q5_0] = numla_qblock_forward_amx,
                         [NUMLA_QBLOCK_IQ4_NL] = numla_qblock_forward_amx, [NUMLA_QBLOCK_Q4_0] = numla_qblock_forward_amx,
                         [NUMLA_QBLOCK_Q5_K] = numla_qblock_forward_amx, [NUMLA_QBLOCK_Q2_K] = numla_qblock_forward_amx,
-                        [NUMLA_QBLOCK_Q3_K] = numla_qblock_forward_amx, [NUMLA_QBLOCK_Q6_K] = numla_qblock_forward_amx}},
+                        [NUMLA_QBLOCK_Q3_K] = numla_qblock_forward_amx, [NUMLA_QBLOCK_Q6_K] = numla_qblock_forward_amx,
+                        [NUMLA_QBLOCK_Q5_1] = numla_qblock_forward_amx}},
 };
 
 /* Read once: CPUID traps to the hypervisor in a VM, and the dispatch asks on every call. */

@@ -44,9 +44,7 @@
  *                                                             w[j+16] = d·kvalues[qs[j] >> 4]
  *                     (IQ4_XS's fallback; kvalues as IQ4_XS)
  *   Q5_1    32 / 24   fp16 d, m; u32 qh; u8 qs[16]           q = Q5_0's 5 bits, w = d·q + m
- *                     (Q5_K's fallback where K is not a multiple of 256: attn_k_b, some downs;
- *                     the reference and the avx512 level's F32 mode, no Q8-mode kernel, so the
- *                     engine runs it in F32 mode)
+ *                     (Q5_K's fallback where K is not a multiple of 256: attn_k_b, some downs)
  * The reference dequantization (numla_qblock_dequant_ref) rounds exactly as the products above
  * are written, in fp32 (d·sc first, then ·q, then - the min), which is what the gguf PyPI
  * package's numpy dequantization does: tests/unit/kernels/test_qblock.c checks it bit for bit

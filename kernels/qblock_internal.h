@@ -66,7 +66,7 @@ static inline int numla_qblock_panel_applies_(const numla_qblock_weight *w, int6
               numla_qblock_pn_s16_(w->type)) &&
              w->k % 256 == 0) ||
             ((w->type == NUMLA_QBLOCK_Q5_0 || w->type == NUMLA_QBLOCK_Q8_0 || w->type == NUMLA_QBLOCK_IQ4_NL ||
-              w->type == NUMLA_QBLOCK_Q4_0) &&
+              w->type == NUMLA_QBLOCK_Q4_0 || w->type == NUMLA_QBLOCK_Q5_1) &&
              w->k % 64 == 0));
 }
 size_t numla_qblock_panel_thread_bytes_(const numla_qblock_weight *w);
@@ -183,25 +183,25 @@ enum {
 enum {
     NUMLA_QBLOCK_P16_B32_MASKS = 512, /* Q5_0 */
     NUMLA_QBLOCK_P16_B32_D_NL = 512,  /* IQ4_NL and Q4_0 (the same bytes): d, and the piece is 576 bytes */
-    NUMLA_QBLOCK_P16_B32_D_Q5 = 640,  /* Q5_0: 704 */
+    NUMLA_QBLOCK_P16_B32_D_Q5 = 640,  /* Q5_0: 704; Q5_1: then the two blocks' fp16 m[16], 768 */
     NUMLA_QBLOCK_P16_B32_D_Q8 = 1024, /* Q8_0: 1088 */
 };
 static inline int numla_qblock_p16_b32_(numla_qblock_type type)
 {
     return type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL || type == NUMLA_QBLOCK_Q8_0 ||
-           type == NUMLA_QBLOCK_Q4_0;
+           type == NUMLA_QBLOCK_Q4_0 || type == NUMLA_QBLOCK_Q5_1;
 }
 static inline int64_t numla_qblock_p16_b32_d_(numla_qblock_type type)
 {
-    return type == NUMLA_QBLOCK_Q5_0 ? NUMLA_QBLOCK_P16_B32_D_Q5
-           : type == NUMLA_QBLOCK_Q8_0 ? NUMLA_QBLOCK_P16_B32_D_Q8
-                                      : NUMLA_QBLOCK_P16_B32_D_NL;
+    return type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_Q5_1 ? NUMLA_QBLOCK_P16_B32_D_Q5
+           : type == NUMLA_QBLOCK_Q8_0                            ? NUMLA_QBLOCK_P16_B32_D_Q8
+                                                                  : NUMLA_QBLOCK_P16_B32_D_NL;
 }
 /* Bytes per piece: 256 columns of a K-quant, 64 of a 32-element type. */
 static inline int64_t numla_qblock_p16_sb_(numla_qblock_type type)
 {
     if (numla_qblock_p16_b32_(type))
-        return numla_qblock_p16_b32_d_(type) + 64;
+        return numla_qblock_p16_b32_d_(type) + (type == NUMLA_QBLOCK_Q5_1 ? 128 : 64);
     return type == NUMLA_QBLOCK_Q4_K ? NUMLA_QBLOCK_P16_SB_Q4K
            : type == NUMLA_QBLOCK_Q6_K ? NUMLA_QBLOCK_P16_SB_Q6K
            : type == NUMLA_QBLOCK_Q2_K ? NUMLA_QBLOCK_P16_SB_Q2K

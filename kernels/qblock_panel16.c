@@ -32,12 +32,16 @@ static void numla_qblock_p16_put_b32_(numla_qblock_type type, const uint8_t *blk
             memcpy(piece + (8 * t + u) * 64 + 4 * c, blk + 2 + 4 * u, 4);
         return;
     }
-    const uint8_t *qs = blk + (type == NUMLA_QBLOCK_Q5_0 ? 6 : 2);
+    /* Q5_0: d, qh, qs; Q5_1: d, m (after the d's in the piece), qh, qs; the others d, qs */
+    const int q5 = type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_Q5_1, h0 = type == NUMLA_QBLOCK_Q5_1 ? 4 : 2;
+    if (type == NUMLA_QBLOCK_Q5_1)
+        memcpy(piece + numla_qblock_p16_b32_d_(type) + 64 + 32 * t + 2 * c, blk + 2, 2);
+    const uint8_t *qs = blk + (q5 ? h0 + 4 : 2);
     for (int u = 0; u < 4; u++)
         memcpy(piece + (4 * t + u) * 64 + 4 * c, qs + 4 * u, 4);
-    if (type == NUMLA_QBLOCK_Q5_0) {
+    if (q5) {
         uint32_t qh;
-        memcpy(&qh, blk + 2, 4);
+        memcpy(&qh, blk + h0, 4);
         for (int u = 0; u < 4; u++)
             for (int half = 0; half < 2; half++) {
                 uint8_t *mp = piece + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16 + 8 * half;
@@ -61,10 +65,13 @@ static void numla_qblock_p16_get_b32_(numla_qblock_type type, const uint8_t *pan
             memcpy(blk + 2 + 4 * u, piece + (8 * t + u) * 64 + 4 * c, 4);
         return;
     }
-    uint8_t *qs = blk + (type == NUMLA_QBLOCK_Q5_0 ? 6 : 2);
+    const int q5 = type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_Q5_1, h0 = type == NUMLA_QBLOCK_Q5_1 ? 4 : 2;
+    if (type == NUMLA_QBLOCK_Q5_1)
+        memcpy(blk + 2, piece + numla_qblock_p16_b32_d_(type) + 64 + 32 * t + 2 * c, 2);
+    uint8_t *qs = blk + (q5 ? h0 + 4 : 2);
     for (int u = 0; u < 4; u++)
         memcpy(qs + 4 * u, piece + (4 * t + u) * 64 + 4 * c, 4);
-    if (type == NUMLA_QBLOCK_Q5_0) {
+    if (q5) {
         uint32_t qh = 0;
         for (int u = 0; u < 4; u++)
             for (int half = 0; half < 2; half++) {
@@ -73,7 +80,7 @@ static void numla_qblock_p16_get_b32_(numla_qblock_type type, const uint8_t *pan
                 for (int j = 0; j < 4; j++)
                     qh |= (uint32_t)((mk >> (4 * c + j)) & 1) << (16 * half + 4 * u + j);
             }
-        memcpy(blk + 2, &qh, 4);
+        memcpy(blk + h0, &qh, 4);
     }
 }
 

@@ -116,25 +116,48 @@ static float numla_qblock_vnni_q4_0_(const uint8_t *row, int64_t nb, const int8_
     return _mm512_reduce_add_ps(acc);
 }
 
-/* The blocks of a Q4_0 row past its last whole 256 columns (nt of them, K not a multiple of 256:
- * they form the short last x group, scale dxl), one block at a time. */
-static float numla_qblock_vnni_q4_0_tail_(const uint8_t *blk, int64_t nt, const int8_t *xq, float dxl)
+static inline int32_t numla_qblock_hsum256_(__m256i v)
 {
+    const __m128i h4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    const __m128i h2 = _mm_add_epi32(h4, _mm_shuffle_epi32(h4, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 0xB1)));
+}
+
+/* nt 32-element blocks of a Q4_0 or Q5_1 row against quantized x in one x group (scale dxl), one
+ * block at a time: Q4_0's blocks past a row's last whole 256 columns (K not a multiple of 256),
+ * and Q5_1's whole rows in the ROWS layout (its panels are the fast path). */
+static float numla_qblock_vnni_b32_blocks_(numla_qblock_type type, const uint8_t *blk, int64_t nt, const int8_t *xq,
+                                           float dxl)
+{
+    const int q51 = type == NUMLA_QBLOCK_Q5_1, bb = q51 ? 24 : 18;
     float s = 0.0f;
-    for (int64_t t = 0; t < nt; t++, blk += 18, xq += 32) {
-        uint16_t h;
-        memcpy(&h, blk, 2);
-        const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2));
-        const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15)),
-                                           _mm_and_si128(v, _mm_set1_epi8(15))); /* columns 0-15, 16-31 */
+    for (int64_t t = 0; t < nt; t++, blk += bb, xq += 32) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(blk + (q51 ? 8 : 2)));
+        __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15)),
+                                     _mm_and_si128(v, _mm_set1_epi8(15))); /* columns 0-15, 16-31 */
         const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)xq);
-        const __m256i dp = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, x),
-                                            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), x));
-        const __m128i h4 = _mm_add_epi32(_mm256_castsi256_si128(dp), _mm256_extracti128_si256(dp, 1));
-        const __m128i h2 = _mm_add_epi32(h4, _mm_shuffle_epi32(h4, 0x4E));
-        const int32_t sum = _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 0xB1)));
-        s += (float)sum * (numla_qblock_vh_(blk) * dxl);
+        if (q51) { /* the fifth bits: bit j of qh for column j */
+            uint32_t qh;
+            memcpy(&qh, blk + 4, 4);
+            q = _mm256_mask_add_epi8(q, (__mmask32)qh, q, _mm256_set1_epi8(16));
+        }
+        const int32_t sq = numla_qblock_hsum256_(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, x));
+        const int32_t sx = numla_qblock_hsum256_(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), x));
+        /* Q4_0: d (q - 8); Q5_1: d q + m */
+        s += q51 ? ((float)sq * numla_qblock_vh_(blk) + (float)sx * numla_qblock_vh_(blk + 2)) * dxl
+                 : (float)(sq - 8 * sx) * (numla_qblock_vh_(blk) * dxl);
     }
+    return s;
+}
+
+/* Σ over the blocks of one Q5_1 row (nb whole 256-column groups) · one quantized x row. */
+static float numla_qblock_vnni_q5_1_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
+                                     const int32_t *bs)
+{
+    (void)bs;
+    float s = 0.0f;
+    for (int64_t b = 0; b < nb; b++)
+        s += numla_qblock_vnni_b32_blocks_(NUMLA_QBLOCK_Q5_1, row + 8 * 24 * b, 8, xq + 256 * b, dx[b]);
     return s;
 }
 
@@ -320,14 +343,17 @@ static void numla_qblock_vnni_run_(const numla_qblock_vnni_job_ *j, int ith, int
     else if (j->gemm && !j->p16)
         numla_qblock_gemm_vnni_rows_(w, lo, hi, m, j->xq, j->dx, j->bs, j->y, j->ldy, j->accumulate);
     else if (!j->p16) {
-        /* Q4_0 takes any K of whole blocks: its blocks past the whole 256 columns after the dot */
+        /* Q4_0 and Q5_1 take any K of whole blocks: their blocks past the whole 256 columns
+         * after the dot */
         const int64_t ng = numla_qblock_q8_groups_(k), nt = (k % 256) / 32;
+        const int64_t bb = numla_qblock_info_get(w->type)->bytes;
         for (int64_t r = lo; r < hi; r++)
             for (int64_t i = 0; i < m; i++) {
                 const uint8_t *row = w->q + r * w->ld;
                 float v = j->dot(row, nb, j->xq + i * k, j->dx + i * ng, j->bs + i * (k / 16));
                 if (nt)
-                    v += numla_qblock_vnni_q4_0_tail_(row + 144 * nb, nt, j->xq + i * k + 256 * nb, j->dx[i * ng + nb]);
+                    v += numla_qblock_vnni_b32_blocks_(w->type, row + 8 * bb * nb, nt, j->xq + i * k + 256 * nb,
+                                                       j->dx[i * ng + nb]);
                 float *yo = j->y + i * j->ldy + r;
                 *yo = j->accumulate ? *yo + v : v;
             }
@@ -348,6 +374,7 @@ void numla_qblock_forward_vnni_with_(const numla_qblock_weight *w, int64_t m, co
     static const numla_qblock_vnni_dot_fn dots[NUMLA_QBLOCK_TYPE_COUNT] = {
         [NUMLA_QBLOCK_Q4_0] = numla_qblock_vnni_q4_0_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_vnni_q5_k_,
         [NUMLA_QBLOCK_Q2_K] = numla_qblock_vnni_q2_k_,     [NUMLA_QBLOCK_Q3_K] = numla_qblock_vnni_q3_k_,
+        [NUMLA_QBLOCK_Q5_1] = numla_qblock_vnni_q5_1_,
     };
     const int64_t k = w->k;
     const int panel = numla_qblock_panel_applies_(w, m), p16 = w->layout == NUMLA_QBLOCK_LAYOUT_PANEL16;

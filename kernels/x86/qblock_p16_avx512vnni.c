@@ -144,10 +144,10 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
 
-/* The 32-element types (kind 0 IQ4_NL, 1 Q5_0, 2 Q8_0, 3 Q4_0): x rows [0, mr) against panel p, 64
- * columns (two blocks) a piece; each block's exact int32 sum goes to fp32 as the panel GEMM's
- * tile does it (scale d, min 16 d for Q5_0's q - 16, 8 d for Q4_0's q - 8, 128 d for the others'
- * codes + 128). */
+/* The 32-element types (kind 0 IQ4_NL, 1 Q5_0, 2 Q8_0, 3 Q4_0, 4 Q5_1): x rows [0, mr) against
+ * panel p, 64 columns (two blocks) a piece; each block's exact int32 sum goes to fp32 as the panel
+ * GEMM's tile does it (scale d, min 16 d for Q5_0's q - 16, 8 d for Q4_0's q - 8, -m for Q5_1's
+ * d q + m, 128 d for the others' codes + 128). */
 NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
                                                         const float *dx, const int32_t *bs, float *y, int64_t ldy,
                                                         int accumulate, const int mr, const int kind)
@@ -180,9 +180,9 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weigh
             for (int u = 0; u < 4; u++) {
                 __m512i lo, hi;
                 numla_qblock_p16_unit_(pc + (4 * t + u) * 64,
-                                       kind == 1   ? NUMLA_QBLOCK_P16_BIT5
-                                       : kind == 3 ? NUMLA_QBLOCK_P16_NIB
-                                                   : NUMLA_QBLOCK_P16_BOOK,
+                                       kind == 1 || kind == 4 ? NUMLA_QBLOCK_P16_BIT5
+                                       : kind == 3            ? NUMLA_QBLOCK_P16_NIB
+                                                              : NUMLA_QBLOCK_P16_BOOK,
                                        pc + NUMLA_QBLOCK_P16_B32_MASKS + (4 * t + u) * 16, book, &lo, &hi);
                 const int e = split && (u & 1);
                 for (int i = 0; i < mr; i++) {
@@ -194,7 +194,11 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_b32_tile_(const numla_qblock_weigh
         for (int t = 0; t < 2; t++) {
             const int64_t g = 2 * P + t;
             const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + doff + 32 * t)));
-            const __m512 mv = _mm512_mul_ps(d, _mm512_set1_ps(kind == 1 ? 16.0f : kind == 3 ? 8.0f : 128.0f));
+            /* Q5_1's min is the block's m, added: mv = -m */
+            const __m512 mv =
+                kind == 4 ? _mm512_sub_ps(_mm512_setzero_ps(),
+                                          _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + doff + 64 + 32 * t))))
+                          : _mm512_mul_ps(d, _mm512_set1_ps(kind == 1 ? 16.0f : kind == 3 ? 8.0f : 128.0f));
             for (int i = 0; i < mr; i++)
                 tb[i] = numla_qblock_panel_sub_(tb[i], _mm512_add_epi32(sm[i][t][0], sm[i][t][1]), d, mv,
                                                 bs + i * nb16 + 2 * g);
@@ -471,12 +475,12 @@ void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t p
 {
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k), nb16 = k / 16;
     /* 0 Q4_K, 1 IQ4_XS; 32-element types 2 + 0 IQ4_NL, 1 Q5_0, 2 Q8_0; 5 Q6_K; 6 Q4_0 (32-element 3); 7 Q2_K;
-     * 8 Q3_K; 9 Q5_K */
+     * 8 Q3_K; 9 Q5_K; 10 Q5_1 (32-element 4) */
     const int kind = w->type == NUMLA_QBLOCK_Q4_K ? 0 : w->type == NUMLA_QBLOCK_IQ4_XS ? 1
                      : w->type == NUMLA_QBLOCK_IQ4_NL ? 2 : w->type == NUMLA_QBLOCK_Q5_0 ? 3
                      : w->type == NUMLA_QBLOCK_Q8_0 ? 4 : w->type == NUMLA_QBLOCK_Q4_0 ? 6
                      : w->type == NUMLA_QBLOCK_Q2_K ? 7 : w->type == NUMLA_QBLOCK_Q3_K ? 8
-                     : w->type == NUMLA_QBLOCK_Q5_K ? 9 : 5;
+                     : w->type == NUMLA_QBLOCK_Q5_K ? 9 : w->type == NUMLA_QBLOCK_Q5_1 ? 10 : 5;
     int64_t chunk = NUMLA_QBLOCK_P16_CHUNK / w->ld;
     if (chunk < 1)
         chunk = 1;
@@ -500,7 +504,8 @@ void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t p
     case MR * 16 + 6: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 3); break;       \
     case MR * 16 + 7: numla_qblock_p16_q2_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;      \
     case MR * 16 + 8: numla_qblock_p16_q3_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;      \
-    case MR * 16 + 9: numla_qblock_p16_q5k_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;
+    case MR * 16 + 9: numla_qblock_p16_q5k_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;     \
+    case MR * 16 + 10: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 4); break;
                     NUMLA_QBLOCK_P16_CASE(1)
                     NUMLA_QBLOCK_P16_CASE(2)
                     NUMLA_QBLOCK_P16_CASE(3)

@@ -128,7 +128,8 @@ size_t numla_qblock_panel_thread_bytes_(const numla_qblock_weight *w)
 static void numla_qblock_pn_from_p16_b32_(const numla_qblock_weight *w, int64_t r0, uint8_t *dst)
 {
     const int64_t k = w->k, ng = k / 32, sb = numla_qblock_p16_sb_(w->type), doff = numla_qblock_p16_b32_d_(w->type);
-    const int q5 = w->type == NUMLA_QBLOCK_Q5_0, q8 = w->type == NUMLA_QBLOCK_Q8_0, q40 = w->type == NUMLA_QBLOCK_Q4_0;
+    const int q51 = w->type == NUMLA_QBLOCK_Q5_1;
+    const int q5 = w->type == NUMLA_QBLOCK_Q5_0 || q51, q8 = w->type == NUMLA_QBLOCK_Q8_0, q40 = w->type == NUMLA_QBLOCK_Q4_0;
     const uint8_t *pan = w->q + (r0 / 16) * w->ld;
     const __m512i flip = _mm512_set1_epi8((char)0x80), book = numla_qblock_p16_book_();
     float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + ng * 16;
@@ -149,7 +150,10 @@ static void numla_qblock_pn_from_p16_b32_(const numla_qblock_weight *w, int64_t 
             const int64_t g = 2 * P + t;
             const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + doff + 32 * t)));
             _mm512_store_ps(sc + g * 16, d);
-            _mm512_store_ps(mn + g * 16, _mm512_mul_ps(d, _mm512_set1_ps(q5 ? 16.0f : q40 ? 8.0f : 128.0f)));
+            _mm512_store_ps(mn + g * 16,
+                            q51 ? _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm256_load_si256(
+                                                                         (const __m256i *)(const void *)(pc + doff + 64 + 32 * t))))
+                                : _mm512_mul_ps(d, _mm512_set1_ps(q5 ? 16.0f : q40 ? 8.0f : 128.0f)));
         }
     }
 }
@@ -294,7 +298,8 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
     if (s16) /* codes into buf, and the scales (k / 16 sub-blocks) straight into the panel */
         numla_qblock_pn_pack_s16_(w, r0, nr, buf, (float *)(void *)(dst + 16 * k),
                                   (float *)(void *)(dst + 16 * k) + (k / 16) * 16);
-    const int q5 = w->type == NUMLA_QBLOCK_Q5_0, q8 = w->type == NUMLA_QBLOCK_Q8_0;
+    const int q51 = w->type == NUMLA_QBLOCK_Q5_1, q5 = w->type == NUMLA_QBLOCK_Q5_0 || q51;
+    const int q8 = w->type == NUMLA_QBLOCK_Q8_0;
     const int nl = w->type == NUMLA_QBLOCK_IQ4_NL, xs = w->type == NUMLA_QBLOCK_IQ4_XS;
     const int q40 = w->type == NUMLA_QBLOCK_Q4_0, q5k = w->type == NUMLA_QBLOCK_Q5_K;
     int8_t lut[16];
@@ -320,8 +325,8 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
             const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(row + 34 * g + 2));
             _mm256_storeu_si256((__m256i *)(void *)(o + 32 * g), _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)));
         }
-        for (int64_t g = 0; q5 && g < ng; g++) { /* Q5_0: low nibbles 0-15, high 16-31, bit 4 from qh */
-            const uint8_t *blk = row + 22 * g;
+        for (int64_t g = 0; q5 && g < ng; g++) { /* Q5_0, Q5_1: low nibbles 0-15, high 16-31, bit 4 from qh */
+            const uint8_t *blk = row + (q51 ? 24 : 22) * g + (q51 ? 2 : 0); /* Q5_1: past its m */
             uint32_t qh;
             memcpy(&qh, blk + 2, 4);
             const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(blk + 6)), f = _mm_set1_epi8(15);
@@ -383,12 +388,15 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
     const __m512i b6 = _mm512_set1_epi32(63), b4 = _mm512_set1_epi32(15), b2 = _mm512_set1_epi32(3);
     const uint8_t *base = w->q + r0 * w->ld;
     for (int64_t g = 0; (q5 || q8 || nl || q40) && g < ng; g++) {
-        /* Q5_0: w = d · (q - 16); Q4_0: d · (q - 8); Q8_0 and IQ4_NL: d · ((q + 128) - 128) */
-        const __m512i dd =
-            _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows, base + (q5 ? 22 : q8 ? 34 : 18) * g, 1);
+        /* Q5_0: w = d · (q - 16); Q4_0: d · (q - 8); Q5_1: d · q + m (min -m); Q8_0 and IQ4_NL:
+         * d · ((q + 128) - 128) */
+        const __m512i dd = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, rows,
+                                                       base + (q51 ? 24 : q5 ? 22 : q8 ? 34 : 18) * g, 1);
         const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
         _mm512_store_ps(sc + g * 16, d);
-        _mm512_store_ps(mn + g * 16, _mm512_mul_ps(d, _mm512_set1_ps(q5 ? 16.0f : q40 ? 8.0f : 128.0f)));
+        _mm512_store_ps(mn + g * 16, q51 ? _mm512_sub_ps(_mm512_setzero_ps(),
+                                                         _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))))
+                                         : _mm512_mul_ps(d, _mm512_set1_ps(q5 ? 16.0f : q40 ? 8.0f : 128.0f)));
     }
     for (int64_t b = 0; xs && b < nb; b++) { /* IQ4_XS: sub-block scale d · (ls - 32), exact in fp32 */
         const uint8_t *blk = base + 136 * b;

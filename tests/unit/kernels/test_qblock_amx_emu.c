@@ -104,7 +104,7 @@ static void test_matches_vnni(void)
     numla_test_rng rng = {4242};
     const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_Q8_0,
                                        NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q4_0, NUMLA_QBLOCK_Q5_K,
-                                       NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_Q6_K};
+                                       NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_Q5_1};
     const int64_t ms[] = {16, 17, 40, 150}, ns[] = {16, 77}, ks[] = {256, 320, 1280};
     int bad = 0, cases = 0;
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
@@ -148,7 +148,7 @@ static void test_table(void)
     const int int8 = numla_amx_int8_usable() && numla_qblock_vnni_usable();
     const numla_qblock_type tiles[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_Q8_0,
                                        NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q4_0, NUMLA_QBLOCK_Q5_K,
-                                       NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_Q6_K};
+                                       NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_Q5_1};
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
         CU_ASSERT_EQUAL(numla_qblock_level(tiles[t], NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AMX) == NUMLA_ISA_AMX, int8);
         CU_ASSERT_NOT_EQUAL(numla_qblock_level(tiles[t], NUMLA_QBLOCK_ACT_F32, NUMLA_ISA_AMX), NUMLA_ISA_AMX);
