@@ -119,7 +119,7 @@
  *                                fifth bits as two 64-bit masks per unit, then d; Q6_K its 16
  *                                scale bytes per row, then d; Q2_K d, dmin and its scale bytes;
  *                                Q3_K d, its hmask bytes as units and its 6-bit scales as s - 32
- *                                in signed bytes; IQ4_NL, Q4_0 and Q8_0 d. Q2_K, Q3_K, Q5_K and
+ *                                in signed bytes; Q5_1 as Q5_0, then its m; IQ4_NL, Q4_0 and Q8_0 d. Q2_K, Q3_K, Q5_K and
  *                                Q6_K order a piece as their kernels read it (one forward stream).
  *                                The values are the file's, bit for bit (numla_qblock_row_blocks
  *                                gives a row's blocks back); per 16 weights Q4_K's panels take 9.25
