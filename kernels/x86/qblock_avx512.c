@@ -68,16 +68,25 @@ static inline void numla_qblock_dec_q4_0_(const uint8_t *b, __m512 v[16])
     }
 }
 
-/* Q5_0: the fifth bit of element j is bit j of the block's u32 qh, a lane mask as it stands. */
-static inline void numla_qblock_dec1_q5_0_(const uint8_t *p, __m512 *v0, __m512 *v1)
+/* Q5_0's and Q5_1's five-bit codes of elements 0-15 (lo) and 16-31 (hi), the nibbles of qs with
+ * the fifth bit of element j from bit j of the block's u32 qh at qh (a lane mask as it stands). */
+static inline void numla_qblock_q5_codes_(const uint8_t *qh, const uint8_t *qs, __m512i *lo, __m512i *hi)
 {
     const __m512i m4 = _mm512_set1_epi32(15), e16 = _mm512_set1_epi32(16);
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m512i q = numla_qblock_u8x16_(qs);
+    *lo = _mm512_mask_or_epi32(_mm512_and_si512(q, m4), (__mmask16)h, _mm512_and_si512(q, m4), e16);
+    *hi = _mm512_mask_or_epi32(_mm512_srli_epi32(q, 4), (__mmask16)(h >> 16), _mm512_srli_epi32(q, 4), e16);
+}
+
+/* Q5_0: w = d · (q - 16). */
+static inline void numla_qblock_dec1_q5_0_(const uint8_t *p, __m512 *v0, __m512 *v1)
+{
+    const __m512i e16 = _mm512_set1_epi32(16);
     const __m512 d = _mm512_set1_ps(numla_qblock_h_(p));
-    uint32_t qh;
-    memcpy(&qh, p + 2, 4);
-    const __m512i q = numla_qblock_u8x16_(p + 6);
-    const __m512i lo = _mm512_mask_or_epi32(_mm512_and_si512(q, m4), (__mmask16)qh, _mm512_and_si512(q, m4), e16);
-    const __m512i hi = _mm512_mask_or_epi32(_mm512_srli_epi32(q, 4), (__mmask16)(qh >> 16), _mm512_srli_epi32(q, 4), e16);
+    __m512i lo, hi;
+    numla_qblock_q5_codes_(p + 2, p + 6, &lo, &hi);
     *v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(lo, e16)), d);
     *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(hi, e16)), d);
 }
@@ -89,16 +98,12 @@ static inline void numla_qblock_dec_q5_0_(const uint8_t *b, __m512 v[16])
         numla_qblock_dec1_q5_0_(b + 22 * u, &v[2 * u], &v[2 * u + 1]);
 }
 
-/* Q5_1: Q5_0's five bits, w = d·q + m. */
+/* Q5_1: w = d · q + m. */
 static inline void numla_qblock_dec1_q5_1_(const uint8_t *p, __m512 *v0, __m512 *v1)
 {
-    const __m512i m4 = _mm512_set1_epi32(15), e16 = _mm512_set1_epi32(16);
     const __m512 d = _mm512_set1_ps(numla_qblock_h_(p)), mn = _mm512_set1_ps(numla_qblock_h_(p + 2));
-    uint32_t qh;
-    memcpy(&qh, p + 4, 4);
-    const __m512i q = numla_qblock_u8x16_(p + 8);
-    const __m512i lo = _mm512_mask_or_epi32(_mm512_and_si512(q, m4), (__mmask16)qh, _mm512_and_si512(q, m4), e16);
-    const __m512i hi = _mm512_mask_or_epi32(_mm512_srli_epi32(q, 4), (__mmask16)(qh >> 16), _mm512_srli_epi32(q, 4), e16);
+    __m512i lo, hi;
+    numla_qblock_q5_codes_(p + 4, p + 8, &lo, &hi);
     *v0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), d, mn);
     *v1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, mn);
 }

@@ -64,22 +64,30 @@ static inline __attribute__((always_inline)) void numla_qblock_p16_q6_ops_(const
                                       0xF8);
 }
 
+/* Q4_K's and Q5_K's 16 rows' scale d · sc and min dmin · m in fp32, from the bytes sc[16] at sp
+ * and m[16] at sp + 128 (their panels' layout). */
+static inline __attribute__((always_inline)) void numla_qblock_p16_k4_scales_(const uint8_t *sp, __m512 d, __m512 dmin,
+                                                                              __m512 *sv, __m512 *mv)
+{
+    const __m128i s8 = _mm_load_si128((const __m128i *)(const void *)sp);
+    const __m128i m8 = _mm_load_si128((const __m128i *)(const void *)(sp + 128));
+    *sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s8)));
+    *mv = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m8)));
+}
+
 /* A K-quant piece's sub-block j (0-7): its 16 rows' scale and min in fp32, from the piece's d
  * and dmin (fp32) and its scale bytes (Q4_K: d · sc, dmin · m; IQ4_XS: d · (ls - 32), 128 times
  * that). The panel GEMM's unpacking stores these; the small-M kernels use them in registers. */
 static inline __attribute__((always_inline)) void numla_qblock_p16_kq_scales_(const uint8_t *pc, int iq4, int j, __m512 d,
                                                                               __m512 dmin, __m512 *sv, __m512 *mv)
 {
-    const uint8_t *sp = pc + (iq4 ? NUMLA_QBLOCK_P16_SC_IQ4 : NUMLA_QBLOCK_P16_SC_Q4K) + 16 * j;
-    const __m128i s8 = _mm_load_si128((const __m128i *)(const void *)sp);
-    if (iq4) {
-        *sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s8)));
-        *mv = _mm512_mul_ps(*sv, _mm512_set1_ps(128.0f));
-    } else {
-        const __m128i m8 = _mm_load_si128((const __m128i *)(const void *)(sp + 128));
-        *sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s8)));
-        *mv = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m8)));
+    if (!iq4) {
+        numla_qblock_p16_k4_scales_(pc + NUMLA_QBLOCK_P16_SC_Q4K + 16 * j, d, dmin, sv, mv);
+        return;
     }
+    const __m128i s8 = _mm_load_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_SC_IQ4 + 16 * j));
+    *sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s8)));
+    *mv = _mm512_mul_ps(*sv, _mm512_set1_ps(128.0f));
 }
 
 /* The fp32 steps shared by the panel GEMM and the small-M kernels, so that they give the same

@@ -390,10 +390,8 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q5k_tile_(const numla_qblock_weigh
             }
             for (int s = 0; s < 2; s++) {
                 const int j = 2 * h + s;
-                const __m512 sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-                                                       _mm_load_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_SC + 16 * j)))));
-                const __m512 mv = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(
-                                                        (const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_SC + 128 + 16 * j)))));
+                __m512 sv, mv;
+                numla_qblock_p16_k4_scales_(pc + NUMLA_QBLOCK_P16_Q5_SC + 16 * j, d, dm, &sv, &mv);
                 for (int i = 0; i < mr; i++) {
                     const __m512i is = s ? _mm512_add_epi32(_mm512_srai_epi32(ah[i], 4),
                                                             numla_qblock_p16_shift_(bh[i], 4 - (2 * h + 1)))

@@ -232,11 +232,10 @@ static void numla_qblock_pn_from_p16_q5k_(const numla_qblock_weight *w, int64_t 
         const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_D)));
         const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_DMIN)));
         for (int j = 0; j < 8; j++) {
-            const uint8_t *sp = pc + NUMLA_QBLOCK_P16_Q5_SC + 16 * j;
-            _mm512_store_ps(sc + (8 * b + j) * 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-                                                                        _mm_load_si128((const __m128i *)(const void *)sp)))));
-            _mm512_store_ps(mn + (8 * b + j) * 16, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-                                                                           _mm_load_si128((const __m128i *)(const void *)(sp + 128))))));
+            __m512 sv, mv;
+            numla_qblock_p16_k4_scales_(pc + NUMLA_QBLOCK_P16_Q5_SC + 16 * j, d, dmin, &sv, &mv);
+            _mm512_store_ps(sc + (8 * b + j) * 16, sv);
+            _mm512_store_ps(mn + (8 * b + j) * 16, mv);
         }
     }
 }
