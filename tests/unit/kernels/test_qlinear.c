@@ -256,8 +256,30 @@ static double mag_row(const tensor *t, slice sl, int64_t j, const float *x, floa
     return a;
 }
 
-/* Bit-identity of one (format, slice, level; fp8 across its many-row threshold: agreement
- * within 2e-5 relative): y for M rows at once on 2 threads against each
+/* The fp8 path numla_qlinear_forward takes for m rows of w at level isa: 0 one row at a time
+ * (1 at the avx512bf16 level's split-bf16 GEMV), 2 the many-row panel GEMM, 3 the amx level's
+ * tiles. A row's bits depend only on its path. */
+static int fp8_path(const numla_qlinear_weight *w, numla_isa isa, int64_t m)
+{
+    const numla_isa level = numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, isa);
+    if (level == NUMLA_ISA_AMX && numla_qlinear_amx_fp8_applies(w, m))
+        return 3;
+    if (m >= (int64_t)NUMLA_QLINEAR_PANEL_MIN_M)
+        return 2;
+    return m == 1 && level == NUMLA_ISA_AVX512BF16 ? 1 : 0;
+}
+
+/* The split-bf16 part of a path's bound (kernels/qlinear.h), relative to Σ|w x|; 0 where x
+ * stays fp32. */
+static double fp8_split_rel(int path, int64_t k)
+{
+    return path == 1 ? ldexp(1.0, -16) + (double)k * ldexp(1.0, -24)
+           : path == 3 ? ldexp(1.0, -17) + (double)(2 * (k < 128 ? k : 128) + (k + 127) / 128 + 2) * ldexp(1.0, -24)
+                       : 0.0;
+}
+
+/* Bit-identity of one (format, slice, level; fp8 across a path boundary: agreement within the
+ * two paths' bounds): y for M rows at once on 2 threads against each
  * row alone, 3 rows (below int8-row's 4-row threshold), the first 31 and 32 rows, 7 and 8 rows
  * (either side of fp8's), 32 rows elsewhere and all M on one thread; accumulate off and on.
  * Returns the number of differing outputs. */
@@ -296,22 +318,22 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uin
             omp_set_num_threads((int)runs[r][2]);
             CU_ASSERT(numla_qlinear_forward(&w, isa, rows, x + i0 * ldx, ldx, y + i0 * ldy, ldy, acc,
                                             wsbuf + 1, ws) == NUMLA_STATUS_OK);
-            /* fp8 sums in another order on its many-row panel GEMM: across the threshold the
-             * two agree within the kernels' bound (accuracy itself: test_fp8_block), on one
-             * side of it to the bit */
-            const int across = fmt == NUMLA_QLINEAR_FP8_BLOCK &&
-                               (rows >= (int64_t)NUMLA_QLINEAR_PANEL_MIN_M) != ((int64_t)M >= (int64_t)NUMLA_QLINEAR_PANEL_MIN_M);
-            /* fp8 M = 1 at the avx512bf16 level multiplies split-bf16 x: add its bound
-             * (kernels/qlinear.h) to the tolerance, relative to Σ|w x| */
-            const int vbmi = fmt == NUMLA_QLINEAR_FP8_BLOCK && rows == 1 &&
-                             numla_qlinear_level(fmt, isa) == NUMLA_ISA_AVX512BF16;
-            const double vrel = ldexp(1.0, -16) + 4.0 * (double)(k + 2 * ((k + 127) / 128) + 4) * ldexp(1.0, -24);
+            /* fp8 sums in another order on each of its paths (one row at a time, the many-row
+             * panel GEMM, the amx level's tiles): across a path boundary the two agree within
+             * the kernels' bounds (accuracy itself: test_fp8_block), on one path to the bit */
+            const int pr = fp8_path(&w, isa, rows), pa = fp8_path(&w, isa, M);
+            const int across = fmt == NUMLA_QLINEAR_FP8_BLOCK && pr != pa;
+            /* split-bf16 x (fp8 M = 1 at the avx512bf16 level, the amx level's tiles): add that
+             * path's bound (kernels/qlinear.h) to the tolerance, relative to Σ|w x| */
+            const double vrel = fp8_split_rel(pr, k) + fp8_split_rel(pa, k) +
+                                4.0 * (double)(k + 2 * ((k + 127) / 128) + 4) * ldexp(1.0, -24);
+            const int split = fp8_split_rel(pr, k) > 0 || fp8_split_rel(pa, k) > 0;
             for (int64_t i = i0; i < i0 + rows; i++)
                 for (int64_t j = 0; j < n; j++)
                     if ((across ? !(fabsf(y[i * ldy + j] - ya[i * ldy + j]) <=
                                     2e-5f * (fabsf(ya[i * ldy + j]) + 1.0f) +
-                                        (vbmi ? vrel * mag_row(&t, sl, j, x + i * ldx, acc ? y0[i * ldy + j] : 0)
-                                              : 0.0))
+                                        (split ? vrel * mag_row(&t, sl, j, x + i * ldx, acc ? y0[i * ldy + j] : 0)
+                                               : 0.0))
                                 : memcmp(&y[i * ldy + j], &ya[i * ldy + j], sizeof(float)) != 0) &&
                         bad++ == 0)
                         fprintf(stderr,
