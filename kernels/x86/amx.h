@@ -29,5 +29,11 @@ extern const numla_amx_tilecfg numla_amx_tile_config;
  * (kernels/x86/amx_tiles_amx.c). Callable only when numla_amx_usable(). */
 void numla_amx_tiles_begin(void);
 void numla_amx_tiles_end(void);
+/* A kernel file built over the tile emulator (NUMLA_AMX_EMULATE, tests/CMakeLists.txt)
+ * configures and releases the emulator's tiles instead. */
+#ifdef NUMLA_AMX_EMULATE
+#define numla_amx_tiles_begin() _tile_loadconfig(&numla_amx_tile_config)
+#define numla_amx_tiles_end() _tile_release()
+#endif
 
 #endif

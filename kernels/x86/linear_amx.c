@@ -35,6 +35,15 @@
  * Threads split N (panel pairs) when there are enough panels, else the 32-row blocks of M; when
  * all rows' x is too large for the pair-major order but a share of the rows is not, they split
  * both (numla_linear_amx_row_groups_). */
+/* The emulated test build (NUMLA_AMX_EMULATE: tests/CMakeLists.txt force-includes the tile
+ * emulator) gets its own names, so it links next to this file's real build (suite
+ * amx_hardware compares the two). */
+#ifdef NUMLA_AMX_EMULATE
+#define numla_linear_amx_applies numla_linear_amx_applies_emulated
+#define numla_linear_forward_amx numla_linear_forward_amx_emulated
+#define numla_linear_workspace_amx numla_linear_workspace_amx_emulated
+#endif
+
 #include <immintrin.h>
 #include <omp.h>
 #include <stdlib.h>

@@ -8,6 +8,19 @@
  * P·V, per 16 query rows and 64 value dims: C tiles 0-3 are loaded from and stored back to the
  * fp32 accumulator O (the online softmax rescales it in between); per 32-key group A = P hi / lo
  * (tiles 4, 5), B = V hi / lo per 16-dim block, the same three products. */
+/* The emulated test build (NUMLA_AMX_EMULATE: tests/CMakeLists.txt force-includes the tile
+ * emulator) gets its own names, so it links next to this file's real build (suite
+ * amx_hardware compares the two). */
+#ifdef NUMLA_AMX_EMULATE
+#define numla_mha_prefill_amx_applies numla_mha_prefill_amx_applies_emulated
+#define numla_mha_prefill_pack_block_amx numla_mha_prefill_pack_block_amx_emulated
+#define numla_mha_prefill_pack_k_amx numla_mha_prefill_pack_k_amx_emulated
+#define numla_mha_prefill_pack_q_amx numla_mha_prefill_pack_q_amx_emulated
+#define numla_mha_prefill_pack_v_amx numla_mha_prefill_pack_v_amx_emulated
+#define numla_mha_prefill_pv_amx numla_mha_prefill_pv_amx_emulated
+#define numla_mha_prefill_scores_amx numla_mha_prefill_scores_amx_emulated
+#endif
+
 #include "kernels/x86/mha_prefill_amx.h"
 
 #include <immintrin.h>

@@ -4,6 +4,17 @@
  * kernel already packs). Up to four 16-key groups run as independent accumulator chains so the
  * TDPBF16PS latency is hidden. The tile permission and
  * configuration are shared with the linear GEMM (kernels/x86/amx.h). */
+/* The emulated test build (NUMLA_AMX_EMULATE: tests/CMakeLists.txt force-includes the tile
+ * emulator) gets its own names, so it links next to this file's real build (suite
+ * amx_hardware compares the two). */
+#ifdef NUMLA_AMX_EMULATE
+#define numla_mla_amx_begin numla_mla_amx_begin_emulated
+#define numla_mla_amx_end numla_mla_amx_end_emulated
+#define numla_mla_qk_amx numla_mla_qk_amx_emulated
+#define numla_mla_pv_amx numla_mla_pv_amx_emulated
+#define numla_mla_pv_amx_unpermute numla_mla_pv_amx_unpermute_emulated
+#endif
+
 #include "kernels/x86/mla_attn_amx.h"
 
 #include <immintrin.h>

@@ -6,10 +6,10 @@
  * (numla_qblock_forward_vnni_with_), with this file's two rows functions in place of the
  * vpdpbusd ones.
  *
- * Verified under emulation only: no AMX machine was at hand. The unit test qblock_amx_emu builds
- * this file against the tile emulator (tests/support/amx_emulate.h; NUMLA_AMX_EMULATE renames
- * the entry point) and checks its y bit for bit against the vnni level's; its speed is
- * unmeasured (docs/quantization.md).
+ * The unit test qblock_amx_emu builds this file against the tile emulator
+ * (tests/support/amx_emulate.h; NUMLA_AMX_EMULATE renames the entry point) and checks its y bit
+ * for bit against the vnni level's on any CPU; amx_hardware checks that the real tiles give the
+ * emulated build's bits. Speed: docs/quantization.md.
  *
  * The unpacked panel (numla_qblock_pn_pack_, shared with the vpdpbusd GEMM) stores a 32-column
  * sub-block g of 16 weight rows as eight 64-byte k-quads, byte 64 q + 4 c + b = row c's code at

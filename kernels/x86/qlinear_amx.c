@@ -3,11 +3,11 @@
  * numla_qlinear_amx_applies (M >= NUMLA_QLINEAR_AMX_MIN_M, N >= 16); smaller M or N run the
  * VNNI variant, called directly.
  *
- * Verified under emulation only: the session that wrote it had no AMX machine. The unit test
- * qlinear_amx_emu builds this file against the tile emulator tests/support/amx_emulate.h
- * (NUMLA_AMX_EMULATE, which also renames the entry point so both builds link into numla_unit)
- * and checks it bit for bit against the ref level; its speed is unmeasured (docs/linear.md
- * says what to measure).
+ * The unit test qlinear_amx_emu builds this file against the tile emulator
+ * tests/support/amx_emulate.h (NUMLA_AMX_EMULATE, which also renames the entry point so both
+ * builds link into numla_unit) and checks it bit for bit against the ref level on any CPU;
+ * amx_hardware checks that the real tiles give the emulated build's bits. Speed:
+ * docs/linear.md.
  *
  * It computes Yᵀ = W · Xᵀ, so the packed weights (kernels/qlinear_internal.h: (n, kp) int8,
  * kp a multiple of 64, rows 64-byte aligned) are the A operand as they are, with no repacking:

@@ -3,11 +3,11 @@
  * the CPU has AMX-BF16 (numla_amx_usable) and numla_qlinear_amx_fp8_applies (M >=
  * NUMLA_QLINEAR_AMX_FP8_MIN_M, N >= 16); smaller M or N run the avx512 variant, called directly.
  *
- * Verified under emulation only: the session that wrote it had no AMX machine. The unit test
- * qlinear_fp8_amx_emu builds this file against the tile emulator tests/support/amx_emulate.h
- * (NUMLA_AMX_EMULATE renames the entry point) and checks it against a double-precision
- * reference on the dequantized weights within the bound below; its speed is unmeasured
- * (docs/linear.md says what to measure).
+ * The unit test qlinear_fp8_amx_emu builds this file against the tile emulator
+ * tests/support/amx_emulate.h (NUMLA_AMX_EMULATE renames the entry point) and checks it against
+ * a double-precision reference on the dequantized weights within the bound below on any CPU;
+ * amx_hardware checks that the real tiles give the emulated build's bits. Speed:
+ * docs/linear.md.
  *
  * It computes Yᵀ = W · Xᵀ, so the weights are the A operand: an A tile is 16 weight rows x 32 k.
  * The packed weights stay 1 byte ((n, kp) e4m3, kernels/qlinear_internal.h); each A tile is

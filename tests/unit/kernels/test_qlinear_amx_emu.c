@@ -1,6 +1,6 @@
 /* Tests for the AMX-INT8 W8A8 linear (kernels/x86/qlinear_amx.c) on a CPU without AMX: the
  * kernel is built against the tile emulator (tests/support/amx_emulate.h; tests/CMakeLists.txt
- * makes numla_qlinear_amx_emulated) and its y must be bit-identical to the ref level's on the
+ * makes numla_amx_emulated) and its y must be bit-identical to the ref level's on the
  * same packed weights, for M around the 16-row tiles (16, 17, 31, 32, 33, 100, 512), N and K off
  * the tile sizes, accumulate on and off, 1 and 2 threads; the emulator's count of tile products
  * must be exactly what the tile path takes (so the tiles, not the VNNI fallback, produced y).

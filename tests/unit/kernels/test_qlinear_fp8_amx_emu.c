@@ -1,6 +1,6 @@
 /* Tests for the fp8-block linear on AMX-BF16 tiles (kernels/x86/qlinear_fp8_amx.c) on a CPU
  * without AMX: the kernel is built against the tile emulator (tests/support/amx_emulate.h;
- * tests/CMakeLists.txt makes numla_qlinear_amx_emulated) and its y is checked against a
+ * tests/CMakeLists.txt makes numla_amx_emulated) and its y is checked against a
  * double-precision product with the dequantized weights, within the kernel's stated bound
  * (split-bf16 x: fp32-class), and against the ref level within both levels' bounds; for M
  * around the minimum and across x chunks, N and K off the tile sizes, shards whose first row is
