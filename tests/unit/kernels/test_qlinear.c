@@ -257,13 +257,14 @@ static double mag_row(const tensor *t, slice sl, int64_t j, const float *x, floa
 }
 
 /* The fp8 path numla_qlinear_forward takes for m rows of w at level isa: 0 one row at a time
- * (1 at the avx512bf16 level's split-bf16 GEMV), 2 the many-row panel GEMM, 3 the amx level's
- * tiles. A row's bits depend only on its path. */
+ * (1 at the avx512bf16 level's split-bf16 GEMV), 2 the many-row panel GEMM (not at the amx
+ * level, whose fallback below the tiles is the rows), 3 the amx level's tiles. A row's bits
+ * depend only on its path. */
 static int fp8_path(const numla_qlinear_weight *w, numla_isa isa, int64_t m)
 {
     const numla_isa level = numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, isa);
-    if (level == NUMLA_ISA_AMX && numla_qlinear_amx_fp8_applies(w, m))
-        return 3;
+    if (level == NUMLA_ISA_AMX) /* below the tiles the amx level runs avx512's rows */
+        return numla_qlinear_amx_fp8_applies(w, m) ? 3 : 0;
     if (m >= (int64_t)NUMLA_QLINEAR_PANEL_MIN_M)
         return 2;
     return m == 1 && level == NUMLA_ISA_AVX512BF16 ? 1 : 0;
