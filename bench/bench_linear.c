@@ -12,8 +12,8 @@
  * numla_w8a8) on the bytes they read, next to the bf16 row of the same run (prefill: from
  * cache, like bf16, on one copy), and the ggml block encodings (kernels/qblock.h: numla_q8_0,
  * numla_q4_k, ...) on their packed bytes. Where the level is amx and its tiles take the shape, the row
- * is numla_fp8_amx or numla_w8a8_amx, and numla_fp8 / numla_w8a8 is the variant it replaced
- * (the avx512bf16 level: avx512 fp8, VNNI W8A8).
+ * is numla_fp8_amx, numla_int8_amx or numla_w8a8_amx, and numla_fp8 / numla_int8 / numla_w8a8
+ * is the variant it replaced (the avx512bf16 level: avx512 fp8 and int8-row, VNNI W8A8).
  * Read bandwidth and peak are measured in the same run on the same threads. GEMV/skinny weights
  * and expert weights rotate over enough copies (>= 4x the LLC, at most 2 GiB) that every call reads them from memory. Prints
  * ratios; never asserts on time. */
@@ -360,7 +360,9 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
         const int amx = numla_qlinear_uses_amx(&w[0], isa, s->m);
         for (int o = 0; o < (amx ? 2 : 1); o++) {
             cx.isa = o == 0 ? isa : NUMLA_ISA_AVX512BF16;
-            res[nr].name = amx && o == 0 ? (fp8 ? "numla_fp8_amx" : "numla_w8a8_amx") : names[f];
+            static const char *const amx_names[NUMLA_QLINEAR_FORMAT_COUNT] = {"numla_fp8_amx", "numla_int8_amx",
+                                                                              "numla_w8a8_amx"};
+            res[nr].name = amx && o == 0 ? amx_names[f] : names[f];
             /* Bytes read: the packed weights and scales (the int8 rows' per-row scale and row
              * sum are inside `bytes`; fp8 reads no row sums). */
             res[nr].weight_bytes = (double)bytes;

@@ -11,14 +11,14 @@
 #include "kernels/x86/amx.h"
 
 /* Native variants per level and format; NULL inherits the level below (ref always runs). The
- * amx level has fp8 on TDPBF16PS (weights widened to bf16 per tile) and W8A8 on TDPBSSD;
- * int8-row runs avx512's. */
+ * amx level has fp8 and int8-row on TDPBF16PS (weights widened to bf16 per tile) and W8A8 on
+ * TDPBSSD. */
 static const numla_qlinear_forward_fn numla_qlinear_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
     [NUMLA_ISA_REF] = {numla_qlinear_forward_ref, numla_qlinear_forward_ref, numla_qlinear_forward_ref},
     [NUMLA_ISA_AVX512] = {numla_qlinear_forward_avx512, numla_qlinear_forward_avx512,
                           numla_qlinear_forward_avx512vnni},
     [NUMLA_ISA_AVX512BF16] = {numla_qlinear_forward_fp8_avx512bf16, NULL, NULL}, /* fp8 M = 1 */
-    [NUMLA_ISA_AMX] = {numla_qlinear_forward_amx_fp8, NULL, numla_qlinear_forward_amx},
+    [NUMLA_ISA_AMX] = {numla_qlinear_forward_amx_wide, numla_qlinear_forward_amx_wide, numla_qlinear_forward_amx},
 };
 
 /* Many-row variants, used when the level the format runs at (numla_qlinear_level) has one and
@@ -62,7 +62,7 @@ static int numla_qlinear_runnable_(numla_isa level, numla_qlinear_format fmt)
         return numla_qlinear_vnni_usable();
     if (level == NUMLA_ISA_AMX && fmt == NUMLA_QLINEAR_INT8_W8A8)
         return numla_amx_int8_usable() && numla_qlinear_vnni_usable();
-    if (level == NUMLA_ISA_AMX && fmt == NUMLA_QLINEAR_FP8_BLOCK)
+    if (level == NUMLA_ISA_AMX && (fmt == NUMLA_QLINEAR_FP8_BLOCK || fmt == NUMLA_QLINEAR_INT8_ROW))
         return numla_amx_usable();
     if (level == NUMLA_ISA_AVX512BF16 && fmt == NUMLA_QLINEAR_FP8_BLOCK)
         return numla_qlinear_vbmi_usable();
@@ -82,7 +82,7 @@ numla_isa numla_qlinear_level(numla_qlinear_format fmt, numla_isa isa)
 int numla_qlinear_uses_amx(const numla_qlinear_weight *w, numla_isa isa, int64_t m)
 {
     return numla_qlinear_level(w->fmt, isa) == NUMLA_ISA_AMX &&
-           (numla_qlinear_amx_applies(w, m) || numla_qlinear_amx_fp8_applies(w, m));
+           (numla_qlinear_amx_applies(w, m) || numla_qlinear_amx_wide_applies(w, m));
 }
 
 /* The variant to run (fmt and isa in range: validated by the caller). */
@@ -258,12 +258,12 @@ size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, in
                     ? (size_t)(num_threads > 1 ? num_threads : 1) * numla_qlinear_gemm_thread_bytes(w)
                     : 0);
     /* Whatever level runs it (the caller does not say; the reference ignores the scratch):
-     * the avx512 many-row path's per-thread scratch, or the amx fp8 tiles' packed x, which
+     * the avx512 many-row path's per-thread scratch, or the amx tiles' packed x, which
      * never run in one call together. */
     size_t gemm = numla_qlinear_gemm_applies(w, m)
                       ? (size_t)(num_threads > 1 ? num_threads : 1) * numla_qlinear_gemm_thread_bytes(w)
                       : 0;
-    size_t amx = numla_qlinear_amx_fp8_applies(w, m) ? numla_qlinear_amx_fp8_ws_bytes(w, m) : 0;
+    size_t amx = numla_qlinear_amx_wide_applies(w, m) ? numla_qlinear_amx_wide_ws_bytes(w, m) : 0;
     size_t most = gemm > amx ? gemm : amx;
     return most ? 64 + most : 0;
 }

@@ -193,35 +193,52 @@ void numla_qlinear_forward_amx(const numla_qlinear_weight *w, int64_t m, const f
                                float *y, int64_t ldy, int accumulate, void *workspace);
 
 enum {
-    NUMLA_QLINEAR_AMX_FP8_MIN_M = 16,      /* amx level, fp8: M from this (and N >= 16) runs the
-                                              tiles (unmeasured: the avx512 fp8 GEMM widens each
-                                              weight M / 2 times, so one 16-row x tile already
-                                              has more work than a GEMV's bandwidth) */
-    NUMLA_QLINEAR_AMX_FP8_MAX_CHUNK = 256, /* amx level, fp8: most x rows packed at once (its
+    NUMLA_QLINEAR_AMX_WIDE_MIN_M = 16,      /* amx level, fp8: M from this (and N >= 16) runs the
+                                              tiles; below, the avx512 rows (docs/linear.md) */
+    NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK = 256, /* amx level: most x rows packed at once (its
                                               per-thread fp32 sums live on the stack) */
+    NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M = 4,  /* amx level, int8-row: fewer rows run the tiles'
+                                              arithmetic in AVX-512 registers (the same bits;
+                                              a decode GEMV is faster there, docs/linear.md) */
+    NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS = 1 << 18, /* amx level, int8-row: smaller weights (the
+                                              absorbed attention's per-head W_UK, W_UV) keep
+                                              avx512's path, whose per-call cost is lower */
 };
-/* Whether the amx fp8 variant runs the tiles for this weight and M (else the avx512 one). */
-static inline int numla_qlinear_amx_fp8_applies(const numla_qlinear_weight *w, int64_t m)
+/* Whether the amx level's widened-weight tiles (fp8, int8-row) run for this weight and M
+ * (else the avx512 variant). int8-row takes them at every M (few rows: their arithmetic in
+ * AVX-512 registers), so that a row's bits do not depend on M at that level either
+ * (kernels/qlinear.h), and only from NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS weights; N < 16 never. */
+static inline int numla_qlinear_amx_wide_applies(const numla_qlinear_weight *w, int64_t m)
 {
-    return w->fmt == NUMLA_QLINEAR_FP8_BLOCK && m >= NUMLA_QLINEAR_AMX_FP8_MIN_M && w->n >= 16;
+    if (w->n < 16 || m < 1)
+        return 0;
+    return (w->fmt == NUMLA_QLINEAR_INT8_ROW && w->n * w->k >= NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS) ||
+           (w->fmt == NUMLA_QLINEAR_FP8_BLOCK && m >= NUMLA_QLINEAR_AMX_WIDE_MIN_M);
 }
-/* fp8 on AMX: x rows per packed chunk — as many as fit NUMLA_QLINEAR_AMX_X_BYTES of hi + lo
- * bf16 B tiles (128 bytes per 32 k per row), a multiple of 32 in [32, MAX_CHUNK]. */
-static inline int64_t numla_qlinear_amx_fp8_chunk(const numla_qlinear_weight *w)
+/* The bf16 pieces x is split into for those tiles: fp8 hi + lo, int8-row hi + mid + lo
+ * (kernels/x86/qlinear_wide_amx.c says why). */
+static inline int numla_qlinear_amx_wide_pieces(const numla_qlinear_weight *w)
+{
+    return w->fmt == NUMLA_QLINEAR_INT8_ROW ? 3 : 2;
+}
+/* fp8 and int8-row on AMX: x rows per packed chunk — as many as fit NUMLA_QLINEAR_AMX_X_BYTES of
+ * the pieces' B tiles (64 bytes per piece per 32 k per row), a multiple of 32 in [32, MAX_CHUNK]. */
+static inline int64_t numla_qlinear_amx_wide_chunk(const numla_qlinear_weight *w)
 {
     const int64_t ks = (w->k + 31) / 32;
-    int64_t c = NUMLA_QLINEAR_AMX_X_BYTES / (128 * ks) / 32 * 32;
-    return c < 32 ? 32 : c > NUMLA_QLINEAR_AMX_FP8_MAX_CHUNK ? NUMLA_QLINEAR_AMX_FP8_MAX_CHUNK : c;
+    int64_t c = NUMLA_QLINEAR_AMX_X_BYTES / (64 * numla_qlinear_amx_wide_pieces(w) * ks) / 32 * 32;
+    return c < 32 ? 32 : c > NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK ? NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK : c;
 }
-/* fp8 workspace (M where the tiles apply): one chunk of packed x, 64-aligned by the kernel. */
-static inline size_t numla_qlinear_amx_fp8_ws_bytes(const numla_qlinear_weight *w, int64_t m)
+/* Their workspace (M where the tiles apply): one chunk of packed x, 64-aligned by the kernel. */
+static inline size_t numla_qlinear_amx_wide_ws_bytes(const numla_qlinear_weight *w, int64_t m)
 {
-    const int64_t m16 = (m + 15) / 16 * 16, c = numla_qlinear_amx_fp8_chunk(w);
-    return (size_t)(m16 < c ? m16 : c) * (size_t)((w->k + 31) / 32) * 128;
+    const int64_t m16 = (m + 15) / 16 * 16, c = numla_qlinear_amx_wide_chunk(w);
+    return (size_t)(m16 < c ? m16 : c) * (size_t)((w->k + 31) / 32) * 64 * (size_t)numla_qlinear_amx_wide_pieces(w);
 }
-/* fp8 with AMX-BF16 TDPBF16PS (kernels/x86/qlinear_fp8_amx.c): the amx level when
- * numla_amx_usable(); other shapes run numla_qlinear_forward_avx512. */
-void numla_qlinear_forward_amx_fp8(const numla_qlinear_weight *w, int64_t m, const float *x,
+/* fp8 and int8-row with AMX-BF16 TDPBF16PS, weights widened to bf16 per tile
+ * (kernels/x86/qlinear_wide_amx.c): the amx level when numla_amx_usable(); other shapes run
+ * numla_qlinear_forward_avx512. */
+void numla_qlinear_forward_amx_wide(const numla_qlinear_weight *w, int64_t m, const float *x,
                                    int64_t ldx, float *y, int64_t ldy, int accumulate,
                                    void *workspace);
 

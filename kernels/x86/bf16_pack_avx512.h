@@ -20,4 +20,18 @@ numla_x86_split_bf16(__m512 x0, __m512 x1, __m512i *hi, __m512i *lo)
     *lo = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
 }
 
+/* 32 fp32 values (x0: the first 16, x1: the next 16) as hi + mid + lo, three bf16 rows (32
+ * each): hi = bf16(x), mid = bf16(x - hi), lo = bf16(x - hi - mid), each difference exact in
+ * fp32, so |x - hi - mid - lo| <= 2^-26 |x| (round to nearest even throughout; 0 unless lo's
+ * rounding drops bits: x keeps 24 significant bits, as many as fp32 has). */
+static inline __attribute__((always_inline)) void
+numla_x86_split3_bf16(__m512 x0, __m512 x1, __m512i *hi, __m512i *mid, __m512i *lo)
+{
+    const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0);
+    const __m512 r0 = _mm512_sub_ps(x0, _mm512_cvtpbh_ps((__m256bh)_mm512_castsi512_si256((__m512i)h)));
+    const __m512 r1 = _mm512_sub_ps(x1, _mm512_cvtpbh_ps((__m256bh)_mm512_extracti64x4_epi64((__m512i)h, 1)));
+    *hi = (__m512i)h;
+    numla_x86_split_bf16(r0, r1, mid, lo);
+}
+
 #endif

@@ -9,7 +9,8 @@
  *     wrap-around, and partial tile shapes;
  *   - kernels: each AMX kernel file's real build (numla_kernels) and its build over the emulator
  *     (numla_amx_emulated, tests/CMakeLists.txt) on the same inputs, bit for bit: the bf16 GEMM
- *     (linear_amx.c), W8A8 (qlinear_amx.c), fp8 (qlinear_fp8_amx.c), every block encoding in
+ *     (linear_amx.c), W8A8 (qlinear_amx.c), fp8 and int8-row (qlinear_wide_amx.c, int8-row's
+ *     few-row AVX-512 path with the tiles' arithmetic included), every block encoding in
  *     both layouts (qblock_panel_amx.c), the MLA decode kernel's Q·K and P·V
  *     (mla_attn_amx.c) and MHA prefill's scores and P·V (mha_prefill_amx.c).
  * What the comparison found is docs/design.md §4 ("AMX on the hardware and in the emulator"). */
@@ -41,7 +42,7 @@ void numla_linear_forward_amx_emulated(const numla_linear_weight *w, int64_t m, 
                                        float *y, int64_t ldy, int accumulate, void *workspace);
 void numla_qlinear_forward_amx_emulated(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
                                         float *y, int64_t ldy, int accumulate, void *workspace);
-void numla_qlinear_forward_amx_fp8_emulated(const numla_qlinear_weight *w, int64_t m, const float *x,
+void numla_qlinear_forward_amx_wide_emulated(const numla_qlinear_weight *w, int64_t m, const float *x,
                                             int64_t ldx, float *y, int64_t ldy, int accumulate,
                                             void *workspace);
 void numla_qblock_forward_amx_emulated(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
@@ -240,13 +241,13 @@ static void fp8_hw(const void *w, int64_t m, const float *x, int64_t ldx, float 
                    size_t wsb)
 {
     (void)wsb;
-    numla_qlinear_forward_amx_fp8(w, m, x, ldx, y, ldy, acc, ws);
+    numla_qlinear_forward_amx_wide(w, m, x, ldx, y, ldy, acc, ws);
 }
 static void fp8_emu(const void *w, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy, int acc, void *ws,
                     size_t wsb)
 {
     (void)wsb;
-    numla_qlinear_forward_amx_fp8_emulated(w, m, x, ldx, y, ldy, acc, ws);
+    numla_qlinear_forward_amx_wide_emulated(w, m, x, ldx, y, ldy, acc, ws);
 }
 static void qblock_hw(const void *w, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy, int acc, void *ws,
                       size_t wsb)
@@ -331,20 +332,22 @@ static int qlinear_case(numla_qlinear_format fmt, int64_t m, int64_t n, int64_t 
     void *packed = aligned_alloc(64, numla_qlinear_align64(numla_qlinear_packed_size(fmt, n, k)));
     numla_qlinear_weight w;
     CU_ASSERT_FATAL(packed && numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
-    const int fp8 = fmt == NUMLA_QLINEAR_FP8_BLOCK;
-    CU_ASSERT(fp8 ? numla_qlinear_amx_fp8_applies(&w, m) : numla_qlinear_amx_applies(&w, m));
+    const int wide = fmt != NUMLA_QLINEAR_INT8_W8A8; /* fp8, int8-row: qlinear_wide_amx.c */
+    CU_ASSERT(wide ? numla_qlinear_amx_wide_applies(&w, m) : numla_qlinear_amx_applies(&w, m));
     const size_t ws = numla_qlinear_workspace_size(&w, m, 2);
     int bad = 0;
     for (int acc = 0; acc < 2; acc++)
-        bad += compare_gemm(fp8 ? "fp8 qlinear_fp8_amx" : "W8A8 qlinear_amx", fp8 ? fp8_hw : w8a8_hw,
-                            fp8 ? fp8_emu : w8a8_emu, &w, m, n, k, acc, ws, rng);
+        bad += compare_gemm(fmt == NUMLA_QLINEAR_FP8_BLOCK  ? "fp8 qlinear_wide_amx"
+                            : fmt == NUMLA_QLINEAR_INT8_ROW ? "int8-row qlinear_wide_amx"
+                                                            : "W8A8 qlinear_amx",
+                            wide ? fp8_hw : w8a8_hw, wide ? fp8_emu : w8a8_emu, &w, m, n, k, acc, ws, rng);
     free(packed);
     free(data);
     free(scales);
     return bad;
 }
 
-static void test_qlinear_fp8(void)
+static void test_qlinear_wide(void)
 {
     if (!runnable(0))
         return;
@@ -354,6 +357,10 @@ static void test_qlinear_fp8(void)
     bad += qlinear_case(NUMLA_QLINEAR_FP8_BLOCK, 77, 300, 400, 0, &rng);
     bad += qlinear_case(NUMLA_QLINEAR_FP8_BLOCK, 100, 40, 3000, 192, &rng);
     bad += qlinear_case(NUMLA_QLINEAR_FP8_BLOCK, 300, 24, 200, 120, &rng);
+    /* int8-row: the tiles' arithmetic in AVX-512 below 4 rows, the tiles from 4 */
+    bad += qlinear_case(NUMLA_QLINEAR_INT8_ROW, 1, 520, 520, 0, &rng);
+    bad += qlinear_case(NUMLA_QLINEAR_INT8_ROW, 3, 272, 1000, 0, &rng);
+    bad += qlinear_case(NUMLA_QLINEAR_INT8_ROW, 40, 520, 520, 0, &rng);
     CU_ASSERT_EQUAL(bad, 0);
 }
 
@@ -557,5 +564,5 @@ static void test_mha(void)
 }
 
 NUMLA_TEST_SUITE(amx_hardware, NULL, NULL, NUMLA_TEST(test_instructions_bf16), NUMLA_TEST(test_instructions_int8),
-                 NUMLA_TEST(test_linear_bf16), NUMLA_TEST(test_qlinear_fp8), NUMLA_TEST(test_qlinear_w8a8),
+                 NUMLA_TEST(test_linear_bf16), NUMLA_TEST(test_qlinear_wide), NUMLA_TEST(test_qlinear_w8a8),
                  NUMLA_TEST(test_qblock), NUMLA_TEST(test_mla), NUMLA_TEST(test_mha))

@@ -1,4 +1,4 @@
-/* Tests for the fp8-block linear on AMX-BF16 tiles (kernels/x86/qlinear_fp8_amx.c) on a CPU
+/* Tests for the fp8-block linear on AMX-BF16 tiles (kernels/x86/qlinear_wide_amx.c) on a CPU
  * without AMX: the kernel is built against the tile emulator (tests/support/amx_emulate.h;
  * tests/CMakeLists.txt makes numla_amx_emulated) and its y is checked against a
  * double-precision product with the dequantized weights, within the kernel's stated bound
@@ -20,7 +20,7 @@
 #include "kernels/qlinear_internal.h"
 #include "kernels/x86/amx.h"
 
-void numla_qlinear_forward_amx_fp8_emulated(const numla_qlinear_weight *w, int64_t m, const float *x,
+void numla_qlinear_forward_amx_wide_emulated(const numla_qlinear_weight *w, int64_t m, const float *x,
                                             int64_t ldx, float *y, int64_t ldy, int accumulate,
                                             void *workspace);
 
@@ -158,13 +158,13 @@ static void run_emulated(const numla_qlinear_weight *w, int64_t m, const float *
                          float *y, int64_t ldy, int accumulate, int threads, long *took)
 {
     const size_t ws = numla_qlinear_workspace_size(w, m, 2);
-    CU_ASSERT(ws >= (numla_qlinear_amx_fp8_applies(w, m) ? 64 + numla_qlinear_amx_fp8_ws_bytes(w, m) : 0));
+    CU_ASSERT(ws >= (numla_qlinear_amx_wide_applies(w, m) ? 64 + numla_qlinear_amx_wide_ws_bytes(w, m) : 0));
     unsigned char *wsbuf = malloc(ws + 1); /* misaligned on purpose: the kernel aligns */
     CU_ASSERT_FATAL(wsbuf != NULL);
     const int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
     const long ops = numla_amx_emu_dp_ops;
-    numla_qlinear_forward_amx_fp8_emulated(w, m, x, ldx, y, ldy, accumulate, ws ? wsbuf + 1 : NULL);
+    numla_qlinear_forward_amx_wide_emulated(w, m, x, ldx, y, ldy, accumulate, ws ? wsbuf + 1 : NULL);
     *took = numla_amx_emu_dp_ops - ops;
     omp_set_num_threads(saved);
     free(wsbuf);
@@ -209,7 +209,7 @@ static int run_case(int64_t m, int64_t n, int64_t k, int64_t row0, int accumulat
     int bad = 0;
     /* every (16-row weight block, 16-row x block, 32-k tile) twice (hi, lo); none on the
      * fallback */
-    const long want_ops = numla_qlinear_amx_fp8_applies(&w, m)
+    const long want_ops = numla_qlinear_amx_wide_applies(&w, m)
                               ? (long)((n + 15) / 16) * (long)((m + 15) / 16) * (long)((k + 31) / 32) * 2
                               : 0;
     if (took1 != want_ops || took2 != want_ops) {
@@ -291,8 +291,8 @@ static void test_edges_chunks_and_fallback(void)
 {
     if (!runnable())
         return;
-    CU_ASSERT(numla_qlinear_amx_fp8_chunk(&(numla_qlinear_weight){.k = 3000}) < 100);
-    CU_ASSERT(numla_qlinear_amx_fp8_chunk(&(numla_qlinear_weight){.k = 300}) < 300);
+    CU_ASSERT(numla_qlinear_amx_wide_chunk(&(numla_qlinear_weight){.k = 3000}) < 100);
+    CU_ASSERT(numla_qlinear_amx_wide_chunk(&(numla_qlinear_weight){.k = 300}) < 300);
     int bad = 0;
     for (int acc = 0; acc < 2; acc++) {
         const uint64_t s = 900 + 10 * (uint64_t)acc;
@@ -306,6 +306,84 @@ static void test_edges_chunks_and_fallback(void)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* int8-row on the same tiles (x in three bf16 pieces), emulated: against the dequantized
+ * product in double within the three-piece bound (kernels/qlinear.h), and a row's bits the same
+ * in calls of 1, 2 and 3 rows (the AVX-512 rows path with the tiles' arithmetic) and of 5 and
+ * 40 rows (the tiles), accumulate on and off, N and K off the tile sizes. */
+static void test_int8_row(void)
+{
+    if (!runnable())
+        return;
+    /* N, K: from NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS weights; a partial last block and k tile */
+    const int64_t shapes[][2] = {{520, 520}, {272, 1000}};
+    CU_ASSERT(520 * 520 >= NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS && 272 * 1000 >= NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS);
+    int bad = 0;
+    uint64_t seed = 515;
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+        for (int acc = 0; acc < 2; acc++) {
+            const int64_t n = shapes[sh][0], k = shapes[sh][1], M = 40, ldx = k + 3, ldy = n + 5;
+            numla_test_rng rng = {seed++};
+            int8_t *wq = malloc((size_t)(n * k));
+            float *sc = malloc((size_t)n * sizeof *sc), *x = malloc((size_t)(M * ldx) * sizeof *x);
+            float *y0 = malloc((size_t)(M * ldy) * sizeof *y0), *ya = malloc((size_t)(M * ldy) * sizeof *ya);
+            float *yb = malloc((size_t)(M * ldy) * sizeof *yb);
+            CU_ASSERT_FATAL(wq && sc && x && y0 && ya && yb);
+            for (int64_t i = 0; i < n * k; i++)
+                wq[i] = (int8_t)numla_test_rng_u64(&rng);
+            for (int64_t i = 0; i < n; i++)
+                sc[i] = 1e-2f * (float)pow(10.0, numla_test_rng_uniform(&rng, -1.0, 1.0));
+            for (int64_t i = 0; i < M * ldx; i++)
+                x[i] = (float)numla_test_rng_normal(&rng) * (i % 7 == 0 ? 10.0f : 1.0f);
+            for (int64_t i = 0; i < M * ldy; i++)
+                y0[i] = (float)numla_test_rng_normal(&rng);
+            numla_qlinear_source src = {NUMLA_QLINEAR_INT8_ROW, n, k, 0, 0, wq, k, sc, n, 1};
+            void *packed = aligned_alloc(64, numla_qlinear_align64(numla_qlinear_packed_size(src.fmt, n, k)));
+            numla_qlinear_weight w;
+            CU_ASSERT_FATAL(packed && numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
+            const size_t ws = numla_qlinear_workspace_size(&w, M, 2);
+            unsigned char *wsbuf = malloc(ws + 1);
+            CU_ASSERT_FATAL(wsbuf != NULL);
+            memcpy(ya, y0, (size_t)(M * ldy) * sizeof *ya);
+            memcpy(yb, y0, (size_t)(M * ldy) * sizeof *yb);
+            long ops = numla_amx_emu_dp_ops;
+            numla_qlinear_forward_amx_wide_emulated(&w, M, x, ldx, ya, ldy, acc, wsbuf + 1);
+            CU_ASSERT(numla_amx_emu_dp_ops - ops == (long)((n + 15) / 16) * ((M + 15) / 16) * ((k + 31) / 32) * 3);
+            /* rows in calls of 1, 2, 3 (no tiles) and 5 (tiles) */
+            const int64_t parts[] = {1, 2, 3, 5, 1, 3, 2, 5};
+            ops = numla_amx_emu_dp_ops;
+            for (int64_t i0 = 0, p = 0; i0 < M; i0 += parts[p % 8], p++) {
+                const int64_t rows = i0 + parts[p % 8] <= M ? parts[p % 8] : M - i0;
+                numla_qlinear_forward_amx_wide_emulated(&w, rows, x + i0 * ldx, ldx, yb + i0 * ldy, ldy, acc, wsbuf + 1);
+            }
+            CU_ASSERT(numla_amx_emu_dp_ops > ops); /* the 5-row calls took the tiles */
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t r = 0; r < n; r++) {
+                    double want = acc ? y0[i * ldy + r] : 0.0, mag = fabs(want);
+                    for (int64_t c = 0; c < k; c++) {
+                        const double v = (double)wq[r * k + c] * sc[r] * x[i * ldx + c];
+                        want += v;
+                        mag += fabs(v);
+                    }
+                    const double u = ldexp(1, -24);
+                    const double tol = (ldexp(1, -26) + (3.0 * (k < 128 ? k : 128) + k / 128.0 + 4) * u) * mag + u * fabs(want);
+                    const float got = ya[i * ldy + r];
+                    if ((fabs(got - want) > tol || memcmp(&got, &yb[i * ldy + r], sizeof got) != 0) && bad++ == 0)
+                        fprintf(stderr, "\n    int8-row N=%lld K=%lld acc=%d: y[%lld][%lld] = %.9g in one call, %.9g in "
+                                "small ones, exact %.9g (tolerance %.3g)\n", (long long)n, (long long)k, acc,
+                                (long long)i, (long long)r, (double)got, (double)yb[i * ldy + r], want, tol);
+                }
+            free(wsbuf);
+            free(packed);
+            free(wq);
+            free(sc);
+            free(x);
+            free(y0);
+            free(ya);
+            free(yb);
+        }
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
 /* The amx level runs this variant for fp8 exactly when the tiles may run. */
 static void test_dispatch(void)
 {
@@ -314,9 +392,11 @@ static void test_dispatch(void)
                     numla_amx_usable()             ? NUMLA_ISA_AMX
                     : numla_qlinear_vbmi_usable() ? NUMLA_ISA_AVX512BF16
                                                   : NUMLA_ISA_AVX512);
-    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_INT8_ROW, NUMLA_ISA_AMX), NUMLA_ISA_AVX512);
+    /* int8-row: the same tiles where the CPU has them */
+    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_INT8_ROW, NUMLA_ISA_AMX),
+                    numla_amx_usable() ? NUMLA_ISA_AMX : NUMLA_ISA_AVX512);
 }
 
 NUMLA_TEST_SUITE(qlinear_fp8_amx_emu, NULL, NULL, NUMLA_TEST(test_emulator_bf16_hand),
                  NUMLA_TEST(test_matches_dequantized), NUMLA_TEST(test_edges_chunks_and_fallback),
-                 NUMLA_TEST(test_dispatch))
+                 NUMLA_TEST(test_dispatch), NUMLA_TEST(test_int8_row))

@@ -242,10 +242,11 @@ static void check_kvb(int fp8)
     for (int i = 0; i < ni; i++) {
         CU_ASSERT_EQUAL_FATAL(kq_logits(d, isas[i], 1, b, V), 0);
         const double mx = fmax(1.0, kq_max_abs(b, (size_t)(KQ_ROWS * V)));
-        /* fp32-class kernels: 1e-4. fp8 on AMX tiles (the prefill's W_UK / W_UV products, from
-         * 16 rows) multiplies split-bf16 x, |x - hi - lo| <= 2^-17 |x| (kernels/qlinear.h): each
-         * product is good to about 2^-18 of |y| instead of fp32's 2^-23, 1.1e-4 on these logits;
-         * a wrong scale block, k tile or dropped lo half is off by more than 1e-2. */
+        /* fp32-class kernels: 1e-4 (int8-row on AMX tiles splits x into three bf16 pieces: fp32
+         * class too). fp8 on AMX tiles (the prefill's W_UK / W_UV products, from 16 rows)
+         * splits x into two, |x - hi - lo| <= 2^-17 |x| (kernels/qlinear.h): each product is
+         * good to about 2^-18 of |y| instead of fp32's 2^-23, 1.1e-4 on these logits; a wrong
+         * scale block, k tile or dropped lo half is off by more than 1e-2. */
         const double tol = fp8 && numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, isas[i]) == NUMLA_ISA_AMX ? 5e-4 : 1e-4;
         for (int R = 1; R <= 2; R++) {
             CU_ASSERT_EQUAL_FATAL(kq_logits(q, isas[i], R, a, V), 0);
