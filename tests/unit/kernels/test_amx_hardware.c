@@ -213,52 +213,27 @@ static float *rand_x(numla_test_rng *rng, int64_t count)
 typedef void (*linear_like_fn)(const void *w, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy,
                                int acc, void *ws, size_t ws_bytes);
 
-static void bf16_hw(const void *w, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy, int acc, void *ws,
-                    size_t wsb)
-{
-    (void)wsb;
-    numla_linear_forward_amx(w, m, x, ldx, y, ldy, acc, ws);
-}
-static void bf16_emu(const void *w, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy, int acc, void *ws,
-                     size_t wsb)
-{
-    (void)wsb;
-    numla_linear_forward_amx_emulated(w, m, x, ldx, y, ldy, acc, ws);
-}
-static void w8a8_hw(const void *w, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy, int acc, void *ws,
-                    size_t wsb)
-{
-    (void)wsb;
-    numla_qlinear_forward_amx(w, m, x, ldx, y, ldy, acc, ws);
-}
-static void w8a8_emu(const void *w, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy, int acc, void *ws,
-                     size_t wsb)
-{
-    (void)wsb;
-    numla_qlinear_forward_amx_emulated(w, m, x, ldx, y, ldy, acc, ws);
-}
-static void fp8_hw(const void *w, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy, int acc, void *ws,
-                   size_t wsb)
-{
-    (void)wsb;
-    numla_qlinear_forward_amx_wide(w, m, x, ldx, y, ldy, acc, ws);
-}
-static void fp8_emu(const void *w, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy, int acc, void *ws,
-                    size_t wsb)
-{
-    (void)wsb;
-    numla_qlinear_forward_amx_wide_emulated(w, m, x, ldx, y, ldy, acc, ws);
-}
-static void qblock_hw(const void *w, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy, int acc, void *ws,
-                      size_t wsb)
-{
-    numla_qblock_forward_amx(w, m, x, ldx, y, ldy, acc, ws, wsb);
-}
-static void qblock_emu(const void *w, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy, int acc,
-                       void *ws, size_t wsb)
-{
-    numla_qblock_forward_amx_emulated(w, m, x, ldx, y, ldy, acc, ws, wsb);
-}
+/* An entry point's real build (fn) and its emulated twin (fn##_emulated) as two
+ * linear_like_fn: NAME_hw and NAME_emu. WS: how the entry takes its workspace. */
+#define AMX_PAIR(NAME, fn, WS)                                                                                       \
+    static void NAME##_hw(const void *w, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy, int acc,      \
+                          void *ws, size_t wsb)                                                                      \
+    {                                                                                                                \
+        (void)wsb;                                                                                                   \
+        fn(w, m, x, ldx, y, ldy, acc, WS);                                                                           \
+    }                                                                                                                \
+    static void NAME##_emu(const void *w, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy, int acc,     \
+                           void *ws, size_t wsb)                                                                     \
+    {                                                                                                                \
+        (void)wsb;                                                                                                   \
+        fn##_emulated(w, m, x, ldx, y, ldy, acc, WS);                                                                \
+    }
+#define AMX_WS ws
+#define AMX_WS_BYTES ws, wsb
+AMX_PAIR(bf16, numla_linear_forward_amx, AMX_WS)
+AMX_PAIR(w8a8, numla_qlinear_forward_amx, AMX_WS)
+AMX_PAIR(wide, numla_qlinear_forward_amx_wide, AMX_WS)
+AMX_PAIR(qblock, numla_qblock_forward_amx, AMX_WS_BYTES)
 
 /* One GEMM shape through both builds: M rows of x (row stride k + 3) into y (row stride n + 5),
  * accumulate on or off, on 2 threads. Returns 1 on any differing bit. */
@@ -340,7 +315,7 @@ static int qlinear_case(numla_qlinear_format fmt, int64_t m, int64_t n, int64_t 
         bad += compare_gemm(fmt == NUMLA_QLINEAR_FP8_BLOCK  ? "fp8 qlinear_wide_amx"
                             : fmt == NUMLA_QLINEAR_INT8_ROW ? "int8-row qlinear_wide_amx"
                                                             : "W8A8 qlinear_amx",
-                            wide ? fp8_hw : w8a8_hw, wide ? fp8_emu : w8a8_emu, &w, m, n, k, acc, ws, rng);
+                            wide ? wide_hw : w8a8_hw, wide ? wide_emu : w8a8_emu, &w, m, n, k, acc, ws, rng);
     free(packed);
     free(data);
     free(scales);
