@@ -290,7 +290,9 @@ static void numla_qlinear_wide_amx_range_(const numla_qlinear_weight *w, const u
  * tile and piece of x, two fp32 chains as TDPBF16PS keeps them (even k, odd k; one FMA a step,
  * round to nearest even) added into C, C summed over the 128-k block's tiles and pieces in the
  * tile path's order and scaled into the row sums the same way, with MXCSR's DAZ and FTZ as the
- * tiles read and write (kernels/x86/amx.h; docs/design.md §4.3). The weights come straight from
+ * tiles read and write (kernels/x86/amx.h; docs/design.md §4.3). DAZ/FTZ stay on for the
+ * scaling and the output add too, which the tile path does without: the bits differ only where
+ * a row sum or an output falls below 2^-126. The weights come straight from
  * memory: 16 rows x 64 bytes transposed into 16 vectors of 4-byte groups, so each weight is
  * loaded once; it reads no tile and runs on any thread of the team. xp: per x row, its three
  * pieces as fp32, (m, 3, ks · 32) with zeros past K. */
