@@ -36,17 +36,23 @@ numla_status numla_launch_plan_make(const numla_topo *t, const numla_launch_opts
     if (nc == 0)
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "topology (%s) has no NUMA node with cores",
                    t->source);
-    int R = o->ranks > 0 ? o->ranks : nc;
+    const int H = o->hosts > 1 ? o->hosts : 1;
+    if (o->hosts < 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "hosts (%d) must be >= 0", o->hosts);
+    if (o->ranks % H)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "%d ranks over %d hosts: the rank count must be a "
+                   "multiple of the host count (every host gets the same plan)", o->ranks, H);
+    int R = o->ranks > 0 ? o->ranks / H : nc; /* ranks of one host */
     if (R > nc && !o->oversubscribe)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
-                   "%d ranks requested but the machine (%s) has only %d NUMA node%s with cores "
+                   "%d ranks%s requested but the machine (%s) has only %d NUMA node%s with cores "
                    "(one rank per node); use fewer ranks or --oversubscribe",
-                   R, t->source, nc, nc == 1 ? "" : "s");
+                   R, H > 1 ? " per host" : "", t->source, nc, nc == 1 ? "" : "s");
 
     int *slots = malloc((size_t)nc * sizeof *slots);
     numla_launch_plan *p = calloc(1, sizeof *p);
     if (p)
-        p->ranks = calloc((size_t)R, sizeof *p->ranks);
+        p->ranks = calloc((size_t)R * (size_t)H, sizeof *p->ranks);
     if (!slots || !p || !p->ranks) {
         free(slots);
         if (p)
@@ -54,7 +60,9 @@ numla_status numla_launch_plan_make(const numla_topo *t, const numla_launch_opts
         free(p);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "plan: out of memory");
     }
-    p->num_ranks = R;
+    p->num_ranks = R; /* the first host's; the others are copies (below) */
+    p->num_hosts = H;
+    p->ranks_per_host = R;
     p->opts = *o;
     for (int i = 0, k = 0; i < t->num_nodes; i++)
         if (t->nodes[i].num_cores > 0)
@@ -113,6 +121,19 @@ numla_status numla_launch_plan_make(const numla_topo *t, const numla_launch_opts
             p->threads_per_rank = rk->threads;
         if (r > 0 && (rk->num_cores != p->ranks[0].num_cores || rk->threads != p->ranks[0].threads))
             p->uniform = 0;
+    }
+    /* Every other host runs the same plan (each is assumed to have this topology). */
+    for (int r = R; r < R * H; r++) {
+        numla_launch_rank *rk = &p->ranks[r];
+        *rk = p->ranks[r % R];
+        rk->cpus = malloc((size_t)(rk->num_cpus ? rk->num_cpus : 1) * sizeof *rk->cpus);
+        if (!rk->cpus) {
+            s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                "plan: out of memory");
+            goto fail;
+        }
+        memcpy(rk->cpus, p->ranks[r % R].cpus, (size_t)rk->num_cpus * sizeof *rk->cpus);
+        p->num_ranks = r + 1;
     }
     free(slots);
     *out = p;
@@ -203,13 +224,35 @@ numla_status numla_launch_plan_mpirun(const numla_launch_plan *p,
 {
     if (!p || !mo || !mo->exe || !out_argv || !out_argc || (argc && !argv))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_launch_plan_mpirun: NULL argument");
-    enum { MAX_OWN = 24, WORD = 64 };
+    if (mo->hosts && mo->num_hosts != p->num_hosts)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "mpirun line: %d host names for a plan over %d hosts",
+                   mo->num_hosts, p->num_hosts);
+    if (!mo->hosts && p->num_hosts > 1)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "mpirun line: a plan over %d hosts needs their names",
+                   p->num_hosts);
+    enum { MAX_OWN = 26, WORD = 64 };
     char own[MAX_OWN][WORD];
+    const char *word[MAX_OWN]; /* own[i], or the host list (longer than a WORD) */
+    char *host_arg = NULL;
     int n = 0;
-#define NUMLA_PLAN_ARG(...) snprintf(own[n++], WORD, __VA_ARGS__)
+#define NUMLA_PLAN_ARG(...) (word[n] = own[n], snprintf(own[n++], WORD, __VA_ARGS__))
     NUMLA_PLAN_ARG("%s", mo->mpirun ? mo->mpirun : "mpirun");
     NUMLA_PLAN_ARG("-n");
     NUMLA_PLAN_ARG("%d", p->num_ranks);
+    if (mo->hosts) { /* --host h1:K,h2:K: K slots on each, the ranks of one host's plan */
+        size_t len = 1;
+        for (int h = 0; h < mo->num_hosts; h++)
+            len += strlen(mo->hosts[h]) + 16;
+        host_arg = malloc(len);
+        if (!host_arg)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "mpirun line: out of memory");
+        size_t used = 0;
+        for (int h = 0; h < mo->num_hosts; h++)
+            used += (size_t)snprintf(host_arg + used, len - used, "%s%s:%d", h ? "," : "",
+                                     mo->hosts[h], p->ranks_per_host);
+        NUMLA_PLAN_ARG("--host");
+        word[n++] = host_arg;
+    }
     NUMLA_PLAN_ARG("--map-by");
     NUMLA_PLAN_ARG("ppr:%d:numa:PE=%d", p->ranks_per_node, p->cores_per_rank);
     NUMLA_PLAN_ARG("--bind-to");
@@ -220,7 +263,8 @@ numla_status numla_launch_plan_mpirun(const numla_launch_plan *p,
         NUMLA_PLAN_ARG("--allow-run-as-root");
     if (mo->report_bindings)
         NUMLA_PLAN_ARG("--report-bindings");
-    if (p->opts.threads_per_rank || p->opts.oversubscribe || p->opts.hyperthreads) {
+    if (p->opts.threads_per_rank || p->opts.oversubscribe || p->opts.hyperthreads ||
+        p->num_hosts > 1) {
         char plan[WORD - 16] = "";
         size_t used = 0;
         if (p->opts.threads_per_rank)
@@ -230,6 +274,9 @@ numla_status numla_launch_plan_mpirun(const numla_launch_plan *p,
             used += (size_t)snprintf(plan + used, sizeof plan - used, "oversubscribe=1,");
         if (p->opts.hyperthreads)
             used += (size_t)snprintf(plan + used, sizeof plan - used, "hyperthreads=1,");
+        if (p->num_hosts > 1)
+            used += (size_t)snprintf(plan + used, sizeof plan - used, "hosts=%d,",
+                                     p->num_hosts);
         plan[used - 1] = '\0'; /* drop the trailing comma */
         NUMLA_PLAN_ARG("-x");
         NUMLA_PLAN_ARG("NUMLA_PLAN=%s", plan);
@@ -251,22 +298,25 @@ numla_status numla_launch_plan_mpirun(const numla_launch_plan *p,
     int total = n + 1 + argc;
     size_t bytes = (size_t)(total + 1) * sizeof(char *);
     for (int i = 0; i < n; i++)
-        bytes += strlen(own[i]) + 1;
+        bytes += strlen(word[i]) + 1;
     bytes += strlen(mo->exe) + 1;
     for (int i = 0; i < argc; i++)
         bytes += strlen(argv[i]) + 1;
     char **v = malloc(bytes);
-    if (!v)
+    if (!v) {
+        free(host_arg);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "mpirun line: out of memory");
+    }
     char *dst = (char *)(v + total + 1);
     for (int i = 0; i < total; i++) {
-        const char *src = i < n ? own[i] : i == n ? mo->exe : argv[i - n - 1];
+        const char *src = i < n ? word[i] : i == n ? mo->exe : argv[i - n - 1];
         size_t len = strlen(src) + 1;
         memcpy(dst, src, len);
         v[i] = dst;
         dst += len;
     }
     v[total] = NULL;
+    free(host_arg);
     *out_argv = v;
     *out_argc = total;
     return NUMLA_STATUS_OK;
@@ -288,14 +338,110 @@ numla_status numla_launch_opts_from(const char *plan, int job_size, numla_launch
         long v = eq ? strtol(eq + 1, &end, 10) : -1;
         if (!eq || *end || v < 0)
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "NUMLA_PLAN='%s': bad item '%s' (expected "
-                       "threads=N, oversubscribe=0|1, hyperthreads=0|1)", plan, tok);
+                       "threads=N, oversubscribe=0|1, hyperthreads=0|1, hosts=N)", plan, tok);
         *eq = '\0';
         if (!strcmp(tok, "threads")) o->threads_per_rank = (int)v;
         else if (!strcmp(tok, "oversubscribe")) o->oversubscribe = v != 0;
         else if (!strcmp(tok, "hyperthreads")) o->hyperthreads = v != 0;
+        else if (!strcmp(tok, "hosts")) o->hosts = (int)v;
         else
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "NUMLA_PLAN='%s': unknown key '%s'", plan, tok);
     }
+    return NUMLA_STATUS_OK;
+}
+
+/* names[n] (each a malloc'd copy) into one NULL-terminated allocation. */
+static numla_status numla_plan_hosts_pack_(char **names, int n, char ***out_hosts, int *out_n)
+{
+    size_t bytes = (size_t)(n + 1) * sizeof(char *);
+    for (int i = 0; i < n; i++)
+        bytes += strlen(names[i]) + 1;
+    char **v = malloc(bytes);
+    if (!v)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "host list: out of memory");
+    char *dst = (char *)(v + n + 1);
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(names[i]) + 1;
+        memcpy(dst, names[i], len);
+        v[i] = dst;
+        dst += len;
+    }
+    v[n] = NULL;
+    *out_hosts = v;
+    *out_n = n;
+    return NUMLA_STATUS_OK;
+}
+
+/* Split text into host names: sep ',' (a list) or '\n' (a hostfile, first word of each line,
+ * '#' to the end of the line ignored). */
+static numla_status numla_plan_hosts_split_(const char *text, int hostfile, const char *what,
+                                            char ***out_hosts, int *out_n)
+{
+    if (!text || !out_hosts || !out_n)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "%s: NULL argument", what);
+    *out_hosts = NULL;
+    *out_n = 0;
+    char *buf = strdup(text);
+    size_t cap = strlen(text) / 2 + 2;
+    char **names = malloc(cap * sizeof *names);
+    numla_status s = NUMLA_STATUS_OK;
+    int n = 0, line = 0;
+    if (!buf || !names) {
+        s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                            "%s: out of memory", what);
+        goto done;
+    }
+    for (char *cur = buf; cur;) {
+        char *item = cur, *next = strchr(cur, hostfile ? '\n' : ',');
+        if (next)
+            *next++ = '\0';
+        cur = next;
+        line++;
+        if (hostfile) {
+            char *hash = strchr(item, '#');
+            if (hash)
+                *hash = '\0';
+            item += strspn(item, " \t\r");
+            item[strcspn(item, " \t\r")] = '\0';
+            if (!*item)
+                continue;
+        }
+        if (!*item || strchr(item, ':') || strchr(item, ' ')) {
+            s = numla_error_set(NUMLA_STATUS_INVALID_ARG, __FILE__, __LINE__, __func__,
+                                "%s: %s %d: bad host name '%s' (a name without ':slots'; "
+                                "--ranks-per-host says how many ranks each host gets)",
+                                what, hostfile ? "line" : "entry", line, item);
+            goto done;
+        }
+        for (int i = 0; i < n; i++)
+            if (!strcmp(names[i], item)) {
+                s = numla_error_set(NUMLA_STATUS_INVALID_ARG, __FILE__, __LINE__, __func__,
+                                    "%s: host '%s' is named twice (one entry per host)", what,
+                                    item);
+                goto done;
+            }
+        names[n++] = item;
+    }
+    if (n == 0)
+        s = numla_error_set(NUMLA_STATUS_INVALID_ARG, __FILE__, __LINE__, __func__,
+                            "%s: no host named", what);
+    else
+        s = numla_plan_hosts_pack_(names, n, out_hosts, out_n);
+done:
+    free(names);
+    free(buf);
+    return s;
+}
+
+numla_status numla_launch_hosts_parse(const char *list, char ***out_hosts, int *out_n)
+{
+    NUMLA_CHECK(numla_plan_hosts_split_(list, 0, "--hosts", out_hosts, out_n));
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_launch_hostfile_parse(const char *text, char ***out_hosts, int *out_n)
+{
+    NUMLA_CHECK(numla_plan_hosts_split_(text, 1, "hostfile", out_hosts, out_n));
     return NUMLA_STATUS_OK;
 }
 

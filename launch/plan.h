@@ -9,6 +9,10 @@
  *                   and ranks sharing a node split its cores (each gets at least one)
  *   threads         one per CPU of the rank; --threads-per-rank T fewer is allowed, more only
  *                   with oversubscribe
+ *   hosts H > 1     a job over H machines, each assumed to have this topology: ranks is the
+ *                   job's total (a multiple of H; auto: nodes x H), every host gets ranks / H
+ *                   ranks planned as above, and rank r runs on host r / (ranks / H) as local
+ *                   rank r % (ranks / H) (Open MPI's ppr mapping fills one host, then the next)
  */
 #ifndef NUMLA_LAUNCH_PLAN_H
 #define NUMLA_LAUNCH_PLAN_H
@@ -23,11 +27,12 @@ typedef struct numla_launch_opts {
     int threads_per_rank; /* 0: one per CPU of the rank */
     int oversubscribe;    /* allow more ranks than nodes / threads than CPUs */
     int hyperthreads;     /* bind to (and run threads on) every PU of each core */
+    int hosts;            /* machines the job spans (0 or 1: one); see the rules above */
 } numla_launch_opts;
 
 /* The options a rank needs to recompute the launcher's plan: plan, the value of NUMLA_PLAN
  * (set by the mpirun line when an option differs from the default:
- * "threads=4,oversubscribe=1,hyperthreads=1"; NULL or "": none), and job_size, the job size
+ * "threads=4,oversubscribe=1,hyperthreads=1,hosts=2"; NULL or "": none), and job_size, the job size
  * the launcher announced (> 0: the rank count; 0: unknown). Both are read from the environment
  * once, by the settings (engine/cli/settings.h), and passed here. Leaves fields neither
  * mentions alone. A malformed plan is NUMLA_STATUS_INVALID_ARG naming NUMLA_PLAN. Local. */
@@ -43,8 +48,10 @@ typedef struct numla_launch_rank {
 } numla_launch_rank;
 
 typedef struct numla_launch_plan {
-    int num_ranks;
-    numla_launch_rank *ranks; /* (num_ranks) rank r runs on ranks[r] */
+    int num_ranks;        /* the whole job's: num_hosts x ranks_per_host */
+    numla_launch_rank *ranks; /* (num_ranks) rank r runs on ranks[r] (of its own host) */
+    int num_hosts;        /* 1, or opts.hosts */
+    int ranks_per_host;   /* num_ranks / num_hosts; rank r is local rank r % ranks_per_host */
     int ranks_per_node;   /* most ranks on one node (1 unless oversubscribed) */
     int cores_per_rank;   /* fewest cores of any rank: the PE= of the mpirun line */
     int threads_per_rank; /* fewest threads of any rank: OMP_NUM_THREADS */
@@ -72,6 +79,8 @@ void numla_launch_plan_destroy(numla_launch_plan **p);
 
 typedef struct numla_launch_mpirun_opts {
     const char *mpirun;   /* launcher program; NULL: "mpirun" */
+    char *const *hosts;   /* (num_hosts) host names for --host; NULL: this machine only */
+    int num_hosts;        /* must equal the plan's num_hosts when hosts is set */
     const char *exe;      /* program each rank runs (the numla binary) */
     int as_root;          /* add --allow-run-as-root */
     int keep_omp_places;  /* OMP_PLACES/OMP_PROC_BIND already set by the user: pass them on */
@@ -83,10 +92,20 @@ typedef struct numla_launch_mpirun_opts {
  *   mpirun -n 4 --map-by ppr:1:numa:PE=16 --bind-to core -x OMP_NUM_THREADS=16
  *          -x OMP_PLACES=cores -x OMP_PROC_BIND=close <exe> <args...>
  * plus -x NUMLA_PLAN=... when the plan's options differ from the defaults, so every rank
- * recomputes the same plan (numla_launch_opts_from). Local. */
+ * recomputes the same plan (numla_launch_opts_from). With hosts, `--host h1:K,h2:K` (K ranks
+ * per host) follows -n. Local. */
 numla_status numla_launch_plan_mpirun(const numla_launch_plan *p,
                                       const numla_launch_mpirun_opts *mo, int argc,
                                       char *const *argv, char ***out_argv, int *out_argc);
+
+/* Host names from a comma-separated list ("h1,h2,h3"; a name may not be empty, repeat or carry a
+ * ":slots" suffix: --ranks-per-host says how many ranks each gets) or from the text of an Open
+ * MPI hostfile (one host per line, "name [slots=N] [max_slots=N]", '#' comments, blank lines;
+ * the slot counts are ignored for the same reason). *out_hosts is a NULL-terminated array of
+ * strings in one allocation (free(*out_hosts) frees all), *out_n its length (>= 1). Errors name
+ * the bad entry (and line). Local. */
+numla_status numla_launch_hosts_parse(const char *list, char ***out_hosts, int *out_n);
+numla_status numla_launch_hostfile_parse(const char *text, char ***out_hosts, int *out_n);
 
 /* Join argv into one shell-quoted line (words quoted only when needed). Returns a malloc'd
  * string or NULL on out of memory. */

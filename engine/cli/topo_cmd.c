@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/strbuf.h"
 #include "engine/cli/cli.h"
 #include "engine/cli/settings.h"
 #include "launch/bind.h"
@@ -20,6 +21,7 @@
 static const char numla_topo_usage_[] =
     "usage: numla topo [--json] [--ranks auto|N] [--threads-per-rank N] [--oversubscribe]\n"
     "                  [--hyperthreads] [--synthetic STR | --xml FILE] [--verbose]\n"
+    "                  [--hosts H1,H2,... | --hostfile FILE] [--ranks-per-host N]\n"
     "       numla topo --plan-mpirun [--print0] [--exe PATH] [--mpirun PATH] [plan options]\n"
     "                  [-- numla arguments]\n"
     "       numla topo --bind-check [--strict-memory] [plan options]\n"
@@ -27,7 +29,35 @@ static const char numla_topo_usage_[] =
     "  --plan-mpirun  print the mpirun line for the plan (--print0: NUL-separated argv)\n"
     "  --bind-check   apply this rank's part of the plan (rank from OMPI_COMM_WORLD_RANK,\n"
     "                 PMI_RANK or SLURM_PROCID) and report what the process really got\n"
+    "  --hosts, --hostfile  plan a job over these machines, each assumed to have this one's\n"
+    "                 topology: --ranks is the job's total, --ranks-per-host each host's\n"
+    "                 (default: one per NUMA node with cores); mpirun gets --host H1:K,H2:K\n"
     "HWLOC_XMLFILE / HWLOC_SYNTHETIC select another machine, as --xml / --synthetic do.\n";
+
+/* Read an Open MPI hostfile into host names (numla_launch_hostfile_parse). */
+static numla_status numla_topo_read_hostfile_(const char *path, char ***hosts, int *n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        NUMLA_FAIL(NUMLA_STATUS_IO, "--hostfile %s: cannot open", path);
+    numla_strbuf text = {0};
+    char chunk[4096];
+    size_t got;
+    numla_status s = NUMLA_STATUS_OK;
+    while (s == NUMLA_STATUS_OK && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
+        s = numla_strbuf_append(&text, chunk, got);
+    int err = ferror(f);
+    fclose(f);
+    if (s == NUMLA_STATUS_OK && err)
+        s = numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__,
+                            "--hostfile %s: read error", path);
+    if (s == NUMLA_STATUS_OK)
+        s = numla_launch_hostfile_parse(numla_strbuf_str(&text), hosts, n);
+    numla_strbuf_free(&text);
+    if (s != NUMLA_STATUS_OK)
+        numla_error_frame(__FILE__, __LINE__, __func__);
+    return s;
+}
 
 static void numla_topo_node_cpus_(const numla_topo_node *n, int *cpus, int *count)
 {
@@ -69,14 +99,23 @@ static void numla_topo_print_text_(const numla_topo *t, const numla_launch_plan 
     }
     if (!p)
         return;
-    printf("plan: %d rank%s%s\n", p->num_ranks, p->num_ranks == 1 ? "" : "s",
+    printf("plan: %d rank%s%s", p->num_ranks, p->num_ranks == 1 ? "" : "s",
            p->oversubscribed ? " (oversubscribed)" : "");
+    if (p->num_hosts > 1)
+        printf(" over %d hosts, %d per host (every host assumed to have this topology)",
+               p->num_hosts, p->ranks_per_host);
+    printf("\n");
     for (int r = 0; r < p->num_ranks; r++) {
         char list[512];
         const numla_launch_rank *rk = &p->ranks[r];
-        printf("  rank %d -> node %d: %d cores, cpus %s, %d threads\n", r, rk->node,
-               rk->num_cores, numla_topo_cpulist(rk->cpus, rk->num_cpus, list, sizeof list),
-               rk->threads);
+        if (p->num_hosts > 1)
+            printf("  rank %d -> host %d, node %d: %d cores, cpus %s, %d threads\n", r,
+                   r / p->ranks_per_host, rk->node, rk->num_cores,
+                   numla_topo_cpulist(rk->cpus, rk->num_cpus, list, sizeof list), rk->threads);
+        else
+            printf("  rank %d -> node %d: %d cores, cpus %s, %d threads\n", r, rk->node,
+                   rk->num_cores, numla_topo_cpulist(rk->cpus, rk->num_cpus, list, sizeof list),
+                   rk->threads);
     }
     if (!p->uniform)
         printf("  note: ranks differ in cores; mpirun gets PE=%d and OMP_NUM_THREADS=%d (the "
@@ -124,6 +163,8 @@ static int numla_topo_main(int argc, char **argv)
 {
     int json = 0, plan_mpirun = 0, print0 = 0, bind_check = 0, verbose = 0, strict = 0;
     const char *synthetic = NULL, *xml = NULL, *exe = NULL, *mpirun = NULL;
+    const char *hosts_list = NULL, *hostfile = NULL;
+    int ranks_per_host = 0;
     numla_launch_opts o = {0};
     numla_settings set;
     if (numla_settings_load(&set) != NUMLA_STATUS_OK) {
@@ -166,7 +207,17 @@ static int numla_topo_main(int argc, char **argv)
                         argv[i]);
                 return 2;
             }
-        } else if (!strcmp(a, "--synthetic") && more) synthetic = argv[++i];
+        } else if (!strcmp(a, "--ranks-per-host") && more) {
+            char *end;
+            ranks_per_host = (int)strtol(argv[++i], &end, 10);
+            if (*end || ranks_per_host <= 0) {
+                fprintf(stderr, "numla topo: --ranks-per-host '%s': expected a positive count\n",
+                        argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--hosts") && more) hosts_list = argv[++i];
+        else if (!strcmp(a, "--hostfile") && more) hostfile = argv[++i];
+        else if (!strcmp(a, "--synthetic") && more) synthetic = argv[++i];
         else if (!strcmp(a, "--xml") && more) xml = argv[++i];
         else if (!strcmp(a, "--exe") && more) exe = argv[++i];
         else if (!strcmp(a, "--mpirun") && more) mpirun = argv[++i];
@@ -177,6 +228,32 @@ static int numla_topo_main(int argc, char **argv)
             fprintf(stderr, "numla topo: unknown option '%s'\n%s", a, numla_topo_usage_);
             return 2;
         }
+    }
+
+    /* Several hosts: every one gets this machine's plan; --ranks is the job's total. */
+    char **hosts = NULL;
+    int num_hosts = 0;
+    if (hosts_list && hostfile) {
+        fprintf(stderr, "numla topo: --hosts and --hostfile: give one of them\n");
+        return 2;
+    }
+    if ((hosts_list && numla_launch_hosts_parse(hosts_list, &hosts, &num_hosts)) ||
+        (hostfile && numla_topo_read_hostfile_(hostfile, &hosts, &num_hosts))) {
+        fprintf(stderr, "numla topo: %s\n", numla_error_message());
+        return 2;
+    }
+    if (hosts)
+        o.hosts = num_hosts;
+    if (ranks_per_host) {
+        int h = num_hosts ? num_hosts : 1;
+        if (o.ranks && o.ranks != ranks_per_host * h) {
+            fprintf(stderr, "numla topo: --ranks %d and --ranks-per-host %d over %d host%s "
+                    "disagree (the total is ranks per host x hosts)\n", o.ranks, ranks_per_host,
+                    h, h == 1 ? "" : "s");
+            free(hosts);
+            return 2;
+        }
+        o.ranks = ranks_per_host * h;
     }
 
     if (!synthetic && !xml) {
@@ -193,6 +270,7 @@ static int numla_topo_main(int argc, char **argv)
     int rc = 0;
     if (numla_topo_load(synthetic, xml, &t) != NUMLA_STATUS_OK) {
         fprintf(stderr, "numla topo: %s\n", numla_error_message());
+        free(hosts);
         return 1;
     }
     int *cpus = malloc(((size_t)t->num_pus + 1) * sizeof *cpus);
@@ -213,6 +291,8 @@ static int numla_topo_main(int argc, char **argv)
             .as_root = geteuid() == 0,
             .keep_omp_places = getenv("OMP_PLACES") != NULL,
             .report_bindings = verbose,
+            .hosts = hosts,
+            .num_hosts = num_hosts,
         };
         char **mv = NULL;
         int mc = 0;
@@ -249,6 +329,7 @@ static int numla_topo_main(int argc, char **argv)
     free(line);
 
 done:
+    free(hosts);
     free(cpus);
     numla_launch_plan_destroy(&p);
     numla_topo_destroy(&t);
