@@ -12,14 +12,15 @@ declare -A may=(
   [kernels]="common kernels"
   [comm]="common comm"
   [launch]="common launch"
-  [engine/formats]="common engine/formats"
-  [engine/text]="common engine/text"
-  [engine/model]="common kernels engine/formats engine/model"
+  [engine/json]="common engine/json"
+  [engine/formats]="common engine/json engine/formats"
+  [engine/text]="common engine/json engine/text"
+  [engine/model]="common kernels engine/json engine/formats engine/model"
   [engine/parallel]="common kernels comm launch engine/formats engine/model engine/parallel"
   [engine/serving]="common kernels engine/model engine/text engine/serving"
-  [engine/synth]="common kernels engine/formats engine/text engine/synth"
+  [engine/synth]="common kernels engine/json engine/formats engine/text engine/synth"
   [engine/http]="common engine/model engine/text engine/serving engine/http"
-  [engine/cli]="common kernels comm launch engine/formats engine/text engine/model engine/parallel engine/serving engine/synth engine/http engine/cli"
+  [engine/cli]="common kernels comm launch engine/json engine/formats engine/text engine/model engine/parallel engine/serving engine/synth engine/http engine/cli"
 )
 bad=0 files=0
 for room in "${!may[@]}"; do

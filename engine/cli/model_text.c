@@ -46,6 +46,7 @@
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "engine/formats/gguf.h"
+#include "engine/json/model_json.h"
 #include "engine/model/config.h" /* numla_model_path_is_gguf */
 
 /* DeepSeek-V3's pre-tokenizer (tokenizer.json form). */
@@ -379,7 +380,9 @@ static void model_text_model_type(const char *model, char *out, size_t n)
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/config.json", model);
-    json_t *root = json_load_file(path, 0, NULL);
+    json_t *root = NULL;
+    if (numla_json_file_read(path, 0, &root) != NUMLA_STATUS_OK)
+        numla_error_clear(); /* the engine's config load reports it */
     const json_t *t = json_is_object(root) ? json_object_get(root, "model_type") : NULL;
     snprintf(out, n, "%s", json_is_string(t) ? json_string_value(t) : "");
     json_decref(root);

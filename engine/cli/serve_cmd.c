@@ -43,6 +43,7 @@
 #include "engine/http/metrics.h"
 #include "engine/http/serving_adapter.h"
 #include "engine/http/server.h"
+#include "engine/json/model_json.h"
 #include "engine/model/config.h"
 #include "engine/model/kv_cache.h"
 #include "engine/parallel/engine.h"
@@ -179,8 +180,9 @@ static numla_status serve_chat_load(serve_job *j)
         return numla_model_text_chat_template(o->e.model, o->chat_template, &j->chat);
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer_config.json", o->e.model);
-    json_error_t err;
-    json_t *cfg = json_load_file(path, 0, &err);
+    json_t *cfg = NULL;
+    if (numla_json_file_read(path, 0, &cfg) != NUMLA_STATUS_OK)
+        numla_error_clear(); /* absent or unreadable: no chat template (the tokenizer says why) */
     const int has = cfg && json_object_get(cfg, "chat_template") &&
                     !json_is_null(json_object_get(cfg, "chat_template"));
     json_decref(cfg);

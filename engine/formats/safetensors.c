@@ -11,6 +11,7 @@
 #include "engine/formats/safetensors.h"
 #include "engine/formats/safetensors_internal.h"
 #include "engine/formats/map_release.h"
+#include "engine/json/model_json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -420,15 +421,11 @@ static int numla_safetensors_shard_name_ok(const char *s)
 
 static numla_status numla_safetensors_open_sharded(numla_safetensors_model *m, const char *index_path)
 {
-    json_error_t jerr;
-    json_t *root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        if (access(index_path, R_OK) != 0)
-            NUMLA_FAIL(NUMLA_STATUS_IO, "safetensors: cannot read " P_ ": %s", index_path,
-                       strerror(errno));
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "safetensors: " P_ " is not valid JSON: %.200s (line %d)",
-                   index_path, jerr.text, jerr.line);
-    }
+    if (access(index_path, R_OK) != 0)
+        NUMLA_FAIL(NUMLA_STATUS_IO, "safetensors: cannot read " P_ ": %s", index_path,
+                   strerror(errno));
+    json_t *root = NULL;
+    NUMLA_CHECK(numla_json_file_read(index_path, JSON_REJECT_DUPLICATES, &root));
     numla_status s = NUMLA_STATUS_OK;
     char **shards = NULL;
     size_t nshards = 0;

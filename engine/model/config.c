@@ -1,5 +1,6 @@
 /* engine/model/config.c — config.json → numla_model_config (see config.h; docs/design.md §5). */
 #include "engine/model/config.h"
+#include "engine/json/model_json.h"
 #include "engine/model/config_internal.h"
 #include "engine/model/rope.h"
 
@@ -49,10 +50,14 @@ static numla_status cfg_int(const cfg_ctx *c, json_t *obj, const char *prefix,
     }
     int64_t x;
     if (json_is_real(v)) {
+        /* a real, or an integer beyond 64 bits that the reader turned into one (model_json.h) */
         double d = json_real_value(v);
-        if (d != floor(d) || fabs(d) > 9e15)
+        if (d != floor(d))
             NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s%s = %g is not an integer", c->src,
                        prefix, f->name, d);
+        if (fabs(d) > 9e15 || d < (double)f->min || d > (double)f->max)
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: field %s%s = %g is outside [%lld, %lld]", c->src,
+                       prefix, f->name, d, (long long)f->min, (long long)f->max);
         x = (int64_t)d;
     } else if (json_is_integer(v)) {
         x = (int64_t)json_integer_value(v);
@@ -715,11 +720,8 @@ numla_status numla_model_config_parse(const char *json_text, const char *source,
     if (!json_text || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_model_config_parse: NULL argument");
     cfg_ctx c = {source ? source : "config.json", NULL};
-    json_error_t err;
-    c.root = json_loads(json_text, JSON_REJECT_DUPLICATES, &err);
-    if (!c.root)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s:%d:%d: invalid JSON: %s", c.src, err.line, err.column,
-                   err.text);
+    NUMLA_CHECK(numla_json_text_parse(json_text, strlen(json_text), JSON_REJECT_DUPLICATES, c.src,
+                                      &c.root));
     numla_model_config tmp;
     memset(&tmp, 0, sizeof tmp);
     numla_status s = parse_root(&c, c.root, &tmp);

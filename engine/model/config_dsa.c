@@ -1,6 +1,7 @@
 /* engine/model/config_dsa.c — parse the DSA fields of config.json (config_dsa.h). */
 #include "engine/model/config_dsa.h"
 #include "engine/model/config.h"
+#include "engine/json/model_json.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -159,11 +160,9 @@ numla_status numla_dsa_config_parse(const char *json_text, const char *source,
     if (!json_text || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_dsa_config_parse: NULL argument");
     const char *src = source ? source : "config.json";
-    json_error_t err;
-    json_t *root = json_loads(json_text, JSON_REJECT_DUPLICATES, &err);
-    if (!root)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s:%d:%d: invalid JSON: %s", src, err.line, err.column,
-                   err.text);
+    json_t *root = NULL;
+    NUMLA_CHECK(numla_json_text_parse(json_text, strlen(json_text), JSON_REJECT_DUPLICATES, src,
+                                      &root));
     numla_status s = numla_dsa_config_from_json(root, src, out);
     json_decref(root);
     if (s != NUMLA_STATUS_OK) {

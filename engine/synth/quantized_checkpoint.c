@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "engine/synth/quantized_checkpoint.h"
 
+#include "engine/json/model_json.h"
 #include "kernels/quant.h"
 
 #include <dirent.h>
@@ -290,11 +291,11 @@ numla_status numla_qckpt_quantize_model(const char *model_dir, const char *out_d
                    out_dir);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", model_dir);
-    json_error_t jerr;
-    json_t *cfg = json_load_file(path, 0, &jerr);
-    if (!cfg || !json_is_object(cfg)) {
+    json_t *cfg = NULL;
+    NUMLA_CHECK(numla_json_file_read(path, 0, &cfg));
+    if (!json_is_object(cfg)) {
         json_decref(cfg);
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "quantize: %s: %s", path, cfg ? "not an object" : jerr.text);
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "quantize: %s: not an object", path);
     }
     if (json_object_get(cfg, "quantization_config")) {
         json_decref(cfg);

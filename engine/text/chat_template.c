@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/strbuf.h"
+#include "engine/json/model_json.h"
 #include "engine/text/chat_template_internal.h"
 
 static const char numla_tmpl_v2[] =
@@ -541,12 +542,10 @@ numla_status numla_chat_template_load_json(const char *json, const char *force_n
     *out = NULL;
     json_t *cfg = NULL;
     if (json) {
-        json_error_t err;
-        cfg = json_loads(json, 0, &err);
-        if (!cfg || !json_is_object(cfg)) {
+        NUMLA_CHECK(numla_json_text_parse(json, strlen(json), 0, "tokenizer_config.json", &cfg));
+        if (!json_is_object(cfg)) {
             json_decref(cfg);
-            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "tokenizer_config.json: %s (line %d)",
-                              cfg ? "not an object" : err.text, err.line);
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "tokenizer_config.json: not an object");
         }
     }
     numla_status s = load_parsed(cfg, "tokenizer_config.json", force_name, NULL, out);
@@ -581,14 +580,17 @@ numla_status numla_chat_template_load(const char *model_dir, const char *force_n
         }
         fclose(jf);
     }
-    json_error_t err;
-    json_t *cfg = json_load_file(path, 0, &err);
-    if (!cfg && !force_name) {
-        free(jinja);
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                          "%s: %s; without it pick a built-in chat template with "
-                          "--chat-template NAME (%s)",
-                          path, err.text, NUMLA_CHAT_NAMES_TEXT);
+    json_t *cfg = NULL;
+    if (numla_json_file_read(path, 0, &cfg) != NUMLA_STATUS_OK) {
+        if (!force_name) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", numla_error_message());
+            free(jinja);
+            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                       "%s; without it pick a built-in chat template with --chat-template NAME "
+                       "(%s)", msg, NUMLA_CHAT_NAMES_TEXT);
+        }
+        numla_error_clear(); /* a forced template needs no tokenizer_config.json */
     }
     if (cfg && !json_is_object(cfg)) {
         json_decref(cfg);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/json/model_json.h"
 #include "engine/text/tokenizer_internal.h"
 
 /* GPT-2's pre-tokenizer regex, used by ByteLevel with use_regex. */
@@ -260,6 +261,10 @@ static numla_status numla_tokenizer_post_add(numla_tokenizer *t, json_t *o)
             size_t k;
             json_t *idj;
             json_array_foreach(ids, k, idj) {
+                if (!json_is_integer(idj) || json_integer_value(idj) < 0 ||
+                    json_integer_value(idj) > INT32_MAX)
+                    NUMLA_FAIL(NUMLA_STATUS_FORMAT, "TemplateProcessing special token '%s': "
+                               "ids[%zu] is not a token id", name ? name : "(missing)", k);
                 if (seen_a)
                     NUMLA_CHECK(numla_tokenizer_ids_append(&t->tmpl_post, &t->n_tmpl_post,
                                                      (int32_t)json_integer_value(idj)));
@@ -731,10 +736,7 @@ static numla_status numla_tokenizer_read_json(const char *path, int optional, js
         NUMLA_FAIL(NUMLA_STATUS_IO, "cannot open %s", path);
     }
     fclose(f);
-    json_error_t err;
-    *out = json_load_file(path, JSON_ALLOW_NUL, &err);
-    if (!*out)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s:%d:%d: %s", path, err.line, err.column, err.text);
+    NUMLA_CHECK(numla_json_file_read(path, JSON_ALLOW_NUL, out));
     return NUMLA_STATUS_OK;
 }
 
@@ -794,11 +796,8 @@ numla_status numla_tokenizer_load_tiktoken_text(const char *model_text, size_t l
     *out = NULL;
     json_t *config = NULL;
     if (config_json) {
-        json_error_t err;
-        config = json_loads(config_json, JSON_ALLOW_NUL, &err);
-        if (!config)
-            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "tokenizer_config.json:%d:%d: %s", err.line,
-                       err.column, err.text);
+        NUMLA_CHECK(numla_json_text_parse(config_json, strlen(config_json), JSON_ALLOW_NUL,
+                                          "tokenizer_config.json", &config));
         if (!json_is_object(config)) {
             json_decref(config);
             NUMLA_FAIL(NUMLA_STATUS_FORMAT, "tokenizer_config.json is not a JSON object");
@@ -923,13 +922,19 @@ numla_status numla_tokenizer_load_json_text(const char *tokenizer_json, const ch
                                             numla_tokenizer **out)
 {
     *out = NULL;
-    json_error_t err;
-    json_t *root = json_loads(tokenizer_json, JSON_ALLOW_NUL, &err), *config = NULL;
-    if (!root)
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: tokenizer: %s", source, err.text);
-    if (config_json && !(config = json_loads(config_json, JSON_ALLOW_NUL, &err))) {
-        json_decref(root);
-        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: tokenizer config: %s", source, err.text);
+    json_t *root = NULL, *config = NULL;
+    char what[1200];
+    snprintf(what, sizeof what, "%s: tokenizer", source);
+    NUMLA_CHECK(numla_json_text_parse(tokenizer_json, strlen(tokenizer_json), JSON_ALLOW_NUL, what,
+                                      &root));
+    snprintf(what, sizeof what, "%s: tokenizer config", source);
+    if (config_json) {
+        numla_status ps = numla_json_text_parse(config_json, strlen(config_json), JSON_ALLOW_NUL,
+                                                what, &config);
+        if (ps != NUMLA_STATUS_OK) {
+            json_decref(root);
+            NUMLA_CHECK(ps);
+        }
     }
     numla_tokenizer *t = calloc(1, sizeof *t);
     numla_status s = NUMLA_STATUS_NO_MEMORY;
