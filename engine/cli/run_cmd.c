@@ -18,13 +18,17 @@
  *   --resume reads the existing output, keeps every complete record, truncates a torn last
  *   line (a kill mid-write leaves a line without its '\n', or one that is not JSON), skips the
  *   input requests already answered (an error record by the "line N:" it names, any other
- *   record by its whole "id", for the id's first line only) and appends the rest. Each record is written by one fputs + fflush, so SIGKILL at any time
- *   loses at most the records in flight and never duplicates one on resume.
+ *   record by its whole "id", for the id's first line only) and appends the rest. Each
+ *   record is written by one fputs + fflush, so SIGKILL at any time loses at most the records
+ *   in flight and never duplicates one on resume.
  *   SIGINT/SIGTERM: stop reading, drop the requests not started yet, finish the ones in flight
  *   (a second signal, a second or more later, stops at once), print the summary and exit
  *   128 + signal number; SIGUSR1/SIGUSR2 (all that mpirun forwards to the ranks; see
  *   launch/numla-launch) count as SIGTERM, and the other ranks ignore all four. The output
- *   is then complete up to what it holds; rerun with --resume for the rest.
+ *   is then complete up to what it holds; rerun with --resume for the rest. Under a plain
+ *   mpirun, SIGTERM or SIGINT to mpirun reaches the ranks as itself and Open MPI kills them
+ *   about a second later (its odls_base_sigkill_timeout): the requests in flight are lost,
+ *   the records written stay whole, and --resume serves the rest exactly once.
  * Exit status: 0 all requests answered (per-request errors included), 1 fatal error, 2 usage,
  * 128 + N stopped by signal N.
  * Progress: on a terminal, one line on stderr (requests done/total, tokens/s, KV use); quiet
@@ -439,6 +443,7 @@ typedef struct run_sink {
     const char *path;           /* for messages ("stdout" for '-') */
     numla_serve_loop *loop;
     int progress;               /* 1: the progress line on stderr */
+    int open_mpi;               /* 1: started by Open MPI's mpirun (numla_settings.open_mpi) */
     int64_t total;              /* requests to serve, -1: unknown (stdin) */
     double t_run, t_prog;
 } run_sink;
@@ -465,6 +470,16 @@ static void run_sink_draining(void *ctx, int32_t dropped)
     fprintf(stderr, "%snumla run: signal %d: finishing the requests in flight (%d not "
                     "started are left for --resume); signal again to stop now\n",
             k->progress ? "\n" : "", (int)numla_cli_stop_signal, dropped);
+    /* mpirun itself was signalled (not numla-launch, whose SIGUSR1 mpirun passes on and
+     * then waits): Open MPI kills the ranks about a second later, so the requests in flight
+     * may not finish. Every record is written whole by one flush, and --resume serves the
+     * rest exactly once. */
+    const int sig = (int)numla_cli_stop_received;
+    if (k->open_mpi && (sig == SIGTERM || sig == SIGINT))
+        fprintf(stderr, "numla run: under mpirun, signal %d is followed by SIGKILL about a "
+                        "second later: the records written are whole; rerun with --resume for "
+                        "the rest (SIGUSR1 to mpirun, or numla-launch, lets the requests in "
+                        "flight finish)\n", sig);
 }
 
 static void progress_line(const run_sink *k, int final)
@@ -771,6 +786,7 @@ int numla_run_main(int argc, char **argv)
         return run_fail();
     /* the files first: a bad path is reported before the model loads, on every rank's exit */
     run_job j = {.o = &o};
+    j.sink.open_mpi = set.open_mpi;
     const numla_cli_front f = {.cmd = "numla run", .ctx = &j, .prepare = run_prepare,
                                .serve = run_serve, .close = run_close};
     rc = numla_cli_engine_serve(&o.e, &set, &mpi, &f);

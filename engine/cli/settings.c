@@ -102,6 +102,7 @@ numla_status numla_settings_read(numla_settings_source source, unsigned supporte
         if (v && atoi(v) > 0)
             s.job_size = atoi(v);
     }
+    s.open_mpi = settings_get(source, "OMPI_COMM_WORLD_SIZE") != NULL;
     NUMLA_CHECK(numla_launch_opts_from(plan, s.job_size, &s.launch));
     if (plan)
         snprintf(s.launch_plan, sizeof s.launch_plan, "%s", plan);

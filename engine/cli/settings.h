@@ -47,6 +47,9 @@ typedef struct numla_settings {
     numla_comm_options comm;      /* NUMLA_ALLREDUCE, NUMLA_COMM_TIMEOUT, NUMLA_COMM_SHM_* */
     char launch_plan[256];        /* NUMLA_PLAN as written ("" when unset), for the log */
     int job_size;                 /* OMPI_COMM_WORLD_SIZE, ... (0: none announced) */
+    int open_mpi;                 /* 1: OMPI_COMM_WORLD_SIZE is set: Open MPI's mpirun started
+                                     this rank (it kills the ranks about a second after it
+                                     forwards SIGTERM or SIGINT to them) */
     numla_launch_opts launch;     /* NUMLA_PLAN parsed once, ranks = job_size (launch/plan.h) */
 } numla_settings;
 

@@ -7,6 +7,7 @@
 
 volatile sig_atomic_t numla_cli_stop_requests = 0;
 volatile sig_atomic_t numla_cli_stop_signal = 0;
+volatile sig_atomic_t numla_cli_stop_received = 0;
 static volatile long numla_cli_stop_ms_ = 0;
 
 static const int numla_cli_stop_signals_[4] = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
@@ -18,6 +19,7 @@ static void numla_cli_stop_on_signal_(int sig)
         return;
     numla_cli_stop_ms_ = ms;
     numla_cli_stop_signal = sig == SIGUSR1 || sig == SIGUSR2 ? SIGTERM : sig;
+    numla_cli_stop_received = sig;
     numla_cli_stop_requests++;
 }
 
@@ -37,6 +39,7 @@ void numla_cli_stop_restore(const numla_cli_stop_saved *saved)
         sigaction(numla_cli_stop_signals_[i], &saved->old[i], NULL);
     numla_cli_stop_requests = 0;
     numla_cli_stop_signal = 0;
+    numla_cli_stop_received = 0;
     numla_cli_stop_ms_ = 0;
 }
 

@@ -17,6 +17,8 @@
 /* Stop requests so far, and the signal of the last one (SIGTERM for SIGUSR1/SIGUSR2). */
 extern volatile sig_atomic_t numla_cli_stop_requests;
 extern volatile sig_atomic_t numla_cli_stop_signal;
+/* The signal of the last stop request as it arrived (SIGUSR1 stays SIGUSR1). */
+extern volatile sig_atomic_t numla_cli_stop_received;
 
 typedef struct numla_cli_stop_saved {
     struct sigaction old[4]; /* SIGINT, SIGTERM, SIGUSR1, SIGUSR2 as they were */

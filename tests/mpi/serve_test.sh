@@ -7,6 +7,8 @@
 #          record complete, --resume finishes the rest with no duplicates)
 #   ranks  RANKS ranks through MPIEXEC give the same tokens as one rank, with a roomy pool and
 #          with a pool small enough to preempt repeatedly
+#          SIGTERM to a plain mpirun (Open MPI kills the ranks a second later): whole records,
+#          --resume under mpirun serves the rest exactly once with an uninterrupted run's tokens
 # Greedy outputs are compared exactly; outputs are kept short (max_tokens <= 8) so that the
 # decisive synth model leaves no room for near-ties (tests/unit/engine/serving/test_scheduler.c does
 # the margin-aware comparison of long outputs).
@@ -177,6 +179,50 @@ if [ "$mode" = ranks ]; then
   done
   pre=$(sed -nE 's/.* ([0-9]+) preemptions.*/\1/p' "$tmp/small.err")
   [ "${pre:-0}" -ge 5 ]; check small-preempts $? "preemptions: ${pre:-none}"
+
+  # SIGTERM to a plain mpirun (not numla-launch): Open MPI passes it to the ranks and kills them
+  # about a second later, so the requests in flight cannot finish; the records written must
+  # stay whole and --resume (under mpirun again) must serve the rest exactly once, with the
+  # tokens of an uninterrupted run at this rank count.
+  # 24 requests: the first two decode 3800 tokens (steps that cannot all run within that
+  # second), the rest 20-60 (the records that appear first, beside the two long ones).
+  awk 'BEGIN { srand(5); for (i = 0; i < 24; i++) { p = 1 + int(rand() * 60);
+    s = "{\"id\": \"t" i "\", \"prompt_tokens\": ["; for (t = 0; t < p; t++) s = s (t ? "," : "") int(rand() * 512)
+    m = i < 2 ? 3800 : 20 + int(rand() * 40)
+    print s "], \"max_tokens\": " m ", \"temperature\": 0, \"ignore_eos\": true}" } }' > "$tmp/long.jsonl"
+  lopts=(--model "$tmp/tiny" --max-seqs 4 --max-batch-tokens 256 --prefill-chunk 64)
+  mpi=("$mpiexec" -n "$ranks" --oversubscribe --bind-to none)
+  "${mpi[@]}" "$bin" run "${lopts[@]}" --input "$tmp/long.jsonl" --output "$tmp/lref.jsonl" \
+    2> "$tmp/lref.err"
+  check mpirun-ref-exit $? "$(tail -3 "$tmp/lref.err")"
+  "${mpi[@]}" "$bin" run "${lopts[@]}" --input "$tmp/long.jsonl" --output "$tmp/term.jsonl" \
+    2> "$tmp/term.err" &
+  pid=$!
+  for _ in $(seq 1 1200); do
+    [ -s "$tmp/term.jsonl" ] && [ "$(wc -l < "$tmp/term.jsonl")" -ge 5 ] && break
+    sleep 0.05
+  done
+  kill -TERM $pid
+  wait $pid
+  rc=$?
+  n1=$(wc -l < "$tmp/term.jsonl")
+  [ $rc -ne 0 ] && [ "$n1" -ge 5 ] && [ "$n1" -lt 24 ]
+  check mpirun-sigterm-partial $? "rc=$rc, $n1 records (the job should be cut short)"
+  well_formed "$tmp/term.jsonl"; check mpirun-sigterm-whole $? "$(grep -cvE '^\{"id":.*\}$' "$tmp/term.jsonl") torn"
+  grep -q "under mpirun, signal 15 is followed by SIGKILL" "$tmp/term.err"
+  check mpirun-sigterm-message $? "$(tail -4 "$tmp/term.err")"
+  ! grep -q "summary:" "$tmp/term.err"
+  check mpirun-sigterm-killed $? "the job drained before Open MPI's SIGKILL: this case needs longer requests"
+  "${mpi[@]}" "$bin" run "${lopts[@]}" --input "$tmp/long.jsonl" --output "$tmp/term.jsonl" \
+    --resume 2> "$tmp/term2.err"
+  rc=$?
+  check mpirun-resume-exit $rc "rc=$rc $(tail -3 "$tmp/term2.err")"
+  grep -q "$n1 skipped as already done" "$tmp/term2.err"
+  check mpirun-resume-skipped $? "$(grep summary "$tmp/term2.err")"
+  [ "$(wc -l < "$tmp/term.jsonl")" -eq 24 ] && [ -z "$(ids "$tmp/term.jsonl" | uniq -d)" ]
+  check mpirun-resume-once $? "$(wc -l < "$tmp/term.jsonl") records, duplicates: $(ids "$tmp/term.jsonl" | uniq -d | head -3)"
+  diff <(tokens_by_id "$tmp/lref.jsonl") <(tokens_by_id "$tmp/term.jsonl") > "$tmp/d" 2>&1
+  check mpirun-resume-same-tokens $? "$(head -4 "$tmp/d")"
 fi
 
 echo "serve_test $mode: $pass passed, $fail failed"

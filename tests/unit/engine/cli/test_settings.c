@@ -50,7 +50,7 @@ static void test_defaults(void)
               s.comm.shm_par_bytes == 0 && s.comm.test_fake_machines == 0);
     CU_ASSERT_STRING_EQUAL(s.launch_plan, "");
     CU_ASSERT(s.job_size == 0 && s.launch.ranks == 0 && s.launch.threads_per_rank == 0 &&
-              !s.launch.oversubscribe && !s.launch.hyperthreads);
+              !s.launch.oversubscribe && !s.launch.hyperthreads && !s.open_mpi);
     /* empty is unset */
     CU_ASSERT_EQUAL(read_one("NUMLA_ALLREDUCE", "", &s), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(s.comm.allreduce, NUMLA_COMM_ALLREDUCE_PATH_AUTO);
@@ -97,14 +97,15 @@ static void test_values(void)
 }
 
 /* The job size the MPI launcher announces: the first of its variables that is a positive
- * number becomes the launch plan's rank count. */
+ * number becomes the launch plan's rank count; Open MPI's own variable says mpirun started
+ * the job (it kills the ranks a second after passing SIGTERM on). */
 static void test_job_size(void)
 {
     numla_settings s;
     CU_ASSERT_EQUAL_FATAL(read_one("OMPI_COMM_WORLD_SIZE", "6", &s), NUMLA_STATUS_OK);
-    CU_ASSERT(s.job_size == 6 && s.launch.ranks == 6);
+    CU_ASSERT(s.job_size == 6 && s.launch.ranks == 6 && s.open_mpi);
     CU_ASSERT_EQUAL_FATAL(read_one("SLURM_NTASKS", "3", &s), NUMLA_STATUS_OK);
-    CU_ASSERT(s.job_size == 3 && s.launch.ranks == 3);
+    CU_ASSERT(s.job_size == 3 && s.launch.ranks == 3 && !s.open_mpi);
     fake_n = 0;
     fake_set("OMPI_COMM_WORLD_SIZE", "0");
     fake_set("PMI_SIZE", "5");
