@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/log.h"
+#include "engine/cli/generation_config.h"
 #include "engine/cli/stop.h"
 #include "engine/model/kv_cache.h"
 
@@ -21,7 +23,9 @@ void numla_cli_engine_opts_default(numla_cli_engine_opts *o)
     *o = (numla_cli_engine_opts){.block_size = 16, .prefill_chunk = 512,
                                  .max_batch_tokens = 2048, .max_seqs = 64,
                                  .kv_dtype = NUMLA_DTYPE_BF16, .index_dtype = -1,
-                                 .weights = numla_weights_options_default()};
+                                 .weights = numla_weights_options_default(),
+                                 .generation_config = 1};
+    numla_sampling_params_default(&o->sampling_defaults);
 }
 
 void numla_cli_engine_opts_usage(FILE *f, int indent)
@@ -34,9 +38,11 @@ void numla_cli_engine_opts_usage(FILE *f, int indent)
             "%*s[--index-keys bf16|f16|f32|i8 (sparse-attention models; default: as --kv-dtype)]\n"
             "%*s[--weights bf16|int8|fp8|q8_0|q4_0|q4_k (default: as the checkpoint) [--keep-lm-head]]\n"
             "%*s[--no-prefix-cache (default: a repeated prompt prefix is computed once)]\n"
-            "%*s[--linear-act f32|bf16 (bf16 linears' activations; default f32, fp32-class)]\n",
+            "%*s[--linear-act f32|bf16 (bf16 linears' activations; default f32, fp32-class)]\n"
+            "%*s[--generation-config auto|none (auto: generation_config.json's EOS ids stop,\n"
+            "%*s its temperature/top_p/top_k are the requests' defaults)]\n",
             indent, "", indent, "", indent, "", indent, "", indent, "", indent, "", indent, "",
-            indent, "");
+            indent, "", indent, "", indent + 2, "");
 }
 
 int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const char *a,
@@ -54,7 +60,7 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
     static const char *const valued[] = {"--model", "--threads", "--max-context", "--block-size",
                                          "--prefill-chunk", "--max-batch-tokens", "--max-seqs",
                                          "--kv-memory", "--kv-blocks", "--kv-dtype", "--weights",
-                                         "--index-keys", "--linear-act"};
+                                         "--index-keys", "--linear-act", "--generation-config"};
     int known = 0;
     for (size_t i = 0; i < sizeof valued / sizeof *valued; i++)
         known |= !strcmp(a, valued[i]);
@@ -81,6 +87,15 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
             o->weights.linear_act = NUMLA_LINEAR_ACT_BF16;
         else {
             fprintf(stderr, "%s: --linear-act %s is not f32 or bf16\n", cmd, v);
+            return NUMLA_CLI_OPT_BAD;
+        }
+    } else if (!strcmp(a, "--generation-config")) {
+        if (!strcmp(v, "auto"))
+            o->generation_config = 1;
+        else if (!strcmp(v, "none"))
+            o->generation_config = 0;
+        else {
+            fprintf(stderr, "%s: --generation-config %s is not auto or none\n", cmd, v);
             return NUMLA_CLI_OPT_BAD;
         }
     } else if (!strcmp(a, "--model")) {
@@ -228,6 +243,25 @@ void numla_cli_engine_opts_fit(numla_cli_engine_opts *o, const numla_model_confi
 {
     if (o->max_context == 0 || o->max_context > cfg->max_position_embeddings)
         o->max_context = cfg->max_position_embeddings;
+}
+
+numla_status numla_cli_engine_opts_model(const char *cmd, numla_cli_engine_opts *o,
+                                         numla_model_config *cfg)
+{
+    numla_cli_engine_opts_fit(o, cfg);
+    numla_sampling_params_default(&o->sampling_defaults);
+    if (!o->generation_config)
+        return NUMLA_STATUS_OK;
+    numla_generation_config g;
+    NUMLA_CHECK(numla_generation_config_load(o->model, cfg->vocab_size, &g));
+    numla_generation_config_defaults(&g, &o->sampling_defaults);
+    numla_generation_config_add_eos(&g, cfg);
+    char what[512];
+    numla_generation_config_describe(&g, what, sizeof what);
+    if (what[0])
+        NUMLA_INFO("%s: %s/generation_config.json: %s (defaults for requests that do not set "
+                   "them; --generation-config none ignores the file)", cmd, o->model, what);
+    return NUMLA_STATUS_OK;
 }
 
 numla_sched_options numla_cli_sched_options(const numla_cli_engine_opts *o,

@@ -1,7 +1,7 @@
 /* engine/cli/engine_opts.h — the serving options `numla run` and `numla serve` share: the model,
  * threads, context, batching (--max-batch-tokens, --max-seqs, --prefill-chunk) and the KV pool
  * (--kv-memory | --kv-blocks, --kv-dtype, --block-size) and the weights' format (--weights,
- * --keep-lm-head), --no-prefix-cache; their parsing, their checks and the
+ * --keep-lm-head), --no-prefix-cache, --generation-config; their parsing, their checks and the
  * engine and scheduler options they make. Messages name the command (cmd, e.g. "numla run").
  * The benchmarks parse the ones they share through the same parser (bench/bench_opts.h).
  * Not collective (numla_cli_engine_create is: see numla_engine_create).
@@ -18,6 +18,7 @@
 #include "engine/cli/settings.h"
 #include "engine/model/config.h"
 #include "engine/parallel/engine.h"
+#include "engine/serving/sampler.h"
 #include "engine/serving/scheduler.h"
 
 typedef struct numla_cli_engine_opts {
@@ -33,6 +34,10 @@ typedef struct numla_cli_engine_opts {
     int index_dtype;            /* --index-keys: a numla_dtype, -1 (default): as kv_dtype */
     numla_weights_options weights; /* --weights bf16|int8|fp8, --keep-lm-head */
     int no_prefix_cache;        /* --no-prefix-cache */
+    int generation_config;      /* --generation-config auto (1, default) | none (0) */
+    numla_sampling_params sampling_defaults; /* a request's defaults: numla_sampling_params_default
+                                                with generation_config.json's sampling fields
+                                                (numla_cli_engine_opts_model) */
 } numla_cli_engine_opts;
 
 /* Defaults: block 16, prefill chunk 512, 2048 batch tokens, 64 sequences, bf16 KV, weights as
@@ -69,6 +74,14 @@ numla_status numla_cli_engine_create(const numla_cli_engine_opts *o, const numla
 
 /* Clamp o->max_context to the model's (0 or more than max_position_embeddings: the model's). */
 void numla_cli_engine_opts_fit(numla_cli_engine_opts *o, const numla_model_config *cfg);
+
+/* Once the model's config is read: numla_cli_engine_opts_fit, then (with --generation-config
+ * auto) the model's generation_config.json (engine/cli/generation_config.h): its EOS ids join
+ * cfg's (the scheduler's stop tokens, numla_cli_sched_options) and its temperature / top_p /
+ * top_k become o->sampling_defaults; what was taken is logged once. A bad file is an error
+ * naming the file and the field. Local (rank 0). */
+numla_status numla_cli_engine_opts_model(const char *cmd, numla_cli_engine_opts *o,
+                                         numla_model_config *cfg);
 
 /* The scheduler's options for these settings and this model (stop_check left NULL). */
 numla_sched_options numla_cli_sched_options(const numla_cli_engine_opts *o,

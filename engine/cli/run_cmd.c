@@ -658,7 +658,8 @@ static numla_status run_tokenizer_load(run_job *j)
     if (numla_model_text_present(j->o->e.model)) /* tokenizer.json, tiktoken.model or GGUF keys */
         NUMLA_CHECK(numla_model_text_tokenizer(j->o->e.model, j->cfg.vocab_size, &j->tok));
     j->src.lim = (numla_request_limits){.vocab_size = j->cfg.vocab_size,
-                                        .max_context = j->o->e.max_context, .tokenizer = j->tok};
+                                        .max_context = j->o->e.max_context, .tokenizer = j->tok,
+                                        .defaults = &j->o->e.sampling_defaults};
     return NUMLA_STATUS_OK;
 }
 
@@ -751,9 +752,9 @@ static int run_rank0(run_job *j, numla_engine *eng, numla_comm *comm, double t_l
     run_opts *o = j->o;
     j->eng = eng;
     j->cfg = *numla_engine_config(eng);
-    numla_cli_engine_opts_fit(&o->e, &j->cfg);
     numla_status s;
     int rc = -1;
+    NUMLA_CHECK_GOTO(numla_cli_engine_opts_model("numla run", &o->e, &j->cfg), s, done);
     NUMLA_CHECK_GOTO(run_report_loaded(j, comm, t_load), s, done);
     NUMLA_CHECK_GOTO(run_output_reset(j), s, done);
     NUMLA_CHECK_GOTO(run_tokenizer_load(j), s, done);

@@ -204,7 +204,7 @@ static numla_status serve_prepare(serve_job *j)
 {
     serve_opts *o = j->o;
     NUMLA_CHECK(numla_model_config_load(o->e.model, &j->cfg));
-    numla_cli_engine_opts_fit(&o->e, &j->cfg);
+    NUMLA_CHECK(numla_cli_engine_opts_model("numla serve", &o->e, &j->cfg));
     if (numla_model_text_present(o->e.model)) /* tokenizer.json, tiktoken.model or GGUF keys */
         NUMLA_CHECK(numla_model_text_tokenizer(o->e.model, j->cfg.vocab_size, &j->tok));
     else
@@ -228,7 +228,8 @@ static numla_status serve_prepare(serve_job *j)
     numla_http_server_options so = {.host = o->host, .port = o->port, .api_key = o->api_key,
                                     .model_name = j->name, .max_body = (size_t)o->max_body,
                                     .vocab_size = j->cfg.vocab_size,
-                                    .max_context = o->e.max_context};
+                                    .max_context = o->e.max_context,
+                                    .sampling_defaults = &o->e.sampling_defaults};
     NUMLA_CHECK(numla_http_server_start(&so, j->backend, j->metrics, &j->server));
     fprintf(stderr, "numla serve: listening on %s port %d; loading %s\n", o->host,
             numla_http_server_port(j->server), o->e.model);

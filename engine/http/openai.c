@@ -628,7 +628,10 @@ numla_status numla_openai_parse(numla_openai_endpoint endpoint, const char *body
     memset(err, 0, sizeof *err);
     out->endpoint = endpoint;
     out->thinking = -1;
-    numla_sampling_params_default(&out->params);
+    if (lim && lim->defaults)
+        out->params = *lim->defaults;
+    else
+        numla_sampling_params_default(&out->params);
     int64_t badat = numla_utf8_invalid_offset(body, len);
     if (badat >= 0) {
         numla_openai_error_set(err, 400, NULL, "invalid_json",

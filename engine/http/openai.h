@@ -106,6 +106,9 @@ typedef struct numla_openai_limits {
     int64_t vocab_size;         /* token ids must be below it; 0: not checked */
     int64_t max_context;        /* not read by the parser: the context is checked once, after
                                    tokenization (numla_request_fit_context, from the serving adapter) */
+    const numla_sampling_params *defaults; /* a request's sampling before its own fields (the
+                                              model's generation_config.json); NULL:
+                                              numla_sampling_params_default */
 } numla_openai_limits;
 
 typedef struct numla_openai_error {

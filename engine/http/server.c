@@ -507,7 +507,8 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
     numla_http_server *s = c->s;
     numla_openai_error err;
     numla_openai_request req;
-    numla_openai_limits lim = {.vocab_size = s->opt.vocab_size, .max_context = s->opt.max_context};
+    numla_openai_limits lim = {.vocab_size = s->opt.vocab_size, .max_context = s->opt.max_context,
+                               .defaults = s->opt.sampling_defaults};
     numla_openai_endpoint ep = c->route == ROUTE_CHAT ? NUMLA_OPENAI_CHAT : NUMLA_OPENAI_COMPLETIONS;
     if (numla_openai_parse(ep, numla_strbuf_str(&c->body), c->body.len, &lim, &req, &err) !=
         NUMLA_STATUS_OK)

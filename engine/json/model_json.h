@@ -1,5 +1,5 @@
 /* engine/json/model_json.h — the one reader of a model directory's JSON files (config.json,
- * tokenizer_config.json, tokenizer.json, the safetensors index, ...).
+ * tokenizer_config.json, generation_config.json, tokenizer.json, the safetensors index, ...).
  *
  * jansson keeps every integer in a json_int_t (int64) and refuses the whole file when one does
  * not fit ("too big integer", json_error_numeric_overflow). Published files carry such numbers

@@ -323,7 +323,10 @@ numla_status numla_request_parse(const char *text, size_t len, int64_t line,
 {
     memset(out, 0, sizeof *out);
     out->line = line;
-    numla_sampling_params_default(&out->params);
+    if (lim && lim->defaults)
+        out->params = *lim->defaults;
+    else
+        numla_sampling_params_default(&out->params);
     /* Checked before JSON parsing so the error names the exact byte (jansson only says
      * "unable to decode byte"). */
     int64_t bad = numla_utf8_invalid_offset(text, len);

@@ -3,7 +3,8 @@
  * Input, one object per line:
  *   {"id": str|int, "prompt_tokens": [int, ...], "max_tokens": int >= 0 (default 16),
  *    "temperature": >= 0 (default 1; 0 = greedy), "top_k": int (<= 0 or -1: off),
- *    "top_p": (0, 1] (default 1), "seed": int|null, "stop_token_ids": [int, ...],
+ *    "top_p": (0, 1] (default 1; these three defaults: limits->defaults),
+ *    "seed": int|null, "stop_token_ids": [int, ...],
  *    "ignore_eos": bool, "logprobs": int 0..20 | null,
  *    "prompt": str (instead of prompt_tokens; needs the model's tokenizer.json),
  *    "stop": [str, ...] (end when the generated text contains one; it is not included)}
@@ -37,6 +38,9 @@ typedef struct numla_request_limits {
     int64_t vocab_size;
     int64_t max_context;        /* prompt + max_tokens must fit */
     numla_tokenizer *tokenizer; /* NULL: "prompt" text and "stop" strings are rejected */
+    const numla_sampling_params *defaults; /* a request's values before its own fields (the
+                                              model's generation_config.json sampling); NULL:
+                                              numla_sampling_params_default */
 } numla_request_limits;
 
 enum { NUMLA_REQUEST_MAX_STOP = 16 };

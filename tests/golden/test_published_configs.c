@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/cli/generation_config.h"
 #include "engine/model/config.h"
 
 static int64_t int_or(const json_t *o, const char *key, int64_t dflt)
@@ -83,7 +84,8 @@ static void check_config(const char *name, const char *dir)
     }
     const json_t *q = json_object_get(t, "q_lora_rank");
     CU_ASSERT_EQUAL(c.q_lora_rank, json_is_null(q) ? 0 : json_integer_value(q));
-    CU_ASSERT_EQUAL(c.q_head_dim, int_or(t, "qk_nope_head_dim", 0) + int_or(t, "qk_rope_head_dim", 0));
+    CU_ASSERT_EQUAL(c.q_head_dim,
+                    int_or(t, "qk_nope_head_dim", 0) + int_or(t, "qk_rope_head_dim", 0));
     CU_ASSERT_DOUBLE_EQUAL(c.rms_norm_eps, num_or(t, "rms_norm_eps", -1), 0);
     CU_ASSERT_DOUBLE_EQUAL(c.routed_scaling_factor, num_or(t, "routed_scaling_factor", 1.0), 0);
     CU_ASSERT_EQUAL(c.norm_topk_prob, json_is_true(json_object_get(t, "norm_topk_prob")));
@@ -141,6 +143,42 @@ static void check_config(const char *name, const char *dir)
     json_decref(root);
 }
 
+/* generation_config.json: the EOS ids and sampling fields numla reads. */
+static void check_generation_config(const char *name, const char *dir)
+{
+    char path[1700];
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    json_error_t err;
+    json_t *root = json_load_file(path, JSON_DECODE_INT_AS_REAL, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+    numla_generation_config g;
+    numla_status s = numla_generation_config_load(dir, 0, &g);
+    CU_ASSERT_EQUAL(s, NUMLA_STATUS_OK);
+    if (s != NUMLA_STATUS_OK) {
+        fprintf(stderr, "published_configs: %s: %s\n", name, numla_error_message());
+        json_decref(root);
+        return;
+    }
+    CU_ASSERT(g.found);
+    const json_t *eos = json_object_get(root, "eos_token_id");
+    size_t n = json_is_array(eos) ? json_array_size(eos) : json_is_number(eos) ? 1 : 0;
+    CU_ASSERT_EQUAL((size_t)g.num_eos, n);
+    for (size_t i = 0; i < n && i < NUMLA_CONFIG_MAX_EOS; i++)
+        CU_ASSERT_EQUAL(g.eos_token_ids[i],
+                        (int32_t)json_number_value(json_is_array(eos) ? json_array_get(eos, i)
+                                                                      : eos));
+    CU_ASSERT_EQUAL(g.has_temperature, json_is_number(json_object_get(root, "temperature")));
+    CU_ASSERT_DOUBLE_EQUAL(g.temperature, num_or(root, "temperature", 0), 0);
+    CU_ASSERT_EQUAL(g.has_top_p, json_is_number(json_object_get(root, "top_p")));
+    CU_ASSERT_DOUBLE_EQUAL(g.top_p, num_or(root, "top_p", 0), 0);
+    CU_ASSERT_EQUAL(g.has_top_k, json_is_number(json_object_get(root, "top_k")));
+    CU_ASSERT_EQUAL(g.top_k, (int32_t)num_or(root, "top_k", 0));
+    const json_t *ds = json_object_get(root, "do_sample");
+    CU_ASSERT_EQUAL(g.has_do_sample, json_is_boolean(ds));
+    CU_ASSERT_EQUAL(g.do_sample, json_is_true(ds));
+    json_decref(root);
+}
+
 static void test_every_fixture(void)
 {
     char base[1200];
@@ -162,6 +200,9 @@ static void test_every_fixture(void)
             check_config(e->d_name, dir);
             configs++;
         }
+        snprintf(path, sizeof path, "%s/generation_config.json", dir);
+        if (stat(path, &st) == 0)
+            check_generation_config(e->d_name, dir);
     }
     closedir(d);
     CU_ASSERT(configs >= 1);

@@ -44,7 +44,8 @@ static void test_sentinel_is_a_real(void)
 static void test_several_and_edges(void)
 {
     json_t *a = parse("[9223372036854775808, -9223372036854775809, 1, "
-                      "[123456789012345678901234567890], {\"x\": -1000000000000000019884624838656}]",
+                      "[123456789012345678901234567890], "
+                      "{\"x\": -1000000000000000019884624838656}]",
                       0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT(json_is_real(json_array_get(a, 0)));
@@ -108,14 +109,16 @@ static void test_errors_name_the_place(void)
     big[400] = 0;
     char text[600];
     snprintf(text, sizeof text, "{\"x\": %s}", big);
-    CU_ASSERT_EQUAL(numla_json_text_parse(text, strlen(text), 0, "h.json", &o), NUMLA_STATUS_FORMAT);
+    CU_ASSERT_EQUAL(numla_json_text_parse(text, strlen(text), 0, "h.json", &o),
+                    NUMLA_STATUS_FORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "h.json:1:"));
     /* more huge integers than the reader repairs */
     char many[8192] = "[";
     for (int i = 0; i < 80; i++)
         strcat(many, i ? ",1000000000000000019884624838656" : "1000000000000000019884624838656");
     strcat(many, "]");
-    CU_ASSERT_EQUAL(numla_json_text_parse(many, strlen(many), 0, "m.json", &o), NUMLA_STATUS_FORMAT);
+    CU_ASSERT_EQUAL(numla_json_text_parse(many, strlen(many), 0, "m.json", &o),
+                    NUMLA_STATUS_FORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "too many integers"));
 }
 
