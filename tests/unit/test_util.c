@@ -36,6 +36,18 @@ int numla_test_isas(numla_isa out[NUMLA_ISA_COUNT])
     return n;
 }
 
+int numla_test_sweep_full(void)
+{
+    const char *v = getenv("NUMLA_TEST_SWEEP");
+    return v && !strcmp(v, "full");
+}
+
+int numla_test_sweep_keep(unsigned *counter, unsigned stride)
+{
+    const unsigned i = (*counter)++;
+    return numla_test_sweep_full() || stride <= 1 || i % stride == 0;
+}
+
 const char *numla_test_source_path(const char *rel)
 {
     static char buf[4096];

@@ -72,18 +72,15 @@ static void test_wide_dtypes(void)
     mla_check_case(&d, all_dt, 3, "fp16 q, bf16 cache");
 }
 
-/* The benchmark shapes (B, L, H), bf16 only. Under AddressSanitizer the scalar paths are ~10x
- * slower, so the two longest contexts run only in mla_attn_slow there. */
+/* The benchmark shapes (B, L, H), bf16 only. The two longest contexts run under
+ * NUMLA_TEST_SWEEP=full (the default run has contexts past 128k at small dims below, and
+ * mla_attn_slow at the real dims). */
 static void test_main_shapes(void)
 {
     static const int32_t shapes[5][3] = {{1, 64000, 16}, {1, 54321, 16}, {1, 1243, 5},
                                          {3, 1234, 16}, {30, 2048, 16}};
     int32_t lens[30];
-#if defined(__SANITIZE_ADDRESS__)
-    for (int s = 2; s < 5; s++) {
-#else
-    for (int s = 0; s < 5; s++) {
-#endif
+    for (int s = numla_test_sweep_full() ? 0 : 2; s < 5; s++) {
         for (int b = 0; b < shapes[s][0]; b++)
             lens[b] = shapes[s][1];
         mla_case c = {.B = shapes[s][0], .H = shapes[s][2], .Dc = 512, .Dr = 64, .bs = 64,
