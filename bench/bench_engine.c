@@ -244,9 +244,33 @@ static void be_report(const be_bufs *b, const be_opts *o, int size)
             printf("  %4d %9.3f %10.3f %10.3f %10.3f %10.3f %10.1f %12.4f\n", q, 1e3 * step,
                    1e3 * comp, 1e3 * red, 1e3 * gat, 1e3 * bc, 1e6 * per_red, 1e3 * comp / L);
     }
-    if (!o->json)
-        printf("  (compute = step - reduce - gather; reduce includes waiting for the slowest "
-               "rank; bcast on rank 0 is sending the plan, on workers waiting for it)\n");
+    /* The allreduce's route (across machines: shm inside each, MPI between them, or MPI) and
+     * its cost per decode step on the slowest rank. */
+    double red_step = 0, red_call = 0;
+    int64_t calls = 0;
+    for (int q = 0; q < size; q++) {
+        double n = all[q].steps > 0 ? (double)all[q].steps : 1;
+        if (all[q].reduce_s / n > red_step)
+            red_step = all[q].reduce_s / n;
+        if (all[q].reduces > 0 && all[q].reduce_s / (double)all[q].reduces > red_call)
+            red_call = all[q].reduce_s / (double)all[q].reduces;
+        if (all[q].steps > 0 && all[q].reduces / all[q].steps > calls)
+            calls = all[q].reduces / all[q].steps;
+    }
+    const int machines = numla_comm_machines(b->c);
+    if (o->json)
+        printf("{\"bench\": \"engine\", \"allreduce_path\": \"%s\", \"machines\": %d, "
+               "\"allreduce_ms_per_step\": %.4f, \"allreduce_us_per_call\": %.2f}\n",
+               numla_comm_allreduce_route(b->c), machines, 1e3 * red_step, 1e6 * red_call);
+    else
+        printf("  allreduce path: %s, %d rank%s on %d machine%s\n"
+               "  allreduce per step: %.3f ms (%lld calls of %.0f bytes, %.1f us each; slowest "
+               "rank)\n"
+               "  (compute = step - reduce - gather; reduce includes waiting for the slowest "
+               "rank; bcast on rank 0 is sending the plan, on workers waiting for it)\n",
+               numla_comm_allreduce_route(b->c), size, size > 1 ? "s" : "", machines,
+               machines > 1 ? "s" : "", 1e3 * red_step, (long long)calls, ar_bytes,
+               1e6 * red_call);
     fflush(stdout);
     free(all);
 }

@@ -1,5 +1,14 @@
-/* comm/allreduce_shm.c — symmetric shared-memory allreduce for ranks on one machine
- * (docs/design.md §6). Owns the shared window and its flag protocol; knows nothing of models.
+/* comm/allreduce_shm.c — symmetric shared-memory allreduce for the ranks of one machine, and
+ * the hierarchical allreduce over several machines built on it (docs/design.md §6). Owns the
+ * shared window and its flag protocol; knows nothing of models.
+ *
+ * Several machines (the same number of ranks on each, more than one): the window spans the
+ * ranks of this machine (MPI_COMM_TYPE_SHARED) and every step below runs inside each machine;
+ * where a step has its machine's sum of a range (all of it in the small case, the rank's own
+ * slice in the large case), the ranks holding that range on every machine (node rank j of each:
+ * the "cross" communicator) MPI_Allgather their host sums and each adds them in machine order,
+ * so the MPI traffic of a large message is split over the machine's ranks and the result stays
+ * bitwise identical on every rank. Then the step goes on as on one machine.
  *
  * Window: MPI_Win_allocate_shared over the communicator, one segment per rank, each segment
  * page-aligned (alloc_shared_noncontig) and first written by its owner (and, on multi-node
@@ -127,27 +136,84 @@ static void numla_shm_place_local_(void *base, size_t bytes)
 
 numla_status numla_comm_shm_create(numla_comm *c, const numla_comm_options *o)
 {
+    /* The ranks of this machine; tests split the ranks into o->test_fake_machines contiguous
+     * groups instead (several machines simulated on one). */
     MPI_Comm node = MPI_COMM_NULL;
-    NUMLA_MPI_CHECK(MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    int node_size = 0, rc = MPI_Comm_size(node, &node_size);
-    MPI_Comm_free(&node);
-    if (rc != MPI_SUCCESS)
-        return numla_comm_mpi_error_(rc, "MPI_Comm_size(node)", __FILE__, __LINE__, __func__);
-    /* Tests: behave as if the ranks spanned several machines (no such machine here). */
-    if (o->test_fake_machines > 1 && c->size > 1)
-        node_size = 1;
-    if (node_size != c->size)
-        return NUMLA_STATUS_OK; /* ranks span machines: MPI path only */
+    if (o->test_fake_machines > 1 && c->size > 1) {
+        int k = o->test_fake_machines < c->size ? o->test_fake_machines : c->size;
+        NUMLA_MPI_CHECK(MPI_Comm_split(c->comm, (int)((long)c->rank * k / c->size), c->rank,
+                                       &node));
+    } else {
+        NUMLA_MPI_CHECK(
+            MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    }
+    int node_rank = 0, node_size = 0, lead = 0, counts[2] = {0, 0};
+    int rc = MPI_Comm_rank(node, &node_rank);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_size(node, &node_size);
+    /* machines = ranks that lead their machine; fewest and most ranks on one machine */
+    if (rc == MPI_SUCCESS) {
+        int leader = node_rank == 0;
+        rc = MPI_Allreduce(&leader, &lead, 1, MPI_INT, MPI_SUM, c->comm);
+    }
+    if (rc == MPI_SUCCESS) {
+        int mine[2] = {-node_size, node_size};
+        rc = MPI_Allreduce(mine, counts, 2, MPI_INT, MPI_MAX, c->comm);
+    }
+    if (rc != MPI_SUCCESS) {
+        MPI_Comm_free(&node);
+        return numla_comm_mpi_error_(rc, "MPI_Comm_size/MPI_Allreduce(machines)", __FILE__,
+                                     __LINE__, __func__);
+    }
+    c->machines = lead;
+    c->machine_ranks_min = -counts[0];
+    c->machine_ranks_max = counts[1];
+    /* Over several machines, one rank per machine has nothing to share and unequal machines
+     * cannot pair their ranks up: MPI path only (decided identically on every rank). */
+    if (c->machines > 1 &&
+        (c->machine_ranks_max == 1 || c->machine_ranks_min != c->machine_ranks_max)) {
+        MPI_Comm_free(&node);
+        return NUMLA_STATUS_OK;
+    }
 
     numla_comm_shm *sh = calloc(1, sizeof *sh);
-    if (!sh)
+    if (!sh) {
+        MPI_Comm_free(&node);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "shm allreduce: out of memory");
+    }
     sh->win = MPI_WIN_NULL;
-    sh->segs = calloc((size_t)c->size, sizeof *sh->segs);
-    sh->srcs = calloc((size_t)c->size, sizeof *sh->srcs);
+    sh->node = node;
+    sh->cross = MPI_COMM_NULL;
+    sh->rank = node_rank;
+    sh->size = node_size;
+    sh->machines = c->machines;
+    sh->segs = calloc((size_t)sh->size, sizeof *sh->segs);
+    sh->srcs = calloc((size_t)sh->size, sizeof *sh->srcs);
+    sh->world = calloc((size_t)sh->size, sizeof *sh->world);
+    sh->host_srcs = calloc((size_t)sh->machines, sizeof *sh->host_srcs);
     c->shm = sh; /* from here numla_comm_shm_destroy cleans up */
-    if (!sh->segs || !sh->srcs)
+    if (!sh->segs || !sh->srcs || !sh->world || !sh->host_srcs)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "shm allreduce: out of memory");
+    MPI_Group ng, wg;
+    NUMLA_MPI_CHECK(MPI_Comm_group(node, &ng));
+    NUMLA_MPI_CHECK(MPI_Comm_group(c->comm, &wg));
+    int *idx = malloc((size_t)sh->size * sizeof *idx);
+    for (int q = 0; idx && q < sh->size; q++)
+        idx[q] = q;
+    rc = idx ? MPI_Group_translate_ranks(ng, sh->size, idx, wg, sh->world) : MPI_ERR_NO_MEM;
+    free(idx);
+    MPI_Group_free(&ng);
+    MPI_Group_free(&wg);
+    if (rc != MPI_SUCCESS)
+        return numla_comm_mpi_error_(rc, "MPI_Group_translate_ranks", __FILE__, __LINE__,
+                                     __func__);
+    if (sh->machines > 1) {
+        /* Node rank j of every machine, machines ordered by their first rank: every cross
+         * communicator lists the machines in the same order, so every rank sums the host sums
+         * in the same order. */
+        int first = sh->world[0];
+        NUMLA_MPI_CHECK(MPI_Comm_split(c->comm, sh->rank, first, &sh->cross));
+    }
 
     sh->buf_bytes = o->shm_bytes ? o->shm_bytes : (size_t)4 << 20;
     if (sh->buf_bytes > ((size_t)1 << 30)) {
@@ -163,18 +229,18 @@ numla_status numla_comm_shm_create(numla_comm *c, const numla_comm_options *o)
      * rank steals the core its peer needs: yield almost at once there; otherwise spin a while
      * first (latency matters more than a core that has nothing else to do). */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    sh->spin_limit = (long)c->size * omp_get_max_threads() > ncpu ? 16 : 4096;
+    sh->spin_limit = (long)sh->size * omp_get_max_threads() > ncpu ? 16 : 4096;
 
     MPI_Info info;
     NUMLA_MPI_CHECK(MPI_Info_create(&info));
     MPI_Info_set(info, "alloc_shared_noncontig", "true");
     size_t seg_bytes = NUMLA_SHM_HEADER + 2 * sh->buf_bytes;
     void *mine = NULL;
-    rc = MPI_Win_allocate_shared((MPI_Aint)seg_bytes, 1, info, c->comm, &mine, &sh->win);
+    rc = MPI_Win_allocate_shared((MPI_Aint)seg_bytes, 1, info, sh->node, &mine, &sh->win);
     MPI_Info_free(&info);
     if (rc != MPI_SUCCESS)
         return numla_comm_mpi_error_(rc, "MPI_Win_allocate_shared", __FILE__, __LINE__, __func__);
-    for (int q = 0; q < c->size; q++) {
+    for (int q = 0; q < sh->size; q++) {
         MPI_Aint sz;
         int disp;
         void *base;
@@ -188,13 +254,14 @@ numla_status numla_comm_shm_create(numla_comm *c, const numla_comm_options *o)
     numla_shm_place_local_(mine, seg_bytes);
     /* The owner zeroes its header (the data pages are first touched by its own writes). */
     for (int p = 0; p < 2; p++)
-        atomic_store_explicit(numla_shm_flag_(sh, c->rank, p), 0, memory_order_relaxed);
-    if (c->rank == 0)
+        atomic_store_explicit(numla_shm_flag_(sh, sh->rank, p), 0, memory_order_relaxed);
+    if (sh->rank == 0)
         atomic_store_explicit(numla_shm_abort_word_(sh), 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst);
-    NUMLA_MPI_CHECK(MPI_Barrier(c->comm));
-    NUMLA_DEBUG("shm allreduce: %d ranks, %zu-byte buffers, reduce-scatter above %zu bytes",
-                c->size, sh->buf_bytes, sh->rs_bytes);
+    NUMLA_MPI_CHECK(MPI_Barrier(sh->node));
+    NUMLA_DEBUG("shm allreduce: %d ranks on this machine (%d machine%s), %zu-byte buffers, "
+                "reduce-scatter above %zu bytes", sh->size, sh->machines,
+                sh->machines == 1 ? "" : "s", sh->buf_bytes, sh->rs_bytes);
     return NUMLA_STATUS_OK;
 }
 
@@ -207,8 +274,15 @@ void numla_comm_shm_destroy(numla_comm *c)
         MPI_Win_unlock_all(sh->win);
         MPI_Win_free(&sh->win);
     }
+    if (sh->cross != MPI_COMM_NULL)
+        MPI_Comm_free(&sh->cross);
+    if (sh->node != MPI_COMM_NULL)
+        MPI_Comm_free(&sh->node);
     free(sh->segs);
     free(sh->srcs);
+    free(sh->world);
+    free(sh->host_srcs);
+    free(sh->gather);
     free(sh);
     c->shm = NULL;
 }
@@ -240,7 +314,7 @@ static numla_status numla_shm_wait_(numla_comm *c, int q, int parity, uint64_t t
             uint64_t who = atomic_load_explicit(numla_shm_abort_word_(sh), memory_order_acquire);
             if (who)
                 NUMLA_FAIL(NUMLA_STATUS_MPI, "shm allreduce: rank %d aborted the job (rank %d "
-                           "stopped waiting for rank %d)", (int)who - 1, c->rank, q);
+                           "stopped waiting for rank %d)", (int)who - 1, c->rank, sh->world[q]);
             double now = numla_now_s();
             if (deadline == 0.0)
                 deadline = now + sh->timeout_s;
@@ -248,7 +322,8 @@ static numla_status numla_shm_wait_(numla_comm *c, int q, int parity, uint64_t t
                 numla_comm_shm_mark_aborted(c);
                 NUMLA_FAIL(NUMLA_STATUS_MPI, "shm allreduce: rank %d gave up after %.0f s "
                            "waiting for rank %d (step %llu): that rank died or is stuck "
-                           "(limit %.0f s, NUMLA_COMM_TIMEOUT)", c->rank, sh->timeout_s, q,
+                           "(limit %.0f s, NUMLA_COMM_TIMEOUT)", c->rank, sh->timeout_s,
+                           sh->world[q],
                            (unsigned long long)sh->step, sh->timeout_s);
             }
         }
@@ -343,6 +418,33 @@ static void numla_shm_slice_(size_t n, int nranks, int q, size_t *lo, size_t *hi
     *hi = *lo + per < n ? *lo + per : n;
 }
 
+/* Several machines: x[n] holds this machine's sum; replace it with the sum over machines, in
+ * machine order, identical on every rank (an allgather of the host sums over the cross
+ * communicator, then the same ordered sum everywhere: no dependence on MPI's reduction order).
+ * Collective over sh->cross: every member passes the same n. */
+static numla_status numla_shm_cross_(numla_comm *c, float *x, size_t n, int nt)
+{
+    numla_comm_shm *sh = c->shm;
+    if (sh->cross == MPI_COMM_NULL || n == 0)
+        return NUMLA_STATUS_OK;
+    const int H = sh->machines;
+    if (n * (size_t)H > sh->gather_cap) {
+        float *g = malloc(n * (size_t)H * sizeof *g);
+        if (!g)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "allreduce across machines: out of memory "
+                       "(%zu floats)", n * (size_t)H);
+        free(sh->gather);
+        sh->gather = g;
+        sh->gather_cap = n * (size_t)H;
+    }
+    NUMLA_MPI_CHECK(MPI_Allgather(x, (int)n, MPI_FLOAT, sh->gather, (int)n, MPI_FLOAT,
+                                  sh->cross));
+    for (int h = 0; h < H; h++)
+        sh->host_srcs[h] = sh->gather + (size_t)h * n;
+    numla_shm_sum_(x, NULL, sh->host_srcs, H, n, nt);
+    return NUMLA_STATUS_OK;
+}
+
 /* Every rank must pass the same total size; a mismatch would silently mix data (or hang on
  * a missing chunk), so each rank publishes its total with its flag and checks its peers'. */
 static numla_status numla_shm_check_total_(numla_comm *c, int q, int p, size_t total)
@@ -351,7 +453,7 @@ static numla_status numla_shm_check_total_(numla_comm *c, int q, int p, size_t t
     if (theirs != total)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "allreduce size mismatch: rank %d passed %zu "
                    "elements, rank %d passed %llu (every rank must pass the same size)",
-                   c->rank, total, q, (unsigned long long)theirs);
+                   c->rank, total, c->shm->world[q], (unsigned long long)theirs);
     return NUMLA_STATUS_OK;
 }
 
@@ -360,7 +462,7 @@ static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t to
     numla_comm_shm *sh = c->shm;
     uint64_t s = ++sh->step;
     int p = (int)(s & 1);
-    int me = c->rank, R = c->size, nt = numla_shm_threads_(sh, n);
+    int me = sh->rank, R = sh->size, nt = numla_shm_threads_(sh, n);
     /* Rank q writes slot (q + rot) mod R; rot advances by one per use of a set and is 0 on the
      * first use of each, so every slot is first touched by its owner (page placement). */
     int rot = (int)(((s - 1) >> 1) % (uint64_t)R);
@@ -385,6 +487,7 @@ static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t to
             return bad;
         }
         numla_shm_sum_(x, NULL, sh->srcs, R, n, nt);
+        NUMLA_CHECK(numla_shm_cross_(c, x, n, nt)); /* every rank: the host sums of x */
         return NUMLA_STATUS_OK;
     }
 
@@ -416,8 +519,16 @@ static numla_status numla_shm_step_(numla_comm *c, float *x, size_t n, size_t to
         for (int q = 0; q < R; q++)
             slice[q] = sh->srcs[q] + lo;
         /* Reduce into x (my own source is x itself) and publish in my slot's slice in the same
-         * pass (one read of the sources); no peer reads that slice before my second flag. */
-        numla_shm_sum_(x + lo, slot + lo, slice, R, hi - lo, nt);
+         * pass (one read of the sources); no peer reads that slice before my second flag. Over
+         * several machines, the slice's host sum is first joined with the same slice of the
+         * other machines (the node ranks j of all machines hold the same slice). */
+        if (sh->cross == MPI_COMM_NULL) {
+            numla_shm_sum_(x + lo, slot + lo, slice, R, hi - lo, nt);
+        } else {
+            numla_shm_sum_(x + lo, NULL, slice, R, hi - lo, nt);
+            NUMLA_CHECK(numla_shm_cross_(c, x + lo, hi - lo, nt));
+            numla_shm_copy_(slot + lo, x + lo, hi - lo, nt);
+        }
     }
     atomic_store_explicit(numla_shm_flag_(sh, me, p), 2 * s, memory_order_release);
     for (int k = 1; k < R; k++) {

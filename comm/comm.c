@@ -52,6 +52,7 @@ numla_status numla_comm_create(MPI_Comm parent, const numla_comm_options *opts, 
     if (!c)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "numla_comm_create: out of memory");
     c->comm = MPI_COMM_NULL;
+    c->machines = 1;
     numla_status s = NUMLA_STATUS_OK;
     int rc = MPI_Comm_dup(parent, &c->comm);
     if (rc != MPI_SUCCESS) {
@@ -98,15 +99,20 @@ numla_status numla_comm_create(MPI_Comm parent, const numla_comm_options *opts, 
     }
     if (want == NUMLA_COMM_ALLREDUCE_PATH_SHM && !c->shm) {
         s = numla_error_set(NUMLA_STATUS_UNSUPPORTED, __FILE__, __LINE__, __func__,
-                            "allreduce path shm (NUMLA_ALLREDUCE) but the %d ranks are not all on one machine "
-                            "(shared-memory allreduce needs that; use mpi or auto)",
-                            c->size);
+                            "allreduce path shm (NUMLA_ALLREDUCE) but the %d ranks are not all on "
+                            "one machine nor the same number (> 1) on each of %d machines "
+                            "(%d to %d ranks per machine; use mpi or auto)", c->size,
+                            c->machines, c->machine_ranks_min, c->machine_ranks_max);
         goto fail;
     }
     c->path = (want != NUMLA_COMM_ALLREDUCE_PATH_MPI && c->shm) ? NUMLA_COMM_ALLREDUCE_PATH_SHM
                                                                 : NUMLA_COMM_ALLREDUCE_PATH_MPI;
-    NUMLA_DEBUG("comm: %d ranks, allreduce path %s", c->size,
-                numla_comm_allreduce_path_name(c->path));
+    /* Info on a multi-machine job (which path crosses the network matters there); debug else. */
+    if (c->rank == 0)
+        numla_log(c->machines > 1 ? NUMLA_LOG_LEVEL_INFO : NUMLA_LOG_LEVEL_DEBUG,
+                  "comm: %d ranks on %d machine%s (%d to %d per machine), allreduce path %s",
+                  c->size, c->machines, c->machines == 1 ? "" : "s", c->machine_ranks_min,
+                  c->machine_ranks_max, numla_comm_allreduce_route(c));
     *out = c;
     return NUMLA_STATUS_OK;
 
@@ -132,6 +138,15 @@ int numla_comm_size(const numla_comm *c) { return c->size; }
 MPI_Comm numla_comm_mpi(const numla_comm *c) { return c->comm; }
 int numla_comm_shm_available(const numla_comm *c) { return c->shm != NULL; }
 numla_comm_allreduce_path numla_comm_allreduce_path_get(const numla_comm *c) { return c->path; }
+int numla_comm_machines(const numla_comm *c) { return c->machines; }
+
+const char *numla_comm_allreduce_route(const numla_comm *c)
+{
+    if (c->path == NUMLA_COMM_ALLREDUCE_PATH_MPI)
+        return c->machines > 1 ? "mpi (across machines)" : "mpi";
+    return c->machines > 1 ? "shm+mpi (shared memory inside each machine, MPI between them)"
+                           : "shm";
+}
 
 /* MPI counts are int: split large messages into pieces of at most this many elements. */
 enum { NUMLA_COMM_MPI_CHUNK = 1 << 30 };

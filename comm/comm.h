@@ -5,12 +5,17 @@
  * with MPI_Error_string's text instead of killing the process silently.
  *
  * Allreduce has two paths (numla_comm_allreduce_path):
- *   mpi  MPI_Allreduce; always correct, the only path across machines.
+ *   mpi  MPI_Allreduce; always correct.
  *   shm  a symmetric shared-memory allreduce over a window whose per-rank segments live on each
- *        rank's own node (comm/allreduce_shm.c); available when every rank is on one machine.
+ *        rank's own node (comm/allreduce_shm.c); available when every rank is on one machine,
+ *        or when the ranks span several machines with the same number (> 1) on each: then it
+ *        is hierarchical ("shm+mpi"): shared memory inside each machine, and for each range of
+ *        the message the ranks holding it on every machine exchange their machines' sums with
+ *        MPI (an allgather) and add them in machine order.
  * The default picks shm when it is available; numla_comm_options.allreduce forces one (shm when
- * ranks span machines is an error at create time). Both paths sum in rank order on the shm side
- * and the result is bitwise identical on every rank.
+ * it is not available is an error at create time). The shm side sums in rank order (machine
+ * order, then rank order inside each machine, across machines) and its result is bitwise
+ * identical on every rank; numla_comm_allreduce_route says which ran.
  *
  * Failure policy: a rank that meets an unrecoverable error — on any rank, in any module — calls
  * numla_comm_abort(), which logs rank and reason and MPI_Aborts the whole job, so mpirun tears
@@ -51,7 +56,8 @@ typedef struct numla_comm_options {
     size_t shm_rs_bytes;    /* shm path: chunks above this use reduce-scatter + all-gather (1 MiB) */
     size_t shm_par_bytes;   /* shm path: steps from this size use the caller's OpenMP team
                                (256 KiB) */
-    int test_fake_machines; /* tests only: > 1 behaves as if the ranks spanned machines */
+    int test_fake_machines; /* tests only: > 1 splits the ranks into that many contiguous
+                               groups that behave as separate machines */
 } numla_comm_options;
 
 /* Duplicate `parent` (MPI_COMM_WORLD in the engine) into a new communicator; set up the shm
@@ -85,10 +91,16 @@ int numla_comm_rank(const numla_comm *c);
 int numla_comm_size(const numla_comm *c);
 /* The duplicated MPI communicator (for code that must call MPI directly, e.g. benchmarks). */
 MPI_Comm numla_comm_mpi(const numla_comm *c);
-/* Whether the shm allreduce is available (all ranks on one machine, window created). Local. */
+/* Whether the shm allreduce is available (all ranks on one machine, or the same number > 1 on
+ * every machine; window created). Local. */
 int numla_comm_shm_available(const numla_comm *c);
 /* The path numla_comm_allreduce_sum_f32 uses (never AUTO). Local. */
 numla_comm_allreduce_path numla_comm_allreduce_path_get(const numla_comm *c);
+/* The machines the ranks span (MPI_COMM_TYPE_SHARED groups; test_fake_machines' groups). Local. */
+int numla_comm_machines(const numla_comm *c);
+/* What the allreduce does, for logs and benchmarks: "shm", "mpi", "mpi (across machines)" or
+ * "shm+mpi (shared memory inside each machine, MPI between them)". Local. */
+const char *numla_comm_allreduce_route(const numla_comm *c);
 
 /* In-place sum of buf[n] over all ranks: on return every rank holds the same (bitwise
  * identical) sum. Uses the communicator's chosen path. Call from one thread at a time

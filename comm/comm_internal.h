@@ -9,17 +9,27 @@
 
 #include "comm/comm.h"
 
-/* The shm allreduce state (allreduce_shm.c). */
+/* The shm allreduce state (allreduce_shm.c): a window over the ranks of this machine, and
+ * when the job spans machines, the communicator that joins this rank's host sums across them. */
 typedef struct numla_comm_shm {
-    MPI_Win win;              /* MPI_Win_allocate_shared window, one segment per rank */
-    unsigned char **segs;     /* (size) base of every rank's segment, mapped in this process */
+    MPI_Comm node;            /* the ranks on this machine (MPI_COMM_TYPE_SHARED), rank order */
+    int rank, size;           /* this rank's index in node, and node's size */
+    int *world;               /* (size) each node rank's rank in the communicator (messages) */
+    MPI_Comm cross;           /* the ranks with this node rank on every machine, machines in the
+                                 order of their first rank; MPI_COMM_NULL on one machine */
+    int machines;             /* cross's size (1 on one machine) */
+    float *gather;            /* (machines, gather_cap / machines) scratch of the cross step */
+    size_t gather_cap;        /* floats allocated in gather */
+    const float **host_srcs;  /* (machines) scratch: the host sums of one cross step */
+    MPI_Win win;              /* MPI_Win_allocate_shared window, one segment per node rank */
+    unsigned char **segs;     /* (size) base of every node rank's segment, mapped here */
     size_t buf_bytes;         /* bytes of each of the two data buffers in a segment */
     size_t rs_bytes;          /* chunks larger than this use reduce-scatter + all-gather */
     size_t par_bytes;         /* steps this large use the caller's OpenMP team */
     uint64_t step;            /* allreduce steps done (one per chunk); parity picks the buffer set */
     uint64_t spin_limit;      /* _mm_pause spins before a wait starts to sched_yield */
     double timeout_s;         /* give up waiting for a peer after this long */
-    const float **srcs;       /* (size) scratch: per-rank source pointers of one step */
+    const float **srcs;       /* (size) scratch: per-node-rank source pointers of one step */
 } numla_comm_shm;
 
 struct numla_comm {
@@ -27,6 +37,8 @@ struct numla_comm {
     int rank, size;
     numla_comm_allreduce_path path; /* MPI or SHM, never AUTO */
     numla_comm_shm *shm;      /* NULL when the shm path is unavailable */
+    int machines;             /* machines the ranks span (test_fake_machines: the fake ones) */
+    int machine_ranks_min, machine_ranks_max; /* fewest and most ranks on one machine */
 };
 
 /* Check an MPI return code: on failure record NUMLA_STATUS_MPI with MPI_Error_string's text
@@ -41,8 +53,10 @@ struct numla_comm {
 numla_status numla_comm_mpi_error_(int rc, const char *what, const char *file, int line,
                                    const char *func);
 
-/* Set up the shm window over c->comm (sized by o) when every rank is on one machine; leaves
- * c->shm NULL (and returns OK) when they are not. Collective over c->comm. */
+/* Count the machines (c->machines, c->machine_ranks_*) and set up the shm window over the
+ * ranks of each machine (sized by o), plus the cross-machine communicator when there are several
+ * machines with the same number of ranks each (more than one). Otherwise leaves c->shm NULL
+ * (MPI path) and returns OK. Collective over c->comm. */
 numla_status numla_comm_shm_create(numla_comm *c, const numla_comm_options *o);
 /* Collective over c->comm. */
 void numla_comm_shm_destroy(numla_comm *c);

@@ -60,19 +60,37 @@ static void fill(float *x, size_t n, int q, uint64_t seed)
         x[i] = input(q, i, seed);
 }
 
-/* The rank-order float sum the shm path promises, and sum |x| for the MPI tolerance. */
-static void reference(float *ref, float *mag, size_t n, uint64_t seed)
+/* The machines the communicator under test spans (test_fake_machines' contiguous groups:
+ * rank q on machine q * g_machines / g_size); 1: one machine. */
+static int g_machines = 1;
+
+/* The float sum the shm path promises for element i: rank order inside each machine, then the
+ * machines' sums in machine order (plain rank order on one machine); *mag = sum |x|. */
+static float ordered_sum(size_t i, uint64_t seed, float *mag)
 {
-    for (size_t i = 0; i < n; i++) {
-        float s = input(0, i, seed), m = fabsf(s);
-        for (int q = 1; q < g_size; q++) {
+    float total = 0.0f, m = 0.0f;
+    for (int h = 0; h < g_machines; h++) {
+        float s = 0.0f;
+        int first = 1;
+        for (int q = 0; q < g_size; q++) {
+            if ((int)((long)q * g_machines / g_size) != h)
+                continue;
             float v = input(q, i, seed);
-            s += v;
+            s = first ? v : s + v;
+            first = 0;
             m += fabsf(v);
         }
-        ref[i] = s;
-        mag[i] = m;
+        total = h == 0 ? s : total + s;
     }
+    *mag = m;
+    return total;
+}
+
+/* The reference sums the shm path promises, and sum |x| for the MPI tolerance. */
+static void reference(float *ref, float *mag, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        ref[i] = ordered_sum(i, seed, &mag[i]);
 }
 
 static uint64_t hash_bytes(const void *p, size_t n)
@@ -249,10 +267,8 @@ static void test_hammer(numla_comm *c, size_t n, int iters)
                 s += (float)((int)((i * 31u + (size_t)it * 7u + (size_t)q * 1000u) % 4093u));
             ref[i] = s;
         }
-        float s = input(0, (size_t)it, 77);
-        for (int q = 1; q < g_size; q++)
-            s += input(q, (size_t)it, 77);
-        ref[it % n] = s;
+        float mag;
+        ref[it % n] = ordered_sum((size_t)it, 77, &mag);
         if (memcmp(x, ref, n * sizeof *x) && bad_iters++ == 0)
             first_bad = it;
     }
@@ -399,8 +415,9 @@ static void test_errors(numla_comm *c)
     CHECK(s == NUMLA_STATUS_OK && numla_comm_allreduce_path_get(d) == NUMLA_COMM_ALLREDUCE_PATH_SHM,
           "allreduce shm on one machine: %s", numla_error_message());
     numla_comm_destroy(&d);
-    if (g_size > 1) {
-        /* Pretend the ranks span two machines: shm must be refused clearly, auto falls back. */
+    if (g_size > 1 && (g_size < 4 || g_size % 2)) {
+        /* Pretend the ranks span two machines, one rank or unequal counts on each: shm must be
+         * refused clearly, auto falls back. (Even counts from 4: test_machines.) */
         o.test_fake_machines = 2;
         s = numla_comm_create(MPI_COMM_WORLD, &o, &d);
         CHECK(s == NUMLA_STATUS_UNSUPPORTED && strstr(numla_error_message(), "not all on one"),
@@ -421,6 +438,57 @@ static void test_errors(numla_comm *c)
                   "mpi fallback sums");
         }
         numla_comm_destroy(&d);
+    }
+}
+
+/* The ranks split into two machines of g_size / 2 (test_fake_machines): the hierarchical
+ * path (shm inside each machine, MPI between them) is chosen, says so, and sums bitwise in
+ * its promised order (ordered_sum) at every size, chunked, reduce-scatter or not, back to back;
+ * forcing shm works; three machines of unequal size fall back to MPI. */
+static void test_machines(void)
+{
+    if (g_size < 4 || g_size % 2)
+        return;
+    const numla_comm_options opts[2] = {
+        {.timeout_s = 3, .test_fake_machines = 2, .allreduce = NUMLA_COMM_ALLREDUCE_PATH_SHM},
+        {.timeout_s = 3, .test_fake_machines = 2, .shm_bytes = 4096, .shm_rs_bytes = 1024},
+    };
+    for (int k = 0; k < 2; k++) {
+        numla_comm *c = NULL;
+        numla_status s = numla_comm_create(MPI_COMM_WORLD, &opts[k], &c);
+        CHECK(s == NUMLA_STATUS_OK, "two fake machines (%d): %s", k, numla_error_message());
+        if (!c)
+            return;
+        CHECK(numla_comm_machines(c) == 2, "machines: %d", numla_comm_machines(c));
+        CHECK(numla_comm_shm_available(c) &&
+                  numla_comm_allreduce_path_get(c) == NUMLA_COMM_ALLREDUCE_PATH_SHM &&
+                  !strncmp(numla_comm_allreduce_route(c), "shm+mpi", 7),
+              "two machines of %d ranks: hierarchical path, got %s", g_size / 2,
+              numla_comm_allreduce_route(c));
+        g_machines = 2;
+        if (k == 0) {
+            const size_t sizes[] = {1, 3, 16, 17, 1000, 2048, 65535, 262144, 262145, 300007,
+                                    1048583};
+            test_allreduce_sizes(c, sizes, (int)(sizeof sizes / sizeof sizes[0]), 700);
+            test_back_to_back(c, NUMLA_COMM_ALLREDUCE_PATH_SHM, 300, 600);
+            test_hammer(c, 2048, 500);
+        } else {
+            const size_t cycle[] = {15, 16, 17, 256, 257, 1023, 1024, 1025, 2049, 47, 3073};
+            test_alternating(c, cycle, (int)(sizeof cycle / sizeof cycle[0]), 5);
+            test_back_to_back(c, NUMLA_COMM_ALLREDUCE_PATH_SHM, 200, 3000);
+        }
+        g_machines = 1;
+        numla_comm_destroy(&c);
+    }
+    /* Three machines of 2, 1 and 1 ranks (4 ranks; 6: 2, 2, 2 is even): unequal -> MPI. */
+    if (g_size == 4) {
+        numla_comm_options o = {.timeout_s = 3, .test_fake_machines = 3};
+        numla_comm *c = NULL;
+        CHECK(numla_comm_create(MPI_COMM_WORLD, &o, &c) == NUMLA_STATUS_OK && c &&
+                  numla_comm_machines(c) == 3 && !numla_comm_shm_available(c) &&
+                  numla_comm_allreduce_path_get(c) == NUMLA_COMM_ALLREDUCE_PATH_MPI,
+              "three unequal machines: mpi");
+        numla_comm_destroy(&c);
     }
 }
 
@@ -512,6 +580,7 @@ int main(int argc, char **argv)
         test_hammer(small, 1000, 2000);
     }
     numla_comm_destroy(&small);
+    test_machines();
 
     int local[2] = {g_pass, g_fail}, total[2];
     MPI_Allreduce(local, total, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
