@@ -66,7 +66,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: numla serve --model DIR [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
                "                   [--max-queue N (256)] [--max-body BYTES (1 MiB)]\n"
-               "                   [--chat-template NAME] [--served-model-name NAME]\n");
+               "                   [--chat-template NAME] [--served-model-name NAME[,ALIAS...]]\n");
     numla_cli_engine_opts_usage(f, 19);
     fprintf(f, "Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models,\n"
                "GET /health, GET /metrics. Chat templates:");

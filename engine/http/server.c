@@ -27,6 +27,8 @@ struct numla_http_server {
     numla_http_metrics *metrics;
     numla_http_server_options opt;
     char *host, *api_key, *model_name;
+    char **names;               /* (num_names) the served names split out of model_name */
+    int num_names;
     int port;
     int64_t started;            /* Unix seconds */
     pthread_mutex_t mu;
@@ -203,11 +205,21 @@ static int append_text_final(job_view *v, const char *s, size_t n, int final)
 
 static numla_openai_reply reply_of(const conn *c)
 {
+    const char *asked = c->call ? c->call->req.model : NULL; /* one of the served names */
     return (numla_openai_reply){.endpoint = c->route == ROUTE_CHAT ? NUMLA_OPENAI_CHAT
                                                                    : NUMLA_OPENAI_COMPLETIONS,
                                 .id = c->id,
                                 .created = c->created,
-                                .model = c->s->model_name};
+                                .model = asked ? asked : c->s->names[0]};
+}
+
+/* 1 when name is one of the served names. */
+static int served_name(const numla_http_server *s, const char *name)
+{
+    for (int i = 0; i < s->num_names; i++)
+        if (!strcmp(s->names[i], name))
+            return 1;
+    return 0;
 }
 
 static int stream_chunk_split(conn *c, int32_t i, const char *text, size_t len,
@@ -515,6 +527,13 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
         return MHD_NO;
     if (err.status)
         return respond_error(c, mc, &err);
+    if (req.model && !served_name(s, req.model)) {
+        numla_openai_error_set(&err, 404, "model", "model_not_found",
+                               "The model '%.200s' does not exist (served: %.200s)", req.model,
+                               s->model_name);
+        numla_openai_request_free(&req);
+        return respond_error(c, mc, &err);
+    }
     pthread_mutex_lock(&s->mu);
     int ready = s->ready && !s->stopping;
     if (ready) {
@@ -623,10 +642,17 @@ static enum MHD_Result get_route(numla_http_server *s, struct MHD_Connection *mc
         return respond(mc, MHD_HTTP_OK, text, "text/plain; version=0.0.4; charset=utf-8", NULL);
     }
     if (!strcmp(url, "/v1/models")) {
-        json_t *o = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:I}]}", "object", "list", "data",
-                              "id", s->model_name, "object", "model", "created",
-                              (json_int_t)s->started, "owned_by", "numla", "max_model_len",
-                              (json_int_t)s->opt.max_context);
+        json_t *o = json_pack("{s:s, s:[]}", "object", "list", "data");
+        for (int i = 0; o && i < s->num_names; i++)
+            if (json_array_append_new(json_object_get(o, "data"),
+                                      json_pack("{s:s, s:s, s:I, s:s, s:I}", "id", s->names[i],
+                                                "object", "model", "created",
+                                                (json_int_t)s->started, "owned_by", "numla",
+                                                "max_model_len",
+                                                (json_int_t)s->opt.max_context))) {
+                json_decref(o);
+                o = NULL;
+            }
         char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
         if (!body)
@@ -762,11 +788,38 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 
 /* ---- lifetime ---- */
 
+/* model_name's comma-separated names into names[]; an empty name is an error. */
+static numla_status split_names(numla_http_server *s)
+{
+    int n = 1;
+    for (const char *p = s->model_name; *p; p++)
+        n += *p == ',';
+    s->names = calloc((size_t)n, sizeof *s->names);
+    if (!s->names)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the served model names");
+    const char *p = s->model_name;
+    for (int i = 0; i < n; i++) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == 0)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "served model names '%s': an empty name",
+                       s->model_name);
+        if (!(s->names[i] = strndup(p, len)))
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the served model names");
+        s->num_names = i + 1;
+        p = e ? e + 1 : p + len;
+    }
+    return NUMLA_STATUS_OK;
+}
+
 static void server_free(numla_http_server *s)
 {
     free(s->host);
     free(s->api_key);
     free(s->model_name);
+    for (int i = 0; i < s->num_names; i++)
+        free(s->names[i]);
+    free(s->names);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -795,6 +848,11 @@ numla_status numla_http_server_start(const numla_http_server_options *opt,
     if (!s->host || !s->model_name || (opt->api_key && opt->api_key[0] && !s->api_key)) {
         server_free(s);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the HTTP server");
+    }
+    numla_status ns = split_names(s);
+    if (ns != NUMLA_STATUS_OK) {
+        server_free(s);
+        return ns;
     }
     if (opt->port < 0 || opt->port > 65535) {
         int port = opt->port;

@@ -34,7 +34,10 @@ typedef struct numla_http_server_options {
     const char *host;           /* numeric address or name; NULL: "127.0.0.1" */
     int port;                   /* 0: ephemeral */
     const char *api_key;        /* NULL or "": no authentication */
-    const char *model_name;     /* what /v1/models lists and responses carry; NULL: "numla" */
+    const char *model_name;     /* the served names, comma-separated: /v1/models lists each; a
+                                   request's "model" must be one of them (else 404
+                                   model_not_found) and its response carries that one; without
+                                   "model" the first. NULL: "numla" */
     size_t max_body;            /* bytes; 0: 1 MiB */
     int64_t vocab_size;         /* token-id prompts are checked against these (0: not) */
     int64_t max_context;

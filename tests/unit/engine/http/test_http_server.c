@@ -152,7 +152,7 @@ static void fixture_start(fixture *fx, int32_t max_queue, const char *api_key, s
     memset(fx, 0, sizeof *fx);
     CU_ASSERT_EQUAL_FATAL(numla_http_backend_create(max_queue, &fx->b), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(numla_http_metrics_create(&fx->m), NUMLA_STATUS_OK);
-    numla_http_server_options o = {.port = 0, .api_key = api_key, .model_name = "tiny",
+    numla_http_server_options o = {.port = 0, .api_key = api_key, .model_name = "tiny,tiny-alias",
                                    .max_body = max_body, .vocab_size = 1000, .max_context = 4096};
     CU_ASSERT_EQUAL_FATAL(numla_http_server_start(&o, fx->b, fx->m, &fx->s), NUMLA_STATUS_OK);
     fx->port = numla_http_server_port(fx->s);
@@ -305,8 +305,23 @@ static void test_health_and_models(void)
     CU_ASSERT_EQUAL(r.status, 200);
     json_t *o = body_json(&r);
     EXPECT_JSTR((json_object_get(o, "object")), "list");
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(o, "data")), 2); /* the name and its alias */
     EXPECT_JSTR((json_object_get(json_array_get(json_object_get(o, "data"), 0), "id")), "tiny");
+    EXPECT_JSTR((json_object_get(json_array_get(json_object_get(o, "data"), 1), "id")), "tiny-alias");
     json_decref(o);
+    free_reply(&r);
+    /* a model that is not served: OpenAI's 404 model_not_found, for either endpoint */
+    r = http(fx.port, "POST", "/v1/completions", NULL, "{\"model\": \"gpt-4\", \"prompt\": \"a\"}");
+    CU_ASSERT_EQUAL(r.status, 404);
+    o = body_json(&r);
+    EXPECT_JSTR((json_object_get(json_object_get(o, "error"), "code")), "model_not_found");
+    EXPECT_JSTR((json_object_get(json_object_get(o, "error"), "type")), "invalid_request_error");
+    NUMLA_ASSERT_MSG(!strcmp(error_param(o), "model"), "param %s", error_param(o));
+    json_decref(o);
+    free_reply(&r);
+    r = http(fx.port, "POST", "/v1/chat/completions", NULL,
+             "{\"model\": \"tiny-\", \"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}");
+    CU_ASSERT_EQUAL(r.status, 404);
     free_reply(&r);
     r = http(fx.port, "GET", "/nowhere", NULL, NULL);
     CU_ASSERT_EQUAL(r.status, 404);
@@ -331,6 +346,14 @@ static void test_completion_plain(void)
     json_t *u = json_object_get(o, "usage");
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(u, "prompt_tokens")), 5);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(u, "completion_tokens")), 3);
+    json_decref(o);
+    free_reply(&r);
+    /* an alias is served, and the response names the model the request asked for */
+    r = http(fx.port, "POST", "/v1/completions", NULL,
+             "{\"model\": \"tiny-alias\", \"prompt\": \"hello\", \"max_tokens\": 1}");
+    NUMLA_ASSERT_MSG(r.status == 200, "status %d: %s", r.status, r.body);
+    o = body_json(&r);
+    EXPECT_JSTR((json_object_get(o, "model")), "tiny-alias");
     json_decref(o);
     free_reply(&r);
 
