@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "launch/bind.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <hwloc.h>
 #include <numa.h>
@@ -16,14 +17,29 @@
 
 static void numla_bind_process_cpus_(cpu_set_t *out);
 
-/* The CPUs this process may run on, ascending, into cpus (capacity CPU_SETSIZE): the union of
- * its threads' affinity (numla_bind_process_cpus_) and of the OpenMP places. The places count because an OpenMP runtime
- * told OMP_PROC_BIND pins the initial thread to the first place before main; its places are
- * the mask the process started with (taskset, a cgroup cpuset, mpirun's binding). */
-static int numla_bind_allowed_cpus_(int *cpus)
+/* The mask the process was given, once numla_bind_record_start_mask has run. */
+static cpu_set_t numla_bind_start_mask_;
+static int numla_bind_start_recorded_;
+
+void numla_bind_record_start_mask(void)
 {
     cpu_set_t set;
-    numla_bind_process_cpus_(&set);
+    if (sched_getaffinity(0, sizeof set, &set))
+        return;
+    numla_bind_start_mask_ = set;
+    numla_bind_start_recorded_ = 1;
+}
+
+/* The OpenMP places count because an OpenMP runtime told OMP_PROC_BIND pins the initial thread
+ * to the first place before main; its places are the mask the process started with (taskset, a
+ * cgroup cpuset, mpirun's binding). */
+int numla_bind_allowed_cpus(int *cpus)
+{
+    cpu_set_t set;
+    if (numla_bind_start_recorded_)
+        set = numla_bind_start_mask_;
+    else
+        numla_bind_process_cpus_(&set);
     for (int pl = 0; pl < omp_get_num_places(); pl++) {
         int n = omp_get_place_num_procs(pl);
         int *ids = n > 0 ? malloc((size_t)n * sizeof *ids) : NULL;
@@ -42,6 +58,87 @@ static int numla_bind_allowed_cpus_(int *cpus)
     return n;
 }
 
+/* Parse a kernel cpulist ("0-3,8,10-11") into set; 0 when well formed. */
+static int numla_bind_parse_cpulist_(const char *s, cpu_set_t *set)
+{
+    CPU_ZERO(set);
+    for (;;) {
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (!*s || *s == '\n')
+            break;
+        char *end;
+        long a = strtol(s, &end, 10), b = a;
+        if (end == s)
+            return -1;
+        s = end;
+        if (*s == '-') {
+            b = strtol(s + 1, &end, 10);
+            if (end == s + 1)
+                return -1;
+            s = end;
+        }
+        for (long c = a; c <= b && c < CPU_SETSIZE; c++)
+            if (c >= 0)
+                CPU_SET((int)c, set);
+        if (*s == ',')
+            s++;
+    }
+    return 0;
+}
+
+int numla_bind_check_threads(int rank)
+{
+    int allowed[CPU_SETSIZE];
+    int num_allowed = numla_bind_allowed_cpus(allowed);
+    cpu_set_t ok;
+    CPU_ZERO(&ok);
+    for (int i = 0; i < num_allowed; i++)
+        CPU_SET(allowed[i], &ok);
+    char allowed_list[256];
+    numla_topo_cpulist(allowed, num_allowed, allowed_list, sizeof allowed_list);
+
+    DIR *dir = opendir("/proc/self/task");
+    if (!dir) {
+        NUMLA_ERROR("rank %d: cannot list this process's threads (/proc/self/task): %s", rank,
+                    strerror(errno));
+        return -1;
+    }
+    int escaped = 0;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        char path[320], line[4096], name[64] = "?", list[4096] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) /* the thread ended meanwhile */
+            continue;
+        while (fgets(line, sizeof line, f)) {
+            if (!strncmp(line, "Name:", 5))
+                sscanf(line + 5, " %63[^\n]", name);
+            else if (!strncmp(line, "Cpus_allowed_list:", 18))
+                sscanf(line + 18, " %4095[^\n]", list);
+        }
+        fclose(f);
+        cpu_set_t mine, outside;
+        if (!list[0] || numla_bind_parse_cpulist_(list, &mine)) {
+            NUMLA_ERROR("rank %d: thread %s (%s): cannot read its CPUs from %s", rank,
+                        de->d_name, name, path);
+            escaped++;
+            continue;
+        }
+        CPU_AND(&outside, &mine, &ok);
+        if (CPU_EQUAL(&outside, &mine))
+            continue;
+        escaped++;
+        NUMLA_ERROR("rank %d: thread %s (%s) may run on CPUs %s, outside the CPUs this process "
+                    "was given: %s", rank, de->d_name, name, list, allowed_list);
+    }
+    closedir(dir);
+    return escaped;
+}
+
 numla_status numla_bind_apply(const numla_topo *t, numla_launch_plan *p, int rank,
                               int strict_memory)
 {
@@ -57,7 +154,7 @@ numla_status numla_bind_apply(const numla_topo *t, numla_launch_plan *p, int ran
 
     /* Stay inside the CPUs the process was given (batch system cpuset, taskset, launcher). */
     int allowed[CPU_SETSIZE];
-    int num_allowed = numla_bind_allowed_cpus_(allowed), changed = 0;
+    int num_allowed = numla_bind_allowed_cpus(allowed), changed = 0;
     char plan_list[256], allowed_list[256], list[256];
     numla_topo_cpulist(rk->cpus, rk->num_cpus, plan_list, sizeof plan_list);
     numla_topo_cpulist(allowed, num_allowed, allowed_list, sizeof allowed_list);
@@ -248,10 +345,14 @@ int numla_bind_report(const numla_launch_plan *p, int rank, int verbose, numla_b
         NUMLA_WARN("rank %d: %d OpenMP threads, the plan says %d", rank, info.threads,
                    rk->threads);
     }
+    /* Every thread, MPI's and the runtime's included, inside the mask the process was given. */
+    info.threads_escaped = numla_bind_check_threads(rank);
+    if (info.threads_escaped)
+        problems++;
     if (verbose) {
         printf("rank %d: node %d cpus %s (%d) mempolicy %s threads %d %s\n", rank, info.node,
                info.cpus, info.num_cpus, info.mempolicy, info.threads,
-               problems ? "PROBLEMS (see warnings)" : "pinned ok");
+               problems ? "PROBLEMS (see the messages above)" : "pinned ok");
         fflush(stdout);
     }
     if (out)

@@ -74,6 +74,14 @@ numla_status numla_topo_load(const char *synthetic, const char *xml_path, numla_
         }
     } else {
         snprintf(t->source, sizeof t->source, "this machine");
+        /* hwloc's x86 backend reads CPUID on each PU by binding the calling thread to it in
+         * turn, PUs outside the process's mask included (sched_setaffinity allows that under
+         * taskset or mpirun's binding): that widens the CPU set numla was given (docs/design.md
+         * §1.1). The Linux backend reads the same packages, cores, caches and NUMA nodes from
+         * sysfs without moving any thread. */
+#if HWLOC_API_VERSION >= 0x00020100
+        hwloc_topology_set_components(t->hw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+#endif
     }
     if (hwloc_topology_load(t->hw)) {
         s = numla_error_set(NUMLA_STATUS_FORMAT, __FILE__, __LINE__, __func__,

@@ -1,12 +1,14 @@
 /* tests/unit/launch/test_bind.c — suite `bind`: launch/bind.c applied to this process and
  * checked with independent system calls (sched_getaffinity of every OpenMP thread,
  * get_mempolicy), the report's counts for plans the process does not match, its one-line
- * summary, and the refusals (another machine's topology, a rank outside the plan). The
- * process's affinity, thread count and memory policy are restored afterwards. */
+ * summary, every thread checked against the mask recorded at start, and the refusals (another
+ * machine's topology, a rank outside the plan). The process's affinity, thread count and memory
+ * policy are restored afterwards. */
 #define _GNU_SOURCE
 #include <numa.h>
 #include <numaif.h>
 #include <omp.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,6 +220,113 @@ static void test_report_counts_mismatches(void)
     numla_topo_destroy(&t);
 }
 
+/* A thread that can run somewhere the recorded start mask does not allow. */
+typedef struct escape_thread {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int cpu;   /* set by the test: the CPU to allow next (-1: finish) */
+    int done;  /* set by the thread once it has applied cpu */
+} escape_thread;
+
+static void *escape_main(void *arg)
+{
+    escape_thread *e = arg;
+    pthread_setname_np(pthread_self(), "numla_escape");
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (e->done)
+            pthread_cond_wait(&e->cv, &e->mu);
+        if (e->cpu < 0)
+            break;
+        cpu_set_t cs;
+        CPU_ZERO(&cs);
+        CPU_SET(e->cpu, &cs);
+        sched_setaffinity(0, sizeof cs, &cs);
+        e->done = 1;
+        pthread_cond_broadcast(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+static void escape_move(escape_thread *e, int cpu)
+{
+    pthread_mutex_lock(&e->mu);
+    e->cpu = cpu;
+    e->done = 0;
+    pthread_cond_broadcast(&e->cv);
+    while (cpu >= 0 && !e->done)
+        pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* numla_bind_check_threads reads every thread of the process, not only OpenMP's, against the
+ * mask recorded at start: a thread allowed on a CPU outside it is counted and named (id, name,
+ * CPUs) in an error; back inside, it is not. numla_bind_report counts it as a problem. */
+static void test_check_threads_against_start_mask(void)
+{
+    saved_state saved;
+    save(&saved);
+    int a = -1, b = -1;
+    for (int c = 0; c < CPU_SETSIZE && b < 0; c++)
+        if (CPU_ISSET(c, &saved.affinity)) {
+            if (a < 0)
+                a = c;
+            else
+                b = c;
+        }
+    if (b < 0)
+        return; /* one CPU: nothing can be outside */
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(a, &one);
+#pragma omp parallel
+    sched_setaffinity(0, sizeof one, &one);
+    sched_setaffinity(0, sizeof one, &one);
+    numla_bind_record_start_mask();
+    int allowed[CPU_SETSIZE];
+    int num_allowed = numla_bind_allowed_cpus(allowed);
+    if (num_allowed == 1 && allowed[0] == a) { /* OpenMP places would widen it: skip */
+        int base = numla_bind_check_threads(0);
+        escape_thread e = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, a, 0};
+        pthread_t th;
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, escape_main, &e), 0);
+        escape_move(&e, a);
+        CU_ASSERT_EQUAL(numla_bind_check_threads(0), base);
+
+        escape_move(&e, b);
+        char path[] = "/tmp/numla_test_escape_XXXXXX";
+        int fd = mkstemp(path);
+        CU_ASSERT_FATAL(fd >= 0);
+        fflush(stderr);
+        int err = dup(2);
+        dup2(fd, 2);
+        int escaped = numla_bind_check_threads(3);
+        fflush(stderr);
+        dup2(err, 2);
+        close(err);
+        char text[4096];
+        ssize_t got = pread(fd, text, sizeof text - 1, 0);
+        text[got > 0 ? got : 0] = '\0';
+        close(fd);
+        unlink(path);
+        CU_ASSERT_EQUAL(escaped, base + 1);
+        char want[128];
+        snprintf(want, sizeof want, "(numla_escape) may run on CPUs %d, outside the CPUs this "
+                 "process was given: %d", b, a);
+        NUMLA_ASSERT_MSG(strstr(text, "rank 3: thread ") && strstr(text, want),
+                         "want '%s' in: %s", want, text);
+
+        escape_move(&e, a);
+        CU_ASSERT_EQUAL(numla_bind_check_threads(0), base);
+        escape_move(&e, -1);
+        pthread_join(th, NULL);
+    }
+    restore(&saved);
+    numla_bind_record_start_mask();
+}
+
 NUMLA_TEST_SUITE(bind, NULL, NULL, NUMLA_TEST(test_refusals),
                  NUMLA_TEST(test_apply_pins_threads_and_memory),
-                 NUMLA_TEST(test_report_counts_mismatches))
+                 NUMLA_TEST(test_report_counts_mismatches),
+                 NUMLA_TEST(test_check_threads_against_start_mask))
