@@ -148,10 +148,11 @@ static void numla_topo_print_json_(const numla_topo *t, const numla_launch_plan 
                                                rk->node, "cores", rk->num_cores, "threads",
                                                rk->threads, "cpus", cl));
     }
-    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:o, s:o, s:b, s:s?}", "source", t->source,
-                             "packages", t->num_packages, "cores", t->num_cores, "pus",
+    json_t *root = json_pack("{s:s, s:i, s:i, s:i, s:o, s:o, s:b, s:i, s:i, s:s?}", "source",
+                             t->source, "packages", t->num_packages, "cores", t->num_cores, "pus",
                              t->num_pus, "nodes", nodes, "plan", ranks, "oversubscribed",
-                             p ? p->oversubscribed : 0, "mpirun", mpirun_line);
+                             p ? p->oversubscribed : 0, "hosts", p ? p->num_hosts : 1,
+                             "ranks_per_host", p ? p->ranks_per_host : 0, "mpirun", mpirun_line);
     char *s = json_dumps(root, JSON_COMPACT);
     if (s)
         printf("%s\n", s);

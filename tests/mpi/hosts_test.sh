@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# tests/mpi/hosts_test.sh NUMLA — numla on two machines for real (issue 38): three network
+# tests/mpi/hosts_test.sh NUMLA [dry|run] — numla on several machines (issue 38).
+#
+# dry: launch/numla-launch --hosts / --hostfile / --ranks-per-host / --mpirun-args --dry-run
+#      on a synthetic machine: the mpirun line, and the errors (no MPI job, no root needed).
+# run (default): numla on two machines for real: three network
 # namespaces on this machine stand for a launcher host (h0, which holds a bridge) and two
 # compute hosts (h1, h2), each with its own veth link to the bridge, a private address
 # (10.231.0.0/24) and, for every process Open MPI starts there, its own UTS namespace with its
@@ -21,11 +25,61 @@
 # on exit, failure or not.
 set -uo pipefail
 numla=$(realpath "$1")
+mode=${2:-run}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 # shellcheck source=test_lib.sh
 . "$here/test_lib.sh"
 skip() { echo "SKIP: $*"; exit 77; }
+
+if [ "$mode" = dry ]; then
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  export HWLOC_SYNTHETIC="numa:2 core:4 pu:2"
+  dry() { NUMLA_BIN=$numla "$root/launch/numla-launch" --dry-run "$@" 2>"$tmp/err" | tr -d '\\'; }
+  want="-n 4 --host a:2,b:2 --map-by ppr:1:numa:PE=4 --bind-to core"
+  line=$(dry --hosts a,b -- run --model m)
+  [[ "$line" == *"mpirun $want "*"-x NUMLA_PLAN=hosts=2 -x OMP_NUM_THREADS=4 "*" run --model m" ]]
+  check hosts-line $? "$line"
+  printf '# two hosts\na slots=8 max_slots=8\n\n  b   # the second\n' >"$tmp/hostfile"
+  line2=$(dry --hostfile "$tmp/hostfile" -- run --model m)
+  [ "$line2" = "$line" ]
+  check hostfile-same-line $? "$line2"
+  line=$(dry --hosts a,b --ranks 2 -- run)
+  [[ "$line" == *"-n 2 --host a:1,b:1 --map-by ppr:1:numa:PE=4 "* ]]
+  check hosts-total-ranks $? "$line"
+  line=$(dry --hosts a,b,c --ranks-per-host 1 --ranks 3 --threads-per-rank 2 -- run)
+  [[ "$line" == *"-n 3 --host a:1,b:1,c:1 "*"NUMLA_PLAN=threads=2,hosts=3 "* ]]
+  check hosts-ranks-per-host $? "$line"
+  line=$(dry --hosts a,b --mpirun-args '--mca btl self,tcp' --mpirun-args '--mca x y' -- run)
+  [[ "$line" == "mpirun --mca btl self,tcp --mca x y -n 4 --host a:2,b:2 "* ]]
+  check mpirun-args-first $? "$line"
+  bad() { # bad NAME MESSAGE ARGS...: numla-launch refuses, saying MESSAGE
+    local name=$1 msg=$2
+    shift 2
+    if NUMLA_BIN=$numla "$root/launch/numla-launch" --dry-run "$@" -- run >"$tmp/out" 2>"$tmp/err"; then
+      check "$name" 1 "accepted: $(cat "$tmp/out")"
+    else
+      grep -q -- "$msg" "$tmp/err"
+      check "$name" $? "$(cat "$tmp/err")"
+    fi
+  }
+  bad refuse-ranks-not-multiple "multiple of the host count" --hosts a,b --ranks 3
+  bad refuse-ranks-disagree "disagree" --hosts a,b --ranks 4 --ranks-per-host 1
+  bad refuse-too-many-per-host "per host requested" --hosts a,b --ranks-per-host 3
+  bad refuse-slots-suffix "without ':slots'" --hosts a:2,b
+  bad refuse-host-twice "named twice" --hosts a,b,a
+  bad refuse-both-lists "give one of them" --hosts a,b --hostfile "$tmp/hostfile"
+  bad refuse-missing-hostfile "cannot open" --hostfile "$tmp/none"
+  printf 'a\nb:2\n' >"$tmp/badfile"
+  bad refuse-hostfile-line "line 2" --hostfile "$tmp/badfile"
+  NUMLA_BIN=$numla "$root/launch/numla-launch" --dry-run --verbose --hosts a,b -- run >/dev/null 2>"$tmp/err"
+  grep -q 'plan: 4 ranks over 2 hosts, 2 per host' "$tmp/err" && grep -q 'rank 3 -> host 1, node 1' "$tmp/err"
+  check verbose-plan $? "$(cat "$tmp/err")"
+  echo "hosts_test[dry]: $pass passed, $fail failed"
+  [ "$fail" -eq 0 ]
+  exit
+fi
 
 [ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
 for tool in ip nsenter unshare mpirun; do
