@@ -229,7 +229,8 @@ static numla_status serve_prepare(serve_job *j)
                                     .model_name = j->name, .max_body = (size_t)o->max_body,
                                     .vocab_size = j->cfg.vocab_size,
                                     .max_context = o->e.max_context,
-                                    .sampling_defaults = &o->e.sampling_defaults};
+                                    .sampling_defaults = &o->e.sampling_defaults,
+                                    .tokenizer = j->tok};
     NUMLA_CHECK(numla_http_server_start(&so, j->backend, j->metrics, &j->server));
     fprintf(stderr, "numla serve: listening on %s port %d; loading %s\n", o->host,
             numla_http_server_port(j->server), o->e.model);

@@ -474,7 +474,8 @@ static int check_field_names(json_t *o, int is_chat, numla_openai_error *err)
 {
     static const char *const common[] = {"model", "max_tokens", "temperature", "top_p", "top_k",
                                          "seed", "stop", "logprobs", "stream", "stream_options",
-                                         "user", "ignore_eos", "stop_token_ids"};
+                                         "user", "ignore_eos", "stop_token_ids",
+                                         "return_tokens_as_token_ids"};
     static const char *const completions[] = {"prompt"};
     static const char *const chat[] = {"messages",     "max_completion_tokens", "top_logprobs",
                                        "tools",        "tool_choice", "parallel_tool_calls",
@@ -610,6 +611,17 @@ static int parse_stream(json_t *o, numla_openai_request *r, numla_openai_error *
     return 1;
 }
 
+/* vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:N" (bool | null). */
+static int parse_token_ids(json_t *o, numla_openai_request *r, numla_openai_error *err)
+{
+    json_t *v = json_object_get(o, "return_tokens_as_token_ids");
+    if (v && !json_is_boolean(v) && !json_is_null(v))
+        return bad(err, "return_tokens_as_token_ids",
+                   "'return_tokens_as_token_ids' must be true or false");
+    r->tokens_as_ids = json_is_true(v);
+    return 1;
+}
+
 /* Every field, in the order the errors are reported in. The prompt against the context is
  * checked once, after tokenization (numla_request_fit_context, from the serving adapter). */
 static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_request *r,
@@ -617,7 +629,7 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
 {
     return check_field_names(o, r->endpoint == NUMLA_OPENAI_CHAT, err) &&
            parse_input(o, lim, r, err) && parse_sampling(o, lim, r, err) &&
-           parse_logprobs(o, r, err) && parse_stream(o, r, err);
+           parse_logprobs(o, r, err) && parse_stream(o, r, err) && parse_token_ids(o, r, err);
 }
 
 numla_status numla_openai_parse(numla_openai_endpoint endpoint, const char *body, size_t len,
@@ -727,16 +739,55 @@ static double finite_logprob(float v)
     return isfinite(v) ? (double)v : -9999.0; /* JSON has no infinities */
 }
 
-static json_t *token_name(int32_t id)
+/* A token as OpenAI names it: its text, where bytes that are only part of a UTF-8 character
+ * read U+FFFD (as the tokenizer decodes them); "token_id:N" without a tokenizer or for an id
+ * it does not know (a model's padding rows). */
+static json_t *token_name(const numla_tokenizer *tok, int32_t id)
 {
+    if (tok) {
+        char *text = NULL;
+        size_t len = 0;
+        if (numla_tokenizer_decode(tok, &id, 1, 0, &text, &len) == NUMLA_STATUS_OK) {
+            json_t *s = json_stringn(text, len);
+            free(text);
+            if (s)
+                return s;
+        }
+        numla_error_clear();
+    }
     char s[32];
     snprintf(s, sizeof s, "token_id:%d", id);
     return json_string(s);
 }
 
+/* The token's bytes as OpenAI's "bytes" (exact, also when they are part of a character);
+ * null where the token has no text. */
+static json_t *token_bytes(const numla_tokenizer *tok, int32_t id)
+{
+    size_t n = 0;
+    const uint8_t *b = tok ? numla_tokenizer_token_bytes(tok, id, &n) : NULL;
+    if (!b)
+        return json_null();
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, json_integer(b[i]));
+    return a ? a : json_null();
+}
+
+/* Code points in a valid UTF-8 string (text_offset counts characters, as OpenAI's does). */
+static int64_t utf8_chars(const char *s)
+{
+    int64_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
 /* completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}; chat:
- * {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob"}]}]}. */
-static json_t *logprobs_json(numla_openai_endpoint e, const numla_openai_choice *c)
+ * {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}.
+ * text_offset: the characters of the tokens before each one, from the completion's start. */
+static json_t *logprobs_json(numla_openai_endpoint e, const numla_openai_choice *c,
+                             const numla_tokenizer *tok)
 {
     if (!c->logprobs)
         return json_null();
@@ -746,26 +797,34 @@ static json_t *logprobs_json(numla_openai_endpoint e, const numla_openai_choice 
             const numla_logprob_entry *l = &c->logprobs[i];
             json_t *top = json_array();
             for (int32_t k = 0; k < l->num_top; k++)
-                json_array_append_new(top, json_pack("{s:o, s:f, s:n}", "token",
-                                                     token_name(l->top_tokens[k]), "logprob",
-                                                     finite_logprob(l->top_logprobs[k]), "bytes"));
-            json_array_append_new(content, json_pack("{s:o, s:f, s:n, s:o}", "token",
-                                                     token_name(l->token), "logprob",
+                json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token",
+                                                     token_name(tok, l->top_tokens[k]),
+                                                     "logprob", finite_logprob(l->top_logprobs[k]),
+                                                     "bytes", token_bytes(tok, l->top_tokens[k])));
+            json_array_append_new(content, json_pack("{s:o, s:f, s:o, s:o}", "token",
+                                                     token_name(tok, l->token), "logprob",
                                                      finite_logprob(l->logprob), "bytes",
-                                                     "top_logprobs", top));
+                                                     token_bytes(tok, l->token), "top_logprobs",
+                                                     top));
         }
         return json_pack("{s:o}", "content", content);
     }
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *off = json_array();
+    int64_t at = 0;
     for (int32_t i = 0; i < c->num_logprobs; i++) {
         const numla_logprob_entry *l = &c->logprobs[i];
-        json_array_append_new(tokens, token_name(l->token));
+        json_t *name = token_name(tok, l->token);
+        json_array_append_new(off, json_integer(at));
+        at += name ? utf8_chars(json_string_value(name)) : 0;
+        json_array_append_new(tokens, name);
         json_array_append_new(lps, json_real(finite_logprob(l->logprob)));
         json_t *top = json_object();
-        for (int32_t k = 0; k < l->num_top; k++) {
-            char s[32];
-            snprintf(s, sizeof s, "token_id:%d", l->top_tokens[k]);
-            json_object_set_new(top, s, json_real(finite_logprob(l->top_logprobs[k])));
+        for (int32_t k = 0; k < l->num_top; k++) { /* two tokens of one text: the likelier */
+            json_t *key = token_name(tok, l->top_tokens[k]);
+            if (key && !json_object_get(top, json_string_value(key)))
+                json_object_set_new(top, json_string_value(key),
+                                    json_real(finite_logprob(l->top_logprobs[k])));
+            json_decref(key);
         }
         json_array_append_new(tops, top);
     }
@@ -804,10 +863,10 @@ numla_status numla_openai_format_response(const numla_openai_reply *r,
         json_t *text = json_stringn(c->text ? c->text : "", c->text ? c->text_len : 0);
         json_t *ch = chat ? json_pack("{s:i, s:{s:s, s:o}, s:o, s:o}", "index", (int)i, "message",
                                       "role", "assistant", "content", text, "logprobs",
-                                      logprobs_json(r->endpoint, c), "finish_reason",
+                                      logprobs_json(r->endpoint, c, r->tokenizer), "finish_reason",
                                       finish_json(c->finish_reason))
                           : json_pack("{s:i, s:o, s:o, s:o}", "index", (int)i, "text", text,
-                                      "logprobs", logprobs_json(r->endpoint, c), "finish_reason",
+                                      "logprobs", logprobs_json(r->endpoint, c, r->tokenizer), "finish_reason",
                                       finish_json(c->finish_reason));
         if (ch && chat && c->has_reasoning)
             json_object_set_new(json_object_get(ch, "message"), "reasoning_content",
@@ -843,12 +902,12 @@ numla_status numla_openai_format_chunk(const numla_openai_reply *r, int32_t inde
         if (!role_delta && (c->text_len > 0 || (!c->finish_reason && rl == 0)))
             json_object_set_new(delta, "content", json_stringn(c->text ? c->text : "", c->text_len));
         ch = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)index, "delta", delta, "logprobs",
-                       logprobs_json(r->endpoint, c), "finish_reason",
+                       logprobs_json(r->endpoint, c, r->tokenizer), "finish_reason",
                        finish_json(c->finish_reason));
     } else {
         ch = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)index, "text",
                        json_stringn(c->text ? c->text : "", c->text_len), "logprobs",
-                       logprobs_json(r->endpoint, c), "finish_reason",
+                       logprobs_json(r->endpoint, c, r->tokenizer), "finish_reason",
                        finish_json(c->finish_reason));
     }
     if (o && ch && !json_object_set_new(o, "choices", json_pack("[o]", ch)))

@@ -5,7 +5,8 @@
  *   model, prompt (string | [string, ...] | [id, ...] | [[id, ...], ...]), max_tokens
  *   (default 16), temperature, top_p, top_k, seed, stop (string | [string, ...]), logprobs
  *   (0..20 | null), stream, stream_options.include_usage, user (ignored), and numla's own
- *   ignore_eos and stop_token_ids (as `numla run` takes them, engine/serving/request_io.h).
+ *   ignore_eos and stop_token_ids (as `numla run` takes them, engine/serving/request_io.h), and
+ *   vLLM's return_tokens_as_token_ids (both endpoints).
  * chat: model, messages ([{role: system|user|assistant|tool, content: string, name?}] with
  *   an assistant's tool_calls ([{id?, type?: "function", function: {name, arguments: string}}];
  *   its content may then be null) and reasoning_content (string | null), a tool message's
@@ -27,8 +28,9 @@
  * Formatting: non-streamed `text_completion` / `chat.completion` objects, streamed chunks
  * ("data: {...}\n\n" Server-Sent Events: `text_completion` chunks, or `chat.completion.chunk`
  * with a first delta carrying the role and later deltas the content), the final usage chunk and
- * the error object {"error": {"message", "type", "param", "code"}}. Logprob tokens are written as
- * "token_id:N" (the text of a token that is not on the sampled path is not known here).
+ * the error object {"error": {"message", "type", "param", "code"}}. Logprob tokens are named as
+ * OpenAI names them, by their text and bytes, with the reply's tokenizer; "token_id:N" without
+ * one, or when the request asked so (return_tokens_as_token_ids, vLLM's field).
  * Not collective; no state.
  */
 #ifndef NUMLA_ENGINE_HTTP_OPENAI_H
@@ -37,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/text/tokenizer.h"
 #include "common/status.h"
 #include "engine/serving/sampler.h"
 
@@ -95,6 +98,7 @@ typedef struct numla_openai_request {
     char *stop_strings[NUMLA_OPENAI_MAX_STOP]; /* (num_stop_strings) non-empty */
     int stream;
     int include_usage;          /* stream_options.include_usage */
+    int tokens_as_ids;          /* return_tokens_as_token_ids: logprobs name tokens "token_id:N" */
     char *tools_json;           /* chat: the "tools" list as compact JSON text (key order kept);
                                    NULL: none or an empty list */
     int32_t num_tools;
@@ -140,6 +144,7 @@ typedef struct numla_openai_reply {
     const char *id;             /* "cmpl-..." / "chatcmpl-..." */
     int64_t created;            /* Unix seconds */
     const char *model;
+    const numla_tokenizer *tokenizer; /* names logprobs' tokens (text, bytes); NULL: "token_id:N" */
 } numla_openai_reply;
 
 typedef struct numla_openai_usage {

@@ -210,7 +210,10 @@ static numla_openai_reply reply_of(const conn *c)
                                                                    : NUMLA_OPENAI_COMPLETIONS,
                                 .id = c->id,
                                 .created = c->created,
-                                .model = asked ? asked : c->s->names[0]};
+                                .model = asked ? asked : c->s->names[0],
+                                .tokenizer = c->call && c->call->req.tokens_as_ids
+                                                 ? NULL
+                                                 : c->s->opt.tokenizer};
 }
 
 /* 1 when name is one of the served names. */

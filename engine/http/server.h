@@ -29,6 +29,7 @@
 #include "engine/http/backend.h"
 #include "engine/http/metrics.h"
 #include "engine/serving/sampler.h"
+#include "engine/text/tokenizer.h"
 
 typedef struct numla_http_server_options {
     const char *host;           /* numeric address or name; NULL: "127.0.0.1" */
@@ -41,6 +42,8 @@ typedef struct numla_http_server_options {
     size_t max_body;            /* bytes; 0: 1 MiB */
     int64_t vocab_size;         /* token-id prompts are checked against these (0: not) */
     int64_t max_context;
+    const numla_tokenizer *tokenizer; /* borrowed, outlives the server: names the tokens of
+                                         logprobs (their text and bytes); NULL: "token_id:N" */
     const numla_sampling_params *sampling_defaults; /* borrowed, outlives the server: a
                                                        request's sampling before its own fields
                                                        (generation_config.json); NULL: the

@@ -813,6 +813,15 @@ static size_t numla_tokenizer_lossy(const uint8_t *s, size_t n, char *out, size_
     return n;
 }
 
+const uint8_t *numla_tokenizer_token_bytes(const numla_tokenizer *t, int32_t id, size_t *len)
+{
+    *len = 0;
+    if (id < 0 || id >= t->n_ids || !t->tok[id])
+        return NULL;
+    *len = t->dec_len[id];
+    return t->dec_pool + t->dec_off[id];
+}
+
 numla_status numla_tokenizer_decode(const numla_tokenizer *t, const int32_t *ids, int64_t n,
                                     int skip_special, char **text, size_t *len)
 {

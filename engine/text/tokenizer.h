@@ -96,6 +96,9 @@ int64_t numla_tokenizer_vocab_size(const numla_tokenizer *t);
 /* The token string of id as stored in tokenizer.json (byte-level chars, e.g. "Ġthe"), NULL when
  * id is not a token. Valid while t lives. */
 const char *numla_tokenizer_token(const numla_tokenizer *t, int32_t id);
+/* The bytes token id stands for when decoded (may be part of a UTF-8 character), *len of them;
+ * NULL when id is not a token. Valid while t lives. */
+const uint8_t *numla_tokenizer_token_bytes(const numla_tokenizer *t, int32_t id, size_t *len);
 /* The id of a token string (exact, as stored), -1 when absent. */
 int32_t numla_tokenizer_token_id(const numla_tokenizer *t, const char *token);
 /* 1 when id is an added token marked special. */

@@ -113,7 +113,7 @@ for preset in tiny-v32 tiny-glm5; do
     [ -n "$ref" ] && [ "$got" = "$ref" ]; check "$preset-short-is-dense" $? "dense '$got' sparse '$ref'"
 
     start_server "$tmp/$preset.serve.err" "$bin" serve --model "$m" --port 0 --threads 1 || exit 1
-    body=$(jq -nc --arg p "$long" '{prompt: $p, max_tokens: 12, temperature: 0, ignore_eos: true, logprobs: 0}')
+    body=$(jq -nc --arg p "$long" '{prompt: $p, max_tokens: 12, temperature: 0, ignore_eos: true, logprobs: 0, return_tokens_as_token_ids: true}')
     post /v1/completions "$body" >"$tmp/$preset.resp"
     got=$(resp_tokens <"$tmp/$preset.resp")
     [ "$got" = "$want" ]; check "$preset-serve-tokens" $? "got '$got' want '$want': $(head -c 300 "$tmp/$preset.resp")"
@@ -136,7 +136,7 @@ for preset in tiny-v32 tiny-glm5; do
     done
     start_server "$tmp/$preset.serve.err" timeout 180 "$mpiexec" -n 2 --oversubscribe --bind-to none \
       "$bin" serve --model "$m" --port 0 --threads 1 || exit 1
-    body=$(jq -nc --arg p "$long" '{prompt: $p, max_tokens: 12, temperature: 0, ignore_eos: true, logprobs: 0}')
+    body=$(jq -nc --arg p "$long" '{prompt: $p, max_tokens: 12, temperature: 0, ignore_eos: true, logprobs: 0, return_tokens_as_token_ids: true}')
     post /v1/completions "$body" >"$tmp/$preset.resp"
     got=$(resp_tokens <"$tmp/$preset.resp")
     [ "$got" = "$want" ]; check "$preset-serve-r2-tokens" $? "got '$got' want '$want': $(head -c 300 "$tmp/$preset.resp")"

@@ -47,7 +47,8 @@ start_server() {
   return 1
 }
 post() { curl -s -m 60 "http://127.0.0.1:$port$1" -H 'Content-Type: application/json' -d "$2"; }
-# tokens of a non-streamed response / of an SSE stream (logprobs "token_id:N" entries)
+# tokens of a non-streamed response / of an SSE stream (logprobs "token_id:N" entries: the
+# requests ask for return_tokens_as_token_ids)
 # (completions: logprobs.tokens; chat: logprobs.content[].token)
 lp_tokens='.choices[0].logprobs | (.tokens // [.content[]?.token]) | .[] | sub("token_id:"; "")'
 resp_tokens() { jq -r "[$lp_tokens] | join(\",\")"; }
@@ -93,7 +94,8 @@ make_refs() {
 # completions body of reference request ID (from ref.jsonl), with extra fields
 body_of() { # body_of ID EXTRA_JSON
   jq -c --arg id "$1" --argjson x "$2" 'select(.id == $id) |
-    {prompt: (.prompt // .prompt_tokens), max_tokens, temperature, ignore_eos} + $x' "$tmp/ref.jsonl"
+    {prompt: (.prompt // .prompt_tokens), max_tokens, temperature, ignore_eos,
+     return_tokens_as_token_ids: true} + $x' "$tmp/ref.jsonl"
 }
 
 # same_tokens TAG: every reference request through the server (non-streamed and streamed)
@@ -109,11 +111,17 @@ same_tokens() {
   want=$(run_text "$tmp/ref.out" t0)
   got=$(post /v1/completions "$(body_of t0 '{}')" | jq -j '.choices[0].text')
   [ "$got" = "$want" ]; check "$tag-completion-text" $? "got '$got' want '$want'"
+  # without return_tokens_as_token_ids logprobs name tokens by their text and bytes, as OpenAI does
+  got=$(post /v1/chat/completions "$(jq -nc --argjson m "$(chat_msgs 1)" '{messages: $m, max_tokens: 4,
+        temperature: 0, ignore_eos: true, logprobs: true, top_logprobs: 2}')" |
+        jq -c '[.choices[0].logprobs.content[] | (.token | startswith("token_id:") | not) and
+                (.bytes | type == "array" and length > 0) and (.top_logprobs | length == 2)] | all')
+  [ "$got" = true ]; check "$tag-chat-logprob-text" $? "got '$got'"
   for c in 1 2; do
     want=$(run_tok "$tmp/ref.out" "c$c")
     local b
     b=$(jq -nc --argjson m "$(chat_msgs $c)" '{messages: $m, max_tokens: 8, temperature: 0,
-        ignore_eos: true, logprobs: true}')
+        ignore_eos: true, logprobs: true, return_tokens_as_token_ids: true}')
     got=$(post /v1/chat/completions "$b" | resp_tokens)
     [ -n "$want" ] && [ "$got" = "$want" ]; check "$tag-chat-$c" $? "got '$got' want '$want'"
     got=$(post /v1/chat/completions "$(jq -c '. + {stream: true}' <<<"$b")" | sse_tokens)
@@ -267,7 +275,7 @@ if [ "$mode" = one ]; then
     want=$(run_tok "$tmp/kref.out" "kc$c")
     conv=$(jq -c --argjson c "$c" '.conversations[$c]' "$golden/chat_kimi/cases.json")
     b=$(jq -nc --argjson v "$conv" '{messages: $v.messages, max_tokens: 8, temperature: 0,
-        ignore_eos: true, logprobs: true} + (if $v.tools then {tools: $v.tools} else {} end)')
+        ignore_eos: true, logprobs: true, return_tokens_as_token_ids: true} + (if $v.tools then {tools: $v.tools} else {} end)')
     post /v1/chat/completions "$b" >"$tmp/k$c.json"
     got=$(resp_tokens <"$tmp/k$c.json")
     [ -n "$want" ] && [ "$got" = "$want" ]; check "kimi-chat-$c" $? "got '$got' want '$want'"

@@ -357,8 +357,8 @@ static void test_format(void)
                    "\"code\": null}}");
     free(s);
 
-    numla_openai_reply rc = {NUMLA_OPENAI_COMPLETIONS, "cmpl-1", 1700000000, "tiny"};
-    numla_openai_reply rh = {NUMLA_OPENAI_CHAT, "chatcmpl-1", 1700000000, "tiny"};
+    numla_openai_reply rc = {NUMLA_OPENAI_COMPLETIONS, "cmpl-1", 1700000000, "tiny", NULL};
+    numla_openai_reply rh = {NUMLA_OPENAI_CHAT, "chatcmpl-1", 1700000000, "tiny", NULL};
     numla_openai_usage u = {5, 3, 2};
     numla_openai_choice ch[2] = {{.text = "ab\xc3\xa9", .text_len = 4, .finish_reason = "length"},
                                  {.text = "x", .text_len = 1, .finish_reason = "stop"}};
@@ -388,7 +388,7 @@ static void test_format(void)
     expect_json(s, "{\"id\": \"cmpl-1\", \"object\": \"text_completion\", \"created\": 1700000000, "
                    "\"model\": \"tiny\", \"choices\": [{\"index\": 0, \"text\": \"t\", \"logprobs\": "
                    "{\"tokens\": [\"token_id:7\"], \"token_logprobs\": [-0.5], \"top_logprobs\": "
-                   "[{\"token_id:7\": -0.5}], \"text_offset\": []}, \"finish_reason\": \"length\"}], "
+                   "[{\"token_id:7\": -0.5}], \"text_offset\": [0]}, \"finish_reason\": \"length\"}], "
                    "\"usage\": {\"prompt_tokens\": 5, \"completion_tokens\": 3, \"total_tokens\": 8, "
                    "\"prompt_tokens_details\": {\"cached_tokens\": 2}}}");
     free(s);
@@ -426,6 +426,65 @@ static void test_format(void)
                     "5, \"completion_tokens\": 3, \"total_tokens\": 8, \"prompt_tokens_details\": "
                     "{\"cached_tokens\": 2}}}");
     free(s);
+}
+
+/* With the model's tokenizer, logprobs name tokens as OpenAI does: the token's text (U+FFFD
+ * for a byte that is only part of a character), its exact bytes, and text_offset in
+ * characters; two top tokens of one text keep the likelier in a completion's top_logprobs. */
+static void test_logprob_tokens(void)
+{
+    numla_tokenizer *tok = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load(numla_test_source_path("tests/golden/tokenizer/bpe1k"),
+                                               &tok),
+                          NUMLA_STATUS_OK);
+    /* byte-level names: "a" is byte 0x61, "\u0120" (Ġ) the space, "\u00c3" (Ã) byte 0xc3 */
+    const int32_t a = numla_tokenizer_token_id(tok, "a"), sp = numla_tokenizer_token_id(tok, "\xc4\xa0"),
+                  c3 = numla_tokenizer_token_id(tok, "\xc3\x83");
+    CU_ASSERT_FATAL(a >= 0 && sp >= 0 && c3 >= 0);
+    numla_logprob_entry lp[3] = {
+        {.token = c3, .logprob = -1.0f, .num_top = 2, .top_tokens = {c3, a}, .top_logprobs = {-1.0f, -2.0f}},
+        {.token = sp, .logprob = -0.25f, .num_top = 1, .top_tokens = {sp}, .top_logprobs = {-0.25f}},
+        {.token = a, .logprob = -0.5f, .num_top = 0},
+    };
+    numla_openai_choice cl = {.text = "x", .text_len = 1, .finish_reason = "length",
+                              .num_logprobs = 3, .logprobs = lp};
+    numla_openai_reply rc = {NUMLA_OPENAI_COMPLETIONS, "cmpl-1", 1700000000, "tiny", tok};
+    numla_openai_reply rh = {NUMLA_OPENAI_CHAT, "chatcmpl-1", 1700000000, "tiny", tok};
+    numla_openai_usage u = {5, 3, 0};
+    char *s = NULL;
+    CU_ASSERT_EQUAL(numla_openai_format_response(&rc, &cl, 1, &u, &s), NUMLA_STATUS_OK);
+    json_t *o = json_loads(s, 0, NULL);
+    json_t *l = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "logprobs");
+    char *got = json_dumps(l, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
+    NUMLA_ASSERT_MSG(got && !strcmp(got, "{\"text_offset\":[0,1,2],\"token_logprobs\":[-1.0,-0.25,-0.5],"
+                                         "\"tokens\":[\"\\uFFFD\",\" \",\"a\"],\"top_logprobs\":"
+                                         "[{\"a\":-2.0,\"\\uFFFD\":-1.0},{\" \":-0.25},{}]}"),
+                     "completion logprobs %s", got ? got : "(null)");
+    free(got);
+    json_decref(o);
+    free(s);
+    /* a token the tokenizer does not know (a padding row of the model) keeps its id */
+    numla_logprob_entry pad = {.token = 999999, .logprob = -3.0f};
+    numla_openai_choice cp = {.text = "", .text_len = 0, .num_logprobs = 1, .logprobs = &pad};
+    CU_ASSERT_EQUAL(numla_openai_format_chunk(&rh, 0, &cp, 0, &s), NUMLA_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "\"token\":\"token_id:999999\",\"logprob\":-3.0,\"bytes\":null"));
+    free(s);
+    CU_ASSERT_EQUAL(numla_openai_format_response(&rh, &cl, 1, &u, &s), NUMLA_STATUS_OK);
+    o = json_loads(s, 0, NULL);
+    json_t *content = json_object_get(json_object_get(json_array_get(json_object_get(o, "choices"), 0),
+                                                      "logprobs"), "content");
+    got = json_dumps(content, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
+    NUMLA_ASSERT_MSG(got && !strcmp(got, "[{\"bytes\":[195],\"logprob\":-1.0,\"token\":\"\\uFFFD\",\"top_logprobs\":"
+                                         "[{\"bytes\":[195],\"logprob\":-1.0,\"token\":\"\\uFFFD\"},"
+                                         "{\"bytes\":[97],\"logprob\":-2.0,\"token\":\"a\"}]},"
+                                         "{\"bytes\":[32],\"logprob\":-0.25,\"token\":\" \",\"top_logprobs\":"
+                                         "[{\"bytes\":[32],\"logprob\":-0.25,\"token\":\" \"}]},"
+                                         "{\"bytes\":[97],\"logprob\":-0.5,\"token\":\"a\",\"top_logprobs\":[]}]"),
+                     "chat logprobs %s", got ? got : "(null)");
+    free(got);
+    json_decref(o);
+    free(s);
+    numla_tokenizer_destroy(&tok);
 }
 
 int numla_fuzz_http_body_run(const uint8_t *data, size_t size);
@@ -471,4 +530,4 @@ NUMLA_TEST_SUITE(http_openai, NULL, NULL, NUMLA_TEST(test_error_message_utf8),
                  NUMLA_TEST(test_completions_fields),
                  NUMLA_TEST(test_chat_fields), NUMLA_TEST(test_errors_name_the_field),
                  NUMLA_TEST(test_chat_tools_fields), NUMLA_TEST(test_chat_tools_errors),
-                 NUMLA_TEST(test_format), NUMLA_TEST(test_fuzz_mutations))
+                 NUMLA_TEST(test_format), NUMLA_TEST(test_logprob_tokens), NUMLA_TEST(test_fuzz_mutations))
