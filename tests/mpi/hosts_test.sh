@@ -12,7 +12,9 @@
 #
 #   1. launch/numla-launch --hosts h1,h2 --ranks-per-host 2 -- run ... (4 ranks over 2 hosts)
 #      answers every request with the tokens of a 1-rank run, and the log says the allreduce
-#      ran shared memory inside each host and MPI between them (shm+mpi on 2 machines).
+#      ran shared memory inside each host and MPI between them (shm+mpi on 2 machines); the
+#      launcher's check that every host plans as this machine does passes, and refuses a host
+#      given another topology.
 #   2. bench engine over the two hosts (unpinned: the hosts share this machine's cores) prints
 #      the allreduce path and its per-step cost.
 #   3. a longer job: once answers appear, every process of h2 is SIGKILLed (its orted and
@@ -120,13 +122,14 @@ done
 # The rsh agent: `nsrsh HOST COMMAND...` as Open MPI calls ssh. It runs the command (a shell
 # line, as ssh would pass it on) in HOST's network namespace and in a new UTS namespace named
 # after the host, so each host's Open MPI session files and shared-memory segments (named by
-# hostname) stay apart.
+# hostname) stay apart. NSRSH_H2_TOPO, when set, is host 2's HWLOC_SYNTHETIC (another machine).
 cat >"$tmp/nsrsh" <<EOF
 #!/bin/sh
 host=\$1; shift
 case "\$host" in
   ${addr[1]}) ns=$P-h1 name=numla-h1-$$ ;;
-  ${addr[2]}) ns=$P-h2 name=numla-h2-$$ ;;
+  ${addr[2]}) ns=$P-h2 name=numla-h2-$$
+    [ -z "\${NSRSH_H2_TOPO:-}" ] || export HWLOC_SYNTHETIC="\$NSRSH_H2_TOPO" ;;
   *) echo "nsrsh: unknown host '\$host'" >&2; exit 255 ;;
 esac
 exec nsenter --net=/run/netns/\$ns unshare --uts sh -c 'hostname "\$0" && exec sh -c "\$*"' "\$name" "\$@"
@@ -175,6 +178,17 @@ grep '^numla-launch: mpirun' "$tmp/two.log" | tr -d '\\' | grep -q -- "--host ${
 check two-hosts-mpirun-line $? "no --host ${addr[1]}:2,${addr[2]}:2 in the launcher's line"
 grep -q 'comm: 4 ranks on 2 machines (2 to 2 per machine), allreduce path shm+mpi' "$tmp/two.log"
 check two-hosts-hierarchical-allreduce $? "$(grep 'comm: ' "$tmp/two.log")"
+
+# A host with another topology is refused before the job starts, naming it.
+NSRSH_H2_TOPO="numa:1 core:3 pu:1" launch2 run --model "$model" --input "$tmp/req.jsonl" \
+  --output "$tmp/never.jsonl" --threads 1 >"$tmp/other.log" 2>&1
+rc=$?
+grep -A3 'would place' "$tmp/other.log"
+[ $rc -ne 0 ] && [ ! -e "$tmp/never.jsonl" ] &&
+  grep -q "host ${addr[2]} would place its 2 ranks differently" "$tmp/other.log"
+check other-topology-refused $? "exit $rc; $(tail -n 4 "$tmp/other.log")"
+grep -q 'the 2 hosts plan as this machine does' "$tmp/two.log"
+check same-topology-checked $? "$(grep 'numla-launch' "$tmp/two.log" | tail -n 2)"
 
 # --- 2. what the allreduce over the two hosts costs ------------------------------------------
 # The two "hosts" share this machine's cores, and each applies the same plan (rank 0 of each on
