@@ -90,6 +90,14 @@ done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 unset OMPI_MCA_plm_rsh_agent
 
+# Namespaces left by a run that was killed outright (SIGKILL skips the trap): their pid is gone.
+for ns in $(ip netns list 2>/dev/null | sed -n 's/^\(nlh[0-9]*-h[0-2]\).*/\1/p'); do
+  pid=${ns#nlh}
+  pid=${pid%%-*}
+  kill -0 "$pid" 2>/dev/null && continue
+  for q in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$q" 2>/dev/null; done
+  ip netns del "$ns" 2>/dev/null
+done
 P=nlh$$
 nets=() tmp=$(mktemp -d)
 cleanup() {
