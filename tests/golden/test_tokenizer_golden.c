@@ -204,31 +204,13 @@ static void test_empty_string(void)
     numla_tokenizer_destroy(&t);
 }
 
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 /* The ~1 MB mixed text gives exactly the reference's ids. */
 static void test_one_megabyte(void)
 {
     numla_tokenizer *t = load("bpe8k");
     size_t tl = 0, il = 0;
-    char *text = read_all(golden_dir("mixed_1mb.txt"), &tl);
-    char *want = read_all(golden_dir("mixed_1mb_bpe8k.ids"), &il);
+    char *text = numla_test_read_file(golden_dir("mixed_1mb.txt"), &tl);
+    char *want = numla_test_read_file(golden_dir("mixed_1mb_bpe8k.ids"), &il);
     NUMLA_ASSERT_MSG(text && want && tl >= 1000000, "missing 1 MB golden files");
     if (t && text && want) {
         int32_t *ids = NULL;

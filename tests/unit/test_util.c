@@ -36,6 +36,26 @@ int numla_test_isas(numla_isa out[NUMLA_ISA_COUNT])
     return n;
 }
 
+char *numla_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    char *b = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) {
+        b[n] = 0;
+        if (len)
+            *len = (size_t)n;
+    }
+    return b;
+}
+
 int numla_test_sweep_full(void)
 {
     const char *v = getenv("NUMLA_TEST_SWEEP");

@@ -65,6 +65,10 @@ int numla_test_sweep_keep(unsigned *counter, unsigned stride);
 
 /* Path under the source tree (NUMLA_SOURCE_DIR), in a static buffer. */
 const char *numla_test_source_path(const char *rel);
+
+/* The whole file at path, malloc'd with a NUL after its bytes (the caller frees); *len (when
+ * len is not NULL) its size. NULL when it cannot be read. */
+char *numla_test_read_file(const char *path, size_t *len);
 /* A fresh temporary directory for this process (created once, removed at exit unless
  * NUMLA_TEST_KEEP is set). */
 const char *numla_test_tmpdir(void);

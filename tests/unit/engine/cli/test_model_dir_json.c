@@ -25,25 +25,6 @@
 
 static char v2_dir[1024], kimi_dir[1024];
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    if (b)
-        b[n] = 0;
-    fclose(f);
-    return b;
-}
-
 static int spit(const char *path, const char *text)
 {
     FILE *f = fopen(path, "wb");
@@ -60,7 +41,7 @@ static int set_number(const char *dir, const char *file, const char *key, const 
     char path[1200], pat[128];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     snprintf(pat, sizeof pat, "\"%s\":", key);
-    char *text = slurp(path), *out = NULL;
+    char *text = numla_test_read_file(path, NULL), *out = NULL;
     if (!text)
         return -1;
     char *at = strstr(text, pat);

@@ -37,24 +37,6 @@ static const char *gg_tmp(const char *name)
     return p;
 }
 
-static unsigned char *gg_read(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)len + 1);
-    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
 static void gg_write(const char *path, const void *data, size_t n)
 {
     unlink(path);
@@ -212,7 +194,7 @@ static void test_getter_errors(void)
 static void gg_copy(const char *from, const char *to)
 {
     size_t n = 0;
-    unsigned char *b = gg_read(from, &n);
+    unsigned char *b = (unsigned char *)numla_test_read_file(from, &n);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     gg_write(to, b, n);
     free(b);
@@ -468,7 +450,7 @@ static void test_hostile_files(void)
     /* Every prefix of a real file is rejected as truncated (or fails a later check), never
      * read past its end. */
     size_t len = 0;
-    unsigned char *meta = gg_read(gg_golden("meta.gguf"), &len);
+    unsigned char *meta = (unsigned char *)numla_test_read_file(gg_golden("meta.gguf"), &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(meta);
     const char *cut = gg_tmp("cut.gguf");
     int bad = 0;
@@ -500,7 +482,7 @@ static void test_hostile_files(void)
 static void test_fuzz_mutations(void)
 {
     size_t n0 = 0;
-    unsigned char *seed = gg_read(gg_golden("meta.gguf"), &n0);
+    unsigned char *seed = (unsigned char *)numla_test_read_file(gg_golden("meta.gguf"), &n0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(seed);
     CU_ASSERT_EQUAL_FATAL(numla_fuzz_gguf_run(seed, n0), NUMLA_STATUS_OK);
     static const unsigned char values[] = {0, 1, 2, 3, 4, 7, 8, 9, 12, 13, 16, 31, 32, 64, 0x7f, 0x80, 0xff};

@@ -52,23 +52,6 @@ static void st_write_bytes(const char *path, const void *p, size_t n)
     fclose(f);
 }
 
-static unsigned char *st_read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc(*n ? *n : 1);
-    if (fread(p, 1, *n, f) != *n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    return p;
-}
-
 /* Open `dir`, expect status `want`, and a message holding each of the NULL-terminated needles. */
 static void st_expect_fail(const char *dir, numla_status want, const char *case_name, ...)
 {
@@ -125,7 +108,7 @@ static void test_roundtrip(void)
 
     /* Layout: 8-byte LE length, JSON padded with spaces to a multiple of 8, then data. */
     size_t n = 0;
-    unsigned char *raw = st_read_file(path, &n);
+    unsigned char *raw = (unsigned char *)numla_test_read_file(path, &n);
     CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
     uint64_t hlen = 0;
     for (int i = 0; i < 8; i++)
@@ -577,7 +560,7 @@ static void test_fuzz_mutations(void)
     CU_ASSERT_EQUAL_FATAL(numla_safetensors_writer_write(w, path), NUMLA_STATUS_OK);
     numla_safetensors_writer_destroy(&w);
     size_t n0 = 0;
-    unsigned char *seed = st_read_file(path, &n0);
+    unsigned char *seed = (unsigned char *)numla_test_read_file(path, &n0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(seed);
     CU_ASSERT_EQUAL(numla_fuzz_safetensors_run(seed, n0), NUMLA_STATUS_OK);
 
@@ -728,7 +711,7 @@ static void test_one_byte_dtypes(void)
     numla_safetensors_writer_destroy(&w);
 
     size_t n = 0;
-    unsigned char *raw = st_read_file(path, &n);
+    unsigned char *raw = (unsigned char *)numla_test_read_file(path, &n);
     CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
     CU_ASSERT(memmem(raw, n, "\"dtype\":\"F8_E4M3\"", strlen("\"dtype\":\"F8_E4M3\"")) != NULL);
     CU_ASSERT(memmem(raw, n, "\"dtype\":\"I8\"", strlen("\"dtype\":\"I8\"")) != NULL);

@@ -13,18 +13,6 @@
 
 int numla_fuzz_dsa_config_run(const uint8_t *data, size_t size, numla_dsa_config *out);
 
-static char *slurp(const char *rel)
-{
-    FILE *f = fopen(numla_test_source_path(rel), "rb");
-    if (!f)
-        return NULL;
-    char *buf = calloc(1, 1 << 16);
-    size_t n = fread(buf, 1, (1 << 16) - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
-}
-
 static numla_dsa_config cfg_;
 
 static numla_status parse(const char *text) { return numla_dsa_config_parse(text, "t.json", &cfg_); }
@@ -37,7 +25,7 @@ static void expect_layers(const uint8_t *got, const char *want)
 
 static void test_v32(void)
 {
-    char *t = slurp("tests/fuzz/corpus/dsa_config/v32.json");
+    char *t = numla_test_read_file(numla_test_source_path("tests/fuzz/corpus/dsa_config/v32.json"), NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
     CU_ASSERT_EQUAL_FATAL(parse(t), NUMLA_STATUS_OK);
     CU_ASSERT_TRUE(cfg_.enabled);
@@ -62,7 +50,7 @@ static void test_v32(void)
 
 static void test_glm5(void)
 {
-    char *t = slurp("tests/fuzz/corpus/dsa_config/glm5.json");
+    char *t = numla_test_read_file(numla_test_source_path("tests/fuzz/corpus/dsa_config/glm5.json"), NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
     CU_ASSERT_EQUAL_FATAL(parse(t), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(cfg_.index_rope, NUMLA_DSA_ROPE_INTERLEAVED);
@@ -70,7 +58,7 @@ static void test_glm5(void)
     expect_layers(cfg_.mlp_moe, "011011");
     free(t);
     /* index_topk_freq 3, offset 1: transformers gives full, shared, shared, full, shared, shared */
-    t = slurp("tests/fuzz/corpus/dsa_config/glm5_freq.json");
+    t = numla_test_read_file(numla_test_source_path("tests/fuzz/corpus/dsa_config/glm5_freq.json"), NULL);
     CU_ASSERT_EQUAL_FATAL(parse(t), NUMLA_STATUS_OK);
     expect_layers(cfg_.indexer_full, "100100");
     CU_ASSERT_EQUAL(cfg_.index_n_heads, 32);
@@ -140,7 +128,7 @@ static void test_fuzz_mutations(void)
     int accepted = 0, rejected = 0;
     numla_test_rng rng = {26};
     for (int s = 0; s < 3; s++) {
-        char *seed = slurp(seeds[s]);
+        char *seed = numla_test_read_file(numla_test_source_path(seeds[s]), NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(seed);
         size_t n = strlen(seed);
         uint8_t *buf = malloc(n + 64);
