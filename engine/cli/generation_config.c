@@ -98,6 +98,19 @@ static numla_status gen_parse_root(const char *src, const json_t *root, int64_t 
     return NUMLA_STATUS_OK;
 }
 
+/* The fields of a parsed file (root, whose reference this takes) into *out, all or nothing. */
+static numla_status gen_take_root(const char *src, json_t *root, int64_t vocab_size,
+                                  numla_generation_config *out)
+{
+    numla_generation_config g = *out;
+    g.found = 1;
+    numla_status s = gen_parse_root(src, root, vocab_size, &g);
+    json_decref(root);
+    NUMLA_CHECK(s);
+    *out = g;
+    return NUMLA_STATUS_OK;
+}
+
 numla_status numla_generation_config_parse(const char *text, size_t len, const char *source,
                                            int64_t vocab_size, numla_generation_config *out)
 {
@@ -106,13 +119,7 @@ numla_status numla_generation_config_parse(const char *text, size_t len, const c
     out->bos_token_id = -1;
     json_t *root = NULL;
     NUMLA_CHECK(numla_json_text_parse(text, len, 0, src, &root));
-    numla_generation_config g = *out;
-    g.found = 1;
-    numla_status s = gen_parse_root(src, root, vocab_size, &g);
-    json_decref(root);
-    NUMLA_CHECK(s);
-    *out = g;
-    return NUMLA_STATUS_OK;
+    return gen_take_root(src, root, vocab_size, out);
 }
 
 numla_status numla_generation_config_load(const char *model_dir, int64_t vocab_size,
@@ -129,13 +136,7 @@ numla_status numla_generation_config_load(const char *model_dir, int64_t vocab_s
         return NUMLA_STATUS_OK;
     json_t *root = NULL;
     NUMLA_CHECK(numla_json_file_read(path, 0, &root));
-    numla_generation_config g = *out;
-    g.found = 1;
-    numla_status s = gen_parse_root(path, root, vocab_size, &g);
-    json_decref(root);
-    NUMLA_CHECK(s);
-    *out = g;
-    return NUMLA_STATUS_OK;
+    return gen_take_root(path, root, vocab_size, out);
 }
 
 void numla_generation_config_defaults(const numla_generation_config *g, numla_sampling_params *p)
