@@ -128,6 +128,15 @@ int numla_qblock_q8_takes(numla_qblock_type type, int64_t k)
     return (unsigned)type < NUMLA_QBLOCK_TYPE_COUNT && k % 256 == 0;
 }
 
+numla_qblock_act numla_qblock_act_for(numla_qblock_type type, int64_t k, numla_isa isa)
+{
+    if (!numla_qblock_q8_takes(type, k))
+        return NUMLA_QBLOCK_ACT_F32;
+    if (isa != NUMLA_ISA_REF && numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isa) == NUMLA_ISA_REF)
+        return NUMLA_QBLOCK_ACT_F32;
+    return NUMLA_QBLOCK_ACT_Q8;
+}
+
 static int64_t numla_qblock_ld_(const numla_qblock_info *info, int64_t k)
 {
     return (k / info->block * info->bytes + 63) & ~(int64_t)63;

@@ -239,6 +239,12 @@ numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, i
 /* Whether Q8 activation mode takes a K-column slice of type: K a multiple of 256, or for Q5_0
  * and IQ4_NL (llama-quantize's fallbacks where K is not a multiple of 256) of 32. */
 int numla_qblock_q8_takes(numla_qblock_type type, int64_t k);
+/* The activation mode a linear of type with k columns runs in at level isa: Q8 (llama.cpp's
+ * function) where numla_qblock_q8_takes and the level has a native Q8 kernel for the type (the
+ * ref level runs Q8 by itself); F32 otherwise, whose AVX-512 kernel covers every type while the
+ * Q8 mode of a type without one falls back to the scalar reference (IQ4_XS, Q5_K, Q4_0, ...:
+ * many times slower). */
+numla_qblock_act numla_qblock_act_for(numla_qblock_type type, int64_t k, numla_isa isa);
 
 /* Which level's variant numla_qblock_forward runs for type in mode act at level isa (tests,
  * bench labels). */

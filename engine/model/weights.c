@@ -8,6 +8,7 @@
  */
 #include "engine/model/weights.h"
 #include "engine/model/weights_internal.h"
+#include "engine/model/quant_recipe.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -407,18 +408,13 @@ enum {
                               * 256-column groups still takes Q8 activations (ld_linear_q) */
 };
 
-/* The activation mode a block linear of type qt with k columns runs in: Q8 (llama.cpp's
- * function) where k allows it (numla_qblock_q8_takes: a multiple of 256, of 32 for Q5_0,
- * IQ4_NL, Q4_0 and Q8_0) and the engine's level has a native Q8 kernel for the type; F32
- * otherwise, whose AVX-512 kernel covers every type while the Q8 mode of a type without one
- * falls back to the scalar reference (IQ4_XS, Q5_K, Q4_0, ...: many times slower). */
+/* The activation mode a block linear of type qt with k columns runs in: the kernels' choice
+ * at the engine's level (numla_qblock_act_for), F32 where the loader needs fp32 activations. */
 static numla_qblock_act ld_qblock_act(const loader *L, numla_qblock_type qt, int64_t k, int flags)
 {
-    if (!numla_qblock_q8_takes(qt, k) || (flags & LD_FP32_ACTIVATIONS) || L->opts.qblock_fp32_act)
+    if ((flags & LD_FP32_ACTIVATIONS) || L->opts.qblock_fp32_act)
         return NUMLA_QBLOCK_ACT_F32;
-    if (L->isa != NUMLA_ISA_REF && numla_qblock_level(qt, NUMLA_QBLOCK_ACT_Q8, L->isa) == NUMLA_ISA_REF)
-        return NUMLA_QBLOCK_ACT_F32;
-    return NUMLA_QBLOCK_ACT_Q8;
+    return numla_qblock_act_for(qt, k, L->isa);
 }
 
 /* The layout a block linear is stored in: the one its kernel at the engine's level runs on
@@ -548,32 +544,11 @@ static numla_status ld_linear_int4(loader *L, const numla_weights_tensor *d, int
     return NUMLA_STATUS_OK;
 }
 
-/* The block type --weights gives a tensor (name: its HF name) whose slice is columns
- * [c0, c0 + k) (multiples of 32). q8_0 / q4_0: that type. q4_k: llama.cpp's Q4_K_M recipe as
- * it applies to DeepSeek's tensors: lm_head Q6_K; every down_proj (dense MLP, routed and shared
- * experts) Q6_K in the layers use_more_bits picks (the first and last eighth of the layers and
- * every third one between: i < L/8, i >= 7L/8, (i - L/8) % 3 == 2; llama.cpp counts the
- * ffn_down tensors, here the layers), Q4_K elsewhere; llama.cpp's attn_v rule matches no
- * DeepSeek tensor. A slice that is not whole blocks of 256 takes Q8_0 (llama.cpp falls back to
- * a 32-element type too). */
+/* The block type --weights gives a tensor (engine/model/quant_recipe.h). */
 static numla_qblock_type ld_make_type(const loader *L, const char *name, int64_t c0, int64_t k)
 {
-    if (L->opts.format == NUMLA_ENCODING_Q8_0)
-        return NUMLA_QBLOCK_Q8_0;
-    if (L->opts.format == NUMLA_ENCODING_Q4_0)
-        return NUMLA_QBLOCK_Q4_0;
-    if (c0 % 256 || k % 256)
-        return NUMLA_QBLOCK_Q8_0;
-    if (!strcmp(name, "lm_head.weight") || !strcmp(name, "model.embed_tokens.weight"))
-        return NUMLA_QBLOCK_Q6_K;
-    const int64_t nl = L->cfg->num_hidden_layers;
-    long i = -1;
-    if (!strncmp(name, "model.layers.", 13))
-        i = strtol(name + 13, NULL, 10);
-    if (i >= 0 && strstr(name, "down_proj.weight") &&
-        (i < nl / 8 || i >= 7 * nl / 8 || (i - nl / 8) % 3 == 2))
-        return NUMLA_QBLOCK_Q6_K;
-    return NUMLA_QBLOCK_Q4_K;
+    return numla_quant_recipe_type((numla_weight_encoding)L->opts.format,
+                                   L->cfg->num_hidden_layers, name, c0, k);
 }
 
 /* --weights q8_0|q4_0|q4_k on a float checkpoint: rows [r0, r0 + n) x columns [c0, c0 + k) (c0
