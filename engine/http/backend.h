@@ -95,6 +95,8 @@ struct numla_http_job {
     int released;               /* the loop let go */
     double t_first, t_finish;   /* monotonic seconds; 0: not yet */
     int reasoning_mode;         /* numla_http_reasoning_mode; set by the loop before any push */
+    const numla_tool_syntax *tool_syntax; /* chat: the template family's tool-call syntax
+                                   (engine/text/tool_calls.h), NULL: none; set with the above */
 };
 
 struct numla_http_call {

@@ -851,6 +851,36 @@ static json_t *finish_json(const char *finish_reason)
     return finish_reason ? json_string(finish_reason) : json_null();
 }
 
+/* One call as OpenAI writes it; first: a chunk's first (id, type, name, arguments ""), else
+ * only its arguments; whole: the non-streamed call. */
+static json_t *tool_call_json(const numla_tool_call_out *t, int32_t index, int first, int whole)
+{
+    if (whole)
+        return json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", t->id, "type", "function", "function",
+                         "name", t->name, "arguments", t->arguments);
+    if (first)
+        return json_pack("{s:i, s:s, s:s, s:{s:s, s:s}}", "index", (int)index, "id", t->id,
+                         "type", "function", "function", "name", t->name, "arguments", "");
+    return json_pack("{s:i, s:{s:s}}", "index", (int)index, "function", "arguments",
+                     t->arguments);
+}
+
+/* message.tool_calls of a non-streamed chat choice; content null when empty. 0: no memory. */
+static int tool_calls_json(json_t *ch, const numla_openai_choice *c)
+{
+    json_t *m = json_object_get(ch, "message"), *arr = json_array();
+    for (int32_t k = 0; arr && k < c->num_tool_calls; k++)
+        if (json_array_append_new(arr, tool_call_json(&c->tool_calls[k], k, 0, 1))) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    if (!arr || json_object_set_new(m, "tool_calls", arr))
+        return 0;
+    if (!c->text_len)
+        json_object_set_new(m, "content", json_null());
+    return 1;
+}
+
 numla_status numla_openai_format_response(const numla_openai_reply *r,
                                           const numla_openai_choice *choices, int32_t num_choices,
                                           const numla_openai_usage *usage, char **out)
@@ -872,6 +902,10 @@ numla_status numla_openai_format_response(const numla_openai_reply *r,
             json_object_set_new(json_object_get(ch, "message"), "reasoning_content",
                                 c->reasoning ? json_stringn(c->reasoning, c->reasoning_len)
                                              : json_null());
+        if (ch && chat && c->num_tool_calls > 0 && !tool_calls_json(ch, c)) {
+            json_decref(ch);
+            ch = NULL;
+        }
         if (!ch || json_array_append_new(arr, ch)) {
             json_decref(arr);
             arr = NULL;
@@ -899,8 +933,12 @@ numla_status numla_openai_format_chunk(const numla_openai_reply *r, int32_t inde
             json_object_set_new(delta, "role", json_string("assistant"));
         if (!role_delta && rl > 0)
             json_object_set_new(delta, "reasoning_content", json_stringn(c->reasoning, rl));
-        if (!role_delta && (c->text_len > 0 || (!c->finish_reason && rl == 0)))
+        if (!role_delta && (c->text_len > 0 || (!c->finish_reason && rl == 0 && !c->tool_delta)))
             json_object_set_new(delta, "content", json_stringn(c->text ? c->text : "", c->text_len));
+        if (!role_delta && c->tool_delta)
+            json_object_set_new(delta, "tool_calls",
+                                json_pack("[o]", tool_call_json(c->tool_delta, c->tool_index,
+                                                                c->tool_first, 0)));
         ch = json_pack("{s:i, s:o, s:o, s:o}", "index", (int)index, "delta", delta, "logprobs",
                        logprobs_json(r->endpoint, c, r->tokenizer), "finish_reason",
                        finish_json(c->finish_reason));

@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "engine/text/tokenizer.h"
+#include "engine/text/tool_calls.h"
 #include "common/status.h"
 #include "engine/serving/sampler.h"
 
@@ -163,17 +164,29 @@ typedef struct numla_openai_choice {
     int has_reasoning;          /* chat of a thinking model: "reasoning_content" is written */
     const char *reasoning;      /* valid UTF-8 reasoning (reasoning.h); NULL: null */
     size_t reasoning_len;
+    /* chat, non-streamed: message.tool_calls [{id, type: "function", function: {name,
+       arguments}}] (engine/text/tool_calls.h); with calls, an empty content is null */
+    int32_t num_tool_calls;
+    const numla_tool_call_out *tool_calls; /* (num_tool_calls) */
+    /* chat chunk: delta.tool_calls [{index: tool_index, ...}] for this call (NULL: none): its
+       first chunk (tool_first) carries id, type, function.name and function.arguments "", the
+       next ones function.arguments */
+    const numla_tool_call_out *tool_delta;
+    int32_t tool_index;
+    int tool_first;
 } numla_openai_choice;
 
 /* The non-streamed object: `text_completion` (choices[i].text) or `chat.completion`
- * (choices[i].message {role: assistant, content}), with usage. */
+ * (choices[i].message {role: assistant, content, reasoning_content?, tool_calls?}), with
+ * usage. */
 numla_status numla_openai_format_response(const numla_openai_reply *r,
                                           const numla_openai_choice *choices, int32_t num_choices,
                                           const numla_openai_usage *usage, char **out);
 
 /* One Server-Sent Event "data: {...}\n\n" for choice `index`: completions carry the text; chat
  * carries delta {"role": "assistant"} when role_delta, else delta {"content": text} (an empty
- * delta {} when text_len is 0 and finish_reason is set). "usage": null is omitted. */
+ * delta {} when text_len is 0 and finish_reason is set), and delta.tool_calls when tool_delta
+ * is set (then no empty content). "usage": null is omitted. */
 numla_status numla_openai_format_chunk(const numla_openai_reply *r, int32_t index,
                                        const numla_openai_choice *choice, int role_delta,
                                        char **out);

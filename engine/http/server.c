@@ -18,6 +18,7 @@
 #include "common/strbuf.h"
 #include "engine/http/emitter.h"
 #include "engine/http/reasoning.h"
+#include "engine/text/tool_calls.h"
 
 enum { NUMLA_HTTP_WAIT_MS = 100 }; /* how often a waiting thread looks for a gone client */
 
@@ -57,6 +58,8 @@ typedef struct job_view {
     int reasoning_ready;        /* reasoning below was set up (at the job's first output) */
     numla_http_reasoning *reasoning; /* chat of a thinking model, else NULL (reasoning.h) */
     numla_strbuf rtext;         /* non-streamed: accumulated reasoning */
+    numla_tool_calls *tools;    /* chat of a template family with a tool-call syntax: the
+                                   calls read out of the content (tool_calls.h), else NULL */
 } job_view;
 
 typedef struct conn {
@@ -174,6 +177,15 @@ static int view_reasoning(conn *c, int32_t i)
     if (v->reasoning_ready)
         return 1;
     v->reasoning_ready = 1;
+    const numla_tool_syntax *ts = c->route == ROUTE_CHAT ? c->call->jobs[i].tool_syntax : NULL;
+    if (ts) {
+        uint64_t seed = 1469598103934665603ull; /* the call ids follow from the reply's id */
+        for (const char *p = c->id; *p; p++)
+            seed = (seed ^ (unsigned char)*p) * 1099511628211ull;
+        if (numla_tool_calls_create(ts, c->call->req.tools_json, seed + (uint64_t)i * 7919,
+                                    &v->tools) != NUMLA_STATUS_OK)
+            return 0;
+    }
     int mode = c->route == ROUTE_CHAT ? c->call->jobs[i].reasoning_mode : 0;
     if (mode == NUMLA_HTTP_REASONING_OFF)
         return 1;
@@ -183,21 +195,54 @@ static int view_reasoning(conn *c, int32_t i)
     return 1;
 }
 
+/* The content events of a tool-call parser's push or finish onto b. */
+static int append_events(numla_strbuf *b, const numla_tool_event *ev, int32_t ne,
+                         const char *base)
+{
+    for (int32_t e = 0; e < ne; e++)
+        if (ev[e].call < 0 && !append_buf(b, base + ev[e].off, ev[e].len))
+            return 0;
+    return 1;
+}
+
+/* Non-streamed: content of job i, its tool calls read out (final: the end of the content;
+ * the finish_reason becomes "tool_calls" when the model ended with calls). */
+static int append_content(job_view *v, const char *t, size_t tl, int final)
+{
+    if (!v->tools)
+        return append_buf(&v->text, t, tl);
+    const numla_tool_event *ev;
+    int32_t ne;
+    const char *base;
+    if (numla_tool_calls_push(v->tools, t, tl, &ev, &ne, &base) != NUMLA_STATUS_OK ||
+        !append_events(&v->text, ev, ne, base))
+        return 0;
+    if (!final)
+        return 1;
+    if (numla_tool_calls_finish(v->tools, &ev, &ne, &base) != NUMLA_STATUS_OK ||
+        !append_events(&v->text, ev, ne, base))
+        return 0;
+    const char *fr = numla_tool_calls_finish_reason(v->tools, v->finish_reason);
+    if (fr != v->finish_reason)
+        snprintf(v->finish_reason, sizeof v->finish_reason, "%s", fr);
+    return 1;
+}
+
 /* Non-streamed: final text of job i, its reasoning split off (final: the end of the text). */
 static int append_text_final(job_view *v, const char *s, size_t n, int final)
 {
     if (!v->reasoning)
-        return append_buf(&v->text, s, n);
+        return append_content(v, s, n, final);
     const char *r, *t;
     size_t rl, tl;
     if (numla_http_reasoning_push(v->reasoning, s, n, &r, &rl, &t, &tl) != NUMLA_STATUS_OK ||
         !append_buf(&v->rtext, r, rl) ||
-        !append_buf(&v->text, t, tl))
+        !append_content(v, t, tl, 0))
         return 0;
     if (final &&
         (numla_http_reasoning_finish(v->reasoning, &r, &rl, &t, &tl) != NUMLA_STATUS_OK ||
          !append_buf(&v->rtext, r, rl) ||
-         !append_buf(&v->text, t, tl)))
+         !append_content(v, t, tl, 1)))
         return 0;
     return 1;
 }
@@ -226,7 +271,63 @@ static int served_name(const numla_http_server *s, const char *name)
 }
 
 static int stream_chunk_split(conn *c, int32_t i, const char *text, size_t len,
-                              const char *reasoning, size_t reasoning_len, const char *finish);
+                              const char *reasoning, size_t reasoning_len, const char *finish,
+                              const numla_tool_call_out *call, int32_t call_index, int first);
+
+/* Chunks of job i's events (content, calls) after its reasoning r; a call gives two chunks:
+ * id, type, name and arguments "", then its arguments. *sent counts the chunks. */
+static int stream_events(conn *c, int32_t i, const numla_tool_event *ev, int32_t ne,
+                         const char *base, const char *r, size_t rl, int *sent)
+{
+    job_view *v = &c->views[i];
+    for (int32_t e = 0; e < ne; e++) {
+        if (ev[e].call < 0) {
+            if (!stream_chunk_split(c, i, base + ev[e].off, ev[e].len, r, rl, NULL, NULL, 0, 0))
+                return 0;
+        } else {
+            const numla_tool_call_out *t = numla_tool_calls_get(v->tools, ev[e].call);
+            if ((rl && !stream_chunk_split(c, i, "", 0, r, rl, NULL, NULL, 0, 0)) ||
+                !stream_chunk_split(c, i, "", 0, NULL, 0, NULL, t, ev[e].call, 1) ||
+                !stream_chunk_split(c, i, "", 0, NULL, 0, NULL, t, ev[e].call, 0))
+                return 0;
+        }
+        r = NULL;
+        rl = 0;
+        ++*sent;
+    }
+    if (rl) {
+        ++*sent;
+        return stream_chunk_split(c, i, "", 0, r, rl, NULL, NULL, 0, 0);
+    }
+    return 1;
+}
+
+/* SSE chunks for job i's content t (after the reasoning split) and reasoning r, its tool calls
+ * read out of the content; finish: the last chunk, with the finish_reason ("tool_calls" when
+ * the model ended with calls). */
+static int stream_content(conn *c, int32_t i, const char *t, size_t tl, const char *r, size_t rl,
+                          const char *finish)
+{
+    job_view *v = &c->views[i];
+    if (!v->tools)
+        return stream_chunk_split(c, i, t, tl, r, rl, finish, NULL, 0, 0);
+    const numla_tool_event *ev;
+    int32_t ne;
+    const char *base;
+    int sent = 0;
+    if (numla_tool_calls_push(v->tools, t, tl, &ev, &ne, &base) != NUMLA_STATUS_OK ||
+        !stream_events(c, i, ev, ne, base, r, rl, &sent))
+        return 0;
+    if (!finish) /* nothing placed yet: the chunk of this token (its logprobs) all the same */
+        return sent || stream_chunk_split(c, i, "", 0, NULL, 0, NULL, NULL, 0, 0);
+    if (numla_tool_calls_finish(v->tools, &ev, &ne, &base) != NUMLA_STATUS_OK ||
+        !stream_events(c, i, ev, ne, base, NULL, 0, &sent))
+        return 0;
+    const char *fr = numla_tool_calls_finish_reason(v->tools, finish);
+    if (fr != v->finish_reason)
+        snprintf(v->finish_reason, sizeof v->finish_reason, "%s", fr);
+    return stream_chunk_split(c, i, "", 0, NULL, 0, v->finish_reason, NULL, 0, 0);
+}
 
 /* One SSE chunk for job i: text (its reasoning split off for a thinking model), the logprobs of
  * the tokens not yet reported, finish_reason. */
@@ -234,29 +335,31 @@ static int stream_chunk(conn *c, int32_t i, const char *text, size_t len, const 
 {
     job_view *v = &c->views[i];
     if (!v->reasoning)
-        return stream_chunk_split(c, i, text, len, NULL, 0, finish);
+        return stream_content(c, i, text, len, NULL, 0, finish);
     const char *r, *t;
     size_t rl, tl;
     if (numla_http_reasoning_push(v->reasoning, text, len, &r, &rl, &t, &tl) != NUMLA_STATUS_OK)
         return 0;
     if (!finish)
-        return stream_chunk_split(c, i, t, tl, r, rl, NULL);
-    if ((rl || tl) && !stream_chunk_split(c, i, t, tl, r, rl, NULL))
+        return stream_content(c, i, t, tl, r, rl, NULL);
+    if ((rl || tl) && !stream_content(c, i, t, tl, r, rl, NULL))
         return 0;
     if (numla_http_reasoning_finish(v->reasoning, &r, &rl, &t, &tl) != NUMLA_STATUS_OK)
         return 0;
-    return stream_chunk_split(c, i, t, tl, r, rl, finish);
+    return stream_content(c, i, t, tl, r, rl, finish);
 }
 
 static int stream_chunk_split(conn *c, int32_t i, const char *text, size_t len,
-                              const char *reasoning, size_t reasoning_len, const char *finish)
+                              const char *reasoning, size_t reasoning_len, const char *finish,
+                              const numla_tool_call_out *call, int32_t call_index, int first)
 {
     numla_http_job *j = &c->call->jobs[i];
     job_view *v = &c->views[i];
     numla_openai_reply r = reply_of(c);
     numla_openai_choice ch = {.text = text, .text_len = len, .finish_reason = finish,
                               .has_reasoning = v->reasoning != NULL, .reasoning = reasoning,
-                              .reasoning_len = reasoning_len};
+                              .reasoning_len = reasoning_len, .tool_delta = call,
+                              .tool_index = call_index, .tool_first = first};
     if (c->call->req.params.logprobs >= 0 && j->logprobs) {
         ch.logprobs = j->logprobs + v->logprobs_sent;
         ch.num_logprobs = v->tokens_seen - v->logprobs_sent;
@@ -609,6 +712,10 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
                                                        ? numla_strbuf_str(&c->views[i].rtext)
                                                        : NULL,
                                       .reasoning_len = c->views[i].rtext.len};
+        if (c->views[i].tools) {
+            ch[i].num_tool_calls = numla_tool_calls_count(c->views[i].tools);
+            ch[i].tool_calls = numla_tool_calls_get(c->views[i].tools, 0);
+        }
         if (c->call->req.params.logprobs >= 0) {
             ch[i].logprobs = j->logprobs;
             ch[i].num_logprobs = j->num_tokens;
@@ -770,6 +877,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
         for (int32_t i = 0; i < c->call->num_jobs && c->views; i++) {
             numla_http_emitter_destroy(&c->views[i].emitter);
             numla_http_reasoning_destroy(&c->views[i].reasoning);
+            numla_tool_calls_destroy(&c->views[i].tools);
             numla_strbuf_free(&c->views[i].text);
             numla_strbuf_free(&c->views[i].rtext);
         }

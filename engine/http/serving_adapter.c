@@ -3,6 +3,7 @@
 #include "engine/http/serving_adapter.h"
 
 #include "engine/http/reasoning.h"
+#include "engine/text/tool_calls.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,6 +41,17 @@ numla_status numla_http_adapter_create(const numla_http_adapter_options *o, numl
     g->o = *o;
     if (g->o.wait_ms <= 0)
         g->o.wait_ms = 50;
+    /* the tool-call and think tags are read back out of the text: decode them even where the
+     * tokenizer marks them special (Kimi's are) */
+    const numla_tool_syntax *ts =
+        o->chat ? numla_tool_syntax_for_template(numla_chat_template_name(o->chat)) : NULL;
+    for (const char *const *m = ts && o->tokenizer ? numla_tool_syntax_markers(ts) : NULL; m && *m;
+         m++)
+        numla_tokenizer_keep_in_text(o->tokenizer, *m);
+    if (o->chat && o->tokenizer && numla_chat_template_thinks(o->chat)) {
+        numla_tokenizer_keep_in_text(o->tokenizer, "<think>");
+        numla_tokenizer_keep_in_text(o->tokenizer, "</think>");
+    }
     *out = g;
     return NUMLA_STATUS_OK;
 }
@@ -284,6 +296,9 @@ static numla_status job_request(numla_http_adapter *g, numla_http_job *j, numla_
     req->text_output = g->o.tokenizer != NULL;
     if (r->endpoint == NUMLA_OPENAI_CHAT) {
         NUMLA_CHECK(chat_prompt(g, r, req, no, &j->reasoning_mode));
+        j->tool_syntax = g->o.chat ? numla_tool_syntax_for_template(
+                                         numla_chat_template_name(g->o.chat))
+                                   : NULL;
     } else if (p->tokens) {
         req->prompt_tokens = malloc(((size_t)p->num_tokens + 1) * sizeof *req->prompt_tokens);
         if (!req->prompt_tokens)

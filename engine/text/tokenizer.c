@@ -833,7 +833,7 @@ numla_status numla_tokenizer_decode(const numla_tokenizer *t, const int32_t *ids
             NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "token id %d (position %lld) is not in the "
                                                   "vocabulary of %lld", (int)ids[i],
                        (long long)i, (long long)t->n_ids);
-        if (!(skip_special && t->special[ids[i]]))
+        if (!(skip_special && t->special[ids[i]] == 1))
             total += t->dec_len[ids[i]];
     }
     uint8_t *raw = malloc(total + 1);
@@ -845,7 +845,7 @@ numla_status numla_tokenizer_decode(const numla_tokenizer *t, const int32_t *ids
     }
     size_t o = 0;
     for (int64_t i = 0; i < n; i++)
-        if (!(skip_special && t->special[ids[i]])) {
+        if (!(skip_special && t->special[ids[i]] == 1)) {
             memcpy(raw + o, t->dec_pool + t->dec_off[ids[i]], t->dec_len[ids[i]]);
             o += t->dec_len[ids[i]];
         }
@@ -912,7 +912,7 @@ numla_status numla_tokenizer_stream_push(numla_tokenizer_stream *s, int32_t id,
     if (id < 0 || id >= t->n_ids || !t->tok[id])
         NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "token id %d is not in the vocabulary of %lld",
                    (int)id, (long long)t->n_ids);
-    if (s->skip_special && t->special[id])
+    if (s->skip_special && t->special[id] == 1)
         return NUMLA_STATUS_OK;
     NUMLA_CHECK(numla_tokenizer_reserve((void **)&s->pend, &s->pend_cap, s->npend + t->dec_len[id] + 1, 1));
     memcpy(s->pend + s->npend, t->dec_pool + t->dec_off[id], t->dec_len[id]);
@@ -951,4 +951,14 @@ int32_t numla_tokenizer_token_id(const numla_tokenizer *t, const char *token)
 int numla_tokenizer_is_special(const numla_tokenizer *t, int32_t id)
 {
     return id >= 0 && id < t->n_ids && t->special[id];
+}
+
+int numla_tokenizer_keep_in_text(numla_tokenizer *t, const char *token)
+{
+    const int32_t id = numla_tokenizer_token_id(t, token);
+    if (id < 0)
+        return 0;
+    if (t->special[id]) /* 2: special, decoded all the same */
+        t->special[id] = 2;
+    return 1;
 }

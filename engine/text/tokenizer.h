@@ -103,6 +103,12 @@ const uint8_t *numla_tokenizer_token_bytes(const numla_tokenizer *t, int32_t id,
 int32_t numla_tokenizer_token_id(const numla_tokenizer *t, const char *token);
 /* 1 when id is an added token marked special. */
 int numla_tokenizer_is_special(const numla_tokenizer *t, int32_t id);
+/* Decode the token `token` (its string, as numla_tokenizer_token_id) even where special tokens
+ * are skipped: markup a server reads back out of the text (a chat template's tool-call and
+ * think tags) that the tokenizer marks special. It stays special (numla_tokenizer_is_special).
+ * Returns 1 when token is one, else 0. Call before decoding starts (not thread-safe); not
+ * collective. */
+int numla_tokenizer_keep_in_text(numla_tokenizer *t, const char *token);
 
 /* Streaming decoder: feed one id at a time, get back the text it completes. Bytes are held until
  * they complete a UTF-8 character (or are known never to, then U+FFFD), so every piece is valid

@@ -82,7 +82,8 @@ struct numla_tokenizer {
     int id_limit_from_model; /* 1: id_limit is the model's vocab_size */
     char **tok;              /* (n_ids) token strings (NUL-terminated), NULL for holes */
     uint32_t *tok_len;       /* (n_ids) */
-    uint8_t *special;        /* (n_ids) 1 for special added tokens */
+    uint8_t *special;        /* (n_ids) 1 for special added tokens, 2 for special ones decoded
+                                all the same (numla_tokenizer_keep_in_text) */
     uint8_t *dec_pool;       /* decoded bytes of every id, back to back */
     size_t *dec_off;         /* (n_ids) offset of id's decoded bytes in dec_pool */
     uint32_t *dec_len;       /* (n_ids) */

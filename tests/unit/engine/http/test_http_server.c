@@ -17,6 +17,7 @@
 
 #include "engine/http/reasoning.h"
 #include "engine/http/server.h"
+#include "engine/text/tool_calls.h"
 #include "test_util.h"
 
 #define EXPECT_JSTR(v, want)                                                               \
@@ -79,6 +80,9 @@ static void *fake_loop_main(void *arg)
                     j->reasoning_mode = NUMLA_HTTP_REASONING_DETECT;
                 else if (!strncmp(last, "think", 5))
                     j->reasoning_mode = NUMLA_HTTP_REASONING_OPEN;
+                /* chat "...tool..." plays Kimi-K2 writing tool calls */
+                if (strstr(last, "tool"))
+                    j->tool_syntax = numla_tool_syntax_for_template("kimi-k2-thinking");
                 done[n] = 0;
                 active[n++] = j;
             }
@@ -95,12 +99,18 @@ static void *fake_loop_main(void *arg)
                 atomic_fetch_add(&f->cancelled_seen, 1);
                 numla_http_job_finish(j, "stop", prompt_len(j), done[i]);
                 end = 1;
+            } else if (!p && r->num_messages &&
+                       strstr(r->messages[r->num_messages - 1].content, "tool") &&
+                       done[i] == 3 && r->params.max_tokens > 3) { /* the model's end */
+                numla_http_job_finish(j, "stop", prompt_len(j), done[i]);
+                atomic_fetch_add(&f->finished, 1);
+                end = 1;
             } else if (done[i] >= r->params.max_tokens) {
                 numla_http_job_finish(j, "length", prompt_len(j), done[i]);
                 atomic_fetch_add(&f->finished, 1);
                 end = 1;
             } else {
-                char text[32];
+                char text[256];
                 int32_t tok = done[i];
                 const char *last = !p && r->num_messages
                                        ? r->messages[r->num_messages - 1].content : "";
@@ -108,7 +118,29 @@ static void *fake_loop_main(void *arg)
                                                     "ink>", "Answer", "!"};
                 static const char *const open_[] = {"r1 ", "r2</think>", "a"};
                 static const char *const cut[] = {"abc", "</thi"};
-                if (!strcmp(last, "think"))
+                /* two calls after text, cut inside the markers */
+                static const char *const tool[] = {
+                    "Let me look.<|tool_calls_sec",
+                    "tion_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argu",
+                    "ment_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_call_begin|>"
+                    "functions.get_time:1<|tool_call_argument_begin|>{}<|tool_call_end|>"
+                    "<|tool_calls_section_end|>"};
+                /* reasoning, then content and a call */
+                static const char *const thinktool[] = {
+                    "plan", "</think>Hi<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0",
+                    "<|tool_call_argument_begin|>{\"a\": 1}<|tool_call_end|><|tool_calls_section_end|>"};
+                /* bad arguments: content as written */
+                static const char *const toolbad[] = {
+                    "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0",
+                    "<|tool_call_argument_begin|>{bad<|tool_call_end|>",
+                    "<|tool_calls_section_end|>"};
+                if (!strcmp(last, "tool"))
+                    snprintf(text, sizeof text, "%s", tool[done[i] % 3]);
+                else if (!strcmp(last, "thinktool"))
+                    snprintf(text, sizeof text, "%s", thinktool[done[i] % 3]);
+                else if (!strcmp(last, "toolbad"))
+                    snprintf(text, sizeof text, "%s", toolbad[done[i] % 3]);
+                else if (!strcmp(last, "think"))
                     snprintf(text, sizeof text, "%s", think[done[i] % 7]);
                 else if (!strcmp(last, "thinkopen"))
                     snprintf(text, sizeof text, "%s", open_[done[i] % 3]);
@@ -509,6 +541,133 @@ static void test_reasoning_content(void)
     fixture_stop(&fx);
 }
 
+/* Chat of a model writing tool calls (the fake loop plays Kimi-K2): message.tool_calls, or the
+ * streamed delta.tool_calls (a call's first chunk: index, id, type, name, arguments ""; then its
+ * arguments), content and reasoning_content around them, finish_reason. want_calls: a JSON
+ * array of [id, name, arguments]; want_content NULL: null. */
+static void chat_tools(int port, const char *msg, int stream, const char *want_reasoning,
+                       const char *want_content, const char *want_calls, const char *want_finish)
+{
+    char body[256];
+    snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"%s\"}], "
+             "\"max_tokens\": 9, \"stream\": %s}", msg, stream ? "true" : "false");
+    reply r = http(port, "POST", "/v1/chat/completions", NULL, body);
+    CU_ASSERT_EQUAL(r.status, 200);
+    char rs[256] = "", cs[256] = "";
+    const char *finish = NULL;
+    int has_content = 0, has_reasoning = 0;
+    json_t *calls = json_array(), *ev = NULL, *o = NULL;
+    if (stream) {
+        int done;
+        ev = events(r.body, &done);
+        CU_ASSERT(done);
+        for (size_t i = 1; i < json_array_size(ev); i++) {
+            json_t *ch = json_array_get(json_object_get(json_array_get(ev, i), "choices"), 0);
+            json_t *d = json_object_get(ch, "delta");
+            json_t *x = json_object_get(d, "reasoning_content"), *y = json_object_get(d, "content");
+            if (x)
+                strncat(rs, json_string_value(x), sizeof rs - strlen(rs) - 1);
+            if (y)
+                strncat(cs, json_string_value(y), sizeof cs - strlen(cs) - 1);
+            has_reasoning |= x != NULL;
+            has_content |= y != NULL && json_string_length(y) > 0;
+            if (json_string_value(json_object_get(ch, "finish_reason")))
+                finish = json_string_value(json_object_get(ch, "finish_reason"));
+            json_t *tc = json_object_get(d, "tool_calls");
+            if (!tc)
+                continue;
+            CU_ASSERT_EQUAL(json_array_size(tc), 1);
+            json_t *t = json_array_get(tc, 0), *fn = json_object_get(t, "function");
+            size_t idx = (size_t)json_integer_value(json_object_get(t, "index"));
+            const char *args = json_string_value(json_object_get(fn, "arguments"));
+            CU_ASSERT_PTR_NOT_NULL_FATAL(args);
+            if (idx == json_array_size(calls)) { /* a call's first chunk */
+                EXPECT_JSTR(json_object_get(t, "type"), "function");
+                CU_ASSERT_STRING_EQUAL(args, "");
+                json_array_append_new(calls, json_pack("[O, O, s]", json_object_get(t, "id"),
+                                                       json_object_get(fn, "name"), ""));
+            } else {
+                CU_ASSERT_FATAL(idx + 1 == json_array_size(calls));
+                CU_ASSERT_PTR_NULL(json_object_get(t, "id"));
+                CU_ASSERT_PTR_NULL(json_object_get(fn, "name"));
+                json_t *c = json_array_get(calls, idx);
+                char a[256];
+                snprintf(a, sizeof a, "%s%s", json_string_value(json_array_get(c, 2)), args);
+                json_array_set_new(c, 2, json_string(a));
+            }
+        }
+    } else {
+        o = body_json(&r);
+        json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+        json_t *m = json_object_get(ch, "message");
+        json_t *x = json_object_get(m, "reasoning_content"), *y = json_object_get(m, "content");
+        has_reasoning = x != NULL && !json_is_null(x);
+        if (has_reasoning)
+            snprintf(rs, sizeof rs, "%s", json_string_value(x));
+        CU_ASSERT_PTR_NOT_NULL(y);
+        has_content = json_is_string(y);
+        if (has_content)
+            snprintf(cs, sizeof cs, "%s", json_string_value(y));
+        finish = json_string_value(json_object_get(ch, "finish_reason"));
+        size_t k;
+        json_t *t;
+        json_array_foreach(json_object_get(m, "tool_calls"), k, t) {
+            json_t *fn = json_object_get(t, "function");
+            EXPECT_JSTR(json_object_get(t, "type"), "function");
+            json_array_append_new(calls, json_pack("[O, O, O]", json_object_get(t, "id"),
+                                                   json_object_get(fn, "name"),
+                                                   json_object_get(fn, "arguments")));
+        }
+        /* no calls: no tool_calls field at all */
+        CU_ASSERT(json_object_get(m, "tool_calls") == NULL || json_array_size(calls) > 0);
+    }
+    /* arguments compared as JSON */
+    size_t k;
+    json_t *c;
+    json_array_foreach(calls, k, c) {
+        json_t *a = json_loads(json_string_value(json_array_get(c, 2)), 0, NULL);
+        NUMLA_ASSERT_MSG(json_is_object(a), "%s: arguments '%s'", msg,
+                         json_string_value(json_array_get(c, 2)));
+        json_array_set_new(c, 2, a ? a : json_null());
+    }
+    json_t *want = json_loads(want_calls, 0, NULL);
+    char *got = json_dumps(calls, JSON_ENSURE_ASCII);
+    NUMLA_ASSERT_MSG(json_equal(calls, want), "%s%s: calls %s, want %s", msg,
+                     stream ? " streamed" : "", got, want_calls);
+    free(got);
+    NUMLA_ASSERT_MSG(want_content ? has_content && !strcmp(cs, want_content) : !has_content,
+                     "%s%s: content '%s'", msg, stream ? " streamed" : "", cs);
+    NUMLA_ASSERT_MSG(want_reasoning ? has_reasoning && !strcmp(rs, want_reasoning)
+                                    : !has_reasoning,
+                     "%s%s: reasoning '%s'", msg, stream ? " streamed" : "", rs);
+    NUMLA_ASSERT_MSG(finish && !strcmp(finish, want_finish), "%s%s: finish_reason %s", msg,
+                     stream ? " streamed" : "", finish ? finish : "(none)");
+    json_decref(want);
+    json_decref(calls);
+    json_decref(ev);
+    json_decref(o);
+    free_reply(&r);
+}
+
+static void test_tool_calls(void)
+{
+    fixture fx;
+    fixture_start(&fx, 64, NULL, 0);
+    for (int stream = 0; stream < 2; stream++) {
+        chat_tools(fx.port, "tool", stream, NULL, "Let me look.",
+                   "[[\"functions.get_weather:0\", \"get_weather\", {\"city\": \"Paris\"}], "
+                   "[\"functions.get_time:1\", \"get_time\", {}]]",
+                   "tool_calls");
+        chat_tools(fx.port, "thinktool", stream, "plan", "Hi",
+                   "[[\"functions.f:0\", \"f\", {\"a\": 1}]]", "tool_calls");
+        chat_tools(fx.port, "toolbad", stream, NULL,
+                   "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
+                   "<|tool_call_argument_begin|>{bad<|tool_call_end|><|tool_calls_section_end|>",
+                   "[]", "stop");
+    }
+    fixture_stop(&fx);
+}
+
 typedef struct client_arg {
     int port, index, ok;
 } client_arg;
@@ -773,7 +932,7 @@ static void test_shutdown_finishes_in_flight(void)
 }
 
 NUMLA_TEST_SUITE(http_server, NULL, NULL, NUMLA_TEST(test_health_and_models),
-                 NUMLA_TEST(test_reasoning_content),
+                 NUMLA_TEST(test_reasoning_content), NUMLA_TEST(test_tool_calls),
                  NUMLA_TEST(test_completion_plain), NUMLA_TEST(test_streams),
                  NUMLA_TEST(test_token_chunks),
                  NUMLA_TEST(test_32_concurrent_clients), NUMLA_TEST(test_disconnect_cancels),

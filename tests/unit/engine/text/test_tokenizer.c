@@ -327,6 +327,26 @@ static void test_added_tokens(void)
     CU_ASSERT_EQUAL(numla_tokenizer_decode(t, ids, 4, 1, &d, &dl), NUMLA_STATUS_OK);
     CU_ASSERT(d && strcmp(d, "awordb") == 0);
     free(d);
+    /* a special token kept in the text (a server's tool-call tags): decoded when specials are
+     * skipped, by decode and by the stream, and still special; <mask> stays skipped */
+    CU_ASSERT_EQUAL(numla_tokenizer_keep_in_text(t, "<s>"), 1);
+    CU_ASSERT_EQUAL(numla_tokenizer_keep_in_text(t, "<none>"), 0);
+    CU_ASSERT(numla_tokenizer_is_special(t, 300));
+    int32_t kept[] = {'a', 300, 301, 'b'};
+    CU_ASSERT_EQUAL(numla_tokenizer_decode(t, kept, 4, 1, &d, &dl), NUMLA_STATUS_OK);
+    CU_ASSERT(d && strcmp(d, "a<s>b") == 0);
+    free(d);
+    numla_tokenizer_stream *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_stream_create(t, 1, &st), NUMLA_STATUS_OK);
+    char got[16] = "";
+    for (int k = 0; k < 4; k++) {
+        const char *piece;
+        size_t pl;
+        CU_ASSERT_EQUAL(numla_tokenizer_stream_push(st, kept[k], &piece, &pl), NUMLA_STATUS_OK);
+        strncat(got, piece, pl);
+    }
+    CU_ASSERT_STRING_EQUAL(got, "a<s>b");
+    numla_tokenizer_stream_destroy(&st);
     numla_tokenizer_destroy(&t);
     /* without NFC the decomposed form stays bytes */
     sp.normalizer = NULL;
