@@ -628,7 +628,50 @@ static void test_chat_glm5_and_v32(void)
     numla_tokenizer_destroy(&tok);
 }
 
+/* Kimi's tokenizer marks its tool-call and think tags special: served with a Kimi template,
+ * they are decoded where special tokens are skipped (the server reads them back out of the
+ * text); other special tokens ([EOS], <|im_end|>) stay skipped, and a template without the
+ * syntax keeps none. */
+static void test_tool_tags_kept_in_text(void)
+{
+    static const char *const tags[] = {"<|tool_calls_section_begin|>", "<|tool_call_begin|>",
+                                       "<|tool_call_argument_begin|>", "<|tool_call_end|>",
+                                       "<|tool_calls_section_end|>", "<think>", "</think>"};
+    const char *dir = numla_test_source_path("tests/golden/kimi_tok");
+    for (int kimi = 0; kimi < 2; kimi++) {
+        numla_tokenizer *tok = NULL;
+        numla_chat_template *chat = NULL;
+        CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load(dir, &tok), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_json(NULL, kimi ? "kimi-k2-thinking"
+                                                                      : "deepseek-v3", &chat),
+                              NUMLA_STATUS_OK);
+        adapter_fixture f;
+        fixture_open(&f, 4096, tok, chat, 1);
+        for (size_t k = 0; k < sizeof tags / sizeof *tags; k++) {
+            int32_t id = numla_tokenizer_token_id(tok, tags[k]);
+            CU_ASSERT_FATAL(id >= 0);
+            CU_ASSERT(numla_tokenizer_is_special(tok, id));
+            char *d = NULL;
+            size_t dl = 0;
+            CU_ASSERT_EQUAL(numla_tokenizer_decode(tok, &id, 1, 1, &d, &dl), NUMLA_STATUS_OK);
+            NUMLA_ASSERT_MSG(d && !strcmp(d, kimi ? tags[k] : ""), "%s with %s: '%s'", tags[k],
+                             kimi ? "kimi-k2-thinking" : "deepseek-v3", d ? d : "?");
+            free(d);
+        }
+        int32_t end = numla_tokenizer_token_id(tok, "<|im_end|>");
+        char *d = NULL;
+        size_t dl = 0;
+        CU_ASSERT_EQUAL(numla_tokenizer_decode(tok, &end, 1, 1, &d, &dl), NUMLA_STATUS_OK);
+        CU_ASSERT(d && !strcmp(d, ""));
+        free(d);
+        fixture_close(&f);
+        numla_chat_template_destroy(&chat);
+        numla_tokenizer_destroy(&tok);
+    }
+}
+
 NUMLA_TEST_SUITE(http_serving_adapter, NULL, NULL, NUMLA_TEST(test_token_prompts_in_order),
+                 NUMLA_TEST(test_tool_tags_kept_in_text),
                  NUMLA_TEST(test_failures_from_the_loop), NUMLA_TEST(test_refusals),
                  NUMLA_TEST(test_cancelled_while_queued), NUMLA_TEST(test_wait_and_destroy),
                  NUMLA_TEST(test_text_and_chat_prompts), NUMLA_TEST(test_chat_golden_tools),
