@@ -2,19 +2,26 @@
  * packing (ISA-independent) and argument validation. The compute is in kernels/ref/qblock_ref.c
  * and kernels/x86/qblock_<isa>.c; the contract in kernels/qblock.h. */
 #include "kernels/qblock_internal.h"
+#include "common/ggml_types.h"
 #include "kernels/x86/amx.h"
 
 #include <cpuid.h>
 #include <omp.h>
 #include <pthread.h>
 
+/* Each type's ggml facts, from the one ggml table (common/ggml_types.h). */
 static const numla_qblock_info numla_qblock_infos_[NUMLA_QBLOCK_TYPE_COUNT] = {
-    [NUMLA_QBLOCK_Q8_0] = {"Q8_0", 32, 34, 8},     [NUMLA_QBLOCK_Q4_0] = {"Q4_0", 32, 18, 2},
-    [NUMLA_QBLOCK_Q4_K] = {"Q4_K", 256, 144, 12},  [NUMLA_QBLOCK_Q5_K] = {"Q5_K", 256, 176, 13},
-    [NUMLA_QBLOCK_Q6_K] = {"Q6_K", 256, 210, 14},  [NUMLA_QBLOCK_IQ4_XS] = {"IQ4_XS", 256, 136, 23},
-    [NUMLA_QBLOCK_Q2_K] = {"Q2_K", 256, 84, 10},   [NUMLA_QBLOCK_Q3_K] = {"Q3_K", 256, 110, 11},
-    [NUMLA_QBLOCK_Q5_0] = {"Q5_0", 32, 22, 6},     [NUMLA_QBLOCK_IQ4_NL] = {"IQ4_NL", 32, 18, 20},
-    [NUMLA_QBLOCK_Q5_1] = {"Q5_1", 32, 24, 7},
+    [NUMLA_QBLOCK_Q8_0] = {NUMLA_GGML_ROW(Q8_0)},
+    [NUMLA_QBLOCK_Q4_0] = {NUMLA_GGML_ROW(Q4_0)},
+    [NUMLA_QBLOCK_Q4_K] = {NUMLA_GGML_ROW(Q4_K)},
+    [NUMLA_QBLOCK_Q5_K] = {NUMLA_GGML_ROW(Q5_K)},
+    [NUMLA_QBLOCK_Q6_K] = {NUMLA_GGML_ROW(Q6_K)},
+    [NUMLA_QBLOCK_IQ4_XS] = {NUMLA_GGML_ROW(IQ4_XS)},
+    [NUMLA_QBLOCK_Q2_K] = {NUMLA_GGML_ROW(Q2_K)},
+    [NUMLA_QBLOCK_Q3_K] = {NUMLA_GGML_ROW(Q3_K)},
+    [NUMLA_QBLOCK_Q5_0] = {NUMLA_GGML_ROW(Q5_0)},
+    [NUMLA_QBLOCK_IQ4_NL] = {NUMLA_GGML_ROW(IQ4_NL)},
+    [NUMLA_QBLOCK_Q5_1] = {NUMLA_GGML_ROW(Q5_1)},
 };
 
 /* Native variants per level, mode and type; NULL inherits the level below (ref always runs). */

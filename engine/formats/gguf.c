@@ -22,36 +22,6 @@
 /* Part counts beyond this are not a model (DeepSeek's largest sets have tens of parts). */
 enum { NUMLA_GGUF_MAX_PARTS = 9999 };
 
-/* ---------------------------------------------------------------------------------------- */
-/* ggml types                                                                                */
-
-static const numla_ggml_type_info numla_ggml_types_[NUMLA_GGML_TYPE_LIMIT] = {
-    [NUMLA_GGML_F32] = {"F32", 1, 4},          [NUMLA_GGML_F16] = {"F16", 1, 2},
-    [NUMLA_GGML_Q4_0] = {"Q4_0", 32, 18},      [NUMLA_GGML_Q4_1] = {"Q4_1", 32, 20},
-    [NUMLA_GGML_Q5_0] = {"Q5_0", 32, 22},      [NUMLA_GGML_Q5_1] = {"Q5_1", 32, 24},
-    [NUMLA_GGML_Q8_0] = {"Q8_0", 32, 34},      [NUMLA_GGML_Q8_1] = {"Q8_1", 32, 40},
-    [NUMLA_GGML_Q2_K] = {"Q2_K", 256, 84},     [NUMLA_GGML_Q3_K] = {"Q3_K", 256, 110},
-    [NUMLA_GGML_Q4_K] = {"Q4_K", 256, 144},    [NUMLA_GGML_Q5_K] = {"Q5_K", 256, 176},
-    [NUMLA_GGML_Q6_K] = {"Q6_K", 256, 210},    [NUMLA_GGML_Q8_K] = {"Q8_K", 256, 292},
-    [NUMLA_GGML_IQ2_XXS] = {"IQ2_XXS", 256, 66}, [NUMLA_GGML_IQ2_XS] = {"IQ2_XS", 256, 74},
-    [NUMLA_GGML_IQ3_XXS] = {"IQ3_XXS", 256, 98}, [NUMLA_GGML_IQ1_S] = {"IQ1_S", 256, 50},
-    [NUMLA_GGML_IQ4_NL] = {"IQ4_NL", 32, 18},  [NUMLA_GGML_IQ3_S] = {"IQ3_S", 256, 110},
-    [NUMLA_GGML_IQ2_S] = {"IQ2_S", 256, 82},   [NUMLA_GGML_IQ4_XS] = {"IQ4_XS", 256, 136},
-    [NUMLA_GGML_I8] = {"I8", 1, 1},            [NUMLA_GGML_I16] = {"I16", 1, 2},
-    [NUMLA_GGML_I32] = {"I32", 1, 4},          [NUMLA_GGML_I64] = {"I64", 1, 8},
-    [NUMLA_GGML_F64] = {"F64", 1, 8},          [NUMLA_GGML_IQ1_M] = {"IQ1_M", 256, 56},
-    [NUMLA_GGML_BF16] = {"BF16", 1, 2},        [NUMLA_GGML_TQ1_0] = {"TQ1_0", 256, 54},
-    [NUMLA_GGML_TQ2_0] = {"TQ2_0", 256, 66},   [NUMLA_GGML_MXFP4] = {"MXFP4", 32, 17},
-    [NUMLA_GGML_NVFP4] = {"NVFP4", 64, 36},    [NUMLA_GGML_Q1_0] = {"Q1_0", 128, 18},
-};
-
-const numla_ggml_type_info *numla_ggml_type_get(uint32_t type)
-{
-    if (type >= NUMLA_GGML_TYPE_LIMIT || !numla_ggml_types_[type].name)
-        return NULL;
-    return &numla_ggml_types_[type];
-}
-
 const char *numla_gguf_vtype_name(uint32_t t)
 {
     static const char *const names[NUMLA_GGUF_VTYPE_COUNT] = {

@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/ggml_types.h"
 #include "common/status.h"
 
 enum {
@@ -58,57 +59,8 @@ typedef enum numla_gguf_vtype {
     NUMLA_GGUF_VTYPE_COUNT,
 } numla_gguf_vtype;
 
-/* The ggml tensor types numla names (the file's u32 codes; gaps are types ggml removed). */
-typedef enum numla_ggml_type {
-    NUMLA_GGML_F32 = 0,
-    NUMLA_GGML_F16 = 1,
-    NUMLA_GGML_Q4_0 = 2,
-    NUMLA_GGML_Q4_1 = 3,
-    NUMLA_GGML_Q5_0 = 6,
-    NUMLA_GGML_Q5_1 = 7,
-    NUMLA_GGML_Q8_0 = 8,
-    NUMLA_GGML_Q8_1 = 9,
-    NUMLA_GGML_Q2_K = 10,
-    NUMLA_GGML_Q3_K = 11,
-    NUMLA_GGML_Q4_K = 12,
-    NUMLA_GGML_Q5_K = 13,
-    NUMLA_GGML_Q6_K = 14,
-    NUMLA_GGML_Q8_K = 15,
-    NUMLA_GGML_IQ2_XXS = 16,
-    NUMLA_GGML_IQ2_XS = 17,
-    NUMLA_GGML_IQ3_XXS = 18,
-    NUMLA_GGML_IQ1_S = 19,
-    NUMLA_GGML_IQ4_NL = 20,
-    NUMLA_GGML_IQ3_S = 21,
-    NUMLA_GGML_IQ2_S = 22,
-    NUMLA_GGML_IQ4_XS = 23,
-    NUMLA_GGML_I8 = 24,
-    NUMLA_GGML_I16 = 25,
-    NUMLA_GGML_I32 = 26,
-    NUMLA_GGML_I64 = 27,
-    NUMLA_GGML_F64 = 28,
-    NUMLA_GGML_IQ1_M = 29,
-    NUMLA_GGML_BF16 = 30,
-    NUMLA_GGML_TQ1_0 = 34,
-    NUMLA_GGML_TQ2_0 = 35,
-    NUMLA_GGML_MXFP4 = 39,
-    NUMLA_GGML_NVFP4 = 40,
-    NUMLA_GGML_Q1_0 = 41,
-    NUMLA_GGML_TYPE_LIMIT = 42, /* codes at or above this are unknown */
-} numla_ggml_type;
+/* The ggml tensor types (codes, names, block shapes) are common/ggml_types.h's one table. */
 
-/* A ggml type's storage: `block` elements take `bytes` bytes (a row of ne[0] elements takes
- * ne[0] / block * bytes). The sizes are the ones the gguf PyPI package (GGML_QUANT_SIZES)
- * writes; tests/unit/engine/formats/test_gguf.c checks them against the kernels' block
- * layouts (kernels/qblock.h). */
-typedef struct numla_ggml_type_info {
-    const char *name; /* "Q4_K" */
-    int32_t block;
-    int32_t bytes;
-} numla_ggml_type_info;
-
-/* The type's storage, or NULL for an unknown (or removed) code. */
-const numla_ggml_type_info *numla_ggml_type_get(uint32_t type);
 
 /* A string: NUL-terminated copy, len bytes (a value may hold NUL bytes; keys and names not). */
 typedef struct numla_gguf_str {

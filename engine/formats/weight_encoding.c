@@ -1,7 +1,15 @@
 /* engine/formats/weight_encoding.c — the table of weight encodings (weight_encoding.h). */
 #include "engine/formats/weight_encoding.h"
 
+#include "common/ggml_types.h"
+
 #include <stddef.h>
+
+/* A ggml block encoding: its name, block and bytes are the ggml table's (common/ggml_types.h). */
+#define NUMLA_ENCODING_GGML_(T)                                                                    \
+    {.name = #T, .block_rows = 1, .block_cols = NUMLA_GGML_BLOCK_##T, .block_bytes = NUMLA_GGML_BYTES_##T, \
+     .scales = NUMLA_SCALES_IN_BLOCK, .ggml_type = NUMLA_GGML_##T,                                 \
+     .dequant = "kernels/qblock.h numla_qblock_dequant_ref"}
 
 static const numla_weight_encoding_info table_[NUMLA_ENCODING_COUNT] = {
     [NUMLA_ENCODING_NONE] = {"bf16", 1, 1, 0, 0, NUMLA_SCALES_NONE, NULL, UINT32_MAX,
@@ -10,30 +18,19 @@ static const numla_weight_encoding_info table_[NUMLA_ENCODING_COUNT] = {
                             "kernels/quant.h (e4m3 code x block scale)"},
     [NUMLA_ENCODING_INT8] = {"int8", 1, 0, 0, 1, NUMLA_SCALES_TENSOR, "_scale", UINT32_MAX,
                              "kernels/quant.h (int8 code x row scale)"},
-    [NUMLA_ENCODING_Q8_0] = {"Q8_0", 1, 32, 34, 0, NUMLA_SCALES_IN_BLOCK, NULL, 8,
-                             "kernels/qblock.h numla_qblock_dequant_ref"},
-    [NUMLA_ENCODING_Q4_0] = {"Q4_0", 1, 32, 18, 0, NUMLA_SCALES_IN_BLOCK, NULL, 2,
-                             "kernels/qblock.h numla_qblock_dequant_ref"},
-    [NUMLA_ENCODING_Q4_K] = {"Q4_K", 1, 256, 144, 0, NUMLA_SCALES_IN_BLOCK, NULL, 12,
-                             "kernels/qblock.h numla_qblock_dequant_ref"},
-    [NUMLA_ENCODING_Q5_K] = {"Q5_K", 1, 256, 176, 0, NUMLA_SCALES_IN_BLOCK, NULL, 13,
-                             "kernels/qblock.h numla_qblock_dequant_ref"},
-    [NUMLA_ENCODING_Q6_K] = {"Q6_K", 1, 256, 210, 0, NUMLA_SCALES_IN_BLOCK, NULL, 14,
-                             "kernels/qblock.h numla_qblock_dequant_ref"},
-    [NUMLA_ENCODING_IQ4_XS] = {"IQ4_XS", 1, 256, 136, 0, NUMLA_SCALES_IN_BLOCK, NULL, 23,
-                               "kernels/qblock.h numla_qblock_dequant_ref"},
-    [NUMLA_ENCODING_Q2_K] = {"Q2_K", 1, 256, 84, 0, NUMLA_SCALES_IN_BLOCK, NULL, 10,
-                             "kernels/qblock.h numla_qblock_dequant_ref"},
-    [NUMLA_ENCODING_Q3_K] = {"Q3_K", 1, 256, 110, 0, NUMLA_SCALES_IN_BLOCK, NULL, 11,
-                             "kernels/qblock.h numla_qblock_dequant_ref"},
+    [NUMLA_ENCODING_Q8_0] = NUMLA_ENCODING_GGML_(Q8_0),
+    [NUMLA_ENCODING_Q4_0] = NUMLA_ENCODING_GGML_(Q4_0),
+    [NUMLA_ENCODING_Q4_K] = NUMLA_ENCODING_GGML_(Q4_K),
+    [NUMLA_ENCODING_Q5_K] = NUMLA_ENCODING_GGML_(Q5_K),
+    [NUMLA_ENCODING_Q6_K] = NUMLA_ENCODING_GGML_(Q6_K),
+    [NUMLA_ENCODING_IQ4_XS] = NUMLA_ENCODING_GGML_(IQ4_XS),
+    [NUMLA_ENCODING_Q2_K] = NUMLA_ENCODING_GGML_(Q2_K),
+    [NUMLA_ENCODING_Q3_K] = NUMLA_ENCODING_GGML_(Q3_K),
     [NUMLA_ENCODING_INT4] = {"int4", 1, 32, 16, 0, NUMLA_SCALES_TENSOR, "_scale", UINT32_MAX,
                              "engine/model/weights.c (scale x q, as Q4_0 blocks)"},
-    [NUMLA_ENCODING_Q5_0] = {"Q5_0", 1, 32, 22, 0, NUMLA_SCALES_IN_BLOCK, NULL, 6,
-                             "kernels/qblock.h numla_qblock_dequant_ref"},
-    [NUMLA_ENCODING_IQ4_NL] = {"IQ4_NL", 1, 32, 18, 0, NUMLA_SCALES_IN_BLOCK, NULL, 20,
-                               "kernels/qblock.h numla_qblock_dequant_ref"},
-    [NUMLA_ENCODING_Q5_1] = {"Q5_1", 1, 32, 24, 0, NUMLA_SCALES_IN_BLOCK, NULL, 7,
-                             "kernels/qblock.h numla_qblock_dequant_ref"},
+    [NUMLA_ENCODING_Q5_0] = NUMLA_ENCODING_GGML_(Q5_0),
+    [NUMLA_ENCODING_IQ4_NL] = NUMLA_ENCODING_GGML_(IQ4_NL),
+    [NUMLA_ENCODING_Q5_1] = NUMLA_ENCODING_GGML_(Q5_1),
 };
 
 const numla_weight_encoding_info *numla_weight_encoding_get(numla_weight_encoding e)

@@ -2,7 +2,9 @@
  * how a weight tensor's values are stored (codes, block shape, bytes, where the scales live)
  * and where its reference dequantization is. The loader (engine/model/weights*.c), the
  * quantizer (`numla quantize`, engine/synth/quantized_checkpoint.c) and the benchmarks' byte
- * counting (bench/bench_model_costs.c) all ask this table; config.json's quantization_config
+ * counting (bench/bench_model_costs.c) all ask this table; a ggml block encoding's name, block
+ * and bytes are the ggml table's (common/ggml_types.h, NUMLA_GGML_ROW), as are the block
+ * kernels' (kernels/qblock.h); config.json's quantization_config
  * (numla_weight_format) and the quantizer's format (numla_qckpt_format) are this enum under
  * their old names.
  *
@@ -22,6 +24,7 @@
  *   Q3_K      "Q3_K"   1 x 256              110              in the block
  *   Q5_0      "Q5_0"   1 x 32               22               in the block
  *   IQ4_NL    "IQ4_NL" 1 x 32               18               in the block
+ *   Q5_1      "Q5_1"   1 x 32               24               in the block
  *   INT4      "int4"   1 x 32               16 (8 per int32) scale per group,       weights.c
  *                                                            tensor X.weight_scale  (scale · q)
  *            compressed-tensors pack-quantized, symmetric: q in [-8, 7] stored as q + 8, element
