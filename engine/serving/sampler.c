@@ -15,6 +15,14 @@ void numla_sampling_params_default(numla_sampling_params *p)
     p->top_p = 1.0;
     p->max_tokens = 16;
     p->logprobs = -1;
+    p->repetition_penalty = 1.0;
+}
+
+/* Whether any penalty needs the sequence's tokens. */
+static int penalties_on_(const numla_sampling_params *p)
+{
+    return p->presence_penalty != 0.0 || p->frequency_penalty != 0.0 ||
+           p->repetition_penalty != 1.0;
 }
 
 static uint64_t splitmix64(uint64_t *x)
@@ -57,6 +65,27 @@ numla_status numla_sampler_create(const numla_sampling_params *p, int32_t vocab,
     if (p->logprobs > NUMLA_SAMPLER_MAX_LOGPROBS)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: logprobs %d exceeds %d", p->logprobs,
                    NUMLA_SAMPLER_MAX_LOGPROBS);
+    if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: presence_penalty %g must be in [-2, 2]",
+                   p->presence_penalty);
+    if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: frequency_penalty %g must be in [-2, 2]",
+                   p->frequency_penalty);
+    if (!(p->repetition_penalty > 0) || !isfinite(p->repetition_penalty))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: repetition_penalty %g must be > 0",
+                   p->repetition_penalty);
+    if (!(p->min_p >= 0 && p->min_p <= 1))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: min_p %g must be in [0, 1]", p->min_p);
+    if (p->num_logit_bias < 0 || p->num_logit_bias > NUMLA_SAMPLER_MAX_LOGIT_BIAS)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: %d logit_bias entries (0..%d)",
+                   p->num_logit_bias, NUMLA_SAMPLER_MAX_LOGIT_BIAS);
+    for (int32_t i = 0; i < p->num_logit_bias; i++)
+        if (p->logit_bias_tokens[i] < 0 || p->logit_bias_tokens[i] >= vocab ||
+            !(fabsf(p->logit_bias_values[i]) <= 100))
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                       "sampler: logit_bias entry %d (token %d, bias %g) is not a token id "
+                       "below %d with a bias in [-100, 100]", i, p->logit_bias_tokens[i],
+                       (double)p->logit_bias_values[i], vocab);
     numla_sampler *s = calloc(1, sizeof *s);
     if (!s)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "sampler: no memory");
@@ -67,7 +96,10 @@ numla_status numla_sampler_create(const numla_sampling_params *p, int32_t vocab,
     s->order = malloc((size_t)vocab * sizeof *s->order);
     s->block_max = malloc(nb * sizeof *s->block_max);
     s->block_sum = malloc(nb * sizeof *s->block_sum);
-    if (!s->prob || !s->order || !s->block_max || !s->block_sum) {
+    if (p->num_logit_bias > 0)
+        s->bias_saved = malloc((size_t)p->num_logit_bias * sizeof *s->bias_saved);
+    if (!s->prob || !s->order || !s->block_max || !s->block_sum ||
+        (p->num_logit_bias > 0 && !s->bias_saved)) {
         numla_sampler_destroy(&s);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "sampler: no memory for %d-token scratch", vocab);
     }
@@ -92,8 +124,124 @@ void numla_sampler_destroy(numla_sampler **ps)
     free((*ps)->order);
     free((*ps)->block_max);
     free((*ps)->block_sum);
+    free((*ps)->seen_tok);
+    free((*ps)->seen_gen);
+    free((*ps)->seen_saved);
+    free((*ps)->seen_slot);
+    free((*ps)->bias_saved);
     free(*ps);
     *ps = NULL;
+}
+
+/* ---- the sequence's tokens: a hash table of the distinct ones (token → index into seen_*) ----
+ * Open addressing with linear probing over 2 cap_seen slots (at most half full). */
+
+static uint32_t seen_hash_(int32_t t, uint32_t mask)
+{
+    uint32_t h = (uint32_t)t * 2654435761u;
+    return (h ^ (h >> 15)) & mask;
+}
+
+/* Room for cap distinct tokens (a power of two): the arrays grown, the slots rebuilt. */
+static int seen_grow_(numla_sampler *s, int32_t cap)
+{
+    int32_t *tok = realloc(s->seen_tok, (size_t)cap * sizeof *tok);
+    if (tok)
+        s->seen_tok = tok;
+    int32_t *gen = realloc(s->seen_gen, (size_t)cap * sizeof *gen);
+    if (gen)
+        s->seen_gen = gen;
+    float *saved = realloc(s->seen_saved, (size_t)cap * sizeof *saved);
+    if (saved)
+        s->seen_saved = saved;
+    int32_t *slot = malloc(2 * (size_t)cap * sizeof *slot);
+    if (!tok || !gen || !saved || !slot) {
+        free(slot);
+        return 0;
+    }
+    const uint32_t mask = 2 * (uint32_t)cap - 1;
+    for (uint32_t h = 0; h <= mask; h++)
+        slot[h] = -1;
+    for (int32_t i = 0; i < s->num_seen; i++) {
+        uint32_t h = seen_hash_(s->seen_tok[i], mask);
+        while (slot[h] >= 0)
+            h = (h + 1) & mask;
+        slot[h] = i;
+    }
+    free(s->seen_slot);
+    s->seen_slot = slot;
+    s->cap_seen = cap;
+    return 1;
+}
+
+/* Index of token t in seen_*, added (generated 0) when new; -1: no memory. */
+static int32_t seen_get_(numla_sampler *s, int32_t t)
+{
+    if (s->num_seen == s->cap_seen && !seen_grow_(s, s->cap_seen ? 2 * s->cap_seen : 64))
+        return -1;
+    const uint32_t mask = 2 * (uint32_t)s->cap_seen - 1;
+    uint32_t h = seen_hash_(t, mask);
+    for (; s->seen_slot[h] >= 0; h = (h + 1) & mask)
+        if (s->seen_tok[s->seen_slot[h]] == t)
+            return s->seen_slot[h];
+    const int32_t i = s->num_seen++;
+    s->seen_slot[h] = i;
+    s->seen_tok[i] = t;
+    s->seen_gen[i] = 0;
+    return i;
+}
+
+numla_status numla_sampler_add_tokens(numla_sampler *s, const int32_t *tokens, int32_t n,
+                                      int generated)
+{
+    /* the prompt matters to repetition_penalty only; nothing matters with no penalty */
+    if (!penalties_on_(&s->p) || (!generated && s->p.repetition_penalty == 1.0))
+        return NUMLA_STATUS_OK;
+    for (int32_t k = 0; k < n; k++) {
+        const int32_t t = tokens[k];
+        if (t < 0 || t >= s->vocab)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: token %d is outside the vocabulary "
+                       "(0..%d)", t, s->vocab - 1);
+        const int32_t i = seen_get_(s, t);
+        if (i < 0)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "sampler: no memory for %d distinct tokens",
+                       s->num_seen + 1);
+        s->seen_gen[i] += generated != 0;
+    }
+    return NUMLA_STATUS_OK;
+}
+
+/* logit_bias, then repetition, frequency and presence penalties (vLLM's order) on the entries
+ * they touch, each one's logit saved first. */
+static void adjust_(numla_sampler *s, float *lg)
+{
+    const numla_sampling_params *p = &s->p;
+    for (int32_t i = 0; i < p->num_logit_bias; i++) {
+        const int32_t t = p->logit_bias_tokens[i];
+        s->bias_saved[i] = lg[t];
+        lg[t] = (float)((double)lg[t] + (double)p->logit_bias_values[i]);
+    }
+    const double r = p->repetition_penalty, f = p->frequency_penalty, pr = p->presence_penalty;
+    for (int32_t i = 0; i < s->num_seen; i++) {
+        const int32_t t = s->seen_tok[i];
+        const float x = lg[t];
+        s->seen_saved[i] = x;
+        double v = x;
+        if (r != 1.0)
+            v = v > 0 ? v / r : v * r;
+        if (s->seen_gen[i] > 0)
+            v -= f * s->seen_gen[i] + pr;
+        lg[t] = (float)v;
+    }
+}
+
+/* Put back what adjust_ changed, last change first (so a token touched twice ends as given). */
+static void restore_(numla_sampler *s, float *lg)
+{
+    for (int32_t i = s->num_seen - 1; i >= 0; i--)
+        lg[s->seen_tok[i]] = s->seen_saved[i];
+    for (int32_t i = s->p.num_logit_bias - 1; i >= 0; i--)
+        lg[s->p.logit_bias_tokens[i]] = s->bias_saved[i];
 }
 
 static _Thread_local const float *sort_key_; /* qsort has no context argument */
@@ -210,17 +358,25 @@ static inline float exp_nonpos_(float a)
     return p * scale;
 }
 
-/* w[i] = exp((x[i] - mx) · inv_t) (the largest is 1), each block's weight sum (double) and max;
+/* w[i] = exp((x[i] - mx) · inv_t) (the largest is 1), 0 where that is below floor (min_p: a
+ * probability below min_p times the largest), each block's weight sum (double) and max;
  * returns the total. */
-static double weights_(const float *x, int32_t V, float mx, float inv_t, float *w, double *bsum,
-                       float *bmax)
+static double weights_(const float *x, int32_t V, float mx, float inv_t, float floor, float *w,
+                       double *bsum, float *bmax)
 {
     double z = 0;
     for (int32_t j = 0; j < blocks_of_(V); j++) {
         const int32_t i0 = j * NUMLA_SAMPLER_BLOCK;
         const int32_t i1 = block_end_(V, j);
-        for (int32_t i = i0; i < i1; i++) /* vectorises without `omp simd`: no reduction */
-            w[i] = exp_nonpos_((x[i] - mx) * inv_t);
+        if (floor > 0) {
+            for (int32_t i = i0; i < i1; i++) {
+                const float e = exp_nonpos_((x[i] - mx) * inv_t);
+                w[i] = e >= floor ? e : 0.0f;
+            }
+        } else {
+            for (int32_t i = i0; i < i1; i++) /* vectorises without `omp simd`: no reduction */
+                w[i] = exp_nonpos_((x[i] - mx) * inv_t);
+        }
         double sum = 0;
         float m = 0;
 #pragma omp simd reduction(+ : sum) reduction(max : m)
@@ -348,8 +504,8 @@ static int32_t draw_ranked_(numla_sampler *s, int32_t n, double z, const float *
     return s->order[0];
 }
 
-numla_status numla_sampler_sample(numla_sampler *s, const float *logits, int32_t *token,
-                                  numla_logprob_entry *lp)
+/* The token for logits (adjusted already): greedy, or a draw. *mx: the logits' max. */
+static numla_status pick_(numla_sampler *s, const float *logits, int32_t *token, float *mx_out)
 {
     const int32_t V = s->vocab;
     float mx;
@@ -384,9 +540,17 @@ numla_status numla_sampler_sample(numla_sampler *s, const float *logits, int32_t
                 z += e;
             }
             int32_t n = k;
+            if (s->p.min_p > 0) { /* by rank: the kept ones are a prefix; the first has 1 */
+                while (n > 1 && (double)s->prob[n - 1] < s->p.min_p)
+                    n--;
+                z = 0;
+                for (int32_t r = 0; r < n; r++)
+                    z += s->prob[r];
+            }
             if (s->p.top_p < 1.0) {
+                const int32_t m = n;
                 double cum = 0;
-                for (int32_t r = 0; r < k; r++) {
+                for (int32_t r = 0; r < m; r++) {
                     cum += s->prob[r] / z;
                     if (cum >= s->p.top_p) {
                         n = r + 1;
@@ -400,7 +564,8 @@ numla_status numla_sampler_sample(numla_sampler *s, const float *logits, int32_t
             pick = draw_ranked_(s, n, z, NULL);
         } else {
             float *w = s->prob; /* by token id here */
-            const double z = weights_(logits, V, mx, (float)inv_t, w, s->block_sum, s->block_max);
+            const double z = weights_(logits, V, mx, (float)inv_t, (float)s->p.min_p, w,
+                                      s->block_sum, s->block_max);
             if (s->p.top_p >= 1.0) {
                 pick = draw_blocked_(w, V, s->block_sum, numla_sampler_uniform(s) * z);
             } else {
@@ -453,10 +618,32 @@ numla_status numla_sampler_sample(numla_sampler *s, const float *logits, int32_t
         }
     }
     *token = pick;
+    *mx_out = mx;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_sampler_sample(numla_sampler *s, float *logits, int32_t *token,
+                                  numla_logprob_entry *lp)
+{
+    const int32_t V = s->vocab;
+    const int adjusted = s->p.num_logit_bias > 0 || s->num_seen > 0;
+    if (adjusted)
+        adjust_(s, logits);
+    float mx;
+    int32_t pick = -1;
+    const numla_status st = pick_(s, logits, &pick, &mx);
+    if (adjusted)
+        restore_(s, logits);
+    if (st != NUMLA_STATUS_OK)
+        return st;
+    *token = pick;
     if (lp && s->p.logprobs >= 0) {
         /* log-softmax of the raw logits: weights at temperature 1 (into the scratch, which
-         * the draw above no longer needs) */
-        double z = isfinite(mx) ? weights_(logits, V, mx, 1.0f, s->prob, s->block_sum, s->block_max)
+         * the draw above no longer needs); their max again when the draw saw adjusted ones */
+        if (adjusted)
+            scan_max_(logits, V, s->block_max, &mx);
+        double z = isfinite(mx) ? weights_(logits, V, mx, 1.0f, 0.0f, s->prob, s->block_sum,
+                                           s->block_max)
                                 : 1.0;
         double lse = mx + log(z);
         lp->token = pick;

@@ -1,11 +1,24 @@
 /* engine/serving/sampler.h — turning one row of logits into the next token, per request.
  *
- * Per request: greedy when temperature == 0 (argmax, lowest id on ties); otherwise logits /
- * temperature → top_k (0 = off) → softmax → top_p (1 = off: keep the smallest set of most
- * likely tokens whose mass reaches top_p, at least one) → draw from the request's own PRNG
- * (xoshiro256**, seeded from `seed`, so a request reproduces regardless of what else runs).
- * Logprobs are the log-softmax of the raw logits (before temperature / filtering), as
- * serving APIs report them: the chosen token's value and the top-N (ties: lower id first).
+ * Per request, in vLLM's order (its v1 sampler):
+ *   1. logit_bias: logit[t] += bias[t] for the request's entries;
+ *   2. repetition_penalty r (vLLM's; 1 = off), over the tokens of the prompt AND those generated:
+ *      logit > 0 → logit / r, else logit · r;
+ *   3. frequency_penalty f and presence_penalty p (OpenAI's; 0 = off), over the tokens generated
+ *      so far: logit[t] -= f · count_t + p · [count_t > 0];
+ *   4. greedy when temperature == 0 (argmax of the adjusted logits, lowest id on ties: a greedy
+ *      request sees 1-3 too); otherwise logits / temperature → min_p (drop tokens whose
+ *      probability is below min_p · the largest; 0 = off) → top_k (0 = off) → softmax → top_p
+ *      (1 = off: keep the smallest set of most likely tokens whose mass reaches top_p, at least
+ *      one) → draw from the request's own PRNG (xoshiro256**, seeded from `seed`, so a request
+ *      reproduces regardless of what else runs).
+ * The sequence's tokens reach the sampler through numla_sampler_add_tokens (the scheduler: the
+ * prompt once, then each token it appends), which keeps the distinct tokens seen with their
+ * generated counts in a small hash table; only these and the logit_bias entries are adjusted
+ * (in place, and put back before numla_sampler_sample returns), never the whole vocabulary.
+ * Logprobs are the log-softmax of the raw logits (before bias, penalties, temperature and
+ * filtering: the model's distribution, as vLLM returns them by default), as serving APIs
+ * report them: the chosen token's value and the top-N (ties: lower id first).
  * Stop rules: a generated token in stop_token_ids, or an EOS id unless ignore_eos, ends the
  * request with "stop" (the stop token is part of the output); the scheduler ends it with "length"
  * at max_tokens. The front ends validate every field once (engine/serving/request_io.h:
@@ -16,6 +29,9 @@
  * greedy; one more (weights) for a draw over the whole vocabulary; top_p without top_k selects
  * its nucleus by partitioning (expected O(V)) and sorts only the nucleus; top_k keeps a sorted
  * list of k. So a batch of requests costs microseconds per row, not a sort of the vocabulary.
+ * Penalties and logit_bias add O(distinct tokens seen + bias entries) per call (twice: adjust,
+ * put back), and a second max pass when logprobs are asked for too; min_p adds no pass (it is a
+ * threshold on the weights the draw computes anyway); none set: the same passes as before.
  */
 #ifndef NUMLA_ENGINE_SAMPLER_H
 #define NUMLA_ENGINE_SAMPLER_H
@@ -24,7 +40,11 @@
 
 #include "common/status.h"
 
-enum { NUMLA_SAMPLER_MAX_STOP = 64, NUMLA_SAMPLER_MAX_LOGPROBS = 20 };
+/* MAX_LOGIT_BIAS: a request's logit_bias entries (OpenAI's API documents no limit, vLLM has
+ * none; 1024 keeps the fixed arrays below at 8 KiB per request and the per-step cost at most
+ * 1024 adds, while a ban or boost list of a few hundred words' tokens fits). */
+enum { NUMLA_SAMPLER_MAX_STOP = 64, NUMLA_SAMPLER_MAX_LOGPROBS = 20,
+       NUMLA_SAMPLER_MAX_LOGIT_BIAS = 1024 };
 
 typedef struct numla_sampling_params {
     double temperature;        /* 0: greedy */
@@ -37,9 +57,17 @@ typedef struct numla_sampling_params {
     int32_t num_stop;
     int32_t stop_token_ids[NUMLA_SAMPLER_MAX_STOP];
     int32_t logprobs;          /* < 0: none; N >= 0: the chosen token plus the top N */
+    double presence_penalty;   /* [-2, 2], 0: off (generated tokens) */
+    double frequency_penalty;  /* [-2, 2], 0: off (generated tokens, per occurrence) */
+    double repetition_penalty; /* > 0, 1: off (prompt and generated tokens) */
+    double min_p;              /* [0, 1], 0: off */
+    int32_t num_logit_bias;    /* 0..NUMLA_SAMPLER_MAX_LOGIT_BIAS, distinct tokens */
+    int32_t logit_bias_tokens[NUMLA_SAMPLER_MAX_LOGIT_BIAS]; /* (num_logit_bias) */
+    float logit_bias_values[NUMLA_SAMPLER_MAX_LOGIT_BIAS];   /* (num_logit_bias) in [-100, 100] */
 } numla_sampling_params;
 
-/* Defaults matching common serving APIs: temperature 1, top_k off, top_p 1, max_tokens 16. */
+/* Defaults matching common serving APIs: temperature 1, top_k off, top_p 1, max_tokens 16,
+ * penalties, min_p and logit_bias off (repetition_penalty 1). */
 void numla_sampling_params_default(numla_sampling_params *p);
 
 typedef struct numla_logprob_entry {
@@ -62,14 +90,31 @@ typedef struct numla_sampler {
     int32_t *order;            /* (vocab) scratch: token ids */
     float *block_max;          /* (ceil(vocab / NUMLA_SAMPLER_BLOCK)) */
     double *block_sum;         /* (ceil(vocab / NUMLA_SAMPLER_BLOCK)) */
+    /* the sequence's tokens, for the penalties (all NULL / 0 when none is set) */
+    int32_t *seen_tok;         /* (cap_seen) distinct tokens, first seen first: the prompt's
+                                  (repetition_penalty only) and the generated ones */
+    int32_t *seen_gen;         /* (cap_seen) times each was generated */
+    float *seen_saved;         /* (cap_seen) its logit before this call's penalties */
+    int32_t num_seen, cap_seen;
+    int32_t *seen_slot;        /* (2 cap_seen) open addressing by token: index into seen_*, -1 */
+    float *bias_saved;         /* (p.num_logit_bias) the logits before the bias */
 } numla_sampler;
 
 numla_status numla_sampler_create(const numla_sampling_params *p, int32_t vocab,
                                   numla_sampler **out);
 void numla_sampler_destroy(numla_sampler **s);
 
-/* Pick the next token from logits (vocab). lp (may be NULL) receives logprobs when requested. */
-numla_status numla_sampler_sample(numla_sampler *s, const float *logits, int32_t *token,
+/* Record the sequence's tokens: its prompt (generated 0; kept only with a repetition_penalty)
+ * or tokens it generated (1: counted for every penalty). The scheduler adds the prompt once
+ * after create and each token it appends to the sequence; the sampler never records its own
+ * draws. Only running out of memory (and a token outside the vocabulary) is an error. */
+numla_status numla_sampler_add_tokens(numla_sampler *s, const int32_t *tokens, int32_t n,
+                                      int generated);
+
+/* Pick the next token from logits (vocab), given the tokens added so far. The entries that
+ * logit_bias and the penalties touch are adjusted in place and put back before returning, so
+ * logits reads as given afterwards. lp (may be NULL) receives logprobs when requested. */
+numla_status numla_sampler_sample(numla_sampler *s, float *logits, int32_t *token,
                                   numla_logprob_entry *lp);
 
 /* Whether `token` ends the request (stop_token_ids, or one of eos[num_eos] unless ignore_eos). */

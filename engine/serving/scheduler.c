@@ -477,6 +477,9 @@ static numla_status plan(numla_sched *s, int32_t *num_seqs)
         if (!q->smp) {
             numla_status st = numla_sampler_create(&q->req->params, (int32_t)s->o.vocab_size,
                                                    &q->smp);
+            if (st == NUMLA_STATUS_OK) /* the prompt, for a repetition_penalty */
+                st = numla_sampler_add_tokens(q->smp, q->req->prompt_tokens, q->req->num_prompt,
+                                              0);
             if (st != NUMLA_STATUS_OK) {
                 char msg[600];
                 snprintf(msg, sizeof msg, "line %lld: %s", (long long)q->req->line,
@@ -604,7 +607,7 @@ numla_status numla_sched_step(numla_sched *s)
         sched_seq *q = s->step_seqs[b];
         if (q->step_row < 0)
             continue;
-        const float *lg = s->logits + (size_t)q->step_row * (size_t)s->o.vocab_size;
+        float *lg = s->logits + (size_t)q->step_row * (size_t)s->o.vocab_size;
         sched_draw *d = &s->draws[b];
         d->st = numla_sampler_sample(q->smp, lg, &d->token, q->lps ? &q->lps[q->num_gen] : NULL);
         if (d->st != NUMLA_STATUS_OK)
@@ -628,6 +631,8 @@ numla_status numla_sched_step(numla_sched *s)
         const int32_t tok = s->draws[b].token; /* set: the draw succeeded */
         q->tokens[q->num_tokens++] = tok;
         q->num_gen++;
+        /* the sampler's penalties count what the sequence generated */
+        NUMLA_CHECK(numla_sampler_add_tokens(q->smp, &tok, 1, 1));
         if (q->num_gen == 1)
             q->first_token_s = t1;
         const char *reason = NULL;

@@ -34,7 +34,7 @@ static void test_greedy(void)
 }
 
 /* Empirical frequencies over n draws vs expected probabilities. */
-static void check_freq(numla_sampler *s, const float *lg, int V, const double *want, int n)
+static void check_freq(numla_sampler *s, float *lg, int V, const double *want, int n)
 {
     int cnt[16] = {0};
     for (int i = 0; i < n; i++) {
@@ -149,7 +149,7 @@ static void test_big_vocab_greedy(void)
 }
 
 /* Frequencies of the listed tokens over n draws vs want[]; every draw must be one of them. */
-static void check_big_freq(numla_sampler *s, const float *lg, int nt, const int *tok,
+static void check_big_freq(numla_sampler *s, float *lg, int nt, const int *tok,
                            const double *want, int n)
 {
     int cnt[8] = {0}, other = 0;
