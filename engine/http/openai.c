@@ -438,10 +438,6 @@ static int unsupported(const char *key, json_t *v, numla_openai_error *err)
         ok = json_is_null(v) || (numla_request_json_int(v, &iv) && iv == 1);
     else if (!strcmp(key, "echo"))
         ok = json_is_null(v) || json_is_false(v);
-    else if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty"))
-        ok = json_is_null(v) || (json_is_number(v) && json_number_value(v) == 0);
-    else if (!strcmp(key, "logit_bias"))
-        ok = json_is_null(v) || (json_is_object(v) && json_object_size(v) == 0);
     else
         ok = json_is_null(v);
     if (!ok)
@@ -449,16 +445,14 @@ static int unsupported(const char *key, json_t *v, numla_openai_error *err)
                                "'%s' is not supported by this server (only %s)", key,
                                !strcmp(key, "n") || !strcmp(key, "best_of") ? "1"
                                : !strcmp(key, "echo")                       ? "false"
-                               : !strcmp(key, "logit_bias")                 ? "{}"
-                               : strstr(key, "penalty")                     ? "0"
                                                                             : "null");
     return ok;
 }
 
 static const char *const UNSUPPORTED[] = {
-    "n", "best_of", "echo", "suffix", "logit_bias", "presence_penalty", "frequency_penalty",
-    "functions", "function_call", "response_format", "service_tier", "store", "metadata",
-    "modalities", "audio", "prediction", "reasoning_effort", "web_search_options"};
+    "n", "best_of", "echo", "suffix", "functions", "function_call", "response_format",
+    "service_tier", "store", "metadata", "modalities", "audio", "prediction", "reasoning_effort",
+    "web_search_options"};
 
 static int in_list(const char *key, const char *const *list, size_t n)
 {
@@ -475,7 +469,9 @@ static int check_field_names(json_t *o, int is_chat, numla_openai_error *err)
     static const char *const common[] = {"model", "max_tokens", "temperature", "top_p", "top_k",
                                          "seed", "stop", "logprobs", "stream", "stream_options",
                                          "user", "ignore_eos", "stop_token_ids",
-                                         "return_tokens_as_token_ids"};
+                                         "return_tokens_as_token_ids", "presence_penalty",
+                                         "frequency_penalty", "repetition_penalty",
+                                         "logit_bias", "min_p"};
     static const char *const completions[] = {"prompt"};
     static const char *const chat[] = {"messages",     "max_completion_tokens", "top_logprobs",
                                        "tools",        "tool_choice", "parallel_tool_calls",
@@ -527,8 +523,9 @@ static int parse_input(json_t *o, const numla_openai_limits *lim, numla_openai_r
 
 /* The shared sampling fields (engine/serving/request_io.h: max_tokens -- chat: or
  * max_completion_tokens, not both --, temperature, top_k, top_p, seed, stop_token_ids,
- * ignore_eos, completions' logprobs count), then stop. Without max_tokens chat generates up to
- * the context, which the serving adapter works out after tokenization (max_tokens_given = 0). */
+ * ignore_eos, completions' logprobs count, presence/frequency/repetition_penalty, min_p,
+ * logit_bias), then stop. Without max_tokens chat generates up to the context, which the
+ * serving adapter works out after tokenization (max_tokens_given = 0). */
 static int parse_sampling(json_t *o, const numla_openai_limits *lim, numla_openai_request *r,
                           numla_openai_error *err)
 {

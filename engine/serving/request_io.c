@@ -1,6 +1,7 @@
 /* engine/serving/request_io.c — request parsing/validation and result writing (see request_io.h). */
 #include "engine/serving/request_io.h"
 
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -167,6 +168,43 @@ static int field_bad(numla_request_field_error *e, const char *field, const char
     return 0;
 }
 
+/* "logit_bias": {"<token id>": bias in [-100, 100], ...}, at most NUMLA_SAMPLER_MAX_LOGIT_BIAS
+ * entries; a key is a token id written in decimal without sign or leading zeros (so distinct
+ * keys are distinct tokens), below vocab_size when that is > 0. */
+static int parse_logit_bias(json_t *v, int64_t vocab_size, numla_sampling_params *p,
+                            numla_request_field_error *err)
+{
+    if (!json_is_object(v) || json_object_size(v) > NUMLA_SAMPLER_MAX_LOGIT_BIAS)
+        return field_bad(err, "logit_bias", NULL,
+                         "must be an object of at most %d entries {\"<token id>\": bias}",
+                         NUMLA_SAMPLER_MAX_LOGIT_BIAS);
+    const char *key;
+    json_t *b;
+    p->num_logit_bias = 0;
+    json_object_foreach(v, key, b) {
+        char f[64];
+        snprintf(f, sizeof f, "logit_bias[\"%.40s\"]", key);
+        int64_t id = 0;
+        size_t len = strlen(key);
+        int ok = len > 0 && len <= 10 && (key[0] != '0' || len == 1);
+        for (size_t i = 0; ok && i < len; i++) {
+            ok = key[i] >= '0' && key[i] <= '9';
+            id = id * 10 + (key[i] - '0');
+        }
+        if (!ok || id > INT32_MAX || (vocab_size > 0 && id >= vocab_size))
+            return vocab_size > 0
+                       ? field_bad(err, f, "logit_bias", "is not a token id in 0..%lld",
+                                   (long long)vocab_size - 1)
+                       : field_bad(err, f, "logit_bias", "is not a token id");
+        const double d = json_is_number(b) ? json_number_value(b) : NAN;
+        if (!(d >= -100 && d <= 100))
+            return field_bad(err, f, "logit_bias", "must be a number in [-100, 100]");
+        p->logit_bias_tokens[p->num_logit_bias] = (int32_t)id;
+        p->logit_bias_values[p->num_logit_bias++] = (float)d;
+    }
+    return 1;
+}
+
 int numla_request_parse_sampling(const json_t *o, const numla_request_field_rules *rules,
                                  numla_sampling_params *p, int *max_tokens_given,
                                  numla_request_field_error *err)
@@ -232,6 +270,27 @@ int numla_request_parse_sampling(const json_t *o, const numla_request_field_rule
                              NUMLA_SAMPLER_MAX_LOGPROBS);
         p->logprobs = (int32_t)iv;
     }
+    static const struct {
+        const char *key;
+        double lo, hi;
+        int open_lo;           /* 1: lo itself is refused */
+        const char *range;
+    } reals[] = {{"presence_penalty", -2, 2, 0, "in [-2, 2]"},
+                 {"frequency_penalty", -2, 2, 0, "in [-2, 2]"},
+                 {"repetition_penalty", 0, DBL_MAX, 1, "> 0 (1: off)"},
+                 {"min_p", 0, 1, 0, "in [0, 1]"}};
+    for (size_t k = 0; k < sizeof reals / sizeof reals[0]; k++) {
+        if (!(v = json_object_get(o, reals[k].key)) || json_is_null(v))
+            continue;
+        const double d = json_is_number(v) ? json_number_value(v) : NAN;
+        if (!(d >= reals[k].lo && d <= reals[k].hi) || (reals[k].open_lo && d == reals[k].lo))
+            return field_bad(err, reals[k].key, NULL, "must be a number %s", reals[k].range);
+        double *dst = k == 0 ? &p->presence_penalty : k == 1 ? &p->frequency_penalty
+                    : k == 2 ? &p->repetition_penalty : &p->min_p;
+        *dst = d;
+    }
+    if ((v = json_object_get(o, "logit_bias")) && !json_is_null(v))
+        return parse_logit_bias(v, rules->vocab_size, p, err);
     return 1;
 }
 
@@ -264,7 +323,8 @@ static int parse_fields(json_t *o, const numla_request_limits *lim, numla_reques
     numla_sampling_params *p = &r->params;
     static const char *known[] = {"id", "prompt_tokens", "max_tokens", "temperature", "top_k",
                                   "top_p", "seed", "stop_token_ids", "ignore_eos", "logprobs",
-                                  "prompt", "stop"};
+                                  "prompt", "stop", "presence_penalty", "frequency_penalty",
+                                  "repetition_penalty", "logit_bias", "min_p"};
     const char *key;
     json_t *v = json_object_get(o, "id");
     /* take the id first so that every later error record carries it */

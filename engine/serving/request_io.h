@@ -6,6 +6,11 @@
  *    "top_p": (0, 1] (default 1; these three defaults: limits->defaults),
  *    "seed": int|null, "stop_token_ids": [int, ...],
  *    "ignore_eos": bool, "logprobs": int 0..20 | null,
+ *    "presence_penalty", "frequency_penalty": [-2, 2] (default 0: off; OpenAI's, over the
+ *    generated tokens), "repetition_penalty": > 0 (default 1: off; vLLM's, over prompt and
+ *    generated tokens), "min_p": [0, 1] (default 0: off), "logit_bias": {"<token id>": bias in
+ *    [-100, 100], ...} (at most NUMLA_SAMPLER_MAX_LOGIT_BIAS = 1024 entries; ids in decimal, no
+ *    sign or leading zeros, inside the vocabulary; engine/serving/sampler.h applies them),
  *    "prompt": str (instead of prompt_tokens; needs the model's tokenizer.json),
  *    "stop": [str, ...] (end when the generated text contains one; it is not included)}
  * A line that is not such an object (bad JSON, wrong types, unknown fields, a token id
@@ -78,16 +83,18 @@ typedef struct numla_request_field_error {
 } numla_request_field_error;
 
 typedef struct numla_request_field_rules {
-    int64_t vocab_size;        /* stop_token_ids below it; <= 0: not checked */
+    int64_t vocab_size;        /* stop_token_ids and logit_bias ids below it; <= 0: not checked */
     const char *max_tokens_key; /* "max_tokens" (NULL) or "max_completion_tokens" (chat) */
     int logprobs_count;        /* 1: "logprobs" is a count 0..20 or null; 0: the caller's */
 } numla_request_field_rules;
 
 /* The sampling fields every front end shares, from object o into p (a field absent or null
  * keeps p's value): max_tokens (under rules->max_tokens_key; *max_tokens_given set when it is
- * there), temperature, top_k, top_p, seed, stop_token_ids, ignore_eos, and logprobs as a count
- * when rules->logprobs_count. Returns 1, or 0 with *err filled (the first bad field in that
- * order). Field names are not checked here (each API has its own set). */
+ * there), temperature, top_k, top_p, seed, stop_token_ids, ignore_eos, logprobs as a count
+ * when rules->logprobs_count, presence_penalty, frequency_penalty, repetition_penalty, min_p and
+ * logit_bias (a bad key's field is `logit_bias["KEY"]`, param "logit_bias"; ids checked against
+ * rules->vocab_size). Returns 1, or 0 with *err filled (the first bad field in that order).
+ * Field names are not checked here (each API has its own set). */
 int numla_request_parse_sampling(const json_t *o, const numla_request_field_rules *rules,
                                  numla_sampling_params *p, int *max_tokens_given,
                                  numla_request_field_error *err);

@@ -91,6 +91,24 @@ int numla_fuzz_http_body_run(const uint8_t *data, size_t size)
         p->top_k < 0 || p->logprobs > NUMLA_SAMPLER_MAX_LOGPROBS ||
         p->num_stop > NUMLA_SAMPLER_MAX_STOP || r.num_stop_strings > NUMLA_OPENAI_MAX_STOP)
         fuzz_http_body_die("sampling parameter out of range accepted", "");
+    if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2) ||
+        !(p->frequency_penalty >= -2 && p->frequency_penalty <= 2) ||
+        !(p->repetition_penalty > 0) || !(p->min_p >= 0 && p->min_p <= 1) ||
+        p->num_logit_bias < 0 || p->num_logit_bias > NUMLA_SAMPLER_MAX_LOGIT_BIAS)
+        fuzz_http_body_die("penalty, min_p or logit_bias out of range accepted", "");
+    for (int32_t i = 0; i < p->num_logit_bias; i++) {
+        if (p->logit_bias_tokens[i] < 0 || p->logit_bias_tokens[i] >= lim.vocab_size ||
+            !(p->logit_bias_values[i] >= -100 && p->logit_bias_values[i] <= 100))
+            fuzz_http_body_die("logit_bias entry out of range accepted", "");
+        for (int32_t k = 0; k < i; k++)
+            if (p->logit_bias_tokens[k] == p->logit_bias_tokens[i])
+                fuzz_http_body_die("logit_bias token given twice accepted", "");
+    }
+    /* what the one validation accepts, the sampler takes */
+    numla_sampler *smp = NULL;
+    if (numla_sampler_create(p, (int32_t)lim.vocab_size, &smp) != NUMLA_STATUS_OK)
+        fuzz_http_body_die("accepted sampling parameters refused by the sampler", numla_error_message());
+    numla_sampler_destroy(&smp);
     for (int32_t i = 0; i < r.num_stop_strings; i++)
         if (!r.stop_strings[i] || !r.stop_strings[i][0])
             fuzz_http_body_die("empty stop string accepted", "");

@@ -50,6 +50,24 @@ int numla_fuzz_request_run(const uint8_t *data, size_t size, numla_request *out)
                 fuzz_request_die("stop token outside the vocabulary accepted", "");
         if (!r.id)
             fuzz_request_die("accepted without id", "");
+        if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2) ||
+            !(p->frequency_penalty >= -2 && p->frequency_penalty <= 2) ||
+            !(p->repetition_penalty > 0) || !(p->min_p >= 0 && p->min_p <= 1) ||
+            p->num_logit_bias < 0 || p->num_logit_bias > NUMLA_SAMPLER_MAX_LOGIT_BIAS)
+            fuzz_request_die("penalty, min_p or logit_bias out of range accepted", "");
+        for (int32_t i = 0; i < p->num_logit_bias; i++) {
+            if (p->logit_bias_tokens[i] < 0 || p->logit_bias_tokens[i] >= lim.vocab_size ||
+                !(p->logit_bias_values[i] >= -100 && p->logit_bias_values[i] <= 100))
+                fuzz_request_die("logit_bias entry out of range accepted", "");
+            for (int32_t k = 0; k < i; k++)
+                if (p->logit_bias_tokens[k] == p->logit_bias_tokens[i])
+                    fuzz_request_die("logit_bias token given twice accepted", "");
+        }
+        /* what the one validation accepts, the sampler takes */
+        numla_sampler *smp = NULL;
+        if (numla_sampler_create(p, (int32_t)lim.vocab_size, &smp) != NUMLA_STATUS_OK)
+            fuzz_request_die("accepted sampling parameters refused by the sampler", numla_error_message());
+        numla_sampler_destroy(&smp);
     }
     int accepted = r.error[0] == 0;
     if (out)

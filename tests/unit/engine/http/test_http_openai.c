@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/strbuf.h"
 #include "engine/http/openai.h"
 #include "engine/serving/request_io.h"
 #include "test_util.h"
@@ -139,9 +140,28 @@ static void test_errors_name_the_field(void)
     expect_400(C, "{\"prompt\": \"a\", \"n\": 2}", "n", "unsupported_field");
     expect_400(C, "{\"prompt\": \"a\", \"echo\": true}", "echo", "unsupported_field");
     expect_400(C, "{\"prompt\": \"a\", \"best_of\": 3}", "best_of", "unsupported_field");
-    expect_400(C, "{\"prompt\": \"a\", \"logit_bias\": {\"1\": 5}}", "logit_bias", "unsupported_field");
     expect_400(C, "{\"prompt\": \"a\", \"suffix\": \"z\"}", "suffix", "unsupported_field");
-    expect_400(C, "{\"prompt\": \"a\", \"presence_penalty\": 0.5}", "presence_penalty", NULL);
+    /* the penalties, min_p and logit_bias: out of range or of the wrong type, naming the field */
+    expect_400(C, "{\"prompt\": \"a\", \"presence_penalty\": 2.5}", "presence_penalty",
+               "invalid_value");
+    expect_400(C, "{\"prompt\": \"a\", \"presence_penalty\": \"0.5\"}", "presence_penalty", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                  "\"frequency_penalty\": -2.01}", "frequency_penalty", "invalid_value");
+    expect_400(C, "{\"prompt\": \"a\", \"frequency_penalty\": true}", "frequency_penalty", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"repetition_penalty\": 0}", "repetition_penalty", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"repetition_penalty\": -1}", "repetition_penalty", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"min_p\": 1.01}", "min_p", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"min_p\": -0.1}",
+               "min_p", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"min_p\": [0.1]}", "min_p", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"logit_bias\": [1, 5]}", "logit_bias", "invalid_value");
+    expect_400(C, "{\"prompt\": \"a\", \"logit_bias\": {\"1000\": 5}}", "logit_bias", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"logit_bias\": {\"-1\": 5}}", "logit_bias", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"logit_bias\": {\"07\": 5}}", "logit_bias", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"logit_bias\": {\"tok\": 5}}", "logit_bias", NULL);
+    expect_400(C, "{\"prompt\": \"a\", \"logit_bias\": {\"7\": 100.5}}", "logit_bias", NULL);
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                  "\"logit_bias\": {\"7\": \"5\"}}", "logit_bias", NULL);
     expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"tools\": {}}", "tools",
                "invalid_value");
     expect_400(C, "{}", "prompt", "invalid_value");
@@ -187,6 +207,52 @@ static void test_errors_name_the_field(void)
                "logprobs", NULL);
     expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"max_tokens\": 3, "
                   "\"max_completion_tokens\": 4}", "max_completion_tokens", NULL);
+}
+
+/* presence/frequency/repetition_penalty, min_p and logit_bias reach the sampling params, on
+ * both endpoints, at the ends of their ranges; a message names the key of a bad logit_bias. */
+static void test_penalty_fields(void)
+{
+    numla_openai_request r;
+    numla_openai_error e;
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_COMPLETIONS,
+                          "{\"prompt\": \"a\", \"presence_penalty\": -2, \"frequency_penalty\": 2,"
+                          " \"repetition_penalty\": 1.3, \"min_p\": 1,"
+                          " \"logit_bias\": {\"0\": -100, \"999\": 100, \"17\": 2.5}}", &r, &e), 0);
+    CU_ASSERT_DOUBLE_EQUAL(r.params.presence_penalty, -2, 0);
+    CU_ASSERT_DOUBLE_EQUAL(r.params.frequency_penalty, 2, 0);
+    CU_ASSERT_DOUBLE_EQUAL(r.params.repetition_penalty, 1.3, 0);
+    CU_ASSERT_DOUBLE_EQUAL(r.params.min_p, 1, 0);
+    CU_ASSERT_EQUAL_FATAL(r.params.num_logit_bias, 3);
+    float got[1000] = {0};
+    for (int32_t i = 0; i < 3; i++)
+        got[r.params.logit_bias_tokens[i]] = r.params.logit_bias_values[i];
+    CU_ASSERT(got[0] == -100.0f && got[999] == 100.0f && got[17] == 2.5f);
+    numla_openai_request_free(&r);
+    /* chat, nulls keep the defaults (off) */
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_CHAT,
+                          "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}],"
+                          " \"presence_penalty\": null, \"frequency_penalty\": 0.5,"
+                          " \"repetition_penalty\": null, \"min_p\": 0, \"logit_bias\": null}", &r, &e), 0);
+    CU_ASSERT(r.params.presence_penalty == 0 && r.params.frequency_penalty == 0.5 &&
+              r.params.repetition_penalty == 1 && r.params.min_p == 0 &&
+              r.params.num_logit_bias == 0);
+    numla_openai_request_free(&r);
+    /* the message quotes the key and the vocabulary */
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_COMPLETIONS,
+                          "{\"prompt\": \"a\", \"logit_bias\": {\"5\": 1, \"1000\": 1}}", &r, &e), 400);
+    NUMLA_ASSERT_MSG(strstr(e.message, "logit_bias[\"1000\"]") && strstr(e.message, "0..999"),
+                     "message: %s", e.message);
+    /* more entries than the sampler keeps (the count is checked before the keys) */
+    numla_strbuf b = {0};
+    numla_strbuf_puts(&b, "{\"prompt\": \"a\", \"logit_bias\": {");
+    for (int i = 0; i <= NUMLA_SAMPLER_MAX_LOGIT_BIAS; i++)
+        numla_strbuf_printf(&b, "%s\"%d\": 1", i ? ", " : "", i);
+    numla_strbuf_puts(&b, "}}");
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_COMPLETIONS, numla_strbuf_str(&b), &r, &e), 400);
+    NUMLA_ASSERT_MSG(!strcmp(e.param, "logit_bias") && strstr(e.message, "at most 1024"),
+                     "param %s message: %s", e.param, e.message);
+    numla_strbuf_free(&b);
 }
 
 /* tools, tool calls, tool messages, names, reasoning_content and chat_template_kwargs. */
@@ -508,12 +574,15 @@ static void test_fuzz_mutations(void)
         "\"f\", \"arguments\": \"{}\"}}]}, {\"role\": \"tool\", \"content\": \"c\", "
         "\"tool_call_id\": \"f:0\"}], \"tools\": [{\"type\": \"function\", \"function\": "
         "{\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}}], "
-        "\"chat_template_kwargs\": {\"thinking\": true}}"};
+        "\"chat_template_kwargs\": {\"thinking\": true}}",
+        "0{\"prompt\": [1, 2, 3], \"max_tokens\": 4, \"presence_penalty\": -2, "
+        "\"frequency_penalty\": 1.5, \"repetition_penalty\": 0.9, \"min_p\": 1, "
+        "\"logit_bias\": {\"5\": 10, \"17\": -0.5, \"999\": 100}}"};
     numla_test_rng rng = {2027};
     uint8_t buf[512];
     int accepted = 0, rejected = 0;
     for (int it = 0; it < 4000; it++) {
-        const char *seed = seeds[it % 3];
+        const char *seed = seeds[it % (int)(sizeof seeds / sizeof seeds[0])];
         size_t len = strlen(seed);
         memcpy(buf, seed, len);
         len = numla_test_mutate_json(buf, len, 1, &rng);
@@ -530,4 +599,5 @@ NUMLA_TEST_SUITE(http_openai, NULL, NULL, NUMLA_TEST(test_error_message_utf8),
                  NUMLA_TEST(test_completions_fields),
                  NUMLA_TEST(test_chat_fields), NUMLA_TEST(test_errors_name_the_field),
                  NUMLA_TEST(test_chat_tools_fields), NUMLA_TEST(test_chat_tools_errors),
+                 NUMLA_TEST(test_penalty_fields),
                  NUMLA_TEST(test_format), NUMLA_TEST(test_logprob_tokens), NUMLA_TEST(test_fuzz_mutations))

@@ -45,10 +45,26 @@ static void test_good(void)
     CU_ASSERT_DOUBLE_EQUAL(r.params.temperature, 1.0, 0);
     CU_ASSERT_EQUAL(r.params.logprobs, -1);
     CU_ASSERT_FALSE(r.params.has_seed);
+    CU_ASSERT(r.params.presence_penalty == 0 && r.params.frequency_penalty == 0 &&
+              r.params.repetition_penalty == 1 && r.params.min_p == 0 &&
+              r.params.num_logit_bias == 0); /* off */
     numla_request_free(&r);
     /* exactly the context */
     parse("{\"id\": 8, \"prompt_tokens\": [0, 1, 2, 3], \"max_tokens\": 60}", 3, &r);
     CU_ASSERT_STRING_EQUAL(r.error, "");
+    numla_request_free(&r);
+    /* the penalties, min_p and logit_bias, at the ends of their ranges */
+    parse("{\"id\": 9, \"prompt_tokens\": [1], \"presence_penalty\": 2, \"frequency_penalty\": -2,"
+          " \"repetition_penalty\": 0.5, \"min_p\": 0, \"logit_bias\": {\"99\": -100, \"0\": 100}}",
+          4, &r);
+    CU_ASSERT_STRING_EQUAL(r.error, "");
+    CU_ASSERT(r.params.presence_penalty == 2 && r.params.frequency_penalty == -2 &&
+              r.params.repetition_penalty == 0.5 && r.params.min_p == 0);
+    CU_ASSERT_EQUAL_FATAL(r.params.num_logit_bias, 2);
+    const int at99 = r.params.logit_bias_tokens[0] == 99 ? 0 : 1;
+    CU_ASSERT(r.params.logit_bias_tokens[at99] == 99 && r.params.logit_bias_values[at99] == -100.0f &&
+              r.params.logit_bias_tokens[1 - at99] == 0 &&
+              r.params.logit_bias_values[1 - at99] == 100.0f);
     numla_request_free(&r);
 }
 
@@ -94,6 +110,24 @@ static void test_malformed(void)
     expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"ignore_eos\": 1}", 18, "ignore_eos");
     expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"logprobs\": 21}", 19, "logprobs");
     expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"max_token\": 3}", 20, "unknown field \"max_token\"");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"presence_penalty\": 2.1}", 22,
+                 "field \"presence_penalty\" must be a number in [-2, 2]");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"frequency_penalty\": \"1\"}", 23,
+                 "field \"frequency_penalty\"");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"repetition_penalty\": 0}", 24,
+                 "field \"repetition_penalty\" must be a number > 0");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"min_p\": 2}", 25,
+                 "field \"min_p\" must be a number in [0, 1]");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"logit_bias\": [[3, 1]]}", 26,
+                 "field \"logit_bias\" must be an object");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"logit_bias\": {\"100\": 1}}", 27,
+                 "field \"logit_bias[\"100\"]\" is not a token id in 0..99");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"logit_bias\": {\"+3\": 1}}", 28,
+                 "logit_bias[\"+3\"]");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"logit_bias\": {\"3\": -101}}", 29,
+                 "field \"logit_bias[\"3\"]\" must be a number in [-100, 100]");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"logit_bias\": {\"3\": null}}", 30,
+                 "logit_bias[\"3\"]");
     expect_error("{\"id\": 1, \"id\": 2, \"prompt_tokens\": [1]}", 21, "invalid JSON");
     /* error record keeps the id when it was readable */
     numla_request r;
@@ -240,10 +274,11 @@ int numla_fuzz_request_run(const uint8_t *data, size_t size, numla_request *out)
  * what is wrong. Both outcomes must occur: a parser rejecting everything fails. */
 static void test_fuzz_mutations(void)
 {
-    const char *seed = "{\"id\": \"a1\", \"prompt_tokens\": [1, 2, 99], \"max_tokens\": 5, \"temperature\": 0.7, \"top_k\": 40, \"top_p\": 0.9, \"seed\": 12, \"stop_token_ids\": [7, 8], \"ignore_eos\": true, \"logprobs\": 3}";
+    const char *seed = "{\"id\": \"a1\", \"prompt_tokens\": [1, 2, 99], \"max_tokens\": 5, \"temperature\": 0.7, \"top_k\": 40, \"top_p\": 0.9, \"seed\": 12, \"stop_token_ids\": [7, 8], \"ignore_eos\": true, \"logprobs\": 3, \"frequency_penalty\": 0.5, \"min_p\": 0.1, \"logit_bias\": {\"3\": -1.5}}";
     static const char *const fields[] = {"id", "prompt_tokens", "max_tokens", "temperature",
                                          "top_k", "top_p", "seed", "stop_token_ids",
-                                         "ignore_eos", "logprobs"};
+                                         "ignore_eos", "logprobs", "frequency_penalty", "min_p",
+                                         "logit_bias"};
     size_t n = strlen(seed);
     numla_request orig;
     CU_ASSERT_EQUAL_FATAL(numla_fuzz_request_run((const uint8_t *)seed, n, &orig), 1);
@@ -309,6 +344,13 @@ static void test_fuzz_mutations(void)
             CU_ASSERT_EQUAL(p->ignore_eos, q->ignore_eos);
         if (SAME("logprobs") && ++compared)
             CU_ASSERT_EQUAL(p->logprobs, q->logprobs);
+        if (SAME("frequency_penalty") && ++compared)
+            CU_ASSERT_DOUBLE_EQUAL(p->frequency_penalty, q->frequency_penalty, 0);
+        if (SAME("min_p") && ++compared)
+            CU_ASSERT_DOUBLE_EQUAL(p->min_p, q->min_p, 0);
+        if (SAME("logit_bias") && ++compared)
+            CU_ASSERT(p->num_logit_bias == 1 && p->logit_bias_tokens[0] == 3 &&
+                      p->logit_bias_values[0] == -1.5f);
 #undef SAME
         json_decref(mj);
         numla_request_free(&r);
@@ -360,6 +402,15 @@ static void test_shared_validation(void)
         {"{\"stop_token_ids\": [1, 100]}", "stop_token_ids[1]", "stop_token_ids"},
         {"{\"ignore_eos\": 0}", "ignore_eos", "ignore_eos"},
         {"{\"logprobs\": 21}", "logprobs", "logprobs"},
+        {"{\"presence_penalty\": -2.5}", "presence_penalty", "presence_penalty"},
+        {"{\"frequency_penalty\": [0]}", "frequency_penalty", "frequency_penalty"},
+        {"{\"repetition_penalty\": -0.1}", "repetition_penalty", "repetition_penalty"},
+        {"{\"min_p\": \"0.1\"}", "min_p", "min_p"},
+        {"{\"logit_bias\": 5}", "logit_bias", "logit_bias"},
+        {"{\"logit_bias\": {\"2\": 1, \"100\": 1}}", "logit_bias[\"100\"]", "logit_bias"},
+        {"{\"logit_bias\": {\"\": 1}}", "logit_bias[\"\"]", "logit_bias"},
+        {"{\"logit_bias\": {\"99999999999\": 1}}", "logit_bias[\"99999999999\"]", "logit_bias"},
+        {"{\"logit_bias\": {\"5\": true}}", "logit_bias[\"5\"]", "logit_bias"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         numla_sampling_params_default(&p);
