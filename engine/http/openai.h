@@ -6,7 +6,10 @@
  *   (default 16), temperature, top_p, top_k, seed, stop (string | [string, ...]), logprobs
  *   (0..20 | null), stream, stream_options.include_usage, user (ignored), and numla's own
  *   ignore_eos and stop_token_ids (as `numla run` takes them, engine/serving/request_io.h), and
- *   vLLM's return_tokens_as_token_ids (both endpoints).
+ *   vLLM's return_tokens_as_token_ids (both endpoints). Both endpoints also take
+ *   presence_penalty and frequency_penalty ([-2, 2]), logit_bias ({"<token id>": [-100, 100]},
+ *   at most 1024 entries), and vLLM's repetition_penalty (> 0) and min_p ([0, 1]), checked by
+ *   numla_request_parse_sampling and applied by the sampler (docs/serving.md).
  * chat: model, messages ([{role: system|user|assistant|tool, content: string, name?}] with
  *   an assistant's tool_calls ([{id?, type?: "function", function: {name, arguments: string}}];
  *   its content may then be null) and reasoning_content (string | null), a tool message's
@@ -18,9 +21,8 @@
  *   top_logprobs (0..20), stream, stream_options.include_usage, user, ignore_eos,
  *   stop_token_ids. Whether the model's chat template can render tools, tool calls, tool
  *   messages and the thinking switch is checked by the serving adapter (it knows the template).
- * Fields the API defines but numla does not serve (n > 1, echo, best_of > 1, suffix, logit_bias,
- * penalties other than 0, tool_choice other than "auto", functions, response_format, ...) are a
- * 400 naming the field;
+ * Fields the API defines but numla does not serve (n > 1, echo, best_of > 1, suffix,
+ * tool_choice other than "auto", functions, response_format, ...) are a 400 naming the field;
  * so are unknown fields and invalid values. A failed parse fills a numla_openai_error (an HTTP
  * status and an OpenAI-style message naming the field) and still returns OK: only running out
  * of memory is an error status.
