@@ -1,64 +1,31 @@
-/* kernels/qblock.c — the block-quantized linear dispatch table, the encodings' block shapes,
- * packing (ISA-independent) and argument validation. The compute is in kernels/ref/qblock_ref.c
+/* kernels/qblock.c — the block-quantized linear dispatch table (per level and mode; what each
+ * type has is its row in kernels/qblock_types.c), packing (ISA-independent) and argument validation. The compute is in kernels/ref/qblock_ref.c
  * and kernels/x86/qblock_<isa>.c; the contract in kernels/qblock.h. */
 #include "kernels/qblock_internal.h"
-#include "common/ggml_types.h"
 #include "kernels/x86/amx.h"
 
 #include <cpuid.h>
 #include <omp.h>
 #include <pthread.h>
 
-/* Each type's ggml facts, from the one ggml table (common/ggml_types.h). */
-static const numla_qblock_info numla_qblock_infos_[NUMLA_QBLOCK_TYPE_COUNT] = {
-    [NUMLA_QBLOCK_Q8_0] = {NUMLA_GGML_ROW(Q8_0)},
-    [NUMLA_QBLOCK_Q4_0] = {NUMLA_GGML_ROW(Q4_0)},
-    [NUMLA_QBLOCK_Q4_K] = {NUMLA_GGML_ROW(Q4_K)},
-    [NUMLA_QBLOCK_Q5_K] = {NUMLA_GGML_ROW(Q5_K)},
-    [NUMLA_QBLOCK_Q6_K] = {NUMLA_GGML_ROW(Q6_K)},
-    [NUMLA_QBLOCK_IQ4_XS] = {NUMLA_GGML_ROW(IQ4_XS)},
-    [NUMLA_QBLOCK_Q2_K] = {NUMLA_GGML_ROW(Q2_K)},
-    [NUMLA_QBLOCK_Q3_K] = {NUMLA_GGML_ROW(Q3_K)},
-    [NUMLA_QBLOCK_Q5_0] = {NUMLA_GGML_ROW(Q5_0)},
-    [NUMLA_QBLOCK_IQ4_NL] = {NUMLA_GGML_ROW(IQ4_NL)},
-    [NUMLA_QBLOCK_Q5_1] = {NUMLA_GGML_ROW(Q5_1)},
+/* Native variants per level and mode; NULL inherits the level below (ref always runs). A level
+ * runs a type where the type's row (kernels/qblock_types.c) names its kernels there
+ * (numla_qblock_row_runs_); the others inherit the level below. */
+static const numla_qblock_forward_fn numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_QBLOCK_ACT_COUNT] = {
+    [NUMLA_ISA_REF] = {numla_qblock_forward_ref, numla_qblock_forward_ref},
+    [NUMLA_ISA_AVX512] = {numla_qblock_forward_avx512, numla_qblock_forward_avx512vnni},
+    /* its tiles from NUMLA_QBLOCK_PANEL_MIN_M rows (Q6_K's in the PANEL16 layout), the vnni
+     * kernels below */
+    [NUMLA_ISA_AMX] = {NULL, numla_qblock_forward_amx},
 };
 
-/* Native variants per level, mode and type; NULL inherits the level below (ref always runs). */
-static const numla_qblock_forward_fn numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_QBLOCK_ACT_COUNT][NUMLA_QBLOCK_TYPE_COUNT] = {
-    [NUMLA_ISA_REF] = {{numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
-                        numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
-                        numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
-                        numla_qblock_forward_ref, numla_qblock_forward_ref},
-                       {numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
-                        numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
-                        numla_qblock_forward_ref, numla_qblock_forward_ref, numla_qblock_forward_ref,
-                        numla_qblock_forward_ref, numla_qblock_forward_ref}},
-    [NUMLA_ISA_AVX512] = {{numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
-                           numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
-                           numla_qblock_forward_avx512, numla_qblock_forward_avx512, numla_qblock_forward_avx512,
-                           numla_qblock_forward_avx512, numla_qblock_forward_avx512},
-                          {[NUMLA_QBLOCK_Q8_0] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_Q4_0] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_Q4_K] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_Q5_K] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_Q6_K] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_Q2_K] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_Q3_K] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_Q5_0] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_IQ4_NL] = numla_qblock_forward_avx512vnni,
-                           [NUMLA_QBLOCK_Q5_1] = numla_qblock_forward_avx512vnni}},
-    /* every type: its tiles from NUMLA_QBLOCK_PANEL_MIN_M rows (Q6_K's in the PANEL16 layout), the
-     * vnni kernels below */
-    [NUMLA_ISA_AMX] = {{NULL},
-                       {[NUMLA_QBLOCK_Q8_0] = numla_qblock_forward_amx, [NUMLA_QBLOCK_Q4_K] = numla_qblock_forward_amx,
-                        [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_forward_amx, [NUMLA_QBLOCK_Q5_0] = numla_qblock_forward_amx,
-                        [NUMLA_QBLOCK_IQ4_NL] = numla_qblock_forward_amx, [NUMLA_QBLOCK_Q4_0] = numla_qblock_forward_amx,
-                        [NUMLA_QBLOCK_Q5_K] = numla_qblock_forward_amx, [NUMLA_QBLOCK_Q2_K] = numla_qblock_forward_amx,
-                        [NUMLA_QBLOCK_Q3_K] = numla_qblock_forward_amx, [NUMLA_QBLOCK_Q6_K] = numla_qblock_forward_amx,
-                        [NUMLA_QBLOCK_Q5_1] = numla_qblock_forward_amx}},
-};
+/* Whether the type's row has kernels of its own at a level with a native variant. */
+static int numla_qblock_row_runs_(const numla_qblock_type_row *row, numla_isa level, numla_qblock_act act)
+{
+    if (level == NUMLA_ISA_REF)
+        return 1;
+    return act == NUMLA_QBLOCK_ACT_F32 ? row->f32_rows != NULL : row->q8_vnni;
+}
 
 /* Read once: CPUID traps to the hypervisor in a VM, and the dispatch asks on every call. */
 static pthread_once_t numla_qblock_vnni_once_ = PTHREAD_ONCE_INIT;
@@ -88,13 +55,13 @@ static int numla_qblock_runnable_(numla_isa level, numla_qblock_act act)
 
 const numla_qblock_info *numla_qblock_info_get(numla_qblock_type type)
 {
-    return (unsigned)type < NUMLA_QBLOCK_TYPE_COUNT ? &numla_qblock_infos_[type] : NULL;
+    return (unsigned)type < NUMLA_QBLOCK_TYPE_COUNT ? &numla_qblock_type_rows[type].info : NULL;
 }
 
 numla_status numla_qblock_from_ggml(uint32_t ggml_type, numla_qblock_type *out)
 {
     for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
-        if (numla_qblock_infos_[t].ggml_type == ggml_type) {
+        if (numla_qblock_type_rows[t].info.ggml_type == ggml_type) {
             *out = (numla_qblock_type)t;
             return NUMLA_STATUS_OK;
         }
@@ -107,7 +74,9 @@ numla_isa numla_qblock_level(numla_qblock_type type, numla_qblock_act act, numla
         (unsigned)isa >= NUMLA_ISA_COUNT)
         return NUMLA_ISA_REF;
     int i = (int)isa;
-    while (i > 0 && (!numla_qblock_table_[i][act][type] || !numla_qblock_runnable_((numla_isa)i, act)))
+    const numla_qblock_type_row *row = numla_qblock_type_row_get(type);
+    while (i > 0 && (!numla_qblock_table_[i][act] || !numla_qblock_runnable_((numla_isa)i, act) ||
+                     !numla_qblock_row_runs_(row, (numla_isa)i, act)))
         i--;
     return (numla_isa)i;
 }
@@ -129,10 +98,10 @@ int numla_qblock_q8_takes(numla_qblock_type type, int64_t k)
 {
     if (k <= 0)
         return 0;
-    if (type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL || type == NUMLA_QBLOCK_Q8_0 || type == NUMLA_QBLOCK_Q4_0 ||
-        type == NUMLA_QBLOCK_Q5_1)
-        return k % 32 == 0;
-    return (unsigned)type < NUMLA_QBLOCK_TYPE_COUNT && k % 256 == 0;
+    if ((unsigned)type >= NUMLA_QBLOCK_TYPE_COUNT)
+        return 0;
+    const int32_t group = numla_qblock_type_row_get(type)->q8_group;
+    return group && k % group == 0;
 }
 
 numla_qblock_act numla_qblock_act_for(numla_qblock_type type, int64_t k, numla_isa isa)
@@ -177,11 +146,11 @@ numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_
     if ((unsigned)src->act >= NUMLA_QBLOCK_ACT_COUNT ||
         (src->act == NUMLA_QBLOCK_ACT_Q8 && !numla_qblock_q8_takes(src->type, src->k)))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: %s activation mode %d does not take K=%lld (Q8: a multiple "
-                   "of 256, of 32 for the 32-element types)", info->name, (int)src->act, (long long)src->k);
+                   "of the type's Q8 group, 256 or 32; none for an F32-only type)", info->name, (int)src->act, (long long)src->k);
     if (src->layout == NUMLA_QBLOCK_LAYOUT_PANEL16) {
         if (!numla_qblock_p16_takes_(src->type, src->act, src->k))
-            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: the 16-row panel layout takes Q4_K, Q6_K and IQ4_XS (K a "
-                       "multiple of 256), Q5_0, IQ4_NL, Q4_0 and Q8_0 (of 64) in Q8 mode, not %s act %d K=%lld", info->name, (int)src->act, (long long)src->k);
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock pack: the 16-row panel layout takes a type whose row names a "
+                       "panel piece, in Q8 mode, K a multiple of the piece's columns; not %s act %d K=%lld", info->name, (int)src->act, (long long)src->k);
         return numla_qblock_p16_pack_(src, dst, out);
     }
     if (src->layout != NUMLA_QBLOCK_LAYOUT_ROWS)
@@ -260,7 +229,7 @@ numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, i
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "qblock forward: workspace %zu bytes < %zu needed (numla_qblock_workspace_size)",
                    workspace ? workspace_bytes : (size_t)0, need);
-    numla_qblock_table_[numla_qblock_level(w->type, w->act, isa)][w->act][w->type](
+    numla_qblock_table_[numla_qblock_level(w->type, w->act, isa)][w->act](
         w, m, x, ldx, y, ldy, accumulate, need ? workspace : NULL, need ? workspace_bytes : 0);
     return NUMLA_STATUS_OK;
 }

@@ -5,6 +5,7 @@
 #define NUMLA_KERNELS_QBLOCK_INTERNAL_H
 
 #include "kernels/qblock.h"
+#include "kernels/qblock_types.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -42,7 +43,7 @@ void numla_qblock_gemm_vnni_rows_(const numla_qblock_weight *w, int64_t lo, int6
  * and the GEMMs take four k-quads per sub-block (the others: k / 32, eight). */
 static inline int numla_qblock_pn_s16_(numla_qblock_type type)
 {
-    return type == NUMLA_QBLOCK_Q2_K || type == NUMLA_QBLOCK_Q3_K;
+    return numla_qblock_type_row_get(type)->sub == 16;
 }
 /* Their sub-blocks go into a 256-column group's fp32 sum in this order, step j taking sub-block
  * 8 (j / 8) + 2 (j % 4) + (j / 4) % 2 (0, 2, 4, 6, 1, 3, 5, 7, 8, ...): the order in which Q2_K's
@@ -61,13 +62,9 @@ static inline int64_t numla_qblock_s16_order_(int64_t j)
 enum { NUMLA_QBLOCK_PANEL_MIN_M = 16, NUMLA_QBLOCK_PANEL_NP = 4 };
 static inline int numla_qblock_panel_applies_(const numla_qblock_weight *w, int64_t m)
 {
-    return w->act == NUMLA_QBLOCK_ACT_Q8 && m >= NUMLA_QBLOCK_PANEL_MIN_M &&
-           (((w->type == NUMLA_QBLOCK_Q4_K || w->type == NUMLA_QBLOCK_Q5_K || w->type == NUMLA_QBLOCK_IQ4_XS ||
-              numla_qblock_pn_s16_(w->type)) &&
-             w->k % 256 == 0) ||
-            ((w->type == NUMLA_QBLOCK_Q5_0 || w->type == NUMLA_QBLOCK_Q8_0 || w->type == NUMLA_QBLOCK_IQ4_NL ||
-              w->type == NUMLA_QBLOCK_Q4_0 || w->type == NUMLA_QBLOCK_Q5_1) &&
-             w->k % 64 == 0));
+    const numla_qblock_type_row *row = numla_qblock_type_row_get(w->type);
+    return w->act == NUMLA_QBLOCK_ACT_Q8 && m >= NUMLA_QBLOCK_PANEL_MIN_M && row->panel_gemm &&
+           w->k % row->p16_cols == 0;
 }
 size_t numla_qblock_panel_thread_bytes_(const numla_qblock_weight *w);
 void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,
@@ -186,32 +183,23 @@ enum {
     NUMLA_QBLOCK_P16_B32_D_Q5 = 640,  /* Q5_0: 704; Q5_1: then the two blocks' fp16 m[16], 768 */
     NUMLA_QBLOCK_P16_B32_D_Q8 = 1024, /* Q8_0: 1088 */
 };
+/* The row's PANEL16 columns (kernels/qblock_types.h): a 32-element type's pieces of 64 columns,
+ * where its fp16 d start, a piece's bytes, where Q4_K's and IQ4_XS's scale bytes start. */
 static inline int numla_qblock_p16_b32_(numla_qblock_type type)
 {
-    return type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL || type == NUMLA_QBLOCK_Q8_0 ||
-           type == NUMLA_QBLOCK_Q4_0 || type == NUMLA_QBLOCK_Q5_1;
+    return numla_qblock_type_row_get(type)->p16_cols == 64;
 }
 static inline int64_t numla_qblock_p16_b32_d_(numla_qblock_type type)
 {
-    return type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_Q5_1 ? NUMLA_QBLOCK_P16_B32_D_Q5
-           : type == NUMLA_QBLOCK_Q8_0                            ? NUMLA_QBLOCK_P16_B32_D_Q8
-                                                                  : NUMLA_QBLOCK_P16_B32_D_NL;
+    return numla_qblock_type_row_get(type)->p16_scales;
 }
-/* Bytes per piece: 256 columns of a K-quant, 64 of a 32-element type. */
 static inline int64_t numla_qblock_p16_sb_(numla_qblock_type type)
 {
-    if (numla_qblock_p16_b32_(type))
-        return numla_qblock_p16_b32_d_(type) + (type == NUMLA_QBLOCK_Q5_1 ? 128 : 64);
-    return type == NUMLA_QBLOCK_Q4_K ? NUMLA_QBLOCK_P16_SB_Q4K
-           : type == NUMLA_QBLOCK_Q6_K ? NUMLA_QBLOCK_P16_SB_Q6K
-           : type == NUMLA_QBLOCK_Q2_K ? NUMLA_QBLOCK_P16_SB_Q2K
-           : type == NUMLA_QBLOCK_Q3_K ? NUMLA_QBLOCK_P16_SB_Q3K
-           : type == NUMLA_QBLOCK_Q5_K ? NUMLA_QBLOCK_P16_SB_Q5K
-                                      : NUMLA_QBLOCK_P16_SB_IQ4;
+    return numla_qblock_type_row_get(type)->p16_bytes;
 }
 static inline int64_t numla_qblock_p16_sc_(numla_qblock_type type)
 {
-    return type == NUMLA_QBLOCK_Q4_K ? NUMLA_QBLOCK_P16_SC_Q4K : NUMLA_QBLOCK_P16_SC_IQ4;
+    return numla_qblock_type_row_get(type)->p16_scales;
 }
 numla_status numla_qblock_p16_pack_(const numla_qblock_source *src, void *dst, numla_qblock_weight *out);
 void numla_qblock_p16_block_(const numla_qblock_weight *w, int64_t r, int64_t b, uint8_t *out);

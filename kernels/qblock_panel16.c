@@ -1,5 +1,5 @@
-/* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS,
- * Q5_0, IQ4_NL, Q4_0 and Q8_0 in Q8 mode): which weights take it, its size, packing a block-row source into it, and reading a
+/* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (in Q8 mode, the types whose
+ * row in kernels/qblock_types.c names its piece): which weights take it, its size, packing a block-row source into it, and reading a
  * row's blocks back out (the reference's view of a panel, numla_qblock_row_blocks). Scalar and
  * ISA-independent; the kernels that run it are in kernels/x86/qblock_p16_avx512vnni.c and
  * kernels/x86/qblock_panel_avx512vnni.c. */
@@ -7,18 +7,16 @@
 
 int numla_qblock_p16_takes_(numla_qblock_type type, numla_qblock_act act, int64_t k)
 {
-    if (act != NUMLA_QBLOCK_ACT_Q8 || k <= 0)
+    if (act != NUMLA_QBLOCK_ACT_Q8 || k <= 0 || (unsigned)type >= NUMLA_QBLOCK_TYPE_COUNT)
         return 0;
-    if (numla_qblock_p16_b32_(type))
-        return k % 64 == 0;
-    return (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_Q6_K || type == NUMLA_QBLOCK_IQ4_XS ||
-            type == NUMLA_QBLOCK_Q2_K || type == NUMLA_QBLOCK_Q3_K || type == NUMLA_QBLOCK_Q5_K) &&
-           k % 256 == 0;
+    const int64_t cols = numla_qblock_type_row_get(type)->p16_cols;
+    return cols && k % cols == 0;
 }
 
 int64_t numla_qblock_p16_ld_(numla_qblock_type type, int64_t k)
 {
-    return k / (numla_qblock_p16_b32_(type) ? 64 : 256) * numla_qblock_p16_sb_(type);
+    const numla_qblock_type_row *row = numla_qblock_type_row_get(type);
+    return k / row->p16_cols * row->p16_bytes;
 }
 
 /* One 32-element block g of row c into its panel. */

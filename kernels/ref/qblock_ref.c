@@ -9,14 +9,14 @@
 const int8_t numla_qblock_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
 
-static void numla_qblock_q8_0_(const uint8_t *b, float *y)
+void numla_qblock_dequant_q8_0_ref(const uint8_t *b, float *y)
 {
     const float d = numla_qblock_f16_(b);
     for (int j = 0; j < 32; j++)
         y[j] = (float)(int8_t)b[2 + j] * d;
 }
 
-static void numla_qblock_q4_0_(const uint8_t *b, float *y)
+void numla_qblock_dequant_q4_0_ref(const uint8_t *b, float *y)
 {
     const float d = numla_qblock_f16_(b);
     for (int j = 0; j < 16; j++) {
@@ -43,7 +43,10 @@ static void numla_qblock_k45_(const uint8_t *b, const uint8_t *qh, const uint8_t
     }
 }
 
-static void numla_qblock_q6_k_(const uint8_t *b, float *y)
+void numla_qblock_dequant_q4_k_ref(const uint8_t *b, float *y) { numla_qblock_k45_(b, NULL, b + 16, y); }
+void numla_qblock_dequant_q5_k_ref(const uint8_t *b, float *y) { numla_qblock_k45_(b, b + 16, b + 48, y); }
+
+void numla_qblock_dequant_q6_k_ref(const uint8_t *b, float *y)
 {
     const uint8_t *ql = b, *qh = b + 128;
     const int8_t *sc = (const int8_t *)(b + 192);
@@ -60,7 +63,7 @@ static void numla_qblock_q6_k_(const uint8_t *b, float *y)
         }
 }
 
-static void numla_qblock_iq4_xs_(const uint8_t *b, float *y)
+void numla_qblock_dequant_iq4_xs_ref(const uint8_t *b, float *y)
 {
     const float d = numla_qblock_f16_(b);
     const unsigned sh = (unsigned)b[2] | (unsigned)b[3] << 8;
@@ -75,7 +78,7 @@ static void numla_qblock_iq4_xs_(const uint8_t *b, float *y)
     }
 }
 
-static void numla_qblock_q5_0_(const uint8_t *b, float *y)
+void numla_qblock_dequant_q5_0_ref(const uint8_t *b, float *y)
 {
     const float d = numla_qblock_f16_(b);
     const uint32_t qh = (uint32_t)b[2] | (uint32_t)b[3] << 8 | (uint32_t)b[4] << 16 | (uint32_t)b[5] << 24;
@@ -86,7 +89,7 @@ static void numla_qblock_q5_0_(const uint8_t *b, float *y)
 }
 
 /* w = d·q + m, two roundings (the gguf package's (d * q) + m in fp32). */
-static void numla_qblock_q5_1_(const uint8_t *b, float *y)
+void numla_qblock_dequant_q5_1_ref(const uint8_t *b, float *y)
 {
     const float d = numla_qblock_f16_(b), m = numla_qblock_f16_(b + 2);
     const uint32_t qh = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
@@ -98,7 +101,7 @@ static void numla_qblock_q5_1_(const uint8_t *b, float *y)
     }
 }
 
-static void numla_qblock_iq4_nl_(const uint8_t *b, float *y)
+void numla_qblock_dequant_iq4_nl_ref(const uint8_t *b, float *y)
 {
     const float d = numla_qblock_f16_(b);
     for (int j = 0; j < 16; j++) {
@@ -107,7 +110,7 @@ static void numla_qblock_iq4_nl_(const uint8_t *b, float *y)
     }
 }
 
-static void numla_qblock_q2_k_(const uint8_t *b, float *y)
+void numla_qblock_dequant_q2_k_ref(const uint8_t *b, float *y)
 {
     const uint8_t *sc = b, *qs = b + 16;
     const float d = numla_qblock_f16_(b + 80), dmin = numla_qblock_f16_(b + 82);
@@ -118,7 +121,7 @@ static void numla_qblock_q2_k_(const uint8_t *b, float *y)
     }
 }
 
-static void numla_qblock_q3_k_(const uint8_t *b, float *y)
+void numla_qblock_dequant_q3_k_ref(const uint8_t *b, float *y)
 {
     const uint8_t *hm = b, *qs = b + 32, *sc = b + 96;
     const float d = numla_qblock_f16_(b + 108);
@@ -131,20 +134,7 @@ static void numla_qblock_q3_k_(const uint8_t *b, float *y)
 
 void numla_qblock_dequant_block_ref(numla_qblock_type type, const uint8_t *b, float *out)
 {
-    switch (type) {
-    case NUMLA_QBLOCK_Q8_0: numla_qblock_q8_0_(b, out); break;
-    case NUMLA_QBLOCK_Q4_0: numla_qblock_q4_0_(b, out); break;
-    case NUMLA_QBLOCK_Q4_K: numla_qblock_k45_(b, NULL, b + 16, out); break;
-    case NUMLA_QBLOCK_Q5_K: numla_qblock_k45_(b, b + 16, b + 48, out); break;
-    case NUMLA_QBLOCK_Q6_K: numla_qblock_q6_k_(b, out); break;
-    case NUMLA_QBLOCK_IQ4_XS: numla_qblock_iq4_xs_(b, out); break;
-    case NUMLA_QBLOCK_Q2_K: numla_qblock_q2_k_(b, out); break;
-    case NUMLA_QBLOCK_Q3_K: numla_qblock_q3_k_(b, out); break;
-    case NUMLA_QBLOCK_Q5_0: numla_qblock_q5_0_(b, out); break;
-    case NUMLA_QBLOCK_IQ4_NL: numla_qblock_iq4_nl_(b, out); break;
-    case NUMLA_QBLOCK_Q5_1: numla_qblock_q5_1_(b, out); break;
-    default: break;
-    }
+    numla_qblock_type_row_get(type)->dequant(b, out);
 }
 
 /* round(v) to nearest, ties to even, whatever the FPU rounding mode (|v| <= 127.x here). */

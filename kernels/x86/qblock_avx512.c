@@ -265,8 +265,8 @@ static inline void numla_qblock_dec_q3_k_(const uint8_t *b, __m512 v[16])
 
 /* One step covers 256 elements: `bytes` of packed row (8 blocks of 32 or one of 256). */
 #define NUMLA_QBLOCK_ROWS(NAME, STEP_BYTES)                                                                    \
-    static void numla_qblock_rows_##NAME##_(const numla_qblock_weight *w, int64_t r0, int64_t r1, int64_t m, \
-                                            const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate) \
+    void numla_qblock_f32_rows_##NAME##_avx512(const numla_qblock_weight *w, int64_t r0, int64_t r1, int64_t m, \
+                                               const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate) \
     {                                                                                                        \
         const int64_t steps = w->k / 256;                                                                    \
         for (int64_t r = r0; r < r1; r++) {                                                                  \
@@ -375,7 +375,7 @@ NUMLA_QBLOCK_ROWS(q5_1, 8 * 24)
 
 /* One packed row -> k floats: the same decoders, stored (the values the GEMV keeps in registers). */
 #define NUMLA_QBLOCK_DECODE_ROW(NAME, STEP_BYTES)                                                   \
-    static void numla_qblock_decode_row_##NAME##_(const numla_qblock_weight *w, const uint8_t *row, \
+    void numla_qblock_f32_decode_##NAME##_avx512(const numla_qblock_weight *w, const uint8_t *row, \
                                                   float *dst)                                       \
     {                                                                                               \
         const int64_t steps = w->k / 256;                                                           \
@@ -470,10 +470,9 @@ numla_qblock_many_tile_(const float *w0, const float *w1, const int nw, const fl
                 _mm512_add_ps(_mm512_add_ps(a[r][i][0], a[r][i][1]), _mm512_add_ps(a[r][i][2], a[r][i][3])));
 }
 
-typedef void (*numla_qblock_decode_row_fn)(const numla_qblock_weight *w, const uint8_t *row, float *dst);
 
 /* Rows [lo, hi) for all m x rows: NW rows decoded into buf (NW · k floats), then tiles. */
-static void numla_qblock_many_rows_(const numla_qblock_weight *w, numla_qblock_decode_row_fn dec, int64_t lo,
+static void numla_qblock_many_rows_(const numla_qblock_weight *w, numla_qblock_f32_decode_fn dec, int64_t lo,
                                     int64_t hi, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy,
                                     int accumulate, float *buf)
 {
@@ -512,33 +511,15 @@ static void numla_qblock_many_rows_(const numla_qblock_weight *w, numla_qblock_d
     }
 }
 
-typedef void (*numla_qblock_rows_fn)(const numla_qblock_weight *w, int64_t r0, int64_t r1, int64_t m,
-                                     const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate);
-
 void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                                  float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
 {
-    static const numla_qblock_rows_fn rows[NUMLA_QBLOCK_TYPE_COUNT] = {
-        [NUMLA_QBLOCK_Q8_0] = numla_qblock_rows_q8_0_,     [NUMLA_QBLOCK_Q4_0] = numla_qblock_rows_q4_0_,
-        [NUMLA_QBLOCK_Q4_K] = numla_qblock_rows_q4_k_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_rows_q5_k_,
-        [NUMLA_QBLOCK_Q6_K] = numla_qblock_rows_q6_k_,     [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_rows_iq4_xs_,
-        [NUMLA_QBLOCK_Q2_K] = numla_qblock_rows_q2_k_,     [NUMLA_QBLOCK_Q3_K] = numla_qblock_rows_q3_k_,
-        [NUMLA_QBLOCK_Q5_0] = numla_qblock_rows_q5_0_,     [NUMLA_QBLOCK_IQ4_NL] = numla_qblock_rows_iq4_nl_,
-        [NUMLA_QBLOCK_Q5_1] = numla_qblock_rows_q5_1_,
-    };
-    static const numla_qblock_decode_row_fn decs[NUMLA_QBLOCK_TYPE_COUNT] = {
-        [NUMLA_QBLOCK_Q8_0] = numla_qblock_decode_row_q8_0_,     [NUMLA_QBLOCK_Q4_0] = numla_qblock_decode_row_q4_0_,
-        [NUMLA_QBLOCK_Q4_K] = numla_qblock_decode_row_q4_k_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_decode_row_q5_k_,
-        [NUMLA_QBLOCK_Q6_K] = numla_qblock_decode_row_q6_k_,     [NUMLA_QBLOCK_IQ4_XS] = numla_qblock_decode_row_iq4_xs_,
-        [NUMLA_QBLOCK_Q2_K] = numla_qblock_decode_row_q2_k_,     [NUMLA_QBLOCK_Q3_K] = numla_qblock_decode_row_q3_k_,
-        [NUMLA_QBLOCK_Q5_0] = numla_qblock_decode_row_q5_0_,     [NUMLA_QBLOCK_IQ4_NL] = numla_qblock_decode_row_iq4_nl_,
-        [NUMLA_QBLOCK_Q5_1] = numla_qblock_decode_row_q5_1_,
-    };
+    const numla_qblock_type_row *row = numla_qblock_type_row_get(w->type);
     if (numla_qblock_many_applies_(w, m) && ws) {
         const size_t per = numla_qblock_many_thread_bytes_(w), fit = (ws_bytes - 64) / per;
         const int team = omp_get_max_threads(), nth = (size_t)team < fit ? team : (int)fit;
         float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-        const numla_qblock_decode_row_fn dec = decs[w->type];
+        const numla_qblock_f32_decode_fn dec = row->f32_decode;
 #pragma omp parallel num_threads(nth)
         {
             int64_t lo, hi;
@@ -549,7 +530,7 @@ void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const 
         }
         return;
     }
-    const numla_qblock_rows_fn fn = rows[w->type];
+    const numla_qblock_f32_rows_fn fn = row->f32_rows;
 #pragma omp parallel
     {
         int64_t lo, hi;

@@ -383,8 +383,7 @@ void numla_qblock_forward_vnni_with_(const numla_qblock_weight *w, int64_t m, co
         numla_qblock_vnni_q4_k_order_(numla_qblock_ws_xq_(ws), m, k);
     /* Q8_0 with K not a multiple of 256 runs the 32-element form of the many-row kernels at every M */
     const int q8s = w->type == NUMLA_QBLOCK_Q8_0 && k % 256 != 0;
-    if ((w->type == NUMLA_QBLOCK_Q5_0 || q8s || w->type == NUMLA_QBLOCK_IQ4_NL || w->type == NUMLA_QBLOCK_IQ4_XS) &&
-        !panel && !p16)
+    if ((numla_qblock_type_row_get(w->type)->x_offset || q8s) && !panel && !p16)
         numla_qblock_gemm_vnni_unsign_(numla_qblock_ws_xq_(ws), m * k);
     numla_qblock_vnni_job_ job = {
         .w = w, .m = m, .ldy = ldy, .xq = numla_qblock_ws_xq_(ws), .dx = numla_qblock_ws_dx_(ws, m, k),

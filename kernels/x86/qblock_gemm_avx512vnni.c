@@ -425,10 +425,9 @@ _Static_assert(NUMLA_QBLOCK_GEMM_MR <= 8, "the partial tiles above cover 1 .. 7 
 
 int numla_qblock_gemm_vnni_applies_(numla_qblock_type type, int64_t m)
 {
-    if (type == NUMLA_QBLOCK_Q5_0 || type == NUMLA_QBLOCK_IQ4_NL || type == NUMLA_QBLOCK_IQ4_XS)
-        return 1;
-    return m >= NUMLA_QBLOCK_GEMM_MIN_M &&
-           (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_Q6_K || type == NUMLA_QBLOCK_Q8_0);
+    const numla_qblock_type_row *row = numla_qblock_type_row_get(type);
+    /* the x_offset types have no other kernel at this level: every m */
+    return row->q8_gemm && (row->x_offset || m >= NUMLA_QBLOCK_GEMM_MIN_M);
 }
 
 void numla_qblock_gemm_vnni_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,

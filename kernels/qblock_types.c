@@ -1,0 +1,51 @@
+/* kernels/qblock_types.c — the rows of kernels/qblock_types.h: one per block type. */
+#include "kernels/qblock_types.h"
+
+#include "common/ggml_types.h"
+#include "kernels/qblock_internal.h"
+
+/* The avx512 level's F32-mode kernels of a type. */
+#define F32_AVX512_(NAME) .f32_rows = numla_qblock_f32_rows_##NAME##_avx512, .f32_decode = numla_qblock_f32_decode_##NAME##_avx512
+
+const numla_qblock_type_row numla_qblock_type_rows[NUMLA_QBLOCK_TYPE_COUNT] = {
+    [NUMLA_QBLOCK_Q8_0] = {.info = {NUMLA_GGML_ROW(Q8_0)}, .q8_group = 32, .sub = 32,
+                           .p16_cols = 64, .p16_bytes = NUMLA_QBLOCK_P16_B32_D_Q8 + 64,
+                           .p16_scales = NUMLA_QBLOCK_P16_B32_D_Q8, .q8_gemm = 1, .panel_gemm = 1, .q8_vnni = 1,
+                           .dequant = numla_qblock_dequant_q8_0_ref, F32_AVX512_(q8_0)},
+    [NUMLA_QBLOCK_Q4_0] = {.info = {NUMLA_GGML_ROW(Q4_0)}, .q8_group = 32, .sub = 32,
+                           .p16_cols = 64, .p16_bytes = NUMLA_QBLOCK_P16_B32_D_NL + 64,
+                           .p16_scales = NUMLA_QBLOCK_P16_B32_D_NL, .panel_gemm = 1, .q8_vnni = 1,
+                           .dequant = numla_qblock_dequant_q4_0_ref, F32_AVX512_(q4_0)},
+    [NUMLA_QBLOCK_Q4_K] = {.info = {NUMLA_GGML_ROW(Q4_K)}, .q8_group = 256, .sub = 32,
+                           .p16_cols = 256, .p16_bytes = NUMLA_QBLOCK_P16_SB_Q4K,
+                           .p16_scales = NUMLA_QBLOCK_P16_SC_Q4K, .q8_gemm = 1, .panel_gemm = 1, .q8_vnni = 1,
+                           .dequant = numla_qblock_dequant_q4_k_ref, F32_AVX512_(q4_k)},
+    [NUMLA_QBLOCK_Q5_K] = {.info = {NUMLA_GGML_ROW(Q5_K)}, .q8_group = 256, .sub = 32,
+                           .p16_cols = 256, .p16_bytes = NUMLA_QBLOCK_P16_SB_Q5K, .panel_gemm = 1, .q8_vnni = 1,
+                           .dequant = numla_qblock_dequant_q5_k_ref, F32_AVX512_(q5_k)},
+    [NUMLA_QBLOCK_Q6_K] = {.info = {NUMLA_GGML_ROW(Q6_K)}, .q8_group = 256, .sub = 32,
+                           .p16_cols = 256, .p16_bytes = NUMLA_QBLOCK_P16_SB_Q6K, .q8_gemm = 1, .q8_vnni = 1,
+                           .dequant = numla_qblock_dequant_q6_k_ref, F32_AVX512_(q6_k)},
+    [NUMLA_QBLOCK_IQ4_XS] = {.info = {NUMLA_GGML_ROW(IQ4_XS)}, .q8_group = 256, .sub = 32,
+                             .p16_cols = 256, .p16_bytes = NUMLA_QBLOCK_P16_SB_IQ4,
+                             .p16_scales = NUMLA_QBLOCK_P16_SC_IQ4, .x_offset = 1, .q8_gemm = 1, .panel_gemm = 1,
+                             .q8_vnni = 1, .dequant = numla_qblock_dequant_iq4_xs_ref, F32_AVX512_(iq4_xs)},
+    [NUMLA_QBLOCK_Q2_K] = {.info = {NUMLA_GGML_ROW(Q2_K)}, .q8_group = 256, .sub = 16,
+                           .p16_cols = 256, .p16_bytes = NUMLA_QBLOCK_P16_SB_Q2K, .panel_gemm = 1, .q8_vnni = 1,
+                           .dequant = numla_qblock_dequant_q2_k_ref, F32_AVX512_(q2_k)},
+    [NUMLA_QBLOCK_Q3_K] = {.info = {NUMLA_GGML_ROW(Q3_K)}, .q8_group = 256, .sub = 16,
+                           .p16_cols = 256, .p16_bytes = NUMLA_QBLOCK_P16_SB_Q3K, .panel_gemm = 1, .q8_vnni = 1,
+                           .dequant = numla_qblock_dequant_q3_k_ref, F32_AVX512_(q3_k)},
+    [NUMLA_QBLOCK_Q5_0] = {.info = {NUMLA_GGML_ROW(Q5_0)}, .q8_group = 32, .sub = 32,
+                           .p16_cols = 64, .p16_bytes = NUMLA_QBLOCK_P16_B32_D_Q5 + 64,
+                           .p16_scales = NUMLA_QBLOCK_P16_B32_D_Q5, .x_offset = 1, .q8_gemm = 1, .panel_gemm = 1,
+                           .q8_vnni = 1, .dequant = numla_qblock_dequant_q5_0_ref, F32_AVX512_(q5_0)},
+    [NUMLA_QBLOCK_IQ4_NL] = {.info = {NUMLA_GGML_ROW(IQ4_NL)}, .q8_group = 32, .sub = 32,
+                             .p16_cols = 64, .p16_bytes = NUMLA_QBLOCK_P16_B32_D_NL + 64,
+                             .p16_scales = NUMLA_QBLOCK_P16_B32_D_NL, .x_offset = 1, .q8_gemm = 1, .panel_gemm = 1,
+                             .q8_vnni = 1, .dequant = numla_qblock_dequant_iq4_nl_ref, F32_AVX512_(iq4_nl)},
+    [NUMLA_QBLOCK_Q5_1] = {.info = {NUMLA_GGML_ROW(Q5_1)}, .q8_group = 32, .sub = 32,
+                           .p16_cols = 64, .p16_bytes = NUMLA_QBLOCK_P16_B32_D_Q5 + 128, /* then its m[16] */
+                           .p16_scales = NUMLA_QBLOCK_P16_B32_D_Q5, .panel_gemm = 1, .q8_vnni = 1,
+                           .dequant = numla_qblock_dequant_q5_1_ref, F32_AVX512_(q5_1)},
+};

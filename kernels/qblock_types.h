@@ -1,0 +1,101 @@
+/* kernels/qblock_types.h — one row per block type of kernels/qblock.h: everything the
+ * block-quantized linear knows of a type, in one place, so that no file asks `type == A ||
+ * type == B` — it reads a column of the type's row instead. Private to the qblock family
+ * (kernels/qblock*.c, kernels/ref/qblock*.c, kernels/x86/qblock_*.c) and its tests.
+ *
+ * A row holds:
+ *   info         the ggml row (name, block, bytes, ggml code: common/ggml_types.h's, copied
+ *                at compile time by NUMLA_GGML_ROW)
+ *   q8_group     Q8 activation mode takes K a multiple of this (256, or 32 for the 32-element
+ *                types, llama-quantize's fallbacks; numla_qblock_q8_takes); 0: F32 mode only
+ *   sub          columns per sub-block scale, the span the integer sums of Q8 mode run over
+ *                before they are scaled (32; 16 for Q2_K and Q3_K)
+ *   p16_cols     the PANEL16 layout's piece (kernels/qblock.h): columns (256 for a K-quant, 64
+ *                for a 32-element type); 0: the type has no PANEL16 layout
+ *   p16_bytes    a piece's bytes (kernels/qblock_internal.h says what a piece holds)
+ *   p16_scales   where in a piece its fp16 d (32-element types) or its scale bytes (Q4_K,
+ *                IQ4_XS) start
+ *   x_offset     the vnni level's row kernels read the quantized x as q + 128 (the weight's
+ *                codes are signed: Q5_0, IQ4_NL, IQ4_XS)
+ *   q8_gemm      the vnni level's many-row GEMM (kernels/x86/qblock_gemm_avx512vnni.c) runs it
+ *   panel_gemm   the panel GEMM from NUMLA_QBLOCK_PANEL_MIN_M x rows (vnni and amx levels:
+ *                kernels/x86/qblock_panel_*.c) runs it (every type with a PANEL16 layout but
+ *                Q6_K, whose stored panels run their own kernel at every M)
+ * and the functions of each path, NULL where the level below runs the type:
+ *   dequant      the reference dequantization of one block (kernels/ref/qblock_ref.c; never NULL)
+ *   f32_rows,    F32 mode at the avx512 level (kernels/x86/qblock_avx512.c): rows [r0, r1) for
+ *   f32_decode   all x rows, and one weight row decoded to fp32 (its many-row path)
+ *   q8_vnni      Q8 mode at the avx512 (with VNNI) and amx levels: the type has kernels in
+ *                kernels/x86/qblock_*avx512vnni.c (which choose among them inside; the amx
+ *                level's tiles take what the panel GEMM takes)
+ * A new type is a row here, its value of numla_qblock_type, its reference dequantization, and
+ * the kernels its row names. */
+#ifndef NUMLA_KERNELS_QBLOCK_TYPES_H
+#define NUMLA_KERNELS_QBLOCK_TYPES_H
+
+#include "kernels/qblock.h"
+
+#include <stdint.h>
+
+/* F32 mode, avx512 level: rows [r0, r1) of y for all m x rows. */
+typedef void (*numla_qblock_f32_rows_fn)(const numla_qblock_weight *w, int64_t r0, int64_t r1, int64_t m,
+                                         const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate);
+/* F32 mode, avx512 level: one packed row (ROWS layout) -> its k floats. */
+typedef void (*numla_qblock_f32_decode_fn)(const numla_qblock_weight *w, const uint8_t *row, float *dst);
+
+typedef struct numla_qblock_type_row {
+    numla_qblock_info info;
+    int32_t q8_group;
+    int32_t sub;
+    int32_t p16_cols;
+    int32_t p16_bytes;
+    int32_t p16_scales;
+    uint8_t x_offset;
+    uint8_t q8_gemm;
+    uint8_t panel_gemm;
+    uint8_t q8_vnni;
+    void (*dequant)(const uint8_t *block, float *out);
+    numla_qblock_f32_rows_fn f32_rows;
+    numla_qblock_f32_decode_fn f32_decode;
+} numla_qblock_type_row;
+
+extern const numla_qblock_type_row numla_qblock_type_rows[NUMLA_QBLOCK_TYPE_COUNT];
+
+/* The row of a type (validated by the caller: kernels/qblock.c checks every weight). */
+static inline const numla_qblock_type_row *numla_qblock_type_row_get(numla_qblock_type type)
+{
+    return &numla_qblock_type_rows[type];
+}
+
+/* The reference dequantizations (kernels/ref/qblock_ref.c): one block -> its floats. */
+void numla_qblock_dequant_q8_0_ref(const uint8_t *b, float *y);
+void numla_qblock_dequant_q4_0_ref(const uint8_t *b, float *y);
+void numla_qblock_dequant_q4_k_ref(const uint8_t *b, float *y);
+void numla_qblock_dequant_q5_k_ref(const uint8_t *b, float *y);
+void numla_qblock_dequant_q6_k_ref(const uint8_t *b, float *y);
+void numla_qblock_dequant_iq4_xs_ref(const uint8_t *b, float *y);
+void numla_qblock_dequant_q2_k_ref(const uint8_t *b, float *y);
+void numla_qblock_dequant_q3_k_ref(const uint8_t *b, float *y);
+void numla_qblock_dequant_q5_0_ref(const uint8_t *b, float *y);
+void numla_qblock_dequant_iq4_nl_ref(const uint8_t *b, float *y);
+void numla_qblock_dequant_q5_1_ref(const uint8_t *b, float *y);
+
+/* The avx512 level's F32-mode kernels (kernels/x86/qblock_avx512.c), per type. */
+#define NUMLA_QBLOCK_F32_AVX512_DECLARE_(NAME)                                                                  \
+    void numla_qblock_f32_rows_##NAME##_avx512(const numla_qblock_weight *w, int64_t r0, int64_t r1, int64_t m, \
+                                               const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate); \
+    void numla_qblock_f32_decode_##NAME##_avx512(const numla_qblock_weight *w, const uint8_t *row, float *dst);
+NUMLA_QBLOCK_F32_AVX512_DECLARE_(q8_0)
+NUMLA_QBLOCK_F32_AVX512_DECLARE_(q4_0)
+NUMLA_QBLOCK_F32_AVX512_DECLARE_(q4_k)
+NUMLA_QBLOCK_F32_AVX512_DECLARE_(q5_k)
+NUMLA_QBLOCK_F32_AVX512_DECLARE_(q6_k)
+NUMLA_QBLOCK_F32_AVX512_DECLARE_(iq4_xs)
+NUMLA_QBLOCK_F32_AVX512_DECLARE_(q2_k)
+NUMLA_QBLOCK_F32_AVX512_DECLARE_(q3_k)
+NUMLA_QBLOCK_F32_AVX512_DECLARE_(q5_0)
+NUMLA_QBLOCK_F32_AVX512_DECLARE_(iq4_nl)
+NUMLA_QBLOCK_F32_AVX512_DECLARE_(q5_1)
+#undef NUMLA_QBLOCK_F32_AVX512_DECLARE_
+
+#endif
