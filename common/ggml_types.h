@@ -3,8 +3,8 @@
  * ne[0] elements takes ne[0] / block · bytes). The GGUF reader (engine/formats/gguf.c), the
  * weight-encoding table (engine/formats/weight_encoding.c) and the block kernels' types
  * (kernels/qblock_types.c) all take their ggml facts from here. The sizes are the ones the gguf
- * PyPI package (GGML_QUANT_SIZES) writes; tests/unit/common/test_ggml_types.c checks that the
- * three views agree. Pure data; not collective.
+ * PyPI package (GGML_QUANT_SIZES) writes; tests/unit/engine/formats/test_weight_encoding.c
+ * checks that the three tables agree, test_gguf.c the sizes against the package's files. Pure data; not collective.
  *
  * NUMLA_GGML_TYPES(X) lists the rows as X(NAME, code, block, bytes), so that another table may
  * copy a row's facts at compile time: NUMLA_GGML_BLOCK_<NAME> and NUMLA_GGML_BYTES_<NAME> are

@@ -65,6 +65,18 @@ static void test_table(void)
         CU_ASSERT_EQUAL(numla_qblock_from_ggml(info->ggml_type, &back), NUMLA_STATUS_OK);
         CU_ASSERT_EQUAL((int)back, t);
     }
+    /* each row's columns hold together (kernels/qblock_types.h) */
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++) {
+        const numla_qblock_type_row *row = numla_qblock_type_row_get((numla_qblock_type)t);
+        CU_ASSERT_PTR_NOT_NULL(row->dequant);
+        CU_ASSERT(row->q8_group == 0 || row->q8_group % row->info.block == 0);
+        CU_ASSERT(row->sub == 16 || row->sub == 32);
+        CU_ASSERT(!row->p16_cols || (row->p16_cols % row->info.block == 0 && row->p16_bytes > 0));
+        CU_ASSERT(!row->panel_gemm || row->p16_cols);
+        CU_ASSERT(!row->q8_vnni || row->q8_group); /* Q8 kernels need the Q8 mode */
+        CU_ASSERT(!row->p16_cols || row->q8_group); /* PANEL16 is a Q8-mode layout */
+        CU_ASSERT(!row->f32_rows == !row->f32_decode);
+    }
     numla_qblock_type x;
     CU_ASSERT_EQUAL(numla_qblock_from_ggml(NUMLA_GGML_IQ2_XXS, &x), NUMLA_STATUS_UNSUPPORTED);
     CU_ASSERT_PTR_NULL(numla_qblock_info_get(NUMLA_QBLOCK_TYPE_COUNT));

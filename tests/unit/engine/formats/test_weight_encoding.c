@@ -1,6 +1,6 @@
 /* engine/formats/weight_encoding.h: the one table of weight encodings agrees with what reads
- * and writes them: the ggml block layouts of kernels/qblock.h and of the GGUF reader's type
- * table, the scale grids and byte counts numla quantize writes (kernels/quant.h's 128 x 128
+ * and writes them: the block kernels' rows (kernels/qblock_types.c) and the ggml type table
+ * (common/ggml_types.h, the GGUF reader's view) name the same types with the same shapes, the scale grids and byte counts numla quantize writes (kernels/quant.h's 128 x 128
  * fp8 blocks, int8 rows), and the config's / quantizer's names for the same enum. */
 #include "engine/formats/gguf.h"
 #include "engine/formats/weight_encoding.h"
@@ -41,7 +41,52 @@ static void test_table(void)
     CU_ASSERT_PTR_NULL(numla_weight_encoding_get(NUMLA_ENCODING_COUNT));
     numla_weight_encoding x;
     CU_ASSERT_FALSE(numla_weight_encoding_from_ggml(NUMLA_GGML_F32, &x));
-    CU_ASSERT_FALSE(numla_weight_encoding_from_ggml(NUMLA_GGML_Q4_1, &x));
+    CU_ASSERT_FALSE(numla_weight_encoding_from_ggml(NUMLA_GGML_Q8_1, &x)); /* ggml's, never a weight's */
+}
+
+/* The three tables agree (issue 41): every block type of the kernels (kernels/qblock_types.c) is
+ * a ggml type (common/ggml_types.h, the GGUF reader's view) and an encoding with the same name,
+ * block elements and bytes, and no two rows of a table name the same ggml type. */
+static void test_tables_agree(void)
+{
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++) {
+        const numla_qblock_info *qi = numla_qblock_info_get((numla_qblock_type)t);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(qi);
+        const numla_ggml_type_info *gi = numla_ggml_type_get(qi->ggml_type);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(gi);
+        CU_ASSERT_EQUAL(gi->code, qi->ggml_type);
+        numla_weight_encoding e;
+        NUMLA_ASSERT_MSG(numla_weight_encoding_from_ggml(qi->ggml_type, &e), "%s has no encoding row", qi->name);
+        const numla_weight_encoding_info *in = numla_weight_encoding_get(e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(in);
+        CU_ASSERT_STRING_EQUAL(in->name, qi->name);
+        CU_ASSERT_STRING_EQUAL(gi->name, qi->name);
+        CU_ASSERT_EQUAL(in->block_rows, 1);
+        CU_ASSERT_EQUAL(in->block_cols, qi->block);
+        CU_ASSERT_EQUAL(in->block_bytes, qi->bytes);
+        CU_ASSERT_EQUAL(gi->block, qi->block);
+        CU_ASSERT_EQUAL(gi->bytes, qi->bytes);
+        CU_ASSERT_EQUAL(in->scales, NUMLA_SCALES_IN_BLOCK);
+        for (int u = t + 1; u < NUMLA_QBLOCK_TYPE_COUNT; u++)
+            CU_ASSERT_NOT_EQUAL(numla_qblock_info_get((numla_qblock_type)u)->ggml_type, qi->ggml_type);
+    }
+    for (int e = 0; e < NUMLA_ENCODING_COUNT; e++)
+        for (int f = e + 1; f < NUMLA_ENCODING_COUNT; f++) {
+            const numla_weight_encoding_info *a = numla_weight_encoding_get((numla_weight_encoding)e),
+                                             *b = numla_weight_encoding_get((numla_weight_encoding)f);
+            CU_ASSERT(a->ggml_type == UINT32_MAX || a->ggml_type != b->ggml_type);
+        }
+    /* a ggml code's row is at its code, and the reader refuses the codes ggml removed */
+    int known = 0;
+    for (uint32_t c = 0; c < NUMLA_GGML_TYPE_LIMIT; c++) {
+        const numla_ggml_type_info *gi = numla_ggml_type_get(c);
+        if (!gi)
+            continue;
+        known++;
+        CU_ASSERT_EQUAL(gi->code, c);
+        CU_ASSERT(gi->block >= 1 && gi->bytes >= 1);
+    }
+    CU_ASSERT_EQUAL(known, 34);
 }
 
 static void test_separate_scales(void)
@@ -70,5 +115,5 @@ static void test_separate_scales(void)
     CU_ASSERT_STRING_EQUAL(nm, "a.weight_scale");
 }
 
-NUMLA_TEST_SUITE(weight_encoding, NULL, NULL, NUMLA_TEST(test_table),
+NUMLA_TEST_SUITE(weight_encoding, NULL, NULL, NUMLA_TEST(test_table), NUMLA_TEST(test_tables_agree),
                  NUMLA_TEST(test_separate_scales))
