@@ -29,7 +29,8 @@
  *
  * Formatting: non-streamed `text_completion` / `chat.completion` objects, streamed chunks
  * ("data: {...}\n\n" Server-Sent Events: `text_completion` chunks, or `chat.completion.chunk`
- * with a first delta carrying the role and later deltas the content), the final usage chunk and
+ * with a first delta carrying the role and later deltas the content, the reasoning_content and
+ * the tool calls the server read out of the model's text), the final usage chunk and
  * the error object {"error": {"message", "type", "param", "code"}}. Logprob tokens are named as
  * OpenAI names them, by their text and bytes, with the reply's tokenizer; "token_id:N" without
  * one, or when the request asked so (return_tokens_as_token_ids, vLLM's field).

@@ -280,13 +280,15 @@ static char *make_id(uint64_t seed, int32_t index)
     return dup_n(id, 29);
 }
 
-/* A function name: not empty, no markup, quotes or whitespace inside. */
+/* A function name (or Kimi's id): not empty, no markup, quotes, whitespace or control
+ * characters inside. */
 static int name_ok(const char *s, size_t n)
 {
     if (!n)
         return 0;
     for (size_t i = 0; i < n; i++)
-        if (s[i] == '<' || s[i] == '>' || s[i] == '"' || is_ws(s[i]))
+        if (s[i] == '<' || s[i] == '>' || s[i] == '"' || (unsigned char)s[i] < 0x20 ||
+            s[i] == 0x7f)
             return 0;
     return 1;
 }
@@ -294,7 +296,7 @@ static int name_ok(const char *s, size_t n)
 /* 1 when s[0..n) is a JSON object's text. */
 static int json_object_text(const char *s, size_t n)
 {
-    json_t *v = json_loadb(s, n, JSON_DECODE_ANY, NULL);
+    json_t *v = json_loadb(s, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     int ok = json_is_object(v);
     json_decref(v);
     return ok;
@@ -366,7 +368,7 @@ static int parse_sep(const numla_tool_syntax *y, const char *s, size_t n, char *
             }
     }
     trim(&a, &an);
-    if (!name_ok(nm, nn) || !json_object_text(a, an))
+    if (!name_ok(nm, nn) || (y->head == HEAD_ID && !name_ok(h, hn)) || !json_object_text(a, an))
         return 0;
     *name = dup_n(nm, nn);
     *args = dup_n(a, an);
@@ -450,7 +452,7 @@ static int parse_tags(const numla_tool_calls *p, const char *s, size_t n, char *
         }
         if (as_json == -1)
             as_json = !declared_string(p, name_s, key_s);
-        json_t *val = as_json ? json_loadb(v, vn, JSON_DECODE_ANY, NULL) : NULL;
+        json_t *val = as_json ? json_loadb(v, vn, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL) : NULL;
         if (!val && as_json == 1 && y->value_open_json) {
             free(key_s);
             ok = 0; /* DSML: string="false" must be JSON */

@@ -27,9 +27,9 @@
  * concatenated, whatever the cuts. A possible start of a marker is held back, never given as
  * content; a call comes out whole when its end marker arrives. Whitespace between calls and
  * after the last one is dropped. Malformed input is never lost: a call that does not parse (no
- * separator, a name that is empty or holds markup, quotes or whitespace, arguments that are
- * not a JSON object, a DSML string="false" value that is not JSON) is returned as content,
- * exactly as written (with what opened its section while the section has given no call yet);
+ * separator, a name that is empty or holds markup, quotes, whitespace or control characters,
+ * arguments that are not a JSON object, a DSML string="false" value that is not JSON) is
+ * returned as content, exactly as written (with what opened its section while the section has given no call yet);
  * so is a call or section still open at the end, and a section without calls.
  * Ids: Kimi's own; otherwise "call_" and 24 letters/digits made from the seed and the call's
  * index. Not thread-safe (one per choice); not collective.

@@ -86,7 +86,7 @@ static int fuzz_tool_calls_parse(const numla_tool_syntax *y, const char *text, s
             const numla_tool_call_out *o = numla_tool_calls_get(p, i);
             if (!o->id[0] || !o->name[0])
                 fuzz_tool_calls_die("a call without an id or a name", text);
-            json_t *a = json_loads(o->arguments, JSON_DECODE_ANY, NULL);
+            json_t *a = json_loads(o->arguments, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
             if (!json_is_object(a))
                 fuzz_tool_calls_die("arguments that are not a JSON object", o->arguments);
             json_decref(a);

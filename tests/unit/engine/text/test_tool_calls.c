@@ -74,6 +74,9 @@ static const golden goldens[] = {
     /* no ":IDX" in the id: content */
     {"kimi-k2", KSB KCB "functions.f" KAB "{}" KCE KSE,
      "{\"content\": \"" KSB KCB "functions.f" KAB "{}" KCE KSE "\", \"calls\": []}"},
+    /* a control character in the id: content (the fuzz target's find) */
+    {"kimi-k2", KSB KCB "functions.f\x01:0" KAB "{}" KCE KSE,
+     "{\"content\": \"" KSB KCB "functions.f\\u0001:0" KAB "{}" KCE KSE "\", \"calls\": []}"},
     /* DeepSeek-V3.2 DSML: string="true" strings, string="false" JSON */
     {"deepseek-v3.2",
      "Sure.\n\n<" D "function_calls>\n<" D "invoke name=\"get_weather\">\n<" D
