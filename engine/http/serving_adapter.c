@@ -45,9 +45,10 @@ numla_status numla_http_adapter_create(const numla_http_adapter_options *o, numl
      * tokenizer marks them special (Kimi's are) */
     const numla_tool_syntax *ts =
         o->chat ? numla_tool_syntax_for_template(numla_chat_template_name(o->chat)) : NULL;
-    for (const char *const *m = ts && o->tokenizer ? numla_tool_syntax_markers(ts) : NULL; m && *m;
-         m++)
-        numla_tokenizer_keep_in_text(o->tokenizer, *m);
+    const char *markers[NUMLA_TOOL_SYNTAX_MAX_MARKERS];
+    const int num_markers = ts && o->tokenizer ? numla_tool_syntax_markers(ts, markers) : 0;
+    for (int k = 0; k < num_markers; k++)
+        numla_tokenizer_keep_in_text(o->tokenizer, markers[k]);
     if (o->chat && o->tokenizer && numla_chat_template_thinks(o->chat)) {
         numla_tokenizer_keep_in_text(o->tokenizer, "<think>");
         numla_tokenizer_keep_in_text(o->tokenizer, "</think>");

@@ -89,21 +89,17 @@ const char *const *numla_tool_syntax_families(void)
     return names;
 }
 
-const char *const *numla_tool_syntax_markers(const numla_tool_syntax *y)
+int numla_tool_syntax_markers(const numla_tool_syntax *y,
+                              const char *out[NUMLA_TOOL_SYNTAX_MAX_MARKERS])
 {
-    /* one list per row, filled once: the table is constant */
-    static const char *lists[sizeof syntaxes / sizeof *syntaxes][12];
-    const size_t row = (size_t)(y - syntaxes);
-    const char **l = lists[row];
-    if (!l[0]) {
-        const char *all[] = {y->section_begin, y->section_end, y->call_begin, y->call_end,
-                             y->sep, y->key_open, y->key_close, y->value_open, y->value_close};
-        size_t k = 0;
-        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-            if (all[i])
-                l[k++] = all[i];
-    }
-    return l;
+    const char *all[NUMLA_TOOL_SYNTAX_MAX_MARKERS] = {
+        y->section_begin, y->section_end, y->call_begin, y->call_end, y->sep,
+        y->key_open,      y->key_close,   y->value_open, y->value_open_json, y->value_close};
+    int k = 0;
+    for (int i = 0; i < NUMLA_TOOL_SYNTAX_MAX_MARKERS; i++)
+        if (all[i])
+            out[k++] = all[i];
+    return k;
 }
 
 /* ---- the parser ---- */

@@ -64,10 +64,12 @@ typedef struct numla_tool_event {
 const numla_tool_syntax *numla_tool_syntax_for_template(const char *template_name);
 /* The family names the table covers, NULL-terminated (for tests and docs). */
 const char *const *numla_tool_syntax_families(void);
-/* The syntax's marker strings (section, call, separator and argument tags), NULL-terminated:
- * those that are single special tokens must reach the decoded text
+/* The syntax's marker strings (section, call, separator and argument tags) into out; returns
+ * how many. Those that are single special tokens must reach the decoded text
  * (numla_tokenizer_keep_in_text). Not collective. */
-const char *const *numla_tool_syntax_markers(const numla_tool_syntax *syn);
+#define NUMLA_TOOL_SYNTAX_MAX_MARKERS 10
+int numla_tool_syntax_markers(const numla_tool_syntax *syn,
+                              const char *out[NUMLA_TOOL_SYNTAX_MAX_MARKERS]);
 
 /* tools_json: the request's "tools" (JSON array text; NULL: none), read for GLM-5's parameter
  * types. id_seed: where the "call_" ids start. */

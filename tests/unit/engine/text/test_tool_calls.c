@@ -231,6 +231,14 @@ static void test_families(void)
     for (size_t i = 0; i < sizeof with / sizeof *with; i++)
         NUMLA_ASSERT_MSG(numla_tool_syntax_for_template(with[i]) != NULL, "%s", with[i]);
     CU_ASSERT_PTR_NULL(numla_tool_syntax_for_template("deepseek-v2"));
+    /* the markers a server keeps in the decoded text: Kimi's five tags, GLM's six */
+    const char *m[NUMLA_TOOL_SYNTAX_MAX_MARKERS];
+    CU_ASSERT_EQUAL(numla_tool_syntax_markers(numla_tool_syntax_for_template("kimi-k2"), m), 5);
+    CU_ASSERT_STRING_EQUAL(m[0], "<|tool_calls_section_begin|>");
+    CU_ASSERT_STRING_EQUAL(m[4], "<|tool_call_argument_begin|>");
+    CU_ASSERT_EQUAL(numla_tool_syntax_markers(numla_tool_syntax_for_template("glm-5"), m), 6);
+    CU_ASSERT_STRING_EQUAL(m[0], "<tool_call>");
+    CU_ASSERT_STRING_EQUAL(m[5], "</arg_value>");
     CU_ASSERT_PTR_NULL(numla_tool_syntax_for_template(NULL));
     /* "length" stays "length" even with calls; no calls: the reason as given */
     numla_tool_calls *p = NULL;
