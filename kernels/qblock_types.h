@@ -18,6 +18,8 @@
  *   x_offset     the vnni level's row kernels read the quantized x as q + 128 (the weight's
  *                codes are signed: Q5_0, IQ4_NL, IQ4_XS)
  *   q8_gemm      the vnni level's many-row GEMM (kernels/x86/qblock_gemm_avx512vnni.c) runs it
+ *   f16_count,   the block's fp16 scale fields (d, and dmin or m): how many, at which bytes (the
+ *   f16_at       tests make random blocks with finite scales from them)
  *   panel_gemm   the panel GEMM from NUMLA_QBLOCK_PANEL_MIN_M x rows (vnni and amx levels:
  *                kernels/x86/qblock_panel_*.c) runs it (every type with a PANEL16 layout but
  *                Q6_K, whose stored panels run their own kernel at every M)
@@ -54,6 +56,8 @@ typedef struct numla_qblock_type_row {
     uint8_t q8_gemm;
     uint8_t panel_gemm;
     uint8_t q8_vnni;
+    uint8_t f16_count;   /* how many fp16 scale fields a block has (d; d and dmin / m) */
+    int16_t f16_at[2];   /* their byte offsets in the block */
     void (*dequant)(const uint8_t *block, float *out);
     numla_qblock_f32_rows_fn f32_rows;
     numla_qblock_f32_decode_fn f32_decode;

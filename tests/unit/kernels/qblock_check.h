@@ -9,20 +9,15 @@
 #include <string.h>
 
 #include "kernels/qblock.h"
+#include "kernels/qblock_types.h"
 
-/* Byte offsets of each encoding's fp16 scale fields in a block. */
+/* Byte offsets of each encoding's fp16 scale fields in a block (its row, kernels/qblock_types.h). */
 static inline int qb_halves(numla_qblock_type t, int out[2])
 {
-    switch (t) {
-    case NUMLA_QBLOCK_Q8_0: case NUMLA_QBLOCK_Q4_0: case NUMLA_QBLOCK_IQ4_XS:
-    case NUMLA_QBLOCK_Q5_0: case NUMLA_QBLOCK_IQ4_NL: out[0] = 0; return 1;
-    case NUMLA_QBLOCK_Q4_K: case NUMLA_QBLOCK_Q5_K: out[0] = 0; out[1] = 2; return 2;
-    case NUMLA_QBLOCK_Q6_K: out[0] = 208; return 1;
-    case NUMLA_QBLOCK_Q5_1: out[0] = 0; out[1] = 2; return 2;
-    case NUMLA_QBLOCK_Q2_K: out[0] = 80; out[1] = 82; return 2;
-    case NUMLA_QBLOCK_Q3_K: out[0] = 108; return 1;
-    default: return 0;
-    }
+    const numla_qblock_type_row *row = numla_qblock_type_row_get(t);
+    for (int i = 0; i < row->f16_count; i++)
+        out[i] = row->f16_at[i];
+    return row->f16_count;
 }
 
 /* n rows of k elements of random blocks, scales finite fp16 of either sign in [2^-7, 2^-4). */

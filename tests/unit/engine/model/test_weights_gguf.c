@@ -166,10 +166,11 @@ static void test_bad_input(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "blk.0.attn_q.weight"));
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "cannot be loaded as fp8"));
 
-    /* a tensor in an encoding numla does not run (Q4_1): UNSUPPORTED naming file and tensor */
+    /* a tensor in an encoding numla does not run (Q8_1, ggml's activation type): UNSUPPORTED
+     * naming file and tensor */
     char dst[1200];
-    snprintf(dst, sizeof dst, "%s/wg_q4_1.gguf", numla_test_tmpdir());
-    CU_ASSERT_EQUAL_FATAL(wg_copy_retype(p, dst, "blk.2.attn_output.weight", NUMLA_GGML_Q4_1), 0);
+    snprintf(dst, sizeof dst, "%s/wg_q8_1.gguf", numla_test_tmpdir());
+    CU_ASSERT_EQUAL_FATAL(wg_copy_retype(p, dst, "blk.2.attn_output.weight", NUMLA_GGML_Q8_1), 0);
     numla_model_config c2;
     numla_status s = numla_model_config_load(dst, &c2);
     if (s == NUMLA_STATUS_OK) {
@@ -179,7 +180,7 @@ static void test_bad_input(void)
     }
     CU_ASSERT_NOT_EQUAL(s, NUMLA_STATUS_OK);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "blk.2.attn_output.weight"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "wg_q4_1.gguf"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "wg_q8_1.gguf"));
 
     /* an unknown type code: the reader refuses the file by name */
     snprintf(dst, sizeof dst, "%s/wg_t99.gguf", numla_test_tmpdir());
