@@ -150,7 +150,8 @@ int32_t numla_http_job_index(const numla_http_job *j)
 const numla_openai_prompt *numla_http_job_prompt(const numla_http_job *j)
 {
     const numla_openai_request *r = &j->call->req;
-    return r->endpoint == NUMLA_OPENAI_COMPLETIONS ? &r->prompts[j->index] : NULL;
+    return r->endpoint == NUMLA_OPENAI_COMPLETIONS ? &r->prompts[j->index / (r->n > 1 ? r->n : 1)]
+                                                   : NULL;
 }
 
 numla_status numla_http_job_push(numla_http_job *j, const int32_t *tokens, int32_t n,
@@ -300,7 +301,9 @@ void numla_http_job_release(numla_http_job **jp)
 numla_status numla_http_call_create(numla_openai_request *req, numla_http_call **out)
 {
     *out = NULL;
-    int32_t n = req->endpoint == NUMLA_OPENAI_COMPLETIONS ? req->num_prompts : 1;
+    /* a job per choice: n per prompt (numla_openai_request.n, at least 1) */
+    const int32_t per = req->n > 1 ? req->n : 1;
+    int32_t n = (req->endpoint == NUMLA_OPENAI_COMPLETIONS ? req->num_prompts : 1) * per;
     if (n < 1)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "HTTP call without a prompt");
     numla_http_call *c = calloc(1, sizeof *c);

@@ -432,25 +432,20 @@ static int parse_stop(json_t *v, numla_openai_request *r, numla_openai_error *er
 /* Fields the API defines that numla does not serve, with the value that is harmless. */
 static int unsupported(const char *key, json_t *v, numla_openai_error *err)
 {
-    int64_t iv;
     int ok;
-    if (!strcmp(key, "n") || !strcmp(key, "best_of"))
-        ok = json_is_null(v) || (numla_request_json_int(v, &iv) && iv == 1);
-    else if (!strcmp(key, "echo"))
+    if (!strcmp(key, "echo"))
         ok = json_is_null(v) || json_is_false(v);
     else
         ok = json_is_null(v);
     if (!ok)
         numla_openai_error_set(err, 400, key, "unsupported_field",
                                "'%s' is not supported by this server (only %s)", key,
-                               !strcmp(key, "n") || !strcmp(key, "best_of") ? "1"
-                               : !strcmp(key, "echo")                       ? "false"
-                                                                            : "null");
+                               !strcmp(key, "echo") ? "false" : "null");
     return ok;
 }
 
 static const char *const UNSUPPORTED[] = {
-    "n", "best_of", "echo", "suffix", "functions", "function_call", "response_format",
+    "echo", "suffix", "functions", "function_call", "response_format",
     "service_tier", "store", "metadata", "modalities", "audio", "prediction", "reasoning_effort",
     "web_search_options"};
 
@@ -471,7 +466,7 @@ static int check_field_names(json_t *o, int is_chat, numla_openai_error *err)
                                          "user", "ignore_eos", "stop_token_ids",
                                          "return_tokens_as_token_ids", "presence_penalty",
                                          "frequency_penalty", "repetition_penalty",
-                                         "logit_bias", "min_p"};
+                                         "logit_bias", "min_p", "n", "best_of"};
     static const char *const completions[] = {"prompt"};
     static const char *const chat[] = {"messages",     "max_completion_tokens", "top_logprobs",
                                        "tools",        "tool_choice", "parallel_tool_calls",
@@ -608,6 +603,28 @@ static int parse_stream(json_t *o, numla_openai_request *r, numla_openai_error *
     return 1;
 }
 
+/* n (choices per prompt, 1..128; null: 1) and best_of (null, or equal to n: numla returns
+ * every choice it generates, so it cannot pick the best n of more). */
+static int parse_choices(json_t *o, numla_openai_request *r, numla_openai_error *err)
+{
+    json_t *v = json_object_get(o, "n");
+    int64_t n = 1;
+    if (v && !json_is_null(v) &&
+        (!numla_request_json_int(v, &n) || n < 1 || n > NUMLA_OPENAI_MAX_CHOICES))
+        return bad(err, "n", "'n' must be an integer in [1, %d]", NUMLA_OPENAI_MAX_CHOICES);
+    const int64_t prompts = r->endpoint == NUMLA_OPENAI_COMPLETIONS ? r->num_prompts : 1;
+    if (prompts * n > NUMLA_OPENAI_MAX_CHOICES)
+        return bad(err, "n", "%lld prompts x n = %lld choices; at most %d are served per request",
+                   (long long)prompts, (long long)(prompts * n), NUMLA_OPENAI_MAX_CHOICES);
+    int64_t best = n;
+    if ((v = json_object_get(o, "best_of")) && !json_is_null(v) &&
+        (!numla_request_json_int(v, &best) || best != n))
+        return bad(err, "best_of", "'best_of' must equal 'n' (%lld): every choice generated is "
+                   "returned", (long long)n);
+    r->n = (int32_t)n;
+    return 1;
+}
+
 /* vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:N" (bool | null). */
 static int parse_token_ids(json_t *o, numla_openai_request *r, numla_openai_error *err)
 {
@@ -626,7 +643,8 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
 {
     return check_field_names(o, r->endpoint == NUMLA_OPENAI_CHAT, err) &&
            parse_input(o, lim, r, err) && parse_sampling(o, lim, r, err) &&
-           parse_logprobs(o, r, err) && parse_stream(o, r, err) && parse_token_ids(o, r, err);
+           parse_logprobs(o, r, err) && parse_stream(o, r, err) && parse_token_ids(o, r, err) &&
+           parse_choices(o, r, err);
 }
 
 numla_status numla_openai_parse(numla_openai_endpoint endpoint, const char *body, size_t len,

@@ -59,7 +59,11 @@ typedef enum numla_openai_role {
     NUMLA_OPENAI_ROLE_TOOL,
 } numla_openai_role;
 
-enum { NUMLA_OPENAI_MAX_STOP = 16, NUMLA_OPENAI_MAX_PROMPTS = 64 };
+enum {
+    NUMLA_OPENAI_MAX_STOP = 16,
+    NUMLA_OPENAI_MAX_PROMPTS = 64,
+    NUMLA_OPENAI_MAX_CHOICES = 128, /* n (OpenAI's own limit), and prompts x n per request */
+};
 
 /* One completions prompt: text (tokens == NULL) or token ids (text == NULL). */
 typedef struct numla_openai_prompt {
@@ -102,6 +106,9 @@ typedef struct numla_openai_request {
     char *stop_strings[NUMLA_OPENAI_MAX_STOP]; /* (num_stop_strings) non-empty */
     int stream;
     int include_usage;          /* stream_options.include_usage */
+    int32_t n;                  /* choices per prompt (n; best_of, when given, must equal it):
+                                   each its own sequence, the prompt shared through the prefix
+                                   cache; choice index = prompt index x n + j */
     int tokens_as_ids;          /* return_tokens_as_token_ids: logprobs name tokens "token_id:N" */
     char *tools_json;           /* chat: the "tools" list as compact JSON text (key order kept);
                                    NULL: none or an empty list */

@@ -294,6 +294,8 @@ static numla_status job_request(numla_http_adapter *g, numla_http_job *j, numla_
     const char *what = r->endpoint == NUMLA_OPENAI_CHAT ? "messages" : "prompt";
     req->line = ++g->line;
     req->params = r->params;
+    if (r->n > 1 && req->params.has_seed) /* choice j of a seeded request: its own stream */
+        req->params.seed += (uint64_t)(j->index % r->n);
     req->text_output = g->o.tokenizer != NULL;
     if (r->endpoint == NUMLA_OPENAI_CHAT) {
         NUMLA_CHECK(chat_prompt(g, r, req, no, &j->reasoning_mode));

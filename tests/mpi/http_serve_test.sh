@@ -89,6 +89,12 @@ make_refs() {
   done >>"$tmp/ref.jsonl"
   for c in 1 2; do
     echo "{\"id\": \"c$c\", \"prompt_tokens\": [$(chat_ids $c)], \"max_tokens\": 8, \"temperature\": 0, \"ignore_eos\": true}"
+  done >>"$tmp/ref.jsonl"  # n = 2 over two prompts with a seed: choice j of prompt p is numla run's request with seed + j
+  # (temperature 30: the tiny model is so sure of its tokens that other seeds agree below it)
+  for p in 0 1; do
+    for j in 0 1; do
+      echo "{\"id\": \"n$p$j\", \"prompt_tokens\": $([ $p = 0 ] && echo '[5, 6, 7]' || echo '[8, 9]'), \"max_tokens\": 6, \"temperature\": 30, \"seed\": $((11 + j)), \"ignore_eos\": true}"
+    done
   done >>"$tmp/ref.jsonl"
 }
 # completions body of reference request ID (from ref.jsonl), with extra fields
@@ -111,6 +117,13 @@ same_tokens() {
   want=$(run_text "$tmp/ref.out" t0)
   got=$(post /v1/completions "$(body_of t0 '{}')" | jq -j '.choices[0].text')
   [ "$got" = "$want" ]; check "$tag-completion-text" $? "got '$got' want '$want'"
+  # n choices per prompt: prompt index x n + j, each with the seed + j of numla run's request
+  want=$(for id in n00 n01 n10 n11; do run_tok "$tmp/ref.out" "$id"; done | paste -sd' ' -)
+  got=$(post /v1/completions '{"prompt": [[5, 6, 7], [8, 9]], "n": 2, "max_tokens": 6, "temperature": 30,
+        "seed": 11, "ignore_eos": true, "logprobs": 0, "return_tokens_as_token_ids": true}' |
+        jq -r '[.choices | sort_by(.index)[] | [.logprobs.tokens[] | sub("token_id:"; "")] | join(",")] | join(" ")')
+  [ -n "$want" ] && [ "$got" = "$want" ] && [ "$(cut -d' ' -f1 <<<"$want")" != "$(cut -d' ' -f2 <<<"$want")" ]
+  check "$tag-completion-n" $? "got '$got' want '$want'"
   # without return_tokens_as_token_ids logprobs name tokens by their text and bytes, as OpenAI does
   got=$(post /v1/chat/completions "$(jq -nc --argjson m "$(chat_msgs 1)" '{messages: $m, max_tokens: 4,
         temperature: 0, ignore_eos: true, logprobs: true, top_logprobs: 2}')" |
@@ -169,7 +182,7 @@ if [ "$mode" = one ]; then
   code() { curl -s -o "$tmp/e.json" -w '%{http_code}' -m 30 "$@"; }
   c=$(code "http://127.0.0.1:$port/v1/completions" -d '{"prompt": "x", "bogus": 1}')
   [ "$c" = 400 ] && grep -q '"param":"bogus"' "$tmp/e.json"; check err-unknown-field $? "$c $(cat "$tmp/e.json")"
-  c=$(code "http://127.0.0.1:$port/v1/completions" -d '{"prompt": "x", "n": 2}')
+  c=$(code "http://127.0.0.1:$port/v1/completions" -d '{"prompt": "x", "n": 0}')
   [ "$c" = 400 ] && grep -q '"param":"n"' "$tmp/e.json"; check err-n $? "$c $(cat "$tmp/e.json")"
   long=$(awk 'BEGIN { for (i = 0; i < 3000; i++) printf "word%d ", i }')
   c=$(code "http://127.0.0.1:$port/v1/completions" -d "{\"prompt\": \"$long\", \"max_tokens\": 1}")

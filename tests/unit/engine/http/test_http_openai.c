@@ -137,9 +137,13 @@ static void test_errors_name_the_field(void)
     expect_400(C, "[1]", "", "invalid_json");
     expect_400(C, "{\"prompt\": \"\xff\"}", "", "invalid_json");
     expect_400(C, "{\"prompt\": \"a\", \"bogus\": 1}", "bogus", "unknown_field");
-    expect_400(C, "{\"prompt\": \"a\", \"n\": 2}", "n", "unsupported_field");
+    expect_400(C, "{\"prompt\": \"a\", \"n\": 0}", "n", "invalid_value");
+    expect_400(C, "{\"prompt\": \"a\", \"n\": 129}", "n", "invalid_value");
+    expect_400(C, "{\"prompt\": \"a\", \"n\": 1.5}", "n", "invalid_value");
+    expect_400(C, "{\"prompt\": [\"a\", \"b\", \"c\"], \"n\": 43}", "n", "invalid_value");
     expect_400(C, "{\"prompt\": \"a\", \"echo\": true}", "echo", "unsupported_field");
-    expect_400(C, "{\"prompt\": \"a\", \"best_of\": 3}", "best_of", "unsupported_field");
+    expect_400(C, "{\"prompt\": \"a\", \"best_of\": 3}", "best_of", "invalid_value");
+    expect_400(C, "{\"prompt\": \"a\", \"n\": 2, \"best_of\": 3}", "best_of", "invalid_value");
     expect_400(C, "{\"prompt\": \"a\", \"suffix\": \"z\"}", "suffix", "unsupported_field");
     /* the penalties, min_p and logit_bias: out of range or of the wrong type, naming the field */
     expect_400(C, "{\"prompt\": \"a\", \"presence_penalty\": 2.5}", "presence_penalty",

@@ -405,6 +405,32 @@ static void test_completion_plain(void)
     json_decref(o);
     free_reply(&r);
     CU_ASSERT(atomic_load(&fx.loop.cancelled_seen) >= 2); /* the stop reached the loop */
+
+    /* n choices per prompt: prompts x n jobs, choice index = prompt index x n + j, each its own
+     * sequence; usage sums the jobs */
+    r = http(fx.port, "POST", "/v1/completions", NULL,
+             "{\"prompt\": [\"ab\", \"cd\"], \"max_tokens\": 2, \"n\": 2, \"best_of\": 2}");
+    NUMLA_ASSERT_MSG(r.status == 200, "status %d: %s", r.status, r.body);
+    o = body_json(&r);
+    ch = json_object_get(o, "choices");
+    CU_ASSERT_EQUAL(json_array_size(ch), 4);
+    for (size_t i = 0; i < json_array_size(ch); i++) {
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_array_get(ch, i), "index")), (json_int_t)i);
+        EXPECT_JSTR((json_object_get(json_array_get(ch, i), "text")), "t0 t1 ");
+    }
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(o, "usage"), "completion_tokens")), 8);
+    json_decref(o);
+    free_reply(&r);
+    r = http(fx.port, "POST", "/v1/chat/completions", NULL,
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 1, \"n\": 3}");
+    NUMLA_ASSERT_MSG(r.status == 200, "status %d: %s", r.status, r.body);
+    o = body_json(&r);
+    ch = json_object_get(o, "choices");
+    CU_ASSERT_EQUAL(json_array_size(ch), 3);
+    for (size_t i = 0; i < json_array_size(ch); i++)
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_array_get(ch, i), "index")), (json_int_t)i);
+    json_decref(o);
+    free_reply(&r);
     fixture_stop(&fx);
 }
 
@@ -829,7 +855,7 @@ static void test_rejections(void)
     free_reply(&r);
 
     /* 400s name the field */
-    r = http(fx.port, "POST", "/v1/completions", auth, "{\"prompt\": \"a\", \"n\": 3}");
+    r = http(fx.port, "POST", "/v1/completions", auth, "{\"prompt\": \"a\", \"n\": 0}");
     CU_ASSERT_EQUAL(r.status, 400);
     json_t *o = body_json(&r);
     NUMLA_ASSERT_MSG(!strcmp(error_param(o), "n"), "param %s", error_param(o));
