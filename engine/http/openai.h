@@ -21,7 +21,8 @@
  *   top_logprobs (0..20), stream, stream_options.include_usage, user, ignore_eos,
  *   stop_token_ids. Whether the model's chat template can render tools, tool calls, tool
  *   messages and the thinking switch is checked by the serving adapter (it knows the template).
- * Fields the API defines but numla does not serve (n > 1, echo, best_of > 1, suffix,
+ * Both: n (1..128 choices per prompt, prompts x n at most 128) and best_of (equal to n).
+ * Fields the API defines but numla does not serve (echo, best_of other than n, suffix,
  * tool_choice other than "auto", functions, response_format, ...) are a 400 naming the field;
  * so are unknown fields and invalid values. A failed parse fills a numla_openai_error (an HTTP
  * status and an OpenAI-style message naming the field) and still returns OK: only running out
