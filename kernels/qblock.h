@@ -162,7 +162,8 @@ typedef enum numla_qblock_type {
     NUMLA_QBLOCK_Q3_K,
     NUMLA_QBLOCK_Q5_0,
     NUMLA_QBLOCK_IQ4_NL,
-    NUMLA_QBLOCK_Q5_1, /* F32 mode only (below) */
+    NUMLA_QBLOCK_Q5_1,
+    NUMLA_QBLOCK_Q4_1,
     NUMLA_QBLOCK_TYPE_COUNT,
 } numla_qblock_type;
 

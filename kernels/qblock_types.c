@@ -48,4 +48,7 @@ const numla_qblock_type_row numla_qblock_type_rows[NUMLA_QBLOCK_TYPE_COUNT] = {
                            .p16_cols = 64, .p16_bytes = NUMLA_QBLOCK_P16_B32_D_Q5 + 128, /* then its m[16] */
                            .p16_scales = NUMLA_QBLOCK_P16_B32_D_Q5, .panel_gemm = 1, .q8_vnni = 1,
                            .dequant = numla_qblock_dequant_q5_1_ref, F32_AVX512_(q5_1)},
+    /* the reference alone (every level inherits it), in either mode */
+    [NUMLA_QBLOCK_Q4_1] = {.info = {NUMLA_GGML_ROW(Q4_1)}, .f16_count = 2, .f16_at = {0, 2}, .q8_group = 32, .sub = 32,
+                           .dequant = numla_qblock_dequant_q4_1_ref},
 };

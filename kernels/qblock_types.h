@@ -83,6 +83,7 @@ void numla_qblock_dequant_q3_k_ref(const uint8_t *b, float *y);
 void numla_qblock_dequant_q5_0_ref(const uint8_t *b, float *y);
 void numla_qblock_dequant_iq4_nl_ref(const uint8_t *b, float *y);
 void numla_qblock_dequant_q5_1_ref(const uint8_t *b, float *y);
+void numla_qblock_dequant_q4_1_ref(const uint8_t *b, float *y);
 
 /* The avx512 level's F32-mode kernels (kernels/x86/qblock_avx512.c), per type. */
 #define NUMLA_QBLOCK_F32_AVX512_DECLARE_(NAME)                                                                  \

@@ -75,7 +75,8 @@ def write_meta(out):
 HALVES = {
     QT.Q8_0: [0], QT.Q4_0: [0], QT.Q4_K: [0, 2], QT.Q5_K: [0, 2], QT.Q6_K: [208],
     QT.IQ4_XS: [0], QT.Q2_K: [80, 82], QT.Q3_K: [108], QT.Q5_0: [0], QT.IQ4_NL: [0],
-    QT.Q5_1: [0, 2],  # last: the generator's draws for the types above stay as they were
+    QT.Q5_1: [0, 2],  # last ones: the generator's draws for the types above stay as they were
+    QT.Q4_1: [0, 2],
 }
 
 

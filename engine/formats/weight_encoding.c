@@ -31,6 +31,7 @@ static const numla_weight_encoding_info table_[NUMLA_ENCODING_COUNT] = {
     [NUMLA_ENCODING_Q5_0] = NUMLA_ENCODING_GGML_(Q5_0),
     [NUMLA_ENCODING_IQ4_NL] = NUMLA_ENCODING_GGML_(IQ4_NL),
     [NUMLA_ENCODING_Q5_1] = NUMLA_ENCODING_GGML_(Q5_1),
+    [NUMLA_ENCODING_Q4_1] = NUMLA_ENCODING_GGML_(Q4_1),
 };
 
 const numla_weight_encoding_info *numla_weight_encoding_get(numla_weight_encoding e)

@@ -55,6 +55,7 @@ typedef enum numla_weight_encoding {
     NUMLA_ENCODING_Q5_0,     /* llama-quantize's fallbacks where K is not a multiple of 256 */
     NUMLA_ENCODING_IQ4_NL,
     NUMLA_ENCODING_Q5_1,     /* and Q5_K's */
+    NUMLA_ENCODING_Q4_1,
     NUMLA_ENCODING_COUNT,
 } numla_weight_encoding;
 

@@ -101,6 +101,17 @@ void numla_qblock_dequant_q5_1_ref(const uint8_t *b, float *y)
     }
 }
 
+/* Q4_1: w = d·q + m, two roundings as Q5_1 (the gguf package's (d * q) + m in fp32). */
+void numla_qblock_dequant_q4_1_ref(const uint8_t *b, float *y)
+{
+    const float d = numla_qblock_f16_(b), m = numla_qblock_f16_(b + 2);
+    for (int j = 0; j < 16; j++) {
+        const float lo = (float)(b[4 + j] & 15) * d, hi = (float)(b[4 + j] >> 4) * d;
+        y[j] = lo + m;
+        y[j + 16] = hi + m;
+    }
+}
+
 void numla_qblock_dequant_iq4_nl_ref(const uint8_t *b, float *y)
 {
     const float d = numla_qblock_f16_(b);
