@@ -45,6 +45,11 @@
  *                     (IQ4_XS's fallback; kvalues as IQ4_XS)
  *   Q5_1    32 / 24   fp16 d, m; u32 qh; u8 qs[16]           q = Q5_0's 5 bits, w = d·q + m
  *                     (Q5_K's fallback where K is not a multiple of 256: attn_k_b, some downs)
+ *   Q4_1    32 / 20   fp16 d, m; u8 qs[16]                    q = Q4_0's nibbles (no offset),
+ *                                                             w = d·q + m (the reference alone)
+ * What each type has beyond its layout (its Q8 group, sub-block width, PANEL16 piece, and which
+ * kernels run it at each level) is its row in kernels/qblock_types.c (kernels/qblock_types.h);
+ * a type without kernels at a level runs the level below's (Q4_1: the reference everywhere).
  * The reference dequantization (numla_qblock_dequant_ref) rounds exactly as the products above
  * are written, in fp32 (d·sc first, then ·q, then - the min), which is what the gguf PyPI
  * package's numpy dequantization does: tests/unit/kernels/test_qblock.c checks it bit for bit
@@ -237,14 +242,14 @@ numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, i
                                   int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace,
                                   size_t workspace_bytes);
 
-/* Whether Q8 activation mode takes a K-column slice of type: K a multiple of 256, or for Q5_0
- * and IQ4_NL (llama-quantize's fallbacks where K is not a multiple of 256) of 32. */
+/* Whether Q8 activation mode takes a K-column slice of type: K a multiple of the type's Q8
+ * group (its row in kernels/qblock_types.c): 256, or 32 for the 32-element types
+ * (llama-quantize's fallbacks where K is not a multiple of 256). */
 int numla_qblock_q8_takes(numla_qblock_type type, int64_t k);
 /* The activation mode a linear of type with k columns runs in at level isa: Q8 (llama.cpp's
  * function) where numla_qblock_q8_takes and the level has a native Q8 kernel for the type (the
- * ref level runs Q8 by itself); F32 otherwise, whose AVX-512 kernel covers every type while the
- * Q8 mode of a type without one falls back to the scalar reference (IQ4_XS, Q5_K, Q4_0, ...:
- * many times slower). */
+ * ref level runs Q8 by itself); F32 otherwise (the AVX-512 F32 kernels where the type's row
+ * names them, else the reference). */
 numla_qblock_act numla_qblock_act_for(numla_qblock_type type, int64_t k, numla_isa isa);
 
 /* Which level's variant numla_qblock_forward runs for type in mode act at level isa (tests,

@@ -54,7 +54,7 @@ static numla_status entry_set(const numla_gguf_tensor *t, int64_t row0, int64_t 
             numla_error_clear();
             NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
                        "%s: tensor %s is %s, an encoding numla does not run (F32, F16, BF16, "
-                       "Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ4_NL, Q2_K, Q3_K)",
+                       "or a block type of kernels/qblock.h)",
                        t->file, t->name, ti->name);
         }
         e->qtype = (int)qt;
