@@ -24,7 +24,7 @@ static int numla_qblock_row_runs_(const numla_qblock_type_row *row, numla_isa le
 {
     if (level == NUMLA_ISA_REF)
         return 1;
-    return act == NUMLA_QBLOCK_ACT_F32 ? row->f32_rows != NULL : row->q8_vnni;
+    return act == NUMLA_QBLOCK_ACT_F32 ? row->f32_rows != NULL : numla_qblock_type_row_q8_vnni(row);
 }
 
 /* Read once: CPUID traps to the hypervisor in a VM, and the dispatch asks on every call. */

@@ -17,7 +17,6 @@
  *                IQ4_XS) start
  *   x_offset     the vnni level's row kernels read the quantized x as q + 128 (the weight's
  *                codes are signed: Q5_0, IQ4_NL, IQ4_XS)
- *   q8_gemm      the vnni level's many-row GEMM (kernels/x86/qblock_gemm_avx512vnni.c) runs it
  *   f16_count,   the block's fp16 scale fields (d, and dmin or m): how many, at which bytes (the
  *   f16_at       tests make random blocks with finite scales from them)
  *   panel_gemm   the panel GEMM from NUMLA_QBLOCK_PANEL_MIN_M x rows (vnni and amx levels:
@@ -27,9 +26,14 @@
  *   dequant      the reference dequantization of one block (kernels/ref/qblock_ref.c; never NULL)
  *   f32_rows,    F32 mode at the avx512 level (kernels/x86/qblock_avx512.c): rows [r0, r1) for
  *   f32_decode   all x rows, and one weight row decoded to fp32 (its many-row path)
- *   q8_vnni      Q8 mode at the avx512 (with VNNI) and amx levels: the type has kernels in
- *                kernels/x86/qblock_*avx512vnni.c (which choose among them inside; the amx
- *                level's tiles take what the panel GEMM takes)
+ *   q8_dot       Q8 mode at the vnni level, ROWS layout, one x row at a time
+ *                (kernels/x86/qblock_avx512vnni.c), for the types without a GEMM below
+ *   q8_gemm      Q8 mode at the vnni level, ROWS layout: the many-row GEMM's tiles
+ *                (kernels/x86/qblock_gemm_avx512vnni.c; full: NUMLA_QBLOCK_GEMM_MR x rows,
+ *                part: fewer); q8_gemm_short the same where K is not a multiple of 256 (Q8_0)
+ * A type has Q8 kernels at the vnni and amx levels where it has q8_dot or q8_gemm
+ * (numla_qblock_type_row_q8_vnni); the PANEL16 layout and the panel GEMM then run it where its
+ * p16 and panel_gemm columns say (the amx level's tiles take what the panel GEMM takes).
  * A new type is a row here, its value of numla_qblock_type, its reference dequantization, and
  * the kernels its row names. */
 #ifndef NUMLA_KERNELS_QBLOCK_TYPES_H
@@ -45,6 +49,16 @@ typedef void (*numla_qblock_f32_rows_fn)(const numla_qblock_weight *w, int64_t r
 /* F32 mode, avx512 level: one packed row (ROWS layout) -> its k floats. */
 typedef void (*numla_qblock_f32_decode_fn)(const numla_qblock_weight *w, const uint8_t *row, float *dst);
 
+/* Q8 mode, vnni level, one quantized x row: Σ over the row's nb groups (xq its int8 codes, dx
+ * the group scales, bs the per-16 sums). */
+typedef float (*numla_qblock_q8_dot_fn)(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
+                                        const int32_t *bs);
+/* Q8 mode, vnni level: one weight row against NUMLA_QBLOCK_GEMM_MR x rows (k apart), or mr fewer. */
+typedef void (*numla_qblock_q8_gemm_full_fn)(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k,
+                                             const float *dx, const int32_t *bs, float *out);
+typedef void (*numla_qblock_q8_gemm_part_fn)(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k,
+                                             const float *dx, const int32_t *bs, float *out, int mr);
+
 typedef struct numla_qblock_type_row {
     numla_qblock_info info;
     int32_t q8_group;
@@ -53,14 +67,17 @@ typedef struct numla_qblock_type_row {
     int32_t p16_bytes;
     int32_t p16_scales;
     uint8_t x_offset;
-    uint8_t q8_gemm;
     uint8_t panel_gemm;
-    uint8_t q8_vnni;
     uint8_t f16_count;   /* how many fp16 scale fields a block has (d; d and dmin / m) */
     int16_t f16_at[2];   /* their byte offsets in the block */
     void (*dequant)(const uint8_t *block, float *out);
     numla_qblock_f32_rows_fn f32_rows;
     numla_qblock_f32_decode_fn f32_decode;
+    numla_qblock_q8_dot_fn q8_dot;
+    struct {
+        numla_qblock_q8_gemm_full_fn full;
+        numla_qblock_q8_gemm_part_fn part;
+    } q8_gemm, q8_gemm_short;
 } numla_qblock_type_row;
 
 extern const numla_qblock_type_row numla_qblock_type_rows[NUMLA_QBLOCK_TYPE_COUNT];
@@ -69,6 +86,12 @@ extern const numla_qblock_type_row numla_qblock_type_rows[NUMLA_QBLOCK_TYPE_COUN
 static inline const numla_qblock_type_row *numla_qblock_type_row_get(numla_qblock_type type)
 {
     return &numla_qblock_type_rows[type];
+}
+
+/* Whether the type has Q8 kernels at the vnni (and so amx) level. */
+static inline int numla_qblock_type_row_q8_vnni(const numla_qblock_type_row *row)
+{
+    return row->q8_dot || row->q8_gemm.full;
 }
 
 /* The reference dequantizations (kernels/ref/qblock_ref.c): one block -> its floats. */
@@ -102,5 +125,29 @@ NUMLA_QBLOCK_F32_AVX512_DECLARE_(q5_0)
 NUMLA_QBLOCK_F32_AVX512_DECLARE_(iq4_nl)
 NUMLA_QBLOCK_F32_AVX512_DECLARE_(q5_1)
 #undef NUMLA_QBLOCK_F32_AVX512_DECLARE_
+
+/* The vnni level's Q8-mode kernels (kernels/x86/qblock_avx512vnni.c, qblock_gemm_avx512vnni.c). */
+#define NUMLA_QBLOCK_Q8_DOT_DECLARE_(NAME)                                                                    \
+    float numla_qblock_q8_dot_##NAME##_avx512vnni(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx, \
+                                                  const int32_t *bs);
+NUMLA_QBLOCK_Q8_DOT_DECLARE_(q4_0)
+NUMLA_QBLOCK_Q8_DOT_DECLARE_(q5_k)
+NUMLA_QBLOCK_Q8_DOT_DECLARE_(q2_k)
+NUMLA_QBLOCK_Q8_DOT_DECLARE_(q3_k)
+NUMLA_QBLOCK_Q8_DOT_DECLARE_(q5_1)
+#undef NUMLA_QBLOCK_Q8_DOT_DECLARE_
+#define NUMLA_QBLOCK_Q8_GEMM_DECLARE_(NAME)                                                                   \
+    void numla_qblock_q8_gemm_##NAME##_full_avx512vnni(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k, \
+                                                       const float *dx, const int32_t *bs, float *out);        \
+    void numla_qblock_q8_gemm_##NAME##_part_avx512vnni(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k, \
+                                                       const float *dx, const int32_t *bs, float *out, int mr);
+NUMLA_QBLOCK_Q8_GEMM_DECLARE_(q4_k)
+NUMLA_QBLOCK_Q8_GEMM_DECLARE_(q6_k)
+NUMLA_QBLOCK_Q8_GEMM_DECLARE_(q8_0)
+NUMLA_QBLOCK_Q8_GEMM_DECLARE_(q8_0s)
+NUMLA_QBLOCK_Q8_GEMM_DECLARE_(q5_0)
+NUMLA_QBLOCK_Q8_GEMM_DECLARE_(iq4_nl)
+NUMLA_QBLOCK_Q8_GEMM_DECLARE_(iq4_xs)
+#undef NUMLA_QBLOCK_Q8_GEMM_DECLARE_
 
 #endif

@@ -80,8 +80,8 @@ static inline __m512i numla_qblock_x64_(const int8_t *x)
 /* Σ over 256-column steps of one Q4_0 row (8 blocks a step) · one quantized x row. The codes
  * stay unsigned (q + 8); 8 · Σ x per 4 elements is taken off in int32 (a second vpdpbusd with 8s),
  * and each block's scale reaches its 8 lanes through one permute of the step's 8 scales. */
-static float numla_qblock_vnni_q4_0_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
-                                     const int32_t *bs)
+float numla_qblock_q8_dot_q4_0_avx512vnni(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
+                                      const int32_t *bs)
 {
     (void)bs;
     const __m512i eight = _mm512_set1_epi8(8);
@@ -151,8 +151,8 @@ static float numla_qblock_vnni_b32_blocks_(numla_qblock_type type, const uint8_t
 }
 
 /* Σ over the blocks of one Q5_1 row (nb whole 256-column groups) · one quantized x row. */
-static float numla_qblock_vnni_q5_1_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
-                                     const int32_t *bs)
+float numla_qblock_q8_dot_q5_1_avx512vnni(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
+                                      const int32_t *bs)
 {
     (void)bs;
     float s = 0.0f;
@@ -163,8 +163,8 @@ static float numla_qblock_vnni_q5_1_(const uint8_t *row, int64_t nb, const int8_
 
 /* Σ over blocks of one Q5_K row · one quantized x row: Q4_K's with the fifth bit of each code
  * (bit e / 32 of qh[e % 32]) set as 16 in its byte before the product. */
-static float numla_qblock_vnni_q5_k_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
-                                     const int32_t *bs)
+float numla_qblock_q8_dot_q5_k_avx512vnni(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
+                                      const int32_t *bs)
 {
     const __m256i m4 = _mm256_set1_epi8(15), b16 = _mm256_set1_epi8(16);
     const __m512i idx[4] = {
@@ -211,8 +211,8 @@ static float numla_qblock_vnni_q5_k_(const uint8_t *row, int64_t nb, const int8_
  * 128h + 64p + j (chunk 2h + p) are bits 4p, 4p + 2 of qs[32h..32h+32); lane L of chunk c
  * covers group 4c + L / 4, whose 4-bit scale multiplies the lane and whose 4-bit min goes with
  * that group's code sum of x. */
-static float numla_qblock_vnni_q2_k_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
-                                     const int32_t *bs)
+float numla_qblock_q8_dot_q2_k_avx512vnni(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
+                                      const int32_t *bs)
 {
     const __m256i m3 = _mm256_set1_epi8(3);
     const __m512i idx[4] = {
@@ -251,8 +251,8 @@ static float numla_qblock_vnni_q2_k_(const uint8_t *row, int64_t nb, const int8_
 /* Σ over blocks of one Q3_K row · one quantized x row: the unsigned code q + 4 is the 2 low
  * bits (as Q2_K's) with hmask's bit as 4; 4 · Σ_g sc_g Σ x q comes back out through the per-16
  * sums. The 16 signed 6-bit scales are unpacked four at a time in 32-bit words. */
-static float numla_qblock_vnni_q3_k_(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
-                                     const int32_t *bs)
+float numla_qblock_q8_dot_q3_k_avx512vnni(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
+                                      const int32_t *bs)
 {
     const __m256i m3 = _mm256_set1_epi8(3), b4 = _mm256_set1_epi8(4);
     const __m512i idx[4] = {
@@ -303,9 +303,6 @@ static float numla_qblock_vnni_q3_k_(const uint8_t *row, int64_t nb, const int8_
     return _mm512_reduce_add_ps(acc);
 }
 
-typedef float (*numla_qblock_vnni_dot_fn)(const uint8_t *row, int64_t nb, const int8_t *xq, const float *dx,
-                                          const int32_t *bs);
-
 /* One forward call's work after x is quantized, for thread ith of nth. */
 typedef struct numla_qblock_vnni_job_ {
     const numla_qblock_weight *w;
@@ -315,7 +312,7 @@ typedef struct numla_qblock_vnni_job_ {
     const int32_t *bs;
     float *y;
     int accumulate, panel, p16, gemm;
-    numla_qblock_vnni_dot_fn dot;
+    numla_qblock_q8_dot_fn dot;
     char *pscratch; /* the panel GEMM's scratch, pbytes per thread */
     size_t pbytes;
     numla_qblock_panel_rows_fn panel_rows; /* the panel GEMM: vpdpbusd or tiles */
@@ -371,11 +368,6 @@ void numla_qblock_forward_vnni_with_(const numla_qblock_weight *w, int64_t m, co
                                      int64_t ldy, int accumulate, void *ws, size_t ws_bytes,
                                      numla_qblock_panel_rows_fn panel_rows, numla_qblock_p16_rows_fn p16_rows)
 {
-    static const numla_qblock_vnni_dot_fn dots[NUMLA_QBLOCK_TYPE_COUNT] = {
-        [NUMLA_QBLOCK_Q4_0] = numla_qblock_vnni_q4_0_,     [NUMLA_QBLOCK_Q5_K] = numla_qblock_vnni_q5_k_,
-        [NUMLA_QBLOCK_Q2_K] = numla_qblock_vnni_q2_k_,     [NUMLA_QBLOCK_Q3_K] = numla_qblock_vnni_q3_k_,
-        [NUMLA_QBLOCK_Q5_1] = numla_qblock_vnni_q5_1_,
-    };
     const int64_t k = w->k;
     const int panel = numla_qblock_panel_applies_(w, m), p16 = w->layout == NUMLA_QBLOCK_LAYOUT_PANEL16;
     numla_qblock_gemm_vnni_quantize_(x, ldx, m, k, ws);
@@ -388,7 +380,7 @@ void numla_qblock_forward_vnni_with_(const numla_qblock_weight *w, int64_t m, co
     numla_qblock_vnni_job_ job = {
         .w = w, .m = m, .ldy = ldy, .xq = numla_qblock_ws_xq_(ws), .dx = numla_qblock_ws_dx_(ws, m, k),
         .bs = numla_qblock_ws_bs_(ws, m, k), .y = y, .accumulate = accumulate, .panel = panel, .p16 = p16,
-        .gemm = q8s || numla_qblock_gemm_vnni_applies_(w->type, m), .dot = dots[w->type],
+        .gemm = q8s || numla_qblock_gemm_vnni_applies_(w->type, m), .dot = numla_qblock_type_row_get(w->type)->q8_dot,
         .pscratch = panel ? (char *)numla_qblock_ws_panel_(ws, m, k) : NULL,
         .pbytes = panel ? numla_qblock_panel_thread_bytes_(w) : 0, .panel_rows = panel_rows,
         .p16_rows = p16_rows,

@@ -374,9 +374,6 @@ void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n)
         xq[i] = (int8_t)((uint8_t)xq[i] ^ 0x80);
 }
 
-typedef void (*numla_qblock_gemm_tile_fn)(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k,
-                                          const float *dx, const int32_t *bs, float *out);
-
 /* The 32-element types in the tile signature (Q8_0 where K is not a multiple of 256: its last
  * group K mod 256, numla_qblock_q8_takes). */
 #define NUMLA_QBLOCK_GEMM_B32(T, TYPE)                                                                          \
@@ -395,13 +392,13 @@ NUMLA_QBLOCK_GEMM_B32(iq4_nl, NUMLA_QBLOCK_IQ4_NL)
 /* One entry per (type, tile height): the tile loops with mr a constant (the partial tiles take
  * 1 .. MR - 1 rows; a case above MR - 1 is never reached). */
 #define NUMLA_QBLOCK_GEMM_TILES(T)                                                                              \
-    static void numla_qblock_gemm_##T##_full_(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k,     \
-                                              const float *dx, const int32_t *bs, float *out)                   \
+    void numla_qblock_q8_gemm_##T##_full_avx512vnni(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k, \
+                                                    const float *dx, const int32_t *bs, float *out)             \
     {                                                                                                           \
         numla_qblock_gemm_##T##_(row, nb, NUMLA_QBLOCK_GEMM_MR, xq, k, dx, bs, out);                            \
     }                                                                                                           \
-    static void numla_qblock_gemm_##T##_part_(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k,     \
-                                              const float *dx, const int32_t *bs, float *out, int mr)           \
+    void numla_qblock_q8_gemm_##T##_part_avx512vnni(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k, \
+                                                    const float *dx, const int32_t *bs, float *out, int mr)     \
     {                                                                                                           \
         switch (mr) {                                                                                           \
         case 1: numla_qblock_gemm_##T##_(row, nb, 1, xq, k, dx, bs, out); break;                              \
@@ -427,25 +424,17 @@ int numla_qblock_gemm_vnni_applies_(numla_qblock_type type, int64_t m)
 {
     const numla_qblock_type_row *row = numla_qblock_type_row_get(type);
     /* the x_offset types have no other kernel at this level: every m */
-    return row->q8_gemm && (row->x_offset || m >= NUMLA_QBLOCK_GEMM_MIN_M);
+    return row->q8_gemm.full && (row->x_offset || m >= NUMLA_QBLOCK_GEMM_MIN_M);
 }
 
 void numla_qblock_gemm_vnni_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,
                                   const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate)
 {
-    numla_qblock_gemm_tile_fn full;
-    void (*part)(const uint8_t *, int64_t, const int8_t *, int64_t, const float *, const int32_t *, float *, int);
-    switch (w->type) {
-    case NUMLA_QBLOCK_Q4_K: full = numla_qblock_gemm_q4_k_full_; part = numla_qblock_gemm_q4_k_part_; break;
-    case NUMLA_QBLOCK_Q6_K: full = numla_qblock_gemm_q6_k_full_; part = numla_qblock_gemm_q6_k_part_; break;
-    case NUMLA_QBLOCK_Q5_0: full = numla_qblock_gemm_q5_0_full_; part = numla_qblock_gemm_q5_0_part_; break;
-    case NUMLA_QBLOCK_IQ4_NL: full = numla_qblock_gemm_iq4_nl_full_; part = numla_qblock_gemm_iq4_nl_part_; break;
-    case NUMLA_QBLOCK_IQ4_XS: full = numla_qblock_gemm_iq4_xs_full_; part = numla_qblock_gemm_iq4_xs_part_; break;
-    default:
-        full = w->k % 256 ? numla_qblock_gemm_q8_0s_full_ : numla_qblock_gemm_q8_0_full_;
-        part = w->k % 256 ? numla_qblock_gemm_q8_0s_part_ : numla_qblock_gemm_q8_0_part_;
-        break;
-    }
+    /* the row's tiles; where K is not a multiple of 256, its short-group form (Q8_0's) */
+    const numla_qblock_type_row *trow = numla_qblock_type_row_get(w->type);
+    const int short_k = w->k % 256 && trow->q8_gemm_short.full;
+    const numla_qblock_q8_gemm_full_fn full = short_k ? trow->q8_gemm_short.full : trow->q8_gemm.full;
+    const numla_qblock_q8_gemm_part_fn part = short_k ? trow->q8_gemm_short.part : trow->q8_gemm.part;
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k), nb16 = k / 16;
     int64_t chunk = NUMLA_QBLOCK_GEMM_CHUNK / w->ld;
     if (chunk < 1)

@@ -73,7 +73,9 @@ static void test_table(void)
         CU_ASSERT(row->sub == 16 || row->sub == 32);
         CU_ASSERT(!row->p16_cols || (row->p16_cols % row->info.block == 0 && row->p16_bytes > 0));
         CU_ASSERT(!row->panel_gemm || row->p16_cols);
-        CU_ASSERT(!row->q8_vnni || row->q8_group); /* Q8 kernels need the Q8 mode */
+        CU_ASSERT(!numla_qblock_type_row_q8_vnni(row) || row->q8_group); /* Q8 kernels need the Q8 mode */
+        CU_ASSERT(!row->q8_gemm.full == !row->q8_gemm.part);
+        CU_ASSERT(!row->q8_gemm_short.full || row->q8_gemm.full);
         CU_ASSERT(!row->p16_cols || row->q8_group); /* PANEL16 is a Q8-mode layout */
         CU_ASSERT(!row->f32_rows == !row->f32_decode);
     }
@@ -331,7 +333,7 @@ static void test_forward_q8(void)
     if (numla_isa_supported(NUMLA_ISA_AVX512) && numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_AVX512) {
         int no_q8 = 0;
         for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
-            no_q8 |= !numla_qblock_type_row_get((numla_qblock_type)t)->q8_vnni << t;
+            no_q8 |= !numla_qblock_type_row_q8_vnni(numla_qblock_type_row_get((numla_qblock_type)t)) << t;
         CU_ASSERT_EQUAL(vnni_seen, ((1 << NUMLA_QBLOCK_TYPE_COUNT) - 1) & ~no_q8);
         for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
             CU_ASSERT_EQUAL(numla_qblock_level((numla_qblock_type)t, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512),
