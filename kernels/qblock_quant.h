@@ -35,7 +35,8 @@
 #include "common/status.h"
 #include "kernels/qblock.h"
 
-/* Quantize one row of k values into k / block blocks of `type` (Q8_0, Q4_0: k a multiple of 32;
+/* Quantize one row of k values into k / block blocks of `type` (the types whose row in
+ * kernels/qblock_types.c names a quantizer: Q8_0, Q4_0: k a multiple of 32;
  * Q4_K, Q6_K: of 256) at dst; UNSUPPORTED for other types, INVALID_ARG for a bad k. */
 numla_status numla_qblock_quantize_row_ref(numla_qblock_type type, const float *x, int64_t k,
                                            void *dst);

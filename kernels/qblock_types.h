@@ -24,6 +24,8 @@
  *                Q6_K, whose stored panels run their own kernel at every M)
  * and the functions of each path, NULL where the level below runs the type:
  *   dequant      the reference dequantization of one block (kernels/ref/qblock_ref.c; never NULL)
+ *   quantize     the reference quantization of one block's floats (kernels/ref/qblock_quant_ref.c,
+ *                kernels/qblock_quant.h); NULL: numla does not make the type
  *   f32_rows,    F32 mode at the avx512 level (kernels/x86/qblock_avx512.c): rows [r0, r1) for
  *   f32_decode   all x rows, and one weight row decoded to fp32 (its many-row path)
  *   q8_dot       Q8 mode at the vnni level, ROWS layout, one x row at a time
@@ -71,6 +73,7 @@ typedef struct numla_qblock_type_row {
     uint8_t f16_count;   /* how many fp16 scale fields a block has (d; d and dmin / m) */
     int16_t f16_at[2];   /* their byte offsets in the block */
     void (*dequant)(const uint8_t *block, float *out);
+    void (*quantize)(const float *x, uint8_t *block);
     numla_qblock_f32_rows_fn f32_rows;
     numla_qblock_f32_decode_fn f32_decode;
     numla_qblock_q8_dot_fn q8_dot;
@@ -107,6 +110,12 @@ void numla_qblock_dequant_q5_0_ref(const uint8_t *b, float *y);
 void numla_qblock_dequant_iq4_nl_ref(const uint8_t *b, float *y);
 void numla_qblock_dequant_q5_1_ref(const uint8_t *b, float *y);
 void numla_qblock_dequant_q4_1_ref(const uint8_t *b, float *y);
+
+/* The reference quantizations (kernels/ref/qblock_quant_ref.c): one block's floats -> its bytes. */
+void numla_qblock_quantize_q8_0_ref(const float *x, uint8_t *b);
+void numla_qblock_quantize_q4_0_ref(const float *x, uint8_t *b);
+void numla_qblock_quantize_q4_k_ref(const float *x, uint8_t *b);
+void numla_qblock_quantize_q6_k_ref(const float *x, uint8_t *b);
 
 /* The avx512 level's F32-mode kernels (kernels/x86/qblock_avx512.c), per type. */
 #define NUMLA_QBLOCK_F32_AVX512_DECLARE_(NAME)                                                                  \

@@ -1,5 +1,7 @@
-/* kernels/ref/qblock_quant_ref.c — Q8_0 / Q4_0 blocks from fp32 rows (kernels/qblock_quant.h). */
+/* kernels/ref/qblock_quant_ref.c — ggml blocks from fp32 rows (kernels/qblock_quant.h): each
+ * type's block quantizer, named by its row in kernels/qblock_types.c. */
 #include "kernels/qblock_quant.h"
+#include "kernels/qblock_types.h"
 
 #include <math.h>
 #include <string.h>
@@ -12,7 +14,7 @@ static void put_f16(uint8_t *p, float v)
     memcpy(p, &h, 2);
 }
 
-static void q8_0_block(const float *x, uint8_t *b)
+void numla_qblock_quantize_q8_0_ref(const float *x, uint8_t *b)
 {
     float amax = 0.0f;
     for (int j = 0; j < 32; j++)
@@ -23,7 +25,7 @@ static void q8_0_block(const float *x, uint8_t *b)
         b[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
 }
 
-static void q4_0_block(const float *x, uint8_t *b)
+void numla_qblock_quantize_q4_0_ref(const float *x, uint8_t *b)
 {
     float amax = 0.0f, m = 0.0f;
     for (int j = 0; j < 32; j++)
@@ -44,7 +46,7 @@ static void q4_0_block(const float *x, uint8_t *b)
 static float rnd(float v) { return roundf(v); }
 
 /* Q4_K: 8 sub-blocks of 32, each w = (D·sc)·q - (DM·m), q 0..15, sc and m 6-bit (header). */
-static void q4_k_block(const float *x, uint8_t *b)
+void numla_qblock_quantize_q4_k_ref(const float *x, uint8_t *b)
 {
     float scale[8], mins[8], smax = 0.0f, mmax = 0.0f;
     for (int j = 0; j < 8; j++) {
@@ -90,7 +92,7 @@ static void q4_k_block(const float *x, uint8_t *b)
 }
 
 /* Q6_K: 16 groups of 16, each w = (D·sc)·q, q -32..31, sc int8 (header). */
-static void q6_k_block(const float *x, uint8_t *b)
+void numla_qblock_quantize_q6_k_ref(const float *x, uint8_t *b)
 {
     float gs[16], gmax = 0.0f;
     for (int g = 0; g < 16; g++) {
@@ -130,33 +132,16 @@ static void q6_k_block(const float *x, uint8_t *b)
 numla_status numla_qblock_quantize_row_ref(numla_qblock_type type, const float *x, int64_t k,
                                            void *dst)
 {
-    if (type == NUMLA_QBLOCK_Q4_K || type == NUMLA_QBLOCK_Q6_K) {
-        if (k < 0 || k % 256)
-            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock quantize: %lld columns is not whole "
-                       "blocks of 256", (long long)k);
-        uint8_t *o = dst;
-        for (int64_t i = 0; i < k / 256; i++) {
-            if (type == NUMLA_QBLOCK_Q4_K)
-                q4_k_block(x + i * 256, o + i * 144);
-            else
-                q6_k_block(x + i * 256, o + i * 210);
-        }
-        return NUMLA_STATUS_OK;
-    }
-    if (k < 0 || k % 32)
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock quantize: %lld columns is not whole blocks "
-                   "of 32", (long long)k);
+    const numla_qblock_info *info = numla_qblock_info_get(type);
+    const numla_qblock_type_row *row = info ? numla_qblock_type_row_get(type) : NULL;
+    if (!row || !row->quantize)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "qblock quantize: no quantizer for %s yet (the types whose row in "
+                   "kernels/qblock_types.c names one)", info ? info->name : "?");
+    if (k < 0 || k % info->block)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock quantize: %lld columns is not whole blocks of %d", (long long)k,
+                   info->block);
     uint8_t *o = dst;
-    if (type == NUMLA_QBLOCK_Q8_0) {
-        for (int64_t i = 0; i < k / 32; i++)
-            q8_0_block(x + i * 32, o + i * 34);
-        return NUMLA_STATUS_OK;
-    }
-    if (type == NUMLA_QBLOCK_Q4_0) {
-        for (int64_t i = 0; i < k / 32; i++)
-            q4_0_block(x + i * 32, o + i * 18);
-        return NUMLA_STATUS_OK;
-    }
-    NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "qblock quantize: no quantizer for %s yet (Q8_0, Q4_0, Q4_K, Q6_K)",
-               numla_qblock_info_get(type) ? numla_qblock_info_get(type)->name : "?");
+    for (int64_t i = 0; i < k / info->block; i++)
+        row->quantize(x + i * info->block, o + i * info->bytes);
+    return NUMLA_STATUS_OK;
 }
