@@ -317,6 +317,74 @@ int numla_request_fit_context(int32_t num_prompt, int max_tokens_given, int64_t 
     return 1;
 }
 
+int numla_request_parse_response_format(const json_t *v, const numla_sampling_params *p,
+                                        numla_grammar **out, numla_request_field_error *err)
+{
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return 1;
+    const json_t *t = json_object_get(v, "type");
+    if (!json_is_object(v) || !json_is_string(t))
+        return field_bad(err, "response_format", "response_format",
+                         "must be an object with a \"type\": \"text\", \"json_object\" or "
+                         "\"json_schema\"");
+    const char *type = json_string_value(t), *key;
+    const json_t *f;
+    json_object_foreach((json_t *)v, key, f) {
+        if (strcmp(key, "type") && (strcmp(type, "json_schema") || strcmp(key, "json_schema"))) {
+            char name[96];
+            snprintf(name, sizeof name, "response_format.%.60s", key);
+            return field_bad(err, name, "response_format", "is not a field of this type");
+        }
+    }
+    if (!strcmp(type, "text"))
+        return 1;
+    if (p->ignore_eos)
+        return field_bad(err, "response_format", "response_format",
+                         "cannot be combined with ignore_eos (the document ends on EOS)");
+    numla_status st;
+    if (!strcmp(type, "json_object"))
+        st = numla_grammar_compile_json_object(out);
+    else if (!strcmp(type, "json_schema")) {
+        const json_t *js = json_object_get(v, "json_schema");
+        if (!json_is_object(js))
+            return field_bad(err, "response_format.json_schema", "response_format",
+                             "must be an object with \"name\" and \"schema\"");
+        json_object_foreach((json_t *)js, key, f) {
+            static const char *const known[] = {"name", "schema", "strict", "description"};
+            int ok = 0;
+            for (size_t i = 0; i < 4; i++)
+                ok |= !strcmp(key, known[i]);
+            if (!ok) {
+                char name[96];
+                snprintf(name, sizeof name, "response_format.json_schema.%.40s", key);
+                return field_bad(err, name, "response_format", "is not a field of json_schema");
+            }
+        }
+        const json_t *name = json_object_get(js, "name"), *schema = json_object_get(js, "schema");
+        const json_t *strict = json_object_get(js, "strict");
+        if (name && !json_is_string(name))
+            return field_bad(err, "response_format.json_schema.name", "response_format",
+                             "must be a string");
+        if (strict && !json_is_null(strict) && !json_is_boolean(strict))
+            return field_bad(err, "response_format.json_schema.strict", "response_format",
+                             "must be true, false or null");
+        if (!json_is_object(schema))
+            return field_bad(err, "response_format.json_schema.schema", "response_format",
+                             "must be a JSON Schema object");
+        st = numla_grammar_compile_schema(schema, out);
+        if (st != NUMLA_STATUS_OK)
+            return field_bad(err, "response_format.json_schema.schema", "response_format",
+                             "is outside the supported subset (docs/serving.md): %s",
+                             numla_error_message());
+    } else
+        return field_bad(err, "response_format.type", "response_format",
+                         "must be \"text\", \"json_object\" or \"json_schema\"");
+    if (st != NUMLA_STATUS_OK)
+        return field_bad(err, "response_format", "response_format", "%s", numla_error_message());
+    return 1;
+}
+
 /* Returns 0 when r->error has been set. */
 static int parse_fields(json_t *o, const numla_request_limits *lim, numla_request *r)
 {
@@ -324,7 +392,8 @@ static int parse_fields(json_t *o, const numla_request_limits *lim, numla_reques
     static const char *known[] = {"id", "prompt_tokens", "max_tokens", "temperature", "top_k",
                                   "top_p", "seed", "stop_token_ids", "ignore_eos", "logprobs",
                                   "prompt", "stop", "presence_penalty", "frequency_penalty",
-                                  "repetition_penalty", "logit_bias", "min_p"};
+                                  "repetition_penalty", "logit_bias", "min_p",
+                                  "response_format"};
     const char *key;
     json_t *v = json_object_get(o, "id");
     /* take the id first so that every later error record carries it */
@@ -371,9 +440,19 @@ static int parse_fields(json_t *o, const numla_request_limits *lim, numla_reques
     numla_request_field_error fe;
     int given = 0;
     if (!numla_request_parse_sampling(o, &rules, p, &given, &fe) ||
-        !numla_request_fit_context(r->num_prompt, 1, lim->max_context, p, &fe)) {
+        !numla_request_fit_context(r->num_prompt, 1, lim->max_context, p, &fe) ||
+        !numla_request_parse_response_format(json_object_get(o, "response_format"), p,
+                                             &r->grammar, &fe)) {
         req_error(r, "field \"%s\" %s", fe.field, fe.what);
         return 0;
+    }
+    if (r->grammar) {
+        if (!lim->tokenizer) {
+            req_error(r, "field \"response_format\" needs a tokenizer.json in the model "
+                         "directory (the grammar reads the tokens' bytes)");
+            return 0;
+        }
+        r->text_output = 1;
     }
     return 1;
 }
@@ -413,6 +492,7 @@ numla_status numla_request_parse(const char *text, size_t len, int64_t line,
             free(out->stop_strings[i]);
         out->num_stop_strings = 0;
         out->text_output = 0;
+        numla_grammar_destroy(&out->grammar);
     }
     json_decref(o);
     return NUMLA_STATUS_OK;
@@ -429,6 +509,7 @@ void numla_request_free(numla_request *r)
     r->num_stop_strings = 0;
     r->id = NULL;
     r->prompt_tokens = NULL;
+    numla_grammar_destroy(&r->grammar);
 }
 
 static json_t *lp_real(float v) { return json_real(isfinite(v) ? (double)v : -9999.0); }

@@ -12,7 +12,11 @@
  *    [-100, 100], ...} (at most NUMLA_SAMPLER_MAX_LOGIT_BIAS = 1024 entries; ids in decimal, no
  *    sign or leading zeros, inside the vocabulary; engine/serving/sampler.h applies them),
  *    "prompt": str (instead of prompt_tokens; needs the model's tokenizer.json),
- *    "stop": [str, ...] (end when the generated text contains one; it is not included)}
+ *    "stop": [str, ...] (end when the generated text contains one; it is not included),
+ *    "response_format": {"type": "text" | "json_object"} | {"type": "json_schema",
+ *    "json_schema": {"name", "schema", "strict"?, "description"?}} (OpenAI's; the output is
+ *    constrained to the grammar, engine/serving/grammar.h; needs the tokenizer; the result
+ *    then carries "text")}
  * A line that is not such an object (bad JSON, wrong types, unknown fields, a token id
  * outside the vocabulary, negative max_tokens, prompt + max_tokens beyond the context) yields a
  * request whose `error` says "line N: ..." and the run goes on. Blank lines are skipped.
@@ -36,6 +40,7 @@
 #include <jansson.h>
 
 #include "common/status.h"
+#include "engine/serving/grammar.h"
 #include "engine/serving/sampler.h"
 #include "engine/text/tokenizer.h"
 
@@ -59,6 +64,7 @@ typedef struct numla_request {
     int32_t text_output;        /* 1: the result carries "text" */
     int32_t num_stop_strings;
     char *stop_strings[NUMLA_REQUEST_MAX_STOP]; /* (num_stop_strings) NUL-terminated, non-empty */
+    numla_grammar *grammar;     /* response_format's (owned); NULL: unconstrained */
     char error[512];            /* non-empty: invalid request, "line N: ..." */
 } numla_request;
 
@@ -98,6 +104,15 @@ typedef struct numla_request_field_rules {
 int numla_request_parse_sampling(const json_t *o, const numla_request_field_rules *rules,
                                  numla_sampling_params *p, int *max_tokens_given,
                                  numla_request_field_error *err);
+
+/* response_format (OpenAI's): null or {"type": "text"} leave *out NULL; {"type":
+ * "json_object"} and {"type": "json_schema", "json_schema": {"name": str, "schema": object,
+ * "strict": bool | null, "description": str}} compile a grammar into *out (the caller owns it).
+ * A grammar needs end tokens: ignore_eos in p is refused with it. Returns 1, or 0 with *err
+ * filled (param "response_format"; a schema outside the subset: field
+ * "response_format.json_schema.schema" and the compiler's message naming the keyword). */
+int numla_request_parse_response_format(const json_t *v, const numla_sampling_params *p,
+                                        numla_grammar **out, numla_request_field_error *err);
 
 /* The one check of a request against the context, after tokenization: the prompt must hold a
  * token and, with max_tokens given, prompt + max_tokens must fit in max_context; without it

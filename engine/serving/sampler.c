@@ -129,6 +129,9 @@ void numla_sampler_destroy(numla_sampler **ps)
     free((*ps)->seen_saved);
     free((*ps)->seen_slot);
     free((*ps)->bias_saved);
+    numla_grammar_matcher_destroy(&(*ps)->gm);
+    free((*ps)->gmask);
+    free((*ps)->gmasked);
     free(*ps);
     *ps = NULL;
 }
@@ -194,6 +197,9 @@ static int32_t seen_get_(numla_sampler *s, int32_t t)
 numla_status numla_sampler_add_tokens(numla_sampler *s, const int32_t *tokens, int32_t n,
                                       int generated)
 {
+    if (s->gm && generated) /* the grammar follows the generated tokens */
+        for (int32_t k = 0; k < n; k++)
+            NUMLA_CHECK(numla_grammar_matcher_accept_token(s->gm, s->gv, tokens[k]));
     /* the prompt matters to repetition_penalty only; nothing matters with no penalty */
     if (!penalties_on_(&s->p) || (!generated && s->p.repetition_penalty == 1.0))
         return NUMLA_STATUS_OK;
@@ -622,10 +628,49 @@ static numla_status pick_(numla_sampler *s, const float *logits, int32_t *token,
     return NUMLA_STATUS_OK;
 }
 
+numla_status numla_sampler_set_grammar(numla_sampler *s, const numla_grammar *g,
+                                       const numla_grammar_vocab *v)
+{
+    if (numla_grammar_vocab_size(v) != s->vocab)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: a grammar vocabulary of %d tokens for %d",
+                   numla_grammar_vocab_size(v), s->vocab);
+    NUMLA_CHECK(numla_grammar_matcher_create(g, &s->gm));
+    s->gv = v;
+    s->gmask = malloc(((size_t)s->vocab + 63) / 64 * sizeof *s->gmask);
+    s->gmasked = malloc((size_t)s->vocab * sizeof *s->gmasked);
+    if (!s->gmask || !s->gmasked)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "sampler: no memory for a grammar mask");
+    return NUMLA_STATUS_OK;
+}
+
+/* The logits with every token the grammar does not allow now at -inf, into s->gmasked. */
+static numla_status grammar_mask_(numla_sampler *s, const float *logits)
+{
+    NUMLA_CHECK(numla_grammar_matcher_fill_mask(s->gm, s->gv, s->gmask));
+    const int32_t V = s->vocab;
+    uint64_t any = 0;
+    for (int32_t w = 0; w < (V + 63) / 64; w++) {
+        const uint64_t m = s->gmask[w];
+        any |= m;
+        const int32_t base = w * 64, end = base + 64 < V ? base + 64 : V;
+        for (int32_t i = base; i < end; i++)
+            s->gmasked[i] = (m >> (i - base) & 1) ? logits[i] : -INFINITY;
+    }
+    if (!any)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "response_format: no token of the vocabulary continues the document");
+    return NUMLA_STATUS_OK;
+}
+
 numla_status numla_sampler_sample(numla_sampler *s, float *logits, int32_t *token,
                                   numla_logprob_entry *lp)
 {
     const int32_t V = s->vocab;
+    float *raw = logits;
+    if (s->gm) {
+        NUMLA_CHECK(grammar_mask_(s, logits));
+        logits = s->gmasked;
+    }
     const int adjusted = s->p.num_logit_bias > 0 || s->num_seen > 0;
     if (adjusted)
         adjust_(s, logits);
@@ -637,10 +682,11 @@ numla_status numla_sampler_sample(numla_sampler *s, float *logits, int32_t *toke
     if (st != NUMLA_STATUS_OK)
         return st;
     *token = pick;
+    logits = raw;
     if (lp && s->p.logprobs >= 0) {
         /* log-softmax of the raw logits: weights at temperature 1 (into the scratch, which
          * the draw above no longer needs); their max again when the draw saw adjusted ones */
-        if (adjusted)
+        if (adjusted || s->gm)
             scan_max_(logits, V, s->block_max, &mx);
         double z = isfinite(mx) ? weights_(logits, V, mx, 1.0f, 0.0f, s->prob, s->block_sum,
                                            s->block_max)
@@ -660,6 +706,11 @@ numla_status numla_sampler_sample(numla_sampler *s, float *logits, int32_t *toke
         }
     }
     return NUMLA_STATUS_OK;
+}
+
+int numla_sampler_grammar_closed(const numla_sampler *s)
+{
+    return s->gm && numla_grammar_matcher_is_closed(s->gm);
 }
 
 int numla_sampler_is_stop(const numla_sampler *s, int32_t token, const int32_t *eos,

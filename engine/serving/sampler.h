@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
+#include "engine/serving/grammar.h"
 
 /* MAX_LOGIT_BIAS: a request's logit_bias entries (OpenAI's API documents no limit, vLLM has
  * none; 1024 keeps the fixed arrays below at 8 KiB per request and the per-step cost at most
@@ -98,6 +99,11 @@ typedef struct numla_sampler {
     int32_t num_seen, cap_seen;
     int32_t *seen_slot;        /* (2 cap_seen) open addressing by token: index into seen_*, -1 */
     float *bias_saved;         /* (p.num_logit_bias) the logits before the bias */
+    /* response_format (all NULL when none: numla_sampler_set_grammar) */
+    numla_grammar_matcher *gm; /* the grammar's state, advanced by each generated token */
+    const numla_grammar_vocab *gv; /* borrowed */
+    uint64_t *gmask;           /* ((vocab + 63) / 64) the tokens allowed this step */
+    float *gmasked;            /* (vocab) the logits with the others at -inf */
 } numla_sampler;
 
 numla_status numla_sampler_create(const numla_sampling_params *p, int32_t vocab,
@@ -111,6 +117,17 @@ void numla_sampler_destroy(numla_sampler **s);
 numla_status numla_sampler_add_tokens(numla_sampler *s, const int32_t *tokens, int32_t n,
                                       int generated);
 
+/* Constrain the request to grammar g (a response_format) over vocabulary v (both borrowed,
+ * must outlive the sampler; v's size is the sampler's vocab): before step 1 every token the
+ * grammar does not allow next gets -inf (greedy and draws alike), so only a document of the
+ * grammar can come out; an end (EOS) token only once it is complete. Each generated token added
+ * (numla_sampler_add_tokens, generated 1) advances the grammar; numla_sampler_grammar_closed
+ * says when the document is closed (nothing may follow: the request ends there, its last token
+ * part of the text). Cost per step: the mask walk (grammar.h) and one more pass
+ * over the logits. */
+numla_status numla_sampler_set_grammar(numla_sampler *s, const numla_grammar *g,
+                                       const numla_grammar_vocab *v);
+
 /* Pick the next token from logits (vocab), given the tokens added so far. The entries that
  * logit_bias and the penalties touch are adjusted in place and put back before returning, so
  * logits reads as given afterwards. lp (may be NULL) receives logprobs when requested. */
@@ -120,6 +137,10 @@ numla_status numla_sampler_sample(numla_sampler *s, float *logits, int32_t *toke
 /* Whether `token` ends the request (stop_token_ids, or one of eos[num_eos] unless ignore_eos). */
 int numla_sampler_is_stop(const numla_sampler *s, int32_t token, const int32_t *eos,
                           int32_t num_eos);
+
+/* With a grammar: its document is closed by the tokens added (no token but an end one may
+ * follow). 0 without a grammar. */
+int numla_sampler_grammar_closed(const numla_sampler *s);
 
 /* Uniform double in [0, 1) from the request's PRNG (exposed for tests). */
 double numla_sampler_uniform(numla_sampler *s);

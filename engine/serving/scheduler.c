@@ -45,6 +45,7 @@ typedef struct sched_draw {
 struct numla_sched {
     numla_sched_options o;
     int32_t eos[16];
+    numla_grammar_vocab *gvocab; /* built at the first request with a grammar */
     numla_kv_cache *kv;
     numla_sched_exec_fn exec;
     void *exec_ctx;
@@ -85,6 +86,17 @@ static void seq_free(numla_sched *s, sched_seq *q)
     free(q);
 }
 
+/* A request's response_format: its sampler masks with the grammar over the vocabulary. */
+static numla_status grammar_attach(numla_sched *s, sched_seq *q)
+{
+    if (!s->o.tokenizer)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "response_format needs the model's tokenizer");
+    if (!s->gvocab)
+        NUMLA_CHECK(numla_grammar_vocab_from_tokenizer(s->o.tokenizer, s->o.vocab_size, s->eos,
+                                                       s->o.num_eos, &s->gvocab));
+    return numla_sampler_set_grammar(q->smp, q->req->grammar, s->gvocab);
+}
+
 void numla_sched_destroy(numla_sched **ps)
 {
     if (!ps || !*ps)
@@ -92,6 +104,7 @@ void numla_sched_destroy(numla_sched **ps)
     numla_sched *s = *ps;
     for (int32_t i = 0; i < s->num_waiting; i++)
         seq_free(s, s->waiting[i]);
+    numla_grammar_vocab_destroy(&s->gvocab);
     for (int32_t i = 0; i < s->num_running; i++)
         seq_free(s, s->running[i]);
     free(s->waiting);
@@ -480,6 +493,8 @@ static numla_status plan(numla_sched *s, int32_t *num_seqs)
             if (st == NUMLA_STATUS_OK) /* the prompt, for a repetition_penalty */
                 st = numla_sampler_add_tokens(q->smp, q->req->prompt_tokens, q->req->num_prompt,
                                               0);
+            if (st == NUMLA_STATUS_OK && q->req->grammar)
+                st = grammar_attach(s, q);
             if (st != NUMLA_STATUS_OK) {
                 char msg[600];
                 snprintf(msg, sizeof msg, "line %lld: %s", (long long)q->req->line,
@@ -641,6 +656,8 @@ numla_status numla_sched_step(numla_sched *s)
         else if (s->o.stop_check &&
                  s->o.stop_check(s->o.stop_ctx, q->user, q->tokens + q->req->num_prompt,
                                  q->num_gen, q->lps ? &q->lps[q->num_gen - 1] : NULL))
+            reason = "stop";
+        else if (numla_sampler_grammar_closed(q->smp)) /* response_format: the document closed */
             reason = "stop";
         else if (q->num_gen >= q->req->params.max_tokens)
             reason = "length";

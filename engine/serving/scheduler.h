@@ -87,6 +87,11 @@ typedef struct numla_sched_options {
     void *stop_ctx;
     int no_prefix_cache;       /* 1: neither look blocks up nor cache them (--no-prefix-cache) */
     uint64_t prefix_salt;      /* the model's identity in the prefix cache's block hashes */
+    /* The tokens' bytes for requests with a response_format grammar (borrowed; the serve loop
+     * passes its tokenizer): the scheduler builds the grammar vocabulary (a trie of the
+     * vocab_size tokens, special ones excluded, the EOS ids as end tokens) at the first such
+     * request. NULL: such a request finishes with an error. */
+    const numla_tokenizer *tokenizer;
 } numla_sched_options;
 
 typedef struct numla_sched_stats {

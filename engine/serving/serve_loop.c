@@ -268,6 +268,8 @@ numla_status numla_serve_loop_create(const numla_serve_options *opts,
     numla_sched_options so = l->o.sched;
     so.stop_check = loop_on_token;
     so.stop_ctx = l;
+    if (!so.tokenizer)
+        so.tokenizer = l->o.tokenizer;
     numla_status s = numla_sched_create(&so, l->o.kv, l->o.exec, l->o.exec_ctx, loop_on_done, l,
                                         &l->sc);
     if (s != NUMLA_STATUS_OK) {

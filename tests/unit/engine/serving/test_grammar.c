@@ -1,0 +1,607 @@
+/* tests/unit/engine/serving/test_grammar.c — the JSON-Schema grammar (engine/serving/grammar.h)
+ * against independent checks:
+ *   - hand-written schemas with documents the matcher must accept (whole, byte by byte, in
+ *     random pieces, and token by token through the mask) and documents it must refuse;
+ *     every accepted one also parses with jansson and passes this file's own validator;
+ *   - the mask equals, token for token, what feeding each token's bytes says (a brute force
+ *     over a vocabulary of bytes, words, JSON pieces and UTF-8), at many reachable states;
+ *   - documents drawn through numla_sampler with random logits (many seeds) always parse and
+ *     validate (this file's validator of the subset, independent of the compiler), and end on
+ *     an end token or when the document closes;
+ *   - refusals name the keyword;
+ *   - the fuzz target (tests/fuzz/fuzz_json_schema.c) over its corpus and mutations. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "engine/serving/grammar.h"
+#include "engine/serving/request_io.h"
+#include "engine/serving/sampler.h"
+#include "test_util.h"
+
+/* ---------------------------------------------------------------- a validator ---------- */
+
+static size_t utf8_chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+static const json_t *resolve(const json_t *root, const char *ref)
+{
+    if (!strcmp(ref, "#"))
+        return root;
+    if (!strncmp(ref, "#/$defs/", 8))
+        return json_object_get(json_object_get(root, "$defs"), ref + 8);
+    if (!strncmp(ref, "#/definitions/", 14))
+        return json_object_get(json_object_get(root, "definitions"), ref + 14);
+    return NULL;
+}
+
+static int type_ok(const json_t *v, const char *t)
+{
+    if (!strcmp(t, "null"))
+        return json_is_null(v);
+    if (!strcmp(t, "boolean"))
+        return json_is_boolean(v);
+    if (!strcmp(t, "object"))
+        return json_is_object(v);
+    if (!strcmp(t, "array"))
+        return json_is_array(v);
+    if (!strcmp(t, "string"))
+        return json_is_string(v);
+    if (!strcmp(t, "number"))
+        return json_is_number(v);
+    if (!strcmp(t, "integer"))
+        return json_is_integer(v) ||
+               (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)));
+    return 0;
+}
+
+/* JSON Schema's validity of v under s (the keywords the grammar compiles). */
+static int valid(const json_t *v, const json_t *s, const json_t *root)
+{
+    if (json_is_boolean(s))
+        return json_is_true(s);
+    const json_t *k;
+    if ((k = json_object_get(s, "$ref")))
+        return valid(v, resolve(root, json_string_value(k)), root);
+    if ((k = json_object_get(s, "type"))) {
+        int ok = 0;
+        if (json_is_string(k))
+            ok = type_ok(v, json_string_value(k));
+        for (size_t i = 0; json_is_array(k) && i < json_array_size(k); i++)
+            ok |= type_ok(v, json_string_value(json_array_get(k, i)));
+        if (!ok)
+            return 0;
+    }
+    if ((k = json_object_get(s, "const")) && !json_equal(v, (json_t *)k))
+        return 0;
+    if ((k = json_object_get(s, "enum"))) {
+        int ok = 0;
+        for (size_t i = 0; i < json_array_size(k); i++)
+            ok |= json_equal(v, json_array_get(k, i));
+        if (!ok)
+            return 0;
+    }
+    if ((k = json_object_get(s, "anyOf"))) {
+        int ok = 0;
+        for (size_t i = 0; i < json_array_size(k); i++)
+            ok |= valid(v, json_array_get(k, i), root);
+        if (!ok)
+            return 0;
+    }
+    if ((k = json_object_get(s, "oneOf"))) {
+        int n = 0;
+        for (size_t i = 0; i < json_array_size(k); i++)
+            n += valid(v, json_array_get(k, i), root);
+        if (n != 1)
+            return 0;
+    }
+    if ((k = json_object_get(s, "allOf")))
+        for (size_t i = 0; i < json_array_size(k); i++)
+            if (!valid(v, json_array_get(k, i), root))
+                return 0;
+    if (json_is_string(v)) {
+        size_t n = utf8_chars(json_string_value(v), json_string_length(v));
+        if ((k = json_object_get(s, "minLength")) && (json_int_t)n < json_integer_value(k))
+            return 0;
+        if ((k = json_object_get(s, "maxLength")) && (json_int_t)n > json_integer_value(k))
+            return 0;
+    }
+    if (json_is_array(v)) {
+        size_t n = json_array_size(v);
+        if ((k = json_object_get(s, "minItems")) && (json_int_t)n < json_integer_value(k))
+            return 0;
+        if ((k = json_object_get(s, "maxItems")) && (json_int_t)n > json_integer_value(k))
+            return 0;
+        if ((k = json_object_get(s, "items")))
+            for (size_t i = 0; i < n; i++)
+                if (!valid(json_array_get(v, i), k, root))
+                    return 0;
+    }
+    if (json_is_object(v)) {
+        const json_t *props = json_object_get(s, "properties");
+        const json_t *ap = json_object_get(s, "additionalProperties");
+        if ((k = json_object_get(s, "required")))
+            for (size_t i = 0; i < json_array_size(k); i++)
+                if (!json_object_get(v, json_string_value(json_array_get(k, i))))
+                    return 0;
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)v, key, val) {
+            const json_t *ps = json_object_get(props, key);
+            if (ps ? !valid(val, ps, root) : ap && !valid(val, ap, root))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------- a small vocabulary --- */
+
+/* Bytes 0..255 as tokens 0..255, then multi-byte pieces; EOS the last id. */
+static const char *const PIECES[] = {
+    "{\"", "\":", "\",", "\"}", "\":\"", "\",\"", "true", "false", "null", "[]", "{}", "[{",
+    "}]", "},{", "name", "age", "\"name\":\"", "\"age\":", "ab", "abc", "red", "green", "\"red\"",
+    "12", "0.", "1e", "e+", "-1", "00", "\\n", "\\u00e9", "\\u", "\\\"", "é", "日本", "語",
+    "\xe6\x97", "\xa5", "\xf0\x9f\x98\x80", "\xed\xa0", "\xc0\xaf", "a\"", "x\\", " ", "\n",
+    "\"v\":", "kids", "\"kids\":[", "\"a\":", "\"ab\":", "\"b\":null", ",\"", "]}", "1,2", "\"x\"",
+    "hello world", "\x01", "\"\"", "é\"}"};
+enum { NP = sizeof PIECES / sizeof PIECES[0], VOCAB = 256 + NP + 1, EOS_ID = VOCAB - 1 };
+
+static const uint8_t *vbytes[VOCAB];
+static size_t vlens[VOCAB];
+static uint8_t byte_tok[256];
+
+static numla_grammar_vocab *small_vocab(void)
+{
+    for (int i = 0; i < 256; i++) {
+        byte_tok[i] = (uint8_t)i;
+        vbytes[i] = &byte_tok[i];
+        vlens[i] = 1;
+    }
+    for (int i = 0; i < NP; i++) {
+        vbytes[256 + i] = (const uint8_t *)PIECES[i];
+        vlens[256 + i] = strlen(PIECES[i]);
+    }
+    vbytes[EOS_ID] = NULL;
+    vlens[EOS_ID] = 0;
+    int32_t eos = EOS_ID;
+    numla_grammar_vocab *v = NULL;
+    CU_ASSERT_FATAL(numla_grammar_vocab_create(VOCAB, vbytes, vlens, &eos, 1, &v) ==
+                    NUMLA_STATUS_OK);
+    return v;
+}
+
+static int mask_has(const uint64_t *mask, int32_t t) { return (int)(mask[t / 64] >> (t % 64) & 1); }
+
+/* ---------------------------------------------------------------- the cases ----------- */
+
+typedef struct gcase {
+    const char *schema;   /* NULL: json_object mode */
+    const char *good[8];  /* canonical documents: accepted */
+    const char *bad[12];  /* refused (invalid, or valid but not canonical: marked so below) */
+} gcase;
+
+static const gcase CASES[] = {
+    {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":"
+     "\"integer\"}},\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
+     {"{\"name\":\"Al\",\"age\":3}", "{\"name\":\"\",\"age\":-12}",
+      "{\"name\":\"é\\\"x\\u00e9\\n\",\"age\":0}", "{\"name\":\"\xf0\x9f\x98\x80\",\"age\":-0}"},
+     {"{\"name\":\"Al\"}", "{\"name\":\"Al\",\"age\":3.5}", "{\"name\":\"Al\",\"age\":03}",
+      "{\"name\":\"Al\",\"age\":3,\"x\":1}", "{\"name\":1,\"age\":3}",
+      "{\"name\":\"\\u0000\",\"age\":1}", "{\"name\":\"\\ud800\",\"age\":1}",
+      "{\"name\":\"\xc0\xaf\",\"age\":1}", "{\"name\":\"\xed\xa0\x80\",\"age\":1}",
+      "{\"name\":\"a\x01\",\"age\":1}",
+      /* valid JSON Schema-wise, not canonical: keys out of order, whitespace */
+      "{\"age\":3,\"name\":\"Al\"}", "{\"name\": \"Al\",\"age\":3}"}},
+    {"{\"type\":\"array\",\"items\":{\"type\":\"number\"},\"minItems\":1,\"maxItems\":3}",
+     {"[1]", "[1.5,-2e10,0]", "[0.0,1E+2]", "[123456789012345,1.5e-99]"},
+     {"[]", "[1,2,3,4]", "[1,]", "[01]", "[1.]", "[-]", "[\"a\"]", "[1e123]",
+      "[1234567890123456]", "[.5]", "[+1]", "[1]]"}},
+    {"{\"enum\":[\"red\",\"green\",null,1]}",
+     {"\"red\"", "\"green\"", "null", "1"},
+     {"\"blue\"", "\"re\"", "2", "\"red", "red", "1.0", "nul"}},
+    {"{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"integer\"}]}",
+     {"\"ab\"", "\"\"", "12", "\"é日\"", "\"\\n\\t\""},
+     {"\"abc\"", "1.5", "true", "\"é日本\""}},
+    {"{\"type\":[\"string\",\"null\"],\"minLength\":2}",
+     {"\"ab\"", "null", "\"日本\""},
+     {"\"a\"", "1", "\"\"", "\"日\""}},
+    {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+     "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"v\"]}},"
+     "\"$ref\":\"#/$defs/node\"}",
+     {"{\"v\":1}", "{\"v\":1,\"kids\":[]}", "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[{\"v\":4}]}]}"},
+     {"{\"kids\":[]}", "{\"v\":1,\"kids\":[{}]}", "{\"v\":1,\"kids\":[{\"v\":\"x\"}]}", "{}"}},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"},\"b\":{\"type\":\"null\"},"
+     "\"c\":{\"const\":\"x\"}},\"required\":[\"b\"]}",
+     {"{\"b\":null}", "{\"a\":true,\"b\":null}", "{\"b\":null,\"c\":\"x\"}",
+      "{\"a\":false,\"b\":null,\"c\":\"x\"}"},
+     {"{}", "{\"a\":true}", "{\"b\":null,\"c\":\"y\"}", "{\"b\":null,}", "{\"b\":null,\"a\":true}"}},
+    {NULL,
+     {"{}", "{\"a\":[1,{\"b\":null}],\"a\":\"x\"}", "{\"k\":\"v\",\"n\":-0.5e-3,\"t\":[true,false]}"},
+     {"[]", "\"x\"", "{\"a\"}", "{\"a\":1,}", "{,}", "{\"a\":tru}", "1", "{\"a\":1}}"}},
+    {"{\"type\":\"string\",\"minLength\":1,\"maxLength\":3}",
+     {"\"a\"", "\"abc\"", "\"\\n\\t\"", "\"日本語\"", "\"\\u00e9\\/\""},
+     {"\"\"", "\"abcd\"", "\"日本語x\"", "\"\\x\"", "\"a\nb\"", "\"\xff\"", "\"\xe6\x97\""}},
+    {"{\"oneOf\":[{\"type\":\"boolean\"},{\"type\":\"array\",\"items\":{\"type\":\"string\"}}]}",
+     {"true", "[\"a\"]", "[]", "[\"a\",\"b\"]"},
+     {"[1]", "\"x\"", "[\"a\",]"}},
+    {"{}",
+     {"1", "\"x\"", "[1,{}]", "null", "{\"a\":{\"b\":[[]]}}", "-0.5"},
+     {"", "[1,,2]", "{\"a\"}", "tru", "01"}},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"ab\":{\"type\":"
+     "\"integer\"},\"abc\":{\"type\":\"integer\"}}}",
+     {"{}", "{\"ab\":1}", "{\"a\":1,\"abc\":2}", "{\"a\":1,\"ab\":2,\"abc\":3}"},
+     {"{\"abc\":1,\"a\":2}", "{\"abd\":1}", "{\"a\":1,\"a\":2}", "{\"ab\":1,}"}},
+    {"{\"type\":\"number\"}",
+     {"-0", "1.25e-7", "123456789012345", "0.5E+10", "7"},
+     {"+1", ".5", "1.2.3", "0x1", "NaN", "1e+", "-", "1e"}},
+    {"{\"type\":\"array\",\"items\":false}", {"[]"}, {"[1]", "[[]]"}},
+    {"{\"type\":\"object\",\"properties\":{\"k\":{\"enum\":[\"a\\\"b\",\"é\"]}},\"required\":"
+     "[\"k\"],\"additionalProperties\":false}",
+     {"{\"k\":\"a\\\"b\"}", "{\"k\":\"é\"}"},
+     {"{\"k\":\"a\"}", "{\"k\":\"\\u00e9\"}"}},
+};
+enum { NCASES = sizeof CASES / sizeof CASES[0] };
+
+static numla_grammar *compile_case(const gcase *c, json_t **schema)
+{
+    numla_grammar *g = NULL;
+    *schema = NULL;
+    if (!c->schema) {
+        CU_ASSERT_FATAL(numla_grammar_compile_json_object(&g) == NUMLA_STATUS_OK);
+        *schema = json_pack("{s:s}", "type", "object");
+        return g;
+    }
+    json_error_t e;
+    *schema = json_loads(c->schema, 0, &e);
+    NUMLA_ASSERT_MSG(*schema != NULL, "schema %s: %s", c->schema, e.text);
+    if (!*schema)
+        return NULL;
+    numla_status st = numla_grammar_compile_schema(*schema, &g);
+    NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "schema %s: %s", c->schema, numla_error_message());
+    return g;
+}
+
+/* Whole, then byte by byte (accept_bytes is all or nothing: a refused byte leaves the state) */
+static int accepts(const numla_grammar *g, const char *doc, size_t step)
+{
+    numla_grammar_matcher *m = NULL;
+    CU_ASSERT_FATAL(numla_grammar_matcher_create(g, &m) == NUMLA_STATUS_OK);
+    const size_t n = strlen(doc);
+    int ok = 1;
+    for (size_t i = 0; ok && i < n; i += step) {
+        size_t k = n - i < step ? n - i : step;
+        ok = numla_grammar_matcher_accept_bytes(m, (const uint8_t *)doc + i, k);
+    }
+    ok = ok && numla_grammar_matcher_is_complete(m);
+    numla_grammar_matcher_destroy(&m);
+    return ok;
+}
+
+/* Token by token: the longest vocabulary piece that starts the rest, which the mask must allow;
+ * at the end the mask must allow EOS. 1: the whole document went through. */
+static int accepts_tokens(const numla_grammar *g, const numla_grammar_vocab *v, const char *doc)
+{
+    numla_grammar_matcher *m = NULL;
+    CU_ASSERT_FATAL(numla_grammar_matcher_create(g, &m) == NUMLA_STATUS_OK);
+    uint64_t mask[(VOCAB + 63) / 64];
+    const size_t n = strlen(doc);
+    int ok = 1;
+    for (size_t i = 0; ok && i < n;) {
+        int32_t best = -1;
+        size_t bl = 0;
+        for (int32_t t = 0; t < EOS_ID; t++)
+            if (vlens[t] > bl && vlens[t] <= n - i && !memcmp(vbytes[t], doc + i, vlens[t])) {
+                best = t;
+                bl = vlens[t];
+            }
+        CU_ASSERT_FATAL(numla_grammar_matcher_fill_mask(m, v, mask) == NUMLA_STATUS_OK);
+        CU_ASSERT(!mask_has(mask, EOS_ID) || numla_grammar_matcher_is_complete(m));
+        if (!mask_has(mask, best)) {
+            ok = 0;
+            /* the single byte may still be allowed: take it if so */
+            if (bl > 1 && mask_has(mask, (uint8_t)doc[i])) {
+                best = (uint8_t)doc[i];
+                bl = 1;
+                ok = 1;
+            }
+        }
+        if (ok)
+            CU_ASSERT_FATAL(numla_grammar_matcher_accept_token(m, v, best) == NUMLA_STATUS_OK);
+        i += bl;
+    }
+    if (ok) {
+        CU_ASSERT_FATAL(numla_grammar_matcher_fill_mask(m, v, mask) == NUMLA_STATUS_OK);
+        ok = mask_has(mask, EOS_ID);
+        CU_ASSERT_EQUAL(ok, numla_grammar_matcher_is_complete(m));
+    }
+    numla_grammar_matcher_destroy(&m);
+    return ok;
+}
+
+static void test_documents(void)
+{
+    numla_grammar_vocab *v = small_vocab();
+    numla_test_rng rng = {7};
+    for (int c = 0; c < NCASES; c++) {
+        json_t *schema;
+        numla_grammar *g = compile_case(&CASES[c], &schema);
+        if (!g)
+            continue;
+        for (int k = 0; k < 8 && CASES[c].good[k]; k++) {
+            const char *d = CASES[c].good[k];
+            json_t *j = json_loads(d, JSON_DECODE_ANY, NULL);
+            NUMLA_ASSERT_MSG(j && valid(j, schema, schema), "case %d: %s is not valid", c, d);
+            json_decref(j);
+            size_t step = 1 + numla_test_rng_u64(&rng) % 5;
+            NUMLA_ASSERT_MSG(accepts(g, d, strlen(d) ? strlen(d) : 1), "case %d: %s refused", c, d);
+            NUMLA_ASSERT_MSG(accepts(g, d, 1), "case %d: %s refused byte by byte", c, d);
+            NUMLA_ASSERT_MSG(accepts(g, d, step), "case %d: %s refused in %zu pieces", c, d, step);
+            NUMLA_ASSERT_MSG(accepts_tokens(g, v, d), "case %d: %s refused token by token", c, d);
+        }
+        for (int k = 0; k < 12 && CASES[c].bad[k]; k++) {
+            const char *d = CASES[c].bad[k];
+            NUMLA_ASSERT_MSG(!accepts(g, d, 1), "case %d: %s accepted byte by byte", c, d);
+            NUMLA_ASSERT_MSG(!accepts(g, d, strlen(d) ? strlen(d) : 1), "case %d: %s accepted", c,
+                             d);
+            NUMLA_ASSERT_MSG(!accepts_tokens(g, v, d), "case %d: %s accepted token by token", c,
+                             d);
+        }
+        numla_grammar_destroy(&g);
+        json_decref(schema);
+    }
+    numla_grammar_vocab_destroy(&v);
+}
+
+/* The mask is what feeding each token says, at states reached by prefixes of the documents. */
+static void test_mask_is_bytes(void)
+{
+    numla_grammar_vocab *v = small_vocab();
+    uint64_t mask[(VOCAB + 63) / 64];
+    int checked = 0;
+    for (int c = 0; c < NCASES; c++) {
+        json_t *schema;
+        numla_grammar *g = compile_case(&CASES[c], &schema);
+        if (!g)
+            continue;
+        for (int k = 0; k < 8 && CASES[c].good[k]; k++) {
+            const char *d = CASES[c].good[k];
+            const size_t n = strlen(d);
+            for (size_t p = 0; p <= n; p++) {
+                numla_grammar_matcher *m = NULL;
+                CU_ASSERT_FATAL(numla_grammar_matcher_create(g, &m) == NUMLA_STATUS_OK);
+                CU_ASSERT_FATAL(numla_grammar_matcher_accept_bytes(m, (const uint8_t *)d, p));
+                CU_ASSERT_FATAL(numla_grammar_matcher_fill_mask(m, v, mask) == NUMLA_STATUS_OK);
+                for (int32_t t = 0; t < EOS_ID; t++) {
+                    numla_grammar_matcher *m2 = NULL;
+                    CU_ASSERT_FATAL(numla_grammar_matcher_create(g, &m2) == NUMLA_STATUS_OK);
+                    numla_grammar_matcher_accept_bytes(m2, (const uint8_t *)d, p);
+                    int want = numla_grammar_matcher_accept_bytes(m2, vbytes[t], vlens[t]);
+                    NUMLA_ASSERT_MSG(mask_has(mask, t) == want,
+                                     "case %d, \"%.*s\" + token %d (\"%.*s\"): mask %d, bytes %d",
+                                     c, (int)p, d, t, (int)vlens[t], (const char *)vbytes[t],
+                                     mask_has(mask, t), want);
+                    numla_grammar_matcher_destroy(&m2);
+                    checked++;
+                }
+                CU_ASSERT_EQUAL(mask_has(mask, EOS_ID), numla_grammar_matcher_is_complete(m));
+                numla_grammar_matcher_destroy(&m);
+            }
+        }
+        numla_grammar_destroy(&g);
+        json_decref(schema);
+    }
+    CU_ASSERT(checked > 100000);
+    numla_grammar_vocab_destroy(&v);
+}
+
+/* Random logits through the sampler's mask: every document parses and validates. */
+static void test_generated_documents_validate(void)
+{
+    numla_grammar_vocab *v = small_vocab();
+    float *logits = malloc(VOCAB * sizeof *logits);
+    int32_t *out = malloc(4096 * sizeof *out);
+    char *text = malloc(1 << 16);
+    CU_ASSERT_FATAL(logits && out && text);
+    int docs = 0, closed = 0;
+    for (int c = 0; c < NCASES; c++) {
+        json_t *schema;
+        numla_grammar *g = compile_case(&CASES[c], &schema);
+        if (!g)
+            continue;
+        for (uint64_t seed = 1; seed <= 40; seed++) {
+            numla_sampling_params p;
+            numla_sampling_params_default(&p);
+            p.seed = seed * 7919 + (uint64_t)c;
+            p.has_seed = 1;
+            p.temperature = seed % 5 == 0 ? 0.0 : 1.0;
+            p.top_k = seed % 3 == 0 ? 5 : 0;
+            numla_sampler *s = NULL;
+            CU_ASSERT_FATAL(numla_sampler_create(&p, VOCAB, &s) == NUMLA_STATUS_OK);
+            CU_ASSERT_FATAL(numla_sampler_set_grammar(s, g, v) == NUMLA_STATUS_OK);
+            numla_test_rng rng = {seed * 31 + (uint64_t)c};
+            size_t len = 0;
+            int n = 0, ended = 0;
+            const int32_t eos = EOS_ID;
+            while (n < 4000 && !ended) {
+                for (int32_t t = 0; t < VOCAB; t++)
+                    logits[t] = (float)numla_test_rng_normal(&rng) * 2.0f;
+                /* lean towards closing things so that documents end */
+                logits['"'] += 2.0f;
+                logits[']'] += 2.0f;
+                logits['}'] += 2.0f;
+                logits[EOS_ID] += 2.0f;
+                int32_t tok;
+                numla_status st = numla_sampler_sample(s, logits, &tok, NULL);
+                NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "%s", numla_error_message());
+                if (st != NUMLA_STATUS_OK)
+                    break;
+                CU_ASSERT_FATAL(numla_sampler_add_tokens(s, &tok, 1, 1) == NUMLA_STATUS_OK);
+                if (tok != EOS_ID && len + vlens[tok] < (1 << 16)) {
+                    memcpy(text + len, vbytes[tok], vlens[tok]);
+                    len += vlens[tok];
+                }
+                n++;
+                if (numla_sampler_is_stop(s, tok, &eos, 1) || numla_sampler_grammar_closed(s)) {
+                    ended = 1;
+                    closed += tok != EOS_ID;
+                }
+            }
+            text[len] = 0;
+            NUMLA_ASSERT_MSG(ended, "case %d seed %llu: no end in %d tokens: %.200s", c,
+                             (unsigned long long)seed, n, text);
+            if (ended) {
+                json_error_t e;
+                json_t *j = json_loadb(text, len, JSON_DECODE_ANY, &e);
+                NUMLA_ASSERT_MSG(j != NULL, "case %d seed %llu: %s does not parse: %s", c,
+                                 (unsigned long long)seed, text, e.text);
+                NUMLA_ASSERT_MSG(j && valid(j, schema, schema),
+                                 "case %d seed %llu: %s does not validate", c,
+                                 (unsigned long long)seed, text);
+                json_decref(j);
+                docs++;
+            }
+            numla_sampler_destroy(&s);
+        }
+        numla_grammar_destroy(&g);
+        json_decref(schema);
+    }
+    CU_ASSERT(docs == NCASES * 40);
+    CU_ASSERT(closed > 0);
+    free(logits);
+    free(out);
+    free(text);
+    numla_grammar_vocab_destroy(&v);
+}
+
+static void test_refusals(void)
+{
+    static const char *const cases[][2] = {
+        {"{\"type\":\"string\",\"pattern\":\"^a$\"}", "'pattern'"},
+        {"{\"type\":\"string\",\"format\":\"date\"}", "'format'"},
+        {"{\"type\":\"integer\",\"minimum\":3}", "'minimum'"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\",\"multipleOf\":2}}}",
+         "schema.properties.a: 'multipleOf'"},
+        {"{\"type\":\"array\",\"prefixItems\":[{}]}", "'prefixItems'"},
+        {"{\"not\":{}}", "'not'"},
+        {"{\"type\":\"array\",\"items\":[{}]}", "'items' as a list"},
+        {"{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"maxLength\":3}]}", "'oneOf'"},
+        {"{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":3}]}", "'allOf'"},
+        {"{\"$ref\":\"http://x/y\"}", "'$ref'"},
+        {"{\"$ref\":\"#/$defs/missing\"}", "names no schema"},
+        {"{\"enum\":[]}", "'enum'"},
+        {"{\"type\":\"string\",\"enum\":[1,2]}", "'enum'"},
+        {"{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "'minLength'"},
+        {"{\"type\":\"object\",\"required\":[\"a\"]}", "'required'"},
+        {"{\"type\":\"strings\"}", "'type'"},
+        {"false", "false"},
+        {"{\"type\":\"string\",\"enum\":[\"a\"],\"maxLength\":3}", "'enum'"},
+        {"{\"type\":\"object\",\"minProperties\":1}", "'minProperties'"},
+        {"{\"type\":\"array\",\"uniqueItems\":true}", "'uniqueItems'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *s = json_loads(cases[i][0], JSON_DECODE_ANY, NULL);
+        CU_ASSERT_FATAL(s != NULL);
+        numla_grammar *g = NULL;
+        numla_status st = numla_grammar_compile_schema(s, &g);
+        NUMLA_ASSERT_MSG(st != NUMLA_STATUS_OK && !g, "%s compiled", cases[i][0]);
+        NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK || strstr(numla_error_message(), cases[i][1]),
+                         "%s: message \"%s\" does not name %s", cases[i][0],
+                         numla_error_message(), cases[i][1]);
+        numla_grammar_destroy(&g);
+        json_decref(s);
+    }
+}
+
+/* numla run's lines: response_format through the one validation pass, errors naming the field. */
+static void test_request_response_format(void)
+{
+    numla_tokenizer *tok = NULL;
+    CU_ASSERT_FATAL(numla_tokenizer_load(numla_test_source_path("tests/golden/tokenizer/bpe1k"),
+                                         &tok) == NUMLA_STATUS_OK);
+    numla_request_limits lim = {.vocab_size = 1000, .max_context = 4096, .tokenizer = tok};
+    static const char *const lines[][2] = {
+        {"{\"id\":1,\"prompt_tokens\":[1],\"response_format\":{\"type\":\"json_object\"}}", ""},
+        {"{\"id\":1,\"prompt_tokens\":[1],\"response_format\":{\"type\":\"text\"}}", ""},
+        {"{\"id\":1,\"prompt_tokens\":[1],\"response_format\":null}", ""},
+        {"{\"id\":1,\"prompt_tokens\":[1],\"response_format\":{\"type\":\"json_schema\","
+         "\"json_schema\":{\"name\":\"x\",\"strict\":true,\"schema\":{\"type\":\"integer\"}}}}", ""},
+        {"{\"id\":1,\"prompt_tokens\":[1],\"response_format\":{\"type\":\"json_schema\","
+         "\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":\"string\",\"pattern\":\"a\"}}}}",
+         "field \"response_format.json_schema.schema\" is outside the supported subset "
+         "(docs/serving.md): schema: 'pattern' is not supported"},
+        {"{\"id\":1,\"prompt_tokens\":[1],\"response_format\":{\"type\":\"yaml\"}}",
+         "field \"response_format.type\""},
+        {"{\"id\":1,\"prompt_tokens\":[1],\"response_format\":{\"type\":\"json_object\","
+         "\"json_schema\":{}}}", "field \"response_format.json_schema\" is not a field"},
+        {"{\"id\":1,\"prompt_tokens\":[1],\"response_format\":{\"type\":\"json_schema\","
+         "\"json_schema\":{\"name\":\"x\"}}}", "field \"response_format.json_schema.schema\""},
+        {"{\"id\":1,\"prompt_tokens\":[1],\"ignore_eos\":true,\"response_format\":{\"type\":"
+         "\"json_object\"}}", "ignore_eos"},
+        {"{\"id\":1,\"prompt_tokens\":[1],\"response_format\":\"json\"}", "field \"response_format\""},
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        numla_request r;
+        CU_ASSERT_FATAL(numla_request_parse(lines[i][0], strlen(lines[i][0]), 1, &lim, &r) ==
+                        NUMLA_STATUS_OK);
+        const int want_ok = !lines[i][1][0];
+        NUMLA_ASSERT_MSG(want_ok ? !r.error[0] : strstr(r.error, lines[i][1]) != NULL,
+                         "%s: error \"%s\"", lines[i][0], r.error);
+        const int has_grammar = r.grammar != NULL;
+        CU_ASSERT_EQUAL(has_grammar, want_ok && !strstr(lines[i][0], "\"text\"") &&
+                                         !strstr(lines[i][0], "null"));
+        numla_request_free(&r);
+    }
+    /* no tokenizer: refused */
+    lim.tokenizer = NULL;
+    numla_request r;
+    CU_ASSERT_FATAL(numla_request_parse(lines[0][0], strlen(lines[0][0]), 1, &lim, &r) ==
+                    NUMLA_STATUS_OK);
+    CU_ASSERT(strstr(r.error, "tokenizer") != NULL);
+    CU_ASSERT(r.grammar == NULL);
+    numla_request_free(&r);
+    numla_tokenizer_destroy(&tok);
+}
+
+/* The fuzz target over its corpus and seeded mutations of it. */
+int numla_fuzz_json_schema_run(const uint8_t *data, size_t size);
+
+static void test_fuzz_json_schema(void)
+{
+    static const char *const seeds[] = {"corpus_a", "corpus_b", "corpus_c", "corpus_d",
+                                        "corpus_e"};
+    numla_test_rng rng = {99};
+    int ran = 0;
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "tests/fuzz/corpus/json_schema/%s.txt", seeds[i]);
+        size_t n = 0;
+        char *seed = numla_test_read_file(numla_test_source_path(rel), &n);
+        NUMLA_ASSERT_MSG(seed != NULL, "cannot read %s", rel);
+        if (!seed)
+            continue;
+        CU_ASSERT_EQUAL(numla_fuzz_json_schema_run((const uint8_t *)seed, n), 1);
+        uint8_t *buf = malloc(n + 1);
+        for (int r = 0; buf && r < 200; r++) {
+            memcpy(buf, seed, n);
+            size_t len = numla_test_mutate_json(buf, n, 0, &rng);
+            CU_ASSERT_EQUAL_FATAL(numla_fuzz_json_schema_run(buf, len), 1);
+            ran++;
+        }
+        free(buf);
+        free(seed);
+    }
+    CU_ASSERT(ran >= 1000);
+}
+
+NUMLA_TEST_SUITE(grammar, NULL, NULL, NUMLA_TEST(test_documents), NUMLA_TEST(test_mask_is_bytes),
+                 NUMLA_TEST(test_generated_documents_validate), NUMLA_TEST(test_refusals),
+                 NUMLA_TEST(test_request_response_format), NUMLA_TEST(test_fuzz_json_schema))
