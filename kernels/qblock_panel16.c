@@ -217,109 +217,39 @@ numla_qblock_layout numla_qblock_layout_for(numla_qblock_type type, numla_qblock
                : NUMLA_QBLOCK_LAYOUT_ROWS;
 }
 
-/* Panel p's 16 rows from the source (rows at or past n: zeros). */
-static void numla_qblock_p16_pack_panel_(const numla_qblock_source *src, int64_t p, uint8_t *dst)
+/* Q4_K's (q4k) or IQ4_XS's block of row c into / out of its piece: the codes (unit (h, u) holds
+ * qs[32h + 4u .. + 4) of each row), d (Q4_K: dmin), the scales as bytes (Q4_K: sc then m; IQ4_XS:
+ * ls - 32). */
+static void numla_qblock_p16_put_k4_(int q4k, const uint8_t *blk, int c, uint8_t *piece)
 {
-    const int64_t k = src->k, nb = k / 256, sb = numla_qblock_p16_sb_(src->type);
-    const int q4k = src->type == NUMLA_QBLOCK_Q4_K, bytes = q4k ? 144 : 136, qs0 = q4k ? 16 : 8;
-    memset(dst, 0, (size_t)numla_qblock_p16_ld_(src->type, k));
-    for (int c = 0; c < 16; c++) {
-        const int64_t r = 16 * p + c;
-        if (r >= src->n)
-            break;
-        const uint8_t *row = (const uint8_t *)src->data + r * src->ld;
-        if (numla_qblock_p16_b32_(src->type)) {
-            const int bb = numla_qblock_info_get(src->type)->bytes;
-            for (int64_t g = 0; g < k / 32; g++)
-                numla_qblock_p16_put_b32_(src->type, row + bb * g, c, g, dst);
-            continue;
+    const int qs0 = q4k ? 16 : 8;
+    uint8_t *sc = piece + (q4k ? NUMLA_QBLOCK_P16_SC_Q4K : NUMLA_QBLOCK_P16_SC_IQ4);
+    for (int h = 0; h < 4; h++)
+        for (int u = 0; u < 8; u++)
+            memcpy(piece + (h * 8 + u) * 64 + 4 * c, blk + qs0 + 32 * h + 4 * u, 4);
+    memcpy(piece + NUMLA_QBLOCK_P16_D + 2 * c, blk, 2);
+    if (q4k) {
+        memcpy(piece + NUMLA_QBLOCK_P16_DMIN + 2 * c, blk + 2, 2);
+        for (int j = 0; j < 8; j++) {
+            uint8_t s, m;
+            numla_qblock_k4_scale_min_(blk + 4, j, &s, &m);
+            sc[16 * j + c] = s;
+            sc[128 + 16 * j + c] = m;
         }
-        if (src->type == NUMLA_QBLOCK_Q3_K || src->type == NUMLA_QBLOCK_Q5_K) {
-            for (int64_t b = 0; b < nb; b++)
-                if (src->type == NUMLA_QBLOCK_Q3_K)
-                    numla_qblock_p16_put_q3_(row + 110 * b, c, dst + b * sb);
-                else
-                    numla_qblock_p16_put_q5k_(row + 176 * b, c, dst + b * sb);
-            continue;
-        }
-        if (src->type == NUMLA_QBLOCK_Q6_K || src->type == NUMLA_QBLOCK_Q2_K) {
-            const int q6 = src->type == NUMLA_QBLOCK_Q6_K;
-            for (int64_t b = 0; b < nb; b++)
-                for (int i = 0; i < (q6 ? NUMLA_QBLOCK_P16_Q6_MOVES : NUMLA_QBLOCK_P16_Q2_MOVES); i++) {
-                    int at_piece, at_blk;
-                    const int bytes = q6 ? numla_qblock_p16_q6_k_move_(i, c, &at_piece, &at_blk)
-                                         : numla_qblock_p16_q2_k_move_(i, c, &at_piece, &at_blk);
-                    memcpy(dst + b * sb + at_piece, row + (q6 ? 210 : 84) * b + at_blk, (size_t)bytes);
-                }
-            continue;
-        }
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + bytes * b;
-            uint8_t *piece = dst + b * sb, *sc = piece + numla_qblock_p16_sc_(src->type);
-            /* codes: unit (h, u) holds qs[32h + 4u .. + 4) of each row */
-            for (int h = 0; h < 4; h++)
-                for (int u = 0; u < 8; u++)
-                    memcpy(piece + (h * 8 + u) * 64 + 4 * c, blk + qs0 + 32 * h + 4 * u, 4);
-            memcpy(piece + NUMLA_QBLOCK_P16_D + 2 * c, blk, 2);
-            if (q4k) {
-                memcpy(piece + NUMLA_QBLOCK_P16_DMIN + 2 * c, blk + 2, 2);
-                for (int j = 0; j < 8; j++) {
-                    uint8_t s, m;
-                    numla_qblock_k4_scale_min_(blk + 4, j, &s, &m);
-                    sc[16 * j + c] = s;
-                    sc[128 + 16 * j + c] = m;
-                }
-            } else {
-                uint16_t sh;
-                memcpy(&sh, blk + 2, 2);
-                for (int j = 0; j < 8; j++) {
-                    const int ls = ((blk[4 + j / 2] >> (4 * (j % 2))) & 15) | ((sh >> (2 * j)) & 3) << 4;
-                    sc[16 * j + c] = (uint8_t)(int8_t)(ls - 32);
-                }
-            }
+    } else {
+        uint16_t sh;
+        memcpy(&sh, blk + 2, 2);
+        for (int j = 0; j < 8; j++) {
+            const int ls = ((blk[4 + j / 2] >> (4 * (j % 2))) & 15) | ((sh >> (2 * j)) & 3) << 4;
+            sc[16 * j + c] = (uint8_t)(int8_t)(ls - 32);
         }
     }
 }
 
-numla_status numla_qblock_p16_pack_(const numla_qblock_source *src, void *dst, numla_qblock_weight *out)
+static void numla_qblock_p16_get_k4_(int q4k, const uint8_t *piece, int c, uint8_t *out)
 {
-    const int64_t np = (src->n + 15) / 16, ld = numla_qblock_p16_ld_(src->type, src->k);
-    uint8_t *d = dst;
-#pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < np; p++)
-        numla_qblock_p16_pack_panel_(src, p, d + p * ld);
-    *out = (numla_qblock_weight){.type = src->type, .n = src->n, .k = src->k, .ld = ld, .q = d, .act = src->act,
-                                 .layout = NUMLA_QBLOCK_LAYOUT_PANEL16};
-    return NUMLA_STATUS_OK;
-}
-
-void numla_qblock_p16_block_(const numla_qblock_weight *w, int64_t r, int64_t b, uint8_t *out)
-{
-    if (numla_qblock_p16_b32_(w->type)) {
-        numla_qblock_p16_get_b32_(w->type, w->q + (r / 16) * w->ld, (int)(r % 16), b, out);
-        return;
-    }
-    const int q4k = w->type == NUMLA_QBLOCK_Q4_K, c = (int)(r % 16), qs0 = q4k ? 16 : 8;
-    const uint8_t *piece = w->q + (r / 16) * w->ld + b * numla_qblock_p16_sb_(w->type);
-    if (w->type == NUMLA_QBLOCK_Q3_K) {
-        numla_qblock_p16_get_q3_(piece, c, out);
-        return;
-    }
-    if (w->type == NUMLA_QBLOCK_Q5_K) {
-        numla_qblock_p16_get_q5k_(piece, c, out);
-        return;
-    }
-    if (w->type == NUMLA_QBLOCK_Q6_K || w->type == NUMLA_QBLOCK_Q2_K) {
-        const int q6 = w->type == NUMLA_QBLOCK_Q6_K;
-        for (int i = 0; i < (q6 ? NUMLA_QBLOCK_P16_Q6_MOVES : NUMLA_QBLOCK_P16_Q2_MOVES); i++) {
-            int at_piece, at_blk;
-            const int bytes = q6 ? numla_qblock_p16_q6_k_move_(i, c, &at_piece, &at_blk)
-                                 : numla_qblock_p16_q2_k_move_(i, c, &at_piece, &at_blk);
-            memcpy(out + at_blk, piece + at_piece, (size_t)bytes);
-        }
-        return;
-    }
-    const uint8_t *sc = piece + numla_qblock_p16_sc_(w->type);
+    const int qs0 = q4k ? 16 : 8;
+    const uint8_t *sc = piece + (q4k ? NUMLA_QBLOCK_P16_SC_Q4K : NUMLA_QBLOCK_P16_SC_IQ4);
     for (int h = 0; h < 4; h++)
         for (int u = 0; u < 8; u++)
             memcpy(out + qs0 + 32 * h + 4 * u, piece + (h * 8 + u) * 64 + 4 * c, 4);
@@ -342,6 +272,104 @@ void numla_qblock_p16_block_(const numla_qblock_weight *w, int64_t r, int64_t b,
         }
         memcpy(out + 2, &sh, 2);
     }
+}
+
+/* Q6_K's and Q2_K's blocks move as the move tables say. */
+typedef int (*numla_qblock_p16_move_fn)(int i, int c, int *at_piece, int *at_blk);
+static void numla_qblock_p16_put_moves_(numla_qblock_p16_move_fn move, int moves, const uint8_t *blk, int c,
+                                        uint8_t *piece)
+{
+    for (int i = 0; i < moves; i++) {
+        int at_piece, at_blk;
+        const int bytes = move(i, c, &at_piece, &at_blk);
+        memcpy(piece + at_piece, blk + at_blk, (size_t)bytes);
+    }
+}
+
+static void numla_qblock_p16_get_moves_(numla_qblock_p16_move_fn move, int moves, const uint8_t *piece, int c,
+                                        uint8_t *blk)
+{
+    for (int i = 0; i < moves; i++) {
+        int at_piece, at_blk;
+        const int bytes = move(i, c, &at_piece, &at_blk);
+        memcpy(blk + at_blk, piece + at_piece, (size_t)bytes);
+    }
+}
+
+/* Each type's p16_put / p16_get (kernels/qblock_types.h): block b of row c of a panel. */
+#define NUMLA_QBLOCK_P16_B32_(T, NAME)                                                                         \
+    void numla_qblock_p16_put_##NAME##_(const uint8_t *blk, int c, int64_t b, uint8_t *panel)                 \
+    {                                                                                                          \
+        numla_qblock_p16_put_b32_(NUMLA_QBLOCK_##T, blk, c, b, panel);                                         \
+    }                                                                                                          \
+    void numla_qblock_p16_get_##NAME##_(const uint8_t *panel, int c, int64_t b, uint8_t *blk)                 \
+    {                                                                                                          \
+        numla_qblock_p16_get_b32_(NUMLA_QBLOCK_##T, panel, c, b, blk);                                         \
+    }
+NUMLA_QBLOCK_P16_B32_(Q8_0, q8_0)
+NUMLA_QBLOCK_P16_B32_(Q4_0, q4_0)
+NUMLA_QBLOCK_P16_B32_(Q5_0, q5_0)
+NUMLA_QBLOCK_P16_B32_(IQ4_NL, iq4_nl)
+NUMLA_QBLOCK_P16_B32_(Q5_1, q5_1)
+#define NUMLA_QBLOCK_P16_PIECE_(NAME, SB, PUT, GET)                                                            \
+    void numla_qblock_p16_put_##NAME##_(const uint8_t *blk, int c, int64_t b, uint8_t *panel)                 \
+    {                                                                                                          \
+        PUT(blk, c, panel + b * (SB));                                                                         \
+    }                                                                                                          \
+    void numla_qblock_p16_get_##NAME##_(const uint8_t *panel, int c, int64_t b, uint8_t *blk)                 \
+    {                                                                                                          \
+        GET(panel + b * (SB), c, blk);                                                                         \
+    }
+#define NUMLA_QBLOCK_P16_Q4K_PUT_(blk, c, piece) numla_qblock_p16_put_k4_(1, blk, c, piece)
+#define NUMLA_QBLOCK_P16_Q4K_GET_(piece, c, blk) numla_qblock_p16_get_k4_(1, piece, c, blk)
+#define NUMLA_QBLOCK_P16_IQ4_PUT_(blk, c, piece) numla_qblock_p16_put_k4_(0, blk, c, piece)
+#define NUMLA_QBLOCK_P16_IQ4_GET_(piece, c, blk) numla_qblock_p16_get_k4_(0, piece, c, blk)
+#define NUMLA_QBLOCK_P16_Q6_PUT_(blk, c, piece)                                                                \
+    numla_qblock_p16_put_moves_(numla_qblock_p16_q6_k_move_, NUMLA_QBLOCK_P16_Q6_MOVES, blk, c, piece)
+#define NUMLA_QBLOCK_P16_Q6_GET_(piece, c, blk)                                                                \
+    numla_qblock_p16_get_moves_(numla_qblock_p16_q6_k_move_, NUMLA_QBLOCK_P16_Q6_MOVES, piece, c, blk)
+#define NUMLA_QBLOCK_P16_Q2_PUT_(blk, c, piece)                                                                \
+    numla_qblock_p16_put_moves_(numla_qblock_p16_q2_k_move_, NUMLA_QBLOCK_P16_Q2_MOVES, blk, c, piece)
+#define NUMLA_QBLOCK_P16_Q2_GET_(piece, c, blk)                                                                \
+    numla_qblock_p16_get_moves_(numla_qblock_p16_q2_k_move_, NUMLA_QBLOCK_P16_Q2_MOVES, piece, c, blk)
+NUMLA_QBLOCK_P16_PIECE_(q4_k, NUMLA_QBLOCK_P16_SB_Q4K, NUMLA_QBLOCK_P16_Q4K_PUT_, NUMLA_QBLOCK_P16_Q4K_GET_)
+NUMLA_QBLOCK_P16_PIECE_(iq4_xs, NUMLA_QBLOCK_P16_SB_IQ4, NUMLA_QBLOCK_P16_IQ4_PUT_, NUMLA_QBLOCK_P16_IQ4_GET_)
+NUMLA_QBLOCK_P16_PIECE_(q6_k, NUMLA_QBLOCK_P16_SB_Q6K, NUMLA_QBLOCK_P16_Q6_PUT_, NUMLA_QBLOCK_P16_Q6_GET_)
+NUMLA_QBLOCK_P16_PIECE_(q2_k, NUMLA_QBLOCK_P16_SB_Q2K, NUMLA_QBLOCK_P16_Q2_PUT_, NUMLA_QBLOCK_P16_Q2_GET_)
+NUMLA_QBLOCK_P16_PIECE_(q3_k, NUMLA_QBLOCK_P16_SB_Q3K, numla_qblock_p16_put_q3_, numla_qblock_p16_get_q3_)
+NUMLA_QBLOCK_P16_PIECE_(q5_k, NUMLA_QBLOCK_P16_SB_Q5K, numla_qblock_p16_put_q5k_, numla_qblock_p16_get_q5k_)
+
+/* Panel p's 16 rows from the source (rows at or past n: zeros). */
+static void numla_qblock_p16_pack_panel_(const numla_qblock_source *src, int64_t p, uint8_t *dst)
+{
+    const numla_qblock_type_row *trow = numla_qblock_type_row_get(src->type);
+    const int64_t nb = src->k / trow->info.block;
+    memset(dst, 0, (size_t)numla_qblock_p16_ld_(src->type, src->k));
+    for (int c = 0; c < 16; c++) {
+        const int64_t r = 16 * p + c;
+        if (r >= src->n)
+            break;
+        const uint8_t *row = (const uint8_t *)src->data + r * src->ld;
+        for (int64_t b = 0; b < nb; b++)
+            trow->p16_put(row + b * trow->info.bytes, c, b, dst);
+    }
+}
+
+numla_status numla_qblock_p16_pack_(const numla_qblock_source *src, void *dst, numla_qblock_weight *out)
+{
+    const int64_t np = (src->n + 15) / 16, ld = numla_qblock_p16_ld_(src->type, src->k);
+    uint8_t *d = dst;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < np; p++)
+        numla_qblock_p16_pack_panel_(src, p, d + p * ld);
+    *out = (numla_qblock_weight){.type = src->type, .n = src->n, .k = src->k, .ld = ld, .q = d, .act = src->act,
+                                 .layout = NUMLA_QBLOCK_LAYOUT_PANEL16};
+    return NUMLA_STATUS_OK;
+}
+
+void numla_qblock_p16_block_(const numla_qblock_weight *w, int64_t r, int64_t b, uint8_t *out)
+{
+    numla_qblock_type_row_get(w->type)->p16_get(w->q + (r / 16) * w->ld, (int)(r % 16), b, out);
 }
 
 numla_status numla_qblock_row_blocks(const numla_qblock_weight *w, int64_t r, void *dst)

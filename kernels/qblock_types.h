@@ -15,6 +15,8 @@
  *   p16_bytes    a piece's bytes (kernels/qblock_internal.h says what a piece holds)
  *   p16_scales   where in a piece its fp16 d (32-element types) or its scale bytes (Q4_K,
  *                IQ4_XS) start
+ *   p16_put,     block b of a panel's row c from the file's bytes into the panel, and back
+ *   p16_get      (kernels/qblock_panel16.c; NULL where p16_cols is 0)
  *   x_offset     the vnni level's row kernels read the quantized x as q + 128 (the weight's
  *                codes are signed: Q5_0, IQ4_NL, IQ4_XS)
  *   f16_count,   the block's fp16 scale fields (d, and dmin or m): how many, at which bytes (the
@@ -74,6 +76,8 @@ typedef struct numla_qblock_type_row {
     int16_t f16_at[2];   /* their byte offsets in the block */
     void (*dequant)(const uint8_t *block, float *out);
     void (*quantize)(const float *x, uint8_t *block);
+    void (*p16_put)(const uint8_t *block, int c, int64_t b, uint8_t *panel);
+    void (*p16_get)(const uint8_t *panel, int c, int64_t b, uint8_t *block);
     numla_qblock_f32_rows_fn f32_rows;
     numla_qblock_f32_decode_fn f32_decode;
     numla_qblock_q8_dot_fn q8_dot;
@@ -116,6 +120,23 @@ void numla_qblock_quantize_q8_0_ref(const float *x, uint8_t *b);
 void numla_qblock_quantize_q4_0_ref(const float *x, uint8_t *b);
 void numla_qblock_quantize_q4_k_ref(const float *x, uint8_t *b);
 void numla_qblock_quantize_q6_k_ref(const float *x, uint8_t *b);
+
+/* The PANEL16 layout's per-type packing (kernels/qblock_panel16.c). */
+#define NUMLA_QBLOCK_P16_DECLARE_(NAME)                                                                   \
+    void numla_qblock_p16_put_##NAME##_(const uint8_t *blk, int c, int64_t b, uint8_t *panel);          \
+    void numla_qblock_p16_get_##NAME##_(const uint8_t *panel, int c, int64_t b, uint8_t *blk);
+NUMLA_QBLOCK_P16_DECLARE_(q8_0)
+NUMLA_QBLOCK_P16_DECLARE_(q4_0)
+NUMLA_QBLOCK_P16_DECLARE_(q5_0)
+NUMLA_QBLOCK_P16_DECLARE_(iq4_nl)
+NUMLA_QBLOCK_P16_DECLARE_(q5_1)
+NUMLA_QBLOCK_P16_DECLARE_(q4_k)
+NUMLA_QBLOCK_P16_DECLARE_(iq4_xs)
+NUMLA_QBLOCK_P16_DECLARE_(q6_k)
+NUMLA_QBLOCK_P16_DECLARE_(q2_k)
+NUMLA_QBLOCK_P16_DECLARE_(q3_k)
+NUMLA_QBLOCK_P16_DECLARE_(q5_k)
+#undef NUMLA_QBLOCK_P16_DECLARE_
 
 /* The avx512 level's F32-mode kernels (kernels/x86/qblock_avx512.c), per type. */
 #define NUMLA_QBLOCK_F32_AVX512_DECLARE_(NAME)                                                                  \
