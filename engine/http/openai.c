@@ -445,7 +445,7 @@ static int unsupported(const char *key, json_t *v, numla_openai_error *err)
 }
 
 static const char *const UNSUPPORTED[] = {
-    "echo", "suffix", "functions", "function_call", "response_format",
+    "echo", "suffix", "functions", "function_call",
     "service_tier", "store", "metadata", "modalities", "audio", "prediction", "reasoning_effort",
     "web_search_options"};
 
@@ -466,7 +466,8 @@ static int check_field_names(json_t *o, int is_chat, numla_openai_error *err)
                                          "user", "ignore_eos", "stop_token_ids",
                                          "return_tokens_as_token_ids", "presence_penalty",
                                          "frequency_penalty", "repetition_penalty",
-                                         "logit_bias", "min_p", "n", "best_of"};
+                                         "logit_bias", "min_p", "n", "best_of",
+                                         "response_format"};
     static const char *const completions[] = {"prompt"};
     static const char *const chat[] = {"messages",     "max_completion_tokens", "top_logprobs",
                                        "tools",        "tool_choice", "parallel_tool_calls",
@@ -541,6 +542,10 @@ static int parse_sampling(json_t *o, const numla_openai_limits *lim, numla_opena
     if (!is_chat)
         r->max_tokens_given = 1; /* the API's default of 16 */
     json_t *v;
+    /* response_format: the grammar every choice's sampler follows (engine/serving/grammar.h) */
+    if (!numla_request_parse_response_format(json_object_get(o, "response_format"), &r->params,
+                                             &r->grammar, &fe))
+        return bad(err, fe.param, "'%s' %s", fe.field, fe.what);
     if ((v = json_object_get(o, "stop")) && !parse_stop(v, r, err))
         return 0;
     return 1;
@@ -709,6 +714,7 @@ void numla_openai_request_free(numla_openai_request *r)
     }
     free(r->messages);
     free(r->tools_json);
+    numla_grammar_destroy(&r->grammar);
     for (int32_t i = 0; i < r->num_stop_strings; i++)
         free(r->stop_strings[i]);
     free(r->model);

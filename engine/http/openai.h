@@ -9,7 +9,11 @@
  *   vLLM's return_tokens_as_token_ids (both endpoints). Both endpoints also take
  *   presence_penalty and frequency_penalty ([-2, 2]), logit_bias ({"<token id>": [-100, 100]},
  *   at most 1024 entries), and vLLM's repetition_penalty (> 0) and min_p ([0, 1]), checked by
- *   numla_request_parse_sampling and applied by the sampler (docs/serving.md).
+ *   numla_request_parse_sampling and applied by the sampler (docs/serving.md). Both take
+ *   response_format ({"type": "text" | "json_object"} | {"type": "json_schema", "json_schema":
+ *   {"name", "schema", "strict"?, "description"?}}): the output is constrained to the schema's
+ *   grammar (engine/serving/grammar.h, numla_request_parse_response_format); a schema outside
+ *   the subset is a 400 naming response_format and the keyword.
  * chat: model, messages ([{role: system|user|assistant|tool, content: string, name?}] with
  *   an assistant's tool_calls ([{id?, type?: "function", function: {name, arguments: string}}];
  *   its content may then be null) and reasoning_content (string | null), a tool message's
@@ -23,7 +27,7 @@
  *   messages and the thinking switch is checked by the serving adapter (it knows the template).
  * Both: n (1..128 choices per prompt, prompts x n at most 128) and best_of (equal to n).
  * Fields the API defines but numla does not serve (echo, best_of other than n, suffix,
- * tool_choice other than "auto", functions, response_format, ...) are a 400 naming the field;
+ * tool_choice other than "auto", functions, ...) are a 400 naming the field;
  * so are unknown fields and invalid values. A failed parse fills a numla_openai_error (an HTTP
  * status and an OpenAI-style message naming the field) and still returns OK: only running out
  * of memory is an error status.
@@ -116,6 +120,8 @@ typedef struct numla_openai_request {
     int32_t num_tools;
     int thinking;               /* chat_template_kwargs.thinking (or enable_thinking): 1 / 0;
                                    -1: not given */
+    numla_grammar *grammar;     /* response_format (json_object / json_schema), a reference each
+                                   choice's request takes one of; NULL: none */
 } numla_openai_request;
 
 typedef struct numla_openai_limits {

@@ -297,6 +297,14 @@ static numla_status job_request(numla_http_adapter *g, numla_http_job *j, numla_
     if (r->n > 1 && req->params.has_seed) /* choice j of a seeded request: its own stream */
         req->params.seed += (uint64_t)(j->index % r->n);
     req->text_output = g->o.tokenizer != NULL;
+    if (r->grammar && !g->o.tokenizer) {
+        *no = (adapter_refusal){.status = 400, .param = "response_format"};
+        snprintf(no->msg, sizeof no->msg, "'response_format' needs the model's tokenizer.json "
+                 "(the grammar reads the tokens' bytes)");
+        return NUMLA_STATUS_OK;
+    }
+    if (r->grammar) /* each choice's sampler follows it (a reference per request) */
+        req->grammar = numla_grammar_ref(r->grammar);
     if (r->endpoint == NUMLA_OPENAI_CHAT) {
         NUMLA_CHECK(chat_prompt(g, r, req, no, &j->reasoning_mode));
         j->tool_syntax = g->o.chat ? numla_tool_syntax_for_template(

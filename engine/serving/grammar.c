@@ -34,6 +34,7 @@ struct numla_grammar {
     gprop *props;
     int32_t num_props, cap_props;
     int32_t root;
+    int32_t refs;      /* references less one (numla_grammar_ref) */
 };
 
 /* Number limits: what jansson reads back without overflow. */
@@ -102,11 +103,20 @@ static int32_t g_alt(numla_grammar *g, int32_t id, const int32_t *children, int3
     return id;
 }
 
+numla_grammar *numla_grammar_ref(numla_grammar *g)
+{
+    __atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
+    return g;
+}
+
 void numla_grammar_destroy(numla_grammar **gp)
 {
     if (!gp || !*gp)
         return;
     numla_grammar *g = *gp;
+    *gp = NULL;
+    if (__atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) >= 0)
+        return; /* another reference holds it */
     free(g->nodes);
     free(g->bytes);
     free(g->list);

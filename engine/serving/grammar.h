@@ -32,8 +32,8 @@
  * so are enum/const together with other constraints, an empty enum, minItems > maxItems and the
  * like. Refusal is allowed, accepting and then violating is not.
  *
- * Not collective; a compiled grammar and a vocabulary are immutable and may be shared across
- * threads; a matcher belongs to one request.
+ * Not collective; a compiled grammar (reference-counted) and a vocabulary are immutable and may
+ * be shared across threads; a matcher belongs to one request.
  */
 #ifndef NUMLA_ENGINE_GRAMMAR_H
 #define NUMLA_ENGINE_GRAMMAR_H
@@ -58,6 +58,10 @@ typedef struct numla_grammar_matcher numla_grammar_matcher;
 numla_status numla_grammar_compile_schema(const json_t *schema, numla_grammar **out);
 /* json_object mode: any JSON object. */
 numla_status numla_grammar_compile_json_object(numla_grammar **out);
+/* One more reference to g (thread-safe): each holder calls numla_grammar_destroy, the last frees
+ * it (a request's grammar shared by its n choices across the HTTP and serving threads). */
+numla_grammar *numla_grammar_ref(numla_grammar *g);
+/* Drop a reference (the last frees); sets *g to NULL; NULL is a no-op. */
 void numla_grammar_destroy(numla_grammar **g);
 
 /* The vocabulary's byte strings as a trie: token i stands for bytes[i] (lens[i] bytes; NULL or

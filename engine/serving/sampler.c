@@ -653,8 +653,14 @@ static numla_status grammar_mask_(numla_sampler *s, const float *logits)
         const uint64_t m = s->gmask[w];
         any |= m;
         const int32_t base = w * 64, end = base + 64 < V ? base + 64 : V;
-        for (int32_t i = base; i < end; i++)
-            s->gmasked[i] = (m >> (i - base) & 1) ? logits[i] : -INFINITY;
+        if (m == 0) /* most words in most states: none allowed */
+            for (int32_t i = base; i < end; i++)
+                s->gmasked[i] = -INFINITY;
+        else if (m == ~(uint64_t)0)
+            memcpy(s->gmasked + base, logits + base, (size_t)(end - base) * sizeof *logits);
+        else
+            for (int32_t i = base; i < end; i++)
+                s->gmasked[i] = (m >> (i - base) & 1) ? logits[i] : -INFINITY;
     }
     if (!any)
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,

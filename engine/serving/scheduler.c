@@ -646,8 +646,20 @@ numla_status numla_sched_step(numla_sched *s)
         const int32_t tok = s->draws[b].token; /* set: the draw succeeded */
         q->tokens[q->num_tokens++] = tok;
         q->num_gen++;
-        /* the sampler's penalties count what the sequence generated */
-        NUMLA_CHECK(numla_sampler_add_tokens(q->smp, &tok, 1, 1));
+        /* the sampler's penalties count what the sequence generated (and its grammar follows
+         * it: a token the grammar refuses ends this request with an error, not the loop) */
+        const numla_status ast = numla_sampler_add_tokens(q->smp, &tok, 1, 1);
+        if (ast == NUMLA_STATUS_NO_MEMORY)
+            return ast;
+        if (ast != NUMLA_STATUS_OK) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "line %lld: %s", (long long)q->req->line,
+                     numla_error_message());
+            remove_running(s, q);
+            finish(s, q, "error", msg);
+            seq_free(s, q);
+            continue;
+        }
         if (q->num_gen == 1)
             q->first_token_s = t1;
         const char *reason = NULL;

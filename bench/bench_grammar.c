@@ -1,0 +1,252 @@
+/* bench/bench_grammar.c — `numla bench grammar [--json] [--vocab V] [--reps R]`: the
+ * response_format token mask (engine/serving/grammar.h) per generated token over a synthetic
+ * vocabulary of V tokens (default 129280, DeepSeek-V3's): the 256 bytes, then byte-level-BPE-
+ * like pieces (words with and without a leading space, digits, JSON punctuation, CJK and other
+ * UTF-8, a few random bytes), drawn from a fixed seed. A document of a schema and one of
+ * json_object mode are fed token by token (the longest token that starts the rest), and the
+ * mask is computed before each token: p50, p90 and the largest over those steps, best of R
+ * rounds each. Then one sampler row (temperature 1) with and without the schema, to show what
+ * the mask adds to a draw. Never asserts a time. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "bench/bench_opts.h"
+#include "engine/cli/cli.h"
+#include "engine/serving/grammar.h"
+#include "engine/serving/sampler.h"
+
+static uint32_t numla_bench_gr_rand_(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(*x >> 33);
+}
+
+/* One synthetic token into buf (at most 32 bytes); its length. */
+static size_t numla_bench_gr_token_(uint64_t *x, uint8_t *buf)
+{
+    static const char *const punct[] = {"\"", "\",", "\":", "{\"", "}", "},", "}}", "]", "],",
+                                        "[", "[\"", "\"]", ",\"", "\":\"", "\n", "  ", "    ",
+                                        ".", ",", ":", ";", "(", ")", "\\n", "\\\"", "'", "-",
+                                        "\":[", "\":{", "\"}", " {", " \""};
+    static const char *const cjk[] = {"的", "是", "日本", "语", "数据", "é", "ü", "ñ", "ß",
+                                      "π", "€", "→", "😀", "中文", "한국어", "Ω"};
+    const uint32_t kind = numla_bench_gr_rand_(x) % 100;
+    size_t n = 0;
+    if (kind < 70) { /* a word piece, most with a leading space */
+        if (numla_bench_gr_rand_(x) % 3)
+            buf[n++] = ' ';
+        const size_t len = 2 + numla_bench_gr_rand_(x) % 9;
+        const int cap = numla_bench_gr_rand_(x) % 5 == 0;
+        for (size_t i = 0; i < len; i++)
+            buf[n++] = (uint8_t)((cap && i == 0 ? 'A' : 'a') + numla_bench_gr_rand_(x) % 26);
+    } else if (kind < 78) { /* digits */
+        const size_t len = 1 + numla_bench_gr_rand_(x) % 3;
+        for (size_t i = 0; i < len; i++)
+            buf[n++] = (uint8_t)('0' + numla_bench_gr_rand_(x) % 10);
+    } else if (kind < 86) { /* punctuation, maybe with a word */
+        const char *p = punct[numla_bench_gr_rand_(x) % (sizeof punct / sizeof punct[0])];
+        memcpy(buf, p, strlen(p));
+        n = strlen(p);
+        if (numla_bench_gr_rand_(x) % 2)
+            for (size_t i = 0; i < 1 + numla_bench_gr_rand_(x) % 6; i++)
+                buf[n++] = (uint8_t)('a' + numla_bench_gr_rand_(x) % 26);
+    } else if (kind < 97) { /* UTF-8 */
+        const size_t k = 1 + numla_bench_gr_rand_(x) % 3;
+        for (size_t i = 0; i < k; i++) {
+            const char *c = cjk[numla_bench_gr_rand_(x) % (sizeof cjk / sizeof cjk[0])];
+            memcpy(buf + n, c, strlen(c));
+            n += strlen(c);
+        }
+    } else { /* random bytes (pieces of characters) */
+        const size_t len = 2 + numla_bench_gr_rand_(x) % 3;
+        for (size_t i = 0; i < len; i++)
+            buf[n++] = (uint8_t)(numla_bench_gr_rand_(x) & 0xFF);
+    }
+    return n;
+}
+
+static int numla_bench_gr_cmp_(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Feed doc token by token, timing the mask before each (best of reps): p50, p90, max in µs. */
+static int numla_bench_gr_run_(const numla_grammar *g, const numla_grammar_vocab *v,
+                               const uint8_t *const *tb, const size_t *tl, int32_t V,
+                               const char *doc, int reps, double out[3], int *steps)
+{
+    uint64_t *mask = malloc(((size_t)V + 63) / 64 * sizeof *mask);
+    double *best = calloc(strlen(doc) + 2, sizeof *best);
+    int n = 0, ok = mask && best;
+    for (int r = 0; ok && r < reps; r++) {
+        numla_grammar_matcher *m = NULL;
+        if (numla_grammar_matcher_create(g, &m) != NUMLA_STATUS_OK)
+            ok = 0;
+        size_t at = 0, len = strlen(doc);
+        n = 0;
+        while (ok && at <= len) {
+            const double t0 = numla_now_s();
+            if (numla_grammar_matcher_fill_mask(m, v, mask) != NUMLA_STATUS_OK)
+                ok = 0;
+            const double dt = numla_now_s() - t0;
+            best[n] = r == 0 || dt < best[n] ? dt : best[n];
+            n++;
+            if (at == len)
+                break;
+            int32_t pick = -1;
+            size_t pl = 0;
+            for (int32_t t = 0; t < V; t++) /* the longest allowed token that starts the rest */
+                if ((mask[t / 64] >> (t % 64) & 1) && tl[t] > pl && tl[t] <= len - at &&
+                    !memcmp(tb[t], doc + at, tl[t])) {
+                    pick = t;
+                    pl = tl[t];
+                }
+            if (pick < 0 || numla_grammar_matcher_accept_token(m, v, pick) != NUMLA_STATUS_OK) {
+                fprintf(stderr, "numla bench grammar: the document is refused at byte %zu\n", at);
+                ok = 0;
+            }
+            at += pl;
+        }
+        numla_grammar_matcher_destroy(&m);
+    }
+    if (ok) {
+        qsort(best, (size_t)n, sizeof *best, numla_bench_gr_cmp_);
+        out[0] = best[n / 2] * 1e6;
+        out[1] = best[(n * 9) / 10] * 1e6;
+        out[2] = best[n - 1] * 1e6;
+        *steps = n;
+    }
+    free(mask);
+    free(best);
+    return ok;
+}
+
+static const char numla_bench_gr_schema_[] =
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":"
+    "\"integer\"},\"email\":{\"type\":\"string\",\"maxLength\":64},\"tags\":{\"type\":\"array\","
+    "\"items\":{\"type\":\"string\"},\"maxItems\":8},\"color\":{\"enum\":[\"red\",\"green\","
+    "\"blue\"]},\"score\":{\"type\":\"number\"},\"ok\":{\"type\":\"boolean\"},\"note\":{\"type\":"
+    "[\"string\",\"null\"]}},\"required\":[\"name\",\"age\",\"email\",\"tags\",\"color\",\"score\","
+    "\"ok\",\"note\"],\"additionalProperties\":false}";
+static const char numla_bench_gr_doc_[] =
+    "{\"name\":\"Jane Smith of the data team, 日本語 written\",\"age\":42,\"email\":"
+    "\"jane.smith@example.com\",\"tags\":[\"alpha\",\"beta\",\"gamma delta\"],\"color\":\"green\","
+    "\"score\":-12.75e-3,\"ok\":true,\"note\":\"a \\\"quoted\\\" word\\nand more text here\"}";
+static const char numla_bench_gr_obj_doc_[] =
+    "{\"id\":7,\"items\":[{\"k\":\"first value\",\"n\":[1,2,3]},{\"k\":\"second\",\"x\":null}],"
+    "\"text\":\"The quick brown fox jumps over the lazy dog 数据\"}";
+
+static int numla_bench_grammar(int argc, char **argv)
+{
+    int V = 129280, reps = 5, json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--vocab") || !strcmp(argv[i], "--reps")) {
+            if (!numla_bench_int_opt("numla bench grammar", argc, argv, &i,
+                                     !strcmp(argv[i], "--vocab") ? &V : &reps))
+                return 2;
+        } else {
+            fprintf(stderr, "usage: numla bench grammar [--json] [--vocab V (129280)] "
+                            "[--reps R (5)]\n");
+            return 2;
+        }
+    }
+    if (V < 512 || reps < 1) {
+        fprintf(stderr, "numla bench grammar: --vocab must be >= 512 and --reps >= 1\n");
+        return 2;
+    }
+    uint8_t *store = malloc((size_t)V * 32);
+    const uint8_t **tb = malloc((size_t)V * sizeof *tb);
+    size_t *tl = malloc((size_t)V * sizeof *tl);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    if (!store || !tb || !tl || !logits) {
+        fprintf(stderr, "numla bench grammar: no memory for %d tokens\n", V);
+        return 1;
+    }
+    uint64_t x = 12345;
+    for (int32_t t = 0; t < V; t++) {
+        tb[t] = store + (size_t)t * 32;
+        if (t < 256) {
+            store[(size_t)t * 32] = (uint8_t)t;
+            tl[t] = 1;
+        } else
+            tl[t] = numla_bench_gr_token_(&x, store + (size_t)t * 32);
+    }
+    const int32_t eos = V - 1;
+    tl[eos] = 0;
+    numla_grammar_vocab *v = NULL;
+    numla_grammar *gs = NULL, *go = NULL;
+    json_t *schema = json_loads(numla_bench_gr_schema_, 0, NULL);
+    const double t0 = numla_now_s();
+    if (!schema || numla_grammar_vocab_create(V, tb, tl, &eos, 1, &v) != NUMLA_STATUS_OK ||
+        numla_grammar_compile_schema(schema, &gs) != NUMLA_STATUS_OK ||
+        numla_grammar_compile_json_object(&go) != NUMLA_STATUS_OK) {
+        fprintf(stderr, "numla bench grammar: %s\n", numla_error_message());
+        return 1;
+    }
+    const double build = numla_now_s() - t0;
+    double rs[3], ro[3];
+    int ns = 0, no = 0;
+    if (!numla_bench_gr_run_(gs, v, tb, tl, V, numla_bench_gr_doc_, reps, rs, &ns) ||
+        !numla_bench_gr_run_(go, v, tb, tl, V, numla_bench_gr_obj_doc_, reps, ro, &no))
+        return 1;
+    /* one sampler row, with and without the schema (at the document's start: mask + draw) */
+    double row[2] = {0, 0};
+    for (int with = 0; with < 2; with++) {
+        numla_sampling_params p;
+        numla_sampling_params_default(&p);
+        p.has_seed = 1;
+        numla_sampler *s = NULL;
+        if (numla_sampler_create(&p, V, &s) != NUMLA_STATUS_OK ||
+            (with && numla_sampler_set_grammar(s, gs, v) != NUMLA_STATUS_OK)) {
+            fprintf(stderr, "numla bench grammar: %s\n", numla_error_message());
+            return 1;
+        }
+        for (int32_t t = 0; t < V; t++)
+            logits[t] = (float)(numla_bench_gr_rand_(&x) % 1000) / 100.0f;
+        double best = 1e30;
+        for (int r = 0; r < 20 * reps; r++) {
+            int32_t tok;
+            const double a = numla_now_s();
+            if (numla_sampler_sample(s, logits, &tok, NULL) != NUMLA_STATUS_OK)
+                return 1;
+            const double dt = numla_now_s() - a;
+            best = dt < best ? dt : best;
+        }
+        row[with] = best * 1e6;
+        numla_sampler_destroy(&s);
+    }
+    if (json)
+        printf("{\"bench\": \"grammar\", \"vocab\": %d, \"vocab_build_ms\": %.1f, "
+               "\"schema_steps\": %d, \"schema_mask_us_p50\": %.1f, \"schema_mask_us_p90\": %.1f, "
+               "\"schema_mask_us_max\": %.1f, \"json_object_steps\": %d, "
+               "\"json_object_mask_us_p50\": %.1f, \"json_object_mask_us_p90\": %.1f, "
+               "\"json_object_mask_us_max\": %.1f, \"sampler_row_us\": %.1f, "
+               "\"sampler_row_schema_us\": %.1f}\n",
+               V, build * 1e3, ns, rs[0], rs[1], rs[2], no, ro[0], ro[1], ro[2], row[0], row[1]);
+    else {
+        printf("bench grammar: synthetic vocab %d (trie built in %.1f ms), 1 thread, best of %d "
+               "per step\n", V, build * 1e3, reps);
+        printf("%-12s %6s %10s %10s %10s\n", "mode", "steps", "mask p50", "p90", "max (us)");
+        printf("%-12s %6d %10.1f %10.1f %10.1f\n", "json_schema", ns, rs[0], rs[1], rs[2]);
+        printf("%-12s %6d %10.1f %10.1f %10.1f\n", "json_object", no, ro[0], ro[1], ro[2]);
+        printf("sampler row (temperature 1, first step): %.1f us without, %.1f us with the "
+               "schema\n", row[0], row[1]);
+    }
+    numla_grammar_destroy(&gs);
+    numla_grammar_destroy(&go);
+    numla_grammar_vocab_destroy(&v);
+    json_decref(schema);
+    free(store);
+    free(tb);
+    free(tl);
+    free(logits);
+    return 0;
+}
+
+NUMLA_CLI_COMMAND("bench grammar", numla_bench_grammar,
+                  "[--json] [--vocab V] [--reps R]: response_format mask time per token")
