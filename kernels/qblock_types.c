@@ -8,7 +8,9 @@
 #define F32_AVX512_(NAME) .f32_rows = numla_qblock_f32_rows_##NAME##_avx512, .f32_decode = numla_qblock_f32_decode_##NAME##_avx512
 /* The vnni level's Q8-mode kernels of a type: one-row dots, or the many-row GEMM's tiles. */
 /* The PANEL16 packing of a type. */
-#define P16_(NAME) .p16_put = numla_qblock_p16_put_##NAME##_, .p16_get = numla_qblock_p16_get_##NAME##_
+#define P16_(NAME)                                                                                              \
+    .p16_put = numla_qblock_p16_put_##NAME##_, .p16_get = numla_qblock_p16_get_##NAME##_,                    \
+    .p16_vnni = numla_qblock_p16_rows_##NAME##_avx512vnni
 #define Q8_DOT_(NAME) .q8_dot = numla_qblock_q8_dot_##NAME##_avx512vnni
 #define Q8_GEMM_(NAME)                                                                                          \
     {.full = numla_qblock_q8_gemm_##NAME##_full_avx512vnni, .part = numla_qblock_q8_gemm_##NAME##_part_avx512vnni}

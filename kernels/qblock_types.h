@@ -17,6 +17,8 @@
  *                IQ4_XS) start
  *   p16_put,     block b of a panel's row c from the file's bytes into the panel, and back
  *   p16_get      (kernels/qblock_panel16.c; NULL where p16_cols is 0)
+ *   p16_vnni     Q8 mode on the stored panels at the vnni level, every M below the panel GEMM's
+ *                (and Q6_K's at every M): kernels/x86/qblock_p16_avx512vnni.c
  *   x_offset     the vnni level's row kernels read the quantized x as q + 128 (the weight's
  *                codes are signed: Q5_0, IQ4_NL, IQ4_XS)
  *   f16_count,   the block's fp16 scale fields (d, and dmin or m): how many, at which bytes (the
@@ -63,6 +65,11 @@ typedef void (*numla_qblock_q8_gemm_full_fn)(const uint8_t *row, int64_t nb, con
 typedef void (*numla_qblock_q8_gemm_part_fn)(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k,
                                              const float *dx, const int32_t *bs, float *out, int mr);
 
+/* Q8 mode, PANEL16 layout, vnni level: panels [plo, phi) against all m quantized x rows. */
+typedef void (*numla_qblock_p16_vnni_fn)(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m,
+                                         const int8_t *xq, const float *dx, const int32_t *bs, float *y, int64_t ldy,
+                                         int accumulate);
+
 typedef struct numla_qblock_type_row {
     numla_qblock_info info;
     int32_t q8_group;
@@ -78,6 +85,7 @@ typedef struct numla_qblock_type_row {
     void (*quantize)(const float *x, uint8_t *block);
     void (*p16_put)(const uint8_t *block, int c, int64_t b, uint8_t *panel);
     void (*p16_get)(const uint8_t *panel, int c, int64_t b, uint8_t *block);
+    numla_qblock_p16_vnni_fn p16_vnni;
     numla_qblock_f32_rows_fn f32_rows;
     numla_qblock_f32_decode_fn f32_decode;
     numla_qblock_q8_dot_fn q8_dot;
@@ -124,7 +132,10 @@ void numla_qblock_quantize_q6_k_ref(const float *x, uint8_t *b);
 /* The PANEL16 layout's per-type packing (kernels/qblock_panel16.c). */
 #define NUMLA_QBLOCK_P16_DECLARE_(NAME)                                                                   \
     void numla_qblock_p16_put_##NAME##_(const uint8_t *blk, int c, int64_t b, uint8_t *panel);          \
-    void numla_qblock_p16_get_##NAME##_(const uint8_t *panel, int c, int64_t b, uint8_t *blk);
+    void numla_qblock_p16_get_##NAME##_(const uint8_t *panel, int c, int64_t b, uint8_t *blk);          \
+    void numla_qblock_p16_rows_##NAME##_avx512vnni(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m, \
+                                                   const int8_t *xq, const float *dx, const int32_t *bs, float *y, \
+                                                   int64_t ldy, int accumulate);
 NUMLA_QBLOCK_P16_DECLARE_(q8_0)
 NUMLA_QBLOCK_P16_DECLARE_(q4_0)
 NUMLA_QBLOCK_P16_DECLARE_(q5_0)

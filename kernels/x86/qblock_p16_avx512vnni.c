@@ -468,51 +468,61 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q3_tile_(const numla_qblock_weight
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
 
+/* Each type's stored-panel rows (its row's p16_vnni, kernels/qblock_types.h): panels [plo, phi)
+ * in chunks, tiles of up to NUMLA_QBLOCK_P16_MR x rows, TILE(MR) the type's tile. */
+#define NUMLA_QBLOCK_P16_ROWS_(NAME, TILE)                                                                      \
+    void numla_qblock_p16_rows_##NAME##_avx512vnni(const numla_qblock_weight *w, int64_t plo, int64_t phi,     \
+                                                   int64_t m, const int8_t *xq, const float *dx,                \
+                                                   const int32_t *bs, float *y, int64_t ldy, int accumulate)    \
+    {                                                                                                           \
+        const int64_t k = w->k, nb = numla_qblock_q8_groups_(k), nb16 = k / 16;                                 \
+        int64_t chunk = NUMLA_QBLOCK_P16_CHUNK / w->ld;                                                         \
+        if (chunk < 1)                                                                                          \
+            chunk = 1;                                                                                          \
+        for (int64_t c0 = plo; c0 < phi; c0 += chunk) {                                                         \
+            const int64_t c1 = c0 + chunk < phi ? c0 + chunk : phi;                                             \
+            for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QBLOCK_P16_MR) {                                           \
+                const int mr = m - i0 < NUMLA_QBLOCK_P16_MR ? (int)(m - i0) : NUMLA_QBLOCK_P16_MR;              \
+                const int8_t *xi = xq + i0 * k;                                                                 \
+                const float *di = dx + i0 * nb;                                                                 \
+                const int32_t *bi = bs + i0 * nb16;                                                             \
+                float *yi = y + i0 * ldy;                                                                       \
+                for (int64_t p = c0; p < c1; p++)                                                               \
+                    switch (mr) {                                                                               \
+                    case 1: TILE(1); break;                                                                     \
+                    case 2: TILE(2); break;                                                                     \
+                    default: TILE(3); break;                                                                    \
+                    }                                                                                           \
+            }                                                                                                   \
+        }                                                                                                       \
+    }
+#define NUMLA_QBLOCK_P16_T_Q4K_(MR) numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0)
+#define NUMLA_QBLOCK_P16_T_IQ4XS_(MR) numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1)
+#define NUMLA_QBLOCK_P16_T_IQ4NL_(MR) numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0)
+#define NUMLA_QBLOCK_P16_T_Q50_(MR) numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1)
+#define NUMLA_QBLOCK_P16_T_Q80_(MR) numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 2)
+#define NUMLA_QBLOCK_P16_T_Q40_(MR) numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 3)
+#define NUMLA_QBLOCK_P16_T_Q51_(MR) numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 4)
+#define NUMLA_QBLOCK_P16_T_Q6K_(MR) numla_qblock_p16_q6_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR)
+#define NUMLA_QBLOCK_P16_T_Q2K_(MR) numla_qblock_p16_q2_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR)
+#define NUMLA_QBLOCK_P16_T_Q3K_(MR) numla_qblock_p16_q3_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR)
+#define NUMLA_QBLOCK_P16_T_Q5K_(MR) numla_qblock_p16_q5k_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR)
+NUMLA_QBLOCK_P16_ROWS_(q4_k, NUMLA_QBLOCK_P16_T_Q4K_)
+NUMLA_QBLOCK_P16_ROWS_(iq4_xs, NUMLA_QBLOCK_P16_T_IQ4XS_)
+NUMLA_QBLOCK_P16_ROWS_(iq4_nl, NUMLA_QBLOCK_P16_T_IQ4NL_)
+NUMLA_QBLOCK_P16_ROWS_(q5_0, NUMLA_QBLOCK_P16_T_Q50_)
+NUMLA_QBLOCK_P16_ROWS_(q8_0, NUMLA_QBLOCK_P16_T_Q80_)
+NUMLA_QBLOCK_P16_ROWS_(q4_0, NUMLA_QBLOCK_P16_T_Q40_)
+NUMLA_QBLOCK_P16_ROWS_(q5_1, NUMLA_QBLOCK_P16_T_Q51_)
+NUMLA_QBLOCK_P16_ROWS_(q6_k, NUMLA_QBLOCK_P16_T_Q6K_)
+NUMLA_QBLOCK_P16_ROWS_(q2_k, NUMLA_QBLOCK_P16_T_Q2K_)
+NUMLA_QBLOCK_P16_ROWS_(q3_k, NUMLA_QBLOCK_P16_T_Q3K_)
+NUMLA_QBLOCK_P16_ROWS_(q5_k, NUMLA_QBLOCK_P16_T_Q5K_)
+
 void numla_qblock_p16_rows_(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m, const int8_t *xq,
                             const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate)
 {
-    const int64_t k = w->k, nb = numla_qblock_q8_groups_(k), nb16 = k / 16;
-    /* 0 Q4_K, 1 IQ4_XS; 32-element types 2 + 0 IQ4_NL, 1 Q5_0, 2 Q8_0; 5 Q6_K; 6 Q4_0 (32-element 3); 7 Q2_K;
-     * 8 Q3_K; 9 Q5_K; 10 Q5_1 (32-element 4) */
-    const int kind = w->type == NUMLA_QBLOCK_Q4_K ? 0 : w->type == NUMLA_QBLOCK_IQ4_XS ? 1
-                     : w->type == NUMLA_QBLOCK_IQ4_NL ? 2 : w->type == NUMLA_QBLOCK_Q5_0 ? 3
-                     : w->type == NUMLA_QBLOCK_Q8_0 ? 4 : w->type == NUMLA_QBLOCK_Q4_0 ? 6
-                     : w->type == NUMLA_QBLOCK_Q2_K ? 7 : w->type == NUMLA_QBLOCK_Q3_K ? 8
-                     : w->type == NUMLA_QBLOCK_Q5_K ? 9 : w->type == NUMLA_QBLOCK_Q5_1 ? 10 : 5;
-    int64_t chunk = NUMLA_QBLOCK_P16_CHUNK / w->ld;
-    if (chunk < 1)
-        chunk = 1;
-    for (int64_t c0 = plo; c0 < phi; c0 += chunk) {
-        const int64_t c1 = c0 + chunk < phi ? c0 + chunk : phi;
-        for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QBLOCK_P16_MR) {
-            const int mr = m - i0 < NUMLA_QBLOCK_P16_MR ? (int)(m - i0) : NUMLA_QBLOCK_P16_MR;
-            const int8_t *xi = xq + i0 * k;
-            const float *di = dx + i0 * nb;
-            const int32_t *bi = bs + i0 * nb16;
-            float *yi = y + i0 * ldy;
-            for (int64_t p = c0; p < c1; p++)
-                switch (mr * 16 + kind) {
-#define NUMLA_QBLOCK_P16_CASE(MR)                                                                   \
-    case MR * 16: numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0); break;       \
-    case MR * 16 + 1: numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break;   \
-    case MR * 16 + 2: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0); break; \
-    case MR * 16 + 3: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1); break; \
-    case MR * 16 + 4: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 2); break; \
-    case MR * 16 + 5: numla_qblock_p16_q6_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;       \
-    case MR * 16 + 6: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 3); break;       \
-    case MR * 16 + 7: numla_qblock_p16_q2_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;      \
-    case MR * 16 + 8: numla_qblock_p16_q3_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;      \
-    case MR * 16 + 9: numla_qblock_p16_q5k_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR); break;     \
-    case MR * 16 + 10: numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 4); break;
-                    NUMLA_QBLOCK_P16_CASE(1)
-                    NUMLA_QBLOCK_P16_CASE(2)
-                    NUMLA_QBLOCK_P16_CASE(3)
-#undef NUMLA_QBLOCK_P16_CASE
-                default:
-                    break;
-                }
-        }
-    }
+    numla_qblock_type_row_get(w->type)->p16_vnni(w, plo, phi, m, xq, dx, bs, y, ldy, accumulate);
 }
 
 _Static_assert(NUMLA_QBLOCK_P16_MR == 3, "the tile switch covers 1 .. 3 x rows");

@@ -72,7 +72,7 @@ static void test_table(void)
         CU_ASSERT(row->q8_group == 0 || row->q8_group % row->info.block == 0);
         CU_ASSERT(row->sub == 16 || row->sub == 32);
         CU_ASSERT(!row->p16_cols || (row->p16_cols % row->info.block == 0 && row->p16_bytes > 0));
-        CU_ASSERT(!row->p16_cols == !row->p16_put && !row->p16_put == !row->p16_get);
+        CU_ASSERT(!row->p16_cols == !row->p16_put && !row->p16_put == !row->p16_get && !row->p16_get == !row->p16_vnni);
         CU_ASSERT(!row->panel_gemm || row->p16_cols);
         CU_ASSERT(!numla_qblock_type_row_q8_vnni(row) || row->q8_group); /* Q8 kernels need the Q8 mode */
         CU_ASSERT(!row->q8_gemm.full == !row->q8_gemm.part);
