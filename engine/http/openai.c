@@ -393,15 +393,88 @@ static int parse_template_kwargs(json_t *v, numla_openai_request *r, numla_opena
     return 1;
 }
 
-/* tool_choice: "auto" (what a model with tools does anyway) or null; parallel_tool_calls: a
- * boolean or null (the model decides how many calls it writes). */
-static int parse_tool_choice(json_t *o, numla_openai_error *err)
+/* A forced call's grammar: the arguments of tool `fn` follow its parameters (absent: no
+ * arguments, "{}"), which must be an object schema inside the subset. */
+static int forced_call_grammar(json_t *fn, size_t k, numla_openai_request *r,
+                               numla_openai_error *err)
+{
+    json_t *params = json_object_get(fn, "parameters");
+    json_t *empty = params ? NULL : json_pack("{s:s, s:{}, s:b}", "type", "object",
+                                              "properties", "additionalProperties", 0);
+    json_t *t = json_object_get(params ? params : empty, "type");
+    char fp[96];
+    snprintf(fp, sizeof fp, "tools[%zu].function.parameters", k);
+    if (!params && !empty)
+        return oom(err);
+    if (!(json_is_string(t) && !strcmp(json_string_value(t), "object"))) {
+        json_decref(empty);
+        return bad(err, "tool_choice", "'tool_choice' names a function whose '%s' is not an "
+                   "object schema ({\"type\": \"object\", ...})", fp);
+    }
+    numla_status st = numla_grammar_compile_schema(params ? params : empty, &r->grammar);
+    json_decref(empty);
+    if (st == NUMLA_STATUS_NO_MEMORY)
+        return oom(err);
+    if (st != NUMLA_STATUS_OK)
+        return bad(err, "tool_choice", "'tool_choice' forces a call of a function whose '%s' is "
+                   "outside the supported schema subset (docs/serving.md): %s", fp,
+                   numla_error_message());
+    return 1;
+}
+
+/* tool_choice: "auto" (what a model with tools does anyway) or null; "none" (the tools are
+ * rendered, no call is read out of the output); {"type": "function", "function": {"name"}} or
+ * "required" with a single tool: the output is that function's arguments, constrained to its
+ * parameters schema, and the server wraps them as the call. parallel_tool_calls: a boolean or
+ * null (the model decides how many calls it writes). */
+static int parse_tool_choice(json_t *o, numla_openai_request *r, numla_openai_error *err)
 {
     json_t *v = json_object_get(o, "tool_choice");
-    if (v && !json_is_null(v) && !(json_is_string(v) && !strcmp(json_string_value(v), "auto"))) {
-        numla_openai_error_set(err, 400, "tool_choice", "unsupported_field",
-                               "'tool_choice' is not supported by this server (only \"auto\")");
-        return 0;
+    json_t *tools = json_object_get(o, "tools");
+    const size_t nt = json_is_array(tools) ? json_array_size(tools) : 0;
+    const char *name = NULL;
+    if (!v || json_is_null(v) || (json_is_string(v) && !strcmp(json_string_value(v), "auto"))) {
+    } else if (json_is_string(v) && !strcmp(json_string_value(v), "none")) {
+        r->tool_choice_none = 1;
+    } else if (json_is_string(v) && !strcmp(json_string_value(v), "required")) {
+        if (nt != 1)
+            return bad(err, "tool_choice", "'tool_choice' \"required\" is served with exactly one "
+                       "tool (this request has %zu): name the function instead "
+                       "({\"type\": \"function\", \"function\": {\"name\": ...}})", nt);
+        name = json_string_value(
+            json_object_get(json_object_get(json_array_get(tools, 0), "function"), "name"));
+    } else if (json_is_object(v)) {
+        json_t *ty = json_object_get(v, "type"), *fn = json_object_get(v, "function");
+        const char *key;
+        json_t *f;
+        json_object_foreach(v, key, f) if (strcmp(key, "type") && strcmp(key, "function"))
+            return bad(err, "tool_choice", "'tool_choice.%.40s' is not a field of tool_choice", key);
+        if (!(json_is_string(ty) && !strcmp(json_string_value(ty), "function")) ||
+            !json_is_object(fn) || !json_is_string(json_object_get(fn, "name")) ||
+            json_object_size(fn) != 1)
+            return bad(err, "tool_choice", "'tool_choice' must be \"auto\", \"none\", "
+                       "\"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        name = json_string_value(json_object_get(fn, "name"));
+    } else {
+        return bad(err, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" "
+                   "or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    if (name) {
+        size_t k = 0;
+        json_t *fn = NULL;
+        for (; k < nt && !fn; k++) {
+            json_t *f = json_object_get(json_array_get(tools, k), "function");
+            const char *n = json_string_value(json_object_get(f, "name"));
+            if (n && !strcmp(n, name))
+                fn = f;
+        }
+        if (!fn)
+            return bad(err, "tool_choice", "'tool_choice' names the function \"%.64s\", which "
+                       "'tools' does not declare", name);
+        if (!(r->tool_choice_name = strdup(name)))
+            return oom(err);
+        if (!forced_call_grammar(fn, k - 1, r, err))
+            return 0;
     }
     v = json_object_get(o, "parallel_tool_calls");
     if (v && !json_is_null(v) && !json_is_boolean(v))
@@ -509,7 +582,7 @@ static int parse_input(json_t *o, const numla_openai_limits *lim, numla_openai_r
             return bad(err, "messages", "missing field 'messages'");
         return parse_messages(v, r, err) &&
                (!(v = json_object_get(o, "tools")) || parse_tools(v, r, err)) &&
-               parse_tool_choice(o, err) &&
+               parse_tool_choice(o, r, err) &&
                parse_template_kwargs(json_object_get(o, "chat_template_kwargs"), r, err);
     }
     if (!(v = json_object_get(o, "prompt")))
@@ -542,10 +615,19 @@ static int parse_sampling(json_t *o, const numla_openai_limits *lim, numla_opena
     if (!is_chat)
         r->max_tokens_given = 1; /* the API's default of 16 */
     json_t *v;
-    /* response_format: the grammar every choice's sampler follows (engine/serving/grammar.h) */
+    /* response_format: the grammar every choice's sampler follows (engine/serving/grammar.h);
+     * a tool_choice that forces a call has its own */
+    numla_grammar *rf = NULL;
     if (!numla_request_parse_response_format(json_object_get(o, "response_format"), &r->params,
-                                             &r->grammar, &fe))
+                                             &rf, &fe))
         return bad(err, fe.param, "'%s' %s", fe.field, fe.what);
+    if (rf && r->grammar) {
+        numla_grammar_destroy(&rf);
+        return bad(err, "response_format", "'response_format' cannot be combined with a "
+                   "'tool_choice' that forces a call (the call's arguments follow its schema)");
+    }
+    if (rf)
+        r->grammar = rf;
     if ((v = json_object_get(o, "stop")) && !parse_stop(v, r, err))
         return 0;
     return 1;
@@ -715,6 +797,7 @@ void numla_openai_request_free(numla_openai_request *r)
     free(r->messages);
     free(r->tools_json);
     numla_grammar_destroy(&r->grammar);
+    free(r->tool_choice_name);
     for (int32_t i = 0; i < r->num_stop_strings; i++)
         free(r->stop_strings[i]);
     free(r->model);

@@ -18,7 +18,8 @@
  *   an assistant's tool_calls ([{id?, type?: "function", function: {name, arguments: string}}];
  *   its content may then be null) and reasoning_content (string | null), a tool message's
  *   tool_call_id), tools ([{type: "function", function: {name, description?, parameters?:
- *   object, strict?: bool}}]), tool_choice ("auto" | null), parallel_tool_calls (bool | null),
+ *   object, strict?: bool}}]), tool_choice ("auto" | null | "none" | "required" with one tool |
+ *   {"type": "function", "function": {"name"}}: docs/serving.md), parallel_tool_calls (bool | null),
  *   chat_template_kwargs ({thinking?: bool, enable_thinking?: bool}, the same switch as vLLM and
  *   SGLang take it for DeepSeek-V3.1), max_tokens / max_completion_tokens (default: up to the
  *   context, max_tokens_given = 0), temperature, top_p, top_k, seed, stop, logprobs (bool),
@@ -27,7 +28,7 @@
  *   messages and the thinking switch is checked by the serving adapter (it knows the template).
  * Both: n (1..128 choices per prompt, prompts x n at most 128) and best_of (equal to n).
  * Fields the API defines but numla does not serve (echo, best_of other than n, suffix,
- * tool_choice other than "auto", functions, ...) are a 400 naming the field;
+ * "required" with several tools, functions, ...) are a 400 naming the field;
  * so are unknown fields and invalid values. A failed parse fills a numla_openai_error (an HTTP
  * status and an OpenAI-style message naming the field) and still returns OK: only running out
  * of memory is an error status.
@@ -120,8 +121,13 @@ typedef struct numla_openai_request {
     int32_t num_tools;
     int thinking;               /* chat_template_kwargs.thinking (or enable_thinking): 1 / 0;
                                    -1: not given */
-    numla_grammar *grammar;     /* response_format (json_object / json_schema), a reference each
-                                   choice's request takes one of; NULL: none */
+    numla_grammar *grammar;     /* response_format (json_object / json_schema), or the forced
+                                   call's arguments (tool_choice_name): a reference each choice's
+                                   request takes one of; NULL: none */
+    int tool_choice_none;       /* chat: tool_choice "none": no call is read out of the output */
+    char *tool_choice_name;     /* chat: the function tool_choice forces (named, or "required"
+                                   with one tool): the output is its arguments, wrapped by the
+                                   server as the call; NULL: none */
 } numla_openai_request;
 
 typedef struct numla_openai_limits {

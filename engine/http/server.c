@@ -177,13 +177,21 @@ static int view_reasoning(conn *c, int32_t i)
     if (v->reasoning_ready)
         return 1;
     v->reasoning_ready = 1;
-    const numla_tool_syntax *ts = c->route == ROUTE_CHAT ? c->call->jobs[i].tool_syntax : NULL;
-    if (ts) {
+    /* tool_choice "none": no call is read out; one naming a function: the output is its
+     * arguments (constrained by their schema), wrapped as the call */
+    const numla_openai_request *rq = &c->call->req;
+    const numla_tool_syntax *ts = c->route == ROUTE_CHAT && !rq->tool_choice_none
+                                      ? c->call->jobs[i].tool_syntax
+                                      : NULL;
+    const int forced = c->route == ROUTE_CHAT && rq->tool_choice_name;
+    if (ts || forced) {
         uint64_t seed = 1469598103934665603ull; /* the call ids follow from the reply's id */
         for (const char *p = c->id; *p; p++)
             seed = (seed ^ (unsigned char)*p) * 1099511628211ull;
-        if (numla_tool_calls_create(ts, c->call->req.tools_json, seed + (uint64_t)i * 7919,
-                                    &v->tools) != NUMLA_STATUS_OK)
+        seed += (uint64_t)i * 7919;
+        if ((forced ? numla_tool_calls_create_forced(rq->tool_choice_name, seed, &v->tools)
+                    : numla_tool_calls_create(ts, rq->tools_json, seed, &v->tools)) !=
+            NUMLA_STATUS_OK)
             return 0;
     }
     int mode = c->route == ROUTE_CHAT ? c->call->jobs[i].reasoning_mode : 0;

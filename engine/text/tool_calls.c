@@ -9,7 +9,7 @@
 
 #include "common/strbuf.h"
 
-typedef enum syntax_kind { KIND_SEP, KIND_TAGS } syntax_kind;
+typedef enum syntax_kind { KIND_SEP, KIND_TAGS, KIND_FORCED } syntax_kind;
 typedef enum head_kind { HEAD_NAME, HEAD_ID, HEAD_TYPE } head_kind;
 
 struct numla_tool_syntax {
@@ -122,7 +122,12 @@ struct numla_tool_calls {
     numla_tool_call_out *calls;
     int32_t num_calls, cap_calls;
     int oom;
+    char *forced_name;          /* numla_tool_calls_create_forced: the function, else NULL */
 };
+
+/* The syntax of numla_tool_calls_create_forced's parsers (no markers: the text is the call's
+ * arguments). */
+static const numla_tool_syntax forced_syntax = {.family = "forced", .kind = KIND_FORCED};
 
 numla_status numla_tool_calls_create(const numla_tool_syntax *syn, const char *tools_json,
                                      uint64_t id_seed, numla_tool_calls **out)
@@ -152,6 +157,7 @@ void numla_tool_calls_destroy(numla_tool_calls **pp)
         return;
     numla_tool_calls *p = *pp;
     json_decref(p->tools);
+    free(p->forced_name);
     numla_strbuf_free(&p->held);
     numla_strbuf_free(&p->pending);
     numla_strbuf_free(&p->out);
@@ -482,7 +488,14 @@ static void take_call(numla_tool_calls *p, const char *s, size_t n, const char *
                       size_t raw_len)
 {
     char *name = NULL, *args = NULL, *id = NULL;
-    int ok = p->syn->kind == KIND_SEP ? parse_sep(p->syn, s, n, &name, &args, &id)
+    int ok;
+    if (p->syn->kind == KIND_FORCED) { /* the whole text, when it is a JSON object */
+        trim(&s, &n);
+        ok = json_object_text(s, n);
+        if (ok == 1 && (!(name = strdup(p->forced_name)) || !(args = dup_n(s, n))))
+            ok = -1;
+    } else
+        ok = p->syn->kind == KIND_SEP ? parse_sep(p->syn, s, n, &name, &args, &id)
                                       : parse_tags(p, s, n, &name, &args);
     if (ok == 1 && !id)
         id = make_id(p->seed, p->num_calls);
@@ -530,6 +543,11 @@ static void take_call(numla_tool_calls *p, const char *s, size_t n, const char *
 static size_t place(numla_tool_calls *p, int final)
 {
     const numla_tool_syntax *y = p->syn;
+    if (y->kind == KIND_FORCED) { /* held until the end, then one call (or the text) */
+        if (final && p->held.len)
+            take_call(p, p->held.p, p->held.len, p->held.p, p->held.len);
+        return final ? p->held.len : 0;
+    }
     const char *start = y->section_begin ? y->section_begin : y->call_begin;
     const char *h = p->held.p ? p->held.p : "";
     size_t n = p->held.len, pos = 0;
@@ -654,6 +672,23 @@ static numla_status run(numla_tool_calls *p, int final, const numla_tool_event *
     *events = p->ev;
     *num_events = p->num_ev;
     *text = numla_strbuf_str(&p->out);
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_tool_calls_create_forced(const char *name, uint64_t id_seed,
+                                            numla_tool_calls **out)
+{
+    *out = NULL;
+    if (!name || !name[0])
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "tool calls: a forced call needs a function name");
+    numla_tool_calls *p = calloc(1, sizeof *p);
+    if (!p || !(p->forced_name = strdup(name))) {
+        free(p);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for a tool-call parser");
+    }
+    p->syn = &forced_syntax;
+    p->seed = id_seed;
+    *out = p;
     return NUMLA_STATUS_OK;
 }
 

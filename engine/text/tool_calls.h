@@ -75,6 +75,12 @@ int numla_tool_syntax_markers(const numla_tool_syntax *syn,
  * types. id_seed: where the "call_" ids start. */
 numla_status numla_tool_calls_create(const numla_tool_syntax *syn, const char *tools_json,
                                      uint64_t id_seed, numla_tool_calls **out);
+/* A parser for a call the server wraps (tool_choice naming a function, whose arguments a
+ * response grammar constrains): everything pushed is held; finish gives one call `name` with
+ * the text (trimmed) as its arguments when it is a JSON object, else the text as content (a
+ * document cut short by max_tokens). Not collective. */
+numla_status numla_tool_calls_create_forced(const char *name, uint64_t id_seed,
+                                            numla_tool_calls **out);
 void numla_tool_calls_destroy(numla_tool_calls **p);
 
 /* Append text (any bytes); *events (valid until the next call) gets what is known now, *text

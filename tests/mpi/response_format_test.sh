@@ -7,7 +7,9 @@
 # (written here, independent of the compiler); json_object requests that finish with "stop" are
 # objects; a schema with 'pattern' is an error record naming the field. `numla serve`: chat with
 # n = 3 and completions return documents that pass the same check, finish_reason "stop"; an
-# unsupported schema is a 400 with param response_format naming the keyword.
+# unsupported schema is a 400 with param response_format naming the keyword; tool_choice (a
+# named function, "required" with one tool, streamed or not) gives one call whose arguments pass
+# jq's check of the parameters, "none" no call (the Kimi K2 template, which renders tools).
 set -uo pipefail
 bin=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -65,7 +67,7 @@ check run-error-names-the-keyword $? "$r"
 
 if command -v curl >/dev/null; then
   log=$tmp/serve.err
-  "$bin" serve --model "$model" --port 0 --threads 1 --chat-template deepseek-v3 2>"$log" &
+  "$bin" serve --model "$model" --port 0 --threads 1 --chat-template kimi-k2 2>"$log" &
   spid=$!
   pids+=("$spid")
   port=
@@ -93,6 +95,38 @@ if command -v curl >/dev/null; then
   check serve-400-names-the-keyword $? "$resp"
   resp=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}}')
   [ "$(jq -r .error.param <<<"$resp")" = response_format ]; check serve-400-type $? "$resp"
+  # tool_choice: a named function or "required" (one tool): the call comes back as
+  # message.tool_calls (streamed: delta.tool_calls), its arguments valid for the parameters;
+  # "none": the tools are rendered, no call is read out
+  T='"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":8},"days":{"type":"integer"}},"required":["city","days"],"additionalProperties":false}}}]'
+  args='(fromjson? // null) as $a | ($a | keys_unsorted) == ["city","days"] and ($a.city | type == "string" and length <= 8) and ($a.days | type == "number" and . == floor)'
+  for seed in 1 2 3; do
+    for tc in '"required"' '{"type":"function","function":{"name":"get_weather"}}'; do
+      resp=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"weather $seed\"}],$T,
+        \"tool_choice\":$tc,\"temperature\":1,\"seed\":$seed,\"max_tokens\":200}")
+      jq -e ".choices[0].finish_reason == \"tool_calls\" and .choices[0].message.content == null and
+        (.choices[0].message.tool_calls | length) == 1 and
+        .choices[0].message.tool_calls[0].function.name == \"get_weather\" and
+        (.choices[0].message.tool_calls[0].function.arguments | $args)" <<<"$resp" >/dev/null
+      check "serve-tool-choice-$seed-${tc:0:6}" $? "$resp"
+    done
+  done
+  resp=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"w\"}],$T,
+    \"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},\"seed\":7,
+    \"max_tokens\":200,\"stream\":true}")
+  calls=$(sed -n 's/^data: //p' <<<"$resp" | grep -v '^\[DONE\]' | jq -c '.choices[0].delta.tool_calls // empty')
+  fin=$(sed -n 's/^data: //p' <<<"$resp" | grep -v '^\[DONE\]' | jq -r '.choices[0].finish_reason // empty')
+  [ "$fin" = tool_calls ] && [ "$(jq -s -r '.[0][0].function.name' <<<"$calls")" = get_weather ] &&
+    jq -s -e "[.[][].function.arguments] | join(\"\") | $args" <<<"$calls" >/dev/null
+  check serve-tool-choice-stream $? "$resp"
+  resp=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"w\"}],$T,
+    \"tool_choice\":\"none\",\"max_tokens\":5,\"temperature\":0}")
+  jq -e '.choices[0].finish_reason == "length" and (.choices[0].message.tool_calls == null) and
+    (.choices[0].message.content | type == "string")' <<<"$resp" >/dev/null
+  check serve-tool-choice-none $? "$resp"
+  resp=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"w\"}],$T,
+    \"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}}")
+  [ "$(jq -r .error.param <<<"$resp")" = tool_choice ]; check serve-400-tool-choice $? "$resp"
   kill -TERM "$spid"
   wait "$spid"
   check serve-drains $? "$(tail -2 "$log")"

@@ -320,5 +320,43 @@ static void test_fuzz_mutations(void)
     }
 }
 
+/* A forced call (tool_choice naming a function, the server wrapping the arguments): nothing
+ * comes out before the end; then one call with the trimmed text as its arguments, or the text
+ * as content when it is not a JSON object (cut by max_tokens). */
+static void test_forced(void)
+{
+    static const char *const texts[] = {" {\"city\":\"Oslo\",", "\"days\":3} ", "{\"city\":\"Os"};
+    for (int cut = 0; cut < 2; cut++) {
+        numla_tool_calls *p = NULL;
+        CU_ASSERT_FATAL(numla_tool_calls_create_forced("get_weather", 5, &p) == NUMLA_STATUS_OK);
+        const numla_tool_event *ev;
+        int32_t ne;
+        const char *t;
+        CU_ASSERT_FATAL(numla_tool_calls_push(p, texts[0], strlen(texts[0]), &ev, &ne, &t) ==
+                        NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL(ne, 0);
+        const char *second = cut ? texts[2] : texts[1];
+        CU_ASSERT_FATAL(numla_tool_calls_push(p, second, strlen(second), &ev, &ne, &t) ==
+                        NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL(ne, 0);
+        CU_ASSERT_FATAL(numla_tool_calls_finish(p, &ev, &ne, &t) == NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(ne, 1);
+        if (!cut) {
+            CU_ASSERT_EQUAL(ev[0].call, 0);
+            const numla_tool_call_out *c = numla_tool_calls_get(p, 0);
+            CU_ASSERT_FATAL(c != NULL);
+            CU_ASSERT_STRING_EQUAL(c->name, "get_weather");
+            CU_ASSERT_STRING_EQUAL(c->arguments, "{\"city\":\"Oslo\",\"days\":3}");
+            CU_ASSERT(!strncmp(c->id, "call_", 5));
+            CU_ASSERT_STRING_EQUAL(numla_tool_calls_finish_reason(p, "stop"), "tool_calls");
+        } else {
+            CU_ASSERT(ev[0].call < 0 && ev[0].len == strlen(texts[0]) + strlen(texts[2]));
+            CU_ASSERT_EQUAL(numla_tool_calls_count(p), 0);
+            CU_ASSERT_STRING_EQUAL(numla_tool_calls_finish_reason(p, "length"), "length");
+        }
+        numla_tool_calls_destroy(&p);
+    }
+}
+
 NUMLA_TEST_SUITE(tool_calls, NULL, NULL, NUMLA_TEST(test_goldens_any_cut),
-                 NUMLA_TEST(test_families), NUMLA_TEST(test_fuzz_mutations))
+                 NUMLA_TEST(test_families), NUMLA_TEST(test_fuzz_mutations), NUMLA_TEST(test_forced))
