@@ -1,6 +1,7 @@
 /* kernels/qblock.c — the block-quantized linear dispatch table (per level and mode; what each
- * type has is its row in kernels/qblock_types.c), packing (ISA-independent) and argument validation. The compute is in kernels/ref/qblock_ref.c
- * and kernels/x86/qblock_<isa>.c; the contract in kernels/qblock.h. */
+ * type has is its row in kernels/qblock_types.c), packing (ISA-independent) and argument
+ * validation. The compute is in kernels/ref/qblock_ref.c and kernels/x86/qblock_<isa>.c; the
+ * contract in kernels/qblock.h. */
 #include "kernels/qblock_internal.h"
 #include "kernels/x86/amx.h"
 

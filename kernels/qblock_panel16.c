@@ -1,7 +1,8 @@
 /* kernels/qblock_panel16.c — the PANEL16 layout of kernels/qblock.h (in Q8 mode, the types whose
- * row in kernels/qblock_types.c names its piece): which weights take it, its size, packing a block-row source into it, and reading a
- * row's blocks back out (the reference's view of a panel, numla_qblock_row_blocks). Scalar and
- * ISA-independent; the kernels that run it are in kernels/x86/qblock_p16_avx512vnni.c and
+ * row in kernels/qblock_types.c names its piece): which weights take it, its size, packing a
+ * block-row source into it (each type's p16_put), and reading a row's blocks back out (p16_get:
+ * the reference's view of a panel, numla_qblock_row_blocks). Scalar and ISA-independent; the
+ * kernels that run it are in kernels/x86/qblock_p16_avx512vnni.c and
  * kernels/x86/qblock_panel_avx512vnni.c. */
 #include "kernels/qblock_internal.h"
 
