@@ -250,3 +250,124 @@ static int numla_bench_grammar(int argc, char **argv)
 
 NUMLA_CLI_COMMAND("bench grammar", numla_bench_grammar,
                   "[--json] [--vocab V] [--reps R]: response_format mask time per token")
+
+/* `numla bench grammar-schemas [--verbose] < LIST`: each file named on stdin (one path a line)
+ * holds a JSON Schema, or JSONSchemaBench's maskbench form {"schema": ..., "tests": [{"data",
+ * "valid"}, ...]}; compile each, and feed each test document (jansson's compact serialization,
+ * keys in the document's order) to the matcher. Prints the schemas compiled, the refusals by
+ * keyword, and the valid documents accepted / invalid documents rejected (the matcher takes
+ * only compact documents with an object's keys in the schema's order, so a valid document in
+ * another order counts as not accepted; an invalid one accepted would be a bug: each is named on
+ * stderr). scripts/jsonschemabench runs it over a local copy of the benchmark. */
+typedef struct numla_bench_gs_reason {
+    char key[64];
+    int64_t n;
+} numla_bench_gs_reason;
+
+static int numla_bench_gs_doc(const numla_grammar *g, const json_t *d)
+{
+    char *text = json_dumps(d, JSON_COMPACT | JSON_ENCODE_ANY);
+    numla_grammar_matcher *m = NULL;
+    int ok = text && numla_grammar_matcher_create(g, &m) == NUMLA_STATUS_OK &&
+             numla_grammar_matcher_accept_bytes(m, (const uint8_t *)text, strlen(text)) &&
+             numla_grammar_matcher_is_complete(m);
+    numla_grammar_matcher_destroy(&m);
+    free(text);
+    return ok;
+}
+
+static int numla_bench_grammar_schemas(int argc, char **argv)
+{
+    int verbose = argc > 1 && !strcmp(argv[1], "--verbose");
+    if (argc > 1 + verbose) {
+        fprintf(stderr, "usage: numla bench grammar-schemas [--verbose] < FILE_LIST\n");
+        return 2;
+    }
+    int64_t files = 0, unreadable = 0, compiled = 0, vt = 0, va = 0, it = 0, ir = 0;
+    numla_bench_gs_reason reasons[64] = {{{0}, 0}};
+    int nr = 0;
+    double t_compile = 0;
+    char path[4096];
+    while (fgets(path, sizeof path, stdin)) {
+        path[strcspn(path, "\n")] = 0;
+        if (!path[0])
+            continue;
+        files++;
+        json_t *f = json_load_file(path, 0, NULL);
+        if (!f) {
+            unreadable++;
+            continue;
+        }
+        json_t *schema = f, *tests = NULL;
+        if (json_is_object(f) && json_object_get(f, "schema") && json_object_get(f, "tests")) {
+            schema = json_object_get(f, "schema");
+            tests = json_object_get(f, "tests");
+        }
+        numla_grammar *g = NULL;
+        const double t0 = numla_now_s();
+        numla_status st = numla_grammar_compile_schema(schema, &g);
+        t_compile += numla_now_s() - t0;
+        if (st != NUMLA_STATUS_OK) {
+            const char *msg = numla_error_message(), *q = strstr(msg, ": '");
+            char key[64];
+            if (q && strchr(q + 3, '\''))
+                snprintf(key, sizeof key, "%.*s", (int)(strchr(q + 3, '\'') - q - 3), q + 3);
+            else
+                snprintf(key, sizeof key, "(other)");
+            int r = 0;
+            while (r < nr && strcmp(reasons[r].key, key))
+                r++;
+            if (r == nr && nr < 64)
+                snprintf(reasons[nr++].key, sizeof reasons[0].key, "%s", key);
+            if (r < nr)
+                reasons[r].n++;
+            if (verbose)
+                fprintf(stderr, "refused %s: %s\n", path, msg);
+            json_decref(f);
+            continue;
+        }
+        compiled++;
+        for (size_t i = 0; json_is_array(tests) && i < json_array_size(tests); i++) {
+            const json_t *t = json_array_get(tests, i), *d = json_object_get(t, "data");
+            if (!d)
+                continue;
+            const int valid = json_is_true(json_object_get(t, "valid"));
+            const int acc = numla_bench_gs_doc(g, d);
+            if (valid) {
+                vt++;
+                va += acc;
+            } else {
+                it++;
+                ir += !acc;
+                if (acc) {
+                    char *text = json_dumps(d, JSON_COMPACT | JSON_ENCODE_ANY);
+                    fprintf(stderr, "INVALID ACCEPTED %s: %.300s\n", path, text ? text : "?");
+                    free(text);
+                }
+            }
+        }
+        numla_grammar_destroy(&g);
+        json_decref(f);
+    }
+    printf("schemas: %lld files, %lld unreadable, %lld compiled (%.1f %%), %.1f us per compile\n",
+           (long long)files, (long long)unreadable, (long long)compiled,
+           files ? 100.0 * (double)compiled / (double)files : 0.0,
+           files ? 1e6 * t_compile / (double)files : 0.0);
+    if (vt || it)
+        printf("tests: valid accepted %lld / %lld (%.1f %%), invalid rejected %lld / %lld "
+               "(%.1f %%)\n", (long long)va, (long long)vt, vt ? 100.0 * (double)va / (double)vt : 0,
+               (long long)ir, (long long)it, it ? 100.0 * (double)ir / (double)it : 0);
+    for (int pass = 0; pass < 8 && nr; pass++) { /* the most frequent refusals */
+        int best = 0;
+        for (int r = 1; r < nr; r++)
+            best = reasons[r].n > reasons[best].n ? r : best;
+        if (!reasons[best].n)
+            break;
+        printf("  refused for '%s': %lld\n", reasons[best].key, (long long)reasons[best].n);
+        reasons[best].n = 0;
+    }
+    return 0;
+}
+
+NUMLA_CLI_COMMAND("bench grammar-schemas", numla_bench_grammar_schemas,
+                  "[--verbose] < FILE_LIST: compile JSON Schemas, match their test documents")

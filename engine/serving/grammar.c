@@ -197,11 +197,19 @@ static int32_t any_node(gcomp *c)
 
 static int32_t compile(gcomp *c, const json_t *s, const char *path);
 
-static int is_annotation(const char *k)
+/* The validation keywords of JSON Schema's drafts 4 to 2020-12 that the compiler does not take:
+ * a schema with one is refused; any other unknown keyword is an annotation (the spec ignores
+ * it). */
+static int is_unsupported_validation(const char *k)
 {
-    static const char *const a[] = {"title",     "description", "default", "examples",
-                                    "$schema",   "$id",         "$comment", "readOnly",
-                                    "writeOnly", "deprecated",  "$defs",   "definitions"};
+    static const char *const a[] = {
+        "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum", "pattern",
+        "format", "additionalItems", "uniqueItems", "contains", "maxContains", "minContains",
+        "maxProperties", "minProperties", "patternProperties", "dependencies",
+        "dependentRequired", "dependentSchemas", "propertyNames", "if", "then", "else", "not",
+        "contentEncoding", "contentMediaType", "contentSchema", "$dynamicRef", "$recursiveRef",
+        "unevaluatedItems", "unevaluatedProperties", "prefixItems", "$anchor", "$dynamicAnchor",
+        "$recursiveAnchor", "$vocabulary", "extends", "disallow", "divisibleBy"};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if (!strcmp(k, a[i]))
             return 1;
@@ -226,8 +234,8 @@ static int alone(const json_t *s, const char *keep, const char *keep2)
     const char *k;
     const json_t *v;
     json_object_foreach((json_t *)s, k, v) {
-        if (!strcmp(k, keep) || (keep2 && !strcmp(k, keep2)) || is_annotation(k))
-            continue;
+        if (!strcmp(k, keep) || (keep2 && !strcmp(k, keep2)) || !is_supported(k))
+            continue; /* an annotation or an unknown keyword (those refused are refused first) */
         return 0;
     }
     return 1;
@@ -476,8 +484,20 @@ static int32_t compile_object(gcomp *c, const json_t *s, const char *path)
         int32_t any = any_node(c);
         if (any < 0)
             return -1;
-        /* OBJANY of the any node (its first child) */
-        return g->list[g->nodes[any].off];
+        const int32_t objany = g->list[g->nodes[any].off]; /* any keys, any values */
+        if (!json_is_object(ap) || json_object_size(ap) == 0)
+            return objany;
+        /* any keys, each value valid for additionalProperties */
+        char sub[256];
+        snprintf(sub, sizeof sub, "%.200s.additionalProperties", path);
+        const int32_t key = g->nodes[objany].a, value = compile(c, ap, sub);
+        if (value < 0)
+            return -1;
+        int32_t id = g_node(g, G_OBJANY, key, 0);
+        if (id < 0)
+            return oom(c);
+        g->nodes[id].child = value;
+        return id;
     }
     size_t np = json_object_size(props);
     int32_t *vals = malloc(np * sizeof *vals);
@@ -605,7 +625,7 @@ static int32_t compile(gcomp *c, const json_t *s, const char *path)
     const char *k;
     const json_t *v;
     json_object_foreach((json_t *)s, k, v) {
-        if (!is_annotation(k) && !is_supported(k)) {
+        if (is_unsupported_validation(k)) {
             id = refuse(c, NUMLA_STATUS_UNSUPPORTED, path, "'%.60s' is not supported", k);
             goto out;
         }

@@ -13,7 +13,8 @@
  *   - an object's properties in the order the schema lists them, each optional one present or
  *     not, the required ones present; no other keys (additionalProperties true / absent / a
  *     schema: none are generated, which the schema allows); json_object mode and an object
- *     schema without "properties" take any keys with any values;
+ *     schema without "properties" take any keys, with any values (or values of
+ *     additionalProperties when it is a schema);
  *   - strings: any valid UTF-8 without control characters, escapes \" \\ \/ \b \f \n \r \t and
  *     \uXXXX except surrogates (D800-DFFF) and \u0000 (what jansson reads back);
  *     minLength/maxLength count code points (an escape is one);
@@ -25,10 +26,11 @@
  * (boolean or a schema: no extra keys are generated either way), items (a schema), minItems,
  * maxItems, minLength, maxLength, enum, const, anyOf, oneOf (only when its alternatives start
  * with different bytes, so at most one can match), allOf of one schema, $ref to "#",
- * "#/$defs/NAME" or "#/definitions/NAME"; annotations (title, description, default, examples,
- * $schema, $id, $comment, readOnly, writeOnly, deprecated, $defs, definitions) are ignored.
- * Any other keyword (pattern, format, minimum, maximum, multipleOf, prefixItems,
- * patternProperties, not, if/then/else, uniqueItems, ...) is refused with an error naming it;
+ * "#/$defs/NAME" or "#/definitions/NAME"; annotations and unknown keywords (title,
+ * description, default, $schema, id, x-..., ...) are ignored, as JSON Schema says. Every other
+ * validation keyword of drafts 4 to 2020-12 (pattern, format, minimum, maximum, multipleOf,
+ * prefixItems, patternProperties, not, if/then/else, uniqueItems, ...) is refused with an
+ * error naming it;
  * so are enum/const together with other constraints, an empty enum, minItems > maxItems and the
  * like. Refusal is allowed, accepting and then violating is not.
  *

@@ -244,6 +244,11 @@ static const gcase CASES[] = {
      {"-0", "1.25e-7", "123456789012345", "0.5E+10", "7"},
      {"+1", ".5", "1.2.3", "0x1", "NaN", "1e+", "-", "1e"}},
     {"{\"type\":\"array\",\"items\":false}", {"[]"}, {"[1]", "[[]]"}},
+    /* additionalProperties as a schema with no properties: every value follows it (a
+     * JSONSchemaBench case once accepted any value); unknown keywords are annotations */
+    {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"x-note\":1}",
+     {"{}", "{\"a\":1,\"b\":-2}", "{\"\":0}"},
+     {"{\"a\":\"x\"}", "{\"a\":1,\"b\":true}", "{\"a\":{}}"}},
     {"{\"type\":\"object\",\"properties\":{\"k\":{\"enum\":[\"a\\\"b\",\"é\"]}},\"required\":"
      "[\"k\"],\"additionalProperties\":false}",
      {"{\"k\":\"a\\\"b\"}", "{\"k\":\"é\"}"},
