@@ -75,7 +75,9 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
          * blocks of 32), q4_k (llama.cpp's Q4_K_M recipe) quantize a bf16/fp16/fp32 checkpoint while loading; bf16 dequantizes
          * an 8-bit one */
         if (!numla_weights_format_parse(v, &o->weights)) {
-            fprintf(stderr, "%s: --weights %s is not bf16, int8, fp8, q8_0, q4_0 or q4_k\n", cmd, v);
+            char names[128];
+            numla_weight_encoding_option_list(NUMLA_ENCODING_AT_LOAD, names, sizeof names);
+            fprintf(stderr, "%s: --weights %s is not %s\n", cmd, v, names);
             return NUMLA_CLI_OPT_BAD;
         }
     } else if (!strcmp(a, "--linear-act")) {

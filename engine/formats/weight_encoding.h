@@ -37,6 +37,7 @@
 #ifndef NUMLA_ENGINE_FORMATS_WEIGHT_ENCODING_H
 #define NUMLA_ENGINE_FORMATS_WEIGHT_ENCODING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum numla_weight_encoding {
@@ -75,10 +76,24 @@ typedef struct numla_weight_encoding_info {
     const char *scale_suffix; /* NUMLA_SCALES_TENSOR: "_scale_inv" / "_scale" */
     uint32_t ggml_type;       /* the GGUF tensor type code; UINT32_MAX when none */
     const char *dequant;      /* where its reference dequantization is */
+    const char *option;       /* how `--weights` and `numla quantize --to` spell it ("bf16", "q4_k");
+                               * NULL: numla never makes it */
+    uint8_t made;             /* who makes it: NUMLA_ENCODING_AT_LOAD | NUMLA_ENCODING_BY_QUANTIZE */
 } numla_weight_encoding_info;
+
+/* Who makes an encoding from a float checkpoint (bf16: dequantizes an 8-bit one at load). */
+enum {
+    NUMLA_ENCODING_AT_LOAD = 1,     /* numla run / serve / bench --weights NAME, while loading */
+    NUMLA_ENCODING_BY_QUANTIZE = 2, /* numla quantize --to NAME (and numla synth --weights) */
+};
 
 /* The row of the table; NULL for a value out of range. */
 const numla_weight_encoding_info *numla_weight_encoding_get(numla_weight_encoding e);
+/* The one parser of the option names: the encoding named s among those `made` makes (a mask of
+ * NUMLA_ENCODING_AT_LOAD / BY_QUANTIZE); 0 when none. */
+int numla_weight_encoding_parse(const char *s, unsigned made, numla_weight_encoding *out);
+/* Their names for a message, "bf16, fp8, int8, q8_0, q4_0 or q4_k", into buf (cap bytes). */
+void numla_weight_encoding_option_list(unsigned made, char *buf, size_t cap);
 /* The encoding of a GGUF type code (block encodings only); 0 when none. */
 int numla_weight_encoding_from_ggml(uint32_t ggml_type, numla_weight_encoding *out);
 /* The separate scale grid of an (n, k) tensor: FP8 (ceil(n/128), ceil(k/128)), INT8 (n, 1),

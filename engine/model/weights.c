@@ -1137,20 +1137,10 @@ numla_weights_options numla_weights_options_default(void)
 
 int numla_weights_format_parse(const char *s, numla_weights_options *o)
 {
-    if (!strcmp(s, "bf16"))
-        o->format = NUMLA_WEIGHT_FORMAT_NONE;
-    else if (!strcmp(s, "fp8"))
-        o->format = NUMLA_WEIGHT_FORMAT_FP8;
-    else if (!strcmp(s, "int8"))
-        o->format = NUMLA_WEIGHT_FORMAT_INT8;
-    else if (!strcmp(s, "q8_0"))
-        o->format = NUMLA_ENCODING_Q8_0;
-    else if (!strcmp(s, "q4_0"))
-        o->format = NUMLA_ENCODING_Q4_0;
-    else if (!strcmp(s, "q4_k"))
-        o->format = NUMLA_ENCODING_Q4_K;
-    else
+    numla_weight_encoding e;
+    if (!numla_weight_encoding_parse(s, NUMLA_ENCODING_AT_LOAD, &e))
         return 0;
+    o->format = (int)e;
     return 1;
 }
 

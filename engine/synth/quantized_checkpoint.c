@@ -17,13 +17,7 @@
 
 int numla_qckpt_format_parse(const char *s, numla_qckpt_format *out)
 {
-    if (!strcmp(s, "fp8"))
-        *out = NUMLA_QCKPT_FP8;
-    else if (!strcmp(s, "int8"))
-        *out = NUMLA_QCKPT_INT8;
-    else
-        return 0;
-    return 1;
+    return numla_weight_encoding_parse(s, NUMLA_ENCODING_BY_QUANTIZE, out);
 }
 
 int numla_qckpt_quantizes(numla_qckpt_format f, const char *name, int32_t ndim, int keep_lm_head)

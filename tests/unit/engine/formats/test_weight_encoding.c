@@ -115,5 +115,32 @@ static void test_separate_scales(void)
     CU_ASSERT_STRING_EQUAL(nm, "a.weight_scale");
 }
 
+/* One parser of the option names (--weights, numla quantize --to), from the table. */
+static void test_option_names(void)
+{
+    numla_weight_encoding e;
+    CU_ASSERT_TRUE(numla_weight_encoding_parse("q4_k", NUMLA_ENCODING_AT_LOAD, &e));
+    CU_ASSERT_EQUAL(e, NUMLA_ENCODING_Q4_K);
+    CU_ASSERT_TRUE(numla_weight_encoding_parse("bf16", NUMLA_ENCODING_AT_LOAD, &e));
+    CU_ASSERT_EQUAL(e, NUMLA_ENCODING_NONE);
+    CU_ASSERT_FALSE(numla_weight_encoding_parse("q4_k", NUMLA_ENCODING_BY_QUANTIZE, &e));
+    CU_ASSERT_FALSE(numla_weight_encoding_parse("Q4_K", NUMLA_ENCODING_AT_LOAD, &e));
+    CU_ASSERT_FALSE(numla_weight_encoding_parse(NULL, NUMLA_ENCODING_AT_LOAD, &e));
+    numla_qckpt_format f;
+    CU_ASSERT_TRUE(numla_qckpt_format_parse("int8", &f));
+    CU_ASSERT_EQUAL(f, NUMLA_QCKPT_INT8);
+    CU_ASSERT_FALSE(numla_qckpt_format_parse("bf16", &f));
+    char buf[128];
+    numla_weight_encoding_option_list(NUMLA_ENCODING_AT_LOAD, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "bf16, fp8, int8, q8_0, q4_0 or q4_k");
+    numla_weight_encoding_option_list(NUMLA_ENCODING_BY_QUANTIZE, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "fp8 or int8");
+    for (int i = 0; i < NUMLA_ENCODING_COUNT; i++) {
+        const numla_weight_encoding_info *in = numla_weight_encoding_get((numla_weight_encoding)i);
+        CU_ASSERT(!in->made == !in->option);
+    }
+}
+
 NUMLA_TEST_SUITE(weight_encoding, NULL, NULL, NUMLA_TEST(test_table), NUMLA_TEST(test_tables_agree),
+                 NUMLA_TEST(test_option_names),
                  NUMLA_TEST(test_separate_scales))
