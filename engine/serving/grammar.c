@@ -744,7 +744,8 @@ struct numla_grammar_matcher {
     int32_t *lv_tops;   /* ((lv_cap + 1) * MAX_STACKS) */
     int32_t *lv_n, *lv_mark;
     int32_t lv_cap;
-    gframe *tmp;        /* (MAX_STACKS * MAX_DEPTH) compaction scratch */
+    gframe *tmp;        /* (cap_tmp) compaction scratch */
+    int32_t cap_tmp;
 };
 
 /* -2: the arena is full (the alternative is dropped). */
@@ -753,7 +754,7 @@ static int32_t fnew(numla_grammar_matcher *m, const gframe *f)
     if (m->na == m->ca) {
         if (m->ca >= ARENA_MAX)
             return -2;
-        int32_t c = m->ca ? m->ca * 2 : 4096;
+        int32_t c = m->ca ? m->ca * 2 : 256;
         gframe *q = realloc(m->ar, (size_t)c * sizeof *q);
         if (!q)
             return -2;
@@ -1182,8 +1183,9 @@ static int stacks_equal(const numla_grammar_matcher *m, int32_t a, int32_t b)
     return a == b;
 }
 
-/* Make tops[n] the committed state: distinct stacks copied to the start of the arena. */
-static void commit(numla_grammar_matcher *m, const int32_t *tops, int n)
+/* Make tops[n] the committed state: distinct stacks copied to the start of the arena. 0: out
+ * of memory (the state is then as before). */
+static int commit(numla_grammar_matcher *m, const int32_t *tops, int n)
 {
     int32_t keep[NUMLA_GRAMMAR_MAX_STACKS];
     int nk = 0;
@@ -1194,7 +1196,12 @@ static void commit(numla_grammar_matcher *m, const int32_t *tops, int n)
         if (!dup)
             keep[nk++] = tops[i];
     }
-    int32_t nt = 0, newtops[NUMLA_GRAMMAR_MAX_STACKS];
+    int32_t nt = 0, newtops[NUMLA_GRAMMAR_MAX_STACKS], need = 0;
+    for (int i = 0; i < nk; i++)
+        for (int32_t t = keep[i]; t >= 0; t = m->ar[t].up)
+            need++;
+    if (!grow((void **)&m->tmp, &m->cap_tmp, need + 1, sizeof *m->tmp))
+        return 0;
     for (int i = 0; i < nk; i++) {
         int32_t chain[NUMLA_GRAMMAR_MAX_DEPTH + 1], len = 0;
         for (int32_t t = keep[i]; t >= 0 && len <= NUMLA_GRAMMAR_MAX_DEPTH; t = m->ar[t].up)
@@ -1211,17 +1218,15 @@ static void commit(numla_grammar_matcher *m, const int32_t *tops, int n)
     m->na = nt;
     memcpy(m->tops, newtops, (size_t)nk * sizeof *newtops);
     m->nt = nk;
+    return 1;
 }
 
 numla_status numla_grammar_matcher_create(const numla_grammar *g, numla_grammar_matcher **out)
 {
     *out = NULL;
     numla_grammar_matcher *m = calloc(1, sizeof *m);
-    if (!m || !(m->tmp = malloc((size_t)NUMLA_GRAMMAR_MAX_STACKS * (NUMLA_GRAMMAR_MAX_DEPTH + 1) *
-                                sizeof *m->tmp))) {
-        free(m);
+    if (!m)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for a grammar matcher");
-    }
     m->g = g;
     int32_t t = finit(m, g->root, -1, 1);
     if (t < 0) {
@@ -1263,7 +1268,10 @@ int numla_grammar_matcher_accept_bytes(numla_grammar_matcher *m, const uint8_t *
         memcpy(cur, next, (size_t)nn * sizeof *cur);
         nc = nn;
     }
-    commit(m, cur, nc);
+    if (!commit(m, cur, nc)) {
+        m->na = mark;
+        return 0;
+    }
     return 1;
 }
 
