@@ -129,7 +129,9 @@ typedef struct numla_weights_options {
 
 /* format -1, keep_lm_head 0, linear_act F32. */
 numla_weights_options numla_weights_options_default(void);
-/* The command-line spelling: "bf16" (NONE), "fp8", "int8" -> o->format; 0 when it is none. */
+/* The command-line spelling (`--weights`: the encodings the table makes at load, "bf16" (NONE),
+ * "fp8", "int8", "q8_0", "q4_0", "q4_k"; numla_weight_encoding_parse) -> o->format; 0 when it is
+ * none. */
 int numla_weights_format_parse(const char *s, numla_weights_options *o);
 
 /* Load the shard for (rank, nranks) from an open safetensors model, validating the shape of
