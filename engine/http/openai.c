@@ -422,6 +422,56 @@ static int forced_call_grammar(json_t *fn, size_t k, numla_openai_request *r,
     return 1;
 }
 
+/* "required" over several tools: the output is {"name": N, "arguments": ARGS}, N one of the
+ * tools and ARGS a document of its parameters (anyOf over the tools; a tool's parameters must
+ * be an object schema without $ref, which would point elsewhere once embedded). */
+static int forced_any_grammar(json_t *tools, numla_openai_request *r, numla_openai_error *err)
+{
+    json_t *alts = json_array(), *env = json_pack("{s:o}", "anyOf", alts);
+    if (!alts || !env)
+        return oom(err);
+    for (size_t k = 0; k < json_array_size(tools); k++) {
+        json_t *fn = json_object_get(json_array_get(tools, k), "function");
+        json_t *params = json_object_get(fn, "parameters"), *t = json_object_get(params, "type");
+        char fp[96];
+        snprintf(fp, sizeof fp, "tools[%zu].function.parameters", k);
+        if (params && !(json_is_string(t) && !strcmp(json_string_value(t), "object"))) {
+            json_decref(env);
+            return bad(err, "tool_choice", "'tool_choice' \"required\": '%s' is not an object "
+                       "schema ({\"type\": \"object\", ...})", fp);
+        }
+        char *text = params ? json_dumps(params, JSON_COMPACT) : NULL;
+        const int has_ref = text && strstr(text, "\"$ref\"");
+        free(text);
+        if (has_ref) {
+            json_decref(env);
+            return bad(err, "tool_choice", "'tool_choice' \"required\" over several tools: '%s' "
+                       "uses $ref (name the function instead)", fp);
+        }
+        json_t *args = params ? json_incref(params)
+                              : json_pack("{s:s, s:{}, s:b}", "type", "object", "properties",
+                                          "additionalProperties", 0);
+        json_t *alt = json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s,s], s:b}", "type", "object",
+                                "properties", "name", "const", json_object_get(fn, "name"),
+                                "arguments", args, "required", "name", "arguments",
+                                "additionalProperties", 0);
+        if (!alt || json_array_append_new(alts, alt)) {
+            json_decref(env);
+            return oom(err);
+        }
+    }
+    numla_status st = numla_grammar_compile_schema(env, &r->grammar);
+    json_decref(env);
+    if (st == NUMLA_STATUS_NO_MEMORY)
+        return oom(err);
+    if (st != NUMLA_STATUS_OK)
+        return bad(err, "tool_choice", "'tool_choice' \"required\": a tool's parameters are "
+                   "outside the supported schema subset (docs/serving.md): %s",
+                   numla_error_message());
+    r->tool_choice_required = 1;
+    return 1;
+}
+
 /* tool_choice: "auto" (what a model with tools does anyway) or null; "none" (the tools are
  * rendered, no call is read out of the output); {"type": "function", "function": {"name"}} or
  * "required" with a single tool: the output is that function's arguments, constrained to its
@@ -437,10 +487,10 @@ static int parse_tool_choice(json_t *o, numla_openai_request *r, numla_openai_er
     } else if (json_is_string(v) && !strcmp(json_string_value(v), "none")) {
         r->tool_choice_none = 1;
     } else if (json_is_string(v) && !strcmp(json_string_value(v), "required")) {
-        if (nt != 1)
-            return bad(err, "tool_choice", "'tool_choice' \"required\" is served with exactly one "
-                       "tool (this request has %zu): name the function instead "
-                       "({\"type\": \"function\", \"function\": {\"name\": ...}})", nt);
+        if (nt == 0)
+            return bad(err, "tool_choice", "'tool_choice' \"required\" needs 'tools'");
+        if (nt > 1) /* {"name": N, "arguments": ...}: one of the tools, its arguments' schema */
+            return forced_any_grammar(tools, r, err);
         name = json_string_value(
             json_object_get(json_object_get(json_array_get(tools, 0), "function"), "name"));
     } else if (json_is_object(v)) {

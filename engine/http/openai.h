@@ -18,7 +18,7 @@
  *   an assistant's tool_calls ([{id?, type?: "function", function: {name, arguments: string}}];
  *   its content may then be null) and reasoning_content (string | null), a tool message's
  *   tool_call_id), tools ([{type: "function", function: {name, description?, parameters?:
- *   object, strict?: bool}}]), tool_choice ("auto" | null | "none" | "required" with one tool |
+ *   object, strict?: bool}}]), tool_choice ("auto" | null | "none" | "required" |
  *   {"type": "function", "function": {"name"}}: docs/serving.md), parallel_tool_calls (bool | null),
  *   chat_template_kwargs ({thinking?: bool, enable_thinking?: bool}, the same switch as vLLM and
  *   SGLang take it for DeepSeek-V3.1), max_tokens / max_completion_tokens (default: up to the
@@ -28,7 +28,7 @@
  *   messages and the thinking switch is checked by the serving adapter (it knows the template).
  * Both: n (1..128 choices per prompt, prompts x n at most 128) and best_of (equal to n).
  * Fields the API defines but numla does not serve (echo, best_of other than n, suffix,
- * "required" with several tools, functions, ...) are a 400 naming the field;
+ * functions, ...) are a 400 naming the field;
  * so are unknown fields and invalid values. A failed parse fills a numla_openai_error (an HTTP
  * status and an OpenAI-style message naming the field) and still returns OK: only running out
  * of memory is an error status.
@@ -128,6 +128,8 @@ typedef struct numla_openai_request {
     char *tool_choice_name;     /* chat: the function tool_choice forces (named, or "required"
                                    with one tool): the output is its arguments, wrapped by the
                                    server as the call; NULL: none */
+    int tool_choice_required;   /* chat: "required" over several tools: the output is
+                                   {"name": N, "arguments": ...}, wrapped as the call of N */
 } numla_openai_request;
 
 typedef struct numla_openai_limits {

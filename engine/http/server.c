@@ -183,7 +183,8 @@ static int view_reasoning(conn *c, int32_t i)
     const numla_tool_syntax *ts = c->route == ROUTE_CHAT && !rq->tool_choice_none
                                       ? c->call->jobs[i].tool_syntax
                                       : NULL;
-    const int forced = c->route == ROUTE_CHAT && rq->tool_choice_name;
+    const int forced =
+        c->route == ROUTE_CHAT && (rq->tool_choice_name || rq->tool_choice_required);
     if (ts || forced) {
         uint64_t seed = 1469598103934665603ull; /* the call ids follow from the reply's id */
         for (const char *p = c->id; *p; p++)

@@ -489,11 +489,20 @@ static void take_call(numla_tool_calls *p, const char *s, size_t n, const char *
 {
     char *name = NULL, *args = NULL, *id = NULL;
     int ok;
-    if (p->syn->kind == KIND_FORCED) { /* the whole text, when it is a JSON object */
+    if (p->syn->kind == KIND_FORCED && p->forced_name[0]) { /* the text: the arguments */
         trim(&s, &n);
         ok = json_object_text(s, n);
         if (ok == 1 && (!(name = strdup(p->forced_name)) || !(args = dup_n(s, n))))
             ok = -1;
+    } else if (p->syn->kind == KIND_FORCED) { /* {"name": N, "arguments": {...}} */
+        json_t *v = json_loadb(s, n, JSON_ALLOW_NUL, NULL);
+        json_t *nm = json_object_get(v, "name"), *a = json_object_get(v, "arguments");
+        ok = json_is_object(v) && json_object_size(v) == 2 && json_is_string(nm) &&
+             json_string_length(nm) > 0 && json_is_object(a);
+        if (ok == 1 && (!(name = strdup(json_string_value(nm))) ||
+                        !(args = json_dumps(a, JSON_COMPACT))))
+            ok = -1;
+        json_decref(v);
     } else
         ok = p->syn->kind == KIND_SEP ? parse_sep(p->syn, s, n, &name, &args, &id)
                                       : parse_tags(p, s, n, &name, &args);
@@ -679,10 +688,8 @@ numla_status numla_tool_calls_create_forced(const char *name, uint64_t id_seed,
                                             numla_tool_calls **out)
 {
     *out = NULL;
-    if (!name || !name[0])
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "tool calls: a forced call needs a function name");
     numla_tool_calls *p = calloc(1, sizeof *p);
-    if (!p || !(p->forced_name = strdup(name))) {
+    if (!p || !(p->forced_name = strdup(name ? name : ""))) {
         free(p);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for a tool-call parser");
     }

@@ -78,7 +78,9 @@ numla_status numla_tool_calls_create(const numla_tool_syntax *syn, const char *t
 /* A parser for a call the server wraps (tool_choice naming a function, whose arguments a
  * response grammar constrains): everything pushed is held; finish gives one call `name` with
  * the text (trimmed) as its arguments when it is a JSON object, else the text as content (a
- * document cut short by max_tokens). Not collective. */
+ * document cut short by max_tokens). name NULL ("required" over several tools): the text is
+ * {"name": N, "arguments": {...}} and gives the call N with those arguments (compact). Not
+ * collective. */
 numla_status numla_tool_calls_create_forced(const char *name, uint64_t id_seed,
                                             numla_tool_calls **out);
 void numla_tool_calls_destroy(numla_tool_calls **p);

@@ -111,6 +111,17 @@ if command -v curl >/dev/null; then
       check "serve-tool-choice-$seed-${tc:0:6}" $? "$resp"
     done
   done
+  # "required" over two tools: one call of either, its arguments valid for that tool
+  T2="${T%]},{\"type\":\"function\",\"function\":{\"name\":\"flag\",\"parameters\":{\"type\":\"object\",\"properties\":{\"on\":{\"type\":\"boolean\"}},\"required\":[\"on\"],\"additionalProperties\":false}}}]"
+  for seed in 1 2 3 4; do
+    resp=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"any $seed\"}],$T2,
+      \"tool_choice\":\"required\",\"temperature\":1,\"seed\":$seed,\"max_tokens\":200}")
+    jq -e ".choices[0].finish_reason == \"tool_calls\" and (.choices[0].message.tool_calls | length) == 1 and
+      (.choices[0].message.tool_calls[0].function as \$f | if \$f.name == \"flag\" then
+        (\$f.arguments | fromjson | keys_unsorted == [\"on\"] and (.on | type == \"boolean\"))
+       else \$f.name == \"get_weather\" and (\$f.arguments | $args) end)" <<<"$resp" >/dev/null
+    check "serve-tool-choice-required-any-$seed" $? "$resp"
+  done
   resp=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"w\"}],$T,
     \"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},\"seed\":7,
     \"max_tokens\":200,\"stream\":true}")

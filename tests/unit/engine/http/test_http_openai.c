@@ -64,9 +64,18 @@ static void test_tool_choice(void)
                                    "{\"name\": \"f\"}}], \"tool_choice\": \"required\"}", &r, &e), 0);
     CU_ASSERT(r.grammar && !strcmp(r.tool_choice_name, "f")); /* no parameters: "{}" */
     numla_openai_request_free(&r);
-    /* "required" with two tools, an undeclared name, a non-object or unsupported schema */
+    /* "required" with two tools: {"name", "arguments"} over both */
+    CU_ASSERT_EQUAL_FATAL(parse(C, "{" TC_MSG ", " TC_TOOLS ", {\"type\": \"function\", \"function\": "
+                                   "{\"name\": \"g\"}}], \"tool_choice\": \"required\"}", &r, &e), 0);
+    CU_ASSERT(r.grammar && r.tool_choice_required && !r.tool_choice_name);
+    numla_openai_request_free(&r);
+    /* ... not with a $ref in a tool's parameters; an undeclared name, a non-object or
+     * unsupported schema */
     expect_400(C, "{" TC_MSG ", " TC_TOOLS ", {\"type\": \"function\", \"function\": {\"name\": "
-                  "\"g\"}}], \"tool_choice\": \"required\"}", "tool_choice", NULL);
+                  "\"g\", \"parameters\": {\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": "
+                  "\"#/$defs/x\"}}, \"$defs\": {\"x\": {}}}}}], \"tool_choice\": \"required\"}",
+               "tool_choice", NULL);
+    expect_400(C, "{" TC_MSG ", \"tool_choice\": \"required\"}", "tool_choice", NULL);
     expect_400(C, "{" TC_MSG ", " TC_TOOLS "], \"tool_choice\": {\"type\": \"function\", "
                   "\"function\": {\"name\": \"nope\"}}}", "tool_choice", NULL);
     expect_400(C, "{" TC_MSG ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": "

@@ -358,5 +358,32 @@ static void test_forced(void)
     }
 }
 
+/* "required" over several tools: {"name", "arguments"} gives that call; anything else content. */
+static void test_forced_any(void)
+{
+    static const char *const texts[] = {"{\"name\":\"get\",\"arguments\":{\"a\":[1, 2]}}",
+                                        "{\"name\":\"get\",\"arguments\":3}",
+                                        "{\"name\":\"get\",\"arguments\":{},\"x\":1}", "{\"name\":"};
+    for (int k = 0; k < 4; k++) {
+        numla_tool_calls *p = NULL;
+        CU_ASSERT_FATAL(numla_tool_calls_create_forced(NULL, 5, &p) == NUMLA_STATUS_OK);
+        const numla_tool_event *ev;
+        int32_t ne;
+        const char *t;
+        CU_ASSERT_FATAL(numla_tool_calls_push(p, texts[k], strlen(texts[k]), &ev, &ne, &t) ==
+                        NUMLA_STATUS_OK);
+        CU_ASSERT_FATAL(numla_tool_calls_finish(p, &ev, &ne, &t) == NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(ne, 1);
+        CU_ASSERT_EQUAL(numla_tool_calls_count(p), k == 0);
+        if (k == 0) {
+            CU_ASSERT_STRING_EQUAL(numla_tool_calls_get(p, 0)->name, "get");
+            CU_ASSERT_STRING_EQUAL(numla_tool_calls_get(p, 0)->arguments, "{\"a\":[1,2]}");
+        } else
+            CU_ASSERT(ev[0].call < 0 && ev[0].len == strlen(texts[k]));
+        numla_tool_calls_destroy(&p);
+    }
+}
+
 NUMLA_TEST_SUITE(tool_calls, NULL, NULL, NUMLA_TEST(test_goldens_any_cut),
-                 NUMLA_TEST(test_families), NUMLA_TEST(test_fuzz_mutations), NUMLA_TEST(test_forced))
+                 NUMLA_TEST(test_families), NUMLA_TEST(test_fuzz_mutations), NUMLA_TEST(test_forced),
+                 NUMLA_TEST(test_forced_any))
