@@ -307,6 +307,9 @@ static numla_status job_request(numla_http_adapter *g, numla_http_job *j, numla_
         req->grammar = numla_grammar_ref(r->grammar);
     if (r->endpoint == NUMLA_OPENAI_CHAT) {
         NUMLA_CHECK(chat_prompt(g, r, req, no, &j->reasoning_mode));
+        if (req->grammar) /* constrained from the first token: the output is the document, never
+                             reasoning (no "</think>" can come to end it) */
+            j->reasoning_mode = NUMLA_HTTP_REASONING_OFF;
         j->tool_syntax = g->o.chat ? numla_tool_syntax_for_template(
                                          numla_chat_template_name(g->o.chat))
                                    : NULL;
