@@ -649,7 +649,14 @@ static void test_fuzz_mutations(void)
         "\"chat_template_kwargs\": {\"thinking\": true}}",
         "0{\"prompt\": [1, 2, 3], \"max_tokens\": 4, \"presence_penalty\": -2, "
         "\"frequency_penalty\": 1.5, \"repetition_penalty\": 0.9, \"min_p\": 1, "
-        "\"logit_bias\": {\"5\": 10, \"17\": -0.5, \"999\": 100}}"};
+        "\"logit_bias\": {\"5\": 10, \"17\": -0.5, \"999\": 100}}",
+        "1{\"messages\": [{\"role\": \"user\", \"content\": \"w\"}], \"tools\": [{\"type\": "
+        "\"function\", \"function\": {\"name\": \"g\", \"parameters\": {\"type\": \"object\", "
+        "\"properties\": {\"c\": {\"type\": \"string\", \"maxLength\": 8}}}}}], \"tool_choice\": "
+        "\"required\"}",
+        "0{\"prompt\": \"p\", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+        "{\"name\": \"x\", \"schema\": {\"type\": \"object\", \"properties\": {\"v\": {\"enum\": "
+        "[\"a\", 1, null]}, \"k\": {\"type\": \"array\", \"items\": {\"$ref\": \"#\"}}}}}}}"};
     numla_test_rng rng = {2027};
     uint8_t buf[512];
     int accepted = 0, rejected = 0;
