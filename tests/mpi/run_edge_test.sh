@@ -11,6 +11,9 @@
 #   kv     3 oversubscribed ranks on this node: their KV pools together fit in the node's free
 #          memory; --max-context changes the pool; --kv-memory beyond what exists is an error
 #          naming the figure and what is available
+#   exits  (slow) NUMLA_EXIT_TRIALS (1500) one-rank runs that fail at once (an output that cannot
+#          be written), with two busy loops loading the cores: every one exits 1, none dies of a
+#          signal on its way out (Open MPI's singleton finalize, engine/cli/cli.c)
 set -uo pipefail
 bin=$(realpath "$1") mode=$2
 tmp=$(mktemp -d)
@@ -222,6 +225,21 @@ if [ "$mode" = kv ]; then
   rc=$?
   [ $rc -eq 1 ] && grep -q "KV pool of $total_gib GiB per rank is more than there is: .* GiB free for its 3 ranks" "$tmp/share.err"
   check kv-memory-shared $? "rc=$rc $(head -3 "$tmp/share.err")"
+fi
+
+if [ "$mode" = exits ]; then
+  gen 1 > "$tmp/req.jsonl"
+  for _ in 1 2; do (while :; do :; done) & done
+  busy=$(jobs -p)
+  bad=0 last=""
+  for t in $(seq 1 "${NUMLA_EXIT_TRIALS:-1500}"); do
+    "$bin" run --model "$tmp/tiny" --threads 1 --input "$tmp/req.jsonl" \
+      --output "$tmp/missing/x.jsonl" 2> "$tmp/exit.err"
+    rc=$?
+    [ $rc -eq 1 ] || { bad=$((bad + 1)); last="trial $t: rc=$rc $(tail -4 "$tmp/exit.err")"; }
+  done
+  kill $busy 2>/dev/null; wait $busy 2>/dev/null
+  [ $bad -eq 0 ]; check "exits-clean" $? "$bad runs did not exit 1; the last: $last"
 fi
 
 echo "run_edge_test $mode: $pass passed, $fail failed"
