@@ -19,35 +19,12 @@ tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT
-fail=0 pass=0
-check() { # check NAME RESULT(0=ok) DETAILS
-  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $3"; fi
-}
+. "$(dirname "$0")/test_lib.sh"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NUMLA_BIN=$bin
 # 1 and 2 ranks compared token for token: a kernel level that never rounds activations to bf16
-# (as http_serve_test.sh)
-if [ -z "${NUMLA_ISA:-}" ]; then
-  if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then export NUMLA_ISA=avx512
-  elif grep -qw avx2 /proc/cpuinfo 2>/dev/null; then export NUMLA_ISA=avx2
-  else export NUMLA_ISA=ref; fi
-fi
+exact_isa
 
-start_server() { # start_server LOG CMD...: background, wait for "ready on", set $port and $spid
-  local log=$1; shift
-  "$@" 2>"$log" &
-  spid=$!
-  pids+=("$spid")
-  port=
-  for _ in $(seq 1 600); do
-    [ -f "$log" ] && port=$(sed -nE 's/^numla serve: ready on http:\/\/127\.0\.0\.1:([0-9]+).*/\1/p' "$log")
-    [ -n "$port" ] && return 0
-    kill -0 "$spid" 2>/dev/null || break
-    sleep 0.05
-  done
-  echo "server did not start: $(tail -5 "$log")"
-  return 1
-}
 post() { curl -s -m 60 "http://127.0.0.1:$port$1" -H 'Content-Type: application/json' -d "$2"; }
 lp_tokens='.choices[0].logprobs.tokens | .[] | sub("token_id:"; "")'
 resp_tokens() { jq -r "[$lp_tokens] | join(\",\")"; }

@@ -30,22 +30,6 @@ model=$tmp/tiny
 "$bin" synth --preset tiny --out "$model" --seed 9 --tokenizer "$golden/tokenizer/bpe1k" \
   >/dev/null 2>&1 || { echo "synth failed"; exit 1; }
 
-# start_server LOG CMD...: start it in the background, wait for "ready on", set $port and $spid
-start_server() {
-  local log=$1; shift
-  "$@" 2>"$log" &
-  spid=$!
-  pids+=("$spid")
-  port=
-  for _ in $(seq 1 400); do
-    [ -f "$log" ] && port=$(sed -nE 's/^numla serve: ready on http:\/\/127\.0\.0\.1:([0-9]+).*/\1/p' "$log")
-    [ -n "$port" ] && return 0
-    kill -0 "$spid" 2>/dev/null || break
-    sleep 0.05
-  done
-  echo "server did not start: $(cat "$log")"
-  return 1
-}
 post() { curl -s -m 60 "http://127.0.0.1:$port$1" -H 'Content-Type: application/json' -d "$2"; }
 # tokens of a non-streamed response / of an SSE stream (logprobs "token_id:N" entries: the
 # requests ask for return_tokens_as_token_ids)

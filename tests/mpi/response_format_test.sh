@@ -66,17 +66,8 @@ jq -e '.error | test("response_format.json_schema.schema.*.pattern. is not suppo
 check run-error-names-the-keyword $? "$r"
 
 if command -v curl >/dev/null; then
-  log=$tmp/serve.err
-  "$bin" serve --model "$model" --port 0 --threads 1 --chat-template kimi-k2 2>"$log" &
-  spid=$!
-  pids+=("$spid")
-  port=
-  for _ in $(seq 1 400); do
-    [ -f "$log" ] && port=$(sed -nE 's/^numla serve: ready on http:\/\/127\.0\.0\.1:([0-9]+).*/\1/p' "$log")
-    [ -n "$port" ] && break
-    sleep 0.05
-  done
-  [ -n "$port" ]; check serve-ready $? "$(tail -3 "$log")"
+  start_server "$tmp/serve.err" "$bin" serve --model "$model" --port 0 --threads 1 --chat-template kimi-k2
+  check serve-ready $? "$(tail -3 "$tmp/serve.err")"
   post() { curl -s -m 120 "http://127.0.0.1:$port$1" -H 'Content-Type: application/json' -d "$2"; }
   resp=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"json please\"}],
     \"max_tokens\":300,\"temperature\":1,\"seed\":5,\"n\":3,\"response_format\":$RF}")
@@ -140,7 +131,7 @@ if command -v curl >/dev/null; then
   [ "$(jq -r .error.param <<<"$resp")" = tool_choice ]; check serve-400-tool-choice $? "$resp"
   kill -TERM "$spid"
   wait "$spid"
-  check serve-drains $? "$(tail -2 "$log")"
+  check serve-drains $? "$(tail -2 "$tmp/serve.err")"
 else
   echo "numla serve part skipped: needs curl"
 fi

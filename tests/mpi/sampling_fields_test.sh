@@ -86,17 +86,8 @@ if [ "$mode" = one ]; then
   check error-record-logit-bias-vocab $? "$(err_of "$tmp/one.jsonl" bad-bias)"
 
   if command -v curl >/dev/null && command -v jq >/dev/null; then
-    log=$tmp/serve.err
-    "$bin" serve --model "$model" --port 0 --threads 1 --chat-template deepseek-v3 2>"$log" &
-    spid=$!
-    pids+=("$spid")
-    port=
-    for _ in $(seq 1 400); do
-      [ -f "$log" ] && port=$(sed -nE 's/^numla serve: ready on http:\/\/127\.0\.0\.1:([0-9]+).*/\1/p' "$log")
-      [ -n "$port" ] && break
-      sleep 0.05
-    done
-    [ -n "$port" ]; check serve-ready $? "$(tail -3 "$log")"
+    start_server "$tmp/serve.err" "$bin" serve --model "$model" --port 0 --threads 1 --chat-template deepseek-v3
+    check serve-ready $? "$(tail -3 "$tmp/serve.err")"
     post() { curl -s -m 60 "http://127.0.0.1:$port$1" -H 'Content-Type: application/json' -d "$2"; }
     ids='[.choices[0].logprobs | (.tokens // [.content[]?.token]) | .[] | sub("token_id:"; "")] | join(",")'
     B='"prompt": [5, 9, 13], "ignore_eos": true, "logprobs": 0, "return_tokens_as_token_ids": true'
@@ -120,7 +111,7 @@ if [ "$mode" = one ]; then
     check serve-400-logit-bias-vocab $? "$resp"
     kill -TERM "$spid"
     wait "$spid"
-    check serve-drains $? "$(tail -2 "$log")"
+    check serve-drains $? "$(tail -2 "$tmp/serve.err")"
   else
     echo "numla serve part skipped: needs curl and jq"
   fi

@@ -1,5 +1,5 @@
 # tests/mpi/test_lib.sh — sourced by the end-to-end test scripts of tests/mpi/: the pass/fail
-# tally and the kernel level for exact comparisons.
+# tally, the kernel level for exact comparisons, and starting `numla serve`.
 
 fail=0 pass=0
 check() { # check NAME RESULT(0=ok) DETAILS
@@ -14,4 +14,23 @@ exact_isa() {
     elif grep -qw avx2 /proc/cpuinfo 2>/dev/null; then export NUMLA_ISA=avx2
     else export NUMLA_ISA=ref; fi
   fi
+}
+
+# start_server LOG CMD...: start a `numla serve` command in the background, wait for its
+# "ready on" line; sets $port and $spid and adds the pid to the caller's pids array (which its
+# EXIT trap kills). Fails, printing the log's tail, when the server exits or 30 s pass.
+start_server() {
+  local log=$1; shift
+  "$@" 2>"$log" &
+  spid=$!
+  pids+=("$spid")
+  port=
+  for _ in $(seq 1 600); do
+    [ -f "$log" ] && port=$(sed -nE 's/^numla serve: ready on http:\/\/127\.0\.0\.1:([0-9]+).*/\1/p' "$log")
+    [ -n "$port" ] && return 0
+    kill -0 "$spid" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "server did not start: $(tail -5 "$log")"
+  return 1
 }
