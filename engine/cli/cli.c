@@ -110,7 +110,7 @@ static void numla_cli_keep_cpu_mask_(void)
 /* Open MPI 4.1 finalizes a singleton (a process not started by mpirun) by closing its
  * components before it stops its progress thread; an event still pending then calls into a
  * component already unloaded and the process dies of SIGSEGV on its way out (about one run in
- * 300 that fails at once, while orted is still starting, on a loaded machine). Components stay
+ * 500 that fails at once, while orted is still starting, on a loaded machine). Components stay
  * loaded until exit (Open MPI's mca_base_component_disable_dlclose) unless the user says
  * otherwise. */
 static void numla_cli_mpi_env_(void)

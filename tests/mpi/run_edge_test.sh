@@ -11,9 +11,11 @@
 #   kv     3 oversubscribed ranks on this node: their KV pools together fit in the node's free
 #          memory; --max-context changes the pool; --kv-memory beyond what exists is an error
 #          naming the figure and what is available
-#   exits  (slow) NUMLA_EXIT_TRIALS (1500) one-rank runs that fail at once (an output that cannot
-#          be written), with two busy loops loading the cores: every one exits 1, none dies of a
-#          signal on its way out (Open MPI's singleton finalize, engine/cli/cli.c)
+#   exits  (slow) NUMLA_EXIT_TRIALS (2000) one-rank runs that fail at once (an output that cannot
+#          be written), with three busy loops loading the cores: every one exits 1, none dies of a
+#          signal on its way out (Open MPI's singleton finalize, engine/cli/cli.c). A stress
+#          test: without the fix about one run in 500 died, so it fails with high probability,
+#          not with certainty
 set -uo pipefail
 bin=$(realpath "$1") mode=$2
 tmp=$(mktemp -d)
@@ -229,11 +231,11 @@ fi
 
 if [ "$mode" = exits ]; then
   gen 1 > "$tmp/req.jsonl"
-  for _ in 1 2; do (while :; do :; done) & done
+  for _ in 1 2 3; do (while :; do :; done) & done
   busy=$(jobs -p)
   bad=0 last=""
-  for t in $(seq 1 "${NUMLA_EXIT_TRIALS:-1500}"); do
-    "$bin" run --model "$tmp/tiny" --threads 1 --input "$tmp/req.jsonl" \
+  for t in $(seq 1 "${NUMLA_EXIT_TRIALS:-2000}"); do
+    "$bin" run --model "$tmp/tiny" --threads 1 --kv-blocks 64 --max-seqs 8 --input "$tmp/req.jsonl" \
       --output "$tmp/missing/x.jsonl" 2> "$tmp/exit.err"
     rc=$?
     [ $rc -eq 1 ] || { bad=$((bad + 1)); last="trial $t: rc=$rc $(tail -4 "$tmp/exit.err")"; }
