@@ -33,7 +33,7 @@ static const numla_weight_encoding_info table_[NUMLA_ENCODING_COUNT] = {
     [NUMLA_ENCODING_Q2_K] = {NUMLA_ENCODING_GGML_(Q2_K)},
     [NUMLA_ENCODING_Q3_K] = {NUMLA_ENCODING_GGML_(Q3_K)},
     [NUMLA_ENCODING_INT4] = {"int4", 1, 32, 16, 0, NUMLA_SCALES_TENSOR, "_scale", UINT32_MAX,
-                             "engine/model/weights.c (scale x q, as Q4_0 blocks)"},
+                             "engine/model/weights.c (scale x q, as Q4_0 blocks)", NULL, 0},
     [NUMLA_ENCODING_Q5_0] = {NUMLA_ENCODING_GGML_(Q5_0)},
     [NUMLA_ENCODING_IQ4_NL] = {NUMLA_ENCODING_GGML_(IQ4_NL)},
     [NUMLA_ENCODING_Q5_1] = {NUMLA_ENCODING_GGML_(Q5_1)},
