@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 
+#include <mpi.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +36,20 @@ int numla_test_isas(numla_isa out[NUMLA_ISA_COUNT])
         if (numla_isa_supported((numla_isa)i))
             out[n++] = (numla_isa)i;
     return n;
+}
+
+int numla_test_mpi_init(void)
+{
+    int inited = 0;
+    MPI_Initialized(&inited);
+    return !inited && MPI_Init(NULL, NULL) != MPI_SUCCESS;
+}
+
+int numla_test_mpi_finalize(void)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    return !finalized && MPI_Finalize() != MPI_SUCCESS;
 }
 
 char *numla_test_read_file(const char *path, size_t *len)

@@ -66,6 +66,13 @@ int numla_test_sweep_keep(unsigned *counter, unsigned stride);
 /* Path under the source tree (NUMLA_SOURCE_DIR), in a static buffer. */
 const char *numla_test_source_path(const char *rel);
 
+/* MPI started for a suite that runs numla's commands in this process (numla_run_main and the
+ * like, which start and finish MPI themselves only when nobody else did: several calls in one
+ * process need the suite to own it), unless something started it already; 0 when it runs. */
+int numla_test_mpi_init(void);
+/* The pair of numla_test_mpi_init: MPI finalized unless it is already; 0 when all is well. */
+int numla_test_mpi_finalize(void);
+
 /* The whole file at path, malloc'd with a NUL after its bytes (the caller frees); *len (when
  * len is not NULL) its size. NULL when it cannot be read. */
 char *numla_test_read_file(const char *path, size_t *len);

@@ -7,7 +7,6 @@
 #include "test_util.h"
 
 #include <jansson.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,21 +22,12 @@ static char model_dir[1024];
 
 static int suite_init(void)
 {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited && MPI_Init(NULL, NULL) != MPI_SUCCESS)
+    if (numla_test_mpi_init())
         return 1;
     snprintf(model_dir, sizeof model_dir, "%s/gen_cfg", numla_test_tmpdir());
     numla_synth_options o = {.preset = "tiny", .out_dir = model_dir, .seed = 5,
                              .dtype = NUMLA_DTYPE_F32};
     return numla_synth_write(&o, NULL) != NUMLA_STATUS_OK;
-}
-
-static int suite_cleanup(void)
-{
-    int fin = 0;
-    MPI_Finalized(&fin);
-    return fin ? 0 : MPI_Finalize() != MPI_SUCCESS;
 }
 
 static numla_status parse(const char *text, numla_generation_config *g)
@@ -253,7 +243,7 @@ static void test_run_eos_and_defaults(void)
     json_decref(n);
 }
 
-NUMLA_TEST_SUITE(generation_config, suite_init, suite_cleanup, NUMLA_TEST(test_fields),
+NUMLA_TEST_SUITE(generation_config, suite_init, numla_test_mpi_finalize, NUMLA_TEST(test_fields),
                  NUMLA_TEST(test_errors), NUMLA_TEST(test_defaults_and_eos),
                  NUMLA_TEST(test_request_parsers_use_defaults),
                  NUMLA_TEST(test_run_eos_and_defaults))

@@ -8,7 +8,6 @@
 #include "test_util.h"
 
 #include <jansson.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,9 +72,7 @@ static int set_number(const char *dir, const char *file, const char *key, const 
 
 static int suite_init(void)
 {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited && MPI_Init(NULL, NULL) != MPI_SUCCESS)
+    if (numla_test_mpi_init())
         return 1;
     snprintf(v2_dir, sizeof v2_dir, "%s/huge_int_v2", numla_test_tmpdir());
     char tok[1024];
@@ -97,13 +94,6 @@ static int suite_init(void)
     return set_number(v2_dir, "tokenizer_config.json", "model_max_length", SENTINEL) ||
            set_number(v2_dir, "config.json", "model_max_length", SENTINEL) ||
            set_number(kimi_dir, "tokenizer_config.json", "model_max_length", SENTINEL);
-}
-
-static int suite_cleanup(void)
-{
-    int fin = 0;
-    MPI_Finalized(&fin);
-    return fin ? 0 : MPI_Finalize() != MPI_SUCCESS;
 }
 
 /* numla run over `model` with one token-id request and one text request: both answered. */
@@ -218,7 +208,7 @@ static void test_used_field_out_of_range(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "vocab_size"));
 }
 
-NUMLA_TEST_SUITE(model_dir_json, suite_init, suite_cleanup, NUMLA_TEST(test_run_v2),
+NUMLA_TEST_SUITE(model_dir_json, suite_init, numla_test_mpi_finalize, NUMLA_TEST(test_run_v2),
                  NUMLA_TEST(test_run_kimi), NUMLA_TEST(test_tokenizers),
                  NUMLA_TEST(test_chat_template), NUMLA_TEST(test_quantize),
                  NUMLA_TEST(test_used_field_out_of_range))

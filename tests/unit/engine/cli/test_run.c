@@ -4,7 +4,6 @@
  * negative max_tokens, too long for the context, unknown field), each answered in order. */
 #include "test_util.h"
 
-#include <mpi.h>
 
 #include <jansson.h>
 #include <stdio.h>
@@ -134,20 +133,5 @@ static void test_run_e2e(void)
     CU_ASSERT_NOT_EQUAL(numla_run_main(7, bad2), 0);
 }
 
-/* numla_run_main initialises and finalises MPI itself when nobody else did; this suite calls it
- * several times in one process, and MPI can be initialised only once, so the suite owns it. */
-static int run_suite_init(void)
-{
-    int inited = 0;
-    MPI_Initialized(&inited);
-    return inited ? 0 : MPI_Init(NULL, NULL) != MPI_SUCCESS;
-}
 
-static int run_suite_cleanup(void)
-{
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    return finalized ? 0 : MPI_Finalize() != MPI_SUCCESS;
-}
-
-NUMLA_TEST_SUITE(run, run_suite_init, run_suite_cleanup, NUMLA_TEST(test_run_e2e))
+NUMLA_TEST_SUITE(run, numla_test_mpi_init, numla_test_mpi_finalize, NUMLA_TEST(test_run_e2e))

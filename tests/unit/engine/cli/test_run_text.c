@@ -5,7 +5,6 @@
 #include "test_util.h"
 
 #include <jansson.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +17,7 @@ static char model_dir[1024];
 
 static int suite_init(void)
 {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited && MPI_Init(NULL, NULL) != MPI_SUCCESS)
+    if (numla_test_mpi_init())
         return 1;
     snprintf(model_dir, sizeof model_dir, "%s/tiny_text", numla_test_tmpdir());
     char tok_dir[1024];
@@ -28,13 +25,6 @@ static int suite_init(void)
     numla_synth_options o = {.preset = "tiny", .out_dir = model_dir, .seed = 5,
                              .dtype = NUMLA_DTYPE_F32, .tokenizer_dir = tok_dir};
     return numla_synth_write(&o, NULL) != NUMLA_STATUS_OK;
-}
-
-static int suite_cleanup(void)
-{
-    int fin = 0;
-    MPI_Finalized(&fin);
-    return fin ? 0 : MPI_Finalize() != MPI_SUCCESS;
 }
 
 /* Run the requests (one JSON object per line) and return the results keyed by id. */
@@ -227,5 +217,5 @@ static void test_text_errors(void)
     json_decref(res);
 }
 
-NUMLA_TEST_SUITE(run_text, suite_init, suite_cleanup, NUMLA_TEST(test_text_prompt_and_output),
+NUMLA_TEST_SUITE(run_text, suite_init, numla_test_mpi_finalize, NUMLA_TEST(test_text_prompt_and_output),
                  NUMLA_TEST(test_stop_strings), NUMLA_TEST(test_text_errors))
