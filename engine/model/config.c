@@ -192,15 +192,16 @@ static numla_status parse_model_type(const cfg_ctx *c, json_t *root, numla_model
                                        {"deepseek_v3", NUMLA_MODEL_ARCH_DEEPSEEK_V3},
                                        {"kimi_k2", NUMLA_MODEL_ARCH_DEEPSEEK_V3},
                                        {"deepseek_v32", NUMLA_MODEL_ARCH_DEEPSEEK_V3},
-                                       {"glm_moe_dsa", NUMLA_MODEL_ARCH_DEEPSEEK_V3}};
+                                       {"glm_moe_dsa", NUMLA_MODEL_ARCH_DEEPSEEK_V3},
+                                       {"deepseek_v4", NUMLA_MODEL_ARCH_DEEPSEEK_V4}};
     const char *mt;
     NUMLA_CHECK(cfg_str(c, root, "", "model_type", &mt));
     if (!mt)
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: missing field model_type", c->src);
     int arch = 0;
-    NUMLA_CHECK(cfg_enum(c, "model_type", mt, archs, 5,
+    NUMLA_CHECK(cfg_enum(c, "model_type", mt, archs, 6,
                          "deepseek_v2, deepseek_v3, kimi_k2, kimi_k25 (text_config), deepseek_v32, "
-                         "glm_moe_dsa", &arch));
+                         "glm_moe_dsa, deepseek_v4", &arch));
     o->arch = (numla_model_arch)arch;
     snprintf(o->model_type, sizeof o->model_type, "%s", mt);
     return NUMLA_STATUS_OK;
@@ -667,6 +668,97 @@ static numla_status parse_quantization(const cfg_ctx *c, json_t *root, numla_mod
     return NUMLA_STATUS_OK;
 }
 
+/* DeepSeek-V4 (config_v4.h, docs/design.md §5.9): its own fields first, then the common ones
+ * the rest of numla reads, filled as config.h says. */
+static numla_status parse_v4(const cfg_ctx *c, json_t *root, numla_model_config *o)
+{
+    NUMLA_CHECK(numla_v4_config_from_json(root, c->src, &o->v4));
+    const numla_v4_config *v = &o->v4;
+    static const cfg_int_spec sizes[] = {
+        {.name = "vocab_size", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_VOCAB},
+        {.name = "hidden_size", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_HIDDEN},
+        {.name = "max_position_embeddings", .absent_value = 1048576, .min = 1,
+         .max = NUMLA_CONFIG_MAX_POSITIONS},
+        {.name = "n_routed_experts", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_EXPERTS},
+        {.name = "num_experts_per_tok", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_EXPERTS},
+        {.name = "moe_intermediate_size", .required = 1, .min = 1,
+         .max = NUMLA_CONFIG_MAX_INTERMEDIATE},
+        {.name = "n_shared_experts", .absent_value = 1, .min = 1, .max = 1},
+    };
+    int64_t *outs[] = {&o->vocab_size, &o->hidden_size, &o->max_position_embeddings,
+                       &o->n_routed_experts, &o->num_experts_per_tok, &o->moe_intermediate_size,
+                       &o->n_shared_experts};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        NUMLA_CHECK(cfg_int(c, root, "", &sizes[i], outs[i]));
+    if (o->num_experts_per_tok > o->n_routed_experts)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT,
+                   "%s: field num_experts_per_tok = %lld exceeds n_routed_experts = %lld", c->src,
+                   (long long)o->num_experts_per_tok, (long long)o->n_routed_experts);
+    json_t *heads = json_object_get(root, "num_attention_heads");
+    o->num_attention_heads = (int64_t)json_integer_value(heads); /* config_v4.c checked it */
+    o->num_hidden_layers = v->num_layers;
+    NUMLA_CHECK(cfg_real(c, root, "",
+                         &(cfg_real_spec){.name = "rms_norm_eps", .absent_value = 1e-6, .min = 0,
+                                          .min_exclusive = 1, .max = 1},
+                         &o->rms_norm_eps));
+    NUMLA_CHECK(cfg_bool(c, root, "", "tie_word_embeddings", 0, &o->tie_word_embeddings));
+    NUMLA_CHECK(parse_unsupported(c, root));
+    /* the attention's widths in the MLA fields' terms */
+    o->q_lora_rank = v->q_lora_rank;
+    o->kv_lora_rank = o->v_head_dim = o->q_head_dim = v->head_dim;
+    o->qk_rope_head_dim = v->rope_dim;
+    o->qk_nope_head_dim = v->head_dim - v->rope_dim;
+    /* MoE: every layer; one shared expert of moe_intermediate_size; no groups */
+    o->intermediate_size = o->moe_intermediate_size;
+    o->first_k_dense_replace = 0;
+    o->moe_layer_freq = 1;
+    o->n_group = o->topk_group = 1;
+    o->norm_topk_prob = 1; /* transformers' V4 routers always normalise */
+    o->moe_weight_rule = NUMLA_MOE_WEIGHT_RULE_NORM_THEN_SCALE;
+    o->topk_method = NUMLA_TOPK_METHOD_NOAUX_TC;
+    o->scoring_func = NUMLA_SCORING_FUNC_SQRTSOFTPLUS;
+    NUMLA_CHECK(cfg_real(c, root, "",
+                         &(cfg_real_spec){.name = "routed_scaling_factor", .absent_value = 1.5,
+                                          .min = 0, .min_exclusive = 1, .max = 1e6},
+                         &o->routed_scaling_factor));
+    const char *tm, *sf;
+    NUMLA_CHECK(cfg_str(c, root, "", "topk_method", &tm));
+    NUMLA_CHECK(cfg_str(c, root, "", "scoring_func", &sf));
+    if (tm && strcmp(tm, "noaux_tc"))
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "%s: field topk_method = \"%s\" with model_type deepseek_v4 (only noaux_tc)",
+                   c->src, tm);
+    if (sf && strcmp(sf, "sqrtsoftplus"))
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "%s: field scoring_func = \"%s\" with model_type deepseek_v4 (only "
+                   "sqrtsoftplus)", c->src, sf);
+    json_t *ng = json_object_get(root, "n_group");
+    if (json_is_integer(ng) && json_integer_value(ng) > 1)
+        NUMLA_INFO("%s: deepseek_v4: n_group = %lld is ignored (V4's router has no groups, as "
+                   "transformers' implementation)", c->src, (long long)json_integer_value(ng));
+    /* RoPE: the main theta; the compress table serves numla_rope_cos_sin */
+    o->rope_theta = v->main_rope_theta;
+    o->rope_yarn = 0;
+    o->rope_factor = 1.0;
+    memcpy(o->rope_inv_freq, v->compress_inv_freq, sizeof o->rope_inv_freq);
+    o->rope_attention_factor = v->compress_attention_factor;
+    o->softmax_scale = pow((double)v->head_dim, -0.5);
+    return NUMLA_STATUS_OK;
+}
+
+/* expert_dtype (top level or in quantization_config): the experts' own format. */
+static numla_status parse_v4_expert_dtype(const cfg_ctx *c, json_t *root)
+{
+    const char *ed = json_string_value(json_object_get(root, "expert_dtype"));
+    json_t *q = json_object_get(root, "quantization_config");
+    if (!ed && json_is_object(q))
+        ed = json_string_value(json_object_get(q, "expert_dtype"));
+    if (ed && strcmp(ed, "bf16") && strcmp(ed, "fp8"))
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "%s: field expert_dtype = \"%s\" is not supported yet (bf16, fp8)", c->src, ed);
+    return NUMLA_STATUS_OK;
+}
+
 static numla_status parse_root(const cfg_ctx *c, json_t *root, numla_model_config *o)
 {
     if (!json_is_object(root))
@@ -702,6 +794,13 @@ static numla_status parse_root(const cfg_ctx *c, json_t *root, numla_model_confi
         snprintf(o->model_type, sizeof o->model_type, "kimi_k25");
         snprintf(o->tensor_prefix, sizeof o->tensor_prefix, "language_model.");
     }
+    if (o->arch == NUMLA_MODEL_ARCH_DEEPSEEK_V4) {
+        NUMLA_CHECK(parse_v4(c, root, o));
+        NUMLA_CHECK(parse_special_tokens(c, root, o));
+        NUMLA_CHECK(parse_v4_expert_dtype(c, root));
+        NUMLA_CHECK(parse_quantization(c, root, o));
+        return NUMLA_STATUS_OK;
+    }
     NUMLA_CHECK(parse_sizes(c, root, o));
     NUMLA_CHECK(parse_unsupported(c, root));
     NUMLA_CHECK(parse_mla(c, root, o));
@@ -729,6 +828,11 @@ numla_status numla_model_config_parse(const char *json_text, const char *source,
     if (s == NUMLA_STATUS_OK)
         s = numla_dsa_config_from_json(c.root, c.src, &tmp.dsa);
     json_decref(c.root);
+    if (s == NUMLA_STATUS_OK && tmp.v4.enabled && tmp.v4.num_nextn_predict_layers > 0)
+        NUMLA_INFO("%s: deepseek_v4: the %lld multi-token-prediction layer%s (num_nextn_predict_"
+                   "layers, mtp.*) %s not loaded", c.src, (long long)tmp.v4.num_nextn_predict_layers,
+                   tmp.v4.num_nextn_predict_layers > 1 ? "s" : "",
+                   tmp.v4.num_nextn_predict_layers > 1 ? "are" : "is");
     if (s == NUMLA_STATUS_OK && tmp.dsa.enabled && tmp.dsa.num_nextn_predict_layers > 0)
         NUMLA_INFO("%s: %s: the %lld multi-token-prediction layer%s (num_nextn_predict_layers, "
                    "model.layers.%lld.*) %s not loaded", c.src, tmp.model_type,

@@ -30,6 +30,7 @@
 #include "common/status.h"
 #include "engine/formats/weight_encoding.h"
 #include "engine/model/config_dsa.h"
+#include "engine/model/config_v4.h"
 
 enum {
     NUMLA_CONFIG_MAX_ROPE_DIM = 256, /* qk_rope_head_dim upper bound (inv_freq array size × 2) */
@@ -60,6 +61,8 @@ typedef enum numla_model_arch {
     NUMLA_MODEL_ARCH_DEEPSEEK_V3,     /* model_type "deepseek_v3", "kimi_k2", kimi_k25's text, and
                                          the sparse-attention types "deepseek_v32" and
                                          "glm_moe_dsa" (V3's MLA and router plus `dsa`) */
+    NUMLA_MODEL_ARCH_DEEPSEEK_V4,     /* model_type "deepseek_v4": shared-KV attention, mHC,
+                                         sqrtsoftplus MoE (`v4`, docs/design.md §5.9) */
 } numla_model_arch;
 
 typedef enum numla_topk_method {
@@ -71,6 +74,7 @@ typedef enum numla_topk_method {
 typedef enum numla_scoring_func {
     NUMLA_SCORING_FUNC_SOFTMAX = 0,
     NUMLA_SCORING_FUNC_SIGMOID,
+    NUMLA_SCORING_FUNC_SQRTSOFTPLUS, /* V4: sqrt(softplus(logit)) */
 } numla_scoring_func;
 
 /* How norm_topk_prob and routed_scaling_factor combine (references differ, docs/design.md §5). */
@@ -154,6 +158,13 @@ typedef struct numla_model_config {
     /* sparse attention (DSA): enabled for deepseek_v32 / glm_moe_dsa (config_dsa.h); its
      * mlp_moe then says which layers are MoE */
     numla_dsa_config dsa;
+
+    /* DeepSeek-V4 (config_v4.h): enabled for deepseek_v4. Its common fields above are filled
+     * from it: kv_lora_rank = v_head_dim = q_head_dim = head_dim, qk_rope_head_dim = the rope
+     * dimension, qk_nope_head_dim = the rest, intermediate_size = moe_intermediate_size (the
+     * shared expert's width), every layer MoE, rope_theta the main theta, rope_inv_freq and
+     * rope_attention_factor the compress table's, softmax_scale head_dim^-0.5. */
+    numla_v4_config v4;
 
     /* tokens */
     int32_t bos_token_id;         /* -1 when absent */

@@ -1158,6 +1158,10 @@ static numla_status weights_load(const numla_model_config *cfg, const numla_safe
 {
     if (!cfg || (!st && !view) || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_weights_load: NULL argument");
+    if (cfg->arch == NUMLA_MODEL_ARCH_DEEPSEEK_V4)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "model_type deepseek_v4: the config is read, but this loader builds the MLA "
+                   "forward pass only (docs/design.md §5.9)");
     const numla_weights_options o = opts ? *opts : numla_weights_options_default();
     if (o.format < -1 || (o.format > NUMLA_WEIGHT_FORMAT_INT8 && o.format != NUMLA_ENCODING_Q8_0 &&
                           o.format != NUMLA_ENCODING_Q4_0 && o.format != NUMLA_ENCODING_Q4_K))

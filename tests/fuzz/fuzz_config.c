@@ -35,8 +35,27 @@ int numla_fuzz_config_run(const uint8_t *data, size_t size, numla_model_config *
             fuzz_config_die("failure without a message naming the file");
         return 0;
     }
-    if (c.kv_lora_rank <= 0 || c.kv_lora_rank % 32 || c.qk_rope_head_dim <= 0 ||
-        c.qk_rope_head_dim % 16 || c.qk_rope_head_dim > NUMLA_CONFIG_MAX_ROPE_DIM)
+    if (c.arch == NUMLA_MODEL_ARCH_DEEPSEEK_V4) {
+        /* V4 (config_v4.h): its own attention shapes and per-layer kinds */
+        const numla_v4_config *v = &c.v4;
+        if (!v->enabled || v->num_layers != c.num_hidden_layers || v->head_dim < 2 ||
+            v->rope_dim < 2 || v->rope_dim % 2 || v->rope_dim > v->head_dim ||
+            v->rope_dim > NUMLA_V4_MAX_ROPE_DIM || v->o_groups < 1 ||
+            c.num_attention_heads % v->o_groups || v->hc_mult < 1 || v->hc_mult > NUMLA_V4_MAX_HC ||
+            v->csa_rate < 1 || v->hca_rate < 1 || v->sliding_window < 1 || v->index_topk < 1 ||
+            !(v->swiglu_limit > 0) || c.n_routed_experts < 1)
+            fuzz_config_die("V4 shape outside its range accepted");
+        for (int64_t i = 0; i < v->num_layers; i++) {
+            if (v->attn[i] > NUMLA_V4_ATTN_HCA || v->hash_moe[i] > 1)
+                fuzz_config_die("V4 layer kind not one of its values");
+            if (v->attn[i] == NUMLA_V4_ATTN_CSA && v->rope_dim > v->index_head_dim)
+                fuzz_config_die("V4 indexer narrower than the rope accepted");
+        }
+        for (int64_t i = 0; i < v->rope_dim / 2; i++)
+            if (!isnormal(v->main_inv_freq[i]) || !isnormal(v->compress_inv_freq[i]))
+                fuzz_config_die("V4 non-finite inv_freq");
+    } else if (c.kv_lora_rank <= 0 || c.kv_lora_rank % 32 || c.qk_rope_head_dim <= 0 ||
+               c.qk_rope_head_dim % 16 || c.qk_rope_head_dim > NUMLA_CONFIG_MAX_ROPE_DIM)
         fuzz_config_die("attention dims the kernels cannot take were accepted");
     if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
         c.vocab_size <= 0 || c.vocab_size > NUMLA_CONFIG_MAX_VOCAB ||
