@@ -393,7 +393,7 @@ static int parse_fields(json_t *o, const numla_request_limits *lim, numla_reques
                                   "top_p", "seed", "stop_token_ids", "ignore_eos", "logprobs",
                                   "prompt", "stop", "presence_penalty", "frequency_penalty",
                                   "repetition_penalty", "logit_bias", "min_p",
-                                  "response_format"};
+                                  "response_format", "prompt_logprobs"};
     const char *key;
     json_t *v = json_object_get(o, "id");
     /* take the id first so that every later error record carries it */
@@ -445,6 +445,17 @@ static int parse_fields(json_t *o, const numla_request_limits *lim, numla_reques
                                              &r->grammar, &fe)) {
         req_error(r, "field \"%s\" %s", fe.field, fe.what);
         return 0;
+    }
+    v = json_object_get(o, "prompt_logprobs");
+    if (v && !json_is_null(v)) {
+        int64_t n;
+        if (!numla_request_json_int(v, &n) || n < 0 || n > NUMLA_SAMPLER_MAX_LOGPROBS) {
+            req_error(r, "field \"prompt_logprobs\" must be an integer in 0..%d or null",
+                      NUMLA_SAMPLER_MAX_LOGPROBS);
+            return 0;
+        }
+        r->prompt_logprobs = 1;
+        r->prompt_logprobs_top = (int32_t)n;
     }
     if (r->grammar) {
         if (!lim->tokenizer) {
@@ -514,6 +525,22 @@ void numla_request_free(numla_request *r)
 
 static json_t *lp_real(float v) { return json_real(isfinite(v) ? (double)v : -9999.0); }
 
+/* {"token", "logprob", "top": [[token, logprob], ...]} */
+static json_t *lp_json(const numla_logprob_entry *e)
+{
+    json_t *le = json_object(), *top = json_array();
+    json_object_set_new(le, "token", json_integer(e->token));
+    json_object_set_new(le, "logprob", lp_real(e->logprob));
+    for (int32_t j = 0; j < e->num_top; j++) {
+        json_t *pair = json_array();
+        json_array_append_new(pair, json_integer(e->top_tokens[j]));
+        json_array_append_new(pair, lp_real(e->top_logprobs[j]));
+        json_array_append_new(top, pair);
+    }
+    json_object_set_new(le, "top", top);
+    return le;
+}
+
 numla_status numla_result_write(FILE *f, const numla_result *r)
 {
     json_t *o = json_object();
@@ -536,21 +563,15 @@ numla_status numla_result_write(FILE *f, const numla_result *r)
     json_object_set_new(o, "usage", usage);
     if (r->logprobs) {
         json_t *arr = json_array();
-        for (int32_t i = 0; i < r->num_output; i++) {
-            const numla_logprob_entry *e = &r->logprobs[i];
-            json_t *le = json_object(), *top = json_array();
-            json_object_set_new(le, "token", json_integer(e->token));
-            json_object_set_new(le, "logprob", lp_real(e->logprob));
-            for (int32_t j = 0; j < e->num_top; j++) {
-                json_t *pair = json_array();
-                json_array_append_new(pair, json_integer(e->top_tokens[j]));
-                json_array_append_new(pair, lp_real(e->top_logprobs[j]));
-                json_array_append_new(top, pair);
-            }
-            json_object_set_new(le, "top", top);
-            json_array_append_new(arr, le);
-        }
+        for (int32_t i = 0; i < r->num_output; i++)
+            json_array_append_new(arr, lp_json(&r->logprobs[i]));
         json_object_set_new(o, "logprobs", arr);
+    }
+    if (r->prompt_logprobs && r->req) {
+        json_t *arr = json_array();
+        for (int32_t i = 0; i < r->req->num_prompt; i++)
+            json_array_append_new(arr, i == 0 ? json_null() : lp_json(&r->prompt_logprobs[i]));
+        json_object_set_new(o, "prompt_logprobs", arr);
     }
     if (r->text)
         json_object_set_new(o, "text", json_stringn(r->text, r->text_len));

@@ -6,6 +6,9 @@
  *    "top_p": (0, 1] (default 1; these three defaults: limits->defaults),
  *    "seed": int|null, "stop_token_ids": [int, ...],
  *    "ignore_eos": bool, "logprobs": int 0..20 | null,
+ *    "prompt_logprobs": int 0..20 | null (vLLM's: each prompt token's logprob given the tokens
+ *    before it, with the top N; the prompt is then computed whole, never from the prefix
+ *    cache; max_tokens may then be 0),
  *    "presence_penalty", "frequency_penalty": [-2, 2] (default 0: off; OpenAI's, over the
  *    generated tokens), "repetition_penalty": > 0 (default 1: off; vLLM's, over prompt and
  *    generated tokens), "min_p": [0, 1] (default 0: off), "logit_bias": {"<token id>": bias in
@@ -24,6 +27,7 @@
  *   {"id", "output_tokens": [...], "finish_reason": "stop"|"length"|"error", "error"?,
  *    "usage": {"prompt_tokens", "completion_tokens", "prompt_tokens_details": {"cached_tokens"}},
  *    "logprobs"?: [{"token", "logprob", "top": [[token, logprob], ...]}, ...],
+ *    "prompt_logprobs"?: [null, {"token", "logprob", "top"}, ...] (one per prompt token),
  *    "text"?: str (when the prompt was text or stop strings were given)}
  * A text prompt is encoded with the tokenizer's BOS rules; invalid UTF-8 is a per-request error
  * naming the byte offset.
@@ -65,6 +69,11 @@ typedef struct numla_request {
     int32_t num_stop_strings;
     char *stop_strings[NUMLA_REQUEST_MAX_STOP]; /* (num_stop_strings) NUL-terminated, non-empty */
     numla_grammar *grammar;     /* response_format's (owned); NULL: unconstrained */
+    int prompt_logprobs;        /* 1: the result carries every prompt token's logprob given the
+                                   tokens before it (numla_sched_output.prompt_logprobs): the
+                                   prompt is then computed whole, never from the prefix cache;
+                                   max_tokens may be 0 */
+    int32_t prompt_logprobs_top; /* 0..NUMLA_SAMPLER_MAX_LOGPROBS top entries per prompt token */
     char error[512];            /* non-empty: invalid request, "line N: ..." */
 } numla_request;
 
@@ -130,6 +139,8 @@ typedef struct numla_result {
     const char *finish_reason;  /* "stop", "length", "error" */
     const char *error;          /* NULL unless finish_reason is "error" */
     const numla_logprob_entry *logprobs;    /* (num_output) or NULL */
+    const numla_logprob_entry *prompt_logprobs; /* (req->num_prompt) or NULL
+                                                   (numla_sched_output's) */
     const char *text;           /* generated text, or NULL to omit the field */
     size_t text_len;
     int32_t cached_tokens;      /* prompt tokens served from the prefix cache */

@@ -668,10 +668,57 @@ static numla_status grammar_mask_(numla_sampler *s, const float *logits)
     return NUMLA_STATUS_OK;
 }
 
+/* lp: token's raw log-softmax value and the top n (ties: lower id first) of logits; *mx is
+ * their max with s->block_max its block maxima (NULL: found here). Uses s's scratch. */
+static void logprob_entry_(numla_sampler *s, const float *logits, int32_t token, int32_t n,
+                           const float *mx_known, numla_logprob_entry *lp)
+{
+    const int32_t V = s->vocab;
+    /* log-softmax of the raw logits: weights at temperature 1 (into the scratch, which the
+     * draw no longer needs); their max again when the draw saw adjusted ones */
+    float mx;
+    if (mx_known)
+        mx = *mx_known;
+    else
+        scan_max_(logits, V, s->block_max, &mx);
+    double z = isfinite(mx) ? weights_(logits, V, mx, 1.0f, 0.0f, s->prob, s->block_sum,
+                                       s->block_max)
+                            : 1.0;
+    double lse = mx + log(z);
+    lp->token = token;
+    lp->logprob = (float)((double)logits[token] - lse);
+    lp->num_top = n > NUMLA_SAMPLER_MAX_LOGPROBS ? NUMLA_SAMPLER_MAX_LOGPROBS : n;
+    if (lp->num_top > V)
+        lp->num_top = V;
+    if (lp->num_top > 0) {
+        top_n(s, logits, lp->num_top, NULL); /* block_max may hold weights now */
+        for (int32_t r = 0; r < lp->num_top; r++) {
+            lp->top_tokens[r] = s->order[r];
+            lp->top_logprobs[r] = (float)((double)logits[s->order[r]] - lse);
+        }
+    }
+}
+
+numla_status numla_sampler_logprob_of(numla_sampler *s, const float *logits, int32_t token,
+                                      int32_t n, numla_logprob_entry *lp)
+{
+    if (token < 0 || token >= s->vocab)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sampler: token %d outside the vocabulary of %d",
+                   token, s->vocab);
+    float mx;
+    if (scan_max_(logits, s->vocab, s->block_max, &mx)) {
+        int32_t i = 0;
+        while (!isnan(logits[i]))
+            i++;
+        NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "sampler: logit %d of a prompt row is NaN", i);
+    }
+    logprob_entry_(s, logits, token, n < 0 ? 0 : n, &mx, lp);
+    return NUMLA_STATUS_OK;
+}
+
 numla_status numla_sampler_sample(numla_sampler *s, float *logits, int32_t *token,
                                   numla_logprob_entry *lp)
 {
-    const int32_t V = s->vocab;
     float *raw = logits;
     if (s->gm) {
         NUMLA_CHECK(grammar_mask_(s, logits));
@@ -689,28 +736,8 @@ numla_status numla_sampler_sample(numla_sampler *s, float *logits, int32_t *toke
         return st;
     *token = pick;
     logits = raw;
-    if (lp && s->p.logprobs >= 0) {
-        /* log-softmax of the raw logits: weights at temperature 1 (into the scratch, which
-         * the draw above no longer needs); their max again when the draw saw adjusted ones */
-        if (adjusted || s->gm)
-            scan_max_(logits, V, s->block_max, &mx);
-        double z = isfinite(mx) ? weights_(logits, V, mx, 1.0f, 0.0f, s->prob, s->block_sum,
-                                           s->block_max)
-                                : 1.0;
-        double lse = mx + log(z);
-        lp->token = pick;
-        lp->logprob = (float)((double)logits[pick] - lse);
-        lp->num_top = s->p.logprobs;
-        if (lp->num_top > V)
-            lp->num_top = V;
-        if (lp->num_top > 0) {
-            top_n(s, logits, lp->num_top, NULL); /* block_max may hold weights now */
-            for (int32_t r = 0; r < lp->num_top; r++) {
-                lp->top_tokens[r] = s->order[r];
-                lp->top_logprobs[r] = (float)((double)logits[s->order[r]] - lse);
-            }
-        }
-    }
+    if (lp && s->p.logprobs >= 0)
+        logprob_entry_(s, logits, pick, s->p.logprobs, adjusted || s->gm ? NULL : &mx, lp);
     return NUMLA_STATUS_OK;
 }
 

@@ -134,6 +134,13 @@ numla_status numla_sampler_set_grammar(numla_sampler *s, const numla_grammar *g,
 numla_status numla_sampler_sample(numla_sampler *s, float *logits, int32_t *token,
                                   numla_logprob_entry *lp);
 
+/* lp: the raw log-softmax value of `token` in one row of logits (vocab) and its top n
+ * (0..NUMLA_SAMPLER_MAX_LOGPROBS; ties: lower id first), the values numla_sampler_sample
+ * reports for a drawn token; nothing else of the sampler changes (its scratch is used). A
+ * prompt row's logprobs (the scheduler's prompt_logprobs). A NaN logit is an error. */
+numla_status numla_sampler_logprob_of(numla_sampler *s, const float *logits, int32_t token,
+                                      int32_t n, numla_logprob_entry *lp);
+
 /* Whether `token` ends the request (stop_token_ids, or one of eos[num_eos] unless ignore_eos). */
 int numla_sampler_is_stop(const numla_sampler *s, int32_t token, const int32_t *eos,
                           int32_t num_eos);

@@ -29,10 +29,15 @@ typedef struct sched_seq {
     int admitted_once;         /* admitted at least once */
     numla_sampler *smp;        /* NULL until first admitted */
     numla_logprob_entry *lps;  /* (max_tokens) or NULL */
+    numla_logprob_entry *plps; /* (num_prompt) req->prompt_logprobs: entry p for prompt token p,
+                                  entry 0 empty (num_top -1); else NULL */
+    int32_t plp_done;          /* entries 1..plp_done are filled */
     double arrival_s, first_token_s;
     /* this step */
     int32_t step_n;            /* tokens in the current step, 0: not in it */
     int32_t step_row;          /* logit row, -1: none */
+    int32_t step_plp_row;      /* first logit row of its prompt rows (entries plp_done + 1...) */
+    int32_t step_plp_n;        /* how many, 0: none */
 } sched_seq;
 
 /* One step sequence's draw: the token, or the status and the worker thread's message. */
@@ -65,11 +70,12 @@ struct numla_sched {
     int64_t *slots;            /* (max_batch_tokens) */
     int32_t *qsl;              /* (max_seqs + 1) */
     int32_t *seq_lens;         /* (max_seqs) */
-    int32_t *logit_rows;       /* (max_seqs) */
+    int32_t *logit_rows;       /* (cap_rows) */
+    int32_t cap_rows;          /* max_seqs, + prompt_logit_rows once a request wants them */
     sched_draw *draws;         /* (max_seqs) each step sequence's token, drawn on the team */
     int32_t *tables;           /* (max_seqs, cap_tables) */
     int64_t cap_tables;
-    float *logits;             /* (max_seqs, vocab) */
+    float *logits;             /* (cap_rows, vocab) */
 
     numla_sched_stats st;
 };
@@ -83,6 +89,7 @@ static void seq_free(numla_sched *s, sched_seq *q)
     free(q->hashes);
     free(q->tokens);
     free(q->lps);
+    free(q->plps);
     free(q);
 }
 
@@ -135,7 +142,10 @@ numla_status numla_sched_create(const numla_sched_options *opts, numla_kv_cache 
         o.max_seqs = 64;
     if (o.prefill_chunk == 0)
         o.prefill_chunk = 512;
+    if (o.prompt_logit_rows == 0)
+        o.prompt_logit_rows = 128;
     if (o.max_batch_tokens < 1 || o.max_seqs < 1 || o.prefill_chunk < 1 || o.vocab_size < 1 ||
+        o.prompt_logit_rows < 1 ||
         o.num_eos < 0 || o.num_eos > 16 || !kv || !exec || !done)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "scheduler: bad options (max_batch_tokens %d, max_seqs %d, prefill_chunk %d, "
@@ -169,6 +179,7 @@ numla_status numla_sched_create(const numla_sched_options *opts, numla_kv_cache 
     s->logit_rows = malloc(B * sizeof *s->logit_rows);
     s->draws = malloc(B * sizeof *s->draws);
     s->logits = malloc(B * (size_t)o.vocab_size * sizeof *s->logits);
+    s->cap_rows = (int32_t)B;
     if (!s->running || !s->step_seqs || !s->tokens || !s->positions || !s->slots || !s->qsl ||
         !s->seq_lens || !s->logit_rows || !s->logits || !s->draws) {
         numla_sched_destroy(&s);
@@ -192,6 +203,7 @@ static void finish(numla_sched *s, sched_seq *q, const char *reason, const char 
     numla_sched_output o = {
         .req = q->req, .user = q->user, .output_tokens = q->tokens ? q->tokens + q->req->num_prompt : NULL,
         .num_output = q->num_gen, .logprobs = q->lps, .finish_reason = reason, .error = error,
+        .prompt_logprobs = q->plps && q->plp_done == q->req->num_prompt - 1 ? q->plps : NULL,
         .arrival_s = q->arrival_s, .first_token_s = q->first_token_s, .finish_s = numla_now_s(),
         .preemptions = q->preemptions, .cached_tokens = q->cached_tokens,
     };
@@ -230,6 +242,46 @@ static numla_status waiting_insert(numla_sched *s, sched_seq *q)
     return NUMLA_STATUS_OK;
 }
 
+/* Room for the prompt rows of prompt_logprobs requests: the logit rows and the logits buffer
+ * grow once, by prompt_logit_rows. */
+static numla_status grow_rows(numla_sched *s)
+{
+    const int32_t want = s->o.max_seqs + s->o.prompt_logit_rows;
+    if (s->cap_rows >= want)
+        return NUMLA_STATUS_OK;
+    int32_t *r = realloc(s->logit_rows, (size_t)want * sizeof *r);
+    if (r)
+        s->logit_rows = r;
+    float *l = r ? realloc(s->logits, (size_t)want * (size_t)s->o.vocab_size * sizeof *l) : NULL;
+    if (!l)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory for %d logit rows of %lld",
+                   want, (long long)s->o.vocab_size);
+    s->logits = l;
+    s->cap_rows = want;
+    return NUMLA_STATUS_OK;
+}
+
+/* Prompt rows q still needs logits of (prompt_logprobs): positions plp_done..num_prompt-2. */
+static int plp_pending(const sched_seq *q)
+{
+    return q->plps && q->plp_done < q->req->num_prompt - 1;
+}
+
+/* The longest chunk of at most n tokens from position c whose prompt rows needing logits fit
+ * in *rows_left (taken from it). 0: none fits this step. */
+static int32_t plp_fit(const sched_seq *q, int32_t c, int32_t n, int32_t *rows_left)
+{
+    if (!plp_pending(q))
+        return n;
+    const int32_t start = c > q->plp_done ? c : q->plp_done, end = q->req->num_prompt - 1;
+    if (start + *rows_left < c + n && start + *rows_left < end)
+        n = start + *rows_left - c;
+    const int32_t hi = c + n < end ? c + n : end;
+    if (hi > start)
+        *rows_left -= hi - start;
+    return n;
+}
+
 numla_status numla_sched_submit(numla_sched *s, const numla_request *req, void *user)
 {
     if (req->error[0]) {
@@ -237,7 +289,7 @@ numla_status numla_sched_submit(numla_sched *s, const numla_request *req, void *
         return NUMLA_STATUS_OK;
     }
     const int32_t maxt = req->params.max_tokens;
-    if (maxt == 0) {
+    if (maxt == 0 && !req->prompt_logprobs) {
         answer_now(s, req, user, "length", NULL);
         return NUMLA_STATUS_OK;
     }
@@ -247,8 +299,9 @@ numla_status numla_sched_submit(numla_sched *s, const numla_request *req, void *
         answer_now(s, req, user, "error", msg);
         return NUMLA_STATUS_OK;
     }
-    /* The last generated token is never fed back: prompt + max_tokens - 1 rows at most. */
-    int64_t rows = (int64_t)req->num_prompt + maxt - 1;
+    /* The last generated token is never fed back: prompt + max_tokens - 1 rows at most (the
+     * prompt's rows with max_tokens 0). */
+    int64_t rows = (int64_t)req->num_prompt + (maxt > 0 ? maxt - 1 : 0);
     int64_t blocks = (rows + s->kv->block_size - 1) / s->kv->block_size;
     if (blocks > s->kv->num_blocks) {
         char msg[256];
@@ -268,8 +321,18 @@ numla_status numla_sched_submit(numla_sched *s, const numla_request *req, void *
         q->lps = calloc((size_t)maxt, sizeof *q->lps);
     if (q && q->tokens && !s->o.no_prefix_cache)
         q->hashes = malloc((size_t)(rows / s->kv->block_size + 1) * sizeof *q->hashes);
+    if (q && q->tokens && req->prompt_logprobs) {
+        q->plps = calloc((size_t)req->num_prompt, sizeof *q->plps);
+        if (q->plps) {
+            q->plps[0] = (numla_logprob_entry){.token = req->prompt_tokens[0], .num_top = -1};
+            if (grow_rows(s) != NUMLA_STATUS_OK) {
+                seq_free(s, q);
+                return NUMLA_STATUS_NO_MEMORY;
+            }
+        }
+    }
     if (!q || !q->tokens || (req->params.logprobs >= 0 && !q->lps) ||
-        (!s->o.no_prefix_cache && !q->hashes)) {
+        (!s->o.no_prefix_cache && !q->hashes) || (req->prompt_logprobs && !q->plps)) {
         seq_free(s, q);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory for a request of %d + %d tokens",
                    req->num_prompt, maxt);
@@ -372,8 +435,8 @@ static void seq_hash_upto(const numla_sched *s, sched_seq *q, int32_t blocks)
 static int32_t prefix_hits(const numla_sched *s, sched_seq *q, int32_t *idle)
 {
     *idle = 0;
-    if (s->o.no_prefix_cache || q->kv.num_blocks > 0)
-        return 0;
+    if (s->o.no_prefix_cache || q->kv.num_blocks > 0 || plp_pending(q))
+        return 0; /* prompt logprobs: every prompt row is computed */
     const int32_t bs = s->kv->block_size, maxb = (q->num_tokens - 1) / bs;
     seq_hash_upto(s, q, maxb);
     int32_t n = 0;
@@ -395,7 +458,7 @@ static int32_t prefix_hits(const numla_sched *s, sched_seq *q, int32_t *idle)
 static int prefix_pending(const numla_sched *s, sched_seq *q, int32_t hits)
 {
     const int32_t bs = s->kv->block_size, end = (hits + 1) * bs;
-    if (s->o.no_prefix_cache || end > q->num_tokens - 1)
+    if (s->o.no_prefix_cache || end > q->num_tokens - 1 || plp_pending(q))
         return 0; /* that block would be computed anyway (the last prompt token's block) */
     seq_hash_upto(s, q, hits + 1);
     const numla_kv_hash h = q->hashes[hits];
@@ -454,9 +517,12 @@ static int32_t chunk_for(const numla_sched *s, const sched_seq *q, int32_t budge
 static numla_status plan(numla_sched *s, int32_t *num_seqs)
 {
     int32_t budget = s->o.max_batch_tokens, B = 0, preempted = 0;
+    int32_t rows_left = s->o.prompt_logit_rows; /* prompt_logprobs rows this step */
     for (int32_t i = 0; i < s->num_running && budget > 0; i++) {
         sched_seq *q = s->running[i];
-        int32_t n = chunk_for(s, q, budget);
+        int32_t n = plp_fit(q, q->num_computed, chunk_for(s, q, budget), &rows_left);
+        if (n == 0)
+            continue; /* its prompt rows wait for the next step */
         int64_t need;
         while ((need = numla_kv_seq_blocks_needed(s->kv, &q->kv, q->num_computed + n)) >
                    numla_kv_cache_available(s->kv) &&
@@ -484,6 +550,10 @@ static numla_status plan(numla_sched *s, int32_t *num_seqs)
         int32_t n = q->num_tokens - hit_tokens;
         n = n < s->o.prefill_chunk ? n : s->o.prefill_chunk;
         n = n < budget ? n : budget;
+        int32_t rows_after = rows_left;
+        n = plp_fit(q, hit_tokens, n, &rows_after);
+        if (n == 0)
+            break;
         const int64_t fresh = (hit_tokens + n + s->kv->block_size - 1) / s->kv->block_size - hits;
         if (fresh + idle > numla_kv_cache_available(s->kv))
             break;
@@ -517,6 +587,7 @@ static numla_status plan(numla_sched *s, int32_t *num_seqs)
                 s->st.cached_prompt_tokens += hit_tokens;
             }
         }
+        rows_left = rows_after;
         NUMLA_CHECK(prefix_take(s, q, hits));
         NUMLA_CHECK(numla_kv_seq_reserve(s->kv, &q->kv, hit_tokens + n));
         memmove(s->waiting, s->waiting + 1, (size_t)--s->num_waiting * sizeof *s->waiting);
@@ -576,7 +647,17 @@ numla_status numla_sched_step(numla_sched *s)
         for (int64_t j = q->kv.num_blocks; j < maxblk; j++)
             row[j] = row[0];
         q->step_row = -1;
-        if (s->seq_lens[b] == q->num_tokens) {
+        q->step_plp_n = 0;
+        if (plp_pending(q)) { /* prompt rows: logits of positions plp_done..num_prompt-2 */
+            const int32_t hi = s->seq_lens[b] < q->req->num_prompt - 1 ? s->seq_lens[b]
+                                                                       : q->req->num_prompt - 1;
+            q->step_plp_row = R;
+            for (int32_t p = q->num_computed > q->plp_done ? q->num_computed : q->plp_done;
+                 p < hi; p++)
+                s->logit_rows[R++] = s->qsl[b] + (p - q->num_computed);
+            q->step_plp_n = R - q->step_plp_row;
+        }
+        if (s->seq_lens[b] == q->num_tokens && q->req->params.max_tokens > 0) {
             q->step_row = R;
             s->logit_rows[R++] = T - 1;
         }
@@ -620,11 +701,20 @@ numla_status numla_sched_step(numla_sched *s)
 #pragma omp parallel for schedule(dynamic, 1) if (R > 1)
     for (int32_t b = 0; b < B; b++) {
         sched_seq *q = s->step_seqs[b];
-        if (q->step_row < 0)
-            continue;
-        float *lg = s->logits + (size_t)q->step_row * (size_t)s->o.vocab_size;
         sched_draw *d = &s->draws[b];
-        d->st = numla_sampler_sample(q->smp, lg, &d->token, q->lps ? &q->lps[q->num_gen] : NULL);
+        d->st = NUMLA_STATUS_OK;
+        /* prompt_logprobs: each prompt row reduced to the next prompt token's entry */
+        for (int32_t k = 0; k < q->step_plp_n && d->st == NUMLA_STATUS_OK; k++) {
+            const int32_t at = q->plp_done + 1 + k;
+            d->st = numla_sampler_logprob_of(
+                q->smp, s->logits + (size_t)(q->step_plp_row + k) * (size_t)s->o.vocab_size,
+                q->tokens[at], q->req->prompt_logprobs_top, &q->plps[at]);
+        }
+        if (q->step_row >= 0 && d->st == NUMLA_STATUS_OK) {
+            float *lg = s->logits + (size_t)q->step_row * (size_t)s->o.vocab_size;
+            d->st = numla_sampler_sample(q->smp, lg, &d->token,
+                                         q->lps ? &q->lps[q->num_gen] : NULL);
+        }
         if (d->st != NUMLA_STATUS_OK)
             snprintf(d->msg, sizeof d->msg, "%s", numla_error_message());
     }
@@ -633,8 +723,16 @@ numla_status numla_sched_step(numla_sched *s)
         q->num_computed += q->step_n;
         q->step_n = 0;
         prefix_register(s, q);
-        if (q->step_row < 0)
+        if (s->draws[b].st == NUMLA_STATUS_OK)
+            q->plp_done += q->step_plp_n;
+        if (q->step_row < 0 && s->draws[b].st == NUMLA_STATUS_OK) {
+            if (q->req->params.max_tokens == 0 && q->num_computed == q->num_tokens) {
+                remove_running(s, q); /* prompt_logprobs alone: the prompt is computed */
+                finish(s, q, "length", NULL);
+                seq_free(s, q);
+            }
             continue;
+        }
         if (s->draws[b].st != NUMLA_STATUS_OK) {
             char msg[600];
             snprintf(msg, sizeof msg, "line %lld: %s", (long long)q->req->line, s->draws[b].msg);

@@ -33,6 +33,14 @@
  * recently used first) only when a fresh block is needed. Since every rank follows rank 0's
  * block tables, the other ranks need no cache state of their own.
  *
+ * Prompt logprobs (a request's prompt_logprobs, request_io.h): every prompt row's logits are
+ * asked of the engine as well (rank 0 gets the full vocabulary row, as for sampling) and
+ * reduced at once to the next prompt token's logprob and the top N, so a long prompt costs
+ * num_prompt small entries, never num_prompt vocabulary rows. Such a request takes no blocks
+ * from the prefix cache until its prompt rows are all computed (it computes its whole prompt;
+ * its blocks are cached for others as usual), and with max_tokens 0 it finishes ("length")
+ * once its prompt is computed, without sampling.
+ *
  * Results come back through the done callback in completion order. Requests are borrowed: the
  * caller keeps each numla_request alive until its callback (or until the scheduler is
  * destroyed, for requests dropped by numla_sched_drop_waiting).
@@ -60,6 +68,11 @@ typedef struct numla_sched_output {
     const int32_t *output_tokens;           /* (num_output) */
     int32_t num_output;
     const numla_logprob_entry *logprobs;    /* (num_output) or NULL */
+    const numla_logprob_entry *prompt_logprobs; /* (req->num_prompt) when req->prompt_logprobs
+                                               and the prompt was computed, else NULL: entry p
+                                               is prompt token p's raw logprob given tokens
+                                               0..p-1 with the top prompt_logprobs_top; entry 0
+                                               has none (num_top -1: the APIs' null) */
     const char *finish_reason;              /* "stop", "length", "error", "cancelled" */
     const char *error;                      /* NULL unless "error" */
     double arrival_s, first_token_s, finish_s; /* numla_now_s(); first_token_s 0: none */
@@ -92,6 +105,11 @@ typedef struct numla_sched_options {
      * vocab_size tokens, special ones excluded, the EOS ids as end tokens) at the first such
      * request. NULL: such a request finishes with an error. */
     const numla_tokenizer *tokenizer;
+    /* Logit rows per step for the prompt rows of requests with prompt_logprobs (beside one
+     * row per sequence): such a sequence's prompt chunk is cut to the rows left, so the
+     * logits buffer grows by at most this many vocabulary rows (at the first such request).
+     * 0: 128. */
+    int32_t prompt_logit_rows;
 } numla_sched_options;
 
 typedef struct numla_sched_stats {

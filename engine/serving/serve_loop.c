@@ -209,6 +209,7 @@ static void loop_on_done(void *ctx, const numla_sched_output *o)
                                      .num_output = o->num_output,
                                      .finish_reason = o->finish_reason, .error = o->error,
                                      .logprobs = o->logprobs,
+                                     .prompt_logprobs = o->prompt_logprobs,
                                      .cached_tokens = o->cached_tokens},
                           .cancelled = cancelled};
     /* first the tokens the stop check never saw (they add no text), then the text's end */

@@ -187,6 +187,54 @@ static void test_result_write(void)
     numla_request_free(&bad);
 }
 
+/* prompt_logprobs: 0..20 or null in, [null, {token, logprob, top}, ...] out. */
+static void test_prompt_logprobs(void)
+{
+    numla_request r;
+    parse("{\"id\": 1, \"prompt_tokens\": [4, 5, 6], \"prompt_logprobs\": 2, \"max_tokens\": 0}",
+          1, &r);
+    CU_ASSERT_STRING_EQUAL(r.error, "");
+    CU_ASSERT_EQUAL(r.prompt_logprobs, 1);
+    CU_ASSERT_EQUAL(r.prompt_logprobs_top, 2);
+    CU_ASSERT_EQUAL(r.params.max_tokens, 0);
+    numla_request none;
+    parse("{\"id\": 2, \"prompt_tokens\": [4], \"prompt_logprobs\": null}", 2, &none);
+    CU_ASSERT_STRING_EQUAL(none.error, "");
+    CU_ASSERT_EQUAL(none.prompt_logprobs, 0);
+    numla_request_free(&none);
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"prompt_logprobs\": 21}", 3,
+                 "field \"prompt_logprobs\" must be an integer in 0..20 or null");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"prompt_logprobs\": -1}", 3,
+                 "\"prompt_logprobs\"");
+    expect_error("{\"id\": 1, \"prompt_tokens\": [1], \"prompt_logprobs\": true}", 3,
+                 "\"prompt_logprobs\"");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/results_plp.jsonl", numla_test_tmpdir());
+    FILE *f = fopen(path, "w+");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    numla_logprob_entry plp[3] = {{.token = 4, .num_top = -1},
+                                  {.token = 5, .logprob = -1.5f, .num_top = 2,
+                                   .top_tokens = {9, 5}, .top_logprobs = {-0.5f, -1.5f}},
+                                  {.token = 6, .logprob = -2.0f, .num_top = 2,
+                                   .top_tokens = {6, 1}, .top_logprobs = {-2.0f, -2.5f}}};
+    numla_result res = {.req = &r, .finish_reason = "length", .prompt_logprobs = plp};
+    CU_ASSERT_EQUAL(numla_result_write(f, &res), NUMLA_STATUS_OK);
+    rewind(f);
+    char line[4096];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fgets(line, sizeof line, f));
+    fclose(f);
+    json_error_t je;
+    json_t *want = json_loads("[null, {\"token\": 5, \"logprob\": -1.5, \"top\": [[9, -0.5], "
+                              "[5, -1.5]]}, {\"token\": 6, \"logprob\": -2.0, \"top\": [[6, "
+                              "-2.0], [1, -2.5]]}]", 0, &je);
+    json_t *o = json_loads(line, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    NUMLA_ASSERT_MSG(json_equal(json_object_get(o, "prompt_logprobs"), want), "%s", line);
+    json_decref(o);
+    json_decref(want);
+    numla_request_free(&r);
+}
+
 
 /* Issue 19 defect 8: a text prompt that cannot fit the context is refused from its byte length,
  * before it is tokenized (a 50 MB prompt cost 1.2 GB); one that might fit is tokenized and then
@@ -439,5 +487,6 @@ static void test_shared_validation(void)
 }
 
 NUMLA_TEST_SUITE(request_io, NULL, NULL, NUMLA_TEST(test_good), NUMLA_TEST(test_malformed),
+                 NUMLA_TEST(test_prompt_logprobs),
                  NUMLA_TEST(test_shared_validation), NUMLA_TEST(test_result_write), NUMLA_TEST(test_prompt_too_long),
                  NUMLA_TEST(test_fuzz_mutations))

@@ -410,6 +410,188 @@ static void test_sampling_error_in_step(void)
         numla_request_free(&rq[i]);
 }
 
+
+/* ---- prompt logprobs (numla_request.prompt_logprobs) ---- */
+
+enum { PL_LEN = 37 };
+
+typedef struct pl_res {
+    int done;
+    int have;                       /* prompt_logprobs came back */
+    numla_logprob_entry plp[PL_LEN];
+    numla_logprob_entry lp[4];
+    int32_t tok[4];
+    int32_t n, cached;
+    char reason[16];
+} pl_res;
+
+static void pl_done(void *ctx, const numla_sched_output *o)
+{
+    pl_res *r = &((pl_res *)ctx)[(intptr_t)o->user];
+    r->done++;
+    r->have = o->prompt_logprobs != NULL;
+    if (o->prompt_logprobs)
+        memcpy(r->plp, o->prompt_logprobs, (size_t)o->req->num_prompt * sizeof *r->plp);
+    r->n = o->num_output < 4 ? o->num_output : 4;
+    for (int32_t i = 0; i < r->n; i++) {
+        r->tok[i] = o->output_tokens[i];
+        if (o->logprobs)
+            r->lp[i] = o->logprobs[i];
+    }
+    r->cached = o->cached_tokens;
+    snprintf(r->reason, sizeof r->reason, "%s", o->finish_reason);
+}
+
+static int pl_serve(sc_eng *e, numla_request *rq, int n, numla_sched_options so, pl_res *res)
+{
+    numla_sched *s = NULL;
+    memset(res, 0, sizeof *res * (size_t)n);
+    so.vocab_size = e->cfg.vocab_size;
+    so.num_eos = e->cfg.num_eos;
+    so.eos_token_ids = e->cfg.eos_token_ids;
+    if (numla_sched_create(&so, e->kv, sc_exec, e, pl_done, res, &s))
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (numla_sched_submit(s, &rq[i], (void *)(intptr_t)i))
+            return -1;
+    int64_t guard = 0;
+    while (numla_sched_busy(s) && guard++ < 100000)
+        if (numla_sched_step(s))
+            return -1;
+    numla_sched_destroy(&s);
+    CU_ASSERT_EQUAL(numla_kv_cache_available(e->kv), e->kv->num_blocks);
+    return 0;
+}
+
+/* Entry `got` against the reference `ref` (a forced draw's logprobs of the same row). */
+static void pl_check(const numla_logprob_entry *got, const numla_logprob_entry *ref, float tol,
+                     const char *what, int k)
+{
+    NUMLA_ASSERT_MSG(got->token == ref->token, "%s: prompt token %d: token %d vs %d", what, k,
+                     got->token, ref->token);
+    NUMLA_ASSERT_MSG(fabsf(got->logprob - ref->logprob) <= tol,
+                     "%s: prompt token %d: logprob %g vs %g", what, k, (double)got->logprob,
+                     (double)ref->logprob);
+    NUMLA_ASSERT_MSG(got->num_top == ref->num_top, "%s: prompt token %d: %d top vs %d", what, k,
+                     got->num_top, ref->num_top);
+    for (int32_t j = 0; j < got->num_top && j < ref->num_top; j++) {
+        NUMLA_ASSERT_MSG(fabsf(got->top_logprobs[j] - ref->top_logprobs[j]) <= tol,
+                         "%s: prompt token %d top %d: %g vs %g", what, k, j,
+                         (double)got->top_logprobs[j], (double)ref->top_logprobs[j]);
+        /* the same ids unless two of them are tied within the tolerance */
+        if (got->top_tokens[j] != ref->top_tokens[j])
+            NUMLA_ASSERT_MSG(j + 1 < ref->num_top &&
+                                 ref->top_logprobs[j] - ref->top_logprobs[j + 1] <= tol,
+                             "%s: prompt token %d top %d: id %d vs %d", what, k, j,
+                             got->top_tokens[j], ref->top_tokens[j]);
+    }
+}
+
+/* Every prompt token's logprob equals what a request of the prompt's first k tokens reports
+ * for token k when a logit_bias forces it (the sampler's logprobs are the raw model's): one
+ * token per step on both sides (the same step shapes: equal to the bit), then batched with
+ * chunked prefill and a small per-step row budget (equal up to rounding: within 0.05, the
+ * tolerance of every batching test here); a prompt whose
+ * blocks the prefix cache holds is still computed whole; max_tokens 0 and 2. */
+static void test_prompt_logprobs(void)
+{
+    sc_eng e;
+    if (sc_open(&e, numla_isa_best(), 256)) {
+        CU_FAIL("open");
+        return;
+    }
+    const int32_t V = (int32_t)e.cfg.vocab_size;
+    numla_test_rng r = {31};
+    int32_t P[PL_LEN];
+    for (int k = 0; k < PL_LEN; k++)
+        P[k] = (int32_t)(numla_test_rng_u64(&r) % (uint64_t)V);
+    /* 0: the prompt with prompt_logprobs (max_tokens 0); 1..PL_LEN-1: the references */
+    numla_request rq[PL_LEN];
+    for (int i = 0; i < PL_LEN; i++) {
+        memset(&rq[i], 0, sizeof rq[i]);
+        rq[i].line = i + 1;
+        numla_sampling_params_default(&rq[i].params);
+        rq[i].params.temperature = 0;
+        rq[i].params.ignore_eos = 1;
+        const int32_t len = i == 0 ? PL_LEN : i;
+        rq[i].num_prompt = len;
+        rq[i].prompt_tokens = malloc((size_t)len * sizeof(int32_t));
+        memcpy(rq[i].prompt_tokens, P, (size_t)len * sizeof(int32_t));
+        if (i == 0) {
+            rq[i].params.max_tokens = 0;
+            rq[i].prompt_logprobs = 1;
+            rq[i].prompt_logprobs_top = 3;
+        } else {
+            rq[i].params.max_tokens = 1;
+            rq[i].params.logprobs = 3;
+            rq[i].params.num_logit_bias = 1;
+            rq[i].params.logit_bias_tokens[0] = P[i];
+            rq[i].params.logit_bias_values[0] = 100;
+        }
+    }
+    static pl_res one[PL_LEN], got[3];
+    numla_sched_options step1 = {.max_batch_tokens = 1, .max_seqs = 1, .prefill_chunk = 1,
+                                 .no_prefix_cache = 1};
+    CU_ASSERT_EQUAL_FATAL(pl_serve(&e, rq, PL_LEN, step1, one), 0);
+    CU_ASSERT_EQUAL(one[0].done, 1);
+    CU_ASSERT_STRING_EQUAL(one[0].reason, "length");
+    CU_ASSERT_EQUAL(one[0].n, 0);
+    CU_ASSERT_FATAL(one[0].have);
+    CU_ASSERT_EQUAL(one[0].plp[0].num_top, -1); /* the first token has none */
+    CU_ASSERT_EQUAL(one[0].plp[0].token, P[0]);
+    /* the random model's logits span ~100: where the bias could not force P[k], only the
+     * reference's top entries are compared (its chosen token is another) */
+    int forced = 0;
+    for (int k = 1; k < PL_LEN; k++) {
+        CU_ASSERT_EQUAL_FATAL(one[k].n, 1);
+        numla_logprob_entry ref = one[k].lp[0];
+        if (one[k].tok[0] == P[k])
+            forced++;
+        else
+            ref.token = P[k], ref.logprob = one[0].plp[k].logprob;
+        pl_check(&one[0].plp[k], &ref, 0.0f, "one token per step", k);
+        one[k].lp[0] = ref;
+    }
+    NUMLA_ASSERT_MSG(forced >= (PL_LEN - 1) * 3 / 4, "only %d of %d references forced", forced,
+                     PL_LEN - 1);
+
+    /* batched: request 1 fills the prefix cache with the prompt's blocks first (max_seqs 1
+     * serves in order), then the same prompt with prompt_logprobs and 2 tokens to generate,
+     * chunks of 16 and 5 prompt rows per step; and a plain twin of the same prompt */
+    numla_request b[3];
+    memset(b, 0, sizeof b);
+    for (int i = 0; i < 3; i++) {
+        b[i].line = i + 1;
+        numla_sampling_params_default(&b[i].params);
+        b[i].params.temperature = 0;
+        b[i].params.ignore_eos = 1;
+        b[i].params.max_tokens = 2;
+        b[i].params.logprobs = 3;
+        b[i].num_prompt = PL_LEN;
+        b[i].prompt_tokens = malloc(PL_LEN * sizeof(int32_t));
+        memcpy(b[i].prompt_tokens, P, sizeof P);
+    }
+    b[1].prompt_logprobs = 1;
+    b[1].prompt_logprobs_top = 3;
+    numla_sched_options batched = {.max_batch_tokens = 64, .max_seqs = 1, .prefill_chunk = 16,
+                                   .prompt_logit_rows = 5};
+    CU_ASSERT_EQUAL_FATAL(pl_serve(&e, b, 3, batched, got), 0);
+    CU_ASSERT_FATAL(got[1].have);
+    CU_ASSERT(!got[0].have && !got[2].have);
+    CU_ASSERT_EQUAL(got[1].cached, 0);   /* computed whole */
+    NUMLA_ASSERT_MSG(got[2].cached >= 32, "the plain twin took %d cached tokens", got[2].cached);
+    for (int k = 1; k < PL_LEN; k++)
+        pl_check(&got[1].plp[k], &one[k].lp[0], 0.05f, "batched, cached prefix", k);
+    CU_ASSERT_EQUAL(got[1].n, 2);
+    CU_ASSERT_EQUAL(got[1].tok[0], got[0].tok[0]); /* then it generates as the plain request */
+    CU_ASSERT_EQUAL(got[1].tok[1], got[0].tok[1]);
+    sc_close(&e);
+    for (int i = 0; i < PL_LEN; i++)
+        numla_request_free(&rq[i]);
+    for (int i = 0; i < 3; i++)
+        numla_request_free(&b[i]);
+}
+
 NUMLA_TEST_SUITE(scheduler, sc_init, NULL, NUMLA_TEST(test_kv_refcount),
-                 NUMLA_TEST(test_errors_and_limits), NUMLA_TEST(test_batch_invariance),
+                 NUMLA_TEST(test_errors_and_limits), NUMLA_TEST(test_prompt_logprobs), NUMLA_TEST(test_batch_invariance),
                  NUMLA_TEST(test_sampling_error_in_step))
