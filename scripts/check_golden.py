@@ -42,6 +42,8 @@ def load_safetensors(path):
             a = a.astype(np.float64)
         elif dt == "I32":
             a = np.frombuffer(raw, dtype="<i4").copy()
+        elif dt == "I64":
+            a = np.frombuffer(raw, dtype="<i8").copy()
         else:
             raise ValueError("%s: %s has unsupported dtype %s" % (path, name, dt))
         out[name] = a.reshape(info["shape"])

@@ -240,8 +240,6 @@ def deepseek_names(sd):
         n = "." + n
         for a, b in RENAMES:
             n = n.replace(a, b)
-        if n.endswith("gate.tid2eid"):
-            v = v.to(torch.int32)
         out[n[1:]] = v
     return {k: v.contiguous() for k, v in out.items()}
 
