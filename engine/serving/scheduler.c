@@ -718,6 +718,17 @@ numla_status numla_sched_step(numla_sched *s)
         if (d->st != NUMLA_STATUS_OK)
             snprintf(d->msg, sizeof d->msg, "%s", numla_error_message());
     }
+    /* The prompt rows' full logits to their consumer, serially, in step order. */
+    for (int32_t b = 0; b < B && s->o.prompt_rows; b++) {
+        sched_seq *q = s->step_seqs[b];
+        sched_draw *d = &s->draws[b];
+        if (q->step_plp_n == 0 || d->st != NUMLA_STATUS_OK)
+            continue;
+        d->st = s->o.prompt_rows(s->o.prompt_rows_ctx, q->user, q->plp_done, q->step_plp_n,
+                                 s->logits + (size_t)q->step_plp_row * (size_t)s->o.vocab_size);
+        if (d->st != NUMLA_STATUS_OK)
+            snprintf(d->msg, sizeof d->msg, "%s", numla_error_message());
+    }
     for (int32_t b = 0; b < B; b++) {
         sched_seq *q = s->step_seqs[b];
         q->num_computed += q->step_n;

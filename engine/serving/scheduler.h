@@ -110,6 +110,16 @@ typedef struct numla_sched_options {
      * logits buffer grows by at most this many vocabulary rows (at the first such request).
      * 0: 128. */
     int32_t prompt_logit_rows;
+    /* Optional: the full logits of those prompt rows as they are computed (a perplexity run
+     * scores and keeps whole distributions): after each step that computed some of a
+     * prompt_logprobs request's rows, called once for them, in position order: positions
+     * first .. first + n - 1, logits (n, vocab_size) fp32, valid during the call only; row p is
+     * the distribution of prompt token p + 1. Every row 0 .. num_prompt - 2 comes exactly once
+     * (a preempted request's recomputed rows are not reported again). A status other than OK
+     * finishes that request with "error" and the message. NULL: none. */
+    numla_status (*prompt_rows)(void *ctx, void *user, int32_t first, int32_t n,
+                                const float *logits);
+    void *prompt_rows_ctx;
 } numla_sched_options;
 
 typedef struct numla_sched_stats {

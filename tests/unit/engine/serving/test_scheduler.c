@@ -592,6 +592,137 @@ static void test_prompt_logprobs(void)
         numla_request_free(&b[i]);
 }
 
+/* ---- prompt rows' full logits (the prompt_rows hook): every row once, in order, as a whole-prompt forward ---- */
+
+enum { PR_N = 12, PR_MAXP = 120 };
+
+typedef struct pr_ctx {
+    int64_t vocab;
+    int32_t next[PR_N];          /* next position expected per request */
+    int calls[PR_N];
+    float *rows[PR_N];           /* (num_prompt, vocab) as reported */
+    int bad_order;
+    int fail_user;               /* the request whose callback fails (-1: none) */
+} pr_ctx;
+
+static numla_status pr_rows(void *ctx, void *user, int32_t first, int32_t n, const float *logits)
+{
+    pr_ctx *c = ctx;
+    const int i = (int)(intptr_t)user;
+    c->calls[i]++;
+    if (first != c->next[i] || n < 1)
+        c->bad_order++;
+    if (i == c->fail_user)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "test consumer refuses rows %d..%d", first,
+                   first + n - 1);
+    if (first >= 0 && first + n <= PR_MAXP)
+        memcpy(c->rows[i] + (size_t)first * (size_t)c->vocab, logits,
+               (size_t)n * (size_t)c->vocab * sizeof *logits);
+    c->next[i] = first + n;
+    return NUMLA_STATUS_OK;
+}
+
+/* The logits of every row of one prompt from one forward over a fresh sequence. */
+static int pr_reference(sc_eng *e, const numla_request *rq, float *out)
+{
+    const int32_t P = rq->num_prompt;
+    numla_kv_seq seq = {0};
+    int32_t pos[PR_MAXP], rows[PR_MAXP], qsl[2] = {0, P}, len = P;
+    int64_t slots[PR_MAXP];
+    if (numla_kv_seq_reserve(e->kv, &seq, P))
+        return -1;
+    for (int32_t p = 0; p < P; p++) {
+        pos[p] = rows[p] = p;
+        slots[p] = numla_kv_seq_slot(e->kv, &seq, p);
+    }
+    numla_step st = {.num_seqs = 1, .num_tokens = P, .tokens = rq->prompt_tokens,
+                     .positions = pos, .slots = slots, .query_start_loc = qsl, .seq_lens = &len,
+                     .block_tables = seq.block_table, .max_blocks_per_seq = seq.num_blocks,
+                     .num_logit_rows = P, .logit_rows = rows};
+    numla_status s = numla_model_forward(e->m, e->kv, &st, out);
+    numla_kv_seq_release(e->kv, &seq);
+    return s == NUMLA_STATUS_OK ? 0 : -1;
+}
+
+static void test_prompt_rows(void)
+{
+    sc_eng e;
+    if (sc_open(&e, numla_isa_best(), 24)) { /* 24 blocks of 16: preemption under load */
+        CU_FAIL("open");
+        return;
+    }
+    const int64_t V = e.cfg.vocab_size;
+    static numla_request rq[PR_N];
+    static sc_res res[PR_N];
+    int64_t order[PR_N];
+    numla_test_rng r = {77};
+    pr_ctx c = {.vocab = V, .fail_user = 9};
+    float *ref = malloc((size_t)PR_MAXP * (size_t)V * sizeof *ref);
+    for (int i = 0; i < PR_N; i++) {
+        memset(&rq[i], 0, sizeof rq[i]);
+        rq[i].line = i + 1;
+        int32_t P = 20 + (int32_t)(numla_test_rng_u64(&r) % 100);
+        /* request 11 repeats request 10's prompt: its rows must not come from the prefix cache */
+        if (i == 11)
+            P = rq[10].num_prompt;
+        rq[i].num_prompt = P;
+        rq[i].prompt_tokens = malloc((size_t)P * sizeof(int32_t));
+        for (int32_t t = 0; t < P; t++)
+            rq[i].prompt_tokens[t] = i == 11 ? rq[10].prompt_tokens[t]
+                                             : (int32_t)(numla_test_rng_u64(&r) % (uint64_t)V);
+        numla_sampling_params_default(&rq[i].params);
+        rq[i].params.temperature = 0;
+        rq[i].params.ignore_eos = 1;
+        rq[i].params.max_tokens = i % 3 == 0 ? 0 : 24; /* decode growth makes preemptions */
+        rq[i].prompt_logprobs = i != 5;                /* one ordinary request among them */
+        c.rows[i] = calloc((size_t)P * (size_t)V, sizeof(float));
+    }
+    numla_sched_options o = {.max_batch_tokens = 96, .max_seqs = 8, .prefill_chunk = 23,
+                             .prompt_logit_rows = 40, .prompt_rows = pr_rows,
+                             .prompt_rows_ctx = &c};
+    numla_sched_stats st;
+    CU_ASSERT_EQUAL_FATAL(sc_serve(&e, rq, PR_N, &o, res, order, &st), 0);
+    NUMLA_ASSERT_MSG(st.preemptions > 0, "no preemption happened (%lld)", (long long)st.preemptions);
+    CU_ASSERT_EQUAL(c.bad_order, 0);
+    double worst = 0;
+    for (int i = 0; i < PR_N; i++) {
+        NUMLA_ASSERT_MSG(res[i].done == 1, "request %d answered %d times", i, res[i].done);
+        if (i == 9) { /* the consumer's error ends that request only */
+            NUMLA_ASSERT_MSG(!strcmp(res[i].reason, "error") &&
+                                 strstr(res[i].error, "test consumer refuses rows"),
+                             "request 9: %s %s", res[i].reason, res[i].error);
+            continue;
+        }
+        NUMLA_ASSERT_MSG(!res[i].error[0], "request %d: %s", i, res[i].error);
+        if (i == 5) {
+            CU_ASSERT_EQUAL(c.calls[i], 0);
+            continue;
+        }
+        NUMLA_ASSERT_MSG(c.next[i] == rq[i].num_prompt - 1, "request %d: rows up to %d of %d", i,
+                         c.next[i], rq[i].num_prompt);
+        if (rq[i].params.max_tokens == 0) {
+            CU_ASSERT_STRING_EQUAL(res[i].reason, "length");
+            CU_ASSERT_EQUAL(res[i].n, 0);
+        } else {
+            CU_ASSERT_EQUAL(res[i].n, rq[i].params.max_tokens);
+        }
+        CU_ASSERT_EQUAL_FATAL(pr_reference(&e, &rq[i], ref), 0);
+        const int64_t P = rq[i].num_prompt;
+        for (int64_t k = 0; k < (P - 1) * V; k++) {
+            double d = fabs((double)ref[k] - (double)c.rows[i][k]);
+            worst = d > worst ? d : worst;
+        }
+    }
+    /* chunked and batched vs one whole-prompt forward: bf16 activations round differently */
+    NUMLA_ASSERT_MSG(worst < 5e-2, "prompt rows differ from a whole-prompt forward by %g", worst);
+    for (int i = 0; i < PR_N; i++) {
+        free(c.rows[i]);
+        numla_request_free(&rq[i]);
+    }
+    free(ref);
+    sc_close(&e);
+}
+
 NUMLA_TEST_SUITE(scheduler, sc_init, NULL, NUMLA_TEST(test_kv_refcount),
                  NUMLA_TEST(test_errors_and_limits), NUMLA_TEST(test_prompt_logprobs), NUMLA_TEST(test_batch_invariance),
-                 NUMLA_TEST(test_sampling_error_in_step))
+                 NUMLA_TEST(test_sampling_error_in_step), NUMLA_TEST(test_prompt_rows))
