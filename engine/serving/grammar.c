@@ -7,11 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/serving/grammar_regex.h"
+
 /* ---------------------------------------------------------------- the grammar ---------- */
 
 enum { G_LIT, G_STR, G_NUM, G_ARR, G_OBJ, G_OBJANY, G_ALT };
 
-/* LIT: bytes[off, off + len); STR: a = min code points, b = max (-1: none); NUM: a = integer
+/* LIT: bytes[off, off + len); STR: a = min code points, b = max (-1: none), child = the
+ * pattern's automaton (regexes[child], -1: none); NUM: a = integer
  * only; ARR: a = minItems, b = maxItems (-1: none), child = items; OBJ: props[off, off + len);
  * OBJANY: a = the key string node, child = the value node; ALT: list[off, off + len). */
 typedef struct gnode {
@@ -33,6 +36,8 @@ struct numla_grammar {
     int32_t num_list, cap_list;
     gprop *props;
     int32_t num_props, cap_props;
+    numla_regex **regexes; /* strings' patterns and formats */
+    int32_t num_regexes, cap_regexes;
     int32_t root;
     int32_t refs;      /* references less one (numla_grammar_ref) */
 };
@@ -121,6 +126,9 @@ void numla_grammar_destroy(numla_grammar **gp)
     free(g->bytes);
     free(g->list);
     free(g->props);
+    for (int32_t i = 0; i < g->num_regexes; i++)
+        numla_regex_destroy(&g->regexes[i]);
+    free(g->regexes);
     free(g);
     *gp = NULL;
 }
@@ -196,6 +204,7 @@ static int32_t any_node(gcomp *c)
 }
 
 static int32_t compile(gcomp *c, const json_t *s, const char *path);
+static int str_ok(const numla_regex *re, const gnode *nd, int32_t d, int32_t n);
 
 /* The validation keywords of JSON Schema's drafts 4 to 2020-12 that the compiler does not take:
  * a schema with one is refused; any other unknown keyword is an annotation (the spec ignores
@@ -203,8 +212,8 @@ static int32_t compile(gcomp *c, const json_t *s, const char *path);
 static int is_unsupported_validation(const char *k)
 {
     static const char *const a[] = {
-        "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum", "pattern",
-        "format", "additionalItems", "uniqueItems", "contains", "maxContains", "minContains",
+        "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+        "additionalItems", "uniqueItems", "contains", "maxContains", "minContains",
         "maxProperties", "minProperties", "patternProperties", "dependencies",
         "dependentRequired", "dependentSchemas", "propertyNames", "if", "then", "else", "not",
         "contentEncoding", "contentMediaType", "contentSchema", "$dynamicRef", "$recursiveRef",
@@ -221,7 +230,8 @@ static int is_supported(const char *k)
     static const char *const a[] = {"type",     "properties", "required", "additionalProperties",
                                     "items",    "minItems",   "maxItems", "minLength",
                                     "maxLength", "enum",      "const",    "anyOf",
-                                    "oneOf",    "allOf",      "$ref"};
+                                    "oneOf",    "allOf",      "$ref",     "pattern",
+                                    "format"};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if (!strcmp(k, a[i]))
             return 1;
@@ -547,6 +557,111 @@ static int32_t compile_object(gcomp *c, const json_t *s, const char *path)
     return id;
 }
 
+/* The string formats compiled, as anchored patterns (a subset of each RFC's syntax where the
+ * whole is impractical: docs/serving.md), and the longest string each allows (-1: no bound). */
+#define FMT_DATE                                                                                 \
+    "[12]\\d{3}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)"\
+    "|02-(?:0[1-9]|1\\d|2[0-8]))"
+#define FMT_TIME "(?:[01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(?:\\.\\d{1,6})?(?:Z|[+-](?:[01]\\d|2[0-3]):[0-5]\\d)"
+#define FMT_LABEL "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+#define FMT_HOST "(?:" FMT_LABEL "\\.)*[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+#define FMT_H16 "[0-9a-fA-F]{1,4}"
+#define FMT_PCHAR "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})"
+#define FMT_QCHAR "(?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})"
+static const struct {
+    const char *name, *pattern;
+    int32_t max_len;
+} string_formats[] = {
+    {"date", "^" FMT_DATE "$", -1},
+    {"time", "^" FMT_TIME "$", -1},
+    {"date-time", "^" FMT_DATE "T" FMT_TIME "$", -1},
+    {"email", "^[A-Za-z0-9_+-]+(?:\\.[A-Za-z0-9_+-]+)*@" FMT_HOST "$", 254},
+    {"hostname", "^" FMT_HOST "$", 253},
+    {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", -1},
+    {"ipv4", "^(?:(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)$",
+     -1},
+    {"ipv6",
+     "^(?:(?:" FMT_H16 ":){7}" FMT_H16 "|(?:" FMT_H16 ":){1,7}:|(?:" FMT_H16 ":){1,6}:" FMT_H16
+     "|(?:" FMT_H16 ":){1,5}(?::" FMT_H16 "){1,2}|(?:" FMT_H16 ":){1,4}(?::" FMT_H16 "){1,3}"
+     "|(?:" FMT_H16 ":){1,3}(?::" FMT_H16 "){1,4}|(?:" FMT_H16 ":){1,2}(?::" FMT_H16 "){1,5}"
+     "|" FMT_H16 ":(?::" FMT_H16 "){1,6}|:(?:(?::" FMT_H16 "){1,7}|:))$",
+     -1},
+    {"uri",
+     "^[A-Za-z][A-Za-z0-9+.-]*://" FMT_HOST "(?::\\d{1,5})?(?:/" FMT_PCHAR "*)*(?:\\?" FMT_QCHAR
+     "*)?(?:#" FMT_QCHAR "*)?$",
+     -1},
+};
+/* Formats JSON Schema defines that are not compiled (refused: a validator may check them);
+ * any other format name is an annotation, as the specification says of unknown formats. */
+static const char *const refused_formats[] = {
+    "duration", "idn-email", "idn-hostname", "iri", "iri-reference", "uri-reference",
+    "uri-template", "json-pointer", "relative-json-pointer", "regex", "color", "host-name",
+    "ip-address", "utc-millisec", "style", "phone"};
+
+/* A string schema's pattern or format: *re the automaton's index (-1: none); a format may lower
+ * *max_len. 0: refused. */
+static int compile_string_pattern(gcomp *c, const json_t *s, int32_t *re, int32_t *max_len,
+                                  const char *path)
+{
+    const json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
+    const char *text = NULL;
+    size_t len = 0;
+    if (pat && !json_is_string(pat)) {
+        refuse(c, NUMLA_STATUS_FORMAT, path, "'pattern' must be a string");
+        return 0;
+    }
+    if (fmt && !json_is_string(fmt)) {
+        refuse(c, NUMLA_STATUS_FORMAT, path, "'format' must be a string");
+        return 0;
+    }
+    if (fmt) {
+        const char *name = json_string_value(fmt);
+        for (size_t i = 0; i < sizeof refused_formats / sizeof refused_formats[0]; i++)
+            if (!strcmp(name, refused_formats[i])) {
+                refuse(c, NUMLA_STATUS_UNSUPPORTED, path, "'format' \"%s\" is not supported",
+                       name);
+                return 0;
+            }
+        for (size_t i = 0; i < sizeof string_formats / sizeof string_formats[0]; i++)
+            if (!strcmp(name, string_formats[i].name)) {
+                text = string_formats[i].pattern;
+                len = strlen(text);
+                if (string_formats[i].max_len >= 0 &&
+                    (*max_len < 0 || *max_len > string_formats[i].max_len))
+                    *max_len = string_formats[i].max_len;
+            }
+    }
+    if (pat && text) {
+        refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
+               "'pattern' together with 'format' \"%s\" is not supported",
+               json_string_value(fmt));
+        return 0;
+    }
+    if (pat) {
+        text = json_string_value(pat);
+        len = json_string_length(pat);
+    }
+    if (!text)
+        return 1;
+    numla_regex *r = NULL;
+    const numla_status rs = numla_regex_compile(text, len, &r);
+    if (rs != NUMLA_STATUS_OK) {
+        refuse(c, rs == NUMLA_STATUS_NO_MEMORY ? NUMLA_STATUS_NO_MEMORY : NUMLA_STATUS_UNSUPPORTED,
+               path, "'%s' %s%.60s%s: %s", pat ? "pattern" : "format", pat ? "/" : "\"",
+               pat ? text : json_string_value(fmt), pat ? "/" : "\"", numla_error_message());
+        return 0;
+    }
+    numla_grammar *g = c->g;
+    if (!grow((void **)&g->regexes, &g->cap_regexes, g->num_regexes + 1, sizeof *g->regexes)) {
+        numla_regex_destroy(&r);
+        oom(c);
+        return 0;
+    }
+    *re = g->num_regexes;
+    g->regexes[g->num_regexes++] = r;
+    return 1;
+}
+
 static int32_t compile_type(gcomp *c, const json_t *s, int bit, const char *path)
 {
     numla_grammar *g = c->g;
@@ -567,8 +682,22 @@ static int32_t compile_type(gcomp *c, const json_t *s, int bit, const char *path
         if (hi >= 0 && lo > hi)
             return refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
                           "'minLength' > 'maxLength': nothing matches");
+        int32_t re = -1;
+        if (!compile_string_pattern(c, s, &re, &hi, path))
+            return -1;
+        if (hi >= 0 && lo > hi)
+            return refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
+                          "'minLength' > the format's longest string: nothing matches");
         int32_t id = g_node(g, G_STR, lo, hi);
-        return id < 0 ? oom(c) : id;
+        if (id < 0)
+            return oom(c);
+        g->nodes[id].child = re;
+        if (re >= 0 && !str_ok(g->regexes[re], &g->nodes[id],
+                               numla_regex_start(g->regexes[re]), 0))
+            return refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
+                          "'%s' with 'minLength'/'maxLength': nothing matches",
+                          json_object_get(s, "pattern") ? "pattern" : "format");
+        return id;
     }
     case T_NUM:
     case T_INT: {
@@ -852,6 +981,39 @@ static int required_left(const numla_grammar *g, const gnode *nd, int32_t i)
     return 0;
 }
 
+/* A pattern string can still end well from automaton state d with n code points read. */
+static int str_ok(const numla_regex *re, const gnode *nd, int32_t d, int32_t n)
+{
+    if (d < 0)
+        return 0;
+    const int32_t lo = numla_regex_min_left(re, d), hi = numla_regex_max_left(re, d);
+    return (nd->b < 0 || (int64_t)n + lo <= nd->b) &&
+           (hi == NUMLA_REGEX_INF || (int64_t)n + hi >= nd->a);
+}
+
+/* The byte an escape \c stands for (c one of " \ / b f n r t). */
+static uint8_t unescape(uint8_t c)
+{
+    switch (c) {
+    case 'b': return '\b';
+    case 'f': return '\f';
+    case 'n': return '\n';
+    case 'r': return '\r';
+    case 't': return '\t';
+    default: return c;
+    }
+}
+
+/* Some escape (not \u: pattern strings take none) can follow a backslash in state d. */
+static int escape_ok(const numla_regex *re, const gnode *nd, int32_t d, int32_t n)
+{
+    static const uint8_t esc[] = {'"', '\\', '/', 'b', 'f', 'n', 'r', 't'};
+    for (size_t i = 0; i < sizeof esc; i++)
+        if (str_ok(re, nd, numla_regex_step(re, d, unescape(esc[i])), n))
+            return 1;
+    return 0;
+}
+
 /* Every stack that stack `top` becomes by consuming byte c, added to out. */
 static void step_one(numla_grammar_matcher *m, int32_t top, uint8_t c, int32_t *out, int *nout)
 {
@@ -891,24 +1053,35 @@ static void step_one(numla_grammar_matcher *m, int32_t top, uint8_t c, int32_t *
             for (int32_t i = nd->len - 1; i >= 0; i--)
                 PUSH_WORK(finit(m, g->list[nd->off + i], f.up, f.depth));
             break;
-        case G_STR:
+        case G_STR: {
+            const numla_regex *re = nd->child >= 0 ? g->regexes[nd->child] : NULL;
             if (f.st == 0) {
                 if (c != '"')
                     break;
                 f.st = 1;
+                if (re) {
+                    f.pos = numla_regex_start(re);
+                    if (!str_ok(re, nd, f.pos, 0))
+                        break;
+                }
             } else if (f.r > 0) {
                 if (c < f.lo || c > f.hi)
                     break;
                 f.r--;
                 f.lo = 0x80;
                 f.hi = 0xBF;
+                if (re && !str_ok(re, nd, f.pos = numla_regex_step(re, f.pos, c), f.n))
+                    break;
             } else if (f.aux == 1) {
-                if (c == 'u') {
+                if (c == 'u' && !re) {
                     f.aux = 2;
                     f.v = 0;
-                } else if (strchr("\"\\/bfnrt", c) && c)
+                } else if (strchr("\"\\/bfnrt", c) && c) {
                     f.aux = 0;
-                else
+                    if (re && !str_ok(re, nd, f.pos = numla_regex_step(re, f.pos, unescape(c)),
+                                      f.n))
+                        break;
+                } else
                     break;
             } else if (f.aux >= 2) {
                 int h = hexval(c);
@@ -922,25 +1095,30 @@ static void step_one(numla_grammar_matcher *m, int32_t top, uint8_t c, int32_t *
                     break; /* \u0000: jansson refuses it */
                 f.aux = k == 3 ? 0 : f.aux + 1;
             } else if (c == '"') {
-                if (f.n < nd->a)
+                if (f.n < nd->a || (re && !numla_regex_accepting(re, f.pos)))
                     break;
                 emit(f.up, out, nout);
                 break;
             } else {
                 if (c < 0x20 || (nd->b >= 0 && f.n >= nd->b))
                     break;
-                if (c == '\\')
+                if (c == '\\') {
+                    if (re && !escape_ok(re, nd, f.pos, f.n + 1))
+                        break;
                     f.aux = 1;
-                else {
+                } else {
                     int r = utf8_lead(c, &f.lo, &f.hi);
                     if (r < 0)
                         break;
                     f.r = (uint8_t)r;
+                    if (re && !str_ok(re, nd, f.pos = numla_regex_step(re, f.pos, c), f.n + 1))
+                        break;
                 }
                 f.n++;
             }
             emit(fnew(m, &f), out, nout);
             break;
+        }
         case G_NUM: {
             const int digit = c >= '0' && c <= '9', integer = nd->a;
             int ok = 1;
@@ -1591,7 +1769,8 @@ numla_status numla_grammar_matcher_fill_mask(numla_grammar_matcher *m,
     const gframe *f = m->nt == 1 && m->tops[0] >= 0 ? &m->ar[m->tops[0]] : NULL;
     const gnode *nd = f ? &m->g->nodes[f->node] : NULL;
     if (nd && nd->kind == G_STR && f->st == 1 && f->r == 0 && f->aux == 0 &&
-        (nd->b < 0 || nd->b - f->n >= v->plain_max_chars)) {
+        (nd->b < 0 || nd->b - f->n >= v->plain_max_chars) &&
+        (nd->child < 0 || numla_regex_is_sink(m->g->regexes[nd->child], f->pos))) {
         memcpy(mask, v->plain, words * sizeof *mask);
         walk(m, &v->other, mask);
     } else

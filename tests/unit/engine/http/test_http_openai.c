@@ -83,7 +83,7 @@ static void test_tool_choice(void)
                "tool_choice", NULL);
     CU_ASSERT_EQUAL(parse(C, "{" TC_MSG ", \"tools\": [{\"type\": \"function\", \"function\": "
                              "{\"name\": \"f\", \"parameters\": {\"type\": \"object\", \"properties\": "
-                             "{\"d\": {\"type\": \"string\", \"format\": \"date\"}}}}}], "
+                             "{\"d\": {\"type\": \"string\", \"format\": \"regex\"}}}}}], "
                              "\"tool_choice\": \"required\"}", &r, &e), 400);
     CU_ASSERT(!strcmp(e.param, "tool_choice") && strstr(e.message, "'format'") &&
               strstr(e.message, "tools[0].function.parameters"));
