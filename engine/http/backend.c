@@ -233,6 +233,23 @@ void numla_http_job_set_cached_tokens(numla_http_job *j, int32_t cached_tokens)
     pthread_mutex_unlock(&c->mu);
 }
 
+numla_status numla_http_job_set_prompt_logprobs(numla_http_job *j, const numla_logprob_entry *lp,
+                                                int32_t n)
+{
+    numla_logprob_entry *copy = n > 0 ? malloc((size_t)n * sizeof *copy) : NULL;
+    if (n > 0 && !copy)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for %d prompt logprobs", n);
+    if (n > 0)
+        memcpy(copy, lp, (size_t)n * sizeof *copy);
+    numla_http_call *c = j->call;
+    pthread_mutex_lock(&c->mu);
+    free(j->prompt_logprobs);
+    j->prompt_logprobs = copy;
+    j->num_prompt_logprobs = n > 0 ? n : 0;
+    pthread_mutex_unlock(&c->mu);
+    return NUMLA_STATUS_OK;
+}
+
 void numla_http_job_fail(numla_http_job *j, int http_status, const char *message,
                          const char *param)
 {
@@ -264,6 +281,7 @@ static void call_free(numla_http_call *c)
     for (int32_t i = 0; i < c->num_jobs; i++) {
         free(c->jobs[i].tokens);
         free(c->jobs[i].logprobs);
+        free(c->jobs[i].prompt_logprobs);
         numla_strbuf_free(&c->jobs[i].text);
     }
     free(c->jobs);

@@ -68,6 +68,10 @@ void numla_http_job_finish(numla_http_job *j, const char *finish_reason, int32_t
                            int32_t completion_tokens);
 /* Prompt tokens served from the prefix cache (usage.prompt_tokens_details); before finish. */
 void numla_http_job_set_cached_tokens(numla_http_job *j, int32_t cached_tokens);
+/* The prompt's logprobs (n entries, copied: the scheduler's prompt_logprobs, entry 0 without
+ * a value) for completions' echo; before finish. */
+numla_status numla_http_job_set_prompt_logprobs(numla_http_job *j, const numla_logprob_entry *lp,
+                                                int32_t n);
 /* http_status: 400 for a request the model cannot take (param names the field, may be NULL),
  * 500/503 for engine failures. */
 void numla_http_job_fail(numla_http_job *j, int http_status, const char *message,
@@ -90,6 +94,8 @@ struct numla_http_job {
     char finish_reason[16];
     int32_t prompt_tokens, completion_tokens;
     int32_t cached_tokens;      /* of prompt_tokens, served from the prefix cache */
+    numla_logprob_entry *prompt_logprobs;   /* (num_prompt_logprobs) echo with logprobs */
+    int32_t num_prompt_logprobs;
     numla_openai_error error;   /* status 0: none */
     int stop_hit;               /* the server matched a stop string */
     int released;               /* the loop let go */

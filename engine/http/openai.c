@@ -555,20 +555,15 @@ static int parse_stop(json_t *v, numla_openai_request *r, numla_openai_error *er
 /* Fields the API defines that numla does not serve, with the value that is harmless. */
 static int unsupported(const char *key, json_t *v, numla_openai_error *err)
 {
-    int ok;
-    if (!strcmp(key, "echo"))
-        ok = json_is_null(v) || json_is_false(v);
-    else
-        ok = json_is_null(v);
+    const int ok = json_is_null(v);
     if (!ok)
         numla_openai_error_set(err, 400, key, "unsupported_field",
-                               "'%s' is not supported by this server (only %s)", key,
-                               !strcmp(key, "echo") ? "false" : "null");
+                               "'%s' is not supported by this server (only null)", key);
     return ok;
 }
 
 static const char *const UNSUPPORTED[] = {
-    "echo", "suffix", "functions", "function_call",
+    "suffix", "functions", "function_call",
     "service_tier", "store", "metadata", "modalities", "audio", "prediction", "reasoning_effort",
     "web_search_options"};
 
@@ -591,7 +586,7 @@ static int check_field_names(json_t *o, int is_chat, numla_openai_error *err)
                                          "frequency_penalty", "repetition_penalty",
                                          "logit_bias", "min_p", "n", "best_of",
                                          "response_format"};
-    static const char *const completions[] = {"prompt"};
+    static const char *const completions[] = {"prompt", "echo"};
     static const char *const chat[] = {"messages",     "max_completion_tokens", "top_logprobs",
                                        "tools",        "tool_choice", "parallel_tool_calls",
                                        "chat_template_kwargs"};
@@ -599,9 +594,16 @@ static int check_field_names(json_t *o, int is_chat, numla_openai_error *err)
     json_t *v;
     json_object_foreach(o, key, v) {
         if (in_list(key, common, sizeof common / sizeof common[0]) ||
-            (!is_chat && in_list(key, completions, 1)) ||
+            (!is_chat && in_list(key, completions, 2)) ||
             (is_chat && in_list(key, chat, sizeof chat / sizeof chat[0])))
             continue;
+        if (is_chat && !strcmp(key, "echo")) { /* completions' field; false is harmless */
+            if (json_is_null(v) || json_is_false(v))
+                continue;
+            numla_openai_error_set(err, 400, key, "unsupported_field",
+                                   "'echo' is a completions field (chat takes only false)");
+            return 0;
+        }
         if (in_list(key, UNSUPPORTED, sizeof UNSUPPORTED / sizeof UNSUPPORTED[0])) {
             if (!unsupported(key, v, err))
                 return 0;
@@ -770,6 +772,12 @@ static int parse_token_ids(json_t *o, numla_openai_request *r, numla_openai_erro
         return bad(err, "return_tokens_as_token_ids",
                    "'return_tokens_as_token_ids' must be true or false");
     r->tokens_as_ids = json_is_true(v);
+    if (r->endpoint == NUMLA_OPENAI_COMPLETIONS) { /* echo (bool | null) */
+        v = json_object_get(o, "echo");
+        if (v && !json_is_boolean(v) && !json_is_null(v))
+            return bad(err, "echo", "'echo' must be true or false");
+        r->echo = json_is_true(v);
+    }
     return 1;
 }
 
@@ -971,6 +979,11 @@ static json_t *logprobs_json(numla_openai_endpoint e, const numla_openai_choice 
         json_array_append_new(off, json_integer(at));
         at += name ? utf8_chars(json_string_value(name)) : 0;
         json_array_append_new(tokens, name);
+        if (l->num_top < 0) { /* an echoed prompt's first token: nothing before it */
+            json_array_append_new(lps, json_null());
+            json_array_append_new(tops, json_null());
+            continue;
+        }
         json_array_append_new(lps, json_real(finite_logprob(l->logprob)));
         json_t *top = json_object();
         for (int32_t k = 0; k < l->num_top; k++) { /* two tokens of one text: the likelier */

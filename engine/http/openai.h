@@ -27,7 +27,11 @@
  *   stop_token_ids. Whether the model's chat template can render tools, tool calls, tool
  *   messages and the thinking switch is checked by the serving adapter (it knows the template).
  * Both: n (1..128 choices per prompt, prompts x n at most 128) and best_of (equal to n).
- * Fields the API defines but numla does not serve (echo, best_of other than n, suffix,
+ * Completions: echo (bool): the prompt (its text; a token-id prompt decoded) comes back before
+ * the completion, and with logprobs its tokens' logprobs come first (the first null, as OpenAI
+ * and vLLM return them; max_tokens may be 0): what lm-evaluation-harness's loglikelihood tasks
+ * send.
+ * Fields the API defines but numla does not serve (best_of other than n, suffix,
  * functions, ...) are a 400 naming the field;
  * so are unknown fields and invalid values. A failed parse fills a numla_openai_error (an HTTP
  * status and an OpenAI-style message naming the field) and still returns OK: only running out
@@ -116,6 +120,9 @@ typedef struct numla_openai_request {
                                    each its own sequence, the prompt shared through the prefix
                                    cache; choice index = prompt index x n + j */
     int tokens_as_ids;          /* return_tokens_as_token_ids: logprobs name tokens "token_id:N" */
+    int echo;                   /* completions: the prompt comes back before the completion in
+                                   text and, with logprobs, its tokens' logprobs (the first
+                                   one null) before the generated ones */
     char *tools_json;           /* chat: the "tools" list as compact JSON text (key order kept);
                                    NULL: none or an empty list */
     int32_t num_tools;
@@ -184,7 +191,9 @@ typedef struct numla_openai_choice {
     const char *text;           /* valid UTF-8 */
     size_t text_len;
     const char *finish_reason;  /* "stop", "length", NULL (chunks before the last) */
-    int32_t num_logprobs;       /* entries in logprobs; 0 with logprobs NULL: "logprobs": null */
+    int32_t num_logprobs;       /* entries in logprobs; 0 with logprobs NULL: "logprobs": null;
+                                   an entry with num_top < 0 (an echoed prompt's first token) has
+                                   null token_logprobs and top_logprobs */
     const numla_logprob_entry *logprobs;    /* (num_logprobs) or NULL */
     int has_reasoning;          /* chat of a thinking model: "reasoning_content" is written */
     const char *reasoning;      /* valid UTF-8 reasoning (reasoning.h); NULL: null */

@@ -60,6 +60,9 @@ typedef struct job_view {
     numla_strbuf rtext;         /* non-streamed: accumulated reasoning */
     numla_tool_calls *tools;    /* chat of a template family with a tool-call syntax: the
                                    calls read out of the content (tool_calls.h), else NULL */
+    int echo_ready;             /* echo below holds the prompt's text */
+    int echo_sent;              /* streamed: the echoed prompt's chunk is out */
+    numla_strbuf echo;          /* completions' echo: the prompt's text */
 } job_view;
 
 typedef struct conn {
@@ -256,6 +259,56 @@ static int append_text_final(job_view *v, const char *s, size_t n, int final)
     return 1;
 }
 
+static numla_openai_reply reply_of(const conn *c);
+
+/* Job i's prompt text for completions' echo: as sent, or a token-id prompt decoded with the
+ * model's tokenizer (none: empty, the logprobs still name the tokens). 0: no memory. */
+static int view_echo(conn *c, int32_t i)
+{
+    job_view *v = &c->views[i];
+    if (v->echo_ready)
+        return 1;
+    v->echo_ready = 1;
+    const numla_openai_prompt *p = numla_http_job_prompt(&c->call->jobs[i]);
+    if (!p)
+        return 1;
+    if (p->text)
+        return append_buf(&v->echo, p->text, p->text_len);
+    if (!c->s->opt.tokenizer || p->num_tokens == 0)
+        return 1;
+    char *t = NULL;
+    size_t n = 0;
+    if (numla_tokenizer_decode(c->s->opt.tokenizer, p->tokens, p->num_tokens, 0, &t, &n) !=
+        NUMLA_STATUS_OK) {
+        numla_error_clear(); /* ids were checked against the vocabulary: none is unknown */
+        return 1;
+    }
+    int ok = append_buf(&v->echo, t, n);
+    free(t);
+    return ok;
+}
+
+/* Streamed echo: job i's prompt as its first chunk (with its logprobs when asked). */
+static int stream_echo(conn *c, int32_t i)
+{
+    numla_http_job *j = &c->call->jobs[i];
+    job_view *v = &c->views[i];
+    if (!view_echo(c, i))
+        return 0;
+    numla_openai_reply r = reply_of(c);
+    numla_openai_choice ch = {.text = numla_strbuf_str(&v->echo), .text_len = v->echo.len};
+    if (c->call->req.params.logprobs >= 0) {
+        static const numla_logprob_entry none;
+        ch.logprobs = j->prompt_logprobs ? j->prompt_logprobs : &none;
+        ch.num_logprobs = j->num_prompt_logprobs;
+    }
+    char *s = NULL;
+    if (numla_openai_format_chunk(&r, i, &ch, 0, &s) != NUMLA_STATUS_OK)
+        return 0;
+    int ok = out_append(c, s, strlen(s));
+    free(s);
+    return ok;
+}
 
 static numla_openai_reply reply_of(const conn *c)
 {
@@ -424,6 +477,16 @@ static int advance_locked(conn *c, int stream)
     for (int32_t i = 0; i < call->num_jobs; i++) {
         numla_http_job *j = &call->jobs[i];
         job_view *v = &c->views[i];
+        if (stream && call->req.echo && !v->echo_sent) {
+            /* the prompt first, once the loop took the job (an error it finds first keeps its
+             * own status), and with logprobs once they are known (at the job's end) */
+            if (!j->finished && (call->req.params.logprobs >= 0 || j->num_tokens == 0))
+                continue;
+            if (!j->error.status && !stream_echo(c, i))
+                return -1;
+            v->echo_sent = 1;
+            changed = 1;
+        }
         if (!v->text_done && (j->text.len > v->text_seen || j->num_tokens > v->tokens_seen)) {
             const char *piece = "";
             size_t piece_len = 0;
@@ -612,6 +675,33 @@ static enum MHD_Result start_stream(conn *c, struct MHD_Connection *mc)
     return ok;
 }
 
+/* Non-streamed echo: each job's echo buffer becomes prompt + completion, and its prompt
+ * logprobs prompt + generated entries (the entries the response shows); call->mu held.
+ * 0: no memory. */
+static int echo_choices(conn *c)
+{
+    for (int32_t i = 0; i < c->call->num_jobs; i++) {
+        numla_http_job *j = &c->call->jobs[i];
+        job_view *v = &c->views[i];
+        if (!view_echo(c, i) || !append_buf(&v->echo, numla_strbuf_str(&v->text), v->text.len))
+            return 0;
+        if (c->call->req.params.logprobs < 0)
+            continue;
+        const int32_t np = j->num_prompt_logprobs, n = np + j->num_tokens;
+        numla_logprob_entry *all = malloc(((size_t)n + 1) * sizeof *all);
+        if (!all)
+            return 0;
+        if (np)
+            memcpy(all, j->prompt_logprobs, (size_t)np * sizeof *all);
+        if (j->num_tokens)
+            memcpy(all + np, j->logprobs, (size_t)j->num_tokens * sizeof *all);
+        free(j->prompt_logprobs);
+        j->prompt_logprobs = all;
+        j->num_prompt_logprobs = n;
+    }
+    return 1;
+}
+
 /* ---- one generation request ---- */
 
 static int first_event(const conn *c)
@@ -711,6 +801,15 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
     numla_openai_choice *ch = calloc((uint32_t)c->call->num_jobs, sizeof *ch);
     if (!ch)
         return MHD_NO;
+    if (c->call->req.echo) {
+        pthread_mutex_lock(&c->call->mu);
+        const int ok = echo_choices(c);
+        pthread_mutex_unlock(&c->call->mu);
+        if (!ok) {
+            free(ch);
+            return MHD_NO;
+        }
+    }
     for (int32_t i = 0; i < c->call->num_jobs; i++) {
         numla_http_job *j = &c->call->jobs[i];
         ch[i] = (numla_openai_choice){.text = numla_strbuf_str(&c->views[i].text),
@@ -728,6 +827,14 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
         if (c->call->req.params.logprobs >= 0) {
             ch[i].logprobs = j->logprobs;
             ch[i].num_logprobs = j->num_tokens;
+            if (c->call->req.echo) { /* the prompt's entries first */
+                ch[i].logprobs = j->prompt_logprobs;
+                ch[i].num_logprobs = j->num_prompt_logprobs;
+            }
+        }
+        if (c->call->req.echo) {
+            ch[i].text = numla_strbuf_str(&c->views[i].echo);
+            ch[i].text_len = c->views[i].echo.len;
         }
     }
     numla_openai_reply r = reply_of(c);
@@ -889,6 +996,7 @@ static void completed(void *cls, struct MHD_Connection *mc, void **con_cls,
             numla_tool_calls_destroy(&c->views[i].tools);
             numla_strbuf_free(&c->views[i].text);
             numla_strbuf_free(&c->views[i].rtext);
+            numla_strbuf_free(&c->views[i].echo);
         }
         numla_http_call_release(&c->call);
     }

@@ -297,6 +297,10 @@ static numla_status job_request(numla_http_adapter *g, numla_http_job *j, numla_
     if (r->n > 1 && req->params.has_seed) /* choice j of a seeded request: its own stream */
         req->params.seed += (uint64_t)(j->index % r->n);
     req->text_output = g->o.tokenizer != NULL;
+    if (r->echo && r->params.logprobs >= 0) { /* the echoed prompt's logprobs */
+        req->prompt_logprobs = 1;
+        req->prompt_logprobs_top = r->params.logprobs;
+    }
     if (r->grammar && !g->o.tokenizer) {
         *no = (adapter_refusal){.status = 400, .param = "response_format"};
         snprintf(no->msg, sizeof no->msg, "'response_format' needs the model's tokenizer.json "
@@ -440,6 +444,10 @@ static numla_status adapter_done(void *ctx, void *user, const numla_serve_done *
                 NUMLA_STATUS_OK)
             numla_http_job_fail(j, 500, "the server ran out of memory for the output", NULL);
         numla_http_job_set_cached_tokens(j, res->cached_tokens);
+        if (res->prompt_logprobs && res->req &&
+            numla_http_job_set_prompt_logprobs(j, res->prompt_logprobs, res->req->num_prompt) !=
+                NUMLA_STATUS_OK)
+            numla_http_job_fail(j, 500, "the server ran out of memory for the output", NULL);
         numla_http_job_finish(j, d->cancelled ? "stop" : res->finish_reason,
                               res->req ? res->req->num_prompt : 0, res->num_output);
     }

@@ -210,7 +210,16 @@ static void test_errors_name_the_field(void)
     expect_400(C, "{\"prompt\": \"a\", \"n\": 129}", "n", "invalid_value");
     expect_400(C, "{\"prompt\": \"a\", \"n\": 1.5}", "n", "invalid_value");
     expect_400(C, "{\"prompt\": [\"a\", \"b\", \"c\"], \"n\": 43}", "n", "invalid_value");
-    expect_400(C, "{\"prompt\": \"a\", \"echo\": true}", "echo", "unsupported_field");
+    expect_400(C, "{\"prompt\": \"a\", \"echo\": \"yes\"}", "echo", "invalid_value");
+    { /* echo: completions take it */
+        numla_openai_request r;
+        numla_openai_error e;
+        CU_ASSERT_EQUAL(parse(C, "{\"prompt\": \"a\", \"echo\": true, \"max_tokens\": 0}", &r, &e), 0);
+        CU_ASSERT_EQUAL(r.echo, 1);
+        CU_ASSERT_EQUAL(r.params.max_tokens, 0);
+        numla_openai_request_free(&r);
+    }
+    expect_400(NUMLA_OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"echo\": true}", "echo", "unsupported_field");
     expect_400(C, "{\"prompt\": \"a\", \"best_of\": 3}", "best_of", "invalid_value");
     expect_400(C, "{\"prompt\": \"a\", \"n\": 2, \"best_of\": 3}", "best_of", "invalid_value");
     expect_400(C, "{\"prompt\": \"a\", \"suffix\": \"z\"}", "suffix", "unsupported_field");

@@ -106,6 +106,19 @@ static void *fake_loop_main(void *arg)
                 atomic_fetch_add(&f->finished, 1);
                 end = 1;
             } else if (done[i] >= r->params.max_tokens) {
+                if (r->echo && r->params.logprobs >= 0 && p && p->tokens) {
+                    /* the scheduler's prompt logprobs: entry k = -k, the first without one */
+                    numla_logprob_entry plp[16];
+                    for (int32_t k = 0; k < p->num_tokens && k < 16; k++)
+                        plp[k] = (numla_logprob_entry){.token = p->tokens[k],
+                                                       .logprob = -(float)k,
+                                                       .num_top = k ? 1 : -1,
+                                                       .top_tokens = {p->tokens[k] + 1},
+                                                       .top_logprobs = {-0.5f}};
+                    CU_ASSERT_EQUAL(numla_http_job_set_prompt_logprobs(
+                                        j, plp, p->num_tokens < 16 ? p->num_tokens : 16),
+                                    NUMLA_STATUS_OK);
+                }
                 numla_http_job_finish(j, "length", prompt_len(j), done[i]);
                 atomic_fetch_add(&f->finished, 1);
                 end = 1;
@@ -957,7 +970,110 @@ static void test_shutdown_finishes_in_flight(void)
     fixture_stop(&fx);
 }
 
-NUMLA_TEST_SUITE(http_server, NULL, NULL, NUMLA_TEST(test_health_and_models),
+/* completions' echo: the prompt before the completion in text, and with logprobs the prompt's
+ * entries first (the first null, the tokens named by id without a tokenizer), streamed (the
+ * prompt's chunk first) and not; max_tokens 0 gives the prompt alone. */
+static void test_echo(void)
+{
+    fixture fx;
+    fixture_start(&fx, 64, NULL, 0);
+    reply r = http(fx.port, "POST", "/v1/completions", NULL,
+                   "{\"prompt\": \"hello\", \"max_tokens\": 2, \"echo\": true}");
+    NUMLA_ASSERT_MSG(r.status == 200, "status %d: %s", r.status, r.body);
+    json_t *o = body_json(&r);
+    json_t *c0 = json_array_get(json_object_get(o, "choices"), 0);
+    EXPECT_JSTR((json_object_get(c0, "text")), "hellot0 t1 ");
+    CU_ASSERT(json_is_null(json_object_get(c0, "logprobs")));
+    json_decref(o);
+    free_reply(&r);
+
+    r = http(fx.port, "POST", "/v1/completions", NULL,
+             "{\"prompt\": [7, 8, 9], \"max_tokens\": 1, \"echo\": true, \"logprobs\": 1, "
+             "\"n\": 2}");
+    NUMLA_ASSERT_MSG(r.status == 200, "status %d: %s", r.status, r.body);
+    o = body_json(&r);
+    json_error_t je;
+    json_t *want = json_loads(
+        "{\"tokens\": [\"token_id:7\", \"token_id:8\", \"token_id:9\", \"token_id:0\"], "
+        "\"token_logprobs\": [null, -1.0, -2.0, -1.0], \"top_logprobs\": [null, "
+        "{\"token_id:9\": -0.5}, {\"token_id:10\": -0.5}, {\"token_id:0\": -1.0}], "
+        "\"text_offset\": [0, 10, 20, 30]}", 0, &je);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(want);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(o, "choices")), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *c = json_array_get(json_object_get(o, "choices"), i);
+        char *got = json_dumps(json_object_get(c, "logprobs"), JSON_COMPACT);
+        NUMLA_ASSERT_MSG(json_equal(json_object_get(c, "logprobs"), want), "choice %zu: %s", i,
+                         got);
+        free(got);
+        EXPECT_JSTR((json_object_get(c, "text")), "t0 "); /* no tokenizer: the ids' text is "" */
+    }
+    json_decref(o);
+    free_reply(&r);
+
+    /* max_tokens 0: the prompt's logprobs only */
+    r = http(fx.port, "POST", "/v1/completions", NULL,
+             "{\"prompt\": [7, 8], \"max_tokens\": 0, \"echo\": true, \"logprobs\": 0}");
+    NUMLA_ASSERT_MSG(r.status == 200, "status %d: %s", r.status, r.body);
+    o = body_json(&r);
+    c0 = json_array_get(json_object_get(o, "choices"), 0);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(json_object_get(c0, "logprobs"), "tokens")), 2);
+    CU_ASSERT(json_is_null(json_array_get(
+        json_object_get(json_object_get(c0, "logprobs"), "token_logprobs"), 0)));
+    EXPECT_JSTR((json_object_get(c0, "finish_reason")), "length");
+    json_decref(o);
+    free_reply(&r);
+
+    /* streamed: the prompt's chunk (and its logprobs) first, then the completion's */
+    for (int lp = 0; lp < 2; lp++) {
+        r = http(fx.port, "POST", "/v1/completions", NULL,
+                 lp ? "{\"prompt\": [7, 8, 9], \"max_tokens\": 2, \"echo\": true, \"logprobs\": 1,"
+                      " \"stream\": true}"
+                    : "{\"prompt\": \"hello\", \"max_tokens\": 2, \"echo\": true, \"stream\": true}");
+        NUMLA_ASSERT_MSG(r.status == 200, "status %d: %s", r.status, r.body);
+        int done = 0;
+        json_t *ev = events(r.body, &done);
+        CU_ASSERT(done);
+        CU_ASSERT_FATAL(json_array_size(ev) >= 2);
+        json_t *first = json_array_get(json_object_get(json_array_get(ev, 0), "choices"), 0);
+        EXPECT_JSTR((json_object_get(first, "text")), lp ? "" : "hello");
+        if (lp) {
+            json_t *l = json_object_get(first, "logprobs");
+            CU_ASSERT_EQUAL(json_array_size(json_object_get(l, "tokens")), 3);
+            CU_ASSERT(json_is_null(json_array_get(json_object_get(l, "token_logprobs"), 0)));
+            CU_ASSERT_DOUBLE_EQUAL(
+                json_real_value(json_array_get(json_object_get(l, "token_logprobs"), 2)), -2.0, 0);
+        }
+        char rest[64] = "";
+        for (size_t e = 1; e < json_array_size(ev); e++) {
+            json_t *c = json_array_get(json_object_get(json_array_get(ev, e), "choices"), 0);
+            strncat(rest, json_string_value(json_object_get(c, "text")),
+                    sizeof rest - strlen(rest) - 1);
+        }
+        CU_ASSERT_STRING_EQUAL(rest, "t0 t1 ");
+        json_decref(ev);
+        free_reply(&r);
+    }
+
+    /* echo is completions' alone (chat takes false) */
+    r = http(fx.port, "POST", "/v1/chat/completions", NULL,
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"echo\": true}");
+    CU_ASSERT_EQUAL(r.status, 400);
+    o = body_json(&r);
+    CU_ASSERT_STRING_EQUAL(error_param(o), "echo");
+    json_decref(o);
+    free_reply(&r);
+    r = http(fx.port, "POST", "/v1/completions", NULL, "{\"prompt\": \"a\", \"echo\": 1}");
+    CU_ASSERT_EQUAL(r.status, 400);
+    o = body_json(&r);
+    CU_ASSERT_STRING_EQUAL(error_param(o), "echo");
+    json_decref(o);
+    free_reply(&r);
+    json_decref(want);
+    fixture_stop(&fx);
+}
+
+NUMLA_TEST_SUITE(http_server, NULL, NULL, NUMLA_TEST(test_health_and_models), NUMLA_TEST(test_echo),
                  NUMLA_TEST(test_reasoning_content), NUMLA_TEST(test_tool_calls),
                  NUMLA_TEST(test_completion_plain), NUMLA_TEST(test_streams),
                  NUMLA_TEST(test_token_chunks),
