@@ -33,6 +33,7 @@ Two runs give identical bytes.
 """
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -127,7 +128,9 @@ def check_versions():
 
 
 def make_config():
-    kw = {k: v for k, v in CONFIG.items() if k not in ("architectures", "model_type", "topk_method")}
+    # a deep copy: DeepseekV4Config writes rope_type / rope_theta into the rope_scaling it is given
+    kw = {k: copy.deepcopy(v) for k, v in CONFIG.items()
+          if k not in ("architectures", "model_type", "topk_method")}
     cfg = DeepseekV4Config(**kw)
     cfg._attn_implementation = "eager"
     cfg._experts_implementation = "eager"
