@@ -23,7 +23,8 @@ static int numla_synth_usage(FILE *f)
                "  --weights int8  SGLang w8a8_int8 (I8 + weight_scale per row; lm_head too\n"
                "                  unless --keep-lm-head)\n"
                "  PRESET          tiny, tiny-v3, v2-lite, v3, kimi-k2, tiny-kimi, v32\n"
-               "                  (DeepSeek-V3.2), glm5 (GLM-5), tiny-v32, tiny-glm5\n"
+               "                  (DeepSeek-V3.2), glm5 (GLM-5), tiny-v32, tiny-glm5, v4-flash,\n"
+               "                  v4-pro (DeepSeek-V4; DeepSeek's tensor names), tiny-v4\n"
                "Writes config.json and deterministic random weights (HF DeepSeek names).\n");
     return f == stdout ? 0 : 2;
 }

@@ -213,6 +213,84 @@ static void numla_synth_preset_tiny_glm5(numla_synth_config *c)
     };
 }
 
+/* deepseek-ai/DeepSeek-V4-Flash (284B, 13B active), without the multi-token-prediction layer:
+ * config.json as published (transformers 5.25's DeepseekV4Config defaults are these numbers; its
+ * docstring names deepseek-ai/DeepSeek-V4-Flash-Base; docs/synth.md gives the sources): two
+ * sliding-window layers, then CSA and HCA alternating, three hash-routed layers. */
+static void numla_synth_preset_v4_flash(numla_synth_config *c)
+{
+    *c = (numla_synth_config){
+        .model_type = "deepseek_v4", .architecture = "DeepseekV4ForCausalLM",
+        .vocab_size = 129280, .hidden_size = 4096, .moe_intermediate_size = 2048,
+        .num_hidden_layers = 43, .num_attention_heads = 64, .num_key_value_heads = 1,
+        .n_shared_experts = 1, .n_routed_experts = 256, .num_experts_per_tok = 6,
+        .routed_scaling_factor = 1.5, .topk_method = "noaux_tc", .n_group = 1, .topk_group = 1,
+        .scoring_func = "sqrtsoftplus", .norm_topk_prob = 1, .moe_layer_freq = 1,
+        .q_lora_rank = 1024, .qk_rope_head_dim = 64, .max_position_embeddings = 1048576,
+        .rms_norm_eps = 1e-6, .rope_theta = 10000.0, .yarn_factor = 16.0,
+        .yarn_original_max_position_embeddings = 65536, .yarn_beta_fast = 32.0,
+        .yarn_beta_slow = 1.0, .bos_token_id = 0, .eos_token_id = 1, .index_n_heads = 64,
+        .index_head_dim = 128, .index_topk = 512, .head_dim = 512, .o_groups = 8,
+        .o_lora_rank = 1024, .sliding_window = 128, .v4_lead_layers = 2, .v4_lead_ratio = 0,
+        .num_hash_layers = 3, .hc_mult = 4, .hc_sinkhorn_iters = 20, .hc_eps = 1e-6,
+        .swiglu_limit = 10.0, .compress_rope_theta = 160000.0,
+    };
+}
+
+/* deepseek-ai/DeepSeek-V4-Pro (1.6T, 49B active), without the MTP layer: Flash's design wider
+ * (hidden 7168, 128 heads, q_lora 1536, 16 output groups, 384 experts of 3072, index_topk 1024,
+ * routed scaling 2.5), 61 layers whose first two are HCA. */
+static void numla_synth_preset_v4_pro(numla_synth_config *c)
+{
+    numla_synth_preset_v4_flash(c);
+    c->hidden_size = 7168;
+    c->moe_intermediate_size = 3072;
+    c->num_hidden_layers = 61;
+    c->num_attention_heads = 128;
+    c->n_routed_experts = 384;
+    c->routed_scaling_factor = 2.5;
+    c->q_lora_rank = 1536;
+    c->index_topk = 1024;
+    c->o_groups = 16;
+    c->v4_lead_ratio = 128;
+}
+
+/* A V4-shaped toy, the shape of tests/golden/v4: sliding, CSA, HCA, CSA; two hash layers;
+ * 8 heads of 64 (RoPE 16) in 4 output groups of 16, an indexer of 16 x 32 keeping 8 entries. */
+static void numla_synth_preset_tiny_v4(numla_synth_config *c)
+{
+    numla_synth_preset_v4_flash(c);
+    c->vocab_size = 96;
+    c->hidden_size = 64;
+    c->moe_intermediate_size = 32;
+    c->num_hidden_layers = 4;
+    c->num_attention_heads = 8;
+    c->n_routed_experts = 8;
+    c->num_experts_per_tok = 2;
+    c->q_lora_rank = 32;
+    c->qk_rope_head_dim = 16;
+    c->head_dim = 64;
+    c->o_groups = 4;
+    c->o_lora_rank = 16;
+    c->index_n_heads = 16;
+    c->index_head_dim = 32;
+    c->index_topk = 8;
+    c->v4_lead_layers = 1;
+    c->num_hash_layers = 2;
+}
+
+static int numla_synth_is_v4(const numla_synth_config *c)
+{
+    return !strcmp(c->model_type, "deepseek_v4");
+}
+
+int32_t numla_synth_v4_ratio(const numla_synth_config *c, int32_t layer)
+{
+    if (layer < c->v4_lead_layers)
+        return c->v4_lead_ratio;
+    return (layer - c->v4_lead_layers) % 2 ? 128 : 4;
+}
+
 /* Layer i of a DSA config runs its own indexer (transformers' GlmMoeDsaConfig rule; V3.2 and a
  * freq <= 1: every layer). */
 static int numla_synth_indexer_full(const numla_synth_config *c, int32_t i)
@@ -252,9 +330,16 @@ numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_
         numla_synth_preset_glm5(c);
     else if (!strcmp(p, "tiny-glm5"))
         numla_synth_preset_tiny_glm5(c);
+    else if (!strcmp(p, "v4-flash"))
+        numla_synth_preset_v4_flash(c);
+    else if (!strcmp(p, "v4-pro"))
+        numla_synth_preset_v4_pro(c);
+    else if (!strcmp(p, "tiny-v4"))
+        numla_synth_preset_tiny_v4(c);
     else
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: unknown preset '%s' (tiny, tiny-v3, v2-lite, "
-                   "v3, kimi-k2, tiny-kimi, v32, tiny-v32, glm5, tiny-glm5)", p);
+                   "v3, kimi-k2, tiny-kimi, v32, tiny-v32, glm5, tiny-glm5, v4-flash, v4-pro, "
+                   "tiny-v4)", p);
     if (opt->layers < 0 || opt->experts < 0)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: layers (%d) and experts (%d) must be >= 0",
                    (int)opt->layers, (int)opt->experts);
@@ -286,6 +371,23 @@ numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_
     }
     if (opt->dtype != NUMLA_DTYPE_BF16 && opt->dtype != NUMLA_DTYPE_F32)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: dtype must be bf16 or f32");
+    if (numla_synth_is_v4(c)) {
+        /* what transformers' DeepseekV4 modules need of the written config */
+        if (opt->weights != NUMLA_QCKPT_NONE)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s: --weights fp8/int8 is not "
+                       "written for deepseek_v4 (its checkpoints name their weights differently)",
+                       p);
+        if (c->num_attention_heads % c->o_groups)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s: %d heads do not split into "
+                       "%d output groups", p, (int)c->num_attention_heads, (int)c->o_groups);
+        if (c->qk_rope_head_dim % 2 || c->qk_rope_head_dim > c->head_dim)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s: qk_rope_head_dim %d must be "
+                       "even and at most head_dim %d", p, (int)c->qk_rope_head_dim,
+                       (int)c->head_dim);
+        if (c->num_experts_per_tok > 256)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s: at most 256 experts per "
+                       "token in a hash table row, not %d", p, (int)c->num_experts_per_tok);
+    }
     int32_t e = c->n_routed_experts, k = c->num_experts_per_tok;
     if (k > e)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s picks %d experts per token but "
@@ -314,6 +416,8 @@ typedef enum numla_synth_kind {
     NUMLA_SYNTH_KIND_NORM,    /* uniform in [0.9, 1.1] */
     NUMLA_SYNTH_KIND_BIAS,    /* uniform in [-0.1, 0.1] */
     NUMLA_SYNTH_KIND_LM_HEAD, /* LINEAR with a log-normal per-row gain: decisive logits */
+    NUMLA_SYNTH_KIND_HASH,    /* I64 (vocab, k): k distinct experts in [0, range) per row (V4's
+                               * tid2eid) */
 } numla_synth_kind;
 
 typedef struct numla_synth_tensor {
@@ -323,6 +427,7 @@ typedef struct numla_synth_tensor {
     int64_t shape[2];         /* (rows, cols), or (n) when ndim == 1 */
     numla_synth_kind kind;
     float gain;
+    int64_t range;            /* HASH: the number of experts */
     size_t nbytes;            /* in the file: codes + scales when quantized */
     numla_qckpt_format quant; /* NONE, or the format this tensor is written in */
     uint64_t seed;            /* derived from the global seed and the name */
@@ -409,6 +514,94 @@ static void numla_synth_last_dtype(numla_synth_plan *p, numla_dtype dt)
                     numla_dtype_size(dt);
 }
 
+/* DeepSeek-V4: DeepSeek's own names and shapes (the published checkpoints'; transformers 5.25's
+ * conversion mapping "deepseek_v4" renames them on load). mHC, the sinks, the compressors' `ape`
+ * and the router bias are F32 (transformers keeps them in fp32), tid2eid I64. */
+static numla_status numla_synth_plan_build_v4(const numla_synth_config *c,
+                                              const numla_synth_options *opt, numla_synth_plan *p)
+{
+    const numla_synth_kind L = NUMLA_SYNTH_KIND_LINEAR, N = NUMLA_SYNTH_KIND_NORM;
+    const numla_synth_kind B = NUMLA_SYNTH_KIND_BIAS;
+    const int64_t d = c->hidden_size, H = c->num_attention_heads, D = c->head_dim;
+    const int64_t hc = c->hc_mult, mix = (2 + hc) * hc, moe = c->moe_intermediate_size;
+    const int64_t shared = c->n_shared_experts * moe, E = c->n_routed_experts;
+    const int64_t G = c->o_groups, r = c->o_lora_rank, ql = c->q_lora_rank;
+    const int64_t hi = c->index_n_heads, di = c->index_head_dim;
+
+    NUMLA_CHECK(numla_synth_add(p, opt, L, (float)sqrt((double)d), c->vocab_size, d, "embed.weight"));
+    for (int32_t i = 0; i < c->num_hidden_layers; i++) {
+        const int32_t ratio = numla_synth_v4_ratio(c, i);
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "layers.%d.attn_norm.weight", i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, ql, d, "layers.%d.attn.wq_a.weight", i));
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, ql, 0, "layers.%d.attn.q_norm.weight", i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * D, ql, "layers.%d.attn.wq_b.weight", i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, D, d, "layers.%d.attn.wkv.weight", i));
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, D, 0, "layers.%d.attn.norm.weight", i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, G * r, H * D / G, "layers.%d.attn.wo_a.weight", i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, G * r, "layers.%d.attn.wo_b.weight", i));
+        NUMLA_CHECK(numla_synth_add(p, opt, B, 1, H, 0, "layers.%d.attn.attn_sink", i));
+        if (ratio) {
+            /* CSA's compressor keeps two series (2 x head_dim), HCA's one */
+            const int64_t w = ratio == 4 ? 2 * D : D;
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, w, d, "layers.%d.attn.compressor.wkv.weight", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, w, d, "layers.%d.attn.compressor.wgate.weight", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, B, 1, ratio, w, "layers.%d.attn.compressor.ape", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, N, 1, D, 0, "layers.%d.attn.compressor.norm.weight", i));
+        }
+        if (ratio == 4) {
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi * di, ql, "layers.%d.attn.indexer.wq_b.weight", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi, d, "layers.%d.attn.indexer.weights_proj.weight", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, 2 * di, d,
+                                        "layers.%d.attn.indexer.compressor.wkv.weight", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, 2 * di, d,
+                                        "layers.%d.attn.indexer.compressor.wgate.weight", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, B, 1, ratio, 2 * di, "layers.%d.attn.indexer.compressor.ape", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, N, 1, di, 0,
+                                        "layers.%d.attn.indexer.compressor.norm.weight", i));
+        }
+        static const char *const site[2] = {"attn", "ffn"};
+        for (int k = 0; k < 2; k++) {
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, mix, hc * d, "layers.%d.hc_%s_fn", i, site[k]));
+            numla_synth_last_dtype(p, NUMLA_DTYPE_F32);
+            NUMLA_CHECK(numla_synth_add(p, opt, B, 1, mix, 0, "layers.%d.hc_%s_base", i, site[k]));
+            NUMLA_CHECK(numla_synth_add(p, opt, N, 1, 3, 0, "layers.%d.hc_%s_scale", i, site[k]));
+            numla_synth_last_dtype(p, NUMLA_DTYPE_F32);
+        }
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "layers.%d.ffn_norm.weight", i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, NUMLA_SYNTH_ROUTER_GAIN, E, d, "layers.%d.ffn.gate.weight", i));
+        if (i < c->num_hash_layers) {
+            NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_HASH, 1, c->vocab_size,
+                                        c->num_experts_per_tok, "layers.%d.ffn.gate.tid2eid", i));
+            p->t[p->n - 1].range = E;
+            numla_synth_last_dtype(p, NUMLA_DTYPE_I64);
+        } else {
+            NUMLA_CHECK(numla_synth_add(p, opt, B, 1, E, 0, "layers.%d.ffn.gate.bias", i));
+        }
+        for (int64_t e = 0; e < E; e++) {
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d, "layers.%d.ffn.experts.%lld.w1.weight",
+                                        i, (long long)e));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, moe, "layers.%d.ffn.experts.%lld.w2.weight",
+                                        i, (long long)e));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d, "layers.%d.ffn.experts.%lld.w3.weight",
+                                        i, (long long)e));
+        }
+        if (shared > 0) {
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d, "layers.%d.ffn.shared_experts.w1.weight", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, shared, "layers.%d.ffn.shared_experts.w2.weight", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d, "layers.%d.ffn.shared_experts.w3.weight", i));
+        }
+    }
+    NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "norm.weight"));
+    NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_LM_HEAD, NUMLA_SYNTH_LM_HEAD_GAIN,
+                                c->vocab_size, d, "head.weight"));
+    NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hc, hc * d, "hc_head_fn"));
+    numla_synth_last_dtype(p, NUMLA_DTYPE_F32);
+    NUMLA_CHECK(numla_synth_add(p, opt, B, 1, hc, 0, "hc_head_base"));
+    NUMLA_CHECK(numla_synth_add(p, opt, N, 1, 1, 0, "hc_head_scale"));
+    numla_synth_last_dtype(p, NUMLA_DTYPE_F32);
+    return NUMLA_STATUS_OK;
+}
+
 /* HF modeling_deepseek names and shapes, in checkpoint order. */
 static numla_status numla_synth_plan_build(const numla_synth_config *c,
                                            const numla_synth_options *opt, numla_synth_plan *p)
@@ -418,6 +611,8 @@ static numla_status numla_synth_plan_build(const numla_synth_config *c,
     int64_t qk = c->qk_nope_head_dim + c->qk_rope_head_dim;
     int64_t moe = c->moe_intermediate_size, shared = c->n_shared_experts * moe;
     int v3 = !strcmp(c->topk_method, "noaux_tc");
+    if (numla_synth_is_v4(c))
+        return numla_synth_plan_build_v4(c, opt, p);
 
     /* The embedding is a lookup, not a matmul: rows of unit variance (gain cancels 1/sqrt(d)). */
     NUMLA_CHECK(numla_synth_add(p, opt, L, (float)sqrt((double)d), c->vocab_size, d,
@@ -564,6 +759,26 @@ static void *numla_synth_rows(void *arg)
     for (int64_t r = jb->ra; r < jb->rb; r++) {
         size_t rs = (size_t)r * cols;
         size_t j0 = rs < e0 ? e0 - rs : 0, j1 = rs + cols > e1 ? e1 - rs : cols;
+        if (kind == NUMLA_SYNTH_KIND_HASH) {
+            /* k distinct experts: hashed candidates, a repeat drawn again (k <= 256) */
+            int64_t row[256], *oi = jb->dst;
+            uint32_t draw = 0;
+            for (size_t j = 0; j < cols; j++) {
+                int64_t e;
+                int seen;
+                do {
+                    e = (int64_t)(numla_synth_elem(seed ^ (uint32_t)r * 0x85ebca6bu, draw++) %
+                                  (uint32_t)t->range);
+                    seen = 0;
+                    for (size_t q = 0; q < j; q++)
+                        seen |= row[q] == e;
+                } while (seen);
+                row[j] = e;
+            }
+            for (size_t j = j0; j < j1; j++)
+                oi[rs + j - e0] = row[j];
+            continue;
+        }
         if (kind == NUMLA_SYNTH_KIND_NORM || kind == NUMLA_SYNTH_KIND_BIAS) {
             float lo = kind == NUMLA_SYNTH_KIND_NORM ? 0.9f : -0.1f;
             for (size_t j = j0; j < j1; j++) {
@@ -707,9 +922,85 @@ static json_t *numla_synth_layer_list(const numla_synth_config *c,
     return a;
 }
 
+/* deepseek_v4's config.json in DeepSeek's published spelling: per-layer compress_ratios,
+ * num_hash_layers, qk_rope_head_dim, rope_scaling (YaRN of the compressed layers) beside
+ * rope_theta and compress_rope_theta. */
+static numla_status numla_synth_config_write_v4(const numla_synth_config *c, numla_dtype dt,
+                                                const char *path)
+{
+    json_t *o = json_object(), *cr = json_array();
+    json_t *rs = json_pack("{s:s, s:f, s:I, s:f, s:f}", "type", "yarn", "factor", c->yarn_factor,
+                           "original_max_position_embeddings",
+                           (json_int_t)c->yarn_original_max_position_embeddings, "beta_fast",
+                           c->yarn_beta_fast, "beta_slow", c->yarn_beta_slow);
+    int bad = !o || !cr || !rs;
+    for (int32_t i = 0; !bad && i < c->num_hidden_layers; i++)
+        bad |= json_array_append_new(cr, json_integer(numla_synth_v4_ratio(c, i)));
+    if (bad) {
+        json_decref(o);
+        json_decref(cr);
+        json_decref(rs);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: cannot build %s", path);
+    }
+#define SET_(k, v) bad |= json_object_set_new(o, k, v)
+    SET_("architectures", json_pack("[s]", c->architecture));
+    SET_("model_type", json_string(c->model_type));
+    SET_("vocab_size", json_integer(c->vocab_size));
+    SET_("hidden_size", json_integer(c->hidden_size));
+    SET_("moe_intermediate_size", json_integer(c->moe_intermediate_size));
+    SET_("num_hidden_layers", json_integer(c->num_hidden_layers));
+    SET_("num_attention_heads", json_integer(c->num_attention_heads));
+    SET_("num_key_value_heads", json_integer(1));
+    SET_("head_dim", json_integer(c->head_dim));
+    SET_("qk_rope_head_dim", json_integer(c->qk_rope_head_dim));
+    SET_("q_lora_rank", json_integer(c->q_lora_rank));
+    SET_("o_groups", json_integer(c->o_groups));
+    SET_("o_lora_rank", json_integer(c->o_lora_rank));
+    SET_("sliding_window", json_integer(c->sliding_window));
+    SET_("compress_ratios", cr);
+    SET_("compress_rope_theta", json_real(c->compress_rope_theta));
+    SET_("rope_theta", json_real(c->rope_theta));
+    SET_("rope_scaling", rs);
+    SET_("max_position_embeddings", json_integer(c->max_position_embeddings));
+    SET_("index_n_heads", json_integer(c->index_n_heads));
+    SET_("index_head_dim", json_integer(c->index_head_dim));
+    SET_("index_topk", json_integer(c->index_topk));
+    SET_("hc_mult", json_integer(c->hc_mult));
+    SET_("hc_sinkhorn_iters", json_integer(c->hc_sinkhorn_iters));
+    SET_("hc_eps", json_real(c->hc_eps));
+    SET_("n_routed_experts", json_integer(c->n_routed_experts));
+    SET_("n_shared_experts", json_integer(c->n_shared_experts));
+    SET_("num_experts_per_tok", json_integer(c->num_experts_per_tok));
+    SET_("num_hash_layers", json_integer(c->num_hash_layers));
+    SET_("scoring_func", json_string(c->scoring_func));
+    SET_("topk_method", json_string(c->topk_method));
+    SET_("norm_topk_prob", json_boolean(c->norm_topk_prob));
+    SET_("routed_scaling_factor", json_real(c->routed_scaling_factor));
+    SET_("swiglu_limit", json_real(c->swiglu_limit));
+    SET_("hidden_act", json_string("silu"));
+    SET_("rms_norm_eps", json_real(c->rms_norm_eps));
+    SET_("bos_token_id", json_integer(c->bos_token_id));
+    SET_("eos_token_id", json_integer(c->eos_token_id));
+    SET_("attention_bias", json_false());
+    SET_("attention_dropout", json_real(0.0));
+    SET_("initializer_range", json_real(0.02));
+    SET_("num_nextn_predict_layers", json_integer(0));
+    SET_("tie_word_embeddings", json_false());
+    SET_("use_cache", json_true());
+    SET_("torch_dtype", json_string(dt == NUMLA_DTYPE_F32 ? "float32" : "bfloat16"));
+#undef SET_
+    if (bad) {
+        json_decref(o);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: cannot build %s", path);
+    }
+    return numla_synth_json_save(o, path);
+}
+
 static numla_status numla_synth_config_write(const numla_synth_config *c, numla_dtype dt,
                                              numla_qckpt_format weights, const char *path)
 {
+    if (numla_synth_is_v4(c))
+        return numla_synth_config_write_v4(c, dt, path);
     /* YaRN as DeepSeek publishes it (rope_scaling beside rope_theta), or plain RoPE the way
      * transformers 5 writes it (GLM-5: rope_parameters holding rope_theta) */
     json_t *rs = c->yarn_factor > 0

@@ -2,10 +2,11 @@
  * deterministic random weights.
  *
  * numla_synth_write writes a Hugging Face style model directory: `config.json` (model_type
- * deepseek_v2, deepseek_v3, kimi_k2, deepseek_v32 or glm_moe_dsa, every field docs/design.md §5
- * and docs/sparse_attention.md read) and `model.safetensors`, or
+ * deepseek_v2, deepseek_v3, kimi_k2, deepseek_v32, glm_moe_dsa or deepseek_v4, every field
+ * docs/design.md §5 and docs/sparse_attention.md read) and `model.safetensors`, or
  * `model-0000k-of-0000n.safetensors` shards plus `model.safetensors.index.json` once the
- * weights pass the shard size. Tensor names and shapes follow HF modeling_deepseek. Weights are
+ * weights pass the shard size. Tensor names and shapes follow HF modeling_deepseek (deepseek_v4:
+ * DeepSeek's own names and config spelling, as the published V4 checkpoints have them). Weights are
  * a pure function of (preset, overrides, seed, dtype): the same options give the same bytes on
  * any machine and thread count. The model is made *decisive* (docs/design.md §8): the lm_head rows
  * are scaled so top-1/top-2 logit margins are typically far above 1e-2.
@@ -73,6 +74,25 @@ typedef struct numla_synth_config {
     int index_weights_f32;             /* indexer.weights_proj in F32 whatever the dtype (GLM-5's
                                         * checkpoints keep it so) */
     int layer_type_lists;              /* write indexer_types and mlp_layer_types (glm_moe_dsa) */
+    /* DeepSeek-V4 (deepseek_v4; model_type decides): one shared KV row of head_dim per token
+     * (key and value), RoPE on its last qk_rope_head_dim channels, q through q_lora_rank, the
+     * grouped output projection (o_groups x o_lora_rank), per-layer compress ratios
+     * (numla_synth_v4_ratio: 0 sliding window only, 4 CSA with the indexer above, 128 HCA),
+     * hash-routed first layers, mHC. yarn_* (mscale unused) apply to the compressed layers,
+     * rope_theta to the sliding ones. */
+    int64_t head_dim;
+    int64_t o_groups;
+    int64_t o_lora_rank;
+    int32_t sliding_window;
+    int32_t v4_lead_layers;            /* layers [0, v4_lead_layers) have v4_lead_ratio; the rest
+                                        * alternate 4, 128, 4, ... */
+    int32_t v4_lead_ratio;
+    int32_t num_hash_layers;           /* layers [0, num_hash_layers) route by tid2eid */
+    int32_t hc_mult;
+    int32_t hc_sinkhorn_iters;
+    double hc_eps;
+    double swiglu_limit;
+    double compress_rope_theta;
 } numla_synth_config;
 
 typedef struct numla_synth_options {
@@ -80,7 +100,9 @@ typedef struct numla_synth_options {
                                "tiny-kimi" (Kimi-shaped toy: 48 experts, one group, k 8),
                                "v32" (DeepSeek-V3.2), "glm5" (GLM-5), "tiny-v32" / "tiny-glm5"
                                (DSA toys: indexer 16 x 32, index_topk 16; tiny-glm5 has
-                               "shared" indexer layers) */
+                               "shared" indexer layers), "v4-flash" / "v4-pro" (DeepSeek-V4),
+                               "tiny-v4" (V4-shaped toy: sliding, CSA, HCA, CSA layers; the
+                               shape of tests/golden/v4) */
     const char *out_dir;    /* created if missing; existing model files in it are replaced */
     int32_t layers;         /* > 0: override num_hidden_layers (layers below
                              * first_k_dense_replace are dense: v3 needs >= 4 for an MoE layer) */
@@ -101,6 +123,10 @@ typedef struct numla_synth_options {
 /* The config a preset describes after the layers/experts overrides, validated (INVALID_ARG
  * naming the problem: unknown preset, experts not divisible into groups, top-k too large...). */
 numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_config *out);
+
+/* The compress ratio of deepseek_v4 layer `layer`: 0 (sliding window only), 4 (CSA) or 128
+ * (HCA); what config.json's compress_ratios lists. */
+int32_t numla_synth_v4_ratio(const numla_synth_config *c, int32_t layer);
 
 /* Write config.json and the weights into opt->out_dir. `total_bytes` (may be NULL) receives
  * the number of weight bytes written. */
