@@ -14,7 +14,7 @@
 enum { G_LIT, G_STR, G_NUM, G_ARR, G_OBJ, G_OBJANY, G_ALT };
 
 /* LIT: bytes[off, off + len); STR: a = min code points, b = max (-1: none), child = the
- * pattern's automaton (regexes[child], -1: none); NUM: a = integer
+ * pattern's automaton (regexes[child], -1: none); NUM: child = bounds[child] (-1: none), a = integer
  * only; ARR: a = minItems, b = maxItems (-1: none), child = items; OBJ: props[off, off + len);
  * OBJANY: a = the key string node, child = the value node; ALT: list[off, off + len). */
 typedef struct gnode {
@@ -38,9 +38,21 @@ struct numla_grammar {
     int32_t num_props, cap_props;
     numla_regex **regexes; /* strings' patterns and formats */
     int32_t num_regexes, cap_regexes;
+    struct gbound *bounds; /* numbers' minimum/maximum/multipleOf */
+    int32_t num_bounds, cap_bounds;
     int32_t root;
     int32_t refs;      /* references less one (numla_grammar_ref) */
 };
+
+/* A bounded number's limits in units of 1e-15 (Q), inclusive: lo <= x <= hi (where has_lo,
+ * has_hi), and x a multiple of mult (0: any). Such a number is written without an exponent and
+ * with at most 15 digits in all, so each value is exact in Q and reads back as a double that
+ * keeps its order against the bound (docs/serving.md). */
+__extension__ typedef __int128 i128;
+typedef struct gbound {
+    i128 lo, hi, mult;
+    int has_lo, has_hi;
+} gbound;
 
 /* Number limits: what jansson reads back without overflow. */
 enum { NUM_INT_DIGITS = 15, NUM_FRAC_DIGITS = 15, NUM_EXP_DIGITS = 2 };
@@ -129,6 +141,7 @@ void numla_grammar_destroy(numla_grammar **gp)
     for (int32_t i = 0; i < g->num_regexes; i++)
         numla_regex_destroy(&g->regexes[i]);
     free(g->regexes);
+    free(g->bounds);
     free(g);
     *gp = NULL;
 }
@@ -205,6 +218,8 @@ static int32_t any_node(gcomp *c)
 
 static int32_t compile(gcomp *c, const json_t *s, const char *path);
 static int str_ok(const numla_regex *re, const gnode *nd, int32_t d, int32_t n);
+typedef struct gbound gbound;
+static int num_start_viable(const gbound *b, int nofrac, int neg);
 
 /* The validation keywords of JSON Schema's drafts 4 to 2020-12 that the compiler does not take:
  * a schema with one is refused; any other unknown keyword is an annotation (the spec ignores
@@ -212,7 +227,6 @@ static int str_ok(const numla_regex *re, const gnode *nd, int32_t d, int32_t n);
 static int is_unsupported_validation(const char *k)
 {
     static const char *const a[] = {
-        "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
         "additionalItems", "uniqueItems", "contains", "maxContains", "minContains",
         "maxProperties", "minProperties", "patternProperties", "dependencies",
         "dependentRequired", "dependentSchemas", "propertyNames", "if", "then", "else", "not",
@@ -231,7 +245,8 @@ static int is_supported(const char *k)
                                     "items",    "minItems",   "maxItems", "minLength",
                                     "maxLength", "enum",      "const",    "anyOf",
                                     "oneOf",    "allOf",      "$ref",     "pattern",
-                                    "format"};
+                                    "format",   "minimum",    "maximum",  "exclusiveMinimum",
+                                    "exclusiveMaximum", "multipleOf"};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if (!strcmp(k, a[i]))
             return 1;
@@ -662,6 +677,169 @@ static int compile_string_pattern(gcomp *c, const json_t *s, int32_t *re, int32_
     return 1;
 }
 
+static i128 pow10_q(int e)
+{
+    i128 p = 1;
+    for (int i = 0; i < e; i++)
+        p *= 10;
+    return p;
+}
+
+/* floor(a / b), b > 0 */
+static i128 floor_div(i128 a, i128 b)
+{
+    i128 q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+/* A bound's value v in Q units, rounded up (up = 1) or down when not exact; *exact, *digits
+ * (significant digits of its shortest decimal form). 0: beyond +-1e16 (*sign says which). */
+static int bound_q(const json_t *v, int up, i128 *q, int *exact, int *digits, int *sign)
+{
+    if (json_is_integer(v)) {
+        json_int_t i = json_integer_value(v);
+        *sign = i < 0 ? -1 : 1;
+        if (i > 10000000000000000LL || i < -10000000000000000LL)
+            return 0;
+        *q = (i128)i * pow10_q(15);
+        *exact = 1;
+        int d = 0;
+        for (json_int_t a = i < 0 ? -i : i; a; a /= 10)
+            d++;
+        while (i != 0 && i % 10 == 0) {
+            i /= 10;
+            d--;
+        }
+        *digits = d;
+        return 1;
+    }
+    const double d = json_real_value(v);
+    *sign = d < 0 ? -1 : 1;
+    if (!(d > -1e16 && d < 1e16))
+        return 0;
+    char buf[64];
+    int prec = 0;
+    for (; prec < 17; prec++) { /* the shortest form that reads back as d */
+        snprintf(buf, sizeof buf, "%.*e", prec, d);
+        if (strtod(buf, NULL) == d)
+            break;
+    }
+    /* buf: -?D.DDDDe[+-]XX */
+    i128 mant = 0;
+    int nd = 0, neg = buf[0] == '-';
+    const char *p = buf + neg;
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9') {
+            mant = mant * 10 + (*p - '0');
+            nd++;
+        }
+    const int e10 = atoi(p + 1) - (nd - 1); /* value = mant * 10^e10 */
+    int sig = nd;
+    for (i128 m = mant; m != 0 && m % 10 == 0; m /= 10)
+        sig--;
+    *digits = mant == 0 ? 0 : sig;
+    if (neg)
+        mant = -mant;
+    if (e10 + 15 >= 0) {
+        *q = mant * pow10_q(e10 + 15);
+        *exact = 1;
+    } else if (e10 + 15 < -20) { /* below 1e-20 in magnitude: 0 or the next unit */
+        *q = mant == 0 ? 0 : (up ? (mant > 0 ? 1 : 0) : (mant > 0 ? 0 : -1));
+        *exact = mant == 0;
+    } else {
+        const i128 div = pow10_q(-(e10 + 15));
+        *q = up ? -floor_div(-mant, div) : floor_div(mant, div);
+        *exact = mant % div == 0;
+    }
+    return 1;
+}
+
+/* A number schema's minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's boolean
+ * forms too) and multipleOf into *b (-1: none). 0: refused. */
+static int compile_bounds(gcomp *c, const json_t *s, int integer, int32_t *b, const char *path)
+{
+    static const char *const keys[] = {"minimum", "exclusiveMinimum", "maximum",
+                                       "exclusiveMaximum"};
+    gbound gb = {0};
+    int any = 0;
+    const json_t *xmin = json_object_get(s, "exclusiveMinimum");
+    const json_t *xmax = json_object_get(s, "exclusiveMaximum");
+    for (int k = 0; k < 4; k++) {
+        const json_t *v = json_object_get(s, keys[k]);
+        if (!v || json_is_boolean(v))
+            continue;
+        if (!json_is_number(v)) {
+            refuse(c, NUMLA_STATUS_FORMAT, path, "'%s' must be a number", keys[k]);
+            return 0;
+        }
+        const int lower = k < 2;
+        /* draft 4: exclusiveMinimum/Maximum true makes minimum/maximum exclusive */
+        const int excl = (k & 1) || (k == 0 && json_is_true(xmin)) || (k == 2 && json_is_true(xmax));
+        i128 q;
+        int exact, digits, sign;
+        if (!bound_q(v, lower, &q, &exact, &digits, &sign)) {
+            if ((lower && sign < 0) || (!lower && sign > 0))
+                continue; /* beyond every number written (15 digits): no limit */
+            refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
+                   "'%s' beyond 1e16 is not supported (numbers are written with 15 digits)",
+                   keys[k]);
+            return 0;
+        }
+        if (excl && digits > 15) {
+            refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
+                   "'%s' with more than 15 significant digits is not supported", keys[k]);
+            return 0;
+        }
+        if (excl && exact)
+            q += lower ? 1 : -1;
+        if (lower && (!gb.has_lo || q > gb.lo))
+            gb.lo = q, gb.has_lo = 1;
+        if (!lower && (!gb.has_hi || q < gb.hi))
+            gb.hi = q, gb.has_hi = 1;
+        any = 1;
+    }
+    const json_t *mo = json_object_get(s, "multipleOf");
+    if (mo) {
+        double d = json_is_integer(mo) ? (double)json_integer_value(mo)
+                   : json_is_real(mo)  ? json_real_value(mo)
+                                       : -1;
+        if (!(d > 0)) {
+            refuse(c, NUMLA_STATUS_FORMAT, path, "'multipleOf' must be a positive number");
+            return 0;
+        }
+        if (d != (double)(int64_t)d || d >= 1e15) {
+            refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
+                   "'multipleOf' other than an integer below 1e15 is not supported");
+            return 0;
+        }
+        gb.mult = (i128)(int64_t)d * pow10_q(15);
+        any = 1;
+    }
+    if (!any)
+        return 1;
+    const i128 limit = pow10_q(30); /* every number written is below 1e15 */
+    if ((gb.has_lo && gb.lo >= limit) || (gb.has_hi && gb.hi <= -limit) ||
+        (gb.has_lo && gb.has_hi && gb.lo > gb.hi)) {
+        refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
+               "the bounds leave no number (minimum > maximum)");
+        return 0;
+    }
+    const int nofrac = integer || gb.mult != 0;
+    if (!num_start_viable(&gb, nofrac, 0) && !num_start_viable(&gb, nofrac, 1)) {
+        refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
+               "the bounds leave no number written with at most 15 digits");
+        return 0;
+    }
+    numla_grammar *g = c->g;
+    if (!grow((void **)&g->bounds, &g->cap_bounds, g->num_bounds + 1, sizeof *g->bounds)) {
+        oom(c);
+        return 0;
+    }
+    *b = g->num_bounds;
+    g->bounds[g->num_bounds++] = gb;
+    return 1;
+}
+
 static int32_t compile_type(gcomp *c, const json_t *s, int bit, const char *path)
 {
     numla_grammar *g = c->g;
@@ -701,8 +879,14 @@ static int32_t compile_type(gcomp *c, const json_t *s, int bit, const char *path
     }
     case T_NUM:
     case T_INT: {
+        int32_t b = -1;
+        if (!compile_bounds(c, s, bit == T_INT, &b, path))
+            return -1;
         int32_t id = g_node(g, G_NUM, bit == T_INT, 0);
-        return id < 0 ? oom(c) : id;
+        if (id < 0)
+            return oom(c);
+        g->nodes[id].child = b;
+        return id;
     }
     case T_ARR: {
         const json_t *items = json_object_get(s, "items");
@@ -960,6 +1144,112 @@ static int utf8_lead(uint8_t c, uint8_t *lo, uint8_t *hi)
 
 static int num_accepting(int st) { return st == 2 || st == 3 || st == 5 || st == 8; }
 
+/* Does a bounded number hit the bounds with a value of magnitude A..B on the grid of g? */
+static int num_hit(const gbound *b, int neg, i128 A, i128 B, i128 g)
+{
+    i128 lo = neg ? -B : A, hi = neg ? -A : B;
+    if (b->has_lo && b->lo > lo)
+        lo = b->lo;
+    if (b->has_hi && b->hi < hi)
+        hi = b->hi;
+    const i128 step = b->mult ? b->mult : g;
+    const i128 x = -floor_div(-lo, step) * step; /* the first multiple of step >= lo */
+    return x <= hi;
+}
+
+/* Can a bounded number written so far (state st: 2 "0", 3 integer digits, 4 after '.', 5
+ * fraction digits; digits N, `digits` of them in all, fd after the point) still end within
+ * its bounds? */
+static int num_viable(const gbound *b, int nofrac, int st, uint64_t N, int digits, int fd,
+                      int neg)
+{
+    if (st == 2 || st == 3) {
+        const int jmax = st == 3 ? NUM_INT_DIGITS - digits : 0;
+        for (int j = 0; j <= jmax; j++) {
+            const int F = nofrac ? 0 : NUM_INT_DIGITS - digits - j; /* fraction digits left */
+            const i128 g = pow10_q(15 - F), A = (i128)N * pow10_q(j + 15);
+            if (num_hit(b, neg, A, A + pow10_q(j + 15) - g, g))
+                return 1;
+        }
+        return 0;
+    }
+    const int F = fd + NUM_INT_DIGITS - digits;
+    if (F == fd && st == 4)
+        return 0;
+    const i128 g = pow10_q(15 - F), A = (i128)N * pow10_q(15 - fd);
+    return num_hit(b, neg, A, A + pow10_q(15 - fd) - g, g);
+}
+
+static int num_start_viable(const gbound *b, int nofrac, int neg)
+{
+    for (int d = 0; d <= 9; d++)
+        if (num_viable(b, nofrac, d ? 3 : 2, (uint64_t)d, 1, 0, neg))
+            return 1;
+    return 0;
+}
+
+/* A number frame that may end here. */
+static int num_final_ok(const numla_grammar *g, const gnode *nd, const gframe *f)
+{
+    if (nd->child < 0)
+        return num_accepting(f->st);
+    if (f->st != 2 && f->st != 3 && f->st != 5)
+        return 0;
+    const gbound *b = &g->bounds[nd->child];
+    i128 x = (i128)f->mask * pow10_q(15 - f->v);
+    if (f->r)
+        x = -x;
+    return (!b->has_lo || x >= b->lo) && (!b->has_hi || x <= b->hi) &&
+           (!b->mult || x % b->mult == 0);
+}
+
+/* A bounded number's byte: 1 taken, 0 the number ended before c, -1 refused. */
+static int num_step_bounded(const gbound *b, int nofrac, gframe *f, uint8_t c)
+{
+    const int digit = c >= '0' && c <= '9', d = c - '0';
+    switch (f->st) {
+    case 0:
+    case 1:
+        if (c == '-' && f->st == 0) {
+            f->st = 1;
+            f->r = 1;
+            return num_start_viable(b, nofrac, 1) ? 1 : -1;
+        }
+        if (!digit)
+            return -1;
+        f->st = d ? 3 : 2;
+        f->mask = (uint64_t)d;
+        f->aux = 1;
+        break;
+    case 2:
+    case 3:
+        if (digit) {
+            if (f->st == 2 || f->aux >= NUM_INT_DIGITS)
+                return -1;
+            f->mask = f->mask * 10 + (uint64_t)d;
+            f->aux++;
+        } else if (c == '.' && !nofrac && f->aux < NUM_INT_DIGITS) {
+            f->st = 4;
+        } else
+            return 0;
+        break;
+    case 4:
+    case 5:
+        if (digit) {
+            if (f->aux >= NUM_INT_DIGITS)
+                return -1;
+            f->st = 5;
+            f->mask = f->mask * 10 + (uint64_t)d;
+            f->aux++;
+            f->v++;
+        } else
+            return f->st == 5 ? 0 : -1;
+        break;
+    default: return -1;
+    }
+    return num_viable(b, nofrac, f->st, f->mask, f->aux, f->v, f->r) ? 1 : -1;
+}
+
 /* Object key candidates from property i: up to and including the first required one, at most
  * 64. */
 static uint64_t key_candidates(const numla_grammar *g, const gnode *nd, int32_t i)
@@ -1120,6 +1410,15 @@ static void step_one(numla_grammar_matcher *m, int32_t top, uint8_t c, int32_t *
             break;
         }
         case G_NUM: {
+            if (nd->child >= 0) {
+                const gbound *bd = &g->bounds[nd->child];
+                const int ok = num_step_bounded(bd, nd->a || bd->mult != 0, &f, c);
+                if (ok == 1)
+                    emit(fnew(m, &f), out, nout);
+                else if (ok == 0 && num_final_ok(g, nd, &m->ar[t]))
+                    PUSH_WORK(f.up);
+                break;
+            }
             const int digit = c >= '0' && c <= '9', integer = nd->a;
             int ok = 1;
             switch (f.st) {
@@ -1322,7 +1621,8 @@ static int stack_complete(const numla_grammar_matcher *m, int32_t t)
     if (t == -1)
         return 1;
     const gframe *f = &m->ar[t];
-    return f->up == -1 && m->g->nodes[f->node].kind == G_NUM && num_accepting(f->st);
+    return f->up == -1 && m->g->nodes[f->node].kind == G_NUM &&
+           num_final_ok(m->g, &m->g->nodes[f->node], f);
 }
 
 int numla_grammar_matcher_is_complete(const numla_grammar_matcher *m)

@@ -21,19 +21,23 @@
  *     format takes no \uXXXX escape, and its decoded text must match (grammar_regex.h);
  *   - numbers: -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)? with at most 15 integer digits, 15 fraction
  *     digits and 2 exponent digits (so jansson reads every one without overflow); integer:
- *     -?(0|[1-9]d*) with at most 15 digits;
+ *     -?(0|[1-9]d*) with at most 15 digits; a number with minimum/maximum/exclusiveMinimum/
+ *     exclusiveMaximum/multipleOf: no exponent and at most 15 digits in all, checked exactly
+ *     against the bounds (each prefix must still be able to end within them);
  *   - enum/const: the values' compact serialization (jansson's) as alternatives.
  * Keywords compiled: type (a name or a list), properties, required, additionalProperties
  * (boolean or a schema: no extra keys are generated either way), items (a schema), minItems,
- * maxItems, minLength, maxLength, pattern (grammar_regex.h's subset of ECMA-262), format
+ * maxItems, minLength, maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers
+ * or draft 4's booleans), multipleOf (an integer), pattern (grammar_regex.h's subset of
+ * ECMA-262), format
  * (date, time, date-time, email, hostname, uuid, ipv4, ipv6, uri: a documented subset of each;
  * the other formats JSON Schema defines are refused, unknown names are annotations), enum,
  * const, anyOf, oneOf (only when its alternatives start with different bytes, so at most one
  * can match), allOf of one schema, $ref to "#", "#/$defs/NAME" or "#/definitions/NAME";
  * annotations and unknown keywords (title, description, default, $schema, id, x-..., ...) are
  * ignored, as JSON Schema says. Every other validation keyword of drafts 4 to 2020-12
- * (minimum, maximum, multipleOf, prefixItems, patternProperties, not, if/then/else,
- * uniqueItems, ...) is refused with an error naming it;
+ * (prefixItems, patternProperties, not, if/then/else, uniqueItems, ...) is refused with an
+ * error naming it;
  * so are enum/const together with other constraints, an empty enum, minItems > maxItems and the
  * like. Refusal is allowed, accepting and then violating is not.
  *

@@ -249,6 +249,23 @@ static int valid(const json_t *v, const json_t *s, const json_t *root)
             !format_ok(json_string_value(k), json_string_value(v), json_string_length(v)))
             return 0;
     }
+    if (json_is_number(v)) { /* as Python's jsonschema: doubles, draft 4's booleans too */
+        const double x = json_number_value(v);
+        const json_t *xmin = json_object_get(s, "exclusiveMinimum");
+        const json_t *xmax = json_object_get(s, "exclusiveMaximum");
+        if ((k = json_object_get(s, "minimum")) &&
+            (json_is_true(xmin) ? x <= json_number_value(k) : x < json_number_value(k)))
+            return 0;
+        if ((k = json_object_get(s, "maximum")) &&
+            (json_is_true(xmax) ? x >= json_number_value(k) : x > json_number_value(k)))
+            return 0;
+        if (json_is_number(xmin) && x <= json_number_value(xmin))
+            return 0;
+        if (json_is_number(xmax) && x >= json_number_value(xmax))
+            return 0;
+        if ((k = json_object_get(s, "multipleOf")) && fmod(x, json_number_value(k)) != 0)
+            return 0;
+    }
     if (json_is_array(v)) {
         size_t n = json_array_size(v);
         if ((k = json_object_get(s, "minItems")) && (json_int_t)n < json_integer_value(k))
@@ -390,6 +407,21 @@ static const gcase CASES[] = {
       "{\"id\":\"ab-123\",\"ip\":\"01.1.1.1\"}", "{\"id\":\"ab-123\",\"d\":\"2024-1-01\"}",
       /* valid, not generated: a \u escape in a pattern string */
       "{\"id\":\"ab\\u002d123\"}"}},
+    {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":-5,"
+     "\"maximum\":120},\"p\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":1.5},"
+     "\"m\":{\"type\":\"integer\",\"multipleOf\":5,\"exclusiveMaximum\":100},\"old\":{\"type\":"
+     "\"number\",\"minimum\":2.5,\"exclusiveMinimum\":true}}}",
+     {"{\"n\":-5}", "{\"n\":120,\"p\":1.5}", "{\"p\":0.001,\"m\":95}",
+      "{\"n\":0,\"p\":1,\"m\":-10,\"old\":2.6}", "{\"p\":0.00000000000001}",
+      "{\"m\":-999999999999995}", "{\"old\":99999999999999.9}", "{\"n\":-0,\"m\":0}"},
+     {"{\"n\":-6}", "{\"n\":121}", "{\"n\":1200}", "{\"p\":0}", "{\"p\":-0.5}", "{\"p\":1.51}",
+      "{\"m\":100}", "{\"m\":7}", "{\"old\":2.5}",
+      /* valid, not generated: 16 digits, an exponent, a fraction on a multipleOf */
+      "{\"p\":0.000000000000001}",
+      "{\"p\":1e-3}", "{\"m\":5.0}"}},
+    {"{\"type\":\"number\",\"minimum\":0.1,\"maximum\":0.3}",
+     {"0.1", "0.3", "0.25", "0.2999999999999", "0.10"},
+     {"0.09999", "0.30001", "0", "1", "-0.2", "0.3000000000000001"}},
     /* a pattern matches anywhere in the string (a search), within the length bounds */
     {"{\"type\":\"string\",\"pattern\":\"b\",\"maxLength\":3}",
      {"\"b\"", "\"abc\"", "\"\\nb\"", "\"éb\"", "\"\\\"b\""},
@@ -661,6 +693,10 @@ static void test_refusals(void)
         {"{\"type\":\"string\",\"format\":\"regex\"}", "'format' \"regex\""},
         {"{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"a\"}", "'pattern' together"},
         {"{\"type\":\"object\",\"patternProperties\":{}}", "'patternProperties'"},
+        {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "leave no number"},
+        {"{\"type\":\"integer\",\"minimum\":0.2,\"maximum\":0.8}", "no number written"},
+        {"{\"type\":\"number\",\"minimum\":1e20}", "'minimum' beyond 1e16"},
+        {"{\"type\":\"number\",\"exclusiveMaximum\":0.12345678901234567}", "significant digits"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\",\"multipleOf\":0.5}}}",
          "schema.properties.a: 'multipleOf'"},
         {"{\"type\":\"array\",\"prefixItems\":[{}]}", "'prefixItems'"},
