@@ -150,8 +150,9 @@ int32_t numla_http_job_index(const numla_http_job *j)
 const numla_openai_prompt *numla_http_job_prompt(const numla_http_job *j)
 {
     const numla_openai_request *r = &j->call->req;
-    return r->endpoint == NUMLA_OPENAI_COMPLETIONS ? &r->prompts[j->index / (r->n > 1 ? r->n : 1)]
-                                                   : NULL;
+    if (r->endpoint == NUMLA_OPENAI_COMPLETIONS)
+        return &r->prompts[j->index / (r->n > 1 ? r->n : 1)];
+    return r->num_prompts > 0 ? &r->prompts[0] : NULL; /* tokenize's prompt, detokenize's ids */
 }
 
 numla_status numla_http_job_push(numla_http_job *j, const int32_t *tokens, int32_t n,

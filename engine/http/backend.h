@@ -57,7 +57,8 @@ void numla_http_backend_close(numla_http_backend *b, const char *why);
 /* The parsed request (shared by the call's jobs) and which of its prompts this job is. */
 const numla_openai_request *numla_http_job_request(const numla_http_job *j);
 int32_t numla_http_job_index(const numla_http_job *j);
-/* The job's prompt (completions; NULL for chat): text or token ids. */
+/* The job's prompt: text or token ids (completions; tokenize's prompt; detokenize's ids);
+ * NULL for chat and tokenize's messages. */
 const numla_openai_prompt *numla_http_job_prompt(const numla_http_job *j);
 
 /* n generated tokens, their decoded bytes (may be 0 bytes, or split a character), and their

@@ -164,7 +164,10 @@ static int known_keys(json_t *o, const char *prefix, const char *const *names,
             ok = !strcmp(key, *k);
         if (!ok) {
             char param[96];
-            snprintf(param, sizeof param, "%.47s.%.47s", prefix, key);
+            if (*prefix)
+                snprintf(param, sizeof param, "%.47s.%.47s", prefix, key);
+            else
+                snprintf(param, sizeof param, "%.60s", key);
             numla_openai_error_set(err, 400, param, "unknown_field",
                                    "unknown or unsupported field '%s'", param);
             return 0;
@@ -792,6 +795,73 @@ static int parse_fields(json_t *o, const numla_openai_limits *lim, numla_openai_
            parse_choices(o, r, err);
 }
 
+/* vLLM's /tokenize and /detokenize bodies (openai.h). */
+static int parse_tokenize(json_t *o, const numla_openai_limits *lim, numla_openai_request *r,
+                          numla_openai_error *err)
+{
+    static const char *const tok_keys[] = {"model", "prompt", "messages", "add_special_tokens",
+                                           "add_generation_prompt", "continue_final_message",
+                                           "return_token_strs", "tools", "chat_template_kwargs",
+                                           NULL};
+    static const char *const detok_keys[] = {"model", "tokens", NULL};
+    const int tok = r->endpoint == NUMLA_OPENAI_TOKENIZE;
+    if (!known_keys(o, "", tok ? tok_keys : detok_keys, err))
+        return 0;
+    json_t *v;
+    if ((v = json_object_get(o, "model")) && !json_is_null(v)) {
+        if (!json_is_string(v))
+            return bad(err, "model", "'model' must be a string");
+        if (!(r->model = strdup(json_string_value(v))))
+            return oom(err);
+    }
+    if (!tok) {
+        v = json_object_get(o, "tokens");
+        if (!json_is_array(v))
+            return bad(err, "tokens", "'tokens' must be a list of token ids");
+        if (!(r->prompts = calloc(1, sizeof *r->prompts)))
+            return oom(err);
+        r->num_prompts = 1;
+        if (json_array_size(v) == 0)
+            return (r->prompts[0].tokens = malloc(sizeof(int32_t))) ? 1 : oom(err);
+        return parse_ids(v, lim, "tokens", &r->prompts[0], err);
+    }
+    json_t *p = json_object_get(o, "prompt"), *m = json_object_get(o, "messages");
+    if ((p != NULL) == (m != NULL))
+        return bad(err, p ? "messages" : "prompt", "give either 'prompt' or 'messages'");
+    static const char *const flags[] = {"add_special_tokens", "add_generation_prompt",
+                                        "continue_final_message", "return_token_strs"};
+    int val[4] = {p != NULL, 1, 0, 0};
+    for (int k = 0; k < 4; k++)
+        if ((v = json_object_get(o, flags[k])) && !json_is_null(v)) {
+            if (!json_is_boolean(v))
+                return bad(err, flags[k], "'%s' must be true or false", flags[k]);
+            val[k] = json_is_true(v);
+        }
+    r->add_special = val[0];
+    r->add_generation_prompt = val[1];
+    r->token_strs = val[3];
+    if (val[2]) {
+        numla_openai_error_set(err, 400, "continue_final_message", "unsupported_field",
+                               "'continue_final_message' is not supported by this server (only "
+                               "false)");
+        return 0;
+    }
+    if (p) {
+        if (m || json_object_get(o, "tools") || json_object_get(o, "chat_template_kwargs"))
+            return bad(err, json_object_get(o, "tools") ? "tools" : "chat_template_kwargs",
+                       "'tools' and 'chat_template_kwargs' go with 'messages'");
+        if (!json_is_string(p))
+            return bad(err, "prompt", "'prompt' must be a string");
+        if (!(r->prompts = calloc(1, sizeof *r->prompts)))
+            return oom(err);
+        r->num_prompts = 1;
+        return copy_text(p, &r->prompts[0].text, &r->prompts[0].text_len, err);
+    }
+    return parse_messages(m, r, err) &&
+           (!(v = json_object_get(o, "tools")) || parse_tools(v, r, err)) &&
+           parse_template_kwargs(json_object_get(o, "chat_template_kwargs"), r, err);
+}
+
 numla_status numla_openai_parse(numla_openai_endpoint endpoint, const char *body, size_t len,
                                 const numla_openai_limits *lim, numla_openai_request *out,
                                 numla_openai_error *err)
@@ -820,6 +890,8 @@ numla_status numla_openai_parse(numla_openai_endpoint endpoint, const char *body
     }
     if (!json_is_object(o)) {
         numla_openai_error_set(err, 400, NULL, "invalid_json", "the body must be a JSON object");
+    } else if (endpoint == NUMLA_OPENAI_TOKENIZE || endpoint == NUMLA_OPENAI_DETOKENIZE) {
+        parse_tokenize(o, lim, out, err);
     } else {
         parse_fields(o, lim, out, err);
     }

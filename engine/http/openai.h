@@ -27,6 +27,12 @@
  *   stop_token_ids. Whether the model's chat template can render tools, tool calls, tool
  *   messages and the thinking switch is checked by the serving adapter (it knows the template).
  * Both: n (1..128 choices per prompt, prompts x n at most 128) and best_of (equal to n).
+ * vLLM's POST /tokenize: {model?, prompt: string, add_special_tokens? (true),
+ *   return_token_strs?} or {model?, messages, add_generation_prompt? (true),
+ *   continue_final_message? (false only), add_special_tokens? (false), tools?,
+ *   chat_template_kwargs?, return_token_strs?}: one job whose prompt (prompts[0]) or messages
+ *   the serving loop's thread encodes (the tokenizer's scratch is the loop's); POST /detokenize:
+ *   {model?, tokens: [id, ...]} (prompts[0].tokens; an empty list is allowed).
  * Completions: echo (bool): the prompt (its text; a token-id prompt decoded) comes back before
  * the completion, and with logprobs its tokens' logprobs come first (the first null, as OpenAI
  * and vLLM return them; max_tokens may be 0): what lm-evaluation-harness's loglikelihood tasks
@@ -60,6 +66,8 @@
 typedef enum numla_openai_endpoint {
     NUMLA_OPENAI_COMPLETIONS,   /* POST /v1/completions */
     NUMLA_OPENAI_CHAT,          /* POST /v1/chat/completions */
+    NUMLA_OPENAI_TOKENIZE,      /* POST /tokenize (vLLM's) */
+    NUMLA_OPENAI_DETOKENIZE,    /* POST /detokenize (vLLM's) */
 } numla_openai_endpoint;
 
 typedef enum numla_openai_role {
@@ -120,6 +128,11 @@ typedef struct numla_openai_request {
                                    each its own sequence, the prompt shared through the prefix
                                    cache; choice index = prompt index x n + j */
     int tokens_as_ids;          /* return_tokens_as_token_ids: logprobs name tokens "token_id:N" */
+    int add_special;            /* tokenize: add_special_tokens (prompt: default 1, as the
+                                   completions endpoint encodes; messages: default 0, the
+                                   render holds the BOS) */
+    int add_generation_prompt;  /* tokenize messages: default 1 */
+    int token_strs;             /* tokenize: return_token_strs */
     int echo;                   /* completions: the prompt comes back before the completion in
                                    text and, with logprobs, its tokens' logprobs (the first
                                    one null) before the generated ones */

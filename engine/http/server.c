@@ -43,6 +43,8 @@ typedef enum route {
     ROUTE_NONE,
     ROUTE_COMPLETIONS,
     ROUTE_CHAT,
+    ROUTE_TOKENIZE,             /* vLLM's /tokenize: encoded on the loop's thread */
+    ROUTE_DETOKENIZE,           /* vLLM's /detokenize: decoded here (decoding is thread-safe) */
 } route;
 
 /* Per job, what this connection has taken from it so far. */
@@ -526,7 +528,7 @@ static int advance_locked(conn *c, int stream)
         if (!v->engine_done && j->finished) {
             v->engine_done = 1;
             changed = 1;
-            if (!j->error.status) {
+            if (!j->error.status && c->route != ROUTE_TOKENIZE) {
                 numla_http_metrics_add_tokens(c->s->metrics, j->prompt_tokens,
                                               j->completion_tokens);
                 if (j->t_first > 0) {
@@ -702,6 +704,72 @@ static int echo_choices(conn *c)
     return 1;
 }
 
+/* ---- /tokenize and /detokenize (vLLM's shapes) ---- */
+
+/* {"count", "max_model_len", "tokens", "token_strs"} of the finished tokenize job; token_strs
+ * (return_token_strs) holds each token's own text (bytes that are only part of a character:
+ * U+FFFD), null otherwise. */
+static enum MHD_Result tokenize_response(conn *c, struct MHD_Connection *mc)
+{
+    const numla_http_job *j = &c->call->jobs[0];
+    json_t *ids = json_array(), *strs = c->call->req.token_strs ? json_array() : json_null();
+    for (int32_t i = 0; ids && i < j->num_tokens; i++) {
+        json_array_append_new(ids, json_integer(j->tokens[i]));
+        if (c->call->req.token_strs) {
+            char *t = NULL;
+            size_t n = 0;
+            if (numla_tokenizer_decode(c->s->opt.tokenizer, &j->tokens[i], 1, 0, &t, &n) !=
+                NUMLA_STATUS_OK)
+                numla_error_clear();
+            json_array_append_new(strs, json_stringn(t ? t : "", t ? n : 0));
+            free(t);
+        }
+    }
+    json_t *o = ids && strs ? json_pack("{s:i, s:I, s:o, s:o}", "count", (int)j->num_tokens,
+                                        "max_model_len", (json_int_t)c->s->opt.max_context,
+                                        "tokens", ids, "token_strs", strs)
+                            : NULL;
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!body)
+        return MHD_NO;
+    set_outcome(c, NUMLA_HTTP_OUTCOME_OK);
+    return respond(mc, MHD_HTTP_OK, body, "application/json", NULL);
+}
+
+/* {"prompt": text} of the ids, decoded with the model's tokenizer (special tokens kept). */
+static enum MHD_Result detokenize(conn *c, struct MHD_Connection *mc, numla_openai_request *req)
+{
+    numla_openai_error err;
+    const numla_openai_prompt *p = &req->prompts[0];
+    char *t = NULL;
+    size_t n = 0;
+    if (!c->s->opt.tokenizer) {
+        numla_openai_request_free(req);
+        numla_openai_error_set(&err, 400, "tokens", "invalid_value",
+                               "this model has no tokenizer.json: nothing to detokenize with");
+        return respond_error(c, mc, &err);
+    }
+    numla_status st = numla_tokenizer_decode(c->s->opt.tokenizer, p->tokens, p->num_tokens, 0,
+                                             &t, &n);
+    numla_openai_request_free(req);
+    if (st != NUMLA_STATUS_OK) {
+        numla_openai_error_set(&err, st == NUMLA_STATUS_NO_MEMORY ? 500 : 400, "tokens",
+                               "invalid_value", "'tokens' cannot be decoded: %.300s",
+                               numla_error_message());
+        numla_error_clear();
+        return respond_error(c, mc, &err);
+    }
+    json_t *o = json_pack("{s:s%}", "prompt", t, n);
+    free(t);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!body)
+        return MHD_NO;
+    set_outcome(c, NUMLA_HTTP_OUTCOME_OK);
+    return respond(mc, MHD_HTTP_OK, body, "application/json", NULL);
+}
+
 /* ---- one generation request ---- */
 
 static int first_event(const conn *c)
@@ -726,7 +794,10 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
     numla_openai_request req;
     numla_openai_limits lim = {.vocab_size = s->opt.vocab_size, .max_context = s->opt.max_context,
                                .defaults = s->opt.sampling_defaults};
-    numla_openai_endpoint ep = c->route == ROUTE_CHAT ? NUMLA_OPENAI_CHAT : NUMLA_OPENAI_COMPLETIONS;
+    numla_openai_endpoint ep = c->route == ROUTE_CHAT         ? NUMLA_OPENAI_CHAT
+                               : c->route == ROUTE_TOKENIZE   ? NUMLA_OPENAI_TOKENIZE
+                               : c->route == ROUTE_DETOKENIZE ? NUMLA_OPENAI_DETOKENIZE
+                                                              : NUMLA_OPENAI_COMPLETIONS;
     if (numla_openai_parse(ep, numla_strbuf_str(&c->body), c->body.len, &lim, &req, &err) !=
         NUMLA_STATUS_OK)
         return MHD_NO;
@@ -752,6 +823,8 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
                                "the server is not ready (loading the model, or stopping)");
         return respond_error(c, mc, &err);
     }
+    if (c->route == ROUTE_DETOKENIZE)
+        return detokenize(c, mc, &req);
     if (numla_http_call_create(&req, &c->call) != NUMLA_STATUS_OK) {
         numla_openai_request_free(&req);
         return MHD_NO;
@@ -798,6 +871,8 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
     }
     if (first_error(c, &err))
         return respond_error(c, mc, &err);
+    if (c->route == ROUTE_TOKENIZE)
+        return tokenize_response(c, mc);
     numla_openai_choice *ch = calloc((uint32_t)c->call->num_jobs, sizeof *ch);
     if (!ch)
         return MHD_NO;
@@ -905,8 +980,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
         int is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
         route rt = !strcmp(url, "/v1/completions")        ? ROUTE_COMPLETIONS
                    : !strcmp(url, "/v1/chat/completions") ? ROUTE_CHAT
+                   : !strcmp(url, "/tokenize")            ? ROUTE_TOKENIZE
+                   : !strcmp(url, "/detokenize")          ? ROUTE_DETOKENIZE
                                                           : ROUTE_NONE;
-        if (s->api_key && !strncmp(url, "/v1/", 4)) {
+        if (s->api_key && (!strncmp(url, "/v1/", 4) || rt != ROUTE_NONE)) {
             const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
                                                            MHD_HTTP_HEADER_AUTHORIZATION);
             const char *tok = auth && !strncmp(auth, "Bearer ", 7) ? auth + 7 : "";

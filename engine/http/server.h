@@ -2,7 +2,9 @@
  *
  * Endpoints: GET /health (503 until numla_http_server_set_ready, and while stopping; 200 when
  * ready), GET /v1/models, GET /metrics (metrics.h), POST /v1/completions and
- * POST /v1/chat/completions (openai.h), answered from the serving loop through backend.h.
+ * POST /v1/chat/completions (openai.h), answered from the serving loop through backend.h;
+ * vLLM's POST /tokenize (a job the loop's source answers on its thread: the tokenizer's encoder
+ * is the loop's) and POST /detokenize (decoded on the connection's thread).
  * Streamed responses are Server-Sent Events: one chunk per decoded piece that is final
  * (emitter.h: no split characters, no partial stop strings), the usage chunk when
  * stream_options.include_usage, then "data: [DONE]".

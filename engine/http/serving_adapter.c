@@ -250,7 +250,9 @@ static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_reques
                                           .arguments = om->tool_calls[k].arguments};
     }
     /* V3.1's switch (chat_template_kwargs.thinking) is off unless asked for, as in its template */
-    numla_chat_options opts = {.add_generation_prompt = 1, .thinking = r->thinking > 0,
+    const int tok = r->endpoint == NUMLA_OPENAI_TOKENIZE; /* its own two switches */
+    numla_chat_options opts = {.add_generation_prompt = tok ? r->add_generation_prompt : 1,
+                               .thinking = r->thinking > 0,
                                .thinking_given = r->thinking >= 0, .tools_json = r->tools_json};
     char *text = NULL;
     size_t len = 0;
@@ -281,7 +283,7 @@ static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_reques
                           ? (int)numla_http_reasoning_mode_of_prompt(text, len)
                           : (int)NUMLA_HTTP_REASONING_OFF;
     /* the rendered text holds the BOS token already */
-    s = encode(g, text, len, 0, req, no, "messages");
+    s = encode(g, text, len, tok && r->add_special, req, no, "messages");
     free(text);
     return s;
 }
@@ -347,6 +349,41 @@ static numla_status job_request(numla_http_adapter *g, numla_http_job *j, numla_
     return NUMLA_STATUS_OK;
 }
 
+/* POST /tokenize: the job's prompt or messages as the generation endpoints encode them, on
+ * the loop's thread (the tokenizer's scratch is not shared), pushed as the job's tokens and
+ * finished at once; never a request of the loop. Only running out of memory is an error. */
+static numla_status tokenize_job(numla_http_adapter *g, numla_http_job *j)
+{
+    const numla_openai_request *r = numla_http_job_request(j);
+    const numla_openai_prompt *p = numla_http_job_prompt(j);
+    numla_request req = {0};
+    adapter_refusal no = {0};
+    numla_status s = NUMLA_STATUS_OK;
+    if (!g->o.tokenizer) {
+        refuse(&no, p ? "prompt" : "messages", "this model has no tokenizer.json: nothing to "
+               "tokenize with");
+    } else if (!p) {
+        int mode;
+        s = chat_prompt(g, r, &req, &no, &mode);
+    } else {
+        s = encode(g, p->text, p->text_len, r->add_special, &req, &no, "prompt");
+    }
+    if (s != NUMLA_STATUS_OK)
+        release_failed(&j, 500, "the server ran out of memory");
+    else if (no.status) {
+        numla_http_job_fail(j, no.status, no.msg, no.param);
+        numla_http_job_release(&j);
+    } else if (numla_http_job_push(j, req.prompt_tokens, req.num_prompt, NULL, 0, NULL) !=
+             NUMLA_STATUS_OK)
+        release_failed(&j, 500, "the server ran out of memory for the tokens");
+    else {
+        numla_http_job_finish(j, "stop", 0, 0); /* no usage: nothing was generated */
+        numla_http_job_release(&j);
+    }
+    numla_request_free(&req);
+    return s;
+}
+
 static numla_status adapter_next(void *ctx, numla_request *req, void **user, numla_serve_pull *what)
 {
     numla_http_adapter *g = ctx;
@@ -360,6 +397,10 @@ static numla_status adapter_next(void *ctx, numla_request *req, void **user, num
         if (numla_http_job_cancelled(j)) { /* the client left while it waited */
             numla_http_job_finish(j, "stop", 0, 0);
             numla_http_job_release(&j);
+            continue;
+        }
+        if (numla_http_job_request(j)->endpoint == NUMLA_OPENAI_TOKENIZE) {
+            NUMLA_CHECK(tokenize_job(g, j));
             continue;
         }
         if (g->num_held == g->cap_held) {

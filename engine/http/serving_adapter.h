@@ -1,7 +1,9 @@
 /* engine/http/serving_adapter.h — the HTTP backend's jobs (backend.h) as the serving loop's
  * source and sink (engine/serving/serve_loop.h): what `numla serve` and `numla bench http` run on rank 0.
  *
- * Source: takes the oldest queued job and makes it a numla_request. Token-id prompts are used
+ * Source: takes the oldest queued job and makes it a numla_request. A /tokenize job is
+ * answered there instead (its prompt or messages encoded as below, pushed as its tokens and
+ * finished), never handed to the loop: the tokenizer is used on the loop's thread only. Token-id prompts are used
  * as they are; text prompts are encoded with the tokenizer's BOS rules (as `numla run` encodes
  * "prompt"); chat messages are rendered with the chat template (add_generation_prompt, the
  * request's tools, tool calls, tool messages, names, reasoning_content and

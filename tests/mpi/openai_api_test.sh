@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # tests/mpi/openai_api_test.sh NUMLA_BIN — `numla serve` on the tiny synth preset with the bpe1k
-# tokenizer (one rank, curl + jq): completions' echo with prompt logprobs (issue 40 item 3).
+# tokenizer and the deepseek-v3 chat template (one rank, curl + jq; issue 40):
 #   echo      a token-id prompt with echo, logprobs 2, max_tokens 0: the tokens are the prompt's,
 #             the first logprob null, the others numla run's prompt_logprobs for the same prompt
 #             (within 1e-4: JSON's digits); after a plain request of the same prompt has cached
 #             its blocks, all the entries still come (cached_tokens 0); a text prompt's text is
 #             the prompt followed by numla run's completion; n = 2 and the stream give the same
 #             entries; a bad echo is a 400 naming it
+#   tokenize  /tokenize gives `numla tokenize`'s ids for a text (with and without special
+#             tokens) and for messages the ids of transformers' render (tests/golden/chat), as
+#             many as a chat completion's usage.prompt_tokens; /detokenize gives the text back;
+#             24 concurrent /tokenize clients next to a streamed generation each get their own
+#             text's ids (the tokenizer's scratch is the serving loop's alone); the 400s, 404
+#             and 405
 # Needs curl and jq (Debian packages); exits 77 (skipped) without them.
 set -uo pipefail
 bin=$1
@@ -35,7 +41,8 @@ JSONL
 ref_lp=$(jq -c 'select(.id == "plp") | [.prompt_logprobs[] | if . == null then null else .logprob end]' "$tmp/ref.out")
 ref_text=$(jq -j 'select(.id == "txt") | .text' "$tmp/ref.out")
 
-start_server "$tmp/serve.err" "$bin" serve --model "$model" --port 0 --threads 1 || exit 1
+start_server "$tmp/serve.err" "$bin" serve --model "$model" --port 0 --threads 1 \
+  --chat-template deepseek-v3 || exit 1
 
 # the prompt once without echo, so its blocks are in the prefix cache
 resp=$(post /v1/completions "{\"prompt\": $P, \"max_tokens\": 1, \"temperature\": 0}")
@@ -73,6 +80,64 @@ check echo-stream $? "$resp"
 
 resp=$(post /v1/completions '{"prompt": "a", "echo": "yes"}')
 [ "$(jq -r .error.param <<<"$resp")" = echo ]; check echo-400 $? "$resp"
+
+# ---- /tokenize and /detokenize ----
+ids() { "$bin" tokenize --model "$model" "$@" | tr -d ' '; }
+resp=$(post /tokenize '{"prompt": "Hello world, tokenize me"}')
+jq -e --argjson want "$(ids --text 'Hello world, tokenize me')" \
+  '.tokens == $want and .count == ($want | length) and .max_model_len == 4096 and .token_strs == null' \
+  <<<"$resp" >/dev/null
+check tokenize-prompt $? "$resp"
+resp=$(post /tokenize '{"model": "tiny", "prompt": "Hello world", "add_special_tokens": false,
+  "return_token_strs": true}')
+jq -e --argjson want "$(ids --no-special --text 'Hello world')" \
+  '.tokens == $want and (.token_strs | join("")) == "Hello world"' <<<"$resp" >/dev/null
+check tokenize-no-special $? "$resp"
+conv=$(jq -c '.conversations[1]' "$here/../golden/chat/cases.json")
+render=$(jq -j '.renders[] | select(.template == "deepseek-v3" and .conversation == 1 and
+  .add_generation_prompt) | .text' "$here/../golden/chat/cases.json")
+resp=$(post /tokenize "{\"messages\": $conv}")
+chat=$(post /v1/chat/completions "{\"messages\": $conv, \"max_tokens\": 1}")
+jq -e --argjson want "$(ids --no-special --text "$render")" --argjson chat "$chat" \
+  '.tokens == $want and .count == $chat.usage.prompt_tokens' <<<"$resp" >/dev/null
+check tokenize-messages $? "$resp / $chat"
+render0=$(jq -j '.renders[] | select(.template == "deepseek-v3" and .conversation == 1 and
+  (.add_generation_prompt | not)) | .text' "$here/../golden/chat/cases.json")
+resp=$(post /tokenize "{\"messages\": $conv, \"add_generation_prompt\": false}")
+jq -e --argjson want "$(ids --no-special --text "$render0")" '.tokens == $want' <<<"$resp" >/dev/null
+check tokenize-messages-no-generation-prompt $? "$resp"
+text='Round trip: 12 words, some ünïcödé and <｜User｜> markers.'
+toks=$(post /tokenize "$(jq -nc --arg t "$text" '{prompt: $t, add_special_tokens: false}')" | jq -c .tokens)
+resp=$(post /detokenize "{\"tokens\": $toks}")
+[ "$(jq -j .prompt <<<"$resp")" = "$text" ]; check detokenize $? "$resp"
+
+# concurrent clients: each text its own ids, while a stream generates
+post /v1/completions '{"prompt": "busy", "max_tokens": 64, "ignore_eos": true, "stream": true}' \
+  >"$tmp/busy.out" &
+busy=$!
+cpids=()
+for i in $(seq 1 24); do
+  t="client $i says $(printf 'x%.0s' $(seq 1 $i)) and $((i * 7919)) things"
+  printf '%s' "$t" >"$tmp/c$i.txt"
+  post /tokenize "$(jq -nc --arg t "$t" '{prompt: $t}')" >"$tmp/c$i.json" &
+  cpids+=($!)
+done
+wait "${cpids[@]}" "$busy"
+bad=0
+for i in $(seq 1 24); do
+  jq -e --argjson want "$(ids --text "$(cat "$tmp/c$i.txt")")" '.tokens == $want' "$tmp/c$i.json" \
+    >/dev/null || { bad=$((bad + 1)); echo "client $i: $(cat "$tmp/c$i.json")"; }
+done
+[ $bad -eq 0 ] && grep -q '\[DONE\]' "$tmp/busy.out"; check tokenize-concurrent $? "$bad wrong"
+
+resp=$(post /detokenize '{"tokens": [1, 5000]}')
+[ "$(jq -r .error.param <<<"$resp")" = tokens ]; check detokenize-400 $? "$resp"
+resp=$(post /tokenize '{"prompt": "a", "max_tokens": 2}')
+[ "$(jq -r .error.code <<<"$resp")" = unknown_field ]; check tokenize-400 $? "$resp"
+code=$(curl -s -o /dev/null -w '%{http_code}' -m 10 "http://127.0.0.1:$port/tokenize" -d '{"model": "other", "prompt": "a"}')
+[ "$code" = 404 ]; check tokenize-404 $? "$code"
+code=$(curl -s -o /dev/null -w '%{http_code}' -m 10 "http://127.0.0.1:$port/tokenize")
+[ "$code" = 405 ]; check tokenize-get-405 $? "$code"
 
 kill -TERM "$spid"
 wait "$spid"

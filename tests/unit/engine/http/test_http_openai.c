@@ -34,6 +34,54 @@ static void expect_400(numla_openai_endpoint ep, const char *body, const char *p
         numla_openai_request_free(&r);
 }
 
+/* vLLM's /tokenize and /detokenize bodies. */
+static void test_tokenize_bodies(void)
+{
+    const numla_openai_endpoint T = NUMLA_OPENAI_TOKENIZE, D = NUMLA_OPENAI_DETOKENIZE;
+    numla_openai_request r;
+    numla_openai_error e;
+    CU_ASSERT_EQUAL(parse(T, "{\"model\": \"m\", \"prompt\": \"hi\"}", &r, &e), 0);
+    CU_ASSERT_EQUAL(r.num_prompts, 1);
+    CU_ASSERT_STRING_EQUAL(r.prompts[0].text, "hi");
+    CU_ASSERT_EQUAL(r.add_special, 1);
+    CU_ASSERT_EQUAL(r.token_strs, 0);
+    CU_ASSERT_STRING_EQUAL(r.model, "m");
+    numla_openai_request_free(&r);
+    CU_ASSERT_EQUAL(parse(T, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                             "\"add_generation_prompt\": false, \"return_token_strs\": true, "
+                             "\"chat_template_kwargs\": {\"thinking\": true}}", &r, &e), 0);
+    CU_ASSERT_EQUAL(r.num_messages, 1);
+    CU_ASSERT_EQUAL(r.num_prompts, 0);
+    CU_ASSERT_EQUAL(r.add_special, 0);
+    CU_ASSERT_EQUAL(r.add_generation_prompt, 0);
+    CU_ASSERT_EQUAL(r.token_strs, 1);
+    CU_ASSERT_EQUAL(r.thinking, 1);
+    numla_openai_request_free(&r);
+    CU_ASSERT_EQUAL(parse(D, "{\"tokens\": [1, 2, 99]}", &r, &e), 0);
+    CU_ASSERT_EQUAL(r.prompts[0].num_tokens, 3);
+    CU_ASSERT_EQUAL(r.prompts[0].tokens[2], 99);
+    numla_openai_request_free(&r);
+    CU_ASSERT_EQUAL(parse(D, "{\"tokens\": []}", &r, &e), 0);
+    CU_ASSERT_EQUAL(r.prompts[0].num_tokens, 0);
+    numla_openai_request_free(&r);
+    expect_400(T, "{}", "prompt", NULL);
+    expect_400(T, "{\"prompt\": \"a\", \"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}",
+               "messages", NULL);
+    expect_400(T, "{\"prompt\": [1, 2]}", "prompt", NULL);
+    expect_400(T, "{\"prompt\": \"a\", \"max_tokens\": 3}", "max_tokens", "unknown_field");
+    expect_400(T, "{\"prompt\": \"a\", \"add_special_tokens\": 1}", "add_special_tokens", NULL);
+    expect_400(T, "{\"prompt\": \"a\", \"tools\": []}", "tools", NULL);
+    expect_400(T, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                  "\"continue_final_message\": true}", "continue_final_message",
+               "unsupported_field");
+    expect_400(T, "{\"messages\": []}", "messages", NULL);
+    expect_400(D, "{}", "tokens", NULL);
+    expect_400(D, "{\"tokens\": [1, 1000]}", "tokens", NULL); /* LIM's vocabulary: 1000 */
+    expect_400(D, "{\"tokens\": [-1]}", "tokens", NULL);
+    expect_400(D, "{\"tokens\": \"abc\"}", "tokens", NULL);
+    expect_400(D, "{\"tokens\": [1], \"prompt\": \"a\"}", "prompt", "unknown_field");
+}
+
 /* A parser message that quotes the body next to a multi-byte character (jansson's "near ..."
  * cuts it) still gives a JSON error object. */
 /* tool_choice (docs/serving.md): "none" keeps the tools, no call read out; a named function or
@@ -684,7 +732,7 @@ static void test_fuzz_mutations(void)
 }
 
 NUMLA_TEST_SUITE(http_openai, NULL, NULL, NUMLA_TEST(test_error_message_utf8), NUMLA_TEST(test_tool_choice),
-                 NUMLA_TEST(test_completions_fields),
+                 NUMLA_TEST(test_completions_fields), NUMLA_TEST(test_tokenize_bodies),
                  NUMLA_TEST(test_chat_fields), NUMLA_TEST(test_errors_name_the_field),
                  NUMLA_TEST(test_chat_tools_fields), NUMLA_TEST(test_chat_tools_errors),
                  NUMLA_TEST(test_penalty_fields),

@@ -670,7 +670,78 @@ static void test_tool_tags_kept_in_text(void)
     }
 }
 
+/* POST /tokenize jobs are answered by the source on the loop's thread, never handed to the loop:
+ * a prompt with and without add_special_tokens, messages with and without the generation
+ * prompt, each the tokens the tokenizer gives the text (the template's render written out);
+ * a generation request queued between them still reaches the loop; no tokenizer: 400. */
+static void test_tokenize_jobs(void)
+{
+    const char *dir = numla_test_source_path("tests/golden/tokenizer/bpe1k");
+    numla_tokenizer *tok = NULL;
+    numla_chat_template *chat = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load(dir, &tok), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_json(NULL, "deepseek-v3", &chat),
+                          NUMLA_STATUS_OK);
+    adapter_fixture f;
+    fixture_open(&f, 64, tok, chat, 0);
+    static const struct {
+        const char *body, *text;
+        int special;
+    } cases[] = {
+        {"{\"prompt\": \"hello world\"}", "hello world", 1},
+        {"{\"prompt\": \"hello world\", \"add_special_tokens\": false}", "hello world", 0},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}",
+         "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜>", 0},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+         "\"add_generation_prompt\": false}", "<｜begin▁of▁sentence｜><｜User｜>hi", 0},
+    };
+    enum { NC = sizeof cases / sizeof cases[0] };
+    numla_http_call *tc[NC];
+    for (int i = 0; i < 2; i++)
+        tc[i] = submit(&f, NUMLA_OPENAI_TOKENIZE, cases[i].body);
+    numla_http_call *gen = submit(&f, NUMLA_OPENAI_COMPLETIONS, "{\"prompt\": [5, 6]}");
+    for (int i = 2; i < NC; i++)
+        tc[i] = submit(&f, NUMLA_OPENAI_TOKENIZE, cases[i].body);
+    numla_request r;
+    void *user;
+    CU_ASSERT_EQUAL(pull(&f, &r, &user), NUMLA_SERVE_PULL_REQUEST);
+    CU_ASSERT_PTR_EQUAL(user, &gen->jobs[0]);
+    numla_request r2;
+    void *user2;
+    CU_ASSERT_EQUAL(pull(&f, &r2, &user2), NUMLA_SERVE_PULL_NONE);
+    for (int i = 0; i < NC; i++) {
+        int32_t *want = NULL;
+        int64_t n = 0;
+        CU_ASSERT_EQUAL_FATAL(numla_tokenizer_encode(tok, cases[i].text, strlen(cases[i].text),
+                                                     cases[i].special, &want, &n),
+                              NUMLA_STATUS_OK);
+        const numla_http_job *j = &tc[i]->jobs[0];
+        CU_ASSERT(j->released && j->finished);
+        NUMLA_ASSERT_MSG(j->error.status == 0, "case %d: %s", i, j->error.message);
+        NUMLA_ASSERT_MSG(j->num_tokens == n && !memcmp(j->tokens, want, (size_t)n * 4),
+                         "case %d: %d tokens, want %lld", i, j->num_tokens, (long long)n);
+        free(want);
+        numla_http_call_release(&tc[i]);
+    }
+    done(&f, user, &r, "stop", NULL, 0, NULL, 0);
+    numla_request_free(&r);
+    numla_http_call_release(&gen);
+    fixture_close(&f);
+
+    /* without a tokenizer: 400 naming the prompt */
+    fixture_open(&f, 64, NULL, NULL, 0);
+    numla_http_call *c = submit(&f, NUMLA_OPENAI_TOKENIZE, "{\"prompt\": \"x\"}");
+    CU_ASSERT_EQUAL(pull(&f, &r, &user), NUMLA_SERVE_PULL_NONE);
+    CU_ASSERT_EQUAL(c->jobs[0].error.status, 400);
+    CU_ASSERT_STRING_EQUAL(c->jobs[0].error.param, "prompt");
+    numla_http_call_release(&c);
+    fixture_close(&f);
+    numla_chat_template_destroy(&chat);
+    numla_tokenizer_destroy(&tok);
+}
+
 NUMLA_TEST_SUITE(http_serving_adapter, NULL, NULL, NUMLA_TEST(test_token_prompts_in_order),
+                 NUMLA_TEST(test_tokenize_jobs),
                  NUMLA_TEST(test_tool_tags_kept_in_text),
                  NUMLA_TEST(test_failures_from_the_loop), NUMLA_TEST(test_refusals),
                  NUMLA_TEST(test_cancelled_while_queued), NUMLA_TEST(test_wait_and_destroy),
