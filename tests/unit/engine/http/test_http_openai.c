@@ -147,8 +147,8 @@ static void test_tool_choice(void)
     numla_openai_request_free(&r);
     CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_COMPLETIONS, "{\"prompt\": \"a\", \"response_format\": "
                           "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", "
-                          "\"schema\": {\"type\": \"integer\", \"maximum\": 3}}}}", &r, &e), 400);
-    CU_ASSERT(!strcmp(e.param, "response_format") && strstr(e.message, "'maximum'"));
+                          "\"schema\": {\"type\": \"array\", \"uniqueItems\": true}}}}", &r, &e), 400);
+    CU_ASSERT(!strcmp(e.param, "response_format") && strstr(e.message, "'uniqueItems'"));
 #undef TC_TOOLS
 #undef TC_MSG
 }
