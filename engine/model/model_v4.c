@@ -1,0 +1,1092 @@
+/* engine/model/model_v4.c — DeepSeek-V4 on one rank (model_v4.h; the math: docs/design.md
+ * §5.9). Loading, the per-sequence cache, and the forward: mHC around each block, shared-KV
+ * attention over the window and the compressed entries, MoE. */
+#include "engine/model/model_v4.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/dtype.h"
+#include "common/log.h"
+#include "kernels/linear.h"
+
+/* ---- weights ---- */
+
+typedef struct v4_lin {
+    numla_linear_weight w; /* (n, k) packed */
+    void *buf;             /* owned packing */
+} v4_lin;
+
+/* A compressor (docs/design.md §5.9): HCA (c = 1) or the overlapping CSA scheme (c = 2), at
+ * output width `width` (head_dim for the attention's, index_head_dim for the indexer's). */
+typedef struct v4_comp {
+    int c;
+    int64_t width, rate;
+    v4_lin wkv, wgate; /* (c·width, D) */
+    float *ape;        /* (rate, c·width) */
+    float *norm;       /* (width) */
+} v4_comp;
+
+typedef struct v4_layer {
+    numla_v4_attn attn;
+    int hash;
+    float *attn_norm, *ffn_norm;      /* (D) */
+    v4_lin hc_fn[2];                  /* attn, ffn: ((2+n)·n, n·D) fp32 */
+    float *hc_base[2];                /* ((2+n)·n) */
+    float *hc_scale[2];               /* (3) */
+    v4_lin wq_a, wq_b, wkv;           /* (Rq, D), (H·Dh, Rq), (Dh, D) */
+    float *q_norm, *kv_norm, *sink;   /* (Rq), (Dh), (H) */
+    v4_lin *wo_a;                     /* G of (Ro, H·Dh/G) */
+    v4_lin wo_b;                      /* (D, G·Ro) */
+    v4_comp comp, icomp;              /* CSA/HCA compressor; CSA: the indexer's */
+    v4_lin iwq_b, iweights;           /* CSA: (Hi·Di, Rq), (Hi, D) */
+    v4_lin gate;                      /* (E, D) fp32 */
+    float *gate_bias;                 /* (E), routed layers */
+    int32_t *tid2eid;                 /* (V, k), hash layers */
+    v4_lin *w1, *w2, *w3;             /* E each: (I, D), (D, I), (I, D) */
+    v4_lin sw1, sw2, sw3;             /* shared expert */
+} v4_layer;
+
+struct numla_v4_model {
+    numla_model_config cfg;
+    numla_isa isa;
+    float *embed;                     /* (V, D) */
+    float *norm;                      /* (D) */
+    v4_lin head;                      /* (V, D) */
+    v4_lin hc_head_fn;                /* (n, n·D) fp32 */
+    float *hc_head_base, *hc_head_scale; /* (n), (1) */
+    v4_layer *layers;                 /* (L) */
+};
+
+static void lin_free(v4_lin *l)
+{
+    free(l->buf);
+    l->buf = NULL;
+}
+
+static void comp_free(v4_comp *c)
+{
+    lin_free(&c->wkv);
+    lin_free(&c->wgate);
+    free(c->ape);
+    free(c->norm);
+}
+
+void numla_v4_model_destroy(numla_v4_model **pm)
+{
+    if (!pm || !*pm)
+        return;
+    numla_v4_model *m = *pm;
+    const numla_model_config *c = &m->cfg;
+    for (int64_t l = 0; m->layers && l < c->num_hidden_layers; l++) {
+        v4_layer *y = &m->layers[l];
+        free(y->attn_norm);
+        free(y->ffn_norm);
+        for (int i = 0; i < 2; i++) {
+            lin_free(&y->hc_fn[i]);
+            free(y->hc_base[i]);
+            free(y->hc_scale[i]);
+        }
+        lin_free(&y->wq_a);
+        lin_free(&y->wq_b);
+        lin_free(&y->wkv);
+        free(y->q_norm);
+        free(y->kv_norm);
+        free(y->sink);
+        for (int64_t g = 0; y->wo_a && g < c->v4.o_groups; g++)
+            lin_free(&y->wo_a[g]);
+        free(y->wo_a);
+        lin_free(&y->wo_b);
+        comp_free(&y->comp);
+        comp_free(&y->icomp);
+        lin_free(&y->iwq_b);
+        lin_free(&y->iweights);
+        lin_free(&y->gate);
+        free(y->gate_bias);
+        free(y->tid2eid);
+        for (int64_t e = 0; e < c->n_routed_experts; e++) {
+            if (y->w1) lin_free(&y->w1[e]);
+            if (y->w2) lin_free(&y->w2[e]);
+            if (y->w3) lin_free(&y->w3[e]);
+        }
+        free(y->w1);
+        free(y->w2);
+        free(y->w3);
+        lin_free(&y->sw1);
+        lin_free(&y->sw2);
+        lin_free(&y->sw3);
+    }
+    free(m->layers);
+    free(m->embed);
+    free(m->norm);
+    lin_free(&m->head);
+    lin_free(&m->hc_head_fn);
+    free(m->hc_head_base);
+    free(m->hc_head_scale);
+    free(m);
+    *pm = NULL;
+}
+
+const numla_model_config *numla_v4_model_config(const numla_v4_model *m) { return &m->cfg; }
+
+/* The tensor `name` (or, when absent, `alt`) with the given shape. */
+static numla_status ld_find(const numla_safetensors_model *st, const char *name, const char *alt,
+                            int32_t ndim, const int64_t *shape, const numla_safetensors_tensor **out)
+{
+    if (alt && !numla_safetensors_find(st, name) && numla_safetensors_find(st, alt))
+        name = alt;
+    NUMLA_CHECK(numla_safetensors_expect(st, name, ndim, shape, out));
+    const numla_dtype d = (*out)->dtype;
+    if (d != NUMLA_DTYPE_F32 && d != NUMLA_DTYPE_BF16 && d != NUMLA_DTYPE_F16)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: tensor %s has dtype %s (F32, BF16, F16 read)",
+                   (*out)->file, name, numla_dtype_name(d));
+    return NUMLA_STATUS_OK;
+}
+
+/* An fp32 copy of a float tensor of `count` values. */
+static numla_status ld_f32(const numla_safetensors_model *st, const char *name, const char *alt,
+                           int32_t ndim, const int64_t *shape, float **out)
+{
+    const numla_safetensors_tensor *t;
+    NUMLA_CHECK(ld_find(st, name, alt, ndim, shape, &t));
+    size_t n = 1;
+    for (int32_t i = 0; i < ndim; i++)
+        n *= (size_t)shape[i];
+    size_t es = numla_dtype_size(t->dtype);
+    void *raw = malloc(n * es + 1);
+    float *f = malloc(n * sizeof *f + 1);
+    if (!raw || !f) {
+        free(raw);
+        free(f);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory for %s", name);
+    }
+    memcpy(raw, t->data, n * es);
+    for (size_t i = 0; i < n; i++)
+        f[i] = numla_load_f32(raw, t->dtype, i);
+    free(raw);
+    *out = f;
+    return NUMLA_STATUS_OK;
+}
+
+/* A matrix (n, k) packed for kernels/linear.h: bf16 stays bf16 unless force_f32. */
+static numla_status ld_lin(const numla_model_config *c, numla_isa isa,
+                           const numla_safetensors_model *st, const char *name, int64_t n,
+                           int64_t k, int force_f32, v4_lin *out)
+{
+    (void)c;
+    const int64_t shape[2] = {n, k};
+    const numla_safetensors_tensor *t;
+    NUMLA_CHECK(ld_find(st, name, NULL, 2, shape, &t));
+    numla_dtype src = t->dtype == NUMLA_DTYPE_BF16 && !force_f32 ? NUMLA_DTYPE_BF16
+                                                                 : NUMLA_DTYPE_F32;
+    float *f32 = NULL;
+    void *raw = NULL;
+    const void *from;
+    if (src == NUMLA_DTYPE_BF16) {
+        raw = malloc((size_t)(n * k) * 2);
+        if (!raw)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory for %s", name);
+        memcpy(raw, t->data, (size_t)(n * k) * 2);
+        from = raw;
+    } else {
+        NUMLA_CHECK(ld_f32(st, name, NULL, 2, shape, &f32));
+        from = f32;
+    }
+    size_t bytes = numla_linear_packed_size(isa, n, k, src);
+    out->buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    numla_status s = out->buf ? numla_linear_pack(isa, n, k, from, src, k, out->buf, &out->w)
+                              : NUMLA_STATUS_NO_MEMORY;
+    free(raw);
+    free(f32);
+    if (s != NUMLA_STATUS_OK)
+        NUMLA_FAIL(s, "v4 weights: packing %s (%lld x %lld)", name, (long long)n, (long long)k);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status ld_comp(const numla_model_config *c, numla_isa isa,
+                            const numla_safetensors_model *st, const char *pre, int cc,
+                            int64_t width, int64_t rate, v4_comp *o)
+{
+    char nm[256];
+    const int64_t D = c->hidden_size;
+    o->c = cc;
+    o->width = width;
+    o->rate = rate;
+    snprintf(nm, sizeof nm, "%swkv.weight", pre);
+    NUMLA_CHECK(ld_lin(c, isa, st, nm, cc * width, D, 0, &o->wkv));
+    snprintf(nm, sizeof nm, "%swgate.weight", pre);
+    NUMLA_CHECK(ld_lin(c, isa, st, nm, cc * width, D, 0, &o->wgate));
+    snprintf(nm, sizeof nm, "%sape", pre);
+    NUMLA_CHECK(ld_f32(st, nm, NULL, 2, (int64_t[]){rate, cc * width}, &o->ape));
+    snprintf(nm, sizeof nm, "%snorm.weight", pre);
+    NUMLA_CHECK(ld_f32(st, nm, NULL, 1, (int64_t[]){width}, &o->norm));
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status ld_layer(const numla_model_config *c, numla_isa isa,
+                             const numla_safetensors_model *st, int64_t l, v4_layer *y)
+{
+    const numla_v4_config *v = &c->v4;
+    const int64_t D = c->hidden_size, H = c->num_attention_heads, Dh = v->head_dim;
+    const int64_t n = v->hc_mult, nm = (2 + n) * n, G = v->o_groups, Ro = v->o_lora_rank;
+    const int64_t E = c->n_routed_experts, I = c->moe_intermediate_size;
+    char a[256], b[256];
+    y->attn = (numla_v4_attn)v->attn[l];
+    y->hash = v->hash_moe[l];
+#define P(buf, fmt, ...) snprintf(buf, sizeof buf, "layers.%lld." fmt, (long long)l, ##__VA_ARGS__)
+    P(a, "attn_norm.weight");
+    NUMLA_CHECK(ld_f32(st, a, NULL, 1, &D, &y->attn_norm));
+    P(a, "ffn_norm.weight");
+    NUMLA_CHECK(ld_f32(st, a, NULL, 1, &D, &y->ffn_norm));
+    static const char *const hcn[2] = {"attn", "ffn"};
+    for (int i = 0; i < 2; i++) {
+        P(a, "hc_%s_fn", hcn[i]);
+        NUMLA_CHECK(ld_lin(c, isa, st, a, nm, n * D, 1, &y->hc_fn[i]));
+        P(a, "hc_%s_base", hcn[i]);
+        NUMLA_CHECK(ld_f32(st, a, NULL, 1, &nm, &y->hc_base[i]));
+        P(a, "hc_%s_scale", hcn[i]);
+        NUMLA_CHECK(ld_f32(st, a, NULL, 1, (int64_t[]){3}, &y->hc_scale[i]));
+    }
+    P(a, "attn.wq_a.weight");
+    NUMLA_CHECK(ld_lin(c, isa, st, a, v->q_lora_rank, D, 0, &y->wq_a));
+    P(a, "attn.q_norm.weight");
+    NUMLA_CHECK(ld_f32(st, a, NULL, 1, &v->q_lora_rank, &y->q_norm));
+    P(a, "attn.wq_b.weight");
+    NUMLA_CHECK(ld_lin(c, isa, st, a, H * Dh, v->q_lora_rank, 0, &y->wq_b));
+    P(a, "attn.wkv.weight");
+    NUMLA_CHECK(ld_lin(c, isa, st, a, Dh, D, 0, &y->wkv));
+    /* DeepSeek's kv_norm; transformers' save writes attn.norm */
+    P(a, "attn.kv_norm.weight");
+    P(b, "attn.norm.weight");
+    NUMLA_CHECK(ld_f32(st, a, b, 1, &Dh, &y->kv_norm));
+    P(a, "attn.attn_sink");
+    NUMLA_CHECK(ld_f32(st, a, NULL, 1, &H, &y->sink));
+    /* wo_a (G·Ro, H·Dh/G): group g's rows g·Ro .. (g+1)·Ro, one packed linear each */
+    {
+        const int64_t kin = H * Dh / G, shape[2] = {G * Ro, kin};
+        const numla_safetensors_tensor *t;
+        P(a, "attn.wo_a.weight");
+        NUMLA_CHECK(ld_find(st, a, NULL, 2, shape, &t));
+        y->wo_a = calloc((size_t)G, sizeof *y->wo_a);
+        if (!y->wo_a)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory");
+        numla_dtype src = t->dtype == NUMLA_DTYPE_BF16 ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32;
+        float *f32 = NULL;
+        void *raw = NULL;
+        if (src == NUMLA_DTYPE_BF16) {
+            raw = malloc(t->nbytes);
+            if (raw)
+                memcpy(raw, t->data, t->nbytes);
+        } else {
+            NUMLA_CHECK(ld_f32(st, a, NULL, 2, shape, &f32));
+        }
+        const size_t es = numla_dtype_size(src);
+        const char *base = raw ? (const char *)raw : (const char *)f32;
+        numla_status s = base ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
+        for (int64_t g = 0; g < G && s == NUMLA_STATUS_OK; g++) {
+            size_t bytes = numla_linear_packed_size(isa, Ro, kin, src);
+            y->wo_a[g].buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
+            s = y->wo_a[g].buf ? numla_linear_pack(isa, Ro, kin, base + (size_t)(g * Ro * kin) * es,
+                                                   src, kin, y->wo_a[g].buf, &y->wo_a[g].w)
+                               : NUMLA_STATUS_NO_MEMORY;
+        }
+        free(raw);
+        free(f32);
+        if (s != NUMLA_STATUS_OK)
+            NUMLA_FAIL(s, "v4 weights: packing %s", a);
+    }
+    P(a, "attn.wo_b.weight");
+    NUMLA_CHECK(ld_lin(c, isa, st, a, D, G * Ro, 0, &y->wo_b));
+    if (y->attn == NUMLA_V4_ATTN_CSA) {
+        P(a, "attn.compressor.");
+        NUMLA_CHECK(ld_comp(c, isa, st, a, 2, Dh, v->csa_rate, &y->comp));
+        P(a, "attn.indexer.compressor.");
+        NUMLA_CHECK(ld_comp(c, isa, st, a, 2, v->index_head_dim, v->csa_rate, &y->icomp));
+        P(a, "attn.indexer.wq_b.weight");
+        NUMLA_CHECK(ld_lin(c, isa, st, a, v->index_n_heads * v->index_head_dim, v->q_lora_rank,
+                           0, &y->iwq_b));
+        P(a, "attn.indexer.weights_proj.weight");
+        NUMLA_CHECK(ld_lin(c, isa, st, a, v->index_n_heads, D, 0, &y->iweights));
+    } else if (y->attn == NUMLA_V4_ATTN_HCA) {
+        P(a, "attn.compressor.");
+        NUMLA_CHECK(ld_comp(c, isa, st, a, 1, Dh, v->hca_rate, &y->comp));
+    }
+    /* MoE: the router in fp32 */
+    P(a, "ffn.gate.weight");
+    NUMLA_CHECK(ld_lin(c, isa, st, a, E, D, 1, &y->gate));
+    if (y->hash) {
+        const int64_t shape[2] = {c->vocab_size, c->num_experts_per_tok};
+        const numla_safetensors_tensor *t;
+        P(a, "ffn.gate.tid2eid");
+        NUMLA_CHECK(numla_safetensors_expect(st, a, 2, shape, &t));
+        if (t->dtype != NUMLA_DTYPE_I32 && t->dtype != NUMLA_DTYPE_I64)
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: tensor %s has dtype %s (I32 or I64)", t->file, a,
+                       numla_dtype_name(t->dtype));
+        size_t cnt = (size_t)(shape[0] * shape[1]);
+        y->tid2eid = malloc(cnt * sizeof *y->tid2eid);
+        if (!y->tid2eid)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory");
+        for (size_t i = 0; i < cnt; i++) {
+            int64_t e;
+            if (t->dtype == NUMLA_DTYPE_I32) {
+                int32_t x;
+                memcpy(&x, (const char *)t->data + i * 4, 4);
+                e = x;
+            } else {
+                memcpy(&e, (const char *)t->data + i * 8, 8);
+            }
+            if (e < 0 || e >= E)
+                NUMLA_FAIL(NUMLA_STATUS_FORMAT,
+                           "%s: tensor %s: token %zu's expert %lld is outside 0 ..< %lld", t->file,
+                           a, i / (size_t)shape[1], (long long)e, (long long)E);
+            y->tid2eid[i] = (int32_t)e;
+        }
+    } else {
+        P(a, "ffn.gate.bias");
+        NUMLA_CHECK(ld_f32(st, a, NULL, 1, &E, &y->gate_bias));
+    }
+    y->w1 = calloc((size_t)E, sizeof *y->w1);
+    y->w2 = calloc((size_t)E, sizeof *y->w2);
+    y->w3 = calloc((size_t)E, sizeof *y->w3);
+    if (!y->w1 || !y->w2 || !y->w3)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory");
+    for (int64_t e = 0; e < E; e++) {
+        P(a, "ffn.experts.%lld.w1.weight", (long long)e);
+        NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, 0, &y->w1[e]));
+        P(a, "ffn.experts.%lld.w2.weight", (long long)e);
+        NUMLA_CHECK(ld_lin(c, isa, st, a, D, I, 0, &y->w2[e]));
+        P(a, "ffn.experts.%lld.w3.weight", (long long)e);
+        NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, 0, &y->w3[e]));
+    }
+    P(a, "ffn.shared_experts.w1.weight");
+    NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, 0, &y->sw1));
+    P(a, "ffn.shared_experts.w2.weight");
+    NUMLA_CHECK(ld_lin(c, isa, st, a, D, I, 0, &y->sw2));
+    P(a, "ffn.shared_experts.w3.weight");
+    NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, 0, &y->sw3));
+#undef P
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status v4_load(const numla_model_config *c, const numla_safetensors_model *st,
+                            numla_isa isa, numla_v4_model *m)
+{
+    const int64_t V = c->vocab_size, D = c->hidden_size, n = c->v4.hc_mult;
+    NUMLA_CHECK(ld_f32(st, "embed.weight", NULL, 2, (int64_t[]){V, D}, &m->embed));
+    NUMLA_CHECK(ld_f32(st, "norm.weight", NULL, 1, &D, &m->norm));
+    NUMLA_CHECK(ld_lin(c, isa, st, c->tie_word_embeddings ? "embed.weight" : "head.weight", V, D,
+                       0, &m->head));
+    NUMLA_CHECK(ld_lin(c, isa, st, "hc_head_fn", n, n * D, 1, &m->hc_head_fn));
+    NUMLA_CHECK(ld_f32(st, "hc_head_base", NULL, 1, &n, &m->hc_head_base));
+    NUMLA_CHECK(ld_f32(st, "hc_head_scale", NULL, 1, (int64_t[]){1}, &m->hc_head_scale));
+    m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers);
+    if (!m->layers)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory");
+    for (int64_t l = 0; l < c->num_hidden_layers; l++)
+        NUMLA_CHECK(ld_layer(c, isa, st, l, &m->layers[l]));
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_v4_model_load(const numla_model_config *cfg, const numla_safetensors_model *st,
+                                 numla_isa isa, numla_v4_model **out)
+{
+    if (!cfg || !st || !out)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_model_load: NULL argument");
+    *out = NULL;
+    if (cfg->arch != NUMLA_MODEL_ARCH_DEEPSEEK_V4 || !cfg->v4.enabled)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_model_load: model_type %s is not deepseek_v4",
+                   cfg->model_type);
+    numla_v4_model *m = calloc(1, sizeof *m);
+    if (!m)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory");
+    m->cfg = *cfg;
+    m->isa = isa;
+    numla_status s = v4_load(cfg, st, isa, m);
+    if (s != NUMLA_STATUS_OK) {
+        numla_v4_model_destroy(&m);
+        numla_error_frame(__FILE__, __LINE__, __func__);
+        return s;
+    }
+    if (cfg->v4.num_nextn_predict_layers > 0)
+        NUMLA_INFO("deepseek_v4: the multi-token-prediction layer (mtp.*) is not loaded");
+    *out = m;
+    return NUMLA_STATUS_OK;
+}
+
+/* ---- the per-sequence cache ---- */
+
+/* A compressor's state: the raw (wkv, wgate) rows of the last 2·rate positions (slot
+ * pos mod 2·rate: the current window and the previous one, which CSA's entries overlap) and the
+ * entries made so far. */
+typedef struct v4_cstate {
+    float *raw_kv, *raw_gate; /* (2·rate, c·width) */
+    float *entries;           /* (cap, width) */
+    int64_t count, cap;
+} v4_cstate;
+
+typedef struct v4_lcache {
+    float *ring;         /* (W, Dh): the KV row of position p at p mod W */
+    v4_cstate comp, icomp;
+} v4_lcache;
+
+struct numla_v4_seq {
+    const numla_v4_model *m;
+    int64_t len;
+    v4_lcache *layers; /* (L) */
+};
+
+static void cstate_free(v4_cstate *s)
+{
+    free(s->raw_kv);
+    free(s->raw_gate);
+    free(s->entries);
+}
+
+void numla_v4_seq_destroy(numla_v4_seq **ps)
+{
+    if (!ps || !*ps)
+        return;
+    numla_v4_seq *s = *ps;
+    for (int64_t l = 0; s->layers && l < s->m->cfg.num_hidden_layers; l++) {
+        free(s->layers[l].ring);
+        cstate_free(&s->layers[l].comp);
+        cstate_free(&s->layers[l].icomp);
+    }
+    free(s->layers);
+    free(s);
+    *ps = NULL;
+}
+
+static numla_status cstate_init(const v4_comp *c, v4_cstate *s)
+{
+    size_t row = (size_t)(c->c * c->width);
+    s->raw_kv = calloc((size_t)(2 * c->rate) * row, sizeof(float));
+    s->raw_gate = calloc((size_t)(2 * c->rate) * row, sizeof(float));
+    if (!s->raw_kv || !s->raw_gate)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory");
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_v4_seq_create(const numla_v4_model *m, numla_v4_seq **out)
+{
+    if (!m || !out)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_create: NULL argument");
+    *out = NULL;
+    const numla_v4_config *v = &m->cfg.v4;
+    numla_v4_seq *s = calloc(1, sizeof *s);
+    if (!s)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory");
+    s->m = m;
+    s->layers = calloc((size_t)m->cfg.num_hidden_layers, sizeof *s->layers);
+    numla_status st = s->layers ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
+    for (int64_t l = 0; st == NUMLA_STATUS_OK && l < m->cfg.num_hidden_layers; l++) {
+        const v4_layer *y = &m->layers[l];
+        v4_lcache *lc = &s->layers[l];
+        lc->ring = calloc((size_t)(v->sliding_window * v->head_dim), sizeof(float));
+        if (!lc->ring)
+            st = NUMLA_STATUS_NO_MEMORY;
+        if (st == NUMLA_STATUS_OK && y->attn != NUMLA_V4_ATTN_SLIDING)
+            st = cstate_init(&y->comp, &lc->comp);
+        if (st == NUMLA_STATUS_OK && y->attn == NUMLA_V4_ATTN_CSA)
+            st = cstate_init(&y->icomp, &lc->icomp);
+    }
+    if (st != NUMLA_STATUS_OK) {
+        numla_v4_seq_destroy(&s);
+        NUMLA_FAIL(st, "v4 cache: no memory");
+    }
+    *out = s;
+    return NUMLA_STATUS_OK;
+}
+
+int64_t numla_v4_seq_len(const numla_v4_seq *s) { return s ? s->len : 0; }
+
+/* ---- forward pieces ---- */
+
+/* y (M, w->n) = x (M, w->k) · Wᵀ */
+static numla_status lin(const numla_v4_model *m, const v4_lin *w, int64_t M, const float *x,
+                        float *y)
+{
+    size_t need = numla_linear_workspace_size(m->isa, &w->w, M, omp_get_max_threads());
+    void *ws = need ? aligned_alloc(64, (need + 63) / 64 * 64) : NULL;
+    if (need && !ws)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 forward: no memory for a linear's workspace");
+    numla_status s = numla_linear_forward(m->isa, &w->w, M, x, w->w.k, y, w->w.n, 0, ws, need);
+    free(ws);
+    NUMLA_CHECK(s);
+    return NUMLA_STATUS_OK;
+}
+
+/* x ← x / sqrt(mean(x²) + eps) · w (w NULL: unweighted), n values. */
+static void rms(float *x, const float *w, int64_t n, double eps)
+{
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = w ? w[i] * (x[i] * r) : x[i] * r;
+}
+
+/* Rotate the trailing dr values of x (adjacent pairs, in place) by pos · inv_freq; sign -1 is the
+ * conjugate rotation (the attention output's). */
+static void rope_tail(float *x, int64_t width, int64_t dr, const double *inv_freq, double af,
+                      int64_t pos, int sign)
+{
+    float *r = x + width - dr;
+    for (int64_t i = 0; i < dr / 2; i++) {
+        float ang = (float)pos * (float)inv_freq[i];
+        float c = (float)(cos((double)ang) * af), s = (float)(sin((double)ang) * af) * (float)sign;
+        float a = r[2 * i], b = r[2 * i + 1];
+        r[2 * i] = a * c - b * s;
+        r[2 * i + 1] = b * c + a * s;
+    }
+}
+
+static float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* The hyper-connection weights of one token (docs/design.md §5.9): pre (n), post (n),
+ * comb (n, n) from y = fn · RMSNorm(flatten(X)) ((2+n)·n). */
+static void hc_weights(const numla_v4_model *m, const float *y, const float *base,
+                       const float *scale, float *pre, float *post, float *comb)
+{
+    const numla_v4_config *v = &m->cfg.v4;
+    const int64_t n = v->hc_mult;
+    const float eps = (float)v->hc_eps;
+    for (int64_t j = 0; j < n; j++) {
+        pre[j] = sigmoidf_(y[j] * scale[0] + base[j]) + eps;
+        post[j] = 2.0f * sigmoidf_(y[n + j] * scale[1] + base[n + j]);
+    }
+    for (int64_t j = 0; j < n; j++) { /* row softmax */
+        float *row = comb + j * n, mx = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < n; k++) {
+            row[k] = y[2 * n + j * n + k] * scale[2] + base[2 * n + j * n + k];
+            mx = fmaxf(mx, row[k]);
+        }
+        for (int64_t k = 0; k < n; k++)
+            sum += row[k] = expf(row[k] - mx);
+        for (int64_t k = 0; k < n; k++)
+            row[k] = row[k] / sum + eps;
+    }
+    for (int64_t it = 0; it < v->hc_sinkhorn_iters; it++) {
+        if (it > 0)
+            for (int64_t j = 0; j < n; j++) { /* rows */
+                float s = 0;
+                for (int64_t k = 0; k < n; k++)
+                    s += comb[j * n + k];
+                for (int64_t k = 0; k < n; k++)
+                    comb[j * n + k] /= s + eps;
+            }
+        for (int64_t k = 0; k < n; k++) { /* columns */
+            float s = 0;
+            for (int64_t j = 0; j < n; j++)
+                s += comb[j * n + k];
+            for (int64_t j = 0; j < n; j++)
+                comb[j * n + k] /= s + eps;
+        }
+    }
+}
+
+/* y (T, rows of fn) = fn · RMSNorm(flatten(X_t)) for every token, unweighted norm. */
+static numla_status hc_mix(const numla_v4_model *m, const v4_lin *fn, const float *X, int64_t T,
+                           float *flat, float *y)
+{
+    const int64_t nD = m->cfg.v4.hc_mult * m->cfg.hidden_size;
+    memcpy(flat, X, sizeof(float) * (size_t)(T * nD));
+    for (int64_t t = 0; t < T; t++)
+        rms(flat + t * nD, NULL, nD, m->cfg.rms_norm_eps);
+    NUMLA_CHECK(lin(m, fn, T, flat, y));
+    return NUMLA_STATUS_OK;
+}
+
+/* Feed one position's raw compressor rows into s; when it closes a window, make that window's
+ * entry (docs/design.md §5.9) and append it. */
+static numla_status comp_push(const numla_v4_model *m, const v4_comp *c, v4_cstate *s,
+                              const float *kv, const float *gate, int64_t pos)
+{
+    const int64_t row = c->c * c->width, R = c->rate, w = c->width;
+    const int64_t slot = pos % (2 * R);
+    memcpy(s->raw_kv + slot * row, kv, sizeof(float) * (size_t)row);
+    memcpy(s->raw_gate + slot * row, gate, sizeof(float) * (size_t)row);
+    if ((pos + 1) % R)
+        return NUMLA_STATUS_OK;
+    const int64_t win = (pos + 1) / R - 1;
+    if (s->count == s->cap) {
+        int64_t cap = s->cap ? 2 * s->cap : 16;
+        float *e = realloc(s->entries, sizeof(float) * (size_t)(cap * w));
+        if (!e)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for compressed entries");
+        s->entries = e;
+        s->cap = cap;
+    }
+    float *out = s->entries + s->count * w;
+    const int64_t cur0 = (win * R) % (2 * R), prev0 = ((win + 1) * R) % (2 * R);
+    /* slots: CSA: the previous window's first halves (win > 0), then this window's second
+     * halves; HCA: this window. A softmax over the slots per channel, in two passes. */
+    const int prevw = c->c == 2 && win > 0;
+    const int64_t off = c->c == 2 ? w : 0;
+    for (int64_t d = 0; d < w; d++) {
+        float mx = -INFINITY;
+        for (int half = prevw ? 0 : 1; half < 2; half++)
+            for (int64_t j = 0; j < R; j++) {
+                const int64_t sl = (half ? cur0 : prev0) + j, ch = (half ? off : 0) + d;
+                mx = fmaxf(mx, s->raw_gate[sl * row + ch] + c->ape[j * row + ch]);
+            }
+        float sum = 0, acc = 0;
+        for (int half = prevw ? 0 : 1; half < 2; half++)
+            for (int64_t j = 0; j < R; j++) {
+                const int64_t sl = (half ? cur0 : prev0) + j, ch = (half ? off : 0) + d;
+                const float e = expf(s->raw_gate[sl * row + ch] + c->ape[j * row + ch] - mx);
+                sum += e;
+                acc += e * s->raw_kv[sl * row + ch];
+            }
+        out[d] = acc / sum;
+    }
+    rms(out, c->norm, w, m->cfg.rms_norm_eps);
+    const numla_v4_config *v = &m->cfg.v4;
+    rope_tail(out, w, v->rope_dim, v->compress_inv_freq, v->compress_attention_factor, win * R, 1);
+    s->count++;
+    return NUMLA_STATUS_OK;
+}
+
+/* The attention block of layer l for n tokens at positions p0 .. p0+n-1: x (n, D) normed input,
+ * out (n, D). Updates the layer's cache. */
+static numla_status attention(const numla_v4_model *m, numla_v4_seq *sq, int64_t l,
+                              const float *x, int64_t n, int64_t p0, float *out)
+{
+    const numla_model_config *c = &m->cfg;
+    const numla_v4_config *v = &c->v4;
+    const v4_layer *y = &m->layers[l];
+    v4_lcache *lc = &sq->layers[l];
+    const int64_t D = c->hidden_size, H = c->num_attention_heads, Dh = v->head_dim;
+    const int64_t Rq = v->q_lora_rank, W = v->sliding_window, dr = v->rope_dim;
+    const int64_t G = v->o_groups, Ro = v->o_lora_rank;
+    const double *fq = y->attn == NUMLA_V4_ATTN_SLIDING ? v->main_inv_freq : v->compress_inv_freq;
+    const double af = y->attn == NUMLA_V4_ATTN_SLIDING ? 1.0 : v->compress_attention_factor;
+    const double eps = c->rms_norm_eps;
+    numla_status st = NUMLA_STATUS_OK;
+    const int64_t prev = p0 < W - 1 ? p0 : W - 1; /* cached window rows before the chunk */
+    const int64_t nw = prev + n;
+    float *qr = malloc(sizeof(float) * (size_t)(n * Rq));
+    float *q = malloc(sizeof(float) * (size_t)(n * H * Dh));
+    float *win = malloc(sizeof(float) * (size_t)(nw * Dh)); /* positions p0-prev .. */
+    float *o = calloc((size_t)(n * H * Dh), sizeof(float));
+    float *yg = malloc(sizeof(float) * (size_t)(n * G * Ro));
+    float *tmp = malloc(sizeof(float) * (size_t)(n * H * Dh / G));
+    float *ck = NULL, *cg = NULL, *qi = NULL, *iw = NULL;
+    if (!qr || !q || !win || !o || !yg || !tmp) {
+        st = NUMLA_STATUS_NO_MEMORY;
+        goto done;
+    }
+    if ((st = lin(m, &y->wq_a, n, x, qr)))
+        goto done;
+    for (int64_t t = 0; t < n; t++)
+        rms(qr + t * Rq, y->q_norm, Rq, eps);
+    if ((st = lin(m, &y->wq_b, n, qr, q)))
+        goto done;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < H; h++) {
+            float *qh = q + (t * H + h) * Dh;
+            rms(qh, NULL, Dh, eps);
+            rope_tail(qh, Dh, dr, fq, af, p0 + t, 1);
+        }
+    for (int64_t i = 0; i < prev; i++)
+        memcpy(win + i * Dh, lc->ring + ((p0 - prev + i) % W) * Dh, sizeof(float) * (size_t)Dh);
+    if ((st = lin(m, &y->wkv, n, x, win + prev * Dh)))
+        goto done;
+    for (int64_t t = 0; t < n; t++) {
+        float *r = win + (prev + t) * Dh;
+        rms(r, y->kv_norm, Dh, eps);
+        rope_tail(r, Dh, dr, fq, af, p0 + t, 1);
+    }
+    /* the compressors: every position of the chunk, in order */
+    const v4_comp *cps[2] = {&y->comp, &y->icomp};
+    v4_cstate *css[2] = {&lc->comp, &lc->icomp};
+    const int ncomp = y->attn == NUMLA_V4_ATTN_CSA ? 2 : y->attn == NUMLA_V4_ATTN_HCA ? 1 : 0;
+    for (int ci = 0; ci < ncomp; ci++) {
+        const v4_comp *cp = cps[ci];
+        const int64_t row = cp->c * cp->width;
+        free(ck);
+        free(cg);
+        ck = malloc(sizeof(float) * (size_t)(n * row));
+        cg = malloc(sizeof(float) * (size_t)(n * row));
+        if (!ck || !cg) {
+            st = NUMLA_STATUS_NO_MEMORY;
+            goto done;
+        }
+        if ((st = lin(m, &cp->wkv, n, x, ck)) || (st = lin(m, &cp->wgate, n, x, cg)))
+            goto done;
+        for (int64_t t = 0; t < n; t++)
+            if ((st = comp_push(m, cp, css[ci], ck + t * row, cg + t * row, p0 + t)))
+                goto done;
+    }
+    /* CSA: the indexer's queries and head weights */
+    const int64_t Hi = v->index_n_heads, Di = v->index_head_dim;
+    if (y->attn == NUMLA_V4_ATTN_CSA) {
+        qi = malloc(sizeof(float) * (size_t)(n * Hi * Di));
+        iw = malloc(sizeof(float) * (size_t)(n * Hi));
+        if (!qi || !iw) {
+            st = NUMLA_STATUS_NO_MEMORY;
+            goto done;
+        }
+        if ((st = lin(m, &y->iwq_b, n, qr, qi)) || (st = lin(m, &y->iweights, n, x, iw)))
+            goto done;
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t h = 0; h < Hi; h++)
+                rope_tail(qi + (t * Hi + h) * Di, Di, dr, v->compress_inv_freq,
+                          v->compress_attention_factor, p0 + t, 1);
+    }
+    const float scale = (float)c->softmax_scale;
+    const int64_t rate = ncomp ? y->comp.rate : 1;
+    const float *entries = ncomp ? lc->comp.entries : NULL;
+    int fail = 0;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t t = 0; t < n; t++) {
+        const int64_t pos = p0 + t;
+        const int64_t lo = pos - W + 1 > 0 ? pos - W + 1 : 0; /* first window position */
+        const int64_t nvis = ncomp ? (pos + 1) / rate : 0;     /* visible compressed entries */
+        int64_t *sel = NULL;
+        int64_t nsel = nvis;
+        float *sc = malloc(sizeof(float) * (size_t)(W + nvis + 1));
+        if (ncomp && nvis > 0) {
+            sel = malloc(sizeof(int64_t) * (size_t)nvis);
+            if (!sel || !sc) {
+                free(sel);
+                free(sc);
+#pragma omp atomic write
+                fail = 1;
+                continue;
+            }
+            for (int64_t w = 0; w < nvis; w++)
+                sel[w] = w;
+            if (y->attn == NUMLA_V4_ATTN_CSA && nvis > v->index_topk) {
+                /* the indexer's score of every visible entry, then the top index_topk
+                 * (ties: the lower entry) */
+                float *isc = malloc(sizeof(float) * (size_t)nvis);
+                if (!isc) {
+                    free(sel);
+                    free(sc);
+#pragma omp atomic write
+                    fail = 1;
+                    continue;
+                }
+                const float ws = (float)(1.0 / sqrt((double)Hi)), ss = (float)(1.0 / sqrt((double)Di));
+                for (int64_t w = 0; w < nvis; w++) {
+                    const float *K = lc->icomp.entries + w * Di;
+                    float tot = 0;
+                    for (int64_t h = 0; h < Hi; h++) {
+                        const float *qh = qi + (t * Hi + h) * Di;
+                        float d = 0;
+                        for (int64_t i = 0; i < Di; i++)
+                            d += qh[i] * K[i];
+                        tot += (d > 0 ? d * ss : 0.0f) * (iw[t * Hi + h] * ws);
+                    }
+                    isc[w] = tot;
+                }
+                nsel = v->index_topk;
+                for (int64_t k = 0; k < nsel; k++) { /* partial selection sort */
+                    int64_t best = k;
+                    for (int64_t w = k + 1; w < nvis; w++)
+                        if (isc[sel[w]] > isc[sel[best]] ||
+                            (isc[sel[w]] == isc[sel[best]] && sel[w] < sel[best]))
+                            best = w;
+                    int64_t tmpi = sel[k];
+                    sel[k] = sel[best];
+                    sel[best] = tmpi;
+                }
+                free(isc);
+            }
+        } else if (!sc) {
+#pragma omp atomic write
+            fail = 1;
+            continue;
+        }
+        const int64_t nwin = pos - lo + 1;
+        const float *wrows = win + (lo - (p0 - prev)) * Dh;
+        for (int64_t h = 0; h < H; h++) {
+            const float *qh = q + (t * H + h) * Dh;
+            float mx = y->sink[h];
+            for (int64_t j = 0; j < nwin + nsel; j++) {
+                const float *r = j < nwin ? wrows + j * Dh : entries + sel[j - nwin] * Dh;
+                float d = 0;
+                for (int64_t i = 0; i < Dh; i++)
+                    d += qh[i] * r[i];
+                sc[j] = d * scale;
+                mx = fmaxf(mx, sc[j]);
+            }
+            float sum = expf(y->sink[h] - mx);
+            for (int64_t j = 0; j < nwin + nsel; j++)
+                sum += sc[j] = expf(sc[j] - mx);
+            float *oh = o + (t * H + h) * Dh;
+            for (int64_t j = 0; j < nwin + nsel; j++) {
+                const float *r = j < nwin ? wrows + j * Dh : entries + sel[j - nwin] * Dh;
+                const float p = sc[j] / sum;
+                for (int64_t i = 0; i < Dh; i++)
+                    oh[i] += p * r[i];
+            }
+            rope_tail(oh, Dh, dr, fq, af, pos, -1);
+        }
+        free(sel);
+        free(sc);
+    }
+    if (fail) {
+        st = NUMLA_STATUS_NO_MEMORY;
+        goto done;
+    }
+    /* grouped output projection: group g = heads g·H/G .. (g+1)·H/G - 1, contiguous in o */
+    {
+        const int64_t kin = H * Dh / G;
+        for (int64_t g = 0; g < G; g++) {
+            for (int64_t t = 0; t < n; t++)
+                memcpy(tmp + t * kin, o + t * H * Dh + g * kin, sizeof(float) * (size_t)kin);
+            float *yo = malloc(sizeof(float) * (size_t)(n * Ro));
+            if (!yo) {
+                st = NUMLA_STATUS_NO_MEMORY;
+                goto done;
+            }
+            st = lin(m, &y->wo_a[g], n, tmp, yo);
+            for (int64_t t = 0; st == NUMLA_STATUS_OK && t < n; t++)
+                memcpy(yg + t * G * Ro + g * Ro, yo + t * Ro, sizeof(float) * (size_t)Ro);
+            free(yo);
+            if (st)
+                goto done;
+        }
+        if ((st = lin(m, &y->wo_b, n, yg, out)))
+            goto done;
+    }
+    /* the window ring keeps the last W rows */
+    for (int64_t i = nw > W ? nw - W : 0; i < nw; i++)
+        memcpy(lc->ring + ((p0 - prev + i) % W) * Dh, win + i * Dh, sizeof(float) * (size_t)Dh);
+    (void)D;
+done:
+    free(qr);
+    free(q);
+    free(win);
+    free(o);
+    free(yg);
+    free(tmp);
+    free(ck);
+    free(cg);
+    free(qi);
+    free(iw);
+    if (st != NUMLA_STATUS_OK)
+        NUMLA_FAIL(st, "v4 forward: layer %lld attention failed", (long long)l);
+    return NUMLA_STATUS_OK;
+}
+
+/* One expert (or the shared one) on M tokens: d (M, D) = w2(silu(min(w1 x, L)) · clamp(w3 x,
+ * -L, L)); g, u (M, I) scratch. */
+static numla_status expert(const numla_v4_model *m, const v4_lin *w1, const v4_lin *w2,
+                           const v4_lin *w3, const float *x, int64_t M, float *g, float *u,
+                           float *d)
+{
+    const int64_t I = m->cfg.moe_intermediate_size;
+    const float L = (float)m->cfg.v4.swiglu_limit;
+    NUMLA_CHECK(lin(m, w1, M, x, g));
+    NUMLA_CHECK(lin(m, w3, M, x, u));
+    for (int64_t i = 0; i < M * I; i++) {
+        float a = fminf(g[i], L), b = fminf(fmaxf(u[i], -L), L);
+        g[i] = a / (1.0f + expf(-a)) * b;
+    }
+    NUMLA_CHECK(lin(m, w2, M, g, d));
+    return NUMLA_STATUS_OK;
+}
+
+static float sqrtsoftplus(float x)
+{
+    float sp = x > 20.0f ? x : log1pf(expf(x)); /* torch's softplus, threshold 20 */
+    return sqrtf(sp);
+}
+
+/* The MoE block of layer l on n tokens: x (n, D) normed, out (n, D). Each expert runs once on
+ * the tokens routed to it. */
+static numla_status moe(const numla_v4_model *m, int64_t l, const int32_t *tokens,
+                        const float *x, int64_t n, float *out)
+{
+    const numla_model_config *c = &m->cfg;
+    const v4_layer *y = &m->layers[l];
+    const int64_t D = c->hidden_size, E = c->n_routed_experts, K = c->num_experts_per_tok;
+    const int64_t I = c->moe_intermediate_size;
+    float *logit = malloc(sizeof(float) * (size_t)(n * E));
+    float *g = malloc(sizeof(float) * (size_t)(n * I)), *u = malloc(sizeof(float) * (size_t)(n * I));
+    float *d = malloc(sizeof(float) * (size_t)(n * D)), *xs = malloc(sizeof(float) * (size_t)(n * D));
+    int64_t *sel = malloc(sizeof(int64_t) * (size_t)(n * K)), *rows = malloc(sizeof(int64_t) * (size_t)n);
+    float *wsel = malloc(sizeof(float) * (size_t)(n * K)), *wrow = malloc(sizeof(float) * (size_t)n);
+    uint8_t *used = malloc((size_t)E);
+    numla_status st = logit && g && u && d && xs && sel && rows && wsel && wrow && used
+                          ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
+    if (st == NUMLA_STATUS_OK)
+        st = lin(m, &y->gate, n, x, logit);
+    for (int64_t t = 0; st == NUMLA_STATUS_OK && t < n; t++) {
+        float *s = logit + t * E;
+        int64_t *idx = sel + t * K;
+        for (int64_t e = 0; e < E; e++)
+            s[e] = sqrtsoftplus(s[e]);
+        if (y->hash) {
+            for (int64_t k = 0; k < K; k++)
+                idx[k] = y->tid2eid[(int64_t)tokens[t] * K + k];
+        } else { /* top K of the biased scores, ties to the lower expert */
+            memset(used, 0, (size_t)E);
+            for (int64_t k = 0; k < K; k++) {
+                int64_t best = -1;
+                for (int64_t e = 0; e < E; e++)
+                    if (!used[e] && (best < 0 || s[e] + y->gate_bias[e] > s[best] + y->gate_bias[best]))
+                        best = e;
+                idx[k] = best;
+                used[best] = 1;
+            }
+        }
+        float sum = 0;
+        for (int64_t k = 0; k < K; k++)
+            sum += s[idx[k]];
+        for (int64_t k = 0; k < K; k++)
+            wsel[t * K + k] = s[idx[k]] / (sum + 1e-20f) * (float)c->routed_scaling_factor;
+    }
+    /* the shared expert on every token, then each routed expert on its tokens */
+    if (st == NUMLA_STATUS_OK)
+        st = expert(m, &y->sw1, &y->sw2, &y->sw3, x, n, g, u, out);
+    for (int64_t e = 0; st == NUMLA_STATUS_OK && e < E; e++) {
+        int64_t cnt = 0;
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t k = 0; k < K; k++)
+                if (sel[t * K + k] == e) {
+                    rows[cnt] = t;
+                    wrow[cnt] = wsel[t * K + k];
+                    memcpy(xs + cnt * D, x + t * D, sizeof(float) * (size_t)D);
+                    cnt++;
+                }
+        if (!cnt)
+            continue;
+        st = expert(m, &y->w1[e], &y->w2[e], &y->w3[e], xs, cnt, g, u, d);
+        for (int64_t r = 0; st == NUMLA_STATUS_OK && r < cnt; r++)
+            for (int64_t i = 0; i < D; i++)
+                out[rows[r] * D + i] += wrow[r] * d[r * D + i];
+    }
+    free(logit);
+    free(g);
+    free(u);
+    free(d);
+    free(xs);
+    free(sel);
+    free(rows);
+    free(wsel);
+    free(wrow);
+    free(used);
+    if (st != NUMLA_STATUS_OK)
+        NUMLA_FAIL(st, "v4 forward: layer %lld MoE failed", (long long)l);
+    return NUMLA_STATUS_OK;
+}
+
+/* One block with its hyper-connection: X (n_tok, hc, D) in place; flat (n_tok, hc·D) and
+ * y (n_tok, (2+hc)·hc) scratch. */
+static numla_status block(const numla_v4_model *m, numla_v4_seq *s, int64_t l, int ffn,
+                          const int32_t *tokens, int64_t n, int64_t p0, float *X, float *xin,
+                          float *bout, float *post, float *comb, float *flat, float *y)
+{
+    const numla_model_config *c = &m->cfg;
+    const int64_t hc = c->v4.hc_mult, D = c->hidden_size, ny = (2 + hc) * hc;
+    const v4_layer *ly = &m->layers[l];
+    NUMLA_CHECK(hc_mix(m, &ly->hc_fn[ffn], X, n, flat, y));
+    for (int64_t t = 0; t < n; t++) {
+        float pre[NUMLA_V4_MAX_HC];
+        const float *Xt = X + t * hc * D;
+        hc_weights(m, y + t * ny, ly->hc_base[ffn], ly->hc_scale[ffn], pre, post + t * hc,
+                   comb + t * hc * hc);
+        float *xt = xin + t * D;
+        for (int64_t i = 0; i < D; i++) {
+            float a = 0;
+            for (int64_t j = 0; j < hc; j++)
+                a += pre[j] * Xt[j * D + i];
+            xt[i] = a;
+        }
+        rms(xt, ffn ? ly->ffn_norm : ly->attn_norm, D, c->rms_norm_eps);
+    }
+    if (ffn)
+        NUMLA_CHECK(moe(m, l, tokens, xin, n, bout));
+    else
+        NUMLA_CHECK(attention(m, s, l, xin, n, p0, bout));
+    for (int64_t t = 0; t < n; t++) {
+        float *Xt = X + t * hc * D, *old = flat + t * hc * D;
+        const float *pt = post + t * hc, *cb = comb + t * hc * hc, *b = bout + t * D;
+        memcpy(old, Xt, sizeof(float) * (size_t)(hc * D));
+        for (int64_t k = 0; k < hc; k++)
+            for (int64_t i = 0; i < D; i++) {
+                float a = pt[k] * b[i];
+                for (int64_t j = 0; j < hc; j++)
+                    a += cb[j * hc + k] * old[j * D + i];
+                Xt[k * D + i] = a;
+            }
+    }
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_v4_forward(const numla_v4_model *m, numla_v4_seq *s, const int32_t *tokens,
+                              int64_t n, float *logits)
+{
+    if (!m || !s || !tokens || !logits || s->m != m)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_forward: NULL argument or foreign sequence");
+    const numla_model_config *c = &m->cfg;
+    if (n < 1)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_forward: %lld new tokens", (long long)n);
+    if (s->len + n > c->max_position_embeddings)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "numla_v4_forward: %lld + %lld tokens exceed max_position_embeddings %lld",
+                   (long long)s->len, (long long)n, (long long)c->max_position_embeddings);
+    for (int64_t t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                       "numla_v4_forward: token %lld = %d outside the vocabulary (%lld)",
+                       (long long)t, tokens[t], (long long)c->vocab_size);
+    const int64_t hc = c->v4.hc_mult, D = c->hidden_size, p0 = s->len;
+    float *X = malloc(sizeof(float) * (size_t)(n * hc * D));
+    float *xin = malloc(sizeof(float) * (size_t)(n * D));
+    float *bout = malloc(sizeof(float) * (size_t)(n * D));
+    float *post = malloc(sizeof(float) * (size_t)(n * hc));
+    float *comb = malloc(sizeof(float) * (size_t)(n * hc * hc));
+    float *flat = malloc(sizeof(float) * (size_t)(n * hc * D));
+    float *y = malloc(sizeof(float) * (size_t)(n * (2 + hc) * hc));
+    numla_status st = X && xin && bout && post && comb && flat && y ? NUMLA_STATUS_OK
+                                                                    : NUMLA_STATUS_NO_MEMORY;
+    for (int64_t t = 0; st == NUMLA_STATUS_OK && t < n; t++)
+        for (int64_t j = 0; j < hc; j++)
+            memcpy(X + (t * hc + j) * D, m->embed + (int64_t)tokens[t] * D,
+                   sizeof(float) * (size_t)D);
+    for (int64_t l = 0; st == NUMLA_STATUS_OK && l < c->num_hidden_layers; l++) {
+        st = block(m, s, l, 0, tokens, n, p0, X, xin, bout, post, comb, flat, y);
+        if (st == NUMLA_STATUS_OK)
+            st = block(m, s, l, 1, tokens, n, p0, X, xin, bout, post, comb, flat, y);
+    }
+    /* the hyper-head, the final norm, the head */
+    if (st == NUMLA_STATUS_OK)
+        st = hc_mix(m, &m->hc_head_fn, X, n, flat, y);
+    for (int64_t t = 0; st == NUMLA_STATUS_OK && t < n; t++) {
+        const float *Xt = X + t * hc * D;
+        float *xt = xin + t * D;
+        for (int64_t i = 0; i < D; i++)
+            xt[i] = 0;
+        for (int64_t j = 0; j < hc; j++) {
+            float pre = sigmoidf_(y[t * hc + j] * m->hc_head_scale[0] + m->hc_head_base[j]) +
+                        (float)c->v4.hc_eps;
+            for (int64_t i = 0; i < D; i++)
+                xt[i] += pre * Xt[j * D + i];
+        }
+        rms(xt, m->norm, D, c->rms_norm_eps);
+    }
+    if (st == NUMLA_STATUS_OK)
+        st = lin(m, &m->head, n, xin, logits);
+    free(X);
+    free(xin);
+    free(bout);
+    free(post);
+    free(comb);
+    free(flat);
+    free(y);
+    if (st != NUMLA_STATUS_OK) {
+        numla_error_frame(__FILE__, __LINE__, __func__);
+        return st;
+    }
+    s->len += n;
+    return NUMLA_STATUS_OK;
+}

@@ -1,0 +1,49 @@
+/* engine/model/model_v4.h — the DeepSeek-V4 forward pass on one rank (docs/design.md §5.9):
+ * mHC residual streams, shared-KV attention with sinks and the grouped output projection over
+ * a sliding window plus compressed entries (CSA through the lightning indexer, HCA densely),
+ * sqrtsoftplus / hash-routed MoE with swiglu_limit. Beside the MLA path (model.c), sharing its
+ * config, safetensors reader and linear kernels.
+ *
+ * The cache is the simple one: a sequence (numla_v4_seq) owns, per layer, a ring of the last
+ * sliding_window KV rows, its compressed entries (and CSA's indexer keys) in growing arrays, and
+ * the compressors' carry-over (the raw rows of the current and previous compression window). No
+ * paging, prefix cache or batching yet: a forward runs the new tokens of one sequence, in one
+ * chunk or several (prefill, chunked prefill and decode give the same numbers).
+ */
+#ifndef NUMLA_ENGINE_MODEL_V4_H
+#define NUMLA_ENGINE_MODEL_V4_H
+
+#include <stdint.h>
+
+#include "common/status.h"
+#include "engine/formats/safetensors.h"
+#include "engine/model/config.h"
+#include "kernels/isa.h"
+
+typedef struct numla_v4_model numla_v4_model; /* weights, read-only during forwards */
+typedef struct numla_v4_seq numla_v4_seq;     /* one sequence's cache */
+
+/* Load cfg's weights (cfg->v4.enabled) from st: F32, BF16 or F16 tensors under DeepSeek's names
+ * (docs/design.md §5.9); matrices are packed for kernels/linear.h at level isa (bf16 stays bf16,
+ * the rest fp32), vectors, norms, the mHC and router weights become fp32. A missing tensor or a
+ * wrong shape is NUMLA_STATUS_FORMAT naming it. The MTP layer is not read. Not collective. */
+numla_status numla_v4_model_load(const numla_model_config *cfg, const numla_safetensors_model *st,
+                                 numla_isa isa, numla_v4_model **out);
+void numla_v4_model_destroy(numla_v4_model **m);
+const numla_model_config *numla_v4_model_config(const numla_v4_model *m);
+
+/* An empty sequence for m. Not collective. */
+numla_status numla_v4_seq_create(const numla_v4_model *m, numla_v4_seq **out);
+void numla_v4_seq_destroy(numla_v4_seq **s);
+/* Tokens the sequence holds. */
+int64_t numla_v4_seq_len(const numla_v4_seq *s);
+
+/* Run n new tokens of s (positions len .. len + n - 1) and append them to its cache; logits
+ * (n, vocab) gets every new token's logits. Token ids outside the vocabulary, n < 1 or a
+ * sequence past max_position_embeddings are NUMLA_STATUS_INVALID_ARG naming the problem, and
+ * leave s unchanged; a later failure (out of memory) leaves s unusable (destroy it). Uses the
+ * caller's OpenMP threads. Not collective. */
+numla_status numla_v4_forward(const numla_v4_model *m, numla_v4_seq *s, const int32_t *tokens,
+                              int64_t n, float *logits);
+
+#endif

@@ -1,0 +1,132 @@
+/* Golden tests (label golden) of the DeepSeek-V4 forward pass (engine/model/model_v4.c) against
+ * transformers 5.25 on the tiny random model of tests/golden/v4/ (scripts/make_v4_golden.py;
+ * tests/golden/README.md "DeepSeek-V4"): sliding, CSA (index_topk 8 of up to 66 entries) and HCA
+ * layers, hash and routed MoE, mHC; prompts of 7, 1, 140 and 250 tokens (past the 128-token
+ * window, the HCA entry at 128 and many CSA windows).
+ *   - logits at every prompt position within LOGIT_TOL of transformers', the prompt run whole
+ *     and in uneven chunks (the window ring and the compressors' carry-over across calls);
+ *   - 16 greedy tokens, one per step through the cache, identical where the reference margin
+ *     exceeds twice the tolerance (all of them in this data);
+ *   - fp32 weights at the best ISA (whole prompts) and the reference ISA (chunked), bf16
+ *     weights at the best. */
+#include "model_golden_harness.h"
+
+#include "engine/model/model_v4.h"
+
+/* Prompt p of g through m: whole (chunk == 0) or in chunks of sizes chunk, 2·chunk, ... ;
+ * then greedy decoding. Worst logit error into *worst, greedy agreement counts. */
+static void run_prompt(const numla_v4_model *m, const golden *g, int p, int chunk, double *worst,
+                       int *greedy_ok, int *greedy_cmp)
+{
+    const int64_t V = numla_v4_model_config(m)->vocab_size;
+    const int n = g->len[p];
+    numla_v4_seq *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &s), NUMLA_STATUS_OK);
+    float *out = malloc(sizeof(float) * (size_t)n * (size_t)V);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    for (int at = 0, step = chunk; at < n;) {
+        int len = chunk ? (step < n - at ? step : n - at) : n;
+        numla_status st = numla_v4_forward(m, s, g->tokens[p] + at, len, out + (size_t)at * V);
+        NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "prompt %d: %s", p, numla_error_message());
+        at += len;
+        step += chunk;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "prompt%d.logits", p);
+    const float *ref = st_f32(g->expected, name, NULL, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+    *worst = fmax(*worst, maxabs_diff(out, ref, (size_t)n * (size_t)V, NULL));
+    /* greedy: the reference's tokens fed back, numla's argmax compared */
+    const float *last = out + (size_t)(n - 1) * V;
+    for (int i = 0; i < N_GREEDY; i++) {
+        int best = 0;
+        for (int64_t v = 1; v < V; v++)
+            best = last[v] > last[best] ? (int)v : best;
+        if (g->margin[p][i] > 2 * LOGIT_TOL) {
+            (*greedy_cmp)++;
+            *greedy_ok += best == g->greedy[p][i];
+        }
+        if (i + 1 < N_GREEDY) {
+            CU_ASSERT_EQUAL_FATAL(numla_v4_forward(m, s, &g->greedy[p][i], 1, out), NUMLA_STATUS_OK);
+            last = out;
+        }
+    }
+    free(out);
+    numla_v4_seq_destroy(&s);
+}
+
+static void check_v4(const char *sub, numla_isa isa, int chunk)
+{
+    golden g;
+    if (golden_load_file(&g, "v4", sub, "expected.safetensors")) {
+        CU_FAIL("golden data");
+        golden_free(&g);
+        return;
+    }
+    numla_model_config cfg;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(g.dir, &cfg), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(cfg.arch, NUMLA_MODEL_ARCH_DEEPSEEK_V4);
+    CU_ASSERT_DOUBLE_EQUAL(cfg.softmax_scale, g.softmax_scale, 1e-12);
+    CU_ASSERT_EQUAL(g.n_inv, cfg.v4.rope_dim / 2);
+    for (int i = 0; i < g.n_inv; i++)
+        CU_ASSERT_DOUBLE_EQUAL(cfg.v4.main_inv_freq[i], g.inv_freq[i], 1e-7 * g.inv_freq[i]);
+    numla_safetensors_model *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(g.dir, &st), NUMLA_STATUS_OK);
+    numla_v4_model *m = NULL;
+    numla_status ls = numla_v4_model_load(&cfg, st, isa, &m);
+    NUMLA_ASSERT_MSG(ls == NUMLA_STATUS_OK, "load: %s", numla_error_message());
+    numla_safetensors_close(&st);
+    if (!m) {
+        golden_free(&g);
+        return;
+    }
+    double worst = 0;
+    int ok = 0, cmp = 0;
+    for (int p = 0; p < g.nprompts; p++)
+        run_prompt(m, &g, p, chunk, &worst, &ok, &cmp);
+    NUMLA_ASSERT_MSG(worst <= LOGIT_TOL, "v4 %s %s chunk %d: logits max err %g", sub,
+                     numla_isa_name(isa), chunk, worst);
+    NUMLA_ASSERT_MSG(ok == cmp && cmp > 0, "v4 %s %s chunk %d: %d of %d greedy tokens", sub,
+                     numla_isa_name(isa), chunk, ok, cmp);
+    fprintf(stderr, "\n    golden v4 %s %-10s chunk %3d: logits max abs err %.3g, greedy %d/%d", sub,
+            numla_isa_name(isa), chunk, worst, ok, cmp);
+    numla_v4_model_destroy(&m);
+    golden_free(&g);
+}
+
+static void test_fp32(void) { check_v4("model_fp32", numla_isa_best(), 0); }
+/* the reference kernels, the prompt in chunks of 1, 2, 3, ... tokens: the chunk boundaries fall
+ * everywhere relative to the compression windows and the sliding window */
+static void test_fp32_ref_chunked(void) { check_v4("model_fp32", NUMLA_ISA_REF, 1); }
+static void test_bf16(void) { check_v4("model_bf16", numla_isa_best(), 0); }
+
+/* Bad input: a token outside the vocabulary and an empty step are refused and leave the
+ * sequence as it was. */
+static void test_bad_input(void)
+{
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", numla_test_source_path("tests/golden/v4/model_fp32"));
+    numla_model_config cfg;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dir, &cfg), NUMLA_STATUS_OK);
+    numla_safetensors_model *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &st), NUMLA_STATUS_OK);
+    numla_v4_model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_model_load(&cfg, st, numla_isa_best(), &m), NUMLA_STATUS_OK);
+    numla_safetensors_close(&st);
+    numla_v4_seq *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &s), NUMLA_STATUS_OK);
+    float *out = malloc(sizeof(float) * 2 * (size_t)cfg.vocab_size);
+    const int32_t bad[2] = {3, (int32_t)cfg.vocab_size};
+    CU_ASSERT_EQUAL(numla_v4_forward(m, s, bad, 2, out), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "outside the vocabulary"));
+    CU_ASSERT_EQUAL(numla_v4_forward(m, s, bad, 0, out), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_v4_seq_len(s), 0);
+    CU_ASSERT_EQUAL(numla_v4_forward(m, s, bad, 1, out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_v4_seq_len(s), 1);
+    free(out);
+    numla_v4_seq_destroy(&s);
+    numla_v4_model_destroy(&m);
+}
+
+NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_fp32), NUMLA_TEST(test_fp32_ref_chunked),
+                 NUMLA_TEST(test_bf16), NUMLA_TEST(test_bad_input))
