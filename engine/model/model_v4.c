@@ -53,6 +53,13 @@ typedef struct v4_layer {
 struct numla_v4_model {
     numla_model_config cfg;
     numla_isa isa;
+    /* this rank's part (model_v4.h): whole o_groups and their heads; experts, the shared
+     * expert's intermediate columns and the vocabulary rows as numla_shard_plan says */
+    int64_t g0, gcount;               /* o_groups [g0, g0 + gcount) */
+    int64_t h0, hcount;               /* heads [h0, h0 + hcount) */
+    numla_shard shard;
+    numla_model_reduce_fn reduce;     /* sum over the ranks (NULL with one rank) */
+    void *reduce_ctx;
     float *embed;                     /* (V, D) */
     float *norm;                      /* (D) */
     v4_lin head;                      /* (V, D) */
@@ -96,7 +103,7 @@ void numla_v4_model_destroy(numla_v4_model **pm)
         free(y->q_norm);
         free(y->kv_norm);
         free(y->sink);
-        for (int64_t g = 0; y->wo_a && g < c->v4.o_groups; g++)
+        for (int64_t g = 0; y->wo_a && g < m->gcount; g++)
             lin_free(&y->wo_a[g]);
         free(y->wo_a);
         lin_free(&y->wo_b);
@@ -107,7 +114,7 @@ void numla_v4_model_destroy(numla_v4_model **pm)
         lin_free(&y->gate);
         free(y->gate_bias);
         free(y->tid2eid);
-        for (int64_t e = 0; e < c->n_routed_experts; e++) {
+        for (int64_t e = 0; e < m->shard.expert_count; e++) {
             if (y->w1) lin_free(&y->w1[e]);
             if (y->w2) lin_free(&y->w2[e]);
             if (y->w3) lin_free(&y->w3[e]);
@@ -131,6 +138,26 @@ void numla_v4_model_destroy(numla_v4_model **pm)
 }
 
 const numla_model_config *numla_v4_model_config(const numla_v4_model *m) { return &m->cfg; }
+
+const numla_shard *numla_v4_model_shard(const numla_v4_model *m) { return &m->shard; }
+
+void numla_v4_model_set_reduce(numla_v4_model *m, numla_model_reduce_fn fn, void *ctx)
+{
+    m->reduce = fn;
+    m->reduce_ctx = ctx;
+}
+
+/* buf (count) summed over the ranks; nothing with one rank. Collective. */
+static numla_status v4_reduce(const numla_v4_model *m, float *buf, int64_t count)
+{
+    if (m->shard.nranks == 1)
+        return NUMLA_STATUS_OK;
+    if (!m->reduce)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "deepseek_v4: %d ranks but no reduce hook set",
+                   m->shard.nranks);
+    NUMLA_CHECK(m->reduce(m->reduce_ctx, buf, count));
+    return NUMLA_STATUS_OK;
+}
 
 /* The tensor `name` (or, when absent, `alt`) with the given shape. */
 static numla_status ld_find(const numla_safetensors_model *st, const char *name, const char *alt,
@@ -171,39 +198,49 @@ static numla_status ld_f32(const numla_safetensors_model *st, const char *name, 
     return NUMLA_STATUS_OK;
 }
 
-/* A matrix (n, k) packed for kernels/linear.h: bf16 stays bf16 unless force_f32. */
+/* Rows [r0, r0+nr) x columns [c0, c0+nc) of the matrix `name` (N, K), packed for
+ * kernels/linear.h as an (nr, nc) weight: bf16 stays bf16 unless force_f32, the rest fp32. */
+static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st,
+                                const char *name, int64_t N, int64_t K, int64_t r0, int64_t nr,
+                                int64_t c0, int64_t nc, int force_f32, v4_lin *out)
+{
+    const int64_t shape[2] = {N, K};
+    const numla_safetensors_tensor *t;
+    NUMLA_CHECK(ld_find(st, name, NULL, 2, shape, &t));
+    const numla_dtype src = t->dtype == NUMLA_DTYPE_BF16 && !force_f32 ? NUMLA_DTYPE_BF16
+                                                                       : NUMLA_DTYPE_F32;
+    const size_t es = numla_dtype_size(t->dtype), cnt = (size_t)(nr * K);
+    void *raw = malloc(cnt * es + 1);
+    float *f32 = src == NUMLA_DTYPE_F32 ? malloc(cnt * sizeof(float) + 1) : NULL;
+    if (!raw || (src == NUMLA_DTYPE_F32 && !f32)) {
+        free(raw);
+        free(f32);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory for %s", name);
+    }
+    memcpy(raw, (const char *)t->data + (size_t)(r0 * K) * es, cnt * es);
+    if (f32)
+        for (size_t i = 0; i < cnt; i++)
+            f32[i] = numla_load_f32(raw, t->dtype, i);
+    const char *from = f32 ? (const char *)f32 : (const char *)raw;
+    size_t bytes = numla_linear_packed_size(isa, nr, nc, src);
+    out->buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    numla_status s = out->buf ? numla_linear_pack(isa, nr, nc, from + (size_t)c0 * numla_dtype_size(src),
+                                                  src, K, out->buf, &out->w)
+                              : NUMLA_STATUS_NO_MEMORY;
+    free(raw);
+    free(f32);
+    if (s != NUMLA_STATUS_OK)
+        NUMLA_FAIL(s, "v4 weights: packing %s (%lld x %lld)", name, (long long)nr, (long long)nc);
+    return NUMLA_STATUS_OK;
+}
+
+/* The whole matrix (n, k). */
 static numla_status ld_lin(const numla_model_config *c, numla_isa isa,
                            const numla_safetensors_model *st, const char *name, int64_t n,
                            int64_t k, int force_f32, v4_lin *out)
 {
     (void)c;
-    const int64_t shape[2] = {n, k};
-    const numla_safetensors_tensor *t;
-    NUMLA_CHECK(ld_find(st, name, NULL, 2, shape, &t));
-    numla_dtype src = t->dtype == NUMLA_DTYPE_BF16 && !force_f32 ? NUMLA_DTYPE_BF16
-                                                                 : NUMLA_DTYPE_F32;
-    float *f32 = NULL;
-    void *raw = NULL;
-    const void *from;
-    if (src == NUMLA_DTYPE_BF16) {
-        raw = malloc((size_t)(n * k) * 2);
-        if (!raw)
-            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory for %s", name);
-        memcpy(raw, t->data, (size_t)(n * k) * 2);
-        from = raw;
-    } else {
-        NUMLA_CHECK(ld_f32(st, name, NULL, 2, shape, &f32));
-        from = f32;
-    }
-    size_t bytes = numla_linear_packed_size(isa, n, k, src);
-    out->buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    numla_status s = out->buf ? numla_linear_pack(isa, n, k, from, src, k, out->buf, &out->w)
-                              : NUMLA_STATUS_NO_MEMORY;
-    free(raw);
-    free(f32);
-    if (s != NUMLA_STATUS_OK)
-        NUMLA_FAIL(s, "v4 weights: packing %s (%lld x %lld)", name, (long long)n, (long long)k);
-    return NUMLA_STATUS_OK;
+    return ld_lin_part(isa, st, name, n, k, 0, n, 0, k, force_f32, out);
 }
 
 static numla_status ld_comp(const numla_model_config *c, numla_isa isa,
@@ -226,9 +263,11 @@ static numla_status ld_comp(const numla_model_config *c, numla_isa isa,
     return NUMLA_STATUS_OK;
 }
 
-static numla_status ld_layer(const numla_model_config *c, numla_isa isa,
-                             const numla_safetensors_model *st, int64_t l, v4_layer *y)
+static numla_status ld_layer(const numla_v4_model *m, const numla_safetensors_model *st,
+                             int64_t l, v4_layer *y)
 {
+    const numla_model_config *c = &m->cfg;
+    const numla_isa isa = m->isa;
     const numla_v4_config *v = &c->v4;
     const int64_t D = c->hidden_size, H = c->num_attention_heads, Dh = v->head_dim;
     const int64_t n = v->hc_mult, nm = (2 + n) * n, G = v->o_groups, Ro = v->o_lora_rank;
@@ -254,8 +293,9 @@ static numla_status ld_layer(const numla_model_config *c, numla_isa isa,
     NUMLA_CHECK(ld_lin(c, isa, st, a, v->q_lora_rank, D, 0, &y->wq_a));
     P(a, "attn.q_norm.weight");
     NUMLA_CHECK(ld_f32(st, a, NULL, 1, &v->q_lora_rank, &y->q_norm));
-    P(a, "attn.wq_b.weight");
-    NUMLA_CHECK(ld_lin(c, isa, st, a, H * Dh, v->q_lora_rank, 0, &y->wq_b));
+    P(a, "attn.wq_b.weight"); /* this rank's heads' rows */
+    NUMLA_CHECK(ld_lin_part(isa, st, a, H * Dh, v->q_lora_rank, m->h0 * Dh, m->hcount * Dh, 0,
+                            v->q_lora_rank, 0, &y->wq_b));
     P(a, "attn.wkv.weight");
     NUMLA_CHECK(ld_lin(c, isa, st, a, Dh, D, 0, &y->wkv));
     /* DeepSeek's kv_norm; transformers' save writes attn.norm */
@@ -264,42 +304,17 @@ static numla_status ld_layer(const numla_model_config *c, numla_isa isa,
     NUMLA_CHECK(ld_f32(st, a, b, 1, &Dh, &y->kv_norm));
     P(a, "attn.attn_sink");
     NUMLA_CHECK(ld_f32(st, a, NULL, 1, &H, &y->sink));
-    /* wo_a (G·Ro, H·Dh/G): group g's rows g·Ro .. (g+1)·Ro, one packed linear each */
-    {
-        const int64_t kin = H * Dh / G, shape[2] = {G * Ro, kin};
-        const numla_safetensors_tensor *t;
-        P(a, "attn.wo_a.weight");
-        NUMLA_CHECK(ld_find(st, a, NULL, 2, shape, &t));
-        y->wo_a = calloc((size_t)G, sizeof *y->wo_a);
-        if (!y->wo_a)
-            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory");
-        numla_dtype src = t->dtype == NUMLA_DTYPE_BF16 ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32;
-        float *f32 = NULL;
-        void *raw = NULL;
-        if (src == NUMLA_DTYPE_BF16) {
-            raw = malloc(t->nbytes);
-            if (raw)
-                memcpy(raw, t->data, t->nbytes);
-        } else {
-            NUMLA_CHECK(ld_f32(st, a, NULL, 2, shape, &f32));
-        }
-        const size_t es = numla_dtype_size(src);
-        const char *base = raw ? (const char *)raw : (const char *)f32;
-        numla_status s = base ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
-        for (int64_t g = 0; g < G && s == NUMLA_STATUS_OK; g++) {
-            size_t bytes = numla_linear_packed_size(isa, Ro, kin, src);
-            y->wo_a[g].buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
-            s = y->wo_a[g].buf ? numla_linear_pack(isa, Ro, kin, base + (size_t)(g * Ro * kin) * es,
-                                                   src, kin, y->wo_a[g].buf, &y->wo_a[g].w)
-                               : NUMLA_STATUS_NO_MEMORY;
-        }
-        free(raw);
-        free(f32);
-        if (s != NUMLA_STATUS_OK)
-            NUMLA_FAIL(s, "v4 weights: packing %s", a);
-    }
+    /* wo_a (G·Ro, H·Dh/G): group g's rows g·Ro .. (g+1)·Ro, one packed linear each, this
+     * rank's groups; wo_b: their columns */
+    y->wo_a = calloc((size_t)m->gcount, sizeof *y->wo_a);
+    if (!y->wo_a)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory");
+    P(a, "attn.wo_a.weight");
+    for (int64_t g = 0; g < m->gcount; g++)
+        NUMLA_CHECK(ld_lin_part(isa, st, a, G * Ro, H * Dh / G, (m->g0 + g) * Ro, Ro, 0,
+                                H * Dh / G, 0, &y->wo_a[g]));
     P(a, "attn.wo_b.weight");
-    NUMLA_CHECK(ld_lin(c, isa, st, a, D, G * Ro, 0, &y->wo_b));
+    NUMLA_CHECK(ld_lin_part(isa, st, a, D, G * Ro, 0, D, m->g0 * Ro, m->gcount * Ro, 0, &y->wo_b));
     if (y->attn == NUMLA_V4_ATTN_CSA) {
         P(a, "attn.compressor.");
         NUMLA_CHECK(ld_comp(c, isa, st, a, 2, Dh, v->csa_rate, &y->comp));
@@ -348,25 +363,30 @@ static numla_status ld_layer(const numla_model_config *c, numla_isa isa,
         P(a, "ffn.gate.bias");
         NUMLA_CHECK(ld_f32(st, a, NULL, 1, &E, &y->gate_bias));
     }
-    y->w1 = calloc((size_t)E, sizeof *y->w1);
-    y->w2 = calloc((size_t)E, sizeof *y->w2);
-    y->w3 = calloc((size_t)E, sizeof *y->w3);
+    /* this rank's experts (whole), the shared expert's intermediate columns */
+    const int64_t ne = m->shard.expert_count, s0 = m->shard.shared_begin, sc = m->shard.shared_count;
+    y->w1 = calloc((size_t)ne + 1, sizeof *y->w1);
+    y->w2 = calloc((size_t)ne + 1, sizeof *y->w2);
+    y->w3 = calloc((size_t)ne + 1, sizeof *y->w3);
     if (!y->w1 || !y->w2 || !y->w3)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory");
-    for (int64_t e = 0; e < E; e++) {
-        P(a, "ffn.experts.%lld.w1.weight", (long long)e);
-        NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, 0, &y->w1[e]));
-        P(a, "ffn.experts.%lld.w2.weight", (long long)e);
-        NUMLA_CHECK(ld_lin(c, isa, st, a, D, I, 0, &y->w2[e]));
-        P(a, "ffn.experts.%lld.w3.weight", (long long)e);
-        NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, 0, &y->w3[e]));
+    for (int64_t i = 0; i < ne; i++) {
+        const long long e = (long long)(m->shard.expert_begin + i);
+        P(a, "ffn.experts.%lld.w1.weight", e);
+        NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, 0, &y->w1[i]));
+        P(a, "ffn.experts.%lld.w2.weight", e);
+        NUMLA_CHECK(ld_lin(c, isa, st, a, D, I, 0, &y->w2[i]));
+        P(a, "ffn.experts.%lld.w3.weight", e);
+        NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, 0, &y->w3[i]));
     }
-    P(a, "ffn.shared_experts.w1.weight");
-    NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, 0, &y->sw1));
-    P(a, "ffn.shared_experts.w2.weight");
-    NUMLA_CHECK(ld_lin(c, isa, st, a, D, I, 0, &y->sw2));
-    P(a, "ffn.shared_experts.w3.weight");
-    NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, 0, &y->sw3));
+    if (sc > 0) {
+        P(a, "ffn.shared_experts.w1.weight");
+        NUMLA_CHECK(ld_lin_part(isa, st, a, I, D, s0, sc, 0, D, 0, &y->sw1));
+        P(a, "ffn.shared_experts.w2.weight");
+        NUMLA_CHECK(ld_lin_part(isa, st, a, D, I, 0, D, s0, sc, 0, &y->sw2));
+        P(a, "ffn.shared_experts.w3.weight");
+        NUMLA_CHECK(ld_lin_part(isa, st, a, I, D, s0, sc, 0, D, 0, &y->sw3));
+    }
 #undef P
     return NUMLA_STATUS_OK;
 }
@@ -374,11 +394,12 @@ static numla_status ld_layer(const numla_model_config *c, numla_isa isa,
 static numla_status v4_load(const numla_model_config *c, const numla_safetensors_model *st,
                             numla_isa isa, numla_v4_model *m)
 {
+    const numla_shard *sh = &m->shard;
     const int64_t V = c->vocab_size, D = c->hidden_size, n = c->v4.hc_mult;
     NUMLA_CHECK(ld_f32(st, "embed.weight", NULL, 2, (int64_t[]){V, D}, &m->embed));
     NUMLA_CHECK(ld_f32(st, "norm.weight", NULL, 1, &D, &m->norm));
-    NUMLA_CHECK(ld_lin(c, isa, st, c->tie_word_embeddings ? "embed.weight" : "head.weight", V, D,
-                       0, &m->head));
+    NUMLA_CHECK(ld_lin_part(isa, st, c->tie_word_embeddings ? "embed.weight" : "head.weight", V, D,
+                            sh->vocab_begin, sh->vocab_count, 0, D, 0, &m->head));
     NUMLA_CHECK(ld_lin(c, isa, st, "hc_head_fn", n, n * D, 1, &m->hc_head_fn));
     NUMLA_CHECK(ld_f32(st, "hc_head_base", NULL, 1, &n, &m->hc_head_base));
     NUMLA_CHECK(ld_f32(st, "hc_head_scale", NULL, 1, (int64_t[]){1}, &m->hc_head_scale));
@@ -386,12 +407,19 @@ static numla_status v4_load(const numla_model_config *c, const numla_safetensors
     if (!m->layers)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory");
     for (int64_t l = 0; l < c->num_hidden_layers; l++)
-        NUMLA_CHECK(ld_layer(c, isa, st, l, &m->layers[l]));
+        NUMLA_CHECK(ld_layer(m, st, l, &m->layers[l]));
     return NUMLA_STATUS_OK;
 }
 
 numla_status numla_v4_model_load(const numla_model_config *cfg, const numla_safetensors_model *st,
                                  numla_isa isa, numla_v4_model **out)
+{
+    return numla_v4_model_load_shard(cfg, st, isa, 0, 1, out);
+}
+
+numla_status numla_v4_model_load_shard(const numla_model_config *cfg,
+                                       const numla_safetensors_model *st, numla_isa isa,
+                                       int32_t rank, int32_t nranks, numla_v4_model **out)
 {
     if (!cfg || !st || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_model_load: NULL argument");
@@ -404,7 +432,20 @@ numla_status numla_v4_model_load(const numla_model_config *cfg, const numla_safe
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory");
     m->cfg = *cfg;
     m->isa = isa;
-    numla_status s = v4_load(cfg, st, isa, m);
+    numla_status s = numla_shard_plan(cfg, rank, nranks, &m->shard);
+    const int64_t G = cfg->v4.o_groups, H = cfg->num_attention_heads;
+    if (s == NUMLA_STATUS_OK && nranks > G) {
+        numla_v4_model_destroy(&m);
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "deepseek_v4: %d ranks for o_groups = %lld leaves a rank without an output "
+                   "group (ranks shard whole groups)", nranks, (long long)G);
+    }
+    if (s == NUMLA_STATUS_OK) {
+        numla_shard_range(G, rank, nranks, &m->g0, &m->gcount);
+        m->h0 = m->g0 * (H / G);
+        m->hcount = m->gcount * (H / G);
+        s = v4_load(cfg, st, isa, m);
+    }
     if (s != NUMLA_STATUS_OK) {
         numla_v4_model_destroy(&m);
         numla_error_frame(__FILE__, __LINE__, __func__);
@@ -660,9 +701,11 @@ static numla_status attention(const numla_v4_model *m, numla_v4_seq *sq, int64_t
     const numla_v4_config *v = &c->v4;
     const v4_layer *y = &m->layers[l];
     v4_lcache *lc = &sq->layers[l];
-    const int64_t D = c->hidden_size, H = c->num_attention_heads, Dh = v->head_dim;
+    /* this rank's heads H and output groups G (whole groups: kin inputs each) */
+    const int64_t D = c->hidden_size, H = m->hcount, Dh = v->head_dim;
     const int64_t Rq = v->q_lora_rank, W = v->sliding_window, dr = v->rope_dim;
-    const int64_t G = v->o_groups, Ro = v->o_lora_rank;
+    const int64_t G = m->gcount, Ro = v->o_lora_rank;
+    const int64_t kin = c->num_attention_heads * Dh / v->o_groups;
     const double *fq = y->attn == NUMLA_V4_ATTN_SLIDING ? v->main_inv_freq : v->compress_inv_freq;
     const double af = y->attn == NUMLA_V4_ATTN_SLIDING ? 1.0 : v->compress_attention_factor;
     const double eps = c->rms_norm_eps;
@@ -674,7 +717,7 @@ static numla_status attention(const numla_v4_model *m, numla_v4_seq *sq, int64_t
     float *win = malloc(sizeof(float) * (size_t)(nw * Dh)); /* positions p0-prev .. */
     float *o = calloc((size_t)(n * H * Dh), sizeof(float));
     float *yg = malloc(sizeof(float) * (size_t)(n * G * Ro));
-    float *tmp = malloc(sizeof(float) * (size_t)(n * H * Dh / G));
+    float *tmp = malloc(sizeof(float) * (size_t)(n * kin));
     float *ck = NULL, *cg = NULL, *qi = NULL, *iw = NULL;
     if (!qr || !q || !win || !o || !yg || !tmp) {
         st = NUMLA_STATUS_NO_MEMORY;
@@ -807,7 +850,8 @@ static numla_status attention(const numla_v4_model *m, numla_v4_seq *sq, int64_t
         const float *wrows = win + (lo - (p0 - prev)) * Dh;
         for (int64_t h = 0; h < H; h++) {
             const float *qh = q + (t * H + h) * Dh;
-            float mx = y->sink[h];
+            const float sink = y->sink[m->h0 + h];
+            float mx = sink;
             for (int64_t j = 0; j < nwin + nsel; j++) {
                 const float *r = j < nwin ? wrows + j * Dh : entries + sel[j - nwin] * Dh;
                 float d = 0;
@@ -816,7 +860,7 @@ static numla_status attention(const numla_v4_model *m, numla_v4_seq *sq, int64_t
                 sc[j] = d * scale;
                 mx = fmaxf(mx, sc[j]);
             }
-            float sum = expf(y->sink[h] - mx);
+            float sum = expf(sink - mx);
             for (int64_t j = 0; j < nwin + nsel; j++)
                 sum += sc[j] = expf(sc[j] - mx);
             float *oh = o + (t * H + h) * Dh;
@@ -835,9 +879,9 @@ static numla_status attention(const numla_v4_model *m, numla_v4_seq *sq, int64_t
         st = NUMLA_STATUS_NO_MEMORY;
         goto done;
     }
-    /* grouped output projection: group g = heads g·H/G .. (g+1)·H/G - 1, contiguous in o */
+    /* grouped output projection: local group g = local heads g·H/G .. (g+1)·H/G - 1,
+     * contiguous in o; wo_b's columns of this rank's groups give a partial sum */
     {
-        const int64_t kin = H * Dh / G;
         for (int64_t g = 0; g < G; g++) {
             for (int64_t t = 0; t < n; t++)
                 memcpy(tmp + t * kin, o + t * H * Dh + g * kin, sizeof(float) * (size_t)kin);
@@ -853,13 +897,12 @@ static numla_status attention(const numla_v4_model *m, numla_v4_seq *sq, int64_t
             if (st)
                 goto done;
         }
-        if ((st = lin(m, &y->wo_b, n, yg, out)))
+        if ((st = lin(m, &y->wo_b, n, yg, out)) || (st = v4_reduce(m, out, n * D)))
             goto done;
     }
     /* the window ring keeps the last W rows */
     for (int64_t i = nw > W ? nw - W : 0; i < nw; i++)
         memcpy(lc->ring + ((p0 - prev + i) % W) * Dh, win + i * Dh, sizeof(float) * (size_t)Dh);
-    (void)D;
 done:
     free(qr);
     free(q);
@@ -882,7 +925,7 @@ static numla_status expert(const numla_v4_model *m, const v4_lin *w1, const v4_l
                            const v4_lin *w3, const float *x, int64_t M, float *g, float *u,
                            float *d)
 {
-    const int64_t I = m->cfg.moe_intermediate_size;
+    const int64_t I = w1->w.n;
     const float L = (float)m->cfg.v4.swiglu_limit;
     NUMLA_CHECK(lin(m, w1, M, x, g));
     NUMLA_CHECK(lin(m, w3, M, x, u));
@@ -944,14 +987,18 @@ static numla_status moe(const numla_v4_model *m, int64_t l, const int32_t *token
         for (int64_t k = 0; k < K; k++)
             wsel[t * K + k] = s[idx[k]] / (sum + 1e-20f) * (float)c->routed_scaling_factor;
     }
-    /* the shared expert on every token, then each routed expert on its tokens */
-    if (st == NUMLA_STATUS_OK)
+    /* this rank's part: the shared expert's columns on every token, then each of its routed
+     * experts on the tokens routed to it; the ranks' parts summed */
+    if (st == NUMLA_STATUS_OK && m->shard.shared_count > 0)
         st = expert(m, &y->sw1, &y->sw2, &y->sw3, x, n, g, u, out);
-    for (int64_t e = 0; st == NUMLA_STATUS_OK && e < E; e++) {
+    else if (st == NUMLA_STATUS_OK)
+        memset(out, 0, sizeof(float) * (size_t)(n * D));
+    for (int64_t e = 0; st == NUMLA_STATUS_OK && e < m->shard.expert_count; e++) {
+        const int64_t ge = m->shard.expert_begin + e;
         int64_t cnt = 0;
         for (int64_t t = 0; t < n; t++)
             for (int64_t k = 0; k < K; k++)
-                if (sel[t * K + k] == e) {
+                if (sel[t * K + k] == ge) {
                     rows[cnt] = t;
                     wrow[cnt] = wsel[t * K + k];
                     memcpy(xs + cnt * D, x + t * D, sizeof(float) * (size_t)D);
@@ -964,6 +1011,8 @@ static numla_status moe(const numla_v4_model *m, int64_t l, const int32_t *token
             for (int64_t i = 0; i < D; i++)
                 out[rows[r] * D + i] += wrow[r] * d[r * D + i];
     }
+    if (st == NUMLA_STATUS_OK)
+        st = v4_reduce(m, out, n * D);
     free(logit);
     free(g);
     free(u);

@@ -18,6 +18,8 @@
 #include "common/status.h"
 #include "engine/formats/safetensors.h"
 #include "engine/model/config.h"
+#include "engine/model/model.h"
+#include "engine/model/shard.h"
 #include "kernels/isa.h"
 
 typedef struct numla_v4_model numla_v4_model; /* weights, read-only during forwards */
@@ -29,6 +31,19 @@ typedef struct numla_v4_seq numla_v4_seq;     /* one sequence's cache */
  * wrong shape is NUMLA_STATUS_FORMAT naming it. The MTP layer is not read. Not collective. */
 numla_status numla_v4_model_load(const numla_model_config *cfg, const numla_safetensors_model *st,
                                  numla_isa isa, numla_v4_model **out);
+/* Rank `rank` of `nranks`'s part (docs/design.md §2 applied to V4): whole o_groups and their
+ * heads (wq_b rows, sinks, wo_a groups, wo_b columns), the experts, the shared expert's
+ * intermediate columns and the head's vocabulary rows of numla_shard_plan; everything else
+ * (q_a, the KV row, the compressors, the indexer, mHC, norms, router, embedding) on every
+ * rank. nranks > o_groups is INVALID_ARG. Not collective (each rank loads its own). */
+numla_status numla_v4_model_load_shard(const numla_model_config *cfg,
+                                       const numla_safetensors_model *st, numla_isa isa,
+                                       int32_t rank, int32_t nranks, numla_v4_model **out);
+/* The sum over the ranks (numla_model_reduce_fn: every rank's buffer becomes the sum, identical
+ * on every rank); needed when nranks > 1. */
+void numla_v4_model_set_reduce(numla_v4_model *m, numla_model_reduce_fn fn, void *ctx);
+/* This rank's experts and vocabulary rows (heads are whole o_groups, not shard->head_*). */
+const numla_shard *numla_v4_model_shard(const numla_v4_model *m);
 void numla_v4_model_destroy(numla_v4_model **m);
 const numla_model_config *numla_v4_model_config(const numla_v4_model *m);
 
@@ -39,10 +54,12 @@ void numla_v4_seq_destroy(numla_v4_seq **s);
 int64_t numla_v4_seq_len(const numla_v4_seq *s);
 
 /* Run n new tokens of s (positions len .. len + n - 1) and append them to its cache; logits
- * (n, vocab) gets every new token's logits. Token ids outside the vocabulary, n < 1 or a
+ * (n, vocab_count) gets every new token's logits over this rank's vocabulary rows
+ * (numla_v4_model_shard; all of them with one rank). With several ranks every rank calls it
+ * with the same tokens on its own sequence (collective through the reduce hook). Token ids outside the vocabulary, n < 1 or a
  * sequence past max_position_embeddings are NUMLA_STATUS_INVALID_ARG naming the problem, and
  * leave s unchanged; a later failure (out of memory) leaves s unusable (destroy it). Uses the
- * caller's OpenMP threads. Not collective. */
+ * caller's OpenMP threads. */
 numla_status numla_v4_forward(const numla_v4_model *m, numla_v4_seq *s, const int32_t *tokens,
                               int64_t n, float *logits);
 

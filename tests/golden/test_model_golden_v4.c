@@ -8,7 +8,10 @@
  *   - 16 greedy tokens, one per step through the cache, identical where the reference margin
  *     exceeds twice the tolerance (all of them in this data);
  *   - fp32 weights at the best ISA (whole prompts) and the reference ISA (chunked), bf16
- *     weights at the best. */
+ *     weights at the best;
+ *   - 2 and 3 ranks in one process (threads, a shared-memory sum): heads by whole o_groups,
+ *     experts, the shared expert's columns and the vocabulary sharded; each rank's logits
+ *     slice and the greedy tokens from the gathered logits. */
 #include "model_golden_harness.h"
 
 #include "engine/model/model_v4.h"
@@ -100,6 +103,141 @@ static void test_fp32(void) { check_v4("model_fp32", numla_isa_best(), 0); }
 static void test_fp32_ref_chunked(void) { check_v4("model_fp32", NUMLA_ISA_REF, 1); }
 static void test_bf16(void) { check_v4("model_bf16", numla_isa_best(), 0); }
 
+/* R ranks as threads: each loads its shard, runs prompt p (whole) then the greedy steps, and
+ * writes its vocabulary slice of every row into the full-vocabulary `logits` (rows, V). */
+typedef struct v4_rank {
+    rank_ctx rc;               /* .sh, .rank for shm_reduce_fn */
+    const numla_v4_model *m;
+    const golden *g;
+    int p;
+    float *logits;             /* (len + N_GREEDY - 1, V), shared, disjoint columns */
+    float *buf;                /* (len, vocab_count) */
+    int ok;
+} v4_rank;
+
+static void *v4_rank_main(void *arg)
+{
+    v4_rank *r = arg;
+    const numla_shard *sh = numla_v4_model_shard(r->m);
+    const int64_t V = numla_v4_model_config(r->m)->vocab_size, vc = sh->vocab_count;
+    const int n = r->g->len[r->p];
+    numla_v4_seq *s = NULL;
+    r->ok = numla_v4_seq_create(r->m, &s) == NUMLA_STATUS_OK &&
+            numla_v4_forward(r->m, s, r->g->tokens[r->p], n, r->buf) == NUMLA_STATUS_OK;
+    for (int t = 0; r->ok && t < n; t++)
+        memcpy(r->logits + (size_t)t * V + sh->vocab_begin, r->buf + (size_t)t * vc,
+               sizeof(float) * (size_t)vc);
+    for (int i = 0; r->ok && i + 1 < N_GREEDY; i++) {
+        r->ok = numla_v4_forward(r->m, s, &r->g->greedy[r->p][i], 1, r->buf) == NUMLA_STATUS_OK;
+        memcpy(r->logits + (size_t)(n + i) * V + sh->vocab_begin, r->buf,
+               sizeof(float) * (size_t)vc);
+    }
+    numla_v4_seq_destroy(&s);
+    return NULL;
+}
+
+static void check_v4_ranks(const char *sub, int R)
+{
+    golden g;
+    if (golden_load_file(&g, "v4", sub, "expected.safetensors")) {
+        CU_FAIL("golden data");
+        golden_free(&g);
+        return;
+    }
+    numla_model_config cfg;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(g.dir, &cfg), NUMLA_STATUS_OK);
+    numla_safetensors_model *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(g.dir, &st), NUMLA_STATUS_OK);
+    const int64_t V = cfg.vocab_size;
+    shm_reduce sh = {.nranks = R};
+    pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
+    sh.cap = 256 * cfg.hidden_size;
+    v4_rank rk[4];
+    numla_v4_model *ms[4] = {0};
+    for (int r = 0; r < R; r++) {
+        numla_status ls = numla_v4_model_load_shard(&cfg, st, numla_isa_best(), r, R, &ms[r]);
+        NUMLA_ASSERT_MSG(ls == NUMLA_STATUS_OK, "rank %d load: %s", r, numla_error_message());
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ms[r]);
+        sh.slot[r] = malloc(sizeof(float) * (size_t)sh.cap);
+        rk[r] = (v4_rank){.rc = {.sh = &sh, .rank = r}, .m = ms[r], .g = &g};
+        numla_v4_model_set_reduce(ms[r], shm_reduce_fn, &rk[r].rc);
+    }
+    numla_safetensors_close(&st);
+    int team = omp_get_max_threads();
+    omp_set_num_threads(1); /* R rank threads already */
+    double worst = 0;
+    int ok = 0, cmp = 0;
+    for (int p = 0; p < g.nprompts; p++) {
+        const int n = g.len[p];
+        float *all = malloc(sizeof(float) * (size_t)(n + N_GREEDY) * (size_t)V);
+        pthread_t th[4];
+        for (int r = 0; r < R; r++) {
+            rk[r].p = p;
+            rk[r].logits = all;
+            rk[r].buf = malloc(sizeof(float) * (size_t)n * (size_t)numla_v4_model_shard(ms[r])->vocab_count);
+            pthread_create(&th[r], NULL, v4_rank_main, &rk[r]);
+        }
+        for (int r = 0; r < R; r++) {
+            pthread_join(th[r], NULL);
+            CU_ASSERT_TRUE(rk[r].ok);
+            free(rk[r].buf);
+        }
+        char name[64];
+        snprintf(name, sizeof name, "prompt%d.logits", p);
+        const float *ref = st_f32(g.expected, name, NULL, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+        worst = fmax(worst, maxabs_diff(all, ref, (size_t)n * (size_t)V, NULL));
+        for (int i = 0; i < N_GREEDY; i++) {
+            const float *l = all + (size_t)(n - 1 + i) * V;
+            int best = 0;
+            for (int64_t v = 1; v < V; v++)
+                best = l[v] > l[best] ? (int)v : best;
+            if (g.margin[p][i] > 2 * LOGIT_TOL) {
+                cmp++;
+                ok += best == g.greedy[p][i];
+            }
+        }
+        free(all);
+    }
+    omp_set_num_threads(team);
+    NUMLA_ASSERT_MSG(worst <= LOGIT_TOL, "v4 %s %d ranks: logits max err %g", sub, R, worst);
+    NUMLA_ASSERT_MSG(ok == cmp && cmp > 0, "v4 %s %d ranks: %d of %d greedy tokens", sub, R, ok,
+                     cmp);
+    fprintf(stderr, "\n    golden v4 %s %d ranks: logits max abs err %.3g, greedy %d/%d", sub, R,
+            worst, ok, cmp);
+    for (int r = 0; r < R; r++) {
+        numla_v4_model_destroy(&ms[r]);
+        free(sh.slot[r]);
+    }
+    pthread_barrier_destroy(&sh.bar);
+    golden_free(&g);
+}
+
+static void test_ranks(void)
+{
+    check_v4_ranks("model_fp32", 2);
+    check_v4_ranks("model_fp32", 3);
+    check_v4_ranks("model_bf16", 3);
+}
+
+/* o_groups is the unit of the head shard: more ranks than groups is refused by name. */
+static void test_too_many_ranks(void)
+{
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", numla_test_source_path("tests/golden/v4/model_fp32"));
+    numla_model_config cfg;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dir, &cfg), NUMLA_STATUS_OK);
+    numla_safetensors_model *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &st), NUMLA_STATUS_OK);
+    numla_v4_model *m = NULL;
+    CU_ASSERT_EQUAL(numla_v4_model_load_shard(&cfg, st, numla_isa_best(), 0,
+                                              (int32_t)cfg.v4.o_groups + 1, &m),
+                    NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "o_groups"));
+    CU_ASSERT_PTR_NULL(m);
+    numla_safetensors_close(&st);
+}
+
 /* Bad input: a token outside the vocabulary and an empty step are refused and leave the
  * sequence as it was. */
 static void test_bad_input(void)
@@ -129,4 +267,5 @@ static void test_bad_input(void)
 }
 
 NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_fp32), NUMLA_TEST(test_fp32_ref_chunked),
-                 NUMLA_TEST(test_bf16), NUMLA_TEST(test_bad_input))
+                 NUMLA_TEST(test_bf16), NUMLA_TEST(test_ranks),
+                 NUMLA_TEST(test_too_many_ranks), NUMLA_TEST(test_bad_input))
