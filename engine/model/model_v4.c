@@ -692,162 +692,189 @@ static numla_status comp_push(const numla_v4_model *m, const v4_comp *c, v4_csta
     return NUMLA_STATUS_OK;
 }
 
-/* The attention block of layer l for n tokens at positions p0 .. p0+n-1: x (n, D) normed input,
- * out (n, D). Updates the layer's cache. */
-static numla_status attention(const numla_v4_model *m, numla_v4_seq *sq, int64_t l,
-                              const float *x, int64_t n, int64_t p0, float *out)
+/* The sequences of one forward: rows start[b] .. start[b+1] belong to seqs[b], at positions
+ * seqs[b]->len + (row - start[b]). */
+typedef struct v4_batch {
+    int32_t B;
+    numla_v4_seq *const *seqs; /* (B) */
+    const int64_t *start;      /* (B + 1) */
+} v4_batch;
+
+/* The attention block of layer l on the batch's T rows: x (T, D) normed input, out (T, D).
+ * Projections run over all rows at once; the window, the compressors and the indexer per
+ * sequence. Updates the sequences' caches. */
+static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64_t l,
+                              const float *x, int64_t T, float *out)
 {
     const numla_model_config *c = &m->cfg;
     const numla_v4_config *v = &c->v4;
     const v4_layer *y = &m->layers[l];
-    v4_lcache *lc = &sq->layers[l];
     /* this rank's heads H and output groups G (whole groups: kin inputs each) */
     const int64_t D = c->hidden_size, H = m->hcount, Dh = v->head_dim;
     const int64_t Rq = v->q_lora_rank, W = v->sliding_window, dr = v->rope_dim;
     const int64_t G = m->gcount, Ro = v->o_lora_rank;
     const int64_t kin = c->num_attention_heads * Dh / v->o_groups;
+    const int64_t Hi = v->index_n_heads, Di = v->index_head_dim;
     const double *fq = y->attn == NUMLA_V4_ATTN_SLIDING ? v->main_inv_freq : v->compress_inv_freq;
     const double af = y->attn == NUMLA_V4_ATTN_SLIDING ? 1.0 : v->compress_attention_factor;
     const double eps = c->rms_norm_eps;
+    const int B = bt->B;
+    const int ncomp = y->attn == NUMLA_V4_ATTN_CSA ? 2 : y->attn == NUMLA_V4_ATTN_HCA ? 1 : 0;
     numla_status st = NUMLA_STATUS_OK;
-    const int64_t prev = p0 < W - 1 ? p0 : W - 1; /* cached window rows before the chunk */
-    const int64_t nw = prev + n;
-    float *qr = malloc(sizeof(float) * (size_t)(n * Rq));
-    float *q = malloc(sizeof(float) * (size_t)(n * H * Dh));
-    float *win = malloc(sizeof(float) * (size_t)(nw * Dh)); /* positions p0-prev .. */
-    float *o = calloc((size_t)(n * H * Dh), sizeof(float));
-    float *yg = malloc(sizeof(float) * (size_t)(n * G * Ro));
-    float *tmp = malloc(sizeof(float) * (size_t)(n * kin));
+    /* per sequence: cached window rows before the step (prev), where its window rows start in
+     * win (woff); per row: its sequence and position */
+    int64_t *prev = malloc(sizeof(int64_t) * (size_t)B), *woff = malloc(sizeof(int64_t) * (size_t)(B + 1));
+    int32_t *rseq = malloc(sizeof(int32_t) * (size_t)T);
+    int64_t *rpos = malloc(sizeof(int64_t) * (size_t)T);
+    float *qr = NULL, *q = NULL, *win = NULL, *kvn = NULL, *o = NULL, *yg = NULL, *tmp = NULL;
+    float *yo = NULL;
     float *ck = NULL, *cg = NULL, *qi = NULL, *iw = NULL;
-    if (!qr || !q || !win || !o || !yg || !tmp) {
+    int fail = 0;
+    if (!prev || !woff || !rseq || !rpos) {
         st = NUMLA_STATUS_NO_MEMORY;
         goto done;
     }
-    if ((st = lin(m, &y->wq_a, n, x, qr)))
+    woff[0] = 0;
+    for (int b = 0; b < B; b++) {
+        const int64_t p0 = bt->seqs[b]->len, n = bt->start[b + 1] - bt->start[b];
+        prev[b] = p0 < W - 1 ? p0 : W - 1;
+        woff[b + 1] = woff[b] + prev[b] + n;
+        for (int64_t t = bt->start[b]; t < bt->start[b + 1]; t++) {
+            rseq[t] = b;
+            rpos[t] = p0 + (t - bt->start[b]);
+        }
+    }
+    qr = malloc(sizeof(float) * (size_t)(T * Rq));
+    q = malloc(sizeof(float) * (size_t)(T * H * Dh));
+    kvn = malloc(sizeof(float) * (size_t)(T * Dh));
+    win = malloc(sizeof(float) * (size_t)(woff[B] * Dh));
+    o = calloc((size_t)(T * H * Dh), sizeof(float));
+    yg = malloc(sizeof(float) * (size_t)(T * G * Ro));
+    tmp = malloc(sizeof(float) * (size_t)(T * kin));
+    yo = malloc(sizeof(float) * (size_t)(T * Ro));
+    if (!qr || !q || !kvn || !win || !o || !yg || !tmp || !yo) {
+        st = NUMLA_STATUS_NO_MEMORY;
         goto done;
-    for (int64_t t = 0; t < n; t++)
+    }
+    if ((st = lin(m, &y->wq_a, T, x, qr)))
+        goto done;
+    for (int64_t t = 0; t < T; t++)
         rms(qr + t * Rq, y->q_norm, Rq, eps);
-    if ((st = lin(m, &y->wq_b, n, qr, q)))
+    if ((st = lin(m, &y->wq_b, T, qr, q)) || (st = lin(m, &y->wkv, T, x, kvn)))
         goto done;
-    for (int64_t t = 0; t < n; t++)
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < H; h++) {
             float *qh = q + (t * H + h) * Dh;
             rms(qh, NULL, Dh, eps);
-            rope_tail(qh, Dh, dr, fq, af, p0 + t, 1);
+            rope_tail(qh, Dh, dr, fq, af, rpos[t], 1);
         }
-    for (int64_t i = 0; i < prev; i++)
-        memcpy(win + i * Dh, lc->ring + ((p0 - prev + i) % W) * Dh, sizeof(float) * (size_t)Dh);
-    if ((st = lin(m, &y->wkv, n, x, win + prev * Dh)))
-        goto done;
-    for (int64_t t = 0; t < n; t++) {
-        float *r = win + (prev + t) * Dh;
-        rms(r, y->kv_norm, Dh, eps);
-        rope_tail(r, Dh, dr, fq, af, p0 + t, 1);
+        rms(kvn + t * Dh, y->kv_norm, Dh, eps);
+        rope_tail(kvn + t * Dh, Dh, dr, fq, af, rpos[t], 1);
     }
-    /* the compressors: every position of the chunk, in order */
+    /* each sequence's window: its cached rows, then its new ones */
+    for (int b = 0; b < B; b++) {
+        const v4_lcache *lc = &bt->seqs[b]->layers[l];
+        const int64_t p0 = bt->seqs[b]->len, n = bt->start[b + 1] - bt->start[b];
+        for (int64_t i = 0; i < prev[b]; i++)
+            memcpy(win + (woff[b] + i) * Dh, lc->ring + ((p0 - prev[b] + i) % W) * Dh,
+                   sizeof(float) * (size_t)Dh);
+        memcpy(win + (woff[b] + prev[b]) * Dh, kvn + bt->start[b] * Dh,
+               sizeof(float) * (size_t)(n * Dh));
+    }
+    /* the compressors: every row, each sequence's in order */
     const v4_comp *cps[2] = {&y->comp, &y->icomp};
-    v4_cstate *css[2] = {&lc->comp, &lc->icomp};
-    const int ncomp = y->attn == NUMLA_V4_ATTN_CSA ? 2 : y->attn == NUMLA_V4_ATTN_HCA ? 1 : 0;
     for (int ci = 0; ci < ncomp; ci++) {
         const v4_comp *cp = cps[ci];
         const int64_t row = cp->c * cp->width;
         free(ck);
         free(cg);
-        ck = malloc(sizeof(float) * (size_t)(n * row));
-        cg = malloc(sizeof(float) * (size_t)(n * row));
+        ck = malloc(sizeof(float) * (size_t)(T * row));
+        cg = malloc(sizeof(float) * (size_t)(T * row));
         if (!ck || !cg) {
             st = NUMLA_STATUS_NO_MEMORY;
             goto done;
         }
-        if ((st = lin(m, &cp->wkv, n, x, ck)) || (st = lin(m, &cp->wgate, n, x, cg)))
+        if ((st = lin(m, &cp->wkv, T, x, ck)) || (st = lin(m, &cp->wgate, T, x, cg)))
             goto done;
-        for (int64_t t = 0; t < n; t++)
-            if ((st = comp_push(m, cp, css[ci], ck + t * row, cg + t * row, p0 + t)))
+        for (int64_t t = 0; t < T; t++) {
+            v4_lcache *lc = &bt->seqs[rseq[t]]->layers[l];
+            if ((st = comp_push(m, cp, ci ? &lc->icomp : &lc->comp, ck + t * row, cg + t * row,
+                                rpos[t])))
                 goto done;
+        }
     }
     /* CSA: the indexer's queries and head weights */
-    const int64_t Hi = v->index_n_heads, Di = v->index_head_dim;
     if (y->attn == NUMLA_V4_ATTN_CSA) {
-        qi = malloc(sizeof(float) * (size_t)(n * Hi * Di));
-        iw = malloc(sizeof(float) * (size_t)(n * Hi));
+        qi = malloc(sizeof(float) * (size_t)(T * Hi * Di));
+        iw = malloc(sizeof(float) * (size_t)(T * Hi));
         if (!qi || !iw) {
             st = NUMLA_STATUS_NO_MEMORY;
             goto done;
         }
-        if ((st = lin(m, &y->iwq_b, n, qr, qi)) || (st = lin(m, &y->iweights, n, x, iw)))
+        if ((st = lin(m, &y->iwq_b, T, qr, qi)) || (st = lin(m, &y->iweights, T, x, iw)))
             goto done;
-        for (int64_t t = 0; t < n; t++)
+        for (int64_t t = 0; t < T; t++)
             for (int64_t h = 0; h < Hi; h++)
                 rope_tail(qi + (t * Hi + h) * Di, Di, dr, v->compress_inv_freq,
-                          v->compress_attention_factor, p0 + t, 1);
+                          v->compress_attention_factor, rpos[t], 1);
     }
     const float scale = (float)c->softmax_scale;
     const int64_t rate = ncomp ? y->comp.rate : 1;
-    const float *entries = ncomp ? lc->comp.entries : NULL;
-    int fail = 0;
+    /* every (row, head): softmax over the window rows, the visible (CSA: selected) compressed
+     * entries and the sink; the selection is per row, shared by its heads */
 #pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t t = 0; t < n; t++) {
-        const int64_t pos = p0 + t;
+    for (int64_t t = 0; t < T; t++) {
+        const int b = rseq[t];
+        const v4_lcache *lc = &bt->seqs[b]->layers[l];
+        const int64_t p0 = bt->seqs[b]->len, pos = rpos[t];
         const int64_t lo = pos - W + 1 > 0 ? pos - W + 1 : 0; /* first window position */
         const int64_t nvis = ncomp ? (pos + 1) / rate : 0;     /* visible compressed entries */
-        int64_t *sel = NULL;
+        const float *entries = ncomp ? lc->comp.entries : NULL;
         int64_t nsel = nvis;
+        int64_t *sel = malloc(sizeof(int64_t) * (size_t)(nvis + 1));
         float *sc = malloc(sizeof(float) * (size_t)(W + nvis + 1));
-        if (ncomp && nvis > 0) {
-            sel = malloc(sizeof(int64_t) * (size_t)nvis);
-            if (!sel || !sc) {
-                free(sel);
-                free(sc);
-#pragma omp atomic write
-                fail = 1;
-                continue;
-            }
-            for (int64_t w = 0; w < nvis; w++)
-                sel[w] = w;
-            if (y->attn == NUMLA_V4_ATTN_CSA && nvis > v->index_topk) {
-                /* the indexer's score of every visible entry, then the top index_topk
-                 * (ties: the lower entry) */
-                float *isc = malloc(sizeof(float) * (size_t)nvis);
-                if (!isc) {
-                    free(sel);
-                    free(sc);
-#pragma omp atomic write
-                    fail = 1;
-                    continue;
-                }
-                const float ws = (float)(1.0 / sqrt((double)Hi)), ss = (float)(1.0 / sqrt((double)Di));
-                for (int64_t w = 0; w < nvis; w++) {
-                    const float *K = lc->icomp.entries + w * Di;
-                    float tot = 0;
-                    for (int64_t h = 0; h < Hi; h++) {
-                        const float *qh = qi + (t * Hi + h) * Di;
-                        float d = 0;
-                        for (int64_t i = 0; i < Di; i++)
-                            d += qh[i] * K[i];
-                        tot += (d > 0 ? d * ss : 0.0f) * (iw[t * Hi + h] * ws);
-                    }
-                    isc[w] = tot;
-                }
-                nsel = v->index_topk;
-                for (int64_t k = 0; k < nsel; k++) { /* partial selection sort */
-                    int64_t best = k;
-                    for (int64_t w = k + 1; w < nvis; w++)
-                        if (isc[sel[w]] > isc[sel[best]] ||
-                            (isc[sel[w]] == isc[sel[best]] && sel[w] < sel[best]))
-                            best = w;
-                    int64_t tmpi = sel[k];
-                    sel[k] = sel[best];
-                    sel[best] = tmpi;
-                }
-                free(isc);
-            }
-        } else if (!sc) {
+        float *isc = y->attn == NUMLA_V4_ATTN_CSA ? malloc(sizeof(float) * (size_t)(nvis + 1)) : NULL;
+        if (!sel || !sc || (y->attn == NUMLA_V4_ATTN_CSA && !isc)) {
+            free(sel);
+            free(sc);
+            free(isc);
 #pragma omp atomic write
             fail = 1;
             continue;
         }
+        for (int64_t w = 0; w < nvis; w++)
+            sel[w] = w;
+        if (y->attn == NUMLA_V4_ATTN_CSA && nvis > v->index_topk) {
+            /* the indexer's score of every visible entry, then the top index_topk (ties: the
+             * lower entry) */
+            const float ws = (float)(1.0 / sqrt((double)Hi)), ss = (float)(1.0 / sqrt((double)Di));
+            for (int64_t w = 0; w < nvis; w++) {
+                const float *K = lc->icomp.entries + w * Di;
+                float tot = 0;
+                for (int64_t h = 0; h < Hi; h++) {
+                    const float *qh = qi + (t * Hi + h) * Di;
+                    float d = 0;
+                    for (int64_t i = 0; i < Di; i++)
+                        d += qh[i] * K[i];
+                    tot += (d > 0 ? d * ss : 0.0f) * (iw[t * Hi + h] * ws);
+                }
+                isc[w] = tot;
+            }
+            nsel = v->index_topk;
+            for (int64_t k = 0; k < nsel; k++) { /* partial selection sort */
+                int64_t best = k;
+                for (int64_t w = k + 1; w < nvis; w++)
+                    if (isc[sel[w]] > isc[sel[best]] ||
+                        (isc[sel[w]] == isc[sel[best]] && sel[w] < sel[best]))
+                        best = w;
+                const int64_t tmpi = sel[k];
+                sel[k] = sel[best];
+                sel[best] = tmpi;
+            }
+        }
         const int64_t nwin = pos - lo + 1;
-        const float *wrows = win + (lo - (p0 - prev)) * Dh;
+        const float *wrows = win + (woff[b] + lo - (p0 - prev[b])) * Dh;
         for (int64_t h = 0; h < H; h++) {
             const float *qh = q + (t * H + h) * Dh;
             const float sink = y->sink[m->h0 + h];
@@ -866,14 +893,15 @@ static numla_status attention(const numla_v4_model *m, numla_v4_seq *sq, int64_t
             float *oh = o + (t * H + h) * Dh;
             for (int64_t j = 0; j < nwin + nsel; j++) {
                 const float *r = j < nwin ? wrows + j * Dh : entries + sel[j - nwin] * Dh;
-                const float p = sc[j] / sum;
+                const float pj = sc[j] / sum;
                 for (int64_t i = 0; i < Dh; i++)
-                    oh[i] += p * r[i];
+                    oh[i] += pj * r[i];
             }
             rope_tail(oh, Dh, dr, fq, af, pos, -1);
         }
         free(sel);
         free(sc);
+        free(isc);
     }
     if (fail) {
         st = NUMLA_STATUS_NO_MEMORY;
@@ -881,35 +909,37 @@ static numla_status attention(const numla_v4_model *m, numla_v4_seq *sq, int64_t
     }
     /* grouped output projection: local group g = local heads g·H/G .. (g+1)·H/G - 1,
      * contiguous in o; wo_b's columns of this rank's groups give a partial sum */
-    {
-        for (int64_t g = 0; g < G; g++) {
-            for (int64_t t = 0; t < n; t++)
-                memcpy(tmp + t * kin, o + t * H * Dh + g * kin, sizeof(float) * (size_t)kin);
-            float *yo = malloc(sizeof(float) * (size_t)(n * Ro));
-            if (!yo) {
-                st = NUMLA_STATUS_NO_MEMORY;
-                goto done;
-            }
-            st = lin(m, &y->wo_a[g], n, tmp, yo);
-            for (int64_t t = 0; st == NUMLA_STATUS_OK && t < n; t++)
-                memcpy(yg + t * G * Ro + g * Ro, yo + t * Ro, sizeof(float) * (size_t)Ro);
-            free(yo);
-            if (st)
-                goto done;
-        }
-        if ((st = lin(m, &y->wo_b, n, yg, out)) || (st = v4_reduce(m, out, n * D)))
+    for (int64_t g = 0; g < G; g++) {
+        for (int64_t t = 0; t < T; t++)
+            memcpy(tmp + t * kin, o + t * H * Dh + g * kin, sizeof(float) * (size_t)kin);
+        if ((st = lin(m, &y->wo_a[g], T, tmp, yo)))
             goto done;
+        for (int64_t t = 0; t < T; t++)
+            memcpy(yg + t * G * Ro + g * Ro, yo + t * Ro, sizeof(float) * (size_t)Ro);
     }
-    /* the window ring keeps the last W rows */
-    for (int64_t i = nw > W ? nw - W : 0; i < nw; i++)
-        memcpy(lc->ring + ((p0 - prev + i) % W) * Dh, win + i * Dh, sizeof(float) * (size_t)Dh);
+    if ((st = lin(m, &y->wo_b, T, yg, out)) || (st = v4_reduce(m, out, T * D)))
+        goto done;
+    /* each window ring keeps its sequence's last W rows */
+    for (int b = 0; b < B; b++) {
+        v4_lcache *lc = &bt->seqs[b]->layers[l];
+        const int64_t p0 = bt->seqs[b]->len, nw = woff[b + 1] - woff[b];
+        for (int64_t i = nw > W ? nw - W : 0; i < nw; i++)
+            memcpy(lc->ring + ((p0 - prev[b] + i) % W) * Dh, win + (woff[b] + i) * Dh,
+                   sizeof(float) * (size_t)Dh);
+    }
 done:
+    free(prev);
+    free(woff);
+    free(rseq);
+    free(rpos);
     free(qr);
     free(q);
+    free(kvn);
     free(win);
     free(o);
     free(yg);
     free(tmp);
+    free(yo);
     free(ck);
     free(cg);
     free(qi);
@@ -1030,9 +1060,9 @@ static numla_status moe(const numla_v4_model *m, int64_t l, const int32_t *token
 
 /* One block with its hyper-connection: X (n_tok, hc, D) in place; flat (n_tok, hc·D) and
  * y (n_tok, (2+hc)·hc) scratch. */
-static numla_status block(const numla_v4_model *m, numla_v4_seq *s, int64_t l, int ffn,
-                          const int32_t *tokens, int64_t n, int64_t p0, float *X, float *xin,
-                          float *bout, float *post, float *comb, float *flat, float *y)
+static numla_status block(const numla_v4_model *m, const v4_batch *bt, int64_t l, int ffn,
+                          const int32_t *tokens, int64_t n, float *X, float *xin, float *bout,
+                          float *post, float *comb, float *flat, float *y)
 {
     const numla_model_config *c = &m->cfg;
     const int64_t hc = c->v4.hc_mult, D = c->hidden_size, ny = (2 + hc) * hc;
@@ -1055,7 +1085,7 @@ static numla_status block(const numla_v4_model *m, numla_v4_seq *s, int64_t l, i
     if (ffn)
         NUMLA_CHECK(moe(m, l, tokens, xin, n, bout));
     else
-        NUMLA_CHECK(attention(m, s, l, xin, n, p0, bout));
+        NUMLA_CHECK(attention(m, bt, l, xin, n, bout));
     for (int64_t t = 0; t < n; t++) {
         float *Xt = X + t * hc * D, *old = flat + t * hc * D;
         const float *pt = post + t * hc, *cb = comb + t * hc * hc, *b = bout + t * D;
@@ -1074,21 +1104,54 @@ static numla_status block(const numla_v4_model *m, numla_v4_seq *s, int64_t l, i
 numla_status numla_v4_forward(const numla_v4_model *m, numla_v4_seq *s, const int32_t *tokens,
                               int64_t n, float *logits)
 {
-    if (!m || !s || !tokens || !logits || s->m != m)
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_forward: NULL argument or foreign sequence");
+    numla_v4_seq *seqs[1] = {s};
+    const int32_t *tk[1] = {tokens};
+    return numla_v4_forward_batch(m, 1, seqs, tk, &n, logits);
+}
+
+numla_status numla_v4_forward_batch(const numla_v4_model *m, int32_t B, numla_v4_seq *const *seqs,
+                                    const int32_t *const *toks, const int64_t *ns, float *logits)
+{
+    if (!m || B < 1 || !seqs || !toks || !ns || !logits)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_forward: NULL argument or no sequence");
     const numla_model_config *c = &m->cfg;
-    if (n < 1)
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_forward: %lld new tokens", (long long)n);
-    if (s->len + n > c->max_position_embeddings)
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
-                   "numla_v4_forward: %lld + %lld tokens exceed max_position_embeddings %lld",
-                   (long long)s->len, (long long)n, (long long)c->max_position_embeddings);
-    for (int64_t t = 0; t < n; t++)
-        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
-            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
-                       "numla_v4_forward: token %lld = %d outside the vocabulary (%lld)",
-                       (long long)t, tokens[t], (long long)c->vocab_size);
-    const int64_t hc = c->v4.hc_mult, D = c->hidden_size, p0 = s->len;
+    int64_t *start = malloc(sizeof(int64_t) * (size_t)(B + 1));
+    if (!start)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 forward: no memory");
+    start[0] = 0;
+    for (int32_t b = 0; b < B; b++) {
+        const numla_v4_seq *s = seqs[b];
+        const int64_t n = ns[b];
+        const char *bad = NULL;
+        if (!s || !toks[b] || s->m != m)
+            bad = "a NULL or foreign sequence";
+        else if (n < 1)
+            bad = "no new tokens";
+        else if (s->len + n > c->max_position_embeddings)
+            bad = "more tokens than max_position_embeddings";
+        for (int32_t b2 = 0; !bad && b2 < b; b2++)
+            if (seqs[b2] == s)
+                bad = "a sequence given twice";
+        for (int64_t t = 0; !bad && t < n; t++)
+            if (toks[b][t] < 0 || toks[b][t] >= c->vocab_size)
+                bad = "a token outside the vocabulary";
+        if (bad) {
+            free(start);
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_forward: sequence %d of %d has %s", b,
+                       B, bad);
+        }
+        start[b + 1] = start[b] + n;
+    }
+    const int64_t n = start[B];
+    const v4_batch bt = {B, seqs, start};
+    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)n);
+    if (!tokens) {
+        free(start);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 forward: no memory");
+    }
+    for (int32_t b = 0; b < B; b++)
+        memcpy(tokens + start[b], toks[b], sizeof(int32_t) * (size_t)ns[b]);
+    const int64_t hc = c->v4.hc_mult, D = c->hidden_size;
     float *X = malloc(sizeof(float) * (size_t)(n * hc * D));
     float *xin = malloc(sizeof(float) * (size_t)(n * D));
     float *bout = malloc(sizeof(float) * (size_t)(n * D));
@@ -1103,9 +1166,9 @@ numla_status numla_v4_forward(const numla_v4_model *m, numla_v4_seq *s, const in
             memcpy(X + (t * hc + j) * D, m->embed + (int64_t)tokens[t] * D,
                    sizeof(float) * (size_t)D);
     for (int64_t l = 0; st == NUMLA_STATUS_OK && l < c->num_hidden_layers; l++) {
-        st = block(m, s, l, 0, tokens, n, p0, X, xin, bout, post, comb, flat, y);
+        st = block(m, &bt, l, 0, tokens, n, X, xin, bout, post, comb, flat, y);
         if (st == NUMLA_STATUS_OK)
-            st = block(m, s, l, 1, tokens, n, p0, X, xin, bout, post, comb, flat, y);
+            st = block(m, &bt, l, 1, tokens, n, X, xin, bout, post, comb, flat, y);
     }
     /* the hyper-head, the final norm, the head */
     if (st == NUMLA_STATUS_OK)
@@ -1132,10 +1195,14 @@ numla_status numla_v4_forward(const numla_v4_model *m, numla_v4_seq *s, const in
     free(comb);
     free(flat);
     free(y);
+    free(tokens);
+    if (st == NUMLA_STATUS_OK)
+        for (int32_t b = 0; b < B; b++)
+            seqs[b]->len += ns[b];
+    free(start);
     if (st != NUMLA_STATUS_OK) {
         numla_error_frame(__FILE__, __LINE__, __func__);
         return st;
     }
-    s->len += n;
     return NUMLA_STATUS_OK;
 }

@@ -7,8 +7,9 @@
  * The cache is the simple one: a sequence (numla_v4_seq) owns, per layer, a ring of the last
  * sliding_window KV rows, its compressed entries (and CSA's indexer keys) in growing arrays, and
  * the compressors' carry-over (the raw rows of the current and previous compression window). No
- * paging, prefix cache or batching yet: a forward runs the new tokens of one sequence, in one
- * chunk or several (prefill, chunked prefill and decode give the same numbers).
+ * paging or prefix cache yet. A forward runs the new tokens of one sequence or of several
+ * together, each in one chunk or several (prefill, chunked prefill, decode and batching give
+ * the same numbers).
  */
 #ifndef NUMLA_ENGINE_MODEL_V4_H
 #define NUMLA_ENGINE_MODEL_V4_H
@@ -62,5 +63,11 @@ int64_t numla_v4_seq_len(const numla_v4_seq *s);
  * caller's OpenMP threads. */
 numla_status numla_v4_forward(const numla_v4_model *m, numla_v4_seq *s, const int32_t *tokens,
                               int64_t n, float *logits);
+/* The same for B distinct sequences in one step (continuous batching: prompts, chunks and
+ * decode tokens of different sequences together): sequence b runs ns[b] tokens toks[b]; the
+ * logits rows follow the sequences' order. Every linear runs once over all rows; the window,
+ * compressors and indexer per sequence. The same refusals, naming the sequence. */
+numla_status numla_v4_forward_batch(const numla_v4_model *m, int32_t B, numla_v4_seq *const *seqs,
+                                    const int32_t *const *toks, const int64_t *ns, float *logits);
 
 #endif

@@ -9,6 +9,7 @@
  *     exceeds twice the tolerance (all of them in this data);
  *   - fp32 weights at the best ISA (whole prompts) and the reference ISA (chunked), bf16
  *     weights at the best;
+ *   - the four prompts as one step of four sequences, then decode steps of all four;
  *   - 2 and 3 ranks in one process (threads, a shared-memory sum): heads by whole o_groups,
  *     experts, the shared expert's columns and the vocabulary sharded; each rank's logits
  *     slice and the greedy tokens from the gathered logits. */
@@ -238,6 +239,83 @@ static void test_too_many_ranks(void)
     numla_safetensors_close(&st);
 }
 
+/* Continuous batching: every prompt as one step of 4 sequences, then decode steps of all of
+ * them together (numla_v4_forward_batch), against each prompt's logits and greedy tokens. */
+static void test_batched(void)
+{
+    golden g;
+    if (golden_load_file(&g, "v4", "model_fp32", "expected.safetensors")) {
+        CU_FAIL("golden data");
+        golden_free(&g);
+        return;
+    }
+    numla_model_config cfg;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(g.dir, &cfg), NUMLA_STATUS_OK);
+    numla_safetensors_model *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(g.dir, &st), NUMLA_STATUS_OK);
+    numla_v4_model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_model_load(&cfg, st, numla_isa_best(), &m), NUMLA_STATUS_OK);
+    numla_safetensors_close(&st);
+    const int64_t V = cfg.vocab_size;
+    const int B = g.nprompts;
+    numla_v4_seq *seqs[MAX_PROMPTS] = {0};
+    const int32_t *tk[MAX_PROMPTS];
+    int64_t ns[MAX_PROMPTS], total = 0;
+    for (int p = 0; p < B; p++) {
+        CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &seqs[p]), NUMLA_STATUS_OK);
+        tk[p] = g.tokens[p];
+        ns[p] = g.len[p];
+        total += ns[p];
+    }
+    float *out = malloc(sizeof(float) * (size_t)total * (size_t)V);
+    numla_status s = numla_v4_forward_batch(m, B, seqs, tk, ns, out);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK, "batched prefill: %s", numla_error_message());
+    double worst = 0;
+    int64_t row = 0;
+    int ok = 0, cmp = 0;
+    int32_t next[MAX_PROMPTS];
+    for (int p = 0; p < B; p++) {
+        char name[64];
+        snprintf(name, sizeof name, "prompt%d.logits", p);
+        const float *ref = st_f32(g.expected, name, NULL, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+        worst = fmax(worst, maxabs_diff(out + row * V, ref, (size_t)ns[p] * (size_t)V, NULL));
+        row += ns[p];
+        next[p] = g.greedy[p][0];
+    }
+    for (int i = 1; i < N_GREEDY; i++) {
+        for (int p = 0; p < B; p++) {
+            tk[p] = &next[p];
+            ns[p] = 1;
+        }
+        CU_ASSERT_EQUAL_FATAL(numla_v4_forward_batch(m, B, seqs, tk, ns, out), NUMLA_STATUS_OK);
+        for (int p = 0; p < B; p++) {
+            const float *l = out + (size_t)p * V;
+            int best = 0;
+            for (int64_t v = 1; v < V; v++)
+                best = l[v] > l[best] ? (int)v : best;
+            if (g.margin[p][i] > 2 * LOGIT_TOL) {
+                cmp++;
+                ok += best == g.greedy[p][i];
+            }
+            next[p] = g.greedy[p][i];
+        }
+    }
+    NUMLA_ASSERT_MSG(worst <= LOGIT_TOL, "v4 batched prefill: logits max err %g", worst);
+    NUMLA_ASSERT_MSG(ok == cmp && cmp > 0, "v4 batched decode: %d of %d greedy tokens", ok, cmp);
+    fprintf(stderr, "\n    golden v4 %d sequences a step: logits max abs err %.3g, greedy %d/%d", B,
+            worst, ok, cmp);
+    /* the same sequence twice in a step is refused */
+    numla_v4_seq *twice[2] = {seqs[0], seqs[0]};
+    CU_ASSERT_EQUAL(numla_v4_forward_batch(m, 2, twice, tk, ns, out), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "twice"));
+    free(out);
+    for (int p = 0; p < B; p++)
+        numla_v4_seq_destroy(&seqs[p]);
+    numla_v4_model_destroy(&m);
+    golden_free(&g);
+}
+
 /* Bad input: a token outside the vocabulary and an empty step are refused and leave the
  * sequence as it was. */
 static void test_bad_input(void)
@@ -268,4 +346,5 @@ static void test_bad_input(void)
 
 NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_fp32), NUMLA_TEST(test_fp32_ref_chunked),
                  NUMLA_TEST(test_bf16), NUMLA_TEST(test_ranks),
-                 NUMLA_TEST(test_too_many_ranks), NUMLA_TEST(test_bad_input))
+                 NUMLA_TEST(test_too_many_ranks), NUMLA_TEST(test_batched),
+                 NUMLA_TEST(test_bad_input))
