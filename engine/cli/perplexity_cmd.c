@@ -347,7 +347,11 @@ static numla_status ppl_score(ppl_job *j, numla_engine *eng, const numla_model_c
     numla_sched_options so = numla_cli_sched_options(&j->o->e, cfg);
     so.prompt_rows = ppl_rows;
     so.prompt_rows_ctx = j;
-    so.prompt_logit_rows = j->ctx; /* a whole chunk's rows fit in one step */
+    /* a whole chunk's rows fit in one step, and several chunks' while their logits stay
+     * within 256 MiB (a small vocabulary, a small --ctx) */
+    const int64_t by_memory = ((int64_t)1 << 28) / (j->vocab * (int64_t)sizeof(float));
+    const int64_t rows = by_memory < so.max_batch_tokens ? by_memory : so.max_batch_tokens;
+    so.prompt_logit_rows = rows > j->ctx ? (int32_t)rows : j->ctx;
     numla_sched *s = NULL;
     NUMLA_CHECK(numla_sched_create(&so, numla_engine_kv_cache(eng), numla_cli_engine_exec, eng,
                                    ppl_done, j, &s));
