@@ -47,6 +47,14 @@
  *                     (Q5_K's fallback where K is not a multiple of 256: attn_k_b, some downs)
  *   Q4_1    32 / 20   fp16 d, m; u8 qs[16]                    q = Q4_0's nibbles (no offset),
  *                                                             w = d·q + m (the reference alone)
+ *   MXFP4   32 / 17   u8 e (E8M0); u8 qs[16]                  w[j] = d·kv[qs[j] & 15],
+ *                                                             w[j+16] = d·kv[qs[j] >> 4],
+ *                     d = 2^(e - 128) (ggml's e8m0 "half": e < 2 gives the subnormals 2^-128,
+ *                     2^-127), kv = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+ *                     (twice the e2m1 values, so d·kv = e2m1 · 2^(e - 127), the OCP MX scale);
+ *                     GGUF deepseek4 experts, and DeepSeek-V4's published FP4 experts repacked
+ *                     (kernels/qblock_quant.h numla_qblock_mxfp4_from_e2m1). F32 mode at the
+ *                     vector levels (its Q8 mode: the reference)
  * What each type has beyond its layout (its Q8 group, sub-block width, PANEL16 piece, and which
  * kernels run it at each level) is its row in kernels/qblock_types.c (kernels/qblock_types.h);
  * a type without kernels at a level runs the level below's (Q4_1: the reference everywhere).
@@ -169,6 +177,7 @@ typedef enum numla_qblock_type {
     NUMLA_QBLOCK_IQ4_NL,
     NUMLA_QBLOCK_Q5_1,
     NUMLA_QBLOCK_Q4_1,
+    NUMLA_QBLOCK_MXFP4,
     NUMLA_QBLOCK_TYPE_COUNT,
 } numla_qblock_type;
 

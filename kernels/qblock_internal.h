@@ -262,6 +262,18 @@ void numla_qblock_dequant_block_ref(numla_qblock_type type, const uint8_t *b, fl
 
 /* IQ4_NL / IQ4_XS code book. */
 extern const int8_t numla_qblock_iq4_values[16];
+/* MXFP4's: twice the e2m1 values, by their 4-bit code (sign in bit 3). */
+extern const int8_t numla_qblock_mxfp4_values[16];
+
+/* An E8M0 byte as ggml's MXFP4 scale, 2^(e - 128): (e - 1) << 23 as float bits, and below e = 2
+ * the subnormals 2^-128 and 2^-127 (0x00200000 << e). */
+static inline float numla_qblock_e8m0_half_(uint8_t e)
+{
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
 
 /* IEEE half -> float, exactly (subnormals, inf and NaN included). */
 static inline float numla_qblock_f16_(const uint8_t *p)

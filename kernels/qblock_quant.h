@@ -41,4 +41,15 @@
 numla_status numla_qblock_quantize_row_ref(numla_qblock_type type, const float *x, int64_t k,
                                            void *dst);
 
+/* DeepSeek-V4's published FP4 experts (engine/formats/weight_encoding.h NUMLA_ENCODING_FP4) as
+ * MXFP4 blocks, losslessly: one row of k elements (k a multiple of 32) from its k / 2 code bytes
+ * (element 2j in the low nibble of byte j, 2j + 1 in the high one, e2m1 codes) and k / 32 E8M0
+ * scale bytes s (w = e2m1 · 2^(s - 127)) into k / 32 blocks at dst: each keeps its scale byte
+ * (MXFP4's d = 2^(s - 128) times twice the e2m1 value: the same w, bit for bit, except that
+ * code 8, e2m1's -0, reads as +0 from ggml's integer table) and holds element
+ * j in the low nibble of qs[j], j + 16 in the high one (the codes themselves unchanged).
+ * INVALID_ARG for a bad k or a scale byte 0xFF (E8M0's NaN), naming the block. */
+numla_status numla_qblock_mxfp4_from_e2m1(const uint8_t *codes, const uint8_t *scales, int64_t k,
+                                          void *dst);
+
 #endif

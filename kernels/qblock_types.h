@@ -23,6 +23,7 @@
  *                codes are signed: Q5_0, IQ4_NL, IQ4_XS)
  *   f16_count,   the block's fp16 scale fields (d, and dmin or m): how many, at which bytes (the
  *   f16_at       tests make random blocks with finite scales from them)
+ *   e8m0         the block's scale is an E8M0 byte at its start instead (MXFP4)
  *   panel_gemm   the panel GEMM from NUMLA_QBLOCK_PANEL_MIN_M x rows (vnni and amx levels:
  *                kernels/x86/qblock_panel_*.c) runs it (every type with a PANEL16 layout but
  *                Q6_K, whose stored panels run their own kernel at every M)
@@ -81,6 +82,8 @@ typedef struct numla_qblock_type_row {
     uint8_t panel_gemm;
     uint8_t f16_count;   /* how many fp16 scale fields a block has (d; d and dmin / m) */
     int16_t f16_at[2];   /* their byte offsets in the block */
+    uint8_t e8m0;        /* the block starts with an E8M0 scale byte (MXFP4; the tests keep its
+                          * exponent moderate, as they keep the fp16 scales finite) */
     void (*dequant)(const uint8_t *block, float *out);
     void (*quantize)(const float *x, uint8_t *block);
     void (*p16_put)(const uint8_t *block, int c, int64_t b, uint8_t *panel);
@@ -122,6 +125,7 @@ void numla_qblock_dequant_q5_0_ref(const uint8_t *b, float *y);
 void numla_qblock_dequant_iq4_nl_ref(const uint8_t *b, float *y);
 void numla_qblock_dequant_q5_1_ref(const uint8_t *b, float *y);
 void numla_qblock_dequant_q4_1_ref(const uint8_t *b, float *y);
+void numla_qblock_dequant_mxfp4_ref(const uint8_t *b, float *y);
 
 /* The reference quantizations (kernels/ref/qblock_quant_ref.c): one block's floats -> its bytes. */
 void numla_qblock_quantize_q8_0_ref(const float *x, uint8_t *b);
@@ -165,6 +169,7 @@ NUMLA_QBLOCK_F32_AVX512_DECLARE_(q3_k)
 NUMLA_QBLOCK_F32_AVX512_DECLARE_(q5_0)
 NUMLA_QBLOCK_F32_AVX512_DECLARE_(iq4_nl)
 NUMLA_QBLOCK_F32_AVX512_DECLARE_(q5_1)
+NUMLA_QBLOCK_F32_AVX512_DECLARE_(mxfp4)
 #undef NUMLA_QBLOCK_F32_AVX512_DECLARE_
 
 /* The vnni level's Q8-mode kernels (kernels/x86/qblock_avx512vnni.c, qblock_gemm_avx512vnni.c). */

@@ -9,7 +9,7 @@ Pinned: gguf 0.19.0, numpy 2.4.6 (the files depend on their writer and on numpy'
   meta.gguf              every metadata value type (scalars, arrays of each, arrays of strings,
                          nested arrays), general.alignment = 64, tensors of several types and ranks
   blocks.gguf            for each block encoding T: "T.q" (3 rows of 512 random blocks' worth of
-                         elements, scales set to finite fp16 values) and "T.ref", the gguf
+                         elements, scales set to finite fp16 values, MXFP4's E8M0 to 2^-7..2^-4) and "T.ref", the gguf
                          package's numpy dequantization of it in F32: the oracle of kernels/qblock
   split-0000N-of-00003.gguf   one tensor set written by the package's splitter (2 tensors a part)
   tiny-deepseek2.gguf    the deepseek2 keys llama.cpp's converter writes (DeepseekV2Model), with
@@ -77,7 +77,11 @@ HALVES = {
     QT.IQ4_XS: [0], QT.Q2_K: [80, 82], QT.Q3_K: [108], QT.Q5_0: [0], QT.IQ4_NL: [0],
     QT.Q5_1: [0, 2],  # last ones: the generator's draws for the types above stay as they were
     QT.Q4_1: [0, 2],
+    QT.MXFP4: [],  # its scale is the E8M0 byte 0, set below (E8M0)
 }
+# Byte offsets of E8M0 scale bytes, set to exponents 121..124 (d = 2^(e - 128) in [2^-7, 2^-4]):
+# random bytes would overflow the products.
+E8M0 = {QT.MXFP4: [0]}
 
 
 def write_blocks(out):
@@ -91,6 +95,8 @@ def write_blocks(out):
         for o in offs:
             h = (rng.uniform(0.25, 2.0, size=nblk) * np.where(rng.random(nblk) < 0.5, -1, 1) * 2.0 ** -6).astype(np.float16)
             raw[:, o:o + 2] = h.view(np.uint8).reshape(nblk, 2)
+        for o in E8M0.get(qt, []):
+            raw[:, o] = rng.integers(121, 125, size=nblk, dtype=np.uint8)
         raw = raw.reshape(rows, cols // bs * ts)
         ref = gguf.quants.dequantize(raw, qt).astype(np.float32)
         assert ref.shape == (rows, cols) and np.isfinite(ref).all()

@@ -15,13 +15,13 @@
 
 static const numla_weight_encoding_info table_[NUMLA_ENCODING_COUNT] = {
     [NUMLA_ENCODING_NONE] = {"bf16", 1, 1, 0, 0, NUMLA_SCALES_NONE, NULL, UINT32_MAX,
-                             "common/dtype.h numla_load_f32", "bf16", NUMLA_ENCODING_AT_LOAD},
+                             "common/dtype.h numla_load_f32", "bf16", NUMLA_ENCODING_AT_LOAD, 0},
     [NUMLA_ENCODING_FP8] = {"fp8", 128, 128, 0, 1, NUMLA_SCALES_TENSOR, "_scale_inv", UINT32_MAX,
                             "kernels/quant.h (e4m3 code x block scale)", "fp8",
-                            NUMLA_ENCODING_AT_LOAD | NUMLA_ENCODING_BY_QUANTIZE},
+                            NUMLA_ENCODING_AT_LOAD | NUMLA_ENCODING_BY_QUANTIZE, 0},
     [NUMLA_ENCODING_INT8] = {"int8", 1, 0, 0, 1, NUMLA_SCALES_TENSOR, "_scale", UINT32_MAX,
                              "kernels/quant.h (int8 code x row scale)", "int8",
-                             NUMLA_ENCODING_AT_LOAD | NUMLA_ENCODING_BY_QUANTIZE},
+                             NUMLA_ENCODING_AT_LOAD | NUMLA_ENCODING_BY_QUANTIZE, 0},
     /* --weights q8_0 | q4_0 | q4_k quantize to blocks while loading (q4_k: llama.cpp's Q4_K_M
      * recipe, engine/model/quant_recipe.c) */
     [NUMLA_ENCODING_Q8_0] = {NUMLA_ENCODING_GGML_(Q8_0), .option = "q8_0", .made = NUMLA_ENCODING_AT_LOAD},
@@ -33,11 +33,15 @@ static const numla_weight_encoding_info table_[NUMLA_ENCODING_COUNT] = {
     [NUMLA_ENCODING_Q2_K] = {NUMLA_ENCODING_GGML_(Q2_K)},
     [NUMLA_ENCODING_Q3_K] = {NUMLA_ENCODING_GGML_(Q3_K)},
     [NUMLA_ENCODING_INT4] = {"int4", 1, 32, 16, 0, NUMLA_SCALES_TENSOR, "_scale", UINT32_MAX,
-                             "engine/model/weights.c (scale x q, as Q4_0 blocks)", NULL, 0},
+                             "engine/model/weights.c (scale x q, as Q4_0 blocks)", NULL, 0, 0},
     [NUMLA_ENCODING_Q5_0] = {NUMLA_ENCODING_GGML_(Q5_0)},
     [NUMLA_ENCODING_IQ4_NL] = {NUMLA_ENCODING_GGML_(IQ4_NL)},
     [NUMLA_ENCODING_Q5_1] = {NUMLA_ENCODING_GGML_(Q5_1)},
     [NUMLA_ENCODING_Q4_1] = {NUMLA_ENCODING_GGML_(Q4_1)},
+    [NUMLA_ENCODING_MXFP4] = {NUMLA_ENCODING_GGML_(MXFP4)},
+    [NUMLA_ENCODING_FP4] = {"fp4", 1, 32, 16, 0, NUMLA_SCALES_TENSOR, NULL, UINT32_MAX,
+                            "kernels/qblock_quant.h numla_qblock_mxfp4_from_e2m1 (then MXFP4's)", NULL, 0,
+                            .scale_bytes = 1},
 };
 
 const numla_weight_encoding_info *numla_weight_encoding_get(numla_weight_encoding e)
@@ -105,7 +109,7 @@ int64_t numla_weight_encoding_bytes(numla_weight_encoding e, int64_t n, int64_t 
         return n * k * elem_bytes;
     int64_t g[2];
     numla_weight_encoding_scale_grid(e, n, k, g);
-    if (in->block_bytes) /* int4: packed blocks, one bf16 scale each */
-        return k % in->block_cols ? -1 : n * (k / in->block_cols) * (in->block_bytes + 2);
+    if (in->block_bytes) /* int4, fp4: packed blocks, one scale each (int4's bf16 by default) */
+        return k % in->block_cols ? -1 : n * (k / in->block_cols) * (in->block_bytes + (in->scale_bytes ? in->scale_bytes : 2));
     return n * k * in->code_bytes + 4 * g[0] * g[1];
 }

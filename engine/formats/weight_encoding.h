@@ -30,6 +30,16 @@
  *            compressed-tensors pack-quantized, symmetric: q in [-8, 7] stored as q + 8, element
  *            e of a row at bits 4(e % 8) of int32 word e / 8 (X.weight_packed, (N, K/8)); the
  *            scale in the model's dtype (N, K/32); X.weight_shape (2) the unpacked (N, K)
+ *   MXFP4     "MXFP4"  1 x 32               17               in the block (E8M0 e)  kernels/qblock.h
+ *   FP4       "fp4"    1 x 32               16 (2 per byte)  E8M0 per 32, tensor    kernels/qblock_quant.h
+ *                                                            P.scale for P.weight   (repacked to MXFP4)
+ *            DeepSeek-V4's routed experts as published (config.json: quantization_config fp8 with
+ *            scale_fmt ue8m0, top-level expert_dtype "fp4"): P.weight I8 (N, K/2), byte j of a row
+ *            holding element 2j in its low nibble and 2j+1 in its high one, each an e2m1 code
+ *            (sign bit 3; magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6); P.scale F8_E8M0 (N, K/32), the
+ *            scale of elements [32b, 32b + 32) being 2^(s - 127); w = e2m1 · 2^(s - 127)
+ *            (docs/quantization.md gives the sources). It is repacked losslessly into MXFP4
+ *            blocks (the same scale byte, the nibbles reordered; e2m1's -0 becomes +0).
  * Blocks never span rows, so a row shard is always whole blocks; a column (K) shard is whole
  * blocks only when it starts and ends on block_cols (engine/model/weights.c says what happens
  * otherwise). Pure data; not collective.
@@ -57,6 +67,8 @@ typedef enum numla_weight_encoding {
     NUMLA_ENCODING_IQ4_NL,
     NUMLA_ENCODING_Q5_1,     /* and Q5_K's */
     NUMLA_ENCODING_Q4_1,
+    NUMLA_ENCODING_MXFP4,    /* ggml's MXFP4 (GGUF deepseek4 experts) */
+    NUMLA_ENCODING_FP4,      /* DeepSeek-V4's published FP4 experts: e2m1 pairs + e8m0 per 32 */
     NUMLA_ENCODING_COUNT,
 } numla_weight_encoding;
 
@@ -79,6 +91,8 @@ typedef struct numla_weight_encoding_info {
     const char *option;       /* how `--weights` and `numla quantize --to` spell it ("bf16", "q4_k");
                                * NULL: numla never makes it */
     uint8_t made;             /* who makes it: NUMLA_ENCODING_AT_LOAD | NUMLA_ENCODING_BY_QUANTIZE */
+    int32_t scale_bytes;      /* NUMLA_SCALES_TENSOR with block_bytes: one scale's bytes (int4's
+                               * bf16 2 when 0; fp4's e8m0 1) */
 } numla_weight_encoding_info;
 
 /* Who makes an encoding from a float checkpoint (bf16: dequantizes an 8-bit one at load). */

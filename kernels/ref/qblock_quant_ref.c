@@ -145,3 +145,26 @@ numla_status numla_qblock_quantize_row_ref(numla_qblock_type type, const float *
         row->quantize(x + i * info->block, o + i * info->bytes);
     return NUMLA_STATUS_OK;
 }
+
+numla_status numla_qblock_mxfp4_from_e2m1(const uint8_t *codes, const uint8_t *scales, int64_t k,
+                                          void *dst)
+{
+    if (k < 0 || k % 32)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "fp4 repack: %lld columns is not whole blocks of 32",
+                   (long long)k);
+    uint8_t *o = dst;
+    for (int64_t b = 0; b < k / 32; b++, o += 17) {
+        if (scales[b] == 0xFF)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "fp4 repack: block %lld has the E8M0 scale 0xFF "
+                       "(NaN)", (long long)b);
+        const uint8_t *c = codes + 16 * b;
+        o[0] = scales[b];
+        for (int j = 0; j < 16; j++) {
+            /* element e sits in byte e / 2, low nibble when e is even */
+            const uint8_t lo = (uint8_t)(c[j / 2] >> (4 * (j & 1))) & 15;
+            const uint8_t hi = (uint8_t)(c[(j + 16) / 2] >> (4 * (j & 1))) & 15;
+            o[1 + j] = (uint8_t)(lo | hi << 4);
+        }
+    }
+    return NUMLA_STATUS_OK;
+}

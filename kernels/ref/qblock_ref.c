@@ -121,6 +121,20 @@ void numla_qblock_dequant_iq4_nl_ref(const uint8_t *b, float *y)
     }
 }
 
+/* MXFP4: ggml's e8m0 "half" 2^(e - 128) (bits 0x00200000 << e below e = 2: the subnormals)
+ * times twice the e2m1 value. Every product is exact (a small integer times a power of two) but
+ * where it leaves the float range (e >= 253 with a code of 8 or more). */
+const int8_t numla_qblock_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+void numla_qblock_dequant_mxfp4_ref(const uint8_t *b, float *y)
+{
+    const float d = numla_qblock_e8m0_half_(b[0]);
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)numla_qblock_mxfp4_values[b[1 + j] & 15];
+        y[j + 16] = d * (float)numla_qblock_mxfp4_values[b[1 + j] >> 4];
+    }
+}
+
 void numla_qblock_dequant_q2_k_ref(const uint8_t *b, float *y)
 {
     const uint8_t *sc = b, *qs = b + 16;

@@ -133,6 +133,24 @@ static inline void numla_qblock_dec_iq4_nl_(const uint8_t *b, __m512 v[16])
         numla_qblock_dec1_iq4_nl_(b + 18 * u, &v[2 * u], &v[2 * u + 1]);
 }
 
+/* MXFP4: twice the e2m1 values (looked up in a register) times the E8M0 half-scale. */
+static inline void numla_qblock_dec1_mxfp4_(const uint8_t *p, __m512 *v0, __m512 *v1)
+{
+    const __m512 lut = _mm512_setr_ps(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    const __m512i m4 = _mm512_set1_epi32(15);
+    const __m512 d = _mm512_set1_ps(numla_qblock_e8m0_half_(p[0]));
+    const __m512i q = numla_qblock_u8x16_(p + 1);
+    *v0 = _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_and_si512(q, m4), lut));
+    *v1 = _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), lut));
+}
+
+static inline void numla_qblock_dec_mxfp4_(const uint8_t *b, __m512 v[16])
+{
+#pragma GCC unroll 8
+    for (int u = 0; u < 8; u++)
+        numla_qblock_dec1_mxfp4_(b + 17 * u, &v[2 * u], &v[2 * u + 1]);
+}
+
 /* Q4_K and Q5_K (qh NULL for Q4_K). */
 static inline void numla_qblock_dec_k45_(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, __m512 v[16])
 {
@@ -352,6 +370,7 @@ NUMLA_QBLOCK_TAIL32(q4_0, 18, numla_qblock_dec1_q4_0_)
 NUMLA_QBLOCK_TAIL32(q5_0, 22, numla_qblock_dec1_q5_0_)
 NUMLA_QBLOCK_TAIL32(iq4_nl, 18, numla_qblock_dec1_iq4_nl_)
 NUMLA_QBLOCK_TAIL32(q5_1, 24, numla_qblock_dec1_q5_1_)
+NUMLA_QBLOCK_TAIL32(mxfp4, 17, numla_qblock_dec1_mxfp4_)
 NUMLA_QBLOCK_NO_TAIL(q4_k)
 NUMLA_QBLOCK_NO_TAIL(q5_k)
 NUMLA_QBLOCK_NO_TAIL(q6_k)
@@ -370,6 +389,7 @@ NUMLA_QBLOCK_ROWS(q3_k, 110)
 NUMLA_QBLOCK_ROWS(q5_0, 8 * 22)
 NUMLA_QBLOCK_ROWS(iq4_nl, 8 * 18)
 NUMLA_QBLOCK_ROWS(q5_1, 8 * 24)
+NUMLA_QBLOCK_ROWS(mxfp4, 8 * 17)
 
 /* ---- the many-row path (F32 mode, M >= NUMLA_QBLOCK_MANY_MIN_M) --------------------------- */
 
@@ -412,6 +432,7 @@ NUMLA_QBLOCK_DECTAIL32(q4_0, 18, numla_qblock_dec1_q4_0_)
 NUMLA_QBLOCK_DECTAIL32(q5_0, 22, numla_qblock_dec1_q5_0_)
 NUMLA_QBLOCK_DECTAIL32(iq4_nl, 18, numla_qblock_dec1_iq4_nl_)
 NUMLA_QBLOCK_DECTAIL32(q5_1, 24, numla_qblock_dec1_q5_1_)
+NUMLA_QBLOCK_DECTAIL32(mxfp4, 17, numla_qblock_dec1_mxfp4_)
 NUMLA_QBLOCK_NO_DECTAIL(q4_k)
 NUMLA_QBLOCK_NO_DECTAIL(q5_k)
 NUMLA_QBLOCK_NO_DECTAIL(q6_k)
@@ -430,6 +451,7 @@ NUMLA_QBLOCK_DECODE_ROW(q3_k, 110)
 NUMLA_QBLOCK_DECODE_ROW(q5_0, 8 * 22)
 NUMLA_QBLOCK_DECODE_ROW(iq4_nl, 8 * 18)
 NUMLA_QBLOCK_DECODE_ROW(q5_1, 8 * 24)
+NUMLA_QBLOCK_DECODE_ROW(mxfp4, 8 * 17)
 
 /* out[r][i] = w_r · x_i for nw decoded rows and mr x rows (compile-time after inlining), with the
  * GEMV's per-lane operations: vector v of a row goes to accumulator v mod 4, in ascending v. */

@@ -36,6 +36,9 @@ static inline uint8_t *qb_random(numla_qblock_type t, int64_t n, int64_t k, numl
             uint16_t bits = (uint16_t)(((r & 1) << 15) | ((8 + (r >> 1) % 3) << 10) | ((r >> 8) & 1023));
             memcpy(p + b * info->bytes + off[h], &bits, 2);
         }
+    if (numla_qblock_type_row_get(t)->e8m0) /* MXFP4: d = 2^(e - 128) in [2^-7, 2^-4] */
+        for (int64_t b = 0; b < nb; b++)
+            p[b * info->bytes] = (uint8_t)(121 + numla_test_rng_u64(rng) % 4);
     *row_bytes = k / info->block * info->bytes;
     return p;
 }

@@ -108,6 +108,12 @@ static void test_separate_scales(void)
     CU_ASSERT_EQUAL(numla_qckpt_bytes(NUMLA_QCKPT_FP8, 300, 129), 300 * 129 + 4 * 3 * 2);
     CU_ASSERT_EQUAL(numla_qckpt_bytes(NUMLA_QCKPT_INT8, 300, 129), 300 * 129 + 4 * 300);
     CU_ASSERT_EQUAL(numla_weight_encoding_bytes(NUMLA_ENCODING_NONE, 4, 5, 2), 40);
+    /* DeepSeek-V4's fp4: 16 code bytes and one e8m0 byte per 32; int4: 16 and a bf16 */
+    CU_ASSERT_EQUAL(numla_weight_encoding_bytes(NUMLA_ENCODING_FP4, 3, 64, 0), 3 * 2 * 17);
+    CU_ASSERT_EQUAL(numla_weight_encoding_bytes(NUMLA_ENCODING_INT4, 3, 64, 0), 3 * 2 * 18);
+    CU_ASSERT_EQUAL(numla_weight_encoding_bytes(NUMLA_ENCODING_FP4, 3, 48, 0), -1);
+    numla_weight_encoding_scale_grid(NUMLA_ENCODING_FP4, 2048, 4096, g); /* V4-Flash's w1.scale */
+    CU_ASSERT(g[0] == 2048 && g[1] == 128);
     char nm[64];
     numla_qckpt_scale_name(NUMLA_QCKPT_FP8, "a.weight", nm, sizeof nm);
     CU_ASSERT_STRING_EQUAL(nm, "a.weight_scale_inv");

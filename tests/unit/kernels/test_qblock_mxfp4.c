@@ -1,0 +1,104 @@
+/* Tests for DeepSeek-V4's FP4 experts in the block kernels: numla_qblock_mxfp4_from_e2m1 repacks
+ * the published layout (e2m1 pairs in I8 bytes, element 2j in the low nibble; E8M0 scale per 32)
+ * into MXFP4 blocks whose dequantization (reference, and every level's linear) equals the
+ * published formula w = e2m1[code] · 2^(s - 127), written out here on its own (transformers 5.25's
+ * Fp8Dequantize._unpack_fp4 and its ue8m0 scale rule, docs/quantization.md), bit for bit (e2m1's
+ * -0 reads as +0); bad
+ * shapes and the NaN scale are refused. (MXFP4 against the gguf package's dequantization:
+ * test_qblock's golden; its vector kernels against the reference: test_qblock's sweep.) */
+#include "test_util.h"
+
+#include "kernels/qblock.h"
+#include "kernels/qblock_quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The published value of element e of a row: its nibble of byte e / 2 (low for even e) through
+ * the e2m1 table, times 2^(s - 127) of its block of 32. */
+static float published_fp4(const uint8_t *codes, const uint8_t *scales, int64_t e)
+{
+    static const float e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+    const int nib = e % 2 ? codes[e / 2] >> 4 : codes[e / 2] & 15;
+    return (float)((double)e2m1[nib] * ldexp(1.0, (int)scales[e / 32] - 127));
+}
+
+static void test_repack_dequant(void)
+{
+    numla_test_rng rng = {20261206};
+    enum { N = 5, K = 224 }; /* 7 blocks a row */
+    uint8_t codes[N][K / 2], scales[N][K / 32], blocks[N][K / 32 * 17];
+    /* scales across the whole range but NaN, the subnormal ends included */
+    static const uint8_t edge[] = {0, 1, 2, 126, 127, 128, 200, 250};
+    for (int r = 0; r < N; r++) {
+        for (int j = 0; j < K / 2; j++)
+            codes[r][j] = (uint8_t)numla_test_rng_u64(&rng);
+        for (int b = 0; b < K / 32; b++)
+            scales[r][b] = r == 0 && b < 7 ? edge[b] : (uint8_t)(100 + numla_test_rng_u64(&rng) % 40);
+        CU_ASSERT_EQUAL_FATAL(numla_qblock_mxfp4_from_e2m1(codes[r], scales[r], K, blocks[r]),
+                              NUMLA_STATUS_OK);
+    }
+    static float got[N * K];
+    CU_ASSERT_EQUAL_FATAL(numla_qblock_dequant_ref(NUMLA_QBLOCK_MXFP4, blocks, N * K, got),
+                          NUMLA_STATUS_OK);
+    int bad = 0, zeros = 0;
+    for (int r = 0; r < N; r++)
+        for (int e = 0; e < K; e++) {
+            const float want = published_fp4(codes[r], scales[r], e);
+            zeros += want == 0.0f;
+            /* bit for bit, but for e2m1's -0 (code 8), which MXFP4's integer table reads as +0 */
+            const int same = want == 0.0f ? got[r * K + e] == 0.0f : !memcmp(&want, &got[r * K + e], 4);
+            if (!same && bad++ < 5)
+                fprintf(stderr, "\n    row %d element %d: %g, published %g\n", r, e, got[r * K + e],
+                        want);
+        }
+    NUMLA_ASSERT_MSG(bad == 0, "%d of %d repacked values differ from the published formula", bad,
+                     N * K);
+    CU_ASSERT(zeros > 0 && zeros < N * K / 4);
+
+    /* the linear on the repacked blocks at every level, against the published values in double */
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int nisa = numla_test_isas(isas);
+    float x[3][K], y[3][N];
+    for (int i = 0; i < 3; i++)
+        for (int e = 0; e < K; e++)
+            x[i][e] = (float)((int64_t)(numla_test_rng_u64(&rng) % 2001) - 1000) / 1000.0f;
+    const size_t bytes = numla_qblock_packed_size(NUMLA_QBLOCK_MXFP4, N - 1, K);
+    void *dst = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    /* rows 1..4: row 0's extreme scales would dominate every sum */
+    numla_qblock_source s = {.type = NUMLA_QBLOCK_MXFP4, .n = N - 1, .k = K, .data = blocks[1],
+                             .ld = K / 32 * 17};
+    numla_qblock_weight w;
+    CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
+    for (int l = 0; l < nisa; l++) {
+        CU_ASSERT_EQUAL_FATAL(numla_qblock_forward(&w, isas[l], 3, &x[0][0], K, &y[0][0], N, 0, NULL, 0),
+                              NUMLA_STATUS_OK);
+        for (int i = 0; i < 3; i++)
+            for (int r = 1; r < N; r++) {
+                double ref = 0, mag = 0;
+                for (int e = 0; e < K; e++) {
+                    const double p = (double)published_fp4(codes[r], scales[r], e) * x[i][e];
+                    ref += p;
+                    mag += fabs(p);
+                }
+                NUMLA_ASSERT_MSG(fabs(y[i][r - 1] - ref) <= (K + 2) * 0x1p-24 * mag + 1e-30,
+                                 "level %s row %d x %d: %.9g vs %.9g", numla_isa_name(isas[l]), r, i,
+                                 y[i][r - 1], ref);
+            }
+    }
+    free(dst);
+}
+
+static void test_repack_refuses(void)
+{
+    uint8_t codes[32] = {0}, scales[2] = {127, 0xFF}, out[34];
+    CU_ASSERT_EQUAL(numla_qblock_mxfp4_from_e2m1(codes, scales, 48, out), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_mxfp4_from_e2m1(codes, scales, -32, out), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_mxfp4_from_e2m1(codes, scales, 64, out), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "block 1"));
+    CU_ASSERT_EQUAL(numla_qblock_mxfp4_from_e2m1(codes, scales, 32, out), NUMLA_STATUS_OK);
+}
+
+NUMLA_TEST_SUITE(qblock_mxfp4, NULL, NULL, NUMLA_TEST(test_repack_dequant), NUMLA_TEST(test_repack_refuses))
