@@ -821,33 +821,32 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
     }
     const float scale = (float)c->softmax_scale;
     const int64_t rate = ncomp ? y->comp.rate : 1;
-    /* every (row, head): softmax over the window rows, the visible (CSA: selected) compressed
-     * entries and the sink; the selection is per row, shared by its heads */
+    /* each row's compressed entries: every visible one (HCA, or CSA with no more than
+     * index_topk visible), else the indexer's top index_topk (ties: the lower entry) */
+    int64_t **sels = calloc((size_t)T, sizeof *sels), *nsels = calloc((size_t)T, sizeof *nsels);
+    if (!sels || !nsels) {
+        free(sels);
+        free(nsels);
+        st = NUMLA_STATUS_NO_MEMORY;
+        goto done;
+    }
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t t = 0; t < T; t++) {
-        const int b = rseq[t];
-        const v4_lcache *lc = &bt->seqs[b]->layers[l];
-        const int64_t p0 = bt->seqs[b]->len, pos = rpos[t];
-        const int64_t lo = pos - W + 1 > 0 ? pos - W + 1 : 0; /* first window position */
-        const int64_t nvis = ncomp ? (pos + 1) / rate : 0;     /* visible compressed entries */
-        const float *entries = ncomp ? lc->comp.entries : NULL;
-        int64_t nsel = nvis;
+        const v4_lcache *lc = &bt->seqs[rseq[t]]->layers[l];
+        const int64_t nvis = ncomp ? (rpos[t] + 1) / rate : 0;
         int64_t *sel = malloc(sizeof(int64_t) * (size_t)(nvis + 1));
-        float *sc = malloc(sizeof(float) * (size_t)(W + nvis + 1));
-        float *isc = y->attn == NUMLA_V4_ATTN_CSA ? malloc(sizeof(float) * (size_t)(nvis + 1)) : NULL;
-        if (!sel || !sc || (y->attn == NUMLA_V4_ATTN_CSA && !isc)) {
+        float *isc = NULL;
+        if (!sel || (y->attn == NUMLA_V4_ATTN_CSA &&
+                     !(isc = malloc(sizeof(float) * (size_t)(nvis + 1))))) {
             free(sel);
-            free(sc);
-            free(isc);
 #pragma omp atomic write
             fail = 1;
             continue;
         }
         for (int64_t w = 0; w < nvis; w++)
             sel[w] = w;
+        nsels[t] = nvis;
         if (y->attn == NUMLA_V4_ATTN_CSA && nvis > v->index_topk) {
-            /* the indexer's score of every visible entry, then the top index_topk (ties: the
-             * lower entry) */
             const float ws = (float)(1.0 / sqrt((double)Hi)), ss = (float)(1.0 / sqrt((double)Di));
             for (int64_t w = 0; w < nvis; w++) {
                 const float *K = lc->icomp.entries + w * Di;
@@ -861,8 +860,8 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
                 }
                 isc[w] = tot;
             }
-            nsel = v->index_topk;
-            for (int64_t k = 0; k < nsel; k++) { /* partial selection sort */
+            nsels[t] = v->index_topk;
+            for (int64_t k = 0; k < nsels[t]; k++) { /* partial selection sort */
                 int64_t best = k;
                 for (int64_t w = k + 1; w < nvis; w++)
                     if (isc[sel[w]] > isc[sel[best]] ||
@@ -873,36 +872,57 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
                 sel[best] = tmpi;
             }
         }
-        const int64_t nwin = pos - lo + 1;
-        const float *wrows = win + (woff[b] + lo - (p0 - prev[b])) * Dh;
-        for (int64_t h = 0; h < H; h++) {
-            const float *qh = q + (t * H + h) * Dh;
-            const float sink = y->sink[m->h0 + h];
-            float mx = sink;
-            for (int64_t j = 0; j < nwin + nsel; j++) {
-                const float *r = j < nwin ? wrows + j * Dh : entries + sel[j - nwin] * Dh;
-                float d = 0;
-                for (int64_t i = 0; i < Dh; i++)
-                    d += qh[i] * r[i];
-                sc[j] = d * scale;
-                mx = fmaxf(mx, sc[j]);
-            }
-            float sum = expf(sink - mx);
-            for (int64_t j = 0; j < nwin + nsel; j++)
-                sum += sc[j] = expf(sc[j] - mx);
-            float *oh = o + (t * H + h) * Dh;
-            for (int64_t j = 0; j < nwin + nsel; j++) {
-                const float *r = j < nwin ? wrows + j * Dh : entries + sel[j - nwin] * Dh;
-                const float pj = sc[j] / sum;
-                for (int64_t i = 0; i < Dh; i++)
-                    oh[i] += pj * r[i];
-            }
-            rope_tail(oh, Dh, dr, fq, af, pos, -1);
-        }
-        free(sel);
-        free(sc);
         free(isc);
+        sels[t] = sel;
     }
+    /* every (row, head): softmax over the window rows, the selected entries and the sink */
+    if (!fail) {
+#pragma omp parallel for collapse(2) schedule(dynamic, 4)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < H; h++) {
+                const int b = rseq[t];
+                const v4_lcache *lc = &bt->seqs[b]->layers[l];
+                const int64_t p0 = bt->seqs[b]->len, pos = rpos[t];
+                const int64_t lo = pos - W + 1 > 0 ? pos - W + 1 : 0; /* first window position */
+                const int64_t nwin = pos - lo + 1, nsel = nsels[t];
+                const int64_t *sel = sels[t];
+                const float *entries = ncomp ? lc->comp.entries : NULL;
+                const float *wrows = win + (woff[b] + lo - (p0 - prev[b])) * Dh;
+                float *sc = malloc(sizeof(float) * (size_t)(nwin + nsel + 1));
+                if (!sc) {
+#pragma omp atomic write
+                    fail = 1;
+                    continue;
+                }
+                const float *qh = q + (t * H + h) * Dh;
+                const float sink = y->sink[m->h0 + h];
+                float mx = sink;
+                for (int64_t j = 0; j < nwin + nsel; j++) {
+                    const float *r = j < nwin ? wrows + j * Dh : entries + sel[j - nwin] * Dh;
+                    float d = 0;
+                    for (int64_t i = 0; i < Dh; i++)
+                        d += qh[i] * r[i];
+                    sc[j] = d * scale;
+                    mx = fmaxf(mx, sc[j]);
+                }
+                float sum = expf(sink - mx);
+                for (int64_t j = 0; j < nwin + nsel; j++)
+                    sum += sc[j] = expf(sc[j] - mx);
+                float *oh = o + (t * H + h) * Dh;
+                for (int64_t j = 0; j < nwin + nsel; j++) {
+                    const float *r = j < nwin ? wrows + j * Dh : entries + sel[j - nwin] * Dh;
+                    const float pj = sc[j] / sum;
+                    for (int64_t i = 0; i < Dh; i++)
+                        oh[i] += pj * r[i];
+                }
+                rope_tail(oh, Dh, dr, fq, af, pos, -1);
+                free(sc);
+            }
+    }
+    for (int64_t t = 0; t < T; t++)
+        free(sels[t]);
+    free(sels);
+    free(nsels);
     if (fail) {
         st = NUMLA_STATUS_NO_MEMORY;
         goto done;
