@@ -1,5 +1,6 @@
 /* engine/http/openai.c — OpenAI request bodies and response objects (see openai.h). */
 #include "engine/http/openai.h"
+#include "engine/http/responses.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -892,6 +893,20 @@ numla_status numla_openai_parse(numla_openai_endpoint endpoint, const char *body
         numla_openai_error_set(err, 400, NULL, "invalid_json", "the body must be a JSON object");
     } else if (endpoint == NUMLA_OPENAI_TOKENIZE || endpoint == NUMLA_OPENAI_DETOKENIZE) {
         parse_tokenize(o, lim, out, err);
+    } else if (endpoint == NUMLA_OPENAI_RESPONSES) {
+        /* the Responses API over the chat path: its body as a chat body */
+        json_t *chat = NULL, *settings = NULL;
+        out->endpoint = NUMLA_OPENAI_CHAT;
+        out->responses = 1;
+        if (numla_responses_to_chat(o, &chat, &settings, err)) {
+            out->responses_settings = json_dumps(settings, JSON_COMPACT);
+            if (!out->responses_settings)
+                numla_openai_error_set(err, 500, NULL, "server_error", "no memory");
+            else if (!parse_fields(chat, lim, out, err))
+                numla_responses_error_param(err);
+        }
+        json_decref(chat);
+        json_decref(settings);
     } else {
         parse_fields(o, lim, out, err);
     }
@@ -906,6 +921,8 @@ numla_status numla_openai_parse(numla_openai_endpoint endpoint, const char *body
 
 void numla_openai_request_free(numla_openai_request *r)
 {
+    free(r->responses_settings);
+    r->responses_settings = NULL;
     for (int32_t i = 0; i < r->num_prompts; i++) {
         free(r->prompts[i].text);
         free(r->prompts[i].tokens);

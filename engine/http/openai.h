@@ -68,6 +68,7 @@ typedef enum numla_openai_endpoint {
     NUMLA_OPENAI_CHAT,          /* POST /v1/chat/completions */
     NUMLA_OPENAI_TOKENIZE,      /* POST /tokenize (vLLM's) */
     NUMLA_OPENAI_DETOKENIZE,    /* POST /detokenize (vLLM's) */
+    NUMLA_OPENAI_RESPONSES,     /* POST /v1/responses: parsed as a chat request (responses.h) */
 } numla_openai_endpoint;
 
 typedef enum numla_openai_role {
@@ -133,6 +134,8 @@ typedef struct numla_openai_request {
                                    render holds the BOS) */
     int add_generation_prompt;  /* tokenize messages: default 1 */
     int token_strs;             /* tokenize: return_token_strs */
+    int responses;              /* a /v1/responses body (endpoint is then NUMLA_OPENAI_CHAT) */
+    char *responses_settings;   /* its settings the response object echoes (compact JSON) */
     int echo;                   /* completions: the prompt comes back before the completion in
                                    text and, with logprobs, its tokens' logprobs (the first
                                    one null) before the generated ones */

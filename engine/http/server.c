@@ -18,6 +18,7 @@
 #include "common/strbuf.h"
 #include "engine/http/emitter.h"
 #include "engine/http/reasoning.h"
+#include "engine/http/responses.h"
 #include "engine/text/tool_calls.h"
 
 enum { NUMLA_HTTP_WAIT_MS = 100 }; /* how often a waiting thread looks for a gone client */
@@ -45,6 +46,7 @@ typedef enum route {
     ROUTE_CHAT,
     ROUTE_TOKENIZE,             /* vLLM's /tokenize: encoded on the loop's thread */
     ROUTE_DETOKENIZE,           /* vLLM's /detokenize: decoded here (decoding is thread-safe) */
+    ROUTE_RESPONSES,            /* /v1/responses: a chat request, answered in its own shapes */
 } route;
 
 /* Per job, what this connection has taken from it so far. */
@@ -83,7 +85,14 @@ typedef struct conn {
     size_t out_pos;
     numla_http_outcome outcome;
     int has_outcome;
+    numla_responses_stream rs;  /* /v1/responses streamed: its events so far */
 } conn;
+
+/* A chat request (chat completions, or the Responses API over it). */
+static int is_chat(const conn *c)
+{
+    return c->route == ROUTE_CHAT || c->route == ROUTE_RESPONSES;
+}
 
 /* ---- small helpers ---- */
 
@@ -132,8 +141,12 @@ static enum MHD_Result respond(struct MHD_Connection *mc, unsigned status, char 
 }
 
 static enum MHD_Result respond_error(conn *c, struct MHD_Connection *mc,
-                                     const numla_openai_error *err)
+                                     const numla_openai_error *given)
 {
+    numla_openai_error mapped = *given;
+    const numla_openai_error *err = &mapped;
+    if (c->route == ROUTE_RESPONSES) /* the loop's refusals name chat's fields */
+        numla_responses_error_param(&mapped);
     char *body = NULL;
     if (numla_openai_format_error(err, &body) != NUMLA_STATUS_OK)
         return MHD_NO;
@@ -185,11 +198,11 @@ static int view_reasoning(conn *c, int32_t i)
     /* tool_choice "none": no call is read out; one naming a function: the output is its
      * arguments (constrained by their schema), wrapped as the call */
     const numla_openai_request *rq = &c->call->req;
-    const numla_tool_syntax *ts = c->route == ROUTE_CHAT && !rq->tool_choice_none
+    const numla_tool_syntax *ts = is_chat(c) && !rq->tool_choice_none
                                       ? c->call->jobs[i].tool_syntax
                                       : NULL;
     const int forced =
-        c->route == ROUTE_CHAT && (rq->tool_choice_name || rq->tool_choice_required);
+        is_chat(c) && (rq->tool_choice_name || rq->tool_choice_required);
     if (ts || forced) {
         uint64_t seed = 1469598103934665603ull; /* the call ids follow from the reply's id */
         for (const char *p = c->id; *p; p++)
@@ -200,7 +213,7 @@ static int view_reasoning(conn *c, int32_t i)
             NUMLA_STATUS_OK)
             return 0;
     }
-    int mode = c->route == ROUTE_CHAT ? c->call->jobs[i].reasoning_mode : 0;
+    int mode = is_chat(c) ? c->call->jobs[i].reasoning_mode : 0;
     if (mode == NUMLA_HTTP_REASONING_OFF)
         return 1;
     if (numla_http_reasoning_create((numla_http_reasoning_mode)mode, &v->reasoning) !=
@@ -315,8 +328,8 @@ static int stream_echo(conn *c, int32_t i)
 static numla_openai_reply reply_of(const conn *c)
 {
     const char *asked = c->call ? c->call->req.model : NULL; /* one of the served names */
-    return (numla_openai_reply){.endpoint = c->route == ROUTE_CHAT ? NUMLA_OPENAI_CHAT
-                                                                   : NUMLA_OPENAI_COMPLETIONS,
+    return (numla_openai_reply){.endpoint = is_chat(c) ? NUMLA_OPENAI_CHAT
+                                                       : NUMLA_OPENAI_COMPLETIONS,
                                 .id = c->id,
                                 .created = c->created,
                                 .model = asked ? asked : c->s->names[0],
@@ -420,6 +433,11 @@ static int stream_chunk_split(conn *c, int32_t i, const char *text, size_t len,
     numla_http_job *j = &c->call->jobs[i];
     job_view *v = &c->views[i];
     numla_openai_reply r = reply_of(c);
+    if (c->route == ROUTE_RESPONSES) { /* text deltas now; reasoning and calls at the end */
+        (void)finish, (void)call, (void)call_index, (void)first;
+        return append_buf(&v->text, text, len) && append_buf(&v->rtext, reasoning, reasoning_len) &&
+               numla_responses_stream_text(&c->rs, &r, text, len, &c->out) == NUMLA_STATUS_OK;
+    }
     numla_openai_choice ch = {.text = text, .text_len = len, .finish_reason = finish,
                               .has_reasoning = v->reasoning != NULL, .reasoning = reasoning,
                               .reasoning_len = reasoning_len, .tool_delta = call,
@@ -449,6 +467,11 @@ static int finish_job_text(conn *c, int32_t i, int stream)
     v->text_done = 1;
     if (j->error.status) {
         c->failed = 1;
+        if (stream && c->route == ROUTE_RESPONSES) {
+            numla_openai_error e = j->error;
+            numla_responses_error_param(&e);
+            return numla_responses_stream_error(&c->rs, &e, &c->out) == NUMLA_STATUS_OK;
+        }
         if (stream) {
             char *e = NULL;
             if (numla_openai_format_error(&j->error, &e) != NUMLA_STATUS_OK)
@@ -612,6 +635,34 @@ static numla_openai_usage usage_of(const conn *c)
 
 /* ---- streamed responses ---- */
 
+/* The one choice of a Responses call, as the loop and the views left it. */
+static numla_openai_choice responses_choice(const conn *c)
+{
+    const job_view *v = &c->views[0];
+    numla_openai_choice ch = {.text = numla_strbuf_str(&v->text), .text_len = v->text.len,
+                              .finish_reason = v->finish_reason,
+                              .has_reasoning = v->reasoning != NULL,
+                              .reasoning = v->rtext.len ? numla_strbuf_str(&v->rtext) : NULL,
+                              .reasoning_len = v->rtext.len};
+    if (v->tools) {
+        ch.num_tool_calls = numla_tool_calls_count(v->tools);
+        ch.tool_calls = numla_tool_calls_get(v->tools, 0);
+    }
+    return ch;
+}
+
+static numla_openai_usage usage_of(const conn *c);
+
+/* A Responses stream's closing events. 0: no memory. */
+static int responses_stream_end(conn *c)
+{
+    numla_openai_reply r = reply_of(c);
+    numla_openai_choice ch = responses_choice(c);
+    numla_openai_usage u = usage_of(c);
+    return numla_responses_stream_end(&c->rs, &r, c->call->req.responses_settings, &ch, &u,
+                                      &c->out) == NUMLA_STATUS_OK;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
@@ -625,6 +676,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (rc == -1 || rc == -2) {
             set_outcome(c, rc == -1 ? NUMLA_HTTP_OUTCOME_CANCELLED : NUMLA_HTTP_OUTCOME_ERROR);
             return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (rc == 0 && c->route == ROUTE_RESPONSES) { /* the closing events */
+            if (!c->failed && !responses_stream_end(c))
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            c->done_sent = 1;
+            set_outcome(c, c->failed ? NUMLA_HTTP_OUTCOME_ERROR : NUMLA_HTTP_OUTCOME_OK);
+            continue;
         }
         if (rc == 0) { /* every job done */
             if (c->call->req.include_usage && !c->usage_sent) {
@@ -797,6 +855,7 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
     numla_openai_endpoint ep = c->route == ROUTE_CHAT         ? NUMLA_OPENAI_CHAT
                                : c->route == ROUTE_TOKENIZE   ? NUMLA_OPENAI_TOKENIZE
                                : c->route == ROUTE_DETOKENIZE ? NUMLA_OPENAI_DETOKENIZE
+                               : c->route == ROUTE_RESPONSES  ? NUMLA_OPENAI_RESPONSES
                                                               : NUMLA_OPENAI_COMPLETIONS;
     if (numla_openai_parse(ep, numla_strbuf_str(&c->body), c->body.len, &lim, &req, &err) !=
         NUMLA_STATUS_OK)
@@ -838,7 +897,8 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
                                       &c->views[i].emitter) != NUMLA_STATUS_OK)
             return MHD_NO;
     pthread_mutex_lock(&s->mu);
-    snprintf(c->id, sizeof c->id, "%s-%016llx", ep == NUMLA_OPENAI_CHAT ? "chatcmpl" : "cmpl",
+    snprintf(c->id, sizeof c->id, "%s%016llx",
+             c->route == ROUTE_RESPONSES ? "resp_" : ep == NUMLA_OPENAI_CHAT ? "chatcmpl-" : "cmpl-",
              (unsigned long long)(s->next_id++ * 0x9E3779B97F4A7C15ull));
     pthread_mutex_unlock(&s->mu);
     c->created = (int64_t)time(NULL);
@@ -851,6 +911,12 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
          * context) still gets its own status. */
         if (c->route == ROUTE_CHAT && !role_chunk(c))
             return MHD_NO;
+        if (c->route == ROUTE_RESPONSES) { /* response.created, response.in_progress first */
+            numla_openai_reply r = reply_of(c);
+            if (numla_responses_stream_start(&c->rs, &r, c->call->req.responses_settings,
+                                             &c->out) != NUMLA_STATUS_OK)
+                return MHD_NO;
+        }
         int rc;
         while ((rc = wait_progress(c, 1, first_event)) == 1 && !any_output(c))
             ;
@@ -915,7 +981,13 @@ static enum MHD_Result generate(conn *c, struct MHD_Connection *mc)
     numla_openai_reply r = reply_of(c);
     numla_openai_usage u = usage_of(c);
     char *body = NULL;
-    numla_status st = numla_openai_format_response(&r, ch, c->call->num_jobs, &u, &body);
+    numla_status st;
+    if (c->route == ROUTE_RESPONSES) {
+        numla_openai_choice one = responses_choice(c);
+        st = numla_responses_format(&r, c->call->req.responses_settings, &one, &u, &body);
+    } else {
+        st = numla_openai_format_response(&r, ch, c->call->num_jobs, &u, &body);
+    }
     free(ch);
     if (st != NUMLA_STATUS_OK)
         return MHD_NO;
@@ -982,6 +1054,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *mc, const char *
                    : !strcmp(url, "/v1/chat/completions") ? ROUTE_CHAT
                    : !strcmp(url, "/tokenize")            ? ROUTE_TOKENIZE
                    : !strcmp(url, "/detokenize")          ? ROUTE_DETOKENIZE
+                   : !strcmp(url, "/v1/responses")        ? ROUTE_RESPONSES
                                                           : ROUTE_NONE;
         if (s->api_key && (!strncmp(url, "/v1/", 4) || rt != ROUTE_NONE)) {
             const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,

@@ -2,7 +2,8 @@
  *
  * Endpoints: GET /health (503 until numla_http_server_set_ready, and while stopping; 200 when
  * ready), GET /v1/models, GET /metrics (metrics.h), POST /v1/completions and
- * POST /v1/chat/completions (openai.h), answered from the serving loop through backend.h;
+ * POST /v1/chat/completions (openai.h) and POST /v1/responses (responses.h: a chat request
+ * answered in the Responses API's shapes), answered from the serving loop through backend.h;
  * vLLM's POST /tokenize (a job the loop's source answers on its thread: the tokenizer's encoder
  * is the loop's) and POST /detokenize (decoded on the connection's thread).
  * Streamed responses are Server-Sent Events: one chunk per decoded piece that is final

@@ -1,5 +1,6 @@
 /* tests/fuzz/fuzz_http_body.c — fuzz target for the OpenAI body parser (engine/http/openai.c).
- * The first byte picks the endpoint (completions or chat); the rest is the body. Any input must
+ * The first byte picks the endpoint ('2' /tokenize, '3' /detokenize, '4' /v1/responses, which
+ * parses as chat; otherwise its low bit: completions or chat); the rest is the body. Any input must
  * give either a 400 whose error names a param or none and formats as an error object, or a
  * request whose every field is inside its documented range; anything else aborts. Linked into
  * numla_unit (suite http_openai feeds it mutated bodies); with -DNUMLA_FUZZ=ON also a libFuzzer
@@ -25,7 +26,11 @@ int numla_fuzz_http_body_run(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
-    numla_openai_endpoint ep = data[0] & 1 ? NUMLA_OPENAI_CHAT : NUMLA_OPENAI_COMPLETIONS;
+    numla_openai_endpoint ep = data[0] == '2'   ? NUMLA_OPENAI_TOKENIZE
+                               : data[0] == '3' ? NUMLA_OPENAI_DETOKENIZE
+                               : data[0] == '4' ? NUMLA_OPENAI_RESPONSES
+                               : data[0] & 1    ? NUMLA_OPENAI_CHAT
+                                                : NUMLA_OPENAI_COMPLETIONS;
     numla_openai_limits lim = {.vocab_size = 1000, .max_context = 512};
     numla_openai_request r;
     numla_openai_error e;
@@ -41,6 +46,25 @@ int numla_fuzz_http_body_run(const uint8_t *data, size_t size)
             fuzz_http_body_die("error object not written", e.message);
         free(s);
         return 0;
+    }
+    if (ep == NUMLA_OPENAI_TOKENIZE || ep == NUMLA_OPENAI_DETOKENIZE) {
+        const numla_openai_prompt *q = r.num_prompts ? &r.prompts[0] : NULL;
+        if (ep == NUMLA_OPENAI_DETOKENIZE &&
+            (r.num_prompts != 1 || !q->tokens || q->text || r.num_messages))
+            fuzz_http_body_die("detokenize accepted without its ids", "");
+        if (ep == NUMLA_OPENAI_TOKENIZE &&
+            (r.num_prompts + (r.num_messages > 0) != 1 || (q && (!q->text || q->tokens))))
+            fuzz_http_body_die("tokenize accepted without one prompt text or messages", "");
+        for (int32_t t = 0; q && q->tokens && t < q->num_tokens; t++)
+            if (q->tokens[t] < 0 || q->tokens[t] >= lim.vocab_size)
+                fuzz_http_body_die("token outside the vocabulary accepted", "");
+        numla_openai_request_free(&r);
+        return 1;
+    }
+    if (ep == NUMLA_OPENAI_RESPONSES) {
+        if (r.endpoint != NUMLA_OPENAI_CHAT || !r.responses || !r.responses_settings)
+            fuzz_http_body_die("a Responses body not parsed as chat with its settings", "");
+        ep = NUMLA_OPENAI_CHAT; /* then every chat rule holds */
     }
     const numla_sampling_params *p = &r.params;
     if (ep == NUMLA_OPENAI_COMPLETIONS) {

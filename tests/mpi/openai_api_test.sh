@@ -13,6 +13,11 @@
 #             24 concurrent /tokenize clients next to a streamed generation each get their own
 #             text's ids (the tokenizer's scratch is the serving loop's alone); the 400s, 404
 #             and 405
+#   responses /v1/responses gives the text and usage the chat completion of the same
+#             conversation gives (greedy; instructions as the system message, developer as
+#             system), streamed (the deltas add up to it, response.completed last, no [DONE])
+#             and not; text.format json_schema constrains it like response_format; the 400s
+#             name the Responses field; /v1/embeddings is OpenAI's 404
 # Needs curl and jq (Debian packages); exits 77 (skipped) without them.
 set -uo pipefail
 bin=$1
@@ -138,6 +143,43 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -m 10 "http://127.0.0.1:$port/toke
 [ "$code" = 404 ]; check tokenize-404 $? "$code"
 code=$(curl -s -o /dev/null -w '%{http_code}' -m 10 "http://127.0.0.1:$port/tokenize")
 [ "$code" = 405 ]; check tokenize-get-405 $? "$code"
+
+# ---- /v1/responses ----
+chat=$(post /v1/chat/completions '{"messages": [{"role": "system", "content": "Be brief."},
+  {"role": "system", "content": "dev"}, {"role": "user", "content": "Say hi"}], "max_tokens": 6,
+  "temperature": 0, "ignore_eos": true}')
+want=$(jq -r '.choices[0].message.content' <<<"$chat")
+resp=$(post /v1/responses '{"instructions": "Be brief.", "input": [{"role": "developer",
+  "content": "dev"}, {"role": "user", "content": [{"type": "input_text", "text": "Say hi"}]}],
+  "max_output_tokens": 6, "temperature": 0}')
+jq -e --arg want "$want" --argjson chat "$chat" '.object == "response" and .status == "incomplete"
+  and .output[0].type == "message" and .output[0].content[0].text == $want and
+  .usage.input_tokens == $chat.usage.prompt_tokens and .usage.output_tokens == 6 and
+  .instructions == "Be brief."' <<<"$resp" >/dev/null
+check responses-as-chat $? "$resp / $chat"
+resp=$(post /v1/responses '{"instructions": "Be brief.", "input": [{"role": "developer",
+  "content": "dev"}, {"role": "user", "content": "Say hi"}], "max_output_tokens": 6,
+  "temperature": 0, "stream": true}')
+got=$(sse <<<"$resp" | jq -j 'select(.type == "response.output_text.delta") | .delta')
+last=$(sse <<<"$resp" | tail -1 | jq -r .type)
+[ "$got" = "$want" ] && [ "$last" = response.incomplete ] && ! grep -q '\[DONE\]' <<<"$resp" &&
+  [ "$(sse <<<"$resp" | head -1 | jq -r .type)" = response.created ]
+check responses-stream $? "$resp"
+resp=$(post /v1/responses '{"input": "json please", "max_output_tokens": 50, "text": {"format":
+  {"type": "json_schema", "name": "b", "strict": true, "schema": {"type": "object", "properties":
+  {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": false}}},
+  "temperature": 1, "top_p": 0.9}')
+jq -e '(.output[0].content[0].text | fromjson | keys == ["ok"] and (.ok | type == "boolean")) and
+  .status == "completed" and .top_p == 0.9 and .text.format.type == "json_schema"' <<<"$resp" >/dev/null
+check responses-json-schema $? "$resp"
+resp=$(post /v1/responses '{"input": "x", "max_output_tokens": 100000}')
+[ "$(jq -r .error.param <<<"$resp")" = max_output_tokens ]; check responses-400-context $? "$resp"
+resp=$(post /v1/responses '{"input": "x", "background": true}')
+[ "$(jq -r .error.code <<<"$resp")" = unsupported_field ]; check responses-400-background $? "$resp"
+code=$(curl -s -o "$tmp/emb.json" -w '%{http_code}' -m 10 "http://127.0.0.1:$port/v1/embeddings" \
+  -d '{"input": "x", "model": "tiny"}')
+[ "$code" = 404 ] && jq -e '.error.type == "invalid_request_error"' "$tmp/emb.json" >/dev/null
+check embeddings-404 $? "$code $(cat "$tmp/emb.json")"
 
 kill -TERM "$spid"
 wait "$spid"

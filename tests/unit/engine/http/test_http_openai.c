@@ -690,6 +690,14 @@ int numla_fuzz_http_body_run(const uint8_t *data, size_t size);
 static void test_fuzz_mutations(void)
 {
     static const char *const seeds[] = {
+        "2{\"prompt\": \"Hello\", \"add_special_tokens\": false, \"return_token_strs\": true}",
+        "3{\"tokens\": [1, 2, 3]}",
+        "4{\"input\": [{\"role\": \"developer\", \"content\": \"d\"}, {\"role\": \"user\", "
+        "\"content\": [{\"type\": \"input_text\", \"text\": \"w\"}]}, {\"type\": "
+        "\"function_call\", \"call_id\": \"c\", \"name\": \"f\", \"arguments\": \"{}\"}, "
+        "{\"type\": \"function_call_output\", \"call_id\": \"c\", \"output\": \"o\"}], "
+        "\"max_output_tokens\": 9, \"instructions\": \"i\", \"tools\": [{\"type\": "
+        "\"function\", \"name\": \"f\"}], \"text\": {\"format\": {\"type\": \"text\"}}}",
         "0{\"model\": \"m\", \"prompt\": [[1, 2], [3]], \"max_tokens\": 5, \"temperature\": 0.7, "
         "\"top_k\": 40, \"top_p\": 0.9, \"seed\": 12, \"stop\": [\"a\", \"bc\"], \"logprobs\": 3, "
         "\"stream\": true, \"stream_options\": {\"include_usage\": true}, \"ignore_eos\": true, "

@@ -707,6 +707,149 @@ static void test_tool_calls(void)
     fixture_stop(&fx);
 }
 
+/* The SSE events of a Responses stream ("event: T\ndata: {...}"): their JSON in order; each
+ * event line names the data's type. */
+static json_t *responses_events(const char *body)
+{
+    json_t *arr = json_array();
+    const char *p = body;
+    while ((p = strstr(p, "event: "))) {
+        const char *nl = strchr(p, '\n');
+        CU_ASSERT_FATAL(nl && !strncmp(nl, "\ndata: ", 7));
+        char type[96];
+        snprintf(type, sizeof type, "%.*s", (int)(nl - p - 7), p + 7);
+        const char *d = nl + 7, *end = strstr(d, "\n\n");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+        json_t *o = json_loadb(d, (size_t)(end - d), 0, NULL);
+        NUMLA_ASSERT_MSG(o && !strcmp(json_string_value(json_object_get(o, "type")), type),
+                         "event %s: %.*s", type, (int)(end - d), d);
+        json_array_append_new(arr, o);
+        p = end + 2;
+    }
+    CU_ASSERT_PTR_NULL(strstr(body, "[DONE]"));
+    return arr;
+}
+
+/* POST /v1/responses through the server: the response object (text, usage, the settings
+ * echoed), its stream (created .. completed, deltas adding up to the text), a model's tool
+ * calls as function_call items after the message, reasoning as a reasoning item, a loop's
+ * refusal and the parser's 400s naming the Responses field. */
+static void test_responses(void)
+{
+    fixture fx;
+    fixture_start(&fx, 64, NULL, 0);
+    reply r = http(fx.port, "POST", "/v1/responses", NULL,
+                   "{\"model\": \"tiny\", \"input\": \"hello\", \"max_output_tokens\": 3,"
+                   " \"instructions\": \"be brief\"}");
+    NUMLA_ASSERT_MSG(r.status == 200, "status %d: %s", r.status, r.body);
+    json_t *o = body_json(&r);
+    EXPECT_JSTR(json_object_get(o, "object"), "response");
+    EXPECT_JSTR(json_object_get(o, "status"), "incomplete"); /* max_output_tokens reached */
+    EXPECT_JSTR(json_object_get(json_object_get(o, "incomplete_details"), "reason"),
+                "max_output_tokens");
+    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(o, "id")), "resp_"));
+    EXPECT_JSTR(json_object_get(o, "instructions"), "be brief");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "max_output_tokens")), 3);
+    json_t *out = json_object_get(o, "output");
+    CU_ASSERT_EQUAL(json_array_size(out), 1);
+    json_t *msg = json_array_get(out, 0);
+    EXPECT_JSTR(json_object_get(msg, "type"), "message");
+    EXPECT_JSTR(json_object_get(msg, "role"), "assistant");
+    EXPECT_JSTR(json_object_get(json_array_get(json_object_get(msg, "content"), 0), "text"),
+                "t0 t1 t2 ");
+    json_t *u = json_object_get(o, "usage");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(u, "output_tokens")), 3);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(u, "input_tokens")), 2); /* 2 messages */
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(u, "total_tokens")), 5);
+    json_decref(o);
+    free_reply(&r);
+
+    r = http(fx.port, "POST", "/v1/responses", NULL,
+             "{\"input\": \"hello\", \"max_output_tokens\": 3, \"stream\": true}");
+    NUMLA_ASSERT_MSG(r.status == 200, "status %d: %s", r.status, r.body);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.head, "text/event-stream"));
+    json_t *ev = responses_events(r.body);
+    CU_ASSERT_FATAL(json_array_size(ev) >= 8);
+    EXPECT_JSTR(json_object_get(json_array_get(ev, 0), "type"), "response.created");
+    EXPECT_JSTR(json_object_get(json_array_get(ev, 1), "type"), "response.in_progress");
+    char text[64] = "";
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *e = json_array_get(ev, i);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(e, "sequence_number")), (json_int_t)i);
+        if (!strcmp(json_string_value(json_object_get(e, "type")), "response.output_text.delta"))
+            strncat(text, json_string_value(json_object_get(e, "delta")), 16);
+    }
+    CU_ASSERT_STRING_EQUAL(text, "t0 t1 t2 ");
+    json_t *last = json_array_get(ev, json_array_size(ev) - 1);
+    EXPECT_JSTR(json_object_get(last, "type"), "response.incomplete");
+    EXPECT_JSTR(json_object_get(json_array_get(json_object_get(json_array_get(json_object_get(
+                    json_object_get(last, "response"), "output"), 0), "content"), 0), "text"),
+                "t0 t1 t2 ");
+    json_decref(ev);
+    free_reply(&r);
+
+    /* the model's calls (the fake loop writes Kimi's) and reasoning, streamed and not */
+    for (int stream = 0; stream < 2; stream++) {
+        char body[160];
+        snprintf(body, sizeof body, "{\"input\": [{\"role\": \"user\", \"content\": "
+                 "\"thinktool\"}], \"max_output_tokens\": 10%s}", stream ? ", \"stream\": true" : "");
+        r = http(fx.port, "POST", "/v1/responses", NULL, body);
+        NUMLA_ASSERT_MSG(r.status == 200, "status %d: %s", r.status, r.body);
+        if (stream) {
+            ev = responses_events(r.body);
+            o = json_incref(json_object_get(json_array_get(ev, json_array_size(ev) - 1),
+                                            "response"));
+            json_decref(ev);
+        } else {
+            o = body_json(&r);
+        }
+        EXPECT_JSTR(json_object_get(o, "status"), "completed");
+        out = json_object_get(o, "output");
+        CU_ASSERT_EQUAL_FATAL(json_array_size(out), 3);
+        EXPECT_JSTR(json_object_get(json_array_get(out, 0), "type"), "reasoning");
+        EXPECT_JSTR(json_object_get(json_array_get(json_object_get(json_array_get(out, 0),
+                                                                   "content"), 0), "text"), "plan");
+        EXPECT_JSTR(json_object_get(json_array_get(json_object_get(json_array_get(out, 1),
+                                                                   "content"), 0), "text"), "Hi");
+        json_t *fc = json_array_get(out, 2);
+        EXPECT_JSTR(json_object_get(fc, "type"), "function_call");
+        EXPECT_JSTR(json_object_get(fc, "call_id"), "functions.f:0");
+        EXPECT_JSTR(json_object_get(fc, "name"), "f");
+        EXPECT_JSTR(json_object_get(fc, "arguments"), "{\"a\": 1}");
+        json_decref(o);
+        free_reply(&r);
+    }
+
+    /* refusals: the loop's (named in the Responses field), the parser's, an unknown endpoint */
+    r = http(fx.port, "POST", "/v1/responses", NULL, "{\"input\": \"FAIL\"}");
+    CU_ASSERT_EQUAL(r.status, 200); /* the fake loop fails completions prompts only */
+    free_reply(&r);
+    static const char *const bad[][2] = {
+        {"{\"input\": \"x\", \"max_output_tokens\": -1}", "max_output_tokens"},
+        {"{\"input\": \"x\", \"previous_response_id\": \"resp_1\"}", "previous_response_id"},
+        {"{\"input\": [{\"role\": \"user\", \"content\": 5}]}", "input[0].content"},
+        {"{\"input\": \"x\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"s\","
+         " \"schema\": {\"type\": \"object\", \"not\": {}}}}}", "text.format"},
+        {"{\"input\": \"x\", \"tools\": [{\"type\": \"file_search\"}]}", "tools[0]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        r = http(fx.port, "POST", "/v1/responses", NULL, bad[i][0]);
+        NUMLA_ASSERT_MSG(r.status == 400, "%s: %d", bad[i][0], r.status);
+        o = body_json(&r);
+        NUMLA_ASSERT_MSG(!strcmp(error_param(o), bad[i][1]), "%s: param %s", bad[i][0],
+                         error_param(o));
+        json_decref(o);
+        free_reply(&r);
+    }
+    r = http(fx.port, "POST", "/v1/embeddings", NULL, "{\"input\": \"x\", \"model\": \"tiny\"}");
+    CU_ASSERT_EQUAL(r.status, 404);
+    o = body_json(&r);
+    EXPECT_JSTR(json_object_get(json_object_get(o, "error"), "type"), "invalid_request_error");
+    json_decref(o);
+    free_reply(&r);
+    fixture_stop(&fx);
+}
+
 typedef struct client_arg {
     int port, index, ok;
 } client_arg;
@@ -1074,6 +1217,7 @@ static void test_echo(void)
 }
 
 NUMLA_TEST_SUITE(http_server, NULL, NULL, NUMLA_TEST(test_health_and_models), NUMLA_TEST(test_echo),
+                 NUMLA_TEST(test_responses),
                  NUMLA_TEST(test_reasoning_content), NUMLA_TEST(test_tool_calls),
                  NUMLA_TEST(test_completion_plain), NUMLA_TEST(test_streams),
                  NUMLA_TEST(test_token_chunks),
