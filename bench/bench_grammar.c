@@ -256,9 +256,8 @@ NUMLA_CLI_COMMAND("bench grammar", numla_bench_grammar,
  * "valid"}, ...]}; compile each, and feed each test document (jansson's compact serialization,
  * keys in the document's order) to the matcher. Prints the schemas compiled, the refusals by
  * keyword, and the valid documents accepted / invalid documents rejected (the matcher takes
- * only compact documents with an object's keys in the schema's order, so a valid document in
- * another order counts as not accepted; an invalid one accepted would be a bug: each is named on
- * stderr). scripts/jsonschemabench runs it over a local copy of the benchmark. */
+ * only compact documents without extra keys, so such a valid document counts as not accepted;
+ * an invalid one accepted would be a bug: each is named on stderr). scripts/jsonschemabench runs it over a local copy of the benchmark. */
 typedef struct numla_bench_gs_reason {
     char key[64];
     int64_t n;

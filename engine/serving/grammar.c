@@ -547,6 +547,7 @@ static int32_t compile_object(gcomp *c, const json_t *s, const char *path)
     }
     g->nodes[id].off = g->num_props;
     g->nodes[id].len = (int32_t)np;
+    g->nodes[id].a = np <= 64; /* keys in any order (a set of those written in the state) */
     i = 0;
     json_object_foreach((json_t *)props, key, ps) {
         json_t *ks = json_string(key);
@@ -1041,7 +1042,8 @@ typedef struct gframe {
     int32_t aux;     /* STR: escape state; OBJ: next property (or the key's) */
     int32_t v;       /* STR: \u value so far */
     int32_t pos;     /* LIT, OBJ key: bytes matched */
-    uint64_t mask;   /* OBJ: candidate keys (bit k: property aux + k) */
+    uint64_t mask;   /* OBJ: candidate keys (bit k: property aux + k); bounded NUM: digits */
+    uint64_t done;   /* OBJ in any order: the properties written (bit k: property k) */
     uint8_t st, r, lo, hi; /* state; STR: UTF-8 continuation bytes left, their range */
 } gframe;
 
@@ -1261,6 +1263,21 @@ static uint64_t key_candidates(const numla_grammar *g, const gnode *nd, int32_t 
             break;
     }
     return mask;
+}
+
+/* An object in any order: every property (bit k: property k) and the required ones. */
+static uint64_t all_props(const gnode *nd)
+{
+    return nd->len >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << nd->len) - 1;
+}
+
+static uint64_t required_props(const numla_grammar *g, const gnode *nd)
+{
+    uint64_t r = 0;
+    for (int32_t k = 0; k < nd->len && k < 64; k++)
+        if (g->props[nd->off + k].required)
+            r |= (uint64_t)1 << k;
+    return r;
 }
 
 static int required_left(const numla_grammar *g, const gnode *nd, int32_t i)
@@ -1503,7 +1520,10 @@ static void step_one(numla_grammar_matcher *m, int32_t top, uint8_t c, int32_t *
                 PUSH_CHILD(f, nd->child);
             }
             break;
-        case G_OBJ:
+        case G_OBJ: {
+            /* in any order (a): the keys not yet written; else those from aux on */
+            const uint64_t left =
+                nd->a ? all_props(nd) & ~f.done : (f.aux < nd->len ? key_candidates(g, nd, f.aux) : 0);
             switch (f.st) {
             case 0:
                 if (c != '{')
@@ -1513,12 +1533,12 @@ static void step_one(numla_grammar_matcher *m, int32_t top, uint8_t c, int32_t *
                 break;
             case 1:
                 if (c == '}') {
-                    if (!required_left(g, nd, f.aux))
+                    if (nd->a ? !(required_props(g, nd) & ~f.done) : !required_left(g, nd, f.aux))
                         emit(f.up, out, nout);
                     break;
                 }
                 if (f.n > 0) {
-                    if (c == ',' && f.aux < nd->len) {
+                    if (c == ',' && left) {
                         f.st = 2;
                         emit(fnew(m, &f), out, nout);
                     }
@@ -1527,17 +1547,22 @@ static void step_one(numla_grammar_matcher *m, int32_t top, uint8_t c, int32_t *
                 /* the first key */
                 __attribute__((fallthrough));
             case 2:
-                if (f.aux >= nd->len)
+                if (!left)
                     break;
                 f.st = 4;
                 f.pos = 0;
-                f.mask = key_candidates(g, nd, f.aux);
+                f.mask = left;
+                if (nd->a)
+                    f.aux = 0;
                 PUSH_WORK(fnew(m, &f));
                 break;
             case 3: { /* the key of property aux was read: its value */
                 const int32_t value = g->props[nd->off + f.aux].value;
                 f.st = 1;
-                f.aux++;
+                if (nd->a)
+                    f.done |= (uint64_t)1 << f.aux;
+                else
+                    f.aux++;
                 f.n++;
                 PUSH_CHILD(f, value);
                 break;
@@ -1570,6 +1595,7 @@ static void step_one(numla_grammar_matcher *m, int32_t top, uint8_t c, int32_t *
             }
             }
             break;
+        }
         case G_OBJANY:
             switch (f.st) {
             case 0:
@@ -1644,7 +1670,8 @@ int numla_grammar_matcher_is_closed(const numla_grammar_matcher *m)
 static int frames_equal(const gframe *a, const gframe *b)
 {
     return a->node == b->node && a->depth == b->depth && a->n == b->n && a->aux == b->aux &&
-           a->v == b->v && a->pos == b->pos && a->mask == b->mask && a->st == b->st &&
+           a->v == b->v && a->pos == b->pos && a->mask == b->mask && a->done == b->done &&
+           a->st == b->st &&
            a->r == b->r && a->lo == b->lo && a->hi == b->hi;
 }
 

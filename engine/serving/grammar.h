@@ -10,8 +10,8 @@
  *
  * What is generated (the "canonical" documents of a schema; docs/serving.md):
  *   - compact JSON: no whitespace anywhere (separators "," and ":");
- *   - an object's properties in the order the schema lists them, each optional one present or
- *     not, the required ones present; no other keys (additionalProperties true / absent / a
+ *   - an object's properties in any order, each at most once, the required ones present (in
+ *     the order the schema lists them when it lists more than 64); no other keys (additionalProperties true / absent / a
  *     schema: none are generated, which the schema allows); json_object mode and an object
  *     schema without "properties" take any keys, with any values (or values of
  *     additionalProperties when it is a schema);

@@ -344,15 +344,16 @@ typedef struct gcase {
 static const gcase CASES[] = {
     {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":"
      "\"integer\"}},\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
-     {"{\"name\":\"Al\",\"age\":3}", "{\"name\":\"\",\"age\":-12}",
+     {"{\"name\":\"Al\",\"age\":3}", "{\"name\":\"\",\"age\":-12}", "{\"age\":3,\"name\":\"Al\"}",
       "{\"name\":\"é\\\"x\\u00e9\\n\",\"age\":0}", "{\"name\":\"\xf0\x9f\x98\x80\",\"age\":-0}"},
      {"{\"name\":\"Al\"}", "{\"name\":\"Al\",\"age\":3.5}", "{\"name\":\"Al\",\"age\":03}",
       "{\"name\":\"Al\",\"age\":3,\"x\":1}", "{\"name\":1,\"age\":3}",
       "{\"name\":\"\\u0000\",\"age\":1}", "{\"name\":\"\\ud800\",\"age\":1}",
       "{\"name\":\"\xc0\xaf\",\"age\":1}", "{\"name\":\"\xed\xa0\x80\",\"age\":1}",
       "{\"name\":\"a\x01\",\"age\":1}",
-      /* valid JSON Schema-wise, not canonical: keys out of order, whitespace */
-      "{\"age\":3,\"name\":\"Al\"}", "{\"name\": \"Al\",\"age\":3}"}},
+      "{\"name\":\"Al\",\"age\":3,\"name\":\"B\"}",
+      /* valid JSON Schema-wise, not canonical: whitespace */
+      "{\"name\": \"Al\",\"age\":3}"}},
     {"{\"type\":\"array\",\"items\":{\"type\":\"number\"},\"minItems\":1,\"maxItems\":3}",
      {"[1]", "[1.5,-2e10,0]", "[0.0,1E+2]", "[123456789012345,1.5e-99]"},
      {"[]", "[1,2,3,4]", "[1,]", "[01]", "[1.]", "[-]", "[\"a\"]", "[1e123]",
@@ -374,8 +375,8 @@ static const gcase CASES[] = {
     {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"},\"b\":{\"type\":\"null\"},"
      "\"c\":{\"const\":\"x\"}},\"required\":[\"b\"]}",
      {"{\"b\":null}", "{\"a\":true,\"b\":null}", "{\"b\":null,\"c\":\"x\"}",
-      "{\"a\":false,\"b\":null,\"c\":\"x\"}"},
-     {"{}", "{\"a\":true}", "{\"b\":null,\"c\":\"y\"}", "{\"b\":null,}", "{\"b\":null,\"a\":true}"}},
+      "{\"a\":false,\"b\":null,\"c\":\"x\"}", "{\"b\":null,\"a\":true}", "{\"c\":\"x\",\"b\":null,\"a\":false}"},
+     {"{}", "{\"a\":true}", "{\"b\":null,\"c\":\"y\"}", "{\"b\":null,}", "{\"b\":null,\"b\":null}"}},
     {NULL,
      {"{}", "{\"a\":[1,{\"b\":null}],\"a\":\"x\"}", "{\"k\":\"v\",\"n\":-0.5e-3,\"t\":[true,false]}"},
      {"[]", "\"x\"", "{\"a\"}", "{\"a\":1,}", "{,}", "{\"a\":tru}", "1", "{\"a\":1}}"}},
@@ -390,8 +391,9 @@ static const gcase CASES[] = {
      {"", "[1,,2]", "{\"a\"}", "tru", "01"}},
     {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"ab\":{\"type\":"
      "\"integer\"},\"abc\":{\"type\":\"integer\"}}}",
-     {"{}", "{\"ab\":1}", "{\"a\":1,\"abc\":2}", "{\"a\":1,\"ab\":2,\"abc\":3}"},
-     {"{\"abc\":1,\"a\":2}", "{\"abd\":1}", "{\"a\":1,\"a\":2}", "{\"ab\":1,}"}},
+     {"{}", "{\"ab\":1}", "{\"a\":1,\"abc\":2}", "{\"a\":1,\"ab\":2,\"abc\":3}", "{\"abc\":1,\"a\":2}",
+      "{\"ab\":1,\"abc\":2,\"a\":3}"},
+     {"{\"abd\":1}", "{\"a\":1,\"a\":2}", "{\"ab\":1,}", "{\"abc\":1,\"ab\":2,\"abc\":3}"}},
     {"{\"type\":\"number\"}",
      {"-0", "1.25e-7", "123456789012345", "0.5E+10", "7"},
      {"+1", ".5", "1.2.3", "0x1", "NaN", "1e+", "-", "1e"}},
@@ -730,6 +732,30 @@ static void test_refusals(void)
     }
 }
 
+/* More than 64 properties: the keys in the schema's order only (a valid document in another
+ * order is refused, never an invalid one accepted). */
+static void test_many_properties(void)
+{
+    json_t *props = json_object(), *schema = json_pack("{s:s,s:o,s:[s,s]}", "type", "object",
+                                                       "properties", props, "required", "p3",
+                                                       "p69");
+    for (int i = 0; i < 70; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "p%d", i);
+        json_object_set_new(props, k, json_pack("{s:s}", "type", "integer"));
+    }
+    numla_grammar *g = NULL;
+    CU_ASSERT_FATAL(numla_grammar_compile_schema(schema, &g) == NUMLA_STATUS_OK);
+    CU_ASSERT(accepts(g, "{\"p3\":1,\"p60\":0,\"p69\":2}", 1000));
+    CU_ASSERT(accepts(g, "{\"p0\":0,\"p3\":1,\"p40\":5,\"p69\":2}", 1));
+    CU_ASSERT(!accepts(g, "{\"p3\":1}", 1000));             /* p69 missing */
+    CU_ASSERT(!accepts(g, "{\"p69\":2,\"p3\":1}", 1000)); /* valid, out of order */
+    CU_ASSERT(!accepts(g, "{\"p3\":1,\"p3\":1,\"p69\":2}", 1000));
+    CU_ASSERT(!accepts(g, "{\"p3\":1,\"p70\":1,\"p69\":2}", 1000));
+    numla_grammar_destroy(&g);
+    json_decref(schema);
+}
+
 /* numla run's lines: response_format through the one validation pass, errors naming the field. */
 static void test_request_response_format(void)
 {
@@ -813,5 +839,5 @@ static void test_fuzz_json_schema(void)
 }
 
 NUMLA_TEST_SUITE(grammar, NULL, NULL, NUMLA_TEST(test_documents), NUMLA_TEST(test_mask_is_bytes),
-                 NUMLA_TEST(test_generated_documents_validate), NUMLA_TEST(test_refusals),
+                 NUMLA_TEST(test_generated_documents_validate), NUMLA_TEST(test_refusals), NUMLA_TEST(test_many_properties),
                  NUMLA_TEST(test_request_response_format), NUMLA_TEST(test_fuzz_json_schema))
