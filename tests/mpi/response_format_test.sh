@@ -27,7 +27,7 @@ model=$tmp/tiny
 S='{"type":"object","properties":{"color":{"enum":["red","green"]},"n":{"type":"integer"},"ok":{"type":"boolean"},"s":{"type":"string","maxLength":5}},"required":["color","n","ok","s"],"additionalProperties":false}'
 RF="{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"t\",\"strict\":true,\"schema\":$S}}"
 # the schema, checked by jq on a document's text
-valid='(fromjson? // null) as $d | ($d | type) == "object" and ($d | keys_unsorted) == ["color","n","ok","s"]
+valid='(fromjson? // null) as $d | ($d | type) == "object" and ($d | keys) == ["color","n","ok","s"]
   and ($d.color | IN("red","green")) and ($d.n | type == "number" and . == floor)
   and ($d.ok | type == "boolean") and ($d.s | type == "string" and length <= 5)'
 
@@ -90,7 +90,7 @@ if command -v curl >/dev/null; then
   # message.tool_calls (streamed: delta.tool_calls), its arguments valid for the parameters;
   # "none": the tools are rendered, no call is read out
   T='"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":8},"days":{"type":"integer"}},"required":["city","days"],"additionalProperties":false}}}]'
-  args='(fromjson? // null) as $a | ($a | keys_unsorted) == ["city","days"] and ($a.city | type == "string" and length <= 8) and ($a.days | type == "number" and . == floor)'
+  args='(fromjson? // null) as $a | ($a | keys) == ["city","days"] and ($a.city | type == "string" and length <= 8) and ($a.days | type == "number" and . == floor)'
   for seed in 1 2 3; do
     for tc in '"required"' '{"type":"function","function":{"name":"get_weather"}}'; do
       resp=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"weather $seed\"}],$T,
