@@ -44,6 +44,17 @@ def load_safetensors(path):
             a = np.frombuffer(raw, dtype="<i4").copy()
         elif dt == "I64":
             a = np.frombuffer(raw, dtype="<i8").copy()
+        elif dt == "I8":
+            a = np.frombuffer(raw, dtype="i1").copy()
+        elif dt == "F8_E4M3":  # e4m3fn: bias 7, no infinities, 0x7F / 0xFF NaN
+            b = np.frombuffer(raw, dtype="u1").astype(np.int64)
+            e, m = (b >> 3) & 15, (b & 7).astype(np.float64)
+            mag = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1 + m / 8.0) * 2.0 ** (e - 7.0))
+            mag = np.where((b & 0x7F) == 0x7F, np.nan, mag)
+            a = np.where(b >> 7, -mag, mag)
+        elif dt == "F8_E8M0":  # an exponent byte: 2^(b - 127), 0xFF NaN
+            b = np.frombuffer(raw, dtype="u1").astype(np.float64)
+            a = np.where(b == 255, np.nan, 2.0 ** (b - 127))
         else:
             raise ValueError("%s: %s has unsupported dtype %s" % (path, name, dt))
         out[name] = a.reshape(info["shape"])

@@ -88,6 +88,7 @@ class V4:
         with open(os.path.join(d, "config.json")) as f:
             self.c = json.load(f)
         self.W = load_safetensors(os.path.join(d, "model.safetensors"))
+        self.dequantize()
         c = self.c
         self.eps = c["rms_norm_eps"]
         self.D = c["head_dim"]
@@ -101,6 +102,23 @@ class V4:
         n = c["num_hidden_layers"]
         self.ratio = c["compress_ratios"][:n]
         self.hash = [j < c["num_hash_layers"] for j in range(n)]
+
+    def dequantize(self):
+        """The published FP8 / FP4 form (tests/golden/README.md, docs/quantization.md): P.weight
+        with P.scale (E8M0, already 2^(s - 127) here): F8_E4M3 codes x the scale of their
+        128 x 128 block; I8 bytes of two e2m1 codes (element 2j in byte j's low nibble) x the
+        scale of their 32."""
+        e2m1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
+        for sname in [k for k in self.W if k.endswith(".scale")]:
+            wname = sname[: -len(".scale")] + ".weight"
+            q, s = self.W.pop(wname), self.W.pop(sname)
+            if q.dtype == np.int8:
+                u = q.view(np.uint8).astype(np.int64)
+                v = np.stack([e2m1[u & 15], e2m1[u >> 4]], axis=-1).reshape(q.shape[0], -1)
+                self.W[wname] = v * np.repeat(s, 32, axis=1)
+            else:
+                n, k = q.shape
+                self.W[wname] = q * np.repeat(np.repeat(s, 128, axis=0)[:n], 128, axis=1)[:, :k]
 
     def w(self, name):
         return self.W[name]
@@ -270,7 +288,7 @@ def check_dir(d):
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden", "v4")
-    ok = all([check_dir(os.path.join(root, s)) for s in ("model_fp32", "model_bf16")])
+    ok = all([check_dir(os.path.join(root, s)) for s in ("model_fp32", "model_bf16", "model_fp8")])
     sys.exit(0 if ok else 1)
 
 

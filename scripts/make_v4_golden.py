@@ -13,6 +13,9 @@ Written in the layout of tests/golden/README.md ("Sparse-attention models"), one
                                 requests.jsonl, greedy.txt
   tests/golden/v4/model_bf16/   the projections rounded to bf16 (what transformers keeps in fp32
                                 stays fp32), reference in fp32 math
+  tests/golden/v4/model_fp8/    the published FP8 + FP4 form of model_bf16 (write_fp8fp4),
+                                reference in fp32 math on its dequantized weights; transformers'
+                                own FP8 loader must read it to those weights (with accelerate)
 
 The checkpoint uses DeepSeek's own tensor names and config.json spelling, as the published
 V4-Flash/Pro files do (embed.weight, layers.N.attn.wq_a.weight, layers.N.ffn.experts.E.w1.weight,
@@ -272,6 +275,131 @@ def bf16_keeps_fp32(name):
             name.endswith("norm.weight"))
 
 
+# ---- the published FP8 + FP4 form (docs/quantization.md "DeepSeek-V4's FP4 experts") -----------
+# FP8 (e4m3, one E8M0 scale per 128 x 128 block, `P.scale`): the attention projections, the
+# indexer's wq_b and the shared expert; FP4 (e2m1 pairs in I8, one E8M0 scale per 32 of a row):
+# the routed experts; the rest as in model_bf16 (embeddings, head, router, norms, the compressors'
+# and the indexer's own projections, mHC, sinks, ape).
+FP8_SUFFIXES = (".attn.wq_a.weight", ".attn.wq_b.weight", ".attn.wkv.weight", ".attn.wo_a.weight",
+                ".attn.wo_b.weight", ".attn.indexer.wq_b.weight", ".shared_experts.w1.weight",
+                ".shared_experts.w2.weight", ".shared_experts.w3.weight")
+QUANT_CONFIG = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                "scale_fmt": "ue8m0", "weight_block_size": [128, 128]}
+E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                     -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+def is_fp4(name):
+    return ".ffn.experts." in name and name.endswith(".weight")
+
+
+def e8m0_exponent(amax, top):
+    """The smallest power-of-two scale 2^s with amax / 2^s <= top, as its E8M0 byte s + 127
+    (a zero block: s = 0)."""
+    s = torch.where(amax > 0, torch.ceil(torch.log2(amax / top)), torch.zeros_like(amax))
+    return (s + 127).to(torch.uint8)
+
+
+def fp8_ue8m0(w):
+    """(codes F8_E4M3, scale bytes) of an (n, k) weight: 128 x 128 blocks."""
+    n, k = w.shape
+    bn, bk = -(-n // 128), -(-k // 128)
+    pad = torch.zeros(bn * 128, bk * 128)
+    pad[:n, :k] = w.abs()
+    e = e8m0_exponent(pad.view(bn, 128, bk, 128).amax(dim=(1, 3)), 448.0)
+    scale = torch.exp2(e.float() - 127).repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
+    return (w / scale).to(torch.float8_e4m3fn), e
+
+
+def fp4_ue8m0(w):
+    """(packed I8 (n, k/2), scale bytes (n, k/32)) of an (n, k) weight: e2m1 codes, the nearest
+    value of w / 2^s (the first code on a tie), element 2j in byte j's low nibble."""
+    n, k = w.shape
+    g = w.view(n, k // 32, 32)
+    e = e8m0_exponent(g.abs().amax(dim=2), 6.0)
+    x = g / torch.exp2(e.float() - 127).unsqueeze(-1)
+    codes = (x.unsqueeze(-1) - E2M1).abs().argmin(dim=-1).to(torch.uint8).view(n, k)
+    packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
+    return packed.view(torch.int8), e
+
+
+def published_dequant(name, t, scale):
+    """The published formula, apart from the quantizer above: FP8 code x 2^(s - 127) of its
+    128 x 128 block; FP4 e2m1[nibble] x 2^(s - 127) of its 32 (low nibble first)."""
+    sc = torch.exp2(scale.view(torch.uint8).float() - 127)
+    if t.dtype == torch.int8:
+        u = t.view(torch.uint8).long()
+        v = torch.stack([E2M1[u & 15], E2M1[u >> 4]], dim=-1).reshape(t.shape[0], -1)
+        return v * sc.repeat_interleave(32, 1)
+    n, k = t.shape
+    return t.float() * sc.repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
+
+
+def write_fp8fp4(bd, base, tmp):
+    """model_fp8/ from model_bf16/'s weights, and a dequantized fp32 copy for the reference."""
+    src = {}
+    with safe_open(os.path.join(bd, "model.safetensors"), "pt") as f:
+        for k in f.keys():
+            src[k] = f.get_tensor(k)
+    out, deq = {}, {}
+    for name, t in sorted(src.items()):
+        if name.endswith(FP8_SUFFIXES) or is_fp4(name):
+            w = t.float()
+            q, e = fp4_ue8m0(w) if is_fp4(name) else fp8_ue8m0(w)
+            sname = name[: -len(".weight")] + ".scale"
+            out[name], out[sname] = q, e.view(torch.float8_e8m0fnu)
+            deq[name] = published_dequant(name, q, out[sname])
+            # every weight within half a step of its code's grid (a wrong packing is not)
+            step = torch.exp2(e.float() - 127)
+            step = (step.repeat_interleave(32, 1) if is_fp4(name) else
+                    step.repeat_interleave(128, 0)[: w.shape[0]].repeat_interleave(128, 1)[:, : w.shape[1]])
+            assert float(((deq[name] - w).abs() / step).max()) <= (1.0 if is_fp4(name) else 16.0), name
+        else:
+            out[name] = t
+            deq[name] = t.float() if t.is_floating_point() else t
+    qd = os.path.join(base, "model_fp8")
+    os.makedirs(qd)
+    cfg = dict(CONFIG)
+    cfg["torch_dtype"] = "bfloat16"
+    cfg["quantization_config"] = dict(QUANT_CONFIG)
+    cfg["expert_dtype"] = "fp4"
+    with open(os.path.join(qd, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+    save_file({k: out[k].contiguous() for k in sorted(out)}, os.path.join(qd, "model.safetensors"),
+              metadata={"format": "pt"})
+    dd = os.path.join(tmp, "v4_fp8_deq")
+    if os.path.exists(dd):
+        shutil.rmtree(dd)
+    os.makedirs(dd)
+    dcfg = dict(CONFIG)
+    dcfg["torch_dtype"] = "float32"
+    with open(os.path.join(dd, "config.json"), "w") as f:
+        json.dump(dcfg, f, indent=2, sort_keys=True)
+    save_file({k: v.contiguous() for k, v in sorted(deq.items())}, os.path.join(dd, "model.safetensors"),
+              metadata={"format": "pt"})
+    n8 = sum(1 for k in out if k.endswith(".scale") and not is_fp4(k[: -len(".scale")] + ".weight"))
+    n4 = sum(1 for k in out if k.endswith(".scale")) - n8
+    return qd, dd, n8, n4
+
+
+def check_fp8_load(qd, qref):
+    """transformers' own FP8/FP4 loader (FineGrainedFP8Config, dequantize=True: the CPU path;
+    it needs the accelerate package) must read model_fp8/ to exactly the weights of the
+    reference. None when accelerate is missing (the check is skipped, and said so)."""
+    try:
+        import accelerate  # noqa: F401
+    except ImportError:
+        print("make_v4_golden.py: accelerate not installed: model_fp8/ not loaded by transformers")
+        return None
+    from transformers import FineGrainedFP8Config
+    m = DeepseekV4ForCausalLM.from_pretrained(
+        qd, quantization_config=FineGrainedFP8Config(dequantize=True, scale_fmt="ue8m0", expert_dtype="fp4"),
+        dtype=torch.float32, attn_implementation="eager", experts_implementation="eager")
+    same_model(qref, m)
+    return True
+
+
 def load_fp32(d):
     m = DeepseekV4ForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager",
                                               experts_implementation="eager")
@@ -526,7 +654,9 @@ def write_requests(d):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "golden"))
+    ap.add_argument("--tmp", default="/tmp/numla_v4_golden")
     a = ap.parse_args()
+    os.makedirs(a.tmp, exist_ok=True)
     check_versions()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
@@ -561,6 +691,27 @@ def main():
     prompts, runs, attempt = find_prompts({"fp32": ref, "bf16": bref})
     for k, d, m in (("fp32", fd, ref), ("bf16", bd, bref)):
         write_expected(d, m, runs[k], attempt)
+
+    # model_fp8/: the same prompts if decisive there too, else its own
+    qd, dd, n8, n4 = write_fp8fp4(bd, base, a.tmp)
+    qref = load_fp32(dd)
+    loaded_by_transformers = check_fp8_load(qd, qref)
+    qrun = run_reference(qref, prompts)
+    qattempt = attempt
+    if not decisive(qrun):
+        qprompts, qruns, qattempt = find_prompts({"fp8": qref})
+        qrun = qruns["fp8"]
+    write_expected(qd, qref, qrun, qattempt)
+    with open(os.path.join(qd, "expected.json")) as f:
+        doc = json.load(f)
+    doc["fp8_tensors"], doc["fp4_tensors"] = n8, n4
+    doc["transformers_dequantize_load_equal"] = loaded_by_transformers
+    doc["vs_bf16_max_abs_logit_diff_same_prompts"] = (
+        max(float((qrun[0]["prompt%d.logits" % i] - runs["bf16"][0]["prompt%d.logits" % i]).abs().max())
+            for i in range(len(prompts))) if qattempt == attempt else None)
+    with open(os.path.join(qd, "expected.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
     write_requests(fd)
     abl = ablations(fd, prompts[-1])
     with open(os.path.join(fd, "expected.json")) as f:
@@ -574,6 +725,8 @@ def main():
             os.chmod(os.path.join(root, fn), 0o644)
     print("v4 fp32 ablations (max |logit change|, last prompt): %s" % (
         ", ".join("%s %.3g" % kv for kv in abl.items())))
+    runs["fp8"] = qrun
+    print("v4 fp8: %d fp8 tensors, %d fp4 tensors, prompt attempt %d" % (n8, n4, qattempt))
     for k, r in runs.items():
         print("v4 %s: prompt attempt %d, index gap %.2e over %d selecting queries, router gap "
               "%.2e, min greedy margin %.3g, swiglu clamped %.1f%%" % (
