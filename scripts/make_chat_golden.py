@@ -12,8 +12,8 @@ tokens are set as the DeepSeek tokenizer_config.json files set them. Writes:
                                                    "add_generation_prompt", "text"}],
                                       "errors": [{"template", "conversation"}]}
 
-The template strings are the `chat_template` values of the models' tokenizer_config.json
-(sources in tests/golden/chat/README.md). Python is never needed by the build or the tests.
+The template strings are engine/text/templates/<name>.jinja, the `chat_template` values of the
+models' tokenizer_config.json (sources in tests/golden/chat/README.md). Python is never needed by the build or the tests.
 
     python3 -m venv /tmp/v && /tmp/v/bin/pip install transformers jinja2
     /tmp/v/bin/python scripts/make_chat_golden.py [--out DIR]
@@ -26,116 +26,15 @@ import sys
 BOS = "<｜begin▁of▁sentence｜>"
 EOS = "<｜end▁of▁sentence｜>"
 
-# DeepSeek-V2-Chat / DeepSeek-V2-Lite-Chat: the '\n\n' literals hold real newlines (the JSON
-# file writes them as \n escapes of the JSON string).
-V2 = ("{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}"
-      "{% endif %}{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
-      "{{ 'User: ' + message['content'] + '\n\n' }}{% elif message['role'] == 'assistant' %}"
-      "{{ 'Assistant: ' + message['content'] + eos_token }}{% elif message['role'] == 'system' %}"
-      "{{ message['content'] + '\n\n' }}{% endif %}{% endfor %}{% if add_generation_prompt %}"
-      "{{ 'Assistant:' }}{% endif %}")
-
-# DeepSeek-V2.5 (and DeepSeek-Coder-V2-Instruct): Jinja '\n' escapes (backslash, n) inside the
-# literals, and runs of spaces between the tags.
-V2_5 = (r"{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}"
-        r"{% endif %}{% set ns = namespace(is_first=false, is_tool=false, is_output_first=true, "
-        r"system_prompt='') %}{%- for message in messages %}    {%- if message['role'] == "
-        r"'system' %}        {% set ns.system_prompt = message['content'] %}    {%- endif %}"
-        r"{%- endfor %}{{bos_token}}{{ns.system_prompt}}{%- for message in messages %}    "
-        r"{%- if message['role'] == 'user' %}    {%- set ns.is_tool = false -%}{{'<｜User｜>' + "
-        r"message['content']}}    {%- endif %}    {%- if message['role'] == 'assistant' and "
-        r"message['content'] is none %}        {%- set ns.is_tool = false -%}        {%- for "
-        r"tool in message['tool_calls']%}            {%- if not ns.is_first %}{{'<｜Assistant｜>"
-        r"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + "
-        r"tool['function']['name'] + '\n' + '```json' + '\n' + tool['function']['arguments'] + "
-        r"'\n' + '```' + '<｜tool▁call▁end｜>'}}            {%- set ns.is_first = true -%}      "
-        r"      {%- else %}{{'\n' + '<｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + "
-        r"tool['function']['name'] + '\n' + '```json' + '\n' + tool['function']['arguments'] + "
-        r"'\n' + '```' + '<｜tool▁call▁end｜>'}}{{'<｜tool▁calls▁end｜><｜end▁of▁sentence｜>'}}  "
-        r"                 {%- endif %}        {%- endfor %}    {%- endif %}    {%- if "
-        r"message['role'] == 'assistant' and message['content'] is not none %}        {%- if "
-        r"ns.is_tool %}{{'<｜tool▁outputs▁end｜>' + message['content'] + '<｜end▁of▁sentence｜>'}}"
-        r"        {%- set ns.is_tool = false -%}        {%- else %}{{'<｜Assistant｜>' + "
-        r"message['content'] + '<｜end▁of▁sentence｜>'}}        {%- endif %}    {%- endif %}    "
-        r"{%- if message['role'] == 'tool' %}        {%- set ns.is_tool = true -%}        {%- if "
-        r"ns.is_output_first %}{{'<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>' + "
-        r"message['content'] + '<｜tool▁output▁end｜>'}}        {%- set ns.is_output_first = "
-        r"false %}        {%- else %}{{'\n<｜tool▁output▁begin｜>' + message['content'] + "
-        r"'<｜tool▁output▁end｜>'}}        {%- endif %}    {%- endif %}{%- endfor -%}{% if "
-        r"ns.is_tool %}{{'<｜tool▁outputs▁end｜>'}}{% endif %}{% if add_generation_prompt and not "
-        r"ns.is_tool %}{{'<｜Assistant｜>'}}{% endif %}")
-
-# DeepSeek-V3 (December 2024 release).
-V3 = (r"{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}"
-      r"{% endif %}{% set ns = namespace(is_first=false, is_tool=false, is_output_first=true, "
-      r"system_prompt='', is_first_sp=true) %}{%- for message in messages %}{%- if "
-      r"message['role'] == 'system' %}{%- if ns.is_first_sp %}{% set ns.system_prompt = "
-      r"ns.system_prompt + message['content'] %}{% set ns.is_first_sp = false %}{%- else %}"
-      r"{% set ns.system_prompt = ns.system_prompt + '\n\n' + message['content'] %}{%- endif %}"
-      r"{%- endif %}{%- endfor %}{{bos_token}}{{ns.system_prompt}}{%- for message in messages %}"
-      r"{%- if message['role'] == 'user' %}{%- set ns.is_tool = false -%}{{'<｜User｜>' + "
-      r"message['content']}}{%- endif %}{%- if message['role'] == 'assistant' and "
-      r"message['content'] is none %}{%- set ns.is_tool = false -%}{%- for tool in "
-      r"message['tool_calls']%}{%- if not ns.is_first %}{{'<｜Assistant｜><｜tool▁calls▁begin｜>"
-      r"<｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + tool['function']['name'] + "
-      r"'\n' + '```json' + '\n' + tool['function']['arguments'] + '\n' + '```' + "
-      r"'<｜tool▁call▁end｜>'}}{%- set ns.is_first = true -%}{%- else %}{{'\n' + "
-      r"'<｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + tool['function']['name'] + "
-      r"'\n' + '```json' + '\n' + tool['function']['arguments'] + '\n' + '```' + "
-      r"'<｜tool▁call▁end｜>'}}{{'<｜tool▁calls▁end｜><｜end▁of▁sentence｜>'}}{%- endif %}"
-      r"{%- endfor %}{%- endif %}{%- if message['role'] == 'assistant' and message['content'] "
-      r"is not none %}{%- if ns.is_tool %}{{'<｜tool▁outputs▁end｜>' + message['content'] + "
-      r"'<｜end▁of▁sentence｜>'}}{%- set ns.is_tool = false -%}{%- else %}{{'<｜Assistant｜>' + "
-      r"message['content'] + '<｜end▁of▁sentence｜>'}}{%- endif %}{%- endif %}{%- if "
-      r"message['role'] == 'tool' %}{%- set ns.is_tool = true -%}{%- if ns.is_output_first %}"
-      r"{{'<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>' + message['content'] + "
-      r"'<｜tool▁output▁end｜>'}}{%- set ns.is_output_first = false %}{%- else %}"
-      r"{{'\n<｜tool▁output▁begin｜>' + message['content'] + '<｜tool▁output▁end｜>'}}"
-      r"{%- endif %}{%- endif %}{%- endfor -%}{% if ns.is_tool %}{{'<｜tool▁outputs▁end｜>'}}"
-      r"{% endif %}{% if add_generation_prompt and not ns.is_tool %}{{'<｜Assistant｜>'}}"
-      r"{% endif %}")
-
-# DeepSeek-R1 (the revision whose generation prompt opens "<think>\n").
-R1 = (r"{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}"
-      r"{% endif %}{% set ns = namespace(is_first=false, is_tool=false, is_output_first=true, "
-      r"system_prompt='', is_first_sp=true) %}{%- for message in messages %}{%- if "
-      r"message['role'] == 'system' %}{%- if ns.is_first_sp %}{% set ns.system_prompt = "
-      r"ns.system_prompt + message['content'] %}{% set ns.is_first_sp = false %}{%- else %}"
-      r"{% set ns.system_prompt = ns.system_prompt + '\n\n' + message['content'] %}{%- endif %}"
-      r"{%- endif %}{%- endfor %}{{ bos_token }}{{ ns.system_prompt }}{%- for message in "
-      r"messages %}{%- if message['role'] == 'user' %}{%- set ns.is_tool = false -%}"
-      r"{{'<｜User｜>' + message['content']}}{%- endif %}{%- if message['role'] == 'assistant' "
-      r"and 'tool_calls' in message %}{%- set ns.is_tool = false -%}{%- for tool in "
-      r"message['tool_calls'] %}{%- if not ns.is_first %}{%- if message['content'] is none %}"
-      r"{{'<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + "
-      r"'<｜tool▁sep｜>' + tool['function']['name'] + '\n' + '```json' + '\n' + "
-      r"tool['function']['arguments'] + '\n' + '```' + '<｜tool▁call▁end｜>'}}{%- else %}"
-      r"{{'<｜Assistant｜>' + message['content'] + '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + "
-      r"tool['type'] + '<｜tool▁sep｜>' + tool['function']['name'] + '\n' + '```json' + '\n' + "
-      r"tool['function']['arguments'] + '\n' + '```' + '<｜tool▁call▁end｜>'}}{%- endif %}"
-      r"{%- set ns.is_first = true -%}{%- else %}{{'\n' + '<｜tool▁call▁begin｜>' + "
-      r"tool['type'] + '<｜tool▁sep｜>' + tool['function']['name'] + '\n' + '```json' + '\n' + "
-      r"tool['function']['arguments'] + '\n' + '```' + '<｜tool▁call▁end｜>'}}{%- endif %}"
-      r"{%- endfor %}{{'<｜tool▁calls▁end｜><｜end▁of▁sentence｜>'}}{%- endif %}{%- if "
-      r"message['role'] == 'assistant' and 'tool_calls' not in message %}{%- if ns.is_tool %}"
-      r"{{'<｜tool▁outputs▁end｜>' + message['content'] + '<｜end▁of▁sentence｜>'}}{%- set "
-      r"ns.is_tool = false -%}{%- else %}{% set content = message['content'] %}{% if '</think>' "
-      r"in content %}{% set content = content.split('</think>')[-1] %}{% endif %}"
-      r"{{'<｜Assistant｜>' + content + '<｜end▁of▁sentence｜>'}}{%- endif %}{%- endif %}{%- if "
-      r"message['role'] == 'tool' %}{%- set ns.is_tool = true -%}{%- if ns.is_output_first %}"
-      r"{{'<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>' + message['content'] + "
-      r"'<｜tool▁output▁end｜>'}}{%- set ns.is_output_first = false %}{%- else %}"
-      r"{{'<｜tool▁output▁begin｜>' + message['content'] + '<｜tool▁output▁end｜>'}}{%- endif %}"
-      r"{%- endif %}{%- endfor -%}{% if ns.is_tool %}{{'<｜tool▁outputs▁end｜>'}}{% endif %}"
-      r"{% if add_generation_prompt and not ns.is_tool %}{{'<｜Assistant｜><think>\n'}}"
-      r"{% endif %}")
-
-TEMPLATES = {
-    "deepseek-v2": V2,
-    "deepseek-v2.5": V2_5,
-    "deepseek-v3": V3,
-    "deepseek-r1": R1,
-}
+# The template texts: engine/text/templates/<name>.jinja, the one place numla keeps them (the
+# build compiles them in). They are the `chat_template` values of the models'
+# tokenizer_config.json files, byte for byte.
+TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "engine", "text",
+                            "templates")
+TEMPLATES = {}
+for _name in ("deepseek-v2", "deepseek-v2.5", "deepseek-v3", "deepseek-r1"):
+    with open(os.path.join(TEMPLATE_DIR, _name + ".jinja"), encoding="utf-8", newline="") as _f:
+        TEMPLATES[_name] = _f.read()
 
 SOURCES = {
     "deepseek-v2": "DeepSeek-V2-Chat / DeepSeek-V2-Lite-Chat tokenizer_config.json",

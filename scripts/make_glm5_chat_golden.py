@@ -17,7 +17,7 @@ and clear_thinking absent / false. Writes:
                                           without "text"]}
 
 enable_thinking / clear_thinking are null when not passed. The template text is
-scripts/templates/glm-5.jinja (where it comes from: tests/golden/chat_glm5/README.md). Python
+engine/text/templates/glm-5.jinja (where it comes from: tests/golden/chat_glm5/README.md). Python
 is never needed by the build or the tests.
 
     /opt/pyref/bin/python3 scripts/make_glm5_chat_golden.py [--out DIR]
@@ -102,7 +102,7 @@ def main():
     from transformers import PreTrainedTokenizerFast
 
     tok_file = os.path.join(ROOT, "tests", "golden", "tokenizer", "bpe1k", "tokenizer.json")
-    with open(os.path.join(HERE, "templates", "glm-5.jinja"), encoding="utf-8", newline="") as f:
+    with open(os.path.join(ROOT, "engine", "text", "templates", "glm-5.jinja"), encoding="utf-8", newline="") as f:
         tmpl = f.read()
     tok = PreTrainedTokenizerFast(tokenizer_file=tok_file, eos_token=EOS)
     tok.chat_template = tmpl

@@ -13,7 +13,7 @@ the DeepSeek ones. Writes:
                                           "add_generation_prompt", "thinking", "text"}],
                                           "errors": [same keys without "text"]}
 
-The template texts are in scripts/templates/*.jinja (where they come from:
+The template texts are in engine/text/templates/*.jinja (where they come from:
 tests/golden/chat_kimi/README.md). Python is never needed by the build or the tests.
 
     /opt/pyref/bin/python3 scripts/make_kimi_chat_golden.py [--out DIR]
@@ -108,7 +108,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     renders, errors, templates = [], [], {}
     for name, (file, source, bos, eos) in TEMPLATES.items():
-        with open(os.path.join(HERE, "templates", file), encoding="utf-8", newline="") as f:
+        with open(os.path.join(HERE, "..", "engine", "text", "templates", file), encoding="utf-8", newline="") as f:
             tmpl = f.read()
         templates[name] = {"source": source, "bos_token": bos, "eos_token": eos,
                            "template": tmpl}

@@ -135,43 +135,39 @@ static numla_status refuse(adapter_refusal *no, const char *field, const char *f
     return NUMLA_STATUS_OK;
 }
 
-/* What the request asks of the chat template that it cannot render: tools (written only by the
- * Kimi templates), tool calls (deepseek-v3.1 and kimi-k2-thinking), tool messages (those and
- * kimi-k2) and the thinking switch (deepseek-v3.1 only; the other thinking templates always
- * think, the rest never do). Returns 1 with *no filled when refused. */
+/* What the request asks of the chat template that it cannot render: tools, tool calls, tool
+ * messages and the thinking switch, each where the family's row says its template has none
+ * (engine/text/chat_template.c; the thinking templates without a switch always think, the
+ * rest never do). Returns 1 with *no filled when refused. */
 static int chat_unsupported(const numla_chat_template *t, const numla_openai_request *r,
                             adapter_refusal *no)
 {
     const char *name = numla_chat_template_name(t);
-    const int v31 = !strcmp(name, "deepseek-v3.1"), k2 = !strcmp(name, "kimi-k2"),
-              k2t = !strcmp(name, "kimi-k2-thinking");
-    /* GLM-5 and DeepSeek-V3.2 write tools, tool calls and tool results, and have a thinking
-     * switch (glm-5: on unless given as false; deepseek-v3.2: off unless given as true) */
-    const int glm5 = !strcmp(name, "glm-5"), v32 = !strcmp(name, "deepseek-v3.2");
-    if (glm5 || v32)
-        return 0;
-    if (r->tools_json && !k2 && !k2t) {
+    const int declares = numla_chat_template_can(t, NUMLA_CHAT_CAN_DECLARE_TOOLS),
+              calls = numla_chat_template_can(t, NUMLA_CHAT_CAN_WRITE_TOOL_CALLS),
+              results = numla_chat_template_can(t, NUMLA_CHAT_CAN_WRITE_TOOL_RESULTS);
+    if (r->tools_json && !declares) {
         refuse(no, "tools", "'tools' cannot be given to this model: its %s chat template does not "
-               "declare tools%s", name, v31 ? " (describe them in the system message)" : "");
+               "declare tools%s", name, calls ? " (describe them in the system message)" : "");
         return 1;
     }
     for (int32_t i = 0; i < r->num_messages; i++) {
         const numla_openai_message *m = &r->messages[i];
         char field[64];
-        if (m->has_tool_calls && !v31 && !k2t) {
+        if (m->has_tool_calls && !calls) {
             snprintf(field, sizeof field, "messages[%d].tool_calls", (int)i);
             refuse(no, field, "'%s' cannot be given to this model: its %s chat template does not "
                    "write tool calls", field, name);
             return 1;
         }
-        if (m->role == NUMLA_OPENAI_ROLE_TOOL && !v31 && !k2 && !k2t) {
+        if (m->role == NUMLA_OPENAI_ROLE_TOOL && !results) {
             snprintf(field, sizeof field, "messages[%d].role", (int)i);
             refuse(no, field, "'%s' \"tool\" cannot be given to this model: its %s chat "
                    "template does not write tool messages", field, name);
             return 1;
         }
     }
-    if (r->thinking >= 0 && !v31) {
+    if (r->thinking >= 0 && !numla_chat_template_can(t, NUMLA_CHAT_CAN_SWITCH_THINKING)) {
         const int thinks = numla_chat_template_thinks(t);
         if (r->thinking != thinks) {
             refuse(no, "chat_template_kwargs.thinking", "'chat_template_kwargs.thinking' cannot "

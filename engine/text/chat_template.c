@@ -3,8 +3,11 @@
  *
  * Each renderer below is the Jinja template it replaces, read for plain-text messages under
  * transformers' settings (trim_blocks, lstrip_blocks): the literal strings, the order in which
- * the template walks the messages, and the whitespace its tags leave. The template sources are
- * kept as data to recognise a model's tokenizer_config.json (sources: tests/golden/chat/README.md).
+ * the template walks the messages, and the whitespace its tags leave. One table holds the
+ * families: name, renderer, what it refuses, stop tokens, tool-call markers, abilities. The
+ * Jinja texts that recognise a model's tokenizer_config.json are text/templates/<name>.jinja,
+ * compiled in by the build (their sources: the READMEs of tests/golden/chat,
+ * chat_kimi and chat_glm5).
  * Owns no tokenizer state; must not touch the tokenizer files. */
 #include "engine/text/chat_template.h"
 
@@ -17,372 +20,137 @@
 #include "engine/json/model_json.h"
 #include "engine/text/chat_template_internal.h"
 
-static const char numla_tmpl_v2[] =
-    "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% e"
-    "ndif %}{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ "
-    "'User: ' + message['content'] + '\n\n' }}{% elif message['role'] == 'assistant' %}{{ 'As"
-    "sistant: ' + message['content'] + eos_token }}{% elif message['role'] == 'system' %}{{ m"
-    "essage['content'] + '\n\n' }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ 'As"
-    "sistant:' }}{% endif %}";
+/* One renderer per family: the template it replaces, as text from the messages and options. */
+typedef numla_status (*numla_chat_render_fn)(const numla_chat_template *t,
+                                             const numla_chat_message *msgs, int n,
+                                             const numla_chat_options *o, numla_strbuf *b);
+/* What a family refuses before rendering (transformers refuses the same). */
+typedef numla_status (*numla_chat_check_fn)(const numla_chat_template *t,
+                                            const numla_chat_message *msgs, int n);
 
-static const char numla_tmpl_v2_5[] =
-    "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% e"
-    "ndif %}{% set ns = namespace(is_first=false, is_tool=false, is_output_first=true, system"
-    "_prompt='') %}{%- for message in messages %}    {%- if message['role'] == 'system' %}   "
-    "     {% set ns.system_prompt = message['content'] %}    {%- endif %}{%- endfor %}{{bos_t"
-    "oken}}{{ns.system_prompt}}{%- for message in messages %}    {%- if message['role'] == 'u"
-    "ser' %}    {%- set ns.is_tool = false -%}{{'<｜User｜>' + message['content']}}    {%- "
-    "endif %}    {%- if message['role'] == 'assistant' and message['content'] is none %}     "
-    "   {%- set ns.is_tool = false -%}        {%- for tool in message['tool_calls']%}        "
-    "    {%- if not ns.is_first %}{{'<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁"
-    "call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + tool['function']['name'] + '\\"
-    "n' + '```json' + '\\n' + tool['function']['arguments'] + '\\n' + '```' + '<｜tool▁cal"
-    "l▁end｜>'}}            {%- set ns.is_first = true -%}            {%- else %}{{'\\n' +"
-    " '<｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + tool['function']["
-    "'name'] + '\\n' + '```json' + '\\n' + tool['function']['arguments'] + '\\n' + '```' + '<"
-    "｜tool▁call▁end｜>'}}{{'<｜tool▁calls▁end｜><｜end▁of▁sentence｜>'}}  "
-    "                 {%- endif %}        {%- endfor %}    {%- endif %}    {%- if message['ro"
-    "le'] == 'assistant' and message['content'] is not none %}        {%- if ns.is_tool %}{{'"
-    "<｜tool▁outputs▁end｜>' + message['content'] + '<｜end▁of▁sentence｜>'}}    "
-    "    {%- set ns.is_tool = false -%}        {%- else %}{{'<｜Assistant｜>' + message['co"
-    "ntent'] + '<｜end▁of▁sentence｜>'}}        {%- endif %}    {%- endif %}    {%- if "
-    "message['role'] == 'tool' %}        {%- set ns.is_tool = true -%}        {%- if ns.is_ou"
-    "tput_first %}{{'<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>' + message['"
-    "content'] + '<｜tool▁output▁end｜>'}}        {%- set ns.is_output_first = false %}"
-    "        {%- else %}{{'\\n<｜tool▁output▁begin｜>' + message['content'] + '<｜tool"
-    "▁output▁end｜>'}}        {%- endif %}    {%- endif %}{%- endfor -%}{% if ns.is_tool"
-    " %}{{'<｜tool▁outputs▁end｜>'}}{% endif %}{% if add_generation_prompt and not ns.i"
-    "s_tool %}{{'<｜Assistant｜>'}}{% endif %}";
+static numla_status render_v2(const numla_chat_template *, const numla_chat_message *, int,
+                              const numla_chat_options *, numla_strbuf *);
+static numla_status render_v2_5(const numla_chat_template *, const numla_chat_message *, int,
+                                const numla_chat_options *, numla_strbuf *);
+static numla_status render_v3(const numla_chat_template *, const numla_chat_message *, int,
+                              const numla_chat_options *, numla_strbuf *);
+static numla_status render_r1(const numla_chat_template *, const numla_chat_message *, int,
+                              const numla_chat_options *, numla_strbuf *);
+static numla_status render_v3_1(const numla_chat_template *, const numla_chat_message *, int,
+                                const numla_chat_options *, numla_strbuf *);
+static numla_status render_kimi_k2(const numla_chat_template *, const numla_chat_message *, int,
+                                   const numla_chat_options *, numla_strbuf *);
+static numla_status render_kimi_k2_thinking(const numla_chat_template *,
+                                            const numla_chat_message *, int,
+                                            const numla_chat_options *, numla_strbuf *);
+static numla_status render_glm5(const numla_chat_template *, const numla_chat_message *, int,
+                                const numla_chat_options *, numla_strbuf *);
+static numla_status render_dsv32(const numla_chat_template *, const numla_chat_message *, int,
+                                 const numla_chat_options *, numla_strbuf *);
+static numla_status check_plain(const numla_chat_template *, const numla_chat_message *, int);
+static numla_status check_tools(const numla_chat_template *, const numla_chat_message *, int);
 
-static const char numla_tmpl_v3[] =
-    "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% e"
-    "ndif %}{% set ns = namespace(is_first=false, is_tool=false, is_output_first=true, system"
-    "_prompt='', is_first_sp=true) %}{%- for message in messages %}{%- if message['role'] == "
-    "'system' %}{%- if ns.is_first_sp %}{% set ns.system_prompt = ns.system_prompt + message["
-    "'content'] %}{% set ns.is_first_sp = false %}{%- else %}{% set ns.system_prompt = ns.sys"
-    "tem_prompt + '\\n\\n' + message['content'] %}{%- endif %}{%- endif %}{%- endfor %}{{bos_"
-    "token}}{{ns.system_prompt}}{%- for message in messages %}{%- if message['role'] == 'user"
-    "' %}{%- set ns.is_tool = false -%}{{'<｜User｜>' + message['content']}}{%- endif %}{%-"
-    " if message['role'] == 'assistant' and message['content'] is none %}{%- set ns.is_tool ="
-    " false -%}{%- for tool in message['tool_calls']%}{%- if not ns.is_first %}{{'<｜Assista"
-    "nt｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + '<｜too"
-    "l▁sep｜>' + tool['function']['name'] + '\\n' + '```json' + '\\n' + tool['function']['"
-    "arguments'] + '\\n' + '```' + '<｜tool▁call▁end｜>'}}{%- set ns.is_first = true -%"
-    "}{%- else %}{{'\\n' + '<｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>"
-    "' + tool['function']['name'] + '\\n' + '```json' + '\\n' + tool['function']['arguments']"
-    " + '\\n' + '```' + '<｜tool▁call▁end｜>'}}{{'<｜tool▁calls▁end｜><｜end▁o"
-    "f▁sentence｜>'}}{%- endif %}{%- endfor %}{%- endif %}{%- if message['role'] == 'assis"
-    "tant' and message['content'] is not none %}{%- if ns.is_tool %}{{'<｜tool▁outputs▁e"
-    "nd｜>' + message['content'] + '<｜end▁of▁sentence｜>'}}{%- set ns.is_tool = false"
-    " -%}{%- else %}{{'<｜Assistant｜>' + message['content'] + '<｜end▁of▁sentence｜>"
-    "'}}{%- endif %}{%- endif %}{%- if message['role'] == 'tool' %}{%- set ns.is_tool = true "
-    "-%}{%- if ns.is_output_first %}{{'<｜tool▁outputs▁begin｜><｜tool▁output▁begi"
-    "n｜>' + message['content'] + '<｜tool▁output▁end｜>'}}{%- set ns.is_output_first "
-    "= false %}{%- else %}{{'\\n<｜tool▁output▁begin｜>' + message['content'] + '<｜to"
-    "ol▁output▁end｜>'}}{%- endif %}{%- endif %}{%- endfor -%}{% if ns.is_tool %}{{'<｜"
-    "tool▁outputs▁end｜>'}}{% endif %}{% if add_generation_prompt and not ns.is_tool %}{"
-    "{'<｜Assistant｜>'}}{% endif %}";
+/* The Kimi templates' role markers. */
+#define K_SYS "<|im_system|>"
+#define K_USER "<|im_user|>"
+#define K_ASSISTANT "<|im_assistant|>"
+#define K_MIDDLE "<|im_middle|>"
+#define K_END "<|im_end|>"
 
-static const char numla_tmpl_r1[] =
-    "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% e"
-    "ndif %}{% set ns = namespace(is_first=false, is_tool=false, is_output_first=true, system"
-    "_prompt='', is_first_sp=true) %}{%- for message in messages %}{%- if message['role'] == "
-    "'system' %}{%- if ns.is_first_sp %}{% set ns.system_prompt = ns.system_prompt + message["
-    "'content'] %}{% set ns.is_first_sp = false %}{%- else %}{% set ns.system_prompt = ns.sys"
-    "tem_prompt + '\\n\\n' + message['content'] %}{%- endif %}{%- endif %}{%- endfor %}{{ bos"
-    "_token }}{{ ns.system_prompt }}{%- for message in messages %}{%- if message['role'] == '"
-    "user' %}{%- set ns.is_tool = false -%}{{'<｜User｜>' + message['content']}}{%- endif %"
-    "}{%- if message['role'] == 'assistant' and 'tool_calls' in message %}{%- set ns.is_tool "
-    "= false -%}{%- for tool in message['tool_calls'] %}{%- if not ns.is_first %}{%- if messa"
-    "ge['content'] is none %}{{'<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call"
-    "▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + tool['function']['name'] + '\\n' +"
-    " '```json' + '\\n' + tool['function']['arguments'] + '\\n' + '```' + '<｜tool▁call▁"
-    "end｜>'}}{%- else %}{{'<｜Assistant｜>' + message['content'] + '<｜tool▁calls▁be"
-    "gin｜><｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + tool['functi"
-    "on']['name'] + '\\n' + '```json' + '\\n' + tool['function']['arguments'] + '\\n' + '```'"
-    " + '<｜tool▁call▁end｜>'}}{%- endif %}{%- set ns.is_first = true -%}{%- else %}{{'"
-    "\\n' + '<｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + tool['funct"
-    "ion']['name'] + '\\n' + '```json' + '\\n' + tool['function']['arguments'] + '\\n' + '```"
-    "' + '<｜tool▁call▁end｜>'}}{%- endif %}{%- endfor %}{{'<｜tool▁calls▁end｜><"
-    "｜end▁of▁sentence｜>'}}{%- endif %}{%- if message['role'] == 'assistant' and 'tool"
-    "_calls' not in message %}{%- if ns.is_tool %}{{'<｜tool▁outputs▁end｜>' + message["
-    "'content'] + '<｜end▁of▁sentence｜>'}}{%- set ns.is_tool = false -%}{%- else %}{% "
-    "set content = message['content'] %}{% if '</think>' in content %}{% set content = conten"
-    "t.split('</think>')[-1] %}{% endif %}{{'<｜Assistant｜>' + content + '<｜end▁of▁s"
-    "entence｜>'}}{%- endif %}{%- endif %}{%- if message['role'] == 'tool' %}{%- set ns.is_t"
-    "ool = true -%}{%- if ns.is_output_first %}{{'<｜tool▁outputs▁begin｜><｜tool▁ou"
-    "tput▁begin｜>' + message['content'] + '<｜tool▁output▁end｜>'}}{%- set ns.is_ou"
-    "tput_first = false %}{%- else %}{{'<｜tool▁output▁begin｜>' + message['content'] +"
-    " '<｜tool▁output▁end｜>'}}{%- endif %}{%- endif %}{%- endfor -%}{% if ns.is_tool %"
-    "}{{'<｜tool▁outputs▁end｜>'}}{% endif %}{% if add_generation_prompt and not ns.is_"
-    "tool %}{{'<｜Assistant｜><think>\\n'}}{% endif %}";
+static const char *const stop_none[] = {NULL};
+static const char *const stop_kimi[] = {K_END, NULL};
+/* GLM-5's generation config stops at <|user|> and <|observation|> besides its EOS */
+static const char *const stop_glm[] = {"<|user|>", "<|observation|>", NULL};
 
-/* DeepSeek-V3.1, Kimi-K2-Instruct and Kimi-K2-Thinking (sources: tests/golden/chat_kimi/README.md;
- * the same text is in scripts/templates/). */
-static const char numla_tmpl_kimi_k2[] =
-    "{% if tools -%}\n"
-    "    {{ '<|im_system|>tool_declare<|im_middle|>' -}}\n"
-    "    {{- tools | tojson -}}\n"
-    "    {{ '<|im_end|>' -}}\n"
-    "{%- endif -%}\n"
-    "\n"
-    "{%- for message in messages -%}\n"
-    "  {%- if loop.first and messages[0]['role'] != 'system' -%}\n"
-    "    {{ '<|im_system|>system<|im_middle|>You are a helpful assistant<|im_end|>' }}\n"
-    "  {%- endif -%}\n"
-    "  {%- if message['role'] == 'system' -%}\n"
-    "    {{ '<|im_system|>system<|im_middle|>' }}\n"
-    "  {%- elif message['role'] == 'user' -%}\n"
-    "    {{ '<|im_user|>user<|im_middle|>' }}\n"
-    "  {%- elif message['role'] == 'assistant' -%}\n"
-    "    {{ '<|im_assistant|>assistant<|im_middle|>' }}\n"
-    "  {%- elif message['role'] == 'tool' -%}\n"
-    "    {{ '<|im_system|>tool<|im_middle|>' }}\n"
-    "  {%- endif -%}\n"
-    "\n"
-    "  {%- if message['content'] is string -%}\n"
-    "    {{- message['content'] + '<|im_end|>' -}}\n"
-    "  {%- else -%}\n"
-    "    {%- for content in message['content'] -%}\n"
-    "      {%- if content['type'] == 'image' or 'image' in content or 'image_url' in content -%}\n"
-    "        {{ '<|media_start|>image<|media_content|><|media_pad|><|media_end|>' }}\n"
-    "      {%- else -%}\n"
-    "        {{ content['text'] }}\n"
-    "      {%- endif -%}\n"
-    "    {%- endfor -%}\n"
-    "    {{ '<|im_end|>' }}\n"
-    "  {%- endif -%}\n"
-    "{%- endfor -%}\n"
-    "\n"
-    "{%- if add_generation_prompt -%}\n"
-    "  {{ '<|im_assistant|>assistant<|im_middle|>' }}\n"
-    "{%- endif -%}";
-
-static const char numla_tmpl_kimi_k2_thinking[] =
-    "{%- macro render_content(msg) -%}\n"
-    "    {%- set c = msg.get('content') -%}\n"
-    "    {%- if c is string -%}\n"
-    "      {{ c }}\n"
-    "    {%- elif c is not none -%}\n"
-    "      {% for content in c -%}\n"
-    "        {% if content['type'] == 'image' or 'image' in content or 'image_url' in content -%}\n"
-    "          <|media_start|>image<|media_content|><|media_pad|><|media_end|>\n"
-    "        {% else -%}\n"
-    "          {{ content['text'] }}\n"
-    "        {%- endif -%}\n"
-    "      {%- endfor -%}\n"
-    "    {%- endif -%}\n"
-    "{%- endmacro -%}\n"
-    "\n"
-    "{% macro set_roles(message) -%}\n"
-    "  {%- set role_name =  message.get('name') or  message['role'] -%}\n"
-    "  {%- if message['role'] == 'user' -%}\n"
-    "    <|im_user|>{{role_name}}<|im_middle|>\n"
-    "  {%- elif message['role'] == 'assistant' -%}\n"
-    "    <|im_assistant|>{{role_name}}<|im_middle|>\n"
-    "  {%- else -%}\n"
-    "    <|im_system|>{{role_name}}<|im_middle|>\n"
-    "  {%- endif -%}\n"
-    "{%- endmacro -%}\n"
-    "\n"
-    "\n"
-    "{%- macro render_toolcalls(message) -%}\n"
-    "  <|tool_calls_section_begin|>\n"
-    "  {%- for tool_call in message['tool_calls'] -%}\n"
-    "    {%- set formatted_id = tool_call['id'] -%}\n"
-    "    <|tool_call_begin|>{{ formatted_id }}<|tool_call_argument_begin|>{% if tool_call['function']['arguments'] is string %}{{ tool_call['function']['arguments'] }}{% else %}{{ tool_call['function']['arguments'] | tojson }}{% endif %}<|tool_call_end|>\n"
-    "  {%- endfor -%}\n"
-    "  <|tool_calls_section_end|>\n"
-    "{%- endmacro -%}\n"
-    "\n"
-    "\n"
-    "{# Find last non-tool-call assisitant message #}\n"
-    "{%- set ns = namespace(last_non_tool_call_assistant_msg=-1) -%}\n"
-    "{%- for idx in range(messages|length-1, -1, -1) -%}\n"
-    "    {%- if messages[idx]['role'] == 'assistant' and not messages[idx].get('tool_calls') -%}\n"
-    "        {%- set ns.last_non_tool_call_assistant_msg = idx -%}\n"
-    "        {%- break -%}\n"
-    "    {%- endif -%}\n"
-    "{%- endfor -%}\n"
-    "\n"
-    "{# split all messages into history & suffix, reasoning_content in suffix should be reserved.#}\n"
-    "{%- set hist_msgs = messages[:ns.last_non_tool_call_assistant_msg+1] -%}\n"
-    "{%- set suffix_msgs = messages[ns.last_non_tool_call_assistant_msg+1:] -%}\n"
-    "\n"
-    "{%- if tools -%}\n"
-    "  <|im_system|>tool_declare<|im_middle|>{{ tools | tojson() }}<|im_end|>\n"
-    "{%- endif -%}\n"
-    "\n"
-    "{%- if messages|length == 0 or messages[0]['role'] != 'system' -%}\n"
-    "  <|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>\n"
-    "{%- endif -%}\n"
-    "  \n"
-    "{%- for message in hist_msgs -%}\n"
-    "  {{set_roles(message)}}\n"
-    "  {%- if message['role'] == 'assistant' -%}\n"
-    "    <think></think>{{render_content(message)}}\n"
-    "    {%- if message.get('tool_calls') -%}\n"
-    "      {{render_toolcalls(message)}}\n"
-    "    {%- endif -%}\n"
-    "  {%- elif message['role'] == 'tool' -%}\n"
-    "    {%- set tool_call_id = message.tool_call_id -%}\n"
-    "    ## Return of {{ tool_call_id }}\n"
-    "{{render_content(message)}}\n"
-    "  {%- elif message['content'] is not none -%}\n"
-    "    {{render_content(message)}}\n"
-    "  {%- endif -%}\n"
-    "  <|im_end|>\n"
-    "{%- endfor -%}\n"
-    "\n"
-    "{%- for message in suffix_msgs -%}\n"
-    "  {{set_roles(message)}}\n"
-    "  {%- if message['role'] == 'assistant' -%}\n"
-    "    {%- set rc = message.get('reasoning_content', '') -%}\n"
-    "    <think>{{rc}}</think>{{render_content(message)}}\n"
-    "    {%- if message.get('tool_calls') -%}\n"
-    "     {{render_toolcalls(message)}}\n"
-    "    {%- endif -%}\n"
-    "  {%- elif message['role'] == 'tool' -%}\n"
-    "    {%- set tool_call_id = message.tool_call_id -%}\n"
-    "    ## Return of {{ tool_call_id }}\n"
-    "{{render_content(message)}}\n"
-    "  {%- elif message['content'] is not none -%}\n"
-    "    {{render_content(message)}}\n"
-    "  {%- endif -%}\n"
-    "  <|im_end|>\n"
-    "{%- endfor -%}\n"
-    "\n"
-    "\n"
-    "{%- if add_generation_prompt -%}\n"
-    "  <|im_assistant|>assistant<|im_middle|>\n"
-    "{%- endif -%}\n";
-
-static const char numla_tmpl_deepseek_v3_1[] =
-    "{% if not add_generation_prompt is defined -%}\n"
-    "  {%- set add_generation_prompt = false -%}\n"
-    "{%- endif -%}\n"
-    "{%- if not thinking is defined -%}\n"
-    "  {%- if enable_thinking is defined -%}\n"
-    "    {%- set thinking = enable_thinking -%}\n"
-    "    {%- else -%}\n"
-    "    {%- set thinking = false -%}\n"
-    "  {%- endif -%}\n"
-    "{%- endif -%}\n"
-    "{%- set ns = namespace(is_first=false, is_tool=false, system_prompt='', is_first_sp=true, is_last_user=false) -%}\n"
-    "{%- for message in messages -%}\n"
-    "  {%- if message['role'] == 'system' -%}\n"
-    "    {%- if ns.is_first_sp -%}\n"
-    "      {%- set ns.system_prompt = ns.system_prompt + message['content'] -%}\n"
-    "      {%- set ns.is_first_sp = false -%}\n"
-    "      {%- else -%}\n"
-    "      {%- set ns.system_prompt = ns.system_prompt + '\n"
-    "\n"
-    "' + message['content'] -%}\n"
-    "    {%- endif -%}\n"
-    "  {%- endif -%}\n"
-    "{%- endfor -%}{{ bos_token }}{{ ns.system_prompt }}\n"
-    "{%- for message in messages -%}\n"
-    "  {%- if message['role'] == 'user' -%}\n"
-    "    {%- set ns.is_tool = false -%}\n"
-    "    {%- set ns.is_first = false -%}\n"
-    "    {%- set ns.is_last_user = true -%}{{'<｜User｜>' + message['content']}}\n"
-    "  {%- endif -%}\n"
-    "  {%- if message['role'] == 'assistant' and message['tool_calls'] is defined and message['tool_calls'] is not none -%}\n"
-    "    {%- if ns.is_last_user -%}{{'<｜Assistant｜></think>'}}\n"
-    "    {%- endif -%}\n"
-    "    {%- set ns.is_last_user = false -%}\n"
-    "    {%- set ns.is_first = false -%}\n"
-    "    {%- set ns.is_tool = false -%}\n"
-    "    {%- for tool in message['tool_calls'] -%}\n"
-    "      {%- if not ns.is_first -%}\n"
-    "        {%- if message['content'] is none -%}{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>'+ tool['function']['name'] + '<｜tool▁sep｜>' + tool['function']['arguments'] + '<｜tool▁call▁end｜>'}}\n"
-    "          {%- else -%}{{message['content'] + '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['function']['name'] + '<｜tool▁sep｜>' + tool['function']['arguments'] + '<｜tool▁call▁end｜>'}}\n"
-    "        {%- endif -%}\n"
-    "        {%- set ns.is_first = true -%}\n"
-    "        {%- else -%}{{'<｜tool▁call▁begin｜>'+ tool['function']['name'] + '<｜tool▁sep｜>' + tool['function']['arguments'] + '<｜tool▁call▁end｜>'}}\n"
-    "      {%- endif -%}\n"
-    "    {%- endfor -%}{{'<｜tool▁calls▁end｜><｜end▁of▁sentence｜>'}}\n"
-    "  {%- endif -%}\n"
-    "  {%- if message['role'] == 'assistant' and (message['tool_calls'] is not defined or message['tool_calls'] is none) -%}\n"
-    "    {%- if ns.is_last_user -%}{{'<｜Assistant｜>'}}\n"
-    "      {%- if message['prefix'] is defined and message['prefix'] and thinking -%}{{'<think>'}}\n"
-    "        {%- else -%}{{'</think>'}}\n"
-    "      {%- endif -%}\n"
-    "    {%- endif -%}\n"
-    "    {%- set ns.is_last_user = false -%}\n"
-    "    {%- if ns.is_tool -%}{{message['content'] + '<｜end▁of▁sentence｜>'}}\n"
-    "      {%- set ns.is_tool = false -%}\n"
-    "      {%- else -%}\n"
-    "      {%- set content = message['content'] -%}\n"
-    "      {%- if '</think>' in content -%}\n"
-    "        {%- set content = content.split('</think>', 1)[1] -%}\n"
-    "      {%- endif -%}{{content + '<｜end▁of▁sentence｜>'}}\n"
-    "    {%- endif -%}\n"
-    "  {%- endif -%}\n"
-    "  {%- if message['role'] == 'tool' -%}\n"
-    "    {%- set ns.is_last_user = false -%}\n"
-    "    {%- set ns.is_tool = true -%}{{'<｜tool▁output▁begin｜>' + message['content'] + '<｜tool▁output▁end｜>'}}\n"
-    "  {%- endif -%}\n"
-    "{%- endfor -%}\n"
-    "{%- if add_generation_prompt and ns.is_last_user and not ns.is_tool -%}{{'<｜Assistant｜>'}}\n"
-    "  {%- if not thinking -%}{{'</think>'}}\n"
-    "    {%- else -%}{{'<think>'}}\n"
-    "  {%- endif -%}\n"
-    "{%- endif %}";
-
-typedef struct numla_chat_builtin {
-    const char *name;
-    numla_chat_kind kind;
-    const char *source;
-} numla_chat_builtin;
-
-static const numla_chat_builtin numla_chat_builtins[] = {
-    {"deepseek-v2", NUMLA_CHAT_KIND_V2, numla_tmpl_v2},
-    {"deepseek-v2.5", NUMLA_CHAT_KIND_V2_5, numla_tmpl_v2_5},
-    {"deepseek-v3", NUMLA_CHAT_KIND_V3, numla_tmpl_v3},
-    {"deepseek-r1", NUMLA_CHAT_KIND_R1, numla_tmpl_r1},
-    {"deepseek-v3.1", NUMLA_CHAT_KIND_V3_1, numla_tmpl_deepseek_v3_1},
-    {"kimi-k2", NUMLA_CHAT_KIND_KIMI_K2, numla_tmpl_kimi_k2},
-    {"kimi-k2-thinking", NUMLA_CHAT_KIND_KIMI_K2_THINKING, numla_tmpl_kimi_k2_thinking},
-    {"glm-5", NUMLA_CHAT_KIND_GLM_5, numla_chat_tmpl_glm5},
-    /* no Jinja source: DeepSeek ships Python (chat_template_dsv32.c); forced by name only */
-    {"deepseek-v3.2", NUMLA_CHAT_KIND_DEEPSEEK_V3_2, NULL},
+enum {
+    THINKS = NUMLA_CHAT_CAN_SWITCH_THINKING << 1, /* writes its reasoning before the answer */
+    EMPTY_OK = THINKS << 1,                       /* renders zero messages */
+    CONTENT_NEEDED = EMPTY_OK << 1,               /* deepseek-v3.1: text where it writes text */
 };
-#define NUMLA_CHAT_NBUILTIN ((int)(sizeof numla_chat_builtins / sizeof numla_chat_builtins[0]))
+#define TOOLS_ALL                                                                                \
+    (NUMLA_CHAT_CAN_DECLARE_TOOLS | NUMLA_CHAT_CAN_WRITE_TOOL_CALLS |                            \
+     NUMLA_CHAT_CAN_WRITE_TOOL_RESULTS | NUMLA_CHAT_CAN_SWITCH_THINKING)
 
-static const char *const numla_chat_name_list[] = {
-    "deepseek-v2", "deepseek-v2.5", "deepseek-v3", "deepseek-r1", "deepseek-v3.1", "kimi-k2",
-    "kimi-k2-thinking", "glm-5", "deepseek-v3.2", NULL};
-#define NUMLA_CHAT_NAMES_TEXT                                                                    \
-    "deepseek-v2, deepseek-v2.5, deepseek-v3, deepseek-r1, deepseek-v3.1, kimi-k2, "             \
-    "kimi-k2-thinking, glm-5, deepseek-v3.2"
+/* The one table of chat-template families. The name is the --chat-template name and the file
+ * text/templates/<name>.jinja whose text is recognised in a tokenizer_config.json (none for
+ * deepseek-v3.2: DeepSeek ships Python; picked by name or model_type). tools: the markers its
+ * model writes tool calls with (tool_calls.c), NULL when it writes none. */
+static const numla_chat_family families[] = {
+    {"deepseek-v2", render_v2, check_plain, stop_none, NULL, 0},
+    {"deepseek-v2.5", render_v2_5, check_plain, stop_none, NULL, 0},
+    {"deepseek-v3", render_v3, check_plain, stop_none, &numla_tool_markers_deepseek_fenced, 0},
+    {"deepseek-r1", render_r1, check_plain, stop_none, &numla_tool_markers_deepseek_fenced,
+     THINKS},
+    {"deepseek-v3.1", render_v3_1, check_tools, stop_none, &numla_tool_markers_deepseek,
+     NUMLA_CHAT_CAN_WRITE_TOOL_CALLS | NUMLA_CHAT_CAN_WRITE_TOOL_RESULTS |
+         NUMLA_CHAT_CAN_SWITCH_THINKING | THINKS | CONTENT_NEEDED},
+    {"kimi-k2", render_kimi_k2, check_tools, stop_kimi, &numla_tool_markers_kimi,
+     NUMLA_CHAT_CAN_DECLARE_TOOLS | NUMLA_CHAT_CAN_WRITE_TOOL_RESULTS},
+    {"kimi-k2-thinking", render_kimi_k2_thinking, check_tools, stop_kimi, &numla_tool_markers_kimi,
+     NUMLA_CHAT_CAN_DECLARE_TOOLS | NUMLA_CHAT_CAN_WRITE_TOOL_CALLS |
+         NUMLA_CHAT_CAN_WRITE_TOOL_RESULTS | THINKS},
+    {"glm-5", render_glm5, check_tools, stop_glm, &numla_tool_markers_glm, TOOLS_ALL | THINKS},
+    {"deepseek-v3.2", render_dsv32, check_tools, stop_none, &numla_tool_markers_dsml,
+     TOOLS_ALL | THINKS | EMPTY_OK},
+};
+#define NUMLA_CHAT_NFAMILIES ((int)(sizeof families / sizeof families[0]))
+
+static const numla_chat_family *family_named(const char *name)
+{
+    for (int i = 0; name && i < NUMLA_CHAT_NFAMILIES; i++)
+        if (strcmp(families[i].name, name) == 0)
+            return &families[i];
+    return NULL;
+}
+
+/* "deepseek-v2, deepseek-v2.5, ...": the names for an error message. */
+static const char *names_text(char *buf, size_t cap)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < NUMLA_CHAT_NFAMILIES && k < cap; i++) {
+        int w = snprintf(buf + k, cap - k, "%s%s", i ? ", " : "", families[i].name);
+        if (w < 0)
+            break;
+        k += (size_t)w;
+    }
+    return buf;
+}
+
+const numla_tool_syntax *numla_chat_family_tool_markers(const char *name)
+{
+    const numla_chat_family *f = family_named(name);
+    return f ? f->tools : NULL;
+}
+
+const char *numla_chat_family_name(int i)
+{
+    return i >= 0 && i < NUMLA_CHAT_NFAMILIES ? families[i].name : NULL;
+}
 
 /* DeepSeek's special-token strings: the defaults when no tokenizer_config.json is at hand. */
 #define NUMLA_CHAT_BOS "<｜begin▁of▁sentence｜>"
 #define NUMLA_CHAT_EOS "<｜end▁of▁sentence｜>"
 
 struct numla_chat_template {
-    const numla_chat_builtin *builtin;
+    const numla_chat_family *builtin;
     char *bos; /* bos_token as the template sees it ("" when unset) */
     char *eos; /* eos_token likewise */
 };
 
-const char *const *numla_chat_template_names(void) { return numla_chat_name_list; }
-
-int numla_chat_template_known(const char *name)
+const char *const *numla_chat_template_names(void)
 {
-    for (int i = 0; name && i < NUMLA_CHAT_NBUILTIN; i++)
-        if (strcmp(numla_chat_builtins[i].name, name) == 0)
-            return 1;
-    return 0;
+    static const char *names[NUMLA_CHAT_NFAMILIES + 1]; /* the same pointers on every call */
+    for (int i = 0; i < NUMLA_CHAT_NFAMILIES; i++)
+        names[i] = families[i].name;
+    return names;
 }
+
+int numla_chat_template_known(const char *name) { return family_named(name) != NULL; }
 
 const char *numla_chat_template_source(const char *name)
 {
-    for (int i = 0; name && i < NUMLA_CHAT_NBUILTIN; i++)
-        if (strcmp(numla_chat_builtins[i].name, name) == 0)
-            return numla_chat_builtins[i].source;
-    return NULL;
+    return family_named(name) ? numla_chat_jinja_source(name) : NULL;
 }
 
 /* The recognition fingerprint: CRLF -> LF, the escape "\n" -> newline, outer whitespace cut.
@@ -414,22 +182,23 @@ static char *fingerprint(const char *s)
     return f;
 }
 
-static numla_status recognise(const char *tmpl, const numla_chat_builtin **out)
+static numla_status recognise(const char *tmpl, const numla_chat_family **out)
 {
     *out = NULL;
     char *fp = fingerprint(tmpl);
     if (!fp)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "chat template fingerprint");
-    for (int i = 0; i < NUMLA_CHAT_NBUILTIN && !*out; i++) {
-        if (!numla_chat_builtins[i].source)
+    for (int i = 0; i < NUMLA_CHAT_NFAMILIES && !*out; i++) {
+        const char *source = numla_chat_jinja_source(families[i].name);
+        if (!source)
             continue;
-        char *known = fingerprint(numla_chat_builtins[i].source);
+        char *known = fingerprint(source);
         if (!known) {
             free(fp);
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "chat template fingerprint");
         }
         if (strcmp(fp, known) == 0)
-            *out = &numla_chat_builtins[i];
+            *out = &families[i];
         free(known);
     }
     free(fp);
@@ -481,15 +250,14 @@ static const char *config_template(json_t *cfg)
 static numla_status load_parsed(json_t *cfg, const char *what, const char *force_name,
                                 const char *jinja, numla_chat_template **out)
 {
-    const numla_chat_builtin *b = NULL;
+    const numla_chat_family *b = NULL;
+    char names[256];
     if (force_name) {
-        for (int i = 0; i < NUMLA_CHAT_NBUILTIN; i++)
-            if (strcmp(numla_chat_builtins[i].name, force_name) == 0)
-                b = &numla_chat_builtins[i];
+        b = family_named(force_name);
         if (!b)
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                               "--chat-template %s: unknown chat template (built-in: %s)",
-                              force_name, NUMLA_CHAT_NAMES_TEXT);
+                              force_name, names_text(names, sizeof names));
     } else {
         const char *tmpl = cfg ? config_template(cfg) : NULL;
         if (!tmpl)
@@ -498,14 +266,14 @@ static numla_status load_parsed(json_t *cfg, const char *what, const char *force
             NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
                               "%s has no chat_template; pick a built-in one with "
                               "--chat-template NAME (%s)",
-                              what, NUMLA_CHAT_NAMES_TEXT);
+                              what, names_text(names, sizeof names));
         NUMLA_CHECK(recognise(tmpl, &b));
         if (!b)
             NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
                               "%s: chat_template (starting \"%.60s\") is not one of the DeepSeek / "
                               "Kimi / GLM templates numla renders; pick a built-in one with "
                               "--chat-template NAME (%s)",
-                              what, tmpl, NUMLA_CHAT_NAMES_TEXT);
+                              what, tmpl, names_text(names, sizeof names));
     }
     numla_chat_template *t = calloc(1, sizeof *t);
     if (!t)
@@ -525,9 +293,10 @@ static numla_status load_parsed(json_t *cfg, const char *what, const char *force
 numla_status numla_chat_template_load_builtin(const char *name, numla_chat_template **out)
 {
     *out = NULL;
+    char names[256];
     if (!name)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "chat template name missing (built-in: %s)",
-                   NUMLA_CHAT_NAMES_TEXT);
+                   names_text(names, sizeof names));
     return load_parsed(NULL, "built-in chat template", name, NULL, out);
 }
 
@@ -583,12 +352,12 @@ numla_status numla_chat_template_load(const char *model_dir, const char *force_n
     json_t *cfg = NULL;
     if (numla_json_file_read(path, 0, &cfg) != NUMLA_STATUS_OK) {
         if (!force_name) {
-            char msg[1024];
+            char msg[1024], names[256];
             snprintf(msg, sizeof msg, "%s", numla_error_message());
             free(jinja);
             NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
                        "%s; without it pick a built-in chat template with --chat-template NAME "
-                       "(%s)", msg, NUMLA_CHAT_NAMES_TEXT);
+                       "(%s)", msg, names_text(names, sizeof names));
         }
         numla_error_clear(); /* a forced template needs no tokenizer_config.json */
     }
@@ -649,8 +418,8 @@ static void put_systems_joined(const numla_chat_message *msgs, int n, numla_strb
 #define T_OUTPUT_BEGIN "<｜tool▁output▁begin｜>"
 #define T_OUTPUT_END "<｜tool▁output▁end｜>"
 
-static void render_v2(const numla_chat_template *t, const numla_chat_message *msgs, int n,
-                      int agp, numla_strbuf *b)
+static numla_status render_v2(const numla_chat_template *t, const numla_chat_message *msgs, int n,
+                              const numla_chat_options *o, numla_strbuf *b)
 {
     put(b, t->bos);
     for (int i = 0; i < n; i++) {
@@ -668,17 +437,19 @@ static void render_v2(const numla_chat_template *t, const numla_chat_message *ms
             put(b, "\n\n");
         }
     }
-    if (agp)
+    if (o->add_generation_prompt)
         put(b, "Assistant:");
+    return NUMLA_STATUS_OK;
 }
 
 /* V2.5, V3 and R1 share one walk; they differ in the system prompt, the separator between tool
  * outputs, R1's reasoning strip and R1's generation prompt. */
+typedef enum turns_style { TURNS_V2_5, TURNS_V3, TURNS_R1 } turns_style;
+
 static void render_turns(const numla_chat_template *t, const numla_chat_message *msgs, int n,
-                         int agp, numla_strbuf *b)
+                         int agp, turns_style kind, numla_strbuf *b)
 {
-    numla_chat_kind kind = t->builtin->kind;
-    if (kind == NUMLA_CHAT_KIND_V2_5) {
+    if (kind == TURNS_V2_5) {
         /* The last system message wins; each one also emits the spaces in front of the
          * template's {% set %}, which precede the BOS token. */
         const char *sp = "";
@@ -708,7 +479,7 @@ static void render_turns(const numla_chat_template *t, const numla_chat_message 
                 is_tool = 0;
             } else {
                 const char *c = m->content;
-                if (kind == NUMLA_CHAT_KIND_R1) {
+                if (kind == TURNS_R1) {
                     /* content.split('</think>')[-1]: what follows the last "</think>". */
                     for (const char *p = strstr(c, "</think>"); p; p = strstr(p + 1, "</think>"))
                         c = p + strlen("</think>");
@@ -722,7 +493,7 @@ static void render_turns(const numla_chat_template *t, const numla_chat_message 
             if (output_first) {
                 put(b, T_OUTPUTS_BEGIN);
                 output_first = 0;
-            } else if (kind != NUMLA_CHAT_KIND_R1) {
+            } else if (kind != TURNS_R1) {
                 put(b, "\n");
             }
             put(b, T_OUTPUT_BEGIN);
@@ -733,7 +504,28 @@ static void render_turns(const numla_chat_template *t, const numla_chat_message 
     if (is_tool)
         put(b, T_OUTPUTS_END);
     if (agp && !is_tool)
-        put(b, kind == NUMLA_CHAT_KIND_R1 ? T_ASSISTANT "<think>\n" : T_ASSISTANT);
+        put(b, kind == TURNS_R1 ? T_ASSISTANT "<think>\n" : T_ASSISTANT);
+}
+
+static numla_status render_v2_5(const numla_chat_template *t, const numla_chat_message *msgs,
+                                int n, const numla_chat_options *o, numla_strbuf *b)
+{
+    render_turns(t, msgs, n, o->add_generation_prompt, TURNS_V2_5, b);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status render_v3(const numla_chat_template *t, const numla_chat_message *msgs, int n,
+                              const numla_chat_options *o, numla_strbuf *b)
+{
+    render_turns(t, msgs, n, o->add_generation_prompt, TURNS_V3, b);
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status render_r1(const numla_chat_template *t, const numla_chat_message *msgs, int n,
+                              const numla_chat_options *o, numla_strbuf *b)
+{
+    render_turns(t, msgs, n, o->add_generation_prompt, TURNS_R1, b);
+    return NUMLA_STATUS_OK;
 }
 
 /* ---- DeepSeek-V3.1 and Kimi ---- */
@@ -922,11 +714,6 @@ numla_status numla_chat_tool_arguments(const numla_chat_message *m, int i, int k
     return NUMLA_STATUS_OK;
 }
 
-#define K_SYS "<|im_system|>"
-#define K_USER "<|im_user|>"
-#define K_ASSISTANT "<|im_assistant|>"
-#define K_MIDDLE "<|im_middle|>"
-#define K_END "<|im_end|>"
 
 static numla_status put_tools(numla_strbuf *b, const char *tools_json)
 {
@@ -944,8 +731,12 @@ static numla_status put_tools(numla_strbuf *b, const char *tools_json)
     return NUMLA_STATUS_OK;
 }
 
-static void render_kimi_k2(const numla_chat_message *msgs, int n, int agp, numla_strbuf *b)
+static numla_status render_kimi_k2(const numla_chat_template *t, const numla_chat_message *msgs,
+                                   int n, const numla_chat_options *o, numla_strbuf *b)
 {
+    (void)t;
+    if (o->tools_json)
+        NUMLA_CHECK(put_tools(b, o->tools_json));
     for (int i = 0; i < n; i++) {
         const numla_chat_message *m = &msgs[i];
         if (i == 0 && !is_role(&msgs[0], "system"))
@@ -962,8 +753,9 @@ static void render_kimi_k2(const numla_chat_message *msgs, int n, int agp, numla
             put(b, m->content);
         put(b, K_END);
     }
-    if (agp)
+    if (o->add_generation_prompt)
         put(b, K_ASSISTANT "assistant" K_MIDDLE);
+    return NUMLA_STATUS_OK;
 }
 
 static void kimi_thinking_message(const numla_chat_message *m, int suffix, numla_strbuf *b)
@@ -1005,9 +797,13 @@ static void kimi_thinking_message(const numla_chat_message *m, int suffix, numla
     put(b, K_END);
 }
 
-static void render_kimi_k2_thinking(const numla_chat_message *msgs, int n, int agp,
-                                    numla_strbuf *b)
+static numla_status render_kimi_k2_thinking(const numla_chat_template *t,
+                                            const numla_chat_message *msgs, int n,
+                                            const numla_chat_options *o, numla_strbuf *b)
 {
+    (void)t;
+    if (o->tools_json)
+        NUMLA_CHECK(put_tools(b, o->tools_json));
     /* the last assistant message without tool calls ends the history; reasoning_content is
      * kept only after it */
     int last = -1;
@@ -1018,12 +814,13 @@ static void render_kimi_k2_thinking(const numla_chat_message *msgs, int n, int a
         put(b, K_SYS "system" K_MIDDLE "You are Kimi, an AI assistant created by Moonshot AI." K_END);
     for (int i = 0; i < n; i++)
         kimi_thinking_message(&msgs[i], i > last, b);
-    if (agp)
+    if (o->add_generation_prompt)
         put(b, K_ASSISTANT "assistant" K_MIDDLE);
+    return NUMLA_STATUS_OK;
 }
 
-static void render_v3_1(const numla_chat_template *t, const numla_chat_message *msgs, int n,
-                        int agp, int thinking, numla_strbuf *b)
+static numla_status render_v3_1(const numla_chat_template *t, const numla_chat_message *msgs,
+                                int n, const numla_chat_options *o, numla_strbuf *b)
 {
     put(b, t->bos);
     put_systems_joined(msgs, n, b);
@@ -1077,20 +874,28 @@ static void render_v3_1(const numla_chat_template *t, const numla_chat_message *
             put(b, T_OUTPUT_END);
         }
     }
-    if (agp && is_last_user && !is_tool)
-        put(b, thinking ? T_ASSISTANT "<think>" : T_ASSISTANT "</think>");
+    if (o->add_generation_prompt && is_last_user && !is_tool)
+        put(b, o->thinking ? T_ASSISTANT "<think>" : T_ASSISTANT "</think>");
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status render_glm5(const numla_chat_template *t, const numla_chat_message *msgs,
+                                int n, const numla_chat_options *o, numla_strbuf *b)
+{
+    (void)t;
+    return numla_chat_render_glm5(msgs, n, o, b);
+}
+
+static numla_status render_dsv32(const numla_chat_template *t, const numla_chat_message *msgs,
+                                 int n, const numla_chat_options *o, numla_strbuf *b)
+{
+    (void)t;
+    return numla_chat_render_dsv32(msgs, n, o, b);
 }
 
 const char *const *numla_chat_template_stop_tokens(const numla_chat_template *t)
 {
-    static const char *const none[] = {NULL};
-    static const char *const kimi[] = {K_END, NULL};
-    /* GLM-5's generation config stops at <|user|> and <|observation|> besides its EOS */
-    static const char *const glm[] = {"<|user|>", "<|observation|>", NULL};
-    numla_chat_kind k = t->builtin->kind;
-    if (k == NUMLA_CHAT_KIND_KIMI_K2 || k == NUMLA_CHAT_KIND_KIMI_K2_THINKING)
-        return kimi;
-    return k == NUMLA_CHAT_KIND_GLM_5 ? glm : none;
+    return t->builtin->stop;
 }
 
 const char *numla_chat_template_end_of_turn(const numla_chat_template *t)
@@ -1100,19 +905,39 @@ const char *numla_chat_template_end_of_turn(const numla_chat_template *t)
 
 int numla_chat_template_thinks(const numla_chat_template *t)
 {
-    numla_chat_kind k = t->builtin->kind;
-    return k == NUMLA_CHAT_KIND_R1 || k == NUMLA_CHAT_KIND_V3_1 ||
-           k == NUMLA_CHAT_KIND_KIMI_K2_THINKING || k == NUMLA_CHAT_KIND_GLM_5 ||
-           k == NUMLA_CHAT_KIND_DEEPSEEK_V3_2;
+    return (t->builtin->flags & THINKS) != 0;
 }
 
-/* What the V3.1 and Kimi templates cannot render (transformers refuses them too). */
-static numla_status check_new_kinds(const numla_chat_template *t, const numla_chat_message *msgs,
-                                    int n)
+int numla_chat_template_can(const numla_chat_template *t, numla_chat_ability what)
 {
-    numla_chat_kind kind = t->builtin->kind;
+    return (t->builtin->flags & what) == what;
+}
+
+/* The DeepSeek V2-R1 templates write plain text only. */
+static numla_status check_plain(const numla_chat_template *t, const numla_chat_message *msgs,
+                                int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (msgs[i].has_tool_calls || msgs[i].num_tool_calls)
+            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                       "messages[%d].tool_calls: tool calls are not supported by numla's "
+                       "%s chat template",
+                       i, t->builtin->name);
+        if (!msgs[i].content)
+            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                       "messages[%d].content is null (tool calls are not supported by "
+                       "numla's %s chat template)",
+                       i, t->builtin->name);
+    }
+    return NUMLA_STATUS_OK;
+}
+
+/* What the templates with tool calls cannot render (transformers refuses them too). */
+static numla_status check_tools(const numla_chat_template *t, const numla_chat_message *msgs,
+                                int n)
+{
     const char *name = t->builtin->name;
-    if (n == 0 && kind != NUMLA_CHAT_KIND_DEEPSEEK_V3_2) /* its encoding writes the BOS alone */
+    if (n == 0 && !(t->builtin->flags & EMPTY_OK)) /* deepseek-v3.2 writes the BOS alone */
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "messages is empty (the %s template needs at "
                                              "least one message)", name);
     for (int i = 0; i < n; i++) {
@@ -1122,7 +947,7 @@ static numla_status check_new_kinds(const numla_chat_template *t, const numla_ch
                 NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                            "messages[%d].tool_calls[%d].function needs a name and arguments", i,
                            k);
-        if (kind != NUMLA_CHAT_KIND_V3_1)
+        if (!(t->builtin->flags & CONTENT_NEEDED))
             continue;
         int needs_content = is_role(m, "user") || is_role(m, "tool") || is_role(m, "system") ||
                             (is_role(m, "assistant") && !m->has_tool_calls);
@@ -1148,66 +973,18 @@ numla_status numla_chat_template_render_opts(const numla_chat_template *t,
 {
     *out = NULL;
     *len = 0;
-    int add_generation_prompt = opts->add_generation_prompt;
     if (n < 0 || (n > 0 && !msgs))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "chat messages: bad count %d", n);
-    numla_chat_kind kind = t->builtin->kind;
-    if (kind == NUMLA_CHAT_KIND_V3_1 || kind == NUMLA_CHAT_KIND_KIMI_K2 ||
-        kind == NUMLA_CHAT_KIND_KIMI_K2_THINKING || kind == NUMLA_CHAT_KIND_GLM_5 ||
-        kind == NUMLA_CHAT_KIND_DEEPSEEK_V3_2) {
-        for (int i = 0; i < n; i++)
-            if (!msgs[i].role)
-                NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "messages[%d].role is missing", i);
-        NUMLA_CHECK(check_new_kinds(t, msgs, n));
-        numla_strbuf b = {0};
-        numla_status st = NUMLA_STATUS_OK;
-        if ((kind == NUMLA_CHAT_KIND_KIMI_K2 || kind == NUMLA_CHAT_KIND_KIMI_K2_THINKING) &&
-            opts->tools_json)
-            st = put_tools(&b, opts->tools_json);
-        if (st == NUMLA_STATUS_OK) {
-            if (kind == NUMLA_CHAT_KIND_GLM_5)
-                st = numla_chat_render_glm5(msgs, n, opts, &b);
-            else if (kind == NUMLA_CHAT_KIND_DEEPSEEK_V3_2)
-                st = numla_chat_render_dsv32(msgs, n, opts, &b);
-            else if (kind == NUMLA_CHAT_KIND_V3_1)
-                render_v3_1(t, msgs, n, add_generation_prompt, opts->thinking, &b);
-            else if (kind == NUMLA_CHAT_KIND_KIMI_K2)
-                render_kimi_k2(msgs, n, add_generation_prompt, &b);
-            else
-                render_kimi_k2_thinking(msgs, n, add_generation_prompt, &b);
-        }
-        put_n(&b, "", 0);
-        if (st != NUMLA_STATUS_OK || b.oom) {
-            numla_strbuf_free(&b);
-            NUMLA_CHECK(st);
-            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "rendering %d chat messages", n);
-        }
-        *len = b.len;
-        *out = numla_strbuf_take(&b);
-        return NUMLA_STATUS_OK;
-    }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         if (!msgs[i].role)
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "messages[%d].role is missing", i);
-        if (msgs[i].has_tool_calls || msgs[i].num_tool_calls)
-            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                              "messages[%d].tool_calls: tool calls are not supported by numla's "
-                              "%s chat template",
-                              i, t->builtin->name);
-        if (!msgs[i].content)
-            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
-                              "messages[%d].content is null (tool calls are not supported by "
-                              "numla's %s chat template)",
-                              i, t->builtin->name);
-    }
+    NUMLA_CHECK(t->builtin->check(t, msgs, n));
     numla_strbuf b = {0};
-    if (t->builtin->kind == NUMLA_CHAT_KIND_V2)
-        render_v2(t, msgs, n, add_generation_prompt, &b);
-    else
-        render_turns(t, msgs, n, add_generation_prompt, &b);
+    numla_status st = t->builtin->render(t, msgs, n, opts, &b);
     put_n(&b, "", 0);
-    if (b.oom) {
+    if (st != NUMLA_STATUS_OK || b.oom) {
         numla_strbuf_free(&b);
+        NUMLA_CHECK(st);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "rendering %d chat messages", n);
     }
     *len = b.len;

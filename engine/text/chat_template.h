@@ -137,6 +137,17 @@ const char *numla_chat_template_end_of_turn(const numla_chat_template *t);
  * Not collective. */
 const char *const *numla_chat_template_stop_tokens(const numla_chat_template *t);
 
+/* What a family's template can write besides plain turns (bits). */
+typedef enum numla_chat_ability {
+    NUMLA_CHAT_CAN_DECLARE_TOOLS = 1,      /* the request's tools (Kimi, glm-5, deepseek-v3.2) */
+    NUMLA_CHAT_CAN_WRITE_TOOL_CALLS = 2,   /* assistant tool_calls in the history */
+    NUMLA_CHAT_CAN_WRITE_TOOL_RESULTS = 4, /* "tool" messages */
+    NUMLA_CHAT_CAN_SWITCH_THINKING = 8,    /* the thinking switch (chat_template_kwargs) */
+} numla_chat_ability;
+
+/* 1 when the template can write `what` (every bit of it). Not collective. */
+int numla_chat_template_can(const numla_chat_template *t, numla_chat_ability what);
+
 /* 1 when the template's model writes its reasoning before the answer (deepseek-r1,
  * deepseek-v3.1, kimi-k2-thinking, glm-5, deepseek-v3.2): the server splits it off as
  * reasoning_content. */

@@ -1,8 +1,8 @@
 /* engine/text/chat_template_internal.h — what the chat-template renderers share (private to
  * engine/text/ and its tests).
  *
- * chat_template.c keeps the built-in table, recognition, loading and the DeepSeek / Kimi
- * renderers; chat_template_glm.c renders GLM-5's template and chat_template_dsv32.c
+ * chat_template.c keeps the one table of families, recognition, loading and the DeepSeek /
+ * Kimi renderers; chat_template_glm.c renders GLM-5's template and chat_template_dsv32.c
  * DeepSeek-V3.2's Python encoding. Every renderer appends to one numla_strbuf, whose oom flag
  * the caller checks once at the end. */
 #ifndef NUMLA_ENGINE_CHAT_TEMPLATE_INTERNAL_H
@@ -14,18 +14,39 @@
 #include "common/status.h"
 #include "common/strbuf.h"
 #include "engine/text/chat_template.h"
+#include "engine/text/tool_calls.h"
 
-typedef enum numla_chat_kind {
-    NUMLA_CHAT_KIND_V2,
-    NUMLA_CHAT_KIND_V2_5,
-    NUMLA_CHAT_KIND_V3,
-    NUMLA_CHAT_KIND_R1,
-    NUMLA_CHAT_KIND_V3_1,
-    NUMLA_CHAT_KIND_KIMI_K2,
-    NUMLA_CHAT_KIND_KIMI_K2_THINKING,
-    NUMLA_CHAT_KIND_GLM_5,
-    NUMLA_CHAT_KIND_DEEPSEEK_V3_2,
-} numla_chat_kind;
+typedef numla_status (*numla_chat_render_fn)(const numla_chat_template *t,
+                                             const numla_chat_message *msgs, int n,
+                                             const numla_chat_options *o, numla_strbuf *b);
+typedef numla_status (*numla_chat_check_fn)(const numla_chat_template *t,
+                                            const numla_chat_message *msgs, int n);
+
+/* A row of the one table of chat-template families (chat_template.c). */
+typedef struct numla_chat_family {
+    const char *name;            /* --chat-template name; text/templates/<name>.jinja */
+    numla_chat_render_fn render; /* the template as C */
+    numla_chat_check_fn check;   /* what it refuses before rendering */
+    const char *const *stop;     /* turn-ending tokens besides the EOS, NULL-terminated */
+    const numla_tool_syntax *tools; /* its tool-call markers (tool_calls.c); NULL: none */
+    unsigned flags;              /* numla_chat_ability bits and chat_template.c's own */
+} numla_chat_family;
+
+/* The Jinja text of text/templates/<name>.jinja, compiled in by the build
+ * (cmake/embed_files.cmake); NULL for any other name. Not collective. */
+const char *numla_chat_jinja_source(const char *name);
+
+/* The tool-call markers of a family (NULL: unknown name or none), and the i-th family's name
+ * (NULL past the last). Not collective. */
+const numla_tool_syntax *numla_chat_family_tool_markers(const char *name);
+const char *numla_chat_family_name(int i);
+
+/* The markers, one object per syntax (tool_calls.c). */
+extern const numla_tool_syntax numla_tool_markers_deepseek_fenced; /* V3, R1 */
+extern const numla_tool_syntax numla_tool_markers_deepseek;        /* V3.1 */
+extern const numla_tool_syntax numla_tool_markers_kimi;            /* K2, K2-Thinking */
+extern const numla_tool_syntax numla_tool_markers_dsml;            /* V3.2's DSML */
+extern const numla_tool_syntax numla_tool_markers_glm;             /* GLM-5 */
 
 /* v as Python's json.dumps(v, ensure_ascii=False) writes it: ", " and ": " separators, keys in
  * their order, non-ASCII as is, floats as repr() writes them. Not collective. */
@@ -45,9 +66,6 @@ numla_status numla_chat_tools_parse(const char *tools_json, const char *template
  * Not collective. */
 numla_status numla_chat_tool_arguments(const numla_chat_message *m, int i, int k,
                                        const char *template_name, json_t **out);
-
-/* GLM-5's chat_template.jinja (the text recognised in a tokenizer_config.json). */
-extern const char numla_chat_tmpl_glm5[];
 
 /* GLM-5 (glm_moe_dsa) and GLM-4.7's template; see chat_template_glm.c. Not collective. */
 numla_status numla_chat_render_glm5(const numla_chat_message *msgs, int n,

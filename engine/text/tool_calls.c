@@ -8,12 +8,12 @@
 #include <string.h>
 
 #include "common/strbuf.h"
+#include "engine/text/chat_template_internal.h"
 
 typedef enum syntax_kind { KIND_SEP, KIND_TAGS, KIND_FORCED } syntax_kind;
 typedef enum head_kind { HEAD_NAME, HEAD_ID, HEAD_TYPE } head_kind;
 
 struct numla_tool_syntax {
-    const char *family;        /* chat template built-in name */
     syntax_kind kind;
     const char *section_begin; /* NULL: calls stand alone (the call's begin starts them) */
     const char *section_end;
@@ -45,47 +45,45 @@ struct numla_tool_syntax {
 #define K_SEP "<|tool_call_argument_begin|>"
 #define DSML "｜DSML｜"
 
-/* The one table of the families' markers (the strings chat_template*.c write for history). */
-static const numla_tool_syntax syntaxes[] = {
-    {.family = "deepseek-v3", .kind = KIND_SEP, .section_begin = DS_SECTION_BEGIN,
-     .section_end = DS_SECTION_END, .call_begin = DS_CALL_BEGIN, .call_end = DS_CALL_END,
-     .sep = DS_SEP, .head = HEAD_TYPE, .fence_open = "```json", .fence_close = "```"},
-    {.family = "deepseek-r1", .kind = KIND_SEP, .section_begin = DS_SECTION_BEGIN,
-     .section_end = DS_SECTION_END, .call_begin = DS_CALL_BEGIN, .call_end = DS_CALL_END,
-     .sep = DS_SEP, .head = HEAD_TYPE, .fence_open = "```json", .fence_close = "```"},
-    {.family = "deepseek-v3.1", .kind = KIND_SEP, .section_begin = DS_SECTION_BEGIN,
-     .section_end = DS_SECTION_END, .call_begin = DS_CALL_BEGIN, .call_end = DS_CALL_END,
-     .sep = DS_SEP, .head = HEAD_NAME},
-    {.family = "kimi-k2", .kind = KIND_SEP, .section_begin = K_SECTION_BEGIN,
-     .section_end = K_SECTION_END, .call_begin = K_CALL_BEGIN, .call_end = K_CALL_END,
-     .sep = K_SEP, .head = HEAD_ID},
-    {.family = "kimi-k2-thinking", .kind = KIND_SEP, .section_begin = K_SECTION_BEGIN,
-     .section_end = K_SECTION_END, .call_begin = K_CALL_BEGIN, .call_end = K_CALL_END,
-     .sep = K_SEP, .head = HEAD_ID},
-    {.family = "deepseek-v3.2", .kind = KIND_TAGS, .section_begin = "<" DSML "function_calls>",
-     .section_end = "</" DSML "function_calls>", .call_begin = "<" DSML "invoke name=\"",
-     .call_end = "</" DSML "invoke>", .name_end = {"\">", NULL},
-     .key_open = "<" DSML "parameter name=\"", .key_close = "\"",
-     .value_open = " string=\"true\">", .value_open_json = " string=\"false\">",
-     .value_close = "</" DSML "parameter>"},
-    {.family = "glm-5", .kind = KIND_TAGS, .call_begin = "<tool_call>", .call_end = "</tool_call>",
-     .name_end = {"<arg_key>", "\n"}, .key_open = "<arg_key>", .key_close = "</arg_key>",
-     .value_open = "<arg_value>", .value_close = "</arg_value>", .trim_values = 1},
-};
+/* The markers of each syntax; the families' table (chat_template.c) names which one a
+ * template's model writes. */
+const numla_tool_syntax numla_tool_markers_deepseek_fenced = {
+    .kind = KIND_SEP, .section_begin = DS_SECTION_BEGIN,
+    .section_end = DS_SECTION_END, .call_begin = DS_CALL_BEGIN, .call_end = DS_CALL_END,
+    .sep = DS_SEP, .head = HEAD_TYPE, .fence_open = "```json", .fence_close = "```"};
+const numla_tool_syntax numla_tool_markers_deepseek = {
+    .kind = KIND_SEP, .section_begin = DS_SECTION_BEGIN,
+    .section_end = DS_SECTION_END, .call_begin = DS_CALL_BEGIN, .call_end = DS_CALL_END,
+    .sep = DS_SEP, .head = HEAD_NAME};
+const numla_tool_syntax numla_tool_markers_kimi = {
+    .kind = KIND_SEP, .section_begin = K_SECTION_BEGIN,
+    .section_end = K_SECTION_END, .call_begin = K_CALL_BEGIN, .call_end = K_CALL_END,
+    .sep = K_SEP, .head = HEAD_ID};
+const numla_tool_syntax numla_tool_markers_dsml = {
+    .kind = KIND_TAGS, .section_begin = "<" DSML "function_calls>",
+    .section_end = "</" DSML "function_calls>", .call_begin = "<" DSML "invoke name=\"",
+    .call_end = "</" DSML "invoke>", .name_end = {"\">", NULL},
+    .key_open = "<" DSML "parameter name=\"", .key_close = "\"",
+    .value_open = " string=\"true\">", .value_open_json = " string=\"false\">",
+    .value_close = "</" DSML "parameter>"};
+const numla_tool_syntax numla_tool_markers_glm = {
+    .kind = KIND_TAGS, .call_begin = "<tool_call>", .call_end = "</tool_call>",
+    .name_end = {"<arg_key>", "\n"}, .key_open = "<arg_key>", .key_close = "</arg_key>",
+    .value_open = "<arg_value>", .value_close = "</arg_value>", .trim_values = 1};
 
 const numla_tool_syntax *numla_tool_syntax_for_template(const char *template_name)
 {
-    for (size_t i = 0; template_name && i < sizeof syntaxes / sizeof *syntaxes; i++)
-        if (!strcmp(syntaxes[i].family, template_name))
-            return &syntaxes[i];
-    return NULL;
+    return numla_chat_family_tool_markers(template_name);
 }
 
 const char *const *numla_tool_syntax_families(void)
 {
-    static const char *names[sizeof syntaxes / sizeof *syntaxes + 1];
-    for (size_t i = 0; i < sizeof syntaxes / sizeof *syntaxes; i++)
-        names[i] = syntaxes[i].family;
+    static const char *names[64]; /* the same pointers on every call */
+    int k = 0;
+    for (int i = 0; numla_chat_family_name(i) && k < 63; i++)
+        if (numla_chat_family_tool_markers(numla_chat_family_name(i)))
+            names[k++] = numla_chat_family_name(i);
+    names[k] = NULL;
     return names;
 }
 
@@ -127,7 +125,7 @@ struct numla_tool_calls {
 
 /* The syntax of numla_tool_calls_create_forced's parsers (no markers: the text is the call's
  * arguments). */
-static const numla_tool_syntax forced_syntax = {.family = "forced", .kind = KIND_FORCED};
+static const numla_tool_syntax forced_syntax = {.kind = KIND_FORCED};
 
 numla_status numla_tool_calls_create(const numla_tool_syntax *syn, const char *tools_json,
                                      uint64_t id_seed, numla_tool_calls **out)
