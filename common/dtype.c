@@ -12,6 +12,7 @@ const char *numla_dtype_name(numla_dtype t)
     case NUMLA_DTYPE_I8: return "i8";
     case NUMLA_DTYPE_I32: return "i32";
     case NUMLA_DTYPE_I64: return "i64";
+    case NUMLA_DTYPE_F8_E8M0: return "f8_e8m0";
     default: return "?";
     }
 }

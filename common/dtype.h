@@ -7,7 +7,9 @@
  * in the tree means "a float type". The 1-byte weight types F8_E4M3 (OCP e4m3fn: no
  * infinities, 0x7f/0xff are NaN, max 448) and I8 come after it: they are stored with scale
  * tensors (kernels/quant.h) and are only meaningful together with them; I32 and I64 hold
- * compressed-tensors' packed int4 codes and shapes (engine/model/weights.c), never values. */
+ * compressed-tensors' packed int4 codes and shapes (engine/model/weights.c), never values;
+ * F8_E8M0 (OCP MX's scale type: an unsigned exponent byte e worth 2^(e - 127), 0xff NaN) holds
+ * DeepSeek-V4's block scales (engine/formats/weight_encoding.h NUMLA_ENCODING_FP4). */
 #ifndef NUMLA_COMMON_DTYPE_H
 #define NUMLA_COMMON_DTYPE_H
 
@@ -24,6 +26,7 @@ typedef enum numla_dtype {
     NUMLA_DTYPE_I8,                  /* 1-byte weights: int8, safetensors "I8" */
     NUMLA_DTYPE_I32,                 /* packed int4 weights (compressed-tensors weight_packed) */
     NUMLA_DTYPE_I64,                 /* integer metadata tensors (compressed-tensors weight_shape) */
+    NUMLA_DTYPE_F8_E8M0,             /* 1-byte power-of-two scales, safetensors "F8_E8M0" */
     NUMLA_DTYPE_END,                 /* one past the last dtype of either family */
 } numla_dtype;
 
@@ -31,7 +34,7 @@ typedef enum numla_dtype {
 static inline int numla_dtype_valid(numla_dtype t)
 {
     return (unsigned)t < NUMLA_DTYPE_COUNT || t == NUMLA_DTYPE_F8_E4M3 || t == NUMLA_DTYPE_I8 ||
-           t == NUMLA_DTYPE_I32 || t == NUMLA_DTYPE_I64;
+           t == NUMLA_DTYPE_I32 || t == NUMLA_DTYPE_I64 || t == NUMLA_DTYPE_F8_E8M0;
 }
 
 static inline size_t numla_dtype_size(numla_dtype t)
@@ -41,6 +44,7 @@ static inline size_t numla_dtype_size(numla_dtype t)
     case NUMLA_DTYPE_I32: return 4;
     case NUMLA_DTYPE_I64: return 8;
     case NUMLA_DTYPE_F8_E4M3:
+    case NUMLA_DTYPE_F8_E8M0:
     case NUMLA_DTYPE_I8: return 1;
     default: return 2;
     }
@@ -76,6 +80,29 @@ float numla_e4m3_to_f32(uint8_t b);
  * (0x7f, with x's sign bit). */
 uint8_t numla_f32_to_e4m3(float f);
 
+/* E8M0 byte -> float: 2^(e - 127) exactly (e = 0: the subnormal 2^-127); 0xff is NaN. */
+static inline float numla_e8m0_to_f32(uint8_t e)
+{
+    const uint32_t bits = e == 0xff ? 0x7fc00000u : e == 0 ? 0x00400000u : (uint32_t)e << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+/* float -> E8M0 byte: the smallest power of two >= v (a block scale that keeps its codes in
+ * range), clamped to [2^-127, 2^127]; v <= 0, inf or NaN give 0xff (NaN). */
+static inline uint8_t numla_f32_to_e8m0(float v)
+{
+    if (!(v > 0.0f) || v > 0x1p127f)
+        return 0xff;
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    int e = (int)(bits >> 23) - 127 + ((bits & 0x7fffffu) != 0); /* ceil(log2 v), normal v */
+    if ((bits >> 23) == 0) /* subnormal v: 2^-127 (mantissa 0x400000) or 2^-126 covers it */
+        e = (bits & 0x7fffffu) <= 0x400000u ? -127 : -126;
+    e = e < -127 ? -127 : e > 127 ? 127 : e;
+    return (uint8_t)(e + 127);
+}
+
 /* Load element i of a typed array as float. */
 static inline float numla_load_f32(const void *p, numla_dtype t, size_t i)
 {
@@ -84,6 +111,7 @@ static inline float numla_load_f32(const void *p, numla_dtype t, size_t i)
     case NUMLA_DTYPE_BF16: return numla_bf16_to_f32(((const uint16_t *)p)[i]);
     case NUMLA_DTYPE_F8_E4M3: return numla_e4m3_to_f32(((const uint8_t *)p)[i]);
     case NUMLA_DTYPE_I8: return (float)((const int8_t *)p)[i];
+    case NUMLA_DTYPE_F8_E8M0: return numla_e8m0_to_f32(((const uint8_t *)p)[i]);
     default: return numla_f16_to_f32(((const uint16_t *)p)[i]);
     }
 }
@@ -97,6 +125,7 @@ static inline void numla_store_f32(void *p, numla_dtype t, size_t i, float v)
     case NUMLA_DTYPE_F32: ((float *)p)[i] = v; break;
     case NUMLA_DTYPE_BF16: ((uint16_t *)p)[i] = numla_f32_to_bf16(v); break;
     case NUMLA_DTYPE_F8_E4M3: ((uint8_t *)p)[i] = numla_f32_to_e4m3(v); break;
+    case NUMLA_DTYPE_F8_E8M0: ((uint8_t *)p)[i] = numla_f32_to_e8m0(v); break;
     case NUMLA_DTYPE_I8: {
         float r = __builtin_rintf(v);
         ((int8_t *)p)[i] = (int8_t)(r != r ? 0.0f : r < -128.0f ? -128.0f : r > 127.0f ? 127.0f : r);

@@ -55,6 +55,7 @@ static int numla_safetensors_dtype_parse(const char *s, numla_dtype *out)
     else if (!strcmp(s, "I8")) *out = NUMLA_DTYPE_I8;
     else if (!strcmp(s, "I32")) *out = NUMLA_DTYPE_I32;
     else if (!strcmp(s, "I64")) *out = NUMLA_DTYPE_I64;
+    else if (!strcmp(s, "F8_E8M0")) *out = NUMLA_DTYPE_F8_E8M0;
     else return 0;
     return 1;
 }
@@ -63,7 +64,7 @@ static int numla_safetensors_dtype_parse(const char *s, numla_dtype *out)
 static int numla_safetensors_dtype_known_unsupported(const char *s)
 {
     static const char *const names[] = {"BOOL", "U8", "I16", "U16", "U32",
-                                        "U64", "F64", "F8_E5M2", "F8_E8M0", "F6_E2M3",
+                                        "U64", "F64", "F8_E5M2", "F6_E2M3",
                                         "F6_E3M2", "F4", "C64"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(s, names[i]))
@@ -230,7 +231,7 @@ static numla_status numla_safetensors_parse_entry(numla_safetensors_model *m, co
     if (!numla_safetensors_dtype_parse(ds, &dt)) {
         if (numla_safetensors_dtype_known_unsupported(ds))
             NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "safetensors: " P_ ": tensor '" T_
-                       "' has dtype %.40s; numla reads only F32, F16, BF16, F8_E4M3, I8, I32 and I64", path,
+                       "' has dtype %.40s; numla reads only F32, F16, BF16, F8_E4M3, F8_E8M0, I8, I32 and I64", path,
                        name, ds);
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "safetensors: " P_ ": tensor '" T_
                    "' has unknown dtype \"%.40s\"", path, name, ds);

@@ -25,6 +25,7 @@ static const char *numla_safetensors_dtype_str(numla_dtype t)
     case NUMLA_DTYPE_I8: return "I8";
     case NUMLA_DTYPE_I32: return "I32";
     case NUMLA_DTYPE_I64: return "I64";
+    case NUMLA_DTYPE_F8_E8M0: return "F8_E8M0";
     default: return "BF16";
     }
 }

@@ -168,6 +168,32 @@ static void test_e4m3_encode_rounding(void)
     CU_ASSERT_EQUAL(numla_f32_to_e4m3(NAN), 0x7f);
 }
 
-NUMLA_TEST_SUITE(dtype, NULL, NULL, NUMLA_TEST(test_bf16_roundtrip_exhaustive),
+/* E8M0 (OCP MX scales): every code against its definition 2^(e - 127), 0xff NaN; the encoder
+ * gives the smallest power of two >= v. */
+static void test_e8m0(void)
+{
+    int bad = 0;
+    for (int e = 0; e < 256; e++) {
+        const float f = numla_e8m0_to_f32((uint8_t)e);
+        if (e == 255 ? !isnan(f) : (double)f != ldexp(1.0, e - 127))
+            bad++;
+        if (e < 255 && numla_f32_to_e8m0(f) != e)
+            bad++;
+    }
+    NUMLA_ASSERT_MSG(bad == 0, "%d e8m0 codes wrong", bad);
+    CU_ASSERT_EQUAL(numla_f32_to_e8m0(3.0f), 128 + 1);         /* 4 */
+    CU_ASSERT_EQUAL(numla_f32_to_e8m0(0x1.000002p-3f), 127 - 2); /* just above 1/8: 1/4 */
+    CU_ASSERT_EQUAL(numla_f32_to_e8m0(0x1p-140f), 0);            /* below 2^-127: 2^-127 */
+    CU_ASSERT(numla_f32_to_e8m0(0.0f) == 255 && numla_f32_to_e8m0(-1.0f) == 255 &&
+              numla_f32_to_e8m0(NAN) == 255 && numla_f32_to_e8m0(INFINITY) == 255);
+    CU_ASSERT_EQUAL(numla_dtype_size(NUMLA_DTYPE_F8_E8M0), 1u);
+    CU_ASSERT_STRING_EQUAL(numla_dtype_name(NUMLA_DTYPE_F8_E8M0), "f8_e8m0");
+    CU_ASSERT(numla_dtype_valid(NUMLA_DTYPE_F8_E8M0));
+    uint8_t b[2] = {0, 0};
+    numla_store_f32(b, NUMLA_DTYPE_F8_E8M0, 1, 0.5f);
+    CU_ASSERT(b[0] == 0 && b[1] == 126 && numla_load_f32(b, NUMLA_DTYPE_F8_E8M0, 1) == 0.5f);
+}
+
+NUMLA_TEST_SUITE(dtype, NULL, NULL, NUMLA_TEST(test_bf16_roundtrip_exhaustive), NUMLA_TEST(test_e8m0),
                  NUMLA_TEST(test_e4m3_all_codes), NUMLA_TEST(test_e4m3_encode_rounding),
                  NUMLA_TEST(test_f16_roundtrip_exhaustive), NUMLA_TEST(test_round_nearest_even))

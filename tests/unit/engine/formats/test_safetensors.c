@@ -7,6 +7,7 @@
 #include "engine/formats/safetensors.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -744,7 +745,51 @@ static void test_one_byte_dtypes(void)
     numla_safetensors_close(&m);
 }
 
+/* F8_E8M0 as the Python safetensors package writes it (DeepSeek-V4's scales, torch's
+ * float8_e8m0fnu): tests/golden/v4/model_fp8's expert and projection scales read with their
+ * dtype, shape and power-of-two values; the writer names the dtype back. */
+static void test_e8m0_scales(void)
+{
+    numla_safetensors_model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(numla_test_source_path("tests/golden/v4/model_fp8"), &m),
+                          NUMLA_STATUS_OK);
+    const int64_t se[] = {32, 2}, sq[] = {1, 1}, sw[] = {32, 32};
+    const numla_safetensors_tensor *t = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_expect(m, "layers.2.ffn.experts.3.w1.scale", 2, se, &t),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(t->dtype, NUMLA_DTYPE_F8_E8M0);
+    CU_ASSERT_EQUAL(t->nbytes, 64u);
+    for (int i = 0; i < 64; i++) {
+        const uint8_t e = ((const uint8_t *)t->data)[i];
+        CU_ASSERT(e > 100 && e < 140 && numla_load_f32(t->data, t->dtype, (size_t)i) == ldexpf(1.0f, e - 127));
+    }
+    CU_ASSERT_EQUAL(numla_safetensors_expect(m, "layers.0.attn.wq_a.scale", 2, sq, &t), NUMLA_STATUS_OK);
+    CU_ASSERT(t && t->dtype == NUMLA_DTYPE_F8_E8M0);
+    CU_ASSERT_EQUAL(numla_safetensors_expect(m, "layers.2.ffn.experts.3.w1.weight", 2, sw, &t), NUMLA_STATUS_OK);
+    CU_ASSERT(t && t->dtype == NUMLA_DTYPE_I8); /* 64 e2m1 codes a row, two a byte */
+    CU_ASSERT_EQUAL(numla_safetensors_expect(m, "layers.0.attn.wq_a.weight", 2, (const int64_t[]){32, 64}, &t),
+                    NUMLA_STATUS_OK);
+    CU_ASSERT(t && t->dtype == NUMLA_DTYPE_F8_E4M3);
+    numla_safetensors_close(&m);
+
+    numla_safetensors_writer *w = NULL;
+    const uint8_t sc[3] = {0, 127, 254};
+    const int64_t s3[] = {3};
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_writer_create(&w), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_safetensors_writer_add(w, "x.scale", NUMLA_DTYPE_F8_E8M0, 1, s3, sc), 0);
+    const char *dir = st_dir("e8m0");
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_writer_write(w, path), NUMLA_STATUS_OK);
+    numla_safetensors_writer_destroy(&w);
+    size_t n = 0;
+    char *raw = numla_test_read_file(path, &n);
+    CU_ASSERT(raw && memmem(raw, n, "\"dtype\":\"F8_E8M0\"", strlen("\"dtype\":\"F8_E8M0\"")) != NULL);
+    free(raw);
+}
+
 NUMLA_TEST_SUITE(safetensors, NULL, NULL, NUMLA_TEST(test_roundtrip), NUMLA_TEST(test_one_byte_dtypes),
+                 NUMLA_TEST(test_e8m0_scales),
                  NUMLA_TEST(test_writer_fill_and_errors), NUMLA_TEST(test_many_tensors),
                  NUMLA_TEST(test_sharded), NUMLA_TEST(test_sharded_hostile),
                  NUMLA_TEST(test_hostile_files), NUMLA_TEST(test_fuzz_mutations),
