@@ -20,6 +20,8 @@ static int numla_synth_usage(FILE *f)
                "                   [--weights bf16|fp8|int8 [--keep-lm-head]]\n"
                "  --weights fp8   linear weights as DeepSeek-V3 publishes them (F8_E4M3 +\n"
                "                  weight_scale_inv per 128x128 block; lm_head stays --dtype)\n"
+               "                  (v4-flash, v4-pro, tiny-v4: DeepSeek-V4's published FP8 + FP4,\n"
+               "                  E8M0 .scale tensors, FP4 routed experts)\n"
                "  --weights int8  SGLang w8a8_int8 (I8 + weight_scale per row; lm_head too\n"
                "                  unless --keep-lm-head)\n"
                "  PRESET          tiny, tiny-v3, v2-lite, v3, kimi-k2, tiny-kimi, v32\n"

@@ -373,10 +373,12 @@ numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: dtype must be bf16 or f32");
     if (numla_synth_is_v4(c)) {
         /* what transformers' DeepseekV4 modules need of the written config */
-        if (opt->weights != NUMLA_QCKPT_NONE)
-            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s: --weights fp8/int8 is not "
-                       "written for deepseek_v4 (its checkpoints name their weights differently)",
-                       p);
+        if (opt->weights != NUMLA_QCKPT_NONE && opt->weights != NUMLA_QCKPT_FP8)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s: deepseek_v4 is written in bf16 / "
+                       "f32 or, with --weights fp8, in its published FP8 + FP4 form (not int8)", p);
+        if (c->hidden_size % 32 || c->moe_intermediate_size % 32)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s: FP4 experts need hidden and "
+                       "moe_intermediate_size multiples of 32", p);
         if (c->num_attention_heads % c->o_groups)
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s: %d heads do not split into "
                        "%d output groups", p, (int)c->num_attention_heads, (int)c->o_groups);
@@ -431,6 +433,9 @@ typedef struct numla_synth_tensor {
     size_t nbytes;            /* in the file: codes + scales when quantized */
     numla_qckpt_format quant; /* NONE, or the format this tensor is written in */
     uint64_t seed;            /* derived from the global seed and the name */
+    uint8_t v4q;              /* DeepSeek-V4's published form (numla_synth_v4q_kind): written as
+                               * codes + an E8M0 `.scale` tensor, from the values the plan's
+                               * dtype would hold */
     struct numla_synth_progress *progress;
 } numla_synth_tensor;
 
@@ -514,6 +519,39 @@ static void numla_synth_last_dtype(numla_synth_plan *p, numla_dtype dt)
                     numla_dtype_size(dt);
 }
 
+/* DeepSeek-V4's published FP8 + FP4 form (--weights fp8; docs/quantization.md): the attention
+ * projections, the indexer's wq_b and the shared expert as F8_E4M3 with an F8_E8M0 `.scale` per
+ * 128 x 128 block; the routed experts as I8 pairs of e2m1 codes (element 2j in byte j's low
+ * nibble) with an F8_E8M0 `.scale` per 32 of a row; scales the smallest power of two that keeps
+ * a block within 448 (e4m3) or 6 (e2m1), codes rounded to nearest. The rest as --dtype. */
+enum { NUMLA_SYNTH_V4Q_NONE = 0, NUMLA_SYNTH_V4Q_FP8, NUMLA_SYNTH_V4Q_FP4 };
+
+/* The file shapes of a V4-quantized (n, k) weight: its codes and its scale grid. */
+static void numla_synth_v4q_shapes(int kind, int64_t n, int64_t k, int64_t codes[2], int64_t scales[2])
+{
+    codes[0] = scales[0] = n;
+    codes[1] = kind == NUMLA_SYNTH_V4Q_FP4 ? k / 2 : k;
+    if (kind == NUMLA_SYNTH_V4Q_FP4) {
+        scales[1] = k / 32;
+    } else {
+        scales[0] = (n + 127) / 128;
+        scales[1] = (k + 127) / 128;
+    }
+}
+
+/* Mark the last planned tensor for the published form (kind) when --weights fp8 asks. */
+static void numla_synth_v4q_mark(numla_synth_plan *p, const numla_synth_options *opt, int kind)
+{
+    numla_synth_tensor *t = &p->t[p->n - 1];
+    if (opt->weights != NUMLA_QCKPT_FP8)
+        return;
+    int64_t c[2], s[2];
+    numla_synth_v4q_shapes(kind, t->shape[0], t->shape[1], c, s);
+    t->v4q = (uint8_t)kind;
+    t->quant = NUMLA_QCKPT_NONE;
+    t->nbytes = (size_t)(c[0] * c[1] + s[0] * s[1]);
+}
+
 /* DeepSeek-V4: DeepSeek's own names and shapes (the published checkpoints'; transformers 5.25's
  * conversion mapping "deepseek_v4" renames them on load). mHC, the sinks, the compressors' `ape`
  * and the router bias are F32 (transformers keeps them in fp32), tid2eid I64. */
@@ -532,13 +570,13 @@ static numla_status numla_synth_plan_build_v4(const numla_synth_config *c,
     for (int32_t i = 0; i < c->num_hidden_layers; i++) {
         const int32_t ratio = numla_synth_v4_ratio(c, i);
         NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "layers.%d.attn_norm.weight", i));
-        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, ql, d, "layers.%d.attn.wq_a.weight", i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, ql, d, "layers.%d.attn.wq_a.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
         NUMLA_CHECK(numla_synth_add(p, opt, N, 1, ql, 0, "layers.%d.attn.q_norm.weight", i));
-        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * D, ql, "layers.%d.attn.wq_b.weight", i));
-        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, D, d, "layers.%d.attn.wkv.weight", i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * D, ql, "layers.%d.attn.wq_b.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, D, d, "layers.%d.attn.wkv.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
         NUMLA_CHECK(numla_synth_add(p, opt, N, 1, D, 0, "layers.%d.attn.norm.weight", i));
-        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, G * r, H * D / G, "layers.%d.attn.wo_a.weight", i));
-        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, G * r, "layers.%d.attn.wo_b.weight", i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, G * r, H * D / G, "layers.%d.attn.wo_a.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, G * r, "layers.%d.attn.wo_b.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
         NUMLA_CHECK(numla_synth_add(p, opt, B, 1, H, 0, "layers.%d.attn.attn_sink", i));
         if (ratio) {
             /* CSA's compressor keeps two series (2 x head_dim), HCA's one */
@@ -549,7 +587,7 @@ static numla_status numla_synth_plan_build_v4(const numla_synth_config *c,
             NUMLA_CHECK(numla_synth_add(p, opt, N, 1, D, 0, "layers.%d.attn.compressor.norm.weight", i));
         }
         if (ratio == 4) {
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi * di, ql, "layers.%d.attn.indexer.wq_b.weight", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi * di, ql, "layers.%d.attn.indexer.wq_b.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
             NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi, d, "layers.%d.attn.indexer.weights_proj.weight", i));
             NUMLA_CHECK(numla_synth_add(p, opt, L, 1, 2 * di, d,
                                         "layers.%d.attn.indexer.compressor.wkv.weight", i));
@@ -580,15 +618,18 @@ static numla_status numla_synth_plan_build_v4(const numla_synth_config *c,
         for (int64_t e = 0; e < E; e++) {
             NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d, "layers.%d.ffn.experts.%lld.w1.weight",
                                         i, (long long)e));
+            numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP4);
             NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, moe, "layers.%d.ffn.experts.%lld.w2.weight",
                                         i, (long long)e));
+            numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP4);
             NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d, "layers.%d.ffn.experts.%lld.w3.weight",
                                         i, (long long)e));
+            numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP4);
         }
         if (shared > 0) {
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d, "layers.%d.ffn.shared_experts.w1.weight", i));
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, shared, "layers.%d.ffn.shared_experts.w2.weight", i));
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d, "layers.%d.ffn.shared_experts.w3.weight", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d, "layers.%d.ffn.shared_experts.w1.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, shared, "layers.%d.ffn.shared_experts.w2.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d, "layers.%d.ffn.shared_experts.w3.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
         }
     }
     NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "norm.weight"));
@@ -599,6 +640,12 @@ static numla_status numla_synth_plan_build_v4(const numla_synth_config *c,
     NUMLA_CHECK(numla_synth_add(p, opt, B, 1, hc, 0, "hc_head_base"));
     NUMLA_CHECK(numla_synth_add(p, opt, N, 1, 1, 0, "hc_head_scale"));
     numla_synth_last_dtype(p, NUMLA_DTYPE_F32);
+    for (size_t i = 0; i < p->n; i++) /* the V3 names' fp8 rule never applies to V4 */
+        if (p->t[i].quant != NUMLA_QCKPT_NONE) {
+            p->t[i].quant = NUMLA_QCKPT_NONE;
+            p->t[i].nbytes = (size_t)p->t[i].shape[0] * (size_t)p->t[i].shape[1] *
+                             numla_dtype_size(p->t[i].dtype);
+        }
     return NUMLA_STATUS_OK;
 }
 
@@ -926,7 +973,7 @@ static json_t *numla_synth_layer_list(const numla_synth_config *c,
  * num_hash_layers, qk_rope_head_dim, rope_scaling (YaRN of the compressed layers) beside
  * rope_theta and compress_rope_theta. */
 static numla_status numla_synth_config_write_v4(const numla_synth_config *c, numla_dtype dt,
-                                                const char *path)
+                                                numla_qckpt_format weights, const char *path)
 {
     json_t *o = json_object(), *cr = json_array();
     json_t *rs = json_pack("{s:s, s:f, s:I, s:f, s:f}", "type", "yarn", "factor", c->yarn_factor,
@@ -988,6 +1035,13 @@ static numla_status numla_synth_config_write_v4(const numla_synth_config *c, num
     SET_("tie_word_embeddings", json_false());
     SET_("use_cache", json_true());
     SET_("torch_dtype", json_string(dt == NUMLA_DTYPE_F32 ? "float32" : "bfloat16"));
+    if (weights == NUMLA_QCKPT_FP8) {
+        /* as V4-Flash / V4-Pro publish it */
+        SET_("quantization_config",
+             json_pack("{s:s, s:s, s:s, s:s, s:[i,i]}", "activation_scheme", "dynamic", "fmt", "e4m3",
+                       "quant_method", "fp8", "scale_fmt", "ue8m0", "weight_block_size", 128, 128));
+        SET_("expert_dtype", json_string("fp4"));
+    }
 #undef SET_
     if (bad) {
         json_decref(o);
@@ -1000,7 +1054,7 @@ static numla_status numla_synth_config_write(const numla_synth_config *c, numla_
                                              numla_qckpt_format weights, const char *path)
 {
     if (numla_synth_is_v4(c))
-        return numla_synth_config_write_v4(c, dt, path);
+        return numla_synth_config_write_v4(c, dt, weights, path);
     /* YaRN as DeepSeek publishes it (rope_scaling beside rope_theta), or plain RoPE the way
      * transformers 5 writes it (GLM-5: rope_parameters holding rope_theta) */
     json_t *rs = c->yarn_factor > 0
@@ -1096,6 +1150,117 @@ static char *numla_synth_path(const char *dir, const char *name)
     return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
 }
 
+/* ---- DeepSeek-V4's published form: scales, then codes chunk by chunk ------------------------ */
+
+typedef struct numla_synth_v4q {
+    const numla_synth_tensor *t;
+    int64_t codes[2], grid[2]; /* file shapes: codes, scales */
+    uint8_t *scales;           /* grid[0] x grid[1] E8M0 bytes */
+} numla_synth_v4q;
+
+/* The E8M0 byte of a block whose largest |w| is amax, for codes whose largest magnitude is top. */
+static uint8_t numla_synth_v4q_scale(float amax, float top)
+{
+    return amax > 0 ? numla_f32_to_e8m0(amax / top) : 127;
+}
+
+/* The nearest e2m1 code of x (|x| <= 6 after scaling; the lower code on a tie): the number of
+ * midpoints between the magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 that |x| passes. */
+static uint8_t numla_synth_e2m1(float x)
+{
+    static const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+    const float a = fabsf(x);
+    int c = 0;
+    for (int i = 0; i < 7; i++)
+        c += a > mid[i];
+    return (uint8_t)(c | (x < 0 && c ? 8 : 0));
+}
+
+static numla_status numla_synth_v4q_create(const numla_synth_tensor *t, numla_synth_v4q *q)
+{
+    const int64_t n = t->shape[0], k = t->shape[1];
+    q->t = t;
+    numla_synth_v4q_shapes(t->v4q, n, k, q->codes, q->grid);
+    q->scales = calloc((size_t)(q->grid[0] * q->grid[1]), 1);
+    float *band = malloc((size_t)128 * (size_t)k * sizeof *band);
+    float *amax = calloc((size_t)q->grid[1], sizeof *amax);
+    numla_status s = q->scales && band && amax ? NUMLA_STATUS_OK
+                                               : numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__,
+                                                                 __func__, "synth: no memory for %s", t->name);
+    for (int64_t r0 = 0; r0 < n && s == NUMLA_STATUS_OK; r0 += 128) {
+        const int64_t nr = n - r0 < 128 ? n - r0 : 128;
+        s = numla_synth_src_rows((void *)t, r0, r0 + nr, band);
+        if (t->v4q == NUMLA_SYNTH_V4Q_FP4) {
+            for (int64_t r = 0; r < nr; r++)
+                for (int64_t b = 0; b < k / 32; b++) {
+                    float m = 0;
+                    for (int j = 0; j < 32; j++)
+                        m = fmaxf(m, fabsf(band[r * k + 32 * b + j]));
+                    q->scales[(r0 + r) * q->grid[1] + b] = numla_synth_v4q_scale(m, 6.0f);
+                }
+            continue;
+        }
+        memset(amax, 0, (size_t)q->grid[1] * sizeof *amax);
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t c = 0; c < k; c++)
+                amax[c / 128] = fmaxf(amax[c / 128], fabsf(band[r * k + c]));
+        for (int64_t b = 0; b < q->grid[1]; b++)
+            q->scales[(r0 / 128) * q->grid[1] + b] = numla_synth_v4q_scale(amax[b], 448.0f);
+    }
+    free(band);
+    free(amax);
+    return s;
+}
+
+/* Bytes [offset, offset + nbytes) of the codes (numla_safetensors_fill_fn). */
+static numla_status numla_synth_v4q_codes(void *ctx, void *dst, size_t offset, size_t nbytes)
+{
+    const numla_synth_v4q *q = ctx;
+    const numla_synth_tensor *t = q->t;
+    const int64_t k = t->shape[1], rb = q->codes[1];
+    const int64_t r0 = (int64_t)offset / rb, r1 = ((int64_t)(offset + nbytes) + rb - 1) / rb;
+    float *rows = malloc((size_t)((r1 - r0) * k) * sizeof *rows);
+    uint8_t *codes = malloc((size_t)((r1 - r0) * rb));
+    if (!rows || !codes) {
+        free(rows);
+        free(codes);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: no memory for %s", t->name);
+    }
+    numla_status s = numla_synth_src_rows((void *)t, r0, r1, rows);
+    for (int64_t r = r0; r < r1 && s == NUMLA_STATUS_OK; r++) {
+        const float *x = rows + (r - r0) * k;
+        uint8_t *o = codes + (r - r0) * rb;
+        if (t->v4q == NUMLA_SYNTH_V4Q_FP4) {
+            for (int64_t j = 0; j < k / 2; j++) {
+                const float inv = 1.0f / numla_e8m0_to_f32(q->scales[r * q->grid[1] + 2 * j / 32]);
+                o[j] = (uint8_t)(numla_synth_e2m1(x[2 * j] * inv) | numla_synth_e2m1(x[2 * j + 1] * inv) << 4);
+            }
+        } else {
+            for (int64_t c = 0; c < k; c++)
+                o[c] = numla_f32_to_e4m3(x[c] / numla_e8m0_to_f32(q->scales[(r / 128) * q->grid[1] + c / 128]));
+        }
+    }
+    if (s == NUMLA_STATUS_OK)
+        memcpy(dst, codes + (offset - (size_t)(r0 * rb)), nbytes);
+    free(rows);
+    free(codes);
+    return s;
+}
+
+static numla_status numla_synth_v4q_scales(void *ctx, void *dst, size_t offset, size_t nbytes)
+{
+    const numla_synth_v4q *q = ctx;
+    memcpy(dst, q->scales + offset, nbytes);
+    return NUMLA_STATUS_OK;
+}
+
+/* The scale tensor's name: the weight's with `.weight` replaced by `.scale`. */
+static void numla_synth_v4q_scale_name(const char *name, char *buf, size_t cap)
+{
+    const size_t n = strlen(name);
+    snprintf(buf, cap, "%.*s.scale", (int)(n > 7 ? n - 7 : n), name);
+}
+
 /* Write plan tensors [begin, end) to `path` through the safetensors writer. */
 static numla_status numla_synth_write_file(numla_synth_tensor *t, size_t begin, size_t end,
                                            const char *path)
@@ -1104,11 +1269,27 @@ static numla_status numla_synth_write_file(numla_synth_tensor *t, size_t begin, 
     NUMLA_CHECK(numla_safetensors_writer_create(&w));
     numla_status s = NUMLA_STATUS_OK;
     numla_qckpt_tensor **q = calloc(end - begin + 1, sizeof *q);
-    if (!q) {
+    numla_synth_v4q *v4 = calloc(end - begin + 1, sizeof *v4);
+    char (*sname)[128] = calloc(end - begin + 1, sizeof *sname);
+    if (!q || !v4 || !sname) {
+        free(q);
+        free(v4);
+        free(sname);
         numla_safetensors_writer_destroy(&w);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "synth: no memory");
     }
     for (size_t i = begin; i < end; i++) {
+        if (t[i].v4q) {
+            numla_synth_v4q *x = &v4[i - begin];
+            NUMLA_CHECK_GOTO(numla_synth_v4q_create(&t[i], x), s, done);
+            numla_synth_v4q_scale_name(t[i].name, sname[i - begin], sizeof sname[0]);
+            const numla_dtype cd = t[i].v4q == NUMLA_SYNTH_V4Q_FP4 ? NUMLA_DTYPE_I8 : NUMLA_DTYPE_F8_E4M3;
+            NUMLA_CHECK_GOTO(numla_safetensors_writer_add_fill(w, t[i].name, cd, 2, x->codes,
+                                                               numla_synth_v4q_codes, x), s, done);
+            NUMLA_CHECK_GOTO(numla_safetensors_writer_add_fill(w, sname[i - begin], NUMLA_DTYPE_F8_E8M0, 2,
+                                                               x->grid, numla_synth_v4q_scales, x), s, done);
+            continue;
+        }
         if (t[i].quant != NUMLA_QCKPT_NONE) {
             NUMLA_CHECK_GOTO(numla_qckpt_tensor_create(t[i].quant, t[i].name, t[i].shape[0],
                                                        t[i].shape[1], numla_synth_src_rows, &t[i],
@@ -1123,9 +1304,13 @@ static numla_status numla_synth_write_file(numla_synth_tensor *t, size_t begin, 
     NUMLA_CHECK_GOTO(numla_safetensors_writer_write(w, path), s, done);
 done:
     numla_safetensors_writer_destroy(&w);
-    for (size_t i = begin; i < end; i++)
+    for (size_t i = begin; i < end; i++) {
         numla_qckpt_tensor_destroy(&q[i - begin]);
+        free(v4[i - begin].scales);
+    }
     free(q);
+    free(v4);
+    free(sname);
     return s;
 }
 
@@ -1178,7 +1363,7 @@ numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_by
 
     numla_synth_progress pr = {.on = opt->progress};
     for (size_t i = 0; i < plan.n; i++) /* quantized tensors do not report progress */
-        pr.total += plan.t[i].quant == NUMLA_QCKPT_NONE ? (int64_t)plan.t[i].nbytes : 0;
+        pr.total += plan.t[i].quant == NUMLA_QCKPT_NONE && !plan.t[i].v4q ? (int64_t)plan.t[i].nbytes : 0;
     pr.t0 = pr.last = numla_now_s();
     for (size_t i = 0; i < plan.n; i++)
         plan.t[i].progress = &pr;
@@ -1239,9 +1424,12 @@ numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_by
             }
             for (size_t i = cut[k]; i < cut[k + 1]; i++) {
                 json_object_set_new(wm, plan.t[i].name, json_string(name));
-                if (plan.t[i].quant != NUMLA_QCKPT_NONE) {
+                if (plan.t[i].quant != NUMLA_QCKPT_NONE || plan.t[i].v4q) {
                     char sn[128];
-                    numla_qckpt_scale_name(plan.t[i].quant, plan.t[i].name, sn, sizeof sn);
+                    if (plan.t[i].v4q)
+                        numla_synth_v4q_scale_name(plan.t[i].name, sn, sizeof sn);
+                    else
+                        numla_qckpt_scale_name(plan.t[i].quant, plan.t[i].name, sn, sizeof sn);
                     json_object_set_new(wm, sn, json_string(name));
                 }
             }

@@ -109,7 +109,8 @@ typedef struct numla_synth_options {
     int32_t experts;        /* > 0: override n_routed_experts */
     uint64_t seed;
     numla_dtype dtype;      /* BF16 or F32 (V3's e_score_correction_bias is always F32) */
-    numla_qckpt_format weights; /* FP8 / INT8: the linear weights are written quantized in the
+    numla_qckpt_format weights; /* FP8 / INT8 (deepseek_v4: FP8 only, its published FP8 + FP4
+                             * form, docs/synth.md): the linear weights are written quantized in the
                              * published layout (quantized_checkpoint.h) from the values the dtype model would
                              * hold, config.json gets the quantization_config; NONE: dtype */
     int keep_lm_head;       /* INT8: leave lm_head in dtype (FP8 always does) */

@@ -229,12 +229,14 @@ static void test_v4_presets(void)
     CU_ASSERT_EQUAL_FATAL(numla_synth_config_get(&o, &c), NUMLA_STATUS_OK);
     CU_ASSERT(c.num_hidden_layers == 5 && numla_synth_v4_ratio(&c, 4) == 4);
 
-    /* refused: top-6 of 4 experts, quantized weights */
+    /* refused: top-6 of 4 experts, int8 weights */
     o.experts = 4;
     CU_ASSERT_EQUAL(numla_synth_config_get(&o, &c), NUMLA_STATUS_INVALID_ARG);
     o.experts = 0;
-    o.weights = NUMLA_QCKPT_FP8;
+    o.weights = NUMLA_QCKPT_INT8;
     CU_ASSERT_EQUAL(numla_synth_config_get(&o, &c), NUMLA_STATUS_INVALID_ARG);
+    o.weights = NUMLA_QCKPT_FP8;
+    CU_ASSERT_EQUAL(numla_synth_config_get(&o, &c), NUMLA_STATUS_OK);
 }
 
 /* --layers on the toy: the written compress_ratios and the tensors follow it */
@@ -259,5 +261,101 @@ static void test_v4_layers(void)
     numla_safetensors_close(&m);
 }
 
+/* e2m1 code -> value, from the format (sign bit 3; 0, 0.5, 1, 1.5, 2, 3, 4, 6). */
+static double sv_e2m1(int c)
+{
+    static const double mag[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    return c & 8 ? -mag[c & 7] : mag[c & 7];
+}
+
+/* --weights fp8: the published FP8 + FP4 form. Its layout is tests/golden/v4/model_fp8's (which
+ * transformers' own FP8 loader reads): every name, shape, and the codes' and scales' dtypes; the
+ * quantization_config as published; the values, decoded here by the published formulas, within
+ * half a code step of the bf16 model of the same seed, each scale the smallest power of two that
+ * fits its block; shards name the scales in their index. */
+static void test_v4_fp8(void)
+{
+    const char *q = sv_dir("tiny-fp8");
+    numla_synth_options o = {.preset = "tiny-v4", .out_dir = q, .seed = 5, .dtype = NUMLA_DTYPE_BF16,
+                             .weights = NUMLA_QCKPT_FP8, .shard_bytes = 200000};
+    CU_ASSERT_EQUAL_FATAL(numla_synth_write(&o, NULL), NUMLA_STATUS_OK);
+    numla_safetensors_model *m = NULL, *g = NULL, *b = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(q, &m), NUMLA_STATUS_OK); /* through the index */
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(numla_test_source_path("tests/golden/v4/model_fp8"), &g),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(sv_dir("tiny-bf16"), &b), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_safetensors_count(m), numla_safetensors_count(g));
+    int bad = 0, n8 = 0, n4 = 0;
+    for (int64_t i = 0; i < numla_safetensors_count(g); i++) {
+        const numla_safetensors_tensor *want = numla_safetensors_at(g, i);
+        const numla_safetensors_tensor *t = numla_safetensors_find(m, want->name);
+        int ok = t && t->ndim == want->ndim;
+        for (int32_t k = 0; ok && k < t->ndim; k++)
+            ok = t->shape[k] == want->shape[k];
+        const int coded = want->dtype == NUMLA_DTYPE_F8_E4M3 || want->dtype == NUMLA_DTYPE_I8 ||
+                          want->dtype == NUMLA_DTYPE_F8_E8M0;
+        ok = ok && (coded || want->dtype == NUMLA_DTYPE_I64 ? t->dtype == want->dtype
+                                                            : t->dtype == NUMLA_DTYPE_BF16 || t->dtype == NUMLA_DTYPE_F32);
+        if (!ok && bad++ < 5)
+            fprintf(stderr, "\n    %s: %s\n", want->name, t ? "another shape or dtype" : "missing");
+        if (!ok || (t->dtype != NUMLA_DTYPE_F8_E4M3 && t->dtype != NUMLA_DTYPE_I8))
+            continue;
+        /* decode by the published formulas against the bf16 model's values */
+        char sn[160];
+        snprintf(sn, sizeof sn, "%.*s.scale", (int)strlen(t->name) - 7, t->name);
+        const numla_safetensors_tensor *sc = numla_safetensors_find(m, sn), *src = numla_safetensors_find(b, t->name);
+        CU_ASSERT_FATAL(sc && src && sc->dtype == NUMLA_DTYPE_F8_E8M0);
+        const int fp4 = t->dtype == NUMLA_DTYPE_I8;
+        n4 += fp4;
+        n8 += !fp4;
+        const int64_t n = src->shape[0], k = src->shape[1];
+        const uint8_t *codes = t->data, *s = sc->data;
+        double worst = 0, amax_ratio_lo = 1e30, amax_ratio_hi = 0;
+        for (int64_t bi = 0; bi < sc->shape[0]; bi++)
+            for (int64_t bj = 0; bj < sc->shape[1]; bj++) {
+                const double scale = ldexp(1.0, s[bi * sc->shape[1] + bj] - 127);
+                const int64_t rs = fp4 ? 1 : 128, cs = fp4 ? 32 : 128;
+                double amax = 0;
+                for (int64_t r = bi * rs; r < (bi + 1) * rs && r < n; r++)
+                    for (int64_t c = bj * cs; c < (bj + 1) * cs && c < k; c++) {
+                        const double w = numla_load_f32(src->data, src->dtype, (size_t)(r * k + c));
+                        double v;
+                        if (fp4) {
+                            const uint8_t byte = codes[r * (k / 2) + c / 2];
+                            v = sv_e2m1(c % 2 ? byte >> 4 : byte & 15) * scale;
+                        } else {
+                            v = numla_e4m3_to_f32(codes[r * k + c]) * scale;
+                        }
+                        /* half a step: e2m1's steps are at most 2 (of 6) at this scale; e4m3's
+                         * 2^-3 relative, or 2^-9 absolute below 2^-6 */
+                        const double half = fp4 ? (fabs(w) / scale > 4 ? 1.0 : fabs(w) / scale > 2 ? 0.5 : 0.25) * scale
+                                                : fmax(fabs(w) * 0x1p-4, 0x1p-10 * scale);
+                        worst = fmax(worst, fabs(v - w) / half);
+                        amax = fmax(amax, fabs(w));
+                    }
+                const double r = amax / scale;
+                amax_ratio_lo = fmin(amax_ratio_lo, r);
+                amax_ratio_hi = fmax(amax_ratio_hi, r);
+            }
+        const double top = fp4 ? 6.0 : 448.0;
+        NUMLA_ASSERT_MSG(worst <= 1.0 + 1e-6 && amax_ratio_hi <= top && amax_ratio_lo > top / 2,
+                         "%s: error %.3g half-steps, amax / scale in [%g, %g]", t->name, worst, amax_ratio_lo,
+                         amax_ratio_hi);
+    }
+    NUMLA_ASSERT_MSG(bad == 0, "%d tensors differ from the golden's layout", bad);
+    CU_ASSERT(n8 == 34 && n4 == 96); /* as tests/golden/v4/model_fp8/expected.json counts them */
+    numla_safetensors_close(&m);
+    numla_safetensors_close(&g);
+    numla_safetensors_close(&b);
+
+    json_t *c = sv_config(q), *gc = sv_config(numla_test_source_path("tests/golden/v4/model_fp8"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(gc);
+    CU_ASSERT(sv_same(json_object_get(c, "quantization_config"), json_object_get(gc, "quantization_config")));
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(c, "expert_dtype")), "fp4");
+    json_decref(c);
+    json_decref(gc);
+}
+
 NUMLA_TEST_SUITE(synth_v4, NULL, NULL, NUMLA_TEST(test_v4_tensors), NUMLA_TEST(test_v4_config),
-                 NUMLA_TEST(test_v4_presets), NUMLA_TEST(test_v4_layers))
+                 NUMLA_TEST(test_v4_presets), NUMLA_TEST(test_v4_layers), NUMLA_TEST(test_v4_fp8))
