@@ -12,12 +12,19 @@
 #include "common/dtype.h"
 #include "common/log.h"
 #include "kernels/linear.h"
+#include "kernels/qblock.h"
+#include "kernels/qblock_quant.h"
 
 /* ---- weights ---- */
 
+/* A linear (n, k): bf16/f32 through kernels/linear.h, or MXFP4 blocks through kernels/qblock.h
+ * (the published FP4 experts, repacked losslessly). */
 typedef struct v4_lin {
-    numla_linear_weight w; /* (n, k) packed */
-    void *buf;             /* owned packing */
+    int blocks;              /* 1: q, else w */
+    numla_linear_weight w;   /* (n, k) packed */
+    numla_qblock_weight q;   /* (n, k) MXFP4 */
+    int64_t n, k;
+    void *buf;               /* owned packing */
 } v4_lin;
 
 /* A compressor (docs/design.md §5.9): HCA (c = 1) or the overlapping CSA scheme (c = 2), at
@@ -198,14 +205,123 @@ static numla_status ld_f32(const numla_safetensors_model *st, const char *name, 
     return NUMLA_STATUS_OK;
 }
 
-/* Rows [r0, r0+nr) x columns [c0, c0+nc) of the matrix `name` (N, K), packed for
- * kernels/linear.h as an (nr, nc) weight: bf16 stays bf16 unless force_f32, the rest fp32. */
+/* The E8M0 scale tensor `P.scale` of `P.weight` with the given shape. */
+static numla_status ld_scale(const numla_safetensors_model *st, const char *wname, int64_t rows,
+                             int64_t cols, const numla_safetensors_tensor **out)
+{
+    char sn[320];
+    size_t len = strlen(wname);
+    if (len < 7 || strcmp(wname + len - 7, ".weight"))
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "v4 weights: %s is quantized but not a P.weight", wname);
+    snprintf(sn, sizeof sn, "%.*s.scale", (int)(len - 7), wname);
+    const int64_t shape[2] = {rows, cols};
+    NUMLA_CHECK(numla_safetensors_expect(st, sn, 2, shape, out));
+    if ((*out)->dtype != NUMLA_DTYPE_F8_E8M0)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: tensor %s has dtype %s (F8_E8M0 scales read)",
+                   (*out)->file, sn, numla_dtype_name((*out)->dtype));
+    return NUMLA_STATUS_OK;
+}
+
+static const float E2M1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+
+/* Rows [r0, r0+nr) of a quantized matrix (N, K) as bf16 values (nr, K): FP8 e4m3 codes x their
+ * 128 x 128 block's 2^(s-127), or FP4 e2m1 pairs x their 32's 2^(s-127); both exact in bf16. */
+static numla_status ld_dequant_rows(const numla_safetensors_tensor *t,
+                                    const numla_safetensors_tensor *sc, const char *name,
+                                    int64_t K, int64_t r0, int64_t nr, uint16_t *out)
+{
+    const uint8_t *q = t->data, *s = sc->data;
+    const int fp4 = t->dtype == NUMLA_DTYPE_I8;
+    const int64_t scols = sc->shape[1];
+    for (int64_t r = 0; r < nr; r++)
+        for (int64_t k = 0; k < K; k++) {
+            const int64_t gr = r0 + r;
+            const uint8_t sb = fp4 ? s[gr * scols + k / 32] : s[(gr / 128) * scols + k / 128];
+            if (sb == 0xFF)
+                NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: %s: scale of row %lld column %lld is NaN",
+                           t->file, name, (long long)gr, (long long)k);
+            float v;
+            if (fp4) {
+                const uint8_t byte = q[gr * (K / 2) + k / 2];
+                v = E2M1[k % 2 ? byte >> 4 : byte & 15];
+            } else {
+                v = numla_e4m3_to_f32(q[gr * K + k]);
+            }
+            v = ldexpf(v, (int)sb - 127);
+            if (!isfinite(v))
+                NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: %s: element (%lld, %lld) is not finite",
+                           t->file, name, (long long)gr, (long long)k);
+            out[r * K + k] = numla_f32_to_bf16(v);
+        }
+    return NUMLA_STATUS_OK;
+}
+
+/* Rows [r0, r0+nr) x columns [c0, c0+nc) of the matrix `name` (N, K), packed as an (nr, nc)
+ * weight: F32/F16 as fp32, BF16 as bf16 (fp32 if force_f32); the published quantized forms
+ * (docs/quantization.md "DeepSeek-V4's FP4 experts"): F8_E4M3 with E8M0 `P.scale` per
+ * 128 x 128 block as bf16 (exact), I8 FP4 pairs (N, K/2) with E8M0 `P.scale` per 32 as MXFP4
+ * blocks (a whole matrix; exact) or else bf16. */
 static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st,
                                 const char *name, int64_t N, int64_t K, int64_t r0, int64_t nr,
                                 int64_t c0, int64_t nc, int force_f32, v4_lin *out)
 {
     const int64_t shape[2] = {N, K};
-    const numla_safetensors_tensor *t;
+    const numla_safetensors_tensor *t = numla_safetensors_find(st, name), *sc = NULL;
+    out->n = nr;
+    out->k = nc;
+    if (t && (t->dtype == NUMLA_DTYPE_F8_E4M3 || t->dtype == NUMLA_DTYPE_I8)) {
+        const int fp4 = t->dtype == NUMLA_DTYPE_I8;
+        if (fp4 && K % 32)
+            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: %s: FP4 with %lld columns (a multiple of 32)",
+                       t->file, name, (long long)K);
+        const int64_t qshape[2] = {N, fp4 ? K / 2 : K};
+        NUMLA_CHECK(numla_safetensors_expect(st, name, 2, qshape, &t));
+        NUMLA_CHECK(ld_scale(st, name, fp4 ? N : (N + 127) / 128, fp4 ? K / 32 : (K + 127) / 128,
+                             &sc));
+        if (fp4 && c0 == 0 && nc == K && !force_f32) {
+            const int64_t nb = K / 32, ld = nb * 17;
+            uint8_t *blk = malloc((size_t)(nr * ld) + 1);
+            if (!blk)
+                NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory for %s", name);
+            numla_status s = NUMLA_STATUS_OK;
+            for (int64_t r = 0; r < nr && s == NUMLA_STATUS_OK; r++)
+                s = numla_qblock_mxfp4_from_e2m1((const uint8_t *)t->data + (r0 + r) * (K / 2),
+                                                 (const uint8_t *)sc->data + (r0 + r) * nb, K,
+                                                 blk + r * ld);
+            const numla_qblock_act act = numla_qblock_act_for(NUMLA_QBLOCK_MXFP4, K, isa);
+            const numla_qblock_source src = {NUMLA_QBLOCK_MXFP4, nr, K, blk, ld, act,
+                                             numla_qblock_layout_for(NUMLA_QBLOCK_MXFP4, act, K, isa)};
+            size_t bytes = numla_qblock_layout_size(src.type, src.layout, nr, K);
+            out->buf = s == NUMLA_STATUS_OK ? aligned_alloc(64, (bytes + 63) / 64 * 64) : NULL;
+            if (s == NUMLA_STATUS_OK)
+                s = out->buf ? numla_qblock_pack(&src, out->buf, &out->q) : NUMLA_STATUS_NO_MEMORY;
+            free(blk);
+            if (s != NUMLA_STATUS_OK)
+                NUMLA_FAIL(s, "v4 weights: repacking %s as MXFP4", name);
+            out->blocks = 1;
+            return NUMLA_STATUS_OK;
+        }
+        uint16_t *rows = malloc(sizeof(uint16_t) * (size_t)(nr * K) + 1);
+        float *f32 = force_f32 ? malloc(sizeof(float) * (size_t)(nr * K) + 1) : NULL;
+        numla_status s = rows && (!force_f32 || f32) ? ld_dequant_rows(t, sc, name, K, r0, nr, rows)
+                                                     : NUMLA_STATUS_NO_MEMORY;
+        for (int64_t i = 0; f32 && s == NUMLA_STATUS_OK && i < nr * K; i++)
+            f32[i] = numla_bf16_to_f32(rows[i]);
+        const numla_dtype src = f32 ? NUMLA_DTYPE_F32 : NUMLA_DTYPE_BF16;
+        const size_t es = numla_dtype_size(src);
+        size_t bytes = numla_linear_packed_size(isa, nr, nc, src);
+        if (s == NUMLA_STATUS_OK)
+            s = (out->buf = aligned_alloc(64, (bytes + 63) / 64 * 64)) != NULL
+                    ? numla_linear_pack(isa, nr, nc,
+                                        (const char *)(f32 ? (void *)f32 : (void *)rows) + (size_t)c0 * es,
+                                        src, K, out->buf, &out->w)
+                    : NUMLA_STATUS_NO_MEMORY;
+        free(rows);
+        free(f32);
+        if (s != NUMLA_STATUS_OK)
+            NUMLA_FAIL(s, "v4 weights: dequantizing %s", name);
+        return NUMLA_STATUS_OK;
+    }
     NUMLA_CHECK(ld_find(st, name, NULL, 2, shape, &t));
     const numla_dtype src = t->dtype == NUMLA_DTYPE_BF16 && !force_f32 ? NUMLA_DTYPE_BF16
                                                                        : NUMLA_DTYPE_F32;
@@ -550,11 +666,15 @@ int64_t numla_v4_seq_len(const numla_v4_seq *s) { return s ? s->len : 0; }
 static numla_status lin(const numla_v4_model *m, const v4_lin *w, int64_t M, const float *x,
                         float *y)
 {
-    size_t need = numla_linear_workspace_size(m->isa, &w->w, M, omp_get_max_threads());
+    const int nth = omp_get_max_threads();
+    size_t need = w->blocks ? numla_qblock_workspace_size(&w->q, M, nth)
+                            : numla_linear_workspace_size(m->isa, &w->w, M, nth);
     void *ws = need ? aligned_alloc(64, (need + 63) / 64 * 64) : NULL;
     if (need && !ws)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 forward: no memory for a linear's workspace");
-    numla_status s = numla_linear_forward(m->isa, &w->w, M, x, w->w.k, y, w->w.n, 0, ws, need);
+    numla_status s = w->blocks
+                         ? numla_qblock_forward(&w->q, m->isa, M, x, w->k, y, w->n, 0, ws, need)
+                         : numla_linear_forward(m->isa, &w->w, M, x, w->k, y, w->n, 0, ws, need);
     free(ws);
     NUMLA_CHECK(s);
     return NUMLA_STATUS_OK;
@@ -975,7 +1095,7 @@ static numla_status expert(const numla_v4_model *m, const v4_lin *w1, const v4_l
                            const v4_lin *w3, const float *x, int64_t M, float *g, float *u,
                            float *d)
 {
-    const int64_t I = w1->w.n;
+    const int64_t I = w1->n;
     const float L = (float)m->cfg.v4.swiglu_limit;
     NUMLA_CHECK(lin(m, w1, M, x, g));
     NUMLA_CHECK(lin(m, w3, M, x, u));

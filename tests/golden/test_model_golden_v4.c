@@ -8,7 +8,7 @@
  *   - 16 greedy tokens, one per step through the cache, identical where the reference margin
  *     exceeds twice the tolerance (all of them in this data);
  *   - fp32 weights at the best ISA (whole prompts) and the reference ISA (chunked), bf16
- *     weights at the best;
+ *     weights at the best, and the published FP8 + FP4 form (model_fp8/);
  *   - the four prompts as one step of four sequences, then decode steps of all four;
  *   - 2 and 3 ranks in one process (threads, a shared-memory sum): heads by whole o_groups,
  *     experts, the shared expert's columns and the vocabulary sharded; each rank's logits
@@ -59,6 +59,8 @@ static void run_prompt(const numla_v4_model *m, const golden *g, int p, int chun
     numla_v4_seq_destroy(&s);
 }
 
+static void check_v4_ranks(const char *sub, int R);
+
 static void check_v4(const char *sub, numla_isa isa, int chunk)
 {
     golden g;
@@ -103,6 +105,13 @@ static void test_fp32(void) { check_v4("model_fp32", numla_isa_best(), 0); }
  * everywhere relative to the compression windows and the sliding window */
 static void test_fp32_ref_chunked(void) { check_v4("model_fp32", NUMLA_ISA_REF, 1); }
 static void test_bf16(void) { check_v4("model_bf16", numla_isa_best(), 0); }
+/* the published form: FP8 projections (E8M0 block scales) read as bf16, FP4 experts repacked
+ * as MXFP4 (both exact); 1 rank whole and 2 ranks (FP8 row and column slices) */
+static void test_fp8_fp4(void)
+{
+    check_v4("model_fp8", numla_isa_best(), 0);
+    check_v4_ranks("model_fp8", 2);
+}
 
 /* R ranks as threads: each loads its shard, runs prompt p (whole) then the greedy steps, and
  * writes its vocabulary slice of every row into the full-vocabulary `logits` (rows, V). */
@@ -218,7 +227,6 @@ static void test_ranks(void)
 {
     check_v4_ranks("model_fp32", 2);
     check_v4_ranks("model_fp32", 3);
-    check_v4_ranks("model_bf16", 3);
 }
 
 /* o_groups is the unit of the head shard: more ranks than groups is refused by name. */
@@ -345,6 +353,6 @@ static void test_bad_input(void)
 }
 
 NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_fp32), NUMLA_TEST(test_fp32_ref_chunked),
-                 NUMLA_TEST(test_bf16), NUMLA_TEST(test_ranks),
+                 NUMLA_TEST(test_bf16), NUMLA_TEST(test_fp8_fp4), NUMLA_TEST(test_ranks),
                  NUMLA_TEST(test_too_many_ranks), NUMLA_TEST(test_batched),
                  NUMLA_TEST(test_bad_input))

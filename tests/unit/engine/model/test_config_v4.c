@@ -199,7 +199,8 @@ static void test_refusals(void)
         free(m);
     }
     free(t);
-    /* a compress_ratios entry that is no rate, and FP4 experts (not readable yet) */
+    /* a compress_ratios entry that is no rate; the published FP8 + FP4 quantization_config is
+     * read, another expert_dtype refused */
     t = seed("v4_flash_shape.json");
     char *at = strstr(t, "[\n  0,\n  0,\n  4");
     CU_ASSERT_PTR_NOT_NULL_FATAL(at);
@@ -217,6 +218,11 @@ static void test_refusals(void)
                     "\"weight_block_size\": [128, 128], \"scale_fmt\": \"ue8m0\", "
                     "\"expert_dtype\": \"fp4\"}, ");
     strcat(m, q);
+    CU_ASSERT_EQUAL(parse(m), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(cfg_.weight_format, NUMLA_WEIGHT_FORMAT_FP8);
+    char *e4 = strstr(m, "\"fp4\"");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e4);
+    memcpy(e4, "\"int\"", 5);
     CU_ASSERT_NOT_EQUAL(parse(m), NUMLA_STATUS_OK);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "expert_dtype"));
     free(m);
