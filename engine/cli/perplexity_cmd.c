@@ -3,7 +3,8 @@
  * (engine/serving/perplexity.h has the definitions; docs/quantization.md the usage).
  *
  * The text is tokenized with the model's tokenizer (BOS first when it adds one) and cut into
- * num_tokens / ctx chunks of --ctx tokens (default 512, or the base file's); every chunk is a
+ * num_tokens / ctx chunks of --ctx tokens (default 512, or the base file's; the first --chunks
+ * of them when given, or as many as the base file holds); every chunk is a
  * request of the scheduler that asks for its prompt rows' logits (max_tokens 0), so chunks run
  * batched and chunked like any prompt, on 1-N ranks (rank 0 drives the collective engine, the
  * other ranks run its worker loop, as numla run). Rank 0 scores rows ctx/2 .. ctx-2 of each
@@ -44,6 +45,8 @@ typedef struct ppl_opts {
     numla_cli_engine_opts e;   /* model, threads, weights, KV pool (engine_opts.h) */
     const char *file, *save, *kl_base;
     int32_t ctx;               /* 0: the base file's, else 512 */
+    int64_t chunks;            /* --chunks: at most this many chunks; 0: the base file's, else
+                                  all */
 } ppl_opts;
 
 typedef struct ppl_job {
@@ -71,12 +74,13 @@ typedef struct ppl_job {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: numla perplexity --model DIR --file TEXT [--ctx N]\n"
+    fprintf(f, "usage: numla perplexity --model DIR --file TEXT [--ctx N] [--chunks N]\n"
                "                        [--save-logits FILE | --kl-base FILE]\n");
     numla_cli_engine_opts_usage(f, 24);
     fprintf(f,
             "Perplexity as llama.cpp's llama-perplexity: chunks of --ctx tokens (default %d,\n"
-            "or the base file's), BOS first, the second half of each chunk scored.\n"
+            "or the base file's), BOS first, the second half of each chunk scored; --chunks N:\n"
+            "the first N chunks only (default: all, or as many as the base file).\n"
             "--save-logits FILE keeps this run's log-probabilities (the base); --kl-base FILE\n"
             "compares this run with it: KL divergence, top-1 agreement, RMS of the change in\n"
             "the token's probability. The text needs at least 2 x --ctx tokens.\n"
@@ -106,6 +110,15 @@ static int parse_opts(int argc, char **argv, ppl_opts *o)
             o->save = v;
         } else if (!strcmp(a, "--kl-base")) {
             o->kl_base = v;
+        } else if (!strcmp(a, "--chunks")) {
+            char *end = NULL;
+            errno = 0;
+            long long n = strtoll(v, &end, 10);
+            if (errno || !end || *end || n < 1) {
+                fprintf(stderr, PPL_CMD ": --chunks %s: give a number of chunks from 1 up\n", v);
+                return 2;
+            }
+            o->chunks = n;
         } else if (!strcmp(a, "--ctx")) {
             char *end = NULL;
             errno = 0;
@@ -300,6 +313,10 @@ static numla_status ppl_setup(ppl_job *j, const numla_model_config *cfg)
     j->first = j->ctx / 2;
     j->rows = j->ctx - 1 - j->first;
     j->num_chunks = j->num_tokens / j->ctx;
+    const int64_t want = o->chunks ? o->chunks
+                                   : j->base ? numla_ppl_base_get_header(j->base)->num_chunks : 0;
+    if (want > 0 && want < j->num_chunks)
+        j->num_chunks = want;
     const numla_ppl_base_header h = {.vocab_size = cfg->vocab_size, .ctx = j->ctx,
                                      .first = j->first, .num_tokens = j->num_tokens,
                                      .num_chunks = j->num_chunks,

@@ -317,7 +317,7 @@ static numla_status base_open(numla_ppl_base *b)
     h->tokens_hash = get_u64(hb + 48);
     if (h->vocab_size < 2 || h->vocab_size > NUMLA_PPL_BASE_MAX_VOCAB || h->ctx < 4 ||
         h->ctx > (1 << 24) || h->first != h->ctx / 2 || h->num_tokens < 0 ||
-        h->num_chunks < 1 || h->num_tokens / h->ctx != h->num_chunks ||
+        h->num_chunks < 1 || h->num_tokens / h->ctx < h->num_chunks ||
         h->num_chunks > ((int64_t)1 << 40) / chunk_bytes(h))
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: corrupt base file: impossible header (vocab %lld, "
                    "ctx %d, first %d, %lld tokens, %lld chunks)", b->name,
@@ -416,6 +416,11 @@ numla_status numla_ppl_base_check(const numla_ppl_base *b, const numla_ppl_base_
     if (h->ctx != run->ctx)
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s was saved with --ctx %d, this run uses --ctx %d",
                    b->name, h->ctx, run->ctx);
+    if (h->num_chunks != run->num_chunks && h->num_tokens == run->num_tokens &&
+        h->tokens_hash == run->tokens_hash)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s holds %lld chunks, this run scores %lld: give the "
+                   "same --chunks", b->name, (long long)h->num_chunks,
+                   (long long)run->num_chunks);
     if (h->num_tokens != run->num_tokens || h->tokens_hash != run->tokens_hash)
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s was saved from another text or tokenizer (%lld "
                    "tokens, hash %016llx; this run: %lld tokens, hash %016llx)", b->name,

@@ -3,7 +3,8 @@
  * against.
  *
  * Scoring (llama.cpp's perplexity()): the text's tokens (BOS first when the tokenizer adds one)
- * are cut into num_chunks = num_tokens / ctx non-overlapping chunks of ctx tokens; each chunk's
+ * are cut into num_chunks = num_tokens / ctx non-overlapping chunks of ctx tokens (or the first
+ * N of them, llama.cpp's --chunks); each chunk's
  * first token is replaced by BOS (when the tokenizer adds one) and the chunk is run from
  * position 0; rows first = ctx / 2 .. ctx - 2 are scored, row j by the negative log-likelihood
  * of the chunk's original token j + 1. Perplexity = exp(mean NLL) over all scored rows; its
@@ -24,13 +25,14 @@
  *          8   u32 version (1)          12  u32 header bytes (64)
  *         16   i64 vocab_size           24  i32 ctx       28  i32 first (ctx / 2)
  *         32   i64 num_tokens (of the whole tokenized text)
- *         40   i64 num_chunks (num_tokens / ctx)
+ *         40   i64 num_chunks (at most num_tokens / ctx)
  *         48   u64 tokens_hash (FNV-1a 64 over the token ids as int32 LE)
  *         56   u64 FNV-1a 64 of bytes 0..55
  *         64   num_chunks * (ctx - 1 - first) rows, chunk after chunk, each: f32 scale,
  *              f32 min log-prob, u16 codes[vocab_size]
  *        end   u64 FNV-1a 64 of each chunk's rows (num_chunks of them)
- * The size is exact; a file of another size, another vocabulary, context or text (hash) is
+ * The size is exact; a file of another size, another vocabulary, context, text (hash) or chunk
+ * count is
  * refused with a message naming the difference, a chunk whose rows do not match its checksum
  * when its last row is read, and a row whose scale or minimum is out of range when it is read.
  *

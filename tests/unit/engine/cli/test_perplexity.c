@@ -136,6 +136,19 @@ static void test_golden_ppl(void)
         CU_ASSERT(r.err && strstr(r.err, "[1]"));
         run_free(&r);
     }
+    /* --chunks 5: the running value after llama.cpp's fifth chunk */
+    const char *args[] = {"--model", model_dir, "--file", text, "--ctx", "16", "--chunks", "5",
+                          "--threads", "2", "--kv-dtype", "f32", "--kv-blocks", "64", NULL};
+    ppl_run r = run_ppl("golden_chunks", args);
+    json_t *runs = json_object_get(e, "runs"), *run16 = json_array_get(runs, 0);
+    const double want = json_real_value(
+        json_array_get(json_object_get(run16, "ppl_after_chunk"), 4));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(run16, "ctx")), 16);
+    NUMLA_ASSERT_MSG(r.rc == 0 && fabs(field(r.out, "PPL =") - want) <= 1e-3 * want,
+                     "--chunks 5: rc %d, PPL %g, transformers after 5 chunks %g", r.rc,
+                     field(r.out, "PPL ="), want);
+    CU_ASSERT(r.out && strstr(r.out, "(5 chunks, 35 tokens scored)"));
+    run_free(&r);
     json_decref(e);
 }
 
@@ -334,6 +347,22 @@ static void test_bad_input(void)
     const char *a_ctx[] = {"--model", model_dir, "--file", text, "--ctx", "32", "--threads", "1",
                            "--kv-blocks", "64", "--kl-base", base, NULL};
     expect_error("other_ctx", a_ctx, "saved with --ctx 16");
+    char few[1200];
+    snprintf(few, sizeof few, "%s/ppl_few.bin", numla_test_tmpdir());
+    const char *a_few[] = {"--model", model_dir, "--file", text, "--ctx", "16", "--chunks", "3",
+                           "--threads", "1", "--kv-blocks", "64", "--save-logits", few, NULL};
+    r = run_ppl("few_save", a_few);
+    NUMLA_ASSERT_MSG(r.rc == 0, "save 3 chunks: %s", r.err);
+    run_free(&r);
+    const char *a_few_kl[] = {"--model", model_dir, "--file", text, "--threads", "1",
+                              "--kv-blocks", "64", "--kl-base", few, NULL};
+    r = run_ppl("few_kl", a_few_kl); /* the base file's context and chunk count */
+    NUMLA_ASSERT_MSG(r.rc == 0 && r.out && strstr(r.out, "16 (3 chunks"), "rc %d: %s", r.rc,
+                     r.err);
+    run_free(&r);
+    const char *a_few_other[] = {"--model", model_dir, "--file", text, "--chunks", "4",
+                                 "--threads", "1", "--kv-blocks", "64", "--kl-base", few, NULL};
+    expect_error("few_other", a_few_other, "holds 3 chunks, this run scores 4");
     const char *a_model[] = {"--model", other_dir, "--file", text, "--threads", "1",
                              "--kv-blocks", "64", "--kl-base", base, NULL};
     expect_error("other_model", a_model, "vocabulary of 288");
