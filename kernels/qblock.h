@@ -54,7 +54,8 @@
  *                     (twice the e2m1 values, so d·kv = e2m1 · 2^(e - 127), the OCP MX scale);
  *                     GGUF deepseek4 experts, and DeepSeek-V4's published FP4 experts repacked
  *                     (kernels/qblock_quant.h numla_qblock_mxfp4_from_e2m1). F32 mode at the
- *                     vector levels (its Q8 mode: the reference)
+ *                     avx512 level, Q8 mode at the vnni level (IQ4_NL's GEMM: the x codes + 128
+ *                     times the code book's signed bytes); no PANEL16 layout yet
  * What each type has beyond its layout (its Q8 group, sub-block width, PANEL16 piece, and which
  * kernels run it at each level) is its row in kernels/qblock_types.c (kernels/qblock_types.h);
  * a type without kernels at a level runs the level below's (Q4_1: the reference everywhere).

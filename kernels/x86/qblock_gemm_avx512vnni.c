@@ -1,5 +1,5 @@
 /* kernels/x86/qblock_gemm_avx512vnni.c — Q8 activation mode (kernels/qblock.h) with
- * AVX512-VNNI for Q4_K, Q6_K, Q8_0, Q5_0, IQ4_NL and IQ4_XS at every M: the vnni level's only
+ * AVX512-VNNI for Q4_K, Q6_K, Q8_0, Q5_0, IQ4_NL, IQ4_XS and MXFP4 at every M: the vnni level's only
  * kernels for these types (batch-1 decode included: a tile of one x row measured as fast as a
  * kernel of its own, which this file replaced).
  *
@@ -196,7 +196,8 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_q8_0_(const uint8_t *row, int64_
 /* The 32-element types with a 5-bit or code-book code, Q5_0 and IQ4_NL (and Q8_0 where K is not
  * a multiple of 256: its bytes as they are): the x rows come as
  * unsigned bytes (q + 128, numla_qblock_gemm_vnni_unsign_), the weights as signed bytes (Q5_0:
- * its 5 bits - 16; IQ4_NL: its code book), two blocks to a vector in element order. vpdpbusd
+ * its 5 bits - 16; IQ4_NL: its code book; MXFP4: twice the e2m1 values, its scale the E8M0
+ * byte's 2^(e - 128)), two blocks to a vector in element order. vpdpbusd
  * then sums (q + 128) · c; the 128 · Σ c of each lane is known from the weights alone, so each
  * x row's sum starts from its negation (computed once per weight block pair). Lanes 0-7 hold
  * the first block, 8-15 the second; each block's scale · dx multiplies its lanes in one fma
@@ -212,9 +213,9 @@ NUMLA_QBLOCK_GEMM_INLINE __m512i numla_qblock_gemm_b32_codes_(numla_qblock_type 
         return _mm512_inserti64x4(_mm512_castsi256_si512(ca), cb, 1);
     }
     /* 16 bytes of nibbles per block: low nibbles elements 0-15, high 16-31 */
-    const __m128i qa = _mm_loadu_si128((const __m128i *)(const void *)(pa + (type == NUMLA_QBLOCK_Q5_0 ? 6 : 2)));
-    const __m128i qb = pb ? _mm_loadu_si128((const __m128i *)(const void *)(pb + (type == NUMLA_QBLOCK_Q5_0 ? 6 : 2)))
-                          : _mm_setzero_si128();
+    const int at = type == NUMLA_QBLOCK_Q5_0 ? 6 : type == NUMLA_QBLOCK_MXFP4 ? 1 : 2;
+    const __m128i qa = _mm_loadu_si128((const __m128i *)(const void *)(pa + at));
+    const __m128i qb = pb ? _mm_loadu_si128((const __m128i *)(const void *)(pb + at)) : _mm_setzero_si128();
     const __m256i q = _mm256_set_m128i(qb, qa), m4 = _mm256_set1_epi8(15);
     const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, m4)),
                                          _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), 1);
@@ -229,17 +230,23 @@ NUMLA_QBLOCK_GEMM_INLINE __m512i numla_qblock_gemm_b32_codes_(numla_qblock_type 
         const __m512i code = _mm512_sub_epi8(_mm512_or_si512(nib, hi), _mm512_set1_epi8(16));
         return code;
     }
-    int8_t lut[16];
+    int8_t lut[16]; /* IQ4_NL's code book, or MXFP4's (twice the e2m1 values) */
     for (int j = 0; j < 16; j++)
-        lut[j] = numla_qblock_iq4_values[j];
+        lut[j] = type == NUMLA_QBLOCK_MXFP4 ? numla_qblock_mxfp4_values[j] : numla_qblock_iq4_values[j];
     const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
     return _mm512_shuffle_epi8(book, nib);
+}
+
+/* A 32-element block's scale: the fp16 d at its start, or MXFP4's E8M0 byte (2^(e - 128)). */
+NUMLA_QBLOCK_GEMM_INLINE float numla_qblock_gemm_b32_scale_(numla_qblock_type type, const uint8_t *p)
+{
+    return type == NUMLA_QBLOCK_MXFP4 ? numla_qblock_e8m0_half_(p[0]) : numla_qblock_gh_(p);
 }
 
 NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_b32_(numla_qblock_type type, const uint8_t *row, int64_t k, int mr,
                                                      const uint8_t *xu, const float *dx, float *out)
 {
-    const int bytes = type == NUMLA_QBLOCK_Q5_0 ? 22 : type == NUMLA_QBLOCK_Q8_0 ? 34 : 18;
+    const int bytes = type == NUMLA_QBLOCK_Q5_0 ? 22 : type == NUMLA_QBLOCK_Q8_0 ? 34 : type == NUMLA_QBLOCK_MXFP4 ? 17 : 18;
     const int64_t nblk = k / 32, ng = numla_qblock_q8_groups_(k);
     const __m512i k128 = _mm512_set1_epi8((char)0x80);
     __m512 acc[NUMLA_QBLOCK_GEMM_MR];
@@ -250,8 +257,8 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_b32_(numla_qblock_type type, con
         const __m512i wc = numla_qblock_gemm_b32_codes_(type, pa, pb);
         const __m512i wneg = _mm512_sub_epi32(_mm512_setzero_si512(),
                                               _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, wc));
-        const __m512 sv = _mm512_insertf32x8(_mm512_set1_ps(numla_qblock_gh_(pa)),
-                                             _mm256_set1_ps(pb ? numla_qblock_gh_(pb) : 0.0f), 1);
+        const __m512 sv = _mm512_insertf32x8(_mm512_set1_ps(numla_qblock_gemm_b32_scale_(type, pa)),
+                                             _mm256_set1_ps(pb ? numla_qblock_gemm_b32_scale_(type, pb) : 0.0f), 1);
         const __mmask64 xm = pb ? ~(__mmask64)0 : 0xFFFFFFFFull;
         const int64_t g = j / 8;
         for (int i = 0; i < mr; i++) {
@@ -387,6 +394,7 @@ void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n)
 NUMLA_QBLOCK_GEMM_B32(q5_0, NUMLA_QBLOCK_Q5_0)
 NUMLA_QBLOCK_GEMM_B32(q8_0s, NUMLA_QBLOCK_Q8_0)
 NUMLA_QBLOCK_GEMM_B32(iq4_nl, NUMLA_QBLOCK_IQ4_NL)
+NUMLA_QBLOCK_GEMM_B32(mxfp4, NUMLA_QBLOCK_MXFP4)
 #undef NUMLA_QBLOCK_GEMM_B32
 
 /* One entry per (type, tile height): the tile loops with mr a constant (the partial tiles take
@@ -417,6 +425,7 @@ NUMLA_QBLOCK_GEMM_TILES(q8_0)
 NUMLA_QBLOCK_GEMM_TILES(q5_0)
 NUMLA_QBLOCK_GEMM_TILES(q8_0s)
 NUMLA_QBLOCK_GEMM_TILES(iq4_nl)
+NUMLA_QBLOCK_GEMM_TILES(mxfp4)
 NUMLA_QBLOCK_GEMM_TILES(iq4_xs)
 _Static_assert(NUMLA_QBLOCK_GEMM_MR <= 8, "the partial tiles above cover 1 .. 7 rows");
 
