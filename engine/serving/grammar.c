@@ -159,6 +159,7 @@ typedef struct gcomp {
     gref *refs;
     int32_t num_refs, cap_refs;
     int32_t any;       /* the any-value node, -1 until needed */
+    int32_t nothing;   /* a node no document matches (an ALT of none), -1 until needed */
     numla_status st;
     char msg[384];
     int depth;
@@ -208,6 +209,7 @@ static int32_t any_node(gcomp *c)
         return oom(c);
     g->nodes[obj].a = key;
     g->nodes[obj].child = any;
+    g->nodes[obj].len = -1; /* no maxProperties */
     g->nodes[arr].child = any;
     int32_t kids[7] = {obj, arr, str, num, lit_str(c, "true"), lit_str(c, "false"),
                        lit_str(c, "null")};
@@ -217,6 +219,16 @@ static int32_t any_node(gcomp *c)
 }
 
 static int32_t compile(gcomp *c, const json_t *s, const char *path);
+
+/* The node no document matches: a property it is the value of is left out, an alternative it is
+ * dropped; a schema that is nothing as a whole is refused. */
+static int32_t nothing_node(gcomp *c)
+{
+    if (c->nothing < 0 && (c->nothing = g_node(c->g, G_ALT, 0, 0)) < 0)
+        return oom(c);
+    c->g->nodes[c->nothing].off = 0;
+    return c->nothing;
+}
 static int str_ok(const numla_regex *re, const gnode *nd, int32_t d, int32_t n);
 typedef struct gbound gbound;
 static int num_start_viable(const gbound *b, int nofrac, int neg);
@@ -227,8 +239,8 @@ static int num_start_viable(const gbound *b, int nofrac, int neg);
 static int is_unsupported_validation(const char *k)
 {
     static const char *const a[] = {
-        "additionalItems", "uniqueItems", "contains", "maxContains", "minContains",
-        "maxProperties", "minProperties", "patternProperties", "dependencies",
+         "uniqueItems", "contains", "maxContains", "minContains",
+        "patternProperties", "dependencies",
         "dependentRequired", "dependentSchemas", "propertyNames", "if", "then", "else", "not",
         "contentEncoding", "contentMediaType", "contentSchema", "$dynamicRef", "$recursiveRef",
         "unevaluatedItems", "unevaluatedProperties", "prefixItems", "$anchor", "$dynamicAnchor",
@@ -246,7 +258,8 @@ static int is_supported(const char *k)
                                     "maxLength", "enum",      "const",    "anyOf",
                                     "oneOf",    "allOf",      "$ref",     "pattern",
                                     "format",   "minimum",    "maximum",  "exclusiveMinimum",
-                                    "exclusiveMaximum", "multipleOf"};
+                                    "exclusiveMaximum", "multipleOf", "additionalItems",
+                                    "minProperties", "maxProperties"};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if (!strcmp(k, a[i]))
             return 1;
@@ -282,16 +295,36 @@ static int32_t compile_ref(gcomp *c, const json_t *s, const char *path)
     if (!strcmp(name, "#"))
         target = c->root;
     else {
-        const char *rest = NULL, *under = NULL;
-        if (!strncmp(name, "#/$defs/", 8))
-            rest = name + 8, under = "$defs";
-        else if (!strncmp(name, "#/definitions/", 14))
-            rest = name + 14, under = "definitions";
-        if (!rest || !*rest || strpbrk(rest, "/~%"))
+        /* a JSON pointer into this document: "#/a/b/0" (~1 is '/', ~0 '~') */
+        if (strncmp(name, "#/", 2) || strchr(name, '%'))
             return refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
-                          "'$ref' \"%.100s\" is not supported (only \"#\", \"#/$defs/NAME\" and "
-                          "\"#/definitions/NAME\")", name);
-        target = json_object_get(json_object_get(c->root, under), rest);
+                          "'$ref' \"%.100s\" is not supported (only a pointer into this "
+                          "document: \"#\", \"#/$defs/NAME\", \"#/definitions/NAME\", ...)",
+                          name);
+        target = c->root;
+        for (const char *p = name + 2; target;) {
+            char tok[256];
+            size_t k = 0;
+            for (; *p && *p != '/' && k + 1 < sizeof tok; p++) {
+                if (*p == '~' && (p[1] == '0' || p[1] == '1')) {
+                    tok[k++] = p[1] == '0' ? '~' : '/';
+                    p++;
+                } else
+                    tok[k++] = *p;
+            }
+            tok[k] = 0;
+            if (json_is_object(target))
+                target = json_object_get(target, tok);
+            else if (json_is_array(target)) {
+                char *end;
+                unsigned long i = strtoul(tok, &end, 10);
+                target = *end || !k ? NULL : json_array_get(target, i);
+            } else
+                target = NULL;
+            if (!*p)
+                break;
+            p++;
+        }
         if (!target)
             return refuse(c, NUMLA_STATUS_FORMAT, path, "'$ref' \"%.100s\" names no schema",
                           name);
@@ -307,8 +340,8 @@ static int32_t compile_ref(gcomp *c, const json_t *s, const char *path)
     char sub[256];
     snprintf(sub, sizeof sub, "%.200s", name);
     int32_t body = compile(c, target, sub);
-    if (body < 0)
-        return -1;
+    if (body < 0 || body == c->nothing)
+        return body;
     return g_alt(c->g, id, &body, 1) < 0 ? oom(c) : id;
 }
 
@@ -351,12 +384,22 @@ static int32_t compile_alts(gcomp *c, const json_t *s, const char *key, const ch
     if (n > 256)
         return refuse(c, NUMLA_STATUS_UNSUPPORTED, path, "'%s' has more than 256 schemas", key);
     int32_t kids[256];
+    size_t nk = 0;
     for (size_t i = 0; i < n; i++) {
         char sub[256];
         snprintf(sub, sizeof sub, "%.200s.%s[%zu]", path, key, i);
-        if ((kids[i] = compile(c, json_array_get(a, i), sub)) < 0)
+        if ((kids[nk] = compile(c, json_array_get(a, i), sub)) < 0)
             return -1;
+        if (kids[nk] == c->nothing) {
+            if (!strcmp(key, "allOf"))
+                return c->nothing;
+            continue; /* an alternative nothing matches */
+        }
+        nk++;
     }
+    if (nk == 0)
+        return nothing_node(c);
+    n = nk;
     if (!strcmp(key, "allOf")) {
         if (n != 1)
             return refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
@@ -453,9 +496,7 @@ static int32_t compile_enum(gcomp *c, const json_t *s, int types, const char *pa
         }
         kids[nk++] = id;
     }
-    int32_t id = nk == 0   ? refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
-                                    "'%s' has no value of the schema's type (nothing matches)",
-                                    e ? "enum" : "const")
+    int32_t id = nk == 0   ? nothing_node(c)
                  : nk == 1 ? kids[0]
                            : g_alt(c->g, -1, kids, nk);
     free(kids);
@@ -487,6 +528,7 @@ static int32_t compile_object(gcomp *c, const json_t *s, const char *path)
     const json_t *props = json_object_get(s, "properties");
     const json_t *req = json_object_get(s, "required");
     const json_t *ap = json_object_get(s, "additionalProperties");
+    int32_t minp, maxp;
     if (props && !json_is_object(props))
         return refuse(c, NUMLA_STATUS_FORMAT, path, "'properties' must be an object");
     if (req && !json_is_array(req))
@@ -494,63 +536,120 @@ static int32_t compile_object(gcomp *c, const json_t *s, const char *path)
     if (ap && !json_is_boolean(ap) && !json_is_object(ap))
         return refuse(c, NUMLA_STATUS_FORMAT, path,
                       "'additionalProperties' must be a boolean or a schema");
-    for (size_t i = 0; req && i < json_array_size(req); i++) {
-        const json_t *r = json_array_get(req, i);
-        if (!json_is_string(r))
-            return refuse(c, NUMLA_STATUS_FORMAT, path, "'required'[%zu] must be a string", i);
-        if (!json_object_get(props, json_string_value(r)))
-            return refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
-                          "'required' names \"%.100s\", which 'properties' does not define",
-                          json_string_value(r));
+    if (!get_count(c, s, "minProperties", 0, &minp, path) ||
+        !get_count(c, s, "maxProperties", -1, &maxp, path))
+        return -1;
+    if (maxp >= 0 && minp > maxp)
+        return nothing_node(c);
+    /* the properties: those of 'properties', then each required name it does not define (its
+     * value a document of additionalProperties) */
+    size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
+    const char **names = malloc((np + nr + 1) * sizeof *names);
+    const json_t **schemas = malloc((np + nr + 1) * sizeof *schemas);
+    int32_t *vals = malloc((np + nr + 1) * sizeof *vals);
+    uint8_t *isreq = calloc(np + nr + 1, 1);
+    int32_t id = -1;
+    if (!names || !schemas || !vals || !isreq) {
+        id = oom(c);
+        goto out;
     }
-    if (!props || json_object_size(props) == 0) {
-        if (json_is_false(ap))
-            return lit_str(c, "{}");
+    size_t n = 0;
+    const char *key;
+    const json_t *ps;
+    json_object_foreach((json_t *)props, key, ps) {
+        names[n] = key;
+        schemas[n++] = ps;
+    }
+    for (size_t i = 0; i < nr; i++) {
+        const json_t *r = json_array_get(req, i);
+        if (!json_is_string(r)) {
+            id = refuse(c, NUMLA_STATUS_FORMAT, path, "'required'[%zu] must be a string", i);
+            goto out;
+        }
+        size_t k = 0;
+        while (k < n && strcmp(names[k], json_string_value(r)))
+            k++;
+        if (k == n) {
+            if (json_is_false(ap)) {
+                id = nothing_node(c); /* required, and no other key may be there */
+                goto out;
+            }
+            names[n] = json_string_value(r);
+            schemas[n++] = json_is_object(ap) ? ap : json_true();
+        }
+        isreq[k] = 1;
+    }
+    if (n == 0) {
+        if (json_is_false(ap)) {
+            id = minp > 0 ? nothing_node(c) : lit_str(c, "{}");
+            goto out;
+        }
         int32_t any = any_node(c);
         if (any < 0)
-            return -1;
+            goto out;
         const int32_t objany = g->list[g->nodes[any].off]; /* any keys, any values */
-        if (!json_is_object(ap) || json_object_size(ap) == 0)
-            return objany;
+        if ((!json_is_object(ap) || json_object_size(ap) == 0) && minp == 0 && maxp < 0) {
+            id = objany;
+            goto out;
+        }
         /* any keys, each value valid for additionalProperties */
         char sub[256];
         snprintf(sub, sizeof sub, "%.200s.additionalProperties", path);
-        const int32_t key = g->nodes[objany].a, value = compile(c, ap, sub);
+        const int32_t key_node = g->nodes[objany].a;
+        const int32_t value = json_is_object(ap) ? compile(c, ap, sub) : any;
         if (value < 0)
-            return -1;
-        int32_t id = g_node(g, G_OBJANY, key, 0);
-        if (id < 0)
-            return oom(c);
-        g->nodes[id].child = value;
-        return id;
-    }
-    size_t np = json_object_size(props);
-    int32_t *vals = malloc(np * sizeof *vals);
-    if (!vals)
-        return oom(c);
-    const char *key;
-    const json_t *ps;
-    size_t i = 0;
-    json_object_foreach((json_t *)props, key, ps) {
-        char sub[256];
-        snprintf(sub, sizeof sub, "%.150s.properties.%.80s", path, key);
-        if ((vals[i++] = compile(c, ps, sub)) < 0) {
-            free(vals);
-            return -1;
+            goto out;
+        if (value == c->nothing) {
+            id = minp > 0 ? nothing_node(c) : lit_str(c, "{}");
+            goto out;
         }
+        if ((id = g_node(g, G_OBJANY, key_node, 0)) < 0) {
+            id = oom(c);
+            goto out;
+        }
+        g->nodes[id].child = value;
+        g->nodes[id].off = minp;
+        g->nodes[id].len = maxp;
+        goto out;
     }
-    int32_t id = g_node(g, G_OBJ, 0, 0);
-    if (id < 0 || !grow((void **)&g->props, &g->cap_props, g->num_props + (int32_t)np,
-                        sizeof *g->props)) {
-        free(vals);
-        return oom(c);
+    /* the values; a property no value matches is left out (or the object is nothing) */
+    size_t kept = 0, nreq = 0;
+    for (size_t i = 0; i < n; i++) {
+        char sub[256];
+        snprintf(sub, sizeof sub, "%.150s.properties.%.80s", path, names[i]);
+        if ((vals[i] = compile(c, schemas[i], sub)) < 0)
+            goto out;
+        if (vals[i] == c->nothing && isreq[i]) {
+            id = nothing_node(c);
+            goto out;
+        }
+        kept += vals[i] != c->nothing;
+        nreq += isreq[i];
+    }
+    if ((size_t)minp > kept || (maxp >= 0 && nreq > (size_t)maxp)) {
+        id = nothing_node(c); /* only the listed keys are written */
+        goto out;
+    }
+    if (kept > 64 && (minp > 0 || maxp >= 0)) {
+        id = refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
+                    "'minProperties'/'maxProperties' with more than 64 properties are not "
+                    "supported");
+        goto out;
+    }
+    if ((id = g_node(g, G_OBJ, 0, 0)) < 0 ||
+        !grow((void **)&g->props, &g->cap_props, g->num_props + (int32_t)kept, sizeof *g->props)) {
+        id = oom(c);
+        goto out;
     }
     g->nodes[id].off = g->num_props;
-    g->nodes[id].len = (int32_t)np;
-    g->nodes[id].a = np <= 64; /* keys in any order (a set of those written in the state) */
-    i = 0;
-    json_object_foreach((json_t *)props, key, ps) {
-        json_t *ks = json_string(key);
+    g->nodes[id].len = (int32_t)kept;
+    g->nodes[id].a = kept <= 64; /* keys in any order (a set of those written in the state) */
+    g->nodes[id].child = minp;
+    g->nodes[id].b = maxp;
+    for (size_t i = 0; i < n; i++) {
+        if (vals[i] == c->nothing)
+            continue;
+        json_t *ks = json_string(names[i]);
         char *text = ks ? json_dumps(ks, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
         json_decref(ks);
         int32_t off = -1;
@@ -561,15 +660,16 @@ static int32_t compile_object(gcomp *c, const json_t *s, const char *path)
         }
         free(text);
         if (off < 0) {
-            free(vals);
-            return oom(c);
+            id = oom(c);
+            goto out;
         }
-        int required = 0;
-        for (size_t r = 0; req && r < json_array_size(req); r++)
-            required |= !strcmp(json_string_value(json_array_get(req, r)), key);
-        g->props[g->num_props++] = (gprop){off, (int32_t)len + 1, vals[i++], required};
+        g->props[g->num_props++] = (gprop){off, (int32_t)len + 1, vals[i], isreq[i]};
     }
+out:
+    free(names);
+    free(schemas);
     free(vals);
+    free(isreq);
     return id;
 }
 
@@ -911,6 +1011,8 @@ static int32_t compile_type(gcomp *c, const json_t *s, int bit, const char *path
         snprintf(sub, sizeof sub, "%.200s.items", path);
         if ((item = items ? compile(c, items, sub) : any_node(c)) < 0)
             return -1;
+        if (item == c->nothing)
+            return lo > 0 ? item : lit_str(c, "[]");
         int32_t id = g_node(g, G_ARR, lo, hi);
         if (id < 0)
             return oom(c);
@@ -985,10 +1087,14 @@ static int32_t compile(gcomp *c, const json_t *s, const char *path)
     int32_t kids[7];
     int32_t nk = 0;
     for (int b = 1; b <= T_INT; b <<= 1)
-        if (types & b)
-            if ((kids[nk++] = compile_type(c, s, b, path)) < 0)
+        if (types & b) {
+            if ((kids[nk] = compile_type(c, s, b, path)) < 0)
                 goto out;
-    if (nk == 1)
+            nk += kids[nk] != c->nothing;
+        }
+    if (nk == 0)
+        id = nothing_node(c);
+    else if (nk == 1)
         id = kids[0];
     else if ((id = g_alt(c->g, -1, kids, nk)) < 0)
         id = oom(c);
@@ -1014,17 +1120,20 @@ static numla_status finish_compile(gcomp *c, int32_t root, numla_grammar **out)
 numla_status numla_grammar_compile_schema(const json_t *schema, numla_grammar **out)
 {
     *out = NULL;
-    gcomp c = {.root = schema, .any = -1};
+    gcomp c = {.root = schema, .any = -1, .nothing = -1};
     if (!(c.g = calloc(1, sizeof *c.g)))
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for a grammar");
     int32_t root = compile(&c, schema, "schema");
+    if (root >= 0 && root == c.nothing)
+        root = refuse(&c, NUMLA_STATUS_UNSUPPORTED, "schema", "the schema matches nothing "
+                      "(an 'enum' without a value of its type, bounds that leave nothing, ...)");
     return finish_compile(&c, root, out);
 }
 
 numla_status numla_grammar_compile_json_object(numla_grammar **out)
 {
     *out = NULL;
-    gcomp c = {.any = -1};
+    gcomp c = {.any = -1, .nothing = -1};
     if (!(c.g = calloc(1, sizeof *c.g)))
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for a grammar");
     int32_t any = any_node(&c);
@@ -1522,8 +1631,13 @@ static void step_one(numla_grammar_matcher *m, int32_t top, uint8_t c, int32_t *
             break;
         case G_OBJ: {
             /* in any order (a): the keys not yet written; else those from aux on */
-            const uint64_t left =
+            uint64_t left =
                 nd->a ? all_props(nd) & ~f.done : (f.aux < nd->len ? key_candidates(g, nd, f.aux) : 0);
+            if (nd->a && nd->b >= 0) { /* maxProperties: room kept for the required keys */
+                const uint64_t req = required_props(g, nd) & ~f.done;
+                if (f.n + __builtin_popcountll(req) >= nd->b)
+                    left &= req;
+            }
             switch (f.st) {
             case 0:
                 if (c != '{')
@@ -1533,7 +1647,8 @@ static void step_one(numla_grammar_matcher *m, int32_t top, uint8_t c, int32_t *
                 break;
             case 1:
                 if (c == '}') {
-                    if (nd->a ? !(required_props(g, nd) & ~f.done) : !required_left(g, nd, f.aux))
+                    if ((nd->a ? !(required_props(g, nd) & ~f.done) : !required_left(g, nd, f.aux)) &&
+                        f.n >= nd->child)
                         emit(f.up, out, nout);
                     break;
                 }
@@ -1596,7 +1711,7 @@ static void step_one(numla_grammar_matcher *m, int32_t top, uint8_t c, int32_t *
             }
             break;
         }
-        case G_OBJANY:
+        case G_OBJANY: /* off: minProperties, len: maxProperties (-1: none) */
             switch (f.st) {
             case 0:
             case 2:
@@ -1608,20 +1723,25 @@ static void step_one(numla_grammar_matcher *m, int32_t top, uint8_t c, int32_t *
             case 1:
             case 5:
                 if (c == '}' && f.st == 1) {
-                    emit(f.up, out, nout);
+                    if (nd->off == 0)
+                        emit(f.up, out, nout);
                     break;
                 }
+                if (nd->len == 0)
+                    break;
                 f.st = 2;
                 PUSH_CHILD(f, nd->a);
                 break;
             case 3:
                 f.st = 4;
+                f.n++;
                 PUSH_CHILD(f, nd->child);
                 break;
             default:
-                if (c == '}')
-                    emit(f.up, out, nout);
-                else if (c == ',') {
+                if (c == '}') {
+                    if (f.n >= nd->off)
+                        emit(f.up, out, nout);
+                } else if (c == ',' && (nd->len < 0 || f.n < nd->len)) {
                     f.st = 5;
                     emit(fnew(m, &f), out, nout);
                 }

@@ -25,15 +25,17 @@
  *     exclusiveMaximum/multipleOf: no exponent and at most 15 digits in all, checked exactly
  *     against the bounds (each prefix must still be able to end within them);
  *   - enum/const: the values' compact serialization (jansson's) as alternatives.
- * Keywords compiled: type (a name or a list), properties, required, additionalProperties
- * (boolean or a schema: no extra keys are generated either way), items (a schema), minItems,
+ * Keywords compiled: type (a name or a list), properties, required (a name properties does
+ * not define takes a value of additionalProperties), additionalProperties (boolean or a schema:
+ * no extra keys are generated either way), minProperties, maxProperties, items (a schema;
+ * additionalItems beside it is ignored), minItems,
  * maxItems, minLength, maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers
  * or draft 4's booleans), multipleOf (an integer), pattern (grammar_regex.h's subset of
  * ECMA-262), format
  * (date, time, date-time, email, hostname, uuid, ipv4, ipv6, uri: a documented subset of each;
  * the other formats JSON Schema defines are refused, unknown names are annotations), enum,
  * const, anyOf, oneOf (only when its alternatives start with different bytes, so at most one
- * can match), allOf of one schema, $ref to "#", "#/$defs/NAME" or "#/definitions/NAME";
+ * can match), allOf of one schema, $ref to a JSON pointer into the document ("#", "#/$defs/NAME", ...);
  * annotations and unknown keywords (title, description, default, $schema, id, x-..., ...) are
  * ignored, as JSON Schema says. Every other validation keyword of drafts 4 to 2020-12
  * (prefixItems, patternProperties, not, if/then/else, uniqueItems, ...) is refused with an

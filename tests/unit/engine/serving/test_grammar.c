@@ -44,6 +44,8 @@ static const json_t *resolve(const json_t *root, const char *ref)
         return json_object_get(json_object_get(root, "$defs"), ref + 8);
     if (!strncmp(ref, "#/definitions/", 14))
         return json_object_get(json_object_get(root, "definitions"), ref + 14);
+    if (!strncmp(ref, "#/properties/", 13))
+        return json_object_get(json_object_get(root, "properties"), ref + 13);
     return NULL;
 }
 
@@ -284,6 +286,12 @@ static int valid(const json_t *v, const json_t *s, const json_t *root)
             for (size_t i = 0; i < json_array_size(k); i++)
                 if (!json_object_get(v, json_string_value(json_array_get(k, i))))
                     return 0;
+        if ((k = json_object_get(s, "minProperties")) &&
+            (json_int_t)json_object_size(v) < json_integer_value(k))
+            return 0;
+        if ((k = json_object_get(s, "maxProperties")) &&
+            (json_int_t)json_object_size(v) > json_integer_value(k))
+            return 0;
         const char *key;
         json_t *val;
         json_object_foreach((json_t *)v, key, val) {
@@ -424,6 +432,21 @@ static const gcase CASES[] = {
     {"{\"type\":\"number\",\"minimum\":0.1,\"maximum\":0.3}",
      {"0.1", "0.3", "0.25", "0.2999999999999", "0.10"},
      {"0.09999", "0.30001", "0", "1", "-0.2", "0.3000000000000001"}},
+    /* a required name 'properties' does not define (its value: additionalProperties), a
+     * property no value matches (left out), min/maxProperties, a $ref pointer */
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"enum\":[\"x\"],"
+     "\"type\":\"integer\"}},\"required\":[\"a\",\"z\"],\"minProperties\":2,\"maxProperties\":2}",
+     {"{\"a\":1,\"z\":null}", "{\"z\":[1],\"a\":2}"},
+     {"{\"a\":1}", "{\"a\":1,\"z\":1,\"b\":1}", "{\"a\":1,\"b\":\"x\"}", "{\"z\":1}"}},
+    {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"minProperties\":1,"
+     "\"maxProperties\":2}",
+     {"{\"a\":1}", "{\"a\":1,\"b\":2}"},
+     {"{}", "{\"a\":1,\"b\":2,\"c\":3}", "{\"a\":\"x\"}"}},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"null\"},\"b\":{\"type\":\"null\"},"
+     "\"c\":{\"type\":\"null\"},\"x\":{\"type\":\"string\",\"maxLength\":2},\"y\":{\"$ref\":"
+     "\"#/properties/x\"}},\"required\":[\"c\"],\"maxProperties\":2}",
+     {"{\"c\":null}", "{\"a\":null,\"c\":null}", "{\"c\":null,\"b\":null}", "{\"y\":\"ab\",\"c\":null}"},
+     {"{\"a\":null,\"b\":null}", "{\"a\":null,\"b\":null,\"c\":null}", "{\"c\":null,\"y\":\"abc\"}"}},
     /* a pattern matches anywhere in the string (a search), within the length bounds */
     {"{\"type\":\"string\",\"pattern\":\"b\",\"maxLength\":3}",
      {"\"b\"", "\"abc\"", "\"\\nb\"", "\"éb\"", "\"\\\"b\""},
@@ -711,11 +734,15 @@ static void test_refusals(void)
         {"{\"enum\":[]}", "'enum'"},
         {"{\"type\":\"string\",\"enum\":[1,2]}", "'enum'"},
         {"{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "'minLength'"},
-        {"{\"type\":\"object\",\"required\":[\"a\"]}", "'required'"},
+        {"{\"type\":\"object\",\"required\":[\"a\"],\"additionalProperties\":false}",
+         "matches nothing"},
         {"{\"type\":\"strings\"}", "'type'"},
         {"false", "false"},
         {"{\"type\":\"string\",\"enum\":[\"a\"],\"maxLength\":3}", "'enum'"},
-        {"{\"type\":\"object\",\"minProperties\":1}", "'minProperties'"},
+        {"{\"type\":\"object\",\"minProperties\":1,\"additionalProperties\":false}",
+         "matches nothing"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"minProperties\":2,"
+         "\"maxProperties\":1}", "matches nothing"},
         {"{\"type\":\"array\",\"uniqueItems\":true}", "'uniqueItems'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
