@@ -22,7 +22,8 @@ the start of a verse, the assistant finishes it), so the chat template gives sen
 
 Tokenizer: tokenizers' BPE on the training text with DeepSeek-V3's pre-tokenizer (digit runs of
 1-3, CJK runs, the word/punctuation/space split, ByteLevel without its regex) and DeepSeek's
-special tokens at ids 0-4; tokenizer_config.json carries DeepSeek-V3's chat template verbatim
+special tokens at ids 0-4, BOS added by a TemplateProcessing as in DeepSeek-V3's tokenizer.json;
+tokenizer_config.json carries DeepSeek-V3's chat template verbatim
 (numla recognises it as its built-in deepseek-v3 renderer).
 
 Run (CPU, one thread, fixed seeds; about an hour on one core of a loaded machine):
@@ -54,7 +55,8 @@ import torch.nn.functional as F  # noqa: E402
 import transformers  # noqa: E402
 import tokenizers  # noqa: E402
 from safetensors.torch import save_file, load_file  # noqa: E402
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers,  # noqa: E402
+                        processors, trainers)
 from transformers import DeepseekV3Config, DeepseekV3ForCausalLM  # noqa: E402
 from transformers.models.deepseek_v3 import modeling_deepseek_v3 as mv3  # noqa: E402
 
@@ -181,6 +183,10 @@ def train_tokenizer(texts, vocab):
                                              for s in SPECIALS],
                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(texts, tr)
+    # BOS before every encoded text, as DeepSeek-V3's tokenizer.json does (TemplateProcessing):
+    # transformers and numla then both start a plain text with BOS.
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, 0)])
     for i, s in enumerate(SPECIALS):
         assert tok.token_to_id(s) == i, (s, tok.token_to_id(s))
     assert tok.get_vocab_size() == vocab, tok.get_vocab_size()
