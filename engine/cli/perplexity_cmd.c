@@ -64,7 +64,9 @@ typedef struct ppl_job {
     numla_request *reqs;       /* (num_chunks) */
     double *nll;               /* (num_chunks, rows) */
     numla_ppl_kl_row *kl;      /* (num_chunks, rows) with --kl-base */
-    uint16_t *codes;           /* (vocab) */
+    uint16_t *codes;           /* (cap_rows, vocab) a call's rows, saved or read */
+    float *scale, *minlp;      /* (cap_rows) */
+    int32_t cap_rows;
     uint8_t *chunk_done;       /* (num_chunks) */
     int64_t printed;           /* chunks whose running perplexity is printed */
     double print_sum;
@@ -235,24 +237,45 @@ static numla_status ppl_rows(void *ctx, void *user, int32_t first, int32_t n, co
     ppl_job *j = ctx;
     const int64_t c = (int64_t)(intptr_t)user;
     const int64_t V = j->vocab;
-    for (int32_t p = first; p < first + n; p++) {
-        if (p < j->first || p > j->ctx - 2)
-            continue;
-        const float *lg = logits + (size_t)(p - first) * (size_t)V;
-        const int32_t r = p - j->first, tok = j->tokens[c * j->ctx + p + 1];
-        const size_t at = (size_t)c * (size_t)j->rows + (size_t)r;
-        j->nll[at] = numla_ppl_row_nll(lg, V, tok);
-        if (j->w) {
-            float scale, minlp;
-            numla_ppl_row_encode(lg, V, &scale, &minlp, j->codes);
-            NUMLA_CHECK(numla_ppl_base_writer_put(j->w, c, r, scale, minlp, j->codes));
-        }
-        if (j->base) {
-            float scale, minlp;
-            NUMLA_CHECK(numla_ppl_base_read_row(j->base, c, r, &scale, &minlp, j->codes));
-            numla_ppl_kl_compare(lg, V, scale, minlp, j->codes, tok, &j->kl[at]);
-        }
+    /* the scored positions among these rows: [a, b) */
+    const int32_t a = first > j->first ? first : j->first;
+    const int32_t b = first + n < j->ctx - 1 ? first + n : j->ctx - 1;
+    if (b <= a)
+        return NUMLA_STATUS_OK;
+    const int32_t m = b - a;
+    if ((j->w || j->base) && m > j->cap_rows) {
+        uint16_t *codes = realloc(j->codes, (size_t)m * (size_t)V * sizeof *codes);
+        if (codes)
+            j->codes = codes;
+        float *sc = codes ? realloc(j->scale, (size_t)m * sizeof *sc) : NULL;
+        if (sc)
+            j->scale = sc;
+        float *mn = sc ? realloc(j->minlp, (size_t)m * sizeof *mn) : NULL;
+        if (!mn)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for %d rows of log-probabilities", m);
+        j->minlp = mn;
+        j->cap_rows = m;
     }
+    /* the base file's rows are read in order, then every row is scored on the rank's team */
+    for (int32_t k = 0; k < m && j->base; k++)
+        NUMLA_CHECK(numla_ppl_base_read_row(j->base, c, a + k - j->first, &j->scale[k],
+                                            &j->minlp[k], j->codes + (size_t)k * (size_t)V));
+#pragma omp parallel for schedule(dynamic, 1) if (m > 1)
+    for (int32_t k = 0; k < m; k++) {
+        const int32_t p = a + k;
+        const float *lg = logits + (size_t)(p - first) * (size_t)V;
+        const int32_t tok = j->tokens[c * j->ctx + p + 1];
+        const size_t at = (size_t)c * (size_t)j->rows + (size_t)(p - j->first);
+        uint16_t *codes = j->codes ? j->codes + (size_t)k * (size_t)V : NULL;
+        j->nll[at] = numla_ppl_row_nll(lg, V, tok);
+        if (j->w)
+            numla_ppl_row_encode(lg, V, &j->scale[k], &j->minlp[k], codes);
+        if (j->base)
+            numla_ppl_kl_compare(lg, V, j->scale[k], j->minlp[k], codes, tok, &j->kl[at]);
+    }
+    for (int32_t k = 0; k < m && j->w; k++)
+        NUMLA_CHECK(numla_ppl_base_writer_put(j->w, c, a + k - j->first, j->scale[k],
+                                              j->minlp[k], j->codes + (size_t)k * (size_t)V));
     return NUMLA_STATUS_OK;
 }
 
@@ -328,10 +351,9 @@ static numla_status ppl_setup(ppl_job *j, const numla_model_config *cfg)
     j->reqs = calloc(C, sizeof *j->reqs);
     j->nll = calloc(C * R, sizeof *j->nll);
     j->chunk_done = calloc(C, 1);
-    j->codes = malloc((size_t)cfg->vocab_size * sizeof *j->codes);
     if (j->base)
         j->kl = calloc(C * R, sizeof *j->kl);
-    if (!j->reqs || !j->nll || !j->chunk_done || !j->codes || (j->base && !j->kl))
+    if (!j->reqs || !j->nll || !j->chunk_done || (j->base && !j->kl))
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for %zu chunks", C);
     for (size_t c = 0; c < C; c++) {
         numla_request *q = &j->reqs[c];
@@ -468,6 +490,8 @@ static void ppl_close(void *ctx, int *rc)
     free(j->nll);
     free(j->kl);
     free(j->codes);
+    free(j->scale);
+    free(j->minlp);
     free(j->chunk_done);
     free(j->tokens);
     free(j->text);
