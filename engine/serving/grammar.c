@@ -240,7 +240,7 @@ static int is_unsupported_validation(const char *k)
 {
     static const char *const a[] = {
          "uniqueItems", "contains", "maxContains", "minContains",
-        "patternProperties", "dependencies",
+        "dependencies",
         "dependentRequired", "dependentSchemas", "propertyNames", "if", "then", "else", "not",
         "contentEncoding", "contentMediaType", "contentSchema", "$dynamicRef", "$recursiveRef",
         "unevaluatedItems", "unevaluatedProperties", "prefixItems", "$anchor", "$dynamicAnchor",
@@ -259,7 +259,7 @@ static int is_supported(const char *k)
                                     "oneOf",    "allOf",      "$ref",     "pattern",
                                     "format",   "minimum",    "maximum",  "exclusiveMinimum",
                                     "exclusiveMaximum", "multipleOf", "additionalItems",
-                                    "minProperties", "maxProperties"};
+                                    "minProperties", "maxProperties", "patternProperties"};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if (!strcmp(k, a[i]))
             return 1;
@@ -541,6 +541,9 @@ static int32_t compile_object(gcomp *c, const json_t *s, const char *path)
         return -1;
     if (maxp >= 0 && minp > maxp)
         return nothing_node(c);
+    const json_t *pp = json_object_get(s, "patternProperties");
+    if (pp && !json_is_object(pp))
+        return refuse(c, NUMLA_STATUS_FORMAT, path, "'patternProperties' must be an object");
     /* the properties: those of 'properties', then each required name it does not define (its
      * value a document of additionalProperties) */
     size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
@@ -578,6 +581,82 @@ static int32_t compile_object(gcomp *c, const json_t *s, const char *path)
             schemas[n++] = json_is_object(ap) ? ap : json_true();
         }
         isreq[k] = 1;
+    }
+    if (n == 0 && pp && json_object_size(pp) > 0) {
+        /* keys of one pattern only (additionalProperties applies to no such key) */
+        if (json_object_size(pp) > 1) {
+            id = minp > 0 ? refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
+                                   "'patternProperties' with more than one pattern and "
+                                   "'minProperties' is not supported")
+                          : lit_str(c, "{}");
+            goto out;
+        }
+        const char *pat = NULL;
+        const json_t *psch = NULL;
+        json_object_foreach((json_t *)pp, pat, psch) break;
+        numla_regex *r = NULL;
+        const numla_status rs = numla_regex_compile(pat, strlen(pat), &r);
+        if (rs != NUMLA_STATUS_OK) {
+            id = refuse(c, rs == NUMLA_STATUS_NO_MEMORY ? rs : NUMLA_STATUS_UNSUPPORTED, path,
+                        "'patternProperties' /%.60s/: %s", pat, numla_error_message());
+            goto out;
+        }
+        if (!grow((void **)&g->regexes, &g->cap_regexes, g->num_regexes + 1,
+                  sizeof *g->regexes)) {
+            numla_regex_destroy(&r);
+            id = oom(c);
+            goto out;
+        }
+        g->regexes[g->num_regexes++] = r;
+        char sub[256];
+        snprintf(sub, sizeof sub, "%.150s.patternProperties", path);
+        const int32_t key_node = g_node(g, G_STR, 0, -1);
+        if (key_node < 0) {
+            id = oom(c);
+            goto out;
+        }
+        g->nodes[key_node].child = g->num_regexes - 1;
+        const int32_t value = compile(c, psch, sub);
+        if (value < 0)
+            goto out;
+        if (value == c->nothing) {
+            id = minp > 0 ? nothing_node(c) : lit_str(c, "{}");
+            goto out;
+        }
+        if ((id = g_node(g, G_OBJANY, key_node, 0)) < 0) {
+            id = oom(c);
+            goto out;
+        }
+        g->nodes[id].child = value;
+        g->nodes[id].off = minp;
+        g->nodes[id].len = maxp;
+        goto out;
+    }
+    /* listed keys only: a name some pattern matches must also follow that pattern's schema */
+    if (n > 0 && pp) {
+        const char *pat;
+        const json_t *psch;
+        json_object_foreach((json_t *)pp, pat, psch) {
+            if (json_is_true(psch) || (json_is_object(psch) && json_object_size(psch) == 0))
+                continue;
+            numla_regex *r = NULL;
+            const numla_status rs = numla_regex_compile(pat, strlen(pat), &r);
+            if (rs != NUMLA_STATUS_OK) {
+                id = refuse(c, rs == NUMLA_STATUS_NO_MEMORY ? rs : NUMLA_STATUS_UNSUPPORTED, path,
+                            "'patternProperties' /%.60s/: %s", pat, numla_error_message());
+                goto out;
+            }
+            size_t k = 0;
+            while (k < n && !numla_regex_matches(r, (const uint8_t *)names[k], strlen(names[k])))
+                k++;
+            numla_regex_destroy(&r);
+            if (k < n) {
+                id = refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
+                            "'patternProperties' /%.60s/ matching the property \"%.60s\" is "
+                            "not supported", pat, names[k]);
+                goto out;
+            }
+        }
     }
     if (n == 0) {
         if (json_is_false(ap)) {

@@ -27,7 +27,9 @@
  *   - enum/const: the values' compact serialization (jansson's) as alternatives.
  * Keywords compiled: type (a name or a list), properties, required (a name properties does
  * not define takes a value of additionalProperties), additionalProperties (boolean or a schema:
- * no extra keys are generated either way), minProperties, maxProperties, items (a schema;
+ * no extra keys are generated either way), minProperties, maxProperties, patternProperties
+ * (beside properties when no property name matches a constraining pattern; alone: the keys of
+ * one pattern), items (a schema;
  * additionalItems beside it is ignored), minItems,
  * maxItems, minLength, maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers
  * or draft 4's booleans), multipleOf (an integer), pattern (grammar_regex.h's subset of
@@ -38,7 +40,7 @@
  * can match), allOf of one schema, $ref to a JSON pointer into the document ("#", "#/$defs/NAME", ...);
  * annotations and unknown keywords (title, description, default, $schema, id, x-..., ...) are
  * ignored, as JSON Schema says. Every other validation keyword of drafts 4 to 2020-12
- * (prefixItems, patternProperties, not, if/then/else, uniqueItems, ...) is refused with an
+ * (prefixItems, propertyNames, not, if/then/else, uniqueItems, ...) is refused with an
  * error naming it;
  * so are enum/const together with other constraints, an empty enum, minItems > maxItems and the
  * like. Refusal is allowed, accepting and then violating is not.

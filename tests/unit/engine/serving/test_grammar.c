@@ -294,9 +294,20 @@ static int valid(const json_t *v, const json_t *s, const json_t *root)
             return 0;
         const char *key;
         json_t *val;
+        const json_t *pp = json_object_get(s, "patternProperties");
         json_object_foreach((json_t *)v, key, val) {
             const json_t *ps = json_object_get(props, key);
-            if (ps ? !valid(val, ps, root) : ap && !valid(val, ap, root))
+            int matched = 0;
+            const char *pat;
+            const json_t *psch;
+            json_object_foreach((json_t *)pp, pat, psch) {
+                if (pattern_ok(pat, key, strlen(key))) {
+                    matched = 1;
+                    if (!valid(val, psch, root))
+                        return 0;
+                }
+            }
+            if (ps ? !valid(val, ps, root) : !matched && ap && !valid(val, ap, root))
                 return 0;
         }
     }
@@ -447,6 +458,14 @@ static const gcase CASES[] = {
      "\"#/properties/x\"}},\"required\":[\"c\"],\"maxProperties\":2}",
      {"{\"c\":null}", "{\"a\":null,\"c\":null}", "{\"c\":null,\"b\":null}", "{\"y\":\"ab\",\"c\":null}"},
      {"{\"a\":null,\"b\":null}", "{\"a\":null,\"b\":null,\"c\":null}", "{\"c\":null,\"y\":\"abc\"}"}},
+    {"{\"type\":\"object\",\"patternProperties\":{\"^x-[a-z]+$\":{\"type\":\"integer\"}},"
+     "\"additionalProperties\":false,\"maxProperties\":2}",
+     {"{}", "{\"x-a\":1}", "{\"x-ab\":1,\"x-c\":2}"},
+     {"{\"y\":1}", "{\"x-a\":\"s\"}", "{\"x-A\":1}", "{\"x-a\":1,\"x-b\":2,\"x-c\":3}"}},
+    {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"}},\"patternProperties\":"
+     "{\"^x-\":{\"type\":\"integer\"}}}",
+     {"{\"name\":\"a\"}", "{}"},
+     {"{\"name\":1}", /* valid, not generated: a key of the pattern */ "{\"x-a\":1}"}},
     /* a pattern matches anywhere in the string (a search), within the length bounds */
     {"{\"type\":\"string\",\"pattern\":\"b\",\"maxLength\":3}",
      {"\"b\"", "\"abc\"", "\"\\nb\"", "\"éb\"", "\"\\\"b\""},
@@ -717,7 +736,9 @@ static void test_refusals(void)
         {"{\"type\":\"string\",\"pattern\":\"^a$\",\"maxLength\":0}", "nothing matches"},
         {"{\"type\":\"string\",\"format\":\"regex\"}", "'format' \"regex\""},
         {"{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"a\"}", "'pattern' together"},
-        {"{\"type\":\"object\",\"patternProperties\":{}}", "'patternProperties'"},
+        {"{\"type\":\"object\",\"properties\":{\"x-a\":{}},\"patternProperties\":"
+         "{\"^x-\":{\"type\":\"integer\"}}}", "matching the property \"x-a\""},
+        {"{\"type\":\"object\",\"patternProperties\":{\"(?=a)\":{}}}", "lookaround"},
         {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "leave no number"},
         {"{\"type\":\"integer\",\"minimum\":0.2,\"maximum\":0.8}", "no number written"},
         {"{\"type\":\"number\",\"minimum\":1e20}", "'minimum' beyond 1e16"},
