@@ -5,7 +5,8 @@
  * UTF-8, a few random bytes), drawn from a fixed seed. A document of a schema and one of
  * json_object mode are fed token by token (the longest token that starts the rest), and the
  * mask is computed before each token: p50, p90 and the largest over those steps, best of R
- * rounds each. Then one sampler row (temperature 1) with and without the schema, to show what
+ * rounds each; a third document, of a schema whose strings have patterns and formats and whose
+ * numbers have bounds, the same way. Then one sampler row (temperature 1) with and without the schema, to show what
  * the mask adds to a draw. Never asserts a time. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +136,19 @@ static const char numla_bench_gr_doc_[] =
     "{\"name\":\"Jane Smith of the data team, 日本語 written\",\"age\":42,\"email\":"
     "\"jane.smith@example.com\",\"tags\":[\"alpha\",\"beta\",\"gamma delta\"],\"color\":\"green\","
     "\"score\":-12.75e-3,\"ok\":true,\"note\":\"a \\\"quoted\\\" word\\nand more text here\"}";
+/* strings with a pattern or a format, bounded numbers */
+static const char numla_bench_gr_pat_schema_[] =
+    "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"pattern\":"
+    "\"^[A-Z]{3}-\\\\d{4}$\"},\"email\":{\"type\":\"string\",\"format\":\"email\"},\"when\":"
+    "{\"type\":\"string\",\"format\":\"date-time\"},\"age\":{\"type\":\"integer\",\"minimum\":"
+    "0,\"maximum\":150},\"price\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":"
+    "10000},\"note\":{\"type\":\"string\",\"pattern\":\"\\\\S\"},\"slug\":{\"type\":"
+    "\"string\",\"pattern\":\"^[a-z0-9-]+$\",\"maxLength\":40}},\"required\":[\"id\","
+    "\"email\",\"when\",\"age\",\"price\",\"note\",\"slug\"],\"additionalProperties\":false}";
+static const char numla_bench_gr_pat_doc_[] =
+    "{\"id\":\"ABC-1234\",\"email\":\"jane.smith@example.com\",\"when\":"
+    "\"2024-05-06T07:08:09Z\",\"age\":42,\"price\":19.99,\"note\":\"some words here with a "
+    "long note text\",\"slug\":\"the-quick-brown-fox-jumps\"}";
 static const char numla_bench_gr_obj_doc_[] =
     "{\"id\":7,\"items\":[{\"k\":\"first value\",\"n\":[1,2,3]},{\"k\":\"second\",\"x\":null}],"
     "\"text\":\"The quick brown fox jumps over the lazy dog 数据\"}";
@@ -179,20 +193,23 @@ static int numla_bench_grammar(int argc, char **argv)
     const int32_t eos = V - 1;
     tl[eos] = 0;
     numla_grammar_vocab *v = NULL;
-    numla_grammar *gs = NULL, *go = NULL;
+    numla_grammar *gs = NULL, *go = NULL, *gp = NULL;
     json_t *schema = json_loads(numla_bench_gr_schema_, 0, NULL);
+    json_t *pschema = json_loads(numla_bench_gr_pat_schema_, 0, NULL);
     const double t0 = numla_now_s();
     if (!schema || numla_grammar_vocab_create(V, tb, tl, &eos, 1, &v) != NUMLA_STATUS_OK ||
         numla_grammar_compile_schema(schema, &gs) != NUMLA_STATUS_OK ||
-        numla_grammar_compile_json_object(&go) != NUMLA_STATUS_OK) {
+        numla_grammar_compile_json_object(&go) != NUMLA_STATUS_OK || !pschema ||
+        numla_grammar_compile_schema(pschema, &gp) != NUMLA_STATUS_OK) {
         fprintf(stderr, "numla bench grammar: %s\n", numla_error_message());
         return 1;
     }
     const double build = numla_now_s() - t0;
-    double rs[3], ro[3];
-    int ns = 0, no = 0;
+    double rs[3], ro[3], rp[3];
+    int ns = 0, no = 0, np = 0;
     if (!numla_bench_gr_run_(gs, v, tb, tl, V, numla_bench_gr_doc_, reps, rs, &ns) ||
-        !numla_bench_gr_run_(go, v, tb, tl, V, numla_bench_gr_obj_doc_, reps, ro, &no))
+        !numla_bench_gr_run_(go, v, tb, tl, V, numla_bench_gr_obj_doc_, reps, ro, &no) ||
+        !numla_bench_gr_run_(gp, v, tb, tl, V, numla_bench_gr_pat_doc_, reps, rp, &np))
         return 1;
     /* one sampler row, with and without the schema (at the document's start: mask + draw) */
     double row[2] = {0, 0};
@@ -225,20 +242,26 @@ static int numla_bench_grammar(int argc, char **argv)
                "\"schema_steps\": %d, \"schema_mask_us_p50\": %.1f, \"schema_mask_us_p90\": %.1f, "
                "\"schema_mask_us_max\": %.1f, \"json_object_steps\": %d, "
                "\"json_object_mask_us_p50\": %.1f, \"json_object_mask_us_p90\": %.1f, "
-               "\"json_object_mask_us_max\": %.1f, \"sampler_row_us\": %.1f, "
+               "\"json_object_mask_us_max\": %.1f, \"pattern_steps\": %d, "
+               "\"pattern_mask_us_p50\": %.1f, \"pattern_mask_us_p90\": %.1f, "
+               "\"pattern_mask_us_max\": %.1f, \"sampler_row_us\": %.1f, "
                "\"sampler_row_schema_us\": %.1f}\n",
-               V, build * 1e3, ns, rs[0], rs[1], rs[2], no, ro[0], ro[1], ro[2], row[0], row[1]);
+               V, build * 1e3, ns, rs[0], rs[1], rs[2], no, ro[0], ro[1], ro[2], np, rp[0],
+               rp[1], rp[2], row[0], row[1]);
     else {
         printf("bench grammar: synthetic vocab %d (trie built in %.1f ms), 1 thread, best of %d "
                "per step\n", V, build * 1e3, reps);
         printf("%-12s %6s %10s %10s %10s\n", "mode", "steps", "mask p50", "p90", "max (us)");
         printf("%-12s %6d %10.1f %10.1f %10.1f\n", "json_schema", ns, rs[0], rs[1], rs[2]);
         printf("%-12s %6d %10.1f %10.1f %10.1f\n", "json_object", no, ro[0], ro[1], ro[2]);
+        printf("%-12s %6d %10.1f %10.1f %10.1f\n", "patterns", np, rp[0], rp[1], rp[2]);
         printf("sampler row (temperature 1, first step): %.1f us without, %.1f us with the "
                "schema\n", row[0], row[1]);
     }
     numla_grammar_destroy(&gs);
     numla_grammar_destroy(&go);
+    numla_grammar_destroy(&gp);
+    json_decref(pschema);
     numla_grammar_vocab_destroy(&v);
     json_decref(schema);
     free(store);

@@ -1235,7 +1235,7 @@ typedef struct gframe {
     uint8_t st, r, lo, hi; /* state; STR: UTF-8 continuation bytes left, their range */
 } gframe;
 
-enum { ARENA_MAX = 1 << 22, WORK = 128, WORK_BUDGET = 512 };
+enum { ARENA_MAX = 1 << 22, WORK = 128, WORK_BUDGET = 512, PLAIN_MASKS = 32 };
 
 struct numla_grammar_matcher {
     const numla_grammar *g;
@@ -1249,6 +1249,11 @@ struct numla_grammar_matcher {
     int32_t lv_cap;
     gframe *tmp;        /* (cap_tmp) compaction scratch */
     int32_t cap_tmp;
+    /* inside a pattern string: the plain tokens (grammar_vocab.plain) each automaton state
+     * lets through, computed once per (pattern, state) for the vocabulary `pm_vocab` */
+    const numla_grammar_vocab *pm_vocab;
+    struct { int32_t re, state; uint64_t *mask; } pm[PLAIN_MASKS];
+    int32_t num_pm;
 };
 
 /* -2: the arena is full (the alternative is dropped). */
@@ -1953,6 +1958,8 @@ void numla_grammar_matcher_destroy(numla_grammar_matcher **mp)
     free(m->lv_n);
     free(m->lv_mark);
     free(m->tmp);
+    for (int32_t i = 0; i < m->num_pm; i++)
+        free(m->pm[i].mask);
     free(m);
     *mp = NULL;
 }
@@ -2284,6 +2291,65 @@ static void walk(numla_grammar_matcher *m, const trie *t, uint64_t *mask)
     m->na = mark0;
 }
 
+/* The most code points any state of re still needs before a match. */
+static int32_t max_min_left(const numla_regex *re)
+{
+    int32_t best = 0;
+    for (int32_t s = 0; s < numla_regex_num_states(re); s++)
+        if (numla_regex_min_left(re, s) > best)
+            best = numla_regex_min_left(re, s);
+    return best;
+}
+
+/* The plain tokens whose bytes pattern re's automaton takes from state d (each state it
+ * reaches can still match: the automaton is pruned), cached in the matcher; NULL when the cache
+ * is full or out of memory. */
+static const uint64_t *plain_mask(numla_grammar_matcher *m, const numla_grammar_vocab *v,
+                                  int32_t re_id, int32_t d)
+{
+    if (m->pm_vocab != v) {
+        for (int32_t i = 0; i < m->num_pm; i++)
+            free(m->pm[i].mask);
+        m->num_pm = 0;
+        m->pm_vocab = v;
+    }
+    for (int32_t i = 0; i < m->num_pm; i++)
+        if (m->pm[i].re == re_id && m->pm[i].state == d)
+            return m->pm[i].mask;
+    if (m->num_pm == PLAIN_MASKS)
+        return NULL;
+    const size_t words = ((size_t)v->V + 63) / 64;
+    uint64_t *mask = calloc(words, sizeof *mask);
+    int32_t *ds = malloc(((size_t)v->max_len + 1) * sizeof *ds);
+    if (!mask || !ds) {
+        free(mask);
+        free(ds);
+        return NULL;
+    }
+    const numla_regex *re = m->g->regexes[re_id];
+    const trie *t = &v->all;
+    ds[0] = d;
+    for (int32_t k = 0; k < t->n;) {
+        const tnode *nd = &t->nodes[k];
+        const int32_t s = numla_regex_step(re, ds[nd->depth - 1], nd->byte);
+        if (s < 0) {
+            k = nd->skip;
+            continue;
+        }
+        ds[nd->depth] = s;
+        for (int32_t i = 0; i < nd->tok_n; i++) {
+            const int32_t id = t->sorted[nd->tok_first + i];
+            mask[id / 64] |= v->plain[id / 64] & (uint64_t)1 << (id % 64);
+        }
+        k++;
+    }
+    free(ds);
+    m->pm[m->num_pm].re = re_id;
+    m->pm[m->num_pm].state = d;
+    m->pm[m->num_pm++].mask = mask;
+    return mask;
+}
+
 numla_status numla_grammar_matcher_fill_mask(numla_grammar_matcher *m,
                                              const numla_grammar_vocab *v, uint64_t *mask)
 {
@@ -2299,6 +2365,18 @@ numla_status numla_grammar_matcher_fill_mask(numla_grammar_matcher *m,
         (nd->child < 0 || numla_regex_is_sink(m->g->regexes[nd->child], f->pos))) {
         memcpy(mask, v->plain, words * sizeof *mask);
         walk(m, &v->other, mask);
+    } else if (nd && nd->kind == G_STR && f->st == 1 && f->r == 0 && f->aux == 0 &&
+               nd->child >= 0 && f->n >= nd->a &&
+               (nd->b < 0 || (int64_t)nd->b - f->n >= (int64_t)v->plain_max_chars +
+                                                          max_min_left(m->g->regexes[nd->child]))) {
+        /* a pattern string without a length bound left: the plain tokens by the automaton
+         * alone (cached per state), the others walked */
+        const uint64_t *pm = plain_mask(m, v, nd->child, f->pos);
+        if (pm) {
+            memcpy(mask, pm, words * sizeof *mask);
+            walk(m, &v->other, mask);
+        } else
+            walk(m, &v->all, mask);
     } else
         walk(m, &v->all, mask);
     if (numla_grammar_matcher_is_complete(m))
