@@ -288,7 +288,10 @@ static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st
                 s = numla_qblock_mxfp4_from_e2m1((const uint8_t *)t->data + (r0 + r) * (K / 2),
                                                  (const uint8_t *)sc->data + (r0 + r) * nb, K,
                                                  blk + r * ld);
-            const numla_qblock_act act = numla_qblock_act_for(NUMLA_QBLOCK_MXFP4, K, isa);
+            /* fp32 activations (F32 mode) at every level, as the rest of this path: Q8 mode
+             * rounds them to int8 (numla_qblock_act_for picks it where a level has the kernel),
+             * which moves the tiny golden's routed choices and its logits by O(10) */
+            const numla_qblock_act act = NUMLA_QBLOCK_ACT_F32;
             const numla_qblock_source src = {NUMLA_QBLOCK_MXFP4, nr, K, blk, ld, act,
                                              numla_qblock_layout_for(NUMLA_QBLOCK_MXFP4, act, K, isa)};
             size_t bytes = numla_qblock_layout_size(src.type, src.layout, nr, K);
