@@ -50,7 +50,8 @@ static int cmp_range(const void *a, const void *b)
 /* Sorted, merged, surrogates removed. */
 static int set_norm(cpset *s)
 {
-    qsort(s->r, (size_t)s->n, sizeof *s->r, cmp_range);
+    if (s->n > 1)
+        qsort(s->r, (size_t)s->n, sizeof *s->r, cmp_range);
     int32_t k = 0;
     for (int32_t i = 0; i < s->n; i++) {
         if (k > 0 && s->r[i].lo <= s->r[k - 1].hi + 1) {
@@ -81,7 +82,8 @@ static int set_norm(cpset *s)
         if (s->r[i].lo <= s->r[i].hi)
             s->r[k++] = s->r[i];
     s->n = k;
-    qsort(s->r, (size_t)s->n, sizeof *s->r, cmp_range);
+    if (s->n > 1)
+        qsort(s->r, (size_t)s->n, sizeof *s->r, cmp_range);
     return 1;
 }
 
