@@ -279,6 +279,36 @@ static int alone(const json_t *s, const char *keep, const char *keep2)
     return 1;
 }
 
+/* The value a JSON pointer "#/a/b/0" (~1 is '/', ~0 '~') names in root, NULL: none. */
+static const json_t *resolve_pointer(const json_t *root, const char *name)
+{
+    const json_t *target = root;
+    for (const char *p = name + 2; target;) {
+        char tok[256];
+        size_t k = 0;
+        for (; *p && *p != '/' && k + 1 < sizeof tok; p++) {
+            if (*p == '~' && (p[1] == '0' || p[1] == '1')) {
+                tok[k++] = p[1] == '0' ? '~' : '/';
+                p++;
+            } else
+                tok[k++] = *p;
+        }
+        tok[k] = 0;
+        if (json_is_object(target))
+            target = json_object_get(target, tok);
+        else if (json_is_array(target)) {
+            char *end;
+            unsigned long i = strtoul(tok, &end, 10);
+            target = *end || !k ? NULL : json_array_get(target, i);
+        } else
+            target = NULL;
+        if (!*p)
+            break;
+        p++;
+    }
+    return target;
+}
+
 static int32_t compile_ref(gcomp *c, const json_t *s, const char *path)
 {
     const json_t *r = json_object_get(s, "$ref");
@@ -301,30 +331,7 @@ static int32_t compile_ref(gcomp *c, const json_t *s, const char *path)
                           "'$ref' \"%.100s\" is not supported (only a pointer into this "
                           "document: \"#\", \"#/$defs/NAME\", \"#/definitions/NAME\", ...)",
                           name);
-        target = c->root;
-        for (const char *p = name + 2; target;) {
-            char tok[256];
-            size_t k = 0;
-            for (; *p && *p != '/' && k + 1 < sizeof tok; p++) {
-                if (*p == '~' && (p[1] == '0' || p[1] == '1')) {
-                    tok[k++] = p[1] == '0' ? '~' : '/';
-                    p++;
-                } else
-                    tok[k++] = *p;
-            }
-            tok[k] = 0;
-            if (json_is_object(target))
-                target = json_object_get(target, tok);
-            else if (json_is_array(target)) {
-                char *end;
-                unsigned long i = strtoul(tok, &end, 10);
-                target = *end || !k ? NULL : json_array_get(target, i);
-            } else
-                target = NULL;
-            if (!*p)
-                break;
-            p++;
-        }
+        target = resolve_pointer(c->root, name);
         if (!target)
             return refuse(c, NUMLA_STATUS_FORMAT, path, "'$ref' \"%.100s\" names no schema",
                           name);
@@ -372,6 +379,87 @@ static void first_bytes(const numla_grammar *g, int32_t id, uint8_t set[256], in
     }
 }
 
+/* s with its local $refs followed (a few levels). */
+static const json_t *deref(const gcomp *c, const json_t *s)
+{
+    for (int k = 0; k < 8 && json_is_object(s); k++) {
+        const json_t *r = json_object_get(s, "$ref");
+        if (!json_is_string(r))
+            break;
+        const char *name = json_string_value(r);
+        const json_t *t = !strcmp(name, "#") ? c->root : resolve_pointer(c->root, name);
+        if (!t)
+            break;
+        s = t;
+    }
+    return s;
+}
+
+/* The values an 'enum' or 'const' of s allows (an array; *own: the caller decrefs), NULL:
+ * s has neither. */
+static json_t *literal_values(const json_t *s)
+{
+    const json_t *e = json_object_get(s, "enum"), *k = json_object_get(s, "const");
+    if (json_is_array(e))
+        return json_incref((json_t *)e);
+    if (k)
+        return json_pack("[O]", k);
+    return NULL;
+}
+
+/* No value of x equals one of y, as JSON Schema compares (1 equals 1.0; arrays and objects,
+ * which may hold such numbers, count as equal to be safe). */
+static int values_disjoint(const json_t *x, const json_t *y)
+{
+    for (size_t i = 0; i < json_array_size(x); i++)
+        for (size_t j = 0; j < json_array_size(y); j++) {
+            const json_t *u = json_array_get(x, i), *w = json_array_get(y, j);
+            if (json_is_array(u) || json_is_object(u) || json_is_array(w) || json_is_object(w))
+                return 0;
+            if (json_is_number(u) && json_is_number(w)
+                    ? json_number_value(u) == json_number_value(w)
+                    : json_equal(u, w))
+                return 0;
+        }
+    return 1;
+}
+
+/* No document matches both a and b (a sufficient check: distinct enum/const values, or objects
+ * with a property both require whose enum/const values differ). */
+static int disjoint(const gcomp *c, const json_t *a, const json_t *b)
+{
+    a = deref(c, a);
+    b = deref(c, b);
+    if (!json_is_object(a) || !json_is_object(b))
+        return 0;
+    json_t *la = literal_values(a), *lb = literal_values(b);
+    int d = la && lb && values_disjoint(la, lb);
+    json_decref(la);
+    json_decref(lb);
+    if (d)
+        return 1;
+    const json_t *ra = json_object_get(a, "required"), *rb = json_object_get(b, "required");
+    const json_t *pa = json_object_get(a, "properties"), *pb = json_object_get(b, "properties");
+    for (size_t i = 0; !d && i < json_array_size(ra); i++) {
+        const char *name = json_string_value(json_array_get(ra, i));
+        int both = 0;
+        for (size_t j = 0; name && j < json_array_size(rb); j++)
+            both |= json_is_string(json_array_get(rb, j)) &&
+                    !strcmp(name, json_string_value(json_array_get(rb, j)));
+        if (!both)
+            continue;
+        const json_t *sa = deref(c, json_object_get(pa, name)), *sb = deref(c, json_object_get(pb, name));
+        if (!json_is_object(sa) || !json_is_object(sb))
+            continue;
+        la = literal_values(sa);
+        lb = literal_values(sb);
+        d = la && lb && values_disjoint(la, lb);
+        json_decref(la);
+        json_decref(lb);
+    }
+    return d;
+}
+
 static int32_t compile_alts(gcomp *c, const json_t *s, const char *key, const char *path)
 {
     const json_t *a = json_object_get(s, key);
@@ -383,11 +471,12 @@ static int32_t compile_alts(gcomp *c, const json_t *s, const char *key, const ch
     size_t n = json_array_size(a);
     if (n > 256)
         return refuse(c, NUMLA_STATUS_UNSUPPORTED, path, "'%s' has more than 256 schemas", key);
-    int32_t kids[256];
+    int32_t kids[256], idx[256];
     size_t nk = 0;
     for (size_t i = 0; i < n; i++) {
         char sub[256];
         snprintf(sub, sizeof sub, "%.200s.%s[%zu]", path, key, i);
+        idx[nk] = (int32_t)i;
         if ((kids[nk] = compile(c, json_array_get(a, i), sub)) < 0)
             return -1;
         if (kids[nk] == c->nothing) {
@@ -406,19 +495,30 @@ static int32_t compile_alts(gcomp *c, const json_t *s, const char *key, const ch
                           "'allOf' with more than one schema is not supported");
         return kids[0];
     }
-    if (!strcmp(key, "oneOf")) { /* exactly one may match: alternatives must start apart */
-        uint8_t seen[256] = {0};
-        for (size_t i = 0; i < n; i++) {
-            uint8_t set[256] = {0};
-            first_bytes(c->g, kids[i], set, 0);
-            for (int b = 0; b < 256; b++) {
-                if (set[b] && seen[b])
+    if (!strcmp(key, "oneOf")) {
+        /* exactly one may match: each two alternatives start apart or are disjoint */
+        uint8_t (*sets)[256] = calloc(n, sizeof *sets);
+        if (!sets)
+            return oom(c);
+        for (size_t i = 0; i < n; i++)
+            first_bytes(c->g, kids[i], sets[i], 0);
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = i + 1; j < n; j++) {
+                int overlap = 0;
+                for (int b = 0; b < 256 && !overlap; b++)
+                    overlap = sets[i][b] && sets[j][b];
+                if (overlap && !disjoint(c, json_array_get(a, (size_t)idx[i]),
+                                         json_array_get(a, (size_t)idx[j]))) {
+                    free(sets);
                     return refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
-                                  "'oneOf' whose alternatives may start alike is not supported "
-                                  "(only oneOf over different types; use anyOf)");
-                seen[b] |= set[b];
+                                  "'oneOf' whose alternatives %zu and %zu may both match is "
+                                  "not supported (only alternatives that start apart, distinct "
+                                  "'enum'/'const' values, or objects told apart by a required "
+                                  "property's distinct constants; use anyOf)",
+                                  (size_t)idx[i], (size_t)idx[j]);
+                }
             }
-        }
+        free(sets);
     }
     if (n == 1)
         return kids[0];

@@ -36,8 +36,9 @@
  * ECMA-262), format
  * (date, time, date-time, email, hostname, uuid, ipv4, ipv6, uri: a documented subset of each;
  * the other formats JSON Schema defines are refused, unknown names are annotations), enum,
- * const, anyOf, oneOf (only when its alternatives start with different bytes, so at most one
- * can match), allOf of one schema, $ref to a JSON pointer into the document ("#", "#/$defs/NAME", ...);
+ * const, anyOf, oneOf (only when no two alternatives can both match: they start with different
+ * bytes, or their enum/const values differ, or a property both require has different
+ * enum/const values), allOf of one schema, $ref to a JSON pointer into the document ("#", "#/$defs/NAME", ...);
  * annotations and unknown keywords (title, description, default, $schema, id, x-..., ...) are
  * ignored, as JSON Schema says. Every other validation keyword of drafts 4 to 2020-12
  * (prefixItems, propertyNames, not, if/then/else, uniqueItems, ...) is refused with an

@@ -466,6 +466,19 @@ static const gcase CASES[] = {
      "{\"^x-\":{\"type\":\"integer\"}}}",
      {"{\"name\":\"a\"}", "{}"},
      {"{\"name\":1}", /* valid, not generated: a key of the pattern */ "{\"x-a\":1}"}},
+    /* oneOf over disjoint alternatives: objects told apart by a required constant, literals */
+    {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"a\"},\"x\":{\"type\":"
+     "\"integer\"}},\"required\":[\"kind\"]},{\"$ref\":\"#/$defs/b\"}],\"$defs\":{\"b\":{\"type\":"
+     "\"object\",\"properties\":{\"kind\":{\"enum\":[\"b\",\"c\"]},\"y\":{\"type\":\"string\"}},"
+     "\"required\":[\"kind\"]}}}",
+     {"{\"kind\":\"a\"}", "{\"kind\":\"a\",\"x\":1}", "{\"kind\":\"b\",\"y\":\"s\"}",
+      "{\"y\":\"s\",\"kind\":\"c\"}"},
+     {"{\"kind\":\"d\"}", "{\"x\":1}", "{\"kind\":\"a\",\"x\":\"s\"}",
+      /* valid, not generated: a key of the other alternative */
+      "{\"kind\":\"a\",\"y\":\"s\"}"}},
+    {"{\"oneOf\":[{\"const\":\"ab\"},{\"enum\":[\"a\",\"abc\",2]}]}",
+     {"\"ab\"", "\"a\"", "\"abc\"", "2"},
+     {"\"b\"", "\"abcd\"", "3"}},
     /* a pattern matches anywhere in the string (a search), within the length bounds */
     {"{\"type\":\"string\",\"pattern\":\"b\",\"maxLength\":3}",
      {"\"b\"", "\"abc\"", "\"\\nb\"", "\"éb\"", "\"\\\"b\""},
@@ -740,6 +753,9 @@ static void test_refusals(void)
          "{\"^x-\":{\"type\":\"integer\"}}}", "matching the property \"x-a\""},
         {"{\"type\":\"object\",\"patternProperties\":{\"(?=a)\":{}}}", "lookaround"},
         {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "leave no number"},
+        {"{\"oneOf\":[{\"const\":1},{\"enum\":[2,1.0]}]}", "'oneOf' whose alternatives 0 and 1"},
+        {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":1}}},{\"type\":"
+         "\"object\",\"properties\":{\"k\":{\"const\":2}},\"required\":[\"k\"]}]}", "'oneOf'"},
         {"{\"type\":\"integer\",\"minimum\":0.2,\"maximum\":0.8}", "no number written"},
         {"{\"type\":\"number\",\"minimum\":1e20}", "'minimum' beyond 1e16"},
         {"{\"type\":\"number\",\"exclusiveMaximum\":0.12345678901234567}", "significant digits"},
