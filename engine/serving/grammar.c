@@ -282,6 +282,10 @@ static int alone(const json_t *s, const char *keep, const char *keep2)
 /* The value a JSON pointer "#/a/b/0" (~1 is '/', ~0 '~') names in root, NULL: none. */
 static const json_t *resolve_pointer(const json_t *root, const char *name)
 {
+    if (!strcmp(name, "#"))
+        return root;
+    if (strncmp(name, "#/", 2) || strchr(name, '%'))
+        return NULL;
     const json_t *target = root;
     for (const char *p = name + 2; target;) {
         char tok[256];
@@ -293,6 +297,8 @@ static const json_t *resolve_pointer(const json_t *root, const char *name)
             } else
                 tok[k++] = *p;
         }
+        if (*p && *p != '/')
+            return NULL; /* a name longer than tok: none */
         tok[k] = 0;
         if (json_is_object(target))
             target = json_object_get(target, tok);
@@ -309,15 +315,23 @@ static const json_t *resolve_pointer(const json_t *root, const char *name)
     return target;
 }
 
+static int ref_type_implied(const gcomp *c, const json_t *target, const json_t *type);
+
 static int32_t compile_ref(gcomp *c, const json_t *s, const char *path)
 {
     const json_t *r = json_object_get(s, "$ref");
     if (!json_is_string(r))
         return refuse(c, NUMLA_STATUS_FORMAT, path, "'$ref' must be a string");
-    if (!alone(s, "$ref", NULL))
+    if (!alone(s, "$ref", "type"))
         return refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
                       "'$ref' next to other keywords is not supported");
     const char *name = json_string_value(r);
+    /* a 'type' beside it: only one the referenced schema implies (so it changes nothing,
+     * whether a validator ignores it, as drafts up to 7 do, or applies it) */
+    const json_t *type = json_object_get(s, "type");
+    if (type && !ref_type_implied(c, resolve_pointer(c->root, name), type))
+        return refuse(c, NUMLA_STATUS_UNSUPPORTED, path,
+                      "'$ref' next to a 'type' its schema does not imply is not supported");
     for (int32_t i = 0; i < c->num_refs; i++)
         if (!strcmp(c->refs[i].name, name))
             return c->refs[i].node;
@@ -537,6 +551,34 @@ static int type_bit(const char *t)
         if (!strcmp(t, names[i]))
             return 1 << i;
     return 0;
+}
+
+/* The type bits of a 'type' value (0: malformed). */
+static int type_bits(const json_t *t)
+{
+    if (json_is_string(t))
+        return type_bit(json_string_value(t));
+    int types = 0;
+    for (size_t i = 0; json_is_array(t) && i < json_array_size(t); i++) {
+        const json_t *e = json_array_get(t, i);
+        const int b = json_is_string(e) ? type_bit(json_string_value(e)) : 0;
+        if (!b)
+            return 0;
+        types |= b;
+    }
+    return types;
+}
+
+/* The referenced schema's own 'type' is within `type` (integer within number). */
+static int ref_type_implied(const gcomp *c, const json_t *target, const json_t *type)
+{
+    if (!target)
+        return 0;
+    int outer = type_bits(type);
+    const int inner = type_bits(json_object_get(deref(c, target), "type"));
+    if (outer & T_NUM)
+        outer |= T_INT;
+    return outer && inner && (inner & ~outer) == 0;
 }
 
 /* Does value v have one of the types? */

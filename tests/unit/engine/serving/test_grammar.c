@@ -466,6 +466,11 @@ static const gcase CASES[] = {
      "{\"^x-\":{\"type\":\"integer\"}}}",
      {"{\"name\":\"a\"}", "{}"},
      {"{\"name\":1}", /* valid, not generated: a key of the pattern */ "{\"x-a\":1}"}},
+    /* a $ref beside the type its schema has */
+    {"{\"$defs\":{\"n\":{\"type\":\"integer\",\"maximum\":9}},\"type\":\"array\",\"items\":"
+     "{\"$ref\":\"#/$defs/n\",\"type\":\"number\"}}",
+     {"[]", "[9,-1]"},
+     {"[10]", "[1.5]", "[\"a\"]"}},
     /* oneOf over disjoint alternatives: objects told apart by a required constant, literals */
     {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"a\"},\"x\":{\"type\":"
      "\"integer\"}},\"required\":[\"kind\"]},{\"$ref\":\"#/$defs/b\"}],\"$defs\":{\"b\":{\"type\":"
@@ -753,6 +758,10 @@ static void test_refusals(void)
          "{\"^x-\":{\"type\":\"integer\"}}}", "matching the property \"x-a\""},
         {"{\"type\":\"object\",\"patternProperties\":{\"(?=a)\":{}}}", "lookaround"},
         {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "leave no number"},
+        {"{\"$defs\":{\"n\":{\"type\":\"integer\"}},\"$ref\":\"#/$defs/n\",\"type\":\"string\"}",
+         "a 'type' its schema does not imply"},
+        {"{\"$defs\":{\"n\":{}},\"$ref\":\"#/$defs/n\",\"type\":\"string\"}",
+         "a 'type' its schema does not imply"},
         {"{\"oneOf\":[{\"const\":1},{\"enum\":[2,1.0]}]}", "'oneOf' whose alternatives 0 and 1"},
         {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":1}}},{\"type\":"
          "\"object\",\"properties\":{\"k\":{\"const\":2}},\"required\":[\"k\"]}]}", "'oneOf'"},
