@@ -78,10 +78,18 @@ int numla_test_sweep_full(void)
     return v && !strcmp(v, "full");
 }
 
+int numla_test_sweep_lean(void)
+{
+    const char *v = getenv("NUMLA_TEST_SWEEP");
+    return v && !strcmp(v, "lean");
+}
+
 int numla_test_sweep_keep(unsigned *counter, unsigned stride)
 {
     const unsigned i = (*counter)++;
-    return numla_test_sweep_full() || stride <= 1 || i % stride == 0;
+    if (numla_test_sweep_full() || stride <= 1)
+        return 1;
+    return i % (numla_test_sweep_lean() ? 2 * stride + 1 : stride) == 0;
 }
 
 const char *numla_test_source_path(const char *rel)

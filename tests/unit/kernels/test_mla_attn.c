@@ -74,13 +74,15 @@ static void test_wide_dtypes(void)
 
 /* The benchmark shapes (B, L, H), bf16 only. The two longest contexts run under
  * NUMLA_TEST_SWEEP=full (the default run has contexts past 128k at small dims below, and
- * mla_attn_slow at the real dims). */
+ * mla_attn_slow at the real dims); a lean sweep runs (3, 1234, 16) only. */
 static void test_main_shapes(void)
 {
     static const int32_t shapes[5][3] = {{1, 64000, 16}, {1, 54321, 16}, {1, 1243, 5},
                                          {3, 1234, 16}, {30, 2048, 16}};
     int32_t lens[30];
-    for (int s = numla_test_sweep_full() ? 0 : 2; s < 5; s++) {
+    const int first = numla_test_sweep_full() ? 0 : numla_test_sweep_lean() ? 3 : 2;
+    const int end = numla_test_sweep_lean() ? 4 : 5;
+    for (int s = first; s < end; s++) {
         for (int b = 0; b < shapes[s][0]; b++)
             lens[b] = shapes[s][1];
         mla_case c = {.B = shapes[s][0], .H = shapes[s][2], .Dc = 512, .Dr = 64, .bs = 64,
@@ -99,7 +101,7 @@ static void test_128k_context(void)
 {
     static const int32_t lens[2] = {131073, 140000};
     static const int32_t nq[2] = {1, 3};
-    for (int ki = 0; ki < 2; ki++) {
+    for (int ki = 0; ki < (numla_test_sweep_lean() ? 1 : 2); ki++) { /* lean: bf16 cache */
         mla_case c = {.B = 2, .H = 4, .Dc = 64, .Dr = 16, .bs = 16, .lens = lens,
                       .qt = NUMLA_DTYPE_F32, .kvt = ki ? NUMLA_DTYPE_F32 : NUMLA_DTYPE_BF16,
                       .seed = 450 + ki};
@@ -227,7 +229,7 @@ static void test_head_groups(void)
     for (int b = 0; b < 20; b++)
         lens2[b] = b == 0 ? 2900 : b == 1 ? 1 : b == 2 ? 40 : b == 3 ? 513 : 700 - b;
     static const int32_t hs2[2] = {32, 128};
-    for (int i = 0; i < 2; i++) {
+    for (int i = numla_test_sweep_lean() ? 1 : 0; i < 2; i++) { /* lean: 128 heads */
         mla_case c = {.B = i ? 12 : 20, .H = hs2[i], .Dc = 512, .Dr = 64, .bs = 16, .lens = lens2,
                       .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16, .seed = 210 + i};
         mla_check_case(&c, bf16_f32, 2, "head groups");

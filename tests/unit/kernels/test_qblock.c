@@ -97,7 +97,7 @@ static void test_forward(void)
     static const int64_t ks32[] = {32, 96, 288, 544};
     static const int64_t ms[] = {1, 2, 3, 4, 7}; /* from 4: the avx512 many-row path */
     int checked = 0;
-    unsigned kept = 0; /* the (level, M, acc) cases of the sweep, one in 3 by default */
+    unsigned kept = 0; /* the (level, M, acc) cases of the sweep, one in 3 by default, 7 lean */
     for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++) {
         const numla_qblock_info *info = numla_qblock_info_get((numla_qblock_type)t);
         const int64_t *ks = info->block == 32 ? ks32 : ks256;
@@ -359,7 +359,7 @@ static void test_forward_q8_many(void)
     static const struct {
         int64_t n, k;
     } shapes[] = {{7, 512}, {37, 1280}, {301, 1280}, {19, 1408}, {5, 96}};
-    unsigned kept = 0; /* the (M, threads, acc) cases of the sweep, one in 3 by default */
+    unsigned kept = 0; /* the (M, threads, acc) cases of the sweep, one in 3 by default, 7 lean */
     for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
         for (int sh = 0; sh < 5; sh++) {
             const numla_qblock_type type = (numla_qblock_type)t;
