@@ -229,7 +229,7 @@ static void test_head_groups(void)
     for (int b = 0; b < 20; b++)
         lens2[b] = b == 0 ? 2900 : b == 1 ? 1 : b == 2 ? 40 : b == 3 ? 513 : 700 - b;
     static const int32_t hs2[2] = {32, 128};
-    for (int i = numla_test_sweep_lean() ? 1 : 0; i < 2; i++) { /* lean: 128 heads */
+    for (int i = 0; i < (numla_test_sweep_lean() ? 1 : 2); i++) { /* lean: 32 heads */
         mla_case c = {.B = i ? 12 : 20, .H = hs2[i], .Dc = 512, .Dr = 64, .bs = 16, .lens = lens2,
                       .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16, .seed = 210 + i};
         mla_check_case(&c, bf16_f32, 2, "head groups");
