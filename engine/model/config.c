@@ -182,6 +182,11 @@ static const struct {
      offsetof(numla_model_config, qk_rope_head_dim)},
     {{.name = "v_head_dim", .required = 1, .min = 1, .max = NUMLA_CONFIG_MAX_HEAD_DIM},
      offsetof(numla_model_config, v_head_dim)},
+    /* the multi-token-prediction layers the checkpoint ships (model.layers.N.*, loaded only for
+     * speculative decoding: mtp_enabled) */
+    {{.name = "num_nextn_predict_layers", .nullable = 1, .null_value = 0, .min = 0,
+      .max = NUMLA_CONFIG_MAX_LAYERS},
+     offsetof(numla_model_config, num_nextn_predict_layers)},
 };
 
 static numla_status parse_model_type(const cfg_ctx *c, json_t *root, numla_model_config *o)
@@ -834,13 +839,13 @@ numla_status numla_model_config_parse(const char *json_text, const char *source,
                    "layers, mtp.*) %s not loaded", c.src, (long long)tmp.v4.num_nextn_predict_layers,
                    tmp.v4.num_nextn_predict_layers > 1 ? "s" : "",
                    tmp.v4.num_nextn_predict_layers > 1 ? "are" : "is");
-    if (s == NUMLA_STATUS_OK && tmp.dsa.enabled && tmp.dsa.num_nextn_predict_layers > 0)
+    if (s == NUMLA_STATUS_OK && tmp.num_nextn_predict_layers > 0)
         NUMLA_INFO("%s: %s: the %lld multi-token-prediction layer%s (num_nextn_predict_layers, "
-                   "model.layers.%lld.*) %s not loaded", c.src, tmp.model_type,
-                   (long long)tmp.dsa.num_nextn_predict_layers,
-                   tmp.dsa.num_nextn_predict_layers > 1 ? "s" : "",
-                   (long long)tmp.num_hidden_layers,
-                   tmp.dsa.num_nextn_predict_layers > 1 ? "are" : "is");
+                   "model.layers.%lld.*) %s loaded only for speculative decoding "
+                   "(--speculative mtp)", c.src, tmp.model_type,
+                   (long long)tmp.num_nextn_predict_layers,
+                   tmp.num_nextn_predict_layers > 1 ? "s" : "", (long long)tmp.num_hidden_layers,
+                   tmp.num_nextn_predict_layers > 1 ? "are" : "is");
     if (s != NUMLA_STATUS_OK) {
         numla_error_frame(__FILE__, __LINE__, __func__);
         return s;
@@ -899,8 +904,36 @@ _Static_assert(NUMLA_DSA_MAX_LAYERS == NUMLA_CONFIG_MAX_LAYERS,
 
 int numla_model_config_is_moe_layer(const numla_model_config *c, int64_t layer)
 {
+    /* the MTP layer (index num_hidden_layers) is an MoE block in every published model */
+    if (layer == c->num_hidden_layers && c->mtp_enabled)
+        return c->n_routed_experts > 0;
     if (c->dsa.enabled)
         return layer >= 0 && layer < c->dsa.num_layers && c->dsa.mlp_moe[layer];
     return c->n_routed_experts > 0 && layer >= c->first_k_dense_replace &&
            layer % c->moe_layer_freq == 0;
+}
+
+int64_t numla_model_config_kv_layers(const numla_model_config *c)
+{
+    return c->num_hidden_layers + (c->mtp_enabled ? 1 : 0);
+}
+
+numla_status numla_model_config_enable_mtp(numla_model_config *c)
+{
+    if (c->arch == NUMLA_MODEL_ARCH_DEEPSEEK_V4)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: speculative decoding with the MTP layer is not "
+                   "implemented for deepseek_v4", c->model_type);
+    if (c->num_nextn_predict_layers < 1)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: the checkpoint has no multi-token-prediction "
+                   "layer (num_nextn_predict_layers is 0), so --speculative mtp cannot draft",
+                   c->model_type);
+    if (c->num_hidden_layers + 1 > NUMLA_CONFIG_MAX_LAYERS)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: %lld layers leave no room for the MTP layer",
+                   c->model_type, (long long)c->num_hidden_layers);
+    c->mtp_enabled = 1;
+    if (c->dsa.enabled) { /* the MTP block has its own indexer and an MoE MLP */
+        c->dsa.indexer_full[c->num_hidden_layers] = 1;
+        c->dsa.mlp_moe[c->num_hidden_layers] = c->n_routed_experts > 0;
+    }
+    return NUMLA_STATUS_OK;
 }

@@ -152,6 +152,12 @@ typedef struct numla_model_config {
     int rope_truncate;            /* default 1: floor/ceil the correction range */
     double rope_explicit_attention_factor; /* rope_scaling.attention_factor, 0 when absent */
 
+    /* multi-token prediction (docs/speculative.md): the layers the file ships, and whether the
+     * first one is loaded (numla_model_config_enable_mtp; 0 from the parser): then it is layer
+     * num_hidden_layers of the weights and of the KV pool */
+    int64_t num_nextn_predict_layers;
+    int mtp_enabled;
+
     /* weights */
     numla_weight_format weight_format; /* quantization_config; NONE when absent or null */
 
@@ -196,5 +202,12 @@ numla_status numla_model_config_from_gguf(const struct numla_gguf *g, const char
 /* Whether layer l has an MoE block (else the dense MLP): mlp_layer_types for the DSA types,
  * else first_k_dense_replace and moe_layer_freq. */
 int numla_model_config_is_moe_layer(const numla_model_config *c, int64_t layer);
+
+/* Layers of the KV pool: num_hidden_layers, plus the MTP layer's when mtp_enabled. */
+int64_t numla_model_config_kv_layers(const numla_model_config *c);
+/* Load the first MTP layer with the model (sets mtp_enabled; for DSA models the layer's indexer
+ * and MoE flags). UNSUPPORTED naming why when the checkpoint has none or the family is not
+ * supported. Local. */
+numla_status numla_model_config_enable_mtp(numla_model_config *c);
 
 #endif

@@ -39,7 +39,8 @@ typedef struct numla_dsa_config {
     int64_t index_topk;
     int64_t rope_dim;              /* qk_rope_head_dim: leading values of q, k the RoPE turns */
     numla_dsa_rope index_rope;
-    int64_t num_nextn_predict_layers; /* MTP layers the checkpoint ships (skipped on load) */
+    int64_t num_nextn_predict_layers; /* MTP layers the checkpoint ships (config.c reads it
+                                       * too: numla_model_config's) */
     uint8_t indexer_full[NUMLA_DSA_MAX_LAYERS];    /* (num_layers) 1 "full", 0 "shared" */
     uint8_t mlp_moe[NUMLA_DSA_MAX_LAYERS];         /* (num_layers) 1 "sparse" (MoE), 0 "dense" */
 } numla_dsa_config;

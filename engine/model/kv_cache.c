@@ -502,7 +502,8 @@ numla_status numla_kv_cache_create_for_model(const numla_model_config *cfg, int3
 {
     if (!cfg || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_kv_cache_create_for_model: NULL argument");
-    NUMLA_CHECK(numla_kv_cache_create((int32_t)cfg->num_hidden_layers, (int32_t)cfg->kv_lora_rank,
+    NUMLA_CHECK(numla_kv_cache_create((int32_t)numla_model_config_kv_layers(cfg),
+                                      (int32_t)cfg->kv_lora_rank,
                                       (int32_t)cfg->qk_rope_head_dim, block_size, num_blocks,
                                       dtype, out));
     if (!cfg->dsa.enabled)
@@ -519,7 +520,7 @@ numla_status numla_kv_cache_create_for_model(const numla_model_config *cfg, int3
 size_t numla_kv_block_bytes_for_model(const numla_model_config *cfg, int32_t block_size,
                                       numla_dtype dtype, numla_dtype index_dtype)
 {
-    const int32_t L = (int32_t)cfg->num_hidden_layers;
+    const int32_t L = (int32_t)numla_model_config_kv_layers(cfg);
     size_t b = numla_kv_block_bytes(L, (int32_t)cfg->kv_lora_rank, (int32_t)cfg->qk_rope_head_dim,
                                     block_size, dtype);
     if (cfg->dsa.enabled)

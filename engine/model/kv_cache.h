@@ -74,8 +74,9 @@ void numla_kv_cache_destroy(numla_kv_cache **c);
 void *numla_kv_cache_layer(const numla_kv_cache *c, int32_t layer);
 
 /* The cache model cfg needs: latent rows (kv_lora_rank + qk_rope_head_dim) of `dtype` for every
- * layer and, for a sparse-attention model (cfg->dsa.enabled), the index-key pool
- * (index_head_dim values a token) of `index_dtype` (the engine uses the latent rows' dtype).
+ * layer (numla_model_config_kv_layers: the MTP layer's too when it is loaded) and, for a
+ * sparse-attention model (cfg->dsa.enabled), the index-key pool (index_head_dim values a
+ * token) of `index_dtype` (the engine uses the latent rows' dtype).
  * Not collective. */
 struct numla_model_config;
 numla_status numla_kv_cache_create_for_model(const struct numla_model_config *cfg,

@@ -121,7 +121,7 @@ numla_status numla_model_create(const numla_model_weights *w, const numla_model_
     m->isa_mla = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_MLA);
     m->isa_mha = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_MHA);
     m->route_stride = (numla_model_moe_route_scratch_bytes(&m->cfg) + 63) & ~(size_t)63;
-    for (int32_t l = 0; w->shard.head_count > 0 && l < m->cfg.num_hidden_layers; l++) {
+    for (int32_t l = 0; w->shard.head_count > 0 && l < numla_model_config_kv_layers(&m->cfg); l++) {
         const numla_weights_layer *lw = &w->layers[l];
         m->attn_out_bf16 |= lw->uv && numla_model_linear_quantizes_input(&lw->uv[0]);
     }
@@ -315,13 +315,14 @@ static numla_status forward_layer(numla_model *m, int32_t l, numla_kv_cache *cac
     return NUMLA_STATUS_OK;
 }
 
-/* logits (R, vocab_count) = lm_head(RMSNorm(h)) for the step's logit rows. */
-static numla_status forward_logits(numla_model *m, const numla_step *st, float *logits)
+/* logits (R, vocab_count) = lm_head(RMSNorm(h) with weight norm) for the step's logit rows. */
+static numla_status forward_logits(numla_model *m, const numla_step *st, const float *norm,
+                                   float *logits)
 {
     const numla_model_weights *w = m->w;
     const int64_t R = st->num_logit_rows, hid = m->cfg.hidden_size;
     for (int64_t r = 0; r < R; r++)
-        numla_model_rmsnorm(m->xl + r * hid, m->h + (int64_t)st->logit_rows[r] * hid, w->final_norm,
+        numla_model_rmsnorm(m->xl + r * hid, m->h + (int64_t)st->logit_rows[r] * hid, norm,
                       hid, m->cfg.rms_norm_eps);
     NUMLA_CHECK(numla_model_lin(m, &w->lm_head, R, m->xl, hid, logits, w->shard.vocab_count, 0));
     return NUMLA_STATUS_OK;
@@ -336,7 +337,7 @@ static numla_status forward_impl(numla_model *m, numla_kv_cache *cache, const nu
      * their workspaces (and our loops) by that. */
     m->num_threads = omp_get_max_threads();
     if (cache->kv_lora_rank != c->kv_lora_rank || cache->rope_dim != c->qk_rope_head_dim ||
-        cache->num_layers < c->num_hidden_layers)
+        cache->num_layers < numla_model_config_kv_layers(c))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "model: KV cache geometry does not match the model");
     NUMLA_CHECK(ensure_capacity(m, st->num_tokens, st->num_logit_rows));
     NUMLA_CHECK(numla_model_dsa_plan(m, cache, st));
@@ -346,9 +347,109 @@ static numla_status forward_impl(numla_model *m, numla_kv_cache *cache, const nu
     forward_embed(m, st);
     for (int32_t l = 0; l < c->num_hidden_layers; l++)
         NUMLA_CHECK(forward_layer(m, l, cache, st, &tp));
-    NUMLA_CHECK(forward_logits(m, st, logits));
+    if (c->mtp_enabled) { /* the rows an MTP step may read next */
+        const int64_t T = st->num_tokens, hid = c->hidden_size;
+        if (T > m->cap[NUMLA_SCRATCH_MTP_HID])
+            NUMLA_CHECK(numla_model_scratch_grow(m, NUMLA_SCRATCH_MTP_HID, T, "MTP hidden rows"));
+        memcpy(m->mtp_hid, m->h, (size_t)(T * hid) * sizeof(float));
+        m->mtp_hid_rows = T;
+    }
+    NUMLA_CHECK(forward_logits(m, st, m->w->final_norm, logits));
     numla_model_part_tick(m, NUMLA_MODEL_PART_LM_HEAD, &tp);
     return NUMLA_STATUS_OK;
+}
+
+/* ---- the multi-token-prediction layer ---- */
+
+numla_status numla_model_mtp_check(const numla_model *m, const numla_step *st,
+                                   const int32_t *hidden_rows)
+{
+    if (!m->cfg.mtp_enabled)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "model: an MTP step, but the MTP layer is not loaded");
+    if (!hidden_rows)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "MTP step: no hidden rows");
+    for (int32_t t = 0; t < st->num_tokens; t++) {
+        const int32_t r = hidden_rows[t];
+        if ((r >= 0 && r >= m->mtp_hid_rows) || (r < 0 && -1 - (int64_t)r >= m->mtp_out_rows))
+            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "MTP step: row %d reads %s row %lld of %lld", t,
+                       r >= 0 ? "main-step" : "MTP-step", (long long)(r >= 0 ? r : -1 - (int64_t)r),
+                       (long long)(r >= 0 ? m->mtp_hid_rows : m->mtp_out_rows));
+    }
+    return NUMLA_STATUS_OK;
+}
+
+/* mtp_cat (T, 2·hidden) = [enorm(emb(token)) | hnorm(h)], h = final_norm(main row) or the
+ * previous MTP step's output row; m->h holds the embeddings. */
+static void mtp_inputs(numla_model *m, const numla_step *st, const int32_t *hidden_rows)
+{
+    const numla_model_config *c = &m->cfg;
+    const numla_weights_mtp *mw = &m->w->mtp;
+    const int64_t T = st->num_tokens, hid = c->hidden_size;
+    const double eps = c->rms_norm_eps;
+#pragma omp parallel for num_threads(m->num_threads) if (T > 1)
+    for (int64_t t = 0; t < T; t++) {
+        float *cat = m->mtp_cat + t * 2 * hid;
+        numla_model_rmsnorm(cat, m->h + t * hid, mw->enorm, hid, eps);
+        const int32_t r = hidden_rows[t];
+        const float *src = r >= 0 ? m->x + t * hid : m->mtp_out + (-1 - (int64_t)r) * hid;
+        if (r >= 0) /* the main model's final norm first, as its lm_head sees it */
+            numla_model_rmsnorm(m->x + t * hid, m->mtp_hid + (int64_t)r * hid,
+                                m->w->final_norm, hid, eps);
+        numla_model_rmsnorm(cat + hid, src, mw->hnorm, hid, eps);
+    }
+}
+
+static numla_status mtp_forward_impl(numla_model *m, numla_kv_cache *cache, const numla_step *st,
+                                     const int32_t *hidden_rows, float *logits)
+{
+    const numla_model_config *c = &m->cfg;
+    const numla_weights_mtp *mw = &m->w->mtp;
+    NUMLA_CHECK(numla_model_mtp_check(m, st, hidden_rows));
+    NUMLA_CHECK(numla_model_step_check(c, cache, st));
+    m->num_threads = omp_get_max_threads();
+    if (cache->kv_lora_rank != c->kv_lora_rank || cache->rope_dim != c->qk_rope_head_dim ||
+        cache->num_layers < numla_model_config_kv_layers(c))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "model: KV cache geometry does not match the model "
+                   "with its MTP layer");
+    const int64_t T = st->num_tokens, hid = c->hidden_size;
+    NUMLA_CHECK(ensure_capacity(m, T, st->num_logit_rows));
+    if (T > m->cap[NUMLA_SCRATCH_MTP_OUT]) /* keeps the previous step's rows (chaining) */
+        NUMLA_CHECK(numla_model_scratch_grow(m, NUMLA_SCRATCH_MTP_OUT, T, "MTP rows"));
+    NUMLA_CHECK(numla_model_dsa_plan(m, cache, st));
+    NUMLA_CHECK(numla_model_attention_plan(m, cache, st));
+
+    double tp = omp_get_wtime();
+    forward_embed(m, st);
+    mtp_inputs(m, st, hidden_rows);
+    /* this rank's slice of h' = eh_proj · cat; the allreduce assembles the whole vector */
+    if (m->w->shard.nranks > 1)
+        memset(m->h, 0, (size_t)(T * hid) * sizeof(float));
+    NUMLA_CHECK(numla_model_lin(m, &mw->eh_proj, T, m->mtp_cat, 2 * hid, m->h + mw->row_begin,
+                                hid, 0));
+    numla_model_part_tick(m, NUMLA_MODEL_PART_EMBED_NORM, &tp);
+    NUMLA_CHECK(numla_model_reduce(m, m->h, T * hid));
+    numla_model_part_tick(m, NUMLA_MODEL_PART_REDUCE, &tp);
+    NUMLA_CHECK(forward_layer(m, (int32_t)c->num_hidden_layers, cache, st, &tp));
+    memcpy(m->mtp_out, m->h, (size_t)(T * hid) * sizeof(float));
+    m->mtp_out_rows = T;
+    NUMLA_CHECK(forward_logits(m, st, mw->head_norm, logits));
+    numla_model_part_tick(m, NUMLA_MODEL_PART_LM_HEAD, &tp);
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_model_mtp_forward(numla_model *m, numla_kv_cache *cache, const numla_step *st,
+                                     const int32_t *hidden_rows, float *logits)
+{
+    int team = omp_get_max_threads();
+    int small = m->w->loaded_bytes < m->single_thread_below_bytes && team > 1;
+    if (small)
+        omp_set_num_threads(1);
+    numla_status s = mtp_forward_impl(m, cache, st, hidden_rows, logits);
+    if (small)
+        omp_set_num_threads(team);
+    if (s != NUMLA_STATUS_OK)
+        numla_error_frame(__FILE__, __LINE__, __func__);
+    return s;
 }
 
 numla_status numla_model_forward(numla_model *m, numla_kv_cache *cache, const numla_step *st,

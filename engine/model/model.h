@@ -174,6 +174,23 @@ numla_status numla_model_step_check(const numla_model_config *c, const numla_kv_
 numla_status numla_model_forward(numla_model *m, numla_kv_cache *cache, const numla_step *step,
                                  float *logits);
 
+/* One step of the multi-token-prediction layer (the model's weights must have it:
+ * cfg.mtp_enabled; docs/speculative.md). Row t of `st` is the MTP row at position
+ * st->positions[t]: st->tokens[t] is the token at position + 1 (emb(t_{i+1})) and the hidden
+ * state h_i comes from hidden_rows[t]: >= 0, that row of the last numla_model_forward (its
+ * final-normed residual stream); < 0, row -1 - hidden_rows[t] of the last MTP step's block
+ * output (chaining drafts). Then h' = eh_proj([enorm(emb) | hnorm(h)]), the MTP decoder block
+ * (layer num_hidden_layers: its latent rows go to that layer of the cache, at st's slots),
+ * and logits (R, vocab_count) = lm_head(shared_head.norm(h')) for the logit rows: the draft
+ * distribution of the token at position + 2. Collective (one allreduce for eh_proj's rows,
+ * then the layer's two). */
+numla_status numla_model_mtp_forward(numla_model *m, numla_kv_cache *cache, const numla_step *st,
+                                     const int32_t *hidden_rows, float *logits);
+/* Whether hidden_rows (T of them) are all rows numla_model_mtp_forward can read now; an error
+ * names the first that is not. Local. */
+numla_status numla_model_mtp_check(const numla_model *m, const numla_step *st,
+                                   const int32_t *hidden_rows);
+
 /* The allreduce hook: sums buf (count fp32 values) over the model's ranks through the reduce
  * set by numla_model_set_reduce.
  * nranks = 1: no-op. Every rank adds its partial sum; the residual was added on rank 0 only.

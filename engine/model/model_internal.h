@@ -36,6 +36,8 @@ typedef enum {
     NUMLA_SCRATCH_XP_TOKENS,  /* query rows of the expanded form */
     NUMLA_SCRATCH_XP_SEQS,    /* sequences of the expanded form */
     NUMLA_SCRATCH_DSA_TOKENS, /* rows of the sparse-attention indexer (DSA models only) */
+    NUMLA_SCRATCH_MTP_HID,    /* rows of the last main step kept for the MTP layer */
+    NUMLA_SCRATCH_MTP_OUT,    /* rows of an MTP step (its input and output) */
     NUMLA_SCRATCH_WORKSPACE,  /* kernel workspaces grown by size query (grow_workspace) */
     NUMLA_SCRATCH_DIM_COUNT
 } numla_scratch_dim;
@@ -147,6 +149,13 @@ struct numla_model {
     int32_t *idx_cnt;  /* (T) how many */
     void *dsa_ws;      /* numla_dsa_index / numla_dsa_attn workspace */
     size_t dsa_ws_bytes;
+    /* multi-token prediction (cfg.mtp_enabled; model.c numla_model_mtp_forward) */
+    float *mtp_hid;    /* (T_main, hidden) residual stream after the last layer of the last main
+                          step, before the final norm */
+    int64_t mtp_hid_rows; /* T_main */
+    float *mtp_out;    /* (T_mtp, hidden) the MTP block's output of the last MTP step */
+    int64_t mtp_out_rows; /* T_mtp */
+    float *mtp_cat;    /* (T_mtp, 2 · hidden) [enorm(emb) | hnorm(h)], eh_proj's input */
 };
 
 /* ---- scratch (scratch.c); every function here is local (one rank, the calling thread) ---- */

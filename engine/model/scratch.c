@@ -10,7 +10,7 @@
 typedef enum {
     W_ONE, W_HIDDEN, W_QLORA, W_Q, W_LATENT, W_DC, W_DR, W_QABS, W_CTX, W_O, W_INTER,
     W_EXPERTS_1, W_EXPERTS_2, W_TOPK_1, W_ROUTE, W_MOE_INTER, W_HEADS, W_KVB, W_FOUR,
-    W_IDX_Q, W_IDX_K, W_IDX_W, W_IDX_TOPK, W_CTX_BF,
+    W_IDX_Q, W_IDX_K, W_IDX_W, W_IDX_TOPK, W_CTX_BF, W_HIDDEN_2,
 } scratch_width;
 
 typedef struct scratch_buf {
@@ -51,6 +51,8 @@ static const scratch_buf scratch_table[] = {
     SB(idx_q, 4, DSA_TOKENS, W_IDX_Q),    SB(idx_k, 4, DSA_TOKENS, W_IDX_K),
     SB(idx_w, 4, DSA_TOKENS, W_IDX_W),    SB(idx_sel, 4, DSA_TOKENS, W_IDX_TOPK),
     SB(idx_cnt, 4, DSA_TOKENS, W_ONE),    SB(idx_qb, 2, DSA_TOKENS, W_IDX_Q),
+    SB(mtp_hid, 4, MTP_HID, W_HIDDEN),    SB(mtp_out, 4, MTP_OUT, W_HIDDEN),
+    SB(mtp_cat, 4, MTP_OUT, W_HIDDEN_2),
     /* kernel workspaces: grown by numla_model_grow_workspace to the kernels' size queries */
     SB(lin_ws, 1, WORKSPACE, W_ONE),      SB(par_ws, 1, WORKSPACE, W_ONE),
     SB(attn_ws, 1, WORKSPACE, W_ONE),     SB(xp_ws, 1, WORKSPACE, W_ONE),
@@ -97,6 +99,7 @@ static int64_t scratch_elems(const numla_model *m, scratch_width w)
     case W_IDX_W: return c->dsa.index_n_heads;
     case W_IDX_TOPK: return c->dsa.index_topk;
     case W_CTX_BF: return m->attn_out_bf16 ? Hr * dc : 0;
+    case W_HIDDEN_2: return 2 * c->hidden_size;
     }
     return 1;
 }

@@ -1069,6 +1069,26 @@ static numla_status ld_layer(loader *L, int64_t l, const numla_shard *sh, numla_
     return NUMLA_STATUS_OK;
 }
 
+/* The MTP layer (weights.h numla_weights_mtp): its decoder block as layer num_hidden_layers,
+ * the three norms and this rank's rows of eh_proj. */
+static numla_status ld_mtp(loader *L, numla_model_weights *w)
+{
+    const numla_model_config *c = L->cfg;
+    const int64_t hid = c->hidden_size, N = c->num_hidden_layers;
+    char name[256];
+#define MNAME(suffix) (snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)N, suffix), name)
+    NUMLA_CHECK(ld_layer(L, N, &w->shard, &w->layers[N]));
+    NUMLA_CHECK(ld_norm(L, MNAME("enorm.weight"), hid, &w->mtp.enorm));
+    NUMLA_CHECK(ld_norm(L, MNAME("hnorm.weight"), hid, &w->mtp.hnorm));
+    NUMLA_CHECK(ld_norm(L, MNAME("shared_head.norm.weight"), hid, &w->mtp.head_norm));
+    numla_shard_range(hid, w->shard.rank, w->shard.nranks, &w->mtp.row_begin, &w->mtp.row_count);
+    NUMLA_CHECK(ld_linear(L, MNAME("eh_proj.weight"), hid, 2 * hid, w->mtp.row_begin,
+                          w->mtp.row_count, 0, 2 * hid, &w->mtp.eh_proj));
+#undef MNAME
+    ld_release(L);
+    return NUMLA_STATUS_OK;
+}
+
 static numla_status ld_model(loader *L, numla_model_weights *w)
 {
     const numla_model_config *c = L->cfg;
@@ -1107,6 +1127,8 @@ static numla_status ld_model(loader *L, numla_model_weights *w)
                             L->opts.keep_lm_head ? 0 : LD_QUANTIZABLE, &w->lm_head));
     w->lm_head_q8 = w->lm_head.kind == NUMLA_MODEL_LINEAR_Q8;
     ld_release(L);
+    if (c->mtp_enabled)
+        NUMLA_CHECK(ld_mtp(L, w));
     return NUMLA_STATUS_OK;
 }
 
@@ -1116,7 +1138,7 @@ void numla_weights_destroy(numla_model_weights **pw)
         return;
     numla_model_weights *w = *pw;
     if (w->layers) {
-        for (int64_t l = 0; l < w->cfg.num_hidden_layers; l++) {
+        for (int64_t l = 0; l < numla_model_config_kv_layers(&w->cfg); l++) {
             free(w->layers[l].uk_t);
             free(w->layers[l].uv);
             free(w->layers[l].experts);
@@ -1179,9 +1201,10 @@ static numla_status weights_load(const numla_model_config *cfg, const numla_safe
         numla_weights_destroy(&w);
         NUMLA_CHECK(s);
     }
-    w->layers = calloc((size_t)cfg->num_hidden_layers, sizeof *w->layers);
+    const int64_t nl = numla_model_config_kv_layers(cfg); /* with the MTP block */
+    w->layers = calloc((size_t)nl, sizeof *w->layers);
     s = w->layers ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
-    for (int64_t l = 0; s == NUMLA_STATUS_OK && l < cfg->num_hidden_layers; l++) {
+    for (int64_t l = 0; s == NUMLA_STATUS_OK && l < nl; l++) {
         numla_weights_layer *lw = &w->layers[l];
         lw->uk_t = calloc((size_t)w->shard.head_count, sizeof *lw->uk_t);
         lw->uv = calloc((size_t)w->shard.head_count, sizeof *lw->uv);

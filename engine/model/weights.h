@@ -94,6 +94,20 @@ typedef struct numla_weights_layer {
     numla_weights_mlp shared;       /* slice of n_shared · moe_intermediate (inter 0 if none) */
 } numla_weights_layer;
 
+/* The multi-token-prediction layer (cfg.mtp_enabled; docs/speculative.md): its decoder block
+ * is layers[num_hidden_layers]; the embedding and the output head are the main model's (the
+ * checkpoint's model.layers.N.embed_tokens and shared_head.head are copies of them and are not
+ * read). eh_proj's output rows are split over the ranks like the vocabulary (each rank writes
+ * its slice of the hidden vector and the allreduce assembles it); its input, the whole
+ * [enorm(emb) | hnorm(h)], is on every rank. */
+typedef struct numla_weights_mtp {
+    float *enorm;                   /* (hidden) */
+    float *hnorm;                   /* (hidden) */
+    float *head_norm;               /* (hidden) shared_head.norm */
+    int64_t row_begin, row_count;   /* eh_proj rows (hidden outputs) this rank owns */
+    numla_model_linear eh_proj;     /* (row_count, 2 · hidden) */
+} numla_weights_mtp;
+
 typedef struct numla_model_weights {
     numla_model_config cfg;
     numla_shard shard;
@@ -105,9 +119,11 @@ typedef struct numla_model_weights {
     numla_qblock_type embed_qtype;
     size_t embed_row_bytes;         /* bytes of one token's row */
     void *embed;                    /* (vocab_size, hidden): embed_dtype, or rows of blocks */
-    numla_weights_layer *layers;    /* [num_hidden_layers] */
+    numla_weights_layer *layers;    /* [num_hidden_layers (+ 1: the MTP block when
+                                     * cfg.mtp_enabled)] */
     float *final_norm;              /* (hidden) */
     numla_model_linear lm_head;     /* (vocab_count, hidden): rows vocab_begin.. */
+    numla_weights_mtp mtp;          /* when cfg.mtp_enabled */
 
     void *arena;                    /* anonymous mapping holding everything above */
     size_t arena_bytes;

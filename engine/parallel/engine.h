@@ -72,6 +72,8 @@ typedef struct numla_engine_options {
                                     form, ... (its isa and num_threads are the engine's) */
     numla_weights_options weights; /* the weights' format (--weights, --keep-lm-head): as the
                                       checkpoint is by default */
+    int mtp;                  /* 1: load the model's multi-token-prediction layer too (it gets
+                                 a layer of the KV pool; numla_engine_mtp_step runs it) */
 } numla_engine_options;
 
 /* Defaults: all zero except kv_dtype = bf16, index_dtype = -1, bind = 1, isa = numla_isa_best(), every kernel
@@ -98,6 +100,14 @@ void numla_engine_destroy(numla_engine **e);
  * Collective (the workers take part through their loop). */
 numla_status numla_engine_step(numla_engine *e, const numla_step *plan, float *logits);
 
+/* Rank 0 only: one step of the MTP layer on every rank (numla_model_mtp_forward: plan's rows
+ * are MTP rows, hidden_rows (plan->num_tokens) says where each row's hidden state comes from:
+ * a row of the last numla_engine_step, or, negative, of the last MTP step); logits
+ * (plan->num_logit_rows, vocab_size) are the draft distributions. The engine must have been
+ * created with mtp. Checked first (error returned, nothing broadcast); afterwards every failure
+ * aborts the job. Collective. */
+numla_status numla_engine_mtp_step(numla_engine *e, const numla_step *plan,
+                                   const int32_t *hidden_rows, float *logits);
 /* Ranks != 0: receive and run plans until rank 0 stops the engine; returns OK then.
  * Rank 0 calling it is NUMLA_STATUS_INVALID_ARG. Collective. */
 numla_status numla_engine_worker_loop(numla_engine *e);

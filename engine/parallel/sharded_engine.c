@@ -6,8 +6,9 @@
  *
  * Wire protocol (all broadcasts from rank 0, in this order):
  *   header  int64[8] {op, num_seqs, num_tokens, max_blocks_per_seq, num_logit_rows, step_no}
- *   payload (op STEP only) one byte buffer: slots (T int64) | tokens (T) | positions (T) |
- *           query_start_loc (B+1) | seq_lens (B) | block_tables (B·MB) | logit_rows (R), int32
+ *   payload (ops STEP, MTP) one byte buffer: slots (T int64) | tokens (T) | positions (T) |
+ *           query_start_loc (B+1) | seq_lens (B) | block_tables (B·MB) | logit_rows (R), int32,
+ *           and for MTP then hidden_rows (T) int32
  * then the model's 2 allreduces per layer and one gather of the logits' vocab slices.
  */
 #include "engine/parallel/engine.h"
@@ -30,6 +31,7 @@ enum {
     ENGINE_OP_STOP = 2,
     ENGINE_OP_STATS = 3,
     ENGINE_OP_RESET = 4,
+    ENGINE_OP_MTP = 5,    /* a step of the MTP layer (numla_engine_mtp_step) */
 };
 enum { ENGINE_HDR = 8 };
 
@@ -101,6 +103,8 @@ static numla_status engine_load(numla_engine *e, const char *model_dir,
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: kernel level %s is not supported here",
                    numla_isa_name(isa));
     NUMLA_CHECK(numla_model_config_load(model_dir, &e->cfg));
+    if (o->mtp) /* the KV pool and the weights then have the MTP layer too */
+        NUMLA_CHECK(numla_model_config_enable_mtp(&e->cfg));
     if (e->size > e->cfg.num_attention_heads)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: %d ranks but the model has only %lld "
                    "attention heads (head parallelism needs ranks <= heads)", e->size,
@@ -208,6 +212,12 @@ static size_t plan_bytes(int64_t B, int64_t T, int64_t MB, int64_t R)
     return (size_t)T * 8 + (size_t)(2 * T + (B + 1) + B + B * MB + R) * 4;
 }
 
+/* An op's payload: the plan, and an MTP step's hidden rows after it. */
+static size_t op_bytes(const int64_t *h)
+{
+    return plan_bytes(h[1], h[2], h[3], h[4]) + (h[0] == ENGINE_OP_MTP ? (size_t)h[2] * 4 : 0);
+}
+
 static numla_status plan_reserve(numla_engine *e, size_t bytes)
 {
     if (bytes <= e->plan_cap)
@@ -244,11 +254,12 @@ static void plan_view(numla_engine *e, const int64_t *h, numla_step *st)
     st->logit_rows = q;
 }
 
-static numla_status plan_pack(numla_engine *e, const numla_step *st)
+static numla_status plan_pack(numla_engine *e, const numla_step *st, const int32_t *hidden_rows)
 {
     const size_t B = (size_t)st->num_seqs, T = (size_t)st->num_tokens;
     const size_t MB = (size_t)st->max_blocks_per_seq, R = (size_t)st->num_logit_rows;
-    NUMLA_CHECK(plan_reserve(e, plan_bytes((int64_t)B, (int64_t)T, (int64_t)MB, (int64_t)R)));
+    NUMLA_CHECK(plan_reserve(e, plan_bytes((int64_t)B, (int64_t)T, (int64_t)MB, (int64_t)R) +
+                                    (hidden_rows ? T * 4 : 0)));
     unsigned char *p = e->plan_buf;
 #define ENGINE_PUT(src, n, es)                      \
     do {                                            \
@@ -263,6 +274,8 @@ static numla_status plan_pack(numla_engine *e, const numla_step *st)
     ENGINE_PUT(st->seq_lens, B, 4);
     ENGINE_PUT(st->block_tables, B * MB, 4);
     ENGINE_PUT(st->logit_rows, R, 4);
+    if (hidden_rows)
+        ENGINE_PUT(hidden_rows, T, 4);
 #undef ENGINE_PUT
     return NUMLA_STATUS_OK;
 }
@@ -288,8 +301,10 @@ static numla_status grow_f32(float **p, size_t *cap, size_t n)
     return NUMLA_STATUS_OK;
 }
 
-/* Forward on this rank's shard, then the logits' vocab slices to rank 0 in (R, vocab) order. */
-static numla_status engine_run(numla_engine *e, const numla_step *st, float *logits)
+/* Forward on this rank's shard (the MTP layer's when hidden_rows is not NULL), then the logits'
+ * vocab slices to rank 0 in (R, vocab) order. */
+static numla_status engine_run(numla_engine *e, const numla_step *st, const int32_t *hidden_rows,
+                               float *logits)
 {
     const int64_t R = st->num_logit_rows, V = e->cfg.vocab_size;
     const int64_t vr = e->w->shard.vocab_count;
@@ -309,7 +324,10 @@ static numla_status engine_run(numla_engine *e, const numla_step *st, float *log
         NUMLA_CHECK(grow_f32(&e->lg_local, &e->lg_local_cap, (size_t)(R * vr)));
         mine = e->lg_local;
     }
-    NUMLA_CHECK(numla_model_forward(e->m, e->kv, st, mine));
+    if (hidden_rows)
+        NUMLA_CHECK(numla_model_mtp_forward(e->m, e->kv, st, hidden_rows, mine));
+    else
+        NUMLA_CHECK(numla_model_forward(e->m, e->kv, st, mine));
     if (e->size > 1 && R > 0) {
         const double g0 = wtime();
         float *dst = logits;
@@ -378,7 +396,9 @@ _Noreturn static void engine_abort(numla_engine *e, numla_status s)
     numla_comm_abort(e->comm, s, "%s\n%s", numla_error_message(), numla_error_trace());
 }
 
-numla_status numla_engine_step(numla_engine *e, const numla_step *plan, float *logits)
+/* Rank 0: check, broadcast and run a main step (hidden_rows NULL) or an MTP step. */
+static numla_status engine_step_op(numla_engine *e, const numla_step *plan,
+                                   const int32_t *hidden_rows, float *logits)
 {
     if (e->rank != 0)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: numla_engine_step on rank %d (rank 0 "
@@ -386,23 +406,38 @@ numla_status numla_engine_step(numla_engine *e, const numla_step *plan, float *l
     if (e->stopped)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: step after numla_engine_stop");
     NUMLA_CHECK(plan_check(e, plan));
+    if (hidden_rows)
+        NUMLA_CHECK(numla_model_mtp_check(e->m, plan, hidden_rows));
     if (plan->num_logit_rows > 0 && !logits)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: no logits buffer");
     numla_status s = NUMLA_STATUS_OK;
     if (e->size > 1) {
-        int64_t h[ENGINE_HDR] = {ENGINE_OP_STEP, plan->num_seqs, plan->num_tokens,
-                                 plan->max_blocks_per_seq, plan->num_logit_rows, e->step_no};
-        NUMLA_CHECK(plan_pack(e, plan));
+        int64_t h[ENGINE_HDR] = {hidden_rows ? ENGINE_OP_MTP : ENGINE_OP_STEP, plan->num_seqs,
+                                 plan->num_tokens, plan->max_blocks_per_seq,
+                                 plan->num_logit_rows, e->step_no};
+        NUMLA_CHECK(plan_pack(e, plan, hidden_rows));
         const double t0 = wtime();
         if ((s = numla_comm_bcast(e->comm, h, sizeof h, 0)) != NUMLA_STATUS_OK ||
-            (s = numla_comm_bcast(e->comm, e->plan_buf,
-                                  plan_bytes(h[1], h[2], h[3], h[4]), 0)) != NUMLA_STATUS_OK)
+            (s = numla_comm_bcast(e->comm, e->plan_buf, op_bytes(h), 0)) != NUMLA_STATUS_OK)
             engine_abort(e, s);
         e->st.bcast_s += wtime() - t0;
     }
-    if ((s = engine_run(e, plan, logits)) != NUMLA_STATUS_OK)
+    if ((s = engine_run(e, plan, hidden_rows, logits)) != NUMLA_STATUS_OK)
         engine_abort(e, s);
     return NUMLA_STATUS_OK;
+}
+
+numla_status numla_engine_step(numla_engine *e, const numla_step *plan, float *logits)
+{
+    return engine_step_op(e, plan, NULL, logits);
+}
+
+numla_status numla_engine_mtp_step(numla_engine *e, const numla_step *plan,
+                                   const int32_t *hidden_rows, float *logits)
+{
+    if (!hidden_rows)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: an MTP step without hidden rows");
+    return engine_step_op(e, plan, hidden_rows, logits);
 }
 
 numla_status numla_engine_worker_loop(numla_engine *e)
@@ -416,16 +451,19 @@ numla_status numla_engine_worker_loop(numla_engine *e)
         if ((s = bcast_header(e, h)) != NUMLA_STATUS_OK)
             engine_abort(e, s);
         switch (h[0]) {
-        case ENGINE_OP_STEP: {
+        case ENGINE_OP_STEP:
+        case ENGINE_OP_MTP: {
             const double t0 = wtime();
-            if ((s = plan_reserve(e, plan_bytes(h[1], h[2], h[3], h[4]))) != NUMLA_STATUS_OK ||
-                (s = numla_comm_bcast(e->comm, e->plan_buf, plan_bytes(h[1], h[2], h[3], h[4]),
-                                      0)) != NUMLA_STATUS_OK)
+            if ((s = plan_reserve(e, op_bytes(h))) != NUMLA_STATUS_OK ||
+                (s = numla_comm_bcast(e->comm, e->plan_buf, op_bytes(h), 0)) != NUMLA_STATUS_OK)
                 engine_abort(e, s);
             e->st.bcast_s += wtime() - t0;
             numla_step st;
             plan_view(e, h, &st);
-            if ((s = engine_run(e, &st, NULL)) != NUMLA_STATUS_OK)
+            const int32_t *hidden_rows =
+                h[0] == ENGINE_OP_MTP ? (const int32_t *)(e->plan_buf + plan_bytes(h[1], h[2], h[3], h[4]))
+                                      : NULL;
+            if ((s = engine_run(e, &st, hidden_rows, NULL)) != NUMLA_STATUS_OK)
                 engine_abort(e, s);
             break;
         }

@@ -39,6 +39,10 @@ static numla_model_options eng_model_options(numla_isa isa)
 /* GGUF models: whether their block linears keep fp32 activations (weights.h qblock_fp32_act). */
 static int eng_qblock_fp32_act = 1;
 
+/* Load the model's MTP layer too (numla_model_config_enable_mtp): a test sets it around its
+ * eng_open calls. */
+static int eng_mtp = 0;
+
 /* bf16 linears' activations (weights.h linear_act): F32 unless a test asks for BF16. */
 static numla_linear_act eng_linear_act = NUMLA_LINEAR_ACT_F32;
 
@@ -53,6 +57,7 @@ static int eng_open_rank_opts(eng *e, const char *dir, numla_dtype kv_dtype,
     wo.linear_act = eng_linear_act;
     const int gguf = numla_model_path_is_gguf(dir); /* a GGUF file: no safetensors kept open */
     if (numla_model_config_load(dir, &e->cfg) ||
+        (eng_mtp && numla_model_config_enable_mtp(&e->cfg)) ||
         (gguf ? numla_weights_load_path(&e->cfg, dir, rank, nranks, mo->isa, &wo, &e->w)
               : (numla_safetensors_open(dir, &e->st) ||
                  numla_weights_load_ex(&e->cfg, e->st, rank, nranks, mo->isa, &wo, &e->w))) ||
