@@ -14,6 +14,7 @@ Written in the layout of tests/golden/README.md ("Sparse-attention models"), one
   tests/golden/v4/model_bf16/   the projections rounded to bf16 (what transformers keeps in fp32
                                 stays fp32), reference in fp32 math
   tests/golden/v4/model_fp8/    the published FP8 + FP4 form of model_bf16 (write_fp8fp4),
+                                requests.jsonl, greedy.txt,
                                 reference in fp32 math on its dequantized weights; transformers'
                                 own FP8 loader must read it to those weights (with accelerate)
 
@@ -713,6 +714,7 @@ def main():
         json.dump(doc, f, indent=1)
         f.write("\n")
     write_requests(fd)
+    write_requests(qd)
     abl = ablations(fd, prompts[-1])
     with open(os.path.join(fd, "expected.json")) as f:
         doc = json.load(f)

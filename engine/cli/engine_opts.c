@@ -251,6 +251,12 @@ numla_status numla_cli_engine_opts_model(const char *cmd, numla_cli_engine_opts 
                                          numla_model_config *cfg)
 {
     numla_cli_engine_opts_fit(o, cfg);
+    if (cfg->v4.enabled && !o->no_prefix_cache) {
+        /* its cache is per sequence, not in the pool's blocks (docs/design.md §5.9) */
+        NUMLA_INFO("%s: deepseek_v4: the prefix cache is off for this model (every prompt is "
+                   "computed from its first token)", cmd);
+        o->no_prefix_cache = 1;
+    }
     numla_sampling_params_default(&o->sampling_defaults);
     if (!o->generation_config)
         return NUMLA_STATUS_OK;

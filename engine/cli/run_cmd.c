@@ -529,17 +529,25 @@ static numla_status run_report_loaded(run_job *j, numla_comm *comm, double t_loa
 {
     const run_opts *o = j->o;
     const numla_kv_cache *kv = numla_engine_kv_cache(j->eng);
-    const numla_model_options mo = numla_model_get_options(numla_engine_model(j->eng));
+    const numla_model *m = numla_engine_model(j->eng);
+    const numla_model_options mo = m ? numla_model_get_options(m)
+                                     : numla_model_options_default(numla_engine_isa(j->eng));
+    char kvs[160];
+    if (m)
+        snprintf(kvs, sizeof kvs, "%.2f GiB per rank, %s",
+                 (double)numla_engine_kv_bytes(j->eng) / 1073741824.0,
+                 numla_dtype_name(o->e.kv_dtype));
+    else /* deepseek_v4: the blocks count tokens; each sequence's cache is its own (fp32) */
+        snprintf(kvs, sizeof kvs, "a token budget; deepseek_v4 keeps a cache per sequence");
     fprintf(stderr, "numla run: %s (%s, %lld layers) loaded in %.2f s: %.1f MB of weights on "
                     "rank 0, %d rank%s, isa %s (%s), %d threads, context %lld, KV %lld blocks of %d "
-                    "(%.2f GiB per rank, %s)\n",
+                    "(%s)\n",
             o->e.model, j->cfg.model_type, (long long)j->cfg.num_hidden_layers,
             numla_now_s() - t_load,
             (double)numla_engine_weight_bytes(j->eng) / 1e6, numla_comm_size(comm),
             numla_comm_size(comm) > 1 ? "s" : "", numla_isa_name(mo.isa), numla_uarch_name(mo.uarch),
             numla_engine_num_threads(j->eng), (long long)o->e.max_context,
-            (long long)kv->num_blocks, kv->block_size,
-            (double)numla_engine_kv_bytes(j->eng) / 1073741824.0, numla_dtype_name(o->e.kv_dtype));
+            (long long)kv->num_blocks, kv->block_size, kvs);
     return NUMLA_STATUS_OK;
 }
 

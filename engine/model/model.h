@@ -46,6 +46,15 @@ typedef struct numla_step {
     int32_t max_blocks_per_seq;
     int32_t num_logit_rows;         /* R */
     const int32_t *logit_rows;      /* (R) token rows whose logits are wanted */
+    /* Sequence identity, for models whose cache is per sequence rather than in the paged pool
+     * (DeepSeek-V4, model_v4.h; the MLA forward ignores both): seq_ids[b] names sequence b for
+     * as long as it holds its blocks (the scheduler: a new id at each admission, so a preempted
+     * sequence comes back as a new one), and the step frees the state of the ids in released
+     * (sequences finished, cancelled or preempted since the previous step) before it runs.
+     * NULL seq_ids: a sequence is known by its first block. */
+    const int64_t *seq_ids;         /* (B) or NULL */
+    int32_t num_released;
+    const int64_t *released;        /* (num_released) */
 } numla_step;
 
 /* Optional per-layer hooks for debugging/tests: called after each decoder layer with the

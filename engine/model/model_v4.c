@@ -25,6 +25,7 @@ typedef struct v4_lin {
     numla_qblock_weight q;   /* (n, k) MXFP4 */
     int64_t n, k;
     void *buf;               /* owned packing */
+    size_t bytes;            /* of buf */
 } v4_lin;
 
 /* A compressor (docs/design.md §5.9): HCA (c = 1) or the overlapping CSA scheme (c = 2), at
@@ -145,6 +146,31 @@ void numla_v4_model_destroy(numla_v4_model **pm)
 }
 
 const numla_model_config *numla_v4_model_config(const numla_v4_model *m) { return &m->cfg; }
+
+static size_t comp_bytes(const v4_comp *c)
+{
+    return c->wkv.bytes + c->wgate.bytes;
+}
+
+size_t numla_v4_model_weight_bytes(const numla_v4_model *m)
+{
+    const numla_model_config *c = &m->cfg;
+    size_t b = sizeof(float) * (size_t)(c->vocab_size * c->hidden_size) + m->head.bytes +
+               m->hc_head_fn.bytes;
+    for (int64_t l = 0; m->layers && l < c->num_hidden_layers; l++) {
+        const v4_layer *y = &m->layers[l];
+        b += y->hc_fn[0].bytes + y->hc_fn[1].bytes + y->wq_a.bytes + y->wq_b.bytes +
+             y->wkv.bytes + y->wo_b.bytes + comp_bytes(&y->comp) + comp_bytes(&y->icomp) +
+             y->iwq_b.bytes + y->iweights.bytes + y->gate.bytes + y->sw1.bytes + y->sw2.bytes +
+             y->sw3.bytes;
+        for (int64_t g = 0; y->wo_a && g < m->gcount; g++)
+            b += y->wo_a[g].bytes;
+        for (int64_t e = 0; e < m->shard.expert_count; e++)
+            b += (y->w1 ? y->w1[e].bytes : 0) + (y->w2 ? y->w2[e].bytes : 0) +
+                 (y->w3 ? y->w3[e].bytes : 0);
+    }
+    return b;
+}
 
 const numla_shard *numla_v4_model_shard(const numla_v4_model *m) { return &m->shard; }
 
@@ -295,7 +321,7 @@ static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st
             const numla_qblock_source src = {NUMLA_QBLOCK_MXFP4, nr, K, blk, ld, act,
                                              numla_qblock_layout_for(NUMLA_QBLOCK_MXFP4, act, K, isa)};
             size_t bytes = numla_qblock_layout_size(src.type, src.layout, nr, K);
-            out->buf = s == NUMLA_STATUS_OK ? aligned_alloc(64, (bytes + 63) / 64 * 64) : NULL;
+            out->buf = s == NUMLA_STATUS_OK ? aligned_alloc(64, out->bytes = (bytes + 63) / 64 * 64) : NULL;
             if (s == NUMLA_STATUS_OK)
                 s = out->buf ? numla_qblock_pack(&src, out->buf, &out->q) : NUMLA_STATUS_NO_MEMORY;
             free(blk);
@@ -314,7 +340,7 @@ static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st
         const size_t es = numla_dtype_size(src);
         size_t bytes = numla_linear_packed_size(isa, nr, nc, src);
         if (s == NUMLA_STATUS_OK)
-            s = (out->buf = aligned_alloc(64, (bytes + 63) / 64 * 64)) != NULL
+            s = (out->buf = aligned_alloc(64, out->bytes = (bytes + 63) / 64 * 64)) != NULL
                     ? numla_linear_pack(isa, nr, nc,
                                         (const char *)(f32 ? (void *)f32 : (void *)rows) + (size_t)c0 * es,
                                         src, K, out->buf, &out->w)
@@ -342,7 +368,7 @@ static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st
             f32[i] = numla_load_f32(raw, t->dtype, i);
     const char *from = f32 ? (const char *)f32 : (const char *)raw;
     size_t bytes = numla_linear_packed_size(isa, nr, nc, src);
-    out->buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    out->buf = aligned_alloc(64, out->bytes = (bytes + 63) / 64 * 64);
     numla_status s = out->buf ? numla_linear_pack(isa, nr, nc, from + (size_t)c0 * numla_dtype_size(src),
                                                   src, K, out->buf, &out->w)
                               : NUMLA_STATUS_NO_MEMORY;
@@ -1255,7 +1281,14 @@ numla_status numla_v4_forward(const numla_v4_model *m, numla_v4_seq *s, const in
 numla_status numla_v4_forward_batch(const numla_v4_model *m, int32_t B, numla_v4_seq *const *seqs,
                                     const int32_t *const *toks, const int64_t *ns, float *logits)
 {
-    if (!m || B < 1 || !seqs || !toks || !ns || !logits)
+    return numla_v4_forward_rows(m, B, seqs, toks, ns, -1, NULL, logits);
+}
+
+numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_seq *const *seqs,
+                                   const int32_t *const *toks, const int64_t *ns, int64_t R,
+                                   const int32_t *rows, float *logits)
+{
+    if (!m || B < 1 || !seqs || !toks || !ns || (!logits && R != 0) || (R > 0 && !rows))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_forward: NULL argument or no sequence");
     const numla_model_config *c = &m->cfg;
     int64_t *start = malloc(sizeof(int64_t) * (size_t)(B + 1));
@@ -1286,6 +1319,12 @@ numla_status numla_v4_forward_batch(const numla_v4_model *m, int32_t B, numla_v4
         start[b + 1] = start[b] + n;
     }
     const int64_t n = start[B];
+    for (int64_t r = 0; r < R; r++)
+        if (rows[r] < 0 || rows[r] >= n || R > n) {
+            free(start);
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_forward: logit row %lld is %d, outside "
+                       "the %lld new tokens", (long long)r, rows[r], (long long)n);
+        }
     const v4_batch bt = {B, seqs, start};
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)n);
     if (!tokens) {
@@ -1329,8 +1368,13 @@ numla_status numla_v4_forward_batch(const numla_v4_model *m, int32_t B, numla_v4
         }
         rms(xt, m->norm, D, c->rms_norm_eps);
     }
-    if (st == NUMLA_STATUS_OK)
+    if (st == NUMLA_STATUS_OK && R < 0)
         st = lin(m, &m->head, n, xin, logits);
+    if (st == NUMLA_STATUS_OK && R > 0) { /* only the rows asked for, gathered into bout */
+        for (int64_t r = 0; r < R; r++)
+            memcpy(bout + r * D, xin + (int64_t)rows[r] * D, sizeof(float) * (size_t)D);
+        st = lin(m, &m->head, R, bout, logits);
+    }
     free(X);
     free(xin);
     free(bout);

@@ -14,6 +14,7 @@
 #ifndef NUMLA_ENGINE_MODEL_V4_H
 #define NUMLA_ENGINE_MODEL_V4_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/status.h"
@@ -47,6 +48,9 @@ void numla_v4_model_set_reduce(numla_v4_model *m, numla_model_reduce_fn fn, void
 const numla_shard *numla_v4_model_shard(const numla_v4_model *m);
 void numla_v4_model_destroy(numla_v4_model **m);
 const numla_model_config *numla_v4_model_config(const numla_v4_model *m);
+/* Bytes of this rank's packed weights (the embedding's fp32 copy included; norms and vectors
+ * not). */
+size_t numla_v4_model_weight_bytes(const numla_v4_model *m);
 
 /* An empty sequence for m. Not collective. */
 numla_status numla_v4_seq_create(const numla_v4_model *m, numla_v4_seq **out);
@@ -69,5 +73,34 @@ numla_status numla_v4_forward(const numla_v4_model *m, numla_v4_seq *s, const in
  * compressors and indexer per sequence. The same refusals, naming the sequence. */
 numla_status numla_v4_forward_batch(const numla_v4_model *m, int32_t B, numla_v4_seq *const *seqs,
                                     const int32_t *const *toks, const int64_t *ns, float *logits);
+/* The same with logits (R, vocab_count) for the R new-token rows `rows` only (rows into the
+ * sequences' concatenated new tokens, each < sum(ns); R 0: none, logits may be NULL; R < 0:
+ * every row, as numla_v4_forward_batch). A row outside is INVALID_ARG, leaving the sequences
+ * unchanged. */
+numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_seq *const *seqs,
+                                   const int32_t *const *toks, const int64_t *ns, int64_t R,
+                                   const int32_t *rows, float *logits);
+
+/* ---- driven by numla_step (the scheduler and the engine; model_v4_step.c) ---- */
+
+/* The sequences one rank holds for a step-driven model, by identity: numla_step.seq_ids[b], or
+ * with none the sequence's first KV block (then nothing is ever released: a sequence's state
+ * stays until a step starts that block's sequence again from position 0). */
+typedef struct numla_v4_seqs numla_v4_seqs;
+numla_status numla_v4_seqs_create(const numla_v4_model *m, numla_v4_seqs **out);
+void numla_v4_seqs_destroy(numla_v4_seqs **t);
+/* Sequences held. */
+int32_t numla_v4_seqs_count(const numla_v4_seqs *t);
+/* Whether st can run on t (beside numla_model_step_check's checks of the step itself): each
+ * sequence either starts at position 0 (a new sequence, or one starting again: its state is
+ * reset) or continues one that t holds, not released by st, at exactly the tokens it holds;
+ * no sequence twice. INVALID_ARG naming the sequence otherwise (e.g. a prefix-cache hit, which
+ * V4 cannot serve). Local. */
+numla_status numla_v4_step_check(const numla_v4_seqs *t, const numla_step *st);
+/* Free st's released sequences, then run its sequences' new tokens (creating the new ones) with
+ * numla_v4_forward_rows: logits (st->num_logit_rows, vocab_count) for st->logit_rows. The
+ * step's slots and block tables are not used (the cache is the sequences'). Collective like
+ * numla_v4_forward (every rank runs the same step on its own t). */
+numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float *logits);
 
 #endif

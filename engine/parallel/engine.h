@@ -17,6 +17,9 @@
  * sequence: head parallelism replicates it R times). Only rank 0's block allocator is used:
  * rank 0 reserves blocks in numla_engine_kv_cache(e) and sends the block tables with the plan;
  * the other ranks write the same slots of their own caches.
+ * DeepSeek-V4 (model_type deepseek_v4) keeps its cache per sequence instead (numla_v4_seqs on
+ * every rank, by the plan's seq_ids; released ones freed at the next step): its block pool is
+ * rank 0's accounting of tokens only, its rows never written.
  *
  * Failure policy: an invalid plan is rejected on rank 0 before anything is broadcast (the call
  * returns the error, the job goes on). Any failure after the broadcast — on any rank — is
@@ -124,10 +127,13 @@ const numla_shard *numla_engine_shard(const numla_engine *e);
 /* This rank's KV cache; on rank 0 the scheduler allocates blocks from it. */
 numla_kv_cache *numla_engine_kv_cache(numla_engine *e);
 int numla_engine_num_threads(const numla_engine *e);
+/* The kernel level the engine runs at. */
+numla_isa numla_engine_isa(const numla_engine *e);
 /* Bytes of this rank's weights / of its KV pool. */
 size_t numla_engine_weight_bytes(const numla_engine *e);
 size_t numla_engine_kv_bytes(const numla_engine *e);
-/* This rank's model (its linear_s / linear_flops counters; read between steps). */
+/* This rank's model (its linear_s / linear_flops counters; read between steps); NULL for
+ * deepseek_v4, which runs its own forward (engine/model/model_v4.h). */
 const numla_model *numla_engine_model(const numla_engine *e);
 
 /* ---- per-rank timing (docs/design.md §7: step time split into compute and communication) ---- */

@@ -5,10 +5,12 @@
  * sizing): placement.c.
  *
  * Wire protocol (all broadcasts from rank 0, in this order):
- *   header  int64[8] {op, num_seqs, num_tokens, max_blocks_per_seq, num_logit_rows, step_no}
- *   payload (ops STEP, MTP) one byte buffer: slots (T int64) | tokens (T) | positions (T) |
- *           query_start_loc (B+1) | seq_lens (B) | block_tables (B·MB) | logit_rows (R), int32,
- *           and for MTP then hidden_rows (T) int32
+ *   header  int64[8] {op, num_seqs, num_tokens, max_blocks_per_seq, num_logit_rows, step_no,
+ *           has seq_ids (0/1), num_released}
+ *   payload (ops STEP, MTP) one byte buffer: slots (T int64) | seq_ids (B int64, when given) |
+ *           released (N int64) | tokens (T) | positions (T) | query_start_loc (B+1) |
+ *           seq_lens (B) | block_tables (B·MB) | logit_rows (R), int32, and for MTP then
+ *           hidden_rows (T) int32
  * then the model's 2 allreduces per layer and one gather of the logits' vocab slices.
  */
 #include "engine/parallel/engine.h"
@@ -21,6 +23,7 @@
 
 #include "common/log.h"
 #include "engine/formats/safetensors.h"
+#include "engine/model/model_v4.h"
 #include "engine/model/weights.h"
 #include "engine/parallel/engine_testing.h"
 #include "engine/parallel/placement_internal.h"
@@ -39,10 +42,13 @@ struct numla_engine {
     numla_comm *comm;                 /* borrowed */
     int rank, size;
     int threads;
+    numla_isa isa;                    /* the kernels' level */
     int stopped;
     numla_model_config cfg;
-    numla_model_weights *w;
+    numla_model_weights *w;           /* MLA models */
     numla_model *m;
+    numla_v4_model *v4;               /* deepseek_v4 instead (w, m NULL): its own forward */
+    numla_v4_seqs *v4_seqs;           /* and the sequences this rank holds (model_v4.h) */
     numla_kv_cache *kv;
     numla_engine_stats st;
     double reduce_base_s;             /* the model's reduce_s at the last reset */
@@ -95,6 +101,34 @@ static int any_failed(numla_comm *c, int failed)
     return f > 0.0f;
 }
 
+/* DeepSeek-V4 (docs/design.md §5.9): its own loader and forward; the block pool only does the
+ * scheduler's accounting (its rows stay untouched), the cache is each sequence's. */
+static numla_status engine_load_v4(numla_engine *e, const char *model_dir,
+                                   const numla_engine_options *o)
+{
+    if (numla_model_path_is_gguf(model_dir))
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: %s: deepseek_v4 from a GGUF file is not "
+                   "supported (a safetensors directory is)", model_dir);
+    if (o->weights.format >= 0)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: --weights is not supported with "
+                   "model_type deepseek_v4 (its weights run as the checkpoint stores them: "
+                   "bf16/fp32, or FP8 + FP4)");
+    numla_safetensors_model *st = NULL;
+    NUMLA_CHECK(numla_safetensors_open(model_dir, &st));
+    numla_status s = numla_v4_model_load_shard(&e->cfg, st, o->isa, e->rank, e->size, &e->v4);
+    numla_safetensors_close(&st);
+    NUMLA_CHECK(s);
+    if (e->size > 1)
+        numla_v4_model_set_reduce(e->v4, engine_allreduce, e->comm);
+    NUMLA_CHECK(numla_v4_seqs_create(e->v4, &e->v4_seqs));
+    return NUMLA_STATUS_OK;
+}
+
+static const numla_shard *engine_shard_of(const numla_engine *e)
+{
+    return e->v4 ? numla_v4_model_shard(e->v4) : &e->w->shard;
+}
+
 static numla_status engine_load(numla_engine *e, const char *model_dir,
                                 const numla_engine_options *o)
 {
@@ -102,22 +136,31 @@ static numla_status engine_load(numla_engine *e, const char *model_dir,
     if ((unsigned)isa >= NUMLA_ISA_COUNT || !numla_isa_supported(isa))
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: kernel level %s is not supported here",
                    numla_isa_name(isa));
+    e->isa = isa;
     NUMLA_CHECK(numla_model_config_load(model_dir, &e->cfg));
+    if (o->mtp && e->cfg.v4.enabled)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: multi-token prediction with model_type "
+                   "deepseek_v4 is not supported (its MTP layer is not loaded)");
     if (o->mtp) /* the KV pool and the weights then have the MTP layer too */
         NUMLA_CHECK(numla_model_config_enable_mtp(&e->cfg));
     if (e->size > e->cfg.num_attention_heads)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: %d ranks but the model has only %lld "
                    "attention heads (head parallelism needs ranks <= heads)", e->size,
                    (long long)e->cfg.num_attention_heads);
-    /* a safetensors directory or a GGUF file; the shard lives in owned memory after (docs/design.md §3) */
-    NUMLA_CHECK(numla_weights_load_path(&e->cfg, model_dir, e->rank, e->size, isa, &o->weights,
-                                        &e->w));
-    numla_model_options mo = o->kernels;
-    mo.isa = isa;
-    mo.num_threads = e->threads;
-    NUMLA_CHECK(numla_model_create(e->w, &mo, &e->m));
-    if (e->size > 1)
-        numla_model_set_reduce(e->m, engine_allreduce, e->comm);
+    if (e->cfg.v4.enabled) {
+        NUMLA_CHECK(engine_load_v4(e, model_dir, o));
+    } else {
+        /* a safetensors directory or a GGUF file; the shard lives in owned memory after
+         * (docs/design.md §3) */
+        NUMLA_CHECK(numla_weights_load_path(&e->cfg, model_dir, e->rank, e->size, isa,
+                                            &o->weights, &e->w));
+        numla_model_options mo = o->kernels;
+        mo.isa = isa;
+        mo.num_threads = e->threads;
+        NUMLA_CHECK(numla_model_create(e->w, &mo, &e->m));
+        if (e->size > 1)
+            numla_model_set_reduce(e->m, engine_allreduce, e->comm);
+    }
 
     e->vbegin = calloc((size_t)e->size, sizeof *e->vbegin);
     e->vcount = calloc((size_t)e->size, sizeof *e->vcount);
@@ -189,9 +232,11 @@ void numla_engine_destroy(numla_engine **pe)
     if (!pe || !*pe)
         return;
     numla_engine *e = *pe;
-    if (e->rank == 0 && !e->stopped && e->m)
+    if (e->rank == 0 && !e->stopped && (e->m || e->v4))
         (void)numla_engine_stop(e);
     numla_model_destroy(&e->m);
+    numla_v4_seqs_destroy(&e->v4_seqs);
+    numla_v4_model_destroy(&e->v4);
     numla_kv_cache_destroy(&e->kv);
     numla_weights_destroy(&e->w);
     free(e->plan_buf);
@@ -207,15 +252,17 @@ void numla_engine_destroy(numla_engine **pe)
 
 /* ---- plan packing ---- */
 
-static size_t plan_bytes(int64_t B, int64_t T, int64_t MB, int64_t R)
+static size_t plan_bytes(const int64_t *h)
 {
-    return (size_t)T * 8 + (size_t)(2 * T + (B + 1) + B + B * MB + R) * 4;
+    const int64_t B = h[1], T = h[2], MB = h[3], R = h[4];
+    return (size_t)(T + (h[6] ? B : 0) + h[7]) * 8 +
+           (size_t)(2 * T + (B + 1) + B + B * MB + R) * 4;
 }
 
 /* An op's payload: the plan, and an MTP step's hidden rows after it. */
 static size_t op_bytes(const int64_t *h)
 {
-    return plan_bytes(h[1], h[2], h[3], h[4]) + (h[0] == ENGINE_OP_MTP ? (size_t)h[2] * 4 : 0);
+    return plan_bytes(h) + (h[0] == ENGINE_OP_MTP ? (size_t)h[2] * 4 : 0);
 }
 
 static numla_status plan_reserve(numla_engine *e, size_t bytes)
@@ -235,12 +282,17 @@ static void plan_view(numla_engine *e, const int64_t *h, numla_step *st)
 {
     int64_t B = h[1], T = h[2], MB = h[3], R = h[4];
     unsigned char *p = e->plan_buf;
+    const int64_t *q64 = (const int64_t *)p + T;
+    st->seq_ids = h[6] ? q64 : NULL;
+    q64 += h[6] ? B : 0;
+    st->num_released = (int32_t)h[7];
+    st->released = q64;
     st->num_seqs = (int32_t)B;
     st->num_tokens = (int32_t)T;
     st->max_blocks_per_seq = (int32_t)MB;
     st->num_logit_rows = (int32_t)R;
     st->slots = (const int64_t *)p;
-    const int32_t *q = (const int32_t *)(p + (size_t)T * 8);
+    const int32_t *q = (const int32_t *)(q64 + h[7]);
     st->tokens = q;
     q += T;
     st->positions = q;
@@ -254,12 +306,12 @@ static void plan_view(numla_engine *e, const int64_t *h, numla_step *st)
     st->logit_rows = q;
 }
 
-static numla_status plan_pack(numla_engine *e, const numla_step *st, const int32_t *hidden_rows)
+static numla_status plan_pack(numla_engine *e, const numla_step *st, const int64_t *h,
+                              const int32_t *hidden_rows)
 {
     const size_t B = (size_t)st->num_seqs, T = (size_t)st->num_tokens;
     const size_t MB = (size_t)st->max_blocks_per_seq, R = (size_t)st->num_logit_rows;
-    NUMLA_CHECK(plan_reserve(e, plan_bytes((int64_t)B, (int64_t)T, (int64_t)MB, (int64_t)R) +
-                                    (hidden_rows ? T * 4 : 0)));
+    NUMLA_CHECK(plan_reserve(e, op_bytes(h)));
     unsigned char *p = e->plan_buf;
 #define ENGINE_PUT(src, n, es)                      \
     do {                                            \
@@ -268,6 +320,9 @@ static numla_status plan_pack(numla_engine *e, const numla_step *st, const int32
         p += (size_t)(n) * (es);                    \
     } while (0)
     ENGINE_PUT(st->slots, T, 8);
+    if (st->seq_ids)
+        ENGINE_PUT(st->seq_ids, B, 8);
+    ENGINE_PUT(st->released, (size_t)st->num_released, 8);
     ENGINE_PUT(st->tokens, T, 4);
     ENGINE_PUT(st->positions, T, 4);
     ENGINE_PUT(st->query_start_loc, B + 1, 4);
@@ -284,7 +339,10 @@ static numla_status plan_pack(numla_engine *e, const numla_step *st, const int32
  * caller gets back (the job goes on). */
 static numla_status plan_check(const numla_engine *e, const numla_step *st)
 {
-    return numla_model_step_check(&e->cfg, e->kv, st);
+    NUMLA_CHECK(numla_model_step_check(&e->cfg, e->kv, st));
+    if (e->v4)
+        NUMLA_CHECK(numla_v4_step_check(e->v4_seqs, st));
+    return NUMLA_STATUS_OK;
 }
 
 /* ---- the step every rank runs ---- */
@@ -307,7 +365,7 @@ static numla_status engine_run(numla_engine *e, const numla_step *st, const int3
                                float *logits)
 {
     const int64_t R = st->num_logit_rows, V = e->cfg.vocab_size;
-    const int64_t vr = e->w->shard.vocab_count;
+    const int64_t vr = engine_shard_of(e)->vocab_count;
     if (e->die_at_step >= 0 && e->step_no == e->die_at_step) {
         fprintf(stderr, "numla: rank %d: test fault: killing myself at step %lld\n", e->rank,
                 (long long)e->die_at_step);
@@ -326,6 +384,8 @@ static numla_status engine_run(numla_engine *e, const numla_step *st, const int3
     }
     if (hidden_rows)
         NUMLA_CHECK(numla_model_mtp_forward(e->m, e->kv, st, hidden_rows, mine));
+    else if (e->v4)
+        NUMLA_CHECK(numla_v4_step_forward(e->v4_seqs, st, mine));
     else
         NUMLA_CHECK(numla_model_forward(e->m, e->kv, st, mine));
     if (e->size > 1 && R > 0) {
@@ -367,10 +427,19 @@ static numla_status bcast_header(numla_engine *e, int64_t *h)
     return NUMLA_STATUS_OK;
 }
 
+/* The model's counters (deepseek_v4 keeps none: zeros). */
+static void engine_model_stats(const numla_engine *e, numla_model_stats *ms)
+{
+    if (e->m)
+        numla_model_get_stats(e->m, ms);
+    else
+        memset(ms, 0, sizeof *ms);
+}
+
 static void sync_reduce_stats(numla_engine *e)
 {
     numla_model_stats ms;
-    numla_model_get_stats(e->m, &ms);
+    engine_model_stats(e, &ms);
     e->st.reduce_s = ms.reduce_s - e->reduce_base_s;
     e->st.reduces = ms.reduces - e->reduces_base;
 }
@@ -378,7 +447,7 @@ static void sync_reduce_stats(numla_engine *e)
 static void stats_reset(numla_engine *e)
 {
     numla_model_stats ms;
-    numla_model_get_stats(e->m, &ms);
+    engine_model_stats(e, &ms);
     memset(&e->st, 0, sizeof e->st);
     e->reduce_base_s = ms.reduce_s;
     e->reduces_base = ms.reduces;
@@ -406,6 +475,9 @@ static numla_status engine_step_op(numla_engine *e, const numla_step *plan,
     if (e->stopped)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: step after numla_engine_stop");
     NUMLA_CHECK(plan_check(e, plan));
+    if (hidden_rows && !e->m)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: an MTP step on a model without the MTP "
+                   "layer loaded (deepseek_v4)");
     if (hidden_rows)
         NUMLA_CHECK(numla_model_mtp_check(e->m, plan, hidden_rows));
     if (plan->num_logit_rows > 0 && !logits)
@@ -414,8 +486,9 @@ static numla_status engine_step_op(numla_engine *e, const numla_step *plan,
     if (e->size > 1) {
         int64_t h[ENGINE_HDR] = {hidden_rows ? ENGINE_OP_MTP : ENGINE_OP_STEP, plan->num_seqs,
                                  plan->num_tokens, plan->max_blocks_per_seq,
-                                 plan->num_logit_rows, e->step_no};
-        NUMLA_CHECK(plan_pack(e, plan, hidden_rows));
+                                 plan->num_logit_rows, e->step_no, plan->seq_ids != NULL,
+                                 plan->num_released};
+        NUMLA_CHECK(plan_pack(e, plan, h, hidden_rows));
         const double t0 = wtime();
         if ((s = numla_comm_bcast(e->comm, h, sizeof h, 0)) != NUMLA_STATUS_OK ||
             (s = numla_comm_bcast(e->comm, e->plan_buf, op_bytes(h), 0)) != NUMLA_STATUS_OK)
@@ -461,8 +534,7 @@ numla_status numla_engine_worker_loop(numla_engine *e)
             numla_step st;
             plan_view(e, h, &st);
             const int32_t *hidden_rows =
-                h[0] == ENGINE_OP_MTP ? (const int32_t *)(e->plan_buf + plan_bytes(h[1], h[2], h[3], h[4]))
-                                      : NULL;
+                h[0] == ENGINE_OP_MTP ? (const int32_t *)(e->plan_buf + plan_bytes(h)) : NULL;
             if ((s = engine_run(e, &st, hidden_rows, NULL)) != NUMLA_STATUS_OK)
                 engine_abort(e, s);
             break;
@@ -532,7 +604,7 @@ numla_status numla_engine_stats_reset_all(numla_engine *e)
 void numla_engine_stats_get(const numla_engine *e, numla_engine_stats *out)
 {
     numla_model_stats ms;
-    numla_model_get_stats(e->m, &ms);
+    engine_model_stats(e, &ms);
     *out = e->st;
     out->reduce_s = ms.reduce_s - e->reduce_base_s;
     out->reduces = ms.reduces - e->reduces_base;
@@ -543,9 +615,13 @@ void numla_engine_stats_reset(numla_engine *e) { stats_reset(e); }
 int numla_engine_rank(const numla_engine *e) { return e->rank; }
 int numla_engine_size(const numla_engine *e) { return e->size; }
 const numla_model_config *numla_engine_config(const numla_engine *e) { return &e->cfg; }
-const numla_shard *numla_engine_shard(const numla_engine *e) { return &e->w->shard; }
+const numla_shard *numla_engine_shard(const numla_engine *e) { return engine_shard_of(e); }
 numla_kv_cache *numla_engine_kv_cache(numla_engine *e) { return e->kv; }
 int numla_engine_num_threads(const numla_engine *e) { return e->threads; }
-size_t numla_engine_weight_bytes(const numla_engine *e) { return e->w->loaded_bytes; }
+numla_isa numla_engine_isa(const numla_engine *e) { return e->isa; }
+size_t numla_engine_weight_bytes(const numla_engine *e)
+{
+    return e->v4 ? numla_v4_model_weight_bytes(e->v4) : e->w->loaded_bytes;
+}
 size_t numla_engine_kv_bytes(const numla_engine *e) { return e->kv->data_bytes; }
 const numla_model *numla_engine_model(const numla_engine *e) { return e->m; }

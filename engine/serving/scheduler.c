@@ -27,6 +27,7 @@ typedef struct sched_seq {
     int32_t num_registered;    /* leading blocks of kv offered to the prefix cache */
     int32_t cached_tokens;     /* prompt tokens served from the cache at the first admission */
     int admitted_once;         /* admitted at least once */
+    int holding;               /* its admission's id (admitted) is known to the engine */
     numla_sampler *smp;        /* NULL until first admitted */
     numla_logprob_entry *lps;  /* (max_tokens) or NULL */
     numla_logprob_entry *plps; /* (num_prompt) req->prompt_logprobs: entry p for prompt token p,
@@ -76,14 +77,37 @@ struct numla_sched {
     int32_t *tables;           /* (max_seqs, cap_tables) */
     int64_t cap_tables;
     float *logits;             /* (cap_rows, vocab) */
+    int64_t *seq_ids;          /* (max_seqs) each step sequence's admission (numla_step) */
+    int64_t *released;         /* (num_released) admissions ended since the last step run */
+    int32_t num_released, cap_released;
 
     numla_sched_stats st;
 };
+
+/* q's admission is over (finished, cancelled, preempted): the next step tells the engine, which
+ * frees whatever it keeps for it (numla_step.released). Without memory the id is only not
+ * passed on (the engine frees it with itself). */
+static void seq_release(numla_sched *s, sched_seq *q)
+{
+    if (!q->holding)
+        return;
+    q->holding = 0;
+    if (s->num_released == s->cap_released) {
+        const int32_t cap = s->cap_released ? 2 * s->cap_released : 64;
+        int64_t *r = realloc(s->released, (size_t)cap * sizeof *r);
+        if (!r)
+            return;
+        s->released = r;
+        s->cap_released = cap;
+    }
+    s->released[s->num_released++] = q->admitted;
+}
 
 static void seq_free(numla_sched *s, sched_seq *q)
 {
     if (!q)
         return;
+    seq_release(s, q);
     numla_kv_seq_release(s->kv, &q->kv);
     numla_sampler_destroy(&q->smp);
     free(q->hashes);
@@ -126,6 +150,8 @@ void numla_sched_destroy(numla_sched **ps)
     free(s->draws);
     free(s->tables);
     free(s->logits);
+    free(s->seq_ids);
+    free(s->released);
     free(s);
     *ps = NULL;
 }
@@ -179,9 +205,10 @@ numla_status numla_sched_create(const numla_sched_options *opts, numla_kv_cache 
     s->logit_rows = malloc(B * sizeof *s->logit_rows);
     s->draws = malloc(B * sizeof *s->draws);
     s->logits = malloc(B * (size_t)o.vocab_size * sizeof *s->logits);
+    s->seq_ids = malloc(B * sizeof *s->seq_ids);
     s->cap_rows = (int32_t)B;
     if (!s->running || !s->step_seqs || !s->tokens || !s->positions || !s->slots || !s->qsl ||
-        !s->seq_lens || !s->logit_rows || !s->logits || !s->draws) {
+        !s->seq_lens || !s->logit_rows || !s->logits || !s->draws || !s->seq_ids) {
         numla_sched_destroy(&s);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory for %d tokens x %d sequences",
                    o.max_batch_tokens, o.max_seqs);
@@ -408,6 +435,7 @@ void numla_sched_stats_get(const numla_sched *s, numla_sched_stats *out)
 static numla_status preempt_last(numla_sched *s)
 {
     sched_seq *q = s->running[--s->num_running];
+    seq_release(s, q);
     numla_kv_seq_release(s->kv, &q->kv);
     q->num_computed = 0;
     q->num_registered = 0;
@@ -592,6 +620,7 @@ static numla_status plan(numla_sched *s, int32_t *num_seqs)
         NUMLA_CHECK(numla_kv_seq_reserve(s->kv, &q->kv, hit_tokens + n));
         memmove(s->waiting, s->waiting + 1, (size_t)--s->num_waiting * sizeof *s->waiting);
         q->admitted = s->next_admit++;
+        q->holding = 1;
         s->running[s->num_running++] = q;
         q->step_n = n;
         s->step_seqs[B++] = q;
@@ -642,6 +671,7 @@ numla_status numla_sched_step(numla_sched *s)
             T++;
         }
         s->seq_lens[b] = q->num_computed + q->step_n;
+        s->seq_ids[b] = q->admitted;
         int32_t *row = s->tables + (int64_t)b * maxblk;
         memcpy(row, q->kv.block_table, (size_t)q->kv.num_blocks * sizeof *row);
         for (int64_t j = q->kv.num_blocks; j < maxblk; j++)
@@ -674,9 +704,11 @@ numla_status numla_sched_step(numla_sched *s)
                        .positions = s->positions, .slots = s->slots, .query_start_loc = s->qsl,
                        .seq_lens = s->seq_lens, .block_tables = s->tables,
                        .max_blocks_per_seq = (int32_t)maxblk, .num_logit_rows = R,
-                       .logit_rows = s->logit_rows};
+                       .logit_rows = s->logit_rows, .seq_ids = s->seq_ids,
+                       .num_released = s->num_released, .released = s->released};
     double t0 = numla_now_s();
     numla_status est = s->exec(s->exec_ctx, &step, s->logits);
+    const int32_t sent = s->num_released;
     s->st.exec_s += numla_now_s() - t0;
     s->st.steps++;
     s->st.step_tokens += T;
@@ -694,6 +726,9 @@ numla_status numla_sched_step(numla_sched *s)
         }
         return est == NUMLA_STATUS_NO_MEMORY ? est : NUMLA_STATUS_OK;
     }
+    /* the engine has freed those (ones released during this step wait for the next) */
+    memmove(s->released, s->released + sent, (size_t)(s->num_released - sent) * sizeof *s->released);
+    s->num_released -= sent;
     const double t1 = numla_now_s();
     /* Draw the step's tokens on the rank's team: each sequence has its own sampler and PRNG,
      * so the tokens do not depend on how the rows are split; a worker's error message is

@@ -8,7 +8,10 @@
  *   2. waiting requests, first come first served, while the budget and free KV blocks allow
  *      (the head of the queue is never overtaken, so nothing starves).
  * The whole step is one numla_step (engine/model/model.h): its linear layers run as one GEMM with
- * M = step tokens. The step carries the block tables, so every rank applies rank 0's decision.
+ * M = step tokens. The step carries the block tables, so every rank applies rank 0's decision,
+ * and each sequence's identity (seq_ids: its admission number, new at each admission) with the
+ * identities whose admission ended since the last step run (released: finished, cancelled,
+ * preempted), for models that keep a cache per sequence (DeepSeek-V4).
  *
  * KV: blocks come from the rank-0 pool (engine/model/kv_cache.h) as a sequence grows. When a running
  * sequence needs a block and none is free, the most recently admitted running sequence is

@@ -12,10 +12,13 @@
  *   - the four prompts as one step of four sequences, then decode steps of all four;
  *   - 2 and 3 ranks in one process (threads, a shared-memory sum): heads by whole o_groups,
  *     experts, the shared expert's columns and the vocabulary sharded; each rank's logits
- *     slice and the greedy tokens from the gathered logits. */
+ *     slice and the greedy tokens from the gathered logits;
+ *   - driven by the scheduler (numla_step with sequence ids): the prompts twice, two at a
+ *     time, chunked and preempted, and the per-sequence caches freed as sequences end. */
 #include "model_golden_harness.h"
 
 #include "engine/model/model_v4.h"
+#include "engine/serving/scheduler.h"
 
 /* Prompt p of g through m: whole (chunk == 0) or in chunks of sizes chunk, 2·chunk, ... ;
  * then greedy decoding. Worst logit error into *worst, greedy agreement counts. */
@@ -352,7 +355,110 @@ static void test_bad_input(void)
     numla_v4_model_destroy(&m);
 }
 
+/* ---- driven by the scheduler (numla_v4_step_forward over numla_step) ---- */
+
+typedef struct sv_ctx {
+    numla_v4_seqs *t;
+    int32_t max_held;      /* most sequences held after a step */
+    int32_t max_running;   /* most sequences in one step */
+    int done;
+    int32_t out[8][N_GREEDY];
+    int32_t nout[8];
+    char err[256];
+} sv_ctx;
+
+static numla_status sv_exec(void *ctx, const numla_step *st, float *logits)
+{
+    sv_ctx *c = ctx;
+    NUMLA_CHECK(numla_v4_step_forward(c->t, st, logits));
+    const int32_t held = numla_v4_seqs_count(c->t);
+    c->max_held = held > c->max_held ? held : c->max_held;
+    c->max_running = st->num_seqs > c->max_running ? st->num_seqs : c->max_running;
+    return NUMLA_STATUS_OK;
+}
+
+static void sv_done(void *ctx, const numla_sched_output *o)
+{
+    sv_ctx *c = ctx;
+    const int i = (int)(intptr_t)o->user;
+    c->done++;
+    c->nout[i] = o->num_output;
+    memcpy(c->out[i], o->output_tokens, sizeof(int32_t) * (size_t)o->num_output);
+    if (o->error)
+        snprintf(c->err, sizeof c->err, "request %d: %s", i, o->error);
+}
+
+/* The golden prompts, twice, through the scheduler with at most 2 sequences at a time, chunks
+ * of 16 and a pool of 36 blocks of 8 (sequences preempted and recomputed): transformers' greedy
+ * tokens for every request, and the engine's per-sequence caches freed as sequences end (at
+ * most the running ones plus those that ended in the last step are held). */
+static void test_scheduled(void)
+{
+    golden g;
+    if (golden_load_file(&g, "v4", "model_fp32", "expected.safetensors")) {
+        CU_FAIL("golden data");
+        golden_free(&g);
+        return;
+    }
+    numla_model_config cfg;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(g.dir, &cfg), NUMLA_STATUS_OK);
+    numla_safetensors_model *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(g.dir, &st), NUMLA_STATUS_OK);
+    numla_v4_model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_model_load(&cfg, st, numla_isa_best(), &m), NUMLA_STATUS_OK);
+    numla_safetensors_close(&st);
+    sv_ctx c = {0};
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_create(m, &c.t), NUMLA_STATUS_OK);
+    numla_kv_cache *kv = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create(1, 32, 16, 8, 36, NUMLA_DTYPE_BF16, &kv),
+                          NUMLA_STATUS_OK);
+    numla_sched_options so = {.max_batch_tokens = 64, .max_seqs = 2, .prefill_chunk = 16,
+                              .vocab_size = cfg.vocab_size, .no_prefix_cache = 1};
+    numla_sched *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_sched_create(&so, kv, sv_exec, &c, sv_done, &c, &s),
+                          NUMLA_STATUS_OK);
+    const int n = 2 * g.nprompts;
+    numla_request rq[8];
+    for (int i = 0; i < n; i++) {
+        memset(&rq[i], 0, sizeof rq[i]);
+        rq[i].line = i + 1;
+        rq[i].num_prompt = g.len[i % g.nprompts];
+        rq[i].prompt_tokens = g.tokens[i % g.nprompts];
+        numla_sampling_params_default(&rq[i].params);
+        rq[i].params.temperature = 0;
+        rq[i].params.max_tokens = N_GREEDY;
+        rq[i].params.ignore_eos = 1;
+        CU_ASSERT_EQUAL(numla_sched_submit(s, &rq[i], (void *)(intptr_t)i), NUMLA_STATUS_OK);
+    }
+    for (int guard = 0; numla_sched_busy(s) && guard < 10000; guard++)
+        CU_ASSERT_EQUAL_FATAL(numla_sched_step(s), NUMLA_STATUS_OK);
+    numla_sched_stats ss;
+    numla_sched_stats_get(s, &ss);
+    NUMLA_ASSERT_MSG(c.done == n && !c.err[0], "%d of %d answered; %s", c.done, n, c.err);
+    for (int i = 0; i < n; i++) {
+        const int p = i % g.nprompts;
+        NUMLA_ASSERT_MSG(c.nout[i] == N_GREEDY && !memcmp(c.out[i], g.greedy[p], sizeof g.greedy[p]),
+                         "request %d (prompt %d): not transformers' greedy tokens", i, p);
+    }
+    NUMLA_ASSERT_MSG(ss.preemptions > 0, "the pool of 36 blocks preempted nothing");
+    NUMLA_ASSERT_MSG(c.max_held <= 2 * so.max_seqs, "%d sequences held at once (the ended ones "
+                     "are not freed)", c.max_held);
+    /* a step that continues a sequence the engine does not hold is refused, naming it */
+    const int32_t tok = 1, pos = 5, qsl[2] = {0, 1}, lens[1] = {6}, bt[1] = {0};
+    const int64_t slot = 5, id = 999;
+    const numla_step bad = {.num_seqs = 1, .num_tokens = 1, .tokens = &tok, .positions = &pos,
+                            .slots = &slot, .query_start_loc = qsl, .seq_lens = lens,
+                            .block_tables = bt, .max_blocks_per_seq = 1, .seq_ids = &id};
+    CU_ASSERT_EQUAL(numla_v4_step_check(c.t, &bad), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "holds no such sequence"));
+    numla_sched_destroy(&s);
+    numla_kv_cache_destroy(&kv);
+    numla_v4_seqs_destroy(&c.t);
+    numla_v4_model_destroy(&m);
+    golden_free(&g);
+}
+
 NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_fp32), NUMLA_TEST(test_fp32_ref_chunked),
                  NUMLA_TEST(test_bf16), NUMLA_TEST(test_fp8_fp4), NUMLA_TEST(test_ranks),
                  NUMLA_TEST(test_too_many_ranks), NUMLA_TEST(test_batched),
-                 NUMLA_TEST(test_bad_input))
+                 NUMLA_TEST(test_bad_input), NUMLA_TEST(test_scheduled))

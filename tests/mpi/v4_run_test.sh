@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# tests/mpi/v4_run_test.sh NUMLA_BIN MPIEXEC RANKS — DeepSeek-V4 (tests/golden/v4: sliding, CSA
+# with the indexer selecting, HCA, hash and routed MoE, mHC) through `numla run` on RANKS ranks:
+# the golden prompts (7, 1, 140 and 250 tokens; requests.jsonl) give transformers' greedy tokens
+# (greedy.txt) under every scheduling the engine may pick:
+#   default   the four prompts batched, chunked prefill of 512
+#   chunks    prefill chunks of 5 tokens
+#   mixed     3 sequences and 7 tokens a step in chunks of 3 (prefill chunks beside decodes)
+#   preempt   a pool of 36 blocks of 8: sequences are preempted and recomputed from scratch
+#   again     the prompts twice, one sequence at a time (the prefix cache is off for V4: said
+#             once, and nothing is served from it)
+# for the fp32 weights and the published FP8 + FP4 form (model_fp8), and the clear refusals
+# (--weights, a prompt over the context).
+set -uo pipefail
+bin=$1 mpiexec=$2 ranks=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/test_lib.sh"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+exact_isa
+src=$(cd "$(dirname "$0")/../.." && pwd)
+tokens() { # "id tok,..." per result line, sorted by id
+  sed -E 's/^\{"id":"([^"]*)","output_tokens":\[([^]]*)\].*/\1 \2/' "$1" | sort
+}
+numla() { "$mpiexec" -n "$ranks" --oversubscribe --bind-to none "$bin" "$@"; }
+for model in model_fp32 model_fp8; do
+  dir=$src/tests/golden/v4/$model
+  want=$(sort "$dir/greedy.txt")
+  run() { # run NAME [options...]
+    local name=$1
+    shift
+    numla run --model "$dir" --threads 1 --input "$tmp/req.jsonl" \
+      --output "$tmp/$model.$name.jsonl" "$@" 2> "$tmp/$model.$name.err"
+    local rc=$?
+    if [ $rc -ne 0 ]; then
+      check "$model $name" 1 "exit $rc: $(tail -3 "$tmp/$model.$name.err")"
+      return
+    fi
+    local got
+    got=$(tokens "$tmp/$model.$name.jsonl")
+    [ "$got" = "$want" ]
+    check "$model $name ($ranks ranks)" $? "tokens differ from transformers' greedy:
+$(diff <(echo "$want") <(echo "$got") | head -6)"
+  }
+  cp "$dir/requests.jsonl" "$tmp/req.jsonl"
+  run default
+  run chunks --prefill-chunk 5
+  run mixed --max-seqs 3 --max-batch-tokens 7 --prefill-chunk 3
+  run preempt --kv-blocks 36 --block-size 8 --prefill-chunk 16
+  grep -q "preemptions (0 tokens" "$tmp/$model.preempt.err" &&
+    check "$model preempt" 1 "the small pool preempted nothing: $(grep preempt "$tmp/$model.preempt.err")"
+  sed 's/"id": "p/"id": "q/' "$dir/requests.jsonl" > "$tmp/again.jsonl"
+  cat "$dir/requests.jsonl" "$tmp/again.jsonl" > "$tmp/req.jsonl"
+  want=$( (cat "$dir/greedy.txt"; sed 's/^p/q/' "$dir/greedy.txt") | sort)
+  run again --max-seqs 1
+  [ "$(grep -c 'deepseek_v4: the prefix cache is off' "$tmp/$model.again.err")" = 1 ] &&
+    grep -q "prompt tokens 0 cached" "$tmp/$model.again.err"
+  check "$model prefix cache off" $? "$(grep -i prefix "$tmp/$model.again.err")"
+done
+dir=$src/tests/golden/v4/model_fp32
+# the weights run as stored: --weights is refused, naming the model type
+numla run --model "$dir" --threads 1 --weights int8 --input "$dir/requests.jsonl" \
+  --output "$tmp/w.jsonl" 2> "$tmp/w.err"
+[ $? -ne 0 ] && grep -q -- "--weights is not supported with model_type deepseek_v4" "$tmp/w.err"
+check "--weights refused" $? "$(tail -3 "$tmp/w.err")"
+# prompts over the context are answered with an error each; the others run
+numla run --model "$dir" --threads 1 --max-context 100 --input "$dir/requests.jsonl" \
+  --output "$tmp/ctx.jsonl" 2> "$tmp/ctx.err"
+[ $? -eq 0 ] && [ "$(grep -c 'exceeds the context of 100 tokens' "$tmp/ctx.jsonl")" = 2 ] &&
+  [ "$(tokens "$tmp/ctx.jsonl" | grep -E '^p[01] ')" = "$(sort "$dir/greedy.txt" | grep -E '^p[01] ')" ]
+check "over the context" $? "$(head -c 600 "$tmp/ctx.jsonl")"
+echo "v4_run_test: $pass passed, $fail failed ($ranks ranks)"
+[ $fail -eq 0 ]
