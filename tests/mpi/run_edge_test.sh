@@ -58,7 +58,7 @@ if [ "$mode" = files ]; then
   # a stop while the input is open but silent (a writer still holding the pipe): the requests
   # already read are answered and the run ends as a drain (143), not as a failed read
   mkfifo "$tmp/slow"
-  { head -n 2 "$tmp/req.jsonl"; sleep 20; } > "$tmp/slow" &
+  { head -n 2 "$tmp/req.jsonl"; exec sleep 20; } > "$tmp/slow" &
   writer=$!
   "$bin" run "${opts[@]}" --input "$tmp/slow" --output "$tmp/slow.jsonl" 2> "$tmp/slow.err" &
   runner=$!
@@ -71,14 +71,15 @@ if [ "$mode" = files ]; then
   check input-silent-pipe-stop $? "rc=$rc $(wc -l < "$tmp/slow.jsonl") records; $(grep -E 'error|summary' "$tmp/slow.err" | head -2)"
   # a writer that trickles: the first request is answered while the pipe is silent (the
   # reader does not wait for the next line with requests in flight), and a line that arrives
-  # in two pieces is still one request
+  # in two pieces is still one request (each writer ends in `exec sleep`, so killing it closes
+  # the pipe: the runners see end of input then, not when a leftover sleep exits)
   mkfifo "$tmp/trickle"
-  { head -n 1 "$tmp/req.jsonl"; sleep 30; } > "$tmp/trickle" &
+  { head -n 1 "$tmp/req.jsonl"; exec sleep 30; } > "$tmp/trickle" &
   writer=$!
   { tail -n +2 "$tmp/req.jsonl" | head -n 1 | cut -c1-20 | tr -d '\n'; } > "$tmp/half1"
   { tail -n +2 "$tmp/req.jsonl" | head -n 1 | cut -c21-; } > "$tmp/half2"
   mkfifo "$tmp/trickle2"
-  { cat "$tmp/half1"; sleep 1; cat "$tmp/half2"; sleep 30; } > "$tmp/trickle2" &
+  { cat "$tmp/half1"; sleep 1; cat "$tmp/half2"; exec sleep 30; } > "$tmp/trickle2" &
   writer2=$!
   "$bin" run "${opts[@]}" --input "$tmp/trickle" --output "$tmp/trickle.jsonl" 2> "$tmp/trickle.err" &
   runner=$!
