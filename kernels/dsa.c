@@ -15,11 +15,9 @@
 
 #include <math.h>
 #include <omp.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <xmmintrin.h>
 #define NUMLA_DSA_FTZ_DAZ 0x8040u /* MXCSR flush-to-zero | denormals-are-zero */
 #endif
@@ -135,25 +133,6 @@ void numla_dsa_key_quantize(const float *k, int32_t head_dim, void *row)
     const float s = numla_dsa_quantize_row(k, 1, head_dim, (int8_t *)row, &sum);
     memcpy((char *)row + head_dim, &s, 4);
     memcpy((char *)row + head_dim + 4, &sum, 4);
-}
-
-/* Read once: CPUID traps to the hypervisor in a VM, and the dispatch asks on every call. */
-static pthread_once_t numla_dsa_vnni_once_ = PTHREAD_ONCE_INIT;
-static int numla_dsa_vnni_ok_;
-
-static void numla_dsa_vnni_init_(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned ra, rb, rc, rd;
-    /* AVX512-VNNI: CPUID.(7,0):ECX bit 11 (the avx512 level already checked the OS state) */
-    numla_dsa_vnni_ok_ = __get_cpuid_count(7, 0, &ra, &rb, &rc, &rd) && ((rc >> 11) & 1);
-#endif
-}
-
-int numla_dsa_vnni_usable(void)
-{
-    pthread_once(&numla_dsa_vnni_once_, numla_dsa_vnni_init_);
-    return numla_dsa_vnni_ok_;
 }
 
 static int64_t numla_dsa_num_queries(int32_t B, const int32_t *qsl) { return qsl ? qsl[B] : B; }

@@ -62,9 +62,6 @@ extern const numla_dsa_index_kernel numla_dsa_index_kernel_avx512bf16;
 extern const numla_dsa_index_kernel numla_dsa_index_kernel_i8_ref;
 extern const numla_dsa_index_kernel numla_dsa_index_kernel_i8_avx512vnni;
 
-/* Whether the CPU has AVX512-VNNI (vpdpbusd), read once; the avx512 level's int8 entry needs it. */
-int numla_dsa_vnni_usable(void);
-
 /* The one int8 rule of the quantized indexer, shared by the index-key writer and every
  * variant's query preparation (so all variants score the same codes): s = max|x| / 127,
  * code = x · (127 / max|x|) rounded to nearest even, clamped to ±127; all-zero x: s = 0, codes 0

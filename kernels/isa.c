@@ -1,11 +1,15 @@
-/* kernels/isa.c — CPUID feature detection and the choice of a level by name. */
+/* kernels/isa.c — CPUID feature detection (the only place kernels read CPUID: the levels, the
+ * feature bits variants need and the microarchitecture), the choice of a level by name, and the
+ * one dispatch walk of every kernel family. */
 #include "kernels/isa.h"
 #include "common/log.h"
-#include "kernels/x86/amx.h"
 
 #include <cpuid.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static const char *const numla_isa_names_[NUMLA_ISA_COUNT] = {"ref", "avx2", "avx512", "avx512bf16",
                                                                   "amx"};
@@ -60,9 +64,54 @@ int numla_isa_supported(numla_isa isa)
             return 0;
         if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !((a >> 5) & 1)) /* AVX512_BF16 */
             return 0;
-        return isa == NUMLA_ISA_AVX512BF16 || numla_amx_usable();
+        return isa == NUMLA_ISA_AVX512BF16 || numla_cpu_has(NUMLA_CPU_AMX_BF16);
     }
     return 0;
+}
+
+enum { NUMLA_AMX_ARCH_REQ_XCOMP_PERM = 0x1023, NUMLA_AMX_XFEATURE_XTILEDATA = 18 };
+
+static pthread_once_t numla_cpu_once_ = PTHREAD_ONCE_INIT;
+static unsigned numla_cpu_features_;
+
+static void numla_cpu_init_(void)
+{
+    unsigned a, b, c, d, f = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return;
+    if ((c >> 11) & 1)
+        f |= NUMLA_CPU_VNNI;
+    if ((c >> 1) & 1)
+        f |= NUMLA_CPU_VBMI;
+    if (!(d & (1u << 22)) || !(d & (1u << 24))) {
+        NUMLA_DEBUG("amx: no AMX-BF16 on this CPU, the AVX-512 paths run instead");
+    } else if (syscall(SYS_arch_prctl, NUMLA_AMX_ARCH_REQ_XCOMP_PERM, NUMLA_AMX_XFEATURE_XTILEDATA) != 0) {
+        /* without the permission the first tile instruction faults */
+        NUMLA_DEBUG("amx: the OS refused the tile state (arch_prctl), the AVX-512 paths run instead");
+    } else {
+        f |= NUMLA_CPU_AMX_BF16;
+        if ((d >> 25) & 1)
+            f |= NUMLA_CPU_AMX_INT8;
+    }
+    numla_cpu_features_ = f;
+}
+
+unsigned numla_cpu_features(void)
+{
+    pthread_once(&numla_cpu_once_, numla_cpu_init_);
+    return numla_cpu_features_;
+}
+
+numla_isa numla_isa_pick(numla_isa isa, const numla_variant *const *table, int kinds, int kind,
+                         const void *call)
+{
+    int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF;
+    for (; i > 0; i--) {
+        const numla_variant *v = table[i * kinds + kind];
+        if (v && numla_cpu_has(v->needs) && (!v->applies || v->applies(call)))
+            break;
+    }
+    return (numla_isa)i;
 }
 
 unsigned numla_isa_supported_mask(void)

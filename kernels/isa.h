@@ -1,11 +1,21 @@
-/* kernels/isa.h — instruction-set levels and the run-time choice among them.
+/* kernels/isa.h — instruction-set levels, the CPU's feature bits, and the one dispatch every
+ * kernel family uses.
  *
- * Every kernel family keeps one table indexed by numla_isa. The table starts as the scalar
- * reference (kernels/ref/, always compiled) at every level; a level with a native variant
- * overrides its entry, and a level without one inherits the entry of the level below
- * (amx -> avx512bf16 -> avx512 -> avx2 -> ref). Kernels read no environment: callers pass the
- * level to run (the engine's from its settings, engine/cli/settings.h), so tests can loop over
- * every level the CPU supports.
+ * Levels (numla_isa) say which instructions a variant is compiled for; they include the ones
+ * below (amx -> avx512bf16 -> avx512 -> avx2 -> ref). Kernels read no environment: callers pass
+ * the level to run (the engine's from its settings, engine/cli/settings.h), so tests can loop
+ * over every level the CPU supports.
+ *
+ * Dispatch (docs/design.md §4.2), BLIS's context in C: each family keeps one table
+ *   static const numla_variant *const table[NUMLA_ISA_COUNT][kinds]
+ * whose ref row names a variant for every kind and whose higher rows name only what a level
+ * overrides (NULL inherits the level below). A kind is one job of the family (qlinear: one per
+ * format; dsa: the int8 and float indexers; most families have one). Each entry is the head of
+ * the family's own variant struct (its functions follow the head) and says what it needs beyond
+ * its level: CPU features (numla_cpu_feature) and, through applies(), the calls it takes.
+ * numla_isa_pick walks down from the requested level to the first entry that runs the call;
+ * ref runs every call. The CPU's features are read once here (numla_cpu_features), never by a
+ * family.
  */
 #ifndef NUMLA_KERNELS_ISA_H
 #define NUMLA_KERNELS_ISA_H
@@ -71,6 +81,38 @@ numla_status numla_uarch_choose(const char *what, const char *name, numla_uarch 
 /* Whether vdpbf16ps doubles the fp32 FMA multiply-add rate on u (see above; generic: assumed,
  * which is what the avx512bf16 variants were written for). */
 int numla_uarch_bf16_dot_fast(numla_uarch u);
+
+/* Features a variant may need beyond its level's instructions (numla_variant.needs). */
+typedef enum numla_cpu_feature {
+    NUMLA_CPU_VNNI = 1u << 0,     /* AVX512-VNNI (vpdpbusd): CPUID.(7,0):ECX bit 11 */
+    NUMLA_CPU_VBMI = 1u << 1,     /* AVX512-VBMI (vpermb): CPUID.(7,0):ECX bit 1 */
+    NUMLA_CPU_AMX_BF16 = 1u << 2, /* AMX-TILE + AMX-BF16 (EDX bits 24, 22) and the OS granted this
+                                     process the tile state (arch_prctl, asked once) */
+    NUMLA_CPU_AMX_INT8 = 1u << 3, /* NUMLA_CPU_AMX_BF16 and AMX-INT8 (EDX bit 25) */
+} numla_cpu_feature;
+
+/* This CPU's numla_cpu_feature bits, read once (thread-safe; CPUID traps to the hypervisor in
+ * a VM, and dispatches ask on every call). */
+unsigned numla_cpu_features(void);
+/* Whether every feature bit in `needs` is present. */
+static inline int numla_cpu_has(unsigned needs) { return (numla_cpu_features() & needs) == needs; }
+
+/* The head of every kernel family's variant struct (the family's functions follow it). */
+typedef struct numla_variant {
+    const char *name; /* for reports and tests: "avx512", "amx", "i8-avx512vnni" ... */
+    unsigned needs;   /* numla_cpu_feature bits beyond the level's instructions; 0: none */
+    /* NULL: the variant takes every call; else whether it takes this one (`call`: the family's
+     * call struct, e.g. the args, or the weight and M), and when not, the level below runs it */
+    int (*applies)(const void *call);
+} numla_variant;
+
+/* The one walk down: the highest level at or below isa (ref when out of range) whose entry
+ * table[level][kind] exists, whose CPU needs are met and that applies to `call`. table is a
+ * family's [NUMLA_ISA_COUNT][kinds] table; its ref row must be complete (ref runs every call,
+ * its applies is not asked). Per call, not per element: a few loads and at most one indirect
+ * call per level. */
+numla_isa numla_isa_pick(numla_isa isa, const numla_variant *const *table, int kinds, int kind,
+                         const void *call);
 
 /* The lower of a and b: a family whose faster path is turned off runs at
  * numla_isa_min(isa, NUMLA_ISA_AVX512BF16). */

@@ -5,9 +5,7 @@
 #include "kernels/qblock_internal.h"
 #include "kernels/x86/amx.h"
 
-#include <cpuid.h>
 #include <omp.h>
-#include <pthread.h>
 
 /* Native variants per level and mode; NULL inherits the level below (ref always runs). A level
  * runs a type where the type's row (kernels/qblock_types.c) names its kernels there
@@ -28,30 +26,13 @@ static int numla_qblock_row_runs_(const numla_qblock_type_row *row, numla_isa le
     return act == NUMLA_QBLOCK_ACT_F32 ? row->f32_rows != NULL : numla_qblock_type_row_q8_vnni(row);
 }
 
-/* Read once: CPUID traps to the hypervisor in a VM, and the dispatch asks on every call. */
-static pthread_once_t numla_qblock_vnni_once_ = PTHREAD_ONCE_INIT;
-static int numla_qblock_vnni_ok_;
-
-static void numla_qblock_vnni_init_(void)
-{
-    unsigned a, b, c, d;
-    /* AVX512-VNNI: CPUID.(7,0):ECX bit 11 (the avx512 level already checked the OS state). */
-    numla_qblock_vnni_ok_ = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 11) & 1);
-}
-
-int numla_qblock_vnni_usable(void)
-{
-    pthread_once(&numla_qblock_vnni_once_, numla_qblock_vnni_init_);
-    return numla_qblock_vnni_ok_;
-}
-
 /* A variant that needs a CPU feature beyond its level's: VNNI for Q8 mode at avx512, and at amx
  * AMX-INT8 too (the amx level itself needs only AMX-BF16). */
 static int numla_qblock_runnable_(numla_isa level, numla_qblock_act act)
 {
     if (level == NUMLA_ISA_AMX && act == NUMLA_QBLOCK_ACT_Q8)
-        return numla_amx_int8_usable() && numla_qblock_vnni_usable();
-    return !(level == NUMLA_ISA_AVX512 && act == NUMLA_QBLOCK_ACT_Q8) || numla_qblock_vnni_usable();
+        return numla_amx_int8_usable() && numla_cpu_has(NUMLA_CPU_VNNI);
+    return !(level == NUMLA_ISA_AVX512 && act == NUMLA_QBLOCK_ACT_Q8) || numla_cpu_has(NUMLA_CPU_VNNI);
 }
 
 const numla_qblock_info *numla_qblock_info_get(numla_qblock_type type)

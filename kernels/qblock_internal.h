@@ -22,10 +22,9 @@ void numla_qblock_forward_ref(const numla_qblock_weight *w, int64_t m, const flo
 void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                                  float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
 /* AVX512-VNNI (kernels/x86/qblock_avx512vnni.c): every type in Q8 mode, at the avx512
- * level when the CPU has VNNI. */
+ * level when the CPU has VNNI (NUMLA_CPU_VNNI). */
 void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                                      float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
-int numla_qblock_vnni_usable(void);
 /* Q8 mode, any number of x rows (kernels/x86/qblock_gemm_avx512vnni.c): from NUMLA_QBLOCK_GEMM_MIN_M
  * rows the vnni level runs weight rows [lo, hi) against all m quantized x rows (the workspace's
  * sections, Q4_K's x already in its order) with each block unpacked once per tile of x rows;

@@ -3,9 +3,7 @@
  * in kernels/ref/qlinear_ref.c and kernels/x86/qlinear_<isa>.c. */
 #include "kernels/qlinear_internal.h"
 
-#include <cpuid.h>
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "kernels/x86/amx.h"
@@ -28,44 +26,17 @@ static const numla_qlinear_gemm_fn numla_qlinear_gemm_table_[NUMLA_ISA_COUNT][NU
     [NUMLA_ISA_AVX512BF16] = {numla_qlinear_gemm_avx512, NULL, NULL}, /* fp8 there is M = 1 only */
 };
 
-/* Read once: CPUID traps to the hypervisor in a VM (microseconds), and the dispatch asks on
- * every call (a decode step makes about a hundred). */
-static pthread_once_t numla_qlinear_vnni_once_ = PTHREAD_ONCE_INIT;
-static int numla_qlinear_vnni_ok_, numla_qlinear_vbmi_ok_;
-
-static void numla_qlinear_vnni_init_(void)
-{
-    unsigned a, b, c, d;
-    /* AVX512-VNNI: CPUID.(7,0):ECX bit 11, AVX512_VBMI: bit 1 (the avx512 level already
-     * checked the OS state). */
-    const int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d);
-    numla_qlinear_vnni_ok_ = ok && ((c >> 11) & 1);
-    numla_qlinear_vbmi_ok_ = ok && ((c >> 1) & 1);
-}
-
-int numla_qlinear_vbmi_usable(void)
-{
-    pthread_once(&numla_qlinear_vnni_once_, numla_qlinear_vnni_init_);
-    return numla_qlinear_vbmi_ok_;
-}
-
-int numla_qlinear_vnni_usable(void)
-{
-    pthread_once(&numla_qlinear_vnni_once_, numla_qlinear_vnni_init_);
-    return numla_qlinear_vnni_ok_;
-}
-
 /* A variant that needs a CPU feature beyond its level's. */
 static int numla_qlinear_runnable_(numla_isa level, numla_qlinear_format fmt)
 {
     if (level == NUMLA_ISA_AVX512 && fmt == NUMLA_QLINEAR_INT8_W8A8)
-        return numla_qlinear_vnni_usable();
+        return numla_cpu_has(NUMLA_CPU_VNNI);
     if (level == NUMLA_ISA_AMX && fmt == NUMLA_QLINEAR_INT8_W8A8)
-        return numla_amx_int8_usable() && numla_qlinear_vnni_usable();
+        return numla_amx_int8_usable() && numla_cpu_has(NUMLA_CPU_VNNI);
     if (level == NUMLA_ISA_AMX && (fmt == NUMLA_QLINEAR_FP8_BLOCK || fmt == NUMLA_QLINEAR_INT8_ROW))
         return numla_amx_usable();
     if (level == NUMLA_ISA_AVX512BF16 && fmt == NUMLA_QLINEAR_FP8_BLOCK)
-        return numla_qlinear_vbmi_usable();
+        return numla_cpu_has(NUMLA_CPU_VBMI);
     return 1;
 }
 

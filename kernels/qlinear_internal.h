@@ -162,18 +162,16 @@ void numla_qlinear_forward_avx512(const numla_qlinear_weight *w, int64_t m, cons
                                   int64_t ldx, float *y, int64_t ldy, int accumulate,
                                   void *workspace);
 /* W8A8 with vpdpbusd (kernels/x86/qlinear_avx512vnni.c; AVX512-VNNI is not an ISA level, so
- * the table uses it at the avx512 level when numla_qlinear_vnni_usable()). */
+ * the table uses it at the avx512 level when the CPU has it: NUMLA_CPU_VNNI). */
 void numla_qlinear_forward_avx512vnni(const numla_qlinear_weight *w, int64_t m, const float *x,
                                       int64_t ldx, float *y, int64_t ldy, int accumulate,
                                       void *workspace);
-int numla_qlinear_vnni_usable(void);
 /* fp8 GEMV (M = 1) on vdpbf16ps, e4m3 widened to bf16 with vpermi2b (kernels/x86/
  * qlinear_fp8_avx512bf16.c); other M run numla_qlinear_forward_avx512. The avx512bf16 level
- * uses it when numla_qlinear_vbmi_usable() (AVX512_VBMI is not implied by the level). */
+ * uses it when the CPU has AVX512_VBMI (NUMLA_CPU_VBMI: not implied by the level). */
 void numla_qlinear_forward_fp8_avx512bf16(const numla_qlinear_weight *w, int64_t m, const float *x,
                                           int64_t ldx, float *y, int64_t ldy, int accumulate,
                                           void *workspace);
-int numla_qlinear_vbmi_usable(void);
 
 enum {
     NUMLA_QLINEAR_AMX_MIN_M = 16,          /* amx level, W8A8: M from this (and N >= 16) runs the

@@ -8,10 +8,11 @@
 #include <stdint.h>
 
 /* 1 when the CPU has AMX-TILE and AMX-BF16 and the OS granted this process the tile state
- * (arch_prctl ARCH_REQ_XCOMP_PERM, requested once, thread-safely, on the first call). No
- * environment variable is read here: each kernel family has its own switch. (kernels/x86/amx.c) */
+ * (arch_prctl ARCH_REQ_XCOMP_PERM, requested once, thread-safely, on the first call):
+ * numla_cpu_has(NUMLA_CPU_AMX_BF16), kernels/isa.h. No environment variable is read here: each
+ * kernel family has its own switch. */
 int numla_amx_usable(void);
-/* numla_amx_usable() and the CPU has AMX-INT8 (TDPBSSD and kin: CPUID.(7,0):EDX bit 25). */
+/* numla_amx_usable() and the CPU has AMX-INT8 (TDPBSSD and kin): NUMLA_CPU_AMX_INT8. */
 int numla_amx_int8_usable(void);
 
 /* The tile configuration (palette 1, Intel SDM's 64-byte TILECFG layout): tiles 0..7 are 16

@@ -36,7 +36,7 @@ static inline __attribute__((always_inline)) __m512i numla_dsa_vn_dp(__m512i acc
 static int numla_dsa_index_vnni_supports(const numla_dsa_index_args *a)
 {
     return a->k_dtype == NUMLA_DTYPE_I8 && a->num_heads % 16 == 0 && a->head_dim % 4 == 0 &&
-           numla_dsa_vnni_usable();
+           numla_cpu_has(NUMLA_CPU_VNNI);
 }
 
 static size_t numla_dsa_index_vnni_packed(const numla_dsa_index_args *a)

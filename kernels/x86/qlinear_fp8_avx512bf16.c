@@ -1,6 +1,6 @@
 /* kernels/x86/qlinear_fp8_avx512bf16.c — the fp8-block GEMV (M = 1) at the avx512bf16 level,
  * for CPUs with AVX512_VBMI as well (AMD Zen 4 and later; the table checks the CPUID bit,
- * numla_qlinear_vbmi_usable): e4m3 widened to bf16 in registers and vdpbf16ps, instead of
+ * NUMLA_CPU_VBMI): e4m3 widened to bf16 in registers and vdpbf16ps, instead of
  * widening to fp32 (vpmovsxbw, shift, vcvtph2ps) and fp32 FMA. Other M run the avx512 variant.
  *
  * e4m3 -> bf16: the byte's low 7 bits index two 128-entry byte tables (vpermi2b, which ignores

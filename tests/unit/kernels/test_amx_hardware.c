@@ -353,7 +353,7 @@ static void test_qlinear_w8a8(void)
 
 static void test_qblock(void)
 {
-    if (!runnable(1) || !numla_qblock_vnni_usable())
+    if (!runnable(1) || !numla_cpu_has(NUMLA_CPU_VNNI))
         return;
     numla_test_rng rng = {14};
     const numla_qblock_type types[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_Q8_0,

@@ -703,7 +703,7 @@ static void test_panel16(void)
  * short last group (K 1408). */
 static void test_q8_quantize_vector(void)
 {
-    if (!numla_isa_supported(NUMLA_ISA_AVX512) || !numla_qblock_vnni_usable())
+    if (!numla_isa_supported(NUMLA_ISA_AVX512) || !numla_cpu_has(NUMLA_CPU_VNNI))
         return;
     numla_test_rng rng = {31337};
     static const int64_t ks[] = {256, 1408};

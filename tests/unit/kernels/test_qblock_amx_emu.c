@@ -28,7 +28,7 @@ void numla_qblock_forward_amx_emulated(const numla_qblock_weight *w, int64_t m, 
 /* The emulated kernel's AVX-512 parts and the vnni level it is compared with run natively. */
 static int runnable(void)
 {
-    if (numla_isa_supported(NUMLA_ISA_AVX512BF16) && numla_qblock_vnni_usable())
+    if (numla_isa_supported(NUMLA_ISA_AVX512BF16) && numla_cpu_has(NUMLA_CPU_VNNI))
         return 1;
     fprintf(stderr, "(no AVX512-BF16 + VNNI here, skipped) ");
     return 0;
@@ -145,7 +145,7 @@ static void test_fallback(void)
  * (and VNNI); F32 mode inherits the avx512 level. */
 static void test_table(void)
 {
-    const int int8 = numla_amx_int8_usable() && numla_qblock_vnni_usable();
+    const int int8 = numla_amx_int8_usable() && numla_cpu_has(NUMLA_CPU_VNNI);
     const numla_qblock_type tiles[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_Q8_0,
                                        NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q4_0, NUMLA_QBLOCK_Q5_K,
                                        NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_Q5_1};
@@ -153,7 +153,7 @@ static void test_table(void)
         CU_ASSERT_EQUAL(numla_qblock_level(tiles[t], NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AMX) == NUMLA_ISA_AMX, int8);
         CU_ASSERT_NOT_EQUAL(numla_qblock_level(tiles[t], NUMLA_QBLOCK_ACT_F32, NUMLA_ISA_AMX), NUMLA_ISA_AMX);
         /* decode at the amx level runs the vnni kernels on the stored panels (where there are) */
-        if (numla_qblock_vnni_usable() && numla_qblock_layout_size(tiles[t], NUMLA_QBLOCK_LAYOUT_PANEL16, 16, 2048))
+        if (numla_cpu_has(NUMLA_CPU_VNNI) && numla_qblock_layout_size(tiles[t], NUMLA_QBLOCK_LAYOUT_PANEL16, 16, 2048))
             CU_ASSERT_EQUAL(numla_qblock_layout_for(tiles[t], NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AMX),
                             NUMLA_QBLOCK_LAYOUT_PANEL16);
     }

@@ -518,7 +518,7 @@ static void test_validation(void)
     CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX2), NUMLA_ISA_REF);
     /* fp8 has an avx512bf16 variant (M = 1) where the CPU has AVX512_VBMI */
     CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX512BF16),
-                    numla_qlinear_vbmi_usable() ? NUMLA_ISA_AVX512BF16 : NUMLA_ISA_AVX512);
+                    numla_cpu_has(NUMLA_CPU_VBMI) ? NUMLA_ISA_AVX512BF16 : NUMLA_ISA_AVX512);
     CU_ASSERT(numla_qlinear_level(NUMLA_QLINEAR_INT8_W8A8, NUMLA_ISA_AVX512BF16) <= NUMLA_ISA_AVX512);
     CU_ASSERT_EQUAL(numla_qlinear_packed_size(NUMLA_QLINEAR_FP8_BLOCK, 0, 1), 0);
 

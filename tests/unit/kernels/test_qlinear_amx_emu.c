@@ -28,7 +28,7 @@ void numla_qlinear_forward_amx_emulated(const numla_qlinear_weight *w, int64_t m
 /* The emulated kernel's AVX-512 parts (and its VNNI fallback) run natively. */
 static int runnable(void)
 {
-    if (numla_isa_supported(NUMLA_ISA_AVX512BF16) && numla_qlinear_vnni_usable())
+    if (numla_isa_supported(NUMLA_ISA_AVX512BF16) && numla_cpu_has(NUMLA_CPU_VNNI))
         return 1;
     fprintf(stderr, "(no AVX512-BF16 + VNNI here, skipped) ");
     return 0;

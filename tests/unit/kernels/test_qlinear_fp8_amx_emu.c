@@ -390,7 +390,7 @@ static void test_dispatch(void)
     /* without tiles: the avx512bf16 level's fp8 GEMV where the CPU has VBMI, else avx512 */
     CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AMX),
                     numla_amx_usable()             ? NUMLA_ISA_AMX
-                    : numla_qlinear_vbmi_usable() ? NUMLA_ISA_AVX512BF16
+                    : numla_cpu_has(NUMLA_CPU_VBMI) ? NUMLA_ISA_AVX512BF16
                                                   : NUMLA_ISA_AVX512);
     /* int8-row: the same tiles where the CPU has them */
     CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_INT8_ROW, NUMLA_ISA_AMX),
