@@ -2,14 +2,19 @@
  * the scalar loop is what it runs (the op is a small part of an MLP whose GEMMs dominate). */
 #include "kernels/act.h"
 
-typedef void (*numla_act_silu_mul_fn)(int64_t n, float *g, const float *u);
+/* A variant: the head (kernels/isa.h) and its function. */
+typedef struct numla_act_variant {
+    numla_variant v;
+    void (*silu_mul)(int64_t n, float *g, const float *u);
+} numla_act_variant;
 
-static const numla_act_silu_mul_fn numla_act_silu_mul_table_[NUMLA_ISA_COUNT] = {
-    [NUMLA_ISA_REF] = numla_act_silu_mul_ref,
-    [NUMLA_ISA_AVX2] = numla_act_silu_mul_ref, /* no AVX2 variant: inherit */
-    [NUMLA_ISA_AVX512] = numla_act_silu_mul_avx512,
-    [NUMLA_ISA_AVX512BF16] = numla_act_silu_mul_avx512,
-    [NUMLA_ISA_AMX] = numla_act_silu_mul_avx512,
+static const numla_act_variant numla_act_ref_ = {{"ref", 0, NULL}, numla_act_silu_mul_ref};
+static const numla_act_variant numla_act_avx512_ = {{"avx512", 0, NULL}, numla_act_silu_mul_avx512};
+
+/* Native variants per level (one kind); an empty entry inherits the level below. */
+static const numla_variant *const numla_act_table_[NUMLA_ISA_COUNT][1] = {
+    [NUMLA_ISA_REF] = {&numla_act_ref_.v},
+    [NUMLA_ISA_AVX512] = {&numla_act_avx512_.v},
 };
 
 numla_status numla_act_silu_mul(numla_isa isa, int64_t n, float *g, const float *u)
@@ -19,6 +24,8 @@ numla_status numla_act_silu_mul(numla_isa isa, int64_t n, float *g, const float 
     if (n < 0 || (n > 0 && (!g || !u)))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "act_silu_mul: n %lld, g %p, u %p", (long long)n,
                    (void *)g, (const void *)u);
-    numla_act_silu_mul_table_[isa](n, g, u);
+    const numla_act_variant *k =
+        (const numla_act_variant *)numla_act_table_[numla_isa_pick(isa, &numla_act_table_[0][0], 1, 0, NULL)][0];
+    k->silu_mul(n, g, u);
     return NUMLA_STATUS_OK;
 }

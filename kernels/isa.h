@@ -20,6 +20,8 @@
 #ifndef NUMLA_KERNELS_ISA_H
 #define NUMLA_KERNELS_ISA_H
 
+#include <stddef.h>
+
 #include "common/status.h"
 
 typedef enum numla_isa {

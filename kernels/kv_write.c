@@ -8,12 +8,22 @@
 /* Below this many bytes written, waking a thread team costs more than the copy. */
 enum { NUMLA_KV_WRITE_PARALLEL_BYTES = 256 * 1024 };
 
-static const numla_kv_write_fn numla_kv_write_table_[NUMLA_ISA_COUNT] = {
-    [NUMLA_ISA_REF] = numla_kv_write_ref,
-    [NUMLA_ISA_AVX2] = numla_kv_write_avx2,
-    [NUMLA_ISA_AVX512] = numla_kv_write_avx512,
-    [NUMLA_ISA_AVX512BF16] = numla_kv_write_avx512, /* no bf16 dot products here: inherit */
-    [NUMLA_ISA_AMX] = numla_kv_write_avx512,
+/* A variant: the head (kernels/isa.h) and its function. */
+typedef struct numla_kv_write_variant {
+    numla_variant v;
+    numla_kv_write_fn write;
+} numla_kv_write_variant;
+
+static const numla_kv_write_variant numla_kv_write_ref_ = {{"ref", 0, NULL}, numla_kv_write_ref};
+static const numla_kv_write_variant numla_kv_write_avx2_ = {{"avx2", 0, NULL}, numla_kv_write_avx2};
+static const numla_kv_write_variant numla_kv_write_avx512_ = {{"avx512", 0, NULL}, numla_kv_write_avx512};
+
+/* Native variants per level (one kind); an empty entry inherits the level below (no bf16 dot
+ * products here: avx512bf16 and amx run avx512's). */
+static const numla_variant *const numla_kv_write_table_[NUMLA_ISA_COUNT][1] = {
+    [NUMLA_ISA_REF] = {&numla_kv_write_ref_.v},
+    [NUMLA_ISA_AVX2] = {&numla_kv_write_avx2_.v},
+    [NUMLA_ISA_AVX512] = {&numla_kv_write_avx512_.v},
 };
 
 static numla_status numla_kv_write_validate(const numla_kv_write_args *a)
@@ -76,7 +86,8 @@ numla_status numla_concat_and_cache_mla(numla_isa isa, const numla_kv_write_args
     const int64_t n = args->num_tokens;
     if (n == 0)
         return NUMLA_STATUS_OK;
-    const numla_kv_write_fn fn = numla_kv_write_table_[isa];
+    const numla_isa level = numla_isa_pick(isa, &numla_kv_write_table_[0][0], 1, 0, NULL);
+    const numla_kv_write_fn fn = ((const numla_kv_write_variant *)numla_kv_write_table_[level][0])->write;
     const int64_t bytes = n * ((int64_t)args->kv_lora_rank + args->rope_dim) *
                           (int64_t)numla_dtype_size(args->kv_dtype);
 #pragma omp parallel if (bytes >= NUMLA_KV_WRITE_PARALLEL_BYTES)
