@@ -14,17 +14,31 @@
  *         Error: |x - fp16(d)·(q - 8)| <= |d| + 8·|d - fp16(d)| (half a step, plus a step on
  *         the side opposite m, where code 15 = +7 steps caps values up to 8 steps), with
  *         |d - fp16(d)| as for Q8_0.
- * Per block of 256 (numla's own min/max rounding: no search over candidate scales as
- * llama.cpp's make_qkx2_quants / make_qx_quants do, so its error is somewhat larger):
- *   Q4_K  sub-block j of 32: lo = min(0, min x), hi = max x, scale_j = (hi - lo) / 15,
- *         min_j = -lo; d = max scale_j / 63, dmin = max min_j / 63 stored fp16 (D, DM);
- *         sc_j = min(63, round(scale_j / D)), m_j = min(63, round(min_j / DM));
+ * Per block of 256 (searched scales, the method of llama.cpp's reference k-quant rows
+ * quantize_row_q4_K_ref / quantize_row_q6_K_ref without an importance matrix; round() below
+ * rounds half to even):
+ *   Q4_K  sub-block j of 32, weights w = rms(sub-block) + |x|: lo = min(0, min x), hi = max x;
+ *         the min/max fit (x ≈ s·q + b with b = lo, s = (hi - lo) / 15, q = round((x - lo) /
+ *         s)), then 21 trials t = -1, -0.9, ..., 1 in turn, each rounding the codes
+ *         round((x - b) · (15 + t) / (hi - b)) from the offset b of the best fit so far and
+ *         refitting (s, b) to them by weighted least squares (b held at 0 if it comes out
+ *         positive); the least Σ w (x - x̂)² gives scale_j = s, min_j = -b.
+ *         d = max scale_j / 63, dmin = max min_j / 63 stored fp16 (D, DM);
+ *         sc_j = min(63, round(63 · scale_j / max scale)), m_j likewise from min_j;
  *         q = clamp(round((x + DM·m_j) / (D·sc_j)), 0, 15).
- *         Error: |x - x̂| <= D·sc_j / 2 + 7.5·D + DM / 2 (half a step, plus what rounding sc_j
- *         and m_j moves the range's ends by).
- *   Q6_K  group g of 16: s_g = max |x| / 31; d = max s_g / 127 stored fp16 (D);
- *         sc_g = min(127, round(s_g / D)) (int8); q = clamp(round(x / (D·sc_g)), -32, 31).
- *         Error: |x - x̂| <= D·sc_g / 2 + 15.5·D.
+ *         Error: |x - x̂| <= D·sc_j / 2 + 7.5·D + DM / 2 where the codes do not clip (half a
+ *         step, plus what rounding sc_j and m_j moves the range by); a fitted scale may clip
+ *         the ends of the sub-block's range, where the weighted error says it pays.
+ *   Q6_K  group g of 16, m = the value of largest |x|: codes round(x · -(32 + t) / m) clamped
+ *         to -32..31 for t = 0, ±0.1, ..., ±0.9, each with its least-squares scale
+ *         s = Σ x²·x·q / Σ x²·q² (weights x²); the greatest (Σ x²·x·q)² / Σ x²·q² gives s_g
+ *         (signed: m's side takes code -32). S = the s_g of largest |s_g|; d = S / -128 stored
+ *         fp16 (D); sc_g = clamp(round(-128 · s_g / S), -128, 127) (int8, S's own group -128);
+ *         q = clamp(round(x / (D·sc_g)), -32, 31).
+ *         Error: |x - x̂| <= |D·sc_g| / 2 where no code clips.
+ * Both are llama.cpp's algorithm, not its bytes: float sums in another order (and FMA
+ * contraction where its build allows it) can turn a near-tie of two trials or a code's rounding
+ * the other way.
  * Not collective; no allocation.
  */
 #ifndef NUMLA_KERNELS_QBLOCK_QUANT_H

@@ -551,6 +551,13 @@ static numla_qblock_type ld_make_type(const loader *L, const char *name, int64_t
                                    L->cfg->num_hidden_layers, name, c0, k);
 }
 
+/* k values of a float tensor from element `at` on, as fp32. */
+static void ld_row_f32(const numla_safetensors_tensor *t, size_t at, int64_t k, float *row)
+{
+    for (int64_t c = 0; c < k; c++)
+        row[c] = numla_load_f32(t->data, t->dtype, at + (size_t)c);
+}
+
 /* --weights q8_0|q4_0|q4_k on a float checkpoint: rows [r0, r0 + n) x columns [c0, c0 + k) (c0
  * and k multiples of the block) made into blocks (kernels/qblock_quant.h; a block's values are
  * the same whichever rank quantizes them, so any rank count packs the same bytes), then run as
@@ -569,11 +576,32 @@ static numla_status ld_linear_qblock_make(loader *L, const numla_safetensors_ten
     uint8_t *blocks = malloc((size_t)(n * rb));
     float *row = malloc((size_t)k * sizeof(float));
     numla_status s = blocks && row ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
-    for (int64_t r = 0; s == NUMLA_STATUS_OK && r < n; r++) {
-        const size_t at = (size_t)(r0 + r) * (size_t)full_k + (size_t)c0;
-        for (int64_t c = 0; c < k; c++)
-            row[c] = numla_load_f32(t->data, t->dtype, at + (size_t)c);
-        s = numla_qblock_quantize_row_ref(qt, row, k, blocks + r * rb);
+    /* Row 0 alone first (a bad type or k fails it, naming the problem), then the rest on the
+     * engine's threads (the OpenMP team): the K-quants' scale search costs about ten times a
+     * min/max rounding, and rows are independent (each thread its own row buffer), so the
+     * bytes do not depend on the thread count. */
+    if (s == NUMLA_STATUS_OK && n > 0) {
+        ld_row_f32(t, (size_t)r0 * (size_t)full_k + (size_t)c0, k, row);
+        s = numla_qblock_quantize_row_ref(qt, row, k, blocks);
+    }
+    if (s == NUMLA_STATUS_OK && n > 1) {
+        int nomem = 0;
+#pragma omp parallel reduction(|| : nomem)
+        {
+            float *mine = malloc((size_t)k * sizeof(float));
+            nomem = !mine;
+#pragma omp for schedule(dynamic, 8)
+            for (int64_t r = 1; r < n; r++) {
+                if (!mine)
+                    continue;
+                ld_row_f32(t, (size_t)(r0 + r) * (size_t)full_k + (size_t)c0, k, mine);
+                /* cannot fail: the type and k of row 0 */
+                (void)numla_qblock_quantize_row_ref(qt, mine, k, blocks + r * rb);
+            }
+            free(mine);
+        }
+        if (nomem)
+            s = NUMLA_STATUS_NO_MEMORY;
     }
     if (s == NUMLA_STATUS_OK) {
         numla_qblock_source src = {
