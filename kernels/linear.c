@@ -5,26 +5,50 @@
 
 #include <string.h>
 
-/* Native variants per level; a level without one (forward NULL), or whose variant does not
- * apply to the weight and M, inherits the level below (ref is always present). */
-static const numla_linear_impl numla_linear_table_[NUMLA_ISA_COUNT] = {
-    [NUMLA_ISA_REF] = {numla_linear_forward_ref, NULL, NULL},
-    [NUMLA_ISA_AVX2] = {numla_linear_forward_avx2, NULL, NULL},
-    [NUMLA_ISA_AVX512] = {numla_linear_forward_avx512, numla_linear_workspace_avx512, NULL},
-    [NUMLA_ISA_AVX512BF16] = {numla_linear_forward_avx512bf16, numla_linear_workspace_avx512bf16,
-                              numla_linear_avx512bf16_applies},
-    [NUMLA_ISA_AMX] = {numla_linear_forward_amx, numla_linear_workspace_amx,
-                       numla_linear_amx_applies},
+/* What a variant's applies() is asked about. */
+typedef struct numla_linear_call {
+    const numla_linear_weight *w;
+    int64_t m;
+} numla_linear_call;
+
+static int numla_linear_avx512bf16_takes_(const void *call)
+{
+    const numla_linear_call *c = call;
+    return numla_linear_avx512bf16_applies(c->w, c->m);
+}
+
+static int numla_linear_amx_takes_(const void *call)
+{
+    const numla_linear_call *c = call;
+    return numla_linear_amx_applies(c->w, c->m);
+}
+
+static const numla_linear_impl numla_linear_ref_ = {{"ref", 0, NULL}, numla_linear_forward_ref, NULL};
+static const numla_linear_impl numla_linear_avx2_ = {{"avx2", 0, NULL}, numla_linear_forward_avx2, NULL};
+static const numla_linear_impl numla_linear_avx512_ = {{"avx512", 0, NULL}, numla_linear_forward_avx512,
+                                                       numla_linear_workspace_avx512};
+static const numla_linear_impl numla_linear_avx512bf16_ = {
+    {"avx512bf16", 0, numla_linear_avx512bf16_takes_}, numla_linear_forward_avx512bf16,
+    numla_linear_workspace_avx512bf16};
+static const numla_linear_impl numla_linear_amx_ = {{"amx", NUMLA_CPU_AMX_BF16, numla_linear_amx_takes_},
+                                                    numla_linear_forward_amx, numla_linear_workspace_amx};
+
+/* Native variants per level (one kind); an empty entry, or one whose applies() does not take
+ * the weight and M, inherits the level below. */
+static const numla_variant *const numla_linear_table_[NUMLA_ISA_COUNT][1] = {
+    [NUMLA_ISA_REF] = {&numla_linear_ref_.v},
+    [NUMLA_ISA_AVX2] = {&numla_linear_avx2_.v},
+    [NUMLA_ISA_AVX512] = {&numla_linear_avx512_.v},
+    [NUMLA_ISA_AVX512BF16] = {&numla_linear_avx512bf16_.v},
+    [NUMLA_ISA_AMX] = {&numla_linear_amx_.v},
 };
 
 static const numla_linear_impl *numla_linear_pick_(numla_isa isa, const numla_linear_weight *w,
                                                    int64_t m)
 {
-    int i = (int)isa;
-    while (i > 0 && (!numla_linear_table_[i].forward ||
-                     (numla_linear_table_[i].applies && !numla_linear_table_[i].applies(w, m))))
-        i--;
-    return &numla_linear_table_[i];
+    const numla_linear_call call = {w, m};
+    return (const numla_linear_impl *)numla_linear_table_[numla_isa_pick(isa, &numla_linear_table_[0][0], 1, 0,
+                                                                         &call)][0];
 }
 
 static numla_dtype numla_linear_packed_dtype_(numla_dtype src)

@@ -65,12 +65,12 @@ typedef void (*numla_linear_forward_fn)(const numla_linear_weight *w, int64_t m,
 typedef size_t (*numla_linear_workspace_fn)(const numla_linear_weight *w, int64_t m,
                                             int num_threads);
 
+/* A variant of the table in kernels/linear.c: the head (kernels/isa.h: name, CPU needs, and
+ * applies(), asked about the weight and M) and its functions. */
 typedef struct numla_linear_impl {
-    numla_linear_forward_fn forward;     /* NULL: the level has no variant of its own */
+    numla_variant v;
+    numla_linear_forward_fn forward;
     numla_linear_workspace_fn workspace; /* NULL: needs none */
-    /* NULL: the variant runs every weight and M; else whether it runs these (when not, the
-     * level below runs them) */
-    int (*applies)(const numla_linear_weight *w, int64_t m);
 } numla_linear_impl;
 
 /* Arguments are validated by kernels/linear.c before these run. */
