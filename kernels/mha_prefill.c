@@ -9,24 +9,28 @@
 static void pack_block(const numla_mha_prefill_args *a, int32_t b, int32_t h, int64_t kb,
                        float *kt);
 
-/* Native variants per level, starting from ref; an empty entry inherits the level below, and
- * so does a level whose variant does not apply to the args. */
-static const numla_mha_prefill_impl numla_mha_prefill_table_[NUMLA_ISA_COUNT] = {
-    [NUMLA_ISA_REF] = {numla_mha_prefill_ref, NULL, NULL},
-    [NUMLA_ISA_AVX512] = {numla_mha_prefill_avx512, pack_block, NULL},
-    [NUMLA_ISA_AMX] = {numla_mha_prefill_avx512_amx, numla_mha_prefill_pack_block_amx,
-                       numla_mha_prefill_amx_applies},
+static int numla_mha_prefill_amx_takes_(const void *args) { return numla_mha_prefill_amx_applies(args); }
+
+static const numla_mha_prefill_impl numla_mha_prefill_ref_ = {{"ref", 0, NULL}, numla_mha_prefill_ref, NULL};
+static const numla_mha_prefill_impl numla_mha_prefill_avx512_ = {{"avx512", 0, NULL}, numla_mha_prefill_avx512,
+                                                                 pack_block};
+static const numla_mha_prefill_impl numla_mha_prefill_amx_ = {
+    {"amx", NUMLA_CPU_AMX_BF16, numla_mha_prefill_amx_takes_}, numla_mha_prefill_avx512_amx,
+    numla_mha_prefill_pack_block_amx};
+
+/* Native variants per level (one kind), starting from ref; an empty entry inherits the level
+ * below, and so does a level whose variant does not apply to the args. */
+static const numla_variant *const numla_mha_prefill_table_[NUMLA_ISA_COUNT][1] = {
+    [NUMLA_ISA_REF] = {&numla_mha_prefill_ref_.v},
+    [NUMLA_ISA_AVX512] = {&numla_mha_prefill_avx512_.v},
+    [NUMLA_ISA_AMX] = {&numla_mha_prefill_amx_.v},
 };
 
 static const numla_mha_prefill_impl *numla_mha_prefill_pick(numla_isa isa,
                                                            const numla_mha_prefill_args *a)
 {
-    int i = (int)isa;
-    while (i > 0 && (!numla_mha_prefill_table_[i].attend ||
-                     (numla_mha_prefill_table_[i].applies &&
-                      !numla_mha_prefill_table_[i].applies(a))))
-        i--;
-    return &numla_mha_prefill_table_[i];
+    const numla_isa level = numla_isa_pick(isa, &numla_mha_prefill_table_[0][0], 1, 0, a);
+    return (const numla_mha_prefill_impl *)numla_mha_prefill_table_[level][0];
 }
 
 static size_t thread_bytes(const numla_mha_prefill_args *a)

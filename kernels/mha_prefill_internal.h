@@ -57,12 +57,12 @@ void numla_mha_prefill_pack_block_amx(const numla_mha_prefill_args *a, int32_t b
  * (kernels/x86/amx.h); when not, the level below runs them. */
 int numla_mha_prefill_amx_applies(const numla_mha_prefill_args *a);
 
-/* One level's entry of the family's dispatch table (kernels/mha_prefill.c). */
+/* A variant of the family's dispatch table (kernels/mha_prefill.c): the head (kernels/isa.h:
+ * name, CPU needs, and applies(), asked about the args) and its functions. */
 typedef struct numla_mha_prefill_impl {
-    numla_mha_prefill_fn attend;     /* NULL: the level has no variant of its own */
+    numla_variant v;
+    numla_mha_prefill_fn attend;
     numla_mha_prefill_pack_fn pack;  /* NULL: the variant reads k and v in place */
-    /* NULL: the variant takes every args; else whether it takes these */
-    int (*applies)(const numla_mha_prefill_args *a);
 } numla_mha_prefill_impl;
 
 #endif
