@@ -32,51 +32,44 @@ enum {
                                          each key block is read once for all of them */
 };
 
-/* Indexer variants per level, tried in order (the first whose supports() takes the call);
- * a level with none of them inherits the level below. The int8 entries take only I8 caches,
- * the float ones only float caches. */
-enum { NUMLA_DSA_INDEX_PER_LEVEL = 2 };
-static const numla_dsa_index_kernel *const numla_dsa_index_table_[NUMLA_ISA_COUNT][NUMLA_DSA_INDEX_PER_LEVEL] = {
-    [NUMLA_ISA_REF] = {&numla_dsa_index_kernel_i8_ref, &numla_dsa_index_kernel_ref},
-    [NUMLA_ISA_AVX512] = {&numla_dsa_index_kernel_i8_avx512vnni, /* needs the VNNI bit */
-                          &numla_dsa_index_kernel_avx512},       /* avx2: ref */
-    [NUMLA_ISA_AVX512BF16] = {&numla_dsa_index_kernel_avx512bf16}, /* bf16 q and cache; amx inherits */
+/* Indexer variants per level and kind: the int8 indexer (I8 index keys) and the float one
+ * (every other key type). An empty entry inherits the level below, and so does one whose
+ * applies() does not take the call (amx runs avx512bf16's; avx2 ref's). */
+enum { NUMLA_DSA_INDEX_I8 = 0, NUMLA_DSA_INDEX_FLOAT, NUMLA_DSA_INDEX_KINDS };
+static const numla_variant *const numla_dsa_index_table_[NUMLA_ISA_COUNT][NUMLA_DSA_INDEX_KINDS] = {
+    [NUMLA_ISA_REF] = {&numla_dsa_index_kernel_i8_ref.v, &numla_dsa_index_kernel_ref.v},
+    [NUMLA_ISA_AVX512] = {&numla_dsa_index_kernel_i8_avx512vnni.v, &numla_dsa_index_kernel_avx512.v},
+    [NUMLA_ISA_AVX512BF16] = {NULL, &numla_dsa_index_kernel_avx512bf16.v}, /* bf16 q and cache */
 };
 
-static const numla_dsa_attn_kernel *const numla_dsa_attn_table_[NUMLA_ISA_COUNT] = {
-    [NUMLA_ISA_REF] = &numla_dsa_attn_kernel_ref,
-    [NUMLA_ISA_AVX512] = &numla_dsa_attn_kernel_avx512,
-    [NUMLA_ISA_AVX512BF16] = &numla_dsa_attn_kernel_avx512bf16, /* bf16 cache; amx inherits */
+/* Sparse attention's variants per level (one kind; a bf16 cache at avx512bf16, amx inherits). */
+static const numla_variant *const numla_dsa_attn_table_[NUMLA_ISA_COUNT][1] = {
+    [NUMLA_ISA_REF] = {&numla_dsa_attn_kernel_ref.v},
+    [NUMLA_ISA_AVX512] = {&numla_dsa_attn_kernel_avx512.v},
+    [NUMLA_ISA_AVX512BF16] = {&numla_dsa_attn_kernel_avx512bf16.v},
 };
 
 static const numla_dsa_index_kernel *numla_dsa_index_pick(numla_isa isa, const numla_dsa_index_args *a)
 {
-    for (int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF; i >= 0; i--)
-        for (int j = 0; j < NUMLA_DSA_INDEX_PER_LEVEL; j++) {
-            const numla_dsa_index_kernel *k = numla_dsa_index_table_[i][j];
-            if (k && (!k->supports || k->supports(a)))
-                return k;
-        }
-    return &numla_dsa_index_kernel_ref; /* not reached: the ref entries take every call */
+    const int kind = a->k_dtype == NUMLA_DTYPE_I8 ? NUMLA_DSA_INDEX_I8 : NUMLA_DSA_INDEX_FLOAT;
+    const numla_isa level = numla_isa_pick(isa, &numla_dsa_index_table_[0][0], NUMLA_DSA_INDEX_KINDS, kind, a);
+    return (const numla_dsa_index_kernel *)numla_dsa_index_table_[level][kind];
 }
 
 static const numla_dsa_attn_kernel *numla_dsa_attn_pick(numla_isa isa, const numla_dsa_attn_args *a)
 {
-    int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF;
-    while (i > 0 && (!numla_dsa_attn_table_[i] ||
-                     (numla_dsa_attn_table_[i]->supports && !numla_dsa_attn_table_[i]->supports(a))))
-        i--;
-    return numla_dsa_attn_table_[i];
+    return (const numla_dsa_attn_kernel *)numla_dsa_attn_table_[numla_isa_pick(isa, &numla_dsa_attn_table_[0][0], 1,
+                                                                               0, a)][0];
 }
 
 const char *numla_dsa_index_variant(numla_isa isa, const numla_dsa_index_args *a)
 {
-    return numla_dsa_index_pick(isa, a)->name;
+    return numla_dsa_index_pick(isa, a)->v.name;
 }
 
 const char *numla_dsa_attn_variant(numla_isa isa, const numla_dsa_attn_args *a)
 {
-    return numla_dsa_attn_pick(isa, a)->name;
+    return numla_dsa_attn_pick(isa, a)->v.name;
 }
 
 static size_t numla_dsa_align(size_t n) { return (n + 63) & ~(size_t)63; }

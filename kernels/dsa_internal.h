@@ -32,13 +32,14 @@ typedef void (*numla_dsa_scores_fn)(const numla_dsa_index_args *a, const void *p
                                     const float *ws, int32_t seq, int64_t k0, int64_t k1,
                                     float *out, void *scratch);
 
+/* A variant: the head (kernels/isa.h: name, CPU needs, applies() asked about the
+ * numla_dsa_index_args) and its functions. */
 typedef struct numla_dsa_index_kernel {
-    const char *name;
+    numla_variant v;
     numla_dsa_prepare_fn prepare;
     size_t (*packed_bytes)(const numla_dsa_index_args *a);
     numla_dsa_scores_fn scores;
     size_t (*scratch_bytes)(const numla_dsa_index_args *a);
-    int (*supports)(const numla_dsa_index_args *a); /* NULL: any */
 } numla_dsa_index_kernel;
 
 /* Sparse attention: the unnormalised online-softmax state of rows row0 .. row0+nrows-1 (heads
@@ -49,11 +50,11 @@ typedef void (*numla_dsa_attn_chunk_fn)(const numla_dsa_attn_args *a, int32_t se
                                         int32_t nrows, const int32_t *idx, int32_t n, float *acc,
                                         float *m, float *l, void *scratch);
 
+/* A variant: the head (applies() asked about the numla_dsa_attn_args) and its functions. */
 typedef struct numla_dsa_attn_kernel {
-    const char *name;
+    numla_variant v;
     numla_dsa_attn_chunk_fn chunk;
     size_t (*scratch_bytes)(const numla_dsa_attn_args *a);
-    int (*supports)(const numla_dsa_attn_args *a); /* NULL: any */
 } numla_dsa_attn_kernel;
 
 extern const numla_dsa_index_kernel numla_dsa_index_kernel_ref;

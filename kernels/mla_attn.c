@@ -45,25 +45,21 @@ enum {
                                                             576 KiB of bf16 rows */
 };
 
-/* Native variants per level; NULL inherits the level below (ref is always present). */
-static const numla_mla_attn_kernel *const numla_mla_attn_table_[NUMLA_ISA_COUNT] = {
-    [NUMLA_ISA_REF] = &numla_mla_attn_kernel_ref,
-    [NUMLA_ISA_AVX2] = &numla_mla_attn_kernel_avx2,
-    [NUMLA_ISA_AVX512] = &numla_mla_attn_kernel_avx512,
-    [NUMLA_ISA_AVX512BF16] = &numla_mla_attn_kernel_avx512bf16, /* bf16 cache only */
-    [NUMLA_ISA_AMX] = &numla_mla_attn_kernel_amx,
+/* Native variants per level (one kind); an empty entry inherits the level below, and so does a
+ * level whose variant cannot take these dims (the vector ones need Dc % 32 == 0 and
+ * Dr % 16 == 0; avx512bf16 a bf16 cache; amx a bf16 cache and usable tiles). */
+static const numla_variant *const numla_mla_attn_table_[NUMLA_ISA_COUNT][1] = {
+    [NUMLA_ISA_REF] = {&numla_mla_attn_kernel_ref.v},
+    [NUMLA_ISA_AVX2] = {&numla_mla_attn_kernel_avx2.v},
+    [NUMLA_ISA_AVX512] = {&numla_mla_attn_kernel_avx512.v},
+    [NUMLA_ISA_AVX512BF16] = {&numla_mla_attn_kernel_avx512bf16.v},
+    [NUMLA_ISA_AMX] = {&numla_mla_attn_kernel_amx.v},
 };
 
 static const numla_mla_attn_kernel *numla_mla_attn_pick(numla_isa isa, const numla_mla_attn_args *a)
 {
-    /* A level without a variant, or whose variant cannot take these dims (the vector ones need
-     * Dc % 32 == 0 and Dr % 16 == 0; amx a bf16 cache and usable tiles), inherits the level
-     * below. */
-    int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF;
-    while (i > 0 && (!numla_mla_attn_table_[i] ||
-                     (numla_mla_attn_table_[i]->supports && !numla_mla_attn_table_[i]->supports(a))))
-        i--;
-    return numla_mla_attn_table_[i];
+    const numla_isa level = numla_isa_pick(isa, &numla_mla_attn_table_[0][0], 1, 0, a);
+    return (const numla_mla_attn_kernel *)numla_mla_attn_table_[level][0];
 }
 
 typedef struct numla_mla_attn_item {
@@ -168,7 +164,7 @@ static numla_mla_attn_layout numla_mla_attn_plan_layout(const numla_mla_attn_ker
 
 const char *numla_mla_attn_variant(numla_isa isa, const numla_mla_attn_args *args)
 {
-    return args ? numla_mla_attn_pick(isa, args)->name : "?";
+    return args ? numla_mla_attn_pick(isa, args)->v.name : "?";
 }
 
 size_t numla_mla_attn_workspace_size(numla_isa isa, const numla_mla_attn_args *args, int num_threads)

@@ -54,13 +54,14 @@ enum { NUMLA_MLA_ATTN_VSHARE_KEYS = 512 }; /* = the frame's group sub-range */
 typedef void (*numla_mla_attn_chunk_fn)(const numla_mla_attn_chunk *c, float *acc, float *m,
                                         float *l, void *scratch);
 
+/* A variant of the table in kernels/mla_attn.c: the head (kernels/isa.h: name, CPU needs, and
+ * applies(), asked about the numla_mla_attn_args: whether it handles these dims and dtypes,
+ * else the level below runs them) and its functions. */
 typedef struct numla_mla_attn_kernel {
-    const char *name;
+    numla_variant v;
     numla_mla_attn_chunk_fn chunk;
     /* Per-thread scratch bytes the chunk function needs for these args. */
     size_t (*scratch_bytes)(const numla_mla_attn_args *a);
-    /* Whether the variant handles these dims/dtypes (else the frame uses the reference). */
-    int (*supports)(const numla_mla_attn_args *a);
 } numla_mla_attn_kernel;
 
 /* The work plan numla_mla_attn would build for these args on nt threads (args validated by

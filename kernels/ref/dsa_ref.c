@@ -45,18 +45,18 @@ static void numla_dsa_index_ref_scores(const numla_dsa_index_args *a, const void
     }
 }
 
-static int numla_dsa_index_ref_supports(const numla_dsa_index_args *a)
+static int numla_dsa_index_ref_supports(const void *args)
 {
+    const numla_dsa_index_args *a = args;
     return a->k_dtype != NUMLA_DTYPE_I8;
 }
 
 const numla_dsa_index_kernel numla_dsa_index_kernel_ref = {
-    .name = "ref",
+    .v = {"ref", 0, numla_dsa_index_ref_supports},
     .prepare = numla_dsa_index_ref_prepare,
     .packed_bytes = numla_dsa_index_ref_packed,
     .scores = numla_dsa_index_ref_scores,
     .scratch_bytes = numla_dsa_index_ref_scratch,
-    .supports = numla_dsa_index_ref_supports,
 };
 
 /* ---- int8 scoring (I8 index keys), the numerics every int8 variant matches ---------------- */
@@ -97,18 +97,18 @@ static void numla_dsa_index_i8_ref_scores(const numla_dsa_index_args *a, const v
     }
 }
 
-static int numla_dsa_index_i8_ref_supports(const numla_dsa_index_args *a)
+static int numla_dsa_index_i8_ref_supports(const void *args)
 {
+    const numla_dsa_index_args *a = args;
     return a->k_dtype == NUMLA_DTYPE_I8;
 }
 
 const numla_dsa_index_kernel numla_dsa_index_kernel_i8_ref = {
-    .name = "i8-ref",
+    .v = {"i8-ref", 0, numla_dsa_index_i8_ref_supports},
     .prepare = numla_dsa_index_i8_ref_prepare,
     .packed_bytes = numla_dsa_index_i8_ref_packed,
     .scores = numla_dsa_index_i8_ref_scores,
     .scratch_bytes = NULL,
-    .supports = numla_dsa_index_i8_ref_supports,
 };
 
 static size_t numla_dsa_attn_ref_scratch(const numla_dsa_attn_args *a)
@@ -157,8 +157,7 @@ static void numla_dsa_attn_ref_chunk(const numla_dsa_attn_args *a, int32_t seq, 
 }
 
 const numla_dsa_attn_kernel numla_dsa_attn_kernel_ref = {
-    .name = "ref",
+    .v = {"ref", 0, NULL},
     .chunk = numla_dsa_attn_ref_chunk,
     .scratch_bytes = numla_dsa_attn_ref_scratch,
-    .supports = NULL,
 };

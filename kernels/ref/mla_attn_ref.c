@@ -58,8 +58,7 @@ static void numla_mla_attn_ref_chunk(const numla_mla_attn_chunk *c, float *acc, 
 }
 
 const numla_mla_attn_kernel numla_mla_attn_kernel_ref = {
-    .name = "ref",
+    .v = {"ref", 0, NULL},
     .chunk = numla_mla_attn_ref_chunk,
     .scratch_bytes = numla_mla_attn_ref_scratch,
-    .supports = NULL,
 };

@@ -40,8 +40,9 @@ static inline void numla_dsa_widen(const void *src, numla_dtype t, float *dst, i
 
 enum { NUMLA_DSA_IX_KEYS = 4 };
 
-static int numla_dsa_index_avx512_supports(const numla_dsa_index_args *a)
+static int numla_dsa_index_avx512_supports(const void *args)
 {
+    const numla_dsa_index_args *a = args;
     return a->num_heads % 16 == 0 && a->k_dtype != NUMLA_DTYPE_I8;
 }
 
@@ -136,20 +137,20 @@ static void numla_dsa_index_avx512_scores(const numla_dsa_index_args *a, const v
 }
 
 const numla_dsa_index_kernel numla_dsa_index_kernel_avx512 = {
-    .name = "avx512",
+    .v = {"avx512", 0, numla_dsa_index_avx512_supports},
     .prepare = numla_dsa_index_avx512_prepare,
     .packed_bytes = numla_dsa_index_avx512_packed,
     .scores = numla_dsa_index_avx512_scores,
     .scratch_bytes = numla_dsa_index_avx512_scratch,
-    .supports = numla_dsa_index_avx512_supports,
 };
 
 /* ---- sparse attention --------------------------------------------------------------------- */
 
 enum { NUMLA_DSA_AT_KEYS = 16 }; /* rows per tile: one zmm of scores per head */
 
-static int numla_dsa_attn_avx512_supports(const numla_dsa_attn_args *a)
+static int numla_dsa_attn_avx512_supports(const void *args)
 {
+    const numla_dsa_attn_args *a = args;
     return a->kv_lora_rank % 16 == 0 && a->rope_dim % 16 == 0;
 }
 
@@ -245,8 +246,7 @@ static void numla_dsa_attn_avx512_chunk(const numla_dsa_attn_args *a, int32_t se
 }
 
 const numla_dsa_attn_kernel numla_dsa_attn_kernel_avx512 = {
-    .name = "avx512",
+    .v = {"avx512", 0, numla_dsa_attn_avx512_supports},
     .chunk = numla_dsa_attn_avx512_chunk,
     .scratch_bytes = numla_dsa_attn_avx512_scratch,
-    .supports = numla_dsa_attn_avx512_supports,
 };

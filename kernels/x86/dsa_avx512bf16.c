@@ -18,8 +18,9 @@
 
 enum { NUMLA_DSA_BF_KEYS = 4 };
 
-static int numla_dsa_index_avx512bf16_supports(const numla_dsa_index_args *a)
+static int numla_dsa_index_avx512bf16_supports(const void *args)
 {
+    const numla_dsa_index_args *a = args;
     return a->num_heads % 16 == 0 && a->head_dim % 2 == 0 && a->q_dtype == NUMLA_DTYPE_BF16 &&
            a->k_dtype == NUMLA_DTYPE_BF16;
 }
@@ -108,12 +109,11 @@ static void numla_dsa_index_avx512bf16_scores(const numla_dsa_index_args *a, con
 }
 
 const numla_dsa_index_kernel numla_dsa_index_kernel_avx512bf16 = {
-    .name = "avx512bf16",
+    .v = {"avx512bf16", 0, numla_dsa_index_avx512bf16_supports},
     .prepare = numla_dsa_index_avx512bf16_prepare,
     .packed_bytes = numla_dsa_index_avx512bf16_packed,
     .scores = numla_dsa_index_avx512bf16_scores,
     .scratch_bytes = numla_dsa_index_avx512bf16_scratch,
-    .supports = numla_dsa_index_avx512bf16_supports,
 };
 
 /* ---- sparse attention --------------------------------------------------------------------- */
@@ -134,10 +134,11 @@ static numla_mla_attn_args numla_dsa_attn_as_mla(const numla_dsa_attn_args *a)
         .scale = a->scale, .out = a->out, .out_dtype = a->out_dtype, .lse = a->lse};
 }
 
-static int numla_dsa_attn_bf16_supports(const numla_dsa_attn_args *a)
+static int numla_dsa_attn_bf16_supports(const void *args)
 {
+    const numla_dsa_attn_args *a = args;
     const numla_mla_attn_args m = numla_dsa_attn_as_mla(a);
-    return numla_mla_attn_kernel_avx512bf16.supports(&m);
+    return numla_mla_attn_kernel_avx512bf16.v.applies(&m);
 }
 
 static size_t numla_dsa_attn_bf16_scratch(const numla_dsa_attn_args *a)
@@ -159,8 +160,7 @@ static void numla_dsa_attn_bf16_chunk(const numla_dsa_attn_args *a, int32_t seq,
 }
 
 const numla_dsa_attn_kernel numla_dsa_attn_kernel_avx512bf16 = {
-    .name = "avx512bf16",
+    .v = {"avx512bf16", 0, numla_dsa_attn_bf16_supports},
     .chunk = numla_dsa_attn_bf16_chunk,
     .scratch_bytes = numla_dsa_attn_bf16_scratch,
-    .supports = numla_dsa_attn_bf16_supports,
 };

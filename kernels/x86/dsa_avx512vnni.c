@@ -33,10 +33,10 @@ static inline __attribute__((always_inline)) __m512i numla_dsa_vn_dp(__m512i acc
     return acc;
 }
 
-static int numla_dsa_index_vnni_supports(const numla_dsa_index_args *a)
+static int numla_dsa_index_vnni_supports(const void *args)
 {
-    return a->k_dtype == NUMLA_DTYPE_I8 && a->num_heads % 16 == 0 && a->head_dim % 4 == 0 &&
-           numla_cpu_has(NUMLA_CPU_VNNI);
+    const numla_dsa_index_args *a = args; /* VNNI itself: the entry's needs */
+    return a->k_dtype == NUMLA_DTYPE_I8 && a->num_heads % 16 == 0 && a->head_dim % 4 == 0;
 }
 
 static size_t numla_dsa_index_vnni_packed(const numla_dsa_index_args *a)
@@ -144,10 +144,9 @@ static void numla_dsa_index_vnni_scores(const numla_dsa_index_args *a, const voi
 }
 
 const numla_dsa_index_kernel numla_dsa_index_kernel_i8_avx512vnni = {
-    .name = "i8-avx512vnni",
+    .v = {"i8-avx512vnni", NUMLA_CPU_VNNI, numla_dsa_index_vnni_supports},
     .prepare = numla_dsa_index_vnni_prepare,
     .packed_bytes = numla_dsa_index_vnni_packed,
     .scores = numla_dsa_index_vnni_scores,
     .scratch_bytes = numla_dsa_index_vnni_scratch,
-    .supports = numla_dsa_index_vnni_supports,
 };

@@ -116,8 +116,9 @@ static numla_mla_avx2_layout numla_mla_avx2_layout_of(const numla_mla_attn_args 
 
 static size_t numla_mla_avx2_scratch_bytes(const numla_mla_attn_args *a) { return numla_mla_avx2_layout_of(a).total; }
 
-static int numla_mla_avx2_supports(const numla_mla_attn_args *a)
+static int numla_mla_avx2_supports(const void *args)
 {
+    const numla_mla_attn_args *a = args;
     return a->kv_lora_rank % 32 == 0 && a->rope_dim % 16 == 0;
 }
 
@@ -237,8 +238,7 @@ static void numla_mla_avx2_chunk(const numla_mla_attn_chunk *c, float *acc, floa
 }
 
 const numla_mla_attn_kernel numla_mla_attn_kernel_avx2 = {
-    .name = "avx2",
+    .v = {"avx2", 0, numla_mla_avx2_supports},
     .chunk = numla_mla_avx2_chunk,
     .scratch_bytes = numla_mla_avx2_scratch_bytes,
-    .supports = numla_mla_avx2_supports,
 };

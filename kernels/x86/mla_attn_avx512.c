@@ -4,8 +4,7 @@
 #include "kernels/x86/mla_attn_avx512_internal.h"
 
 const numla_mla_attn_kernel numla_mla_attn_kernel_avx512 = {
-    .name = "avx512",
+    .v = {"avx512", 0, numla_mla_supports},
     .chunk = numla_mla_chunk,
     .scratch_bytes = numla_mla_scratch_bytes,
-    .supports = numla_mla_supports,
 };

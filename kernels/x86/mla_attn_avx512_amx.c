@@ -7,8 +7,7 @@
 #include "kernels/x86/mla_attn_avx512_internal.h"
 
 const numla_mla_attn_kernel numla_mla_attn_kernel_amx = {
-    .name = "amx",
+    .v = {"amx", NUMLA_CPU_AMX_BF16, numla_mla_amx_supports},
     .chunk = numla_mla_chunk,
     .scratch_bytes = numla_mla_scratch_bytes,
-    .supports = numla_mla_amx_supports,
 };

@@ -217,16 +217,18 @@ static numla_mla_scratch_layout numla_mla_layout(const numla_mla_attn_args *a)
 
 static size_t numla_mla_scratch_bytes(const numla_mla_attn_args *a) { return numla_mla_layout(a).total; }
 
-static int numla_mla_supports(const numla_mla_attn_args *a)
+static int numla_mla_supports(const void *args)
 {
+    const numla_mla_attn_args *a = args;
     return a->kv_lora_rank % 32 == 0 && a->rope_dim % 16 == 0;
 }
 
 #if NUMLA_MLA_AMX
 /* Q·K on the tiles needs a bf16 cache and rows of whole 32-element slices, and the tiles
  * granted to this process; otherwise the avx512 variant runs. */
-static int numla_mla_amx_supports(const numla_mla_attn_args *a)
+static int numla_mla_amx_supports(const void *args)
 {
+    const numla_mla_attn_args *a = args;
     return numla_mla_supports(a) && a->kv_dtype == NUMLA_DTYPE_BF16 &&
            (a->kv_lora_rank + a->rope_dim) % 32 == 0 && numla_amx_usable();
 }

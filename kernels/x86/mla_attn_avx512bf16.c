@@ -85,8 +85,9 @@ static size_t numla_mla16_scratch_bytes(const numla_mla_attn_args *a)
     return numla_mla16_layout_of(a).total;
 }
 
-static int numla_mla16_supports(const numla_mla_attn_args *a)
+static int numla_mla16_supports(const void *args)
 {
+    const numla_mla_attn_args *a = args;
     return a->kv_dtype == NUMLA_DTYPE_BF16 && a->kv_lora_rank % 32 == 0 && a->rope_dim % 16 == 0;
 }
 
@@ -562,8 +563,7 @@ static void numla_mla16_chunk(const numla_mla_attn_chunk *c, float *acc, float *
 }
 
 const numla_mla_attn_kernel numla_mla_attn_kernel_avx512bf16 = {
-    .name = "avx512bf16",
+    .v = {"avx512bf16", 0, numla_mla16_supports},
     .chunk = numla_mla16_chunk,
     .scratch_bytes = numla_mla16_scratch_bytes,
-    .supports = numla_mla16_supports,
 };
