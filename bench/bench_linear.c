@@ -306,7 +306,7 @@ typedef struct numla_bench_linear_q8_ctx {
 static int numla_bench_linear_q8_call_(void *p, int c)
 {
     numla_bench_linear_q8_ctx *cx = p;
-    return numla_qlinear_forward(&cx->w[c], cx->isa, cx->m, cx->x, cx->w[c].k, cx->y, cx->w[c].n, 0,
+    return numla_qlinear_forward(cx->isa, &cx->w[c], cx->m, cx->x, cx->w[c].k, cx->y, cx->w[c].n, 0,
                                  cx->ws, cx->ws_bytes) != NUMLA_STATUS_OK;
 }
 
@@ -357,7 +357,7 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
             break;
         numla_bench_linear_q8_ctx cx = {s->m, x, y, w, isa, NULL, numla_qlinear_workspace_size(&w[0], s->m, omp_get_max_threads())};
         cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
-        const int amx = numla_qlinear_uses_amx(&w[0], isa, s->m);
+        const int amx = numla_qlinear_uses_amx(isa, &w[0], s->m);
         for (int o = 0; o < (amx ? 2 : 1); o++) {
             cx.isa = o == 0 ? isa : NUMLA_ISA_AVX512BF16;
             static const char *const amx_names[NUMLA_QLINEAR_FORMAT_COUNT] = {"numla_fp8_amx", "numla_int8_amx",

@@ -6,61 +6,56 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/x86/amx.h"
 
-/* Native variants per level and format; NULL inherits the level below (ref always runs). The
- * amx level has fp8 and int8-row on TDPBF16PS (weights widened to bf16 per tile) and W8A8 on
- * TDPBSSD. */
-static const numla_qlinear_forward_fn numla_qlinear_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
-    [NUMLA_ISA_REF] = {numla_qlinear_forward_ref, numla_qlinear_forward_ref, numla_qlinear_forward_ref},
-    [NUMLA_ISA_AVX512] = {numla_qlinear_forward_avx512, numla_qlinear_forward_avx512,
-                          numla_qlinear_forward_avx512vnni},
-    [NUMLA_ISA_AVX512BF16] = {numla_qlinear_forward_fp8_avx512bf16, NULL, NULL}, /* fp8 M = 1 */
-    [NUMLA_ISA_AMX] = {numla_qlinear_forward_amx_wide, numla_qlinear_forward_amx_wide, numla_qlinear_forward_amx},
+/* A variant: the head (kernels/isa.h) and its functions: the forward, and the many-row GEMM
+ * where the level has one (used when numla_qlinear_gemm_applies). */
+typedef struct numla_qlinear_variant {
+    numla_variant v;
+    numla_qlinear_forward_fn forward;
+    numla_qlinear_gemm_fn gemm; /* NULL: the forward runs every M */
+} numla_qlinear_variant;
+
+static const numla_qlinear_variant numla_qlinear_ref_ = {{"ref", 0, NULL}, numla_qlinear_forward_ref, NULL};
+static const numla_qlinear_variant numla_qlinear_fp8_avx512_ = {{"avx512", 0, NULL}, numla_qlinear_forward_avx512,
+                                                                numla_qlinear_gemm_avx512};
+static const numla_qlinear_variant numla_qlinear_row_avx512_ = {{"avx512", 0, NULL}, numla_qlinear_forward_avx512,
+                                                                NULL};
+static const numla_qlinear_variant numla_qlinear_w8a8_avx512_ = {
+    {"avx512vnni", NUMLA_CPU_VNNI, NULL}, numla_qlinear_forward_avx512vnni, numla_qlinear_gemm_avx512vnni};
+/* fp8 at M = 1 (the GEMM from avx512 for more rows) */
+static const numla_qlinear_variant numla_qlinear_fp8_avx512bf16_ = {
+    {"avx512bf16", NUMLA_CPU_VBMI, NULL}, numla_qlinear_forward_fp8_avx512bf16, numla_qlinear_gemm_avx512};
+/* fp8 and int8-row on TDPBF16PS (weights widened to bf16 per tile), W8A8 on TDPBSSD */
+static const numla_qlinear_variant numla_qlinear_wide_amx_ = {{"amx", NUMLA_CPU_AMX_BF16, NULL},
+                                                              numla_qlinear_forward_amx_wide, NULL};
+static const numla_qlinear_variant numla_qlinear_w8a8_amx_ = {
+    {"amx", NUMLA_CPU_AMX_INT8 | NUMLA_CPU_VNNI, NULL}, numla_qlinear_forward_amx, NULL};
+
+/* Native variants per level and kind (the format: fp8-block, int8-row, W8A8); an empty entry,
+ * or one whose CPU needs are missing, inherits the level below. */
+static const numla_variant *const numla_qlinear_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
+    [NUMLA_ISA_REF] = {&numla_qlinear_ref_.v, &numla_qlinear_ref_.v, &numla_qlinear_ref_.v},
+    [NUMLA_ISA_AVX512] = {&numla_qlinear_fp8_avx512_.v, &numla_qlinear_row_avx512_.v, &numla_qlinear_w8a8_avx512_.v},
+    [NUMLA_ISA_AVX512BF16] = {&numla_qlinear_fp8_avx512bf16_.v, NULL, NULL},
+    [NUMLA_ISA_AMX] = {&numla_qlinear_wide_amx_.v, &numla_qlinear_wide_amx_.v, &numla_qlinear_w8a8_amx_.v},
 };
 
-/* Many-row variants, used when the level the format runs at (numla_qlinear_level) has one and
- * numla_qlinear_gemm_applies (W8A8: the avx512 level, which it runs at only with VNNI). */
-static const numla_qlinear_gemm_fn numla_qlinear_gemm_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
-    [NUMLA_ISA_AVX512] = {numla_qlinear_gemm_avx512, NULL, numla_qlinear_gemm_avx512vnni},
-    [NUMLA_ISA_AVX512BF16] = {numla_qlinear_gemm_avx512, NULL, NULL}, /* fp8 there is M = 1 only */
-};
-
-/* A variant that needs a CPU feature beyond its level's. */
-static int numla_qlinear_runnable_(numla_isa level, numla_qlinear_format fmt)
+static const numla_qlinear_variant *numla_qlinear_variant_(numla_isa level, numla_qlinear_format fmt)
 {
-    if (level == NUMLA_ISA_AVX512 && fmt == NUMLA_QLINEAR_INT8_W8A8)
-        return numla_cpu_has(NUMLA_CPU_VNNI);
-    if (level == NUMLA_ISA_AMX && fmt == NUMLA_QLINEAR_INT8_W8A8)
-        return numla_amx_int8_usable() && numla_cpu_has(NUMLA_CPU_VNNI);
-    if (level == NUMLA_ISA_AMX && (fmt == NUMLA_QLINEAR_FP8_BLOCK || fmt == NUMLA_QLINEAR_INT8_ROW))
-        return numla_amx_usable();
-    if (level == NUMLA_ISA_AVX512BF16 && fmt == NUMLA_QLINEAR_FP8_BLOCK)
-        return numla_cpu_has(NUMLA_CPU_VBMI);
-    return 1;
+    return (const numla_qlinear_variant *)numla_qlinear_table_[level][fmt];
 }
 
-numla_isa numla_qlinear_level(numla_qlinear_format fmt, numla_isa isa)
+numla_isa numla_qlinear_level(numla_isa isa, numla_qlinear_format fmt)
 {
     if ((unsigned)fmt >= NUMLA_QLINEAR_FORMAT_COUNT || (unsigned)isa >= NUMLA_ISA_COUNT)
         return NUMLA_ISA_REF;
-    int i = (int)isa;
-    while (i > 0 && (!numla_qlinear_table_[i][fmt] || !numla_qlinear_runnable_((numla_isa)i, fmt)))
-        i--;
-    return (numla_isa)i;
+    return numla_isa_pick(isa, &numla_qlinear_table_[0][0], NUMLA_QLINEAR_FORMAT_COUNT, (int)fmt, NULL);
 }
 
-int numla_qlinear_uses_amx(const numla_qlinear_weight *w, numla_isa isa, int64_t m)
+int numla_qlinear_uses_amx(numla_isa isa, const numla_qlinear_weight *w, int64_t m)
 {
-    return numla_qlinear_level(w->fmt, isa) == NUMLA_ISA_AMX &&
+    return numla_qlinear_level(isa, w->fmt) == NUMLA_ISA_AMX &&
            (numla_qlinear_amx_applies(w, m) || numla_qlinear_amx_wide_applies(w, m));
-}
-
-/* The variant to run (fmt and isa in range: validated by the caller). */
-static numla_qlinear_forward_fn numla_qlinear_pick_(numla_qlinear_format fmt, numla_isa isa)
-{
-    const numla_qlinear_format f = (unsigned)fmt < NUMLA_QLINEAR_FORMAT_COUNT ? fmt : NUMLA_QLINEAR_FP8_BLOCK;
-    return numla_qlinear_table_[numla_qlinear_level(f, isa)][f];
 }
 
 const char *numla_qlinear_format_name(numla_qlinear_format fmt)
@@ -239,7 +234,7 @@ size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, in
     return most ? 64 + most : 0;
 }
 
-numla_status numla_qlinear_forward(const numla_qlinear_weight *w, numla_isa isa, int64_t m,
+numla_status numla_qlinear_forward(numla_isa isa, const numla_qlinear_weight *w, int64_t m,
                                    const float *x, int64_t ldx, float *y, int64_t ldy,
                                    int accumulate, void *workspace, size_t workspace_bytes)
 {
@@ -267,17 +262,14 @@ numla_status numla_qlinear_forward(const numla_qlinear_weight *w, numla_isa isa,
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "qlinear forward: workspace %zu bytes < %zu needed (numla_qlinear_workspace_size)",
                    workspace ? workspace_bytes : (size_t)0, need);
-    const numla_isa level = numla_qlinear_level(w->fmt, isa);
-    const numla_qlinear_gemm_fn gemm = numla_qlinear_gemm_applies(w, m) && (unsigned)w->fmt < NUMLA_QLINEAR_FORMAT_COUNT
-                                           ? numla_qlinear_gemm_table_[level][w->fmt]
-                                           : NULL;
+    const numla_qlinear_variant *v = numla_qlinear_variant_(numla_qlinear_level(isa, w->fmt), w->fmt);
+    const numla_qlinear_gemm_fn gemm = numla_qlinear_gemm_applies(w, m) ? v->gemm : NULL;
     if (gemm) {
         const size_t fixed = 64 + (w->fmt == NUMLA_QLINEAR_INT8_W8A8 ? numla_qlinear_ws_w8a8_bytes(w, m) : 0);
         const size_t per = numla_qlinear_gemm_thread_bytes(w), fit = (workspace_bytes - fixed) / per;
         gemm(w, m, x, ldx, y, ldy, accumulate, workspace, fit < 1024 ? (int)fit : 1024);
         return NUMLA_STATUS_OK;
     }
-    numla_qlinear_forward_fn fn = numla_qlinear_pick_(w->fmt, isa);
-    fn(w, m, x, ldx, y, ldy, accumulate, need > 0 ? workspace : NULL);
+    v->forward(w, m, x, ldx, y, ldy, accumulate, need > 0 ? workspace : NULL);
     return NUMLA_STATUS_OK;
 }

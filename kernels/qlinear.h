@@ -38,7 +38,7 @@
  * scales are rejected by the loader, which names the tensor; the kernels do not look (the
  * vector levels read a NaN encoding as 480).
  *
- * Forward: numla_qlinear_forward(w, isa, m, x, ldx, y, ldy, accumulate, ws, ws_bytes) runs
+ * Forward: numla_qlinear_forward(isa, w, m, x, ldx, y, ldy, accumulate, ws, ws_bytes) runs
  * level `isa` (the caller's choice, from numla_isa_select at the top; nothing here reads the
  * environment). A level without a native variant for the format inherits the level below.
  * Scratch: numla_qlinear_workspace_size (W8A8 needs the quantized rows; fp8 from M = 16 and
@@ -120,7 +120,7 @@ numla_status numla_qlinear_pack(const numla_qlinear_source *src, void *dst, numl
  * then runs on as many threads as it holds. */
 size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, int num_threads);
 /* y (M, ldy) = x (M, ldx) · Wᵀ; accumulate != 0 adds into y. */
-numla_status numla_qlinear_forward(const numla_qlinear_weight *w, numla_isa isa, int64_t m,
+numla_status numla_qlinear_forward(numla_isa isa, const numla_qlinear_weight *w, int64_t m,
                                    const float *x, int64_t ldx, float *y, int64_t ldy,
                                    int accumulate, void *workspace, size_t workspace_bytes);
 
@@ -129,9 +129,9 @@ numla_status numla_qlinear_forward(const numla_qlinear_weight *w, numla_isa isa,
 float numla_qlinear_fp8_to_f32(uint8_t b);
 /* Which level's variant numla_qlinear_forward runs for fmt at level isa (for tests and bench
  * labels): isa itself, or the level it inherits from. */
-numla_isa numla_qlinear_level(numla_qlinear_format fmt, numla_isa isa);
+numla_isa numla_qlinear_level(numla_isa isa, numla_qlinear_format fmt);
 /* Whether numla_qlinear_forward of w on m rows at level isa runs on the AMX tiles: the level
  * it runs at is amx and the AMX variant takes this weight and M (for bench labels). */
-int numla_qlinear_uses_amx(const numla_qlinear_weight *w, numla_isa isa, int64_t m);
+int numla_qlinear_uses_amx(numla_isa isa, const numla_qlinear_weight *w, int64_t m);
 
 #endif

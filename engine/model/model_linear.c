@@ -39,9 +39,9 @@ numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear 
             memset(xs + r * kk, 0, (size_t)w->kofs * sizeof(float));
             memcpy(xs + r * kk + w->kofs, x + r * ldx, (size_t)w->k * sizeof(float));
         }
-        return numla_qlinear_forward(&w->q, isa, M, xs, kk, y, ldy, accumulate, ws, qb);
+        return numla_qlinear_forward(isa, &w->q, M, xs, kk, y, ldy, accumulate, ws, qb);
     }
-    return numla_qlinear_forward(&w->q, isa, M, x, ldx, y, ldy, accumulate, ws, ws_bytes);
+    return numla_qlinear_forward(isa, &w->q, M, x, ldx, y, ldy, accumulate, ws, ws_bytes);
 }
 
 int numla_model_linear_quantizes_input(const numla_model_linear *w)

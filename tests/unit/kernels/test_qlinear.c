@@ -160,20 +160,20 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
     NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "pack failed: %s", numla_error_message());
     size_t ws = numla_qlinear_workspace_size(&w, m, 2);
     unsigned char *wsbuf = malloc(ws + 1); /* misaligned on purpose: the kernel aligns */
-    st = numla_qlinear_forward(&w, isa, m, x, ldx, y, ldy, accumulate, ws ? wsbuf + 1 : NULL, ws);
+    st = numla_qlinear_forward(isa, &w, m, x, ldx, y, ldy, accumulate, ws ? wsbuf + 1 : NULL, ws);
     NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "forward failed: %s", numla_error_message());
     if (isa != NUMLA_ISA_REF) {
-        st = numla_qlinear_forward(&w, NUMLA_ISA_REF, m, x, ldx, yr, ldy, accumulate,
+        st = numla_qlinear_forward(NUMLA_ISA_REF, &w, m, x, ldx, yr, ldy, accumulate,
                                    ws ? wsbuf + 1 : NULL, ws);
         CU_ASSERT(st == NUMLA_STATUS_OK);
     }
 
     const double rel_ref = (double)(k + 2 * ((k + 127) / 128) + 4) * ldexp(1.0, -24);
     /* fp8 and int8-row on the amx level's tiles: split-bf16 x, their own bound (kernels/qlinear.h) */
-    const int tiles = fmt != NUMLA_QLINEAR_INT8_W8A8 && numla_qlinear_uses_amx(&w, isa, m);
+    const int tiles = fmt != NUMLA_QLINEAR_INT8_W8A8 && numla_qlinear_uses_amx(isa, &w, m);
     /* fp8 M = 1 at the avx512bf16 level (VBMI): split-bf16 x, 2K exact products in fp32 */
     const int vbmi = fmt == NUMLA_QLINEAR_FP8_BLOCK && m == 1 &&
-                     numla_qlinear_level(fmt, isa) == NUMLA_ISA_AVX512BF16;
+                     numla_qlinear_level(isa, fmt) == NUMLA_ISA_AVX512BF16;
     /* (int8-row: x in three bf16 pieces, 2^-26 and 3 products per k) */
     const int three = fmt == NUMLA_QLINEAR_INT8_ROW;
     const double rel = tiles ? ldexp(1.0, three ? -26 : -17) +
@@ -266,7 +266,7 @@ static double mag_row(const tensor *t, slice sl, int64_t j, const float *x, floa
  * tiles. A row's bits depend only on its path. */
 static int fp8_path(const numla_qlinear_weight *w, numla_isa isa, int64_t m)
 {
-    const numla_isa level = numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, isa);
+    const numla_isa level = numla_qlinear_level(isa, NUMLA_QLINEAR_FP8_BLOCK);
     if (level == NUMLA_ISA_AMX) /* below the tiles the amx level runs avx512's rows */
         return numla_qlinear_amx_wide_applies(w, m) ? 3 : 0;
     if (m >= (int64_t)NUMLA_QLINEAR_PANEL_MIN_M)
@@ -313,7 +313,7 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uin
     for (int acc = 0; acc < 2; acc++) {
         memcpy(ya, y0, (size_t)(M * ldy) * sizeof *ya);
         omp_set_num_threads(2);
-        CU_ASSERT(numla_qlinear_forward(&w, isa, M, x, ldx, ya, ldy, acc, wsbuf + 1, ws) == NUMLA_STATUS_OK);
+        CU_ASSERT(numla_qlinear_forward(isa, &w, M, x, ldx, ya, ldy, acc, wsbuf + 1, ws) == NUMLA_STATUS_OK);
         /* (rows, first row, threads) of each comparison run */
         const int64_t runs[][3] = {{M, 0, 1}, {3, 11, 2}, {31, 0, 2}, {32, 0, 2}, {32, 268, 1}, {7, 3, 2}, {8, 3, 2},
                                    {1, 0, 2}, {1, 37, 2}, {1, 299, 1}};
@@ -321,7 +321,7 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uin
             const int64_t rows = runs[r][0], i0 = runs[r][1];
             memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
             omp_set_num_threads((int)runs[r][2]);
-            CU_ASSERT(numla_qlinear_forward(&w, isa, rows, x + i0 * ldx, ldx, y + i0 * ldy, ldy, acc,
+            CU_ASSERT(numla_qlinear_forward(isa, &w, rows, x + i0 * ldx, ldx, y + i0 * ldy, ldy, acc,
                                             wsbuf + 1, ws) == NUMLA_STATUS_OK);
             /* fp8 sums in another order on each of its paths (one row at a time, the many-row
              * panel GEMM, the amx level's tiles): across a path boundary the two agree within
@@ -381,7 +381,7 @@ static void test_fp8_gemv_threads(void)
     for (int a = 0; a < ni; a++) {
         for (int th = 1; th <= 3; th++) {
             omp_set_num_threads(th);
-            CU_ASSERT(numla_qlinear_forward(&w, isas[a], 1, x, sl.k, y[th - 1], sl.n, 0, NULL, 0) == NUMLA_STATUS_OK);
+            CU_ASSERT(numla_qlinear_forward(isas[a], &w, 1, x, sl.k, y[th - 1], sl.n, 0, NULL, 0) == NUMLA_STATUS_OK);
         }
         for (int th = 2; th <= 3; th++)
             if (memcmp(y[0], y[th - 1], sizeof y[0]) != 0 && bad++ == 0)
@@ -480,7 +480,7 @@ static void test_w8a8_rounding(void)
     int ni = numla_test_isas(isas);
     for (int a = 0; a < ni; a++) {
         float y[K];
-        CU_ASSERT(numla_qlinear_forward(&w, isas[a], 1, x, K, y, K, 0, wsbuf, ws) == NUMLA_STATUS_OK);
+        CU_ASSERT(numla_qlinear_forward(isas[a], &w, 1, x, K, y, K, 0, wsbuf, ws) == NUMLA_STATUS_OK);
         for (int i = 0; i < K; i++)
             NUMLA_ASSERT_MSG(y[i] == want[i], "%s: q(%g) = %g, want %g", numla_isa_name(isas[a]),
                              (double)x[i], (double)y[i], (double)want[i]);
@@ -515,22 +515,22 @@ static void test_validation(void)
     CU_ASSERT(numla_qlinear_pack(&s, packed, &w) == NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_EQUAL(numla_qlinear_packed_size(NUMLA_QLINEAR_FORMAT_COUNT, 1, 1), 0);
     /* Levels without a variant inherit the one below. */
-    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX2), NUMLA_ISA_REF);
+    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_ISA_AVX2, NUMLA_QLINEAR_FP8_BLOCK), NUMLA_ISA_REF);
     /* fp8 has an avx512bf16 variant (M = 1) where the CPU has AVX512_VBMI */
-    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AVX512BF16),
+    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_ISA_AVX512BF16, NUMLA_QLINEAR_FP8_BLOCK),
                     numla_cpu_has(NUMLA_CPU_VBMI) ? NUMLA_ISA_AVX512BF16 : NUMLA_ISA_AVX512);
-    CU_ASSERT(numla_qlinear_level(NUMLA_QLINEAR_INT8_W8A8, NUMLA_ISA_AVX512BF16) <= NUMLA_ISA_AVX512);
+    CU_ASSERT(numla_qlinear_level(NUMLA_ISA_AVX512BF16, NUMLA_QLINEAR_INT8_W8A8) <= NUMLA_ISA_AVX512);
     CU_ASSERT_EQUAL(numla_qlinear_packed_size(NUMLA_QLINEAR_FP8_BLOCK, 0, 1), 0);
 
     CU_ASSERT_FATAL(numla_qlinear_pack(&ok, packed, &w) == NUMLA_STATUS_OK);
     float x[2 * 200] = {0}, y[2 * 100];
-    CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 2, x, 199, y, 100, 0, NULL, 0) ==
+    CU_ASSERT(numla_qlinear_forward(NUMLA_ISA_REF, &w, 2, x, 199, y, 100, 0, NULL, 0) ==
               NUMLA_STATUS_INVALID_ARG); /* ldx < K */
-    CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_COUNT, 2, x, 200, y, 100, 0, NULL, 0) ==
+    CU_ASSERT(numla_qlinear_forward(NUMLA_ISA_COUNT, &w, 2, x, 200, y, 100, 0, NULL, 0) ==
               NUMLA_STATUS_INVALID_ARG);
-    CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 2, x, 200, x + 10, 100, 0, NULL, 0) ==
+    CU_ASSERT(numla_qlinear_forward(NUMLA_ISA_REF, &w, 2, x, 200, x + 10, 100, 0, NULL, 0) ==
               NUMLA_STATUS_INVALID_ARG); /* x and y overlap */
-    CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 0, NULL, 200, NULL, 100, 0, NULL, 0) ==
+    CU_ASSERT(numla_qlinear_forward(NUMLA_ISA_REF, &w, 0, NULL, 200, NULL, 100, 0, NULL, 0) ==
               NUMLA_STATUS_OK);
     /* From 8 rows fp8 needs per-thread scratch: one thread's is enough (the call then runs on
      * one), none is an error; below 8 none is needed. */
@@ -543,11 +543,11 @@ static void test_validation(void)
         CU_ASSERT(numla_qlinear_workspace_size(&w, 8, 1) >= 64 + per);
         CU_ASSERT_EQUAL(numla_qlinear_workspace_size(&w, 7, 2), 0u);
         void *wsm = malloc(one);
-        CU_ASSERT(numla_qlinear_forward(&w, numla_isa_best(), M, xm, 200, ym, 100, 0, NULL, 0) ==
+        CU_ASSERT(numla_qlinear_forward(numla_isa_best(), &w, M, xm, 200, ym, 100, 0, NULL, 0) ==
                   NUMLA_STATUS_INVALID_ARG);
-        CU_ASSERT(numla_qlinear_forward(&w, numla_isa_best(), M, xm, 200, ym, 100, 0, wsm, one - 1) ==
+        CU_ASSERT(numla_qlinear_forward(numla_isa_best(), &w, M, xm, 200, ym, 100, 0, wsm, one - 1) ==
                   NUMLA_STATUS_INVALID_ARG);
-        CU_ASSERT(numla_qlinear_forward(&w, numla_isa_best(), M, xm, 200, ym, 100, 0, wsm, one) ==
+        CU_ASSERT(numla_qlinear_forward(numla_isa_best(), &w, M, xm, 200, ym, 100, 0, wsm, one) ==
                   NUMLA_STATUS_OK);
         numla_error_clear();
         free(wsm);
@@ -561,7 +561,7 @@ static void test_validation(void)
                                t8.sr, t8.sc};
     CU_ASSERT_FATAL(numla_qlinear_pack(&i8, packed, &w) == NUMLA_STATUS_OK);
     CU_ASSERT(numla_qlinear_workspace_size(&w, 2, 1) > 0);
-    CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, 2, x, 200, y, 100, 0, NULL, 0) ==
+    CU_ASSERT(numla_qlinear_forward(NUMLA_ISA_REF, &w, 2, x, 200, y, 100, 0, NULL, 0) ==
               NUMLA_STATUS_INVALID_ARG);
     numla_error_clear();
     free(packed);

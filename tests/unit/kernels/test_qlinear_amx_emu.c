@@ -102,7 +102,7 @@ static int run_case(int64_t m, int64_t n, int64_t k, int accumulate, int threads
     const size_t ws = numla_qlinear_workspace_size(&w, m, 2);
     unsigned char *wsbuf = malloc(ws + 1); /* misaligned on purpose: the kernel aligns */
     CU_ASSERT_FATAL(wsbuf != NULL);
-    CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, m, x, ldx, yr, ldy, accumulate, wsbuf + 1, ws) ==
+    CU_ASSERT(numla_qlinear_forward(NUMLA_ISA_REF, &w, m, x, ldx, yr, ldy, accumulate, wsbuf + 1, ws) ==
               NUMLA_STATUS_OK);
 
     const int saved = omp_get_max_threads();

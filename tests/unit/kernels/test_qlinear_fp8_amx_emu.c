@@ -199,7 +199,7 @@ static int run_case(int64_t m, int64_t n, int64_t k, int64_t row0, int accumulat
     const size_t ws = numla_qlinear_workspace_size(&w, m, 2);
     void *wsbuf = malloc(ws + 1);
     CU_ASSERT_FATAL(wsbuf != NULL);
-    CU_ASSERT(numla_qlinear_forward(&w, NUMLA_ISA_REF, m, x, ldx, yr, ldy, accumulate, wsbuf, ws) ==
+    CU_ASSERT(numla_qlinear_forward(NUMLA_ISA_REF, &w, m, x, ldx, yr, ldy, accumulate, wsbuf, ws) ==
               NUMLA_STATUS_OK);
     free(wsbuf);
     long took1, took2;
@@ -388,12 +388,12 @@ static void test_int8_row(void)
 static void test_dispatch(void)
 {
     /* without tiles: the avx512bf16 level's fp8 GEMV where the CPU has VBMI, else avx512 */
-    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, NUMLA_ISA_AMX),
+    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_ISA_AMX, NUMLA_QLINEAR_FP8_BLOCK),
                     numla_amx_usable()             ? NUMLA_ISA_AMX
                     : numla_cpu_has(NUMLA_CPU_VBMI) ? NUMLA_ISA_AVX512BF16
                                                   : NUMLA_ISA_AVX512);
     /* int8-row: the same tiles where the CPU has them */
-    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_QLINEAR_INT8_ROW, NUMLA_ISA_AMX),
+    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_ISA_AMX, NUMLA_QLINEAR_INT8_ROW),
                     numla_amx_usable() ? NUMLA_ISA_AMX : NUMLA_ISA_AVX512);
 }
 

@@ -247,7 +247,7 @@ static void check_kvb(int fp8)
          * splits x into two, |x - hi - lo| <= 2^-17 |x| (kernels/qlinear.h): each product is
          * good to about 2^-18 of |y| instead of fp32's 2^-23, 1.1e-4 on these logits; a wrong
          * scale block, k tile or dropped lo half is off by more than 1e-2. */
-        const double tol = fp8 && numla_qlinear_level(NUMLA_QLINEAR_FP8_BLOCK, isas[i]) == NUMLA_ISA_AMX ? 5e-4 : 1e-4;
+        const double tol = fp8 && numla_qlinear_level(isas[i], NUMLA_QLINEAR_FP8_BLOCK) == NUMLA_ISA_AMX ? 5e-4 : 1e-4;
         for (int R = 1; R <= 2; R++) {
             CU_ASSERT_EQUAL_FATAL(kq_logits(q, isas[i], R, a, V), 0);
             double err = 0;
