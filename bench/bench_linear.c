@@ -398,7 +398,7 @@ typedef struct numla_bench_linear_qb_ctx {
 static int numla_bench_linear_qb_call_(void *p, int c)
 {
     numla_bench_linear_qb_ctx *cx = p;
-    return numla_qblock_forward(&cx->w[c], cx->isa, cx->m, cx->x, cx->w[c].k, cx->y, cx->w[c].n, 0, cx->ws,
+    return numla_qblock_forward(cx->isa, &cx->w[c], cx->m, cx->x, cx->w[c].k, cx->y, cx->w[c].n, 0, cx->ws,
                                 cx->ws_bytes) != NUMLA_STATUS_OK;
 }
 
@@ -420,9 +420,9 @@ static int numla_bench_linear_qb_(const numla_bench_linear_shape *s, numla_isa i
     int nr = 0;
     for (size_t t = 0; t < sizeof rows / sizeof rows[0]; t++) {
         const numla_qblock_type type = rows[t].type;
-        if (rows[t].act == NUMLA_QBLOCK_ACT_Q8 && (s->k % 256 || numla_qblock_level(type, rows[t].act, isa) == NUMLA_ISA_REF))
+        if (rows[t].act == NUMLA_QBLOCK_ACT_Q8 && (s->k % 256 || numla_qblock_level(isa, type, rows[t].act) == NUMLA_ISA_REF))
             continue; /* the reference's Q8 mode is not worth timing */
-        const numla_qblock_layout layout = numla_qblock_layout_for(type, rows[t].act, s->k, isa);
+        const numla_qblock_layout layout = numla_qblock_layout_for(isa, type, rows[t].act, s->k);
         const size_t bytes = numla_qblock_layout_size(type, layout, s->n, s->k);
         if (!bytes)
             continue; /* K not a multiple of the block */

@@ -3,37 +3,37 @@
  * validation. The compute is in kernels/ref/qblock_ref.c and kernels/x86/qblock_<isa>.c; the
  * contract in kernels/qblock.h. */
 #include "kernels/qblock_internal.h"
-#include "kernels/x86/amx.h"
 
 #include <omp.h>
 
-/* Native variants per level and mode; NULL inherits the level below (ref always runs). A level
- * runs a type where the type's row (kernels/qblock_types.c) names its kernels there
- * (numla_qblock_row_runs_); the others inherit the level below. */
-static const numla_qblock_forward_fn numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_QBLOCK_ACT_COUNT] = {
-    [NUMLA_ISA_REF] = {numla_qblock_forward_ref, numla_qblock_forward_ref},
-    [NUMLA_ISA_AVX512] = {numla_qblock_forward_avx512, numla_qblock_forward_avx512vnni},
-    /* its tiles from NUMLA_QBLOCK_PANEL_MIN_M rows (Q6_K's in the PANEL16 layout), the vnni
-     * kernels below */
-    [NUMLA_ISA_AMX] = {NULL, numla_qblock_forward_amx},
+/* A variant: the head (kernels/isa.h; applies() is asked about the block type's row,
+ * kernels/qblock_types.c) and its forward. */
+typedef struct numla_qblock_variant {
+    numla_variant v;
+    numla_qblock_forward_fn forward;
+} numla_qblock_variant;
+
+/* A level runs a type where the type's row names its kernels there. */
+static int numla_qblock_row_f32_(const void *row) { return ((const numla_qblock_type_row *)row)->f32_rows != NULL; }
+static int numla_qblock_row_q8_(const void *row) { return numla_qblock_type_row_q8_vnni(row); }
+
+static const numla_qblock_variant numla_qblock_ref_ = {{"ref", 0, NULL}, numla_qblock_forward_ref};
+static const numla_qblock_variant numla_qblock_f32_avx512_ = {{"avx512", 0, numla_qblock_row_f32_},
+                                                              numla_qblock_forward_avx512};
+static const numla_qblock_variant numla_qblock_q8_avx512_ = {{"avx512vnni", NUMLA_CPU_VNNI, numla_qblock_row_q8_},
+                                                             numla_qblock_forward_avx512vnni};
+/* its tiles from NUMLA_QBLOCK_PANEL_MIN_M rows (Q6_K's in the PANEL16 layout), the vnni kernels
+ * below (the amx level itself needs only AMX-BF16) */
+static const numla_qblock_variant numla_qblock_q8_amx_ = {
+    {"amx", NUMLA_CPU_AMX_INT8 | NUMLA_CPU_VNNI, numla_qblock_row_q8_}, numla_qblock_forward_amx};
+
+/* Native variants per level and kind (the activation mode: F32, Q8); an empty entry, one whose
+ * CPU needs are missing or whose type row names no kernels there inherits the level below. */
+static const numla_variant *const numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_QBLOCK_ACT_COUNT] = {
+    [NUMLA_ISA_REF] = {&numla_qblock_ref_.v, &numla_qblock_ref_.v},
+    [NUMLA_ISA_AVX512] = {&numla_qblock_f32_avx512_.v, &numla_qblock_q8_avx512_.v},
+    [NUMLA_ISA_AMX] = {NULL, &numla_qblock_q8_amx_.v},
 };
-
-/* Whether the type's row has kernels of its own at a level with a native variant. */
-static int numla_qblock_row_runs_(const numla_qblock_type_row *row, numla_isa level, numla_qblock_act act)
-{
-    if (level == NUMLA_ISA_REF)
-        return 1;
-    return act == NUMLA_QBLOCK_ACT_F32 ? row->f32_rows != NULL : numla_qblock_type_row_q8_vnni(row);
-}
-
-/* A variant that needs a CPU feature beyond its level's: VNNI for Q8 mode at avx512, and at amx
- * AMX-INT8 too (the amx level itself needs only AMX-BF16). */
-static int numla_qblock_runnable_(numla_isa level, numla_qblock_act act)
-{
-    if (level == NUMLA_ISA_AMX && act == NUMLA_QBLOCK_ACT_Q8)
-        return numla_amx_int8_usable() && numla_cpu_has(NUMLA_CPU_VNNI);
-    return !(level == NUMLA_ISA_AVX512 && act == NUMLA_QBLOCK_ACT_Q8) || numla_cpu_has(NUMLA_CPU_VNNI);
-}
 
 const numla_qblock_info *numla_qblock_info_get(numla_qblock_type type)
 {
@@ -50,17 +50,13 @@ numla_status numla_qblock_from_ggml(uint32_t ggml_type, numla_qblock_type *out)
     NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "qblock: ggml type %u has no block encoding here", ggml_type);
 }
 
-numla_isa numla_qblock_level(numla_qblock_type type, numla_qblock_act act, numla_isa isa)
+numla_isa numla_qblock_level(numla_isa isa, numla_qblock_type type, numla_qblock_act act)
 {
     if ((unsigned)type >= NUMLA_QBLOCK_TYPE_COUNT || (unsigned)act >= NUMLA_QBLOCK_ACT_COUNT ||
         (unsigned)isa >= NUMLA_ISA_COUNT)
         return NUMLA_ISA_REF;
-    int i = (int)isa;
-    const numla_qblock_type_row *row = numla_qblock_type_row_get(type);
-    while (i > 0 && (!numla_qblock_table_[i][act] || !numla_qblock_runnable_((numla_isa)i, act) ||
-                     !numla_qblock_row_runs_(row, (numla_isa)i, act)))
-        i--;
-    return (numla_isa)i;
+    return numla_isa_pick(isa, &numla_qblock_table_[0][0], NUMLA_QBLOCK_ACT_COUNT, (int)act,
+                          numla_qblock_type_row_get(type));
 }
 
 numla_status numla_qblock_dequant_ref(numla_qblock_type type, const void *src, int64_t n, float *dst)
@@ -86,11 +82,11 @@ int numla_qblock_q8_takes(numla_qblock_type type, int64_t k)
     return group && k % group == 0;
 }
 
-numla_qblock_act numla_qblock_act_for(numla_qblock_type type, int64_t k, numla_isa isa)
+numla_qblock_act numla_qblock_act_for(numla_isa isa, numla_qblock_type type, int64_t k)
 {
     if (!numla_qblock_q8_takes(type, k))
         return NUMLA_QBLOCK_ACT_F32;
-    if (isa != NUMLA_ISA_REF && numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isa) == NUMLA_ISA_REF)
+    if (isa != NUMLA_ISA_REF && numla_qblock_level(isa, type, NUMLA_QBLOCK_ACT_Q8) == NUMLA_ISA_REF)
         return NUMLA_QBLOCK_ACT_F32;
     return NUMLA_QBLOCK_ACT_Q8;
 }
@@ -184,7 +180,7 @@ size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m, int 
     return 0;
 }
 
-numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, int64_t m, const float *x,
+numla_status numla_qblock_forward(numla_isa isa, const numla_qblock_weight *w, int64_t m, const float *x,
                                   int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace,
                                   size_t workspace_bytes)
 {
@@ -211,7 +207,8 @@ numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, i
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "qblock forward: workspace %zu bytes < %zu needed (numla_qblock_workspace_size)",
                    workspace ? workspace_bytes : (size_t)0, need);
-    numla_qblock_table_[numla_qblock_level(w->type, w->act, isa)][w->act](
-        w, m, x, ldx, y, ldy, accumulate, need ? workspace : NULL, need ? workspace_bytes : 0);
+    const numla_qblock_variant *v =
+        (const numla_qblock_variant *)numla_qblock_table_[numla_qblock_level(isa, w->type, w->act)][w->act];
+    v->forward(w, m, x, ldx, y, ldy, accumulate, need ? workspace : NULL, need ? workspace_bytes : 0);
     return NUMLA_STATUS_OK;
 }

@@ -107,7 +107,7 @@
  *
  * Packing (once, at load time; dst caller-owned, 64-byte aligned; a size need not be a multiple
  * of 64):
- *   layout = numla_qblock_layout_for(type, act, k, isa);
+ *   layout = numla_qblock_layout_for(isa, type, act, k);
  *   bytes = numla_qblock_layout_size(type, layout, n, k); numla_qblock_pack(&src, dst, &w)
  * reads rows [0, n) of a block-row source (src->data: the first block of the slice's first row,
  * rows src->ld bytes apart; a head or expert shard starts at any row, a K slice at a block
@@ -149,7 +149,7 @@
  * Inputs are trusted: fp16 scales that are inf or NaN make the outputs so (a loader checks
  * tensors it cannot trust); x must be finite.
  *
- * Forward: numla_qblock_forward(w, isa, m, x, ldx, y, ldy, accumulate, ws, ws_bytes) runs level
+ * Forward: numla_qblock_forward(isa, w, m, x, ldx, y, ldy, accumulate, ws, ws_bytes) runs level
  * `isa` (the caller's, from the engine's settings; nothing here reads the environment); a level
  * without a native variant for the type inherits the level below. Scratch:
  * numla_qblock_workspace_size bytes, any alignment (Q8 mode: the quantized rows; F32 mode from
@@ -236,7 +236,7 @@ size_t numla_qblock_packed_size(numla_qblock_type type, int64_t n, int64_t k);
 size_t numla_qblock_layout_size(numla_qblock_type type, numla_qblock_layout layout, int64_t n, int64_t k);
 /* The layout the forward at level isa runs best on: PANEL16 where the layout takes (type, act,
  * k) (above) and that level's kernel is AVX512-VNNI or AMX-INT8, ROWS otherwise. */
-numla_qblock_layout numla_qblock_layout_for(numla_qblock_type type, numla_qblock_act act, int64_t k, numla_isa isa);
+numla_qblock_layout numla_qblock_layout_for(numla_isa isa, numla_qblock_type type, numla_qblock_act act, int64_t k);
 numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_qblock_weight *out);
 /* Row r's k / block blocks, byte for byte as the source had them, into dst (either layout). */
 numla_status numla_qblock_row_blocks(const numla_qblock_weight *w, int64_t r, void *dst);
@@ -248,7 +248,7 @@ numla_status numla_qblock_row_blocks(const numla_qblock_weight *w, int64_t r, vo
  * as it holds. */
 size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m, int num_threads);
 /* y (M, ldy) = x (M, ldx) · Wᵀ; accumulate != 0 adds into y. */
-numla_status numla_qblock_forward(const numla_qblock_weight *w, numla_isa isa, int64_t m, const float *x,
+numla_status numla_qblock_forward(numla_isa isa, const numla_qblock_weight *w, int64_t m, const float *x,
                                   int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace,
                                   size_t workspace_bytes);
 
@@ -260,10 +260,10 @@ int numla_qblock_q8_takes(numla_qblock_type type, int64_t k);
  * function) where numla_qblock_q8_takes and the level has a native Q8 kernel for the type (the
  * ref level runs Q8 by itself); F32 otherwise (the AVX-512 F32 kernels where the type's row
  * names them, else the reference). */
-numla_qblock_act numla_qblock_act_for(numla_qblock_type type, int64_t k, numla_isa isa);
+numla_qblock_act numla_qblock_act_for(numla_isa isa, numla_qblock_type type, int64_t k);
 
 /* Which level's variant numla_qblock_forward runs for type in mode act at level isa (tests,
  * bench labels). */
-numla_isa numla_qblock_level(numla_qblock_type type, numla_qblock_act act, numla_isa isa);
+numla_isa numla_qblock_level(numla_isa isa, numla_qblock_type type, numla_qblock_act act);
 
 #endif

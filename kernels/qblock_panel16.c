@@ -209,10 +209,10 @@ size_t numla_qblock_layout_size(numla_qblock_type type, numla_qblock_layout layo
     return (size_t)((n + 15) / 16) * (size_t)numla_qblock_p16_ld_(type, k);
 }
 
-numla_qblock_layout numla_qblock_layout_for(numla_qblock_type type, numla_qblock_act act, int64_t k, numla_isa isa)
+numla_qblock_layout numla_qblock_layout_for(numla_isa isa, numla_qblock_type type, numla_qblock_act act, int64_t k)
 {
     /* the vnni kernels, or the amx level's (its tiles from 16 rows, the vnni kernels below) */
-    const numla_isa level = numla_qblock_level(type, act, isa);
+    const numla_isa level = numla_qblock_level(isa, type, act);
     return numla_qblock_p16_takes_(type, act, k) && (level == NUMLA_ISA_AVX512 || level == NUMLA_ISA_AMX)
                ? NUMLA_QBLOCK_LAYOUT_PANEL16
                : NUMLA_QBLOCK_LAYOUT_ROWS;

@@ -26,7 +26,7 @@ numla_status numla_model_linear_forward(numla_isa isa, const numla_model_linear 
     if (w->kind == NUMLA_MODEL_LINEAR_FLOAT)
         return numla_linear_forward(isa, &w->lin, M, x, ldx, y, ldy, accumulate, ws, ws_bytes);
     if (w->kind == NUMLA_MODEL_LINEAR_QBLOCK)
-        return numla_qblock_forward(&w->qb, isa, M, x, ldx, y, ldy, accumulate, ws, ws_bytes);
+        return numla_qblock_forward(isa, &w->qb, M, x, ldx, y, ldy, accumulate, ws, ws_bytes);
     if (w->kofs) { /* x shifted right by kofs; the packed weights are zero there */
         const int64_t kk = w->kofs + w->k;
         const size_t xsb = (size_t)M * (size_t)kk * sizeof(float);

@@ -319,7 +319,7 @@ static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st
              * which moves the tiny golden's routed choices and its logits by O(10) */
             const numla_qblock_act act = NUMLA_QBLOCK_ACT_F32;
             const numla_qblock_source src = {NUMLA_QBLOCK_MXFP4, nr, K, blk, ld, act,
-                                             numla_qblock_layout_for(NUMLA_QBLOCK_MXFP4, act, K, isa)};
+                                             numla_qblock_layout_for(isa, NUMLA_QBLOCK_MXFP4, act, K)};
             size_t bytes = numla_qblock_layout_size(src.type, src.layout, nr, K);
             out->buf = s == NUMLA_STATUS_OK ? aligned_alloc(64, out->bytes = (bytes + 63) / 64 * 64) : NULL;
             if (s == NUMLA_STATUS_OK)
@@ -702,7 +702,7 @@ static numla_status lin(const numla_v4_model *m, const v4_lin *w, int64_t M, con
     if (need && !ws)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 forward: no memory for a linear's workspace");
     numla_status s = w->blocks
-                         ? numla_qblock_forward(&w->q, m->isa, M, x, w->k, y, w->n, 0, ws, need)
+                         ? numla_qblock_forward(m->isa, &w->q, M, x, w->k, y, w->n, 0, ws, need)
                          : numla_linear_forward(m->isa, &w->w, M, x, w->k, y, w->n, 0, ws, need);
     free(ws);
     NUMLA_CHECK(s);

@@ -414,14 +414,14 @@ static numla_qblock_act ld_qblock_act(const loader *L, numla_qblock_type qt, int
 {
     if ((flags & LD_FP32_ACTIVATIONS) || L->opts.qblock_fp32_act)
         return NUMLA_QBLOCK_ACT_F32;
-    return numla_qblock_act_for(qt, k, L->isa);
+    return numla_qblock_act_for(L->isa, qt, k);
 }
 
 /* The layout a block linear is stored in: the one its kernel at the engine's level runs on
  * (kernels/qblock.h: 16-row panels for the types it has panel kernels for, in Q8 mode at the VNNI level). */
 static numla_qblock_layout ld_qblock_layout(const loader *L, numla_qblock_type qt, int64_t k, int flags)
 {
-    return numla_qblock_layout_for(qt, ld_qblock_act(L, qt, k, flags), k, L->isa);
+    return numla_qblock_layout_for(L->isa, qt, ld_qblock_act(L, qt, k, flags), k);
 }
 
 /* Rows [r0, r0 + n) x columns [c0, c0 + k) of a GGUF tensor in ggml blocks. Rows are whole

@@ -135,7 +135,7 @@ static void test_forward(void)
                             for (int th = 1; th <= 4; th += th) { /* 1, 2, 4 */
                                 memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
                                 omp_set_num_threads(th);
-                                CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], m, x, ldx, y, ldy, acc, ws,
+                                CU_ASSERT_EQUAL(numla_qblock_forward(isas[il], &w, m, x, ldx, y, ldy, acc, ws,
                                                                      th == 2 ? ws1 : ws3),
                                                 NUMLA_STATUS_OK);
                                 for (int64_t i = 0; i < m; i++)
@@ -170,7 +170,7 @@ static void test_forward(void)
                             /* row i of an M-row call has the bits of a 1-row call on row i */
                             for (int64_t i = 0; i < m; i++) {
                                 memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
-                                CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], 1, x + i * ldx, ldx, y + i * ldy,
+                                CU_ASSERT_EQUAL(numla_qblock_forward(isas[il], &w, 1, x + i * ldx, ldx, y + i * ldy,
                                                                      ldy, acc, NULL, 0),
                                                 NUMLA_STATUS_OK);
                                 CU_ASSERT_EQUAL(memcmp(y + i * ldy, yfirst + i * ldy, (size_t)n * sizeof *y), 0);
@@ -180,7 +180,7 @@ static void test_forward(void)
                         }
                 /* the many-row path needs its workspace */
                 if (ws1)
-                    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, M, x, ldx, y, ldy, 0, ws, ws1 - 1),
+                    CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_REF, &w, M, x, ldx, y, ldy, 0, ws, ws1 - 1),
                                     NUMLA_STATUS_INVALID_ARG);
                 free(ws);
                 free(x);
@@ -196,8 +196,8 @@ static void test_forward(void)
     /* the levels this CPU runs natively are reached */
     for (int il = 0; il < nisa; il++)
         if (isas[il] >= NUMLA_ISA_AVX512)
-            CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32, isas[il]), NUMLA_ISA_AVX512);
-    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32, NUMLA_ISA_AVX2), NUMLA_ISA_REF);
+            CU_ASSERT_EQUAL(numla_qblock_level(isas[il], NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32), NUMLA_ISA_AVX512);
+    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_ISA_AVX2, NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32), NUMLA_ISA_REF);
 }
 
 /* Q8 activation mode: every level against W x̃ in double, x̃ quantized here by the rule of
@@ -255,7 +255,7 @@ static void test_forward_q8(void)
                 const size_t wsb = numla_qblock_workspace_size(&w8, M, 3);
                 void *ws = malloc(wsb);
                 for (int il = 0; il < nisa; il++) {
-                    if (numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isas[il]) == NUMLA_ISA_AVX512)
+                    if (numla_qblock_level(isas[il], type, NUMLA_QBLOCK_ACT_Q8) == NUMLA_ISA_AVX512)
                         vnni_seen |= 1 << t;
                     for (int im = 0; im < 3; im++)
                         for (int acc = 0; acc < 2; acc++) {
@@ -263,7 +263,7 @@ static void test_forward_q8(void)
                             for (int th = 1; th <= 3; th += 2) {
                                 omp_set_num_threads(th);
                                 memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
-                                CU_ASSERT_EQUAL(numla_qblock_forward(&w8, isas[il], m, x, ldx, y, ldy, acc, ws, wsb),
+                                CU_ASSERT_EQUAL(numla_qblock_forward(isas[il], &w8, m, x, ldx, y, ldy, acc, ws, wsb),
                                                 NUMLA_STATUS_OK);
                                 if (th == 1)
                                     memcpy(yfirst, y, (size_t)(M * ldy) * sizeof *y);
@@ -292,7 +292,7 @@ static void test_forward_q8(void)
                             if (isas[il] == NUMLA_ISA_REF && acc == 0) {
                                 const size_t wsf = numla_qblock_workspace_size(&w32, m, 1);
                                 void *wf = malloc(wsf ? wsf : 1);
-                                CU_ASSERT_EQUAL(numla_qblock_forward(&w32, NUMLA_ISA_REF, m, x, ldx, yf, ldy, 0, wf, wsf),
+                                CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_REF, &w32, m, x, ldx, yf, ldy, 0, wf, wsf),
                                                 NUMLA_STATUS_OK);
                                 free(wf);
                                 for (int64_t i = 0; i < m; i++)
@@ -309,7 +309,7 @@ static void test_forward_q8(void)
                             /* row i alone has the bits of row i in the batch */
                             for (int64_t i = 0; i < m; i++) {
                                 memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
-                                CU_ASSERT_EQUAL(numla_qblock_forward(&w8, isas[il], 1, x + i * ldx, ldx, y + i * ldy,
+                                CU_ASSERT_EQUAL(numla_qblock_forward(isas[il], &w8, 1, x + i * ldx, ldx, y + i * ldy,
                                                                      ldy, acc, ws, wsb),
                                                 NUMLA_STATUS_OK);
                                 CU_ASSERT_EQUAL(memcmp(y + i * ldy, yfirst + i * ldy, (size_t)n * sizeof *y), 0);
@@ -331,16 +331,16 @@ static void test_forward_q8(void)
             }
     omp_set_num_threads(2);
     /* with VNNI every type whose row names Q8 kernels runs them, and each was run above */
-    if (numla_isa_supported(NUMLA_ISA_AVX512) && numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_AVX512) {
+    if (numla_isa_supported(NUMLA_ISA_AVX512) && numla_qblock_level(NUMLA_ISA_AVX512, NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8) == NUMLA_ISA_AVX512) {
         int no_q8 = 0;
         for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
             no_q8 |= !numla_qblock_type_row_q8_vnni(numla_qblock_type_row_get((numla_qblock_type)t)) << t;
         CU_ASSERT_EQUAL(vnni_seen, ((1 << NUMLA_QBLOCK_TYPE_COUNT) - 1) & ~no_q8);
         for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
-            CU_ASSERT_EQUAL(numla_qblock_level((numla_qblock_type)t, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512),
+            CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_ISA_AVX512, (numla_qblock_type)t, NUMLA_QBLOCK_ACT_Q8),
                             (no_q8 >> t) & 1 ? NUMLA_ISA_REF : NUMLA_ISA_AVX512);
     }
-    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX2), NUMLA_ISA_REF);
+    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_ISA_AVX2, NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8), NUMLA_ISA_REF);
 }
 
 /* Q8 mode with many x rows (the vnni level's register tiles of x rows, kernels/x86/
@@ -404,7 +404,7 @@ static void test_forward_q8_many(void)
             for (int il = 0; il < nisa; il++) {
                 if (isas[il] == NUMLA_ISA_REF && n * k > 20000)
                     continue; /* the reference, on the small shapes only */
-                if (numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isas[il]) != isas[il])
+                if (numla_qblock_level(isas[il], type, NUMLA_QBLOCK_ACT_Q8) != isas[il])
                     continue; /* a level that inherits runs the same code as the one below */
                 for (int im = 0; im < 5; im++)
                     for (int th = 1; th <= 3; th += 2)
@@ -414,14 +414,14 @@ static void test_forward_q8_many(void)
                             const int64_t m = ms[im];
                             omp_set_num_threads(th);
                             memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
-                            CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], m, x, ldx, y, ldy, acc, ws, wsb),
+                            CU_ASSERT_EQUAL(numla_qblock_forward(isas[il], &w, m, x, ldx, y, ldy, acc, ws, wsb),
                                             NUMLA_STATUS_OK);
                             int bad = 0;
                             /* Q4_K's panel GEMM (from NUMLA_QBLOCK_PANEL_MIN_M rows) sums in another
                              * order than the 1-row kernel: there a row must have the bits it has
                              * in any other panel call (PANEL_MIN_M rows from near it, one thread) */
                             const int panel = numla_qblock_panel_applies_(&w, m) &&
-                                              numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isas[il]) != NUMLA_ISA_REF;
+                                              numla_qblock_level(isas[il], type, NUMLA_QBLOCK_ACT_Q8) != NUMLA_ISA_REF;
                             for (int64_t i = 0; i < m && !bad; i++) {
                                 const int64_t i0 = panel ? (i + NUMLA_QBLOCK_PANEL_MIN_M <= M ? i : M - NUMLA_QBLOCK_PANEL_MIN_M) : i;
                                 const int64_t mm = panel ? NUMLA_QBLOCK_PANEL_MIN_M : 1;
@@ -430,7 +430,7 @@ static void test_forward_q8_many(void)
                                     memcpy(ya + j * ldy, y0 + (i0 + j) * ldy, (size_t)ldy * sizeof *ya);
                                 const int th_was = omp_get_max_threads();
                                 omp_set_num_threads(1);
-                                CU_ASSERT_EQUAL(numla_qblock_forward(&w, isas[il], mm, x + i0 * ldx, ldx, ya, ldy, acc,
+                                CU_ASSERT_EQUAL(numla_qblock_forward(isas[il], &w, mm, x + i0 * ldx, ldx, ya, ldy, acc,
                                                                      ws, wsb),
                                                 NUMLA_STATUS_OK);
                                 omp_set_num_threads(th_was);
@@ -565,7 +565,7 @@ static void test_panel16(void)
                 }
                 for (int il = 0; il < nisa; il++) {
                     const numla_isa isa = isas[il];
-                    const int ref = numla_qblock_level(type, NUMLA_QBLOCK_ACT_Q8, isa) == NUMLA_ISA_REF;
+                    const int ref = numla_qblock_level(isa, type, NUMLA_QBLOCK_ACT_Q8) == NUMLA_ISA_REF;
                     if (ref && (isa != NUMLA_ISA_REF || n * k > 40000))
                         continue; /* the reference once, on the smaller shapes */
                     vnni_runs += !ref;
@@ -574,7 +574,7 @@ static void test_panel16(void)
                         const int64_t i16 = M - NUMLA_QBLOCK_PANEL_MIN_M;
                         omp_set_num_threads(1);
                         memcpy(y16, y0, (size_t)(M * ldy) * sizeof *y16);
-                        CU_ASSERT_EQUAL(numla_qblock_forward(&wp, isa, NUMLA_QBLOCK_PANEL_MIN_M, x + i16 * ldx, ldx,
+                        CU_ASSERT_EQUAL(numla_qblock_forward(isa, &wp, NUMLA_QBLOCK_PANEL_MIN_M, x + i16 * ldx, ldx,
                                                              y16 + i16 * ldy, ldy, acc, ws, wsb),
                                         NUMLA_STATUS_OK);
                         for (int im = 0; im < 10; im++)
@@ -583,10 +583,10 @@ static void test_panel16(void)
                                 omp_set_num_threads(th);
                                 memcpy(ya, y0, (size_t)(M * ldy) * sizeof *ya);
                                 memcpy(yb, y0, (size_t)(M * ldy) * sizeof *yb);
-                                CU_ASSERT_EQUAL(numla_qblock_forward(&wp, isa, m, x + i0 * ldx, ldx, ya + i0 * ldy, ldy,
+                                CU_ASSERT_EQUAL(numla_qblock_forward(isa, &wp, m, x + i0 * ldx, ldx, ya + i0 * ldy, ldy,
                                                                      acc, ws, wsb),
                                                 NUMLA_STATUS_OK);
-                                CU_ASSERT_EQUAL(numla_qblock_forward(&wr, isa, m, x + i0 * ldx, ldx, yb + i0 * ldy, ldy,
+                                CU_ASSERT_EQUAL(numla_qblock_forward(isa, &wr, m, x + i0 * ldx, ldx, yb + i0 * ldy, ldy,
                                                                      acc, ws, wsb),
                                                 NUMLA_STATUS_OK);
                                 /* the reference, and the panel GEMM: the ROWS layout's bits */
@@ -648,26 +648,26 @@ static void test_panel16(void)
             }
     /* the layout the engine packs: panels where the vnni level runs the type in Q8 mode */
     const int vnni = numla_isa_supported(NUMLA_ISA_AVX512) &&
-                     numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_AVX512;
+                     numla_qblock_level(NUMLA_ISA_AVX512, NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8) == NUMLA_ISA_AVX512;
     CU_ASSERT(!vnni || vnni_runs > 0);
-    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AVX512),
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_ISA_AVX512, NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, 2048),
                     vnni ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS);
-    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_ACT_Q8, 256, NUMLA_ISA_AVX512),
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_ISA_AVX512, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_ACT_Q8, 256),
                     vnni ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS);
-    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32, 2048, NUMLA_ISA_AVX512),
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_ISA_AVX512, NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32, 2048),
                     NUMLA_QBLOCK_LAYOUT_ROWS);
-    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_REF),
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_ISA_REF, NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, 2048),
                     NUMLA_QBLOCK_LAYOUT_ROWS);
-    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AVX512),
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_ISA_AVX512, NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_Q8, 2048),
                     vnni ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS);
     CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 17, 512), 2 * 2 * (size_t)3360);
-    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AVX512),
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_ISA_AVX512, NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8, 2048),
                     vnni ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS);
     CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_LAYOUT_PANEL16, 16, 256), (size_t)2880);
     CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_LAYOUT_PANEL16, 16, 96), 0);
-    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_ACT_Q8, 1408, NUMLA_ISA_AVX512),
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_ISA_AVX512, NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_ACT_Q8, 1408),
                     vnni ? NUMLA_QBLOCK_LAYOUT_PANEL16 : NUMLA_QBLOCK_LAYOUT_ROWS);
-    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_ACT_Q8, 96, NUMLA_ISA_AVX512),
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_ISA_AVX512, NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_ACT_Q8, 96),
                     NUMLA_QBLOCK_LAYOUT_ROWS);
     CU_ASSERT_EQUAL(numla_qblock_layout_size(NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_LAYOUT_PANEL16, 17, 1408),
                     2 * 22 * (size_t)576);
@@ -693,7 +693,7 @@ static void test_panel16(void)
     CU_ASSERT_EQUAL(numla_qblock_pack(&bad, dst, &w), NUMLA_STATUS_OK);
     float x[256] = {0}, y[1];
     w.ld = 192; /* a row's ld on a panel weight */
-    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_REF, &w, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
     free(dst);
 }
 
@@ -772,9 +772,9 @@ static void test_many_blocks(void)
         const size_t wsb = numla_qblock_workspace_size(&w, m, 2);
         void *ws = malloc(wsb);
         omp_set_num_threads(2);
-        CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_AVX512, m, x, k, y, n, 0, ws, wsb), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_AVX512, &w, m, x, k, y, n, 0, ws, wsb), NUMLA_STATUS_OK);
         for (int64_t i = 0; i < m; i++) {
-            CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_AVX512, 1, x + i * k, k, y1, n, 0, NULL, 0),
+            CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_AVX512, &w, 1, x + i * k, k, y1, n, 0, NULL, 0),
                             NUMLA_STATUS_OK);
             CU_ASSERT_EQUAL(memcmp(y1, y + i * n, (size_t)n * sizeof *y1), 0);
             for (int64_t r = 0; r < n; r++) {
@@ -814,10 +814,10 @@ static void test_bad_args(void)
     CU_ASSERT_EQUAL(numla_qblock_packed_size(NUMLA_QBLOCK_Q4_K, 2, 256), 384);
     CU_ASSERT_EQUAL(numla_qblock_packed_size(NUMLA_QBLOCK_Q4_K, 2, 100), 0);
     float x[256] = {0}, y[4] = {0};
-    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 100, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
-    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, x + 10, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
-    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 0, NULL, 256, NULL, 1, 0, NULL, 0), NUMLA_STATUS_OK);
-    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_REF, &w, 1, x, 100, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_REF, &w, 1, x, 256, x + 10, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_REF, &w, 0, NULL, 256, NULL, 1, 0, NULL, 0), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_REF, &w, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_OK);
     /* Q8 mode: K a multiple of 256 (of 32 for Q5_0, IQ4_NL, Q4_0 and Q8_0), and a workspace */
     numla_qblock_source s8 = {.type = NUMLA_QBLOCK_Q4_0, .n = 1, .k = 32, .data = src, .ld = 18, .act = NUMLA_QBLOCK_ACT_Q8};
     CU_ASSERT_EQUAL(numla_qblock_pack(&s8, dst, &w), NUMLA_STATUS_OK);
@@ -833,11 +833,11 @@ static void test_bad_args(void)
     CU_ASSERT_EQUAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
     const size_t need = numla_qblock_workspace_size(&w, 1, 1);
     CU_ASSERT(need >= 256 + 4 + 16 * 4);
-    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_REF, &w, 1, x, 256, y, 1, 0, NULL, 0), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "workspace 0 bytes"));
     void *ws = malloc(need);
-    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, ws, need - 1), NUMLA_STATUS_INVALID_ARG);
-    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_REF, 1, x, 256, y, 1, 0, ws, need), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_REF, &w, 1, x, 256, y, 1, 0, ws, need - 1), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_REF, &w, 1, x, 256, y, 1, 0, ws, need), NUMLA_STATUS_OK);
     free(ws);
     CU_ASSERT_EQUAL(numla_qblock_dequant_ref(NUMLA_QBLOCK_Q8_0, src, 33, x), NUMLA_STATUS_INVALID_ARG);
     free(dst);

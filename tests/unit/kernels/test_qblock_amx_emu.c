@@ -63,7 +63,7 @@ static int run_case(numla_qblock_type type, numla_qblock_layout layout, int64_t 
 
     const int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
-    CU_ASSERT_EQUAL(numla_qblock_forward(&w, NUMLA_ISA_AVX512BF16, m, x, ldx, yv, ldy, accumulate, ws + 1, wsb),
+    CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_AVX512BF16, &w, m, x, ldx, yv, ldy, accumulate, ws + 1, wsb),
                     NUMLA_STATUS_OK);
     const long ops = numla_amx_emu_dp_ops;
     numla_qblock_forward_amx_emulated(&w, m, x, ldx, y, ldy, accumulate, ws + 1, wsb);
@@ -150,11 +150,11 @@ static void test_table(void)
                                        NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q4_0, NUMLA_QBLOCK_Q5_K,
                                        NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_Q5_1};
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
-        CU_ASSERT_EQUAL(numla_qblock_level(tiles[t], NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AMX) == NUMLA_ISA_AMX, int8);
-        CU_ASSERT_NOT_EQUAL(numla_qblock_level(tiles[t], NUMLA_QBLOCK_ACT_F32, NUMLA_ISA_AMX), NUMLA_ISA_AMX);
+        CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_ISA_AMX, tiles[t], NUMLA_QBLOCK_ACT_Q8) == NUMLA_ISA_AMX, int8);
+        CU_ASSERT_NOT_EQUAL(numla_qblock_level(NUMLA_ISA_AMX, tiles[t], NUMLA_QBLOCK_ACT_F32), NUMLA_ISA_AMX);
         /* decode at the amx level runs the vnni kernels on the stored panels (where there are) */
         if (numla_cpu_has(NUMLA_CPU_VNNI) && numla_qblock_layout_size(tiles[t], NUMLA_QBLOCK_LAYOUT_PANEL16, 16, 2048))
-            CU_ASSERT_EQUAL(numla_qblock_layout_for(tiles[t], NUMLA_QBLOCK_ACT_Q8, 2048, NUMLA_ISA_AMX),
+            CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_ISA_AMX, tiles[t], NUMLA_QBLOCK_ACT_Q8, 2048),
                             NUMLA_QBLOCK_LAYOUT_PANEL16);
     }
 }

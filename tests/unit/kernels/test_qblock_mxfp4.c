@@ -73,7 +73,7 @@ static void test_repack_dequant(void)
     numla_qblock_weight w;
     CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
     for (int l = 0; l < nisa; l++) {
-        CU_ASSERT_EQUAL_FATAL(numla_qblock_forward(&w, isas[l], 3, &x[0][0], K, &y[0][0], N, 0, NULL, 0),
+        CU_ASSERT_EQUAL_FATAL(numla_qblock_forward(isas[l], &w, 3, &x[0][0], K, &y[0][0], N, 0, NULL, 0),
                               NUMLA_STATUS_OK);
         for (int i = 0; i < 3; i++)
             for (int r = 1; r < N; r++) {

@@ -102,7 +102,7 @@ static void test_config_and_layout(void)
             CU_ASSERT_EQUAL(memcmp(rowb, (const char *)t->data + (size_t)(5 * t->ne[1] + r) * rb, rb), 0);
         }
         free(rowb);
-        CU_ASSERT_EQUAL(gate5->qb.layout, numla_qblock_layout_for(gate5->qb.type, gate5->qb.act, gate5->qb.k, isas[il]));
+        CU_ASSERT_EQUAL(gate5->qb.layout, numla_qblock_layout_for(isas[il], gate5->qb.type, gate5->qb.act, gate5->qb.k));
         /* the q_proj rows of heads 4..7 (whole rows: always blocks) */
         const numla_gguf_tensor *q = numla_gguf_tensor_find(g, "blk.0.attn_q.weight");
         const numla_ggml_type_info *qi = numla_ggml_type_get(q->type);
@@ -134,10 +134,10 @@ static void test_config_and_layout(void)
             /* the activation rule of every block linear (wg_act_check below), and its layout */
             const numla_qblock_weight *hq = &heads[i].lin->qb;
             const int native = isas[il] == NUMLA_ISA_REF ||
-                               numla_qblock_level(hq->type, NUMLA_QBLOCK_ACT_Q8, isas[il]) != NUMLA_ISA_REF;
+                               numla_qblock_level(isas[il], hq->type, NUMLA_QBLOCK_ACT_Q8) != NUMLA_ISA_REF;
             CU_ASSERT_EQUAL(hq->act, numla_qblock_q8_takes(hq->type, hq->k) && native ? NUMLA_QBLOCK_ACT_Q8
                                                                                    : NUMLA_QBLOCK_ACT_F32);
-            CU_ASSERT_EQUAL(hq->layout, numla_qblock_layout_for(hq->type, hq->act, hq->k, isas[il]));
+            CU_ASSERT_EQUAL(hq->layout, numla_qblock_layout_for(isas[il], hq->type, hq->act, hq->k));
             uint8_t *hrow = malloc(hrb);
             for (int64_t r = 0; r < heads[i].lin->n; r++) {
                 CU_ASSERT_EQUAL(numla_qblock_row_blocks(hq, r, hrow), NUMLA_STATUS_OK);
@@ -419,7 +419,7 @@ static void test_int4_bad(void)
 static int wg_panels_seen;
 static void wg_layout_check(const numla_model_linear *l, numla_isa isa)
 {
-    const numla_qblock_layout want = numla_qblock_layout_for(l->qb.type, l->qb.act, l->qb.k, isa);
+    const numla_qblock_layout want = numla_qblock_layout_for(isa, l->qb.type, l->qb.act, l->qb.k);
     NUMLA_ASSERT_MSG(l->qb.layout == want, "%s (%lld x %lld) act %d at level %s stored in layout %d, want %d",
                      numla_qblock_info_get(l->qb.type)->name, (long long)l->qb.n, (long long)l->qb.k, (int)l->qb.act,
                      numla_isa_name(isa), (int)l->qb.layout, (int)want);
@@ -434,7 +434,7 @@ static void wg_act_check(const numla_model_linear *l, numla_isa isa, int counts[
     if (l->kind != NUMLA_MODEL_LINEAR_QBLOCK)
         return;
     const int native = isa == NUMLA_ISA_REF ||
-                       numla_qblock_level(l->qb.type, NUMLA_QBLOCK_ACT_Q8, isa) != NUMLA_ISA_REF;
+                       numla_qblock_level(isa, l->qb.type, NUMLA_QBLOCK_ACT_Q8) != NUMLA_ISA_REF;
     const numla_qblock_act want =
         numla_qblock_q8_takes(l->qb.type, l->qb.k) && native ? NUMLA_QBLOCK_ACT_Q8 : NUMLA_QBLOCK_ACT_F32;
     NUMLA_ASSERT_MSG(l->qb.act == want, "%s (%lld x %lld) at level %s runs act %d, want %d",
@@ -458,7 +458,7 @@ static void wg_act_check_split(const numla_model_linear *l, numla_isa isa, int64
     const int64_t k = l->qb.k;
     const int whole = c0 % 256 == 0 && (c0 + k == full_k || k % 256 == 0);
     const int native = isa == NUMLA_ISA_REF ||
-                       numla_qblock_level(l->qb.type, NUMLA_QBLOCK_ACT_Q8, isa) != NUMLA_ISA_REF;
+                       numla_qblock_level(isa, l->qb.type, NUMLA_QBLOCK_ACT_Q8) != NUMLA_ISA_REF;
     const numla_qblock_act want = whole && numla_qblock_q8_takes(l->qb.type, k) && native ? NUMLA_QBLOCK_ACT_Q8
                                                                                            : NUMLA_QBLOCK_ACT_F32;
     NUMLA_ASSERT_MSG(l->qb.act == want, "split-input %s (%lld x %lld, columns from %lld of %lld) at level %s runs act %d, "
@@ -519,7 +519,7 @@ static void test_qblock_act_choice(void)
     }
     /* with VNNI, kq's panel types (Q4_K, Q6_K, IQ4_XS, Q8_0) are stored as panels */
     if (numla_isa_supported(NUMLA_ISA_AVX512) &&
-        numla_qblock_level(NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, NUMLA_ISA_AVX512) == NUMLA_ISA_AVX512)
+        numla_qblock_level(NUMLA_ISA_AVX512, NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8) == NUMLA_ISA_AVX512)
         CU_ASSERT(wg_panels_seen > 0);
     /* both modes: whole groups of a split input on 1 rank take Q8, cut ones on 3 ranks F32
      * (every other kq linear takes Q8 since Q8_0 does from K % 32), including Q8_0 slices that
