@@ -40,9 +40,12 @@ void numla_cli_engine_opts_usage(FILE *f, int indent)
             "%*s[--no-prefix-cache (default: a repeated prompt prefix is computed once)]\n"
             "%*s[--linear-act f32|bf16 (bf16 linears' activations; default f32, fp32-class)]\n"
             "%*s[--generation-config auto|none (auto: generation_config.json's EOS ids stop,\n"
-            "%*s its temperature/top_p/top_k are the requests' defaults)]\n",
+            "%*s its temperature/top_p/top_k are the requests' defaults)]\n"
+            "%*s[--speculative mtp[:K] (draft K tokens (1-%d, default 2) with the model's MTP\n"
+            "%*s layer, verified in one step; greedy requests; default off)]\n",
             indent, "", indent, "", indent, "", indent, "", indent, "", indent, "", indent, "",
-            indent, "", indent, "", indent + 2, "");
+            indent, "", indent, "", indent + 2, "", indent, "", NUMLA_SCHED_MAX_DRAFT,
+            indent + 2, "");
 }
 
 int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const char *a,
@@ -60,7 +63,8 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
     static const char *const valued[] = {"--model", "--threads", "--max-context", "--block-size",
                                          "--prefill-chunk", "--max-batch-tokens", "--max-seqs",
                                          "--kv-memory", "--kv-blocks", "--kv-dtype", "--weights",
-                                         "--index-keys", "--linear-act", "--generation-config"};
+                                         "--index-keys", "--linear-act", "--generation-config",
+                                         "--speculative"};
     int known = 0;
     for (size_t i = 0; i < sizeof valued / sizeof *valued; i++)
         known |= !strcmp(a, valued[i]);
@@ -100,6 +104,18 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
             fprintf(stderr, "%s: --generation-config %s is not auto or none\n", cmd, v);
             return NUMLA_CLI_OPT_BAD;
         }
+    } else if (!strcmp(a, "--speculative")) {
+        /* mtp: the model's own multi-token-prediction layer drafts (docs/speculative.md) */
+        long k = 2;
+        if (strncmp(v, "mtp", 3) || (v[3] && v[3] != ':') ||
+            (v[3] == ':' && ((k = strtol(v + 4, &end, 10)) < 1 || k > NUMLA_SCHED_MAX_DRAFT ||
+                             end == v + 4 || *end))) {
+            fprintf(stderr, "%s: --speculative %s is not mtp or mtp:K with K from 1 to %d\n",
+                    cmd, v, NUMLA_SCHED_MAX_DRAFT);
+            return NUMLA_CLI_OPT_BAD;
+        }
+        end = NULL;
+        o->spec_k = (int32_t)k;
     } else if (!strcmp(a, "--model")) {
         o->model = v;
     } else if (!strcmp(a, "--threads")) {
@@ -238,6 +254,7 @@ numla_status numla_cli_engine_create(const numla_cli_engine_opts *o, const numla
     eo.max_seqs = o->max_seqs;
     eo.max_context = o->max_context;
     eo.weights = o->weights;
+    eo.mtp = o->spec_k > 0;
     return numla_engine_create(comm, o->model, &eo, eng);
 }
 
@@ -285,12 +302,20 @@ numla_sched_options numla_cli_sched_options(const numla_cli_engine_opts *o,
                                  .max_seqs = o->max_seqs, .prefill_chunk = o->prefill_chunk,
                                  .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
                                  .eos_token_ids = cfg->eos_token_ids,
-                                 .no_prefix_cache = o->no_prefix_cache, .prefix_salt = salt};
+                                 .no_prefix_cache = o->no_prefix_cache, .prefix_salt = salt,
+                                 .spec_k = o->spec_k,
+                                 .mtp_exec = o->spec_k > 0 ? numla_cli_engine_mtp_exec : NULL};
 }
 
 numla_status numla_cli_engine_exec(void *ctx, const numla_step *st, float *logits)
 {
     return numla_engine_step(ctx, st, logits);
+}
+
+numla_status numla_cli_engine_mtp_exec(void *ctx, const numla_step *st,
+                                       const int32_t *hidden_rows, float *logits)
+{
+    return numla_engine_mtp_step(ctx, st, hidden_rows, logits);
 }
 
 int numla_cli_fail(const char *cmd)

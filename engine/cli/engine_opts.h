@@ -1,7 +1,7 @@
 /* engine/cli/engine_opts.h — the serving options `numla run` and `numla serve` share: the model,
  * threads, context, batching (--max-batch-tokens, --max-seqs, --prefill-chunk) and the KV pool
  * (--kv-memory | --kv-blocks, --kv-dtype, --block-size) and the weights' format (--weights,
- * --keep-lm-head), --no-prefix-cache, --generation-config; their parsing, their checks and the
+ * --keep-lm-head), --no-prefix-cache, --generation-config, --speculative mtp[:K]; their parsing, their checks and the
  * engine and scheduler options they make. Messages name the command (cmd, e.g. "numla run").
  * The benchmarks parse the ones they share through the same parser (bench/bench_opts.h).
  * Not collective (numla_cli_engine_create is: see numla_engine_create).
@@ -35,6 +35,7 @@ typedef struct numla_cli_engine_opts {
     numla_weights_options weights; /* --weights bf16|int8|fp8, --keep-lm-head */
     int no_prefix_cache;        /* --no-prefix-cache */
     int generation_config;      /* --generation-config auto (1, default) | none (0) */
+    int32_t spec_k;             /* --speculative mtp[:K]: K draft tokens; 0 (default): off */
     numla_sampling_params sampling_defaults; /* a request's defaults: numla_sampling_params_default
                                                 with generation_config.json's sampling fields
                                                 (numla_cli_engine_opts_model) */
@@ -112,5 +113,8 @@ int numla_cli_engine_serve(const numla_cli_engine_opts *o, const numla_settings 
 
 /* The engine's step as the serving loop's exec (ctx: the numla_engine). Collective. */
 numla_status numla_cli_engine_exec(void *ctx, const numla_step *st, float *logits);
+/* The engine's MTP step as the scheduler's mtp_exec (ctx: the numla_engine). Collective. */
+numla_status numla_cli_engine_mtp_exec(void *ctx, const numla_step *st,
+                                       const int32_t *hidden_rows, float *logits);
 
 #endif

@@ -39,11 +39,22 @@ typedef struct sched_seq {
     int32_t step_row;          /* logit row, -1: none */
     int32_t step_plp_row;      /* first logit row of its prompt rows (entries plp_done + 1...) */
     int32_t step_plp_n;        /* how many, 0: none */
+    /* speculative decoding (spec_k > 0) */
+    int spec;                  /* this request drafts (greedy) */
+    int32_t draft[NUMLA_SCHED_MAX_DRAFT]; /* (num_draft) proposed tokens after the known ones */
+    int32_t num_draft;
+    int32_t step_draft;        /* drafts this step verifies (rows after the last known token) */
+    int32_t step_c0;           /* num_computed before this step */
+    int32_t step_q0;           /* the step row of its first token */
+    int32_t mtp_row;           /* row in the last MTP step whose block output chains, -1 none */
+    int32_t spec_steps, spec_drafted, spec_accepted;
 } sched_seq;
 
-/* One step sequence's draw: the token, or the status and the worker thread's message. */
+/* One step sequence's draw: the tokens (one, or with drafts the accepted ones and the token
+ * sampled after them), or the status and the worker thread's message. */
 typedef struct sched_draw {
-    int32_t token;
+    int32_t ntok;
+    int32_t toks[NUMLA_SCHED_MAX_DRAFT + 1];
     numla_status st;
     char msg[512];
 } sched_draw;
@@ -72,7 +83,9 @@ struct numla_sched {
     int32_t *qsl;              /* (max_seqs + 1) */
     int32_t *seq_lens;         /* (max_seqs) */
     int32_t *logit_rows;       /* (cap_rows) */
-    int32_t cap_rows;          /* max_seqs, + prompt_logit_rows once a request wants them */
+    int32_t cap_rows;          /* base_rows, + prompt_logit_rows once a request wants them */
+    int32_t base_rows;         /* max_seqs · (1 + spec_k): a row per sequence and draft */
+    int32_t *hidden_rows;      /* (max_batch_tokens) an MTP step's hidden rows */
     sched_draw *draws;         /* (max_seqs) each step sequence's token, drawn on the team */
     int32_t *tables;           /* (max_seqs, cap_tables) */
     int64_t cap_tables;
@@ -147,6 +160,7 @@ void numla_sched_destroy(numla_sched **ps)
     free(s->qsl);
     free(s->seq_lens);
     free(s->logit_rows);
+    free(s->hidden_rows);
     free(s->draws);
     free(s->tables);
     free(s->logits);
@@ -178,6 +192,9 @@ numla_status numla_sched_create(const numla_sched_options *opts, numla_kv_cache 
                    "vocab %lld, %d eos ids)",
                    o.max_batch_tokens, o.max_seqs, o.prefill_chunk, (long long)o.vocab_size,
                    o.num_eos);
+    if (o.spec_k < 0 || o.spec_k > NUMLA_SCHED_MAX_DRAFT || (o.spec_k > 0 && !o.mtp_exec))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "scheduler: %d draft tokens (speculative decoding "
+                   "takes 1 to %d, and an MTP step to run)", o.spec_k, NUMLA_SCHED_MAX_DRAFT);
     if (o.max_batch_tokens < o.max_seqs)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "scheduler: --max-batch-tokens %d is below --max-seqs %d (every running "
@@ -202,13 +219,16 @@ numla_status numla_sched_create(const numla_sched_options *opts, numla_kv_cache 
     s->slots = malloc(T * sizeof *s->slots);
     s->qsl = malloc((B + 1) * sizeof *s->qsl);
     s->seq_lens = malloc(B * sizeof *s->seq_lens);
-    s->logit_rows = malloc(B * sizeof *s->logit_rows);
+    const size_t rows = B * (size_t)(1 + o.spec_k);
+    s->logit_rows = malloc(rows * sizeof *s->logit_rows);
+    s->hidden_rows = malloc(T * sizeof *s->hidden_rows);
     s->draws = malloc(B * sizeof *s->draws);
-    s->logits = malloc(B * (size_t)o.vocab_size * sizeof *s->logits);
+    s->logits = malloc(rows * (size_t)o.vocab_size * sizeof *s->logits);
     s->seq_ids = malloc(B * sizeof *s->seq_ids);
-    s->cap_rows = (int32_t)B;
+    s->cap_rows = s->base_rows = (int32_t)rows;
     if (!s->running || !s->step_seqs || !s->tokens || !s->positions || !s->slots || !s->qsl ||
-        !s->seq_lens || !s->logit_rows || !s->logits || !s->draws || !s->seq_ids) {
+        !s->seq_lens || !s->logit_rows || !s->logits || !s->draws || !s->seq_ids ||
+        !s->hidden_rows) {
         numla_sched_destroy(&s);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory for %d tokens x %d sequences",
                    o.max_batch_tokens, o.max_seqs);
@@ -233,6 +253,8 @@ static void finish(numla_sched *s, sched_seq *q, const char *reason, const char 
         .prompt_logprobs = q->plps && q->plp_done == q->req->num_prompt - 1 ? q->plps : NULL,
         .arrival_s = q->arrival_s, .first_token_s = q->first_token_s, .finish_s = numla_now_s(),
         .preemptions = q->preemptions, .cached_tokens = q->cached_tokens,
+        .spec_steps = q->spec_steps, .spec_drafted = q->spec_drafted,
+        .spec_accepted = q->spec_accepted,
     };
     s->done(s->done_ctx, &o);
 }
@@ -273,7 +295,7 @@ static numla_status waiting_insert(numla_sched *s, sched_seq *q)
  * grow once, by prompt_logit_rows. */
 static numla_status grow_rows(numla_sched *s)
 {
-    const int32_t want = s->o.max_seqs + s->o.prompt_logit_rows;
+    const int32_t want = s->base_rows + s->o.prompt_logit_rows;
     if (s->cap_rows >= want)
         return NUMLA_STATUS_OK;
     int32_t *r = realloc(s->logit_rows, (size_t)want * sizeof *r);
@@ -370,6 +392,7 @@ numla_status numla_sched_submit(numla_sched *s, const numla_request *req, void *
     q->arrival_s = numla_now_s();
     memcpy(q->tokens, req->prompt_tokens, (size_t)req->num_prompt * sizeof *q->tokens);
     q->num_tokens = req->num_prompt;
+    q->spec = s->o.spec_k > 0 && req->params.temperature == 0;
     numla_status st = waiting_insert(s, q);
     if (st != NUMLA_STATUS_OK)
         seq_free(s, q);
@@ -439,6 +462,7 @@ static numla_status preempt_last(numla_sched *s)
     numla_kv_seq_release(s->kv, &q->kv);
     q->num_computed = 0;
     q->num_registered = 0;
+    q->num_draft = 0; /* drafted again once it is recomputed */
     q->recompute_end = q->num_tokens;
     q->preemptions++;
     s->st.preemptions++;
@@ -541,6 +565,22 @@ static int32_t chunk_for(const numla_sched *s, const sched_seq *q, int32_t budge
     return n < budget ? n : budget;
 }
 
+/* How many of q's drafts this step verifies, q feeding n known tokens: the last known token
+ * only, and what the budget leaves after one token for each of the `after` running sequences
+ * behind it and the free blocks allow (drafts never preempt). */
+static int32_t draft_fit(const numla_sched *s, const sched_seq *q, int32_t n, int32_t budget,
+                         int32_t after)
+{
+    if (q->num_draft == 0 || n != 1 || q->num_computed + 1 != q->num_tokens)
+        return 0;
+    int32_t k = q->num_draft, spare = budget - 1 - after;
+    k = k < spare ? k : (spare > 0 ? spare : 0);
+    while (k > 0 && numla_kv_seq_blocks_needed(s->kv, &q->kv, q->num_computed + 1 + k) >
+                        numla_kv_cache_available(s->kv))
+        k--;
+    return k;
+}
+
 /* Decide this step's sequences and token counts; blocks are reserved here. */
 static numla_status plan(numla_sched *s, int32_t *num_seqs)
 {
@@ -551,6 +591,8 @@ static numla_status plan(numla_sched *s, int32_t *num_seqs)
         int32_t n = plp_fit(q, q->num_computed, chunk_for(s, q, budget), &rows_left);
         if (n == 0)
             continue; /* its prompt rows wait for the next step */
+        q->step_draft = draft_fit(s, q, n, budget, s->num_running - i - 1);
+        n += q->step_draft;
         int64_t need;
         while ((need = numla_kv_seq_blocks_needed(s->kv, &q->kv, q->num_computed + n)) >
                    numla_kv_cache_available(s->kv) &&
@@ -575,6 +617,7 @@ static numla_status plan(numla_sched *s, int32_t *num_seqs)
         if (prefix_pending(s, q, hits))
             break;
         const int32_t hit_tokens = hits * s->kv->block_size;
+        q->step_draft = 0;
         int32_t n = q->num_tokens - hit_tokens;
         n = n < s->o.prefill_chunk ? n : s->o.prefill_chunk;
         n = n < budget ? n : budget;
@@ -641,6 +684,181 @@ static void remove_running(numla_sched *s, sched_seq *q)
         }
 }
 
+/* Append the sampled token tok to q's output; the sampler sees it (add: the verify loop has
+ * not added it yet), then the stop rules. *reason: NULL to go on, else how q finishes
+ * ("error": the message in d->msg). Only running out of memory is an error status. */
+static numla_status emit(numla_sched *s, sched_seq *q, sched_draw *d, int32_t tok, int add,
+                         double t1, const char **reason)
+{
+    q->tokens[q->num_tokens++] = tok;
+    q->num_gen++;
+    /* the sampler's penalties count what the sequence generated (and its grammar follows
+     * it: a token the grammar refuses ends this request with an error, not the loop) */
+    const numla_status ast = add ? numla_sampler_add_tokens(q->smp, &tok, 1, 1) : NUMLA_STATUS_OK;
+    if (ast == NUMLA_STATUS_NO_MEMORY)
+        return ast;
+    if (ast != NUMLA_STATUS_OK) {
+        snprintf(d->msg, sizeof d->msg, "line %lld: %s", (long long)q->req->line,
+                 numla_error_message());
+        *reason = "error";
+        return NUMLA_STATUS_OK;
+    }
+    if (q->num_gen == 1)
+        q->first_token_s = t1;
+    if (numla_sampler_is_stop(q->smp, tok, s->eos, s->o.num_eos))
+        *reason = "stop";
+    else if (s->o.stop_check &&
+             s->o.stop_check(s->o.stop_ctx, q->user, q->tokens + q->req->num_prompt, q->num_gen,
+                             q->lps ? &q->lps[q->num_gen - 1] : NULL))
+        *reason = "stop";
+    else if (numla_sampler_grammar_closed(q->smp)) /* response_format: the document closed */
+        *reason = "stop";
+    else if (q->num_gen >= q->req->params.max_tokens)
+        *reason = "length";
+    return NUMLA_STATUS_OK;
+}
+
+/* The most drafts q may propose now: spec_k, less what would pass max_tokens (a verify step
+ * gives at most drafts + 1 tokens). */
+static int32_t draft_room(const numla_sched *s, const sched_seq *q)
+{
+    const int32_t left = q->req->params.max_tokens - q->num_gen - 1;
+    return left < s->o.spec_k ? (left > 0 ? left : 0) : s->o.spec_k;
+}
+
+/* Greedy draft: the most likely token of an MTP logits row (lowest id on ties). */
+static int32_t draft_argmax(const float *lg, int64_t V)
+{
+    int32_t best = 0;
+    for (int64_t v = 1; v < V; v++)
+        if (lg[v] > lg[best])
+            best = (int32_t)v;
+    return best;
+}
+
+/* An MTP step failed: its sequences cannot draft consistently any more; they end with the
+ * error, as a failed step's do. */
+static void spec_fail(numla_sched *s, int32_t B)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "MTP step failed: %s", numla_error_message());
+    NUMLA_ERROR("scheduler: %s", msg);
+    for (int32_t b = 0; b < B; b++) {
+        sched_seq *q = s->step_seqs[b];
+        if (!q || !q->spec)
+            continue;
+        char m2[1100];
+        snprintf(m2, sizeof m2, "line %lld: %s", (long long)q->req->line, msg);
+        remove_running(s, q);
+        finish(s, q, "error", m2);
+        seq_free(s, q);
+        s->step_seqs[b] = NULL;
+    }
+}
+
+/* After a step: the MTP layer over the rows the step made final for every drafting sequence
+ * (hidden states: those rows of the step; tokens: the next known ones), then the drafts of the
+ * sequences in decode: the last row's most likely token and K - 1 chained rows (each fed the
+ * previous draft and the previous row's block output). The step arrays are reused. */
+static numla_status spec_draft(numla_sched *s, int32_t B)
+{
+    int32_t n = 0, T = 0, R = 0, K = 0;
+    int64_t maxblk = 1;
+    for (int32_t b = 0; b < B; b++) {
+        sched_seq *q = s->step_seqs[b];
+        if (!q || !q->spec || q->num_computed <= q->step_c0)
+            continue;
+        const int32_t want = q->num_computed + 1 == q->num_tokens ? draft_room(s, q) : 0;
+        /* the chained rows' slots (positions up to num_tokens + want - 3) must be reserved */
+        int32_t k = want;
+        while (k > 1 && numla_kv_seq_blocks_needed(s->kv, &q->kv, q->num_tokens + k - 2) >
+                            numla_kv_cache_available(s->kv))
+            k--;
+        if (k > 1)
+            NUMLA_CHECK(numla_kv_seq_reserve(s->kv, &q->kv, q->num_tokens + k - 2));
+        q->num_draft = k; /* how many to draft, set to what was drafted below */
+        K = k > K ? k : K;
+        s->step_seqs[n++] = q;
+        maxblk = q->kv.num_blocks > maxblk ? q->kv.num_blocks : maxblk;
+        s->qsl[n - 1] = T;
+        for (int32_t p = q->step_c0; p < q->num_computed; p++, T++) {
+            s->tokens[T] = q->tokens[p + 1];
+            s->positions[T] = p;
+            s->slots[T] = numla_kv_seq_slot(s->kv, &q->kv, p);
+            s->hidden_rows[T] = q->step_q0 + (p - q->step_c0);
+        }
+        s->seq_lens[n - 1] = q->num_computed;
+        q->mtp_row = -1;
+        if (k > 0) {
+            q->mtp_row = T - 1;
+            s->logit_rows[R++] = T - 1;
+        }
+    }
+    if (n == 0)
+        return NUMLA_STATUS_OK;
+    if (maxblk > s->cap_tables) {
+        int32_t *t = realloc(s->tables, (size_t)maxblk * (size_t)s->o.max_seqs * sizeof *t);
+        if (!t)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory for block tables");
+        s->tables = t;
+        s->cap_tables = maxblk;
+    }
+    const int64_t V = s->o.vocab_size;
+    for (int32_t c = 0; c < (K > 0 ? K : 1); c++) {
+        if (c > 0) { /* chained rows: one per sequence still drafting */
+            int32_t m = 0;
+            T = R = 0;
+            for (int32_t i = 0; i < n; i++) {
+                sched_seq *q = s->step_seqs[i];
+                if (q->mtp_row < 0 || q->num_draft <= c)
+                    continue;
+                const int32_t p = q->num_tokens - 2 + c;
+                s->step_seqs[m++] = q;
+                s->qsl[m - 1] = T;
+                s->tokens[T] = q->draft[c - 1];
+                s->positions[T] = p;
+                s->slots[T] = numla_kv_seq_slot(s->kv, &q->kv, p);
+                s->hidden_rows[T] = -1 - q->mtp_row;
+                s->seq_lens[m - 1] = p + 1;
+                q->mtp_row = T;
+                s->logit_rows[R++] = T++;
+            }
+            n = m;
+            if (n == 0)
+                break;
+        }
+        s->qsl[n] = T;
+        for (int32_t i = 0; i < n; i++) {
+            const sched_seq *q = s->step_seqs[i];
+            int32_t *row = s->tables + (int64_t)i * maxblk;
+            memcpy(row, q->kv.block_table, (size_t)q->kv.num_blocks * sizeof *row);
+            for (int64_t j = q->kv.num_blocks; j < maxblk; j++)
+                row[j] = row[0];
+        }
+        numla_step step = {.num_seqs = n, .num_tokens = T, .tokens = s->tokens,
+                           .positions = s->positions, .slots = s->slots,
+                           .query_start_loc = s->qsl, .seq_lens = s->seq_lens,
+                           .block_tables = s->tables, .max_blocks_per_seq = (int32_t)maxblk,
+                           .num_logit_rows = R, .logit_rows = s->logit_rows};
+        const double t0 = numla_now_s();
+        const numla_status est = s->o.mtp_exec(s->exec_ctx, &step, s->hidden_rows, s->logits);
+        s->st.mtp_s += numla_now_s() - t0;
+        s->st.mtp_steps++;
+        if (est != NUMLA_STATUS_OK) {
+            spec_fail(s, n);
+            return est == NUMLA_STATUS_NO_MEMORY ? est : NUMLA_STATUS_OK;
+        }
+        for (int32_t i = 0, r = 0; i < n; i++) {
+            sched_seq *q = s->step_seqs[i];
+            if (q->mtp_row < 0)
+                continue;
+            q->draft[c] = draft_argmax(s->logits + (size_t)r * (size_t)V, V);
+            r++;
+        }
+    }
+    return NUMLA_STATUS_OK;
+}
+
 numla_status numla_sched_step(numla_sched *s)
 {
     int32_t B = 0;
@@ -663,9 +881,11 @@ numla_status numla_sched_step(numla_sched *s)
     for (int32_t b = 0; b < B; b++) {
         sched_seq *q = s->step_seqs[b];
         s->qsl[b] = T;
+        q->step_c0 = q->num_computed;
+        q->step_q0 = T;
         for (int32_t i = 0; i < q->step_n; i++) {
             int32_t p = q->num_computed + i;
-            s->tokens[T] = q->tokens[p];
+            s->tokens[T] = p < q->num_tokens ? q->tokens[p] : q->draft[p - q->num_tokens];
             s->positions[T] = p;
             s->slots[T] = numla_kv_seq_slot(s->kv, &q->kv, p);
             T++;
@@ -687,12 +907,14 @@ numla_status numla_sched_step(numla_sched *s)
                 s->logit_rows[R++] = s->qsl[b] + (p - q->num_computed);
             q->step_plp_n = R - q->step_plp_row;
         }
-        if (s->seq_lens[b] == q->num_tokens && q->req->params.max_tokens > 0) {
-            q->step_row = R;
-            s->logit_rows[R++] = T - 1;
+        if (s->seq_lens[b] - q->step_draft == q->num_tokens && q->req->params.max_tokens > 0) {
+            q->step_row = R; /* the last known token's row, then one per draft */
+            for (int32_t j = q->step_draft; j >= 0; j--)
+                s->logit_rows[R++] = T - 1 - j;
         }
-        /* accounting: first-time prompt tokens, recomputation, decode feed-back */
-        int32_t lo = q->num_computed, hi = q->num_computed + q->step_n;
+        /* accounting: first-time prompt tokens, recomputation, decode feed-back (drafts are
+         * counted when accepted) */
+        int32_t lo = q->num_computed, hi = q->num_computed + q->step_n - q->step_draft;
         int32_t P = q->req->num_prompt, E = q->recompute_end;
         int32_t clip_lo = lo > E ? lo : E, clip_hi = hi > E ? hi : E;
         s->st.recompute_tokens += (hi < E ? hi : E) - (lo < E ? lo : E);
@@ -745,10 +967,22 @@ numla_status numla_sched_step(numla_sched *s)
                 q->smp, s->logits + (size_t)(q->step_plp_row + k) * (size_t)s->o.vocab_size,
                 q->tokens[at], q->req->prompt_logprobs_top, &q->plps[at]);
         }
-        if (q->step_row >= 0 && d->st == NUMLA_STATUS_OK) {
-            float *lg = s->logits + (size_t)q->step_row * (size_t)s->o.vocab_size;
-            d->st = numla_sampler_sample(q->smp, lg, &d->token,
-                                         q->lps ? &q->lps[q->num_gen] : NULL);
+        d->ntok = 0;
+        /* row j: the token after the known ones and j drafts, sampled with the sampler as it
+         * is after those tokens; draft j is accepted when it is that token */
+        for (int32_t j = 0; q->step_row >= 0 && d->st == NUMLA_STATUS_OK && j <= q->step_draft;
+             j++) {
+            float *lg = s->logits + (size_t)(q->step_row + j) * (size_t)s->o.vocab_size;
+            int32_t tok = -1;
+            d->st = numla_sampler_sample(q->smp, lg, &tok,
+                                         q->lps ? &q->lps[q->num_gen + j] : NULL);
+            if (d->st != NUMLA_STATUS_OK)
+                break;
+            d->toks[d->ntok++] = tok;
+            if (j == q->step_draft || tok != q->draft[j])
+                break;
+            d->st = numla_sampler_add_tokens(q->smp, &tok, 1, 1); /* accepted: the next row's
+                                                                     sampler has seen it */
         }
         if (d->st != NUMLA_STATUS_OK)
             snprintf(d->msg, sizeof d->msg, "%s", numla_error_message());
@@ -766,8 +1000,21 @@ numla_status numla_sched_step(numla_sched *s)
     }
     for (int32_t b = 0; b < B; b++) {
         sched_seq *q = s->step_seqs[b];
-        q->num_computed += q->step_n;
+        /* the known rows, and the drafts' rows up to the last accepted one */
+        const int32_t acc = s->draws[b].st == NUMLA_STATUS_OK && s->draws[b].ntok > 0
+                                ? s->draws[b].ntok - 1 : 0;
+        q->num_computed += q->step_n - q->step_draft + acc;
         q->step_n = 0;
+        q->num_draft = 0;
+        if (q->step_draft > 0 && s->draws[b].st == NUMLA_STATUS_OK) {
+            q->spec_steps++;
+            q->spec_drafted += q->step_draft;
+            q->spec_accepted += acc;
+            s->st.spec_steps++;
+            s->st.spec_drafted += q->step_draft;
+            s->st.spec_accepted += acc;
+            s->st.decode_tokens += acc;
+        }
         prefix_register(s, q);
         if (s->draws[b].st == NUMLA_STATUS_OK)
             q->plp_done += q->step_plp_n;
@@ -776,6 +1023,7 @@ numla_status numla_sched_step(numla_sched *s)
                 remove_running(s, q); /* prompt_logprobs alone: the prompt is computed */
                 finish(s, q, "length", NULL);
                 seq_free(s, q);
+                s->step_seqs[b] = NULL;
             }
             continue;
         }
@@ -785,43 +1033,25 @@ numla_status numla_sched_step(numla_sched *s)
             remove_running(s, q);
             finish(s, q, "error", msg);
             seq_free(s, q);
+            s->step_seqs[b] = NULL;
             continue;
         }
-        const int32_t tok = s->draws[b].token; /* set: the draw succeeded */
-        q->tokens[q->num_tokens++] = tok;
-        q->num_gen++;
-        /* the sampler's penalties count what the sequence generated (and its grammar follows
-         * it: a token the grammar refuses ends this request with an error, not the loop) */
-        const numla_status ast = numla_sampler_add_tokens(q->smp, &tok, 1, 1);
-        if (ast == NUMLA_STATUS_NO_MEMORY)
-            return ast;
-        if (ast != NUMLA_STATUS_OK) {
-            char msg[600];
-            snprintf(msg, sizeof msg, "line %lld: %s", (long long)q->req->line,
-                     numla_error_message());
-            remove_running(s, q);
-            finish(s, q, "error", msg);
-            seq_free(s, q);
-            continue;
-        }
-        if (q->num_gen == 1)
-            q->first_token_s = t1;
         const char *reason = NULL;
-        if (numla_sampler_is_stop(q->smp, tok, s->eos, s->o.num_eos))
-            reason = "stop";
-        else if (s->o.stop_check &&
-                 s->o.stop_check(s->o.stop_ctx, q->user, q->tokens + q->req->num_prompt,
-                                 q->num_gen, q->lps ? &q->lps[q->num_gen - 1] : NULL))
-            reason = "stop";
-        else if (numla_sampler_grammar_closed(q->smp)) /* response_format: the document closed */
-            reason = "stop";
-        else if (q->num_gen >= q->req->params.max_tokens)
-            reason = "length";
+        for (int32_t k = 0; k < s->draws[b].ntok && !reason; k++) {
+            numla_status ast = emit(s, q, &s->draws[b], s->draws[b].toks[k],
+                                    k + 1 == s->draws[b].ntok, t1, &reason);
+            if (ast == NUMLA_STATUS_NO_MEMORY)
+                return ast;
+        }
         if (reason) {
             remove_running(s, q);
-            finish(s, q, reason, NULL);
+            finish(s, q, reason, reason[0] == 'e' ? s->draws[b].msg : NULL);
             seq_free(s, q);
+            s->step_seqs[b] = NULL;
         }
     }
+    if (s->o.spec_k > 0)
+        return spec_draft(s, B);
     return NUMLA_STATUS_OK;
 }
+

@@ -44,6 +44,16 @@
  * its blocks are cached for others as usual), and with max_tokens 0 it finishes ("length")
  * once its prompt is computed, without sampling.
  *
+ * Speculative decoding (spec_k > 0, docs/speculative.md): after each step the MTP layer runs
+ * over the rows the step made final (mtp_exec; its hidden states are that step's rows), and for
+ * a greedy sequence in decode the last such row and K - 1 chained rows propose K draft tokens.
+ * The next step feeds the sequence's last token and its drafts (they count against the token
+ * budget, never preempt anyone and never pass max_tokens); its rows are sampled in order, each
+ * with the sampler as it would be without speculation, and the drafts are accepted while the
+ * sampled token equals them: the output is the tokens of decoding without drafts. Rows past the
+ * first disagreement leave no trace: they are beyond the sequence's length (the next step
+ * writes over them), never in the prefix cache, never counted, sampled or reported.
+ *
  * Results come back through the done callback in completion order. Requests are borrowed: the
  * caller keeps each numla_request alive until its callback (or until the scheduler is
  * destroyed, for requests dropped by numla_sched_drop_waiting).
@@ -64,6 +74,13 @@
 
 /* Run one step on every rank; logits: (step->num_logit_rows, vocab) fp32, the full vocabulary. */
 typedef numla_status (*numla_sched_exec_fn)(void *ctx, const numla_step *step, float *logits);
+/* Run one step of the model's MTP layer on every rank (numla_engine_mtp_step: hidden_rows
+ * (step->num_tokens) as there); ctx is exec's. */
+typedef numla_status (*numla_sched_mtp_fn)(void *ctx, const numla_step *step,
+                                           const int32_t *hidden_rows, float *logits);
+
+/* The most draft tokens a step verifies per sequence (--speculative mtp:K). */
+enum { NUMLA_SCHED_MAX_DRAFT = 8 };
 
 typedef struct numla_sched_output {
     const numla_request *req;
@@ -82,6 +99,9 @@ typedef struct numla_sched_output {
     int32_t preemptions;                    /* times this request was preempted */
     int32_t cached_tokens;                  /* prompt tokens served from the prefix cache at
                                                the first admission */
+    /* speculative decoding (spec_k > 0): verify steps that checked drafts, draft tokens they
+     * checked and accepted (mean accepted length: (accepted + steps) / steps tokens a step) */
+    int32_t spec_steps, spec_drafted, spec_accepted;
 } numla_sched_output;
 
 /* Called once per request, in completion order; `o` is valid during the call only. */
@@ -123,6 +143,12 @@ typedef struct numla_sched_options {
     numla_status (*prompt_rows)(void *ctx, void *user, int32_t first, int32_t n,
                                 const float *logits);
     void *prompt_rows_ctx;
+    /* Speculative decoding with the model's MTP layer (docs/speculative.md): 1..
+     * NUMLA_SCHED_MAX_DRAFT draft tokens per sequence and step, run by mtp_exec (with exec's
+     * ctx); 0 (default): off. Greedy requests (temperature 0) draft; the others decode as
+     * without it. */
+    int32_t spec_k;
+    numla_sched_mtp_fn mtp_exec;
 } numla_sched_options;
 
 typedef struct numla_sched_stats {
@@ -141,6 +167,11 @@ typedef struct numla_sched_stats {
     int64_t kv_blocks_cached_idle; /* cached, held by no sequence (evictable) */
     int64_t kv_evictions;         /* idle cached blocks taken back as fresh blocks */
     double exec_s;             /* time inside exec */
+    /* speculative decoding: verify steps (sequences that had drafts), draft tokens checked,
+     * accepted; MTP steps run and their time (in mtp_exec) */
+    int64_t spec_steps, spec_drafted, spec_accepted;
+    int64_t mtp_steps;
+    double mtp_s;
 } numla_sched_stats;
 
 typedef struct numla_sched numla_sched;

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# tests/mpi/speculative_test.sh NUMLA_BIN MPIEXEC RANKS — `numla run --speculative mtp:K` against
+# the same run without it, RANKS ranks through MPIEXEC, on models/kjv-v3 (the trained model and
+# its trained MTP layer, docs/speculative.md). Greedy requests from the held-out text, batched,
+# with logprobs, stop strings, max_tokens of 1-3 (no room to draft) and larger, and sampled
+# requests mixed in (they do not draft). A verify step's rows differ from one-row steps by
+# rounding, so tokens are compared while the reference's top-1/top-2 margin is above 0.05 (as
+# prefix_cache_test.sh); a request whose reference has no near tie must give the same line
+# (tokens, finish_reason, text) but for usage's speculative details. Then: drafts were
+# accepted (fewer steps than tokens), a small pool that preempts and a small token budget give
+# the same decisive tokens, `--speculative` refuses a bad value and a model without the layer.
+set -uo pipefail
+bin=$1 mpiexec=$2 ranks=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+model=$src/models/kjv-v3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/test_lib.sh"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+exact_isa
+run() { # run OUT [options...]
+  local out=$1
+  shift
+  "$mpiexec" -n "$ranks" --oversubscribe --bind-to none "$bin" run --model "$model" --threads 1 \
+    --input "$tmp/req.jsonl" --output "$out" --no-progress "$@" 2> "$out.err"
+}
+# line_of FILE: "id <line without usage>" sorted, for requests whose reference line has no near tie
+strip() { sed -E 's/,"logprobs":\[.*\](,"text":|\}$)/\1/; s/,"usage":\{[^{}]*(\{[^{}]*\}[^{}]*)*\}//' "$1" | sort; }
+# decisive_tokens REF FILE: "id tok,..." cut at REF's first near-tie (prefix_cache_test.sh)
+decisive_tokens() {
+  awk -v tol=0.05 'function idof(l) { match(l, /^\{"id":("[^"]*"|[0-9]+|null)/); return substr(l, 7, RLENGTH - 6) }
+    function toks(l) { match(l, /"output_tokens":\[[^]]*\]/); return substr(l, RSTART + 17, RLENGTH - 18) }
+    FNR == NR { id = idof($0); k = 0; rest = $0
+      while (match(rest, /"top":\[\[-?[0-9]+,[-0-9.e+]+\],\[-?[0-9]+,[-0-9.e+]+\]/)) {
+        t = substr(rest, RSTART + 7, RLENGTH - 8); gsub(/\]|\[/, "", t); split(t, a, ",")
+        if (a[2] - a[4] < tol) break
+        k++; rest = substr(rest, RSTART + RLENGTH) }
+      keep[id] = k; next }
+    { id = idof($0); n = split(toks($0), tk, ","); out = ""
+      for (i = 1; i <= n && i <= keep[id]; i++) out = out (i > 1 ? "," : "") tk[i]
+      print id, out }' "$1" "$2" | sort
+}
+# ids of the reference's requests without a near tie (every greedy token decisive)
+clean_ids() {
+  awk -v tol=0.05 '{ match($0, /^\{"id":"[^"]*"/); id = substr($0, 8, RLENGTH - 8); rest = $0; ok = 1
+    while (match(rest, /"top":\[\[-?[0-9]+,[-0-9.e+]+\],\[-?[0-9]+,[-0-9.e+]+\]/)) {
+      t = substr(rest, RSTART + 7, RLENGTH - 8); gsub(/\]|\[/, "", t); split(t, a, ",")
+      if (a[2] - a[4] < tol) ok = 0
+      rest = substr(rest, RSTART + RLENGTH) }
+    if (ok && $0 ~ /"top"/) print id }' "$1" | sort
+}
+same_clean() { # same_clean REF FILE: the clean requests' lines equal
+  local ids
+  ids=$(clean_ids "$1" | paste -sd'|')
+  [ -n "$ids" ] || return 1
+  cmp -s <(strip "$1" | grep -E "^\{\"id\":\"($ids)\"") <(strip "$2" | grep -E "^\{\"id\":\"($ids)\"")
+}
+
+# requests: 12 greedy prompts of held-out text (16-60 tokens each), max_tokens 48, logprobs 2,
+# EOS ignored on half; 2 with stop strings; 3 with max_tokens 1, 2, 3; 2 sampled; 2 greedy with
+# penalties (each row's sampler must have seen the drafts accepted before it)
+awk 'length($0) > 60 { n++; if (n % 9 == 1 && k < 21) { k++; gsub(/"/, ""); p[k] = substr($0, 1, 40 + 13 * (k % 7)) } }
+  END { for (i = 1; i <= 12; i++)
+          printf "{\"id\": \"g%d\", \"prompt\": \"%s\", \"max_tokens\": 48, \"temperature\": 0, \"logprobs\": 2%s}\n",
+                 i, p[i], i % 2 ? ", \"ignore_eos\": true" : ""
+        printf "{\"id\": \"s1\", \"prompt\": \"%s\", \"max_tokens\": 40, \"temperature\": 0, \"logprobs\": 2, \"stop\": [\" the\"]}\n", p[13]
+        printf "{\"id\": \"s2\", \"prompt\": \"%s\", \"max_tokens\": 40, \"temperature\": 0, \"logprobs\": 2, \"stop\": [\"ord\", \".\"]}\n", p[14]
+        for (i = 1; i <= 3; i++)
+          printf "{\"id\": \"m%d\", \"prompt\": \"%s\", \"max_tokens\": %d, \"temperature\": 0, \"logprobs\": 2, \"ignore_eos\": true}\n", i, p[14 + i], i
+        for (i = 1; i <= 2; i++)
+          printf "{\"id\": \"r%d\", \"prompt\": \"%s\", \"max_tokens\": 24, \"temperature\": 0.8, \"seed\": %d, \"ignore_eos\": true}\n", i, p[17 + i], i
+        printf "{\"id\": \"p1\", \"prompt\": \"%s\", \"max_tokens\": 40, \"temperature\": 0, \"logprobs\": 2, \"frequency_penalty\": 1.5, \"ignore_eos\": true}\n", p[20]
+        printf "{\"id\": \"p2\", \"prompt\": \"%s\", \"max_tokens\": 40, \"temperature\": 0, \"logprobs\": 2, \"repetition_penalty\": 1.5, \"ignore_eos\": true}\n", p[21] }' \
+  "$model/heldout.txt" > "$tmp/req.jsonl"
+[ "$(wc -l < "$tmp/req.jsonl")" -eq 21 ]
+check "21 requests made" $? "$(wc -l < "$tmp/req.jsonl")"
+
+run "$tmp/base.jsonl"
+check "reference run" $? "$(tail -3 "$tmp/base.jsonl.err")"
+[ "$(clean_ids "$tmp/base.jsonl" | wc -l)" -ge 6 ]
+check "the reference has at least 6 requests without a near tie" $? "$(clean_ids "$tmp/base.jsonl" | wc -l)"
+base_steps=$(sed -nE 's/.*: +([0-9]+) steps,.*/\1/p' "$tmp/base.jsonl.err")
+for k in 1 3; do
+  run "$tmp/k$k.jsonl" --speculative mtp:$k
+  check "mtp:$k run" $? "$(tail -3 "$tmp/k$k.jsonl.err")"
+  cmp -s <(decisive_tokens "$tmp/base.jsonl" "$tmp/base.jsonl") <(decisive_tokens "$tmp/base.jsonl" "$tmp/k$k.jsonl")
+  check "mtp:$k: decisive tokens equal ($ranks ranks)" $? \
+    "$(diff <(decisive_tokens "$tmp/base.jsonl" "$tmp/base.jsonl") <(decisive_tokens "$tmp/base.jsonl" "$tmp/k$k.jsonl") | head -4 | cut -c1-300)"
+  same_clean "$tmp/base.jsonl" "$tmp/k$k.jsonl"
+  check "mtp:$k: requests without near ties give the same lines" $? \
+    "$(diff <(strip "$tmp/base.jsonl") <(strip "$tmp/k$k.jsonl") | head -4 | cut -c1-300)"
+  steps=$(sed -nE 's/.*: +([0-9]+) steps,.*/\1/p' "$tmp/k$k.jsonl.err")
+  [ -n "$steps" ] && [ "$steps" -lt "$base_steps" ]
+  check "mtp:$k: drafts accepted ($steps steps, $base_steps without)" $? "$(tail -5 "$tmp/k$k.jsonl.err")"
+  # penalties: raw logprobs do not show the penalised margins, so these are compared whole
+  cmp -s <(grep '"id":"p' "$tmp/base.jsonl" | strip /dev/stdin) <(grep '"id":"p' "$tmp/k$k.jsonl" | strip /dev/stdin)
+  check "mtp:$k: greedy requests with penalties give the same lines" $? \
+    "$(diff <(grep '"id":"p' "$tmp/base.jsonl" | strip /dev/stdin) <(grep '"id":"p' "$tmp/k$k.jsonl" | strip /dev/stdin) | cut -c1-300)"
+  # sampled requests do not draft: their seeded draws are those of the reference
+  cmp -s <(grep '"id":"r' "$tmp/base.jsonl" | strip /dev/stdin) <(grep '"id":"r' "$tmp/k$k.jsonl" | strip /dev/stdin)
+  check "mtp:$k: sampled requests as without drafts" $? ""
+done
+# a small token budget (drafts yield to the running sequences' own tokens) and a pool small
+# enough to preempt
+run "$tmp/tight.jsonl" --speculative mtp:3 --max-seqs 6 --max-batch-tokens 8 --prefill-chunk 8 --kv-blocks 14 --block-size 8
+check "mtp:3 tight run" $? "$(tail -3 "$tmp/tight.jsonl.err")"
+cmp -s <(decisive_tokens "$tmp/base.jsonl" "$tmp/base.jsonl") <(decisive_tokens "$tmp/base.jsonl" "$tmp/tight.jsonl")
+check "mtp:3 tight budget, preempting: decisive tokens equal ($ranks ranks)" $? \
+  "$(diff <(decisive_tokens "$tmp/base.jsonl" "$tmp/base.jsonl") <(decisive_tokens "$tmp/base.jsonl" "$tmp/tight.jsonl") | head -4 | cut -c1-300)"
+! grep -q ' 0 preemptions' "$tmp/tight.jsonl.err"
+check "mtp:3 tight: preempted" $? "$(grep preemptions "$tmp/tight.jsonl.err")"
+if [ "$ranks" -eq 1 ]; then
+  "$bin" run --model "$model" --input "$tmp/req.jsonl" --output "$tmp/bad.jsonl" --speculative mtp:9 2> "$tmp/bad.err"
+  [ $? -eq 2 ] && grep -q 'speculative mtp:9 is not' "$tmp/bad.err"
+  check "--speculative mtp:9 refused" $? "$(cat "$tmp/bad.err")"
+  "$bin" synth --preset tiny --out "$tmp/tiny" --seed 4 >/dev/null 2>&1
+  "$bin" run --model "$tmp/tiny" --input "$tmp/req.jsonl" --output "$tmp/none.jsonl" --speculative mtp 2> "$tmp/none.err"
+  [ $? -ne 0 ] && grep -q 'no multi-token-prediction layer' "$tmp/none.err"
+  check "a model without the MTP layer refused" $? "$(tail -2 "$tmp/none.err")"
+fi
+echo "speculative ($ranks ranks): $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
