@@ -42,7 +42,7 @@ void numla_cli_engine_opts_usage(FILE *f, int indent)
             "%*s[--generation-config auto|none (auto: generation_config.json's EOS ids stop,\n"
             "%*s its temperature/top_p/top_k are the requests' defaults)]\n"
             "%*s[--speculative mtp[:K] (draft K tokens (1-%d, default 2) with the model's MTP\n"
-            "%*s layer, verified in one step; greedy requests; default off)]\n",
+            "%*s layer, verified in one step; default off)]\n",
             indent, "", indent, "", indent, "", indent, "", indent, "", indent, "", indent, "",
             indent, "", indent, "", indent + 2, "", indent, "", NUMLA_SCHED_MAX_DRAFT,
             indent + 2, "");

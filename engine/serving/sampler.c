@@ -132,6 +132,7 @@ void numla_sampler_destroy(numla_sampler **ps)
     numla_grammar_matcher_destroy(&(*ps)->gm);
     free((*ps)->gmask);
     free((*ps)->gmasked);
+    free((*ps)->spec_p);
     free(*ps);
     *ps = NULL;
 }
@@ -738,6 +739,134 @@ numla_status numla_sampler_sample(numla_sampler *s, float *logits, int32_t *toke
     logits = raw;
     if (lp && s->p.logprobs >= 0)
         logprob_entry_(s, logits, pick, s->p.logprobs, adjusted || s->gm ? NULL : &mx, lp);
+    return NUMLA_STATUS_OK;
+}
+
+/* probs = the distribution the draw would use for the adjusted logits x (pick_'s rules). */
+static numla_status probs_(numla_sampler *s, const float *x, float *probs)
+{
+    const int32_t V = s->vocab;
+    float mx;
+    if (scan_max_(x, V, s->block_max, &mx))
+        NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "sampler: a NaN logit");
+    if (!isfinite(mx))
+        NUMLA_FAIL(NUMLA_STATUS_INTERNAL, "sampler: the largest logit is %g", mx);
+    if (s->p.temperature == 0.0) {
+        memset(probs, 0, (size_t)V * sizeof *probs);
+        probs[first_max_(x, s->block_max, mx)] = 1.0f;
+        return NUMLA_STATUS_OK;
+    }
+    const double inv_t = 1.0 / s->p.temperature;
+    for (int32_t i = 0; i < V; i++) {
+        const double e = exp(((double)x[i] - mx) * inv_t);
+        probs[i] = (float)e >= (float)s->p.min_p ? (float)e : 0.0f; /* min_p: the largest is 1 */
+    }
+    const int32_t k = s->p.top_k > 0 && s->p.top_k < V ? s->p.top_k : V;
+    if (k < V || s->p.top_p < 1.0) {
+        /* the (logit descending, id ascending) order; keep its first k, then the shortest
+         * prefix of those whose mass reaches top_p */
+        for (int32_t i = 0; i < V; i++)
+            s->order[i] = i;
+        sort_key_ = x;
+        qsort(s->order, (size_t)V, sizeof *s->order, cmp_desc);
+        double z = 0;
+        for (int32_t r = 0; r < k; r++)
+            z += probs[s->order[r]];
+        int32_t n = k;
+        if (s->p.top_p < 1.0) {
+            double cum = 0;
+            for (int32_t r = 0; r < k; r++) {
+                cum += probs[s->order[r]] / z;
+                if (cum >= s->p.top_p) {
+                    n = r + 1;
+                    break;
+                }
+            }
+        }
+        for (int32_t r = n; r < V; r++)
+            probs[s->order[r]] = 0.0f;
+    }
+    double z = 0;
+    for (int32_t i = 0; i < V; i++)
+        z += probs[i];
+    const float inv_z = (float)(1.0 / z);
+    for (int32_t i = 0; i < V; i++)
+        probs[i] *= inv_z;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_sampler_probs(numla_sampler *s, float *logits, float *probs)
+{
+    if (s->gm) {
+        NUMLA_CHECK(grammar_mask_(s, logits));
+        logits = s->gmasked;
+    }
+    const int adjusted = s->p.num_logit_bias > 0 || s->num_seen > 0;
+    if (adjusted)
+        adjust_(s, logits);
+    const numla_status st = probs_(s, logits, probs);
+    if (adjusted)
+        restore_(s, logits);
+    return st;
+}
+
+int32_t numla_sampler_draw(numla_sampler *s, const float *probs)
+{
+    double z = 0;
+    for (int32_t i = 0; i < s->vocab; i++)
+        z += probs[i];
+    const double u = numla_sampler_uniform(s) * z;
+    double cum = 0;
+    int32_t last = 0;
+    for (int32_t i = 0; i < s->vocab; i++) {
+        if (probs[i] > 0)
+            last = i;
+        cum += probs[i];
+        if (u < cum && probs[i] > 0)
+            return i;
+    }
+    return last; /* u past the end by rounding */
+}
+
+numla_status numla_sampler_speculate(numla_sampler *s, float *rows, const int32_t *draft,
+                                     const float *q, int32_t k, int32_t *out, int32_t *n_out,
+                                     numla_logprob_entry *lps)
+{
+    const int32_t V = s->vocab;
+    *n_out = 0;
+    if (!s->spec_p && !(s->spec_p = malloc((size_t)V * sizeof *s->spec_p)))
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "sampler: no memory for a distribution of %d", V);
+    float *p = s->spec_p;
+    for (int32_t j = 0; j <= k; j++) {
+        float *row = rows + (size_t)j * (size_t)V;
+        NUMLA_CHECK(numla_sampler_probs(s, row, p));
+        int32_t tok;
+        int accepted = 0;
+        if (j == k) {
+            tok = numla_sampler_draw(s, p);
+        } else {
+            const float *qj = q + (size_t)j * (size_t)V;
+            tok = draft[j];
+            /* accept with probability min(1, p(d) / q(d)): u · q(d) < p(d), u in [0, 1) */
+            accepted = numla_sampler_uniform(s) * (double)qj[tok] < (double)p[tok];
+            if (!accepted) { /* the residual max(0, p - q); all 0 only if p = q (then u < 1) */
+                double z = 0;
+                for (int32_t i = 0; i < V; i++) {
+                    const float r = p[i] - qj[i];
+                    z += r > 0 ? r : 0;
+                }
+                for (int32_t i = 0; z > 0 && i < V; i++)
+                    p[i] = p[i] > qj[i] ? p[i] - qj[i] : 0.0f;
+                tok = numla_sampler_draw(s, p);
+            }
+        }
+        out[(*n_out)++] = tok;
+        if (lps && s->p.logprobs >= 0)
+            logprob_entry_(s, row, tok, s->p.logprobs, NULL, &lps[j]);
+        if (!accepted)
+            break;
+        NUMLA_CHECK(numla_sampler_add_tokens(s, &tok, 1, 1));
+    }
     return NUMLA_STATUS_OK;
 }
 

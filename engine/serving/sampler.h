@@ -104,6 +104,8 @@ typedef struct numla_sampler {
     const numla_grammar_vocab *gv; /* borrowed */
     uint64_t *gmask;           /* ((vocab + 63) / 64) the tokens allowed this step */
     float *gmasked;            /* (vocab) the logits with the others at -inf */
+    float *spec_p;             /* (vocab) speculative sampling's target distribution, made at
+                                  the first numla_sampler_speculate */
 } numla_sampler;
 
 numla_status numla_sampler_create(const numla_sampling_params *p, int32_t vocab,
@@ -140,6 +142,29 @@ numla_status numla_sampler_sample(numla_sampler *s, float *logits, int32_t *toke
  * prompt row's logprobs (the scheduler's prompt_logprobs). A NaN logit is an error. */
 numla_status numla_sampler_logprob_of(numla_sampler *s, const float *logits, int32_t token,
                                       int32_t n, numla_logprob_entry *lp);
+
+/* Speculative sampling (docs/speculative.md). probs (vocab) = the distribution
+ * numla_sampler_sample draws from for this row of logits, given the tokens added so far: the
+ * grammar mask, logit_bias and penalties, then at temperature 0 all the mass on the greedy
+ * token, else softmax(logits / temperature) restricted by min_p, top_k and top_p as the draw
+ * restricts it (the kept tokens' weights renormalised). O(vocab), plus a sort of the vocabulary
+ * with top_k or top_p. logits reads as given afterwards. */
+numla_status numla_sampler_probs(numla_sampler *s, float *logits, float *probs);
+/* A token drawn from probs (vocab, summing to about 1) with the request's PRNG. */
+int32_t numla_sampler_draw(numla_sampler *s, const float *probs);
+/* Verify k >= 0 draft tokens drawn from the distributions q (k, vocab): rows (k + 1, vocab)
+ * are the model's logits after the known tokens and after each draft. Row j's target p is
+ * numla_sampler_probs with the sampler as it is after drafts 1..j; draft j + 1 is accepted with
+ * probability min(1, p(d) / q(d)) (it is then added to the sampler, generated), and at the
+ * first rejection the token is drawn from the normalised residual max(0, p - q); when all k are
+ * accepted, one more is drawn from row k's p. So the tokens come out with exactly the
+ * distribution numla_sampler_sample gives, one row at a time (Leviathan et al. 2023; Chen et
+ * al. 2023). out (k + 1) receives the accepted drafts and that last token (*n_out of them, 1 to
+ * k + 1; the last is not added to the sampler); lps (k + 1, may be NULL) their logprobs as
+ * numla_sampler_sample reports them. */
+numla_status numla_sampler_speculate(numla_sampler *s, float *rows, const int32_t *draft,
+                                     const float *q, int32_t k, int32_t *out, int32_t *n_out,
+                                     numla_logprob_entry *lps);
 
 /* Whether `token` ends the request (stop_token_ids, or one of eos[num_eos] unless ignore_eos). */
 int numla_sampler_is_stop(const numla_sampler *s, int32_t token, const int32_t *eos,

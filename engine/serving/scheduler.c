@@ -40,8 +40,10 @@ typedef struct sched_seq {
     int32_t step_plp_row;      /* first logit row of its prompt rows (entries plp_done + 1...) */
     int32_t step_plp_n;        /* how many, 0: none */
     /* speculative decoding (spec_k > 0) */
-    int spec;                  /* this request drafts (greedy) */
+    int spec;                  /* this request drafts */
     int32_t draft[NUMLA_SCHED_MAX_DRAFT]; /* (num_draft) proposed tokens after the known ones */
+    float *draft_q;            /* (spec_k, vocab) sampled requests: the distribution each draft
+                                  was drawn from (numla_sampler_probs of its MTP row) */
     int32_t num_draft;
     int32_t step_draft;        /* drafts this step verifies (rows after the last known token) */
     int32_t step_c0;           /* num_computed before this step */
@@ -127,6 +129,7 @@ static void seq_free(numla_sched *s, sched_seq *q)
     free(q->tokens);
     free(q->lps);
     free(q->plps);
+    free(q->draft_q);
     free(q);
 }
 
@@ -392,7 +395,13 @@ numla_status numla_sched_submit(numla_sched *s, const numla_request *req, void *
     q->arrival_s = numla_now_s();
     memcpy(q->tokens, req->prompt_tokens, (size_t)req->num_prompt * sizeof *q->tokens);
     q->num_tokens = req->num_prompt;
-    q->spec = s->o.spec_k > 0 && req->params.temperature == 0;
+    q->spec = s->o.spec_k > 0;
+    if (q->spec && req->params.temperature != 0 &&
+        !(q->draft_q = malloc((size_t)s->o.spec_k * (size_t)s->o.vocab_size * sizeof(float)))) {
+        seq_free(s, q);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory for %d draft distributions",
+                   s->o.spec_k);
+    }
     numla_status st = waiting_insert(s, q);
     if (st != NUMLA_STATUS_OK)
         seq_free(s, q);
@@ -852,8 +861,22 @@ static numla_status spec_draft(numla_sched *s, int32_t B)
             sched_seq *q = s->step_seqs[i];
             if (q->mtp_row < 0)
                 continue;
-            q->draft[c] = draft_argmax(s->logits + (size_t)r * (size_t)V, V);
+            float *lg = s->logits + (size_t)r * (size_t)V;
             r++;
+            if (!q->draft_q) {
+                q->draft[c] = draft_argmax(lg, V);
+                continue;
+            }
+            /* sampled: a draw from the sampler's distribution of the MTP row, kept for the
+             * acceptance test (a failure, e.g. a grammar that allows nothing, only ends the
+             * drafts) */
+            float *qc = q->draft_q + (size_t)c * (size_t)V;
+            if (numla_sampler_probs(q->smp, lg, qc) != NUMLA_STATUS_OK) {
+                q->num_draft = c;
+                q->mtp_row = c > 0 ? q->mtp_row : -1;
+                continue;
+            }
+            q->draft[c] = numla_sampler_draw(q->smp, qc);
         }
     }
     return NUMLA_STATUS_OK;
@@ -968,9 +991,15 @@ numla_status numla_sched_step(numla_sched *s)
                 q->tokens[at], q->req->prompt_logprobs_top, &q->plps[at]);
         }
         d->ntok = 0;
-        /* row j: the token after the known ones and j drafts, sampled with the sampler as it
-         * is after those tokens; draft j is accepted when it is that token */
-        for (int32_t j = 0; q->step_row >= 0 && d->st == NUMLA_STATUS_OK && j <= q->step_draft;
+        if (q->step_row >= 0 && d->st == NUMLA_STATUS_OK && q->step_draft > 0 && q->draft_q)
+            d->st = numla_sampler_speculate( /* sampled: speculative sampling's rule */
+                q->smp, s->logits + (size_t)q->step_row * (size_t)s->o.vocab_size, q->draft,
+                q->draft_q, q->step_draft, d->toks, &d->ntok, q->lps ? &q->lps[q->num_gen] : NULL);
+        /* greedy (or no drafts): row j, the token after the known ones and j drafts, sampled
+         * with the sampler as it is after those tokens; draft j is accepted when it is that
+         * token */
+        for (int32_t j = 0; q->step_row >= 0 && d->st == NUMLA_STATUS_OK && j <= q->step_draft &&
+                            !(q->step_draft > 0 && q->draft_q);
              j++) {
             float *lg = s->logits + (size_t)(q->step_row + j) * (size_t)s->o.vocab_size;
             int32_t tok = -1;

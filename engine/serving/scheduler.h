@@ -49,8 +49,11 @@
  * a greedy sequence in decode the last such row and K - 1 chained rows propose K draft tokens.
  * The next step feeds the sequence's last token and its drafts (they count against the token
  * budget, never preempt anyone and never pass max_tokens); its rows are sampled in order, each
- * with the sampler as it would be without speculation, and the drafts are accepted while the
- * sampled token equals them: the output is the tokens of decoding without drafts. Rows past the
+ * with the sampler as it would be without speculation, and a greedy request's drafts are
+ * accepted while the sampled token equals them: the output is the tokens of decoding without
+ * drafts. A sampled request draws each draft from the sampler's distribution of its MTP row and
+ * accepts it with probability min(1, p/q) (numla_sampler_speculate): its tokens have exactly
+ * the distribution of decoding without drafts (not the same draws). Rows past the
  * first disagreement leave no trace: they are beyond the sequence's length (the next step
  * writes over them), never in the prefix cache, never counted, sampled or reported.
  *
@@ -145,8 +148,9 @@ typedef struct numla_sched_options {
     void *prompt_rows_ctx;
     /* Speculative decoding with the model's MTP layer (docs/speculative.md): 1..
      * NUMLA_SCHED_MAX_DRAFT draft tokens per sequence and step, run by mtp_exec (with exec's
-     * ctx); 0 (default): off. Greedy requests (temperature 0) draft; the others decode as
-     * without it. */
+     * ctx); 0 (default): off. Greedy requests draft the MTP rows' most likely tokens, sampled
+     * ones draw their drafts and verify them by speculative sampling's rule
+     * (numla_sampler_speculate). */
     int32_t spec_k;
     numla_sched_mtp_fn mtp_exec;
 } numla_sched_options;

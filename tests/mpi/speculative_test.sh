@@ -2,8 +2,8 @@
 # tests/mpi/speculative_test.sh NUMLA_BIN MPIEXEC RANKS — `numla run --speculative mtp:K` against
 # the same run without it, RANKS ranks through MPIEXEC, on models/kjv-v3 (the trained model and
 # its trained MTP layer, docs/speculative.md). Greedy requests from the held-out text, batched,
-# with logprobs, stop strings, max_tokens of 1-3 (no room to draft) and larger, and sampled
-# requests mixed in (they do not draft). A verify step's rows differ from one-row steps by
+# with logprobs, stop strings, max_tokens of 1-3 (no room to draft) and larger, greedy ones with
+# penalties, and sampled requests mixed in. A verify step's rows differ from one-row steps by
 # rounding, so tokens are compared while the reference's top-1/top-2 margin is above 0.05 (as
 # prefix_cache_test.sh); a request whose reference has no near tie must give the same line
 # (tokens, finish_reason, text) but for usage's speculative details. Then: drafts were
@@ -96,9 +96,10 @@ for k in 1 3; do
   cmp -s <(grep '"id":"p' "$tmp/base.jsonl" | strip /dev/stdin) <(grep '"id":"p' "$tmp/k$k.jsonl" | strip /dev/stdin)
   check "mtp:$k: greedy requests with penalties give the same lines" $? \
     "$(diff <(grep '"id":"p' "$tmp/base.jsonl" | strip /dev/stdin) <(grep '"id":"p' "$tmp/k$k.jsonl" | strip /dev/stdin) | cut -c1-300)"
-  # sampled requests do not draft: their seeded draws are those of the reference
-  cmp -s <(grep '"id":"r' "$tmp/base.jsonl" | strip /dev/stdin) <(grep '"id":"r' "$tmp/k$k.jsonl" | strip /dev/stdin)
-  check "mtp:$k: sampled requests as without drafts" $? ""
+  # sampled requests draft too (speculative sampling; its distribution: unit.sampler_spec): their
+  # draws differ from the reference's, their lengths do not
+  [ "$(grep -c '"id":"r[12]","output_tokens":\[[0-9]*\(,[0-9]*\)\{23\}\],"finish_reason":"length"' "$tmp/k$k.jsonl")" -eq 2 ]
+  check "mtp:$k: sampled requests give 24 tokens" $? "$(grep '"id":"r' "$tmp/k$k.jsonl" | cut -c1-200)"
 done
 # a small token budget (drafts yield to the running sequences' own tokens) and a pool small
 # enough to preempt
