@@ -713,6 +713,20 @@ static void run_summary(const run_job *j, double wall, int rc)
                 : 0.0,
             (long long)st.sched.prefix_hit_tokens, (long long)st.sched.prefix_lookup_tokens,
             (long long)st.sched.cached_prompt_tokens, (long long)st.sched.prefill_tokens);
+    if (j->o->e.spec_k > 0)
+        fprintf(stderr,
+                "numla run:   speculative mtp:%d: acceptance %.1f %% (%lld of %lld draft tokens), "
+                "mean accepted length %.2f tokens per verify step (%lld steps); %lld MTP steps, "
+                "%.2f s\n",
+                j->o->e.spec_k,
+                st.sched.spec_drafted > 0
+                    ? 100.0 * (double)st.sched.spec_accepted / (double)st.sched.spec_drafted
+                    : 0.0,
+                (long long)st.sched.spec_accepted, (long long)st.sched.spec_drafted,
+                st.sched.spec_steps > 0 ? (double)(st.sched.spec_accepted + st.sched.spec_steps) /
+                                              (double)st.sched.spec_steps
+                                        : 0.0,
+                (long long)st.sched.spec_steps, (long long)st.sched.mtp_steps, st.sched.mtp_s);
 }
 
 /* Serve every request, then the summary; the exit code (1 when the output failed, 128 + N

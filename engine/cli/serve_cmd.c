@@ -260,7 +260,8 @@ static numla_status serve_loop_create(serve_job *j, numla_engine *eng)
     const serve_opts *o = j->o;
     numla_http_adapter_options go = {.backend = j->backend, .metrics = j->metrics,
                                   .tokenizer = j->tok, .chat = j->chat,
-                                  .max_context = o->e.max_context};
+                                  .max_context = o->e.max_context,
+                                  .speculative = o->e.spec_k > 0};
     NUMLA_CHECK(numla_http_adapter_create(&go, &j->adapter));
     numla_serve_options so = {.sched = numla_cli_sched_options(&o->e, &j->cfg),
                               .kv = numla_engine_kv_cache(eng), .exec = numla_cli_engine_exec,
@@ -333,6 +334,17 @@ static void serve_summary(const serve_job *j)
             st.sched.prefix_lookup_tokens > 0
                 ? 100.0 * (double)st.sched.prefix_hit_tokens / (double)st.sched.prefix_lookup_tokens
                 : 0.0);
+    if (j->o->e.spec_k > 0)
+        fprintf(stderr, "numla serve:   speculative mtp:%d: acceptance %.1f %% (%lld of %lld draft "
+                        "tokens), mean accepted length %.2f tokens per verify step\n",
+                j->o->e.spec_k,
+                st.sched.spec_drafted > 0
+                    ? 100.0 * (double)st.sched.spec_accepted / (double)st.sched.spec_drafted
+                    : 0.0,
+                (long long)st.sched.spec_accepted, (long long)st.sched.spec_drafted,
+                st.sched.spec_steps > 0 ? (double)(st.sched.spec_accepted + st.sched.spec_steps) /
+                                              (double)st.sched.spec_steps
+                                        : 0.0);
 }
 
 /* Everything rank 0 holds, in the order that lets every HTTP thread finish: queued jobs fail,

@@ -226,6 +226,18 @@ void numla_http_job_finish(numla_http_job *j, const char *finish_reason, int32_t
     pthread_mutex_unlock(&c->mu);
 }
 
+void numla_http_job_set_speculative(numla_http_job *j, int32_t steps, int32_t drafted,
+                                    int32_t accepted)
+{
+    numla_http_call *c = j->call;
+    pthread_mutex_lock(&c->mu);
+    j->speculative = 1;
+    j->spec_steps = steps;
+    j->spec_drafted = drafted;
+    j->spec_accepted = accepted;
+    pthread_mutex_unlock(&c->mu);
+}
+
 void numla_http_job_set_cached_tokens(numla_http_job *j, int32_t cached_tokens)
 {
     numla_http_call *c = j->call;

@@ -69,6 +69,10 @@ void numla_http_job_finish(numla_http_job *j, const char *finish_reason, int32_t
                            int32_t completion_tokens);
 /* Prompt tokens served from the prefix cache (usage.prompt_tokens_details); before finish. */
 void numla_http_job_set_cached_tokens(numla_http_job *j, int32_t cached_tokens);
+/* Speculative decoding's figures of the job (usage.speculative: numla_sched_output's verify
+ * steps, draft tokens checked and accepted); before finish. */
+void numla_http_job_set_speculative(numla_http_job *j, int32_t steps, int32_t drafted,
+                                    int32_t accepted);
 /* The prompt's logprobs (n entries, copied: the scheduler's prompt_logprobs, entry 0 without
  * a value) for completions' echo; before finish. */
 numla_status numla_http_job_set_prompt_logprobs(numla_http_job *j, const numla_logprob_entry *lp,
@@ -95,6 +99,8 @@ struct numla_http_job {
     char finish_reason[16];
     int32_t prompt_tokens, completion_tokens;
     int32_t cached_tokens;      /* of prompt_tokens, served from the prefix cache */
+    int speculative;            /* numla_http_job_set_speculative was called */
+    int32_t spec_steps, spec_drafted, spec_accepted;
     numla_logprob_entry *prompt_logprobs;   /* (num_prompt_logprobs) echo with logprobs */
     int32_t num_prompt_logprobs;
     numla_openai_error error;   /* status 0: none */

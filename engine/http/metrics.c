@@ -30,6 +30,7 @@ struct numla_http_metrics {
     uint64_t prompt_tokens, generation_tokens, preemptions;
     int64_t running, waiting, kv_used, kv_free;
     numla_http_prefix_figures prefix;
+    numla_http_spec_figures spec;
     histogram ttft, tpot;
 };
 
@@ -73,6 +74,13 @@ void numla_http_metrics_add_tokens(numla_http_metrics *m, int64_t prompt, int64_
     pthread_mutex_lock(&m->mu);
     m->prompt_tokens += prompt > 0 ? (uint64_t)prompt : 0;
     m->generation_tokens += generated > 0 ? (uint64_t)generated : 0;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void numla_http_metrics_set_speculative(numla_http_metrics *m, const numla_http_spec_figures *f)
+{
+    pthread_mutex_lock(&m->mu);
+    m->spec = *f;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -202,6 +210,34 @@ numla_status numla_http_metrics_render(numla_http_metrics *m, char **out)
     put_scalar(&t, "kv_blocks_cached_idle", "gauge",
                "Prefix-cache blocks held by no request (evicted when a block is needed).",
                (long long)p->blocks_idle);
+    const numla_http_spec_figures *sp = &m->spec;
+    if (sp->enabled) {
+        numla_strbuf_printf(&t,
+                            "# HELP numla_spec_acceptance_rate Share of the draft tokens "
+                            "(speculative decoding) that were accepted.\n"
+                            "# TYPE numla_spec_acceptance_rate gauge\nnumla_spec_acceptance_rate "
+                            "%.6f\n",
+                            sp->draft_tokens > 0
+                                ? (double)sp->accepted_tokens / (double)sp->draft_tokens
+                                : 0.0);
+        numla_strbuf_printf(&t,
+                            "# HELP numla_spec_mean_accepted_length Tokens a verify step gave "
+                            "per sequence: (accepted + verify steps) / verify steps.\n"
+                            "# TYPE numla_spec_mean_accepted_length gauge\n"
+                            "numla_spec_mean_accepted_length %.6f\n",
+                            sp->verify_steps > 0 ? (double)(sp->accepted_tokens +
+                                                            sp->verify_steps) /
+                                                       (double)sp->verify_steps
+                                                 : 0.0);
+        put_scalar(&t, "spec_verify_steps_total", "counter",
+                   "Sequences' steps that verified draft tokens.", (long long)sp->verify_steps);
+        put_scalar(&t, "spec_draft_tokens_total", "counter", "Draft tokens verified.",
+                   (long long)sp->draft_tokens);
+        put_scalar(&t, "spec_accepted_tokens_total", "counter", "Draft tokens accepted.",
+                   (long long)sp->accepted_tokens);
+        put_scalar(&t, "spec_mtp_steps_total", "counter", "Steps of the MTP layer run.",
+                   (long long)sp->mtp_steps);
+    }
     pthread_mutex_unlock(&m->mu);
     if (t.oom || !t.p) {
         numla_strbuf_free(&t);

@@ -60,6 +60,16 @@ typedef struct numla_http_prefix_figures {
 } numla_http_prefix_figures;
 void numla_http_metrics_set_prefix(numla_http_metrics *m, const numla_http_prefix_figures *f);
 
+/* Speculative decoding's figures (numla_sched_stats), set as totals; rendered when enabled. */
+typedef struct numla_http_spec_figures {
+    int enabled;                /* --speculative given */
+    int64_t verify_steps;       /* sequences' steps that verified drafts */
+    int64_t draft_tokens;       /* drafts checked */
+    int64_t accepted_tokens;    /* drafts accepted */
+    int64_t mtp_steps;          /* MTP layer steps run */
+} numla_http_spec_figures;
+void numla_http_metrics_set_speculative(numla_http_metrics *m, const numla_http_spec_figures *f);
+
 /* The exposition text; *out is malloc'ed and NUL-terminated. */
 numla_status numla_http_metrics_render(numla_http_metrics *m, char **out);
 

@@ -1090,10 +1090,16 @@ static json_t *logprobs_json(numla_openai_endpoint e, const numla_openai_choice 
 
 static json_t *usage_json(const numla_openai_usage *u)
 {
-    return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)u->prompt_tokens,
-                     "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
-                     (json_int_t)(u->prompt_tokens + u->completion_tokens),
-                     "prompt_tokens_details", "cached_tokens", (json_int_t)u->cached_tokens);
+    json_t *o = json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)u->prompt_tokens,
+                          "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
+                          (json_int_t)(u->prompt_tokens + u->completion_tokens),
+                          "prompt_tokens_details", "cached_tokens", (json_int_t)u->cached_tokens);
+    if (o && u->speculative)
+        json_object_set_new(o, "speculative",
+                            numla_result_speculative_json((int32_t)u->spec_steps,
+                                                          (int32_t)u->spec_drafted,
+                                                          (int32_t)u->spec_accepted));
+    return o;
 }
 
 static json_t *reply_json(const numla_openai_reply *r, const char *object)

@@ -201,6 +201,9 @@ typedef struct numla_openai_usage {
     int64_t completion_tokens;
     int64_t cached_tokens;      /* of prompt_tokens, served from the prefix cache:
                                    usage.prompt_tokens_details.cached_tokens */
+    int speculative;            /* speculative decoding on: usage.speculative (the choices'
+                                   verify steps, draft tokens checked and accepted, summed) */
+    int64_t spec_steps, spec_drafted, spec_accepted;
 } numla_openai_usage;
 
 typedef struct numla_openai_choice {

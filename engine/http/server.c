@@ -629,6 +629,10 @@ static numla_openai_usage usage_of(const conn *c)
         u.prompt_tokens += c->call->jobs[i].prompt_tokens;
         u.completion_tokens += c->call->jobs[i].completion_tokens;
         u.cached_tokens += c->call->jobs[i].cached_tokens;
+        u.speculative |= c->call->jobs[i].speculative;
+        u.spec_steps += c->call->jobs[i].spec_steps;
+        u.spec_drafted += c->call->jobs[i].spec_drafted;
+        u.spec_accepted += c->call->jobs[i].spec_accepted;
     }
     return u;
 }

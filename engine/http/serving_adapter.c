@@ -481,6 +481,9 @@ static numla_status adapter_done(void *ctx, void *user, const numla_serve_done *
                 NUMLA_STATUS_OK)
             numla_http_job_fail(j, 500, "the server ran out of memory for the output", NULL);
         numla_http_job_set_cached_tokens(j, res->cached_tokens);
+        if (res->speculative)
+            numla_http_job_set_speculative(j, res->spec_steps, res->spec_drafted,
+                                           res->spec_accepted);
         if (res->prompt_logprobs && res->req &&
             numla_http_job_set_prompt_logprobs(j, res->prompt_logprobs, res->req->num_prompt) !=
                 NUMLA_STATUS_OK)
@@ -532,6 +535,12 @@ void numla_http_adapter_poll(numla_http_adapter *g)
         .blocks_in_use = sc->kv_blocks_cached - sc->kv_blocks_cached_idle,
         .blocks_idle = sc->kv_blocks_cached_idle};
     numla_http_metrics_set_prefix(g->o.metrics, &pf);
+    const numla_http_spec_figures sf = {.enabled = g->o.speculative,
+                                        .verify_steps = sc->spec_steps,
+                                        .draft_tokens = sc->spec_drafted,
+                                        .accepted_tokens = sc->spec_accepted,
+                                        .mtp_steps = sc->mtp_steps};
+    numla_http_metrics_set_speculative(g->o.metrics, &sf);
     if (sc->preemptions > g->preemptions_seen) {
         numla_http_metrics_add_preemptions(g->o.metrics, sc->preemptions - g->preemptions_seen);
         g->preemptions_seen = sc->preemptions;

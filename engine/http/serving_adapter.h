@@ -47,6 +47,7 @@ typedef struct numla_http_adapter_options {
     const numla_chat_template *chat;    /* borrowed; NULL: chat requests answer 400 */
     int64_t max_context;                /* prompt + max_tokens must fit */
     int32_t wait_ms;                    /* idle wait for a job; 0: 50 */
+    int speculative;                    /* --speculative: its figures go to the metrics */
 } numla_http_adapter_options;
 
 typedef struct numla_http_adapter numla_http_adapter;

@@ -541,6 +541,15 @@ static json_t *lp_json(const numla_logprob_entry *e)
     return le;
 }
 
+json_t *numla_result_speculative_json(int32_t steps, int32_t drafted, int32_t accepted)
+{
+    return json_pack("{s:i, s:i, s:i, s:f, s:f}", "verify_steps", (int)steps, "draft_tokens",
+                     (int)drafted, "accepted_tokens", (int)accepted, "acceptance_rate",
+                     drafted > 0 ? (double)accepted / (double)drafted : 0.0,
+                     "mean_accepted_length",
+                     steps > 0 ? (double)(accepted + steps) / (double)steps : 0.0);
+}
+
 numla_status numla_result_write(FILE *f, const numla_result *r)
 {
     json_t *o = json_object();
@@ -560,6 +569,10 @@ numla_status numla_result_write(FILE *f, const numla_result *r)
     json_t *details = json_object();
     json_object_set_new(details, "cached_tokens", json_integer(r->cached_tokens));
     json_object_set_new(usage, "prompt_tokens_details", details);
+    if (r->speculative)
+        json_object_set_new(usage, "speculative",
+                            numla_result_speculative_json(r->spec_steps, r->spec_drafted,
+                                                          r->spec_accepted));
     json_object_set_new(o, "usage", usage);
     if (r->logprobs) {
         json_t *arr = json_array();

@@ -144,7 +144,17 @@ typedef struct numla_result {
     const char *text;           /* generated text, or NULL to omit the field */
     size_t text_len;
     int32_t cached_tokens;      /* prompt tokens served from the prefix cache */
+    /* speculative decoding on (usage.speculative written): the request's verify steps, draft
+     * tokens they checked and accepted (numla_sched_output) */
+    int speculative;
+    int32_t spec_steps, spec_drafted, spec_accepted;
 } numla_result;
+
+/* usage.speculative of a request: {"verify_steps", "draft_tokens", "accepted_tokens",
+ * "acceptance_rate" (accepted / drafted, 0 without drafts), "mean_accepted_length" (tokens a
+ * verify step gave: (accepted + steps) / steps, 0 without steps)}; NULL without memory. */
+struct json_t;
+struct json_t *numla_result_speculative_json(int32_t steps, int32_t drafted, int32_t accepted);
 
 /* Write one result line and flush. */
 numla_status numla_result_write(FILE *f, const numla_result *r);

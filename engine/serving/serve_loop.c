@@ -210,7 +210,11 @@ static void loop_on_done(void *ctx, const numla_sched_output *o)
                                      .finish_reason = o->finish_reason, .error = o->error,
                                      .logprobs = o->logprobs,
                                      .prompt_logprobs = o->prompt_logprobs,
-                                     .cached_tokens = o->cached_tokens},
+                                     .cached_tokens = o->cached_tokens,
+                                     .speculative = l->o.sched.spec_k > 0,
+                                     .spec_steps = o->spec_steps,
+                                     .spec_drafted = o->spec_drafted,
+                                     .spec_accepted = o->spec_accepted},
                           .cancelled = cancelled};
     /* first the tokens the stop check never saw (they add no text), then the text's end */
     for (int32_t i = r->streamed; i < o->num_output; i++)

@@ -92,6 +92,14 @@ for k in 1 3; do
   steps=$(sed -nE 's/.*: +([0-9]+) steps,.*/\1/p' "$tmp/k$k.jsonl.err")
   [ -n "$steps" ] && [ "$steps" -lt "$base_steps" ]
   check "mtp:$k: drafts accepted ($steps steps, $base_steps without)" $? "$(tail -5 "$tmp/k$k.jsonl.err")"
+  # usage.speculative: every line has it, accepted <= drafted, and the sums are the summary's
+  sums=$(grep -o '"speculative":{"verify_steps":[0-9]*,"draft_tokens":[0-9]*,"accepted_tokens":[0-9]*' "$tmp/k$k.jsonl" |
+    awk -F'[:,]' '{ n++; s += $3; d += $5; a += $7; bad += $7 > $5 } END { print n + 0, d + 0, a + 0, bad + 0 }')
+  read -r nl dr ac bad <<< "$sums"
+  [ "$nl" -eq 21 ] && [ "$bad" -eq 0 ] && [ "$dr" -gt 0 ] &&
+    grep -q "speculative mtp:$k: acceptance [0-9.]* % ($ac of $dr draft tokens)" "$tmp/k$k.jsonl.err"
+  check "mtp:$k: usage.speculative on every line, summed in the summary" $? \
+    "lines $nl, drafted $dr, accepted $ac, bad $bad: $(grep speculative "$tmp/k$k.jsonl.err")"
   # penalties: raw logprobs do not show the penalised margins, so these are compared whole
   cmp -s <(grep '"id":"p' "$tmp/base.jsonl" | strip /dev/stdin) <(grep '"id":"p' "$tmp/k$k.jsonl" | strip /dev/stdin)
   check "mtp:$k: greedy requests with penalties give the same lines" $? \
@@ -110,7 +118,28 @@ check "mtp:3 tight budget, preempting: decisive tokens equal ($ranks ranks)" $? 
   "$(diff <(decisive_tokens "$tmp/base.jsonl" "$tmp/base.jsonl") <(decisive_tokens "$tmp/base.jsonl" "$tmp/tight.jsonl") | head -4 | cut -c1-300)"
 ! grep -q ' 0 preemptions' "$tmp/tight.jsonl.err"
 check "mtp:3 tight: preempted" $? "$(grep preemptions "$tmp/tight.jsonl.err")"
+! grep -q '"speculative"' "$tmp/base.jsonl"
+check "no usage.speculative without --speculative" $? ""
 if [ "$ranks" -eq 1 ]; then
+  # numla serve: usage.speculative in a completion, the figures in /metrics
+  pids=()
+  trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$tmp"' EXIT
+  if start_server "$tmp/serve.err" "$bin" serve --model "$model" --port 0 --threads 1 --speculative mtp:2; then
+    body=$(curl -s -m 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+      -d '{"prompt": "And the Lord said unto Moses,", "max_tokens": 24, "temperature": 0, "ignore_eos": true}')
+    echo "$body" | grep -Eq '"speculative": ?\{[^}]*"accepted_tokens": ?[1-9]'
+    check "serve: usage.speculative in a completion" $? "$(echo "$body" | cut -c1-400)"
+    m=$(curl -s -m 10 "http://127.0.0.1:$port/metrics")
+    echo "$m" | grep -Eq '^numla_spec_draft_tokens_total [1-9]' &&
+      echo "$m" | grep -Eq '^numla_spec_accepted_tokens_total [1-9]' &&
+      echo "$m" | grep -Eq '^numla_spec_acceptance_rate 0\.[0-9]*[1-9]'
+    check "serve: /metrics has the speculative figures" $? "$(echo "$m" | grep spec)"
+    kill "$spid"; wait "$spid" 2>/dev/null
+    grep -q 'numla serve:   speculative mtp:2: acceptance' "$tmp/serve.err"
+    check "serve: the summary has the speculative line" $? "$(tail -3 "$tmp/serve.err")"
+  else
+    check "serve --speculative starts" 1 "$(tail -3 "$tmp/serve.err")"
+  fi
   "$bin" run --model "$model" --input "$tmp/req.jsonl" --output "$tmp/bad.jsonl" --speculative mtp:9 2> "$tmp/bad.err"
   [ $? -eq 2 ] && grep -q 'speculative mtp:9 is not' "$tmp/bad.err"
   check "--speculative mtp:9 refused" $? "$(cat "$tmp/bad.err")"

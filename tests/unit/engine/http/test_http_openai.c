@@ -554,7 +554,7 @@ static void test_format(void)
 
     numla_openai_reply rc = {NUMLA_OPENAI_COMPLETIONS, "cmpl-1", 1700000000, "tiny", NULL};
     numla_openai_reply rh = {NUMLA_OPENAI_CHAT, "chatcmpl-1", 1700000000, "tiny", NULL};
-    numla_openai_usage u = {5, 3, 2};
+    numla_openai_usage u = {.prompt_tokens = 5, .completion_tokens = 3, .cached_tokens = 2};
     numla_openai_choice ch[2] = {{.text = "ab\xc3\xa9", .text_len = 4, .finish_reason = "length"},
                                  {.text = "x", .text_len = 1, .finish_reason = "stop"}};
     CU_ASSERT_EQUAL(numla_openai_format_response(&rc, ch, 2, &u, &s), NUMLA_STATUS_OK);
@@ -645,7 +645,7 @@ static void test_logprob_tokens(void)
                               .num_logprobs = 3, .logprobs = lp};
     numla_openai_reply rc = {NUMLA_OPENAI_COMPLETIONS, "cmpl-1", 1700000000, "tiny", tok};
     numla_openai_reply rh = {NUMLA_OPENAI_CHAT, "chatcmpl-1", 1700000000, "tiny", tok};
-    numla_openai_usage u = {5, 3, 0};
+    numla_openai_usage u = {.prompt_tokens = 5, .completion_tokens = 3, .cached_tokens = 0};
     char *s = NULL;
     CU_ASSERT_EQUAL(numla_openai_format_response(&rc, &cl, 1, &u, &s), NUMLA_STATUS_OK);
     json_t *o = json_loads(s, 0, NULL);

@@ -24,7 +24,7 @@ static numla_tool_call_out calls[2] = {
 static void test_response_shape(void)
 {
     numla_openai_reply rh = {NUMLA_OPENAI_CHAT, "chatcmpl-1", 1700000000, "tiny", NULL};
-    numla_openai_usage u = {5, 3, 0};
+    numla_openai_usage u = {.prompt_tokens = 5, .completion_tokens = 3, .cached_tokens = 0};
     char *s = NULL;
     /* calls without text: content null */
     numla_openai_choice ch = {.text = "", .text_len = 0, .finish_reason = "tool_calls",
