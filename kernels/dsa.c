@@ -22,16 +22,6 @@
 #define NUMLA_DSA_FTZ_DAZ 0x8040u /* MXCSR flush-to-zero | denormals-are-zero */
 #endif
 
-enum {
-    NUMLA_DSA_ITEMS_PER_THREAD = 8,
-    NUMLA_DSA_INDEX_MIN_CHUNK = 2048, /* keys: a split costs a topk-sized candidate merge, so a
-                                         part also has >= 2 · topk keys, and a query is cut in
-                                         at most `threads` parts */
-    NUMLA_DSA_ATTN_MIN_CHUNK = 256,   /* rows: below this a split costs more than it balances */
-    NUMLA_DSA_INDEX_GROUP = 8,        /* multi-token: unsplit queries of a sequence per item, so
-                                         each key block is read once for all of them */
-};
-
 /* Indexer variants per level and kind: the int8 indexer (I8 index keys) and the float one
  * (every other key type). An empty entry inherits the level below, and so does one whose
  * applies() does not take the call (amx runs avx512bf16's; avx2 ref's). */

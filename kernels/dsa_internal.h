@@ -11,10 +11,10 @@
 #include <string.h>
 
 #include "kernels/dsa.h"
+#include "kernels/blocking.h"
 
 enum {
     NUMLA_DSA_ROWS = 16,       /* heads per attention unit (one query's head block) */
-    NUMLA_DSA_KEY_BLOCK = 256, /* keys scored per inner call before they enter the heap */
 };
 
 /* Indexer, per query: prepare turns the frame's fp32 copy of one query, qt (Di, Hi) (the query

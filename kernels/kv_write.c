@@ -5,9 +5,6 @@
 
 #include <omp.h>
 
-/* Below this many bytes written, waking a thread team costs more than the copy. */
-enum { NUMLA_KV_WRITE_PARALLEL_BYTES = 256 * 1024 };
-
 /* A variant: the head (kernels/isa.h) and its function. */
 typedef struct numla_kv_write_variant {
     numla_variant v;

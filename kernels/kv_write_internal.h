@@ -6,6 +6,7 @@
 #define NUMLA_KERNELS_KV_WRITE_INTERNAL_H
 
 #include "kernels/kv_write.h"
+#include "kernels/blocking.h"
 
 /* Write tokens [t_begin, t_end) of validated args. Variants neither validate nor open
  * OpenMP regions: the dispatcher does both, once, for every variant. */

@@ -20,26 +20,11 @@
 #define NUMLA_KERNELS_LINEAR_INTERNAL_H
 
 #include "kernels/linear.h"
+#include "kernels/blocking.h"
 
-/* Blocking parameters, all in one place. */
+/* The panel's rows (the layout above); the blocking of the variants: kernels/blocking.h. */
 enum {
     NUMLA_LINEAR_NR = 16,           /* rows of W per panel (one zmm of fp32 outputs) */
-    NUMLA_LINEAR_AVX512_MR = 12,    /* avx512 tiles: rows of x per micro-kernel (x 2 panels) */
-    NUMLA_LINEAR_AVX2_MR = 4,       /* avx2 tiles: rows of x per micro-kernel (x 1 panel) */
-    NUMLA_LINEAR_AMX_MIN_M = 3,     /* amx level, bf16 W, K % 32 == 0: M from this runs the
-                                       split-bf16 tile GEMM (kernels/x86/linear_amx.c) */
-    NUMLA_LINEAR_AMX_KC = 2048,     /* AMX, M > 32: K block. Larger blocks won: C round trips
-                                       through y cost more than A (32 rows x KC x hi/lo) leaving
-                                       L1 for L2 (figures: docs/linear.md) */
-    NUMLA_LINEAR_AMX_NC = 16,       /* AMX, M > 32: panels per N block: 16 x 16 x KC bf16 = 1 MiB
-                                       of W and the block's C (M x 256 fp32) stay in L2 across
-                                       the row blocks (figures: docs/linear.md) */
-    NUMLA_LINEAR_AMX_PAIR_X_BYTES = 1 << 20, /* AMX, M > 32: when a thread's packed x (rows x
-                                       K x hi/lo bf16) is at most this, it runs pair-major over
-                                       all of K (the expert shapes: up to 128 rows at K = 2048);
-                                       a larger bound makes 160-192 rows slower (docs/linear.md) */
-    NUMLA_LINEAR_KC = 512,          /* K block of the GEMM paths (multiple of 2): 2 bf16 panels
-                                       x 512 = 32 KiB stay in L1 while x rows stream from L2 */
 };
 
 static inline int64_t numla_linear_panels(int64_t n) { return (n + NUMLA_LINEAR_NR - 1) / NUMLA_LINEAR_NR; }

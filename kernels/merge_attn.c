@@ -4,9 +4,6 @@
 
 #include <omp.h>
 
-/* Below this many elements a thread team costs more than the merge itself. */
-enum { NUMLA_MERGE_ATTN_PARALLEL_ELEMS = 64 * 1024 };
-
 /* A variant: the head (kernels/isa.h) and its function. */
 typedef struct numla_merge_attn_variant {
     numla_variant v;

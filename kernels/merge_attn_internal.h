@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/merge_attn.h"
+#include "kernels/blocking.h"
 
 /* Merge rows [r_begin, r_end) of validated arguments; no OpenMP inside (the dispatcher splits). */
 typedef void (*numla_merge_attn_fn)(int64_t r_begin, int64_t r_end, int32_t dim, float *out,

@@ -4,11 +4,7 @@
 #define NUMLA_KERNELS_MHA_PREFILL_INTERNAL_H
 
 #include "kernels/mha_prefill.h"
-
-enum {
-    NUMLA_MHA_PREFILL_QB = 32, /* query rows per task (one task = sequence × head × QB rows) */
-    NUMLA_MHA_PREFILL_KB = 64, /* keys per online-softmax step */
-};
+#include "kernels/blocking.h"
 
 /* Per-thread scratch floats: scores (QB × KB), output accumulator (QB × Dv), running max and
  * sum (2 × QB), then the AMX variant's split-bf16 query tiles (QB × Dqk × 2 bf16) and P tiles

@@ -37,14 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    NUMLA_MLA_ATTN_ITEMS_PER_THREAD = 8,
-    NUMLA_MLA_ATTN_MIN_CHUNK = 256, /* keys: below this a split costs more than it balances */
-    NUMLA_MLA_ATTN_MAX_GROUP = 8,   /* units per head group: 8 x 32 KiB of running state */
-    NUMLA_MLA_ATTN_SUB_KEYS = NUMLA_MLA_ATTN_VSHARE_KEYS, /* keys per sub-range of a group item:
-                                                            576 KiB of bf16 rows */
-};
-
 /* Native variants per level (one kind); an empty entry inherits the level below, and so does a
  * level whose variant cannot take these dims (the vector ones need Dc % 32 == 0 and
  * Dr % 16 == 0; avx512bf16 a bf16 cache; amx a bf16 cache and usable tiles). */

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "kernels/mla_attn.h"
+#include "kernels/blocking.h"
 
 enum { NUMLA_MLA_ATTN_ROWS = 16 }; /* rows per chunk: one zmm of fp32 scores per key */
 
@@ -46,8 +47,6 @@ typedef struct numla_mla_attn_chunk {
      * reads it; kernels/dsa.c calls no other. */
     const int32_t *keys;
 } numla_mla_attn_chunk;
-
-enum { NUMLA_MLA_ATTN_VSHARE_KEYS = 512 }; /* = the frame's group sub-range */
 
 /* acc: (NUMLA_MLA_ATTN_ROWS, Dc) fp32, 64-byte aligned; m, l: (NUMLA_MLA_ATTN_ROWS).
  * scratch: the kernel's own per-thread scratch (scratch_bytes), 64-byte aligned. */

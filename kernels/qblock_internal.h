@@ -5,6 +5,7 @@
 #define NUMLA_KERNELS_QBLOCK_INTERNAL_H
 
 #include "kernels/qblock.h"
+#include "kernels/blocking.h"
 #include "kernels/qblock_types.h"
 
 #include <stdint.h>
@@ -29,7 +30,6 @@ void numla_qblock_forward_avx512vnni(const numla_qblock_weight *w, int64_t m, co
  * rows the vnni level runs weight rows [lo, hi) against all m quantized x rows (the workspace's
  * sections, Q4_K's x already in its order) with each block unpacked once per tile of x rows;
  * the same bits whatever the tile height. applies: whether the type has it at this m. */
-enum { NUMLA_QBLOCK_GEMM_MIN_M = 1 }; /* every M: the tile of one row is the GEMV */
 int numla_qblock_gemm_vnni_applies_(numla_qblock_type type, int64_t m);
 /* numla_qblock_quantize_rows_ in AVX-512, the same bits (the vnni level's). */
 void numla_qblock_gemm_vnni_quantize_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws);
@@ -58,7 +58,6 @@ static inline int64_t numla_qblock_s16_order_(int64_t j)
  * rows at a time (codes as bytes, k-quad-interleaved; fp32 sub-block scales and mins) and runs
  * vpdpbusd register tiles over all x rows (x in its natural order, not Q4_K's 1-row order).
  * Scratch per thread: numla_qblock_panel_thread_bytes_. */
-enum { NUMLA_QBLOCK_PANEL_MIN_M = 16, NUMLA_QBLOCK_PANEL_NP = 4 };
 static inline int numla_qblock_panel_applies_(const numla_qblock_weight *w, int64_t m)
 {
     const numla_qblock_type_row *row = numla_qblock_type_row_get(w->type);
@@ -236,11 +235,6 @@ static inline void *numla_qblock_ws_panel_(void *ws, int64_t m, int64_t k)
 /* F32 mode, many x rows (the avx512 level, kernels/x86/qblock_avx512.c): from this many rows
  * each thread decodes NUMLA_QBLOCK_MANY_NW weight rows at a time into fp32 scratch once and runs
  * register tiles over all x rows, instead of decoding every block once per 2 x rows. */
-enum {
-    NUMLA_QBLOCK_MANY_MIN_M = 4,
-    NUMLA_QBLOCK_MANY_NW = 2, /* weight rows decoded together */
-    NUMLA_QBLOCK_MANY_MR = 3, /* x rows per tile: 2 x 3 pairs x 4 accumulators = 24 registers */
-};
 static inline int numla_qblock_many_applies_(const numla_qblock_weight *w, int64_t m)
 {
     return w->act == NUMLA_QBLOCK_ACT_F32 && m >= NUMLA_QBLOCK_MANY_MIN_M;

@@ -23,6 +23,7 @@
 #define NUMLA_KERNELS_QLINEAR_INTERNAL_H
 
 #include "kernels/qlinear.h"
+#include "kernels/blocking.h"
 
 static inline int64_t numla_qlinear_kp(int64_t k) { return (k + 63) & ~(int64_t)63; }
 static inline size_t numla_qlinear_align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -51,18 +52,6 @@ static inline size_t numla_qlinear_ws_xq_bytes(const numla_qlinear_weight *w, in
  * GEMM and W8A8's VNNI GEMM go through numla_qlinear_gemm_applies and per-thread scratch
  * (numla_qlinear_gemm_thread_bytes); int8-row's x-blocked 4 x 4 tiles need none and are chosen
  * inside the avx512 variant. */
-enum {
-    NUMLA_QLINEAR_GEMM_MIN_M = 4,  /* int8-row: x-blocked 4 x 4 tiles from this many rows
-                                      (fewer: the 4 x 2 few-row tiles; figures: docs/linear.md) */
-    NUMLA_QLINEAR_PANEL_MIN_M = 8, /* fp8: the panel GEMM from this many rows, where it starts
-                                      to beat the few-row tiles (figures: docs/linear.md) */
-    NUMLA_QLINEAR_VNNI_GEMM_MIN_M = 32, /* W8A8 (VNNI): the packed-panel GEMM from this many rows,
-                                           where repacking the weights per call pays (figures:
-                                           docs/linear.md) */
-    NUMLA_QLINEAR_VNNI_PANEL_BYTES = 256 << 10, /* W8A8 GEMM: packed weight columns per chunk
-                                                   (per thread, in L2 while x runs over them) */
-};
-
 /* Whether M rows of x take a many-row path with per-thread scratch: fp8 (the panel GEMM) from 8
  * rows; W8A8 (the VNNI packed-panel GEMM, kernels/x86/qlinear_avx512vnni.c) from 32. */
 static inline int numla_qlinear_gemm_applies(const numla_qlinear_weight *w, int64_t m)
@@ -74,13 +63,6 @@ static inline int numla_qlinear_gemm_applies(const numla_qlinear_weight *w, int6
 
 /* fp8's many-row path is a k-major panel GEMM (kernels/x86/qlinear_avx512.c): per thread a
  * KC x NC fp32 panel of dequantized weights and an MR x KC micro-panel of x. */
-enum {
-    NUMLA_QLINEAR_PANEL_KC = 256, /* K block: two scale blocks; a multiple of 128 and 64 */
-    NUMLA_QLINEAR_PANEL_NC = 512, /* N block: KC x NC fp32 = 512 KiB, half an L2 */
-    NUMLA_QLINEAR_PANEL_NR = 32,  /* panel width: two zmm of weights per k */
-    NUMLA_QLINEAR_PANEL_MR = 12,  /* x rows per micro-tile: 12 x 2 accumulators */
-};
-
 /* fp8 panel GEMM: the N block for a weight of n rows (no wider than n rounded up to a panel). */
 static inline int64_t numla_qlinear_panel_nc(const numla_qlinear_weight *w)
 {
@@ -173,13 +155,6 @@ void numla_qlinear_forward_fp8_avx512bf16(const numla_qlinear_weight *w, int64_t
                                           int64_t ldx, float *y, int64_t ldy, int accumulate,
                                           void *workspace);
 
-enum {
-    NUMLA_QLINEAR_AMX_MIN_M = 16,          /* amx level, W8A8: M from this (and N >= 16) runs the
-                                              tiles; below, one x tile would be mostly padding
-                                              and the VNNI GEMV is bandwidth-bound anyway */
-    NUMLA_QLINEAR_AMX_X_BYTES = 1 << 20,   /* amx level: packed x rows per pass over the
-                                              thread's weights, so they stay in L2 */
-};
 /* Whether the amx variant runs the tiles for this weight and M (else it runs the VNNI one). */
 static inline int numla_qlinear_amx_applies(const numla_qlinear_weight *w, int64_t m)
 {
@@ -190,18 +165,6 @@ static inline int numla_qlinear_amx_applies(const numla_qlinear_weight *w, int64
 void numla_qlinear_forward_amx(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
                                float *y, int64_t ldy, int accumulate, void *workspace);
 
-enum {
-    NUMLA_QLINEAR_AMX_WIDE_MIN_M = 16,      /* amx level, fp8: M from this (and N >= 16) runs the
-                                              tiles; below, the avx512 rows (docs/linear.md) */
-    NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK = 256, /* amx level: most x rows packed at once (its
-                                              per-thread fp32 sums live on the stack) */
-    NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M = 4,  /* amx level, int8-row: fewer rows run the tiles'
-                                              arithmetic in AVX-512 registers (the same bits;
-                                              a decode GEMV is faster there, docs/linear.md) */
-    NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS = 1 << 18, /* amx level, int8-row: smaller weights (the
-                                              absorbed attention's per-head W_UK, W_UV) keep
-                                              avx512's path, whose per-call cost is lower */
-};
 /* Whether the amx level's widened-weight tiles (fp8, int8-row) run for this weight and M
  * (else the avx512 variant). int8-row takes them at every M (few rows: their arithmetic in
  * AVX-512 registers), so that a row's bits do not depend on M at that level either

@@ -24,12 +24,6 @@
 #include <immintrin.h>
 #include <omp.h>
 
-enum {
-    NUMLA_QBLOCK_MR = 2,                   /* x rows per pass over a weight row */
-    NUMLA_QBLOCK_MANY_XBYTES = 256 << 10,  /* many-row path: x rows per block (a quarter of a
-                                              Zen 4 L2, half of a Sapphire Rapids one) */
-};
-
 static inline __m512i numla_qblock_u8x16_(const uint8_t *p)
 {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));

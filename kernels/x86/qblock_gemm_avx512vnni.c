@@ -19,10 +19,6 @@
 #include <immintrin.h>
 #include <omp.h>
 
-/* x rows per register tile, and the bytes of weight rows a thread walks for each pass of the x
- * tiles (kept in L2). */
-enum { NUMLA_QBLOCK_GEMM_MR = 6, NUMLA_QBLOCK_GEMM_CHUNK = 96 * 1024 };
-
 static inline float numla_qblock_gh_(const uint8_t *p)
 {
     uint16_t h;
@@ -328,7 +324,6 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_iq4_xs_(const uint8_t *row, int6
  * NUMLA_QBLOCK_QUANT_TEAM_GROUPS groups; fewer (a decode step's row: 8 groups at K 2048), or
  * when called on a thread of a team, on the calling thread, which saves an OpenMP region per
  * linear. */
-enum { NUMLA_QBLOCK_QUANT_TEAM_GROUPS = 64 };
 /* Group t (row t / ng, columns 256 (t % ng) ..) of the quantization. */
 static inline void numla_qblock_vnni_quantize_group_(const float *x, int64_t ldx, int64_t k, int64_t ng, int64_t t,
                                                     int8_t *xq, float *dx, int32_t *bs)

@@ -24,11 +24,6 @@
  * flight. */
 #include "kernels/x86/qblock_p16_avx512.h"
 
-enum {
-    NUMLA_QBLOCK_P16_MR = 3,            /* x rows per tile */
-    NUMLA_QBLOCK_P16_CHUNK = 128 * 1024 /* panel bytes a thread walks per pass of the x tiles */
-};
-
 #define NUMLA_QBLOCK_P16_INLINE static inline __attribute__((always_inline))
 
 /* acc + vpdpbusd(u8 a, s8 b) in place (GCC otherwise copies the accumulator around each one). */

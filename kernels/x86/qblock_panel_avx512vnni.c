@@ -38,11 +38,6 @@
 #include "kernels/x86/qblock_p16_avx512.h"
 #include "kernels/x86/transpose16_avx512.h"
 
-enum {
-    NUMLA_QBLOCK_PN_MR = 4, /* x rows per register tile */
-    NUMLA_QBLOCK_PN_NR = 2, /* 16-row panels per register tile: 4 x 2 int32 + 4 x 2 fp32 sums */
-};
-
 /* One panel's bytes: codes (16 k), then scale and min (up to k / 16 sub-blocks x 16 floats each). */
 size_t numla_qblock_pn_panel_bytes_(int64_t k)
 {

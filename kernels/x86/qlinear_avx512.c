@@ -33,18 +33,6 @@
 #include <immintrin.h>
 #include <omp.h>
 
-enum {
-    NUMLA_QLINEAR_NW = 4, /* weight rows per tile: each x load feeds 4 FMAs, so x (43 KiB at
-                             K = 10944, past L1) is read from L2 once per 4 rows, not per row */
-    NUMLA_QLINEAR_MR = 2, /* x rows per tile: 4 x 2 accumulators + 4 x 2 totals in registers */
-    NUMLA_QLINEAR_WIDE_NW = 2, /* M in [WIDE_MR, WIDE_MAX_M]: 2 weight rows x 4 x rows, so */
-    NUMLA_QLINEAR_WIDE_MR = 4, /* each widened weight feeds 4 FMAs (widening is the cost) */
-    NUMLA_QLINEAR_WIDE_MAX_M = 12, /* past this, reading x from L2 once per 2 weight rows costs
-                                      more than the widening saved (docs/linear.md) */
-    NUMLA_QLINEAR_GEMM_XBYTES = 384 << 10, /* int8-row many rows: x block bytes kept in L2 */
-    NUMLA_QLINEAR_GEMM_MIN_MB = 36,        /* ... but at least this many x rows per block */
-};
-
 /* 16 e4m3 bytes -> 16 floats, each 2^-8 times the weight. */
 static inline __m512 numla_qlinear_fp8x16_(const int8_t *p)
 {

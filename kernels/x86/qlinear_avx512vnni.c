@@ -12,11 +12,6 @@
 #include "kernels/x86/qlinear_quant_avx512.h"
 #include "kernels/x86/transpose16_avx512.h"
 
-enum {
-    NUMLA_QLINEAR_VNNI_NW = 4, /* weight rows per tile */
-    NUMLA_QLINEAR_VNNI_MR = 4, /* x rows per tile: 16 accumulators, 8 loads per 16 vpdpbusd */
-};
-
 /* numla_qlinear_quantize_row_ref, vectorised (kernels/x86/qlinear_quant_avx512.h); q + 128 is
  * q with its sign bit flipped. */
 static float numla_qlinear_quantize_row_vnni_(const float *x, int64_t k, int64_t kp, uint8_t *xq)
@@ -157,11 +152,6 @@ void numla_qlinear_forward_avx512vnni(const numla_qlinear_weight *w, int64_t m, 
  * so y is the same bits as the tiles' and the reference's (the output rule of kernels/qlinear.h,
  * vectorised, each product rounded before the next). Columns past N in the last panel are
  * zero weights; their outputs are not stored. */
-enum {
-    NUMLA_QLINEAR_VG_MR = 6, /* x rows per micro-tile */
-    NUMLA_QLINEAR_VG_NR = 4, /* 16-column panels per micro-tile: 6 x 4 = 24 accumulators */
-};
-
 /* Packs weight columns [c0, c0 + 16 np) (rows of the packed W; past N: zeros) into np panels
  * of 16 kp bytes at dst. */
 static void numla_qlinear_vg_pack_(const numla_qlinear_weight *w, int64_t c0, int64_t np, int8_t *dst)

@@ -25,14 +25,6 @@
 #define NUMLA_QL16_FN __attribute__((target("avx512vbmi")))
 #define NUMLA_QL16_INLINE static inline __attribute__((always_inline, target("avx512vbmi")))
 
-enum {
-    NUMLA_QL16_MAX_K = 20480,   /* x packed on each thread's stack: 4 bytes per column; longer
-                                   rows run the avx512 variant */
-    NUMLA_QL16_AHEAD = 8192,    /* software prefetch distance in the weight stream, bytes */
-    NUMLA_QL16_BLOCKS = 4,      /* 128-wide blocks of a row in flight */
-    NUMLA_QL16_PAIR_K = 4096,   /* longer rows go two at a time (numla_ql16_row2) */
-};
-
 /* bf16 bits of the e4m3 magnitude i (0-127; 127, a NaN encoding, reads as 480): high byte,
  * then low byte. */
 static const uint8_t numla_ql16_hi_[128] __attribute__((aligned(64))) = {

@@ -1,0 +1,196 @@
+/* kernels/blocking.h — the blocking of every kernel family in one table: tile sizes (rows of x
+ * and of W per register tile), cache blocks (K and N blocks, bytes kept in L1 or L2), the row
+ * counts from which a many-row path takes over, and the work split of the attention frames.
+ * One section per family, each constant with its reason; figures in docs/linear.md,
+ * docs/decode.md, docs/quantization.md. Constants that define a packed layout (a panel's rows,
+ * a piece's byte offsets) stay with the layout's description in the family's _internal.h.
+ * Included by the families' _internal.h; nothing outside kernels/ includes it. */
+#ifndef NUMLA_KERNELS_BLOCKING_H
+#define NUMLA_KERNELS_BLOCKING_H
+
+/* ---- linear (kernels/linear.c; the packed panel of 16 rows: kernels/linear_internal.h) --- */
+
+enum {
+    NUMLA_LINEAR_AVX512_MR = 12,    /* avx512 tiles: rows of x per micro-kernel (x 2 panels) */
+    NUMLA_LINEAR_AVX2_MR = 4,       /* avx2 tiles: rows of x per micro-kernel (x 1 panel) */
+    NUMLA_LINEAR_AMX_MIN_M = 3,     /* amx level, bf16 W, K % 32 == 0: M from this runs the
+                                       split-bf16 tile GEMM (kernels/x86/linear_amx.c) */
+    NUMLA_LINEAR_AMX_KC = 2048,     /* AMX, M > 32: K block. Larger blocks won: C round trips
+                                       through y cost more than A (32 rows x KC x hi/lo) leaving
+                                       L1 for L2 (figures: docs/linear.md) */
+    NUMLA_LINEAR_AMX_NC = 16,       /* AMX, M > 32: panels per N block: 16 x 16 x KC bf16 = 1 MiB
+                                       of W and the block's C (M x 256 fp32) stay in L2 across
+                                       the row blocks (figures: docs/linear.md) */
+    NUMLA_LINEAR_AMX_PAIR_X_BYTES = 1 << 20, /* AMX, M > 32: when a thread's packed x (rows x
+                                       K x hi/lo bf16) is at most this, it runs pair-major over
+                                       all of K (the expert shapes: up to 128 rows at K = 2048);
+                                       a larger bound makes 160-192 rows slower (docs/linear.md) */
+    NUMLA_LINEAR_KC = 512,          /* K block of the GEMM paths (multiple of 2): 2 bf16 panels
+                                       x 512 = 32 KiB stay in L1 while x rows stream from L2 */
+};
+
+/* ---- qlinear (kernels/qlinear.c: fp8-block, int8-row, W8A8) ------------------------------ */
+
+/* Which path takes how many rows (kernels/qlinear_internal.h, numla_qlinear_gemm_applies). */
+enum {
+    NUMLA_QLINEAR_GEMM_MIN_M = 4,  /* int8-row: x-blocked 4 x 4 tiles from this many rows
+                                      (fewer: the 4 x 2 few-row tiles; figures: docs/linear.md) */
+    NUMLA_QLINEAR_PANEL_MIN_M = 8, /* fp8: the panel GEMM from this many rows, where it starts
+                                      to beat the few-row tiles (figures: docs/linear.md) */
+    NUMLA_QLINEAR_VNNI_GEMM_MIN_M = 32, /* W8A8 (VNNI): the packed-panel GEMM from this many rows,
+                                           where repacking the weights per call pays (figures:
+                                           docs/linear.md) */
+    NUMLA_QLINEAR_VNNI_PANEL_BYTES = 256 << 10, /* W8A8 GEMM: packed weight columns per chunk
+                                                   (per thread, in L2 while x runs over them) */
+};
+
+/* fp8's panel GEMM (kernels/x86/qlinear_avx512.c): per thread a KC x NC fp32 panel of
+ * dequantized weights and an MR x KC micro-panel of x. */
+enum {
+    NUMLA_QLINEAR_PANEL_KC = 256, /* K block: two scale blocks; a multiple of 128 and 64 */
+    NUMLA_QLINEAR_PANEL_NC = 512, /* N block: KC x NC fp32 = 512 KiB, half an L2 */
+    NUMLA_QLINEAR_PANEL_NR = 32,  /* panel width: two zmm of weights per k */
+    NUMLA_QLINEAR_PANEL_MR = 12,  /* x rows per micro-tile: 12 x 2 accumulators */
+};
+
+/* The avx512 tiles of fp8 and int8-row (kernels/x86/qlinear_avx512.c). */
+enum {
+    NUMLA_QLINEAR_NW = 4, /* weight rows per tile: each x load feeds 4 FMAs, so x (43 KiB at
+                             K = 10944, past L1) is read from L2 once per 4 rows, not per row */
+    NUMLA_QLINEAR_MR = 2, /* x rows per tile: 4 x 2 accumulators + 4 x 2 totals in registers */
+    NUMLA_QLINEAR_WIDE_NW = 2, /* M in [WIDE_MR, WIDE_MAX_M]: 2 weight rows x 4 x rows, so */
+    NUMLA_QLINEAR_WIDE_MR = 4, /* each widened weight feeds 4 FMAs (widening is the cost) */
+    NUMLA_QLINEAR_WIDE_MAX_M = 12, /* past this, reading x from L2 once per 2 weight rows costs
+                                      more than the widening saved (docs/linear.md) */
+    NUMLA_QLINEAR_GEMM_XBYTES = 384 << 10, /* int8-row many rows: x block bytes kept in L2 */
+    NUMLA_QLINEAR_GEMM_MIN_MB = 36,        /* ... but at least this many x rows per block */
+};
+
+/* W8A8 on vpdpbusd (kernels/x86/qlinear_avx512vnni.c): the few-row tiles, then the
+ * packed-panel GEMM's micro-tile. */
+enum {
+    NUMLA_QLINEAR_VNNI_NW = 4, /* weight rows per tile */
+    NUMLA_QLINEAR_VNNI_MR = 4, /* x rows per tile: 16 accumulators, 8 loads per 16 vpdpbusd */
+};
+
+enum {
+    NUMLA_QLINEAR_VG_MR = 6, /* x rows per micro-tile */
+    NUMLA_QLINEAR_VG_NR = 4, /* 16-column panels per micro-tile: 6 x 4 = 24 accumulators */
+};
+
+/* fp8's GEMV on vdpbf16ps (kernels/x86/qlinear_fp8_avx512bf16.c). */
+enum {
+    NUMLA_QL16_MAX_K = 20480,   /* x packed on each thread's stack: 4 bytes per column; longer
+                                   rows run the avx512 variant */
+    NUMLA_QL16_AHEAD = 8192,    /* software prefetch distance in the weight stream, bytes */
+    NUMLA_QL16_BLOCKS = 4,      /* 128-wide blocks of a row in flight */
+    NUMLA_QL16_PAIR_K = 4096,   /* longer rows go two at a time (numla_ql16_row2) */
+};
+
+/* The amx level: W8A8 on TDPBSSD (kernels/x86/qlinear_amx.c), fp8 and int8-row on TDPBF16PS
+ * (kernels/x86/qlinear_wide_amx.c). */
+enum {
+    NUMLA_QLINEAR_AMX_MIN_M = 16,          /* amx level, W8A8: M from this (and N >= 16) runs the
+                                              tiles; below, one x tile would be mostly padding
+                                              and the VNNI GEMV is bandwidth-bound anyway */
+    NUMLA_QLINEAR_AMX_X_BYTES = 1 << 20,   /* amx level: packed x rows per pass over the
+                                              thread's weights, so they stay in L2 */
+};
+
+enum {
+    NUMLA_QLINEAR_AMX_WIDE_MIN_M = 16,      /* amx level, fp8: M from this (and N >= 16) runs the
+                                              tiles; below, the avx512 rows (docs/linear.md) */
+    NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK = 256, /* amx level: most x rows packed at once (its
+                                              per-thread fp32 sums live on the stack) */
+    NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M = 4,  /* amx level, int8-row: fewer rows run the tiles'
+                                              arithmetic in AVX-512 registers (the same bits;
+                                              a decode GEMV is faster there, docs/linear.md) */
+    NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS = 1 << 18, /* amx level, int8-row: smaller weights (the
+                                              absorbed attention's per-head W_UK, W_UV) keep
+                                              avx512's path, whose per-call cost is lower */
+};
+
+/* ---- qblock (kernels/qblock.c: ggml block encodings; panel layouts: qblock_internal.h) --- */
+
+/* F32 mode, the avx512 level (kernels/x86/qblock_avx512.c): rows per pass, then the many-row
+ * path that decodes NW weight rows into fp32 scratch once and runs MR-row tiles over x. */
+enum {
+    NUMLA_QBLOCK_MR = 2,                   /* x rows per pass over a weight row */
+    NUMLA_QBLOCK_MANY_XBYTES = 256 << 10,  /* many-row path: x rows per block (a quarter of a
+                                              Zen 4 L2, half of a Sapphire Rapids one) */
+};
+
+enum {
+    NUMLA_QBLOCK_MANY_MIN_M = 4,
+    NUMLA_QBLOCK_MANY_NW = 2, /* weight rows decoded together */
+    NUMLA_QBLOCK_MANY_MR = 3, /* x rows per tile: 2 x 3 pairs x 4 accumulators = 24 registers */
+};
+
+/* Q8 mode, the vnni level: the row GEMM (kernels/x86/qblock_gemm_avx512vnni.c) from GEMM_MIN_M
+ * rows, its x tile and the weight bytes a thread walks per pass of the x tiles (kept in L2); x
+ * quantized by the calling team from QUANT_TEAM_GROUPS groups of 256 (fewer: on the calling
+ * thread, which saves an OpenMP region per linear). */
+enum { NUMLA_QBLOCK_GEMM_MIN_M = 1 }; /* every M: the tile of one row is the GEMV */
+
+enum { NUMLA_QBLOCK_GEMM_MR = 6, NUMLA_QBLOCK_GEMM_CHUNK = 96 * 1024 };
+
+enum { NUMLA_QBLOCK_QUANT_TEAM_GROUPS = 64 };
+
+/* Q8 mode, the panel GEMM (kernels/x86/qblock_panel_avx512vnni.c, and the amx tiles) from
+ * PANEL_MIN_M rows, NP panels packed at a time; its register tile. */
+enum { NUMLA_QBLOCK_PANEL_MIN_M = 16, NUMLA_QBLOCK_PANEL_NP = 4 };
+
+enum {
+    NUMLA_QBLOCK_PN_MR = 4, /* x rows per register tile */
+    NUMLA_QBLOCK_PN_NR = 2, /* 16-row panels per register tile: 4 x 2 int32 + 4 x 2 fp32 sums */
+};
+
+/* Q8 mode, the stored 16-row panels (PANEL16, kernels/x86/qblock_p16_avx512vnni.c). */
+enum {
+    NUMLA_QBLOCK_P16_MR = 3,            /* x rows per tile */
+    NUMLA_QBLOCK_P16_CHUNK = 128 * 1024 /* panel bytes a thread walks per pass of the x tiles */
+};
+
+/* ---- MLA attention (kernels/mla_attn.c: the work split) ---------------------------------- */
+
+enum { NUMLA_MLA_ATTN_VSHARE_KEYS = 512 }; /* = the frame's group sub-range */
+
+enum {
+    NUMLA_MLA_ATTN_ITEMS_PER_THREAD = 8,
+    NUMLA_MLA_ATTN_MIN_CHUNK = 256, /* keys: below this a split costs more than it balances */
+    NUMLA_MLA_ATTN_MAX_GROUP = 8,   /* units per head group: 8 x 32 KiB of running state */
+    NUMLA_MLA_ATTN_SUB_KEYS = NUMLA_MLA_ATTN_VSHARE_KEYS, /* keys per sub-range of a group item:
+                                                            576 KiB of bf16 rows */
+};
+
+/* ---- MHA prefill (kernels/mha_prefill.c: one table for every variant) -------------------- */
+
+enum {
+    NUMLA_MHA_PREFILL_QB = 32, /* query rows per task (one task = sequence × head × QB rows) */
+    NUMLA_MHA_PREFILL_KB = 64, /* keys per online-softmax step */
+};
+
+/* ---- DSA (kernels/dsa.c: the indexer's and the sparse attention's work split) ------------ */
+
+enum {
+    NUMLA_DSA_KEY_BLOCK = 256, /* keys scored per inner call before they enter the heap */
+};
+
+enum {
+    NUMLA_DSA_ITEMS_PER_THREAD = 8,
+    NUMLA_DSA_INDEX_MIN_CHUNK = 2048, /* keys: a split costs a topk-sized candidate merge, so a
+                                         part also has >= 2 · topk keys, and a query is cut in
+                                         at most `threads` parts */
+    NUMLA_DSA_ATTN_MIN_CHUNK = 256,   /* rows: below this a split costs more than it balances */
+    NUMLA_DSA_INDEX_GROUP = 8,        /* multi-token: unsplit queries of a sequence per item, so
+                                         each key block is read once for all of them */
+};
+
+/* ---- merge_attn, kv_write: below these sizes a thread team costs more than the work ------ */
+
+enum {
+    NUMLA_MERGE_ATTN_PARALLEL_ELEMS = 64 * 1024, /* elements merged */
+    NUMLA_KV_WRITE_PARALLEL_BYTES = 256 * 1024,  /* bytes written to the cache */
+};
+
+#endif
