@@ -1,4 +1,5 @@
-/* Tests for kernels/isa: parsing, the AMX level and the choice of a level by name. */
+/* Tests for kernels/isa: parsing, the AMX level, the choice of a level by name, the CPU feature
+ * bits and the one dispatch walk (numla_isa_pick). */
 #include "test_util.h"
 
 #include <stdio.h>
@@ -179,7 +180,72 @@ static void test_uarch_logged(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "kernel microarchitecture: zen4 (from CPUID; CPUID says zen4)"));
 }
 
+/* numla_isa_pick over a two-kind table built like a family's: the ref row complete, the rows
+ * above overriding some kinds, entries that need a CPU feature or take only some calls. */
+typedef struct pick_call {
+    int takes; /* what the applies() below answer */
+    int asked; /* how many times one was asked */
+} pick_call;
+
+static int pick_applies(const void *call)
+{
+    pick_call *c = (pick_call *)call;
+    c->asked++;
+    return c->takes;
+}
+
+static void test_pick(void)
+{
+    enum { KINDS = 2, A = 0, B = 1 };
+    const unsigned never = 1u << 31; /* a feature bit numla_cpu_features never sets */
+    const numla_variant ref_a = {"ref-a", 0, pick_applies}, ref_b = {"ref-b", 0, NULL};
+    const numla_variant avx2_b = {"avx2-b", 0, pick_applies};
+    const numla_variant avx512_a = {"avx512-a", never, NULL};
+    const numla_variant bf16_a = {"bf16-a", 0, pick_applies};
+    const numla_variant *const table[NUMLA_ISA_COUNT][KINDS] = {
+        [NUMLA_ISA_REF] = {&ref_a, &ref_b},
+        [NUMLA_ISA_AVX2] = {NULL, &avx2_b},
+        [NUMLA_ISA_AVX512] = {&avx512_a, NULL},
+        [NUMLA_ISA_AVX512BF16] = {&bf16_a, NULL},
+    };
+    const numla_variant *const *t = &table[0][0];
+    pick_call yes = {1, 0}, no = {0, 0};
+    /* amx inherits; avx512bf16's entry takes the call */
+    CU_ASSERT_EQUAL(numla_isa_pick(NUMLA_ISA_AMX, t, KINDS, A, &yes), NUMLA_ISA_AVX512BF16);
+    CU_ASSERT_EQUAL(yes.asked, 1);
+    /* it does not: avx512's needs a feature the CPU lacks, avx2 has none: ref, whose applies
+     * is never asked */
+    CU_ASSERT_EQUAL(numla_isa_pick(NUMLA_ISA_AMX, t, KINDS, A, &no), NUMLA_ISA_REF);
+    CU_ASSERT_EQUAL(no.asked, 1);
+    CU_ASSERT_EQUAL(numla_isa_pick(NUMLA_ISA_AVX512, t, KINDS, A, &yes), NUMLA_ISA_REF);
+    CU_ASSERT_EQUAL(numla_isa_pick(NUMLA_ISA_REF, t, KINDS, A, &no), NUMLA_ISA_REF);
+    CU_ASSERT_EQUAL(no.asked, 1);
+    /* the other kind walks its own column */
+    CU_ASSERT_EQUAL(numla_isa_pick(NUMLA_ISA_AMX, t, KINDS, B, &yes), NUMLA_ISA_AVX2);
+    CU_ASSERT_EQUAL(numla_isa_pick(NUMLA_ISA_AVX512, t, KINDS, B, &no), NUMLA_ISA_REF);
+    CU_ASSERT_EQUAL(numla_isa_pick(NUMLA_ISA_AVX2, t, KINDS, B, &yes), NUMLA_ISA_AVX2);
+    /* a level out of range runs the reference */
+    CU_ASSERT_EQUAL(numla_isa_pick(NUMLA_ISA_COUNT, t, KINDS, B, &yes), NUMLA_ISA_REF);
+    CU_ASSERT_EQUAL(numla_isa_pick((numla_isa)-1, t, KINDS, A, &yes), NUMLA_ISA_REF);
+}
+
+/* The feature bits: none asked is always there, a bit never set is never there, and the
+ * bits agree with each other and with the levels. */
+static void test_cpu_features(void)
+{
+    const unsigned f = numla_cpu_features();
+    CU_ASSERT(numla_cpu_has(0));
+    CU_ASSERT(!numla_cpu_has(1u << 31));
+    CU_ASSERT_EQUAL(f, numla_cpu_features()); /* read once */
+    CU_ASSERT(!(f & NUMLA_CPU_AMX_INT8) || (f & NUMLA_CPU_AMX_BF16));
+    CU_ASSERT_EQUAL(numla_isa_supported(NUMLA_ISA_AMX),
+                    numla_isa_supported(NUMLA_ISA_AVX512BF16) && numla_cpu_has(NUMLA_CPU_AMX_BF16));
+    CU_ASSERT(numla_cpu_has(NUMLA_CPU_VNNI | NUMLA_CPU_VBMI) ==
+              (numla_cpu_has(NUMLA_CPU_VNNI) && numla_cpu_has(NUMLA_CPU_VBMI)));
+}
+
 NUMLA_TEST_SUITE(isa, NULL, NULL, NUMLA_TEST(test_parse), NUMLA_TEST(test_choose_cpu),
                  NUMLA_TEST(test_amx_level),
                  NUMLA_TEST(test_choose_masks), NUMLA_TEST(test_choice_logged),
-                 NUMLA_TEST(test_uarch), NUMLA_TEST(test_uarch_logged))
+                 NUMLA_TEST(test_uarch), NUMLA_TEST(test_uarch_logged), NUMLA_TEST(test_pick),
+                 NUMLA_TEST(test_cpu_features))
