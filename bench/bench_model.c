@@ -24,6 +24,7 @@
  *   per rank, the decode step split into compute and communication (engine counters).
  * Run as `mpirun -n R numla bench model ...`; 1 rank works without mpirun. Costs are for the
  * whole model; the bandwidth and peak are rank 0's (one node). Prints, never asserts. */
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,12 +40,17 @@
 #include "engine/cli/settings.h"
 #include "engine/parallel/engine.h"
 
+/* --speculative K: verify steps of up to K + 1 rows (scheduler.h NUMLA_SCHED_MAX_DRAFT + 1) */
+enum { NUMLA_BENCH_MAX_VERIFY = 9 };
+
 static void usage(void)
 {
     fprintf(stderr, "usage: numla bench model --model DIR [--json] [--threads N] [--quick] "
                     "[--no-bind] [--long-context L (16384; --quick 2048)] [--prompt N (512)] [--chunk N (1024, long-context prefill)] "
                     "[--fill-context (random cache rows instead of the long prefill; 1 rank)] "
-                    "[--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]] [--linear-act f32|bf16]\n");
+                    "[--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]] [--linear-act f32|bf16] "
+                    "[--speculative K (1-8: instead, the cost of verify steps of 2..K+1 rows and "
+                    "of an MTP step, and the decode tok/s they give at acceptance 0.6/0.7/0.8)]\n");
 }
 
 typedef struct bm_seq {
@@ -72,6 +78,34 @@ static int32_t bm_next(bm_ctx *x)
 {
     x->rng = x->rng * 1664525u + 1013904223u;
     return (int32_t)(2 + (x->rng >> 8) % (uint32_t)(x->V - 2));
+}
+
+/* One step of n new tokens of sequence q at positions at..at+n-1, logits for the last `rows`
+ * of them (an MTP step of the model's MTP layer when mtp: hidden rows 0..n-1 of the last main
+ * step); returns its wall time. */
+static double bm_step_ex(bm_ctx *x, const bm_seq *q, int at, int n, int rows, int mtp)
+{
+    int32_t hid[NUMLA_BENCH_MAX_VERIFY], lrows[NUMLA_BENCH_MAX_VERIFY];
+    for (int i = 0; i < n; i++) {
+        int p = at + i;
+        x->tok[i] = bm_next(x);
+        x->pos[i] = p;
+        x->slot[i] = (int64_t)q->bt[p / 16] * 16 + p % 16;
+        hid[i] = i;
+    }
+    for (int r = 0; r < rows; r++)
+        lrows[r] = n - rows + r;
+    int32_t q2[2] = {0, n}, len = at + n;
+    numla_step st = {.num_seqs = 1, .num_tokens = n, .tokens = x->tok, .positions = x->pos,
+                     .slots = x->slot, .query_start_loc = q2, .seq_lens = &len,
+                     .block_tables = q->bt, .max_blocks_per_seq = q->mb,
+                     .num_logit_rows = rows, .logit_rows = lrows};
+    double t0 = numla_now_s();
+    numla_status s = mtp ? numla_engine_mtp_step(x->e, &st, hid, x->logits)
+                         : numla_engine_step(x->e, &st, x->logits);
+    if (s != NUMLA_STATUS_OK)
+        bm_die(x, s);
+    return numla_now_s() - t0;
 }
 
 /* One step of n new tokens of sequence q at positions at..at+n-1; returns its wall time. */
@@ -166,6 +200,7 @@ typedef struct bm_opts {
     numla_cli_engine_opts e; /* --model, --threads, --weights, --keep-lm-head, --linear-act */
     int json, bind, quick, long_ctx, prompt, chunk;
     int fill; /* --fill-context */
+    int spec; /* --speculative K: the verify-step costs instead */
 } bm_opts;
 
 /* Parse the command line into o; returns -1 to go on, else the exit code. */
@@ -182,6 +217,7 @@ static int bm_parse_opts(int argc, char **argv, bm_opts *o)
         if (r != NUMLA_CLI_OPT_NONE)
             continue;
         int *num = !strcmp(a, "--long-context") ? &o->long_ctx
+                   : !strcmp(a, "--speculative") ? &o->spec
                    : !strcmp(a, "--prompt")     ? &o->prompt
                    : !strcmp(a, "--chunk")      ? &o->chunk
                                                 : NULL;
@@ -201,7 +237,8 @@ static int bm_parse_opts(int argc, char **argv, bm_opts *o)
             return 2;
         }
     }
-    if (!o->e.model || o->long_ctx < 0 || o->prompt < 1 || o->chunk < 1) {
+    if (!o->e.model || o->long_ctx < 0 || o->prompt < 1 || o->chunk < 1 || o->spec < 0 ||
+        o->spec >= NUMLA_BENCH_MAX_VERIFY) {
         usage();
         return 2;
     }
@@ -577,6 +614,68 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     bm_print(o, &r, size);
 }
 
+/* --speculative K, rank 0: after the prompt, the median of `reps` decode steps of n = 1..K+1
+ * rows (logits for every row, as a verify step asks) at the same context, and of a one-row
+ * MTP step when the model has the layer; then the decode rate a verify step of k drafts gives
+ * when each draft is accepted with probability a independently of the others: E = (1 -
+ * a^(k+1)) / (1 - a) tokens per verify step, costing t(k+1) + k · t_mtp (the first MTP row
+ * rides on the MTP step over the accepted rows, counted here as one row). */
+static void bm_speculative(bm_ctx *x, const bm_opts *o, const bm_seq *sa, int has_mtp)
+{
+    const int K = o->spec, reps = o->quick ? 9 : 31, at = o->prompt;
+    double t[NUMLA_BENCH_MAX_VERIFY + 1] = {0}, t_mtp = 0;
+    double *dt = malloc(sizeof *dt * (size_t)reps);
+    if (!dt)
+        bm_die(x, NUMLA_STATUS_NO_MEMORY);
+    bm_step(x, sa, 0, o->prompt);
+    for (int n = 1; n <= K + 1; n++) {
+        bm_step_ex(x, sa, at, n, n, 0); /* warm-up */
+        for (int r = 0; r < reps; r++)
+            dt[r] = bm_step_ex(x, sa, at, n, n, 0);
+        t[n] = numla_bench_median(dt, reps);
+    }
+    if (has_mtp) {
+        for (int r = 0; r <= reps; r++) {
+            bm_step_ex(x, sa, at, 1, 1, 0); /* a main row for the MTP row's hidden state */
+            const double d = bm_step_ex(x, sa, at, 1, 1, 1);
+            if (r > 0)
+                dt[r - 1] = d;
+        }
+        t_mtp = numla_bench_median(dt, reps);
+    }
+    free(dt);
+    const double alpha[3] = {0.6, 0.7, 0.8};
+    printf("model %s: speculative decoding, batch 1, context %d, %d threads (medians of %d "
+           "steps)\n", o->e.model, at, numla_engine_num_threads(x->e), reps);
+    for (int n = 1; n <= K + 1; n++)
+        printf("  step of %d row%s: %.3f ms (%.3fx one row)\n", n, n > 1 ? "s" : " ",
+               1e3 * t[n], t[n] / t[1]);
+    if (has_mtp)
+        printf("  MTP step of 1 row: %.3f ms (%.3fx a main step of one row)\n", 1e3 * t_mtp,
+               t_mtp / t[1]);
+    else
+        printf("  the model has no MTP layer: the draft cost is left out below\n");
+    printf("  decode tok/s without drafts: %.1f\n", 1.0 / t[1]);
+    for (int k = 1; k <= K; k++) {
+        printf("  %d draft%s:", k, k > 1 ? "s" : " ");
+        for (int i = 0; i < 3; i++) {
+            const double a = alpha[i], e = (1 - pow(a, k + 1)) / (1 - a);
+            const double rate = e / (t[k + 1] + k * t_mtp);
+            printf("  acceptance %.1f: %.2f tok/step, %.1f tok/s (%.2fx)", a, e, rate,
+                   rate * t[1]);
+        }
+        printf("\n");
+    }
+    if (o->json) {
+        printf("{\"bench\": \"model_speculative\", \"context\": %d, \"mtp_ms\": %.4f", at,
+               1e3 * t_mtp);
+        for (int n = 1; n <= K + 1; n++)
+            printf(", \"step_%d_ms\": %.4f", n, 1e3 * t[n]);
+        printf("}\n");
+    }
+    fflush(stdout);
+}
+
 static int bench_model_main(int argc, char **argv)
 {
     bm_opts o = {.bind = 1, .prompt = 512, .chunk = 1024};
@@ -600,6 +699,11 @@ static int bench_model_main(int argc, char **argv)
     eo.bind = o.bind;
     eo.block_size = 16;
     eo.weights = o.e.weights;
+    numla_model_config cfg;
+    int has_mtp = 0;
+    if (o.spec > 0 && numla_model_config_load(o.e.model, &cfg) == NUMLA_STATUS_OK)
+        has_mtp = cfg.num_nextn_predict_layers > 0 && cfg.arch != NUMLA_MODEL_ARCH_DEEPSEEK_V4;
+    eo.mtp = has_mtp;
     bm_seq sa = {.mb = (o.prompt + ndec + 2 + 15) / 16};
     /* sb also takes the decode from context 0 before its long context */
     const int sb_rows = o.long_ctx + nlong > ndec ? o.long_ctx + nlong : ndec;
@@ -610,6 +714,13 @@ static int bench_model_main(int argc, char **argv)
     if (numla_comm_rank(x.c) != 0) {
         if ((s = numla_engine_worker_loop(x.e)) != NUMLA_STATUS_OK)
             bm_die(&x, s);
+    } else if (o.spec > 0) {
+        bm_setup(&x, &o, &sa, &sb, ndec);
+        float *lg = realloc(x.logits, sizeof *x.logits * (size_t)x.V * NUMLA_BENCH_MAX_VERIFY);
+        if (!lg)
+            bm_die(&x, NUMLA_STATUS_NO_MEMORY);
+        x.logits = lg;
+        bm_speculative(&x, &o, &sa, has_mtp);
     } else {
         bm_measure(&x, &o, &sa, &sb, numla_comm_size(x.c));
     }

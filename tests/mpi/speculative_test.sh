@@ -140,6 +140,13 @@ if [ "$ranks" -eq 1 ]; then
   else
     check "serve --speculative starts" 1 "$(tail -3 "$tmp/serve.err")"
   fi
+  # bench model --speculative runs its verify and MTP steps (figures only, never judged)
+  "$bin" bench model --model "$model" --threads 1 --quick --prompt 64 --long-context 64 \
+    --speculative 2 > "$tmp/bench.txt" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] && grep -q 'step of 3 rows: ' "$tmp/bench.txt" &&
+    grep -q 'MTP step of 1 row: ' "$tmp/bench.txt" && grep -q '2 drafts:  acceptance 0.6' "$tmp/bench.txt"
+  check "bench model --speculative 2" $? "rc $rc: $(tail -4 "$tmp/bench.txt")"
   "$bin" run --model "$model" --input "$tmp/req.jsonl" --output "$tmp/bad.jsonl" --speculative mtp:9 2> "$tmp/bad.err"
   [ $? -eq 2 ] && grep -q 'speculative mtp:9 is not' "$tmp/bad.err"
   check "--speculative mtp:9 refused" $? "$(cat "$tmp/bad.err")"
