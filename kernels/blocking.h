@@ -163,6 +163,27 @@ enum {
                                                             576 KiB of bf16 rows */
 };
 
+/* The chunk kernels' key tiles (the tuning builds may override the #defines): avx2
+ * (kernels/x86/mla_attn_avx2.c), avx512 and amx (kernels/x86/mla_attn_avx512_internal.h),
+ * avx512bf16 (kernels/x86/mla_attn_avx512bf16.c). */
+enum { NUMLA_MLA_AVX2_KT = 32 }; /* keys per tile */
+#ifndef NUMLA_MLA_KT
+#define NUMLA_MLA_KT 64 /* avx512, amx: keys per tile */
+#endif
+#ifndef NUMLA_MLA_PREFETCH
+#define NUMLA_MLA_PREFETCH 1 /* avx512, amx: Q·K prefetches the rows two keys ahead */
+#endif
+#ifndef NUMLA_MLA16_KT
+#define NUMLA_MLA16_KT 64 /* avx512bf16: keys per tile, a multiple of NUMLA_MLA16_TB */
+#endif
+#ifndef NUMLA_MLA16_PREFETCH
+#define NUMLA_MLA16_PREFETCH 1
+#endif
+enum { NUMLA_MLA16_TB = 16 }; /* avx512bf16: keys per Q·K register block */
+#ifndef NUMLA_MLA16_PF_KEYS
+#define NUMLA_MLA16_PF_KEYS 16 /* avx512bf16: Q·K prefetches the rows this many keys ahead */
+#endif
+
 /* ---- MHA prefill (kernels/mha_prefill.c: one table for every variant) -------------------- */
 
 enum {
@@ -174,6 +195,7 @@ enum {
 
 enum {
     NUMLA_DSA_KEY_BLOCK = 256, /* keys scored per inner call before they enter the heap */
+    NUMLA_DSA_IX_KEYS = 4,     /* avx512 indexer: keys widened and scored together */
 };
 
 enum {

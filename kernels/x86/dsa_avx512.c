@@ -38,8 +38,6 @@ static inline void numla_dsa_widen(const void *src, numla_dtype t, float *dst, i
 
 /* ---- indexer ------------------------------------------------------------------------------ */
 
-enum { NUMLA_DSA_IX_KEYS = 4 };
-
 static int numla_dsa_index_avx512_supports(const void *args)
 {
     const numla_dsa_index_args *a = args;

@@ -12,8 +12,6 @@
 
 #include "kernels/mla_attn_internal.h"
 
-enum { NUMLA_MLA_AVX2_KT = 32 }; /* keys per tile */
-
 #define NUMLA_MLA_AVX2_INLINE static inline __attribute__((always_inline))
 
 /* e^x for x <= 0; x < -87 (including -inf) gives exactly 0. */

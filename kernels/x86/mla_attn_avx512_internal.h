@@ -37,14 +37,6 @@
 #include "kernels/x86/mla_attn_amx.h"
 #endif
 
-/* Blocking (overridable for tuning builds): keys per tile. */
-#ifndef NUMLA_MLA_KT
-#define NUMLA_MLA_KT 64
-#endif
-#ifndef NUMLA_MLA_PREFETCH
-#define NUMLA_MLA_PREFETCH 1
-#endif
-
 #define NUMLA_MLA_INLINE static inline __attribute__((always_inline))
 
 

@@ -32,17 +32,6 @@
 #include "kernels/x86/bf16_pack_avx512.h"
 #include "kernels/x86/exp_avx512.h"
 
-#ifndef NUMLA_MLA16_KT
-#define NUMLA_MLA16_KT 64 /* keys per tile: a multiple of NUMLA_MLA16_TB */
-#endif
-#ifndef NUMLA_MLA16_PREFETCH
-#define NUMLA_MLA16_PREFETCH 1
-#endif
-enum { NUMLA_MLA16_TB = 16 }; /* keys per Q·K register block */
-#ifndef NUMLA_MLA16_PF_KEYS
-#define NUMLA_MLA16_PF_KEYS 16 /* Q·K prefetches the rows this many keys ahead */
-#endif
-
 #define NUMLA_MLA16_INLINE static inline __attribute__((always_inline))
 
 /* acc + Σ pairs a · (the bf16 pair at b, broadcast), the broadcast folded into the instruction
