@@ -56,8 +56,9 @@ int numla_test_isas(numla_isa out[NUMLA_ISA_COUNT]);
 /* The exhaustive kernel sweeps. With NUMLA_TEST_SWEEP=full in the environment (the `slow`
  * label's slow.<suite>_full tests, tests/CMakeLists.txt) every case of a sweep runs; otherwise
  * (the default `unit` run) a sweep runs a representative subset, and with NUMLA_TEST_SWEEP=lean
- * (scripts/test's sanitizer pass, which looks for memory errors and undefined behaviour, not
- * for rounding) a sparser one. numla_test_sweep_full() and numla_test_sweep_lean() say which.
+ * (scripts/test's sanitizer and clang passes, which look for memory errors, undefined
+ * behaviour and a second compiler's and OpenMP runtime's differences, not for rounding) a
+ * sparser one. numla_test_sweep_full() and numla_test_sweep_lean() say which.
  * numla_test_sweep_keep(&counter, stride) is the subset of a nested loop: 1 for every case when
  * full, else for one case in `stride` (lean: in 2 * stride + 1) in loop order (*counter counts
  * the cases seen). A stride coprime with the number of cases inside each loop keeps every value

@@ -96,20 +96,22 @@ static void test_main_shapes(void)
 
 /* Contexts past 128k keys in every variant, at small dims so the default run stays short
  * (mla_attn_slow has them at the real dims): 2^17 + 1 keys over 16-row blocks, with fp32
- * and bf16 caches; a decode and a few causal queries at the end of the context. */
+ * and bf16 caches; a decode and a few causal queries at the end of the context. A lean sweep
+ * runs the bf16 cache and bf16 output only (the small cases cover every output dtype). */
 static void test_128k_context(void)
 {
     static const int32_t lens[2] = {131073, 140000};
     static const int32_t nq[2] = {1, 3};
-    for (int ki = 0; ki < (numla_test_sweep_lean() ? 1 : 2); ki++) { /* lean: bf16 cache */
+    const int lean = numla_test_sweep_lean();
+    for (int ki = 0; ki < (lean ? 1 : 2); ki++) {
         mla_case c = {.B = 2, .H = 4, .Dc = 64, .Dr = 16, .bs = 16, .lens = lens,
                       .qt = NUMLA_DTYPE_F32, .kvt = ki ? NUMLA_DTYPE_F32 : NUMLA_DTYPE_BF16,
                       .seed = 450 + ki};
-        mla_check_case(&c, bf16_f32, 2, "128k+ keys");
+        mla_check_case(&c, bf16_f32, lean ? 1 : 2, "128k+ keys");
     }
     mla_case d = {.B = 2, .H = 4, .Dc = 64, .Dr = 16, .bs = 16, .lens = lens, .nq = nq,
                   .causal = 1, .qt = NUMLA_DTYPE_BF16, .kvt = NUMLA_DTYPE_BF16, .seed = 452};
-    mla_check_case(&d, bf16_f32, 2, "128k+ keys, causal");
+    mla_check_case(&d, bf16_f32, lean ? 1 : 2, "128k+ keys, causal");
 }
 
 /* Offsets past 2^31 elements and 2^32 bytes: blocks near index 240000 of a bf16 cache at
@@ -229,10 +231,11 @@ static void test_head_groups(void)
     for (int b = 0; b < 20; b++)
         lens2[b] = b == 0 ? 2900 : b == 1 ? 1 : b == 2 ? 40 : b == 3 ? 513 : 700 - b;
     static const int32_t hs2[2] = {32, 128};
-    for (int i = 0; i < (numla_test_sweep_lean() ? 1 : 2); i++) { /* lean: 32 heads */
+    const int lean = numla_test_sweep_lean();
+    for (int i = 0; i < (lean ? 1 : 2); i++) { /* lean: 32 heads, bf16 output */
         mla_case c = {.B = i ? 12 : 20, .H = hs2[i], .Dc = 512, .Dr = 64, .bs = 16, .lens = lens2,
                       .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16, .seed = 210 + i};
-        mla_check_case(&c, bf16_f32, 2, "head groups");
+        mla_check_case(&c, bf16_f32, lean ? 1 : 2, "head groups");
     }
     /* Grouped query blocks (8 x 16 rows per item) over prefixes longer than a 512-key
      * sub-range, causal (each block of a group with its own key ends) and non-causal (V
