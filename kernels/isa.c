@@ -73,10 +73,14 @@ enum { NUMLA_AMX_ARCH_REQ_XCOMP_PERM = 0x1023, NUMLA_AMX_XFEATURE_XTILEDATA = 18
 
 static pthread_once_t numla_cpu_once_ = PTHREAD_ONCE_INIT;
 static unsigned numla_cpu_features_;
+static numla_uarch numla_cpu_uarch_;
+
+static numla_uarch numla_uarch_read_(void);
 
 static void numla_cpu_init_(void)
 {
     unsigned a, b, c, d, f = 0;
+    numla_cpu_uarch_ = numla_uarch_read_();
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
         return;
     if ((c >> 11) & 1)
@@ -187,7 +191,7 @@ numla_uarch numla_uarch_from_cpuid(const char *vendor, unsigned family, int avx5
     return NUMLA_UARCH_GENERIC;
 }
 
-numla_uarch numla_uarch_detect(void)
+static numla_uarch numla_uarch_read_(void)
 {
     unsigned a, b, c, d;
     char vendor[13] = {0};
@@ -202,6 +206,12 @@ numla_uarch numla_uarch_detect(void)
     if (family == 15)
         family += (a >> 20) & 255;
     return numla_uarch_from_cpuid(vendor, family, numla_isa_supported(NUMLA_ISA_AVX512));
+}
+
+numla_uarch numla_uarch_detect(void)
+{
+    pthread_once(&numla_cpu_once_, numla_cpu_init_);
+    return numla_cpu_uarch_;
 }
 
 numla_status numla_uarch_choose(const char *what, const char *name, numla_uarch detected,

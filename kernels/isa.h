@@ -72,7 +72,8 @@ numla_status numla_uarch_parse(const char *name, numla_uarch *out);
 /* The microarchitecture of a CPUID vendor string (12 characters, e.g. "AuthenticAMD"), display
  * family (base + extended) and whether the CPU has AVX-512F: a pure function, for the tests. */
 numla_uarch numla_uarch_from_cpuid(const char *vendor, unsigned family, int avx512);
-/* This CPU's (numla_uarch_from_cpuid of CPUID leaves 0, 1 and 7). */
+/* This CPU's (numla_uarch_from_cpuid of CPUID leaves 0, 1 and 7), read once with the feature
+ * bits. */
 numla_uarch numla_uarch_detect(void);
 /* The microarchitecture to tune for, given a requested name (NULL, "" or "auto": detected) —
  * an unknown name is an error naming `what`. Any name is accepted on any CPU: it changes only
