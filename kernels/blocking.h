@@ -102,9 +102,9 @@ enum {
                                               tiles; below, the avx512 rows (docs/linear.md) */
     NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK = 256, /* amx level: most x rows packed at once (its
                                               per-thread fp32 sums live on the stack) */
-    NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M = 4,  /* amx level, int8-row: fewer rows run the tiles'
-                                              arithmetic in AVX-512 registers (the same bits;
-                                              a decode GEMV is faster there, docs/linear.md) */
+    NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M = 4,  /* amx level, int8-row: fewer rows run the same
+                                              exact integer sums on VNNI (the same bits; a
+                                              decode GEMV is faster there, docs/linear.md) */
     NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS = 1 << 18, /* amx level, int8-row: smaller weights (the
                                               absorbed attention's per-head W_UK, W_UV) keep
                                               avx512's path, whose per-call cost is lower */

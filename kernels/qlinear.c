@@ -25,9 +25,12 @@ static const numla_qlinear_variant numla_qlinear_w8a8_avx512_ = {
 /* fp8 at M = 1 (the GEMM from avx512 for more rows) */
 static const numla_qlinear_variant numla_qlinear_fp8_avx512bf16_ = {
     {"avx512bf16", NUMLA_CPU_VBMI, NULL}, numla_qlinear_forward_fp8_avx512bf16, numla_qlinear_gemm_avx512};
-/* fp8 and int8-row on TDPBF16PS (weights widened to bf16 per tile), W8A8 on TDPBSSD */
+/* fp8 on TDPBF16PS (weights widened to bf16 per tile); int8-row as three int8 planes of x on
+ * TDPBSSD, few rows on VNNI (the same entry hands it on); W8A8 on TDPBSSD */
 static const numla_qlinear_variant numla_qlinear_wide_amx_ = {{"amx", NUMLA_CPU_AMX_BF16, NULL},
                                                               numla_qlinear_forward_amx_wide, NULL};
+static const numla_qlinear_variant numla_qlinear_row_amx_ = {
+    {"amx", NUMLA_CPU_AMX_INT8 | NUMLA_CPU_VNNI, NULL}, numla_qlinear_forward_amx_wide, NULL};
 static const numla_qlinear_variant numla_qlinear_w8a8_amx_ = {
     {"amx", NUMLA_CPU_AMX_INT8 | NUMLA_CPU_VNNI, NULL}, numla_qlinear_forward_amx, NULL};
 
@@ -37,7 +40,7 @@ static const numla_variant *const numla_qlinear_table_[NUMLA_ISA_COUNT][NUMLA_QL
     [NUMLA_ISA_REF] = {&numla_qlinear_ref_.v, &numla_qlinear_ref_.v, &numla_qlinear_ref_.v},
     [NUMLA_ISA_AVX512] = {&numla_qlinear_fp8_avx512_.v, &numla_qlinear_row_avx512_.v, &numla_qlinear_w8a8_avx512_.v},
     [NUMLA_ISA_AVX512BF16] = {&numla_qlinear_fp8_avx512bf16_.v, NULL, NULL},
-    [NUMLA_ISA_AMX] = {&numla_qlinear_wide_amx_.v, &numla_qlinear_wide_amx_.v, &numla_qlinear_w8a8_amx_.v},
+    [NUMLA_ISA_AMX] = {&numla_qlinear_wide_amx_.v, &numla_qlinear_row_amx_.v, &numla_qlinear_w8a8_amx_.v},
 };
 
 static const numla_qlinear_variant *numla_qlinear_variant_(numla_isa level, numla_qlinear_format fmt)

@@ -165,10 +165,10 @@ static inline int numla_qlinear_amx_applies(const numla_qlinear_weight *w, int64
 void numla_qlinear_forward_amx(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
                                float *y, int64_t ldy, int accumulate, void *workspace);
 
-/* Whether the amx level's widened-weight tiles (fp8, int8-row) run for this weight and M
- * (else the avx512 variant). int8-row takes them at every M (few rows: their arithmetic in
- * AVX-512 registers), so that a row's bits do not depend on M at that level either
- * (kernels/qlinear.h), and only from NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS weights; N < 16 never. */
+/* Whether the amx level's tile paths for fp8 and int8-row run for this weight and M (else the
+ * avx512 variant). int8-row takes them at every M (few rows: the same integer sums on VNNI),
+ * so that a row's bits do not depend on M at that level either (kernels/qlinear.h), and only
+ * from NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS weights; N < 16 never. */
 static inline int numla_qlinear_amx_wide_applies(const numla_qlinear_weight *w, int64_t m)
 {
     if (w->n < 16 || m < 1)
@@ -176,28 +176,43 @@ static inline int numla_qlinear_amx_wide_applies(const numla_qlinear_weight *w, 
     return (w->fmt == NUMLA_QLINEAR_INT8_ROW && w->n * w->k >= NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS) ||
            (w->fmt == NUMLA_QLINEAR_FP8_BLOCK && m >= NUMLA_QLINEAR_AMX_WIDE_MIN_M);
 }
-/* The bf16 pieces x is split into for those tiles: fp8 hi + lo, int8-row hi + mid + lo
- * (kernels/x86/qlinear_wide_amx.c says why). */
-static inline int numla_qlinear_amx_wide_pieces(const numla_qlinear_weight *w)
-{
-    return w->fmt == NUMLA_QLINEAR_INT8_ROW ? 3 : 2;
-}
-/* fp8 and int8-row on AMX: x rows per packed chunk — as many as fit NUMLA_QLINEAR_AMX_X_BYTES of
- * the pieces' B tiles (64 bytes per piece per 32 k per row), a multiple of 32 in [32, MAX_CHUNK]. */
+/* fp8 on AMX: x rows per packed chunk of split-bf16 B tiles (hi, lo: 128 bytes per 32 k per
+ * row) — as many as fit NUMLA_QLINEAR_AMX_X_BYTES, a multiple of 32 in [32, MAX_CHUNK]. */
 static inline int64_t numla_qlinear_amx_wide_chunk(const numla_qlinear_weight *w)
 {
     const int64_t ks = (w->k + 31) / 32;
-    int64_t c = NUMLA_QLINEAR_AMX_X_BYTES / (64 * numla_qlinear_amx_wide_pieces(w) * ks) / 32 * 32;
+    int64_t c = NUMLA_QLINEAR_AMX_X_BYTES / (128 * ks) / 32 * 32;
     return c < 32 ? 32 : c > NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK ? NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK : c;
 }
-/* Their workspace (M where the tiles apply): one chunk of packed x, 64-aligned by the kernel. */
+/* int8-row on AMX (kernels/x86/qlinear_int8row_amx.c): x rows per packed chunk of the three
+ * int8 planes' B tiles (3 · kp bytes a row), as many as fit NUMLA_QLINEAR_AMX_X_BYTES, a
+ * multiple of 32, at least 32. */
+static inline int64_t numla_qlinear_int8row_amx_chunk(const numla_qlinear_weight *w)
+{
+    const int64_t c = NUMLA_QLINEAR_AMX_X_BYTES / (3 * w->kp) / 32 * 32;
+    return c < 32 ? 32 : c;
+}
+/* Their workspace (M where the tiles apply), 64-aligned by the kernel: fp8, one chunk of packed
+ * x; int8-row, one chunk of planes (fewer than NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M rows: the rows'
+ * planes) and every row's scale. */
 static inline size_t numla_qlinear_amx_wide_ws_bytes(const numla_qlinear_weight *w, int64_t m)
 {
-    const int64_t m16 = (m + 15) / 16 * 16, c = numla_qlinear_amx_wide_chunk(w);
-    return (size_t)(m16 < c ? m16 : c) * (size_t)((w->k + 31) / 32) * 64 * (size_t)numla_qlinear_amx_wide_pieces(w);
+    const int64_t m16 = (m + 15) / 16 * 16;
+    if (w->fmt == NUMLA_QLINEAR_INT8_ROW) {
+        const int64_t c = numla_qlinear_int8row_amx_chunk(w);
+        const int64_t rows = m < NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M ? m : m16 < c ? m16 : c;
+        return numla_qlinear_align64((size_t)(rows * 3 * w->kp)) + numla_qlinear_align64((size_t)m * sizeof(float));
+    }
+    const int64_t c = numla_qlinear_amx_wide_chunk(w);
+    return (size_t)(m16 < c ? m16 : c) * (size_t)((w->k + 31) / 32) * 128;
 }
-/* fp8 and int8-row with AMX-BF16 TDPBF16PS, weights widened to bf16 per tile
- * (kernels/x86/qlinear_wide_amx.c): the amx level when numla_amx_usable(); other shapes run
+/* int8-row at the amx level: x as three int8 planes, exact int32 sums on AMX-INT8 TDPBSSD (or
+ * AVX512-VNNI for a few rows), one scaling step in double; called by
+ * numla_qlinear_forward_amx_wide. */
+void numla_qlinear_int8row_amx(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                               float *y, int64_t ldy, int accumulate, void *workspace);
+/* The amx level's entry for fp8 (AMX-BF16 TDPBF16PS, weights widened to bf16 per tile,
+ * kernels/x86/qlinear_wide_amx.c) and int8-row (numla_qlinear_int8row_amx); other shapes run
  * numla_qlinear_forward_avx512. */
 void numla_qlinear_forward_amx_wide(const numla_qlinear_weight *w, int64_t m, const float *x,
                                    int64_t ldx, float *y, int64_t ldy, int accumulate,

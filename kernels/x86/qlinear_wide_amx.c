@@ -1,9 +1,9 @@
-/* kernels/x86/qlinear_wide_amx.c — 1-byte weights widened to bf16 per tile on AMX-BF16 tiles
- * (TDPBF16PS): the amx level of kernels/qlinear.c for fp8-block (e4m3, 128 x 128 fp32 scales)
- * and int8-row (int8, one fp32 scale per row, fp32 activations) when the CPU has AMX-BF16
- * (numla_amx_usable) and numla_qlinear_amx_wide_applies (N >= 16; fp8 from
- * NUMLA_QLINEAR_AMX_WIDE_MIN_M rows, int8-row at every M, so its rows' bits never depend on M at
- * this level); the other shapes run the avx512 variant, called directly.
+/* kernels/x86/qlinear_wide_amx.c — fp8-block weights (e4m3, 128 x 128 fp32 scales) widened to
+ * bf16 per tile on AMX-BF16 tiles (TDPBF16PS): the amx level of kernels/qlinear.c for fp8 and
+ * int8-row when numla_qlinear_amx_wide_applies (N >= 16; fp8 from NUMLA_QLINEAR_AMX_WIDE_MIN_M
+ * rows; int8-row at every M from NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS weights, which this entry
+ * hands to kernels/x86/qlinear_int8row_amx.c); the other shapes run the avx512 variant, called
+ * directly.
  *
  * The unit test qlinear_fp8_amx_emu builds this file against the tile emulator
  * tests/support/amx_emulate.h (NUMLA_AMX_EMULATE renames the entry point) and checks it against
@@ -17,15 +17,10 @@
  * bits shifted left by 7 are an fp16 of that value (subnormals included), widened exactly to
  * fp32 and narrowed exactly to bf16 (<= 4 significant bits). Every e4m3 value, the subnormals
  * m · 2^-9 included, is then a bf16 normal number (>= 2^-17), so the tiles' denormals-are-zero
- * never touches a weight. The 2^8 goes into the block scale (a power of two: exact). An int8
- * weight (|q| <= 128, at most 8 significant bits) is a bf16 integer as it stands, its row scale
- * the block scale of every block.
- * B operand: fp8: x split into hi + lo bf16 (hi = bf16(x), lo = bf16(x - hi), round to nearest
- * even, as kernels/x86/linear_amx.c); int8-row: into hi + mid + lo (x's 24 significant bits,
- * numla_x86_split3_bf16), because W8A8 models quantize what int8-row layers produce and a
- * split-bf16 error there turns into flipped int8 activations downstream. Packed per call into
- * the workspace: for 16-row block mb and 32-k block c, P = 2 (fp8) or 3 (int8-row) 1 KiB tiles
- * (hi, [mid,] lo) of 16 k-pairs x (16 rows x 2 bf16),
+ * never touches a weight. The 2^8 goes into the block scale (a power of two: exact).
+ * B operand: x split into hi + lo bf16 (hi = bf16(x), lo = bf16(x - hi), round to nearest even,
+ * as kernels/x86/linear_amx.c), packed per call into the workspace: for 16-row block mb and
+ * 32-k block c, two 1 KiB tiles (hi, lo) of 16 k-pairs x (16 rows x 2 bf16),
  *   B[kk][2·mm + b] = x[16·mb + mm][32·c + 2·kk + b],   zero past M and past K,
  * built by a 16 x 16 transpose of 32-bit words (kernels/x86/bf16_pack_avx512.h).
  * Block scales: one C per 128-wide k block (4 k tiles x hi, lo = 8 TDPBF16PS into each C), then
@@ -35,13 +30,12 @@
  * ever folded into a bf16 weight.
  *
  * Precision (u = 2^-24): the products of w with each piece are exact in fp32 (bf16 x bf16) and
- * the tiles add at most P·128 of them per block in fp32. fp8: the split leaves |x - hi - lo| <=
+ * the tiles add at most 2·128 of them per block in fp32. The split leaves |x - hi - lo| <=
  * 2^-17 |x|, so against the dequantized weights in exact arithmetic
  *   |y - y_exact| <= (2^-17 + (2·min(K, 128) + K/128 + 2) u) · Σ_k |s w x|
- * (+ u |y| when accumulating); int8-row: 2^-26 instead of 2^-17 and 3·min(K, 128) instead of
- * 2·min(K, 128), the fp32 class of the ref and avx512 levels' (K + 2K/128 + 2) u. Neither is
- * bit-identical to those levels. Products or sums below 2^-126 are flushed by the tiles (an
- * absolute error under 2^-126 per term, i.e. none at model scales).
+ * (+ u |y| when accumulating). Not bit-identical to the ref and avx512 levels. Products or sums
+ * below 2^-126 are flushed by the tiles (an absolute error under 2^-126 per term, i.e. none at
+ * model scales).
  *
  * Tails: rows of x past M and k past K are zero in B (their C columns are not stored); the A
  * tiles of the last, partial 128-k block stop at the 32-k tile that holds K (the weight rows are
@@ -50,7 +44,7 @@
  * block did not.
  *
  * Register blocking: 4 accumulators C (2 weight-row tiles x 2 x-row tiles: 32 n x 32 m), A in
- * tiles 4/5, B in 6/7; per 32-k tile: 2 A loads, 2P B loads (hi, [mid,] lo), 4P TDPBF16PS.
+ * tiles 4/5, B in 6/7; per 32-k tile: 2 A loads, 4 B loads (hi, lo), 8 TDPBF16PS.
  * Cache blocking: the team packs x in chunks of numla_qlinear_amx_wide_chunk rows (all of them
  * in the workspace, shared, so it stays in L2), then threads split N in pairs of 16-row weight
  * blocks. Per chunk and pair, per 128-k block: the pair's 8 A tiles are converted once (8 KiB)
@@ -68,6 +62,9 @@
  * emulator) gets its own entry point name, so it links next to this file's real build. */
 #ifdef NUMLA_AMX_EMULATE
 #define NUMLA_QLINEAR_AMX_WIDE_ENTRY numla_qlinear_forward_amx_wide_emulated
+#define numla_qlinear_int8row_amx numla_qlinear_int8row_amx_emulated
+void numla_qlinear_int8row_amx_emulated(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                                        float *y, int64_t ldy, int accumulate, void *workspace);
 void numla_qlinear_forward_amx_wide_emulated(const numla_qlinear_weight *w, int64_t m, const float *x,
                                             int64_t ldx, float *y, int64_t ldy, int accumulate,
                                             void *workspace);
@@ -76,7 +73,6 @@ void numla_qlinear_forward_amx_wide_emulated(const numla_qlinear_weight *w, int6
 #endif
 
 enum {
-    NUMLA_QLINEAR_AMX_ROW_AHEAD = 4, /* int8-row few-row path: 64-byte lines fetched ahead per row */
     TR = 16,                       /* rows of a tile */
     TK = 32,                       /* bf16 k values per tile row */
     TILE_ELEMS = TR * TK,          /* bf16 elements of one 1 KiB tile */
@@ -88,51 +84,33 @@ static inline __mmask16 numla_qlinear_wide_amx_mask_(int64_t k, int64_t c)
     return c >= k ? (__mmask16)0 : k - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - c)) - 1);
 }
 
-/* x rows [i, i + 16) of 32-k tile c as P = 2 (hi, lo) or 3 (hi, mid, lo) B tiles at dst (rows
- * from M and k from K are zeros). */
+/* x rows [i, i + 16) of 32-k tile c as the hi and lo B tiles at dst (rows from M and k from K
+ * are zeros). */
 static void numla_qlinear_wide_amx_pack_tile_(const float *x, int64_t ldx, int64_t m, int64_t k,
-                                             int64_t i, int64_t c, int pieces, uint16_t *dst)
+                                             int64_t i, int64_t c, uint16_t *dst)
 {
-    __m512i hi[TR], mid[TR], lo[TR];
+    __m512i hi[TR], lo[TR];
     const int64_t k0 = c * TK;
     const __mmask16 m0 = numla_qlinear_wide_amx_mask_(k, k0), m1 = numla_qlinear_wide_amx_mask_(k, k0 + 16);
     for (int r = 0; r < TR; r++) {
         if (i + r >= m) {
-            hi[r] = mid[r] = lo[r] = _mm512_setzero_si512();
+            hi[r] = lo[r] = _mm512_setzero_si512();
             continue;
         }
         const float *s = x + (i + r) * ldx + k0;
-        if (pieces == 3)
-            numla_x86_split3_bf16(_mm512_maskz_loadu_ps(m0, s), _mm512_maskz_loadu_ps(m1, s + 16), &hi[r], &mid[r],
-                                  &lo[r]);
-        else
-            numla_x86_split_bf16(_mm512_maskz_loadu_ps(m0, s), _mm512_maskz_loadu_ps(m1, s + 16), &hi[r], &lo[r]);
+        numla_x86_split_bf16(_mm512_maskz_loadu_ps(m0, s), _mm512_maskz_loadu_ps(m1, s + 16), &hi[r], &lo[r]);
     }
     numla_x86_transpose16(hi);
     numla_x86_transpose16(lo);
-    if (pieces == 3)
-        numla_x86_transpose16(mid);
     for (int r = 0; r < TR; r++) {
         _mm512_store_si512((void *)(dst + r * TK), hi[r]);
-        if (pieces == 3)
-            _mm512_store_si512((void *)(dst + TILE_ELEMS + r * TK), mid[r]);
-        _mm512_store_si512((void *)(dst + (pieces - 1) * TILE_ELEMS + r * TK), lo[r]);
+        _mm512_store_si512((void *)(dst + TILE_ELEMS + r * TK), lo[r]);
     }
 }
 
-/* 16 weight rows from a (stride kp), 32 e4m3 each -> one A tile of bf16 (value · 2^-8); int8:
- * the integers themselves. */
-static inline void numla_qlinear_wide_amx_widen_tile_(const int8_t *a, int64_t kp, uint16_t *dst, int int8)
+/* 16 weight rows from a (stride kp), 32 e4m3 each -> one A tile of bf16 (value · 2^-8). */
+static inline void numla_qlinear_wide_amx_widen_tile_(const int8_t *a, int64_t kp, uint16_t *dst)
 {
-    if (int8) {
-        for (int r = 0; r < TR; r++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(a + r * kp));
-            const __m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
-            const __m512 f1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
-            _mm512_store_si512((void *)(dst + r * TK), (__m512i)_mm512_cvtne2ps_pbh(f1, f0));
-        }
-        return;
-    }
     for (int r = 0; r < TR; r++) {
         __m512i h = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(a + r * kp)));
         h = _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16((short)0xBFFF));
@@ -143,7 +121,7 @@ static inline void numla_qlinear_wide_amx_widen_tile_(const int8_t *a, int64_t k
 }
 
 /* C tiles of NN weight tiles x NM x tiles over nt 32-k tiles: c[2·j + h] (16 n x 16 m fp32) =
- * Σ over the P pieces of A_j · (B_h piece), the pieces in order (hi, [mid,] lo). a: the converted
+ * Σ over the P = 2 pieces of A_j · (B_h piece), hi then lo. a: the converted
  * A tiles, a[j · KT_PER_BLOCK + t]; b0, b1: the x tiles' pieces of the block's first k tile.
  * Tile numbers are literals, as the intrinsics need. */
 static inline __attribute__((always_inline)) void
@@ -235,9 +213,8 @@ static void numla_qlinear_wide_amx_range_(const numla_qlinear_weight *w, const u
     float sum[2][NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK / TR][TR * TR] __attribute__((aligned(64)));
     float sv[2][TR];
     const int64_t kp = w->kp, ks = (w->k + TK - 1) / TK;
-    const int int8 = w->fmt == NUMLA_QLINEAR_INT8_ROW, P = numla_qlinear_amx_wide_pieces(w);
-    /* fp8: the scale grid's blocks; int8-row: the same 128-k blocks, each with the row scale */
-    const int64_t nkb = int8 ? (w->k + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK : w->scale_cols;
+    enum { P = 2 };
+    const int64_t nkb = w->scale_cols; /* the scale grid's 128-k blocks */
     const int64_t xtiles = (i1 - i0 + TR - 1) / TR;
     for (int64_t b = b0; b < b1; b += 2) {
         const int nn = b + 1 < b1 ? 2 : 1;
@@ -249,25 +226,20 @@ static void numla_qlinear_wide_amx_range_(const numla_qlinear_weight *w, const u
             for (int j = 0; j < nn; j++) {
                 for (int t = 0; t < nt; t++)
                     numla_qlinear_wide_amx_widen_tile_(w->q + r[j] * kp + kb * NUMLA_QLINEAR_BLOCK + t * TK, kp,
-                                                      a + (size_t)(j * KT_PER_BLOCK + t) * TILE_ELEMS, int8);
+                                                      a + (size_t)(j * KT_PER_BLOCK + t) * TILE_ELEMS);
                 for (int l = 0; l < TR; l++)
-                    sv[j][l] = int8 ? w->scales[r[j] + l]
-                                    : 256.0f * w->scales[numla_qlinear_grid_row(w, r[j] + l) * w->scale_cols + kb];
+                    sv[j][l] = 256.0f * w->scales[numla_qlinear_grid_row(w, r[j] + l) * w->scale_cols + kb];
             }
             for (int64_t xt = 0; xt < xtiles; xt += 2) {
                 const int nm = xt + 1 < xtiles ? 2 : 1;
                 const uint16_t *bx0 = xb + ((size_t)xt * (size_t)ks + (size_t)kb * KT_PER_BLOCK) * P * TILE_ELEMS;
                 const uint16_t *bx1 = bx0 + (size_t)ks * P * TILE_ELEMS;
-                const int shape = (nn == 2) * 2 + (nm == 2) + (P == 3) * 4;
+                const int shape = (nn == 2) * 2 + (nm == 2);
                 switch (shape) { /* literal arguments: each case its own inlined loop */
-                case 0: numla_qlinear_wide_amx_block_(1, 1, 2, a, bx0, bx1, nt, c); break;
-                case 1: numla_qlinear_wide_amx_block_(1, 2, 2, a, bx0, bx1, nt, c); break;
-                case 2: numla_qlinear_wide_amx_block_(2, 1, 2, a, bx0, bx1, nt, c); break;
-                case 3: numla_qlinear_wide_amx_block_(2, 2, 2, a, bx0, bx1, nt, c); break;
-                case 4: numla_qlinear_wide_amx_block_(1, 1, 3, a, bx0, bx1, nt, c); break;
-                case 5: numla_qlinear_wide_amx_block_(1, 2, 3, a, bx0, bx1, nt, c); break;
-                case 6: numla_qlinear_wide_amx_block_(2, 1, 3, a, bx0, bx1, nt, c); break;
-                default: numla_qlinear_wide_amx_block_(2, 2, 3, a, bx0, bx1, nt, c); break;
+                case 0: numla_qlinear_wide_amx_block_(1, 1, P, a, bx0, bx1, nt, c); break;
+                case 1: numla_qlinear_wide_amx_block_(1, 2, P, a, bx0, bx1, nt, c); break;
+                case 2: numla_qlinear_wide_amx_block_(2, 1, P, a, bx0, bx1, nt, c); break;
+                default: numla_qlinear_wide_amx_block_(2, 2, P, a, bx0, bx1, nt, c); break;
                 }
                 for (int j = 0; j < nn; j++)
                     for (int h = 0; h < nm; h++)
@@ -285,118 +257,6 @@ static void numla_qlinear_wide_amx_range_(const numla_qlinear_weight *w, const u
     }
 }
 
-/* int8-row below NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M rows (decode): the tiles' arithmetic in AVX-512
- * registers, so a row's bits are the tile path's at every M. Lanes are 16 weight rows; per 32-k
- * tile and piece of x, two fp32 chains as TDPBF16PS keeps them (even k, odd k; one FMA a step,
- * round to nearest even) added into C, C summed over the 128-k block's tiles and pieces in the
- * tile path's order and scaled into the row sums the same way, with MXCSR's DAZ and FTZ as the
- * tiles read and write (kernels/x86/amx.h; docs/design.md §4.3). DAZ/FTZ stay on for the
- * scaling and the output add too, which the tile path does without: the bits differ only where
- * a row sum or an output falls below 2^-126. The weights come straight from
- * memory: 16 rows x 64 bytes transposed into 16 vectors of 4-byte groups, so each weight is
- * loaded once; it reads no tile and runs on any thread of the team. xp: per x row, its three
- * pieces as fp32, (m, 3, ks · 32) with zeros past K. */
-static void numla_qlinear_wide_amx_rows_(const numla_qlinear_weight *w, int64_t m, const float *xp, int64_t b0,
-                                         int64_t b1, float *y, int64_t ldy, int accumulate)
-{
-    enum { MR = NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M - 1 };
-    const int64_t kp = w->kp, ks = (w->k + TK - 1) / TK, kpad = ks * TK;
-    const unsigned csr = _mm_getcsr();
-    _mm_setcsr(csr | 0x8040); /* FTZ (bit 15), DAZ (bit 6) */
-    for (int64_t b = b0; b < b1; b++) {
-        const int64_t r0 = numla_qlinear_wide_amx_row0_(b, w->n);
-        const int skip = (int)(TR * b - r0);
-        const __m512 sv = _mm512_loadu_ps(w->scales + r0);
-        __m512 sum[MR];
-        for (int64_t kb = 0; kb * NUMLA_QLINEAR_BLOCK < kpad; kb++) {
-            const int64_t t0 = kb * KT_PER_BLOCK, t1 = t0 + KT_PER_BLOCK < ks ? t0 + KT_PER_BLOCK : ks;
-            __m512 c[MR];
-            for (int i = 0; i < m; i++)
-                c[i] = _mm512_setzero_ps();
-            for (int64_t t = t0; t < t1; t += 2) { /* two 32-k tiles per 64-byte load */
-                __m512i v[TR];
-                for (int r = 0; r < TR; r++) {
-                    const int8_t *row = w->q + (r0 + r) * kp;
-                    /* sixteen strided row streams: fetch a few lines ahead of each */
-                    if ((t + 2 * NUMLA_QLINEAR_AMX_ROW_AHEAD) * TK < kp)
-                        _mm_prefetch((const char *)(row + (t + 2 * NUMLA_QLINEAR_AMX_ROW_AHEAD) * TK), _MM_HINT_T0);
-                    v[r] = _mm512_loadu_si512((const void *)(row + t * TK));
-                }
-                numla_x86_transpose16(v); /* v[j]: k 4j .. 4j + 3 of the 16 rows */
-                const int two = t + 1 < t1; /* a second 32-k tile in this load */
-                for (int i = 0; i < m; i++) {
-                    /* per tile, the three pieces' chains (even and odd k) side by side: twelve
-                     * independent FMA chains over the two tiles, each weight widened once per
-                     * row and used by all three pieces */
-                    const float *x0 = xp + (size_t)i * 3 * (size_t)kpad + t * TK;
-                    const float *x1 = x0 + kpad, *x2 = x1 + kpad;
-                    __m512 e[2][3], o[2][3];
-                    for (int h = 0; h < 2; h++)
-                        for (int q = 0; q < 3; q++)
-                            e[h][q] = o[h][q] = _mm512_setzero_ps();
-                    for (int j = 0; j < 8; j++)
-                        for (int h = 0; h < 1 + two; h++) {
-                            const __m512i g = v[8 * h + j];
-                            const __m512 w0 = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(g, 24), 24));
-                            const __m512 w1 = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(g, 16), 24));
-                            const __m512 w2 = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(g, 8), 24));
-                            const __m512 w3 = _mm512_cvtepi32_ps(_mm512_srai_epi32(g, 24));
-                            const int k = TK * h + 4 * j;
-                            e[h][0] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x0[k]), e[h][0]);
-                            e[h][1] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x1[k]), e[h][1]);
-                            e[h][2] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x2[k]), e[h][2]);
-                            o[h][0] = _mm512_fmadd_ps(w1, _mm512_set1_ps(x0[k + 1]), o[h][0]);
-                            o[h][1] = _mm512_fmadd_ps(w1, _mm512_set1_ps(x1[k + 1]), o[h][1]);
-                            o[h][2] = _mm512_fmadd_ps(w1, _mm512_set1_ps(x2[k + 1]), o[h][2]);
-                            e[h][0] = _mm512_fmadd_ps(w2, _mm512_set1_ps(x0[k + 2]), e[h][0]);
-                            e[h][1] = _mm512_fmadd_ps(w2, _mm512_set1_ps(x1[k + 2]), e[h][1]);
-                            e[h][2] = _mm512_fmadd_ps(w2, _mm512_set1_ps(x2[k + 2]), e[h][2]);
-                            o[h][0] = _mm512_fmadd_ps(w3, _mm512_set1_ps(x0[k + 3]), o[h][0]);
-                            o[h][1] = _mm512_fmadd_ps(w3, _mm512_set1_ps(x1[k + 3]), o[h][1]);
-                            o[h][2] = _mm512_fmadd_ps(w3, _mm512_set1_ps(x2[k + 3]), o[h][2]);
-                        }
-                    /* into C tile by tile, piece by piece, as the tiles add them */
-                    for (int h = 0; h < 1 + two; h++)
-                        for (int q = 0; q < 3; q++)
-                            c[i] = _mm512_add_ps(c[i], _mm512_add_ps(e[h][q], o[h][q]));
-                }
-            }
-            for (int i = 0; i < m; i++)
-                sum[i] = kb == 0 ? _mm512_mul_ps(c[i], sv) : _mm512_fmadd_ps(c[i], sv, sum[i]);
-        }
-        const __mmask16 rows = (__mmask16)(0xFFFFu << skip);
-        for (int i = 0; i < m; i++) {
-            float *yo = y + i * ldy + r0;
-            __m512 v = sum[i];
-            if (accumulate)
-                v = _mm512_add_ps(_mm512_maskz_loadu_ps(rows, yo), v);
-            _mm512_mask_storeu_ps(yo, rows, v);
-        }
-    }
-    _mm_setcsr(csr);
-}
-
-/* x's rows as the three bf16 pieces, in fp32, for numla_qlinear_wide_amx_rows_: (m, 3, ks · 32)
- * at xp, zeros past K. */
-static void numla_qlinear_wide_amx_pieces_(const float *x, int64_t ldx, int64_t m, int64_t k, float *xp)
-{
-    const int64_t kpad = (k + TK - 1) / TK * TK;
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t c = 0; c < kpad; c += TK) {
-            const __mmask16 m0 = numla_qlinear_wide_amx_mask_(k, c), m1 = numla_qlinear_wide_amx_mask_(k, c + 16);
-            __m512i pc[3];
-            numla_x86_split3_bf16(_mm512_maskz_loadu_ps(m0, x + i * ldx + c),
-                                  _mm512_maskz_loadu_ps(m1, x + i * ldx + c + 16), &pc[0], &pc[1], &pc[2]);
-            for (int p = 0; p < 3; p++) {
-                float *d = xp + ((size_t)i * 3 + (size_t)p) * (size_t)kpad + c;
-                const __m512i lo16 = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(pc[p]));
-                const __m512i hi16 = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(pc[p], 1));
-                _mm512_storeu_ps(d, _mm512_castsi512_ps(_mm512_slli_epi32(lo16, 16)));
-                _mm512_storeu_ps(d + 16, _mm512_castsi512_ps(_mm512_slli_epi32(hi16, 16)));
-            }
-        }
-}
-
 void NUMLA_QLINEAR_AMX_WIDE_ENTRY(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
                                  float *y, int64_t ldy, int accumulate, void *workspace)
 {
@@ -404,22 +264,13 @@ void NUMLA_QLINEAR_AMX_WIDE_ENTRY(const numla_qlinear_weight *w, int64_t m, cons
         numla_qlinear_forward_avx512(w, m, x, ldx, y, ldy, accumulate, workspace);
         return;
     }
-    uint16_t *xb = (uint16_t *)(void *)numla_qlinear_ws_xq(workspace); /* 64-aligned */
-    const int64_t ks = (w->k + TK - 1) / TK, chunk = numla_qlinear_amx_wide_chunk(w);
-    const int P = numla_qlinear_amx_wide_pieces(w);
-    const int64_t blocks = (w->n + TR - 1) / TR, pairs = (blocks + 1) / 2;
-    if (w->fmt == NUMLA_QLINEAR_INT8_ROW && m < NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M) {
-        float *xp = (float *)(void *)xb; /* m · 3 · ks · 32 floats: within the tiles' packed x */
-        numla_qlinear_wide_amx_pieces_(x, ldx, m, w->k, xp);
-#pragma omp parallel
-        {
-            int64_t lo, hi;
-            numla_qlinear_split(blocks, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-            if (lo < hi)
-                numla_qlinear_wide_amx_rows_(w, m, xp, lo, hi, y, ldy, accumulate);
-        }
+    if (w->fmt == NUMLA_QLINEAR_INT8_ROW) {
+        numla_qlinear_int8row_amx(w, m, x, ldx, y, ldy, accumulate, workspace);
         return;
     }
+    uint16_t *xb = (uint16_t *)(void *)numla_qlinear_ws_xq(workspace); /* 64-aligned */
+    const int64_t ks = (w->k + TK - 1) / TK, chunk = numla_qlinear_amx_wide_chunk(w);
+    const int64_t blocks = (w->n + TR - 1) / TR, pairs = (blocks + 1) / 2;
 #pragma omp parallel
     {
         /* The shared configuration (16 x 64-byte tiles), loaded here rather than through
@@ -432,8 +283,8 @@ void NUMLA_QLINEAR_AMX_WIDE_ENTRY(const numla_qlinear_weight *w, int64_t m, cons
             const int64_t i1 = i0 + chunk < m ? i0 + chunk : m, xtiles = (i1 - i0 + TR - 1) / TR;
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < xtiles * ks; t++)
-                numla_qlinear_wide_amx_pack_tile_(x, ldx, m, w->k, i0 + t / ks * TR, t % ks, P,
-                                                 xb + (size_t)t * P * TILE_ELEMS);
+                numla_qlinear_wide_amx_pack_tile_(x, ldx, m, w->k, i0 + t / ks * TR, t % ks,
+                                                 xb + (size_t)t * 2 * TILE_ELEMS);
             if (2 * lo < b1)
                 numla_qlinear_wide_amx_range_(w, xb, i0, i1, 2 * lo, b1, y, ldy, accumulate);
 #pragma omp barrier

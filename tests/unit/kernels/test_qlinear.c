@@ -115,8 +115,9 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
     float *x = malloc((size_t)(m * ldx) * sizeof *x);
     float *y = malloc((size_t)(m * ldy) * sizeof *y), *yr = malloc((size_t)(m * ldy) * sizeof *yr);
     double *yo = malloc((size_t)(m * n) * sizeof *yo), *mag = malloc((size_t)(m * n) * sizeof *mag);
+    double *xw = malloc((size_t)(m * n) * sizeof *xw); /* max|x| · Σ|s w|: int8-row's planes bound */
     int *q = malloc((size_t)k * sizeof *q);
-    CU_ASSERT_FATAL(x && y && yr && yo && mag && q);
+    CU_ASSERT_FATAL(x && y && yr && yo && mag && xw && q);
     for (int64_t i = 0; i < m * ldx; i++)
         x[i] = (float)numla_test_rng_normal(&rng);
     for (int64_t i = 0; i < m; i++)
@@ -138,14 +139,17 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
                 mag[i * n + j] = 0.0;
                 continue;
             }
-            double s = y0, a = fabs(y0);
+            double s = y0, a = fabs(y0), sw = 0, amax = 0;
             for (int64_t c = 0; c < k; c++) {
                 double p = deq(&t, row, sl.col0 + c) * xi[c];
                 s += p;
                 a += fabs(p);
+                sw += fabs(deq(&t, row, sl.col0 + c));
+                amax = fmax(amax, fabs(xi[c]));
             }
             yo[i * n + j] = s;
             mag[i * n + j] = a;
+            xw[i * n + j] = amax * sw;
         }
     }
 
@@ -169,17 +173,18 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
     }
 
     const double rel_ref = (double)(k + 2 * ((k + 127) / 128) + 4) * ldexp(1.0, -24);
-    /* fp8 and int8-row on the amx level's tiles: split-bf16 x, their own bound (kernels/qlinear.h) */
+    /* fp8 and int8-row on the amx level's tiles: their own bounds (kernels/qlinear.h) */
     const int tiles = fmt != NUMLA_QLINEAR_INT8_W8A8 && numla_qlinear_uses_amx(isa, &w, m);
     /* fp8 M = 1 at the avx512bf16 level (VBMI): split-bf16 x, 2K exact products in fp32 */
     const int vbmi = fmt == NUMLA_QLINEAR_FP8_BLOCK && m == 1 &&
                      numla_qlinear_level(isa, fmt) == NUMLA_ISA_AVX512BF16;
-    /* (int8-row: x in three bf16 pieces, 2^-26 and 3 products per k) */
-    const int three = fmt == NUMLA_QLINEAR_INT8_ROW;
-    const double rel = tiles ? ldexp(1.0, three ? -26 : -17) +
-                                   (double)((three ? 3 : 2) * (k < 128 ? k : 128) + (k + 127) / 128 + 4) * ldexp(1.0, -24)
-                       : vbmi ? ldexp(1.0, -16) + 2 * rel_ref
-                              : rel_ref;
+    /* int8-row there: x as three int8 planes, exact integer sums (relative to max|x| Σ|s w|) */
+    const int planes = tiles && fmt == NUMLA_QLINEAR_INT8_ROW;
+    const double rel = planes ? 2 * ldexp(1.0, -24)
+                       : tiles ? ldexp(1.0, -17) + (double)(2 * (k < 128 ? k : 128) + (k + 127) / 128 + 4) * ldexp(1.0, -24)
+                       : vbmi  ? ldexp(1.0, -16) + 2 * rel_ref
+                               : rel_ref;
+    const double rel_xw = planes ? ldexp(1.0, -17) / 127 + ldexp(1.0, -23) : 0.0;
     int bad = 0;
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < ldy; j++) {
@@ -196,7 +201,7 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
                     why = "not bit-exact";
             } else {
                 err = fabs(got - want);
-                tol = rel * mag[i * n + j] + 1e-30;
+                tol = rel * mag[i * n + j] + rel_xw * xw[i * n + j] + 1e-30;
                 if (!(err <= tol))
                     why = "off the dequantized matmul";
                 else if (isa != NUMLA_ISA_REF &&
@@ -218,6 +223,7 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
     free(yr);
     free(yo);
     free(mag);
+    free(xw);
     free(q);
     free_tensor(&t);
     return bad;

@@ -306,10 +306,10 @@ static void test_edges_chunks_and_fallback(void)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
-/* int8-row on the same tiles (x in three bf16 pieces), emulated: against the dequantized
- * product in double within the three-piece bound (kernels/qlinear.h), and a row's bits the same
- * in calls of 1, 2 and 3 rows (the AVX-512 rows path with the tiles' arithmetic) and of 5 and
- * 40 rows (the tiles), accumulate on and off, N and K off the tile sizes. */
+/* int8-row on AMX-INT8 tiles (x as three int8 planes, kernels/x86/qlinear_int8row_amx.c),
+ * emulated: against the dequantized product in double within the planes' bound
+ * (kernels/qlinear.h), and a row's bits the same in calls of 1, 2 and 3 rows (the VNNI rows
+ * path) and of 5 and 40 rows (the tiles), accumulate on and off, N and K off the tile sizes. */
 static void test_int8_row(void)
 {
     if (!runnable())
@@ -347,7 +347,8 @@ static void test_int8_row(void)
             memcpy(yb, y0, (size_t)(M * ldy) * sizeof *yb);
             long ops = numla_amx_emu_dp_ops;
             numla_qlinear_forward_amx_wide_emulated(&w, M, x, ldx, ya, ldy, acc, wsbuf + 1);
-            CU_ASSERT(numla_amx_emu_dp_ops - ops == (long)((n + 15) / 16) * ((M + 15) / 16) * ((k + 31) / 32) * 3);
+            /* three planes x every 64-k block of every (16 n, 16 m) tile pair */
+            CU_ASSERT(numla_amx_emu_dp_ops - ops == (long)((n + 15) / 16) * ((M + 15) / 16) * ((k + 63) / 64) * 3);
             /* rows in calls of 1, 2, 3 (no tiles) and 5 (tiles) */
             const int64_t parts[] = {1, 2, 3, 5, 1, 3, 2, 5};
             ops = numla_amx_emu_dp_ops;
@@ -358,14 +359,16 @@ static void test_int8_row(void)
             CU_ASSERT(numla_amx_emu_dp_ops > ops); /* the 5-row calls took the tiles */
             for (int64_t i = 0; i < M; i++)
                 for (int64_t r = 0; r < n; r++) {
-                    double want = acc ? y0[i * ldy + r] : 0.0, mag = fabs(want);
+                    double want = acc ? y0[i * ldy + r] : 0.0, sw = 0, amax = 0;
                     for (int64_t c = 0; c < k; c++) {
-                        const double v = (double)wq[r * k + c] * sc[r] * x[i * ldx + c];
-                        want += v;
-                        mag += fabs(v);
+                        want += (double)wq[r * k + c] * sc[r] * x[i * ldx + c];
+                        sw += fabs((double)wq[r * k + c] * sc[r]);
+                        amax = fmax(amax, fabs((double)x[i * ldx + c]));
                     }
+                    /* (2^-17 sx + 2^-23 max|x|) Σ|s w| + u |y| (+ the add's u) */
                     const double u = ldexp(1, -24);
-                    const double tol = (ldexp(1, -26) + (3.0 * (k < 128 ? k : 128) + k / 128.0 + 4) * u) * mag + u * fabs(want);
+                    const double tol = (ldexp(1, -17) * amax / 127 + ldexp(1, -23) * amax) * sw + 2 * u * fabs(want) +
+                                       (acc ? u * fabs(y0[i * ldy + r]) : 0);
                     const float got = ya[i * ldy + r];
                     if ((fabs(got - want) > tol || memcmp(&got, &yb[i * ldy + r], sizeof got) != 0) && bad++ == 0)
                         fprintf(stderr, "\n    int8-row N=%lld K=%lld acc=%d: y[%lld][%lld] = %.9g in one call, %.9g in "
@@ -392,9 +395,10 @@ static void test_dispatch(void)
                     numla_amx_usable()             ? NUMLA_ISA_AMX
                     : numla_cpu_has(NUMLA_CPU_VBMI) ? NUMLA_ISA_AVX512BF16
                                                   : NUMLA_ISA_AVX512);
-    /* int8-row: the same tiles where the CPU has them */
+    /* int8-row: AMX-INT8 tiles and VNNI rows where the CPU has both */
     CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_ISA_AMX, NUMLA_QLINEAR_INT8_ROW),
-                    numla_amx_usable() ? NUMLA_ISA_AMX : NUMLA_ISA_AVX512);
+                    numla_cpu_has(NUMLA_CPU_AMX_INT8) && numla_cpu_has(NUMLA_CPU_VNNI) ? NUMLA_ISA_AMX
+                                                                                     : NUMLA_ISA_AVX512);
 }
 
 NUMLA_TEST_SUITE(qlinear_fp8_amx_emu, NULL, NULL, NUMLA_TEST(test_emulator_bf16_hand),

@@ -1,0 +1,376 @@
+/* kernels/x86/qlinear_int8row_amx.c — int8-row (int8 weights, one fp32 scale per row, fp32
+ * activations) at the amx level: x written exactly enough as three int8 planes, the products
+ * summed exactly in int32 on AMX-INT8 tiles (TDPBSSD) or, for a few rows, with AVX512-VNNI
+ * (vpdpbusd), and one scaling step in double. Reached through numla_qlinear_forward_amx_wide
+ * (kernels/x86/qlinear_wide_amx.c) when numla_qlinear_amx_wide_applies; the level needs
+ * AMX-INT8 and AVX512-VNNI.
+ *
+ * Planes: per x row, sx = amax / 127 and t = x · (127 / amax) in fp32 (|t| <= 127), then
+ *   q1 = rint(t),  q2 = rint((t - q1) · 254),  q3 = rint(((t - q1) · 254 - q2) · 254)
+ * (every difference exact in fp32, every rounding to nearest even, each |q| <= 127), so
+ * t = q1 + q2/254 + q3/254² + r with |r| <= 2^-17 (the last residual over 254², plus the
+ * products' fp32 roundings). Per output, the three int32 sums C_p = Σ_k w_k q_p,k are exact
+ * (|C_p| <= 127 · 128 · K < 2^31 for K <= 65536, the packer's bound), and
+ *   y = (float)(((C1 · 254² + C2 · 254 + C3) · sx · s) / 254²)   (+ y0 in fp32)
+ * in double: the combination is an exact integer below 2^53, then three correctly rounded
+ * double steps in that order and one rounding to fp32. So against the dequantized weights in
+ * exact arithmetic
+ *   |y - y_exact| <= (2^-17 · sx + 2^-23 max|x|) · Σ_k |s w_k| + 2^-24 |y|   (+ the add)
+ * with sx = max|x| / 127: about 2^-23 of max|x| · Σ|s w| — the error of an fp32 GEMM's
+ * accumulation, made deterministic. Because the sums are exact integers, the tiles and the
+ * VNNI rows give the same bits, so a row's output does not depend on M or the thread count
+ * (the W8A8 models' batch invariance needs that: their next layer quantizes this output).
+ *
+ * Tiles (M >= NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M): Yᵀ = W · Xᵀ as in kernels/x86/qlinear_amx.c —
+ * the packed weights are the A operand as they are (16 rows x 64 k, stride kp), the planes are
+ * packed per call into B tiles, for 16-row block mb, plane p and 64-k block c one 1 KiB tile
+ * B[kk][4·mm + b] = q_p[16·mb + mm][64·c + 4·kk + b] (zero rows past M, zero k past K), the
+ * planes of a block one after the other so each plane's k-blocks are one sequential stream.
+ * Register blocking: 4 int32 accumulators (2 weight-row tiles x 2 x-row tiles), A in 4/5, B in
+ * 6/7, over all of K once per plane (the pair's weights come from L2 for planes 2 and 3).
+ * Cache blocking: x rows in chunks whose planes fit NUMLA_QLINEAR_AMX_X_BYTES (they stay in L2
+ * across a thread's weight pairs); threads split N in pairs of 16-row blocks.
+ * Few rows (decode): lanes are 16 weight rows; 16 rows x 64 bytes transposed into 16 vectors of
+ * k-quads, vpdpbusd with x's plane quads as u8 (q + 128) broadcast, corrected by 128 · Σ_k w
+ * (the packed row sums), so each weight byte is read once for all rows and planes.
+ *
+ * The unit test qlinear_fp8_amx_emu builds this file over the tile emulator
+ * (NUMLA_AMX_EMULATE renames the entry point) and checks it against the bound above and the few
+ * rows' bits against the tiles'; amx_hardware checks the real tiles give the emulated bits.
+ * Speed: docs/linear.md. */
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+
+#ifdef NUMLA_AMX_EMULATE
+#define numla_qlinear_int8row_amx numla_qlinear_int8row_amx_emulated
+#endif
+
+#include "kernels/qlinear_internal.h"
+#include "kernels/x86/amx.h"
+#include "kernels/x86/qlinear_quant_avx512.h"
+#include "kernels/x86/transpose16_avx512.h"
+
+enum {
+    TR = 16,               /* rows of a tile */
+    TKB = 64,              /* int8 k values per tile row */
+    TILE_BYTES = TR * TKB, /* one 1 KiB tile */
+    PLANES = 3,
+    ROW_AHEAD = 4,         /* few-row path: 64-byte lines fetched ahead per weight row */
+};
+#define NUMLA_INT8ROW_BASE 254.0 /* the planes' radix */
+
+/* A row's scale: returns sx = amax / 127, *inv = 127 / amax (amax floored at 1e-30). */
+static float numla_int8row_scale_row_(const float *x, int64_t k, __m512 *inv)
+{
+    __m512 vmax = _mm512_setzero_ps();
+    for (int64_t c = 0; c < k; c += 16)
+        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(numla_qlinear_mask16(k, c), x + c)));
+    const float amax = fmaxf(_mm512_reduce_max_ps(vmax), 1e-30f);
+    *inv = _mm512_set1_ps(127.0f / amax);
+    return amax / 127.0f;
+}
+
+/* The three planes of x[c .. c + 16) (zeros past k) as 16 s8 bytes each. */
+static inline void numla_int8row_quant16_(const float *x, int64_t k, int64_t c, __m512 inv, __m128i q[PLANES])
+{
+    const int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m512 base = _mm512_set1_ps((float)NUMLA_INT8ROW_BASE);
+    const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(numla_qlinear_mask16(k, c), x + c), inv);
+    const __m512 f1 = _mm512_roundscale_ps(t, rne);
+    const __m512 r1 = _mm512_mul_ps(_mm512_sub_ps(t, f1), base);
+    const __m512 f2 = _mm512_roundscale_ps(r1, rne);
+    const __m512 r2 = _mm512_mul_ps(_mm512_sub_ps(r1, f2), base);
+    const __m512 f3 = _mm512_roundscale_ps(r2, rne);
+    q[0] = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(f1));
+    q[1] = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(f2));
+    q[2] = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(f3));
+}
+
+/* The planes' int32 sums of 8 outputs -> double, exactly: C1 · 254² + C2 · 254 + C3. */
+static inline __m512d numla_int8row_combine_(__m256i c1, __m256i c2, __m256i c3)
+{
+    const __m512d b = _mm512_set1_pd(NUMLA_INT8ROW_BASE);
+    const __m512d hi = _mm512_mul_pd(_mm512_cvtepi32_pd(c1), _mm512_set1_pd(NUMLA_INT8ROW_BASE * NUMLA_INT8ROW_BASE));
+    return _mm512_add_pd(_mm512_add_pd(hi, _mm512_mul_pd(_mm512_cvtepi32_pd(c2), b)), _mm512_cvtepi32_pd(c3));
+}
+
+/* ((v · sx) · s) / 254² rounded to fp32, the one scaling rule of both paths. */
+static inline __m256 numla_int8row_scale_(__m512d v, __m512d sx, __m512d s)
+{
+    v = _mm512_mul_pd(_mm512_mul_pd(v, sx), s);
+    return _mm512_cvtpd_ps(_mm512_div_pd(v, _mm512_set1_pd(NUMLA_INT8ROW_BASE * NUMLA_INT8ROW_BASE)));
+}
+
+/* ---- tiles ---- */
+
+/* Quantizes x row i into its columns of the three planes' B tiles; returns sx. Each 16 values
+ * are 4 k-quads, which go to 4 consecutive tile rows. */
+static float numla_int8row_pack_row_(const float *x, int64_t k, int64_t kp, int64_t i, int8_t *xb)
+{
+    const int64_t kb = kp / TKB;
+    const __m128i rows4 = _mm_setr_epi32(0, TKB, 2 * TKB, 3 * TKB);
+    __m512 inv;
+    const float sx = numla_int8row_scale_row_(x, k, &inv);
+    int8_t *col = xb + (size_t)(i / TR) * PLANES * (size_t)kb * TILE_BYTES + (size_t)(i % TR) * 4;
+    for (int64_t c = 0; c < kp; c += 16) {
+        __m128i q[PLANES];
+        numla_int8row_quant16_(x, k, c, inv, q);
+        for (int p = 0; p < PLANES; p++)
+            _mm_i32scatter_epi32(col + ((size_t)p * (size_t)kb + (size_t)(c / TKB)) * TILE_BYTES +
+                                     (size_t)(c % TKB) / 4 * TKB,
+                                 rows4, q[p], 1);
+    }
+    return sx;
+}
+
+/* Zeroes row i's column of the B tiles (rows past M, up to the 16-row block's end). */
+static void numla_int8row_zero_row_(int64_t kp, int64_t i, int8_t *xb)
+{
+    int8_t *col = xb + (size_t)(i / TR) * PLANES * (size_t)(kp / TKB) * TILE_BYTES + (size_t)(i % TR) * 4;
+    for (int64_t r = 0; r < PLANES * (kp / TKB) * TR; r++)
+        __builtin_memset(col + (size_t)r * TKB, 0, 4);
+}
+
+/* c[2·j + h] (16 n x 16 m int32) = A_j · B_h over kb 64-k blocks; literal tile numbers. */
+static inline __attribute__((always_inline)) void
+numla_int8row_block_(const int NN, const int NM, const int8_t *a0, const int8_t *a1, int64_t kp,
+                     const int8_t *b0, const int8_t *b1, int64_t kb, int32_t c[4][TR * TR])
+{
+    _tile_zero(0);
+    if (NM > 1)
+        _tile_zero(1);
+    if (NN > 1) {
+        _tile_zero(2);
+        if (NM > 1)
+            _tile_zero(3);
+    }
+    for (int64_t cb = 0; cb < kb; cb++) {
+        if (cb + 1 < kb)
+            for (int l = 0; l < TR; l++) {
+                _mm_prefetch((const char *)(a0 + l * kp + (cb + 1) * TKB), _MM_HINT_T0);
+                if (NN > 1)
+                    _mm_prefetch((const char *)(a1 + l * kp + (cb + 1) * TKB), _MM_HINT_T0);
+            }
+        _tile_loadd(4, a0 + cb * TKB, kp);
+        _tile_loadd(6, b0 + cb * TILE_BYTES, TKB);
+        _tile_dpbssd(0, 4, 6);
+        if (NM > 1) {
+            _tile_loadd(7, b1 + cb * TILE_BYTES, TKB);
+            _tile_dpbssd(1, 4, 7);
+        }
+        if (NN > 1) {
+            _tile_loadd(5, a1 + cb * TKB, kp);
+            _tile_dpbssd(2, 5, 6);
+            if (NM > 1)
+                _tile_dpbssd(3, 5, 7);
+        }
+    }
+    _tile_stored(0, c[0], TR * 4);
+    if (NM > 1)
+        _tile_stored(1, c[1], TR * 4);
+    if (NN > 1) {
+        _tile_stored(2, c[2], TR * 4);
+        if (NM > 1)
+            _tile_stored(3, c[3], TR * 4);
+    }
+}
+
+/* y[m0 + j][n0 + r] (+)= the rule above for r in [skip, 16), j < mc; cp[p]: plane p's 16 n x
+ * 16 m sums. */
+static void numla_int8row_out_(const int32_t *const cp[PLANES], int64_t n0, int skip, int64_t m0, int mc,
+                               const float *sx, const float *s, float *y, int64_t ldy, int accumulate)
+{
+    float t[TR * TR] __attribute__((aligned(64)));
+    const __m512 vsx = _mm512_maskz_loadu_ps(numla_qlinear_mask16(mc, 0), sx + m0);
+    const __m512d sx0 = _mm512_cvtps_pd(_mm512_castps512_ps256(vsx));
+    const __m512d sx1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(vsx), 1)));
+    for (int r = skip; r < TR; r++) {
+        const __m512d sn = _mm512_set1_pd((double)s[n0 + r]);
+        for (int h = 0; h < 2; h++) {
+            const __m512d v = numla_int8row_combine_(
+                _mm256_load_si256((const __m256i *)(const void *)(cp[0] + r * TR + 8 * h)),
+                _mm256_load_si256((const __m256i *)(const void *)(cp[1] + r * TR + 8 * h)),
+                _mm256_load_si256((const __m256i *)(const void *)(cp[2] + r * TR + 8 * h)));
+            _mm256_store_ps(t + r * TR + 8 * h, numla_int8row_scale_(v, h ? sx1 : sx0, sn));
+        }
+    }
+    const __mmask16 rows = (__mmask16)(0xFFFFu << skip);
+    const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(TR));
+    for (int j = 0; j < mc; j++) {
+        __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, col, t + j, 4);
+        float *yo = y + (m0 + j) * ldy + n0;
+        if (accumulate)
+            v = _mm512_add_ps(_mm512_maskz_loadu_ps(rows, yo), v);
+        _mm512_mask_storeu_ps(yo, rows, v);
+    }
+}
+
+static inline int64_t numla_int8row_row0_(int64_t b, int64_t n) { return TR * b + TR <= n ? TR * b : n - TR; }
+
+/* Weight blocks [b0, b1) x x rows [i0, i1) (xb: the chunk's B tiles from row i0). */
+static void numla_int8row_range_(const numla_qlinear_weight *w, const int8_t *xb, const float *sx, int64_t m,
+                                 int64_t i0, int64_t i1, int64_t b0, int64_t b1, float *y, int64_t ldy,
+                                 int accumulate)
+{
+    int32_t c[PLANES][4][TR * TR] __attribute__((aligned(64)));
+    const int64_t kp = w->kp, kb = kp / TKB;
+    for (int64_t b = b0; b < b1; b += 2) {
+        const int nn = b + 1 < b1 ? 2 : 1;
+        int64_t r[2];
+        const int8_t *a[2];
+        for (int j = 0; j < nn; j++) {
+            r[j] = numla_int8row_row0_(b + j, w->n);
+            a[j] = w->q + r[j] * kp;
+        }
+        if (nn == 1)
+            a[1] = a[0];
+        for (int64_t i = i0; i < i1; i += 2 * TR) {
+            const int nm = i + TR < i1 ? 2 : 1;
+            for (int p = 0; p < PLANES; p++) {
+                const int8_t *bx0 = xb + ((size_t)((i - i0) / TR) * PLANES + (size_t)p) * (size_t)kb * TILE_BYTES;
+                const int8_t *bx1 = bx0 + (size_t)PLANES * (size_t)kb * TILE_BYTES;
+                if (nn == 2 && nm == 2)
+                    numla_int8row_block_(2, 2, a[0], a[1], kp, bx0, bx1, kb, c[p]);
+                else if (nn == 2)
+                    numla_int8row_block_(2, 1, a[0], a[1], kp, bx0, bx1, kb, c[p]);
+                else if (nm == 2)
+                    numla_int8row_block_(1, 2, a[0], a[1], kp, bx0, bx1, kb, c[p]);
+                else
+                    numla_int8row_block_(1, 1, a[0], a[1], kp, bx0, bx1, kb, c[p]);
+            }
+            for (int j = 0; j < nn; j++) {
+                const int skip = (int)(TR * (b + j) - r[j]);
+                for (int h = 0; h < nm; h++) {
+                    const int64_t m0 = i + TR * h;
+                    const int mc = (int)(m - m0 < TR ? m - m0 : TR);
+                    const int32_t *cp[PLANES] = {c[0][2 * j + h], c[1][2 * j + h], c[2][2 * j + h]};
+                    numla_int8row_out_(cp, r[j], skip, m0, mc, sx, w->scales, y, ldy, accumulate);
+                }
+            }
+        }
+    }
+}
+
+/* ---- few rows: AVX512-VNNI ---- */
+
+/* Weight blocks [b0, b1) for the m (< NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M) rows whose planes are
+ * at xq: row i, plane p at xq + (i · 3 + p) · kp, stored as q + 128 (u8). */
+static void numla_int8row_rows_(const numla_qlinear_weight *w, int64_t m, const uint8_t *xq, const float *sx,
+                                int64_t b0, int64_t b1, float *y, int64_t ldy, int accumulate)
+{
+    enum { MR = NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M - 1 };
+    const int64_t kp = w->kp;
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t r0 = numla_int8row_row0_(b, w->n);
+        const int skip = (int)(TR * b - r0);
+        __m512i acc[MR][PLANES];
+        for (int i = 0; i < m; i++)
+            for (int p = 0; p < PLANES; p++)
+                acc[i][p] = _mm512_setzero_si512();
+        for (int64_t c = 0; c < kp; c += TKB) {
+            __m512i v[TR];
+            for (int r = 0; r < TR; r++) {
+                const int8_t *row = w->q + (r0 + r) * kp;
+                if (c + ROW_AHEAD * TKB < kp)
+                    _mm_prefetch((const char *)(row + c + ROW_AHEAD * TKB), _MM_HINT_T0);
+                v[r] = _mm512_load_si512((const void *)(row + c));
+            }
+            numla_x86_transpose16(v); /* v[j]: k c + 4j .. c + 4j + 3 of the 16 rows */
+            for (int i = 0; i < m; i++)
+                for (int p = 0; p < PLANES; p++) {
+                    const uint8_t *xr = xq + ((size_t)i * PLANES + (size_t)p) * (size_t)kp + c;
+                    __m512i a = acc[i][p];
+                    for (int j = 0; j < TR; j++) {
+                        int32_t quad;
+                        __builtin_memcpy(&quad, xr + 4 * j, 4);
+                        a = _mm512_dpbusd_epi32(a, _mm512_set1_epi32(quad), v[j]);
+                    }
+                    acc[i][p] = a;
+                }
+        }
+        /* Σ (q + 128) w = Σ q w + 128 Σ w */
+        const __m512i corr = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(w->row_sums + r0)), 7);
+        const __m512 sv = _mm512_loadu_ps(w->scales + r0);
+        const __m512d s0 = _mm512_cvtps_pd(_mm512_castps512_ps256(sv));
+        const __m512d s1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sv), 1)));
+        const __mmask16 rows = (__mmask16)(0xFFFFu << skip);
+        for (int i = 0; i < m; i++) {
+            __m512i cs[PLANES];
+            for (int p = 0; p < PLANES; p++)
+                cs[p] = _mm512_sub_epi32(acc[i][p], corr);
+            const __m512d vsx = _mm512_set1_pd((double)sx[i]);
+            const __m256 lo = numla_int8row_scale_(
+                numla_int8row_combine_(_mm512_castsi512_si256(cs[0]), _mm512_castsi512_si256(cs[1]),
+                                       _mm512_castsi512_si256(cs[2])),
+                vsx, s0);
+            const __m256 hi = numla_int8row_scale_(
+                numla_int8row_combine_(_mm512_extracti64x4_epi64(cs[0], 1), _mm512_extracti64x4_epi64(cs[1], 1),
+                                       _mm512_extracti64x4_epi64(cs[2], 1)),
+                vsx, s1);
+            __m512 out = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+            float *yo = y + i * ldy + r0;
+            if (accumulate)
+                out = _mm512_add_ps(_mm512_maskz_loadu_ps(rows, yo), out);
+            _mm512_mask_storeu_ps(yo, rows, out);
+        }
+    }
+}
+
+void numla_qlinear_int8row_amx(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                               int64_t ldy, int accumulate, void *workspace)
+{
+    const int64_t kp = w->kp, blocks = (w->n + TR - 1) / TR, pairs = (blocks + 1) / 2;
+    int8_t *xb = (int8_t *)numla_qlinear_ws_xq(workspace); /* 64-aligned */
+    if (m < NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M) {
+        /* each row's planes as u8 (q + 128) rows of kp bytes, then sx */
+        uint8_t *xq = (uint8_t *)xb;
+        float *sx = (float *)(void *)(xb + numla_qlinear_align64((size_t)(m * PLANES * kp)));
+        for (int64_t i = 0; i < m; i++) {
+            __m512 inv;
+            sx[i] = numla_int8row_scale_row_(x + i * ldx, w->k, &inv);
+            for (int64_t c = 0; c < kp; c += 16) {
+                __m128i q[PLANES];
+                numla_int8row_quant16_(x + i * ldx, w->k, c, inv, q);
+                for (int p = 0; p < PLANES; p++)
+                    _mm_storeu_si128((__m128i *)(void *)(xq + (i * PLANES + p) * kp + c),
+                                     _mm_xor_si128(q[p], _mm_set1_epi8((char)0x80)));
+            }
+        }
+#pragma omp parallel
+        {
+            int64_t lo, hi;
+            numla_qlinear_split(blocks, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+            if (lo < hi)
+                numla_int8row_rows_(w, m, xq, sx, lo, hi, y, ldy, accumulate);
+        }
+        return;
+    }
+    /* one chunk of rows' B tiles at a time, then sx of every row */
+    const int64_t chunk = numla_qlinear_int8row_amx_chunk(w);
+    float *sx = (float *)(void *)(xb + numla_qlinear_align64((size_t)((m < chunk ? (m + TR - 1) / TR * TR : chunk) *
+                                                                       PLANES * kp)));
+#pragma omp parallel
+    {
+        /* the shared configuration, loaded here so the emulated build runs the same code */
+        _tile_loadconfig(&numla_amx_tile_config);
+        int64_t lo, hi;
+        numla_qlinear_split(pairs, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        const int64_t b1 = 2 * hi < blocks ? 2 * hi : blocks;
+        for (int64_t i0 = 0; i0 < m; i0 += chunk) { /* every thread: the barriers */
+            const int64_t i1 = i0 + chunk < m ? i0 + chunk : m, r16 = (i1 - i0 + TR - 1) / TR * TR;
+#pragma omp for schedule(static)
+            for (int64_t i = 0; i < r16; i++) {
+                if (i0 + i < m)
+                    sx[i0 + i] = numla_int8row_pack_row_(x + (i0 + i) * ldx, w->k, kp, i, xb);
+                else
+                    numla_int8row_zero_row_(kp, i, xb);
+            }
+            if (2 * lo < b1)
+                numla_int8row_range_(w, xb, sx, m, i0, i1, 2 * lo, b1, y, ldy, accumulate);
+#pragma omp barrier
+        }
+        _tile_release();
+    }
+}
