@@ -41,24 +41,26 @@
  * Forward: numla_qlinear_forward(isa, w, m, x, ldx, y, ldy, accumulate, ws, ws_bytes) runs
  * level `isa` (the caller's choice, from numla_isa_select at the top; nothing here reads the
  * environment). A level without a native variant for the format inherits the level below.
- * Scratch: numla_qlinear_workspace_size (W8A8 needs the quantized rows; fp8 from M = 16 and
- * int8-row at every M, both from N = 16, a chunk of x packed as bf16 tiles for the amx level, at
- * most max(1 MiB, 32 rows x K x 4 bytes), asked for at every level so the size does not depend
- * on where it runs); any
+ * Scratch: numla_qlinear_workspace_size (W8A8 needs the quantized rows; fp8 from M = 16, a
+ * chunk of x packed as bf16 tiles for the amx level, and int8-row at every M, x's int8 planes
+ * there (both from N = 16), at most about max(1 MiB, 32 rows x K x 4 bytes), asked for at every
+ * level so the size does not depend on where it runs); any
  * alignment. Threading: own OpenMP region, split over N. x and y must not alias; x must be
  * finite. Not collective.
  *
  * Numerics: fp8 and int8-row are exact products summed in fp32 (any order), so against the
  * dequantized weights in double: |y - y_ref| <= (K + 2·K/128 + 2) u Σ|w x| (+ the same for the
- * accumulated y), u = 2^-24; fp8 and int8-row on the amx level's tiles (split-bf16 x,
- * kernels/x86/qlinear_wide_amx.c): (2^-17 + (2·min(K, 128) + K/128 + 2) u) Σ|s w x|; fp8 M = 1 on the
+ * accumulated y), u = 2^-24; fp8 on the amx level's tiles (split-bf16 x,
+ * kernels/x86/qlinear_wide_amx.c): (2^-17 + (2·min(K, 128) + K/128 + 2) u) Σ|s w x|; int8-row
+ * at the amx level (x as three int8 planes of its row maximum, exact integer sums,
+ * kernels/x86/qlinear_int8row_amx.c): (2^-17/127 + 2^-23) max|x| Σ|s w| + 2u |y|; fp8 M = 1 on the
  * avx512bf16 level with AVX512_VBMI (kernels/x86/qlinear_fp8_avx512bf16.c: weights widened
  * exactly to bf16, x split into bf16 hi + lo, |x - hi - lo| <= 2^-16 |x|, 2K exact products
  * summed in fp32, the block scales in fp32): (2^-16 + (2K + 2·K/128 + 4) u) Σ|s w x|. W8A8 is exact up to
  * the final fp32 scaling. Whatever the thread count, a row's output has the same bits; int8-row
  * and W8A8 also whatever M is, at every level (the engine relies on it for W8A8 models, see
- * kernels/x86/qlinear_avx512.c; the amx level runs int8-row on its tiles at every M for it,
- * and gives other bits than avx512's); fp8 at the avx512 level only on either side of 8 rows (its
+ * kernels/x86/qlinear_avx512.c; the amx level's int8-row sums are exact integers on the tiles
+ * and on VNNI alike, and give other bits than avx512's); fp8 at the avx512 level only on either side of 8 rows (its
  * many-row panel GEMM sums in another order), and at the avx512bf16 level M = 1 apart from
  * M = 2-7 as well.
  */

@@ -57,6 +57,7 @@ enum {
     TILE_BYTES = TR * TKB, /* one 1 KiB tile */
     PLANES = 3,
     ROW_AHEAD = 4,         /* few-row path: 64-byte lines fetched ahead per weight row */
+    RNE = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC, /* round to nearest even */
 };
 #define NUMLA_INT8ROW_BASE 254.0 /* the planes' radix */
 
@@ -74,14 +75,13 @@ static float numla_int8row_scale_row_(const float *x, int64_t k, __m512 *inv)
 /* The three planes of x[c .. c + 16) (zeros past k) as 16 s8 bytes each. */
 static inline void numla_int8row_quant16_(const float *x, int64_t k, int64_t c, __m512 inv, __m128i q[PLANES])
 {
-    const int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     const __m512 base = _mm512_set1_ps((float)NUMLA_INT8ROW_BASE);
     const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(numla_qlinear_mask16(k, c), x + c), inv);
-    const __m512 f1 = _mm512_roundscale_ps(t, rne);
+    const __m512 f1 = _mm512_roundscale_ps(t, RNE);
     const __m512 r1 = _mm512_mul_ps(_mm512_sub_ps(t, f1), base);
-    const __m512 f2 = _mm512_roundscale_ps(r1, rne);
+    const __m512 f2 = _mm512_roundscale_ps(r1, RNE);
     const __m512 r2 = _mm512_mul_ps(_mm512_sub_ps(r1, f2), base);
-    const __m512 f3 = _mm512_roundscale_ps(r2, rne);
+    const __m512 f3 = _mm512_roundscale_ps(r2, RNE);
     q[0] = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(f1));
     q[1] = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(f2));
     q[2] = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(f3));
