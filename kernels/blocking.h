@@ -105,6 +105,8 @@ enum {
     NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M = 4,  /* amx level, int8-row: fewer rows run the same
                                               exact integer sums on VNNI (the same bits; a
                                               decode GEMV is faster there, docs/linear.md) */
+    NUMLA_QLINEAR_AMX_ROW_AHEAD = 4,       /* amx level, int8-row few rows: 64-byte lines fetched
+                                              ahead in each of the 16 weight-row streams */
     NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS = 1 << 18, /* amx level, int8-row: smaller weights (the
                                               absorbed attention's per-head W_UK, W_UV) keep
                                               avx512's path, whose per-call cost is lower */

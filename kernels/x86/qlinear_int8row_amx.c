@@ -56,7 +56,6 @@ enum {
     TKB = 64,              /* int8 k values per tile row */
     TILE_BYTES = TR * TKB, /* one 1 KiB tile */
     PLANES = 3,
-    ROW_AHEAD = 4,         /* few-row path: 64-byte lines fetched ahead per weight row */
     RNE = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC, /* round to nearest even */
 };
 #define NUMLA_INT8ROW_BASE 254.0 /* the planes' radix */
@@ -273,8 +272,8 @@ static void numla_int8row_rows_(const numla_qlinear_weight *w, int64_t m, const 
             __m512i v[TR];
             for (int r = 0; r < TR; r++) {
                 const int8_t *row = w->q + (r0 + r) * kp;
-                if (c + ROW_AHEAD * TKB < kp)
-                    _mm_prefetch((const char *)(row + c + ROW_AHEAD * TKB), _MM_HINT_T0);
+                if (c + NUMLA_QLINEAR_AMX_ROW_AHEAD * TKB < kp)
+                    _mm_prefetch((const char *)(row + c + NUMLA_QLINEAR_AMX_ROW_AHEAD * TKB), _MM_HINT_T0);
                 v[r] = _mm512_load_si512((const void *)(row + c));
             }
             numla_x86_transpose16(v); /* v[j]: k c + 4j .. c + 4j + 3 of the 16 rows */
