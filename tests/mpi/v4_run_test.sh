@@ -9,6 +9,7 @@
 #   preempt   a pool of 36 blocks of 8: sequences are preempted and recomputed from scratch
 #   again     the prompts twice, one sequence at a time (the prefix cache is off for V4: said
 #             once, and nothing is served from it)
+#   launch    (2 ranks) through launch/numla-launch
 # for the fp32 weights and the published FP8 + FP4 form (model_fp8), and the clear refusals
 # (--weights, a prompt over the context).
 set -uo pipefail
@@ -69,5 +70,14 @@ numla run --model "$dir" --threads 1 --max-context 100 --input "$dir/requests.js
 [ $? -eq 0 ] && [ "$(grep -c 'exceeds the context of 100 tokens' "$tmp/ctx.jsonl")" = 2 ] &&
   [ "$(tokens "$tmp/ctx.jsonl" | grep -E '^p[01] ')" = "$(sort "$dir/greedy.txt" | grep -E '^p[01] ')" ]
 check "over the context" $? "$(head -c 600 "$tmp/ctx.jsonl")"
+# the launcher (launch/numla-launch builds the mpirun line and binds the ranks) at 2 ranks
+if [ "$ranks" = 2 ]; then
+  [ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  NUMLA_BIN=$bin timeout 120 "$src/launch/numla-launch" --ranks 2 --oversubscribe -- run \
+    --model "$dir" --input "$dir/requests.jsonl" --output "$tmp/launch.jsonl" > "$tmp/launch.log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(tokens "$tmp/launch.jsonl")" = "$(sort "$dir/greedy.txt")" ]
+  check "numla-launch 2 ranks" $? "rc=$rc $(tail -3 "$tmp/launch.log")"
+fi
 echo "v4_run_test: $pass passed, $fail failed ($ranks ranks)"
 [ $fail -eq 0 ]
