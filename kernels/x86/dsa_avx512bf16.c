@@ -122,7 +122,7 @@ const numla_dsa_index_kernel numla_dsa_index_kernel_avx512bf16 = {
  * (kernels/x86/mla_attn_avx512bf16.c: both products on vdpbf16ps, heads in lanes for Q·K, no
  * horizontal sums) walking the query's index list instead of a key range (the chunk's `keys`):
  * same numerics as numla_mla_attn at this level. Needs a bf16 latent cache, Dc % 32 == 0 and
- * Dr % 16 == 0 (the chunk's own supports()); other caches run the avx512 variant. */
+ * Dr % 16 == 0 (the chunk's own applies()); other caches run the avx512 variant. */
 static numla_mla_attn_args numla_dsa_attn_as_mla(const numla_dsa_attn_args *a)
 {
     return (numla_mla_attn_args){
