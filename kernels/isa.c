@@ -109,10 +109,11 @@ unsigned numla_cpu_features(void)
 numla_isa numla_isa_pick(numla_isa isa, const numla_variant *const *table, int kinds, int kind,
                          const void *call)
 {
+    const unsigned cpu = numla_cpu_features();
     int i = (unsigned)isa < NUMLA_ISA_COUNT ? (int)isa : NUMLA_ISA_REF;
     for (; i > 0; i--) {
         const numla_variant *v = table[i * kinds + kind];
-        if (v && numla_cpu_has(v->needs) && (!v->applies || v->applies(call)))
+        if (v && (cpu & v->needs) == v->needs && (!v->applies || v->applies(call)))
             break;
     }
     return (numla_isa)i;
