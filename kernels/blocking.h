@@ -66,6 +66,10 @@ enum {
     NUMLA_QLINEAR_GEMM_MIN_MB = 36,        /* ... but at least this many x rows per block */
 };
 
+/* fp8's GEMV (M = 1), one row at a time (kernels/x86/qlinear_avx512.c): software prefetch in
+ * the weight stream (bytes ahead), and the 128-wide scale blocks of a row run interleaved. */
+enum { NUMLA_QLINEAR_ROW_AHEAD = 8192, NUMLA_QLINEAR_ROW_BLOCKS = 4 };
+
 /* W8A8 on vpdpbusd (kernels/x86/qlinear_avx512vnni.c): the few-row tiles, then the
  * packed-panel GEMM's micro-tile. */
 enum {
@@ -198,6 +202,8 @@ enum {
 enum {
     NUMLA_DSA_KEY_BLOCK = 256, /* keys scored per inner call before they enter the heap */
     NUMLA_DSA_IX_KEYS = 4,     /* avx512 indexer: keys widened and scored together */
+    NUMLA_DSA_BF_KEYS = 4,     /* avx512bf16 indexer: keys scored together */
+    NUMLA_DSA_VN_KEYS = 4,     /* avx512vnni (int8) indexer: keys scored together */
 };
 
 enum {

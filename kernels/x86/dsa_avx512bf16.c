@@ -16,8 +16,6 @@
 
 #include "kernels/x86/dsa_hsum_avx512.h"
 
-enum { NUMLA_DSA_BF_KEYS = 4 };
-
 static int numla_dsa_index_avx512bf16_supports(const void *args)
 {
     const numla_dsa_index_args *a = args;

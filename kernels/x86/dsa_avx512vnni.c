@@ -22,8 +22,6 @@
 
 #include "kernels/x86/dsa_hsum_avx512.h"
 
-enum { NUMLA_DSA_VN_KEYS = 4 };
-
 /* acc + Σ4 a (unsigned bytes) · b (signed bytes), per lane. Written as one instruction with the
  * accumulator tied: with the intrinsic, GCC 12 copied every accumulator through another
  * register (and some through the stack) on each step of the loop below. */

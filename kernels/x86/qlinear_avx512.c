@@ -189,8 +189,8 @@ static inline __attribute__((always_inline)) void numla_qlinear_fp8x32_(const in
  * in it. A row alone still has independent work: its 128-wide scale blocks are separate
  * accumulator chains until their scaled sums are added, so four full blocks run interleaved.
  * Every block's chain, and the order the blocks' sums are added in, are those of
- * numla_qlinear_tile_, so y has the same bits as the tiled paths. */
-enum { NUMLA_QLINEAR_ROW_AHEAD = 8192, NUMLA_QLINEAR_ROW_BLOCKS = 4 };
+ * numla_qlinear_tile_, so y has the same bits as the tiled paths. (Its prefetch distance and
+ * blocks in flight: kernels/blocking.h.) */
 
 static float numla_qlinear_fp8_row_(const numla_qlinear_weight *w, int64_t r, const float *x,
                                     const int8_t *end)
