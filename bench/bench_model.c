@@ -259,6 +259,10 @@ typedef struct bm_counters {
 
 static void bm_counters_read(const numla_model *m, bm_counters *c)
 {
+    if (!m) { /* deepseek_v4 runs its own forward, which keeps no counters */
+        memset(c, 0, sizeof *c);
+        return;
+    }
     numla_model_stats st;
     numla_model_get_stats(m, &st);
     c->linear_s = st.linear_s;
@@ -277,8 +281,14 @@ typedef struct bm_weights_info {
     int lm_head_q8;
 } bm_weights_info;
 
-static void bm_weights_info_read(const numla_model *m, bm_weights_info *w)
+static void bm_weights_info_read(const numla_engine *e, bm_weights_info *w)
 {
+    const numla_model *m = numla_engine_model(e);
+    if (!m) { /* deepseek_v4: as the checkpoint stores them */
+        *w = (bm_weights_info){.isa = numla_engine_isa(e), .lm_head_dtype = NUMLA_DTYPE_BF16,
+                               .embed_dtype = NUMLA_DTYPE_F32};
+        return;
+    }
     const numla_model_weights *mw = numla_model_get_weights(m);
     w->isa = mw->isa;
     /* a block lm_head counts in the projections' encoding (exact counts: the one-rank path) */
@@ -291,6 +301,7 @@ static void bm_weights_info_read(const numla_model *m, bm_weights_info *w)
 /* Everything rank 0 measures. */
 typedef struct bm_results {
     int nth, ndec, nlong, amx;
+    int v4;                                            /* deepseek_v4: no counters */
     double bw, peak, amx_peak;                         /* machine figures (best of two) */
     double pf_best, pf_lin_s, pf_lin_fl, pf_attn_s, pf_attn_k_s;
     double pf_part[NUMLA_MODEL_PART_COUNT];
@@ -366,7 +377,8 @@ static void bm_prefill(bm_ctx *x, const bm_opts *o, const bm_seq *sa, bm_results
     }
     bm_counters c;
     bm_counters_read(m, &c);
-    r->pf_form = c.prefill_form == NUMLA_PREFILL_FORM_ABSORBED   ? "absorbed"
+    r->pf_form = !m ? "deepseek_v4"
+                 : c.prefill_form == NUMLA_PREFILL_FORM_ABSORBED   ? "absorbed"
                  : c.prefill_form == NUMLA_PREFILL_FORM_EXPANDED ? "expanded"
                  : o->prompt > 1 ? "auto (expanded: no prefix)" : "auto (absorbed)";
 }
@@ -496,6 +508,21 @@ static void bm_print(const bm_opts *o, const bm_results *r, int size)
                co->weight_bytes / r->dec_med / (bw * 1e9),
                (t_bytes > t_flops ? t_bytes : t_flops) / r->long_med, t_bytes, t_flops,
                r->rss_mib, r->load_start, r->load_dec, r->load_long);
+    } else if (r->v4) { /* deepseek_v4's forward keeps no counters: no split, no profiles */
+        printf("  prefill %d tokens (one step): %.1f tok/s (%.3f s)\n", prompt, pf_tok_s, r->pf_best);
+        printf("  decode batch 1, %d tokens after %d: %.2f tok/s (median %.2f ms); active "
+               "weights %.1f MB/token (attn %.1f, mlp %.1f, head+embed %.1f); read %.2f GB/s "
+               "-> decode_bw_frac %.3f\n", r->ndec, prompt, dec_tok_s, 1e3 * r->dec_med,
+               co->weight_bytes / 1e6, co->attn_weight_bytes / 1e6, co->mlp_weight_bytes / 1e6,
+               co->lm_head_bytes / 1e6, bw, bw_frac);
+        printf("  decode batch 1, %d tokens from context 0: %.2f tok/s (median %.2f ms)\n",
+               r->ndec, r->ndec / r->dec0_total, 1e3 * r->dec0_med);
+        printf("  decode batch 1, %d tokens after %d%s: %.2f tok/s (median %.2f ms); bound "
+               "bytes %.2f ms, flops %.2f ms -> roofline_frac %.3f (context prefill %.1f s)\n",
+               r->nlong, long_ctx, o->quick ? " (--quick: not 16384)" : "", long_tok_s,
+               1e3 * r->long_med, 1e3 * t_bytes, 1e3 * t_flops, roof, r->long_pf);
+        printf("  peak RSS %.1f MiB; load average %.2f / %.2f / %.2f (start / after decode / "
+               "end)\n", r->rss_mib, r->load_start, r->load_dec, r->load_long);
     } else {
         printf("  prefill %d tokens: %.1f tok/s; linear layers %.1f GFLOP/s = prefill_peak_frac "
                "%.3f of the %s peak %.1f GFLOP/s (%.3f of the AVX-512 peak %.1f; %.0f%% of the "
@@ -541,12 +568,42 @@ static void bm_print(const bm_opts *o, const bm_results *r, int size)
     fflush(stdout);
 }
 
+/* DeepSeek-V4's costs (one rank: the whole model): the weights from the loaded model
+ * (numla_v4_model_token_costs); per context row, what a decode token reads beyond the window's
+ * W rows: each CSA layer's index keys (Di, fp32) and each HCA layer's entries (Dh, fp32) per
+ * rate tokens, and their FLOPs (the indexer's 2·Hi·Di, HCA's 4·H·Dh per entry). The CSA
+ * entries its top-k picks are a bounded cost, left out. */
+static numla_status bm_costs_v4(const numla_v4_model *v4, numla_bench_model_costs *co)
+{
+    const numla_model_config *c = numla_v4_model_config(v4);
+    numla_v4_token_costs tc;
+    numla_v4_model_token_costs(v4, &tc);
+    *co = (numla_bench_model_costs){.attn_weight_bytes = tc.attn_bytes,
+                                    .mlp_weight_bytes = tc.mlp_bytes,
+                                    .lm_head_bytes = tc.head_bytes,
+                                    .linear_flops = tc.linear_flops};
+    co->weight_bytes = tc.attn_bytes + tc.mlp_bytes + tc.head_bytes;
+    const numla_v4_config *v = &c->v4;
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        if (v->attn[l] == NUMLA_V4_ATTN_CSA) {
+            co->kv_bytes_per_ctx += 4.0 * (double)v->index_head_dim / (double)v->csa_rate;
+            co->attn_flops_per_ctx += 2.0 * (double)(v->index_n_heads * v->index_head_dim) /
+                                      (double)v->csa_rate;
+        } else if (v->attn[l] == NUMLA_V4_ATTN_HCA) {
+            co->kv_bytes_per_ctx += 4.0 * (double)v->head_dim / (double)v->hca_rate;
+            co->attn_flops_per_ctx += 4.0 * (double)(c->num_attention_heads * v->head_dim) /
+                                      (double)v->hca_rate;
+        }
+    }
+    return NUMLA_STATUS_OK;
+}
+
 /* Rank 0: every measurement, then the report. */
 static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int size)
 {
     bm_results r = {.ndec = 128, .nlong = o->quick ? 16 : 32};
     bm_weights_info wi;
-    bm_weights_info_read(numla_engine_model(x->e), &wi);
+    bm_weights_info_read(x->e, &wi);
     const numla_kv_cache *kv = numla_engine_kv_cache(x->e);
     const int gguf = numla_model_path_is_gguf(o->e.model);
     /* a GGUF file, or a block format made at load (--weights q4_k ...), mixes encodings: with
@@ -555,8 +612,10 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     const int blocks_at_load = !gguf && wi.format != NUMLA_WEIGHT_FORMAT_NONE &&
                                wi.format != NUMLA_WEIGHT_FORMAT_FP8 &&
                                wi.format != NUMLA_WEIGHT_FORMAT_INT8;
+    const numla_v4_model *v4 = numla_engine_v4_model(x->e);
     numla_status s =
-        gguf && size > 1 ? numla_bench_model_costs_gguf(numla_engine_config(x->e), o->e.model, kv->dtype,
+        v4 ? bm_costs_v4(v4, &r.co)
+        : gguf && size > 1 ? numla_bench_model_costs_gguf(numla_engine_config(x->e), o->e.model, kv->dtype,
                                                         &r.co)
         : (gguf || blocks_at_load) && size == 1
             ? numla_bench_model_costs_loaded(numla_model_get_weights(numla_engine_model(x->e)),
@@ -572,9 +631,12 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     /* The prefill GEMMs run on AMX tiles when the weights are bf16 and the tiles are usable
      * (kernels/x86/linear_amx.c): their ceiling is then the tile peak, reported next to the
      * AVX-512 one. */
-    const numla_model_options mo = numla_model_get_options(numla_engine_model(x->e));
+    const numla_model *mm = numla_engine_model(x->e);
+    const numla_model_options mo = mm ? numla_model_get_options(mm)
+                                      : numla_model_options_default(wi.isa);
     r.amx = mo.isa == NUMLA_ISA_AMX && mo.linear_amx && wi.lm_head_dtype == NUMLA_DTYPE_BF16 &&
             wi.format == NUMLA_WEIGHT_FORMAT_NONE;
+    r.v4 = v4 != NULL;
     /* peak RSS: the load's, and the runs' after the probe buffer is gone (ru_maxrss would
      * count the probe's gigabytes as the model's) */
     const double rss_load = bm_hwm_mib();
@@ -690,6 +752,12 @@ static int bench_model_main(int argc, char **argv)
     if (s != NUMLA_STATUS_OK)
         numla_comm_abort(NULL, s, "bench model: %s", numla_error_message());
     bm_ctx x = {.rng = 7, .c = mpi.comm};
+    numla_model_config mc;
+    if (numla_model_config_load(o.e.model, &mc) == NUMLA_STATUS_OK && mc.v4.enabled &&
+        (o.fill || numla_comm_size(x.c) > 1))
+        numla_comm_abort(x.c, NUMLA_STATUS_UNSUPPORTED, "bench model: deepseek_v4 is measured on "
+                         "one rank (%d given) and without --fill-context (its cache is per "
+                         "sequence, not the pool's rows)", numla_comm_size(x.c));
     if (o.fill && numla_comm_size(x.c) > 1)
         numla_comm_abort(x.c, NUMLA_STATUS_INVALID_ARG, "bench model: --fill-context writes rank "
                          "0's cache only: run it on one rank (%d here)", numla_comm_size(x.c));

@@ -152,6 +152,56 @@ static size_t comp_bytes(const v4_comp *c)
     return c->wkv.bytes + c->wgate.bytes;
 }
 
+/* One linear a token reads: its bytes and 2·n·k FLOPs, times `times`. */
+static void tok_add(const v4_lin *l, double times, double *bytes, double *flops)
+{
+    *bytes += times * (double)l->bytes;
+    *flops += times * 2.0 * (double)l->n * (double)l->k;
+}
+
+void numla_v4_model_token_costs(const numla_v4_model *m, numla_v4_token_costs *out)
+{
+    const numla_model_config *c = &m->cfg;
+    memset(out, 0, sizeof *out);
+    double *ab = &out->attn_bytes, *mb = &out->mlp_bytes, *fl = &out->linear_flops;
+    const double k = (double)c->num_experts_per_tok, E = (double)m->shard.expert_count;
+    for (int64_t l = 0; m->layers && l < c->num_hidden_layers; l++) {
+        const v4_layer *y = &m->layers[l];
+        tok_add(&y->hc_fn[0], 1, ab, fl);
+        tok_add(&y->hc_fn[1], 1, mb, fl);
+        tok_add(&y->wq_a, 1, ab, fl);
+        tok_add(&y->wq_b, 1, ab, fl);
+        tok_add(&y->wkv, 1, ab, fl);
+        for (int64_t g = 0; y->wo_a && g < m->gcount; g++)
+            tok_add(&y->wo_a[g], 1, ab, fl);
+        tok_add(&y->wo_b, 1, ab, fl);
+        if (y->attn != NUMLA_V4_ATTN_SLIDING) {
+            tok_add(&y->comp.wkv, 1, ab, fl);
+            tok_add(&y->comp.wgate, 1, ab, fl);
+        }
+        if (y->attn == NUMLA_V4_ATTN_CSA) {
+            tok_add(&y->icomp.wkv, 1, ab, fl);
+            tok_add(&y->icomp.wgate, 1, ab, fl);
+            tok_add(&y->iwq_b, 1, ab, fl);
+            tok_add(&y->iweights, 1, ab, fl);
+        }
+        if (!y->hash)
+            tok_add(&y->gate, 1, mb, fl);
+        tok_add(&y->sw1, 1, mb, fl);
+        tok_add(&y->sw2, 1, mb, fl);
+        tok_add(&y->sw3, 1, mb, fl);
+        /* k routed experts at the mean size of this rank's */
+        for (int64_t e = 0; y->w1 && E > 0 && e < m->shard.expert_count; e++) {
+            tok_add(&y->w1[e], k / E, mb, fl);
+            tok_add(&y->w2[e], k / E, mb, fl);
+            tok_add(&y->w3[e], k / E, mb, fl);
+        }
+    }
+    tok_add(&m->head, 1, &out->head_bytes, fl);
+    tok_add(&m->hc_head_fn, 1, &out->head_bytes, fl);
+    out->head_bytes += sizeof(float) * (double)c->hidden_size; /* the embedding row */
+}
+
 size_t numla_v4_model_weight_bytes(const numla_v4_model *m)
 {
     const numla_model_config *c = &m->cfg;

@@ -51,6 +51,16 @@ const numla_model_config *numla_v4_model_config(const numla_v4_model *m);
 /* Bytes of this rank's packed weights (the embedding's fp32 copy included; norms and vectors
  * not). */
 size_t numla_v4_model_weight_bytes(const numla_v4_model *m);
+/* What one decode token reads of this rank's weights (batch 1; norms and vectors left out):
+ * every linear at its packed size (the attention's with the compressors and the indexer, both
+ * hyper-connection projections, the router, the shared expert, k routed experts at the mean size
+ * of this rank's, the head and hyper-head plus one fp32 embedding row) and their 2·n·k FLOPs.
+ * With one rank: the whole model's. */
+typedef struct numla_v4_token_costs {
+    double attn_bytes, mlp_bytes, head_bytes;
+    double linear_flops;
+} numla_v4_token_costs;
+void numla_v4_model_token_costs(const numla_v4_model *m, numla_v4_token_costs *out);
 
 /* An empty sequence for m. Not collective. */
 numla_status numla_v4_seq_create(const numla_v4_model *m, numla_v4_seq **out);

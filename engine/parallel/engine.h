@@ -38,6 +38,7 @@
 #include "engine/model/config.h"
 #include "engine/model/kv_cache.h"
 #include "engine/model/model.h"
+#include "engine/model/model_v4.h"
 #include "kernels/isa.h"
 #include "launch/plan.h"
 
@@ -135,6 +136,8 @@ size_t numla_engine_kv_bytes(const numla_engine *e);
 /* This rank's model (its linear_s / linear_flops counters; read between steps); NULL for
  * deepseek_v4, which runs its own forward (engine/model/model_v4.h). */
 const numla_model *numla_engine_model(const numla_engine *e);
+/* This rank's DeepSeek-V4 model (engine/model/model_v4.h); NULL for the MLA models. */
+const numla_v4_model *numla_engine_v4_model(const numla_engine *e);
 
 /* ---- per-rank timing (docs/design.md §7: step time split into compute and communication) ---- */
 typedef struct numla_engine_stats {

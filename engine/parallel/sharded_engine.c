@@ -625,3 +625,4 @@ size_t numla_engine_weight_bytes(const numla_engine *e)
 }
 size_t numla_engine_kv_bytes(const numla_engine *e) { return e->kv->data_bytes; }
 const numla_model *numla_engine_model(const numla_engine *e) { return e->m; }
+const numla_v4_model *numla_engine_v4_model(const numla_engine *e) { return e->v4; }

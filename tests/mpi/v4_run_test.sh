@@ -10,6 +10,7 @@
 #   again     the prompts twice, one sequence at a time (the prefix cache is off for V4: said
 #             once, and nothing is served from it)
 #   launch    (2 ranks) through launch/numla-launch
+#   bench     `bench model` refused on 2-3 ranks; (3 ranks) its one-rank figures come out
 # for the fp32 weights and the published FP8 + FP4 form (model_fp8), and the clear refusals
 # (--weights, a prompt over the context).
 set -uo pipefail
@@ -78,6 +79,22 @@ if [ "$ranks" = 2 ]; then
   rc=$?
   [ $rc -eq 0 ] && [ "$(tokens "$tmp/launch.jsonl")" = "$(sort "$dir/greedy.txt")" ]
   check "numla-launch 2 ranks" $? "rc=$rc $(tail -3 "$tmp/launch.log")"
+fi
+# bench model: one rank only for V4 (refused on more, with the reason); at 3 ranks the
+# one-rank run is smoke-tested (its machine probes take ~20 s)
+if [ "$ranks" -gt 1 ]; then
+  numla bench model --model "$dir" --quick --prompt 32 --long-context 64 > "$tmp/bm.out" 2>&1
+  [ $? -ne 0 ] && grep -q "deepseek_v4 is measured on one rank ($ranks given)" "$tmp/bm.out"
+  check "bench model refused on $ranks ranks" $? "$(tail -3 "$tmp/bm.out")"
+fi
+if [ "$ranks" = 3 ]; then
+  "$bin" bench model --model "$dir" --quick --threads 1 --prompt 32 --long-context 64 --json \
+    > "$tmp/bm.json" 2> "$tmp/bm.err"
+  rc=$?
+  last=$(tail -1 "$tmp/bm.json")
+  [ $rc -eq 0 ] && grep -q '"prefill_form": "deepseek_v4"' <<<"$last" &&
+    ! grep -qE '"(prefill_tok_s|decode_tok_s|decode_16k_tok_s|active_weight_bytes)": 0(\.0*)?,' <<<"$last"
+  check "bench model on one rank" $? "rc=$rc $last $(tail -3 "$tmp/bm.err")"
 fi
 echo "v4_run_test: $pass passed, $fail failed ($ranks ranks)"
 [ $fail -eq 0 ]
