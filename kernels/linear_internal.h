@@ -1,6 +1,6 @@
 /* kernels/linear_internal.h — private to the linear kernels: the packed weight layout, the
- * blocking parameters, and the per-ISA entry points filled into the dispatch table of
- * kernels/linear.c. Nothing outside kernels/linear*.c and kernels/{ref,x86}/linear_*.c includes it.
+ * per-ISA entry points of the dispatch table in kernels/linear.c (the blocking:
+ * kernels/blocking.h). Nothing outside kernels/linear*.c and kernels/{ref,x86}/linear_*.c includes it.
  *
  * Packed layout (one layout for every ISA, so a weight packed at any level runs at every level, and
  * the tests compare levels on identical bytes):

@@ -1,5 +1,5 @@
 /* kernels/mha_prefill_internal.h — private to the mha_prefill family: the variant signature, the
- * query/key blocking (one table for every variant) and the per-thread scratch layout. */
+ * per-thread scratch layout (the query/key blocking, one for every variant: kernels/blocking.h). */
 #ifndef NUMLA_KERNELS_MHA_PREFILL_INTERNAL_H
 #define NUMLA_KERNELS_MHA_PREFILL_INTERNAL_H
 
