@@ -1044,6 +1044,10 @@ numla_status numla_sched_step(numla_sched *s)
             s->st.spec_accepted += acc;
             s->st.decode_tokens += acc;
         }
+        /* the accepted drafts' rows are computed now: their tokens first (emit appends the
+         * same ones below), so that the blocks they fill are cached under them */
+        for (int32_t k = 0; k < acc; k++)
+            q->tokens[q->num_tokens + k] = s->draws[b].toks[k];
         prefix_register(s, q);
         if (s->draws[b].st == NUMLA_STATUS_OK)
             q->plp_done += q->step_plp_n;

@@ -118,6 +118,28 @@ check "mtp:3 tight budget, preempting: decisive tokens equal ($ranks ranks)" $? 
   "$(diff <(decisive_tokens "$tmp/base.jsonl" "$tmp/base.jsonl") <(decisive_tokens "$tmp/base.jsonl" "$tmp/tight.jsonl") | head -4 | cut -c1-300)"
 ! grep -q ' 0 preemptions' "$tmp/tight.jsonl.err"
 check "mtp:3 tight: preempted" $? "$(grep preemptions "$tmp/tight.jsonl.err")"
+# prefix cache: blocks filled by accepted drafts are cached under their tokens, so the second
+# turn of a conversation (prompt + answer + 1 token) finds every full block of the first
+for i in 1 2 3 4; do
+  sed -nE "s/^\{\"id\":\"g$i\",\"output_tokens\":\[([0-9]+(,[0-9]+){19}).*/\1/p" "$tmp/base.jsonl"
+done | awk '{ printf "{\"id\": \"a%d\", \"prompt_tokens\": [0,%s], \"max_tokens\": 40, \"temperature\": 0, \"ignore_eos\": true}\n", NR, $0 }' > "$tmp/turn1.jsonl"
+"$mpiexec" -n "$ranks" --oversubscribe --bind-to none "$bin" run --model "$model" --threads 1 \
+  --input "$tmp/turn1.jsonl" --output "$tmp/turn1.out" --no-progress --speculative mtp:3 2> "$tmp/turn1.err"
+check "prefix: turn 1" $? "$(tail -2 "$tmp/turn1.err")"
+sort "$tmp/turn1.out" | sed -nE 's/^\{"id":"a([0-9]+)","output_tokens":\[([^]]*)\].*/\1 \2/p' |
+  while read -r n out; do
+    p=$(sed -nE "s/.*\"id\": \"a$n\", \"prompt_tokens\": \[([^]]*)\].*/\1/p" "$tmp/turn1.jsonl")
+    printf '{"id": "b%s", "prompt_tokens": [%s,%s,5], "max_tokens": 4, "temperature": 0}\n' "$n" "$p" "$out"
+  done > "$tmp/turn2.jsonl"
+cat "$tmp/turn1.jsonl" "$tmp/turn2.jsonl" > "$tmp/turns.jsonl"
+"$mpiexec" -n "$ranks" --oversubscribe --bind-to none "$bin" run --model "$model" --threads 1 \
+  --input "$tmp/turns.jsonl" --output "$tmp/turns.out" --no-progress --speculative mtp:3 --max-seqs 1 2> "$tmp/turns.err"
+check "prefix: turns 1 and 2" $? "$(tail -2 "$tmp/turns.err")"
+# turn 1 computed 21 + 39 rows: 3 full blocks of 16 (48 tokens) for turn 2 to find
+bad=$(grep '"id":"b' "$tmp/turns.out" | sed -E 's/.*"cached_tokens":([0-9]+).*/\1/' | awk '$1 < 48' | wc -l)
+[ "$(grep -c '"id":"b' "$tmp/turns.out")" -eq 4 ] && [ "$bad" -eq 0 ]
+check "prefix: second turns find the first turns' blocks, draft-filled ones included" $? \
+  "$(grep -o '"id":"b[0-9]*"\|"cached_tokens":[0-9]*' "$tmp/turns.out" | paste -sd' ')"
 ! grep -q '"speculative"' "$tmp/base.jsonl"
 check "no usage.speculative without --speculative" $? ""
 if [ "$ranks" -eq 1 ]; then
