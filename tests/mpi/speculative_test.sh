@@ -151,7 +151,12 @@ if [ "$ranks" -eq 1 ]; then
       -d '{"prompt": "And the Lord said unto Moses,", "max_tokens": 24, "temperature": 0, "ignore_eos": true}')
     echo "$body" | grep -Eq '"speculative": ?\{[^}]*"accepted_tokens": ?[1-9]'
     check "serve: usage.speculative in a completion" $? "$(echo "$body" | cut -c1-400)"
-    m=$(curl -s -m 10 "http://127.0.0.1:$port/metrics")
+    # the gauges are refreshed at most 10 times a second: wait for the request's figures
+    for _ in $(seq 1 50); do
+      m=$(curl -s -m 10 "http://127.0.0.1:$port/metrics")
+      echo "$m" | grep -Eq '^numla_spec_accepted_tokens_total [1-9]' && break
+      sleep 0.1
+    done
     echo "$m" | grep -Eq '^numla_spec_draft_tokens_total [1-9]' &&
       echo "$m" | grep -Eq '^numla_spec_accepted_tokens_total [1-9]' &&
       echo "$m" | grep -Eq '^numla_spec_acceptance_rate 0\.[0-9]*[1-9]'
