@@ -429,6 +429,20 @@ static json_t *message_item(const numla_openai_reply *r, const char *text, size_
                      "role", "assistant", "content", content);
 }
 
+/* The reasoning item: text NULL while in progress (no content yet). */
+static json_t *reasoning_item(const numla_openai_reply *r, const char *text, size_t len, const char *status)
+{
+    char id[96];
+    item_id(r, "rs", -1, id, sizeof id);
+    json_t *content = json_array();
+    if (text)
+        json_array_append_new(content, json_pack("{s:s, s:s%}", "type", "reasoning_text", "text", text, len));
+    json_t *o = json_pack("{s:s, s:s, s:[], s:o}", "id", id, "type", "reasoning", "summary", "content", content);
+    if (o && status)
+        json_object_set_new(o, "status", json_string(status));
+    return o;
+}
+
 static json_t *call_item(const numla_openai_reply *r, const numla_tool_call_out *t, int32_t k,
                          const char *status)
 {
@@ -464,14 +478,8 @@ static json_t *response_json(const numla_openai_reply *r, const char *settings,
         return NULL;
     json_t *out = json_array();
     json_object_set_new(o, "output", out);
-    if (c && c->has_reasoning && c->reasoning) {
-        char id[96];
-        item_id(r, "rs", -1, id, sizeof id);
-        json_array_append_new(out, json_pack("{s:s, s:s, s:[], s:[{s:s, s:s%}]}", "id", id,
-                                             "type", "reasoning", "summary", "content", "type",
-                                             "reasoning_text", "text", c->reasoning,
-                                             c->reasoning_len));
-    }
+    if (c && c->has_reasoning && c->reasoning)
+        json_array_append_new(out, reasoning_item(r, c->reasoning, c->reasoning_len, NULL));
     if (c && (c->text_len > 0 || c->num_tool_calls == 0))
         json_array_append_new(out, message_item(r, c->text ? c->text : "", c->text_len,
                                                 length ? "incomplete" : "completed"));
@@ -536,12 +544,33 @@ numla_status numla_responses_stream_start(numla_responses_stream *st,
                  json_pack("{s:o}", "response", response_json(r, settings, NULL, NULL)), out);
 }
 
-/* The message's output_item.added and content_part.added, once. */
-static numla_status open_message(numla_responses_stream *st, const numla_openai_reply *r,
-                                 numla_strbuf *out)
+/* The reasoning item's done events with its whole text, once, if it was opened. */
+static numla_status close_reasoning(numla_responses_stream *st, const numla_openai_reply *r, const char *all,
+                                   size_t all_len, numla_strbuf *out)
+{
+    if (!st->reasoning_open || st->reasoning_closed)
+        return NUMLA_STATUS_OK;
+    st->reasoning_closed = 1;
+    char id[96];
+    item_id(r, "rs", -1, id, sizeof id);
+    NUMLA_CHECK(event(st, "response.reasoning_text.done",
+                      json_pack("{s:s, s:i, s:i, s:s%}", "item_id", id, "output_index", (int)st->reasoning_index,
+                                "content_index", 0, "text", all ? all : "", all ? all_len : 0),
+                      out));
+    return event(st, "response.output_item.done",
+                 json_pack("{s:i, s:o}", "output_index", (int)st->reasoning_index, "item",
+                           reasoning_item(r, all ? all : "", all ? all_len : 0, "completed")),
+                 out);
+}
+
+/* The message's output_item.added and content_part.added, once (the reasoning item closed
+ * first, with its whole text all). */
+static numla_status open_message(numla_responses_stream *st, const numla_openai_reply *r, const char *all,
+                                 size_t all_len, numla_strbuf *out)
 {
     if (st->message_open)
         return NUMLA_STATUS_OK;
+    NUMLA_CHECK(close_reasoning(st, r, all, all_len, out));
     st->message_open = 1;
     st->message_index = st->output_index++;
     char id[96];
@@ -555,12 +584,34 @@ static numla_status open_message(numla_responses_stream *st, const numla_openai_
                            "output_text", "text", "", "annotations"), out);
 }
 
+numla_status numla_responses_stream_reasoning(numla_responses_stream *st, const numla_openai_reply *r,
+                                              const char *text, size_t len, numla_strbuf *out)
+{
+    if (len == 0 || st->reasoning_closed)
+        return NUMLA_STATUS_OK;
+    char id[96];
+    item_id(r, "rs", -1, id, sizeof id);
+    if (!st->reasoning_open) {
+        st->reasoning_open = 1;
+        st->reasoning_index = st->output_index++;
+        NUMLA_CHECK(event(st, "response.output_item.added",
+                          json_pack("{s:i, s:o}", "output_index", (int)st->reasoning_index, "item",
+                                    reasoning_item(r, NULL, 0, "in_progress")),
+                          out));
+    }
+    return event(st, "response.reasoning_text.delta",
+                 json_pack("{s:s, s:i, s:i, s:s%}", "item_id", id, "output_index", (int)st->reasoning_index,
+                           "content_index", 0, "delta", text, len),
+                 out);
+}
+
 numla_status numla_responses_stream_text(numla_responses_stream *st, const numla_openai_reply *r,
-                                         const char *text, size_t len, numla_strbuf *out)
+                                         const char *text, size_t len, const char *reasoning,
+                                         size_t reasoning_len, numla_strbuf *out)
 {
     if (len == 0)
         return NUMLA_STATUS_OK;
-    NUMLA_CHECK(open_message(st, r, out));
+    NUMLA_CHECK(open_message(st, r, reasoning, reasoning_len, out));
     char id[96];
     item_id(r, "msg", -1, id, sizeof id);
     return event(st, "response.output_text.delta",
@@ -574,8 +625,9 @@ numla_status numla_responses_stream_end(numla_responses_stream *st, const numla_
                                         const numla_openai_usage *u, numla_strbuf *out)
 {
     const int length = c->finish_reason && !strcmp(c->finish_reason, "length");
+    NUMLA_CHECK(close_reasoning(st, r, c->reasoning, c->reasoning_len, out));
     if (c->text_len > 0 || c->num_tool_calls == 0) {
-        NUMLA_CHECK(open_message(st, r, out));
+        NUMLA_CHECK(open_message(st, r, c->reasoning, c->reasoning_len, out));
         char id[96];
         item_id(r, "msg", -1, id, sizeof id);
         const char *t = c->text ? c->text : "";

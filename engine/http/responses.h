@@ -27,7 +27,10 @@
  * tools, tool_choice, parallel_tool_calls, text, metadata, user, store false, truncation
  * "disabled", reasoning, previous_response_id null, error null)}. Streamed: Server-Sent Events
  * "event: TYPE\ndata: {type, sequence_number, ...}" — response.created, response.in_progress,
- * response.output_item.added / content_part.added (the message, at its first text),
+ * for a thinking model's reasoning the reasoning item's output_item.added, a
+ * response.reasoning_text.delta per piece, reasoning_text.done and output_item.done (when the
+ * answer begins, or at the end), response.output_item.added / content_part.added (the message,
+ * at its first text),
  * response.output_text.delta per piece, then output_text.done, content_part.done,
  * output_item.done, each function call's output_item.added, function_call_arguments.done and
  * output_item.done, and response.completed (or response.incomplete) with the whole object; an
@@ -60,11 +63,14 @@ numla_status numla_responses_format(const numla_openai_reply *r, const char *set
                                     const numla_openai_choice *c, const numla_openai_usage *u,
                                     char **out);
 
-/* One stream's state: its sequence numbers and the message item it has opened. */
+/* One stream's state: its sequence numbers and the items it has opened. */
 typedef struct numla_responses_stream {
     int64_t seq;
+    int reasoning_open;         /* the reasoning item's output_item.added sent */
+    int reasoning_closed;       /* its reasoning_text.done and output_item.done sent */
     int message_open;           /* output_item.added and content_part.added sent */
     int32_t output_index;       /* of the next item */
+    int32_t reasoning_index;    /* the reasoning item's output_index once open */
     int32_t message_index;      /* the message's output_index once open */
 } numla_responses_stream;
 
@@ -72,9 +78,15 @@ typedef struct numla_responses_stream {
 numla_status numla_responses_stream_start(numla_responses_stream *st,
                                           const numla_openai_reply *r, const char *settings,
                                           numla_strbuf *out);
-/* A piece of the answer's text (opens the message item first). */
+/* A piece of a thinking model's reasoning (opens the reasoning item first). Ignored once the
+ * answer's text has begun. */
+numla_status numla_responses_stream_reasoning(numla_responses_stream *st, const numla_openai_reply *r,
+                                              const char *text, size_t len, numla_strbuf *out);
+/* A piece of the answer's text (opens the message item first, closing the reasoning item, if
+ * one is open, with its whole text reasoning). */
 numla_status numla_responses_stream_text(numla_responses_stream *st, const numla_openai_reply *r,
-                                         const char *text, size_t len, numla_strbuf *out);
+                                         const char *text, size_t len, const char *reasoning,
+                                         size_t reasoning_len, numla_strbuf *out);
 /* The end: the message item's done events, each call's items, response.completed (or
  * response.incomplete) with the whole object of c. */
 numla_status numla_responses_stream_end(numla_responses_stream *st, const numla_openai_reply *r,

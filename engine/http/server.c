@@ -433,10 +433,13 @@ static int stream_chunk_split(conn *c, int32_t i, const char *text, size_t len,
     numla_http_job *j = &c->call->jobs[i];
     job_view *v = &c->views[i];
     numla_openai_reply r = reply_of(c);
-    if (c->route == ROUTE_RESPONSES) { /* text deltas now; reasoning and calls at the end */
+    if (c->route == ROUTE_RESPONSES) { /* reasoning and text deltas now; calls at the end */
         (void)finish, (void)call, (void)call_index, (void)first;
         return append_buf(&v->text, text, len) && append_buf(&v->rtext, reasoning, reasoning_len) &&
-               numla_responses_stream_text(&c->rs, &r, text, len, &c->out) == NUMLA_STATUS_OK;
+               numla_responses_stream_reasoning(&c->rs, &r, reasoning, reasoning_len, &c->out) ==
+                   NUMLA_STATUS_OK &&
+               numla_responses_stream_text(&c->rs, &r, text, len, numla_strbuf_str(&v->rtext), v->rtext.len,
+                                           &c->out) == NUMLA_STATUS_OK;
     }
     numla_openai_choice ch = {.text = text, .text_len = len, .finish_reason = finish,
                               .has_reasoning = v->reasoning != NULL, .reasoning = reasoning,

@@ -215,9 +215,9 @@ static void test_object_and_stream(void)
     numla_responses_stream st;
     numla_strbuf out = {0};
     CU_ASSERT_EQUAL(numla_responses_stream_start(&st, &r, settings, &out), NUMLA_STATUS_OK);
-    CU_ASSERT_EQUAL(numla_responses_stream_text(&st, &r, "H", 1, &out), NUMLA_STATUS_OK);
-    CU_ASSERT_EQUAL(numla_responses_stream_text(&st, &r, "", 0, &out), NUMLA_STATUS_OK);
-    CU_ASSERT_EQUAL(numla_responses_stream_text(&st, &r, "i", 1, &out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_responses_stream_text(&st, &r, "H", 1, NULL, 0, &out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_responses_stream_text(&st, &r, "", 0, NULL, 0, &out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_responses_stream_text(&st, &r, "i", 1, NULL, 0, &out), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(numla_responses_stream_end(&st, &r, settings, &c, &u, &out), NUMLA_STATUS_OK);
     static const char *const types[] = {
         "response.created", "response.in_progress", "response.output_item.added",
@@ -266,5 +266,103 @@ static void test_object_and_stream(void)
     numla_strbuf_free(&out);
 }
 
+/* Checks out against the event types of want (n of them) in order, sequence numbers from 0,
+ * and each event's output_index against idx (-1: none); returns the events' JSON, in order
+ * (the caller frees them). */
+static int stream_events(const char *p, const char *const *want, const int *idx, size_t n, json_t **evs)
+{
+    for (size_t i = 0; i < n; i++) {
+        char head[96];
+        snprintf(head, sizeof head, "event: %s\ndata: ", want[i]);
+        NUMLA_ASSERT_MSG(!strncmp(p, head, strlen(head)), "event %zu: want %s at: %.80s", i, want[i], p);
+        if (strncmp(p, head, strlen(head)))
+            return 0;
+        p += strlen(head);
+        const char *end = strstr(p, "\n\n");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+        evs[i] = json_loadb(p, (size_t)(end - p), 0, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(evs[i]);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(evs[i], "sequence_number")), (json_int_t)i);
+        if (idx[i] >= 0)
+            NUMLA_ASSERT_MSG(json_integer_value(json_object_get(evs[i], "output_index")) == idx[i],
+                             "event %zu (%s): output_index %lld, want %d", i, want[i],
+                             (long long)json_integer_value(json_object_get(evs[i], "output_index")), idx[i]);
+        p = end + 2;
+    }
+    CU_ASSERT_STRING_EQUAL(p, "");
+    return 1;
+}
+
+/* A thinking model's stream: the reasoning item first (its deltas add up to the reasoning,
+ * closed with the whole text when the answer begins), then the message at output_index 1;
+ * reasoning that arrives after the answer began is not streamed (it is in the final object);
+ * a reasoning-only answer closes its item at the end. */
+static void test_stream_reasoning(void)
+{
+    const numla_openai_reply r = {.endpoint = NUMLA_OPENAI_CHAT, .id = "resp_abc", .created = 7, .model = "m"};
+    numla_openai_choice c = {.text = "Hi", .text_len = 2, .finish_reason = "stop",
+                             .has_reasoning = 1, .reasoning = "Think", .reasoning_len = 5};
+    numla_openai_usage u = {.prompt_tokens = 3, .completion_tokens = 4};
+    numla_responses_stream st;
+    numla_strbuf out = {0};
+    CU_ASSERT_EQUAL(numla_responses_stream_start(&st, &r, NULL, &out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_responses_stream_reasoning(&st, &r, "Th", 2, &out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_responses_stream_reasoning(&st, &r, "", 0, &out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_responses_stream_reasoning(&st, &r, "ink", 3, &out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_responses_stream_text(&st, &r, "H", 1, "Think", 5, &out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_responses_stream_reasoning(&st, &r, "late", 4, &out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_responses_stream_text(&st, &r, "i", 1, "Think", 5, &out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_responses_stream_end(&st, &r, NULL, &c, &u, &out), NUMLA_STATUS_OK);
+    static const char *const types[] = {
+        "response.created", "response.in_progress", "response.output_item.added",
+        "response.reasoning_text.delta", "response.reasoning_text.delta", "response.reasoning_text.done",
+        "response.output_item.done", "response.output_item.added", "response.content_part.added",
+        "response.output_text.delta", "response.output_text.delta", "response.output_text.done",
+        "response.content_part.done", "response.output_item.done", "response.completed"};
+    static const int idx[] = {-1, -1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, -1};
+    enum { N = sizeof types / sizeof *types };
+    json_t *ev[N] = {0};
+    if (stream_events(numla_strbuf_str(&out), types, idx, N, ev)) {
+        EXPECT_STR(json_string_value(json_object_get(json_object_get(ev[2], "item"), "type")), "reasoning");
+        EXPECT_STR(json_string_value(json_object_get(json_object_get(ev[2], "item"), "id")), "rs_abc");
+        EXPECT_STR(json_string_value(json_object_get(ev[3], "item_id")), "rs_abc");
+        EXPECT_STR(json_string_value(json_object_get(ev[3], "delta")), "Th");
+        EXPECT_STR(json_string_value(json_object_get(ev[4], "delta")), "ink");
+        EXPECT_STR(json_string_value(json_object_get(ev[5], "text")), "Think");
+        json_t *done = json_object_get(ev[6], "item");
+        EXPECT_STR(json_string_value(json_object_get(done, "status")), "completed");
+        EXPECT_STR(json_string_value(json_object_get(json_array_get(json_object_get(done, "content"), 0), "text")),
+                   "Think");
+        EXPECT_STR(json_string_value(json_object_get(json_object_get(ev[7], "item"), "type")), "message");
+        EXPECT_STR(json_string_value(json_object_get(ev[11], "text")), "Hi");
+        json_t *o = json_object_get(json_object_get(ev[14], "response"), "output");
+        EXPECT_STR(json_string_value(json_object_get(json_array_get(o, 0), "type")), "reasoning");
+        EXPECT_STR(json_string_value(json_object_get(json_array_get(o, 1), "type")), "message");
+    }
+    for (int i = 0; i < N; i++)
+        json_decref(ev[i]);
+
+    /* reasoning only (cut by max_output_tokens before the answer): closed at the end */
+    numla_strbuf_clear(&out);
+    numla_openai_choice cut = {.text = "", .text_len = 0, .finish_reason = "length",
+                               .has_reasoning = 1, .reasoning = "Hmm", .reasoning_len = 3};
+    CU_ASSERT_EQUAL(numla_responses_stream_start(&st, &r, NULL, &out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_responses_stream_reasoning(&st, &r, "Hmm", 3, &out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_responses_stream_end(&st, &r, NULL, &cut, &u, &out), NUMLA_STATUS_OK);
+    static const char *const types2[] = {
+        "response.created", "response.in_progress", "response.output_item.added",
+        "response.reasoning_text.delta", "response.reasoning_text.done", "response.output_item.done",
+        "response.output_item.added", "response.content_part.added", "response.output_text.done",
+        "response.content_part.done", "response.output_item.done", "response.incomplete"};
+    static const int idx2[] = {-1, -1, 0, 0, 0, 0, 1, 1, 1, 1, 1, -1};
+    enum { N2 = sizeof types2 / sizeof *types2 };
+    json_t *ev2[N2] = {0};
+    if (stream_events(numla_strbuf_str(&out), types2, idx2, N2, ev2))
+        EXPECT_STR(json_string_value(json_object_get(ev2[4], "text")), "Hmm");
+    for (int i = 0; i < N2; i++)
+        json_decref(ev2[i]);
+    numla_strbuf_free(&out);
+}
+
 NUMLA_TEST_SUITE(http_responses, NULL, NULL, NUMLA_TEST(test_to_chat), NUMLA_TEST(test_refusals),
-                 NUMLA_TEST(test_object_and_stream))
+                 NUMLA_TEST(test_object_and_stream), NUMLA_TEST(test_stream_reasoning))
