@@ -972,8 +972,11 @@ numla_status numla_sched_step(numla_sched *s)
         return est == NUMLA_STATUS_NO_MEMORY ? est : NUMLA_STATUS_OK;
     }
     /* the engine has freed those (ones released during this step wait for the next) */
-    memmove(s->released, s->released + sent, (size_t)(s->num_released - sent) * sizeof *s->released);
-    s->num_released -= sent;
+    if (sent > 0) {
+        memmove(s->released, s->released + sent,
+                (size_t)(s->num_released - sent) * sizeof *s->released);
+        s->num_released -= sent;
+    }
     const double t1 = numla_now_s();
     /* Draw the step's tokens on the rank's team: each sequence has its own sampler and PRNG,
      * so the tokens do not depend on how the rows are split; a worker's error message is
