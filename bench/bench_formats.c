@@ -117,6 +117,9 @@ static int bf_formats(const bf_opts *o, bf_fmt *f)
 static numla_status bf_bytes(numla_engine *e, double *bytes)
 {
     const numla_model *m = numla_engine_model(e);
+    if (!m)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "bench formats: model_type deepseek_v4 runs its "
+                   "weights as stored (no --weights formats to compare)");
     const numla_model_weights *mw = numla_model_get_weights(m);
     numla_bench_model_costs co;
     NUMLA_CHECK(numla_bench_model_costs_loaded(mw, numla_engine_kv_cache(e)->dtype, &co));

@@ -415,7 +415,9 @@ static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_re
         .sched = {.max_batch_tokens = o->e.max_batch_tokens > c ? o->e.max_batch_tokens : c,
                   .max_seqs = c, .prefill_chunk = o->e.prefill_chunk,
                   .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
-                  .eos_token_ids = cfg->eos_token_ids, .no_prefix_cache = !cache_on},
+                  .eos_token_ids = cfg->eos_token_ids,
+                  /* deepseek_v4 has no prefix cache (docs/design.md §5.9): always off */
+                  .no_prefix_cache = !cache_on || cfg->v4.enabled},
         .kv = numla_engine_kv_cache(eng), .exec = bs_exec, .exec_ctx = eng,
         .max_waiting = n * turns, .latency_window = n * turns}; /* every request of the level */
     if (!o->warm_prefix || !cache_on)
@@ -477,6 +479,10 @@ typedef struct bs_model_counters {
 
 static void bs_model_counters_read(const numla_model *m, bs_model_counters *c)
 {
+    if (!m) { /* deepseek_v4's forward keeps no counters */
+        memset(c, 0, sizeof *c);
+        return;
+    }
     numla_model_stats st;
     numla_model_get_stats(m, &st);
     memcpy(c->part_s, st.part_s, sizeof c->part_s);

@@ -10,7 +10,8 @@
 #   again     the prompts twice, one sequence at a time (the prefix cache is off for V4: said
 #             once, and nothing is served from it)
 #   launch    (2 ranks) through launch/numla-launch
-#   bench     `bench model` refused on 2-3 ranks; (3 ranks) its one-rank figures come out
+#   bench     `bench model` refused on 2-3 ranks; (3 ranks) its one-rank figures come out;
+#             (1 rank) `bench serve` with the prefix cache asked on serves every request
 # for the fp32 weights and the published FP8 + FP4 form (model_fp8), and the clear refusals
 # (--weights, a prompt over the context).
 set -uo pipefail
@@ -86,6 +87,18 @@ if [ "$ranks" -gt 1 ]; then
   numla bench model --model "$dir" --quick --prompt 32 --long-context 64 > "$tmp/bm.out" 2>&1
   [ $? -ne 0 ] && grep -q "deepseek_v4 is measured on one rank ($ranks given)" "$tmp/bm.out"
   check "bench model refused on $ranks ranks" $? "$(tail -3 "$tmp/bm.out")"
+fi
+# bench serve with the prefix cache "on" (V4 has none: it stays off, every request served)
+if [ "$ranks" = 1 ]; then
+  "$bin" bench serve --model "$dir" --quick --threads 1 --concurrency 1,4 --output-tokens 8 \
+    --min-prompt 16 --max-prompt 200 --rounds 1 --prefix-cache both --shared-prefix 64 --json \
+    > "$tmp/bs.json" 2> "$tmp/bs.err"
+  rc=$?
+  lines=$(grep -c '^{"bench":"serve",' "$tmp/bs.json")
+  bad=$(sed -nE 's/^\{"bench":"serve",.*"requests":([0-9]+),"prompt_tokens":[0-9]+,"output_tokens":([0-9]+),.*/\1 \2/p' \
+    "$tmp/bs.json" | awk '$2 != 16 * $1' | wc -l)
+  [ $rc -eq 0 ] && [ "$lines" -ge 2 ] && [ "$bad" -eq 0 ]
+  check "bench serve" $? "rc=$rc $lines lines, $bad short: $(head -c 400 "$tmp/bs.json") $(tail -3 "$tmp/bs.err")"
 fi
 if [ "$ranks" = 3 ]; then
   "$bin" bench model --model "$dir" --quick --threads 1 --prompt 32 --long-context 64 --json \
