@@ -42,6 +42,7 @@
 
 #include "kernels/qlinear_internal.h"
 #include "kernels/x86/amx.h"
+#include "kernels/x86/amx_int8_block.h"
 #include "kernels/x86/qlinear_quant_avx512.h"
 
 /* The emulated test build (NUMLA_AMX_EMULATE: tests/CMakeLists.txt force-includes the tile
@@ -84,52 +85,6 @@ static void numla_qlinear_amx_zero_row_(int64_t kb, int64_t i, int8_t *xb)
     int8_t *col = xb + (size_t)(i / TR) * (size_t)kb * TILE_BYTES + (size_t)(i % TR) * 4;
     for (int64_t r = 0; r < kb * TR; r++)
         __builtin_memset(col + (size_t)r * TKB, 0, 4);
-}
-
-/* C tiles of NN weight blocks x NM x blocks over all kb k-blocks: c[2·j + i] (16 n x 16 m
- * int32) = A_j · B_i, A_j the 16 weight rows at aj (stride kp), B_i the packed x block at bi.
- * Tile numbers are literals, as the intrinsics need. */
-static inline __attribute__((always_inline)) void
-numla_qlinear_amx_block_(const int NN, const int NM, const int8_t *a0, const int8_t *a1, int64_t kp,
-                         const int8_t *b0, const int8_t *b1, int64_t kb, int32_t c[4][TR * TR])
-{
-    _tile_zero(0);
-    if (NM > 1)
-        _tile_zero(1);
-    if (NN > 1) {
-        _tile_zero(2);
-        if (NM > 1)
-            _tile_zero(3);
-    }
-    for (int64_t cb = 0; cb < kb; cb++) {
-        if (cb + 1 < kb) /* the next k-block's A rows, strided: L2 (or memory) -> L1 */
-            for (int l = 0; l < TR; l++) {
-                _mm_prefetch((const char *)(a0 + l * kp + (cb + 1) * TKB), _MM_HINT_T0);
-                if (NN > 1)
-                    _mm_prefetch((const char *)(a1 + l * kp + (cb + 1) * TKB), _MM_HINT_T0);
-            }
-        _tile_loadd(4, a0 + cb * TKB, kp);
-        _tile_loadd(6, b0 + cb * TILE_BYTES, TKB);
-        _tile_dpbssd(0, 4, 6);
-        if (NM > 1) {
-            _tile_loadd(7, b1 + cb * TILE_BYTES, TKB);
-            _tile_dpbssd(1, 4, 7);
-        }
-        if (NN > 1) {
-            _tile_loadd(5, a1 + cb * TKB, kp);
-            _tile_dpbssd(2, 5, 6);
-            if (NM > 1)
-                _tile_dpbssd(3, 5, 7);
-        }
-    }
-    _tile_stored(0, c[0], TR * 4);
-    if (NM > 1)
-        _tile_stored(1, c[1], TR * 4);
-    if (NN > 1) {
-        _tile_stored(2, c[2], TR * 4);
-        if (NM > 1)
-            _tile_stored(3, c[3], TR * 4);
-    }
 }
 
 /* y[m0 + j][n0 + r] for r in [skip, 16), j < mc, from acc (16 n x 16 m int32): the contract's
@@ -188,13 +143,13 @@ static void numla_qlinear_amx_range_(const numla_qlinear_weight *w, const int8_t
             const int8_t *bx0 = xb + (size_t)(i / TR) * (size_t)kb * TILE_BYTES;
             const int8_t *bx1 = bx0 + (size_t)kb * TILE_BYTES;
             if (nn == 2 && nm == 2)
-                numla_qlinear_amx_block_(2, 2, a[0], a[1], kp, bx0, bx1, kb, c);
+                numla_amx_int8_block(2, 2, a[0], a[1], kp, bx0, bx1, kb, c);
             else if (nn == 2)
-                numla_qlinear_amx_block_(2, 1, a[0], a[1], kp, bx0, bx1, kb, c);
+                numla_amx_int8_block(2, 1, a[0], a[1], kp, bx0, bx1, kb, c);
             else if (nm == 2)
-                numla_qlinear_amx_block_(1, 2, a[0], a[1], kp, bx0, bx1, kb, c);
+                numla_amx_int8_block(1, 2, a[0], a[1], kp, bx0, bx1, kb, c);
             else
-                numla_qlinear_amx_block_(1, 1, a[0], a[1], kp, bx0, bx1, kb, c);
+                numla_amx_int8_block(1, 1, a[0], a[1], kp, bx0, bx1, kb, c);
             for (int j = 0; j < nn; j++) {
                 const int skip = (int)(TR * (b + j) - r[j]);
                 for (int h = 0; h < nm; h++) {

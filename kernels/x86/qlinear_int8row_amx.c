@@ -48,6 +48,7 @@
 
 #include "kernels/qlinear_internal.h"
 #include "kernels/x86/amx.h"
+#include "kernels/x86/amx_int8_block.h"
 #include "kernels/x86/qlinear_quant_avx512.h"
 #include "kernels/x86/transpose16_avx512.h"
 
@@ -131,50 +132,6 @@ static void numla_int8row_zero_row_(int64_t kp, int64_t i, int8_t *xb)
         __builtin_memset(col + (size_t)r * TKB, 0, 4);
 }
 
-/* c[2·j + h] (16 n x 16 m int32) = A_j · B_h over kb 64-k blocks; literal tile numbers. */
-static inline __attribute__((always_inline)) void
-numla_int8row_block_(const int NN, const int NM, const int8_t *a0, const int8_t *a1, int64_t kp,
-                     const int8_t *b0, const int8_t *b1, int64_t kb, int32_t c[4][TR * TR])
-{
-    _tile_zero(0);
-    if (NM > 1)
-        _tile_zero(1);
-    if (NN > 1) {
-        _tile_zero(2);
-        if (NM > 1)
-            _tile_zero(3);
-    }
-    for (int64_t cb = 0; cb < kb; cb++) {
-        if (cb + 1 < kb)
-            for (int l = 0; l < TR; l++) {
-                _mm_prefetch((const char *)(a0 + l * kp + (cb + 1) * TKB), _MM_HINT_T0);
-                if (NN > 1)
-                    _mm_prefetch((const char *)(a1 + l * kp + (cb + 1) * TKB), _MM_HINT_T0);
-            }
-        _tile_loadd(4, a0 + cb * TKB, kp);
-        _tile_loadd(6, b0 + cb * TILE_BYTES, TKB);
-        _tile_dpbssd(0, 4, 6);
-        if (NM > 1) {
-            _tile_loadd(7, b1 + cb * TILE_BYTES, TKB);
-            _tile_dpbssd(1, 4, 7);
-        }
-        if (NN > 1) {
-            _tile_loadd(5, a1 + cb * TKB, kp);
-            _tile_dpbssd(2, 5, 6);
-            if (NM > 1)
-                _tile_dpbssd(3, 5, 7);
-        }
-    }
-    _tile_stored(0, c[0], TR * 4);
-    if (NM > 1)
-        _tile_stored(1, c[1], TR * 4);
-    if (NN > 1) {
-        _tile_stored(2, c[2], TR * 4);
-        if (NM > 1)
-            _tile_stored(3, c[3], TR * 4);
-    }
-}
-
 /* y[m0 + j][n0 + r] (+)= the rule above for r in [skip, 16), j < mc; cp[p]: plane p's 16 n x
  * 16 m sums. */
 static void numla_int8row_out_(const int32_t *const cp[PLANES], int64_t n0, int skip, int64_t m0, int mc,
@@ -231,13 +188,13 @@ static void numla_int8row_range_(const numla_qlinear_weight *w, const int8_t *xb
                 const int8_t *bx0 = xb + ((size_t)((i - i0) / TR) * PLANES + (size_t)p) * (size_t)kb * TILE_BYTES;
                 const int8_t *bx1 = bx0 + (size_t)PLANES * (size_t)kb * TILE_BYTES;
                 if (nn == 2 && nm == 2)
-                    numla_int8row_block_(2, 2, a[0], a[1], kp, bx0, bx1, kb, c[p]);
+                    numla_amx_int8_block(2, 2, a[0], a[1], kp, bx0, bx1, kb, c[p]);
                 else if (nn == 2)
-                    numla_int8row_block_(2, 1, a[0], a[1], kp, bx0, bx1, kb, c[p]);
+                    numla_amx_int8_block(2, 1, a[0], a[1], kp, bx0, bx1, kb, c[p]);
                 else if (nm == 2)
-                    numla_int8row_block_(1, 2, a[0], a[1], kp, bx0, bx1, kb, c[p]);
+                    numla_amx_int8_block(1, 2, a[0], a[1], kp, bx0, bx1, kb, c[p]);
                 else
-                    numla_int8row_block_(1, 1, a[0], a[1], kp, bx0, bx1, kb, c[p]);
+                    numla_amx_int8_block(1, 1, a[0], a[1], kp, bx0, bx1, kb, c[p]);
             }
             for (int j = 0; j < nn; j++) {
                 const int skip = (int)(TR * (b + j) - r[j]);
