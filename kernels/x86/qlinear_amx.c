@@ -43,6 +43,7 @@
 #include "kernels/qlinear_internal.h"
 #include "kernels/x86/amx.h"
 #include "kernels/x86/amx_int8_block.h"
+#include "kernels/x86/amx_tile_out.h"
 #include "kernels/x86/qlinear_quant_avx512.h"
 
 /* The emulated test build (NUMLA_AMX_EMULATE: tests/CMakeLists.txt force-includes the tile
@@ -100,25 +101,7 @@ static void numla_qlinear_amx_out_(const int32_t *acc, int64_t n0, int skip, int
         v = _mm512_mul_ps(v, _mm512_set1_ps(s[n0 + r]));
         _mm512_store_ps(t + r * TR, v);
     }
-    const __mmask16 rows = (__mmask16)(0xFFFFu << skip);
-    const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(TR));
-    for (int j = 0; j < mc; j++) {
-        __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, col, t + j, 4);
-        float *yo = y + (m0 + j) * ldy + n0;
-        if (accumulate) {
-            /* v is rounded before the add (no fused multiply-add), as in the scalar rule */
-            __asm__("" : "+v"(v));
-            v = _mm512_add_ps(_mm512_maskz_loadu_ps(rows, yo), v);
-        }
-        _mm512_mask_storeu_ps(yo, rows, v);
-    }
-}
-
-/* First weight row of 16-row block b: 16·b, or N - 16 for a partial last block. */
-static inline int64_t numla_qlinear_amx_row0_(int64_t b, int64_t n)
-{
-    return TR * b + TR <= n ? TR * b : n - TR;
+    numla_amx_tile_to_rows(t, n0, skip, m0, mc, y, ldy, accumulate);
 }
 
 /* Weight blocks [b0, b1) x x rows [i0, i1) (i0 a multiple of 16). */
@@ -133,7 +116,7 @@ static void numla_qlinear_amx_range_(const numla_qlinear_weight *w, const int8_t
         int64_t r[2];
         const int8_t *a[2];
         for (int j = 0; j < nn; j++) {
-            r[j] = numla_qlinear_amx_row0_(b + j, w->n);
+            r[j] = numla_amx_block_row0(b + j, w->n);
             a[j] = w->q + r[j] * kp;
         }
         if (nn == 1)

@@ -49,6 +49,7 @@
 #include "kernels/qlinear_internal.h"
 #include "kernels/x86/amx.h"
 #include "kernels/x86/amx_int8_block.h"
+#include "kernels/x86/amx_tile_out.h"
 #include "kernels/x86/qlinear_quant_avx512.h"
 #include "kernels/x86/transpose16_avx512.h"
 
@@ -151,19 +152,8 @@ static void numla_int8row_out_(const int32_t *const cp[PLANES], int64_t n0, int 
             _mm256_store_ps(t + r * TR + 8 * h, numla_int8row_scale_(v, h ? sx1 : sx0, sn));
         }
     }
-    const __mmask16 rows = (__mmask16)(0xFFFFu << skip);
-    const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(TR));
-    for (int j = 0; j < mc; j++) {
-        __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, col, t + j, 4);
-        float *yo = y + (m0 + j) * ldy + n0;
-        if (accumulate)
-            v = _mm512_add_ps(_mm512_maskz_loadu_ps(rows, yo), v);
-        _mm512_mask_storeu_ps(yo, rows, v);
-    }
+    numla_amx_tile_to_rows(t, n0, skip, m0, mc, y, ldy, accumulate);
 }
-
-static inline int64_t numla_int8row_row0_(int64_t b, int64_t n) { return TR * b + TR <= n ? TR * b : n - TR; }
 
 /* Weight blocks [b0, b1) x x rows [i0, i1) (xb: the chunk's B tiles from row i0). */
 static void numla_int8row_range_(const numla_qlinear_weight *w, const int8_t *xb, const float *sx, int64_t m,
@@ -177,7 +167,7 @@ static void numla_int8row_range_(const numla_qlinear_weight *w, const int8_t *xb
         int64_t r[2];
         const int8_t *a[2];
         for (int j = 0; j < nn; j++) {
-            r[j] = numla_int8row_row0_(b + j, w->n);
+            r[j] = numla_amx_block_row0(b + j, w->n);
             a[j] = w->q + r[j] * kp;
         }
         if (nn == 1)
@@ -219,7 +209,7 @@ static void numla_int8row_rows_(const numla_qlinear_weight *w, int64_t m, const 
     enum { MR = NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M - 1 };
     const int64_t kp = w->kp;
     for (int64_t b = b0; b < b1; b++) {
-        const int64_t r0 = numla_int8row_row0_(b, w->n);
+        const int64_t r0 = numla_amx_block_row0(b, w->n);
         const int skip = (int)(TR * b - r0);
         __m512i acc[MR][PLANES];
         for (int i = 0; i < m; i++)

@@ -56,6 +56,7 @@
 
 #include "kernels/qlinear_internal.h"
 #include "kernels/x86/amx.h"
+#include "kernels/x86/amx_tile_out.h"
 #include "kernels/x86/bf16_pack_avx512.h"
 
 /* The emulated test build (NUMLA_AMX_EMULATE: tests/CMakeLists.txt force-includes the tile
@@ -180,28 +181,6 @@ static inline void numla_qlinear_wide_amx_scale_add_(const float *c, const float
     }
 }
 
-/* y[m0 + j][n0 + r] (+)= sum[r][j] for r in [skip, 16), j < mc (sum: 16 n x 16 m). */
-static void numla_qlinear_wide_amx_out_(const float *sum, int64_t n0, int skip, int64_t m0, int mc,
-                                       float *y, int64_t ldy, int accumulate)
-{
-    const __mmask16 rows = (__mmask16)(0xFFFFu << skip);
-    const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(TR));
-    for (int j = 0; j < mc; j++) {
-        __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, col, sum + j, 4);
-        float *yo = y + (m0 + j) * ldy + n0;
-        if (accumulate)
-            v = _mm512_add_ps(_mm512_maskz_loadu_ps(rows, yo), v);
-        _mm512_mask_storeu_ps(yo, rows, v);
-    }
-}
-
-/* First weight row of 16-row block b: 16·b, or N - 16 for a partial last block. */
-static inline int64_t numla_qlinear_wide_amx_row0_(int64_t b, int64_t n)
-{
-    return TR * b + TR <= n ? TR * b : n - TR;
-}
-
 /* Weight blocks [b0, b1) x x rows [i0, i1) (i0 a multiple of 32; xb holds the chunk's packed
  * rows from i0). */
 static void numla_qlinear_wide_amx_range_(const numla_qlinear_weight *w, const uint16_t *xb, int64_t i0,
@@ -220,7 +199,7 @@ static void numla_qlinear_wide_amx_range_(const numla_qlinear_weight *w, const u
         const int nn = b + 1 < b1 ? 2 : 1;
         int64_t r[2];
         for (int j = 0; j < nn; j++)
-            r[j] = numla_qlinear_wide_amx_row0_(b + j, w->n);
+            r[j] = numla_amx_block_row0(b + j, w->n);
         for (int64_t kb = 0; kb < nkb; kb++) {
             const int nt = (int)(ks - kb * KT_PER_BLOCK < KT_PER_BLOCK ? ks - kb * KT_PER_BLOCK : KT_PER_BLOCK);
             for (int j = 0; j < nn; j++) {
@@ -251,7 +230,7 @@ static void numla_qlinear_wide_amx_range_(const numla_qlinear_weight *w, const u
             for (int64_t xt = 0; xt < xtiles; xt++) {
                 const int64_t m0 = i0 + TR * xt;
                 const int mc = (int)(i1 - m0 < TR ? i1 - m0 : TR);
-                numla_qlinear_wide_amx_out_(sum[j][xt], r[j], skip, m0, mc, y, ldy, accumulate);
+                numla_amx_tile_to_rows(sum[j][xt], r[j], skip, m0, mc, y, ldy, accumulate);
             }
         }
     }
