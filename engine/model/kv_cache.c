@@ -4,6 +4,7 @@
 #include "kernels/dsa.h"
 
 #include <numa.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -403,10 +404,64 @@ size_t numla_kv_block_bytes(int32_t num_layers, int32_t kv_lora_rank, int32_t ro
            numla_dtype_size(dtype);
 }
 
+int64_t numla_kv_cache_meminfo_kib(const char *text, const char *field)
+{
+    const size_t n = strlen(field);
+    for (const char *line = text; *line;) {
+        const char *p = line, *next = strchr(line, '\n');
+        line = next ? next + 1 : line + strlen(line);
+        if (!strncmp(p, "Node ", 5)) { /* a node's file: "Node 3 MemFree:   123 kB" */
+            p += 5;
+            while (*p >= '0' && *p <= '9')
+                p++;
+            while (*p == ' ')
+                p++;
+        }
+        if (strncmp(p, field, n) || p[n] != ':')
+            continue;
+        p += n + 1;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p < '0' || *p > '9')
+            return -1;
+        return strtoll(p, NULL, 10);
+    }
+    return -1;
+}
+
+/* The bytes the kernel can give a new anonymous mapping without swapping: free pages plus the
+ * page cache (clean file pages are dropped on demand; the engine never runs from a mapped
+ * file, §3.3). Read from the node's meminfo, or the machine's MemAvailable; -1 if unreadable. */
+static long long kv_available_bytes(int node)
+{
+    char path[96], text[8192];
+    if (node >= 0)
+        snprintf(path, sizeof path, "/sys/devices/system/node/node%d/meminfo", node);
+    else
+        snprintf(path, sizeof path, "/proc/meminfo");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    if (node < 0) {
+        int64_t avail = numla_kv_cache_meminfo_kib(text, "MemAvailable");
+        return avail < 0 ? -1 : (long long)avail * 1024;
+    }
+    int64_t free_k = numla_kv_cache_meminfo_kib(text, "MemFree");
+    int64_t act = numla_kv_cache_meminfo_kib(text, "Active(file)");
+    int64_t inact = numla_kv_cache_meminfo_kib(text, "Inactive(file)");
+    if (free_k < 0 || act < 0 || inact < 0)
+        return -1;
+    return (long long)(free_k + act + inact) * 1024;
+}
+
 size_t numla_kv_cache_node_free_bytes(int node)
 {
-    long long free_b = -1;
-    if (node >= 0 && numa_available() >= 0 && node <= numa_max_node())
+    const int numa = node >= 0 && numa_available() >= 0 && node <= numa_max_node();
+    long long free_b = kv_available_bytes(numa ? node : -1);
+    if (free_b < 0 && numa)
         (void)numa_node_size64(node, &free_b);
     if (free_b < 0) {
         long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);

@@ -144,9 +144,17 @@ int numla_kv_cache_prefix_is_cached(const numla_kv_cache *c, int32_t block);
 /* Bytes of one block over all layers. */
 size_t numla_kv_block_bytes(int32_t num_layers, int32_t kv_lora_rank, int32_t rope_dim,
                             int32_t block_size, numla_dtype dtype);
-/* Free memory of NUMA node `node` as libnuma reports it (numa_node_size64), or of the whole
- * machine (sysconf available pages) when node < 0 or libnuma is unavailable. */
+/* Memory of NUMA node `node` that a new pool can have: its free pages plus its page cache
+ * (MemFree + Active(file) + Inactive(file) of /sys/devices/system/node/nodeN/meminfo), or the
+ * machine's MemAvailable (/proc/meminfo) when node < 0 or libnuma is unavailable; libnuma's and
+ * then sysconf's free pages when those files cannot be read. The page cache counts: on a
+ * server that has just read a checkpoint it can hold most of the memory, and the kernel drops
+ * it for anonymous pages on demand. */
 size_t numla_kv_cache_node_free_bytes(int node);
+/* The value in KiB of `field` ("MemFree", "Active(file)", ...) in a meminfo text, either
+ * /proc/meminfo's lines ("MemFree:   123 kB") or a node's ("Node 0 MemFree:   123 kB"); -1 when
+ * the field is absent or not a number. */
+int64_t numla_kv_cache_meminfo_kib(const char *text, const char *field);
 /* Default pool size of one rank: `fraction` (numla run: NUMLA_KV_MEMORY_FRACTION = 0.9) of the
  * node's free memory (numla_kv_cache_node_free_bytes), divided among the `sharers` ranks that
  * draw on that node (1 or more). Call it after every rank on the node has loaded its weights,

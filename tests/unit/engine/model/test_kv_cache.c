@@ -56,4 +56,24 @@ static void test_bad_geometry(void)
     CU_ASSERT_PTR_NULL(c);
 }
 
-NUMLA_TEST_SUITE(kv_cache, NULL, NULL, NUMLA_TEST(test_alloc_and_slots), NUMLA_TEST(test_bad_geometry))
+/* The pool is sized from free memory plus the page cache: both meminfo layouts are read, and a
+ * field's absence or a missing number is -1, never a neighbour's value. */
+static void test_meminfo(void)
+{
+    const char *node = "Node 12 MemTotal:       24731400 kB\nNode 12 MemFree:        11052980 kB\n"
+                       "Node 12 Active(anon):       1460 kB\nNode 12 Active(file):   10769596 kB\n"
+                       "Node 12 Inactive(file):  2454256 kB\n";
+    CU_ASSERT_EQUAL(numla_kv_cache_meminfo_kib(node, "MemFree"), 11052980);
+    CU_ASSERT_EQUAL(numla_kv_cache_meminfo_kib(node, "Active(file)"), 10769596);
+    CU_ASSERT_EQUAL(numla_kv_cache_meminfo_kib(node, "Inactive(file)"), 2454256);
+    CU_ASSERT_EQUAL(numla_kv_cache_meminfo_kib(node, "Active"), -1);
+    const char *machine = "MemTotal:       24731400 kB\nMemFree:        11052980 kB\n"
+                          "MemAvailable:   24148472 kB";
+    CU_ASSERT_EQUAL(numla_kv_cache_meminfo_kib(machine, "MemAvailable"), 24148472);
+    CU_ASSERT_EQUAL(numla_kv_cache_meminfo_kib(machine, "Mem"), -1);
+    CU_ASSERT_EQUAL(numla_kv_cache_meminfo_kib("MemFree:\nCached: 5 kB\n", "MemFree"), -1);
+    CU_ASSERT_EQUAL(numla_kv_cache_meminfo_kib("", "MemFree"), -1);
+}
+
+NUMLA_TEST_SUITE(kv_cache, NULL, NULL, NUMLA_TEST(test_alloc_and_slots), NUMLA_TEST(test_bad_geometry),
+                  NUMLA_TEST(test_meminfo))
