@@ -17,7 +17,7 @@ static int numla_synth_usage(FILE *f)
     fprintf(f, "usage: numla synth --preset PRESET --out DIR [--layers N]\n"
                "                   [--seed S] [--dtype bf16|f32] [--experts N] [--shard-mb MB]\n"
                "                   [--tokenizer DIR (copy its tokenizer.json; vocab follows it)]\n"
-               "                   [--weights bf16|fp8|int8 [--keep-lm-head]]\n"
+               "                   [--weights bf16|fp8|int8 [--keep-lm-head]] [--mtp on|off]\n"
                "  --weights fp8   linear weights as DeepSeek-V3 publishes them (F8_E4M3 +\n"
                "                  weight_scale_inv per 128x128 block; lm_head stays --dtype)\n"
                "                  (v4-flash, v4-pro, tiny-v4: DeepSeek-V4's published FP8 + FP4,\n"
@@ -27,6 +27,8 @@ static int numla_synth_usage(FILE *f)
                "  PRESET          tiny, tiny-v3, v2-lite, v3, kimi-k2, tiny-kimi, v32\n"
                "                  (DeepSeek-V3.2), glm5 (GLM-5), tiny-v32, tiny-glm5, v4-flash,\n"
                "                  v4-pro (DeepSeek-V4; DeepSeek's tensor names), tiny-v4\n"
+               "  --mtp on|off    write the multi-token-prediction layer (layer N of N\n"
+               "                  layers; default: as the preset's model ships it: v3, v32, glm5)\n"
                "Writes config.json and deterministic random weights (HF DeepSeek names).\n");
     return f == stdout ? 0 : 2;
 }
@@ -75,6 +77,8 @@ static int numla_synth_main(int argc, char **argv)
             opt.weights = NUMLA_QCKPT_NONE;
         else if (!strcmp(a, "--weights") && numla_qckpt_format_parse(v, &opt.weights))
             continue;
+        else if (!strcmp(a, "--mtp") && (!strcmp(v, "on") || !strcmp(v, "off")))
+            opt.mtp = !strcmp(v, "on") ? 1 : -1;
         else if (!strcmp(a, "--tokenizer"))
             opt.tokenizer_dir = v;
         else if (!strcmp(a, "--dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f32")))

@@ -89,7 +89,8 @@ static void numla_synth_preset_tiny_v3(numla_synth_config *c)
     };
 }
 
-/* deepseek-ai/DeepSeek-V3 (without the multi-token-prediction layer) */
+/* deepseek-ai/DeepSeek-V3 (and R1, V3.1: the same shape), its multi-token-prediction layer
+ * included */
 static void numla_synth_preset_v3(numla_synth_config *c)
 {
     *c = (numla_synth_config){
@@ -105,6 +106,7 @@ static void numla_synth_preset_v3(numla_synth_config *c)
         .yarn_factor = 40.0, .yarn_original_max_position_embeddings = 4096,
         .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0, .yarn_mscale = 1.0,
         .yarn_mscale_all_dim = 1.0, .bos_token_id = 0, .eos_token_id = 1,
+        .num_nextn_predict_layers = 1,
     };
 }
 
@@ -171,7 +173,7 @@ static void numla_synth_preset_tiny_v32(numla_synth_config *c)
     c->index_topk = 16;
 }
 
-/* zai-org/GLM-5 (without the multi-token-prediction layer): MLA with 64 heads of 192 + 64 and
+/* zai-org/GLM-5, its multi-token-prediction layer included: MLA with 64 heads of 192 + 64 and
  * values of 256, one expert group, RoPE theta 1e6 without YaRN, an indexer of 32 x 128 in every
  * layer, weights_proj kept in F32. */
 static void numla_synth_preset_glm5(numla_synth_config *c)
@@ -189,6 +191,7 @@ static void numla_synth_preset_glm5(numla_synth_config *c)
         .yarn_factor = 0.0, .bos_token_id = 0, .eos_token_id = 154820,
         .index_n_heads = 32, .index_head_dim = 128, .index_topk = 2048, .index_topk_freq = 1,
         .index_skip_topk_offset = 2, .index_weights_f32 = 1, .layer_type_lists = 1,
+        .num_nextn_predict_layers = 1,
     };
 }
 
@@ -347,6 +350,14 @@ numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_
         c->num_hidden_layers = opt->layers;
     if (opt->experts > 0)
         c->n_routed_experts = opt->experts;
+    if (opt->mtp < -1 || opt->mtp > 1)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: mtp must be -1 (none), 0 (as the preset) or "
+                   "1 (write the layer), not %d", (int)opt->mtp);
+    if (opt->mtp)
+        c->num_nextn_predict_layers = opt->mtp > 0;
+    if (c->num_nextn_predict_layers && numla_synth_is_v4(c))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s: DeepSeek-V4's multi-token-"
+                   "prediction layer (mtp.*) is not written", p);
     if (opt->tokenizer_dir) {
         numla_tokenizer *t = NULL;
         NUMLA_CHECK(numla_tokenizer_load(opt->tokenizer_dir, &t));
@@ -649,95 +660,137 @@ static numla_status numla_synth_plan_build_v4(const numla_synth_config *c,
     return NUMLA_STATUS_OK;
 }
 
-/* HF modeling_deepseek names and shapes, in checkpoint order. */
-static numla_status numla_synth_plan_build(const numla_synth_config *c,
-                                           const numla_synth_options *opt, numla_synth_plan *p)
+/* Decoder layer i's tensors (HF modeling_deepseek names): MoE or dense MLP, with or without the
+ * DSA indexer. */
+static numla_status numla_synth_plan_layer(const numla_synth_config *c,
+                                           const numla_synth_options *opt, numla_synth_plan *p,
+                                           int32_t i, int moe_mlp, int indexer)
 {
     const numla_synth_kind L = NUMLA_SYNTH_KIND_LINEAR, N = NUMLA_SYNTH_KIND_NORM;
     int64_t d = c->hidden_size, H = c->num_attention_heads;
     int64_t qk = c->qk_nope_head_dim + c->qk_rope_head_dim;
     int64_t moe = c->moe_intermediate_size, shared = c->n_shared_experts * moe;
     int v3 = !strcmp(c->topk_method, "noaux_tc");
+    const char *pre = "model.layers";
+    NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "%s.%d.input_layernorm.weight", pre, i));
+    if (c->q_lora_rank > 0) {
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, c->q_lora_rank, d,
+                                    "%s.%d.self_attn.q_a_proj.weight", pre, i));
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, c->q_lora_rank, 0,
+                                    "%s.%d.self_attn.q_a_layernorm.weight", pre, i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * qk, c->q_lora_rank,
+                                    "%s.%d.self_attn.q_b_proj.weight", pre, i));
+    } else {
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * qk, d, "%s.%d.self_attn.q_proj.weight",
+                                    pre, i));
+    }
+    NUMLA_CHECK(numla_synth_add(p, opt, L, 1, c->kv_lora_rank + c->qk_rope_head_dim, d,
+                                "%s.%d.self_attn.kv_a_proj_with_mqa.weight", pre, i));
+    NUMLA_CHECK(numla_synth_add(p, opt, N, 1, c->kv_lora_rank, 0,
+                                "%s.%d.self_attn.kv_a_layernorm.weight", pre, i));
+    NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * (c->qk_nope_head_dim + c->v_head_dim),
+                                c->kv_lora_rank, "%s.%d.self_attn.kv_b_proj.weight", pre, i));
+    NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, H * c->v_head_dim,
+                                "%s.%d.self_attn.o_proj.weight", pre, i));
+    if (indexer) {
+        /* transformers' DeepseekV32Indexer / GlmMoeDsaIndexer; "shared" layers have none */
+        const int64_t hi = c->index_n_heads, di = c->index_head_dim;
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi * di, c->q_lora_rank,
+                                    "%s.%d.self_attn.indexer.wq_b.weight", pre, i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, di, d, "%s.%d.self_attn.indexer.wk.weight",
+                                    pre, i));
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, di, 0,
+                                    "%s.%d.self_attn.indexer.k_norm.weight", pre, i));
+        NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_BIAS, 1, di, 0,
+                                    "%s.%d.self_attn.indexer.k_norm.bias", pre, i));
+        numla_synth_last_dtype(p, opt->dtype); /* a LayerNorm bias: the model's dtype */
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi, d,
+                                    "%s.%d.self_attn.indexer.weights_proj.weight", pre, i));
+        if (c->index_weights_f32)
+            numla_synth_last_dtype(p, NUMLA_DTYPE_F32);
+    }
+    if (!moe_mlp) {
+        int64_t f = c->intermediate_size;
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, f, d, "%s.%d.mlp.gate_proj.weight", pre, i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, f, d, "%s.%d.mlp.up_proj.weight", pre, i));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, f, "%s.%d.mlp.down_proj.weight", pre, i));
+    } else {
+        NUMLA_CHECK(numla_synth_add(p, opt, L, NUMLA_SYNTH_ROUTER_GAIN, c->n_routed_experts, d,
+                                    "%s.%d.mlp.gate.weight", pre, i));
+        if (v3)
+            NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_BIAS, 1, c->n_routed_experts,
+                                        0, "%s.%d.mlp.gate.e_score_correction_bias", pre, i));
+        for (int32_t e = 0; e < c->n_routed_experts; e++) {
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d,
+                                        "%s.%d.mlp.experts.%d.gate_proj.weight", pre, i, e));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d,
+                                        "%s.%d.mlp.experts.%d.up_proj.weight", pre, i, e));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, moe,
+                                        "%s.%d.mlp.experts.%d.down_proj.weight", pre, i, e));
+        }
+        if (shared > 0) {
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d,
+                                        "%s.%d.mlp.shared_experts.gate_proj.weight", pre, i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d,
+                                        "%s.%d.mlp.shared_experts.up_proj.weight", pre, i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, shared,
+                                        "%s.%d.mlp.shared_experts.down_proj.weight", pre, i));
+        }
+    }
+    NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "%s.%d.post_attention_layernorm.weight",
+                                pre, i));
+    return NUMLA_STATUS_OK;
+}
+
+/* Append a copy of plan tensor `src` (the same values) named `name`. */
+static numla_status numla_synth_plan_copy(numla_synth_plan *p, const numla_synth_options *opt,
+                                          size_t src, const char *name)
+{
+    const numla_synth_tensor t = p->t[src];
+    NUMLA_CHECK(numla_synth_add(p, opt, t.kind, t.gain, t.shape[0], t.ndim == 2 ? t.shape[1] : 0,
+                                "%s", name));
+    p->t[p->n - 1].seed = t.seed;
+    return NUMLA_STATUS_OK;
+}
+
+/* HF modeling_deepseek names and shapes, in checkpoint order. */
+static numla_status numla_synth_plan_build(const numla_synth_config *c,
+                                           const numla_synth_options *opt, numla_synth_plan *p)
+{
+    const numla_synth_kind L = NUMLA_SYNTH_KIND_LINEAR, N = NUMLA_SYNTH_KIND_NORM;
+    int64_t d = c->hidden_size;
     if (numla_synth_is_v4(c))
         return numla_synth_plan_build_v4(c, opt, p);
 
     /* The embedding is a lookup, not a matmul: rows of unit variance (gain cancels 1/sqrt(d)). */
+    const size_t embed = p->n;
     NUMLA_CHECK(numla_synth_add(p, opt, L, (float)sqrt((double)d), c->vocab_size, d,
                                 "model.embed_tokens.weight"));
-
-    for (int32_t i = 0; i < c->num_hidden_layers; i++) {
-        const char *pre = "model.layers";
-        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "%s.%d.input_layernorm.weight", pre, i));
-        if (c->q_lora_rank > 0) {
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, c->q_lora_rank, d,
-                                        "%s.%d.self_attn.q_a_proj.weight", pre, i));
-            NUMLA_CHECK(numla_synth_add(p, opt, N, 1, c->q_lora_rank, 0,
-                                        "%s.%d.self_attn.q_a_layernorm.weight", pre, i));
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * qk, c->q_lora_rank,
-                                        "%s.%d.self_attn.q_b_proj.weight", pre, i));
-        } else {
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * qk, d, "%s.%d.self_attn.q_proj.weight",
-                                        pre, i));
-        }
-        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, c->kv_lora_rank + c->qk_rope_head_dim, d,
-                                    "%s.%d.self_attn.kv_a_proj_with_mqa.weight", pre, i));
-        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, c->kv_lora_rank, 0,
-                                    "%s.%d.self_attn.kv_a_layernorm.weight", pre, i));
-        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * (c->qk_nope_head_dim + c->v_head_dim),
-                                    c->kv_lora_rank, "%s.%d.self_attn.kv_b_proj.weight", pre, i));
-        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, H * c->v_head_dim,
-                                    "%s.%d.self_attn.o_proj.weight", pre, i));
-        if (numla_synth_indexer_full(c, i)) {
-            /* transformers' DeepseekV32Indexer / GlmMoeDsaIndexer; "shared" layers have none */
-            const int64_t hi = c->index_n_heads, di = c->index_head_dim;
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi * di, c->q_lora_rank,
-                                        "%s.%d.self_attn.indexer.wq_b.weight", pre, i));
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, di, d, "%s.%d.self_attn.indexer.wk.weight",
-                                        pre, i));
-            NUMLA_CHECK(numla_synth_add(p, opt, N, 1, di, 0,
-                                        "%s.%d.self_attn.indexer.k_norm.weight", pre, i));
-            NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_BIAS, 1, di, 0,
-                                        "%s.%d.self_attn.indexer.k_norm.bias", pre, i));
-            numla_synth_last_dtype(p, opt->dtype); /* a LayerNorm bias: the model's dtype */
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi, d,
-                                        "%s.%d.self_attn.indexer.weights_proj.weight", pre, i));
-            if (c->index_weights_f32)
-                numla_synth_last_dtype(p, NUMLA_DTYPE_F32);
-        }
-        if (!numla_synth_is_moe(c, i)) {
-            int64_t f = c->intermediate_size;
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, f, d, "%s.%d.mlp.gate_proj.weight", pre, i));
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, f, d, "%s.%d.mlp.up_proj.weight", pre, i));
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, f, "%s.%d.mlp.down_proj.weight", pre, i));
-        } else {
-            NUMLA_CHECK(numla_synth_add(p, opt, L, NUMLA_SYNTH_ROUTER_GAIN, c->n_routed_experts, d,
-                                        "%s.%d.mlp.gate.weight", pre, i));
-            if (v3)
-                NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_BIAS, 1, c->n_routed_experts,
-                                            0, "%s.%d.mlp.gate.e_score_correction_bias", pre, i));
-            for (int32_t e = 0; e < c->n_routed_experts; e++) {
-                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d,
-                                            "%s.%d.mlp.experts.%d.gate_proj.weight", pre, i, e));
-                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d,
-                                            "%s.%d.mlp.experts.%d.up_proj.weight", pre, i, e));
-                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, moe,
-                                            "%s.%d.mlp.experts.%d.down_proj.weight", pre, i, e));
-            }
-            if (shared > 0) {
-                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d,
-                                            "%s.%d.mlp.shared_experts.gate_proj.weight", pre, i));
-                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d,
-                                            "%s.%d.mlp.shared_experts.up_proj.weight", pre, i));
-                NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, shared,
-                                            "%s.%d.mlp.shared_experts.down_proj.weight", pre, i));
-            }
-        }
-        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "%s.%d.post_attention_layernorm.weight",
-                                    pre, i));
-    }
+    for (int32_t i = 0; i < c->num_hidden_layers; i++)
+        NUMLA_CHECK(numla_synth_plan_layer(c, opt, p, i, numla_synth_is_moe(c, i),
+                                           numla_synth_indexer_full(c, i)));
     NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "model.norm.weight"));
+    const size_t head = p->n;
     NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_LM_HEAD, NUMLA_SYNTH_LM_HEAD_GAIN,
                                 c->vocab_size, d, "lm_head.weight"));
+    if (c->num_nextn_predict_layers > 0) {
+        /* DeepSeek-V3's layer 61 (GLM-5's layer 78): an MoE decoder layer (with its own
+         * indexer on a DSA model), the MTP projections and norms, and copies of the embedding
+         * and lm_head (the checkpoints store them; numla reads the main ones) */
+        const int32_t n = c->num_hidden_layers;
+        char name[96];
+        NUMLA_CHECK(numla_synth_plan_layer(c, opt, p, n, c->n_routed_experts > 0,
+                                           c->index_n_heads > 0));
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "model.layers.%d.enorm.weight", n));
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "model.layers.%d.hnorm.weight", n));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, 2 * d, "model.layers.%d.eh_proj.weight", n));
+        snprintf(name, sizeof name, "model.layers.%d.embed_tokens.weight", (int)n);
+        NUMLA_CHECK(numla_synth_plan_copy(p, opt, embed, name));
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "model.layers.%d.shared_head.norm.weight",
+                                    n));
+        snprintf(name, sizeof name, "model.layers.%d.shared_head.head.weight", (int)n);
+        NUMLA_CHECK(numla_synth_plan_copy(p, opt, head, name));
+    }
     return NUMLA_STATUS_OK;
 }
 
@@ -1119,8 +1172,8 @@ static numla_status numla_synth_config_write(const numla_synth_config *c, numla_
     SET_("initializer_range", json_real(0.02));
     SET_("pretraining_tp", json_integer(1));
     SET_("use_cache", json_true());
-    if (strcmp(c->model_type, "deepseek_v2"))
-        SET_("num_nextn_predict_layers", json_integer(0));
+    if (strcmp(c->model_type, "deepseek_v2") || c->num_nextn_predict_layers > 0)
+        SET_("num_nextn_predict_layers", json_integer(c->num_nextn_predict_layers));
     if (c->index_n_heads > 0) {
         SET_("index_n_heads", json_integer(c->index_n_heads));
         SET_("index_head_dim", json_integer(c->index_head_dim));

@@ -93,6 +93,12 @@ typedef struct numla_synth_config {
     double hc_eps;
     double swiglu_limit;
     double compress_rope_theta;
+    /* 1: the multi-token-prediction layer is written as layer num_hidden_layers (DeepSeek's
+     * "layer 61" of V3: a full decoder layer, MoE, with its own indexer on a DSA model, plus
+     * enorm, hnorm, eh_proj, shared_head.norm and the copies embed_tokens and shared_head.head
+     * of the main model's embedding and lm_head) and config.json says
+     * num_nextn_predict_layers 1 (docs/speculative.md); 0: none */
+    int32_t num_nextn_predict_layers;
 } numla_synth_config;
 
 typedef struct numla_synth_options {
@@ -107,6 +113,8 @@ typedef struct numla_synth_options {
     int32_t layers;         /* > 0: override num_hidden_layers (layers below
                              * first_k_dense_replace are dense: v3 needs >= 4 for an MoE layer) */
     int32_t experts;        /* > 0: override n_routed_experts */
+    int32_t mtp;            /* 0: the MTP layer as the preset ships it (v3, v32, glm5 do);
+                             * 1: write it (any preset but deepseek_v4's); -1: leave it out */
     uint64_t seed;
     numla_dtype dtype;      /* BF16 or F32 (V3's e_score_correction_bias is always F32) */
     numla_qckpt_format weights; /* FP8 / INT8 (deepseek_v4: FP8 only, its published FP8 + FP4

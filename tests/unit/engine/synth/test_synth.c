@@ -95,13 +95,23 @@ static void sy_add(sy_list *l, int64_t r, int64_t c, const char *fmt, ...)
 /* HF modeling_deepseek: q_proj (H*(nope+rope), hidden); kv_a_proj_with_mqa (kv_lora+rope,
  * hidden); kv_b_proj (H*(nope+v), kv_lora); o_proj (hidden, H*v); experts (moe, hidden) and
  * (hidden, moe). */
-static void sy_expected(sy_list *l, int layers, int dense, int H, int q_lora, int experts,
-                        int shared, int bias)
+static void sy_expected_mtp(sy_list *l, int layers, int dense, int H, int q_lora, int experts,
+                            int shared, int bias, int mtp)
 {
     const int d = 64, V = 512, kvl = 64, rope = 16, nope = 32, v = 32, inter = 192, moe = 32;
     l->n = 0;
     sy_add(l, V, d, "model.embed_tokens.weight");
-    for (int i = 0; i < layers; i++) {
+    if (mtp) {
+        /* DeepSeek-V3's model.safetensors.index.json, layer 61: a decoder layer (MoE: layer
+         * `layers` >= dense below) plus these */
+        sy_add(l, d, 0, "model.layers.%d.enorm.weight", layers);
+        sy_add(l, d, 0, "model.layers.%d.hnorm.weight", layers);
+        sy_add(l, d, 2 * d, "model.layers.%d.eh_proj.weight", layers);
+        sy_add(l, V, d, "model.layers.%d.embed_tokens.weight", layers);
+        sy_add(l, d, 0, "model.layers.%d.shared_head.norm.weight", layers);
+        sy_add(l, V, d, "model.layers.%d.shared_head.head.weight", layers);
+    }
+    for (int i = 0; i < layers + mtp; i++) {
         sy_add(l, d, 0, "model.layers.%d.input_layernorm.weight", i);
         sy_add(l, d, 0, "model.layers.%d.post_attention_layernorm.weight", i);
         if (q_lora) {
@@ -135,6 +145,12 @@ static void sy_expected(sy_list *l, int layers, int dense, int H, int q_lora, in
     }
     sy_add(l, d, 0, "model.norm.weight");
     sy_add(l, V, d, "lm_head.weight");
+}
+
+static void sy_expected(sy_list *l, int layers, int dense, int H, int q_lora, int experts,
+                        int shared, int bias)
+{
+    sy_expected_mtp(l, layers, dense, H, q_lora, experts, shared, bias, 0);
 }
 
 static void sy_check_tensors(const char *dir, const sy_list *l, numla_dtype dt)
@@ -618,6 +634,94 @@ static void test_quantized_weights(void)
     sy_check_quantized("tiny-v3", NUMLA_QCKPT_INT8, 1);
 }
 
-NUMLA_TEST_SUITE(synth, NULL, NULL, NUMLA_TEST(test_quantized_weights), NUMLA_TEST(test_tiny_tensors), NUMLA_TEST(test_tiny_config),
+/* The multi-token-prediction layer (docs/speculative.md): written as layer N of an N-layer model
+ * with the tensors of DeepSeek-V3's layer 61, its embed_tokens and shared_head.head copies of
+ * the main ones, num_nextn_predict_layers 1; the presets that ship it write it by default. */
+static int sy_same_tensor(const numla_safetensors_model *m, const char *a, const char *b)
+{
+    const numla_safetensors_tensor *x = numla_safetensors_find(m, a);
+    const numla_safetensors_tensor *y = numla_safetensors_find(m, b);
+    return x && y && x->nbytes == y->nbytes && x->dtype == y->dtype &&
+           !memcmp(x->data, y->data, x->nbytes);
+}
+
+static void test_mtp_layer(void)
+{
+    const char *dir = sy_dir("tiny-v3-mtp");
+    numla_synth_options o = {.preset = "tiny-v3", .out_dir = dir, .seed = 5,
+                             .dtype = NUMLA_DTYPE_BF16, .layers = 3, .experts = 8, .mtp = 1};
+    CU_ASSERT_EQUAL_FATAL(numla_synth_write(&o, NULL), NUMLA_STATUS_OK);
+    static sy_list l;
+    sy_expected_mtp(&l, 3, 1, 4, 48, 8, 1, 1, 1);
+    sy_check_tensors(dir, &l, NUMLA_DTYPE_BF16);
+    json_t *c = sy_config(dir);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(sy_int(c, "num_nextn_predict_layers"), 1);
+    CU_ASSERT_EQUAL(sy_int(c, "num_hidden_layers"), 3);
+    json_decref(c);
+    numla_safetensors_model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &m), NUMLA_STATUS_OK);
+    CU_ASSERT(sy_same_tensor(m, "model.embed_tokens.weight", "model.layers.3.embed_tokens.weight"));
+    CU_ASSERT(sy_same_tensor(m, "lm_head.weight", "model.layers.3.shared_head.head.weight"));
+    /* the MTP layer's own weights are not another layer's */
+    CU_ASSERT(!sy_same_tensor(m, "model.layers.2.mlp.gate.weight", "model.layers.3.mlp.gate.weight"));
+    CU_ASSERT(!sy_same_tensor(m, "model.layers.3.enorm.weight", "model.layers.3.hnorm.weight"));
+    numla_safetensors_close(&m);
+
+    /* the main model's bytes do not change with the layer */
+    const char *plain = sy_dir("tiny-v3-plain");
+    o.out_dir = plain;
+    o.mtp = 0; /* tiny-v3 ships none */
+    CU_ASSERT_EQUAL_FATAL(numla_synth_write(&o, NULL), NUMLA_STATUS_OK);
+    c = sy_config(plain);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(sy_int(c, "num_nextn_predict_layers"), 0);
+    json_decref(c);
+    numla_safetensors_model *a = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(plain, &a), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &m), NUMLA_STATUS_OK);
+    const numla_safetensors_tensor *x = numla_safetensors_find(a, "model.layers.2.mlp.experts.7.up_proj.weight");
+    const numla_safetensors_tensor *y = numla_safetensors_find(m, "model.layers.2.mlp.experts.7.up_proj.weight");
+    CU_ASSERT(x && y && x->nbytes == y->nbytes && !memcmp(x->data, y->data, x->nbytes));
+    numla_safetensors_close(&a);
+    numla_safetensors_close(&m);
+
+    /* a DSA model's MTP layer has its own indexer; the layer lists keep the main layers' */
+    const char *glm = sy_dir("tiny-glm5-mtp");
+    numla_synth_options og = {.preset = "tiny-glm5", .out_dir = glm, .seed = 2,
+                              .dtype = NUMLA_DTYPE_BF16, .mtp = 1};
+    CU_ASSERT_EQUAL_FATAL(numla_synth_write(&og, NULL), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(glm, &m), NUMLA_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL(numla_safetensors_find(m, "model.layers.5.self_attn.indexer.wq_b.weight"));
+    CU_ASSERT_PTR_NOT_NULL(numla_safetensors_find(m, "model.layers.5.mlp.experts.15.down_proj.weight"));
+    CU_ASSERT_PTR_NOT_NULL(numla_safetensors_find(m, "model.layers.5.eh_proj.weight"));
+    CU_ASSERT_PTR_NULL(numla_safetensors_find(m, "model.layers.6.input_layernorm.weight"));
+    numla_safetensors_close(&m);
+    c = sy_config(glm);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(c, "indexer_types")), 5);
+    CU_ASSERT_EQUAL(sy_int(c, "num_nextn_predict_layers"), 1);
+    json_decref(c);
+
+    /* the presets: DeepSeek-V3 / V3.2 and GLM-5 ship the layer, Kimi K2 does not */
+    numla_synth_config cf;
+    static const struct { const char *preset; int mtp; } ships[] = {
+        {"v3", 1}, {"v32", 1}, {"glm5", 1}, {"kimi-k2", 0}, {"v2-lite", 0}, {"tiny-v3", 0}};
+    for (size_t i = 0; i < sizeof ships / sizeof ships[0]; i++) {
+        numla_synth_options op = {.preset = ships[i].preset, .dtype = NUMLA_DTYPE_BF16};
+        CU_ASSERT_EQUAL_FATAL(numla_synth_config_get(&op, &cf), NUMLA_STATUS_OK);
+        NUMLA_ASSERT_MSG(cf.num_nextn_predict_layers == ships[i].mtp, "%s: %d", ships[i].preset,
+                         (int)cf.num_nextn_predict_layers);
+        op.mtp = -1;
+        CU_ASSERT_EQUAL_FATAL(numla_synth_config_get(&op, &cf), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL(cf.num_nextn_predict_layers, 0);
+    }
+    numla_synth_options bad = {.preset = "tiny-v4", .dtype = NUMLA_DTYPE_BF16, .mtp = 1};
+    CU_ASSERT_EQUAL(numla_synth_config_get(&bad, &cf), NUMLA_STATUS_INVALID_ARG);
+    bad = (numla_synth_options){.preset = "tiny-v3", .dtype = NUMLA_DTYPE_BF16, .mtp = 2};
+    CU_ASSERT_EQUAL(numla_synth_config_get(&bad, &cf), NUMLA_STATUS_INVALID_ARG);
+}
+
+NUMLA_TEST_SUITE(synth, NULL, NULL, NUMLA_TEST(test_mtp_layer), NUMLA_TEST(test_quantized_weights), NUMLA_TEST(test_tiny_tensors), NUMLA_TEST(test_tiny_config),
                  NUMLA_TEST(test_presets_and_validation), NUMLA_TEST(test_determinism),
                  NUMLA_TEST(test_sharded), NUMLA_TEST(test_weight_statistics))

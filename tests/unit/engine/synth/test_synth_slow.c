@@ -75,7 +75,7 @@ static void test_v2_lite_two_layers(void)
     numla_safetensors_close(&m);
 }
 
-/* `numla synth --preset v3 --layers 2 --weights fp8`: the published DeepSeek-V3 FP8 layout
+/* `numla synth --preset v3 --layers 2 --weights fp8 --mtp off`: the published DeepSeek-V3 FP8 layout
  * (F8_E4M3 weights, F32 weight_scale_inv per 128x128 block, shapes as in DeepSeek-V3's
  * model.safetensors.index.json; embeddings, norms and lm_head in bf16). */
 static void sl_expect_q(const numla_safetensors_model *m, const char *name, int64_t r, int64_t c,
@@ -97,7 +97,7 @@ static void test_v3_fp8_two_layers(void)
     char dir[600];
     snprintf(dir, sizeof dir, "%s/synth-v3-fp8", numla_test_tmpdir());
     numla_synth_options o = {.preset = "v3", .out_dir = dir, .layers = 2, .seed = 3,
-                             .dtype = NUMLA_DTYPE_BF16, .weights = NUMLA_QCKPT_FP8};
+                             .dtype = NUMLA_DTYPE_BF16, .weights = NUMLA_QCKPT_FP8, .mtp = -1};
     numla_status s = numla_synth_write(&o, NULL);
     NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK, "%s", numla_error_message());
     if (s != NUMLA_STATUS_OK)
