@@ -392,8 +392,8 @@ numla_status numla_model_text_chat_template(const char *model, const char *force
                                             numla_chat_template **out)
 {
     if (!numla_model_path_is_gguf(model)) {
-        /* DeepSeek-V3.2 ships its chat format as Python code, not as a Jinja template: its
-         * model_type names the built-in renderer when none is forced */
+        /* DeepSeek-V3.2 and V4 ship their chat format as Python code, not as a Jinja
+         * template: the model_type names the built-in renderer when none is forced */
         const char *builtin = NULL;
         char model_type[64] = "";
         if (!force_name)

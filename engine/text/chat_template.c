@@ -47,6 +47,8 @@ static numla_status render_glm5(const numla_chat_template *, const numla_chat_me
                                 const numla_chat_options *, numla_strbuf *);
 static numla_status render_dsv32(const numla_chat_template *, const numla_chat_message *, int,
                                  const numla_chat_options *, numla_strbuf *);
+static numla_status render_dsv4(const numla_chat_template *, const numla_chat_message *, int,
+                                const numla_chat_options *, numla_strbuf *);
 static numla_status check_plain(const numla_chat_template *, const numla_chat_message *, int);
 static numla_status check_tools(const numla_chat_template *, const numla_chat_message *, int);
 
@@ -73,8 +75,8 @@ enum {
 
 /* The one table of chat-template families. The name is the --chat-template name and the file
  * text/templates/<name>.jinja whose text is recognised in a tokenizer_config.json (none for
- * deepseek-v3.2: DeepSeek ships Python; picked by name or model_type). tools: the markers its
- * model writes tool calls with (tool_calls.c), NULL when it writes none. */
+ * deepseek-v3.2 and deepseek-v4: DeepSeek ships Python; picked by name or model_type). tools:
+ * the markers its model writes tool calls with (tool_calls.c), NULL when it writes none. */
 static const numla_chat_family families[] = {
     {"deepseek-v2", render_v2, check_plain, stop_none, NULL, 0},
     {"deepseek-v2.5", render_v2_5, check_plain, stop_none, NULL, 0},
@@ -91,6 +93,8 @@ static const numla_chat_family families[] = {
          NUMLA_CHAT_CAN_WRITE_TOOL_RESULTS | THINKS},
     {"glm-5", render_glm5, check_tools, stop_glm, &numla_tool_markers_glm, TOOLS_ALL | THINKS},
     {"deepseek-v3.2", render_dsv32, check_tools, stop_none, &numla_tool_markers_dsml,
+     TOOLS_ALL | THINKS | EMPTY_OK},
+    {"deepseek-v4", render_dsv4, check_tools, stop_none, &numla_tool_markers_dsml_v4,
      TOOLS_ALL | THINKS | EMPTY_OK},
 };
 #define NUMLA_CHAT_NFAMILIES ((int)(sizeof families / sizeof families[0]))
@@ -302,7 +306,11 @@ numla_status numla_chat_template_load_builtin(const char *name, numla_chat_templ
 
 const char *numla_chat_template_builtin_for_model_type(const char *model_type)
 {
-    return model_type && strcmp(model_type, "deepseek_v32") == 0 ? "deepseek-v3.2" : NULL;
+    if (!model_type)
+        return NULL;
+    if (strcmp(model_type, "deepseek_v32") == 0)
+        return "deepseek-v3.2";
+    return strcmp(model_type, "deepseek_v4") == 0 ? "deepseek-v4" : NULL;
 }
 
 numla_status numla_chat_template_load_json(const char *json, const char *force_name,
@@ -891,6 +899,13 @@ static numla_status render_dsv32(const numla_chat_template *t, const numla_chat_
 {
     (void)t;
     return numla_chat_render_dsv32(msgs, n, o, b);
+}
+
+static numla_status render_dsv4(const numla_chat_template *t, const numla_chat_message *msgs,
+                                int n, const numla_chat_options *o, numla_strbuf *b)
+{
+    (void)t;
+    return numla_chat_render_dsv4(msgs, n, o, b);
 }
 
 const char *const *numla_chat_template_stop_tokens(const numla_chat_template *t)

@@ -32,6 +32,12 @@
  *                  (tests/golden/chat_dsv32/, made by scripts/make_dsv32_chat_golden.py). Only
  *                  chosen by name (--chat-template, or numla_chat_template_builtin_for_model_type
  *                  for a config.json model_type "deepseek_v32")
+ *   deepseek-v4    DeepSeek-V4 (Flash, Pro): no Jinja template; DeepSeek's Python encode_messages
+ *                  (encoding/encoding_dsv4.py): tool results merged into user turns as
+ *                  <tool_result> blocks, tools in the first system or developer message, tool
+ *                  calls in DSML under <｜DSML｜tool_calls>, thinking unless turned off
+ *                  (tests/golden/chat_dsv4/, made by scripts/make_dsv4_chat_golden.py); chosen by
+ *                  name or for a config.json model_type "deepseek_v4"
  *
  * Recognition: the template string is compared with the known ones after normalising line ends
  * (CRLF to LF), the two-character escape \n to a newline (the same string in Jinja) and
@@ -104,7 +110,8 @@ numla_status numla_chat_template_load(const char *model_dir, const char *force_n
  * Not collective. */
 numla_status numla_chat_template_load_builtin(const char *name, numla_chat_template **out);
 /* The built-in name for a config.json model_type whose model ships no Jinja template
- * ("deepseek_v32" -> "deepseek-v3.2"), NULL otherwise. Not collective. */
+ * ("deepseek_v32" -> "deepseek-v3.2", "deepseek_v4" -> "deepseek-v4"), NULL otherwise.
+ * Not collective. */
 const char *numla_chat_template_builtin_for_model_type(const char *model_type);
 /* The same from the text of a tokenizer_config.json (json may be NULL when force_name is set). */
 numla_status numla_chat_template_load_json(const char *json, const char *force_name,
@@ -154,7 +161,8 @@ int numla_chat_template_can(const numla_chat_template *t, numla_chat_ability wha
 int numla_chat_template_thinks(const numla_chat_template *t);
 
 /* The built-in names, NULL-terminated, whether a name is one of them, and the Jinja source of
- * one (NULL when unknown, and for deepseek-v3.2, which has none). Not collective. */
+ * one (NULL when unknown, and for deepseek-v3.2 and deepseek-v4, which have none). Not
+ * collective. */
 const char *const *numla_chat_template_names(void);
 int numla_chat_template_known(const char *name);
 const char *numla_chat_template_source(const char *name);

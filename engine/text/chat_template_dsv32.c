@@ -122,9 +122,12 @@ static void dsv32_tools(json_t *tools, numla_strbuf *b)
     numla_strbuf_puts(b, dsv32_tools_tail);
 }
 
-static void dsv32_tool_calls(const numla_chat_message *m, json_t *const *args, numla_strbuf *b)
+void numla_chat_put_dsml_calls(numla_strbuf *b, const numla_chat_message *m,
+                               json_t *const *args, const char *block)
 {
-    numla_strbuf_puts(b, "\n\n<" DSML "function_calls>\n");
+    numla_strbuf_puts(b, "\n\n<" DSML);
+    numla_strbuf_puts(b, block);
+    numla_strbuf_puts(b, ">\n");
     for (int k = 0; k < m->num_tool_calls; k++) {
         if (k)
             numla_strbuf_puts(b, "\n");
@@ -149,7 +152,9 @@ static void dsv32_tool_calls(const numla_chat_message *m, json_t *const *args, n
         }
         numla_strbuf_puts(b, "\n</" DSML "invoke>");
     }
-    numla_strbuf_puts(b, "\n</" DSML "function_calls>");
+    numla_strbuf_puts(b, "\n</" DSML);
+    numla_strbuf_puts(b, block);
+    numla_strbuf_puts(b, ">");
 }
 
 static void dsv32_render(const numla_chat_message *msgs, int n, int thinking, int last_user,
@@ -193,7 +198,7 @@ static void dsv32_render(const numla_chat_message *msgs, int n, int thinking, in
             if (m->content)
                 numla_strbuf_puts(b, m->content);
             if (m->num_tool_calls > 0)
-                dsv32_tool_calls(m, args, b);
+                numla_chat_put_dsml_calls(b, m, args, "function_calls");
             numla_strbuf_puts(b, D_EOS);
         }
         args += m->num_tool_calls;

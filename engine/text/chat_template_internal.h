@@ -2,8 +2,9 @@
  * engine/text/ and its tests).
  *
  * chat_template.c keeps the one table of families, recognition, loading and the DeepSeek /
- * Kimi renderers; chat_template_glm.c renders GLM-5's template and chat_template_dsv32.c
- * DeepSeek-V3.2's Python encoding. Every renderer appends to one numla_strbuf, whose oom flag
+ * Kimi renderers; chat_template_glm.c renders GLM-5's template, chat_template_dsv32.c
+ * DeepSeek-V3.2's Python encoding and chat_template_dsv4.c DeepSeek-V4's (the two share the
+ * DSML tool-call writer). Every renderer appends to one numla_strbuf, whose oom flag
  * the caller checks once at the end. */
 #ifndef NUMLA_ENGINE_CHAT_TEMPLATE_INTERNAL_H
 #define NUMLA_ENGINE_CHAT_TEMPLATE_INTERNAL_H
@@ -46,6 +47,7 @@ extern const numla_tool_syntax numla_tool_markers_deepseek_fenced; /* V3, R1 */
 extern const numla_tool_syntax numla_tool_markers_deepseek;        /* V3.1 */
 extern const numla_tool_syntax numla_tool_markers_kimi;            /* K2, K2-Thinking */
 extern const numla_tool_syntax numla_tool_markers_dsml;            /* V3.2's DSML */
+extern const numla_tool_syntax numla_tool_markers_dsml_v4;         /* V4's DSML */
 extern const numla_tool_syntax numla_tool_markers_glm;             /* GLM-5 */
 
 /* v as Python's json.dumps(v, ensure_ascii=False) writes it: ", " and ": " separators, keys in
@@ -74,5 +76,17 @@ numla_status numla_chat_render_glm5(const numla_chat_message *msgs, int n,
 /* DeepSeek-V3.2's encode_messages; see chat_template_dsv32.c. Not collective. */
 numla_status numla_chat_render_dsv32(const numla_chat_message *msgs, int n,
                                      const numla_chat_options *o, numla_strbuf *b);
+
+/* DeepSeek-V4's encode_messages; see chat_template_dsv4.c. Not collective. */
+numla_status numla_chat_render_dsv4(const numla_chat_message *msgs, int n,
+                                    const numla_chat_options *o, numla_strbuf *b);
+
+/* m's tool calls as a DSML block, as both DeepSeek encodings write it: "\n\n<｜DSML｜BLOCK>\n",
+ * one <｜DSML｜invoke name="NAME"> per call (a line each), its arguments args[k] (a JSON object)
+ * one <｜DSML｜parameter name="KEY" string="true|false"> a line (strings as is, the rest as
+ * Python's json.dumps), then "\n</｜DSML｜BLOCK>". block: "function_calls" (V3.2),
+ * "tool_calls" (V4). Not collective. */
+void numla_chat_put_dsml_calls(numla_strbuf *b, const numla_chat_message *m,
+                               json_t *const *args, const char *block);
 
 #endif

@@ -66,6 +66,14 @@ const numla_tool_syntax numla_tool_markers_dsml = {
     .key_open = "<" DSML "parameter name=\"", .key_close = "\"",
     .value_open = " string=\"true\">", .value_open_json = " string=\"false\">",
     .value_close = "</" DSML "parameter>"};
+/* DeepSeek-V4: V3.2's DSML with the block named "tool_calls" */
+const numla_tool_syntax numla_tool_markers_dsml_v4 = {
+    .kind = KIND_TAGS, .section_begin = "<" DSML "tool_calls>",
+    .section_end = "</" DSML "tool_calls>", .call_begin = "<" DSML "invoke name=\"",
+    .call_end = "</" DSML "invoke>", .name_end = {"\">", NULL},
+    .key_open = "<" DSML "parameter name=\"", .key_close = "\"",
+    .value_open = " string=\"true\">", .value_open_json = " string=\"false\">",
+    .value_close = "</" DSML "parameter>"};
 const numla_tool_syntax numla_tool_markers_glm = {
     .kind = KIND_TAGS, .call_begin = "<tool_call>", .call_end = "</tool_call>",
     .name_end = {"<arg_key>", "\n"}, .key_open = "<arg_key>", .key_close = "</arg_key>",

@@ -17,6 +17,7 @@
  *                               <｜DSML｜parameter name="K" string="true|false">V</｜DSML｜parameter>:
  *                               string="true" values are strings as written, string="false"
  *                               values JSON
+ *         deepseek-v4 (DSML)    the same inside <｜DSML｜tool_calls> .. </｜DSML｜tool_calls>
  *         glm-5                 <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>
  *                               </tool_call>, no section: a value (trimmed) is a string when the
  *                               request's tool declares that parameter "type": "string", else

@@ -141,9 +141,9 @@ int numla_fuzz_tool_calls_run(const uint8_t *data, size_t size)
         fuzz_tool_calls_die("content that is not UTF-8 from UTF-8 input", text);
     /* no opening marker: content as given */
     const char *open[] = {"<｜tool▁calls▁begin｜>", "<|tool_calls_section_begin|>",
-                          "<｜DSML｜function_calls>", "<tool_call>"};
+                          "<｜DSML｜function_calls>", "<｜DSML｜tool_calls>", "<tool_call>"};
     int has_open = 0;
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < sizeof open / sizeof *open; i++)
         has_open |= memmem(text, n, open[i], strlen(open[i])) != NULL;
     if (!has_open && (l1 != n || memcmp(c1, text, n) || k1[0]))
         fuzz_tool_calls_die("text without a tool call changed", text);

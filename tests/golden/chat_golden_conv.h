@@ -2,7 +2,7 @@
  * conversation of a cases.json (`messages` with role, content, name, reasoning_content,
  * tool_call_id, tool_calls [{id, function: {name, arguments}}]; `tools`) as the
  * numla_chat_message array a renderer takes. Header-only, shared by test_chat_kimi_golden.c,
- * test_chat_glm5_golden.c and test_chat_dsv32_golden.c. */
+ * test_chat_glm5_golden.c and chat_golden_cases.h (the DeepSeek encodings' suites). */
 #ifndef NUMLA_TESTS_CHAT_GOLDEN_CONV_H
 #define NUMLA_TESTS_CHAT_GOLDEN_CONV_H
 

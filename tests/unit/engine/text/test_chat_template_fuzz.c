@@ -26,7 +26,8 @@ static size_t read_seed(const char *name, uint8_t *buf, size_t cap)
 static void test_chat_template_mutations(void)
 {
     static const char *const seeds[] = {"glm5_tools.bin", "dsv32_chat.bin",
-                                        "kimi_thinking.bin", "v31_plain.bin"};
+                                        "kimi_thinking.bin", "v31_plain.bin",
+                                        "dsv4_tools.bin"};
     /* pieces put into the inputs: separators, NULL, whitespace Python strips, think tags */
     static const char *const pieces[] = {"\x1f", "\x01", "\xe3\x80\x80", "\xc2\xa0", "\n\n",
                                          " ", "</think>", "<think>", "{\"a\": 1}", "[1, 2]",

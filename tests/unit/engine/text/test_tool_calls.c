@@ -92,6 +92,39 @@ static const golden goldens[] = {
      "{\"content\": \"<" D "function_calls>\\n<" D "invoke name=\\\"f\\\">\\n<" D
      "parameter name=\\\"n\\\" string=\\\"false\\\">not json</" D "parameter>\\n</" D
      "invoke>\\n</" D "function_calls>\", \"calls\": []}"},
+    /* DeepSeek-V4: V3.2's DSML in a "tool_calls" block, as encoding_dsv4.py writes it (an
+     * empty call's name line is followed by an empty line); parallel calls after text */
+    {"deepseek-v4",
+     "Sure.\n\n<" D "tool_calls>\n<" D "invoke name=\"get_weather\">\n<" D
+     "parameter name=\"city\" string=\"true\">Paris</" D "parameter>\n<" D
+     "parameter name=\"days\" string=\"false\">[3, {\"x\": null}]</" D "parameter>\n</" D
+     "invoke>\n<" D "invoke name=\"get_time\">\n\n</" D "invoke>\n</" D "tool_calls>",
+     "{\"content\": \"Sure.\\n\\n\", \"calls\": [[null, \"get_weather\", {\"city\": \"Paris\", "
+     "\"days\": [3, {\"x\": null}]}], [null, \"get_time\", {}]]}"},
+    /* text after the block stays content; a string value keeps its newlines and non-ASCII */
+    {"deepseek-v4",
+     "<" D "tool_calls>\n<" D "invoke name=\"search\">\n<" D
+     "parameter name=\"q\" string=\"true\">caf\xc3\xa9\nline 2</" D "parameter>\n</" D
+     "invoke>\n</" D "tool_calls> done",
+     "{\"content\": \" done\", \"calls\": [[null, \"search\", {\"q\": \"caf\xc3\xa9\\nline 2\"}]]}"},
+    /* V3.2's block name is not V4's: content as written */
+    {"deepseek-v4",
+     "<" D "function_calls>\n<" D "invoke name=\"f\">\n</" D "invoke>\n</" D "function_calls>",
+     "{\"content\": \"<" D "function_calls>\\n<" D "invoke name=\\\"f\\\">\\n</" D
+     "invoke>\\n</" D "function_calls>\", \"calls\": []}"},
+    /* a string="false" value that is not JSON: the whole block as written */
+    {"deepseek-v4",
+     "a<" D "tool_calls>\n<" D "invoke name=\"f\">\n<" D
+     "parameter name=\"n\" string=\"false\">{bad</" D "parameter>\n</" D "invoke>\n</" D
+     "tool_calls>",
+     "{\"content\": \"a<" D "tool_calls>\\n<" D "invoke name=\\\"f\\\">\\n<" D
+     "parameter name=\\\"n\\\" string=\\\"false\\\">{bad</" D "parameter>\\n</" D
+     "invoke>\\n</" D "tool_calls>\", \"calls\": []}"},
+    /* a block cut off (max_tokens): content as written */
+    {"deepseek-v4",
+     "x\n\n<" D "tool_calls>\n<" D "invoke name=\"f\">\n<" D "parameter name=\"a\" str",
+     "{\"content\": \"x\\n\\n<" D "tool_calls>\\n<" D "invoke name=\\\"f\\\">\\n<" D
+     "parameter name=\\\"a\\\" str\", \"calls\": []}"},
     /* GLM-5: values typed by the tool's declared parameter types, else JSON when they parse */
     {"glm-5",
      "Checking.\n<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value>"
@@ -227,7 +260,8 @@ static void test_families(void)
 {
     /* every family whose template writes tool calls has a row; the others none */
     static const char *const with[] = {"deepseek-v3", "deepseek-r1", "deepseek-v3.1", "kimi-k2",
-                                       "kimi-k2-thinking", "deepseek-v3.2", "glm-5"};
+                                       "kimi-k2-thinking", "deepseek-v3.2", "glm-5",
+                                       "deepseek-v4"};
     for (size_t i = 0; i < sizeof with / sizeof *with; i++)
         NUMLA_ASSERT_MSG(numla_tool_syntax_for_template(with[i]) != NULL, "%s", with[i]);
     CU_ASSERT_PTR_NULL(numla_tool_syntax_for_template("deepseek-v2"));
@@ -268,7 +302,9 @@ int numla_fuzz_tool_calls_run(const uint8_t *data, size_t size);
  * invariants must hold for every one. */
 static void test_fuzz_mutations(void)
 {
-    static const char *const seeds[] = {"v3.bin", "v31.bin", "kimi.bin", "dsml.bin", "glm.bin"};
+    static const char *const seeds[] = {"v3.bin",  "v31.bin",     "kimi.bin",
+                                        "dsml.bin", "glm.bin",    "dsml_v4.bin",
+                                        "dsml_v4_malformed.bin"};
     static const char *const pieces[] = {"<", ">", "\n", "\"", "{", "}", "｜", "<|", "</",
                                          "<tool_call>", "</tool_call>", CB, CE, TE, KCB, KCE,
                                          "<arg_key>", "</arg_value>", "\xc3", "```"};
