@@ -348,3 +348,70 @@ numla_status numla_v4_config_from_json(const json_t *root, const char *source, n
     *out = o;
     return NUMLA_STATUS_OK;
 }
+
+/* FP8 bytes of a (rows, cols) matrix: a byte a weight and an E8M0 byte per 128 x 128 block. */
+static double v4_fp8_bytes(double rows, double cols)
+{
+    return rows * cols + ceil(rows / 128.0) * ceil(cols / 128.0);
+}
+
+void numla_v4_config_sizes(const numla_model_config *cfg, numla_v4_sizes *out)
+{
+    const numla_v4_config *v = &cfg->v4;
+    const double D = (double)cfg->hidden_size, H = (double)cfg->num_attention_heads;
+    const double V = (double)cfg->vocab_size, E = (double)cfg->n_routed_experts;
+    const double k = (double)cfg->num_experts_per_tok, I = (double)cfg->moe_intermediate_size;
+    const double S = (double)cfg->n_shared_experts * I;
+    const double Dh = (double)v->head_dim, Rq = (double)v->q_lora_rank;
+    const double G = (double)v->o_groups, Ro = (double)v->o_lora_rank;
+    const double Hi = (double)v->index_n_heads, Di = (double)v->index_head_dim;
+    const double n = (double)v->hc_mult, W = (double)v->sliding_window;
+    const double mix = (2 + n) * n; /* mHC's y: pre, post and the n x n matrix */
+    numla_v4_sizes z = {0};
+    /* whole-model tensors: embedding and head bf16 (one embedding row read), the final norm and
+     * the hyper-head fp32 */
+    z.params = 2 * V * D + D + n * n * D + n + 1;
+    z.bytes = 2 * (2 * V * D) + 4 * (D + n * n * D + n + 1);
+    z.active_params = z.params - (V - 1) * D;
+    z.active_bytes = z.bytes - 2 * (V - 1) * D;
+    z.replicated_bytes = 4 * (D + n * n * D + n + 1);
+    for (int64_t l = 0; l < v->num_layers; l++) {
+        const int a = v->attn[l];
+        /* FP8: wq_a, wq_b, wkv, wo_a, wo_b, the shared expert; CSA's indexer wq_b */
+        double p8 = Rq * D + H * Dh * Rq + Dh * D + G * Ro * (H * Dh / G) + D * G * Ro + 3 * S * D;
+        double b8_all = v4_fp8_bytes(Rq, D) + v4_fp8_bytes(Dh, D); /* wq_a, wkv */
+        double b8 = b8_all + v4_fp8_bytes(H * Dh, Rq) + v4_fp8_bytes(G * Ro, H * Dh / G) +
+                    v4_fp8_bytes(D, G * Ro) + 2 * v4_fp8_bytes(S, D) + v4_fp8_bytes(D, S);
+        /* bf16: the router; fp32: the norms (attn, ffn, q, kv), mHC of both blocks, sinks */
+        double p16 = E * D, p32 = 2 * D + Rq + Dh + 2 * (mix * n * D + mix + 3) + H;
+        if (a == NUMLA_V4_ATTN_CSA) {
+            const double m = (double)v->csa_rate;
+            p8 += Hi * Di * Rq;
+            b8 += v4_fp8_bytes(Hi * Di, Rq);
+            b8_all += v4_fp8_bytes(Hi * Di, Rq);
+            /* compressor wkv, wgate (2·Dh, D); the indexer's compressor at Di and its
+             * weights_proj (Hi, D); their norms and ape fp32 */
+            p16 += 2 * (2 * Dh * D) + 2 * (2 * Di * D) + Hi * D;
+            p32 += Dh + Di + m * 2 * Dh + m * 2 * Di;
+            z.cache_per_token += (Dh + Di) / m;
+            z.cache_per_seq += 2 * (2 * m) * (2 * Dh) + 2 * (2 * m) * (2 * Di);
+        } else if (a == NUMLA_V4_ATTN_HCA) {
+            const double m = (double)v->hca_rate;
+            p16 += 2 * (Dh * D);
+            p32 += Dh + m * Dh;
+            z.cache_per_token += Dh / m;
+            z.cache_per_seq += 2 * (2 * m) * Dh;
+        }
+        z.cache_per_seq += W * Dh;
+        const double routed = E * 3 * I * D, hash = v->hash_moe[l] ? V * k : 0;
+        if (!v->hash_moe[l])
+            p32 += E; /* the router's bias */
+        z.params += p8 + p16 + p32 + routed + hash;
+        z.bytes += b8 + 2 * p16 + 4 * p32 + routed * 17.0 / 32.0 + 8 * hash;
+        z.active_params += p8 + p16 + p32 + routed * k / E + (hash > 0 ? k : 0);
+        z.active_bytes += b8 + 2 * p16 + 4 * p32 + routed * (k / E) * 17.0 / 32.0 +
+                          (hash > 0 ? 8 * k : 0);
+        z.replicated_bytes += b8_all + 2 * p16 + 4 * (p32 - H) + (hash > 0 ? 8 * k : 0);
+    }
+    *out = z;
+}

@@ -85,6 +85,33 @@ struct json_t;
 numla_status numla_v4_config_from_json(const struct json_t *root, const char *source,
                                        numla_v4_config *out);
 
+/* What a deepseek_v4 config implies, counted from its shapes (docs/design.md §5.9; the main
+ * layers, the MTP layer left out). Bytes are those of the published form (docs/quantization.md):
+ * routed experts FP4 (e2m1 codes plus one E8M0 byte per 32 of a row, 4.25 bits a weight); the
+ * attention projections, the indexer's wq_b and the shared expert FP8 (a byte each plus an E8M0
+ * byte per 128 x 128 block); embedding, head, router, compressors and the indexer's
+ * weights_proj bf16; norms, mHC, sinks, ape and the router's bias fp32 and the hash tables int64
+ * (as transformers 5.25 writes the published form: tests/golden/v4/model_fp8). */
+typedef struct numla_v4_sizes {
+    double params;             /* every parameter */
+    double active_params;      /* those a token's forward reads: k routed experts of E, one
+                                * embedding row, one hash-table row, everything else whole */
+    double bytes;              /* the published form's bytes */
+    double active_bytes;       /* of which a batch-1 decode step reads */
+    double replicated_bytes;   /* of those, what every rank reads whatever the rank count (§5.9's
+                                * sharding: wq_a, the KV row, compressors, indexer, router,
+                                * norms and mHC run on every rank); a rank of R reads
+                                * replicated + (active - replicated) / R */
+    double cache_per_token;    /* cache values a sequence gains per token once long: (Dh + Di) / m
+                                * per CSA layer (its entries and index keys), Dh / m' per HCA layer */
+    double cache_per_seq;      /* cache values a sequence holds whatever its length (numla's
+                                * layout, model_v4.c): per layer the W-row window ring of Dh, and
+                                * each compressor's raw kv and gate rows of 2 windows (CSA: 2m rows
+                                * of 2·Dh and of 2·Di; HCA: 2m' rows of Dh) */
+} numla_v4_sizes;
+struct numla_model_config;
+void numla_v4_config_sizes(const struct numla_model_config *cfg, numla_v4_sizes *out);
+
 /* Name of an attention kind ("sliding_attention", ...). */
 const char *numla_v4_attn_name(numla_v4_attn a);
 

@@ -16,6 +16,7 @@
 
 #include "common/status.h"
 #include "engine/model/config.h"
+#include "engine/formats/safetensors.h"
 
 int numla_fuzz_config_run(const uint8_t *data, size_t size, numla_model_config *out);
 
@@ -258,6 +259,59 @@ static void test_fuzz_mutations(void)
                      rejected);
 }
 
+/* numla_v4_config_sizes against two independent counts: the tensors transformers 5.25 wrote for
+ * the tiny golden model (tests/golden/v4: model_bf16's element count, model_fp8's bytes in the
+ * published FP8 + FP4 form) and the published headline sizes (V4-Flash 284B parameters with
+ * 13B active, V4-Pro 1.6T with 49B); the cache per token by hand from the layer schedules. */
+static void test_sizes(void)
+{
+    numla_v4_sizes z;
+    char *t = seed("v4_flash_shape.json");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL_FATAL(parse(t), NUMLA_STATUS_OK);
+    free(t);
+    numla_v4_config_sizes(&cfg_, &z);
+    NUMLA_ASSERT_MSG(fabs(z.params / 284e9 - 1) < 0.01, "V4-Flash: %.4g parameters", z.params);
+    NUMLA_ASSERT_MSG(fabs(z.active_params / 13e9 - 1) < 0.04, "V4-Flash: %.4g active",
+                     z.active_params);
+    /* 21 CSA layers (512 + 128) / 4, 20 HCA layers 512 / 128 */
+    CU_ASSERT_DOUBLE_EQUAL(z.cache_per_token, 21 * 160 + 20 * 4, 1e-9);
+    /* 43 windows of 128 x 512; CSA 2 x 8 x 1024 + 2 x 8 x 256, HCA 2 x 256 x 512 */
+    CU_ASSERT_DOUBLE_EQUAL(z.cache_per_seq, 43 * 65536 + 21 * (16384 + 4096) + 20 * 262144, 1e-9);
+    t = seed("v4_pro_shape.json");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL_FATAL(parse(t), NUMLA_STATUS_OK);
+    free(t);
+    numla_v4_config_sizes(&cfg_, &z);
+    NUMLA_ASSERT_MSG(fabs(z.params / 1.6e12 - 1) < 0.02, "V4-Pro: %.4g parameters", z.params);
+    NUMLA_ASSERT_MSG(fabs(z.active_params / 49e9 - 1) < 0.02, "V4-Pro: %.4g active",
+                     z.active_params);
+    CU_ASSERT_DOUBLE_EQUAL(z.cache_per_token, 29 * 160 + 32 * 4, 1e-9);
+    static const char *const golden[] = {"tests/golden/v4/model_bf16", "tests/golden/v4/model_fp8"};
+    double count[2] = {0, 0}, bytes[2] = {0, 0};
+    for (int g = 0; g < 2; g++) {
+        CU_ASSERT_EQUAL_FATAL(numla_model_config_load(numla_test_source_path(golden[g]), &cfg_),
+                              NUMLA_STATUS_OK);
+        numla_safetensors_model *st = NULL;
+        CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(numla_test_source_path(golden[g]), &st),
+                              NUMLA_STATUS_OK);
+        for (int64_t i = 0; i < numla_safetensors_count(st); i++) {
+            const numla_safetensors_tensor *x = numla_safetensors_at(st, i);
+            double c = 1;
+            for (int d = 0; d < x->ndim; d++)
+                c *= (double)x->shape[d];
+            count[g] += c;
+            bytes[g] += (double)x->nbytes;
+        }
+        numla_safetensors_close(&st);
+    }
+    numla_v4_config_sizes(&cfg_, &z); /* the same shapes in both directories */
+    NUMLA_ASSERT_MSG(z.params == count[0], "tiny-v4: %.0f parameters, the file holds %.0f",
+                     z.params, count[0]);
+    NUMLA_ASSERT_MSG(z.bytes == bytes[1], "tiny-v4: %.0f bytes, the FP8 + FP4 file holds %.0f",
+                     z.bytes, bytes[1]);
+}
+
 NUMLA_TEST_SUITE(config_v4, NULL, NULL, NUMLA_TEST(test_flash_shape), NUMLA_TEST(test_pro_shape),
                  NUMLA_TEST(test_tiny_nested), NUMLA_TEST(test_refusals),
-                 NUMLA_TEST(test_fuzz_mutations))
+                 NUMLA_TEST(test_fuzz_mutations), NUMLA_TEST(test_sizes))
