@@ -25,6 +25,9 @@
  *                              tokenizer_config.json's bos_token / eos_token / add_*_token
  *   tokenizer.chat_template    tokenizer_config.json's chat_template: recognised as one of the
  *                              built-in renderers by engine/text/chat_template.c, like a file's
+ *   general.architecture       "deepseek4": DeepSeek-V4's encoding is rendered by the built-in
+ *                              deepseek-v4 (the file's tokenizer.chat_template, llama.cpp's
+ *                              Jinja approximation of it, is not read)
  *
  * Kimi K2 (pre "kimi-k2"): llama.cpp's converter writes Kimi's tiktoken vocabulary as a gpt2 one
  * (each rank's bytes as a byte-level string at id = rank, type 1; merges rebuilt from the ranks;
@@ -388,6 +391,26 @@ static void model_text_model_type(const char *model, char *out, size_t n)
     json_decref(root);
 }
 
+/* The built-in chat format a GGUF file's general.architecture names, NULL for none: a deepseek4
+ * file (llama.cpp's converter) carries llama.cpp's Jinja approximation of DeepSeek-V4's Python
+ * encoding, which numla renders itself. */
+static const char *gguf_builtin_chat(const char *model)
+{
+    numla_gguf *g = NULL;
+    if (numla_gguf_open(model, &g) != NUMLA_STATUS_OK) {
+        numla_error_clear(); /* the reads below report it */
+        return NULL;
+    }
+    const char *arch = NULL, *builtin = NULL;
+    if (numla_gguf_find(g, "general.architecture") &&
+        numla_gguf_get_str(g, "general.architecture", &arch) == NUMLA_STATUS_OK &&
+        strcmp(arch, "deepseek4") == 0)
+        builtin = numla_chat_template_builtin_for_model_type("deepseek_v4");
+    numla_error_clear();
+    numla_gguf_close(&g);
+    return builtin;
+}
+
 numla_status numla_model_text_chat_template(const char *model, const char *force_name,
                                             numla_chat_template **out)
 {
@@ -405,6 +428,9 @@ numla_status numla_model_text_chat_template(const char *model, const char *force
         return numla_chat_template_load(model, builtin ? builtin : force_name, out);
     }
     *out = NULL;
+    if (!force_name && (force_name = gguf_builtin_chat(model)) != NULL)
+        NUMLA_INFO("%s: general.architecture deepseek4: chat format %s (built in)", model,
+                   force_name);
     char *tok = NULL, *cfg = NULL;
     int tiktoken = 0;
     numla_status s = gguf_file_docs(model, &tok, &cfg, &tiktoken);

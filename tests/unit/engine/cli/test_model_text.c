@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/cli/model_text.h"
 #include "test_util.h"
@@ -205,6 +206,44 @@ static void test_gguf_tokenizer_bad(void)
     numla_error_clear();
 }
 
+/* A deepseek4 GGUF (llama.cpp's converter writes its own Jinja approximation of DeepSeek-V4's
+ * encoding) gets the built-in deepseek-v4 renderer: bpe8k's tokenizer file with
+ * general.architecture set to deepseek4; the same file as deepseek2, which has no template,
+ * gets none. */
+static void test_gguf_deepseek4_chat(void)
+{
+    size_t n = 0;
+    char *f = numla_test_read_file(
+        numla_test_source_path("tests/golden/tokenizer/bpe8k_gguf/tokenizer.gguf"), &n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static const char key[] = "general.architecture\x08\0\0\0\x09\0\0\0\0\0\0\0deepseek2";
+    char *at = memmem(f, n, key, sizeof key - 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/numla_model_text_ds4_%d.gguf", numla_test_tmpdir(),
+             (int)getpid());
+    numla_chat_template *ct = NULL;
+    for (int v4 = 0; v4 < 2; v4++) {
+        at[sizeof key - 2] = v4 ? '4' : '2';
+        FILE *w = fopen(path, "wb");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+        CU_ASSERT_EQUAL(fwrite(f, 1, n, w), n);
+        fclose(w);
+        numla_status s = numla_model_text_chat_template(path, NULL, &ct);
+        if (v4) {
+            CU_ASSERT_EQUAL_FATAL(s, NUMLA_STATUS_OK);
+            CU_ASSERT_STRING_EQUAL(numla_chat_template_name(ct), "deepseek-v4");
+        } else {
+            CU_ASSERT_EQUAL(s, NUMLA_STATUS_UNSUPPORTED);
+            CU_ASSERT_PTR_NULL(ct);
+        }
+        numla_chat_template_destroy(&ct);
+        numla_error_clear();
+    }
+    remove(path);
+    free(f);
+}
+
 /* The fuzz target's checks (tests/fuzz/fuzz_gguf_tokenizer.c) over seeded mutations of the
  * kimi-k2 golden, most of them in its first 12 KiB (the pre-tokenizer key and the token
  * strings): bit flips, bytes set to 0 / 0x80 / 0xff / ASCII, truncation, span deletion. A crash
@@ -259,4 +298,5 @@ static void test_fuzz_mutations(void)
 
 NUMLA_TEST_SUITE(model_text, NULL, NULL, NUMLA_TEST(test_gguf_tokenizer_cases),
                  NUMLA_TEST(test_gguf_deepseek_llm), NUMLA_TEST(test_gguf_kimi_k2),
-                 NUMLA_TEST(test_gguf_tokenizer_bad), NUMLA_TEST(test_fuzz_mutations))
+                 NUMLA_TEST(test_gguf_tokenizer_bad), NUMLA_TEST(test_gguf_deepseek4_chat),
+                 NUMLA_TEST(test_fuzz_mutations))

@@ -557,18 +557,21 @@ static void test_chat_refused_by_template(void)
     numla_tokenizer_destroy(&tok);
 }
 
-/* GLM-5 and DeepSeek-V3.2 write tools, tool calls and tool messages and have a thinking
- * switch: such requests are served, rendered as the template renders them (thinking_given
- * reaches glm-5: enable_thinking false closes its think block), and a GLM-5 request stops at
- * both of its end-of-turn tokens, <|user|> and <|observation|>. */
+/* GLM-5, DeepSeek-V3.2 and DeepSeek-V4 write tools, tool calls and tool messages and have a
+ * thinking switch: such requests are served, rendered as the template renders them
+ * (thinking_given reaches glm-5: enable_thinking false closes its think block), and a GLM-5
+ * request stops at both of its end-of-turn tokens, <|user|> and <|observation|>. DeepSeek-V4
+ * thinks when the request does not say: its reasoning is split off from the first token. */
 static void test_chat_glm5_and_v32(void)
 {
     const char *dir = numla_test_source_path("tests/golden/tokenizer/bpe2k_glm5");
     numla_tokenizer *tok = NULL;
-    numla_chat_template *glm = NULL, *v32 = NULL;
+    numla_chat_template *glm = NULL, *v32 = NULL, *v4 = NULL;
     CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load(dir, &tok), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_builtin("glm-5", &glm), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_builtin("deepseek-v3.2", &v32),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_builtin("deepseek-v4", &v4),
                           NUMLA_STATUS_OK);
     const char *body =
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": "
@@ -577,8 +580,8 @@ static void test_chat_glm5_and_v32(void)
         "\"tool_call_id\": \"c1\", \"content\": \"x\"}], \"tools\": [{\"type\": "
         "\"function\", \"function\": {\"name\": \"f\"}}], \"chat_template_kwargs\": "
         "{\"enable_thinking\": false}}";
-    numla_chat_template *ts[2] = {glm, v32};
-    for (int i = 0; i < 2; i++) {
+    numla_chat_template *ts[3] = {glm, v32, v4};
+    for (int i = 0; i < 3; i++) {
         adapter_fixture f;
         fixture_open(&f, 4096, tok, ts[i], 0);
         chat_outcome o;
@@ -607,6 +610,8 @@ static void test_chat_glm5_and_v32(void)
                               NUMLA_STATUS_OK);
         NUMLA_ASSERT_MSG(tokens_are(&o.r, want, (int32_t)n), "%s: prompt is not the rendering",
                          numla_chat_template_name(ts[i]));
+        if (i == 2) /* thinking given as false: V4's answer opens after "</think>" */
+            CU_ASSERT(len > 8 && !strcmp(text + len - 8, "</think>"));
         if (i == 0) {
             CU_ASSERT(strstr(text, "</think>") != NULL); /* thinking given as false */
             int found = 0;
@@ -623,8 +628,18 @@ static void test_chat_glm5_and_v32(void)
         numla_request_free(&o.r);
         fixture_close(&f);
     }
+    /* V4 without the switch: thinking, the reasoning split off from the first token */
+    adapter_fixture f;
+    fixture_open(&f, 4096, tok, v4, 0);
+    chat_outcome o;
+    run_chat(&f, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}", &o);
+    CU_ASSERT(o.status == 0 && o.parse_status == 0 && o.r.num_prompt > 0);
+    CU_ASSERT_EQUAL(o.reasoning_mode, NUMLA_HTTP_REASONING_OPEN);
+    numla_request_free(&o.r);
+    fixture_close(&f);
     numla_chat_template_destroy(&glm);
     numla_chat_template_destroy(&v32);
+    numla_chat_template_destroy(&v4);
     numla_tokenizer_destroy(&tok);
 }
 
