@@ -6,6 +6,7 @@
 #define NUMLA_BENCH_BENCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/clock.h" /* numla_now_s: the benchmarks' clock */
 #include "kernels/isa.h"
@@ -20,6 +21,11 @@ double numla_bench_parallel_best_s(int threads, int reps, void (*setup)(void *ct
                                    float (*body)(void *ctx, int id, int nt), void *ctx, int *team);
 /* Median of n values (sorts a copy). */
 double numla_bench_median(const double *v, int n);
+/* The mean number of distinct values among the ids of w consecutive rows of ids (n, k), over
+ * every start t in [0, n - w] (rows t..t+w-1); ids in [0, range), others ignored. What a
+ * verify step of w rows reads of an MoE layer: the union of its rows' routed experts.
+ * 0 when n < w or w < 1. */
+double numla_bench_union_mean(const int32_t *ids, int64_t n, int64_t k, int64_t range, int64_t w);
 /* Percentile p in [0, 100] of n values, linear interpolation (sorts a copy). */
 double numla_bench_percentile(const double *v, int n, double p);
 

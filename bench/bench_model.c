@@ -37,6 +37,7 @@
 #include "comm/comm.h"
 #include "common/log.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/model_text.h"
 #include "engine/cli/settings.h"
 #include "engine/parallel/engine.h"
 
@@ -50,7 +51,9 @@ static void usage(void)
                     "[--fill-context (random cache rows instead of the long prefill; 1 rank)] "
                     "[--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]] [--linear-act f32|bf16] "
                     "[--speculative K (1-8: instead, the cost of verify steps of 2..K+1 rows and "
-                    "of an MTP step, and the decode tok/s they give at acceptance 0.6/0.7/0.8)]\n");
+                    "of an MTP step, and the decode tok/s they give at acceptance 0.6/0.7/0.8; "
+                    "the routed experts 1..K+1 consecutive tokens touch) [--text FILE (those "
+                    "tokens: FILE's first --prompt tokens; default random ones)]]\n");
 }
 
 typedef struct bm_seq {
@@ -108,12 +111,12 @@ static double bm_step_ex(bm_ctx *x, const bm_seq *q, int at, int n, int rows, in
     return numla_now_s() - t0;
 }
 
-/* One step of n new tokens of sequence q at positions at..at+n-1; returns its wall time. */
-static double bm_step(bm_ctx *x, const bm_seq *q, int at, int n)
+/* One step of the n tokens in x->tok, sequence q's positions at..at+n-1; returns its wall
+ * time. */
+static double bm_step_tok(bm_ctx *x, const bm_seq *q, int at, int n)
 {
     for (int i = 0; i < n; i++) {
         int p = at + i;
-        x->tok[i] = bm_next(x);
         x->pos[i] = p;
         x->slot[i] = (int64_t)q->bt[p / 16] * 16 + p % 16;
     }
@@ -127,6 +130,15 @@ static double bm_step(bm_ctx *x, const bm_seq *q, int at, int n)
     if (s != NUMLA_STATUS_OK)
         bm_die(x, s);
     return numla_now_s() - t0;
+}
+
+/* One step of n new random tokens of sequence q at positions at..at+n-1; returns its wall
+ * time. */
+static double bm_step(bm_ctx *x, const bm_seq *q, int at, int n)
+{
+    for (int i = 0; i < n; i++)
+        x->tok[i] = bm_next(x);
+    return bm_step_tok(x, q, at, n);
 }
 
 static double load1(void)
@@ -201,6 +213,7 @@ typedef struct bm_opts {
     int json, bind, quick, long_ctx, prompt, chunk;
     int fill; /* --fill-context */
     int spec; /* --speculative K: the verify-step costs instead */
+    const char *text; /* --text FILE: the tokens whose routing --speculative counts */
 } bm_opts;
 
 /* Parse the command line into o; returns -1 to go on, else the exit code. */
@@ -224,7 +237,9 @@ static int bm_parse_opts(int argc, char **argv, bm_opts *o)
         if (num) {
             if (!numla_bench_int_opt(cmd, argc, argv, &i, num))
                 return 2;
-        } else if (!strcmp(a, "--json"))
+        } else if (!strcmp(a, "--text") && i + 1 < argc)
+            o->text = argv[++i];
+        else if (!strcmp(a, "--json"))
             o->json = 1;
         else if (!strcmp(a, "--quick"))
             o->quick = 1;
@@ -688,6 +703,115 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
     bm_print(o, &r, size);
 }
 
+/* The routing of one step, per MoE layer (rank 0's model: every rank routes every token). */
+typedef struct bm_routes {
+    const numla_model *m;
+    const numla_model_config *c;
+    int64_t n, k;       /* the step's tokens, experts per token */
+    int32_t layers, cap;
+    int32_t *layer;     /* (cap) the MoE layers seen, in order */
+    int32_t *ids;       /* (cap, n, k) their routed experts */
+} bm_routes;
+
+static void bm_route_hook(void *ctx, int32_t layer, const float *h, int32_t tokens, int64_t hid)
+{
+    bm_routes *r = ctx;
+    (void)h;
+    (void)hid;
+    if (tokens != r->n || r->layers >= r->cap || !numla_model_config_is_moe_layer(r->c, layer))
+        return;
+    memcpy(r->ids + (size_t)r->layers * (size_t)(r->n * r->k), numla_model_last_routes(r->m),
+           sizeof *r->ids * (size_t)(r->n * r->k));
+    r->layer[r->layers++] = layer;
+}
+
+/* --speculative K, rank 0: the routed experts that w = 1..K+1 consecutive tokens touch per MoE
+ * layer (numla_bench_union_mean), from one prefill of --text's first --prompt tokens (random
+ * tokens without it); a verify step of w rows reads that union of experts. Beside it, what
+ * routing independent from token to token would give: E · (1 - (1 - k/E)^w). */
+static void bm_expert_union(bm_ctx *x, const bm_opts *o, const bm_seq *sa, double *mean_u)
+{
+    const numla_model *m = numla_engine_model(x->e);
+    const numla_model_config *c = numla_engine_config(x->e);
+    const int W = o->spec + 1;
+    if (!m || c->n_routed_experts <= 0)
+        return;
+    int n = o->prompt;
+    const char *src = "random tokens";
+    if (o->text) {
+        numla_tokenizer *tk = NULL;
+        FILE *f = fopen(o->text, "rb");
+        char *buf = NULL;
+        long len = -1;
+        if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+            (buf = malloc((size_t)len + 1)) && fread(buf, 1, (size_t)len, f) == (size_t)len)
+            buf[len] = 0;
+        else
+            len = -1;
+        if (f)
+            fclose(f);
+        if (len < 0) {
+            free(buf);
+            bm_die(x, numla_error_set(NUMLA_STATUS_IO, __FILE__, __LINE__, __func__,
+                                      "bench model: cannot read --text %s", o->text));
+        }
+        int32_t *ids = NULL;
+        int64_t nt = 0;
+        numla_status s = numla_model_text_tokenizer(o->e.model, x->V, &tk);
+        if (s == NUMLA_STATUS_OK)
+            s = numla_tokenizer_encode(tk, buf, (size_t)len, 1, &ids, &nt);
+        free(buf);
+        numla_tokenizer_destroy(&tk);
+        if (s != NUMLA_STATUS_OK)
+            bm_die(x, s);
+        n = nt < n ? (int)nt : n;
+        memcpy(x->tok, ids, sizeof *ids * (size_t)n);
+        free(ids);
+        src = o->text;
+    } else {
+        for (int i = 0; i < n; i++)
+            x->tok[i] = bm_next(x);
+    }
+    if (n < W) {
+        printf("  routed experts: %s has %d tokens, fewer than %d\n", src, n, W);
+        return;
+    }
+    const int64_t k = c->num_experts_per_tok, E = c->n_routed_experts;
+    bm_routes r = {.m = m, .c = c, .n = n, .k = k, .cap = (int32_t)c->num_hidden_layers};
+    r.layer = malloc(sizeof *r.layer * (size_t)r.cap);
+    r.ids = malloc(sizeof *r.ids * (size_t)r.cap * (size_t)(n * k));
+    if (!r.layer || !r.ids)
+        bm_die(x, NUMLA_STATUS_NO_MEMORY);
+    numla_engine_set_layer_hook(x->e, bm_route_hook, &r);
+    bm_step_tok(x, sa, 0, n);
+    numla_engine_set_layer_hook(x->e, NULL, NULL);
+    printf("  routed experts touched by w consecutive tokens (a verify step of w rows reads their "
+           "union), per MoE layer: mean over the %d windows of each w in %d tokens of %s; %lld of "
+           "%lld experts per token\n", n - W + 1, n, src, (long long)k, (long long)E);
+    for (int w = 1; w <= W; w++)
+        mean_u[w] = 0;
+    for (int32_t l = 0; l < r.layers; l++) {
+        printf("    layer %2d:", (int)r.layer[l]);
+        for (int w = 1; w <= W; w++) {
+            const double u = numla_bench_union_mean(r.ids + (size_t)l * (size_t)(n * k), n, k, E, w);
+            mean_u[w] += u / r.layers;
+            printf("  %d row%s %.2f (%.2fx)", w, w > 1 ? "s" : "", u, u / (double)k);
+        }
+        printf("\n");
+    }
+    printf("    mean    :");
+    for (int w = 1; w <= W; w++)
+        printf("  %d row%s %.2f (%.2fx)", w, w > 1 ? "s" : "", mean_u[w], mean_u[w] / (double)k);
+    printf("\n    independent routing would give:");
+    for (int w = 2; w <= W; w++) {
+        const double u = (double)E * (1.0 - pow(1.0 - (double)k / (double)E, w));
+        printf("  %d rows %.2f (%.2fx)", w, u, u / (double)k);
+    }
+    printf("\n");
+    free(r.layer);
+    free(r.ids);
+}
+
 /* --speculative K, rank 0: after the prompt, the median of `reps` decode steps of n = 1..K+1
  * rows (logits for every row, as a verify step asks) at the same context, and of a one-row
  * MTP step when the model has the layer; then the decode rate a verify step of k drafts gives
@@ -740,11 +864,15 @@ static void bm_speculative(bm_ctx *x, const bm_opts *o, const bm_seq *sa, int ha
         }
         printf("\n");
     }
+    double u[NUMLA_BENCH_MAX_VERIFY + 1] = {0};
+    bm_expert_union(x, o, sa, u);
     if (o->json) {
         printf("{\"bench\": \"model_speculative\", \"context\": %d, \"mtp_ms\": %.4f", at,
                1e3 * t_mtp);
         for (int n = 1; n <= K + 1; n++)
             printf(", \"step_%d_ms\": %.4f", n, 1e3 * t[n]);
+        for (int n = 1; n <= K + 1 && u[1] > 0; n++)
+            printf(", \"experts_%d_rows\": %.4f", n, u[n]);
         printf("}\n");
     }
     fflush(stdout);

@@ -72,6 +72,42 @@ double numla_bench_percentile(const double *v, int n, double p)
 
 double numla_bench_median(const double *v, int n) { return numla_bench_percentile(v, n, 50.0); }
 
+double numla_bench_union_mean(const int32_t *ids, int64_t n, int64_t k, int64_t range, int64_t w)
+{
+    if (w < 1 || n < w || k < 1 || range < 1)
+        return 0.0;
+    /* a sliding window: cnt[e] rows of the window that hold e, distinct the number of cnt > 0 */
+    int32_t *cnt = calloc((size_t)range, sizeof *cnt);
+    if (!cnt)
+        return 0.0;
+    int64_t distinct = 0;
+    double sum = 0.0;
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t j = 0; j < k; j++) { /* row t enters (an id twice in a row counts once) */
+            const int32_t e = ids[t * k + j];
+            int dup = 0;
+            for (int64_t i = 0; i < j; i++)
+                dup |= ids[t * k + i] == e;
+            if (e >= 0 && e < range && !dup && cnt[e]++ == 0)
+                distinct++;
+        }
+        if (t >= w) { /* row t - w leaves */
+            for (int64_t j = 0; j < k; j++) {
+                const int32_t e = ids[(t - w) * k + j];
+                int dup = 0;
+                for (int64_t i = 0; i < j; i++)
+                    dup |= ids[(t - w) * k + i] == e;
+                if (e >= 0 && e < range && !dup && --cnt[e] == 0)
+                    distinct--;
+            }
+        }
+        if (t >= w - 1)
+            sum += (double)distinct;
+    }
+    free(cnt);
+    return sum / (double)(n - w + 1);
+}
+
 size_t numla_bench_llc_bytes(void)
 {
     long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);

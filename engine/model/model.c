@@ -146,6 +146,8 @@ void numla_model_set_layer_hook(numla_model *m, numla_model_layer_hook fn, void 
     m->hook_ctx = ctx;
 }
 
+const int32_t *numla_model_last_routes(const numla_model *m) { return m->topk_idx; }
+
 const char *const numla_model_part_names[NUMLA_MODEL_PART_COUNT] = {
     "embed_norm", "attention", "dense_mlp", "router", "experts", "shared", "reduce", "lm_head"};
 

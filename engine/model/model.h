@@ -167,6 +167,10 @@ void numla_model_destroy(numla_model **m);
 void numla_model_set_reduce(numla_model *m, numla_model_reduce_fn fn, void *ctx);
 /* Called after every decoder layer (NULL: none). */
 void numla_model_set_layer_hook(numla_model *m, numla_model_layer_hook fn, void *ctx);
+/* The routed experts the layer just run picked, (tokens, num_experts_per_tok) global expert
+ * ids as every rank computes them: valid inside a layer hook's call for an MoE layer
+ * (numla_model_config_is_moe_layer), until the next layer runs. Not collective. */
+const int32_t *numla_model_last_routes(const numla_model *m);
 void numla_model_get_stats(const numla_model *m, numla_model_stats *out);
 numla_model_options numla_model_get_options(const numla_model *m);
 const numla_model_weights *numla_model_get_weights(const numla_model *m);

@@ -136,6 +136,9 @@ size_t numla_engine_kv_bytes(const numla_engine *e);
 /* This rank's model (its linear_s / linear_flops counters; read between steps); NULL for
  * deepseek_v4, which runs its own forward (engine/model/model_v4.h). */
 const numla_model *numla_engine_model(const numla_engine *e);
+/* A layer hook on this rank's model (numla_model_set_layer_hook; e.g. to read the routing with
+ * numla_model_last_routes); nothing for deepseek_v4. Set between steps. Not collective. */
+void numla_engine_set_layer_hook(numla_engine *e, numla_model_layer_hook fn, void *ctx);
 /* This rank's DeepSeek-V4 model (engine/model/model_v4.h); NULL for the MLA models. */
 const numla_v4_model *numla_engine_v4_model(const numla_engine *e);
 

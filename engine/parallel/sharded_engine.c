@@ -625,4 +625,9 @@ size_t numla_engine_weight_bytes(const numla_engine *e)
 }
 size_t numla_engine_kv_bytes(const numla_engine *e) { return e->kv->data_bytes; }
 const numla_model *numla_engine_model(const numla_engine *e) { return e->m; }
+void numla_engine_set_layer_hook(numla_engine *e, numla_model_layer_hook fn, void *ctx)
+{
+    if (e->m)
+        numla_model_set_layer_hook(e->m, fn, ctx);
+}
 const numla_v4_model *numla_engine_v4_model(const numla_engine *e) { return e->v4; }

@@ -169,11 +169,16 @@ if [ "$ranks" -eq 1 ]; then
   fi
   # bench model --speculative runs its verify and MTP steps (figures only, never judged)
   "$bin" bench model --model "$model" --threads 1 --quick --prompt 64 --long-context 64 \
-    --speculative 2 > "$tmp/bench.txt" 2>&1
+    --speculative 2 --text "$model/heldout.txt" > "$tmp/bench.txt" 2>&1
   rc=$?
   [ $rc -eq 0 ] && grep -q 'step of 3 rows: ' "$tmp/bench.txt" &&
     grep -q 'MTP step of 1 row: ' "$tmp/bench.txt" && grep -q '2 drafts:  acceptance 0.6' "$tmp/bench.txt"
   check "bench model --speculative 2" $? "rc $rc: $(tail -4 "$tmp/bench.txt")"
+  # the routed-expert union of 1..3 consecutive held-out tokens, for each of the 3 MoE layers:
+  # one row's is its 2 experts, 3 rows' at most 6
+  [ "$(grep -cE '^    layer +[1-3]:  1 row 2\.00 \(1\.00x\)  2 rows [23]\.[0-9]+ .*3 rows [2-6]\.[0-9]+' "$tmp/bench.txt")" -eq 3 ] &&
+    grep -q 'of models/kjv-v3/heldout.txt\|heldout.txt; 2 of 8 experts per token' "$tmp/bench.txt"
+  check "bench model --speculative 2: the routed-expert union per layer" $? "$(grep -A5 'routed experts' "$tmp/bench.txt")"
   "$bin" run --model "$model" --input "$tmp/req.jsonl" --output "$tmp/bad.jsonl" --speculative mtp:9 2> "$tmp/bad.err"
   [ $? -eq 2 ] && grep -q 'speculative mtp:9 is not' "$tmp/bad.err"
   check "--speculative mtp:9 refused" $? "$(cat "$tmp/bad.err")"
