@@ -159,7 +159,7 @@ if [ "$ranks" -eq 1 ]; then
     done
     echo "$m" | grep -Eq '^numla_spec_draft_tokens_total [1-9]' &&
       echo "$m" | grep -Eq '^numla_spec_accepted_tokens_total [1-9]' &&
-      echo "$m" | grep -Eq '^numla_spec_acceptance_rate 0\.[0-9]*[1-9]'
+      echo "$m" | grep -Eq '^numla_spec_acceptance_rate (0\.[0-9]*[1-9]|1\.0*$)'
     check "serve: /metrics has the speculative figures" $? "$(echo "$m" | grep spec)"
     kill "$spid"; wait "$spid" 2>/dev/null
     grep -q 'numla serve:   speculative mtp:2: acceptance' "$tmp/serve.err"
