@@ -4,12 +4,79 @@
  * tools on a system or developer message or on one put in front, DSML tool calls, arguments
  * that are not JSON, roles left out in thinking mode, refusals) rendered by DeepSeek's
  * encode_messages in chat and thinking mode (scripts/make_dsv4_chat_golden.py), byte for byte;
- * what it refuses is refused too. */
+ * what it refuses is refused too; and the tool calls DeepSeek's code wrote into them read back
+ * by the deepseek-v4 tool-call parser as the calls they were. */
 #include "chat_golden_cases.h"
+
+#include "engine/text/tool_calls.h"
 
 static void test_golden_renders(void)
 {
     chat_golden_check_cases("tests/golden/chat_dsv4/cases.json", "deepseek-v4", 50);
+}
+
+/* What DeepSeek's code wrote reads back: every golden render parsed whole by the deepseek-v4
+ * tool-call syntax gives exactly the conversation's calls, in order, with their arguments as
+ * the encoding wrote them (a JSON object, or text that is not JSON as {"arguments": text});
+ * the tools block's example block, whose string="true|false" is no value, stays content. */
+static void test_calls_read_back(void)
+{
+    json_t *cases = chat_golden_load("tests/golden/chat_dsv4/cases.json");
+    if (!cases)
+        return;
+    json_t *convs = json_object_get(cases, "conversations");
+    size_t i, checked = 0;
+    json_t *r;
+    json_array_foreach(json_object_get(cases, "renders"), i, r) {
+        json_t *conv = json_array_get(convs, (size_t)json_integer_value(
+                                                 json_object_get(r, "conversation")));
+        json_t *want = json_array();
+        size_t k;
+        json_t *msg;
+        json_array_foreach(json_object_get(conv, "messages"), k, msg) {
+            size_t c;
+            json_t *call;
+            json_array_foreach(json_object_get(msg, "tool_calls"), c, call) {
+                json_t *f = json_object_get(call, "function");
+                const char *a = json_string_value(json_object_get(f, "arguments"));
+                json_t *args = json_loads(a, JSON_DECODE_ANY, NULL);
+                if (!args)
+                    args = json_pack("{s:s}", "arguments", a);
+                json_array_append_new(want, json_pack("[O, o]", json_object_get(f, "name"), args));
+            }
+        }
+        numla_tool_calls *p = NULL;
+        CU_ASSERT_EQUAL_FATAL(numla_tool_calls_create(
+                                  numla_tool_syntax_for_template("deepseek-v4"), NULL, 1, &p),
+                              NUMLA_STATUS_OK);
+        const numla_tool_event *ev;
+        int32_t ne;
+        const char *t;
+        const char *text = json_string_value(json_object_get(r, "text"));
+        CU_ASSERT_EQUAL(numla_tool_calls_push(p, text, strlen(text), &ev, &ne, &t),
+                        NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL(numla_tool_calls_finish(p, &ev, &ne, &t), NUMLA_STATUS_OK);
+        json_t *got = json_array();
+        for (int32_t c = 0; c < numla_tool_calls_count(p); c++) {
+            const numla_tool_call_out *o = numla_tool_calls_get(p, c);
+            json_t *args = json_loads(o->arguments, 0, NULL);
+            json_array_append_new(got, json_pack("[s, o]", o->name, args ? args : json_null()));
+        }
+        if (!json_equal(got, want)) {
+            char *g = json_dumps(got, 0), *w = json_dumps(want, 0);
+            NUMLA_ASSERT_MSG(0, "conversation %d thinking=%d: read back %s, wrote %s",
+                             (int)json_integer_value(json_object_get(r, "conversation")),
+                             json_is_true(json_object_get(r, "thinking")), g, w);
+            free(g);
+            free(w);
+        }
+        checked += json_array_size(want) > 0;
+        json_decref(got);
+        json_decref(want);
+        numla_tool_calls_destroy(&p);
+    }
+    NUMLA_ASSERT_MSG(checked >= 15, "only %zu renders with calls", checked);
+    json_decref(cases);
 }
 
 /* The model_type mapping, no Jinja source, thinks(), the EOS ending a turn, thinking on when
@@ -75,4 +142,4 @@ static void test_dsv4_api(void)
 }
 
 NUMLA_TEST_SUITE(chat_dsv4_golden, NULL, NULL, NUMLA_TEST(test_golden_renders),
-                 NUMLA_TEST(test_dsv4_api))
+                 NUMLA_TEST(test_calls_read_back), NUMLA_TEST(test_dsv4_api))
