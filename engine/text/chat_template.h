@@ -89,13 +89,13 @@ typedef struct numla_chat_options {
                                   with the assistant's opening */
     int thinking;           /* `thinking` / `enable_thinking` (chat_template_kwargs): deepseek-v3.1
                                and deepseek-v3.2 think only when it is set (default 0) */
-    int thinking_given;     /* nonzero when the request gave `thinking` at all: glm-5 thinks
-                               unless it was given as false (its enable_thinking) */
+    int thinking_given;     /* nonzero when the request gave `thinking` at all: glm-5 and
+                               deepseek-v4 think unless it was given as false */
     int keep_reasoning;     /* glm-5's clear_thinking=false: every assistant turn keeps its
                                reasoning, not only those after the last user turn */
     const char *tools_json; /* the request's "tools" as JSON text (an array), NULL: none; the
-                               Kimi, GLM-5 and DeepSeek-V3.2 templates write it back as Python's
-                               json.dumps would */
+                               Kimi, GLM-5 and DeepSeek-V3.2/V4 templates write it back as
+                               Python's json.dumps would */
 } numla_chat_options;
 
 /* Load the chat template of <model_dir>/tokenizer_config.json. force_name (NULL or a built-in
@@ -156,8 +156,8 @@ typedef enum numla_chat_ability {
 int numla_chat_template_can(const numla_chat_template *t, numla_chat_ability what);
 
 /* 1 when the template's model writes its reasoning before the answer (deepseek-r1,
- * deepseek-v3.1, kimi-k2-thinking, glm-5, deepseek-v3.2): the server splits it off as
- * reasoning_content. */
+ * deepseek-v3.1, kimi-k2-thinking, glm-5, deepseek-v3.2, deepseek-v4): the server splits it off
+ * as reasoning_content. */
 int numla_chat_template_thinks(const numla_chat_template *t);
 
 /* The built-in names, NULL-terminated, whether a name is one of them, and the Jinja source of
