@@ -1,8 +1,9 @@
 /* bench/bench_grammar.c — `numla bench grammar [--json] [--vocab V] [--reps R]`: the
- * response_format token mask (engine/serving/grammar.h) per generated token over a synthetic
- * vocabulary of V tokens (default 129280, DeepSeek-V3's): the 256 bytes, then byte-level-BPE-
+ * response_format token mask (engine/serving/grammar.h) per generated token over the synthetic
+ * vocabulary of V tokens (default 129280, DeepSeek-V3's; engine/text/synthetic_vocab.h, the
+ * one `numla synth --tokenizer synthetic` writes): the 256 bytes, then distinct byte-level-BPE-
  * like pieces (words with and without a leading space, digits, JSON punctuation, CJK and other
- * UTF-8, a few random bytes), drawn from a fixed seed. A document of a schema and one of
+ * UTF-8, a few random bytes), drawn from a fixed seed, and the special tokens. A document of a schema and one of
  * json_object mode are fed token by token (the longest token that starts the rest), and the
  * mask is computed before each token: p50, p90 and the largest over those steps, best of R
  * rounds each; a third document, of a schema whose strings have patterns and formats and whose
@@ -17,55 +18,12 @@
 #include "engine/cli/cli.h"
 #include "engine/serving/grammar.h"
 #include "engine/serving/sampler.h"
+#include "engine/text/synthetic_vocab.h"
 
 static uint32_t numla_bench_gr_rand_(uint64_t *x)
 {
     *x = *x * 6364136223846793005ull + 1442695040888963407ull;
     return (uint32_t)(*x >> 33);
-}
-
-/* One synthetic token into buf (at most 32 bytes); its length. */
-static size_t numla_bench_gr_token_(uint64_t *x, uint8_t *buf)
-{
-    static const char *const punct[] = {"\"", "\",", "\":", "{\"", "}", "},", "}}", "]", "],",
-                                        "[", "[\"", "\"]", ",\"", "\":\"", "\n", "  ", "    ",
-                                        ".", ",", ":", ";", "(", ")", "\\n", "\\\"", "'", "-",
-                                        "\":[", "\":{", "\"}", " {", " \""};
-    static const char *const cjk[] = {"的", "是", "日本", "语", "数据", "é", "ü", "ñ", "ß",
-                                      "π", "€", "→", "😀", "中文", "한국어", "Ω"};
-    const uint32_t kind = numla_bench_gr_rand_(x) % 100;
-    size_t n = 0;
-    if (kind < 70) { /* a word piece, most with a leading space */
-        if (numla_bench_gr_rand_(x) % 3)
-            buf[n++] = ' ';
-        const size_t len = 2 + numla_bench_gr_rand_(x) % 9;
-        const int cap = numla_bench_gr_rand_(x) % 5 == 0;
-        for (size_t i = 0; i < len; i++)
-            buf[n++] = (uint8_t)((cap && i == 0 ? 'A' : 'a') + numla_bench_gr_rand_(x) % 26);
-    } else if (kind < 78) { /* digits */
-        const size_t len = 1 + numla_bench_gr_rand_(x) % 3;
-        for (size_t i = 0; i < len; i++)
-            buf[n++] = (uint8_t)('0' + numla_bench_gr_rand_(x) % 10);
-    } else if (kind < 86) { /* punctuation, maybe with a word */
-        const char *p = punct[numla_bench_gr_rand_(x) % (sizeof punct / sizeof punct[0])];
-        memcpy(buf, p, strlen(p));
-        n = strlen(p);
-        if (numla_bench_gr_rand_(x) % 2)
-            for (size_t i = 0; i < 1 + numla_bench_gr_rand_(x) % 6; i++)
-                buf[n++] = (uint8_t)('a' + numla_bench_gr_rand_(x) % 26);
-    } else if (kind < 97) { /* UTF-8 */
-        const size_t k = 1 + numla_bench_gr_rand_(x) % 3;
-        for (size_t i = 0; i < k; i++) {
-            const char *c = cjk[numla_bench_gr_rand_(x) % (sizeof cjk / sizeof cjk[0])];
-            memcpy(buf + n, c, strlen(c));
-            n += strlen(c);
-        }
-    } else { /* random bytes (pieces of characters) */
-        const size_t len = 2 + numla_bench_gr_rand_(x) % 3;
-        for (size_t i = 0; i < len; i++)
-            buf[n++] = (uint8_t)(numla_bench_gr_rand_(x) & 0xFF);
-    }
-    return n;
 }
 
 static int numla_bench_gr_cmp_(const void *a, const void *b)
@@ -125,7 +83,7 @@ static int numla_bench_gr_run_(const numla_grammar *g, const numla_grammar_vocab
     return ok;
 }
 
-static const char numla_bench_gr_schema_[] =
+static const char numla_bench_schema_8prop[] =
     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":"
     "\"integer\"},\"email\":{\"type\":\"string\",\"maxLength\":64},\"tags\":{\"type\":\"array\","
     "\"items\":{\"type\":\"string\"},\"maxItems\":8},\"color\":{\"enum\":[\"red\",\"green\","
@@ -169,32 +127,25 @@ static int numla_bench_grammar(int argc, char **argv)
             return 2;
         }
     }
-    if (V < 512 || reps < 1) {
+    if (V < NUMLA_SYNTHETIC_VOCAB_MIN || reps < 1) {
         fprintf(stderr, "numla bench grammar: --vocab must be >= 512 and --reps >= 1\n");
         return 2;
     }
-    uint8_t *store = malloc((size_t)V * 32);
-    const uint8_t **tb = malloc((size_t)V * sizeof *tb);
-    size_t *tl = malloc((size_t)V * sizeof *tl);
+    numla_synthetic_vocab *sv = NULL;
     float *logits = malloc((size_t)V * sizeof *logits);
-    if (!store || !tb || !tl || !logits) {
-        fprintf(stderr, "numla bench grammar: no memory for %d tokens\n", V);
+    if (!logits || numla_synthetic_vocab_create(V, &sv) != NUMLA_STATUS_OK) {
+        fprintf(stderr, "numla bench grammar: no vocabulary of %d tokens: %s\n", V,
+                numla_error_message());
         return 1;
     }
+    const uint8_t *const *tb;
+    const size_t *tl;
+    numla_synthetic_vocab_tokens(sv, &tb, &tl);
     uint64_t x = 12345;
-    for (int32_t t = 0; t < V; t++) {
-        tb[t] = store + (size_t)t * 32;
-        if (t < 256) {
-            store[(size_t)t * 32] = (uint8_t)t;
-            tl[t] = 1;
-        } else
-            tl[t] = numla_bench_gr_token_(&x, store + (size_t)t * 32);
-    }
-    const int32_t eos = V - 1;
-    tl[eos] = 0;
+    const int32_t eos = numla_synthetic_vocab_eos(sv);
     numla_grammar_vocab *v = NULL;
     numla_grammar *gs = NULL, *go = NULL, *gp = NULL;
-    json_t *schema = json_loads(numla_bench_gr_schema_, 0, NULL);
+    json_t *schema = json_loads(numla_bench_schema_8prop, 0, NULL);
     json_t *pschema = json_loads(numla_bench_gr_pat_schema_, 0, NULL);
     const double t0 = numla_now_s();
     if (!schema || numla_grammar_vocab_create(V, tb, tl, &eos, 1, &v) != NUMLA_STATUS_OK ||
@@ -264,9 +215,7 @@ static int numla_bench_grammar(int argc, char **argv)
     json_decref(pschema);
     numla_grammar_vocab_destroy(&v);
     json_decref(schema);
-    free(store);
-    free(tb);
-    free(tl);
+    numla_synthetic_vocab_destroy(&sv);
     free(logits);
     return 0;
 }

@@ -16,7 +16,10 @@ static int numla_synth_usage(FILE *f)
 {
     fprintf(f, "usage: numla synth --preset PRESET --out DIR [--layers N]\n"
                "                   [--seed S] [--dtype bf16|f32] [--experts N] [--shard-mb MB]\n"
-               "                   [--tokenizer DIR (copy its tokenizer.json; vocab follows it)]\n"
+               "                   [--tokenizer DIR (copy its tokenizer.json; vocab follows it)\n"
+               "                    | --tokenizer synthetic (the preset's vocab_size of synthetic\n"
+               "                    byte-level BPE tokens, as `numla bench grammar` uses; a\n"
+               "                    directory of that name: ./synthetic)]\n"
                "                   [--weights bf16|fp8|int8 [--keep-lm-head]] [--mtp on|off]\n"
                "  --weights fp8   linear weights as DeepSeek-V3 publishes them (F8_E4M3 +\n"
                "                  weight_scale_inv per 128x128 block; lm_head stays --dtype)\n"
@@ -79,6 +82,8 @@ static int numla_synth_main(int argc, char **argv)
             continue;
         else if (!strcmp(a, "--mtp") && (!strcmp(v, "on") || !strcmp(v, "off")))
             opt.mtp = !strcmp(v, "on") ? 1 : -1;
+        else if (!strcmp(a, "--tokenizer") && !strcmp(v, "synthetic"))
+            opt.synthetic_tokenizer = 1;
         else if (!strcmp(a, "--tokenizer"))
             opt.tokenizer_dir = v;
         else if (!strcmp(a, "--dtype") && (!strcmp(v, "bf16") || !strcmp(v, "f32")))

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "engine/synth/synth.h"
 #include "engine/synth/quantized_checkpoint.h"
+#include "engine/text/synthetic_vocab.h"
 #include "engine/text/tokenizer.h"
 
 #include "common/clock.h"
@@ -369,6 +370,20 @@ numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_
         if (numla_tokenizer_eos(t) >= 0)
             c->eos_token_id = numla_tokenizer_eos(t);
         numla_tokenizer_destroy(&t);
+    }
+    if (opt->synthetic_tokenizer) {
+        if (opt->tokenizer_dir)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: a tokenizer directory and the synthetic "
+                       "tokenizer exclude each other");
+        if (c->vocab_size < NUMLA_SYNTHETIC_VOCAB_MIN || c->vocab_size > INT32_MAX)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s: the synthetic tokenizer "
+                       "needs a vocab_size of at least %d, not %lld", p,
+                       (int)NUMLA_SYNTHETIC_VOCAB_MIN, (long long)c->vocab_size);
+        numla_synthetic_vocab *v = NULL;
+        NUMLA_CHECK(numla_synthetic_vocab_create((int32_t)c->vocab_size, &v));
+        c->bos_token_id = numla_synthetic_vocab_bos(v);
+        c->eos_token_id = numla_synthetic_vocab_eos(v);
+        numla_synthetic_vocab_destroy(&v);
     }
     if (c->index_n_heads > 0) {
         /* what engine/model/config_dsa.c will require of the written config */
@@ -1203,6 +1218,36 @@ static char *numla_synth_path(const char *dir, const char *name)
     return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
 }
 
+/* tokenizer.json and tokenizer_config.json of the synthetic vocabulary of V tokens. */
+static numla_status numla_synth_tokenizer_write(const char *out_dir, int32_t V)
+{
+    numla_synthetic_vocab *v = NULL;
+    json_t *tok = NULL, *cfg = NULL;
+    char *pt = numla_synth_path(out_dir, "tokenizer.json");
+    char *pc = numla_synth_path(out_dir, "tokenizer_config.json");
+    numla_status s = pt && pc ? numla_synthetic_vocab_create(V, &v)
+                              : numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__,
+                                                __func__, "synth: no memory");
+    if (s == NUMLA_STATUS_OK)
+        s = numla_synthetic_vocab_tokenizer_json(v, &tok, &cfg);
+    if (s == NUMLA_STATUS_OK) {
+        s = numla_synth_json_save(tok, pt); /* takes the reference */
+        tok = NULL;
+    }
+    if (s == NUMLA_STATUS_OK) {
+        s = numla_synth_json_save(cfg, pc);
+        cfg = NULL;
+    }
+    if (s != NUMLA_STATUS_OK)
+        numla_error_frame(__FILE__, __LINE__, __func__);
+    json_decref(tok);
+    json_decref(cfg);
+    numla_synthetic_vocab_destroy(&v);
+    free(pt);
+    free(pc);
+    return s;
+}
+
 /* ---- DeepSeek-V4's published form: scales, then codes chunk by chunk ------------------------ */
 
 typedef struct numla_synth_v4q {
@@ -1440,6 +1485,9 @@ numla_status numla_synth_write(const numla_synth_options *opt, int64_t *total_by
         NUMLA_CHECK_GOTO(numla_synth_copy_file(opt->tokenizer_dir, opt->out_dir,
                                                "tokenizer_config.json", 0), s, done);
     }
+    if (opt->synthetic_tokenizer)
+        NUMLA_CHECK_GOTO(numla_synth_tokenizer_write(opt->out_dir, (int32_t)c.vocab_size), s,
+                         done);
 
     /* A stale file of either layout would shadow the new model (a single file wins over an
      * index); the index is written last, so a failed run never leaves one naming missing

@@ -127,6 +127,11 @@ typedef struct numla_synth_options {
     const char *tokenizer_dir; /* non-NULL: copy its tokenizer.json (+ tokenizer_config.json)
                              * into out_dir; the vocabulary grows to cover it and BOS/EOS follow
                              * it, so text requests work on the synthetic model */
+    int synthetic_tokenizer; /* non-zero (not with tokenizer_dir): write tokenizer.json and
+                             * tokenizer_config.json of the synthetic vocabulary of the preset's
+                             * vocab_size (engine/text/synthetic_vocab.h: DeepSeek-V3's 129,280
+                             * for v3), BOS/EOS its special tokens: a servable model with a
+                             * real-sized vocabulary */
 } numla_synth_options;
 
 /* The config a preset describes after the layers/experts overrides, validated (INVALID_ARG
