@@ -19,6 +19,10 @@
  * their work is not optimised away. */
 double numla_bench_parallel_best_s(int threads, int reps, void (*setup)(void *ctx, int id, int nt),
                                    float (*body)(void *ctx, int id, int nt), void *ctx, int *team);
+/* The JSON Schema of an 8-property object (strings, an integer, a bounded string, an array of
+ * strings, an enum, a number, a boolean, a nullable string; all required): `numla bench
+ * grammar`'s document's schema, and what `numla bench serve --schema builtin` constrains to. */
+extern const char numla_bench_schema_8prop[];
 /* Median of n values (sorts a copy). */
 double numla_bench_median(const double *v, int n);
 /* The mean number of distinct values among the ids of w consecutive rows of ids (n, k), over

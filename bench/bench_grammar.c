@@ -83,7 +83,8 @@ static int numla_bench_gr_run_(const numla_grammar *g, const numla_grammar_vocab
     return ok;
 }
 
-static const char numla_bench_schema_8prop[] =
+/* an 8-property object: `numla bench serve --schema builtin` sends it too (bench.h) */
+const char numla_bench_schema_8prop[] =
     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":"
     "\"integer\"},\"email\":{\"type\":\"string\",\"maxLength\":64},\"tags\":{\"type\":\"array\","
     "\"items\":{\"type\":\"string\"},\"maxItems\":8},\"color\":{\"enum\":[\"red\",\"green\","

@@ -20,7 +20,15 @@
  * back). --prefix-cache on|off|both (default on): with both, each level runs without the cache
  * and then with it, from an empty cache each time (--warm-prefix: the cached level starts with
  * the shared prefix cached, as on a server that has seen it before), and a line gives the
- * ratios (TTFT p50 off / on, output tok/s on / off) and the hit rate. */
+ * ratios (TTFT p50 off / on, output tok/s on / off) and the hit rate.
+ * Constrained decoding (docs/serving.md, response_format): --schema builtin|FILE serves each
+ * level twice, without and with every request carrying that JSON Schema as its response_format
+ * (builtin: bench grammar's 8-property object; FILE: a schema), the two in alternating order
+ * (repetition by repetition and level by level), and a line gives the decode throughput of one
+ * sequence (1000 / TPOT p50) and the output tok/s of each and their ratios (with / without).
+ * The grammar needs the model's tokenizer (e.g. `numla synth --tokenizer synthetic`); requests
+ * with a schema may end early (EOS once the document is complete; without one they ignore EOS),
+ * so the ratio that compares steps is the decode one. */
 #include <stddef.h>
 #include <omp.h>
 #include <stdio.h>
@@ -32,9 +40,11 @@
 #include "bench/bench_opts.h"
 #include "comm/comm.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/model_text.h"
 #include "engine/cli/settings.h"
 #include "engine/parallel/engine.h"
 #include "engine/model/model.h"
+#include "engine/serving/grammar.h"
 #include "engine/serving/serve_loop.h"
 
 static uint64_t bs_lcg(uint64_t *x)
@@ -93,6 +103,7 @@ typedef struct bs_level {
     int64_t prompt_tokens, out_tokens;
     double wall, tps, ttft50, ttft99, tpot50, tpot99; /* s, tok/s, ms */
     double hit_rate;           /* prefix cache: hit / looked-up tokens */
+    int64_t complete;          /* --schema: outputs that are a whole document of the schema */
 } bs_level;
 
 static void bs_print_level(const bs_level *lv, const bs_level *base, int c, int rp, int repeat,
@@ -133,6 +144,63 @@ static void bs_print_prefix(const bs_level *off, const bs_level *on, int c, int 
                "(%.2fx); TTFT p50 %.1f -> %.1f ms (%.2fx lower); TPOT p50 %.2f -> %.2f ms\n",
                c, 100.0 * on->hit_rate, off->tps, on->tps, tps, off->ttft50, on->ttft50, ttft,
                off->tpot50, on->tpot50);
+    fflush(stdout);
+}
+
+/* --schema: a level with every request constrained against the same level without. */
+static double bs_decode_tps(const bs_level *lv)
+{
+    return lv->tpot50 > 0 ? 1e3 / lv->tpot50 : 0;
+}
+
+static void bs_print_schema(const bs_level *off, const bs_level *on, int c, int json)
+{
+    const double dr = bs_decode_tps(off) > 0 ? bs_decode_tps(on) / bs_decode_tps(off) : 0,
+                 orr = off->tps > 0 ? on->tps / off->tps : 0,
+                 mean = on->requests ? (double)on->out_tokens / on->requests : 0;
+    if (json)
+        printf("{\"bench\":\"serve_schema\",\"concurrency\":%d,\"decode_tok_s_without\":%.2f,"
+               "\"decode_tok_s_with\":%.2f,\"decode_with_over_without\":%.3f,"
+               "\"output_tok_s_without\":%.2f,\"output_tok_s_with\":%.2f,"
+               "\"output_with_over_without\":%.3f,\"tpot_p50_ms_without\":%.2f,"
+               "\"tpot_p50_ms_with\":%.2f,\"tpot_p99_ms_without\":%.2f,\"tpot_p99_ms_with\":%.2f,"
+               "\"with_mean_output_tokens\":%.1f,\"with_requests\":%d,\"with_complete\":%lld}\n",
+               c, bs_decode_tps(off), bs_decode_tps(on), dr, off->tps, on->tps, orr, off->tpot50,
+               on->tpot50, off->tpot99, on->tpot99, mean, on->requests, (long long)on->complete);
+    else
+        printf("  schema, concurrency %d: decode %.2f -> %.2f tok/s per sequence (1000 / TPOT p50; "
+               "with / without %.3f); output tok/s %.1f -> %.1f (%.3f); TPOT p50 %.2f -> %.2f ms, "
+               "p99 %.2f -> %.2f ms; with the schema %.1f output tokens per request, %lld of %d "
+               "a whole document\n",
+               c, bs_decode_tps(off), bs_decode_tps(on), dr, off->tps, on->tps, orr, off->tpot50,
+               on->tpot50, off->tpot99, on->tpot99, mean, (long long)on->complete, on->requests);
+    fflush(stdout);
+}
+
+/* --schema over the repetitions, per level: the median, min and max of the decode ratios. */
+static void bs_print_schema_summary(const bs_level *res, const bs_level *sch, const int *conc,
+                                    int nconc, int repeat, int json)
+{
+    for (int k = 0; k < nconc; k++) {
+        double r[64];
+        for (int p = 0; p < repeat; p++) {
+            const double off = bs_decode_tps(&res[p * nconc + k]);
+            r[p] = off > 0 ? bs_decode_tps(&sch[p * nconc + k]) / off : 0;
+        }
+        const double med = numla_bench_median(r, repeat);
+        double lo = r[0], hi = r[0];
+        for (int p = 1; p < repeat; p++) {
+            lo = r[p] < lo ? r[p] : lo;
+            hi = r[p] > hi ? r[p] : hi;
+        }
+        if (json)
+            printf("{\"bench\":\"serve_schema_summary\",\"repetitions\":%d,\"concurrency\":%d,"
+                   "\"decode_with_over_without\":%.3f,\"min\":%.3f,\"max\":%.3f}\n",
+                   repeat, conc[k], med, lo, hi);
+        else
+            printf("schema, concurrency %d: decode with / without the schema, median of %d "
+                   "repetitions %.3f (%.3f-%.3f)\n", conc[k], repeat, med, lo, hi);
+    }
     fflush(stdout);
 }
 
@@ -180,7 +248,7 @@ static void usage(FILE *f)
                "                         [--shared-prefix N | --multi-turn TURNS]\n"
                "                         [--prefix-cache on|off|both [--warm-prefix]]\n"
                "                         [--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]]\n"
-               "                         [--linear-act f32|bf16]\n");
+               "                         [--linear-act f32|bf16] [--schema builtin|FILE]\n");
 }
 
 typedef struct bs_opts {
@@ -194,6 +262,9 @@ typedef struct bs_opts {
     int cache_modes;           /* bit 0: off, bit 1: on */
     int prompt_given;          /* --min-prompt or --max-prompt given */
     int conc[16], nconc, maxc;
+    const char *schema;        /* --schema: "builtin" or a file of a JSON Schema; NULL: none */
+    numla_grammar *grammar;    /* its grammar (every rank loads it; rank 0 serves it) */
+    numla_tokenizer *tok;      /* the model's tokenizer (with --schema) */
 } bs_opts;
 
 /* Parse the command line into o; returns -1 to go on, else the exit code. */
@@ -233,6 +304,8 @@ static int bs_parse_opts(int argc, char **argv, bs_opts *o)
             return 0;
         } else if (v && !strcmp(a, "--concurrency")) {
             o->conc_s = argv[++i];
+        } else if (v && !strcmp(a, "--schema")) {
+            o->schema = argv[++i];
         } else if (!strcmp(a, "--warm-prefix")) {
             o->warm_prefix = 1;
         } else if (v && !strcmp(a, "--prefix-cache")) {
@@ -266,6 +339,10 @@ static int bs_parse_opts(int argc, char **argv, bs_opts *o)
         o->shared_prefix < 0 || o->turns < 0 || (o->shared_prefix > 0 && o->turns > 0) ||
         o->e.max_batch_tokens < 1 || o->e.prefill_chunk < 1 || o->repeat < 1 || o->repeat > 64) {
         usage(stderr);
+        return 2;
+    }
+    if (o->schema && (o->http || o->cache_modes == 3)) {
+        fprintf(stderr, "%s: --schema is not served with --http or --prefix-cache both\n", cmd);
         return 2;
     }
     /* each concurrency level sets its own max_seqs (and lifts the batch to it), so the
@@ -327,6 +404,11 @@ typedef struct bs_source {
     bs_conv *conv;             /* (n) with --multi-turn, else NULL */
     int turns, msg_tokens;
     int64_t vocab, prompt_tokens;
+    int64_t errors;            /* requests answered with an error */
+    char error[256];           /* the first error */
+    const numla_grammar *grammar; /* --schema's level: each output is checked against it */
+    const numla_tokenizer *tok;
+    int64_t complete, violations; /* outputs that are a whole document / not a document's start */
 } bs_source;
 
 /* --multi-turn: the first ready conversation's next turn, NONE while turns are in flight. */
@@ -340,6 +422,7 @@ static numla_status bs_conv_next(bs_source *src, numla_request *req, void **user
         if (!cv->ready || cv->turn == src->turns)
             continue;
         *req = src->rq[i];
+        req->grammar = req->grammar ? numla_grammar_ref(req->grammar) : NULL; /* the loop's */
         req->prompt_tokens = malloc((size_t)cv->n * sizeof *req->prompt_tokens);
         if (!req->prompt_tokens)
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "bench serve: no memory for a prompt");
@@ -367,7 +450,8 @@ static numla_status bs_source_next(void *ctx, numla_request *req, void **user,
         return NUMLA_STATUS_OK;
     }
     const numla_request *q = &src->rq[src->next++];
-    *req = *q; /* the loop owns its copy: the prompt is duplicated */
+    *req = *q; /* the loop owns its copy: the prompt is duplicated, the grammar referenced */
+    req->grammar = q->grammar ? numla_grammar_ref(q->grammar) : NULL;
     req->prompt_tokens = malloc((size_t)q->num_prompt * sizeof *req->prompt_tokens);
     if (!req->prompt_tokens)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "bench serve: no memory for a prompt");
@@ -383,6 +467,25 @@ static numla_status bs_sink_done(void *ctx, void *user, const numla_serve_done *
 {
     bs_source *src = ctx;
     bs_conv *cv = user;
+    const char *fr = d->result.finish_reason;
+    if (fr && !strcmp(fr, "error") && !src->errors++)
+        snprintf(src->error, sizeof src->error, "%s", d->result.error ? d->result.error : "?");
+    if (src->grammar && fr && strcmp(fr, "error")) { /* the output's text against the grammar */
+        numla_grammar_matcher *m = NULL;
+        NUMLA_CHECK(numla_grammar_matcher_create(src->grammar, &m));
+        int ok = 1;
+        for (int32_t i = 0; ok && i < d->result.num_output; i++) {
+            const int32_t id = d->result.output_tokens[i];
+            size_t len = 0;
+            const uint8_t *b = numla_tokenizer_is_special(src->tok, id)
+                                   ? NULL
+                                   : numla_tokenizer_token_bytes(src->tok, id, &len);
+            ok = !b || numla_grammar_matcher_accept_bytes(m, b, len);
+        }
+        src->violations += !ok;
+        src->complete += ok && numla_grammar_matcher_is_complete(m);
+        numla_grammar_matcher_destroy(&m);
+    }
     if (!src->conv || !cv)
         return NUMLA_STATUS_OK;
     const int32_t add = d->result.num_output + src->msg_tokens;
@@ -405,9 +508,12 @@ static numla_status bs_sink_done(void *ctx, void *user, const numla_serve_done *
 
 /* Serve rq[0..n) (with --multi-turn: n conversations starting from them, o->turns turns each)
  * with c sequences in flight, the prefix cache off or on, from an empty cache; *loop is left
- * for its figures (destroy it); *prompt_tokens (may be NULL) gets the prompt tokens served. */
+ * for its figures (destroy it); *prompt_tokens (may be NULL) gets the prompt tokens served.
+ * schema (NULL: none): every output must be the start of one of its documents (an error
+ * otherwise); *complete (may be NULL) gets the outputs that are a whole document. */
 static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_request *rq, int n,
-                             int c, int cache_on, numla_serve_loop **loop, int64_t *prompt_tokens)
+                             int c, int cache_on, numla_serve_loop **loop, int64_t *prompt_tokens,
+                             const numla_grammar *schema, int64_t *complete)
 {
     const numla_model_config *cfg = numla_engine_config(eng);
     const int turns = o->turns > 0 ? o->turns : 1;
@@ -418,12 +524,13 @@ static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_re
                   .eos_token_ids = cfg->eos_token_ids,
                   /* deepseek_v4 has no prefix cache (docs/design.md §5.9): always off */
                   .no_prefix_cache = !cache_on || cfg->v4.enabled},
-        .kv = numla_engine_kv_cache(eng), .exec = bs_exec, .exec_ctx = eng,
+        .kv = numla_engine_kv_cache(eng), .exec = bs_exec, .exec_ctx = eng, .tokenizer = o->tok,
         .max_waiting = n * turns, .latency_window = n * turns}; /* every request of the level */
     if (!o->warm_prefix || !cache_on)
         numla_kv_cache_prefix_clear(numla_engine_kv_cache(eng));
     bs_source src = {.rq = rq, .n = n, .turns = turns, .msg_tokens = o->msg_tokens,
-                     .vocab = cfg->vocab_size};
+                     .vocab = cfg->vocab_size, .grammar = schema,
+                     .tok = o->tok};
     numla_status s = NUMLA_STATUS_OK;
     if (o->turns > 0) {
         src.conv = calloc((size_t)n, sizeof *src.conv);
@@ -450,6 +557,16 @@ static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_re
         s = numla_serve_loop_run(*loop, NULL);
     if (prompt_tokens)
         *prompt_tokens = src.prompt_tokens;
+    if (complete)
+        *complete = src.complete;
+    if (s == NUMLA_STATUS_OK && src.errors)
+        s = numla_error_set(NUMLA_STATUS_INVALID_ARG, __FILE__, __LINE__, __func__,
+                            "%lld requests failed, the first: %s",
+                            (long long)src.errors, src.error);
+    if (s == NUMLA_STATUS_OK && src.violations) /* the constraint did not hold: not a figure */
+        s = numla_error_set(NUMLA_STATUS_INTERNAL, __FILE__, __LINE__, __func__,
+                            "%lld of %d outputs with --schema are not the start of a "
+                            "document of the schema", (long long)src.violations, n);
     for (int i = 0; src.conv && i < n; i++)
         free(src.conv[i].tok);
     free(src.conv);
@@ -464,7 +581,7 @@ static numla_status bs_warm_up(const bs_opts *o, numla_engine *eng, const numla_
     bs_opts o1 = *o;
     o1.turns = 0;
     numla_serve_loop *loop = NULL;
-    numla_status s = bs_serve(&o1, eng, &w, 1, 1, 1, &loop, NULL);
+    numla_status s = bs_serve(&o1, eng, &w, 1, 1, 1, &loop, NULL, NULL, NULL);
     numla_serve_loop_destroy(&loop);
     return s;
 }
@@ -492,14 +609,16 @@ static void bs_model_counters_read(const numla_model *m, bs_model_counters *c)
 }
 
 /* Where the level's time went: to stderr with --json, so stdout stays one object per line. */
-static void bs_print_profile(const bs_opts *o, int c, double wall, const numla_engine_stats *es0,
+static void bs_print_profile(const bs_opts *o, int c, int with_schema, double wall,
+                             const numla_engine_stats *es0,
                              const numla_engine_stats *es1, const bs_model_counters *m0,
                              const bs_model_counters *m1)
 {
     const int64_t steps = es1->steps - es0->steps, step_tokens = es1->tokens - es0->tokens;
     FILE *pf = o->json ? stderr : stdout;
-    fprintf(pf, "  %sconcurrency %d: %lld steps, %.1f tokens/step, step time %.2f of %.2f s "
-                "wall; profile s:", o->repeat > 1 ? "repetition " : "", c, (long long)steps,
+    fprintf(pf, "  %s%sconcurrency %d: %lld steps, %.1f tokens/step, step time %.2f of %.2f s "
+                "wall; profile s:", o->repeat > 1 ? "repetition " : "",
+            with_schema ? "with the schema, " : "", c, (long long)steps,
             steps ? (double)step_tokens / (double)steps : 0.0, es1->step_s - es0->step_s, wall);
     for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
         fprintf(pf, " %s %.2f", numla_model_part_names[p], m1->part_s[p] - m0->part_s[p]);
@@ -541,13 +660,17 @@ static numla_status bs_run_http(const bs_opts *o, numla_engine *eng, const numla
 
 /* One level: n = c x rounds requests, c in flight; its figures into *lv. */
 static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_request *rq, int c,
-                                 int cache_on, bs_level *lv)
+                                 int cache_on, int with_schema, bs_level *lv)
 {
     const int n = c * o->rounds;
     int64_t prompt_tokens = bs_requests(rq, n, o->pmin, o->pmax, o->out_tokens,
                                         numla_engine_config(eng)->vocab_size, o->shared_prefix);
     if (prompt_tokens < 0)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "bench serve: no memory for the prompts");
+    for (int i = 0; i < n; i++) { /* a grammar needs its end token: EOS is not ignored then */
+        rq[i].grammar = with_schema ? o->grammar : NULL; /* borrowed; each request a reference */
+        rq[i].params.ignore_eos = !with_schema;
+    }
     if (cache_on && o->warm_prefix && o->shared_prefix > 0) {
         /* a server that has seen the prefix before: it is cached, untimed, from an empty cache */
         numla_kv_cache_prefix_clear(numla_engine_kv_cache(eng));
@@ -557,7 +680,7 @@ static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_requ
         bs_opts o1 = *o;
         o1.warm_prefix = 1;
         numla_serve_loop *wl = NULL;
-        numla_status ws = bs_serve(&o1, eng, &w, 1, 1, 1, &wl, NULL);
+        numla_status ws = bs_serve(&o1, eng, &w, 1, 1, 1, &wl, NULL, NULL, NULL);
         numla_serve_loop_destroy(&wl);
         NUMLA_CHECK(ws);
     }
@@ -568,7 +691,9 @@ static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_requ
     numla_engine_stats_get(eng, &es0);
     numla_serve_loop *loop = NULL;
     double t0 = numla_now_s();
-    numla_status s = bs_serve(o, eng, rq, n, c, cache_on, &loop, &prompt_tokens);
+    int64_t complete = 0;
+    numla_status s = bs_serve(o, eng, rq, n, c, cache_on, &loop, &prompt_tokens,
+                              with_schema ? o->grammar : NULL, &complete);
     double wall = numla_now_s() - t0;
     if (s == NUMLA_STATUS_OK) {
         numla_engine_stats_get(eng, &es1);
@@ -589,10 +714,13 @@ static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_requ
                          .ttft50 = 1e3 * numla_bench_percentile(ttft, (int)n_ttft, 50),
                          .ttft99 = 1e3 * numla_bench_percentile(ttft, (int)n_ttft, 99),
                          .tpot50 = 1e3 * numla_bench_percentile(tpot, (int)n_tpot, 50),
-                         .tpot99 = 1e3 * numla_bench_percentile(tpot, (int)n_tpot, 99)};
-        bs_print_profile(o, c, wall, &es0, &es1, &m0, &m1);
+                         .tpot99 = 1e3 * numla_bench_percentile(tpot, (int)n_tpot, 99),
+                         .complete = complete};
+        bs_print_profile(o, c, with_schema, wall, &es0, &es1, &m0, &m1);
     }
     numla_serve_loop_destroy(&loop);
+    for (int i = 0; i < n; i++)
+        rq[i].grammar = NULL;
     if (s == NUMLA_STATUS_OK && o->http && cache_on)
         s = bs_run_http(o, eng, rq, n, c, lv);
     return s;
@@ -607,8 +735,9 @@ static numla_status bs_run_levels(const bs_opts *o, numla_engine *eng, int ranks
     numla_request *rq = calloc((size_t)nreq_max, sizeof *rq);
     bs_level *res = calloc((size_t)o->repeat * (size_t)nconc, sizeof *res);
     bs_level *off = calloc((size_t)o->repeat * (size_t)nconc, sizeof *off);
+    bs_level *sch = calloc((size_t)o->repeat * (size_t)nconc, sizeof *sch);
     numla_status s = NUMLA_STATUS_OK;
-    if (!rq || !res || !off) {
+    if (!rq || !res || !off || !sch) {
         s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__, "no memory");
         goto done;
     }
@@ -630,12 +759,20 @@ static numla_status bs_run_levels(const bs_opts *o, numla_engine *eng, int ranks
             }
             NUMLA_CHECK_GOTO(bs_warm_up(o, eng, &rq[0]), s, done);
         }
-        if (o->cache_modes & 1)
-            NUMLA_CHECK_GOTO(bs_run_level(o, eng, rq, o->conc[ci], 0, &off[rp * nconc + ci]), s,
-                             done);
-        if (o->cache_modes & 2)
-            NUMLA_CHECK_GOTO(bs_run_level(o, eng, rq, o->conc[ci], 1, &res[rp * nconc + ci]), s,
-                             done);
+        /* --schema: with and without in alternating order, level by level and repetition by
+         * repetition, so a drift of the machine weighs on both alike */
+        const int schema_first = o->grammar && (rp + ci) % 2;
+        for (int pass = 0; pass < 2; pass++) {
+            if (o->grammar && pass == !schema_first)
+                NUMLA_CHECK_GOTO(bs_run_level(o, eng, rq, o->conc[ci], o->cache_modes >> 1, 1,
+                                              &sch[rp * nconc + ci]), s, done);
+            if (pass == schema_first && (o->cache_modes & 1))
+                NUMLA_CHECK_GOTO(bs_run_level(o, eng, rq, o->conc[ci], 0, 0,
+                                              &off[rp * nconc + ci]), s, done);
+            if (pass == schema_first && (o->cache_modes & 2))
+                NUMLA_CHECK_GOTO(bs_run_level(o, eng, rq, o->conc[ci], 1, 0,
+                                              &res[rp * nconc + ci]), s, done);
+        }
         if (o->cache_modes == 1)
             res[rp * nconc + ci] = off[rp * nconc + ci];
         if (r % nconc == nconc - 1) { /* the repetition is complete: its lines, against level 0 */
@@ -644,10 +781,14 @@ static numla_status bs_run_levels(const bs_opts *o, numla_engine *eng, int ranks
                                o->json, o->e.model, numla_engine_num_threads(eng), ranks);
             for (int k = 0; o->cache_modes == 3 && k < nconc; k++)
                 bs_print_prefix(&off[rp * nconc + k], &res[rp * nconc + k], o->conc[k], o->json);
+            for (int k = 0; o->grammar && k < nconc; k++)
+                bs_print_schema(&res[rp * nconc + k], &sch[rp * nconc + k], o->conc[k], o->json);
         }
     }
     if (o->repeat > 1)
         bs_print_summary(res, o->conc, nconc, o->repeat, o->json);
+    if (o->repeat > 1 && o->grammar)
+        bs_print_schema_summary(res, sch, o->conc, nconc, o->repeat, o->json);
 done:
     if (rq)
         for (int i = 0; i < nreq_max; i++)
@@ -655,7 +796,31 @@ done:
     free(rq);
     free(res);
     free(off);
+    free(sch);
     return s;
+}
+
+/* --schema: the model's tokenizer and the schema's grammar. Every rank loads them (rank 0 uses
+ * them), so a missing tokenizer or a bad schema stops every rank alike instead of leaving the
+ * others in their worker loop. */
+static numla_status bs_schema_load(bs_opts *o, int64_t vocab_size)
+{
+    NUMLA_CHECK(numla_model_text_tokenizer(o->e.model, vocab_size, &o->tok));
+    json_error_t je;
+    json_t *schema = !strcmp(o->schema, "builtin") ? json_loads(numla_bench_schema_8prop, 0, &je)
+                                                   : json_load_file(o->schema, 0, &je);
+    if (!schema)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "--schema %s: not JSON (line %d: %s)",
+                   o->schema, je.line, je.text);
+    numla_status s = numla_grammar_compile_schema(schema, &o->grammar);
+    json_decref(schema);
+    if (s != NUMLA_STATUS_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", numla_error_message());
+        numla_error_clear();
+        NUMLA_FAIL(s, "--schema %s: %s", o->schema, msg);
+    }
+    return NUMLA_STATUS_OK;
 }
 
 static int bench_serve_main(int argc, char **argv)
@@ -672,9 +837,13 @@ static int bench_serve_main(int argc, char **argv)
     numla_status s = numla_settings_start(&set, &mpi);
     if (s == NUMLA_STATUS_OK)
         s = bs_engine_create(&o, &set, mpi.comm, &eng);
+    if (s == NUMLA_STATUS_OK && o.schema)
+        s = bs_schema_load(&o, numla_engine_config(eng)->vocab_size);
     if (s == NUMLA_STATUS_OK)
         s = numla_comm_rank(mpi.comm) != 0 ? numla_engine_worker_loop(eng)
                                            : bs_run_levels(&o, eng, numla_comm_size(mpi.comm));
+    numla_grammar_destroy(&o.grammar);
+    numla_tokenizer_destroy(&o.tok);
     rc = 0;
     if (s != NUMLA_STATUS_OK) {
         fprintf(stderr, "numla bench serve: %s\n%s", numla_error_message(), numla_error_trace());
