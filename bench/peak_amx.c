@@ -5,9 +5,10 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "kernels/isa.h"
 #include "kernels/x86/amx.h"
 
-int numla_bench_peak_amx_ok(void) { return numla_amx_usable(); }
+int numla_bench_peak_amx_ok(void) { return numla_cpu_has(NUMLA_CPU_AMX_BF16); }
 
 float numla_bench_peak_amx_loop(long iters)
 {

@@ -170,7 +170,7 @@ enum {
 };
 
 /* The chunk kernels' key tiles (the tuning builds may override the #defines): avx2
- * (kernels/x86/mla_attn_avx2.c), avx512 and amx (kernels/x86/mla_attn_avx512_internal.h),
+ * (kernels/x86/mla_attn_avx2.c), avx512 and amx (kernels/x86/mla_attn_avx512.c),
  * avx512bf16 (kernels/x86/mla_attn_avx512bf16.c). */
 enum { NUMLA_MLA_AVX2_KT = 32 }; /* keys per tile */
 #ifndef NUMLA_MLA_KT

@@ -83,9 +83,9 @@ size_t numla_linear_workspace_avx512bf16(const numla_linear_weight *w, int64_t m
 void numla_linear_forward_avx512bf16(const numla_linear_weight *w, int64_t m, const float *x,
                                      int64_t ldx, float *y, int64_t ldy, int accumulate,
                                      void *workspace);
-/* The AMX tile GEMM (kernels/x86/linear_amx.c): whether it runs for this weight and M (bf16,
- * M >= NUMLA_LINEAR_AMX_MIN_M, K % 32 == 0, and the tiles usable), its workspace (any
- * alignment) and the GEMM itself. */
+/* The AMX tile GEMM (kernels/x86/linear_amx.c): whether it takes this weight and M (bf16,
+ * M >= NUMLA_LINEAR_AMX_MIN_M, K % 32 == 0; the tiles themselves are the amx entry's needs,
+ * NUMLA_CPU_AMX_BF16), its workspace (any alignment) and the GEMM itself. */
 int numla_linear_amx_applies(const numla_linear_weight *w, int64_t m);
 size_t numla_linear_workspace_amx(const numla_linear_weight *w, int64_t m, int num_threads);
 void numla_linear_forward_amx(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,

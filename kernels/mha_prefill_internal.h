@@ -49,8 +49,8 @@ typedef void (*numla_mha_prefill_pack_fn)(const numla_mha_prefill_args *a, int32
 /* The amx variant's packing: split-bf16 B tiles (kernels/x86/mha_prefill_amx.c). */
 void numla_mha_prefill_pack_block_amx(const numla_mha_prefill_args *a, int32_t b, int32_t h,
                                       int64_t kb, float *kt);
-/* Whether the amx variant takes these args: qk_dim and v_dim multiples of 32 and AMX usable
- * (kernels/x86/amx.h); when not, the level below runs them. */
+/* Whether the amx variant takes these args: qk_dim and v_dim multiples of 32 (the tiles
+ * themselves are the entry's needs, NUMLA_CPU_AMX_BF16); when not, the level below runs them. */
 int numla_mha_prefill_amx_applies(const numla_mha_prefill_args *a);
 
 /* A variant of the family's dispatch table (kernels/mha_prefill.c): the head (kernels/isa.h:

@@ -161,7 +161,7 @@ static inline int numla_qlinear_amx_applies(const numla_qlinear_weight *w, int64
     return w->fmt == NUMLA_QLINEAR_INT8_W8A8 && m >= NUMLA_QLINEAR_AMX_MIN_M && w->n >= 16;
 }
 /* W8A8 with AMX-INT8 TDPBSSD (kernels/x86/qlinear_amx.c): the amx level when
- * numla_amx_int8_usable() and VNNI (its fallback) are there. */
+ * the CPU has AMX-INT8 and VNNI (its fallback): its entry's needs. */
 void numla_qlinear_forward_amx(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
                                float *y, int64_t ldy, int accumulate, void *workspace);
 

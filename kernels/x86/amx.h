@@ -1,19 +1,14 @@
 /* kernels/x86/amx.h — AMX tile support shared by the x86 kernels that use it (MLA Q·K,
- * the linear GEMM): whether this process may run tile instructions, and the one tile
- * configuration they all use. Private to kernels/x86/ (and bench/peak_amx.c, which measures
- * the tile peak). */
+ * the linear GEMM): the one tile configuration they all use. Whether this process may run
+ * tile instructions is a CPU feature bit, read once with the others (kernels/isa.c: CPUID and
+ * the OS's permission for the tile state, arch_prctl ARCH_REQ_XCOMP_PERM, asked once):
+ * numla_cpu_has(NUMLA_CPU_AMX_BF16), and NUMLA_CPU_AMX_INT8 for TDPBSSD and kin; a tile
+ * variant names them in its entry's needs. Private to kernels/x86/ (and bench/peak_amx.c,
+ * which measures the tile peak). */
 #ifndef NUMLA_KERNELS_X86_AMX_H
 #define NUMLA_KERNELS_X86_AMX_H
 
 #include <stdint.h>
-
-/* 1 when the CPU has AMX-TILE and AMX-BF16 and the OS granted this process the tile state
- * (arch_prctl ARCH_REQ_XCOMP_PERM, requested once, thread-safely, on the first call):
- * numla_cpu_has(NUMLA_CPU_AMX_BF16), kernels/isa.h. No environment variable is read here: each
- * kernel family has its own switch. */
-int numla_amx_usable(void);
-/* numla_amx_usable() and the CPU has AMX-INT8 (TDPBSSD and kin): NUMLA_CPU_AMX_INT8. */
-int numla_amx_int8_usable(void);
 
 /* The tile configuration (palette 1, Intel SDM's 64-byte TILECFG layout): tiles 0..7 are 16
  * rows x 64 bytes, which serves bf16 (16 x 32) and int8 (16 x 64) operands alike and int32 or
@@ -27,7 +22,7 @@ typedef struct numla_amx_tilecfg {
 extern const numla_amx_tilecfg numla_amx_tile_config;
 
 /* Configure tiles 0..7 as 16 rows x 64 bytes on the calling thread, and release them
- * (kernels/x86/amx_tiles_amx.c). Callable only when numla_amx_usable(). */
+ * (kernels/x86/amx_tiles_amx.c). Callable only when numla_cpu_has(NUMLA_CPU_AMX_BF16). */
 void numla_amx_tiles_begin(void);
 void numla_amx_tiles_end(void);
 /* A kernel file built over the tile emulator (NUMLA_AMX_EMULATE, tests/CMakeLists.txt)

@@ -1,5 +1,5 @@
 /* kernels/x86/linear_amx.c — AMX-BF16 GEMM for bf16 weights, the amx linear level, when the
- * CPU and OS allow tiles (kernels/x86/amx.h), K is a multiple of 32 and M is large enough
+ * CPU and OS allow tiles (the entry's needs, kernels/isa.c), K is a multiple of 32 and M is large enough
  * (NUMLA_LINEAR_AMX_MIN_M); other weights and M run the avx512 path.
  *
  * Precision: split-bf16 activations. Each fp32 x is written as hi + lo, hi = bf16(x) and
@@ -69,8 +69,7 @@ typedef struct {
 
 int numla_linear_amx_applies(const numla_linear_weight *w, int64_t m)
 {
-    return w->dtype == NUMLA_DTYPE_BF16 && m >= NUMLA_LINEAR_AMX_MIN_M && w->k % TKB == 0 &&
-           numla_amx_usable();
+    return w->dtype == NUMLA_DTYPE_BF16 && m >= NUMLA_LINEAR_AMX_MIN_M && w->k % TKB == 0;
 }
 
 /* Bytes of packed x for `rows` rows: whole 16-row tiles of K values, hi and lo bf16. */

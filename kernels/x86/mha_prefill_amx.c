@@ -37,7 +37,7 @@ _Static_assert(NUMLA_MHA_PREFILL_QB % 16 == 0, "query tasks are whole row tiles"
 
 int numla_mha_prefill_amx_applies(const numla_mha_prefill_args *a)
 {
-    return a->qk_dim % 32 == 0 && a->v_dim % 32 == 0 && numla_amx_usable();
+    return a->qk_dim % 32 == 0 && a->v_dim % 32 == 0;
 }
 
 void numla_mha_prefill_pack_block_amx(const numla_mha_prefill_args *a, int32_t b, int32_t h,

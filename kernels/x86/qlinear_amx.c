@@ -1,5 +1,5 @@
 /* kernels/x86/qlinear_amx.c — W8A8 int8 linear layers on AMX-INT8 tiles (TDPBSSD), the amx
- * level of kernels/qlinear.c when the CPU has AMX-INT8 (numla_amx_int8_usable) and
+ * level of kernels/qlinear.c when the CPU has AMX-INT8 (NUMLA_CPU_AMX_INT8) and
  * numla_qlinear_amx_applies (M >= NUMLA_QLINEAR_AMX_MIN_M, N >= 16); smaller M or N run the
  * VNNI variant, called directly.
  *

@@ -1,6 +1,6 @@
 /* tests/unit/kernels/amx_probe_amx.c — amx_probe.h's tile instruction on the real tiles (built
- * with the AMX flags by its name). Callable only where numla_amx_usable() (AMX-INT8 products:
- * numla_amx_int8_usable()). */
+ * with the AMX flags by its name). Callable only where numla_cpu_has(NUMLA_CPU_AMX_BF16) (AMX-INT8
+ * products: NUMLA_CPU_AMX_INT8). */
 #include <immintrin.h>
 
 #include "amx_probe.h"

@@ -61,7 +61,7 @@ void numla_mha_prefill_pv_amx_emulated(const float *S, int32_t nq, const uint16_
  * kernels' AVX-512 parts need AVX512-BF16 and VNNI. */
 static int runnable(int int8)
 {
-    if (!numla_amx_usable() || (int8 && !numla_amx_int8_usable())) {
+    if (!numla_cpu_has(int8 ? NUMLA_CPU_AMX_INT8 : NUMLA_CPU_AMX_BF16)) {
         fprintf(stderr, "(no AMX%s tiles here: nothing to compare the emulator with, skipped) ", int8 ? "-INT8" : "");
         return 0;
     }

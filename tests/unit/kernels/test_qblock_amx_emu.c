@@ -145,7 +145,7 @@ static void test_fallback(void)
  * (and VNNI); F32 mode inherits the avx512 level. */
 static void test_table(void)
 {
-    const int int8 = numla_amx_int8_usable() && numla_cpu_has(NUMLA_CPU_VNNI);
+    const int int8 = numla_cpu_has(NUMLA_CPU_AMX_INT8 | NUMLA_CPU_VNNI);
     const numla_qblock_type tiles[] = {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_Q5_0, NUMLA_QBLOCK_Q8_0,
                                        NUMLA_QBLOCK_IQ4_NL, NUMLA_QBLOCK_Q4_0, NUMLA_QBLOCK_Q5_K,
                                        NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_Q5_1};
