@@ -86,6 +86,10 @@ static numla_status ds_keys_(const numla_gguf *g, numla_gguf_deepseek2 *c)
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "gguf: " P_ ": general.architecture is '%.100s', not 'deepseek2'", path,
                    arch);
     NUMLA_CHECK(ds_int_(g, "block_count", 1, DS_MAX_LAYERS, &c->num_hidden_layers));
+    /* the MTP layers are the last nextn_predict_layers blocks (blk.N.nextn.*) */
+    NUMLA_CHECK(ds_int_opt_(g, "nextn_predict_layers", 0, c->num_hidden_layers - 1, 0,
+                            &c->nextn_predict_layers));
+    c->num_hidden_layers -= c->nextn_predict_layers;
     NUMLA_CHECK(ds_int_(g, "embedding_length", 1, DS_MAX_HIDDEN, &c->hidden_size));
     NUMLA_CHECK(ds_int_(g, "feed_forward_length", 1, DS_MAX_INTER, &c->intermediate_size));
     NUMLA_CHECK(ds_int_(g, "context_length", 1, DS_MAX_POSITIONS, &c->max_position_embeddings));
@@ -311,6 +315,12 @@ static const struct {
     {"ffn_gate_shexp.weight", "mlp.shared_experts.gate_proj.weight", 0, 0},
     {"ffn_up_shexp.weight", "mlp.shared_experts.up_proj.weight", 0, 0},
     {"ffn_down_shexp.weight", "mlp.shared_experts.down_proj.weight", 0, 0},
+    {"nextn.eh_proj.weight", "eh_proj.weight", 0, 0},
+    {"nextn.enorm.weight", "enorm.weight", 0, 0},
+    {"nextn.hnorm.weight", "hnorm.weight", 0, 0},
+    {"nextn.shared_head_norm.weight", "shared_head.norm.weight", 0, 0},
+    {"nextn.shared_head_head.weight", "shared_head.head.weight", 0, 0},
+    {"nextn.embed_tokens.weight", "embed_tokens.weight", 0, 0},
 };
 
 numla_status numla_gguf_deepseek2_hf_name(const char *name, numla_gguf_hf_name *out)

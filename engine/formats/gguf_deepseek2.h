@@ -8,7 +8,10 @@
  * Key mapping (every key is "deepseek2." + the name below unless it starts with "tokenizer." or
  * "general."; "required" keys missing are FORMAT naming the file and the key):
  *   general.architecture            must be "deepseek2"
- *   block_count                     num_hidden_layers                     required
+ *   block_count                     num_hidden_layers + nextn_predict_layers  required
+ *   nextn_predict_layers            num_nextn_predict_layers: the last blocks are the MTP
+ *                                   layers (default 0), with blk.N.nextn.* beside a decoder
+ *                                   layer's tensors, as llama.cpp's converter writes them
  *   embedding_length                hidden_size                           required
  *   feed_forward_length             intermediate_size (dense MLP)         required
  *   context_length                  max_position_embeddings               required
@@ -79,7 +82,8 @@ typedef enum numla_gguf_mla_layout {
 typedef struct numla_gguf_deepseek2 {
     int64_t vocab_size;
     int64_t hidden_size;
-    int64_t num_hidden_layers;
+    int64_t num_hidden_layers;    /* block_count less the MTP blocks */
+    int64_t nextn_predict_layers; /* MTP blocks after them (blk.N.nextn.*) */
     int64_t num_attention_heads;
     int64_t intermediate_size;
     double rms_norm_eps;

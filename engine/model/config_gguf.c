@@ -47,6 +47,7 @@ numla_status numla_model_config_from_gguf(const numla_gguf *g, const char *sourc
     o.vocab_size = d.vocab_size;
     o.hidden_size = d.hidden_size;
     o.num_hidden_layers = d.num_hidden_layers;
+    o.num_nextn_predict_layers = d.nextn_predict_layers;
     o.num_attention_heads = d.num_attention_heads;
     o.intermediate_size = d.intermediate_size;
     o.rms_norm_eps = d.rms_norm_eps;

@@ -8,8 +8,9 @@
  * MLA layout (attn_k_b ne {nope, Dc, H}: per head W_UK,hᵀ; attn_v_b ne {Dc, v, H}: per head
  * W_UV,h) gives kv_b_proj (H · (nope + v), Dc) rows [k_nope | v] per head, as HF stores it;
  * those rows are assembled in fp32 when read (small tensors: Dc · H · (nope + v) weights a
- * layer). Tensors the architecture does not know (e.g. the MTP layer's nextn tensors) are left
- * out.
+ * layer). The MTP layer (blk.N.nextn.* and its decoder layer blk.N.*, N = num_hidden_layers)
+ * is shown as model.layers.N.* when the config has it enabled, else left out, as are tensors
+ * the architecture does not know.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +79,8 @@ numla_status numla_weights_view_create(const numla_gguf *g, const numla_model_co
                                        numla_weights_view **out)
 {
     *out = NULL;
-    const int64_t nt = numla_gguf_tensor_count(g), L = cfg->num_hidden_layers;
+    /* the layers the loader reads: the MTP layer too when it is enabled */
+    const int64_t nt = numla_gguf_tensor_count(g), L = numla_model_config_kv_layers(cfg);
     int64_t cap = 0;
     for (int64_t i = 0; i < nt; i++) {
         const numla_gguf_tensor *t = numla_gguf_tensor_at(g, i);
@@ -111,7 +113,7 @@ numla_status numla_weights_view_create(const numla_gguf *g, const numla_model_co
         long layer = -1;
         if (!strncmp(hn.hf, "model.layers.", 13))
             layer = strtol(hn.hf + 13, NULL, 10);
-        if (layer >= L) /* an MTP layer past num_hidden_layers */
+        if (layer >= L) /* an MTP layer not loaded */
             continue;
         if (hn.kv_b_part) {
             kb[2 * layer + hn.kv_b_part - 1] = t;

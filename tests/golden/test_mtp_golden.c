@@ -1,7 +1,8 @@
 /* Golden test (label golden) of the multi-token-prediction layer (numla_model_mtp_forward,
  * docs/speculative.md) against scripts/make_mtp_golden.py's reference, written from DeepSeek's
  * description of the layer (tests/golden/mtp/<name>/): the trained model models/kjv-v3 with its
- * trained MTP layer (bf16 weights), and tiny random DeepSeek-V3 and V3.2 models (fp32). Per
+ * trained MTP layer (bf16 weights), tiny random DeepSeek-V3 and V3.2 models (fp32), and the V3
+ * one as a GGUF file with its nextn tensors. Per
  * model, at 1, 2 and 3 in-process ranks (heads, experts, vocabulary and eh_proj's rows split),
  * two prompts are prefilled in one main step; then the MTP layer runs over each prompt's
  * positions 0..n-2 in two MTP steps (so the second reads the MTP layer's cache rows the first
@@ -248,5 +249,41 @@ static void test_mtp_kjv(void) { check_mtp("kjv"); }
 static void test_mtp_v3(void) { check_mtp("v3"); }
 static void test_mtp_v32(void) { check_mtp("v32"); }
 
+/* The v3 model as a deepseek2 GGUF file with its nextn tensors (scripts/make_mtp_gguf_golden.py,
+ * F32, the same values): the same reference at 1-3 ranks, and on one rank the same logits as the
+ * safetensors directory's within 1e-5. */
+static void test_mtp_v3_gguf(void)
+{
+    check_mtp("v3_gguf");
+    mtp_golden g[2];
+    const char *const names[2] = {"v3", "v3_gguf"};
+    float *out[2][MTP_PROMPTS] = {{0}};
+    int64_t V = 0;
+    eng_mtp = 1;
+    for (int m = 0; m < 2; m++) {
+        eng e;
+        mtp_job job = {.g = &g[m]};
+        CU_ASSERT_EQUAL_FATAL(mtp_golden_load(&g[m], names[m]), 0);
+        CU_ASSERT_EQUAL_FATAL(eng_open(&e, g[m].model_dir, NUMLA_DTYPE_F32, numla_isa_best()), 0);
+        V = e.w->shard.vocab_count;
+        for (int p = 0; p < g[m].n; p++)
+            out[m][p] = job.out[p] = malloc(sizeof(float) * (size_t)g[m].len[p] * (size_t)V);
+        CU_ASSERT_EQUAL(mtp_job_run(&e, &job), 0);
+        eng_close(&e);
+        numla_safetensors_close(&g[m].expected);
+    }
+    eng_mtp = 0;
+    double err = 0;
+    for (int p = 0; p < MTP_PROMPTS; p++) {
+        CU_ASSERT_EQUAL_FATAL(g[0].len[p], g[1].len[p]);
+        for (int64_t i = 0; i < (int64_t)g[0].len[p] * V; i++)
+            err = fmax(err, fabs((double)out[0][p][i] - out[1][p][i]));
+        free(out[0][p]);
+        free(out[1][p]);
+    }
+    NUMLA_ASSERT_MSG(err <= 1e-5, "MTP logits: GGUF against safetensors max err %g", err);
+    fprintf(stderr, "\n    golden mtp v3 GGUF against safetensors: max abs diff %.3g", err);
+}
+
 NUMLA_TEST_SUITE(mtp_golden, NULL, NULL, NUMLA_TEST(test_mtp_kjv), NUMLA_TEST(test_mtp_v3),
-                 NUMLA_TEST(test_mtp_v32));
+                 NUMLA_TEST(test_mtp_v32), NUMLA_TEST(test_mtp_v3_gguf));

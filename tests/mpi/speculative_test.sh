@@ -204,6 +204,19 @@ if [ "$ranks" -eq 1 ]; then
     --speculative 1 > "$tmp/tbench.txt" 2>&1
   grep -q 'MTP step of 1 row: ' "$tmp/tbench.txt"
   check "bench model --speculative on the synthetic MTP layer" $? "$(tail -3 "$tmp/tbench.txt")"
+  # a GGUF file with the nextn tensors (tests/golden/mtp/v3_gguf, the v3 directory's tensors)
+  # drafts with them: its tokens are those of the directory decoded without drafts
+  g=$src/tests/golden/mtp
+  awk 'BEGIN { srand(5); for (r = 0; r < 4; r++) { s = ""; for (t = 0; t < 6 + 5 * r; t++) s = s (t ? "," : "") 2 + int(rand() * 280)
+    printf "{\"id\": \"t%d\", \"prompt_tokens\": [%s], \"max_tokens\": 20, \"temperature\": 0, \"logprobs\": 2, \"ignore_eos\": true}\n", r, s } }' > "$tmp/greq.jsonl"
+  "$bin" run --model "$g/v3/model" --threads 1 --input "$tmp/greq.jsonl" --output "$tmp/gbase.jsonl" --no-progress 2> "$tmp/gbase.err" &&
+    "$bin" run --model "$g/v3_gguf/model.gguf" --threads 1 --input "$tmp/greq.jsonl" --output "$tmp/gk2.jsonl" \
+      --no-progress --speculative mtp:2 2> "$tmp/gk2.err"
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(decisive_tokens "$tmp/gbase.jsonl" "$tmp/gbase.jsonl" | grep -c ',')" -ge 3 ] &&
+    cmp -s <(decisive_tokens "$tmp/gbase.jsonl" "$tmp/gbase.jsonl") <(decisive_tokens "$tmp/gbase.jsonl" "$tmp/gk2.jsonl") &&
+    grep -q 'speculative mtp:2: acceptance' "$tmp/gk2.err"
+  check "GGUF with nextn tensors: --speculative mtp:2 runs, decisive tokens equal" $? "rc $rc: $(tail -2 "$tmp/gk2.err")"
 fi
 echo "speculative ($ranks ranks): $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

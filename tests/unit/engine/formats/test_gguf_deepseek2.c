@@ -169,6 +169,13 @@ static void test_hf_names(void)
         {"blk.1.ffn_up_shexp.weight", "model.layers.1.mlp.shared_experts.up_proj.weight", 0, 0},
         {"blk.1.exp_probs_b.bias", "model.layers.1.mlp.gate.e_score_correction_bias", 0, 0},
         {"blk.0.ffn_norm.weight", "model.layers.0.post_attention_layernorm.weight", 0, 0},
+        /* the MTP layer's (gguf-py tensor_mapping.py: NEXTN_* <- model.layers.{bid}.*) */
+        {"blk.61.nextn.eh_proj.weight", "model.layers.61.eh_proj.weight", 0, 0},
+        {"blk.61.nextn.enorm.weight", "model.layers.61.enorm.weight", 0, 0},
+        {"blk.61.nextn.hnorm.weight", "model.layers.61.hnorm.weight", 0, 0},
+        {"blk.61.nextn.shared_head_norm.weight", "model.layers.61.shared_head.norm.weight", 0, 0},
+        {"blk.61.nextn.shared_head_head.weight", "model.layers.61.shared_head.head.weight", 0, 0},
+        {"blk.61.nextn.embed_tokens.weight", "model.layers.61.embed_tokens.weight", 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         numla_gguf_hf_name h;
@@ -195,5 +202,26 @@ static void test_hf_names(void)
     }
 }
 
-NUMLA_TEST_SUITE(gguf_deepseek2, NULL, NULL, NUMLA_TEST(test_split_layout), NUMLA_TEST(test_kvb_layout),
+/* llama.cpp's layout of a model that keeps its MTP layer (tests/golden/mtp/v3_gguf):
+ * block_count 4 with nextn_predict_layers 1 is 3 decoder layers, then the MTP block; a count
+ * that leaves no decoder layer is refused; a file without the key has none. */
+static void test_nextn(void)
+{
+    const char *mtp = "../mtp/v3_gguf/model.gguf";
+    numla_gguf *g = NULL;
+    numla_gguf_deepseek2 c;
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_open(ds_golden(mtp), &g), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_gguf_deepseek2_read(g, &c), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(c.num_hidden_layers, 3);
+    CU_ASSERT_EQUAL(c.nextn_predict_layers, 1);
+    numla_gguf_close(&g);
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_open(ds_golden("tiny-deepseek2.gguf"), &g), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_gguf_deepseek2_read(g, &c), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(c.nextn_predict_layers, 0);
+    numla_gguf_close(&g);
+    ds_expect_error(ds_patched(mtp, "deepseek2.nextn_predict_layers", NULL, 4), NUMLA_STATUS_FORMAT,
+                    "key 'deepseek2.nextn_predict_layers' = 4 is outside [0, 3]");
+}
+
+NUMLA_TEST_SUITE(gguf_deepseek2, NULL, NULL, NUMLA_TEST(test_nextn), NUMLA_TEST(test_split_layout), NUMLA_TEST(test_kvb_layout),
                  NUMLA_TEST(test_bad_files), NUMLA_TEST(test_hf_names))
