@@ -461,7 +461,11 @@ static void bm_long_context(bm_ctx *x, const bm_opts *o, const bm_seq *sb, bm_re
     bm_counters c0, c1;
     bm_counters_read(m, &c0);
     r->long_pf = numla_now_s();
-    if (o->fill)
+    if (o->fill && numla_engine_v4_model(x->e)) {
+        numla_status s = numla_engine_v4_fill(x->e, sb->bt[0], o->long_ctx);
+        if (s != NUMLA_STATUS_OK)
+            bm_die(x, s);
+    } else if (o->fill)
         bm_fill_context(x, sb, o->long_ctx);
     else
         for (int at = 0; at < o->long_ctx; at += o->chunk)
@@ -894,10 +898,9 @@ static int bench_model_main(int argc, char **argv)
     bm_ctx x = {.rng = 7, .c = mpi.comm};
     numla_model_config mc;
     if (numla_model_config_load(o.e.model, &mc) == NUMLA_STATUS_OK && mc.v4.enabled &&
-        (o.fill || numla_comm_size(x.c) > 1))
+        numla_comm_size(x.c) > 1)
         numla_comm_abort(x.c, NUMLA_STATUS_UNSUPPORTED, "bench model: deepseek_v4 is measured on "
-                         "one rank (%d given) and without --fill-context (its cache is per "
-                         "sequence, not the pool's rows)", numla_comm_size(x.c));
+                         "one rank (%d given)", numla_comm_size(x.c));
     if (o.fill && numla_comm_size(x.c) > 1)
         numla_comm_abort(x.c, NUMLA_STATUS_INVALID_ARG, "bench model: --fill-context writes rank "
                          "0's cache only: run it on one rank (%d here)", numla_comm_size(x.c));

@@ -739,6 +739,86 @@ numla_status numla_v4_seq_create(const numla_v4_model *m, numla_v4_seq **out)
 
 int64_t numla_v4_seq_len(const numla_v4_seq *s) { return s ? s->len : 0; }
 
+int64_t numla_v4_seq_cache_values(const numla_v4_seq *s)
+{
+    if (!s)
+        return 0;
+    const numla_v4_config *v = &s->m->cfg.v4;
+    int64_t total = 0;
+    for (int64_t l = 0; l < s->m->cfg.num_hidden_layers; l++) {
+        const v4_layer *y = &s->m->layers[l];
+        const v4_lcache *lc = &s->layers[l];
+        total += v->sliding_window * v->head_dim;
+        const v4_comp *cp[2] = {&y->comp, &y->icomp};
+        const v4_cstate *cs[2] = {&lc->comp, &lc->icomp};
+        for (int k = 0; k < 2; k++)
+            if (cs[k]->raw_kv) /* kv and gate rows of two windows, then the entries */
+                total += 2 * (2 * cp[k]->rate) * (cp[k]->c * cp[k]->width) + cs[k]->count * cp[k]->width;
+    }
+    return total;
+}
+
+/* n values of unit variance (uniform on ±√3) from a xorshift stream seeded by `seed`. */
+static void v4_fill_values(float *x, int64_t n, uint32_t seed)
+{
+    uint32_t h = seed * 0x9e3779b9u + 0x85ebca6bu;
+    for (int64_t i = 0; i < n; i++) {
+        h ^= h << 13;
+        h ^= h >> 17;
+        h ^= h << 5;
+        x[i] = ((float)(h >> 8) * 0x1.0p-24f * 2.0f - 1.0f) * 1.7320508f;
+    }
+}
+
+static numla_status cstate_fill(const v4_comp *c, v4_cstate *s, int64_t n, uint32_t seed)
+{
+    const int64_t count = n / c->rate;
+    if (count == 0)
+        return NUMLA_STATUS_OK;
+    s->entries = malloc(sizeof(float) * (size_t)(count * c->width));
+    if (!s->entries)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for %lld compressed entries",
+                   (long long)count);
+    s->count = s->cap = count;
+    v4_fill_values(s->entries, count * c->width, seed);
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_v4_seq_fill(numla_v4_seq *s, int64_t n)
+{
+    if (!s || s->len != 0 || n < 1 || n >= s->m->cfg.max_position_embeddings)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_fill: %s",
+                   !s ? "NULL sequence" : s->len ? "the sequence is not empty"
+                                                 : "the length is out of range");
+    const numla_v4_config *v = &s->m->cfg.v4;
+    numla_status st = NUMLA_STATUS_OK;
+    for (int64_t l = 0; st == NUMLA_STATUS_OK && l < s->m->cfg.num_hidden_layers; l++) {
+        const v4_layer *y = &s->m->layers[l];
+        v4_lcache *lc = &s->layers[l];
+        v4_fill_values(lc->ring, v->sliding_window * v->head_dim, (uint32_t)(3 * l + 1));
+        if (y->attn != NUMLA_V4_ATTN_SLIDING)
+            st = cstate_fill(&y->comp, &lc->comp, n, (uint32_t)(3 * l + 2));
+        if (st == NUMLA_STATUS_OK && y->attn == NUMLA_V4_ATTN_CSA)
+            st = cstate_fill(&y->icomp, &lc->icomp, n, (uint32_t)(3 * l + 3));
+    }
+    if (st != NUMLA_STATUS_OK) {
+        for (int64_t l = 0; l < s->m->cfg.num_hidden_layers; l++) {
+            v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
+            for (int k = 0; k < 2; k++) {
+                free(cs[k]->entries);
+                cs[k]->entries = NULL;
+                cs[k]->count = cs[k]->cap = 0;
+            }
+            memset(s->layers[l].ring, 0,
+                   sizeof(float) * (size_t)(v->sliding_window * v->head_dim));
+        }
+        numla_error_frame(__FILE__, __LINE__, __func__);
+        return st;
+    }
+    s->len = n;
+    return NUMLA_STATUS_OK;
+}
+
 /* ---- forward pieces ---- */
 
 /* y (M, w->n) = x (M, w->k) · Wᵀ */

@@ -67,6 +67,17 @@ numla_status numla_v4_seq_create(const numla_v4_model *m, numla_v4_seq **out);
 void numla_v4_seq_destroy(numla_v4_seq **s);
 /* Tokens the sequence holds. */
 int64_t numla_v4_seq_len(const numla_v4_seq *s);
+/* Cache values the sequence holds: per layer its window ring (W x Dh), each compressor's raw
+ * rows of two windows and its entries so far (docs/scaling.md counts them per token and per
+ * sequence: numla_v4_config_sizes). Not collective. */
+int64_t numla_v4_seq_cache_values(const numla_v4_seq *s);
+/* Give an empty sequence n tokens' worth of cache without running them (bench model
+ * --fill-context): every layer's window ring, its compressed entries (n div rate of them) and
+ * index keys set to uniform values of unit variance from a fixed seed; the compressors' carry-over
+ * of the incomplete window zero. A decode step after it reads and scores what a prefilled
+ * sequence of n tokens would hold, the values aside. INVALID_ARG if s is not empty or n is out
+ * of [1, max_position_embeddings); NO_MEMORY leaves s empty. Not collective. */
+numla_status numla_v4_seq_fill(numla_v4_seq *s, int64_t n);
 
 /* Run n new tokens of s (positions len .. len + n - 1) and append them to its cache; logits
  * (n, vocab_count) gets every new token's logits over this rank's vocabulary rows
@@ -112,5 +123,8 @@ numla_status numla_v4_step_check(const numla_v4_seqs *t, const numla_step *st);
  * step's slots and block tables are not used (the cache is the sequences'). Collective like
  * numla_v4_forward (every rank runs the same step on its own t). */
 numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float *logits);
+/* numla_v4_seq_fill on the sequence a step names with `key` (its id, or with no ids INT64_MIN +
+ * its first block), replacing what t held of it: the next step continues it at position n. */
+numla_status numla_v4_seqs_fill(numla_v4_seqs *t, int64_t key, int64_t n);
 
 #endif

@@ -94,6 +94,20 @@ numla_status numla_v4_step_check(const numla_v4_seqs *t, const numla_step *st)
     return NUMLA_STATUS_OK;
 }
 
+/* Room in t for one more sequence (NO_MEMORY, not set as the error). */
+static numla_status room(numla_v4_seqs *t)
+{
+    if (t->n < t->cap)
+        return NUMLA_STATUS_OK;
+    const int32_t cap = t->cap ? 2 * t->cap : 16;
+    v4_entry *e = realloc(t->e, sizeof *e * (size_t)cap);
+    if (!e)
+        return NUMLA_STATUS_NO_MEMORY;
+    t->e = e;
+    t->cap = cap;
+    return NUMLA_STATUS_OK;
+}
+
 static void drop(numla_v4_seqs *t, int32_t i)
 {
     numla_v4_seq_destroy(&t->e[i].seq);
@@ -121,16 +135,8 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
         if (i >= 0 && st->positions[st->query_start_loc[b]] == 0)
             drop(t, i), i = -1; /* the same sequence from the start: an empty cache */
         if (i < 0) {
-            if (t->n == t->cap) {
-                const int32_t cap = t->cap ? 2 * t->cap : 16;
-                v4_entry *e = realloc(t->e, sizeof *e * (size_t)cap);
-                if (!e) {
-                    s = NUMLA_STATUS_NO_MEMORY;
-                    break;
-                }
-                t->e = e;
-                t->cap = cap;
-            }
+            if ((s = room(t)) != NUMLA_STATUS_OK)
+                break;
             numla_v4_seq *q = NULL;
             if ((s = numla_v4_seq_create(t->m, &q)) != NUMLA_STATUS_OK)
                 break;
@@ -151,5 +157,25 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
         NUMLA_FAIL(s, "deepseek_v4 step: no memory for the caches of %d sequences (%d held on "
                    "this rank)", B, t->n);
     NUMLA_CHECK(s);
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_v4_seqs_fill(numla_v4_seqs *t, int64_t key, int64_t n)
+{
+    if (!t)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seqs_fill: NULL argument");
+    const int32_t held = find(t, key);
+    if (held >= 0)
+        drop(t, held); /* as a step starting it again from position 0 */
+    if (room(t) != NUMLA_STATUS_OK)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "deepseek_v4: no memory for a sequence");
+    numla_v4_seq *q = NULL;
+    NUMLA_CHECK(numla_v4_seq_create(t->m, &q));
+    numla_status s = numla_v4_seq_fill(q, n);
+    if (s != NUMLA_STATUS_OK) {
+        numla_v4_seq_destroy(&q);
+        NUMLA_CHECK(s);
+    }
+    t->e[t->n++] = (v4_entry){key, q};
     return NUMLA_STATUS_OK;
 }

@@ -141,6 +141,10 @@ const numla_model *numla_engine_model(const numla_engine *e);
 void numla_engine_set_layer_hook(numla_engine *e, numla_model_layer_hook fn, void *ctx);
 /* This rank's DeepSeek-V4 model (engine/model/model_v4.h); NULL for the MLA models. */
 const numla_v4_model *numla_engine_v4_model(const numla_engine *e);
+/* DeepSeek-V4: give this rank's sequence that steps name by their first block `first_block`
+ * (steps without seq_ids, as the benchmarks send) n tokens of filled cache
+ * (numla_v4_seq_fill); the next step continues it at position n. Local (each rank its own). */
+numla_status numla_engine_v4_fill(numla_engine *e, int32_t first_block, int64_t n);
 
 /* ---- per-rank timing (docs/design.md §7: step time split into compute and communication) ---- */
 typedef struct numla_engine_stats {

@@ -631,3 +631,11 @@ void numla_engine_set_layer_hook(numla_engine *e, numla_model_layer_hook fn, voi
         numla_model_set_layer_hook(e->m, fn, ctx);
 }
 const numla_v4_model *numla_engine_v4_model(const numla_engine *e) { return e->v4; }
+
+numla_status numla_engine_v4_fill(numla_engine *e, int32_t first_block, int64_t n)
+{
+    if (!e || !e->v4)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_engine_v4_fill: not a deepseek_v4 engine");
+    NUMLA_CHECK(numla_v4_seqs_fill(e->v4_seqs, INT64_MIN + first_block, n));
+    return NUMLA_STATUS_OK;
+}

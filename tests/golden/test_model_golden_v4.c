@@ -355,6 +355,59 @@ static void test_bad_input(void)
     numla_v4_model_destroy(&m);
 }
 
+/* numla_v4_seq_fill: a filled sequence holds the cache values of a prefilled one of the same
+ * length (counted by hand from the config: windows, two windows of raw compressor rows, n div
+ * rate entries), continues at position n, and refuses a sequence that is not empty or a length
+ * past the model's positions. */
+static void test_fill(void)
+{
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", numla_test_source_path("tests/golden/v4/model_fp32"));
+    numla_model_config cfg;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dir, &cfg), NUMLA_STATUS_OK);
+    numla_safetensors_model *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &st), NUMLA_STATUS_OK);
+    numla_v4_model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_model_load(&cfg, st, numla_isa_best(), &m), NUMLA_STATUS_OK);
+    numla_safetensors_close(&st);
+    enum { N = 157 };
+    int32_t tok[N];
+    for (int i = 0; i < N; i++)
+        tok[i] = (int32_t)((i * 37 + 11) % cfg.vocab_size);
+    float *out = malloc(sizeof(float) * N * (size_t)cfg.vocab_size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    numla_v4_seq *a = NULL, *b = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &a), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &b), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_forward(m, a, tok, N, out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_fill(b, N), NUMLA_STATUS_OK);
+    const numla_v4_config *v = &cfg.v4;
+    int64_t want = 0;
+    for (int64_t l = 0; l < cfg.num_hidden_layers; l++) {
+        want += v->sliding_window * v->head_dim;
+        if (v->attn[l] == NUMLA_V4_ATTN_CSA)
+            want += 2 * (2 * v->csa_rate) * (2 * v->head_dim) + (N / v->csa_rate) * v->head_dim +
+                    2 * (2 * v->csa_rate) * (2 * v->index_head_dim) +
+                    (N / v->csa_rate) * v->index_head_dim;
+        else if (v->attn[l] == NUMLA_V4_ATTN_HCA)
+            want += 2 * (2 * v->hca_rate) * v->head_dim + (N / v->hca_rate) * v->head_dim;
+    }
+    CU_ASSERT_EQUAL(numla_v4_seq_cache_values(a), want);
+    CU_ASSERT_EQUAL(numla_v4_seq_cache_values(b), want);
+    CU_ASSERT_EQUAL(numla_v4_seq_len(b), N);
+    CU_ASSERT_EQUAL(numla_v4_forward(m, b, tok, 1, out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_v4_seq_len(b), N + 1);
+    CU_ASSERT_EQUAL(numla_v4_seq_fill(a, 3), NUMLA_STATUS_INVALID_ARG);
+    numla_v4_seq_destroy(&b);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &b), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_v4_seq_fill(b, cfg.max_position_embeddings), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_v4_seq_len(b), 0);
+    free(out);
+    numla_v4_seq_destroy(&a);
+    numla_v4_seq_destroy(&b);
+    numla_v4_model_destroy(&m);
+}
+
 /* ---- driven by the scheduler (numla_v4_step_forward over numla_step) ---- */
 
 typedef struct sv_ctx {
@@ -458,7 +511,7 @@ static void test_scheduled(void)
     golden_free(&g);
 }
 
-NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_fp32), NUMLA_TEST(test_fp32_ref_chunked),
+NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_fill), NUMLA_TEST(test_fp32), NUMLA_TEST(test_fp32_ref_chunked),
                  NUMLA_TEST(test_bf16), NUMLA_TEST(test_fp8_fp4), NUMLA_TEST(test_ranks),
                  NUMLA_TEST(test_too_many_ranks), NUMLA_TEST(test_batched),
                  NUMLA_TEST(test_bad_input), NUMLA_TEST(test_scheduled))
