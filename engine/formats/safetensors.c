@@ -554,6 +554,39 @@ fail:
     return s;
 }
 
+numla_status numla_safetensors_view_create(const numla_safetensors_tensor *tensors, int64_t n,
+                                           const char *source, numla_safetensors_model **out)
+{
+    *out = NULL;
+    numla_safetensors_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->dir = strdup(source ? source : "view")) ||
+        !(m->tensors = calloc((size_t)(n > 0 ? n : 1), sizeof *m->tensors))) {
+        if (m)
+            free(m->dir);
+        free(m);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "safetensors: no memory for a view of " P_, source);
+    }
+    m->cap = n;
+    numla_status s = NUMLA_STATUS_OK;
+    for (int64_t i = 0; i < n && s == NUMLA_STATUS_OK; i++) {
+        m->tensors[i] = tensors[i];
+        if (!(m->tensors[i].name = strdup(tensors[i].name)))
+            s = numla_error_set(NUMLA_STATUS_NO_MEMORY, __FILE__, __LINE__, __func__,
+                                "safetensors: no memory for a view of " P_, m->dir);
+        else
+            m->n = i + 1;
+    }
+    if (s == NUMLA_STATUS_OK)
+        s = numla_safetensors_hash_build(m);
+    if (s != NUMLA_STATUS_OK) {
+        numla_safetensors_close(&m);
+        numla_error_frame(__FILE__, __LINE__, __func__);
+        return s;
+    }
+    *out = m;
+    return NUMLA_STATUS_OK;
+}
+
 void numla_safetensors_release(const numla_safetensors_model *m, const void *p, size_t n)
 {
     for (int i = 0; m && i < m->nfiles; i++)

@@ -30,6 +30,9 @@ typedef struct numla_safetensors_tensor {
                                        * aligned (tensors are packed back to back): memcpy out */
     size_t nbytes;
     const char *file;                 /* path of the file that holds it */
+    uint32_t ggml_type;               /* views only (numla_safetensors_view_create): with dtype
+                                       * NUMLA_DTYPE_END, a GGUF tensor's ggml block type
+                                       * (common/ggml_types.h), rows of whole blocks; else 0 */
 } numla_safetensors_tensor;
 
 typedef struct numla_safetensors_model numla_safetensors_model; /* opaque: the set of mapped files */
@@ -40,6 +43,13 @@ void numla_safetensors_close(numla_safetensors_model **m);
  * loader has copied what it needs): they stay readable (engine/formats/map_release.h). A range
  * outside m's files is ignored. Local. */
 void numla_safetensors_release(const numla_safetensors_model *m, const void *p, size_t n);
+
+/* A model over tensors another reader maps (a GGUF file's, under the names a safetensors loader
+ * asks for: engine/formats/gguf_deepseek4.h): the n descriptors are copied (names included; the
+ * data stays the caller's, which must outlive the model), `source` names it in messages. A
+ * name given twice is FORMAT naming it. numla_safetensors_release does nothing on it. Local. */
+numla_status numla_safetensors_view_create(const numla_safetensors_tensor *tensors, int64_t n,
+                                           const char *source, numla_safetensors_model **out);
 
 /* The tensor called `name`, or NULL. */
 const numla_safetensors_tensor *numla_safetensors_find(const numla_safetensors_model *m, const char *name);

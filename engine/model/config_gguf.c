@@ -10,13 +10,20 @@
  *   moe_layer_freq 1, the YaRN correction range rounded (rope_truncate), no explicit attention
  *   factor, weight_format NONE (the encodings are per tensor: weights.h), eos = the file's
  *   eos_token_id.
+ * A `deepseek4` file (DeepSeek-V4, engine/formats/gguf_deepseek4.h) becomes the config.json
+ * DeepSeek publishes for it (model_type deepseek_v4, its field names, compress_ratios with
+ * compress_rate_csa 4 and compress_rate_hca the file's other rate, scoring sqrtsoftplus,
+ * noaux_tc, no MTP layer), parsed by numla_model_config_parse: one validation for both forms.
  */
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "engine/formats/gguf.h"
 #include "engine/formats/gguf_deepseek2.h"
+#include "engine/formats/gguf_deepseek4.h"
 #include "engine/model/config.h"
 #include "engine/model/config_internal.h"
 
@@ -27,9 +34,74 @@ int numla_model_path_is_gguf(const char *path)
     return n > 5 && !strcmp(path + n - 5, ".gguf") && stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* A deepseek4 file's keys as DeepSeek's config.json, parsed as one. */
+static numla_status config_from_deepseek4(const numla_gguf *g, const char *source,
+                                          numla_model_config *out)
+{
+    numla_gguf_deepseek4 d;
+    NUMLA_CHECK(numla_gguf_deepseek4_read(g, &d));
+    json_t *cr = json_array();
+    for (int64_t l = 0; cr && l < d.num_hidden_layers; l++)
+        json_array_append_new(cr, json_integer(d.compress_ratios[l]));
+    json_t *j = json_pack(
+        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:o, s:f, s:f, "
+        "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:b, s:f, s:s, s:s, s:I, s:I, s:f, s:I, s:I}",
+        "model_type", "deepseek_v4", "vocab_size", (json_int_t)d.vocab_size,
+        "hidden_size", (json_int_t)d.hidden_size, "num_hidden_layers",
+        (json_int_t)d.num_hidden_layers, "max_position_embeddings",
+        (json_int_t)d.max_position_embeddings, "num_attention_heads",
+        (json_int_t)d.num_attention_heads, "num_key_value_heads", (json_int_t)1, "head_dim",
+        (json_int_t)d.head_dim, "qk_rope_head_dim", (json_int_t)d.qk_rope_head_dim,
+        "q_lora_rank", (json_int_t)d.q_lora_rank, "o_groups", (json_int_t)d.o_groups,
+        "o_lora_rank", (json_int_t)d.o_lora_rank, "rms_norm_eps", d.rms_norm_eps,
+        "compress_ratios", cr, "compress_rope_theta", d.compress_rope_theta, "rope_theta",
+        d.rope_theta, "sliding_window", (json_int_t)d.sliding_window, "n_routed_experts",
+        (json_int_t)d.n_routed_experts, "num_experts_per_tok", (json_int_t)d.num_experts_per_tok,
+        "n_shared_experts", (json_int_t)d.n_shared_experts, "moe_intermediate_size",
+        (json_int_t)d.moe_intermediate_size, "num_hash_layers", (json_int_t)d.num_hash_layers,
+        "hc_mult", (json_int_t)d.hc_mult, "hc_eps", d.hc_eps, "norm_topk_prob",
+        d.norm_topk_prob, "routed_scaling_factor", d.routed_scaling_factor, "scoring_func",
+        "sqrtsoftplus", "topk_method", "noaux_tc", "hc_sinkhorn_iters",
+        (json_int_t)d.hc_sinkhorn_iters, "compress_rate_csa", (json_int_t)4, "swiglu_limit",
+        d.swiglu_limit, "compress_rate_hca", (json_int_t)d.hca_rate, "num_nextn_predict_layers",
+        (json_int_t)0);
+    numla_status s = j ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
+    if (j && d.index_n_heads > 0) {
+        json_object_set_new(j, "index_n_heads", json_integer(d.index_n_heads));
+        json_object_set_new(j, "index_head_dim", json_integer(d.index_head_dim));
+        json_object_set_new(j, "index_topk", json_integer(d.index_topk));
+    }
+    if (j && d.rope_yarn)
+        json_object_set_new(j, "rope_scaling",
+                            json_pack("{s:s, s:f, s:I, s:f, s:f}", "type", "yarn", "factor",
+                                      d.rope_factor, "original_max_position_embeddings",
+                                      (json_int_t)d.rope_original_max_position_embeddings,
+                                      "beta_fast", d.rope_beta_fast, "beta_slow",
+                                      d.rope_beta_slow));
+    if (j) {
+        json_object_set_new(j, "tie_word_embeddings", json_boolean(d.tie_word_embeddings));
+        if (d.bos_token_id >= 0)
+            json_object_set_new(j, "bos_token_id", json_integer(d.bos_token_id));
+        if (d.eos_token_id >= 0)
+            json_object_set_new(j, "eos_token_id", json_integer(d.eos_token_id));
+    }
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "%s: no memory for the deepseek4 config", source);
+    char src[512];
+    snprintf(src, sizeof src, "%s (its deepseek4.* keys as config.json)", source);
+    s = numla_model_config_parse(text, src, out);
+    free(text);
+    NUMLA_CHECK(s);
+    return NUMLA_STATUS_OK;
+}
+
 numla_status numla_model_config_from_gguf(const numla_gguf *g, const char *source,
                                           numla_model_config *out)
 {
+    if (numla_gguf_is_deepseek4(g))
+        return config_from_deepseek4(g, source, out);
     numla_gguf_deepseek2 d;
     NUMLA_CHECK(numla_gguf_deepseek2_read(g, &d));
     numla_model_config o;

@@ -256,11 +256,28 @@ static numla_status ld_find(const numla_safetensors_model *st, const char *name,
     return NUMLA_STATUS_OK;
 }
 
-/* An fp32 copy of a float tensor of `count` values. */
+static numla_status ld_block_rows_f32(const numla_safetensors_tensor *t, const char *name,
+                                      int64_t K, int64_t r0, int64_t nr, float *out);
+
+/* An fp32 copy of a float tensor of `count` values (or of a GGUF block matrix). */
 static numla_status ld_f32(const numla_safetensors_model *st, const char *name, const char *alt,
                            int32_t ndim, const int64_t *shape, float **out)
 {
     const numla_safetensors_tensor *t;
+    const numla_safetensors_tensor *b = numla_safetensors_find(st, name);
+    if (b && b->dtype == NUMLA_DTYPE_END && ndim == 2) { /* a GGUF block tensor (an embedding) */
+        NUMLA_CHECK(numla_safetensors_expect(st, name, ndim, shape, &t));
+        float *f = malloc(sizeof(float) * (size_t)(shape[0] * shape[1]) + 1);
+        if (!f)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory for %s", name);
+        numla_status s = ld_block_rows_f32(t, name, shape[1], 0, shape[0], f);
+        if (s != NUMLA_STATUS_OK) {
+            free(f);
+            NUMLA_CHECK(s);
+        }
+        *out = f;
+        return NUMLA_STATUS_OK;
+    }
     NUMLA_CHECK(ld_find(st, name, alt, ndim, shape, &t));
     size_t n = 1;
     for (int32_t i = 0; i < ndim; i++)
@@ -278,6 +295,73 @@ static numla_status ld_f32(const numla_safetensors_model *st, const char *name, 
         f[i] = numla_load_f32(raw, t->dtype, i);
     free(raw);
     *out = f;
+    return NUMLA_STATUS_OK;
+}
+
+/* Rows [r0, r0+nr) of a GGUF view's block tensor t ((N, K) elements, ggml type
+ * t->ggml_type) as fp32 (nr, K). */
+static numla_status ld_block_rows_f32(const numla_safetensors_tensor *t, const char *name,
+                                      int64_t K, int64_t r0, int64_t nr, float *out)
+{
+    numla_qblock_type qt;
+    if (numla_qblock_from_ggml(t->ggml_type, &qt) != NUMLA_STATUS_OK) {
+        numla_error_clear();
+        const numla_ggml_type_info *ti = numla_ggml_type_get(t->ggml_type);
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: tensor %s is ggml %s, an encoding numla does "
+                   "not run (F32, F16, BF16 or a block type of kernels/qblock.h)", t->file, name,
+                   ti ? ti->name : "?");
+    }
+    const size_t rb = t->nbytes / (size_t)t->shape[0];
+    for (int64_t r = 0; r < nr; r++)
+        NUMLA_CHECK(numla_qblock_dequant_ref(qt, (const char *)t->data + (size_t)(r0 + r) * rb, K,
+                                             out + r * K));
+    return NUMLA_STATUS_OK;
+}
+
+/* Rows [r0, r0+nr) x columns [c0, c0+nc) of a GGUF view's block tensor `name` (N, K) (the
+ * converter's Q8_0 and MXFP4, or any ggml block type kernels/qblock.h runs): the file's blocks
+ * with fp32 activations (as the FP4 experts above), or fp32 where a column slice cuts a block
+ * or force_f32 asks. */
+static numla_status ld_lin_blocks(numla_isa isa, const numla_safetensors_model *st,
+                                  const char *name, int64_t N, int64_t K, int64_t r0, int64_t nr,
+                                  int64_t c0, int64_t nc, int force_f32, v4_lin *out)
+{
+    const numla_safetensors_tensor *t;
+    NUMLA_CHECK(numla_safetensors_expect(st, name, 2, (int64_t[]){N, K}, &t));
+    numla_qblock_type qt;
+    const numla_ggml_type_info *ti = numla_ggml_type_get(t->ggml_type);
+    if (!ti || numla_qblock_from_ggml(t->ggml_type, &qt) != NUMLA_STATUS_OK) {
+        numla_error_clear();
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: tensor %s is ggml %s, an encoding numla does "
+                   "not run (F32, F16, BF16 or a block type of kernels/qblock.h)", t->file, name,
+                   ti ? ti->name : "?");
+    }
+    const int64_t rb = (int64_t)(t->nbytes / (size_t)N);
+    if (!force_f32 && c0 % ti->block == 0 && nc % ti->block == 0) {
+        const numla_qblock_act act = NUMLA_QBLOCK_ACT_F32;
+        const numla_qblock_source src = {qt, nr, nc,
+                                         (const char *)t->data + r0 * rb + c0 / ti->block * ti->bytes,
+                                         rb, act, numla_qblock_layout_for(isa, qt, act, nc)};
+        const size_t bytes = numla_qblock_layout_size(qt, src.layout, nr, nc);
+        out->buf = aligned_alloc(64, out->bytes = (bytes + 63) / 64 * 64);
+        numla_status s = out->buf ? numla_qblock_pack(&src, out->buf, &out->q) : NUMLA_STATUS_NO_MEMORY;
+        if (s != NUMLA_STATUS_OK)
+            NUMLA_FAIL(s, "v4 weights: packing %s (%s)", name, ti->name);
+        out->blocks = 1;
+        return NUMLA_STATUS_OK;
+    }
+    float *f32 = malloc(sizeof(float) * (size_t)(nr * K) + 1);
+    if (!f32)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory for %s", name);
+    numla_status s = ld_block_rows_f32(t, name, K, r0, nr, f32);
+    const size_t bytes = numla_linear_packed_size(isa, nr, nc, NUMLA_DTYPE_F32);
+    if (s == NUMLA_STATUS_OK)
+        s = (out->buf = aligned_alloc(64, out->bytes = (bytes + 63) / 64 * 64)) != NULL
+                ? numla_linear_pack(isa, nr, nc, f32 + c0, NUMLA_DTYPE_F32, K, out->buf, &out->w)
+                : NUMLA_STATUS_NO_MEMORY;
+    free(f32);
+    if (s != NUMLA_STATUS_OK)
+        NUMLA_FAIL(s, "v4 weights: dequantizing %s", name);
     return NUMLA_STATUS_OK;
 }
 
@@ -345,6 +429,8 @@ static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st
     const numla_safetensors_tensor *t = numla_safetensors_find(st, name), *sc = NULL;
     out->n = nr;
     out->k = nc;
+    if (t && t->dtype == NUMLA_DTYPE_END) /* a GGUF file's block tensor */
+        return ld_lin_blocks(isa, st, name, N, K, r0, nr, c0, nc, force_f32, out);
     if (t && (t->dtype == NUMLA_DTYPE_F8_E4M3 || t->dtype == NUMLA_DTYPE_I8)) {
         const int fp4 = t->dtype == NUMLA_DTYPE_I8;
         if (fp4 && K % 32)

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "engine/formats/gguf_deepseek4.h"
 #include "engine/formats/safetensors.h"
 #include "engine/model/model_v4.h"
 #include "engine/model/weights.h"
@@ -106,17 +107,25 @@ static int any_failed(numla_comm *c, int failed)
 static numla_status engine_load_v4(numla_engine *e, const char *model_dir,
                                    const numla_engine_options *o)
 {
-    if (numla_model_path_is_gguf(model_dir))
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: %s: deepseek_v4 from a GGUF file is not "
-                   "supported (a safetensors directory is)", model_dir);
     if (o->weights.format >= 0)
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: --weights is not supported with "
                    "model_type deepseek_v4 (its weights run as the checkpoint stores them: "
                    "bf16/fp32, or FP8 + FP4)");
     numla_safetensors_model *st = NULL;
-    NUMLA_CHECK(numla_safetensors_open(model_dir, &st));
+    numla_gguf *g = NULL; /* a GGUF deepseek4 file: its tensors under DeepSeek's names */
+    if (numla_model_path_is_gguf(model_dir)) {
+        NUMLA_CHECK(numla_gguf_open(model_dir, &g));
+        numla_status s = numla_gguf_deepseek4_view(g, &st);
+        if (s != NUMLA_STATUS_OK) {
+            numla_gguf_close(&g);
+            NUMLA_CHECK(s);
+        }
+    } else {
+        NUMLA_CHECK(numla_safetensors_open(model_dir, &st));
+    }
     numla_status s = numla_v4_model_load_shard(&e->cfg, st, o->isa, e->rank, e->size, &e->v4);
     numla_safetensors_close(&st);
+    numla_gguf_close(&g);
     NUMLA_CHECK(s);
     if (e->size > 1)
         numla_v4_model_set_reduce(e->v4, engine_allreduce, e->comm);

@@ -4,13 +4,16 @@
  * with numla_gguf_open. Any status but OK, FORMAT or UNSUPPORTED, an error message that does not
  * name the file, or an accepted file whose keys, arrays or tensors cannot all be read back
  * (every tensor found by its name, sized by its dims and type, inside the mapping) is a bug and
- * aborts. Built two ways:
+ * aborts. A `deepseek4` file also goes through numla_gguf_deepseek4_read (OK, or FORMAT /
+ * UNSUPPORTED naming the file) and, when accepted, its view under DeepSeek's names (every entry
+ * found by its name, its bytes readable). Built two ways:
  *   * with -DNUMLA_FUZZ=ON (clang): build/fuzz_gguf, a libFuzzer binary;
  *   * always: linked into numla_unit, whose gguf suite feeds it seeded mutations of a valid
  *     file, so CI exercises the same checks without clang.
  */
 #define _GNU_SOURCE
 #include "engine/formats/gguf.h"
+#include "engine/formats/gguf_deepseek4.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +119,38 @@ numla_status numla_fuzz_gguf_run(const uint8_t *data, size_t size)
         if (t->nbytes)
             sink ^= p[t->nbytes - 1];
         (void)sink;
+    }
+    /* A deepseek4 file: its keys and tensor set (engine/formats/gguf_deepseek4.h), then the
+     * view under DeepSeek's names, every entry's bytes inside its GGUF tensor. */
+    if (numla_gguf_is_deepseek4(g)) {
+        numla_gguf_deepseek4 d;
+        numla_status r = numla_gguf_deepseek4_read(g, &d);
+        if (r != NUMLA_STATUS_OK) {
+            if (r != NUMLA_STATUS_FORMAT && r != NUMLA_STATUS_UNSUPPORTED)
+                numla_fuzz_gguf_die("deepseek4: unexpected status", numla_error_message());
+            if (!strstr(numla_error_message(), numla_fuzz_gguf_path_))
+                numla_fuzz_gguf_die("deepseek4: error message does not name the file",
+                                    numla_error_message());
+            numla_gguf_close(&g);
+            return r;
+        }
+        numla_safetensors_model *v = NULL;
+        r = numla_gguf_deepseek4_view(g, &v);
+        if (r != NUMLA_STATUS_OK)
+            numla_fuzz_gguf_die("deepseek4: a file read() accepts has no view", numla_error_message());
+        for (int64_t i = 0; i < numla_safetensors_count(v); i++) {
+            const numla_safetensors_tensor *t = numla_safetensors_at(v, i);
+            if (numla_safetensors_find(v, t->name) != t)
+                numla_fuzz_gguf_die("deepseek4: view entry not found by its name", t->name);
+            volatile uint8_t sink = 0;
+            if (t->nbytes)
+                sink ^= ((const uint8_t *)t->data)[0] ^ ((const uint8_t *)t->data)[t->nbytes - 1];
+            (void)sink;
+        }
+        if (!numla_safetensors_find(v, "layers.0.attn.wq_b.weight") ||
+            !numla_safetensors_find(v, "layers.0.ffn.experts.0.w1.weight"))
+            numla_fuzz_gguf_die("deepseek4: view lacks a checked tensor", "");
+        numla_safetensors_close(&v);
     }
     numla_gguf_close(&g);
     return s;

@@ -12,7 +12,8 @@
 #   launch    (2 ranks) through launch/numla-launch
 #   bench     `bench model` refused on 2-3 ranks; (3 ranks) its one-rank figures come out;
 #             (1 rank) `bench serve` with the prefix cache asked on serves every request
-# for the fp32 weights and the published FP8 + FP4 form (model_fp8), and the clear refusals
+# for the fp32 weights and the published FP8 + FP4 form (model_fp8), model_fp8.gguf (llama.cpp's
+# converter's GGUF of model_fp8: default and chunks), and the clear refusals
 # (--weights, a prompt over the context).
 set -uo pipefail
 bin=$1 mpiexec=$2 ranks=$3
@@ -59,6 +60,19 @@ $(diff <(echo "$want") <(echo "$got") | head -6)"
   [ "$(grep -c 'deepseek_v4: the prefix cache is off' "$tmp/$model.again.err")" = 1 ] &&
     grep -q "prompt tokens 0 cached" "$tmp/$model.again.err"
   check "$model prefix cache off" $? "$(grep -i prefix "$tmp/$model.again.err")"
+done
+# the GGUF deepseek4 file llama.cpp's converter wrote of model_fp8 (its values exactly):
+# transformers' greedy tokens through the same runs
+gguf=$src/tests/golden/v4/model_fp8.gguf
+want=$(sort "$src/tests/golden/v4/model_fp8/greedy.txt")
+for how in default chunks; do
+  opt=()
+  [ $how = chunks ] && opt=(--prefill-chunk 5)
+  numla run --model "$gguf" --threads 1 --input "$src/tests/golden/v4/model_fp8/requests.jsonl" \
+    --output "$tmp/gguf.$how.jsonl" "${opt[@]}" 2> "$tmp/gguf.$how.err"
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(tokens "$tmp/gguf.$how.jsonl")" = "$want" ]
+  check "gguf $how ($ranks ranks)" $? "rc=$rc $(tail -3 "$tmp/gguf.$how.err")"
 done
 dir=$src/tests/golden/v4/model_fp32
 # the weights run as stored: --weights is refused, naming the model type

@@ -1,0 +1,306 @@
+/* Golden tests (label golden) of DeepSeek-V4 from a GGUF `deepseek4` file as llama.cpp's own
+ * converter writes it (engine/formats/gguf_deepseek4.h; docs/design.md §10):
+ * tests/golden/v4/model_fp8.gguf is tests/golden/v4/model_fp8 (the published FP8 + FP4 form)
+ * converted by llama.cpp's convert_hf_to_gguf.py (scripts/make_v4_gguf.py --fp8-as-bf16: the FP8
+ * projections handed over as the exact bf16 of their values, so the converter keeps them BF16;
+ * the routed experts repacked by the converter to ggml MXFP4, the hash tables I32, the rest
+ * BF16/F32). The file holds model_fp8's values exactly, so:
+ *   - its logits at every prompt position are within LOGIT_TOL of transformers' (model_fp8's
+ *     expected.safetensors) and its greedy tokens are transformers' (all of them), at 1 and 2
+ *     ranks (in one process, a shared-memory sum);
+ *   - and they equal, bit for bit, numla's logits on the safetensors checkpoint at the same
+ *     ISA and rank count (the same values through the GGUF view: names, shapes, MXFP4 blocks).
+ * tests/golden/v4/model_fp8_q8.gguf is the same checkpoint converted as the converter does by
+ * default (FP8 projections dequantized and stored as Q8_0, a second rounding, which moves the
+ * logits by O(1) on these unit-gain weights): its tensors load as Q8_0 blocks
+ * (kernels/qblock.h) and its logits and greedy tokens are held to a numpy float64 forward
+ * (scripts/check_v4_golden.py's) over the values the gguf package reads from that file. */
+#include <pthread.h>
+
+#include "model_golden_harness.h"
+#include "../unit/engine/engine_harness.h"
+
+#include "engine/formats/gguf.h"
+#include "engine/formats/gguf_deepseek4.h"
+#include "engine/model/model_v4.h"
+
+typedef struct v4_src {
+    numla_gguf *g;                 /* NULL: a safetensors directory */
+    numla_safetensors_model *st;
+    numla_model_config cfg;
+} v4_src;
+
+static int src_open(v4_src *s, const char *path)
+{
+    memset(s, 0, sizeof *s);
+    numla_status st = numla_model_config_load(path, &s->cfg);
+    NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "%s config: %s", path, numla_error_message());
+    if (st)
+        return 1;
+    if (numla_model_path_is_gguf(path)) {
+        st = numla_gguf_open(path, &s->g);
+        if (!st)
+            st = numla_gguf_deepseek4_view(s->g, &s->st);
+    } else {
+        st = numla_safetensors_open(path, &s->st);
+    }
+    NUMLA_ASSERT_MSG(st == NUMLA_STATUS_OK, "%s: %s", path, numla_error_message());
+    return st != NUMLA_STATUS_OK;
+}
+
+static void src_close(v4_src *s)
+{
+    numla_safetensors_close(&s->st);
+    numla_gguf_close(&s->g);
+}
+
+typedef struct v4_rank {
+    rank_ctx rc;
+    const numla_v4_model *m;
+    const int32_t *prompt;
+    int n;
+    const int32_t *feed;       /* (N_GREEDY) tokens fed after the prompt */
+    float *logits;             /* (n + N_GREEDY - 1, V), shared, disjoint columns */
+    float *buf;                /* (n, vocab_count) */
+    int ok;
+} v4_rank;
+
+static void *v4_rank_main(void *arg)
+{
+    v4_rank *r = arg;
+    const numla_shard *sh = numla_v4_model_shard(r->m);
+    const int64_t V = numla_v4_model_config(r->m)->vocab_size, vc = sh->vocab_count;
+    numla_v4_seq *s = NULL;
+    r->ok = numla_v4_seq_create(r->m, &s) == NUMLA_STATUS_OK &&
+            numla_v4_forward(r->m, s, r->prompt, r->n, r->buf) == NUMLA_STATUS_OK;
+    for (int t = 0; r->ok && t < r->n; t++)
+        memcpy(r->logits + (size_t)t * V + sh->vocab_begin, r->buf + (size_t)t * vc,
+               sizeof(float) * (size_t)vc);
+    for (int i = 0; r->ok && i + 1 < N_GREEDY; i++) {
+        r->ok = numla_v4_forward(r->m, s, &r->feed[i], 1, r->buf) == NUMLA_STATUS_OK;
+        memcpy(r->logits + (size_t)(r->n + i) * V + sh->vocab_begin, r->buf,
+               sizeof(float) * (size_t)vc);
+    }
+    numla_v4_seq_destroy(&s);
+    return NULL;
+}
+
+/* Every prompt of g through s's model on R ranks (threads): the logits of the prompt's positions
+ * and of the greedy steps fed g's tokens, all prompts one after another into *out (allocated:
+ * sum over prompts of (len + N_GREEDY - 1) rows of V). 0 on success. */
+static int run_ranks(const v4_src *s, const golden *g, int R, float **out)
+{
+    const numla_model_config *cfg = &s->cfg;
+    const int64_t V = cfg->vocab_size;
+    size_t rows = 0;
+    for (int p = 0; p < g->nprompts; p++)
+        rows += (size_t)(g->len[p] + N_GREEDY - 1);
+    float *all = calloc(rows * (size_t)V, sizeof(float));
+    shm_reduce sh = {.nranks = R};
+    pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
+    sh.cap = 256 * cfg->hidden_size;
+    v4_rank rk[2];
+    numla_v4_model *ms[2] = {0};
+    int bad = !all;
+    for (int r = 0; r < R && !bad; r++) {
+        numla_status ls = numla_v4_model_load_shard(cfg, s->st, numla_isa_best(), r, R, &ms[r]);
+        NUMLA_ASSERT_MSG(ls == NUMLA_STATUS_OK, "rank %d load: %s", r, numla_error_message());
+        bad = ls != NUMLA_STATUS_OK;
+        sh.slot[r] = malloc(sizeof(float) * (size_t)sh.cap);
+        rk[r] = (v4_rank){.rc = {.sh = &sh, .rank = r}, .m = ms[r]};
+        if (!bad && R > 1)
+            numla_v4_model_set_reduce(ms[r], shm_reduce_fn, &rk[r].rc);
+    }
+    const int team = omp_get_max_threads();
+    omp_set_num_threads(R > 1 ? 1 : team);
+    size_t at = 0;
+    for (int p = 0; p < g->nprompts && !bad; p++) {
+        pthread_t th[2];
+        for (int r = 0; r < R; r++) {
+            rk[r].prompt = g->tokens[p];
+            rk[r].n = g->len[p];
+            rk[r].feed = g->greedy[p];
+            rk[r].logits = all + at * (size_t)V;
+            rk[r].buf = malloc(sizeof(float) * (size_t)g->len[p] *
+                               (size_t)numla_v4_model_shard(ms[r])->vocab_count);
+            pthread_create(&th[r], NULL, v4_rank_main, &rk[r]);
+        }
+        for (int r = 0; r < R; r++) {
+            pthread_join(th[r], NULL);
+            bad |= !rk[r].ok;
+            free(rk[r].buf);
+        }
+        at += (size_t)(g->len[p] + N_GREEDY - 1);
+    }
+    omp_set_num_threads(team);
+    for (int r = 0; r < R; r++) {
+        numla_v4_model_destroy(&ms[r]);
+        free(sh.slot[r]);
+    }
+    pthread_barrier_destroy(&sh.bar);
+    if (bad) {
+        free(all);
+        return 1;
+    }
+    *out = all;
+    return 0;
+}
+
+/* The GGUF file against transformers and against the safetensors checkpoint, at R ranks. */
+static void check_gguf(int R)
+{
+    golden g;
+    if (golden_load_file(&g, "v4", "model_fp8", "expected.safetensors")) {
+        CU_FAIL("golden data");
+        golden_free(&g);
+        return;
+    }
+    v4_src gs, ss;
+    char path[1200];
+    snprintf(path, sizeof path, "%s", numla_test_source_path("tests/golden/v4/model_fp8.gguf"));
+    if (src_open(&gs, path)) {
+        golden_free(&g);
+        return;
+    }
+    CU_ASSERT_EQUAL(gs.cfg.arch, NUMLA_MODEL_ARCH_DEEPSEEK_V4);
+    CU_ASSERT_DOUBLE_EQUAL(gs.cfg.softmax_scale, g.softmax_scale, 1e-12);
+    for (int i = 0; i < g.n_inv && i < gs.cfg.v4.rope_dim / 2; i++)
+        CU_ASSERT_DOUBLE_EQUAL(gs.cfg.v4.main_inv_freq[i], g.inv_freq[i], 1e-7 * g.inv_freq[i]);
+    float *lg = NULL, *ls = NULL;
+    int bad = run_ranks(&gs, &g, R, &lg);
+    src_close(&gs);
+    if (!bad && !src_open(&ss, g.dir)) {
+        /* the same config from the keys as from config.json (GGUF keeps the epsilons in
+         * float32) */
+        CU_ASSERT_DOUBLE_EQUAL(gs.cfg.v4.hc_eps, ss.cfg.v4.hc_eps, 1e-7 * ss.cfg.v4.hc_eps);
+        CU_ASSERT_DOUBLE_EQUAL(gs.cfg.rms_norm_eps, ss.cfg.rms_norm_eps, 1e-7 * ss.cfg.rms_norm_eps);
+        numla_v4_config a = gs.cfg.v4;
+        a.hc_eps = ss.cfg.v4.hc_eps;
+        CU_ASSERT_EQUAL(memcmp(&ss.cfg.v4, &a, sizeof a), 0);
+        CU_ASSERT_EQUAL(ss.cfg.num_experts_per_tok, gs.cfg.num_experts_per_tok);
+        CU_ASSERT_DOUBLE_EQUAL(ss.cfg.routed_scaling_factor, gs.cfg.routed_scaling_factor, 0);
+        bad = run_ranks(&ss, &g, R, &ls);
+        src_close(&ss);
+    }
+    CU_ASSERT_FALSE(bad);
+    const int64_t V = gs.cfg.vocab_size;
+    double worst = 0;
+    int ok = 0, cmp = 0, same = 1;
+    size_t at = 0;
+    for (int p = 0; p < g.nprompts && !bad; p++) {
+        const int n = g.len[p];
+        const float *l = lg + at * (size_t)V;
+        char name[64];
+        snprintf(name, sizeof name, "prompt%d.logits", p);
+        const float *ref = st_f32(g.expected, name, NULL, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+        worst = fmax(worst, maxabs_diff(l, ref, (size_t)n * (size_t)V, NULL));
+        same &= !memcmp(l, ls + at * (size_t)V, sizeof(float) * (size_t)(n + N_GREEDY - 1) * (size_t)V);
+        for (int i = 0; i < N_GREEDY; i++) {
+            const float *row = l + (size_t)(n - 1 + i) * V;
+            int best = 0;
+            for (int64_t v = 1; v < V; v++)
+                best = row[v] > row[best] ? (int)v : best;
+            if (g.margin[p][i] > 2 * LOGIT_TOL) {
+                cmp++;
+                ok += best == g.greedy[p][i];
+            }
+        }
+        at += (size_t)(n + N_GREEDY - 1);
+    }
+    NUMLA_ASSERT_MSG(worst <= LOGIT_TOL, "v4 gguf %d ranks: logits max err %g", R, worst);
+    NUMLA_ASSERT_MSG(ok == cmp && cmp == g.nprompts * N_GREEDY, "v4 gguf %d ranks: %d of %d "
+                     "greedy tokens", R, ok, cmp);
+    NUMLA_ASSERT_MSG(same, "v4 gguf %d ranks: logits differ from the safetensors checkpoint's", R);
+    fprintf(stderr, "\n    golden v4 gguf %d rank%s: logits max abs err %.3g, greedy %d/%d, "
+            "equal to safetensors' %s", R, R > 1 ? "s" : "", worst, ok, cmp, same ? "yes" : "no");
+    free(lg);
+    free(ls);
+    golden_free(&g);
+}
+
+static void test_gguf_1rank(void) { check_gguf(1); }
+static void test_gguf_2ranks(void) { check_gguf(2); }
+
+/* The converter's default form: Q8_0 projections (FP8 dequantized and requantized). They load
+ * as Q8_0 blocks; the logits of every prompt position and greedy step are held to a float64
+ * numpy forward over the values llama.cpp's gguf package reads from the same file
+ * (model_fp8_q8.expected.safetensors, scripts/make_v4_gguf_golden.py), 1 and 2 ranks. */
+static void test_gguf_q8(void)
+{
+    golden g;
+    if (golden_load_file(&g, "v4", "model_fp8", "expected.safetensors")) {
+        CU_FAIL("golden data");
+        golden_free(&g);
+        return;
+    }
+    numla_safetensors_model *exp = NULL;
+    char path[1200];
+    snprintf(path, sizeof path, "%s",
+             numla_test_source_path("tests/golden/v4/model_fp8_q8.expected.safetensors"));
+    CU_ASSERT_EQUAL_FATAL(open_file_as_model(path, "v4q8", &exp), NUMLA_STATUS_OK);
+    v4_src gs;
+    snprintf(path, sizeof path, "%s", numla_test_source_path("tests/golden/v4/model_fp8_q8.gguf"));
+    if (src_open(&gs, path)) {
+        numla_safetensors_close(&exp);
+        golden_free(&g);
+        return;
+    }
+    const numla_safetensors_tensor *t = numla_safetensors_find(gs.st, "layers.0.attn.wq_b.weight");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(t->dtype, NUMLA_DTYPE_END);
+    CU_ASSERT_EQUAL(t->ggml_type, NUMLA_GGML_Q8_0);
+    t = numla_safetensors_find(gs.st, "layers.2.ffn.experts.7.w2.weight");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(t->ggml_type, NUMLA_GGML_MXFP4);
+    CU_ASSERT_EQUAL(t->shape[0], 64);
+    CU_ASSERT_EQUAL(t->shape[1], 32);
+    /* the reference's own greedy tokens are what the ranks are fed */
+    for (int p = 0; p < g.nprompts; p++) {
+        char name[64];
+        snprintf(name, sizeof name, "prompt%d.greedy", p);
+        const numla_safetensors_tensor *gt = numla_safetensors_find(exp, name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(gt);
+        CU_ASSERT_EQUAL_FATAL(gt->nbytes, sizeof g.greedy[p]);
+        memcpy(g.greedy[p], gt->data, sizeof g.greedy[p]);
+    }
+    for (int R = 1; R <= 2; R++) {
+        float *lg = NULL;
+        if (run_ranks(&gs, &g, R, &lg)) {
+            CU_FAIL("q8_0 gguf run");
+            continue;
+        }
+        const int64_t V = gs.cfg.vocab_size;
+        double worst = 0;
+        int ok = 0, cmp = 0;
+        size_t at = 0;
+        for (int p = 0; p < g.nprompts; p++) {
+            const int n = g.len[p];
+            char name[64];
+            snprintf(name, sizeof name, "prompt%d.logits", p);
+            const float *ref = st_f32(exp, name, NULL, NULL);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+            worst = fmax(worst, maxabs_diff(lg + at * (size_t)V, ref, (size_t)n * (size_t)V, NULL));
+            for (int i = 0; i < N_GREEDY; i++) {
+                const float *row = lg + (at + (size_t)(n - 1 + i)) * (size_t)V;
+                int best = 0;
+                for (int64_t v = 1; v < V; v++)
+                    best = row[v] > row[best] ? (int)v : best;
+                cmp++;
+                ok += best == g.greedy[p][i];
+            }
+            at += (size_t)(n + N_GREEDY - 1);
+        }
+        NUMLA_ASSERT_MSG(worst <= LOGIT_TOL, "v4 q8_0 gguf %d ranks: logits max err %g", R, worst);
+        NUMLA_ASSERT_MSG(ok == cmp, "v4 q8_0 gguf %d ranks: %d of %d greedy tokens", R, ok, cmp);
+        fprintf(stderr, "\n    golden v4 q8_0 gguf %d rank%s: logits max abs err %.3g, greedy %d/%d",
+                R, R > 1 ? "s" : "", worst, ok, cmp);
+        free(lg);
+    }
+    src_close(&gs);
+    numla_safetensors_close(&exp);
+    golden_free(&g);
+}
+
+NUMLA_TEST_SUITE(model_golden_v4_gguf, NULL, NULL, NUMLA_TEST(test_gguf_1rank),
+                 NUMLA_TEST(test_gguf_2ranks), NUMLA_TEST(test_gguf_q8))
