@@ -28,7 +28,10 @@
  * sequence (1000 / TPOT p50) and the output tok/s of each and their ratios (with / without).
  * The grammar needs the model's tokenizer (e.g. `numla synth --tokenizer synthetic`); requests
  * with a schema may end early (EOS once the document is complete; without one they ignore EOS),
- * so the ratio that compares steps is the decode one. */
+ * so the ratio that compares steps is the decode one.
+ * Speculative decoding (docs/speculative.md): --speculative mtp[:K] serves every level with the
+ * model's MTP layer drafting K tokens (also through --http), and prints each level's acceptance
+ * and tokens per verify step under its line (JSON: in the level's object). */
 #include <stddef.h>
 #include <omp.h>
 #include <stdio.h>
@@ -40,6 +43,7 @@
 #include "bench/bench_opts.h"
 #include "comm/comm.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/engine_opts.h"
 #include "engine/cli/model_text.h"
 #include "engine/cli/settings.h"
 #include "engine/parallel/engine.h"
@@ -104,26 +108,44 @@ typedef struct bs_level {
     double wall, tps, ttft50, ttft99, tpot50, tpot99; /* s, tok/s, ms */
     double hit_rate;           /* prefix cache: hit / looked-up tokens */
     int64_t complete;          /* --schema: outputs that are a whole document of the schema */
+    int64_t spec_steps, spec_drafted, spec_accepted; /* --speculative: verify steps, drafts
+                                                      * checked, drafts accepted */
 } bs_level;
 
 static void bs_print_level(const bs_level *lv, const bs_level *base, int c, int rp, int repeat,
-                           int json, const char *model, int threads, int ranks)
+                           int json, const char *model, int threads, int ranks, int spec_k)
 {
     const double sp = base->tps > 0 ? lv->tps / base->tps : 0;
-    if (json)
+    /* --speculative: drafts accepted / checked, and tokens per verify step (docs/speculative.md) */
+    const double acc = lv->spec_drafted > 0 ? (double)lv->spec_accepted / (double)lv->spec_drafted
+                                            : 0.0;
+    const double len = lv->spec_steps > 0
+                           ? (double)(lv->spec_accepted + lv->spec_steps) / (double)lv->spec_steps
+                           : 0.0;
+    if (json) {
         printf("{\"bench\":\"serve\",\"model\":\"%s\",\"threads\":%d,\"ranks\":%d,"
                "\"repetition\":%d,\"concurrency\":%d,\"requests\":%d,\"prompt_tokens\":%lld,"
                "\"output_tokens\":%lld,\"wall_s\":%.3f,\"output_tok_s\":%.2f,"
                "\"speedup_vs_batch1\":%.3f,\"ttft_p50_ms\":%.1f,\"ttft_p99_ms\":%.1f,"
-               "\"tpot_p50_ms\":%.2f,\"tpot_p99_ms\":%.2f}\n",
+               "\"tpot_p50_ms\":%.2f,\"tpot_p99_ms\":%.2f",
                model, threads, ranks, rp, c, lv->requests, (long long)lv->prompt_tokens,
                (long long)lv->out_tokens, lv->wall, lv->tps, sp, lv->ttft50, lv->ttft99,
                lv->tpot50, lv->tpot99);
-    else
+        if (spec_k > 0)
+            printf(",\"speculative_k\":%d,\"draft_tokens\":%lld,\"accepted_tokens\":%lld,"
+                   "\"acceptance_rate\":%.4f,\"mean_accepted_length\":%.3f", spec_k,
+                   (long long)lv->spec_drafted, (long long)lv->spec_accepted, acc, len);
+        printf("}\n");
+    } else {
         printf("%12d %9d %11.1f %13.1f %9.2f %12.1f %12.1f %12.2f %12.2f%s\n", c, lv->requests,
                (double)lv->prompt_tokens / lv->requests, lv->tps, sp, lv->ttft50, lv->ttft99,
                lv->tpot50, lv->tpot99,
                repeat > 1 ? (rp % 2 ? "   (backward sweep)" : "   (forward sweep)") : "");
+        if (spec_k > 0)
+            printf("%12s speculative mtp:%d: acceptance %.1f %% (%lld of %lld draft tokens), "
+                   "mean accepted length %.2f tokens per verify step\n", "", spec_k, 100.0 * acc,
+                   (long long)lv->spec_accepted, (long long)lv->spec_drafted, len);
+    }
     fflush(stdout);
 }
 
@@ -248,7 +270,9 @@ static void usage(FILE *f)
                "                         [--shared-prefix N | --multi-turn TURNS]\n"
                "                         [--prefix-cache on|off|both [--warm-prefix]]\n"
                "                         [--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]]\n"
-               "                         [--linear-act f32|bf16] [--schema builtin|FILE]\n");
+               "                         [--linear-act f32|bf16] [--schema builtin|FILE]\n"
+               "                         [--speculative mtp[:K] (draft with the model's MTP "
+               "layer; acceptance per level)]\n");
 }
 
 typedef struct bs_opts {
@@ -272,7 +296,8 @@ static int bs_parse_opts(int argc, char **argv, bs_opts *o)
 {
     static const char *const cmd = "numla bench serve";
     static const char *const shared[] = {"--model", "--threads", "--weights", "--keep-lm-head", "--linear-act",
-                                         "--max-batch-tokens", "--prefill-chunk", NULL};
+                                         "--max-batch-tokens", "--prefill-chunk", "--speculative",
+                                         NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         const int r = numla_bench_engine_opt(cmd, &o->e, shared, argc, argv, &i);
@@ -379,6 +404,7 @@ static numla_status bs_engine_create(const bs_opts *o, const numla_settings *set
     eo.num_threads = o->e.threads;
     eo.block_size = 16;
     eo.weights = o->e.weights;
+    eo.mtp = o->e.spec_k > 0; /* --speculative: the MTP layer too */
     /* every sequence in flight at its longest, plus a little slack */
     const int64_t longest =
         (int64_t)o->pmax + o->shared_prefix + o->out_tokens +
@@ -523,7 +549,8 @@ static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_re
                   .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
                   .eos_token_ids = cfg->eos_token_ids,
                   /* deepseek_v4 has no prefix cache (docs/design.md §5.9): always off */
-                  .no_prefix_cache = !cache_on || cfg->v4.enabled},
+                  .no_prefix_cache = !cache_on || cfg->v4.enabled, .spec_k = o->e.spec_k,
+                  .mtp_exec = o->e.spec_k > 0 ? numla_cli_engine_mtp_exec : NULL},
         .kv = numla_engine_kv_cache(eng), .exec = bs_exec, .exec_ctx = eng, .tokenizer = o->tok,
         .max_waiting = n * turns, .latency_window = n * turns}; /* every request of the level */
     if (!o->warm_prefix || !cache_on)
@@ -637,7 +664,8 @@ static numla_status bs_run_http(const bs_opts *o, numla_engine *eng, const numla
     numla_sched_options so = {.max_batch_tokens = batch, .max_seqs = c,
                               .prefill_chunk = o->e.prefill_chunk,
                               .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
-                              .eos_token_ids = cfg->eos_token_ids};
+                              .eos_token_ids = cfg->eos_token_ids, .spec_k = o->e.spec_k,
+                              .mtp_exec = o->e.spec_k > 0 ? numla_cli_engine_mtp_exec : NULL};
     numla_bench_http_level h;
     NUMLA_CHECK(numla_bench_http_run(eng, &so, rq, n, c, &h));
     const double ratio = plain->tps > 0 ? h.tps / plain->tps : 0;
@@ -715,7 +743,8 @@ static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_requ
                          .ttft99 = 1e3 * numla_bench_percentile(ttft, (int)n_ttft, 99),
                          .tpot50 = 1e3 * numla_bench_percentile(tpot, (int)n_tpot, 50),
                          .tpot99 = 1e3 * numla_bench_percentile(tpot, (int)n_tpot, 99),
-                         .complete = complete};
+                         .complete = complete, .spec_steps = sc->spec_steps,
+                         .spec_drafted = sc->spec_drafted, .spec_accepted = sc->spec_accepted};
         bs_print_profile(o, c, with_schema, wall, &es0, &es1, &m0, &m1);
     }
     numla_serve_loop_destroy(&loop);
@@ -778,7 +807,8 @@ static numla_status bs_run_levels(const bs_opts *o, numla_engine *eng, int ranks
         if (r % nconc == nconc - 1) { /* the repetition is complete: its lines, against level 0 */
             for (int k = 0; k < nconc; k++)
                 bs_print_level(&res[rp * nconc + k], &res[rp * nconc], o->conc[k], rp, o->repeat,
-                               o->json, o->e.model, numla_engine_num_threads(eng), ranks);
+                               o->json, o->e.model, numla_engine_num_threads(eng), ranks,
+                               o->e.spec_k);
             for (int k = 0; o->cache_modes == 3 && k < nconc; k++)
                 bs_print_prefix(&off[rp * nconc + k], &res[rp * nconc + k], o->conc[k], o->json);
             for (int k = 0; o->grammar && k < nconc; k++)

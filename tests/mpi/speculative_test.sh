@@ -174,6 +174,12 @@ if [ "$ranks" -eq 1 ]; then
   [ $rc -eq 0 ] && grep -q 'step of 3 rows: ' "$tmp/bench.txt" &&
     grep -q 'MTP step of 1 row: ' "$tmp/bench.txt" && grep -q '2 drafts:  acceptance 0.6' "$tmp/bench.txt"
   check "bench model --speculative 2" $? "rc $rc: $(tail -4 "$tmp/bench.txt")"
+  # bench serve --speculative: each level serves with drafts and prints its acceptance
+  "$bin" bench serve --model "$model" --threads 1 --quick --concurrency 1,2 --speculative mtp:2 \
+    > "$tmp/bserve.txt" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(grep -cE 'speculative mtp:2: acceptance [0-9.]+ % \([0-9]+ of [1-9][0-9]* draft tokens\)' "$tmp/bserve.txt")" -eq 2 ]
+  check "bench serve --speculative mtp:2" $? "rc $rc: $(tail -4 "$tmp/bserve.txt")"
   # the routed-expert union of 1..3 consecutive held-out tokens, for each of the 3 MoE layers:
   # one row's is its 2 experts, 3 rows' at most 6
   [ "$(grep -cE '^    layer +[1-3]:  1 row 2\.00 \(1\.00x\)  2 rows [23]\.[0-9]+ .*3 rows [2-6]\.[0-9]+' "$tmp/bench.txt")" -eq 3 ] &&
