@@ -16,7 +16,8 @@ it):
 Every tensor F32, the same values as the safetensors file, so numla's MTP logits on the GGUF
 file must match the same reference (tests/golden/mtp/v3/expected.safetensors, copied) as on
 the directory. Writes tests/golden/mtp/v3_gguf/{model.gguf, expected.json,
-expected.safetensors}.
+expected.safetensors}, and a small file of the same layout as a seed of the GGUF fuzz target
+(tests/fuzz/corpus/gguf/deepseek2-nextn.gguf).
 
 Run: /opt/venv/bin/python scripts/make_mtp_gguf_golden.py   (gguf 0.19.0, numpy 2.4.6,
 safetensors 0.8.0; no torch)
@@ -100,6 +101,62 @@ def add_keys(w, c, vocab):
     w.add_eos_token_id(c["eos_token_id"])
 
 
+def write_fuzz_seed(path):
+    """A small deepseek2 file of the same layout for the GGUF fuzz target's corpus: hidden 16,
+    one dense decoder layer and one MTP block (MoE: 4 experts, 2 per token), random F32."""
+    c = dict(num_hidden_layers=1, num_nextn_predict_layers=1, max_position_embeddings=256,
+             hidden_size=16, intermediate_size=16, num_attention_heads=2, rms_norm_eps=1e-6,
+             n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+             norm_topk_prob=True, first_k_dense_replace=1, qk_nope_head_dim=4,
+             qk_rope_head_dim=4, v_head_dim=4, kv_lora_rank=8, q_lora_rank=8,
+             moe_intermediate_size=8, n_shared_experts=1, routed_scaling_factor=2.5,
+             bos_token_id=0, eos_token_id=1,
+             rope_parameters=dict(rope_theta=10000.0, factor=4.0, beta_fast=32.0, beta_slow=1.0,
+                                  original_max_position_embeddings=64, mscale_all_dim=1.0))
+    rng = np.random.default_rng(7)
+    d, V, H, ql, kv, nope, rope, v = 16, 32, 2, 8, 8, 4, 4, 4
+    E, fe = 4, 8
+
+    def t(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    w = gguf.GGUFWriter(path, "deepseek2")
+    add_keys(w, c, V)
+    w.add_tensor("token_embd.weight", t(V, d))
+    w.add_tensor("output_norm.weight", t(d))
+    w.add_tensor("output.weight", t(V, d))
+    for L in (0, 1):
+        w.add_tensor("blk.%d.attn_norm.weight" % L, t(d))
+        w.add_tensor("blk.%d.attn_q_a.weight" % L, t(ql, d))
+        w.add_tensor("blk.%d.attn_q_a_norm.weight" % L, t(ql))
+        w.add_tensor("blk.%d.attn_q_b.weight" % L, t(H * (nope + rope), ql))
+        w.add_tensor("blk.%d.attn_kv_a_mqa.weight" % L, t(kv + rope, d))
+        w.add_tensor("blk.%d.attn_kv_a_norm.weight" % L, t(kv))
+        w.add_tensor("blk.%d.attn_k_b.weight" % L, t(H, kv, nope))
+        w.add_tensor("blk.%d.attn_v_b.weight" % L, t(H, v, kv))
+        w.add_tensor("blk.%d.attn_output.weight" % L, t(d, H * v))
+        w.add_tensor("blk.%d.ffn_norm.weight" % L, t(d))
+    for name in ("gate", "up"):
+        w.add_tensor("blk.0.ffn_%s.weight" % name, t(16, d))
+    w.add_tensor("blk.0.ffn_down.weight", t(d, 16))
+    w.add_tensor("blk.1.ffn_gate_inp.weight", t(E, d))
+    w.add_tensor("blk.1.exp_probs_b.bias", t(E))
+    w.add_tensor("blk.1.ffn_gate_exps.weight", t(E, fe, d))
+    w.add_tensor("blk.1.ffn_up_exps.weight", t(E, fe, d))
+    w.add_tensor("blk.1.ffn_down_exps.weight", t(E, d, fe))
+    w.add_tensor("blk.1.ffn_gate_shexp.weight", t(fe, d))
+    w.add_tensor("blk.1.ffn_up_shexp.weight", t(fe, d))
+    w.add_tensor("blk.1.ffn_down_shexp.weight", t(d, fe))
+    w.add_tensor("blk.1.nextn.eh_proj.weight", t(d, 2 * d))
+    w.add_tensor("blk.1.nextn.enorm.weight", t(d))
+    w.add_tensor("blk.1.nextn.hnorm.weight", t(d))
+    w.add_tensor("blk.1.nextn.shared_head_norm.weight", t(d))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
     with open(os.path.join(SRC, "model", "config.json")) as f:
         c = json.load(f)
@@ -147,6 +204,9 @@ def main():
     shutil.copy(os.path.join(SRC, "expected.safetensors"), os.path.join(OUT, "expected.safetensors"))
     print("wrote %s (%d bytes)" % (os.path.join(OUT, "model.gguf"),
                                      os.path.getsize(os.path.join(OUT, "model.gguf"))))
+    seed = os.path.join(ROOT, "tests", "fuzz", "corpus", "gguf", "deepseek2-nextn.gguf")
+    write_fuzz_seed(seed)
+    print("wrote %s (%d bytes)" % (seed, os.path.getsize(seed)))
 
 
 if __name__ == "__main__":

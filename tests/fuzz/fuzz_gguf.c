@@ -6,13 +6,17 @@
  * (every tensor found by its name, sized by its dims and type, inside the mapping) is a bug and
  * aborts. A `deepseek4` file also goes through numla_gguf_deepseek4_read (OK, or FORMAT /
  * UNSUPPORTED naming the file) and, when accepted, its view under DeepSeek's names (every entry
- * found by its name, its bytes readable). Built two ways:
+ * found by its name, its bytes readable). A `deepseek2` file goes through
+ * numla_gguf_deepseek2_read likewise; when accepted, at least one decoder layer is left beside
+ * its MTP blocks (nextn_predict_layers) and the MTP tensors (blk.N.nextn.*) that have an HF
+ * name have one under model.layers. Built two ways:
  *   * with -DNUMLA_FUZZ=ON (clang): build/fuzz_gguf, a libFuzzer binary;
  *   * always: linked into numla_unit, whose gguf suite feeds it seeded mutations of a valid
  *     file, so CI exercises the same checks without clang.
  */
 #define _GNU_SOURCE
 #include "engine/formats/gguf.h"
+#include "engine/formats/gguf_deepseek2.h"
 #include "engine/formats/gguf_deepseek4.h"
 
 #include <stdio.h>
@@ -119,6 +123,35 @@ numla_status numla_fuzz_gguf_run(const uint8_t *data, size_t size)
         if (t->nbytes)
             sink ^= p[t->nbytes - 1];
         (void)sink;
+    }
+    /* A deepseek2 file: its keys and tensor set (engine/formats/gguf_deepseek2.h); the MTP
+     * blocks after the decoder layers, their nextn tensors named under model.layers. */
+    const numla_gguf_value *arch = numla_gguf_find(g, "general.architecture");
+    if (arch && arch->type == NUMLA_GGUF_STRING && !strcmp(arch->v.str.s, "deepseek2")) {
+        numla_gguf_deepseek2 d;
+        numla_status r = numla_gguf_deepseek2_read(g, &d);
+        if (r != NUMLA_STATUS_OK) {
+            if (r != NUMLA_STATUS_FORMAT && r != NUMLA_STATUS_UNSUPPORTED)
+                numla_fuzz_gguf_die("deepseek2: unexpected status", numla_error_message());
+            if (!strstr(numla_error_message(), numla_fuzz_gguf_path_))
+                numla_fuzz_gguf_die("deepseek2: error message does not name the file",
+                                    numla_error_message());
+            numla_gguf_close(&g);
+            return r;
+        }
+        if (d.num_hidden_layers < 1 || d.nextn_predict_layers < 0)
+            numla_fuzz_gguf_die("deepseek2: no decoder layer beside the MTP blocks", "");
+        for (int64_t i = 0; i < numla_gguf_tensor_count(g); i++) {
+            const numla_gguf_tensor *t = numla_gguf_tensor_at(g, i);
+            numla_gguf_hf_name hn;
+            char pre[40];
+            snprintf(pre, sizeof pre, "blk.%lld.nextn.", (long long)d.num_hidden_layers);
+            if (!strncmp(t->name, pre, strlen(pre)) &&
+                numla_gguf_deepseek2_hf_name(t->name, &hn) == NUMLA_STATUS_OK &&
+                strncmp(hn.hf, "model.layers.", 13))
+                numla_fuzz_gguf_die("deepseek2: an MTP tensor outside model.layers", t->name);
+            numla_error_clear();
+        }
     }
     /* A deepseek4 file: its keys and tensor set (engine/formats/gguf_deepseek4.h), then the
      * view under DeepSeek's names, every entry's bytes inside its GGUF tensor. */

@@ -202,6 +202,45 @@ static void test_hf_names(void)
     }
 }
 
+numla_status numla_fuzz_gguf_run(const uint8_t *data, size_t size);
+
+/* The GGUF fuzz target's deepseek2 checks over seeded mutations of its nextn seed
+ * (tests/fuzz/corpus/gguf/deepseek2-nextn.gguf: one decoder layer, one MTP block): bit flips,
+ * byte overwrites with small counts and type codes, truncations, most in the keys and the
+ * tensor table. A crash or a wrong status aborts inside the target. */
+static void test_nextn_fuzz_mutations(void)
+{
+    size_t n0 = 0;
+    unsigned char *seed = (unsigned char *)numla_test_read_file(
+        numla_test_source_path("tests/fuzz/corpus/gguf/deepseek2-nextn.gguf"), &n0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seed);
+    CU_ASSERT_EQUAL_FATAL(numla_fuzz_gguf_run(seed, n0), NUMLA_STATUS_OK);
+    static const unsigned char values[] = {0, 1, 2, 3, 4, 5, 8, 16, 0x7f, 0x80, 0xff};
+    unsigned char *buf = malloc(n0);
+    numla_test_rng rng = {4343};
+    int ok = 0, bad = 0;
+    for (int it = 0; it < 600; it++) {
+        size_t n = n0;
+        memcpy(buf, seed, n0);
+        for (int k = 0; k < 1 + (int)(numla_test_rng_u64(&rng) % 2); k++) {
+            const uint64_t r = numla_test_rng_u64(&rng);
+            const size_t pos = (size_t)((r >> 8) % (n < 4096 ? n : 4096));
+            if (r % 8 == 0)
+                n = pos;
+            else if (r % 8 < 4)
+                buf[pos] ^= (unsigned char)(1u << ((r >> 40) & 7));
+            else
+                buf[pos] = values[(r >> 48) % sizeof values];
+        }
+        const numla_status st = numla_fuzz_gguf_run(buf, n);
+        ok += st == NUMLA_STATUS_OK;
+        bad += st == NUMLA_STATUS_FORMAT || st == NUMLA_STATUS_UNSUPPORTED;
+    }
+    NUMLA_ASSERT_MSG(ok > 30 && bad > 100, "ok %d, refused %d", ok, bad);
+    free(buf);
+    free(seed);
+}
+
 /* llama.cpp's layout of a model that keeps its MTP layer (tests/golden/mtp/v3_gguf):
  * block_count 4 with nextn_predict_layers 1 is 3 decoder layers, then the MTP block; a count
  * that leaves no decoder layer is refused; a file without the key has none. */
@@ -219,9 +258,15 @@ static void test_nextn(void)
     CU_ASSERT_EQUAL(numla_gguf_deepseek2_read(g, &c), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(c.nextn_predict_layers, 0);
     numla_gguf_close(&g);
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_open(numla_test_source_path(
+                              "tests/fuzz/corpus/gguf/deepseek2-nextn.gguf"), &g), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_gguf_deepseek2_read(g, &c), NUMLA_STATUS_OK);
+    CU_ASSERT(c.num_hidden_layers == 1 && c.nextn_predict_layers == 1);
+    numla_gguf_close(&g);
     ds_expect_error(ds_patched(mtp, "deepseek2.nextn_predict_layers", NULL, 4), NUMLA_STATUS_FORMAT,
                     "key 'deepseek2.nextn_predict_layers' = 4 is outside [0, 3]");
 }
 
-NUMLA_TEST_SUITE(gguf_deepseek2, NULL, NULL, NUMLA_TEST(test_nextn), NUMLA_TEST(test_split_layout), NUMLA_TEST(test_kvb_layout),
+NUMLA_TEST_SUITE(gguf_deepseek2, NULL, NULL, NUMLA_TEST(test_nextn),
+                 NUMLA_TEST(test_nextn_fuzz_mutations), NUMLA_TEST(test_split_layout), NUMLA_TEST(test_kvb_layout),
                  NUMLA_TEST(test_bad_files), NUMLA_TEST(test_hf_names))
