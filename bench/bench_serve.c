@@ -25,7 +25,9 @@
  * level twice, without and with every request carrying that JSON Schema as its response_format
  * (builtin: bench grammar's 8-property object; FILE: a schema), the two in alternating order
  * (repetition by repetition and level by level), and a line gives the decode throughput of one
- * sequence (1000 / TPOT p50) and the output tok/s of each and their ratios (with / without).
+ * sequence (1000 / TPOT p50) and the output tok/s of each and their ratios (with / without),
+ * the time per step in the forward pass and outside it (where rank 0 samples and masks) and the
+ * ratio with the same forward time in both; the grammar vocabulary is built once, before.
  * The grammar needs the model's tokenizer (e.g. `numla synth --tokenizer synthetic`); requests
  * with a schema may end early (EOS once the document is complete; without one they ignore EOS),
  * so the ratio that compares steps is the decode one.
@@ -110,6 +112,9 @@ typedef struct bs_level {
     int64_t complete;          /* --schema: outputs that are a whole document of the schema */
     int64_t spec_steps, spec_drafted, spec_accepted; /* --speculative: verify steps, drafts
                                                       * checked, drafts accepted */
+    double fwd_ms, host_ms;    /* per step: in the forward pass (exec, and the MTP drafts'),
+                                  outside it (scheduling, sampling, the grammar's mask on
+                                  rank 0) */
 } bs_level;
 
 static void bs_print_level(const bs_level *lv, const bs_level *base, int c, int rp, int repeat,
@@ -180,22 +185,32 @@ static void bs_print_schema(const bs_level *off, const bs_level *on, int c, int 
     const double dr = bs_decode_tps(off) > 0 ? bs_decode_tps(on) / bs_decode_tps(off) : 0,
                  orr = off->tps > 0 ? on->tps / off->tps : 0,
                  mean = on->requests ? (double)on->out_tokens / on->requests : 0;
+    /* the two runs' forward passes vary with the machine; what the schema adds is outside
+     * them: the ratio the steps would have with the same forward time (the mean of both) */
+    const double f = 0.5 * (off->fwd_ms + on->fwd_ms),
+                 est = f + on->host_ms > 0 ? (f + off->host_ms) / (f + on->host_ms) : 0;
     if (json)
         printf("{\"bench\":\"serve_schema\",\"concurrency\":%d,\"decode_tok_s_without\":%.2f,"
                "\"decode_tok_s_with\":%.2f,\"decode_with_over_without\":%.3f,"
                "\"output_tok_s_without\":%.2f,\"output_tok_s_with\":%.2f,"
                "\"output_with_over_without\":%.3f,\"tpot_p50_ms_without\":%.2f,"
                "\"tpot_p50_ms_with\":%.2f,\"tpot_p99_ms_without\":%.2f,\"tpot_p99_ms_with\":%.2f,"
-               "\"with_mean_output_tokens\":%.1f,\"with_requests\":%d,\"with_complete\":%lld}\n",
+               "\"with_mean_output_tokens\":%.1f,\"with_requests\":%d,\"with_complete\":%lld,"
+               "\"forward_ms_per_step_without\":%.2f,\"forward_ms_per_step_with\":%.2f,"
+               "\"outside_ms_per_step_without\":%.3f,\"outside_ms_per_step_with\":%.3f,"
+               "\"same_forward_with_over_without\":%.4f}\n",
                c, bs_decode_tps(off), bs_decode_tps(on), dr, off->tps, on->tps, orr, off->tpot50,
-               on->tpot50, off->tpot99, on->tpot99, mean, on->requests, (long long)on->complete);
+               on->tpot50, off->tpot99, on->tpot99, mean, on->requests, (long long)on->complete,
+               off->fwd_ms, on->fwd_ms, off->host_ms, on->host_ms, est);
     else
         printf("  schema, concurrency %d: decode %.2f -> %.2f tok/s per sequence (1000 / TPOT p50; "
                "with / without %.3f); output tok/s %.1f -> %.1f (%.3f); TPOT p50 %.2f -> %.2f ms, "
                "p99 %.2f -> %.2f ms; with the schema %.1f output tokens per request, %lld of %d "
-               "a whole document\n",
+               "a whole document\n    per step: forward %.2f -> %.2f ms, outside it %.3f -> "
+               "%.3f ms; with the same forward time, steps with / without %.4f\n",
                c, bs_decode_tps(off), bs_decode_tps(on), dr, off->tps, on->tps, orr, off->tpot50,
-               on->tpot50, off->tpot99, on->tpot99, mean, (long long)on->complete, on->requests);
+               on->tpot50, off->tpot99, on->tpot99, mean, (long long)on->complete, on->requests,
+               off->fwd_ms, on->fwd_ms, off->host_ms, on->host_ms, est);
     fflush(stdout);
 }
 
@@ -289,6 +304,7 @@ typedef struct bs_opts {
     const char *schema;        /* --schema: "builtin" or a file of a JSON Schema; NULL: none */
     numla_grammar *grammar;    /* its grammar (every rank loads it; rank 0 serves it) */
     numla_tokenizer *tok;      /* the model's tokenizer (with --schema) */
+    numla_grammar_vocab *gvocab; /* its grammar vocabulary, built once for every level */
 } bs_opts;
 
 /* Parse the command line into o; returns -1 to go on, else the exit code. */
@@ -550,8 +566,10 @@ static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_re
                   .eos_token_ids = cfg->eos_token_ids,
                   /* deepseek_v4 has no prefix cache (docs/design.md §5.9): always off */
                   .no_prefix_cache = !cache_on || cfg->v4.enabled, .spec_k = o->e.spec_k,
-                  .mtp_exec = o->e.spec_k > 0 ? numla_cli_engine_mtp_exec : NULL},
-        .kv = numla_engine_kv_cache(eng), .exec = bs_exec, .exec_ctx = eng, .tokenizer = o->tok,
+                  .mtp_exec = o->e.spec_k > 0 ? numla_cli_engine_mtp_exec : NULL,
+                  /* built once, outside the levels' time, as a server builds it once */
+                  .grammar_vocab = o->gvocab},
+        .kv = numla_engine_kv_cache(eng), .exec = bs_exec, .exec_ctx = eng,
         .max_waiting = n * turns, .latency_window = n * turns}; /* every request of the level */
     if (!o->warm_prefix || !cache_on)
         numla_kv_cache_prefix_clear(numla_engine_kv_cache(eng));
@@ -744,7 +762,12 @@ static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_requ
                          .tpot50 = 1e3 * numla_bench_percentile(tpot, (int)n_tpot, 50),
                          .tpot99 = 1e3 * numla_bench_percentile(tpot, (int)n_tpot, 99),
                          .complete = complete, .spec_steps = sc->spec_steps,
-                         .spec_drafted = sc->spec_drafted, .spec_accepted = sc->spec_accepted};
+                         .spec_drafted = sc->spec_drafted, .spec_accepted = sc->spec_accepted,
+                         .fwd_ms = sc->steps ? 1e3 * (sc->exec_s + sc->mtp_s) / (double)sc->steps
+                                             : 0,
+                         .host_ms = sc->steps ? 1e3 * (wall - sc->exec_s - sc->mtp_s) /
+                                                    (double)sc->steps
+                                              : 0};
         bs_print_profile(o, c, with_schema, wall, &es0, &es1, &m0, &m1);
     }
     numla_serve_loop_destroy(&loop);
@@ -833,9 +856,11 @@ done:
 /* --schema: the model's tokenizer and the schema's grammar. Every rank loads them (rank 0 uses
  * them), so a missing tokenizer or a bad schema stops every rank alike instead of leaving the
  * others in their worker loop. */
-static numla_status bs_schema_load(bs_opts *o, int64_t vocab_size)
+static numla_status bs_schema_load(bs_opts *o, const numla_model_config *cfg)
 {
-    NUMLA_CHECK(numla_model_text_tokenizer(o->e.model, vocab_size, &o->tok));
+    NUMLA_CHECK(numla_model_text_tokenizer(o->e.model, cfg->vocab_size, &o->tok));
+    NUMLA_CHECK(numla_grammar_vocab_from_tokenizer(o->tok, cfg->vocab_size, cfg->eos_token_ids,
+                                                   cfg->num_eos, &o->gvocab));
     json_error_t je;
     json_t *schema = !strcmp(o->schema, "builtin") ? json_loads(numla_bench_schema_8prop, 0, &je)
                                                    : json_load_file(o->schema, 0, &je);
@@ -868,11 +893,12 @@ static int bench_serve_main(int argc, char **argv)
     if (s == NUMLA_STATUS_OK)
         s = bs_engine_create(&o, &set, mpi.comm, &eng);
     if (s == NUMLA_STATUS_OK && o.schema)
-        s = bs_schema_load(&o, numla_engine_config(eng)->vocab_size);
+        s = bs_schema_load(&o, numla_engine_config(eng));
     if (s == NUMLA_STATUS_OK)
         s = numla_comm_rank(mpi.comm) != 0 ? numla_engine_worker_loop(eng)
                                            : bs_run_levels(&o, eng, numla_comm_size(mpi.comm));
     numla_grammar_destroy(&o.grammar);
+    numla_grammar_vocab_destroy(&o.gvocab);
     numla_tokenizer_destroy(&o.tok);
     rc = 0;
     if (s != NUMLA_STATUS_OK) {

@@ -2,7 +2,9 @@
 # tests/bench_serve_schema_test.sh NUMLA_BIN — `numla bench serve --schema` on the tiny model
 # with the synthetic tokenizer (`numla synth --tokenizer synthetic`): both levels are served
 # without and with the schema and give one `serve_schema` line each, every constrained output
-# having been checked against the schema by the benchmark (it fails otherwise); a model without
+# having been checked against the schema by the benchmark (it fails otherwise), the scheduler
+# masking with the grammar vocabulary the benchmark built (numla_sched_options.grammar_vocab: it
+# gets no tokenizer to build its own from); a model without
 # a tokenizer and a schema that is not JSON are refused naming the problem. Prints ratios only;
 # no time is asserted.
 set -uo pipefail

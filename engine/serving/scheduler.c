@@ -136,6 +136,8 @@ static void seq_free(numla_sched *s, sched_seq *q)
 /* A request's response_format: its sampler masks with the grammar over the vocabulary. */
 static numla_status grammar_attach(numla_sched *s, sched_seq *q)
 {
+    if (s->o.grammar_vocab)
+        return numla_sampler_set_grammar(q->smp, q->req->grammar, s->o.grammar_vocab);
     if (!s->o.tokenizer)
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "response_format needs the model's tokenizer");
     if (!s->gvocab)

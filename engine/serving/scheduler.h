@@ -129,8 +129,12 @@ typedef struct numla_sched_options {
     /* The tokens' bytes for requests with a response_format grammar (borrowed; the serve loop
      * passes its tokenizer): the scheduler builds the grammar vocabulary (a trie of the
      * vocab_size tokens, special ones excluded, the EOS ids as end tokens) at the first such
-     * request. NULL: such a request finishes with an error. */
+     * request. NULL: such a request finishes with an error (unless grammar_vocab is set). */
     const numla_tokenizer *tokenizer;
+    /* A grammar vocabulary built beforehand (borrowed; numla_grammar_vocab_from_tokenizer over
+     * vocab_size with the EOS ids), used instead of building one: a front end that serves
+     * several schedulers in turn builds the trie once. NULL: built as above. */
+    const numla_grammar_vocab *grammar_vocab;
     /* Logit rows per step for the prompt rows of requests with prompt_logprobs (beside one
      * row per sequence): such a sequence's prompt chunk is cut to the rows left, so the
      * logits buffer grows by at most this many vocabulary rows (at the first such request).
