@@ -115,6 +115,8 @@ typedef struct bs_level {
     double fwd_ms, host_ms;    /* per step: in the forward pass (exec, and the MTP drafts'),
                                   outside it (scheduling, sampling, the grammar's mask on
                                   rank 0) */
+    int64_t mtp_steps;         /* --speculative: MTP steps run, and their time (s) */
+    double mtp_s;
 } bs_level;
 
 static void bs_print_level(const bs_level *lv, const bs_level *base, int c, int rp, int repeat,
@@ -138,8 +140,9 @@ static void bs_print_level(const bs_level *lv, const bs_level *base, int c, int 
                lv->tpot50, lv->tpot99);
         if (spec_k > 0)
             printf(",\"speculative_k\":%d,\"draft_tokens\":%lld,\"accepted_tokens\":%lld,"
-                   "\"acceptance_rate\":%.4f,\"mean_accepted_length\":%.3f", spec_k,
-                   (long long)lv->spec_drafted, (long long)lv->spec_accepted, acc, len);
+                   "\"acceptance_rate\":%.4f,\"mean_accepted_length\":%.3f,\"mtp_steps\":%lld,"
+                   "\"mtp_s\":%.3f", spec_k, (long long)lv->spec_drafted,
+                   (long long)lv->spec_accepted, acc, len, (long long)lv->mtp_steps, lv->mtp_s);
         printf("}\n");
     } else {
         printf("%12d %9d %11.1f %13.1f %9.2f %12.1f %12.1f %12.2f %12.2f%s\n", c, lv->requests,
@@ -148,8 +151,9 @@ static void bs_print_level(const bs_level *lv, const bs_level *base, int c, int 
                repeat > 1 ? (rp % 2 ? "   (backward sweep)" : "   (forward sweep)") : "");
         if (spec_k > 0)
             printf("%12s speculative mtp:%d: acceptance %.1f %% (%lld of %lld draft tokens), "
-                   "mean accepted length %.2f tokens per verify step\n", "", spec_k, 100.0 * acc,
-                   (long long)lv->spec_accepted, (long long)lv->spec_drafted, len);
+                   "mean accepted length %.2f tokens per verify step; %lld MTP steps, %.2f s\n",
+                   "", spec_k, 100.0 * acc, (long long)lv->spec_accepted,
+                   (long long)lv->spec_drafted, len, (long long)lv->mtp_steps, lv->mtp_s);
     }
     fflush(stdout);
 }
@@ -767,7 +771,8 @@ static numla_status bs_run_level(const bs_opts *o, numla_engine *eng, numla_requ
                                              : 0,
                          .host_ms = sc->steps ? 1e3 * (wall - sc->exec_s - sc->mtp_s) /
                                                     (double)sc->steps
-                                              : 0};
+                                              : 0,
+                         .mtp_steps = sc->mtp_steps, .mtp_s = sc->mtp_s};
         bs_print_profile(o, c, with_schema, wall, &es0, &es1, &m0, &m1);
     }
     numla_serve_loop_destroy(&loop);

@@ -983,7 +983,7 @@ numla_status numla_sched_step(numla_sched *s)
     /* Draw the step's tokens on the rank's team: each sequence has its own sampler and PRNG,
      * so the tokens do not depend on how the rows are split; a worker's error message is
      * thread-local and is copied out for the serial pass below. */
-#pragma omp parallel for schedule(dynamic, 1) if (R > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (B > 1)
     for (int32_t b = 0; b < B; b++) {
         sched_seq *q = s->step_seqs[b];
         sched_draw *d = &s->draws[b];
