@@ -11,9 +11,11 @@
 
 #include "common/dtype.h"
 #include "common/log.h"
+#include "kernels/dsa.h"
 #include "kernels/linear.h"
 #include "kernels/qblock.h"
 #include "kernels/qblock_quant.h"
+#include "kernels/sink_attn.h"
 
 /* ---- weights ---- */
 
@@ -1065,6 +1067,67 @@ typedef struct v4_batch {
     const int64_t *start;      /* (B + 1) */
 } v4_batch;
 
+/* CSA: each row's entries (sel (T, index_topk), nsel (T) holding every row's visible count):
+ * rows that see no more than index_topk entries attend all of them; the others the top
+ * index_topk by the lightning indexer's score (docs/design.md §5.9), through kernels/dsa.h's
+ * scoring with fused top-k (higher score first, ties to the lower entry): per sequence, its
+ * rows past index_topk visible entries as one query each over the index keys made so far. */
+static numla_status v4_select(const numla_v4_model *m, const v4_batch *bt, int64_t l,
+                              const int64_t *rpos, const float *qi, const float *iw, int32_t *sel,
+                              int32_t *nsel)
+{
+    const numla_v4_config *v = &m->cfg.v4;
+    const int64_t Hi = v->index_n_heads, Di = v->index_head_dim, K = v->index_topk;
+    const float ws = (float)(1.0 / sqrt((double)Hi));
+    numla_status st = NUMLA_STATUS_OK;
+    for (int b = 0; b < bt->B && st == NUMLA_STATUS_OK; b++) {
+        const v4_cstate *ic = &bt->seqs[b]->layers[l].icomp;
+        const int64_t t1 = bt->start[b + 1];
+        int64_t first = t1; /* rows past K visible entries: a tail, positions increase */
+        for (int64_t t = bt->start[b]; t < t1; t++) {
+            if (nsel[t] > K) {
+                if (first == t1)
+                    first = t;
+                continue;
+            }
+            for (int32_t i = 0; i < nsel[t]; i++)
+                sel[t * K + i] = i;
+        }
+        const int64_t n = t1 - first;
+        if (n == 0)
+            continue;
+        float *w = malloc(sizeof(float) * (size_t)(n * Hi));
+        int32_t *lens = malloc(sizeof(int32_t) * (size_t)n), *tab = calloc((size_t)n, sizeof(int32_t));
+        void *work = NULL;
+        if (w && lens && tab) {
+            for (int64_t i = 0; i < n * Hi; i++)
+                w[i] = iw[first * Hi + i] * ws;
+            for (int64_t i = 0; i < n; i++)
+                lens[i] = (int32_t)((rpos[first + i] + 1) / v->csa_rate);
+            const numla_dsa_index_args a = {
+                .num_seqs = (int32_t)n, .num_heads = (int32_t)Hi, .head_dim = (int32_t)Di,
+                .block_size = (int32_t)ic->count, .num_blocks = 1, .max_blocks_per_seq = 1,
+                .topk = (int32_t)K, .q = qi + first * Hi * Di, .q_dtype = NUMLA_DTYPE_F32,
+                .w = w, .kcache = ic->entries, .k_dtype = NUMLA_DTYPE_F32, .block_tables = tab,
+                .seq_lens = lens, .query_start_loc = NULL, .causal = 0,
+                .scale = (float)(1.0 / sqrt((double)Di)), .indices = sel + first * K,
+                .counts = nsel + first};
+            const size_t need = numla_dsa_index_workspace_size(m->isa, &a, omp_get_max_threads());
+            work = malloc(need + 1);
+            st = work ? numla_dsa_index(m->isa, &a, work, need) : NUMLA_STATUS_NO_MEMORY;
+        } else {
+            st = NUMLA_STATUS_NO_MEMORY;
+        }
+        free(w);
+        free(lens);
+        free(tab);
+        free(work);
+    }
+    if (st != NUMLA_STATUS_OK)
+        NUMLA_FAIL(st, "v4 forward: layer %lld: the indexer's selection failed", (long long)l);
+    return NUMLA_STATUS_OK;
+}
+
 /* The attention block of layer l on the batch's T rows: x (T, D) normed input, out (T, D).
  * Projections run over all rows at once; the window, the compressors and the indexer per
  * sequence. Updates the sequences' caches. */
@@ -1094,7 +1157,9 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
     float *qr = NULL, *q = NULL, *win = NULL, *kvn = NULL, *o = NULL, *yg = NULL, *tmp = NULL;
     float *yo = NULL;
     float *ck = NULL, *cg = NULL, *qi = NULL, *iw = NULL;
-    int fail = 0;
+    const float **wp = NULL, **ep = NULL; /* (T) each row's window, its compressed entries */
+    int32_t *wl = NULL, *nsel = NULL;     /* (T) window rows, entries attended */
+    int32_t *sel = NULL;                  /* (T, index_topk) CSA: the entries attended */
     if (!prev || !woff || !rseq || !rpos) {
         st = NUMLA_STATUS_NO_MEMORY;
         goto done;
@@ -1184,114 +1249,47 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
                 rope_tail(qi + (t * Hi + h) * Di, Di, dr, v->compress_inv_freq,
                           v->compress_attention_factor, rpos[t], 1);
     }
-    const float scale = (float)c->softmax_scale;
-    const int64_t rate = ncomp ? y->comp.rate : 1;
     /* each row's compressed entries: every visible one (HCA, or CSA with no more than
-     * index_topk visible), else the indexer's top index_topk (ties: the lower entry) */
-    int64_t **sels = calloc((size_t)T, sizeof *sels), *nsels = calloc((size_t)T, sizeof *nsels);
-    if (!sels || !nsels) {
-        free(sels);
-        free(nsels);
+     * index_topk visible), else the indexer's top index_topk (v4_select); then the attention
+     * over them, the window and the sink (kernels/sink_attn.h) */
+    const int64_t K = y->attn == NUMLA_V4_ATTN_CSA ? v->index_topk : 0;
+    const int64_t rate = ncomp ? y->comp.rate : 1;
+    wp = malloc(sizeof *wp * (size_t)T);
+    ep = malloc(sizeof *ep * (size_t)T);
+    wl = malloc(sizeof *wl * (size_t)T);
+    nsel = calloc((size_t)T, sizeof *nsel);
+    sel = K ? malloc(sizeof *sel * (size_t)(T * K)) : NULL;
+    if (!wp || !ep || !wl || !nsel || (K && !sel)) {
         st = NUMLA_STATUS_NO_MEMORY;
         goto done;
     }
-#pragma omp parallel for schedule(dynamic, 1)
     for (int64_t t = 0; t < T; t++) {
-        const v4_lcache *lc = &bt->seqs[rseq[t]]->layers[l];
-        const int64_t nvis = ncomp ? (rpos[t] + 1) / rate : 0;
-        int64_t *sel = malloc(sizeof(int64_t) * (size_t)(nvis + 1));
-        float *isc = NULL;
-        if (!sel || (y->attn == NUMLA_V4_ATTN_CSA &&
-                     !(isc = malloc(sizeof(float) * (size_t)(nvis + 1))))) {
-            free(sel);
-#pragma omp atomic write
-            fail = 1;
-            continue;
-        }
-        for (int64_t w = 0; w < nvis; w++)
-            sel[w] = w;
-        nsels[t] = nvis;
-        if (y->attn == NUMLA_V4_ATTN_CSA && nvis > v->index_topk) {
-            const float ws = (float)(1.0 / sqrt((double)Hi)), ss = (float)(1.0 / sqrt((double)Di));
-            for (int64_t w = 0; w < nvis; w++) {
-                const float *K = lc->icomp.entries + w * Di;
-                float tot = 0;
-                for (int64_t h = 0; h < Hi; h++) {
-                    const float *qh = qi + (t * Hi + h) * Di;
-                    float d = 0;
-                    for (int64_t i = 0; i < Di; i++)
-                        d += qh[i] * K[i];
-                    tot += (d > 0 ? d * ss : 0.0f) * (iw[t * Hi + h] * ws);
-                }
-                isc[w] = tot;
-            }
-            nsels[t] = v->index_topk;
-            for (int64_t k = 0; k < nsels[t]; k++) { /* partial selection sort */
-                int64_t best = k;
-                for (int64_t w = k + 1; w < nvis; w++)
-                    if (isc[sel[w]] > isc[sel[best]] ||
-                        (isc[sel[w]] == isc[sel[best]] && sel[w] < sel[best]))
-                        best = w;
-                const int64_t tmpi = sel[k];
-                sel[k] = sel[best];
-                sel[best] = tmpi;
-            }
-        }
-        free(isc);
-        sels[t] = sel;
+        const int b = rseq[t];
+        const int64_t p0 = bt->seqs[b]->len, pos = rpos[t];
+        const int64_t lo = pos - W + 1 > 0 ? pos - W + 1 : 0; /* first window position */
+        wp[t] = win + (woff[b] + lo - (p0 - prev[b])) * Dh;
+        wl[t] = (int32_t)(pos - lo + 1);
+        ep[t] = ncomp ? bt->seqs[b]->layers[l].comp.entries : NULL;
+        nsel[t] = ncomp ? (int32_t)((pos + 1) / rate) : 0;
     }
-    /* every (row, head): softmax over the window rows, the selected entries and the sink */
-    if (!fail) {
-#pragma omp parallel for collapse(2) schedule(dynamic, 4)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t h = 0; h < H; h++) {
-                const int b = rseq[t];
-                const v4_lcache *lc = &bt->seqs[b]->layers[l];
-                const int64_t p0 = bt->seqs[b]->len, pos = rpos[t];
-                const int64_t lo = pos - W + 1 > 0 ? pos - W + 1 : 0; /* first window position */
-                const int64_t nwin = pos - lo + 1, nsel = nsels[t];
-                const int64_t *sel = sels[t];
-                const float *entries = ncomp ? lc->comp.entries : NULL;
-                const float *wrows = win + (woff[b] + lo - (p0 - prev[b])) * Dh;
-                float *sc = malloc(sizeof(float) * (size_t)(nwin + nsel + 1));
-                if (!sc) {
-#pragma omp atomic write
-                    fail = 1;
-                    continue;
-                }
-                const float *qh = q + (t * H + h) * Dh;
-                const float sink = y->sink[m->h0 + h];
-                float mx = sink;
-                for (int64_t j = 0; j < nwin + nsel; j++) {
-                    const float *r = j < nwin ? wrows + j * Dh : entries + sel[j - nwin] * Dh;
-                    float d = 0;
-                    for (int64_t i = 0; i < Dh; i++)
-                        d += qh[i] * r[i];
-                    sc[j] = d * scale;
-                    mx = fmaxf(mx, sc[j]);
-                }
-                float sum = expf(sink - mx);
-                for (int64_t j = 0; j < nwin + nsel; j++)
-                    sum += sc[j] = expf(sc[j] - mx);
-                float *oh = o + (t * H + h) * Dh;
-                for (int64_t j = 0; j < nwin + nsel; j++) {
-                    const float *r = j < nwin ? wrows + j * Dh : entries + sel[j - nwin] * Dh;
-                    const float pj = sc[j] / sum;
-                    for (int64_t i = 0; i < Dh; i++)
-                        oh[i] += pj * r[i];
-                }
-                rope_tail(oh, Dh, dr, fq, af, pos, -1);
-                free(sc);
-            }
-    }
-    for (int64_t t = 0; t < T; t++)
-        free(sels[t]);
-    free(sels);
-    free(nsels);
-    if (fail) {
-        st = NUMLA_STATUS_NO_MEMORY;
+    if (K && (st = v4_select(m, bt, l, rpos, qi, iw, sel, nsel)))
         goto done;
+    {
+        const numla_sink_attn_args a = {(int32_t)T, (int32_t)H, (int32_t)Dh, q, wp, wl, ep, sel,
+                                        (int32_t)K, nsel, y->sink + m->h0,
+                                        (float)c->softmax_scale, o};
+        const size_t need = numla_sink_attn_workspace_size(m->isa, &a, omp_get_max_threads());
+        void *ws = malloc(need);
+        st = ws ? numla_sink_attn(m->isa, &a, ws, need) : NUMLA_STATUS_NO_MEMORY;
+        free(ws);
+        if (st)
+            goto done;
     }
+    /* the output's rope slice rotated back by each query's position */
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++)
+            rope_tail(o + (t * H + h) * Dh, Dh, dr, fq, af, rpos[t], -1);
     /* grouped output projection: local group g = local heads g·H/G .. (g+1)·H/G - 1,
      * contiguous in o; wo_b's columns of this rank's groups give a partial sum */
     for (int64_t g = 0; g < G; g++) {
@@ -1329,6 +1327,11 @@ done:
     free(cg);
     free(qi);
     free(iw);
+    free(wp);
+    free(ep);
+    free(wl);
+    free(nsel);
+    free(sel);
     if (st != NUMLA_STATUS_OK)
         NUMLA_FAIL(st, "v4 forward: layer %lld attention failed", (long long)l);
     return NUMLA_STATUS_OK;

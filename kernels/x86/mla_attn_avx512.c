@@ -334,6 +334,18 @@ void numla_mla_avx512_chunk(const numla_mla_tile_steps *tiles, const numla_mla_a
         m[r] = mo[r], l[r] = lo[r];
 }
 
+void numla_mla_avx512_qk_f32(const float *qr, int64_t width, const char *const *rows, int64_t nt,
+                             float *S, int nrows)
+{
+    numla_mla_qk_rows(qr, width, rows, nt, S, 0, nrows);
+}
+
+void numla_mla_avx512_pv_f32(float *O, int64_t dc, const float *P, const float *corr, int fresh,
+                             int rescale, const void *const *vrows, int64_t nt, int nrows)
+{
+    numla_mla_pv_any(O, dc, P, corr, fresh, rescale, vrows, nt, 0, nrows);
+}
+
 static void numla_mla_chunk_avx512_(const numla_mla_attn_chunk *c, float *acc, float *m, float *l,
                                     void *scratch)
 {
