@@ -41,6 +41,13 @@ typedef struct dsa_problem {
     void *iq, *kc, *q, *kv;                     /* index q, index-key cache, MLA q, latent cache */
     float *w;
     float iscale, scale;
+    /* The references, computed once and shared by every level's check (dsa_ref_scores,
+     * dsa_attn_ref): the index scores of query q at rs + rs_off[q] (qlim[q] keys); the
+     * attention's out (T, H, Dc) and lse (T, H) for the selection ref_ix / ref_cnt. */
+    double *rs;
+    int64_t *rs_off;
+    int32_t *ref_ix, *ref_cnt;
+    double *ref_o, *ref_lse;
 } dsa_problem;
 
 static void dsa_nan(void *p, numla_dtype t, size_t i)
@@ -172,6 +179,7 @@ static void dsa_free(dsa_problem *p)
 {
     free(p->lens), free(p->qsl), free(p->tables), free(p->qseq), free(p->qlim);
     free(p->iq), free(p->kc), free(p->q), free(p->kv), free(p->w);
+    free(p->rs), free(p->rs_off), free(p->ref_ix), free(p->ref_cnt), free(p->ref_o), free(p->ref_lse);
     free(p);
 }
 
@@ -263,8 +271,25 @@ static numla_dsa_attn_args dsa_attn_args(const dsa_problem *p, const int32_t *ix
         .scale = p->scale, .out = out, .out_dtype = ot, .lse = lse};
 }
 
+/* The reference index scores of every query over its visible keys (dsa_ref_score), computed on
+ * the first call: they do not depend on the level checked. */
+static const double *dsa_ref_scores(dsa_problem *p)
+{
+    if (!p->rs) {
+        p->rs_off = malloc(sizeof(int64_t) * (size_t)(p->T + 1));
+        p->rs_off[0] = 0;
+        for (int32_t q = 0; q < p->T; q++)
+            p->rs_off[q + 1] = p->rs_off[q] + p->qlim[q];
+        p->rs = malloc(sizeof(double) * (size_t)(p->rs_off[p->T] > 0 ? p->rs_off[p->T] : 1));
+        for (int32_t q = 0; q < p->T; q++)
+            for (int64_t t = 0; t < p->qlim[q]; t++)
+                p->rs[p->rs_off[q] + t] = dsa_ref_score(p, q, t);
+    }
+    return p->rs;
+}
+
 /* Run the indexer at isa; check the selection. Returns the indices (T, topk) and counts. */
-static int dsa_check_index(const dsa_problem *p, numla_isa isa, int32_t **ixo, int32_t **cnto,
+static int dsa_check_index(dsa_problem *p, numla_isa isa, int32_t **ixo, int32_t **cnto,
                            const char *label)
 {
     const dsa_case *c = &p->c;
@@ -280,11 +305,12 @@ static int dsa_check_index(const dsa_problem *p, numla_isa isa, int32_t **ixo, i
     int64_t maxl = 1;
     for (int32_t q = 0; q < p->T; q++)
         maxl = p->qlim[q] > maxl ? p->qlim[q] : maxl;
-    double *s = malloc(sizeof(double) * (size_t)maxl);
+    const double *rs = dsa_ref_scores(p);
     char *sel = malloc((size_t)maxl);
     for (int32_t q = 0; ok && q < p->T; q++) {
         const int32_t lim = p->qlim[q], want = lim < c->topk ? lim : c->topk;
         const int32_t *r = ix + (size_t)q * c->topk;
+        const double *s = rs + p->rs_off[q];
         if (cnt[q] != want) {
             fprintf(stderr, "%s [%s] q %d: count %d, want %d\n", label, numla_isa_name(isa), q, cnt[q], want);
             ok = 0;
@@ -292,10 +318,8 @@ static int dsa_check_index(const dsa_problem *p, numla_isa isa, int32_t **ixo, i
         }
         memset(sel, 0, (size_t)maxl);
         double amp = 1e-30;
-        for (int64_t t = 0; t < lim; t++) {
-            s[t] = dsa_ref_score(p, q, t);
+        for (int64_t t = 0; t < lim; t++)
             amp = fabs(s[t]) > amp ? fabs(s[t]) : amp;
-        }
         for (int32_t j = 0; j < c->topk && ok; j++) {
             if (j >= want) {
                 ok = r[j] == -1;
@@ -340,32 +364,35 @@ static int dsa_check_index(const dsa_problem *p, numla_isa isa, int32_t **ixo, i
             ok = 0;
         }
     }
-    free(s);
     free(sel);
     *ixo = ix;
     *cnto = cnt;
     return ok;
 }
 
-/* Sparse attention at isa against a double softmax over the given selection. */
-static int dsa_check_attn(const dsa_problem *p, numla_isa isa, const int32_t *ix,
-                          const int32_t *cnt, numla_dtype ot, const char *label)
+/* The double softmax over a selection (T, topk) with counts (T): ref_o (T, H, Dc) and ref_lse
+ * (T, H), kept for the next call with the same selection (every level's, and every output
+ * dtype's, unless a level kept other keys of an exact tie). */
+static void dsa_attn_ref(dsa_problem *p, const int32_t *ix, const int32_t *cnt)
 {
     const dsa_case *c = &p->c;
     const int32_t W = c->Dc + c->Dr;
-    const size_t nrow = (size_t)p->T * c->H, nout = nrow * c->Dc;
-    void *out = malloc(nout * numla_dtype_size(ot));
-    float *lse = malloc(sizeof(float) * nrow);
-    memset(out, 0xff, nout * numla_dtype_size(ot));
-    numla_dsa_attn_args a = dsa_attn_args(p, ix, cnt, out, ot, lse);
-    size_t wsb = numla_dsa_attn_workspace_size(isa, &a, dsa_threads());
-    void *ws = malloc(wsb);
-    int ok = numla_dsa_attn(isa, &a, ws, wsb) == NUMLA_STATUS_OK;
-    free(ws);
-    const double atol = ot == NUMLA_DTYPE_F32 ? 1e-4 : 1e-2, rtol = ot == NUMLA_DTYPE_F32 ? 1e-4 : 1.6e-2;
-    double *o = malloc(sizeof(double) * c->Dc), *sc = malloc(sizeof(double) * (c->topk + 1));
-    for (size_t row = 0; ok && row < nrow; row++) {
+    const size_t nrow = (size_t)p->T * c->H, nix = (size_t)p->T * c->topk;
+    if (p->ref_o && !memcmp(p->ref_ix, ix, sizeof(int32_t) * nix) &&
+        !memcmp(p->ref_cnt, cnt, sizeof(int32_t) * (size_t)p->T))
+        return;
+    if (!p->ref_o) {
+        p->ref_ix = malloc(sizeof(int32_t) * nix);
+        p->ref_cnt = malloc(sizeof(int32_t) * (size_t)p->T);
+        p->ref_o = malloc(sizeof(double) * nrow * (size_t)c->Dc);
+        p->ref_lse = malloc(sizeof(double) * nrow);
+    }
+    memcpy(p->ref_ix, ix, sizeof(int32_t) * nix);
+    memcpy(p->ref_cnt, cnt, sizeof(int32_t) * (size_t)p->T);
+    double *sc = malloc(sizeof(double) * (c->topk + 1));
+    for (size_t row = 0; row < nrow; row++) {
         const int32_t q = (int32_t)(row / c->H), n = cnt[q], b = p->qseq[q];
+        double *o = p->ref_o + row * (size_t)c->Dc;
         double mx = -INFINITY, sum = 0;
         for (int32_t j = 0; j < n; j++) {
             const size_t slot = dsa_slot(p, b, ix[(size_t)q * c->topk + j]);
@@ -384,14 +411,41 @@ static int dsa_check_attn(const dsa_problem *p, numla_isa isa, const int32_t *ix
             for (int32_t d = 0; d < c->Dc; d++)
                 o[d] += e * numla_load_f32(p->kv, c->kt, slot * W + d);
         }
-        const double rl = n ? mx + log(sum) : -INFINITY;
+        for (int32_t d = 0; d < c->Dc; d++)
+            o[d] = n ? o[d] / sum : 0;
+        p->ref_lse[row] = n ? mx + log(sum) : -INFINITY;
+    }
+    free(sc);
+}
+
+/* Sparse attention at isa against a double softmax over the given selection. */
+static int dsa_check_attn(dsa_problem *p, numla_isa isa, const int32_t *ix,
+                          const int32_t *cnt, numla_dtype ot, const char *label)
+{
+    const dsa_case *c = &p->c;
+    const size_t nrow = (size_t)p->T * c->H, nout = nrow * c->Dc;
+    void *out = malloc(nout * numla_dtype_size(ot));
+    float *lse = malloc(sizeof(float) * nrow);
+    memset(out, 0xff, nout * numla_dtype_size(ot));
+    numla_dsa_attn_args a = dsa_attn_args(p, ix, cnt, out, ot, lse);
+    size_t wsb = numla_dsa_attn_workspace_size(isa, &a, dsa_threads());
+    void *ws = malloc(wsb);
+    int ok = numla_dsa_attn(isa, &a, ws, wsb) == NUMLA_STATUS_OK;
+    free(ws);
+    const double atol = ot == NUMLA_DTYPE_F32 ? 1e-4 : 1e-2, rtol = ot == NUMLA_DTYPE_F32 ? 1e-4 : 1.6e-2;
+    if (ok)
+        dsa_attn_ref(p, ix, cnt);
+    for (size_t row = 0; ok && row < nrow; row++) {
+        const int32_t n = cnt[row / c->H];
+        const double rl = p->ref_lse[row];
         if (n ? fabs(lse[row] - rl) > 1e-4 + 1e-5 * fabs(rl) : lse[row] != -INFINITY) {
             fprintf(stderr, "%s [%s] row %zu: lse %.7g, want %.7g\n", label, numla_isa_name(isa),
                     row, lse[row], rl);
             ok = 0;
         }
         for (int32_t d = 0; ok && d < c->Dc; d++) {
-            const double want = n ? o[d] / sum : 0, got = numla_load_f32(out, ot, row * c->Dc + d);
+            const double want = p->ref_o[row * (size_t)c->Dc + d],
+                         got = numla_load_f32(out, ot, row * c->Dc + d);
             if (!(fabs(got - want) <= atol + rtol * fabs(want))) {
                 fprintf(stderr, "%s [%s] row %zu d %d: %.7g, want %.7g\n", label,
                         numla_isa_name(isa), row, d, got, want);
@@ -399,8 +453,6 @@ static int dsa_check_attn(const dsa_problem *p, numla_isa isa, const int32_t *ix
             }
         }
     }
-    free(o);
-    free(sc);
     free(out);
     free(lse);
     return ok;

@@ -72,16 +72,17 @@ static void test_wide_dtypes(void)
     mla_check_case(&d, all_dt, 3, "fp16 q, bf16 cache");
 }
 
-/* The benchmark shapes (B, L, H), bf16 only. The two longest contexts run under
- * NUMLA_TEST_SWEEP=full (the default run has contexts past 128k at small dims below, and
- * mla_attn_slow at the real dims); a lean sweep runs (3, 1234, 16) only. */
+/* The benchmark shapes (B, L, H), bf16 only. The two longest contexts and the 30-sequence batch
+ * run under NUMLA_TEST_SWEEP=full (the default run has contexts past 128k at small dims below,
+ * many sequences in the head-group cases, and mla_attn_slow at the real dims); the default run
+ * has (1, 1243, 5) and (3, 1234, 16), a lean sweep (3, 1234, 16) only. */
 static void test_main_shapes(void)
 {
     static const int32_t shapes[5][3] = {{1, 64000, 16}, {1, 54321, 16}, {1, 1243, 5},
                                          {3, 1234, 16}, {30, 2048, 16}};
     int32_t lens[30];
     const int first = numla_test_sweep_full() ? 0 : numla_test_sweep_lean() ? 3 : 2;
-    const int end = numla_test_sweep_lean() ? 4 : 5;
+    const int end = numla_test_sweep_full() ? 5 : 4;
     for (int s = first; s < end; s++) {
         for (int b = 0; b < shapes[s][0]; b++)
             lens[b] = shapes[s][1];
@@ -232,7 +233,9 @@ static void test_head_groups(void)
         lens2[b] = b == 0 ? 2900 : b == 1 ? 1 : b == 2 ? 40 : b == 3 ? 513 : 700 - b;
     static const int32_t hs2[2] = {32, 128};
     const int lean = numla_test_sweep_lean();
-    for (int i = 0; i < (lean ? 1 : 2); i++) { /* lean: 32 heads, bf16 output */
+    /* full: 32 and 128 heads; else 32 (two head blocks a group; the grouped cases below have
+     * eight); lean: bf16 output only, here and below */
+    for (int i = 0; i < (numla_test_sweep_full() ? 2 : 1); i++) {
         mla_case c = {.B = i ? 12 : 20, .H = hs2[i], .Dc = 512, .Dr = 64, .bs = 16, .lens = lens2,
                       .qt = NUMLA_DTYPE_F32, .kvt = NUMLA_DTYPE_BF16, .seed = 210 + i};
         mla_check_case(&c, bf16_f32, lean ? 1 : 2, "head groups");
@@ -246,7 +249,7 @@ static void test_head_groups(void)
         mla_case e = {.B = causal ? 2 : 4, .H = 16, .Dc = 64, .Dr = 16, .bs = 16,
                       .lens = lens4, .nq = nq4, .causal = causal, .qt = NUMLA_DTYPE_F32,
                       .kvt = NUMLA_DTYPE_BF16, .seed = 512 + causal};
-        mla_check_case(&e, bf16_f32, 2, causal ? "grouped causal" : "grouped prefix");
+        mla_check_case(&e, bf16_f32, lean ? 1 : 2, causal ? "grouped causal" : "grouped prefix");
     }
     omp_set_num_threads(team);
 }

@@ -434,13 +434,16 @@ static void test_w8a8_gemm_chunks(void)
     const int64_t ms[] = {32, 70};
     const int team = omp_get_max_threads();
     uint64_t seed = 4711;
-    for (int a = 0; a < ni; a++)
+    for (int a = 0; a < ni; a++) {
+        if (numla_qlinear_level(isas[a], NUMLA_QLINEAR_INT8_W8A8) != isas[a])
+            continue; /* a level that inherits runs the same code as the one below */
         for (int th = 1; th <= 3; th++) {
             omp_set_num_threads(th);
             for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
                 for (int acc = 0; acc < 2; acc++)
                     bad += run_case(NUMLA_QLINEAR_INT8_W8A8, sl, isas[a], ms[mi], acc, seed++);
         }
+    }
     omp_set_num_threads(team);
     CU_ASSERT_EQUAL(bad, 0);
 }
