@@ -185,6 +185,38 @@ static numla_status v4_mlp_types(const char *src, const json_t *root, numla_v4_c
     return NUMLA_STATUS_OK;
 }
 
+/* The MTP layer's (index num_layers) attention and MoE types (docs/design.md §5.9): its
+ * compress_ratios entry when the list has one (the published lists do), else sliding; routed MoE
+ * (its index is past num_hash_layers). Nothing when the checkpoint ships no MTP layer or the
+ * layer count leaves no room (numla_v4_config_enable_mtp then refuses). */
+static numla_status v4_mtp_types(const char *src, const json_t *root, numla_v4_config *o)
+{
+    const int64_t n = o->num_layers;
+    if (o->num_nextn_predict_layers < 1 || n >= NUMLA_V4_MAX_LAYERS)
+        return NUMLA_STATUS_OK;
+    o->attn[n] = NUMLA_V4_ATTN_SLIDING;
+    o->hash_moe[n] = 0;
+    json_t *lt = json_object_get(root, "layer_types");
+    json_t *cr = json_object_get(root, "compress_ratios");
+    if ((lt && !json_is_null(lt)) || !json_is_array(cr) || (int64_t)json_array_size(cr) <= n)
+        return NUMLA_STATUS_OK;
+    json_t *v = json_array_get(cr, (size_t)n);
+    int64_t r = json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
+    if (r == o->csa_rate)
+        o->attn[n] = NUMLA_V4_ATTN_CSA;
+    else if (r == o->hca_rate)
+        o->attn[n] = NUMLA_V4_ATTN_HCA;
+    else if (r != 0)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT,
+                   "%s: field compress_ratios[%lld] (the MTP layer's) is not 0, %lld (CSA) or %lld "
+                   "(HCA)", src, (long long)n, (long long)o->csa_rate, (long long)o->hca_rate);
+    if (o->attn[n] == NUMLA_V4_ATTN_CSA && o->rope_dim > o->index_head_dim)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED,
+                   "%s: field index_head_dim = %lld is below the rope dimension %lld (the MTP "
+                   "layer's indexer)", src, (long long)o->index_head_dim, (long long)o->rope_dim);
+    return NUMLA_STATUS_OK;
+}
+
 /* The rope dimension: head_dim · partial_rotary_factor, qk_rope_head_dim, or head_dim / 8. */
 static numla_status v4_rope_dim(const char *src, const json_t *root, numla_v4_config *o)
 {
@@ -312,6 +344,7 @@ static numla_status v4_parse(const char *src, const json_t *root, numla_v4_confi
     NUMLA_CHECK(v4_rates(src, root, o));
     NUMLA_CHECK(v4_layer_types(src, root, o));
     NUMLA_CHECK(v4_mlp_types(src, root, o));
+    NUMLA_CHECK(v4_mtp_types(src, root, o));
     int any_csa = 0;
     for (int64_t i = 0; i < o->num_layers; i++)
         any_csa |= o->attn[i] == NUMLA_V4_ATTN_CSA;
@@ -414,4 +447,19 @@ void numla_v4_config_sizes(const numla_model_config *cfg, numla_v4_sizes *out)
         z.replicated_bytes += b8_all + 2 * p16 + 4 * (p32 - H) + (hash > 0 ? 8 * k : 0);
     }
     *out = z;
+}
+
+numla_status numla_v4_config_enable_mtp(numla_model_config *cfg)
+{
+    if (!cfg || cfg->arch != NUMLA_MODEL_ARCH_DEEPSEEK_V4 || !cfg->v4.enabled)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_config_enable_mtp: not a deepseek_v4 config");
+    if (cfg->v4.num_nextn_predict_layers < 1)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: the checkpoint has no multi-token-prediction "
+                   "layer (num_nextn_predict_layers is 0), so --speculative mtp cannot draft",
+                   cfg->model_type);
+    if (cfg->v4.num_layers >= NUMLA_V4_MAX_LAYERS)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: %lld layers leave no room for the MTP layer",
+                   cfg->model_type, (long long)cfg->v4.num_layers);
+    cfg->mtp_enabled = 1;
+    return NUMLA_STATUS_OK;
 }

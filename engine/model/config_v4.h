@@ -69,7 +69,8 @@ typedef struct numla_v4_config {
     double swiglu_limit;           /* L */
     double main_rope_theta;        /* rope_theta (or rope_parameters.main.rope_theta) */
     double compress_rope_theta;
-    int64_t num_nextn_predict_layers; /* MTP layers the checkpoint ships (not loaded) */
+    int64_t num_nextn_predict_layers; /* MTP layers the checkpoint ships (the first loaded on
+                                       * request: numla_v4_config_enable_mtp) */
     uint8_t attn[NUMLA_V4_MAX_LAYERS];     /* (num_layers) numla_v4_attn */
     uint8_t hash_moe[NUMLA_V4_MAX_LAYERS]; /* (num_layers) 1 "hash_moe", 0 "moe" */
     /* derived: the two RoPE tables (docs/design.md §5.9) */
@@ -111,6 +112,11 @@ typedef struct numla_v4_sizes {
 } numla_v4_sizes;
 struct numla_model_config;
 void numla_v4_config_sizes(const struct numla_model_config *cfg, numla_v4_sizes *out);
+
+/* Load a deepseek_v4 checkpoint's first MTP layer (`mtp.0.*`, docs/design.md §5.9) with the
+ * model: sets cfg->mtp_enabled. UNSUPPORTED naming the reason when the checkpoint ships none or
+ * the layer count leaves no room. Not collective. */
+numla_status numla_v4_config_enable_mtp(struct numla_model_config *cfg);
 
 /* Name of an attention kind ("sliding_attention", ...). */
 const char *numla_v4_attn_name(numla_v4_attn a);

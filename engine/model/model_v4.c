@@ -75,7 +75,14 @@ struct numla_v4_model {
     v4_lin head;                      /* (V, D) */
     v4_lin hc_head_fn;                /* (n, n·D) fp32 */
     float *hc_head_base, *hc_head_scale; /* (n), (1) */
-    v4_layer *layers;                 /* (L) */
+    v4_layer *layers;                 /* (L), (L + 1) with the MTP layer: its block is layers[L] */
+    /* the MTP layer (cfg.mtp_enabled; docs/design.md §5.9), on every rank but its block's heads,
+     * experts (sharded like a layer) and the head it shares */
+    int has_mtp;
+    v4_lin mtp_e_proj, mtp_h_proj;    /* (D, D) each */
+    float *mtp_enorm, *mtp_hnorm, *mtp_norm; /* (D) */
+    v4_lin mtp_hc_head_fn;            /* (n, n·D) fp32 */
+    float *mtp_hc_head_base, *mtp_hc_head_scale; /* (n), (1) */
 };
 
 static void lin_free(v4_lin *l)
@@ -98,7 +105,7 @@ void numla_v4_model_destroy(numla_v4_model **pm)
         return;
     numla_v4_model *m = *pm;
     const numla_model_config *c = &m->cfg;
-    for (int64_t l = 0; m->layers && l < c->num_hidden_layers; l++) {
+    for (int64_t l = 0; m->layers && l < c->num_hidden_layers + m->has_mtp; l++) {
         v4_layer *y = &m->layers[l];
         free(y->attn_norm);
         free(y->ffn_norm);
@@ -143,6 +150,14 @@ void numla_v4_model_destroy(numla_v4_model **pm)
     lin_free(&m->hc_head_fn);
     free(m->hc_head_base);
     free(m->hc_head_scale);
+    lin_free(&m->mtp_e_proj);
+    lin_free(&m->mtp_h_proj);
+    free(m->mtp_enorm);
+    free(m->mtp_hnorm);
+    free(m->mtp_norm);
+    lin_free(&m->mtp_hc_head_fn);
+    free(m->mtp_hc_head_base);
+    free(m->mtp_hc_head_scale);
     free(m);
     *pm = NULL;
 }
@@ -558,7 +573,13 @@ static numla_status ld_layer(const numla_v4_model *m, const numla_safetensors_mo
     char a[256], b[256];
     y->attn = (numla_v4_attn)v->attn[l];
     y->hash = v->hash_moe[l];
-#define P(buf, fmt, ...) snprintf(buf, sizeof buf, "layers.%lld." fmt, (long long)l, ##__VA_ARGS__)
+    /* layer l, or the MTP layer's block (l = L: mtp.0.*) */
+    char lp[48];
+    if (l < c->num_hidden_layers)
+        snprintf(lp, sizeof lp, "layers.%lld.", (long long)l);
+    else
+        snprintf(lp, sizeof lp, "mtp.%lld.", (long long)(l - c->num_hidden_layers));
+#define P(buf, fmt, ...) snprintf(buf, sizeof buf, "%s" fmt, lp, ##__VA_ARGS__)
     P(a, "attn_norm.weight");
     NUMLA_CHECK(ld_f32(st, a, NULL, 1, &D, &y->attn_norm));
     P(a, "ffn_norm.weight");
@@ -674,6 +695,22 @@ static numla_status ld_layer(const numla_v4_model *m, const numla_safetensors_mo
     return NUMLA_STATUS_OK;
 }
 
+/* The MTP layer's own tensors beside its block (docs/design.md §5.9). */
+static numla_status ld_mtp(const numla_model_config *c, const numla_safetensors_model *st,
+                           numla_isa isa, numla_v4_model *m)
+{
+    const int64_t D = c->hidden_size, n = c->v4.hc_mult;
+    NUMLA_CHECK(ld_lin(c, isa, st, "mtp.0.e_proj.weight", D, D, 0, &m->mtp_e_proj));
+    NUMLA_CHECK(ld_lin(c, isa, st, "mtp.0.h_proj.weight", D, D, 0, &m->mtp_h_proj));
+    NUMLA_CHECK(ld_f32(st, "mtp.0.enorm.weight", NULL, 1, &D, &m->mtp_enorm));
+    NUMLA_CHECK(ld_f32(st, "mtp.0.hnorm.weight", NULL, 1, &D, &m->mtp_hnorm));
+    NUMLA_CHECK(ld_f32(st, "mtp.0.norm.weight", NULL, 1, &D, &m->mtp_norm));
+    NUMLA_CHECK(ld_lin(c, isa, st, "mtp.0.hc_head_fn", n, n * D, 1, &m->mtp_hc_head_fn));
+    NUMLA_CHECK(ld_f32(st, "mtp.0.hc_head_base", NULL, 1, &n, &m->mtp_hc_head_base));
+    NUMLA_CHECK(ld_f32(st, "mtp.0.hc_head_scale", NULL, 1, (int64_t[]){1}, &m->mtp_hc_head_scale));
+    return NUMLA_STATUS_OK;
+}
+
 static numla_status v4_load(const numla_model_config *c, const numla_safetensors_model *st,
                             numla_isa isa, numla_v4_model *m)
 {
@@ -686,11 +723,13 @@ static numla_status v4_load(const numla_model_config *c, const numla_safetensors
     NUMLA_CHECK(ld_lin(c, isa, st, "hc_head_fn", n, n * D, 1, &m->hc_head_fn));
     NUMLA_CHECK(ld_f32(st, "hc_head_base", NULL, 1, &n, &m->hc_head_base));
     NUMLA_CHECK(ld_f32(st, "hc_head_scale", NULL, 1, (int64_t[]){1}, &m->hc_head_scale));
-    m->layers = calloc((size_t)c->num_hidden_layers, sizeof *m->layers);
+    m->layers = calloc((size_t)(c->num_hidden_layers + m->has_mtp), sizeof *m->layers);
     if (!m->layers)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory");
-    for (int64_t l = 0; l < c->num_hidden_layers; l++)
+    for (int64_t l = 0; l < c->num_hidden_layers + m->has_mtp; l++)
         NUMLA_CHECK(ld_layer(m, st, l, &m->layers[l]));
+    if (m->has_mtp)
+        NUMLA_CHECK(ld_mtp(c, st, isa, m));
     return NUMLA_STATUS_OK;
 }
 
@@ -715,6 +754,7 @@ numla_status numla_v4_model_load_shard(const numla_model_config *cfg,
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory");
     m->cfg = *cfg;
     m->isa = isa;
+    m->has_mtp = cfg->mtp_enabled ? 1 : 0;
     numla_status s = numla_shard_plan(cfg, rank, nranks, &m->shard);
     const int64_t G = cfg->v4.o_groups, H = cfg->num_attention_heads;
     if (s == NUMLA_STATUS_OK && nranks > G) {
@@ -734,7 +774,7 @@ numla_status numla_v4_model_load_shard(const numla_model_config *cfg,
         numla_error_frame(__FILE__, __LINE__, __func__);
         return s;
     }
-    if (cfg->v4.num_nextn_predict_layers > 0)
+    if (cfg->v4.num_nextn_predict_layers > 0 && !m->has_mtp)
         NUMLA_INFO("deepseek_v4: the multi-token-prediction layer (mtp.*) is not loaded");
     *out = m;
     return NUMLA_STATUS_OK;
@@ -760,6 +800,15 @@ struct numla_v4_seq {
     const numla_v4_model *m;
     int64_t len;
     v4_lcache *layers; /* (L) */
+    /* with the MTP layer (numla_v4_mtp_forward): its cache, a sequence of its own whose len
+     * counts the MTP rows and whose layers[L] alone is set; the streams of the last forward's
+     * rows (positions len - hid_rows ..) and of the last MTP step's block output (positions
+     * mhid_pos0 ..) */
+    numla_v4_seq *mtp;
+    float *hid;                /* (hid_cap, n, D) */
+    int64_t hid_rows, hid_cap;
+    float *mhid;               /* (mhid_cap, n, D) */
+    int64_t mhid_rows, mhid_cap, mhid_pos0;
 };
 
 static void cstate_free(v4_cstate *s)
@@ -780,6 +829,18 @@ void numla_v4_seq_destroy(numla_v4_seq **ps)
         cstate_free(&s->layers[l].icomp);
     }
     free(s->layers);
+    if (s->mtp) { /* its layers[L] alone is set */
+        const int64_t L = s->m->cfg.num_hidden_layers;
+        if (s->mtp->layers) {
+            free(s->mtp->layers[L].ring);
+            cstate_free(&s->mtp->layers[L].comp);
+            cstate_free(&s->mtp->layers[L].icomp);
+        }
+        free(s->mtp->layers);
+        free(s->mtp);
+    }
+    free(s->hid);
+    free(s->mhid);
     free(s);
     *ps = NULL;
 }
@@ -1489,6 +1550,34 @@ static numla_status block(const numla_v4_model *m, const v4_batch *bt, int64_t l
     return NUMLA_STATUS_OK;
 }
 
+/* A stream buffer of at least rows (rows, n, D) in *buf (capacity *cap rows). */
+static numla_status v4_stream_room(const numla_v4_model *m, float **buf, int64_t *cap, int64_t rows)
+{
+    if (rows <= *cap)
+        return NUMLA_STATUS_OK;
+    const int64_t nD = m->cfg.v4.hc_mult * m->cfg.hidden_size;
+    float *b = realloc(*buf, sizeof(float) * (size_t)(rows * nD));
+    if (!b)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 forward: no memory for the MTP layer's hidden rows");
+    *buf = b;
+    *cap = rows;
+    return NUMLA_STATUS_OK;
+}
+
+/* Each sequence keeps its rows of the final streams X (T, n, D) for the MTP layer. */
+static numla_status v4_keep_streams(const numla_v4_model *m, const v4_batch *bt, const float *X)
+{
+    const int64_t nD = m->cfg.v4.hc_mult * m->cfg.hidden_size;
+    for (int32_t b = 0; b < bt->B; b++) {
+        numla_v4_seq *s = bt->seqs[b];
+        const int64_t r = bt->start[b + 1] - bt->start[b];
+        NUMLA_CHECK(v4_stream_room(m, &s->hid, &s->hid_cap, r));
+        memcpy(s->hid, X + bt->start[b] * nD, sizeof(float) * (size_t)(r * nD));
+        s->hid_rows = r;
+    }
+    return NUMLA_STATUS_OK;
+}
+
 numla_status numla_v4_forward(const numla_v4_model *m, numla_v4_seq *s, const int32_t *tokens,
                               int64_t n, float *logits)
 {
@@ -1571,6 +1660,8 @@ numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_
         if (st == NUMLA_STATUS_OK)
             st = block(m, &bt, l, 1, tokens, n, X, xin, bout, post, comb, flat, y);
     }
+    if (st == NUMLA_STATUS_OK && m->has_mtp)
+        st = v4_keep_streams(m, &bt, X);
     /* the hyper-head, the final norm, the head */
     if (st == NUMLA_STATUS_OK)
         st = hc_mix(m, &m->hc_head_fn, X, n, flat, y);
@@ -1610,5 +1701,201 @@ numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_
         numla_error_frame(__FILE__, __LINE__, __func__);
         return st;
     }
+    return NUMLA_STATUS_OK;
+}
+
+/* ---- the MTP layer (docs/design.md §5.9) ---- */
+
+int64_t numla_v4_seq_mtp_len(const numla_v4_seq *s) { return s && s->mtp ? s->mtp->len : 0; }
+
+/* s's MTP cache: a sequence whose layers[L] alone is set. */
+static numla_status mtp_seq_make(numla_v4_seq *s)
+{
+    const numla_v4_model *m = s->m;
+    const int64_t L = m->cfg.num_hidden_layers;
+    const v4_layer *y = &m->layers[L];
+    const numla_v4_config *v = &m->cfg.v4;
+    numla_v4_seq *t = calloc(1, sizeof *t);
+    if (!t)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for the MTP layer");
+    t->m = m;
+    t->layers = calloc((size_t)(L + 1), sizeof *t->layers);
+    s->mtp = t;
+    if (!t->layers)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for the MTP layer");
+    v4_lcache *lc = &t->layers[L];
+    lc->ring = calloc((size_t)(v->sliding_window * v->head_dim), sizeof(float));
+    if (!lc->ring)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for the MTP layer");
+    if (y->attn != NUMLA_V4_ATTN_SLIDING)
+        NUMLA_CHECK(cstate_init(&y->comp, &lc->comp));
+    if (y->attn == NUMLA_V4_ATTN_CSA)
+        NUMLA_CHECK(cstate_init(&y->icomp, &lc->icomp));
+    return NUMLA_STATUS_OK;
+}
+
+/* Why row i of sequence b cannot run (NULL if it can): its hidden streams must be the row of the
+ * same position in the last forward (src >= 0) or of the previous position in the last MTP step
+ * (src < 0), at the MTP layer's next position. */
+static const char *mtp_row_bad(const numla_v4_seq *s, int64_t i, int32_t tok, int32_t src,
+                               int64_t V)
+{
+    const int64_t pos = (s->mtp ? s->mtp->len : 0) + i;
+    if (tok < 0 || tok >= V)
+        return "a token outside the vocabulary";
+    if (src >= 0) {
+        if (src >= s->hid_rows)
+            return "a hidden row past the last forward's rows";
+        if (s->len - s->hid_rows + src != pos)
+            return "a hidden row of another position than the MTP row's";
+    } else {
+        const int64_t k = -1 - (int64_t)src;
+        if (k >= s->mhid_rows)
+            return "a chained row past the last MTP step's rows";
+        if (s->mhid_pos0 + k + 1 != pos)
+            return "a chained row not of the previous position";
+    }
+    return NULL;
+}
+
+numla_status numla_v4_mtp_forward(const numla_v4_model *m, int32_t B, numla_v4_seq *const *seqs,
+                                  const int32_t *const *toks, const int32_t *const *src,
+                                  const int64_t *ns, int64_t R, const int32_t *rows, float *logits)
+{
+    if (!m || B < 1 || !seqs || !toks || !src || !ns || (!logits && R != 0) || (R > 0 && !rows))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_mtp_forward: NULL argument or no sequence");
+    if (!m->has_mtp)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_mtp_forward: the model was loaded without "
+                   "its MTP layer (numla_v4_config_enable_mtp)");
+    const numla_model_config *c = &m->cfg;
+    const int64_t L = c->num_hidden_layers, hc = c->v4.hc_mult, D = c->hidden_size, nD = hc * D;
+    int64_t *start = malloc(sizeof(int64_t) * (size_t)(B + 1));
+    numla_v4_seq **subs = malloc(sizeof *subs * (size_t)B);
+    if (!start || !subs) {
+        free(start);
+        free(subs);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 MTP forward: no memory");
+    }
+    start[0] = 0;
+    const char *bad = NULL;
+    int32_t bb = 0;
+    for (int32_t b = 0; !bad && b < B; b++) {
+        const numla_v4_seq *s = seqs[b];
+        bb = b;
+        if (!s || s->m != m || !toks[b] || !src[b])
+            bad = "a NULL or foreign sequence";
+        else if (ns[b] < 1)
+            bad = "no rows";
+        else if ((s->mtp ? s->mtp->len : 0) + ns[b] > c->max_position_embeddings)
+            bad = "more rows than max_position_embeddings";
+        for (int32_t b2 = 0; !bad && b2 < b; b2++)
+            if (seqs[b2] == s)
+                bad = "a sequence given twice";
+        for (int64_t i = 0; !bad && i < ns[b]; i++)
+            bad = mtp_row_bad(s, i, toks[b][i], src[b][i], c->vocab_size);
+        if (!bad)
+            start[b + 1] = start[b] + ns[b];
+    }
+    const int64_t n = bad ? 0 : start[B];
+    for (int64_t r = 0; !bad && r < R; r++)
+        if (rows[r] < 0 || rows[r] >= n || R > n)
+            bad = "a logit row outside its rows";
+    if (bad) {
+        free(start);
+        free(subs);
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_mtp_forward: sequence %d of %d has %s", bb,
+                   B, bad);
+    }
+    numla_status st = NUMLA_STATUS_OK;
+    for (int32_t b = 0; st == NUMLA_STATUS_OK && b < B; b++) {
+        if (!seqs[b]->mtp)
+            st = mtp_seq_make(seqs[b]);
+        subs[b] = seqs[b]->mtp;
+    }
+    const v4_batch bt = {B, subs, start};
+    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)n);
+    float *X = malloc(sizeof(float) * (size_t)(n * nD));
+    float *xin = malloc(sizeof(float) * (size_t)(n * D));
+    float *bout = malloc(sizeof(float) * (size_t)(n * D));
+    float *post = malloc(sizeof(float) * (size_t)(n * hc));
+    float *comb = malloc(sizeof(float) * (size_t)(n * hc * hc));
+    float *flat = malloc(sizeof(float) * (size_t)(n * nD));
+    float *y = malloc(sizeof(float) * (size_t)(n * (2 + hc) * hc));
+    if (st == NUMLA_STATUS_OK && !(tokens && X && xin && bout && post && comb && flat && y))
+        st = NUMLA_STATUS_NO_MEMORY;
+    /* e = e_proj · enorm(emb(t)) (xin -> bout); each stream h_proj · hnorm(X_j) (flat -> X) */
+    for (int32_t b = 0; st == NUMLA_STATUS_OK && b < B; b++)
+        for (int64_t i = 0; i < ns[b]; i++) {
+            const int64_t t = start[b] + i;
+            const numla_v4_seq *s = seqs[b];
+            tokens[t] = toks[b][i];
+            memcpy(xin + t * D, m->embed + (int64_t)tokens[t] * D, sizeof(float) * (size_t)D);
+            rms(xin + t * D, m->mtp_enorm, D, c->rms_norm_eps);
+            const int32_t sr = src[b][i];
+            const float *h = sr >= 0 ? s->hid + sr * nD : s->mhid + (-1 - (int64_t)sr) * nD;
+            memcpy(flat + t * nD, h, sizeof(float) * (size_t)nD);
+            for (int64_t j = 0; j < hc; j++)
+                rms(flat + t * nD + j * D, m->mtp_hnorm, D, c->rms_norm_eps);
+        }
+    if (st == NUMLA_STATUS_OK)
+        st = lin(m, &m->mtp_e_proj, n, xin, bout);
+    if (st == NUMLA_STATUS_OK)
+        st = lin(m, &m->mtp_h_proj, n * hc, flat, X);
+    for (int64_t t = 0; st == NUMLA_STATUS_OK && t < n; t++)
+        for (int64_t j = 0; j < hc; j++)
+            for (int64_t i = 0; i < D; i++)
+                X[(t * hc + j) * D + i] += bout[t * D + i];
+    if (st == NUMLA_STATUS_OK)
+        st = block(m, &bt, L, 0, tokens, n, X, xin, bout, post, comb, flat, y);
+    if (st == NUMLA_STATUS_OK)
+        st = block(m, &bt, L, 1, tokens, n, X, xin, bout, post, comb, flat, y);
+    /* the block output for chaining, each sequence's rows */
+    for (int32_t b = 0; st == NUMLA_STATUS_OK && b < B; b++) {
+        numla_v4_seq *s = seqs[b];
+        st = v4_stream_room(m, &s->mhid, &s->mhid_cap, ns[b]);
+        if (st == NUMLA_STATUS_OK) {
+            memcpy(s->mhid, X + start[b] * nD, sizeof(float) * (size_t)(ns[b] * nD));
+            s->mhid_rows = ns[b];
+            s->mhid_pos0 = s->mtp->len;
+        }
+    }
+    /* its hyper-head, its norm, the main head */
+    if (st == NUMLA_STATUS_OK)
+        st = hc_mix(m, &m->mtp_hc_head_fn, X, n, flat, y);
+    for (int64_t t = 0; st == NUMLA_STATUS_OK && t < n; t++) {
+        const float *Xt = X + t * nD;
+        float *xt = xin + t * D;
+        for (int64_t i = 0; i < D; i++)
+            xt[i] = 0;
+        for (int64_t j = 0; j < hc; j++) {
+            float pre = sigmoidf_(y[t * hc + j] * m->mtp_hc_head_scale[0] + m->mtp_hc_head_base[j]) +
+                        (float)c->v4.hc_eps;
+            for (int64_t i = 0; i < D; i++)
+                xt[i] += pre * Xt[j * D + i];
+        }
+        rms(xt, m->mtp_norm, D, c->rms_norm_eps);
+    }
+    if (st == NUMLA_STATUS_OK && R < 0)
+        st = lin(m, &m->head, n, xin, logits);
+    if (st == NUMLA_STATUS_OK && R > 0) {
+        for (int64_t r = 0; r < R; r++)
+            memcpy(bout + r * D, xin + (int64_t)rows[r] * D, sizeof(float) * (size_t)D);
+        st = lin(m, &m->head, R, bout, logits);
+    }
+    if (st == NUMLA_STATUS_OK)
+        for (int32_t b = 0; b < B; b++)
+            seqs[b]->mtp->len += ns[b];
+    free(tokens);
+    free(X);
+    free(xin);
+    free(bout);
+    free(post);
+    free(comb);
+    free(flat);
+    free(y);
+    free(start);
+    free(subs);
+    if (st != NUMLA_STATUS_OK)
+        NUMLA_FAIL(st, "v4 MTP forward failed");
     return NUMLA_STATUS_OK;
 }

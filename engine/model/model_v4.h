@@ -30,7 +30,8 @@ typedef struct numla_v4_seq numla_v4_seq;     /* one sequence's cache */
 /* Load cfg's weights (cfg->v4.enabled) from st: F32, BF16 or F16 tensors under DeepSeek's names
  * (docs/design.md §5.9); matrices are packed for kernels/linear.h at level isa (bf16 stays bf16,
  * the rest fp32), vectors, norms, the mHC and router weights become fp32. A missing tensor or a
- * wrong shape is NUMLA_STATUS_FORMAT naming it. The MTP layer is not read. Not collective. */
+ * wrong shape is NUMLA_STATUS_FORMAT naming it. The MTP layer (`mtp.0.*`) is read when
+ * cfg->mtp_enabled, its block as a layer and sharded like one. Not collective. */
 numla_status numla_v4_model_load(const numla_model_config *cfg, const numla_safetensors_model *st,
                                  numla_isa isa, numla_v4_model **out);
 /* Rank `rank` of `nranks`'s part (docs/design.md §2 applied to V4): whole o_groups and their
@@ -101,6 +102,25 @@ numla_status numla_v4_forward_batch(const numla_v4_model *m, int32_t B, numla_v4
 numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_seq *const *seqs,
                                    const int32_t *const *toks, const int64_t *ns, int64_t R,
                                    const int32_t *rows, float *logits);
+
+/* ---- the multi-token-prediction layer (cfg.mtp_enabled: numla_v4_config_enable_mtp before
+ * loading; docs/design.md §5.9) ---- */
+
+/* One step of the MTP layer for B distinct sequences: sequence b runs ns[b] MTP rows at the
+ * positions numla_v4_seq_mtp_len(b) .. + ns[b] - 1 (the MTP layer's own cache, beside the
+ * sequence's layers, made at its first row). Row i's token toks[b][i] is the token at its
+ * position + 1; its hidden streams src[b][i]: >= 0, that row of the sequence's last
+ * numla_v4_forward* (which must be the row of the same position), < 0, row -1 - src of its
+ * last MTP step's block output (chaining a draft: the row of the previous position). logits
+ * (R, vocab_count) for the rows `rows` into the concatenated rows (R < 0: every row, R 0:
+ * none): the draft distribution of the token at position + 2, over this rank's vocabulary
+ * rows. A bad row is INVALID_ARG naming it, leaving the sequences unchanged. Collective like
+ * numla_v4_forward (the block's reductions). */
+numla_status numla_v4_mtp_forward(const numla_v4_model *m, int32_t B, numla_v4_seq *const *seqs,
+                                  const int32_t *const *toks, const int32_t *const *src,
+                                  const int64_t *ns, int64_t R, const int32_t *rows, float *logits);
+/* MTP rows the sequence's MTP cache holds. */
+int64_t numla_v4_seq_mtp_len(const numla_v4_seq *s);
 
 /* ---- driven by numla_step (the scheduler and the engine; model_v4_step.c) ---- */
 

@@ -290,6 +290,8 @@ static int numla_synth_is_v4(const numla_synth_config *c)
 
 int32_t numla_synth_v4_ratio(const numla_synth_config *c, int32_t layer)
 {
+    if (layer >= c->num_hidden_layers) /* the MTP layer: sliding, as V4-Flash's */
+        return 0;
     if (layer < c->v4_lead_layers)
         return c->v4_lead_ratio;
     return (layer - c->v4_lead_layers) % 2 ? 128 : 4;
@@ -356,9 +358,6 @@ numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_
                    "1 (write the layer), not %d", (int)opt->mtp);
     if (opt->mtp)
         c->num_nextn_predict_layers = opt->mtp > 0;
-    if (c->num_nextn_predict_layers && numla_synth_is_v4(c))
-        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: preset %s: DeepSeek-V4's multi-token-"
-                   "prediction layer (mtp.*) is not written", p);
     if (opt->tokenizer_dir) {
         numla_tokenizer *t = NULL;
         NUMLA_CHECK(numla_tokenizer_load(opt->tokenizer_dir, &t));
@@ -593,70 +592,86 @@ static numla_status numla_synth_plan_build_v4(const numla_synth_config *c,
     const int64_t hi = c->index_n_heads, di = c->index_head_dim;
 
     NUMLA_CHECK(numla_synth_add(p, opt, L, (float)sqrt((double)d), c->vocab_size, d, "embed.weight"));
-    for (int32_t i = 0; i < c->num_hidden_layers; i++) {
+    /* the layers, then the MTP layer's block as mtp.0.* (docs/design.md §5.9) */
+    for (int32_t i = 0; i < c->num_hidden_layers + (c->num_nextn_predict_layers > 0); i++) {
         const int32_t ratio = numla_synth_v4_ratio(c, i);
-        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "layers.%d.attn_norm.weight", i));
-        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, ql, d, "layers.%d.attn.wq_a.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
-        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, ql, 0, "layers.%d.attn.q_norm.weight", i));
-        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * D, ql, "layers.%d.attn.wq_b.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
-        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, D, d, "layers.%d.attn.wkv.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
-        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, D, 0, "layers.%d.attn.norm.weight", i));
-        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, G * r, H * D / G, "layers.%d.attn.wo_a.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
-        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, G * r, "layers.%d.attn.wo_b.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
-        NUMLA_CHECK(numla_synth_add(p, opt, B, 1, H, 0, "layers.%d.attn.attn_sink", i));
+        const int mtpl = i >= c->num_hidden_layers;
+        const char *pfx = mtpl ? "mtp." : "layers.";
+        const int32_t li = mtpl ? i - c->num_hidden_layers : i;
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "%s%d.attn_norm.weight", pfx, li));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, ql, d, "%s%d.attn.wq_a.weight", pfx, li)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, ql, 0, "%s%d.attn.q_norm.weight", pfx, li));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, H * D, ql, "%s%d.attn.wq_b.weight", pfx, li)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, D, d, "%s%d.attn.wkv.weight", pfx, li)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, D, 0, "%s%d.attn.norm.weight", pfx, li));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, G * r, H * D / G, "%s%d.attn.wo_a.weight", pfx, li)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, G * r, "%s%d.attn.wo_b.weight", pfx, li)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+        NUMLA_CHECK(numla_synth_add(p, opt, B, 1, H, 0, "%s%d.attn.attn_sink", pfx, li));
         if (ratio) {
             /* CSA's compressor keeps two series (2 x head_dim), HCA's one */
             const int64_t w = ratio == 4 ? 2 * D : D;
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, w, d, "layers.%d.attn.compressor.wkv.weight", i));
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, w, d, "layers.%d.attn.compressor.wgate.weight", i));
-            NUMLA_CHECK(numla_synth_add(p, opt, B, 1, ratio, w, "layers.%d.attn.compressor.ape", i));
-            NUMLA_CHECK(numla_synth_add(p, opt, N, 1, D, 0, "layers.%d.attn.compressor.norm.weight", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, w, d, "%s%d.attn.compressor.wkv.weight", pfx, li));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, w, d, "%s%d.attn.compressor.wgate.weight", pfx, li));
+            NUMLA_CHECK(numla_synth_add(p, opt, B, 1, ratio, w, "%s%d.attn.compressor.ape", pfx, li));
+            NUMLA_CHECK(numla_synth_add(p, opt, N, 1, D, 0, "%s%d.attn.compressor.norm.weight", pfx, li));
         }
         if (ratio == 4) {
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi * di, ql, "layers.%d.attn.indexer.wq_b.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi, d, "layers.%d.attn.indexer.weights_proj.weight", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi * di, ql, "%s%d.attn.indexer.wq_b.weight", pfx, li)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hi, d, "%s%d.attn.indexer.weights_proj.weight", pfx, li));
             NUMLA_CHECK(numla_synth_add(p, opt, L, 1, 2 * di, d,
-                                        "layers.%d.attn.indexer.compressor.wkv.weight", i));
+                                        "%s%d.attn.indexer.compressor.wkv.weight", pfx, li));
             NUMLA_CHECK(numla_synth_add(p, opt, L, 1, 2 * di, d,
-                                        "layers.%d.attn.indexer.compressor.wgate.weight", i));
-            NUMLA_CHECK(numla_synth_add(p, opt, B, 1, ratio, 2 * di, "layers.%d.attn.indexer.compressor.ape", i));
+                                        "%s%d.attn.indexer.compressor.wgate.weight", pfx, li));
+            NUMLA_CHECK(numla_synth_add(p, opt, B, 1, ratio, 2 * di, "%s%d.attn.indexer.compressor.ape", pfx, li));
             NUMLA_CHECK(numla_synth_add(p, opt, N, 1, di, 0,
-                                        "layers.%d.attn.indexer.compressor.norm.weight", i));
+                                        "%s%d.attn.indexer.compressor.norm.weight", pfx, li));
         }
         static const char *const site[2] = {"attn", "ffn"};
         for (int k = 0; k < 2; k++) {
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, mix, hc * d, "layers.%d.hc_%s_fn", i, site[k]));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, mix, hc * d, "%s%d.hc_%s_fn", pfx, li, site[k]));
             numla_synth_last_dtype(p, NUMLA_DTYPE_F32);
-            NUMLA_CHECK(numla_synth_add(p, opt, B, 1, mix, 0, "layers.%d.hc_%s_base", i, site[k]));
-            NUMLA_CHECK(numla_synth_add(p, opt, N, 1, 3, 0, "layers.%d.hc_%s_scale", i, site[k]));
+            NUMLA_CHECK(numla_synth_add(p, opt, B, 1, mix, 0, "%s%d.hc_%s_base", pfx, li, site[k]));
+            NUMLA_CHECK(numla_synth_add(p, opt, N, 1, 3, 0, "%s%d.hc_%s_scale", pfx, li, site[k]));
             numla_synth_last_dtype(p, NUMLA_DTYPE_F32);
         }
-        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "layers.%d.ffn_norm.weight", i));
-        NUMLA_CHECK(numla_synth_add(p, opt, L, NUMLA_SYNTH_ROUTER_GAIN, E, d, "layers.%d.ffn.gate.weight", i));
-        if (i < c->num_hash_layers) {
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "%s%d.ffn_norm.weight", pfx, li));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, NUMLA_SYNTH_ROUTER_GAIN, E, d, "%s%d.ffn.gate.weight", pfx, li));
+        if (i < c->num_hash_layers && !mtpl) {
             NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_HASH, 1, c->vocab_size,
-                                        c->num_experts_per_tok, "layers.%d.ffn.gate.tid2eid", i));
+                                        c->num_experts_per_tok, "%s%d.ffn.gate.tid2eid", pfx, li));
             p->t[p->n - 1].range = E;
             numla_synth_last_dtype(p, NUMLA_DTYPE_I64);
         } else {
-            NUMLA_CHECK(numla_synth_add(p, opt, B, 1, E, 0, "layers.%d.ffn.gate.bias", i));
+            NUMLA_CHECK(numla_synth_add(p, opt, B, 1, E, 0, "%s%d.ffn.gate.bias", pfx, li));
         }
         for (int64_t e = 0; e < E; e++) {
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d, "layers.%d.ffn.experts.%lld.w1.weight",
-                                        i, (long long)e));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d, "%s%d.ffn.experts.%lld.w1.weight",
+                                        pfx, li, (long long)e));
             numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP4);
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, moe, "layers.%d.ffn.experts.%lld.w2.weight",
-                                        i, (long long)e));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, moe, "%s%d.ffn.experts.%lld.w2.weight",
+                                        pfx, li, (long long)e));
             numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP4);
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d, "layers.%d.ffn.experts.%lld.w3.weight",
-                                        i, (long long)e));
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, moe, d, "%s%d.ffn.experts.%lld.w3.weight",
+                                        pfx, li, (long long)e));
             numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP4);
         }
         if (shared > 0) {
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d, "layers.%d.ffn.shared_experts.w1.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, shared, "layers.%d.ffn.shared_experts.w2.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
-            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d, "layers.%d.ffn.shared_experts.w3.weight", i)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d, "%s%d.ffn.shared_experts.w1.weight", pfx, li)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, shared, "%s%d.ffn.shared_experts.w2.weight", pfx, li)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+            NUMLA_CHECK(numla_synth_add(p, opt, L, 1, shared, d, "%s%d.ffn.shared_experts.w3.weight", pfx, li)); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
         }
+    }
+    if (c->num_nextn_predict_layers > 0) { /* the MTP layer's own tensors beside its block */
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, d, "mtp.0.e_proj.weight")); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, d, d, "mtp.0.h_proj.weight")); numla_synth_v4q_mark(p, opt, NUMLA_SYNTH_V4Q_FP8);
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "mtp.0.enorm.weight"));
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "mtp.0.hnorm.weight"));
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "mtp.0.norm.weight"));
+        NUMLA_CHECK(numla_synth_add(p, opt, L, 1, hc, hc * d, "mtp.0.hc_head_fn"));
+        numla_synth_last_dtype(p, NUMLA_DTYPE_F32);
+        NUMLA_CHECK(numla_synth_add(p, opt, B, 1, hc, 0, "mtp.0.hc_head_base"));
+        NUMLA_CHECK(numla_synth_add(p, opt, N, 1, 1, 0, "mtp.0.hc_head_scale"));
+        numla_synth_last_dtype(p, NUMLA_DTYPE_F32);
     }
     NUMLA_CHECK(numla_synth_add(p, opt, N, 1, d, 0, "norm.weight"));
     NUMLA_CHECK(numla_synth_add(p, opt, NUMLA_SYNTH_KIND_LM_HEAD, NUMLA_SYNTH_LM_HEAD_GAIN,
@@ -1049,7 +1064,8 @@ static numla_status numla_synth_config_write_v4(const numla_synth_config *c, num
                            (json_int_t)c->yarn_original_max_position_embeddings, "beta_fast",
                            c->yarn_beta_fast, "beta_slow", c->yarn_beta_slow);
     int bad = !o || !cr || !rs;
-    for (int32_t i = 0; !bad && i < c->num_hidden_layers; i++)
+    /* one entry more for the MTP layer, as the published lists have */
+    for (int32_t i = 0; !bad && i < c->num_hidden_layers + (c->num_nextn_predict_layers > 0); i++)
         bad |= json_array_append_new(cr, json_integer(numla_synth_v4_ratio(c, i)));
     if (bad) {
         json_decref(o);
@@ -1099,7 +1115,7 @@ static numla_status numla_synth_config_write_v4(const numla_synth_config *c, num
     SET_("attention_bias", json_false());
     SET_("attention_dropout", json_real(0.0));
     SET_("initializer_range", json_real(0.02));
-    SET_("num_nextn_predict_layers", json_integer(0));
+    SET_("num_nextn_predict_layers", json_integer(c->num_nextn_predict_layers > 0));
     SET_("tie_word_embeddings", json_false());
     SET_("use_cache", json_true());
     SET_("torch_dtype", json_string(dt == NUMLA_DTYPE_F32 ? "float32" : "bfloat16"));

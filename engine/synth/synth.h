@@ -114,7 +114,8 @@ typedef struct numla_synth_options {
                              * first_k_dense_replace are dense: v3 needs >= 4 for an MoE layer) */
     int32_t experts;        /* > 0: override n_routed_experts */
     int32_t mtp;            /* 0: the MTP layer as the preset ships it (v3, v32, glm5 do);
-                             * 1: write it (any preset but deepseek_v4's); -1: leave it out */
+                             * 1: write it (deepseek_v4: `mtp.0.*`, a sliding-window block as
+                             * V4-Flash's, docs/design.md §5.9); -1: leave it out */
     uint64_t seed;
     numla_dtype dtype;      /* BF16 or F32 (V3's e_score_correction_bias is always F32) */
     numla_qckpt_format weights; /* FP8 / INT8 (deepseek_v4: FP8 only, its published FP8 + FP4

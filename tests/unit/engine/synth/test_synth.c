@@ -8,6 +8,9 @@
 
 #include "engine/formats/safetensors.h"
 #include "engine/formats/safetensors_testing.h"
+#include "engine/model/config.h"
+#include "engine/model/config_v4.h"
+#include "engine/model/model_v4.h"
 #include "engine/synth/synth.h"
 
 #include <jansson.h>
@@ -716,12 +719,107 @@ static void test_mtp_layer(void)
         CU_ASSERT_EQUAL_FATAL(numla_synth_config_get(&op, &cf), NUMLA_STATUS_OK);
         CU_ASSERT_EQUAL(cf.num_nextn_predict_layers, 0);
     }
-    numla_synth_options bad = {.preset = "tiny-v4", .dtype = NUMLA_DTYPE_BF16, .mtp = 1};
-    CU_ASSERT_EQUAL(numla_synth_config_get(&bad, &cf), NUMLA_STATUS_INVALID_ARG);
-    bad = (numla_synth_options){.preset = "tiny-v3", .dtype = NUMLA_DTYPE_BF16, .mtp = 2};
+    numla_synth_options bad = {.preset = "tiny-v3", .dtype = NUMLA_DTYPE_BF16, .mtp = 2};
     CU_ASSERT_EQUAL(numla_synth_config_get(&bad, &cf), NUMLA_STATUS_INVALID_ARG);
 }
 
-NUMLA_TEST_SUITE(synth, NULL, NULL, NUMLA_TEST(test_mtp_layer), NUMLA_TEST(test_quantized_weights), NUMLA_TEST(test_tiny_tensors), NUMLA_TEST(test_tiny_config),
+/* DeepSeek-V4's MTP layer (docs/design.md §5.9): `mtp.0.*` in DeepSeek's names, a sliding block
+ * (compress_ratios one entry longer, 0), the main tensors' bytes unchanged, none by default; bf16
+ * and the published FP8 + FP4 form both load with numla's V4 loader and draft finite logits. */
+static void test_mtp_layer_v4(void)
+{
+    const char *dir = sy_dir("tiny-v4-mtp"), *plain = sy_dir("tiny-v4-plain");
+    numla_synth_options o = {.preset = "tiny-v4", .out_dir = dir, .seed = 3,
+                             .dtype = NUMLA_DTYPE_BF16, .mtp = 1};
+    CU_ASSERT_EQUAL_FATAL(numla_synth_write(&o, NULL), NUMLA_STATUS_OK);
+    numla_synth_options op = o;
+    op.out_dir = plain;
+    op.mtp = 0;
+    CU_ASSERT_EQUAL_FATAL(numla_synth_write(&op, NULL), NUMLA_STATUS_OK);
+    json_t *c = sy_config(dir);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(sy_int(c, "num_nextn_predict_layers"), 1);
+    json_t *cr = json_object_get(c, "compress_ratios");
+    CU_ASSERT_EQUAL(json_array_size(cr), (size_t)sy_int(c, "num_hidden_layers") + 1);
+    CU_ASSERT_EQUAL(json_integer_value(json_array_get(cr, json_array_size(cr) - 1)), 0);
+    json_decref(c);
+    c = sy_config(plain);
+    CU_ASSERT_EQUAL(sy_int(c, "num_nextn_predict_layers"), 0);
+    json_decref(c);
+    numla_safetensors_model *m = NULL, *a = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &m), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(plain, &a), NUMLA_STATUS_OK);
+    static const char *const names[] = {"mtp.0.e_proj.weight", "mtp.0.h_proj.weight",
+        "mtp.0.enorm.weight", "mtp.0.hnorm.weight", "mtp.0.norm.weight", "mtp.0.hc_head_fn",
+        "mtp.0.hc_head_base", "mtp.0.hc_head_scale", "mtp.0.attn.wq_a.weight",
+        "mtp.0.hc_attn_fn", "mtp.0.ffn.gate.bias", "mtp.0.ffn.experts.7.w2.weight"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        NUMLA_ASSERT_MSG(numla_safetensors_find(m, names[i]) != NULL, "%s", names[i]);
+    CU_ASSERT_PTR_NULL(numla_safetensors_find(m, "mtp.0.attn.compressor.wkv.weight"));
+    CU_ASSERT_PTR_NULL(numla_safetensors_find(m, "mtp.0.ffn.gate.tid2eid"));
+    CU_ASSERT_PTR_NULL(numla_safetensors_find(m, "mtp.0.embed.weight"));
+    for (int64_t i = 0; i < numla_safetensors_count(a); i++) { /* the main tensors: same bytes */
+        const numla_safetensors_tensor *x = numla_safetensors_at(a, i);
+        const numla_safetensors_tensor *y = numla_safetensors_find(m, x->name);
+        NUMLA_ASSERT_MSG(y && x->nbytes == y->nbytes && !memcmp(x->data, y->data, x->nbytes),
+                         "%s", x->name);
+    }
+    int64_t extra = 0; /* the rest: mtp.0.*, 21 block tensors of a sliding layer with a shared
+                        * expert, 3 per routed expert, 8 of its own */
+    for (int64_t i = 0; i < numla_safetensors_count(m); i++) {
+        const char *nm = numla_safetensors_at(m, i)->name;
+        if (!numla_safetensors_find(a, nm)) {
+            extra++;
+            NUMLA_ASSERT_MSG(!strncmp(nm, "mtp.0.", 6), "%s", nm);
+        }
+    }
+    CU_ASSERT_EQUAL(extra, 21 + 3 * 8 + 8);
+    numla_safetensors_close(&a);
+    numla_safetensors_close(&m);
+    numla_synth_config cf;
+    op = (numla_synth_options){.preset = "v4-flash", .dtype = NUMLA_DTYPE_BF16};
+    CU_ASSERT_EQUAL_FATAL(numla_synth_config_get(&op, &cf), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(cf.num_nextn_predict_layers, 0);
+    /* both forms load with the layer and draft */
+    const char *q = sy_dir("tiny-v4-mtp-fp8");
+    op = o;
+    op.out_dir = q;
+    op.weights = NUMLA_QCKPT_FP8;
+    CU_ASSERT_EQUAL_FATAL(numla_synth_write(&op, NULL), NUMLA_STATUS_OK);
+    const char *dirs[2] = {dir, q};
+    for (int k = 0; k < 2; k++) {
+        numla_model_config cfg;
+        CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dirs[k], &cfg), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_v4_config_enable_mtp(&cfg), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dirs[k], &m), NUMLA_STATUS_OK);
+        if (k)
+            CU_ASSERT_PTR_NOT_NULL(numla_safetensors_find(m, "mtp.0.e_proj.scale"));
+        numla_v4_model *vm = NULL;
+        numla_status ls = numla_v4_model_load(&cfg, m, numla_isa_best(), &vm);
+        NUMLA_ASSERT_MSG(ls == NUMLA_STATUS_OK, "%s: %s", dirs[k], numla_error_message());
+        numla_safetensors_close(&m);
+        if (!vm)
+            continue;
+        numla_v4_seq *s = NULL;
+        const int32_t tk[3] = {3, 4, 5}, src[2] = {0, 1};
+        const int64_t V = cfg.vocab_size;
+        float *lg = malloc(sizeof(float) * 2 * (size_t)V);
+        CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(vm, &s), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL(numla_v4_forward_rows(vm, 1, &s, (const int32_t *[]){tk}, (int64_t[]){3},
+                                              0, NULL, NULL), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL(numla_v4_mtp_forward(vm, 1, &s, (const int32_t *[]){tk + 1},
+                                             (const int32_t *[]){src}, (int64_t[]){2}, -1, NULL,
+                                             lg), NUMLA_STATUS_OK);
+        int finite = 1;
+        for (int64_t i = 0; i < 2 * V; i++)
+            finite &= isfinite(lg[i]) != 0;
+        CU_ASSERT(finite);
+        free(lg);
+        numla_v4_seq_destroy(&s);
+        numla_v4_model_destroy(&vm);
+    }
+}
+
+NUMLA_TEST_SUITE(synth, NULL, NULL, NUMLA_TEST(test_mtp_layer), NUMLA_TEST(test_mtp_layer_v4), NUMLA_TEST(test_quantized_weights), NUMLA_TEST(test_tiny_tensors), NUMLA_TEST(test_tiny_config),
                  NUMLA_TEST(test_presets_and_validation), NUMLA_TEST(test_determinism),
                  NUMLA_TEST(test_sharded), NUMLA_TEST(test_weight_statistics))

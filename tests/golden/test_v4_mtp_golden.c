@@ -1,0 +1,263 @@
+/* Golden tests (label golden) of DeepSeek-V4's multi-token-prediction layer
+ * (numla_v4_mtp_forward, engine/model/model_v4.c; docs/design.md §5.9) against
+ * scripts/make_v4_mtp_golden.py's reference, written from DeepSeek's published MTPBlock with the
+ * block run by transformers 5.25, on tests/golden/v4/mtp_fp32 (the tiny V4 model of
+ * tests/golden/v4/model_fp32 plus an `mtp.0.*` layer: sliding-window attention, routed MoE, its
+ * own hyper-head and norm):
+ *   - prompts of 140 and 9 tokens prefilled as one step; their MTP rows (positions 0..n-2, the
+ *     main streams of the same row, the next prompt token) in two MTP steps of both sequences,
+ *     the second reading the MTP layer's cache of the first (the 140-token prompt's past its
+ *     128-row window); then one chained row per prompt (position n-1 from the block output of
+ *     n-2): every logit within LOGIT_TOL;
+ *   - the same at 1 rank at the reference ISA, and at 2 and 3 in-process ranks (heads by
+ *     o_groups, experts, vocabulary sharded), each rank's vocabulary slice gathered;
+ *   - refusals: a checkpoint without the layer, a model loaded without it, a hidden row of
+ *     another position, a chained row past the last MTP step's. */
+#include "model_golden_harness.h"
+
+#include "engine/model/config_v4.h"
+#include "engine/model/model_v4.h"
+
+#define MTP_PROMPTS 2
+
+typedef struct mtp_gold {
+    golden g;
+    int32_t chain[MTP_PROMPTS];
+    const float *mtp[MTP_PROMPTS];   /* (n_p - 1, V) */
+    const float *chained[MTP_PROMPTS]; /* (1, V) */
+} mtp_gold;
+
+static int mtp_gold_load(mtp_gold *d)
+{
+    memset(d, 0, sizeof *d);
+    if (golden_load_file(&d->g, "v4", "mtp_fp32", "expected.safetensors"))
+        return -1;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/expected.json", d->g.dir);
+    json_t *j = json_load_file(path, 0, NULL);
+    json_t *ct = j ? json_object_get(j, "chain_tokens") : NULL;
+    int bad = !ct || json_array_size(ct) != MTP_PROMPTS || d->g.nprompts != MTP_PROMPTS;
+    for (int p = 0; !bad && p < MTP_PROMPTS; p++) {
+        d->chain[p] = (int32_t)json_integer_value(json_array_get(ct, (size_t)p));
+        char name[64];
+        int64_t rows = 0;
+        snprintf(name, sizeof name, "mtp_logits_%d", p);
+        d->mtp[p] = st_f32(d->g.expected, name, &rows, NULL);
+        bad |= !d->mtp[p] || rows != d->g.len[p] - 1;
+        snprintf(name, sizeof name, "chain_logits_%d", p);
+        d->chained[p] = st_f32(d->g.expected, name, &rows, NULL);
+        bad |= !d->chained[p] || rows != 1;
+    }
+    json_decref(j);
+    return bad ? -1 : 0;
+}
+
+/* One rank's run of the case above: writes its vocabulary slice of every MTP row into out[p]
+ * ((n_p - 1) + 1 rows of V: the rows at positions 0..n_p-2, then the chained row). */
+typedef struct mtp_rank {
+    rank_ctx rc;
+    const numla_v4_model *m;
+    const mtp_gold *d;
+    float *out[MTP_PROMPTS];
+    int ok;
+} mtp_rank;
+
+static void *mtp_rank_main(void *arg)
+{
+    mtp_rank *r = arg;
+    const mtp_gold *d = r->d;
+    const numla_shard *sh = numla_v4_model_shard(r->m);
+    const int64_t V = numla_v4_model_config(r->m)->vocab_size, vc = sh->vocab_count;
+    numla_v4_seq *s[MTP_PROMPTS] = {0};
+    const int32_t *toks[MTP_PROMPTS];
+    int64_t ns[MTP_PROMPTS];
+    int ok = 1;
+    for (int p = 0; p < MTP_PROMPTS; p++) {
+        ok &= numla_v4_seq_create(r->m, &s[p]) == NUMLA_STATUS_OK;
+        toks[p] = d->g.tokens[p];
+        ns[p] = d->g.len[p];
+    }
+    ok = ok && numla_v4_forward_rows(r->m, MTP_PROMPTS, s, toks, ns, 0, NULL, NULL) == NUMLA_STATUS_OK;
+    if (!ok)
+        fprintf(stderr, "\n    prefill: %s", numla_error_message());
+    /* two MTP steps over positions [0, h) and [h, n - 1), then the chained row */
+    int32_t *src[MTP_PROMPTS] = {0};
+    float *buf = malloc(sizeof(float) * 160 * (size_t)vc);
+    for (int p = 0; p < MTP_PROMPTS; p++) {
+        src[p] = malloc(sizeof(int32_t) * (size_t)d->g.len[p]);
+        for (int i = 0; i < d->g.len[p]; i++)
+            src[p][i] = i;
+    }
+    for (int step = 0; ok && step < 3; step++) {
+        const int32_t *mt[MTP_PROMPTS], *ms[MTP_PROMPTS];
+        int64_t mn[MTP_PROMPTS], at[MTP_PROMPTS];
+        int32_t chain_src[MTP_PROMPTS];
+        for (int p = 0; p < MTP_PROMPTS; p++) {
+            const int n = d->g.len[p], h = (n - 1) / 2;
+            if (step < 2) {
+                at[p] = step ? h : 0;
+                mn[p] = step ? n - 1 - h : h;
+                mt[p] = d->g.tokens[p] + at[p] + 1;
+                ms[p] = src[p] + at[p];
+            } else { /* the block output of position n - 2: the last row of step 1 */
+                at[p] = n - 1;
+                mn[p] = 1;
+                mt[p] = &d->chain[p];
+                chain_src[p] = (int32_t)(-1 - (n - 2 - h));
+                ms[p] = &chain_src[p];
+            }
+        }
+        numla_status st = numla_v4_mtp_forward(r->m, MTP_PROMPTS, s, mt, ms, mn, -1, NULL, buf);
+        if (st) {
+            fprintf(stderr, "\n    MTP step %d: %s", step, numla_error_message());
+            ok = 0;
+            break;
+        }
+        for (int p = 0, row = 0; p < MTP_PROMPTS; p++)
+            for (int64_t i = 0; i < mn[p]; i++, row++)
+                memcpy(r->out[p] + (size_t)(at[p] + i) * V + sh->vocab_begin, buf + (size_t)row * vc,
+                       sizeof(float) * (size_t)vc);
+    }
+    for (int p = 0; ok && p < MTP_PROMPTS; p++)
+        ok = numla_v4_seq_mtp_len(s[p]) == d->g.len[p] && numla_v4_seq_len(s[p]) == d->g.len[p];
+    for (int p = 0; p < MTP_PROMPTS; p++) {
+        free(src[p]);
+        numla_v4_seq_destroy(&s[p]);
+    }
+    free(buf);
+    r->ok = ok;
+    return NULL;
+}
+
+static void check_mtp(numla_isa isa, int R)
+{
+    mtp_gold d;
+    if (mtp_gold_load(&d)) {
+        CU_FAIL("golden data");
+        golden_free(&d.g);
+        return;
+    }
+    numla_model_config cfg;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(d.g.dir, &cfg), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_config_enable_mtp(&cfg), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(cfg.v4.attn[cfg.num_hidden_layers], NUMLA_V4_ATTN_SLIDING);
+    numla_safetensors_model *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(d.g.dir, &st), NUMLA_STATUS_OK);
+    const int64_t V = cfg.vocab_size;
+    shm_reduce sh = {.nranks = R};
+    pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
+    sh.cap = 256 * cfg.hidden_size;
+    mtp_rank rk[4];
+    numla_v4_model *ms[4] = {0};
+    float *all[MTP_PROMPTS];
+    for (int p = 0; p < MTP_PROMPTS; p++)
+        all[p] = calloc((size_t)d.g.len[p] * (size_t)V, sizeof(float));
+    for (int r = 0; r < R; r++) {
+        numla_status ls = numla_v4_model_load_shard(&cfg, st, isa, r, R, &ms[r]);
+        NUMLA_ASSERT_MSG(ls == NUMLA_STATUS_OK, "rank %d load: %s", r, numla_error_message());
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ms[r]);
+        sh.slot[r] = malloc(sizeof(float) * (size_t)sh.cap);
+        rk[r] = (mtp_rank){.rc = {.sh = &sh, .rank = r}, .m = ms[r], .d = &d,
+                           .out = {all[0], all[1]}};
+        if (R > 1)
+            numla_v4_model_set_reduce(ms[r], shm_reduce_fn, &rk[r].rc);
+    }
+    numla_safetensors_close(&st);
+    int team = omp_get_max_threads();
+    if (R > 1)
+        omp_set_num_threads(1);
+    pthread_t th[4];
+    for (int r = 0; r < R; r++)
+        pthread_create(&th[r], NULL, mtp_rank_main, &rk[r]);
+    for (int r = 0; r < R; r++) {
+        pthread_join(th[r], NULL);
+        CU_ASSERT_TRUE(rk[r].ok);
+    }
+    omp_set_num_threads(team);
+    double worst = 0, worst_chain = 0;
+    for (int p = 0; p < MTP_PROMPTS; p++) {
+        const size_t n = (size_t)d.g.len[p];
+        worst = fmax(worst, maxabs_diff(all[p], d.mtp[p], (n - 1) * (size_t)V, NULL));
+        worst_chain = fmax(worst_chain, maxabs_diff(all[p] + (n - 1) * (size_t)V, d.chained[p],
+                                                    (size_t)V, NULL));
+    }
+    NUMLA_ASSERT_MSG(worst <= LOGIT_TOL && worst_chain <= LOGIT_TOL,
+                     "v4 MTP %d ranks (%s): max err %g, chained %g", R, numla_isa_name(isa), worst,
+                     worst_chain);
+    fprintf(stderr, "\n    golden v4 MTP %d rank%s (%s): logits max abs err %.3g, chained %.3g", R,
+            R > 1 ? "s" : "", numla_isa_name(isa), worst, worst_chain);
+    for (int r = 0; r < R; r++) {
+        numla_v4_model_destroy(&ms[r]);
+        free(sh.slot[r]);
+    }
+    for (int p = 0; p < MTP_PROMPTS; p++)
+        free(all[p]);
+    pthread_barrier_destroy(&sh.bar);
+    golden_free(&d.g);
+}
+
+static void test_mtp_fp32(void) { check_mtp(numla_isa_best(), 1); }
+static void test_mtp_ref(void) { check_mtp(NUMLA_ISA_REF, 1); }
+static void test_mtp_ranks(void)
+{
+    check_mtp(numla_isa_best(), 2);
+    check_mtp(numla_isa_best(), 3);
+}
+
+static void test_mtp_refusals(void)
+{
+    /* the main model's directory ships no MTP layer */
+    numla_model_config cfg;
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", numla_test_source_path("tests/golden/v4/model_fp32"));
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dir, &cfg), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_v4_config_enable_mtp(&cfg), NUMLA_STATUS_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "num_nextn_predict_layers"));
+    /* a model loaded without its layer; then bad rows on one with it */
+    snprintf(dir, sizeof dir, "%s", numla_test_source_path("tests/golden/v4/mtp_fp32"));
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dir, &cfg), NUMLA_STATUS_OK);
+    numla_safetensors_model *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &st), NUMLA_STATUS_OK);
+    for (int with = 0; with < 2; with++) {
+        if (with)
+            CU_ASSERT_EQUAL_FATAL(numla_v4_config_enable_mtp(&cfg), NUMLA_STATUS_OK);
+        numla_v4_model *m = NULL;
+        CU_ASSERT_EQUAL_FATAL(numla_v4_model_load(&cfg, st, numla_isa_best(), &m), NUMLA_STATUS_OK);
+        numla_v4_seq *s = NULL;
+        CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &s), NUMLA_STATUS_OK);
+        const int32_t tk[4] = {5, 6, 7, 8};
+        CU_ASSERT_EQUAL_FATAL(numla_v4_forward_rows(m, 1, &s, (const int32_t *[]){tk},
+                                                    (int64_t[]){4}, 0, NULL, NULL),
+                              NUMLA_STATUS_OK);
+        float logits[2 * 96];
+        const int32_t *toks[1] = {tk + 1};
+        if (!with) {
+            const int32_t src0[1] = {0};
+            CU_ASSERT_EQUAL(numla_v4_mtp_forward(m, 1, &s, toks, (const int32_t *[]){src0},
+                                                 (int64_t[]){1}, -1, NULL, logits),
+                            NUMLA_STATUS_INVALID_ARG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "without its MTP layer"));
+        } else {
+            const int32_t wrong[1] = {1}, far[1] = {-1}, ok2[2] = {0, 1};
+            CU_ASSERT_EQUAL(numla_v4_mtp_forward(m, 1, &s, toks, (const int32_t *[]){wrong},
+                                                 (int64_t[]){1}, -1, NULL, logits),
+                            NUMLA_STATUS_INVALID_ARG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "another position"));
+            CU_ASSERT_EQUAL(numla_v4_mtp_forward(m, 1, &s, toks, (const int32_t *[]){far},
+                                                 (int64_t[]){1}, -1, NULL, logits),
+                            NUMLA_STATUS_INVALID_ARG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "chained row"));
+            CU_ASSERT_EQUAL(numla_v4_seq_mtp_len(s), 0);
+            CU_ASSERT_EQUAL(numla_v4_mtp_forward(m, 1, &s, toks, (const int32_t *[]){ok2},
+                                                 (int64_t[]){2}, -1, NULL, logits),
+                            NUMLA_STATUS_OK);
+            CU_ASSERT_EQUAL(numla_v4_seq_mtp_len(s), 2);
+        }
+        numla_v4_seq_destroy(&s);
+        numla_v4_model_destroy(&m);
+    }
+    numla_safetensors_close(&st);
+}
+
+NUMLA_TEST_SUITE(v4_mtp_golden, NULL, NULL, NUMLA_TEST(test_mtp_fp32), NUMLA_TEST(test_mtp_ref),
+                 NUMLA_TEST(test_mtp_ranks), NUMLA_TEST(test_mtp_refusals));
