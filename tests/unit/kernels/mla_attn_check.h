@@ -313,6 +313,26 @@ static int mla_problem_check(const mla_problem *p, numla_isa isa, numla_dtype ot
 }
 
 /* Build, reference once, then check every supported ISA for each output dtype in `ots`. */
+/* Multiply-adds of the case's Q·K: (query, head) rows times the keys each sees, times the row
+ * width. */
+static double mla_problem_work(const mla_problem *p)
+{
+    double keys = 0;
+    for (int32_t b = 0; b < p->c.B; b++) {
+        const int32_t n = p->c.nq ? p->c.nq[b] : 1;
+        for (int32_t i = 0; i < n; i++)
+            keys += (double)mla_case_limit(p, b, i);
+    }
+    return keys * p->c.H * (p->c.Dc + p->c.Dr);
+}
+
+/* A lean sweep (the sanitizer and clang passes) runs the scalar reference variant on the cases
+ * up to this much work (the small-dims, block-size, head-count, dtype and multi-token cases,
+ * and (3, 1234, 16)); the larger ones (past 128k keys, head groups, causal Dc 512) at the
+ * vector levels only, which go through the same frame and work split. Under the sanitizers the
+ * scalar variant was half the suite's time. The default sweep runs it on every case. */
+#define MLA_LEAN_REF_WORK 7e7
+
 /* Every level the CPU has, each output dtype. A level whose variant does not take the case runs
  * the level below's (numla_mla_attn_variant: amx and avx512bf16 run avx512's on an fp32 or fp16
  * cache), the same code on the same inputs: that variant is checked once. */
@@ -320,10 +340,13 @@ static void mla_check_case(const mla_case *c, const numla_dtype *ots, int nots, 
 {
     mla_problem *p = mla_problem_make(c);
     mla_problem_reference(p);
+    const int ref_too = !numla_test_sweep_lean() || mla_problem_work(p) <= MLA_LEAN_REF_WORK;
     numla_isa isas[NUMLA_ISA_COUNT];
     const char *done[NUMLA_ISA_COUNT];
     int n = numla_test_isas(isas), ndone = 0;
     for (int i = 0; i < n; i++) {
+        if (isas[i] == NUMLA_ISA_REF && !ref_too)
+            continue;
         const numla_mla_attn_args a = mla_problem_args(p, NULL, ots[0], NULL);
         const char *v = numla_mla_attn_variant(isas[i], &a);
         int seen = 0;

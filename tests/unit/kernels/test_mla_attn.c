@@ -98,7 +98,8 @@ static void test_main_shapes(void)
 /* Contexts past 128k keys in every variant, at small dims so the default run stays short
  * (mla_attn_slow has them at the real dims): 2^17 + 1 keys over 16-row blocks, with fp32
  * and bf16 caches; a decode and a few causal queries at the end of the context. A lean sweep
- * runs the bf16 cache and bf16 output only (the small cases cover every output dtype). */
+ * runs the bf16 cache and bf16 output only (the small cases cover every output dtype), at
+ * the vector levels (MLA_LEAN_REF_WORK). */
 static void test_128k_context(void)
 {
     static const int32_t lens[2] = {131073, 140000};
