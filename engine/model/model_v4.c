@@ -15,14 +15,18 @@
 #include "kernels/linear.h"
 #include "kernels/qblock.h"
 #include "kernels/qblock_quant.h"
+#include "kernels/qlinear.h"
 #include "kernels/sink_attn.h"
 
 /* ---- weights ---- */
 
-/* A linear (n, k): bf16/f32 through kernels/linear.h, or MXFP4 blocks through kernels/qblock.h
- * (the published FP4 experts, repacked losslessly). */
+/* A linear (n, k): bf16/f32 through kernels/linear.h, MXFP4 blocks through kernels/qblock.h
+ * (the published FP4 experts, repacked losslessly), or the published FP8 e4m3 projections as
+ * stored through kernels/qlinear.h. */
 typedef struct v4_lin {
-    int blocks;              /* 1: q, else w */
+    int blocks;              /* 1: q, else w (or f8) */
+    int fp8;                 /* 1: f8 */
+    numla_qlinear_weight f8; /* (n, k) FP8 e4m3 with its 128 x 128 block scales */
     numla_linear_weight w;   /* (n, k) packed */
     numla_qblock_weight q;   /* (n, k) MXFP4 */
     int64_t n, k;
@@ -433,10 +437,54 @@ static numla_status ld_dequant_rows(const numla_safetensors_tensor *t,
     return NUMLA_STATUS_OK;
 }
 
+/* Rows [r0, r0+nr) x columns [c0, c0+nc) (c0 a multiple of 128) of the F8_E4M3 matrix `name`
+ * (N, K) kept as FP8 for kernels/qlinear.h: its codes as stored and its E8M0 block scales as
+ * fp32 2^(s-127) (exact), the value of a code being code x its 128 x 128 block's scale as
+ * ld_dequant_rows has it. NaN codes and scales, and scales that overflow, are refused. */
+static numla_status ld_lin_fp8(const numla_safetensors_tensor *t, const numla_safetensors_tensor *sc,
+                               const char *name, int64_t N, int64_t K, int64_t r0, int64_t nr,
+                               int64_t c0, int64_t nc, v4_lin *out)
+{
+    const int64_t gr = (N + 127) / 128, gc = (K + 127) / 128;
+    const uint8_t *q = t->data, *s8 = sc->data;
+    for (int64_t r = r0; r < r0 + nr; r++)
+        for (int64_t k = c0; k < c0 + nc; k++)
+            if ((q[r * K + k] & 0x7F) == 0x7F)
+                NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: %s: element (%lld, %lld) is an e4m3 NaN",
+                           t->file, name, (long long)r, (long long)k);
+    float *grid = malloc(sizeof(float) * (size_t)(gr * gc) + 1);
+    if (!grid)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory for %s's scales", name);
+    for (int64_t i = 0; i < gr * gc; i++)
+        grid[i] = ldexpf(1.0f, (int)s8[i] - 127);
+    for (int64_t br = r0 / 128; br <= (r0 + nr - 1) / 128; br++)
+        for (int64_t bc = c0 / 128; bc <= (c0 + nc - 1) / 128; bc++) {
+            const uint8_t sb = s8[br * gc + bc];
+            if (sb == 0xFF || !isfinite(448.0f * grid[br * gc + bc])) {
+                free(grid);
+                NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: %s: scale of block (%lld, %lld) is %s",
+                           t->file, name, (long long)br, (long long)bc,
+                           sb == 0xFF ? "NaN" : "too large (its values overflow fp32)");
+            }
+        }
+    const numla_qlinear_source src = {NUMLA_QLINEAR_FP8_BLOCK, nr, nc, r0, c0, q + r0 * K + c0, K,
+                                      grid, gr, gc};
+    const size_t bytes = numla_qlinear_packed_size(NUMLA_QLINEAR_FP8_BLOCK, nr, nc);
+    out->buf = bytes ? aligned_alloc(64, out->bytes = (bytes + 63) / 64 * 64) : NULL;
+    numla_status s = out->buf ? numla_qlinear_pack(&src, out->buf, &out->f8) : NUMLA_STATUS_NO_MEMORY;
+    free(grid);
+    if (s != NUMLA_STATUS_OK)
+        NUMLA_FAIL(s, "v4 weights: packing %s as FP8 (%lld x %lld)", name, (long long)nr,
+                   (long long)nc);
+    out->fp8 = 1;
+    return NUMLA_STATUS_OK;
+}
+
 /* Rows [r0, r0+nr) x columns [c0, c0+nc) of the matrix `name` (N, K), packed as an (nr, nc)
  * weight: F32/F16 as fp32, BF16 as bf16 (fp32 if force_f32); the published quantized forms
  * (docs/quantization.md "DeepSeek-V4's FP4 experts"): F8_E4M3 with E8M0 `P.scale` per
- * 128 x 128 block as bf16 (exact), I8 FP4 pairs (N, K/2) with E8M0 `P.scale` per 32 as MXFP4
+ * 128 x 128 block kept as FP8 (ld_lin_fp8; a column slice that cuts a scale block, or
+ * force_f32: as bf16 / fp32, exact), I8 FP4 pairs (N, K/2) with E8M0 `P.scale` per 32 as MXFP4
  * blocks (a whole matrix; exact) or else bf16. */
 static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st,
                                 const char *name, int64_t N, int64_t K, int64_t r0, int64_t nr,
@@ -483,6 +531,8 @@ static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st
             out->blocks = 1;
             return NUMLA_STATUS_OK;
         }
+        if (!fp4 && !force_f32 && c0 % NUMLA_QLINEAR_BLOCK == 0) /* kept as stored */
+            return ld_lin_fp8(t, sc, name, N, K, r0, nr, c0, nc, out);
         uint16_t *rows = malloc(sizeof(uint16_t) * (size_t)(nr * K) + 1);
         float *f32 = force_f32 ? malloc(sizeof(float) * (size_t)(nr * K) + 1) : NULL;
         numla_status s = rows && (!force_f32 || f32) ? ld_dequant_rows(t, sc, name, K, r0, nr, rows)
@@ -976,13 +1026,15 @@ static numla_status lin(const numla_v4_model *m, const v4_lin *w, int64_t M, con
 {
     const int nth = omp_get_max_threads();
     size_t need = w->blocks ? numla_qblock_workspace_size(&w->q, M, nth)
+                  : w->fp8  ? numla_qlinear_workspace_size(&w->f8, M, nth)
                             : numla_linear_workspace_size(m->isa, &w->w, M, nth);
     void *ws = need ? aligned_alloc(64, (need + 63) / 64 * 64) : NULL;
     if (need && !ws)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 forward: no memory for a linear's workspace");
-    numla_status s = w->blocks
-                         ? numla_qblock_forward(m->isa, &w->q, M, x, w->k, y, w->n, 0, ws, need)
-                         : numla_linear_forward(m->isa, &w->w, M, x, w->k, y, w->n, 0, ws, need);
+    numla_status s =
+        w->blocks ? numla_qblock_forward(m->isa, &w->q, M, x, w->k, y, w->n, 0, ws, need)
+        : w->fp8  ? numla_qlinear_forward(m->isa, &w->f8, M, x, w->k, y, w->n, 0, ws, need)
+                  : numla_linear_forward(m->isa, &w->w, M, x, w->k, y, w->n, 0, ws, need);
     free(ws);
     NUMLA_CHECK(s);
     return NUMLA_STATUS_OK;

@@ -108,8 +108,9 @@ static void test_fp32(void) { check_v4("model_fp32", numla_isa_best(), 0); }
  * everywhere relative to the compression windows and the sliding window */
 static void test_fp32_ref_chunked(void) { check_v4("model_fp32", NUMLA_ISA_REF, 1); }
 static void test_bf16(void) { check_v4("model_bf16", numla_isa_best(), 0); }
-/* the published form: FP8 projections (E8M0 block scales) read as bf16, FP4 experts repacked
- * as MXFP4 (both exact); 1 rank whole and 2 ranks (FP8 row and column slices) */
+/* the published form: FP8 projections (E8M0 block scales) kept as FP8 (kernels/qlinear.h), FP4
+ * experts repacked as MXFP4 (both exact); 1 rank whole and 2 ranks (FP8 row and column slices;
+ * rank 1's wo_b columns cut a scale block and run as bf16) */
 static void test_fp8_fp4(void)
 {
     check_v4("model_fp8", numla_isa_best(), 0);

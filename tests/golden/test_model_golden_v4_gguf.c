@@ -8,8 +8,10 @@
  *   - its logits at every prompt position are within LOGIT_TOL of transformers' (model_fp8's
  *     expected.safetensors) and its greedy tokens are transformers' (all of them), at 1 and 2
  *     ranks (in one process, a shared-memory sum);
- *   - and they equal, bit for bit, numla's logits on the safetensors checkpoint at the same
- *     ISA and rank count (the same values through the GGUF view: names, shapes, MXFP4 blocks).
+ *   - and they are within SAME_TOL of numla's logits on the safetensors checkpoint at the same
+ *     ISA and rank count (the same values through the GGUF view: names, shapes, MXFP4 blocks;
+ *     not bit for bit, since the safetensors FP8 projections run on kernels/qlinear.h's FP8
+ *     kernels and the file's BF16 copies on kernels/linear.h, which sum in other orders).
  * tests/golden/v4/model_fp8_q8.gguf is the same checkpoint converted as the converter does by
  * default (FP8 projections dequantized and stored as Q8_0, a second rounding, which moves the
  * logits by O(1) on these unit-gain weights): its tensors load as Q8_0 blocks
@@ -23,6 +25,11 @@
 #include "engine/formats/gguf.h"
 #include "engine/formats/gguf_deepseek4.h"
 #include "engine/model/model_v4.h"
+
+/* GGUF (BF16 projections) against safetensors (the same values as FP8): the two linear
+ * families' summation orders and, on the amx level, their split-bf16 activations (about 7e-4
+ * here); a tensor read wrongly through the GGUF view moves the logits by O(1) */
+#define SAME_TOL (LOGIT_TOL / 2)
 
 typedef struct v4_src {
     numla_gguf *g;                 /* NULL: a safetensors directory */
@@ -185,7 +192,8 @@ static void check_gguf(int R)
     CU_ASSERT_FALSE(bad);
     const int64_t V = gs.cfg.vocab_size;
     double worst = 0;
-    int ok = 0, cmp = 0, same = 1;
+    int ok = 0, cmp = 0;
+    double same = 0; /* the largest difference from the safetensors run's logits */
     size_t at = 0;
     for (int p = 0; p < g.nprompts && !bad; p++) {
         const int n = g.len[p];
@@ -195,7 +203,7 @@ static void check_gguf(int R)
         const float *ref = st_f32(g.expected, name, NULL, NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
         worst = fmax(worst, maxabs_diff(l, ref, (size_t)n * (size_t)V, NULL));
-        same &= !memcmp(l, ls + at * (size_t)V, sizeof(float) * (size_t)(n + N_GREEDY - 1) * (size_t)V);
+        same = fmax(same, maxabs_diff(l, ls + at * (size_t)V, (size_t)(n + N_GREEDY - 1) * (size_t)V, NULL));
         for (int i = 0; i < N_GREEDY; i++) {
             const float *row = l + (size_t)(n - 1 + i) * V;
             int best = 0;
@@ -211,9 +219,10 @@ static void check_gguf(int R)
     NUMLA_ASSERT_MSG(worst <= LOGIT_TOL, "v4 gguf %d ranks: logits max err %g", R, worst);
     NUMLA_ASSERT_MSG(ok == cmp && cmp == g.nprompts * N_GREEDY, "v4 gguf %d ranks: %d of %d "
                      "greedy tokens", R, ok, cmp);
-    NUMLA_ASSERT_MSG(same, "v4 gguf %d ranks: logits differ from the safetensors checkpoint's", R);
+    NUMLA_ASSERT_MSG(same <= SAME_TOL, "v4 gguf %d ranks: logits %g from the safetensors "
+                     "checkpoint's", R, same);
     fprintf(stderr, "\n    golden v4 gguf %d rank%s: logits max abs err %.3g, greedy %d/%d, "
-            "equal to safetensors' %s", R, R > 1 ? "s" : "", worst, ok, cmp, same ? "yes" : "no");
+            "from safetensors' %.3g", R, R > 1 ? "s" : "", worst, ok, cmp, same);
     free(lg);
     free(ls);
     golden_free(&g);
