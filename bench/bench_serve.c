@@ -21,9 +21,12 @@
  * and then with it, from an empty cache each time (--warm-prefix: the cached level starts with
  * the shared prefix cached, as on a server that has seen it before), and a line gives the
  * ratios (TTFT p50 off / on, output tok/s on / off) and the hit rate.
- * Constrained decoding (docs/serving.md, response_format): --schema builtin|FILE serves each
- * level twice, without and with every request carrying that JSON Schema as its response_format
- * (builtin: bench grammar's 8-property object; FILE: a schema), the two in alternating order
+ * Constrained decoding (docs/serving.md, response_format): --schema builtin|bounded|FILE serves
+ * each level twice, without and with every request carrying that JSON Schema as its
+ * response_format (builtin: bench grammar's 8-property object; bounded: the same with every
+ * string, array and number bounded, so that a random model's greedy output, which otherwise
+ * stays inside the first string it opens, walks the whole document within a few dozen tokens;
+ * FILE: a schema), the two in alternating order
  * (repetition by repetition and level by level), and a line gives the decode throughput of one
  * sequence (1000 / TPOT p50) and the output tok/s of each and their ratios (with / without),
  * the time per step in the forward pass and outside it (where rank 0 samples and masks) and the
@@ -289,7 +292,7 @@ static void usage(FILE *f)
                "                         [--shared-prefix N | --multi-turn TURNS]\n"
                "                         [--prefix-cache on|off|both [--warm-prefix]]\n"
                "                         [--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]]\n"
-               "                         [--linear-act f32|bf16] [--schema builtin|FILE]\n"
+               "                         [--linear-act f32|bf16] [--schema builtin|bounded|FILE]\n"
                "                         [--speculative mtp[:K] (draft with the model's MTP "
                "layer; acceptance per level)]\n");
 }
@@ -305,7 +308,8 @@ typedef struct bs_opts {
     int cache_modes;           /* bit 0: off, bit 1: on */
     int prompt_given;          /* --min-prompt or --max-prompt given */
     int conc[16], nconc, maxc;
-    const char *schema;        /* --schema: "builtin" or a file of a JSON Schema; NULL: none */
+    const char *schema;        /* --schema: "builtin", "bounded" or a file of a JSON Schema;
+                                  NULL: none */
     numla_grammar *grammar;    /* its grammar (every rank loads it; rank 0 serves it) */
     numla_tokenizer *tok;      /* the model's tokenizer (with --schema) */
     numla_grammar_vocab *gvocab; /* its grammar vocabulary, built once for every level */
@@ -858,6 +862,18 @@ done:
     return s;
 }
 
+/* --schema bounded: bench grammar's 8-property object with its strings, array and numbers
+ * bounded (a document of at most a few dozen tokens). */
+static const char bs_schema_bounded[] =
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},"
+    "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150},\"email\":{\"type\":"
+    "\"string\",\"maxLength\":16},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
+    "\"maxLength\":8},\"maxItems\":3},\"color\":{\"enum\":[\"red\",\"green\",\"blue\"]},"
+    "\"score\":{\"type\":\"number\",\"minimum\":0,\"maximum\":100},\"ok\":{\"type\":"
+    "\"boolean\"},\"note\":{\"type\":[\"string\",\"null\"],\"maxLength\":12}},\"required\":"
+    "[\"name\",\"age\",\"email\",\"tags\",\"color\",\"score\",\"ok\",\"note\"],"
+    "\"additionalProperties\":false}";
+
 /* --schema: the model's tokenizer and the schema's grammar. Every rank loads them (rank 0 uses
  * them), so a missing tokenizer or a bad schema stops every rank alike instead of leaving the
  * others in their worker loop. */
@@ -867,8 +883,9 @@ static numla_status bs_schema_load(bs_opts *o, const numla_model_config *cfg)
     NUMLA_CHECK(numla_grammar_vocab_from_tokenizer(o->tok, cfg->vocab_size, cfg->eos_token_ids,
                                                    cfg->num_eos, &o->gvocab));
     json_error_t je;
-    json_t *schema = !strcmp(o->schema, "builtin") ? json_loads(numla_bench_schema_8prop, 0, &je)
-                                                   : json_load_file(o->schema, 0, &je);
+    json_t *schema = !strcmp(o->schema, "builtin")   ? json_loads(numla_bench_schema_8prop, 0, &je)
+                     : !strcmp(o->schema, "bounded") ? json_loads(bs_schema_bounded, 0, &je)
+                                                     : json_load_file(o->schema, 0, &je);
     if (!schema)
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "--schema %s: not JSON (line %d: %s)",
                    o->schema, je.line, je.text);

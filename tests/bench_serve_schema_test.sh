@@ -2,7 +2,8 @@
 # tests/bench_serve_schema_test.sh NUMLA_BIN — `numla bench serve --schema` on the tiny model
 # with the synthetic tokenizer (`numla synth --tokenizer synthetic`): both levels are served
 # without and with the schema and give one `serve_schema` line each, every constrained output
-# having been checked against the schema by the benchmark (it fails otherwise), the scheduler
+# having been checked against the schema by the benchmark (it fails otherwise; with the bounded
+# schema and room enough, each is a whole document ended by EOS), the scheduler
 # masking with the grammar vocabulary the benchmark built (numla_sched_options.grammar_vocab: it
 # gets no tokenizer to build its own from); a model without
 # a tokenizer and a schema that is not JSON are refused naming the problem. Prints ratios only;
@@ -26,6 +27,14 @@ n=$(grep -c '"bench":"serve_schema"' "$tmp/out.json")
 req=$(grep '"bench":"serve_schema"' "$tmp/out.json" | grep -o '"with_requests":[0-9]*' | tr '\n' ' ')
 [ $rc -eq 0 ] && [ "$n" = 2 ] && [ "$req" = '"with_requests":1 "with_requests":3 ' ]
 check "bench serve --schema builtin" $? "rc=$rc, $n serve_schema lines ($req): $(tail -3 "$tmp/err")"
+
+# bounded: every document is short, so with room for the longest every output is a whole one
+"$bin" bench serve --model "$tmp/tok" --threads 1 --min-prompt 16 --max-prompt 32 \
+  --output-tokens 450 --rounds 1 --concurrency 2 --schema bounded --json > "$tmp/out.json" 2> "$tmp/err"
+rc=$?
+line=$(grep '"bench":"serve_schema"' "$tmp/out.json")
+echo "$line" | grep -q '"with_requests":2,"with_complete":2,'
+check "bench serve --schema bounded: whole documents" $? "rc=$rc: $line $(tail -3 "$tmp/err")"
 
 printf '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}' \
   > "$tmp/schema.json"
