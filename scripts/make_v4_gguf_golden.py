@@ -5,10 +5,12 @@
   model_fp8.gguf       scripts/make_v4_gguf.py --fp8-as-bf16: the same values as model_fp8
                        (BF16 projections, MXFP4 experts), so model_fp8's expectations hold;
   model_fp8_q8.gguf    the converter's default form of an FP8 checkpoint (Q8_0 projections);
-  model_fp8_q8.expected.safetensors   prompt{i}.logits of the four golden prompts and
-                       prompt{i}.greedy (16 greedy tokens fed back, I32) on model_fp8_q8.gguf's
-                       values, from check_v4_golden.py's float64 numpy forward over the tensors
-                       that llama.cpp's gguf package reads and dequantizes from the file.
+  model_fp8_q4km.gguf  model_fp8.gguf through llama.cpp's llama-quantize Q4_K_M (build/bin of
+                       --llama-cpp; --allow-requantize: the experts too);
+  NAME.expected.safetensors (NAME model_fp8_q8, model_fp8_q4km)   prompt{i}.logits of the four
+                       golden prompts and prompt{i}.greedy (16 greedy tokens fed back, I32) on
+                       NAME.gguf's values, from check_v4_golden.py's float64 numpy forward over
+                       the tensors that llama.cpp's gguf package reads and dequantizes from it.
 
 Both files are read back with the gguf package and mapped to DeepSeek's names by this script's
 own table (the converter's, inverted); the numpy forward on model_fp8.gguf must give model_fp8's
@@ -248,7 +250,19 @@ def main():
         if err > 1e-3 or mine != greedy:
             raise SystemExit("model_fp8.gguf does not hold model_fp8's values")
 
-    q8 = model_of(os.path.join(V4, "model_fp8_q8.gguf"))
+    # llama.cpp's llama-quantize of model_fp8.gguf to Q4_K_M (its MXFP4 experts requantized;
+    # mHC's fn, the compressors' ape and the embedding in blocks too)
+    subprocess.run([os.path.join(a.llama_cpp, "build", "bin", "llama-quantize"),
+                    "--allow-requantize", os.path.join(V4, "model_fp8.gguf"),
+                    os.path.join(V4, "model_fp8_q4km.gguf"), "Q4_K_M"], check=True,
+                   stdout=subprocess.DEVNULL)
+    for name in ("model_fp8_q8", "model_fp8_q4km"):
+        expect(name, prompts)
+
+
+def expect(name, prompts):
+    """name.expected.safetensors: the numpy forward's logits and greedy tokens on name.gguf."""
+    q8 = model_of(os.path.join(V4, name + ".gguf"))
     out = {}
     for i, p in enumerate(prompts):
         toks = list(p["tokens"])
@@ -262,11 +276,11 @@ def main():
         lg = q8.forward(toks + greedy[:-1])
         out["prompt%d.logits" % i] = lg[:n].astype(np.float32)
         out["prompt%d.greedy" % i] = np.asarray(greedy, dtype=np.int32)
-        print("model_fp8_q8.gguf prompt %d: %d tokens, min greedy margin %.3g" % (i, n, min(margins)))
+        print("%s.gguf prompt %d: %d tokens, min greedy margin %.3g" % (name, i, n, min(margins)))
         if min(margins) < 4e-3:  # twice the C golden's LOGIT_TOL, its own greedy rule
             raise SystemExit("a greedy margin under 4e-3: not decisive")
     from safetensors.numpy import save_file
-    save_file(out, os.path.join(V4, "model_fp8_q8.expected.safetensors"))
+    save_file(out, os.path.join(V4, name + ".expected.safetensors"))
 
 
 if __name__ == "__main__":

@@ -117,8 +117,10 @@ enum { TK_FLOAT = 0, TK_ANY, TK_I32, TK_EXPERTS };
 typedef struct d4_tensor {
     const char *gguf; /* after "blk.L." (layer tensors) or the whole name */
     const char *ds;   /* after "layers.L." or the whole name; "%lld" is the expert */
-    int kind;         /* TK_FLOAT: F32/F16/BF16 only (norms, vectors); TK_ANY: a matrix of any
-                       * type; TK_I32: I32 only; TK_EXPERTS: stacked {K, N, E}, any type */
+    int kind;         /* TK_FLOAT: read as fp32; a vector F32/F16/BF16 only, a matrix (mHC's
+                       * fn, the compressors' ape) also in blocks, as llama-quantize leaves
+                       * them; TK_ANY: a matrix of any type; TK_I32: I32 only; TK_EXPERTS:
+                       * stacked {K, N, E}, any type */
 } d4_tensor;
 
 enum {
@@ -241,7 +243,7 @@ static numla_status expect_(const numla_gguf *g, const char *name, int kind, int
     NUMLA_CHECK(numla_gguf_tensor_expect(g, name, nd, ne, &t));
     const numla_ggml_type_info *ti = numla_ggml_type_get(t->type);
     const char *tn = ti ? ti->name : "?";
-    if (kind == TK_FLOAT && !is_float_type(t->type))
+    if (kind == TK_FLOAT && nd == 1 && !is_float_type(t->type))
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "gguf: " P_ ": tensor '" T_ "' is %s (F32, F16 or BF16 "
                    "expected)", t->file, name, tn);
     if (kind == TK_I32 && t->type != NUMLA_GGML_I32)

@@ -65,8 +65,10 @@
  *   ffn_gate_tid2eid (I32 {k, vocab})       -> ffn.gate.tid2eid                   (hash layers)
  *   ffn_{gate,down,up}_exps ({K, N, E})     -> ffn.experts.E.w1/w2/w3.weight, one view each
  *   ffn_{gate,down,up}_shexp                -> ffn.shared_experts.w1/w2/w3.weight
- * F32, F16 and BF16 tensors keep their dtype, I32 is NUMLA_DTYPE_I32; any other ggml type is a
- * block tensor (dtype NUMLA_DTYPE_END, its ggml code in ggml_type): the converter writes the
+ * Vectors (norms, sinks, mHC base/scale, the router bias) must be F32, F16 or BF16; matrices
+ * may be any float or block type (llama-quantize also quantizes mHC's fn and the compressors'
+ * ape, which the loader dequantizes). F32, F16 and BF16 tensors keep their dtype, I32 is
+ * NUMLA_DTYPE_I32; any other ggml type is a block tensor (dtype NUMLA_DTYPE_END, its ggml code in ggml_type): the converter writes the
  * routed experts as MXFP4 (repacked losslessly from DeepSeek's FP4), the FP8 projections as
  * Q8_0 (dequantized, then requantized), BF16/F32 tensors as they were.
  *

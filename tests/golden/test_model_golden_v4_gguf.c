@@ -16,7 +16,9 @@
  * default (FP8 projections dequantized and stored as Q8_0, a second rounding, which moves the
  * logits by O(1) on these unit-gain weights): its tensors load as Q8_0 blocks
  * (kernels/qblock.h) and its logits and greedy tokens are held to a numpy float64 forward
- * (scripts/check_v4_golden.py's) over the values the gguf package reads from that file. */
+ * (scripts/check_v4_golden.py's) over the values the gguf package reads from that file; so is
+ * model_fp8_q4km.gguf, llama-quantize's Q4_K_M of model_fp8.gguf (K-quants, Q5_0 where a width
+ * is not a multiple of 256, mHC's fn and the compressors' ape in blocks too). */
 #include <pthread.h>
 
 #include "model_golden_harness.h"
@@ -231,11 +233,10 @@ static void check_gguf(int R)
 static void test_gguf_1rank(void) { check_gguf(1); }
 static void test_gguf_2ranks(void) { check_gguf(2); }
 
-/* The converter's default form: Q8_0 projections (FP8 dequantized and requantized). They load
- * as Q8_0 blocks; the logits of every prompt position and greedy step are held to a float64
- * numpy forward over the values llama.cpp's gguf package reads from the same file
- * (model_fp8_q8.expected.safetensors, scripts/make_v4_gguf_golden.py), 1 and 2 ranks. */
-static void test_gguf_q8(void)
+/* A GGUF file held to the numpy float64 forward over the values the gguf package reads from it
+ * (NAME.expected.safetensors, scripts/make_v4_gguf_golden.py), at 1 and 2 ranks: every prompt
+ * position's logits within LOGIT_TOL and every greedy token (the reference's own, fed back). */
+static void check_gguf_numpy(const char *name)
 {
     golden g;
     if (golden_load_file(&g, "v4", "model_fp8", "expected.safetensors")) {
@@ -244,31 +245,23 @@ static void test_gguf_q8(void)
         return;
     }
     numla_safetensors_model *exp = NULL;
-    char path[1200];
-    snprintf(path, sizeof path, "%s",
-             numla_test_source_path("tests/golden/v4/model_fp8_q8.expected.safetensors"));
-    CU_ASSERT_EQUAL_FATAL(open_file_as_model(path, "v4q8", &exp), NUMLA_STATUS_OK);
+    char path[1200], rel[256];
+    snprintf(rel, sizeof rel, "tests/golden/v4/%s.expected.safetensors", name);
+    snprintf(path, sizeof path, "%s", numla_test_source_path(rel));
+    CU_ASSERT_EQUAL_FATAL(open_file_as_model(path, name, &exp), NUMLA_STATUS_OK);
     v4_src gs;
-    snprintf(path, sizeof path, "%s", numla_test_source_path("tests/golden/v4/model_fp8_q8.gguf"));
+    snprintf(rel, sizeof rel, "tests/golden/v4/%s.gguf", name);
+    snprintf(path, sizeof path, "%s", numla_test_source_path(rel));
     if (src_open(&gs, path)) {
         numla_safetensors_close(&exp);
         golden_free(&g);
         return;
     }
-    const numla_safetensors_tensor *t = numla_safetensors_find(gs.st, "layers.0.attn.wq_b.weight");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    CU_ASSERT_EQUAL(t->dtype, NUMLA_DTYPE_END);
-    CU_ASSERT_EQUAL(t->ggml_type, NUMLA_GGML_Q8_0);
-    t = numla_safetensors_find(gs.st, "layers.2.ffn.experts.7.w2.weight");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    CU_ASSERT_EQUAL(t->ggml_type, NUMLA_GGML_MXFP4);
-    CU_ASSERT_EQUAL(t->shape[0], 64);
-    CU_ASSERT_EQUAL(t->shape[1], 32);
     /* the reference's own greedy tokens are what the ranks are fed */
     for (int p = 0; p < g.nprompts; p++) {
-        char name[64];
-        snprintf(name, sizeof name, "prompt%d.greedy", p);
-        const numla_safetensors_tensor *gt = numla_safetensors_find(exp, name);
+        char tn[64];
+        snprintf(tn, sizeof tn, "prompt%d.greedy", p);
+        const numla_safetensors_tensor *gt = numla_safetensors_find(exp, tn);
         CU_ASSERT_PTR_NOT_NULL_FATAL(gt);
         CU_ASSERT_EQUAL_FATAL(gt->nbytes, sizeof g.greedy[p]);
         memcpy(g.greedy[p], gt->data, sizeof g.greedy[p]);
@@ -276,7 +269,7 @@ static void test_gguf_q8(void)
     for (int R = 1; R <= 2; R++) {
         float *lg = NULL;
         if (run_ranks(&gs, &g, R, &lg)) {
-            CU_FAIL("q8_0 gguf run");
+            CU_FAIL("gguf run");
             continue;
         }
         const int64_t V = gs.cfg.vocab_size;
@@ -285,9 +278,9 @@ static void test_gguf_q8(void)
         size_t at = 0;
         for (int p = 0; p < g.nprompts; p++) {
             const int n = g.len[p];
-            char name[64];
-            snprintf(name, sizeof name, "prompt%d.logits", p);
-            const float *ref = st_f32(exp, name, NULL, NULL);
+            char tn[64];
+            snprintf(tn, sizeof tn, "prompt%d.logits", p);
+            const float *ref = st_f32(exp, tn, NULL, NULL);
             CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
             worst = fmax(worst, maxabs_diff(lg + at * (size_t)V, ref, (size_t)n * (size_t)V, NULL));
             for (int i = 0; i < N_GREEDY; i++) {
@@ -300,10 +293,10 @@ static void test_gguf_q8(void)
             }
             at += (size_t)(n + N_GREEDY - 1);
         }
-        NUMLA_ASSERT_MSG(worst <= LOGIT_TOL, "v4 q8_0 gguf %d ranks: logits max err %g", R, worst);
-        NUMLA_ASSERT_MSG(ok == cmp, "v4 q8_0 gguf %d ranks: %d of %d greedy tokens", R, ok, cmp);
-        fprintf(stderr, "\n    golden v4 q8_0 gguf %d rank%s: logits max abs err %.3g, greedy %d/%d",
-                R, R > 1 ? "s" : "", worst, ok, cmp);
+        NUMLA_ASSERT_MSG(worst <= LOGIT_TOL, "v4 %s %d ranks: logits max err %g", name, R, worst);
+        NUMLA_ASSERT_MSG(ok == cmp, "v4 %s %d ranks: %d of %d greedy tokens", name, R, ok, cmp);
+        fprintf(stderr, "\n    golden v4 %s %d rank%s: logits max abs err %.3g, greedy %d/%d",
+                name, R, R > 1 ? "s" : "", worst, ok, cmp);
         free(lg);
     }
     src_close(&gs);
@@ -311,5 +304,41 @@ static void test_gguf_q8(void)
     golden_free(&g);
 }
 
+/* The type a tensor of the file has in the view. */
+static void expect_type(const char *file, const char *tensor, uint32_t ggml)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/golden/v4/%s", file);
+    numla_gguf *g = NULL;
+    numla_safetensors_model *v = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_open(numla_test_source_path(rel), &g), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_deepseek4_view(g, &v), NUMLA_STATUS_OK);
+    const numla_safetensors_tensor *t = numla_safetensors_find(v, tensor);
+    NUMLA_ASSERT_MSG(t && t->dtype == NUMLA_DTYPE_END && t->ggml_type == ggml, "%s: %s is %u", file,
+                     tensor, t ? t->ggml_type : 0);
+    numla_safetensors_close(&v);
+    numla_gguf_close(&g);
+}
+
+/* The converter's default form: Q8_0 projections (FP8 dequantized and requantized), MXFP4
+ * experts. */
+static void test_gguf_q8(void)
+{
+    expect_type("model_fp8_q8.gguf", "layers.0.attn.wq_b.weight", NUMLA_GGML_Q8_0);
+    expect_type("model_fp8_q8.gguf", "layers.2.ffn.experts.7.w2.weight", NUMLA_GGML_MXFP4);
+    check_gguf_numpy("model_fp8_q8");
+}
+
+/* llama-quantize Q4_K_M of model_fp8.gguf: mHC's fn in Q4_K, the compressors' ape, the
+ * embedding and most projections in Q5_0 (widths not a multiple of 256), all read. */
+static void test_gguf_q4km(void)
+{
+    expect_type("model_fp8_q4km.gguf", "layers.1.hc_attn_fn", NUMLA_GGML_Q4_K);
+    expect_type("model_fp8_q4km.gguf", "layers.1.attn.compressor.ape", NUMLA_GGML_Q5_0);
+    expect_type("model_fp8_q4km.gguf", "embed.weight", NUMLA_GGML_Q5_0);
+    check_gguf_numpy("model_fp8_q4km");
+}
+
 NUMLA_TEST_SUITE(model_golden_v4_gguf, NULL, NULL, NUMLA_TEST(test_gguf_1rank),
-                 NUMLA_TEST(test_gguf_2ranks), NUMLA_TEST(test_gguf_q8))
+                 NUMLA_TEST(test_gguf_2ranks), NUMLA_TEST(test_gguf_q8),
+                 NUMLA_TEST(test_gguf_q4km))
