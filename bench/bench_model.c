@@ -111,6 +111,34 @@ static double bm_step_ex(bm_ctx *x, const bm_seq *q, int at, int n, int rows, in
     return numla_now_s() - t0;
 }
 
+/* An MTP step over positions 0..n-1 of q, each row's hidden state that row of the last main
+ * step (a prefill of n tokens). */
+static void bm_mtp_prompt(bm_ctx *x, const bm_seq *q, int n)
+{
+    int32_t *tok = malloc(sizeof *tok * (size_t)n), *pos = malloc(sizeof *pos * (size_t)n);
+    int32_t *hid = malloc(sizeof *hid * (size_t)n);
+    int64_t *slot = malloc(sizeof *slot * (size_t)n);
+    if (!tok || !pos || !hid || !slot)
+        bm_die(x, NUMLA_STATUS_NO_MEMORY);
+    for (int i = 0; i < n; i++) {
+        tok[i] = bm_next(x);
+        pos[i] = i;
+        hid[i] = i;
+        slot[i] = (int64_t)q->bt[i / 16] * 16 + i % 16;
+    }
+    int32_t q2[2] = {0, n}, len = n;
+    numla_step st = {.num_seqs = 1, .num_tokens = n, .tokens = tok, .positions = pos,
+                     .slots = slot, .query_start_loc = q2, .seq_lens = &len,
+                     .block_tables = q->bt, .max_blocks_per_seq = q->mb};
+    numla_status s = numla_engine_mtp_step(x->e, &st, hid, NULL);
+    free(tok);
+    free(pos);
+    free(hid);
+    free(slot);
+    if (s != NUMLA_STATUS_OK)
+        bm_die(x, s);
+}
+
 /* One step of the n tokens in x->tok, sequence q's positions at..at+n-1; returns its wall
  * time. */
 static double bm_step_tok(bm_ctx *x, const bm_seq *q, int at, int n)
@@ -830,6 +858,8 @@ static void bm_speculative(bm_ctx *x, const bm_opts *o, const bm_seq *sa, int ha
     if (!dt)
         bm_die(x, NUMLA_STATUS_NO_MEMORY);
     bm_step(x, sa, 0, o->prompt);
+    if (has_mtp && numla_engine_v4_model(x->e)) /* DeepSeek-V4's MTP cache is the sequence's: its rows of the prompt */
+        bm_mtp_prompt(x, sa, o->prompt);
     for (int n = 1; n <= K + 1; n++) {
         bm_step_ex(x, sa, at, n, n, 0); /* warm-up */
         for (int r = 0; r < reps; r++)
@@ -913,7 +943,8 @@ static int bench_model_main(int argc, char **argv)
     numla_model_config cfg;
     int has_mtp = 0;
     if (o.spec > 0 && numla_model_config_load(o.e.model, &cfg) == NUMLA_STATUS_OK)
-        has_mtp = cfg.num_nextn_predict_layers > 0 && cfg.arch != NUMLA_MODEL_ARCH_DEEPSEEK_V4;
+        has_mtp = cfg.arch == NUMLA_MODEL_ARCH_DEEPSEEK_V4 ? cfg.v4.num_nextn_predict_layers > 0
+                                                           : cfg.num_nextn_predict_layers > 0;
     eo.mtp = has_mtp;
     bm_seq sa = {.mb = (o.prompt + ndec + 2 + 15) / 16};
     /* sb also takes the decode from context 0 before its long context */

@@ -274,6 +274,21 @@ numla_status numla_cli_engine_opts_model(const char *cmd, numla_cli_engine_opts 
                    "computed from its first token)", cmd);
         o->no_prefix_cache = 1;
     }
+    if (cfg->v4.enabled && o->spec_k > 0) {
+        /* a verify step's K + 1 rows are undone through a snapshot of what they overwrite
+         * (docs/design.md §5.9): at most 16 rows, and no more than a compressor's 2·rate slots */
+        int64_t most = 16;
+        for (int64_t l = 0; l < cfg->v4.num_layers; l++) {
+            const int64_t r = cfg->v4.attn[l] == NUMLA_V4_ATTN_CSA   ? cfg->v4.csa_rate
+                              : cfg->v4.attn[l] == NUMLA_V4_ATTN_HCA ? cfg->v4.hca_rate : 8;
+            most = 2 * r < most ? 2 * r : most;
+        }
+        if (o->spec_k + 1 > most)
+            NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: --speculative mtp:%d on deepseek_v4: a "
+                       "verify step's %d rows exceed the %lld a sequence's cache can roll back "
+                       "(twice the smallest compress rate); use mtp:%lld or less", cmd,
+                       (int)o->spec_k, (int)o->spec_k + 1, (long long)most, (long long)most - 1);
+    }
     numla_sampling_params_default(&o->sampling_defaults);
     if (!o->generation_config)
         return NUMLA_STATUS_OK;

@@ -836,7 +836,8 @@ numla_status numla_model_config_parse(const char *json_text, const char *source,
     json_decref(c.root);
     if (s == NUMLA_STATUS_OK && tmp.v4.enabled && tmp.v4.num_nextn_predict_layers > 0)
         NUMLA_INFO("%s: deepseek_v4: the %lld multi-token-prediction layer%s (num_nextn_predict_"
-                   "layers, mtp.*) %s not loaded", c.src, (long long)tmp.v4.num_nextn_predict_layers,
+                   "layers, mtp.*) %s loaded only with --speculative mtp", c.src,
+                   (long long)tmp.v4.num_nextn_predict_layers,
                    tmp.v4.num_nextn_predict_layers > 1 ? "s" : "",
                    tmp.v4.num_nextn_predict_layers > 1 ? "are" : "is");
     if (s == NUMLA_STATUS_OK && tmp.num_nextn_predict_layers > 0)
@@ -920,9 +921,8 @@ int64_t numla_model_config_kv_layers(const numla_model_config *c)
 
 numla_status numla_model_config_enable_mtp(numla_model_config *c)
 {
-    if (c->arch == NUMLA_MODEL_ARCH_DEEPSEEK_V4)
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: speculative decoding with the MTP layer is not "
-                   "implemented for deepseek_v4", c->model_type);
+    if (c->arch == NUMLA_MODEL_ARCH_DEEPSEEK_V4) /* its own layer: mtp.0.* */
+        return numla_v4_config_enable_mtp(c);
     if (c->num_nextn_predict_layers < 1)
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: the checkpoint has no multi-token-prediction "
                    "layer (num_nextn_predict_layers is 0), so --speculative mtp cannot draft",

@@ -859,7 +859,172 @@ struct numla_v4_seq {
     int64_t hid_rows, hid_cap;
     float *mhid;               /* (mhid_cap, n, D) */
     int64_t mhid_rows, mhid_cap, mhid_pos0;
+    int64_t hid_pos0;          /* position of hid's first row */
+    struct v4_snap *snap;      /* rows a rejected draft may undo (numla_v4_seq_mark) */
 };
+
+/* What positions base .. base + saved - 1 overwrote in a sequence's cache (docs/design.md
+ * §5.9, rolling back rejected drafts): per layer of [l0, l1), the window ring's row and each
+ * compressor's raw kv and gate rows at the slots those positions took, as they were. */
+#define V4_SNAP_ROWS 16
+typedef struct v4_snap {
+    int64_t base, saved;
+    int64_t l0, l1;
+    int broken;        /* a call of more rows than a compressor's 2·rate slots since base */
+    float **ring;      /* (l1 - l0) of (V4_SNAP_ROWS, Dh) */
+    float **ckv, **cg; /* 2 (l1 - l0) of (V4_SNAP_ROWS, c·width): comp, icomp */
+} v4_snap;
+
+static void v4_snap_free(v4_snap *p)
+{
+    if (!p)
+        return;
+    for (int64_t i = 0; i < p->l1 - p->l0; i++) {
+        if (p->ring)
+            free(p->ring[i]);
+        for (int k = 0; k < 2 && p->ckv; k++) {
+            free(p->ckv[2 * i + k]);
+            free(p->cg[2 * i + k]);
+        }
+    }
+    free(p->ring);
+    free(p->ckv);
+    free(p->cg);
+    free(p);
+}
+
+/* Before a forward writes positions s->len .. + n - 1: keep what they overwrite (the first
+ * V4_SNAP_ROWS positions from base). */
+static void v4_snap_save(const numla_v4_model *m, numla_v4_seq *s, int64_t n)
+{
+    v4_snap *p = s->snap;
+    if (!p || p->base < 0)
+        return;
+    const numla_v4_config *v = &m->cfg.v4;
+    const int64_t W = v->sliding_window, Dh = v->head_dim;
+    for (int64_t l = p->l0; l < p->l1; l++) {
+        const v4_layer *y = &m->layers[l];
+        const v4_comp *cp[2] = {&y->comp, &y->icomp};
+        for (int k = 0; k < 2; k++)
+            if (s->layers[l].comp.raw_kv && (k == 0 || s->layers[l].icomp.raw_kv) &&
+                n > 2 * cp[k]->rate)
+                p->broken = 1;
+    }
+    for (int64_t pos = s->len; pos < s->len + n; pos++) {
+        const int64_t off = pos - p->base;
+        if (off != p->saved || off >= V4_SNAP_ROWS)
+            continue;
+        for (int64_t l = p->l0; l < p->l1; l++) {
+            const int64_t i = l - p->l0;
+            const v4_lcache *lc = &s->layers[l];
+            memcpy(p->ring[i] + off * Dh, lc->ring + (pos % W) * Dh, sizeof(float) * (size_t)Dh);
+            const v4_layer *y = &m->layers[l];
+            const v4_comp *cp[2] = {&y->comp, &y->icomp};
+            const v4_cstate *cs[2] = {&lc->comp, &lc->icomp};
+            for (int k = 0; k < 2; k++) {
+                if (!cs[k]->raw_kv)
+                    continue;
+                const int64_t row = cp[k]->c * cp[k]->width, sl = pos % (2 * cp[k]->rate);
+                memcpy(p->ckv[2 * i + k] + off * row, cs[k]->raw_kv + sl * row,
+                       sizeof(float) * (size_t)row);
+                memcpy(p->cg[2 * i + k] + off * row, cs[k]->raw_gate + sl * row,
+                       sizeof(float) * (size_t)row);
+            }
+        }
+        p->saved++;
+    }
+}
+
+/* Arm s's snapshot at its length, over its layers [l0, l1). */
+static numla_status v4_snap_mark(const numla_v4_model *m, numla_v4_seq *s, int64_t l0, int64_t l1)
+{
+    v4_snap *p = s->snap;
+    if (!p) {
+        p = calloc(1, sizeof *p);
+        if (!p)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for a draft snapshot");
+        s->snap = p;
+        p->l0 = l0;
+        p->l1 = l1;
+        p->ring = calloc((size_t)(l1 - l0), sizeof *p->ring);
+        p->ckv = calloc((size_t)(2 * (l1 - l0)), sizeof *p->ckv);
+        p->cg = calloc((size_t)(2 * (l1 - l0)), sizeof *p->cg);
+        int bad = !p->ring || !p->ckv || !p->cg;
+        const int64_t Dh = m->cfg.v4.head_dim;
+        for (int64_t l = l0; !bad && l < l1; l++) {
+            const int64_t i = l - l0;
+            p->ring[i] = malloc(sizeof(float) * (size_t)(V4_SNAP_ROWS * Dh));
+            bad |= !p->ring[i];
+            const v4_comp *cp[2] = {&m->layers[l].comp, &m->layers[l].icomp};
+            const v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
+            for (int k = 0; k < 2; k++) {
+                if (!cs[k]->raw_kv)
+                    continue;
+                const size_t sz = sizeof(float) * (size_t)(V4_SNAP_ROWS * cp[k]->c * cp[k]->width);
+                p->ckv[2 * i + k] = malloc(sz);
+                p->cg[2 * i + k] = malloc(sz);
+                bad |= !p->ckv[2 * i + k] || !p->cg[2 * i + k];
+            }
+        }
+        if (bad) {
+            v4_snap_free(p);
+            s->snap = NULL;
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for a draft snapshot");
+        }
+    }
+    p->base = s->len;
+    p->saved = 0;
+    p->broken = 0;
+    return NUMLA_STATUS_OK;
+}
+
+/* Why s cannot go back to n tokens (NULL if it can). */
+static const char *v4_snap_why(const numla_v4_seq *s, int64_t n)
+{
+    const v4_snap *p = s->snap;
+    if (n == s->len)
+        return NULL;
+    if (n > s->len || n < 0)
+        return "more tokens than it holds";
+    if (!p || p->base < 0 || n < p->base)
+        return "tokens before its last mark";
+    if (s->len > p->base + p->saved)
+        return "more rows since its mark than a snapshot keeps";
+    if (p->broken)
+        return "a step of more rows since its mark than a compressor's two windows";
+    return NULL;
+}
+
+/* Undo positions n .. s->len - 1 (v4_snap_why(s, n) NULL). */
+static void v4_snap_restore(const numla_v4_model *m, numla_v4_seq *s, int64_t n)
+{
+    v4_snap *p = s->snap;
+    const numla_v4_config *v = &m->cfg.v4;
+    const int64_t W = v->sliding_window, Dh = v->head_dim;
+    for (int64_t pos = s->len - 1; pos >= n; pos--) {
+        const int64_t off = pos - p->base;
+        for (int64_t l = p->l0; l < p->l1; l++) {
+            const int64_t i = l - p->l0;
+            v4_lcache *lc = &s->layers[l];
+            memcpy(lc->ring + (pos % W) * Dh, p->ring[i] + off * Dh, sizeof(float) * (size_t)Dh);
+            const v4_layer *y = &m->layers[l];
+            const v4_comp *cp[2] = {&y->comp, &y->icomp};
+            v4_cstate *cs[2] = {&lc->comp, &lc->icomp};
+            for (int k = 0; k < 2; k++) {
+                if (!cs[k]->raw_kv)
+                    continue;
+                const int64_t row = cp[k]->c * cp[k]->width, sl = pos % (2 * cp[k]->rate);
+                memcpy(cs[k]->raw_kv + sl * row, p->ckv[2 * i + k] + off * row,
+                       sizeof(float) * (size_t)row);
+                memcpy(cs[k]->raw_gate + sl * row, p->cg[2 * i + k] + off * row,
+                       sizeof(float) * (size_t)row);
+                cs[k]->count = n / cp[k]->rate;
+            }
+        }
+    }
+    p->saved = n - p->base;
+    s->len = n;
+}
 
 static void cstate_free(v4_cstate *s)
 {
@@ -887,10 +1052,12 @@ void numla_v4_seq_destroy(numla_v4_seq **ps)
             cstate_free(&s->mtp->layers[L].icomp);
         }
         free(s->mtp->layers);
+        v4_snap_free(s->mtp->snap);
         free(s->mtp);
     }
     free(s->hid);
     free(s->mhid);
+    v4_snap_free(s->snap);
     free(s);
     *ps = NULL;
 }
@@ -1626,6 +1793,7 @@ static numla_status v4_keep_streams(const numla_v4_model *m, const v4_batch *bt,
         NUMLA_CHECK(v4_stream_room(m, &s->hid, &s->hid_cap, r));
         memcpy(s->hid, X + bt->start[b] * nD, sizeof(float) * (size_t)(r * nD));
         s->hid_rows = r;
+        s->hid_pos0 = s->len;
     }
     return NUMLA_STATUS_OK;
 }
@@ -1686,6 +1854,8 @@ numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_
                        "the %lld new tokens", (long long)r, rows[r], (long long)n);
         }
     const v4_batch bt = {B, seqs, start};
+    for (int32_t b = 0; b < B; b++)
+        v4_snap_save(m, seqs[b], ns[b]);
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)n);
     if (!tokens) {
         free(start);
@@ -1798,7 +1968,7 @@ static const char *mtp_row_bad(const numla_v4_seq *s, int64_t i, int32_t tok, in
     if (src >= 0) {
         if (src >= s->hid_rows)
             return "a hidden row past the last forward's rows";
-        if (s->len - s->hid_rows + src != pos)
+        if (s->hid_pos0 + src != pos)
             return "a hidden row of another position than the MTP row's";
     } else {
         const int64_t k = -1 - (int64_t)src;
@@ -1865,6 +2035,8 @@ numla_status numla_v4_mtp_forward(const numla_v4_model *m, int32_t B, numla_v4_s
         subs[b] = seqs[b]->mtp;
     }
     const v4_batch bt = {B, subs, start};
+    for (int32_t b = 0; st == NUMLA_STATUS_OK && b < B; b++)
+        v4_snap_save(m, subs[b], ns[b]);
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)n);
     float *X = malloc(sizeof(float) * (size_t)(n * nD));
     float *xin = malloc(sizeof(float) * (size_t)(n * D));
@@ -1950,4 +2122,55 @@ numla_status numla_v4_mtp_forward(const numla_v4_model *m, int32_t B, numla_v4_s
     if (st != NUMLA_STATUS_OK)
         NUMLA_FAIL(st, "v4 MTP forward failed");
     return NUMLA_STATUS_OK;
+}
+
+/* ---- rolling back rejected drafts (docs/design.md §5.9) ---- */
+
+numla_status numla_v4_seq_mark(numla_v4_seq *s)
+{
+    if (!s)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_mark: NULL sequence");
+    NUMLA_CHECK(v4_snap_mark(s->m, s, 0, s->m->cfg.num_hidden_layers));
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_v4_seq_truncate(numla_v4_seq *s, int64_t n)
+{
+    const char *why = s ? v4_snap_why(s, n) : "no sequence";
+    if (why)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_truncate: cannot go back to %lld "
+                   "tokens: %s", (long long)n, why);
+    if (n < s->len)
+        v4_snap_restore(s->m, s, n);
+    return NUMLA_STATUS_OK;
+}
+
+int numla_v4_seq_can_truncate(const numla_v4_seq *s, int64_t n) { return s && !v4_snap_why(s, n); }
+
+numla_status numla_v4_seq_mtp_mark(numla_v4_seq *s)
+{
+    if (!s || !s->m->has_mtp)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_mtp_mark: no sequence or no MTP layer");
+    if (!s->mtp)
+        NUMLA_CHECK(mtp_seq_make(s));
+    const int64_t L = s->m->cfg.num_hidden_layers;
+    NUMLA_CHECK(v4_snap_mark(s->m, s->mtp, L, L + 1));
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_v4_seq_mtp_truncate(numla_v4_seq *s, int64_t n)
+{
+    const char *why = !s ? "no sequence" : !s->mtp ? (n ? "no MTP rows" : NULL)
+                                                    : v4_snap_why(s->mtp, n);
+    if (why)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_mtp_truncate: cannot go back to %lld "
+                   "MTP rows: %s", (long long)n, why);
+    if (s->mtp && n < s->mtp->len)
+        v4_snap_restore(s->m, s->mtp, n);
+    return NUMLA_STATUS_OK;
+}
+
+int numla_v4_seq_mtp_can_truncate(const numla_v4_seq *s, int64_t n)
+{
+    return s && (s->mtp ? !v4_snap_why(s->mtp, n) : n == 0);
 }

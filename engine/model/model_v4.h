@@ -122,6 +122,22 @@ numla_status numla_v4_mtp_forward(const numla_v4_model *m, int32_t B, numla_v4_s
 /* MTP rows the sequence's MTP cache holds. */
 int64_t numla_v4_seq_mtp_len(const numla_v4_seq *s);
 
+/* Rolling back rejected draft rows (docs/design.md §5.9): numla_v4_seq_mark remembers the
+ * sequence's length as a point it may come back to; the forwards after it keep what their first
+ * 16 positions overwrite (each layer's window-ring row and compressors' raw rows at those
+ * positions' slots); numla_v4_seq_truncate(s, n), base <= n <= len, puts those back for positions
+ * n .. len - 1 and sets the compressed entries' count and the length to n's: the cache is then
+ * the one a run of only the first n tokens leaves. More than 16 rows since the mark, a call of
+ * more rows than a compressor's 2·rate slots, or n before the mark: INVALID_ARG naming the
+ * reason (numla_v4_seq_can_truncate says it first). The _mtp_ forms do the same for the MTP
+ * layer's cache (its rows). Not collective. */
+numla_status numla_v4_seq_mark(numla_v4_seq *s);
+numla_status numla_v4_seq_truncate(numla_v4_seq *s, int64_t n);
+int numla_v4_seq_can_truncate(const numla_v4_seq *s, int64_t n);
+numla_status numla_v4_seq_mtp_mark(numla_v4_seq *s);
+numla_status numla_v4_seq_mtp_truncate(numla_v4_seq *s, int64_t n);
+int numla_v4_seq_mtp_can_truncate(const numla_v4_seq *s, int64_t n);
+
 /* ---- driven by numla_step (the scheduler and the engine; model_v4_step.c) ---- */
 
 /* The sequences one rank holds for a step-driven model, by identity: numla_step.seq_ids[b], or
@@ -143,6 +159,18 @@ numla_status numla_v4_step_check(const numla_v4_seqs *t, const numla_step *st);
  * step's slots and block tables are not used (the cache is the sequences'). Collective like
  * numla_v4_forward (every rank runs the same step on its own t). */
 numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float *logits);
+/* An MTP step (the scheduler's, numla_model_mtp_forward's contract: docs/speculative.md) on t:
+ * st->seq_ids name held sequences; hidden_rows[r] >= 0 is row r of the last step
+ * numla_v4_step_forward ran (a row of the same sequence), < 0 row -1 - r of the last MTP step's
+ * (chaining). A sequence's MTP rows start at its MTP cache's length or, after drafts, at or
+ * after its mark (the chained rows are undone first); its main cache is first brought back to
+ * the verified length the same way at its next step. A step whose rows all come from the main
+ * step marks the MTP cache after it. _check: INVALID_ARG naming the first bad row. Collective
+ * like numla_v4_step_forward. */
+numla_status numla_v4_step_mtp_check(const numla_v4_seqs *t, const numla_step *st,
+                                     const int32_t *hidden_rows);
+numla_status numla_v4_step_mtp(numla_v4_seqs *t, const numla_step *st, const int32_t *hidden_rows,
+                               float *logits);
 /* numla_v4_seq_fill on the sequence a step names with `key` (its id, or with no ids INT64_MIN +
  * its first block), replacing what t held of it: the next step continues it at position n. */
 numla_status numla_v4_seqs_fill(numla_v4_seqs *t, int64_t key, int64_t n);

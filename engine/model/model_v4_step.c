@@ -12,11 +12,57 @@ typedef struct v4_entry {
     numla_v4_seq *seq;
 } v4_entry;
 
+/* The sequences of a step and where their rows start (for an MTP step's hidden rows). */
+typedef struct v4_rowmap {
+    int64_t *keys;     /* (B) */
+    int64_t *start;    /* (B + 1) */
+    int32_t B, cap;
+} v4_rowmap;
+
 struct numla_v4_seqs {
     const numla_v4_model *m;
     v4_entry *e;       /* (n) live sequences, unordered */
     int32_t n, cap;
+    int spec;          /* the model has its MTP layer: mark each sequence before its steps */
+    v4_rowmap last, last_mtp; /* the last step's and the last MTP step's sequences */
 };
+
+static int64_t seq_key(const numla_step *st, int32_t b);
+
+static numla_status rowmap_set(v4_rowmap *r, const numla_step *st)
+{
+    const int32_t B = st->num_seqs;
+    if (B > r->cap) {
+        int64_t *k = realloc(r->keys, sizeof *k * (size_t)B);
+        if (k)
+            r->keys = k;
+        int64_t *a = realloc(r->start, sizeof *a * (size_t)(B + 1));
+        if (a)
+            r->start = a;
+        if (!k || !a)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "deepseek_v4 step: no memory");
+        r->cap = B;
+    }
+    for (int32_t b = 0; b < B; b++) {
+        r->keys[b] = seq_key(st, b);
+        r->start[b] = st->query_start_loc[b];
+    }
+    r->start[B] = st->query_start_loc[B];
+    r->B = B;
+    return NUMLA_STATUS_OK;
+}
+
+/* The sequence (key) and its local row of global row `row` of a recorded step; -1 if none. */
+static int32_t rowmap_find(const v4_rowmap *r, int64_t row, int64_t *key, int64_t *local)
+{
+    for (int32_t b = 0; b < r->B; b++)
+        if (row >= r->start[b] && row < r->start[b + 1]) {
+            *key = r->keys[b];
+            *local = row - r->start[b];
+            return b;
+        }
+    return -1;
+}
 
 numla_status numla_v4_seqs_create(const numla_v4_model *m, numla_v4_seqs **out)
 {
@@ -26,6 +72,7 @@ numla_status numla_v4_seqs_create(const numla_v4_model *m, numla_v4_seqs **out)
     if (!*out)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 sequences: no memory");
     (*out)->m = m;
+    (*out)->spec = numla_v4_model_config(m)->mtp_enabled;
     return NUMLA_STATUS_OK;
 }
 
@@ -37,6 +84,10 @@ void numla_v4_seqs_destroy(numla_v4_seqs **pt)
     for (int32_t i = 0; i < t->n; i++)
         numla_v4_seq_destroy(&t->e[i].seq);
     free(t->e);
+    free(t->last.keys);
+    free(t->last.start);
+    free(t->last_mtp.keys);
+    free(t->last_mtp.start);
     free(t);
     *pt = NULL;
 }
@@ -82,6 +133,9 @@ numla_status numla_v4_step_check(const numla_v4_seqs *t, const numla_step *st)
             continue; /* starts (or starts again) from an empty cache */
         const int32_t i = released_now(st, key) ? -1 : find(t, key);
         const int64_t have = i < 0 ? -1 : numla_v4_seq_len(t->e[i].seq);
+        /* after a verify step: back to its verified length (the rejected drafts undone) */
+        if (have > first && numla_v4_seq_can_truncate(t->e[i].seq, first))
+            continue;
         if (have != first)
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                        "deepseek_v4 step: sequence %d (%s %lld) continues at position %d but "
@@ -144,12 +198,20 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
             t->e[i] = (v4_entry){key, q};
         }
         seqs[b] = t->e[i].seq;
+        const int32_t first = st->positions[st->query_start_loc[b]];
+        if (numla_v4_seq_len(seqs[b]) > first &&
+            (s = numla_v4_seq_truncate(seqs[b], first)) != NUMLA_STATUS_OK)
+            break;
+        if (t->spec && (s = numla_v4_seq_mark(seqs[b])) != NUMLA_STATUS_OK)
+            break;
         toks[b] = st->tokens + st->query_start_loc[b];
         ns[b] = st->query_start_loc[b + 1] - st->query_start_loc[b];
     }
     if (s == NUMLA_STATUS_OK)
         s = numla_v4_forward_rows(t->m, B, seqs, toks, ns, st->num_logit_rows, st->logit_rows,
                                   logits);
+    if (s == NUMLA_STATUS_OK && t->spec)
+        s = rowmap_set(&t->last, st);
     free(seqs);
     free(toks);
     free(ns);
@@ -177,5 +239,109 @@ numla_status numla_v4_seqs_fill(numla_v4_seqs *t, int64_t key, int64_t n)
         NUMLA_CHECK(s);
     }
     t->e[t->n++] = (v4_entry){key, q};
+    return NUMLA_STATUS_OK;
+}
+
+/* An MTP step's sequences and each row's source (numla_v4_mtp_forward's src), or the reason it
+ * cannot run (*why). seqs (B), src (T) allocated by the caller. */
+static const char *mtp_plan(const numla_v4_seqs *t, const numla_step *st, const int32_t *hidden_rows,
+                            numla_v4_seq **seqs, int32_t *src, int32_t *bad_row)
+{
+    *bad_row = -1;
+    if (!t->spec)
+        return "the model was loaded without its MTP layer";
+    for (int32_t b = 0; b < st->num_seqs; b++) {
+        const int64_t key = seq_key(st, b);
+        const int32_t i = find(t, key);
+        if (i < 0)
+            return "a sequence this rank does not hold";
+        seqs[b] = t->e[i].seq;
+        for (int32_t b2 = 0; b2 < b; b2++)
+            if (seq_key(st, b2) == key)
+                return "a sequence twice";
+        const int32_t q0 = st->query_start_loc[b], q1 = st->query_start_loc[b + 1];
+        const int32_t first = st->positions[q0];
+        if (q1 <= q0)
+            return "a sequence without rows";
+        if (numla_v4_seq_mtp_len(seqs[b]) != first &&
+            !numla_v4_seq_mtp_can_truncate(seqs[b], first))
+            return "MTP rows that do not continue the sequence's MTP cache";
+        for (int32_t r = q0; r < q1; r++) {
+            int64_t k2 = 0, local = 0;
+            const int32_t h = hidden_rows[r];
+            const v4_rowmap *map = h >= 0 ? &t->last : &t->last_mtp;
+            *bad_row = r;
+            if (st->positions[r] != first + (r - q0))
+                return "positions that are not consecutive";
+            if (rowmap_find(map, h >= 0 ? h : -1 - (int64_t)h, &k2, &local) < 0 || k2 != key)
+                return "a hidden row that is not one of the sequence's in the last step";
+            src[r] = h >= 0 ? (int32_t)local : (int32_t)(-1 - local);
+        }
+    }
+    *bad_row = -1;
+    return NULL;
+}
+
+numla_status numla_v4_step_mtp_check(const numla_v4_seqs *t, const numla_step *st,
+                                     const int32_t *hidden_rows)
+{
+    if (!t || !st || !hidden_rows)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "deepseek_v4 MTP step: NULL argument");
+    numla_v4_seq **seqs = malloc(sizeof *seqs * (size_t)(st->num_seqs + 1));
+    int32_t *src = malloc(sizeof *src * (size_t)(st->num_tokens + 1));
+    int32_t row = -1;
+    const char *why = seqs && src ? mtp_plan(t, st, hidden_rows, seqs, src, &row) : "no memory";
+    free(seqs);
+    free(src);
+    if (why)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "deepseek_v4 MTP step: %s (row %d)", why, row);
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_v4_step_mtp(numla_v4_seqs *t, const numla_step *st, const int32_t *hidden_rows,
+                               float *logits)
+{
+    NUMLA_CHECK(numla_v4_step_mtp_check(t, st, hidden_rows));
+    const int32_t B = st->num_seqs;
+    if (B == 0)
+        return NUMLA_STATUS_OK;
+    numla_v4_seq **seqs = malloc(sizeof *seqs * (size_t)B);
+    int32_t *src = malloc(sizeof *src * (size_t)st->num_tokens);
+    const int32_t **toks = malloc(sizeof *toks * (size_t)B), **srcs = malloc(sizeof *srcs * (size_t)B);
+    int64_t *ns = malloc(sizeof *ns * (size_t)B);
+    int32_t row;
+    numla_status s = seqs && src && toks && srcs && ns ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
+    if (s == NUMLA_STATUS_OK)
+        mtp_plan(t, st, hidden_rows, seqs, src, &row);
+    int final = 1; /* every row from the main step: mark the MTP caches after it */
+    for (int32_t b = 0; s == NUMLA_STATUS_OK && b < B; b++) {
+        const int32_t q0 = st->query_start_loc[b];
+        toks[b] = st->tokens + q0;
+        srcs[b] = src + q0;
+        ns[b] = st->query_start_loc[b + 1] - q0;
+        for (int64_t i = 0; i < ns[b]; i++)
+            final &= srcs[b][i] >= 0;
+        if (numla_v4_seq_mtp_len(seqs[b]) > st->positions[q0])
+            s = numla_v4_seq_mtp_truncate(seqs[b], st->positions[q0]);
+    }
+    /* a step of final rows is a point to come back to (the next one starts at or after it);
+     * after more than 8 of them (a prompt chunk's) its end is, so the chained rows after it
+     * stay within what a snapshot keeps */
+    for (int32_t b = 0; s == NUMLA_STATUS_OK && final && b < B; b++)
+        s = numla_v4_seq_mtp_mark(seqs[b]);
+    if (s == NUMLA_STATUS_OK)
+        s = numla_v4_mtp_forward(t->m, B, seqs, toks, srcs, ns, st->num_logit_rows,
+                                 st->logit_rows, logits);
+    for (int32_t b = 0; s == NUMLA_STATUS_OK && final && b < B; b++)
+        if (ns[b] > 8)
+            s = numla_v4_seq_mtp_mark(seqs[b]);
+    if (s == NUMLA_STATUS_OK)
+        s = rowmap_set(&t->last_mtp, st);
+    free(seqs);
+    free(src);
+    free(toks);
+    free(srcs);
+    free(ns);
+    NUMLA_CHECK(s);
     return NUMLA_STATUS_OK;
 }

@@ -147,10 +147,8 @@ static numla_status engine_load(numla_engine *e, const char *model_dir,
                    numla_isa_name(isa));
     e->isa = isa;
     NUMLA_CHECK(numla_model_config_load(model_dir, &e->cfg));
-    if (o->mtp && e->cfg.v4.enabled)
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: multi-token prediction with model_type "
-                   "deepseek_v4 is not supported (its MTP layer is not loaded)");
-    if (o->mtp) /* the KV pool and the weights then have the MTP layer too */
+    if (o->mtp) /* the KV pool and the weights then have the MTP layer too (deepseek_v4: its
+                 * loader reads mtp.0.*) */
         NUMLA_CHECK(numla_model_config_enable_mtp(&e->cfg));
     if (e->size > e->cfg.num_attention_heads)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: %d ranks but the model has only %lld "
@@ -346,10 +344,13 @@ static numla_status plan_pack(numla_engine *e, const numla_step *st, const int64
 
 /* Rank 0, before anything is broadcast: a plan the ranks could not all run is an error the
  * caller gets back (the job goes on). */
-static numla_status plan_check(const numla_engine *e, const numla_step *st)
+static numla_status plan_check(const numla_engine *e, const numla_step *st,
+                               const int32_t *hidden_rows)
 {
     NUMLA_CHECK(numla_model_step_check(&e->cfg, e->kv, st));
-    if (e->v4)
+    if (e->v4 && hidden_rows)
+        NUMLA_CHECK(numla_v4_step_mtp_check(e->v4_seqs, st, hidden_rows));
+    else if (e->v4)
         NUMLA_CHECK(numla_v4_step_check(e->v4_seqs, st));
     return NUMLA_STATUS_OK;
 }
@@ -391,7 +392,9 @@ static numla_status engine_run(numla_engine *e, const numla_step *st, const int3
         NUMLA_CHECK(grow_f32(&e->lg_local, &e->lg_local_cap, (size_t)(R * vr)));
         mine = e->lg_local;
     }
-    if (hidden_rows)
+    if (hidden_rows && e->v4)
+        NUMLA_CHECK(numla_v4_step_mtp(e->v4_seqs, st, hidden_rows, mine));
+    else if (hidden_rows)
         NUMLA_CHECK(numla_model_mtp_forward(e->m, e->kv, st, hidden_rows, mine));
     else if (e->v4)
         NUMLA_CHECK(numla_v4_step_forward(e->v4_seqs, st, mine));
@@ -483,11 +486,8 @@ static numla_status engine_step_op(numla_engine *e, const numla_step *plan,
                    "drives the steps; the others run numla_engine_worker_loop)", e->rank);
     if (e->stopped)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: step after numla_engine_stop");
-    NUMLA_CHECK(plan_check(e, plan));
-    if (hidden_rows && !e->m)
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: an MTP step on a model without the MTP "
-                   "layer loaded (deepseek_v4)");
-    if (hidden_rows)
+    NUMLA_CHECK(plan_check(e, plan, hidden_rows));
+    if (hidden_rows && e->m)
         NUMLA_CHECK(numla_model_mtp_check(e->m, plan, hidden_rows));
     if (plan->num_logit_rows > 0 && !logits)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: no logits buffer");

@@ -841,6 +841,7 @@ static numla_status spec_draft(numla_sched *s, int32_t B)
         s->qsl[n] = T;
         for (int32_t i = 0; i < n; i++) {
             const sched_seq *q = s->step_seqs[i];
+            s->seq_ids[i] = q->admitted; /* DeepSeek-V4 keeps its MTP cache by sequence */
             int32_t *row = s->tables + (int64_t)i * maxblk;
             memcpy(row, q->kv.block_table, (size_t)q->kv.num_blocks * sizeof *row);
             for (int64_t j = q->kv.num_blocks; j < maxblk; j++)
@@ -850,7 +851,8 @@ static numla_status spec_draft(numla_sched *s, int32_t B)
                            .positions = s->positions, .slots = s->slots,
                            .query_start_loc = s->qsl, .seq_lens = s->seq_lens,
                            .block_tables = s->tables, .max_blocks_per_seq = (int32_t)maxblk,
-                           .num_logit_rows = R, .logit_rows = s->logit_rows};
+                           .num_logit_rows = R, .logit_rows = s->logit_rows,
+                           .seq_ids = s->seq_ids};
         const double t0 = numla_now_s();
         const numla_status est = s->o.mtp_exec(s->exec_ctx, &step, s->hidden_rows, s->logits);
         s->st.mtp_s += numla_now_s() - t0;

@@ -259,5 +259,126 @@ static void test_mtp_refusals(void)
     numla_safetensors_close(&st);
 }
 
+/* Rolling back rejected drafts: the 250-token prompt of tests/golden/v4/model_fp32 decoded 16
+ * tokens (past the HCA entry at 256 and several CSA windows) one per step (A), and as verify
+ * steps of 4 rows whose first a rows are the true tokens and the rest junk, truncated back to
+ * a + 1 rows each time (B): every true row's logits of B within 1e-3 of A's. Then the MTP
+ * layer's cache: two chained rows undone before the final rows that follow give the logits of a
+ * run without them. */
+static void test_truncate(void)
+{
+    golden g;
+    if (golden_load_file(&g, "v4", "model_fp32", "expected.safetensors")) {
+        CU_FAIL("golden data");
+        golden_free(&g);
+        return;
+    }
+    numla_model_config cfg;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(g.dir, &cfg), NUMLA_STATUS_OK);
+    numla_safetensors_model *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(g.dir, &st), NUMLA_STATUS_OK);
+    numla_v4_model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_model_load(&cfg, st, numla_isa_best(), &m), NUMLA_STATUS_OK);
+    numla_safetensors_close(&st);
+    const int64_t V = cfg.vocab_size;
+    const int p = 3, n = g.len[p];
+    CU_ASSERT_EQUAL_FATAL(n, 250);
+    numla_v4_seq *a = NULL, *b = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &a), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &b), NUMLA_STATUS_OK);
+    float *la = malloc(sizeof(float) * (size_t)(N_GREEDY + 1) * (size_t)V);
+    float *lb = malloc(sizeof(float) * 4 * (size_t)V);
+    float *pre = malloc(sizeof(float) * (size_t)n * (size_t)V);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_forward(m, a, g.tokens[p], n, pre), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_forward(m, b, g.tokens[p], n, pre), NUMLA_STATUS_OK);
+    for (int i = 0; i < N_GREEDY; i++)
+        CU_ASSERT_EQUAL_FATAL(numla_v4_forward(m, a, &g.greedy[p][i], 1, la + (size_t)i * V),
+                              NUMLA_STATUS_OK);
+    double worst = 0;
+    int rounds = 0;
+    for (int i = 0, acc = 0; i < N_GREEDY; acc = (acc + 1) % 4, rounds++) {
+        int32_t rows[4];
+        for (int r = 0; r < 4; r++)
+            rows[r] = r <= acc && i + r < N_GREEDY ? g.greedy[p][i + r]
+                                                   : (g.greedy[p][i] + 11 + 5 * r) % (int32_t)V;
+        const int64_t len0 = numla_v4_seq_len(b);
+        CU_ASSERT_EQUAL_FATAL(numla_v4_seq_mark(b), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_v4_forward(m, b, rows, 4, lb), NUMLA_STATUS_OK);
+        int keep = acc + 1 < N_GREEDY - i ? acc + 1 : N_GREEDY - i;
+        for (int r = 0; r < keep; r++)
+            worst = fmax(worst, maxabs_diff(lb + (size_t)r * V, la + (size_t)(i + r) * V,
+                                            (size_t)V, NULL));
+        CU_ASSERT_EQUAL_FATAL(numla_v4_seq_truncate(b, len0 + keep), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL(numla_v4_seq_len(b), len0 + keep);
+        i += keep;
+    }
+    NUMLA_ASSERT_MSG(worst <= 1e-3, "v4 verify + truncate: logits max err %g over %d rounds",
+                     worst, rounds);
+    fprintf(stderr, "\n    v4 verify + truncate: %d rounds, logits max abs err %.3g", rounds, worst);
+    /* refusals: before the mark, past 16 rows */
+    CU_ASSERT_EQUAL(numla_v4_seq_truncate(b, numla_v4_seq_len(b) - 30), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_v4_seq_mark(b), NUMLA_STATUS_OK);
+    int32_t many[20];
+    for (int r = 0; r < 20; r++)
+        many[r] = 5 + r;
+    float *l20 = malloc(sizeof(float) * 20 * (size_t)V);
+    CU_ASSERT_EQUAL(numla_v4_forward(m, b, many, 20, l20), NUMLA_STATUS_OK);
+    CU_ASSERT_FALSE(numla_v4_seq_can_truncate(b, numla_v4_seq_len(b) - 19));
+    CU_ASSERT_EQUAL(numla_v4_seq_truncate(b, numla_v4_seq_len(b) - 19), NUMLA_STATUS_INVALID_ARG);
+    free(l20);
+    free(la);
+    free(lb);
+    free(pre);
+    numla_v4_seq_destroy(&a);
+    numla_v4_seq_destroy(&b);
+    numla_v4_model_destroy(&m);
+    golden_free(&g);
+
+    /* the MTP layer's cache */
+    mtp_gold d;
+    if (mtp_gold_load(&d)) {
+        CU_FAIL("golden data");
+        golden_free(&d.g);
+        return;
+    }
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(d.g.dir, &cfg), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_config_enable_mtp(&cfg), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(d.g.dir, &st), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_model_load(&cfg, st, numla_isa_best(), &m), NUMLA_STATUS_OK);
+    numla_safetensors_close(&st);
+    const int q = 0, nq = d.g.len[q], h = nq / 2;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &b), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_forward_rows(m, 1, &b, (const int32_t *[]){d.g.tokens[q]},
+                                                (int64_t[]){nq}, 0, NULL, NULL), NUMLA_STATUS_OK);
+    int32_t *src = malloc(sizeof(int32_t) * (size_t)nq);
+    for (int i = 0; i < nq; i++)
+        src[i] = i;
+    float *lm = malloc(sizeof(float) * (size_t)nq * (size_t)V);
+    /* rows [0, h), mark, two chained rows, back to h, rows [h, nq - 1) */
+    CU_ASSERT_EQUAL_FATAL(numla_v4_mtp_forward(m, 1, &b, (const int32_t *[]){d.g.tokens[q] + 1},
+                                               (const int32_t *[]){src}, (int64_t[]){h}, -1, NULL,
+                                               lm), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_mtp_mark(b), NUMLA_STATUS_OK);
+    for (int c = 0; c < 2; c++) {
+        const int32_t tk[1] = {7 + c}, ch[1] = {c ? -1 : -h};
+        CU_ASSERT_EQUAL_FATAL(numla_v4_mtp_forward(m, 1, &b, (const int32_t *[]){tk},
+                                                   (const int32_t *[]){ch}, (int64_t[]){1}, -1,
+                                                   NULL, lm + (size_t)h * V), NUMLA_STATUS_OK);
+    }
+    CU_ASSERT_EQUAL(numla_v4_seq_mtp_len(b), h + 2);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_mtp_truncate(b, h), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_mtp_forward(m, 1, &b, (const int32_t *[]){d.g.tokens[q] + h + 1},
+                                               (const int32_t *[]){src + h}, (int64_t[]){nq - 1 - h},
+                                               -1, NULL, lm + (size_t)h * V), NUMLA_STATUS_OK);
+    const double werr = maxabs_diff(lm, d.mtp[q], (size_t)(nq - 1) * (size_t)V, NULL);
+    NUMLA_ASSERT_MSG(werr <= LOGIT_TOL, "v4 MTP after undoing chained rows: max err %g", werr);
+    free(src);
+    free(lm);
+    numla_v4_seq_destroy(&b);
+    numla_v4_model_destroy(&m);
+    golden_free(&d.g);
+}
+
 NUMLA_TEST_SUITE(v4_mtp_golden, NULL, NULL, NUMLA_TEST(test_mtp_fp32), NUMLA_TEST(test_mtp_ref),
-                 NUMLA_TEST(test_mtp_ranks), NUMLA_TEST(test_mtp_refusals));
+                 NUMLA_TEST(test_mtp_ranks), NUMLA_TEST(test_mtp_refusals),
+                 NUMLA_TEST(test_truncate));

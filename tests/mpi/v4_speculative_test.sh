@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# tests/mpi/v4_speculative_test.sh NUMLA_BIN MPIEXEC RANKS — DeepSeek-V4 drafting with its own MTP
+# layer (`numla run --speculative mtp:K`, docs/design.md §5.9) on RANKS ranks. The model is
+# tests/golden/v4/mtp_fp32 (the main model of tests/golden/v4/model_fp32 plus a random MTP
+# layer), so the golden prompts (7, 1, 140 and 250 tokens) must give transformers' greedy tokens
+# (model_fp32/greedy.txt) whatever the drafts: the random layer's drafts are nearly always
+# rejected, so nearly every verify step undoes K rows of the window rings, the compressors'
+# carry-over and entries, and the MTP layer's chained rows.
+#   k1 / k3 / k7   mtp:1, mtp:3 (prefill chunks of 5), mtp:7 (the most a CSA rate of 4 allows)
+#   mixed          mtp:2, 3 sequences and 7 tokens a step in chunks of 3
+#   preempt        mtp:2 with a pool that preempts
+#   refusals       mtp:8 (9 verify rows, a CSA compressor keeps 8), a model without the layer
+#   bench          (1 rank) `bench model --speculative 2`: the verify steps and the MTP step
+set -uo pipefail
+bin=$1 mpiexec=$2 ranks=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/test_lib.sh"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+exact_isa
+src=$(cd "$(dirname "$0")/../.." && pwd)
+tokens() { # "id tok,..." per result line, sorted by id
+  sed -E 's/^\{"id":"([^"]*)","output_tokens":\[([^]]*)\].*/\1 \2/' "$1" | sort
+}
+numla() { "$mpiexec" -n "$ranks" --oversubscribe --bind-to none "$bin" "$@"; }
+dir=$src/tests/golden/v4/mtp_fp32
+want=$(sort "$src/tests/golden/v4/model_fp32/greedy.txt")
+cp "$src/tests/golden/v4/model_fp32/requests.jsonl" "$tmp/req.jsonl"
+run() { # run NAME [options...]
+  local name=$1
+  shift
+  numla run --model "$dir" --threads 1 --input "$tmp/req.jsonl" --output "$tmp/$name.jsonl" "$@" \
+    2> "$tmp/$name.err"
+  local rc=$?
+  if [ $rc -ne 0 ]; then
+    check "$name" 1 "exit $rc: $(tail -3 "$tmp/$name.err")"
+    return
+  fi
+  local got
+  got=$(tokens "$tmp/$name.jsonl")
+  [ "$got" = "$want" ] && grep -q "speculative mtp:" "$tmp/$name.err" &&
+    [ "$(grep -c '"speculative":{"verify_steps":[1-9]' "$tmp/$name.jsonl")" = 4 ]
+  check "$name ($ranks ranks)" $? "tokens differ from transformers' greedy or no drafts:
+$(diff <(echo "$want") <(echo "$got") | head -6) $(grep 'speculative' "$tmp/$name.err")"
+}
+run k1 --speculative mtp:1
+run k3 --speculative mtp:3 --prefill-chunk 5
+run k7 --speculative mtp:7
+run mixed --speculative mtp:2 --max-seqs 3 --max-batch-tokens 7 --prefill-chunk 3
+run preempt --speculative mtp:2 --kv-blocks 36 --block-size 8 --prefill-chunk 16
+grep -q "preemptions (0 tokens" "$tmp/preempt.err" &&
+  check "preempt" 1 "the small pool preempted nothing: $(grep preempt "$tmp/preempt.err")"
+numla run --model "$dir" --threads 1 --input "$tmp/req.jsonl" --output "$tmp/k8.jsonl" \
+  --speculative mtp:8 > "$tmp/k8.err" 2>&1
+[ $? -ne 0 ] && grep -q "use mtp:7 or less" "$tmp/k8.err"
+check "mtp:8 refused" $? "$(tail -3 "$tmp/k8.err")"
+numla run --model "$src/tests/golden/v4/model_fp32" --threads 1 --input "$tmp/req.jsonl" \
+  --output "$tmp/none.jsonl" --speculative mtp:2 > "$tmp/none.err" 2>&1
+[ $? -ne 0 ] && grep -q "no multi-token-prediction layer" "$tmp/none.err"
+check "a model without the layer refused" $? "$(tail -3 "$tmp/none.err")"
+# bench model --speculative (one rank: V4 is measured on one): the MTP step's cost comes out
+if [ "$ranks" = 1 ]; then
+  "$bin" bench model --model "$dir" --threads 1 --quick --prompt 32 --speculative 2 \
+    > "$tmp/bm.out" 2> "$tmp/bm.err"
+  rc=$?
+  [ $rc -eq 0 ] && grep -q "MTP step of 1 row" "$tmp/bm.out" && grep -q "2 drafts" "$tmp/bm.out"
+  check "bench model --speculative 2" $? "rc=$rc $(tail -3 "$tmp/bm.out") $(tail -3 "$tmp/bm.err")"
+fi
+echo "v4_speculative_test: $pass passed, $fail failed ($ranks ranks)"
+[ $fail -eq 0 ]
