@@ -11,6 +11,7 @@
 #   preempt        mtp:2 with a pool that preempts
 #   refusals       mtp:8 (9 verify rows, a CSA compressor keeps 8), a model without the layer
 #   bench          (1 rank) `bench model --speculative 2`: the verify steps and the MTP step
+#   serve          (1 rank) the prompts through `numla serve --speculative mtp:2`
 set -uo pipefail
 bin=$1 mpiexec=$2 ranks=$3
 tmp=$(mktemp -d)
@@ -65,6 +66,35 @@ if [ "$ranks" = 1 ]; then
   rc=$?
   [ $rc -eq 0 ] && grep -q "MTP step of 1 row" "$tmp/bm.out" && grep -q "2 drafts" "$tmp/bm.out"
   check "bench model --speculative 2" $? "rc=$rc $(tail -3 "$tmp/bm.out") $(tail -3 "$tmp/bm.err")"
+fi
+# numla serve --speculative mtp:2 (1 rank; needs curl and jq): the golden prompts in flight
+# together through /v1/completions give the same tokens, with usage.speculative
+if [ "$ranks" = 1 ] && command -v curl >/dev/null && command -v jq >/dev/null; then
+  pids=()
+  trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$tmp"' EXIT
+  if start_server "$tmp/serve.err" "$bin" serve --model "$dir" --port 0 --threads 1 \
+      --speculative mtp:2; then
+    i=0
+    while read -r line; do
+      jq -c '{prompt: .prompt_tokens, max_tokens, temperature, ignore_eos, logprobs: 0,
+              return_tokens_as_token_ids: true}' <<<"$line" > "$tmp/b$i.json"
+      curl -s -m 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+        -d @"$tmp/b$i.json" > "$tmp/r$i.json" &
+      i=$((i + 1))
+    done < "$tmp/req.jsonl"
+    wait $(jobs -p | grep -vx "$spid")
+    for i in 0 1 2 3; do
+      want=$(awk -v id="p$i" '$1 == id { print $2 }' "$src/tests/golden/v4/model_fp32/greedy.txt")
+      got=$(jq -r '[.choices[0].logprobs | (.tokens // [.content[]?.token]) | .[] |
+                   sub("token_id:"; "")] | join(",")' < "$tmp/r$i.json")
+      [ -n "$want" ] && [ "$got" = "$want" ] &&
+        jq -e '.usage.speculative.verify_steps > 0' < "$tmp/r$i.json" > /dev/null
+      check "serve p$i" $? "got '$got' want '$want' $(head -c 300 "$tmp/r$i.json")"
+    done
+    kill "$spid"; wait "$spid" 2>/dev/null
+  else
+    check "serve --speculative starts" 1 "$(tail -3 "$tmp/serve.err")"
+  fi
 fi
 echo "v4_speculative_test: $pass passed, $fail failed ($ranks ranks)"
 [ $fail -eq 0 ]
