@@ -26,6 +26,10 @@ Main model: tests/golden/v4/model_fp32 (scripts/make_v4_golden.py). Writes tests
                                   (token t_{i+1}, the main streams of row i); chain_logits_<p>
                                   (1, V): position n_p - 1 with token chain_tokens[p] and the
                                   block output X''_{n_p-2} as its streams
+and tests/golden/v4/mtp_fp8/: the same files in the published form (v4/model_fp8's main
+tensors; the MTP layer's e_proj, h_proj, attention and shared-expert projections FP8 e4m3 with
+E8M0 128 x 128 scales, its experts FP4, the rest bf16 or fp32 as transformers keeps it), the
+reference run on the dequantized weights in fp32 with the same prompts.
 Prompts: 140 tokens (past the 128-row window, so the MTP layer's window slides) and 9; each
 routed choice of the MTP layer decisive (k-th and (k+1)-th biased scores apart by ROUTER_GAP).
 
@@ -39,6 +43,7 @@ import math
 import os
 import shutil
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -178,31 +183,130 @@ def main():
         sys.exit("make_v4_mtp_golden.py: no decisive prompt set")
     last.close()
     print("attempt %d: router gap %.3g" % (attempt, min(gaps)))
-    if os.path.exists(OUT):
-        shutil.rmtree(OUT)
-    os.makedirs(OUT)
-    cfg = dict(mv.CONFIG)
-    cfg["torch_dtype"] = "float32"
-    cfg["num_nextn_predict_layers"] = 1
-    cfg["compress_ratios"] = list(mv.CONFIG["compress_ratios"]) + [MTP_RATIO]
-    with open(os.path.join(OUT, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-        f.write("\n")
+    write_out(OUT, "tests/golden/v4/model_fp32", {}, read_all(os.path.join(MAIN, "model.safetensors")),
+              mtp_tensors(blk, extra), prompts, chain, res, min(gaps))
+    make_fp8(blk, extra, prompts, chain)
+
+
+def read_all(path):
     t = {}
-    with safe_open(os.path.join(MAIN, "model.safetensors"), "pt") as f:
+    with safe_open(path, "pt") as f:
         for k in f.keys():
             t[k] = f.get_tensor(k)
-    t.update(mtp_tensors(blk, extra))
-    save_file({k: t[k].contiguous() for k in sorted(t)}, os.path.join(OUT, "model.safetensors"),
-              metadata={"format": "pt"})
-    with open(os.path.join(OUT, "expected.json"), "w") as f:
-        json.dump({"prompts": [{"tokens": [int(x) for x in ids]} for ids in prompts],
-                   "chain_tokens": chain, "main_model": "tests/golden/v4/model_fp32",
-                   "router_gap": min(gaps)}, f, indent=1)
+    return t
+
+
+def write_out(out, main_name, cfg_extra, main_t, mtp_t, prompts, chain, res, gap):
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    cfg = dict(mv.CONFIG)
+    cfg["torch_dtype"] = "float32"
+    cfg.update(cfg_extra)
+    cfg["num_nextn_predict_layers"] = 1
+    cfg["compress_ratios"] = list(mv.CONFIG["compress_ratios"]) + [MTP_RATIO]
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
-    save_file({k: res[k] for k in sorted(res)}, os.path.join(OUT, "expected.safetensors"),
+    t = dict(main_t)
+    t.update(mtp_t)
+    save_file({k: t[k].contiguous() for k in sorted(t)}, os.path.join(out, "model.safetensors"),
               metadata={"format": "pt"})
-    print("wrote", OUT)
+    with open(os.path.join(out, "expected.json"), "w") as f:
+        json.dump({"prompts": [{"tokens": [int(x) for x in ids]} for ids in prompts],
+                   "chain_tokens": chain, "main_model": main_name, "router_gap": gap}, f, indent=1)
+        f.write("\n")
+    save_file({k: res[k] for k in sorted(res)}, os.path.join(out, "expected.safetensors"),
+              metadata={"format": "pt"})
+    print("wrote", out)
+
+
+# The published form of the MTP layer (as make_v4_golden.py's model_fp8 holds the main layers):
+# e_proj, h_proj and the FP8_SUFFIXES projections FP8 e4m3 with E8M0 128 x 128 scales, the
+# experts FP4, the rest bf16 but what transformers keeps fp32 (norms, mHC, sinks, gate bias).
+def quantize_mtp(mtp_t):
+    out, deq = {}, {}
+    for name, w in sorted(mtp_t.items()):
+        if name.endswith(mv.FP8_SUFFIXES) or name.endswith((".e_proj.weight", ".h_proj.weight")) or \
+                mv.is_fp4(name):
+            q, e = mv.fp4_ue8m0(w.float()) if mv.is_fp4(name) else mv.fp8_ue8m0(w.float())
+            sname = name[: -len(".weight")] + ".scale"
+            out[name], out[sname] = q, e.view(torch.float8_e8m0fnu)
+            deq[name] = mv.published_dequant(name, q, out[sname])
+        elif mv.bf16_keeps_fp32(name) or name.startswith("mtp.0.hc_head_") or \
+                name.endswith(("enorm.weight", "hnorm.weight")):
+            out[name] = w
+            deq[name] = w.float()
+        else:
+            out[name] = w.to(torch.bfloat16)
+            deq[name] = out[name].float()
+    return out, deq
+
+
+def make_fp8(blk, extra, prompts, chain):
+    """tests/golden/v4/mtp_fp8: v4/model_fp8's main model plus the MTP layer in the published form;
+    the reference runs both dequantized (fp32 math), on the fp32 set's prompts."""
+    qmain = read_all(os.path.join(os.path.dirname(MAIN), "model_fp8", "model.safetensors"))
+    dmain = {}
+    for k, v in qmain.items():
+        if k.endswith(".scale"):
+            continue
+        sk = k[: -len(".weight")] + ".scale"
+        dmain[k] = mv.published_dequant(k, v, qmain[sk]) if sk in qmain else \
+            (v.float() if v.is_floating_point() else v)
+    qmtp, dmtp = quantize_mtp(mtp_tensors(blk, extra))
+    tmp = tempfile.mkdtemp()
+    try:
+        d1 = os.path.join(tmp, "main")
+        os.makedirs(d1)
+        with open(os.path.join(d1, "config.json"), "w") as f:
+            json.dump(dict(mv.CONFIG, torch_dtype="float32"), f)
+        save_file({k: v.contiguous() for k, v in dmain.items()}, os.path.join(d1, "model.safetensors"),
+                  metadata={"format": "pt"})
+        main_model = mv.load_fp32(d1)
+        # the block as a one-layer model in DeepSeek's names, loaded by transformers
+        d2 = os.path.join(tmp, "block")
+        os.makedirs(d2)
+        bc = dict(mv.CONFIG, torch_dtype="float32", num_hidden_layers=1, compress_ratios=[MTP_RATIO],
+                  num_hash_layers=0)
+        with open(os.path.join(d2, "config.json"), "w") as f:
+            json.dump(bc, f)
+        bt = {"embed.weight": dmain["embed.weight"], "head.weight": dmain["head.weight"]}
+        ex = {}
+        for k, v in dmtp.items():
+            n = k[len("mtp.0."):]
+            if n in ("e_proj.weight", "h_proj.weight", "enorm.weight", "hnorm.weight"):
+                ex[n] = v
+            elif n == "norm.weight" or n.startswith("hc_head_"):
+                bt[n] = v
+            else:
+                bt["layers.0." + n] = v
+        save_file({k: v.contiguous() for k, v in bt.items()}, os.path.join(d2, "model.safetensors"),
+                  metadata={"format": "pt"})
+        blk2 = mv.load_fp32(d2)
+    finally:
+        shutil.rmtree(tmp)
+    last = Streams(main_model.model.layers[-1])
+    gaps, res = [], {}
+    with torch.no_grad():
+        for p, ids in enumerate(prompts):
+            main_model(input_ids=ids[None], use_cache=False)
+            X = last.out[0]
+            n = ids.shape[0]
+            lg, blk_out = run_mtp(blk2, ex, X[: n - 1], ids[1:], gaps)
+            X2 = torch.cat([X[: n - 1], torch.zeros_like(X[:1])])
+            nxt = torch.cat([ids[1:], torch.tensor([chain[p]])])
+            e_only = run_mtp_chained(blk2, ex, X2, nxt, blk_out[n - 2], gaps)
+            res["mtp_logits_%d" % p] = lg.contiguous()
+            res["chain_logits_%d" % p] = e_only[n - 1:].contiguous()
+    last.close()
+    if min(gaps) <= ROUTER_GAP:
+        sys.exit("make_v4_mtp_golden.py: the FP8 + FP4 MTP layer's routing is not decisive")
+    print("fp8: router gap %.3g" % min(gaps))
+    qcfg = {"torch_dtype": "bfloat16", "quantization_config": dict(mv.QUANT_CONFIG),
+            "expert_dtype": "fp4"}
+    write_out(os.path.join(os.path.dirname(OUT), "mtp_fp8"), "tests/golden/v4/model_fp8", qcfg,
+              qmain, qmtp, prompts, chain, res, min(gaps))
 
 
 def run_mtp_chained(blk, extra, X, next_ids, chained, gaps):

@@ -11,6 +11,7 @@
  *     n-2): every logit within LOGIT_TOL;
  *   - the same at 1 rank at the reference ISA, and at 2 and 3 in-process ranks (heads by
  *     o_groups, experts, vocabulary sharded), each rank's vocabulary slice gathered;
+ *   - the published FP8 + FP4 form (tests/golden/v4/mtp_fp8) at 1 and 2 ranks;
  *   - refusals: a checkpoint without the layer, a model loaded without it, a hidden row of
  *     another position, a chained row past the last MTP step's. */
 #include "model_golden_harness.h"
@@ -27,10 +28,10 @@ typedef struct mtp_gold {
     const float *chained[MTP_PROMPTS]; /* (1, V) */
 } mtp_gold;
 
-static int mtp_gold_load(mtp_gold *d)
+static int mtp_gold_load(mtp_gold *d, const char *sub)
 {
     memset(d, 0, sizeof *d);
-    if (golden_load_file(&d->g, "v4", "mtp_fp32", "expected.safetensors"))
+    if (golden_load_file(&d->g, "v4", sub, "expected.safetensors"))
         return -1;
     char path[1200];
     snprintf(path, sizeof path, "%s/expected.json", d->g.dir);
@@ -129,10 +130,10 @@ static void *mtp_rank_main(void *arg)
     return NULL;
 }
 
-static void check_mtp(numla_isa isa, int R)
+static void check_mtp(const char *sub, numla_isa isa, int R)
 {
     mtp_gold d;
-    if (mtp_gold_load(&d)) {
+    if (mtp_gold_load(&d, sub)) {
         CU_FAIL("golden data");
         golden_free(&d.g);
         return;
@@ -182,10 +183,10 @@ static void check_mtp(numla_isa isa, int R)
                                                     (size_t)V, NULL));
     }
     NUMLA_ASSERT_MSG(worst <= LOGIT_TOL && worst_chain <= LOGIT_TOL,
-                     "v4 MTP %d ranks (%s): max err %g, chained %g", R, numla_isa_name(isa), worst,
-                     worst_chain);
-    fprintf(stderr, "\n    golden v4 MTP %d rank%s (%s): logits max abs err %.3g, chained %.3g", R,
-            R > 1 ? "s" : "", numla_isa_name(isa), worst, worst_chain);
+                     "v4 MTP %s %d ranks (%s): max err %g, chained %g", sub, R, numla_isa_name(isa),
+                     worst, worst_chain);
+    fprintf(stderr, "\n    golden v4 MTP %s %d rank%s (%s): logits max abs err %.3g, chained %.3g",
+            sub, R, R > 1 ? "s" : "", numla_isa_name(isa), worst, worst_chain);
     for (int r = 0; r < R; r++) {
         numla_v4_model_destroy(&ms[r]);
         free(sh.slot[r]);
@@ -196,12 +197,19 @@ static void check_mtp(numla_isa isa, int R)
     golden_free(&d.g);
 }
 
-static void test_mtp_fp32(void) { check_mtp(numla_isa_best(), 1); }
-static void test_mtp_ref(void) { check_mtp(NUMLA_ISA_REF, 1); }
+static void test_mtp_fp32(void) { check_mtp("mtp_fp32", numla_isa_best(), 1); }
+static void test_mtp_ref(void) { check_mtp("mtp_fp32", NUMLA_ISA_REF, 1); }
 static void test_mtp_ranks(void)
 {
-    check_mtp(numla_isa_best(), 2);
-    check_mtp(numla_isa_best(), 3);
+    check_mtp("mtp_fp32", numla_isa_best(), 2);
+    check_mtp("mtp_fp32", numla_isa_best(), 3);
+}
+/* the published FP8 + FP4 form (v4/model_fp8's main model, the MTP layer's e_proj, h_proj and
+ * projections FP8, its experts FP4): 1 and 2 ranks */
+static void test_mtp_fp8(void)
+{
+    check_mtp("mtp_fp8", numla_isa_best(), 1);
+    check_mtp("mtp_fp8", numla_isa_best(), 2);
 }
 
 static void test_mtp_refusals(void)
@@ -336,7 +344,7 @@ static void test_truncate(void)
 
     /* the MTP layer's cache */
     mtp_gold d;
-    if (mtp_gold_load(&d)) {
+    if (mtp_gold_load(&d, "mtp_fp32")) {
         CU_FAIL("golden data");
         golden_free(&d.g);
         return;
@@ -380,5 +388,5 @@ static void test_truncate(void)
 }
 
 NUMLA_TEST_SUITE(v4_mtp_golden, NULL, NULL, NUMLA_TEST(test_mtp_fp32), NUMLA_TEST(test_mtp_ref),
-                 NUMLA_TEST(test_mtp_ranks), NUMLA_TEST(test_mtp_refusals),
+                 NUMLA_TEST(test_mtp_ranks), NUMLA_TEST(test_mtp_fp8), NUMLA_TEST(test_mtp_refusals),
                  NUMLA_TEST(test_truncate));
