@@ -23,6 +23,10 @@ double numla_bench_parallel_best_s(int threads, int reps, void (*setup)(void *ct
  * strings, an enum, a number, a boolean, a nullable string; all required): `numla bench
  * grammar`'s document's schema, and what `numla bench serve --schema builtin` constrains to. */
 extern const char numla_bench_schema_8prop[];
+/* The same object with its strings, array and numbers bounded (a document of at most a few
+ * dozen tokens): `numla bench grammar`'s `bounded` row, and `numla bench serve --schema
+ * bounded`. */
+extern const char numla_bench_schema_bounded[];
 /* Median of n values (sorts a copy). */
 double numla_bench_median(const double *v, int n);
 /* The mean number of distinct values among the ids of w consecutive rows of ids (n, k), over

@@ -7,8 +7,9 @@
  * json_object mode are fed token by token (the longest token that starts the rest), and the
  * mask is computed before each token: p50, p90 and the largest over those steps, best of R
  * rounds each; a third document, of a schema whose strings have patterns and formats and whose
- * numbers have bounds, the same way. Then one sampler row (temperature 1) with and without the schema, to show what
- * the mask adds to a draw. Never asserts a time. */
+ * numbers have bounds, the same way; a fourth, of the bounded object `numla bench serve --schema
+ * bounded` sends, its strings filled to their maxLength. Then one sampler row (temperature 1)
+ * with and without the schema, to show what the mask adds to a draw. Never asserts a time. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,20 @@ const char numla_bench_schema_8prop[] =
     "\"blue\"]},\"score\":{\"type\":\"number\"},\"ok\":{\"type\":\"boolean\"},\"note\":{\"type\":"
     "[\"string\",\"null\"]}},\"required\":[\"name\",\"age\",\"email\",\"tags\",\"color\",\"score\","
     "\"ok\",\"note\"],\"additionalProperties\":false}";
+const char numla_bench_schema_bounded[] =
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},"
+    "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150},\"email\":{\"type\":"
+    "\"string\",\"maxLength\":16},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
+    "\"maxLength\":8},\"maxItems\":3},\"color\":{\"enum\":[\"red\",\"green\",\"blue\"]},"
+    "\"score\":{\"type\":\"number\",\"minimum\":0,\"maximum\":100},\"ok\":{\"type\":"
+    "\"boolean\"},\"note\":{\"type\":[\"string\",\"null\"],\"maxLength\":12}},\"required\":"
+    "[\"name\",\"age\",\"email\",\"tags\",\"color\",\"score\",\"ok\",\"note\"],"
+    "\"additionalProperties\":false}";
+/* its strings filled to their maxLength */
+static const char numla_bench_gr_bounded_doc_[] =
+    "{\"name\":\"Jane Smith 日\",\"age\":42,\"email\":\"jane@example.com\",\"tags\":"
+    "[\"alpha\",\"beta\",\"gamma de\"],\"color\":\"green\",\"score\":12.75,\"ok\":true,"
+    "\"note\":\"a \\\"quoted\\\" w\"}";
 static const char numla_bench_gr_doc_[] =
     "{\"name\":\"Jane Smith of the data team, 日本語 written\",\"age\":42,\"email\":"
     "\"jane.smith@example.com\",\"tags\":[\"alpha\",\"beta\",\"gamma delta\"],\"color\":\"green\","
@@ -145,23 +160,26 @@ static int numla_bench_grammar(int argc, char **argv)
     uint64_t x = 12345;
     const int32_t eos = numla_synthetic_vocab_eos(sv);
     numla_grammar_vocab *v = NULL;
-    numla_grammar *gs = NULL, *go = NULL, *gp = NULL;
+    numla_grammar *gs = NULL, *go = NULL, *gp = NULL, *gb = NULL;
     json_t *schema = json_loads(numla_bench_schema_8prop, 0, NULL);
+    json_t *bschema = json_loads(numla_bench_schema_bounded, 0, NULL);
     json_t *pschema = json_loads(numla_bench_gr_pat_schema_, 0, NULL);
     const double t0 = numla_now_s();
     if (!schema || numla_grammar_vocab_create(V, tb, tl, &eos, 1, &v) != NUMLA_STATUS_OK ||
         numla_grammar_compile_schema(schema, &gs) != NUMLA_STATUS_OK ||
         numla_grammar_compile_json_object(&go) != NUMLA_STATUS_OK || !pschema ||
-        numla_grammar_compile_schema(pschema, &gp) != NUMLA_STATUS_OK) {
+        numla_grammar_compile_schema(pschema, &gp) != NUMLA_STATUS_OK || !bschema ||
+        numla_grammar_compile_schema(bschema, &gb) != NUMLA_STATUS_OK) {
         fprintf(stderr, "numla bench grammar: %s\n", numla_error_message());
         return 1;
     }
     const double build = numla_now_s() - t0;
-    double rs[3], ro[3], rp[3];
-    int ns = 0, no = 0, np = 0;
+    double rs[3], ro[3], rp[3], rb[3];
+    int ns = 0, no = 0, np = 0, nb = 0;
     if (!numla_bench_gr_run_(gs, v, tb, tl, V, numla_bench_gr_doc_, reps, rs, &ns) ||
         !numla_bench_gr_run_(go, v, tb, tl, V, numla_bench_gr_obj_doc_, reps, ro, &no) ||
-        !numla_bench_gr_run_(gp, v, tb, tl, V, numla_bench_gr_pat_doc_, reps, rp, &np))
+        !numla_bench_gr_run_(gp, v, tb, tl, V, numla_bench_gr_pat_doc_, reps, rp, &np) ||
+        !numla_bench_gr_run_(gb, v, tb, tl, V, numla_bench_gr_bounded_doc_, reps, rb, &nb))
         return 1;
     /* one sampler row, with and without the schema (at the document's start: mask + draw) */
     double row[2] = {0, 0};
@@ -196,10 +214,12 @@ static int numla_bench_grammar(int argc, char **argv)
                "\"json_object_mask_us_p50\": %.1f, \"json_object_mask_us_p90\": %.1f, "
                "\"json_object_mask_us_max\": %.1f, \"pattern_steps\": %d, "
                "\"pattern_mask_us_p50\": %.1f, \"pattern_mask_us_p90\": %.1f, "
-               "\"pattern_mask_us_max\": %.1f, \"sampler_row_us\": %.1f, "
+               "\"pattern_mask_us_max\": %.1f, \"bounded_steps\": %d, "
+               "\"bounded_mask_us_p50\": %.1f, \"bounded_mask_us_p90\": %.1f, "
+               "\"bounded_mask_us_max\": %.1f, \"sampler_row_us\": %.1f, "
                "\"sampler_row_schema_us\": %.1f}\n",
                V, build * 1e3, ns, rs[0], rs[1], rs[2], no, ro[0], ro[1], ro[2], np, rp[0],
-               rp[1], rp[2], row[0], row[1]);
+               rp[1], rp[2], nb, rb[0], rb[1], rb[2], row[0], row[1]);
     else {
         printf("bench grammar: synthetic vocab %d (trie built in %.1f ms), 1 thread, best of %d "
                "per step\n", V, build * 1e3, reps);
@@ -207,13 +227,16 @@ static int numla_bench_grammar(int argc, char **argv)
         printf("%-12s %6d %10.1f %10.1f %10.1f\n", "json_schema", ns, rs[0], rs[1], rs[2]);
         printf("%-12s %6d %10.1f %10.1f %10.1f\n", "json_object", no, ro[0], ro[1], ro[2]);
         printf("%-12s %6d %10.1f %10.1f %10.1f\n", "patterns", np, rp[0], rp[1], rp[2]);
+        printf("%-12s %6d %10.1f %10.1f %10.1f\n", "bounded", nb, rb[0], rb[1], rb[2]);
         printf("sampler row (temperature 1, first step): %.1f us without, %.1f us with the "
                "schema\n", row[0], row[1]);
     }
     numla_grammar_destroy(&gs);
     numla_grammar_destroy(&go);
     numla_grammar_destroy(&gp);
+    numla_grammar_destroy(&gb);
     json_decref(pschema);
+    json_decref(bschema);
     numla_grammar_vocab_destroy(&v);
     json_decref(schema);
     numla_synthetic_vocab_destroy(&sv);

@@ -862,18 +862,6 @@ done:
     return s;
 }
 
-/* --schema bounded: bench grammar's 8-property object with its strings, array and numbers
- * bounded (a document of at most a few dozen tokens). */
-static const char bs_schema_bounded[] =
-    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},"
-    "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150},\"email\":{\"type\":"
-    "\"string\",\"maxLength\":16},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
-    "\"maxLength\":8},\"maxItems\":3},\"color\":{\"enum\":[\"red\",\"green\",\"blue\"]},"
-    "\"score\":{\"type\":\"number\",\"minimum\":0,\"maximum\":100},\"ok\":{\"type\":"
-    "\"boolean\"},\"note\":{\"type\":[\"string\",\"null\"],\"maxLength\":12}},\"required\":"
-    "[\"name\",\"age\",\"email\",\"tags\",\"color\",\"score\",\"ok\",\"note\"],"
-    "\"additionalProperties\":false}";
-
 /* --schema: the model's tokenizer and the schema's grammar. Every rank loads them (rank 0 uses
  * them), so a missing tokenizer or a bad schema stops every rank alike instead of leaving the
  * others in their worker loop. */
@@ -884,7 +872,7 @@ static numla_status bs_schema_load(bs_opts *o, const numla_model_config *cfg)
                                                    cfg->num_eos, &o->gvocab));
     json_error_t je;
     json_t *schema = !strcmp(o->schema, "builtin")   ? json_loads(numla_bench_schema_8prop, 0, &je)
-                     : !strcmp(o->schema, "bounded") ? json_loads(bs_schema_bounded, 0, &je)
+                     : !strcmp(o->schema, "bounded") ? json_loads(numla_bench_schema_bounded, 0, &je)
                                                      : json_load_file(o->schema, 0, &je);
     if (!schema)
         NUMLA_FAIL(NUMLA_STATUS_FORMAT, "--schema %s: not JSON (line %d: %s)",

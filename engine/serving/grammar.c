@@ -2145,6 +2145,8 @@ typedef struct trie {
 } trie;
 
 enum { MAX_TOKEN_BYTES = 1024 };
+/* plain tokens of up to this many characters are bucketed by bitmaps; longer ones are listed */
+enum { PLAIN_LE_CHARS = 32 };
 
 struct numla_grammar_vocab {
     int32_t V;
@@ -2157,6 +2159,12 @@ struct numla_grammar_vocab {
     uint64_t *plain;   /* (words) tokens that are whole UTF-8 characters, none a control,
                           quote or backslash: inside a string they only add characters */
     int32_t plain_max_chars;
+    uint64_t *plain_le;      /* (PLAIN_LE_CHARS + 1, words): row c, the plain tokens of at most
+                                c characters (row 0 empty) */
+    int32_t *plain_long;     /* (num_plain_long) the plain tokens of more than PLAIN_LE_CHARS
+                                characters, fewest characters first */
+    int32_t *plain_long_chars; /* (num_plain_long) their characters */
+    int32_t num_plain_long;
     int32_t max_len;
 };
 
@@ -2175,6 +2183,12 @@ static int cmp_key(const void *a, const void *b)
     if (x->len != y->len)
         return x->len < y->len ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 /* ids[n] in byte order. */
@@ -2282,6 +2296,9 @@ void numla_grammar_vocab_destroy(numla_grammar_vocab **vp)
     free(v->other.nodes);
     free(v->other.sorted);
     free(v->plain);
+    free(v->plain_le);
+    free(v->plain_long);
+    free(v->plain_long_chars);
     free(v);
     *vp = NULL;
 }
@@ -2305,9 +2322,12 @@ numla_status numla_grammar_vocab_create(int32_t V, const uint8_t *const *bytes,
     v->is_end = calloc((size_t)V, 1);
     v->end_ids = malloc(((size_t)num_end + 1) * sizeof *v->end_ids);
     v->plain = calloc(words, sizeof *v->plain);
+    v->plain_le = calloc((PLAIN_LE_CHARS + 1) * words, sizeof *v->plain_le);
+    int32_t *chars_of = malloc((size_t)V * sizeof *chars_of);
     int32_t *all = malloc((size_t)V * sizeof *all), *other = malloc((size_t)V * sizeof *other);
     int64_t total = 0;
-    if (v->off && v->is_end && v->end_ids && v->plain && all && other) {
+    if (v->off && v->is_end && v->end_ids && v->plain && v->plain_le && chars_of && all &&
+        other) {
         for (int32_t i = 0; i < num_end; i++) {
             if (end_ids[i] < 0 || end_ids[i] >= V)
                 continue;
@@ -2325,12 +2345,14 @@ numla_status numla_grammar_vocab_create(int32_t V, const uint8_t *const *bytes,
     if (!v->bytes) {
         free(all);
         free(other);
+        free(chars_of);
         numla_grammar_vocab_destroy(&v);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for a grammar vocabulary of %d tokens", V);
     }
     int32_t na = 0, no = 0;
     for (int32_t i = 0; i < V; i++) {
         const int64_t len = v->off[i + 1] - v->off[i];
+        chars_of[i] = 0;
         if (!len)
             continue;
         memcpy(v->bytes + v->off[i], bytes[i], (size_t)len);
@@ -2338,6 +2360,7 @@ numla_status numla_grammar_vocab_create(int32_t V, const uint8_t *const *bytes,
         int32_t chars;
         if (plain_bytes(v->bytes + v->off[i], len, &chars)) {
             v->plain[i / 64] |= (uint64_t)1 << (i % 64);
+            chars_of[i] = chars;
             if (chars > v->plain_max_chars)
                 v->plain_max_chars = chars;
         } else
@@ -2345,6 +2368,39 @@ numla_status numla_grammar_vocab_create(int32_t V, const uint8_t *const *bytes,
         if (len > v->max_len)
             v->max_len = (int32_t)len;
     }
+    /* the plain tokens by their characters: cumulative rows, then the longer ones by count */
+    for (int32_t c = 1; c <= PLAIN_LE_CHARS; c++) {
+        uint64_t *row = v->plain_le + (size_t)c * words;
+        memcpy(row, row - words, words * sizeof *row);
+        for (int32_t i = 0; i < V; i++)
+            if (chars_of[i] == c)
+                row[i / 64] |= (uint64_t)1 << (i % 64);
+    }
+    for (int32_t i = 0; i < V; i++)
+        v->num_plain_long += chars_of[i] > PLAIN_LE_CHARS;
+    v->plain_long = malloc(((size_t)v->num_plain_long + 1) * sizeof *v->plain_long);
+    v->plain_long_chars = malloc(((size_t)v->num_plain_long + 1) * sizeof *v->plain_long_chars);
+    int64_t *keys = malloc(((size_t)v->num_plain_long + 1) * sizeof *keys);
+    if (v->plain_long && v->plain_long_chars && keys) {
+        int32_t nl = 0;
+        for (int32_t i = 0; i < V; i++)
+            if (chars_of[i] > PLAIN_LE_CHARS)
+                keys[nl++] = (int64_t)chars_of[i] << 32 | i;
+        qsort(keys, (size_t)nl, sizeof *keys, cmp_i64);
+        for (int32_t k = 0; k < nl; k++) {
+            v->plain_long[k] = (int32_t)(keys[k] & 0xFFFFFFFF);
+            v->plain_long_chars[k] = (int32_t)(keys[k] >> 32);
+        }
+    }
+    free(chars_of);
+    if (!keys || !v->plain_long || !v->plain_long_chars) {
+        free(keys);
+        free(all);
+        free(other);
+        numla_grammar_vocab_destroy(&v);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for a grammar vocabulary of %d tokens", V);
+    }
+    free(keys);
     int ok = sort_ids(v, all, na) && trie_build(v, all, na, &v->all);
     if (!ok)
         free(all);
@@ -2499,13 +2555,22 @@ numla_status numla_grammar_matcher_fill_mask(numla_grammar_matcher *m,
     if (!lv_reserve(m, v->max_len))
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "no memory for the grammar's mask walk");
     memset(mask, 0, words * sizeof *mask);
-    /* inside a string with room for any plain token: those all fit, walk only the others */
+    /* inside a string without a pattern (or where it accepts anything that follows), room
+     * left for r more characters: the plain tokens of at most r characters, and only the
+     * others walked */
     const gframe *f = m->nt == 1 && m->tops[0] >= 0 ? &m->ar[m->tops[0]] : NULL;
     const gnode *nd = f ? &m->g->nodes[f->node] : NULL;
     if (nd && nd->kind == G_STR && f->st == 1 && f->r == 0 && f->aux == 0 &&
-        (nd->b < 0 || nd->b - f->n >= v->plain_max_chars) &&
         (nd->child < 0 || numla_regex_is_sink(m->g->regexes[nd->child], f->pos))) {
-        memcpy(mask, v->plain, words * sizeof *mask);
+        const int64_t room = nd->b < 0 ? INT64_MAX : (int64_t)nd->b - f->n;
+        if (room >= v->plain_max_chars)
+            memcpy(mask, v->plain, words * sizeof *mask);
+        else if (room > 0) {
+            const int64_t c = room < PLAIN_LE_CHARS ? room : PLAIN_LE_CHARS;
+            memcpy(mask, v->plain_le + (size_t)c * words, words * sizeof *mask);
+            for (int32_t i = 0; i < v->num_plain_long && v->plain_long_chars[i] <= room; i++)
+                mask[v->plain_long[i] / 64] |= (uint64_t)1 << (v->plain_long[i] % 64);
+        }
         walk(m, &v->other, mask);
     } else if (nd && nd->kind == G_STR && f->st == 1 && f->r == 0 && f->aux == 0 &&
                nd->child >= 0 && f->n >= nd->a &&

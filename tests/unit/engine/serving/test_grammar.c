@@ -24,6 +24,7 @@
 #include "engine/serving/grammar.h"
 #include "engine/serving/request_io.h"
 #include "engine/serving/sampler.h"
+#include "engine/text/synthetic_vocab.h"
 #include "test_util.h"
 
 /* ---------------------------------------------------------------- a validator ---------- */
@@ -667,6 +668,96 @@ static void test_mask_is_bytes(void)
     numla_grammar_vocab_destroy(&v);
 }
 
+/* Inside a bounded string, at every room left 0..40 characters, the mask is what feeding each
+ * token says: a vocabulary with plain tokens (whole characters, no quote or backslash) of 1 to
+ * 44 characters of 1-, 2- and 3-byte characters, and tokens that end the string or escape. */
+static void test_bounded_string_mask(void)
+{
+    numla_synthetic_vocab *sv = NULL;
+    CU_ASSERT_FATAL(numla_synthetic_vocab_create(NUMLA_SYNTHETIC_VOCAB_MIN, &sv) ==
+                    NUMLA_STATUS_OK);
+    const uint8_t *const *sb;
+    const size_t *sl;
+    numla_synthetic_vocab_tokens(sv, &sb, &sl);
+    enum { NS = NUMLA_SYNTHETIC_VOCAB_MIN, MAXC = 44, NX = 6 * MAXC, NV = NS + NX };
+    static const char *const unit[] = {"a", "é", "日", "a日", "x\"", "\\n"};
+    static char extra[NX][MAXC * 6 + 1];
+    const uint8_t **vb = malloc(NV * sizeof *vb);
+    size_t *vl = malloc(NV * sizeof *vl);
+    uint64_t *mask = malloc((NV + 63) / 64 * sizeof *mask);
+    CU_ASSERT_FATAL(vb && vl && mask);
+    for (int i = 0; i < NS; i++) {
+        vb[i] = sb[i];
+        vl[i] = sl[i];
+    }
+    for (int u = 0; u < 6; u++)
+        for (int k = 1; k <= MAXC; k++) { /* k characters (k - 1 and an ending for the last two) */
+            char *e = extra[u * MAXC + k - 1];
+            e[0] = 0;
+            for (int j = 0; j < k - (u >= 4); j++)
+                strcat(e, u >= 4 ? "b" : unit[u]);
+            if (u >= 4)
+                strcat(e, unit[u]);
+            vb[NS + u * MAXC + k - 1] = (const uint8_t *)e;
+            vl[NS + u * MAXC + k - 1] = strlen(e);
+        }
+    const int32_t eos = numla_synthetic_vocab_eos(sv);
+    numla_grammar_vocab *v = NULL;
+    CU_ASSERT_FATAL(numla_grammar_vocab_create(NV, vb, vl, &eos, 1, &v) == NUMLA_STATUS_OK);
+    /* the schema, its string's maxLength, what opens it, the character that fills it */
+    static const struct {
+        const char *schema, *open, *fill;
+        int max;
+    } S[] = {
+        {"{\"type\":\"string\",\"maxLength\":40}", "\"", "x", 40},
+        {"{\"type\":\"string\",\"minLength\":3,\"maxLength\":40,\"pattern\":\"a\"}", "\"a",
+         "x", 39},
+        {"{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":38}}}",
+         "{\"s\":\"", "日", 38},
+    };
+    int checked = 0, plain_allowed = 0;
+    char prefix[256];
+    for (size_t c = 0; c < sizeof S / sizeof S[0]; c++) {
+        json_t *schema = json_loads(S[c].schema, 0, NULL);
+        numla_grammar *g = NULL;
+        CU_ASSERT_FATAL(schema && numla_grammar_compile_schema(schema, &g) == NUMLA_STATUS_OK);
+        for (int k = 0; k <= S[c].max; k++) { /* room left: S[c].max - k */
+            snprintf(prefix, sizeof prefix, "%s", S[c].open);
+            for (int j = 0; j < k; j++)
+                strcat(prefix, S[c].fill);
+            const size_t pn = strlen(prefix);
+            numla_grammar_matcher *m = NULL;
+            CU_ASSERT_FATAL(numla_grammar_matcher_create(g, &m) == NUMLA_STATUS_OK);
+            CU_ASSERT_FATAL(numla_grammar_matcher_accept_bytes(m, (const uint8_t *)prefix, pn));
+            CU_ASSERT_FATAL(numla_grammar_matcher_fill_mask(m, v, mask) == NUMLA_STATUS_OK);
+            for (int32_t t = 0; t < NV; t++) {
+                if (!vl[t])
+                    continue;
+                numla_grammar_matcher *m2 = NULL;
+                CU_ASSERT_FATAL(numla_grammar_matcher_create(g, &m2) == NUMLA_STATUS_OK);
+                numla_grammar_matcher_accept_bytes(m2, (const uint8_t *)prefix, pn);
+                const int want = numla_grammar_matcher_accept_bytes(m2, vb[t], vl[t]);
+                NUMLA_ASSERT_MSG(mask_has(mask, t) == want,
+                                 "schema %zu, room %d, token %d (%zu bytes): mask %d, bytes %d", c,
+                                 S[c].max - k, t, vl[t], mask_has(mask, t), want);
+                plain_allowed += want && t >= NS && t < NS + 4 * MAXC;
+                numla_grammar_matcher_destroy(&m2);
+                checked++;
+            }
+            numla_grammar_matcher_destroy(&m);
+        }
+        numla_grammar_destroy(&g);
+        json_decref(schema);
+    }
+    CU_ASSERT(checked > 80000);
+    CU_ASSERT(plain_allowed > 1000); /* the long plain tokens are allowed where they fit */
+    numla_grammar_vocab_destroy(&v);
+    numla_synthetic_vocab_destroy(&sv);
+    free(vb);
+    free(vl);
+    free(mask);
+}
+
 /* Random logits through the sampler's mask: every document parses and validates. */
 static void test_generated_documents_validate(void)
 {
@@ -912,5 +1003,6 @@ static void test_fuzz_json_schema(void)
 }
 
 NUMLA_TEST_SUITE(grammar, NULL, NULL, NUMLA_TEST(test_documents), NUMLA_TEST(test_mask_is_bytes),
+                 NUMLA_TEST(test_bounded_string_mask),
                  NUMLA_TEST(test_generated_documents_validate), NUMLA_TEST(test_refusals), NUMLA_TEST(test_many_properties),
                  NUMLA_TEST(test_request_response_format), NUMLA_TEST(test_fuzz_json_schema))
