@@ -670,7 +670,8 @@ static void test_mask_is_bytes(void)
 
 /* Inside a bounded string, at every room left 0..40 characters, the mask is what feeding each
  * token says: a vocabulary with plain tokens (whole characters, no quote or backslash) of 1 to
- * 44 characters of 1-, 2- and 3-byte characters, and tokens that end the string or escape. */
+ * 88 characters of 1-, 2- and 3-byte characters (more than the room, so every room takes the
+ * rows by count), and tokens that end the string or escape. */
 static void test_bounded_string_mask(void)
 {
     numla_synthetic_vocab *sv = NULL;
@@ -691,7 +692,7 @@ static void test_bounded_string_mask(void)
         vl[i] = sl[i];
     }
     for (int u = 0; u < 6; u++)
-        for (int k = 1; k <= MAXC; k++) { /* k characters (k - 1 and an ending for the last two) */
+        for (int k = 1; k <= MAXC; k++) { /* k units (k - 1 b and an ending for the last two) */
             char *e = extra[u * MAXC + k - 1];
             e[0] = 0;
             for (int j = 0; j < k - (u >= 4); j++)
