@@ -278,7 +278,9 @@ numla_status numla_cli_engine_opts_model(const char *cmd, numla_cli_engine_opts 
         /* a verify step's K + 1 rows are undone through a snapshot of what they overwrite
          * (docs/design.md §5.9): at most 16 rows, and no more than a compressor's 2·rate slots */
         int64_t most = 16;
-        for (int64_t l = 0; l < cfg->v4.num_layers; l++) {
+        const int64_t nl = cfg->v4.num_layers + (cfg->v4.num_nextn_predict_layers > 0 &&
+                                                  cfg->v4.num_layers < NUMLA_V4_MAX_LAYERS);
+        for (int64_t l = 0; l < nl; l++) { /* the MTP layer's too */
             const int64_t r = cfg->v4.attn[l] == NUMLA_V4_ATTN_CSA   ? cfg->v4.csa_rate
                               : cfg->v4.attn[l] == NUMLA_V4_ATTN_HCA ? cfg->v4.hca_rate : 8;
             most = 2 * r < most ? 2 * r : most;
