@@ -59,7 +59,7 @@ static const char dsv32_tools_head[] =
     "<think>...thinking about results</think>\n\n"
     "Here are the functions available in JSONSchema format:\n"
     "<functions>\n";
-static const char dsv32_tools_tail[] = "</functions>\n";
+static const char dsv32_tools_tail[] = "\n</functions>\n";
 
 static int is(const numla_chat_message *m, const char *role) { return strcmp(m->role, role) == 0; }
 
@@ -107,10 +107,11 @@ static numla_status dsv32_check(const numla_chat_message *msgs, int n, int shift
     return NUMLA_STATUS_OK;
 }
 
-static void dsv32_tools(json_t *tools, numla_strbuf *b)
+void numla_chat_put_dsml_tools(numla_strbuf *b, json_t *tools, const char *head,
+                               const char *tail)
 {
     numla_strbuf_puts(b, "\n\n");
-    numla_strbuf_puts(b, dsv32_tools_head);
+    numla_strbuf_puts(b, head);
     size_t t;
     json_t *e;
     json_array_foreach(tools, t, e) {
@@ -118,8 +119,7 @@ static void dsv32_tools(json_t *tools, numla_strbuf *b)
             numla_strbuf_puts(b, "\n");
         numla_chat_put_py_json(b, json_object_get(e, "function"));
     }
-    numla_strbuf_puts(b, "\n");
-    numla_strbuf_puts(b, dsv32_tools_tail);
+    numla_strbuf_puts(b, tail);
 }
 
 void numla_chat_put_dsml_calls(numla_strbuf *b, const numla_chat_message *m,
@@ -168,7 +168,7 @@ static void dsv32_render(const numla_chat_message *msgs, int n, int thinking, in
             if (m->content)
                 numla_strbuf_puts(b, m->content);
             if (i == 0 && tools)
-                dsv32_tools(tools, b);
+                numla_chat_put_dsml_tools(b, tools, dsv32_tools_head, dsv32_tools_tail);
         } else if (is(m, "user") || is(m, "developer")) {
             numla_strbuf_puts(b, D_USER);
             if (is(m, "developer"))

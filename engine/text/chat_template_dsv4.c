@@ -156,20 +156,6 @@ static numla_status dsv4_sort_results(v4_block *bl, int nb, const numla_chat_mes
     return NUMLA_STATUS_OK;
 }
 
-static void dsv4_tools(json_t *tools, numla_strbuf *b)
-{
-    numla_strbuf_puts(b, "\n\n");
-    numla_strbuf_puts(b, dsv4_tools_head);
-    size_t t;
-    json_t *e;
-    json_array_foreach(tools, t, e) {
-        if (t)
-            numla_strbuf_puts(b, "\n");
-        numla_chat_put_py_json(b, json_object_get(e, "function"));
-    }
-    numla_strbuf_puts(b, dsv4_tools_tail);
-}
-
 /* render_message for every message of L (n of them). */
 static void dsv4_render(const v4_msg *L, int n, const v4_block *bl, int thinking, int drop,
                         json_t *tools, numla_strbuf *b)
@@ -186,12 +172,12 @@ static void dsv4_render(const v4_msg *L, int n, const v4_block *bl, int thinking
             if (m && m->content)
                 numla_strbuf_puts(b, m->content);
             if (x->tools)
-                dsv4_tools(tools, b);
+                numla_chat_put_dsml_tools(b, tools, dsv4_tools_head, dsv4_tools_tail);
         } else if (is(x->role, "developer")) {
             numla_strbuf_puts(b, D_USER);
             numla_strbuf_puts(b, m->content);
             if (x->tools)
-                dsv4_tools(tools, b);
+                numla_chat_put_dsml_tools(b, tools, dsv4_tools_head, dsv4_tools_tail);
         } else if (is(x->role, "user")) {
             numla_strbuf_puts(b, D_USER);
             for (int j = 0; j < x->num_blocks; j++) {

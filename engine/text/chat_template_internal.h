@@ -88,5 +88,9 @@ numla_status numla_chat_render_dsv4(const numla_chat_message *msgs, int n,
  * "tool_calls" (V4). Not collective. */
 void numla_chat_put_dsml_calls(numla_strbuf *b, const numla_chat_message *m,
                                json_t *const *args, const char *block);
+/* The DSML encodings' tool declarations (V3.2, V4): "\n\n", head, each tool's `function`
+ * as Python's json.dumps, a line each, then tail. Not collective. */
+void numla_chat_put_dsml_tools(numla_strbuf *b, json_t *tools, const char *head,
+                               const char *tail);
 
 #endif
