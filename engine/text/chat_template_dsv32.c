@@ -205,20 +205,29 @@ static void dsv32_render(const numla_chat_message *msgs, int n, int thinking, in
     }
 }
 
-numla_status numla_chat_render_dsv32(const numla_chat_message *msgs, int n,
-                                     const numla_chat_options *o, numla_strbuf *b)
+numla_status numla_chat_dsml_tools_parse(const char *tools_json, const char *encoding,
+                                         json_t **out)
 {
     json_t *tools = NULL;
-    NUMLA_CHECK(numla_chat_tools_parse(o->tools_json, "deepseek-v3.2", &tools));
+    NUMLA_CHECK(numla_chat_tools_parse(tools_json, encoding, &tools));
     size_t t;
     json_t *e;
     json_array_foreach(tools, t, e) {
         if (!json_is_object(json_object_get(e, "function"))) {
             json_decref(tools);
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "tools[%zu].function is missing (the "
-                       "deepseek-v3.2 encoding writes each tool's function)", t);
+                       "%s encoding writes each tool's function)", t, encoding);
         }
     }
+    *out = tools;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_chat_render_dsv32(const numla_chat_message *msgs, int n,
+                                     const numla_chat_options *o, numla_strbuf *b)
+{
+    json_t *tools = NULL;
+    NUMLA_CHECK(numla_chat_dsml_tools_parse(o->tools_json, "deepseek-v3.2", &tools));
     /* the tools ride on the first message when it is a system message, else on an empty
      * system message put in front */
     int shift = tools && !(n > 0 && is(&msgs[0], "system"));

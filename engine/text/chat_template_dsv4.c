@@ -282,16 +282,7 @@ numla_status numla_chat_render_dsv4(const numla_chat_message *msgs, int n,
                                     const numla_chat_options *o, numla_strbuf *b)
 {
     json_t *tools = NULL;
-    NUMLA_CHECK(numla_chat_tools_parse(o->tools_json, "deepseek-v4", &tools));
-    size_t t;
-    json_t *e;
-    json_array_foreach(tools, t, e) {
-        if (!json_is_object(json_object_get(e, "function"))) {
-            json_decref(tools);
-            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "tools[%zu].function is missing (the "
-                       "deepseek-v4 encoding writes each tool's function)", t);
-        }
-    }
+    NUMLA_CHECK(numla_chat_dsml_tools_parse(o->tools_json, "deepseek-v4", &tools));
     int total = 0;
     for (int i = 0; i < n; i++)
         total += msgs[i].num_tool_calls;

@@ -88,6 +88,10 @@ numla_status numla_chat_render_dsv4(const numla_chat_message *msgs, int n,
  * "tool_calls" (V4). Not collective. */
 void numla_chat_put_dsml_calls(numla_strbuf *b, const numla_chat_message *m,
                                json_t *const *args, const char *block);
+/* numla_chat_tools_parse for the DSML encodings (V3.2, V4), which write each tool's
+ * `function`: INVALID_ARG naming tools[i] and `encoding` when one has none. */
+numla_status numla_chat_dsml_tools_parse(const char *tools_json, const char *encoding,
+                                         json_t **tools);
 /* The DSML encodings' tool declarations (V3.2, V4): "\n\n", head, each tool's `function`
  * as Python's json.dumps, a line each, then tail. Not collective. */
 void numla_chat_put_dsml_tools(numla_strbuf *b, json_t *tools, const char *head,
