@@ -1812,6 +1812,39 @@ numla_status numla_v4_forward_batch(const numla_v4_model *m, int32_t B, numla_v4
     return numla_v4_forward_rows(m, B, seqs, toks, ns, -1, NULL, logits);
 }
 
+/* The streams X (n, hc, D) to logits: the hyper-head (fn, base, scale) collapses them, `norm`,
+ * then the shared head over every row (R < 0) or rows[0..R) gathered into bout (R > 0; none
+ * for R == 0). flat, y, xin, bout: scratch of the forward's sizes. Collective like the forward. */
+static numla_status v4_head(const numla_v4_model *m, const v4_lin *fn, const float *base,
+                            const float *scale, const float *norm, const float *X, int64_t n,
+                            float *flat, float *y, float *xin, float *bout, int64_t R,
+                            const int32_t *rows, float *logits)
+{
+    const numla_model_config *c = &m->cfg;
+    const int64_t hc = c->v4.hc_mult, D = c->hidden_size;
+    NUMLA_CHECK(hc_mix(m, fn, X, n, flat, y));
+    for (int64_t t = 0; t < n; t++) {
+        const float *Xt = X + t * hc * D;
+        float *xt = xin + t * D;
+        for (int64_t i = 0; i < D; i++)
+            xt[i] = 0;
+        for (int64_t j = 0; j < hc; j++) {
+            float pre = sigmoidf_(y[t * hc + j] * scale[0] + base[j]) + (float)c->v4.hc_eps;
+            for (int64_t i = 0; i < D; i++)
+                xt[i] += pre * Xt[j * D + i];
+        }
+        rms(xt, norm, D, c->rms_norm_eps);
+    }
+    if (R < 0)
+        NUMLA_CHECK(lin(m, &m->head, n, xin, logits));
+    if (R > 0) {
+        for (int64_t r = 0; r < R; r++)
+            memcpy(bout + r * D, xin + (int64_t)rows[r] * D, sizeof(float) * (size_t)D);
+        NUMLA_CHECK(lin(m, &m->head, R, bout, logits));
+    }
+    return NUMLA_STATUS_OK;
+}
+
 numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_seq *const *seqs,
                                    const int32_t *const *toks, const int64_t *ns, int64_t R,
                                    const int32_t *rows, float *logits)
@@ -1886,27 +1919,8 @@ numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_
         st = v4_keep_streams(m, &bt, X);
     /* the hyper-head, the final norm, the head */
     if (st == NUMLA_STATUS_OK)
-        st = hc_mix(m, &m->hc_head_fn, X, n, flat, y);
-    for (int64_t t = 0; st == NUMLA_STATUS_OK && t < n; t++) {
-        const float *Xt = X + t * hc * D;
-        float *xt = xin + t * D;
-        for (int64_t i = 0; i < D; i++)
-            xt[i] = 0;
-        for (int64_t j = 0; j < hc; j++) {
-            float pre = sigmoidf_(y[t * hc + j] * m->hc_head_scale[0] + m->hc_head_base[j]) +
-                        (float)c->v4.hc_eps;
-            for (int64_t i = 0; i < D; i++)
-                xt[i] += pre * Xt[j * D + i];
-        }
-        rms(xt, m->norm, D, c->rms_norm_eps);
-    }
-    if (st == NUMLA_STATUS_OK && R < 0)
-        st = lin(m, &m->head, n, xin, logits);
-    if (st == NUMLA_STATUS_OK && R > 0) { /* only the rows asked for, gathered into bout */
-        for (int64_t r = 0; r < R; r++)
-            memcpy(bout + r * D, xin + (int64_t)rows[r] * D, sizeof(float) * (size_t)D);
-        st = lin(m, &m->head, R, bout, logits);
-    }
+        st = v4_head(m, &m->hc_head_fn, m->hc_head_base, m->hc_head_scale, m->norm, X, n, flat,
+                     y, xin, bout, R, rows, logits);
     free(X);
     free(xin);
     free(bout);
@@ -2085,27 +2099,8 @@ numla_status numla_v4_mtp_forward(const numla_v4_model *m, int32_t B, numla_v4_s
     }
     /* its hyper-head, its norm, the main head */
     if (st == NUMLA_STATUS_OK)
-        st = hc_mix(m, &m->mtp_hc_head_fn, X, n, flat, y);
-    for (int64_t t = 0; st == NUMLA_STATUS_OK && t < n; t++) {
-        const float *Xt = X + t * nD;
-        float *xt = xin + t * D;
-        for (int64_t i = 0; i < D; i++)
-            xt[i] = 0;
-        for (int64_t j = 0; j < hc; j++) {
-            float pre = sigmoidf_(y[t * hc + j] * m->mtp_hc_head_scale[0] + m->mtp_hc_head_base[j]) +
-                        (float)c->v4.hc_eps;
-            for (int64_t i = 0; i < D; i++)
-                xt[i] += pre * Xt[j * D + i];
-        }
-        rms(xt, m->mtp_norm, D, c->rms_norm_eps);
-    }
-    if (st == NUMLA_STATUS_OK && R < 0)
-        st = lin(m, &m->head, n, xin, logits);
-    if (st == NUMLA_STATUS_OK && R > 0) {
-        for (int64_t r = 0; r < R; r++)
-            memcpy(bout + r * D, xin + (int64_t)rows[r] * D, sizeof(float) * (size_t)D);
-        st = lin(m, &m->head, R, bout, logits);
-    }
+        st = v4_head(m, &m->mtp_hc_head_fn, m->mtp_hc_head_base, m->mtp_hc_head_scale,
+                     m->mtp_norm, X, n, flat, y, xin, bout, R, rows, logits);
     if (st == NUMLA_STATUS_OK)
         for (int32_t b = 0; b < B; b++)
             seqs[b]->mtp->len += ns[b];
