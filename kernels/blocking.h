@@ -109,16 +109,6 @@ enum {
     NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M = 4,  /* amx level, int8-row: fewer rows run the same
                                               exact integer sums on VNNI (the same bits; a
                                               decode GEMV is faster there, docs/linear.md) */
-    NUMLA_QLINEAR_AMX_ROW_KC = 2048,       /* amx level, int8-row tiles, rows longer than KC_FROM:
-                                              K block (bytes of a row). A chunk's planes are packed
-                                              one K block at a time, so a chunk holds 1 MiB /
-                                              (3 x 2048) = 160 rows at any K and a weight pair is
-                                              read from memory once per 160 rows (at K = 10944 the
-                                              whole K gave 32-row chunks: W read 16 times at
-                                              M = 512); the int32 sums of the blocks before the
-                                              last wait in the workspace (docs/linear.md) */
-    NUMLA_QLINEAR_AMX_ROW_KC_FROM = 4096,  /* shorter rows keep all of K (K = 2816: 96-row chunks,
-                                              and no sums round trip) */
     NUMLA_QLINEAR_AMX_ROW_AHEAD = 4,       /* amx level, int8-row few rows: 64-byte lines fetched
                                               ahead in each of the 16 weight-row streams */
     NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS = 1 << 18, /* amx level, int8-row: smaller weights (the

@@ -43,9 +43,8 @@
  * environment). A level without a native variant for the format inherits the level below.
  * Scratch: numla_qlinear_workspace_size (W8A8 needs the quantized rows; fp8 from M = 16, a
  * chunk of x packed as bf16 tiles for the amx level, and int8-row at every M, x's int8 planes
- * there (both from N = 16), at most about max(1 MiB, 32 rows x K x 4 bytes), plus for int8-row
- * rows longer than 4096 the int32 sums of a 160-row chunk, N x 160 x 12 bytes; asked for at
- * every level so the size does not depend on where it runs); any
+ * there (both from N = 16), at most about max(1 MiB, 32 rows x K x 4 bytes), asked for at every
+ * level so the size does not depend on where it runs); any
  * alignment. Threading: own OpenMP region, split over N. x and y must not alias; x must be
  * finite. Not collective.
  *

@@ -184,40 +184,13 @@ static inline int64_t numla_qlinear_amx_wide_chunk(const numla_qlinear_weight *w
     int64_t c = NUMLA_QLINEAR_AMX_X_BYTES / (128 * ks) / 32 * 32;
     return c < 32 ? 32 : c > NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK ? NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK : c;
 }
-/* int8-row on AMX (kernels/x86/qlinear_int8row_amx.c): bytes of k per K block
- * (NUMLA_QLINEAR_AMX_ROW_KC for rows longer than NUMLA_QLINEAR_AMX_ROW_KC_FROM, else all of kp),
- * and x rows per packed chunk of the
- * three int8 planes' B tiles of one K block (3 · kc bytes a row), as many as fit
- * NUMLA_QLINEAR_AMX_X_BYTES, a multiple of 32, at least 32. */
-static inline int64_t numla_qlinear_int8row_amx_kc(const numla_qlinear_weight *w)
-{
-    return w->kp <= NUMLA_QLINEAR_AMX_ROW_KC_FROM ? w->kp : NUMLA_QLINEAR_AMX_ROW_KC;
-}
+/* int8-row on AMX (kernels/x86/qlinear_int8row_amx.c): x rows per packed chunk of the three
+ * int8 planes' B tiles (3 · kp bytes a row), as many as fit NUMLA_QLINEAR_AMX_X_BYTES, a
+ * multiple of 32, at least 32. */
 static inline int64_t numla_qlinear_int8row_amx_chunk(const numla_qlinear_weight *w)
 {
-    const int64_t c = NUMLA_QLINEAR_AMX_X_BYTES / (3 * numla_qlinear_int8row_amx_kc(w)) / 32 * 32;
+    const int64_t c = NUMLA_QLINEAR_AMX_X_BYTES / (3 * w->kp) / 32 * 32;
     return c < 32 ? 32 : c;
-}
-/* int8-row tiles' workspace (m >= NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M), from the aligned start:
- * one K block of a chunk's planes, sx (m), the chunk rows' 127 / amax, and where K has more
- * than one block the int32 sums of every (16 n, 16 m) tile pair of the chunk per plane
- * (N rounded up to 32 x the chunk's rows rounded up to 32 x 3 planes). Offsets of each. */
-typedef struct numla_qlinear_int8row_ws {
-    size_t sx, inv, sums, bytes;
-    int64_t rows; /* the chunk's rows rounded up to 32 (for m below a chunk: m's) */
-} numla_qlinear_int8row_ws;
-static inline numla_qlinear_int8row_ws numla_qlinear_int8row_amx_ws(const numla_qlinear_weight *w, int64_t m)
-{
-    numla_qlinear_int8row_ws l;
-    const int64_t c = numla_qlinear_int8row_amx_chunk(w), m32 = (m + 31) / 32 * 32;
-    l.rows = m32 < c ? m32 : c;
-    l.sx = numla_qlinear_align64((size_t)(l.rows * 3 * numla_qlinear_int8row_amx_kc(w)));
-    l.inv = l.sx + numla_qlinear_align64((size_t)m * sizeof(float));
-    l.sums = l.inv + numla_qlinear_align64((size_t)l.rows * sizeof(float));
-    l.bytes = l.sums + (w->kp > numla_qlinear_int8row_amx_kc(w)
-                            ? (size_t)((w->n + 31) / 32 * 32) * (size_t)l.rows * 3 * sizeof(int32_t)
-                            : 0);
-    return l;
 }
 /* Their workspace (M where the tiles apply), 64-aligned by the kernel: fp8, one chunk of packed
  * x; int8-row, one chunk of planes (fewer than NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M rows: the rows'
@@ -226,9 +199,9 @@ static inline size_t numla_qlinear_amx_wide_ws_bytes(const numla_qlinear_weight 
 {
     const int64_t m16 = (m + 15) / 16 * 16;
     if (w->fmt == NUMLA_QLINEAR_INT8_ROW) {
-        if (m >= NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M)
-            return numla_qlinear_int8row_amx_ws(w, m).bytes;
-        return numla_qlinear_align64((size_t)(m * 3 * w->kp)) + numla_qlinear_align64((size_t)m * sizeof(float));
+        const int64_t c = numla_qlinear_int8row_amx_chunk(w);
+        const int64_t rows = m < NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M ? m : m16 < c ? m16 : c;
+        return numla_qlinear_align64((size_t)(rows * 3 * w->kp)) + numla_qlinear_align64((size_t)m * sizeof(float));
     }
     const int64_t c = numla_qlinear_amx_wide_chunk(w);
     return (size_t)(m16 < c ? m16 : c) * (size_t)((w->k + 31) / 32) * 128;

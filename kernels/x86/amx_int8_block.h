@@ -9,36 +9,24 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-/* cp[2·j + h] (16 n x 16 m int32, rows 64 bytes apart) = A_j · B_h over kb 64-k blocks, plus
- * what cp held when `load` (a K block after the first): NN weight-row tiles (a0, a1, stride
- * kp) x NM x tiles (b0, b1). C in tiles 0-3, A in 4/5, B in 6/7 (literal tile numbers, as the
- * intrinsics need); per 64-k block 2 + 2 tile loads for 4 TDPBSSD. No software prefetch of A:
- * its 32 rows are kp bytes apart, so at kp = 2048 a k-block's lines share 2 of L1's 64 sets
- * (12 ways) and lines fetched a block ahead evict each other; the expert shapes (M = 48) ran a
- * few percent faster without it, the rest the same (docs/linear.md). */
+/* c[2·j + h] (16 n x 16 m int32) = A_j · B_h over kb 64-k blocks: NN weight-row tiles (a0, a1,
+ * stride kp) x NM x tiles (b0, b1). C in tiles 0-3, A in 4/5, B in 6/7 (literal tile numbers,
+ * as the intrinsics need); per 64-k block 2 + 2 tile loads for 4 TDPBSSD. No software prefetch
+ * of A: its 32 rows are kp bytes apart, so at kp = 2048 a k-block's lines share 2 of L1's 64
+ * sets (12 ways) and lines fetched a block ahead evict each other; the expert shapes (M = 48)
+ * ran a few percent faster without it, the rest the same (docs/linear.md). */
 static inline __attribute__((always_inline)) void
-numla_amx_int8_block_acc(const int NN, const int NM, const int8_t *a0, const int8_t *a1, int64_t kp,
-                         const int8_t *b0, const int8_t *b1, int64_t kb, int32_t *const cp[4], int load)
+numla_amx_int8_block(const int NN, const int NM, const int8_t *a0, const int8_t *a1, int64_t kp, const int8_t *b0,
+                     const int8_t *b1, int64_t kb, int32_t c[4][256])
 {
     enum { TR = 16, TKB = 64, TILE_BYTES = TR * TKB };
-    if (load) {
-        _tile_loadd(0, cp[0], TR * 4);
+    _tile_zero(0);
+    if (NM > 1)
+        _tile_zero(1);
+    if (NN > 1) {
+        _tile_zero(2);
         if (NM > 1)
-            _tile_loadd(1, cp[1], TR * 4);
-        if (NN > 1) {
-            _tile_loadd(2, cp[2], TR * 4);
-            if (NM > 1)
-                _tile_loadd(3, cp[3], TR * 4);
-        }
-    } else {
-        _tile_zero(0);
-        if (NM > 1)
-            _tile_zero(1);
-        if (NN > 1) {
-            _tile_zero(2);
-            if (NM > 1)
-                _tile_zero(3);
-        }
+            _tile_zero(3);
     }
     for (int64_t cb = 0; cb < kb; cb++) {
         _tile_loadd(4, a0 + cb * TKB, kp);
@@ -55,23 +43,14 @@ numla_amx_int8_block_acc(const int NN, const int NM, const int8_t *a0, const int
                 _tile_dpbssd(3, 5, 7);
         }
     }
-    _tile_stored(0, cp[0], TR * 4);
+    _tile_stored(0, c[0], TR * 4);
     if (NM > 1)
-        _tile_stored(1, cp[1], TR * 4);
+        _tile_stored(1, c[1], TR * 4);
     if (NN > 1) {
-        _tile_stored(2, cp[2], TR * 4);
+        _tile_stored(2, c[2], TR * 4);
         if (NM > 1)
-            _tile_stored(3, cp[3], TR * 4);
+            _tile_stored(3, c[3], TR * 4);
     }
-}
-
-/* c[2·j + h] = A_j · B_h over all kb blocks (C starts at zero), into a 4 x 1 KiB scratch. */
-static inline __attribute__((always_inline)) void
-numla_amx_int8_block(const int NN, const int NM, const int8_t *a0, const int8_t *a1, int64_t kp, const int8_t *b0,
-                     const int8_t *b1, int64_t kb, int32_t c[4][256])
-{
-    int32_t *const cp[4] = {c[0], c[1], c[2], c[3]};
-    numla_amx_int8_block_acc(NN, NM, a0, a1, kp, b0, b1, kb, cp, 0);
 }
 
 #endif

@@ -30,12 +30,7 @@
  * Register blocking: 4 int32 accumulators (2 weight-row tiles x 2 x-row tiles), A in 4/5, B in
  * 6/7, over all of K once per plane (the pair's weights come from L2 for planes 2 and 3).
  * Cache blocking: x rows in chunks whose planes fit NUMLA_QLINEAR_AMX_X_BYTES (they stay in L2
- * across a thread's weight pairs); threads split N in pairs of 16-row blocks. Rows longer than
- * NUMLA_QLINEAR_AMX_ROW_KC_FROM bytes run in K blocks of NUMLA_QLINEAR_AMX_ROW_KC: the team packs
- * one K block of the chunk's planes at a time, so the chunk is 160 rows at any K (the whole K
- * of a 10944-long row left 32, and each pair's weights were read from memory 16 times at
- * M = 512), and the int32 sums of the blocks before the last go through the workspace (tile
- * stores and loads of exact integers: the same bits).
+ * across a thread's weight pairs); threads split N in pairs of 16-row blocks.
  * Few rows (decode): lanes are 16 weight rows; 16 rows x 64 bytes transposed into 16 vectors of
  * k-quads, vpdpbusd with x's plane quads as u8 (q + 128) broadcast, corrected by 128 · Σ_k w
  * (the packed row sums), so each weight byte is read once for all rows and planes.
@@ -111,30 +106,23 @@ static inline __m256 numla_int8row_scale_(__m512d v, __m512d sx, __m512d s)
 
 /* ---- tiles ---- */
 
-/* Quantizes k-blocks [c0, c1) of the 16 rows of the chunk's block mb (x: the chunk's first
- * row, rows: how many the chunk has; rows past them: zeros) into their three planes' B tiles
- * (c1 - c0 per plane); with the first K block (c0 = 0) sets their sx and 127 / amax (inv), which
- * the later blocks read back (sx, inv: the chunk's first row's). Per 64-k block each row's three planes are quantized into 64-byte
+/* Quantizes the 16 rows of the chunk's block mb (x: the chunk's first row, rows: how many the
+ * chunk has; rows past them: zeros) into their three planes' B tiles and sets their sx (sx:
+ * the chunk's first row's). Per 64-k block each row's three planes are quantized into 64-byte
  * vectors (its 16 k-quads) and staged, then per plane the 16 rows are transposed in registers
  * (vector kk: quad kk of the 16 rows, the tile row) and stored as one sequential 1 KiB tile: a
  * scatter of each row's quads costs several times as much. */
-static void numla_int8row_pack_block_(const float *x, int64_t ldx, int64_t rows, int64_t k, int64_t c0,
-                                      int64_t c1, int64_t mb, int8_t *xb, float *sx, float *invs)
+static void numla_int8row_pack_block_(const float *x, int64_t ldx, int64_t rows, int64_t k, int64_t kp,
+                                      int64_t mb, int8_t *xb, float *sx)
 {
-    const int64_t kb = c1 - c0, r0 = mb * TR;
+    const int64_t kb = kp / TKB, r0 = mb * TR;
     const int nr = (int)(rows - r0 < TR ? rows - r0 : TR);
     __m512 inv[TR];
-    for (int i = 0; i < nr; i++) {
-        if (c0 == 0) {
-            sx[r0 + i] = numla_int8row_scale_row_(x + (r0 + i) * ldx, k, &inv[i]);
-            invs[r0 + i] = _mm512_cvtss_f32(inv[i]);
-        } else {
-            inv[i] = _mm512_set1_ps(invs[r0 + i]);
-        }
-    }
+    for (int i = 0; i < nr; i++)
+        sx[r0 + i] = numla_int8row_scale_row_(x + (r0 + i) * ldx, k, &inv[i]);
     int8_t *dst = xb + (size_t)mb * PLANES * (size_t)kb * TILE_BYTES;
     __m512i st[PLANES][TR];
-    for (int64_t c = c0; c < c1; c++) {
+    for (int64_t c = 0; c < kb; c++) {
         for (int i = 0; i < TR; i++) {
             if (i >= nr) {
                 for (int p = 0; p < PLANES; p++)
@@ -156,7 +144,7 @@ static void numla_int8row_pack_block_(const float *x, int64_t ldx, int64_t rows,
             for (int i = 0; i < TR; i++)
                 v[i] = st[p][i];
             numla_x86_transpose16(v);
-            int8_t *t = dst + ((size_t)p * (size_t)kb + (size_t)(c - c0)) * TILE_BYTES;
+            int8_t *t = dst + ((size_t)p * (size_t)kb + (size_t)c) * TILE_BYTES;
             for (int kk = 0; kk < TR; kk++)
                 _mm512_store_si512((void *)(t + (size_t)kk * TKB), v[kk]);
         }
@@ -185,57 +173,44 @@ static void numla_int8row_out_(const int32_t *const cp[PLANES], int64_t n0, int 
     numla_amx_tile_to_rows(t, n0, skip, m0, mc, y, ldy, accumulate);
 }
 
-/* Weight blocks [b0, b1) x x rows [i0, i1), k-blocks [c0, c1) (xb: that K block's B tiles of
- * the chunk from row i0). sums: NULL when the K block is all of K (the int32 sums stay on the
- * stack), else the chunk's sums, tile (block b, the chunk's 16-row block mb, plane p) at
- * ((b · xblocks + mb) · 3 + p) · 256, loaded after the first K block and scaled into y after
- * the last. */
+/* Weight blocks [b0, b1) x x rows [i0, i1) (xb: the chunk's B tiles from row i0). */
 static void numla_int8row_range_(const numla_qlinear_weight *w, const int8_t *xb, const float *sx, int64_t m,
-                                 int64_t i0, int64_t i1, int64_t b0, int64_t b1, int64_t c0, int64_t c1,
-                                 int32_t *sums, int64_t xblocks, float *y, int64_t ldy, int accumulate)
+                                 int64_t i0, int64_t i1, int64_t b0, int64_t b1, float *y, int64_t ldy,
+                                 int accumulate)
 {
     int32_t c[PLANES][4][TR * TR] __attribute__((aligned(64)));
-    const int64_t kp = w->kp, kb = c1 - c0, kball = kp / TKB;
-    const int load = sums && c0 > 0, last = c1 == kball;
+    const int64_t kp = w->kp, kb = kp / TKB;
     for (int64_t b = b0; b < b1; b += 2) {
         const int nn = b + 1 < b1 ? 2 : 1;
         int64_t r[2];
         const int8_t *a[2];
         for (int j = 0; j < nn; j++) {
             r[j] = numla_amx_block_row0(b + j, w->n);
-            a[j] = w->q + r[j] * kp + c0 * TKB;
+            a[j] = w->q + r[j] * kp;
         }
         if (nn == 1)
             a[1] = a[0];
         for (int64_t i = i0; i < i1; i += 2 * TR) {
             const int nm = i + TR < i1 ? 2 : 1;
-            const int64_t mb = (i - i0) / TR;
-            int32_t *cp[PLANES][4];
-            for (int p = 0; p < PLANES; p++)
-                for (int t = 0; t < 4; t++) /* t = 2·j + h */
-                    cp[p][t] = sums ? sums + (((b + t / 2) * xblocks + mb + t % 2) * PLANES + p) * (TR * TR)
-                                    : c[p][t];
             for (int p = 0; p < PLANES; p++) {
-                const int8_t *bx0 = xb + ((size_t)mb * PLANES + (size_t)p) * (size_t)kb * TILE_BYTES;
+                const int8_t *bx0 = xb + ((size_t)((i - i0) / TR) * PLANES + (size_t)p) * (size_t)kb * TILE_BYTES;
                 const int8_t *bx1 = bx0 + (size_t)PLANES * (size_t)kb * TILE_BYTES;
                 if (nn == 2 && nm == 2)
-                    numla_amx_int8_block_acc(2, 2, a[0], a[1], kp, bx0, bx1, kb, cp[p], load);
+                    numla_amx_int8_block(2, 2, a[0], a[1], kp, bx0, bx1, kb, c[p]);
                 else if (nn == 2)
-                    numla_amx_int8_block_acc(2, 1, a[0], a[1], kp, bx0, bx1, kb, cp[p], load);
+                    numla_amx_int8_block(2, 1, a[0], a[1], kp, bx0, bx1, kb, c[p]);
                 else if (nm == 2)
-                    numla_amx_int8_block_acc(1, 2, a[0], a[1], kp, bx0, bx1, kb, cp[p], load);
+                    numla_amx_int8_block(1, 2, a[0], a[1], kp, bx0, bx1, kb, c[p]);
                 else
-                    numla_amx_int8_block_acc(1, 1, a[0], a[1], kp, bx0, bx1, kb, cp[p], load);
+                    numla_amx_int8_block(1, 1, a[0], a[1], kp, bx0, bx1, kb, c[p]);
             }
-            if (!last)
-                continue;
             for (int j = 0; j < nn; j++) {
                 const int skip = (int)(TR * (b + j) - r[j]);
                 for (int h = 0; h < nm; h++) {
                     const int64_t m0 = i + TR * h;
                     const int mc = (int)(m - m0 < TR ? m - m0 : TR);
-                    const int32_t *cs[PLANES] = {cp[0][2 * j + h], cp[1][2 * j + h], cp[2][2 * j + h]};
-                    numla_int8row_out_(cs, r[j], skip, m0, mc, sx, w->scales, y, ldy, accumulate);
+                    const int32_t *cp[PLANES] = {c[0][2 * j + h], c[1][2 * j + h], c[2][2 * j + h]};
+                    numla_int8row_out_(cp, r[j], skip, m0, mc, sx, w->scales, y, ldy, accumulate);
                 }
             }
         }
@@ -336,13 +311,10 @@ void numla_qlinear_int8row_amx(const numla_qlinear_weight *w, int64_t m, const f
         }
         return;
     }
-    /* per chunk of rows and K block: the team packs the block's planes, then each thread runs
-     * its weight pairs over them (layout: numla_qlinear_int8row_amx_ws) */
-    const int64_t chunk = numla_qlinear_int8row_amx_chunk(w), kc = numla_qlinear_int8row_amx_kc(w) / TKB,
-                  kball = kp / TKB;
-    const numla_qlinear_int8row_ws l = numla_qlinear_int8row_amx_ws(w, m);
-    float *sx = (float *)(void *)(xb + l.sx), *invs = (float *)(void *)(xb + l.inv);
-    int32_t *sums = kball > kc ? (int32_t *)(void *)(xb + l.sums) : NULL;
+    /* one chunk of rows' B tiles at a time, then sx of every row */
+    const int64_t chunk = numla_qlinear_int8row_amx_chunk(w);
+    float *sx = (float *)(void *)(xb + numla_qlinear_align64((size_t)((m < chunk ? (m + TR - 1) / TR * TR : chunk) *
+                                                                       PLANES * kp)));
 #pragma omp parallel
     {
         /* the shared configuration, loaded here so the emulated build runs the same code */
@@ -350,18 +322,15 @@ void numla_qlinear_int8row_amx(const numla_qlinear_weight *w, int64_t m, const f
         int64_t lo, hi;
         numla_qlinear_split(pairs, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
         const int64_t b1 = 2 * hi < blocks ? 2 * hi : blocks;
-        for (int64_t i0 = 0; i0 < m; i0 += chunk) /* every thread: the barriers */
-            for (int64_t c0 = 0; c0 < kball; c0 += kc) {
-                const int64_t i1 = i0 + chunk < m ? i0 + chunk : m, r16 = (i1 - i0 + TR - 1) / TR * TR;
-                const int64_t c1 = c0 + kc < kball ? c0 + kc : kball;
+        for (int64_t i0 = 0; i0 < m; i0 += chunk) { /* every thread: the barriers */
+            const int64_t i1 = i0 + chunk < m ? i0 + chunk : m, r16 = (i1 - i0 + TR - 1) / TR * TR;
 #pragma omp for schedule(static)
-                for (int64_t mb = 0; mb < r16 / TR; mb++)
-                    numla_int8row_pack_block_(x + i0 * ldx, ldx, i1 - i0, w->k, c0, c1, mb, xb, sx + i0, invs);
-                if (2 * lo < b1)
-                    numla_int8row_range_(w, xb, sx, m, i0, i1, 2 * lo, b1, c0, c1, sums, l.rows / TR, y, ldy,
-                                         accumulate);
+            for (int64_t mb = 0; mb < r16 / TR; mb++)
+                numla_int8row_pack_block_(x + i0 * ldx, ldx, i1 - i0, w->k, kp, mb, xb, sx + i0);
+            if (2 * lo < b1)
+                numla_int8row_range_(w, xb, sx, m, i0, i1, 2 * lo, b1, y, ldy, accumulate);
 #pragma omp barrier
-            }
+        }
         _tile_release();
     }
 }
