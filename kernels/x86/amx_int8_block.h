@@ -11,10 +11,8 @@
 
 /* c[2·j + h] (16 n x 16 m int32) = A_j · B_h over kb 64-k blocks: NN weight-row tiles (a0, a1,
  * stride kp) x NM x tiles (b0, b1). C in tiles 0-3, A in 4/5, B in 6/7 (literal tile numbers,
- * as the intrinsics need); per 64-k block 2 + 2 tile loads for 4 TDPBSSD. No software prefetch
- * of A: its 32 rows are kp bytes apart, so at kp = 2048 a k-block's lines share 2 of L1's 64
- * sets (12 ways) and lines fetched a block ahead evict each other; the expert shapes (M = 48)
- * ran a few percent faster without it, the rest the same (docs/linear.md). */
+ * as the intrinsics need); per 64-k block 2 + 2 tile loads for 4 TDPBSSD, the next block's A
+ * rows (16 strided lines per tile) prefetched into L1 while this one computes. */
 static inline __attribute__((always_inline)) void
 numla_amx_int8_block(const int NN, const int NM, const int8_t *a0, const int8_t *a1, int64_t kp, const int8_t *b0,
                      const int8_t *b1, int64_t kb, int32_t c[4][256])
@@ -29,6 +27,12 @@ numla_amx_int8_block(const int NN, const int NM, const int8_t *a0, const int8_t 
             _tile_zero(3);
     }
     for (int64_t cb = 0; cb < kb; cb++) {
+        if (cb + 1 < kb) /* the next k-block's A rows, strided: L2 (or memory) -> L1 */
+            for (int l = 0; l < TR; l++) {
+                _mm_prefetch((const char *)(a0 + l * kp + (cb + 1) * TKB), _MM_HINT_T0);
+                if (NN > 1)
+                    _mm_prefetch((const char *)(a1 + l * kp + (cb + 1) * TKB), _MM_HINT_T0);
+            }
         _tile_loadd(4, a0 + cb * TKB, kp);
         _tile_loadd(6, b0 + cb * TILE_BYTES, TKB);
         _tile_dpbssd(0, 4, 6);

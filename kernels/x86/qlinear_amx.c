@@ -17,8 +17,7 @@
  * row-sum correction as in the u8 x s8 VNNI path — straight into B tiles in the workspace:
  * for 16-row block mb and 64-k block c, one 1 KiB tile of 16 k-quads x (16 rows x 4 bytes),
  *   B[kk][4·mm + b] = q[16·mb + mm][64·c + 4·kk + b],   zero rows past M,
- * so a B tile load is one sequential 1 KiB (stride 64); the team packs them 16 rows at a time,
- * each tile transposed in registers from the rows' quantized bytes. C tiles are 16 (n) x 16 (m) int32;
+ * so a B tile load is one sequential 1 KiB (stride 64). C tiles are 16 (n) x 16 (m) int32;
  * the int32 sums are exact, and each y[m][n] = numla_qlinear_w8a8_out(acc, sx[m], s[n]) in
  * the same fp32 steps, so y is bit-identical to the ref and VNNI levels.
  *
@@ -27,8 +26,9 @@
  * and stores only the rows that block did not (so no tile reads past the weights).
  *
  * Register blocking: 4 accumulators C (2 weight-row tiles x 2 x-row tiles: 32 n x 32 m), A in
- * tiles 4/5, B in 6/7: per 64-k block, 4 tile loads for 4 TDPBSSD; no software prefetch of A
- * (kernels/x86/amx_int8_block.h says why); B tiles are sequential.
+ * tiles 4/5, B in 6/7: per 64-k block, 4 tile loads for 4 TDPBSSD. The next k-block's A rows
+ * (16 strided lines per tile) are prefetched into L1 while the current one computes; B tiles
+ * are sequential.
  * Cache blocking: threads split N in pairs of 16-row weight blocks. A thread runs its x rows in
  * chunks of NUMLA_QLINEAR_AMX_X_BYTES of packed x (all 512 rows up to K = 2048), and per chunk
  * its weight-row pairs in order, each over all of the chunk's rows and all of K: the pair's
@@ -45,7 +45,6 @@
 #include "kernels/x86/amx_int8_block.h"
 #include "kernels/x86/amx_tile_out.h"
 #include "kernels/x86/qlinear_quant_avx512.h"
-#include "kernels/x86/transpose16_avx512.h"
 
 /* The emulated test build (NUMLA_AMX_EMULATE: tests/CMakeLists.txt force-includes the tile
  * emulator) gets its own entry point name, so it links next to this file's real build. */
@@ -64,39 +63,29 @@ enum {
     TILE_BYTES = TR * TKB, /* one 1 KiB tile */
 };
 
-/* Quantizes the 16 rows of block mb (rows past M: zeros) into their kb B tiles and sets their
- * sx. Per 64-k block the 16 rows' s8 bytes are quantized into 16 vectors (row mm: its 16
- * k-quads), transposed in registers (vector kk: quad kk of the 16 rows, the tile row) and
- * stored as one sequential 1 KiB tile: a scatter of each row's quads costs several times as
- * much. */
-static void numla_qlinear_amx_pack_block_(const float *x, int64_t ldx, int64_t m, int64_t k, int64_t kb,
-                                          int64_t mb, int8_t *xb, float *sx)
+/* Quantizes x row i (k values) into its column of the B tiles (kb k-blocks per 16-row block);
+ * returns sx. Each 16 values are 4 k-quads, which go to 4 consecutive tile rows. */
+static float numla_qlinear_amx_pack_row_(const float *x, int64_t k, int64_t kb, int64_t i, int8_t *xb)
 {
-    const int64_t r0 = mb * TR;
-    const int nr = (int)(m - r0 < TR ? m - r0 : TR);
-    float inv[TR];
-    for (int i = 0; i < nr; i++)
-        sx[r0 + i] = numla_qlinear_row_scale_avx512(x + (r0 + i) * ldx, k, &inv[i]);
-    int8_t *dst = xb + (size_t)mb * (size_t)kb * TILE_BYTES;
-    for (int64_t c = 0; c < kb; c++) {
-        __m512i v[TR];
-        for (int i = 0; i < TR; i++) {
-            if (i >= nr) {
-                v[i] = _mm512_setzero_si512();
-                continue;
-            }
-            const float *xr = x + (r0 + i) * ldx;
-            const __m512 vinv = _mm512_set1_ps(inv[i]);
-            __m512i q = _mm512_castsi128_si512(
-                numla_qlinear_quant16_avx512(xr + c * TKB, numla_qlinear_mask16(k, c * TKB), vinv));
-            q = _mm512_inserti32x4(q, numla_qlinear_quant16_avx512(xr + c * TKB + 16, numla_qlinear_mask16(k, c * TKB + 16), vinv), 1);
-            q = _mm512_inserti32x4(q, numla_qlinear_quant16_avx512(xr + c * TKB + 32, numla_qlinear_mask16(k, c * TKB + 32), vinv), 2);
-            v[i] = _mm512_inserti32x4(q, numla_qlinear_quant16_avx512(xr + c * TKB + 48, numla_qlinear_mask16(k, c * TKB + 48), vinv), 3);
-        }
-        numla_x86_transpose16(v);
-        for (int kk = 0; kk < TR; kk++)
-            _mm512_store_si512((void *)(dst + (size_t)c * TILE_BYTES + (size_t)kk * TKB), v[kk]);
+    float inv;
+    const float sx = numla_qlinear_row_scale_avx512(x, k, &inv);
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m128i rows4 = _mm_setr_epi32(0, TKB, 2 * TKB, 3 * TKB);
+    int8_t *col = xb + (size_t)(i / TR) * (size_t)kb * TILE_BYTES + (size_t)(i % TR) * 4;
+    for (int64_t c = 0; c < kb * TKB; c += 16) {
+        const __m128i q = numla_qlinear_quant16_avx512(x + c, numla_qlinear_mask16(k, c), vinv);
+        int8_t *d = col + (size_t)(c / TKB) * TILE_BYTES + (size_t)(c % TKB) / 4 * TKB;
+        _mm_i32scatter_epi32(d, rows4, q, 1);
     }
+    return sx;
+}
+
+/* Zeroes row i's column of the B tiles (rows past M, up to the 16-row block's end). */
+static void numla_qlinear_amx_zero_row_(int64_t kb, int64_t i, int8_t *xb)
+{
+    int8_t *col = xb + (size_t)(i / TR) * (size_t)kb * TILE_BYTES + (size_t)(i % TR) * 4;
+    for (int64_t r = 0; r < kb * TR; r++)
+        __builtin_memset(col + (size_t)r * TKB, 0, 4);
 }
 
 /* y[m0 + j][n0 + r] for r in [skip, 16), j < mc, from acc (16 n x 16 m int32): the contract's
@@ -174,8 +163,12 @@ void NUMLA_QLINEAR_AMX_ENTRY(const numla_qlinear_weight *w, int64_t m, const flo
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
-        for (int64_t mb = 0; mb < m16 / TR; mb++)
-            numla_qlinear_amx_pack_block_(x, ldx, m, w->k, kb, mb, xb, sx);
+        for (int64_t i = 0; i < m16; i++) {
+            if (i < m)
+                sx[i] = numla_qlinear_amx_pack_row_(x + i * ldx, w->k, kb, i, xb);
+            else
+                numla_qlinear_amx_zero_row_(kb, i, xb);
+        }
         /* The shared configuration (16 x 64-byte tiles), loaded here rather than through
          * numla_amx_tiles_begin so that the emulated build runs the same instructions. */
         _tile_loadconfig(&numla_amx_tile_config);

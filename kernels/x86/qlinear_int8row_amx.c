@@ -25,8 +25,7 @@
  * the packed weights are the A operand as they are (16 rows x 64 k, stride kp), the planes are
  * packed per call into B tiles, for 16-row block mb, plane p and 64-k block c one 1 KiB tile
  * B[kk][4·mm + b] = q_p[16·mb + mm][64·c + 4·kk + b] (zero rows past M, zero k past K), the
- * planes of a block one after the other so each plane's k-blocks are one sequential stream; the
- * team packs 16 rows at a time, each tile transposed in registers from the rows' planes.
+ * planes of a block one after the other so each plane's k-blocks are one sequential stream.
  * Register blocking: 4 int32 accumulators (2 weight-row tiles x 2 x-row tiles), A in 4/5, B in
  * 6/7, over all of K once per plane (the pair's weights come from L2 for planes 2 and 3).
  * Cache blocking: x rows in chunks whose planes fit NUMLA_QLINEAR_AMX_X_BYTES (they stay in L2
@@ -106,49 +105,32 @@ static inline __m256 numla_int8row_scale_(__m512d v, __m512d sx, __m512d s)
 
 /* ---- tiles ---- */
 
-/* Quantizes the 16 rows of the chunk's block mb (x: the chunk's first row, rows: how many the
- * chunk has; rows past them: zeros) into their three planes' B tiles and sets their sx (sx:
- * the chunk's first row's). Per 64-k block each row's three planes are quantized into 64-byte
- * vectors (its 16 k-quads) and staged, then per plane the 16 rows are transposed in registers
- * (vector kk: quad kk of the 16 rows, the tile row) and stored as one sequential 1 KiB tile: a
- * scatter of each row's quads costs several times as much. */
-static void numla_int8row_pack_block_(const float *x, int64_t ldx, int64_t rows, int64_t k, int64_t kp,
-                                      int64_t mb, int8_t *xb, float *sx)
+/* Quantizes x row i into its columns of the three planes' B tiles; returns sx. Each 16 values
+ * are 4 k-quads, which go to 4 consecutive tile rows. */
+static float numla_int8row_pack_row_(const float *x, int64_t k, int64_t kp, int64_t i, int8_t *xb)
 {
-    const int64_t kb = kp / TKB, r0 = mb * TR;
-    const int nr = (int)(rows - r0 < TR ? rows - r0 : TR);
-    __m512 inv[TR];
-    for (int i = 0; i < nr; i++)
-        sx[r0 + i] = numla_int8row_scale_row_(x + (r0 + i) * ldx, k, &inv[i]);
-    int8_t *dst = xb + (size_t)mb * PLANES * (size_t)kb * TILE_BYTES;
-    __m512i st[PLANES][TR];
-    for (int64_t c = 0; c < kb; c++) {
-        for (int i = 0; i < TR; i++) {
-            if (i >= nr) {
-                for (int p = 0; p < PLANES; p++)
-                    st[p][i] = _mm512_setzero_si512();
-                continue;
-            }
-            __m128i q[4][PLANES];
-            for (int h = 0; h < 4; h++)
-                numla_int8row_quant16_(x + (r0 + i) * ldx, k, c * TKB + 16 * h, inv[i], q[h]);
-            for (int p = 0; p < PLANES; p++) {
-                __m512i v = _mm512_castsi128_si512(q[0][p]);
-                v = _mm512_inserti32x4(v, q[1][p], 1);
-                v = _mm512_inserti32x4(v, q[2][p], 2);
-                st[p][i] = _mm512_inserti32x4(v, q[3][p], 3);
-            }
-        }
-        for (int p = 0; p < PLANES; p++) {
-            __m512i v[TR];
-            for (int i = 0; i < TR; i++)
-                v[i] = st[p][i];
-            numla_x86_transpose16(v);
-            int8_t *t = dst + ((size_t)p * (size_t)kb + (size_t)c) * TILE_BYTES;
-            for (int kk = 0; kk < TR; kk++)
-                _mm512_store_si512((void *)(t + (size_t)kk * TKB), v[kk]);
-        }
+    const int64_t kb = kp / TKB;
+    const __m128i rows4 = _mm_setr_epi32(0, TKB, 2 * TKB, 3 * TKB);
+    __m512 inv;
+    const float sx = numla_int8row_scale_row_(x, k, &inv);
+    int8_t *col = xb + (size_t)(i / TR) * PLANES * (size_t)kb * TILE_BYTES + (size_t)(i % TR) * 4;
+    for (int64_t c = 0; c < kp; c += 16) {
+        __m128i q[PLANES];
+        numla_int8row_quant16_(x, k, c, inv, q);
+        for (int p = 0; p < PLANES; p++)
+            _mm_i32scatter_epi32(col + ((size_t)p * (size_t)kb + (size_t)(c / TKB)) * TILE_BYTES +
+                                     (size_t)(c % TKB) / 4 * TKB,
+                                 rows4, q[p], 1);
     }
+    return sx;
+}
+
+/* Zeroes row i's column of the B tiles (rows past M, up to the 16-row block's end). */
+static void numla_int8row_zero_row_(int64_t kp, int64_t i, int8_t *xb)
+{
+    int8_t *col = xb + (size_t)(i / TR) * PLANES * (size_t)(kp / TKB) * TILE_BYTES + (size_t)(i % TR) * 4;
+    for (int64_t r = 0; r < PLANES * (kp / TKB) * TR; r++)
+        __builtin_memset(col + (size_t)r * TKB, 0, 4);
 }
 
 /* y[m0 + j][n0 + r] (+)= the rule above for r in [skip, 16), j < mc; cp[p]: plane p's 16 n x
@@ -325,8 +307,12 @@ void numla_qlinear_int8row_amx(const numla_qlinear_weight *w, int64_t m, const f
         for (int64_t i0 = 0; i0 < m; i0 += chunk) { /* every thread: the barriers */
             const int64_t i1 = i0 + chunk < m ? i0 + chunk : m, r16 = (i1 - i0 + TR - 1) / TR * TR;
 #pragma omp for schedule(static)
-            for (int64_t mb = 0; mb < r16 / TR; mb++)
-                numla_int8row_pack_block_(x + i0 * ldx, ldx, i1 - i0, w->k, kp, mb, xb, sx + i0);
+            for (int64_t i = 0; i < r16; i++) {
+                if (i0 + i < m)
+                    sx[i0 + i] = numla_int8row_pack_row_(x + (i0 + i) * ldx, w->k, kp, i, xb);
+                else
+                    numla_int8row_zero_row_(kp, i, xb);
+            }
             if (2 * lo < b1)
                 numla_int8row_range_(w, xb, sx, m, i0, i1, 2 * lo, b1, y, ldy, accumulate);
 #pragma omp barrier
