@@ -15,9 +15,8 @@
  *     slice and the greedy tokens from the gathered logits;
  *   - driven by the scheduler (numla_step with sequence ids): the prompts twice, two at a
  *     time, chunked and preempted, and the per-sequence caches freed as sequences end. */
-#include "model_golden_harness.h"
+#include "v4_golden_harness.h"
 
-#include "engine/model/model_v4.h"
 #include "engine/serving/scheduler.h"
 
 /* Prompt p of g through m: whole (chunk == 0) or in chunks of sizes chunk, 2·chunk, ... ;
@@ -46,12 +45,9 @@ static void run_prompt(const numla_v4_model *m, const golden *g, int p, int chun
     /* greedy: the reference's tokens fed back, numla's argmax compared */
     const float *last = out + (size_t)(n - 1) * V;
     for (int i = 0; i < N_GREEDY; i++) {
-        int best = 0;
-        for (int64_t v = 1; v < V; v++)
-            best = last[v] > last[best] ? (int)v : best;
         if (g->margin[p][i] > 2 * LOGIT_TOL) {
             (*greedy_cmp)++;
-            *greedy_ok += best == g->greedy[p][i];
+            *greedy_ok += v4_argmax(last, V) == g->greedy[p][i];
         }
         if (i + 1 < N_GREEDY) {
             CU_ASSERT_EQUAL_FATAL(numla_v4_forward(m, s, &g->greedy[p][i], 1, out), NUMLA_STATUS_OK);
@@ -67,28 +63,19 @@ static void check_v4_ranks(const char *sub, int R);
 static void check_v4(const char *sub, numla_isa isa, int chunk)
 {
     golden g;
-    if (golden_load_file(&g, "v4", sub, "expected.safetensors")) {
-        CU_FAIL("golden data");
+    if (v4_golden_load(&g, sub))
+        return;
+    numla_model_config cfg;
+    numla_v4_model *m = NULL;
+    if (v4_load(g.dir, isa, 0, &cfg, &m)) {
         golden_free(&g);
         return;
     }
-    numla_model_config cfg;
-    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(g.dir, &cfg), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL(cfg.arch, NUMLA_MODEL_ARCH_DEEPSEEK_V4);
     CU_ASSERT_DOUBLE_EQUAL(cfg.softmax_scale, g.softmax_scale, 1e-12);
     CU_ASSERT_EQUAL(g.n_inv, cfg.v4.rope_dim / 2);
     for (int i = 0; i < g.n_inv; i++)
         CU_ASSERT_DOUBLE_EQUAL(cfg.v4.main_inv_freq[i], g.inv_freq[i], 1e-7 * g.inv_freq[i]);
-    numla_safetensors_model *st = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(g.dir, &st), NUMLA_STATUS_OK);
-    numla_v4_model *m = NULL;
-    numla_status ls = numla_v4_model_load(&cfg, st, isa, &m);
-    NUMLA_ASSERT_MSG(ls == NUMLA_STATUS_OK, "load: %s", numla_error_message());
-    numla_safetensors_close(&st);
-    if (!m) {
-        golden_free(&g);
-        return;
-    }
     double worst = 0;
     int ok = 0, cmp = 0;
     for (int p = 0; p < g.nprompts; p++)
@@ -117,113 +104,33 @@ static void test_fp8_fp4(void)
     check_v4_ranks("model_fp8", 2);
 }
 
-/* R ranks as threads: each loads its shard, runs prompt p (whole) then the greedy steps, and
- * writes its vocabulary slice of every row into the full-vocabulary `logits` (rows, V). */
-typedef struct v4_rank {
-    rank_ctx rc;               /* .sh, .rank for shm_reduce_fn */
-    const numla_v4_model *m;
-    const golden *g;
-    int p;
-    float *logits;             /* (len + N_GREEDY - 1, V), shared, disjoint columns */
-    float *buf;                /* (len, vocab_count) */
-    int ok;
-} v4_rank;
-
-static void *v4_rank_main(void *arg)
-{
-    v4_rank *r = arg;
-    const numla_shard *sh = numla_v4_model_shard(r->m);
-    const int64_t V = numla_v4_model_config(r->m)->vocab_size, vc = sh->vocab_count;
-    const int n = r->g->len[r->p];
-    numla_v4_seq *s = NULL;
-    r->ok = numla_v4_seq_create(r->m, &s) == NUMLA_STATUS_OK &&
-            numla_v4_forward(r->m, s, r->g->tokens[r->p], n, r->buf) == NUMLA_STATUS_OK;
-    for (int t = 0; r->ok && t < n; t++)
-        memcpy(r->logits + (size_t)t * V + sh->vocab_begin, r->buf + (size_t)t * vc,
-               sizeof(float) * (size_t)vc);
-    for (int i = 0; r->ok && i + 1 < N_GREEDY; i++) {
-        r->ok = numla_v4_forward(r->m, s, &r->g->greedy[r->p][i], 1, r->buf) == NUMLA_STATUS_OK;
-        memcpy(r->logits + (size_t)(n + i) * V + sh->vocab_begin, r->buf,
-               sizeof(float) * (size_t)vc);
-    }
-    numla_v4_seq_destroy(&s);
-    return NULL;
-}
-
+/* R ranks as threads (v4_run_prompts): every prompt whole, then the greedy steps, each rank's
+ * vocabulary slice gathered. */
 static void check_v4_ranks(const char *sub, int R)
 {
     golden g;
-    if (golden_load_file(&g, "v4", sub, "expected.safetensors")) {
-        CU_FAIL("golden data");
-        golden_free(&g);
+    if (v4_golden_load(&g, sub))
         return;
-    }
     numla_model_config cfg;
     CU_ASSERT_EQUAL_FATAL(numla_model_config_load(g.dir, &cfg), NUMLA_STATUS_OK);
     numla_safetensors_model *st = NULL;
     CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(g.dir, &st), NUMLA_STATUS_OK);
-    const int64_t V = cfg.vocab_size;
-    shm_reduce sh = {.nranks = R};
-    pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
-    sh.cap = 256 * cfg.hidden_size;
-    v4_rank rk[4];
-    numla_v4_model *ms[4] = {0};
-    for (int r = 0; r < R; r++) {
-        numla_status ls = numla_v4_model_load_shard(&cfg, st, numla_isa_best(), r, R, &ms[r]);
-        NUMLA_ASSERT_MSG(ls == NUMLA_STATUS_OK, "rank %d load: %s", r, numla_error_message());
-        CU_ASSERT_PTR_NOT_NULL_FATAL(ms[r]);
-        sh.slot[r] = malloc(sizeof(float) * (size_t)sh.cap);
-        rk[r] = (v4_rank){.rc = {.sh = &sh, .rank = r}, .m = ms[r], .g = &g};
-        numla_v4_model_set_reduce(ms[r], shm_reduce_fn, &rk[r].rc);
-    }
+    float *all = NULL;
+    int bad = v4_run_prompts(&cfg, st, numla_isa_best(), &g, R, &all);
     numla_safetensors_close(&st);
-    int team = omp_get_max_threads();
-    omp_set_num_threads(1); /* R rank threads already */
+    if (bad) {
+        golden_free(&g);
+        return;
+    }
     double worst = 0;
     int ok = 0, cmp = 0;
-    for (int p = 0; p < g.nprompts; p++) {
-        const int n = g.len[p];
-        float *all = malloc(sizeof(float) * (size_t)(n + N_GREEDY) * (size_t)V);
-        pthread_t th[4];
-        for (int r = 0; r < R; r++) {
-            rk[r].p = p;
-            rk[r].logits = all;
-            rk[r].buf = malloc(sizeof(float) * (size_t)n * (size_t)numla_v4_model_shard(ms[r])->vocab_count);
-            pthread_create(&th[r], NULL, v4_rank_main, &rk[r]);
-        }
-        for (int r = 0; r < R; r++) {
-            pthread_join(th[r], NULL);
-            CU_ASSERT_TRUE(rk[r].ok);
-            free(rk[r].buf);
-        }
-        char name[64];
-        snprintf(name, sizeof name, "prompt%d.logits", p);
-        const float *ref = st_f32(g.expected, name, NULL, NULL);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-        worst = fmax(worst, maxabs_diff(all, ref, (size_t)n * (size_t)V, NULL));
-        for (int i = 0; i < N_GREEDY; i++) {
-            const float *l = all + (size_t)(n - 1 + i) * V;
-            int best = 0;
-            for (int64_t v = 1; v < V; v++)
-                best = l[v] > l[best] ? (int)v : best;
-            if (g.margin[p][i] > 2 * LOGIT_TOL) {
-                cmp++;
-                ok += best == g.greedy[p][i];
-            }
-        }
-        free(all);
-    }
-    omp_set_num_threads(team);
+    v4_compare(&g, g.expected, all, cfg.vocab_size, 0, &worst, &ok, &cmp);
+    free(all);
     NUMLA_ASSERT_MSG(worst <= LOGIT_TOL, "v4 %s %d ranks: logits max err %g", sub, R, worst);
     NUMLA_ASSERT_MSG(ok == cmp && cmp > 0, "v4 %s %d ranks: %d of %d greedy tokens", sub, R, ok,
                      cmp);
     fprintf(stderr, "\n    golden v4 %s %d ranks: logits max abs err %.3g, greedy %d/%d", sub, R,
             worst, ok, cmp);
-    for (int r = 0; r < R; r++) {
-        numla_v4_model_destroy(&ms[r]);
-        free(sh.slot[r]);
-    }
-    pthread_barrier_destroy(&sh.bar);
     golden_free(&g);
 }
 
@@ -256,18 +163,14 @@ static void test_too_many_ranks(void)
 static void test_batched(void)
 {
     golden g;
-    if (golden_load_file(&g, "v4", "model_fp32", "expected.safetensors")) {
-        CU_FAIL("golden data");
+    if (v4_golden_load(&g, "model_fp32"))
+        return;
+    numla_model_config cfg;
+    numla_v4_model *m = NULL;
+    if (v4_load(g.dir, numla_isa_best(), 0, &cfg, &m)) {
         golden_free(&g);
         return;
     }
-    numla_model_config cfg;
-    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(g.dir, &cfg), NUMLA_STATUS_OK);
-    numla_safetensors_model *st = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(g.dir, &st), NUMLA_STATUS_OK);
-    numla_v4_model *m = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_v4_model_load(&cfg, st, numla_isa_best(), &m), NUMLA_STATUS_OK);
-    numla_safetensors_close(&st);
     const int64_t V = cfg.vocab_size;
     const int B = g.nprompts;
     numla_v4_seq *seqs[MAX_PROMPTS] = {0};
@@ -302,13 +205,9 @@ static void test_batched(void)
         }
         CU_ASSERT_EQUAL_FATAL(numla_v4_forward_batch(m, B, seqs, tk, ns, out), NUMLA_STATUS_OK);
         for (int p = 0; p < B; p++) {
-            const float *l = out + (size_t)p * V;
-            int best = 0;
-            for (int64_t v = 1; v < V; v++)
-                best = l[v] > l[best] ? (int)v : best;
             if (g.margin[p][i] > 2 * LOGIT_TOL) {
                 cmp++;
-                ok += best == g.greedy[p][i];
+                ok += v4_argmax(out + (size_t)p * V, V) == g.greedy[p][i];
             }
             next[p] = g.greedy[p][i];
         }
@@ -332,15 +231,11 @@ static void test_batched(void)
  * sequence as it was. */
 static void test_bad_input(void)
 {
-    char dir[1200];
-    snprintf(dir, sizeof dir, "%s", numla_test_source_path("tests/golden/v4/model_fp32"));
     numla_model_config cfg;
-    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dir, &cfg), NUMLA_STATUS_OK);
-    numla_safetensors_model *st = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &st), NUMLA_STATUS_OK);
     numla_v4_model *m = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_v4_model_load(&cfg, st, numla_isa_best(), &m), NUMLA_STATUS_OK);
-    numla_safetensors_close(&st);
+    if (v4_load(numla_test_source_path("tests/golden/v4/model_fp32"), numla_isa_best(), 0, &cfg,
+                &m))
+        return;
     numla_v4_seq *s = NULL;
     CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &s), NUMLA_STATUS_OK);
     float *out = malloc(sizeof(float) * 2 * (size_t)cfg.vocab_size);
@@ -362,15 +257,11 @@ static void test_bad_input(void)
  * past the model's positions. */
 static void test_fill(void)
 {
-    char dir[1200];
-    snprintf(dir, sizeof dir, "%s", numla_test_source_path("tests/golden/v4/model_fp32"));
     numla_model_config cfg;
-    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dir, &cfg), NUMLA_STATUS_OK);
-    numla_safetensors_model *st = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &st), NUMLA_STATUS_OK);
     numla_v4_model *m = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_v4_model_load(&cfg, st, numla_isa_best(), &m), NUMLA_STATUS_OK);
-    numla_safetensors_close(&st);
+    if (v4_load(numla_test_source_path("tests/golden/v4/model_fp32"), numla_isa_best(), 0, &cfg,
+                &m))
+        return;
     enum { N = 157 };
     int32_t tok[N];
     for (int i = 0; i < N; i++)
@@ -449,18 +340,14 @@ static void sv_done(void *ctx, const numla_sched_output *o)
 static void test_scheduled(void)
 {
     golden g;
-    if (golden_load_file(&g, "v4", "model_fp32", "expected.safetensors")) {
-        CU_FAIL("golden data");
+    if (v4_golden_load(&g, "model_fp32"))
+        return;
+    numla_model_config cfg;
+    numla_v4_model *m = NULL;
+    if (v4_load(g.dir, numla_isa_best(), 0, &cfg, &m)) {
         golden_free(&g);
         return;
     }
-    numla_model_config cfg;
-    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(g.dir, &cfg), NUMLA_STATUS_OK);
-    numla_safetensors_model *st = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(g.dir, &st), NUMLA_STATUS_OK);
-    numla_v4_model *m = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_v4_model_load(&cfg, st, numla_isa_best(), &m), NUMLA_STATUS_OK);
-    numla_safetensors_close(&st);
     sv_ctx c = {0};
     CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_create(m, &c.t), NUMLA_STATUS_OK);
     numla_kv_cache *kv = NULL;

@@ -19,14 +19,10 @@
  * (scripts/check_v4_golden.py's) over the values the gguf package reads from that file; so is
  * model_fp8_q4km.gguf, llama-quantize's Q4_K_M of model_fp8.gguf (K-quants, Q5_0 where a width
  * is not a multiple of 256, mHC's fn and the compressors' ape in blocks too). */
-#include <pthread.h>
-
-#include "model_golden_harness.h"
-#include "../unit/engine/engine_harness.h"
+#include "v4_golden_harness.h"
 
 #include "engine/formats/gguf.h"
 #include "engine/formats/gguf_deepseek4.h"
-#include "engine/model/model_v4.h"
 
 /* GGUF (BF16 projections) against safetensors (the same values as FP8): the two linear
  * families' summation orders and, on the amx level, their split-bf16 activations (about 7e-4
@@ -63,107 +59,12 @@ static void src_close(v4_src *s)
     numla_gguf_close(&s->g);
 }
 
-typedef struct v4_rank {
-    rank_ctx rc;
-    const numla_v4_model *m;
-    const int32_t *prompt;
-    int n;
-    const int32_t *feed;       /* (N_GREEDY) tokens fed after the prompt */
-    float *logits;             /* (n + N_GREEDY - 1, V), shared, disjoint columns */
-    float *buf;                /* (n, vocab_count) */
-    int ok;
-} v4_rank;
-
-static void *v4_rank_main(void *arg)
-{
-    v4_rank *r = arg;
-    const numla_shard *sh = numla_v4_model_shard(r->m);
-    const int64_t V = numla_v4_model_config(r->m)->vocab_size, vc = sh->vocab_count;
-    numla_v4_seq *s = NULL;
-    r->ok = numla_v4_seq_create(r->m, &s) == NUMLA_STATUS_OK &&
-            numla_v4_forward(r->m, s, r->prompt, r->n, r->buf) == NUMLA_STATUS_OK;
-    for (int t = 0; r->ok && t < r->n; t++)
-        memcpy(r->logits + (size_t)t * V + sh->vocab_begin, r->buf + (size_t)t * vc,
-               sizeof(float) * (size_t)vc);
-    for (int i = 0; r->ok && i + 1 < N_GREEDY; i++) {
-        r->ok = numla_v4_forward(r->m, s, &r->feed[i], 1, r->buf) == NUMLA_STATUS_OK;
-        memcpy(r->logits + (size_t)(r->n + i) * V + sh->vocab_begin, r->buf,
-               sizeof(float) * (size_t)vc);
-    }
-    numla_v4_seq_destroy(&s);
-    return NULL;
-}
-
-/* Every prompt of g through s's model on R ranks (threads): the logits of the prompt's positions
- * and of the greedy steps fed g's tokens, all prompts one after another into *out (allocated:
- * sum over prompts of (len + N_GREEDY - 1) rows of V). 0 on success. */
-static int run_ranks(const v4_src *s, const golden *g, int R, float **out)
-{
-    const numla_model_config *cfg = &s->cfg;
-    const int64_t V = cfg->vocab_size;
-    size_t rows = 0;
-    for (int p = 0; p < g->nprompts; p++)
-        rows += (size_t)(g->len[p] + N_GREEDY - 1);
-    float *all = calloc(rows * (size_t)V, sizeof(float));
-    shm_reduce sh = {.nranks = R};
-    pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
-    sh.cap = 256 * cfg->hidden_size;
-    v4_rank rk[2];
-    numla_v4_model *ms[2] = {0};
-    int bad = !all;
-    for (int r = 0; r < R && !bad; r++) {
-        numla_status ls = numla_v4_model_load_shard(cfg, s->st, numla_isa_best(), r, R, &ms[r]);
-        NUMLA_ASSERT_MSG(ls == NUMLA_STATUS_OK, "rank %d load: %s", r, numla_error_message());
-        bad = ls != NUMLA_STATUS_OK;
-        sh.slot[r] = malloc(sizeof(float) * (size_t)sh.cap);
-        rk[r] = (v4_rank){.rc = {.sh = &sh, .rank = r}, .m = ms[r]};
-        if (!bad && R > 1)
-            numla_v4_model_set_reduce(ms[r], shm_reduce_fn, &rk[r].rc);
-    }
-    const int team = omp_get_max_threads();
-    omp_set_num_threads(R > 1 ? 1 : team);
-    size_t at = 0;
-    for (int p = 0; p < g->nprompts && !bad; p++) {
-        pthread_t th[2];
-        for (int r = 0; r < R; r++) {
-            rk[r].prompt = g->tokens[p];
-            rk[r].n = g->len[p];
-            rk[r].feed = g->greedy[p];
-            rk[r].logits = all + at * (size_t)V;
-            rk[r].buf = malloc(sizeof(float) * (size_t)g->len[p] *
-                               (size_t)numla_v4_model_shard(ms[r])->vocab_count);
-            pthread_create(&th[r], NULL, v4_rank_main, &rk[r]);
-        }
-        for (int r = 0; r < R; r++) {
-            pthread_join(th[r], NULL);
-            bad |= !rk[r].ok;
-            free(rk[r].buf);
-        }
-        at += (size_t)(g->len[p] + N_GREEDY - 1);
-    }
-    omp_set_num_threads(team);
-    for (int r = 0; r < R; r++) {
-        numla_v4_model_destroy(&ms[r]);
-        free(sh.slot[r]);
-    }
-    pthread_barrier_destroy(&sh.bar);
-    if (bad) {
-        free(all);
-        return 1;
-    }
-    *out = all;
-    return 0;
-}
-
 /* The GGUF file against transformers and against the safetensors checkpoint, at R ranks. */
 static void check_gguf(int R)
 {
     golden g;
-    if (golden_load_file(&g, "v4", "model_fp8", "expected.safetensors")) {
-        CU_FAIL("golden data");
-        golden_free(&g);
+    if (v4_golden_load(&g, "model_fp8"))
         return;
-    }
     v4_src gs, ss;
     char path[1200];
     snprintf(path, sizeof path, "%s", numla_test_source_path("tests/golden/v4/model_fp8.gguf"));
@@ -176,7 +77,7 @@ static void check_gguf(int R)
     for (int i = 0; i < g.n_inv && i < gs.cfg.v4.rope_dim / 2; i++)
         CU_ASSERT_DOUBLE_EQUAL(gs.cfg.v4.main_inv_freq[i], g.inv_freq[i], 1e-7 * g.inv_freq[i]);
     float *lg = NULL, *ls = NULL;
-    int bad = run_ranks(&gs, &g, R, &lg);
+    int bad = v4_run_prompts(&gs.cfg, gs.st, numla_isa_best(), &g, R, &lg);
     src_close(&gs);
     if (!bad && !src_open(&ss, g.dir)) {
         /* the same config from the keys as from config.json (GGUF keeps the epsilons in
@@ -188,35 +89,17 @@ static void check_gguf(int R)
         CU_ASSERT_EQUAL(memcmp(&ss.cfg.v4, &a, sizeof a), 0);
         CU_ASSERT_EQUAL(ss.cfg.num_experts_per_tok, gs.cfg.num_experts_per_tok);
         CU_ASSERT_DOUBLE_EQUAL(ss.cfg.routed_scaling_factor, gs.cfg.routed_scaling_factor, 0);
-        bad = run_ranks(&ss, &g, R, &ls);
+        bad = v4_run_prompts(&ss.cfg, ss.st, numla_isa_best(), &g, R, &ls);
         src_close(&ss);
     }
     CU_ASSERT_FALSE(bad);
-    const int64_t V = gs.cfg.vocab_size;
     double worst = 0;
     int ok = 0, cmp = 0;
     double same = 0; /* the largest difference from the safetensors run's logits */
-    size_t at = 0;
-    for (int p = 0; p < g.nprompts && !bad; p++) {
-        const int n = g.len[p];
-        const float *l = lg + at * (size_t)V;
-        char name[64];
-        snprintf(name, sizeof name, "prompt%d.logits", p);
-        const float *ref = st_f32(g.expected, name, NULL, NULL);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-        worst = fmax(worst, maxabs_diff(l, ref, (size_t)n * (size_t)V, NULL));
-        same = fmax(same, maxabs_diff(l, ls + at * (size_t)V, (size_t)(n + N_GREEDY - 1) * (size_t)V, NULL));
-        for (int i = 0; i < N_GREEDY; i++) {
-            const float *row = l + (size_t)(n - 1 + i) * V;
-            int best = 0;
-            for (int64_t v = 1; v < V; v++)
-                best = row[v] > row[best] ? (int)v : best;
-            if (g.margin[p][i] > 2 * LOGIT_TOL) {
-                cmp++;
-                ok += best == g.greedy[p][i];
-            }
-        }
-        at += (size_t)(n + N_GREEDY - 1);
+    if (!bad) {
+        const size_t n = v4_prompt_rows(&g) * (size_t)gs.cfg.vocab_size;
+        v4_compare(&g, g.expected, lg, gs.cfg.vocab_size, 0, &worst, &ok, &cmp);
+        same = maxabs_diff(lg, ls, n, NULL);
     }
     NUMLA_ASSERT_MSG(worst <= LOGIT_TOL, "v4 gguf %d ranks: logits max err %g", R, worst);
     NUMLA_ASSERT_MSG(ok == cmp && cmp == g.nprompts * N_GREEDY, "v4 gguf %d ranks: %d of %d "
@@ -239,11 +122,8 @@ static void test_gguf_2ranks(void) { check_gguf(2); }
 static void check_gguf_numpy(const char *name)
 {
     golden g;
-    if (golden_load_file(&g, "v4", "model_fp8", "expected.safetensors")) {
-        CU_FAIL("golden data");
-        golden_free(&g);
+    if (v4_golden_load(&g, "model_fp8"))
         return;
-    }
     numla_safetensors_model *exp = NULL;
     char path[1200], rel[256];
     snprintf(rel, sizeof rel, "tests/golden/v4/%s.expected.safetensors", name);
@@ -268,31 +148,13 @@ static void check_gguf_numpy(const char *name)
     }
     for (int R = 1; R <= 2; R++) {
         float *lg = NULL;
-        if (run_ranks(&gs, &g, R, &lg)) {
+        if (v4_run_prompts(&gs.cfg, gs.st, numla_isa_best(), &g, R, &lg)) {
             CU_FAIL("gguf run");
             continue;
         }
-        const int64_t V = gs.cfg.vocab_size;
         double worst = 0;
         int ok = 0, cmp = 0;
-        size_t at = 0;
-        for (int p = 0; p < g.nprompts; p++) {
-            const int n = g.len[p];
-            char tn[64];
-            snprintf(tn, sizeof tn, "prompt%d.logits", p);
-            const float *ref = st_f32(exp, tn, NULL, NULL);
-            CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-            worst = fmax(worst, maxabs_diff(lg + at * (size_t)V, ref, (size_t)n * (size_t)V, NULL));
-            for (int i = 0; i < N_GREEDY; i++) {
-                const float *row = lg + (at + (size_t)(n - 1 + i)) * (size_t)V;
-                int best = 0;
-                for (int64_t v = 1; v < V; v++)
-                    best = row[v] > row[best] ? (int)v : best;
-                cmp++;
-                ok += best == g.greedy[p][i];
-            }
-            at += (size_t)(n + N_GREEDY - 1);
-        }
+        v4_compare(&g, exp, lg, gs.cfg.vocab_size, 1, &worst, &ok, &cmp);
         NUMLA_ASSERT_MSG(worst <= LOGIT_TOL, "v4 %s %d ranks: logits max err %g", name, R, worst);
         NUMLA_ASSERT_MSG(ok == cmp, "v4 %s %d ranks: %d of %d greedy tokens", name, R, ok, cmp);
         fprintf(stderr, "\n    golden v4 %s %d rank%s: logits max abs err %.3g, greedy %d/%d",

@@ -14,10 +14,7 @@
  *   - the published FP8 + FP4 form (tests/golden/v4/mtp_fp8) at 1 and 2 ranks;
  *   - refusals: a checkpoint without the layer, a model loaded without it, a hidden row of
  *     another position, a chained row past the last MTP step's. */
-#include "model_golden_harness.h"
-
-#include "engine/model/config_v4.h"
-#include "engine/model/model_v4.h"
+#include "v4_golden_harness.h"
 
 #define MTP_PROMPTS 2
 
@@ -56,7 +53,6 @@ static int mtp_gold_load(mtp_gold *d, const char *sub)
 /* One rank's run of the case above: writes its vocabulary slice of every MTP row into out[p]
  * ((n_p - 1) + 1 rows of V: the rows at positions 0..n_p-2, then the chained row). */
 typedef struct mtp_rank {
-    rank_ctx rc;
     const numla_v4_model *m;
     const mtp_gold *d;
     float *out[MTP_PROMPTS];
@@ -145,36 +141,23 @@ static void check_mtp(const char *sub, numla_isa isa, int R)
     numla_safetensors_model *st = NULL;
     CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(d.g.dir, &st), NUMLA_STATUS_OK);
     const int64_t V = cfg.vocab_size;
-    shm_reduce sh = {.nranks = R};
-    pthread_barrier_init(&sh.bar, NULL, (unsigned)R);
-    sh.cap = 256 * cfg.hidden_size;
-    mtp_rank rk[4];
-    numla_v4_model *ms[4] = {0};
+    v4_team t;
+    int bad = v4_team_load(&t, &cfg, st, isa, R);
+    numla_safetensors_close(&st);
+    if (bad) {
+        golden_free(&d.g);
+        return;
+    }
     float *all[MTP_PROMPTS];
     for (int p = 0; p < MTP_PROMPTS; p++)
         all[p] = calloc((size_t)d.g.len[p] * (size_t)V, sizeof(float));
-    for (int r = 0; r < R; r++) {
-        numla_status ls = numla_v4_model_load_shard(&cfg, st, isa, r, R, &ms[r]);
-        NUMLA_ASSERT_MSG(ls == NUMLA_STATUS_OK, "rank %d load: %s", r, numla_error_message());
-        CU_ASSERT_PTR_NOT_NULL_FATAL(ms[r]);
-        sh.slot[r] = malloc(sizeof(float) * (size_t)sh.cap);
-        rk[r] = (mtp_rank){.rc = {.sh = &sh, .rank = r}, .m = ms[r], .d = &d,
-                           .out = {all[0], all[1]}};
-        if (R > 1)
-            numla_v4_model_set_reduce(ms[r], shm_reduce_fn, &rk[r].rc);
-    }
-    numla_safetensors_close(&st);
-    int team = omp_get_max_threads();
-    if (R > 1)
-        omp_set_num_threads(1);
-    pthread_t th[4];
+    mtp_rank rk[V4_MAX_RANKS];
     for (int r = 0; r < R; r++)
-        pthread_create(&th[r], NULL, mtp_rank_main, &rk[r]);
-    for (int r = 0; r < R; r++) {
-        pthread_join(th[r], NULL);
+        rk[r] = (mtp_rank){.m = t.m[r], .d = &d, .out = {all[0], all[1]}};
+    v4_team_run(&t, mtp_rank_main, rk, sizeof rk[0]);
+    for (int r = 0; r < R; r++)
         CU_ASSERT_TRUE(rk[r].ok);
-    }
-    omp_set_num_threads(team);
+    v4_team_free(&t);
     double worst = 0, worst_chain = 0;
     for (int p = 0; p < MTP_PROMPTS; p++) {
         const size_t n = (size_t)d.g.len[p];
@@ -187,13 +170,8 @@ static void check_mtp(const char *sub, numla_isa isa, int R)
                      worst, worst_chain);
     fprintf(stderr, "\n    golden v4 MTP %s %d rank%s (%s): logits max abs err %.3g, chained %.3g",
             sub, R, R > 1 ? "s" : "", numla_isa_name(isa), worst, worst_chain);
-    for (int r = 0; r < R; r++) {
-        numla_v4_model_destroy(&ms[r]);
-        free(sh.slot[r]);
-    }
     for (int p = 0; p < MTP_PROMPTS; p++)
         free(all[p]);
-    pthread_barrier_destroy(&sh.bar);
     golden_free(&d.g);
 }
 
@@ -276,18 +254,14 @@ static void test_mtp_refusals(void)
 static void test_truncate(void)
 {
     golden g;
-    if (golden_load_file(&g, "v4", "model_fp32", "expected.safetensors")) {
-        CU_FAIL("golden data");
+    if (v4_golden_load(&g, "model_fp32"))
+        return;
+    numla_model_config cfg;
+    numla_v4_model *m = NULL;
+    if (v4_load(g.dir, numla_isa_best(), 0, &cfg, &m)) {
         golden_free(&g);
         return;
     }
-    numla_model_config cfg;
-    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(g.dir, &cfg), NUMLA_STATUS_OK);
-    numla_safetensors_model *st = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(g.dir, &st), NUMLA_STATUS_OK);
-    numla_v4_model *m = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_v4_model_load(&cfg, st, numla_isa_best(), &m), NUMLA_STATUS_OK);
-    numla_safetensors_close(&st);
     const int64_t V = cfg.vocab_size;
     const int p = 3, n = g.len[p];
     CU_ASSERT_EQUAL_FATAL(n, 250);
@@ -349,11 +323,10 @@ static void test_truncate(void)
         golden_free(&d.g);
         return;
     }
-    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(d.g.dir, &cfg), NUMLA_STATUS_OK);
-    CU_ASSERT_EQUAL_FATAL(numla_v4_config_enable_mtp(&cfg), NUMLA_STATUS_OK);
-    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(d.g.dir, &st), NUMLA_STATUS_OK);
-    CU_ASSERT_EQUAL_FATAL(numla_v4_model_load(&cfg, st, numla_isa_best(), &m), NUMLA_STATUS_OK);
-    numla_safetensors_close(&st);
+    if (v4_load(d.g.dir, numla_isa_best(), 1, &cfg, &m)) {
+        golden_free(&d.g);
+        return;
+    }
     const int q = 0, nq = d.g.len[q], h = nq / 2;
     CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &b), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(numla_v4_forward_rows(m, 1, &b, (const int32_t *[]){d.g.tokens[q]},
