@@ -13,11 +13,14 @@ copy that made the goldens came from) and renders the conversations of DeepSeek-
 set (scripts/make_dsv32_chat_golden.py) and a few that exercise what V4 does differently, with
 encode_messages(messages, thinking_mode="chat" | "thinking"); the request's tools are put where
 vLLM's DeepSeek-V4 tokenizer puts them: on the first message when it is a system or developer
-message, else on a system message without content put in front. Writes:
+message, else on a system message without content put in front. A few conversations (EFFORT_CASES)
+are also rendered with each reasoning_effort the encoding knows ("high", "max") and one it
+refuses ("low"). Writes:
 
   tests/golden/chat_dsv4/cases.json  {"encoding_sha256", "conversations": [{"messages",
                                       "tools"}], "renders": [{"conversation", "thinking",
-                                      "text"}], "errors": [{"conversation", "thinking"}]}
+                                      "reasoning_effort"?, "text"}], "errors": [{"conversation",
+                                      "thinking", "reasoning_effort"?}]}
 
     /opt/venv/bin/python scripts/make_dsv4_chat_golden.py --encoding PATH/encoding_dsv4.py \
         [--out DIR]
@@ -76,6 +79,14 @@ V4_CONVERSATIONS = [
 
 CONVERSATIONS = DSV32_CONVERSATIONS + V4_CONVERSATIONS
 
+# reasoning_effort: rendered (in thinking mode "max" puts a paragraph before the first message
+# rendered) on one user message, a system message first, tools on the system message and on
+# one put in front, no messages at all (nothing rendered, no paragraph), and a first message
+# that thinking mode leaves out (an unknown role, a developer message before the last user
+# turn); "low" is refused (an assertion in render_message), except with no messages to render.
+EFFORT_CASES = [0, 1, 5, 12, 19, 26, 27]
+EFFORTS = ["high", "max", "low"]
+
 
 def attach_tools(messages, tools):
     messages = copy.deepcopy(messages)
@@ -101,15 +112,21 @@ def main():
     enc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(enc)
     renders, errors = [], []
-    for ci, conv in enumerate(CONVERSATIONS):
+    runs = [(ci, None) for ci in range(len(CONVERSATIONS))]
+    runs += [(ci, e) for ci in EFFORT_CASES for e in EFFORTS if (e, ci) != ("low", 12)]
+    for ci, effort in runs:
+        conv = CONVERSATIONS[ci]
         for thinking in (False, True):
             key = {"conversation": ci, "thinking": thinking}
+            if effort:
+                key["reasoning_effort"] = effort
             msgs = attach_tools(conv["messages"], conv.get("tools"))
             try:
-                text = enc.encode_messages(msgs, thinking_mode="thinking" if thinking else "chat")
+                text = enc.encode_messages(msgs, thinking_mode="thinking" if thinking else "chat",
+                                           reasoning_effort=effort)
             except Exception as e:  # noqa: BLE001 - recorded as an expected error
-                print(f"conversation {ci} thinking={thinking}: {type(e).__name__}: {e}",
-                      file=sys.stderr)
+                print(f"conversation {ci} thinking={thinking} effort={effort}: "
+                      f"{type(e).__name__}: {e}", file=sys.stderr)
                 errors.append(key)
                 continue
             renders.append(dict(key, text=text))

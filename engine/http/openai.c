@@ -397,6 +397,19 @@ static int parse_template_kwargs(json_t *v, numla_openai_request *r, numla_opena
     return 1;
 }
 
+/* reasoning_effort: a string or null; which values the model's template knows is the serving
+ * adapter's check. */
+static int parse_effort(json_t *v, numla_openai_request *r, numla_openai_error *err)
+{
+    if (!v || json_is_null(v))
+        return 1;
+    if (!json_is_string(v) || json_string_length(v) == 0)
+        return bad(err, "reasoning_effort", "'reasoning_effort' must be a non-empty string");
+    if (!(r->reasoning_effort = strdup(json_string_value(v))))
+        return oom(err);
+    return 1;
+}
+
 /* A forced call's grammar: the arguments of tool `fn` follow its parameters (absent: no
  * arguments, "{}"), which must be an object schema inside the subset. */
 static int forced_call_grammar(json_t *fn, size_t k, numla_openai_request *r,
@@ -569,7 +582,7 @@ static int unsupported(const char *key, json_t *v, numla_openai_error *err)
 static const char *const UNSUPPORTED[] = {
     "suffix", "functions", "function_call",
     "service_tier", "store", "metadata", "modalities", "audio", "prediction", "reasoning_effort",
-    "web_search_options"};
+    "web_search_options"}; /* reasoning_effort: chat takes a string (parse_effort) */
 
 static int in_list(const char *key, const char *const *list, size_t n)
 {
@@ -593,7 +606,7 @@ static int check_field_names(json_t *o, int is_chat, numla_openai_error *err)
     static const char *const completions[] = {"prompt", "echo"};
     static const char *const chat[] = {"messages",     "max_completion_tokens", "top_logprobs",
                                        "tools",        "tool_choice", "parallel_tool_calls",
-                                       "chat_template_kwargs"};
+                                       "chat_template_kwargs", "reasoning_effort"};
     const char *key;
     json_t *v;
     json_object_foreach(o, key, v) {
@@ -639,7 +652,8 @@ static int parse_input(json_t *o, const numla_openai_limits *lim, numla_openai_r
         return parse_messages(v, r, err) &&
                (!(v = json_object_get(o, "tools")) || parse_tools(v, r, err)) &&
                parse_tool_choice(o, r, err) &&
-               parse_template_kwargs(json_object_get(o, "chat_template_kwargs"), r, err);
+               parse_template_kwargs(json_object_get(o, "chat_template_kwargs"), r, err) &&
+               parse_effort(json_object_get(o, "reasoning_effort"), r, err);
     }
     if (!(v = json_object_get(o, "prompt")))
         return bad(err, "prompt", "missing field 'prompt'");
@@ -943,6 +957,7 @@ void numla_openai_request_free(numla_openai_request *r)
     }
     free(r->messages);
     free(r->tools_json);
+    free(r->reasoning_effort);
     numla_grammar_destroy(&r->grammar);
     free(r->tool_choice_name);
     for (int32_t i = 0; i < r->num_stop_strings; i++)

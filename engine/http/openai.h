@@ -21,11 +21,13 @@
  *   object, strict?: bool}}]), tool_choice ("auto" | null | "none" | "required" |
  *   {"type": "function", "function": {"name"}}: docs/serving.md), parallel_tool_calls (bool | null),
  *   chat_template_kwargs ({thinking?: bool, enable_thinking?: bool}, the same switch as vLLM and
- *   SGLang take it for DeepSeek-V3.1), max_tokens / max_completion_tokens (default: up to the
+ *   SGLang take it for DeepSeek-V3.1), reasoning_effort (string | null: the values a family's
+ *   template renders, deepseek-v4's "high" and "max"; a given effort means thinking unless
+ *   chat_template_kwargs turns it off), max_tokens / max_completion_tokens (default: up to the
  *   context, max_tokens_given = 0), temperature, top_p, top_k, seed, stop, logprobs (bool),
  *   top_logprobs (0..20), stream, stream_options.include_usage, user, ignore_eos,
  *   stop_token_ids. Whether the model's chat template can render tools, tool calls, tool
- *   messages and the thinking switch is checked by the serving adapter (it knows the template).
+ *   messages, the thinking switch and the reasoning effort is checked by the serving adapter (it knows the template).
  * Both: n (1..128 choices per prompt, prompts x n at most 128) and best_of (equal to n).
  * vLLM's POST /tokenize: {model?, prompt: string, add_special_tokens? (true),
  *   return_token_strs?} or {model?, messages, add_generation_prompt? (true),
@@ -144,6 +146,8 @@ typedef struct numla_openai_request {
     int32_t num_tools;
     int thinking;               /* chat_template_kwargs.thinking (or enable_thinking): 1 / 0;
                                    -1: not given */
+    char *reasoning_effort;     /* chat: "reasoning_effort" as given (a string), NULL: absent or
+                                   null; the serving adapter checks it against the template */
     numla_grammar *grammar;     /* response_format (json_object / json_schema), or the forced
                                    call's arguments (tool_choice_name): a reference each choice's
                                    request takes one of; NULL: none */

@@ -136,7 +136,7 @@ static numla_status refuse(adapter_refusal *no, const char *field, const char *f
 }
 
 /* What the request asks of the chat template that it cannot render: tools, tool calls, tool
- * messages and the thinking switch, each where the family's row says its template has none
+ * messages, the thinking switch and a reasoning_effort it does not know, each where the family's row says its template has none
  * (engine/text/chat_template.c; the thinking templates without a switch always think, the
  * rest never do). Returns 1 with *no filled when refused. */
 static int chat_unsupported(const numla_chat_template *t, const numla_openai_request *r,
@@ -173,6 +173,25 @@ static int chat_unsupported(const numla_chat_template *t, const numla_openai_req
             refuse(no, "chat_template_kwargs.thinking", "'chat_template_kwargs.thinking' cannot "
                    "be %s for this model: its %s chat template %s", r->thinking ? "true" : "false",
                    name, thinks ? "always thinks" : "has no thinking mode");
+            return 1;
+        }
+    }
+    if (r->reasoning_effort) {
+        const char *const *known = numla_chat_template_reasoning_efforts(t), *const *e = known;
+        while (*e && strcmp(*e, r->reasoning_effort))
+            e++;
+        if (!known[0]) {
+            refuse(no, "reasoning_effort", "'reasoning_effort' cannot be given to this model: "
+                   "its %s chat template has no reasoning effort", name);
+            return 1;
+        }
+        if (!*e) {
+            char list[96] = "";
+            for (e = known; *e; e++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s\"%s\"",
+                         e == known ? "" : e[1] ? ", " : " or ", *e);
+            refuse(no, "reasoning_effort", "'reasoning_effort' \"%.40s\" is not one this "
+                   "model's %s chat template knows (%s)", r->reasoning_effort, name, list);
             return 1;
         }
     }
@@ -247,9 +266,12 @@ static numla_status chat_prompt(numla_http_adapter *g, const numla_openai_reques
     }
     /* V3.1's switch (chat_template_kwargs.thinking) is off unless asked for, as in its template */
     const int tok = r->endpoint == NUMLA_OPENAI_TOKENIZE; /* its own two switches */
+    /* a reasoning effort asks for thinking unless the request turned it off */
+    const int thinking = r->thinking >= 0 ? r->thinking : r->reasoning_effort ? 1 : -1;
     numla_chat_options opts = {.add_generation_prompt = tok ? r->add_generation_prompt : 1,
-                               .thinking = r->thinking > 0,
-                               .thinking_given = r->thinking >= 0, .tools_json = r->tools_json};
+                               .thinking = thinking > 0, .thinking_given = thinking >= 0,
+                               .tools_json = r->tools_json,
+                               .reasoning_effort = r->reasoning_effort};
     char *text = NULL;
     size_t len = 0;
     numla_status s = numla_chat_template_render_opts(g->o.chat, m, r->num_messages, &opts, &text,

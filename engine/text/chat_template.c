@@ -63,6 +63,8 @@ static const char *const stop_none[] = {NULL};
 static const char *const stop_kimi[] = {K_END, NULL};
 /* GLM-5's generation config stops at <|user|> and <|observation|> besides its EOS */
 static const char *const stop_glm[] = {"<|user|>", "<|observation|>", NULL};
+/* the reasoning_effort values DeepSeek-V4's encode_messages accepts (chat_template_dsv4.c) */
+static const char *const efforts_dsv4[] = {"high", "max", NULL};
 
 enum {
     THINKS = NUMLA_CHAT_CAN_SWITCH_THINKING << 1, /* writes its reasoning before the answer */
@@ -78,24 +80,26 @@ enum {
  * deepseek-v3.2 and deepseek-v4: DeepSeek ships Python; picked by name or model_type). tools:
  * the markers its model writes tool calls with (tool_calls.c), NULL when it writes none. */
 static const numla_chat_family families[] = {
-    {"deepseek-v2", render_v2, check_plain, stop_none, NULL, 0},
-    {"deepseek-v2.5", render_v2_5, check_plain, stop_none, NULL, 0},
-    {"deepseek-v3", render_v3, check_plain, stop_none, &numla_tool_markers_deepseek_fenced, 0},
+    {"deepseek-v2", render_v2, check_plain, stop_none, NULL, 0, NULL},
+    {"deepseek-v2.5", render_v2_5, check_plain, stop_none, NULL, 0, NULL},
+    {"deepseek-v3", render_v3, check_plain, stop_none, &numla_tool_markers_deepseek_fenced, 0,
+     NULL},
     {"deepseek-r1", render_r1, check_plain, stop_none, &numla_tool_markers_deepseek_fenced,
-     THINKS},
+     THINKS, NULL},
     {"deepseek-v3.1", render_v3_1, check_tools, stop_none, &numla_tool_markers_deepseek,
      NUMLA_CHAT_CAN_WRITE_TOOL_CALLS | NUMLA_CHAT_CAN_WRITE_TOOL_RESULTS |
-         NUMLA_CHAT_CAN_SWITCH_THINKING | THINKS | CONTENT_NEEDED},
+         NUMLA_CHAT_CAN_SWITCH_THINKING | THINKS | CONTENT_NEEDED, NULL},
     {"kimi-k2", render_kimi_k2, check_tools, stop_kimi, &numla_tool_markers_kimi,
-     NUMLA_CHAT_CAN_DECLARE_TOOLS | NUMLA_CHAT_CAN_WRITE_TOOL_RESULTS},
+     NUMLA_CHAT_CAN_DECLARE_TOOLS | NUMLA_CHAT_CAN_WRITE_TOOL_RESULTS, NULL},
     {"kimi-k2-thinking", render_kimi_k2_thinking, check_tools, stop_kimi, &numla_tool_markers_kimi,
      NUMLA_CHAT_CAN_DECLARE_TOOLS | NUMLA_CHAT_CAN_WRITE_TOOL_CALLS |
-         NUMLA_CHAT_CAN_WRITE_TOOL_RESULTS | THINKS},
-    {"glm-5", render_glm5, check_tools, stop_glm, &numla_tool_markers_glm, TOOLS_ALL | THINKS},
+         NUMLA_CHAT_CAN_WRITE_TOOL_RESULTS | THINKS, NULL},
+    {"glm-5", render_glm5, check_tools, stop_glm, &numla_tool_markers_glm, TOOLS_ALL | THINKS,
+     NULL},
     {"deepseek-v3.2", render_dsv32, check_tools, stop_none, &numla_tool_markers_dsml,
-     TOOLS_ALL | THINKS | EMPTY_OK},
+     TOOLS_ALL | THINKS | EMPTY_OK, NULL},
     {"deepseek-v4", render_dsv4, check_tools, stop_none, &numla_tool_markers_dsml_v4,
-     TOOLS_ALL | THINKS | EMPTY_OK},
+     TOOLS_ALL | THINKS | EMPTY_OK, efforts_dsv4},
 };
 #define NUMLA_CHAT_NFAMILIES ((int)(sizeof families / sizeof families[0]))
 
@@ -923,6 +927,11 @@ int numla_chat_template_thinks(const numla_chat_template *t)
     return (t->builtin->flags & THINKS) != 0;
 }
 
+const char *const *numla_chat_template_reasoning_efforts(const numla_chat_template *t)
+{
+    return t->builtin->efforts ? t->builtin->efforts : stop_none;
+}
+
 int numla_chat_template_can(const numla_chat_template *t, numla_chat_ability what)
 {
     return (t->builtin->flags & what) == what;
@@ -993,6 +1002,23 @@ numla_status numla_chat_template_render_opts(const numla_chat_template *t,
     for (int i = 0; i < n; i++)
         if (!msgs[i].role)
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "messages[%d].role is missing", i);
+    if (opts && opts->reasoning_effort) {
+        const char *const *e = numla_chat_template_reasoning_efforts(t);
+        while (*e && strcmp(*e, opts->reasoning_effort))
+            e++;
+        if (!*e) {
+            if (!t->builtin->efforts)
+                NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "reasoning_effort: the %s chat template "
+                           "has no reasoning effort", t->builtin->name);
+            char known[96] = "";
+            for (e = t->builtin->efforts; *e; e++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s\"%s\"",
+                         e == t->builtin->efforts ? "" : e[1] ? ", " : " or ", *e);
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "reasoning_effort: \"%.40s\" is not one the "
+                       "%s chat template knows (%s)", opts->reasoning_effort, t->builtin->name,
+                       known);
+        }
+    }
     NUMLA_CHECK(t->builtin->check(t, msgs, n));
     numla_strbuf b = {0};
     numla_status st = t->builtin->render(t, msgs, n, opts, &b);

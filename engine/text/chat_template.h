@@ -96,6 +96,11 @@ typedef struct numla_chat_options {
     const char *tools_json; /* the request's "tools" as JSON text (an array), NULL: none; the
                                Kimi, GLM-5 and DeepSeek-V3.2/V4 templates write it back as
                                Python's json.dumps would */
+    const char *reasoning_effort; /* the request's reasoning_effort, NULL: not given; only a
+                                     family that lists it (numla_chat_template_reasoning_efforts)
+                                     renders one: deepseek-v4's "high" or "max" (the latter a
+                                     paragraph after the BOS in thinking mode); any other value
+                                     fails INVALID_ARG naming "reasoning_effort" */
 } numla_chat_options;
 
 /* Load the chat template of <model_dir>/tokenizer_config.json. force_name (NULL or a built-in
@@ -154,6 +159,10 @@ typedef enum numla_chat_ability {
 
 /* 1 when the template can write `what` (every bit of it). Not collective. */
 int numla_chat_template_can(const numla_chat_template *t, numla_chat_ability what);
+
+/* The reasoning_effort values the template renders, NULL-terminated (empty when it has none:
+ * every family but deepseek-v4, whose encoding knows "high" and "max"). Not collective. */
+const char *const *numla_chat_template_reasoning_efforts(const numla_chat_template *t);
 
 /* 1 when the template's model writes its reasoning before the answer (deepseek-r1,
  * deepseek-v3.1, kimi-k2-thinking, glm-5, deepseek-v3.2, deepseek-v4): the server splits it off

@@ -2,12 +2,13 @@
  *
  * DeepSeek-V4 (Flash and Pro) ships no Jinja chat template: its repository's
  * encoding/encoding_dsv4.py (encode_messages) builds the prompt in Python. This is that
- * function for numla's messages with drop_thinking at its default and no reasoning_effort
- * (sources and what was checked: tests/golden/chat_dsv4/README.md). It differs from V3.2's
+ * function for numla's messages with drop_thinking at its default (sources and what was
+ * checked: tests/golden/chat_dsv4/README.md). It differs from V3.2's
  * (chat_template_dsv32.c) in where the turns open and in tool results; the DSML tool-call block
  * is the same writer with the block named "tool_calls":
  *
- *   BOS, then the messages after three passes:
+ *   BOS, then (thinking mode, reasoning_effort "max", at least one message left to render)
+ *   the encoding's REASONING_EFFORT_MAX paragraph, then the messages after three passes:
  *   merge      every run of user and tool messages is one user turn whose blocks are the
  *              users' texts and the tools' "<tool_result>" content "</tool_result>", joined by
  *              "\n\n"
@@ -27,7 +28,9 @@
  *
  * The request's tools go where vLLM's DeepSeek-V4 tokenizer puts them: onto the first message
  * when it is a system or developer message, else onto a system message without content put in
- * front. thinking: on unless the request gave it as false (vLLM's default for V4). What the
+ * front. thinking: on unless the request gave it as false (vLLM's default for V4).
+ * reasoning_effort: "high" renders nothing of its own, "max" the paragraph above (the values
+ * are checked by numla_chat_template_render_opts from the families table). What the
  * Python code refuses is refused here, naming the message; so are a null user or tool content
  * (Python would fail, or write "None"). */
 #include <stdlib.h>
@@ -156,15 +159,28 @@ static numla_status dsv4_sort_results(v4_block *bl, int nb, const numla_chat_mes
     return NUMLA_STATUS_OK;
 }
 
-/* render_message for every message of L (n of them). */
+/* encoding_dsv4.py's REASONING_EFFORT_MAX, written before the first message it renders */
+static const char dsv4_effort_max[] =
+    "Reasoning Effort: Absolute maximum with no shortcuts permitted.\n"
+    "You MUST be very thorough in your thinking and comprehensively decompose the problem to "
+    "resolve the root cause, rigorously stress-testing your logic against all potential paths, "
+    "edge cases, and adversarial scenarios.\n"
+    "Explicitly write out your entire deliberation process, documenting every intermediate "
+    "step, considered alternative, and rejected hypothesis to ensure absolutely no assumption "
+    "is left unchecked.\n\n";
+
+/* render_message for every message of L (n of them); effort_max: the paragraph above before
+ * message 0 (thinking mode only, as render_message does). */
 static void dsv4_render(const v4_msg *L, int n, const v4_block *bl, int thinking, int drop,
-                        json_t *tools, numla_strbuf *b)
+                        int effort_max, json_t *tools, numla_strbuf *b)
 {
     int last_user = -1;
     for (int i = 0; i < n; i++)
         if (is(L[i].role, "user") || is(L[i].role, "developer"))
             last_user = i;
     numla_strbuf_puts(b, D_BOS);
+    if (n > 0 && thinking && effort_max)
+        numla_strbuf_puts(b, dsv4_effort_max);
     for (int i = 0; i < n; i++) {
         const v4_msg *x = &L[i];
         const numla_chat_message *m = x->m;
@@ -215,8 +231,8 @@ static void dsv4_render(const v4_msg *L, int n, const v4_block *bl, int thinking
 
 /* The passes and the checks, then the render; L, bl and args are the caller's (sized n + 1). */
 static numla_status dsv4_encode(const numla_chat_message *msgs, int n, int thinking,
-                                json_t *tools, v4_msg *L, v4_block *bl, json_t *const *args,
-                                numla_strbuf *b)
+                                int effort_max, json_t *tools, v4_msg *L, v4_block *bl,
+                                json_t *const *args, numla_strbuf *b)
 {
     /* the request's tools ride on a leading system or developer message */
     int nl = 0, nb = 0;
@@ -274,7 +290,7 @@ static numla_status dsv4_encode(const numla_chat_message *msgs, int n, int think
                        "encoding needs text in a developer message)", L[i].at,
                        L[i].m->content ? "empty" : "null");
     }
-    dsv4_render(L, nl, bl, thinking, drop, tools, b);
+    dsv4_render(L, nl, bl, thinking, drop, effort_max, tools, b);
     return NUMLA_STATUS_OK;
 }
 
@@ -299,8 +315,9 @@ numla_status numla_chat_render_dsv4(const numla_chat_message *msgs, int n,
             s = dsv4_arguments(&msgs[i], i, k, &args[used++]);
     /* thinking is on unless the request turned it off */
     const int thinking = o->thinking_given ? o->thinking != 0 : 1;
+    const int effort_max = o->reasoning_effort && !strcmp(o->reasoning_effort, "max");
     if (s == NUMLA_STATUS_OK)
-        s = dsv4_encode(msgs, n, thinking, tools, L, bl, args, b);
+        s = dsv4_encode(msgs, n, thinking, effort_max, tools, L, bl, args, b);
     for (int k = 0; k < used; k++)
         json_decref(args[k]);
     free(args);

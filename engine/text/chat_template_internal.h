@@ -31,6 +31,8 @@ typedef struct numla_chat_family {
     const char *const *stop;     /* turn-ending tokens besides the EOS, NULL-terminated */
     const numla_tool_syntax *tools; /* its tool-call markers (tool_calls.c); NULL: none */
     unsigned flags;              /* numla_chat_ability bits and chat_template.c's own */
+    const char *const *efforts;  /* the reasoning_effort values it renders, NULL-terminated;
+                                    NULL: none */
 } numla_chat_family;
 
 /* The Jinja text of text/templates/<name>.jinja, compiled in by the build

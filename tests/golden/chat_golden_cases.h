@@ -33,7 +33,9 @@ static numla_status chat_golden_render(numla_chat_template *t, json_t *convs, js
     numla_chat_options o = {.add_generation_prompt = 1,
                             .thinking = json_is_true(json_object_get(r, "thinking")),
                             .thinking_given = 1,
-                            .tools_json = c.tools};
+                            .tools_json = c.tools,
+                            .reasoning_effort = json_string_value(
+                                json_object_get(r, "reasoning_effort"))};
     numla_status s = numla_chat_template_render_opts(t, c.m, c.n, &o, got, len);
     conv_free(&c);
     return s;
@@ -63,9 +65,10 @@ static void chat_golden_check_cases(const char *rel, const char *template_name,
         int same = s == NUMLA_STATUS_OK && len == wlen && memcmp(got, want, len) == 0 &&
                    got[len] == 0;
         if (!same) {
-            fprintf(stderr, "\n    conversation %d thinking=%d: status %d %s\n",
+            const char *effort = json_string_value(json_object_get(r, "reasoning_effort"));
+            fprintf(stderr, "\n    conversation %d thinking=%d effort=%s: status %d %s\n",
                     (int)json_integer_value(json_object_get(r, "conversation")),
-                    json_is_true(json_object_get(r, "thinking")), (int)s,
+                    json_is_true(json_object_get(r, "thinking")), effort ? effort : "-", (int)s,
                     s ? numla_error_message() : "");
             if (s == NUMLA_STATUS_OK) {
                 size_t k = 0;

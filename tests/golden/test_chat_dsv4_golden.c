@@ -2,8 +2,9 @@
  * conversation of tests/golden/chat_dsv4/cases.json (V3.2's golden set and V4's own cases:
  * tool results merged into user turns and sorted by the calls' order, runs of user messages,
  * tools on a system or developer message or on one put in front, DSML tool calls, arguments
- * that are not JSON, roles left out in thinking mode, refusals) rendered by DeepSeek's
- * encode_messages in chat and thinking mode (scripts/make_dsv4_chat_golden.py), byte for byte;
+ * that are not JSON, roles left out in thinking mode, refusals, reasoning_effort "high" and
+ * "max" and a refused "low") rendered by DeepSeek's encode_messages in chat and thinking mode
+ * (scripts/make_dsv4_chat_golden.py), byte for byte;
  * what it refuses is refused too; and the tool calls DeepSeek's code wrote into them read back
  * by the deepseek-v4 tool-call parser as the calls they were. */
 #include "chat_golden_cases.h"
@@ -12,7 +13,7 @@
 
 static void test_golden_renders(void)
 {
-    chat_golden_check_cases("tests/golden/chat_dsv4/cases.json", "deepseek-v4", 50);
+    chat_golden_check_cases("tests/golden/chat_dsv4/cases.json", "deepseek-v4", 81);
 }
 
 /* What DeepSeek's code wrote reads back: every golden render parsed whole by the deepseek-v4

@@ -245,6 +245,17 @@ static void test_chat_fields(void)
                                               &fe), 1);
     CU_ASSERT_EQUAL(r.params.max_tokens, 500);
     numla_openai_request_free(&r);
+
+    /* reasoning_effort: chat keeps the string (the adapter checks it against the template);
+     * null is absent */
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": "
+                          "\"\"}], \"reasoning_effort\": \"max\"}", &r, &e), 0);
+    CU_ASSERT(r.reasoning_effort && !strcmp(r.reasoning_effort, "max"));
+    numla_openai_request_free(&r);
+    CU_ASSERT_EQUAL(parse(NUMLA_OPENAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": "
+                          "\"\"}], \"reasoning_effort\": null}", &r, &e), 0);
+    CU_ASSERT_PTR_NULL(r.reasoning_effort);
+    numla_openai_request_free(&r);
 }
 
 static void test_errors_name_the_field(void)
@@ -271,6 +282,12 @@ static void test_errors_name_the_field(void)
     expect_400(C, "{\"prompt\": \"a\", \"best_of\": 3}", "best_of", "invalid_value");
     expect_400(C, "{\"prompt\": \"a\", \"n\": 2, \"best_of\": 3}", "best_of", "invalid_value");
     expect_400(C, "{\"prompt\": \"a\", \"suffix\": \"z\"}", "suffix", "unsupported_field");
+    expect_400(C, "{\"prompt\": \"a\", \"reasoning_effort\": \"max\"}", "reasoning_effort",
+               "unsupported_field");
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                  "\"reasoning_effort\": 3}", "reasoning_effort", "invalid_value");
+    expect_400(H, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                  "\"reasoning_effort\": \"\"}", "reasoning_effort", "invalid_value");
     /* the penalties, min_p and logit_bias: out of range or of the wrong type, naming the field */
     expect_400(C, "{\"prompt\": \"a\", \"presence_penalty\": 2.5}", "presence_penalty",
                "invalid_value");

@@ -486,8 +486,9 @@ static void test_chat_refused_by_template(void)
 {
     const char *dir = numla_test_source_path("tests/golden/tokenizer/bpe1k");
     numla_tokenizer *tok = NULL;
-    numla_chat_template *v3 = NULL, *v31 = NULL, *k2t = NULL;
+    numla_chat_template *v3 = NULL, *v31 = NULL, *k2t = NULL, *v4 = NULL;
     CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load(dir, &tok), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_builtin("deepseek-v4", &v4), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_json(NULL, "deepseek-v3", &v3), NUMLA_STATUS_OK);
     CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_json(NULL, "deepseek-v3.1", &v31),
                           NUMLA_STATUS_OK);
@@ -511,6 +512,12 @@ static void test_chat_refused_by_template(void)
          "chat_template_kwargs.thinking", "deepseek-v3 chat template has no thinking mode"},
         {k2t, "{\"messages\": [" U "], \"chat_template_kwargs\": {\"enable_thinking\": false}}",
          "chat_template_kwargs.thinking", "kimi-k2-thinking chat template always thinks"},
+        {k2t, "{\"messages\": [" U "], \"reasoning_effort\": \"high\"}", "reasoning_effort",
+         "kimi-k2-thinking chat template has no reasoning effort"},
+        {v4, "{\"messages\": [" U "], \"reasoning_effort\": \"low\"}", "reasoning_effort",
+         "\"low\" is not one this model's deepseek-v4 chat template knows (\"high\" or \"max\")"},
+        {v4, "{\"messages\": [" U "], \"reasoning_effort\": \"xhigh\"}", "reasoning_effort",
+         "\"xhigh\" is not one"},
     };
 #undef U
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -554,6 +561,7 @@ static void test_chat_refused_by_template(void)
     numla_chat_template_destroy(&v3);
     numla_chat_template_destroy(&v31);
     numla_chat_template_destroy(&k2t);
+    numla_chat_template_destroy(&v4);
     numla_tokenizer_destroy(&tok);
 }
 
@@ -637,6 +645,49 @@ static void test_chat_glm5_and_v32(void)
     CU_ASSERT_EQUAL(o.reasoning_mode, NUMLA_HTTP_REASONING_OPEN);
     numla_request_free(&o.r);
     fixture_close(&f);
+    /* V4's reasoning_effort reaches the template: "max" without the switch thinks and writes
+     * the effort paragraph; with thinking turned off the encoding renders chat mode, without
+     * it; "high" renders as no effort */
+    const struct {
+        const char *extra;
+        int thinking, paragraph;
+        const char *effort;
+    } eff[] = {
+        {", \"reasoning_effort\": \"max\"", 1, 1, "max"},
+        {", \"reasoning_effort\": \"max\", \"chat_template_kwargs\": {\"thinking\": false}", 0, 0,
+         "max"},
+        {", \"reasoning_effort\": \"high\"", 1, 0, "high"},
+    };
+    for (size_t k = 0; k < sizeof eff / sizeof *eff; k++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": "
+                                    "\"a\"}]%s}", eff[k].extra);
+        fixture_open(&f, 4096, tok, v4, 0);
+        run_chat(&f, body, &o);
+        NUMLA_ASSERT_MSG(o.status == 0 && o.parse_status == 0 && o.r.num_prompt > 0,
+                         "effort case %zu: status %d/%d param '%s'", k, o.parse_status, o.status,
+                         o.param);
+        numla_chat_message m = {.role = "user", .content = "a"};
+        numla_chat_options opts = {.add_generation_prompt = 1, .thinking = eff[k].thinking,
+                                   .thinking_given = 1, .reasoning_effort = eff[k].effort};
+        char *text = NULL;
+        size_t len = 0;
+        int32_t *want = NULL;
+        int64_t n = 0;
+        CU_ASSERT_EQUAL_FATAL(numla_chat_template_render_opts(v4, &m, 1, &opts, &text, &len),
+                              NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL((strstr(text, "Reasoning Effort: Absolute maximum") != NULL),
+                        eff[k].paragraph);
+        CU_ASSERT_EQUAL_FATAL(numla_tokenizer_encode(tok, text, len, 0, &want, &n),
+                              NUMLA_STATUS_OK);
+        NUMLA_ASSERT_MSG(tokens_are(&o.r, want, (int32_t)n),
+                         "effort case %zu: prompt is not the rendering", k);
+        CU_ASSERT_EQUAL(o.reasoning_mode == NUMLA_HTTP_REASONING_OPEN, eff[k].thinking);
+        free(text);
+        free(want);
+        numla_request_free(&o.r);
+        fixture_close(&f);
+    }
     numla_chat_template_destroy(&glm);
     numla_chat_template_destroy(&v32);
     numla_chat_template_destroy(&v4);
