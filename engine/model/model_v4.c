@@ -512,9 +512,15 @@ static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st
                 NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory for %s", name);
             numla_status s = NUMLA_STATUS_OK;
             for (int64_t r = 0; r < nr && s == NUMLA_STATUS_OK; r++)
-                s = numla_qblock_mxfp4_from_e2m1((const uint8_t *)t->data + (r0 + r) * (K / 2),
-                                                 (const uint8_t *)sc->data + (r0 + r) * nb, K,
-                                                 blk + r * ld);
+                if ((s = numla_qblock_mxfp4_from_e2m1((const uint8_t *)t->data + (r0 + r) * (K / 2),
+                                                      (const uint8_t *)sc->data + (r0 + r) * nb,
+                                                      K, blk + r * ld)) != NUMLA_STATUS_OK) {
+                    char why[256]; /* a NaN scale: the kernel names the block */
+                    snprintf(why, sizeof why, "%s", numla_error_message());
+                    free(blk);
+                    NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: %s: row %lld: %s", t->file, name,
+                               (long long)(r0 + r), why);
+                }
             /* fp32 activations (F32 mode) at every level, as the rest of this path: Q8 mode
              * rounds them to int8 (numla_qblock_act_for picks it where a level has the kernel),
              * which moves the tiny golden's routed choices and its logits by O(10) */
@@ -553,6 +559,21 @@ static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st
         if (s != NUMLA_STATUS_OK)
             NUMLA_FAIL(s, "v4 weights: dequantizing %s", name);
         return NUMLA_STATUS_OK;
+    }
+    if (t && t->dtype >= NUMLA_DTYPE_COUNT)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "%s: tensor %s has dtype %s (a matrix is F32, BF16, "
+                   "F16, or F8_E4M3 / I8 FP4 pairs with an F8_E8M0 P.scale)", t->file, name,
+                   numla_dtype_name(t->dtype));
+    /* a float matrix has no scale: one beside it says the checkpoint stored it quantized */
+    const size_t nl = strlen(name);
+    if (t && nl > 7 && !strcmp(name + nl - 7, ".weight")) {
+        char sn[320];
+        snprintf(sn, sizeof sn, "%.*s.scale", (int)(nl - 7), name);
+        const numla_safetensors_tensor *x = numla_safetensors_find(st, sn);
+        if (x)
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: tensor %s is %s but has a scale tensor %s (%s): "
+                       "a scaled weight is F8_E4M3, or I8 FP4 pairs", t->file, name,
+                       numla_dtype_name(t->dtype), sn, numla_dtype_name(x->dtype));
     }
     NUMLA_CHECK(ld_find(st, name, NULL, 2, shape, &t));
     const numla_dtype src = t->dtype == NUMLA_DTYPE_BF16 && !force_f32 ? NUMLA_DTYPE_BF16

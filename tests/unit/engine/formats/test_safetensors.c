@@ -544,30 +544,14 @@ static void test_hostile_files(void)
 
 /* ---------------------------------------------------------------------------------------- */
 
-/* The fuzz target's checks over seeded mutations of a valid file: byte flips, JSON-ish byte
- * substitutions, truncation, length-field edits, splices. Deterministic; a crash or a wrong
- * status aborts inside the target (and ASan builds check every access). */
-static void test_fuzz_mutations(void)
+/* 4000 mutations of seed (n0 bytes) through the fuzz target: bit flips, JSON-ish header
+ * bytes, truncation, the length field, spans duplicated or deleted. */
+static void fuzz_mutations_of(const unsigned char *seed, size_t n0, uint64_t rng_seed,
+                              const char *what)
 {
-    numla_safetensors_writer *w = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_safetensors_writer_create(&w), NUMLA_STATUS_OK);
-    const int64_t s1[] = {3, 4}, s2[] = {5}, s3[] = {2, 2, 2};
-    uint16_t b[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-    float f[8] = {0};
-    CU_ASSERT_EQUAL(numla_safetensors_writer_add(w, "model.a", NUMLA_DTYPE_BF16, 2, s1, b), 0);
-    CU_ASSERT_EQUAL(numla_safetensors_writer_add(w, "model.b", NUMLA_DTYPE_F32, 1, s2, f), 0);
-    CU_ASSERT_EQUAL(numla_safetensors_writer_add(w, "model.c", NUMLA_DTYPE_F16, 3, s3, b), 0);
-    const char *path = st_shard_path(st_dir("fuzzseed"), "model.safetensors");
-    CU_ASSERT_EQUAL_FATAL(numla_safetensors_writer_write(w, path), NUMLA_STATUS_OK);
-    numla_safetensors_writer_destroy(&w);
-    size_t n0 = 0;
-    unsigned char *seed = (unsigned char *)numla_test_read_file(path, &n0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(seed);
-    CU_ASSERT_EQUAL(numla_fuzz_safetensors_run(seed, n0), NUMLA_STATUS_OK);
-
     static const char alphabet[] = "{}[],:\"0123456789-.eE FBI8_ \\u";
     unsigned char *buf = malloc(2 * n0 + 64);
-    numla_test_rng rng = {20261202};
+    numla_test_rng rng = {rng_seed};
     int counts[NUMLA_STATUS_INTERNAL + 1] = {0};
     for (int it = 0; it < 4000; it++) {
         size_t n = n0;
@@ -628,9 +612,42 @@ static void test_fuzz_mutations(void)
                 counts[NUMLA_STATUS_FORMAT], counts[NUMLA_STATUS_UNSUPPORTED]);
     /* The mutations must reach both outcomes, or this test exercises nothing. */
     NUMLA_ASSERT_MSG(counts[NUMLA_STATUS_OK] > 20 && counts[NUMLA_STATUS_FORMAT] > 1000,
-                     "ok %d, format %d, unsupported %d", counts[NUMLA_STATUS_OK],
+                     "%s: ok %d, format %d, unsupported %d", what, counts[NUMLA_STATUS_OK],
                      counts[NUMLA_STATUS_FORMAT], counts[NUMLA_STATUS_UNSUPPORTED]);
     free(buf);
+}
+
+/* The fuzz target's checks over seeded mutations of two valid files (the writer's, and the V4
+ * corpus seed): byte flips, JSON-ish byte substitutions, truncation, length-field edits,
+ * splices. Deterministic; a crash or a wrong status aborts inside the target (and ASan builds
+ * check every access). */
+static void test_fuzz_mutations(void)
+{
+    numla_safetensors_writer *w = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_writer_create(&w), NUMLA_STATUS_OK);
+    const int64_t s1[] = {3, 4}, s2[] = {5}, s3[] = {2, 2, 2};
+    uint16_t b[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    float f[8] = {0};
+    CU_ASSERT_EQUAL(numla_safetensors_writer_add(w, "model.a", NUMLA_DTYPE_BF16, 2, s1, b), 0);
+    CU_ASSERT_EQUAL(numla_safetensors_writer_add(w, "model.b", NUMLA_DTYPE_F32, 1, s2, f), 0);
+    CU_ASSERT_EQUAL(numla_safetensors_writer_add(w, "model.c", NUMLA_DTYPE_F16, 3, s3, b), 0);
+    const char *path = st_shard_path(st_dir("fuzzseed"), "model.safetensors");
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_writer_write(w, path), NUMLA_STATUS_OK);
+    numla_safetensors_writer_destroy(&w);
+    size_t n0 = 0;
+    unsigned char *seed = (unsigned char *)numla_test_read_file(path, &n0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seed);
+    CU_ASSERT_EQUAL(numla_fuzz_safetensors_run(seed, n0), NUMLA_STATUS_OK);
+
+    fuzz_mutations_of(seed, n0, 20261202, "bf16/f32/f16 seed");
+    free(seed);
+    /* DeepSeek-V4's published dtypes (F8_E4M3, F8_E8M0, I8 FP4 pairs, I64 tid2eid): the corpus
+     * seed the fuzz target starts from too */
+    seed = (unsigned char *)numla_test_read_file(
+        numla_test_source_path("tests/fuzz/corpus/safetensors/v4_fp8_fp4.safetensors"), &n0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seed);
+    CU_ASSERT_EQUAL(numla_fuzz_safetensors_run(seed, n0), NUMLA_STATUS_OK);
+    fuzz_mutations_of(seed, n0, 20261206, "v4 seed");
     free(seed);
 }
 
