@@ -429,6 +429,7 @@ static numla_status bs_engine_create(const bs_opts *o, const numla_settings *set
     eo.block_size = 16;
     eo.weights = o->e.weights;
     eo.mtp = o->e.spec_k > 0; /* --speculative: the MTP layer too */
+    eo.prefix_cache = 1;      /* the levels with the prefix cache on */
     /* every sequence in flight at its longest, plus a little slack */
     const int64_t longest =
         (int64_t)o->pmax + o->shared_prefix + o->out_tokens +
@@ -572,8 +573,11 @@ static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_re
                   .max_seqs = c, .prefill_chunk = o->e.prefill_chunk,
                   .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
                   .eos_token_ids = cfg->eos_token_ids,
-                  /* deepseek_v4 has no prefix cache (docs/design.md §5.9): always off */
-                  .no_prefix_cache = !cache_on || cfg->v4.enabled, .spec_k = o->e.spec_k,
+                  /* deepseek_v4's prefix states do not carry the MTP layer's cache: off
+                   * with --speculative (docs/serving.md) */
+                  .no_prefix_cache = !cache_on || (cfg->v4.enabled && o->e.spec_k > 0),
+                  .prefix_stride = cfg->v4.enabled ? numla_v4_prefix_stride(cfg, 1) : 0,
+                  .spec_k = o->e.spec_k,
                   .mtp_exec = o->e.spec_k > 0 ? numla_cli_engine_mtp_exec : NULL,
                   /* built once, outside the levels' time, as a server builds it once */
                   .grammar_vocab = o->gvocab},

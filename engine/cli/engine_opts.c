@@ -255,6 +255,7 @@ numla_status numla_cli_engine_create(const numla_cli_engine_opts *o, const numla
     eo.max_context = o->max_context;
     eo.weights = o->weights;
     eo.mtp = o->spec_k > 0;
+    eo.prefix_cache = !o->no_prefix_cache;
     return numla_engine_create(comm, o->model, &eo, eng);
 }
 
@@ -268,10 +269,10 @@ numla_status numla_cli_engine_opts_model(const char *cmd, numla_cli_engine_opts 
                                          numla_model_config *cfg)
 {
     numla_cli_engine_opts_fit(o, cfg);
-    if (cfg->v4.enabled && !o->no_prefix_cache) {
-        /* its cache is per sequence, not in the pool's blocks (docs/design.md §5.9) */
-        NUMLA_INFO("%s: deepseek_v4: the prefix cache is off for this model (every prompt is "
-                   "computed from its first token)", cmd);
+    if (cfg->v4.enabled && !o->no_prefix_cache && o->spec_k > 0) {
+        /* a prefix state does not carry the MTP layer's cache (docs/serving.md) */
+        NUMLA_INFO("%s: deepseek_v4: the prefix cache is off with --speculative (every prompt "
+                   "is computed from its first token)", cmd);
         o->no_prefix_cache = 1;
     }
     if (cfg->v4.enabled && o->spec_k > 0) {
@@ -320,6 +321,8 @@ numla_sched_options numla_cli_sched_options(const numla_cli_engine_opts *o,
                                  .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
                                  .eos_token_ids = cfg->eos_token_ids,
                                  .no_prefix_cache = o->no_prefix_cache, .prefix_salt = salt,
+                                 .prefix_stride = cfg->v4.enabled ? numla_v4_prefix_stride(cfg, 1)
+                                                                  : 0,
                                  .spec_k = o->spec_k,
                                  .mtp_exec = o->spec_k > 0 ? numla_cli_engine_mtp_exec : NULL};
 }

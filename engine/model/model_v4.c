@@ -882,6 +882,11 @@ struct numla_v4_seq {
     int64_t mhid_rows, mhid_cap, mhid_pos0;
     int64_t hid_pos0;          /* position of hid's first row */
     struct v4_snap *snap;      /* rows a rejected draft may undo (numla_v4_seq_mark) */
+    /* prefix states the next forward keeps (numla_v4_seq_capture): one per multiple of
+     * cap_stride it passes, in order of position */
+    numla_v4_prefix **cap;     /* (ncap) */
+    int32_t ncap;
+    int64_t cap_stride;
 };
 
 /* What positions base .. base + saved - 1 overwrote in a sequence's cache (docs/design.md
@@ -1079,6 +1084,9 @@ void numla_v4_seq_destroy(numla_v4_seq **ps)
     free(s->hid);
     free(s->mhid);
     v4_snap_free(s->snap);
+    for (int32_t i = 0; i < s->ncap; i++)
+        numla_v4_prefix_destroy(&s->cap[i]);
+    free(s->cap);
     free(s);
     *ps = NULL;
 }
@@ -1203,6 +1211,263 @@ numla_status numla_v4_seq_fill(numla_v4_seq *s, int64_t n)
         return st;
     }
     s->len = n;
+    return NUMLA_STATUS_OK;
+}
+
+/* ---- prefix states (the prefix cache for V4: docs/serving.md "DeepSeek-V4's cache") ---- */
+
+/* What a sequence needs to continue from position pos, a multiple of stride, for the segment of
+ * positions [pos - stride, pos): per layer the window rows of positions pos - W + 1 .. pos - 1
+ * (row j: position pos - W + 1 + j; those before 0 unused), each compressor's entries made in
+ * the segment (stride / rate of them: the ones that end in it) and, for CSA's two compressors,
+ * the carry: the first halves (kv and gate) of positions pos - rate .. pos - 1, which the next
+ * entry overlaps. HCA carries nothing (pos closes its window). */
+struct numla_v4_prefix {
+    const numla_v4_model *m;
+    int64_t pos, stride;
+    float *v;       /* (values) the layers' parts in order (v4_prefix_layer) */
+    size_t values;
+};
+
+typedef struct v4_pview {
+    float *ring;            /* (W - 1, Dh) */
+    float *ent[2];          /* (stride / rate, width) comp, icomp; NULL where none */
+    float *ckv[2], *cg[2];  /* (rate, width) CSA's carry; NULL where none */
+} v4_pview;
+
+/* The parts of layer l in a state of m at stride beginning at v (NULL: counting only); returns
+ * the values they take. */
+static size_t v4_prefix_layer(const numla_v4_model *m, int64_t l, int64_t stride, float *v,
+                              v4_pview *pv)
+{
+    const numla_v4_config *c = &m->cfg.v4;
+    const v4_layer *y = &m->layers[l];
+    size_t n = (size_t)((c->sliding_window - 1) * c->head_dim);
+    memset(pv, 0, sizeof *pv);
+    pv->ring = v;
+    const v4_comp *cp[2] = {&y->comp, &y->icomp};
+    const int ncomp = y->attn == NUMLA_V4_ATTN_CSA ? 2 : y->attn == NUMLA_V4_ATTN_HCA ? 1 : 0;
+    for (int k = 0; k < ncomp; k++) {
+        pv->ent[k] = v ? v + n : NULL;
+        n += (size_t)(stride / cp[k]->rate * cp[k]->width);
+        if (cp[k]->c == 2) {
+            pv->ckv[k] = v ? v + n : NULL;
+            n += (size_t)(cp[k]->rate * cp[k]->width);
+            pv->cg[k] = v ? v + n : NULL;
+            n += (size_t)(cp[k]->rate * cp[k]->width);
+        }
+    }
+    return n;
+}
+
+int64_t numla_v4_prefix_stride(const numla_model_config *cfg, int32_t block_size)
+{
+    const numla_v4_config *c = &cfg->v4;
+    int64_t s = block_size > 0 ? block_size : 1;
+    for (int64_t l = 0; l < c->num_layers; l++) {
+        const int64_t r = c->attn[l] == NUMLA_V4_ATTN_CSA   ? c->csa_rate
+                          : c->attn[l] == NUMLA_V4_ATTN_HCA ? c->hca_rate : 1;
+        int64_t a = s, b = r; /* s = lcm(s, r) */
+        while (b) {
+            const int64_t t = a % b;
+            a = b;
+            b = t;
+        }
+        s = s / a * r;
+    }
+    return s;
+}
+
+void numla_v4_prefix_destroy(numla_v4_prefix **p)
+{
+    if (!p || !*p)
+        return;
+    free((*p)->v);
+    free(*p);
+    *p = NULL;
+}
+
+int64_t numla_v4_prefix_pos(const numla_v4_prefix *p) { return p ? p->pos : -1; }
+
+size_t numla_v4_prefix_bytes(const numla_v4_prefix *p)
+{
+    return p ? sizeof *p + sizeof(float) * p->values : 0;
+}
+
+size_t numla_v4_prefix_bytes_for(const numla_v4_model *m, int64_t stride)
+{
+    size_t n = 0;
+    v4_pview pv;
+    for (int64_t l = 0; m && l < m->cfg.num_hidden_layers; l++)
+        n += v4_prefix_layer(m, l, stride, NULL, &pv);
+    return sizeof(numla_v4_prefix) + sizeof(float) * n;
+}
+
+numla_status numla_v4_seq_capture(numla_v4_seq *s, int64_t stride, int64_t n)
+{
+    if (!s || stride < 1 || n < 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_capture: bad argument");
+    for (int32_t i = 0; i < s->ncap; i++)
+        numla_v4_prefix_destroy(&s->cap[i]);
+    s->ncap = 0;
+    const numla_v4_model *m = s->m;
+    for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++)
+        if (m->layers[l].attn != NUMLA_V4_ATTN_SLIDING && stride % m->layers[l].comp.rate)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_capture: stride %lld is not a "
+                       "multiple of layer %lld's compress rate", (long long)stride, (long long)l);
+    const int64_t first = s->len / stride + 1, last = (s->len + n) / stride;
+    if (last < first)
+        return NUMLA_STATUS_OK;
+    numla_v4_prefix **cap = realloc(s->cap, sizeof *cap * (size_t)(last - first + 1));
+    if (!cap)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for prefix states");
+    s->cap = cap;
+    const size_t bytes = numla_v4_prefix_bytes_for(m, stride) - sizeof(numla_v4_prefix);
+    for (int64_t k = first; k <= last; k++) {
+        numla_v4_prefix *p = calloc(1, sizeof *p);
+        float *v = p ? calloc(1, bytes + sizeof(float)) : NULL;
+        if (!v) {
+            free(p);
+            for (int32_t i = 0; i < s->ncap; i++)
+                numla_v4_prefix_destroy(&s->cap[i]);
+            s->ncap = 0;
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for a prefix state (%zu "
+                       "bytes)", bytes);
+        }
+        *p = (numla_v4_prefix){m, k * stride, stride, v, bytes / sizeof(float)};
+        s->cap[s->ncap++] = p;
+    }
+    s->cap_stride = stride;
+    return NUMLA_STATUS_OK;
+}
+
+numla_v4_prefix *numla_v4_seq_take_capture(numla_v4_seq *s)
+{
+    if (!s || s->ncap == 0)
+        return NULL;
+    numla_v4_prefix *p = s->cap[0];
+    memmove(s->cap, s->cap + 1, sizeof *s->cap * (size_t)(s->ncap - 1));
+    s->ncap--;
+    return p;
+}
+
+/* The state s captures at position pos (after the forward that passes it), NULL if none. */
+static numla_v4_prefix *v4_capture_at(const numla_v4_seq *s, int64_t pos)
+{
+    for (int32_t i = 0; i < s->ncap; i++)
+        if (s->cap[i]->pos == pos)
+            return s->cap[i];
+    return NULL;
+}
+
+static float *v4_prefix_view(const numla_v4_prefix *p, int64_t l, v4_pview *pv)
+{
+    float *v = p->v;
+    for (int64_t i = 0; i < l; i++)
+        v += v4_prefix_layer(p->m, i, p->stride, NULL, pv);
+    v4_prefix_layer(p->m, l, p->stride, v, pv);
+    return v;
+}
+
+/* During layer l's compressor ci: position pos's rows were just pushed into cs; if it ends a
+ * segment s captures, keep CSA's carry (the first halves of the last `rate` positions). */
+static void v4_capture_carry(const numla_v4_seq *s, int64_t l, int ci, const v4_comp *cp,
+                             const v4_cstate *cs, int64_t pos)
+{
+    if (!s->ncap || cp->c != 2 || (pos + 1) % s->cap_stride)
+        return;
+    const numla_v4_prefix *p = v4_capture_at(s, pos + 1);
+    if (!p)
+        return;
+    v4_pview pv;
+    v4_prefix_view(p, l, &pv);
+    const int64_t R = cp->rate, w = cp->width, row = cp->c * w;
+    for (int64_t j = 0; j < R; j++) {
+        const int64_t sl = (pos + 1 - R + j) % (2 * R);
+        memcpy(pv.ckv[ci] + j * w, cs->raw_kv + sl * row, sizeof(float) * (size_t)w);
+        memcpy(pv.cg[ci] + j * w, cs->raw_gate + sl * row, sizeof(float) * (size_t)w);
+    }
+}
+
+/* At the end of layer l's attention for s: for each segment end it captures, the window rows
+ * before it (rows: positions r0 .. of the step's window buffer) and the entries made in the
+ * segment. */
+static void v4_capture_rows(const numla_v4_seq *s, int64_t l, const float *rows, int64_t r0)
+{
+    const numla_v4_model *m = s->m;
+    const int64_t W = m->cfg.v4.sliding_window, Dh = m->cfg.v4.head_dim;
+    const v4_layer *y = &m->layers[l];
+    for (int32_t i = 0; i < s->ncap; i++) {
+        const numla_v4_prefix *p = s->cap[i];
+        v4_pview pv;
+        v4_prefix_view(p, l, &pv);
+        for (int64_t pos = p->pos - W + 1 > 0 ? p->pos - W + 1 : 0; pos < p->pos; pos++)
+            memcpy(pv.ring + (pos - (p->pos - W + 1)) * Dh, rows + (pos - r0) * Dh,
+                   sizeof(float) * (size_t)Dh);
+        const v4_comp *cp[2] = {&y->comp, &y->icomp};
+        const v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
+        for (int k = 0; k < 2; k++)
+            if (pv.ent[k]) {
+                const int64_t e0 = (p->pos - p->stride) / cp[k]->rate, ne = p->stride / cp[k]->rate;
+                memcpy(pv.ent[k], cs[k]->entries + e0 * cp[k]->width,
+                       sizeof(float) * (size_t)(ne * cp[k]->width));
+            }
+    }
+}
+
+numla_status numla_v4_seq_restore(numla_v4_seq *s, const numla_v4_prefix *const *segs, int64_t nseg)
+{
+    if (!s || s->len != 0 || nseg < 1 || !segs)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_restore: %s",
+                   !s || !segs ? "NULL argument" : s->len ? "the sequence is not empty"
+                                                          : "no segment");
+    const numla_v4_model *m = s->m;
+    const int64_t stride = segs[0]->stride, pos = nseg * stride;
+    for (int64_t k = 0; k < nseg; k++)
+        if (!segs[k] || segs[k]->m != m || segs[k]->stride != stride ||
+            segs[k]->pos != (k + 1) * stride)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_restore: segment %lld is not the "
+                       "state of positions up to %lld", (long long)k, (long long)((k + 1) * stride));
+    const numla_v4_config *c = &m->cfg.v4;
+    const int64_t W = c->sliding_window, Dh = c->head_dim;
+    for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++) {
+        const v4_layer *y = &m->layers[l];
+        v4_lcache *lc = &s->layers[l];
+        v4_pview pv;
+        v4_prefix_view(segs[nseg - 1], l, &pv);
+        for (int64_t q = pos - W + 1 > 0 ? pos - W + 1 : 0; q < pos; q++)
+            memcpy(lc->ring + (q % W) * Dh, pv.ring + (q - (pos - W + 1)) * Dh,
+                   sizeof(float) * (size_t)Dh);
+        const v4_comp *cp[2] = {&y->comp, &y->icomp};
+        v4_cstate *cs[2] = {&lc->comp, &lc->icomp};
+        for (int k = 0; k < 2; k++) {
+            if (!cs[k]->raw_kv)
+                continue;
+            const int64_t w = cp[k]->width, R = cp[k]->rate, row = cp[k]->c * w;
+            const int64_t count = pos / R, per = stride / R;
+            if (count > cs[k]->cap) {
+                float *e = realloc(cs[k]->entries, sizeof(float) * (size_t)(count * w));
+                if (!e)
+                    NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for %lld compressed "
+                               "entries", (long long)count);
+                cs[k]->entries = e;
+                cs[k]->cap = count;
+            }
+            for (int64_t g = 0; g < nseg; g++) {
+                v4_pview sv;
+                v4_prefix_view(segs[g], l, &sv);
+                memcpy(cs[k]->entries + g * per * w, sv.ent[k], sizeof(float) * (size_t)(per * w));
+            }
+            cs[k]->count = count;
+            if (cp[k]->c == 2)
+                for (int64_t j = 0; j < R; j++) {
+                    const int64_t sl = (pos - R + j) % (2 * R);
+                    memcpy(cs[k]->raw_kv + sl * row, pv.ckv[k] + j * w, sizeof(float) * (size_t)w);
+                    memcpy(cs[k]->raw_gate + sl * row, pv.cg[k] + j * w, sizeof(float) * (size_t)w);
+                }
+        }
+    }
+    s->len = pos;
     return NUMLA_STATUS_OK;
 }
 
@@ -1533,6 +1798,7 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
             if ((st = comp_push(m, cp, ci ? &lc->icomp : &lc->comp, ck + t * row, cg + t * row,
                                 rpos[t])))
                 goto done;
+            v4_capture_carry(bt->seqs[rseq[t]], l, ci, cp, ci ? &lc->icomp : &lc->comp, rpos[t]);
         }
     }
     /* CSA: the indexer's queries and head weights */
@@ -1603,10 +1869,12 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
     }
     if ((st = lin(m, &y->wo_b, T, yg, out)) || (st = v4_reduce(m, out, T * D)))
         goto done;
-    /* each window ring keeps its sequence's last W rows */
+    /* each window ring keeps its sequence's last W rows (and a prefix state its segments) */
     for (int b = 0; b < B; b++) {
         v4_lcache *lc = &bt->seqs[b]->layers[l];
         const int64_t p0 = bt->seqs[b]->len, nw = woff[b + 1] - woff[b];
+        if (bt->seqs[b]->ncap)
+            v4_capture_rows(bt->seqs[b], l, win + woff[b] * Dh, p0 - prev[b]);
         for (int64_t i = nw > W ? nw - W : 0; i < nw; i++)
             memcpy(lc->ring + ((p0 - prev[b] + i) % W) * Dh, win + (woff[b] + i) * Dh,
                    sizeof(float) * (size_t)Dh);

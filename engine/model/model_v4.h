@@ -7,8 +7,9 @@
  * The cache is the simple one: a sequence (numla_v4_seq) owns, per layer, a ring of the last
  * sliding_window KV rows, its compressed entries (and CSA's indexer keys) in growing arrays, and
  * the compressors' carry-over (the raw rows of the current and previous compression window). No
- * paging or prefix cache yet. A forward runs the new tokens of one sequence or of several
- * together, each in one chunk or several (prefill, chunked prefill, decode and batching give
+ * paging; the prefix cache keeps numla_v4_prefix states of segments (below). A forward runs the
+ * new tokens of one sequence or of several together, each in one chunk or several (prefill,
+ * chunked prefill, decode and batching give
  * the same numbers).
  */
 #ifndef NUMLA_ENGINE_MODEL_V4_H
@@ -103,6 +104,39 @@ numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_
                                    const int32_t *const *toks, const int64_t *ns, int64_t R,
                                    const int32_t *rows, float *logits);
 
+/* ---- prefix states: what the prefix cache keeps of a sequence (docs/serving.md "DeepSeek-V4's
+ * cache") ---- */
+
+/* The state a sequence needs to continue from a position p that is a multiple of a stride, for
+ * the segment [p - stride, p): per layer the window rows of positions p - W + 1 .. p - 1, the
+ * compressed entries (and CSA's index keys) made in the segment, and CSA's compressors' carry
+ * (the first halves of the kv and gate rows of positions p - csa_rate .. p - 1). HCA carries
+ * nothing: p closes its window. A sequence at p is rebuilt from the states of its p / stride
+ * segments (numla_v4_seq_restore). */
+typedef struct numla_v4_prefix numla_v4_prefix;
+/* The positions a prefix may end at for a pool of block_size tokens a block: multiples of the
+ * least common multiple of block_size and the compress rates of cfg's layers (V4-Flash with
+ * blocks of 16: 128). */
+int64_t numla_v4_prefix_stride(const numla_model_config *cfg, int32_t block_size);
+void numla_v4_prefix_destroy(numla_v4_prefix **p);
+/* The position the state continues from (p), -1 for NULL. */
+int64_t numla_v4_prefix_pos(const numla_v4_prefix *p);
+/* Bytes it holds (fp32 values), and what one state of m at `stride` holds. */
+size_t numla_v4_prefix_bytes(const numla_v4_prefix *p);
+size_t numla_v4_prefix_bytes_for(const numla_v4_model *m, int64_t stride);
+/* Have s's next forward of n tokens keep the state at every multiple p of stride in
+ * (len, len + n] (allocated here; states armed before and not taken are dropped); after it,
+ * numla_v4_seq_take_capture hands them over in order of position (NULL when none is left).
+ * A stride that is not a multiple of every compress rate is INVALID_ARG. Not collective. */
+numla_status numla_v4_seq_capture(numla_v4_seq *s, int64_t stride, int64_t n);
+numla_v4_prefix *numla_v4_seq_take_capture(numla_v4_seq *s);
+/* Set an empty s to position nseg·stride from the states of its segments: segs[k] the state at
+ * (k + 1)·stride, all of one stride. The sequence is then the one a forward of those tokens
+ * leaves (bit for bit). INVALID_ARG if s is not empty or a segment does not fit; NO_MEMORY.
+ * Not collective. */
+numla_status numla_v4_seq_restore(numla_v4_seq *s, const numla_v4_prefix *const *segs,
+                                  int64_t nseg);
+
 /* ---- the multi-token-prediction layer (cfg.mtp_enabled: numla_v4_config_enable_mtp before
  * loading; docs/design.md §5.9) ---- */
 
@@ -148,11 +182,25 @@ numla_status numla_v4_seqs_create(const numla_v4_model *m, numla_v4_seqs **out);
 void numla_v4_seqs_destroy(numla_v4_seqs **t);
 /* Sequences held. */
 int32_t numla_v4_seqs_count(const numla_v4_seqs *t);
+/* The prefix cache (docs/serving.md "DeepSeek-V4's cache"), for a pool of block_size tokens a
+ * block: at the end of every step, each sequence's state at every multiple p of
+ * numla_v4_prefix_stride it passed is kept with the block that ends at p (its id from the
+ * step's block table), and a step's block that it writes loses its state; a step may then
+ * start a sequence t does not hold at such a p when every block of its table ending at a
+ * multiple of the stride up to p holds one (a prefix-cache hit: the sequence is rebuilt from
+ * them, numla_v4_seq_restore). At most one state per block, so the pool bounds them. Every
+ * rank keeps its own, running the same steps. UNSUPPORTED with the MTP layer (its cache is not
+ * kept). Local. */
+numla_status numla_v4_seqs_enable_prefix(numla_v4_seqs *t, int32_t block_size);
+/* The stride (0: off), the states kept, and their bytes. */
+int64_t numla_v4_seqs_prefix_stride(const numla_v4_seqs *t);
+int32_t numla_v4_seqs_prefix_count(const numla_v4_seqs *t);
+size_t numla_v4_seqs_prefix_bytes(const numla_v4_seqs *t);
 /* Whether st can run on t (beside numla_model_step_check's checks of the step itself): each
  * sequence either starts at position 0 (a new sequence, or one starting again: its state is
- * reset) or continues one that t holds, not released by st, at exactly the tokens it holds;
- * no sequence twice. INVALID_ARG naming the sequence otherwise (e.g. a prefix-cache hit, which
- * V4 cannot serve). Local. */
+ * reset), continues one that t holds, not released by st, at exactly the tokens it holds, or
+ * (the prefix cache on) starts a sequence t does not hold from its blocks' states; no sequence
+ * twice. INVALID_ARG naming the sequence otherwise. Local. */
 numla_status numla_v4_step_check(const numla_v4_seqs *t, const numla_step *st);
 /* Free st's released sequences, then run its sequences' new tokens (creating the new ones) with
  * numla_v4_forward_rows: logits (st->num_logit_rows, vocab_count) for st->logit_rows. The

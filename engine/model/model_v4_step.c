@@ -25,6 +25,14 @@ struct numla_v4_seqs {
     int32_t n, cap;
     int spec;          /* the model has its MTP layer: mark each sequence before its steps */
     v4_rowmap last, last_mtp; /* the last step's and the last MTP step's sequences */
+    /* the prefix cache (numla_v4_seqs_enable_prefix): the state a sequence had at the end of
+     * each block whose end is a multiple of stride, by block id (dropped when a step writes the
+     * block again) */
+    int64_t stride;    /* 0: off */
+    int32_t bs;        /* the pool's tokens a block */
+    numla_v4_prefix **pst; /* (npst) by block id, NULL where none */
+    int32_t npst;
+    size_t pbytes;     /* held by pst */
 };
 
 static int64_t seq_key(const numla_step *st, int32_t b);
@@ -83,6 +91,9 @@ void numla_v4_seqs_destroy(numla_v4_seqs **pt)
     numla_v4_seqs *t = *pt;
     for (int32_t i = 0; i < t->n; i++)
         numla_v4_seq_destroy(&t->e[i].seq);
+    for (int32_t i = 0; i < t->npst; i++)
+        numla_v4_prefix_destroy(&t->pst[i]);
+    free(t->pst);
     free(t->e);
     free(t->last.keys);
     free(t->last.start);
@@ -93,6 +104,92 @@ void numla_v4_seqs_destroy(numla_v4_seqs **pt)
 }
 
 int32_t numla_v4_seqs_count(const numla_v4_seqs *t) { return t ? t->n : 0; }
+
+numla_status numla_v4_seqs_enable_prefix(numla_v4_seqs *t, int32_t block_size)
+{
+    if (!t || block_size < 1)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seqs_enable_prefix: bad argument");
+    if (t->spec)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "deepseek_v4: the prefix cache does not carry the "
+                   "MTP layer's cache (speculative decoding)");
+    t->stride = numla_v4_prefix_stride(numla_v4_model_config(t->m), block_size);
+    t->bs = block_size;
+    return NUMLA_STATUS_OK;
+}
+
+int64_t numla_v4_seqs_prefix_stride(const numla_v4_seqs *t) { return t ? t->stride : 0; }
+
+size_t numla_v4_seqs_prefix_bytes(const numla_v4_seqs *t) { return t ? t->pbytes : 0; }
+
+int32_t numla_v4_seqs_prefix_count(const numla_v4_seqs *t)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; t && i < t->npst; i++)
+        n += t->pst[i] != NULL;
+    return n;
+}
+
+/* Block id of block index k of sequence b's table, -1 outside the table. */
+static int32_t block_of(const numla_step *st, int32_t b, int64_t k)
+{
+    if (!st->block_tables || k < 0 || k >= st->max_blocks_per_seq)
+        return -1;
+    return st->block_tables[(int64_t)b * st->max_blocks_per_seq + k];
+}
+
+/* The state kept for the segment ending at p (a multiple of t->stride) of sequence b: the one of
+ * the block that ends at p, if that is the state of p. NULL if none. */
+static const numla_v4_prefix *prefix_state(const numla_v4_seqs *t, const numla_step *st,
+                                           int32_t b, int64_t p)
+{
+    const int32_t id = block_of(st, b, p / t->bs - 1);
+    if (id < 0 || id >= t->npst || !t->pst[id] || numla_v4_prefix_pos(t->pst[id]) != p)
+        return NULL;
+    return t->pst[id];
+}
+
+/* Whether sequence b, not held, can start at `first` from kept states (a prefix-cache hit). */
+static int prefix_hit(const numla_v4_seqs *t, const numla_step *st, int32_t b, int64_t first)
+{
+    if (!t->stride || first % t->stride)
+        return 0;
+    for (int64_t p = t->stride; p <= first; p += t->stride)
+        if (!prefix_state(t, st, b, p))
+            return 0;
+    return 1;
+}
+
+static void prefix_drop(numla_v4_seqs *t, int32_t id)
+{
+    if (id >= 0 && id < t->npst && t->pst[id]) {
+        t->pbytes -= numla_v4_prefix_bytes(t->pst[id]);
+        numla_v4_prefix_destroy(&t->pst[id]);
+    }
+}
+
+/* Keep p as block id's state (replacing what it held). */
+static numla_status prefix_keep(numla_v4_seqs *t, int32_t id, numla_v4_prefix *p)
+{
+    if (id < 0) {
+        numla_v4_prefix_destroy(&p);
+        return NUMLA_STATUS_OK;
+    }
+    if (id >= t->npst) {
+        const int32_t n = id + 1 > 2 * t->npst ? id + 1 : 2 * t->npst;
+        numla_v4_prefix **a = realloc(t->pst, sizeof *a * (size_t)n);
+        if (!a) {
+            numla_v4_prefix_destroy(&p);
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "deepseek_v4: no memory for the prefix states");
+        }
+        memset(a + t->npst, 0, sizeof *a * (size_t)(n - t->npst));
+        t->pst = a;
+        t->npst = n;
+    }
+    prefix_drop(t, id);
+    t->pst[id] = p;
+    t->pbytes += numla_v4_prefix_bytes(p);
+    return NUMLA_STATUS_OK;
+}
 
 /* Sequence b's key: its id, or (no ids) its first block, kept apart from ids. */
 static int64_t seq_key(const numla_step *st, int32_t b)
@@ -132,6 +229,8 @@ numla_status numla_v4_step_check(const numla_v4_seqs *t, const numla_step *st)
         if (first == 0)
             continue; /* starts (or starts again) from an empty cache */
         const int32_t i = released_now(st, key) ? -1 : find(t, key);
+        if (i < 0 && prefix_hit(t, st, b, first))
+            continue; /* starts from the prefix cache's states */
         const int64_t have = i < 0 ? -1 : numla_v4_seq_len(t->e[i].seq);
         /* after a verify step: back to its verified length (the rejected drafts undone) */
         if (have > first && numla_v4_seq_can_truncate(t->e[i].seq, first))
@@ -139,11 +238,12 @@ numla_status numla_v4_step_check(const numla_v4_seqs *t, const numla_step *st)
         if (have != first)
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                        "deepseek_v4 step: sequence %d (%s %lld) continues at position %d but "
-                       "%s (V4's cache is per sequence: a sequence is computed from position 0, "
-                       "with no prefix cache)", b, st->seq_ids ? "id" : "first block",
+                       "%s (V4's cache is per sequence: a sequence starts at position 0, or at a "
+                       "multiple of %lld whose blocks' prefix states this rank keeps)", b,
+                       st->seq_ids ? "id" : "first block",
                        (long long)(st->seq_ids ? key : key - INT64_MIN), first,
                        i < 0 ? "this rank holds no such sequence" : "its cache holds another "
-                       "number of tokens");
+                       "number of tokens", (long long)t->stride);
     }
     return NUMLA_STATUS_OK;
 }
@@ -188,6 +288,7 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
         int32_t i = find(t, key);
         if (i >= 0 && st->positions[st->query_start_loc[b]] == 0)
             drop(t, i), i = -1; /* the same sequence from the start: an empty cache */
+        const int32_t first = st->positions[st->query_start_loc[b]];
         if (i < 0) {
             if ((s = room(t)) != NUMLA_STATUS_OK)
                 break;
@@ -196,9 +297,22 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
                 break;
             i = t->n++;
             t->e[i] = (v4_entry){key, q};
+            if (first > 0) { /* a prefix-cache hit (numla_v4_step_check): its segments' states */
+                const int64_t nseg = first / t->stride;
+                const numla_v4_prefix **segs = malloc(sizeof *segs * (size_t)nseg);
+                if (!segs) {
+                    s = NUMLA_STATUS_NO_MEMORY;
+                    break;
+                }
+                for (int64_t k = 0; k < nseg; k++)
+                    segs[k] = prefix_state(t, st, b, (k + 1) * t->stride);
+                s = numla_v4_seq_restore(q, segs, nseg);
+                free(segs);
+                if (s != NUMLA_STATUS_OK)
+                    break;
+            }
         }
         seqs[b] = t->e[i].seq;
-        const int32_t first = st->positions[st->query_start_loc[b]];
         if (numla_v4_seq_len(seqs[b]) > first &&
             (s = numla_v4_seq_truncate(seqs[b], first)) != NUMLA_STATUS_OK)
             break;
@@ -206,10 +320,24 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
             break;
         toks[b] = st->tokens + st->query_start_loc[b];
         ns[b] = st->query_start_loc[b + 1] - st->query_start_loc[b];
+        if (t->stride && (s = numla_v4_seq_capture(seqs[b], t->stride, ns[b])) != NUMLA_STATUS_OK)
+            break;
+    }
+    /* the blocks this step writes lose the states they held (their rows change) */
+    for (int32_t b = 0; s == NUMLA_STATUS_OK && t->stride && b < B; b++) {
+        const int64_t first = st->positions[st->query_start_loc[b]];
+        for (int64_t k = first / t->bs; k <= (first + ns[b] - 1) / t->bs; k++)
+            prefix_drop(t, block_of(st, b, k));
     }
     if (s == NUMLA_STATUS_OK)
         s = numla_v4_forward_rows(t->m, B, seqs, toks, ns, st->num_logit_rows, st->logit_rows,
                                   logits);
+    /* the states of the segments it completed, kept with the blocks that end them */
+    for (int32_t b = 0; s == NUMLA_STATUS_OK && t->stride && b < B; b++) {
+        numla_v4_prefix *p;
+        while (s == NUMLA_STATUS_OK && (p = numla_v4_seq_take_capture(seqs[b])) != NULL)
+            s = prefix_keep(t, block_of(st, b, numla_v4_prefix_pos(p) / t->bs - 1), p);
+    }
     if (s == NUMLA_STATUS_OK && t->spec)
         s = rowmap_set(&t->last, st);
     free(seqs);

@@ -78,6 +78,9 @@ typedef struct numla_engine_options {
                                       checkpoint is by default */
     int mtp;                  /* 1: load the model's multi-token-prediction layer too (it gets
                                  a layer of the KV pool; numla_engine_mtp_step runs it) */
+    int prefix_cache;         /* 1: the scheduler's prefix cache is on: a model whose cache is
+                                 per sequence (deepseek_v4) keeps the states its hits start
+                                 from (numla_v4_seqs_enable_prefix); ignored with mtp */
 } numla_engine_options;
 
 /* Defaults: all zero except kv_dtype = bf16, index_dtype = -1, bind = 1, isa = numla_isa_best(), every kernel

@@ -493,6 +493,21 @@ static void seq_hash_upto(const numla_sched *s, sched_seq *q, int32_t blocks)
         q->num_hashed = blocks;
 }
 
+/* Blocks a taken prefix is a multiple of (prefix_stride; 1 without). */
+static int32_t prefix_group(const numla_sched *s)
+{
+    const int64_t bs = s->kv->block_size, st = s->o.prefix_stride;
+    if (st <= 0)
+        return 1;
+    int64_t a = st, b = bs; /* lcm(st, bs) / bs */
+    while (b) {
+        const int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return (int32_t)(st / a);
+}
+
 /* The cached blocks q could start from (q holds no blocks): how many, and how many of them are
  * idle (taking those uses up pool that admission must account for). */
 static int32_t prefix_hits(const numla_sched *s, sched_seq *q, int32_t *idle)
@@ -509,8 +524,12 @@ static int32_t prefix_hits(const numla_sched *s, sched_seq *q, int32_t *idle)
             q->tokens + (size_t)n * (size_t)bs);
         if (b < 0)
             break;
-        *idle += s->kv->refcount[b] == 0;
     }
+    n -= n % prefix_group(s);
+    for (int32_t i = 0; i < n; i++)
+        *idle += s->kv->refcount[numla_kv_cache_prefix_lookup(
+                     s->kv, q->hashes[i], i ? q->hashes[i - 1] : numla_kv_cache_prefix_root(s->kv),
+                     q->tokens + (size_t)i * (size_t)bs)] == 0;
     return n;
 }
 
@@ -520,17 +539,18 @@ static int32_t prefix_hits(const numla_sched *s, sched_seq *q, int32_t *idle)
  * step, so the wait ends. */
 static int prefix_pending(const numla_sched *s, sched_seq *q, int32_t hits)
 {
-    const int32_t bs = s->kv->block_size, end = (hits + 1) * bs;
+    /* with prefix_stride, the next prefix q could take ends `g` blocks further */
+    const int32_t g = prefix_group(s), bs = s->kv->block_size, end = (hits + g) * bs;
     if (s->o.no_prefix_cache || end > q->num_tokens - 1 || plp_pending(q))
         return 0; /* that block would be computed anyway (the last prompt token's block) */
-    seq_hash_upto(s, q, hits + 1);
-    const numla_kv_hash h = q->hashes[hits];
+    seq_hash_upto(s, q, hits + g);
+    const numla_kv_hash h = q->hashes[hits + g - 1];
     for (int32_t i = 0; i < s->num_running; i++) {
         sched_seq *r = s->running[i];
         if (r->num_tokens < end || r->num_computed >= end)
             continue;
-        seq_hash_upto(s, r, hits + 1);
-        if (r->hashes[hits].a == h.a && r->hashes[hits].b == h.b)
+        seq_hash_upto(s, r, hits + g);
+        if (r->hashes[hits + g - 1].a == h.a && r->hashes[hits + g - 1].b == h.b)
             return 1;
     }
     return 0;

@@ -126,6 +126,10 @@ typedef struct numla_sched_options {
     void *stop_ctx;
     int no_prefix_cache;       /* 1: neither look blocks up nor cache them (--no-prefix-cache) */
     uint64_t prefix_salt;      /* the model's identity in the prefix cache's block hashes */
+    int64_t prefix_stride;     /* > 0: a cached prefix is taken only up to a multiple of this
+                                  many tokens and of the block size (DeepSeek-V4: its compress
+                                  rates, numla_v4_prefix_stride; the engine keeps its state
+                                  there only); 0: any block */
     /* The tokens' bytes for requests with a response_format grammar (borrowed; the serve loop
      * passes its tokenizer): the scheduler builds the grammar vocabulary (a trie of the
      * vocab_size tokens, special ones excluded, the EOS ids as end tokens) at the first such

@@ -7,8 +7,14 @@
 #   chunks    prefill chunks of 5 tokens
 #   mixed     3 sequences and 7 tokens a step in chunks of 3 (prefill chunks beside decodes)
 #   preempt   a pool of 36 blocks of 8: sequences are preempted and recomputed from scratch
-#   again     the prompts twice, one sequence at a time (the prefix cache is off for V4: said
-#             once, and nothing is served from it)
+#   again     the prompts twice, one sequence at a time: the second time from the prefix cache
+#             (128 tokens each: V4 reuses prefixes at multiples of 128, its HCA rate)
+#   prefix    second turns: p3 and p2 again with 8, 10 and 4 of their greedy tokens appended
+#             continue with transformers' next greedy tokens from the first turns' prefix
+#             states (256, 256, 128 tokens cached: the window, 64 CSA entries and index keys,
+#             the CSA carry, 2 HCA entries), one at a time, in chunks of 5 and batched; one
+#             token a step (every row the same step shape) the result lines, logprobs
+#             included, are those of --no-prefix-cache byte for byte
 #   launch    (2 ranks) through launch/numla-launch
 #   bench     `bench model` refused on 2-3 ranks; (3 ranks) its one-rank figures come out;
 #             (1 rank) `bench serve` with the prefix cache asked on serves every request
@@ -57,9 +63,44 @@ $(diff <(echo "$want") <(echo "$got") | head -6)"
   cat "$dir/requests.jsonl" "$tmp/again.jsonl" > "$tmp/req.jsonl"
   want=$( (cat "$dir/greedy.txt"; sed 's/^p/q/' "$dir/greedy.txt") | sort)
   run again --max-seqs 1
-  [ "$(grep -c 'deepseek_v4: the prefix cache is off' "$tmp/$model.again.err")" = 1 ] &&
-    grep -q "prompt tokens 0 cached" "$tmp/$model.again.err"
-  check "$model prefix cache off" $? "$(grep -i prefix "$tmp/$model.again.err")"
+  grep -q "prompt tokens 256 cached" "$tmp/$model.again.err"
+  check "$model again: 2 x 128 tokens cached" $? "$(grep -i prefix "$tmp/$model.again.err")"
+  # second turns (prefix, above): prompt + the first n greedy tokens, max_tokens the rest
+  turn() { # turn ID PROMPT_ID N
+    local p g
+    p=$(sed -nE "s/.*\"id\": \"$2\", \"prompt_tokens\": \[([^]]*)\].*/\1/p" "$dir/requests.jsonl")
+    g=$(awk -v id="$2" '$1 == id { print $2 }' "$dir/greedy.txt" | cut -d, -f1-"$3" | sed 's/,/, /g')
+    echo "{\"id\": \"$1\", \"prompt_tokens\": [$p, $g], \"max_tokens\": $((16 - $3)), \"temperature\": 0, \"ignore_eos\": true}"
+  }
+  { grep -E '"id": "p[23]"' "$dir/requests.jsonl"; turn t1 p3 8; turn t2 p3 10; turn u1 p2 4; } > "$tmp/req.jsonl"
+  want=$( (grep -E '^p[23] ' "$dir/greedy.txt"
+           for t in "t1 p3 8" "t2 p3 10" "u1 p2 4"; do
+             set -- $t
+             echo "$1 $(awk -v id="$2" '$1 == id { print $2 }' "$dir/greedy.txt" | cut -d, -f$(($3 + 1))-)"
+           done) | sort)
+  cached() { sed -nE 's/^\{"id":"([tu][12])".*"cached_tokens":([0-9]+).*/\1 \2/p' "$1" | sort | paste -sd' '; }
+  run prefix --max-seqs 1
+  [ "$(cached "$tmp/$model.prefix.jsonl")" = "t1 256 t2 256 u1 128" ]
+  check "$model prefix: cached tokens" $? "$(cached "$tmp/$model.prefix.jsonl")"
+  run prefix-chunks --max-seqs 1 --prefill-chunk 5
+  [ "$(cached "$tmp/$model.prefix-chunks.jsonl")" = "t1 256 t2 256 u1 128" ]
+  check "$model prefix chunks: cached tokens" $? "$(cached "$tmp/$model.prefix-chunks.jsonl")"
+  run prefix-batched --prefill-chunk 48
+  grep -qE "prompt tokens [1-9][0-9]* cached" "$tmp/$model.prefix-batched.err"
+  check "$model prefix batched: cached" $? "$(grep -i prefix "$tmp/$model.prefix-batched.err")"
+  sed -i 's/"ignore_eos": true}/"ignore_eos": true, "logprobs": 2}/' "$tmp/req.jsonl"
+  for c in on off; do
+    opt=()
+    [ $c = off ] && opt=(--no-prefix-cache)
+    numla run --model "$dir" --threads 1 --max-seqs 1 --prefill-chunk 1 "${opt[@]}" \
+      --input "$tmp/req.jsonl" --output "$tmp/$model.one.$c.jsonl" 2> "$tmp/$model.one.$c.err" ||
+      check "$model one token a step ($c)" 1 "$(tail -3 "$tmp/$model.one.$c.err")"
+    sed -E 's/"cached_tokens":[0-9]+//' "$tmp/$model.one.$c.jsonl" | sort > "$tmp/$model.one.$c.cmp"
+  done
+  grep -q "prompt tokens 640 cached" "$tmp/$model.one.on.err" &&
+    cmp -s "$tmp/$model.one.on.cmp" "$tmp/$model.one.off.cmp"
+  check "$model prefix one token a step = no prefix cache ($ranks ranks)" $? \
+    "$(diff "$tmp/$model.one.on.cmp" "$tmp/$model.one.off.cmp" | head -c 600)"
 done
 # the GGUF deepseek4 file llama.cpp's converter wrote of model_fp8 (its values exactly):
 # transformers' greedy tokens through the same runs
@@ -102,7 +143,7 @@ if [ "$ranks" -gt 1 ]; then
   [ $? -ne 0 ] && grep -q "deepseek_v4 is measured on one rank ($ranks given)" "$tmp/bm.out"
   check "bench model refused on $ranks ranks" $? "$(tail -3 "$tmp/bm.out")"
 fi
-# bench serve with the prefix cache "on" (V4 has none: it stays off, every request served)
+# bench serve with the prefix cache off and on: every request served
 if [ "$ranks" = 1 ]; then
   "$bin" bench serve --model "$dir" --quick --threads 1 --concurrency 1,4 --output-tokens 8 \
     --min-prompt 16 --max-prompt 200 --rounds 1 --prefix-cache both --shared-prefix 64 --json \

@@ -3,7 +3,8 @@
 # ranks, end to end with curl:
 #   golden   tests/golden/v4/model_fp32 (no tokenizer: token-id prompts): the four golden
 #            prompts sent at once to /v1/completions (batched in the server) give transformers'
-#            greedy tokens (greedy.txt), streamed and not
+#            greedy tokens (greedy.txt), streamed and not; a second turn of p3 gives the next
+#            greedy tokens with 256 prompt tokens from the prefix cache
 #   chat     the tiny-v4 synth preset with the bpe1k tokenizer and the deepseek-v3 template: an
 #            OpenAI chat/completions request gives the tokens `numla run` gives on the
 #            transformers render of the same conversation (tests/golden/chat/cases.json), and
@@ -48,8 +49,6 @@ stop_server() { # SIGTERM to rank 0 (mpirun turns a SIGTERM of its own into kill
 # golden: transformers' greedy tokens through the server, the prompts in flight together
 dir=$golden/v4/model_fp32
 start_server "$tmp/g.err" "${launch[@]}" "$bin" serve --model "$dir" --port 0 --threads 1 || exit 1
-grep -q "deepseek_v4: the prefix cache is off" "$tmp/g.err"
-check "golden prefix cache off" $? "$(head -3 "$tmp/g.err")"
 i=0
 while read -r line; do
   jq -c '{prompt: .prompt_tokens, max_tokens, temperature, ignore_eos, logprobs: 0,
@@ -68,6 +67,15 @@ done
 want=$(awk '$1 == "p2" { print $2 }' "$dir/greedy.txt")
 got=$(post /v1/completions "$(jq -c '. + {stream: true}' "$tmp/b2.json")" | sse_tokens)
 [ "$got" = "$want" ]; check "golden p2 streamed ($ranks ranks)" $? "got '$got' want '$want'"
+# a second turn: p3 and its first 8 greedy tokens continue with the next 8 from p3's prefix
+# states (256 tokens cached)
+g3=$(awk '$1 == "p3" { print $2 }' "$dir/greedy.txt")
+body=$(jq -c --argjson g "[$(cut -d, -f1-8 <<<"$g3")]" '.prompt += $g | .max_tokens = 8' "$tmp/b3.json")
+post /v1/completions "$body" > "$tmp/t1.json"
+got=$(resp_tokens < "$tmp/t1.json")
+cached=$(jq -r '.usage.prompt_tokens_details.cached_tokens' "$tmp/t1.json")
+[ "$got" = "$(cut -d, -f9- <<<"$g3")" ] && [ "$cached" = 256 ]
+check "golden second turn from the prefix cache ($ranks ranks)" $? "got '$got' cached $cached"
 stop_server golden "$tmp/g.err"
 
 # chat: an OpenAI chat/completions request on a V4 model with a tokenizer
