@@ -14,7 +14,10 @@
  *     experts, the shared expert's columns and the vocabulary sharded; each rank's logits
  *     slice and the greedy tokens from the gathered logits;
  *   - driven by the scheduler (numla_step with sequence ids): the prompts twice, two at a
- *     time, chunked and preempted, and the per-sequence caches freed as sequences end. */
+ *     time, chunked and preempted, and the per-sequence caches freed as sequences end;
+ *   - the prefix cache at 1 and 2 ranks in one process: second turns of prompts 3 and 2 start
+ *     from the first turns' prefix states (256 and 128 tokens) and give the next greedy
+ *     tokens. */
 #include "v4_golden_harness.h"
 
 #include "engine/serving/scheduler.h"
@@ -399,7 +402,167 @@ static void test_scheduled(void)
     golden_free(&g);
 }
 
+/* ---- the prefix cache (numla_v4_seqs_enable_prefix) on R ranks in one process ---- */
+
+typedef struct pc_rank {
+    numla_v4_seqs *t;
+    const numla_step *st;
+    float *buf;               /* (R rows, vocab_count) */
+    numla_status s;
+} pc_rank;
+
+typedef struct pc_ctx {
+    v4_team team;
+    pc_rank rk[V4_MAX_RANKS];
+    int64_t V;
+    sv_ctx out;               /* answers (out.t unused) */
+    int32_t cached[8];
+} pc_ctx;
+
+static void *pc_rank_main(void *arg)
+{
+    pc_rank *r = arg;
+    r->s = numla_v4_step_forward(r->t, r->st, r->buf);
+    return NULL;
+}
+
+static numla_status pc_exec(void *ctx, const numla_step *st, float *logits)
+{
+    pc_ctx *c = ctx;
+    for (int r = 0; r < c->team.R; r++) {
+        c->rk[r].st = st;
+        free(c->rk[r].buf);
+        c->rk[r].buf = malloc(sizeof(float) * (size_t)(st->num_logit_rows + 1) *
+                              (size_t)numla_v4_model_shard(c->team.m[r])->vocab_count);
+    }
+    v4_team_run(&c->team, pc_rank_main, c->rk, sizeof c->rk[0]);
+    for (int r = 0; r < c->team.R; r++) {
+        NUMLA_CHECK(c->rk[r].s);
+        const numla_shard *sh = numla_v4_model_shard(c->team.m[r]);
+        for (int32_t i = 0; i < st->num_logit_rows; i++)
+            memcpy(logits + (size_t)i * (size_t)c->V + sh->vocab_begin,
+                   c->rk[r].buf + (size_t)i * (size_t)sh->vocab_count,
+                   sizeof(float) * (size_t)sh->vocab_count);
+    }
+    return NUMLA_STATUS_OK;
+}
+
+static void pc_done(void *ctx, const numla_sched_output *o)
+{
+    pc_ctx *c = ctx;
+    c->cached[(int)(intptr_t)o->user] = o->cached_tokens;
+    sv_done(&c->out, o);
+}
+
+/* Prompts 3 (250 tokens) and 2 (140), then second turns: each with the first 10 resp. 4 of its
+ * greedy tokens appended, one request at a time in chunks of 48, on R ranks in one process:
+ * the second turns start from the first turns' prefix states (256 and 128 tokens cached) and
+ * give transformers' next greedy tokens; every rank keeps the same states; a step starting a
+ * sequence at a position whose blocks hold no state is refused, naming the reason. */
+static void check_prefix(int R)
+{
+    golden g;
+    if (v4_golden_load(&g, "model_fp32"))
+        return;
+    numla_model_config cfg;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(g.dir, &cfg), NUMLA_STATUS_OK);
+    numla_safetensors_model *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(g.dir, &st), NUMLA_STATUS_OK);
+    pc_ctx *c = calloc(1, sizeof *c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    c->V = cfg.vocab_size;
+    const int loaded = v4_team_load(&c->team, &cfg, st, numla_isa_best(), R);
+    numla_safetensors_close(&st);
+    if (loaded) {
+        free(c);
+        golden_free(&g);
+        return;
+    }
+    const int32_t bs = 16;
+    for (int r = 0; r < R; r++) {
+        CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_create(c->team.m[r], &c->rk[r].t), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_enable_prefix(c->rk[r].t, bs), NUMLA_STATUS_OK);
+    }
+    CU_ASSERT_EQUAL(numla_v4_seqs_prefix_stride(c->rk[0].t), 128);
+    numla_kv_cache *kv = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create(1, 32, 16, bs, 64, NUMLA_DTYPE_BF16, &kv),
+                          NUMLA_STATUS_OK);
+    numla_sched_options so = {.max_batch_tokens = 64, .max_seqs = 1, .prefill_chunk = 48,
+                              .vocab_size = cfg.vocab_size, .prefix_salt = 7,
+                              .prefix_stride = numla_v4_prefix_stride(&cfg, 1)};
+    numla_sched *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_sched_create(&so, kv, pc_exec, c, pc_done, c, &s), NUMLA_STATUS_OK);
+    /* requests: p3, p2, p3 + 10 greedy, p2 + 4 greedy */
+    const int src[4] = {3, 2, 3, 2}, extra[4] = {0, 0, 10, 4};
+    int32_t *toks[4] = {0};
+    numla_request rq[4];
+    for (int i = 0; i < 4; i++) {
+        const int p = src[i], n = g.len[p] + extra[i];
+        toks[i] = malloc(sizeof(int32_t) * (size_t)n);
+        memcpy(toks[i], g.tokens[p], sizeof(int32_t) * (size_t)g.len[p]);
+        memcpy(toks[i] + g.len[p], g.greedy[p], sizeof(int32_t) * (size_t)extra[i]);
+        memset(&rq[i], 0, sizeof rq[i]);
+        rq[i].line = i + 1;
+        rq[i].num_prompt = n;
+        rq[i].prompt_tokens = toks[i];
+        numla_sampling_params_default(&rq[i].params);
+        rq[i].params.temperature = 0;
+        rq[i].params.max_tokens = N_GREEDY - extra[i];
+        rq[i].params.ignore_eos = 1;
+        CU_ASSERT_EQUAL(numla_sched_submit(s, &rq[i], (void *)(intptr_t)i), NUMLA_STATUS_OK);
+    }
+    for (int guard = 0; numla_sched_busy(s) && guard < 10000; guard++)
+        NUMLA_ASSERT_MSG(numla_sched_step(s) == NUMLA_STATUS_OK, "%d ranks: %s", R,
+                         numla_error_message());
+    NUMLA_ASSERT_MSG(c->out.done == 4 && !c->out.err[0], "%d of 4 answered; %s", c->out.done,
+                     c->out.err);
+    const int32_t want_cached[4] = {0, 0, 256, 128};
+    for (int i = 0; i < 4; i++) {
+        const int p = src[i];
+        NUMLA_ASSERT_MSG(c->out.nout[i] == N_GREEDY - extra[i] &&
+                             !memcmp(c->out.out[i], g.greedy[p] + extra[i],
+                                     sizeof(int32_t) * (size_t)(N_GREEDY - extra[i])),
+                         "%d ranks: request %d (prompt %d + %d): not transformers' greedy tokens",
+                         R, i, p, extra[i]);
+        NUMLA_ASSERT_MSG(c->cached[i] == want_cached[i], "%d ranks: request %d: %d tokens cached, "
+                         "not %d", R, i, c->cached[i], want_cached[i]);
+    }
+    const int32_t kept = numla_v4_seqs_prefix_count(c->rk[0].t);
+    NUMLA_ASSERT_MSG(kept >= 3, "%d ranks: %d prefix states kept", R, kept);
+    for (int r = 1; r < R; r++)
+        CU_ASSERT_EQUAL(numla_v4_seqs_prefix_count(c->rk[r].t), kept);
+    CU_ASSERT_EQUAL(numla_v4_seqs_prefix_bytes(c->rk[0].t),
+                    (size_t)kept * numla_v4_prefix_bytes_for(c->team.m[0], 128));
+    /* a new sequence at 128 whose first 8 blocks hold no state: refused */
+    int32_t tok = 1, pos = 128, qsl[2] = {0, 1}, lens[1] = {129}, bt[9] = {60, 61, 62, 63, 59,
+                                                                           58, 57, 56, 55};
+    const int64_t slot = 0, id = 999;
+    const numla_step bad = {.num_seqs = 1, .num_tokens = 1, .tokens = &tok, .positions = &pos,
+                            .slots = &slot, .query_start_loc = qsl, .seq_lens = lens,
+                            .block_tables = bt, .max_blocks_per_seq = 9, .seq_ids = &id};
+    CU_ASSERT_EQUAL(numla_v4_step_check(c->rk[0].t, &bad), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "prefix states"));
+    numla_sched_destroy(&s);
+    numla_kv_cache_destroy(&kv);
+    for (int r = 0; r < R; r++) {
+        numla_v4_seqs_destroy(&c->rk[r].t);
+        free(c->rk[r].buf);
+    }
+    for (int i = 0; i < 4; i++)
+        free(toks[i]);
+    v4_team_free(&c->team);
+    free(c);
+    golden_free(&g);
+}
+
+static void test_prefix_cache(void)
+{
+    check_prefix(1);
+    check_prefix(2);
+}
+
 NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_fill), NUMLA_TEST(test_fp32), NUMLA_TEST(test_fp32_ref_chunked),
                  NUMLA_TEST(test_bf16), NUMLA_TEST(test_fp8_fp4), NUMLA_TEST(test_ranks),
                  NUMLA_TEST(test_too_many_ranks), NUMLA_TEST(test_batched),
-                 NUMLA_TEST(test_bad_input), NUMLA_TEST(test_scheduled))
+                 NUMLA_TEST(test_bad_input), NUMLA_TEST(test_scheduled),
+                 NUMLA_TEST(test_prefix_cache))
