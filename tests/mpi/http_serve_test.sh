@@ -238,15 +238,25 @@ if [ "$mode" = one ]; then
   [ "$c" = 200 ]; check auth-ok $? "$c $(cat "$tmp/e.json")"
   c=$(code "http://127.0.0.1:$port/v1/completions" -H 'Authorization: Bearer sekret' -d "{\"prompt\": \"${long:0:6000}\"}")
   [ "$c" = 413 ]; check err-413 $? "$c"
-  for i in $(seq 1 8); do
+  # one long stream holds the only sequence (its first bytes are out before the others are
+  # sent); of 7 short requests at most two are taken (one waiting in the scheduler, one in the
+  # queue) and the rest are refused; the stream's client then goes away (its request is
+  # cancelled) and the waiting ones are served
+  curl -sN -m 200 -H 'Authorization: Bearer sekret' "http://127.0.0.1:$port/v1/completions" \
+    -d '{"prompt": [9], "max_tokens": 4000, "temperature": 0, "ignore_eos": true, "stream": true}' >"$tmp/q0.sse" &
+  q0=$!
+  for _ in $(seq 1 1500); do [ -s "$tmp/q0.sse" ] && break; sleep 0.02; done
+  for i in $(seq 1 7); do
     curl -s -D "$tmp/h$i" -o /dev/null -w '%{http_code}\n' -m 60 -H 'Authorization: Bearer sekret' \
-      "http://127.0.0.1:$port/v1/completions" -d "{\"prompt\": [$i], \"max_tokens\": 2000, \"temperature\": 0, \"ignore_eos\": true}" >"$tmp/q$i" &
+      "http://127.0.0.1:$port/v1/completions" -d "{\"prompt\": [$i], \"max_tokens\": 2, \"temperature\": 0, \"ignore_eos\": true}" >"$tmp/q$i" &
   done
+  for _ in $(seq 1 1500); do [ "$(cat "$tmp"/q[1-7] | grep -c .)" -ge 5 ] && break; sleep 0.02; done
+  kill "$q0" 2>/dev/null
   wait $(jobs -p | grep -v "^$spid$") 2>/dev/null
-  n429=$(cat "$tmp"/q[1-8] | grep -c 429)
-  n200=$(cat "$tmp"/q[1-8] | grep -c 200)
-  [ "$n429" -ge 1 ] && [ "$n200" -ge 1 ] && [ $((n429 + n200)) -eq 8 ] && grep -qi '^retry-after:' $(grep -l 429 "$tmp"/q[1-8] | head -1 | sed 's/q\([0-9]\)$/h\1/')
-  check err-429 $? "$(cat "$tmp"/q[1-8] | tr '\n' ' ')"
+  n429=$(cat "$tmp"/q[1-7] | grep -c 429)
+  n200=$(cat "$tmp"/q[1-7] | grep -c 200)
+  [ "$n429" -ge 1 ] && [ "$n200" -ge 1 ] && [ $((n429 + n200)) -eq 7 ] && grep -qi '^retry-after:' $(grep -l 429 "$tmp"/q[1-7] | head -1 | sed 's/q\([0-9]\)$/h\1/')
+  check err-429 $? "$(cat "$tmp"/q[1-7] | tr '\n' ' ')"
   kill -TERM "$spid"; wait "$spid"
 
   # Kimi (docs/kimi.md): tiny-kimi with the tiktoken golden tokenizer and the kimi-k2-thinking
