@@ -6,6 +6,11 @@ check() { # check NAME RESULT(0=ok) DETAILS
   if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1: $3"; fi
 }
 
+# The sanitizer and clang passes of scripts/test (NUMLA_TEST_SWEEP=lean) look for memory errors,
+# undefined behaviour and a second compiler's differences, not for throughput: there a script
+# runs each of its paths once, with fewer or shorter requests, where the first pass repeats them.
+sweep_lean() { [ "${NUMLA_TEST_SWEEP:-}" = lean ]; }
+
 # Exact comparisons need a kernel level that never rounds activations to bf16 (serve_test.sh):
 # NUMLA_ISA as given, else the best of avx512, avx2, ref this CPU has.
 exact_isa() {
