@@ -98,36 +98,57 @@ def attach_tools(messages, tools):
     return messages
 
 
+def load_encoding(path, name):
+    """The encoding module at path (imported as name) and the sha256 of its file."""
+    with open(path, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    spec = importlib.util.spec_from_file_location(name, path)
+    enc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(enc)
+    return enc, sha
+
+
+def write_renders(enc, sha, conversations, attach, runs, out):
+    """Renders each (conversation index, reasoning_effort or None) of runs in chat and thinking
+    mode with enc.encode_messages, the conversation's tools put in by attach(messages, tools);
+    an exception is recorded as an expected error. Writes out/cases.json."""
+    renders, errors = [], []
+    for ci, effort in runs:
+        conv = conversations[ci]
+        for thinking in (False, True):
+            key = {"conversation": ci, "thinking": thinking}
+            kw = {}
+            if effort:
+                key["reasoning_effort"] = effort
+                kw["reasoning_effort"] = effort
+            msgs = attach(conv["messages"], conv.get("tools"))
+            try:
+                text = enc.encode_messages(msgs, thinking_mode="thinking" if thinking else "chat",
+                                           **kw)
+            except Exception as e:  # noqa: BLE001 - recorded as an expected error
+                print(f"conversation {ci} thinking={thinking}"
+                      f"{f' effort={effort}' if effort else ''}: {type(e).__name__}: {e}",
+                      file=sys.stderr)
+                errors.append(key)
+                continue
+            renders.append(dict(key, text=text))
+    os.makedirs(out, exist_ok=True)
+    cases = {"encoding_sha256": sha, "conversations": conversations, "renders": renders,
+             "errors": errors}
+    with open(os.path.join(out, "cases.json"), "w", encoding="utf-8") as f:
+        json.dump(cases, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"{len(renders)} renders, {len(errors)} errors -> {out}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--encoding", required=True, help="DeepSeek-V3.2's encoding_dsv32.py")
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "golden", "chat_dsv32"))
     args = ap.parse_args()
-    with open(args.encoding, "rb") as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
-    spec = importlib.util.spec_from_file_location("encoding_dsv32", args.encoding)
-    enc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(enc)
-    renders, errors = [], []
-    for ci, conv in enumerate(CONVERSATIONS):
-        for thinking in (False, True):
-            key = {"conversation": ci, "thinking": thinking}
-            msgs = attach_tools(conv["messages"], conv.get("tools"))
-            try:
-                text = enc.encode_messages(msgs, thinking_mode="thinking" if thinking else "chat")
-            except Exception as e:  # noqa: BLE001 - recorded as an expected error
-                print(f"conversation {ci} thinking={thinking}: {type(e).__name__}: {e}",
-                      file=sys.stderr)
-                errors.append(key)
-                continue
-            renders.append(dict(key, text=text))
-    os.makedirs(args.out, exist_ok=True)
-    cases = {"encoding_sha256": sha, "conversations": CONVERSATIONS, "renders": renders,
-             "errors": errors}
-    with open(os.path.join(args.out, "cases.json"), "w", encoding="utf-8") as f:
-        json.dump(cases, f, ensure_ascii=False, indent=1)
-        f.write("\n")
-    print(f"{len(renders)} renders, {len(errors)} errors -> {args.out}")
+    enc, sha = load_encoding(args.encoding, "encoding_dsv32")
+    write_renders(enc, sha, CONVERSATIONS, attach_tools,
+                  [(ci, None) for ci in range(len(CONVERSATIONS))], args.out)
 
 
 if __name__ == "__main__":

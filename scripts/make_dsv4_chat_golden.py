@@ -27,9 +27,6 @@ refuses ("low"). Writes:
 """
 import argparse
 import copy
-import hashlib
-import importlib.util
-import json
 import os
 import sys
 
@@ -38,7 +35,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 from make_dsv32_chat_golden import CONVERSATIONS as DSV32_CONVERSATIONS  # noqa: E402
-from make_dsv32_chat_golden import SEARCH, WEATHER, call, m  # noqa: E402
+from make_dsv32_chat_golden import SEARCH, WEATHER, call, load_encoding, m  # noqa: E402
+from make_dsv32_chat_golden import write_renders  # noqa: E402
 
 PUBLISHED_SHA256 = "bdbd57c132a1b3725042323d02b98b9d1df28e5f388f134399555d041f5055e0"
 
@@ -103,40 +101,13 @@ def main():
     ap.add_argument("--encoding", required=True, help="DeepSeek-V4's encoding_dsv4.py")
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "golden", "chat_dsv4"))
     args = ap.parse_args()
-    with open(args.encoding, "rb") as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
+    enc, sha = load_encoding(args.encoding, "encoding_dsv4")
     if sha != PUBLISHED_SHA256:
         print(f"warning: {args.encoding} is not the published encoding_dsv4.py (sha256 {sha})",
               file=sys.stderr)
-    spec = importlib.util.spec_from_file_location("encoding_dsv4", args.encoding)
-    enc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(enc)
-    renders, errors = [], []
     runs = [(ci, None) for ci in range(len(CONVERSATIONS))]
     runs += [(ci, e) for ci in EFFORT_CASES for e in EFFORTS if (e, ci) != ("low", 12)]
-    for ci, effort in runs:
-        conv = CONVERSATIONS[ci]
-        for thinking in (False, True):
-            key = {"conversation": ci, "thinking": thinking}
-            if effort:
-                key["reasoning_effort"] = effort
-            msgs = attach_tools(conv["messages"], conv.get("tools"))
-            try:
-                text = enc.encode_messages(msgs, thinking_mode="thinking" if thinking else "chat",
-                                           reasoning_effort=effort)
-            except Exception as e:  # noqa: BLE001 - recorded as an expected error
-                print(f"conversation {ci} thinking={thinking} effort={effort}: "
-                      f"{type(e).__name__}: {e}", file=sys.stderr)
-                errors.append(key)
-                continue
-            renders.append(dict(key, text=text))
-    os.makedirs(args.out, exist_ok=True)
-    cases = {"encoding_sha256": sha, "conversations": CONVERSATIONS, "renders": renders,
-             "errors": errors}
-    with open(os.path.join(args.out, "cases.json"), "w", encoding="utf-8") as f:
-        json.dump(cases, f, ensure_ascii=False, indent=1)
-        f.write("\n")
-    print(f"{len(renders)} renders, {len(errors)} errors -> {args.out}")
+    write_renders(enc, sha, CONVERSATIONS, attach_tools, runs, args.out)
 
 
 if __name__ == "__main__":
