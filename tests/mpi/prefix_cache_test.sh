@@ -26,20 +26,6 @@ run() { # run MODEL OUT [options...]
     --output "$out" "$@" 2> "$out.err"
 }
 strip_usage() { sed -E 's/,"prompt_tokens_details":\{"cached_tokens":[0-9]+\}//' "$1"; }
-# decisive_tokens REF FILE (as in serve_test.sh): "id tok,..." cut at REF's first near-tie
-decisive_tokens() {
-  awk -v tol=0.05 'function idof(l) { match(l, /^\{"id":("[^"]*"|[0-9]+|null)/); return substr(l, 7, RLENGTH - 6) }
-    function toks(l) { match(l, /"output_tokens":\[[^]]*\]/); return substr(l, RSTART + 17, RLENGTH - 18) }
-    FNR == NR { id = idof($0); k = 0; rest = $0
-      while (match(rest, /"top":\[\[-?[0-9]+,[-0-9.e+]+\],\[-?[0-9]+,[-0-9.e+]+\]/)) {
-        t = substr(rest, RSTART + 7, RLENGTH - 8); gsub(/\]|\[/, "", t); split(t, a, ",")
-        if (a[2] - a[4] < tol) break
-        k++; rest = substr(rest, RSTART + RLENGTH) }
-      keep[id] = k; next }
-    { id = idof($0); n = split(toks($0), tk, ","); out = ""
-      for (i = 1; i <= n && i <= keep[id]; i++) out = out (i > 1 ? "," : "") tk[i]
-      print id, out }' "$1" "$2" | sort
-}
 cached_sum() { grep -o '"cached_tokens":[0-9]*' "$1" | awk -F: '{ s += $2 } END { print s + 0 }'; }
 
 # a lean sweep (test_lib.sh) runs bf16 only: int8 weights change the linears, not the cache

@@ -37,21 +37,6 @@ gen() {
 }
 # tokens_by_id FILE: "id tokens" lines, sorted
 tokens_by_id() { sed -E 's/^\{"id":("[^"]*"|[0-9]+|null),"output_tokens":\[([^]]*)\].*/\1 \2/' "$1" | sort; }
-# decisive_tokens REF FILE: "id tok,tok,..." per record of FILE, cut before the first step where
-# REF's top-1/top-2 logprob margin is below 0.05 (records need "logprobs": 2).
-decisive_tokens() {
-  awk -v tol=0.05 'function idof(l) { match(l, /^\{"id":("[^"]*"|[0-9]+|null)/); return substr(l, 7, RLENGTH - 6) }
-    function toks(l) { match(l, /"output_tokens":\[[^]]*\]/); return substr(l, RSTART + 17, RLENGTH - 18) }
-    FNR == NR { id = idof($0); k = 0; rest = $0
-      while (match(rest, /"top":\[\[-?[0-9]+,[-0-9.e+]+\],\[-?[0-9]+,[-0-9.e+]+\]/)) {
-        t = substr(rest, RSTART + 7, RLENGTH - 8); gsub(/\]|\[/, "", t); split(t, a, ",")
-        if (a[2] - a[4] < tol) break
-        k++; rest = substr(rest, RSTART + RLENGTH) }
-      keep[id] = k; next }
-    { id = idof($0); n = split(toks($0), tk, ","); out = ""
-      for (i = 1; i <= n && i <= keep[id]; i++) out = out (i > 1 ? "," : "") tk[i]
-      print id, out }' "$1" "$2" | sort
-}
 ids() { sed -E 's/^\{"id":("[^"]*"|[0-9]+|null),.*/\1/' "$1" | sort; }
 well_formed() { # every line a complete record
   local bad

@@ -26,20 +26,6 @@ run() { # run OUT [options...]
 }
 # line_of FILE: "id <line without usage>" sorted, for requests whose reference line has no near tie
 strip() { sed -E 's/,"logprobs":\[.*\](,"text":|\}$)/\1/; s/,"usage":\{[^{}]*(\{[^{}]*\}[^{}]*)*\}//' "$1" | sort; }
-# decisive_tokens REF FILE: "id tok,..." cut at REF's first near-tie (prefix_cache_test.sh)
-decisive_tokens() {
-  awk -v tol=0.05 'function idof(l) { match(l, /^\{"id":("[^"]*"|[0-9]+|null)/); return substr(l, 7, RLENGTH - 6) }
-    function toks(l) { match(l, /"output_tokens":\[[^]]*\]/); return substr(l, RSTART + 17, RLENGTH - 18) }
-    FNR == NR { id = idof($0); k = 0; rest = $0
-      while (match(rest, /"top":\[\[-?[0-9]+,[-0-9.e+]+\],\[-?[0-9]+,[-0-9.e+]+\]/)) {
-        t = substr(rest, RSTART + 7, RLENGTH - 8); gsub(/\]|\[/, "", t); split(t, a, ",")
-        if (a[2] - a[4] < tol) break
-        k++; rest = substr(rest, RSTART + RLENGTH) }
-      keep[id] = k; next }
-    { id = idof($0); n = split(toks($0), tk, ","); out = ""
-      for (i = 1; i <= n && i <= keep[id]; i++) out = out (i > 1 ? "," : "") tk[i]
-      print id, out }' "$1" "$2" | sort
-}
 # ids of the reference's requests without a near tie (every greedy token decisive)
 clean_ids() {
   awk -v tol=0.05 '{ match($0, /^\{"id":"[^"]*"/); id = substr($0, 8, RLENGTH - 8); rest = $0; ok = 1

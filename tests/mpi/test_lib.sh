@@ -1,5 +1,6 @@
 # tests/mpi/test_lib.sh — sourced by the end-to-end test scripts of tests/mpi/: the pass/fail
-# tally, the kernel level for exact comparisons, and starting `numla serve`.
+# tally, the lean sweep, the tokens to compare across runs that round differently, the kernel
+# level for exact comparisons, and starting `numla serve`.
 
 fail=0 pass=0
 check() { # check NAME RESULT(0=ok) DETAILS
@@ -10,6 +11,23 @@ check() { # check NAME RESULT(0=ok) DETAILS
 # undefined behaviour and a second compiler's differences, not for throughput: there a script
 # runs each of its paths once, with fewer or shorter requests, where the first pass repeats them.
 sweep_lean() { [ "${NUMLA_TEST_SWEEP:-}" = lean ]; }
+
+# decisive_tokens REF FILE: "id tok,tok,..." per record of FILE, cut before the first step where
+# REF's top-1/top-2 logprob margin is below 0.05 (records need "logprobs": 2): where another
+# step shape, rank count or cache may round a near tie the other way.
+decisive_tokens() {
+  awk -v tol=0.05 'function idof(l) { match(l, /^\{"id":("[^"]*"|[0-9]+|null)/); return substr(l, 7, RLENGTH - 6) }
+    function toks(l) { match(l, /"output_tokens":\[[^]]*\]/); return substr(l, RSTART + 17, RLENGTH - 18) }
+    FNR == NR { id = idof($0); k = 0; rest = $0
+      while (match(rest, /"top":\[\[-?[0-9]+,[-0-9.e+]+\],\[-?[0-9]+,[-0-9.e+]+\]/)) {
+        t = substr(rest, RSTART + 7, RLENGTH - 8); gsub(/\]|\[/, "", t); split(t, a, ",")
+        if (a[2] - a[4] < tol) break
+        k++; rest = substr(rest, RSTART + RLENGTH) }
+      keep[id] = k; next }
+    { id = idof($0); n = split(toks($0), tk, ","); out = ""
+      for (i = 1; i <= n && i <= keep[id]; i++) out = out (i > 1 ? "," : "") tk[i]
+      print id, out }' "$1" "$2" | sort
+}
 
 # Exact comparisons need a kernel level that never rounds activations to bf16 (serve_test.sh):
 # NUMLA_ISA as given, else the best of avx512, avx2, ref this CPU has.
