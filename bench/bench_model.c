@@ -348,6 +348,7 @@ typedef struct bm_results {
     double v4_cache_tok, v4_cache_seq;                 /* deepseek_v4: cache values per token
                                                         * once long, and per sequence besides
                                                         * (numla_v4_config_sizes) */
+    int v4_cache_es;                                   /* bytes a value (its cache dtype) */
     double bw, peak, amx_peak;                         /* machine figures (best of two) */
     double pf_best, pf_lin_s, pf_lin_fl, pf_attn_s, pf_attn_k_s;
     double pf_part[NUMLA_MODEL_PART_COUNT];
@@ -571,9 +572,10 @@ static void bm_print(const bm_opts *o, const bm_results *r, int size)
                "bytes %.2f ms, flops %.2f ms -> roofline_frac %.3f (context prefill %.1f s)\n",
                r->nlong, long_ctx, o->quick ? " (--quick: not 16384)" : "", long_tok_s,
                1e3 * r->long_med, 1e3 * t_bytes, 1e3 * t_flops, roof, r->long_pf);
-        printf("  cache: %.1f values per token once the context is long (%.0f bytes at fp32, the "
+        printf("  cache: %.1f values per token once the context is long (%.0f bytes at %s, the "
                "cache's type), %.0f values per sequence besides (windows, compressors' carry-over)\n",
-               r->v4_cache_tok, 4 * r->v4_cache_tok, r->v4_cache_seq);
+               r->v4_cache_tok, r->v4_cache_es * r->v4_cache_tok,
+               r->v4_cache_es == 2 ? "bf16" : "fp32", r->v4_cache_seq);
         printf("  peak RSS %.1f MiB; load average %.2f / %.2f / %.2f (start / after decode / "
                "end)\n", r->rss_mib, r->load_start, r->load_dec, r->load_long);
     } else {
@@ -695,6 +697,7 @@ static void bm_measure(bm_ctx *x, const bm_opts *o, bm_seq *sa, bm_seq *sb, int 
         numla_v4_config_sizes(numla_v4_model_config(v4), &vz);
         r.v4_cache_tok = vz.cache_per_token;
         r.v4_cache_seq = vz.cache_per_seq;
+        r.v4_cache_es = (int)numla_dtype_size(numla_v4_model_cache_dtype(v4));
     }
     /* peak RSS: the load's, and the runs' after the probe buffer is gone (ru_maxrss would
      * count the probe's gigabytes as the model's) */

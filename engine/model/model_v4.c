@@ -74,6 +74,8 @@ struct numla_v4_model {
     numla_shard shard;
     numla_model_reduce_fn reduce;     /* sum over the ranks (NULL with one rank) */
     void *reduce_ctx;
+    int cache_bf16;                   /* the sequences' window rows and compressed entries are
+                                       * bf16 (numla_v4_model_set_cache_dtype), else fp32 */
     float *embed;                     /* (V, D) */
     float *norm;                      /* (D) */
     v4_lin head;                      /* (V, D) */
@@ -853,17 +855,65 @@ numla_status numla_v4_model_load_shard(const numla_model_config *cfg,
 
 /* ---- the per-sequence cache ---- */
 
+numla_status numla_v4_model_set_cache_dtype(numla_v4_model *m, numla_dtype dt)
+{
+    if (!m || (dt != NUMLA_DTYPE_F32 && dt != NUMLA_DTYPE_BF16))
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "deepseek_v4: the cache is fp32 or bf16 (%s asked)",
+                   m ? numla_dtype_name(dt) : "NULL model");
+    m->cache_bf16 = dt == NUMLA_DTYPE_BF16;
+    return NUMLA_STATUS_OK;
+}
+
+numla_dtype numla_v4_model_cache_dtype(const numla_v4_model *m)
+{
+    return m && m->cache_bf16 ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32;
+}
+
+/* Window rows and compressed entries are values of m's cache dtype (fp32 or bf16); the
+ * compressors' raw rows stay fp32. es: bytes a value; at: value i of a cache array; put/get:
+ * n values in from fp32 (bf16 rounds to nearest even) and out to fp32 (exact). */
+static size_t v4_es(const numla_v4_model *m) { return m->cache_bf16 ? 2 : 4; }
+static void *v4_at(const numla_v4_model *m, void *base, int64_t i)
+{
+    return (char *)base + (size_t)i * v4_es(m);
+}
+static const void *v4_cat(const numla_v4_model *m, const void *base, int64_t i)
+{
+    return (const char *)base + (size_t)i * v4_es(m);
+}
+static void v4_put(const numla_v4_model *m, void *dst, const float *src, int64_t n)
+{
+    if (!m->cache_bf16) {
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+        return;
+    }
+    uint16_t *d = dst;
+    for (int64_t i = 0; i < n; i++)
+        d[i] = numla_f32_to_bf16(src[i]);
+}
+static void v4_get(const numla_v4_model *m, float *dst, const void *src, int64_t n)
+{
+    if (!m->cache_bf16) {
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+        return;
+    }
+    const uint16_t *h = src;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = numla_bf16_to_f32(h[i]);
+}
+
 /* A compressor's state: the raw (wkv, wgate) rows of the last 2·rate positions (slot
  * pos mod 2·rate: the current window and the previous one, which CSA's entries overlap) and the
  * entries made so far. */
 typedef struct v4_cstate {
-    float *raw_kv, *raw_gate; /* (2·rate, c·width) */
-    float *entries;           /* (cap, width) */
+    float *raw_kv, *raw_gate; /* (2·rate, c·width) fp32 */
+    void *entries;            /* (cap, width) of the cache dtype */
+    float *tmp;               /* (width) the entry being made */
     int64_t count, cap;
 } v4_cstate;
 
 typedef struct v4_lcache {
-    float *ring;         /* (W, Dh): the KV row of position p at p mod W */
+    void *ring;          /* (W, Dh) of the cache dtype: the KV row of position p at p mod W */
     v4_cstate comp, icomp;
 } v4_lcache;
 
@@ -897,7 +947,7 @@ typedef struct v4_snap {
     int64_t base, saved;
     int64_t l0, l1;
     int broken;        /* a call of more rows than a compressor's 2·rate slots since base */
-    float **ring;      /* (l1 - l0) of (V4_SNAP_ROWS, Dh) */
+    void **ring;       /* (l1 - l0) of (V4_SNAP_ROWS, Dh) of the cache dtype */
     float **ckv, **cg; /* 2 (l1 - l0) of (V4_SNAP_ROWS, c·width): comp, icomp */
 } v4_snap;
 
@@ -943,7 +993,8 @@ static void v4_snap_save(const numla_v4_model *m, numla_v4_seq *s, int64_t n)
         for (int64_t l = p->l0; l < p->l1; l++) {
             const int64_t i = l - p->l0;
             const v4_lcache *lc = &s->layers[l];
-            memcpy(p->ring[i] + off * Dh, lc->ring + (pos % W) * Dh, sizeof(float) * (size_t)Dh);
+            memcpy(v4_at(m, p->ring[i], off * Dh), v4_cat(m, lc->ring, (pos % W) * Dh),
+                   v4_es(m) * (size_t)Dh);
             const v4_layer *y = &m->layers[l];
             const v4_comp *cp[2] = {&y->comp, &y->icomp};
             const v4_cstate *cs[2] = {&lc->comp, &lc->icomp};
@@ -979,7 +1030,7 @@ static numla_status v4_snap_mark(const numla_v4_model *m, numla_v4_seq *s, int64
         const int64_t Dh = m->cfg.v4.head_dim;
         for (int64_t l = l0; !bad && l < l1; l++) {
             const int64_t i = l - l0;
-            p->ring[i] = malloc(sizeof(float) * (size_t)(V4_SNAP_ROWS * Dh));
+            p->ring[i] = malloc(v4_es(m) * (size_t)(V4_SNAP_ROWS * Dh));
             bad |= !p->ring[i];
             const v4_comp *cp[2] = {&m->layers[l].comp, &m->layers[l].icomp};
             const v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
@@ -1032,7 +1083,8 @@ static void v4_snap_restore(const numla_v4_model *m, numla_v4_seq *s, int64_t n)
         for (int64_t l = p->l0; l < p->l1; l++) {
             const int64_t i = l - p->l0;
             v4_lcache *lc = &s->layers[l];
-            memcpy(lc->ring + (pos % W) * Dh, p->ring[i] + off * Dh, sizeof(float) * (size_t)Dh);
+            memcpy(v4_at(m, lc->ring, (pos % W) * Dh), v4_cat(m, p->ring[i], off * Dh),
+                   v4_es(m) * (size_t)Dh);
             const v4_layer *y = &m->layers[l];
             const v4_comp *cp[2] = {&y->comp, &y->icomp};
             v4_cstate *cs[2] = {&lc->comp, &lc->icomp};
@@ -1057,6 +1109,7 @@ static void cstate_free(v4_cstate *s)
     free(s->raw_kv);
     free(s->raw_gate);
     free(s->entries);
+    free(s->tmp);
 }
 
 void numla_v4_seq_destroy(numla_v4_seq **ps)
@@ -1096,7 +1149,8 @@ static numla_status cstate_init(const v4_comp *c, v4_cstate *s)
     size_t row = (size_t)(c->c * c->width);
     s->raw_kv = calloc((size_t)(2 * c->rate) * row, sizeof(float));
     s->raw_gate = calloc((size_t)(2 * c->rate) * row, sizeof(float));
-    if (!s->raw_kv || !s->raw_gate)
+    s->tmp = malloc(sizeof(float) * (size_t)c->width);
+    if (!s->raw_kv || !s->raw_gate || !s->tmp)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory");
     return NUMLA_STATUS_OK;
 }
@@ -1116,7 +1170,7 @@ numla_status numla_v4_seq_create(const numla_v4_model *m, numla_v4_seq **out)
     for (int64_t l = 0; st == NUMLA_STATUS_OK && l < m->cfg.num_hidden_layers; l++) {
         const v4_layer *y = &m->layers[l];
         v4_lcache *lc = &s->layers[l];
-        lc->ring = calloc((size_t)(v->sliding_window * v->head_dim), sizeof(float));
+        lc->ring = calloc((size_t)(v->sliding_window * v->head_dim), v4_es(m));
         if (!lc->ring)
             st = NUMLA_STATUS_NO_MEMORY;
         if (st == NUMLA_STATUS_OK && y->attn != NUMLA_V4_ATTN_SLIDING)
@@ -1153,29 +1207,36 @@ int64_t numla_v4_seq_cache_values(const numla_v4_seq *s)
     return total;
 }
 
-/* n values of unit variance (uniform on ±√3) from a xorshift stream seeded by `seed`. */
-static void v4_fill_values(float *x, int64_t n, uint32_t seed)
+/* n cache values (m's dtype) of unit variance (uniform on ±√3) from a xorshift stream seeded
+ * by `seed`. */
+static void v4_fill_values(const numla_v4_model *m, void *x, int64_t n, uint32_t seed)
 {
     uint32_t h = seed * 0x9e3779b9u + 0x85ebca6bu;
-    for (int64_t i = 0; i < n; i++) {
-        h ^= h << 13;
-        h ^= h >> 17;
-        h ^= h << 5;
-        x[i] = ((float)(h >> 8) * 0x1.0p-24f * 2.0f - 1.0f) * 1.7320508f;
+    float buf[256];
+    for (int64_t i0 = 0; i0 < n; i0 += 256) {
+        const int64_t k = n - i0 < 256 ? n - i0 : 256;
+        for (int64_t i = 0; i < k; i++) {
+            h ^= h << 13;
+            h ^= h >> 17;
+            h ^= h << 5;
+            buf[i] = ((float)(h >> 8) * 0x1.0p-24f * 2.0f - 1.0f) * 1.7320508f;
+        }
+        v4_put(m, v4_at(m, x, i0), buf, k);
     }
 }
 
-static numla_status cstate_fill(const v4_comp *c, v4_cstate *s, int64_t n, uint32_t seed)
+static numla_status cstate_fill(const numla_v4_model *m, const v4_comp *c, v4_cstate *s,
+                               int64_t n, uint32_t seed)
 {
     const int64_t count = n / c->rate;
     if (count == 0)
         return NUMLA_STATUS_OK;
-    s->entries = malloc(sizeof(float) * (size_t)(count * c->width));
+    s->entries = malloc(v4_es(m) * (size_t)(count * c->width));
     if (!s->entries)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for %lld compressed entries",
                    (long long)count);
     s->count = s->cap = count;
-    v4_fill_values(s->entries, count * c->width, seed);
+    v4_fill_values(m, s->entries, count * c->width, seed);
     return NUMLA_STATUS_OK;
 }
 
@@ -1190,11 +1251,11 @@ numla_status numla_v4_seq_fill(numla_v4_seq *s, int64_t n)
     for (int64_t l = 0; st == NUMLA_STATUS_OK && l < s->m->cfg.num_hidden_layers; l++) {
         const v4_layer *y = &s->m->layers[l];
         v4_lcache *lc = &s->layers[l];
-        v4_fill_values(lc->ring, v->sliding_window * v->head_dim, (uint32_t)(3 * l + 1));
+        v4_fill_values(s->m, lc->ring, v->sliding_window * v->head_dim, (uint32_t)(3 * l + 1));
         if (y->attn != NUMLA_V4_ATTN_SLIDING)
-            st = cstate_fill(&y->comp, &lc->comp, n, (uint32_t)(3 * l + 2));
+            st = cstate_fill(s->m, &y->comp, &lc->comp, n, (uint32_t)(3 * l + 2));
         if (st == NUMLA_STATUS_OK && y->attn == NUMLA_V4_ATTN_CSA)
-            st = cstate_fill(&y->icomp, &lc->icomp, n, (uint32_t)(3 * l + 3));
+            st = cstate_fill(s->m, &y->icomp, &lc->icomp, n, (uint32_t)(3 * l + 3));
     }
     if (st != NUMLA_STATUS_OK) {
         for (int64_t l = 0; l < s->m->cfg.num_hidden_layers; l++) {
@@ -1204,8 +1265,7 @@ numla_status numla_v4_seq_fill(numla_v4_seq *s, int64_t n)
                 cs[k]->entries = NULL;
                 cs[k]->count = cs[k]->cap = 0;
             }
-            memset(s->layers[l].ring, 0,
-                   sizeof(float) * (size_t)(v->sliding_window * v->head_dim));
+            memset(s->layers[l].ring, 0, v4_es(s->m) * (size_t)(v->sliding_window * v->head_dim));
         }
         numla_error_frame(__FILE__, __LINE__, __func__);
         return st;
@@ -1225,36 +1285,37 @@ numla_status numla_v4_seq_fill(numla_v4_seq *s, int64_t n)
 struct numla_v4_prefix {
     const numla_v4_model *m;
     int64_t pos, stride;
-    float *v;       /* (values) the layers' parts in order (v4_prefix_layer) */
-    size_t values;
+    char *v;        /* (bytes) the layers' parts in order (v4_prefix_layer) */
+    size_t bytes;
 };
 
 typedef struct v4_pview {
-    float *ring;            /* (W - 1, Dh) */
-    float *ent[2];          /* (stride / rate, width) comp, icomp; NULL where none */
-    float *ckv[2], *cg[2];  /* (rate, width) CSA's carry; NULL where none */
+    void *ring;             /* (W - 1, Dh) of the cache dtype */
+    void *ent[2];           /* (stride / rate, width) of the cache dtype: comp, icomp; NULL
+                               where none */
+    float *ckv[2], *cg[2];  /* (rate, width) fp32: CSA's carry; NULL where none */
 } v4_pview;
 
 /* The parts of layer l in a state of m at stride beginning at v (NULL: counting only); returns
- * the values they take. */
-static size_t v4_prefix_layer(const numla_v4_model *m, int64_t l, int64_t stride, float *v,
+ * the bytes they take. */
+static size_t v4_prefix_layer(const numla_v4_model *m, int64_t l, int64_t stride, char *v,
                               v4_pview *pv)
 {
     const numla_v4_config *c = &m->cfg.v4;
     const v4_layer *y = &m->layers[l];
-    size_t n = (size_t)((c->sliding_window - 1) * c->head_dim);
+    size_t n = v4_es(m) * (size_t)((c->sliding_window - 1) * c->head_dim);
     memset(pv, 0, sizeof *pv);
     pv->ring = v;
     const v4_comp *cp[2] = {&y->comp, &y->icomp};
     const int ncomp = y->attn == NUMLA_V4_ATTN_CSA ? 2 : y->attn == NUMLA_V4_ATTN_HCA ? 1 : 0;
     for (int k = 0; k < ncomp; k++) {
         pv->ent[k] = v ? v + n : NULL;
-        n += (size_t)(stride / cp[k]->rate * cp[k]->width);
+        n += v4_es(m) * (size_t)(stride / cp[k]->rate * cp[k]->width);
         if (cp[k]->c == 2) {
-            pv->ckv[k] = v ? v + n : NULL;
-            n += (size_t)(cp[k]->rate * cp[k]->width);
-            pv->cg[k] = v ? v + n : NULL;
-            n += (size_t)(cp[k]->rate * cp[k]->width);
+            pv->ckv[k] = v ? (float *)(void *)(v + n) : NULL;
+            n += sizeof(float) * (size_t)(cp[k]->rate * cp[k]->width);
+            pv->cg[k] = v ? (float *)(void *)(v + n) : NULL;
+            n += sizeof(float) * (size_t)(cp[k]->rate * cp[k]->width);
         }
     }
     return n;
@@ -1291,7 +1352,7 @@ int64_t numla_v4_prefix_pos(const numla_v4_prefix *p) { return p ? p->pos : -1; 
 
 size_t numla_v4_prefix_bytes(const numla_v4_prefix *p)
 {
-    return p ? sizeof *p + sizeof(float) * p->values : 0;
+    return p ? sizeof *p + p->bytes : 0;
 }
 
 size_t numla_v4_prefix_bytes_for(const numla_v4_model *m, int64_t stride)
@@ -1300,7 +1361,7 @@ size_t numla_v4_prefix_bytes_for(const numla_v4_model *m, int64_t stride)
     v4_pview pv;
     for (int64_t l = 0; m && l < m->cfg.num_hidden_layers; l++)
         n += v4_prefix_layer(m, l, stride, NULL, &pv);
-    return sizeof(numla_v4_prefix) + sizeof(float) * n;
+    return sizeof(numla_v4_prefix) + n;
 }
 
 numla_status numla_v4_seq_capture(numla_v4_seq *s, int64_t stride, int64_t n)
@@ -1325,7 +1386,7 @@ numla_status numla_v4_seq_capture(numla_v4_seq *s, int64_t stride, int64_t n)
     const size_t bytes = numla_v4_prefix_bytes_for(m, stride) - sizeof(numla_v4_prefix);
     for (int64_t k = first; k <= last; k++) {
         numla_v4_prefix *p = calloc(1, sizeof *p);
-        float *v = p ? calloc(1, bytes + sizeof(float)) : NULL;
+        char *v = p ? calloc(1, bytes + sizeof(float)) : NULL;
         if (!v) {
             free(p);
             for (int32_t i = 0; i < s->ncap; i++)
@@ -1334,7 +1395,7 @@ numla_status numla_v4_seq_capture(numla_v4_seq *s, int64_t stride, int64_t n)
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for a prefix state (%zu "
                        "bytes)", bytes);
         }
-        *p = (numla_v4_prefix){m, k * stride, stride, v, bytes / sizeof(float)};
+        *p = (numla_v4_prefix){m, k * stride, stride, v, bytes};
         s->cap[s->ncap++] = p;
     }
     s->cap_stride = stride;
@@ -1360,9 +1421,9 @@ static numla_v4_prefix *v4_capture_at(const numla_v4_seq *s, int64_t pos)
     return NULL;
 }
 
-static float *v4_prefix_view(const numla_v4_prefix *p, int64_t l, v4_pview *pv)
+static char *v4_prefix_view(const numla_v4_prefix *p, int64_t l, v4_pview *pv)
 {
-    float *v = p->v;
+    char *v = p->v;
     for (int64_t i = 0; i < l; i++)
         v += v4_prefix_layer(p->m, i, p->stride, NULL, pv);
     v4_prefix_layer(p->m, l, p->stride, v, pv);
@@ -1402,15 +1463,14 @@ static void v4_capture_rows(const numla_v4_seq *s, int64_t l, const float *rows,
         v4_pview pv;
         v4_prefix_view(p, l, &pv);
         for (int64_t pos = p->pos - W + 1 > 0 ? p->pos - W + 1 : 0; pos < p->pos; pos++)
-            memcpy(pv.ring + (pos - (p->pos - W + 1)) * Dh, rows + (pos - r0) * Dh,
-                   sizeof(float) * (size_t)Dh);
+            v4_put(m, v4_at(m, pv.ring, (pos - (p->pos - W + 1)) * Dh), rows + (pos - r0) * Dh, Dh);
         const v4_comp *cp[2] = {&y->comp, &y->icomp};
         const v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
         for (int k = 0; k < 2; k++)
             if (pv.ent[k]) {
                 const int64_t e0 = (p->pos - p->stride) / cp[k]->rate, ne = p->stride / cp[k]->rate;
-                memcpy(pv.ent[k], cs[k]->entries + e0 * cp[k]->width,
-                       sizeof(float) * (size_t)(ne * cp[k]->width));
+                memcpy(pv.ent[k], v4_cat(m, cs[k]->entries, e0 * cp[k]->width),
+                       v4_es(m) * (size_t)(ne * cp[k]->width));
             }
     }
 }
@@ -1436,8 +1496,8 @@ numla_status numla_v4_seq_restore(numla_v4_seq *s, const numla_v4_prefix *const 
         v4_pview pv;
         v4_prefix_view(segs[nseg - 1], l, &pv);
         for (int64_t q = pos - W + 1 > 0 ? pos - W + 1 : 0; q < pos; q++)
-            memcpy(lc->ring + (q % W) * Dh, pv.ring + (q - (pos - W + 1)) * Dh,
-                   sizeof(float) * (size_t)Dh);
+            memcpy(v4_at(m, lc->ring, (q % W) * Dh), v4_cat(m, pv.ring, (q - (pos - W + 1)) * Dh),
+                   v4_es(m) * (size_t)Dh);
         const v4_comp *cp[2] = {&y->comp, &y->icomp};
         v4_cstate *cs[2] = {&lc->comp, &lc->icomp};
         for (int k = 0; k < 2; k++) {
@@ -1446,7 +1506,7 @@ numla_status numla_v4_seq_restore(numla_v4_seq *s, const numla_v4_prefix *const 
             const int64_t w = cp[k]->width, R = cp[k]->rate, row = cp[k]->c * w;
             const int64_t count = pos / R, per = stride / R;
             if (count > cs[k]->cap) {
-                float *e = realloc(cs[k]->entries, sizeof(float) * (size_t)(count * w));
+                void *e = realloc(cs[k]->entries, v4_es(m) * (size_t)(count * w));
                 if (!e)
                     NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for %lld compressed "
                                "entries", (long long)count);
@@ -1456,7 +1516,7 @@ numla_status numla_v4_seq_restore(numla_v4_seq *s, const numla_v4_prefix *const 
             for (int64_t g = 0; g < nseg; g++) {
                 v4_pview sv;
                 v4_prefix_view(segs[g], l, &sv);
-                memcpy(cs[k]->entries + g * per * w, sv.ent[k], sizeof(float) * (size_t)(per * w));
+                memcpy(v4_at(m, cs[k]->entries, g * per * w), sv.ent[k], v4_es(m) * (size_t)(per * w));
             }
             cs[k]->count = count;
             if (cp[k]->c == 2)
@@ -1589,13 +1649,13 @@ static numla_status comp_push(const numla_v4_model *m, const v4_comp *c, v4_csta
     const int64_t win = (pos + 1) / R - 1;
     if (s->count == s->cap) {
         int64_t cap = s->cap ? 2 * s->cap : 16;
-        float *e = realloc(s->entries, sizeof(float) * (size_t)(cap * w));
+        void *e = realloc(s->entries, v4_es(m) * (size_t)(cap * w));
         if (!e)
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for compressed entries");
         s->entries = e;
         s->cap = cap;
     }
-    float *out = s->entries + s->count * w;
+    float *out = s->tmp;
     const int64_t cur0 = (win * R) % (2 * R), prev0 = ((win + 1) * R) % (2 * R);
     /* slots: CSA: the previous window's first halves (win > 0), then this window's second
      * halves; HCA: this window. A softmax over the slots per channel, in two passes. */
@@ -1621,6 +1681,7 @@ static numla_status comp_push(const numla_v4_model *m, const v4_comp *c, v4_csta
     rms(out, c->norm, w, m->cfg.rms_norm_eps);
     const numla_v4_config *v = &m->cfg.v4;
     rope_tail(out, w, v->rope_dim, v->compress_inv_freq, v->compress_attention_factor, win * R, 1);
+    v4_put(m, v4_at(m, s->entries, s->count * w), out, w);
     s->count++;
     return NUMLA_STATUS_OK;
 }
@@ -1674,7 +1735,8 @@ static numla_status v4_select(const numla_v4_model *m, const v4_batch *bt, int64
                 .num_seqs = (int32_t)n, .num_heads = (int32_t)Hi, .head_dim = (int32_t)Di,
                 .block_size = (int32_t)ic->count, .num_blocks = 1, .max_blocks_per_seq = 1,
                 .topk = (int32_t)K, .q = qi + first * Hi * Di, .q_dtype = NUMLA_DTYPE_F32,
-                .w = w, .kcache = ic->entries, .k_dtype = NUMLA_DTYPE_F32, .block_tables = tab,
+                .w = w, .kcache = ic->entries,
+                .k_dtype = m->cache_bf16 ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32, .block_tables = tab,
                 .seq_lens = lens, .query_start_loc = NULL, .causal = 0,
                 .scale = (float)(1.0 / sqrt((double)Di)), .indices = sel + first * K,
                 .counts = nsel + first};
@@ -1691,6 +1753,51 @@ static numla_status v4_select(const numla_v4_model *m, const v4_batch *bt, int64
     }
     if (st != NUMLA_STATUS_OK)
         NUMLA_FAIL(st, "v4 forward: layer %lld: the indexer's selection failed", (long long)l);
+    return NUMLA_STATUS_OK;
+}
+
+/* A bf16 cache: the compressed entries the rows of layer l attend, as fp32, per sequence b in
+ * ef[b] (K 0, HCA: its first max nsel entries; CSA: the ones sel names, in order of first use,
+ * sel renumbered into them), and each row's ep pointed at its sequence's. */
+static numla_status v4_entries_f32(const numla_v4_model *m, const v4_batch *bt, int64_t l,
+                                   int64_t K, int32_t *sel, const int32_t *nsel, const float **ep,
+                                   float **ef)
+{
+    const int64_t Dh = m->cfg.v4.head_dim;
+    for (int b = 0; b < bt->B; b++) {
+        const v4_cstate *cs = &bt->seqs[b]->layers[l].comp;
+        const int64_t t0 = bt->start[b], t1 = bt->start[b + 1];
+        int64_t most = 0;
+        for (int64_t t = t0; t < t1; t++)
+            most = K ? most + nsel[t] : (nsel[t] > most ? nsel[t] : most);
+        most = most < cs->count ? most : cs->count;
+        ef[b] = malloc(sizeof(float) * (size_t)(most * Dh + 1));
+        int32_t *map = K ? malloc(sizeof(int32_t) * (size_t)(cs->count + 1)) : NULL;
+        if (!ef[b] || (K && !map)) {
+            free(map);
+            return NUMLA_STATUS_NO_MEMORY;
+        }
+        if (!K) {
+            v4_get(m, ef[b], cs->entries, most * Dh);
+        } else {
+            for (int64_t i = 0; i < cs->count; i++)
+                map[i] = -1;
+            int32_t nu = 0;
+            for (int64_t t = t0; t < t1; t++)
+                for (int32_t i = 0; i < nsel[t]; i++) {
+                    const int32_t e = sel[t * K + i];
+                    if (map[e] < 0) {
+                        map[e] = nu;
+                        v4_get(m, ef[b] + (int64_t)nu * Dh, v4_cat(m, cs->entries, e * Dh), Dh);
+                        nu++;
+                    }
+                    sel[t * K + i] = map[e];
+                }
+            free(map);
+        }
+        for (int64_t t = t0; t < t1; t++)
+            ep[t] = ef[b];
+    }
     return NUMLA_STATUS_OK;
 }
 
@@ -1726,6 +1833,7 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
     const float **wp = NULL, **ep = NULL; /* (T) each row's window, its compressed entries */
     int32_t *wl = NULL, *nsel = NULL;     /* (T) window rows, entries attended */
     int32_t *sel = NULL;                  /* (T, index_topk) CSA: the entries attended */
+    float **ef = NULL;                    /* (B) a bf16 cache: v4_entries_f32 */
     if (!prev || !woff || !rseq || !rpos) {
         st = NUMLA_STATUS_NO_MEMORY;
         goto done;
@@ -1767,14 +1875,17 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
         }
         rms(kvn + t * Dh, y->kv_norm, Dh, eps);
         rope_tail(kvn + t * Dh, Dh, dr, fq, af, rpos[t], 1);
+        if (m->cache_bf16) /* the row as the cache keeps it, whichever step reads it */
+            for (int64_t d = 0; d < Dh; d++)
+                kvn[t * Dh + d] = numla_bf16_to_f32(numla_f32_to_bf16(kvn[t * Dh + d]));
     }
     /* each sequence's window: its cached rows, then its new ones */
     for (int b = 0; b < B; b++) {
         const v4_lcache *lc = &bt->seqs[b]->layers[l];
         const int64_t p0 = bt->seqs[b]->len, n = bt->start[b + 1] - bt->start[b];
         for (int64_t i = 0; i < prev[b]; i++)
-            memcpy(win + (woff[b] + i) * Dh, lc->ring + ((p0 - prev[b] + i) % W) * Dh,
-                   sizeof(float) * (size_t)Dh);
+            v4_get(m, win + (woff[b] + i) * Dh, v4_cat(m, lc->ring, ((p0 - prev[b] + i) % W) * Dh),
+                   Dh);
         memcpy(win + (woff[b] + prev[b]) * Dh, kvn + bt->start[b] * Dh,
                sizeof(float) * (size_t)(n * Dh));
     }
@@ -1841,6 +1952,11 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
     }
     if (K && (st = v4_select(m, bt, l, rpos, qi, iw, sel, nsel)))
         goto done;
+    if (ncomp && m->cache_bf16) {
+        ef = calloc((size_t)B, sizeof *ef);
+        if (!ef || (st = v4_entries_f32(m, bt, l, K, sel, nsel, ep, ef)))
+            goto done;
+    }
     {
         const numla_sink_attn_args a = {(int32_t)T, (int32_t)H, (int32_t)Dh, q, wp, wl, ep, sel,
                                         (int32_t)K, nsel, y->sink + m->h0,
@@ -1876,8 +1992,8 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
         if (bt->seqs[b]->ncap)
             v4_capture_rows(bt->seqs[b], l, win + woff[b] * Dh, p0 - prev[b]);
         for (int64_t i = nw > W ? nw - W : 0; i < nw; i++)
-            memcpy(lc->ring + ((p0 - prev[b] + i) % W) * Dh, win + (woff[b] + i) * Dh,
-                   sizeof(float) * (size_t)Dh);
+            v4_put(m, v4_at(m, lc->ring, ((p0 - prev[b] + i) % W) * Dh), win + (woff[b] + i) * Dh,
+                   Dh);
     }
 done:
     free(prev);
@@ -1901,6 +2017,9 @@ done:
     free(wl);
     free(nsel);
     free(sel);
+    for (int b = 0; ef && b < B; b++)
+        free(ef[b]);
+    free(ef);
     if (st != NUMLA_STATUS_OK)
         NUMLA_FAIL(st, "v4 forward: layer %lld attention failed", (long long)l);
     return NUMLA_STATUS_OK;
@@ -2249,7 +2368,7 @@ static numla_status mtp_seq_make(numla_v4_seq *s)
     if (!t->layers)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for the MTP layer");
     v4_lcache *lc = &t->layers[L];
-    lc->ring = calloc((size_t)(v->sliding_window * v->head_dim), sizeof(float));
+    lc->ring = calloc((size_t)(v->sliding_window * v->head_dim), v4_es(m));
     if (!lc->ring)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for the MTP layer");
     if (y->attn != NUMLA_V4_ATTN_SLIDING)

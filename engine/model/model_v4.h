@@ -5,12 +5,12 @@
  * config, safetensors reader and linear kernels.
  *
  * The cache is the simple one: a sequence (numla_v4_seq) owns, per layer, a ring of the last
- * sliding_window KV rows, its compressed entries (and CSA's indexer keys) in growing arrays, and
- * the compressors' carry-over (the raw rows of the current and previous compression window). No
- * paging; the prefix cache keeps numla_v4_prefix states of segments (below). A forward runs the
- * new tokens of one sequence or of several together, each in one chunk or several (prefill,
- * chunked prefill, decode and batching give
- * the same numbers).
+ * sliding_window KV rows, its compressed entries (and CSA's indexer keys) in growing arrays (both
+ * fp32 or bf16: numla_v4_model_set_cache_dtype), and the compressors' carry-over (the fp32 raw
+ * rows of the current and previous compression window). No paging; the prefix cache keeps
+ * numla_v4_prefix states of segments (below). A forward runs the new tokens of one sequence or
+ * of several together, each in one chunk or several (prefill, chunked prefill, decode and
+ * batching give the same numbers).
  */
 #ifndef NUMLA_ENGINE_MODEL_V4_H
 #define NUMLA_ENGINE_MODEL_V4_H
@@ -43,6 +43,12 @@ numla_status numla_v4_model_load(const numla_model_config *cfg, const numla_safe
 numla_status numla_v4_model_load_shard(const numla_model_config *cfg,
                                        const numla_safetensors_model *st, numla_isa isa,
                                        int32_t rank, int32_t nranks, numla_v4_model **out);
+/* The dtype of the sequences' window rows and compressed entries (index keys included): F32
+ * (the default) or BF16 (rounded to nearest even as they are made; the compressors' raw rows
+ * stay fp32, docs/design.md §5.9); anything else is UNSUPPORTED naming it. Set it before any
+ * sequence of m is made. Not collective. */
+numla_status numla_v4_model_set_cache_dtype(numla_v4_model *m, numla_dtype dt);
+numla_dtype numla_v4_model_cache_dtype(const numla_v4_model *m);
 /* The sum over the ranks (numla_model_reduce_fn: every rank's buffer becomes the sum, identical
  * on every rank); needed when nranks > 1. */
 void numla_v4_model_set_reduce(numla_v4_model *m, numla_model_reduce_fn fn, void *ctx);

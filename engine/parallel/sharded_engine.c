@@ -129,6 +129,8 @@ static numla_status engine_load_v4(numla_engine *e, const char *model_dir,
     NUMLA_CHECK(s);
     if (e->size > 1)
         numla_v4_model_set_reduce(e->v4, engine_allreduce, e->comm);
+    /* its window rows and compressed entries in the KV dtype (--kv-dtype: bf16 or fp32) */
+    NUMLA_CHECK(numla_v4_model_set_cache_dtype(e->v4, o->kv_dtype));
     NUMLA_CHECK(numla_v4_seqs_create(e->v4, &e->v4_seqs));
     return NUMLA_STATUS_OK;
 }

@@ -24,8 +24,8 @@
 
 /* Prompt p of g through m: whole (chunk == 0) or in chunks of sizes chunk, 2·chunk, ... ;
  * then greedy decoding. Worst logit error into *worst, greedy agreement counts. */
-static void run_prompt(const numla_v4_model *m, const golden *g, int p, int chunk, double *worst,
-                       int *greedy_ok, int *greedy_cmp)
+static void run_prompt(const numla_v4_model *m, const golden *g, int p, int chunk, double tol,
+                       double *worst, int *over, int *greedy_ok, int *greedy_cmp)
 {
     const int64_t V = numla_v4_model_config(m)->vocab_size;
     const int n = g->len[p];
@@ -44,11 +44,15 @@ static void run_prompt(const numla_v4_model *m, const golden *g, int p, int chun
     snprintf(name, sizeof name, "prompt%d.logits", p);
     const float *ref = st_f32(g->expected, name, NULL, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
-    *worst = fmax(*worst, maxabs_diff(out, ref, (size_t)n * (size_t)V, NULL));
+    for (int t = 0; t < n; t++) { /* the worst position, and how many exceed tol */
+        const double e = maxabs_diff(out + (size_t)t * V, ref + (size_t)t * V, (size_t)V, NULL);
+        *worst = fmax(*worst, e);
+        *over += e > tol;
+    }
     /* greedy: the reference's tokens fed back, numla's argmax compared */
     const float *last = out + (size_t)(n - 1) * V;
     for (int i = 0; i < N_GREEDY; i++) {
-        if (g->margin[p][i] > 2 * LOGIT_TOL) {
+        if (g->margin[p][i] > 2 * tol) {
             (*greedy_cmp)++;
             *greedy_ok += v4_argmax(last, V) == g->greedy[p][i];
         }
@@ -63,7 +67,19 @@ static void run_prompt(const numla_v4_model *m, const golden *g, int p, int chun
 
 static void check_v4_ranks(const char *sub, int R);
 
-static void check_v4(const char *sub, numla_isa isa, int chunk)
+/* A bf16 cache (window rows, compressed entries and index keys rounded to bf16, 2^-9
+ * relative) against transformers' fp32 cache moves most positions' logits by 0.06-0.28 (the
+ * golden's greedy margins are 0.004-10); two positions of prompt 3 move by 6.9-8.2, consistent
+ * with a near-tied expert flipping (min_router_gap 6.5e-4 in expected.json): the first at
+ * position 34, before any index selection. So a bf16-cache run is held to
+ * V4_LOGIT_TOL_BF16_CACHE at all but V4_LOGIT_FRAC_BF16_CACHE of the positions and to
+ * V4_LOGIT_MAX_BF16_CACHE at every one (a wrong layout or dtype gives O(10) errors at most
+ * positions), and the greedy tokens where the reference margin exceeds twice the tolerance. */
+#define V4_LOGIT_TOL_BF16_CACHE 0.3
+#define V4_LOGIT_FRAC_BF16_CACHE 0.02
+#define V4_LOGIT_MAX_BF16_CACHE 16.0
+
+static void check_v4_cache(const char *sub, numla_isa isa, int chunk, numla_dtype cache)
 {
     golden g;
     if (v4_golden_load(&g, sub))
@@ -74,23 +90,38 @@ static void check_v4(const char *sub, numla_isa isa, int chunk)
         golden_free(&g);
         return;
     }
+    CU_ASSERT_EQUAL(numla_v4_model_set_cache_dtype(m, cache), NUMLA_STATUS_OK);
+    const double tol = cache == NUMLA_DTYPE_BF16 ? V4_LOGIT_TOL_BF16_CACHE : LOGIT_TOL;
     CU_ASSERT_EQUAL(cfg.arch, NUMLA_MODEL_ARCH_DEEPSEEK_V4);
     CU_ASSERT_DOUBLE_EQUAL(cfg.softmax_scale, g.softmax_scale, 1e-12);
     CU_ASSERT_EQUAL(g.n_inv, cfg.v4.rope_dim / 2);
     for (int i = 0; i < g.n_inv; i++)
         CU_ASSERT_DOUBLE_EQUAL(cfg.v4.main_inv_freq[i], g.inv_freq[i], 1e-7 * g.inv_freq[i]);
     double worst = 0;
-    int ok = 0, cmp = 0;
-    for (int p = 0; p < g.nprompts; p++)
-        run_prompt(m, &g, p, chunk, &worst, &ok, &cmp);
-    NUMLA_ASSERT_MSG(worst <= LOGIT_TOL, "v4 %s %s chunk %d: logits max err %g", sub,
-                     numla_isa_name(isa), chunk, worst);
-    NUMLA_ASSERT_MSG(ok == cmp && cmp > 0, "v4 %s %s chunk %d: %d of %d greedy tokens", sub,
-                     numla_isa_name(isa), chunk, ok, cmp);
-    fprintf(stderr, "\n    golden v4 %s %-10s chunk %3d: logits max abs err %.3g, greedy %d/%d", sub,
-            numla_isa_name(isa), chunk, worst, ok, cmp);
+    int ok = 0, cmp = 0, over = 0, rows = 0;
+    for (int p = 0; p < g.nprompts; p++) {
+        run_prompt(m, &g, p, chunk, tol, &worst, &over, &ok, &cmp);
+        rows += g.len[p];
+    }
+    if (cache == NUMLA_DTYPE_BF16)
+        NUMLA_ASSERT_MSG(over <= V4_LOGIT_FRAC_BF16_CACHE * rows && worst <= V4_LOGIT_MAX_BF16_CACHE,
+                         "v4 %s %s chunk %d bf16 cache: %d of %d positions over %g, max err %g",
+                         sub, numla_isa_name(isa), chunk, over, rows, tol, worst);
+    else
+        NUMLA_ASSERT_MSG(worst <= tol, "v4 %s %s chunk %d %s cache: logits max err %g", sub,
+                         numla_isa_name(isa), chunk, numla_dtype_name(cache), worst);
+    NUMLA_ASSERT_MSG(ok == cmp && cmp > 0, "v4 %s %s chunk %d %s cache: %d of %d greedy tokens",
+                     sub, numla_isa_name(isa), chunk, numla_dtype_name(cache), ok, cmp);
+    fprintf(stderr, "\n    golden v4 %s %-10s chunk %3d %s cache: logits max abs err %.3g (%d of "
+            "%d positions over %g), greedy %d/%d", sub, numla_isa_name(isa), chunk,
+            numla_dtype_name(cache), worst, over, rows, tol, ok, cmp);
     numla_v4_model_destroy(&m);
     golden_free(&g);
+}
+
+static void check_v4(const char *sub, numla_isa isa, int chunk)
+{
+    check_v4_cache(sub, isa, chunk, NUMLA_DTYPE_F32);
 }
 
 static void test_fp32(void) { check_v4("model_fp32", numla_isa_best(), 0); }
@@ -98,6 +129,14 @@ static void test_fp32(void) { check_v4("model_fp32", numla_isa_best(), 0); }
  * everywhere relative to the compression windows and the sliding window */
 static void test_fp32_ref_chunked(void) { check_v4("model_fp32", NUMLA_ISA_REF, 1); }
 static void test_bf16(void) { check_v4("model_bf16", numla_isa_best(), 0); }
+/* a bf16 cache (numla_v4_model_set_cache_dtype), the prompts whole and in chunks of 1, 2, 3, ...
+ * at the reference level, and the published form */
+static void test_bf16_cache(void)
+{
+    check_v4_cache("model_fp32", numla_isa_best(), 0, NUMLA_DTYPE_BF16);
+    check_v4_cache("model_fp32", NUMLA_ISA_REF, 1, NUMLA_DTYPE_BF16);
+    check_v4_cache("model_fp8", numla_isa_best(), 0, NUMLA_DTYPE_BF16);
+}
 /* the published form: FP8 projections (E8M0 block scales) kept as FP8 (kernels/qlinear.h), FP4
  * experts repacked as MXFP4 (both exact); 1 rank whole and 2 ranks (FP8 row and column slices;
  * rank 1's wo_b columns cut a scale block and run as bf16) */
@@ -562,7 +601,7 @@ static void test_prefix_cache(void)
 }
 
 NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_fill), NUMLA_TEST(test_fp32), NUMLA_TEST(test_fp32_ref_chunked),
-                 NUMLA_TEST(test_bf16), NUMLA_TEST(test_fp8_fp4), NUMLA_TEST(test_ranks),
+                 NUMLA_TEST(test_bf16), NUMLA_TEST(test_bf16_cache), NUMLA_TEST(test_fp8_fp4), NUMLA_TEST(test_ranks),
                  NUMLA_TEST(test_too_many_ranks), NUMLA_TEST(test_batched),
                  NUMLA_TEST(test_bad_input), NUMLA_TEST(test_scheduled),
                  NUMLA_TEST(test_prefix_cache))

@@ -14,7 +14,9 @@
 #             states (256, 256, 128 tokens cached: the window, 64 CSA entries and index keys,
 #             the CSA carry, 2 HCA entries), one at a time, in chunks of 5 and batched; one
 #             token a step (every row the same step shape) the result lines, logprobs
-#             included, are those of --no-prefix-cache byte for byte
+#             included, are those of --no-prefix-cache byte for byte (a bf16 cache)
+#   bf16      a bf16 cache (the default; the other runs ask for f32), whole and in chunks of 5:
+#             transformers' greedy tokens for p1-p3
 #   launch    (2 ranks) through launch/numla-launch
 #   bench     `bench model` refused on 2-3 ranks; (3 ranks) its one-rank figures come out;
 #             (1 rank) `bench serve` with the prefix cache asked on serves every request
@@ -33,7 +35,12 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 tokens() { # "id tok,..." per result line, sorted by id
   sed -E 's/^\{"id":"([^"]*)","output_tokens":\[([^]]*)\].*/\1 \2/' "$1" | sort
 }
-numla() { "$mpiexec" -n "$ranks" --oversubscribe --bind-to none "$bin" "$@"; }
+# run and serve with an fp32 cache where transformers' greedy tokens are compared exactly (a bf16
+# cache moves logits by up to ~0.3, past the smallest greedy margins: test_model_golden_v4.c)
+numla() {
+  case $1 in run | serve) set -- "$1" --kv-dtype f32 "${@:2}" ;; esac
+  "$mpiexec" -n "$ranks" --oversubscribe --bind-to none "$bin" "$@"
+}
 for model in model_fp32 model_fp8; do
   dir=$src/tests/golden/v4/$model
   want=$(sort "$dir/greedy.txt")
@@ -61,6 +68,17 @@ $(diff <(echo "$want") <(echo "$got") | head -6)"
   run chunks --prefill-chunk 5
   run mixed --max-seqs 3 --max-batch-tokens 7 --prefill-chunk 3
   run preempt --kv-blocks 36 --block-size 8 --prefill-chunk 16
+  # the bf16 cache (--kv-dtype's default; the runs here ask for f32): p1-p3 give transformers'
+  # greedy tokens (p0's first margin, 0.12, is within what bf16 rows move its logits)
+  for how in bf16 bf16-chunks; do
+    opt=()
+    [ $how = bf16-chunks ] && opt=(--prefill-chunk 5)
+    numla run --model "$dir" --threads 1 --input "$tmp/req.jsonl" --kv-dtype bf16 "${opt[@]}" \
+      --output "$tmp/$model.$how.jsonl" 2> "$tmp/$model.$how.err"
+    got=$(tokens "$tmp/$model.$how.jsonl" | grep -v '^p0 ')
+    [ -n "$got" ] && [ "$got" = "$(grep -v '^p0 ' <<<"$want")" ]
+    check "$model $how ($ranks ranks)" $? "$(diff <(grep -v '^p0 ' <<<"$want") <(echo "$got") | head -6) $(tail -2 "$tmp/$model.$how.err")"
+  done
   grep -q "preemptions (0 tokens" "$tmp/$model.preempt.err" &&
     check "$model preempt" 1 "the small pool preempted nothing: $(grep preempt "$tmp/$model.preempt.err")"
   sed 's/"id": "p/"id": "q/' "$dir/requests.jsonl" > "$tmp/again.jsonl"
@@ -96,7 +114,7 @@ $(diff <(echo "$want") <(echo "$got") | head -6)"
   for c in on off; do
     opt=()
     [ $c = off ] && opt=(--no-prefix-cache)
-    numla run --model "$dir" --threads 1 --max-seqs 1 --prefill-chunk 1 "${opt[@]}" \
+    numla run --model "$dir" --threads 1 --max-seqs 1 --prefill-chunk 1 --kv-dtype bf16 "${opt[@]}" \
       --input "$tmp/req.jsonl" --output "$tmp/$model.one.$c.jsonl" 2> "$tmp/$model.one.$c.err" ||
       check "$model one token a step ($c)" 1 "$(tail -3 "$tmp/$model.one.$c.err")"
     sed -E 's/"cached_tokens":[0-9]+//' "$tmp/$model.one.$c.jsonl" | sort > "$tmp/$model.one.$c.cmp"
@@ -137,7 +155,7 @@ check "over the context" $? "$(head -c 600 "$tmp/ctx.jsonl")"
 if [ "$ranks" = 2 ]; then
   [ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   NUMLA_BIN=$bin timeout 120 "$src/launch/numla-launch" --ranks 2 --oversubscribe -- run \
-    --model "$dir" --input "$dir/requests.jsonl" --output "$tmp/launch.jsonl" > "$tmp/launch.log" 2>&1
+    --kv-dtype f32 --model "$dir" --input "$dir/requests.jsonl" --output "$tmp/launch.jsonl" > "$tmp/launch.log" 2>&1
   rc=$?
   [ $rc -eq 0 ] && [ "$(tokens "$tmp/launch.jsonl")" = "$(sort "$dir/greedy.txt")" ]
   check "numla-launch 2 ranks" $? "rc=$rc $(tail -3 "$tmp/launch.log")"

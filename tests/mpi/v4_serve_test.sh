@@ -48,7 +48,8 @@ stop_server() { # SIGTERM to rank 0 (mpirun turns a SIGTERM of its own into kill
 
 # golden: transformers' greedy tokens through the server, the prompts in flight together
 dir=$golden/v4/model_fp32
-start_server "$tmp/g.err" "${launch[@]}" "$bin" serve --model "$dir" --port 0 --threads 1 || exit 1
+start_server "$tmp/g.err" "${launch[@]}" "$bin" serve --kv-dtype f32 --model "$dir" --port 0 \
+  --threads 1 || exit 1
 i=0
 while read -r line; do
   jq -c '{prompt: .prompt_tokens, max_tokens, temperature, ignore_eos, logprobs: 0,
