@@ -15,16 +15,13 @@
 
 #include "engine/text/chat_template.h"
 
-#include "chat_golden_conv.h"
+#include "chat_golden_cases.h"
 
 static json_t *load_golden(const char *file)
 {
     char rel[256];
     snprintf(rel, sizeof rel, "tests/golden/chat_glm5/%s", file);
-    json_error_t err;
-    json_t *j = json_load_file(numla_test_source_path(rel), 0, &err);
-    NUMLA_ASSERT_MSG(j != NULL, "%s: %s", rel, err.text);
-    return j;
+    return chat_golden_load(rel);
 }
 
 /* The template recognised from a tokenizer_config.json holding its text (line ends as given). */
@@ -43,8 +40,7 @@ static numla_chat_template *load_recognised(const char *tmpl)
     return t;
 }
 
-static numla_status render_case(numla_chat_template *t, json_t *convs, json_t *r, char **got,
-                                size_t *len)
+static numla_status render_case(void *t, json_t *convs, json_t *r, char **got, size_t *len)
 {
     int ci = (int)json_integer_value(json_object_get(r, "conversation"));
     conv_msgs c = messages_of(json_array_get(convs, (size_t)ci));
@@ -81,49 +77,8 @@ static void test_golden_renders(void)
         json_string_value(json_object_get(json_object_get(templates, "glm-5"), "template"));
     numla_chat_template *t = load_recognised(tmpl);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    json_t *convs = json_object_get(cases, "conversations");
-    json_t *renders = json_object_get(cases, "renders");
-    NUMLA_ASSERT_MSG(json_array_size(renders) >= 150, "only %zu golden renders",
-                     json_array_size(renders));
-    size_t i, ok = 0;
-    json_t *r;
-    json_array_foreach(renders, i, r) {
-        char *got = NULL;
-        size_t len = 0;
-        numla_status s = render_case(t, convs, r, &got, &len);
-        json_t *want = json_object_get(r, "text");
-        size_t wlen = json_string_length(want);
-        int same = s == NUMLA_STATUS_OK && len == wlen &&
-                   memcmp(got, json_string_value(want), len) == 0 && got[len] == 0;
-        if (!same) {
-            show_case(r, s);
-            if (s == NUMLA_STATUS_OK) {
-                const char *w = json_string_value(want);
-                size_t k = 0;
-                while (k < len && k < wlen && got[k] == w[k])
-                    k++;
-                fprintf(stderr, "      first difference at byte %zu: got \"%.50s\" want \"%.50s\"\n",
-                        k, got + k, w + k);
-            }
-        }
-        ok += (size_t)same;
-        free(got);
-    }
-    NUMLA_ASSERT_MSG(ok == json_array_size(renders), "%zu of %zu golden renders match", ok,
-                     json_array_size(renders));
-    size_t refused = 0;
-    json_array_foreach(json_object_get(cases, "errors"), i, r) {
-        char *got = NULL;
-        size_t len = 0;
-        numla_status s = render_case(t, convs, r, &got, &len);
-        refused += s != NUMLA_STATUS_OK && got == NULL && numla_error_message()[0];
-        if (s == NUMLA_STATUS_OK)
-            show_case(r, s);
-        free(got);
-    }
-    NUMLA_ASSERT_MSG(refused == json_array_size(json_object_get(cases, "errors")),
-                     "%zu of %zu refusals refused", refused,
-                     json_array_size(json_object_get(cases, "errors")));
+    chat_golden_check_renders(cases, 150, render_case, t, show_case);
+    chat_golden_check_refusals(cases, render_case, t, show_case);
     numla_chat_template_destroy(&t);
     json_decref(templates);
     json_decref(cases);

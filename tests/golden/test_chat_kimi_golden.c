@@ -14,16 +14,13 @@
 
 #include "engine/text/chat_template.h"
 
-#include "chat_golden_conv.h"
+#include "chat_golden_cases.h"
 
 static json_t *load_golden(const char *file)
 {
     char rel[256];
     snprintf(rel, sizeof rel, "tests/golden/chat_kimi/%s", file);
-    json_error_t err;
-    json_t *j = json_load_file(numla_test_source_path(rel), 0, &err);
-    NUMLA_ASSERT_MSG(j != NULL, "%s: %s", rel, err.text);
-    return j;
+    return chat_golden_load(rel);
 }
 
 static numla_chat_template *load_named(json_t *templates, const char *name)
@@ -45,18 +42,7 @@ static numla_chat_template *load_named(json_t *templates, const char *name)
     return t;
 }
 
-static void show_diff(const char *got, size_t glen, const char *want, size_t wlen)
-{
-    size_t i = 0;
-    while (i < glen && i < wlen && got[i] == want[i])
-        i++;
-    fprintf(stderr, "      first difference at byte %zu (got %zu bytes, want %zu)\n", i, glen,
-            wlen);
-    int g = (int)(glen - i < 60 ? glen - i : 60), w = (int)(wlen - i < 60 ? wlen - i : 60);
-    fprintf(stderr, "      got : \"%.*s\"\n      want: \"%.*s\"\n", g, got + i, w, want + i);
-}
-
-static numla_status render_case(json_t *templates, json_t *convs, json_t *r, char **got,
+static numla_status render_case(void *templates, json_t *convs, json_t *r, char **got,
                                 size_t *len)
 {
     const char *name = json_string_value(json_object_get(r, "template"));
@@ -74,43 +60,27 @@ static numla_status render_case(json_t *templates, json_t *convs, json_t *r, cha
     return s;
 }
 
+static void show_case(json_t *r, numla_status s)
+{
+    fprintf(stderr, "\n    %s conversation %d agp=%d thinking=%d: status %d %s\n",
+            json_string_value(json_object_get(r, "template")),
+            (int)json_integer_value(json_object_get(r, "conversation")),
+            json_is_true(json_object_get(r, "add_generation_prompt")),
+            json_is_true(json_object_get(r, "thinking")), (int)s, s ? numla_error_message() : "");
+}
+
 static void test_golden_renders(void)
 {
     json_t *templates = load_golden("templates.json"), *cases = load_golden("cases.json");
     if (!templates || !cases)
         return;
-    json_t *convs = json_object_get(cases, "conversations");
-    json_t *renders = json_object_get(cases, "renders");
-    NUMLA_ASSERT_MSG(json_array_size(renders) >= 150, "only %zu golden renders",
-                     json_array_size(renders));
-    size_t i, ok = 0;
-    json_t *r;
-    json_array_foreach(renders, i, r) {
-        char *got = NULL;
-        size_t len = 0;
-        numla_status s = render_case(templates, convs, r, &got, &len);
-        json_t *want = json_object_get(r, "text");
-        int same = s == NUMLA_STATUS_OK && len == json_string_length(want) &&
-                   memcmp(got, json_string_value(want), len) == 0 && got[len] == 0;
-        if (!same) {
-            fprintf(stderr, "\n    %s conversation %d agp=%d thinking=%d: status %d %s\n",
-                    json_string_value(json_object_get(r, "template")),
-                    (int)json_integer_value(json_object_get(r, "conversation")),
-                    json_is_true(json_object_get(r, "add_generation_prompt")),
-                    json_is_true(json_object_get(r, "thinking")), (int)s,
-                    s ? numla_error_message() : "");
-            if (s == NUMLA_STATUS_OK)
-                show_diff(got, len, json_string_value(want), json_string_length(want));
-        }
-        ok += (size_t)same;
-        free(got);
-    }
-    NUMLA_ASSERT_MSG(ok == json_array_size(renders), "%zu of %zu golden renders match", ok,
-                     json_array_size(renders));
+    chat_golden_check_renders(cases, 150, render_case, templates, show_case);
     /* what transformers refused, numla refuses with a message; except a null content that
      * transformers 5 drops before the template sees it (null_content_twin: the conversation
      * with "" there, whose golden text numla must give) */
-    size_t refused = 0;
+    json_t *convs = json_object_get(cases, "conversations");
+    json_t *renders = json_object_get(cases, "renders"), *r;
+    size_t i, refused = 0;
     json_array_foreach(json_object_get(cases, "errors"), i, r) {
         char *got = NULL;
         size_t len = 0;
