@@ -127,15 +127,31 @@ static inline void numla_qblock_dec_iq4_nl_(const uint8_t *b, __m512 v[16])
         numla_qblock_dec1_iq4_nl_(b + 18 * u, &v[2 * u], &v[2 * u + 1]);
 }
 
-/* MXFP4: twice the e2m1 values (looked up in a register) times the E8M0 half-scale. */
+/* The E8M0 half-scales 2^(e - 128) of numla_qblock_e8m0_half_ as fp32 bits, one per byte e: a
+ * block's scale is then one broadcast load instead of scalar bit work and a move across. */
+#define NUMLA_QBLOCK_E8M0H_(e) ((e) < 2 ? 0x00200000u << (e) : (uint32_t)((e) - 1) << 23)
+#define NUMLA_QBLOCK_E8M0H4_(e) NUMLA_QBLOCK_E8M0H_(e), NUMLA_QBLOCK_E8M0H_((e) + 1), \
+    NUMLA_QBLOCK_E8M0H_((e) + 2), NUMLA_QBLOCK_E8M0H_((e) + 3)
+#define NUMLA_QBLOCK_E8M0H16_(e) NUMLA_QBLOCK_E8M0H4_(e), NUMLA_QBLOCK_E8M0H4_((e) + 4), \
+    NUMLA_QBLOCK_E8M0H4_((e) + 8), NUMLA_QBLOCK_E8M0H4_((e) + 12)
+#define NUMLA_QBLOCK_E8M0H64_(e) NUMLA_QBLOCK_E8M0H16_(e), NUMLA_QBLOCK_E8M0H16_((e) + 16), \
+    NUMLA_QBLOCK_E8M0H16_((e) + 32), NUMLA_QBLOCK_E8M0H16_((e) + 48)
+static const uint32_t numla_qblock_e8m0h_bits_[256] = {
+    NUMLA_QBLOCK_E8M0H64_(0), NUMLA_QBLOCK_E8M0H64_(64), NUMLA_QBLOCK_E8M0H64_(128),
+    NUMLA_QBLOCK_E8M0H64_(192)};
+
+/* MXFP4: twice the e2m1 values times the E8M0 half-scale, looked up in a register that holds
+ * the 16 code values already scaled (one multiply per block of 32 instead of one per 16
+ * values: the same products, so the same bits). vpermps reads only the low 4 bits of each
+ * index lane, so the low nibble needs no mask. */
 static inline void numla_qblock_dec1_mxfp4_(const uint8_t *p, __m512 *v0, __m512 *v1)
 {
     const __m512 lut = _mm512_setr_ps(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-    const __m512i m4 = _mm512_set1_epi32(15);
-    const __m512 d = _mm512_set1_ps(numla_qblock_e8m0_half_(p[0]));
+    const __m512 d = _mm512_castsi512_ps(_mm512_set1_epi32((int)numla_qblock_e8m0h_bits_[p[0]]));
+    const __m512 dl = _mm512_mul_ps(d, lut);
     const __m512i q = numla_qblock_u8x16_(p + 1);
-    *v0 = _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_and_si512(q, m4), lut));
-    *v1 = _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), lut));
+    *v0 = _mm512_permutexvar_ps(q, dl);
+    *v1 = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), dl);
 }
 
 static inline void numla_qblock_dec_mxfp4_(const uint8_t *b, __m512 v[16])
@@ -275,8 +291,34 @@ static inline void numla_qblock_dec_q3_k_(const uint8_t *b, __m512 v[16])
 
 /* ---- the driver: rows [r0, r1) of y for all m x rows ------------------------------------ */
 
-/* One step covers 256 elements: `bytes` of packed row (8 blocks of 32 or one of 256). */
+/* One step covers 256 elements: `bytes` of packed row (8 blocks of 32 or one of 256). The pass
+ * over one row is compiled twice, for one and for two x rows (TWO a constant after inlining), so
+ * the one-row loop keeps its decoded vectors and accumulators in registers; both run the same
+ * per-lane operations. */
 #define NUMLA_QBLOCK_ROWS(NAME, STEP_BYTES)                                                                    \
+    static inline __attribute__((always_inline)) void numla_qblock_pass_##NAME##_(                           \
+        const numla_qblock_weight *w, const uint8_t *row, int64_t steps, const float *x0, const float *x1,   \
+        const int two, float *v0, float *v1)                                                                 \
+    {                                                                                                        \
+        __m512 a[4], c[4];                                                                                   \
+        for (int t = 0; t < 4; t++)                                                                          \
+            a[t] = c[t] = _mm512_setzero_ps();                                                               \
+        for (int64_t s = 0; s < steps; s++) {                                                                \
+            __m512 v[16];                                                                                    \
+            numla_qblock_dec_##NAME##_(row + s * (STEP_BYTES), v);                                           \
+            const float *p0 = x0 + 256 * s, *p1 = x1 + 256 * s;                                              \
+            _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++)                                            \
+            {                                                                                                \
+                a[j & 3] = _mm512_fmadd_ps(v[j], _mm512_loadu_ps(p0 + 16 * j), a[j & 3]);                    \
+                if (two)                                                                                     \
+                    c[j & 3] = _mm512_fmadd_ps(v[j], _mm512_loadu_ps(p1 + 16 * j), c[j & 3]);                \
+            }                                                                                                \
+        }                                                                                                    \
+        numla_qblock_tail_##NAME##_(w, row, steps, x0, x1, two, a, c);                                       \
+        *v0 = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));     \
+        if (two)                                                                                             \
+            *v1 = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(c[0], c[1]), _mm512_add_ps(c[2], c[3]))); \
+    }                                                                                                        \
     void numla_qblock_f32_rows_##NAME##_avx512(const numla_qblock_weight *w, int64_t r0, int64_t r1, int64_t m, \
                                                const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate) \
     {                                                                                                        \
@@ -285,27 +327,15 @@ static inline void numla_qblock_dec_q3_k_(const uint8_t *b, __m512 v[16])
             const uint8_t *row = w->q + r * w->ld;                                                           \
             for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QBLOCK_MR) {                                            \
                 const int two = i0 + 1 < m;                                                                  \
-                const float *x0 = x + i0 * ldx, *x1 = two ? x0 + ldx : x0;                                   \
-                __m512 a[4], c[4];                                                                           \
-                for (int t = 0; t < 4; t++)                                                                  \
-                    a[t] = c[t] = _mm512_setzero_ps();                                                       \
-                for (int64_t s = 0; s < steps; s++) {                                                        \
-                    __m512 v[16];                                                                            \
-                    numla_qblock_dec_##NAME##_(row + s * (STEP_BYTES), v);                                   \
-                    const float *p0 = x0 + 256 * s, *p1 = x1 + 256 * s;                                      \
-                    _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++)                                    \
-                    {                                                                                        \
-                        a[j & 3] = _mm512_fmadd_ps(v[j], _mm512_loadu_ps(p0 + 16 * j), a[j & 3]);            \
-                        if (two)                                                                             \
-                            c[j & 3] = _mm512_fmadd_ps(v[j], _mm512_loadu_ps(p1 + 16 * j), c[j & 3]);        \
-                    }                                                                                        \
-                }                                                                                            \
-                numla_qblock_tail_##NAME##_(w, row, steps, x0, x1, two, a, c);                               \
-                float v0 = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]))); \
+                const float *x0 = x + i0 * ldx;                                                              \
+                float v0 = 0, v1 = 0;                                                                        \
+                if (two)                                                                                     \
+                    numla_qblock_pass_##NAME##_(w, row, steps, x0, x0 + ldx, 1, &v0, &v1);                   \
+                else                                                                                         \
+                    numla_qblock_pass_##NAME##_(w, row, steps, x0, x0, 0, &v0, &v1);                         \
                 float *y0 = y + i0 * ldy + r;                                                                \
                 *y0 = accumulate ? *y0 + v0 : v0;                                                            \
                 if (two) {                                                                                   \
-                    float v1 = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(c[0], c[1]), _mm512_add_ps(c[2], c[3]))); \
                     float *y1 = y0 + ldy;                                                                    \
                     *y1 = accumulate ? *y1 + v1 : v1;                                                        \
                 }                                                                                            \

@@ -91,6 +91,61 @@ static void test_repack_dequant(void)
     free(dst);
 }
 
+/* Every E8M0 byte a block can carry (0 .. 250: 2^-128 .. 2^122; above, 12 · 2^(e-128) sums
+ * overflow), one row each, through every level's linear at M = 3 (a two-row pass, then a one-row
+ * pass; K = 288: one 8-block step and a block after it), against the MXFP4 formula in double
+ * (docs/quantization.md: low nibbles are elements 0-15, high 16-31; w = 2^(e - 128) · twice the
+ * e2m1 value). Catches a wrong scale at any byte, the subnormal ends included. */
+static void test_every_scale_byte(void)
+{
+    static const double tab[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    enum { N = 251, K = 288, NB = K / 32, M = 3 };
+    numla_test_rng rng = {20261207};
+    static uint8_t blocks[N][NB * 17];
+    static double wref[N][K];
+    for (int r = 0; r < N; r++)
+        for (int b = 0; b < NB; b++) {
+            uint8_t *p = blocks[r] + 17 * b;
+            p[0] = (uint8_t)r;
+            for (int j = 0; j < 16; j++) {
+                p[1 + j] = (uint8_t)numla_test_rng_u64(&rng);
+                wref[r][32 * b + j] = ldexp(tab[p[1 + j] & 15], r - 128);
+                wref[r][32 * b + 16 + j] = ldexp(tab[p[1 + j] >> 4], r - 128);
+            }
+        }
+    static float x[M][K], y[M][N];
+    for (int i = 0; i < M; i++)
+        for (int e = 0; e < K; e++)
+            x[i][e] = (float)((int64_t)(numla_test_rng_u64(&rng) % 2001) - 1000) / 1024000.0f;
+    const size_t bytes = numla_qblock_packed_size(NUMLA_QBLOCK_MXFP4, N, K);
+    void *dst = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    numla_qblock_source s = {.type = NUMLA_QBLOCK_MXFP4, .n = N, .k = K, .data = blocks,
+                             .ld = NB * 17};
+    numla_qblock_weight w;
+    CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int nisa = numla_test_isas(isas);
+    for (int l = 0; l < nisa; l++) {
+        CU_ASSERT_EQUAL_FATAL(numla_qblock_forward(isas[l], &w, M, &x[0][0], K, &y[0][0], N, 0, NULL, 0),
+                              NUMLA_STATUS_OK);
+        int bad = 0;
+        for (int i = 0; i < M; i++)
+            for (int r = 0; r < N; r++) {
+                double ref = 0, mag = 0;
+                for (int e = 0; e < K; e++) {
+                    ref += wref[r][e] * x[i][e];
+                    mag += fabs(wref[r][e] * x[i][e]);
+                }
+                /* fp32 sums of K products, and the subnormal spacing at the low end */
+                if (!(fabs(y[i][r] - ref) <= (K + 2) * 0x1p-24 * mag + K * 0x1p-149) && bad++ < 3)
+                    fprintf(stderr, "\n    level %s scale byte %d x %d: %.9g vs %.9g",
+                            numla_isa_name(isas[l]), r, i, y[i][r], ref);
+            }
+        NUMLA_ASSERT_MSG(bad == 0, "level %s: %d outputs off", numla_isa_name(isas[l]), bad);
+    }
+    free(dst);
+}
+
 static void test_repack_refuses(void)
 {
     uint8_t codes[32] = {0}, scales[2] = {127, 0xFF}, out[34];
@@ -101,4 +156,5 @@ static void test_repack_refuses(void)
     CU_ASSERT_EQUAL(numla_qblock_mxfp4_from_e2m1(codes, scales, 32, out), NUMLA_STATUS_OK);
 }
 
-NUMLA_TEST_SUITE(qblock_mxfp4, NULL, NULL, NUMLA_TEST(test_repack_dequant), NUMLA_TEST(test_repack_refuses))
+NUMLA_TEST_SUITE(qblock_mxfp4, NULL, NULL, NUMLA_TEST(test_repack_dequant),
+                  NUMLA_TEST(test_every_scale_byte), NUMLA_TEST(test_repack_refuses))
