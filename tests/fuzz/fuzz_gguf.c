@@ -24,16 +24,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
+
 numla_status numla_fuzz_gguf_run(const uint8_t *data, size_t size);
 
-static char numla_fuzz_gguf_dir_[256];
+static numla_fuzz_file numla_fuzz_gguf_dir_ = {.target = "fuzz_gguf", .tag = "gguf"};
 static char numla_fuzz_gguf_path_[300];
-
-static void numla_fuzz_gguf_cleanup(void)
-{
-    unlink(numla_fuzz_gguf_path_);
-    rmdir(numla_fuzz_gguf_dir_);
-}
 
 static void numla_fuzz_gguf_die(const char *what, const char *msg)
 {
@@ -70,20 +66,8 @@ static void numla_fuzz_gguf_walk(const numla_gguf_value *v, int depth)
 
 numla_status numla_fuzz_gguf_run(const uint8_t *data, size_t size)
 {
-    if (!numla_fuzz_gguf_dir_[0]) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(numla_fuzz_gguf_dir_, sizeof numla_fuzz_gguf_dir_, "%s/numla-fuzz-gguf-XXXXXX",
-                 tmp && tmp[0] ? tmp : "/tmp");
-        if (!mkdtemp(numla_fuzz_gguf_dir_))
-            numla_fuzz_gguf_die("mkdtemp failed", numla_fuzz_gguf_dir_);
-        snprintf(numla_fuzz_gguf_path_, sizeof numla_fuzz_gguf_path_, "%s/model.gguf", numla_fuzz_gguf_dir_);
-        atexit(numla_fuzz_gguf_cleanup);
-    }
-    /* Unlink, then create (see fuzz_safetensors.c: truncation forces a writeback on ext4). */
-    unlink(numla_fuzz_gguf_path_);
-    FILE *f = fopen(numla_fuzz_gguf_path_, "wb");
-    if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0)
-        numla_fuzz_gguf_die("cannot write the input file", numla_fuzz_gguf_path_);
+    numla_fuzz_file_write(&numla_fuzz_gguf_dir_, "model.gguf", data, size, numla_fuzz_gguf_path_,
+                          sizeof numla_fuzz_gguf_path_);
 
     numla_gguf *g = NULL;
     numla_status s = numla_gguf_open(numla_fuzz_gguf_path_, &g);

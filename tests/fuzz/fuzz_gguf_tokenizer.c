@@ -19,16 +19,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
+
 numla_status numla_fuzz_gguf_tokenizer_run(const uint8_t *data, size_t size);
 
-static char numla_fuzz_gtok_dir_[256];
+static numla_fuzz_file numla_fuzz_gtok_dir_ = {.target = "fuzz_gguf_tokenizer", .tag = "gtok"};
 static char numla_fuzz_gtok_path_[300];
-
-static void numla_fuzz_gtok_cleanup(void)
-{
-    unlink(numla_fuzz_gtok_path_);
-    rmdir(numla_fuzz_gtok_dir_);
-}
 
 static void numla_fuzz_gtok_die(const char *what, const char *msg)
 {
@@ -38,19 +34,8 @@ static void numla_fuzz_gtok_die(const char *what, const char *msg)
 
 numla_status numla_fuzz_gguf_tokenizer_run(const uint8_t *data, size_t size)
 {
-    if (!numla_fuzz_gtok_dir_[0]) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(numla_fuzz_gtok_dir_, sizeof numla_fuzz_gtok_dir_, "%s/numla-fuzz-gtok-XXXXXX",
-                 tmp && tmp[0] ? tmp : "/tmp");
-        if (!mkdtemp(numla_fuzz_gtok_dir_))
-            numla_fuzz_gtok_die("mkdtemp failed", numla_fuzz_gtok_dir_);
-        snprintf(numla_fuzz_gtok_path_, sizeof numla_fuzz_gtok_path_, "%s/model.gguf", numla_fuzz_gtok_dir_);
-        atexit(numla_fuzz_gtok_cleanup);
-    }
-    unlink(numla_fuzz_gtok_path_);
-    FILE *f = fopen(numla_fuzz_gtok_path_, "wb");
-    if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0)
-        numla_fuzz_gtok_die("cannot write the input file", numla_fuzz_gtok_path_);
+    numla_fuzz_file_write(&numla_fuzz_gtok_dir_, "model.gguf", data, size, numla_fuzz_gtok_path_,
+                          sizeof numla_fuzz_gtok_path_);
 
     numla_tokenizer *t = NULL;
     numla_status s = numla_model_text_tokenizer(numla_fuzz_gtok_path_, 0, &t);

@@ -18,29 +18,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
+
 numla_status numla_fuzz_safetensors_run(const uint8_t *data, size_t size);
 numla_status numla_fuzz_safetensors_index_run(const uint8_t *data, size_t size);
 
-static char numla_fuzz_dir_[256];
+static numla_fuzz_file numla_fuzz_dir_ = {.target = "fuzz_safetensors", .tag = "st"};
 static char numla_fuzz_path_[300];
 
-static char numla_fuzz_idx_dir_[256];
+static numla_fuzz_file numla_fuzz_idx_dir_ = {.target = "fuzz_safetensors", .tag = "idx"};
 static char numla_fuzz_idx_path_[300];
-static char numla_fuzz_shard_[2][300];
-
-static void numla_fuzz_cleanup(void)
-{
-    unlink(numla_fuzz_path_);
-    rmdir(numla_fuzz_dir_);
-}
-
-static void numla_fuzz_idx_cleanup(void)
-{
-    unlink(numla_fuzz_idx_path_);
-    unlink(numla_fuzz_shard_[0]);
-    unlink(numla_fuzz_shard_[1]);
-    rmdir(numla_fuzz_idx_dir_);
-}
 
 static void numla_fuzz_die(const char *what, const char *msg)
 {
@@ -48,32 +35,13 @@ static void numla_fuzz_die(const char *what, const char *msg)
     abort();
 }
 
-/* Unlink, then create: ext4 turns truncating a freshly written file into a forced writeback
- * (auto_da_alloc), which made each iteration wait ~12 ms on a busy disk. */
-static void numla_fuzz_write(const char *path, const uint8_t *data, size_t size)
-{
-    unlink(path);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0)
-        numla_fuzz_die("cannot write the input file", path);
-}
-
 numla_status numla_fuzz_safetensors_run(const uint8_t *data, size_t size)
 {
-    if (!numla_fuzz_dir_[0]) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(numla_fuzz_dir_, sizeof numla_fuzz_dir_, "%s/numla-fuzz-st-XXXXXX",
-                 tmp && tmp[0] ? tmp : "/tmp");
-        if (!mkdtemp(numla_fuzz_dir_))
-            numla_fuzz_die("mkdtemp failed", numla_fuzz_dir_);
-        snprintf(numla_fuzz_path_, sizeof numla_fuzz_path_, "%s/model.safetensors",
-                 numla_fuzz_dir_);
-        atexit(numla_fuzz_cleanup);
-    }
-    numla_fuzz_write(numla_fuzz_path_, data, size);
+    numla_fuzz_file_write(&numla_fuzz_dir_, "model.safetensors", data, size, numla_fuzz_path_,
+                          sizeof numla_fuzz_path_);
 
     numla_safetensors_model *m = NULL;
-    numla_status s = numla_safetensors_open(numla_fuzz_dir_, &m);
+    numla_status s = numla_safetensors_open(numla_fuzz_dir_.dir, &m);
     if (s != NUMLA_STATUS_OK) {
         if (m)
             numla_fuzz_die("failed open returned a model", numla_error_message());
@@ -132,39 +100,33 @@ static void numla_fuzz_check_model(const numla_safetensors_model *m)
 
 numla_status numla_fuzz_safetensors_index_run(const uint8_t *data, size_t size)
 {
-    if (!numla_fuzz_idx_dir_[0]) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(numla_fuzz_idx_dir_, sizeof numla_fuzz_idx_dir_, "%s/numla-fuzz-idx-XXXXXX",
-                 tmp && tmp[0] ? tmp : "/tmp");
-        if (!mkdtemp(numla_fuzz_idx_dir_))
-            numla_fuzz_die("mkdtemp failed", numla_fuzz_idx_dir_);
-        snprintf(numla_fuzz_idx_path_, sizeof numla_fuzz_idx_path_,
-                 "%s/model.safetensors.index.json", numla_fuzz_idx_dir_);
-        atexit(numla_fuzz_idx_cleanup);
+    if (!numla_fuzz_idx_dir_.dir[0]) {
         /* s1 holds a and b, s2 holds c. */
         const int64_t shape[] = {2, 3};
         const uint16_t v[6] = {1, 2, 3, 4, 5, 6};
         for (int k = 0; k < 2; k++) {
-            snprintf(numla_fuzz_shard_[k], sizeof numla_fuzz_shard_[k], "%s/s%d.safetensors",
-                     numla_fuzz_idx_dir_, k + 1);
+            char shard[300], name[32];
+            snprintf(name, sizeof name, "s%d.safetensors", k + 1);
+            numla_fuzz_file_path(&numla_fuzz_idx_dir_, name, shard, sizeof shard);
             numla_safetensors_writer *w = NULL;
             if (numla_safetensors_writer_create(&w) != NUMLA_STATUS_OK ||
                 numla_safetensors_writer_add(w, k ? "c" : "a", NUMLA_DTYPE_BF16, 2, shape, v) ||
                 (!k && numla_safetensors_writer_add(w, "b", NUMLA_DTYPE_F16, 2, shape, v)) ||
-                numla_safetensors_writer_write(w, numla_fuzz_shard_[k]) != NUMLA_STATUS_OK)
+                numla_safetensors_writer_write(w, shard) != NUMLA_STATUS_OK)
                 numla_fuzz_die("cannot write the shards", numla_error_message());
             numla_safetensors_writer_destroy(&w);
         }
     }
-    numla_fuzz_write(numla_fuzz_idx_path_, data, size);
+    numla_fuzz_file_write(&numla_fuzz_idx_dir_, "model.safetensors.index.json", data, size,
+                          numla_fuzz_idx_path_, sizeof numla_fuzz_idx_path_);
     numla_safetensors_model *m = NULL;
-    numla_status s = numla_safetensors_open(numla_fuzz_idx_dir_, &m);
+    numla_status s = numla_safetensors_open(numla_fuzz_idx_dir_.dir, &m);
     if (s != NUMLA_STATUS_OK) {
         if (m)
             numla_fuzz_die("failed open returned a model", numla_error_message());
         if (s != NUMLA_STATUS_FORMAT && s != NUMLA_STATUS_UNSUPPORTED && s != NUMLA_STATUS_IO)
             numla_fuzz_die("unexpected status", numla_error_message());
-        if (!strstr(numla_error_message(), numla_fuzz_idx_dir_))
+        if (!strstr(numla_error_message(), numla_fuzz_idx_dir_.dir))
             numla_fuzz_die("error message names no file of the model", numla_error_message());
         return s;
     }

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
+
 void numla_fuzz_tokenizer_run(const uint8_t *data, size_t size);
 
 static void fuzz_tokenizer_die(const char *what)
@@ -19,15 +21,7 @@ static void fuzz_tokenizer_die(const char *what)
     abort();
 }
 
-static char fuzz_tokenizer_dir_[64];
-
-static void fuzz_tokenizer_cleanup_(void)
-{
-    char path[128];
-    snprintf(path, sizeof path, "%s/tokenizer.json", fuzz_tokenizer_dir_);
-    unlink(path);
-    rmdir(fuzz_tokenizer_dir_);
-}
+static numla_fuzz_file fuzz_tokenizer_dir_ = {.target = "fuzz_tokenizer", .tag = "tok"};
 
 static void fuzz_tokenizer_check_(numla_tokenizer *t, const char *text, size_t len)
 {
@@ -53,19 +47,10 @@ static void fuzz_tokenizer_check_(numla_tokenizer *t, const char *text, size_t l
 
 void numla_fuzz_tokenizer_run(const uint8_t *data, size_t size)
 {
-    if (!fuzz_tokenizer_dir_[0]) {
-        snprintf(fuzz_tokenizer_dir_, sizeof fuzz_tokenizer_dir_, "/tmp/numla-fuzz-tok-XXXXXX");
-        if (!mkdtemp(fuzz_tokenizer_dir_))
-            fuzz_tokenizer_die("cannot create a temporary directory");
-        atexit(fuzz_tokenizer_cleanup_);
-    }
-    char path[128];
-    snprintf(path, sizeof path, "%s/tokenizer.json", fuzz_tokenizer_dir_);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, size, f) != size || fclose(f))
-        fuzz_tokenizer_die("cannot write the input");
+    char path[300];
+    numla_fuzz_file_write(&fuzz_tokenizer_dir_, "tokenizer.json", data, size, path, sizeof path);
     numla_tokenizer *t = NULL;
-    if (numla_tokenizer_load(fuzz_tokenizer_dir_, &t) != NUMLA_STATUS_OK) {
+    if (numla_tokenizer_load(fuzz_tokenizer_dir_.dir, &t) != NUMLA_STATUS_OK) {
         if (!numla_error_message()[0])
             fuzz_tokenizer_die("failure without a message");
         return;
