@@ -130,6 +130,8 @@ done
 wait "${cpids[@]}" "$busy"
 bad=0
 for i in $(seq 1 24); do
+  # a lean sweep (test_lib.sh) holds every sixth client to `numla tokenize` (a process each)
+  sweep_lean && [ $((i % 6)) -ne 1 ] && continue
   jq -e --argjson want "$(ids --text "$(cat "$tmp/c$i.txt")")" '.tokens == $want' "$tmp/c$i.json" \
     >/dev/null || { bad=$((bad + 1)); echo "client $i: $(cat "$tmp/c$i.json")"; }
 done
