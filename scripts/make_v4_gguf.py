@@ -4,7 +4,7 @@ v4-flash|v4-pro|tiny-v4 --weights fp8` or tests/golden/v4/model_fp8 hold it) to 
 `deepseek4` file with llama.cpp's own converter (its conversion/deepseek.py, DeepseekV4Model).
 
     /opt/venv/bin/python scripts/make_v4_gguf.py SRC_DIR OUT.gguf [--fp8-as-bf16]
-        [--llama-cpp /opt/peers/llama.cpp]
+        [--mtp [--eh-proj-as-source]] [--llama-cpp /opt/peers/llama.cpp]
 
 llama.cpp's converter takes the published form only: every routed expert as FP4 (I8 e2m1 pairs
 with an F8_E8M0 `.scale` per 32), which it repacks to ggml MXFP4 blocks (lossless); F8_E4M3
@@ -17,8 +17,18 @@ experts is refused by the converter (KeyError on the experts' `.scale`).
 dropped, so the converter keeps them as BF16 and the GGUF holds exactly the checkpoint's values
 (tests/golden/v4/model_fp8.gguf is made so: numla must give model_fp8's logits on it).
 
-`layers.N.attn.norm.weight` (transformers' and numla synth's name of the KV norm) is given to
-the converter as DeepSeek's `layers.N.attn.kv_norm.weight`, the one name it maps.
+--mtp runs the converter with its own --mtp: the multi-token-prediction layer only, as the
+separate file llama.cpp's converter writes for it (its main conversion leaves `mtp.*` out):
+`deepseek4.nextn_predict_layers` 1, block_count one more than the model's layers, the block's
+tensors as `blk.N.*` (N = num_hidden_layers), `blk.N.nextn.eh_proj` (e_proj and h_proj side
+by side, (D, 2D): the converter forces it to Q8_0), `nextn.enorm`, `nextn.hnorm`,
+`nextn.shared_head_norm` (mtp.0.norm), the layer's own hyper-head as the root `output_hc_*`,
+and a copy of token_embd, output_norm and output. --eh-proj-as-source keeps eh_proj in the
+source's type instead of Q8_0 (with --fp8-as-bf16: bf16, the checkpoint's values exactly).
+
+`layers.N.attn.norm.weight` and `mtp.N.attn.norm.weight` (transformers' and numla synth's name
+of the KV norm) are given to the converter as DeepSeek's `...attn.kv_norm.weight`, the one
+name it maps.
 Checkpoints without tokenizer files get a placeholder vocabulary (byte-level BPE: GPT-2's byte
 alphabet, one merge, then control tokens up to vocab_size; pre-tokenizer "deepseek-v3", bos/eos
 from config.json): the converter's own set_vocab needs a
@@ -93,6 +103,8 @@ def main() -> None:
     ap.add_argument("src")
     ap.add_argument("out")
     ap.add_argument("--fp8-as-bf16", action="store_true")
+    ap.add_argument("--mtp", action="store_true")
+    ap.add_argument("--eh-proj-as-source", action="store_true")
     ap.add_argument("--llama-cpp", default="/opt/peers/llama.cpp")
     a = ap.parse_args()
     lc = Path(a.llama_cpp)
@@ -115,12 +127,21 @@ def main() -> None:
 
         def kv_norm_name(cls, item):
             name, gen = item
-            m = re.fullmatch(r"layers\.(\d+)\.attn\.norm\.weight", name)
+            m = re.fullmatch(r"(layers|mtp)\.(\d+)\.attn\.norm\.weight", name)
             if m:
-                item = (f"layers.{m.group(1)}.attn.kv_norm.weight", gen)
+                item = (f"{m.group(1)}.{m.group(2)}.attn.kv_norm.weight", gen)
             return orig_filter(cls, item)
 
         DeepseekV4Model.filter_tensors = classmethod(kv_norm_name)
+        if a.eh_proj_as_source:
+            orig_force = DeepseekV4Model.tensor_force_quant
+
+            def eh_as_source(self, name, new_name, bid, n_dims):
+                if new_name.endswith(".nextn.eh_proj.weight"):
+                    return False
+                return orig_force(self, name, new_name, bid, n_dims)
+
+            DeepseekV4Model.tensor_force_quant = eh_as_source
         if not (src / "tokenizer.json").exists():
             cfg = json.loads((src / "config.json").read_text())
 
@@ -152,7 +173,7 @@ def main() -> None:
             DeepseekV4Model.set_vocab = placeholder_vocab
         # the name of the source (the staging directory's is random)
         sys.argv = ["convert_hf_to_gguf.py", str(src), "--outfile", a.out, "--outtype", "bf16",
-                    "--model-name", Path(a.src).resolve().name]
+                    "--model-name", Path(a.src).resolve().name] + (["--mtp"] if a.mtp else [])
         convert_hf_to_gguf.main()
     finally:
         shutil.rmtree(tmp)

@@ -7,6 +7,11 @@
   model_fp8_q8.gguf    the converter's default form of an FP8 checkpoint (Q8_0 projections);
   model_fp8_q4km.gguf  model_fp8.gguf through llama.cpp's llama-quantize Q4_K_M (build/bin of
                        --llama-cpp; --allow-requantize: the experts too);
+  mtp_fp8_mtp.gguf, mtp_fp8_mtp_q8.gguf   the MTP layer of mtp_fp8 (whose main model is
+                       model_fp8's) as the file of its own the converter's --mtp writes
+                       (make_v4_gguf.py --mtp --fp8-as-bf16): nextn.eh_proj kept bf16
+                       (--eh-proj-as-source: the checkpoint's values), and in the converter's
+                       Q8_0;
   NAME.expected.safetensors (NAME model_fp8_q8, model_fp8_q4km)   prompt{i}.logits of the four
                        golden prompts and prompt{i}.greedy (16 greedy tokens fed back, I32) on
                        NAME.gguf's values, from check_v4_golden.py's float64 numpy forward over
@@ -108,20 +113,25 @@ def model_of(path):
     return m
 
 
-def write_fuzz_seed(path):
+def write_fuzz_seed(path, mtp=False):
     """A small deepseek4 file with the converter's keys and tensor names, every tensor kind it
     writes (F32 vectors, F16/BF16 matrices, Q8_0, stacked MXFP4 experts, I32 hash table) at
     tiny sizes: 3 layers (sliding, CSA, HCA at rate 8), hidden 32: the seed of the gguf fuzz
-    target's deepseek4 path (tests/fuzz/corpus/gguf)."""
+    target's deepseek4 path (tests/fuzz/corpus/gguf). mtp: the same model's MTP layer as the
+    file of its own the converter's --mtp writes (block_count 4, nextn_predict_layers 1, blk.3
+    a sliding layer with its nextn.* tensors, the root tensors)."""
     import gguf
     from gguf.quants import quantize
 
     rng = np.random.default_rng(4)
     V, D, L, H, Dh, Rq, G, Ro, Hi, Di, E, K, I, n = 8, 32, 3, 2, 32, 32, 2, 32, 2, 32, 2, 1, 32, 2
-    ratios = [0, 4, 8]
+    ratios = [0, 4, 8] + ([0] if mtp else [])
+    NL = len(ratios)
     w = gguf.GGUFWriter(path, "deepseek4")
     a = "deepseek4."
-    for k, v in (("block_count", L), ("context_length", 64), ("embedding_length", D),
+    if mtp:
+        w.add_uint32(a + "nextn_predict_layers", 1)
+    for k, v in (("block_count", NL), ("context_length", 64), ("embedding_length", D),
                  ("attention.head_count", H), ("attention.head_count_kv", 1),
                  ("expert_count", E), ("expert_used_count", K), ("expert_gating_func", 4),
                  ("attention.key_length", Dh), ("attention.value_length", Dh),
@@ -141,8 +151,8 @@ def write_fuzz_seed(path):
         w.add_float32(a + k, v)
     w.add_string(a + "rope.scaling.type", "yarn")
     w.add_bool(a + "expert_weights_norm", True)
-    w.add_array(a + "swiglu_clamp_exp", [3.0] * L)
-    w.add_array(a + "swiglu_clamp_shexp", [3.0] * L)
+    w.add_array(a + "swiglu_clamp_exp", [3.0] * NL)
+    w.add_array(a + "swiglu_clamp_shexp", [3.0] * NL)
     w.add_array(a + "attention.compress_ratios", ratios)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("deepseek-v3")
@@ -172,8 +182,12 @@ def write_fuzz_seed(path):
     f("output_hc_fn.weight", n, n * D, dt=np.float32)
     f("output_hc_base.weight", n, dt=np.float32)
     f("output_hc_scale.weight", 1, dt=np.float32)
-    for l in range(L):
+    for l in range(L if mtp else 0, NL):
         b, r = "blk.%d." % l, ratios[l]
+        if l >= L:
+            q8(b + "nextn.eh_proj.weight", D, 2 * D)
+            for nm in ("enorm", "hnorm", "shared_head_norm"):
+                f(b + "nextn.%s.weight" % nm, D, dt=np.float32)
         for h in ("attn", "ffn"):
             f(b + "hc_%s_fn.weight" % h, (2 + n) * n, n * D, dt=np.float32)
             f(b + "hc_%s_base.weight" % h, (2 + n) * n, dt=np.float32)
@@ -225,6 +239,8 @@ def main():
     a = ap.parse_args()
     sys.path.insert(0, os.path.join(a.llama_cpp, "gguf-py"))
     write_fuzz_seed(os.path.join(HERE, "..", "tests", "fuzz", "corpus", "gguf", "deepseek4-tiny.gguf"))
+    write_fuzz_seed(os.path.join(HERE, "..", "tests", "fuzz", "corpus", "gguf", "deepseek4-mtp.gguf"),
+                    mtp=True)
     if a.fuzz_seed_only:
         return
     src = os.path.join(V4, "model_fp8")
@@ -233,6 +249,14 @@ def main():
                            "--llama-cpp", a.llama_cpp], check=True)
     subprocess.run(conv + [os.path.join(V4, "model_fp8_q8.gguf"), "--llama-cpp", a.llama_cpp],
                    check=True)
+    # the MTP layer of v4/mtp_fp8 (whose main model is model_fp8's), the file of its own that the
+    # converter's --mtp writes: eh_proj kept bf16 (the checkpoint's values), and the converter's
+    # default Q8_0 eh_proj
+    msrc = [sys.executable, os.path.join(HERE, "make_v4_gguf.py"), os.path.join(V4, "mtp_fp8")]
+    subprocess.run(msrc + [os.path.join(V4, "mtp_fp8_mtp.gguf"), "--fp8-as-bf16", "--mtp",
+                           "--eh-proj-as-source", "--llama-cpp", a.llama_cpp], check=True)
+    subprocess.run(msrc + [os.path.join(V4, "mtp_fp8_mtp_q8.gguf"), "--fp8-as-bf16", "--mtp",
+                           "--llama-cpp", a.llama_cpp], check=True)
     with open(os.path.join(src, "expected.json")) as f:
         prompts = json.load(f)["prompts"]
     from check_golden import load_safetensors

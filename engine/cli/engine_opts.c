@@ -42,10 +42,12 @@ void numla_cli_engine_opts_usage(FILE *f, int indent)
             "%*s[--generation-config auto|none (auto: generation_config.json's EOS ids stop,\n"
             "%*s its temperature/top_p/top_k are the requests' defaults)]\n"
             "%*s[--speculative mtp[:K] (draft K tokens (1-%d, default 2) with the model's MTP\n"
-            "%*s layer, verified in one step; default off)]\n",
+            "%*s layer, verified in one step; default off)]\n"
+            "%*s[--mtp-model FILE (a deepseek4 GGUF model's MTP layer: the mtp-*.gguf file\n"
+            "%*s llama.cpp's convert_hf_to_gguf.py --mtp writes)]\n",
             indent, "", indent, "", indent, "", indent, "", indent, "", indent, "", indent, "",
             indent, "", indent, "", indent + 2, "", indent, "", NUMLA_SCHED_MAX_DRAFT,
-            indent + 2, "");
+            indent + 2, "", indent, "", indent + 2, "");
 }
 
 int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const char *a,
@@ -64,7 +66,7 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
                                          "--prefill-chunk", "--max-batch-tokens", "--max-seqs",
                                          "--kv-memory", "--kv-blocks", "--kv-dtype", "--weights",
                                          "--index-keys", "--linear-act", "--generation-config",
-                                         "--speculative"};
+                                         "--speculative", "--mtp-model"};
     int known = 0;
     for (size_t i = 0; i < sizeof valued / sizeof *valued; i++)
         known |= !strcmp(a, valued[i]);
@@ -118,6 +120,8 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
         o->spec_k = (int32_t)k;
     } else if (!strcmp(a, "--model")) {
         o->model = v;
+    } else if (!strcmp(a, "--mtp-model")) {
+        o->mtp_model = v;
     } else if (!strcmp(a, "--threads")) {
         long t = strtol(v, &end, 10);
         o->threads = t > INT32_MAX ? INT32_MAX : t < -1 ? -1 : (int)t;
@@ -256,6 +260,7 @@ numla_status numla_cli_engine_create(const numla_cli_engine_opts *o, const numla
     eo.weights = o->weights;
     eo.mtp = o->spec_k > 0;
     eo.prefix_cache = !o->no_prefix_cache;
+    eo.mtp_model = o->mtp_model;
     return numla_engine_create(comm, o->model, &eo, eng);
 }
 
@@ -268,6 +273,9 @@ void numla_cli_engine_opts_fit(numla_cli_engine_opts *o, const numla_model_confi
 numla_status numla_cli_engine_opts_model(const char *cmd, numla_cli_engine_opts *o,
                                          numla_model_config *cfg)
 {
+    if (o->mtp_model && o->spec_k == 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "%s: --mtp-model %s is the MTP layer's file for "
+                   "--speculative mtp[:K], which is not given", cmd, o->mtp_model);
     numla_cli_engine_opts_fit(o, cfg);
     if (cfg->v4.enabled && !o->no_prefix_cache && o->spec_k > 0) {
         /* a prefix state does not carry the MTP layer's cache (docs/serving.md) */

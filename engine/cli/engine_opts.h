@@ -36,6 +36,8 @@ typedef struct numla_cli_engine_opts {
     int no_prefix_cache;        /* --no-prefix-cache */
     int generation_config;      /* --generation-config auto (1, default) | none (0) */
     int32_t spec_k;             /* --speculative mtp[:K]: K draft tokens; 0 (default): off */
+    const char *mtp_model;      /* --mtp-model FILE: a deepseek4 GGUF model's MTP layer, the file
+                                   llama.cpp's convert_hf_to_gguf.py --mtp writes; NULL: none */
     numla_sampling_params sampling_defaults; /* a request's defaults: numla_sampling_params_default
                                                 with generation_config.json's sampling fields
                                                 (numla_cli_engine_opts_model) */

@@ -434,6 +434,103 @@ numla_status numla_gguf_deepseek4_read(const numla_gguf *g, numla_gguf_deepseek4
     return NUMLA_STATUS_OK;
 }
 
+/* The MTP file's own tensors (blk.L.nextn.* and its hyper-head at the root), under mtp.0.*. */
+enum { M_EH, M_ENORM, M_HNORM, M_NORM, M_COUNT };
+static const d4_tensor NEXTN[M_COUNT] = {
+    [M_EH] = {"nextn.eh_proj.weight", "eh_proj.weight", TK_ANY},
+    [M_ENORM] = {"nextn.enorm.weight", "enorm.weight", TK_FLOAT},
+    [M_HNORM] = {"nextn.hnorm.weight", "hnorm.weight", TK_FLOAT},
+    [M_NORM] = {"nextn.shared_head_norm.weight", "norm.weight", TK_FLOAT},
+};
+
+numla_status numla_gguf_deepseek4_read_mtp(const numla_gguf *mtp, const numla_gguf_deepseek4 *main,
+                                           int32_t *mtp_ratio)
+{
+    const char *path = numla_gguf_path(mtp);
+    numla_gguf_deepseek4 d;
+    memset(&d, 0, sizeof d);
+    if (!numla_gguf_is_deepseek4(mtp))
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "gguf: " P_ ": not a deepseek4 file (the MTP file of a "
+                   "deepseek4 model is one, as llama.cpp's convert_hf_to_gguf.py --mtp writes it)",
+                   path);
+    int64_t nextn = 0;
+    NUMLA_CHECK(d4_int_opt_(mtp, "nextn_predict_layers", 0, 1 << 10, 0, &nextn));
+    if (nextn != 1)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "gguf: " P_ ": key 'deepseek4.nextn_predict_layers' "
+                   "is %lld: not an MTP file with one layer (llama.cpp's convert_hf_to_gguf.py "
+                   "--mtp writes one)", path, (long long)nextn);
+    NUMLA_CHECK(read_keys_(mtp, &d));
+    numla_gguf_deepseek4 own; /* main NULL: the file's own keys stand for the model's */
+    if (!main) {
+        own = d;
+        own.num_hidden_layers = d.num_hidden_layers - 1;
+        main = &own;
+    }
+    const int64_t L = main->num_hidden_layers;
+    if (d.num_hidden_layers != L + 1)
+        NUMLA_FAIL(NUMLA_STATUS_FORMAT, "gguf: " P_ ": key 'deepseek4.block_count' = %lld, the "
+                   "model's %lld layers and its MTP layer are %lld", path,
+                   (long long)d.num_hidden_layers, (long long)L, (long long)(L + 1));
+    /* the shapes the layer shares with the model */
+    const struct {
+        const char *key;
+        int64_t a, b;
+    } same[] = {
+        {"embedding_length", d.hidden_size, main->hidden_size},
+        {"vocab_size", d.vocab_size, main->vocab_size},
+        {"attention.head_count", d.num_attention_heads, main->num_attention_heads},
+        {"attention.key_length", d.head_dim, main->head_dim},
+        {"rope.dimension_count", d.qk_rope_head_dim, main->qk_rope_head_dim},
+        {"attention.q_lora_rank", d.q_lora_rank, main->q_lora_rank},
+        {"attention.output_group_count", d.o_groups, main->o_groups},
+        {"attention.output_lora_rank", d.o_lora_rank, main->o_lora_rank},
+        {"attention.sliding_window", d.sliding_window, main->sliding_window},
+        {"expert_count", d.n_routed_experts, main->n_routed_experts},
+        {"expert_used_count", d.num_experts_per_tok, main->num_experts_per_tok},
+        {"expert_shared_count", d.n_shared_experts, main->n_shared_experts},
+        {"expert_feed_forward_length", d.moe_intermediate_size, main->moe_intermediate_size},
+        {"hyper_connection.count", d.hc_mult, main->hc_mult},
+        {"attention.indexer.head_count", d.index_n_heads, main->index_n_heads},
+        {"attention.indexer.key_length", d.index_head_dim, main->index_head_dim},
+    };
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++)
+        if (same[i].a != same[i].b)
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "gguf: " P_ ": key 'deepseek4.%s' = %lld, the "
+                       "model's is %lld (an MTP file of another model?)", path, same[i].key,
+                       (long long)same[i].a, (long long)same[i].b);
+    const int32_t r = d.compress_ratios[L];
+    if (r != 0 && r != 4 && r != main->hca_rate)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "gguf: " P_ ": key 'deepseek4.attention."
+                   "compress_ratios' entry %lld (the MTP layer's) = %d is not 0, 4 or the "
+                   "model's HCA rate %lld", path, (long long)L, (int)r, (long long)main->hca_rate);
+    if (r == 4 && !main->index_n_heads)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "gguf: " P_ ": the MTP layer is CSA but the model "
+                   "has no indexer keys", path);
+    if (L < d.num_hash_layers)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "gguf: " P_ ": key 'deepseek4.hash_layer_count' = "
+                   "%lld makes the MTP layer a hash layer", path, (long long)d.num_hash_layers);
+    char name[256];
+    for (int id = 0; id < L_COUNT; id++) {
+        int64_t ne[3];
+        int32_t nd;
+        if (!layer_ne(&d, id, L, ne, &nd))
+            continue;
+        snprintf(name, sizeof name, "blk.%lld.%s", (long long)L, LAYER[id].gguf);
+        NUMLA_CHECK(expect_(mtp, name, LAYER[id].kind, nd, ne));
+    }
+    const int64_t D = d.hidden_size, n = d.hc_mult;
+    for (int id = 0; id < M_COUNT; id++) {
+        snprintf(name, sizeof name, "blk.%lld.%s", (long long)L, NEXTN[id].gguf);
+        const int64_t ne[2] = {id == M_EH ? 2 * D : D, D};
+        NUMLA_CHECK(expect_(mtp, name, NEXTN[id].kind, id == M_EH ? 2 : 1, ne));
+    }
+    const int64_t hc_ne[3][2] = {{n * D, n}, {n, 1}, {1, 1}};
+    for (int k = 0; k < 3; k++)
+        NUMLA_CHECK(expect_(mtp, ROOT[R_HC_FN + k].gguf, TK_FLOAT, k ? 1 : 2, hc_ne[k]));
+    *mtp_ratio = r;
+    return NUMLA_STATUS_OK;
+}
+
 /* One view entry of GGUF tensor t: rows [row0, row0 + rows) of its 2-D (or 1-D) form. */
 static void view_entry_(const numla_gguf_tensor *t, int64_t row0, int64_t rows, char *name,
                         numla_safetensors_tensor *e)
@@ -462,17 +559,79 @@ static void view_entry_(const numla_gguf_tensor *t, int64_t row0, int64_t rows, 
     }
 }
 
-numla_status numla_gguf_deepseek4_view(const numla_gguf *g, numla_safetensors_model **out)
+/* Entries of g's tensors at e[*n..] (names at 96 bytes each from names): the model's (mtp 0:
+ * the table's tensors of layers below L and the root), or the MTP file's (mtp 1: layer L's
+ * tensors, its nextn.* and its root hyper-head, under mtp.0.*). */
+static numla_status collect_(const numla_gguf *g, int64_t L, int mtp, numla_safetensors_tensor *e,
+                             char *names, int64_t *n)
+{
+    const int64_t nt = numla_gguf_tensor_count(g);
+    for (int64_t i = 0; i < nt; i++) {
+        const numla_gguf_tensor *t = numla_gguf_tensor_at(g, i);
+        const d4_tensor *d = NULL;
+        long long layer = -1;
+        int used = 0, nextn = 0;
+        if (sscanf(t->name, "blk.%lld.%n", &layer, &used) == 1 && used > 0) {
+            for (int id = 0; id < L_COUNT && !d; id++)
+                if (!strcmp(t->name + used, LAYER[id].gguf))
+                    d = &LAYER[id];
+            for (int id = 0; mtp && id < M_COUNT && !d; id++)
+                if (!strcmp(t->name + used, NEXTN[id].gguf))
+                    d = &NEXTN[id], nextn = 1;
+        } else {
+            for (int r = 0; r < R_COUNT && !d; r++)
+                if (!strcmp(t->name, ROOT[r].gguf))
+                    d = &ROOT[r];
+            /* the MTP file's root: its own hyper-head; its embedding, head and norm are the
+             * model's (a copy) */
+            if (mtp && d && !(d >= &ROOT[R_HC_FN] && d <= &ROOT[R_HC_SCALE]))
+                d = NULL;
+        }
+        /* the model: layers below L and the root; the MTP file: layer L and its hyper-head */
+        if (!d || (!mtp && layer >= L) || (mtp && layer >= 0 && layer != L) || (!mtp && nextn))
+            continue;
+        if (t->ndim > (d->kind == TK_EXPERTS ? 3 : 2))
+            NUMLA_FAIL(NUMLA_STATUS_FORMAT, "gguf: " P_ ": tensor '" T_ "' has %d dimensions",
+                       t->file, t->name, t->ndim);
+        char pre[32];
+        if (mtp)
+            snprintf(pre, sizeof pre, "mtp.0.");
+        else if (layer >= 0)
+            snprintf(pre, sizeof pre, "layers.%lld.", layer);
+        else
+            pre[0] = 0;
+        if (d->kind == TK_EXPERTS) {
+            for (int64_t x = 0; x < t->ne[2]; x++) {
+                char *nm = names + 96 * *n, ds[80];
+                snprintf(ds, sizeof ds, d->ds, (long long)x);
+                snprintf(nm, 96, "%s%s", pre, ds);
+                view_entry_(t, x * t->ne[1], t->ne[1], nm, &e[(*n)++]);
+            }
+            continue;
+        }
+        char *nm = names + 96 * *n;
+        snprintf(nm, 96, "%s%s", pre, d->ds);
+        view_entry_(t, 0, t->ndim == 1 ? 1 : t->ne[1], nm, &e[(*n)++]);
+    }
+    return NUMLA_STATUS_OK;
+}
+
+static int64_t entries_cap_(const numla_gguf *g)
+{
+    int64_t cap = 0;
+    for (int64_t i = 0; g && i < numla_gguf_tensor_count(g); i++) {
+        const numla_gguf_tensor *t = numla_gguf_tensor_at(g, i);
+        cap += t->ndim == 3 ? t->ne[2] : 1;
+    }
+    return cap;
+}
+
+static numla_status view_(const numla_gguf *g, const numla_gguf *mtp, numla_safetensors_model **out)
 {
     *out = NULL;
     int64_t L;
     NUMLA_CHECK(numla_gguf_get_i64(g, "deepseek4.block_count", &L));
-    const int64_t nt = numla_gguf_tensor_count(g);
-    int64_t cap = 0;
-    for (int64_t i = 0; i < nt; i++) {
-        const numla_gguf_tensor *t = numla_gguf_tensor_at(g, i);
-        cap += t->ndim == 3 ? t->ne[2] : 1;
-    }
+    const int64_t cap = entries_cap_(g) + entries_cap_(mtp);
     numla_safetensors_tensor *e = calloc((size_t)(cap > 0 ? cap : 1), sizeof *e);
     char *names = calloc((size_t)(cap > 0 ? cap : 1), 96);
     if (!e || !names) {
@@ -481,46 +640,10 @@ numla_status numla_gguf_deepseek4_view(const numla_gguf *g, numla_safetensors_mo
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "gguf: " P_ ": no memory for the tensor view",
                    numla_gguf_path(g));
     }
-    numla_status s = NUMLA_STATUS_OK;
     int64_t n = 0;
-    for (int64_t i = 0; i < nt && s == NUMLA_STATUS_OK; i++) {
-        const numla_gguf_tensor *t = numla_gguf_tensor_at(g, i);
-        const d4_tensor *d = NULL;
-        long long layer = -1;
-        int used = 0;
-        if (sscanf(t->name, "blk.%lld.%n", &layer, &used) == 1 && used > 0) {
-            for (int id = 0; id < L_COUNT && !d; id++)
-                if (!strcmp(t->name + used, LAYER[id].gguf))
-                    d = &LAYER[id];
-        } else {
-            for (int r = 0; r < R_COUNT && !d; r++)
-                if (!strcmp(t->name, ROOT[r].gguf))
-                    d = &ROOT[r];
-        }
-        if (!d || layer >= L) /* not a tensor the model reads (the MTP layer's) */
-            continue;
-        if (t->ndim > (d->kind == TK_EXPERTS ? 3 : 2)) {
-            s = numla_error_set(NUMLA_STATUS_FORMAT, __FILE__, __LINE__, __func__,
-                                "gguf: " P_ ": tensor '" T_ "' has %d dimensions", t->file,
-                                t->name, t->ndim);
-            break;
-        }
-        if (d->kind == TK_EXPERTS) {
-            for (int64_t x = 0; x < t->ne[2]; x++) {
-                char *nm = names + 96 * n, ds[80];
-                snprintf(ds, sizeof ds, d->ds, (long long)x);
-                snprintf(nm, 96, "layers.%lld.%s", layer, ds);
-                view_entry_(t, x * t->ne[1], t->ne[1], nm, &e[n++]);
-            }
-            continue;
-        }
-        char *nm = names + 96 * n;
-        if (layer >= 0)
-            snprintf(nm, 96, "layers.%lld.%s", layer, d->ds);
-        else
-            snprintf(nm, 96, "%s", d->ds);
-        view_entry_(t, 0, t->ndim == 1 ? 1 : t->ne[1], nm, &e[n++]);
-    }
+    numla_status s = collect_(g, L, 0, e, names, &n);
+    if (s == NUMLA_STATUS_OK && mtp)
+        s = collect_(mtp, L, 1, e, names, &n);
     if (s == NUMLA_STATUS_OK)
         s = numla_safetensors_view_create(e, n, numla_gguf_path(g), out);
     free(e);
@@ -529,5 +652,18 @@ numla_status numla_gguf_deepseek4_view(const numla_gguf *g, numla_safetensors_mo
         numla_error_frame(__FILE__, __LINE__, __func__);
         return s;
     }
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_gguf_deepseek4_view(const numla_gguf *g, numla_safetensors_model **out)
+{
+    NUMLA_CHECK(view_(g, NULL, out));
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_gguf_deepseek4_view_mtp(const numla_gguf *g, const numla_gguf *mtp,
+                                           numla_safetensors_model **out)
+{
+    NUMLA_CHECK(view_(g, mtp, out));
     return NUMLA_STATUS_OK;
 }

@@ -46,8 +46,22 @@
  *   hash_layer_count                     num_hash_layers                           default 0
  *   vocab_size                           vocab_size (else tokenizer.ggml.tokens' length)
  *   tokenizer.ggml.bos_token_id / eos_token_id   bos / eos ids (-1 when absent)
- *   embedding_length_out, nextn_predict_layers and the chat template are not read (the MTP
- *   layer's blk.N.nextn.* tensors are left out of the view).
+ *   embedding_length_out and the chat template are not read.
+ *
+ * The MTP layer. llama.cpp's converter leaves `mtp.*` out of the model's file and writes the
+ * layer as a file of its own (convert_hf_to_gguf.py --mtp, "mtp-<name>.gguf";
+ * conversion/deepseek.py DeepseekV4Model with mtp_only): nextn_predict_layers 1, block_count
+ * the model's layers + 1 (swiglu_clamp_* and compress_ratios as long), the same shape keys, the
+ * layer's block as blk.L.* (L = the model's layer count), blk.L.nextn.eh_proj ({2D, D}:
+ * e_proj and h_proj side by side, the converter's Q8_0), blk.L.nextn.enorm / hnorm /
+ * shared_head_norm, the layer's own hyper-head as the root output_hc_* and a copy of the
+ * model's token_embd, output and output_norm. numla_gguf_deepseek4_read_mtp checks it against
+ * the model's keys; numla_gguf_deepseek4_view_mtp shows its tensors beside the model's as
+ * DeepSeek's mtp.0.*: blk.L.X -> mtp.0.<X as above>, nextn.eh_proj -> mtp.0.eh_proj.weight
+ * (the loader reads e_proj and h_proj as its two column halves), nextn.enorm / hnorm ->
+ * mtp.0.enorm.weight / hnorm.weight, nextn.shared_head_norm -> mtp.0.norm.weight,
+ * output_hc_{fn,base,scale} -> mtp.0.hc_head_{fn,base,scale}; its embedding, head and norm copy
+ * are not shown (the model's are read).
  *
  * Tensors (ggml ne, reversed to PyTorch's shape in the view; names after "blk.L."):
  *   token_embd, output (absent: tied), output_norm -> embed.weight, head.weight, norm.weight
@@ -117,8 +131,21 @@ int numla_gguf_is_deepseek4(const numla_gguf *g);
 numla_status numla_gguf_deepseek4_read(const numla_gguf *g, numla_gguf_deepseek4 *out);
 
 /* The view of g's tensors under DeepSeek's names (the table above), for the V4 loader; g must
- * outlive it (close it with numla_safetensors_close). Tensors the table does not name (the MTP
- * layer's) are left out. Not collective. */
+ * outlive it (close it with numla_safetensors_close). Tensors the table does not name are left
+ * out. Not collective. */
 numla_status numla_gguf_deepseek4_view(const numla_gguf *g, numla_safetensors_model **out);
+
+/* Check mtp, an MTP file as llama.cpp's --mtp conversion writes it (above), against the
+ * model's keys `main` (numla_gguf_deepseek4_read of the model's file): nextn_predict_layers 1,
+ * block_count one more than the model's, the shape keys equal, the layer's tensors with their
+ * shapes. main NULL: the file alone (its own keys stand for the model's). *mtp_ratio: its compress_ratios entry (0, 4, or the model's HCA rate). FORMAT or
+ * UNSUPPORTED naming the file and the key or tensor. Not collective. */
+numla_status numla_gguf_deepseek4_read_mtp(const numla_gguf *mtp, const numla_gguf_deepseek4 *main,
+                                           int32_t *mtp_ratio);
+
+/* numla_gguf_deepseek4_view with mtp's layer added as mtp.0.* (above); both files must outlive
+ * it. Not collective. */
+numla_status numla_gguf_deepseek4_view_mtp(const numla_gguf *g, const numla_gguf *mtp,
+                                           numla_safetensors_model **out);
 
 #endif

@@ -198,6 +198,12 @@ int numla_model_path_is_gguf(const char *path);
 struct numla_gguf;
 numla_status numla_model_config_from_gguf(const struct numla_gguf *g, const char *source,
                                           numla_model_config *out);
+/* The config of the deepseek4 GGUF model at path with the MTP layer of mtp_path, the file
+ * llama.cpp's convert_hf_to_gguf.py --mtp writes (engine/formats/gguf_deepseek4.h): its
+ * num_nextn_predict_layers is then 1 and the layer's attention type the file's. Errors name the
+ * file and the key or tensor that does not match. Not collective. */
+numla_status numla_model_config_load_gguf_mtp(const char *path, const char *mtp_path,
+                                              numla_model_config *out);
 
 /* Whether layer l has an MoE block (else the dense MLP): mlp_layer_types for the DSA types,
  * else first_k_dense_replace and moe_layer_freq. */

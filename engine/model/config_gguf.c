@@ -13,7 +13,9 @@
  * A `deepseek4` file (DeepSeek-V4, engine/formats/gguf_deepseek4.h) becomes the config.json
  * DeepSeek publishes for it (model_type deepseek_v4, its field names, compress_ratios with
  * compress_rate_csa 4 and compress_rate_hca the file's other rate, scoring sqrtsoftplus,
- * noaux_tc, no MTP layer), parsed by numla_model_config_parse: one validation for both forms.
+ * noaux_tc, no MTP layer unless the layer's own file is given: llama.cpp writes it apart,
+ * numla_model_config_load_gguf_mtp), parsed by numla_model_config_parse: one validation for
+ * both forms.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -34,15 +36,21 @@ int numla_model_path_is_gguf(const char *path)
     return n > 5 && !strcmp(path + n - 5, ".gguf") && stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* A deepseek4 file's keys as DeepSeek's config.json, parsed as one. */
-static numla_status config_from_deepseek4(const numla_gguf *g, const char *source,
-                                          numla_model_config *out)
+/* A deepseek4 file's keys as DeepSeek's config.json, parsed as one; with mtp (the layer's own
+ * file), num_nextn_predict_layers 1 and its compress_ratios entry after the layers'. */
+static numla_status config_from_deepseek4(const numla_gguf *g, const numla_gguf *mtp,
+                                          const char *source, numla_model_config *out)
 {
     numla_gguf_deepseek4 d;
     NUMLA_CHECK(numla_gguf_deepseek4_read(g, &d));
+    int32_t mtp_ratio = 0;
+    if (mtp)
+        NUMLA_CHECK(numla_gguf_deepseek4_read_mtp(mtp, &d, &mtp_ratio));
     json_t *cr = json_array();
     for (int64_t l = 0; cr && l < d.num_hidden_layers; l++)
         json_array_append_new(cr, json_integer(d.compress_ratios[l]));
+    if (cr && mtp)
+        json_array_append_new(cr, json_integer(mtp_ratio));
     json_t *j = json_pack(
         "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:o, s:f, s:f, "
         "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:b, s:f, s:s, s:s, s:I, s:I, s:f, s:I, s:I}",
@@ -64,7 +72,7 @@ static numla_status config_from_deepseek4(const numla_gguf *g, const char *sourc
         "sqrtsoftplus", "topk_method", "noaux_tc", "hc_sinkhorn_iters",
         (json_int_t)d.hc_sinkhorn_iters, "compress_rate_csa", (json_int_t)4, "swiglu_limit",
         d.swiglu_limit, "compress_rate_hca", (json_int_t)d.hca_rate, "num_nextn_predict_layers",
-        (json_int_t)0);
+        (json_int_t)(mtp ? 1 : 0));
     numla_status s = j ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
     if (j && d.index_n_heads > 0) {
         json_object_set_new(j, "index_n_heads", json_integer(d.index_n_heads));
@@ -101,7 +109,7 @@ numla_status numla_model_config_from_gguf(const numla_gguf *g, const char *sourc
                                           numla_model_config *out)
 {
     if (numla_gguf_is_deepseek4(g))
-        return config_from_deepseek4(g, source, out);
+        return config_from_deepseek4(g, NULL, source, out);
     numla_gguf_deepseek2 d;
     NUMLA_CHECK(numla_gguf_deepseek2_read(g, &d));
     numla_model_config o;
@@ -177,6 +185,24 @@ numla_status numla_model_config_from_gguf(const numla_gguf *g, const char *sourc
                    (long long)o.n_routed_experts);
     NUMLA_CHECK(numla_model_config_derive(source, &o));
     *out = o;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_model_config_load_gguf_mtp(const char *path, const char *mtp_path,
+                                              numla_model_config *out)
+{
+    numla_gguf *g = NULL, *m = NULL;
+    NUMLA_CHECK(numla_gguf_open(path, &g));
+    numla_status s = numla_gguf_open(mtp_path, &m);
+    if (s == NUMLA_STATUS_OK && !numla_gguf_is_deepseek4(g))
+        s = numla_error_set(NUMLA_STATUS_UNSUPPORTED, __FILE__, __LINE__, __func__,
+                            "%s: an MTP file (%s) goes with a deepseek4 GGUF model; this one's "
+                            "MTP layer, if any, is in the file itself", path, mtp_path);
+    if (s == NUMLA_STATUS_OK)
+        s = config_from_deepseek4(g, m, path, out);
+    numla_gguf_close(&m);
+    numla_gguf_close(&g);
+    NUMLA_CHECK(s);
     return NUMLA_STATUS_OK;
 }
 

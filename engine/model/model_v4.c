@@ -773,8 +773,17 @@ static numla_status ld_mtp(const numla_model_config *c, const numla_safetensors_
                            numla_isa isa, numla_v4_model *m)
 {
     const int64_t D = c->hidden_size, n = c->v4.hc_mult;
-    NUMLA_CHECK(ld_lin(c, isa, st, "mtp.0.e_proj.weight", D, D, 0, &m->mtp_e_proj));
-    NUMLA_CHECK(ld_lin(c, isa, st, "mtp.0.h_proj.weight", D, D, 0, &m->mtp_h_proj));
+    if (!numla_safetensors_find(st, "mtp.0.e_proj.weight") &&
+        numla_safetensors_find(st, "mtp.0.eh_proj.weight")) {
+        /* a GGUF MTP file's eh_proj (D, 2D): e_proj and h_proj side by side */
+        NUMLA_CHECK(ld_lin_part(isa, st, "mtp.0.eh_proj.weight", D, 2 * D, 0, D, 0, D, 0,
+                                &m->mtp_e_proj));
+        NUMLA_CHECK(ld_lin_part(isa, st, "mtp.0.eh_proj.weight", D, 2 * D, 0, D, D, D, 0,
+                                &m->mtp_h_proj));
+    } else {
+        NUMLA_CHECK(ld_lin(c, isa, st, "mtp.0.e_proj.weight", D, D, 0, &m->mtp_e_proj));
+        NUMLA_CHECK(ld_lin(c, isa, st, "mtp.0.h_proj.weight", D, D, 0, &m->mtp_h_proj));
+    }
     NUMLA_CHECK(ld_f32(st, "mtp.0.enorm.weight", NULL, 1, &D, &m->mtp_enorm));
     NUMLA_CHECK(ld_f32(st, "mtp.0.hnorm.weight", NULL, 1, &D, &m->mtp_hnorm));
     NUMLA_CHECK(ld_f32(st, "mtp.0.norm.weight", NULL, 1, &D, &m->mtp_norm));

@@ -81,6 +81,8 @@ typedef struct numla_engine_options {
     int prefix_cache;         /* 1: the scheduler's prefix cache is on: a model whose cache is
                                  per sequence (deepseek_v4) keeps the states its hits start
                                  from (numla_v4_seqs_enable_prefix); ignored with mtp */
+    const char *mtp_model;    /* with mtp, a deepseek4 GGUF model: the file that holds its MTP
+                                 layer (llama.cpp's convert_hf_to_gguf.py --mtp); NULL: none */
 } numla_engine_options;
 
 /* Defaults: all zero except kv_dtype = bf16, index_dtype = -1, bind = 1, isa = numla_isa_best(), every kernel

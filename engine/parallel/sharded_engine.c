@@ -113,10 +113,15 @@ static numla_status engine_load_v4(numla_engine *e, const char *model_dir,
                    "bf16/fp32, or FP8 + FP4)");
     numla_safetensors_model *st = NULL;
     numla_gguf *g = NULL; /* a GGUF deepseek4 file: its tensors under DeepSeek's names */
+    numla_gguf *mg = NULL; /* with it, the MTP layer's own file */
     if (numla_model_path_is_gguf(model_dir)) {
         NUMLA_CHECK(numla_gguf_open(model_dir, &g));
-        numla_status s = numla_gguf_deepseek4_view(g, &st);
+        numla_status s = o->mtp && o->mtp_model ? numla_gguf_open(o->mtp_model, &mg)
+                                                : NUMLA_STATUS_OK;
+        if (s == NUMLA_STATUS_OK)
+            s = mg ? numla_gguf_deepseek4_view_mtp(g, mg, &st) : numla_gguf_deepseek4_view(g, &st);
         if (s != NUMLA_STATUS_OK) {
+            numla_gguf_close(&mg);
             numla_gguf_close(&g);
             NUMLA_CHECK(s);
         }
@@ -125,6 +130,7 @@ static numla_status engine_load_v4(numla_engine *e, const char *model_dir,
     }
     numla_status s = numla_v4_model_load_shard(&e->cfg, st, o->isa, e->rank, e->size, &e->v4);
     numla_safetensors_close(&st);
+    numla_gguf_close(&mg);
     numla_gguf_close(&g);
     NUMLA_CHECK(s);
     if (e->size > 1)
@@ -148,7 +154,20 @@ static numla_status engine_load(numla_engine *e, const char *model_dir,
         NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: kernel level %s is not supported here",
                    numla_isa_name(isa));
     e->isa = isa;
-    NUMLA_CHECK(numla_model_config_load(model_dir, &e->cfg));
+    if (o->mtp && o->mtp_model) { /* a deepseek4 GGUF file and its MTP layer's file */
+        if (!numla_model_path_is_gguf(model_dir))
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "engine: an MTP file (%s) goes with a GGUF "
+                       "model; %s is not one", o->mtp_model, model_dir);
+        NUMLA_CHECK(numla_model_config_load_gguf_mtp(model_dir, o->mtp_model, &e->cfg));
+    } else {
+        NUMLA_CHECK(numla_model_config_load(model_dir, &e->cfg));
+    }
+    if (o->mtp && !o->mtp_model && e->cfg.v4.enabled && e->cfg.v4.num_nextn_predict_layers < 1 &&
+        numla_model_path_is_gguf(model_dir))
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "engine: %s: --speculative mtp on a deepseek4 GGUF "
+                   "file: llama.cpp's converter leaves DeepSeek-V4's MTP layer out of the model's "
+                   "file and writes it as a file of its own (convert_hf_to_gguf.py --mtp, "
+                   "mtp-*.gguf); give that file with --mtp-model FILE", model_dir);
     if (o->mtp) /* the KV pool and the weights then have the MTP layer too (deepseek_v4: its
                  * loader reads mtp.0.*) */
         NUMLA_CHECK(numla_model_config_enable_mtp(&e->cfg));

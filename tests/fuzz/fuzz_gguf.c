@@ -4,7 +4,9 @@
  * with numla_gguf_open. Any status but OK, FORMAT or UNSUPPORTED, an error message that does not
  * name the file, or an accepted file whose keys, arrays or tensors cannot all be read back
  * (every tensor found by its name, sized by its dims and type, inside the mapping) is a bug and
- * aborts. A `deepseek4` file also goes through numla_gguf_deepseek4_read (OK, or FORMAT /
+ * aborts. A `deepseek4` MTP file (nextn_predict_layers) goes through
+ * numla_gguf_deepseek4_read_mtp by itself (OK, or FORMAT / UNSUPPORTED naming the file). Any
+ * other `deepseek4` file goes through numla_gguf_deepseek4_read (OK, or FORMAT /
  * UNSUPPORTED naming the file) and, when accepted, its view under DeepSeek's names (every entry
  * found by its name, its bytes readable). A `deepseek2` file goes through
  * numla_gguf_deepseek2_read likewise; when accepted, at least one decoder layer is left beside
@@ -136,6 +138,21 @@ numla_status numla_fuzz_gguf_run(const uint8_t *data, size_t size)
                 numla_fuzz_gguf_die("deepseek2: an MTP tensor outside model.layers", t->name);
             numla_error_clear();
         }
+    }
+    /* A deepseek4 MTP file (nextn_predict_layers, as llama.cpp's --mtp conversion writes the
+     * layer): read by itself, OK or FORMAT / UNSUPPORTED naming the file. */
+    if (numla_gguf_is_deepseek4(g) && numla_gguf_find(g, "deepseek4.nextn_predict_layers")) {
+        int32_t ratio = -1;
+        numla_status r = numla_gguf_deepseek4_read_mtp(g, NULL, &ratio);
+        if (r != NUMLA_STATUS_OK && r != NUMLA_STATUS_FORMAT && r != NUMLA_STATUS_UNSUPPORTED)
+            numla_fuzz_gguf_die("deepseek4 mtp: unexpected status", numla_error_message());
+        if (r != NUMLA_STATUS_OK && !strstr(numla_error_message(), numla_fuzz_gguf_path_))
+            numla_fuzz_gguf_die("deepseek4 mtp: error message does not name the file",
+                                numla_error_message());
+        if (r == NUMLA_STATUS_OK && ratio < 0)
+            numla_fuzz_gguf_die("deepseek4 mtp: accepted without its compress ratio", "");
+        numla_gguf_close(&g);
+        return r;
     }
     /* A deepseek4 file: its keys and tensor set (engine/formats/gguf_deepseek4.h), then the
      * view under DeepSeek's names, every entry's bytes inside its GGUF tensor. */

@@ -16,6 +16,10 @@
  *     another position, a chained row past the last MTP step's. */
 #include "v4_golden_harness.h"
 
+#include "engine/formats/gguf.h"
+#include "engine/formats/gguf_deepseek4.h"
+#include "kernels/qblock.h"
+
 #define MTP_PROMPTS 2
 
 typedef struct mtp_gold {
@@ -126,7 +130,12 @@ static void *mtp_rank_main(void *arg)
     return NULL;
 }
 
-static void check_mtp(const char *sub, numla_isa isa, int R)
+/* The case on the model of cfg and st (what names it), held to sub's reference within tol;
+ * keep (when not NULL) takes every prompt's logits ((n_p) x V each: the MTP rows, then the
+ * chained one). */
+static void check_mtp_st(const char *sub, const char *what, numla_model_config *cfg,
+                         numla_safetensors_model *st, numla_isa isa, int R, double tol,
+                         float **keep)
 {
     mtp_gold d;
     if (mtp_gold_load(&d, sub)) {
@@ -134,17 +143,11 @@ static void check_mtp(const char *sub, numla_isa isa, int R)
         golden_free(&d.g);
         return;
     }
-    numla_model_config cfg;
-    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(d.g.dir, &cfg), NUMLA_STATUS_OK);
-    CU_ASSERT_EQUAL_FATAL(numla_v4_config_enable_mtp(&cfg), NUMLA_STATUS_OK);
-    CU_ASSERT_EQUAL(cfg.v4.attn[cfg.num_hidden_layers], NUMLA_V4_ATTN_SLIDING);
-    numla_safetensors_model *st = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(d.g.dir, &st), NUMLA_STATUS_OK);
-    const int64_t V = cfg.vocab_size;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_config_enable_mtp(cfg), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(cfg->v4.attn[cfg->num_hidden_layers], NUMLA_V4_ATTN_SLIDING);
+    const int64_t V = cfg->vocab_size;
     v4_team t;
-    int bad = v4_team_load(&t, &cfg, st, isa, R);
-    numla_safetensors_close(&st);
-    if (bad) {
+    if (v4_team_load(&t, cfg, st, isa, R)) {
         golden_free(&d.g);
         return;
     }
@@ -165,14 +168,61 @@ static void check_mtp(const char *sub, numla_isa isa, int R)
         worst_chain = fmax(worst_chain, maxabs_diff(all[p] + (n - 1) * (size_t)V, d.chained[p],
                                                     (size_t)V, NULL));
     }
-    NUMLA_ASSERT_MSG(worst <= LOGIT_TOL && worst_chain <= LOGIT_TOL,
-                     "v4 MTP %s %d ranks (%s): max err %g, chained %g", sub, R, numla_isa_name(isa),
-                     worst, worst_chain);
+    NUMLA_ASSERT_MSG(worst <= tol && worst_chain <= tol,
+                     "v4 MTP %s %d ranks (%s): max err %g, chained %g", what, R,
+                     numla_isa_name(isa), worst, worst_chain);
     fprintf(stderr, "\n    golden v4 MTP %s %d rank%s (%s): logits max abs err %.3g, chained %.3g",
-            sub, R, R > 1 ? "s" : "", numla_isa_name(isa), worst, worst_chain);
-    for (int p = 0; p < MTP_PROMPTS; p++)
-        free(all[p]);
+            what, R, R > 1 ? "s" : "", numla_isa_name(isa), worst, worst_chain);
+    for (int p = 0; p < MTP_PROMPTS; p++) {
+        if (keep)
+            keep[p] = all[p];
+        else
+            free(all[p]);
+    }
     golden_free(&d.g);
+}
+
+/* The GGUF model gguf and its MTP layer's file mtp_gguf (under tests/golden/v4): *cfg, the view
+ * in *st, the files in g[2]. */
+static void open_gguf_pair(const char *gguf, const char *mtp_gguf, numla_model_config *cfg,
+                           numla_gguf **g, numla_safetensors_model **st)
+{
+    char path[1200], mpath[1200];
+    snprintf(path, sizeof path, "%s/%s", numla_test_source_path("tests/golden/v4"), gguf);
+    snprintf(mpath, sizeof mpath, "%s/%s", numla_test_source_path("tests/golden/v4"), mtp_gguf);
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load_gguf_mtp(path, mpath, cfg), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_open(path, &g[0]), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_open(mpath, &g[1]), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_deepseek4_view_mtp(g[0], g[1], st), NUMLA_STATUS_OK);
+}
+
+/* The case on sub's checkpoint, or (gguf, mtp_gguf given) on the GGUF pair. */
+static void check_mtp_from(const char *sub, const char *gguf, const char *mtp_gguf,
+                           numla_isa isa, int R, double tol, float **keep)
+{
+    numla_model_config cfg;
+    numla_safetensors_model *st = NULL;
+    numla_gguf *g[2] = {0};
+    char what[160];
+    snprintf(what, sizeof what, "%s", sub);
+    if (gguf) {
+        snprintf(what, sizeof what, "%s + %s", gguf, mtp_gguf);
+        open_gguf_pair(gguf, mtp_gguf, &cfg, g, &st);
+    } else {
+        char dir[1200];
+        snprintf(dir, sizeof dir, "%s/%s", numla_test_source_path("tests/golden/v4"), sub);
+        CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dir, &cfg), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &st), NUMLA_STATUS_OK);
+    }
+    check_mtp_st(sub, what, &cfg, st, isa, R, tol, keep);
+    numla_safetensors_close(&st);
+    numla_gguf_close(&g[1]);
+    numla_gguf_close(&g[0]);
+}
+
+static void check_mtp(const char *sub, numla_isa isa, int R)
+{
+    check_mtp_from(sub, NULL, NULL, isa, R, LOGIT_TOL, NULL);
 }
 
 static void test_mtp_fp32(void) { check_mtp("mtp_fp32", numla_isa_best(), 1); }
@@ -188,6 +238,94 @@ static void test_mtp_fp8(void)
 {
     check_mtp("mtp_fp8", numla_isa_best(), 1);
     check_mtp("mtp_fp8", numla_isa_best(), 2);
+}
+
+/* llama.cpp's GGUF form (scripts/make_v4_gguf_golden.py): its converter writes the MTP layer as
+ * a file of its own (convert_hf_to_gguf.py --mtp); model_fp8.gguf is mtp_fp8's main model (the
+ * same tensors as model_fp8) and mtp_fp8_mtp.gguf its layer with the checkpoint's values (FP8 as
+ * bf16, e_proj and h_proj side by side in nextn.eh_proj, kept bf16): mtp_fp8's reference at 1
+ * and 2 ranks, and on one rank the safetensors directory's own logits within LOGIT_TOL / 2 (bf16
+ * linears here, FP8 there). mtp_fp8_mtp_q8.gguf is the converter's default, eh_proj in Q8_0 (a
+ * second rounding: the logits move by up to about 0.6, so the reference does not hold): the
+ * logits of its Q8_0 halves (each a column slice of whole blocks) against those of the same
+ * values dequantized to fp32 within LOGIT_TOL / 2. */
+static void test_mtp_gguf(void)
+{
+    float *st[MTP_PROMPTS] = {0}, *gg[MTP_PROMPTS] = {0}, *q8[MTP_PROMPTS] = {0};
+    check_mtp_from("mtp_fp8", NULL, NULL, numla_isa_best(), 1, LOGIT_TOL, st);
+    check_mtp_from("mtp_fp8", "model_fp8.gguf", "mtp_fp8_mtp.gguf", numla_isa_best(), 1,
+                   LOGIT_TOL, gg);
+    check_mtp_from("mtp_fp8", "model_fp8.gguf", "mtp_fp8_mtp.gguf", numla_isa_best(), 2,
+                   LOGIT_TOL, NULL);
+    /* the Q8_0 file, and the same with its eh_proj dequantized to fp32 beside the other tensors
+     * (numla_qblock_dequant_ref, the block reference the GGUF goldens hold to the gguf
+     * package's): the split of the Q8_0 tensor's columns against the plain fp32 halves */
+    float *deq[MTP_PROMPTS] = {0};
+    {
+        numla_model_config cfg;
+        numla_safetensors_model *view = NULL, *plain = NULL;
+        numla_gguf *g[2] = {0};
+        open_gguf_pair("model_fp8.gguf", "mtp_fp8_mtp_q8.gguf", &cfg, g, &view);
+        const int64_t n = numla_safetensors_count(view);
+        numla_safetensors_tensor *e = calloc((size_t)n, sizeof *e);
+        float *eh = NULL;
+        for (int64_t i = 0; i < n; i++) {
+            e[i] = *numla_safetensors_at(view, i);
+            if (strcmp(e[i].name, "mtp.0.eh_proj.weight"))
+                continue;
+            numla_qblock_type qt;
+            CU_ASSERT_EQUAL_FATAL(e[i].ggml_type, NUMLA_GGML_Q8_0);
+            CU_ASSERT_EQUAL_FATAL(numla_qblock_from_ggml(e[i].ggml_type, &qt), NUMLA_STATUS_OK);
+            const int64_t rows = e[i].shape[0], cols = e[i].shape[1];
+            const size_t rb = e[i].nbytes / (size_t)rows;
+            eh = malloc(sizeof(float) * (size_t)(rows * cols));
+            for (int64_t r = 0; r < rows; r++)
+                CU_ASSERT_EQUAL(numla_qblock_dequant_ref(qt, (const char *)e[i].data + r * rb, cols,
+                                                         eh + r * cols), NUMLA_STATUS_OK);
+            e[i].dtype = NUMLA_DTYPE_F32;
+            e[i].ggml_type = 0;
+            e[i].data = eh;
+            e[i].nbytes = sizeof(float) * (size_t)(rows * cols);
+        }
+        CU_ASSERT_PTR_NOT_NULL_FATAL(eh);
+        CU_ASSERT_EQUAL_FATAL(numla_safetensors_view_create(e, n, "eh_proj as fp32", &plain),
+                              NUMLA_STATUS_OK);
+        numla_model_config cfg2 = cfg;
+        check_mtp_st("mtp_fp8", "model_fp8.gguf + mtp_fp8_mtp_q8.gguf", &cfg, view,
+                     numla_isa_best(), 1, 1e9, q8);
+        check_mtp_st("mtp_fp8", "the same, eh_proj as fp32", &cfg2, plain, numla_isa_best(), 1,
+                     1e9, deq);
+        numla_safetensors_close(&plain);
+        numla_safetensors_close(&view);
+        free(e);
+        free(eh);
+        numla_gguf_close(&g[1]);
+        numla_gguf_close(&g[0]);
+    }
+    mtp_gold d;
+    CU_ASSERT_EQUAL_FATAL(mtp_gold_load(&d, "mtp_fp8"), 0);
+    numla_model_config cfg;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(d.g.dir, &cfg), NUMLA_STATUS_OK);
+    const int64_t V = cfg.vocab_size;
+    double same = 0, q8err = 0;
+    for (int p = 0; p < MTP_PROMPTS; p++) {
+        const size_t n = (size_t)d.g.len[p] * (size_t)V;
+        if (st[p] && gg[p])
+            same = fmax(same, maxabs_diff(gg[p], st[p], n, NULL));
+        if (q8[p] && deq[p])
+            q8err = fmax(q8err, maxabs_diff(q8[p], deq[p], n, NULL));
+        NUMLA_ASSERT_MSG(st[p] && gg[p] && q8[p] && deq[p], "prompt %d: a run failed", p);
+        free(st[p]);
+        free(gg[p]);
+        free(q8[p]);
+        free(deq[p]);
+    }
+    golden_free(&d.g);
+    NUMLA_ASSERT_MSG(same <= LOGIT_TOL / 2, "v4 MTP: GGUF against safetensors max err %g", same);
+    NUMLA_ASSERT_MSG(q8err <= LOGIT_TOL / 2, "v4 MTP: Q8_0 eh_proj against its fp32 values max "
+                     "err %g", q8err);
+    fprintf(stderr, "\n    golden v4 MTP GGUF against safetensors: max abs diff %.3g; Q8_0 "
+            "eh_proj against its fp32 values: %.3g", same, q8err);
 }
 
 static void test_mtp_refusals(void)
@@ -362,4 +500,4 @@ static void test_truncate(void)
 
 NUMLA_TEST_SUITE(v4_mtp_golden, NULL, NULL, NUMLA_TEST(test_mtp_fp32), NUMLA_TEST(test_mtp_ref),
                  NUMLA_TEST(test_mtp_ranks), NUMLA_TEST(test_mtp_fp8), NUMLA_TEST(test_mtp_refusals),
-                 NUMLA_TEST(test_truncate));
+                 NUMLA_TEST(test_truncate), NUMLA_TEST(test_mtp_gguf));

@@ -10,6 +10,12 @@
 #   mixed          mtp:2, 3 sequences and 7 tokens a step in chunks of 3
 #   preempt        mtp:2 with a pool that preempts
 #   refusals       mtp:8 (9 verify rows, a CSA compressor keeps 8), a model without the layer
+#   gguf           llama.cpp's form: tests/golden/v4/model_fp8.gguf with its MTP layer's own file
+#                  (mtp_fp8_mtp.gguf, convert_hf_to_gguf.py --mtp) through --mtp-model gives
+#                  model_fp8's greedy tokens and the drafts of the safetensors directory
+#                  tests/golden/v4/mtp_fp8 (the same counts of accepted tokens); refused: the GGUF
+#                  model without --mtp-model, --mtp-model without --speculative, a model file
+#                  given as the MTP file
 #   bench          (1 rank) `bench model --speculative 2`: the verify steps and the MTP step
 #   serve          (1 rank) the prompts through `numla serve --speculative mtp:2`
 set -uo pipefail
@@ -64,6 +70,36 @@ numla run --model "$src/tests/golden/v4/model_fp32" --threads 1 --input "$tmp/re
   --output "$tmp/none.jsonl" --speculative mtp:2 > "$tmp/none.err" 2>&1
 [ $? -ne 0 ] && grep -q "no multi-token-prediction layer" "$tmp/none.err"
 check "a model without the layer refused" $? "$(tail -3 "$tmp/none.err")"
+# llama.cpp's GGUF form: the model's file and its MTP layer's file
+g4=$src/tests/golden/v4
+gwant=$(sort "$g4/model_fp8/greedy.txt")
+cp "$g4/model_fp8/requests.jsonl" "$tmp/req8.jsonl"
+numla run --model "$g4/model_fp8.gguf" --mtp-model "$g4/mtp_fp8_mtp.gguf" --threads 1 \
+  --input "$tmp/req8.jsonl" --output "$tmp/gguf.jsonl" --speculative mtp:2 2> "$tmp/gguf.err"
+rc=$?
+numla run --model "$g4/mtp_fp8" --threads 1 --input "$tmp/req8.jsonl" --output "$tmp/st8.jsonl" \
+  --speculative mtp:2 2> "$tmp/st8.err"
+rc2=$?
+spec() { grep -o '"id":"[^"]*"\|"accepted_tokens":[0-9]*\|"draft_tokens":[0-9]*' "$1" | paste -sd' '; }
+[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(tokens "$tmp/gguf.jsonl")" = "$gwant" ] &&
+  [ "$(grep -c '"speculative":{"verify_steps":[1-9]' "$tmp/gguf.jsonl")" = 4 ] &&
+  [ "$(spec "$tmp/gguf.jsonl")" = "$(spec "$tmp/st8.jsonl")" ]
+check "gguf + --mtp-model ($ranks ranks)" $? "rc=$rc/$rc2 $(tail -2 "$tmp/gguf.err")
+$(diff <(echo "$gwant") <(tokens "$tmp/gguf.jsonl") | head -4)
+gguf: $(spec "$tmp/gguf.jsonl")
+safetensors: $(spec "$tmp/st8.jsonl")"
+numla run --model "$g4/model_fp8.gguf" --threads 1 --input "$tmp/req8.jsonl" \
+  --output "$tmp/g1.jsonl" --speculative mtp:2 > "$tmp/g1.err" 2>&1
+[ $? -ne 0 ] && grep -q "give that file with --mtp-model" "$tmp/g1.err"
+check "gguf without --mtp-model refused" $? "$(tail -2 "$tmp/g1.err")"
+numla run --model "$g4/model_fp8.gguf" --mtp-model "$g4/mtp_fp8_mtp.gguf" --threads 1 \
+  --input "$tmp/req8.jsonl" --output "$tmp/g2.jsonl" > "$tmp/g2.err" 2>&1
+[ $? -ne 0 ] && grep -q "speculative mtp\[:K\], which is not given" "$tmp/g2.err"
+check "--mtp-model without --speculative refused" $? "$(tail -2 "$tmp/g2.err")"
+numla run --model "$g4/model_fp8.gguf" --mtp-model "$g4/model_fp8.gguf" --threads 1 \
+  --input "$tmp/req8.jsonl" --output "$tmp/g3.jsonl" --speculative mtp:2 > "$tmp/g3.err" 2>&1
+[ $? -ne 0 ] && grep -q "nextn_predict_layers" "$tmp/g3.err"
+check "a model file as the MTP file refused" $? "$(tail -2 "$tmp/g3.err")"
 # bench model --speculative (one rank: V4 is measured on one): the MTP step's cost comes out
 if [ "$ranks" = 1 ]; then
   "$bin" bench model --model "$dir" --threads 1 --quick --prompt 32 --speculative 2 \

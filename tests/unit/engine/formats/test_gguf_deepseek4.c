@@ -264,5 +264,88 @@ static void test_fuzz_mutations(void)
     free(seed);
 }
 
+/* The MTP layer's own file (tests/fuzz/corpus/gguf/deepseek4-mtp.gguf: the seed model's layer
+ * as llama.cpp's --mtp conversion writes it; tests/golden/v4/mtp_fp8_mtp.gguf the converter's
+ * own): checked against the model's keys, shown beside the model's tensors as mtp.0.* (eh_proj
+ * whole, shared_head_norm as the layer's norm, the root output_hc_* as its hyper-head, the
+ * file's copy of the embedding left out); a model file as the MTP file, and an MTP file of
+ * another model, refused naming the key; the fuzz target's MTP path over mutations of it. */
+static void test_mtp_file(void)
+{
+    numla_gguf *g = NULL, *m = NULL, *other = NULL;
+    char tiny[512];
+    snprintf(tiny, sizeof tiny, "%s", d4_path(SEED));
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_open(tiny, &g), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_open(d4_path("tests/fuzz/corpus/gguf/deepseek4-mtp.gguf"),
+                                          &m), NUMLA_STATUS_OK);
+    numla_gguf_deepseek4 d;
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_deepseek4_read(g, &d), NUMLA_STATUS_OK);
+    int32_t r = -1;
+    numla_status s = numla_gguf_deepseek4_read_mtp(m, &d, &r);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK && r == 0, "%s", numla_error_message());
+    CU_ASSERT_EQUAL(numla_gguf_deepseek4_read_mtp(m, NULL, &r), NUMLA_STATUS_OK);
+    numla_safetensors_model *v = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_deepseek4_view_mtp(g, m, &v), NUMLA_STATUS_OK);
+    const numla_safetensors_tensor *t = numla_safetensors_find(v, "mtp.0.eh_proj.weight");
+    CU_ASSERT(t && t->ndim == 2 && t->shape[0] == 32 && t->shape[1] == 64 &&
+              t->ggml_type == NUMLA_GGML_Q8_0);
+    static const char *const mtp_names[] = {
+        "mtp.0.enorm.weight", "mtp.0.hnorm.weight", "mtp.0.norm.weight", "mtp.0.hc_head_fn",
+        "mtp.0.hc_head_base", "mtp.0.hc_head_scale", "mtp.0.attn.wq_b.weight",
+        "mtp.0.attn.kv_norm.weight", "mtp.0.hc_ffn_fn", "mtp.0.ffn.gate.bias",
+        "mtp.0.ffn.experts.1.w2.weight", "mtp.0.ffn.shared_experts.w3.weight"};
+    for (size_t k = 0; k < sizeof mtp_names / sizeof *mtp_names; k++) {
+        t = numla_safetensors_find(v, mtp_names[k]);
+        NUMLA_ASSERT_MSG(t && strstr(t->file, "deepseek4-mtp.gguf"), "%s", mtp_names[k]);
+    }
+    /* the model's own root and layers come from the model's file; no blk.3 as a layer */
+    t = numla_safetensors_find(v, "hc_head_fn");
+    CU_ASSERT(t && !strcmp(t->file, tiny));
+    t = numla_safetensors_find(v, "embed.weight");
+    CU_ASSERT(t && !strcmp(t->file, tiny));
+    CU_ASSERT_PTR_NULL(numla_safetensors_find(v, "layers.3.attn.wq_b.weight"));
+    CU_ASSERT_PTR_NULL(numla_safetensors_find(v, "mtp.0.attn.compressor.ape"));
+    numla_safetensors_close(&v);
+    /* the model's file given as the MTP file */
+    CU_ASSERT_EQUAL(numla_gguf_deepseek4_read_mtp(g, &d, &r), NUMLA_STATUS_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "nextn_predict_layers' is 0"));
+    /* another model's MTP file: the golden's layer (block_count 5) against the seed (3 + 1) */
+    CU_ASSERT_EQUAL_FATAL(numla_gguf_open(d4_path("tests/golden/v4/mtp_fp8_mtp.gguf"), &other),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_gguf_deepseek4_read_mtp(other, &d, &r), NUMLA_STATUS_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "block_count' = 5, the model's 3 "
+                                                         "layers and its MTP layer are 4"));
+    numla_gguf_deepseek4 d5 = d;
+    d5.num_hidden_layers = 4;
+    CU_ASSERT_EQUAL(numla_gguf_deepseek4_read_mtp(other, &d5, &r), NUMLA_STATUS_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "embedding_length' = 64, the model's "
+                                                         "is 32"));
+    numla_gguf_close(&other);
+    numla_gguf_close(&m);
+    numla_gguf_close(&g);
+
+    size_t n0 = 0;
+    unsigned char *seed = (unsigned char *)numla_test_read_file(
+        d4_path("tests/fuzz/corpus/gguf/deepseek4-mtp.gguf"), &n0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seed);
+    CU_ASSERT_EQUAL_FATAL(numla_fuzz_gguf_run(seed, n0), NUMLA_STATUS_OK);
+    unsigned char *buf = malloc(n0);
+    numla_test_rng rng = {20261207};
+    int counts[NUMLA_STATUS_INTERNAL + 1] = {0};
+    const size_t span = n0 < 4096 ? n0 : 4096;
+    for (int it = 0; it < 300; it++) {
+        memcpy(buf, seed, n0);
+        uint64_t x = numla_test_rng_u64(&rng);
+        buf[(x >> 8) % span] ^= (unsigned char)(1u << ((x >> 40) & 7));
+        counts[numla_fuzz_gguf_run(buf, n0)]++;
+    }
+    NUMLA_ASSERT_MSG(counts[NUMLA_STATUS_OK] > 10 && counts[NUMLA_STATUS_FORMAT] > 10,
+                     "ok %d, format %d, unsupported %d", counts[NUMLA_STATUS_OK],
+                     counts[NUMLA_STATUS_FORMAT], counts[NUMLA_STATUS_UNSUPPORTED]);
+    free(buf);
+    free(seed);
+}
+
 NUMLA_TEST_SUITE(gguf_deepseek4, NULL, NULL, NUMLA_TEST(test_golden_keys), NUMLA_TEST(test_view),
-                 NUMLA_TEST(test_bad_files), NUMLA_TEST(test_fuzz_mutations))
+                 NUMLA_TEST(test_bad_files), NUMLA_TEST(test_fuzz_mutations),
+                 NUMLA_TEST(test_mtp_file))
