@@ -124,6 +124,21 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
         for (int64_t j = 0; j < ldy; j++)
             y[i * ldy + j] = yr[i * ldy + j] = j < n ? (float)numla_test_rng_normal(&rng) : SENTINEL;
 
+    /* the slice's weights dequantized once (every row of x reads them), and Σ|s w| per row */
+    double *wd = NULL, *sw_row = NULL;
+    if (fmt != NUMLA_QLINEAR_INT8_W8A8) {
+        wd = malloc((size_t)(n * k) * sizeof *wd);
+        sw_row = malloc((size_t)n * sizeof *sw_row);
+        CU_ASSERT_FATAL(wd && sw_row);
+        for (int64_t j = 0; j < n; j++) {
+            double sw = 0;
+            for (int64_t c = 0; c < k; c++) {
+                wd[j * k + c] = deq(&t, sl.row0 + j, sl.col0 + c);
+                sw += fabs(wd[j * k + c]);
+            }
+            sw_row[j] = sw;
+        }
+    }
     for (int64_t i = 0; i < m; i++) {
         const float *xi = x + i * ldx;
         float sx = fmt == NUMLA_QLINEAR_INT8_W8A8 ? quantize_oracle(xi, k, q) : 0.0f;
@@ -139,19 +154,21 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
                 mag[i * n + j] = 0.0;
                 continue;
             }
-            double s = y0, a = fabs(y0), sw = 0, amax = 0;
+            double s = y0, a = fabs(y0), amax = 0;
+            const double *wj = wd + j * k;
             for (int64_t c = 0; c < k; c++) {
-                double p = deq(&t, row, sl.col0 + c) * xi[c];
+                double p = wj[c] * xi[c];
                 s += p;
                 a += fabs(p);
-                sw += fabs(deq(&t, row, sl.col0 + c));
                 amax = fmax(amax, fabs(xi[c]));
             }
             yo[i * n + j] = s;
             mag[i * n + j] = a;
-            xw[i * n + j] = amax * sw;
+            xw[i * n + j] = amax * sw_row[j];
         }
     }
+    free(wd);
+    free(sw_row);
 
     numla_qlinear_source src = {fmt, n, k, sl.row0, sl.col0, t.data + sl.row0 * t.kt + sl.col0,
                                 t.kt, t.scales, t.sr, t.sc};
