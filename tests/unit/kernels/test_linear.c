@@ -58,13 +58,23 @@ static int run_case_act(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < ldy; j++)
             y[i * ldy + j] = j < n ? (float)numla_test_rng_normal(&rng) : SENTINEL;
+    /* the weights and bf16(x) read once (every (row, column) pair reads them) */
+    double *wd = malloc((size_t)n * (size_t)k * sizeof *wd);
+    float *xb = malloc((size_t)m * (size_t)k * sizeof *xb);
+    CU_ASSERT_FATAL(wd && xb);
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t c = 0; c < k; c++)
+            wd[j * k + c] = numla_load_f32(src, dt, (size_t)(j * lds + c));
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t c = 0; c < k; c++)
+            xb[i * k + c] = numla_bf16_to_f32(numla_f32_to_bf16(x[i * ldx + c]));
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
             double s = accumulate ? y[i * ldy + j] : 0.0, a = fabs(s), sb = s, ab = a;
             for (int64_t c = 0; c < k; c++) {
-                const double wv = numla_load_f32(src, dt, (size_t)(j * lds + c));
+                const double wv = wd[j * k + c];
                 double p = (double)x[i * ldx + c] * wv;
-                double pb = (double)numla_bf16_to_f32(numla_f32_to_bf16(x[i * ldx + c])) * wv;
+                double pb = (double)xb[i * k + c] * wv;
                 s += p;
                 a += fabs(p);
                 sb += pb;
@@ -75,6 +85,8 @@ static int run_case_act(numla_isa pack_isa, numla_isa isa, numla_dtype dt, int64
             yrb[i * n + j] = sb;
             magb[i * n + j] = ab;
         }
+    free(wd);
+    free(xb);
 
     size_t bytes = numla_linear_packed_size(pack_isa, n, k, dt);
     CU_ASSERT_FATAL(bytes > 0);
