@@ -39,6 +39,8 @@ typedef struct dsa_problem {
     int64_t nblk;
     int32_t *lens, *qsl, *tables, *qseq, *qlim; /* qseq/qlim: (T) sequence and visible keys */
     void *iq, *kc, *q, *kv;                     /* index q, index-key cache, MLA q, latent cache */
+    float *iqf, *kcf, *qf, *kvf;                /* the same read as float once, for the
+                                                   references (kcf NULL for I8 keys) */
     float *w;
     float iscale, scale;
     /* The references, computed once and shared by every level's check (dsa_ref_scores,
@@ -170,6 +172,20 @@ static dsa_problem *dsa_make(const dsa_case *c)
                             : (float)(numla_test_rng_normal(&rng) / sqrt((double)c->Hi));
     p->iscale = (float)(1.0 / sqrt((double)c->Di));
     p->scale = (float)(1.0 / sqrt(192.0));
+    p->iqf = malloc(sizeof(float) * iqn + 4);
+    p->qf = malloc(sizeof(float) * qn + 4);
+    p->kvf = malloc(sizeof(float) * kvn + 4);
+    for (size_t i = 0; i < iqn; i++)
+        p->iqf[i] = numla_load_f32(p->iq, c->qt, i);
+    for (size_t i = 0; i < qn; i++)
+        p->qf[i] = numla_load_f32(p->q, c->qt, i);
+    for (size_t i = 0; i < kvn; i++)
+        p->kvf[i] = numla_load_f32(p->kv, c->kt, i);
+    if (!c->i8) {
+        p->kcf = malloc(sizeof(float) * kcn + 4);
+        for (size_t i = 0; i < kcn; i++)
+            p->kcf[i] = numla_load_f32(p->kc, c->kt, i);
+    }
     free(perm);
     free(krow);
     return p;
@@ -179,6 +195,7 @@ static void dsa_free(dsa_problem *p)
 {
     free(p->lens), free(p->qsl), free(p->tables), free(p->qseq), free(p->qlim);
     free(p->iq), free(p->kc), free(p->q), free(p->kv), free(p->w);
+    free(p->iqf), free(p->kcf), free(p->qf), free(p->kvf);
     free(p->rs), free(p->rs_off), free(p->ref_ix), free(p->ref_cnt), free(p->ref_o), free(p->ref_lse);
     free(p);
 }
@@ -218,7 +235,7 @@ static double dsa_ref_score(const dsa_problem *p, int32_t q, int64_t t)
         int32_t *qc = malloc(sizeof(int32_t) * (size_t)c->Di);
         for (int32_t h = 0; h < c->Hi; h++) {
             for (int32_t d = 0; d < c->Di; d++)
-                x[d] = numla_load_f32(p->iq, c->qt, ((size_t)q * c->Hi + h) * c->Di + d);
+                x[d] = p->iqf[((size_t)q * c->Hi + h) * c->Di + d];
             const double sq = dsa_quantize(x, c->Di, qc);
             int64_t dot = 0;
             for (int32_t d = 0; d < c->Di; d++)
@@ -232,8 +249,8 @@ static double dsa_ref_score(const dsa_problem *p, int32_t q, int64_t t)
     for (int32_t h = 0; h < c->Hi; h++) {
         double dot = 0;
         for (int32_t d = 0; d < c->Di; d++)
-            dot += (double)numla_load_f32(p->iq, c->qt, ((size_t)q * c->Hi + h) * c->Di + d) *
-                   numla_load_f32(p->kc, c->kt, slot * c->Di + d);
+            dot += (double)p->iqf[((size_t)q * c->Hi + h) * c->Di + d] *
+                   p->kcf[slot * c->Di + d];
         s += (double)p->w[(size_t)q * c->Hi + h] * (dot > 0 ? dot : 0);
     }
     return s * p->iscale;
@@ -398,8 +415,7 @@ static void dsa_attn_ref(dsa_problem *p, const int32_t *ix, const int32_t *cnt)
             const size_t slot = dsa_slot(p, b, ix[(size_t)q * c->topk + j]);
             double acc = 0;
             for (int32_t d = 0; d < W; d++)
-                acc += (double)numla_load_f32(p->q, c->qt, row * W + d) *
-                       numla_load_f32(p->kv, c->kt, slot * W + d);
+                acc += (double)p->qf[row * W + d] * p->kvf[slot * W + d];
             sc[j] = acc * p->scale;
             mx = sc[j] > mx ? sc[j] : mx;
         }
@@ -409,7 +425,7 @@ static void dsa_attn_ref(dsa_problem *p, const int32_t *ix, const int32_t *cnt)
             const double e = exp(sc[j] - mx);
             sum += e;
             for (int32_t d = 0; d < c->Dc; d++)
-                o[d] += e * numla_load_f32(p->kv, c->kt, slot * W + d);
+                o[d] += e * p->kvf[slot * W + d];
         }
         for (int32_t d = 0; d < c->Dc; d++)
             o[d] = n ? o[d] / sum : 0;
