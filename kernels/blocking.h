@@ -132,6 +132,18 @@ enum {
     NUMLA_QBLOCK_MANY_MR = 3, /* x rows per tile: 2 x 3 pairs x 4 accumulators = 24 registers */
 };
 
+/* F32 mode, the amx level (kernels/x86/qblock_f32_amx.c: MXFP4 decoded to bf16 tiles, x split
+ * hi + lo): from AMX_F32_MIN_M rows (fewer run the avx512 many-row path, whose per-row FMAs
+ * cost less than decoding a tile for one or two x tiles); x packed in chunks of AMX_F32_CHUNK
+ * rows, the weights' tiles decoded per AMX_F32_KC columns, so a chunk's packed slice of x for
+ * those columns (CHUNK x KC x 4 bytes: 1 MiB) stays in a Sapphire Rapids L2 (2 MiB) while a
+ * thread's weight pairs run over it. */
+enum {
+    NUMLA_QBLOCK_AMX_F32_MIN_M = 8,
+    NUMLA_QBLOCK_AMX_F32_CHUNK = 256, /* a multiple of 16 */
+    NUMLA_QBLOCK_AMX_F32_KC = 1024,   /* a multiple of 32 */
+};
+
 /* Q8 mode, the vnni level: the row GEMM (kernels/x86/qblock_gemm_avx512vnni.c) from GEMM_MIN_M
  * rows, its x tile and the weight bytes a thread walks per pass of the x tiles (kept in L2); x
  * quantized by the calling team from QUANT_TEAM_GROUPS groups of 256 (fewer: on the calling

@@ -16,6 +16,10 @@ typedef struct numla_qblock_variant {
 /* A level runs a type where the type's row names its kernels there. */
 static int numla_qblock_row_f32_(const void *row) { return ((const numla_qblock_type_row *)row)->f32_rows != NULL; }
 static int numla_qblock_row_q8_(const void *row) { return numla_qblock_type_row_q8_vnni(row); }
+static int numla_qblock_row_bf16_tile_(const void *row)
+{
+    return ((const numla_qblock_type_row *)row)->bf16_tile != NULL;
+}
 
 static const numla_qblock_variant numla_qblock_ref_ = {{"ref", 0, NULL}, numla_qblock_forward_ref};
 static const numla_qblock_variant numla_qblock_f32_avx512_ = {{"avx512", 0, numla_qblock_row_f32_},
@@ -27,12 +31,16 @@ static const numla_qblock_variant numla_qblock_q8_avx512_ = {{"avx512vnni", NUML
 static const numla_qblock_variant numla_qblock_q8_amx_ = {
     {"amx", NUMLA_CPU_AMX_INT8 | NUMLA_CPU_VNNI, numla_qblock_row_q8_}, numla_qblock_forward_amx};
 
+/* F32 mode on AMX-BF16 tiles from NUMLA_QBLOCK_AMX_F32_MIN_M rows, the avx512 kernels below */
+static const numla_qblock_variant numla_qblock_f32_amx_ = {{"amx", NUMLA_CPU_AMX_BF16, numla_qblock_row_bf16_tile_},
+                                                           numla_qblock_forward_f32_amx};
+
 /* Native variants per level and kind (the activation mode: F32, Q8); an empty entry, one whose
  * CPU needs are missing or whose type row names no kernels there inherits the level below. */
 static const numla_variant *const numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_QBLOCK_ACT_COUNT] = {
     [NUMLA_ISA_REF] = {&numla_qblock_ref_.v, &numla_qblock_ref_.v},
     [NUMLA_ISA_AVX512] = {&numla_qblock_f32_avx512_.v, &numla_qblock_q8_avx512_.v},
-    [NUMLA_ISA_AMX] = {NULL, &numla_qblock_q8_amx_.v},
+    [NUMLA_ISA_AMX] = {&numla_qblock_f32_amx_.v, &numla_qblock_q8_amx_.v},
 };
 
 const numla_qblock_info *numla_qblock_info_get(numla_qblock_type type)
@@ -174,10 +182,15 @@ size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m, int 
                (numla_qblock_panel_applies_(w, m)
                     ? (size_t)(num_threads > 1 ? num_threads : 1) * numla_qblock_panel_thread_bytes_(w)
                     : 0);
-    /* whatever level runs it: the avx512 many-row path's decoded rows */
-    if (numla_qblock_many_applies_(w, m))
-        return 64 + (size_t)(num_threads > 1 ? num_threads : 1) * numla_qblock_many_thread_bytes_(w);
-    return 0;
+    /* whatever level runs it: the avx512 many-row path's decoded rows, or the amx tiles' packed x
+     * and per-thread tiles, whichever is larger */
+    const size_t th = (size_t)(num_threads > 1 ? num_threads : 1);
+    size_t need = numla_qblock_many_applies_(w, m) ? 64 + th * numla_qblock_many_thread_bytes_(w) : 0;
+    if (numla_qblock_amx_f32_applies_(w, m)) {
+        const size_t amx = 64 + numla_qblock_amx_f32_x_bytes_(m, w->k) + th * numla_qblock_amx_f32_thread_bytes_();
+        need = amx > need ? amx : need;
+    }
+    return need;
 }
 
 numla_status numla_qblock_forward(numla_isa isa, const numla_qblock_weight *w, int64_t m, const float *x,

@@ -54,8 +54,9 @@
  *                     (twice the e2m1 values, so d·kv = e2m1 · 2^(e - 127), the OCP MX scale);
  *                     GGUF deepseek4 experts, and DeepSeek-V4's published FP4 experts repacked
  *                     (kernels/qblock_quant.h numla_qblock_mxfp4_from_e2m1). F32 mode at the
- *                     avx512 level, Q8 mode at the vnni level (IQ4_NL's GEMM: the x codes + 128
- *                     times the code book's signed bytes); no PANEL16 layout yet
+ *                     avx512 level and on AMX-BF16 tiles at the amx level (below), Q8 mode at
+ *                     the vnni level (IQ4_NL's GEMM: the x codes + 128 times the code book's
+ *                     signed bytes); no PANEL16 layout yet
  * What each type has beyond its layout (its Q8 group, sub-block width, PANEL16 piece, and which
  * kernels run it at each level) is its row in kernels/qblock_types.c (kernels/qblock_types.h);
  * a type without kernels at a level runs the level below's (Q4_1: the reference everywhere).
@@ -91,8 +92,8 @@
  * splits each weight into its scaled code and its min (the integer path sums them apart).
  * Whatever the thread count, a row's output has the same bits; the vector levels give the
  * same bits for every M (in both modes their many-row paths, which unpack each weight block
- * once for several x rows, run the same per-lane operations as one row alone), with one
- * exception: in the ROWS layout, every type but Q6_K in Q8 mode from 16 x rows
+ * once for several x rows, run the same per-lane operations as one row alone), with two
+ * exceptions (the second, F32 mode on AMX-BF16 tiles, below): in the ROWS layout, every type but Q6_K in Q8 mode from 16 x rows
  * run a panel GEMM at the vnni level (kernels/x86/qblock_panel_avx512vnni.c: 16 weight rows in
  * the lanes, each sub-block's exact integer sum (32 columns; 16 for Q2_K and Q3_K) scaled into
  * fp32 on its own; at the amx
@@ -104,6 +105,15 @@
  * panels (no panel GEMM) run one kernel at every M, each block's sub-blocks summed exactly in
  * int32 and scaled into fp32 once, so they too have the same bits at every M, which may differ
  * from the ROWS layout's in the last bits (within the bound above).
+ * F32 mode on AMX-BF16 tiles (kernels/x86/qblock_f32_amx.c): at the amx level, a type whose row
+ * names a bf16 tile decoder (MXFP4: its values are exact in bf16) from NUMLA_QBLOCK_AMX_F32_MIN_M
+ * x rows and N >= 16 runs TDPBF16PS on the weights decoded to bf16 and x split into hi = bf16(x)
+ * and lo = bf16(x - hi) (|x - hi - lo| <= 2^-17 |x|, as kernels/linear.h's AMX GEMM), every
+ * product exact in fp32; against the dequantized weights in double
+ *   |y - y_ref| <= (2^-17 + (K/16 + 18) u) Σ_k |w x| (+ u |y| for the accumulated y),
+ * with products and sums below 2^-126 flushed by the tiles (weights of an E8M0 scale below 2).
+ * Its rows have the same bits at every M from NUMLA_QBLOCK_AMX_F32_MIN_M and every thread count,
+ * and may differ from fewer rows' (the avx512 level's) within both bounds.
  *
  * Packing (once, at load time; dst caller-owned, 64-byte aligned; a size need not be a multiple
  * of 64):
@@ -153,8 +163,8 @@
  * `isa` (the caller's, from the engine's settings; nothing here reads the environment); a level
  * without a native variant for the type inherits the level below. Scratch:
  * numla_qblock_workspace_size bytes, any alignment (Q8 mode: the quantized rows; F32 mode from
- * 4 x rows: decoded weight rows). Threading: own OpenMP region, split over N. x and y must not
- * alias. Not collective.
+ * 4 x rows: decoded weight rows, and for the AMX-BF16 tiles' types from 8 the packed x and the
+ * tiles). Threading: own OpenMP region, split over N. x and y must not alias. Not collective.
  */
 #ifndef NUMLA_KERNELS_QBLOCK_H
 #define NUMLA_KERNELS_QBLOCK_H
@@ -243,7 +253,9 @@ numla_status numla_qblock_row_blocks(const numla_qblock_weight *w, int64_t r, vo
 
 /* Scratch bytes for numla_qblock_forward with m rows on a team of up to num_threads threads
  * (< 1 counts as 1): Q8 mode's quantized rows; F32 mode from 4 rows, the many-row path's
- * decoded weight rows (2 · K floats per thread); otherwise 0. A workspace for fewer threads
+ * decoded weight rows (2 · K floats per thread), or where the type has AMX-BF16 tiles and m is
+ * at least NUMLA_QBLOCK_AMX_F32_MIN_M the tiles' packed x (up to 256 rows x K x 4 bytes) and
+ * 96 KiB per thread, whichever is larger; otherwise 0. A workspace for fewer threads
  * than the calling team (but at least one) is accepted: the call then runs on as many threads
  * as it holds. */
 size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m, int num_threads);

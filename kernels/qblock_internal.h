@@ -245,6 +245,29 @@ static inline size_t numla_qblock_many_thread_bytes_(const numla_qblock_weight *
     return numla_qblock_align64_((size_t)NUMLA_QBLOCK_MANY_NW * (size_t)w->k * sizeof(float));
 }
 
+/* F32 mode on AMX-BF16 tiles (the amx level, kernels/x86/qblock_f32_amx.c): types whose row names
+ * a bf16 tile decoder, from NUMLA_QBLOCK_AMX_F32_MIN_M rows and N >= 16 (fewer run the avx512
+ * level); below, the avx512 level's kernels. Workspace: from its 64-aligned start the packed x
+ * chunk (hi and lo tiles of up to NUMLA_QBLOCK_AMX_F32_CHUNK rows x K), then per thread the A
+ * tiles of a weight pair over NUMLA_QBLOCK_AMX_F32_KC columns and the pair's fp32 sums over a
+ * chunk. */
+static inline int numla_qblock_amx_f32_applies_(const numla_qblock_weight *w, int64_t m)
+{
+    return w->act == NUMLA_QBLOCK_ACT_F32 && m >= NUMLA_QBLOCK_AMX_F32_MIN_M && w->n >= 16 &&
+           w->layout == NUMLA_QBLOCK_LAYOUT_ROWS && numla_qblock_type_row_get(w->type)->bf16_tile != NULL;
+}
+static inline size_t numla_qblock_amx_f32_x_bytes_(int64_t m, int64_t k)
+{
+    const int64_t rows = m < NUMLA_QBLOCK_AMX_F32_CHUNK ? m : NUMLA_QBLOCK_AMX_F32_CHUNK;
+    return (size_t)((rows + 15) / 16) * (size_t)(k / 32) * 2 * 1024;
+}
+static inline size_t numla_qblock_amx_f32_thread_bytes_(void)
+{
+    return (size_t)2 * (NUMLA_QBLOCK_AMX_F32_KC / 32) * 1024 + (size_t)2 * (NUMLA_QBLOCK_AMX_F32_CHUNK / 16) * 1024;
+}
+void numla_qblock_forward_f32_amx(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                                  int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
+
 /* The Q8 quantization rule of kernels/qblock.h for rows [0, m) of x into the workspace (scalar:
  * the reference's; the vnni level runs numla_qblock_gemm_vnni_quantize_, the same bits, so all
  * levels quantize alike). Runs on the calling team. */

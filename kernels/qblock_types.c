@@ -77,9 +77,11 @@ const numla_qblock_type_row numla_qblock_type_rows[NUMLA_QBLOCK_TYPE_COUNT] = {
     /* the reference alone (every level inherits it), in either mode */
     [NUMLA_QBLOCK_Q4_1] = {.info = {NUMLA_GGML_ROW(Q4_1)}, .f16_count = 2, .f16_at = {0, 2}, .q8_group = 32, .sub = 32,
                            .dequant = numla_qblock_dequant_q4_1_ref},
-    /* F32 mode at the avx512 level; Q8 mode at the vnni level (IQ4_NL's GEMM with MXFP4's code
-     * book and E8M0 scale; no PANEL16 layout yet) */
+    /* F32 mode at the avx512 level and on AMX-BF16 tiles (its values are exact in bf16); Q8 mode
+     * at the vnni level (IQ4_NL's GEMM with MXFP4's code book and E8M0 scale; no PANEL16 layout
+     * yet) */
     [NUMLA_QBLOCK_MXFP4] = {.info = {NUMLA_GGML_ROW(MXFP4)}, .e8m0 = 1, .q8_group = 32, .sub = 32, .x_offset = 1,
                             .dequant = numla_qblock_dequant_mxfp4_ref, F32_AVX512_(mxfp4),
+                            .bf16_tile = numla_qblock_bf16_tile_mxfp4_amx,
                             .q8_gemm = Q8_GEMM_(mxfp4)},
 };

@@ -71,6 +71,11 @@ typedef void (*numla_qblock_p16_vnni_fn)(const numla_qblock_weight *w, int64_t p
                                          const int8_t *xq, const float *dx, const int32_t *bs, float *y, int64_t ldy,
                                          int accumulate);
 
+/* F32 mode, amx level: 16 rows' blocks of one 32-column block column (the first at blocks, rows ld
+ * bytes apart) -> one bf16 A tile (16 x 32, row-major, 64-byte aligned), the reference's values
+ * exactly: only for a type with 32-element blocks whose values bf16 holds exactly. */
+typedef void (*numla_qblock_bf16_tile_fn)(const uint8_t *blocks, int64_t ld, uint16_t *tile);
+
 typedef struct numla_qblock_type_row {
     numla_qblock_info info;
     int32_t q8_group;
@@ -91,6 +96,7 @@ typedef struct numla_qblock_type_row {
     numla_qblock_p16_vnni_fn p16_vnni;
     numla_qblock_f32_rows_fn f32_rows;
     numla_qblock_f32_decode_fn f32_decode;
+    numla_qblock_bf16_tile_fn bf16_tile; /* F32 mode on AMX-BF16 tiles (kernels/x86/qblock_f32_amx.c) */
     numla_qblock_q8_dot_fn q8_dot;
     struct {
         numla_qblock_q8_gemm_full_fn full;
@@ -171,6 +177,9 @@ NUMLA_QBLOCK_F32_AVX512_DECLARE_(iq4_nl)
 NUMLA_QBLOCK_F32_AVX512_DECLARE_(q5_1)
 NUMLA_QBLOCK_F32_AVX512_DECLARE_(mxfp4)
 #undef NUMLA_QBLOCK_F32_AVX512_DECLARE_
+
+/* The amx level's F32-mode tile decoders (kernels/x86/qblock_f32_amx.c), per type. */
+void numla_qblock_bf16_tile_mxfp4_amx(const uint8_t *blocks, int64_t ld, uint16_t *tile);
 
 /* The vnni level's Q8-mode kernels (kernels/x86/qblock_avx512vnni.c, qblock_gemm_avx512vnni.c). */
 #define NUMLA_QBLOCK_Q8_DOT_DECLARE_(NAME)                                                                    \

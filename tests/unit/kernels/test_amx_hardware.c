@@ -47,6 +47,8 @@ void numla_qlinear_forward_amx_wide_emulated(const numla_qlinear_weight *w, int6
                                             void *workspace);
 void numla_qblock_forward_amx_emulated(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
                                        int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
+void numla_qblock_forward_f32_amx_emulated(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
+                                           float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
 void numla_mla_amx_begin_emulated(void);
 void numla_mla_amx_end_emulated(void);
 void numla_mla_qk_amx_emulated(const uint32_t *qv, const uint32_t *qlo, int64_t w, const char *const *rows,
@@ -234,6 +236,7 @@ AMX_PAIR(bf16, numla_linear_forward_amx, AMX_WS)
 AMX_PAIR(w8a8, numla_qlinear_forward_amx, AMX_WS)
 AMX_PAIR(wide, numla_qlinear_forward_amx_wide, AMX_WS)
 AMX_PAIR(qblock, numla_qblock_forward_amx, AMX_WS_BYTES)
+AMX_PAIR(qblock_f32, numla_qblock_forward_f32_amx, AMX_WS_BYTES)
 
 /* One GEMM shape through both builds: M rows of x (row stride k + 3) into y (row stride n + 5),
  * accumulate on or off, on 2 threads. Returns 1 on any differing bit. */
@@ -387,6 +390,22 @@ static void test_qblock(void)
                 free(src);
             }
     CU_ASSERT(cases >= 40);
+    /* F32 mode on bf16 tiles (MXFP4): a partial weight tile, a ragged K block, several chunks */
+    const int64_t f32_shapes[][3] = {{8, 16, 32}, {40, 77, 1056}, {300, 40, 96}};
+    for (size_t s = 0; s < sizeof f32_shapes / sizeof f32_shapes[0]; s++) {
+        const int64_t m = f32_shapes[s][0], n = f32_shapes[s][1], k = f32_shapes[s][2];
+        int64_t rb;
+        uint8_t *src = qb_random(NUMLA_QBLOCK_MXFP4, n, k, &rng, &rb);
+        void *packed = aligned_alloc(64, numla_qblock_packed_size(NUMLA_QBLOCK_MXFP4, n, k));
+        numla_qblock_weight w;
+        numla_qblock_source qs = {.type = NUMLA_QBLOCK_MXFP4, .n = n, .k = k, .data = src, .ld = rb};
+        CU_ASSERT_FATAL(packed != NULL);
+        CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&qs, packed, &w), NUMLA_STATUS_OK);
+        bad += compare_gemm("MXFP4 F32", qblock_f32_hw, qblock_f32_emu, &w, m, n, k, (int)(s % 2),
+                            numla_qblock_workspace_size(&w, m, 2), &rng);
+        free(packed);
+        free(src);
+    }
     CU_ASSERT_EQUAL(bad, 0);
 }
 

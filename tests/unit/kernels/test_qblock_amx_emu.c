@@ -8,11 +8,13 @@
  * exactly what the tile path takes (one per panel, 16 x rows and sub-block of 32 columns, 16 for
  * Q2_K, Q3_K and Q6_K), so the tiles, not the vnni fallback, produced y; below 16 x rows, and for
  * Q6_K's ROWS layout, it must take none. Also the amx level's place in the dispatch table and its
- * layout. */
+ * layout. The F32 mode's bf16 tiles (kernels/x86/qblock_f32_amx.c, MXFP4) against a double reference
+ * within their bound, with their row invariance. */
 #include "tests/support/amx_emulate.h" /* (its state is defined in test_qlinear_amx_emu.c) */
 
 #include "test_util.h"
 
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,8 @@
 
 void numla_qblock_forward_amx_emulated(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
                                        int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
+void numla_qblock_forward_f32_amx_emulated(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
+                                           float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
 
 /* The emulated kernel's AVX-512 parts and the vnni level it is compared with run natively. */
 static int runnable(void)
@@ -141,8 +145,116 @@ static void test_fallback(void)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
-/* The amx level holds every type in Q8 mode only, and is taken only where the CPU has AMX-INT8
- * (and VNNI); F32 mode inherits the avx512 level. */
+/* F32 mode on bf16 tiles (kernels/x86/qblock_f32_amx.c), MXFP4, M x N x K from x rows ldx = K + 3
+ * apart: y against the dequantized weights in double within kernels/qblock.h's bound for the
+ * path, (2^-17 + (K/16 + 18) u) Σ|w x| (+ u |y| accumulating), u = 2^-24; exactly two TDPBF16PS
+ * (hi, lo) per 16 weight rows, 16 x rows of a chunk and 32 columns, so the tiles produced y;
+ * the same bits on 1 and 3 threads, and rows [i0, i0 + 8) of the call have the bits of a call on
+ * those rows alone (a row's bits do not depend on M or on the other rows). Returns the number
+ * of failures. */
+static int run_f32_case(int64_t m, int64_t n, int64_t k, int accumulate, numla_test_rng *rng)
+{
+    const numla_qblock_type type = NUMLA_QBLOCK_MXFP4;
+    const int64_t ldx = k + 3, ldy = n + 5;
+    int64_t rb;
+    uint8_t *src = qb_random(type, n, k, rng, &rb);
+    void *packed = aligned_alloc(64, numla_qblock_packed_size(type, n, k));
+    float *wd = malloc((size_t)(n * k) * sizeof *wd), *x = malloc((size_t)(m * ldx) * sizeof *x);
+    float *y0 = malloc((size_t)(m * ldy) * sizeof *y0), *y = malloc((size_t)(m * ldy) * sizeof *y);
+    float *y3 = malloc((size_t)(m * ldy) * sizeof *y3), *ys = malloc((size_t)(m * ldy) * sizeof *ys);
+    CU_ASSERT_FATAL(packed && wd && x && y0 && y && y3 && ys);
+    numla_qblock_weight w;
+    numla_qblock_source s = {.type = type, .n = n, .k = k, .data = src, .ld = rb};
+    CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, packed, &w), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_qblock_dequant_ref(type, src, n * k, wd), NUMLA_STATUS_OK);
+    for (int64_t i = 0; i < m * ldx; i++)
+        x[i] = (float)numla_test_rng_normal(rng) * (i % 7 == 0 ? 9.0f : 1.0f);
+    for (int64_t i = 0; i < m * ldy; i++)
+        y0[i] = (float)numla_test_rng_normal(rng);
+    memcpy(y, y0, (size_t)(m * ldy) * sizeof *y);
+    memcpy(y3, y0, (size_t)(m * ldy) * sizeof *y);
+    memcpy(ys, y0, (size_t)(m * ldy) * sizeof *y);
+    const size_t wsb = numla_qblock_workspace_size(&w, m, 3);
+    unsigned char *ws = malloc(wsb + 1); /* misaligned on purpose */
+    CU_ASSERT_FATAL(ws != NULL);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const long ops = numla_amx_emu_dp_ops;
+    numla_qblock_forward_f32_amx_emulated(&w, m, x, ldx, y, ldy, accumulate, ws + 1, wsb);
+    const long took = numla_amx_emu_dp_ops - ops;
+    const int64_t i0 = (m - 8) / 2; /* rows [i0, i0 + 8) alone, on one thread */
+    numla_qblock_forward_f32_amx_emulated(&w, 8, x + i0 * ldx, ldx, ys + i0 * ldy, ldy, accumulate, ws + 1, wsb);
+    omp_set_num_threads(3);
+    numla_qblock_forward_f32_amx_emulated(&w, m, x, ldx, y3, ldy, accumulate, ws + 1, wsb);
+    omp_set_num_threads(saved);
+
+    int bad = 0;
+    long want = 0; /* 2 per (weight tile, x tile of a chunk, 32 columns) */
+    for (int64_t c0 = 0; c0 < m; c0 += NUMLA_QBLOCK_AMX_F32_CHUNK) {
+        const int64_t rows = m - c0 < NUMLA_QBLOCK_AMX_F32_CHUNK ? m - c0 : NUMLA_QBLOCK_AMX_F32_CHUNK;
+        want += 2 * ((n + 15) / 16) * ((rows + 15) / 16) * (k / 32);
+    }
+    if (took != want) {
+        fprintf(stderr, "\n    MXFP4 F32 M=%lld N=%lld K=%lld: %ld TDPBF16PS, want %ld\n", (long long)m, (long long)n,
+                (long long)k, took, want);
+        bad++;
+    }
+    const double u = ldexp(1.0, -24), rel = ldexp(1.0, -17) + (double)(k / 16 + 18) * u;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t r = 0; r < n; r++) {
+            double ref = accumulate ? y0[i * ldy + r] : 0.0, mag = 0.0;
+            for (int64_t c = 0; c < k; c++) {
+                ref += (double)wd[r * k + c] * x[i * ldx + c];
+                mag += fabs((double)wd[r * k + c] * x[i * ldx + c]);
+            }
+            const double bound = rel * mag + (accumulate ? u * (fabs(y0[i * ldy + r]) + mag) : 0.0) + 1e-30;
+            if (!(fabs(y[i * ldy + r] - ref) <= bound) && bad++ < 3)
+                fprintf(stderr, "\n    MXFP4 F32 M=%lld N=%lld K=%lld acc=%d: y[%lld][%lld] = %.9g, want %.9g +- %.3g\n",
+                        (long long)m, (long long)n, (long long)k, accumulate, (long long)i, (long long)r,
+                        (double)y[i * ldy + r], ref, bound);
+        }
+    for (int64_t i = 0; i < m * ldy; i++) /* the padding past N included: left alone */
+        if (memcmp(&y[i], &y3[i], sizeof y[i]) != 0 && bad++ < 3)
+            fprintf(stderr, "\n    MXFP4 F32 M=%lld N=%lld K=%lld: y[%lld] differs on 3 threads\n", (long long)m,
+                    (long long)n, (long long)k, (long long)i);
+    for (int64_t i = 0; i < m * ldy; i++) {
+        const int in = i / ldy >= i0 && i / ldy < i0 + 8 && i % ldy < n;
+        if (memcmp(in ? &y[i] : &y0[i], &ys[i], sizeof y[i]) != 0 && bad++ < 3)
+            fprintf(stderr, "\n    MXFP4 F32 M=%lld N=%lld K=%lld: y[%lld][%lld] of 8 rows alone differs\n",
+                    (long long)m, (long long)n, (long long)k, (long long)(i / ldy), (long long)(i % ldy));
+    }
+    free(ws);
+    free(ys);
+    free(y3);
+    free(y);
+    free(y0);
+    free(x);
+    free(wd);
+    free(packed);
+    free(src);
+    return bad;
+}
+
+/* MXFP4's F32 tiles: M around the 16-row tiles and past a chunk, N off the 16-row tiles (the
+ * overlapping last tile), K of one block, of a few, and past a K block with a ragged end. */
+static void test_f32_tiles(void)
+{
+    if (!numla_isa_supported(NUMLA_ISA_AVX512BF16)) {
+        fprintf(stderr, "(no AVX512-BF16 here, skipped) ");
+        return;
+    }
+    numla_test_rng rng = {3939};
+    const int64_t shapes[][3] = {{8, 16, 32},   {9, 17, 96},   {33, 77, 1056}, {16, 40, 2080},
+                                 {31, 16, 288}, {300, 33, 96}, {47, 2 * 16 + 5, 64}};
+    int bad = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        bad += run_f32_case(shapes[s][0], shapes[s][1], shapes[s][2], (int)(s % 2), &rng);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* The amx level holds every type in Q8 mode, taken only where the CPU has AMX-INT8 (and VNNI),
+ * and in F32 mode the types whose row names a bf16 tile decoder (MXFP4), where it has AMX-BF16;
+ * the others' F32 mode inherits the avx512 level. */
 static void test_table(void)
 {
     const int int8 = numla_cpu_has(NUMLA_CPU_AMX_INT8 | NUMLA_CPU_VNNI);
@@ -157,7 +269,11 @@ static void test_table(void)
             CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_ISA_AMX, tiles[t], NUMLA_QBLOCK_ACT_Q8, 2048),
                             NUMLA_QBLOCK_LAYOUT_PANEL16);
     }
+    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_ISA_AMX, NUMLA_QBLOCK_MXFP4, NUMLA_QBLOCK_ACT_F32) == NUMLA_ISA_AMX,
+                    numla_cpu_has(NUMLA_CPU_AMX_BF16));
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_ISA_AMX, NUMLA_QBLOCK_MXFP4, NUMLA_QBLOCK_ACT_F32, 2048),
+                    NUMLA_QBLOCK_LAYOUT_ROWS);
 }
 
 NUMLA_TEST_SUITE(qblock_amx_emu, NULL, NULL, NUMLA_TEST(test_matches_vnni), NUMLA_TEST(test_fallback),
-                 NUMLA_TEST(test_table))
+                 NUMLA_TEST(test_f32_tiles), NUMLA_TEST(test_table))
