@@ -1364,6 +1364,23 @@ size_t numla_v4_prefix_bytes(const numla_v4_prefix *p)
     return p ? sizeof *p + p->bytes : 0;
 }
 
+size_t numla_v4_prefix_bytes_cfg(const numla_model_config *cfg, int64_t stride, numla_dtype dt)
+{
+    const numla_v4_config *c = &cfg->v4;
+    const size_t es = numla_dtype_size(dt), f = sizeof(float);
+    const int64_t Dh = c->head_dim, Di = c->index_head_dim;
+    size_t n = 0;
+    for (int64_t l = 0; l < c->num_layers; l++) {
+        n += es * (size_t)((c->sliding_window - 1) * Dh);
+        if (c->attn[l] == NUMLA_V4_ATTN_CSA) /* entries and index keys, both compressors' carry */
+            n += es * (size_t)(stride / c->csa_rate * (Dh + Di)) +
+                 2 * f * (size_t)(c->csa_rate * (Dh + Di));
+        else if (c->attn[l] == NUMLA_V4_ATTN_HCA)
+            n += es * (size_t)(stride / c->hca_rate * Dh);
+    }
+    return sizeof(numla_v4_prefix) + n;
+}
+
 size_t numla_v4_prefix_bytes_for(const numla_v4_model *m, int64_t stride)
 {
     size_t n = 0;

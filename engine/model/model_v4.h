@@ -130,6 +130,8 @@ int64_t numla_v4_prefix_pos(const numla_v4_prefix *p);
 /* Bytes it holds (fp32 values), and what one state of m at `stride` holds. */
 size_t numla_v4_prefix_bytes(const numla_v4_prefix *p);
 size_t numla_v4_prefix_bytes_for(const numla_v4_model *m, int64_t stride);
+/* The same from cfg alone for a cache of dtype dt (the engine sizes the pool with it). */
+size_t numla_v4_prefix_bytes_cfg(const numla_model_config *cfg, int64_t stride, numla_dtype dt);
 /* Have s's next forward of n tokens keep the state at every multiple p of stride in
  * (len, len + n] (allocated here; states armed before and not taken are dropped); after it,
  * numla_v4_seq_take_capture hands them over in order of position (NULL when none is left).

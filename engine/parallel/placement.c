@@ -135,7 +135,16 @@ numla_status numla_placement_kv_create(numla_comm *comm, const numla_model_confi
     int32_t bs = o->block_size > 0 ? o->block_size : 16;
     int64_t nb = o->num_blocks;
     const numla_dtype idt = o->index_dtype >= 0 ? (numla_dtype)o->index_dtype : o->kv_dtype;
-    const size_t blk = numla_kv_block_bytes_for_model(cfg, bs, o->kv_dtype, idt);
+    size_t blk = numla_kv_block_bytes_for_model(cfg, bs, o->kv_dtype, idt);
+    if (cfg->v4.enabled && o->prefix_cache && !o->mtp) {
+        /* deepseek_v4 keeps a prefix state per block that ends a stride (model_v4.h), outside
+         * the pool, whose rows it never touches: a block counts its share of one, if more, so
+         * the states the pool's blocks can carry fit in the memory the pool is given */
+        const int64_t stride = numla_v4_prefix_stride(cfg, bs);
+        const size_t share = numla_v4_prefix_bytes_cfg(cfg, stride, o->kv_dtype) /
+                             (size_t)(stride / bs);
+        blk = share > blk ? share : blk;
+    }
     if (nb <= 0 && (o->kv_memory_bytes > 0 || o->kv_memory_fraction > 0)) {
         /* every rank of a node has its weights in memory before any rank measures */
         NUMLA_CHECK(numla_comm_barrier(comm));

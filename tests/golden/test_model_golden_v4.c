@@ -572,6 +572,8 @@ static void check_prefix(int R)
         CU_ASSERT_EQUAL(numla_v4_seqs_prefix_count(c->rk[r].t), kept);
     CU_ASSERT_EQUAL(numla_v4_seqs_prefix_bytes(c->rk[0].t),
                     (size_t)kept * numla_v4_prefix_bytes_for(c->team.m[0], 128));
+    CU_ASSERT_EQUAL(numla_v4_prefix_bytes_cfg(&cfg, 128, NUMLA_DTYPE_F32),
+                    numla_v4_prefix_bytes_for(c->team.m[0], 128));
     /* a new sequence at 128 whose first 8 blocks hold no state: refused */
     int32_t tok = 1, pos = 128, qsl[2] = {0, 1}, lens[1] = {129}, bt[9] = {60, 61, 62, 63, 59,
                                                                            58, 57, 56, 55};
