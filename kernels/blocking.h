@@ -124,6 +124,8 @@ enum {
     NUMLA_QBLOCK_MR = 2,                   /* x rows per pass over a weight row */
     NUMLA_QBLOCK_MANY_XBYTES = 256 << 10,  /* many-row path: x rows per block (a quarter of a
                                               Zen 4 L2, half of a Sapphire Rapids one) */
+    NUMLA_QBLOCK_ROW_AHEAD = 8192,         /* rows pass: software prefetch distance in the
+                                              thread's one stream of rows (bytes) */
 };
 
 enum {
