@@ -131,7 +131,7 @@ static inline void numla_qblock_dec_iq4_nl_(const uint8_t *b, __m512 v[16])
 
 /* The E8M0 half-scales 2^(e - 128) of numla_qblock_e8m0_half_ as fp32 bits, one per byte e: a
  * block's scale is then one broadcast load instead of scalar bit work and a move across. */
-#define NUMLA_QBLOCK_E8M0H_(e) ((e) < 2 ? 0x00200000u << (e) : (uint32_t)((e) - 1) << 23)
+#define NUMLA_QBLOCK_E8M0H_(e) ((e) < 2 ? 0x00200000u << ((e) & 1) : (uint32_t)((e) - 1) << 23)
 #define NUMLA_QBLOCK_E8M0H4_(e) NUMLA_QBLOCK_E8M0H_(e), NUMLA_QBLOCK_E8M0H_((e) + 1), \
     NUMLA_QBLOCK_E8M0H_((e) + 2), NUMLA_QBLOCK_E8M0H_((e) + 3)
 #define NUMLA_QBLOCK_E8M0H16_(e) NUMLA_QBLOCK_E8M0H4_(e), NUMLA_QBLOCK_E8M0H4_((e) + 4), \
