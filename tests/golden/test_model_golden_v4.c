@@ -504,19 +504,14 @@ static void check_prefix(int R)
     if (v4_golden_load(&g, "model_fp32"))
         return;
     numla_model_config cfg;
-    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(g.dir, &cfg), NUMLA_STATUS_OK);
-    numla_safetensors_model *st = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(g.dir, &st), NUMLA_STATUS_OK);
     pc_ctx *c = calloc(1, sizeof *c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    c->V = cfg.vocab_size;
-    const int loaded = v4_team_load(&c->team, &cfg, st, numla_isa_best(), R);
-    numla_safetensors_close(&st);
-    if (loaded) {
+    if (v4_team_open(&c->team, g.dir, numla_isa_best(), R, &cfg)) {
         free(c);
         golden_free(&g);
         return;
     }
+    c->V = cfg.vocab_size;
     const int32_t bs = 16;
     for (int r = 0; r < R; r++) {
         CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_create(c->team.m[r], &c->rk[r].t), NUMLA_STATUS_OK);

@@ -3,7 +3,8 @@
  * (test_model_golden_v4.c, test_v4_mtp_golden.c, test_model_golden_v4_gguf.c):
  *   - a golden directory's data and a checkpoint loaded whole (v4_golden_load, v4_load);
  *   - a team of R ranks in one process (threads, each with its shard, summing through
- *     model_golden_harness.h's shared-memory allreduce: v4_team_*);
+ *     model_golden_harness.h's shared-memory allreduce: v4_team_*; v4_team_open from a
+ *     directory);
  *   - every prompt of a golden directory run on such a team, the prompt's positions and the
  *     greedy steps fed the reference's tokens, each rank's vocabulary slice gathered
  *     (v4_run_prompts), and those logits held to the reference (v4_compare).
@@ -100,6 +101,23 @@ static int v4_team_load(v4_team *t, const numla_model_config *cfg, numla_safeten
             numla_v4_model_set_reduce(t->m[r], shm_reduce_fn, &t->rc[r]);
     }
     return 0;
+}
+
+/* v4_team_load of the checkpoint in dir (config.json and its safetensors) into *cfg's R shards;
+ * the files are closed once loaded. On failure the test is failed and -1 returned. */
+static int v4_team_open(v4_team *t, const char *dir, numla_isa isa, int R,
+                        numla_model_config *cfg)
+{
+    char d[1200]; /* dir may be numla_test_source_path's buffer */
+    snprintf(d, sizeof d, "%s", dir);
+    numla_status s = numla_model_config_load(d, cfg);
+    numla_safetensors_model *st = NULL;
+    if (!s)
+        s = numla_safetensors_open(d, &st);
+    NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK, "%s: %s", d, numla_error_message());
+    const int bad = s != NUMLA_STATUS_OK || v4_team_load(t, cfg, st, isa, R);
+    numla_safetensors_close(&st);
+    return bad ? -1 : 0;
 }
 
 /* fn on one thread per rank, rank r given (char *)args + r * size; with R > 1 each rank's
