@@ -53,7 +53,9 @@ static void usage(void)
                     "[--speculative K (1-8: instead, the cost of verify steps of 2..K+1 rows and "
                     "of an MTP step, and the decode tok/s they give at acceptance 0.6/0.7/0.8; "
                     "the routed experts 1..K+1 consecutive tokens touch) [--text FILE (those "
-                    "tokens: FILE's first --prompt tokens; default random ones)]]\n");
+                    "tokens: FILE's first --prompt tokens; default random ones)] [--mtp-model FILE (a "
+                    "deepseek4 GGUF model's MTP layer, the mtp-*.gguf file llama.cpp's "
+                    "convert_hf_to_gguf.py --mtp writes)]]\n");
 }
 
 typedef struct bm_seq {
@@ -237,7 +239,8 @@ static void bm_ranks(bm_ctx *x, const char *phase, int json, int size)
 }
 
 typedef struct bm_opts {
-    numla_cli_engine_opts e; /* --model, --threads, --weights, --keep-lm-head, --linear-act */
+    numla_cli_engine_opts e; /* --model, --threads, --weights, --keep-lm-head, --linear-act,
+                              * --mtp-model */
     int json, bind, quick, long_ctx, prompt, chunk;
     int fill; /* --fill-context */
     int spec; /* --speculative K: the verify-step costs instead */
@@ -249,7 +252,7 @@ static int bm_parse_opts(int argc, char **argv, bm_opts *o)
 {
     static const char *const cmd = "numla bench model";
     static const char *const shared[] = {"--model", "--threads", "--weights", "--keep-lm-head",
-                                         "--linear-act", NULL};
+                                         "--linear-act", "--mtp-model", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const int r = numla_bench_engine_opt(cmd, &o->e, shared, argc, argv, &i);
@@ -283,6 +286,11 @@ static int bm_parse_opts(int argc, char **argv, bm_opts *o)
     if (!o->e.model || o->long_ctx < 0 || o->prompt < 1 || o->chunk < 1 || o->spec < 0 ||
         o->spec >= NUMLA_BENCH_MAX_VERIFY) {
         usage();
+        return 2;
+    }
+    if (o->e.mtp_model && o->spec == 0) {
+        fprintf(stderr, "%s: --mtp-model %s is the MTP layer's file for --speculative K, which is "
+                "not given\n", cmd, o->e.mtp_model);
         return 2;
     }
     const int rc = numla_cli_engine_opts_check(cmd, &o->e);
@@ -945,10 +953,16 @@ static int bench_model_main(int argc, char **argv)
     eo.weights = o.e.weights;
     numla_model_config cfg;
     int has_mtp = 0;
-    if (o.spec > 0 && numla_model_config_load(o.e.model, &cfg) == NUMLA_STATUS_OK)
+    /* a deepseek4 GGUF model's MTP layer is a file of its own (--mtp-model): the config with it */
+    if (o.spec > 0 && (o.e.mtp_model ? numla_model_config_load_gguf_mtp(o.e.model, o.e.mtp_model,
+                                                                         &cfg)
+                                     : numla_model_config_load(o.e.model, &cfg)) ==
+                          NUMLA_STATUS_OK)
         has_mtp = cfg.arch == NUMLA_MODEL_ARCH_DEEPSEEK_V4 ? cfg.v4.num_nextn_predict_layers > 0
                                                            : cfg.num_nextn_predict_layers > 0;
-    eo.mtp = has_mtp;
+    /* with --mtp-model the engine loads the layer or refuses the pair, naming the problem */
+    eo.mtp = has_mtp || o.e.mtp_model;
+    eo.mtp_model = o.e.mtp_model;
     bm_seq sa = {.mb = (o.prompt + ndec + 2 + 15) / 16};
     /* sb also takes the decode from context 0 before its long context */
     const int sb_rows = o.long_ctx + nlong > ndec ? o.long_ctx + nlong : ndec;

@@ -16,7 +16,9 @@
 #                  tests/golden/v4/mtp_fp8 (the same counts of accepted tokens); refused: the GGUF
 #                  model without --mtp-model, --mtp-model without --speculative, a model file
 #                  given as the MTP file
-#   bench          (1 rank) `bench model --speculative 2`: the verify steps and the MTP step
+#   bench          (1 rank) `bench model --speculative 2`: the verify steps and the MTP step;
+#                  on the GGUF pair with --mtp-model, `--speculative 1` and its MTP step, and
+#                  --mtp-model without --speculative refused
 #   serve          (1 rank) the prompts through `numla serve --speculative mtp:2`
 set -uo pipefail
 bin=$1 mpiexec=$2 ranks=$3
@@ -107,6 +109,17 @@ if [ "$ranks" = 1 ]; then
   rc=$?
   [ $rc -eq 0 ] && grep -q "MTP step of 1 row" "$tmp/bm.out" && grep -q "2 drafts" "$tmp/bm.out"
   check "bench model --speculative 2" $? "rc=$rc $(tail -3 "$tmp/bm.out") $(tail -3 "$tmp/bm.err")"
+  # the GGUF form: the MTP step comes from the layer's own file (--mtp-model)
+  "$bin" bench model --model "$g4/model_fp8.gguf" --mtp-model "$g4/mtp_fp8_mtp.gguf" --threads 1 \
+    --quick --prompt 32 --speculative 1 > "$tmp/bmg.out" 2> "$tmp/bmg.err"
+  rc=$?
+  [ $rc -eq 0 ] && grep -q "MTP step of 1 row" "$tmp/bmg.out" && grep -q "1 draft" "$tmp/bmg.out"
+  check "bench model --speculative 1 --mtp-model (gguf)" $? \
+    "rc=$rc $(tail -3 "$tmp/bmg.out") $(tail -3 "$tmp/bmg.err")"
+  "$bin" bench model --model "$g4/model_fp8.gguf" --mtp-model "$g4/mtp_fp8_mtp.gguf" --threads 1 \
+    --quick --prompt 32 > "$tmp/bmg2.out" 2>&1
+  [ $? -ne 0 ] && grep -q "for --speculative K, which is not given" "$tmp/bmg2.out"
+  check "bench model --mtp-model without --speculative refused" $? "$(tail -2 "$tmp/bmg2.out")"
 fi
 # numla serve --speculative mtp:2 (1 rank; needs curl and jq): the golden prompts in flight
 # together through /v1/completions give the same tokens, with usage.speculative
