@@ -230,6 +230,34 @@ static int chat_tool_choice(json_t *tc, json_t *chat, numla_openai_error *err)
     return 1;
 }
 
+/* reasoning ({effort?, summary?} or null): effort, a string or null, as chat's reasoning_effort
+ * (which values the model's template knows is the serving adapter's check, as for chat); summary
+ * is taken and ignored (no summaries are written). */
+static int chat_reasoning(json_t *r, json_t *chat, numla_openai_error *err)
+{
+    if (!r || json_is_null(r))
+        return 1;
+    if (!json_is_object(r))
+        return fail(err, "reasoning", "invalid_value", "'reasoning' must be an object or null");
+    const char *key;
+    json_t *v;
+    json_object_foreach(r, key, v) {
+        if (strcmp(key, "effort") && strcmp(key, "summary")) {
+            char p[64];
+            snprintf(p, sizeof p, "reasoning.%.40s", key);
+            return fail(err, p, "unknown_field", "unknown field '%s'", p);
+        }
+    }
+    json_t *e = json_object_get(r, "effort");
+    if (!e || json_is_null(e))
+        return 1;
+    if (!json_is_string(e))
+        return fail(err, "reasoning.effort", "invalid_value", "'reasoning.effort' must be a "
+                    "string or null");
+    json_object_set(chat, "reasoning_effort", e);
+    return 1;
+}
+
 /* text.format as response_format. */
 static int chat_format(json_t *text, json_t *chat, numla_openai_error *err)
 {
@@ -277,15 +305,16 @@ int numla_responses_to_chat(json_t *body, json_t **chat, json_t **settings,
     *settings = NULL;
     static const char *const taken[] = {
         "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream",
-        "tools", "tool_choice", "parallel_tool_calls", "text", "user", "metadata", "store"};
+        "tools", "tool_choice", "parallel_tool_calls", "text", "user", "metadata", "store",
+        "reasoning"};
     /* accepted only with these values (null always) */
     static const struct {
         const char *key, *json;
-    } fixed[] = {{"reasoning", "{}"},          {"truncation", "\"disabled\""},
-                 {"include", "[]"},            {"background", "false"},
-                 {"previous_response_id", ""}, {"service_tier", "\"auto\""},
-                 {"prompt", ""},               {"max_tool_calls", ""},
-                 {"stream_options", ""},       {"top_logprobs", "0"}};
+    } fixed[] = {{"truncation", "\"disabled\""}, {"include", "[]"},
+                 {"background", "false"},         {"previous_response_id", ""},
+                 {"service_tier", "\"auto\""},    {"prompt", ""},
+                 {"max_tool_calls", ""},          {"stream_options", ""},
+                 {"top_logprobs", "0"}};
     const char *key;
     json_t *v;
     json_object_foreach(body, key, v) {
@@ -297,10 +326,7 @@ int numla_responses_to_chat(json_t *body, json_t **chat, json_t **settings,
                 continue;
             json_t *want = fixed[i].json[0] ? json_loads(fixed[i].json, JSON_DECODE_ANY, NULL)
                                             : NULL;
-            const int same = json_is_null(v) || (want && json_equal(want, v)) ||
-                             (!strcmp(key, "reasoning") && json_is_object(v) &&
-                              json_is_null(json_object_get(v, "effort")) &&
-                              json_object_size(v) <= 2);
+            const int same = json_is_null(v) || (want && json_equal(want, v));
             json_decref(want);
             if (!same) {
                 char p[64];
@@ -342,7 +368,8 @@ int numla_responses_to_chat(json_t *body, json_t **chat, json_t **settings,
             json_object_set(c, same[i].to, v);
     if (!input_messages(body, msgs, err) || !chat_tools(json_object_get(body, "tools"), c, err) ||
         !chat_tool_choice(json_object_get(body, "tool_choice"), c, err) ||
-        !chat_format(json_object_get(body, "text"), c, err)) {
+        !chat_format(json_object_get(body, "text"), c, err) ||
+        !chat_reasoning(json_object_get(body, "reasoning"), c, err)) {
         json_decref(c);
         return 0;
     }
@@ -362,7 +389,8 @@ int numla_responses_to_chat(json_t *body, json_t **chat, json_t **settings,
     json_object_set_new(s, "user", OR("user", json_null()));
     json_object_set_new(s, "store", json_false());
     json_object_set_new(s, "truncation", json_string("disabled"));
-    json_object_set_new(s, "reasoning", json_pack("{s:n, s:n}", "effort", "summary"));
+    json_t *effort = json_object_get(c, "reasoning_effort");
+    json_object_set_new(s, "reasoning", json_pack("{s:O?, s:n}", "effort", effort, "summary"));
     json_object_set_new(s, "previous_response_id", json_null());
     json_object_set_new(s, "error", json_null());
 #undef OR
@@ -376,7 +404,8 @@ void numla_responses_error_param(numla_openai_error *err)
     /* the message quotes chat's field: 'max_tokens' ... */
     static const char *const quoted[][2] = {{"'max_tokens'", "'max_output_tokens'"},
                                             {"'response_format", "'text.format"},
-                                            {"'messages", "'input"}};
+                                            {"'messages", "'input"},
+                                            {"'reasoning_effort'", "'reasoning.effort'"}};
     for (size_t i = 0; i < sizeof quoted / sizeof *quoted; i++) {
         char *at = strstr(err->message, quoted[i][0]);
         if (!at)
@@ -390,7 +419,8 @@ void numla_responses_error_param(numla_openai_error *err)
         const char *from, *to;
     } map[] = {{"messages", "input"},
                {"max_tokens", "max_output_tokens"},
-               {"response_format", "text.format"}};
+               {"response_format", "text.format"},
+               {"reasoning_effort", "reasoning.effort"}};
     for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
         const size_t n = strlen(map[i].from);
         if (!strncmp(err->param, map[i].from, n) &&

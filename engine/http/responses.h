@@ -5,7 +5,8 @@
  * strict?}]), tool_choice? ("auto" | "none" | "required" | {type: "function", name}),
  * parallel_tool_calls?, text? ({format: {type: "text" | "json_object"} | {type: "json_schema",
  * name, schema, strict?, description?}}), user?, metadata? (echoed back), store? (taken, never
- * stored), and null / default values of reasoning, truncation ("disabled"), include ([]),
+ * stored), reasoning? ({effort?: string | null (chat's reasoning_effort, the same values and
+ * checks), summary? (ignored)}), and null / default values of truncation ("disabled"), include ([]),
  * background (false), previous_response_id, service_tier, prompt, max_tool_calls,
  * stream_options, top_logprobs}. Input items: messages {type?: "message", role: user | system |
  * developer | assistant, content: string | [{type: input_text | output_text | text, text}]},
@@ -13,7 +14,8 @@
  * "function_call_output", call_id, output} (a tool message); "reasoning" items are dropped.
  * numla_responses_to_chat translates such a body into a chat completions body (instructions the
  * first system message, developer as system, max_output_tokens as max_tokens, text.format as
- * response_format, the tools and tool_choice in chat's shape), which openai.c parses as chat;
+ * response_format, reasoning.effort as reasoning_effort, the tools and tool_choice in chat's
+ * shape), which openai.c parses as chat;
  * what the API defines and numla does not serve (other tool types, image or file parts, a
  * previous_response_id, background, ...) is a 400 naming the field with OpenAI's error shape.
  *
@@ -25,7 +27,8 @@
  * {cached_tokens}, output_tokens, output_tokens_details {reasoning_tokens: 0}, total_tokens},
  * and the request's settings echoed (instructions, max_output_tokens, temperature, top_p,
  * tools, tool_choice, parallel_tool_calls, text, metadata, user, store false, truncation
- * "disabled", reasoning, previous_response_id null, error null)}. Streamed: Server-Sent Events
+ * "disabled", reasoning {effort as given or null, summary null}, previous_response_id null,
+ * error null)}. Streamed: Server-Sent Events
  * "event: TYPE\ndata: {type, sequence_number, ...}" — response.created, response.in_progress,
  * for a thinking model's reasoning the reasoning item's output_item.added, a
  * response.reasoning_text.delta per piece, reasoning_text.done and output_item.done (when the

@@ -115,6 +115,15 @@ static void test_to_chat(void)
                 " \"disabled\", \"include\": [], \"background\": false}",
                 "{\"messages\": [{\"role\": \"user\", \"content\": \"w\"}], \"tool_choice\":"
                 " \"required\", \"response_format\": {\"type\": \"json_object\"}}", NULL);
+    /* reasoning.effort is chat's reasoning_effort (its values are the adapter's check), echoed
+     * in the settings; a null effort or a summary alone asks nothing */
+    expect_chat("{\"input\": \"w\", \"reasoning\": {\"effort\": \"max\", \"summary\": null}}",
+                "{\"messages\": [{\"role\": \"user\", \"content\": \"w\"}],"
+                " \"reasoning_effort\": \"max\"}",
+                "{\"reasoning\": {\"effort\": \"max\", \"summary\": null}}");
+    expect_chat("{\"input\": \"w\", \"reasoning\": {\"effort\": null, \"summary\": \"auto\"}}",
+                "{\"messages\": [{\"role\": \"user\", \"content\": \"w\"}]}",
+                "{\"reasoning\": {\"effort\": null, \"summary\": null}}");
 }
 
 static void test_refusals(void)
@@ -130,8 +139,11 @@ static void test_refusals(void)
                    "unsupported_field");
     expect_refused("{\"input\": \"x\", \"include\": [\"reasoning.encrypted_content\"]}", "include",
                    "unsupported_field");
-    expect_refused("{\"input\": \"x\", \"reasoning\": {\"effort\": \"high\"}}", "reasoning",
-                   "unsupported_field");
+    expect_refused("{\"input\": \"x\", \"reasoning\": {\"effort\": 3}}", "reasoning.effort",
+                   "invalid_value");
+    expect_refused("{\"input\": \"x\", \"reasoning\": {\"effort\": \"high\", \"budget\": 1}}",
+                   "reasoning.budget", "unknown_field");
+    expect_refused("{\"input\": \"x\", \"reasoning\": \"high\"}", "reasoning", "invalid_value");
     expect_refused("{\"input\": \"x\", \"instructions\": 3}", "instructions", NULL);
     expect_refused("{\"input\": [{\"role\": \"moderator\", \"content\": \"x\"}]}", "input[0].role",
                    NULL);
@@ -166,6 +178,11 @@ static void test_refusals(void)
     numla_openai_error_set(&e, 400, "response_format", "invalid_value", "'response_format' y");
     numla_responses_error_param(&e);
     CU_ASSERT_STRING_EQUAL(e.param, "text.format");
+    numla_openai_error_set(&e, 400, "reasoning_effort", "invalid_value",
+                           "'reasoning_effort' \"low\" is not one");
+    numla_responses_error_param(&e);
+    CU_ASSERT_STRING_EQUAL(e.param, "reasoning.effort");
+    CU_ASSERT_STRING_EQUAL(e.message, "'reasoning.effort' \"low\" is not one");
     numla_openai_error_set(&e, 400, "tools[0].function.parameters", "invalid_value", "z");
     numla_responses_error_param(&e);
     CU_ASSERT_STRING_EQUAL(e.param, "tools[0].function.parameters");

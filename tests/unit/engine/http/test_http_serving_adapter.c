@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "engine/http/reasoning.h"
+#include "engine/http/responses.h"
 #include "engine/http/serving_adapter.h"
 
 #include <jansson.h>
@@ -324,20 +325,24 @@ static void test_text_and_chat_prompts(void)
 typedef struct chat_outcome {
     int parse_status, status;
     char param[96];
+    numla_openai_error err; /* the 400, parse's or the adapter's */
     numla_request r;
     int reasoning_mode;
 } chat_outcome;
 
-static void run_chat(adapter_fixture *f, const char *body, chat_outcome *o)
+/* body to endpoint (chat or Responses) through the parser and the adapter. */
+static void run_body(adapter_fixture *f, numla_openai_endpoint endpoint, const char *body,
+                     chat_outcome *o)
 {
     memset(o, 0, sizeof *o);
     numla_openai_request req;
     numla_openai_error err;
     const numla_openai_limits lim = {0};
-    CU_ASSERT_EQUAL_FATAL(numla_openai_parse(NUMLA_OPENAI_CHAT, body, strlen(body), &lim, &req,
-                                             &err), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_openai_parse(endpoint, body, strlen(body), &lim, &req, &err),
+                          NUMLA_STATUS_OK);
     if (err.status) {
         o->parse_status = err.status;
+        o->err = err;
         snprintf(o->param, sizeof o->param, "%s", err.param);
         return;
     }
@@ -351,10 +356,16 @@ static void run_chat(adapter_fixture *f, const char *body, chat_outcome *o)
         done(f, user, &o->r, "stop", NULL, 0, NULL, 0);
     } else {
         o->status = c->jobs[0].error.status;
+        o->err = c->jobs[0].error;
         snprintf(o->param, sizeof o->param, "%s", c->jobs[0].error.param);
         CU_ASSERT(c->jobs[0].released);
     }
     numla_http_call_release(&c);
+}
+
+static void run_chat(adapter_fixture *f, const char *body, chat_outcome *o)
+{
+    run_body(f, NUMLA_OPENAI_CHAT, body, o);
 }
 
 static json_t *load_kimi_golden(const char *file)
@@ -694,6 +705,88 @@ static void test_chat_glm5_and_v32(void)
     numla_tokenizer_destroy(&tok);
 }
 
+/* The Responses API's reasoning.effort is chat's reasoning_effort: for DeepSeek-V4 "max" thinks
+ * and writes the effort paragraph, "high" renders as no effort (the prompt is the template's
+ * rendering with that effort, as for chat); other values, and any value for a template without
+ * an effort, are 400s that name reasoning.effort once in the Responses request's terms (as the
+ * server maps the adapter's refusals, numla_responses_error_param). */
+static void test_responses_reasoning_effort(void)
+{
+    numla_tokenizer *tok = NULL;
+    numla_chat_template *v4 = NULL, *k2t = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_load(numla_test_source_path("tests/golden/tokenizer/bpe1k"),
+                                               &tok), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_builtin("deepseek-v4", &v4), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_chat_template_load_json(NULL, "kimi-k2-thinking", &k2t),
+                          NUMLA_STATUS_OK);
+    const struct {
+        const char *effort;
+        int paragraph;
+    } eff[] = {{"max", 1}, {"high", 0}};
+    adapter_fixture f;
+    chat_outcome o;
+    for (size_t k = 0; k < sizeof eff / sizeof *eff; k++) {
+        char body[160];
+        snprintf(body, sizeof body, "{\"input\": \"a\", \"reasoning\": {\"effort\": \"%s\", "
+                 "\"summary\": null}}", eff[k].effort);
+        fixture_open(&f, 4096, tok, v4, 0);
+        run_body(&f, NUMLA_OPENAI_RESPONSES, body, &o);
+        NUMLA_ASSERT_MSG(o.status == 0 && o.parse_status == 0 && o.r.num_prompt > 0,
+                         "effort %s: status %d/%d: %s", eff[k].effort, o.parse_status, o.status,
+                         o.err.message);
+        numla_chat_message m = {.role = "user", .content = "a"};
+        numla_chat_options opts = {.add_generation_prompt = 1, .thinking = 1,
+                                   .thinking_given = 1, .reasoning_effort = eff[k].effort};
+        char *text = NULL;
+        size_t len = 0;
+        int32_t *want = NULL;
+        int64_t n = 0;
+        CU_ASSERT_EQUAL_FATAL(numla_chat_template_render_opts(v4, &m, 1, &opts, &text, &len),
+                              NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL((strstr(text, "Reasoning Effort: Absolute maximum") != NULL),
+                        eff[k].paragraph);
+        CU_ASSERT_EQUAL_FATAL(numla_tokenizer_encode(tok, text, len, 0, &want, &n),
+                              NUMLA_STATUS_OK);
+        NUMLA_ASSERT_MSG(tokens_are(&o.r, want, (int32_t)n),
+                         "effort %s: prompt is not the rendering with that effort", eff[k].effort);
+        CU_ASSERT_EQUAL(o.reasoning_mode, NUMLA_HTTP_REASONING_OPEN);
+        free(text);
+        free(want);
+        numla_request_free(&o.r);
+        fixture_close(&f);
+    }
+    const struct {
+        numla_chat_template *t;
+        const char *effort, *says;
+    } no[] = {
+        {v4, "\"low\"", "'reasoning.effort' \"low\" is not one this model's deepseek-v4 chat "
+                        "template knows (\"high\" or \"max\")"},
+        {k2t, "\"high\"", "'reasoning.effort' cannot be given to this model: its "
+                          "kimi-k2-thinking chat template has no reasoning effort"},
+        {v4, "\"\"", "'reasoning.effort' must be a non-empty string"},
+        {v4, "3", "'reasoning.effort' must be a string or null"},
+    };
+    for (size_t k = 0; k < sizeof no / sizeof *no; k++) {
+        char body[160];
+        snprintf(body, sizeof body, "{\"input\": \"a\", \"reasoning\": {\"effort\": %s}}",
+                 no[k].effort);
+        fixture_open(&f, 4096, tok, no[k].t, 0);
+        run_body(&f, NUMLA_OPENAI_RESPONSES, body, &o);
+        numla_responses_error_param(&o.err); /* a no-op on what parse already mapped */
+        NUMLA_ASSERT_MSG((o.status == 400 || o.parse_status == 400) &&
+                             !strcmp(o.err.param, "reasoning.effort") &&
+                             strstr(o.err.message, no[k].says),
+                         "effort %s: %d/%d '%s' '%s'", no[k].effort, o.parse_status, o.status,
+                         o.err.param, o.err.message);
+        if (o.status == 0 && o.parse_status == 0)
+            numla_request_free(&o.r);
+        fixture_close(&f);
+    }
+    numla_chat_template_destroy(&k2t);
+    numla_chat_template_destroy(&v4);
+    numla_tokenizer_destroy(&tok);
+}
+
 /* Kimi's tokenizer marks its tool-call and think tags special: served with a Kimi template,
  * they are decoded where special tokens are skipped (the server reads them back out of the
  * text); other special tokens ([EOS], <|im_end|>) stay skipped, and a template without the
@@ -813,4 +906,5 @@ NUMLA_TEST_SUITE(http_serving_adapter, NULL, NULL, NUMLA_TEST(test_token_prompts
                  NUMLA_TEST(test_cancelled_while_queued), NUMLA_TEST(test_wait_and_destroy),
                  NUMLA_TEST(test_text_and_chat_prompts), NUMLA_TEST(test_chat_golden_tools),
                  NUMLA_TEST(test_chat_refused_by_template),
-                 NUMLA_TEST(test_chat_glm5_and_v32))
+                 NUMLA_TEST(test_chat_glm5_and_v32),
+                 NUMLA_TEST(test_responses_reasoning_effort))
