@@ -7,24 +7,34 @@
 #include <omp.h>
 #include <stdint.h>
 
-/* Native variants per level (one kind); an empty entry inherits the level below, and so does
- * a level whose variant does not take the call (avx512: D % 32 == 0). */
-static const numla_variant *const numla_sink_attn_table_[NUMLA_ISA_COUNT][1] = {
-    [NUMLA_ISA_REF] = {&numla_sink_attn_kernel_ref.v},
-    [NUMLA_ISA_AVX512] = {&numla_sink_attn_kernel_avx512.v},
+/* Native variants per level and kind (the rows' type: fp32, bf16); an empty entry inherits the
+ * level below, and so does a level whose variant does not take the call (avx512: D % 32 == 0). */
+static const numla_variant *const numla_sink_attn_table_[NUMLA_ISA_COUNT][NUMLA_SINK_ATTN_KINDS] = {
+    [NUMLA_ISA_REF] = {[NUMLA_SINK_ATTN_F32] = &numla_sink_attn_kernel_ref.v,
+                       [NUMLA_SINK_ATTN_BF16] = &numla_sink_attn_kernel_ref_bf16.v},
+    [NUMLA_ISA_AVX512] = {[NUMLA_SINK_ATTN_F32] = &numla_sink_attn_kernel_avx512.v,
+                          [NUMLA_SINK_ATTN_BF16] = &numla_sink_attn_kernel_avx512_bf16.v},
 };
 
+/* a->rows_dtype is F32 or BF16 (checked by the callers of this) */
 static const numla_sink_attn_kernel *numla_sink_attn_pick(numla_isa isa, const numla_sink_attn_args *a)
 {
-    const numla_isa level = numla_isa_pick(isa, &numla_sink_attn_table_[0][0], 1, 0, a);
-    return (const numla_sink_attn_kernel *)numla_sink_attn_table_[level][0];
+    const int kind = a->rows_dtype == NUMLA_DTYPE_BF16 ? NUMLA_SINK_ATTN_BF16 : NUMLA_SINK_ATTN_F32;
+    const numla_isa level =
+        numla_isa_pick(isa, &numla_sink_attn_table_[0][0], NUMLA_SINK_ATTN_KINDS, kind, a);
+    return (const numla_sink_attn_kernel *)numla_sink_attn_table_[level][kind];
+}
+
+static int numla_sink_attn_dtype_ok_(const numla_sink_attn_args *a)
+{
+    return a->rows_dtype == NUMLA_DTYPE_F32 || a->rows_dtype == NUMLA_DTYPE_BF16;
 }
 
 static size_t numla_sink_attn_align_(size_t n) { return (n + 63) & ~(size_t)63; }
 
 size_t numla_sink_attn_workspace_size(numla_isa isa, const numla_sink_attn_args *a, int num_threads)
 {
-    if (!a || (unsigned)isa >= NUMLA_ISA_COUNT || a->head_dim < 1)
+    if (!a || (unsigned)isa >= NUMLA_ISA_COUNT || a->head_dim < 1 || !numla_sink_attn_dtype_ok_(a))
         return 0;
     const size_t per = numla_sink_attn_align_(numla_sink_attn_pick(isa, a)->scratch_bytes(a));
     return per * (size_t)(num_threads < 1 ? 1 : num_threads) + 64;
@@ -32,7 +42,7 @@ size_t numla_sink_attn_workspace_size(numla_isa isa, const numla_sink_attn_args 
 
 const char *numla_sink_attn_variant(numla_isa isa, const numla_sink_attn_args *a)
 {
-    if (!a || (unsigned)isa >= NUMLA_ISA_COUNT)
+    if (!a || (unsigned)isa >= NUMLA_ISA_COUNT || !numla_sink_attn_dtype_ok_(a))
         return "?";
     return numla_sink_attn_pick(isa, a)->v.name;
 }
@@ -48,6 +58,9 @@ numla_status numla_sink_attn(numla_isa isa, const numla_sink_attn_args *a, void 
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "sink_attn: bad dims (num_queries=%d num_heads=%d head_dim=%d)",
                    a->num_queries, a->num_heads, a->head_dim);
+    if (!numla_sink_attn_dtype_ok_(a))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sink_attn: rows_dtype %d (%s): F32 or BF16 only",
+                   (int)a->rows_dtype, numla_dtype_name(a->rows_dtype));
     const int64_t T = a->num_queries;
     if (T == 0)
         return NUMLA_STATUS_OK;

@@ -19,17 +19,25 @@ typedef struct numla_sink_attn_kernel {
     size_t (*scratch_bytes)(const numla_sink_attn_args *a);
 } numla_sink_attn_kernel;
 
-extern const numla_sink_attn_kernel numla_sink_attn_kernel_ref;
-extern const numla_sink_attn_kernel numla_sink_attn_kernel_avx512;
+/* The family's kinds: the rows' type (numla_sink_attn_args.rows_dtype). */
+enum { NUMLA_SINK_ATTN_F32 = 0, NUMLA_SINK_ATTN_BF16, NUMLA_SINK_ATTN_KINDS };
 
-/* Row i of query t's visible rows: the window first, then the listed rows. */
-static inline const float *numla_sink_attn_row(const numla_sink_attn_args *a, int64_t t, int64_t i)
+extern const numla_sink_attn_kernel numla_sink_attn_kernel_ref;
+extern const numla_sink_attn_kernel numla_sink_attn_kernel_ref_bf16;
+extern const numla_sink_attn_kernel numla_sink_attn_kernel_avx512;
+extern const numla_sink_attn_kernel numla_sink_attn_kernel_avx512_bf16;
+
+/* Row i of query t's visible rows (the window first, then the listed rows), rows of es bytes
+ * per value (4: fp32, 2: bf16). */
+static inline const char *numla_sink_attn_row(const numla_sink_attn_args *a, int64_t t, int64_t i,
+                                              size_t es)
 {
     const int64_t D = a->head_dim, nw = a->win_len[t];
     if (i < nw)
-        return a->win[t] + i * D;
+        return (const char *)a->win[t] + (size_t)(i * D) * es;
     i -= nw;
-    return a->ent[t] + (a->sel ? (int64_t)a->sel[t * a->sel_stride + i] : i) * D;
+    return (const char *)a->ent[t] +
+           (size_t)((a->sel ? (int64_t)a->sel[t * a->sel_stride + i] : i) * D) * es;
 }
 
 #endif

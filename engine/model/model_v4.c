@@ -900,16 +900,6 @@ static void v4_put(const numla_v4_model *m, void *dst, const float *src, int64_t
     for (int64_t i = 0; i < n; i++)
         d[i] = numla_f32_to_bf16(src[i]);
 }
-static void v4_get(const numla_v4_model *m, float *dst, const void *src, int64_t n)
-{
-    if (!m->cache_bf16) {
-        memcpy(dst, src, sizeof(float) * (size_t)n);
-        return;
-    }
-    const uint16_t *h = src;
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = numla_bf16_to_f32(h[i]);
-}
 
 /* A compressor's state: the raw (wkv, wgate) rows of the last 2·rate positions (slot
  * pos mod 2·rate: the current window and the previous one, which CSA's entries overlap) and the
@@ -1477,9 +1467,9 @@ static void v4_capture_carry(const numla_v4_seq *s, int64_t l, int ci, const v4_
 }
 
 /* At the end of layer l's attention for s: for each segment end it captures, the window rows
- * before it (rows: positions r0 .. of the step's window buffer) and the entries made in the
- * segment. */
-static void v4_capture_rows(const numla_v4_seq *s, int64_t l, const float *rows, int64_t r0)
+ * before it (rows: positions r0 .. of the step's window buffer, in the cache dtype) and the
+ * entries made in the segment. */
+static void v4_capture_rows(const numla_v4_seq *s, int64_t l, const void *rows, int64_t r0)
 {
     const numla_v4_model *m = s->m;
     const int64_t W = m->cfg.v4.sliding_window, Dh = m->cfg.v4.head_dim;
@@ -1489,7 +1479,8 @@ static void v4_capture_rows(const numla_v4_seq *s, int64_t l, const float *rows,
         v4_pview pv;
         v4_prefix_view(p, l, &pv);
         for (int64_t pos = p->pos - W + 1 > 0 ? p->pos - W + 1 : 0; pos < p->pos; pos++)
-            v4_put(m, v4_at(m, pv.ring, (pos - (p->pos - W + 1)) * Dh), rows + (pos - r0) * Dh, Dh);
+            memcpy(v4_at(m, pv.ring, (pos - (p->pos - W + 1)) * Dh), v4_cat(m, rows, (pos - r0) * Dh),
+                   v4_es(m) * (size_t)Dh);
         const v4_comp *cp[2] = {&y->comp, &y->icomp};
         const v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
         for (int k = 0; k < 2; k++)
@@ -1782,51 +1773,6 @@ static numla_status v4_select(const numla_v4_model *m, const v4_batch *bt, int64
     return NUMLA_STATUS_OK;
 }
 
-/* A bf16 cache: the compressed entries the rows of layer l attend, as fp32, per sequence b in
- * ef[b] (K 0, HCA: its first max nsel entries; CSA: the ones sel names, in order of first use,
- * sel renumbered into them), and each row's ep pointed at its sequence's. */
-static numla_status v4_entries_f32(const numla_v4_model *m, const v4_batch *bt, int64_t l,
-                                   int64_t K, int32_t *sel, const int32_t *nsel, const float **ep,
-                                   float **ef)
-{
-    const int64_t Dh = m->cfg.v4.head_dim;
-    for (int b = 0; b < bt->B; b++) {
-        const v4_cstate *cs = &bt->seqs[b]->layers[l].comp;
-        const int64_t t0 = bt->start[b], t1 = bt->start[b + 1];
-        int64_t most = 0;
-        for (int64_t t = t0; t < t1; t++)
-            most = K ? most + nsel[t] : (nsel[t] > most ? nsel[t] : most);
-        most = most < cs->count ? most : cs->count;
-        ef[b] = malloc(sizeof(float) * (size_t)(most * Dh + 1));
-        int32_t *map = K ? malloc(sizeof(int32_t) * (size_t)(cs->count + 1)) : NULL;
-        if (!ef[b] || (K && !map)) {
-            free(map);
-            return NUMLA_STATUS_NO_MEMORY;
-        }
-        if (!K) {
-            v4_get(m, ef[b], cs->entries, most * Dh);
-        } else {
-            for (int64_t i = 0; i < cs->count; i++)
-                map[i] = -1;
-            int32_t nu = 0;
-            for (int64_t t = t0; t < t1; t++)
-                for (int32_t i = 0; i < nsel[t]; i++) {
-                    const int32_t e = sel[t * K + i];
-                    if (map[e] < 0) {
-                        map[e] = nu;
-                        v4_get(m, ef[b] + (int64_t)nu * Dh, v4_cat(m, cs->entries, e * Dh), Dh);
-                        nu++;
-                    }
-                    sel[t * K + i] = map[e];
-                }
-            free(map);
-        }
-        for (int64_t t = t0; t < t1; t++)
-            ep[t] = ef[b];
-    }
-    return NUMLA_STATUS_OK;
-}
-
 /* The attention block of layer l on the batch's T rows: x (T, D) normed input, out (T, D).
  * Projections run over all rows at once; the window, the compressors and the indexer per
  * sequence. Updates the sequences' caches. */
@@ -1853,13 +1799,14 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
     int64_t *prev = malloc(sizeof(int64_t) * (size_t)B), *woff = malloc(sizeof(int64_t) * (size_t)(B + 1));
     int32_t *rseq = malloc(sizeof(int32_t) * (size_t)T);
     int64_t *rpos = malloc(sizeof(int64_t) * (size_t)T);
-    float *qr = NULL, *q = NULL, *win = NULL, *kvn = NULL, *o = NULL, *yg = NULL, *tmp = NULL;
+    float *qr = NULL, *q = NULL, *kvn = NULL, *o = NULL, *yg = NULL, *tmp = NULL;
+    char *win = NULL; /* (woff[B], Dh) each sequence's window rows in the cache dtype */
+    const size_t es = v4_es(m);
     float *yo = NULL;
     float *ck = NULL, *cg = NULL, *qi = NULL, *iw = NULL;
-    const float **wp = NULL, **ep = NULL; /* (T) each row's window, its compressed entries */
+    const void **wp = NULL, **ep = NULL;  /* (T) each row's window, its compressed entries */
     int32_t *wl = NULL, *nsel = NULL;     /* (T) window rows, entries attended */
     int32_t *sel = NULL;                  /* (T, index_topk) CSA: the entries attended */
-    float **ef = NULL;                    /* (B) a bf16 cache: v4_entries_f32 */
     if (!prev || !woff || !rseq || !rpos) {
         st = NUMLA_STATUS_NO_MEMORY;
         goto done;
@@ -1877,7 +1824,7 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
     qr = malloc(sizeof(float) * (size_t)(T * Rq));
     q = malloc(sizeof(float) * (size_t)(T * H * Dh));
     kvn = malloc(sizeof(float) * (size_t)(T * Dh));
-    win = malloc(sizeof(float) * (size_t)(woff[B] * Dh));
+    win = malloc(es * (size_t)(woff[B] * Dh));
     o = calloc((size_t)(T * H * Dh), sizeof(float));
     yg = malloc(sizeof(float) * (size_t)(T * G * Ro));
     tmp = malloc(sizeof(float) * (size_t)(T * kin));
@@ -1905,15 +1852,15 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
             for (int64_t d = 0; d < Dh; d++)
                 kvn[t * Dh + d] = numla_bf16_to_f32(numla_f32_to_bf16(kvn[t * Dh + d]));
     }
-    /* each sequence's window: its cached rows, then its new ones */
+    /* each sequence's window in the cache dtype (the attention reads it as the cache keeps
+     * it): its cached rows, then its new ones */
     for (int b = 0; b < B; b++) {
         const v4_lcache *lc = &bt->seqs[b]->layers[l];
         const int64_t p0 = bt->seqs[b]->len, n = bt->start[b + 1] - bt->start[b];
         for (int64_t i = 0; i < prev[b]; i++)
-            v4_get(m, win + (woff[b] + i) * Dh, v4_cat(m, lc->ring, ((p0 - prev[b] + i) % W) * Dh),
-                   Dh);
-        memcpy(win + (woff[b] + prev[b]) * Dh, kvn + bt->start[b] * Dh,
-               sizeof(float) * (size_t)(n * Dh));
+            memcpy(win + (size_t)((woff[b] + i) * Dh) * es,
+                   v4_cat(m, lc->ring, ((p0 - prev[b] + i) % W) * Dh), es * (size_t)Dh);
+        v4_put(m, win + (size_t)((woff[b] + prev[b]) * Dh) * es, kvn + bt->start[b] * Dh, n * Dh);
     }
     /* the compressors: every row, each sequence's in order */
     const v4_comp *cps[2] = {&y->comp, &y->icomp};
@@ -1971,22 +1918,19 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
         const int b = rseq[t];
         const int64_t p0 = bt->seqs[b]->len, pos = rpos[t];
         const int64_t lo = pos - W + 1 > 0 ? pos - W + 1 : 0; /* first window position */
-        wp[t] = win + (woff[b] + lo - (p0 - prev[b])) * Dh;
+        wp[t] = win + (size_t)((woff[b] + lo - (p0 - prev[b])) * Dh) * es;
         wl[t] = (int32_t)(pos - lo + 1);
         ep[t] = ncomp ? bt->seqs[b]->layers[l].comp.entries : NULL;
         nsel[t] = ncomp ? (int32_t)((pos + 1) / rate) : 0;
     }
     if (K && (st = v4_select(m, bt, l, rpos, qi, iw, sel, nsel)))
         goto done;
-    if (ncomp && m->cache_bf16) {
-        ef = calloc((size_t)B, sizeof *ef);
-        if (!ef || (st = v4_entries_f32(m, bt, l, K, sel, nsel, ep, ef)))
-            goto done;
-    }
     {
+        /* window rows and entries read in place in the cache dtype */
         const numla_sink_attn_args a = {(int32_t)T, (int32_t)H, (int32_t)Dh, q, wp, wl, ep, sel,
                                         (int32_t)K, nsel, y->sink + m->h0,
-                                        (float)c->softmax_scale, o};
+                                        (float)c->softmax_scale, o,
+                                        m->cache_bf16 ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32};
         const size_t need = numla_sink_attn_workspace_size(m->isa, &a, omp_get_max_threads());
         void *ws = malloc(need);
         st = ws ? numla_sink_attn(m->isa, &a, ws, need) : NUMLA_STATUS_NO_MEMORY;
@@ -2016,10 +1960,10 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
         v4_lcache *lc = &bt->seqs[b]->layers[l];
         const int64_t p0 = bt->seqs[b]->len, nw = woff[b + 1] - woff[b];
         if (bt->seqs[b]->ncap)
-            v4_capture_rows(bt->seqs[b], l, win + woff[b] * Dh, p0 - prev[b]);
+            v4_capture_rows(bt->seqs[b], l, win + (size_t)(woff[b] * Dh) * es, p0 - prev[b]);
         for (int64_t i = nw > W ? nw - W : 0; i < nw; i++)
-            v4_put(m, v4_at(m, lc->ring, ((p0 - prev[b] + i) % W) * Dh), win + (woff[b] + i) * Dh,
-                   Dh);
+            memcpy(v4_at(m, lc->ring, ((p0 - prev[b] + i) % W) * Dh),
+                   win + (size_t)((woff[b] + i) * Dh) * es, es * (size_t)Dh);
     }
 done:
     free(prev);
@@ -2043,9 +1987,6 @@ done:
     free(wl);
     free(nsel);
     free(sel);
-    for (int b = 0; ef && b < B; b++)
-        free(ef[b]);
-    free(ef);
     if (st != NUMLA_STATUS_OK)
         NUMLA_FAIL(st, "v4 forward: layer %lld attention failed", (long long)l);
     return NUMLA_STATUS_OK;

@@ -346,6 +346,18 @@ void numla_mla_avx512_pv_f32(float *O, int64_t dc, const float *P, const float *
     numla_mla_pv_any(O, dc, P, corr, fresh, rescale, vrows, nt, 0, nrows);
 }
 
+void numla_mla_avx512_qk_bf16(const float *qr, int64_t width, const char *const *rows, int64_t nt,
+                              float *S, int nrows)
+{
+    numla_mla_qk_rows(qr, width, rows, nt, S, 1, nrows);
+}
+
+void numla_mla_avx512_pv_bf16(float *O, int64_t dc, const float *P, const float *corr, int fresh,
+                              int rescale, const void *const *vrows, int64_t nt, int nrows)
+{
+    numla_mla_pv_any(O, dc, P, corr, fresh, rescale, vrows, nt, 1, nrows);
+}
+
 static void numla_mla_chunk_avx512_(const numla_mla_attn_chunk *c, float *acc, float *m, float *l,
                                     void *scratch)
 {

@@ -54,7 +54,7 @@ size_t numla_mla_avx512_scratch_bytes(const numla_mla_tile_steps *tiles,
 int numla_mla_avx512_supports(const void *args);
 
 /* The body's FMA steps over row pointers, for other kernels whose rows are both key and value
- * (kernels/x86/sink_attn_avx512.c; fp32 rows). qk: S[16·i + h] = q_h · rows[i] for nt rows,
+ * (kernels/x86/sink_attn_avx512.c; fp32 rows, or bf16 rows widened as loaded: _bf16). qk: S[16·i + h] = q_h · rows[i] for nt rows,
  * q packed as (width / 16, 16 heads, 16), width % 16 == 0. pv: O[h][d] (row stride dc, 64-byte
  * aligned) = (fresh ? 0 : O · corr[h] where rescale) + Σ_i P[16·i + h] · vrows[i][d] over the
  * first dc values, dc % 32 == 0. nrows: heads in use (1 ..= 16). */
@@ -62,5 +62,9 @@ void numla_mla_avx512_qk_f32(const float *qr, int64_t width, const char *const *
                              float *S, int nrows);
 void numla_mla_avx512_pv_f32(float *O, int64_t dc, const float *P, const float *corr, int fresh,
                              int rescale, const void *const *vrows, int64_t nt, int nrows);
+void numla_mla_avx512_qk_bf16(const float *qr, int64_t width, const char *const *rows, int64_t nt,
+                              float *S, int nrows);
+void numla_mla_avx512_pv_bf16(float *O, int64_t dc, const float *P, const float *corr, int fresh,
+                              int rescale, const void *const *vrows, int64_t nt, int nrows);
 
 #endif

@@ -4,8 +4,8 @@
  * (kernels/x86/mla_attn_avx512_internal.h: numla_mla_avx512_qk_f32, _pv_f32): Q·K with lanes
  * along d and a 16-way transpose-add (each row loaded once for all heads), the online softmax in
  * registers, P·V with every head's accumulators in registers so each row element is loaded once
- * per item. The value is the
- * whole row (the MLA kernel's Dc = D, Dr = 0); the running maximum starts at each head's sink
+ * per item. bf16 rows (the kind NUMLA_SINK_ATTN_BF16) are read in place and widened in
+ * registers by the same steps (_bf16), each once per item. The value is the whole row (the MLA kernel's Dc = D, Dr = 0); the running maximum starts at each head's sink
  * with weight 1 (e^(sink - sink)), so the sink dilutes without a value. */
 #include "kernels/x86/mla_attn_avx512_internal.h"
 
@@ -31,8 +31,10 @@ static int numla_sink_attn_avx512_applies(const void *call)
     return a->head_dim % 32 == 0;
 }
 
-static void numla_sink_attn_avx512_item(const numla_sink_attn_args *a, int64_t t, int32_t h0,
-                                        int32_t nh, void *scratch)
+/* One item over fp32 (bf16 0) or bf16 (bf16 1) rows. */
+static inline __attribute__((always_inline)) void
+numla_sink_attn_avx512_rows(const numla_sink_attn_args *a, int64_t t, int32_t h0, int32_t nh,
+                            void *scratch, const int bf16)
 {
     const int64_t D = a->head_dim, H = a->num_heads;
     const int64_t n = (int64_t)a->win_len[t] + a->ent_len[t];
@@ -55,8 +57,11 @@ static void numla_sink_attn_avx512_item(const numla_sink_attn_args *a, int64_t t
     for (int64_t t0 = 0; t0 < n; t0 += NUMLA_MLA_KT) {
         const int64_t nt = n - t0 < NUMLA_MLA_KT ? n - t0 : NUMLA_MLA_KT;
         for (int64_t i = 0; i < nt; i++)
-            rows[i] = (const char *)numla_sink_attn_row(a, t, t0 + i);
-        numla_mla_avx512_qk_f32(qr, D, rows, nt, S, nh);
+            rows[i] = numla_sink_attn_row(a, t, t0 + i, bf16 ? 2 : 4);
+        if (bf16)
+            numla_mla_avx512_qk_bf16(qr, D, rows, nt, S, nh);
+        else
+            numla_mla_avx512_qk_f32(qr, D, rows, nt, S, nh);
         __m512 tmax = _mm512_set1_ps(-INFINITY);
         for (int64_t i = 0; i < nt; i++) {
             const __m512 si = _mm512_mul_ps(_mm512_load_ps(S + 16 * i), scale);
@@ -75,7 +80,12 @@ static void numla_sink_attn_avx512_item(const numla_sink_attn_args *a, int64_t t
         }
         lv = _mm512_fmadd_ps(lv, cv, psum);
         mv = mnew;
-        numla_mla_avx512_pv_f32(O, D, S, corr, fresh, rescale, (const void *const *)rows, nt, nh);
+        if (bf16)
+            numla_mla_avx512_pv_bf16(O, D, S, corr, fresh, rescale, (const void *const *)rows, nt,
+                                     nh);
+        else
+            numla_mla_avx512_pv_f32(O, D, S, corr, fresh, rescale, (const void *const *)rows, nt,
+                                    nh);
         fresh = 0;
     }
     float lsum[16] __attribute__((aligned(64)));
@@ -92,8 +102,26 @@ static void numla_sink_attn_avx512_item(const numla_sink_attn_args *a, int64_t t
     }
 }
 
+static void numla_sink_attn_avx512_item(const numla_sink_attn_args *a, int64_t t, int32_t h0,
+                                        int32_t nh, void *scratch)
+{
+    numla_sink_attn_avx512_rows(a, t, h0, nh, scratch, 0);
+}
+
+static void numla_sink_attn_avx512_item_bf16(const numla_sink_attn_args *a, int64_t t, int32_t h0,
+                                             int32_t nh, void *scratch)
+{
+    numla_sink_attn_avx512_rows(a, t, h0, nh, scratch, 1);
+}
+
 const numla_sink_attn_kernel numla_sink_attn_kernel_avx512 = {
     .v = {"avx512", 0, numla_sink_attn_avx512_applies},
     .item = numla_sink_attn_avx512_item,
+    .scratch_bytes = numla_sink_attn_avx512_scratch,
+};
+
+const numla_sink_attn_kernel numla_sink_attn_kernel_avx512_bf16 = {
+    .v = {"avx512_bf16", 0, numla_sink_attn_avx512_applies},
+    .item = numla_sink_attn_avx512_item_bf16,
     .scratch_bytes = numla_sink_attn_avx512_scratch,
 };
