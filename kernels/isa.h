@@ -10,9 +10,10 @@
  *   static const numla_variant *const table[NUMLA_ISA_COUNT][kinds]
  * whose ref row names a variant for every kind and whose higher rows name only what a level
  * overrides (NULL inherits the level below). A kind is one job of the family (qlinear: one per
- * format; dsa: the int8 and float indexers; most families have one). Each entry is the head of
- * the family's own variant struct (its functions follow the head) and says what it needs beyond
- * its level: CPU features (numla_cpu_feature) and, through applies(), the calls it takes.
+ * format; dsa: the int8 and float indexers; sink_attn: fp32 and bf16 rows; most families have
+ * one). Each entry is the head of the family's own variant struct (its functions follow the
+ * head) and says what it needs beyond its level: CPU features (numla_cpu_feature) and,
+ * through applies(), the calls it takes.
  * numla_isa_pick walks down from the requested level to the first entry that runs the call;
  * ref runs every call. The CPU's features are read once here (numla_cpu_features), never by a
  * family.
