@@ -368,6 +368,31 @@ static void run_chat(adapter_fixture *f, const char *body, chat_outcome *o)
     run_body(f, NUMLA_OPENAI_CHAT, body, o);
 }
 
+/* r's prompt is v4's rendering of one user message "a" with the given thinking and effort, and
+ * the effort paragraph is there exactly when `paragraph` says. */
+static void expect_effort_prompt(const numla_chat_template *v4, numla_tokenizer *tok,
+                                 const numla_request *r, int thinking, const char *effort,
+                                 int paragraph)
+{
+    numla_chat_message m = {.role = "user", .content = "a"};
+    numla_chat_options opts = {.add_generation_prompt = 1, .thinking = thinking,
+                               .thinking_given = 1, .reasoning_effort = effort};
+    char *text = NULL;
+    size_t len = 0;
+    int32_t *want = NULL;
+    int64_t n = 0;
+    CU_ASSERT_EQUAL_FATAL(numla_chat_template_render_opts(v4, &m, 1, &opts, &text, &len),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL((strstr(text, "Reasoning Effort: Absolute maximum") != NULL), paragraph);
+    CU_ASSERT_EQUAL_FATAL(numla_tokenizer_encode(tok, text, len, 0, &want, &n), NUMLA_STATUS_OK);
+    NUMLA_ASSERT_MSG(tokens_are(r, want, (int32_t)n),
+                     "effort %s (thinking %d): the prompt is not the rendering with that effort",
+                     effort ? effort : "none", thinking);
+    free(text);
+    free(want);
+}
+
+
 static json_t *load_kimi_golden(const char *file)
 {
     char rel[256];
@@ -678,24 +703,8 @@ static void test_chat_glm5_and_v32(void)
         NUMLA_ASSERT_MSG(o.status == 0 && o.parse_status == 0 && o.r.num_prompt > 0,
                          "effort case %zu: status %d/%d param '%s'", k, o.parse_status, o.status,
                          o.param);
-        numla_chat_message m = {.role = "user", .content = "a"};
-        numla_chat_options opts = {.add_generation_prompt = 1, .thinking = eff[k].thinking,
-                                   .thinking_given = 1, .reasoning_effort = eff[k].effort};
-        char *text = NULL;
-        size_t len = 0;
-        int32_t *want = NULL;
-        int64_t n = 0;
-        CU_ASSERT_EQUAL_FATAL(numla_chat_template_render_opts(v4, &m, 1, &opts, &text, &len),
-                              NUMLA_STATUS_OK);
-        CU_ASSERT_EQUAL((strstr(text, "Reasoning Effort: Absolute maximum") != NULL),
-                        eff[k].paragraph);
-        CU_ASSERT_EQUAL_FATAL(numla_tokenizer_encode(tok, text, len, 0, &want, &n),
-                              NUMLA_STATUS_OK);
-        NUMLA_ASSERT_MSG(tokens_are(&o.r, want, (int32_t)n),
-                         "effort case %zu: prompt is not the rendering", k);
+        expect_effort_prompt(v4, tok, &o.r, eff[k].thinking, eff[k].effort, eff[k].paragraph);
         CU_ASSERT_EQUAL(o.reasoning_mode == NUMLA_HTTP_REASONING_OPEN, eff[k].thinking);
-        free(text);
-        free(want);
         numla_request_free(&o.r);
         fixture_close(&f);
     }
@@ -734,24 +743,8 @@ static void test_responses_reasoning_effort(void)
         NUMLA_ASSERT_MSG(o.status == 0 && o.parse_status == 0 && o.r.num_prompt > 0,
                          "effort %s: status %d/%d: %s", eff[k].effort, o.parse_status, o.status,
                          o.err.message);
-        numla_chat_message m = {.role = "user", .content = "a"};
-        numla_chat_options opts = {.add_generation_prompt = 1, .thinking = 1,
-                                   .thinking_given = 1, .reasoning_effort = eff[k].effort};
-        char *text = NULL;
-        size_t len = 0;
-        int32_t *want = NULL;
-        int64_t n = 0;
-        CU_ASSERT_EQUAL_FATAL(numla_chat_template_render_opts(v4, &m, 1, &opts, &text, &len),
-                              NUMLA_STATUS_OK);
-        CU_ASSERT_EQUAL((strstr(text, "Reasoning Effort: Absolute maximum") != NULL),
-                        eff[k].paragraph);
-        CU_ASSERT_EQUAL_FATAL(numla_tokenizer_encode(tok, text, len, 0, &want, &n),
-                              NUMLA_STATUS_OK);
-        NUMLA_ASSERT_MSG(tokens_are(&o.r, want, (int32_t)n),
-                         "effort %s: prompt is not the rendering with that effort", eff[k].effort);
+        expect_effort_prompt(v4, tok, &o.r, 1, eff[k].effort, eff[k].paragraph);
         CU_ASSERT_EQUAL(o.reasoning_mode, NUMLA_HTTP_REASONING_OPEN);
-        free(text);
-        free(want);
         numla_request_free(&o.r);
         fixture_close(&f);
     }
