@@ -938,8 +938,8 @@ static int bench_model_main(int argc, char **argv)
         numla_comm_abort(NULL, s, "bench model: %s", numla_error_message());
     bm_ctx x = {.rng = 7, .c = mpi.comm};
     numla_model_config mc;
-    if (numla_model_config_load(o.e.model, &mc) == NUMLA_STATUS_OK && mc.v4.enabled &&
-        numla_comm_size(x.c) > 1)
+    const int is_v4 = numla_model_config_load(o.e.model, &mc) == NUMLA_STATUS_OK && mc.v4.enabled;
+    if (is_v4 && numla_comm_size(x.c) > 1)
         numla_comm_abort(x.c, NUMLA_STATUS_UNSUPPORTED, "bench model: deepseek_v4 is measured on "
                          "one rank (%d given)", numla_comm_size(x.c));
     if (o.fill && numla_comm_size(x.c) > 1)
@@ -953,13 +953,22 @@ static int bench_model_main(int argc, char **argv)
     eo.weights = o.e.weights;
     numla_model_config cfg;
     int has_mtp = 0;
-    /* a deepseek4 GGUF model's MTP layer is a file of its own (--mtp-model): the config with it */
-    if (o.spec > 0 && (o.e.mtp_model ? numla_model_config_load_gguf_mtp(o.e.model, o.e.mtp_model,
-                                                                         &cfg)
-                                     : numla_model_config_load(o.e.model, &cfg)) ==
-                          NUMLA_STATUS_OK)
+    /* a deepseek4 GGUF model's MTP layer is a file of its own (--mtp-model): the engine reads the
+     * pair's config (once) and loads the layer or refuses the pair, naming the problem */
+    if (o.spec > 0 && !o.e.mtp_model && numla_model_config_load(o.e.model, &cfg) == NUMLA_STATUS_OK)
         has_mtp = cfg.arch == NUMLA_MODEL_ARCH_DEEPSEEK_V4 ? cfg.v4.num_nextn_predict_layers > 0
                                                            : cfg.num_nextn_predict_layers > 0;
+    has_mtp |= o.spec > 0 && o.e.mtp_model;
+    /* DeepSeek-V4 rolls a verify step's rejected rows back only with its MTP layer loaded
+     * (docs/speculative.md "DeepSeek-V4"): its verify steps are measured with the layer */
+    if (o.spec > 0 && !has_mtp && is_v4)
+        numla_comm_abort(x.c, NUMLA_STATUS_UNSUPPORTED, "bench model: --speculative %d on "
+                         "deepseek_v4: %s has no multi-token-prediction layer; %s", o.spec,
+                         o.e.model, numla_model_path_is_gguf(o.e.model)
+                             ? "llama.cpp's converter writes it as a file of its own "
+                               "(convert_hf_to_gguf.py --mtp: mtp-*.gguf): give that file with "
+                               "--mtp-model FILE"
+                             : "its verify steps are measured with the layer (mtp.0.*)");
     /* with --mtp-model the engine loads the layer or refuses the pair, naming the problem */
     eo.mtp = has_mtp || o.e.mtp_model;
     eo.mtp_model = o.e.mtp_model;

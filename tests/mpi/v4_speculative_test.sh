@@ -17,8 +17,9 @@
 #                  model without --mtp-model, --mtp-model without --speculative, a model file
 #                  given as the MTP file
 #   bench          (1 rank) `bench model --speculative 2`: the verify steps and the MTP step;
-#                  on the GGUF pair with --mtp-model, `--speculative 1` and its MTP step, and
-#                  --mtp-model without --speculative refused
+#                  on the GGUF pair with --mtp-model, `--speculative 1` and its MTP step (the
+#                  config's MTP line printed once), --mtp-model without --speculative refused,
+#                  and the GGUF model without --mtp-model refused naming it
 #   serve          (1 rank) the prompts through `numla serve --speculative mtp:2`
 set -uo pipefail
 bin=$1 mpiexec=$2 ranks=$3
@@ -113,9 +114,15 @@ if [ "$ranks" = 1 ]; then
   "$bin" bench model --model "$g4/model_fp8.gguf" --mtp-model "$g4/mtp_fp8_mtp.gguf" --threads 1 \
     --quick --prompt 32 --speculative 1 > "$tmp/bmg.out" 2> "$tmp/bmg.err"
   rc=$?
-  [ $rc -eq 0 ] && grep -q "MTP step of 1 row" "$tmp/bmg.out" && grep -q "1 draft" "$tmp/bmg.out"
-  check "bench model --speculative 1 --mtp-model (gguf)" $? \
+  [ $rc -eq 0 ] && grep -q "MTP step of 1 row" "$tmp/bmg.out" && grep -q "1 draft" "$tmp/bmg.out" &&
+    [ "$(grep -c "multi-token-prediction layer" "$tmp/bmg.err")" = 1 ]
+  check "bench model --speculative 1 --mtp-model (gguf; the config's MTP line once)" $? \
     "rc=$rc $(tail -3 "$tmp/bmg.out") $(tail -3 "$tmp/bmg.err")"
+  "$bin" bench model --model "$g4/model_fp8.gguf" --threads 1 --quick --prompt 32 --speculative 1 \
+    > "$tmp/bmg3.out" 2>&1
+  [ $? -ne 0 ] && grep -q "mtp-\*.gguf): give that file with --mtp-model" "$tmp/bmg3.out"
+  check "bench model --speculative on the GGUF model without --mtp-model refused" $? \
+    "$(grep -m2 error "$tmp/bmg3.out")"
   "$bin" bench model --model "$g4/model_fp8.gguf" --mtp-model "$g4/mtp_fp8_mtp.gguf" --threads 1 \
     --quick --prompt 32 > "$tmp/bmg2.out" 2>&1
   [ $? -ne 0 ] && grep -q "for --speculative K, which is not given" "$tmp/bmg2.out"
