@@ -37,8 +37,9 @@
  * multiple of 16 takes its last A tile from rows [N - 16, N), overlapping the block before it,
  * and stores only the rows that block did not. K is a multiple of the 32-column block.
  *
- * Register blocking: 4 accumulators C (2 weight-row tiles x 2 x-row tiles: 32 n x 32 m), A in
- * tiles 4/5, B in 6/7; per 32-column block: 2 A loads, 4 B loads (hi, lo), 8 TDPBF16PS.
+ * Register blocking (kernels/x86/amx_bf16_block.h, shared with fp8's tiles): 4 accumulators C
+ * (2 weight-row tiles x 2 x-row tiles: 32 n x 32 m), A in tiles 4/5, B in 6/7; per 32-column
+ * block: 2 A loads, 4 B loads (hi, lo), 8 TDPBF16PS.
  * Cache blocking (kernels/blocking.h): the team packs x in chunks of up to
  * NUMLA_QBLOCK_AMX_F32_CHUNK rows (shared, in the workspace), then threads split N in pairs of
  * 16-row weight blocks; per pair and NUMLA_QBLOCK_AMX_F32_KC columns, the pair's A tiles are
@@ -50,6 +51,7 @@
 #include <omp.h>
 
 #include "kernels/x86/amx.h"
+#include "kernels/x86/amx_bf16_block.h"
 #include "kernels/x86/amx_tile_out.h"
 #include "kernels/x86/bf16_pack_avx512.h"
 
@@ -112,62 +114,6 @@ static void numla_qblock_f32_amx_pack_tile_(const float *x, int64_t ldx, int64_t
     }
 }
 
-/* C tiles of NN weight tiles x NM x tiles over nt blocks: s[j][h] (16 n x 16 m fp32) (+)= Σ
- * A_j · (B_h hi) + A_j · (B_h lo), block by block, hi then lo. a: the decoded A tiles,
- * a[j · KT + t]; b0, b1: the x tiles' hi of the K block's first block (lo follows each hi).
- * first: start C at zero, else load it from s. Tile numbers are literals, as the intrinsics
- * need. */
-static inline __attribute__((always_inline)) void
-numla_qblock_f32_amx_block_(const int NN, const int NM, const uint16_t *a, const uint16_t *b0, const uint16_t *b1,
-                            int nt, int first, float *s00, float *s01, float *s10, float *s11)
-{
-    if (first) {
-        _tile_zero(0);
-        if (NM > 1)
-            _tile_zero(1);
-        if (NN > 1) {
-            _tile_zero(2);
-            if (NM > 1)
-                _tile_zero(3);
-        }
-    } else {
-        _tile_loadd(0, s00, TR * 4);
-        if (NM > 1)
-            _tile_loadd(1, s01, TR * 4);
-        if (NN > 1) {
-            _tile_loadd(2, s10, TR * 4);
-            if (NM > 1)
-                _tile_loadd(3, s11, TR * 4);
-        }
-    }
-    for (int t = 0; t < nt; t++) {
-        const uint16_t *bh0 = b0 + (size_t)t * 2 * TILE_ELEMS, *bh1 = b1 + (size_t)t * 2 * TILE_ELEMS;
-        _tile_loadd(4, a + (size_t)t * TILE_ELEMS, TK * 2);
-        if (NN > 1)
-            _tile_loadd(5, a + (size_t)(KT + t) * TILE_ELEMS, TK * 2);
-        for (int p = 0; p < 2; p++) {
-            _tile_loadd(6, bh0 + p * TILE_ELEMS, TK * 2);
-            _tile_dpbf16ps(0, 4, 6);
-            if (NN > 1)
-                _tile_dpbf16ps(2, 5, 6);
-            if (NM > 1) {
-                _tile_loadd(7, bh1 + p * TILE_ELEMS, TK * 2);
-                _tile_dpbf16ps(1, 4, 7);
-                if (NN > 1)
-                    _tile_dpbf16ps(3, 5, 7);
-            }
-        }
-    }
-    _tile_stored(0, s00, TR * 4);
-    if (NM > 1)
-        _tile_stored(1, s01, TR * 4);
-    if (NN > 1) {
-        _tile_stored(2, s10, TR * 4);
-        if (NM > 1)
-            _tile_stored(3, s11, TR * 4);
-    }
-}
-
 /* Weight blocks [b0, b1) x x rows [i0, i1) (xb: the chunk's packed rows from i0). a: the
  * thread's A tiles (2 · KT); sum: its fp32 sums (2 · XT_MAX tiles). */
 static void numla_qblock_f32_amx_range_(const numla_qblock_weight *w, numla_qblock_bf16_tile_fn dec,
@@ -192,11 +138,12 @@ static void numla_qblock_f32_amx_range_(const numla_qblock_weight *w, numla_qblo
                 float *s00 = sum + (size_t)xt * TR * TR, *s01 = s00 + TR * TR;
                 float *s10 = s00 + (size_t)XT_MAX * TR * TR, *s11 = s10 + TR * TR;
                 const int first = kb == 0;
+                const size_t a1 = (size_t)KT * TILE_ELEMS;
                 switch ((nn == 2) * 2 + (nm == 2)) { /* literal arguments: each case its own inlined loop */
-                case 0: numla_qblock_f32_amx_block_(1, 1, a, bx0, bx1, nt, first, s00, s01, s10, s11); break;
-                case 1: numla_qblock_f32_amx_block_(1, 2, a, bx0, bx1, nt, first, s00, s01, s10, s11); break;
-                case 2: numla_qblock_f32_amx_block_(2, 1, a, bx0, bx1, nt, first, s00, s01, s10, s11); break;
-                default: numla_qblock_f32_amx_block_(2, 2, a, bx0, bx1, nt, first, s00, s01, s10, s11); break;
+                case 0: numla_amx_bf16_block(1, 1, 2, a, a1, bx0, bx1, nt, first, s00, s01, s10, s11); break;
+                case 1: numla_amx_bf16_block(1, 2, 2, a, a1, bx0, bx1, nt, first, s00, s01, s10, s11); break;
+                case 2: numla_amx_bf16_block(2, 1, 2, a, a1, bx0, bx1, nt, first, s00, s01, s10, s11); break;
+                default: numla_amx_bf16_block(2, 2, 2, a, a1, bx0, bx1, nt, first, s00, s01, s10, s11); break;
                 }
             }
         }

@@ -43,8 +43,9 @@
  * A tile from rows [N - 16, N), overlapping the block before it, and stores only the rows that
  * block did not.
  *
- * Register blocking: 4 accumulators C (2 weight-row tiles x 2 x-row tiles: 32 n x 32 m), A in
- * tiles 4/5, B in 6/7; per 32-k tile: 2 A loads, 4 B loads (hi, lo), 8 TDPBF16PS.
+ * Register blocking (kernels/x86/amx_bf16_block.h): 4 accumulators C (2 weight-row tiles x 2
+ * x-row tiles: 32 n x 32 m), A in tiles 4/5, B in 6/7; per 32-k tile: 2 A loads, 4 B loads (hi,
+ * lo), 8 TDPBF16PS.
  * Cache blocking: the team packs x in chunks of numla_qlinear_amx_wide_chunk rows (all of them
  * in the workspace, shared, so it stays in L2), then threads split N in pairs of 16-row weight
  * blocks. Per chunk and pair, per 128-k block: the pair's 8 A tiles are converted once (8 KiB)
@@ -56,6 +57,7 @@
 
 #include "kernels/qlinear_internal.h"
 #include "kernels/x86/amx.h"
+#include "kernels/x86/amx_bf16_block.h"
 #include "kernels/x86/amx_tile_out.h"
 #include "kernels/x86/bf16_pack_avx512.h"
 
@@ -121,57 +123,6 @@ static inline void numla_qlinear_wide_amx_widen_tile_(const int8_t *a, int64_t k
     }
 }
 
-/* C tiles of NN weight tiles x NM x tiles over nt 32-k tiles: c[2·j + h] (16 n x 16 m fp32) =
- * Σ over the P = 2 pieces of A_j · (B_h piece), hi then lo. a: the converted
- * A tiles, a[j · KT_PER_BLOCK + t]; b0, b1: the x tiles' pieces of the block's first k tile.
- * Tile numbers are literals, as the intrinsics need. */
-static inline __attribute__((always_inline)) void
-numla_qlinear_wide_amx_block_(const int NN, const int NM, const int P, const uint16_t *a, const uint16_t *b0,
-                              const uint16_t *b1, int nt, float c[4][TR * TR])
-{
-    _tile_zero(0);
-    if (NM > 1)
-        _tile_zero(1);
-    if (NN > 1) {
-        _tile_zero(2);
-        if (NM > 1)
-            _tile_zero(3);
-    }
-    for (int t = 0; t < nt; t++) {
-        const uint16_t *bh0 = b0 + (size_t)t * P * TILE_ELEMS, *bh1 = b1 + (size_t)t * P * TILE_ELEMS;
-        _tile_loadd(4, a + (size_t)t * TILE_ELEMS, TK * 2);
-        if (NN > 1)
-            _tile_loadd(5, a + (size_t)(KT_PER_BLOCK + t) * TILE_ELEMS, TK * 2);
-        for (int p = 0; p < P; p++) {
-            if (NM == 1 && p % 2) { /* tile 7 is free: the next piece's load need not wait */
-                _tile_loadd(7, bh0 + p * TILE_ELEMS, TK * 2);
-                _tile_dpbf16ps(0, 4, 7);
-                if (NN > 1)
-                    _tile_dpbf16ps(2, 5, 7);
-                continue;
-            }
-            _tile_loadd(6, bh0 + p * TILE_ELEMS, TK * 2);
-            _tile_dpbf16ps(0, 4, 6);
-            if (NN > 1)
-                _tile_dpbf16ps(2, 5, 6);
-            if (NM > 1) {
-                _tile_loadd(7, bh1 + p * TILE_ELEMS, TK * 2);
-                _tile_dpbf16ps(1, 4, 7);
-                if (NN > 1)
-                    _tile_dpbf16ps(3, 5, 7);
-            }
-        }
-    }
-    _tile_stored(0, c[0], TR * 4);
-    if (NM > 1)
-        _tile_stored(1, c[1], TR * 4);
-    if (NN > 1) {
-        _tile_stored(2, c[2], TR * 4);
-        if (NM > 1)
-            _tile_stored(3, c[3], TR * 4);
-    }
-}
-
 /* sum (16 n x 16 m) (+)= c · sv[n], one fp32 scale per row (first: sum = c · sv). */
 static inline void numla_qlinear_wide_amx_scale_add_(const float *c, const float *sv, float *sum, int first)
 {
@@ -214,11 +165,12 @@ static void numla_qlinear_wide_amx_range_(const numla_qlinear_weight *w, const u
                 const uint16_t *bx0 = xb + ((size_t)xt * (size_t)ks + (size_t)kb * KT_PER_BLOCK) * P * TILE_ELEMS;
                 const uint16_t *bx1 = bx0 + (size_t)ks * P * TILE_ELEMS;
                 const int shape = (nn == 2) * 2 + (nm == 2);
+                const size_t a1 = (size_t)KT_PER_BLOCK * TILE_ELEMS;
                 switch (shape) { /* literal arguments: each case its own inlined loop */
-                case 0: numla_qlinear_wide_amx_block_(1, 1, P, a, bx0, bx1, nt, c); break;
-                case 1: numla_qlinear_wide_amx_block_(1, 2, P, a, bx0, bx1, nt, c); break;
-                case 2: numla_qlinear_wide_amx_block_(2, 1, P, a, bx0, bx1, nt, c); break;
-                default: numla_qlinear_wide_amx_block_(2, 2, P, a, bx0, bx1, nt, c); break;
+                case 0: numla_amx_bf16_block(1, 1, P, a, a1, bx0, bx1, nt, 1, c[0], c[1], c[2], c[3]); break;
+                case 1: numla_amx_bf16_block(1, 2, P, a, a1, bx0, bx1, nt, 1, c[0], c[1], c[2], c[3]); break;
+                case 2: numla_amx_bf16_block(2, 1, P, a, a1, bx0, bx1, nt, 1, c[0], c[1], c[2], c[3]); break;
+                default: numla_amx_bf16_block(2, 2, P, a, a1, bx0, bx1, nt, 1, c[0], c[1], c[2], c[3]); break;
                 }
                 for (int j = 0; j < nn; j++)
                     for (int h = 0; h < nm; h++)
