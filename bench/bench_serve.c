@@ -573,9 +573,7 @@ static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_re
                   .max_seqs = c, .prefill_chunk = o->e.prefill_chunk,
                   .vocab_size = cfg->vocab_size, .num_eos = cfg->num_eos,
                   .eos_token_ids = cfg->eos_token_ids,
-                  /* deepseek_v4's prefix states do not carry the MTP layer's cache: off
-                   * with --speculative (docs/serving.md) */
-                  .no_prefix_cache = !cache_on || (cfg->v4.enabled && o->e.spec_k > 0),
+                  .no_prefix_cache = !cache_on,
                   .prefix_stride = cfg->v4.enabled ? numla_v4_prefix_stride(cfg, 1) : 0,
                   .spec_k = o->e.spec_k,
                   .mtp_exec = o->e.spec_k > 0 ? numla_cli_engine_mtp_exec : NULL,

@@ -277,12 +277,6 @@ numla_status numla_cli_engine_opts_model(const char *cmd, numla_cli_engine_opts 
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "%s: --mtp-model %s is the MTP layer's file for "
                    "--speculative mtp[:K], which is not given", cmd, o->mtp_model);
     numla_cli_engine_opts_fit(o, cfg);
-    if (cfg->v4.enabled && !o->no_prefix_cache && o->spec_k > 0) {
-        /* a prefix state does not carry the MTP layer's cache (docs/serving.md) */
-        NUMLA_INFO("%s: deepseek_v4: the prefix cache is off with --speculative (every prompt "
-                   "is computed from its first token)", cmd);
-        o->no_prefix_cache = 1;
-    }
     if (cfg->v4.enabled && o->spec_k > 0) {
         /* a verify step's K + 1 rows are undone through a snapshot of what they overwrite
          * (docs/design.md §5.9): at most 16 rows, and no more than a compressor's 2·rate slots */

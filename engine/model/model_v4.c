@@ -933,7 +933,7 @@ struct numla_v4_seq {
     struct v4_snap *snap;      /* rows a rejected draft may undo (numla_v4_seq_mark) */
     /* prefix states the next forward keeps (numla_v4_seq_capture): one per multiple of
      * cap_stride it passes, in order of position */
-    numla_v4_prefix **cap;     /* (ncap) */
+    numla_v4_prefix **cap;     /* (ncap); the MTP cache's are borrowed (numla_v4_seq_mtp_capture) */
     int32_t ncap;
     int64_t cap_stride;
 };
@@ -1131,6 +1131,7 @@ void numla_v4_seq_destroy(numla_v4_seq **ps)
         }
         free(s->mtp->layers);
         v4_snap_free(s->mtp->snap);
+        free(s->mtp->cap); /* its states are borrowed */
         free(s->mtp);
     }
     free(s->hid);
@@ -1280,13 +1281,22 @@ numla_status numla_v4_seq_fill(numla_v4_seq *s, int64_t n)
  * (row j: position pos - W + 1 + j; those before 0 unused), each compressor's entries made in
  * the segment (stride / rate of them: the ones that end in it) and, for CSA's two compressors,
  * the carry: the first halves (kv and gate) of positions pos - rate .. pos - 1, which the next
- * entry overlaps. HCA carries nothing (pos closes its window). */
+ * entry overlaps. HCA carries nothing (pos closes its window). With the MTP layer loaded, its
+ * part follows the layers' (layer L, the same parts of the MTP cache after its rows 0 .. pos - 1),
+ * filled by the MTP step that runs row pos - 1 (numla_v4_seq_mtp_capture): mtp_done. */
 struct numla_v4_prefix {
     const numla_v4_model *m;
     int64_t pos, stride;
     char *v;        /* (bytes) the layers' parts in order (v4_prefix_layer) */
     size_t bytes;
+    int mtp_done;   /* the MTP layer's part is filled (m->has_mtp) */
 };
+
+/* Layers a prefix state holds parts of: the model's, and its MTP layer's when loaded. */
+static int64_t v4_prefix_layers(const numla_v4_model *m)
+{
+    return m->cfg.num_hidden_layers + m->has_mtp;
+}
 
 typedef struct v4_pview {
     void *ring;             /* (W - 1, Dh) of the cache dtype */
@@ -1324,7 +1334,11 @@ int64_t numla_v4_prefix_stride(const numla_model_config *cfg, int32_t block_size
 {
     const numla_v4_config *c = &cfg->v4;
     int64_t s = block_size > 0 ? block_size : 1;
-    for (int64_t l = 0; l < c->num_layers; l++) {
+    /* the MTP layer's type (attn[num_layers]) when the config has one: its part of a state is
+     * taken at the same positions */
+    const int64_t nl = c->num_layers + (c->num_nextn_predict_layers > 0 &&
+                                        c->num_layers < NUMLA_V4_MAX_LAYERS);
+    for (int64_t l = 0; l < nl; l++) {
         const int64_t r = c->attn[l] == NUMLA_V4_ATTN_CSA   ? c->csa_rate
                           : c->attn[l] == NUMLA_V4_ATTN_HCA ? c->hca_rate : 1;
         int64_t a = s, b = r; /* s = lcm(s, r) */
@@ -1360,7 +1374,9 @@ size_t numla_v4_prefix_bytes_cfg(const numla_model_config *cfg, int64_t stride, 
     const size_t es = numla_dtype_size(dt), f = sizeof(float);
     const int64_t Dh = c->head_dim, Di = c->index_head_dim;
     size_t n = 0;
-    for (int64_t l = 0; l < c->num_layers; l++) {
+    /* the MTP layer's part with the layer enabled (cfg->mtp_enabled) */
+    const int64_t nl = c->num_layers + (cfg->mtp_enabled && c->num_layers < NUMLA_V4_MAX_LAYERS);
+    for (int64_t l = 0; l < nl; l++) {
         n += es * (size_t)((c->sliding_window - 1) * Dh);
         if (c->attn[l] == NUMLA_V4_ATTN_CSA) /* entries and index keys, both compressors' carry */
             n += es * (size_t)(stride / c->csa_rate * (Dh + Di)) +
@@ -1375,7 +1391,7 @@ size_t numla_v4_prefix_bytes_for(const numla_v4_model *m, int64_t stride)
 {
     size_t n = 0;
     v4_pview pv;
-    for (int64_t l = 0; m && l < m->cfg.num_hidden_layers; l++)
+    for (int64_t l = 0; m && l < v4_prefix_layers(m); l++)
         n += v4_prefix_layer(m, l, stride, NULL, &pv);
     return sizeof(numla_v4_prefix) + n;
 }
@@ -1388,7 +1404,7 @@ numla_status numla_v4_seq_capture(numla_v4_seq *s, int64_t stride, int64_t n)
         numla_v4_prefix_destroy(&s->cap[i]);
     s->ncap = 0;
     const numla_v4_model *m = s->m;
-    for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++)
+    for (int64_t l = 0; l < v4_prefix_layers(m); l++)
         if (m->layers[l].attn != NUMLA_V4_ATTN_SLIDING && stride % m->layers[l].comp.rate)
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_capture: stride %lld is not a "
                        "multiple of layer %lld's compress rate", (long long)stride, (long long)l);
@@ -1411,7 +1427,7 @@ numla_status numla_v4_seq_capture(numla_v4_seq *s, int64_t stride, int64_t n)
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for a prefix state (%zu "
                        "bytes)", bytes);
         }
-        *p = (numla_v4_prefix){m, k * stride, stride, v, bytes};
+        *p = (numla_v4_prefix){m, k * stride, stride, v, bytes, 0};
         s->cap[s->ncap++] = p;
     }
     s->cap_stride = stride;
@@ -1492,57 +1508,85 @@ static void v4_capture_rows(const numla_v4_seq *s, int64_t l, const void *rows, 
     }
 }
 
+int numla_v4_prefix_complete(const numla_v4_prefix *p)
+{
+    return p && (!p->m->has_mtp || p->mtp_done);
+}
+
+/* Layer l's cache lc (of a sequence, or layer L of its MTP cache) set to position nseg·stride
+ * from the states segs: every segment's entries, the last one's window rows and carry. */
+static numla_status v4_restore_layer(const numla_v4_model *m, v4_lcache *lc, int64_t l,
+                                     const numla_v4_prefix *const *segs, int64_t nseg)
+{
+    const int64_t stride = segs[0]->stride, pos = nseg * stride;
+    const numla_v4_config *c = &m->cfg.v4;
+    const int64_t W = c->sliding_window, Dh = c->head_dim;
+    const v4_layer *y = &m->layers[l];
+    v4_pview pv;
+    v4_prefix_view(segs[nseg - 1], l, &pv);
+    for (int64_t q = pos - W + 1 > 0 ? pos - W + 1 : 0; q < pos; q++)
+        memcpy(v4_at(m, lc->ring, (q % W) * Dh), v4_cat(m, pv.ring, (q - (pos - W + 1)) * Dh),
+               v4_es(m) * (size_t)Dh);
+    const v4_comp *cp[2] = {&y->comp, &y->icomp};
+    v4_cstate *cs[2] = {&lc->comp, &lc->icomp};
+    for (int k = 0; k < 2; k++) {
+        if (!cs[k]->raw_kv)
+            continue;
+        const int64_t w = cp[k]->width, R = cp[k]->rate, row = cp[k]->c * w;
+        const int64_t count = pos / R, per = stride / R;
+        if (count > cs[k]->cap) {
+            void *e = realloc(cs[k]->entries, v4_es(m) * (size_t)(count * w));
+            if (!e)
+                NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for %lld compressed "
+                           "entries", (long long)count);
+            cs[k]->entries = e;
+            cs[k]->cap = count;
+        }
+        for (int64_t g = 0; g < nseg; g++) {
+            v4_pview sv;
+            v4_prefix_view(segs[g], l, &sv);
+            memcpy(v4_at(m, cs[k]->entries, g * per * w), sv.ent[k], v4_es(m) * (size_t)(per * w));
+        }
+        cs[k]->count = count;
+        if (cp[k]->c == 2)
+            for (int64_t j = 0; j < R; j++) {
+                const int64_t sl = (pos - R + j) % (2 * R);
+                memcpy(cs[k]->raw_kv + sl * row, pv.ckv[k] + j * w, sizeof(float) * (size_t)w);
+                memcpy(cs[k]->raw_gate + sl * row, pv.cg[k] + j * w, sizeof(float) * (size_t)w);
+            }
+    }
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status mtp_seq_make(numla_v4_seq *s);
+
 numla_status numla_v4_seq_restore(numla_v4_seq *s, const numla_v4_prefix *const *segs, int64_t nseg)
 {
-    if (!s || s->len != 0 || nseg < 1 || !segs)
+    if (!s || s->len != 0 || nseg < 1 || !segs || (s->mtp && s->mtp->len != 0))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_restore: %s",
-                   !s || !segs ? "NULL argument" : s->len ? "the sequence is not empty"
-                                                          : "no segment");
+                   !s || !segs ? "NULL argument" : nseg < 1 ? "no segment"
+                                                            : "the sequence is not empty");
     const numla_v4_model *m = s->m;
-    const int64_t stride = segs[0]->stride, pos = nseg * stride;
-    for (int64_t k = 0; k < nseg; k++)
+    const int64_t stride = segs[0] ? segs[0]->stride : 0, pos = nseg * stride;
+    for (int64_t k = 0; k < nseg; k++) {
         if (!segs[k] || segs[k]->m != m || segs[k]->stride != stride ||
             segs[k]->pos != (k + 1) * stride)
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_restore: segment %lld is not the "
                        "state of positions up to %lld", (long long)k, (long long)((k + 1) * stride));
-    const numla_v4_config *c = &m->cfg.v4;
-    const int64_t W = c->sliding_window, Dh = c->head_dim;
-    for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++) {
-        const v4_layer *y = &m->layers[l];
-        v4_lcache *lc = &s->layers[l];
-        v4_pview pv;
-        v4_prefix_view(segs[nseg - 1], l, &pv);
-        for (int64_t q = pos - W + 1 > 0 ? pos - W + 1 : 0; q < pos; q++)
-            memcpy(v4_at(m, lc->ring, (q % W) * Dh), v4_cat(m, pv.ring, (q - (pos - W + 1)) * Dh),
-                   v4_es(m) * (size_t)Dh);
-        const v4_comp *cp[2] = {&y->comp, &y->icomp};
-        v4_cstate *cs[2] = {&lc->comp, &lc->icomp};
-        for (int k = 0; k < 2; k++) {
-            if (!cs[k]->raw_kv)
-                continue;
-            const int64_t w = cp[k]->width, R = cp[k]->rate, row = cp[k]->c * w;
-            const int64_t count = pos / R, per = stride / R;
-            if (count > cs[k]->cap) {
-                void *e = realloc(cs[k]->entries, v4_es(m) * (size_t)(count * w));
-                if (!e)
-                    NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for %lld compressed "
-                               "entries", (long long)count);
-                cs[k]->entries = e;
-                cs[k]->cap = count;
-            }
-            for (int64_t g = 0; g < nseg; g++) {
-                v4_pview sv;
-                v4_prefix_view(segs[g], l, &sv);
-                memcpy(v4_at(m, cs[k]->entries, g * per * w), sv.ent[k], v4_es(m) * (size_t)(per * w));
-            }
-            cs[k]->count = count;
-            if (cp[k]->c == 2)
-                for (int64_t j = 0; j < R; j++) {
-                    const int64_t sl = (pos - R + j) % (2 * R);
-                    memcpy(cs[k]->raw_kv + sl * row, pv.ckv[k] + j * w, sizeof(float) * (size_t)w);
-                    memcpy(cs[k]->raw_gate + sl * row, pv.cg[k] + j * w, sizeof(float) * (size_t)w);
-                }
-        }
+        if (!numla_v4_prefix_complete(segs[k]))
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_restore: segment %lld (positions "
+                       "up to %lld) lacks the MTP layer's part (its MTP row %lld was not run)",
+                       (long long)k, (long long)((k + 1) * stride),
+                       (long long)((k + 1) * stride - 1));
+    }
+    for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++)
+        NUMLA_CHECK(v4_restore_layer(m, &s->layers[l], l, segs, nseg));
+    if (m->has_mtp) { /* the MTP layer's cache after its rows 0 .. pos - 1 */
+        const int64_t L = m->cfg.num_hidden_layers;
+        if (!s->mtp)
+            NUMLA_CHECK(mtp_seq_make(s));
+        NUMLA_CHECK(v4_restore_layer(m, &s->mtp->layers[L], L, segs, nseg));
+        s->mtp->len = pos;
     }
     s->len = pos;
     return NUMLA_STATUS_OK;
@@ -2319,6 +2363,35 @@ numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_
 
 int64_t numla_v4_seq_mtp_len(const numla_v4_seq *s) { return s && s->mtp ? s->mtp->len : 0; }
 
+numla_status numla_v4_seq_mtp_capture(numla_v4_seq *s, numla_v4_prefix *const *states, int32_t n)
+{
+    if (!s || n < 0 || (n > 0 && !states) || !s->m->has_mtp)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_mtp_capture: %s",
+                   s && !s->m->has_mtp ? "the model has no MTP layer" : "bad argument");
+    if (!s->mtp)
+        NUMLA_CHECK(mtp_seq_make(s));
+    numla_v4_seq *t = s->mtp;
+    t->ncap = 0;
+    if (n == 0)
+        return NUMLA_STATUS_OK;
+    const int64_t stride = states[0] ? states[0]->stride : 0;
+    for (int32_t i = 0; i < n; i++)
+        if (!states[i] || states[i]->m != s->m || states[i]->stride != stride ||
+            states[i]->pos <= t->len || states[i]->pos % stride ||
+            (i > 0 && states[i]->pos <= states[i - 1]->pos))
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_mtp_capture: state %d is not one "
+                       "of the next MTP rows' (stride %lld, %lld rows held)", i,
+                       (long long)stride, (long long)t->len);
+    numla_v4_prefix **cap = realloc(t->cap, sizeof *cap * (size_t)n);
+    if (!cap)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for prefix states");
+    t->cap = cap;
+    memcpy(cap, states, sizeof *cap * (size_t)n);
+    t->ncap = n;
+    t->cap_stride = stride;
+    return NUMLA_STATUS_OK;
+}
+
 /* s's MTP cache: a sequence whose layers[L] alone is set. */
 static numla_status mtp_seq_make(numla_v4_seq *s)
 {
@@ -2414,6 +2487,9 @@ numla_status numla_v4_mtp_forward(const numla_v4_model *m, int32_t B, numla_v4_s
     if (bad) {
         free(start);
         free(subs);
+        for (int32_t b = 0; b < B; b++) /* armed captures end with the refused step */
+            if (seqs[b] && seqs[b]->m == m && seqs[b]->mtp)
+                seqs[b]->mtp->ncap = 0;
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_mtp_forward: sequence %d of %d has %s", bb,
                    B, bad);
     }
@@ -2479,6 +2555,16 @@ numla_status numla_v4_mtp_forward(const numla_v4_model *m, int32_t B, numla_v4_s
     if (st == NUMLA_STATUS_OK)
         for (int32_t b = 0; b < B; b++)
             seqs[b]->mtp->len += ns[b];
+    /* the prefix states whose MTP rows are now all run have their MTP part; the captures end
+     * with the step (states not reached stay without it) */
+    for (int32_t b = 0; b < B; b++) {
+        numla_v4_seq *t = seqs[b]->mtp;
+        for (int32_t i = 0; t && st == NUMLA_STATUS_OK && i < t->ncap; i++)
+            if (t->cap[i]->pos <= t->len)
+                t->cap[i]->mtp_done = 1;
+        if (t)
+            t->ncap = 0;
+    }
     free(tokens);
     free(X);
     free(xin);

@@ -117,12 +117,14 @@ numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_
  * the segment [p - stride, p): per layer the window rows of positions p - W + 1 .. p - 1, the
  * compressed entries (and CSA's index keys) made in the segment, and CSA's compressors' carry
  * (the first halves of the kv and gate rows of positions p - csa_rate .. p - 1). HCA carries
- * nothing: p closes its window. A sequence at p is rebuilt from the states of its p / stride
- * segments (numla_v4_seq_restore). */
+ * nothing: p closes its window. With the MTP layer loaded, the same parts of the MTP layer's
+ * cache after its rows 0 .. p - 1 (row p - 1 made with the token at p), filled by the MTP step
+ * that runs row p - 1 (numla_v4_seq_mtp_capture); until then the state is not complete. A
+ * sequence at p is rebuilt from the states of its p / stride segments (numla_v4_seq_restore). */
 typedef struct numla_v4_prefix numla_v4_prefix;
 /* The positions a prefix may end at for a pool of block_size tokens a block: multiples of the
- * least common multiple of block_size and the compress rates of cfg's layers (V4-Flash with
- * blocks of 16: 128). */
+ * least common multiple of block_size and the compress rates of cfg's layers and of its MTP
+ * layer when it has one (V4-Flash with blocks of 16: 128). */
 int64_t numla_v4_prefix_stride(const numla_model_config *cfg, int32_t block_size);
 void numla_v4_prefix_destroy(numla_v4_prefix **p);
 /* The position the state continues from (p), -1 for NULL. */
@@ -130,7 +132,8 @@ int64_t numla_v4_prefix_pos(const numla_v4_prefix *p);
 /* Bytes it holds (fp32 values), and what one state of m at `stride` holds. */
 size_t numla_v4_prefix_bytes(const numla_v4_prefix *p);
 size_t numla_v4_prefix_bytes_for(const numla_v4_model *m, int64_t stride);
-/* The same from cfg alone for a cache of dtype dt (the engine sizes the pool with it). */
+/* The same from cfg alone for a cache of dtype dt (the engine sizes the pool with it; the MTP
+ * layer's part with cfg->mtp_enabled). */
 size_t numla_v4_prefix_bytes_cfg(const numla_model_config *cfg, int64_t stride, numla_dtype dt);
 /* Have s's next forward of n tokens keep the state at every multiple p of stride in
  * (len, len + n] (allocated here; states armed before and not taken are dropped); after it,
@@ -138,10 +141,13 @@ size_t numla_v4_prefix_bytes_cfg(const numla_model_config *cfg, int64_t stride, 
  * A stride that is not a multiple of every compress rate is INVALID_ARG. Not collective. */
 numla_status numla_v4_seq_capture(numla_v4_seq *s, int64_t stride, int64_t n);
 numla_v4_prefix *numla_v4_seq_take_capture(numla_v4_seq *s);
+/* Whether p is complete: without the MTP layer always; with it, once its MTP part is filled. */
+int numla_v4_prefix_complete(const numla_v4_prefix *p);
 /* Set an empty s to position nseg·stride from the states of its segments: segs[k] the state at
- * (k + 1)·stride, all of one stride. The sequence is then the one a forward of those tokens
- * leaves (bit for bit). INVALID_ARG if s is not empty or a segment does not fit; NO_MEMORY.
- * Not collective. */
+ * (k + 1)·stride, all of one stride; with the MTP layer its MTP cache too (nseg·stride rows).
+ * The sequence is then the one a forward of those tokens (and the MTP rows of them) leaves,
+ * bit for bit. INVALID_ARG if s is not empty or a segment does not fit or is not complete;
+ * NO_MEMORY. Not collective. */
 numla_status numla_v4_seq_restore(numla_v4_seq *s, const numla_v4_prefix *const *segs,
                                   int64_t nseg);
 
@@ -163,6 +169,13 @@ numla_status numla_v4_mtp_forward(const numla_v4_model *m, int32_t B, numla_v4_s
                                   const int64_t *ns, int64_t R, const int32_t *rows, float *logits);
 /* MTP rows the sequence's MTP cache holds. */
 int64_t numla_v4_seq_mtp_len(const numla_v4_seq *s);
+/* Have s's next numla_v4_mtp_forward fill the MTP layer's part of the n prefix states `states`
+ * (borrowed: they must live through that forward; one stride, positions increasing, each past
+ * numla_v4_seq_mtp_len): a state at p gets the MTP cache as the forward's rows pass p - 1 and
+ * is complete (numla_v4_prefix_complete) once the forward ran row p - 1; the capture ends with
+ * that forward. Only for MTP rows that are final (never a chained draft's). n 0 disarms.
+ * INVALID_ARG without the MTP layer or for a state that does not fit. Not collective. */
+numla_status numla_v4_seq_mtp_capture(numla_v4_seq *s, numla_v4_prefix *const *states, int32_t n);
 
 /* Rolling back rejected draft rows (docs/design.md §5.9): numla_v4_seq_mark remembers the
  * sequence's length as a point it may come back to; the forwards after it keep what their first
@@ -197,8 +210,9 @@ int32_t numla_v4_seqs_count(const numla_v4_seqs *t);
  * start a sequence t does not hold at such a p when every block of its table ending at a
  * multiple of the stride up to p holds one (a prefix-cache hit: the sequence is rebuilt from
  * them, numla_v4_seq_restore). At most one state per block, so the pool bounds them. Every
- * rank keeps its own, running the same steps. UNSUPPORTED with the MTP layer (its cache is not
- * kept). Local. */
+ * rank keeps its own, running the same steps. With the MTP layer a state also takes the MTP
+ * cache's part in the MTP step of final rows that runs its last row (numla_v4_step_mtp), and
+ * only a complete state is a hit. Local. */
 numla_status numla_v4_seqs_enable_prefix(numla_v4_seqs *t, int32_t block_size);
 /* The stride (0: off), the states kept, and their bytes. */
 int64_t numla_v4_seqs_prefix_stride(const numla_v4_seqs *t);

@@ -109,9 +109,6 @@ numla_status numla_v4_seqs_enable_prefix(numla_v4_seqs *t, int32_t block_size)
 {
     if (!t || block_size < 1)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seqs_enable_prefix: bad argument");
-    if (t->spec)
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "deepseek_v4: the prefix cache does not carry the "
-                   "MTP layer's cache (speculative decoding)");
     t->stride = numla_v4_prefix_stride(numla_v4_model_config(t->m), block_size);
     t->bs = block_size;
     return NUMLA_STATUS_OK;
@@ -139,8 +136,8 @@ static int32_t block_of(const numla_step *st, int32_t b, int64_t k)
 
 /* The state kept for the segment ending at p (a multiple of t->stride) of sequence b: the one of
  * the block that ends at p, if that is the state of p. NULL if none. */
-static const numla_v4_prefix *prefix_state(const numla_v4_seqs *t, const numla_step *st,
-                                           int32_t b, int64_t p)
+static numla_v4_prefix *prefix_state(const numla_v4_seqs *t, const numla_step *st, int32_t b,
+                                     int64_t p)
 {
     const int32_t id = block_of(st, b, p / t->bs - 1);
     if (id < 0 || id >= t->npst || !t->pst[id] || numla_v4_prefix_pos(t->pst[id]) != p)
@@ -154,8 +151,8 @@ static int prefix_hit(const numla_v4_seqs *t, const numla_step *st, int32_t b, i
     if (!t->stride || first % t->stride)
         return 0;
     for (int64_t p = t->stride; p <= first; p += t->stride)
-        if (!prefix_state(t, st, b, p))
-            return 0;
+        if (!numla_v4_prefix_complete(prefix_state(t, st, b, p)))
+            return 0; /* none, or (the MTP layer) its MTP row p - 1 not run yet */
     return 1;
 }
 
@@ -457,6 +454,24 @@ numla_status numla_v4_step_mtp(numla_v4_seqs *t, const numla_step *st, const int
      * stay within what a snapshot keeps */
     for (int32_t b = 0; s == NUMLA_STATUS_OK && final && b < B; b++)
         s = numla_v4_seq_mtp_mark(seqs[b]);
+    /* the prefix cache: final rows that pass a multiple p of the stride fill the MTP part of the
+     * state the main step kept at p (the block ending at p); a chained draft's never do */
+    for (int32_t b = 0; s == NUMLA_STATUS_OK && final && t->stride && b < B; b++) {
+        const int64_t p0 = st->positions[st->query_start_loc[b]];
+        numla_v4_prefix **caps = malloc(sizeof *caps * (size_t)(ns[b] / t->stride + 1));
+        int32_t nc = 0;
+        if (!caps) {
+            s = NUMLA_STATUS_NO_MEMORY;
+            break;
+        }
+        for (int64_t p = (p0 / t->stride + 1) * t->stride; p <= p0 + ns[b]; p += t->stride) {
+            numla_v4_prefix *ps = prefix_state(t, st, b, p);
+            if (ps)
+                caps[nc++] = ps;
+        }
+        s = numla_v4_seq_mtp_capture(seqs[b], caps, nc);
+        free(caps);
+    }
     if (s == NUMLA_STATUS_OK)
         s = numla_v4_mtp_forward(t->m, B, seqs, toks, srcs, ns, st->num_logit_rows,
                                  st->logit_rows, logits);

@@ -136,7 +136,7 @@ numla_status numla_placement_kv_create(numla_comm *comm, const numla_model_confi
     int64_t nb = o->num_blocks;
     const numla_dtype idt = o->index_dtype >= 0 ? (numla_dtype)o->index_dtype : o->kv_dtype;
     size_t blk = numla_kv_block_bytes_for_model(cfg, bs, o->kv_dtype, idt);
-    if (cfg->v4.enabled && o->prefix_cache && !o->mtp) {
+    if (cfg->v4.enabled && o->prefix_cache) {
         /* deepseek_v4 keeps a prefix state per block that ends a stride (model_v4.h), outside
          * the pool, whose rows it never touches: a block counts its share of one, if more, so
          * the states the pool's blocks can carry fit in the memory the pool is given */

@@ -243,7 +243,7 @@ numla_status numla_engine_create(numla_comm *comm, const char *model_dir,
             snprintf(msg, sizeof msg, "%s", numla_error_message());
             fprintf(stderr, "numla: rank %d: %s\n%s", e->rank, msg, numla_error_trace());
         }
-        if (!failed && e->v4 && o.prefix_cache && !o.mtp &&
+        if (!failed && e->v4 && o.prefix_cache &&
             (s = numla_v4_seqs_enable_prefix(e->v4_seqs, e->kv->block_size)) != NUMLA_STATUS_OK) {
             failed = 1;
             snprintf(msg, sizeof msg, "%s", numla_error_message());

@@ -572,6 +572,16 @@ static numla_status prefix_take(numla_sched *s, sched_seq *q, int32_t hits)
     return NUMLA_STATUS_OK;
 }
 
+/* Whether the engine keeps a prefix's state by stride with the MTP layer's cache in it
+ * (DeepSeek-V4 drafting, docs/serving.md "DeepSeek-V4's cache"): then a block is offered to the
+ * prefix cache only once the MTP step has run its rows too (spec_draft), so a cached block's
+ * state is complete; a sequence that ends in the step that wrote its last rows leaves those
+ * blocks uncached. */
+static int prefix_after_mtp(const numla_sched *s)
+{
+    return s->o.spec_k > 0 && s->o.prefix_stride > 0;
+}
+
 /* Offer q's blocks whose rows are all written to the prefix cache. */
 static void prefix_register(numla_sched *s, sched_seq *q)
 {
@@ -881,6 +891,8 @@ static numla_status spec_draft(numla_sched *s, int32_t B)
             spec_fail(s, n);
             return est == NUMLA_STATUS_NO_MEMORY ? est : NUMLA_STATUS_OK;
         }
+        for (int32_t i = 0; c == 0 && prefix_after_mtp(s) && i < n; i++)
+            prefix_register(s, s->step_seqs[i]); /* their final rows' MTP rows are run now */
         for (int32_t i = 0, r = 0; i < n; i++) {
             sched_seq *q = s->step_seqs[i];
             if (q->mtp_row < 0)
@@ -1075,7 +1087,8 @@ numla_status numla_sched_step(numla_sched *s)
          * same ones below), so that the blocks they fill are cached under them */
         for (int32_t k = 0; k < acc; k++)
             q->tokens[q->num_tokens + k] = s->draws[b].toks[k];
-        prefix_register(s, q);
+        if (!prefix_after_mtp(s))
+            prefix_register(s, q);
         if (s->draws[b].st == NUMLA_STATUS_OK)
             q->plp_done += q->step_plp_n;
         if (q->step_row < 0 && s->draws[b].st == NUMLA_STATUS_OK) {

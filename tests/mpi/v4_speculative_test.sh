@@ -9,6 +9,10 @@
 #   k1 / k3 / k7   mtp:1, mtp:3 (prefill chunks of 5), mtp:7 (the most a CSA rate of 4 allows)
 #   mixed          mtp:2, 3 sequences and 7 tokens a step in chunks of 3
 #   preempt        mtp:2 with a pool that preempts
+#   prefix         the prefix cache with drafts: sampled first turns, then second turns from
+#                  their prefix states (the MTP layer's cache included), one token a step: the
+#                  result lines of --no-prefix-cache byte for byte; a block whose MTP rows were
+#                  not run (its sequence ended in that step) not taken
 #   refusals       mtp:8 (9 verify rows, a CSA compressor keeps 8), a model without the layer
 #   gguf           llama.cpp's form: tests/golden/v4/model_fp8.gguf with its MTP layer's own file
 #                  (mtp_fp8_mtp.gguf, convert_hf_to_gguf.py --mtp) through --mtp-model gives
@@ -65,6 +69,57 @@ run mixed --speculative mtp:2 --max-seqs 3 --max-batch-tokens 7 --prefill-chunk 
 run preempt --speculative mtp:2 --kv-blocks 36 --block-size 8 --prefill-chunk 16
 grep -q "preemptions (0 tokens" "$tmp/preempt.err" &&
   check "preempt" 1 "the small pool preempted nothing: $(grep preempt "$tmp/preempt.err")"
+# the prefix cache with drafts (docs/serving.md "DeepSeek-V4's cache": a block's state carries the
+# MTP layer's cache too). First turns p2 and p3 sampled at temperature 8, where the random MTP
+# layer's drafts are often accepted (so blocks are filled by accepted drafts and the sampled
+# tokens depend on the draft distributions), then second turns: p3 + 8 and + 10 of its tokens, p2
+# + 4, sampled. One token a step, the result lines (tokens, logprobs, usage.speculative) equal
+# --no-prefix-cache's byte for byte, with 256, 256 and 128 tokens cached.
+m0=$src/tests/golden/v4/model_fp32
+grep -E '"id": "p[23]"' "$m0/requests.jsonl" |
+  sed -E 's/"temperature": 0/"temperature": 8.0, "seed": 5/' > "$tmp/first.jsonl"
+numla run --model "$dir" --threads 1 --max-seqs 1 --prefill-chunk 1 --kv-dtype bf16 \
+  --speculative mtp:2 --no-prefix-cache --input "$tmp/first.jsonl" --output "$tmp/first.out" \
+  2> "$tmp/first.err" || check "prefix: first turns" 1 "$(tail -3 "$tmp/first.err")"
+turn() { # turn ID PROMPT_ID N: the prompt and the first N tokens the first turn gave
+  local p g
+  p=$(sed -nE "s/.*\"id\": \"$2\", \"prompt_tokens\": \[([^]]*)\].*/\1/p" "$m0/requests.jsonl")
+  g=$(sed -nE "s/^\{\"id\":\"$2\",\"output_tokens\":\[([^]]*)\].*/\1/p" "$tmp/first.out" |
+      cut -d, -f1-"$3" | sed 's/,/, /g')
+  echo "{\"id\": \"$1\", \"prompt_tokens\": [$p, $g], \"max_tokens\": $((16 - $3)), \"temperature\": 8.0, \"seed\": 7, \"ignore_eos\": true, \"logprobs\": 2}"
+}
+{ cat "$tmp/first.jsonl"; turn t1 p3 8; turn t2 p3 10; turn u1 p2 4; } > "$tmp/turns.jsonl"
+cached() { sed -nE 's/^\{"id":"([tu][12])".*"cached_tokens":([0-9]+).*/\1 \2/p' "$1" | sort | paste -sd' '; }
+for c in on off; do
+  opt=()
+  [ $c = off ] && opt=(--no-prefix-cache)
+  numla run --model "$dir" --threads 1 --max-seqs 1 --prefill-chunk 1 --kv-dtype bf16 \
+    --speculative mtp:2 "${opt[@]}" --input "$tmp/turns.jsonl" --output "$tmp/pc.$c.jsonl" \
+    2> "$tmp/pc.$c.err" || check "prefix one token a step ($c)" 1 "$(tail -3 "$tmp/pc.$c.err")"
+  sed -E 's/"cached_tokens":[0-9]+//' "$tmp/pc.$c.jsonl" | sort > "$tmp/pc.$c.cmp"
+done
+[ "$(cached "$tmp/pc.on.jsonl")" = "t1 256 t2 256 u1 128" ] &&
+  grep -q '"id":"p3".*"accepted_tokens":[1-9]' "$tmp/pc.on.jsonl" &&
+  [ "$(grep -c '"speculative":{"verify_steps":[1-9]' "$tmp/pc.on.jsonl")" = 5 ] &&
+  cmp -s "$tmp/pc.on.cmp" "$tmp/pc.off.cmp"
+check "prefix cache with drafts, one token a step = --no-prefix-cache ($ranks ranks)" $? \
+  "cached: $(cached "$tmp/pc.on.jsonl") $(grep prefix "$tmp/pc.on.err")
+$(diff "$tmp/pc.on.cmp" "$tmp/pc.off.cmp" | head -c 600)"
+# a sequence that ends in the step that passes a multiple of 128 has not run its MTP rows there:
+# that block is not cached (its state lacks the MTP layer's part) and the next prompt that starts
+# the same way takes the 128 tokens before it. f1: 256 tokens, max_tokens 1, in chunks of 100
+g6=$(awk '$1 == "p3" { print $2 }' "$m0/greedy.txt" | cut -d, -f1-6 | sed 's/,/, /g')
+p3=$(sed -nE 's/.*"id": "p3", "prompt_tokens": \[([^]]*)\].*/\1/p' "$m0/requests.jsonl")
+{ echo "{\"id\": \"f1\", \"prompt_tokens\": [$p3, $g6], \"max_tokens\": 1, \"temperature\": 0}"
+  echo "{\"id\": \"f2\", \"prompt_tokens\": [$p3, $g6, 5, 6, 7], \"max_tokens\": 4, \"temperature\": 0}"
+} > "$tmp/ends.jsonl"
+numla run --model "$dir" --threads 1 --max-seqs 1 --prefill-chunk 100 --speculative mtp:2 \
+  --input "$tmp/ends.jsonl" --output "$tmp/ends.out" 2> "$tmp/ends.err"
+rc=$?
+[ $rc -eq 0 ] && grep -q '"id":"f2".*"cached_tokens":128' "$tmp/ends.out" &&
+  ! grep -q '"error"' "$tmp/ends.out"
+check "prefix: a block whose MTP rows were not run is not taken ($ranks ranks)" $? \
+  "rc=$rc $(cut -c1-200 "$tmp/ends.out") $(tail -2 "$tmp/ends.err")"
 numla run --model "$dir" --threads 1 --input "$tmp/req.jsonl" --output "$tmp/k8.jsonl" \
   --speculative mtp:8 > "$tmp/k8.err" 2>&1
 [ $? -ne 0 ] && grep -q "use mtp:7 or less" "$tmp/k8.err"
