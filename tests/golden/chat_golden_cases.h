@@ -3,8 +3,8 @@
  * conversation the reference refused refused too; for the DeepSeek encodings' cases.json (made
  * by DeepSeek's own Python encoding: scripts/make_dsv32_chat_golden.py,
  * make_dsv4_chat_golden.py) the whole check against a built-in template. Header-only, included
- * by test_chat_dsv32_golden.c, test_chat_dsv4_golden.c, test_chat_kimi_golden.c and
- * test_chat_glm5_golden.c. */
+ * by test_chat_dsv32_golden.c, test_chat_dsv4_golden.c, test_chat_kimi_golden.c,
+ * test_chat_glm5_golden.c and test_chat_template_golden.c. */
 #ifndef NUMLA_TESTS_CHAT_GOLDEN_CASES_H
 #define NUMLA_TESTS_CHAT_GOLDEN_CASES_H
 

@@ -2,7 +2,8 @@
  * conversation of a cases.json (`messages` with role, content, name, reasoning_content,
  * tool_call_id, tool_calls [{id, function: {name, arguments}}]; `tools`) as the
  * numla_chat_message array a renderer takes. Header-only, shared by test_chat_kimi_golden.c,
- * test_chat_glm5_golden.c and chat_golden_cases.h (the DeepSeek encodings' suites). */
+ * test_chat_glm5_golden.c and chat_golden_cases.h (the DeepSeek encodings' suites and
+ * test_chat_template_golden.c). */
 #ifndef NUMLA_TESTS_CHAT_GOLDEN_CONV_H
 #define NUMLA_TESTS_CHAT_GOLDEN_CONV_H
 
@@ -20,12 +21,13 @@ typedef struct conv_msgs {
     char *tools;                /* `tools` as compact JSON text, or NULL */
 } conv_msgs;
 
-/* A call's arguments: a JSON string as written (the OpenAI form), an object dumped compact
- * (the form the GLM-5 template reads). */
+/* conv: an object with `messages` (and `tools`), or a bare array of messages. A call's
+ * arguments: a JSON string as written (the OpenAI form), an object dumped compact (the form the
+ * GLM-5 template reads). */
 static conv_msgs messages_of(json_t *conv)
 {
     conv_msgs c = {0};
-    json_t *ms = json_object_get(conv, "messages");
+    json_t *ms = json_is_array(conv) ? conv : json_object_get(conv, "messages");
     c.n = (int)json_array_size(ms);
     c.m = calloc((size_t)c.n + 1, sizeof *c.m);
     size_t total = 0, i;

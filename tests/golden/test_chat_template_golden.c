@@ -12,6 +12,8 @@
 
 #include "engine/text/chat_template.h"
 
+#include "chat_golden_cases.h"
+
 static json_t *load_golden(const char *file)
 {
     char rel[256];
@@ -51,75 +53,53 @@ static numla_chat_template *load_named(json_t *templates, const char *name)
     return t;
 }
 
-/* Conversation c of cases.json as messages (strings point into the JSON). */
-static numla_chat_message *messages_of(json_t *conv, int *n)
+/* The render check's context: templates.json, and how many renders each built-in template
+ * was given (each must get at least one). */
+typedef struct golden_templates {
+    json_t *templates;
+    size_t per_template[4];
+} golden_templates;
+
+/* Case r: its conversation (an array of role/content messages) rendered by the template it
+ * names, with or without the generation prompt. */
+static numla_status render_case(void *ctx, json_t *convs, json_t *r, char **got, size_t *len)
 {
-    *n = (int)json_array_size(conv);
-    numla_chat_message *m = calloc((size_t)*n + 1, sizeof *m);
-    for (int i = 0; i < *n; i++) {
-        json_t *e = json_array_get(conv, (size_t)i);
-        m[i].role = json_string_value(json_object_get(e, "role"));
-        m[i].content = json_string_value(json_object_get(e, "content"));
-    }
-    return m;
+    golden_templates *g = ctx;
+    const char *name = json_string_value(json_object_get(r, "template"));
+    for (int k = 0; k < 4; k++)
+        if (strcmp(name, numla_chat_template_names()[k]) == 0)
+            g->per_template[k]++;
+    numla_chat_template *t = load_named(g->templates, name);
+    conv_msgs c = messages_of(json_array_get(convs, (size_t)json_integer_value(json_object_get(r, "conversation"))));
+    numla_status s = t ? numla_chat_template_render(t, c.m, c.n,
+                                                    json_is_true(json_object_get(r, "add_generation_prompt")),
+                                                    got, len)
+                       : NUMLA_STATUS_INTERNAL;
+    conv_free(&c);
+    numla_chat_template_destroy(&t);
+    return s;
 }
 
-static void show_diff(const char *got, size_t glen, const char *want, size_t wlen)
+static void show_case(json_t *r, numla_status s)
 {
-    size_t i = 0;
-    while (i < glen && i < wlen && got[i] == want[i])
-        i++;
-    fprintf(stderr, "      first difference at byte %zu (got %zu bytes, want %zu)\n", i, glen,
-            wlen);
-    int g = (int)(glen - i < 60 ? glen - i : 60), w = (int)(wlen - i < 60 ? wlen - i : 60);
-    fprintf(stderr, "      got : \"%.*s\"\n      want: \"%.*s\"\n", g, got + i, w, want + i);
+    fprintf(stderr, "\n    %s conversation %d add_generation_prompt=%d: status %d %s\n",
+            json_string_value(json_object_get(r, "template")),
+            (int)json_integer_value(json_object_get(r, "conversation")),
+            json_is_true(json_object_get(r, "add_generation_prompt")), (int)s,
+            s ? numla_error_message() : "");
 }
 
 static void test_golden_renders(void)
 {
-    json_t *templates = load_golden("templates.json"), *cases = load_golden("cases.json");
-    if (!templates || !cases)
+    golden_templates g = {.templates = load_golden("templates.json")};
+    json_t *cases = load_golden("cases.json");
+    if (!g.templates || !cases)
         return;
-    json_t *convs = json_object_get(cases, "conversations");
-    json_t *renders = json_object_get(cases, "renders");
-    NUMLA_ASSERT_MSG(json_array_size(renders) >= 100, "only %zu golden renders",
-                     json_array_size(renders));
-    size_t i, ok = 0, per_template[4] = {0};
-    json_t *r;
-    json_array_foreach(renders, i, r) {
-        const char *name = json_string_value(json_object_get(r, "template"));
-        int ci = (int)json_integer_value(json_object_get(r, "conversation"));
-        int agp = json_is_true(json_object_get(r, "add_generation_prompt"));
-        json_t *want = json_object_get(r, "text");
-        numla_chat_template *t = load_named(templates, name);
-        int n = 0;
-        numla_chat_message *m = messages_of(json_array_get(convs, (size_t)ci), &n);
-        char *got = NULL;
-        size_t len = 0;
-        numla_status s = t ? numla_chat_template_render(t, m, n, agp, &got, &len)
-                           : NUMLA_STATUS_INTERNAL;
-        int same = s == NUMLA_STATUS_OK && len == json_string_length(want) &&
-                   memcmp(got, json_string_value(want), len) == 0 && got[len] == 0;
-        if (!same) {
-            fprintf(stderr, "\n    %s conversation %d add_generation_prompt=%d: status %d %s\n",
-                    name, ci, agp, (int)s, s ? numla_error_message() : "");
-            if (s == NUMLA_STATUS_OK)
-                show_diff(got, len, json_string_value(want), json_string_length(want));
-        }
-        ok += (size_t)same;
-        for (int k = 0; k < 4; k++)
-            if (strcmp(name, numla_chat_template_names()[k]) == 0)
-                per_template[k] += (size_t)same;
-        free(got);
-        free(m);
-        numla_chat_template_destroy(&t);
-    }
-    NUMLA_ASSERT_MSG(ok == json_array_size(renders), "%zu of %zu golden renders match", ok,
-                     json_array_size(renders));
+    chat_golden_check_renders(cases, 100, render_case, &g, show_case);
     for (int k = 0; k < 4; k++)
-        NUMLA_ASSERT_MSG(per_template[k] > 0, "no golden render of %s",
+        NUMLA_ASSERT_MSG(g.per_template[k] > 0, "no golden render of %s",
                          numla_chat_template_names()[k]);
-    json_decref(templates);
+    json_decref(g.templates);
     json_decref(cases);
 }
 
