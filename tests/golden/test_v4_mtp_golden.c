@@ -13,11 +13,17 @@
  *     o_groups, experts, vocabulary sharded), each rank's vocabulary slice gathered;
  *   - the published FP8 + FP4 form (tests/golden/v4/mtp_fp8) at 1 and 2 ranks;
  *   - refusals: a checkpoint without the layer, a model loaded without it, a hidden row of
- *     another position, a chained row past the last MTP step's. */
+ *     another position, a chained row past the last MTP step's;
+ *   - the prefix cache with drafts (test_prefix_spec) at 2 in-process ranks: a sampled first
+ *     turn and its second turn through the scheduler with speculative decoding, every
+ *     rank's numla_v4_seqs keeping prefix states that carry the MTP layer's cache: the second
+ *     turn starts from 256 cached tokens and gives the tokens, logprobs and draft counts of the
+ *     same turn run without the prefix cache. */
 #include "v4_golden_harness.h"
 
 #include "engine/formats/gguf.h"
 #include "engine/formats/gguf_deepseek4.h"
+#include "engine/serving/scheduler.h"
 #include "kernels/qblock.h"
 
 #define MTP_PROMPTS 2
@@ -498,6 +504,211 @@ static void test_truncate(void)
     golden_free(&d.g);
 }
 
+/* ---- the prefix cache with drafts (numla_v4_seqs_enable_prefix + numla_v4_step_mtp) on R
+ * ranks in one process ---- */
+
+typedef struct ps_rank {
+    numla_v4_seqs *t;
+    const numla_step *st;
+    const int32_t *hidden;     /* NULL: a main step */
+    float *buf;                /* (rows, vocab_count) */
+    numla_status s;
+} ps_rank;
+
+enum { PS_REQS = 2, PS_MAX_OUT = 16 };
+
+typedef struct ps_ctx {
+    v4_team team;
+    ps_rank rk[V4_MAX_RANKS];
+    int64_t V;
+    int done;
+    char err[600];
+    int32_t nout[PS_REQS], out[PS_REQS][PS_MAX_OUT], cached[PS_REQS], accepted[PS_REQS];
+    float lp[PS_REQS][PS_MAX_OUT];
+} ps_ctx;
+
+static void *ps_rank_main(void *arg)
+{
+    ps_rank *r = arg;
+    r->s = r->hidden ? numla_v4_step_mtp(r->t, r->st, r->hidden, r->buf)
+                     : numla_v4_step_forward(r->t, r->st, r->buf);
+    return NULL;
+}
+
+static numla_status ps_run(ps_ctx *c, const numla_step *st, const int32_t *hidden, float *logits)
+{
+    for (int r = 0; r < c->team.R; r++) {
+        c->rk[r].st = st;
+        c->rk[r].hidden = hidden;
+        free(c->rk[r].buf);
+        c->rk[r].buf = malloc(sizeof(float) * (size_t)(st->num_logit_rows + 1) *
+                              (size_t)numla_v4_model_shard(c->team.m[r])->vocab_count);
+    }
+    v4_team_run(&c->team, ps_rank_main, c->rk, sizeof c->rk[0]);
+    for (int r = 0; r < c->team.R; r++) {
+        NUMLA_CHECK(c->rk[r].s);
+        const numla_shard *sh = numla_v4_model_shard(c->team.m[r]);
+        for (int32_t i = 0; i < st->num_logit_rows; i++)
+            memcpy(logits + (size_t)i * (size_t)c->V + sh->vocab_begin,
+                   c->rk[r].buf + (size_t)i * (size_t)sh->vocab_count,
+                   sizeof(float) * (size_t)sh->vocab_count);
+    }
+    return NUMLA_STATUS_OK;
+}
+
+static numla_status ps_exec(void *ctx, const numla_step *st, float *logits)
+{
+    return ps_run(ctx, st, NULL, logits);
+}
+
+static numla_status ps_mtp_exec(void *ctx, const numla_step *st, const int32_t *hidden,
+                                float *logits)
+{
+    return ps_run(ctx, st, hidden, logits);
+}
+
+static void ps_done(void *ctx, const numla_sched_output *o)
+{
+    ps_ctx *c = ctx;
+    const int i = (int)(intptr_t)o->user;
+    c->done++;
+    c->nout[i] = o->num_output < PS_MAX_OUT ? o->num_output : PS_MAX_OUT;
+    for (int32_t k = 0; k < c->nout[i]; k++) {
+        c->out[i][k] = o->output_tokens[k];
+        c->lp[i][k] = o->logprobs ? o->logprobs[k].logprob : NAN;
+    }
+    c->cached[i] = o->cached_tokens;
+    c->accepted[i] = o->spec_accepted;
+    if (o->error)
+        snprintf(c->err, sizeof c->err, "request %d: %s", i, o->error);
+}
+
+/* One run on R ranks: with the prefix cache (first NULL), golden prompt 3 (250 tokens) sampled
+ * at temperature 8 (where the random MTP layer's drafts are often accepted), 16 tokens with
+ * mtp:2 drafts, one token a step, then its second turn, prompt 3 + the first 8 of those tokens,
+ * submitted once the first turn is answered; without it (first: that run), the same second turn
+ * alone. */
+static void ps_once(const numla_model_config *cfg, numla_safetensors_model *st, const golden *g,
+                    int R, const ps_ctx *first, ps_ctx *c)
+{
+    const int cache = !first;
+    memset(c, 0, sizeof *c);
+    if (v4_team_load(&c->team, cfg, st, numla_isa_best(), R))
+        return;
+    c->V = cfg->vocab_size;
+    const int32_t bs = 16;
+    for (int r = 0; r < R; r++) {
+        CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_create(c->team.m[r], &c->rk[r].t), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_enable_prefix(c->rk[r].t, bs), NUMLA_STATUS_OK);
+    }
+    numla_kv_cache *kv = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create(1, 32, 16, bs, 96, NUMLA_DTYPE_BF16, &kv),
+                          NUMLA_STATUS_OK);
+    numla_sched_options so = {.max_batch_tokens = 64, .max_seqs = 1, .prefill_chunk = 1,
+                              .vocab_size = cfg->vocab_size, .prefix_salt = 7,
+                              .no_prefix_cache = !cache,
+                              .prefix_stride = numla_v4_prefix_stride(cfg, 1), .spec_k = 2,
+                              .mtp_exec = ps_mtp_exec};
+    numla_sched *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_sched_create(&so, kv, ps_exec, c, ps_done, c, &s), NUMLA_STATUS_OK);
+    const int src[PS_REQS] = {3, 3}, extra[PS_REQS] = {0, 8};
+    int32_t *toks[PS_REQS] = {0};
+    numla_request rq[PS_REQS];
+    for (int i = first ? 1 : 0; i < PS_REQS; i++) {
+        if (i == 1 && !first) { /* the second turn, once the first is answered */
+            for (int guard = 0; numla_sched_busy(s) && guard < 20000; guard++)
+                NUMLA_ASSERT_MSG(numla_sched_step(s) == NUMLA_STATUS_OK, "%d ranks: %s", R,
+                                 numla_error_message());
+            if (c->done != 1 || c->nout[0] < extra[1])
+                break;
+        }
+        const int p = src[i], n = g->len[p] + extra[i];
+        toks[i] = malloc(sizeof(int32_t) * (size_t)n);
+        memcpy(toks[i], g->tokens[p], sizeof(int32_t) * (size_t)g->len[p]);
+        memcpy(toks[i] + g->len[p], (first ? first : c)->out[0],
+               sizeof(int32_t) * (size_t)extra[i]);
+        memset(&rq[i], 0, sizeof rq[i]);
+        rq[i].line = i + 1;
+        rq[i].num_prompt = n;
+        rq[i].prompt_tokens = toks[i];
+        numla_sampling_params_default(&rq[i].params);
+        rq[i].params.temperature = 8;
+        rq[i].params.seed = 5 + (uint64_t)i;
+        rq[i].params.has_seed = 1;
+        rq[i].params.logprobs = 0;
+        rq[i].params.max_tokens = PS_MAX_OUT - extra[i];
+        rq[i].params.ignore_eos = 1;
+        CU_ASSERT_EQUAL(numla_sched_submit(s, &rq[i], (void *)(intptr_t)i), NUMLA_STATUS_OK);
+    }
+    for (int guard = 0; numla_sched_busy(s) && guard < 20000; guard++)
+        NUMLA_ASSERT_MSG(numla_sched_step(s) == NUMLA_STATUS_OK, "%d ranks: %s", R,
+                         numla_error_message());
+    NUMLA_ASSERT_MSG(c->done == (first ? 1 : PS_REQS) && !c->err[0], "%d ranks, cache %s: %d "
+                     "answered; %s", R, cache ? "on" : "off", c->done, c->err);
+    if (cache) { /* every rank keeps the same states */
+        const int32_t kept = numla_v4_seqs_prefix_count(c->rk[0].t);
+        NUMLA_ASSERT_MSG(kept == 2, "%d ranks: %d prefix states kept, not 2 (128, 256)", R, kept);
+        for (int r = 1; r < R; r++)
+            CU_ASSERT_EQUAL(numla_v4_seqs_prefix_count(c->rk[r].t), kept);
+        CU_ASSERT_EQUAL(numla_v4_seqs_prefix_bytes(c->rk[0].t),
+                        (size_t)kept * numla_v4_prefix_bytes_for(c->team.m[0], 128));
+        CU_ASSERT_EQUAL(numla_v4_prefix_bytes_cfg(cfg, 128, NUMLA_DTYPE_F32),
+                        numla_v4_prefix_bytes_for(c->team.m[0], 128));
+    }
+    numla_sched_destroy(&s);
+    numla_kv_cache_destroy(&kv);
+    for (int r = 0; r < R; r++) {
+        numla_v4_seqs_destroy(&c->rk[r].t);
+        free(c->rk[r].buf);
+        c->rk[r].buf = NULL;
+    }
+    for (int i = 0; i < PS_REQS; i++)
+        free(toks[i]);
+    v4_team_free(&c->team);
+}
+
+static void check_prefix_spec(int R)
+{
+    golden g;
+    if (v4_golden_load(&g, "model_fp32")) /* its prompts; the model is mtp_fp32's */
+        return;
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", numla_test_source_path("tests/golden/v4/mtp_fp32"));
+    numla_model_config cfg;
+    numla_safetensors_model *st = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dir, &cfg), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_config_enable_mtp(&cfg), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &st), NUMLA_STATUS_OK);
+    ps_ctx *on = calloc(1, sizeof *on), *off = calloc(1, sizeof *off);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(on);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(off);
+    ps_once(&cfg, st, &g, R, NULL, on);
+    ps_once(&cfg, st, &g, R, on, off);
+    const int32_t want_cached[PS_REQS] = {0, 256};
+    for (int i = 0; i < PS_REQS; i++)
+        NUMLA_ASSERT_MSG(on->cached[i] == want_cached[i], "%d ranks: request %d: %d tokens "
+                         "cached, not %d", R, i, on->cached[i], want_cached[i]);
+    for (int i = 1; i < PS_REQS; i++) {
+        NUMLA_ASSERT_MSG(on->nout[i] == off->nout[i] && on->accepted[i] == off->accepted[i] &&
+                             !memcmp(on->out[i], off->out[i], sizeof on->out[i]) &&
+                             !memcmp(on->lp[i], off->lp[i], sizeof on->lp[i]),
+                         "%d ranks: request %d: with the prefix cache %d tokens, %d drafts "
+                         "accepted, without %d and %d, or other tokens or logprobs", R, i,
+                         on->nout[i], on->accepted[i], off->nout[i], off->accepted[i]);
+    }
+    NUMLA_ASSERT_MSG(on->accepted[0] > 0, "%d ranks: no draft accepted in the first turn", R);
+    fprintf(stderr, "\n    v4 prefix cache with drafts, %d rank%s: drafts accepted %d, %d", R,
+            R > 1 ? "s" : "", on->accepted[0], on->accepted[1]);
+    free(on);
+    free(off);
+    numla_safetensors_close(&st);
+    golden_free(&g);
+}
+
+/* 2 ranks in one process (1 rank and 2 MPI ranks: tests/mpi/v4_speculative_test.sh) */
+static void test_prefix_spec(void) { check_prefix_spec(2); }
+
 NUMLA_TEST_SUITE(v4_mtp_golden, NULL, NULL, NUMLA_TEST(test_mtp_fp32), NUMLA_TEST(test_mtp_ref),
                  NUMLA_TEST(test_mtp_ranks), NUMLA_TEST(test_mtp_fp8), NUMLA_TEST(test_mtp_refusals),
-                 NUMLA_TEST(test_truncate), NUMLA_TEST(test_mtp_gguf));
+                 NUMLA_TEST(test_truncate), NUMLA_TEST(test_mtp_gguf),
+                 NUMLA_TEST(test_prefix_spec));
