@@ -472,6 +472,8 @@ numla_status numla_v4_step_mtp(numla_v4_seqs *t, const numla_step *st, const int
         s = numla_v4_seq_mtp_capture(seqs[b], caps, nc);
         free(caps);
     }
+    for (int32_t b = 0; s != NUMLA_STATUS_OK && final && t->stride && b < B; b++)
+        numla_v4_seq_mtp_capture(seqs[b], NULL, 0); /* no capture outlives a failed step */
     if (s == NUMLA_STATUS_OK)
         s = numla_v4_mtp_forward(t->m, B, seqs, toks, srcs, ns, st->num_logit_rows,
                                  st->logit_rows, logits);

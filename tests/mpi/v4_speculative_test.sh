@@ -24,7 +24,8 @@
 #                  on the GGUF pair with --mtp-model, `--speculative 1` and its MTP step (the
 #                  config's MTP line printed once), --mtp-model without --speculative refused,
 #                  and the GGUF model without --mtp-model refused naming it
-#   serve          (1 rank) the prompts through `numla serve --speculative mtp:2`
+#   serve          (1 rank) the prompts through `numla serve --speculative mtp:2`, then p3's second
+#                  turn (+ 8 greedy tokens) from the prefix cache: 256 tokens cached, the next 8
 set -uo pipefail
 bin=$1 mpiexec=$2 ranks=$3
 tmp=$(mktemp -d)
@@ -207,6 +208,20 @@ if [ "$ranks" = 1 ] && command -v curl >/dev/null && command -v jq >/dev/null; t
         jq -e '.usage.speculative.verify_steps > 0' < "$tmp/r$i.json" > /dev/null
       check "serve p$i" $? "got '$got' want '$want' $(head -c 300 "$tmp/r$i.json")"
     done
+    # a second turn: p3 and its first 8 greedy tokens continue with the next 8 from p3's prefix
+    # states, the MTP layer's cache included (256 tokens cached)
+    g3=$(awk '$1 == "p3" { print $2 }' "$src/tests/golden/v4/model_fp32/greedy.txt")
+    jq -c --argjson g "[$(cut -d, -f1-8 <<<"$g3")]" '.prompt += $g | .max_tokens = 8' \
+      "$tmp/b3.json" > "$tmp/t1.json"
+    curl -s -m 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+      -d @"$tmp/t1.json" > "$tmp/rt1.json"
+    got=$(jq -r '[.choices[0].logprobs | (.tokens // [.content[]?.token]) | .[] |
+                 sub("token_id:"; "")] | join(",")' < "$tmp/rt1.json")
+    cached=$(jq -r '.usage.prompt_tokens_details.cached_tokens' < "$tmp/rt1.json")
+    [ "$got" = "$(cut -d, -f9- <<<"$g3")" ] && [ "$cached" = 256 ] &&
+      jq -e '.usage.speculative.verify_steps > 0' < "$tmp/rt1.json" > /dev/null
+    check "serve: a second turn from the prefix cache with drafts" $? \
+      "got '$got' cached $cached $(head -c 300 "$tmp/rt1.json")"
     kill "$spid"; wait "$spid" 2>/dev/null
   else
     check "serve --speculative starts" 1 "$(tail -3 "$tmp/serve.err")"
