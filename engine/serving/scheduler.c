@@ -208,6 +208,7 @@ numla_status numla_sched_create(const numla_sched_options *opts, numla_kv_cache 
     if (!s)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory");
     s->o = o;
+    s->next_admit = o.first_seq_id;
     if (o.num_eos)
         memcpy(s->eos, o.eos_token_ids, (size_t)o.num_eos * sizeof *s->eos);
     s->o.eos_token_ids = s->eos;

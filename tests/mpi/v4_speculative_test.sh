@@ -23,7 +23,8 @@
 #   bench          (1 rank) `bench model --speculative 2`: the verify steps and the MTP step;
 #                  on the GGUF pair with --mtp-model, `--speculative 1` and its MTP step (the
 #                  config's MTP line printed once), --mtp-model without --speculative refused,
-#                  and the GGUF model without --mtp-model refused naming it
+#                  and the GGUF model without --mtp-model refused naming it; `bench serve
+#                  --speculative mtp:2 --prefix-cache both` with a 200-token shared prefix
 #   serve          (1 rank) the prompts through `numla serve --speculative mtp:2`, then p3's second
 #                  turn (+ 8 greedy tokens) from the prefix cache: 256 tokens cached, the next 8
 set -uo pipefail
@@ -183,6 +184,16 @@ if [ "$ranks" = 1 ]; then
     --quick --prompt 32 > "$tmp/bmg2.out" 2>&1
   [ $? -ne 0 ] && grep -q "for --speculative K, which is not given" "$tmp/bmg2.out"
   check "bench model --mtp-model without --speculative refused" $? "$(tail -2 "$tmp/bmg2.out")"
+  # bench serve with drafts and the prefix cache: a shared prefix of 200 tokens (a hit of 128
+  # per request at concurrency 4), each level on a scheduler of its own over one engine
+  "$bin" bench serve --model "$dir" --quick --threads 1 --concurrency 1,4 --output-tokens 8 \
+    --min-prompt 16 --max-prompt 300 --rounds 1 --prefix-cache both --shared-prefix 200 \
+    --speculative mtp:2 --json > "$tmp/bs.json" 2> "$tmp/bs.err"
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(grep -c '^{"bench":"serve",' "$tmp/bs.json")" -ge 2 ] &&
+    grep -qE '"bench":"serve_prefix_cache","concurrency":4,"hit_rate":0\.[1-9]' "$tmp/bs.json"
+  check "bench serve --speculative --prefix-cache both" $? \
+    "rc=$rc $(grep prefix_cache "$tmp/bs.json" | head -c 300) $(grep -m2 -E 'error|failed' "$tmp/bs.err")"
 fi
 # numla serve --speculative mtp:2 (1 rank; needs curl and jq): the golden prompts in flight
 # together through /v1/completions give the same tokens, with usage.speculative
