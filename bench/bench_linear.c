@@ -13,7 +13,9 @@
  * cache, like bf16, on one copy), and the ggml block encodings (kernels/qblock.h: numla_q8_0,
  * numla_q4_k, ...) on their packed bytes. Where the level is amx and its tiles take the shape, the row
  * is numla_fp8_amx, numla_int8_amx or numla_w8a8_amx, and numla_fp8 / numla_int8 / numla_w8a8
- * is the variant it replaced (the avx512bf16 level: avx512 fp8 and int8-row, VNNI W8A8).
+ * is the variant it replaced (the avx512bf16 level: avx512 fp8 and int8-row, VNNI W8A8);
+ * numla_fp8e8(_amx) is fp8 with power-of-two block scales (DeepSeek-V4's E8M0), which the amx
+ * tiles fold into the weights.
  * Read bandwidth and peak are measured in the same run on the same threads. GEMV/skinny weights
  * and expert weights rotate over enough copies (>= 4x the LLC, at most 2 GiB) that every call reads them from memory. Prints
  * ratios; never asserts on time. */
@@ -325,9 +327,10 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
     const int64_t sr = (s->n + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK,
                   sc = (s->k + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK;
     float *scales = malloc((size_t)(sr * sc > s->n ? sr * sc : s->n) * sizeof *scales);
+    float *scales_p2 = malloc((size_t)(sr * sc) * sizeof *scales_p2);
     numla_qlinear_weight *w = calloc((size_t)copies, sizeof *w);
     void **packed = calloc((size_t)copies, sizeof *packed);
-    if (!src || !scales || !w || !packed)
+    if (!src || !scales || !scales_p2 || !w || !packed)
         goto done;
     uint64_t st = 0x2545F4914F6CDD1Dull;
     for (size_t i = 0; i < wb8; i++) {
@@ -338,10 +341,16 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
     }
     for (int64_t i = 0; i < (sr * sc > s->n ? sr * sc : s->n); i++)
         scales[i] = 1e-3f;
-    for (int f = 0; f < NUMLA_QLINEAR_FORMAT_COUNT; f++) {
-        const numla_qlinear_format fmt = (numla_qlinear_format)f;
+    for (int64_t i = 0; i < sr * sc; i++)
+        scales_p2[i] = 0x1p-10f;
+    /* f == FORMAT_COUNT: fp8 again with power-of-two scales (DeepSeek-V4's E8M0), which the amx
+     * tiles fold into the weights (numla_fp8e8, numla_fp8e8_amx) */
+    for (int f = 0; f <= NUMLA_QLINEAR_FORMAT_COUNT; f++) {
+        const int e8 = f == NUMLA_QLINEAR_FORMAT_COUNT;
+        const numla_qlinear_format fmt = e8 ? NUMLA_QLINEAR_FP8_BLOCK : (numla_qlinear_format)f;
         const int fp8 = fmt == NUMLA_QLINEAR_FP8_BLOCK;
-        numla_qlinear_source qs = {fmt, s->n, s->k, 0, 0, src, s->k, scales, fp8 ? sr : s->n, fp8 ? sc : 1};
+        numla_qlinear_source qs = {fmt, s->n, s->k, 0, 0, src, s->k, e8 ? scales_p2 : scales, fp8 ? sr : s->n,
+                                   fp8 ? sc : 1};
         const size_t bytes = numla_qlinear_packed_size(fmt, s->n, s->k);
         size_t most = 0; /* one buffer per copy serves every format */
         for (int g = 0; g < NUMLA_QLINEAR_FORMAT_COUNT; g++)
@@ -362,7 +371,8 @@ static int numla_bench_linear_q8_(const numla_bench_linear_shape *s, numla_isa i
             cx.isa = o == 0 ? isa : NUMLA_ISA_AVX512BF16;
             static const char *const amx_names[NUMLA_QLINEAR_FORMAT_COUNT] = {"numla_fp8_amx", "numla_int8_amx",
                                                                               "numla_w8a8_amx"};
-            res[nr].name = amx && o == 0 ? amx_names[f] : names[f];
+            res[nr].name = e8 ? (amx && o == 0 ? "numla_fp8e8_amx" : "numla_fp8e8")
+                              : amx && o == 0 ? amx_names[f] : names[f];
             /* Bytes read: the packed weights and scales (the int8 rows' per-row scale and row
              * sum are inside `bytes`; fp8 reads no row sums). */
             res[nr].weight_bytes = (double)bytes;
@@ -378,6 +388,7 @@ done:
     free(packed);
     free(w);
     free(scales);
+    free(scales_p2);
     free(src);
     return nr;
 }
@@ -697,7 +708,7 @@ static int numla_bench_linear_main_(int argc, char **argv)
         const numla_bench_linear_shape *s = &numla_bench_linear_shapes_[i];
         if (only && strcmp(only, s->cls))
             continue;
-        numla_bench_linear_result res[24];
+        numla_bench_linear_result res[32];
         int nr = numla_bench_linear_shape_(s, isa, pool, reps, bf16_only, res);
         const double flops = 2.0 * (double)s->m * (double)s->n * (double)s->k;
         for (int r = 0; r < nr; r++) {

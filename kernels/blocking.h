@@ -92,7 +92,7 @@ enum {
 };
 
 /* The amx level: W8A8 on TDPBSSD (kernels/x86/qlinear_amx.c), fp8 and int8-row on TDPBF16PS
- * (kernels/x86/qlinear_wide_amx.c). */
+ * (kernels/x86/qlinear_fp8_amx.c; int8-row: kernels/x86/qlinear_int8row_amx.c). */
 enum {
     NUMLA_QLINEAR_AMX_MIN_M = 16,          /* amx level, W8A8: M from this (and N >= 16) runs the
                                               tiles; below, one x tile would be mostly padding
@@ -106,6 +106,9 @@ enum {
                                               tiles; below, the avx512 rows (docs/linear.md) */
     NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK = 256, /* amx level: most x rows packed at once (its
                                               per-thread fp32 sums live on the stack) */
+    NUMLA_QLINEAR_AMX_FP8_KC = 256,        /* amx level, fp8 with power-of-two scales: k columns
+                                              per widened block (C stored and reloaded between
+                                              them; two 16 KiB A buffers stay in L1) */
     NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M = 4,  /* amx level, int8-row: fewer rows run the same
                                               exact integer sums on VNNI (the same bits; a
                                               decode GEMV is faster there, docs/linear.md) */

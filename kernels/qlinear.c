@@ -25,10 +25,10 @@ static const numla_qlinear_variant numla_qlinear_w8a8_avx512_ = {
 /* fp8 at M = 1 (the GEMM from avx512 for more rows) */
 static const numla_qlinear_variant numla_qlinear_fp8_avx512bf16_ = {
     {"avx512bf16", NUMLA_CPU_VBMI, NULL}, numla_qlinear_forward_fp8_avx512bf16, numla_qlinear_gemm_avx512};
-/* fp8 on TDPBF16PS (weights widened to bf16 per tile); int8-row as three int8 planes of x on
- * TDPBSSD, few rows on VNNI (the same entry hands it on); W8A8 on TDPBSSD */
-static const numla_qlinear_variant numla_qlinear_wide_amx_ = {{"amx", NUMLA_CPU_AMX_BF16, NULL},
-                                                              numla_qlinear_forward_amx_wide, NULL};
+/* fp8 on TDPBF16PS (weights widened to bf16 per tile with VBMI byte lookups); int8-row as three
+ * int8 planes of x on TDPBSSD, few rows on VNNI (the same entry hands it on); W8A8 on TDPBSSD */
+static const numla_qlinear_variant numla_qlinear_wide_amx_ = {
+    {"amx", NUMLA_CPU_AMX_BF16 | NUMLA_CPU_VBMI, NULL}, numla_qlinear_forward_amx_wide, NULL};
 static const numla_qlinear_variant numla_qlinear_row_amx_ = {
     {"amx", NUMLA_CPU_AMX_INT8 | NUMLA_CPU_VNNI, NULL}, numla_qlinear_forward_amx_wide, NULL};
 static const numla_qlinear_variant numla_qlinear_w8a8_amx_ = {
@@ -157,6 +157,20 @@ static numla_status numla_qlinear_check_source_(const numla_qlinear_source *s, c
     return NUMLA_STATUS_OK;
 }
 
+/* Whether every one of the count scales is 2^e with -117 <= e <= 119: then s · w, for every
+ * e4m3 w != 0 (2^-9 <= |w| <= 448), is a normal bf16 (numla_qlinear_weight.scale_pow2). */
+static int numla_qlinear_scales_pow2_(const float *s, int64_t count)
+{
+    for (int64_t i = 0; i < count; i++) {
+        uint32_t bits;
+        memcpy(&bits, &s[i], sizeof bits);
+        const int e = (int)(bits >> 23) - 127; /* sign bit set: e > 128 */
+        if ((bits & 0x7FFFFFu) || e < -117 || e > 119)
+            return 0;
+    }
+    return 1;
+}
+
 numla_status numla_qlinear_pack(const numla_qlinear_source *src, void *dst, numla_qlinear_weight *out)
 {
     NUMLA_CHECK(numla_qlinear_check_source_(src, dst, out));
@@ -190,6 +204,7 @@ numla_status numla_qlinear_pack(const numla_qlinear_source *src, void *dst, numl
         for (int64_t g = 0; g < w.scale_rows; g++)
             for (int64_t c = 0; c < w.scale_cols; c++)
                 scales[g * w.scale_cols + c] = src->scales[(g0 + g) * src->scale_cols + c0 + c];
+        w.scale_pow2 = numla_qlinear_scales_pow2_(scales, w.scale_rows * w.scale_cols);
     } else {
         for (int64_t r = 0; r < n; r++)
             scales[r] = src->scales[src->row0 + r];

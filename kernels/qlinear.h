@@ -8,6 +8,9 @@
  *                             block's scale. The scale is applied in fp32 to each 128-wide K
  *                             block's dot product, never folded into the weights:
  *                               y[m][n] = Σ_b s[n/128][b] · (Σ_{k in block b} w[n][k] x[m][k])
+ *                             except on the amx level's tiles when every scale is a power of
+ *                             two (numla_qlinear_weight.scale_pow2), where s · w is exact in
+ *                             bf16 and y[m][n] = Σ_k (s w)[n][k] x[m][k]
  *   NUMLA_QLINEAR_INT8_ROW    W: int8; one fp32 scale per output row. Activations stay fp32:
  *                               y[m][n] = s[n] · Σ_k w[n][k] x[m][k]
  *   NUMLA_QLINEAR_INT8_W8A8   the same weights; each activation row is quantized at run time,
@@ -51,7 +54,9 @@
  * Numerics: fp8 and int8-row are exact products summed in fp32 (any order), so against the
  * dequantized weights in double: |y - y_ref| <= (K + 2·K/128 + 2) u Σ|w x| (+ the same for the
  * accumulated y), u = 2^-24; fp8 on the amx level's tiles (split-bf16 x,
- * kernels/x86/qlinear_wide_amx.c): (2^-17 + (2·min(K, 128) + K/128 + 2) u) Σ|s w x|; int8-row
+ * kernels/x86/qlinear_fp8_amx.c): (2^-17 + (2·min(K, 128) + K/128 + 2) u) Σ|s w x|, and where
+ * every scale is a power of two (scale_pow2 below: DeepSeek-V4's E8M0 scales), which the tiles
+ * fold into the exact bf16 weights and sum over all of K, (2^-17 + (K/16 + 18) u) Σ|s w x|; int8-row
  * at the amx level (x as three int8 planes of its row maximum, exact integer sums,
  * kernels/x86/qlinear_int8row_amx.c): (2^-17/127 + 2^-23) max|x| Σ|s w| + 2u |y|; fp8 M = 1 on the
  * avx512bf16 level with AVX512_VBMI (kernels/x86/qlinear_fp8_avx512bf16.c: weights widened
@@ -107,6 +112,9 @@ typedef struct numla_qlinear_weight {
     const float *scales;     /* (scale_rows, scale_cols); fp8 row r uses grid row
                                 (row0 + r) / 128 - row0 / 128 */
     const int32_t *row_sums; /* int8: (n) Σ_k w[r][k], for the u8 x s8 dot product; else NULL */
+    int scale_pow2;          /* fp8: every held scale is 2^e, -117 <= e <= 119, so s · w is a
+                                normal bf16 for every e4m3 w != 0 (DeepSeek-V4's E8M0 scales,
+                                V3.1's ue8m0); set by numla_qlinear_pack */
 } numla_qlinear_weight;
 
 /* Bytes for a packed slice; 0 for a bad format or shape. */

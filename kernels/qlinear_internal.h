@@ -211,8 +211,13 @@ static inline size_t numla_qlinear_amx_wide_ws_bytes(const numla_qlinear_weight 
  * numla_qlinear_forward_amx_wide. */
 void numla_qlinear_int8row_amx(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
                                float *y, int64_t ldy, int accumulate, void *workspace);
-/* The amx level's entry for fp8 (AMX-BF16 TDPBF16PS, weights widened to bf16 per tile,
- * kernels/x86/qlinear_wide_amx.c) and int8-row (numla_qlinear_int8row_amx); other shapes run
+/* fp8 at the amx level: AMX-BF16 TDPBF16PS, the weights widened to bf16 per tile (power-of-two
+ * scales folded in), kernels/x86/qlinear_fp8_amx.c; called by numla_qlinear_forward_amx_wide
+ * where the tiles apply. */
+void numla_qlinear_fp8_amx(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                           int64_t ldy, int accumulate, void *workspace);
+/* The amx level's entry for fp8 (numla_qlinear_fp8_amx) and int8-row
+ * (numla_qlinear_int8row_amx), kernels/x86/qlinear_wide_amx.c; other shapes run
  * numla_qlinear_forward_avx512. */
 void numla_qlinear_forward_amx_wide(const numla_qlinear_weight *w, int64_t m, const float *x,
                                    int64_t ldx, float *y, int64_t ldy, int accumulate,

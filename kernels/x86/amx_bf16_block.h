@@ -1,5 +1,5 @@
 /* kernels/x86/amx_bf16_block.h — the AMX-BF16 register block of the weight-as-A tile GEMMs
- * (kernels/x86/qlinear_wide_amx.c, fp8; kernels/x86/qblock_f32_amx.c, F32 mode's bf16 tiles):
+ * (kernels/x86/qlinear_fp8_amx.c, fp8; kernels/x86/qblock_f32_amx.c, F32 mode's bf16 tiles):
  * Yᵀ = W · Xᵀ with 16 weight rows x 32 k of bf16 as one A tile (row-major, 64 bytes a row, the
  * tiles of one weight-row tile consecutive along k) and x's pieces as B tiles (16 k-pairs x 16
  * rows x 2 bf16, 1 KiB each; per 32-k step the P pieces of an x tile follow one another).

@@ -1,5 +1,5 @@
 /* kernels/x86/amx_tile_out.h — the output side the 8-bit AMX linears share
- * (kernels/x86/qlinear_amx.c, qlinear_wide_amx.c, qlinear_int8row_amx.c), which compute
+ * (kernels/x86/qlinear_amx.c, qlinear_fp8_amx.c, qlinear_int8row_amx.c), which compute
  * Yᵀ = W · Xᵀ in 16-row weight blocks: where a block starts, and a finished 16 n x 16 m fp32
  * block transposed into y's rows. Include from files built with AVX-512 flags. */
 #ifndef NUMLA_KERNELS_X86_AMX_TILE_OUT_H

@@ -10,7 +10,7 @@
  * row's bits do not depend on M or on the other rows, on any CPU with AVX512-BF16;
  * amx_hardware checks that the real tiles give the emulated build's bits.
  *
- * It computes Yᵀ = W · Xᵀ, as kernels/x86/qlinear_wide_amx.c does for fp8: the weights are the
+ * It computes Yᵀ = W · Xᵀ, as kernels/x86/qlinear_fp8_amx.c does for fp8: the weights are the
  * A operand, one A tile = 16 weight rows x one 32-column block, decoded per tile into a
  * per-thread buffer as bf16 (row-major, 32 bf16 a row). MXFP4's values e2m1 · 2^(e - 127) have
  * at most 2 significant bits, so they are the reference dequantization's fp32 values exactly

@@ -9,8 +9,9 @@
  *     wrap-around, and partial tile shapes;
  *   - kernels: each AMX kernel file's real build (numla_kernels) and its build over the emulator
  *     (numla_amx_emulated, tests/CMakeLists.txt) on the same inputs, bit for bit: the bf16 GEMM
- *     (linear_amx.c), W8A8 (qlinear_amx.c), fp8 and int8-row (qlinear_wide_amx.c, int8-row's
- *     few-row AVX-512 path with the tiles' arithmetic included), every block encoding in
+ *     (linear_amx.c), W8A8 (qlinear_amx.c), fp8 with fp32 and power-of-two scales
+ *     (qlinear_fp8_amx.c) and int8-row (qlinear_int8row_amx.c, its few-row AVX-512 path with
+ *     the tiles' arithmetic included), both through qlinear_wide_amx.c, every block encoding in
  *     both layouts (qblock_panel_amx.c), the MLA decode kernel's Q·K and P·V
  *     (mla_attn_amx.c) and MHA prefill's scores and P·V (mha_prefill_amx.c).
  * What the comparison found is docs/design.md §4 ("AMX on the hardware and in the emulator"). */
@@ -292,8 +293,10 @@ static void test_linear_bf16(void)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
-/* fp8 (e4m3 bytes, no NaN code) or int8 weights with random scales, packed as the loader does. */
-static int qlinear_case(numla_qlinear_format fmt, int64_t m, int64_t n, int64_t k, int64_t row0, numla_test_rng *rng)
+/* fp8 (e4m3 bytes, no NaN code) or int8 weights with random scales (pow2: fp8's as powers of
+ * two, which the fp8 tiles fold into the weights), packed as the loader does. */
+static int qlinear_case_s(numla_qlinear_format fmt, int64_t m, int64_t n, int64_t k, int64_t row0, int pow2,
+                          numla_test_rng *rng)
 {
     const int64_t rows = row0 + n, sr = fmt == NUMLA_QLINEAR_FP8_BLOCK ? (rows + 127) / 128 : rows;
     const int64_t sc = fmt == NUMLA_QLINEAR_FP8_BLOCK ? (k + 127) / 128 : 1;
@@ -305,24 +308,31 @@ static int qlinear_case(numla_qlinear_format fmt, int64_t m, int64_t n, int64_t 
         data[i] = fmt == NUMLA_QLINEAR_FP8_BLOCK && (b & 0x7f) == 0x7f ? (uint8_t)(b ^ 1) : b;
     }
     for (int64_t i = 0; i < sr * sc; i++)
-        scales[i] = 1e-2f * (float)pow(10.0, numla_test_rng_uniform(rng, -1.0, 1.0));
+        scales[i] = pow2 ? ldexpf(1.0f, -12 + (int)(numla_test_rng_u64(rng) % 9))
+                         : 1e-2f * (float)pow(10.0, numla_test_rng_uniform(rng, -1.0, 1.0));
     numla_qlinear_source src = {fmt, n, k, row0, 0, data + row0 * k, k, scales, sr, sc};
     void *packed = aligned_alloc(64, numla_qlinear_align64(numla_qlinear_packed_size(fmt, n, k)));
     numla_qlinear_weight w;
     CU_ASSERT_FATAL(packed && numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
-    const int wide = fmt != NUMLA_QLINEAR_INT8_W8A8; /* fp8, int8-row: qlinear_wide_amx.c */
+    const int wide = fmt != NUMLA_QLINEAR_INT8_W8A8; /* fp8, int8-row: the qlinear_wide_amx.c entry */
     CU_ASSERT(wide ? numla_qlinear_amx_wide_applies(&w, m) : numla_qlinear_amx_applies(&w, m));
+    CU_ASSERT_EQUAL(w.scale_pow2, pow2);
     const size_t ws = numla_qlinear_workspace_size(&w, m, 2);
     int bad = 0;
     for (int acc = 0; acc < 2; acc++)
-        bad += compare_gemm(fmt == NUMLA_QLINEAR_FP8_BLOCK  ? "fp8 qlinear_wide_amx"
-                            : fmt == NUMLA_QLINEAR_INT8_ROW ? "int8-row qlinear_wide_amx"
+        bad += compare_gemm(fmt == NUMLA_QLINEAR_FP8_BLOCK  ? (pow2 ? "fp8 (2^e scales) qlinear_fp8_amx" : "fp8 qlinear_fp8_amx")
+                            : fmt == NUMLA_QLINEAR_INT8_ROW ? "int8-row qlinear_int8row_amx"
                                                             : "W8A8 qlinear_amx",
                             wide ? wide_hw : w8a8_hw, wide ? wide_emu : w8a8_emu, &w, m, n, k, acc, ws, rng);
     free(packed);
     free(data);
     free(scales);
     return bad;
+}
+
+static int qlinear_case(numla_qlinear_format fmt, int64_t m, int64_t n, int64_t k, int64_t row0, numla_test_rng *rng)
+{
+    return qlinear_case_s(fmt, m, n, k, row0, 0, rng);
 }
 
 static void test_qlinear_wide(void)
@@ -335,6 +345,9 @@ static void test_qlinear_wide(void)
     bad += qlinear_case(NUMLA_QLINEAR_FP8_BLOCK, 77, 300, 400, 0, &rng);
     bad += qlinear_case(NUMLA_QLINEAR_FP8_BLOCK, 100, 40, 3000, 192, &rng);
     bad += qlinear_case(NUMLA_QLINEAR_FP8_BLOCK, 300, 24, 200, 120, &rng);
+    bad += qlinear_case_s(NUMLA_QLINEAR_FP8_BLOCK, 16, 16, 64, 0, 1, &rng);
+    bad += qlinear_case_s(NUMLA_QLINEAR_FP8_BLOCK, 77, 300, 400, 0, 1, &rng);
+    bad += qlinear_case_s(NUMLA_QLINEAR_FP8_BLOCK, 100, 40, 3000, 192, 1, &rng);
     /* int8-row: the tiles' arithmetic in AVX-512 below 4 rows, the tiles from 4 */
     bad += qlinear_case(NUMLA_QLINEAR_INT8_ROW, 1, 520, 520, 0, &rng);
     bad += qlinear_case(NUMLA_QLINEAR_INT8_ROW, 3, 272, 1000, 0, &rng);

@@ -286,12 +286,13 @@ static double mag_row(const tensor *t, slice sl, int64_t j, const float *x, floa
 
 /* The fp8 path numla_qlinear_forward takes for m rows of w at level isa: 0 one row at a time
  * (1 at the avx512bf16 level's split-bf16 GEMV), 2 the many-row panel GEMM, 3 the amx level's
- * tiles. A row's bits depend only on its path. */
+ * tiles (4 with power-of-two scales folded into the weights). A row's bits depend only on its
+ * path. */
 static int fp8_path(const numla_qlinear_weight *w, numla_isa isa, int64_t m)
 {
     const numla_isa level = numla_qlinear_level(isa, NUMLA_QLINEAR_FP8_BLOCK);
     if (level == NUMLA_ISA_AMX) /* below the tiles the amx level runs avx512's rows */
-        return numla_qlinear_amx_wide_applies(w, m) ? 3 : 0;
+        return numla_qlinear_amx_wide_applies(w, m) ? (w->scale_pow2 ? 4 : 3) : 0;
     if (m >= (int64_t)NUMLA_QLINEAR_PANEL_MIN_M)
         return 2;
     return m == 1 && level == NUMLA_ISA_AVX512BF16 ? 1 : 0;
@@ -303,19 +304,23 @@ static double fp8_split_rel(int path, int64_t k)
 {
     return path == 1 ? ldexp(1.0, -16) + (double)k * ldexp(1.0, -24)
            : path == 3 ? ldexp(1.0, -17) + (double)(2 * (k < 128 ? k : 128) + (k + 127) / 128 + 2) * ldexp(1.0, -24)
+           : path == 4 ? ldexp(1.0, -17) + (double)(k / 16 + 18) * ldexp(1.0, -24)
                        : 0.0;
 }
 
 /* Bit-identity of one (format, slice, level; fp8 across a path boundary: agreement within the
- * two paths' bounds): y for M rows at once on 2 threads against each
+ * two paths' bounds; pow2: fp8 scales 2^e, which the amx level folds into its tiles' weights):
+ * y for M rows at once on 2 threads against each
  * row alone, 3 rows (below int8-row's 4-row threshold), the first 31 and 32 rows, 7 and 8 rows
  * (either side of fp8's), 32 rows elsewhere and all M on one thread; accumulate off and on.
  * Returns the number of differing outputs. */
-static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uint64_t seed)
+static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, int pow2, uint64_t seed)
 {
     enum { M = 300 };
     numla_test_rng rng = {seed};
     tensor t = make_tensor(fmt, sl.nt, sl.kt, &rng);
+    for (int64_t i = 0; pow2 && i < t.sr * t.sc; i++) /* 2^-14 .. 2^-7 */
+        t.scales[i] = ldexpf(1.0f, -14 + (int)(numla_test_rng_u64(&rng) % 8));
     const int64_t n = sl.n, k = sl.k, ldx = k + 3, ldy = n + 5;
     numla_qlinear_source src = {fmt, n, k, sl.row0, sl.col0, t.data + sl.row0 * t.kt + sl.col0,
                                 t.kt, t.scales, t.sr, t.sc};
@@ -325,6 +330,7 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, uin
     CU_ASSERT_FATAL(packed && x && y0 && y && ya);
     numla_qlinear_weight w;
     CU_ASSERT_FATAL(numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(w.scale_pow2, pow2);
     for (int64_t i = 0; i < M * ldx; i++)
         x[i] = (float)numla_test_rng_normal(&rng);
     for (int64_t i = 0; i < M * ldy; i++)
@@ -435,7 +441,13 @@ static void test_row_invariance(void)
         for (int f = 0; f < 2; f++) /* fp8-block, int8-row */
             for (size_t s = 0; s < sizeof sl / sizeof sl[0]; s++)
                 if (s < 3 || (isas[a] == NUMLA_ISA_AMX && f == 1))
-                    bad += run_invariance((numla_qlinear_format)f, sl[s], isas[a], seed++);
+                    bad += run_invariance((numla_qlinear_format)f, sl[s], isas[a], 0, seed++);
+    /* fp8 with power-of-two scales (DeepSeek-V4's E8M0): the amx level's tiles fold them into the
+     * weights and sum over all of K; the other levels as above */
+    for (int a = 0; a < ni; a++)
+        if (numla_qlinear_level(isas[a], NUMLA_QLINEAR_FP8_BLOCK) == NUMLA_ISA_AMX)
+            for (size_t s = 0; s < 3; s++)
+                bad += run_invariance(NUMLA_QLINEAR_FP8_BLOCK, sl[s], isas[a], 1, seed++);
     CU_ASSERT_EQUAL(bad, 0);
 }
 

@@ -1,11 +1,13 @@
-/* Tests for the fp8-block linear on AMX-BF16 tiles (kernels/x86/qlinear_wide_amx.c) on a CPU
+/* Tests for the fp8-block linear on AMX-BF16 tiles (kernels/x86/qlinear_fp8_amx.c) on a CPU
  * without AMX: the kernel is built against the tile emulator (tests/support/amx_emulate.h;
  * tests/CMakeLists.txt makes numla_amx_emulated) and its y is checked against a
  * double-precision product with the dequantized weights, within the kernel's stated bound
  * (split-bf16 x: fp32-class), and against the ref level within both levels' bounds; for M
  * around the minimum and across x chunks, N and K off the tile sizes, shards whose first row is
- * not a multiple of 16 or 128 (a head's 192 rows), accumulate on and off; 1 and 2 threads give
- * the same bits, and the emulator's count of tile products is exactly the tile path's. The
+ * not a multiple of 16 or 128 (a head's 192 rows), accumulate on and off, fp32 scales and
+ * power-of-two ones (folded into the weights: their own bound, and a row's bits the same in
+ * calls of other row counts); 1 and 2 threads give the same bits, and the emulator's count of
+ * tile products is exactly the tile path's. The
  * emulator's TDPBF16PS is checked on products worked out by hand. */
 #include "tests/support/amx_emulate.h"
 
@@ -26,12 +28,13 @@ void numla_qlinear_forward_amx_wide_emulated(const numla_qlinear_weight *w, int6
 
 #define SENTINEL 12345.0f
 
-/* The emulated kernel's AVX-512 parts (and its avx512 fallback) run natively. */
+/* The emulated kernel's AVX-512 parts (and its avx512 fallback) run natively: AVX512-BF16, and
+ * VBMI for fp8's widening. */
 static int runnable(void)
 {
-    if (numla_isa_supported(NUMLA_ISA_AVX512BF16))
+    if (numla_isa_supported(NUMLA_ISA_AVX512BF16) && numla_cpu_has(NUMLA_CPU_VBMI))
         return 1;
-    fprintf(stderr, "(no AVX512-BF16 here, skipped) ");
+    fprintf(stderr, "(no AVX512-BF16 and VBMI here, skipped) ");
     return 0;
 }
 
@@ -139,7 +142,7 @@ typedef struct {
     float *scales;
 } tensor;
 
-static tensor make_tensor(int64_t rows, int64_t k, numla_test_rng *rng)
+static tensor make_tensor(int64_t rows, int64_t k, int pow2, numla_test_rng *rng)
 {
     tensor t = {rows, k, (rows + 127) / 128, (k + 127) / 128, malloc((size_t)(rows * k)), NULL};
     t.scales = malloc((size_t)(t.sr * t.sc) * sizeof *t.scales);
@@ -149,7 +152,8 @@ static tensor make_tensor(int64_t rows, int64_t k, numla_test_rng *rng)
         t.data[i] = (b & 0x7f) == 0x7f ? (uint8_t)(b ^ 1) : b;
     }
     for (int64_t i = 0; i < t.sr * t.sc; i++) /* spread over 100x: a wrong block is far off */
-        t.scales[i] = 1e-2f * (float)pow(10.0, numla_test_rng_uniform(rng, -1.0, 1.0));
+        t.scales[i] = pow2 ? ldexpf(1.0f, -10 + (int)(numla_test_rng_u64(rng) % 7))
+                           : 1e-2f * (float)pow(10.0, numla_test_rng_uniform(rng, -1.0, 1.0));
     return t;
 }
 
@@ -170,13 +174,14 @@ static void run_emulated(const numla_qlinear_weight *w, int64_t m, const float *
     free(wsbuf);
 }
 
-/* One shape: rows [row0, row0 + n) of an fp8 tensor, K = k. The emulated amx kernel against
- * the dequantized product in double and against the ref level; 1 and 2 threads bit for bit;
- * the count of TDPBF16PS. Returns the number of failures. */
-static int run_case(int64_t m, int64_t n, int64_t k, int64_t row0, int accumulate, uint64_t seed)
+/* One shape: rows [row0, row0 + n) of an fp8 tensor, K = k, fp32 or power-of-two scales. The
+ * emulated amx kernel against the dequantized product in double and against the ref level; 1
+ * and 2 threads bit for bit; the count of TDPBF16PS; pow2: rows [13, m) in a call of their own
+ * (other tile neighbours, row count and chunking) bit for bit. Returns the number of failures. */
+static int run_case_s(int64_t m, int64_t n, int64_t k, int64_t row0, int accumulate, int pow2, uint64_t seed)
 {
     numla_test_rng rng = {seed};
-    tensor t = make_tensor(row0 + n, k, &rng);
+    tensor t = make_tensor(row0 + n, k, pow2, &rng);
     const int64_t ldx = k + 3, ldy = n + 5;
     float *x = malloc((size_t)(m * ldx) * sizeof *x), *y0 = malloc((size_t)(m * ldy) * sizeof *y0);
     float *y1 = malloc((size_t)(m * ldy) * sizeof *y1), *y2 = malloc((size_t)(m * ldy) * sizeof *y2);
@@ -196,6 +201,7 @@ static int run_case(int64_t m, int64_t n, int64_t k, int64_t row0, int accumulat
     void *packed = aligned_alloc(64, numla_qlinear_align64(numla_qlinear_packed_size(src.fmt, n, k)));
     numla_qlinear_weight w;
     CU_ASSERT_FATAL(packed && numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(w.scale_pow2, pow2);
     const size_t ws = numla_qlinear_workspace_size(&w, m, 2);
     void *wsbuf = malloc(ws + 1);
     CU_ASSERT_FATAL(wsbuf != NULL);
@@ -223,7 +229,21 @@ static int run_case(int64_t m, int64_t n, int64_t k, int64_t row0, int accumulat
         bad++;
     }
     const double u = ldexp(1, -24);
-    const double c_amx = ldexp(1, -17) + (2.0 * (k < 128 ? k : 128) + (double)k / 128 + 2) * u;
+    const double c_amx = pow2 ? ldexp(1, -17) + ((double)(k / 16) + 18) * u
+                              : ldexp(1, -17) + (2.0 * (k < 128 ? k : 128) + (double)k / 128 + 2) * u;
+    if (pow2 && m - 13 >= NUMLA_QLINEAR_AMX_WIDE_MIN_M && numla_qlinear_amx_wide_applies(&w, m)) { /* rows [13, m) on their own */
+        float *y3 = malloc((size_t)(m * ldy) * sizeof *y3);
+        CU_ASSERT_FATAL(y3 != NULL);
+        memcpy(y3, y0, (size_t)(m * ldy) * sizeof *y0);
+        long took3;
+        run_emulated(&w, m - 13, x + 13 * ldx, ldx, y3 + 13 * ldy, ldy, accumulate, 2, &took3);
+        if (memcmp(y3 + 13 * ldy, y1 + 13 * ldy, (size_t)((m - 13) * ldy) * sizeof *y1) != 0) {
+            fprintf(stderr, "\n    M=%lld N=%lld K=%lld row0=%lld: rows [13, M) differ in a call of their own\n",
+                    (long long)m, (long long)n, (long long)k, (long long)row0);
+            bad++;
+        }
+        free(y3);
+    }
     const double c_ref = ((double)k + 2.0 * (double)k / 128 + 2) * u;
     /* the slice's weights dequantized once (every row of x reads them) */
     double *wd = malloc((size_t)(n * k) * sizeof *wd);
@@ -254,9 +274,9 @@ static int run_case(int64_t m, int64_t n, int64_t k, int64_t row0, int accumulat
             const double ref = yr[i * ldy + r];
             if ((fabs(got - want) > tol_amx || fabs(got - ref) > tol_amx + tol_ref) && bad++ == 0)
                 fprintf(stderr,
-                        "\n    M=%lld N=%lld K=%lld row0=%lld acc=%d: y[%lld][%lld] = %.9g, exact %.9g "
+                        "\n    M=%lld N=%lld K=%lld row0=%lld acc=%d pow2=%d: y[%lld][%lld] = %.9g, exact %.9g "
                         "(tolerance %.3g), ref level %.9g\n",
-                        (long long)m, (long long)n, (long long)k, (long long)row0, accumulate,
+                        (long long)m, (long long)n, (long long)k, (long long)row0, accumulate, pow2,
                         (long long)i, (long long)r, (double)got, want, tol_amx, ref);
         }
     free(wd);
@@ -269,6 +289,11 @@ static int run_case(int64_t m, int64_t n, int64_t k, int64_t row0, int accumulat
     free(y2);
     free(yr);
     return bad;
+}
+
+static int run_case(int64_t m, int64_t n, int64_t k, int64_t row0, int accumulate, uint64_t seed)
+{
+    return run_case_s(m, n, k, row0, accumulate, 0, seed);
 }
 
 static void test_matches_dequantized(void)
@@ -312,6 +337,44 @@ static void test_edges_chunks_and_fallback(void)
         bad += run_case(64, 9, 300, 64, acc, s + 5);
     }
     CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* Power-of-two scales (DeepSeek-V4's E8M0, V3.1's ue8m0), folded into the widened weights: the
+ * shapes above (one tile; a shard straddling grid rows; K = 3000 over two x chunks and several
+ * k blocks of NUMLA_QLINEAR_AMX_FP8_KC; 300 rows; a row0 off 16) within the folded bound, and a
+ * row's bits the same in a call of other rows. Which scales fold: 2^-117 .. 2^119 (every scaled
+ * e4m3 value a normal bf16), not 2^-118, 2^120, a mantissa or a sign. */
+static void test_pow2_scales(void)
+{
+    if (!runnable())
+        return;
+    int bad = 0;
+    for (int acc = 0; acc < 2; acc++) {
+        const uint64_t s = 1300 + 10 * (uint64_t)acc;
+        bad += run_case_s(16, 16, 64, 0, acc, 1, s);
+        bad += run_case_s(48, 200, 300, 120, acc, 1, s + 1);
+        bad += run_case_s(100, 40, 3000, 192, acc, 1, s + 2);
+        bad += run_case_s(300, 24, 200, 8, acc, 1, s + 3);
+        bad += run_case_s(40, 77, 1000, 0, acc, 1, s + 4);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    const struct {
+        float s;
+        int pow2;
+    } cases[] = {{1.0f, 1},           {ldexpf(1, -117), 1}, {ldexpf(1, 119), 1}, {ldexpf(1, -118), 0},
+                 {ldexpf(1, 120), 0}, {1.5f, 0},            {-1.0f, 0},          {1e-3f, 0}};
+    uint8_t q[16 * 256];
+    memset(q, 0x38, sizeof q);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const float grid[2] = {0.25f, cases[i].s}; /* the second 128-column block's */
+        numla_qlinear_source src = {NUMLA_QLINEAR_FP8_BLOCK, 16, 256, 0, 0, q, 256, grid, 1, 2};
+        uint8_t packed[16 * 256 + 256] __attribute__((aligned(64)));
+        numla_qlinear_weight w;
+        CU_ASSERT_FATAL(numla_qlinear_packed_size(src.fmt, 16, 256) <= sizeof packed);
+        CU_ASSERT_FATAL(numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
+        NUMLA_ASSERT_MSG(w.scale_pow2 == cases[i].pow2, "scale %a: scale_pow2 %d, want %d", (double)cases[i].s,
+                         w.scale_pow2, cases[i].pow2);
+    }
 }
 
 /* int8-row on AMX-INT8 tiles (x as three int8 planes, kernels/x86/qlinear_int8row_amx.c),
@@ -411,4 +474,5 @@ static void test_dispatch(void)
 
 NUMLA_TEST_SUITE(qlinear_fp8_amx_emu, NULL, NULL, NUMLA_TEST(test_emulator_bf16_hand),
                  NUMLA_TEST(test_matches_dequantized), NUMLA_TEST(test_edges_chunks_and_fallback),
+                 NUMLA_TEST(test_pow2_scales),
                  NUMLA_TEST(test_dispatch), NUMLA_TEST(test_int8_row))

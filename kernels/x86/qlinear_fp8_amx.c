@@ -1,0 +1,319 @@
+/* kernels/x86/qlinear_fp8_amx.c — fp8-block weights (e4m3, 128 x 128 block scales) on AMX-BF16
+ * tiles (TDPBF16PS), M >= NUMLA_QLINEAR_AMX_WIDE_MIN_M and N >= 16: called by the amx level's
+ * entry (kernels/x86/qlinear_wide_amx.c), on CPUs with AMX-BF16 and AVX512_VBMI (the entry's
+ * needs).
+ *
+ * The unit test qlinear_fp8_amx_emu builds this file against the tile emulator
+ * tests/support/amx_emulate.h (NUMLA_AMX_EMULATE renames the entry point) and checks it against
+ * a double-precision reference on the dequantized weights within the bounds below on any CPU
+ * with AVX512-BF16 and VBMI; amx_hardware checks that the real tiles give the emulated build's
+ * bits. Speed: docs/linear.md.
+ *
+ * It computes Yᵀ = W · Xᵀ, so the weights are the A operand: an A tile is 16 weight rows x 32 k
+ * of bf16. The packed weights stay 1 byte ((n, kp) e4m3, kernels/qlinear_internal.h); each A
+ * tile is widened into a per-thread L1 buffer: vpermb doubles each byte into a word, two
+ * vpermi2b look up the bf16's high and low bytes (kernels/x86/fp8_bf16_lut.h), the sign bit is
+ * copied over. Every e4m3 value, the subnormals m · 2^-9 included, is then a normal bf16, so
+ * the tiles' denormals-are-zero never touches a weight. Two ways to apply the block scales:
+ *   * fp32 scales (DeepSeek-V2/V3's weight_scale_inv): one C per 128-wide k block (4 k tiles x
+ *     hi, lo = 8 TDPBF16PS into each C), then sum += C · s[grid row of that C row][block] in
+ *     fp32 registers, one scale per C row; a tile whose 16 rows straddle two grid rows needs
+ *     nothing special, and no scale is folded into a bf16 weight.
+ *   * power-of-two scales (numla_qlinear_weight.scale_pow2: DeepSeek-V4's E8M0 scales, V3.1's
+ *     ue8m0): s · w is a normal bf16 exactly (the exponent added to each non-zero word), so
+ *     the scale is folded into the A tile and each C runs over the whole K in fp32 on the
+ *     tiles (stored and reloaded exactly every NUMLA_QLINEAR_AMX_FP8_KC columns), as the bf16
+ *     GEMM does: no per-block vector step.
+ * B operand: x split into hi + lo bf16 (hi = bf16(x), lo = bf16(x - hi), round to nearest even,
+ * as kernels/x86/linear_amx.c), packed per call into the workspace: for 16-row block mb and
+ * 32-k block c, two 1 KiB tiles (hi, lo) of 16 k-pairs x (16 rows x 2 bf16),
+ *   B[kk][2·mm + b] = x[16·mb + mm][32·c + 2·kk + b],   zero past M and past K,
+ * built by a 16 x 16 transpose of 32-bit words (kernels/x86/bf16_pack_avx512.h).
+ *
+ * Precision (u = 2^-24): the products of a weight (or s · weight) with each piece are exact in
+ * fp32 (bf16 x bf16) and the split leaves |x - hi - lo| <= 2^-17 |x|, so against the
+ * dequantized weights in exact arithmetic
+ *   fp32 scales: |y - y_exact| <= (2^-17 + (2·min(K, 128) + K/128 + 2) u) · Σ_k |s w x|
+ *   power-of-two scales: TDPBF16PS sums 16 pairs per lane with one rounding a step, adds the
+ *     two lanes and then C (2 more), and C runs through 2·K/32 instructions, so a term passes
+ *     at most K/16 + 18 roundings: |y - y_exact| <= (2^-17 + (K/16 + 18) u) · Σ_k |s w x|
+ * (+ u |y| when accumulating). Not bit-identical to the ref and avx512 levels. Products or sums
+ * below 2^-126 are flushed by the tiles (an absolute error under 2^-126 per term, i.e. none at
+ * model scales). Each output element's arithmetic does not depend on which x rows or weight
+ * rows share its tiles, nor on the chunking of M, so a row's bits are the same at every M from
+ * NUMLA_QLINEAR_AMX_WIDE_MIN_M and every thread count.
+ *
+ * Tails: rows of x past M and k past K are zero in B (their C columns are not stored); the A
+ * tiles of the last, partial 128-k block stop at the 32-k tile that holds K (the weight rows are
+ * zero-padded to kp, so those bytes are zeros). An N that is not a multiple of 16 gets its last
+ * A tile from rows [N - 16, N), overlapping the block before it, and stores only the rows that
+ * block did not.
+ *
+ * Register blocking: kernels/x86/amx_bf16_block.h (2 weight-row tiles x 2 x tiles: 32 n x 32
+ * m; per 32-k tile 2 A loads, 4 B loads, 8 TDPBF16PS).
+ * Cache blocking: the team packs x in chunks of numla_qlinear_amx_wide_chunk rows (all of them
+ * in the workspace, shared, so it stays in L2), then threads split N in pairs of 16-row weight
+ * blocks. A thread walks its pairs' k blocks (128 columns, or NUMLA_QLINEAR_AMX_FP8_KC with
+ * power-of-two scales) in order; each block's A tiles are widened once and used by every x tile
+ * of the chunk. The widening of the next block is spread over the current block's x tiles (two
+ * A buffers), so the vector work runs between tile instructions instead of stalling them, and
+ * the block after that is prefetched the same way. The pair's fp32 sums over the chunk
+ * (chunk x 32 floats) stay in a stack buffer until its last block, then go into y. */
+#include <immintrin.h>
+#include <omp.h>
+#include <string.h>
+
+#include "kernels/qlinear_internal.h"
+#include "kernels/x86/amx.h"
+#include "kernels/x86/amx_bf16_block.h"
+#include "kernels/x86/amx_tile_out.h"
+#include "kernels/x86/bf16_pack_avx512.h"
+#include "kernels/x86/fp8_bf16_lut.h"
+
+/* The emulated test build (NUMLA_AMX_EMULATE: tests/CMakeLists.txt force-includes the tile
+ * emulator) gets its own entry point name, so it links next to this file's real build. */
+#ifdef NUMLA_AMX_EMULATE
+#define numla_qlinear_fp8_amx numla_qlinear_fp8_amx_emulated
+void numla_qlinear_fp8_amx_emulated(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                                    int64_t ldy, int accumulate, void *workspace);
+#endif
+
+#define NUMLA_FP8_AMX_FN __attribute__((target("avx512vbmi")))
+#define NUMLA_FP8_AMX_INLINE static inline __attribute__((always_inline, target("avx512vbmi")))
+
+enum {
+    TR = 16,                                  /* rows of a tile */
+    TK = 32,                                  /* bf16 k values per tile row */
+    TILE = TR * TK,                           /* bf16 elements of one 1 KiB tile */
+    KT_BLOCK = NUMLA_QLINEAR_BLOCK / TK,      /* 32-k tiles per 128-k scale block */
+    KT_POW2 = NUMLA_QLINEAR_AMX_FP8_KC / TK,  /* 32-k tiles per k block, power-of-two scales */
+    XT_MAX = NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK / TR,
+};
+_Static_assert(NUMLA_QLINEAR_AMX_FP8_KC % NUMLA_QLINEAR_BLOCK == 0, "a k block holds whole scale blocks");
+
+typedef struct {
+    __m512i h0, h1, l0, l1, dup;
+} numla_fp8_amx_lut;
+
+/* 32 e4m3 bytes -> 32 bf16 in order; e: the power-of-two scale's exponent << 7 as a 16-bit
+ * add (0: none), added to every non-zero word. */
+NUMLA_FP8_AMX_INLINE __m512i numla_fp8_amx_widen32_(const int8_t *p, const numla_fp8_amx_lut *t, __m512i e)
+{
+    const __m512i b = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    const __m512i d = _mm512_permutexvar_epi8(t->dup, b); /* word j: (b_j, b_j) */
+    const __m512i hi = _mm512_permutex2var_epi8(t->h0, d, t->h1);
+    const __m512i lo = _mm512_permutex2var_epi8(t->l0, d, t->l1);
+    __m512i v = _mm512_mask_blend_epi8((__mmask64)0xAAAAAAAAAAAAAAAAull, lo, hi);
+    v = _mm512_ternarylogic_epi32(v, d, _mm512_set1_epi16((short)0x8000), 0xF8); /* v | (d & sign) */
+    return _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(d, _mm512_set1_epi16(0x7F00)), v, e);
+}
+
+/* One k block of a weight pair: the A tiles to widen (or prefetch). */
+typedef struct {
+    int64_t r[2];  /* first weight row of each 16-row tile */
+    int nn;        /* weight tiles (1 or 2) */
+    int64_t t0;    /* first 32-k tile */
+    int nt;        /* 32-k tiles */
+} numla_fp8_amx_blk;
+
+/* The exponent add of row r (packed) over 32-k tile t, power-of-two scales; 0 otherwise. */
+static inline short numla_fp8_amx_eadd_(const numla_qlinear_weight *w, int64_t r, int64_t t)
+{
+    if (!w->scale_pow2)
+        return 0;
+    uint32_t bits;
+    memcpy(&bits, &w->scales[numla_qlinear_grid_row(w, r) * w->scale_cols + t / KT_BLOCK], 4);
+    return (short)(((int)(bits >> 23) - 127) * 128);
+}
+
+/* Rows [l0, l1) of the block's 32 (tile j = row / 16) into a: tile (j, t) at a + (j·kt + t)
+ * tiles, kt the buffer's tiles per weight tile. */
+NUMLA_FP8_AMX_INLINE void numla_fp8_amx_widen_rows_(const numla_qlinear_weight *w, const numla_fp8_amx_blk *b,
+                                                   int l0, int l1, uint16_t *a, int kt,
+                                                   const numla_fp8_amx_lut *lut)
+{
+    for (int row = l0; row < l1 && row < 16 * b->nn; row++) {
+        const int j = row / TR, l = row % TR;
+        const int64_t r = b->r[j] + l;
+        const int8_t *src = w->q + r * w->kp + b->t0 * TK;
+        uint16_t *dst = a + (size_t)j * kt * TILE + (size_t)l * TK;
+        __m512i e = _mm512_set1_epi16(numla_fp8_amx_eadd_(w, r, b->t0));
+        for (int t = 0; t < b->nt; t++) {
+            if (t > 0 && (b->t0 + t) % KT_BLOCK == 0)
+                e = _mm512_set1_epi16(numla_fp8_amx_eadd_(w, r, b->t0 + t));
+            _mm512_store_si512((void *)(dst + (size_t)t * TILE), numla_fp8_amx_widen32_(src + t * TK, lut, e));
+        }
+    }
+}
+
+/* Rows [l0, l1) of the block's bytes into L1 (64-byte lines). */
+static inline void numla_fp8_amx_prefetch_rows_(const numla_qlinear_weight *w, const numla_fp8_amx_blk *b, int l0,
+                                                int l1)
+{
+    for (int row = l0; row < l1 && row < 16 * b->nn; row++) {
+        const char *src = (const char *)(w->q + (b->r[row / TR] + row % TR) * w->kp + b->t0 * TK);
+        for (int o = 0; o < b->nt * TK; o += 64)
+            _mm_prefetch(src + o, _MM_HINT_T0);
+    }
+}
+
+/* x rows [i, i + 16) of 32-k tile c as the hi and lo B tiles at dst (rows from M and k from K
+ * are zeros). */
+static inline __mmask16 numla_fp8_amx_mask_(int64_t k, int64_t c)
+{
+    return c >= k ? (__mmask16)0 : k - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - c)) - 1);
+}
+
+static void numla_fp8_amx_pack_tile_(const float *x, int64_t ldx, int64_t m, int64_t k, int64_t i, int64_t c,
+                                     uint16_t *dst)
+{
+    __m512i hi[TR], lo[TR];
+    const int64_t k0 = c * TK;
+    const __mmask16 m0 = numla_fp8_amx_mask_(k, k0), m1 = numla_fp8_amx_mask_(k, k0 + 16);
+    for (int r = 0; r < TR; r++) {
+        if (i + r >= m) {
+            hi[r] = lo[r] = _mm512_setzero_si512();
+            continue;
+        }
+        const float *s = x + (i + r) * ldx + k0;
+        numla_x86_split_bf16(_mm512_maskz_loadu_ps(m0, s), _mm512_maskz_loadu_ps(m1, s + 16), &hi[r], &lo[r]);
+    }
+    numla_x86_transpose16(hi);
+    numla_x86_transpose16(lo);
+    for (int r = 0; r < TR; r++) {
+        _mm512_store_si512((void *)(dst + r * TK), hi[r]);
+        _mm512_store_si512((void *)(dst + TILE + r * TK), lo[r]);
+    }
+}
+
+/* sum (16 n x 16 m) (+)= c · sv[n], one fp32 scale per row (first: sum = c · sv). */
+static inline void numla_fp8_amx_scale_add_(const float *c, const float *sv, float *sum, int first)
+{
+    for (int r = 0; r < TR; r++) {
+        const __m512 v = _mm512_load_ps(c + r * TR), s = _mm512_set1_ps(sv[r]);
+        _mm512_store_ps(sum + r * TR, first ? _mm512_mul_ps(v, s) : _mm512_fmadd_ps(v, s, _mm512_load_ps(sum + r * TR)));
+    }
+}
+
+/* Block n of the thread's walk: pair n / nkb (weight tiles from b0), k block n % nkb. */
+static inline numla_fp8_amx_blk numla_fp8_amx_blk_(const numla_qlinear_weight *w, int64_t b0, int64_t b1, int64_t n,
+                                                   int64_t nkb, int kt, int64_t ks)
+{
+    numla_fp8_amx_blk b;
+    const int64_t p = b0 + 2 * (n / nkb), kb = n % nkb;
+    b.nn = p + 1 < b1 ? 2 : 1;
+    for (int j = 0; j < 2; j++)
+        b.r[j] = numla_amx_block_row0(p + (j < b.nn ? j : 0), w->n);
+    b.t0 = kb * kt;
+    b.nt = (int)(ks - b.t0 < kt ? ks - b.t0 : kt);
+    return b;
+}
+
+/* Weight blocks [b0, b1) x x rows [i0, i1) (xb holds the chunk's packed rows from i0). */
+static NUMLA_FP8_AMX_FN void numla_fp8_amx_range_(const numla_qlinear_weight *w, const uint16_t *xb, int64_t i0,
+                                                 int64_t i1, int64_t b0, int64_t b1, float *y, int64_t ldy,
+                                                 int accumulate)
+{
+    uint16_t a[2][2 * KT_POW2 * TILE] __attribute__((aligned(64)));
+    float c[4][TR * TR] __attribute__((aligned(64)));
+    float sum[2][XT_MAX][TR * TR] __attribute__((aligned(64)));
+    float sv[2][TR];
+    enum { P = 2 };
+    const numla_fp8_amx_lut lut = {
+        _mm512_load_si512((const void *)numla_fp8_bf16_hi), _mm512_load_si512((const void *)(numla_fp8_bf16_hi + 64)),
+        _mm512_load_si512((const void *)numla_fp8_bf16_lo), _mm512_load_si512((const void *)(numla_fp8_bf16_lo + 64)),
+        _mm512_set_epi8(31, 31, 30, 30, 29, 29, 28, 28, 27, 27, 26, 26, 25, 25, 24, 24, 23, 23, 22, 22, 21, 21, 20, 20,
+                        19, 19, 18, 18, 17, 17, 16, 16, 15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8, 7,
+                        7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0)};
+    const int pow2 = w->scale_pow2;
+    const int kt = pow2 ? KT_POW2 : KT_BLOCK; /* 32-k tiles per k block */
+    const int64_t ks = (w->k + TK - 1) / TK, nkb = (ks + kt - 1) / kt;
+    const int64_t xtiles = (i1 - i0 + TR - 1) / TR, xpairs = (xtiles + 1) / 2;
+    const int64_t total = (b1 - b0 + 1) / 2 * nkb; /* blocks of the walk */
+    const size_t a1 = (size_t)kt * TILE;
+    numla_fp8_amx_blk cur = numla_fp8_amx_blk_(w, b0, b1, 0, nkb, kt, ks);
+    numla_fp8_amx_widen_rows_(w, &cur, 0, 2 * TR, a[0], kt, &lut);
+    if (total > 1) {
+        const numla_fp8_amx_blk nx = numla_fp8_amx_blk_(w, b0, b1, 1, nkb, kt, ks);
+        numla_fp8_amx_prefetch_rows_(w, &nx, 0, 2 * TR);
+    }
+    for (int64_t n = 0; n < total; n++) {
+        const int64_t kb = n % nkb;
+        const uint16_t *an = a[n % 2];
+        const int have1 = n + 1 < total, have2 = n + 2 < total;
+        numla_fp8_amx_blk nx1 = cur, nx2 = cur;
+        if (have1)
+            nx1 = numla_fp8_amx_blk_(w, b0, b1, n + 1, nkb, kt, ks);
+        if (have2)
+            nx2 = numla_fp8_amx_blk_(w, b0, b1, n + 2, nkb, kt, ks);
+        if (!pow2)
+            for (int j = 0; j < cur.nn; j++)
+                for (int l = 0; l < TR; l++)
+                    sv[j][l] = w->scales[numla_qlinear_grid_row(w, cur.r[j] + l) * w->scale_cols + kb];
+        for (int64_t xp = 0; xp < xpairs; xp++) {
+            const int64_t xt = 2 * xp;
+            /* the next block's share of rows widened, the one after prefetched */
+            const int l0 = (int)(2 * TR * xp / xpairs), l1 = (int)(2 * TR * (xp + 1) / xpairs);
+            if (have1)
+                numla_fp8_amx_widen_rows_(w, &nx1, l0, l1, a[(n + 1) % 2], kt, &lut);
+            if (have2)
+                numla_fp8_amx_prefetch_rows_(w, &nx2, l0, l1);
+            const int nm = xt + 1 < xtiles ? 2 : 1;
+            const uint16_t *bx0 = xb + ((size_t)xt * (size_t)ks + (size_t)cur.t0) * P * TILE;
+            const uint16_t *bx1 = bx0 + (size_t)ks * P * TILE;
+            const int shape = (cur.nn == 2) * 2 + (nm == 2);
+            float *o0 = pow2 ? sum[0][xt] : c[0], *o1 = pow2 ? sum[0][xt + 1] : c[1];
+            float *o2 = pow2 ? sum[1][xt] : c[2], *o3 = pow2 ? sum[1][xt + 1] : c[3];
+            const int first = !pow2 || kb == 0;
+            switch (shape) { /* literal arguments: each case its own inlined loop */
+            case 0: numla_amx_bf16_block(1, 1, P, an, a1, bx0, bx1, cur.nt, first, o0, o1, o2, o3); break;
+            case 1: numla_amx_bf16_block(1, 2, P, an, a1, bx0, bx1, cur.nt, first, o0, o1, o2, o3); break;
+            case 2: numla_amx_bf16_block(2, 1, P, an, a1, bx0, bx1, cur.nt, first, o0, o1, o2, o3); break;
+            default: numla_amx_bf16_block(2, 2, P, an, a1, bx0, bx1, cur.nt, first, o0, o1, o2, o3); break;
+            }
+            if (!pow2)
+                for (int j = 0; j < cur.nn; j++)
+                    for (int h = 0; h < nm; h++)
+                        numla_fp8_amx_scale_add_(c[2 * j + h], sv[j], sum[j][xt + h], kb == 0);
+        }
+        if (kb == nkb - 1) {
+            const int64_t p = b0 + 2 * (n / nkb);
+            for (int j = 0; j < cur.nn; j++) {
+                const int skip = (int)(TR * (p + j) - cur.r[j]);
+                for (int64_t xt = 0; xt < xtiles; xt++) {
+                    const int64_t m0 = i0 + TR * xt;
+                    const int mc = (int)(i1 - m0 < TR ? i1 - m0 : TR);
+                    numla_amx_tile_to_rows(sum[j][xt], cur.r[j], skip, m0, mc, y, ldy, accumulate);
+                }
+            }
+        }
+        cur = nx1;
+    }
+}
+
+void numla_qlinear_fp8_amx(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                           int64_t ldy, int accumulate, void *workspace)
+{
+    uint16_t *xb = (uint16_t *)(void *)numla_qlinear_ws_xq(workspace); /* 64-aligned */
+    const int64_t ks = (w->k + TK - 1) / TK, chunk = numla_qlinear_amx_wide_chunk(w);
+    const int64_t blocks = (w->n + TR - 1) / TR, pairs = (blocks + 1) / 2;
+#pragma omp parallel
+    {
+        /* The shared configuration (16 x 64-byte tiles), loaded here rather than through
+         * numla_amx_tiles_begin so that the emulated build runs the same instructions. */
+        _tile_loadconfig(&numla_amx_tile_config);
+        int64_t lo, hi;
+        numla_qlinear_split(pairs, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        const int64_t b1 = 2 * hi < blocks ? 2 * hi : blocks;
+        for (int64_t i0 = 0; i0 < m; i0 += chunk) { /* every thread: the barriers */
+            const int64_t i1 = i0 + chunk < m ? i0 + chunk : m, xtiles = (i1 - i0 + TR - 1) / TR;
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < xtiles * ks; t++)
+                numla_fp8_amx_pack_tile_(x, ldx, m, w->k, i0 + t / ks * TR, t % ks, xb + (size_t)t * 2 * TILE);
+            if (2 * lo < b1)
+                numla_fp8_amx_range_(w, xb, i0, i1, 2 * lo, b1, y, ldy, accumulate);
+#pragma omp barrier
+        }
+        _tile_release();
+    }
+}
