@@ -977,6 +977,7 @@ static int bench_model_main(int argc, char **argv)
     const int sb_rows = o.long_ctx + nlong > ndec ? o.long_ctx + nlong : ndec;
     bm_seq sb = {.mb = (sb_rows + 2 + 15) / 16};
     eo.num_blocks = sa.mb + sb.mb;
+    eo.num_blocks_seqs = 2; /* deepseek_v4: and the blocks each holds for its own cache */
     if ((s = numla_engine_create(x.c, o.e.model, &eo, &x.e)) != NUMLA_STATUS_OK)
         bm_die(&x, s);
     if (numla_comm_rank(x.c) != 0) {

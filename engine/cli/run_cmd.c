@@ -537,9 +537,11 @@ static numla_status run_report_loaded(run_job *j, numla_comm *comm, double t_loa
         snprintf(kvs, sizeof kvs, "%.2f GiB per rank, %s",
                  (double)numla_engine_kv_bytes(j->eng) / 1073741824.0,
                  numla_dtype_name(o->e.kv_dtype));
-    else /* deepseek_v4: the blocks count tokens; each sequence's cache is its own */
-        snprintf(kvs, sizeof kvs, "a token budget; deepseek_v4 keeps a %s cache per sequence",
-                 numla_dtype_name(o->e.kv_dtype));
+    else /* deepseek_v4: the blocks bound the sequences' caches (docs/design.md §3.1) */
+        snprintf(kvs, sizeof kvs, "%.2f GiB per rank of deepseek_v4 caches, %s, %d blocks a "
+                 "sequence beside its tokens'",
+                 (double)numla_engine_kv_bytes(j->eng) / 1073741824.0,
+                 numla_dtype_name(o->e.kv_dtype), kv->seq_blocks);
     fprintf(stderr, "numla run: %s (%s, %lld layers) loaded in %.2f s: %.1f MB of weights on "
                     "rank 0, %d rank%s, isa %s (%s), %d threads, context %lld, KV %lld blocks of %d "
                     "(%s)\n",

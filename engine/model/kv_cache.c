@@ -1,6 +1,7 @@
 /* engine/model/kv_cache.c — paged latent KV pool and block allocator (see kv_cache.h). */
 #include "engine/model/kv_cache.h"
 #include "engine/model/config.h"
+#include "engine/model/model_v4.h"
 #include "kernels/dsa.h"
 
 #include <numa.h>
@@ -39,13 +40,15 @@ static void prefix_free(numla_kv_prefix *p)
     free(p);
 }
 
-numla_status numla_kv_cache_create(int32_t num_layers, int32_t kv_lora_rank, int32_t rope_dim,
-                                   int32_t block_size, int64_t num_blocks, numla_dtype dtype,
-                                   numla_kv_cache **out)
+/* A pool of num_blocks blocks; with rows 0 its allocator alone (DeepSeek-V4: no latent rows,
+ * data NULL). */
+static numla_status kv_create(int32_t num_layers, int32_t kv_lora_rank, int32_t rope_dim,
+                              int32_t block_size, int64_t num_blocks, numla_dtype dtype, int rows,
+                              numla_kv_cache **out)
 {
     *out = NULL;
-    if (num_layers < 1 || kv_lora_rank < 1 || rope_dim < 0 || block_size < 1 || num_blocks < 1 ||
-        num_blocks > INT32_MAX || dtype >= NUMLA_DTYPE_COUNT)
+    if (num_layers < 1 || (rows && kv_lora_rank < 1) || rope_dim < 0 || block_size < 1 ||
+        num_blocks < 1 || num_blocks > INT32_MAX || dtype >= NUMLA_DTYPE_COUNT)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "kv cache: bad geometry (layers %d, Dc %d, Dr %d, block %d, blocks %lld)",
                    num_layers, kv_lora_rank, rope_dim, block_size, (long long)num_blocks);
@@ -59,27 +62,34 @@ numla_status numla_kv_cache_create(int32_t num_layers, int32_t kv_lora_rank, int
     c->num_blocks = num_blocks;
     c->dtype = dtype;
     size_t row = (size_t)(kv_lora_rank + rope_dim) * numla_dtype_size(dtype);
-    c->layer_bytes = ((size_t)num_blocks * (size_t)block_size * row + 4095) & ~(size_t)4095;
+    c->block_bytes = numla_kv_block_bytes(num_layers, kv_lora_rank, rope_dim, block_size, dtype);
+    c->layer_bytes = rows ? ((size_t)num_blocks * (size_t)block_size * row + 4095) & ~(size_t)4095
+                          : 0;
     c->data_bytes = c->layer_bytes * (size_t)num_layers;
-    c->data = mmap(NULL, c->data_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    c->data = rows ? mmap(NULL, c->data_bytes, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                   : NULL;
     if (c->data == MAP_FAILED) {
         size_t bytes = c->data_bytes;
         free(c);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: cannot map %zu bytes", bytes);
     }
 #ifdef MADV_HUGEPAGE
-    (void)madvise(c->data, c->data_bytes, MADV_HUGEPAGE);
+    if (c->data)
+        (void)madvise(c->data, c->data_bytes, MADV_HUGEPAGE);
 #endif
     c->free_blocks = malloc((size_t)num_blocks * sizeof *c->free_blocks);
     if (!c->free_blocks) {
-        munmap(c->data, c->data_bytes);
+        if (c->data)
+            munmap(c->data, c->data_bytes);
         free(c);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: no memory for the free list");
     }
     c->refcount = calloc((size_t)num_blocks, sizeof *c->refcount);
     if (!c->refcount) {
         free(c->free_blocks);
-        munmap(c->data, c->data_bytes);
+        if (c->data)
+            munmap(c->data, c->data_bytes);
         free(c);
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: no memory for the reference counts");
     }
@@ -89,6 +99,13 @@ numla_status numla_kv_cache_create(int32_t num_layers, int32_t kv_lora_rank, int
     c->num_free = num_blocks;
     *out = c;
     return NUMLA_STATUS_OK;
+}
+
+numla_status numla_kv_cache_create(int32_t num_layers, int32_t kv_lora_rank, int32_t rope_dim,
+                                   int32_t block_size, int64_t num_blocks, numla_dtype dtype,
+                                   numla_kv_cache **out)
+{
+    return kv_create(num_layers, kv_lora_rank, rope_dim, block_size, num_blocks, dtype, 1, out);
 }
 
 void numla_kv_cache_destroy(numla_kv_cache **pc)
@@ -109,7 +126,7 @@ void numla_kv_cache_destroy(numla_kv_cache **pc)
 
 void *numla_kv_cache_layer(const numla_kv_cache *c, int32_t layer)
 {
-    return (char *)c->data + (size_t)layer * c->layer_bytes;
+    return c->data ? (char *)c->data + (size_t)layer * c->layer_bytes : NULL;
 }
 
 static void lru_unlink(numla_kv_cache *c, int32_t b)
@@ -192,6 +209,7 @@ numla_status numla_kv_cache_add_index(numla_kv_cache *c, int32_t index_dim, numl
     c->index_data = p;
     c->index_layer_bytes = layer;
     c->index_data_bytes = layer * (size_t)c->num_layers;
+    c->block_bytes += (size_t)c->num_layers * (size_t)c->block_size * row;
     return NUMLA_STATUS_OK;
 }
 
@@ -557,6 +575,14 @@ numla_status numla_kv_cache_create_for_model(const numla_model_config *cfg, int3
 {
     if (!cfg || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_kv_cache_create_for_model: NULL argument");
+    if (cfg->v4.enabled) {
+        /* DeepSeek-V4: blocks without latent rows; each block stands for its tokens' share of
+         * the sequences' caches (numla_v4_cache_charge) */
+        NUMLA_CHECK(kv_create((int32_t)numla_model_config_kv_layers(cfg), 0, 0, block_size,
+                              num_blocks, dtype, 0, out));
+        (*out)->block_bytes = numla_kv_block_bytes_for_model(cfg, block_size, dtype, index_dtype);
+        return NUMLA_STATUS_OK;
+    }
     NUMLA_CHECK(numla_kv_cache_create((int32_t)numla_model_config_kv_layers(cfg),
                                       (int32_t)cfg->kv_lora_rank,
                                       (int32_t)cfg->qk_rope_head_dim, block_size, num_blocks,
@@ -572,9 +598,43 @@ numla_status numla_kv_cache_create_for_model(const numla_model_config *cfg, int3
     return NUMLA_STATUS_OK;
 }
 
+void numla_kv_pool_charge(const numla_model_config *cfg, int32_t block_size, numla_dtype dtype,
+                          numla_dtype index_dtype, int prefix_cache, size_t *block_bytes,
+                          int32_t *seq_blocks, size_t *seq_bytes)
+{
+    size_t blk = numla_kv_block_bytes_for_model(cfg, block_size, dtype, index_dtype), seq = 0;
+    int32_t seqb = 0;
+    if (cfg->v4.enabled) {
+        /* DeepSeek-V4 (docs/design.md §3.1): a block stands for its tokens' compressed entries
+         * and index keys, plus, with the prefix cache, its share of the state kept per block
+         * that ends a stride; each running sequence holds seqb blocks for its window rings and
+         * compressors' rows. One block count then bounds all of V4's cache. */
+        size_t per_block = 0;
+        numla_v4_cache_charge(cfg, block_size, dtype, &per_block, &seq);
+        if (prefix_cache) {
+            const int64_t stride = numla_v4_prefix_stride(cfg, block_size);
+            const size_t k = (size_t)(stride / block_size);
+            blk += (numla_v4_prefix_bytes_cfg(cfg, stride, dtype) + k - 1) / k;
+        }
+        if (blk < seq / 256 + 1) /* few or no compressed layers: a sequence's own part is at
+                                  * most 256 blocks (the pool stays a sensible count) */
+            blk = seq / 256 + 1;
+        seqb = (int32_t)((seq + blk - 1) / blk);
+    }
+    *block_bytes = blk;
+    *seq_blocks = seqb;
+    if (seq_bytes)
+        *seq_bytes = seq;
+}
+
 size_t numla_kv_block_bytes_for_model(const numla_model_config *cfg, int32_t block_size,
                                       numla_dtype dtype, numla_dtype index_dtype)
 {
+    if (cfg->v4.enabled) {
+        size_t blk = 0, seq = 0;
+        numla_v4_cache_charge(cfg, block_size, dtype, &blk, &seq);
+        return blk;
+    }
     const int32_t L = (int32_t)numla_model_config_kv_layers(cfg);
     size_t b = numla_kv_block_bytes(L, (int32_t)cfg->kv_lora_rank, (int32_t)cfg->qk_rope_head_dim,
                                     block_size, dtype);

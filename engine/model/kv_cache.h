@@ -52,6 +52,13 @@ typedef struct numla_kv_cache {
                                   numla_dsa_key_row_bytes(index_dtype, Di) */
     size_t index_layer_bytes;
     size_t index_data_bytes;
+    /* What one block stands for in the pool's sizing (bytes, index keys included): its rows,
+     * or for DeepSeek-V4, whose pool has no rows (data NULL), its tokens' share of the
+     * sequences' caches and of the prefix states (docs/design.md §3.1); and the blocks each
+     * running sequence holds beside its tokens' (DeepSeek-V4's window rings and compressors'
+     * rows; 0 otherwise). The engine sets them; the scheduler charges them. */
+    size_t block_bytes;
+    int32_t seq_blocks;
 } numla_kv_cache;
 
 /* A block's identity in the prefix cache: two independent 64-bit lanes. */
@@ -86,6 +93,14 @@ numla_status numla_kv_cache_create_for_model(const struct numla_model_config *cf
 /* Bytes of one block of that cache over all layers (index keys included). */
 size_t numla_kv_block_bytes_for_model(const struct numla_model_config *cfg, int32_t block_size,
                                       numla_dtype dtype, numla_dtype index_dtype);
+
+/* What one block of cfg's pool stands for in its sizing (*block_bytes: numla_kv_block_bytes_for_model,
+ * and for DeepSeek-V4 plus, with prefix_cache, a block's share of the prefix states) and the
+ * blocks each running sequence holds beside its tokens' (*seq_blocks: DeepSeek-V4's window rings
+ * and compressors' rows, *seq_bytes of them; 0 for the other models). docs/design.md §3.1. */
+void numla_kv_pool_charge(const struct numla_model_config *cfg, int32_t block_size,
+                          numla_dtype dtype, numla_dtype index_dtype, int prefix_cache,
+                          size_t *block_bytes, int32_t *seq_blocks, size_t *seq_bytes);
 
 /* Add the DSA index-key cache: per layer (num_blocks, block_size, index_dim) of `dtype` (a float
  * type, or NUMLA_DTYPE_I8: the quantized option, rows of numla_dsa_key_row_bytes written by

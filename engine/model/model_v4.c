@@ -1187,6 +1187,36 @@ numla_status numla_v4_seq_create(const numla_v4_model *m, numla_v4_seq **out)
 }
 
 int64_t numla_v4_seq_len(const numla_v4_seq *s) { return s ? s->len : 0; }
+/* Room in s for `count` entries of c (the buffer grows to exactly that). */
+static numla_status cstate_reserve(const numla_v4_model *m, const v4_comp *c, v4_cstate *s,
+                                   int64_t count)
+{
+    if (count <= s->cap)
+        return NUMLA_STATUS_OK;
+    void *e = realloc(s->entries, v4_es(m) * (size_t)(count * c->width));
+    if (!e)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for %lld compressed entries",
+                   (long long)count);
+    s->entries = e;
+    s->cap = count;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_v4_seq_reserve(numla_v4_seq *s, int64_t tokens)
+{
+    if (!s || tokens < 0)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_reserve: bad argument");
+    for (int64_t l = 0; l < s->m->cfg.num_hidden_layers; l++) {
+        const v4_layer *y = &s->m->layers[l];
+        const v4_comp *cp[2] = {&y->comp, &y->icomp};
+        v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
+        for (int k = 0; k < 2; k++)
+            if (cs[k]->raw_kv)
+                NUMLA_CHECK(cstate_reserve(s->m, cp[k], cs[k], tokens / cp[k]->rate));
+    }
+    return NUMLA_STATUS_OK;
+}
+
 
 int64_t numla_v4_seq_cache_values(const numla_v4_seq *s)
 {
@@ -1385,6 +1415,45 @@ size_t numla_v4_prefix_bytes_cfg(const numla_model_config *cfg, int64_t stride, 
             n += es * (size_t)(stride / c->hca_rate * Dh);
     }
     return sizeof(numla_v4_prefix) + n;
+}
+
+void numla_v4_cache_charge(const numla_model_config *cfg, int32_t block_size, numla_dtype dt,
+                           size_t *per_block, size_t *per_seq)
+{
+    const numla_v4_config *c = &cfg->v4;
+    const size_t es = numla_dtype_size(dt), f = sizeof(float);
+    const int64_t Dh = c->head_dim, Di = c->index_head_dim, bs = block_size > 0 ? block_size : 1;
+    size_t blk = 0, seq = 0;
+    /* the model's layers, and the MTP layer's cache when it is loaded (its type: attn[L]) */
+    for (int64_t l = 0; l < c->num_layers + (cfg->mtp_enabled ? 1 : 0); l++) {
+        /* one compressor: (rate, c, width); its entries rounded up to whole values per block,
+         * its buffer's growth rounded to a whole entry (numla_v4_seq_reserve), its raw kv and
+         * gate rows of two windows and the entry being made, fp32 (seq_create) */
+        int64_t comp[2][3] = {{0, 0, 0}, {0, 0, 0}};
+        if (c->attn[l] == NUMLA_V4_ATTN_CSA) {
+            comp[0][0] = comp[1][0] = c->csa_rate;
+            comp[0][1] = comp[1][1] = 2;
+            comp[0][2] = Dh;
+            comp[1][2] = Di;
+        } else if (c->attn[l] == NUMLA_V4_ATTN_HCA) {
+            comp[0][0] = c->hca_rate;
+            comp[0][1] = 1;
+            comp[0][2] = Dh;
+        }
+        seq += es * (size_t)(c->sliding_window * Dh); /* the window ring */
+        for (int k = 0; k < 2; k++) {
+            const int64_t R = comp[k][0], cc = comp[k][1], w = comp[k][2];
+            if (!R)
+                continue;
+            blk += es * (size_t)((bs * w + R - 1) / R);
+            seq += es * (size_t)w + f * (size_t)(2 * (2 * R) * cc * w + w);
+        }
+        if (cfg->mtp_enabled) /* draft snapshots: V4_SNAP_ROWS rows of the ring and raw rows */
+            seq += es * (size_t)(V4_SNAP_ROWS * Dh) +
+                   f * (size_t)(2 * V4_SNAP_ROWS * (comp[0][1] * comp[0][2] + comp[1][1] * comp[1][2]));
+    }
+    *per_block = blk;
+    *per_seq = seq;
 }
 
 size_t numla_v4_prefix_bytes_for(const numla_v4_model *m, int64_t stride)

@@ -75,6 +75,19 @@ numla_status numla_v4_seq_create(const numla_v4_model *m, numla_v4_seq **out);
 void numla_v4_seq_destroy(numla_v4_seq **s);
 /* Tokens the sequence holds. */
 int64_t numla_v4_seq_len(const numla_v4_seq *s);
+/* Give each of s's compressed-entry buffers room for the entries of `tokens` tokens (exactly
+ * that many; a forward within it makes no allocation for them). Grows only. NO_MEMORY naming
+ * the count. Not collective. */
+numla_status numla_v4_seq_reserve(numla_v4_seq *s, int64_t tokens);
+/* What a sequence's cache costs the paged pool (docs/design.md §3.1, docs/serving.md
+ * "DeepSeek-V4's cache"), for a cache of dtype dt and blocks of block_size tokens: *per_block
+ * the bytes its compressed entries and index keys gain per block of tokens (per layer and
+ * compressor block_size · width / rate values, rounded up), *per_seq the bytes it holds
+ * whatever its length (per layer the window ring of W rows, each compressor's fp32 raw kv and
+ * gate rows of two windows; with the MTP layer (cfg->mtp_enabled) its cache too and the draft
+ * snapshots). Not collective. */
+void numla_v4_cache_charge(const numla_model_config *cfg, int32_t block_size, numla_dtype dt,
+                           size_t *per_block, size_t *per_seq);
 /* Cache values the sequence holds: per layer its window ring (W x Dh), each compressor's raw
  * rows of two windows and its entries so far (docs/scaling.md counts them per token and per
  * sequence: numla_v4_config_sizes). Not collective. */
@@ -203,6 +216,9 @@ numla_status numla_v4_seqs_create(const numla_v4_model *m, numla_v4_seqs **out);
 void numla_v4_seqs_destroy(numla_v4_seqs **t);
 /* Sequences held. */
 int32_t numla_v4_seqs_count(const numla_v4_seqs *t);
+/* The pool's tokens a block: a step gives each sequence room for the entries of every token
+ * of its blocks (numla_v4_seq_reserve) before it runs. Local. */
+void numla_v4_seqs_set_block_size(numla_v4_seqs *t, int32_t block_size);
 /* The prefix cache (docs/serving.md "DeepSeek-V4's cache"), for a pool of block_size tokens a
  * block: at the end of every step, each sequence's state at every multiple p of
  * numla_v4_prefix_stride it passed is kept with the block that ends at p (its id from the

@@ -114,6 +114,12 @@ numla_status numla_v4_seqs_enable_prefix(numla_v4_seqs *t, int32_t block_size)
     return NUMLA_STATUS_OK;
 }
 
+void numla_v4_seqs_set_block_size(numla_v4_seqs *t, int32_t block_size)
+{
+    if (t && block_size > 0)
+        t->bs = block_size;
+}
+
 int64_t numla_v4_seqs_prefix_stride(const numla_v4_seqs *t) { return t ? t->stride : 0; }
 
 size_t numla_v4_seqs_prefix_bytes(const numla_v4_seqs *t) { return t ? t->pbytes : 0; }
@@ -317,6 +323,11 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
             break;
         toks[b] = st->tokens + st->query_start_loc[b];
         ns[b] = st->query_start_loc[b + 1] - st->query_start_loc[b];
+        /* room for its entries up to the end of its last block (the pool's charge), so the
+         * forward makes none */
+        const int64_t held = t->bs > 0 ? (first + ns[b] + t->bs - 1) / t->bs * t->bs : first + ns[b];
+        if ((s = numla_v4_seq_reserve(seqs[b], held)) != NUMLA_STATUS_OK)
+            break;
         if (t->stride && (s = numla_v4_seq_capture(seqs[b], t->stride, ns[b])) != NUMLA_STATUS_OK)
             break;
     }

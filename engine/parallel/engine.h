@@ -51,6 +51,9 @@ typedef struct numla_engine_options {
     int64_t num_blocks;       /* KV blocks per rank; 0: from kv_memory_bytes / kv_memory_fraction,
                                  or enough for max_context tokens when both are 0 */
     int64_t max_context;      /* used when all three are 0; 0: min(4096, model max) */
+    int32_t num_blocks_seqs;  /* with num_blocks > 0: that many sequences' own blocks on top
+                                 (deepseek_v4's seq_blocks, numla_kv_pool_charge; a benchmark
+                                 that holds its sequences' blocks itself); 0 otherwise */
     int64_t kv_memory_bytes;  /* > 0 (num_blocks 0): pool bytes per rank (numla run --kv-memory);
                                  an error when the ranks sharing a node cannot all have it in
                                  the node's free memory */

@@ -88,10 +88,12 @@ typedef struct engine_kv_verdict {
 
 static void engine_kv_decide(const numla_model_config *cfg, int size,
                              const numla_engine_options *o, const engine_kv_site *all,
-                             size_t blk, int32_t bs, engine_kv_verdict *v)
+                             size_t blk, int32_t bs, int32_t seqb, engine_kv_verdict *v)
 {
-    const int64_t ctx = o->max_context > 0 && o->max_context < cfg->max_position_embeddings
-                            ? o->max_context : cfg->max_position_embeddings;
+    /* (a sequence's own blocks, seqb, count as that many more tokens of context) */
+    const int64_t ctx = (o->max_context > 0 && o->max_context < cfg->max_position_embeddings
+                             ? o->max_context : cfg->max_position_embeddings) +
+                        (int64_t)seqb * bs;
     *v = (engine_kv_verdict){.num_blocks = INT64_MAX, .rank = -1};
     for (int q = 0; q < size; q++) {
         if (all[q].failed) {
@@ -135,16 +137,11 @@ numla_status numla_placement_kv_create(numla_comm *comm, const numla_model_confi
     int32_t bs = o->block_size > 0 ? o->block_size : 16;
     int64_t nb = o->num_blocks;
     const numla_dtype idt = o->index_dtype >= 0 ? (numla_dtype)o->index_dtype : o->kv_dtype;
-    size_t blk = numla_kv_block_bytes_for_model(cfg, bs, o->kv_dtype, idt);
-    if (cfg->v4.enabled && o->prefix_cache) {
-        /* deepseek_v4 keeps a prefix state per block that ends a stride (model_v4.h), outside
-         * the pool, whose rows it never touches: a block counts its share of one, if more, so
-         * the states the pool's blocks can carry fit in the memory the pool is given */
-        const int64_t stride = numla_v4_prefix_stride(cfg, bs);
-        const size_t share = numla_v4_prefix_bytes_cfg(cfg, stride, o->kv_dtype) /
-                             (size_t)(stride / bs);
-        blk = share > blk ? share : blk;
-    }
+    size_t blk = 0, v4seq = 0;
+    int32_t seqb = 0; /* blocks a running sequence holds beside its tokens' (deepseek_v4) */
+    numla_kv_pool_charge(cfg, bs, o->kv_dtype, idt, o->prefix_cache, &blk, &seqb, &v4seq);
+    if (nb > 0 && o->num_blocks_seqs > 0)
+        nb += (int64_t)o->num_blocks_seqs * seqb;
     if (nb <= 0 && (o->kv_memory_bytes > 0 || o->kv_memory_fraction > 0)) {
         /* every rank of a node has its weights in memory before any rank measures */
         NUMLA_CHECK(numla_comm_barrier(comm));
@@ -159,7 +156,7 @@ numla_status numla_placement_kv_create(numla_comm *comm, const numla_model_confi
         engine_kv_verdict v = {0};
         numla_status s = numla_comm_gather(comm, &me, sizeof me, all, 0);
         if (s == NUMLA_STATUS_OK && rank == 0)
-            engine_kv_decide(cfg, size, o, all, blk, bs, &v);
+            engine_kv_decide(cfg, size, o, all, blk, bs, seqb, &v);
         free(all);
         if (s == NUMLA_STATUS_OK)
             s = numla_comm_bcast(comm, &v, sizeof v, 0);
@@ -189,10 +186,19 @@ numla_status numla_placement_kv_create(numla_comm *comm, const numla_model_confi
         int64_t ctx = o->max_context > 0 ? o->max_context : 4096;
         if (ctx > cfg->max_position_embeddings)
             ctx = cfg->max_position_embeddings;
-        nb = (ctx + bs - 1) / bs;
+        nb = (ctx + bs - 1) / bs + seqb;
     }
     if (*failed)
         return NUMLA_STATUS_OK;
+    if (seqb > 0 && nb < seqb + 1)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "engine: deepseek_v4: a KV pool of %lld blocks (%.2f MiB at %zu bytes a block of "
+                   "%d tokens) cannot hold one sequence: its window rings and compressors' rows "
+                   "take %.2f MiB (%d blocks) before its first token; raise --kv-memory/--kv-blocks",
+                   (long long)nb, (double)nb * (double)blk / 1048576.0, blk, bs,
+                   (double)v4seq / 1048576.0, seqb);
     NUMLA_CHECK(numla_kv_cache_create_for_model(cfg, bs, nb, o->kv_dtype, idt, out));
+    (*out)->block_bytes = blk;
+    (*out)->seq_blocks = seqb;
     return NUMLA_STATUS_OK;
 }

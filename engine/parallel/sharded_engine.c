@@ -243,6 +243,8 @@ numla_status numla_engine_create(numla_comm *comm, const char *model_dir,
             snprintf(msg, sizeof msg, "%s", numla_error_message());
             fprintf(stderr, "numla: rank %d: %s\n%s", e->rank, msg, numla_error_trace());
         }
+        if (!failed && e->v4)
+            numla_v4_seqs_set_block_size(e->v4_seqs, e->kv->block_size);
         if (!failed && e->v4 && o.prefix_cache &&
             (s = numla_v4_seqs_enable_prefix(e->v4_seqs, e->kv->block_size)) != NUMLA_STATUS_OK) {
             failed = 1;
@@ -658,7 +660,11 @@ size_t numla_engine_weight_bytes(const numla_engine *e)
 {
     return e->v4 ? numla_v4_model_weight_bytes(e->v4) : e->w->loaded_bytes;
 }
-size_t numla_engine_kv_bytes(const numla_engine *e) { return e->kv->data_bytes; }
+size_t numla_engine_kv_bytes(const numla_engine *e)
+{
+    /* deepseek_v4's pool has no rows: what its blocks stand for */
+    return e->v4 ? (size_t)e->kv->num_blocks * e->kv->block_bytes : e->kv->data_bytes;
+}
 const numla_model *numla_engine_model(const numla_engine *e) { return e->m; }
 void numla_engine_set_layer_hook(numla_engine *e, numla_model_layer_hook fn, void *ctx)
 {

@@ -21,6 +21,9 @@ typedef struct sched_seq {
     int32_t preemptions;
     int32_t recompute_end;     /* tokens known at the last preemption (accounting only) */
     numla_kv_seq kv;
+    numla_kv_seq own;          /* while admitted: the pool's seq_blocks blocks that stand for
+                                  its own cache (DeepSeek-V4's window rings and compressors'
+                                  rows); never in a step's table */
     numla_kv_hash *hashes;     /* (ceil((num_prompt + max_tokens) / block_size)) chained hashes of
                                   the full blocks of tokens, prefix cache on only */
     int32_t num_hashed;        /* entries of hashes computed */
@@ -124,6 +127,7 @@ static void seq_free(numla_sched *s, sched_seq *q)
         return;
     seq_release(s, q);
     numla_kv_seq_release(s->kv, &q->kv);
+    numla_kv_seq_release(s->kv, &q->own);
     numla_sampler_destroy(&q->smp);
     free(q->hashes);
     free(q->tokens);
@@ -358,14 +362,27 @@ numla_status numla_sched_submit(numla_sched *s, const numla_request *req, void *
      * prompt's rows with max_tokens 0). */
     int64_t rows = (int64_t)req->num_prompt + (maxt > 0 ? maxt - 1 : 0);
     int64_t blocks = (rows + s->kv->block_size - 1) / s->kv->block_size;
-    if (blocks > s->kv->num_blocks) {
-        char msg[256];
-        snprintf(msg, sizeof msg,
-                 "line %lld: the request needs %lld KV blocks (%d prompt + %d max_tokens tokens, "
-                 "%d per block) but the whole pool has %lld; raise --kv-memory/--kv-blocks or "
-                 "lower max_tokens",
-                 (long long)req->line, (long long)blocks, req->num_prompt, maxt,
-                 s->kv->block_size, (long long)s->kv->num_blocks);
+    if (blocks + s->kv->seq_blocks > s->kv->num_blocks) {
+        char msg[512];
+        if (s->kv->seq_blocks > 0) /* DeepSeek-V4: the cache's bytes (docs/design.md §3.1) */
+            snprintf(msg, sizeof msg,
+                     "line %lld: the request's cache needs %.2f MiB (%d prompt + %d max_tokens "
+                     "tokens: %lld blocks of %d tokens, and %d blocks for the sequence's window "
+                     "and compressors' rows, at %zu bytes a block) but the whole KV pool is "
+                     "%.2f MiB (%lld blocks); raise --kv-memory/--kv-blocks or lower max_tokens",
+                     (long long)req->line,
+                     (double)(blocks + s->kv->seq_blocks) * (double)s->kv->block_bytes / 1048576.0,
+                     req->num_prompt, maxt, (long long)blocks, s->kv->block_size,
+                     s->kv->seq_blocks, s->kv->block_bytes,
+                     (double)s->kv->num_blocks * (double)s->kv->block_bytes / 1048576.0,
+                     (long long)s->kv->num_blocks);
+        else
+            snprintf(msg, sizeof msg,
+                     "line %lld: the request needs %lld KV blocks (%d prompt + %d max_tokens "
+                     "tokens, %d per block) but the whole pool has %lld; raise "
+                     "--kv-memory/--kv-blocks or lower max_tokens",
+                     (long long)req->line, (long long)blocks, req->num_prompt, maxt,
+                     s->kv->block_size, (long long)s->kv->num_blocks);
         answer_now(s, req, user, "error", msg);
         return NUMLA_STATUS_OK;
     }
@@ -472,6 +489,7 @@ static numla_status preempt_last(numla_sched *s)
     sched_seq *q = s->running[--s->num_running];
     seq_release(s, q);
     numla_kv_seq_release(s->kv, &q->kv);
+    numla_kv_seq_release(s->kv, &q->own);
     q->num_computed = 0;
     q->num_registered = 0;
     q->num_draft = 0; /* drafted again once it is recomputed */
@@ -668,7 +686,7 @@ static numla_status plan(numla_sched *s, int32_t *num_seqs)
         if (n == 0)
             break;
         const int64_t fresh = (hit_tokens + n + s->kv->block_size - 1) / s->kv->block_size - hits;
-        if (fresh + idle > numla_kv_cache_available(s->kv))
+        if (fresh + idle + s->kv->seq_blocks > numla_kv_cache_available(s->kv))
             break;
         if (!q->smp) {
             numla_status st = numla_sampler_create(&q->req->params, (int32_t)s->o.vocab_size,
@@ -703,6 +721,9 @@ static numla_status plan(numla_sched *s, int32_t *num_seqs)
         rows_left = rows_after;
         NUMLA_CHECK(prefix_take(s, q, hits));
         NUMLA_CHECK(numla_kv_seq_reserve(s->kv, &q->kv, hit_tokens + n));
+        /* after its cached blocks are held (fresh blocks may evict idle ones) */
+        NUMLA_CHECK(numla_kv_seq_reserve(s->kv, &q->own,
+                                         (int64_t)s->kv->seq_blocks * s->kv->block_size));
         memmove(s->waiting, s->waiting + 1, (size_t)--s->num_waiting * sizeof *s->waiting);
         q->admitted = s->next_admit++;
         q->holding = 1;

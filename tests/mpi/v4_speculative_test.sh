@@ -8,7 +8,9 @@
 # carry-over and entries, and the MTP layer's chained rows.
 #   k1 / k3 / k7   mtp:1, mtp:3 (prefill chunks of 5), mtp:7 (the most a CSA rate of 4 allows)
 #   mixed          mtp:2, 3 sequences and 7 tokens a step in chunks of 3
-#   preempt        mtp:2 with a pool that preempts
+#   preempt        mtp:2 with a pool that preempts (--kv-memory 0.0018: 70 blocks of 16, each
+#                  sequence holding 15 for its own cache, the MTP layer's and draft snapshots
+#                  included)
 #   prefix         the prefix cache with drafts: sampled first turns, then second turns from
 #                  their prefix states (the MTP layer's cache included), one token a step: the
 #                  result lines of --no-prefix-cache byte for byte; a block whose MTP rows were
@@ -68,7 +70,7 @@ run k1 --speculative mtp:1
 run k3 --speculative mtp:3 --prefill-chunk 5
 run k7 --speculative mtp:7
 run mixed --speculative mtp:2 --max-seqs 3 --max-batch-tokens 7 --prefill-chunk 3
-run preempt --speculative mtp:2 --kv-blocks 36 --block-size 8 --prefill-chunk 16
+run preempt --speculative mtp:2 --kv-memory 0.0018 --prefill-chunk 16
 grep -q "preemptions (0 tokens" "$tmp/preempt.err" &&
   check "preempt" 1 "the small pool preempted nothing: $(grep preempt "$tmp/preempt.err")"
 # the prefix cache with drafts (docs/serving.md "DeepSeek-V4's cache": a block's state carries the

@@ -16,6 +16,7 @@
 
 #include "common/status.h"
 #include "engine/model/config.h"
+#include "engine/model/model_v4.h"
 #include "engine/formats/safetensors.h"
 
 int numla_fuzz_config_run(const uint8_t *data, size_t size, numla_model_config *out);
@@ -312,6 +313,33 @@ static void test_sizes(void)
                      z.bytes, bytes[1]);
 }
 
+/* What a V4-Flash sequence costs the pool (numla_v4_cache_charge, docs/design.md §3.1), by hand:
+ * per block of 16 tokens at bf16 the paper's entries and index keys, 21 CSA layers of
+ * 16 · (512 + 128) / 4 and 20 HCA layers of 16 · 512 / 128 values (= 16 tokens at
+ * cache_per_token); per sequence 43 window rings of 128 x 512 bf16 values, and each compressor's
+ * fp32 raw kv and gate rows of two windows, the entry being made (fp32) and one entry of slack
+ * (bf16): CSA 2 x 8 rows of 2 x 512 and of 2 x 128, HCA 2 x 256 rows of 512. */
+static void test_pool_charge(void)
+{
+    char *t = seed("v4_flash_shape.json");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL_FATAL(parse(t), NUMLA_STATUS_OK);
+    free(t);
+    size_t blk = 0, seq = 0;
+    numla_v4_cache_charge(&cfg_, 16, NUMLA_DTYPE_BF16, &blk, &seq);
+    CU_ASSERT_EQUAL(blk, (size_t)(2 * (21 * 16 * (512 + 128) / 4 + 20 * 16 * 512 / 128)));
+    numla_v4_sizes z;
+    numla_v4_config_sizes(&cfg_, &z);
+    CU_ASSERT_DOUBLE_EQUAL((double)blk, 2 * 16 * z.cache_per_token, 1e-9);
+    const size_t csa = 4 * (2 * 8 * 2 * 512 + 512) + 2 * 512 + 4 * (2 * 8 * 2 * 128 + 128) + 2 * 128;
+    const size_t hca = 4 * (2 * 256 * 512 + 512) + 2 * 512;
+    CU_ASSERT_EQUAL(seq, 43 * (size_t)(128 * 512 * 2) + 21 * csa + 20 * hca);
+    /* an fp32 cache: twice the entries; a block of 8 tokens: half */
+    numla_v4_cache_charge(&cfg_, 8, NUMLA_DTYPE_F32, &blk, &seq);
+    CU_ASSERT_EQUAL(blk, (size_t)(4 * (21 * 8 * (512 + 128) / 4 + 20 * 8 * 512 / 128)));
+}
+
 NUMLA_TEST_SUITE(config_v4, NULL, NULL, NUMLA_TEST(test_flash_shape), NUMLA_TEST(test_pro_shape),
                  NUMLA_TEST(test_tiny_nested), NUMLA_TEST(test_refusals),
-                 NUMLA_TEST(test_fuzz_mutations), NUMLA_TEST(test_sizes))
+                 NUMLA_TEST(test_fuzz_mutations), NUMLA_TEST(test_sizes),
+                 NUMLA_TEST(test_pool_charge))

@@ -366,6 +366,87 @@ static void test_errors_and_limits(void)
     numla_kv_cache_destroy(&kv);
 }
 
+/* A pool whose running sequences each hold seq_blocks blocks of their own beside their tokens'
+ * (DeepSeek-V4's window rings and compressors' rows, numla_kv_pool_charge): admission counts
+ * them (a pool of 14 blocks of 4 with 6 a sequence runs one 10-token prompt at a time: 3 + 6
+ * blocks at admission, 4 + 6 at its end, where two would fit without them), a finished one gives them
+ * back, and a request whose tokens' blocks and own blocks exceed the whole pool is refused at
+ * once, naming the cache bytes against the pool's. A stand-in exec: token 3 always wins. */
+typedef struct sb_ctx {
+    numla_kv_cache *kv;
+    int32_t max_seqs_seen;
+    int64_t max_used;
+} sb_ctx;
+
+static numla_status sb_exec(void *ctx, const numla_step *st, float *logits)
+{
+    sb_ctx *c = ctx;
+    if (st->num_seqs > c->max_seqs_seen)
+        c->max_seqs_seen = st->num_seqs;
+    const int64_t used = c->kv->num_blocks - numla_kv_cache_available(c->kv);
+    if (used > c->max_used)
+        c->max_used = used;
+    memset(logits, 0, sizeof(float) * 10 * (size_t)st->num_logit_rows);
+    for (int32_t r = 0; r < st->num_logit_rows; r++)
+        logits[r * 10 + 3] = 1.0f;
+    return NUMLA_STATUS_OK;
+}
+
+static void test_seq_blocks(void)
+{
+    numla_kv_cache *kv = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create(1, 32, 16, 4, 14, NUMLA_DTYPE_BF16, &kv),
+                          NUMLA_STATUS_OK);
+    kv->seq_blocks = 6;
+    kv->block_bytes = 1000;
+    numla_request rq[3];
+    for (int i = 0; i < 3; i++) {
+        memset(&rq[i], 0, sizeof rq[i]);
+        rq[i].line = i + 1;
+        rq[i].num_prompt = i == 2 ? 30 : 10; /* 30 + 4: 9 blocks + 6 > 14 */
+        rq[i].prompt_tokens = calloc((size_t)rq[i].num_prompt, sizeof(int32_t));
+        numla_sampling_params_default(&rq[i].params);
+        rq[i].params.temperature = 0;
+        rq[i].params.max_tokens = 4;
+        rq[i].params.ignore_eos = 1;
+    }
+    static sc_res res[3];
+    int64_t ord[3];
+    sc_run_ctx rc = {res, 0, ord};
+    sb_ctx c = {kv, 0, 0};
+    numla_sched_options o = {.max_batch_tokens = 64, .max_seqs = 4, .prefill_chunk = 16,
+                             .vocab_size = 10};
+    numla_sched *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_sched_create(&o, kv, sb_exec, &c, sc_done, &rc, &s),
+                          NUMLA_STATUS_OK);
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(numla_sched_submit(s, &rq[i], (void *)(intptr_t)i), NUMLA_STATUS_OK);
+    /* refused at once, naming the bytes */
+    CU_ASSERT_STRING_EQUAL(res[2].reason, "error");
+    NUMLA_ASSERT_MSG(strstr(res[2].error, "line 3: the request's cache needs 0.01 MiB") &&
+                         strstr(res[2].error, "9 blocks of 4 tokens, and 6 blocks for the "
+                                              "sequence's window") &&
+                         strstr(res[2].error, "but the whole KV pool is 0.01 MiB (14 blocks)"),
+                     "error: %s", res[2].error);
+    for (int guard = 0; numla_sched_busy(s) && guard < 1000; guard++)
+        CU_ASSERT_EQUAL_FATAL(numla_sched_step(s), NUMLA_STATUS_OK);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_STRING_EQUAL(res[i].reason, "length");
+        CU_ASSERT_EQUAL(res[i].n, 4);
+    }
+    NUMLA_ASSERT_MSG(c.max_seqs_seen == 1, "%d sequences ran together in 14 blocks",
+                     c.max_seqs_seen);
+    NUMLA_ASSERT_MSG(c.max_used == 10, "%lld blocks held at most (want 4 + 6)",
+                     (long long)c.max_used);
+    numla_sched_stats st;
+    numla_sched_stats_get(s, &st);
+    CU_ASSERT_EQUAL(st.kv_blocks_used, 0); /* every sequence's own blocks given back */
+    numla_sched_destroy(&s);
+    numla_kv_cache_destroy(&kv);
+    for (int i = 0; i < 3; i++)
+        numla_request_free(&rq[i]);
+}
+
 /* The step's rows are sampled on the team: a sampler error in one row (NaN logits) gives
  * that request an error record with the sampler's own message, and the others go on. */
 static void test_sampling_error_in_step(void)
@@ -725,4 +806,5 @@ static void test_prompt_rows(void)
 
 NUMLA_TEST_SUITE(scheduler, sc_init, NULL, NUMLA_TEST(test_kv_refcount),
                  NUMLA_TEST(test_errors_and_limits), NUMLA_TEST(test_prompt_logprobs), NUMLA_TEST(test_batch_invariance),
-                 NUMLA_TEST(test_sampling_error_in_step), NUMLA_TEST(test_prompt_rows))
+                 NUMLA_TEST(test_sampling_error_in_step), NUMLA_TEST(test_prompt_rows),
+                 NUMLA_TEST(test_seq_blocks))
