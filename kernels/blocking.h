@@ -25,6 +25,8 @@ enum {
                                        K x hi/lo bf16) is at most this, it runs pair-major over
                                        all of K (the expert shapes: up to 128 rows at K = 2048);
                                        a larger bound makes 160-192 rows slower (docs/linear.md) */
+    NUMLA_LINEAR_ROW_AHEAD = 4096,  /* avx512 tiles, one x row (decode): software prefetch
+                                       distance in each panel's stream (bytes) */
     NUMLA_LINEAR_KC = 512,          /* K block of the GEMM paths (multiple of 2): 2 bf16 panels
                                        x 512 = 32 KiB stay in L1 while x rows stream from L2 */
 };

@@ -2,7 +2,8 @@
  * fp32 in registers (a shift for the even k, a mask for the odd k of each packed pair — exact)
  * and multiplied against fp32 x with FMA. Register tile: up to 12 rows of x x 2 panels (32
  * outputs). For M <= 12 (decode) each panel is streamed once over the full K, so the path runs at
- * memory bandwidth; for larger M the K loop is blocked (NUMLA_LINEAR_KC) so the two panels of a
+ * memory bandwidth (one x row: a software prefetch NUMLA_LINEAR_ROW_AHEAD bytes ahead in each
+ * panel's stream, which one core's hardware prefetcher alone did not keep at its share); for larger M the K loop is blocked (NUMLA_LINEAR_KC) so the two panels of a
  * tile stay in L1 while the rows of x stream from L2. avx512bf16 runs this path, and amx runs it
  * for the weights and M its tile GEMM does not take. */
 #include <immintrin.h>
@@ -40,6 +41,9 @@ numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, cons
     for (int64_t kk = k0; kk < kpair_end; kk += 2) {
         const uint16_t *bk = b + (size_t)kk * NR;
         __m512 be[2], bo[2];
+#pragma GCC unroll 2
+        for (int j = 0; j < np && mr == 1; j++) /* decode: one stream per panel */
+            _mm_prefetch((const char *)(bk + j * pstride) + NUMLA_LINEAR_ROW_AHEAD, _MM_HINT_T0);
 #pragma GCC unroll 2
         for (int j = 0; j < np; j++) {
             __m512i v = _mm512_load_si512((const void *)(bk + j * pstride));
