@@ -25,6 +25,7 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <pthread.h>
 
 static inline __m512i numla_qblock_u8x16_(const uint8_t *p)
 {
@@ -143,14 +144,26 @@ static const uint32_t numla_qblock_e8m0h_bits_[256] = {
     NUMLA_QBLOCK_E8M0H64_(192)};
 
 /* MXFP4: twice the e2m1 values times the E8M0 half-scale, looked up in a register that holds
- * the 16 code values already scaled (one multiply per block of 32 instead of one per 16
- * values: the same products, so the same bits). vpermps reads only the low 4 bits of each
- * index lane, so the low nibble needs no mask. */
-static inline void numla_qblock_dec1_mxfp4_(const uint8_t *p, __m512 *v0, __m512 *v1)
+ * the 16 code values already scaled. The scaled code values of every scale byte are one table
+ * (256 x 16 floats, 16 KiB, of which a row's few exponents stay in L1), each row the product
+ * d · kv that a multiply per block would make (the same vmulps, once), so decoding a block
+ * costs a load instead of a multiply on the vector ports: the same values, so the same bits.
+ * numla_qblock_forward_avx512 builds it (pthread_once) before any decoder runs. vpermps reads
+ * only the low 4 bits of each index lane, so the low nibble needs no mask. */
+static float numla_qblock_mxfp4_dl_[256][16] __attribute__((aligned(64)));
+static pthread_once_t numla_qblock_mxfp4_once_ = PTHREAD_ONCE_INIT;
+
+static void numla_qblock_mxfp4_init_(void)
 {
     const __m512 lut = _mm512_setr_ps(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-    const __m512 d = _mm512_castsi512_ps(_mm512_set1_epi32((int)numla_qblock_e8m0h_bits_[p[0]]));
-    const __m512 dl = _mm512_mul_ps(d, lut);
+    for (int e = 0; e < 256; e++)
+        _mm512_store_ps(numla_qblock_mxfp4_dl_[e],
+                        _mm512_mul_ps(_mm512_castsi512_ps(_mm512_set1_epi32((int)numla_qblock_e8m0h_bits_[e])), lut));
+}
+
+static inline void numla_qblock_dec1_mxfp4_(const uint8_t *p, __m512 *v0, __m512 *v1)
+{
+    const __m512 dl = _mm512_load_ps(numla_qblock_mxfp4_dl_[p[0]]);
     const __m512i q = numla_qblock_u8x16_(p + 1);
     *v0 = _mm512_permutexvar_ps(q, dl);
     *v1 = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), dl);
@@ -569,6 +582,8 @@ void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const 
                                  float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
 {
     const numla_qblock_type_row *row = numla_qblock_type_row_get(w->type);
+    if (w->type == NUMLA_QBLOCK_MXFP4)
+        pthread_once(&numla_qblock_mxfp4_once_, numla_qblock_mxfp4_init_);
     if (numla_qblock_many_applies_(w, m) && ws) {
         const size_t per = numla_qblock_many_thread_bytes_(w), fit = (ws_bytes - 64) / per;
         const int team = omp_get_max_threads(), nth = (size_t)team < fit ? team : (int)fit;
