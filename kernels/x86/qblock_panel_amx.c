@@ -23,9 +23,14 @@
  * bits at every M.
  *
  * One tile product per sub-block (the sub-blocks' scales differ per weight row, so their sums
- * cannot share a tile): per 16 x rows and sub-block, one A load, and per panel of the chunk
- * (NUMLA_QBLOCK_PANEL_NP, each its own C tile 0-3) one B load (tiles 5 and 6 in turn), one
- * TDPBSUD and one store of C for the fp32 step. */
+ * cannot share a tile): per 16 x rows and sub-block, one A load (tiles 4 and 7 in turn, so a
+ * sub-block's x load need not wait for the previous one's products), and per panel of the chunk
+ * (NUMLA_QBLOCK_PANEL_NP, each its own C tile 0-3) one B load (tiles 5 and 6 in turn) and one
+ * TDPBSUD, the sub-block's products all issued before its C tiles are stored. Sub-blocks go in
+ * runs of NUMLA_QBLOCK_AMX_SB: the run's products first, then the fp32 steps per (panel, x row)
+ * over the run, the partial sum in a register and the run's scales, mins and Σ x loaded once (2
+ * sub-blocks a run measured faster than 1, 4 or 8 on the AMX machine; per-row chains in the same
+ * order, so the same bits). */
 #include "kernels/qblock_internal.h"
 
 #include <immintrin.h>
@@ -44,10 +49,13 @@ void numla_qblock_forward_amx_emulated(const numla_qblock_weight *w, int64_t m, 
 #define NUMLA_QBLOCK_AMX_ENTRY numla_qblock_forward_amx
 #endif
 
-enum { NUMLA_QBLOCK_AMX_TR = 16 }; /* x rows per A tile, weight rows per panel */
+/* x rows per A tile, weight rows per panel; sub-blocks per run of tile products in the panel GEMM
+ * (their C buffers: NUMLA_QBLOCK_AMX_SB x NUMLA_QBLOCK_PANEL_NP KiB on the stack) */
+enum { NUMLA_QBLOCK_AMX_TR = 16, NUMLA_QBLOCK_AMX_SB = 2 };
 /* Tile numbers: literals, which the intrinsics paste into the instruction. C tiles are 0 ..
  * NUMLA_QBLOCK_PANEL_NP - 1. */
 #define NUMLA_QBLOCK_AMX_A 4  /* the x tile */
+#define NUMLA_QBLOCK_AMX_A1 7 /* the panel GEMM's x tile of odd sub-blocks */
 #define NUMLA_QBLOCK_AMX_B0 5 /* the panels' code tiles, in turn */
 #define NUMLA_QBLOCK_AMX_B1 6
 _Static_assert(NUMLA_QBLOCK_PANEL_NP <= NUMLA_QBLOCK_AMX_A, "one C tile per panel of a chunk");
@@ -55,8 +63,8 @@ _Static_assert(NUMLA_QBLOCK_PANEL_NP <= NUMLA_QBLOCK_AMX_A, "one C tile per pane
 /* Palette 1: C 16 x 64 bytes (16 x 16 int32), A 16 x 32 bytes (K = 32), B 8 x 64 bytes; for the
  * 16-column sub-blocks of Q2_K and Q3_K, A 16 x 16 bytes and B 4 x 64. */
 static const numla_amx_tilecfg numla_qblock_amx_cfg_[2] __attribute__((aligned(64))) = {
-    {.palette = 1, .colsb = {64, 64, 64, 64, 32, 64, 64}, .rows = {16, 16, 16, 16, 16, 8, 8}},
-    {.palette = 1, .colsb = {64, 64, 64, 64, 16, 64, 64}, .rows = {16, 16, 16, 16, 16, 4, 4}},
+    {.palette = 1, .colsb = {64, 64, 64, 64, 32, 64, 64, 32}, .rows = {16, 16, 16, 16, 16, 8, 8, 16}},
+    {.palette = 1, .colsb = {64, 64, 64, 64, 16, 64, 64, 16}, .rows = {16, 16, 16, 16, 16, 4, 4, 16}},
 };
 
 /* C tile j (a literal, as the intrinsics need) = A · B over the sub-block at codes, stored to c. */
@@ -68,48 +76,116 @@ static const numla_amx_tilecfg numla_qblock_amx_cfg_[2] __attribute__((aligned(6
         _tile_stored(J, (c), 64);                                                                                      \
     } while (0)
 
+/* One sub-block's products for the np panels: x tile AT (a literal: 4 and 7 in turn, so the next
+ * sub-block's load need not wait for this one's products) from xa, panel j's codes at codes + j ·
+ * pbytes into C tile j, every product issued before the first store of its C to cs[j]. */
+#define NUMLA_QBLOCK_AMX_SUB_(AT, xa, lda, codes, pbytes, np, cs)                                                     \
+    do {                                                                                                               \
+        _tile_loadd(AT, (xa), (lda));                                                                                  \
+        _tile_zero(0);                                                                                                 \
+        _tile_loadd(NUMLA_QBLOCK_AMX_B0, (codes), 64);                                                                 \
+        _tile_dpbsud(0, AT, NUMLA_QBLOCK_AMX_B0);                                                                      \
+        if ((np) > 1) {                                                                                                \
+            _tile_zero(1);                                                                                             \
+            _tile_loadd(NUMLA_QBLOCK_AMX_B1, (codes) + (pbytes), 64);                                                  \
+            _tile_dpbsud(1, AT, NUMLA_QBLOCK_AMX_B1);                                                                  \
+        }                                                                                                              \
+        if ((np) > 2) {                                                                                                \
+            _tile_zero(2);                                                                                             \
+            _tile_loadd(NUMLA_QBLOCK_AMX_B0, (codes) + 2 * (pbytes), 64);                                              \
+            _tile_dpbsud(2, AT, NUMLA_QBLOCK_AMX_B0);                                                                  \
+        }                                                                                                              \
+        if ((np) > 3) {                                                                                                \
+            _tile_zero(3);                                                                                             \
+            _tile_loadd(NUMLA_QBLOCK_AMX_B1, (codes) + 3 * (pbytes), 64);                                              \
+            _tile_dpbsud(3, AT, NUMLA_QBLOCK_AMX_B1);                                                                  \
+        }                                                                                                              \
+        _tile_stored(0, (cs)[0], 64);                                                                                  \
+        if ((np) > 1)                                                                                                  \
+            _tile_stored(1, (cs)[1], 64);                                                                              \
+        if ((np) > 2)                                                                                                  \
+            _tile_stored(2, (cs)[2], 64);                                                                              \
+        if ((np) > 3)                                                                                                  \
+            _tile_stored(3, (cs)[3], 64);                                                                              \
+    } while (0)
+
+/* The fp32 steps of a run of cnt sub-blocks (their C tiles in c[0 .. cnt), panel j's at c[.][j]) for
+ * panel j and x rows [0, mr): per row, the sub-blocks' numla_qblock_panel_sub_f_ in order into tb
+ * (from tbm[i] unless first), then after the group's last one acc[i] = fma(tb, dx[i]) (else tb
+ * back to tbm[i]). The same operations on each (row, panel) chain as one sub-block at a time, so
+ * the same bits; the chain's partial sum stays in a register over the run, and the sub-blocks'
+ * scales, mins and Σ x (bsf[i][.], as floats) are loaded once per run, not per row and panel. */
+static inline __attribute__((always_inline)) void
+numla_qblock_amx_sub_run_(const int32_t (*c)[NUMLA_QBLOCK_PANEL_NP][NUMLA_QBLOCK_AMX_TR * NUMLA_QBLOCK_AMX_TR],
+                          int64_t j, const int cnt, const float *sc, const float *mn, const int64_t *gidx,
+                          const float (*bsf)[NUMLA_QBLOCK_AMX_SB], int mr, int first, int last, const float *dx,
+                          int64_t nb, __m512 *tbm, __m512 *acc)
+{
+    __m512 sv[NUMLA_QBLOCK_AMX_SB], mv[NUMLA_QBLOCK_AMX_SB];
+    for (int s = 0; s < cnt; s++) {
+        sv[s] = _mm512_load_ps(sc + gidx[s] * 16);
+        mv[s] = _mm512_load_ps(mn + gidx[s] * 16);
+    }
+    for (int i = 0; i < mr; i++) {
+        __m512 tb = first ? _mm512_setzero_ps() : tbm[i];
+#pragma GCC unroll 8
+        for (int s = 0; s < cnt; s++)
+            tb = numla_qblock_panel_sub_f_(tb, _mm512_load_si512((const void *)(c[s][j] + 16 * i)), sv[s], mv[s],
+                                           bsf[i][s]);
+        if (last)
+            acc[i] = numla_qblock_panel_group_(acc[i], tb, dx[i * nb]);
+        else
+            tbm[i] = tb;
+    }
+}
+
 /* x rows [i0, i0 + mr) against the np unpacked panels at pan (weight rows a + 16 j, stopping at
- * ahi); xt: the rows' quantized bytes, 16 rows k apart (rows past mr zero). */
+ * ahi); xt: the rows' quantized bytes, 16 rows k apart (rows past mr zero). Per x group, its
+ * sub-blocks in runs of up to NUMLA_QBLOCK_AMX_SB: first every tile product of the run (each
+ * stored to its own C buffer), then the fp32 steps per panel and row over the run. */
 static void numla_qblock_amx_block_(const uint8_t *pan, size_t pbytes, int64_t np, int64_t k, const int8_t *xt,
                                     int mr, const float *dx, const int32_t *bs, int64_t a, int64_t ahi, float *y,
                                     int64_t ldy, int accumulate, int s16)
 {
+    enum { TR = NUMLA_QBLOCK_AMX_TR, SB = NUMLA_QBLOCK_AMX_SB };
     const int sw = s16 ? 16 : 32, spg = 256 / sw; /* sub-block columns, sub-blocks per x group */
-    const int64_t ng = k / sw, nb = numla_qblock_q8_groups_(k);
-    __m512 acc[NUMLA_QBLOCK_PANEL_NP][NUMLA_QBLOCK_AMX_TR], tb[NUMLA_QBLOCK_PANEL_NP][NUMLA_QBLOCK_AMX_TR];
-    int32_t c[NUMLA_QBLOCK_PANEL_NP][NUMLA_QBLOCK_AMX_TR * NUMLA_QBLOCK_AMX_TR] __attribute__((aligned(64)));
+    const int64_t ng = k / sw, nb = numla_qblock_q8_groups_(k), k16 = k / 16;
+    __m512 acc[NUMLA_QBLOCK_PANEL_NP][TR], tbm[NUMLA_QBLOCK_PANEL_NP][TR];
+    int32_t c[SB][NUMLA_QBLOCK_PANEL_NP][TR * TR] __attribute__((aligned(64)));
+    float bsf[TR][SB];
+    int64_t gidx[SB];
     for (int64_t j = 0; j < np; j++)
         for (int i = 0; i < mr; i++)
             acc[j][i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) { /* 256-column x groups (the last one may be shorter) */
-        for (int64_t j = 0; j < np; j++)
-            for (int i = 0; i < mr; i++)
-                tb[j][i] = _mm512_setzero_ps();
         const int64_t gend = spg * b + spg < ng ? spg * b + spg : ng;
-        for (int64_t gs = spg * b; gs < gend; gs++) { /* its sub-blocks (16-column ones permuted) */
-            const int64_t g = s16 ? spg * b + numla_qblock_s16_order_(gs - spg * b) : gs;
-            _tile_loadd(NUMLA_QBLOCK_AMX_A, xt + sw * g, k);
-            const uint8_t *codes = pan + (size_t)g * (size_t)(16 * sw);
-            NUMLA_QBLOCK_AMX_PRODUCT(0, NUMLA_QBLOCK_AMX_B0, codes, c[0]);
-            if (np > 1)
-                NUMLA_QBLOCK_AMX_PRODUCT(1, NUMLA_QBLOCK_AMX_B1, codes + pbytes, c[1]);
-            if (np > 2)
-                NUMLA_QBLOCK_AMX_PRODUCT(2, NUMLA_QBLOCK_AMX_B0, codes + 2 * pbytes, c[2]);
-            if (np > 3)
-                NUMLA_QBLOCK_AMX_PRODUCT(3, NUMLA_QBLOCK_AMX_B1, codes + 3 * pbytes, c[3]);
+        for (int64_t g0 = spg * b; g0 < gend; g0 += SB) { /* a run of its sub-blocks (16-column ones permuted) */
+            const int cnt = (int)(gend - g0 < SB ? gend - g0 : SB);
+            for (int s = 0; s < cnt; s++) {
+                const int64_t gs = g0 + s, g = s16 ? spg * b + numla_qblock_s16_order_(gs - spg * b) : gs;
+                gidx[s] = g;
+                for (int i = 0; i < mr; i++)
+                    bsf[i][s] = s16 ? (float)bs[i * k16 + g] : (float)(bs[i * k16 + 2 * g] + bs[i * k16 + 2 * g + 1]);
+                if (s % 2 == 0)
+                    NUMLA_QBLOCK_AMX_SUB_(NUMLA_QBLOCK_AMX_A, xt + sw * g, k, pan + (size_t)g * (size_t)(16 * sw), pbytes,
+                                          np, c[s]);
+                else
+                    NUMLA_QBLOCK_AMX_SUB_(NUMLA_QBLOCK_AMX_A1, xt + sw * g, k, pan + (size_t)g * (size_t)(16 * sw),
+                                          pbytes, np, c[s]);
+            }
+            const int first = g0 == spg * b, last = g0 + cnt == gend;
             for (int64_t j = 0; j < np; j++) {
                 const float *sc = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k));
-                const __m512 sv = _mm512_load_ps(sc + g * 16), mv = _mm512_load_ps(sc + (ng + g) * 16);
-                for (int i = 0; i < mr; i++) {
-                    const __m512i is = _mm512_load_si512((const void *)(c[j] + 16 * i));
-                    tb[j][i] = s16 ? numla_qblock_panel_sub_f_(tb[j][i], is, sv, mv, (float)bs[i * (k / 16) + g])
-                                   : numla_qblock_panel_sub_(tb[j][i], is, sv, mv, bs + i * (k / 16) + 2 * g);
-                }
+                if (cnt == SB)
+                    numla_qblock_amx_sub_run_((const int32_t(*)[NUMLA_QBLOCK_PANEL_NP][TR * TR])c, j, SB, sc,
+                                              sc + ng * 16, gidx, (const float(*)[SB])bsf, mr, first, last, dx + b,
+                                              nb, tbm[j], acc[j]);
+                else
+                    numla_qblock_amx_sub_run_((const int32_t(*)[NUMLA_QBLOCK_PANEL_NP][TR * TR])c, j, cnt, sc,
+                                              sc + ng * 16, gidx, (const float(*)[SB])bsf, mr, first, last, dx + b,
+                                              nb, tbm[j], acc[j]);
             }
         }
-        for (int64_t j = 0; j < np; j++)
-            for (int i = 0; i < mr; i++)
-                acc[j][i] = numla_qblock_panel_group_(acc[j][i], tb[j][i], dx[i * nb + b]);
     }
     for (int64_t j = 0; j < np; j++) {
         const int64_t r = a + 16 * j;
