@@ -11,10 +11,21 @@
 /* ---- linear (kernels/linear.c; the packed panel of 16 rows: kernels/linear_internal.h) --- */
 
 enum {
-    NUMLA_LINEAR_AVX512_MR = 12,    /* avx512 tiles: rows of x per micro-kernel (x 2 panels) */
+    NUMLA_LINEAR_AVX512_MR = 12,    /* avx512 tiles: rows of x per micro-kernel (x 2 panels);
+                                       up to this many rows a row's bits do not depend on M */
+    NUMLA_LINEAR_AVX512_ROW_GROUP = 4, /* avx512, M <= MR: rows per tile, each output in two
+                                       accumulator chains (even and odd k) as the one-row GEMV
+                                       has it; 4 rows x 2 panels x 2 chains = 16 zmm */
     NUMLA_LINEAR_AVX2_MR = 4,       /* avx2 tiles: rows of x per micro-kernel (x 1 panel) */
-    NUMLA_LINEAR_AMX_MIN_M = 3,     /* amx level, bf16 W, K % 32 == 0: M from this runs the
-                                       split-bf16 tile GEMM (kernels/x86/linear_amx.c) */
+    NUMLA_LINEAR_AVX2_ROW_GROUP = 2, /* avx2, 2 < M <= ROWS_MAX_M: rows per tile, each output in
+                                       two accumulator chains (even and odd k) as the one-row
+                                       GEMV has it: 2 rows x 2 halves x 2 chains = 8 ymm */
+    NUMLA_LINEAR_AVX2_ROWS_MAX_M = 12, /* avx2: up to this many rows a row's bits do not depend
+                                       on M (as avx512's up to NUMLA_LINEAR_AVX512_MR) */
+    NUMLA_LINEAR_AMX_MIN_M = 13,    /* amx level, bf16 W, K % 32 == 0: M from this runs the
+                                       split-bf16 tile GEMM (kernels/x86/linear_amx.c); fewer
+                                       rows run avx512's few-row tiles, whose rows do not depend
+                                       on M (a verify step's rows get a one-row step's bits) */
     NUMLA_LINEAR_AMX_KC = 2048,     /* AMX, M > 32: K block. Larger blocks won: C round trips
                                        through y cost more than A (32 rows x KC x hi/lo) leaving
                                        L1 for L2 (figures: docs/linear.md) */

@@ -5,6 +5,12 @@
 
 #include <string.h>
 
+/* The few-row paths that keep a row's one-row bits cover the contract's M (kernels/linear.h). */
+_Static_assert((int)NUMLA_LINEAR_ROW_INVARIANT_M <= (int)NUMLA_LINEAR_AVX512_MR &&
+                   (int)NUMLA_LINEAR_ROW_INVARIANT_M <= (int)NUMLA_LINEAR_AVX2_ROWS_MAX_M &&
+                   (int)NUMLA_LINEAR_ROW_INVARIANT_M < (int)NUMLA_LINEAR_AMX_MIN_M,
+               "kernels/blocking.h: the row-invariant M of kernels/linear.h");
+
 /* What a variant's applies() is asked about. */
 typedef struct numla_linear_call {
     const numla_linear_weight *w;

@@ -36,7 +36,17 @@
  *     result does not depend on M or the team size. The other levels run their F32 arithmetic
  *     (inside that bound too): ref/avx2/avx512 with fp32 x, amx with its split tiles where they
  *     apply (else the avx512bf16 code).
- * vdpbf16ps and the AMX tiles flush denormal inputs and results. f32 weights ignore the field. */
+ * vdpbf16ps and the AMX tiles flush denormal inputs and results. f32 weights ignore the field.
+ *
+ * Rows and M: whatever the team size, a row's result has the same bits; and up to
+ * NUMLA_LINEAR_ROW_INVARIANT_M rows, at every level and in both modes, the bits it has in a
+ * one-row call (the GEMV): the few-row paths keep the GEMV's per-row summation order (avx512 and
+ * avx2: groups of rows, each output's even and odd k in two chains added at the end, the groups
+ * sharing K blocks so the weights are still read once; amx: its tile GEMM only from
+ * NUMLA_LINEAR_AMX_MIN_M = 13 rows, kernels/blocking.h). A speculative verify step relies on it
+ * (docs/speculative.md). Past that M the GEMM paths sum in other orders. */
+enum { NUMLA_LINEAR_ROW_INVARIANT_M = 12 };
+
 typedef enum numla_linear_act {
     NUMLA_LINEAR_ACT_F32 = 0,
     NUMLA_LINEAR_ACT_BF16,
@@ -57,7 +67,7 @@ numla_status numla_linear_pack(numla_isa isa, int64_t n, int64_t k, const void *
                                numla_linear_weight *out);
 
 /* isa: the level to run (not w->isa): every level reads every packing, and a level whose
- * variant does not take this weight and M (amx: bf16, K % 32 == 0, M >= 3; avx512bf16: bf16 with bf16
+ * variant does not take this weight and M (amx: bf16, K % 32 == 0, M >= 13; avx512bf16: bf16 with bf16
  * activations)
  * runs the level below. The caller picks it, e.g. avx512 for exact fp32 activations where amx would split
  * them into two bf16 halves. */

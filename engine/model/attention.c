@@ -219,6 +219,50 @@ numla_status numla_model_absorb_queries(numla_model *m, const numla_weights_laye
     return NUMLA_STATUS_OK;
 }
 
+/* A verify step's rows (one sequence, 2 to NUMLA_MODEL_VERIFY_MAX_ROWS new rows, model.h): row
+ * j runs the two attention calls a one-row step at its position runs, the cached prefix being
+ * the P + j rows before it (the step's earlier rows are in the cache already) and the new part
+ * its own row alone, so its bits are those of decoding one token at a time (a call's key
+ * chunks and head groups depend on its sequences and rows, kernels/mla_attn.c). The prefix is
+ * read once per row; the weights are not read here. pre and cur: the whole step's calls,
+ * whose outputs and LSEs the rows' calls fill. */
+static numla_status attention_rows(numla_model *m, const numla_step *st, const char *layer_kv,
+                                   size_t row_bytes, const numla_mla_attn_args *pre,
+                                   const numla_mla_attn_args *cur)
+{
+    const int64_t T = st->num_tokens, Hr = pre->num_heads, dc = pre->kv_lora_rank;
+    const int64_t aw = dc + pre->rope_dim;
+    const size_t oes = numla_dtype_size(pre->out_dtype);
+    static const int32_t qsl[2] = {0, 1};
+    const int32_t blk0 = m->new_tables[0], NB = NUMLA_MODEL_NEW_BLOCK;
+    char *own = (char *)m->new_kv + (size_t)blk0 * NB * row_bytes;
+    for (int64_t j = 0; j < T; j++) {
+        const int32_t plen = m->pre_lens[0] + (int32_t)j, one = 1;
+        numla_mla_attn_args a = *pre, b = *cur;
+        a.q = b.q = (const float *)pre->q + j * Hr * aw; /* q_dtype F32 */
+        a.query_start_loc = b.query_start_loc = qsl;
+        a.seq_lens = &plen;
+        a.out = (char *)pre->out + (size_t)(j * Hr * dc) * oes;
+        a.lse = pre->lse + j * Hr;
+        b.seq_lens = &one;
+        b.out = (char *)cur->out + (size_t)(j * Hr * dc) * oes;
+        b.lse = cur->lse + j * Hr;
+        /* the row's own cache row where a one-row step has it: first in its new block */
+        const int64_t slot = st->slots[j];
+        if (slot >= 0)
+            memcpy(own, layer_kv + (size_t)slot * row_bytes, row_bytes);
+        else
+            memset(own, 0, row_bytes);
+        const size_t na = numla_mla_attn_workspace_size(m->isa_mla, &a, m->num_threads);
+        const size_t nb = numla_mla_attn_workspace_size(m->isa_mla, &b, m->num_threads);
+        NUMLA_CHECK(numla_model_grow_workspace(&m->attn_ws, &m->attn_ws_bytes, na > nb ? na : nb,
+                                               "attention workspace"));
+        NUMLA_CHECK(numla_mla_attn(m->isa_mla, &a, m->attn_ws, m->attn_ws_bytes));
+        NUMLA_CHECK(numla_mla_attn(m->isa_mla, &b, m->attn_ws, m->attn_ws_bytes));
+    }
+    return NUMLA_STATUS_OK;
+}
+
 /* Absorbed form (docs/design.md §5) over every row of the step st: reads q (T, H_r · q_head_dim)
  * and cos_sin (T, Dr), writes o (T, H_r · v). */
 static numla_status attention_absorbed(numla_model *m, const numla_weights_layer *lw,
@@ -290,8 +334,12 @@ static numla_status attention_absorbed(numla_model *m, const numla_weights_layer
     NUMLA_CHECK(numla_model_grow_workspace(&m->attn_ws, &m->attn_ws_bytes,
                                            need2 > need ? need2 : need, "attention workspace"));
     double tk = omp_get_wtime();
-    NUMLA_CHECK(numla_mla_attn(m->isa_mla, &pre, m->attn_ws, m->attn_ws_bytes));
-    NUMLA_CHECK(numla_mla_attn(m->isa_mla, &cur, m->attn_ws, m->attn_ws_bytes));
+    if (B == 1 && T >= 2 && T <= NUMLA_MODEL_VERIFY_MAX_ROWS)
+        NUMLA_CHECK(attention_rows(m, st, layer_kv, row_bytes, &pre, &cur));
+    else {
+        NUMLA_CHECK(numla_mla_attn(m->isa_mla, &pre, m->attn_ws, m->attn_ws_bytes));
+        NUMLA_CHECK(numla_mla_attn(m->isa_mla, &cur, m->attn_ws, m->attn_ws_bytes));
+    }
     if (obf) {
 #pragma omp parallel for num_threads(m->num_threads) if (nc > 65536)
         for (int64_t i = 0; i < nc; i++) {

@@ -158,6 +158,14 @@ typedef struct numla_model_stats {
  * docs/prefill.md; re-measure when the linear layers or either attention kernel change. */
 enum { NUMLA_MODEL_EXPAND_PAIRS_PER_ROW = 160 };
 
+/* A speculative verify step's rows of one sequence at most (the token and up to 8 drafts,
+ * engine/serving/scheduler.h NUMLA_SCHED_MAX_DRAFT). A step of one sequence with 2 to this many
+ * new rows over a cached prefix computes each row with the bits a one-row step at its position
+ * gives it: its attention as a one-row step's two calls (attention.c), its linears on the
+ * kernels' small-M paths, whose rows do not depend on M (kernels/linear.h, qlinear.h, qblock.h),
+ * so greedy decoding with drafts emits what decoding without them emits (docs/speculative.md). */
+enum { NUMLA_MODEL_VERIFY_MAX_ROWS = 9 };
+
 /* opts: numla_model_options_default() and changes; w is borrowed and must outlive the model. */
 numla_status numla_model_create(const numla_model_weights *w, const numla_model_options *opts,
                                 numla_model **out);

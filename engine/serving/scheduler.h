@@ -82,8 +82,11 @@ typedef numla_status (*numla_sched_exec_fn)(void *ctx, const numla_step *step, f
 typedef numla_status (*numla_sched_mtp_fn)(void *ctx, const numla_step *step,
                                            const int32_t *hidden_rows, float *logits);
 
-/* The most draft tokens a step verifies per sequence (--speculative mtp:K). */
+/* The most draft tokens a step verifies per sequence (--speculative mtp:K); with its token, at
+ * most the rows whose bits the model keeps equal to one-row steps' (model.h). */
 enum { NUMLA_SCHED_MAX_DRAFT = 8 };
+_Static_assert((int)NUMLA_SCHED_MAX_DRAFT + 1 <= (int)NUMLA_MODEL_VERIFY_MAX_ROWS,
+               "a verify step's rows (engine/model/model.h)");
 
 typedef struct numla_sched_output {
     const numla_request *req;

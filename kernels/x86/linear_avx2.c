@@ -14,7 +14,7 @@
 static inline __attribute__((always_inline)) void
 numla_linear_avx2_tile_(const int mr, const int split, const int bf16, const void *bv, int64_t k0,
                         int64_t k1, const float *x, int64_t ldx, float *y, int64_t ldy, int load_c,
-                        int64_t nvalid)
+                        int64_t nvalid, __m256 *carry, int carry_in, int carry_out)
 {
     __m256 acc[MR][2], acc2[MR][2];
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -23,6 +23,11 @@ numla_linear_avx2_tile_(const int mr, const int split, const int bf16, const voi
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++)
         for (int h = 0; h < 2; h++) {
+            if (carry && carry_in) {
+                acc[i][h] = carry[(i * 2 + h) * 2];
+                acc2[i][h] = carry[(i * 2 + h) * 2 + 1];
+                continue;
+            }
             acc[i][h] = load_c ? _mm256_maskload_ps(y + i * ldy + 8 * h, mk[h]) : _mm256_setzero_ps();
             acc2[i][h] = _mm256_setzero_ps();
         }
@@ -90,6 +95,15 @@ numla_linear_avx2_tile_(const int mr, const int split, const int bf16, const voi
             }
         }
     }
+    if (carry && carry_out) {
+#pragma GCC unroll 8
+        for (int i = 0; i < mr; i++)
+            for (int h = 0; h < 2; h++) {
+                carry[(i * 2 + h) * 2] = acc[i][h];
+                carry[(i * 2 + h) * 2 + 1] = acc2[i][h];
+            }
+        return;
+    }
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++)
         for (int h = 0; h < 2; h++)
@@ -101,12 +115,16 @@ static void numla_linear_avx2_tile_any_(int mr, int bf16, const void *b, int64_t
                                         const float *x, int64_t ldx, float *y, int64_t ldy,
                                         int load_c, int64_t nvalid)
 {
+    __m256 *const carry = NULL;
+    const int cin = 0, cout = 0;
 #define NUMLA_LINEAR_AVX2_CASE(R, S)                                                             \
     case R:                                                                                      \
         if (bf16)                                                                                \
-            numla_linear_avx2_tile_(R, S, 1, b, k0, k1, x, ldx, y, ldy, load_c, nvalid);         \
+            numla_linear_avx2_tile_(R, S, 1, b, k0, k1, x, ldx, y, ldy, load_c, nvalid, carry,   \
+                                    cin, cout);                                                  \
         else                                                                                     \
-            numla_linear_avx2_tile_(R, S, 0, b, k0, k1, x, ldx, y, ldy, load_c, nvalid);         \
+            numla_linear_avx2_tile_(R, S, 0, b, k0, k1, x, ldx, y, ldy, load_c, nvalid, carry,   \
+                                    cin, cout);                                                  \
         break;
     switch (mr) {
         NUMLA_LINEAR_AVX2_CASE(1, 1)
@@ -115,7 +133,46 @@ static void numla_linear_avx2_tile_any_(int mr, int bf16, const void *b, int64_t
         NUMLA_LINEAR_AVX2_CASE(4, 0)
     default: break;
     }
+}
+
+/* The few-row tiles: 1 or 2 rows, split like the one-row tile (the even k in one accumulator
+ * chain, the odd k in a second, added at the end), carrying the chains between K blocks. */
+static void numla_linear_avx2_tile_rows_(int mr, int bf16, const void *b, int64_t k0, int64_t k1,
+                                         const float *x, int64_t ldx, float *y, int64_t ldy,
+                                         int load_c, int64_t nvalid, __m256 *carry, int cin,
+                                         int cout)
+{
+    switch (mr) {
+        NUMLA_LINEAR_AVX2_CASE(1, 1)
+        NUMLA_LINEAR_AVX2_CASE(2, 1)
+    default: break;
+    }
+}
 #undef NUMLA_LINEAR_AVX2_CASE
+
+/* M in (ROW_GROUP, ROWS_MAX_M]: groups of ROW_GROUP rows over K blocks of NUMLA_LINEAR_KC that
+ * the groups share (a panel's block stays in L1), so the weights are read from memory once and
+ * every row gets the bits it gets alone (kernels/linear.h). */
+static void numla_linear_avx2_row_groups_(const numla_linear_weight *w, int64_t m, const float *x,
+                                          int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                          int64_t p0, int64_t p1)
+{
+    enum { G = NUMLA_LINEAR_AVX2_ROW_GROUP, NG = (NUMLA_LINEAR_AVX2_ROWS_MAX_M + G - 1) / G };
+    _Static_assert(G == 2, "the cases of numla_linear_avx2_tile_rows_");
+    const int bf16 = w->dtype == NUMLA_DTYPE_BF16;
+    const size_t pe = numla_linear_panel_elems(w), es = bf16 ? 2 : 4;
+    __m256 carry[NG][G * 2 * 2];
+    for (int64_t p = p0; p < p1; p++) {
+        const void *b = (const char *)w->packed + (size_t)p * pe * es;
+        const int64_t nvalid = w->n - p * NR < NR ? w->n - p * NR : NR;
+        for (int64_t k0 = 0; k0 < w->k; k0 += NUMLA_LINEAR_KC) {
+            const int64_t k1 = k0 + NUMLA_LINEAR_KC < w->k ? k0 + NUMLA_LINEAR_KC : w->k;
+            for (int64_t i0 = 0; i0 < m; i0 += G)
+                numla_linear_avx2_tile_rows_((int)(m - i0 < G ? m - i0 : G), bf16, b, k0, k1,
+                                             x + i0 * ldx, ldx, y + i0 * ldy + p * NR, ldy,
+                                             accumulate, nvalid, carry[i0 / G], k0 > 0, k1 < w->k);
+        }
+    }
 }
 
 void numla_linear_forward_avx2(const numla_linear_weight *w, int64_t m, const float *x, int64_t ldx,
@@ -130,6 +187,10 @@ void numla_linear_forward_avx2(const numla_linear_weight *w, int64_t m, const fl
     {
         int64_t p0, p1;
         numla_linear_split(panels, omp_get_thread_num(), omp_get_num_threads(), &p0, &p1);
+        if (m > NUMLA_LINEAR_AVX2_ROW_GROUP && m <= NUMLA_LINEAR_AVX2_ROWS_MAX_M) {
+            numla_linear_avx2_row_groups_(w, m, x, ldx, y, ldy, accumulate, p0, p1);
+            p1 = p0; /* done */
+        }
         for (int64_t k0 = 0; k0 < w->k; k0 += kc) {
             const int64_t k1 = k0 + kc < w->k ? k0 + kc : w->k;
             const int load_c = accumulate || k0 > 0;

@@ -25,7 +25,8 @@ static inline __mmask16 numla_linear_avx512_mask_(int64_t nvalid)
 static inline __attribute__((always_inline)) void
 numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, const uint16_t *b,
                                size_t pstride, int64_t k0, int64_t k1, const float *x, int64_t ldx, int64_t xsk,
-                               float *y, int64_t ldy, int load_c, __mmask16 mk0, __mmask16 mk1)
+                               float *y, int64_t ldy, int load_c, __mmask16 mk0, __mmask16 mk1,
+                               __m512 *carry, int carry_in, int carry_out)
 {
     __m512 acc[MR][2], acc2[MR][2];
     const __mmask16 mk[2] = {mk0, mk1};
@@ -33,6 +34,11 @@ numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, cons
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 2
         for (int j = 0; j < np; j++) {
+            if (carry && carry_in) {
+                acc[i][j] = carry[(i * 2 + j) * 2];
+                acc2[i][j] = carry[(i * 2 + j) * 2 + 1];
+                continue;
+            }
             acc[i][j] = load_c ? _mm512_maskz_loadu_ps(mk[j], y + i * ldy + j * NR) : _mm512_setzero_ps();
             acc2[i][j] = _mm512_setzero_ps();
         }
@@ -75,6 +81,16 @@ numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, cons
                 acc[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(x[i * ldx + kpair_end * xsk]), be, acc[i][j]);
         }
     }
+    if (carry && carry_out) {
+#pragma GCC unroll 16
+        for (int i = 0; i < mr; i++)
+#pragma GCC unroll 2
+            for (int j = 0; j < np; j++) {
+                carry[(i * 2 + j) * 2] = acc[i][j];
+                carry[(i * 2 + j) * 2 + 1] = acc2[i][j];
+            }
+        return;
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 2
@@ -86,7 +102,8 @@ numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, cons
 static inline __attribute__((always_inline)) void
 numla_linear_avx512_tile_f32_(const int mr, const int np, const int split, const float *b,
                               size_t pstride, int64_t k0, int64_t k1, const float *x, int64_t ldx, int64_t xsk,
-                              float *y, int64_t ldy, int load_c, __mmask16 mk0, __mmask16 mk1)
+                              float *y, int64_t ldy, int load_c, __mmask16 mk0, __mmask16 mk1,
+                              __m512 *carry, int carry_in, int carry_out)
 {
     __m512 acc[MR][2], acc2[MR][2];
     const __mmask16 mk[2] = {mk0, mk1};
@@ -94,6 +111,11 @@ numla_linear_avx512_tile_f32_(const int mr, const int np, const int split, const
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 2
         for (int j = 0; j < np; j++) {
+            if (carry && carry_in) {
+                acc[i][j] = carry[(i * 2 + j) * 2];
+                acc2[i][j] = carry[(i * 2 + j) * 2 + 1];
+                continue;
+            }
             acc[i][j] = load_c ? _mm512_maskz_loadu_ps(mk[j], y + i * ldy + j * NR) : _mm512_setzero_ps();
             acc2[i][j] = _mm512_setzero_ps();
         }
@@ -128,6 +150,16 @@ numla_linear_avx512_tile_f32_(const int mr, const int np, const int split, const
                 acc[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(x[i * ldx + k * xsk]), b0, acc[i][j]);
         }
     }
+    if (carry && carry_out) {
+#pragma GCC unroll 16
+        for (int i = 0; i < mr; i++)
+#pragma GCC unroll 2
+            for (int j = 0; j < np; j++) {
+                carry[(i * 2 + j) * 2] = acc[i][j];
+                carry[(i * 2 + j) * 2 + 1] = acc2[i][j];
+            }
+        return;
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 2
@@ -142,17 +174,17 @@ numla_linear_avx512_tile_f32_(const int mr, const int np, const int split, const
         if (bf16) {                                                                              \
             if (np == 2)                                                                         \
                 numla_linear_avx512_tile_bf16_(R, 2, 2 * R <= 8, (const uint16_t *)b, pstride, k0, \
-                                               k1, x, ldx, xsk, y, ldy, load_c, mk0, mk1);            \
+                                               k1, x, ldx, xsk, y, ldy, load_c, mk0, mk1, NULL, 0, 0); \
             else                                                                                 \
                 numla_linear_avx512_tile_bf16_(R, 1, R <= 8, (const uint16_t *)b, pstride, k0, k1, \
-                                               x, ldx, xsk, y, ldy, load_c, mk0, mk1);                \
+                                               x, ldx, xsk, y, ldy, load_c, mk0, mk1, NULL, 0, 0);    \
         } else {                                                                                 \
             if (np == 2)                                                                         \
                 numla_linear_avx512_tile_f32_(R, 2, 2 * R <= 8, (const float *)b, pstride, k0,   \
-                                              k1, x, ldx, xsk, y, ldy, load_c, mk0, mk1);             \
+                                              k1, x, ldx, xsk, y, ldy, load_c, mk0, mk1, NULL, 0, 0); \
             else                                                                                 \
                 numla_linear_avx512_tile_f32_(R, 1, R <= 8, (const float *)b, pstride, k0, k1, x, \
-                                              ldx, xsk, y, ldy, load_c, mk0, mk1);                    \
+                                              ldx, xsk, y, ldy, load_c, mk0, mk1, NULL, 0, 0);       \
         }                                                                                        \
         break;
 
@@ -175,6 +207,73 @@ static void numla_linear_avx512_tile_(int mr, int np, int bf16, const void *b, s
         NUMLA_LINEAR_AVX512_CASE(11)
         NUMLA_LINEAR_AVX512_CASE(12)
     default: break;
+    }
+}
+
+/* The few-row tiles (M <= NUMLA_LINEAR_AVX512_ROW_GROUP rows, every tile split): one output
+ * row's sums are the one-row tile's, the even k in one accumulator chain and the odd k in a
+ * second, added at the end, whatever the other rows. carry: the chains between K blocks. */
+#define NUMLA_LINEAR_AVX512_ROWS_CASE(R)                                                         \
+    case R:                                                                                      \
+        if (bf16) {                                                                              \
+            if (np == 2)                                                                         \
+                numla_linear_avx512_tile_bf16_(R, 2, 1, (const uint16_t *)b, pstride, k0, k1, x, \
+                                               ldx, 1, y, ldy, load_c, mk0, mk1, carry, cin, cout); \
+            else                                                                                 \
+                numla_linear_avx512_tile_bf16_(R, 1, 1, (const uint16_t *)b, pstride, k0, k1, x, \
+                                               ldx, 1, y, ldy, load_c, mk0, mk1, carry, cin, cout); \
+        } else {                                                                                 \
+            if (np == 2)                                                                         \
+                numla_linear_avx512_tile_f32_(R, 2, 1, (const float *)b, pstride, k0, k1, x, ldx, \
+                                              1, y, ldy, load_c, mk0, mk1, carry, cin, cout);     \
+            else                                                                                 \
+                numla_linear_avx512_tile_f32_(R, 1, 1, (const float *)b, pstride, k0, k1, x, ldx, \
+                                              1, y, ldy, load_c, mk0, mk1, carry, cin, cout);     \
+        }                                                                                        \
+        break;
+
+static void numla_linear_avx512_tile_rows_(int mr, int np, int bf16, const void *b, size_t pstride,
+                                           int64_t k0, int64_t k1, const float *x, int64_t ldx,
+                                           float *y, int64_t ldy, int load_c, __mmask16 mk0,
+                                           __mmask16 mk1, __m512 *carry, int cin, int cout)
+{
+    _Static_assert(NUMLA_LINEAR_AVX512_ROW_GROUP == 4, "the cases below");
+    switch (mr) {
+        NUMLA_LINEAR_AVX512_ROWS_CASE(1)
+        NUMLA_LINEAR_AVX512_ROWS_CASE(2)
+        NUMLA_LINEAR_AVX512_ROWS_CASE(3)
+        NUMLA_LINEAR_AVX512_ROWS_CASE(4)
+    default: break;
+    }
+}
+
+/* M in (ROW_GROUP, MR]: groups of ROW_GROUP rows, each in the few-row tiles' order, over K
+ * blocks of NUMLA_LINEAR_KC that the groups share (a block of the two panels stays in L1, bf16,
+ * or L2, f32), so the weights are read from memory once and every row gets the bits it gets
+ * alone (kernels/linear.h). */
+static void numla_linear_avx512_row_groups_(const numla_linear_weight *w, int64_t m, const float *x,
+                                            int64_t ldx, float *y, int64_t ldy, int accumulate,
+                                            int64_t p0, int64_t p1)
+{
+    enum { G = NUMLA_LINEAR_AVX512_ROW_GROUP, NG = (MR + G - 1) / G };
+    const int bf16 = w->dtype == NUMLA_DTYPE_BF16;
+    const size_t pe = numla_linear_panel_elems(w);
+    const size_t es = bf16 ? 2 : 4;
+    __m512 carry[NG][G * 2 * 2];
+    for (int64_t p = p0; p < p1; p += 2) {
+        const int np = p + 1 < p1 ? 2 : 1;
+        const int64_t n0 = p * NR;
+        const __mmask16 mk0 = numla_linear_avx512_mask_(w->n - n0);
+        const __mmask16 mk1 = numla_linear_avx512_mask_(w->n - n0 - NR);
+        const void *b = (const char *)w->packed + (size_t)p * pe * es;
+        for (int64_t k0 = 0; k0 < w->k; k0 += NUMLA_LINEAR_KC) {
+            const int64_t k1 = k0 + NUMLA_LINEAR_KC < w->k ? k0 + NUMLA_LINEAR_KC : w->k;
+            for (int64_t i0 = 0; i0 < m; i0 += G)
+                numla_linear_avx512_tile_rows_((int)(m - i0 < G ? m - i0 : G), np, bf16, b, pe, k0,
+                                               k1, x + i0 * ldx, ldx, y + i0 * ldy + n0, ldy,
+                                               accumulate, mk0, mk1, carry[i0 / G], k0 > 0,
+                                               k1 < w->k);
+        }
     }
 }
 
@@ -210,10 +309,15 @@ void numla_linear_avx512_panels(const numla_linear_weight *w, int64_t m, const f
                                 const float *xp, float *y, int64_t ldy, int accumulate, int64_t p0,
                                 int64_t p1)
 {
+    if (!xp && m > NUMLA_LINEAR_AVX512_ROW_GROUP) {
+        numla_linear_avx512_row_groups_(w, m, x, ldx, y, ldy, accumulate, p0, p1);
+        return;
+    }
     const int bf16 = w->dtype == NUMLA_DTYPE_BF16;
     const size_t pe = numla_linear_panel_elems(w);
     const size_t es = bf16 ? 2 : 4;
-    /* One tile row-block covers all of M: stream each panel once over the whole K. */
+    /* M <= ROW_GROUP: one tile covers all of M, split like the one-row tile: stream each panel
+     * once over the whole K. */
     const int64_t kc = m <= MR ? w->k : NUMLA_LINEAR_KC;
     for (int64_t k0 = 0; k0 < w->k; k0 += kc) {
         const int64_t k1 = k0 + kc < w->k ? k0 + kc : w->k;

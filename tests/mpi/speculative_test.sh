@@ -3,10 +3,12 @@
 # the same run without it, RANKS ranks through MPIEXEC, on models/kjv-v3 (the trained model and
 # its trained MTP layer, docs/speculative.md). Greedy requests from the held-out text, batched,
 # with logprobs, stop strings, max_tokens of 1-3 (no room to draft) and larger, greedy ones with
-# penalties, and sampled requests mixed in. A verify step's rows differ from one-row steps by
-# rounding, so tokens are compared while the reference's top-1/top-2 margin is above 0.05 (as
-# prefix_cache_test.sh); a request whose reference has no near tie must give the same line
-# (tokens, finish_reason, text) but for usage's speculative details. Then: drafts were
+# penalties, and sampled requests mixed in. Batched, a step's rows share it with other
+# sequences' rows, whose count differs with and without drafts (GEMM paths past 12 rows, the
+# attention's key chunks), so tokens are compared while the reference's top-1/top-2 margin is
+# above 0.05 (as prefix_cache_test.sh); a request whose reference has no near tie must give the
+# same line (tokens, finish_reason, text) but for usage's speculative details. At batch 1 the
+# greedy lines must be equal byte for byte (below). Then: drafts were
 # accepted (fewer steps than tokens), a small pool that preempts and a small token budget give
 # the same decisive tokens, `--speculative` refuses a bad value and a model without the layer.
 set -uo pipefail
@@ -131,6 +133,47 @@ check "prefix: second turns find the first turns' blocks, draft-filled ones incl
   "$(grep -o '"id":"b[0-9]*"\|"cached_tokens":[0-9]*' "$tmp/turns.out" | paste -sd' ')"
 ! grep -q '"speculative"' "$tmp/base.jsonl"
 check "no usage.speculative without --speculative" $? ""
+# Batch 1 (--max-seqs 1): every step holds one sequence, and a verify step gives each of its
+# rows the bits a one-row step gives it (docs/speculative.md), so greedy requests give the run
+# without drafts' whole lines, tokens and logprobs, byte for byte (usage.speculative added).
+# On models/kjv-v3 (bf16) and the tiny V3 model of tests/golden/mtp/v3 (fp32), at the exact
+# level the script runs and at the CPU's best one (NUMLA_ISA unset: with AMX, bf16 linears of
+# 13 rows or more run on the tiles, fewer on the few-row path), the allreduce summing in rank
+# order at 2 ranks.
+grep -v '"id": "r' "$tmp/req.jsonl" > "$tmp/b1req.jsonl"
+awk 'BEGIN { srand(7); for (r = 0; r < 6; r++) { s = ""; for (t = 0; t < 5 + 9 * r; t++) s = s (t ? "," : "") 2 + int(rand() * 280)
+  printf "{\"id\": \"v%d\", \"prompt_tokens\": [%s], \"max_tokens\": 40, \"temperature\": 0, \"logprobs\": 2, \"ignore_eos\": true}\n", r, s } }' > "$tmp/b1v3.jsonl"
+nospec() { sed -E 's/,"speculative":\{[^{}]*\}//' "$1" | sort; }
+b1_run() { # b1_run MODEL INPUT OUT LEVEL [options...]: batch 1 at LEVEL ("best": NUMLA_ISA unset)
+  local model=$1 in=$2 out=$3 isa=(env NUMLA_ISA="$4")
+  [ "$4" = best ] && isa=(env -u NUMLA_ISA)
+  shift 4
+  "${isa[@]}" "$mpiexec" -n "$ranks" --oversubscribe --bind-to none "$bin" run --model "$model" \
+    --threads 1 --input "$in" --output "$out" --no-progress --max-seqs 1 "$@" 2> "$out.err"
+}
+# one rank: kjv-v3 at both levels with mtp:1 and mtp:3, the fp32 model (no AMX linears) at the
+# best level; two ranks (and a lean sweep): the best level, mtp:3, 8 of the kjv-v3 requests
+levels="$NUMLA_ISA best" b1ks="1 3"
+if [ "$ranks" -gt 1 ] || sweep_lean; then
+  levels=best b1ks=3
+  head -8 "$tmp/b1req.jsonl" > "$tmp/b1req8.jsonl" && mv "$tmp/b1req8.jsonl" "$tmp/b1req.jsonl"
+fi
+for mdl in kjv v3; do
+  if [ "$mdl" = kjv ]; then mdir=$model in=$tmp/b1req.jsonl lv=$levels; else mdir=$src/tests/golden/mtp/v3/model in=$tmp/b1v3.jsonl lv=best; fi
+  for level in $lv; do
+    b1_run "$mdir" "$in" "$tmp/b1-$mdl-$level-base.jsonl" "$level"
+    check "batch 1, $mdl at $level: run without drafts" $? "$(tail -3 "$tmp/b1-$mdl-$level-base.jsonl.err")"
+    for k in $b1ks; do
+      out=$tmp/b1-$mdl-$level-k$k.jsonl
+      b1_run "$mdir" "$in" "$out" "$level" --speculative mtp:$k
+      rc=$?
+      [ $rc -eq 0 ] && [ "$(grep -c '"speculative":{"verify_steps":[1-9]' "$out")" -ge 3 ] &&
+        cmp -s <(nospec "$tmp/b1-$mdl-$level-base.jsonl") <(nospec "$out")
+      check "batch 1, $mdl at $level, mtp:$k: whole lines equal the run without drafts ($ranks ranks)" $? \
+        "rc $rc: $(diff <(nospec "$tmp/b1-$mdl-$level-base.jsonl") <(nospec "$out") | head -4 | cut -c1-400)"
+    done
+  done
+done
 if [ "$ranks" -eq 1 ]; then
   # numla serve: usage.speculative in a completion, the figures in /metrics
   pids=()

@@ -46,6 +46,9 @@ static int eng_mtp = 0;
 /* bf16 linears' activations (weights.h linear_act): F32 unless a test asks for BF16. */
 static numla_linear_act eng_linear_act = NUMLA_LINEAR_ACT_F32;
 
+/* The weights' format at load (numla_weights_options.format): -1 keeps the checkpoint's. */
+static int eng_weights_format = -1;
+
 /* Rank `rank` of `nranks` (the shard it loads), with model options mo; dir is a model
  * directory or a GGUF file. */
 static int eng_open_rank_opts(eng *e, const char *dir, numla_dtype kv_dtype,
@@ -55,6 +58,7 @@ static int eng_open_rank_opts(eng *e, const char *dir, numla_dtype kv_dtype,
     numla_weights_options wo = numla_weights_options_default();
     wo.qblock_fp32_act = eng_qblock_fp32_act;
     wo.linear_act = eng_linear_act;
+    wo.format = eng_weights_format;
     const int gguf = numla_model_path_is_gguf(dir); /* a GGUF file: no safetensors kept open */
     if (numla_model_config_load(dir, &e->cfg) ||
         (eng_mtp && numla_model_config_enable_mtp(&e->cfg)) ||

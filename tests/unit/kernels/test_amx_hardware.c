@@ -270,7 +270,7 @@ static void test_linear_bf16(void)
 {
     if (!runnable(0))
         return;
-    const int64_t shapes[][3] = {{3, 40, 64}, {33, 100, 256}, {130, 64, 2048}, {300, 48, 96}, {64, 1040, 512}};
+    const int64_t shapes[][3] = {{NUMLA_LINEAR_AMX_MIN_M, 40, 64}, {33, 100, 256}, {130, 64, 2048}, {300, 48, 96}, {64, 1040, 512}};
     numla_test_rng rng = {11};
     int bad = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

@@ -328,6 +328,85 @@ static void test_bf16_activations_batch_invariant(void)
     free(wsb);
 }
 
+/* With fp32 activations, up to NUMLA_LINEAR_ROW_INVARIANT_M rows a row's y has the bits of the
+ * one-row call at every level (kernels/linear.h: what a speculative verify step needs, every
+ * row the bits a one-row decode step gives it): bf16 and f32 weights, K even and odd and past
+ * the K block NUMLA_LINEAR_KC (the few-row groups carry their sums across blocks), N with a
+ * partial and an odd last panel, with and without accumulate, rows 1 to 12 at one stride, on a
+ * team of 2 and of 1. */
+static void test_small_m_row_invariant(void)
+{
+    enum { MMAX = NUMLA_LINEAR_ROW_INVARIANT_M };
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int nl = numla_test_isas(isas);
+    static const int64_t nk[][2] = {{40, 1201}, {33, 64}, {16, 2050}, {70, 7}};
+    const int team = omp_get_max_threads();
+    int bad = 0, cases = 0;
+    for (int d = 0; d < 2; d++)
+        for (size_t c = 0; c < sizeof nk / sizeof nk[0]; c++) {
+            const numla_dtype dt = d ? NUMLA_DTYPE_F32 : NUMLA_DTYPE_BF16;
+            const int64_t N = nk[c][0], K = nk[c][1], ldx = K + 3, ldy = N + 5;
+            numla_test_rng rng = {0x5eedu + (uint64_t)(d * 10 + (int)c)};
+            const size_t es = numla_dtype_size(dt);
+            unsigned char *src = malloc((size_t)(N * K) * es);
+            float *x = malloc((size_t)(MMAX * ldx) * sizeof *x);
+            float *y0 = malloc((size_t)(MMAX * ldy) * sizeof *y0);
+            float *y1 = malloc((size_t)(MMAX * ldy) * sizeof *y1), *ym = malloc((size_t)(MMAX * ldy) * sizeof *ym);
+            CU_ASSERT_FATAL(src && x && y0 && y1 && ym);
+            for (int64_t i = 0; i < N * K; i++)
+                numla_store_f32(src, dt, (size_t)i, (float)(0.1 * numla_test_rng_normal(&rng)));
+            for (int64_t i = 0; i < MMAX * ldx; i++)
+                x[i] = (float)numla_test_rng_normal(&rng);
+            for (int64_t i = 0; i < MMAX * ldy; i++)
+                y0[i] = (float)numla_test_rng_normal(&rng);
+            const size_t bytes = numla_linear_packed_size(NUMLA_ISA_REF, N, K, dt);
+            void *packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+            numla_linear_weight w;
+            CU_ASSERT_FATAL(numla_linear_pack(NUMLA_ISA_REF, N, K, src, dt, K, packed, &w) ==
+                            NUMLA_STATUS_OK);
+            for (int l = 0; l < nl; l++)
+                for (int acc = 0; acc < 2; acc++) {
+                    const numla_isa isa = isas[l];
+                    const size_t ws = numla_linear_workspace_size(isa, &w, MMAX, 2);
+                    void *wsb = malloc(ws + 1);
+                    /* the one-row calls on one thread */
+                    omp_set_num_threads(1);
+                    memcpy(y1, y0, (size_t)(MMAX * ldy) * sizeof *y1);
+                    for (int64_t i = 0; i < MMAX; i++)
+                        CU_ASSERT_FATAL(numla_linear_forward(isa, &w, 1, x + i * ldx, ldx, y1 + i * ldy,
+                                                             ldy, acc, wsb, ws) == NUMLA_STATUS_OK);
+                    for (int64_t m = 2; m <= MMAX; m++)
+                        for (int nt = 1; nt <= 2; nt++) {
+                            omp_set_num_threads(nt);
+                            memcpy(ym, y0, (size_t)(MMAX * ldy) * sizeof *ym);
+                            CU_ASSERT_FATAL(numla_linear_forward(isa, &w, m, x, ldx, ym, ldy, acc,
+                                                                 wsb, ws) == NUMLA_STATUS_OK);
+                            cases++;
+                            for (int64_t i = 0; i < m; i++)
+                                if (memcmp(ym + i * ldy, y1 + i * ldy, (size_t)N * sizeof *ym)) {
+                                    if (!bad++)
+                                        fprintf(stderr, "\n    %s %s N %lld K %lld acc %d: row %lld "
+                                                "of %lld rows (%d threads) differs from its "
+                                                "one-row call", numla_isa_name(isa),
+                                                numla_dtype_name(dt), (long long)N, (long long)K,
+                                                acc, (long long)i, (long long)m, nt);
+                                    break;
+                                }
+                        }
+                    free(wsb);
+                }
+            free(src);
+            free(x);
+            free(y0);
+            free(y1);
+            free(ym);
+            free(packed);
+        }
+    omp_set_num_threads(team);
+    NUMLA_ASSERT_MSG(bad == 0, "%d of %d calls of 2-%d rows differ from one-row calls", bad, cases,
+                     (int)MMAX);
+}
+
 /* Bad shapes, strides, alignment, aliasing and a missing workspace are reported, not run. */
 static void test_validation(void)
 {
@@ -383,4 +462,4 @@ static void test_validation(void)
 NUMLA_TEST_SUITE(linear, NULL, NULL, NUMLA_TEST(test_odd_shapes), NUMLA_TEST(test_all_m),
                  NUMLA_TEST(test_amx), NUMLA_TEST(test_bf16_activations),
                  NUMLA_TEST(test_bf16_activations_batch_invariant),
-                 NUMLA_TEST(test_validation))
+                 NUMLA_TEST(test_small_m_row_invariant), NUMLA_TEST(test_validation))
