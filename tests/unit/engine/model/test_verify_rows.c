@@ -3,7 +3,8 @@
  * (every layer's residual stream, the cache rows it writes, the logits), so that greedy decoding
  * with drafts emits exactly the tokens and logprobs of decoding without them. Models: the
  * trained models/kjv-v3 (bf16 weights), the tiny random DeepSeek-V3 of tests/golden/mtp/v3 (fp32)
- * and its GGUF file (F32 tensors), and kjv-v3 quantized at load to int8, Q8_0 and Q4_K; every
+ * and its GGUF file (F32 tensors), the tiny random DeepSeek-V3.2 of tests/golden/mtp/v32 (sparse
+ * attention), and kjv-v3 quantized at load to int8, Q8_0 and Q4_K; every
  * level this CPU runs, and from avx512 at 1 and 2 in-process ranks
  * (the shared-memory sum of engine_harness.h, in rank order as comm/ sums), on the calling
  * thread (what these small models get) and on a team of 2 threads (the multi-threaded paths:
@@ -237,6 +238,9 @@ static void test_kjv_formats(void)
 }
 static void test_tiny_v3(void) { vr_model("tests/golden/mtp/v3/model", 1); }
 static void test_tiny_v3_gguf(void) { vr_model("tests/golden/mtp/v3_gguf/model.gguf", 0); }
+/* DeepSeek-V3.2's sparse attention: its index_topk is 16, so every step here selects (a step
+ * whose rows straddle index_topk is not covered: docs/speculative.md). */
+static void test_tiny_v32(void) { vr_model("tests/golden/mtp/v32/model", 1); }
 
 NUMLA_TEST_SUITE(verify_rows, NULL, NULL, NUMLA_TEST(test_kjv), NUMLA_TEST(test_kjv_formats), NUMLA_TEST(test_tiny_v3),
-                 NUMLA_TEST(test_tiny_v3_gguf))
+                 NUMLA_TEST(test_tiny_v3_gguf), NUMLA_TEST(test_tiny_v32))
