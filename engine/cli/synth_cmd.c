@@ -20,7 +20,7 @@ static int numla_synth_usage(FILE *f)
                "                    | --tokenizer synthetic (the preset's vocab_size of synthetic\n"
                "                    byte-level BPE tokens, as `numla bench grammar` uses; a\n"
                "                    directory of that name: ./synthetic)]\n"
-               "                   [--weights bf16|fp8|int8 [--keep-lm-head]] [--mtp on|off]\n"
+               "                   [--weights bf16|fp8|int8 [--keep-lm-head]] [--mtp on|off|csa|hca]\n"
                "  --weights fp8   linear weights as DeepSeek-V3 publishes them (F8_E4M3 +\n"
                "                  weight_scale_inv per 128x128 block; lm_head stays --dtype)\n"
                "                  (v4-flash, v4-pro, tiny-v4: DeepSeek-V4's published FP8 + FP4,\n"
@@ -32,6 +32,8 @@ static int numla_synth_usage(FILE *f)
                "                  v4-pro (DeepSeek-V4; DeepSeek's tensor names), tiny-v4\n"
                "  --mtp on|off    write the multi-token-prediction layer (layer N of N\n"
                "                  layers; default: as the preset's model ships it: v3, v32, glm5)\n"
+               "  --mtp csa|hca   (v4-flash, v4-pro, tiny-v4) the layer with CSA (rate 4) or HCA\n"
+               "                  (rate 128) attention instead of V4-Flash's sliding window\n"
                "Writes config.json and deterministic random weights (HF DeepSeek names).\n");
     return f == stdout ? 0 : 2;
 }
@@ -82,6 +84,8 @@ static int numla_synth_main(int argc, char **argv)
             continue;
         else if (!strcmp(a, "--mtp") && (!strcmp(v, "on") || !strcmp(v, "off")))
             opt.mtp = !strcmp(v, "on") ? 1 : -1;
+        else if (!strcmp(a, "--mtp") && (!strcmp(v, "csa") || !strcmp(v, "hca")))
+            opt.mtp = 1, opt.mtp_ratio = !strcmp(v, "csa") ? 4 : 128;
         else if (!strcmp(a, "--tokenizer") && !strcmp(v, "synthetic"))
             opt.synthetic_tokenizer = 1;
         else if (!strcmp(a, "--tokenizer"))

@@ -290,8 +290,8 @@ static int numla_synth_is_v4(const numla_synth_config *c)
 
 int32_t numla_synth_v4_ratio(const numla_synth_config *c, int32_t layer)
 {
-    if (layer >= c->num_hidden_layers) /* the MTP layer: sliding, as V4-Flash's */
-        return 0;
+    if (layer >= c->num_hidden_layers) /* the MTP layer: sliding as V4-Flash's, or as asked */
+        return c->v4_mtp_ratio;
     if (layer < c->v4_lead_layers)
         return c->v4_lead_ratio;
     return (layer - c->v4_lead_layers) % 2 ? 128 : 4;
@@ -358,6 +358,12 @@ numla_status numla_synth_config_get(const numla_synth_options *opt, numla_synth_
                    "1 (write the layer), not %d", (int)opt->mtp);
     if (opt->mtp)
         c->num_nextn_predict_layers = opt->mtp > 0;
+    if (opt->mtp_ratio && (strcmp(c->model_type, "deepseek_v4") || c->num_nextn_predict_layers < 1 ||
+                           (opt->mtp_ratio != 4 && opt->mtp_ratio != 128)))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "synth: an MTP layer of compress rate %d: only a "
+                   "deepseek_v4 preset's MTP layer compresses, at 4 (CSA) or 128 (HCA)",
+                   (int)opt->mtp_ratio);
+    c->v4_mtp_ratio = opt->mtp_ratio;
     if (opt->tokenizer_dir) {
         numla_tokenizer *t = NULL;
         NUMLA_CHECK(numla_tokenizer_load(opt->tokenizer_dir, &t));

@@ -87,6 +87,7 @@ typedef struct numla_synth_config {
     int32_t v4_lead_layers;            /* layers [0, v4_lead_layers) have v4_lead_ratio; the rest
                                         * alternate 4, 128, 4, ... */
     int32_t v4_lead_ratio;
+    int32_t v4_mtp_ratio;              /* the MTP layer's compress rate: 0 (sliding), 4, 128 */
     int32_t num_hash_layers;           /* layers [0, num_hash_layers) route by tid2eid */
     int32_t hc_mult;
     int32_t hc_sinkhorn_iters;
@@ -116,6 +117,8 @@ typedef struct numla_synth_options {
     int32_t mtp;            /* 0: the MTP layer as the preset ships it (v3, v32, glm5 do);
                              * 1: write it (deepseek_v4: `mtp.0.*`, a sliding-window block as
                              * V4-Flash's, docs/design.md §5.9); -1: leave it out */
+    int32_t mtp_ratio;      /* deepseek_v4 with the MTP layer: its compress rate, 0 (sliding,
+                             * the default), 4 (CSA) or 128 (HCA) */
     uint64_t seed;
     numla_dtype dtype;      /* BF16 or F32 (V3's e_score_correction_bias is always F32) */
     numla_qckpt_format weights; /* FP8 / INT8 (deepseek_v4: FP8 only, its published FP8 + FP4

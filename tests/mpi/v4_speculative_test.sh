@@ -13,8 +13,9 @@
 #                  included)
 #   prefix         the prefix cache with drafts: sampled first turns, then second turns from
 #                  their prefix states (the MTP layer's cache included), one token a step: the
-#                  result lines of --no-prefix-cache byte for byte; a block whose MTP rows were
-#                  not run (its sequence ended in that step) not taken
+#                  result lines of --no-prefix-cache byte for byte, with the model's sliding MTP
+#                  layer and on tiny-v4 models whose MTP layer is CSA or HCA; a block whose MTP
+#                  rows were not run (its sequence ended in that step) not taken
 #   refusals       mtp:8 (9 verify rows, a CSA compressor keeps 8), a model without the layer
 #   gguf           llama.cpp's form: tests/golden/v4/model_fp8.gguf with its MTP layer's own file
 #                  (mtp_fp8_mtp.gguf, convert_hf_to_gguf.py --mtp) through --mtp-model gives
@@ -78,13 +79,12 @@ grep -q "preemptions (0 tokens" "$tmp/preempt.err" &&
 # layer's drafts are often accepted (so blocks are filled by accepted drafts and the sampled
 # tokens depend on the draft distributions), then second turns: p3 + 8 and + 10 of its tokens, p2
 # + 4, sampled. One token a step, the result lines (tokens, logprobs, usage.speculative) equal
-# --no-prefix-cache's byte for byte, with 256, 256 and 128 tokens cached.
+# --no-prefix-cache's byte for byte, with 256, 256 and 128 tokens cached. On mtp_fp32 (a sliding
+# MTP layer, as V4-Flash's) and on tiny-v4 models whose MTP layer is CSA or HCA (numla synth
+# --mtp csa|hca: the state carries its compressed entries, index keys and CSA carry too).
 m0=$src/tests/golden/v4/model_fp32
 grep -E '"id": "p[23]"' "$m0/requests.jsonl" |
   sed -E 's/"temperature": 0/"temperature": 8.0, "seed": 5/' > "$tmp/first.jsonl"
-numla run --model "$dir" --threads 1 --max-seqs 1 --prefill-chunk 1 --kv-dtype bf16 \
-  --speculative mtp:2 --no-prefix-cache --input "$tmp/first.jsonl" --output "$tmp/first.out" \
-  2> "$tmp/first.err" || check "prefix: first turns" 1 "$(tail -3 "$tmp/first.err")"
 turn() { # turn ID PROMPT_ID N: the prompt and the first N tokens the first turn gave
   local p g
   p=$(sed -nE "s/.*\"id\": \"$2\", \"prompt_tokens\": \[([^]]*)\].*/\1/p" "$m0/requests.jsonl")
@@ -92,23 +92,35 @@ turn() { # turn ID PROMPT_ID N: the prompt and the first N tokens the first turn
       cut -d, -f1-"$3" | sed 's/,/, /g')
   echo "{\"id\": \"$1\", \"prompt_tokens\": [$p, $g], \"max_tokens\": $((16 - $3)), \"temperature\": 8.0, \"seed\": 7, \"ignore_eos\": true, \"logprobs\": 2}"
 }
-{ cat "$tmp/first.jsonl"; turn t1 p3 8; turn t2 p3 10; turn u1 p2 4; } > "$tmp/turns.jsonl"
 cached() { sed -nE 's/^\{"id":"([tu][12])".*"cached_tokens":([0-9]+).*/\1 \2/p' "$1" | sort | paste -sd' '; }
-for c in on off; do
-  opt=()
-  [ $c = off ] && opt=(--no-prefix-cache)
-  numla run --model "$dir" --threads 1 --max-seqs 1 --prefill-chunk 1 --kv-dtype bf16 \
-    --speculative mtp:2 "${opt[@]}" --input "$tmp/turns.jsonl" --output "$tmp/pc.$c.jsonl" \
-    2> "$tmp/pc.$c.err" || check "prefix one token a step ($c)" 1 "$(tail -3 "$tmp/pc.$c.err")"
-  sed -E 's/"cached_tokens":[0-9]+//' "$tmp/pc.$c.jsonl" | sort > "$tmp/pc.$c.cmp"
-done
-[ "$(cached "$tmp/pc.on.jsonl")" = "t1 256 t2 256 u1 128" ] &&
-  grep -q '"id":"p3".*"accepted_tokens":[1-9]' "$tmp/pc.on.jsonl" &&
-  [ "$(grep -c '"speculative":{"verify_steps":[1-9]' "$tmp/pc.on.jsonl")" = 5 ] &&
-  cmp -s "$tmp/pc.on.cmp" "$tmp/pc.off.cmp"
-check "prefix cache with drafts, one token a step = --no-prefix-cache ($ranks ranks)" $? \
-  "cached: $(cached "$tmp/pc.on.jsonl") $(grep prefix "$tmp/pc.on.err")
+prefix_case() { # prefix_case NAME MODEL_DIR
+  local name=$1 model=$2 c opt
+  numla run --model "$model" --threads 1 --max-seqs 1 --prefill-chunk 1 --kv-dtype bf16 \
+    --speculative mtp:2 --no-prefix-cache --input "$tmp/first.jsonl" --output "$tmp/first.out" \
+    2> "$tmp/first.err" || check "prefix $name: first turns" 1 "$(tail -3 "$tmp/first.err")"
+  { cat "$tmp/first.jsonl"; turn t1 p3 8; turn t2 p3 10; turn u1 p2 4; } > "$tmp/turns.jsonl"
+  for c in on off; do
+    opt=()
+    [ $c = off ] && opt=(--no-prefix-cache)
+    numla run --model "$model" --threads 1 --max-seqs 1 --prefill-chunk 1 --kv-dtype bf16 \
+      --speculative mtp:2 "${opt[@]}" --input "$tmp/turns.jsonl" --output "$tmp/pc.$c.jsonl" \
+      2> "$tmp/pc.$c.err" || check "prefix $name one token a step ($c)" 1 "$(tail -3 "$tmp/pc.$c.err")"
+    sed -E 's/"cached_tokens":[0-9]+//' "$tmp/pc.$c.jsonl" | sort > "$tmp/pc.$c.cmp"
+  done
+  [ "$(cached "$tmp/pc.on.jsonl")" = "t1 256 t2 256 u1 128" ] &&
+    grep -qE '"accepted_tokens":[1-9]' "$tmp/pc.on.jsonl" &&
+    [ "$(grep -c '"speculative":{"verify_steps":[1-9]' "$tmp/pc.on.jsonl")" = 5 ] &&
+    cmp -s "$tmp/pc.on.cmp" "$tmp/pc.off.cmp"
+  check "prefix cache with drafts ($name), one token a step = --no-prefix-cache ($ranks ranks)" $? \
+    "cached: $(cached "$tmp/pc.on.jsonl") $(grep prefix "$tmp/pc.on.err")
 $(diff "$tmp/pc.on.cmp" "$tmp/pc.off.cmp" | head -c 600)"
+}
+prefix_case "sliding MTP layer" "$dir"
+for how in csa hca; do
+  "$bin" synth --preset tiny-v4 --mtp $how --out "$tmp/syn-$how" > "$tmp/syn-$how.log" 2>&1 ||
+    check "synth --mtp $how" 1 "$(tail -2 "$tmp/syn-$how.log")"
+  prefix_case "$how MTP layer" "$tmp/syn-$how"
+done
 # a sequence that ends in the step that passes a multiple of 128 has not run its MTP rows there:
 # that block is not cached (its state lacks the MTP layer's part) and the next prompt that starts
 # the same way takes the 128 tokens before it. f1: 256 tokens, max_tokens 1, in chunks of 100
