@@ -114,11 +114,20 @@ enum {
                                               thread's weights, so they stay in L2 */
 };
 
+#define NUMLA_QLINEAR_AMX_FP8_X_ALL ((size_t)32 << 20) /* amx level, fp8 slabs: packed x of all K
+                                              at once (more rows: passes that widen again) */
 enum {
     NUMLA_QLINEAR_AMX_WIDE_MIN_M = 16,      /* amx level, fp8: M from this (and N >= 16) runs the
                                               tiles; below, the avx512 rows (docs/linear.md) */
     NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK = 256, /* amx level: most x rows packed at once (its
                                               per-thread fp32 sums live on the stack) */
+    NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K = 4096, /* amx level, fp8: larger K widens its weights a slab
+                                              at a time, once per call (a chunk of all of K holds
+                                              32-64 rows there, so per-chunk widening dominated:
+                                              docs/linear.md) */
+    NUMLA_QLINEAR_AMX_FP8_KS = 1024,       /* the slab's columns (its partial sums go into y) */
+    NUMLA_QLINEAR_AMX_FP8_NB = 4096,       /* weight rows widened at once (8 MiB of bf16 of one
+                                              slab in the workspace, each thread its rows) */
     NUMLA_QLINEAR_AMX_FP8_KC = 256,        /* amx level, fp8 with power-of-two scales: k columns
                                               per widened block (C stored and reloaded between
                                               them; two 16 KiB A buffers stay in L1) */

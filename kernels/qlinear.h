@@ -46,7 +46,9 @@
  * environment). A level without a native variant for the format inherits the level below.
  * Scratch: numla_qlinear_workspace_size (W8A8 needs the quantized rows; fp8 from M = 16, a
  * chunk of x packed as bf16 tiles for the amx level, and int8-row at every M, x's int8 planes
- * there (both from N = 16), at most about max(1 MiB, 32 rows x K x 4 bytes), asked for at every
+ * there (both from N = 16), at most about max(1 MiB, 32 rows x K x 4 bytes); fp8 with K past
+ * 4096 there: x of up to M rows (at most 32 MiB of them) x K x 4 bytes and up to 8 MiB of
+ * widened weights; asked for at every
  * level so the size does not depend on where it runs); any
  * alignment. Threading: own OpenMP region, split over N. x and y must not alias; x must be
  * finite. Not collective.

@@ -184,6 +184,33 @@ static inline int64_t numla_qlinear_amx_wide_chunk(const numla_qlinear_weight *w
     int64_t c = NUMLA_QLINEAR_AMX_X_BYTES / (128 * ks) / 32 * 32;
     return c < 32 ? 32 : c > NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK ? NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK : c;
 }
+/* fp8 on AMX with K past NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K (where a chunk of all of K would hold
+ * too few rows): the weights are widened a slab of NUMLA_QLINEAR_AMX_FP8_KS columns at a time,
+ * once per call, into the workspace (NUMLA_QLINEAR_AMX_FP8_NB rows at once, shared by the team,
+ * each thread its own), x packed whole (up to NUMLA_QLINEAR_AMX_FP8_X_ALL), in L2 chunks of one
+ * slab's columns, and each slab's partial sums go into y. */
+static inline int numla_qlinear_amx_fp8_slabs(const numla_qlinear_weight *w)
+{
+    return w->k > NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K;
+}
+static inline int64_t numla_qlinear_amx_fp8_slab_chunk(void)
+{
+    const int64_t c = NUMLA_QLINEAR_AMX_X_BYTES / (128 * (NUMLA_QLINEAR_AMX_FP8_KS / 32)) / 32 * 32;
+    return c < 32 ? 32 : c > NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK ? NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK : c;
+}
+static inline int64_t numla_qlinear_amx_fp8_rows(const numla_qlinear_weight *w, int64_t m)
+{
+    const int64_t c = numla_qlinear_amx_fp8_slab_chunk(), m16 = (m + 15) / 16 * 16;
+    int64_t r = (int64_t)(NUMLA_QLINEAR_AMX_FP8_X_ALL / (size_t)(128 * ((w->k + 31) / 32))) / c * c;
+    if (r < c)
+        r = c;
+    return m16 < r ? m16 : r;
+}
+static inline int64_t numla_qlinear_amx_fp8_nb(const numla_qlinear_weight *w)
+{
+    const int64_t n16 = (w->n + 15) / 16 * 16;
+    return n16 < NUMLA_QLINEAR_AMX_FP8_NB ? n16 : NUMLA_QLINEAR_AMX_FP8_NB;
+}
 /* int8-row on AMX (kernels/x86/qlinear_int8row_amx.c): x rows per packed chunk of the three
  * int8 planes' B tiles (3 · kp bytes a row), as many as fit NUMLA_QLINEAR_AMX_X_BYTES, a
  * multiple of 32, at least 32. */
@@ -193,7 +220,8 @@ static inline int64_t numla_qlinear_int8row_amx_chunk(const numla_qlinear_weight
     return c < 32 ? 32 : c;
 }
 /* Their workspace (M where the tiles apply), 64-aligned by the kernel: fp8, one chunk of packed
- * x; int8-row, one chunk of planes (fewer than NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M rows: the rows'
+ * x (past NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K: the packed rows of numla_qlinear_amx_fp8_rows, then
+ * numla_qlinear_amx_fp8_nb widened rows of one slab, bf16); int8-row, one chunk of planes (fewer than NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M rows: the rows'
  * planes) and every row's scale. */
 static inline size_t numla_qlinear_amx_wide_ws_bytes(const numla_qlinear_weight *w, int64_t m)
 {
@@ -203,6 +231,9 @@ static inline size_t numla_qlinear_amx_wide_ws_bytes(const numla_qlinear_weight 
         const int64_t rows = m < NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M ? m : m16 < c ? m16 : c;
         return numla_qlinear_align64((size_t)(rows * 3 * w->kp)) + numla_qlinear_align64((size_t)m * sizeof(float));
     }
+    if (numla_qlinear_amx_fp8_slabs(w))
+        return numla_qlinear_align64((size_t)numla_qlinear_amx_fp8_rows(w, m) * (size_t)((w->k + 31) / 32) * 128) +
+               (size_t)numla_qlinear_amx_fp8_nb(w) * NUMLA_QLINEAR_AMX_FP8_KS * 2;
     const int64_t c = numla_qlinear_amx_wide_chunk(w);
     return (size_t)(m16 < c ? m16 : c) * (size_t)((w->k + 31) / 32) * 128;
 }

@@ -51,14 +51,22 @@
  *
  * Register blocking: kernels/x86/amx_bf16_block.h (2 weight-row tiles x 2 x tiles: 32 n x 32
  * m; per 32-k tile 2 A loads, 4 B loads, 8 TDPBF16PS).
- * Cache blocking: the team packs x in chunks of numla_qlinear_amx_wide_chunk rows (all of them
- * in the workspace, shared, so it stays in L2), then threads split N in pairs of 16-row weight
- * blocks. A thread walks its pairs' k blocks (128 columns, or NUMLA_QLINEAR_AMX_FP8_KC with
+ * Cache blocking (K up to NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K): the team packs x in chunks of
+ * numla_qlinear_amx_wide_chunk rows (all of them in the workspace, shared, so it stays in L2),
+ * then threads split N in pairs of 16-row weight blocks. A thread walks its pairs' k blocks (128 columns, or NUMLA_QLINEAR_AMX_FP8_KC with
  * power-of-two scales) in order; each block's A tiles are widened once and used by every x tile
  * of the chunk. The widening of the next block is spread over the current block's x tiles (two
  * A buffers), so the vector work runs between tile instructions instead of stalling them, and
  * the block after that is prefetched the same way. The pair's fp32 sums over the chunk
- * (chunk x 32 floats) stay in a stack buffer until its last block, then go into y. */
+ * (chunk x 32 floats) stay in a stack buffer until its last block, then go into y.
+ * Larger K (numla_qlinear_amx_fp8_slabs): a chunk of all of K would hold only 32-64 rows, so
+ * each A tile would serve 2-4 x tiles and widening would dominate. There the weights are
+ * widened once per call, a slab of NUMLA_QLINEAR_AMX_FP8_KS columns at a time, into the
+ * workspace (NUMLA_QLINEAR_AMX_FP8_NB rows at once; each thread widens and then reads only its
+ * own pairs, so no barrier), x is packed whole (up to NUMLA_QLINEAR_AMX_FP8_X_ALL; more rows
+ * take passes that widen again) and walked in L2 chunks of one slab's columns, and each slab's
+ * partial sums go into y (the first as the call's output, the rest added): the rounding steps
+ * per term stay inside both bounds above, and do not depend on M. */
 #include <immintrin.h>
 #include <omp.h>
 #include <string.h>
@@ -95,9 +103,10 @@ typedef struct {
     __m512i h0, h1, l0, l1, dup;
 } numla_fp8_amx_lut;
 
-/* 32 e4m3 bytes -> 32 bf16 in order; e: the power-of-two scale's exponent << 7 as a 16-bit
- * add (0: none), added to every non-zero word. */
-NUMLA_FP8_AMX_INLINE __m512i numla_fp8_amx_widen32_(const int8_t *p, const numla_fp8_amx_lut *t, __m512i e)
+/* 32 e4m3 bytes -> 32 bf16 in order; POW2: e, the power-of-two scale's exponent << 7 as a
+ * 16-bit add, added to every non-zero word. */
+NUMLA_FP8_AMX_INLINE __m512i numla_fp8_amx_widen32_(const int POW2, const int8_t *p, const numla_fp8_amx_lut *t,
+                                                    __m512i e)
 {
     const __m512i b = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p));
     const __m512i d = _mm512_permutexvar_epi8(t->dup, b); /* word j: (b_j, b_j) */
@@ -105,11 +114,12 @@ NUMLA_FP8_AMX_INLINE __m512i numla_fp8_amx_widen32_(const int8_t *p, const numla
     const __m512i lo = _mm512_permutex2var_epi8(t->l0, d, t->l1);
     __m512i v = _mm512_mask_blend_epi8((__mmask64)0xAAAAAAAAAAAAAAAAull, lo, hi);
     v = _mm512_ternarylogic_epi32(v, d, _mm512_set1_epi16((short)0x8000), 0xF8); /* v | (d & sign) */
-    return _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(d, _mm512_set1_epi16(0x7F00)), v, e);
+    return POW2 ? _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(d, _mm512_set1_epi16(0x7F00)), v, e) : v;
 }
 
 /* One k block of a weight pair: the A tiles to widen (or prefetch). */
 typedef struct {
+    int64_t p;     /* first weight tile of the pair */
     int64_t r[2];  /* first weight row of each 16-row tile */
     int nn;        /* weight tiles (1 or 2) */
     int64_t t0;    /* first 32-k tile */
@@ -132,16 +142,25 @@ NUMLA_FP8_AMX_INLINE void numla_fp8_amx_widen_rows_(const numla_qlinear_weight *
                                                    int l0, int l1, uint16_t *a, int kt,
                                                    const numla_fp8_amx_lut *lut)
 {
-    for (int row = l0; row < l1 && row < 16 * b->nn; row++) {
+    const int64_t kp = w->kp;
+    if (l1 > 16 * b->nn)
+        l1 = 16 * b->nn;
+    for (int row = l0; row < l1; row++) {
         const int j = row / TR, l = row % TR;
         const int64_t r = b->r[j] + l;
-        const int8_t *src = w->q + r * w->kp + b->t0 * TK;
+        const int8_t *src = w->q + r * kp + b->t0 * TK;
         uint16_t *dst = a + (size_t)j * kt * TILE + (size_t)l * TK;
+        if (!w->scale_pow2) {
+            for (int t = 0; t < b->nt; t++)
+                _mm512_store_si512((void *)(dst + (size_t)t * TILE),
+                                   numla_fp8_amx_widen32_(0, src + t * TK, lut, _mm512_setzero_si512()));
+            continue;
+        }
         __m512i e = _mm512_set1_epi16(numla_fp8_amx_eadd_(w, r, b->t0));
         for (int t = 0; t < b->nt; t++) {
             if (t > 0 && (b->t0 + t) % KT_BLOCK == 0)
                 e = _mm512_set1_epi16(numla_fp8_amx_eadd_(w, r, b->t0 + t));
-            _mm512_store_si512((void *)(dst + (size_t)t * TILE), numla_fp8_amx_widen32_(src + t * TK, lut, e));
+            _mm512_store_si512((void *)(dst + (size_t)t * TILE), numla_fp8_amx_widen32_(1, src + t * TK, lut, e));
         }
     }
 }
@@ -154,6 +173,28 @@ static inline void numla_fp8_amx_prefetch_rows_(const numla_qlinear_weight *w, c
         const char *src = (const char *)(w->q + (b->r[row / TR] + row % TR) * w->kp + b->t0 * TK);
         for (int o = 0; o < b->nt * TK; o += 64)
             _mm_prefetch(src + o, _MM_HINT_T0);
+    }
+}
+
+/* The 16 rows from r, 32-k tiles [t0, t0 + nt), widened into consecutive A tiles at a. */
+static NUMLA_FP8_AMX_FN void numla_fp8_amx_widen_tiles_(const numla_qlinear_weight *w, int64_t r, int64_t t0, int nt,
+                                                       uint16_t *a, const numla_fp8_amx_lut *lut)
+{
+    for (int l = 0; l < TR; l++) {
+        const int8_t *src = w->q + (r + l) * w->kp + t0 * TK;
+        uint16_t *dst = a + (size_t)l * TK;
+        if (!w->scale_pow2) {
+            for (int t = 0; t < nt; t++)
+                _mm512_store_si512((void *)(dst + (size_t)t * TILE),
+                                   numla_fp8_amx_widen32_(0, src + t * TK, lut, _mm512_setzero_si512()));
+            continue;
+        }
+        __m512i e = _mm512_set1_epi16(numla_fp8_amx_eadd_(w, r + l, t0));
+        for (int t = 0; t < nt; t++) {
+            if (t > 0 && (t0 + t) % KT_BLOCK == 0)
+                e = _mm512_set1_epi16(numla_fp8_amx_eadd_(w, r + l, t0 + t));
+            _mm512_store_si512((void *)(dst + (size_t)t * TILE), numla_fp8_amx_widen32_(1, src + t * TK, lut, e));
+        }
     }
 }
 
@@ -195,18 +236,26 @@ static inline void numla_fp8_amx_scale_add_(const float *c, const float *sv, flo
     }
 }
 
-/* Block n of the thread's walk: pair n / nkb (weight tiles from b0), k block n % nkb. */
-static inline numla_fp8_amx_blk numla_fp8_amx_blk_(const numla_qlinear_weight *w, int64_t b0, int64_t b1, int64_t n,
-                                                   int64_t nkb, int kt, int64_t ks)
+/* The block of pair p (weight tiles p, p + 1 below b1) at 32-k tile t0. */
+static inline numla_fp8_amx_blk numla_fp8_amx_blk_at_(const numla_qlinear_weight *w, int64_t p, int64_t b1, int64_t t0,
+                                                      int kt, int64_t ks)
 {
     numla_fp8_amx_blk b;
-    const int64_t p = b0 + 2 * (n / nkb), kb = n % nkb;
+    b.p = p;
     b.nn = p + 1 < b1 ? 2 : 1;
     for (int j = 0; j < 2; j++)
         b.r[j] = numla_amx_block_row0(p + (j < b.nn ? j : 0), w->n);
-    b.t0 = kb * kt;
-    b.nt = (int)(ks - b.t0 < kt ? ks - b.t0 : kt);
+    b.t0 = t0;
+    b.nt = (int)(ks - t0 < kt ? ks - t0 : kt);
     return b;
+}
+
+/* The block after c in the thread's walk: the pair's next k block, or the next pair's first. */
+static inline numla_fp8_amx_blk numla_fp8_amx_blk_next_(const numla_qlinear_weight *w, const numla_fp8_amx_blk *c,
+                                                        int64_t b1, int kt, int64_t ks)
+{
+    return c->t0 + kt < ks ? numla_fp8_amx_blk_at_(w, c->p, b1, c->t0 + kt, kt, ks)
+                           : numla_fp8_amx_blk_at_(w, c->p + 2, b1, 0, kt, ks);
 }
 
 /* Weight blocks [b0, b1) x x rows [i0, i1) (xb holds the chunk's packed rows from i0). */
@@ -231,21 +280,16 @@ static NUMLA_FP8_AMX_FN void numla_fp8_amx_range_(const numla_qlinear_weight *w,
     const int64_t xtiles = (i1 - i0 + TR - 1) / TR, xpairs = (xtiles + 1) / 2;
     const int64_t total = (b1 - b0 + 1) / 2 * nkb; /* blocks of the walk */
     const size_t a1 = (size_t)kt * TILE;
-    numla_fp8_amx_blk cur = numla_fp8_amx_blk_(w, b0, b1, 0, nkb, kt, ks);
+    numla_fp8_amx_blk cur = numla_fp8_amx_blk_at_(w, b0, b1, 0, kt, ks);
+    numla_fp8_amx_blk nx1 = numla_fp8_amx_blk_next_(w, &cur, b1, kt, ks), nx2;
     numla_fp8_amx_widen_rows_(w, &cur, 0, 2 * TR, a[0], kt, &lut);
-    if (total > 1) {
-        const numla_fp8_amx_blk nx = numla_fp8_amx_blk_(w, b0, b1, 1, nkb, kt, ks);
-        numla_fp8_amx_prefetch_rows_(w, &nx, 0, 2 * TR);
-    }
+    if (total > 1)
+        numla_fp8_amx_prefetch_rows_(w, &nx1, 0, 2 * TR);
     for (int64_t n = 0; n < total; n++) {
-        const int64_t kb = n % nkb;
+        const int64_t kb = cur.t0 / KT_BLOCK; /* the scale column (fp32 scales: one block) */
         const uint16_t *an = a[n % 2];
         const int have1 = n + 1 < total, have2 = n + 2 < total;
-        numla_fp8_amx_blk nx1 = cur, nx2 = cur;
-        if (have1)
-            nx1 = numla_fp8_amx_blk_(w, b0, b1, n + 1, nkb, kt, ks);
-        if (have2)
-            nx2 = numla_fp8_amx_blk_(w, b0, b1, n + 2, nkb, kt, ks);
+        nx2 = numla_fp8_amx_blk_next_(w, &nx1, b1, kt, ks);
         if (!pow2)
             for (int j = 0; j < cur.nn; j++)
                 for (int l = 0; l < TR; l++)
@@ -264,7 +308,7 @@ static NUMLA_FP8_AMX_FN void numla_fp8_amx_range_(const numla_qlinear_weight *w,
             const int shape = (cur.nn == 2) * 2 + (nm == 2);
             float *o0 = pow2 ? sum[0][xt] : c[0], *o1 = pow2 ? sum[0][xt + 1] : c[1];
             float *o2 = pow2 ? sum[1][xt] : c[2], *o3 = pow2 ? sum[1][xt + 1] : c[3];
-            const int first = !pow2 || kb == 0;
+            const int first = !pow2 || cur.t0 == 0;
             switch (shape) { /* literal arguments: each case its own inlined loop */
             case 0: numla_amx_bf16_block(1, 1, P, an, a1, bx0, bx1, cur.nt, first, o0, o1, o2, o3); break;
             case 1: numla_amx_bf16_block(1, 2, P, an, a1, bx0, bx1, cur.nt, first, o0, o1, o2, o3); break;
@@ -274,10 +318,10 @@ static NUMLA_FP8_AMX_FN void numla_fp8_amx_range_(const numla_qlinear_weight *w,
             if (!pow2)
                 for (int j = 0; j < cur.nn; j++)
                     for (int h = 0; h < nm; h++)
-                        numla_fp8_amx_scale_add_(c[2 * j + h], sv[j], sum[j][xt + h], kb == 0);
+                        numla_fp8_amx_scale_add_(c[2 * j + h], sv[j], sum[j][xt + h], cur.t0 == 0);
         }
-        if (kb == nkb - 1) {
-            const int64_t p = b0 + 2 * (n / nkb);
+        if (cur.t0 + kt >= ks) { /* the pair's last block */
+            const int64_t p = cur.p;
             for (int j = 0; j < cur.nn; j++) {
                 const int skip = (int)(TR * (p + j) - cur.r[j]);
                 for (int64_t xt = 0; xt < xtiles; xt++) {
@@ -288,12 +332,136 @@ static NUMLA_FP8_AMX_FN void numla_fp8_amx_range_(const numla_qlinear_weight *w,
             }
         }
         cur = nx1;
+        nx1 = nx2;
+    }
+}
+
+/* Weight tiles [b0, b1) (a pair at a time; ab: their widened slab, tile b at ab + (b - b0) · st
+ * tiles) x the chunk's rows [i0, i1) (xb: packed from row i0, ks tiles a row block) over the
+ * slab's 32-k tiles [t0, t0 + nt): y (+)= the slab's partial sums (the call's first slab adds to
+ * y only when accumulating). */
+static void numla_fp8_amx_slab_range_(const numla_qlinear_weight *w, const uint16_t *ab, int64_t st, const uint16_t *xb,
+                                 int64_t ks, int64_t i0, int64_t i1, int64_t b0, int64_t b1, int64_t t0, int nt,
+                                 float *y, int64_t ldy, int accumulate)
+{
+    float c[4][TR * TR] __attribute__((aligned(64)));
+    float sum[2][XT_MAX][TR * TR] __attribute__((aligned(64)));
+    float sv[2][TR];
+    enum { P = 2 };
+    const int pow2 = w->scale_pow2;
+    const int kt = pow2 ? KT_POW2 : KT_BLOCK; /* 32-k tiles per C pass */
+    const int64_t xtiles = (i1 - i0 + TR - 1) / TR, xpairs = (xtiles + 1) / 2;
+    const size_t a1 = (size_t)st * TILE;
+    for (int64_t b = b0; b < b1; b += 2) {
+        const int nn = b + 1 < b1 ? 2 : 1;
+        int64_t r[2];
+        for (int j = 0; j < nn; j++)
+            r[j] = numla_amx_block_row0(b + j, w->n);
+        const uint16_t *ap = ab + (size_t)(b - b0) * a1;
+        for (int t = 0; t < nt; t += kt) {
+            const int ntb = nt - t < kt ? nt - t : kt, first = t == 0;
+            const uint16_t *an = ap + (size_t)t * TILE;
+            if (!pow2)
+                for (int j = 0; j < nn; j++)
+                    for (int l = 0; l < TR; l++)
+                        sv[j][l] = w->scales[numla_qlinear_grid_row(w, r[j] + l) * w->scale_cols + (t0 + t) / KT_BLOCK];
+            /* the next pass's A tiles (nn x kt tiles of 16 lines), L2 -> L1, a share per x pair */
+            const int64_t next = t + kt < nt ? (int64_t)nn * (nt - t - kt < kt ? nt - t - kt : kt) * TR : 0;
+            for (int64_t xp = 0; xp < xpairs; xp++) {
+                const int64_t xt = 2 * xp;
+                for (int64_t o = xp; o < next; o += xpairs) {
+                    const int64_t per = next / nn; /* lines per weight tile */
+                    _mm_prefetch((const char *)(an + (size_t)kt * TILE + (size_t)(o / per) * a1 + (size_t)(o % per) * TK),
+                                 _MM_HINT_T0);
+                }
+                const int nm = xt + 1 < xtiles ? 2 : 1;
+                const uint16_t *bx0 = xb + ((size_t)xt * (size_t)ks + (size_t)(t0 + t)) * P * TILE;
+                const uint16_t *bx1 = bx0 + (size_t)ks * P * TILE;
+                float *o0 = pow2 ? sum[0][xt] : c[0], *o1 = pow2 ? sum[0][xt + 1] : c[1];
+                float *o2 = pow2 ? sum[1][xt] : c[2], *o3 = pow2 ? sum[1][xt + 1] : c[3];
+                const int fc = !pow2 || first;
+                switch ((nn == 2) * 2 + (nm == 2)) { /* literal arguments: each case its own inlined loop */
+                case 0: numla_amx_bf16_block(1, 1, P, an, a1, bx0, bx1, ntb, fc, o0, o1, o2, o3); break;
+                case 1: numla_amx_bf16_block(1, 2, P, an, a1, bx0, bx1, ntb, fc, o0, o1, o2, o3); break;
+                case 2: numla_amx_bf16_block(2, 1, P, an, a1, bx0, bx1, ntb, fc, o0, o1, o2, o3); break;
+                default: numla_amx_bf16_block(2, 2, P, an, a1, bx0, bx1, ntb, fc, o0, o1, o2, o3); break;
+                }
+                if (!pow2)
+                    for (int j = 0; j < nn; j++)
+                        for (int h = 0; h < nm; h++)
+                            numla_fp8_amx_scale_add_(c[2 * j + h], sv[j], sum[j][xt + h], first);
+            }
+        }
+        for (int j = 0; j < nn; j++) {
+            const int skip = (int)(TR * (b + j) - r[j]);
+            for (int64_t xt = 0; xt < xtiles; xt++) {
+                const int64_t m0 = i0 + TR * xt;
+                const int mc = (int)(i1 - m0 < TR ? i1 - m0 : TR);
+                numla_amx_tile_to_rows(sum[j][xt], r[j], skip, m0, mc, y, ldy, accumulate || t0 > 0);
+            }
+        }
+    }
+}
+
+/* K past NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K: the weights widened a slab at a time, once per call
+ * (x packed whole, up to numla_qlinear_amx_fp8_rows rows at once). */
+static void numla_fp8_amx_slabs_(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                                 int64_t ldy, int accumulate, void *workspace)
+{
+    const int64_t ks = (w->k + TK - 1) / TK, chunk = numla_qlinear_amx_fp8_slab_chunk();
+    const int64_t st = NUMLA_QLINEAR_AMX_FP8_KS / TK, rows = numla_qlinear_amx_fp8_rows(w, m);
+    const int64_t nbt = numla_qlinear_amx_fp8_nb(w) / TR; /* weight tiles widened at once */
+    const int64_t blocks = (w->n + TR - 1) / TR;
+    uint16_t *xb = (uint16_t *)(void *)numla_qlinear_ws_xq(workspace); /* 64-aligned */
+    uint16_t *ab = xb + numla_qlinear_align64((size_t)rows * (size_t)ks * 128) / sizeof(uint16_t);
+#pragma omp parallel
+    {
+        /* The shared configuration (16 x 64-byte tiles), loaded here rather than through
+         * numla_amx_tiles_begin so that the emulated build runs the same instructions. */
+        _tile_loadconfig(&numla_amx_tile_config);
+        const numla_fp8_amx_lut lut = {
+            _mm512_load_si512((const void *)numla_fp8_bf16_hi), _mm512_load_si512((const void *)(numla_fp8_bf16_hi + 64)),
+            _mm512_load_si512((const void *)numla_fp8_bf16_lo), _mm512_load_si512((const void *)(numla_fp8_bf16_lo + 64)),
+            _mm512_set_epi8(31, 31, 30, 30, 29, 29, 28, 28, 27, 27, 26, 26, 25, 25, 24, 24, 23, 23, 22, 22, 21, 21, 20,
+                            20, 19, 19, 18, 18, 17, 17, 16, 16, 15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8,
+                            8, 7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0)};
+        for (int64_t s0 = 0; s0 < m; s0 += rows) { /* every thread: the barriers */
+            const int64_t s1 = s0 + rows < m ? s0 + rows : m, xtiles = (s1 - s0 + TR - 1) / TR;
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < xtiles * ks; t++)
+                numla_fp8_amx_pack_tile_(x, ldx, m, w->k, s0 + t / ks * TR, t % ks, xb + (size_t)t * 2 * TILE);
+            /* each thread widens and runs its own pairs of each block of nbt weight tiles */
+            for (int64_t g0 = 0; g0 < blocks; g0 += nbt) {
+                const int64_t g1 = g0 + nbt < blocks ? g0 + nbt : blocks, pairs = (g1 - g0 + 1) / 2;
+                int64_t lo, hi;
+                numla_qlinear_split(pairs, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+                const int64_t b0 = g0 + 2 * lo, b1 = g0 + 2 * hi < g1 ? g0 + 2 * hi : g1;
+                for (int64_t t0 = 0; b0 < b1 && t0 < ks; t0 += st) {
+                    const int nt = (int)(ks - t0 < st ? ks - t0 : st);
+                    uint16_t *abt = ab + (size_t)(b0 - g0) * (size_t)st * TILE;
+                    for (int64_t b = b0; b < b1; b++)
+                        numla_fp8_amx_widen_tiles_(w, numla_amx_block_row0(b, w->n), t0, nt,
+                                                   abt + (size_t)(b - b0) * (size_t)st * TILE, &lut);
+                    for (int64_t i0 = s0; i0 < s1; i0 += chunk) {
+                        const int64_t i1 = i0 + chunk < s1 ? i0 + chunk : s1;
+                        numla_fp8_amx_slab_range_(w, abt, st, xb + (size_t)((i0 - s0) / TR) * (size_t)ks * 2 * TILE,
+                                                  ks, i0, i1, b0, b1, t0, nt, y, ldy, accumulate);
+                    }
+                }
+            }
+#pragma omp barrier
+        }
+        _tile_release();
     }
 }
 
 void numla_qlinear_fp8_amx(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
                            int64_t ldy, int accumulate, void *workspace)
 {
+    if (numla_qlinear_amx_fp8_slabs(w)) {
+        numla_fp8_amx_slabs_(w, m, x, ldx, y, ldy, accumulate, workspace);
+        return;
+    }
     uint16_t *xb = (uint16_t *)(void *)numla_qlinear_ws_xq(workspace); /* 64-aligned */
     const int64_t ks = (w->k + TK - 1) / TK, chunk = numla_qlinear_amx_wide_chunk(w);
     const int64_t blocks = (w->n + TR - 1) / TR, pairs = (blocks + 1) / 2;

@@ -348,6 +348,9 @@ static void test_qlinear_wide(void)
     bad += qlinear_case_s(NUMLA_QLINEAR_FP8_BLOCK, 16, 16, 64, 0, 1, &rng);
     bad += qlinear_case_s(NUMLA_QLINEAR_FP8_BLOCK, 77, 300, 400, 0, 1, &rng);
     bad += qlinear_case_s(NUMLA_QLINEAR_FP8_BLOCK, 100, 40, 3000, 192, 1, &rng);
+    /* K past NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K: the weights widened a slab at a time */
+    bad += qlinear_case_s(NUMLA_QLINEAR_FP8_BLOCK, 40, 40, 4200, 8, 0, &rng);
+    bad += qlinear_case_s(NUMLA_QLINEAR_FP8_BLOCK, 40, 40, 4200, 8, 1, &rng);
     /* int8-row: the tiles' arithmetic in AVX-512 below 4 rows, the tiles from 4 */
     bad += qlinear_case(NUMLA_QLINEAR_INT8_ROW, 1, 520, 520, 0, &rng);
     bad += qlinear_case(NUMLA_QLINEAR_INT8_ROW, 3, 272, 1000, 0, &rng);

@@ -443,11 +443,16 @@ static void test_row_invariance(void)
                 if (s < 3 || (isas[a] == NUMLA_ISA_AMX && f == 1))
                     bad += run_invariance((numla_qlinear_format)f, sl[s], isas[a], 0, seed++);
     /* fp8 with power-of-two scales (DeepSeek-V4's E8M0): the amx level's tiles fold them into the
-     * weights and sum over all of K; the other levels as above */
+     * weights and sum over all of K; and K past NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K (weights widened
+     * a slab at a time), both kinds of scales */
+    const slice slab = {40, 4200, 0, 0, 33, 4200};
     for (int a = 0; a < ni; a++)
-        if (numla_qlinear_level(isas[a], NUMLA_QLINEAR_FP8_BLOCK) == NUMLA_ISA_AMX)
+        if (numla_qlinear_level(isas[a], NUMLA_QLINEAR_FP8_BLOCK) == NUMLA_ISA_AMX) {
             for (size_t s = 0; s < 3; s++)
                 bad += run_invariance(NUMLA_QLINEAR_FP8_BLOCK, sl[s], isas[a], 1, seed++);
+            for (int p2 = 0; p2 < 2; p2++)
+                bad += run_invariance(NUMLA_QLINEAR_FP8_BLOCK, slab, isas[a], p2, seed++);
+        }
     CU_ASSERT_EQUAL(bad, 0);
 }
 

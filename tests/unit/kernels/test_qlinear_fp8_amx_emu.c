@@ -326,6 +326,8 @@ static void test_edges_chunks_and_fallback(void)
         return;
     CU_ASSERT(numla_qlinear_amx_wide_chunk(&(numla_qlinear_weight){.k = 3000}) < 100);
     CU_ASSERT(numla_qlinear_amx_wide_chunk(&(numla_qlinear_weight){.k = 300}) < 300);
+    CU_ASSERT(!numla_qlinear_amx_fp8_slabs(&(numla_qlinear_weight){.k = 3000}) &&
+              numla_qlinear_amx_fp8_slabs(&(numla_qlinear_weight){.k = 4200}));
     int bad = 0;
     for (int acc = 0; acc < 2; acc++) {
         const uint64_t s = 900 + 10 * (uint64_t)acc;
@@ -335,6 +337,11 @@ static void test_edges_chunks_and_fallback(void)
         bad += run_case(300, 24, 200, 8, acc, s + 3);
         bad += run_case(15, 40, 300, 0, acc, s + 4);
         bad += run_case(64, 9, 300, 64, acc, s + 5);
+        /* K past NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K: weights widened a slab at a time, partial
+         * sums of five slabs (the last of 4 tiles) added in y (accumulating: the power-of-two
+         * case below) */
+        if (!acc)
+            bad += run_case(48, 40, 4200, 120, acc, s + 6);
     }
     CU_ASSERT_EQUAL(bad, 0);
 }
@@ -356,6 +363,8 @@ static void test_pow2_scales(void)
         bad += run_case_s(100, 40, 3000, 192, acc, 1, s + 2);
         bad += run_case_s(300, 24, 200, 8, acc, 1, s + 3);
         bad += run_case_s(40, 77, 1000, 0, acc, 1, s + 4);
+        if (acc)
+            bad += run_case_s(40, 40, 4200, 8, acc, 1, s + 5); /* slabs */
     }
     CU_ASSERT_EQUAL(bad, 0);
     const struct {
