@@ -250,6 +250,13 @@ numla_qblock_layout numla_qblock_layout_for(numla_isa isa, numla_qblock_type typ
 numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_qblock_weight *out);
 /* Row r's k / block blocks, byte for byte as the source had them, into dst (either layout). */
 numla_status numla_qblock_row_blocks(const numla_qblock_weight *w, int64_t r, void *dst);
+/* Rows [r0, r1) of a ROWS-layout weight as a weight of their own (out refers to w's bytes; no
+ * copy): its forward gives rows r0 .. r1 - 1 of w's output with the same bits, since a row's
+ * output depends on nothing but its own blocks and x (above). Lets a caller split several
+ * weights' rows over one OpenMP team itself (e.g. a decode token's routed experts in one parallel
+ * region, each thread's share called on slices: the forward's own region then has one thread).
+ * INVALID_ARG for 0 <= r0 < r1 <= n not holding, UNSUPPORTED for the PANEL16 layout. */
+numla_status numla_qblock_rows(const numla_qblock_weight *w, int64_t r0, int64_t r1, numla_qblock_weight *out);
 
 /* Scratch bytes for numla_qblock_forward with m rows on a team of up to num_threads threads
  * (< 1 counts as 1): Q8 mode's quantized rows; F32 mode from 4 rows, the many-row path's

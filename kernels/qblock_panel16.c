@@ -390,3 +390,19 @@ numla_status numla_qblock_row_blocks(const numla_qblock_weight *w, int64_t r, vo
         numla_qblock_p16_block_(w, r, b, (uint8_t *)dst + b * info->bytes);
     return NUMLA_STATUS_OK;
 }
+
+numla_status numla_qblock_rows(const numla_qblock_weight *w, int64_t r0, int64_t r1, numla_qblock_weight *out)
+{
+    if (!w || !w->q || !out)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock rows: NULL %s", !out ? "out" : "weight");
+    if (r0 < 0 || r1 <= r0 || r1 > w->n)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "qblock rows: rows [%lld, %lld) of a weight of %lld rows",
+                   (long long)r0, (long long)r1, (long long)w->n);
+    if (w->layout != NUMLA_QBLOCK_LAYOUT_ROWS)
+        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "qblock rows: a slice of rows needs the ROWS layout (layout %d)",
+                   (int)w->layout);
+    *out = *w;
+    out->q = w->q + r0 * w->ld;
+    out->n = r1 - r0;
+    return NUMLA_STATUS_OK;
+}

@@ -12,6 +12,7 @@
 #include "kernels/qblock_quant.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,6 +147,85 @@ static void test_every_scale_byte(void)
     free(dst);
 }
 
+/* numla_qblock_rows: slices of rows (any boundaries, as a team's split of several experts' rows
+ * gives them) run through every level's linear give those rows of the whole weight's output with
+ * the same bits, one slice at a time and from inside an OpenMP team; the whole output is also
+ * checked against the MXFP4 formula in double, so a slice that read other rows' blocks could not
+ * match by accident. Bad ranges and the PANEL16 layout are refused. */
+static void test_rows_slice(void)
+{
+    static const double tab[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    enum { N = 77, K = 544, NB = K / 32 };
+    numla_test_rng rng = {20261208};
+    static uint8_t blocks[N][NB * 17];
+    static double wref[N][K];
+    static float x[K], yw[N], ys[N];
+    for (int r = 0; r < N; r++)
+        for (int b = 0; b < NB; b++) {
+            uint8_t *p = blocks[r] + 17 * b;
+            p[0] = (uint8_t)(110 + numla_test_rng_u64(&rng) % 30);
+            for (int j = 0; j < 16; j++) {
+                p[1 + j] = (uint8_t)numla_test_rng_u64(&rng);
+                wref[r][32 * b + j] = ldexp(tab[p[1 + j] & 15], p[0] - 128);
+                wref[r][32 * b + 16 + j] = ldexp(tab[p[1 + j] >> 4], p[0] - 128);
+            }
+        }
+    for (int e = 0; e < K; e++)
+        x[e] = (float)((int64_t)(numla_test_rng_u64(&rng) % 2001) - 1000) / 1000.0f;
+    const size_t bytes = numla_qblock_packed_size(NUMLA_QBLOCK_MXFP4, N, K);
+    void *dst = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    numla_qblock_source s = {.type = NUMLA_QBLOCK_MXFP4, .n = N, .k = K, .data = blocks, .ld = NB * 17};
+    numla_qblock_weight w, v;
+    CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
+    static const int cuts[][2] = {{0, N}, {0, 1}, {1, 2}, {5, 40}, {40, N}, {76, 77}, {13, 64}};
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int nisa = numla_test_isas(isas);
+    for (int l = 0; l < nisa; l++) {
+        CU_ASSERT_EQUAL_FATAL(numla_qblock_forward(isas[l], &w, 1, x, K, yw, N, 0, NULL, 0), NUMLA_STATUS_OK);
+        int bad = 0;
+        for (int r = 0; r < N; r++) {
+            double ref = 0, mag = 0;
+            for (int e = 0; e < K; e++) {
+                ref += wref[r][e] * x[e];
+                mag += fabs(wref[r][e] * x[e]);
+            }
+            bad += !(fabs(yw[r] - ref) <= (K + 2) * 0x1p-24 * mag);
+        }
+        NUMLA_ASSERT_MSG(bad == 0, "level %s: %d whole-weight outputs off", numla_isa_name(isas[l]), bad);
+        for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+            const int r0 = cuts[c][0], r1 = cuts[c][1];
+            memset(ys, 0xFF, sizeof ys);
+            CU_ASSERT_EQUAL_FATAL(numla_qblock_rows(&w, r0, r1, &v), NUMLA_STATUS_OK);
+            CU_ASSERT_EQUAL(v.n, r1 - r0);
+            CU_ASSERT_EQUAL_FATAL(numla_qblock_forward(isas[l], &v, 1, x, K, ys + r0, r1 - r0, 0, NULL, 0),
+                                  NUMLA_STATUS_OK);
+            NUMLA_ASSERT_MSG(!memcmp(ys + r0, yw + r0, sizeof(float) * (size_t)(r1 - r0)),
+                             "level %s: rows [%d, %d) differ from the whole weight's", numla_isa_name(isas[l]), r0, r1);
+        }
+        /* two threads, each its slice (the caller's own split) */
+        memset(ys, 0xFF, sizeof ys);
+        int fails = 0;
+#pragma omp parallel num_threads(2) reduction(+ : fails)
+        {
+            const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            const int r0 = N * t / nt, r1 = N * (t + 1) / nt;
+            numla_qblock_weight mine;
+            fails += numla_qblock_rows(&w, r0, r1, &mine) != NUMLA_STATUS_OK ||
+                     numla_qblock_forward(isas[l], &mine, 1, x, K, ys + r0, r1 - r0, 0, NULL, 0) != NUMLA_STATUS_OK;
+        }
+        CU_ASSERT_EQUAL(fails, 0);
+        NUMLA_ASSERT_MSG(!memcmp(ys, yw, sizeof ys), "level %s: the team's slices differ", numla_isa_name(isas[l]));
+    }
+    CU_ASSERT_EQUAL(numla_qblock_rows(&w, -1, 3, &v), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_rows(&w, 3, 3, &v), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_rows(&w, 0, N + 1, &v), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_EQUAL(numla_qblock_rows(NULL, 0, 1, &v), NUMLA_STATUS_INVALID_ARG);
+    numla_qblock_weight p16 = w;
+    p16.layout = NUMLA_QBLOCK_LAYOUT_PANEL16;
+    CU_ASSERT_EQUAL(numla_qblock_rows(&p16, 0, 16, &v), NUMLA_STATUS_UNSUPPORTED);
+    free(dst);
+}
+
 static void test_repack_refuses(void)
 {
     uint8_t codes[32] = {0}, scales[2] = {127, 0xFF}, out[34];
@@ -157,4 +237,5 @@ static void test_repack_refuses(void)
 }
 
 NUMLA_TEST_SUITE(qblock_mxfp4, NULL, NULL, NUMLA_TEST(test_repack_dequant),
-                  NUMLA_TEST(test_every_scale_byte), NUMLA_TEST(test_repack_refuses))
+                  NUMLA_TEST(test_every_scale_byte), NUMLA_TEST(test_rows_slice),
+                  NUMLA_TEST(test_repack_refuses))
