@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/serving/request_io.h"
+
 static int fail(numla_openai_error *err, const char *param, const char *code, const char *fmt,
                 ...) __attribute__((format(printf, 4, 5)));
 static int fail(numla_openai_error *err, const char *param, const char *code, const char *fmt, ...)
@@ -483,14 +485,21 @@ static json_t *call_item(const numla_openai_reply *r, const numla_tool_call_out 
                      t->arguments);
 }
 
+/* usage; with speculative decoding on, its figures as chat's usage.speculative (openai.c). */
 static json_t *usage_json(const numla_openai_usage *u)
 {
-    return json_pack("{s:I, s:{s:I}, s:I, s:{s:i}, s:I}", "input_tokens",
-                     (json_int_t)u->prompt_tokens, "input_tokens_details", "cached_tokens",
-                     (json_int_t)u->cached_tokens, "output_tokens",
-                     (json_int_t)u->completion_tokens, "output_tokens_details",
-                     "reasoning_tokens", 0, "total_tokens",
-                     (json_int_t)(u->prompt_tokens + u->completion_tokens));
+    json_t *o = json_pack("{s:I, s:{s:I}, s:I, s:{s:i}, s:I}", "input_tokens",
+                          (json_int_t)u->prompt_tokens, "input_tokens_details", "cached_tokens",
+                          (json_int_t)u->cached_tokens, "output_tokens",
+                          (json_int_t)u->completion_tokens, "output_tokens_details",
+                          "reasoning_tokens", 0, "total_tokens",
+                          (json_int_t)(u->prompt_tokens + u->completion_tokens));
+    if (o && u->speculative)
+        json_object_set_new(o, "speculative",
+                            numla_result_speculative_json((int32_t)u->spec_steps,
+                                                          (int32_t)u->spec_drafted,
+                                                          (int32_t)u->spec_accepted));
+    return o;
 }
 
 /* The whole object (a new reference; NULL: no memory). */

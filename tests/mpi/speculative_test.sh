@@ -183,6 +183,16 @@ if [ "$ranks" -eq 1 ]; then
       -d '{"prompt": "And the Lord said unto Moses,", "max_tokens": 24, "temperature": 0, "ignore_eos": true}')
     echo "$body" | grep -Eq '"speculative": ?\{[^}]*"accepted_tokens": ?[1-9]'
     check "serve: usage.speculative in a completion" $? "$(echo "$body" | cut -c1-400)"
+    # the Responses API's usage carries it too, in the object and in response.completed
+    body=$(curl -s -m 60 "http://127.0.0.1:$port/v1/responses" -H 'Content-Type: application/json' \
+      -d '{"input": "And the Lord said unto Moses,", "max_output_tokens": 24, "temperature": 0}')
+    echo "$body" | grep -Eq '"usage": ?\{[^{}]*(\{[^{}]*\}[^{}]*)*"speculative": ?\{[^}]*"accepted_tokens": ?[1-9]'
+    check "serve: usage.speculative in a response (/v1/responses)" $? "$(echo "$body" | cut -c1-600)"
+    body=$(curl -s -N -m 60 "http://127.0.0.1:$port/v1/responses" -H 'Content-Type: application/json' \
+      -d '{"input": "And the Lord said unto Moses,", "max_output_tokens": 24, "temperature": 0, "stream": true}')
+    echo "$body" | grep -A1 -E '^event: response\.(completed|incomplete)$' |
+      grep -Eq '^data: .*"speculative": ?\{[^}]*"accepted_tokens": ?[1-9]'
+    check "serve: usage.speculative in a streamed response's last event" $? "$(echo "$body" | tail -2 | cut -c1-600)"
     # the gauges are refreshed at most 10 times a second: wait for the request's figures
     for _ in $(seq 1 50); do
       m=$(curl -s -m 10 "http://127.0.0.1:$port/metrics")

@@ -381,5 +381,50 @@ static void test_stream_reasoning(void)
     numla_strbuf_free(&out);
 }
 
+/* With speculative decoding on, usage carries chat's usage.speculative (docs/speculative.md),
+ * in the object and in the stream's response.completed: 4 verify steps checked 8 drafts and
+ * accepted 6, so acceptance 6 / 8 and (6 + 4) / 4 tokens a step. Without it, none (the
+ * object compared whole in test_object_and_stream). */
+static void test_usage_speculative(void)
+{
+    const numla_openai_reply r = {.endpoint = NUMLA_OPENAI_CHAT, .id = "resp_s", .created = 1,
+                                  .model = "m"};
+    numla_openai_choice c = {.text = "ok", .text_len = 2, .finish_reason = "stop"};
+    numla_openai_usage u = {.prompt_tokens = 5, .completion_tokens = 9, .speculative = 1,
+                            .spec_steps = 4, .spec_drafted = 8, .spec_accepted = 6};
+    json_t *want = jload("{\"input_tokens\": 5, \"input_tokens_details\": {\"cached_tokens\": 0},"
+                         " \"output_tokens\": 9, \"output_tokens_details\": {\"reasoning_tokens\": 0},"
+                         " \"total_tokens\": 14, \"speculative\": {\"verify_steps\": 4,"
+                         " \"draft_tokens\": 8, \"accepted_tokens\": 6, \"acceptance_rate\": 0.75,"
+                         " \"mean_accepted_length\": 2.5}}");
+    char *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_responses_format(&r, NULL, &c, &u, &s), NUMLA_STATUS_OK);
+    json_t *got = jload(s);
+    NUMLA_ASSERT_MSG(json_equal(json_object_get(got, "usage"), want), "%s", s);
+    json_decref(got);
+    free(s);
+
+    numla_responses_stream st;
+    numla_strbuf out = {0};
+    CU_ASSERT_EQUAL(numla_responses_stream_start(&st, &r, NULL, &out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_responses_stream_text(&st, &r, "ok", 2, NULL, 0, &out), NUMLA_STATUS_OK);
+    numla_strbuf_clear(&out);
+    CU_ASSERT_EQUAL(numla_responses_stream_end(&st, &r, NULL, &c, &u, &out), NUMLA_STATUS_OK);
+    const char *head = "event: response.completed\ndata: ";
+    const char *p = strstr(numla_strbuf_str(&out), head);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    p += strlen(head);
+    const char *end = strstr(p, "\n\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+    json_t *ev = json_loadb(p, (size_t)(end - p), 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ev);
+    NUMLA_ASSERT_MSG(json_equal(json_object_get(json_object_get(ev, "response"), "usage"), want),
+                     "%.*s", (int)(end - p), p);
+    json_decref(ev);
+    json_decref(want);
+    numla_strbuf_free(&out);
+}
+
 NUMLA_TEST_SUITE(http_responses, NULL, NULL, NUMLA_TEST(test_to_chat), NUMLA_TEST(test_refusals),
-                 NUMLA_TEST(test_object_and_stream), NUMLA_TEST(test_stream_reasoning))
+                 NUMLA_TEST(test_object_and_stream), NUMLA_TEST(test_stream_reasoning),
+                 NUMLA_TEST(test_usage_speculative))
