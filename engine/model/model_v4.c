@@ -1,6 +1,7 @@
 /* engine/model/model_v4.c — DeepSeek-V4 on one rank (model_v4.h; the math: docs/design.md
  * §5.9). Loading, the per-sequence cache, and the forward: mHC around each block, shared-KV
  * attention over the window and the compressed entries, MoE. */
+#define _GNU_SOURCE /* mremap */
 #include "engine/model/model_v4.h"
 
 #include <math.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/dtype.h"
 #include "common/log.h"
@@ -906,7 +908,9 @@ static void v4_put(const numla_v4_model *m, void *dst, const float *src, int64_t
  * entries made so far. */
 typedef struct v4_cstate {
     float *raw_kv, *raw_gate; /* (2·rate, c·width) fp32 */
-    void *entries;            /* (cap, width) of the cache dtype */
+    void *entries;            /* (cap, width) of the cache dtype: a mapping of `map` bytes whose
+                                 pages are touched only as entries are made (cstate_room) */
+    size_t map;
     float *tmp;               /* (width) the entry being made */
     int64_t count, cap;
 } v4_cstate;
@@ -1103,11 +1107,45 @@ static void v4_snap_restore(const numla_v4_model *m, numla_v4_seq *s, int64_t n)
     s->len = n;
 }
 
+/* Room in s for `count` entries of c. The buffer is an anonymous mapping: its capacity doubles
+ * in address space only (mremap moves the pages, nothing is copied), and only the pages the
+ * entries fill are ever touched, so a sequence's memory is its entries within a page
+ * (numla_v4_cache_charge). */
+static numla_status cstate_room(const numla_v4_model *m, const v4_comp *c, v4_cstate *s,
+                                int64_t count)
+{
+    if (count <= s->cap)
+        return NUMLA_STATUS_OK;
+    const size_t row = v4_es(m) * (size_t)c->width;
+    int64_t cap = s->cap ? 2 * s->cap : 64;
+    cap = cap < count ? count : cap;
+    const size_t bytes = (row * (size_t)cap + 4095) & ~(size_t)4095;
+    void *e = s->entries ? mremap(s->entries, s->map, bytes, MREMAP_MAYMOVE)
+                         : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (e == MAP_FAILED)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: cannot map %zu bytes for %lld compressed "
+                   "entries", bytes, (long long)count);
+    s->entries = e;
+    s->map = bytes;
+    s->cap = (int64_t)(bytes / row);
+    return NUMLA_STATUS_OK;
+}
+
+static void cstate_unmap(v4_cstate *s)
+{
+    if (s->entries)
+        munmap(s->entries, s->map);
+    s->entries = NULL;
+    s->map = 0;
+    s->count = s->cap = 0;
+}
+
 static void cstate_free(v4_cstate *s)
 {
     free(s->raw_kv);
     free(s->raw_gate);
-    free(s->entries);
+    cstate_unmap(s);
     free(s->tmp);
 }
 
@@ -1187,21 +1225,6 @@ numla_status numla_v4_seq_create(const numla_v4_model *m, numla_v4_seq **out)
 }
 
 int64_t numla_v4_seq_len(const numla_v4_seq *s) { return s ? s->len : 0; }
-/* Room in s for `count` entries of c (the buffer grows to exactly that). */
-static numla_status cstate_reserve(const numla_v4_model *m, const v4_comp *c, v4_cstate *s,
-                                   int64_t count)
-{
-    if (count <= s->cap)
-        return NUMLA_STATUS_OK;
-    void *e = realloc(s->entries, v4_es(m) * (size_t)(count * c->width));
-    if (!e)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for %lld compressed entries",
-                   (long long)count);
-    s->entries = e;
-    s->cap = count;
-    return NUMLA_STATUS_OK;
-}
-
 numla_status numla_v4_seq_reserve(numla_v4_seq *s, int64_t tokens)
 {
     if (!s || tokens < 0)
@@ -1212,7 +1235,7 @@ numla_status numla_v4_seq_reserve(numla_v4_seq *s, int64_t tokens)
         v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
         for (int k = 0; k < 2; k++)
             if (cs[k]->raw_kv)
-                NUMLA_CHECK(cstate_reserve(s->m, cp[k], cs[k], tokens / cp[k]->rate));
+                NUMLA_CHECK(cstate_room(s->m, cp[k], cs[k], tokens / cp[k]->rate));
     }
     return NUMLA_STATUS_OK;
 }
@@ -1261,11 +1284,8 @@ static numla_status cstate_fill(const numla_v4_model *m, const v4_comp *c, v4_cs
     const int64_t count = n / c->rate;
     if (count == 0)
         return NUMLA_STATUS_OK;
-    s->entries = malloc(v4_es(m) * (size_t)(count * c->width));
-    if (!s->entries)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for %lld compressed entries",
-                   (long long)count);
-    s->count = s->cap = count;
+    NUMLA_CHECK(cstate_room(m, c, s, count));
+    s->count = count;
     v4_fill_values(m, s->entries, count * c->width, seed);
     return NUMLA_STATUS_OK;
 }
@@ -1291,9 +1311,7 @@ numla_status numla_v4_seq_fill(numla_v4_seq *s, int64_t n)
         for (int64_t l = 0; l < s->m->cfg.num_hidden_layers; l++) {
             v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
             for (int k = 0; k < 2; k++) {
-                free(cs[k]->entries);
-                cs[k]->entries = NULL;
-                cs[k]->count = cs[k]->cap = 0;
+                cstate_unmap(cs[k]);
             }
             memset(s->layers[l].ring, 0, v4_es(s->m) * (size_t)(v->sliding_window * v->head_dim));
         }
@@ -1427,8 +1445,8 @@ void numla_v4_cache_charge(const numla_model_config *cfg, int32_t block_size, nu
     /* the model's layers, and the MTP layer's cache when it is loaded (its type: attn[L]) */
     for (int64_t l = 0; l < c->num_layers + (cfg->mtp_enabled ? 1 : 0); l++) {
         /* one compressor: (rate, c, width); its entries rounded up to whole values per block,
-         * its buffer's growth rounded to a whole entry (numla_v4_seq_reserve), its raw kv and
-         * gate rows of two windows and the entry being made, fp32 (seq_create) */
+         * its buffer's last page (cstate_room), its raw kv and gate rows of two windows and the
+         * entry being made, fp32 (seq_create) */
         int64_t comp[2][3] = {{0, 0, 0}, {0, 0, 0}};
         if (c->attn[l] == NUMLA_V4_ATTN_CSA) {
             comp[0][0] = comp[1][0] = c->csa_rate;
@@ -1446,7 +1464,7 @@ void numla_v4_cache_charge(const numla_model_config *cfg, int32_t block_size, nu
             if (!R)
                 continue;
             blk += es * (size_t)((bs * w + R - 1) / R);
-            seq += es * (size_t)w + f * (size_t)(2 * (2 * R) * cc * w + w);
+            seq += 4096 + f * (size_t)(2 * (2 * R) * cc * w + w);
         }
         if (cfg->mtp_enabled) /* draft snapshots: V4_SNAP_ROWS rows of the ring and raw rows */
             seq += es * (size_t)(V4_SNAP_ROWS * Dh) +
@@ -1603,14 +1621,7 @@ static numla_status v4_restore_layer(const numla_v4_model *m, v4_lcache *lc, int
             continue;
         const int64_t w = cp[k]->width, R = cp[k]->rate, row = cp[k]->c * w;
         const int64_t count = pos / R, per = stride / R;
-        if (count > cs[k]->cap) {
-            void *e = realloc(cs[k]->entries, v4_es(m) * (size_t)(count * w));
-            if (!e)
-                NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for %lld compressed "
-                           "entries", (long long)count);
-            cs[k]->entries = e;
-            cs[k]->cap = count;
-        }
+        NUMLA_CHECK(cstate_room(m, cp[k], cs[k], count));
         for (int64_t g = 0; g < nseg; g++) {
             v4_pview sv;
             v4_prefix_view(segs[g], l, &sv);
@@ -1777,14 +1788,7 @@ static numla_status comp_push(const numla_v4_model *m, const v4_comp *c, v4_csta
     if ((pos + 1) % R)
         return NUMLA_STATUS_OK;
     const int64_t win = (pos + 1) / R - 1;
-    if (s->count == s->cap) {
-        int64_t cap = s->cap ? 2 * s->cap : 16;
-        void *e = realloc(s->entries, v4_es(m) * (size_t)(cap * w));
-        if (!e)
-            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for compressed entries");
-        s->entries = e;
-        s->cap = cap;
-    }
+    NUMLA_CHECK(cstate_room(m, c, s, s->count + 1)); /* a step reserved it: no call */
     float *out = s->tmp;
     const int64_t cur0 = (win * R) % (2 * R), prev0 = ((win + 1) * R) % (2 * R);
     /* slots: CSA: the previous window's first halves (win > 0), then this window's second

@@ -9,7 +9,7 @@
 #   k1 / k3 / k7   mtp:1, mtp:3 (prefill chunks of 5), mtp:7 (the most a CSA rate of 4 allows)
 #   mixed          mtp:2, 3 sequences and 7 tokens a step in chunks of 3
 #   preempt        mtp:2 with a pool that preempts (--kv-memory 0.0018: 70 blocks of 16, each
-#                  sequence holding 15 for its own cache, the MTP layer's and draft snapshots
+#                  sequence holding 16 for its own cache, the MTP layer's and draft snapshots
 #                  included)
 #   prefix         the prefix cache with drafts: sampled first turns, then second turns from
 #                  their prefix states (the MTP layer's cache included), one token a step: the

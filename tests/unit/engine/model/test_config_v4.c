@@ -317,8 +317,8 @@ static void test_sizes(void)
  * per block of 16 tokens at bf16 the paper's entries and index keys, 21 CSA layers of
  * 16 · (512 + 128) / 4 and 20 HCA layers of 16 · 512 / 128 values (= 16 tokens at
  * cache_per_token); per sequence 43 window rings of 128 x 512 bf16 values, and each compressor's
- * fp32 raw kv and gate rows of two windows, the entry being made (fp32) and one entry of slack
- * (bf16): CSA 2 x 8 rows of 2 x 512 and of 2 x 128, HCA 2 x 256 rows of 512. */
+ * fp32 raw kv and gate rows of two windows, the entry being made (fp32) and the last page of
+ * its entries' mapping: CSA 2 x 8 rows of 2 x 512 and of 2 x 128, HCA 2 x 256 rows of 512. */
 static void test_pool_charge(void)
 {
     char *t = seed("v4_flash_shape.json");
@@ -331,8 +331,8 @@ static void test_pool_charge(void)
     numla_v4_sizes z;
     numla_v4_config_sizes(&cfg_, &z);
     CU_ASSERT_DOUBLE_EQUAL((double)blk, 2 * 16 * z.cache_per_token, 1e-9);
-    const size_t csa = 4 * (2 * 8 * 2 * 512 + 512) + 2 * 512 + 4 * (2 * 8 * 2 * 128 + 128) + 2 * 128;
-    const size_t hca = 4 * (2 * 256 * 512 + 512) + 2 * 512;
+    const size_t csa = 4 * (2 * 8 * 2 * 512 + 512) + 4096 + 4 * (2 * 8 * 2 * 128 + 128) + 4096;
+    const size_t hca = 4 * (2 * 256 * 512 + 512) + 4096;
     CU_ASSERT_EQUAL(seq, 43 * (size_t)(128 * 512 * 2) + 21 * csa + 20 * hca);
     /* an fp32 cache: twice the entries; a block of 8 tokens: half */
     numla_v4_cache_charge(&cfg_, 8, NUMLA_DTYPE_F32, &blk, &seq);
