@@ -48,8 +48,9 @@ enum {
 enum {
     NUMLA_QLINEAR_GEMM_MIN_M = 4,  /* int8-row: x-blocked 4 x 4 tiles from this many rows
                                       (fewer: the 4 x 2 few-row tiles; figures: docs/linear.md) */
-    NUMLA_QLINEAR_PANEL_MIN_M = 8, /* fp8: the panel GEMM from this many rows, where it starts
-                                      to beat the few-row tiles (figures: docs/linear.md) */
+    NUMLA_QLINEAR_PANEL_MIN_M = 13, /* fp8: the panel GEMM from this many rows (from 8 it beat
+                                      the few-row tiles, docs/linear.md; up to 12 rows each row
+                                      keeps the one-row bits, kernels/qlinear.h) */
     NUMLA_QLINEAR_VNNI_GEMM_MIN_M = 32, /* W8A8 (VNNI): the packed-panel GEMM from this many rows,
                                            where repacking the weights per call pays (figures:
                                            docs/linear.md) */
@@ -102,6 +103,8 @@ enum {
     NUMLA_QL16_AHEAD = 8192,    /* software prefetch distance in the weight stream, bytes */
     NUMLA_QL16_BLOCKS = 4,      /* 128-wide blocks of a row in flight */
     NUMLA_QL16_PAIR_K = 4096,   /* longer rows go two at a time (numla_ql16_row2) */
+    NUMLA_QL16_MAX_M = 12,      /* 2 to this many x rows: the GEMV's arithmetic for each, every
+                                   weight group widened once for all (numla_ql16_rows) */
 };
 
 /* The amx level: W8A8 on TDPBSSD (kernels/x86/qlinear_amx.c), fp8 and int8-row on TDPBF16PS

@@ -249,6 +249,8 @@ size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, in
                       : 0;
     size_t amx = numla_qlinear_amx_wide_applies(w, m) ? numla_qlinear_amx_wide_ws_bytes(w, m) : 0;
     size_t most = gemm > amx ? gemm : amx;
+    const size_t rows = numla_qlinear_fp8_rows_ws_bytes(w, m); /* the avx512bf16 rows' packed x */
+    most = rows > most ? rows : most;
     return most ? 64 + most : 0;
 }
 

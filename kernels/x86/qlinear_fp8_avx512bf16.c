@@ -1,7 +1,10 @@
-/* kernels/x86/qlinear_fp8_avx512bf16.c — the fp8-block GEMV (M = 1) at the avx512bf16 level,
+/* kernels/x86/qlinear_fp8_avx512bf16.c — the fp8-block GEMV (M = 1 to 12) at the avx512bf16 level,
  * for CPUs with AVX512_VBMI as well (AMD Zen 4 and later; the table checks the CPUID bit,
  * NUMLA_CPU_VBMI): e4m3 widened to bf16 in registers and vdpbf16ps, instead of
- * widening to fp32 (vpmovsxbw, shift, vcvtph2ps) and fp32 FMA. Other M run the avx512 variant.
+ * widening to fp32 (vpmovsxbw, shift, vcvtph2ps) and fp32 FMA. 2 to NUMLA_QL16_MAX_M rows run
+ * each row's GEMV arithmetic with every weight group widened once for all of them (x packed
+ * once into the workspace), so a row's bits do not depend on M there. Other M run the avx512
+ * variant.
  *
  * e4m3 -> bf16: the byte's low 7 bits index two 128-entry byte tables (vpermi2b, which ignores
  * the index's top bit) giving the bf16's high byte without the sign and its low byte; the
@@ -14,8 +17,8 @@
  * Numerics (kernels/qlinear.h): x (fp32) is split into bf16 hi + lo, |x - hi - lo| <= 2^-16 |x|
  * (each part rounds to nearest with 8 significant bits), and both parts multiply the exact
  * weights: the products are exact and summed in fp32, per 128-wide block, then times the
- * block's scale in fp32 as on every level. A row's bits do not depend on the thread count; they
- * differ in the last bits from the avx512 variant's (M = 2-7 here).
+ * block's scale in fp32 as on every level. A row's bits do not depend on the thread count nor
+ * on M up to NUMLA_QL16_MAX_M; they differ in the last bits from the avx512 variant's.
  */
 #include "kernels/qlinear_internal.h"
 
@@ -194,6 +197,69 @@ NUMLA_QL16_INLINE void numla_ql16_row2(const numla_qlinear_weight *w, int64_t r,
     out[1] = _mm512_reduce_add_ps(tot[1]);
 }
 
+/* y[i] for weight row r and each of the m x rows packed at xp (row i: hi at xp + 2·i·kp, lo
+ * kp words after it): each x row's chains, and the order its blocks' sums are added in, are
+ * numla_ql16_row's, so every row has the one-row GEMV's bits; each weight group is widened once
+ * for all m rows and the weight row read once. */
+NUMLA_QL16_INLINE void numla_ql16_rows(const numla_qlinear_weight *w, int64_t r, const uint16_t *xp,
+                                       int64_t m, const numla_ql16_lut *t, const int8_t *end,
+                                       float *out)
+{
+    const int64_t B = NUMLA_QLINEAR_BLOCK, kp = w->kp, nb = (kp + B - 1) / B;
+    const int8_t *wr = w->q + r * kp;
+    const float *s = w->scales + numla_qlinear_grid_row(w, r) * w->scale_cols;
+    __m512 tot[NUMLA_QL16_MAX_M];
+    for (int64_t i = 0; i < m; i++)
+        tot[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512 a[NUMLA_QL16_MAX_M][4];
+        for (int64_t i = 0; i < m; i++)
+            for (int c = 0; c < 4; c++)
+                a[i][c] = _mm512_setzero_ps();
+        const int64_t c0 = b * B, groups = (kp - c0) / 64 < 2 ? (kp - c0) / 64 : 2;
+        if (wr + c0 + NUMLA_QL16_AHEAD < end)
+            _mm_prefetch((const char *)(wr + c0 + NUMLA_QL16_AHEAD), _MM_HINT_T0);
+        for (int64_t g = 0; g < groups; g++) {
+            const int64_t c = c0 + 64 * g;
+            __m512i w0, w1;
+            numla_ql16_widen(wr + c, t, &w0, &w1);
+            for (int64_t i = 0; i < m; i++) {
+                const uint16_t *xh = xp + 2 * i * kp, *xl = xh + kp;
+                a[i][0] = _mm512_dpbf16_ps(a[i][0], (__m512bh)w0, (__m512bh)_mm512_load_si512((const void *)(xh + c)));
+                a[i][1] = _mm512_dpbf16_ps(a[i][1], (__m512bh)w1, (__m512bh)_mm512_load_si512((const void *)(xh + c + 32)));
+                a[i][2] = _mm512_dpbf16_ps(a[i][2], (__m512bh)w0, (__m512bh)_mm512_load_si512((const void *)(xl + c)));
+                a[i][3] = _mm512_dpbf16_ps(a[i][3], (__m512bh)w1, (__m512bh)_mm512_load_si512((const void *)(xl + c + 32)));
+            }
+        }
+        for (int64_t i = 0; i < m; i++) {
+            const __m512 sum = _mm512_add_ps(_mm512_add_ps(a[i][0], a[i][1]), _mm512_add_ps(a[i][2], a[i][3]));
+            tot[i] = _mm512_fmadd_ps(sum, _mm512_set1_ps(s[b]), tot[i]);
+        }
+    }
+    for (int64_t i = 0; i < m; i++)
+        out[i] = _mm512_reduce_add_ps(tot[i]);
+}
+
+/* One thread's rows of y = W x for m = 2..NUMLA_QL16_MAX_M x rows packed at xp. */
+static NUMLA_QL16_FN __attribute__((noinline)) void numla_ql16_thread_rows(const numla_qlinear_weight *w,
+                                                                          int64_t m, const uint16_t *xp,
+                                                                          float *y, int64_t ldy,
+                                                                          int accumulate, int ith, int nth)
+{
+    const numla_ql16_lut t = {
+        _mm512_load_si512((const void *)numla_fp8_bf16_hi), _mm512_load_si512((const void *)(numla_fp8_bf16_hi + 64)),
+        _mm512_load_si512((const void *)numla_fp8_bf16_lo), _mm512_load_si512((const void *)(numla_fp8_bf16_lo + 64))};
+    int64_t r0, r1;
+    numla_qlinear_split(w->n, ith, nth, &r0, &r1);
+    const int8_t *end = w->q + r1 * w->kp;
+    float v[NUMLA_QL16_MAX_M];
+    for (int64_t r = r0; r < r1; r++) {
+        numla_ql16_rows(w, r, xp, m, &t, end, v);
+        for (int64_t i = 0; i < m; i++)
+            y[i * ldy + r] = accumulate ? y[i * ldy + r] + v[i] : v[i];
+    }
+}
+
 /* One thread's rows of y = W x (M = 1). A function of its own with the VBMI target: the
  * OpenMP region's outlined body does not inherit the caller's target attribute in every
  * compiler, so the VBMI code must not be inlined into it. */
@@ -230,6 +296,14 @@ void numla_qlinear_forward_fp8_avx512bf16(const numla_qlinear_weight *w, int64_t
                                           int64_t ldx, float *y, int64_t ldy, int accumulate,
                                           void *workspace)
 {
+    if (m > 1 && numla_qlinear_fp8_rows_ws_bytes(w, m) > 0 && workspace) {
+        uint16_t *xp = (uint16_t *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+        for (int64_t i = 0; i < m; i++)
+            numla_ql16_pack_x(x + i * ldx, w->k, w->kp, xp + 2 * i * w->kp, xp + (2 * i + 1) * w->kp);
+#pragma omp parallel
+        numla_ql16_thread_rows(w, m, xp, y, ldy, accumulate, omp_get_thread_num(), omp_get_num_threads());
+        return;
+    }
     if (m != 1 || w->kp > NUMLA_QL16_MAX_K) {
         numla_qlinear_forward_avx512(w, m, x, ldx, y, ldy, accumulate, workspace);
         return;

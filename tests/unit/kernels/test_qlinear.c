@@ -192,8 +192,9 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
     const double rel_ref = (double)(k + 2 * ((k + 127) / 128) + 4) * ldexp(1.0, -24);
     /* fp8 and int8-row on the amx level's tiles: their own bounds (kernels/qlinear.h) */
     const int tiles = fmt != NUMLA_QLINEAR_INT8_W8A8 && numla_qlinear_uses_amx(isa, &w, m);
-    /* fp8 M = 1 at the avx512bf16 level (VBMI): split-bf16 x, 2K exact products in fp32 */
-    const int vbmi = fmt == NUMLA_QLINEAR_FP8_BLOCK && m == 1 &&
+    /* fp8 M = 1-12 at the avx512bf16 level (VBMI): split-bf16 x, 2K exact products in fp32 */
+    const int vbmi = fmt == NUMLA_QLINEAR_FP8_BLOCK && m <= NUMLA_QL16_MAX_M &&
+                     w.kp <= NUMLA_QL16_MAX_K &&
                      numla_qlinear_level(isa, fmt) == NUMLA_ISA_AVX512BF16;
     /* int8-row there: x as three int8 planes, exact integer sums (relative to max|x| Σ|s w|) */
     const int planes = tiles && fmt == NUMLA_QLINEAR_INT8_ROW;
@@ -285,7 +286,7 @@ static double mag_row(const tensor *t, slice sl, int64_t j, const float *x, floa
 }
 
 /* The fp8 path numla_qlinear_forward takes for m rows of w at level isa: 0 one row at a time
- * (1 at the avx512bf16 level's split-bf16 GEMV), 2 the many-row panel GEMM, 3 the amx level's
+ * (1 at the avx512bf16 level's split-bf16 GEMV, 1 to NUMLA_QL16_MAX_M rows), 2 the many-row panel GEMM, 3 the amx level's
  * tiles (4 with power-of-two scales folded into the weights). A row's bits depend only on its
  * path. */
 static int fp8_path(const numla_qlinear_weight *w, numla_isa isa, int64_t m)
@@ -295,7 +296,7 @@ static int fp8_path(const numla_qlinear_weight *w, numla_isa isa, int64_t m)
         return numla_qlinear_amx_wide_applies(w, m) ? (w->scale_pow2 ? 4 : 3) : 0;
     if (m >= (int64_t)NUMLA_QLINEAR_PANEL_MIN_M)
         return 2;
-    return m == 1 && level == NUMLA_ISA_AVX512BF16 ? 1 : 0;
+    return m <= NUMLA_QL16_MAX_M && w->kp <= NUMLA_QL16_MAX_K && level == NUMLA_ISA_AVX512BF16 ? 1 : 0;
 }
 
 /* The split-bf16 part of a path's bound (kernels/qlinear.h), relative to Σ|w x|; 0 where x
@@ -456,6 +457,70 @@ static void test_row_invariance(void)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* Up to 12 rows (a speculative verify step's 9 and more) every format gives each row, at every
+ * level, the bits of its one-row call (kernels/qlinear.h): fp8 at avx512bf16 its split-bf16
+ * GEMV's, elsewhere the few-row tiles'; rows 2-12 on 1 and 2 threads, accumulate off and on,
+ * K a cut block, two and a half blocks, and past the GEMV's row pairs. */
+static void test_small_m_row_invariant(void)
+{
+    enum { MMAX = 12 };
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int ni = numla_test_isas(isas);
+    const slice sl[] = {{100, 400, 3, 128, 40, 130}, {64, 320, 0, 0, 33, 320}, {20, 4608, 0, 0, 17, 4500}};
+    const int team = omp_get_max_threads();
+    int bad = 0;
+    numla_test_rng rng = {0x51ab};
+    for (int f = 0; f < NUMLA_QLINEAR_FORMAT_COUNT; f++)
+        for (size_t s = 0; s < sizeof sl / sizeof sl[0]; s++) {
+            const numla_qlinear_format fmt = (numla_qlinear_format)f;
+            tensor t = make_tensor(fmt, sl[s].nt, sl[s].kt, &rng);
+            const int64_t n = sl[s].n, k = sl[s].k, ldx = k + 3, ldy = n + 5;
+            numla_qlinear_source src = {fmt, n, k, sl[s].row0, sl[s].col0,
+                                        t.data + sl[s].row0 * t.kt + sl[s].col0, t.kt, t.scales, t.sr, t.sc};
+            void *packed = aligned_alloc(64, (numla_qlinear_packed_size(fmt, n, k) + 63) & ~(size_t)63);
+            float *x = malloc((size_t)(MMAX * ldx) * sizeof *x), *y0 = malloc((size_t)(MMAX * ldy) * sizeof *y0);
+            float *y1 = malloc((size_t)(MMAX * ldy) * sizeof *y1), *ym = malloc((size_t)(MMAX * ldy) * sizeof *ym);
+            numla_qlinear_weight w;
+            CU_ASSERT_FATAL(packed && x && y0 && y1 && ym && numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
+            for (int64_t i = 0; i < MMAX * ldx; i++)
+                x[i] = (float)numla_test_rng_normal(&rng);
+            for (int64_t i = 0; i < MMAX * ldy; i++)
+                y0[i] = (float)numla_test_rng_normal(&rng);
+            const size_t ws = numla_qlinear_workspace_size(&w, MMAX, 2);
+            unsigned char *wsb = malloc(ws + 1);
+            for (int a = 0; a < ni; a++)
+                for (int acc = 0; acc < 2; acc++) {
+                    omp_set_num_threads(1);
+                    memcpy(y1, y0, (size_t)(MMAX * ldy) * sizeof *y1);
+                    for (int64_t i = 0; i < MMAX; i++)
+                        CU_ASSERT(numla_qlinear_forward(isas[a], &w, 1, x + i * ldx, ldx, y1 + i * ldy, ldy,
+                                                        acc, wsb + 1, ws) == NUMLA_STATUS_OK);
+                    for (int64_t m = 2; m <= MMAX; m++)
+                        for (int nt = 1; nt <= 2; nt++) {
+                            omp_set_num_threads(nt);
+                            memcpy(ym, y0, (size_t)(MMAX * ldy) * sizeof *ym);
+                            CU_ASSERT(numla_qlinear_forward(isas[a], &w, m, x, ldx, ym, ldy, acc, wsb + 1,
+                                                            ws) == NUMLA_STATUS_OK);
+                            for (int64_t i = 0; i < m; i++)
+                                if (memcmp(ym + i * ldy, y1 + i * ldy, (size_t)n * sizeof *ym) && bad++ == 0)
+                                    fprintf(stderr, "\n    %s %s %lldx%lld acc %d: row %lld of %lld rows "
+                                            "(%d threads) differs from its one-row call\n",
+                                            numla_isa_name(isas[a]), numla_qlinear_format_name(fmt),
+                                            (long long)n, (long long)k, acc, (long long)i, (long long)m, nt);
+                        }
+                }
+            free(wsb);
+            free(packed);
+            free(x);
+            free(y0);
+            free(y1);
+            free(ym);
+            free_tensor(&t);
+        }
+    omp_set_num_threads(team);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
 /* W8A8's VNNI GEMM (from NUMLA_QLINEAR_VNNI_GEMM_MIN_M rows) packs its columns in chunks
  * (numla_qlinear_vnni_chunk: 64 columns at K = 5000): 150 columns from row 7 are three chunks,
  * the last two panels and partly past N, and 70 rows end on a 4-row micro-tile; 1 to 3 threads
@@ -578,16 +643,19 @@ static void test_validation(void)
               NUMLA_STATUS_INVALID_ARG); /* x and y overlap */
     CU_ASSERT(numla_qlinear_forward(NUMLA_ISA_REF, &w, 0, NULL, 200, NULL, 100, 0, NULL, 0) ==
               NUMLA_STATUS_OK);
-    /* From 8 rows fp8 needs per-thread scratch: one thread's is enough (the call then runs on
-     * one), none is an error; below 8 none is needed. */
+    /* From NUMLA_QLINEAR_PANEL_MIN_M rows fp8 needs per-thread scratch: one thread's is enough
+     * (the call then runs on one), none is an error; 2 rows to NUMLA_QL16_MAX_M the avx512bf16
+     * rows' packed x (asked for at every level), one row none. */
     {
         enum { M = 32 };
         float *xm = calloc(M * 200, sizeof *xm), *ym = malloc(M * 100 * sizeof *ym);
         const size_t one = numla_qlinear_workspace_size(&w, M, 1), two = numla_qlinear_workspace_size(&w, M, 2);
         const size_t per = numla_qlinear_gemm_thread_bytes(&w);
         CU_ASSERT(one >= 64 + per && two >= 64 + 2 * per && two >= one);
-        CU_ASSERT(numla_qlinear_workspace_size(&w, 8, 1) >= 64 + per);
-        CU_ASSERT_EQUAL(numla_qlinear_workspace_size(&w, 7, 2), 0u);
+        CU_ASSERT(numla_qlinear_workspace_size(&w, NUMLA_QLINEAR_PANEL_MIN_M, 1) >= 64 + per);
+        CU_ASSERT(numla_qlinear_workspace_size(&w, 7, 2) >= numla_qlinear_fp8_rows_ws_bytes(&w, 7));
+        CU_ASSERT(numla_qlinear_fp8_rows_ws_bytes(&w, 7) >= 7 * (size_t)w.kp * 4);
+        CU_ASSERT_EQUAL(numla_qlinear_workspace_size(&w, 1, 2), 0u);
         void *wsm = malloc(one);
         CU_ASSERT(numla_qlinear_forward(numla_isa_best(), &w, M, xm, 200, ym, 100, 0, NULL, 0) ==
                   NUMLA_STATUS_INVALID_ARG);
@@ -616,5 +684,5 @@ static void test_validation(void)
 }
 
 NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block), NUMLA_TEST(test_fp8_gemv_threads), NUMLA_TEST(test_w8a8_gemm_chunks),
-                 NUMLA_TEST(test_int8_row), NUMLA_TEST(test_int8_w8a8), NUMLA_TEST(test_row_invariance), NUMLA_TEST(test_w8a8_rounding),
+                 NUMLA_TEST(test_int8_row), NUMLA_TEST(test_int8_w8a8), NUMLA_TEST(test_row_invariance), NUMLA_TEST(test_small_m_row_invariant), NUMLA_TEST(test_w8a8_rounding),
                  NUMLA_TEST(test_validation))
