@@ -17,9 +17,12 @@
  * row-sum correction as in the u8 x s8 VNNI path — straight into B tiles in the workspace:
  * for 16-row block mb and 64-k block c, one 1 KiB tile of 16 k-quads x (16 rows x 4 bytes),
  *   B[kk][4·mm + b] = q[16·mb + mm][64·c + 4·kk + b],   zero rows past M,
- * so a B tile load is one sequential 1 KiB (stride 64). C tiles are 16 (n) x 16 (m) int32;
- * the int32 sums are exact, and each y[m][n] = numla_qlinear_w8a8_out(acc, sx[m], s[n]) in
- * the same fp32 steps, so y is bit-identical to the ref and VNNI levels.
+ * so a B tile load is one sequential 1 KiB (stride 64); a 16-row block is packed at once, each
+ * row's 64 bytes of a k-block one vector and a 16 x 16 transpose of 4-byte words making them
+ * the tile's rows (one 1 KiB store instead of a scatter per 16 values).
+ * C tiles are 16 (n) x 16 (m) int32; the int32 sums are exact, and each
+ * y[m][n] = numla_qlinear_w8a8_out(acc, sx[m], s[n]) in the same fp32 steps, so y is
+ * bit-identical to the ref and VNNI levels.
  *
  * Tails: rows of x past M are zero in B (their C columns are not stored). An N that is not a
  * multiple of 16 gets its last A tile from rows [N - 16, N), overlapping the block before it,
@@ -45,6 +48,7 @@
 #include "kernels/x86/amx_int8_block.h"
 #include "kernels/x86/amx_tile_out.h"
 #include "kernels/x86/qlinear_quant_avx512.h"
+#include "kernels/x86/transpose16_avx512.h"
 
 /* The emulated test build (NUMLA_AMX_EMULATE: tests/CMakeLists.txt force-includes the tile
  * emulator) gets its own entry point name, so it links next to this file's real build. */
@@ -63,29 +67,39 @@ enum {
     TILE_BYTES = TR * TKB, /* one 1 KiB tile */
 };
 
-/* Quantizes x row i (k values) into its column of the B tiles (kb k-blocks per 16-row block);
- * returns sx. Each 16 values are 4 k-quads, which go to 4 consecutive tile rows. */
-static float numla_qlinear_amx_pack_row_(const float *x, int64_t k, int64_t kb, int64_t i, int8_t *xb)
+/* Quantizes x rows [i0, i0 + 16) (16-row block i0 / 16; rows past m zero) into their B tiles
+ * (kb k-blocks), their scales into sx. Per 64-k block each row's 64 bytes (16 k-quads) are one
+ * vector; a 16 x 16 transpose of 4-byte words makes them the tile's 16 k-quad rows, stored as
+ * one sequential 1 KiB. The bytes are the per-row quantizer's, wherever they are written. */
+static void numla_qlinear_amx_pack_block_(const float *x, int64_t ldx, int64_t k, int64_t kb, int64_t m, int64_t i0,
+                                          int8_t *xb, float *sx)
 {
-    float inv;
-    const float sx = numla_qlinear_row_scale_avx512(x, k, &inv);
-    const __m512 vinv = _mm512_set1_ps(inv);
-    const __m128i rows4 = _mm_setr_epi32(0, TKB, 2 * TKB, 3 * TKB);
-    int8_t *col = xb + (size_t)(i / TR) * (size_t)kb * TILE_BYTES + (size_t)(i % TR) * 4;
-    for (int64_t c = 0; c < kb * TKB; c += 16) {
-        const __m128i q = numla_qlinear_quant16_avx512(x + c, numla_qlinear_mask16(k, c), vinv);
-        int8_t *d = col + (size_t)(c / TKB) * TILE_BYTES + (size_t)(c % TKB) / 4 * TKB;
-        _mm_i32scatter_epi32(d, rows4, q, 1);
+    __m512 vinv[TR];
+    const int nr = (int)(m - i0 < TR ? m - i0 : TR);
+    for (int r = 0; r < nr; r++) {
+        float inv;
+        sx[i0 + r] = numla_qlinear_row_scale_avx512(x + (i0 + r) * ldx, k, &inv);
+        vinv[r] = _mm512_set1_ps(inv);
     }
-    return sx;
-}
-
-/* Zeroes row i's column of the B tiles (rows past M, up to the 16-row block's end). */
-static void numla_qlinear_amx_zero_row_(int64_t kb, int64_t i, int8_t *xb)
-{
-    int8_t *col = xb + (size_t)(i / TR) * (size_t)kb * TILE_BYTES + (size_t)(i % TR) * 4;
-    for (int64_t r = 0; r < kb * TR; r++)
-        __builtin_memset(col + (size_t)r * TKB, 0, 4);
+    int8_t *blk = xb + (size_t)(i0 / TR) * (size_t)kb * TILE_BYTES;
+    for (int64_t c = 0; c < kb * TKB; c += TKB) {
+        __m512i v[TR];
+        for (int r = 0; r < TR; r++) {
+            if (r >= nr) {
+                v[r] = _mm512_setzero_si512();
+                continue;
+            }
+            const float *xr = x + (i0 + r) * ldx;
+            __m512i q = _mm512_castsi128_si512(numla_qlinear_quant16_avx512(xr + c, numla_qlinear_mask16(k, c), vinv[r]));
+            q = _mm512_inserti32x4(q, numla_qlinear_quant16_avx512(xr + c + 16, numla_qlinear_mask16(k, c + 16), vinv[r]), 1);
+            q = _mm512_inserti32x4(q, numla_qlinear_quant16_avx512(xr + c + 32, numla_qlinear_mask16(k, c + 32), vinv[r]), 2);
+            v[r] = _mm512_inserti32x4(q, numla_qlinear_quant16_avx512(xr + c + 48, numla_qlinear_mask16(k, c + 48), vinv[r]), 3);
+        }
+        numla_x86_transpose16(v); /* v[kk]: k-quad kk of the 16 rows */
+        int8_t *t = blk + (size_t)(c / TKB) * TILE_BYTES;
+        for (int kk = 0; kk < TR; kk++)
+            _mm512_store_si512((void *)(t + kk * TKB), v[kk]);
+    }
 }
 
 /* y[m0 + j][n0 + r] for r in [skip, 16), j < mc, from acc (16 n x 16 m int32): the contract's
@@ -163,12 +177,8 @@ void NUMLA_QLINEAR_AMX_ENTRY(const numla_qlinear_weight *w, int64_t m, const flo
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
-        for (int64_t i = 0; i < m16; i++) {
-            if (i < m)
-                sx[i] = numla_qlinear_amx_pack_row_(x + i * ldx, w->k, kb, i, xb);
-            else
-                numla_qlinear_amx_zero_row_(kb, i, xb);
-        }
+        for (int64_t i = 0; i < m16; i += TR)
+            numla_qlinear_amx_pack_block_(x, ldx, w->k, kb, m, i, xb, sx);
         /* The shared configuration (16 x 64-byte tiles), loaded here rather than through
          * numla_amx_tiles_begin so that the emulated build runs the same instructions. */
         _tile_loadconfig(&numla_amx_tile_config);

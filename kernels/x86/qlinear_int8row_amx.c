@@ -26,6 +26,8 @@
  * packed per call into B tiles, for 16-row block mb, plane p and 64-k block c one 1 KiB tile
  * B[kk][4·mm + b] = q_p[16·mb + mm][64·c + 4·kk + b] (zero rows past M, zero k past K), the
  * planes of a block one after the other so each plane's k-blocks are one sequential stream.
+ * A 16-row block is packed at once: per 64-k block and plane, the rows' 64 bytes are transposed
+ * as 16 x 16 words into the tile's rows (stores of 1 KiB, no scatter).
  * Register blocking: 4 int32 accumulators (2 weight-row tiles x 2 x-row tiles), A in 4/5, B in
  * 6/7, over all of K once per plane (the pair's weights come from L2 for planes 2 and 3).
  * Cache blocking: x rows in chunks whose planes fit NUMLA_QLINEAR_AMX_X_BYTES (they stay in L2
@@ -105,32 +107,45 @@ static inline __m256 numla_int8row_scale_(__m512d v, __m512d sx, __m512d s)
 
 /* ---- tiles ---- */
 
-/* Quantizes x row i into its columns of the three planes' B tiles; returns sx. Each 16 values
- * are 4 k-quads, which go to 4 consecutive tile rows. */
-static float numla_int8row_pack_row_(const float *x, int64_t k, int64_t kp, int64_t i, int8_t *xb)
+/* Writes the three planes of x rows [i0, i0 + 16) (rows i0 + j of x, chunk-relative 16-row
+ * block b; rows past m zero) into block b's B tiles, their scales into sx[i0 ..]. Per 64-k block
+ * and plane each row's 64 bytes (16 k-quads) are one vector; a 16 x 16 transpose of 4-byte words
+ * makes them the tile's 16 k-quad rows, stored as one sequential 1 KiB. */
+static void numla_int8row_pack_block_(const float *x, int64_t ldx, int64_t k, int64_t kp, int64_t m, int64_t i0,
+                                      int64_t b, int8_t *xb, float *sx)
 {
     const int64_t kb = kp / TKB;
-    const __m128i rows4 = _mm_setr_epi32(0, TKB, 2 * TKB, 3 * TKB);
-    __m512 inv;
-    const float sx = numla_int8row_scale_row_(x, k, &inv);
-    int8_t *col = xb + (size_t)(i / TR) * PLANES * (size_t)kb * TILE_BYTES + (size_t)(i % TR) * 4;
-    for (int64_t c = 0; c < kp; c += 16) {
-        __m128i q[PLANES];
-        numla_int8row_quant16_(x, k, c, inv, q);
-        for (int p = 0; p < PLANES; p++)
-            _mm_i32scatter_epi32(col + ((size_t)p * (size_t)kb + (size_t)(c / TKB)) * TILE_BYTES +
-                                     (size_t)(c % TKB) / 4 * TKB,
-                                 rows4, q[p], 1);
+    const int nr = (int)(m - i0 < TR ? m - i0 : TR);
+    __m512 inv[TR];
+    for (int r = 0; r < nr; r++)
+        sx[i0 + r] = numla_int8row_scale_row_(x + (i0 + r) * ldx, k, &inv[r]);
+    int8_t *blk = xb + (size_t)b * PLANES * (size_t)kb * TILE_BYTES;
+    for (int64_t c = 0; c < kp; c += TKB) {
+        __m512i v[PLANES][TR];
+        for (int r = 0; r < TR; r++) {
+            if (r >= nr) {
+                for (int p = 0; p < PLANES; p++)
+                    v[p][r] = _mm512_setzero_si512();
+                continue;
+            }
+            const float *xr = x + (i0 + r) * ldx;
+            __m128i q[4][PLANES];
+            for (int j = 0; j < 4; j++)
+                numla_int8row_quant16_(xr, k, c + 16 * j, inv[r], q[j]);
+            for (int p = 0; p < PLANES; p++) {
+                __m512i t = _mm512_castsi128_si512(q[0][p]);
+                t = _mm512_inserti32x4(t, q[1][p], 1);
+                t = _mm512_inserti32x4(t, q[2][p], 2);
+                v[p][r] = _mm512_inserti32x4(t, q[3][p], 3);
+            }
+        }
+        for (int p = 0; p < PLANES; p++) {
+            numla_x86_transpose16(v[p]); /* v[p][kk]: k-quad kk of the 16 rows */
+            int8_t *t = blk + ((size_t)p * (size_t)kb + (size_t)(c / TKB)) * TILE_BYTES;
+            for (int kk = 0; kk < TR; kk++)
+                _mm512_store_si512((void *)(t + kk * TKB), v[p][kk]);
+        }
     }
-    return sx;
-}
-
-/* Zeroes row i's column of the B tiles (rows past M, up to the 16-row block's end). */
-static void numla_int8row_zero_row_(int64_t kp, int64_t i, int8_t *xb)
-{
-    int8_t *col = xb + (size_t)(i / TR) * PLANES * (size_t)(kp / TKB) * TILE_BYTES + (size_t)(i % TR) * 4;
-    for (int64_t r = 0; r < PLANES * (kp / TKB) * TR; r++)
-        __builtin_memset(col + (size_t)r * TKB, 0, 4);
 }
 
 /* y[m0 + j][n0 + r] (+)= the rule above for r in [skip, 16), j < mc; cp[p]: plane p's 16 n x
@@ -307,12 +322,8 @@ void numla_qlinear_int8row_amx(const numla_qlinear_weight *w, int64_t m, const f
         for (int64_t i0 = 0; i0 < m; i0 += chunk) { /* every thread: the barriers */
             const int64_t i1 = i0 + chunk < m ? i0 + chunk : m, r16 = (i1 - i0 + TR - 1) / TR * TR;
 #pragma omp for schedule(static)
-            for (int64_t i = 0; i < r16; i++) {
-                if (i0 + i < m)
-                    sx[i0 + i] = numla_int8row_pack_row_(x + (i0 + i) * ldx, w->k, kp, i, xb);
-                else
-                    numla_int8row_zero_row_(kp, i, xb);
-            }
+            for (int64_t i = 0; i < r16; i += TR)
+                numla_int8row_pack_block_(x, ldx, w->k, kp, m, i0 + i, i / TR, xb, sx);
             if (2 * lo < b1)
                 numla_int8row_range_(w, xb, sx, m, i0, i1, 2 * lo, b1, y, ldy, accumulate);
 #pragma omp barrier
