@@ -1,5 +1,5 @@
-/* kernels/act.c — numla_act_silu_mul dispatcher (kernels/act.h). AVX2 has no variant of its own:
- * the scalar loop is what it runs (the op is a small part of an MLP whose GEMMs dominate). */
+/* kernels/act.c — numla_act_silu_mul dispatcher (kernels/act.h): the reference, and vector
+ * variants at avx2 (8 lanes) and avx512 (16 lanes) that give the same results lane for lane. */
 #include "kernels/act.h"
 
 /* A variant: the head (kernels/isa.h) and its function. */
@@ -9,11 +9,13 @@ typedef struct numla_act_variant {
 } numla_act_variant;
 
 static const numla_act_variant numla_act_ref_ = {{"ref", 0, NULL}, numla_act_silu_mul_ref};
+static const numla_act_variant numla_act_avx2_ = {{"avx2", 0, NULL}, numla_act_silu_mul_avx2};
 static const numla_act_variant numla_act_avx512_ = {{"avx512", 0, NULL}, numla_act_silu_mul_avx512};
 
 /* Native variants per level (one kind); an empty entry inherits the level below. */
 static const numla_variant *const numla_act_table_[NUMLA_ISA_COUNT][1] = {
     [NUMLA_ISA_REF] = {&numla_act_ref_.v},
+    [NUMLA_ISA_AVX2] = {&numla_act_avx2_.v},
     [NUMLA_ISA_AVX512] = {&numla_act_avx512_.v},
 };
 

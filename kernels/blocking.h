@@ -13,9 +13,13 @@
 enum {
     NUMLA_LINEAR_AVX512_MR = 12,    /* avx512 tiles: rows of x per micro-kernel (x 2 panels);
                                        up to this many rows a row's bits do not depend on M */
-    NUMLA_LINEAR_AVX512_ROW_GROUP = 4, /* avx512, M <= MR: rows per tile, each output in two
+    NUMLA_LINEAR_AVX512_ROW_GROUP = 6, /* avx512, M <= MR: rows per tile, each output in two
                                        accumulator chains (even and odd k) as the one-row GEMV
-                                       has it; 4 rows x 2 panels x 2 chains = 16 zmm */
+                                       has it; 6 rows x 2 panels x 2 chains = 24 zmm + 4 widened
+                                       weights (x comes as the FMAs' broadcast operands). One
+                                       tile widens each weight vector once for all its rows, a
+                                       second group widens it again: 5-6 rows in one tile cost
+                                       less than groups of 4 + 1-2 (docs/linear.md) */
     NUMLA_LINEAR_AVX2_MR = 4,       /* avx2 tiles: rows of x per micro-kernel (x 1 panel) */
     NUMLA_LINEAR_AVX2_ROW_GROUP = 2, /* avx2, 2 < M <= ROWS_MAX_M: rows per tile, each output in
                                        two accumulator chains (even and odd k) as the one-row
@@ -96,6 +100,17 @@ enum {
     NUMLA_QLINEAR_VG_NR = 4, /* 16-column panels per micro-tile: 6 x 4 = 24 accumulators */
 };
 
+/* The avx2 level of fp8, int8-row and W8A8 (kernels/x86/qlinear_avx2.c; 16 ymm registers). */
+enum {
+    NUMLA_QLINEAR_AVX2_NW = 2,       /* few-row tiles: weight rows x ... */
+    NUMLA_QLINEAR_AVX2_MR = 4,       /* ... x rows (8 accumulators, each widened weight feeds 4) */
+    NUMLA_QLINEAR_AVX2_GEMV_NW = 4,  /* int8-row and W8A8 at M = 1: rows in flight */
+    NUMLA_QLINEAR_AVX2_BLOCKS = 8,   /* fp8 at M = 1: 128-wide blocks of a row in flight (8
+                                        FMA chains: 2 pipes x 4 cycles of latency) */
+    NUMLA_QLINEAR_AVX2_AHEAD = 8192, /* M = 1: software prefetch distance in the weight stream */
+    NUMLA_QLINEAR_AVX2_PANEL_MR = 6, /* fp8 panel GEMM: x rows x 16 columns (12 accumulators) */
+};
+
 /* fp8's GEMV on vdpbf16ps (kernels/x86/qlinear_fp8_avx512bf16.c). */
 enum {
     NUMLA_QL16_MAX_K = 20480,   /* x packed on each thread's stack: 4 bytes per column; longer
@@ -120,8 +135,10 @@ enum {
 #define NUMLA_QLINEAR_AMX_FP8_X_ALL ((size_t)32 << 20) /* amx level, fp8 slabs: packed x of all K
                                               at once (more rows: passes that widen again) */
 enum {
-    NUMLA_QLINEAR_AMX_WIDE_MIN_M = 16,      /* amx level, fp8: M from this (and N >= 16) runs the
-                                              tiles; below, the avx512 rows (docs/linear.md) */
+    NUMLA_QLINEAR_AMX_WIDE_MIN_M = 13,      /* amx level, fp8: M from this (and N >= 16) runs the
+                                              tiles (13 to 15 rows pad one x tile and still beat
+                                              avx512's M = 13-15 path: docs/linear.md); up to 12
+                                              rows keep their one-row bits (kernels/qlinear.h) */
     NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK = 256, /* amx level: most x rows packed at once (its
                                               per-thread fp32 sums live on the stack) */
     NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K = 4096, /* amx level, fp8: larger K widens its weights a slab
@@ -131,9 +148,11 @@ enum {
     NUMLA_QLINEAR_AMX_FP8_KS = 1024,       /* the slab's columns (its partial sums go into y) */
     NUMLA_QLINEAR_AMX_FP8_NB = 4096,       /* weight rows widened at once (8 MiB of bf16 of one
                                               slab in the workspace, each thread its rows) */
-    NUMLA_QLINEAR_AMX_FP8_KC = 256,        /* amx level, fp8 with power-of-two scales: k columns
-                                              per widened block (C stored and reloaded between
-                                              them; two 16 KiB A buffers stay in L1) */
+    NUMLA_QLINEAR_AMX_FP8_KC = 256,        /* amx level, fp8 slabs with power-of-two scales: k
+                                              columns per C pass (C stored and reloaded between
+                                              them); below the slabs a k block is one scale
+                                              block, 4 weight tiles x 128 k: two 16 KiB A
+                                              buffers stay in L1 */
     NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M = 4,  /* amx level, int8-row: fewer rows run the same
                                               exact integer sums on VNNI (the same bits; a
                                               decode GEMV is faster there, docs/linear.md) */
@@ -184,6 +203,10 @@ enum { NUMLA_QBLOCK_GEMM_MR = 6, NUMLA_QBLOCK_GEMM_CHUNK = 96 * 1024 };
 
 enum { NUMLA_QBLOCK_QUANT_TEAM_GROUPS = 64 };
 
+/* Q8 mode, the avx2 level (kernels/x86/qblock_avx2.c): x rows per tile (a weight block unpacked
+ * once for them) and the weight bytes a thread walks per pass of the x tiles (kept in L2). */
+enum { NUMLA_QBLOCK_AVX2_MR = 4, NUMLA_QBLOCK_AVX2_CHUNK = 96 * 1024 };
+
 /* Q8 mode, the panel GEMM (kernels/x86/qblock_panel_avx512vnni.c, and the amx tiles) from
  * PANEL_MIN_M rows, NP panels packed at a time; its register tile. */
 enum { NUMLA_QBLOCK_PANEL_MIN_M = 16, NUMLA_QBLOCK_PANEL_NP = 4 };
@@ -201,14 +224,19 @@ enum {
 
 /* ---- MLA attention (kernels/mla_attn.c: the work split) ---------------------------------- */
 
-enum { NUMLA_MLA_ATTN_VSHARE_KEYS = 512 }; /* = the frame's group sub-range */
+/* Keys per chunk: a row's keys are cut at multiples of it from key 0 and the chunks' states
+ * combined in a fixed tree (kernels/mla_attn.h, the bits contract), so it bounds how finely one
+ * long sequence splits over threads (and how evenly a short one does) and sets how often a
+ * state is combined (a pass over 16 x Dc fp32 a unit per chunk). A multiple of every chunk
+ * kernel's key tile (NUMLA_MLA_KT, NUMLA_MLA16_KT, NUMLA_MLA_AVX2_KT). */
+enum { NUMLA_MLA_ATTN_KEY_CHUNK = 128 };
+enum { NUMLA_MLA_ATTN_VSHARE_KEYS = NUMLA_MLA_ATTN_KEY_CHUNK }; /* = the frame's chunk */
 
 enum {
     NUMLA_MLA_ATTN_ITEMS_PER_THREAD = 8,
-    NUMLA_MLA_ATTN_MIN_CHUNK = 256, /* keys: below this a split costs more than it balances */
-    NUMLA_MLA_ATTN_MAX_GROUP = 8,   /* units per head group: 8 x 32 KiB of running state */
-    NUMLA_MLA_ATTN_SUB_KEYS = NUMLA_MLA_ATTN_VSHARE_KEYS, /* keys per sub-range of a group item:
-                                                            576 KiB of bf16 rows */
+    NUMLA_MLA_ATTN_MIN_CHUNK = 256, /* (unit, key) pairs: below this an item costs more than it
+                                       balances */
+    NUMLA_MLA_ATTN_MAX_GROUP = 8,   /* units per head group: 8 x depth x 32 KiB of stack states */
 };
 
 /* The chunk kernels' key tiles (the tuning builds may override the #defines): avx2
@@ -246,6 +274,8 @@ enum {
     NUMLA_DSA_IX_KEYS = 4,     /* avx512 indexer: keys widened and scored together */
     NUMLA_DSA_BF_KEYS = 4,     /* avx512bf16 indexer: keys scored together */
     NUMLA_DSA_VN_KEYS = 4,     /* avx512vnni (int8) indexer: keys scored together */
+    NUMLA_DSA_AVX2_KEYS = 4,   /* avx2 indexers (float, int8): keys scored together (the lane
+                                  sums take four) */
 };
 
 enum {

@@ -24,10 +24,12 @@
 
 /* Indexer variants per level and kind: the int8 indexer (I8 index keys) and the float one
  * (every other key type). An empty entry inherits the level below, and so does one whose
- * applies() does not take the call (amx runs avx512bf16's; avx2 ref's). */
+ * applies() does not take the call (amx runs avx512bf16's; the int8 kind at avx512 without
+ * VNNI runs avx2's). */
 enum { NUMLA_DSA_INDEX_I8 = 0, NUMLA_DSA_INDEX_FLOAT, NUMLA_DSA_INDEX_KINDS };
 static const numla_variant *const numla_dsa_index_table_[NUMLA_ISA_COUNT][NUMLA_DSA_INDEX_KINDS] = {
     [NUMLA_ISA_REF] = {&numla_dsa_index_kernel_i8_ref.v, &numla_dsa_index_kernel_ref.v},
+    [NUMLA_ISA_AVX2] = {&numla_dsa_index_kernel_i8_avx2.v, &numla_dsa_index_kernel_avx2.v},
     [NUMLA_ISA_AVX512] = {&numla_dsa_index_kernel_i8_avx512vnni.v, &numla_dsa_index_kernel_avx512.v},
     [NUMLA_ISA_AVX512BF16] = {NULL, &numla_dsa_index_kernel_avx512bf16.v}, /* bf16 q and cache */
 };
@@ -35,6 +37,7 @@ static const numla_variant *const numla_dsa_index_table_[NUMLA_ISA_COUNT][NUMLA_
 /* Sparse attention's variants per level (one kind; a bf16 cache at avx512bf16, amx inherits). */
 static const numla_variant *const numla_dsa_attn_table_[NUMLA_ISA_COUNT][1] = {
     [NUMLA_ISA_REF] = {&numla_dsa_attn_kernel_ref.v},
+    [NUMLA_ISA_AVX2] = {&numla_dsa_attn_kernel_avx2.v},
     [NUMLA_ISA_AVX512] = {&numla_dsa_attn_kernel_avx512.v},
     [NUMLA_ISA_AVX512BF16] = {&numla_dsa_attn_kernel_avx512bf16.v},
 };
@@ -68,13 +71,18 @@ static size_t numla_dsa_align(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* Queries of each sequence and the paged table (shared by both calls). */
 static numla_status numla_dsa_validate_paging(const char *who, int32_t B, int32_t bs, int64_t nblk,
-                                              int32_t mbps, const int32_t *tables,
+                                              int32_t mbps, int32_t stride, const int32_t *tables,
                                               const int32_t *lens, const int32_t *qsl, int causal)
 {
     if (B < 0 || bs < 1 || nblk < 0 || mbps < 0)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
                    "%s: bad sizes (num_seqs %d, block_size %d, num_blocks %lld, max_blocks_per_seq %d)",
                    who, B, bs, (long long)nblk, mbps);
+    if (stride != 0 && stride < mbps)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG,
+                   "%s: block_table_stride %d is neither 0 (one shared table) nor >= max_blocks_per_seq %d",
+                   who, stride, mbps);
+    int32_t shared_nb = 0; /* a shared table: its entries checked once, up to the longest */
     if (B > 0 && (!tables || !lens))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "%s: block_tables or seq_lens is NULL", who);
     if (qsl && qsl[0] != 0)
@@ -94,14 +102,23 @@ static numla_status numla_dsa_validate_paging(const char *who, int32_t B, int32_
                            (long long)n, lens[b]);
         }
         int32_t nb = (int32_t)(((int64_t)lens[b] + bs - 1) / bs);
+        if (stride == 0) {
+            shared_nb = nb > shared_nb ? nb : shared_nb;
+            continue;
+        }
         for (int32_t j = 0; j < nb; j++) {
-            int32_t e = tables[(int64_t)b * mbps + j];
+            int32_t e = tables[(int64_t)b * stride + j];
             if (e < 0 || e >= nblk)
                 NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE,
                            "%s: block_tables[%d][%d] = %d outside 0 .. num_blocks-1 (%lld)", who, b,
                            j, e, (long long)nblk - 1);
         }
     }
+    for (int32_t j = 0; j < shared_nb; j++)
+        if (tables[j] < 0 || tables[j] >= nblk)
+            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE,
+                       "%s: block_tables[%d] (shared) = %d outside 0 .. num_blocks-1 (%lld)", who,
+                       j, tables[j], (long long)nblk - 1);
     return NUMLA_STATUS_OK;
 }
 
@@ -219,8 +236,9 @@ static numla_status numla_dsa_index_validate(const numla_dsa_index_args *a)
     if (a->num_seqs > 0 && (!a->q || !a->w || !a->kcache || !a->indices || !a->counts))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "dsa_index: q, w, kcache, indices or counts is NULL");
     return numla_dsa_validate_paging("dsa_index", a->num_seqs, a->block_size, a->num_blocks,
-                                     a->max_blocks_per_seq, a->block_tables, a->seq_lens,
-                                     a->query_start_loc, a->query_start_loc && a->causal);
+                                     a->max_blocks_per_seq, a->block_table_stride,
+                                     a->block_tables, a->seq_lens, a->query_start_loc,
+                                     a->query_start_loc && a->causal);
 }
 
 static int64_t numla_dsa_index_limit(const numla_dsa_index_args *a, int32_t b, int64_t i)
@@ -551,8 +569,8 @@ static numla_status numla_dsa_attn_validate(const numla_dsa_attn_args *a)
     if (a->num_seqs > 0 && (!a->q || !a->kv_cache || !a->indices || !a->counts || !a->out))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "dsa_attn: q, kv_cache, indices, counts or out is NULL");
     NUMLA_CHECK(numla_dsa_validate_paging("dsa_attn", a->num_seqs, a->block_size, a->num_blocks,
-                                          a->max_blocks_per_seq, a->block_tables, a->seq_lens,
-                                          a->query_start_loc, 0));
+                                          a->max_blocks_per_seq, a->block_table_stride,
+                                          a->block_tables, a->seq_lens, a->query_start_loc, 0));
     const int32_t *qsl = a->query_start_loc;
     for (int32_t b = 0; b < a->num_seqs; b++) {
         int64_t q0 = qsl ? qsl[b] : b, q1 = qsl ? qsl[b + 1] : b + 1;

@@ -4,10 +4,17 @@
  *
  * Index-key cache, per layer: kcache[num_blocks][block_size][row] (one row of index_head_dim
  *   values a token, LayerNorm'd and rope-applied), paged with the same block table as the
- *   latent cache: token t of sequence b lives at block_tables[b][t / block_size], offset
- *   t % block_size. A row is Di values of k_dtype (f32, f16, bf16), or, for k_dtype I8 (the
- *   quantized option), Di int8 codes followed by the fp32 scale sk and the int32 sum of the
- *   codes: numla_dsa_key_row_bytes(k_dtype, Di) bytes, written by numla_dsa_key_quantize.
+ *   latent cache: token t of sequence b lives at block_tables[b · block_table_stride +
+ *   t / block_size], offset t % block_size. A row is Di values of k_dtype (f32, f16, bf16), or,
+ *   for k_dtype I8 (the quantized option), Di int8 codes followed by the fp32 scale sk and the
+ *   int32 sum of the codes: numla_dsa_key_row_bytes(k_dtype, Di) bytes, written by
+ *   numla_dsa_key_quantize.
+ *
+ * Block tables (both calls): block_table_stride is the table's row stride in entries:
+ *   >= max_blocks_per_seq for one row a sequence (the usual batch), or 0 for one row shared by
+ *   every sequence: the form for "sequences" that are query rows of one real sequence reading
+ *   its cache at different limits (DeepSeek-V4's CSA indexer passes each prefill row as its own
+ *   sequence), so no caller copies the table once a row.
  *
  * Queries: one per sequence (query_start_loc == NULL, decode) or query_start_loc[b] ..
  *   query_start_loc[b+1]-1 for sequence b (multi-token). The visible keys of query i of
@@ -26,6 +33,12 @@
  *   against the float scoring: docs/sparse_attention.md). Needs Di % 4 == 0.
  *   The kernel keeps the min(topk, lim) best keys: higher score first, and among equal scores
  *   the lower position (a total order, so the set does not depend on threading).
+ *   A key's score at a given level is the same bits whichever key group, block or split part
+ *   computes it, so a query's selection at a level does not depend on the call's other queries
+ *   (a verify step's rows give each row its one-row selection). Levels: ref; avx2
+ *   (kernels/x86/dsa_avx2.c, float and int8 keys, Hi % 8 == 0); avx512 (float keys and, with
+ *   VNNI, int8 keys, Hi % 16 == 0); avx512bf16 (bf16 q and keys); other shapes run the level
+ *   below. Across levels only the fp32 sums are grouped differently (docs/sparse_attention.md).
  *   indices[s][0 .. count-1] are those positions in ascending order, the rest of the row is -1;
  *   counts[s] = min(topk, lim).
  *
@@ -34,10 +47,15 @@
  *   to the rows indices[s][0 .. counts[s]-1] of its sequence (any order, each < seq_lens[b];
  *   the causal limit is the indexer's business). Output out (T_q, H, Dc) and optional
  *   lse (T_q, H); a query with count 0 gets zeros and lse = -inf, so numla_merge_attn and the
- *   chunked-prefill merges work as with the dense kernel.
+ *   chunked-prefill merges work as with the dense kernel. Levels: ref; avx2 (the dense MLA avx2
+ *   chunk over the index list: Dc % 32 == 0, Dr % 16 == 0); avx512 ((Dc + Dr) % 16 == 0);
+ *   avx512bf16 (the dense avx512bf16 chunk over the index list, a bf16 cache); other shapes run
+ *   the level below.
  *
  * Rules (both calls):
  *   - Cache rows past each sequence's end and blocks not in the table are never read.
+ *   - max_blocks_per_seq bounds seq_lens (<= max_blocks_per_seq x block_size) whatever the
+ *     stride; a shared table (stride 0) holds the blocks of the longest sequence.
  *   - q, caches and out may be f32, f16 or bf16 (the index-key cache also I8); w is fp32;
  *     accumulation in fp32 (int32 for the I8 dot products).
  *   - Threading: each call opens its own OpenMP parallel region (omp_get_max_threads()
@@ -64,7 +82,8 @@ typedef struct numla_dsa_index_args {
     int32_t head_dim;           /* Di (index_head_dim), >= 1 */
     int32_t block_size;         /* tokens per cache block, >= 1 */
     int64_t num_blocks;         /* blocks in kcache */
-    int32_t max_blocks_per_seq; /* row stride of block_tables */
+    int32_t max_blocks_per_seq; /* blocks a table row may hold (bounds seq_lens) */
+    int32_t block_table_stride; /* row stride of block_tables: >= max_blocks_per_seq, or 0 (shared) */
     int32_t topk;               /* index_topk, >= 1; row stride of indices */
 
     const void *q;                  /* (T_q, Hi, Di), q_dtype, rope applied */
@@ -72,7 +91,7 @@ typedef struct numla_dsa_index_args {
     const float *w;                 /* (T_q, Hi) head weights (weights_proj · Hi^-0.5) */
     const void *kcache;             /* (num_blocks, block_size, row), row: numla_dsa_key_row_bytes */
     numla_dtype k_dtype;
-    const int32_t *block_tables;    /* (B, max_blocks_per_seq) */
+    const int32_t *block_tables;    /* (B, block_table_stride); stride 0: (max_blocks_per_seq) */
     const int32_t *seq_lens;        /* (B) */
     const int32_t *query_start_loc; /* (B + 1) or NULL: one query per sequence */
     int32_t causal;                 /* multi-token only */
@@ -89,14 +108,15 @@ typedef struct numla_dsa_attn_args {
     int32_t rope_dim;           /* Dr */
     int32_t block_size;
     int64_t num_blocks;
-    int32_t max_blocks_per_seq;
+    int32_t max_blocks_per_seq; /* as numla_dsa_index_args */
+    int32_t block_table_stride; /* as numla_dsa_index_args: >= max_blocks_per_seq, or 0 */
     int32_t index_stride;       /* row stride of indices (topk), >= max count */
 
     const void *q;                  /* (T_q, H, Dc + Dr), q_dtype */
     numla_dtype q_dtype;
     const void *kv_cache;           /* (num_blocks, block_size, Dc + Dr), kv_dtype */
     numla_dtype kv_dtype;
-    const int32_t *block_tables;    /* (B, max_blocks_per_seq) */
+    const int32_t *block_tables;    /* (B, block_table_stride); stride 0: (max_blocks_per_seq) */
     const int32_t *seq_lens;        /* (B) */
     const int32_t *query_start_loc; /* (B + 1) or NULL */
     const int32_t *indices;         /* (T_q, index_stride) selected positions */

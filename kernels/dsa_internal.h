@@ -58,6 +58,8 @@ typedef struct numla_dsa_attn_kernel {
 } numla_dsa_attn_kernel;
 
 extern const numla_dsa_index_kernel numla_dsa_index_kernel_ref;
+extern const numla_dsa_index_kernel numla_dsa_index_kernel_avx2;
+extern const numla_dsa_index_kernel numla_dsa_index_kernel_i8_avx2;
 extern const numla_dsa_index_kernel numla_dsa_index_kernel_avx512;
 extern const numla_dsa_index_kernel numla_dsa_index_kernel_avx512bf16;
 extern const numla_dsa_index_kernel numla_dsa_index_kernel_i8_ref;
@@ -105,13 +107,20 @@ static inline int32_t numla_dsa_i8_row_sum(const char *row, int32_t D)
     return s;
 }
 extern const numla_dsa_attn_kernel numla_dsa_attn_kernel_ref;
+extern const numla_dsa_attn_kernel numla_dsa_attn_kernel_avx2;
 extern const numla_dsa_attn_kernel numla_dsa_attn_kernel_avx512;
 extern const numla_dsa_attn_kernel numla_dsa_attn_kernel_avx512bf16;
+
+/* Sequence b's row of a block table of row stride `stride` (0: one row shared by all). */
+static inline const int32_t *numla_dsa_table_row(const int32_t *tables, int32_t stride, int32_t b)
+{
+    return tables + (int64_t)b * stride;
+}
 
 /* Index-key row of token t of sequence b (validated). */
 static inline const char *numla_dsa_k_row(const numla_dsa_index_args *a, int32_t b, int64_t t)
 {
-    int64_t blk = a->block_tables[(int64_t)b * a->max_blocks_per_seq + t / a->block_size];
+    int64_t blk = numla_dsa_table_row(a->block_tables, a->block_table_stride, b)[t / a->block_size];
     int64_t slot = blk * a->block_size + t % a->block_size;
     return (const char *)a->kcache + slot * (int64_t)numla_dsa_key_row_bytes(a->k_dtype, a->head_dim);
 }
@@ -127,7 +136,7 @@ enum { NUMLA_DSA_PREFETCH_KEYS = 64 };
 static inline void numla_dsa_k_rows(const numla_dsa_index_args *a, int32_t b, int64_t t0, int32_t n,
                                     const char **rows)
 {
-    const int32_t *tab = a->block_tables + (int64_t)b * a->max_blocks_per_seq;
+    const int32_t *tab = numla_dsa_table_row(a->block_tables, a->block_table_stride, b);
     const int64_t rb = (int64_t)numla_dsa_key_row_bytes(a->k_dtype, a->head_dim);
     int64_t j = t0 / a->block_size, o = t0 % a->block_size;
     for (int32_t i = 0; i < n; i++) {
@@ -159,7 +168,7 @@ static inline void numla_dsa_k_prefetch(const numla_dsa_index_args *a, int32_t b
 static inline const char *numla_dsa_kv_row(const numla_dsa_attn_args *a, int32_t b, int64_t t)
 {
     int64_t width = (int64_t)a->kv_lora_rank + a->rope_dim;
-    int64_t blk = a->block_tables[(int64_t)b * a->max_blocks_per_seq + t / a->block_size];
+    int64_t blk = numla_dsa_table_row(a->block_tables, a->block_table_stride, b)[t / a->block_size];
     int64_t slot = blk * a->block_size + t % a->block_size;
     return (const char *)a->kv_cache + slot * width * (int64_t)numla_dtype_size(a->kv_dtype);
 }

@@ -9,9 +9,12 @@
 static void pack_block(const numla_mha_prefill_args *a, int32_t b, int32_t h, int64_t kb,
                        float *kt);
 
+static int numla_mha_prefill_avx2_takes_(const void *args) { return numla_mha_prefill_avx2_applies(args); }
 static int numla_mha_prefill_amx_takes_(const void *args) { return numla_mha_prefill_amx_applies(args); }
 
 static const numla_mha_prefill_impl numla_mha_prefill_ref_ = {{"ref", 0, NULL}, numla_mha_prefill_ref, NULL};
+static const numla_mha_prefill_impl numla_mha_prefill_avx2_ = {
+    {"avx2", 0, numla_mha_prefill_avx2_takes_}, numla_mha_prefill_avx2, pack_block};
 static const numla_mha_prefill_impl numla_mha_prefill_avx512_ = {{"avx512", 0, NULL}, numla_mha_prefill_avx512,
                                                                  pack_block};
 static const numla_mha_prefill_impl numla_mha_prefill_amx_ = {
@@ -22,6 +25,7 @@ static const numla_mha_prefill_impl numla_mha_prefill_amx_ = {
  * below, and so does a level whose variant does not apply to the args. */
 static const numla_variant *const numla_mha_prefill_table_[NUMLA_ISA_COUNT][1] = {
     [NUMLA_ISA_REF] = {&numla_mha_prefill_ref_.v},
+    [NUMLA_ISA_AVX2] = {&numla_mha_prefill_avx2_.v},
     [NUMLA_ISA_AVX512] = {&numla_mha_prefill_avx512_.v},
     [NUMLA_ISA_AMX] = {&numla_mha_prefill_amx_.v},
 };
@@ -68,7 +72,7 @@ size_t numla_mha_prefill_workspace_size(numla_isa isa, const numla_mha_prefill_a
 }
 
 /* Keys and values of (sequence b, head h), key block kb, into kt's fp32 layout
- * (kernels/mha_prefill_internal.h): the avx512 variant's packing. */
+ * (kernels/mha_prefill_internal.h): the avx2 and avx512 variants' packing. */
 static void pack_block(const numla_mha_prefill_args *a, int32_t b, int32_t h, int64_t kb,
                        float *kt)
 {

@@ -23,8 +23,14 @@
  *     dynamically scheduled (causal work is triangular).
  *   - No allocation: numla_mha_prefill_workspace_size() bytes of scratch are passed in
  *     (the call uses omp_get_max_threads() threads).
- *   - Numerics: fp32 throughout in the vector variants (online softmax over key blocks); the
- *     reference accumulates in double. Not collective.
+ *   - Numerics: fp32 throughout in the vector variants (avx2, avx512; amx splits the products'
+ *     operands into bf16 pairs, kernels/x86/mha_prefill_amx.h) with an online softmax over key
+ *     blocks at fixed positions (multiples of NUMLA_MHA_PREFILL_KB from key 0); the reference
+ *     accumulates in double. A row's bits depend only on its query and the keys it sees, never
+ *     on the other rows of the call, how its sequence's rows are split into calls, or the
+ *     thread count. Not collective.
+ *   - Vector variants take value widths that are multiples of 8 (avx2) or 16 (avx512); the
+ *     reference runs the others. Any query width.
  */
 #ifndef NUMLA_KERNELS_MHA_PREFILL_H
 #define NUMLA_KERNELS_MHA_PREFILL_H

@@ -34,6 +34,11 @@ typedef void (*numla_mha_prefill_fn)(const numla_mha_prefill_args *a, int32_t b,
 
 void numla_mha_prefill_ref(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0,
                            int32_t i1, float *scratch, const float *kt);
+void numla_mha_prefill_avx2(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0,
+                            int32_t i1, float *scratch, const float *kt);
+/* Whether the avx2 variant takes these args: v_dim a multiple of 8; when not, the reference
+ * runs them. */
+int numla_mha_prefill_avx2_applies(const numla_mha_prefill_args *a);
 void numla_mha_prefill_avx512(const numla_mha_prefill_args *a, int32_t b, int32_t h, int32_t i0,
                               int32_t i1, float *scratch, const float *kt);
 /* The avx512 variant with Q·Kᵀ and P·V on AMX tiles, over the tile packing; the dispatcher

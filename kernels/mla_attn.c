@@ -1,29 +1,43 @@
 /* kernels/mla_attn.c — the MLA attention frame: dispatch table, shape validation, the
- * (sequence, head block, context split) work plan, OpenMP driver, LSE merge of split results
+ * (sequence, head block, key chunk) work plan, OpenMP driver, the combination of chunk states
  * and output conversion. The per-ISA chunk kernels (mla_attn_internal.h) own the inner loops.
  *
- * Plan: rows of each sequence are cut into head blocks of NUMLA_MLA_ATTN_ROWS rows ("units").
- * The keys of all units are cut into chunks of about total_keys / (8 · threads) keys (at least
- * NUMLA_MLA_ATTN_MIN_CHUNK) so that one long sequence, many short ones and anything in between
- * give enough items to keep every thread busy. A unit cut into one chunk writes its output
- * directly; a unit cut into several writes normalised partial outputs and LSEs into the
- * workspace, and a second phase merges them. Both bounds below hold for any seq_lens:
- *   items  <= units + 8·threads
- *   slots  <= 2 · 8·threads   (a split unit with s >= 2 chunks uses s <= 2(s-1) slots, and
- *                             Σ(s-1) < total_keys / chunk <= 8·threads)
- * so the workspace size does not depend on seq_lens.
+ * Units: a sequence's rows are cut into head blocks of up to NUMLA_MLA_ATTN_ROWS rows
+ * ("units"): each query's H rows on their own, except in a non-causal multi-token call, where
+ * every row sees the same keys and the sequence's rows are cut into sixteens from its first
+ * (with H < 16 several queries a block). So every row of a unit sees the same keys, and in a
+ * causal call (or one query a sequence) a row's unit is the one a one-query call gives it.
  *
- * Head groups: with more than NUMLA_MLA_ATTN_ROWS rows per sequence (H > 16, or several
- * queries of a multi-token sequence), up to G = numla_mla_attn_group_units() consecutive units
- * of one sequence form one item, so that each cache row is read from memory once for all of
- * them (docs/design.md §4). The item walks its keys in sub-ranges of NUMLA_MLA_ATTN_SUB_KEYS (kept
- * in L2), runs the chunk kernel of every unit over each sub-range and folds the results into a
- * running online-softmax state per unit. A group's splits are at least max(64, 256 / units)
- * keys long; when that leaves a sequence fewer items than its share of the work asks for (one
- * sequence, few keys, many threads), it takes smaller groups. A split group uses one partial
- * slot per (unit, split), so with G > 1 the bounds above become merges <= G·8·threads and
- * slots <= 2·G·8·threads.
- * A one-unit item (H <= 16 decode) runs exactly as before: one chunk call over its range.
+ * Key chunks (the bits contract of mla_attn.h): a unit whose rows see L keys cuts them at fixed
+ * positions, chunk c = [c·C, min((c + 1)·C, L)) with C = NUMLA_MLA_ATTN_KEY_CHUNK; the chunk
+ * kernel runs once per chunk and the chunks' states (unnormalised acc, m, l) are combined in a
+ * fixed binary tree over the chunk index: node i of level k + 1 combines nodes 2i and 2i + 1 of
+ * level k (a missing right node passes the left one through), and the root is normalised. So a
+ * row's result depends on its own L only: not on the thread count, the other rows of the call
+ * or the other sequences.
+ *
+ * Items: a group of consecutive units of one sequence (up to G = numla_mla_attn_group_units(),
+ * so that each cache row is read from memory once for all of them: docs/design.md §4) and one
+ * node of the tree (level k, index i: chunks [i·2^k, (i + 1)·2^k)). An item walks its chunks in
+ * order, runs every unit's chunk kernel on each before the next (the chunk's rows come from
+ * memory for the first unit and from L2 for the others), and combines each unit's chunk states
+ * on a stack as the tree does (a binary counter). A unit with fewer keys than the group's last
+ * one skips the chunks past its end; as empty states (m = -inf) pass through every
+ * combination unchanged, its tree is that of its own L. An item that is a whole tree writes
+ * the output; otherwise it writes its node's state per unit into a slot, and the merge phase
+ * combines each unit's nodes up the tree and normalises.
+ *
+ * Plan: the work (unit, key) pairs of all units is cut into items of about
+ * chunk = max(NUMLA_MLA_ATTN_MIN_CHUNK, total / (8 · threads)) pairs: a group of W pairs takes the
+ * lowest level whose node count is <= ceil(W / chunk). A sequence's group size is the largest
+ * <= G whose groups, one chunk an item, still give it two items per thread of its share of the
+ * work (one sequence, few keys, many threads takes smaller groups). Bounds for any seq_lens:
+ *   items  <= units + 8·threads
+ *   slots  <= 2·G·8·threads   (a split group of s >= 2 items has nu·s <= G·2(s - 1) slots, and
+ *                             Σ(s - 1) < total / chunk <= 8·threads)
+ *   merges <= G·8·threads, and an item's stack <= depth = 1 + ceil(log2(ceil(cap / C))) states a
+ *   unit (cap = max_blocks_per_seq · block_size >= every seq_len)
+ * so the workspace size does not depend on seq_lens.
  */
 #include "kernels/mla_attn.h"
 #include "kernels/mla_attn_internal.h"
@@ -54,15 +68,17 @@ static const numla_mla_attn_kernel *numla_mla_attn_pick(numla_isa isa, const num
     return (const numla_mla_attn_kernel *)numla_mla_attn_table_[level][0];
 }
 
+enum { NUMLA_MLA_ATTN_MAX_DEPTH = 40 }; /* stack levels an item may need: cap < 2^31 keys */
+
 typedef struct numla_mla_attn_item {
-    int32_t seq;    /* b */
-    int32_t nrows;  /* rows of the item: its units' rows, <= nunits · NUMLA_MLA_ATTN_ROWS */
-    int32_t slot;   /* partial-result slot of its first unit, -1: write the output directly */
-    int32_t nunits; /* head blocks in the group, 1 ..= numla_mla_attn_group_units() */
-    int32_t slot_stride; /* unit u's slot is slot + u · slot_stride (the group's split count) */
-    int32_t pad_;
-    int64_t row0;   /* first global row */
-    int64_t k0, k1;
+    int32_t seq;         /* b */
+    int32_t u0;          /* the group's first unit (numla_mla_attn_unit) */
+    int32_t nunits;      /* units in the group, 1 ..= numla_mla_attn_group_units() */
+    int32_t level;       /* the node's tree level k */
+    int64_t node;        /* its index i: chunks [i·2^k, (i + 1)·2^k) */
+    int64_t kend;        /* the group's key end: its last unit's limit */
+    int32_t slot;        /* unit u0's node-state slot, -1: the node is the root, write out */
+    int32_t slot_stride; /* nodes a unit: unit u0 + u's slot is slot + u · slot_stride */
 } numla_mla_attn_item;
 
 typedef struct numla_mla_attn_merge {
@@ -91,6 +107,43 @@ static int64_t numla_mla_attn_limit(const numla_mla_attn_args *a, int32_t b, int
     return L;
 }
 
+/* Rows of sequence b cut into units span by span: one query's H rows, or all its rows in a
+ * non-causal multi-token call (every row sees the same keys there). */
+static int64_t numla_mla_attn_span(const numla_mla_attn_args *a, int32_t b)
+{
+    return a->query_start_loc && !a->causal ? numla_mla_attn_nq(a, b) * a->num_heads
+                                            : a->num_heads;
+}
+
+static int64_t numla_mla_attn_seq_units(const numla_mla_attn_args *a, int32_t b)
+{
+    const int64_t rows = numla_mla_attn_nq(a, b) * a->num_heads, span = numla_mla_attn_span(a, b);
+    if (rows == 0)
+        return 0;
+    return rows / span * ((span + NUMLA_MLA_ATTN_ROWS - 1) / NUMLA_MLA_ATTN_ROWS);
+}
+
+/* Unit u of sequence b: its first row (from the sequence's first) and row count. */
+static void numla_mla_attn_unit(const numla_mla_attn_args *a, int32_t b, int64_t u, int64_t *r0,
+                                int32_t *nr)
+{
+    const int64_t span = numla_mla_attn_span(a, b);
+    const int64_t per = (span + NUMLA_MLA_ATTN_ROWS - 1) / NUMLA_MLA_ATTN_ROWS;
+    const int64_t k = u % per;
+    *r0 = u / per * span + k * NUMLA_MLA_ATTN_ROWS;
+    *nr = (int32_t)(span - k * NUMLA_MLA_ATTN_ROWS < NUMLA_MLA_ATTN_ROWS ? span - k * NUMLA_MLA_ATTN_ROWS
+                                                                         : NUMLA_MLA_ATTN_ROWS);
+}
+
+/* The keys every row of unit u of sequence b sees. */
+static int64_t numla_mla_attn_unit_lim(const numla_mla_attn_args *a, int32_t b, int64_t u)
+{
+    int64_t r0;
+    int32_t nr;
+    numla_mla_attn_unit(a, b, u, &r0, &nr);
+    return numla_mla_attn_limit(a, b, (r0 + nr - 1) / a->num_heads);
+}
+
 /* G: units per head group. Decode has ceil(H / 16) units per sequence; a multi-token
  * sequence may have any number, so it takes the maximum. Depends on the args' shapes only. */
 static int64_t numla_mla_attn_group_units(const numla_mla_attn_args *a)
@@ -104,18 +157,29 @@ static int64_t numla_mla_attn_group_units(const numla_mla_attn_args *a)
 static int64_t numla_mla_attn_units(const numla_mla_attn_args *a)
 {
     int64_t units = 0;
-    for (int32_t b = 0; b < a->num_seqs; b++) {
-        int64_t rows = numla_mla_attn_nq(a, b) * a->num_heads;
-        units += (rows + NUMLA_MLA_ATTN_ROWS - 1) / NUMLA_MLA_ATTN_ROWS;
-    }
+    for (int32_t b = 0; b < a->num_seqs; b++)
+        units += numla_mla_attn_seq_units(a, b);
     return units;
 }
 
+/* Stack states an item may need a unit: 1 + ceil(log2(chunks of the longest sequence)). */
+static int64_t numla_mla_attn_depth(const numla_mla_attn_args *a)
+{
+    int64_t cap = (int64_t)a->max_blocks_per_seq * a->block_size;
+    cap = cap < INT32_MAX ? cap : INT32_MAX; /* seq_lens are int32: depth <= 25 */
+    const int64_t nch = (cap + NUMLA_MLA_ATTN_KEY_CHUNK - 1) / NUMLA_MLA_ATTN_KEY_CHUNK;
+    int64_t d = 1;
+    while (((int64_t)1 << (d - 1)) < nch)
+        d++;
+    return d;
+}
+
 typedef struct numla_mla_attn_layout {
-    size_t items, merges, partial, partial_lse, thread, thread_stride, total;
-    size_t run;    /* offset of the group running state within a thread's share */
+    size_t items, merges, partial, thread, thread_stride, total;
+    size_t stack;  /* offset of the item's stack states within a thread's share */
+    size_t estate; /* bytes of one state: (16, Dc) acc, then (16) m and (16) l */
     size_t vshare; /* offset of the group's shared V pack within a thread's share */
-    int64_t max_items, max_slots, max_merges;
+    int64_t max_items, max_slots, max_merges, depth;
 } numla_mla_attn_layout;
 
 static numla_mla_attn_layout numla_mla_attn_plan_layout(const numla_mla_attn_kernel *k,
@@ -128,27 +192,23 @@ static numla_mla_attn_layout numla_mla_attn_plan_layout(const numla_mla_attn_ker
     L.max_items = numla_mla_attn_units(a) + target;
     L.max_slots = 2 * G * target;
     L.max_merges = G * target;
+    L.depth = numla_mla_attn_depth(a);
     size_t off = 0;
     L.items = off;
     off += numla_mla_attn_align((size_t)L.max_items * sizeof(numla_mla_attn_item));
     L.merges = off;
     off += numla_mla_attn_align((size_t)L.max_merges * sizeof(numla_mla_attn_merge));
+    L.estate = numla_mla_attn_align(NUMLA_MLA_ATTN_ROWS * dc * sizeof(float)) +
+               numla_mla_attn_align(2 * NUMLA_MLA_ATTN_ROWS * sizeof(float));
     L.partial = off;
-    off += numla_mla_attn_align((size_t)L.max_slots * NUMLA_MLA_ATTN_ROWS * dc * sizeof(float));
-    L.partial_lse = off;
-    off += numla_mla_attn_align((size_t)L.max_slots * NUMLA_MLA_ATTN_ROWS * sizeof(float));
-    L.thread = off;
-    L.thread_stride = numla_mla_attn_align(NUMLA_MLA_ATTN_ROWS * dc * sizeof(float)) +
-                      numla_mla_attn_align(2 * NUMLA_MLA_ATTN_ROWS * sizeof(float)) +
-                      numla_mla_attn_align(k->scratch_bytes(a));
-    L.run = L.thread_stride; /* a group's running state: (G, 16, Dc) acc, then (G, 2, 16) m, l */
-    L.vshare = L.run;
-    if (G > 1) {
-        L.thread_stride += numla_mla_attn_align((size_t)G * NUMLA_MLA_ATTN_ROWS * dc * sizeof(float)) +
-                           numla_mla_attn_align((size_t)G * 2 * NUMLA_MLA_ATTN_ROWS * sizeof(float));
-        L.vshare = L.thread_stride; /* V packed once per sub-range: (512, Dc) bf16 */
-        L.thread_stride += numla_mla_attn_align((size_t)NUMLA_MLA_ATTN_SUB_KEYS * dc * sizeof(uint16_t));
-    }
+    off += (size_t)L.max_slots * L.estate;
+        L.thread = off;
+    L.thread_stride = numla_mla_attn_align(k->scratch_bytes(a));
+    L.stack = L.thread_stride;
+    L.thread_stride += (size_t)G * (size_t)L.depth * L.estate;
+    L.vshare = L.thread_stride;
+    if (G > 1) /* V packed once per chunk: (C, Dc) bf16 */
+        L.thread_stride += numla_mla_attn_align((size_t)NUMLA_MLA_ATTN_KEY_CHUNK * dc * sizeof(uint16_t));
     off += (size_t)nt * L.thread_stride;
     L.total = off + 64; /* room to align the caller's pointer */
     return L;
@@ -220,40 +280,38 @@ static numla_status numla_mla_attn_validate(const numla_mla_attn_args *a)
     return NUMLA_STATUS_OK;
 }
 
+/* Keys of item it: [node·2^k·C, min((node + 1)·2^k·C, kend)). */
+static int64_t numla_mla_attn_item_keys(const numla_mla_attn_item *it)
+{
+    const int64_t k0 = (it->node << it->level) * NUMLA_MLA_ATTN_KEY_CHUNK;
+    const int64_t k1 = ((it->node + 1) << it->level) * NUMLA_MLA_ATTN_KEY_CHUNK;
+    return (k1 < it->kend ? k1 : it->kend) - k0;
+}
+
 static int numla_mla_attn_item_cmp(const void *x, const void *y)
 {
     const numla_mla_attn_item *p = x, *q = y; /* most work first: keys x head blocks */
-    int64_t lp = (p->k1 - p->k0) * p->nunits, lq = (q->k1 - q->k0) * q->nunits;
+    int64_t lp = numla_mla_attn_item_keys(p) * p->nunits, lq = numla_mla_attn_item_keys(q) * q->nunits;
     return lp < lq ? 1 : lp > lq ? -1 : 0;
 }
 
-/* Work of sequence b's rows [r0, r1) cut into units from r0: each unit's keys, its last
- * row's limit. */
-static int64_t numla_mla_attn_work(const numla_mla_attn_args *a, int32_t b, int64_t r0, int64_t r1)
+/* Work of units [u0, u1) of sequence b: the sum of their limits. */
+static int64_t numla_mla_attn_work(const numla_mla_attn_args *a, int32_t b, int64_t u0, int64_t u1)
 {
-    const int64_t R = NUMLA_MLA_ATTN_ROWS;
     int64_t w = 0;
-    for (int64_t u = r0; u < r1; u += R)
-        w += numla_mla_attn_limit(a, b, ((u + R < r1 ? u + R : r1) - 1) / a->num_heads);
+    for (int64_t u = u0; u < u1; u++)
+        w += numla_mla_attn_unit_lim(a, b, u);
     return w;
-}
-
-/* Shortest split of a group of nu > 1 units: one key tile, and MIN_CHUNK / nu keys, so that
- * an item still covers >= MIN_CHUNK (unit, key) pairs. */
-static int64_t numla_mla_attn_min_split(int64_t nu)
-{
-    const int64_t m = NUMLA_MLA_ATTN_MIN_CHUNK / nu;
-    return m > 64 ? m : 64;
 }
 
 /* Build the items (longest first) and merge units; returns the item count. */
 static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_mla_attn_item *items,
                                    numla_mla_attn_merge *merges, int64_t *num_merges)
 {
-    const int64_t R = NUMLA_MLA_ATTN_ROWS, G = numla_mla_attn_group_units(a);
+    const int64_t C = NUMLA_MLA_ATTN_KEY_CHUNK, G = numla_mla_attn_group_units(a);
     int64_t total = 0;
     for (int32_t b = 0; b < a->num_seqs; b++)
-        total += numla_mla_attn_work(a, b, 0, numla_mla_attn_nq(a, b) * a->num_heads);
+        total += numla_mla_attn_work(a, b, 0, numla_mla_attn_seq_units(a, b));
     int64_t target = (int64_t)NUMLA_MLA_ATTN_ITEMS_PER_THREAD * nt;
     int64_t chunk = (total + target - 1) / target;
     if (chunk < NUMLA_MLA_ATTN_MIN_CHUNK)
@@ -261,55 +319,46 @@ static int64_t numla_mla_attn_plan(const numla_mla_attn_args *a, int nt, numla_m
     int64_t n = 0, nm = 0;
     int32_t slot = 0;
     for (int32_t b = 0; b < a->num_seqs; b++) {
-        int64_t nq = numla_mla_attn_nq(a, b), rows = nq * a->num_heads;
-        int64_t base = numla_mla_attn_q0(a, b) * a->num_heads;
-        if (rows == 0) /* a multi-token sequence without queries this step */
+        const int64_t U = numla_mla_attn_seq_units(a, b);
+        if (U == 0) /* a multi-token sequence without queries this step */
             continue;
-        /* The group size g: the largest <= G whose groups, split as finely as a group may
-         * be, still give this sequence its share of items (work / chunk). One sequence with
-         * few keys on many threads takes smaller groups instead of idling threads. */
-        const int64_t U = (rows + R - 1) / R;
-        const int64_t Ls = numla_mla_attn_limit(a, b, (rows - 1) / a->num_heads);
-        const int64_t want = (numla_mla_attn_work(a, b, 0, rows) + chunk - 1) / chunk;
+        const int64_t base = numla_mla_attn_q0(a, b) * a->num_heads;
+        /* The group size g: the largest <= G whose groups, one chunk an item, still give this
+         * sequence two items per thread of its share of the work. */
+        const int64_t Ls = numla_mla_attn_unit_lim(a, b, U - 1); /* limits grow with u */
+        const int64_t nch = (Ls + C - 1) / C;
+        const int64_t wb = numla_mla_attn_work(a, b, 0, U);
+        const int64_t want = total > 0 ? (2 * nt * wb + total - 1) / total : 1;
         int64_t g = G;
-        while (g > 1) {
-            const int64_t per = Ls / numla_mla_attn_min_split(g);
-            if ((U + g - 1) / g * (per > 1 ? per : 1) >= want)
-                break;
+        while (g > 1 && (U + g - 1) / g * (nch > 1 ? nch : 1) < want)
             g--;
-        }
         g = (U + (U + g - 1) / g - 1) / ((U + g - 1) / g); /* as many groups, evenly sized */
-        for (int64_t r = 0; r < rows; r += g * R) {
-            const int64_t rend = r + g * R < rows ? r + g * R : rows;
-            const int32_t nr = (int32_t)(rend - r), nu = (int32_t)((nr + R - 1) / R);
-            /* the group's keys: its last row's limit; its work: each unit's last row's limit */
-            const int64_t Lu = numla_mla_attn_limit(a, b, (rend - 1) / a->num_heads);
-            const int64_t work = numla_mla_attn_work(a, b, r, rend);
-            int64_t splits = work > chunk ? (work + chunk - 1) / chunk : 1;
-            const int64_t most = nu > 1 ? Lu / numla_mla_attn_min_split(nu) : splits;
-            if (splits > most)
-                splits = most > 1 ? most : 1;
-            if (splits > 1)
-                for (int32_t u = 0; u < nu; u++)
-                    merges[nm++] = (numla_mla_attn_merge){
-                        .row0 = base + r + u * R,
-                        .nrows = (int32_t)(nr - u * R < R ? nr - u * R : R),
-                        .slot0 = slot + u * (int32_t)splits, .nslots = (int32_t)splits};
-            for (int64_t s = 0; s < splits; s++) {
-                /* Split points on multiples of 64 keys, so key tiles (and the AMX path's
-                 * 16-row groups) start on cache-block boundaries for power-of-two block sizes
-                 * instead of straddling blocks. Unrounded splits are > chunk / 2 >= 128 keys
-                 * long (>= 64 for groups), so rounded boundaries still increase and tile
-                 * [0, Lu). */
-                int64_t k0 = s ? (s * Lu / splits) & ~(int64_t)63 : 0;
-                int64_t k1 = s + 1 < splits ? ((s + 1) * Lu / splits) & ~(int64_t)63 : Lu;
-                items[n++] = (numla_mla_attn_item){.seq = b, .nrows = nr, .nunits = nu,
-                                                   .slot = splits > 1 ? slot + (int32_t)s : -1,
-                                                   .slot_stride = (int32_t)splits,
-                                                   .row0 = base + r, .k0 = k0, .k1 = k1};
-            }
-            if (splits > 1)
-                slot += nu * (int32_t)splits;
+        for (int64_t u = 0; u < U; u += g) {
+            const int32_t nu = (int32_t)(u + g < U ? g : U - u);
+            const int64_t Lu = numla_mla_attn_unit_lim(a, b, u + nu - 1);
+            const int64_t work = numla_mla_attn_work(a, b, u, u + nu);
+            const int64_t s = work > chunk ? (work + chunk - 1) / chunk : 1;
+            const int64_t nchg = (Lu + C - 1) / C;
+            int32_t level = 0;
+            while (((nchg + ((int64_t)1 << level) - 1) >> level) > s)
+                level++;
+            int64_t nodes = (nchg + ((int64_t)1 << level) - 1) >> level;
+            nodes = nodes > 1 ? nodes : 1;
+            if (nodes > 1)
+                for (int32_t k = 0; k < nu; k++) {
+                    int64_t r0;
+                    int32_t nr;
+                    numla_mla_attn_unit(a, b, u + k, &r0, &nr);
+                    merges[nm++] = (numla_mla_attn_merge){.row0 = base + r0, .nrows = nr,
+                                                          .slot0 = slot + k * (int32_t)nodes,
+                                                          .nslots = (int32_t)nodes};
+                }
+            for (int64_t i = 0; i < nodes; i++)
+                items[n++] = (numla_mla_attn_item){
+                    .seq = b, .u0 = (int32_t)u, .nunits = nu, .level = level, .node = i, .kend = Lu,
+                    .slot = nodes > 1 ? slot + (int32_t)i : -1, .slot_stride = (int32_t)nodes};
+            if (nodes > 1)
+                slot += nu * (int32_t)nodes;
         }
     }
     qsort(items, (size_t)n, sizeof *items, numla_mla_attn_item_cmp);
@@ -334,158 +383,164 @@ void numla_mla_attn_plan_stats(const numla_mla_attn_args *a, int nt, int64_t *it
     free(mu);
 }
 
-/* out[row][0..dc) = src · scale in the output dtype (per-dtype loops the compiler vectorizes). */
-static void numla_mla_attn_store_row(const numla_mla_attn_args *a, int64_t row, const float *src,
-                                     float scale)
-{
-    const size_t dc = (size_t)a->kv_lora_rank;
-    numla_store_f32_row(a->out, a->out_dtype, (size_t)row * dc, src, dc, scale);
-}
-
 /* The chunk of unit u of item it over keys [k0, k1): its rows and their clamped key ends. */
 static void numla_mla_attn_unit_chunk(const numla_mla_attn_args *a, const numla_mla_attn_item *it,
                                       int32_t u, int64_t k0, int64_t k1, numla_mla_attn_chunk *c)
 {
-    const int32_t r0 = u * NUMLA_MLA_ATTN_ROWS;
-    *c = (numla_mla_attn_chunk){
-        .a = a, .seq = it->seq, .row0 = it->row0 + r0, .k0 = k0, .k1 = k1,
-        .nrows = it->nrows - r0 < NUMLA_MLA_ATTN_ROWS ? it->nrows - r0 : NUMLA_MLA_ATTN_ROWS};
-    int64_t q0 = numla_mla_attn_q0(a, it->seq);
-    for (int32_t r = 0; r < c->nrows; r++) {
-        int64_t lim = numla_mla_attn_limit(a, it->seq, (c->row0 + r) / a->num_heads - q0);
+    int64_t r0;
+    int32_t nr;
+    numla_mla_attn_unit(a, it->seq, it->u0 + u, &r0, &nr);
+    const int64_t base = numla_mla_attn_q0(a, it->seq) * a->num_heads;
+    *c = (numla_mla_attn_chunk){.a = a, .seq = it->seq, .row0 = base + r0, .k0 = k0, .k1 = k1,
+                                .nrows = nr};
+    for (int32_t r = 0; r < nr; r++) {
+        int64_t lim = numla_mla_attn_limit(a, it->seq, (r0 + r) / a->num_heads);
         c->lim[r] = lim < k0 ? k0 : lim > k1 ? k1 : lim;
     }
 }
 
-/* Fold a chunk's online-softmax state (acc, m, l) into a running one (racc, rm, rl), rows
- * [0, nrows): the LSE merge of docs/design.md §4 before normalisation. A side with m = -inf (no key
- * yet) has weight e^-inf = 0; both -inf leaves the running state as it is (zeros). */
-static void numla_mla_attn_fold(float *racc, float *rm, float *rl, const float *acc,
-                                const float *m, const float *l, int32_t nrows, size_t dc)
+/* The tree's combination, rows [0, nrows): state x (left, earlier keys) := x ∘ y (right).
+ * States are unnormalised (acc, m, l); one with m = -inf (no key) is the identity on either
+ * side, so the result is y's bits when x is empty and x's when y is. One function for the
+ * items and the merge phase, so a node's bits do not depend on where it was combined. */
+static void numla_mla_attn_combine(float *xacc, float *xm, float *xl, const float *yacc,
+                                   const float *ym, const float *yl, int32_t nrows, size_t dc)
 {
     for (int32_t r = 0; r < nrows; r++) {
-        const float mn = m[r] > rm[r] ? m[r] : rm[r];
-        if (mn == -INFINITY || m[r] == -INFINITY)
+        float *xa = xacc + (size_t)r * dc;
+        const float *ya = yacc + (size_t)r * dc;
+        if (ym[r] == -INFINITY)
             continue;
-        const float wr = expf(rm[r] - mn), wc = expf(m[r] - mn);
-        float *ra = racc + (size_t)r * dc;
-        const float *ca = acc + (size_t)r * dc;
-        for (size_t d = 0; d < dc; d++) /* an empty running state holds zeros: wr = 0 */
-            ra[d] = wr * ra[d] + wc * ca[d];
-        rl[r] = wr * rl[r] + wc * l[r];
-        rm[r] = mn;
-    }
-}
-
-/* Store unit u's rows (acc, m, l: its final state) to out/lse, or to its partial slot. */
-static void numla_mla_attn_store_unit(const numla_mla_attn_args *a, const numla_mla_attn_item *it,
-                                      int32_t u, const numla_mla_attn_chunk *c, const float *acc,
-                                      const float *m, const float *l, float *partial,
-                                      float *partial_lse)
-{
-    size_t dc = (size_t)a->kv_lora_rank;
-    for (int32_t r = 0; r < c->nrows; r++) {
-        const float *ar = acc + (size_t)r * dc;
-        float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-        float lse = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
-        if (it->slot >= 0) {
-            size_t p = (size_t)(it->slot + u * it->slot_stride) * NUMLA_MLA_ATTN_ROWS + (size_t)r;
-            float *dst = partial + p * dc;
-            for (size_t d = 0; d < dc; d++)
-                dst[d] = ar[d] * inv;
-            partial_lse[p] = lse;
-        } else {
-            int64_t row = c->row0 + r;
-            numla_mla_attn_store_row(a, row, ar, inv);
-            if (a->lse)
-                a->lse[row] = lse;
+        if (xm[r] == -INFINITY) {
+            memcpy(xa, ya, dc * sizeof(float));
+            xm[r] = ym[r], xl[r] = yl[r];
+            continue;
         }
+        const float mn = xm[r] > ym[r] ? xm[r] : ym[r];
+        const float wx = expf(xm[r] - mn), wy = expf(ym[r] - mn);
+        for (size_t d = 0; d < dc; d++)
+            xa[d] = wx * xa[d] + wy * ya[d];
+        xl[r] = wx * xl[r] + wy * yl[r];
+        xm[r] = mn;
     }
 }
 
-/* Run one item and store its rows. A one-unit item is one chunk call over [k0, k1). A group
- * walks sub-ranges of NUMLA_MLA_ATTN_SUB_KEYS keys and runs every unit on each before the next,
- * so the sub-range's cache rows come from memory for the first unit and from L2 for the
- * others; run: (nunits, 16, Dc) acc + (nunits, 2, 16) m, l of running state. */
-static void numla_mla_attn_run_item(const numla_mla_attn_kernel *k, const numla_mla_attn_args *a,
-                                    const numla_mla_attn_item *it, float *acc, float *m, float *l,
-                                    void *scratch, float *run, uint16_t *vshare, float *partial,
-                                    float *partial_lse)
+/* Normalise a root state's row into out / lse (zeros and -inf for a row without keys). */
+static void numla_mla_attn_finish_row(const numla_mla_attn_args *a, int64_t row, const float *acc,
+                                      float m, float l)
 {
-    numla_mla_attn_chunk c;
-    if (it->nunits == 1) {
-        numla_mla_attn_unit_chunk(a, it, 0, it->k0, it->k1, &c);
-        k->chunk(&c, acc, m, l, scratch);
-        numla_mla_attn_store_unit(a, it, 0, &c, acc, m, l, partial, partial_lse);
+    const size_t dc = (size_t)a->kv_lora_rank;
+    if (l > 0.0f) {
+        numla_store_f32_row(a->out, a->out_dtype, (size_t)row * dc, acc, dc, 1.0f / l);
+        if (a->lse)
+            a->lse[row] = m + logf(l);
         return;
     }
-    const size_t dc = (size_t)a->kv_lora_rank, ustride = NUMLA_MLA_ATTN_ROWS * dc;
-    float *rml = run + (size_t)it->nunits * ustride;
-    /* Every row sees every key of the item (decode, non-causal multi-token): the head blocks
-     * tile each sub-range alike and can share its packed V. */
-    const int share = !(a->query_start_loc && a->causal);
-    /* at least one pass: an empty range (a sequence with no cached keys) still runs the chunk
-     * kernel once per unit, which gives its rows zeros and m = -inf */
-    for (int64_t kk = it->k0, ke;; kk = ke) {
-        ke = it->k1 - kk < NUMLA_MLA_ATTN_SUB_KEYS ? it->k1 : kk + NUMLA_MLA_ATTN_SUB_KEYS;
+    for (size_t d = 0; d < dc; d++)
+        numla_store_f32(a->out, a->out_dtype, (size_t)row * dc + d, 0.0f);
+    if (a->lse)
+        a->lse[row] = -INFINITY;
+}
+
+/* A state of the layout: acc (16, Dc), then m (16) and l (16). */
+typedef struct numla_mla_attn_state {
+    float *acc, *m, *l;
+} numla_mla_attn_state;
+
+static numla_mla_attn_state numla_mla_attn_state_at(char *base, size_t dc)
+{
+    float *acc = (float *)(void *)base;
+    float *m = (float *)(void *)(base + numla_mla_attn_align(NUMLA_MLA_ATTN_ROWS * dc * sizeof(float)));
+    return (numla_mla_attn_state){acc, m, m + NUMLA_MLA_ATTN_ROWS};
+}
+
+/* Run one item: every chunk of its node, each unit's states combined on its stack (stack:
+ * (nunits, depth) states), then per unit its node's state to its slot, or its rows to out. */
+static void numla_mla_attn_run_item(const numla_mla_attn_kernel *k, const numla_mla_attn_args *a,
+                                    const numla_mla_attn_item *it, void *scratch, char *stack,
+                                    const numla_mla_attn_layout *L, uint16_t *vshare, char *partial)
+{
+    const int64_t C = NUMLA_MLA_ATTN_KEY_CHUNK;
+    const size_t dc = (size_t)a->kv_lora_rank, es = L->estate;
+    const int64_t depth = L->depth;
+    int32_t sd[NUMLA_MLA_ATTN_MAX_GROUP] = {0};
+    int8_t lv[NUMLA_MLA_ATTN_MAX_GROUP][NUMLA_MLA_ATTN_MAX_DEPTH];
+    /* Every row sees every key of the item (decode, non-causal multi-token): the units of a
+     * group tile each chunk alike and can share its packed V. */
+    const int share = it->nunits > 1 && !(a->query_start_loc && a->causal);
+    const int64_t nch = (it->kend + C - 1) / C;
+    const int64_t c0 = it->node << it->level;
+    const int64_t c1 = ((it->node + 1) << it->level) < nch ? (it->node + 1) << it->level : nch;
+    numla_mla_attn_chunk c;
+    int packed = 0;
+    for (int64_t ci = c0; ci < c1; ci++) {
+        const int64_t k0 = ci * C, k1 = k0 + C < it->kend ? k0 + C : it->kend;
         for (int32_t u = 0; u < it->nunits; u++) {
-            float *racc = run + (size_t)u * ustride, *rm = rml + (size_t)u * 2 * NUMLA_MLA_ATTN_ROWS;
-            numla_mla_attn_unit_chunk(a, it, u, kk, ke, &c);
+            numla_mla_attn_unit_chunk(a, it, u, k0, k1, &c);
+            if (c.lim[0] <= k0) /* the unit's keys end before the chunk (causal groups) */
+                continue;
             if (share) {
                 c.vshare = vshare;
                 c.vshare_fill = u == 0;
             }
-            if (kk == it->k0) { /* the first sub-range starts the running state */
-                k->chunk(&c, racc, rm, rm + NUMLA_MLA_ATTN_ROWS, scratch);
-                continue;
+            /* a one-unit item's q stays packed in the scratch from its previous chunk */
+            c.q_ready = it->nunits == 1 && packed;
+            packed = 1;
+            char *su = stack + (size_t)u * (size_t)depth * es;
+            numla_mla_attn_state top = numla_mla_attn_state_at(su + (size_t)sd[u] * es, dc);
+            k->chunk(&c, top.acc, top.m, top.l, scratch);
+            lv[u][sd[u]++] = 0;
+            while (sd[u] >= 2 && lv[u][sd[u] - 1] == lv[u][sd[u] - 2]) {
+                numla_mla_attn_state x = numla_mla_attn_state_at(su + (size_t)(sd[u] - 2) * es, dc);
+                numla_mla_attn_state y = numla_mla_attn_state_at(su + (size_t)(sd[u] - 1) * es, dc);
+                numla_mla_attn_combine(x.acc, x.m, x.l, y.acc, y.m, y.l, c.nrows, dc);
+                lv[u][sd[u] - 2]++;
+                sd[u]--;
             }
-            k->chunk(&c, acc, m, l, scratch);
-            numla_mla_attn_fold(racc, rm, rm + NUMLA_MLA_ATTN_ROWS, acc, m, l, c.nrows, dc);
         }
-        if (ke >= it->k1)
-            break;
     }
     for (int32_t u = 0; u < it->nunits; u++) {
-        const float *rm = rml + (size_t)u * 2 * NUMLA_MLA_ATTN_ROWS;
-        numla_mla_attn_unit_chunk(a, it, u, it->k0, it->k1, &c);
-        numla_mla_attn_store_unit(a, it, u, &c, run + (size_t)u * ustride, rm,
-                                  rm + NUMLA_MLA_ATTN_ROWS, partial, partial_lse);
+        numla_mla_attn_unit_chunk(a, it, u, 0, 0, &c);
+        char *su = stack + (size_t)u * (size_t)depth * es;
+        for (; sd[u] >= 2; sd[u]--) { /* the node's last, incomplete subtrees, right to left */
+            numla_mla_attn_state x = numla_mla_attn_state_at(su + (size_t)(sd[u] - 2) * es, dc);
+            numla_mla_attn_state y = numla_mla_attn_state_at(su + (size_t)(sd[u] - 1) * es, dc);
+            numla_mla_attn_combine(x.acc, x.m, x.l, y.acc, y.m, y.l, c.nrows, dc);
+        }
+        numla_mla_attn_state s = numla_mla_attn_state_at(su, dc);
+        if (sd[u] == 0) /* no key in the node */
+            for (int32_t r = 0; r < c.nrows; r++)
+                s.m[r] = -INFINITY, s.l[r] = 0.0f;
+        if (it->slot >= 0) {
+            char *dst = partial + (size_t)(it->slot + u * it->slot_stride) * es;
+            numla_mla_attn_state d = numla_mla_attn_state_at(dst, dc);
+            if (sd[u])
+                memcpy(d.acc, s.acc, (size_t)c.nrows * dc * sizeof(float));
+            memcpy(d.m, s.m, (size_t)c.nrows * sizeof(float));
+            memcpy(d.l, s.l, (size_t)c.nrows * sizeof(float));
+        } else {
+            for (int32_t r = 0; r < c.nrows; r++)
+                numla_mla_attn_finish_row(a, c.row0 + r, s.acc + (size_t)r * dc, s.m[r], s.l[r]);
+        }
     }
 }
 
+/* Row r of merge unit mu: its nodes combined up the tree (in place in the slots), then
+ * normalised. */
 static void numla_mla_attn_merge_row(const numla_mla_attn_args *a, const numla_mla_attn_merge *mu,
-                                     int32_t r, const float *partial, const float *partial_lse,
-                                     float *tmp)
+                                     int32_t r, char *partial, size_t es)
 {
-    size_t dc = (size_t)a->kv_lora_rank;
-    float mx = -INFINITY;
-    for (int32_t s = 0; s < mu->nslots; s++) {
-        float v = partial_lse[(size_t)(mu->slot0 + s) * NUMLA_MLA_ATTN_ROWS + (size_t)r];
-        mx = v > mx ? v : mx;
-    }
-    int64_t row = mu->row0 + r;
-    memset(tmp, 0, dc * sizeof(float));
-    float lse = -INFINITY;
-    if (mx > -INFINITY) {
-        float wsum = 0.0f;
-        for (int32_t s = 0; s < mu->nslots; s++) {
-            size_t p = (size_t)(mu->slot0 + s) * NUMLA_MLA_ATTN_ROWS + (size_t)r;
-            if (partial_lse[p] == -INFINITY)
-                continue;
-            float w = expf(partial_lse[p] - mx);
-            wsum += w;
-            const float *src = partial + p * dc;
-            for (size_t d = 0; d < dc; d++)
-                tmp[d] += w * src[d];
+    const size_t dc = (size_t)a->kv_lora_rank;
+    for (int32_t step = 1; step < mu->nslots; step *= 2)
+        for (int32_t j = 0; j + step < mu->nslots; j += 2 * step) {
+            numla_mla_attn_state x = numla_mla_attn_state_at(partial + (size_t)(mu->slot0 + j) * es, dc);
+            numla_mla_attn_state y =
+                numla_mla_attn_state_at(partial + (size_t)(mu->slot0 + j + step) * es, dc);
+            numla_mla_attn_combine(x.acc + (size_t)r * dc, x.m + r, x.l + r, y.acc + (size_t)r * dc,
+                                   y.m + r, y.l + r, 1, dc);
         }
-        float inv = 1.0f / wsum;
-        for (size_t d = 0; d < dc; d++)
-            tmp[d] *= inv;
-        lse = mx + logf(wsum);
-    }
-    numla_mla_attn_store_row(a, row, tmp, 1.0f);
-    if (a->lse)
-        a->lse[row] = lse;
+    numla_mla_attn_state s = numla_mla_attn_state_at(partial + (size_t)mu->slot0 * es, dc);
+    numla_mla_attn_finish_row(a, mu->row0 + r, s.acc + (size_t)r * dc, s.m[r], s.l[r]);
 }
 
 numla_status numla_mla_attn(numla_isa isa, const numla_mla_attn_args *args, void *workspace,
@@ -505,18 +560,14 @@ numla_status numla_mla_attn(numla_isa isa, const numla_mla_attn_args *args, void
     char *ws = (char *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
     numla_mla_attn_item *items = (numla_mla_attn_item *)(ws + L.items);
     numla_mla_attn_merge *merges = (numla_mla_attn_merge *)(ws + L.merges);
-    float *partial = (float *)(ws + L.partial), *partial_lse = (float *)(ws + L.partial_lse);
+    char *partial = ws + L.partial;
     int64_t nm = 0;
     int64_t n = numla_mla_attn_plan(a, nt, items, merges, &nm);
     int use = (int)(n < nt ? n : nt);
-    size_t dc = (size_t)a->kv_lora_rank;
 
 #pragma omp parallel num_threads(use)
     {
         char *t = ws + L.thread + (size_t)omp_get_thread_num() * L.thread_stride;
-        float *acc = (float *)t;
-        float *ml = (float *)(t + numla_mla_attn_align(NUMLA_MLA_ATTN_ROWS * dc * sizeof(float)));
-        void *scratch = (char *)ml + numla_mla_attn_align(2 * NUMLA_MLA_ATTN_ROWS * sizeof(float));
 #ifdef NUMLA_MLA_ATTN_FTZ_DAZ
         /* A peaked softmax makes most exp(s - max) subnormal, and subnormal arithmetic is far
          * slower on x86 (figures: docs/decode.md).
@@ -527,15 +578,14 @@ numla_status numla_mla_attn(numla_isa isa, const numla_mla_attn_args *args, void
 #endif
 #pragma omp for schedule(dynamic, 1)
         for (int64_t i = 0; i < n; i++)
-            numla_mla_attn_run_item(k, a, &items[i], acc, ml, ml + NUMLA_MLA_ATTN_ROWS, scratch,
-                                    (float *)(t + L.run), (uint16_t *)(t + L.vshare), partial,
-                                    partial_lse);
+            numla_mla_attn_run_item(k, a, &items[i], t, t + L.stack, &L, (uint16_t *)(t + L.vshare),
+                                    partial);
 #pragma omp for schedule(static)
         for (int64_t j = 0; j < nm * NUMLA_MLA_ATTN_ROWS; j++) {
             const numla_mla_attn_merge *mu = &merges[j / NUMLA_MLA_ATTN_ROWS];
             int32_t r = (int32_t)(j % NUMLA_MLA_ATTN_ROWS);
             if (r < mu->nrows)
-                numla_mla_attn_merge_row(a, mu, r, partial, partial_lse, acc);
+                numla_mla_attn_merge_row(a, mu, r, partial, L.estate);
         }
 #ifdef NUMLA_MLA_ATTN_FTZ_DAZ
         _mm_setcsr(numla_mxcsr_saved);

@@ -25,7 +25,24 @@
  *   - Dc must be a multiple of 32 and Dr a multiple of 16 for the vector variants; the
  *     reference takes any Dc, Dr >= 1.
  *   - Threading: the call opens its own OpenMP parallel region and splits
- *     (sequence, head block, context split), merging splits by LSE.
+ *     (sequence, head group, key chunks) over its threads (kernels/mla_attn.c).
+ *   - Bits (a row's result depends only on the keys it sees): a (query, head) row's out and lse
+ *     bits are a function of its q, the keys it sees (their number L and values) and the level,
+ *     never of the thread count, of the call's other rows, queries or sequences, nor of how its
+ *     keys are spread over cache blocks. Within a level and for the same dtypes, every call that
+ *     shows a row the same L keys gives it the same bits: a decode row, query i of a causal
+ *     multi-token sequence, or a query of a non-causal sequence of one query. Hence a verify step's rows, run as one causal
+ *     call, keep the bits of one-row calls (engine/model/attention.c). How: the row's head block
+ *     ("unit") is its own query's heads cut into sixteens from head 0, so a one-query call
+ *     gives it the same unit (in a non-causal call of several queries, whose rows all see the
+ *     same keys, units may hold several queries' heads, and there the contract holds between
+ *     such calls of the same shape only); its keys are cut at fixed positions, chunks
+ *     [c·C, min((c + 1)·C, L)) with C = NUMLA_MLA_ATTN_KEY_CHUNK (kernels/blocking.h), each run
+ *     by the chunk kernel on its own and their states combined in a fixed binary tree over the
+ *     chunk index, then normalised; the work split only picks which subtrees a thread runs.
+ *     So a long row still splits over threads (L / C chunks), and a row's bits change only
+ *     with C or the level's kernels. No kernel needs a tile row to be independent of the
+ *     tile's other rows: a row's unit is the same in every call.
  *   - No allocation: scratch of numla_mla_attn_workspace_size() bytes is passed in.
  *   - Numerics: fp32 accumulation; on amx the products run on tiles with fp32 q and P split
  *     into bf16 hi + lo (error <= 2^-17 relative per element, documented tolerance in tests).

@@ -6,10 +6,10 @@
  * Rows: a "row" is one (query, head) pair. Query rows are laid out (T_q, H, Dc + Dr), so the
  * rows of sequence b are the contiguous global rows qsl[b]·H .. qsl[b+1]·H - 1, in q, out and
  * lse alike. A chunk is up to NUMLA_MLA_ATTN_ROWS consecutive rows of one sequence (one
- * "head block": the sequence's rows cut into sixteens, so with H a multiple of 16 sixteen
- * heads of one query, otherwise it may span the end of one query and the start of the next,
- * and with few heads several queries) and one contiguous key range [k0, k1) (a context split,
- * or a sub-range of one when the frame runs several head blocks over the same keys).
+ * "head block": up to sixteen heads of one query; in a non-causal multi-token call the
+ * sequence's rows cut into sixteens, which may span queries) and one key chunk [k0, k1) of the
+ * frame's fixed chunking (kernels/mla_attn.c), whose tiles start at k0. All rows of a chunk see
+ * the same keys, except where a kernel is called directly (kernels/dsa.c).
  * The chunk kernel walks the keys of [k0, k1) once, loads/converts each cache row once and uses
  * it for every row of the item (MLA is MQA-shaped), and returns the unnormalised online-softmax
  * state: acc[r] = Σ_t e^(s_rt - m_r) · v_t, l[r] = Σ_t e^(s_rt - m_r), m[r] = max_t s_rt
@@ -43,9 +43,13 @@ typedef struct numla_mla_attn_chunk {
     uint16_t *vshare;                /* (keys / 64, Dc / 64, 2, 4, 16, 32) bf16, 64-byte aligned */
     int32_t vshare_fill;
     /* NULL: key i of [k0, k1) is token i of the sequence. Else token keys[i] (DSA's sparse
-     * attention, kernels/dsa.c: an index list; then vshare is NULL). Only the avx512bf16 chunk
-     * reads it; kernels/dsa.c calls no other. */
+     * attention, kernels/dsa.c: an index list; then vshare is NULL). Only the avx2 and
+     * avx512bf16 chunks read it; kernels/dsa.c calls no other. */
     const int32_t *keys;
+    /* 1: the previous chunk call on this thread had the same rows (row0, nrows) and packed
+     * their q into the scratch, which nothing touched since: a variant may use that packing
+     * instead of packing q again. A variant that ignores it packs every call. */
+    int32_t q_ready;
 } numla_mla_attn_chunk;
 
 /* acc: (NUMLA_MLA_ATTN_ROWS, Dc) fp32, 64-byte aligned; m, l: (NUMLA_MLA_ATTN_ROWS).

@@ -2,6 +2,7 @@
  * type has is its row in kernels/qblock_types.c), packing (ISA-independent) and argument
  * validation. The compute is in kernels/ref/qblock_ref.c and kernels/x86/qblock_<isa>.c; the
  * contract in kernels/qblock.h. */
+#include "kernels/linear.h"
 #include "kernels/qblock_internal.h"
 
 #include <omp.h>
@@ -16,12 +17,18 @@ typedef struct numla_qblock_variant {
 /* A level runs a type where the type's row names its kernels there. */
 static int numla_qblock_row_f32_(const void *row) { return ((const numla_qblock_type_row *)row)->f32_rows != NULL; }
 static int numla_qblock_row_q8_(const void *row) { return numla_qblock_type_row_q8_vnni(row); }
+static int numla_qblock_row_f32_avx2_(const void *row) { return ((const numla_qblock_type_row *)row)->f32_avx2 != NULL; }
+static int numla_qblock_row_q8_avx2_(const void *row) { return ((const numla_qblock_type_row *)row)->q8_avx2 != NULL; }
 static int numla_qblock_row_bf16_tile_(const void *row)
 {
     return ((const numla_qblock_type_row *)row)->bf16_tile != NULL;
 }
 
 static const numla_qblock_variant numla_qblock_ref_ = {{"ref", 0, NULL}, numla_qblock_forward_ref};
+static const numla_qblock_variant numla_qblock_f32_avx2_ = {{"avx2", 0, numla_qblock_row_f32_avx2_},
+                                                            numla_qblock_forward_f32_avx2};
+static const numla_qblock_variant numla_qblock_q8_avx2_ = {{"avx2", 0, numla_qblock_row_q8_avx2_},
+                                                           numla_qblock_forward_avx2};
 static const numla_qblock_variant numla_qblock_f32_avx512_ = {{"avx512", 0, numla_qblock_row_f32_},
                                                               numla_qblock_forward_avx512};
 static const numla_qblock_variant numla_qblock_q8_avx512_ = {{"avx512vnni", NUMLA_CPU_VNNI, numla_qblock_row_q8_},
@@ -39,6 +46,7 @@ static const numla_qblock_variant numla_qblock_f32_amx_ = {{"amx", NUMLA_CPU_AMX
  * CPU needs are missing or whose type row names no kernels there inherits the level below. */
 static const numla_variant *const numla_qblock_table_[NUMLA_ISA_COUNT][NUMLA_QBLOCK_ACT_COUNT] = {
     [NUMLA_ISA_REF] = {&numla_qblock_ref_.v, &numla_qblock_ref_.v},
+    [NUMLA_ISA_AVX2] = {&numla_qblock_f32_avx2_.v, &numla_qblock_q8_avx2_.v},
     [NUMLA_ISA_AVX512] = {&numla_qblock_f32_avx512_.v, &numla_qblock_q8_avx512_.v},
     [NUMLA_ISA_AMX] = {&numla_qblock_f32_amx_.v, &numla_qblock_q8_amx_.v},
 };
@@ -191,6 +199,19 @@ size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m, int 
         need = amx > need ? amx : need;
     }
     return need;
+}
+
+int64_t numla_qblock_row_invariant_m(numla_isa isa, const numla_qblock_weight *w)
+{
+    if (numla_qblock_check_weight_(w) != NUMLA_STATUS_OK) {
+        numla_error_clear();
+        return 1;
+    }
+    if (numla_qblock_level(isa, w->type, w->act) == NUMLA_ISA_AMX &&
+        numla_qblock_amx_f32_applies_(w, NUMLA_QBLOCK_AMX_F32_MIN_M))
+        return NUMLA_QBLOCK_AMX_F32_MIN_M - 1 < NUMLA_LINEAR_ROW_INVARIANT_M ? NUMLA_QBLOCK_AMX_F32_MIN_M - 1
+                                                                           : NUMLA_LINEAR_ROW_INVARIANT_M;
+    return NUMLA_LINEAR_ROW_INVARIANT_M;
 }
 
 numla_status numla_qblock_forward(numla_isa isa, const numla_qblock_weight *w, int64_t m, const float *x,

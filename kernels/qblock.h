@@ -46,7 +46,7 @@
  *   Q5_1    32 / 24   fp16 d, m; u32 qh; u8 qs[16]           q = Q5_0's 5 bits, w = d·q + m
  *                     (Q5_K's fallback where K is not a multiple of 256: attn_k_b, some downs)
  *   Q4_1    32 / 20   fp16 d, m; u8 qs[16]                    q = Q4_0's nibbles (no offset),
- *                                                             w = d·q + m (the reference alone)
+ *                                                             w = d·q + m (F32 mode at avx2)
  *   MXFP4   32 / 17   u8 e (E8M0); u8 qs[16]                  w[j] = d·kv[qs[j] & 15],
  *                                                             w[j+16] = d·kv[qs[j] >> 4],
  *                     d = 2^(e - 128) (ggml's e8m0 "half": e < 2 gives the subnormals 2^-128,
@@ -54,12 +54,13 @@
  *                     (twice the e2m1 values, so d·kv = e2m1 · 2^(e - 127), the OCP MX scale);
  *                     GGUF deepseek4 experts, and DeepSeek-V4's published FP4 experts repacked
  *                     (kernels/qblock_quant.h numla_qblock_mxfp4_from_e2m1). F32 mode at the
- *                     avx512 level and on AMX-BF16 tiles at the amx level (below), Q8 mode at
- *                     the vnni level (IQ4_NL's GEMM: the x codes + 128 times the code book's
- *                     signed bytes); no PANEL16 layout yet
+ *                     avx2 and avx512 levels and on AMX-BF16 tiles at the amx level (below), Q8 mode at
+ *                     the avx2 level and the vnni level (IQ4_NL's GEMM: the x codes + 128 times
+ *                     the code book's signed bytes); no PANEL16 layout yet
  * What each type has beyond its layout (its Q8 group, sub-block width, PANEL16 piece, and which
  * kernels run it at each level) is its row in kernels/qblock_types.c (kernels/qblock_types.h);
- * a type without kernels at a level runs the level below's (Q4_1: the reference everywhere).
+ * a type without kernels at a level runs the level below's (Q4_1: the avx2 level's F32 mode; the
+ * reference in Q8 mode).
  * The reference dequantization (numla_qblock_dequant_ref) rounds exactly as the products above
  * are written, in fp32 (d·sc first, then ·q, then - the min), which is what the gguf PyPI
  * package's numpy dequantization does: tests/unit/kernels/test_qblock.c checks it bit for bit
@@ -75,7 +76,16 @@
  *                         K must be a multiple of 256, except for the 32-element types
  *                         (llama-quantize's fallbacks where K is not): a multiple of 32, the row's last group
  *                         then being its last K mod 256 columns (numla_qblock_q8_takes).
- *                         The vector level (AVX512-VNNI, every type) sums q · (the weight's
+ *                         The AVX2 level (every type but Q4_1, any K the mode takes; also an
+ *                         AVX-512 CPU's without VNNI) sums each block's q · (the weight's integer
+ *                         codes) exactly in int32 with vpmaddubsw + vpmaddwd (unsigned codes, or
+ *                         the sign trick |w| against x with w's sign, so no int16 pair sum can
+ *                         saturate: kernels/x86/qblock_avx2.c), the integer sub-block scales
+ *                         applied in vpmaddwd, offsets and mins through the per-16 sums of x, and
+ *                         converts once per block: one fp32 fma with d · dx per 256 columns (per 32
+ *                         for the 32-element types; a second with dmin · dx for the mins) into 8
+ *                         lanes, summed in a fixed order at the row's end.
+ *                         The vnni level (AVX512-VNNI, every type) sums q · (the weight's
  *                         integer codes, made unsigned by an offset where signed; Q5_0 and
  *                         IQ4_NL: q + 128 times the signed codes, less 128 · Σ codes) in
  *                         int32 (vpdpbusd, or vpmaddubsw + vpdpwssd with the sub-block
@@ -86,12 +96,15 @@
  * The reference sums each block's products in fp32 in k order and adds the block sums in
  * order; the vector levels multiply the dequantized weights (fp32, computed with a fused
  * multiply-add, so w itself may differ from the reference's by 1 ulp) by x in 16 lanes and
- * reduce them at the end. Against the dequantized weights in double:
+ * reduce them at the end (the avx2 level: each block decoded once per tile of up to
+ * NUMLA_QBLOCK_AVX2_MR x rows by an AVX2 decoder, into 4
+ * accumulators of 8 lanes per x row). Against the dequantized weights in double:
  *   |y - y_ref| <= (K + 2) u Σ_k |w x| (+ the same for the accumulated y), u = 2^-24;
  * in Q8 mode against W x̃ in double: (K + 8) u Σ_k (|w_s| + |w_m|) |x̃| where w = w_s - w_m
  * splits each weight into its scaled code and its min (the integer path sums them apart).
  * Whatever the thread count, a row's output has the same bits; the vector levels give the
- * same bits for every M (in both modes their many-row paths, which unpack each weight block
+ * same bits for every M (the avx2 level's tiles of up to NUMLA_QBLOCK_AVX2_MR x rows, and in both
+ * modes the avx512 levels' many-row paths, which unpack each weight block
  * once for several x rows, run the same per-lane operations as one row alone), with two
  * exceptions (the second, F32 mode on AMX-BF16 tiles, below): in the ROWS layout, every type but Q6_K in Q8 mode from 16 x rows
  * run a panel GEMM at the vnni level (kernels/x86/qblock_panel_avx512vnni.c: 16 weight rows in
@@ -271,14 +284,22 @@ numla_status numla_qblock_forward(numla_isa isa, const numla_qblock_weight *w, i
                                   int64_t ldx, float *y, int64_t ldy, int accumulate, void *workspace,
                                   size_t workspace_bytes);
 
+/* The most x rows (1 to NUMLA_LINEAR_ROW_INVARIANT_M, kernels/linear.h) one call of w at level
+ * isa may have for each of its rows to keep the bits of its one-row call: where F32 mode runs on
+ * the AMX-BF16 tiles from NUMLA_QBLOCK_AMX_F32_MIN_M rows (MXFP4), one fewer than that; every
+ * other weight keeps them up to NUMLA_LINEAR_ROW_INVARIANT_M. A caller that needs one-row bits
+ * for more rows (a speculative verify step, engine/model/model_v4.c) splits them into calls of at
+ * most this many, which costs nothing in bits. */
+int64_t numla_qblock_row_invariant_m(numla_isa isa, const numla_qblock_weight *w);
+
 /* Whether Q8 activation mode takes a K-column slice of type: K a multiple of the type's Q8
  * group (its row in kernels/qblock_types.c): 256, or 32 for the 32-element types
  * (llama-quantize's fallbacks where K is not a multiple of 256). */
 int numla_qblock_q8_takes(numla_qblock_type type, int64_t k);
 /* The activation mode a linear of type with k columns runs in at level isa: Q8 (llama.cpp's
- * function) where numla_qblock_q8_takes and the level has a native Q8 kernel for the type (the
- * ref level runs Q8 by itself); F32 otherwise (the AVX-512 F32 kernels where the type's row
- * names them, else the reference). */
+ * function) where numla_qblock_q8_takes and the level has a native Q8 kernel for the type (avx2
+ * and above: every type but Q4_1; the ref level runs Q8 by itself); F32 otherwise (the AVX-512
+ * F32 kernels where the type's row names them, else the avx2 level's, at ref the reference). */
 numla_qblock_act numla_qblock_act_for(numla_isa isa, numla_qblock_type type, int64_t k);
 
 /* Which level's variant numla_qblock_forward runs for type in mode act at level isa (tests,

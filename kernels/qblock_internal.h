@@ -19,6 +19,15 @@ typedef void (*numla_qblock_forward_fn)(const numla_qblock_weight *w, int64_t m,
 
 void numla_qblock_forward_ref(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                               float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
+/* AVX2 (kernels/x86/qblock_avx2.c): Q8 mode, the types whose row names q8_avx2, every M and
+ * either layout; and its quantization of x (the bits of numla_qblock_quantize_rows_). */
+void numla_qblock_forward_avx2(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                               int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
+void numla_qblock_avx2_quantize_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws);
+/* AVX2 (kernels/x86/qblock_f32_avx2.c): F32 mode, the types whose row names an f32_avx2 decoder
+ * (every type), every M, the ROWS layout. */
+void numla_qblock_forward_f32_avx2(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
+                                   int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
 /* AVX-512 (kernels/x86/qblock_avx512.c): every type, F32 mode. */
 void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
                                  float *y, int64_t ldy, int accumulate, void *ws, size_t ws_bytes);

@@ -38,6 +38,10 @@
  *   q8_gemm      Q8 mode at the vnni level, ROWS layout: the many-row GEMM's tiles
  *                (kernels/x86/qblock_gemm_avx512vnni.c; full: NUMLA_QBLOCK_GEMM_MR x rows,
  *                part: fewer); q8_gemm_short the same where K is not a multiple of 256 (Q8_0)
+ *   q8_avx2      Q8 mode at the avx2 level, every M and either layout: one weight row's blocks
+ *                against a tile of x rows (kernels/x86/qblock_avx2.c)
+ *   f32_avx2     F32 mode at the avx2 level (kernels/x86/qblock_f32_avx2.c): one weight row
+ *                against a tile of x rows, its blocks decoded once per tile by an AVX2 decoder
  * A type has Q8 kernels at the vnni and amx levels where it has q8_dot or q8_gemm
  * (numla_qblock_type_row_q8_vnni); the PANEL16 layout and the panel GEMM then run it where its
  * p16 and panel_gemm columns say (the amx level's tiles take what the panel GEMM takes).
@@ -65,6 +69,18 @@ typedef void (*numla_qblock_q8_gemm_full_fn)(const uint8_t *row, int64_t nb, con
                                              const float *dx, const int32_t *bs, float *out);
 typedef void (*numla_qblock_q8_gemm_part_fn)(const uint8_t *row, int64_t nb, const int8_t *xq, int64_t k,
                                              const float *dx, const int32_t *bs, float *out, int mr);
+
+/* F32 mode, avx2 level (kernels/x86/qblock_f32_avx2.c): one weight row's nb blocks against mr
+ * (1 .. NUMLA_QBLOCK_AVX2_MR) x rows (ldx apart), out[i] the row's value for x row i. */
+typedef void (*numla_qblock_f32_avx2_fn)(const uint8_t *row, int64_t nb, int mr, const float *x, int64_t ldx,
+                                         float *out);
+
+/* Q8 mode, avx2 level (kernels/x86/qblock_avx2.c): one weight row's units (256-column blocks; a
+ * 32-element type's blocks) [b0, b0 + nu), their bytes at blk, against mr (1 ..
+ * NUMLA_QBLOCK_AVX2_MR) quantized x rows (xq, dx, bs at the first one's; rows k, the groups and
+ * k / 16 apart), adding into acc (mr x 8 fp32 lanes, summed by the caller in a fixed order). */
+typedef void (*numla_qblock_q8_avx2_fn)(const uint8_t *blk, int64_t b0, int64_t nu, int mr, const int8_t *xq,
+                                        int64_t k, const float *dx, const int32_t *bs, float *acc);
 
 /* Q8 mode, PANEL16 layout, vnni level: panels [plo, phi) against all m quantized x rows. */
 typedef void (*numla_qblock_p16_vnni_fn)(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m,
@@ -98,6 +114,8 @@ typedef struct numla_qblock_type_row {
     numla_qblock_f32_decode_fn f32_decode;
     numla_qblock_bf16_tile_fn bf16_tile; /* F32 mode on AMX-BF16 tiles (kernels/x86/qblock_f32_amx.c) */
     numla_qblock_q8_dot_fn q8_dot;
+    numla_qblock_q8_avx2_fn q8_avx2; /* Q8 mode at the avx2 level (every M, either layout) */
+    numla_qblock_f32_avx2_fn f32_avx2; /* F32 mode at the avx2 level: a row against a tile of x rows */
     struct {
         numla_qblock_q8_gemm_full_fn full;
         numla_qblock_q8_gemm_part_fn part;
@@ -180,6 +198,43 @@ NUMLA_QBLOCK_F32_AVX512_DECLARE_(mxfp4)
 
 /* The amx level's F32-mode tile decoders (kernels/x86/qblock_f32_amx.c), per type. */
 void numla_qblock_bf16_tile_mxfp4_amx(const uint8_t *blocks, int64_t ld, uint16_t *tile);
+
+/* The avx2 level's F32-mode kernels (kernels/x86/qblock_f32_avx2.c), per type. */
+#define NUMLA_QBLOCK_F32_AVX2_DECLARE_(NAME)                                                                  \
+    void numla_qblock_f32_rows_##NAME##_avx2(const uint8_t *row, int64_t nb, int mr, const float *x, int64_t ldx, \
+                                             float *out);
+NUMLA_QBLOCK_F32_AVX2_DECLARE_(q8_0)
+NUMLA_QBLOCK_F32_AVX2_DECLARE_(q4_0)
+NUMLA_QBLOCK_F32_AVX2_DECLARE_(q4_1)
+NUMLA_QBLOCK_F32_AVX2_DECLARE_(q5_0)
+NUMLA_QBLOCK_F32_AVX2_DECLARE_(iq4_nl)
+NUMLA_QBLOCK_F32_AVX2_DECLARE_(mxfp4)
+NUMLA_QBLOCK_F32_AVX2_DECLARE_(q4_k)
+NUMLA_QBLOCK_F32_AVX2_DECLARE_(q5_k)
+NUMLA_QBLOCK_F32_AVX2_DECLARE_(q6_k)
+NUMLA_QBLOCK_F32_AVX2_DECLARE_(iq4_xs)
+NUMLA_QBLOCK_F32_AVX2_DECLARE_(q2_k)
+NUMLA_QBLOCK_F32_AVX2_DECLARE_(q3_k)
+NUMLA_QBLOCK_F32_AVX2_DECLARE_(q5_1)
+#undef NUMLA_QBLOCK_F32_AVX2_DECLARE_
+
+/* The avx2 level's Q8-mode kernels (kernels/x86/qblock_avx2.c), per type. */
+#define NUMLA_QBLOCK_Q8_AVX2_DECLARE_(NAME)                                                                   \
+    void numla_qblock_q8_rows_##NAME##_avx2(const uint8_t *blk, int64_t b0, int64_t nu, int mr, const int8_t *xq, \
+                                            int64_t k, const float *dx, const int32_t *bs, float *acc);
+NUMLA_QBLOCK_Q8_AVX2_DECLARE_(q8_0)
+NUMLA_QBLOCK_Q8_AVX2_DECLARE_(q4_0)
+NUMLA_QBLOCK_Q8_AVX2_DECLARE_(q4_k)
+NUMLA_QBLOCK_Q8_AVX2_DECLARE_(q5_k)
+NUMLA_QBLOCK_Q8_AVX2_DECLARE_(q6_k)
+NUMLA_QBLOCK_Q8_AVX2_DECLARE_(iq4_xs)
+NUMLA_QBLOCK_Q8_AVX2_DECLARE_(q2_k)
+NUMLA_QBLOCK_Q8_AVX2_DECLARE_(q3_k)
+NUMLA_QBLOCK_Q8_AVX2_DECLARE_(q5_0)
+NUMLA_QBLOCK_Q8_AVX2_DECLARE_(iq4_nl)
+NUMLA_QBLOCK_Q8_AVX2_DECLARE_(q5_1)
+NUMLA_QBLOCK_Q8_AVX2_DECLARE_(mxfp4)
+#undef NUMLA_QBLOCK_Q8_AVX2_DECLARE_
 
 /* The vnni level's Q8-mode kernels (kernels/x86/qblock_avx512vnni.c, qblock_gemm_avx512vnni.c). */
 #define NUMLA_QBLOCK_Q8_DOT_DECLARE_(NAME)                                                                    \

@@ -16,6 +16,10 @@ typedef struct numla_qlinear_variant {
 } numla_qlinear_variant;
 
 static const numla_qlinear_variant numla_qlinear_ref_ = {{"ref", 0, NULL}, numla_qlinear_forward_ref, NULL};
+/* fp8 (the panel GEMM from NUMLA_QLINEAR_PANEL_MIN_M rows), int8-row and W8A8 on AVX2 + FMA + F16C */
+static const numla_qlinear_variant numla_qlinear_fp8_avx2_ = {{"avx2", 0, NULL}, numla_qlinear_forward_avx2,
+                                                              numla_qlinear_gemm_avx2};
+static const numla_qlinear_variant numla_qlinear_int8_avx2_ = {{"avx2", 0, NULL}, numla_qlinear_forward_avx2, NULL};
 static const numla_qlinear_variant numla_qlinear_fp8_avx512_ = {{"avx512", 0, NULL}, numla_qlinear_forward_avx512,
                                                                 numla_qlinear_gemm_avx512};
 static const numla_qlinear_variant numla_qlinear_row_avx512_ = {{"avx512", 0, NULL}, numla_qlinear_forward_avx512,
@@ -38,6 +42,7 @@ static const numla_qlinear_variant numla_qlinear_w8a8_amx_ = {
  * or one whose CPU needs are missing, inherits the level below. */
 static const numla_variant *const numla_qlinear_table_[NUMLA_ISA_COUNT][NUMLA_QLINEAR_FORMAT_COUNT] = {
     [NUMLA_ISA_REF] = {&numla_qlinear_ref_.v, &numla_qlinear_ref_.v, &numla_qlinear_ref_.v},
+    [NUMLA_ISA_AVX2] = {&numla_qlinear_fp8_avx2_.v, &numla_qlinear_int8_avx2_.v, &numla_qlinear_int8_avx2_.v},
     [NUMLA_ISA_AVX512] = {&numla_qlinear_fp8_avx512_.v, &numla_qlinear_row_avx512_.v, &numla_qlinear_w8a8_avx512_.v},
     [NUMLA_ISA_AVX512BF16] = {&numla_qlinear_fp8_avx512bf16_.v, NULL, NULL},
     [NUMLA_ISA_AMX] = {&numla_qlinear_wide_amx_.v, &numla_qlinear_row_amx_.v, &numla_qlinear_w8a8_amx_.v},

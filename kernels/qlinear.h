@@ -45,7 +45,7 @@
  * level `isa` (the caller's choice, from numla_isa_select at the top; nothing here reads the
  * environment). A level without a native variant for the format inherits the level below.
  * Scratch: numla_qlinear_workspace_size (W8A8 needs the quantized rows; fp8 from 2 to 12 rows
- * x packed as bf16 hi and lo for the avx512bf16 rows, M x K x 4 bytes; fp8 from M = 16, a
+ * x packed as bf16 hi and lo for the avx512bf16 rows, M x K x 4 bytes; fp8 from M = 13, a
  * chunk of x packed as bf16 tiles for the amx level, and int8-row at every M, x's int8 planes
  * there (both from N = 16), at most about max(1 MiB, 32 rows x K x 4 bytes); fp8 with K past
  * 4096 there: x of up to M rows (at most 32 MiB of them) x K x 4 bytes and up to 8 MiB of
@@ -70,10 +70,20 @@
  * kernels/x86/qlinear_avx512.c; the amx level's int8-row sums are exact integers on the tiles
  * and on VNNI alike, and give other bits than avx512's); fp8 up to 12 rows at every level (its
  * many-row panel GEMM, from NUMLA_QLINEAR_PANEL_MIN_M = 13 rows, and the amx level's tiles,
- * from 16, sum in other orders; at the avx512bf16 level 2-12 rows run the one-row split-bf16
+ * from NUMLA_QLINEAR_AMX_WIDE_MIN_M = 13, sum in other orders; at the avx512bf16 level 2-12 rows run the one-row split-bf16
  * GEMV's arithmetic row by row, each weight group widened once for all rows). So up to 12 rows
  * every format gives a row the bits of its one-row call (a speculative verify step's rows,
  * docs/speculative.md).
+ *
+ * Levels per format: ref everywhere; avx2 (kernels/x86/qlinear_avx2.c) all three: fp8 and
+ * int8-row exact products in 8-lane fp32 FMA chains (fp8: one chain per 128-wide block, scaled
+ * into a total block by block; int8-row: one chain over K), so the first bound above, and the
+ * same arithmetic per output at every M up to 12 (fp8) or every M (int8-row); fp8 from 13 rows
+ * a panel GEMM of fp32-dequantized weights (its own order, the same bound); W8A8 exact int32
+ * sums on vpmaddubsw/vpmaddwd, the same bits as every level; avx512 fp8 and int8-row
+ * (kernels/x86/qlinear_avx512.c), W8A8 with AVX512-VNNI (else avx2's); avx512bf16 fp8 M = 1-12
+ * with AVX512_VBMI; amx the tiles above. A level's bits differ from another level's for fp8 and
+ * int8-row (each inside its bound), never for W8A8.
  */
 #ifndef NUMLA_KERNELS_QLINEAR_H
 #define NUMLA_KERNELS_QLINEAR_H

@@ -13,7 +13,8 @@
  *
  * W8A8 workspace (numla_qlinear_workspace_size, any alignment; the kernel aligns to 64):
  *   xq: room for m rounded up to 16 rows of kp bytes. The ref and VNNI levels store (m, kp) u8
- *   = q + 128 (padding: 128, i.e. q = 0); the amx level stores q as s8 in TDPBSSD B tiles
+ *   = q + 128 (padding: 128, i.e. q = 0); the avx2 level (m, kp) s8 q (padding 0); the amx
+ *   level stores q as s8 in TDPBSSD B tiles
  *   (kernels/x86/qlinear_amx.c), zero rows past m. Then, 64-aligned, sx (m) fp32.
  * Many-row workspace (fp8-block, W8A8, numla_qlinear_gemm_applies; any alignment, the
  * kernel aligns to 64): one numla_qlinear_gemm_thread_bytes block per thread; for W8A8 those
@@ -139,6 +140,12 @@ typedef void (*numla_qlinear_forward_fn)(const numla_qlinear_weight *w, int64_t 
 
 void numla_qlinear_forward_ref(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
                                float *y, int64_t ldy, int accumulate, void *workspace);
+/* All three formats on AVX2 + FMA + F16C (kernels/x86/qlinear_avx2.c): fp8 and int8-row widened
+ * in registers with fp32 FMA, W8A8 with vpmaddubsw on |w| and sign-applied s8 q (its workspace's
+ * xq holds s8 q, 0 past k, instead of u8 q + 128); fp8 from NUMLA_QLINEAR_PANEL_MIN_M rows the
+ * panel GEMM numla_qlinear_gemm_avx2 (its per-thread scratch: numla_qlinear_gemm_thread_bytes). */
+void numla_qlinear_forward_avx2(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                                float *y, int64_t ldy, int accumulate, void *workspace);
 /* fp8 and int8-row: widen in registers, fp32 FMA. */
 void numla_qlinear_forward_avx512(const numla_qlinear_weight *w, int64_t m, const float *x,
                                   int64_t ldx, float *y, int64_t ldy, int accumulate,
@@ -268,6 +275,8 @@ void numla_qlinear_forward_amx_wide(const numla_qlinear_weight *w, int64_t m, co
 typedef void (*numla_qlinear_gemm_fn)(const numla_qlinear_weight *w, int64_t m, const float *x,
                                       int64_t ldx, float *y, int64_t ldy, int accumulate,
                                       void *workspace, int max_threads);
+void numla_qlinear_gemm_avx2(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                             float *y, int64_t ldy, int accumulate, void *workspace, int max_threads);
 void numla_qlinear_gemm_avx512(const numla_qlinear_weight *w, int64_t m, const float *x,
                                int64_t ldx, float *y, int64_t ldy, int accumulate,
                                void *workspace, int max_threads);

@@ -8,10 +8,13 @@
 #include <stdint.h>
 
 /* Native variants per level and kind (the rows' type: fp32, bf16); an empty entry inherits the
- * level below, and so does a level whose variant does not take the call (avx512: D % 32 == 0). */
+ * level below, and so does a level whose variant does not take the call (avx512: D % 32 == 0;
+ * avx2: D % 16 == 0). */
 static const numla_variant *const numla_sink_attn_table_[NUMLA_ISA_COUNT][NUMLA_SINK_ATTN_KINDS] = {
     [NUMLA_ISA_REF] = {[NUMLA_SINK_ATTN_F32] = &numla_sink_attn_kernel_ref.v,
                        [NUMLA_SINK_ATTN_BF16] = &numla_sink_attn_kernel_ref_bf16.v},
+    [NUMLA_ISA_AVX2] = {[NUMLA_SINK_ATTN_F32] = &numla_sink_attn_kernel_avx2.v,
+                        [NUMLA_SINK_ATTN_BF16] = &numla_sink_attn_kernel_avx2_bf16.v},
     [NUMLA_ISA_AVX512] = {[NUMLA_SINK_ATTN_F32] = &numla_sink_attn_kernel_avx512.v,
                           [NUMLA_SINK_ATTN_BF16] = &numla_sink_attn_kernel_avx512_bf16.v},
 };
@@ -86,6 +89,19 @@ numla_status numla_sink_attn(numla_isa isa, const numla_sink_attn_args *a, void 
             if (a->sel[t * a->sel_stride + i] < 0)
                 NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "sink_attn: query %lld's listed row %d is %d",
                            (long long)t, i, a->sel[t * a->sel_stride + i]);
+        const int32_t *tab = a->ent_blocks ? a->ent_blocks[t] : NULL;
+        if (!tab || a->ent_len[t] == 0)
+            continue;
+        if (a->ent_block_size < 1)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "sink_attn: query %lld has a block table but "
+                       "ent_block_size %d (>= 1)", (long long)t, a->ent_block_size);
+        for (int32_t i = 0; i < a->ent_len[t]; i++) {
+            const int32_t e = a->sel ? a->sel[t * a->sel_stride + i] : i;
+            if (tab[e / a->ent_block_size] < 0)
+                NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "sink_attn: query %lld's listed row %d is "
+                           "in block %d of its table, whose id is %d", (long long)t, e,
+                           e / a->ent_block_size, tab[e / a->ent_block_size]);
+        }
     }
     const numla_sink_attn_kernel *k = numla_sink_attn_pick(isa, a);
     const int nth = omp_get_max_threads();

@@ -24,11 +24,13 @@ enum { NUMLA_SINK_ATTN_F32 = 0, NUMLA_SINK_ATTN_BF16, NUMLA_SINK_ATTN_KINDS };
 
 extern const numla_sink_attn_kernel numla_sink_attn_kernel_ref;
 extern const numla_sink_attn_kernel numla_sink_attn_kernel_ref_bf16;
+extern const numla_sink_attn_kernel numla_sink_attn_kernel_avx2;
+extern const numla_sink_attn_kernel numla_sink_attn_kernel_avx2_bf16;
 extern const numla_sink_attn_kernel numla_sink_attn_kernel_avx512;
 extern const numla_sink_attn_kernel numla_sink_attn_kernel_avx512_bf16;
 
-/* Row i of query t's visible rows (the window first, then the listed rows), rows of es bytes
- * per value (4: fp32, 2: bf16). */
+/* Row i of query t's visible rows (the window first, then the listed rows, contiguous or
+ * through the query's block table), rows of es bytes per value (4: fp32, 2: bf16). */
 static inline const char *numla_sink_attn_row(const numla_sink_attn_args *a, int64_t t, int64_t i,
                                               size_t es)
 {
@@ -36,8 +38,11 @@ static inline const char *numla_sink_attn_row(const numla_sink_attn_args *a, int
     if (i < nw)
         return (const char *)a->win[t] + (size_t)(i * D) * es;
     i -= nw;
-    return (const char *)a->ent[t] +
-           (size_t)((a->sel ? (int64_t)a->sel[t * a->sel_stride + i] : i) * D) * es;
+    int64_t e = a->sel ? (int64_t)a->sel[t * a->sel_stride + i] : i;
+    const int32_t *tab = a->ent_blocks ? a->ent_blocks[t] : NULL;
+    if (tab) /* paged: block e / bs, offset e % bs */
+        e = (int64_t)tab[e / a->ent_block_size] * a->ent_block_size + e % a->ent_block_size;
+    return (const char *)a->ent[t] + (size_t)(e * D) * es;
 }
 
 #endif

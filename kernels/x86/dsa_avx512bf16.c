@@ -126,7 +126,7 @@ static numla_mla_attn_args numla_dsa_attn_as_mla(const numla_dsa_attn_args *a)
     return (numla_mla_attn_args){
         .num_seqs = a->num_seqs, .num_heads = a->num_heads, .kv_lora_rank = a->kv_lora_rank,
         .rope_dim = a->rope_dim, .block_size = a->block_size, .num_blocks = a->num_blocks,
-        .max_blocks_per_seq = a->max_blocks_per_seq, .q = a->q, .q_dtype = a->q_dtype,
+        .max_blocks_per_seq = a->block_table_stride /* the MLA args' row stride */, .q = a->q, .q_dtype = a->q_dtype,
         .kv_cache = a->kv_cache, .kv_dtype = a->kv_dtype, .block_tables = a->block_tables,
         .seq_lens = a->seq_lens, .query_start_loc = a->query_start_loc, .causal = 0,
         .scale = a->scale, .out = a->out, .out_dtype = a->out_dtype, .lse = a->lse};

@@ -19,17 +19,14 @@ static inline __mmask16 numla_linear_avx512_mask_(int64_t nvalid)
     return nvalid >= NR ? (__mmask16)0xFFFF : nvalid <= 0 ? 0 : (__mmask16)((1u << nvalid) - 1u);
 }
 
-/* y[0..mr)[0..16*np) (+)= x[0..mr)[k0..k1) . panel^T; b points at panel p0, k0 even.
- * split: a second accumulator set for the odd k, so a short tile (decode) has enough
- * independent FMA chains to cover the FMA latency. */
+/* A tile's accumulators, even-k (acc) and odd-k (acc2) chains, at the start of its K range:
+ * the previous K block's chains (carry_in), else y (load_c) or zero. The bf16 and f32 tiles
+ * share it and numla_linear_avx512_acc_end_. */
 static inline __attribute__((always_inline)) void
-numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, const uint16_t *b,
-                               size_t pstride, int64_t k0, int64_t k1, const float *x, int64_t ldx, int64_t xsk,
-                               float *y, int64_t ldy, int load_c, __mmask16 mk0, __mmask16 mk1,
-                               __m512 *carry, int carry_in, int carry_out)
+numla_linear_avx512_acc_start_(const int mr, const int np, __m512 acc[MR][2], __m512 acc2[MR][2],
+                               const __mmask16 mk[2], const float *y, int64_t ldy, int load_c,
+                               const __m512 *carry, int carry_in)
 {
-    __m512 acc[MR][2], acc2[MR][2];
-    const __mmask16 mk[2] = {mk0, mk1};
 #pragma GCC unroll 16
     for (int i = 0; i < mr; i++)
 #pragma GCC unroll 2
@@ -42,6 +39,44 @@ numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, cons
             acc[i][j] = load_c ? _mm512_maskz_loadu_ps(mk[j], y + i * ldy + j * NR) : _mm512_setzero_ps();
             acc2[i][j] = _mm512_setzero_ps();
         }
+}
+
+/* ... and at its end: the chains kept for the next K block (carry_out), else their sum (split:
+ * the odd chains added last) stored into y. */
+static inline __attribute__((always_inline)) void
+numla_linear_avx512_acc_end_(const int mr, const int np, const int split, __m512 acc[MR][2], __m512 acc2[MR][2],
+                             const __mmask16 mk[2], float *y, int64_t ldy, __m512 *carry, int carry_out)
+{
+    if (carry && carry_out) {
+#pragma GCC unroll 16
+        for (int i = 0; i < mr; i++)
+#pragma GCC unroll 2
+            for (int j = 0; j < np; j++) {
+                carry[(i * 2 + j) * 2] = acc[i][j];
+                carry[(i * 2 + j) * 2 + 1] = acc2[i][j];
+            }
+        return;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 2
+        for (int j = 0; j < np; j++)
+            _mm512_mask_storeu_ps(y + i * ldy + j * NR, mk[j],
+                                  split ? _mm512_add_ps(acc[i][j], acc2[i][j]) : acc[i][j]);
+}
+
+/* y[0..mr)[0..16*np) (+)= x[0..mr)[k0..k1) . panel^T; b points at panel p0, k0 even.
+ * split: a second accumulator set for the odd k, so a short tile (decode) has enough
+ * independent FMA chains to cover the FMA latency. */
+static inline __attribute__((always_inline)) void
+numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, const uint16_t *b,
+                               size_t pstride, int64_t k0, int64_t k1, const float *x, int64_t ldx, int64_t xsk,
+                               float *y, int64_t ldy, int load_c, __mmask16 mk0, __mmask16 mk1,
+                               __m512 *carry, int carry_in, int carry_out)
+{
+    __m512 acc[MR][2], acc2[MR][2];
+    const __mmask16 mk[2] = {mk0, mk1};
+    numla_linear_avx512_acc_start_(mr, np, acc, acc2, mk, y, ldy, load_c, carry, carry_in);
     const __m512i hi = _mm512_set1_epi32((int)0xFFFF0000u);
     const int64_t kpair_end = k0 + ((k1 - k0) & ~(int64_t)1);
     for (int64_t kk = k0; kk < kpair_end; kk += 2) {
@@ -81,22 +116,7 @@ numla_linear_avx512_tile_bf16_(const int mr, const int np, const int split, cons
                 acc[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(x[i * ldx + kpair_end * xsk]), be, acc[i][j]);
         }
     }
-    if (carry && carry_out) {
-#pragma GCC unroll 16
-        for (int i = 0; i < mr; i++)
-#pragma GCC unroll 2
-            for (int j = 0; j < np; j++) {
-                carry[(i * 2 + j) * 2] = acc[i][j];
-                carry[(i * 2 + j) * 2 + 1] = acc2[i][j];
-            }
-        return;
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < mr; i++)
-#pragma GCC unroll 2
-        for (int j = 0; j < np; j++)
-            _mm512_mask_storeu_ps(y + i * ldy + j * NR, mk[j],
-                                  split ? _mm512_add_ps(acc[i][j], acc2[i][j]) : acc[i][j]);
+    numla_linear_avx512_acc_end_(mr, np, split, acc, acc2, mk, y, ldy, carry, carry_out);
 }
 
 static inline __attribute__((always_inline)) void
@@ -107,18 +127,7 @@ numla_linear_avx512_tile_f32_(const int mr, const int np, const int split, const
 {
     __m512 acc[MR][2], acc2[MR][2];
     const __mmask16 mk[2] = {mk0, mk1};
-#pragma GCC unroll 16
-    for (int i = 0; i < mr; i++)
-#pragma GCC unroll 2
-        for (int j = 0; j < np; j++) {
-            if (carry && carry_in) {
-                acc[i][j] = carry[(i * 2 + j) * 2];
-                acc2[i][j] = carry[(i * 2 + j) * 2 + 1];
-                continue;
-            }
-            acc[i][j] = load_c ? _mm512_maskz_loadu_ps(mk[j], y + i * ldy + j * NR) : _mm512_setzero_ps();
-            acc2[i][j] = _mm512_setzero_ps();
-        }
+    numla_linear_avx512_acc_start_(mr, np, acc, acc2, mk, y, ldy, load_c, carry, carry_in);
     int64_t k = k0;
     for (; k + 1 < k1; k += 2) {
         __m512 b0[2], b1[2];
@@ -126,6 +135,9 @@ numla_linear_avx512_tile_f32_(const int mr, const int np, const int split, const
         for (int j = 0; j < np; j++) {
             b0[j] = _mm512_load_ps(b + (size_t)k * NR + j * pstride);
             b1[j] = _mm512_load_ps(b + (size_t)(k + 1) * NR + j * pstride);
+            /* in registers: folded into each row's FMA, a 2-3-row tile read every weight
+             * vector once per row and ran slower than 4 rows */
+            __asm__("" : "+v"(b0[j]), "+v"(b1[j]));
         }
 #pragma GCC unroll 16
         for (int i = 0; i < mr; i++) {
@@ -150,41 +162,31 @@ numla_linear_avx512_tile_f32_(const int mr, const int np, const int split, const
                 acc[i][j] = _mm512_fmadd_ps(_mm512_set1_ps(x[i * ldx + k * xsk]), b0, acc[i][j]);
         }
     }
-    if (carry && carry_out) {
-#pragma GCC unroll 16
-        for (int i = 0; i < mr; i++)
-#pragma GCC unroll 2
-            for (int j = 0; j < np; j++) {
-                carry[(i * 2 + j) * 2] = acc[i][j];
-                carry[(i * 2 + j) * 2 + 1] = acc2[i][j];
-            }
-        return;
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < mr; i++)
-#pragma GCC unroll 2
-        for (int j = 0; j < np; j++)
-            _mm512_mask_storeu_ps(y + i * ldy + j * NR, mk[j],
-                                  split ? _mm512_add_ps(acc[i][j], acc2[i][j]) : acc[i][j]);
+    numla_linear_avx512_acc_end_(mr, np, split, acc, acc2, mk, y, ldy, carry, carry_out);
 }
 
-/* Fixed (mr, np) instantiations so every accumulator is a register. */
+/* Fixed (mr, np) instantiations so every accumulator is a register. Split (two chains per
+ * output): every tile of up to ROW_GROUP rows (2 panels) or 8 rows (1 panel), so up to ROW_GROUP
+ * rows a row sums as the one-row tile does. */
+_Static_assert(NUMLA_LINEAR_AVX512_ROW_GROUP <= 8, "a split tile of 1 panel covers ROW_GROUP rows");
 #define NUMLA_LINEAR_AVX512_CASE(R)                                                              \
     case R:                                                                                      \
         if (bf16) {                                                                              \
             if (np == 2)                                                                         \
-                numla_linear_avx512_tile_bf16_(R, 2, 2 * R <= 8, (const uint16_t *)b, pstride, k0, \
-                                               k1, x, ldx, xsk, y, ldy, load_c, mk0, mk1, NULL, 0, 0); \
+                numla_linear_avx512_tile_bf16_(R, 2, R <= NUMLA_LINEAR_AVX512_ROW_GROUP,         \
+                                               (const uint16_t *)b, pstride, k0, k1, x, ldx, xsk, \
+                                               y, ldy, load_c, mk0, mk1, NULL, 0, 0);            \
             else                                                                                 \
                 numla_linear_avx512_tile_bf16_(R, 1, R <= 8, (const uint16_t *)b, pstride, k0, k1, \
-                                               x, ldx, xsk, y, ldy, load_c, mk0, mk1, NULL, 0, 0);    \
+                                               x, ldx, xsk, y, ldy, load_c, mk0, mk1, NULL, 0, 0); \
         } else {                                                                                 \
             if (np == 2)                                                                         \
-                numla_linear_avx512_tile_f32_(R, 2, 2 * R <= 8, (const float *)b, pstride, k0,   \
-                                              k1, x, ldx, xsk, y, ldy, load_c, mk0, mk1, NULL, 0, 0); \
+                numla_linear_avx512_tile_f32_(R, 2, R <= NUMLA_LINEAR_AVX512_ROW_GROUP,          \
+                                              (const float *)b, pstride, k0, k1, x, ldx, xsk, y, \
+                                              ldy, load_c, mk0, mk1, NULL, 0, 0);                \
             else                                                                                 \
                 numla_linear_avx512_tile_f32_(R, 1, R <= 8, (const float *)b, pstride, k0, k1, x, \
-                                              ldx, xsk, y, ldy, load_c, mk0, mk1, NULL, 0, 0);       \
+                                              ldx, xsk, y, ldy, load_c, mk0, mk1, NULL, 0, 0);   \
         }                                                                                        \
         break;
 
@@ -210,7 +212,7 @@ static void numla_linear_avx512_tile_(int mr, int np, int bf16, const void *b, s
     }
 }
 
-/* The few-row tiles (M <= NUMLA_LINEAR_AVX512_ROW_GROUP rows, every tile split): one output
+/* The few-row tiles (up to NUMLA_LINEAR_AVX512_ROW_GROUP rows, every tile split): one output
  * row's sums are the one-row tile's, the even k in one accumulator chain and the odd k in a
  * second, added at the end, whatever the other rows. carry: the chains between K blocks. */
 #define NUMLA_LINEAR_AVX512_ROWS_CASE(R)                                                         \
@@ -237,20 +239,23 @@ static void numla_linear_avx512_tile_rows_(int mr, int np, int bf16, const void 
                                            float *y, int64_t ldy, int load_c, __mmask16 mk0,
                                            __mmask16 mk1, __m512 *carry, int cin, int cout)
 {
-    _Static_assert(NUMLA_LINEAR_AVX512_ROW_GROUP == 4, "the cases below");
+    _Static_assert(NUMLA_LINEAR_AVX512_ROW_GROUP == 6, "the cases below");
     switch (mr) {
         NUMLA_LINEAR_AVX512_ROWS_CASE(1)
         NUMLA_LINEAR_AVX512_ROWS_CASE(2)
         NUMLA_LINEAR_AVX512_ROWS_CASE(3)
         NUMLA_LINEAR_AVX512_ROWS_CASE(4)
+        NUMLA_LINEAR_AVX512_ROWS_CASE(5)
+        NUMLA_LINEAR_AVX512_ROWS_CASE(6)
     default: break;
     }
 }
 
-/* M in (ROW_GROUP, MR]: groups of ROW_GROUP rows, each in the few-row tiles' order, over K
- * blocks of NUMLA_LINEAR_KC that the groups share (a block of the two panels stays in L1, bf16,
- * or L2, f32), so the weights are read from memory once and every row gets the bits it gets
- * alone (kernels/linear.h). */
+/* M in (ROW_GROUP, MR]: ceil(M / ROW_GROUP) groups of as even a size as they can be (7 rows:
+ * 4 + 3, not 6 + 1: a group of few rows is bound by the FMA latency, not by its FMAs), each in
+ * the few-row tiles' order, over K blocks of NUMLA_LINEAR_KC that the groups share (a block of
+ * the two panels stays in L1, bf16, or L2, f32), so the weights are read from memory once and
+ * every row gets the bits it gets alone (kernels/linear.h). */
 static void numla_linear_avx512_row_groups_(const numla_linear_weight *w, int64_t m, const float *x,
                                             int64_t ldx, float *y, int64_t ldy, int accumulate,
                                             int64_t p0, int64_t p1)
@@ -259,6 +264,7 @@ static void numla_linear_avx512_row_groups_(const numla_linear_weight *w, int64_
     const int bf16 = w->dtype == NUMLA_DTYPE_BF16;
     const size_t pe = numla_linear_panel_elems(w);
     const size_t es = bf16 ? 2 : 4;
+    const int64_t ng = (m + G - 1) / G;
     __m512 carry[NG][G * 2 * 2];
     for (int64_t p = p0; p < p1; p += 2) {
         const int np = p + 1 < p1 ? 2 : 1;
@@ -268,11 +274,10 @@ static void numla_linear_avx512_row_groups_(const numla_linear_weight *w, int64_
         const void *b = (const char *)w->packed + (size_t)p * pe * es;
         for (int64_t k0 = 0; k0 < w->k; k0 += NUMLA_LINEAR_KC) {
             const int64_t k1 = k0 + NUMLA_LINEAR_KC < w->k ? k0 + NUMLA_LINEAR_KC : w->k;
-            for (int64_t i0 = 0; i0 < m; i0 += G)
-                numla_linear_avx512_tile_rows_((int)(m - i0 < G ? m - i0 : G), np, bf16, b, pe, k0,
+            for (int64_t g = 0, i0 = 0; g < ng; i0 += m / ng + (g < m % ng), g++)
+                numla_linear_avx512_tile_rows_((int)(m / ng + (g < m % ng)), np, bf16, b, pe, k0,
                                                k1, x + i0 * ldx, ldx, y + i0 * ldy + n0, ldy,
-                                               accumulate, mk0, mk1, carry[i0 / G], k0 > 0,
-                                               k1 < w->k);
+                                               accumulate, mk0, mk1, carry[g], k0 > 0, k1 < w->k);
         }
     }
 }

@@ -5,12 +5,15 @@
  * in place) and reused for Q·K and P·V; scores keep the item's 16 rows in two ymm per key
  * (each cache element broadcast into FMAs against q packed [dim][row]); online softmax per
  * tile; P·V in register blocks of 4 rows × 16 dims, lanes along d.
+ * The chunk's keys are a key range, or an index list (numla_mla_attn_chunk.keys: DSA's sparse
+ * attention at this level, kernels/x86/dsa_avx2.c).
  */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #include "kernels/mla_attn_internal.h"
+#include "kernels/x86/mla_attn_avx2_internal.h"
 
 #define NUMLA_MLA_AVX2_INLINE static inline __attribute__((always_inline))
 
@@ -32,31 +35,6 @@ NUMLA_MLA_AVX2_INLINE __m256 numla_mla_avx2_exp(__m256 x)
     p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
-
-/* S[i][0..16) = Σ_d qt[d][0..16) · row_i[d], NT keys, HV = 1 or 2 vectors of 8 rows. */
-NUMLA_MLA_AVX2_INLINE void numla_mla_avx2_qk(const float *qt, int64_t width, const float *const *rows,
-                                     float *S, const int NT, const int HV)
-{
-    __m256 acc[8][2];
-    for (int i = 0; i < NT; i++)
-        for (int h = 0; h < HV; h++)
-            acc[i][h] = _mm256_setzero_ps();
-    for (int64_t d = 0; d < width; d++) {
-        __m256 q0 = _mm256_load_ps(qt + d * 16), q1 = q0;
-        if (HV > 1)
-            q1 = _mm256_load_ps(qt + d * 16 + 8);
-        for (int i = 0; i < NT; i++) {
-            __m256 k = _mm256_broadcast_ss(rows[i] + d);
-            acc[i][0] = _mm256_fmadd_ps(q0, k, acc[i][0]);
-            if (HV > 1)
-                acc[i][1] = _mm256_fmadd_ps(q1, k, acc[i][1]);
-        }
-    }
-    for (int i = 0; i < NT; i++) {
-        _mm256_store_ps(S + 16 * i, acc[i][0]);
-        _mm256_store_ps(S + 16 * i + 8, HV > 1 ? acc[i][1] : _mm256_setzero_ps());
-    }
 }
 
 /* O[h0 + h][d] = O·corr + Σ_t P[t][h0 + h] v_t[d] for 4 rows, 16 dims at a time. */
@@ -162,11 +140,19 @@ static void numla_mla_avx2_chunk(const numla_mla_attn_chunk *c, float *acc, floa
     int fresh = 1;
     for (int64_t t0 = c->k0; t0 < kend; t0 += NUMLA_MLA_AVX2_KT) {
         const int64_t nt = kend - t0 < NUMLA_MLA_AVX2_KT ? kend - t0 : NUMLA_MLA_AVX2_KT;
-        int64_t bi = t0 / bs, off = t0 % bs;
-        for (int64_t i = 0; i < nt; i++) {
-            rows[i] = (const char *)a->kv_cache + ((size_t)tab[bi] * (size_t)bs + (size_t)off) * rowbytes;
-            if (++off == bs)
-                off = 0, bi++;
+        if (c->keys) { /* an index list (DSA's sparse attention): each key's own block */
+            for (int64_t i = 0; i < nt; i++) {
+                const int64_t t = c->keys[t0 + i];
+                rows[i] = (const char *)a->kv_cache +
+                          ((size_t)tab[t / bs] * (size_t)bs + (size_t)(t % bs)) * rowbytes;
+            }
+        } else {
+            int64_t bi = t0 / bs, off = t0 % bs;
+            for (int64_t i = 0; i < nt; i++) {
+                rows[i] = (const char *)a->kv_cache + ((size_t)tab[bi] * (size_t)bs + (size_t)off) * rowbytes;
+                if (++off == bs)
+                    off = 0, bi++;
+            }
         }
         for (int64_t i = 0; i < nt; i++) {
             if (a->kv_dtype == NUMLA_DTYPE_F32) {

@@ -253,7 +253,9 @@ void numla_mla_avx512_chunk(const numla_mla_tile_steps *tiles, const numla_mla_a
         memset(acc, 0, (size_t)c->nrows * (size_t)dc * sizeof(float));
         return;
     }
-    if (amx)
+    if (c->q_ready)
+        ;
+    else if (amx)
         tiles->pack_q(c, qbuf);
     else
         numla_mla_pack_q(c, qbuf);

@@ -378,13 +378,14 @@ NUMLA_MLA16_INLINE void numla_mla16_chunk_impl(const numla_mla_attn_chunk *c, fl
     const uint16_t *fqh = NULL, *fql = NULL;
     int64_t fqs = w;
     if (!few) {
-        numla_mla16_pack_q(c, qhi, qlo);
+        if (!c->q_ready)
+            numla_mla16_pack_q(c, qhi, qlo);
     } else if (!qsplit) {
         fqh = (const uint16_t *)a->q + (size_t)c->row0 * (size_t)w;
     } else {
         uint16_t *h = (uint16_t *)(void *)qhi, *lo = (uint16_t *)(void *)qlo;
         fqs = np * 2;
-        for (int32_t r = 0; r < c->nrows; r++)
+        for (int32_t r = 0; r < (c->q_ready ? 0 : c->nrows); r++)
             for (int64_t d = 0; d < w; d += 32) {
                 const size_t base = (size_t)(c->row0 + r) * (size_t)w + (size_t)d;
                 const __mmask16 m1 = w - d > 16 ? 0xffff : 0;

@@ -10,11 +10,15 @@
  * bits. Speed: docs/linear.md.
  *
  * It computes Yᵀ = W · Xᵀ, so the weights are the A operand: an A tile is 16 weight rows x 32 k
- * of bf16. The packed weights stay 1 byte ((n, kp) e4m3, kernels/qlinear_internal.h); each A
- * tile is widened into a per-thread L1 buffer: vpermb doubles each byte into a word, two
- * vpermi2b look up the bf16's high and low bytes (kernels/x86/fp8_bf16_lut.h), the sign bit is
- * copied over. Every e4m3 value, the subnormals m · 2^-9 included, is then a normal bf16, so
- * the tiles' denormals-are-zero never touches a weight. Two ways to apply the block scales:
+ * of bf16. The packed weights stay 1 byte ((n, kp) e4m3, kernels/qlinear_internal.h); the A
+ * tiles are widened into a per-thread L1 buffer two at a time from 64 bytes of a row: two
+ * vpermi2b look up the bf16's low and high bytes (kernels/x86/fp8_bf16_lut.h) where the bytes
+ * stand, the sign bit is copied onto the high byte, and an in-lane unpack of low and high bytes
+ * gives each tile's words, so the two tiles of 64 k hold their k in the order
+ * numla_fp8_amx_k_ names (x's tiles use the same order; a lone last tile of an odd number is
+ * widened in k order, each byte doubled by vpermb first). Every e4m3 value, the subnormals
+ * m · 2^-9 included, is then a normal bf16, so the tiles' denormals-are-zero never touches a
+ * weight. Two ways to apply the block scales:
  *   * fp32 scales (DeepSeek-V2/V3's weight_scale_inv): one C per 128-wide k block (4 k tiles x
  *     hi, lo = 8 TDPBF16PS into each C), then sum += C · s[grid row of that C row][block] in
  *     fp32 registers, one scale per C row; a tile whose 16 rows straddle two grid rows needs
@@ -22,13 +26,15 @@
  *   * power-of-two scales (numla_qlinear_weight.scale_pow2: DeepSeek-V4's E8M0 scales, V3.1's
  *     ue8m0): s · w is a normal bf16 exactly (the exponent added to each non-zero word), so
  *     the scale is folded into the A tile and each C runs over the whole K in fp32 on the
- *     tiles (stored and reloaded exactly every NUMLA_QLINEAR_AMX_FP8_KC columns), as the bf16
- *     GEMM does: no per-block vector step.
+ *     tiles (stored and reloaded exactly every 128 columns, or every NUMLA_QLINEAR_AMX_FP8_KC
+ *     in the slabs below), as the bf16 GEMM does: no per-block vector step.
  * B operand: x split into hi + lo bf16 (hi = bf16(x), lo = bf16(x - hi), round to nearest even,
  * as kernels/x86/linear_amx.c), packed per call into the workspace: for 16-row block mb and
  * 32-k block c, two 1 KiB tiles (hi, lo) of 16 k-pairs x (16 rows x 2 bf16),
- *   B[kk][2·mm + b] = x[16·mb + mm][32·c + 2·kk + b],   zero past M and past K,
- * built by a 16 x 16 transpose of 32-bit words (kernels/x86/bf16_pack_avx512.h).
+ *   B[kk][2·mm + b] = x[16·mb + mm][κ(c, 2·kk + b)],   zero past M and past K,
+ * κ the tiles' k order (numla_fp8_amx_k_: 64c' + 16·(q / 8) + 8h + q % 8 for tile 2c' + h),
+ * built by a 16 x 16 transpose of 32-bit words (kernels/x86/bf16_pack_avx512.h). Which k
+ * share a tile only orders the fp32 sums: the bounds below do not depend on it.
  *
  * Precision (u = 2^-24): the products of a weight (or s · weight) with each piece are exact in
  * fp32 (bf16 x bf16) and the split leaves |x - hi - lo| <= 2^-17 |x|, so against the
@@ -49,16 +55,26 @@
  * A tile from rows [N - 16, N), overlapping the block before it, and stores only the rows that
  * block did not.
  *
- * Register blocking: kernels/x86/amx_bf16_block.h (2 weight-row tiles x 2 x tiles: 32 n x 32
- * m; per 32-k tile 2 A loads, 4 B loads, 8 TDPBF16PS).
+ * Register blocking (K up to NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K): numla_amx_bf16_block_x1 of
+ * kernels/x86/amx_bf16_block.h, 4 weight-row tiles x 1 x tile (64 n x 16 m): per 32-k tile the
+ * x tile's two pieces are loaded once (from L2) for 4 A loads (from L1) and 8 TDPBF16PS, where
+ * 2 x 2 tiles loaded 4 pieces from L2 for the same work; each C takes its products in the same
+ * order, so the bits are those of the 2 x 2 block. The slabs below keep 2 x 2
+ * (numla_amx_bf16_block).
  * Cache blocking (K up to NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K): the team packs x in chunks of
  * numla_qlinear_amx_wide_chunk rows (all of them in the workspace, shared, so it stays in L2),
- * then threads split N in pairs of 16-row weight blocks. A thread walks its pairs' k blocks (128 columns, or NUMLA_QLINEAR_AMX_FP8_KC with
- * power-of-two scales) in order; each block's A tiles are widened once and used by every x tile
- * of the chunk. The widening of the next block is spread over the current block's x tiles (two
- * A buffers), so the vector work runs between tile instructions instead of stalling them, and
- * the block after that is prefetched the same way. The pair's fp32 sums over the chunk
- * (chunk x 32 floats) stay in a stack buffer until its last block, then go into y.
+ * then threads split N in groups of four 16-row weight blocks. A thread walks its groups' k
+ * blocks (128 columns: one scale block) in order; each block's A tiles are widened once and used
+ * by every x tile of the chunk. The widening of the next block is spread over the current
+ * block's x tiles (two 16 KiB A buffers in L1), and the bytes of the block after that are
+ * prefetched into L2 the same way (into L1 they were lost to the x tiles streaming through it
+ * before they were widened). The group's fp32 sums over the chunk (chunk x 64 floats) stay in
+ * a stack buffer until its last block, then go into y (numla_amx_blocks_out,
+ * kernels/x86/amx_tile_out.h, the epilogue the int8 tile kernels share).
+ * Where the time goes (docs/linear.md): on the AMX machine the tile products and the vector
+ * work (widening, the fp32 scale step) did not overlap, so each costs its own time; the scale
+ * step (a C store and 16 FMAs per 8 TDPBF16PS) and the widening (5 vector instructions per 64
+ * weights, once per x chunk) are what the bf16 GEMM does not pay.
  * Larger K (numla_qlinear_amx_fp8_slabs): a chunk of all of K would hold only 32-64 rows, so
  * each A tile would serve 2-4 x tiles and widening would dominate. There the weights are
  * widened once per call, a slab of NUMLA_QLINEAR_AMX_FP8_KS columns at a time, into the
@@ -94,8 +110,9 @@ enum {
     TK = 32,                                  /* bf16 k values per tile row */
     TILE = TR * TK,                           /* bf16 elements of one 1 KiB tile */
     KT_BLOCK = NUMLA_QLINEAR_BLOCK / TK,      /* 32-k tiles per 128-k scale block */
-    KT_POW2 = NUMLA_QLINEAR_AMX_FP8_KC / TK,  /* 32-k tiles per k block, power-of-two scales */
+    KT_POW2 = NUMLA_QLINEAR_AMX_FP8_KC / TK,  /* 32-k tiles per C pass of a slab, power-of-two scales */
     XT_MAX = NUMLA_QLINEAR_AMX_WIDE_MAX_CHUNK / TR,
+    GROUP = 4,                                /* weight tiles a chunk's x tile meets at once */
 };
 _Static_assert(NUMLA_QLINEAR_AMX_FP8_KC % NUMLA_QLINEAR_BLOCK == 0, "a k block holds whole scale blocks");
 
@@ -117,13 +134,13 @@ NUMLA_FP8_AMX_INLINE __m512i numla_fp8_amx_widen32_(const int POW2, const int8_t
     return POW2 ? _mm512_mask_add_epi16(v, _mm512_test_epi16_mask(d, _mm512_set1_epi16(0x7F00)), v, e) : v;
 }
 
-/* One k block of a weight pair: the A tiles to widen (or prefetch). */
+/* One k block of a group of weight tiles: the A tiles to widen (or prefetch). */
 typedef struct {
-    int64_t p;     /* first weight tile of the pair */
-    int64_t r[2];  /* first weight row of each 16-row tile */
-    int nn;        /* weight tiles (1 or 2) */
-    int64_t t0;    /* first 32-k tile */
-    int nt;        /* 32-k tiles */
+    int64_t p;              /* first weight tile of the group */
+    int64_t r[GROUP];       /* first weight row of each 16-row tile */
+    int nn;                 /* weight tiles (1 to GROUP) */
+    int64_t t0;             /* first 32-k tile */
+    int nt;                 /* 32-k tiles */
 } numla_fp8_amx_blk;
 
 /* The exponent add of row r (packed) over 32-k tile t, power-of-two scales; 0 otherwise. */
@@ -136,43 +153,85 @@ static inline short numla_fp8_amx_eadd_(const numla_qlinear_weight *w, int64_t r
     return (short)(((int)(bits >> 23) - 127) * 128);
 }
 
-/* Rows [l0, l1) of the block's 32 (tile j = row / 16) into a: tile (j, t) at a + (j·kt + t)
+/* 64 e4m3 bytes (32-k tiles 2g and 2g + 1) -> the two tiles' 32 bf16 each in their k order
+ * (numla_fp8_amx_k_): word q of tile h is byte 16·(q / 8) + 8·h + q % 8. Each byte is looked up
+ * where it stands (two vpermi2b), its sign copied onto the high byte, and one in-lane unpack per
+ * tile interleaves low and high bytes: 4 shuffles per 64 weights where the in-order widening
+ * takes 6 and two blends. POW2: e, the scale's exponent << 7, added to every non-zero word. */
+NUMLA_FP8_AMX_INLINE void numla_fp8_amx_widen64_(const int POW2, const int8_t *p, const numla_fp8_amx_lut *t, __m512i e,
+                                                 __m512i *v0, __m512i *v1)
+{
+    const __m512i b = _mm512_loadu_si512((const void *)p);
+    const __m512i lo = _mm512_permutex2var_epi8(t->l0, b, t->l1);
+    __m512i hi = _mm512_permutex2var_epi8(t->h0, b, t->h1);
+    hi = _mm512_ternarylogic_epi32(hi, b, _mm512_set1_epi8((char)0x80), 0xF8); /* hi | (b & sign) */
+    __m512i u0 = _mm512_unpacklo_epi8(lo, hi), u1 = _mm512_unpackhi_epi8(lo, hi);
+    if (POW2) {
+        const __m512i mag = _mm512_set1_epi16(0x7FFF);
+        u0 = _mm512_mask_add_epi16(u0, _mm512_test_epi16_mask(u0, mag), u0, e);
+        u1 = _mm512_mask_add_epi16(u1, _mm512_test_epi16_mask(u1, mag), u1, e);
+    }
+    *v0 = u0;
+    *v1 = u1;
+}
+
+/* Weight row r's 32-k tiles [t0, t0 + nt) (t0 even: a k block's or a slab's first) widened into
+ * dst (tile t at + t tiles), pairs of tiles in their k order, the lone last tile of an odd
+ * number of tiles in k order (numla_fp8_amx_k_). */
+NUMLA_FP8_AMX_INLINE void numla_fp8_amx_widen_row_(const numla_qlinear_weight *w, int64_t r, int64_t t0, int nt,
+                                                   uint16_t *dst, const numla_fp8_amx_lut *lut)
+{
+    const int8_t *src = w->q + r * w->kp + t0 * TK;
+    __m512i v0, v1;
+    if (!w->scale_pow2) {
+        const __m512i z = _mm512_setzero_si512();
+        for (int t = 0; t + 1 < nt; t += 2) {
+            numla_fp8_amx_widen64_(0, src + t * TK, lut, z, &v0, &v1);
+            _mm512_store_si512((void *)(dst + (size_t)t * TILE), v0);
+            _mm512_store_si512((void *)(dst + (size_t)(t + 1) * TILE), v1);
+        }
+        if (nt % 2)
+            _mm512_store_si512((void *)(dst + (size_t)(nt - 1) * TILE),
+                               numla_fp8_amx_widen32_(0, src + (nt - 1) * TK, lut, z));
+        return;
+    }
+    __m512i e = _mm512_setzero_si512();
+    for (int t = 0; t < nt; t += 2) { /* a pair never straddles a scale block (KT_BLOCK even) */
+        if (t == 0 || (t0 + t) % KT_BLOCK == 0)
+            e = _mm512_set1_epi16(numla_fp8_amx_eadd_(w, r, t0 + t));
+        if (t + 1 == nt) {
+            _mm512_store_si512((void *)(dst + (size_t)t * TILE), numla_fp8_amx_widen32_(1, src + t * TK, lut, e));
+            break;
+        }
+        numla_fp8_amx_widen64_(1, src + t * TK, lut, e, &v0, &v1);
+        _mm512_store_si512((void *)(dst + (size_t)t * TILE), v0);
+        _mm512_store_si512((void *)(dst + (size_t)(t + 1) * TILE), v1);
+    }
+}
+
+/* Rows [l0, l1) of the block's 16·nn (tile j = row / 16) into a: tile (j, t) at a + (j·kt + t)
  * tiles, kt the buffer's tiles per weight tile. */
 NUMLA_FP8_AMX_INLINE void numla_fp8_amx_widen_rows_(const numla_qlinear_weight *w, const numla_fp8_amx_blk *b,
                                                    int l0, int l1, uint16_t *a, int kt,
                                                    const numla_fp8_amx_lut *lut)
 {
-    const int64_t kp = w->kp;
     if (l1 > 16 * b->nn)
         l1 = 16 * b->nn;
     for (int row = l0; row < l1; row++) {
         const int j = row / TR, l = row % TR;
-        const int64_t r = b->r[j] + l;
-        const int8_t *src = w->q + r * kp + b->t0 * TK;
-        uint16_t *dst = a + (size_t)j * kt * TILE + (size_t)l * TK;
-        if (!w->scale_pow2) {
-            for (int t = 0; t < b->nt; t++)
-                _mm512_store_si512((void *)(dst + (size_t)t * TILE),
-                                   numla_fp8_amx_widen32_(0, src + t * TK, lut, _mm512_setzero_si512()));
-            continue;
-        }
-        __m512i e = _mm512_set1_epi16(numla_fp8_amx_eadd_(w, r, b->t0));
-        for (int t = 0; t < b->nt; t++) {
-            if (t > 0 && (b->t0 + t) % KT_BLOCK == 0)
-                e = _mm512_set1_epi16(numla_fp8_amx_eadd_(w, r, b->t0 + t));
-            _mm512_store_si512((void *)(dst + (size_t)t * TILE), numla_fp8_amx_widen32_(1, src + t * TK, lut, e));
-        }
+        numla_fp8_amx_widen_row_(w, b->r[j] + l, b->t0, b->nt, a + (size_t)j * kt * TILE + (size_t)l * TK, lut);
     }
 }
 
-/* Rows [l0, l1) of the block's bytes into L1 (64-byte lines). */
+/* Rows [l0, l1) of the block's bytes into L2 (64-byte lines; L1 would lose them to the x
+ * tiles streaming through it before they are widened). */
 static inline void numla_fp8_amx_prefetch_rows_(const numla_qlinear_weight *w, const numla_fp8_amx_blk *b, int l0,
                                                 int l1)
 {
     for (int row = l0; row < l1 && row < 16 * b->nn; row++) {
         const char *src = (const char *)(w->q + (b->r[row / TR] + row % TR) * w->kp + b->t0 * TK);
         for (int o = 0; o < b->nt * TK; o += 64)
-            _mm_prefetch(src + o, _MM_HINT_T0);
+            _mm_prefetch(src + o, _MM_HINT_T1);
     }
 }
 
@@ -180,44 +239,55 @@ static inline void numla_fp8_amx_prefetch_rows_(const numla_qlinear_weight *w, c
 static NUMLA_FP8_AMX_FN void numla_fp8_amx_widen_tiles_(const numla_qlinear_weight *w, int64_t r, int64_t t0, int nt,
                                                        uint16_t *a, const numla_fp8_amx_lut *lut)
 {
-    for (int l = 0; l < TR; l++) {
-        const int8_t *src = w->q + (r + l) * w->kp + t0 * TK;
-        uint16_t *dst = a + (size_t)l * TK;
-        if (!w->scale_pow2) {
-            for (int t = 0; t < nt; t++)
-                _mm512_store_si512((void *)(dst + (size_t)t * TILE),
-                                   numla_fp8_amx_widen32_(0, src + t * TK, lut, _mm512_setzero_si512()));
-            continue;
-        }
-        __m512i e = _mm512_set1_epi16(numla_fp8_amx_eadd_(w, r + l, t0));
-        for (int t = 0; t < nt; t++) {
-            if (t > 0 && (t0 + t) % KT_BLOCK == 0)
-                e = _mm512_set1_epi16(numla_fp8_amx_eadd_(w, r + l, t0 + t));
-            _mm512_store_si512((void *)(dst + (size_t)t * TILE), numla_fp8_amx_widen32_(1, src + t * TK, lut, e));
-        }
-    }
+    for (int l = 0; l < TR; l++)
+        numla_fp8_amx_widen_row_(w, r + l, t0, nt, a + (size_t)l * TK, lut);
 }
 
-/* x rows [i, i + 16) of 32-k tile c as the hi and lo B tiles at dst (rows from M and k from K
- * are zeros). */
+/* The k of word q (0-31) of 32-k tile c, ks tiles in all (numla_fp8_amx_k_): tiles pair up
+ * within 64 k, tile 2g + h holding k = 64g + 16·(q / 8) + 8h + q % 8, the order in which
+ * numla_fp8_amx_widen64_ lays out a 64-byte weight row; the last tile of an odd ks alone, in k
+ * order, 32c + q. A and B agree on it, so each product is w[k] · x[k]; it decides only which
+ * k share a TDPBF16PS lane pair and a tile (the order of the fp32 sums). */
+static inline int64_t numla_fp8_amx_k_(int64_t c, int q, int64_t ks)
+{
+    if (ks % 2 && c == ks - 1)
+        return TK * c + q;
+    return 64 * (c / 2) + 16 * (q / 8) + 8 * (c % 2) + q % 8;
+}
+
+/* x rows [i, i + 16) of 32-k tile c (of ks) as the hi and lo B tiles at dst, k in the tile's
+ * order (rows from M and k from K are zeros). */
 static inline __mmask16 numla_fp8_amx_mask_(int64_t k, int64_t c)
 {
     return c >= k ? (__mmask16)0 : k - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - c)) - 1);
 }
 
 static void numla_fp8_amx_pack_tile_(const float *x, int64_t ldx, int64_t m, int64_t k, int64_t i, int64_t c,
-                                     uint16_t *dst)
+                                     int64_t ks, uint16_t *dst)
 {
     __m512i hi[TR], lo[TR];
-    const int64_t k0 = c * TK;
+    const int alone = ks % 2 && c == ks - 1;
+    /* in k order: 32 from k0; paired: four runs of 8 from k0, 16 apart */
+    const int64_t k0 = alone ? TK * c : numla_fp8_amx_k_(c, 0, ks);
     const __mmask16 m0 = numla_fp8_amx_mask_(k, k0), m1 = numla_fp8_amx_mask_(k, k0 + 16);
+    const __mmask16 m2 = numla_fp8_amx_mask_(k, k0 + 32), m3 = numla_fp8_amx_mask_(k, k0 + 48);
     for (int r = 0; r < TR; r++) {
         if (i + r >= m) {
             hi[r] = lo[r] = _mm512_setzero_si512();
             continue;
         }
         const float *s = x + (i + r) * ldx + k0;
-        numla_x86_split_bf16(_mm512_maskz_loadu_ps(m0, s), _mm512_maskz_loadu_ps(m1, s + 16), &hi[r], &lo[r]);
+        __m512 x0, x1;
+        if (alone) {
+            x0 = _mm512_maskz_loadu_ps(m0, s);
+            x1 = _mm512_maskz_loadu_ps(m1, s + 16);
+        } else {
+            x0 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_maskz_loadu_ps((__mmask8)m0, s)),
+                                    _mm256_maskz_loadu_ps((__mmask8)m1, s + 16), 1);
+            x1 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_maskz_loadu_ps((__mmask8)m2, s + 32)),
+                                    _mm256_maskz_loadu_ps((__mmask8)m3, s + 48), 1);
+        }
+        numla_x86_split_bf16(x0, x1, &hi[r], &lo[r]);
     }
     numla_x86_transpose16(hi);
     numla_x86_transpose16(lo);
@@ -236,57 +306,71 @@ static inline void numla_fp8_amx_scale_add_(const float *c, const float *sv, flo
     }
 }
 
-/* The block of pair p (weight tiles p, p + 1 below b1) at 32-k tile t0. */
+/* The block of the group from weight tile p (up to GROUP tiles below b1) at 32-k tile t0. */
 static inline numla_fp8_amx_blk numla_fp8_amx_blk_at_(const numla_qlinear_weight *w, int64_t p, int64_t b1, int64_t t0,
                                                       int kt, int64_t ks)
 {
     numla_fp8_amx_blk b;
     b.p = p;
-    b.nn = p + 1 < b1 ? 2 : 1;
-    for (int j = 0; j < 2; j++)
+    b.nn = (int)(b1 - p < GROUP ? b1 - p : GROUP);
+    for (int j = 0; j < GROUP; j++)
         b.r[j] = numla_amx_block_row0(p + (j < b.nn ? j : 0), w->n);
     b.t0 = t0;
     b.nt = (int)(ks - t0 < kt ? ks - t0 : kt);
     return b;
 }
 
-/* The block after c in the thread's walk: the pair's next k block, or the next pair's first. */
+/* The block after c in the thread's walk: the group's next k block, or the next group's first. */
 static inline numla_fp8_amx_blk numla_fp8_amx_blk_next_(const numla_qlinear_weight *w, const numla_fp8_amx_blk *c,
                                                         int64_t b1, int kt, int64_t ks)
 {
     return c->t0 + kt < ks ? numla_fp8_amx_blk_at_(w, c->p, b1, c->t0 + kt, kt, ks)
-                           : numla_fp8_amx_blk_at_(w, c->p + 2, b1, 0, kt, ks);
+                           : numla_fp8_amx_blk_at_(w, c->p + GROUP, b1, 0, kt, ks);
 }
 
-/* Weight blocks [b0, b1) x x rows [i0, i1) (xb holds the chunk's packed rows from i0). */
+/* The epilogue's out (numla_amx_blocks_out): tile (j, h) of sums[j][h] into y. */
+typedef struct {
+    float (*sum)[XT_MAX][TR * TR];
+    float *y;
+    int64_t ldy;
+    int accumulate;
+} numla_fp8_amx_out;
+
+static inline void numla_fp8_amx_out_(void *ctx, int j, int64_t h, int64_t n0, int skip, int64_t m0, int mc)
+{
+    const numla_fp8_amx_out *o = ctx;
+    numla_amx_tile_to_rows(o->sum[j][h], n0, skip, m0, mc, o->y, o->ldy, o->accumulate);
+}
+
+/* Weight blocks [b0, b1) x x rows [i0, i1) (xb holds the chunk's packed rows from i0), GROUP
+ * weight tiles at a time, 128 k columns a block. */
 static NUMLA_FP8_AMX_FN void numla_fp8_amx_range_(const numla_qlinear_weight *w, const uint16_t *xb, int64_t i0,
                                                  int64_t i1, int64_t b0, int64_t b1, float *y, int64_t ldy,
                                                  int accumulate)
 {
-    uint16_t a[2][2 * KT_POW2 * TILE] __attribute__((aligned(64)));
-    float c[4][TR * TR] __attribute__((aligned(64)));
-    float sum[2][XT_MAX][TR * TR] __attribute__((aligned(64)));
-    float sv[2][TR];
-    enum { P = 2 };
+    uint16_t a[2][GROUP * KT_BLOCK * TILE] __attribute__((aligned(64)));
+    float c[GROUP][TR * TR] __attribute__((aligned(64)));
+    float sum[GROUP][XT_MAX][TR * TR] __attribute__((aligned(64)));
+    float sv[GROUP][TR];
     const numla_fp8_amx_lut lut = {
         _mm512_load_si512((const void *)numla_fp8_bf16_hi), _mm512_load_si512((const void *)(numla_fp8_bf16_hi + 64)),
         _mm512_load_si512((const void *)numla_fp8_bf16_lo), _mm512_load_si512((const void *)(numla_fp8_bf16_lo + 64)),
         _mm512_set_epi8(31, 31, 30, 30, 29, 29, 28, 28, 27, 27, 26, 26, 25, 25, 24, 24, 23, 23, 22, 22, 21, 21, 20, 20,
                         19, 19, 18, 18, 17, 17, 16, 16, 15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8, 7,
                         7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0)};
-    const int pow2 = w->scale_pow2;
-    const int kt = pow2 ? KT_POW2 : KT_BLOCK; /* 32-k tiles per k block */
+    const int pow2 = w->scale_pow2, kt = KT_BLOCK; /* 32-k tiles per k block */
     const int64_t ks = (w->k + TK - 1) / TK, nkb = (ks + kt - 1) / kt;
-    const int64_t xtiles = (i1 - i0 + TR - 1) / TR, xpairs = (xtiles + 1) / 2;
-    const int64_t total = (b1 - b0 + 1) / 2 * nkb; /* blocks of the walk */
+    const int64_t xtiles = (i1 - i0 + TR - 1) / TR;
+    const int64_t total = (b1 - b0 + GROUP - 1) / GROUP * nkb; /* blocks of the walk */
     const size_t a1 = (size_t)kt * TILE;
+    numla_fp8_amx_out out = {sum, y, ldy, accumulate};
     numla_fp8_amx_blk cur = numla_fp8_amx_blk_at_(w, b0, b1, 0, kt, ks);
     numla_fp8_amx_blk nx1 = numla_fp8_amx_blk_next_(w, &cur, b1, kt, ks), nx2;
-    numla_fp8_amx_widen_rows_(w, &cur, 0, 2 * TR, a[0], kt, &lut);
+    numla_fp8_amx_widen_rows_(w, &cur, 0, GROUP * TR, a[0], kt, &lut);
     if (total > 1)
-        numla_fp8_amx_prefetch_rows_(w, &nx1, 0, 2 * TR);
+        numla_fp8_amx_prefetch_rows_(w, &nx1, 0, GROUP * TR);
     for (int64_t n = 0; n < total; n++) {
-        const int64_t kb = cur.t0 / KT_BLOCK; /* the scale column (fp32 scales: one block) */
+        const int64_t kb = cur.t0 / KT_BLOCK; /* the scale column */
         const uint16_t *an = a[n % 2];
         const int have1 = n + 1 < total, have2 = n + 2 < total;
         nx2 = numla_fp8_amx_blk_next_(w, &nx1, b1, kt, ks);
@@ -294,43 +378,30 @@ static NUMLA_FP8_AMX_FN void numla_fp8_amx_range_(const numla_qlinear_weight *w,
             for (int j = 0; j < cur.nn; j++)
                 for (int l = 0; l < TR; l++)
                     sv[j][l] = w->scales[numla_qlinear_grid_row(w, cur.r[j] + l) * w->scale_cols + kb];
-        for (int64_t xp = 0; xp < xpairs; xp++) {
-            const int64_t xt = 2 * xp;
+        for (int64_t xt = 0; xt < xtiles; xt++) {
             /* the next block's share of rows widened, the one after prefetched */
-            const int l0 = (int)(2 * TR * xp / xpairs), l1 = (int)(2 * TR * (xp + 1) / xpairs);
+            const int l0 = (int)(GROUP * TR * xt / xtiles), l1 = (int)(GROUP * TR * (xt + 1) / xtiles);
             if (have1)
                 numla_fp8_amx_widen_rows_(w, &nx1, l0, l1, a[(n + 1) % 2], kt, &lut);
             if (have2)
                 numla_fp8_amx_prefetch_rows_(w, &nx2, l0, l1);
-            const int nm = xt + 1 < xtiles ? 2 : 1;
-            const uint16_t *bx0 = xb + ((size_t)xt * (size_t)ks + (size_t)cur.t0) * P * TILE;
-            const uint16_t *bx1 = bx0 + (size_t)ks * P * TILE;
-            const int shape = (cur.nn == 2) * 2 + (nm == 2);
-            float *o0 = pow2 ? sum[0][xt] : c[0], *o1 = pow2 ? sum[0][xt + 1] : c[1];
-            float *o2 = pow2 ? sum[1][xt] : c[2], *o3 = pow2 ? sum[1][xt + 1] : c[3];
+            const uint16_t *bx = xb + ((size_t)xt * (size_t)ks + (size_t)cur.t0) * 2 * TILE;
+            /* fp32 scales: C over this block, then sum (+)= C · s; power-of-two: C is the sum */
+            float *o0 = pow2 ? sum[0][xt] : c[0], *o1 = pow2 ? sum[1][xt] : c[1];
+            float *o2 = pow2 ? sum[2][xt] : c[2], *o3 = pow2 ? sum[3][xt] : c[3];
             const int first = !pow2 || cur.t0 == 0;
-            switch (shape) { /* literal arguments: each case its own inlined loop */
-            case 0: numla_amx_bf16_block(1, 1, P, an, a1, bx0, bx1, cur.nt, first, o0, o1, o2, o3); break;
-            case 1: numla_amx_bf16_block(1, 2, P, an, a1, bx0, bx1, cur.nt, first, o0, o1, o2, o3); break;
-            case 2: numla_amx_bf16_block(2, 1, P, an, a1, bx0, bx1, cur.nt, first, o0, o1, o2, o3); break;
-            default: numla_amx_bf16_block(2, 2, P, an, a1, bx0, bx1, cur.nt, first, o0, o1, o2, o3); break;
+            switch (cur.nn) { /* literal arguments: each case its own inlined loop */
+            case 1: numla_amx_bf16_block_x1(1, an, a1, bx, cur.nt, first, o0, o1, o2, o3); break;
+            case 2: numla_amx_bf16_block_x1(2, an, a1, bx, cur.nt, first, o0, o1, o2, o3); break;
+            case 3: numla_amx_bf16_block_x1(3, an, a1, bx, cur.nt, first, o0, o1, o2, o3); break;
+            default: numla_amx_bf16_block_x1(4, an, a1, bx, cur.nt, first, o0, o1, o2, o3); break;
             }
             if (!pow2)
                 for (int j = 0; j < cur.nn; j++)
-                    for (int h = 0; h < nm; h++)
-                        numla_fp8_amx_scale_add_(c[2 * j + h], sv[j], sum[j][xt + h], cur.t0 == 0);
+                    numla_fp8_amx_scale_add_(c[j], sv[j], sum[j][xt], cur.t0 == 0);
         }
-        if (cur.t0 + kt >= ks) { /* the pair's last block */
-            const int64_t p = cur.p;
-            for (int j = 0; j < cur.nn; j++) {
-                const int skip = (int)(TR * (p + j) - cur.r[j]);
-                for (int64_t xt = 0; xt < xtiles; xt++) {
-                    const int64_t m0 = i0 + TR * xt;
-                    const int mc = (int)(i1 - m0 < TR ? i1 - m0 : TR);
-                    numla_amx_tile_to_rows(sum[j][xt], cur.r[j], skip, m0, mc, y, ldy, accumulate);
-                }
-            }
-        }
+        if (cur.t0 + kt >= ks) /* the group's last block */
+            numla_amx_blocks_out(cur.p, cur.r, cur.nn, i0, i1, xtiles, numla_fp8_amx_out_, &out);
         cur = nx1;
         nx1 = nx2;
     }
@@ -348,6 +419,7 @@ static void numla_fp8_amx_slab_range_(const numla_qlinear_weight *w, const uint1
     float sum[2][XT_MAX][TR * TR] __attribute__((aligned(64)));
     float sv[2][TR];
     enum { P = 2 };
+    numla_fp8_amx_out out = {sum, y, ldy, accumulate || t0 > 0};
     const int pow2 = w->scale_pow2;
     const int kt = pow2 ? KT_POW2 : KT_BLOCK; /* 32-k tiles per C pass */
     const int64_t xtiles = (i1 - i0 + TR - 1) / TR, xpairs = (xtiles + 1) / 2;
@@ -392,14 +464,7 @@ static void numla_fp8_amx_slab_range_(const numla_qlinear_weight *w, const uint1
                             numla_fp8_amx_scale_add_(c[2 * j + h], sv[j], sum[j][xt + h], first);
             }
         }
-        for (int j = 0; j < nn; j++) {
-            const int skip = (int)(TR * (b + j) - r[j]);
-            for (int64_t xt = 0; xt < xtiles; xt++) {
-                const int64_t m0 = i0 + TR * xt;
-                const int mc = (int)(i1 - m0 < TR ? i1 - m0 : TR);
-                numla_amx_tile_to_rows(sum[j][xt], r[j], skip, m0, mc, y, ldy, accumulate || t0 > 0);
-            }
-        }
+        numla_amx_blocks_out(b, r, nn, i0, i1, xtiles, numla_fp8_amx_out_, &out);
     }
 }
 
@@ -429,7 +494,7 @@ static void numla_fp8_amx_slabs_(const numla_qlinear_weight *w, int64_t m, const
             const int64_t s1 = s0 + rows < m ? s0 + rows : m, xtiles = (s1 - s0 + TR - 1) / TR;
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < xtiles * ks; t++)
-                numla_fp8_amx_pack_tile_(x, ldx, m, w->k, s0 + t / ks * TR, t % ks, xb + (size_t)t * 2 * TILE);
+                numla_fp8_amx_pack_tile_(x, ldx, m, w->k, s0 + t / ks * TR, t % ks, ks, xb + (size_t)t * 2 * TILE);
             /* each thread widens and runs its own pairs of each block of nbt weight tiles */
             for (int64_t g0 = 0; g0 < blocks; g0 += nbt) {
                 const int64_t g1 = g0 + nbt < blocks ? g0 + nbt : blocks, pairs = (g1 - g0 + 1) / 2;
@@ -464,22 +529,22 @@ void numla_qlinear_fp8_amx(const numla_qlinear_weight *w, int64_t m, const float
     }
     uint16_t *xb = (uint16_t *)(void *)numla_qlinear_ws_xq(workspace); /* 64-aligned */
     const int64_t ks = (w->k + TK - 1) / TK, chunk = numla_qlinear_amx_wide_chunk(w);
-    const int64_t blocks = (w->n + TR - 1) / TR, pairs = (blocks + 1) / 2;
+    const int64_t blocks = (w->n + TR - 1) / TR, groups = (blocks + GROUP - 1) / GROUP;
 #pragma omp parallel
     {
         /* The shared configuration (16 x 64-byte tiles), loaded here rather than through
          * numla_amx_tiles_begin so that the emulated build runs the same instructions. */
         _tile_loadconfig(&numla_amx_tile_config);
         int64_t lo, hi;
-        numla_qlinear_split(pairs, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-        const int64_t b1 = 2 * hi < blocks ? 2 * hi : blocks;
+        numla_qlinear_split(groups, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        const int64_t b1 = GROUP * hi < blocks ? GROUP * hi : blocks;
         for (int64_t i0 = 0; i0 < m; i0 += chunk) { /* every thread: the barriers */
             const int64_t i1 = i0 + chunk < m ? i0 + chunk : m, xtiles = (i1 - i0 + TR - 1) / TR;
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < xtiles * ks; t++)
-                numla_fp8_amx_pack_tile_(x, ldx, m, w->k, i0 + t / ks * TR, t % ks, xb + (size_t)t * 2 * TILE);
-            if (2 * lo < b1)
-                numla_fp8_amx_range_(w, xb, i0, i1, 2 * lo, b1, y, ldy, accumulate);
+                numla_fp8_amx_pack_tile_(x, ldx, m, w->k, i0 + t / ks * TR, t % ks, ks, xb + (size_t)t * 2 * TILE);
+            if (GROUP * lo < b1)
+                numla_fp8_amx_range_(w, xb, i0, i1, GROUP * lo, b1, y, ldy, accumulate);
 #pragma omp barrier
         }
         _tile_release();

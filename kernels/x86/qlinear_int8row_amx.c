@@ -170,12 +170,29 @@ static void numla_int8row_out_(const int32_t *const cp[PLANES], int64_t n0, int 
     numla_amx_tile_to_rows(t, n0, skip, m0, mc, y, ldy, accumulate);
 }
 
+/* The epilogue's out (numla_amx_blocks_out): tile (j, h) of the three planes' sums into y. */
+typedef struct {
+    int32_t (*c)[4][TR * TR];
+    const float *sx, *s;
+    float *y;
+    int64_t ldy;
+    int accumulate;
+} numla_int8row_outs;
+
+static void numla_int8row_tile_out_(void *ctx, int j, int64_t h, int64_t n0, int skip, int64_t m0, int mc)
+{
+    const numla_int8row_outs *o = ctx;
+    const int32_t *cp[PLANES] = {o->c[0][2 * j + h], o->c[1][2 * j + h], o->c[2][2 * j + h]};
+    numla_int8row_out_(cp, n0, skip, m0, mc, o->sx, o->s, o->y, o->ldy, o->accumulate);
+}
+
 /* Weight blocks [b0, b1) x x rows [i0, i1) (xb: the chunk's B tiles from row i0). */
 static void numla_int8row_range_(const numla_qlinear_weight *w, const int8_t *xb, const float *sx, int64_t m,
                                  int64_t i0, int64_t i1, int64_t b0, int64_t b1, float *y, int64_t ldy,
                                  int accumulate)
 {
     int32_t c[PLANES][4][TR * TR] __attribute__((aligned(64)));
+    numla_int8row_outs out = {c, sx, w->scales, y, ldy, accumulate};
     const int64_t kp = w->kp, kb = kp / TKB;
     for (int64_t b = b0; b < b1; b += 2) {
         const int nn = b + 1 < b1 ? 2 : 1;
@@ -201,15 +218,7 @@ static void numla_int8row_range_(const numla_qlinear_weight *w, const int8_t *xb
                 else
                     numla_amx_int8_block(1, 1, a[0], a[1], kp, bx0, bx1, kb, c[p]);
             }
-            for (int j = 0; j < nn; j++) {
-                const int skip = (int)(TR * (b + j) - r[j]);
-                for (int h = 0; h < nm; h++) {
-                    const int64_t m0 = i + TR * h;
-                    const int mc = (int)(m - m0 < TR ? m - m0 : TR);
-                    const int32_t *cp[PLANES] = {c[0][2 * j + h], c[1][2 * j + h], c[2][2 * j + h]};
-                    numla_int8row_out_(cp, r[j], skip, m0, mc, sx, w->scales, y, ldy, accumulate);
-                }
-            }
+            numla_amx_blocks_out(b, r, nn, i, m, nm, numla_int8row_tile_out_, &out);
         }
     }
 }

@@ -344,7 +344,7 @@ static double mla_problem_work(const mla_problem *p)
 /* Every level the CPU has, each output dtype. A level whose variant does not take the case runs
  * the level below's (numla_mla_attn_variant: amx and avx512bf16 run avx512's on an fp32 or fp16
  * cache), the same code on the same inputs: that variant is checked once. */
-static void mla_check_case(const mla_case *c, const numla_dtype *ots, int nots, const char *label)
+__attribute__((unused)) static void mla_check_case(const mla_case *c, const numla_dtype *ots, int nots, const char *label)
 {
     mla_problem *p = mla_problem_make(c);
     mla_problem_reference(p);

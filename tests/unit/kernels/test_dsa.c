@@ -269,7 +269,8 @@ static numla_dsa_index_args dsa_index_args(const dsa_problem *p, int32_t *ix, in
 {
     return (numla_dsa_index_args){
         .num_seqs = p->c.B, .num_heads = p->c.Hi, .head_dim = p->c.Di, .block_size = p->c.bs,
-        .num_blocks = p->nblk, .max_blocks_per_seq = p->mbps, .topk = p->c.topk, .q = p->iq,
+        .num_blocks = p->nblk, .max_blocks_per_seq = p->mbps, .block_table_stride = p->mbps,
+        .topk = p->c.topk, .q = p->iq,
         .q_dtype = p->c.qt, .w = p->w, .kcache = p->kc, .k_dtype = p->c.i8 ? NUMLA_DTYPE_I8 : p->c.kt,
         .block_tables = p->tables, .seq_lens = p->lens,
         .query_start_loc = p->c.nq ? p->qsl : NULL, .causal = p->c.nq != NULL,
@@ -282,7 +283,7 @@ static numla_dsa_attn_args dsa_attn_args(const dsa_problem *p, const int32_t *ix
     return (numla_dsa_attn_args){
         .num_seqs = p->c.B, .num_heads = p->c.H, .kv_lora_rank = p->c.Dc, .rope_dim = p->c.Dr,
         .block_size = p->c.bs, .num_blocks = p->nblk, .max_blocks_per_seq = p->mbps,
-        .index_stride = p->c.topk, .q = p->q, .q_dtype = p->c.qt, .kv_cache = p->kv,
+        .block_table_stride = p->mbps, .index_stride = p->c.topk, .q = p->q, .q_dtype = p->c.qt, .kv_cache = p->kv,
         .kv_dtype = p->c.kt, .block_tables = p->tables, .seq_lens = p->lens,
         .query_start_loc = p->c.nq ? p->qsl : NULL, .indices = ix, .counts = cnt,
         .scale = p->scale, .out = out, .out_dtype = ot, .lse = lse};
@@ -665,11 +666,26 @@ static void test_i8_index(void)
     int32_t ix[1], cnt[1];
     numla_dsa_index_args a = dsa_index_args(p, ix, cnt);
     CU_ASSERT_STRING_EQUAL(numla_dsa_index_variant(NUMLA_ISA_REF, &a), "i8-ref");
+    CU_ASSERT_STRING_EQUAL(numla_dsa_index_variant(NUMLA_ISA_AVX2, &a), "i8-avx2");
     if (numla_isa_supported(NUMLA_ISA_AVX512)) {
         const char *v = numla_dsa_index_variant(NUMLA_ISA_AVX512BF16, &a);
         fprintf(stderr, "[i8 at avx512bf16: %s] ", v);
-        CU_ASSERT_TRUE(!strcmp(v, "i8-avx512vnni") || !strcmp(v, "i8-ref"));
+        CU_ASSERT_TRUE(!strcmp(v, "i8-avx512vnni") || !strcmp(v, "i8-avx2"));
     }
+    a.num_heads = 4; /* not a multiple of 8: the int8 reference */
+    CU_ASSERT_STRING_EQUAL(numla_dsa_index_variant(NUMLA_ISA_AVX512BF16, &a), "i8-ref");
+    a.num_heads = 32, a.k_dtype = NUMLA_DTYPE_F32; /* the float indexer */
+    CU_ASSERT_STRING_EQUAL(numla_dsa_index_variant(NUMLA_ISA_AVX2, &a), "avx2");
+    a.num_heads = 8; /* heads the avx2 variant takes, avx512's do not */
+    CU_ASSERT_STRING_EQUAL(numla_dsa_index_variant(NUMLA_ISA_AVX512BF16, &a), "avx2");
+    a.num_heads = 32, a.k_dtype = NUMLA_DTYPE_I8;
+    /* the sparse attention's avx2 variant (the dense avx2 chunk over an index list) is what runs
+     * at avx2 on the real latent widths, so the cases above checked it there */
+    numla_dsa_attn_args t2 = dsa_attn_args(p, ix, cnt, NULL, NUMLA_DTYPE_F32, NULL);
+    t2.kv_lora_rank = 512, t2.rope_dim = 64;
+    CU_ASSERT_STRING_EQUAL(numla_dsa_attn_variant(NUMLA_ISA_AVX2, &t2), "avx2");
+    t2.rope_dim = 8; /* not a multiple of 16: the reference */
+    CU_ASSERT_STRING_EQUAL(numla_dsa_attn_variant(NUMLA_ISA_AVX2, &t2), "ref");
     /* the sparse attention's avx512bf16 variant (the dense kernel's chunk over an index list)
      * is what runs there on a bf16 latent cache, so the cases above checked it */
     if (numla_isa_supported(NUMLA_ISA_AVX512BF16)) {
@@ -694,6 +710,51 @@ static int32_t *dsa_select(const dsa_problem *p, numla_isa isa)
     free(ws);
     free(cnt);
     return ix;
+}
+
+/* A query's selection does not depend on the call's other queries (kernels/dsa.h): each of a
+ * sequence's causal queries (a speculative verify step's rows) selected again alone, as a
+ * one-query decode over the keys it sees, keeps exactly the same positions, at every level,
+ * float and I8 keys, head counts the vector variants take (64) and one they leave to the
+ * reference (4 at avx512; avx2 takes 8). Random scores, so the cut falls between close ones.
+ * On 2 threads the 25-query call scores the long sequence's queries unsplit, 3 a group, and
+ * each alone is split in two parts at half its keys (not a key-block boundary). */
+static void test_index_rows_alone(void)
+{
+    static const int32_t lens[2] = {2600, 700}, nq[2] = {20, 5}, his[3] = {64, 8, 4};
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int ni = numla_test_isas(isas), threads = omp_get_max_threads();
+    omp_set_num_threads(2);
+    for (int v = 0; v < 6; v++) {
+        dsa_case c = {.B = 2, .Hi = his[v % 3], .Di = 32, .topk = 256, .H = 16, .Dc = 32,
+                      .Dr = 16, .bs = 16, .lens = lens, .nq = nq, .qt = NUMLA_DTYPE_BF16,
+                      .kt = NUMLA_DTYPE_BF16, .i8 = v >= 3, .seed = 95 + v};
+        dsa_problem *p = dsa_make(&c);
+        for (int i = 0; i < ni; i++) {
+            int32_t *ix = dsa_select(p, isas[i]), one[256], cnt = 0;
+            for (int32_t q = 0; q < p->T; q++) {
+                const int32_t b = p->qseq[q], lim = p->qlim[q];
+                numla_dsa_index_args a = dsa_index_args(p, one, &cnt);
+                const size_t qbytes = (size_t)c.Hi * c.Di * numla_dtype_size(c.qt);
+                a.num_seqs = 1, a.query_start_loc = NULL, a.causal = 0;
+                a.q = (const char *)p->iq + (size_t)q * qbytes;
+                a.w = p->w + (size_t)q * c.Hi;
+                a.block_tables = p->tables + (size_t)b * p->mbps;
+                a.seq_lens = &lim;
+                const size_t wsb = numla_dsa_index_workspace_size(isas[i], &a, dsa_threads());
+                void *ws = malloc(wsb);
+                CU_ASSERT_EQUAL_FATAL(numla_dsa_index(isas[i], &a, ws, wsb), NUMLA_STATUS_OK);
+                free(ws);
+                NUMLA_ASSERT_MSG(!memcmp(one, ix + (size_t)q * c.topk, sizeof one),
+                                 "%s (%s) Hi %d %s: query %d alone selects other keys\n",
+                                 numla_isa_name(isas[i]), numla_dsa_index_variant(isas[i], &a),
+                                 c.Hi, c.i8 ? "i8" : "bf16", q);
+            }
+            free(ix);
+        }
+        dsa_free(p);
+    }
+    omp_set_num_threads(threads);
 }
 
 /* Accuracy of the quantized scoring against the float one on the same keys: the mean share of
@@ -778,7 +839,102 @@ static void test_errors(void)
     dsa_free(p);
 }
 
+/* One block table shared by every sequence (block_table_stride 0): each sequence a query row
+ * that reads the longest one's cache at its own limit (DeepSeek-V4's indexer passes a prefill
+ * chunk so). The same bits as the copied form (every row of the table a copy of sequence 0's,
+ * stride max_blocks_per_seq) at every level, both calls; the other sequences' own rows of the
+ * problem's table hold other blocks (other keys), so a kernel that reads past row 0 differs. */
+static void dsa_check_shared_table(const dsa_case *c, const char *label)
+{
+    dsa_problem *p = dsa_make(c);
+    const size_t mbps = (size_t)p->mbps, K = (size_t)c->topk, T = (size_t)p->T;
+    const size_t nrow = T * (size_t)c->H, nout = nrow * (size_t)c->Dc;
+    int32_t *copy = malloc(sizeof(int32_t) * (size_t)c->B * mbps);
+    for (int32_t b = 0; b < c->B; b++)
+        memcpy(copy + (size_t)b * mbps, p->tables, sizeof(int32_t) * mbps);
+    int32_t *ix[2], *cnt[2];
+    float *out[2], *lse[2];
+    for (int k = 0; k < 2; k++) {
+        ix[k] = malloc(sizeof(int32_t) * T * K), cnt[k] = malloc(sizeof(int32_t) * T);
+        out[k] = malloc(sizeof(float) * nout), lse[k] = malloc(sizeof(float) * nrow);
+    }
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int ni = numla_test_isas(isas);
+    for (int i = 0; i < ni; i++) {
+        for (int k = 0; k < 2; k++) { /* k 0: the copied rows; 1: one shared row */
+            numla_dsa_index_args a = dsa_index_args(p, ix[k], cnt[k]);
+            a.block_tables = k ? p->tables : copy;
+            a.block_table_stride = k ? 0 : p->mbps;
+            size_t wsb = numla_dsa_index_workspace_size(isas[i], &a, dsa_threads());
+            void *ws = malloc(wsb);
+            CU_ASSERT_EQUAL(numla_dsa_index(isas[i], &a, ws, wsb), NUMLA_STATUS_OK);
+            free(ws);
+            /* both attend to the copied form's selection */
+            numla_dsa_attn_args t = dsa_attn_args(p, ix[0], cnt[0], out[k], NUMLA_DTYPE_F32, lse[k]);
+            t.block_tables = a.block_tables;
+            t.block_table_stride = a.block_table_stride;
+            wsb = numla_dsa_attn_workspace_size(isas[i], &t, dsa_threads());
+            ws = malloc(wsb);
+            CU_ASSERT_EQUAL(numla_dsa_attn(isas[i], &t, ws, wsb), NUMLA_STATUS_OK);
+            free(ws);
+        }
+        for (int32_t q = 0; q < p->T; q++)
+            CU_ASSERT_EQUAL(cnt[0][q], p->qlim[q] < c->topk ? p->qlim[q] : c->topk);
+        NUMLA_ASSERT_MSG(!memcmp(cnt[0], cnt[1], sizeof(int32_t) * T) &&
+                             !memcmp(ix[0], ix[1], sizeof(int32_t) * T * K),
+                         "%s [%s]: the shared table's selection differs", label,
+                         numla_isa_name(isas[i]));
+        NUMLA_ASSERT_MSG(!memcmp(out[0], out[1], sizeof(float) * nout) &&
+                             !memcmp(lse[0], lse[1], sizeof(float) * nrow),
+                         "%s [%s]: the shared table's attention differs", label,
+                         numla_isa_name(isas[i]));
+    }
+    /* a stride wider than max_blocks_per_seq: the rows further apart, the same selection */
+    const size_t wide = mbps + 3;
+    int32_t *wtab = malloc(sizeof(int32_t) * (size_t)c->B * wide);
+    for (size_t i = 0; i < (size_t)c->B * wide; i++)
+        wtab[i] = -7;
+    for (int32_t b = 0; b < c->B; b++)
+        memcpy(wtab + (size_t)b * wide, p->tables + (size_t)b * mbps, sizeof(int32_t) * mbps);
+    numla_dsa_index_args a = dsa_index_args(p, ix[0], cnt[0]);
+    size_t wsb = numla_dsa_index_workspace_size(NUMLA_ISA_REF, &a, dsa_threads());
+    void *ws = malloc(wsb);
+    CU_ASSERT_EQUAL(numla_dsa_index(NUMLA_ISA_REF, &a, ws, wsb), NUMLA_STATUS_OK);
+    a.indices = ix[1], a.counts = cnt[1], a.block_tables = wtab, a.block_table_stride = (int32_t)wide;
+    CU_ASSERT_EQUAL(numla_dsa_index(NUMLA_ISA_REF, &a, ws, wsb), NUMLA_STATUS_OK);
+    CU_ASSERT(!memcmp(ix[0], ix[1], sizeof(int32_t) * T * K) &&
+              !memcmp(cnt[0], cnt[1], sizeof(int32_t) * T));
+    free(wtab);
+    /* the rows the shared table is checked up to (the longest sequence's), and the stride */
+    a.block_tables = p->tables, a.block_table_stride = 0;
+    const int32_t last = (p->lens[0] - 1) / c->bs, saved = p->tables[last];
+    p->tables[last] = -1;
+    CU_ASSERT_EQUAL(numla_dsa_index(NUMLA_ISA_REF, &a, ws, wsb), NUMLA_STATUS_OUT_OF_RANGE);
+    p->tables[last] = saved;
+    a.block_table_stride = p->mbps - 1;
+    CU_ASSERT_EQUAL(numla_dsa_index(NUMLA_ISA_REF, &a, ws, wsb), NUMLA_STATUS_INVALID_ARG);
+    free(ws);
+    for (int k = 0; k < 2; k++)
+        free(ix[k]), free(cnt[k]), free(out[k]), free(lse[k]);
+    free(copy);
+    dsa_free(p);
+}
+
+static void test_shared_table(void)
+{
+    /* sequence 0 the longest; limits below and above topk, one long enough to split */
+    static const int32_t lens[6] = {5000, 1, 17, 300, 4999, 2100};
+    dsa_case c = {.B = 6, .Hi = 16, .Di = 32, .topk = 64, .H = 16, .Dc = 64, .Dr = 16, .bs = 16,
+                  .lens = lens, .qt = NUMLA_DTYPE_BF16, .kt = NUMLA_DTYPE_BF16, .seed = 110};
+    dsa_check_shared_table(&c, "shared table");
+    c.i8 = 1, c.seed = 111;
+    dsa_check_shared_table(&c, "shared table, i8 keys");
+    c.i8 = 0, c.kt = NUMLA_DTYPE_F32, c.qt = NUMLA_DTYPE_F32, c.bs = 5, c.seed = 112;
+    dsa_check_shared_table(&c, "shared table, f32");
+}
+
 NUMLA_TEST_SUITE(dsa, NULL, NULL, NUMLA_TEST(test_decode_shapes), NUMLA_TEST(test_prefill),
                  NUMLA_TEST(test_odd_dims_and_ties), NUMLA_TEST(test_dense_equivalence),
                  NUMLA_TEST(test_errors), NUMLA_TEST(test_i8_key_quantize),
-                 NUMLA_TEST(test_i8_index), NUMLA_TEST(test_i8_accuracy))
+                 NUMLA_TEST(test_i8_index), NUMLA_TEST(test_index_rows_alone),
+                 NUMLA_TEST(test_i8_accuracy), NUMLA_TEST(test_shared_table))

@@ -1,12 +1,15 @@
 /* Tests for kernels/mha_prefill (causal expanded-form attention), every ISA the CPU supports,
  * against a double-precision attention written here (a causal loop per query, no blocking).
- * Shapes: 5 heads (odd), several sequences per call with gaps between their rows and row
- * strides wider than H·D, prefix 0 and > 0, new lengths 1, 17 and 300, the DeepSeek widths
- * (192 / 128) and a small odd query width. */
+ * Shapes: 5 heads (odd), several sequences per call with gaps between their rows (key rows
+ * there NaN: never read) and row strides wider than H·D, prefix 0 and > 0, new lengths 1, 17
+ * and 300 and around the 32-query and 64-key blocks, the DeepSeek widths (192 / 128), odd
+ * query widths, value widths that are multiples of 8 but not 16 (avx2 runs them, avx512 falls
+ * back). Then a row's result, bit for bit, whatever the split of its sequence into calls and
+ * the thread count, with the keys past a call's last query NaN (causal limit). */
 #include "test_util.h"
 
 #include "kernels/mha_prefill.h"
-#include "kernels/mha_prefill_internal.h" /* whether the amx variant applies */
+#include "kernels/mha_prefill_internal.h" /* whether the avx2 and amx variants apply */
 
 #include <math.h>
 #include <omp.h>
@@ -89,6 +92,14 @@ static void run_shape(const shape *sh, uint64_t seed)
         k[i] = (float)numla_test_rng_normal(&r);
     for (int64_t i = 0; i < krows * vs; i++)
         v[i] = (float)numla_test_rng_normal(&r);
+    /* the two key and value rows before each sequence's belong to none: never read */
+    for (int32_t b = 0; b < B; b++)
+        for (int64_t kr = k_start[b] - 2; kr < k_start[b]; kr++) {
+            for (int64_t d = 0; d < ks; d++)
+                k[kr * ks + d] = NAN;
+            for (int64_t d = 0; d < vs; d++)
+                v[kr * vs + d] = NAN;
+        }
     numla_mha_prefill_args a = {
         .num_seqs = B, .num_heads = H, .qk_dim = D, .v_dim = Dv,
         .q_start = q_start, .q_len = q_len, .k_start = k_start, .prefix = prefix,
@@ -133,7 +144,10 @@ static void run_shape(const shape *sh, uint64_t seed)
             for (int64_t qr = q_start[b] - 3; qr < q_start[b]; qr++)
                 for (int64_t d = 0; d < os; d++)
                     bad_gap += !isnan(out[qr * os + d]);
-        const char *path = "";
+        /* the avx2 level runs its own variant where it applies, else the reference */
+        const char *path = isas[ii] == NUMLA_ISA_AVX2 && !numla_mha_prefill_avx2_applies(&a)
+                               ? " (reference)"
+                               : "";
         NUMLA_ASSERT_MSG(worst < tol && !isnan(worst), "%s%s H=%d D=%d Dv=%d: max |out err| %g",
                          numla_isa_name(isas[ii]), path, H, D, Dv, worst);
         NUMLA_ASSERT_MSG(worst_l < tol && !isnan(worst_l), "%s%s: max |lse err| %g",
@@ -172,9 +186,106 @@ static void test_small_odd_widths(void)
     run_shape(&sa, 15);
     shape sb = {3, 32, 32, 3, len, pre};
     run_shape(&sb, 16);
-    /* a value width that is not a multiple of 16 (the vector variant falls back) */
+    /* a value width that is not a multiple of 8 (the vector variants fall back) */
     shape sh2 = {5, 13, 20, 3, len, pre};
     run_shape(&sh2, 13);
+    /* value widths multiples of 8, not of 16 (avx2: its own variant, one P·V tile of 3 and of
+     * 5 vectors; avx512: the reference), odd query widths down to 1 */
+    shape sc = {3, 13, 24, 3, len, pre};
+    run_shape(&sc, 17);
+    shape sd = {2, 1, 40, 3, len, pre};
+    run_shape(&sd, 18);
+}
+
+static void test_block_edges(void)
+{
+    /* query counts around the 32-row task and 6-row score tile, key counts around the 64-key
+     * block (prefix + length = 63, 64, 65, 128, 129) */
+    static const int32_t len[] = {31, 32, 33, 1, 64, 65, 7};
+    static const int32_t pre[] = {32, 0, 31, 63, 64, 64, 58};
+    shape sh = {3, 192, 128, 7, len, pre};
+    run_shape(&sh, 19);
+    shape so = {2, 23, 56, 7, len, pre};
+    run_shape(&so, 20);
+}
+
+/* One sequence of n rows over a prefix P: the whole sequence in one call, against the same rows
+ * split at `cut` into two calls (the first with the keys it must not see, positions P + cut
+ * on, NaN), each on nt threads: every level, out and lse bit for bit. */
+static void check_split(int32_t H, int32_t D, int32_t Dv, int32_t P, int32_t n, int32_t cut,
+                        int nt, uint64_t seed)
+{
+    const int64_t L = (int64_t)P + n, qs = (int64_t)H * D, ks = qs, vs = (int64_t)H * Dv, os = vs;
+    float *q = malloc((size_t)(n * qs) * sizeof *q), *k = malloc((size_t)(L * ks) * sizeof *k);
+    float *v = malloc((size_t)(L * vs) * sizeof *v);
+    float *kc = malloc((size_t)(L * ks) * sizeof *kc), *vc = malloc((size_t)(L * vs) * sizeof *vc);
+    float *o1 = malloc((size_t)(n * os) * sizeof *o1), *o2 = malloc((size_t)(n * os) * sizeof *o2);
+    float *l1 = malloc((size_t)(n * H) * sizeof *l1), *l2 = malloc((size_t)(n * H) * sizeof *l2);
+    numla_test_rng r = {seed};
+    for (int64_t i = 0; i < n * qs; i++)
+        q[i] = (float)numla_test_rng_normal(&r);
+    for (int64_t i = 0; i < L * ks; i++)
+        k[i] = (float)numla_test_rng_normal(&r);
+    for (int64_t i = 0; i < L * vs; i++)
+        v[i] = (float)numla_test_rng_normal(&r);
+    for (int64_t i = 0; i < L * ks; i++)
+        kc[i] = i < (P + cut) * ks ? k[i] : NAN;
+    for (int64_t i = 0; i < L * vs; i++)
+        vc[i] = i < (P + cut) * vs ? v[i] : NAN;
+    int32_t zero = 0, qst[2] = {0, cut}, qlen[3] = {n, cut, n - cut}, pre[3] = {P, P, P + cut};
+    numla_mha_prefill_args a = {
+        .num_seqs = 1, .num_heads = H, .qk_dim = D, .v_dim = Dv,
+        .q_start = &zero, .q_len = &qlen[0], .k_start = &zero, .prefix = &pre[0],
+        .scale = (float)(2.0 / sqrt((double)D)),
+        .q = q, .q_stride = qs, .k = k, .k_stride = ks, .v = v, .v_stride = vs,
+        .out = o1, .out_stride = os, .lse = l1,
+    };
+    numla_isa isas[NUMLA_ISA_COUNT];
+    int ni = numla_test_isas(isas);
+    const int nt0 = omp_get_max_threads();
+    for (int ii = 0; ii < ni; ii++) {
+        size_t wsb = numla_mha_prefill_workspace_size(isas[ii], &a, nt0 > nt ? nt0 : nt);
+        void *ws = malloc(wsb);
+        a.q_start = &zero, a.q_len = &qlen[0], a.prefix = &pre[0], a.k = k, a.v = v;
+        a.out = o1, a.lse = l1;
+        NUMLA_ASSERT_MSG(numla_mha_prefill(isas[ii], &a, ws, wsb) == NUMLA_STATUS_OK, "%s",
+                         numla_isa_name(isas[ii]));
+        omp_set_num_threads(nt);
+        a.out = o2, a.lse = l2;
+        for (int part = 0; part < 2; part++) {
+            a.q_start = &qst[part], a.q_len = &qlen[1 + part], a.prefix = &pre[1 + part];
+            a.k = part == 0 ? kc : k, a.v = part == 0 ? vc : v;
+            NUMLA_ASSERT_MSG(numla_mha_prefill(isas[ii], &a, ws, wsb) == NUMLA_STATUS_OK,
+                             "%s part %d", numla_isa_name(isas[ii]), part);
+        }
+        omp_set_num_threads(nt0);
+        int64_t diff = 0;
+        for (int64_t i = 0; i < n * os; i++)
+            diff += !(o1[i] == o2[i]);
+        for (int64_t i = 0; i < n * H; i++)
+            diff += !(l1[i] == l2[i]);
+        NUMLA_ASSERT_MSG(diff == 0,
+                         "%s H=%d D=%d Dv=%d P=%d n=%d cut=%d threads %d: %lld values differ",
+                         numla_isa_name(isas[ii]), H, D, Dv, P, n, cut, nt, (long long)diff);
+        free(ws);
+    }
+    free(q);
+    free(k);
+    free(v);
+    free(kc);
+    free(vc);
+    free(o1);
+    free(o2);
+    free(l1);
+    free(l2);
+}
+
+static void test_rows_independent_of_split(void)
+{
+    check_split(2, 192, 128, 37, 150, 45, 1, 21);  /* cut inside a query block and a key block */
+    check_split(2, 192, 128, 0, 100, 64, 2, 22);   /* cut on both blocks' edges */
+    check_split(3, 13, 24, 5, 70, 1, 1, 23);       /* odd widths, a one-row first call */
+    check_split(3, 40, 32, 100, 40, 39, 2, 24);    /* a one-row second call */
 }
 
 static void test_one_head_one_token(void)
@@ -205,5 +316,6 @@ static void test_bad_args(void)
 }
 
 NUMLA_TEST_SUITE(mha_prefill, NULL, NULL, NUMLA_TEST(test_deepseek_widths),
-                 NUMLA_TEST(test_small_odd_widths), NUMLA_TEST(test_one_head_one_token),
+                 NUMLA_TEST(test_small_odd_widths), NUMLA_TEST(test_block_edges),
+                 NUMLA_TEST(test_rows_independent_of_split), NUMLA_TEST(test_one_head_one_token),
                  NUMLA_TEST(test_bad_args))

@@ -256,8 +256,9 @@ static void test_head_groups(void)
 }
 
 /* The plan keeps threads busy and still groups head blocks where it can: one sequence of
- * 128 heads gives every one of 64 threads an item at 4096 keys, and two threads items at 300
- * keys, while long or many sequences keep groups of 8. Plan only: no kernel runs. */
+ * 128 heads gives every one of 64 threads an item at 4096 keys (32 key chunks: groups of 2
+ * head blocks, two items a thread), and two threads items at 300 keys, while long or many sequences
+ * keep groups of 8. Plan only: no kernel runs. */
 static void test_head_group_plan(void)
 {
     static int32_t lens[30];

@@ -6,6 +6,7 @@
 #include "test_util.h"
 
 #include "engine/formats/gguf.h"
+#include "kernels/linear.h"
 #include "kernels/qblock.h"
 #include "kernels/qblock_internal.h"
 #include "qblock_check.h"
@@ -197,7 +198,85 @@ static void test_forward(void)
     for (int il = 0; il < nisa; il++)
         if (isas[il] >= NUMLA_ISA_AVX512)
             CU_ASSERT_EQUAL(numla_qblock_level(isas[il], NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32), NUMLA_ISA_AVX512);
-    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_ISA_AVX2, NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32), NUMLA_ISA_REF);
+    /* the avx2 level runs F32 mode for every type (Q4_1 at the levels above too) */
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
+        CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_ISA_AVX2, (numla_qblock_type)t, NUMLA_QBLOCK_ACT_F32), NUMLA_ISA_AVX2);
+    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_ISA_AMX, NUMLA_QBLOCK_Q4_1, NUMLA_QBLOCK_ACT_F32), NUMLA_ISA_AVX2);
+}
+
+/* Up to NUMLA_LINEAR_ROW_INVARIANT_M rows a row keeps its one-row bits (kernels/qblock.h; a
+ * speculative verify step's rows, docs/speculative.md): every type, in both modes and the layout
+ * the engine packs for each level (numla_qblock_layout_for), every level, M = 2..12, each row
+ * of the M-row call against a one-row call on that row alone. N = 40 and K = 512 let every
+ * multi-row path take the call. The one exception: F32 mode on AMX-BF16 tiles (MXFP4 at the amx
+ * level), from NUMLA_QBLOCK_AMX_F32_MIN_M rows, where numla_qblock_row_invariant_m says so (the
+ * engine splits a verify step's rows into calls of at most that many). */
+static void test_row_invariant_m(void)
+{
+    enum { MMAX = NUMLA_LINEAR_ROW_INVARIANT_M, N = 40, K = 512 };
+    CU_ASSERT(NUMLA_QBLOCK_AMX_F32_MIN_M >= 8);
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int nisa = numla_test_isas(isas);
+    numla_test_rng rng = {1212};
+    const int64_t ldx = K + 3, ldy = N + 2;
+    float *x = malloc((size_t)(MMAX * ldx) * sizeof *x), *y = malloc((size_t)(MMAX * ldy) * sizeof *y);
+    float *y1 = malloc((size_t)ldy * sizeof *y1);
+    CU_ASSERT_FATAL(x && y && y1);
+    for (int64_t i = 0; i < MMAX * ldx; i++)
+        x[i] = (float)numla_test_rng_normal(&rng);
+    int checked = 0, bad = 0;
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++) {
+        int64_t rb;
+        uint8_t *src = qb_random((numla_qblock_type)t, N, K, &rng, &rb);
+        for (int act = 0; act < NUMLA_QBLOCK_ACT_COUNT; act++) {
+            if (act == NUMLA_QBLOCK_ACT_Q8 && !numla_qblock_q8_takes((numla_qblock_type)t, K))
+                continue;
+            for (int il = 0; il < nisa; il++) {
+                const numla_qblock_layout lay =
+                    numla_qblock_layout_for(isas[il], (numla_qblock_type)t, (numla_qblock_act)act, K);
+                const size_t bytes = numla_qblock_layout_size((numla_qblock_type)t, lay, N, K);
+                CU_ASSERT_FATAL(bytes > 0);
+                void *dst = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+                numla_qblock_weight w;
+                numla_qblock_source s = {.type = (numla_qblock_type)t, .n = N, .k = K, .data = src, .ld = rb,
+                                         .act = (numla_qblock_act)act, .layout = lay};
+                CU_ASSERT_FATAL(dst != NULL);
+                CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
+                const size_t wsb = numla_qblock_workspace_size(&w, MMAX, omp_get_max_threads());
+                void *ws = malloc(wsb ? wsb : 1);
+                CU_ASSERT_FATAL(ws != NULL);
+                const int tiles = act == NUMLA_QBLOCK_ACT_F32 && isas[il] >= NUMLA_ISA_AMX &&
+                                  numla_qblock_amx_f32_applies_(&w, NUMLA_QBLOCK_AMX_F32_MIN_M);
+                /* the calls the engine splits a verify step's rows into keep one-row bits */
+                const int64_t mmax = numla_qblock_row_invariant_m(isas[il], &w);
+                CU_ASSERT_EQUAL(mmax, tiles ? NUMLA_QBLOCK_AMX_F32_MIN_M - 1 : MMAX);
+                for (int64_t m = 2; m <= mmax; m++) {
+                    CU_ASSERT_EQUAL(numla_qblock_forward(isas[il], &w, m, x, ldx, y, ldy, 0, ws, wsb),
+                                    NUMLA_STATUS_OK);
+                    for (int64_t i = 0; i < m; i++) {
+                        CU_ASSERT_EQUAL(numla_qblock_forward(isas[il], &w, 1, x + i * ldx, ldx, y1, ldy, 0, ws, wsb),
+                                        NUMLA_STATUS_OK);
+                        if (memcmp(y1, y + i * ldy, (size_t)N * sizeof *y) != 0 && bad++ < 3)
+                            NUMLA_ASSERT_MSG(0, "%s %s mode, level %s (%s runs it): row %lld of %lld rows differs "
+                                             "from its one-row call", numla_qblock_info_get((numla_qblock_type)t)->name,
+                                             act ? "Q8" : "F32", numla_isa_name(isas[il]),
+                                             numla_isa_name(numla_qblock_level(isas[il], (numla_qblock_type)t,
+                                                                               (numla_qblock_act)act)),
+                                             (long long)i, (long long)m);
+                    }
+                    checked++;
+                }
+                free(ws);
+                free(dst);
+            }
+        }
+        free(src);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(checked > 0);
+    free(x);
+    free(y);
+    free(y1);
 }
 
 /* Q8 activation mode: every level against W x̃ in double, x̃ quantized here by the rule of
@@ -211,7 +290,7 @@ static void test_forward_q8(void)
     static const int64_t ns[] = {1, 5, 20};
     static const int64_t ks[] = {256, 1280};
     static const int64_t ms[] = {1, 2, 4};
-    int vnni_seen = 0;
+    int vnni_seen = 0, avx2_seen = 0;
     for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++)
         for (int in = 0; in < 3; in++)
             for (int ik = 0; ik < 2; ik++) {
@@ -257,6 +336,8 @@ static void test_forward_q8(void)
                 for (int il = 0; il < nisa; il++) {
                     if (numla_qblock_level(isas[il], type, NUMLA_QBLOCK_ACT_Q8) == NUMLA_ISA_AVX512)
                         vnni_seen |= 1 << t;
+                    if (numla_qblock_level(isas[il], type, NUMLA_QBLOCK_ACT_Q8) == NUMLA_ISA_AVX2)
+                        avx2_seen |= 1 << t;
                     for (int im = 0; im < 3; im++)
                         for (int acc = 0; acc < 2; acc++) {
                             const int64_t m = ms[im];
@@ -340,7 +421,123 @@ static void test_forward_q8(void)
             CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_ISA_AVX512, (numla_qblock_type)t, NUMLA_QBLOCK_ACT_Q8),
                             (no_q8 >> t) & 1 ? NUMLA_ISA_REF : NUMLA_ISA_AVX512);
     }
-    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_ISA_AVX2, NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8), NUMLA_ISA_REF);
+    /* the avx2 level runs Q8 mode for every type whose row names its kernel (Q4_1: the reference),
+     * and each was run above where the CPU has AVX2 */
+    int avx2_types = 0;
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++) {
+        const int has = numla_qblock_type_row_get((numla_qblock_type)t)->q8_avx2 != NULL;
+        avx2_types |= has << t;
+        CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_ISA_AVX2, (numla_qblock_type)t, NUMLA_QBLOCK_ACT_Q8),
+                        has ? NUMLA_ISA_AVX2 : NUMLA_ISA_REF);
+    }
+    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_ISA_AVX2, NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_Q8), NUMLA_ISA_AVX2);
+    CU_ASSERT_EQUAL(numla_qblock_level(NUMLA_ISA_AVX2, NUMLA_QBLOCK_Q4_1, NUMLA_QBLOCK_ACT_Q8), NUMLA_ISA_REF);
+    CU_ASSERT_EQUAL(numla_qblock_act_for(NUMLA_ISA_AVX2, NUMLA_QBLOCK_Q4_K, 2048), NUMLA_QBLOCK_ACT_Q8);
+    CU_ASSERT_EQUAL(numla_qblock_layout_for(NUMLA_ISA_AVX2, NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, 2048),
+                    NUMLA_QBLOCK_LAYOUT_ROWS);
+    if (numla_isa_supported(NUMLA_ISA_AVX2))
+        CU_ASSERT_EQUAL(avx2_seen & avx2_types, avx2_types);
+}
+
+/* Q8 mode on extreme codes, where an int16 pair sum of vpmaddubsw (the avx2 level) or any
+ * narrower intermediate would saturate if the kernel let it: every code byte (and scale byte)
+ * drawn from 0x00, 0xff, 0x80, 0x7f, 0x0f, 0xf0 (Q8_0's -128 and 127, the largest nibbles, all
+ * high bits set, the most negative Q6_K scale), x whose codes are all +-127 (|x| equal, signs
+ * random, or all negative), M = 1 .. 6; every level against W x̃ in double (the bound of
+ * test_forward_q8), each row with the bits of the row alone. */
+static void test_forward_q8_extreme(void)
+{
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int nisa = numla_test_isas(isas);
+    numla_test_rng rng = {12701};
+    static const uint8_t ext[] = {0x00, 0xff, 0x80, 0x7f, 0x0f, 0xf0};
+    int checked = 0;
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++) {
+        const numla_qblock_type type = (numla_qblock_type)t;
+        const numla_qblock_info *info = numla_qblock_info_get(type);
+        const numla_qblock_type_row *trow = numla_qblock_type_row_get(type);
+        if (!trow->q8_group)
+            continue;
+        const int64_t n = 9, k = info->block == 32 ? 544 : 512, M = 6, ldx = k, ldy = n;
+        for (int pattern = 0; pattern < 3; pattern++) {
+            int64_t rb;
+            uint8_t *src = qb_random(type, n, k, &rng, &rb);
+            int off[2];
+            const int nh = qb_halves(type, off);
+            for (int64_t b = 0; b < n * k / info->block; b++)
+                for (int j = 0; j < info->bytes; j++) {
+                    int scale = trow->e8m0 && j == 0;
+                    for (int h = 0; h < nh; h++)
+                        scale |= j == off[h] || j == off[h] + 1;
+                    if (!scale) /* pattern 0: all 0xff; 1: all 0x80; 2: mixed */
+                        src[b * info->bytes + j] =
+                            pattern == 0 ? 0xff : pattern == 1 ? 0x80 : ext[numla_test_rng_u64(&rng) % 6];
+                }
+            void *d8 = aligned_alloc(64, numla_qblock_packed_size(type, n, k));
+            numla_qblock_weight w;
+            numla_qblock_source s = {.type = type, .n = n, .k = k, .data = src, .ld = rb, .act = NUMLA_QBLOCK_ACT_Q8};
+            CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, d8, &w), NUMLA_STATUS_OK);
+            float *wd = malloc((size_t)(n * k) * sizeof *wd);
+            numla_qblock_dequant_ref(type, src, n * k, wd);
+            /* x = +-1: every code +-127, dx = 1/127; pattern 1 (Q8_0's -128) all -1, so every
+             * product is +128 · 127 */
+            float *x = malloc((size_t)(M * ldx) * sizeof *x);
+            for (int64_t i = 0; i < M * ldx; i++)
+                x[i] = pattern == 1 || (numla_test_rng_u64(&rng) & 1) ? -1.0f : 1.0f;
+            float *y = malloc((size_t)(M * ldy) * sizeof *y), *y1 = malloc((size_t)ldy * sizeof *y1);
+            const size_t wsb = numla_qblock_workspace_size(&w, M, 3);
+            void *ws = malloc(wsb);
+            for (int il = 0; il < nisa; il++) {
+                if (numla_qblock_level(isas[il], type, NUMLA_QBLOCK_ACT_Q8) != isas[il])
+                    continue;
+                for (int64_t m = 1; m <= M; m++) {
+                    omp_set_num_threads(m % 2 ? 1 : 3);
+                    CU_ASSERT_EQUAL(numla_qblock_forward(isas[il], &w, m, x, ldx, y, ldy, 0, ws, wsb), NUMLA_STATUS_OK);
+                    int bad = 0;
+                    for (int64_t i = 0; i < m && !bad; i++) {
+                        CU_ASSERT_EQUAL(numla_qblock_forward(isas[il], &w, 1, x + i * ldx, ldx, y1, ldy, 0, ws, wsb),
+                                        NUMLA_STATUS_OK);
+                        if (memcmp(y1, y + i * ldy, (size_t)n * sizeof *y1)) {
+                            bad = 1;
+                            NUMLA_ASSERT_MSG(0, "%s extreme %d %s M=%lld: row %lld differs from the row alone",
+                                             info->name, pattern, numla_isa_name(isas[il]), (long long)m, (long long)i);
+                        }
+                        for (int64_t r = 0; r < n && !bad; r++) {
+                            double ref = 0.0, mag = 0.0;
+                            float wmax = 0.0f;
+                            for (int64_t c = 0; c < k; c++) {
+                                if (c % 32 == 0) {
+                                    wmax = 0.0f;
+                                    for (int jj = 0; jj < 32; jj++)
+                                        wmax = fmaxf(wmax, fabsf(wd[r * k + c + jj]));
+                                }
+                                const double xt = (double)(1.0f / 127.0f) * 127.0 * (x[i * ldx + c] < 0 ? -1.0 : 1.0);
+                                ref += (double)wd[r * k + c] * xt;
+                                mag += (fabs(wd[r * k + c]) + 4.0 * wmax) * fabs(xt);
+                            }
+                            const double err = fabs(y[i * ldy + r] - ref), bound = (double)(k + 8) * ldexp(1.0, -24) * mag;
+                            if (!(err <= bound)) {
+                                bad = 1;
+                                NUMLA_ASSERT_MSG(0, "%s extreme %d %s M=%lld row %lld,%lld: %g vs %g (bound %g)",
+                                                 info->name, pattern, numla_isa_name(isas[il]), (long long)m,
+                                                 (long long)i, (long long)r, y[i * ldy + r], ref, bound);
+                            }
+                        }
+                    }
+                    checked++;
+                }
+            }
+            omp_set_num_threads(2);
+            free(ws);
+            free(y1);
+            free(y);
+            free(x);
+            free(wd);
+            free(d8);
+            free(src);
+        }
+    }
+    CU_ASSERT(checked > 0);
 }
 
 /* Q8 mode with many x rows (the vnni level's register tiles of x rows, kernels/x86/
@@ -702,17 +899,19 @@ static void test_panel16(void)
     free(dst);
 }
 
-/* The vnni level's vector quantization of x (numla_qblock_gemm_vnni_quantize_) against the
- * scalar rule (numla_qblock_quantize_rows_) byte for byte: codes, scales and per-16 sums, on
+/* The vnni and avx2 levels' vector quantizations of x (numla_qblock_gemm_vnni_quantize_,
+ * numla_qblock_avx2_quantize_), where the CPU runs them, against the scalar rule (numla_qblock_quantize_rows_) byte for byte: codes, scales and per-16 sums, on
  * rows with exact ties (amax 127: inv 1, x = n + 0.5), a zero row, a lone large value, and a
  * short last group (K 1408). */
 static void test_q8_quantize_vector(void)
 {
-    if (!numla_isa_supported(NUMLA_ISA_AVX512) || !numla_cpu_has(NUMLA_CPU_VNNI))
-        return;
     numla_test_rng rng = {31337};
     static const int64_t ks[] = {256, 1408};
+    for (int vec = 0; vec < 2; vec++) /* the vnni level's quantizer, then the avx2 level's */
     for (int ik = 0; ik < 2; ik++) {
+        if (vec == 0 ? !numla_isa_supported(NUMLA_ISA_AVX512) || !numla_cpu_has(NUMLA_CPU_VNNI)
+                     : !numla_isa_supported(NUMLA_ISA_AVX2))
+            continue;
         const int64_t k = ks[ik], m = 5, ldx = k + 7;
         float *x = malloc((size_t)(m * ldx) * sizeof *x);
         for (int64_t i = 0; i < m * ldx; i++)
@@ -731,16 +930,19 @@ static void test_q8_quantize_vector(void)
         uint8_t *wa = calloc(1, bytes), *wb = calloc(1, bytes);
         omp_set_num_threads(3);
         numla_qblock_quantize_rows_(x, ldx, m, k, wa);
-        numla_qblock_gemm_vnni_quantize_(x, ldx, m, k, wb);
+        if (vec == 0)
+            numla_qblock_gemm_vnni_quantize_(x, ldx, m, k, wb);
+        else
+            numla_qblock_avx2_quantize_(x, ldx, m, k, wb);
         omp_set_num_threads(2);
         NUMLA_ASSERT_MSG(memcmp(numla_qblock_ws_xq_(wa), numla_qblock_ws_xq_(wb), (size_t)(m * k)) == 0,
-                         "K=%lld: codes differ", (long long)k);
+                         "%s K=%lld: codes differ", vec ? "avx2" : "vnni", (long long)k);
         NUMLA_ASSERT_MSG(memcmp(numla_qblock_ws_dx_(wa, m, k), numla_qblock_ws_dx_(wb, m, k),
                                 (size_t)(m * numla_qblock_q8_groups_(k)) * sizeof(float)) == 0,
-                         "K=%lld: scales differ", (long long)k);
+                         "%s K=%lld: scales differ", vec ? "avx2" : "vnni", (long long)k);
         NUMLA_ASSERT_MSG(memcmp(numla_qblock_ws_bs_(wa, m, k), numla_qblock_ws_bs_(wb, m, k),
                                 (size_t)(m * (k / 16)) * sizeof(int32_t)) == 0,
-                         "K=%lld: per-16 sums differ", (long long)k);
+                         "%s K=%lld: per-16 sums differ", vec ? "avx2" : "vnni", (long long)k);
         /* the ties went to even codes */
         const int8_t *q = numla_qblock_ws_xq_(wa);
         int odd = 0;
@@ -849,7 +1051,7 @@ static void test_bad_args(void)
 }
 
 NUMLA_TEST_SUITE(qblock, NULL, NULL, NUMLA_TEST(test_dequant_golden), NUMLA_TEST(test_table),
-                 NUMLA_TEST(test_forward), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_forward_q8_many), NUMLA_TEST(test_panel16),
+                 NUMLA_TEST(test_forward), NUMLA_TEST(test_row_invariant_m), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_forward_q8_extreme), NUMLA_TEST(test_forward_q8_many), NUMLA_TEST(test_panel16),
                  NUMLA_TEST(test_q8_quantize_vector),
                  NUMLA_TEST(test_many_blocks),
                  NUMLA_TEST(test_bad_args))

@@ -252,6 +252,56 @@ static void test_f32_tiles(void)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* The F32 entry below NUMLA_QBLOCK_AMX_F32_MIN_M rows: the tiles, which sum in another order,
+ * take none of them (no TDPBF16PS), so every row of those calls has the bits of a one-row call
+ * on it (kernels/qblock.h; a speculative verify step's rows, docs/speculative.md). */
+static void test_f32_few_rows(void)
+{
+    if (!numla_isa_supported(NUMLA_ISA_AVX512BF16)) {
+        fprintf(stderr, "(no AVX512-BF16 here, skipped) ");
+        return;
+    }
+    enum { MMAX = NUMLA_QBLOCK_AMX_F32_MIN_M - 1, N = 40, K = 256 };
+    numla_test_rng rng = {1313};
+    const int64_t ldx = K + 3, ldy = N + 5;
+    int64_t rb;
+    uint8_t *src = qb_random(NUMLA_QBLOCK_MXFP4, N, K, &rng, &rb);
+    void *packed = aligned_alloc(64, numla_qblock_packed_size(NUMLA_QBLOCK_MXFP4, N, K));
+    float *x = malloc((size_t)(MMAX * ldx) * sizeof *x), *y = malloc((size_t)(MMAX * ldy) * sizeof *y);
+    float *y1 = malloc((size_t)ldy * sizeof *y1);
+    CU_ASSERT_FATAL(src && packed && x && y && y1);
+    numla_qblock_weight w;
+    numla_qblock_source s = {.type = NUMLA_QBLOCK_MXFP4, .n = N, .k = K, .data = src, .ld = rb};
+    CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, packed, &w), NUMLA_STATUS_OK);
+    for (int64_t i = 0; i < MMAX * ldx; i++)
+        x[i] = (float)numla_test_rng_normal(&rng);
+    /* a workspace for the tiles' 16 rows, so only M decides */
+    const size_t wsb = numla_qblock_workspace_size(&w, 16, omp_get_max_threads());
+    void *ws = malloc(wsb);
+    CU_ASSERT_FATAL(ws != NULL);
+    int bad = 0;
+    for (int64_t m = 1; m <= MMAX; m++) {
+        const long ops = numla_amx_emu_dp_ops;
+        numla_qblock_forward_f32_amx_emulated(&w, m, x, ldx, y, ldy, 0, ws, wsb);
+        if (numla_amx_emu_dp_ops != ops && bad++ < 3)
+            fprintf(stderr, "\n    MXFP4 F32 M=%lld: %ld TDPBF16PS, want none\n", (long long)m,
+                    numla_amx_emu_dp_ops - ops);
+        for (int64_t i = 0; i < m; i++) {
+            numla_qblock_forward_f32_amx_emulated(&w, 1, x + i * ldx, ldx, y1, ldy, 0, ws, wsb);
+            if (memcmp(y1, y + i * ldy, (size_t)N * sizeof *y) != 0 && bad++ < 3)
+                fprintf(stderr, "\n    MXFP4 F32: row %lld of %lld rows differs from its one-row call\n",
+                        (long long)i, (long long)m);
+        }
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    free(ws);
+    free(y1);
+    free(y);
+    free(x);
+    free(packed);
+    free(src);
+}
+
 /* The amx level holds every type in Q8 mode, taken only where the CPU has AMX-INT8 (and VNNI),
  * and in F32 mode the types whose row names a bf16 tile decoder (MXFP4), where it has AMX-BF16;
  * the others' F32 mode inherits the avx512 level. */
@@ -276,4 +326,5 @@ static void test_table(void)
 }
 
 NUMLA_TEST_SUITE(qblock_amx_emu, NULL, NULL, NUMLA_TEST(test_matches_vnni), NUMLA_TEST(test_fallback),
-                 NUMLA_TEST(test_f32_tiles), NUMLA_TEST(test_table))
+                 NUMLA_TEST(test_f32_tiles), NUMLA_TEST(test_f32_few_rows),
+                 NUMLA_TEST(test_table))

@@ -1,7 +1,7 @@
 /* Tests for kernels/qlinear (8-bit weights): every supported ISA level, on slices of larger
  * checkpoint tensors (unaligned first rows such as 192·h, a 128-aligned first column, N and K
- * not multiples of 128 or 16), M = 1, 3, 6, 7, 8, 17, 31, 32, 64 (the avx512 few-row tiles,
- * and for fp8 from 8 rows its panel GEMM, W8A8 from 32 its VNNI GEMM), accumulate on and off,
+ * not multiples of 128 or 16), M = 1, 3, 6, 7, 8, 17, 31, 32, 64 (the avx2 and avx512 few-row
+ * tiles, and for fp8 from 13 rows their panel GEMMs, W8A8 from 32 its VNNI GEMM), accumulate on and off,
  * strided x and y. int8-row's many-row path (x-blocked 4 x 4 tiles from 4 rows) must also give
  * every output the same bits as the few-row path, whatever M, and on 1 or 2 threads (fp8: the
  * same bits on either side of its 8-row threshold and on any thread count, agreement within 2e-5 across it) (the engine
@@ -313,7 +313,8 @@ static double fp8_split_rel(int path, int64_t k)
  * two paths' bounds; pow2: fp8 scales 2^e, which the amx level folds into its tiles' weights):
  * y for M rows at once on 2 threads against each
  * row alone, 3 rows (below int8-row's 4-row threshold), the first 31 and 32 rows, 7 and 8 rows
- * (either side of fp8's), 32 rows elsewhere and all M on one thread; accumulate off and on.
+ * (either side of fp8's), 13 and 15 rows (fp8's tiles at the amx level, one padded x tile), 32
+ * rows elsewhere and all M on one thread; accumulate off and on.
  * Returns the number of differing outputs. */
 static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, int pow2, uint64_t seed)
 {
@@ -345,8 +346,8 @@ static int run_invariance(numla_qlinear_format fmt, slice sl, numla_isa isa, int
         omp_set_num_threads(2);
         CU_ASSERT(numla_qlinear_forward(isa, &w, M, x, ldx, ya, ldy, acc, wsbuf + 1, ws) == NUMLA_STATUS_OK);
         /* (rows, first row, threads) of each comparison run */
-        const int64_t runs[][3] = {{M, 0, 1}, {3, 11, 2}, {31, 0, 2}, {32, 0, 2}, {32, 268, 1}, {7, 3, 2}, {8, 3, 2},
-                                   {1, 0, 2}, {1, 37, 2}, {1, 299, 1}};
+        const int64_t runs[][3] = {{M, 0, 1}, {3, 11, 2},  {31, 0, 2}, {32, 0, 2},  {32, 268, 1}, {7, 3, 2},
+                                   {8, 3, 2}, {13, 40, 2}, {15, 285, 1}, {1, 0, 2}, {1, 37, 2}, {1, 299, 1}};
         for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
             const int64_t rows = runs[r][0], i0 = runs[r][1];
             memcpy(y, y0, (size_t)(M * ldy) * sizeof *y);
@@ -600,6 +601,95 @@ static void test_w8a8_rounding(void)
     free(packed);
 }
 
+/* Extreme codes at every level, on both sides of every path's row threshold (1, 5, 13, 40
+ * rows): fp8 rows that cycle through all 254 non-NaN e4m3 codes (subnormals 0x01-0x07 and
+ * 0x81-0x87, +-0, +-448) against the dequantized matmul in double; int8 rows of -128 only, of
+ * -128 and 127 alternating, and of every code, with x rows of one magnitude (each q = +-127:
+ * int16 pair sums of 2 · 128 · 127, where an unsigned-x product would saturate), W8A8 bit for bit
+ * against this file's oracle, int8-row within the bound. */
+static void test_extreme_codes(void)
+{
+    enum { N = 37, K = 300, MMAX = 40 };
+    numla_isa isas[NUMLA_ISA_COUNT];
+    const int ni = numla_test_isas(isas);
+    const int64_t ms[] = {1, 5, 13, MMAX};
+    uint8_t *data = malloc(N * K);
+    float *x = malloc(MMAX * K * sizeof *x), *y = malloc(MMAX * N * sizeof *y);
+    float scales[N * 3];
+    int *q = malloc(K * sizeof *q);
+    size_t pbytes = 0;
+    for (int f = 0; f < NUMLA_QLINEAR_FORMAT_COUNT; f++) {
+        const size_t b = numla_qlinear_packed_size((numla_qlinear_format)f, N, K);
+        pbytes = b > pbytes ? b : pbytes;
+    }
+    void *packed = aligned_alloc(64, (pbytes + 63) & ~(size_t)63);
+    CU_ASSERT_FATAL(data && x && y && q && packed);
+    numla_test_rng rng = {0xe4e3};
+    for (int i = 0; i < MMAX * K; i++) /* one magnitude per row (the max: q = +-127), random signs */
+        x[i] = (numla_test_rng_u64(&rng) & 1 ? 1.0f : -1.0f) * (float)(1 + (i / K) % 7) * 0.37f;
+    int bad = 0;
+    for (int f = 0; f < NUMLA_QLINEAR_FORMAT_COUNT; f++) {
+        const numla_qlinear_format fmt = (numla_qlinear_format)f;
+        const int fp8 = fmt == NUMLA_QLINEAR_FP8_BLOCK;
+        for (int r = 0; r < N; r++)
+            for (int c = 0; c < K; c++) {
+                uint8_t b;
+                if (fp8) {
+                    b = (uint8_t)((r * 41 + c) % 254); /* 0x00 .. 0x7e, 0x80 .. 0xfe */
+                    b = b < 127 ? b : (uint8_t)(b + 1);
+                } else {
+                    b = r % 3 == 0 ? 0x80 : r % 3 == 1 ? (c & 1 ? 0x7f : 0x80) : (uint8_t)(r * 41 + c);
+                }
+                data[r * K + c] = b;
+            }
+        const int64_t sr = fp8 ? 1 : N, sc = fp8 ? 3 : 1;
+        for (int i = 0; i < sr * sc; i++)
+            scales[i] = fp8 ? ldexpf(1.0f, -10 + 3 * i) : 0.01f * (float)(1 + i % 5);
+        numla_qlinear_source src = {fmt, N, K, 0, 0, data, K, scales, sr, sc};
+        numla_qlinear_weight w;
+        CU_ASSERT_FATAL(numla_qlinear_pack(&src, packed, &w) == NUMLA_STATUS_OK);
+        const size_t ws = numla_qlinear_workspace_size(&w, MMAX, 2);
+        void *wsbuf = malloc(ws + 1);
+        for (int a = 0; a < ni; a++)
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+                const int64_t m = ms[mi];
+                CU_ASSERT(numla_qlinear_forward(isas[a], &w, m, x, K, y, N, 0, (char *)wsbuf + 1, ws) == NUMLA_STATUS_OK);
+                for (int64_t i = 0; i < m; i++) {
+                    const float *xi = x + i * K;
+                    const float sx = fmt == NUMLA_QLINEAR_INT8_W8A8 ? quantize_oracle(xi, K, q) : 0.0f;
+                    for (int r = 0; r < N; r++) {
+                        double want = 0, mag = 0;
+                        int64_t acc = 0;
+                        for (int c = 0; c < K; c++) {
+                            const uint8_t b = data[r * K + c];
+                            const double wd = fp8 ? e4m3_value(b) * scales[c / 128] : (double)(int8_t)b * scales[r];
+                            want += wd * xi[c];
+                            mag += fabs(wd * xi[c]);
+                            acc += (int64_t)q[c] * (int8_t)b;
+                        }
+                        const float got = y[i * N + r];
+                        int ok;
+                        if (fmt == NUMLA_QLINEAR_INT8_W8A8)
+                            ok = got == (float)acc * sx * scales[r];
+                        else
+                            ok = fabs(got - want) <= (double)(K + 2 * 3 + 4) * ldexp(1.0, -24) * mag + 1e-30;
+                        if (!ok && bad++ == 0)
+                            fprintf(stderr, "\n    %s %s M=%lld: y[%lld][%d] = %.9g, want %.9g\n",
+                                    numla_isa_name(isas[a]), numla_qlinear_format_name(fmt), (long long)m,
+                                    (long long)i, r, got, fmt == NUMLA_QLINEAR_INT8_W8A8 ? (double)((float)acc * sx * scales[r]) : want);
+                    }
+                }
+            }
+        free(wsbuf);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    free(packed);
+    free(q);
+    free(data);
+    free(x);
+    free(y);
+}
+
 static void test_validation(void)
 {
     numla_test_rng rng = {7};
@@ -625,8 +715,9 @@ static void test_validation(void)
     s.fmt = NUMLA_QLINEAR_INT8_ROW; /* the fp8 grid is not one scale per row */
     CU_ASSERT(numla_qlinear_pack(&s, packed, &w) == NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_EQUAL(numla_qlinear_packed_size(NUMLA_QLINEAR_FORMAT_COUNT, 1, 1), 0);
-    /* Levels without a variant inherit the one below. */
-    CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_ISA_AVX2, NUMLA_QLINEAR_FP8_BLOCK), NUMLA_ISA_REF);
+    /* Every format has an avx2 variant; a level without one inherits the level below. */
+    for (int f = 0; f < NUMLA_QLINEAR_FORMAT_COUNT; f++)
+        CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_ISA_AVX2, (numla_qlinear_format)f), NUMLA_ISA_AVX2);
     /* fp8 has an avx512bf16 variant (M = 1) where the CPU has AVX512_VBMI */
     CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_ISA_AVX512BF16, NUMLA_QLINEAR_FP8_BLOCK),
                     numla_cpu_has(NUMLA_CPU_VBMI) ? NUMLA_ISA_AVX512BF16 : NUMLA_ISA_AVX512);
@@ -684,5 +775,5 @@ static void test_validation(void)
 }
 
 NUMLA_TEST_SUITE(qlinear, NULL, NULL, NUMLA_TEST(test_fp8_values), NUMLA_TEST(test_fp8_block), NUMLA_TEST(test_fp8_gemv_threads), NUMLA_TEST(test_w8a8_gemm_chunks),
-                 NUMLA_TEST(test_int8_row), NUMLA_TEST(test_int8_w8a8), NUMLA_TEST(test_row_invariance), NUMLA_TEST(test_small_m_row_invariant), NUMLA_TEST(test_w8a8_rounding),
+                 NUMLA_TEST(test_int8_row), NUMLA_TEST(test_int8_w8a8), NUMLA_TEST(test_row_invariance), NUMLA_TEST(test_small_m_row_invariant), NUMLA_TEST(test_w8a8_rounding), NUMLA_TEST(test_extreme_codes),
                  NUMLA_TEST(test_validation))

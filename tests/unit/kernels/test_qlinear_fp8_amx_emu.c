@@ -318,14 +318,17 @@ static void test_matches_dequantized(void)
 }
 
 /* One 16 x 16 tile (N = 16, K = 64), a 200-row shard over three grid rows, K = 3000 with M in
- * two x chunks, M = 300 (a full 256-row chunk and a partial one), and shapes below the tiles
- * (M < 16, N < 16), which take the avx512 variant. */
+ * two x chunks, M = 300 (a full 256-row chunk and a partial one), the fewest rows on the tiles
+ * (NUMLA_QLINEAR_AMX_WIDE_MIN_M = 13: one padded x tile), and shapes below the tiles (M = 12,
+ * N < 16), which take the avx512 variant. */
 static void test_edges_chunks_and_fallback(void)
 {
     if (!runnable())
         return;
     CU_ASSERT(numla_qlinear_amx_wide_chunk(&(numla_qlinear_weight){.k = 3000}) < 100);
     CU_ASSERT(numla_qlinear_amx_wide_chunk(&(numla_qlinear_weight){.k = 300}) < 300);
+    CU_ASSERT(numla_qlinear_amx_wide_applies(&(numla_qlinear_weight){.fmt = NUMLA_QLINEAR_FP8_BLOCK, .n = 16}, 13) &&
+              !numla_qlinear_amx_wide_applies(&(numla_qlinear_weight){.fmt = NUMLA_QLINEAR_FP8_BLOCK, .n = 16}, 12));
     CU_ASSERT(!numla_qlinear_amx_fp8_slabs(&(numla_qlinear_weight){.k = 3000}) &&
               numla_qlinear_amx_fp8_slabs(&(numla_qlinear_weight){.k = 4200}));
     int bad = 0;
@@ -335,7 +338,10 @@ static void test_edges_chunks_and_fallback(void)
         bad += run_case(32, 200, 300, 120, acc, s + 1);
         bad += run_case(100, 40, 3000, 192, acc, s + 2);
         bad += run_case(300, 24, 200, 8, acc, s + 3);
-        bad += run_case(15, 40, 300, 0, acc, s + 4);
+        bad += run_case(12, 40, 300, 0, acc, s + 4);
+        bad += run_case(13, 40, 300, 0, acc, s + 7);
+        /* an odd number of 32-k tiles (11) whose last one, in k order, holds 13 columns */
+        bad += run_case(33, 40, 333, 0, acc, s + 8);
         bad += run_case(64, 9, 300, 64, acc, s + 5);
         /* K past NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K: weights widened a slab at a time, partial
          * sums of five slabs (the last of 4 tiles) added in y (accumulating: the power-of-two
@@ -363,6 +369,7 @@ static void test_pow2_scales(void)
         bad += run_case_s(100, 40, 3000, 192, acc, 1, s + 2);
         bad += run_case_s(300, 24, 200, 8, acc, 1, s + 3);
         bad += run_case_s(40, 77, 1000, 0, acc, 1, s + 4);
+        bad += run_case_s(33, 40, 333, 8, acc, 1, s + 6);
         if (acc)
             bad += run_case_s(40, 40, 4200, 8, acc, 1, s + 5); /* slabs */
     }
