@@ -499,7 +499,7 @@ static void bm_long_context(bm_ctx *x, const bm_opts *o, const bm_seq *sb, bm_re
     bm_counters_read(m, &c0);
     r->long_pf = numla_now_s();
     if (o->fill && numla_engine_v4_model(x->e)) {
-        numla_status s = numla_engine_v4_fill(x->e, sb->bt[0], o->long_ctx);
+        numla_status s = numla_engine_v4_fill(x->e, sb->bt, o->long_ctx);
         if (s != NUMLA_STATUS_OK)
             bm_die(x, s);
     } else if (o->fill)

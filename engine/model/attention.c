@@ -219,47 +219,54 @@ numla_status numla_model_absorb_queries(numla_model *m, const numla_weights_laye
     return NUMLA_STATUS_OK;
 }
 
-/* A verify step's rows (one sequence, 2 to NUMLA_MODEL_VERIFY_MAX_ROWS new rows, model.h): row
- * j runs the two attention calls a one-row step at its position runs, the cached prefix being
- * the P + j rows before it (the step's earlier rows are in the cache already) and the new part
- * its own row alone, so its bits are those of decoding one token at a time (a call's key
- * chunks and head groups depend on its sequences and rows, kernels/mla_attn.c). The prefix is
- * read once per row; the weights are not read here. pre and cur: the whole step's calls,
- * whose outputs and LSEs the rows' calls fill. */
-static numla_status attention_rows(numla_model *m, const numla_step *st, const char *layer_kv,
-                                   size_t row_bytes, const numla_mla_attn_args *pre,
-                                   const numla_mla_attn_args *cur)
+/* A verify step's rows (one sequence, 2 to NUMLA_MODEL_VERIFY_MAX_ROWS new rows, model.h), each
+ * with the bits a one-row step at its position gives it: a row's result depends only on the
+ * keys it sees, its head blocks being its own query's (kernels/mla_attn.h), so the cached prefix
+ * is one causal call in which row j sees the P + j rows before it (the step's earlier rows are
+ * in the cache already), each cache row read once for all rows, and the new part one call of
+ * T one-query sequences, row j's over its own row alone, where a one-row step has it (first in
+ * its new block). With no cached row (P = 0), row 0's prefix call is a one-row call over no
+ * key. pre and cur: the whole step's calls, whose outputs and LSEs these fill. */
+static numla_status attention_rows(numla_model *m, const numla_step *st,
+                                   const numla_mla_attn_args *pre, const numla_mla_attn_args *cur)
 {
-    const int64_t T = st->num_tokens, Hr = pre->num_heads, dc = pre->kv_lora_rank;
-    const int64_t aw = dc + pre->rope_dim;
+    const int32_t T = st->num_tokens, P = m->pre_lens[0];
+    const int64_t Hr = pre->num_heads, dc = pre->kv_lora_rank, aw = dc + pre->rope_dim;
     const size_t oes = numla_dtype_size(pre->out_dtype);
-    static const int32_t qsl[2] = {0, 1};
-    const int32_t blk0 = m->new_tables[0], NB = NUMLA_MODEL_NEW_BLOCK;
-    char *own = (char *)m->new_kv + (size_t)blk0 * NB * row_bytes;
-    for (int64_t j = 0; j < T; j++) {
-        const int32_t plen = m->pre_lens[0] + (int32_t)j, one = 1;
-        numla_mla_attn_args a = *pre, b = *cur;
-        a.q = b.q = (const float *)pre->q + j * Hr * aw; /* q_dtype F32 */
-        a.query_start_loc = b.query_start_loc = qsl;
-        a.seq_lens = &plen;
-        a.out = (char *)pre->out + (size_t)(j * Hr * dc) * oes;
-        a.lse = pre->lse + j * Hr;
-        b.seq_lens = &one;
-        b.out = (char *)cur->out + (size_t)(j * Hr * dc) * oes;
-        b.lse = cur->lse + j * Hr;
-        /* the row's own cache row where a one-row step has it: first in its new block */
-        const int64_t slot = st->slots[j];
-        if (slot >= 0)
-            memcpy(own, layer_kv + (size_t)slot * row_bytes, row_bytes);
-        else
-            memset(own, 0, row_bytes);
-        const size_t na = numla_mla_attn_workspace_size(m->isa_mla, &a, m->num_threads);
-        const size_t nb = numla_mla_attn_workspace_size(m->isa_mla, &b, m->num_threads);
-        NUMLA_CHECK(numla_model_grow_workspace(&m->attn_ws, &m->attn_ws_bytes, na > nb ? na : nb,
-                                               "attention workspace"));
-        NUMLA_CHECK(numla_mla_attn(m->isa_mla, &a, m->attn_ws, m->attn_ws_bytes));
-        NUMLA_CHECK(numla_mla_attn(m->isa_mla, &b, m->attn_ws, m->attn_ws_bytes));
+    const int32_t first = P == 0, NB = NUMLA_MODEL_NEW_BLOCK;
+    int32_t qsl[NUMLA_MODEL_VERIFY_MAX_ROWS + 1], ones[NUMLA_MODEL_VERIFY_MAX_ROWS];
+    int32_t own[NUMLA_MODEL_VERIFY_MAX_ROWS];
+    for (int32_t j = 0; j <= T; j++)
+        qsl[j] = j;
+    for (int32_t j = 0; j < T; j++) {
+        ones[j] = 1;
+        own[j] = m->new_tables[0] * NB + j; /* row j of the new rows, as blocks of one row */
     }
+    const int32_t zero = 0, plen = P + T - 1, pq[2] = {0, T - first};
+    numla_mla_attn_args a0 = *pre, a = *pre, b = *cur;
+    a0.query_start_loc = qsl; /* row 0 over no key (P = 0) */
+    a0.seq_lens = &zero;
+    a.q = (const float *)pre->q + first * Hr * aw; /* q_dtype F32 */
+    a.query_start_loc = pq;
+    a.causal = 1;
+    a.seq_lens = &plen;
+    a.out = (char *)pre->out + (size_t)(first * Hr * dc) * oes;
+    a.lse = pre->lse + first * Hr;
+    b.num_seqs = T;
+    b.query_start_loc = qsl;
+    b.seq_lens = ones;
+    b.block_size = 1;
+    b.num_blocks = cur->num_blocks * NB;
+    b.max_blocks_per_seq = 1;
+    b.block_tables = own;
+    const size_t na = numla_mla_attn_workspace_size(m->isa_mla, &a, m->num_threads);
+    const size_t nb = numla_mla_attn_workspace_size(m->isa_mla, &b, m->num_threads);
+    NUMLA_CHECK(numla_model_grow_workspace(&m->attn_ws, &m->attn_ws_bytes, na > nb ? na : nb,
+                                           "attention workspace"));
+    if (first)
+        NUMLA_CHECK(numla_mla_attn(m->isa_mla, &a0, m->attn_ws, m->attn_ws_bytes));
+    NUMLA_CHECK(numla_mla_attn(m->isa_mla, &a, m->attn_ws, m->attn_ws_bytes));
+    NUMLA_CHECK(numla_mla_attn(m->isa_mla, &b, m->attn_ws, m->attn_ws_bytes));
     return NUMLA_STATUS_OK;
 }
 
@@ -335,7 +342,7 @@ static numla_status attention_absorbed(numla_model *m, const numla_weights_layer
                                            need2 > need ? need2 : need, "attention workspace"));
     double tk = omp_get_wtime();
     if (B == 1 && T >= 2 && T <= NUMLA_MODEL_VERIFY_MAX_ROWS)
-        NUMLA_CHECK(attention_rows(m, st, layer_kv, row_bytes, &pre, &cur));
+        NUMLA_CHECK(attention_rows(m, st, &pre, &cur));
     else {
         NUMLA_CHECK(numla_mla_attn(m->isa_mla, &pre, m->attn_ws, m->attn_ws_bytes));
         NUMLA_CHECK(numla_mla_attn(m->isa_mla, &cur, m->attn_ws, m->attn_ws_bytes));
@@ -368,7 +375,9 @@ static int expand_seq(const numla_model *m, int32_t n, int32_t L)
     case NUMLA_PREFILL_FORM_ABSORBED: return 0;
     case NUMLA_PREFILL_FORM_EXPANDED: return 1;
     default: {
-        if (m->isa < NUMLA_ISA_AVX512) /* mha_prefill has no vector variant below AVX-512 */
+        /* the reference level keeps one form (its kernels are for checking, not speed); the
+         * constant was measured with the vector kernels (docs/prefill.md) */
+        if (m->isa < NUMLA_ISA_AVX2)
             return 0;
         const int64_t P = (int64_t)L - n;
         const int64_t pairs = (int64_t)n * P + (int64_t)n * (n + 1) / 2;

@@ -117,6 +117,9 @@ void numla_kv_cache_destroy(numla_kv_cache **pc)
         munmap(c->data, c->data_bytes);
     if (c->index_data)
         munmap(c->index_data, c->index_data_bytes);
+    if (c->v4_data)
+        munmap(c->v4_data, c->v4_data_bytes);
+    free(c->v4_off);
     free(c->free_blocks);
     free(c->refcount);
     prefix_free(c->prefix);
@@ -569,6 +572,55 @@ int64_t numla_kv_seq_slot(const numla_kv_cache *c, const numla_kv_seq *s, int64_
     return (int64_t)s->block_table[pos / c->block_size] * c->block_size + pos % c->block_size;
 }
 
+/* DeepSeek-V4's entry regions (numla_kv_cache.v4_data): one mapping, each region 64-byte
+ * aligned; pages are touched only as entries are written, by the rank's own threads. */
+static numla_status kv_add_v4(numla_kv_cache *c, const numla_model_config *cfg)
+{
+    const int32_t L = (int32_t)cfg->v4.num_layers;
+    c->v4_off = malloc(sizeof(size_t) * (size_t)(2 * L + 1));
+    if (!c->v4_off)
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: no memory");
+    c->v4_layers = L;
+    size_t at = 0;
+    for (int32_t l = 0; l < L; l++)
+        for (int k = 0; k < 2; k++) {
+            const size_t bb = numla_v4_pool_block_bytes(cfg, c->block_size, c->dtype, l, k);
+            c->v4_off[2 * l + k] = bb ? at : SIZE_MAX;
+            at += (bb * (size_t)c->num_blocks + 63) & ~(size_t)63;
+        }
+    if (!at)
+        return NUMLA_STATUS_OK;
+    c->v4_data_bytes = (at + 4095) & ~(size_t)4095;
+    void *p = mmap(NULL, c->v4_data_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED) {
+        c->v4_data_bytes = 0;
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: cannot map %zu bytes for DeepSeek-V4's "
+                   "compressed entries (%lld blocks)", at, (long long)c->num_blocks);
+    }
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, c->v4_data_bytes, MADV_HUGEPAGE);
+#endif
+    c->v4_data = p;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_kv_cache_v4_pool(const numla_kv_cache *c, numla_v4_pool *out)
+{
+    if (!c || !out || !c->v4_off)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_kv_cache_v4_pool: not a DeepSeek-V4 pool");
+    memset(out, 0, sizeof *out);
+    out->block_size = c->block_size;
+    out->num_blocks = c->num_blocks;
+    out->dtype = c->dtype;
+    for (int32_t l = 0; l < c->v4_layers && l < NUMLA_V4_MAX_LAYERS; l++)
+        for (int k = 0; k < 2; k++)
+            out->entries[l][k] = c->v4_off[2 * l + k] == SIZE_MAX
+                                     ? NULL
+                                     : (char *)c->v4_data + c->v4_off[2 * l + k];
+    return NUMLA_STATUS_OK;
+}
+
 numla_status numla_kv_cache_create_for_model(const numla_model_config *cfg, int32_t block_size,
                                              int64_t num_blocks, numla_dtype dtype,
                                              numla_dtype index_dtype, numla_kv_cache **out)
@@ -581,6 +633,11 @@ numla_status numla_kv_cache_create_for_model(const numla_model_config *cfg, int3
         NUMLA_CHECK(kv_create((int32_t)numla_model_config_kv_layers(cfg), 0, 0, block_size,
                               num_blocks, dtype, 0, out));
         (*out)->block_bytes = numla_kv_block_bytes_for_model(cfg, block_size, dtype, index_dtype);
+        numla_status s = kv_add_v4(*out, cfg);
+        if (s != NUMLA_STATUS_OK) {
+            numla_kv_cache_destroy(out);
+            NUMLA_CHECK(s);
+        }
         return NUMLA_STATUS_OK;
     }
     NUMLA_CHECK(numla_kv_cache_create((int32_t)numla_model_config_kv_layers(cfg),
@@ -614,7 +671,7 @@ void numla_kv_pool_charge(const numla_model_config *cfg, int32_t block_size, num
         if (prefix_cache) {
             const int64_t stride = numla_v4_prefix_stride(cfg, block_size);
             const size_t k = (size_t)(stride / block_size);
-            blk += (numla_v4_prefix_bytes_cfg(cfg, stride, dtype) + k - 1) / k;
+            blk += (numla_v4_prefix_bytes_cfg(cfg, stride, block_size, dtype) + k - 1) / k;
         }
         if (blk < seq / 256 + 1) /* few or no compressed layers: a sequence's own part is at
                                   * most 256 blocks (the pool stays a sensible count) */

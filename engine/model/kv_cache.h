@@ -52,6 +52,15 @@ typedef struct numla_kv_cache {
                                   numla_dsa_key_row_bytes(index_dtype, Di) */
     size_t index_layer_bytes;
     size_t index_data_bytes;
+    /* DeepSeek-V4 (docs/design.md §3.1): the compressed entries and index keys in the pool's
+     * blocks, one mapping; per layer l and compressor k (0: attention, 1: indexer) a region of
+     * (num_blocks, block_size / rate, width) values of dtype at v4_off[2 l + k]
+     * (numla_v4_pool_block_bytes a block; SIZE_MAX where the sequences keep that compressor's
+     * entries themselves). NULL / 0 for the other models. */
+    void *v4_data;
+    size_t v4_data_bytes;
+    size_t *v4_off;            /* (2 · v4_layers) */
+    int32_t v4_layers;
     /* What one block stands for in the pool's sizing (bytes, index keys included): its rows,
      * or for DeepSeek-V4, whose pool has no rows (data NULL), its tokens' share of the
      * sequences' caches and of the prefix states (docs/design.md §3.1); and the blocks each
@@ -83,13 +92,19 @@ void *numla_kv_cache_layer(const numla_kv_cache *c, int32_t layer);
 /* The cache model cfg needs: latent rows (kv_lora_rank + qk_rope_head_dim) of `dtype` for every
  * layer (numla_model_config_kv_layers: the MTP layer's too when it is loaded) and, for a
  * sparse-attention model (cfg->dsa.enabled), the index-key pool (index_head_dim values a
- * token) of `index_dtype` (the engine uses the latent rows' dtype).
+ * token) of `index_dtype` (the engine uses the latent rows' dtype). For DeepSeek-V4 no latent
+ * rows: the regions of its compressed entries and index keys (v4_data), mapped once here and
+ * touched as entries are written.
  * Not collective. */
 struct numla_model_config;
 numla_status numla_kv_cache_create_for_model(const struct numla_model_config *cfg,
                                              int32_t block_size, int64_t num_blocks,
                                              numla_dtype dtype, numla_dtype index_dtype,
                                              numla_kv_cache **out);
+/* DeepSeek-V4: the view of c's entry regions the sequences address (model_v4.h,
+ * numla_v4_seqs_use_pool). INVALID_ARG if c was not made for a V4 config. Not collective. */
+struct numla_v4_pool;
+numla_status numla_kv_cache_v4_pool(const numla_kv_cache *c, struct numla_v4_pool *out);
 /* Bytes of one block of that cache over all layers (index keys included). */
 size_t numla_kv_block_bytes_for_model(const struct numla_model_config *cfg, int32_t block_size,
                                       numla_dtype dtype, numla_dtype index_dtype);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "engine/model/model_internal.h"
 
 /* Below this many bytes of weights a step is a few hundred microseconds of work split over
@@ -52,14 +53,17 @@ numla_model_options numla_model_options_default(numla_isa isa)
 
 numla_isa numla_model_options_level(const numla_model_options *o, numla_model_kernels f)
 {
-    const int amx = f == NUMLA_MODEL_KERNELS_LINEAR ? o->linear_amx
-                    : f == NUMLA_MODEL_KERNELS_MLA  ? o->mla_amx
-                                                    : o->mha_amx;
+    const int amx = f == NUMLA_MODEL_KERNELS_LINEAR || f == NUMLA_MODEL_KERNELS_QLINEAR ? o->linear_amx
+                    : f == NUMLA_MODEL_KERNELS_MLA                                      ? o->mla_amx
+                                                                                        : o->mha_amx;
     const numla_isa level = amx ? o->isa : numla_isa_min(o->isa, NUMLA_ISA_AVX512BF16);
     /* the avx512bf16 MLA kernel runs Q·K and P·V on vdpbf16ps, an fp32 q or P split in two
      * halves: twice the FMA kernel's multiply-add rate where vdpbf16ps issues like an FMA,
-     * half of it where it issues at half that rate (docs/decode.md) */
-    if (f == NUMLA_MODEL_KERNELS_MLA && level == NUMLA_ISA_AVX512BF16 && !numla_uarch_bf16_dot_fast(o->uarch))
+     * half of it where it issues at half that rate (docs/decode.md); so does the avx512bf16 fp8
+     * GEMV of 1-12 rows (x split in two bf16 halves; docs/linear.md), and at avx512 every one
+     * of those rows runs the FMA path, so a row's bits stay those of its one-row call */
+    if ((f == NUMLA_MODEL_KERNELS_MLA || f == NUMLA_MODEL_KERNELS_QLINEAR) && level == NUMLA_ISA_AVX512BF16 &&
+        !numla_uarch_bf16_dot_fast(o->uarch))
         return NUMLA_ISA_AVX512;
     return level;
 }
@@ -120,6 +124,10 @@ numla_status numla_model_create(const numla_model_weights *w, const numla_model_
     m->isa_linear = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_LINEAR);
     m->isa_mla = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_MLA);
     m->isa_mha = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_MHA);
+    m->isa_qlinear = numla_model_options_level(opts, NUMLA_MODEL_KERNELS_QLINEAR);
+    NUMLA_DEBUG("kernel levels for %s (%s): linear %s, 8-bit linear %s, MLA %s, MHA %s",
+                numla_isa_name(m->isa), numla_uarch_name(m->uarch), numla_isa_name(m->isa_linear),
+                numla_isa_name(m->isa_qlinear), numla_isa_name(m->isa_mla), numla_isa_name(m->isa_mha));
     m->route_stride = (numla_model_moe_route_scratch_bytes(&m->cfg) + 63) & ~(size_t)63;
     for (int32_t l = 0; w->shard.head_count > 0 && l < numla_model_config_kv_layers(&m->cfg); l++) {
         const numla_weights_layer *lw = &w->layers[l];

@@ -116,8 +116,8 @@ typedef struct numla_model_options {
      * avx512bf16 for it (the settings' NUMLA_LINEAR_AMX, NUMLA_MLA_AMX, NUMLA_MHA_AMX) */
     int linear_amx, mla_amx, mha_amx;
     /* the CPU to tune for (kernels/isa.h; the settings' NUMLA_UARCH): where vdpbf16ps does not
-     * outrun fp32 FMAs (intel), MLA attention runs the avx512 FMA kernel instead of the
-     * avx512bf16 one. Default: numla_uarch_detect(). */
+     * outrun fp32 FMAs (intel), MLA attention and the 8-bit linears run the avx512 FMA kernels
+     * instead of the avx512bf16 ones. Default: numla_uarch_detect(). */
     numla_uarch uarch;
 } numla_model_options;
 
@@ -129,10 +129,13 @@ typedef enum numla_model_kernels {
     NUMLA_MODEL_KERNELS_LINEAR = 0, /* numla_linear_forward */
     NUMLA_MODEL_KERNELS_MLA,        /* numla_mla_attn */
     NUMLA_MODEL_KERNELS_MHA,        /* numla_mha_prefill */
+    NUMLA_MODEL_KERNELS_QLINEAR,    /* numla_qlinear_forward (fp8, int8; AMX switch: linear_amx) */
 } numla_model_kernels;
 /* The level family f runs at under o: o->isa, or at most avx512bf16 when f's AMX switch is
- * off; MLA at most avx512 where it would land on avx512bf16 and o->uarch's vdpbf16ps is slow
- * (numla_uarch_bf16_dot_fast). */
+ * off; MLA and the 8-bit linears at most avx512 where they would land on avx512bf16 and
+ * o->uarch's vdpbf16ps is slow (numla_uarch_bf16_dot_fast): the avx512bf16 fp8 GEMV splits x
+ * into two bf16 halves, two vdpbf16ps per 32 weights, which lose to the FMA GEMV there. Every
+ * M of a call runs at the one level, so up to 12 rows a row keeps its one-row bits. */
 numla_isa numla_model_options_level(const numla_model_options *o, numla_model_kernels f);
 
 /* Cumulative counters since numla_model_create (callers diff two readings). */

@@ -54,7 +54,7 @@ struct numla_model {
     numla_uarch uarch;                /* numla_model_options */
     /* the level each kernel family runs at: isa, or below amx where that family's AMX path
      * is turned off */
-    numla_isa isa_linear, isa_mla, isa_mha;
+    numla_isa isa_linear, isa_mla, isa_mha, isa_qlinear;
     /* some layer's absorbed attention gives bf16 output (attention.c attention_absorbed:
      * where W_UV quantizes its input); sizes ctx_bf, ctx2_bf */
     int attn_out_bf16;
@@ -185,11 +185,13 @@ static inline void numla_model_part_tick(numla_model *m, numla_model_part p, dou
 
 /* ---- projections (projections.c) ---- */
 
-/* The level the linear layers run at: with exact_activations at most avx512 (it widens bf16
- * weights and keeps activations fp32 at every M; every level reads the one packed layout). */
-static inline numla_isa numla_model_lin_isa(const numla_model *m)
+/* The level linear w runs at: its family's (8-bit weights: isa_qlinear, the rest isa_linear),
+ * with exact_activations at most avx512 (it widens bf16 weights and keeps activations fp32 at
+ * every M; every level reads the one packed layout). */
+static inline numla_isa numla_model_lin_isa(const numla_model *m, const numla_model_linear *w)
 {
-    return m->exact_activations ? numla_isa_min(m->isa_linear, NUMLA_ISA_AVX512) : m->isa_linear;
+    const numla_isa isa = w->kind == NUMLA_MODEL_LINEAR_Q8 ? m->isa_qlinear : m->isa_linear;
+    return m->exact_activations ? numla_isa_min(isa, NUMLA_ISA_AVX512) : isa;
 }
 /* y (M, ldy) (+)= x (M, ldx) · Wᵀ, growing the shared workspace outside the kernel. */
 numla_status numla_model_lin(numla_model *m, const numla_model_linear *w, int64_t M,

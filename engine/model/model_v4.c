@@ -69,6 +69,14 @@ typedef struct v4_layer {
 struct numla_v4_model {
     numla_model_config cfg;
     numla_isa isa;
+    /* the levels the options choose for the linears (numla_v4_model_set_options): float and
+     * MXFP4 weights at the LINEAR family's, FP8 ones at QLINEAR's, as the MLA path's model
+     * runs them; isa_cpu: the best level this CPU has, which caps what the kernels are given */
+    numla_isa isa_linear, isa_qlinear, isa_cpu;
+    /* linear forwards per family (0: LINEAR, 1: QLINEAR) and level (numla_v4_model_linear_calls);
+     * forwards take a const model and add through a cast, relaxed atomics */
+    uint64_t lin_calls[2][NUMLA_ISA_COUNT];
+    struct v4_scratch *scr;           /* the forwards' buffers (v4_room) */
     /* this rank's part (model_v4.h): whole o_groups and their heads; experts, the shared
      * expert's intermediate columns and the vocabulary rows as numla_shard_plan says */
     int64_t g0, gcount;               /* o_groups [g0, g0 + gcount) */
@@ -92,6 +100,65 @@ struct numla_v4_model {
     v4_lin mtp_hc_head_fn;            /* (n, n·D) fp32 */
     float *mtp_hc_head_base, *mtp_hc_head_scale; /* (n), (1) */
 };
+
+/* The buffers of a forward, one per use (the uses nest: a linear's workspace inside a layer's
+ * attention inside the forward), kept by the model between forwards and grown only when a step
+ * needs more, as engine/model/scratch.c keeps the MLA path's: a forward allocates nothing once
+ * steps of its shapes have run. The main and the MTP forward share them (they do not nest), so
+ * a model runs one forward at a time. */
+typedef enum v4_slot {
+    /* the forward (numla_v4_forward_rows, numla_v4_mtp_forward) */
+    V4_S_START, V4_S_SUBS, V4_S_TOKENS, V4_S_X, V4_S_XIN, V4_S_BOUT, V4_S_POST, V4_S_COMB,
+    V4_S_FLAT, V4_S_Y,
+    /* a layer's attention */
+    V4_S_PREV, V4_S_WOFF, V4_S_RSEQ, V4_S_RPOS, V4_S_QR, V4_S_Q, V4_S_KVN, V4_S_WIN, V4_S_O,
+    V4_S_YG, V4_S_TMP, V4_S_YO, V4_S_CK, V4_S_CG, V4_S_QI, V4_S_IW, V4_S_WP, V4_S_EP, V4_S_ETAB,
+    V4_S_WL, V4_S_NSEL, V4_S_SEL, V4_S_SINK_WS,
+    /* the indexer's selection (v4_select) */
+    V4_S_IDX_W, V4_S_IDX_LENS, V4_S_IDX_WS,
+    /* a layer's MoE and its decode experts (experts_team) */
+    V4_S_LOGIT, V4_S_G, V4_S_U, V4_S_D, V4_S_XS, V4_S_ESEL, V4_S_ROWS, V4_S_WSEL, V4_S_WROW,
+    V4_S_USED, V4_S_TEAM_G, V4_S_TEAM_U, V4_S_TEAM_D, V4_S_TEAM_J,
+    /* a linear's workspace (lin) */
+    V4_S_LIN,
+    V4_S_COUNT
+} v4_slot;
+
+typedef struct v4_scratch {
+    void *p[V4_S_COUNT];
+    size_t cap[V4_S_COUNT]; /* bytes */
+    uint64_t grows;         /* allocations made (numla_v4_model_scratch_grows) */
+} v4_scratch;
+
+static void v4_scratch_free(v4_scratch *sc)
+{
+    for (int i = 0; sc && i < V4_S_COUNT; i++)
+        free(sc->p[i]);
+    free(sc);
+}
+
+/* Slot s of m's scratch with room for at least `bytes` (64-byte aligned; never NULL for 0
+ * bytes), or NULL without memory. What it held is not kept when it grows: a use asks for its
+ * room before it writes. */
+static void *v4_room(const numla_v4_model *m, v4_slot s, size_t bytes)
+{
+    v4_scratch *sc = m->scr;
+    if (!sc->p[s] || bytes > sc->cap[s]) {
+        size_t cap = sc->cap[s] + sc->cap[s] / 2; /* a growing prompt grows it a few times */
+        cap = bytes > cap ? bytes : cap;
+        cap = cap ? (cap + 63) & ~(size_t)63 : 64;
+        void *p = aligned_alloc(64, cap);
+        if (!p)
+            return NULL;
+        free(sc->p[s]);
+        sc->p[s] = p;
+        sc->cap[s] = cap;
+        sc->grows++;
+    }
+    return sc->p[s];
+}
+
+uint64_t numla_v4_model_scratch_grows(const numla_v4_model *m) { return m ? m->scr->grows : 0; }
 
 static void lin_free(v4_lin *l)
 {
@@ -166,6 +233,7 @@ void numla_v4_model_destroy(numla_v4_model **pm)
     lin_free(&m->mtp_hc_head_fn);
     free(m->mtp_hc_head_base);
     free(m->mtp_hc_head_scale);
+    v4_scratch_free(m->scr);
     free(m);
     *pm = NULL;
 }
@@ -248,6 +316,27 @@ size_t numla_v4_model_weight_bytes(const numla_v4_model *m)
 }
 
 const numla_shard *numla_v4_model_shard(const numla_v4_model *m) { return &m->shard; }
+
+void numla_v4_model_set_options(numla_v4_model *m, const numla_model_options *o)
+{
+    m->isa_linear = numla_model_options_level(o, NUMLA_MODEL_KERNELS_LINEAR);
+    m->isa_qlinear = numla_model_options_level(o, NUMLA_MODEL_KERNELS_QLINEAR);
+    if (o->exact_activations) { /* as numla_model_lin_isa: fp32 activations at every M */
+        m->isa_linear = numla_isa_min(m->isa_linear, NUMLA_ISA_AVX512);
+        m->isa_qlinear = numla_isa_min(m->isa_qlinear, NUMLA_ISA_AVX512);
+    }
+    NUMLA_DEBUG("deepseek_v4 kernel levels for %s (%s): linear %s, 8-bit linear %s",
+                numla_isa_name(o->isa), numla_uarch_name(o->uarch), numla_isa_name(m->isa_linear),
+                numla_isa_name(m->isa_qlinear));
+}
+
+uint64_t numla_v4_model_linear_calls(const numla_v4_model *m, numla_model_kernels f, numla_isa level)
+{
+    if (!m || (f != NUMLA_MODEL_KERNELS_LINEAR && f != NUMLA_MODEL_KERNELS_QLINEAR) ||
+        (unsigned)level >= NUMLA_ISA_COUNT)
+        return 0;
+    return __atomic_load_n(&m->lin_calls[f == NUMLA_MODEL_KERNELS_QLINEAR][level], __ATOMIC_RELAXED);
+}
 
 void numla_v4_model_set_reduce(numla_v4_model *m, numla_model_reduce_fn fn, void *ctx)
 {
@@ -834,10 +923,17 @@ numla_status numla_v4_model_load_shard(const numla_model_config *cfg,
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_model_load: model_type %s is not deepseek_v4",
                    cfg->model_type);
     numla_v4_model *m = calloc(1, sizeof *m);
+    if (m && !(m->scr = calloc(1, sizeof *m->scr))) {
+        free(m);
+        m = NULL;
+    }
     if (!m)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 weights: no memory");
     m->cfg = *cfg;
     m->isa = isa;
+    m->isa_cpu = numla_isa_best();
+    const numla_model_options o = numla_model_options_default(isa);
+    numla_v4_model_set_options(m, &o);
     m->has_mtp = cfg->mtp_enabled ? 1 : 0;
     numla_status s = numla_shard_plan(cfg, rank, nranks, &m->shard);
     const int64_t G = cfg->v4.o_groups, H = cfg->num_attention_heads;
@@ -905,15 +1001,31 @@ static void v4_put(const numla_v4_model *m, void *dst, const float *src, int64_t
 
 /* A compressor's state: the raw (wkv, wgate) rows of the last 2·rate positions (slot
  * pos mod 2·rate: the current window and the previous one, which CSA's entries overlap) and the
- * entries made so far. */
+ * entries made so far: in the KV pool's blocks (pool set, numla_v4_seq_use_pool: entry e in
+ * block tab[e / epb] at offset e % epb, the sequence's block table, so a prefix-cache hit reads
+ * the blocks it shares and a freed block frees its entries) or in the sequence's own mapping. */
 typedef struct v4_cstate {
     float *raw_kv, *raw_gate; /* (2·rate, c·width) fp32 */
     void *entries;            /* (cap, width) of the cache dtype: a mapping of `map` bytes whose
-                                 pages are touched only as entries are made (cstate_room) */
+                                 pages are touched only as entries are made (cstate_room); NULL
+                                 in the pool */
     size_t map;
+    char *pool;               /* (pool_blocks, epb, width) of the cache dtype: the pool's region
+                                 of this compressor, or NULL */
+    int64_t epb, pool_blocks; /* entries a block (block_size / rate), blocks of the pool */
+    const int32_t *tab;       /* (cap / epb) the sequence's block table (numla_v4_seq_set_blocks) */
     float *tmp;               /* (width) the entry being made */
-    int64_t count, cap;
+    int64_t count, cap;       /* in the pool: cap = the entries the table's blocks hold */
 } v4_cstate;
+
+/* Entry e (< cap) of c's state s. */
+static void *cs_entry(const numla_v4_model *m, const v4_comp *c, const v4_cstate *s, int64_t e)
+{
+    const size_t row = v4_es(m) * (size_t)c->width;
+    if (s->pool)
+        return s->pool + ((size_t)s->tab[e / s->epb] * (size_t)s->epb + (size_t)(e % s->epb)) * row;
+    return (char *)s->entries + (size_t)e * row;
+}
 
 typedef struct v4_lcache {
     void *ring;          /* (W, Dh) of the cache dtype: the KV row of position p at p mod W */
@@ -940,6 +1052,8 @@ struct numla_v4_seq {
     numla_v4_prefix **cap;     /* (ncap); the MTP cache's are borrowed (numla_v4_seq_mtp_capture) */
     int32_t ncap;
     int64_t cap_stride;
+    int32_t pbs;               /* the pool's tokens a block (numla_v4_seq_use_pool), 0: none */
+    int64_t ntab;              /* blocks of the table the last numla_v4_seq_set_blocks gave */
 };
 
 /* What positions base .. base + saved - 1 overwrote in a sequence's cache (docs/design.md
@@ -1116,6 +1230,11 @@ static numla_status cstate_room(const numla_v4_model *m, const v4_comp *c, v4_cs
 {
     if (count <= s->cap)
         return NUMLA_STATUS_OK;
+    if (s->pool)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "v4 cache: %lld compressed entries of rate %lld need "
+                   "%lld blocks of the sequence's table, which lists %lld", (long long)count,
+                   (long long)c->rate, (long long)((count + s->epb - 1) / s->epb),
+                   (long long)(s->cap / s->epb));
     const size_t row = v4_es(m) * (size_t)c->width;
     int64_t cap = s->cap ? 2 * s->cap : 64;
     cap = cap < count ? count : cap;
@@ -1234,9 +1353,83 @@ numla_status numla_v4_seq_reserve(numla_v4_seq *s, int64_t tokens)
         const v4_comp *cp[2] = {&y->comp, &y->icomp};
         v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
         for (int k = 0; k < 2; k++)
-            if (cs[k]->raw_kv)
+            if (cs[k]->raw_kv && !cs[k]->pool)
                 NUMLA_CHECK(cstate_room(s->m, cp[k], cs[k], tokens / cp[k]->rate));
     }
+    return NUMLA_STATUS_OK;
+}
+
+size_t numla_v4_pool_block_bytes(const numla_model_config *cfg, int32_t block_size,
+                                 numla_dtype dt, int64_t layer, int comp)
+{
+    const numla_v4_config *c = &cfg->v4;
+    if (!cfg->v4.enabled || block_size < 1 || layer < 0 || layer >= c->num_layers)
+        return 0;
+    const int at = c->attn[layer];
+    const int64_t rate = at == NUMLA_V4_ATTN_CSA   ? c->csa_rate
+                         : at == NUMLA_V4_ATTN_HCA ? c->hca_rate : 0;
+    if (!rate || (comp == 1 && at != NUMLA_V4_ATTN_CSA) || comp < 0 || comp > 1 ||
+        block_size % rate)
+        return 0;
+    const int64_t w = comp ? c->index_head_dim : c->head_dim;
+    return numla_dtype_size(dt) * (size_t)(block_size / rate * w);
+}
+
+numla_status numla_v4_seq_use_pool(numla_v4_seq *s, const numla_v4_pool *pool)
+{
+    if (!s || !pool || pool->block_size < 1 || pool->num_blocks < 1)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_use_pool: bad argument");
+    if (s->len || s->pbs)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_use_pool: the sequence is not new");
+    const numla_v4_model *m = s->m;
+    if (pool->dtype != numla_v4_model_cache_dtype(m))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_use_pool: the pool holds %s entries, "
+                   "the model's cache is %s", numla_dtype_name(pool->dtype),
+                   numla_dtype_name(numla_v4_model_cache_dtype(m)));
+    for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++) {
+        const v4_layer *y = &m->layers[l];
+        const v4_comp *cp[2] = {&y->comp, &y->icomp};
+        v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
+        for (int k = 0; k < 2; k++) {
+            const size_t bb =
+                numla_v4_pool_block_bytes(&m->cfg, pool->block_size, pool->dtype, l, k);
+            if (!cs[k]->raw_kv || !bb)
+                continue;
+            if (!pool->entries[l][k])
+                NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_use_pool: the pool has no "
+                           "region for layer %lld's %s", (long long)l,
+                           k ? "index keys" : "entries");
+            cstate_unmap(cs[k]);
+            cs[k]->pool = pool->entries[l][k];
+            cs[k]->epb = pool->block_size / cp[k]->rate;
+            cs[k]->pool_blocks = pool->num_blocks;
+        }
+    }
+    s->pbs = pool->block_size;
+    return NUMLA_STATUS_OK;
+}
+
+numla_status numla_v4_seq_set_blocks(numla_v4_seq *s, const int32_t *table, int64_t nblocks)
+{
+    if (!s || nblocks < 0 || (nblocks && !table))
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_set_blocks: bad argument");
+    int64_t pool_blocks = 0; /* the same for every compressor in the pool */
+    for (int64_t l = 0; s->pbs && !pool_blocks && l < s->m->cfg.num_hidden_layers; l++)
+        pool_blocks = s->layers[l].comp.pool ? s->layers[l].comp.pool_blocks : 0;
+    for (int64_t i = 0; pool_blocks && i < nblocks; i++) /* once, not per layer */
+        if (table[i] < 0 || table[i] >= pool_blocks)
+            NUMLA_FAIL(NUMLA_STATUS_OUT_OF_RANGE, "numla_v4_seq_set_blocks: block %lld of the "
+                       "table is %d, the pool has %lld", (long long)i, table[i],
+                       (long long)pool_blocks);
+    for (int64_t l = 0; s->pbs && l < s->m->cfg.num_hidden_layers; l++) {
+        v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
+        for (int k = 0; k < 2; k++)
+            if (cs[k]->pool) {
+                cs[k]->tab = table;
+                cs[k]->cap = nblocks * cs[k]->epb;
+            }
+    }
+    s->ntab = nblocks;
     return NUMLA_STATUS_OK;
 }
 
@@ -1286,7 +1479,14 @@ static numla_status cstate_fill(const numla_v4_model *m, const v4_comp *c, v4_cs
         return NUMLA_STATUS_OK;
     NUMLA_CHECK(cstate_room(m, c, s, count));
     s->count = count;
-    v4_fill_values(m, s->entries, count * c->width, seed);
+    if (!s->pool) {
+        v4_fill_values(m, s->entries, count * c->width, seed);
+        return NUMLA_STATUS_OK;
+    }
+    for (int64_t e0 = 0; e0 < count; e0 += s->epb) /* a block's entries at a time */
+        v4_fill_values(m, cs_entry(m, c, s, e0),
+                       (count - e0 < s->epb ? count - e0 : s->epb) * c->width,
+                       seed + (uint32_t)(e0 / s->epb) * 0x9e3779b9u);
     return NUMLA_STATUS_OK;
 }
 
@@ -1311,7 +1511,9 @@ numla_status numla_v4_seq_fill(numla_v4_seq *s, int64_t n)
         for (int64_t l = 0; l < s->m->cfg.num_hidden_layers; l++) {
             v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
             for (int k = 0; k < 2; k++) {
-                cstate_unmap(cs[k]);
+                if (!cs[k]->pool)
+                    cstate_unmap(cs[k]);
+                cs[k]->count = 0;
             }
             memset(s->layers[l].ring, 0, v4_es(s->m) * (size_t)(v->sliding_window * v->head_dim));
         }
@@ -1338,6 +1540,8 @@ struct numla_v4_prefix {
     char *v;        /* (bytes) the layers' parts in order (v4_prefix_layer) */
     size_t bytes;
     int mtp_done;   /* the MTP layer's part is filled (m->has_mtp) */
+    int32_t pbs;    /* the pool's tokens a block of the sequence it was taken from (0: none):
+                       the entries of compressors in the pool stay in the pool's blocks */
 };
 
 /* Layers a prefix state holds parts of: the model's, and its MTP layer's when loaded. */
@@ -1353,10 +1557,11 @@ typedef struct v4_pview {
     float *ckv[2], *cg[2];  /* (rate, width) fp32: CSA's carry; NULL where none */
 } v4_pview;
 
-/* The parts of layer l in a state of m at stride beginning at v (NULL: counting only); returns
- * the bytes they take. */
-static size_t v4_prefix_layer(const numla_v4_model *m, int64_t l, int64_t stride, char *v,
-                              v4_pview *pv)
+/* The parts of layer l in a state of m at stride, for a sequence in a pool of pbs tokens a
+ * block (0: none), beginning at v (NULL: counting only); returns the bytes they take. A
+ * compressor whose entries live in the pool's blocks keeps none here (ent NULL). */
+static size_t v4_prefix_layer(const numla_v4_model *m, int64_t l, int64_t stride, int32_t pbs,
+                              char *v, v4_pview *pv)
 {
     const numla_v4_config *c = &m->cfg.v4;
     const v4_layer *y = &m->layers[l];
@@ -1366,8 +1571,10 @@ static size_t v4_prefix_layer(const numla_v4_model *m, int64_t l, int64_t stride
     const v4_comp *cp[2] = {&y->comp, &y->icomp};
     const int ncomp = y->attn == NUMLA_V4_ATTN_CSA ? 2 : y->attn == NUMLA_V4_ATTN_HCA ? 1 : 0;
     for (int k = 0; k < ncomp; k++) {
-        pv->ent[k] = v ? v + n : NULL;
-        n += v4_es(m) * (size_t)(stride / cp[k]->rate * cp[k]->width);
+        if (!numla_v4_pool_block_bytes(&m->cfg, pbs, numla_v4_model_cache_dtype(m), l, k)) {
+            pv->ent[k] = v ? v + n : NULL;
+            n += v4_es(m) * (size_t)(stride / cp[k]->rate * cp[k]->width);
+        }
         if (cp[k]->c == 2) {
             pv->ckv[k] = v ? (float *)(void *)(v + n) : NULL;
             n += sizeof(float) * (size_t)(cp[k]->rate * cp[k]->width);
@@ -1416,7 +1623,8 @@ size_t numla_v4_prefix_bytes(const numla_v4_prefix *p)
     return p ? sizeof *p + p->bytes : 0;
 }
 
-size_t numla_v4_prefix_bytes_cfg(const numla_model_config *cfg, int64_t stride, numla_dtype dt)
+size_t numla_v4_prefix_bytes_cfg(const numla_model_config *cfg, int64_t stride,
+                                 int32_t block_size, numla_dtype dt)
 {
     const numla_v4_config *c = &cfg->v4;
     const size_t es = numla_dtype_size(dt), f = sizeof(float);
@@ -1426,11 +1634,14 @@ size_t numla_v4_prefix_bytes_cfg(const numla_model_config *cfg, int64_t stride, 
     const int64_t nl = c->num_layers + (cfg->mtp_enabled && c->num_layers < NUMLA_V4_MAX_LAYERS);
     for (int64_t l = 0; l < nl; l++) {
         n += es * (size_t)((c->sliding_window - 1) * Dh);
-        if (c->attn[l] == NUMLA_V4_ATTN_CSA) /* entries and index keys, both compressors' carry */
-            n += es * (size_t)(stride / c->csa_rate * (Dh + Di)) +
+        /* entries and index keys (those not in the pool's blocks), both CSA compressors' carry */
+        const int pe = !numla_v4_pool_block_bytes(cfg, block_size, dt, l, 0);
+        const int pi = !numla_v4_pool_block_bytes(cfg, block_size, dt, l, 1);
+        if (c->attn[l] == NUMLA_V4_ATTN_CSA)
+            n += es * (size_t)(stride / c->csa_rate * (pe * Dh + pi * Di)) +
                  2 * f * (size_t)(c->csa_rate * (Dh + Di));
         else if (c->attn[l] == NUMLA_V4_ATTN_HCA)
-            n += es * (size_t)(stride / c->hca_rate * Dh);
+            n += es * (size_t)(stride / c->hca_rate * pe * Dh);
     }
     return sizeof(numla_v4_prefix) + n;
 }
@@ -1463,8 +1674,11 @@ void numla_v4_cache_charge(const numla_model_config *cfg, int32_t block_size, nu
             const int64_t R = comp[k][0], cc = comp[k][1], w = comp[k][2];
             if (!R)
                 continue;
+            /* entries in the pool's blocks (numla_v4_pool_block_bytes): exactly bs / R a block,
+             * no mapping of the sequence's own */
+            const int pooled = numla_v4_pool_block_bytes(cfg, block_size, dt, l, k) > 0;
             blk += es * (size_t)((bs * w + R - 1) / R);
-            seq += 4096 + f * (size_t)(2 * (2 * R) * cc * w + w);
+            seq += (pooled ? 0 : 4096) + f * (size_t)(2 * (2 * R) * cc * w + w);
         }
         if (cfg->mtp_enabled) /* draft snapshots: V4_SNAP_ROWS rows of the ring and raw rows */
             seq += es * (size_t)(V4_SNAP_ROWS * Dh) +
@@ -1474,12 +1688,12 @@ void numla_v4_cache_charge(const numla_model_config *cfg, int32_t block_size, nu
     *per_seq = seq;
 }
 
-size_t numla_v4_prefix_bytes_for(const numla_v4_model *m, int64_t stride)
+size_t numla_v4_prefix_bytes_for(const numla_v4_model *m, int64_t stride, int32_t block_size)
 {
     size_t n = 0;
     v4_pview pv;
     for (int64_t l = 0; m && l < v4_prefix_layers(m); l++)
-        n += v4_prefix_layer(m, l, stride, NULL, &pv);
+        n += v4_prefix_layer(m, l, stride, block_size, NULL, &pv);
     return sizeof(numla_v4_prefix) + n;
 }
 
@@ -1502,7 +1716,7 @@ numla_status numla_v4_seq_capture(numla_v4_seq *s, int64_t stride, int64_t n)
     if (!cap)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for prefix states");
     s->cap = cap;
-    const size_t bytes = numla_v4_prefix_bytes_for(m, stride) - sizeof(numla_v4_prefix);
+    const size_t bytes = numla_v4_prefix_bytes_for(m, stride, s->pbs) - sizeof(numla_v4_prefix);
     for (int64_t k = first; k <= last; k++) {
         numla_v4_prefix *p = calloc(1, sizeof *p);
         char *v = p ? calloc(1, bytes + sizeof(float)) : NULL;
@@ -1514,7 +1728,7 @@ numla_status numla_v4_seq_capture(numla_v4_seq *s, int64_t stride, int64_t n)
             NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for a prefix state (%zu "
                        "bytes)", bytes);
         }
-        *p = (numla_v4_prefix){m, k * stride, stride, v, bytes, 0};
+        *p = (numla_v4_prefix){m, k * stride, stride, v, bytes, 0, s->pbs};
         s->cap[s->ncap++] = p;
     }
     s->cap_stride = stride;
@@ -1544,8 +1758,8 @@ static char *v4_prefix_view(const numla_v4_prefix *p, int64_t l, v4_pview *pv)
 {
     char *v = p->v;
     for (int64_t i = 0; i < l; i++)
-        v += v4_prefix_layer(p->m, i, p->stride, NULL, pv);
-    v4_prefix_layer(p->m, l, p->stride, v, pv);
+        v += v4_prefix_layer(p->m, i, p->stride, p->pbs, NULL, pv);
+    v4_prefix_layer(p->m, l, p->stride, p->pbs, v, pv);
     return v;
 }
 
@@ -1587,9 +1801,9 @@ static void v4_capture_rows(const numla_v4_seq *s, int64_t l, const void *rows, 
         const v4_comp *cp[2] = {&y->comp, &y->icomp};
         const v4_cstate *cs[2] = {&s->layers[l].comp, &s->layers[l].icomp};
         for (int k = 0; k < 2; k++)
-            if (pv.ent[k]) {
+            if (pv.ent[k]) { /* entries kept by the sequence, not in the pool's blocks */
                 const int64_t e0 = (p->pos - p->stride) / cp[k]->rate, ne = p->stride / cp[k]->rate;
-                memcpy(pv.ent[k], v4_cat(m, cs[k]->entries, e0 * cp[k]->width),
+                memcpy(pv.ent[k], cs_entry(m, cp[k], cs[k], e0),
                        v4_es(m) * (size_t)(ne * cp[k]->width));
             }
     }
@@ -1622,10 +1836,11 @@ static numla_status v4_restore_layer(const numla_v4_model *m, v4_lcache *lc, int
         const int64_t w = cp[k]->width, R = cp[k]->rate, row = cp[k]->c * w;
         const int64_t count = pos / R, per = stride / R;
         NUMLA_CHECK(cstate_room(m, cp[k], cs[k], count));
-        for (int64_t g = 0; g < nseg; g++) {
+        /* entries in the pool: the hit's blocks hold them already (shared, not copied) */
+        for (int64_t g = 0; !cs[k]->pool && g < nseg; g++) {
             v4_pview sv;
             v4_prefix_view(segs[g], l, &sv);
-            memcpy(v4_at(m, cs[k]->entries, g * per * w), sv.ent[k], v4_es(m) * (size_t)(per * w));
+            memcpy(cs_entry(m, cp[k], cs[k], g * per), sv.ent[k], v4_es(m) * (size_t)(per * w));
         }
         cs[k]->count = count;
         if (cp[k]->c == 2)
@@ -1650,7 +1865,7 @@ numla_status numla_v4_seq_restore(numla_v4_seq *s, const numla_v4_prefix *const 
     const int64_t stride = segs[0] ? segs[0]->stride : 0, pos = nseg * stride;
     for (int64_t k = 0; k < nseg; k++) {
         if (!segs[k] || segs[k]->m != m || segs[k]->stride != stride ||
-            segs[k]->pos != (k + 1) * stride)
+            segs[k]->pos != (k + 1) * stride || segs[k]->pbs != s->pbs)
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_restore: segment %lld is not the "
                        "state of positions up to %lld", (long long)k, (long long)((k + 1) * stride));
         if (!numla_v4_prefix_complete(segs[k]))
@@ -1674,22 +1889,44 @@ numla_status numla_v4_seq_restore(numla_v4_seq *s, const numla_v4_prefix *const 
 
 /* ---- forward pieces ---- */
 
+/* The level chosen for w: its family's (FP8: isa_qlinear; float and MXFP4: isa_linear), as
+ * numla_model_lin_isa picks it for the MLA path. */
+static numla_isa lin_isa(const numla_v4_model *m, const v4_lin *w)
+{
+    return w->fp8 ? m->isa_qlinear : m->isa_linear;
+}
+
+/* The level w's kernels run at: the chosen one, or the best this CPU has below it (the same
+ * with the engine, which only runs levels the CPU has; the tests choose any and count it). */
+static numla_isa lin_run_isa(const numla_v4_model *m, const v4_lin *w)
+{
+    return numla_isa_min(lin_isa(m, w), m->isa_cpu);
+}
+
+/* Count n forwards of w's family at level isa (numla_v4_model_linear_calls). */
+static void lin_count(const numla_v4_model *m, const v4_lin *w, numla_isa isa, uint64_t n)
+{
+    uint64_t *c = (uint64_t *)&m->lin_calls[w->fp8 ? 1 : 0][isa]; /* m itself is not const */
+    __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
 /* y (M, w->n) = x (M, w->k) · Wᵀ */
 static numla_status lin(const numla_v4_model *m, const v4_lin *w, int64_t M, const float *x,
                         float *y)
 {
     const int nth = omp_get_max_threads();
+    const numla_isa isa = lin_run_isa(m, w);
     size_t need = w->blocks ? numla_qblock_workspace_size(&w->q, M, nth)
                   : w->fp8  ? numla_qlinear_workspace_size(&w->f8, M, nth)
-                            : numla_linear_workspace_size(m->isa, &w->w, M, nth);
-    void *ws = need ? aligned_alloc(64, (need + 63) / 64 * 64) : NULL;
+                            : numla_linear_workspace_size(isa, &w->w, M, nth);
+    void *ws = need ? v4_room(m, V4_S_LIN, need) : NULL;
     if (need && !ws)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 forward: no memory for a linear's workspace");
+    lin_count(m, w, lin_isa(m, w), 1);
     numla_status s =
-        w->blocks ? numla_qblock_forward(m->isa, &w->q, M, x, w->k, y, w->n, 0, ws, need)
-        : w->fp8  ? numla_qlinear_forward(m->isa, &w->f8, M, x, w->k, y, w->n, 0, ws, need)
-                  : numla_linear_forward(m->isa, &w->w, M, x, w->k, y, w->n, 0, ws, need);
-    free(ws);
+        w->blocks ? numla_qblock_forward(isa, &w->q, M, x, w->k, y, w->n, 0, ws, need)
+        : w->fp8  ? numla_qlinear_forward(isa, &w->f8, M, x, w->k, y, w->n, 0, ws, need)
+                  : numla_linear_forward(isa, &w->w, M, x, w->k, y, w->n, 0, ws, need);
     NUMLA_CHECK(s);
     return NUMLA_STATUS_OK;
 }
@@ -1788,7 +2025,8 @@ static numla_status comp_push(const numla_v4_model *m, const v4_comp *c, v4_csta
     if ((pos + 1) % R)
         return NUMLA_STATUS_OK;
     const int64_t win = (pos + 1) / R - 1;
-    NUMLA_CHECK(cstate_room(m, c, s, s->count + 1)); /* a step reserved it: no call */
+    NUMLA_CHECK(cstate_room(m, c, s, s->count + 1)); /* a step reserved it (or its table
+                                                         covers it): no call */
     float *out = s->tmp;
     const int64_t cur0 = (win * R) % (2 * R), prev0 = ((win + 1) * R) % (2 * R);
     /* slots: CSA: the previous window's first halves (win > 0), then this window's second
@@ -1815,7 +2053,7 @@ static numla_status comp_push(const numla_v4_model *m, const v4_comp *c, v4_csta
     rms(out, c->norm, w, m->cfg.rms_norm_eps);
     const numla_v4_config *v = &m->cfg.v4;
     rope_tail(out, w, v->rope_dim, v->compress_inv_freq, v->compress_attention_factor, win * R, 1);
-    v4_put(m, v4_at(m, s->entries, s->count * w), out, w);
+    v4_put(m, cs_entry(m, c, s, s->count), out, w);
     s->count++;
     return NUMLA_STATUS_OK;
 }
@@ -1857,33 +2095,36 @@ static numla_status v4_select(const numla_v4_model *m, const v4_batch *bt, int64
         const int64_t n = t1 - first;
         if (n == 0)
             continue;
-        float *w = malloc(sizeof(float) * (size_t)(n * Hi));
-        int32_t *lens = malloc(sizeof(int32_t) * (size_t)n), *tab = calloc((size_t)n, sizeof(int32_t));
-        void *work = NULL;
-        if (w && lens && tab) {
+        /* the keys: in the pool, through the sequence's block table (blocks of epb keys), else
+         * its own array as one block; every query reads that one table (stride 0) */
+        static const int32_t one_block = 0;
+        const int64_t last = (rpos[t1 - 1] + 1) / v->csa_rate;
+        const int64_t kbs = ic->pool ? ic->epb : ic->count;
+        const int64_t nb = ic->pool ? (last + kbs - 1) / kbs : 1;
+        float *w = v4_room(m, V4_S_IDX_W, sizeof(float) * (size_t)(n * Hi));
+        int32_t *lens = v4_room(m, V4_S_IDX_LENS, sizeof(int32_t) * (size_t)n);
+        if (w && lens) {
             for (int64_t i = 0; i < n * Hi; i++)
                 w[i] = iw[first * Hi + i] * ws;
             for (int64_t i = 0; i < n; i++)
                 lens[i] = (int32_t)((rpos[first + i] + 1) / v->csa_rate);
             const numla_dsa_index_args a = {
                 .num_seqs = (int32_t)n, .num_heads = (int32_t)Hi, .head_dim = (int32_t)Di,
-                .block_size = (int32_t)ic->count, .num_blocks = 1, .max_blocks_per_seq = 1,
+                .block_size = (int32_t)kbs, .num_blocks = ic->pool ? ic->pool_blocks : 1,
+                .max_blocks_per_seq = (int32_t)nb, .block_table_stride = 0,
                 .topk = (int32_t)K, .q = qi + first * Hi * Di, .q_dtype = NUMLA_DTYPE_F32,
-                .w = w, .kcache = ic->entries,
-                .k_dtype = m->cache_bf16 ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32, .block_tables = tab,
+                .w = w, .kcache = ic->pool ? (const void *)ic->pool : ic->entries,
+                .k_dtype = m->cache_bf16 ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32,
+                .block_tables = ic->pool ? ic->tab : &one_block,
                 .seq_lens = lens, .query_start_loc = NULL, .causal = 0,
                 .scale = (float)(1.0 / sqrt((double)Di)), .indices = sel + first * K,
                 .counts = nsel + first};
             const size_t need = numla_dsa_index_workspace_size(m->isa, &a, omp_get_max_threads());
-            work = malloc(need + 1);
+            void *work = v4_room(m, V4_S_IDX_WS, need + 1);
             st = work ? numla_dsa_index(m->isa, &a, work, need) : NUMLA_STATUS_NO_MEMORY;
         } else {
             st = NUMLA_STATUS_NO_MEMORY;
         }
-        free(w);
-        free(lens);
-        free(tab);
-        free(work);
     }
     if (st != NUMLA_STATUS_OK)
         NUMLA_FAIL(st, "v4 forward: layer %lld: the indexer's selection failed", (long long)l);
@@ -1913,15 +2154,17 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
     numla_status st = NUMLA_STATUS_OK;
     /* per sequence: cached window rows before the step (prev), where its window rows start in
      * win (woff); per row: its sequence and position */
-    int64_t *prev = malloc(sizeof(int64_t) * (size_t)B), *woff = malloc(sizeof(int64_t) * (size_t)(B + 1));
-    int32_t *rseq = malloc(sizeof(int32_t) * (size_t)T);
-    int64_t *rpos = malloc(sizeof(int64_t) * (size_t)T);
+    int64_t *prev = v4_room(m, V4_S_PREV, sizeof(int64_t) * (size_t)B);
+    int64_t *woff = v4_room(m, V4_S_WOFF, sizeof(int64_t) * (size_t)(B + 1));
+    int32_t *rseq = v4_room(m, V4_S_RSEQ, sizeof(int32_t) * (size_t)T);
+    int64_t *rpos = v4_room(m, V4_S_RPOS, sizeof(int64_t) * (size_t)T);
     float *qr = NULL, *q = NULL, *kvn = NULL, *o = NULL, *yg = NULL, *tmp = NULL;
     char *win = NULL; /* (woff[B], Dh) each sequence's window rows in the cache dtype */
     const size_t es = v4_es(m);
     float *yo = NULL;
     float *ck = NULL, *cg = NULL, *qi = NULL, *iw = NULL;
     const void **wp = NULL, **ep = NULL;  /* (T) each row's window, its compressed entries */
+    const int32_t **etab = NULL;          /* (T) the entries' block table (in the pool) or NULL */
     int32_t *wl = NULL, *nsel = NULL;     /* (T) window rows, entries attended */
     int32_t *sel = NULL;                  /* (T, index_topk) CSA: the entries attended */
     if (!prev || !woff || !rseq || !rpos) {
@@ -1938,18 +2181,19 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
             rpos[t] = p0 + (t - bt->start[b]);
         }
     }
-    qr = malloc(sizeof(float) * (size_t)(T * Rq));
-    q = malloc(sizeof(float) * (size_t)(T * H * Dh));
-    kvn = malloc(sizeof(float) * (size_t)(T * Dh));
-    win = malloc(es * (size_t)(woff[B] * Dh));
-    o = calloc((size_t)(T * H * Dh), sizeof(float));
-    yg = malloc(sizeof(float) * (size_t)(T * G * Ro));
-    tmp = malloc(sizeof(float) * (size_t)(T * kin));
-    yo = malloc(sizeof(float) * (size_t)(T * Ro));
+    qr = v4_room(m, V4_S_QR, sizeof(float) * (size_t)(T * Rq));
+    q = v4_room(m, V4_S_Q, sizeof(float) * (size_t)(T * H * Dh));
+    kvn = v4_room(m, V4_S_KVN, sizeof(float) * (size_t)(T * Dh));
+    win = v4_room(m, V4_S_WIN, es * (size_t)(woff[B] * Dh));
+    o = v4_room(m, V4_S_O, sizeof(float) * (size_t)(T * H * Dh));
+    yg = v4_room(m, V4_S_YG, sizeof(float) * (size_t)(T * G * Ro));
+    tmp = v4_room(m, V4_S_TMP, sizeof(float) * (size_t)(T * kin));
+    yo = v4_room(m, V4_S_YO, sizeof(float) * (size_t)(T * Ro));
     if (!qr || !q || !kvn || !win || !o || !yg || !tmp || !yo) {
         st = NUMLA_STATUS_NO_MEMORY;
         goto done;
     }
+    memset(o, 0, sizeof(float) * (size_t)(T * H * Dh));
     if ((st = lin(m, &y->wq_a, T, x, qr)))
         goto done;
     for (int64_t t = 0; t < T; t++)
@@ -1984,10 +2228,8 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
     for (int ci = 0; ci < ncomp; ci++) {
         const v4_comp *cp = cps[ci];
         const int64_t row = cp->c * cp->width;
-        free(ck);
-        free(cg);
-        ck = malloc(sizeof(float) * (size_t)(T * row));
-        cg = malloc(sizeof(float) * (size_t)(T * row));
+        ck = v4_room(m, V4_S_CK, sizeof(float) * (size_t)(T * row));
+        cg = v4_room(m, V4_S_CG, sizeof(float) * (size_t)(T * row));
         if (!ck || !cg) {
             st = NUMLA_STATUS_NO_MEMORY;
             goto done;
@@ -2004,8 +2246,8 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
     }
     /* CSA: the indexer's queries and head weights */
     if (y->attn == NUMLA_V4_ATTN_CSA) {
-        qi = malloc(sizeof(float) * (size_t)(T * Hi * Di));
-        iw = malloc(sizeof(float) * (size_t)(T * Hi));
+        qi = v4_room(m, V4_S_QI, sizeof(float) * (size_t)(T * Hi * Di));
+        iw = v4_room(m, V4_S_IW, sizeof(float) * (size_t)(T * Hi));
         if (!qi || !iw) {
             st = NUMLA_STATUS_NO_MEMORY;
             goto done;
@@ -2022,22 +2264,29 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
      * over them, the window and the sink (kernels/sink_attn.h) */
     const int64_t K = y->attn == NUMLA_V4_ATTN_CSA ? v->index_topk : 0;
     const int64_t rate = ncomp ? y->comp.rate : 1;
-    wp = malloc(sizeof *wp * (size_t)T);
-    ep = malloc(sizeof *ep * (size_t)T);
-    wl = malloc(sizeof *wl * (size_t)T);
-    nsel = calloc((size_t)T, sizeof *nsel);
-    sel = K ? malloc(sizeof *sel * (size_t)(T * K)) : NULL;
-    if (!wp || !ep || !wl || !nsel || (K && !sel)) {
+    int64_t epb = 1; /* entries a pool block (the same for every sequence in the pool) */
+    wp = v4_room(m, V4_S_WP, sizeof *wp * (size_t)T);
+    ep = v4_room(m, V4_S_EP, sizeof *ep * (size_t)T);
+    etab = v4_room(m, V4_S_ETAB, sizeof *etab * (size_t)T);
+    wl = v4_room(m, V4_S_WL, sizeof *wl * (size_t)T);
+    nsel = v4_room(m, V4_S_NSEL, sizeof *nsel * (size_t)T);
+    sel = K ? v4_room(m, V4_S_SEL, sizeof *sel * (size_t)(T * K)) : NULL; /* NULL: every entry */
+    if (!wp || !ep || !etab || !wl || !nsel || (K && !sel)) {
         st = NUMLA_STATUS_NO_MEMORY;
         goto done;
     }
+    memset(nsel, 0, sizeof *nsel * (size_t)T);
     for (int64_t t = 0; t < T; t++) {
         const int b = rseq[t];
         const int64_t p0 = bt->seqs[b]->len, pos = rpos[t];
         const int64_t lo = pos - W + 1 > 0 ? pos - W + 1 : 0; /* first window position */
         wp[t] = win + (size_t)((woff[b] + lo - (p0 - prev[b])) * Dh) * es;
         wl[t] = (int32_t)(pos - lo + 1);
-        ep[t] = ncomp ? bt->seqs[b]->layers[l].comp.entries : NULL;
+        const v4_cstate *ec = &bt->seqs[b]->layers[l].comp;
+        ep[t] = !ncomp ? NULL : ec->pool ? (const void *)ec->pool : ec->entries;
+        etab[t] = ncomp && ec->pool ? ec->tab : NULL;
+        if (ncomp && ec->pool)
+            epb = ec->epb;
         nsel[t] = ncomp ? (int32_t)((pos + 1) / rate) : 0;
     }
     if (K && (st = v4_select(m, bt, l, rpos, qi, iw, sel, nsel)))
@@ -2047,11 +2296,11 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
         const numla_sink_attn_args a = {(int32_t)T, (int32_t)H, (int32_t)Dh, q, wp, wl, ep, sel,
                                         (int32_t)K, nsel, y->sink + m->h0,
                                         (float)c->softmax_scale, o,
-                                        m->cache_bf16 ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32};
+                                        m->cache_bf16 ? NUMLA_DTYPE_BF16 : NUMLA_DTYPE_F32,
+                                        etab, (int32_t)epb};
         const size_t need = numla_sink_attn_workspace_size(m->isa, &a, omp_get_max_threads());
-        void *ws = malloc(need);
+        void *ws = v4_room(m, V4_S_SINK_WS, need);
         st = ws ? numla_sink_attn(m->isa, &a, ws, need) : NUMLA_STATUS_NO_MEMORY;
-        free(ws);
         if (st)
             goto done;
     }
@@ -2082,48 +2331,43 @@ static numla_status attention(const numla_v4_model *m, const v4_batch *bt, int64
             memcpy(v4_at(m, lc->ring, ((p0 - prev[b] + i) % W) * Dh),
                    win + (size_t)((woff[b] + i) * Dh) * es, es * (size_t)Dh);
     }
-done:
-    free(prev);
-    free(woff);
-    free(rseq);
-    free(rpos);
-    free(qr);
-    free(q);
-    free(kvn);
-    free(win);
-    free(o);
-    free(yg);
-    free(tmp);
-    free(yo);
-    free(ck);
-    free(cg);
-    free(qi);
-    free(iw);
-    free(wp);
-    free(ep);
-    free(wl);
-    free(nsel);
-    free(sel);
+done: /* the buffers are the model's scratch */
     if (st != NUMLA_STATUS_OK)
         NUMLA_FAIL(st, "v4 forward: layer %lld attention failed", (long long)l);
     return NUMLA_STATUS_OK;
 }
 
 /* One expert (or the shared one) on M tokens: d (M, D) = w2(silu(min(w1 x, L)) · clamp(w3 x,
- * -L, L)); g, u (M, I) scratch. */
+ * -L, L)); g, u (M, I) scratch. In a step of at most NUMLA_LINEAR_ROW_INVARIANT_M rows (a verify
+ * step's, docs/speculative.md) each row keeps the bits of a one-row step: block-quantized
+ * weights run in calls of at most numla_qblock_row_invariant_m rows (MXFP4's AMX tiles start
+ * below that count), every row the same products either way. */
 static numla_status expert(const numla_v4_model *m, const v4_lin *w1, const v4_lin *w2,
-                           const v4_lin *w3, const float *x, int64_t M, float *g, float *u,
-                           float *d)
+                           const v4_lin *w3, const float *x, int64_t M, int64_t step_rows, float *g,
+                           float *u, float *d)
 {
-    const int64_t I = w1->n;
+    const int64_t I = w1->n, D = w2->n;
     const float L = (float)m->cfg.v4.swiglu_limit;
-    NUMLA_CHECK(lin(m, w1, M, x, g));
-    NUMLA_CHECK(lin(m, w3, M, x, u));
-    for (int64_t i = 0; i < M * I; i++) {
-        float a = fminf(g[i], L), b = fminf(fmaxf(u[i], -L), L);
-        g[i] = a / (1.0f + expf(-a)) * b;
+    int64_t part = M;
+    if (step_rows <= NUMLA_LINEAR_ROW_INVARIANT_M) {
+        const v4_lin *ws[3] = {w1, w2, w3};
+        for (int i = 0; i < 3; i++)
+            if (ws[i]->blocks) {
+                const int64_t p = numla_qblock_row_invariant_m(lin_run_isa(m, ws[i]), &ws[i]->q);
+                part = p < part ? p : part;
+            }
     }
-    NUMLA_CHECK(lin(m, w2, M, g, d));
+    for (int64_t r0 = 0; r0 < M; r0 += part) {
+        const int64_t n = M - r0 < part ? M - r0 : part;
+        float *gr = g + r0 * I, *ur = u + r0 * I;
+        NUMLA_CHECK(lin(m, w1, n, x + r0 * w1->k, gr));
+        NUMLA_CHECK(lin(m, w3, n, x + r0 * w1->k, ur));
+        for (int64_t i = 0; i < n * I; i++) {
+            float a = fminf(gr[i], L), b = fminf(fmaxf(ur[i], -L), L);
+            gr[i] = a / (1.0f + expf(-a)) * b;
+        }
+        NUMLA_CHECK(lin(m, w2, n, gr, d + r0 * D));
+    }
     return NUMLA_STATUS_OK;
 }
 
@@ -2151,9 +2395,12 @@ static int rows_team_takes(const v4_lin *l)
  * of them. Each row's output has the bits a whole-weight forward gives it (kernels/qblock.h). */
 static numla_status lin_rows_team(const numla_v4_model *m, const v4_rows_job *j, int count)
 {
+    static const v4_lin blocks = {.blocks = 1}; /* the family of the jobs' weights */
+    const numla_isa isa = lin_run_isa(m, &blocks);
     int64_t total = 0;
     for (int i = 0; i < count; i++)
         total += j[i].w->n;
+    lin_count(m, &blocks, lin_isa(m, &blocks), (uint64_t)count);
     numla_status st = NUMLA_STATUS_OK;
 #pragma omp parallel
     {
@@ -2168,7 +2415,7 @@ static numla_status lin_rows_team(const numla_v4_model *m, const v4_rows_job *j,
             numla_qblock_weight v;
             numla_status s = numla_qblock_rows(j[i].w, r0, r1, &v);
             if (s == NUMLA_STATUS_OK)
-                s = numla_qblock_forward(m->isa, &v, 1, j[i].x, v.k, j[i].y + r0, v.n, 0, NULL, 0);
+                s = numla_qblock_forward(isa, &v, 1, j[i].x, v.k, j[i].y + r0, v.n, 0, NULL, 0);
             if (s != NUMLA_STATUS_OK) {
 #pragma omp critical(v4_rows_team)
                 st = s;
@@ -2189,9 +2436,10 @@ static numla_status experts_team(const numla_v4_model *m, const v4_layer *y, con
 {
     const int64_t D = m->cfg.hidden_size, I = m->cfg.moe_intermediate_size;
     const float L = (float)m->cfg.v4.swiglu_limit;
-    float *g = malloc(sizeof(float) * (size_t)(ne * I)), *u = malloc(sizeof(float) * (size_t)(ne * I));
-    float *d = malloc(sizeof(float) * (size_t)(ne * D));
-    v4_rows_job *j = malloc(sizeof *j * (size_t)(2 * ne));
+    float *g = v4_room(m, V4_S_TEAM_G, sizeof(float) * (size_t)(ne * I));
+    float *u = v4_room(m, V4_S_TEAM_U, sizeof(float) * (size_t)(ne * I));
+    float *d = v4_room(m, V4_S_TEAM_D, sizeof(float) * (size_t)(ne * D));
+    v4_rows_job *j = v4_room(m, V4_S_TEAM_J, sizeof *j * (size_t)(2 * ne));
     numla_status st = g && u && d && j ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
     for (int i = 0; st == NUMLA_STATUS_OK && i < ne; i++) {
         j[2 * i] = (v4_rows_job){&y->w1[ex[i]].q, x, g + i * I};
@@ -2210,10 +2458,6 @@ static numla_status experts_team(const numla_v4_model *m, const v4_layer *y, con
     for (int i = 0; st == NUMLA_STATUS_OK && i < ne; i++)
         for (int64_t c = 0; c < D; c++)
             out[c] += wt[i] * d[i * D + c];
-    free(g);
-    free(u);
-    free(d);
-    free(j);
     return st;
 }
 
@@ -2232,12 +2476,16 @@ static numla_status moe(const numla_v4_model *m, int64_t l, const int32_t *token
     const v4_layer *y = &m->layers[l];
     const int64_t D = c->hidden_size, E = c->n_routed_experts, K = c->num_experts_per_tok;
     const int64_t I = c->moe_intermediate_size;
-    float *logit = malloc(sizeof(float) * (size_t)(n * E));
-    float *g = malloc(sizeof(float) * (size_t)(n * I)), *u = malloc(sizeof(float) * (size_t)(n * I));
-    float *d = malloc(sizeof(float) * (size_t)(n * D)), *xs = malloc(sizeof(float) * (size_t)(n * D));
-    int64_t *sel = malloc(sizeof(int64_t) * (size_t)(n * K)), *rows = malloc(sizeof(int64_t) * (size_t)n);
-    float *wsel = malloc(sizeof(float) * (size_t)(n * K)), *wrow = malloc(sizeof(float) * (size_t)n);
-    uint8_t *used = malloc((size_t)E);
+    float *logit = v4_room(m, V4_S_LOGIT, sizeof(float) * (size_t)(n * E));
+    float *g = v4_room(m, V4_S_G, sizeof(float) * (size_t)(n * I));
+    float *u = v4_room(m, V4_S_U, sizeof(float) * (size_t)(n * I));
+    float *d = v4_room(m, V4_S_D, sizeof(float) * (size_t)(n * D));
+    float *xs = v4_room(m, V4_S_XS, sizeof(float) * (size_t)(n * D));
+    int64_t *sel = v4_room(m, V4_S_ESEL, sizeof(int64_t) * (size_t)(n * K));
+    int64_t *rows = v4_room(m, V4_S_ROWS, sizeof(int64_t) * (size_t)n);
+    float *wsel = v4_room(m, V4_S_WSEL, sizeof(float) * (size_t)(n * K));
+    float *wrow = v4_room(m, V4_S_WROW, sizeof(float) * (size_t)n);
+    uint8_t *used = v4_room(m, V4_S_USED, (size_t)E);
     numla_status st = logit && g && u && d && xs && sel && rows && wsel && wrow && used
                           ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
     if (st == NUMLA_STATUS_OK)
@@ -2270,7 +2518,7 @@ static numla_status moe(const numla_v4_model *m, int64_t l, const int32_t *token
     /* this rank's part: the shared expert's columns on every token, then each of its routed
      * experts on the tokens routed to it; the ranks' parts summed */
     if (st == NUMLA_STATUS_OK && m->shard.shared_count > 0)
-        st = expert(m, &y->sw1, &y->sw2, &y->sw3, x, n, g, u, out);
+        st = expert(m, &y->sw1, &y->sw2, &y->sw3, x, n, n, g, u, out);
     else if (st == NUMLA_STATUS_OK)
         memset(out, 0, sizeof(float) * (size_t)(n * D));
     /* one token (decode) on FP4 experts: this rank's routed experts in two parallel regions */
@@ -2306,23 +2554,13 @@ static numla_status moe(const numla_v4_model *m, int64_t l, const int32_t *token
                 }
         if (!cnt)
             continue;
-        st = expert(m, &y->w1[e], &y->w2[e], &y->w3[e], xs, cnt, g, u, d);
+        st = expert(m, &y->w1[e], &y->w2[e], &y->w3[e], xs, cnt, n, g, u, d);
         for (int64_t r = 0; st == NUMLA_STATUS_OK && r < cnt; r++)
             for (int64_t i = 0; i < D; i++)
                 out[rows[r] * D + i] += wrow[r] * d[r * D + i];
     }
     if (st == NUMLA_STATUS_OK)
         st = v4_reduce(m, out, n * D);
-    free(logit);
-    free(g);
-    free(u);
-    free(d);
-    free(xs);
-    free(sel);
-    free(rows);
-    free(wsel);
-    free(wrow);
-    free(used);
     if (st != NUMLA_STATUS_OK)
         NUMLA_FAIL(st, "v4 forward: layer %lld MoE failed", (long long)l);
     return NUMLA_STATUS_OK;
@@ -2454,7 +2692,7 @@ numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_
     if (!m || B < 1 || !seqs || !toks || !ns || (!logits && R != 0) || (R > 0 && !rows))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_forward: NULL argument or no sequence");
     const numla_model_config *c = &m->cfg;
-    int64_t *start = malloc(sizeof(int64_t) * (size_t)(B + 1));
+    int64_t *start = v4_room(m, V4_S_START, sizeof(int64_t) * (size_t)(B + 1));
     if (!start)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 forward: no memory");
     start[0] = 0;
@@ -2474,38 +2712,32 @@ numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_
         for (int64_t t = 0; !bad && t < n; t++)
             if (toks[b][t] < 0 || toks[b][t] >= c->vocab_size)
                 bad = "a token outside the vocabulary";
-        if (bad) {
-            free(start);
+        if (bad)
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_forward: sequence %d of %d has %s", b,
                        B, bad);
-        }
         start[b + 1] = start[b] + n;
     }
     const int64_t n = start[B];
     for (int64_t r = 0; r < R; r++)
-        if (rows[r] < 0 || rows[r] >= n || R > n) {
-            free(start);
+        if (rows[r] < 0 || rows[r] >= n || R > n)
             NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_forward: logit row %lld is %d, outside "
                        "the %lld new tokens", (long long)r, rows[r], (long long)n);
-        }
     const v4_batch bt = {B, seqs, start};
     for (int32_t b = 0; b < B; b++)
         v4_snap_save(m, seqs[b], ns[b]);
-    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)n);
-    if (!tokens) {
-        free(start);
+    int32_t *tokens = v4_room(m, V4_S_TOKENS, sizeof(int32_t) * (size_t)n);
+    if (!tokens)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 forward: no memory");
-    }
     for (int32_t b = 0; b < B; b++)
         memcpy(tokens + start[b], toks[b], sizeof(int32_t) * (size_t)ns[b]);
     const int64_t hc = c->v4.hc_mult, D = c->hidden_size;
-    float *X = malloc(sizeof(float) * (size_t)(n * hc * D));
-    float *xin = malloc(sizeof(float) * (size_t)(n * D));
-    float *bout = malloc(sizeof(float) * (size_t)(n * D));
-    float *post = malloc(sizeof(float) * (size_t)(n * hc));
-    float *comb = malloc(sizeof(float) * (size_t)(n * hc * hc));
-    float *flat = malloc(sizeof(float) * (size_t)(n * hc * D));
-    float *y = malloc(sizeof(float) * (size_t)(n * (2 + hc) * hc));
+    float *X = v4_room(m, V4_S_X, sizeof(float) * (size_t)(n * hc * D));
+    float *xin = v4_room(m, V4_S_XIN, sizeof(float) * (size_t)(n * D));
+    float *bout = v4_room(m, V4_S_BOUT, sizeof(float) * (size_t)(n * D));
+    float *post = v4_room(m, V4_S_POST, sizeof(float) * (size_t)(n * hc));
+    float *comb = v4_room(m, V4_S_COMB, sizeof(float) * (size_t)(n * hc * hc));
+    float *flat = v4_room(m, V4_S_FLAT, sizeof(float) * (size_t)(n * hc * D));
+    float *y = v4_room(m, V4_S_Y, sizeof(float) * (size_t)(n * (2 + hc) * hc));
     numla_status st = X && xin && bout && post && comb && flat && y ? NUMLA_STATUS_OK
                                                                     : NUMLA_STATUS_NO_MEMORY;
     for (int64_t t = 0; st == NUMLA_STATUS_OK && t < n; t++)
@@ -2523,18 +2755,9 @@ numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_
     if (st == NUMLA_STATUS_OK)
         st = v4_head(m, &m->hc_head_fn, m->hc_head_base, m->hc_head_scale, m->norm, X, n, flat,
                      y, xin, bout, R, rows, logits);
-    free(X);
-    free(xin);
-    free(bout);
-    free(post);
-    free(comb);
-    free(flat);
-    free(y);
-    free(tokens);
     if (st == NUMLA_STATUS_OK)
         for (int32_t b = 0; b < B; b++)
             seqs[b]->len += ns[b];
-    free(start);
     if (st != NUMLA_STATUS_OK) {
         numla_error_frame(__FILE__, __LINE__, __func__);
         return st;
@@ -2636,13 +2859,10 @@ numla_status numla_v4_mtp_forward(const numla_v4_model *m, int32_t B, numla_v4_s
                    "its MTP layer (numla_v4_config_enable_mtp)");
     const numla_model_config *c = &m->cfg;
     const int64_t L = c->num_hidden_layers, hc = c->v4.hc_mult, D = c->hidden_size, nD = hc * D;
-    int64_t *start = malloc(sizeof(int64_t) * (size_t)(B + 1));
-    numla_v4_seq **subs = malloc(sizeof *subs * (size_t)B);
-    if (!start || !subs) {
-        free(start);
-        free(subs);
+    int64_t *start = v4_room(m, V4_S_START, sizeof(int64_t) * (size_t)(B + 1));
+    numla_v4_seq **subs = v4_room(m, V4_S_SUBS, sizeof *subs * (size_t)B);
+    if (!start || !subs)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 MTP forward: no memory");
-    }
     start[0] = 0;
     const char *bad = NULL;
     int32_t bb = 0;
@@ -2668,8 +2888,6 @@ numla_status numla_v4_mtp_forward(const numla_v4_model *m, int32_t B, numla_v4_s
         if (rows[r] < 0 || rows[r] >= n || R > n)
             bad = "a logit row outside its rows";
     if (bad) {
-        free(start);
-        free(subs);
         for (int32_t b = 0; b < B; b++) /* armed captures end with the refused step */
             if (seqs[b] && seqs[b]->m == m && seqs[b]->mtp)
                 seqs[b]->mtp->ncap = 0;
@@ -2685,14 +2903,14 @@ numla_status numla_v4_mtp_forward(const numla_v4_model *m, int32_t B, numla_v4_s
     const v4_batch bt = {B, subs, start};
     for (int32_t b = 0; st == NUMLA_STATUS_OK && b < B; b++)
         v4_snap_save(m, subs[b], ns[b]);
-    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)n);
-    float *X = malloc(sizeof(float) * (size_t)(n * nD));
-    float *xin = malloc(sizeof(float) * (size_t)(n * D));
-    float *bout = malloc(sizeof(float) * (size_t)(n * D));
-    float *post = malloc(sizeof(float) * (size_t)(n * hc));
-    float *comb = malloc(sizeof(float) * (size_t)(n * hc * hc));
-    float *flat = malloc(sizeof(float) * (size_t)(n * nD));
-    float *y = malloc(sizeof(float) * (size_t)(n * (2 + hc) * hc));
+    int32_t *tokens = v4_room(m, V4_S_TOKENS, sizeof(int32_t) * (size_t)n);
+    float *X = v4_room(m, V4_S_X, sizeof(float) * (size_t)(n * nD));
+    float *xin = v4_room(m, V4_S_XIN, sizeof(float) * (size_t)(n * D));
+    float *bout = v4_room(m, V4_S_BOUT, sizeof(float) * (size_t)(n * D));
+    float *post = v4_room(m, V4_S_POST, sizeof(float) * (size_t)(n * hc));
+    float *comb = v4_room(m, V4_S_COMB, sizeof(float) * (size_t)(n * hc * hc));
+    float *flat = v4_room(m, V4_S_FLAT, sizeof(float) * (size_t)(n * nD));
+    float *y = v4_room(m, V4_S_Y, sizeof(float) * (size_t)(n * (2 + hc) * hc));
     if (st == NUMLA_STATUS_OK && !(tokens && X && xin && bout && post && comb && flat && y))
         st = NUMLA_STATUS_NO_MEMORY;
     /* e = e_proj · enorm(emb(t)) (xin -> bout); each stream h_proj · hnorm(X_j) (flat -> X) */
@@ -2748,16 +2966,6 @@ numla_status numla_v4_mtp_forward(const numla_v4_model *m, int32_t B, numla_v4_s
         if (t)
             t->ncap = 0;
     }
-    free(tokens);
-    free(X);
-    free(xin);
-    free(bout);
-    free(post);
-    free(comb);
-    free(flat);
-    free(y);
-    free(start);
-    free(subs);
     if (st != NUMLA_STATUS_OK)
         NUMLA_FAIL(st, "v4 MTP forward failed");
     return NUMLA_STATUS_OK;

@@ -4,11 +4,14 @@
  * sqrtsoftplus / hash-routed MoE with swiglu_limit. Beside the MLA path (model.c), sharing its
  * config, safetensors reader and linear kernels.
  *
- * The cache is the simple one: a sequence (numla_v4_seq) owns, per layer, a ring of the last
- * sliding_window KV rows, its compressed entries (and CSA's indexer keys) in growing arrays (both
- * fp32 or bf16: numla_v4_model_set_cache_dtype), and the compressors' carry-over (the fp32 raw
- * rows of the current and previous compression window). No paging; the prefix cache keeps
- * numla_v4_prefix states of segments (below). A forward runs the new tokens of one sequence or
+ * The cache: a sequence (numla_v4_seq) owns, per layer, a ring of the last sliding_window KV
+ * rows and the compressors' carry-over (the fp32 raw rows of the current and previous
+ * compression window); its compressed entries (and CSA's indexer keys) live in the KV pool's
+ * blocks, addressed through the sequence's block table (numla_v4_seq_use_pool, _set_blocks:
+ * docs/design.md §3.1), or, for a sequence without a pool (and a compressor whose rate does not
+ * divide the block size, and the MTP layer's), in growing arrays of its own (fp32 or bf16:
+ * numla_v4_model_set_cache_dtype). The prefix cache keeps numla_v4_prefix states of segments
+ * (below). A forward runs the new tokens of one sequence or
  * of several together, each in one chunk or several (prefill, chunked prefill, decode and
  * batching give the same numbers).
  */
@@ -25,7 +28,9 @@
 #include "engine/model/shard.h"
 #include "kernels/isa.h"
 
-typedef struct numla_v4_model numla_v4_model; /* weights, read-only during forwards */
+/* weights, read-only during forwards, and the forwards' scratch (kept between forwards, grown
+ * when a step needs more): a model runs one forward (main or MTP) at a time */
+typedef struct numla_v4_model numla_v4_model;
 typedef struct numla_v4_seq numla_v4_seq;     /* one sequence's cache */
 
 /* Load cfg's weights (cfg->v4.enabled) from st: F32, BF16 or F16 tensors under DeepSeek's names
@@ -52,6 +57,22 @@ numla_dtype numla_v4_model_cache_dtype(const numla_v4_model *m);
 /* The sum over the ranks (numla_model_reduce_fn: every rank's buffer becomes the sum, identical
  * on every rank); needed when nranks > 1. */
 void numla_v4_model_set_reduce(numla_v4_model *m, numla_model_reduce_fn fn, void *ctx);
+/* The levels m's linears run at, decided as the MLA path's model decides them
+ * (numla_model_options_level: each family's AMX switch, the uarch rule for 8-bit weights;
+ * exact_activations caps both at avx512): bf16/fp32 and MXFP4 weights at the LINEAR family's
+ * level, FP8 ones at QLINEAR's. o->isa is the level asked for (any level reads the packing of
+ * any other; the kernels get at most the best level the CPU has). A model starts with
+ * numla_model_options_default(its load level). Set it before a forward, not during one. Not
+ * collective. */
+void numla_v4_model_set_options(numla_v4_model *m, const numla_model_options *o);
+/* Linear forwards of family f (LINEAR or QLINEAR, as above) that m has run with level `level`
+ * chosen since it was loaded (0 for any other family): what the tests check the options
+ * against. A level above what the CPU has is counted as chosen and runs the CPU's best. */
+uint64_t numla_v4_model_linear_calls(const numla_v4_model *m, numla_model_kernels f,
+                                     numla_isa level);
+/* Allocations the forwards have made for their scratch since m was loaded: it grows when a
+ * step needs more than any before, so steps of shapes already run add none. */
+uint64_t numla_v4_model_scratch_grows(const numla_v4_model *m);
 /* This rank's experts and vocabulary rows (heads are whole o_groups, not shard->head_*). */
 const numla_shard *numla_v4_model_shard(const numla_v4_model *m);
 void numla_v4_model_destroy(numla_v4_model **m);
@@ -79,13 +100,40 @@ int64_t numla_v4_seq_len(const numla_v4_seq *s);
  * that many; a forward within it makes no allocation for them). Grows only. NO_MEMORY naming
  * the count. Not collective. */
 numla_status numla_v4_seq_reserve(numla_v4_seq *s, int64_t tokens);
+/* DeepSeek-V4's compressed entries in the KV pool (engine/model/kv_cache.c makes the regions,
+ * numla_kv_cache_v4_pool gives this view): for compressor k (0: the attention's, 1: the
+ * indexer's) of layer l, entries[l][k] holds (num_blocks, block_size / rate, width) values of
+ * dtype, entry e of a sequence in block table[e / (block_size / rate)] at e mod (block_size /
+ * rate): a block holds the entries that end in its tokens. NULL where that compressor keeps its
+ * entries per sequence (numla_v4_pool_block_bytes 0). */
+typedef struct numla_v4_pool {
+    int32_t block_size;
+    int64_t num_blocks;
+    numla_dtype dtype;
+    void *entries[NUMLA_V4_MAX_LAYERS][2];
+} numla_v4_pool;
+/* Bytes a pool block of block_size tokens holds for compressor comp of layer `layer` at dtype
+ * dt: block_size / rate entries of its width; 0 where the layer has no such compressor, the
+ * rate does not divide block_size (the entries stay the sequence's: one HCA entry spans several
+ * blocks of 16), or layer is the MTP layer (>= num_layers). Not collective. */
+size_t numla_v4_pool_block_bytes(const numla_model_config *cfg, int32_t block_size,
+                                 numla_dtype dt, int64_t layer, int comp);
+/* Put a new sequence's compressed entries in the pool's blocks (the compressors pool names);
+ * then every forward needs numla_v4_seq_set_blocks first. INVALID_ARG if s is not new or the
+ * pool's dtype is not the model's cache dtype. Not collective. */
+numla_status numla_v4_seq_use_pool(numla_v4_seq *s, const numla_v4_pool *pool);
+/* The block table of a sequence in a pool (nblocks block ids, which must cover every token it
+ * will hold after the next forward; borrowed, not copied: valid until the forward returns).
+ * OUT_OF_RANGE naming an id outside the pool. Not collective. */
+numla_status numla_v4_seq_set_blocks(numla_v4_seq *s, const int32_t *table, int64_t nblocks);
 /* What a sequence's cache costs the paged pool (docs/design.md §3.1, docs/serving.md
  * "DeepSeek-V4's cache"), for a cache of dtype dt and blocks of block_size tokens: *per_block
  * the bytes its compressed entries and index keys gain per block of tokens (per layer and
- * compressor block_size · width / rate values, rounded up), *per_seq the bytes it holds
+ * compressor block_size · width / rate values, rounded up: in the pool's blocks or, where
+ * numla_v4_pool_block_bytes is 0, in the sequence's own mapping), *per_seq the bytes it holds
  * whatever its length (per layer the window ring of W rows, each compressor's fp32 raw kv and
- * gate rows of two windows; with the MTP layer (cfg->mtp_enabled) its cache too and the draft
- * snapshots). Not collective. */
+ * gate rows of two windows and its own mapping's last page; with the MTP layer
+ * (cfg->mtp_enabled) its cache too and the draft snapshots). Not collective. */
 void numla_v4_cache_charge(const numla_model_config *cfg, int32_t block_size, numla_dtype dt,
                            size_t *per_block, size_t *per_seq);
 /* Cache values the sequence holds: per layer its window ring (W x Dh), each compressor's raw
@@ -128,7 +176,8 @@ numla_status numla_v4_forward_rows(const numla_v4_model *m, int32_t B, numla_v4_
 
 /* The state a sequence needs to continue from a position p that is a multiple of a stride, for
  * the segment [p - stride, p): per layer the window rows of positions p - W + 1 .. p - 1, the
- * compressed entries (and CSA's index keys) made in the segment, and CSA's compressors' carry
+ * compressed entries (and CSA's index keys) made in the segment where the sequence keeps them
+ * itself (those in the pool's blocks stay there: a hit shares the blocks), and CSA's compressors' carry
  * (the first halves of the kv and gate rows of positions p - csa_rate .. p - 1). HCA carries
  * nothing: p closes its window. With the MTP layer loaded, the same parts of the MTP layer's
  * cache after its rows 0 .. p - 1 (row p - 1 made with the token at p), filled by the MTP step
@@ -142,12 +191,14 @@ int64_t numla_v4_prefix_stride(const numla_model_config *cfg, int32_t block_size
 void numla_v4_prefix_destroy(numla_v4_prefix **p);
 /* The position the state continues from (p), -1 for NULL. */
 int64_t numla_v4_prefix_pos(const numla_v4_prefix *p);
-/* Bytes it holds (fp32 values), and what one state of m at `stride` holds. */
+/* Bytes it holds (fp32 values), and what one state of m at `stride` holds for a sequence in a
+ * pool of block_size tokens a block (0: none, every entry in the state). */
 size_t numla_v4_prefix_bytes(const numla_v4_prefix *p);
-size_t numla_v4_prefix_bytes_for(const numla_v4_model *m, int64_t stride);
+size_t numla_v4_prefix_bytes_for(const numla_v4_model *m, int64_t stride, int32_t block_size);
 /* The same from cfg alone for a cache of dtype dt (the engine sizes the pool with it; the MTP
  * layer's part with cfg->mtp_enabled). */
-size_t numla_v4_prefix_bytes_cfg(const numla_model_config *cfg, int64_t stride, numla_dtype dt);
+size_t numla_v4_prefix_bytes_cfg(const numla_model_config *cfg, int64_t stride,
+                                 int32_t block_size, numla_dtype dt);
 /* Have s's next forward of n tokens keep the state at every multiple p of stride in
  * (len, len + n] (allocated here; states armed before and not taken are dropped); after it,
  * numla_v4_seq_take_capture hands them over in order of position (NULL when none is left).
@@ -219,6 +270,9 @@ int32_t numla_v4_seqs_count(const numla_v4_seqs *t);
 /* The pool's tokens a block: a step gives each sequence room for the entries of every token
  * of its blocks (numla_v4_seq_reserve) before it runs. Local. */
 void numla_v4_seqs_set_block_size(numla_v4_seqs *t, int32_t block_size);
+/* Keep the compressed entries of the sequences t makes from now on in pool's blocks
+ * (numla_v4_seq_use_pool; pool copied), addressed through each step's block tables. Local. */
+numla_status numla_v4_seqs_use_pool(numla_v4_seqs *t, const numla_v4_pool *pool);
 /* The prefix cache (docs/serving.md "DeepSeek-V4's cache"), for a pool of block_size tokens a
  * block: at the end of every step, each sequence's state at every multiple p of
  * numla_v4_prefix_stride it passed is kept with the block that ends at p (its id from the
@@ -242,8 +296,9 @@ size_t numla_v4_seqs_prefix_bytes(const numla_v4_seqs *t);
 numla_status numla_v4_step_check(const numla_v4_seqs *t, const numla_step *st);
 /* Free st's released sequences, then run its sequences' new tokens (creating the new ones) with
  * numla_v4_forward_rows: logits (st->num_logit_rows, vocab_count) for st->logit_rows. The
- * step's slots and block tables are not used (the cache is the sequences'). Collective like
- * numla_v4_forward (every rank runs the same step on its own t). */
+ * step's slots are not used; with a pool (numla_v4_seqs_use_pool) its block tables address the
+ * sequences' compressed entries. Collective like numla_v4_forward (every rank runs the same
+ * step on its own t). */
 numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float *logits);
 /* An MTP step (the scheduler's, numla_model_mtp_forward's contract: docs/speculative.md) on t:
  * st->seq_ids name held sequences; hidden_rows[r] >= 0 is row r of the last step
@@ -258,7 +313,8 @@ numla_status numla_v4_step_mtp_check(const numla_v4_seqs *t, const numla_step *s
 numla_status numla_v4_step_mtp(numla_v4_seqs *t, const numla_step *st, const int32_t *hidden_rows,
                                float *logits);
 /* numla_v4_seq_fill on the sequence a step names with `key` (its id, or with no ids INT64_MIN +
- * its first block), replacing what t held of it: the next step continues it at position n. */
-numla_status numla_v4_seqs_fill(numla_v4_seqs *t, int64_t key, int64_t n);
+ * its first block), replacing what t held of it: the next step continues it at position n.
+ * With a pool, table (ceil(n / block_size) block ids) holds its entries. */
+numla_status numla_v4_seqs_fill(numla_v4_seqs *t, int64_t key, const int32_t *table, int64_t n);
 
 #endif

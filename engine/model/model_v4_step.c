@@ -1,7 +1,8 @@
 /* engine/model/model_v4_step.c — DeepSeek-V4 driven by numla_step (model_v4.h): the sequences a
  * rank holds, by identity, and one step's forward over them. The scheduler's steps name blocks
- * of the paged pool; V4's cache is per sequence (numla_v4_seq), so a step also names each
- * sequence (numla_step.seq_ids) and the sequences that ended (numla_step.released). */
+ * of the paged pool, which hold the sequences' compressed entries (numla_v4_seqs_use_pool); the
+ * rest of V4's cache is per sequence (numla_v4_seq), so a step also names each sequence
+ * (numla_step.seq_ids) and the sequences that ended (numla_step.released). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,8 +20,22 @@ typedef struct v4_rowmap {
     int32_t B, cap;
 } v4_rowmap;
 
+/* A step's arrays, one per use, kept between steps and grown only when a step has more
+ * sequences or rows than any before, so a step allocates nothing once steps of its size have
+ * run. Behind a pointer, so the checks (const) use them too; a step runs one use at a time
+ * (the MTP step's check before the step's plan). */
+typedef enum v4_step_slot {
+    V4_T_SEQS, V4_T_TOKS, V4_T_SRCS, V4_T_NS, V4_T_SRC, V4_T_SEGS, V4_T_CAPS, V4_T_COUNT
+} v4_step_slot;
+
+typedef struct v4_step_scratch {
+    void *p[V4_T_COUNT];
+    size_t cap[V4_T_COUNT]; /* bytes */
+} v4_step_scratch;
+
 struct numla_v4_seqs {
     const numla_v4_model *m;
+    v4_step_scratch *scr;
     v4_entry *e;       /* (n) live sequences, unordered */
     int32_t n, cap;
     int spec;          /* the model has its MTP layer: mark each sequence before its steps */
@@ -33,9 +48,27 @@ struct numla_v4_seqs {
     numla_v4_prefix **pst; /* (npst) by block id, NULL where none */
     int32_t npst;
     size_t pbytes;     /* held by pst */
+    numla_v4_pool *pool; /* the pool's regions of compressed entries, or NULL */
 };
 
 static int64_t seq_key(const numla_step *st, int32_t b);
+
+/* Slot s of t's step scratch with room for at least `bytes` (never NULL for 0), or NULL without
+ * memory; its contents are not kept when it grows. */
+static void *step_room(const numla_v4_seqs *t, v4_step_slot s, size_t bytes)
+{
+    v4_step_scratch *sc = t->scr;
+    if (!sc->p[s] || bytes > sc->cap[s]) {
+        const size_t cap = bytes > 2 * sc->cap[s] ? (bytes ? bytes : 1) : 2 * sc->cap[s];
+        void *p = malloc(cap);
+        if (!p)
+            return NULL;
+        free(sc->p[s]);
+        sc->p[s] = p;
+        sc->cap[s] = cap;
+    }
+    return sc->p[s];
+}
 
 static numla_status rowmap_set(v4_rowmap *r, const numla_step *st)
 {
@@ -77,6 +110,10 @@ numla_status numla_v4_seqs_create(const numla_v4_model *m, numla_v4_seqs **out)
     if (!m || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seqs_create: NULL argument");
     *out = calloc(1, sizeof **out);
+    if (*out && !((*out)->scr = calloc(1, sizeof *(*out)->scr))) {
+        free(*out);
+        *out = NULL;
+    }
     if (!*out)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 sequences: no memory");
     (*out)->m = m;
@@ -94,11 +131,15 @@ void numla_v4_seqs_destroy(numla_v4_seqs **pt)
     for (int32_t i = 0; i < t->npst; i++)
         numla_v4_prefix_destroy(&t->pst[i]);
     free(t->pst);
+    free(t->pool);
     free(t->e);
     free(t->last.keys);
     free(t->last.start);
     free(t->last_mtp.keys);
     free(t->last_mtp.start);
+    for (int i = 0; i < V4_T_COUNT; i++)
+        free(t->scr->p[i]);
+    free(t->scr);
     free(t);
     *pt = NULL;
 }
@@ -118,6 +159,29 @@ void numla_v4_seqs_set_block_size(numla_v4_seqs *t, int32_t block_size)
 {
     if (t && block_size > 0)
         t->bs = block_size;
+}
+
+numla_status numla_v4_seqs_use_pool(numla_v4_seqs *t, const numla_v4_pool *pool)
+{
+    if (!t || !pool)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seqs_use_pool: NULL argument");
+    if (!t->pool && !(t->pool = malloc(sizeof *t->pool)))
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 sequences: no memory");
+    *t->pool = *pool;
+    t->bs = pool->block_size;
+    return NUMLA_STATUS_OK;
+}
+
+/* A new sequence of t: in t's pool when it has one. */
+static numla_status seq_new(const numla_v4_seqs *t, numla_v4_seq **q)
+{
+    NUMLA_CHECK(numla_v4_seq_create(t->m, q));
+    numla_status s = t->pool ? numla_v4_seq_use_pool(*q, t->pool) : NUMLA_STATUS_OK;
+    if (s != NUMLA_STATUS_OK) {
+        numla_v4_seq_destroy(q);
+        NUMLA_CHECK(s);
+    }
+    return NUMLA_STATUS_OK;
 }
 
 int64_t numla_v4_seqs_prefix_stride(const numla_v4_seqs *t) { return t ? t->stride : 0; }
@@ -191,6 +255,20 @@ static numla_status prefix_keep(numla_v4_seqs *t, int32_t id, numla_v4_prefix *p
     prefix_drop(t, id);
     t->pst[id] = p;
     t->pbytes += numla_v4_prefix_bytes(p);
+    return NUMLA_STATUS_OK;
+}
+
+/* Sequence q (step sequence b) in t's pool: its table's blocks up to token n - 1. */
+static numla_status set_blocks(const numla_v4_seqs *t, const numla_step *st, int32_t b,
+                               numla_v4_seq *q, int64_t n)
+{
+    const int64_t nb = (n + t->bs - 1) / t->bs;
+    if (!st->block_tables || nb > st->max_blocks_per_seq)
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "deepseek_v4 step: sequence %d holds %lld tokens, "
+                   "its block table lists %d blocks of %d", b, (long long)n,
+                   st->block_tables ? st->max_blocks_per_seq : 0, t->bs);
+    NUMLA_CHECK(numla_v4_seq_set_blocks(q, st->block_tables + (int64_t)b * st->max_blocks_per_seq,
+                                        nb));
     return NUMLA_STATUS_OK;
 }
 
@@ -282,9 +360,9 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
     const int32_t B = st->num_seqs;
     if (B == 0)
         return NUMLA_STATUS_OK;
-    numla_v4_seq **seqs = malloc(sizeof *seqs * (size_t)B);
-    const int32_t **toks = malloc(sizeof *toks * (size_t)B);
-    int64_t *ns = malloc(sizeof *ns * (size_t)B);
+    numla_v4_seq **seqs = step_room(t, V4_T_SEQS, sizeof *seqs * (size_t)B);
+    const int32_t **toks = step_room(t, V4_T_TOKS, sizeof *toks * (size_t)B);
+    int64_t *ns = step_room(t, V4_T_NS, sizeof *ns * (size_t)B);
     numla_status s = seqs && toks && ns ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
     for (int32_t b = 0; s == NUMLA_STATUS_OK && b < B; b++) {
         const int64_t key = seq_key(st, b);
@@ -296,13 +374,16 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
             if ((s = room(t)) != NUMLA_STATUS_OK)
                 break;
             numla_v4_seq *q = NULL;
-            if ((s = numla_v4_seq_create(t->m, &q)) != NUMLA_STATUS_OK)
+            if ((s = seq_new(t, &q)) != NUMLA_STATUS_OK)
                 break;
             i = t->n++;
             t->e[i] = (v4_entry){key, q};
+            ns[b] = st->query_start_loc[b + 1] - st->query_start_loc[b];
+            if (t->pool && (s = set_blocks(t, st, b, q, first + ns[b])) != NUMLA_STATUS_OK)
+                break;
             if (first > 0) { /* a prefix-cache hit (numla_v4_step_check): its segments' states */
                 const int64_t nseg = first / t->stride;
-                const numla_v4_prefix **segs = malloc(sizeof *segs * (size_t)nseg);
+                const numla_v4_prefix **segs = step_room(t, V4_T_SEGS, sizeof *segs * (size_t)nseg);
                 if (!segs) {
                     s = NUMLA_STATUS_NO_MEMORY;
                     break;
@@ -310,7 +391,6 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
                 for (int64_t k = 0; k < nseg; k++)
                     segs[k] = prefix_state(t, st, b, (k + 1) * t->stride);
                 s = numla_v4_seq_restore(q, segs, nseg);
-                free(segs);
                 if (s != NUMLA_STATUS_OK)
                     break;
             }
@@ -323,6 +403,9 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
             break;
         toks[b] = st->tokens + st->query_start_loc[b];
         ns[b] = st->query_start_loc[b + 1] - st->query_start_loc[b];
+        /* its entries in the pool: the blocks of its table up to its last token */
+        if (t->pool && (s = set_blocks(t, st, b, seqs[b], first + ns[b])) != NUMLA_STATUS_OK)
+            break;
         /* room for its entries up to the end of its last block (the pool's charge), so the
          * forward makes none */
         const int64_t held = t->bs > 0 ? (first + ns[b] + t->bs - 1) / t->bs * t->bs : first + ns[b];
@@ -348,9 +431,6 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
     }
     if (s == NUMLA_STATUS_OK && t->spec)
         s = rowmap_set(&t->last, st);
-    free(seqs);
-    free(toks);
-    free(ns);
     if (s == NUMLA_STATUS_NO_MEMORY)
         NUMLA_FAIL(s, "deepseek_v4 step: no memory for the caches of %d sequences (%d held on "
                    "this rank)", B, t->n);
@@ -358,9 +438,9 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
     return NUMLA_STATUS_OK;
 }
 
-numla_status numla_v4_seqs_fill(numla_v4_seqs *t, int64_t key, int64_t n)
+numla_status numla_v4_seqs_fill(numla_v4_seqs *t, int64_t key, const int32_t *table, int64_t n)
 {
-    if (!t)
+    if (!t || (t->pool && !table))
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seqs_fill: NULL argument");
     const int32_t held = find(t, key);
     if (held >= 0)
@@ -368,8 +448,11 @@ numla_status numla_v4_seqs_fill(numla_v4_seqs *t, int64_t key, int64_t n)
     if (room(t) != NUMLA_STATUS_OK)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "deepseek_v4: no memory for a sequence");
     numla_v4_seq *q = NULL;
-    NUMLA_CHECK(numla_v4_seq_create(t->m, &q));
-    numla_status s = numla_v4_seq_fill(q, n);
+    NUMLA_CHECK(seq_new(t, &q));
+    numla_status s = t->pool ? numla_v4_seq_set_blocks(q, table, (n + t->bs - 1) / t->bs)
+                             : NUMLA_STATUS_OK;
+    if (s == NUMLA_STATUS_OK)
+        s = numla_v4_seq_fill(q, n);
     if (s != NUMLA_STATUS_OK) {
         numla_v4_seq_destroy(&q);
         NUMLA_CHECK(s);
@@ -423,12 +506,10 @@ numla_status numla_v4_step_mtp_check(const numla_v4_seqs *t, const numla_step *s
 {
     if (!t || !st || !hidden_rows)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "deepseek_v4 MTP step: NULL argument");
-    numla_v4_seq **seqs = malloc(sizeof *seqs * (size_t)(st->num_seqs + 1));
-    int32_t *src = malloc(sizeof *src * (size_t)(st->num_tokens + 1));
+    numla_v4_seq **seqs = step_room(t, V4_T_SEQS, sizeof *seqs * (size_t)(st->num_seqs + 1));
+    int32_t *src = step_room(t, V4_T_SRC, sizeof *src * (size_t)(st->num_tokens + 1));
     int32_t row = -1;
     const char *why = seqs && src ? mtp_plan(t, st, hidden_rows, seqs, src, &row) : "no memory";
-    free(seqs);
-    free(src);
     if (why)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "deepseek_v4 MTP step: %s (row %d)", why, row);
     return NUMLA_STATUS_OK;
@@ -441,10 +522,11 @@ numla_status numla_v4_step_mtp(numla_v4_seqs *t, const numla_step *st, const int
     const int32_t B = st->num_seqs;
     if (B == 0)
         return NUMLA_STATUS_OK;
-    numla_v4_seq **seqs = malloc(sizeof *seqs * (size_t)B);
-    int32_t *src = malloc(sizeof *src * (size_t)st->num_tokens);
-    const int32_t **toks = malloc(sizeof *toks * (size_t)B), **srcs = malloc(sizeof *srcs * (size_t)B);
-    int64_t *ns = malloc(sizeof *ns * (size_t)B);
+    numla_v4_seq **seqs = step_room(t, V4_T_SEQS, sizeof *seqs * (size_t)B);
+    int32_t *src = step_room(t, V4_T_SRC, sizeof *src * (size_t)st->num_tokens);
+    const int32_t **toks = step_room(t, V4_T_TOKS, sizeof *toks * (size_t)B);
+    const int32_t **srcs = step_room(t, V4_T_SRCS, sizeof *srcs * (size_t)B);
+    int64_t *ns = step_room(t, V4_T_NS, sizeof *ns * (size_t)B);
     int32_t row;
     numla_status s = seqs && src && toks && srcs && ns ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
     if (s == NUMLA_STATUS_OK)
@@ -469,7 +551,7 @@ numla_status numla_v4_step_mtp(numla_v4_seqs *t, const numla_step *st, const int
      * state the main step kept at p (the block ending at p); a chained draft's never do */
     for (int32_t b = 0; s == NUMLA_STATUS_OK && final && t->stride && b < B; b++) {
         const int64_t p0 = st->positions[st->query_start_loc[b]];
-        numla_v4_prefix **caps = malloc(sizeof *caps * (size_t)(ns[b] / t->stride + 1));
+        numla_v4_prefix **caps = step_room(t, V4_T_CAPS, sizeof *caps * (size_t)(ns[b] / t->stride + 1));
         int32_t nc = 0;
         if (!caps) {
             s = NUMLA_STATUS_NO_MEMORY;
@@ -481,7 +563,6 @@ numla_status numla_v4_step_mtp(numla_v4_seqs *t, const numla_step *st, const int
                 caps[nc++] = ps;
         }
         s = numla_v4_seq_mtp_capture(seqs[b], caps, nc);
-        free(caps);
     }
     for (int32_t b = 0; s != NUMLA_STATUS_OK && final && t->stride && b < B; b++)
         numla_v4_seq_mtp_capture(seqs[b], NULL, 0); /* no capture outlives a failed step */
@@ -493,11 +574,6 @@ numla_status numla_v4_step_mtp(numla_v4_seqs *t, const numla_step *st, const int
             s = numla_v4_seq_mtp_mark(seqs[b]);
     if (s == NUMLA_STATUS_OK)
         s = rowmap_set(&t->last_mtp, st);
-    free(seqs);
-    free(src);
-    free(toks);
-    free(srcs);
-    free(ns);
     NUMLA_CHECK(s);
     return NUMLA_STATUS_OK;
 }

@@ -174,7 +174,6 @@ static int moe_experts_parallel(numla_model *m, const numla_weights_layer *lw, i
         return 0;
     int32_t *act = m->ex_act, na = 0; /* active local experts */
     size_t ws_max = 0;
-    const numla_isa isa = numla_model_lin_isa(m);
     for (int64_t e = 0; e < ne; e++) {
         int64_t n = cnt[e + 1] - cnt[e];
         if (n == 0)
@@ -184,7 +183,7 @@ static int moe_experts_parallel(numla_model *m, const numla_weights_layer *lw, i
             return 0;
         const numla_model_linear *ws3[3] = {&w->gate, &w->up, &w->down};
         for (int j = 0; j < 3; j++) {
-            size_t need = numla_model_linear_workspace_size(isa, ws3[j], n, 1);
+            size_t need = numla_model_linear_workspace_size(numla_model_lin_isa(m, ws3[j]), ws3[j], n, 1);
             ws_max = need > ws_max ? need : ws_max;
         }
         act[na++] = (int32_t)e;
@@ -192,7 +191,7 @@ static int moe_experts_parallel(numla_model *m, const numla_weights_layer *lw, i
     if (sh_jobs) {
         const numla_model_linear *ws2[2] = {&sw->gate, &sw->up};
         for (int j = 0; j < 2; j++) {
-            size_t need = numla_model_linear_workspace_size(isa, ws2[j], T, 1);
+            size_t need = numla_model_linear_workspace_size(numla_model_lin_isa(m, ws2[j]), ws2[j], T, 1);
             ws_max = need > ws_max ? need : ws_max;
         }
     }
@@ -208,7 +207,8 @@ static int moe_experts_parallel(numla_model *m, const numla_weights_layer *lw, i
         if (jj >= na) { /* the shared experts' gate (first) or up projection */
             const int64_t Is = sw->inter;
             const int up = jj > na;
-            numla_status s1 = numla_model_linear_forward(isa, up ? &sw->up : &sw->gate, T, m->x,
+            const numla_model_linear *wj = up ? &sw->up : &sw->gate;
+            numla_status s1 = numla_model_linear_forward(numla_model_lin_isa(m, wj), wj, T, m->x,
                                                          hid, up ? m->u : m->g, Is, 0, ws, stride);
             if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_experts)
@@ -223,12 +223,12 @@ static int moe_experts_parallel(numla_model *m, const numla_weights_layer *lw, i
         for (int64_t r = 0; r < n; r++) /* this expert's tokens, gathered on its thread */
             memcpy(x + r * hid, m->x + (m->ex_list[r0 + r] / k) * hid, (size_t)hid * sizeof(float));
         numla_status s1 =
-            numla_model_linear_forward(isa, &w->gate, n, x, hid, g, I, 0, ws, stride);
+            numla_model_linear_forward(numla_model_lin_isa(m, &w->gate), &w->gate, n, x, hid, g, I, 0, ws, stride);
         if (s1 == NUMLA_STATUS_OK)
-            s1 = numla_model_linear_forward(isa, &w->up, n, x, hid, u, I, 0, ws, stride);
+            s1 = numla_model_linear_forward(numla_model_lin_isa(m, &w->up), &w->up, n, x, hid, u, I, 0, ws, stride);
         (void)numla_act_silu_mul(m->isa, n * I, g, u); /* args valid */
         if (s1 == NUMLA_STATUS_OK)
-            s1 = numla_model_linear_forward(isa, &w->down, n, g, I, y, hid, 0, ws, stride);
+            s1 = numla_model_linear_forward(numla_model_lin_isa(m, &w->down), &w->down, n, g, I, y, hid, 0, ws, stride);
         if (s1 != NUMLA_STATUS_OK) {
 #pragma omp critical(numla_model_experts)
             bad = s1;

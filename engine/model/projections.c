@@ -13,7 +13,7 @@ numla_status numla_model_lin(numla_model *m, const numla_model_linear *w, int64_
 {
     if (M == 0 || w->n == 0 || w->k == 0)
         return NUMLA_STATUS_OK;
-    const numla_isa isa = numla_model_lin_isa(m);
+    const numla_isa isa = numla_model_lin_isa(m, w);
     NUMLA_CHECK(numla_model_grow_workspace(
         &m->lin_ws, &m->lin_ws_bytes, numla_model_linear_workspace_size(isa, w, M, m->num_threads),
         "linear workspace"));
@@ -67,7 +67,7 @@ numla_status numla_model_per_head(numla_model *m, const numla_model_linear *w, c
         }
         return NUMLA_STATUS_OK;
     }
-    const numla_isa isa = numla_model_lin_isa(m);
+    const numla_isa isa = numla_model_lin_isa(m, &w[0]); /* the heads' linears are of one kind */
     size_t stride;
     const size_t each = numla_model_linear_workspace_size(isa, &w[0], T, 1);
     NUMLA_CHECK(numla_model_par_workspace(m, xs_bytes + each, m->num_threads, &stride));

@@ -149,10 +149,11 @@ const numla_model *numla_engine_model(const numla_engine *e);
 void numla_engine_set_layer_hook(numla_engine *e, numla_model_layer_hook fn, void *ctx);
 /* This rank's DeepSeek-V4 model (engine/model/model_v4.h); NULL for the MLA models. */
 const numla_v4_model *numla_engine_v4_model(const numla_engine *e);
-/* DeepSeek-V4: give this rank's sequence that steps name by their first block `first_block`
+/* DeepSeek-V4: give this rank's sequence that steps name by their first block block_table[0]
  * (steps without seq_ids, as the benchmarks send) n tokens of filled cache
- * (numla_v4_seq_fill); the next step continues it at position n. Local (each rank its own). */
-numla_status numla_engine_v4_fill(numla_engine *e, int32_t first_block, int64_t n);
+ * (numla_v4_seq_fill, its entries in the blocks of block_table, ceil(n / block_size) of them);
+ * the next step continues it at position n. Local (each rank its own). */
+numla_status numla_engine_v4_fill(numla_engine *e, const int32_t *block_table, int64_t n);
 
 /* ---- per-rank timing (docs/design.md §7: step time split into compute and communication) ---- */
 typedef struct numla_engine_stats {

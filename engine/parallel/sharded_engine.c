@@ -135,6 +135,11 @@ static numla_status engine_load_v4(numla_engine *e, const char *model_dir,
     NUMLA_CHECK(s);
     if (e->size > 1)
         numla_v4_model_set_reduce(e->v4, engine_allreduce, e->comm);
+    /* the linears' levels by the same options as the MLA path's model (NUMLA_LINEAR_AMX, the
+     * uarch rule, exact activations) */
+    numla_model_options mo = o->kernels;
+    mo.isa = o->isa;
+    numla_v4_model_set_options(e->v4, &mo);
     /* its window rows and compressed entries in the KV dtype (--kv-dtype: bf16 or fp32) */
     NUMLA_CHECK(numla_v4_model_set_cache_dtype(e->v4, o->kv_dtype));
     NUMLA_CHECK(numla_v4_seqs_create(e->v4, &e->v4_seqs));
@@ -243,8 +248,19 @@ numla_status numla_engine_create(numla_comm *comm, const char *model_dir,
             snprintf(msg, sizeof msg, "%s", numla_error_message());
             fprintf(stderr, "numla: rank %d: %s\n%s", e->rank, msg, numla_error_trace());
         }
-        if (!failed && e->v4)
+        if (!failed && e->v4) {
             numla_v4_seqs_set_block_size(e->v4_seqs, e->kv->block_size);
+            /* the sequences' compressed entries in the pool's blocks */
+            numla_v4_pool *pool = malloc(sizeof *pool);
+            s = pool ? numla_kv_cache_v4_pool(e->kv, pool) : NUMLA_STATUS_NO_MEMORY;
+            if (s == NUMLA_STATUS_OK)
+                s = numla_v4_seqs_use_pool(e->v4_seqs, pool);
+            free(pool);
+            if (s != NUMLA_STATUS_OK) {
+                failed = 1;
+                snprintf(msg, sizeof msg, "%s", numla_error_message());
+            }
+        }
         if (!failed && e->v4 && o.prefix_cache &&
             (s = numla_v4_seqs_enable_prefix(e->v4_seqs, e->kv->block_size)) != NUMLA_STATUS_OK) {
             failed = 1;
@@ -673,10 +689,10 @@ void numla_engine_set_layer_hook(numla_engine *e, numla_model_layer_hook fn, voi
 }
 const numla_v4_model *numla_engine_v4_model(const numla_engine *e) { return e->v4; }
 
-numla_status numla_engine_v4_fill(numla_engine *e, int32_t first_block, int64_t n)
+numla_status numla_engine_v4_fill(numla_engine *e, const int32_t *block_table, int64_t n)
 {
-    if (!e || !e->v4)
+    if (!e || !e->v4 || !block_table)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_engine_v4_fill: not a deepseek_v4 engine");
-    NUMLA_CHECK(numla_v4_seqs_fill(e->v4_seqs, INT64_MIN + first_block, n));
+    NUMLA_CHECK(numla_v4_seqs_fill(e->v4_seqs, INT64_MIN + block_table[0], block_table, n));
     return NUMLA_STATUS_OK;
 }

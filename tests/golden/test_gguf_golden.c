@@ -84,11 +84,21 @@ static const float *gg_logits(const gg *g, int p, int64_t *V)
     return st_f32(g->ref.expected, name, NULL, V);
 }
 
-/* One rank: logits of every prompt position and the greedy tokens. Returns the worst error. */
+/* Whether level isa runs layer 0's W_UV (head 0) in Q8 activation mode, asked of the block
+ * kernels (numla_qblock_act_for), not of the engine: a level without Q8 kernels for its
+ * encoding keeps fp32 activations, and then nothing downstream may round to bf16. */
+static int gg_uv_q8(const eng *e, numla_isa isa)
+{
+    const numla_model_linear *uv = &e->w->layers[0].uv[0];
+    return uv->kind == NUMLA_MODEL_LINEAR_QBLOCK &&
+           numla_qblock_act_for(isa, uv->qb.type, uv->k) == NUMLA_QBLOCK_ACT_Q8;
+}
+
 /* One engine's logits at every prompt position and its greedy tokens; form: the prefill form
- * (AUTO: the engine's choice); *bf16_tokens (when not NULL): model_stats' absorbed_bf16_tokens. */
+ * (AUTO: the engine's choice); *bf16_tokens (when not NULL): model_stats' absorbed_bf16_tokens,
+ * and *uv_q8 gg_uv_q8's answer at isa. */
 static double gg_one_form(const gg *g, numla_isa isa, int fp32_act, double tol, const char *what,
-                          numla_prefill_form form, int64_t *bf16_tokens)
+                          numla_prefill_form form, int64_t *bf16_tokens, int *uv_q8)
 {
     eng e;
     eng_qblock_fp32_act = fp32_act;
@@ -138,6 +148,7 @@ static double gg_one_form(const gg *g, numla_isa isa, int fp32_act, double tol, 
         numla_model_stats ms;
         numla_model_get_stats(e.m, &ms);
         *bf16_tokens = ms.absorbed_bf16_tokens;
+        *uv_q8 = gg_uv_q8(&e, isa);
     }
     eng_close(&e);
     return worst;
@@ -145,7 +156,7 @@ static double gg_one_form(const gg *g, numla_isa isa, int fp32_act, double tol, 
 
 static double gg_one(const gg *g, numla_isa isa, int fp32_act, double tol, const char *what)
 {
-    return gg_one_form(g, isa, fp32_act, tol, what, NUMLA_PREFILL_FORM_AUTO, NULL);
+    return gg_one_form(g, isa, fp32_act, tol, what, NUMLA_PREFILL_FORM_AUTO, NULL, NULL);
 }
 
 typedef struct gg_job {
@@ -220,7 +231,8 @@ static double gg_sharded(const gg *g, int R)
 
 /* attn_bf16: whether the variant's W_UV quantizes its input in the default mode, so that its
  * absorbed attention gives bf16 output (engine/model/attention.c): checked with every prompt
- * prefilled in the absorbed form, at the default mode's tolerances. */
+ * prefilled in the absorbed form, at the default mode's tolerances, where the best level has
+ * Q8 kernels for W_UV's encoding (an AVX2-only CPU may not: then no bf16 attention either). */
 static void gg_check_q8(const char *variant, double q8_max, double q8_frac, double q8_frac_absorbed,
                         int attn_bf16)
 {
@@ -239,15 +251,19 @@ static void gg_check_q8(const char *variant, double q8_max, double q8_frac, doub
     double e_ref = gg_one(&g, NUMLA_ISA_REF, 1, LOGIT_TOL, "fp32 act, ref isa");
     double e_q8 = gg_one(&g, numla_isa_best(), 0, LOGIT_TOL_Q8, "default act, best isa");
     int64_t bf16_tokens = 0;
+    int uv_q8 = 0;
     double e_q8a = gg_one_form(&g, numla_isa_best(), 0, LOGIT_TOL_Q8, "default act, absorbed",
-                               NUMLA_PREFILL_FORM_ABSORBED, &bf16_tokens);
-    NUMLA_ASSERT_MSG((bf16_tokens > 0) == attn_bf16, "%s: %lld tokens of bf16 attention, expected %s",
-                     variant, (long long)bf16_tokens, attn_bf16 ? "some" : "none");
+                               NUMLA_PREFILL_FORM_ABSORBED, &bf16_tokens, &uv_q8);
+    const int expect_bf16 = attn_bf16 && uv_q8;
+    NUMLA_ASSERT_MSG((bf16_tokens > 0) == expect_bf16,
+                     "%s: %lld tokens of bf16 attention, expected %s (W_UV %s Q8 mode at %s)", variant,
+                     (long long)bf16_tokens, expect_bf16 ? "some" : "none", uv_q8 ? "in" : "not in",
+                     numla_isa_name(numla_isa_best()));
     double e2 = gg_sharded(&g, 2), e3 = gg_sharded(&g, 3);
     omp_set_num_threads(team);
     fprintf(stderr, "\n    golden %-17s logits max abs err: fp32 act %.3g (ref %.3g), "
             "default act %.3g (absorbed form%s: %.3g), 2 ranks %.3g, 3 ranks %.3g", variant, e_best,
-            e_ref, e_q8, attn_bf16 ? ", bf16 attention" : "", e_q8a, e2, e3);
+            e_ref, e_q8, expect_bf16 ? ", bf16 attention" : "", e_q8a, e2, e3);
     gg_free(&g);
 }
 

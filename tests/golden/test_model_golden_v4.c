@@ -14,10 +14,13 @@
  *     experts, the shared expert's columns and the vocabulary sharded; each rank's logits
  *     slice and the greedy tokens from the gathered logits;
  *   - driven by the scheduler (numla_step with sequence ids): the prompts twice, two at a
- *     time, chunked and preempted, and the per-sequence caches freed as sequences end;
+ *     time, chunked and preempted, and the per-sequence caches freed as sequences end, the
+ *     CSA entries and index keys in the KV pool's blocks;
  *   - the prefix cache at 1 and 2 ranks in one process: second turns of prompts 3 and 2 start
  *     from the first turns' prefix states (256 and 128 tokens) and give the next greedy
- *     tokens. */
+ *     tokens, each rank's entries in its own pool;
+ *   - the pool's pages: a pooled forward equals one that keeps its entries itself, bit for
+ *     bit; a prefix hit reads the shared blocks' entries (not a copy) and writes none of them. */
 #include "v4_golden_harness.h"
 
 #include "engine/serving/scheduler.h"
@@ -183,6 +186,123 @@ static void test_ranks(void)
 }
 
 /* o_groups is the unit of the head shard: more ranks than groups is refused by name. */
+/* The linears run at the levels the model options give, as the MLA path's do
+ * (numla_v4_model_set_options, numla_model_options_level), counted per family and level by
+ * numla_v4_model_linear_calls over a prompt and a decode step. Levels above what the CPU has
+ * fall back inside the kernels (numla_isa_pick), so this holds the choice on any machine. */
+static void v4_levels_run(numla_v4_model *m, const numla_model_config *cfg,
+                          const numla_model_options *o, uint64_t d[2][NUMLA_ISA_COUNT],
+                          uint64_t tot[2])
+{
+    static const numla_model_kernels fam[2] = {NUMLA_MODEL_KERNELS_LINEAR,
+                                               NUMLA_MODEL_KERNELS_QLINEAR};
+    for (int f = 0; f < 2; f++)
+        for (int i = 0; i < NUMLA_ISA_COUNT; i++)
+            d[f][i] = numla_v4_model_linear_calls(m, fam[f], (numla_isa)i);
+    numla_v4_model_set_options(m, o);
+    numla_v4_seq *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &s), NUMLA_STATUS_OK);
+    const int32_t prompt[5] = {1, 7, 3, 9, 2}, next = 5;
+    float *out = malloc(sizeof(float) * 5 * (size_t)cfg->vocab_size);
+    CU_ASSERT_EQUAL(numla_v4_forward(m, s, prompt, 5, out), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(numla_v4_forward(m, s, &next, 1, out), NUMLA_STATUS_OK);
+    free(out);
+    numla_v4_seq_destroy(&s);
+    for (int f = 0; f < 2; f++) {
+        tot[f] = 0;
+        for (int i = 0; i < NUMLA_ISA_COUNT; i++) {
+            d[f][i] = numla_v4_model_linear_calls(m, fam[f], (numla_isa)i) - d[f][i];
+            tot[f] += d[f][i];
+        }
+    }
+}
+
+static void test_linear_levels(void)
+{
+    golden g;
+    numla_model_config cfg;
+    numla_v4_model *m = NULL;
+    if (v4_golden_open(&g, "model_fp8", &cfg, &m)) /* bf16 / fp32, FP8 and MXFP4 linears */
+        return;
+    uint64_t d[2][NUMLA_ISA_COUNT], tot[2];
+    /* the linears' AMX switch off (NUMLA_LINEAR_AMX=0), intel: float and MXFP4 at avx512bf16,
+     * FP8 at avx512 (vdpbf16ps does not outrun the FMA GEMV there), none at amx */
+    numla_model_options o = numla_model_options_default(NUMLA_ISA_AMX);
+    o.linear_amx = 0;
+    o.uarch = NUMLA_UARCH_INTEL;
+    v4_levels_run(m, &cfg, &o, d, tot);
+    CU_ASSERT(tot[0] > 0 && tot[1] > 0);
+    NUMLA_ASSERT_MSG(d[0][NUMLA_ISA_AVX512BF16] == tot[0] && d[1][NUMLA_ISA_AVX512] == tot[1],
+                     "linear amx off, intel: %llu of %llu float/MXFP4 linears at avx512bf16, "
+                     "%llu of %llu FP8 at avx512 (amx: %llu, %llu)",
+                     (unsigned long long)d[0][NUMLA_ISA_AVX512BF16], (unsigned long long)tot[0],
+                     (unsigned long long)d[1][NUMLA_ISA_AVX512], (unsigned long long)tot[1],
+                     (unsigned long long)d[0][NUMLA_ISA_AMX], (unsigned long long)d[1][NUMLA_ISA_AMX]);
+    /* the switch on: both at amx (what makes the case above a check of the options) */
+    o = numla_model_options_default(NUMLA_ISA_AMX);
+    o.uarch = NUMLA_UARCH_GENERIC;
+    v4_levels_run(m, &cfg, &o, d, tot);
+    CU_ASSERT(d[0][NUMLA_ISA_AMX] == tot[0] && d[1][NUMLA_ISA_AMX] == tot[1] && tot[0] && tot[1]);
+    /* the 8-bit rule alone: avx512bf16 asked, generic keeps it, intel runs FP8 at avx512 */
+    o = numla_model_options_default(NUMLA_ISA_AVX512BF16);
+    o.uarch = NUMLA_UARCH_GENERIC;
+    v4_levels_run(m, &cfg, &o, d, tot);
+    CU_ASSERT(d[0][NUMLA_ISA_AVX512BF16] == tot[0] && d[1][NUMLA_ISA_AVX512BF16] == tot[1]);
+    o.uarch = NUMLA_UARCH_INTEL;
+    v4_levels_run(m, &cfg, &o, d, tot);
+    CU_ASSERT(d[0][NUMLA_ISA_AVX512BF16] == tot[0] && d[1][NUMLA_ISA_AVX512] == tot[1]);
+    /* exact activations: every linear at avx512 at most */
+    o = numla_model_options_default(NUMLA_ISA_AMX);
+    o.exact_activations = 1;
+    v4_levels_run(m, &cfg, &o, d, tot);
+    CU_ASSERT(d[0][NUMLA_ISA_AVX512] == tot[0] && d[1][NUMLA_ISA_AVX512] == tot[1]);
+    numla_v4_model_destroy(&m);
+    golden_free(&g);
+}
+
+/* The forwards' buffers are the model's scratch, grown only when a step needs more than any
+ * before (numla_v4_model_scratch_grows): past the window (every buffer of a decode step then
+ * has its final size), decode steps allocate nothing, nor does another sequence's prompt of the
+ * length the first one had. */
+static void test_scratch_steady(void)
+{
+    golden g;
+    numla_model_config cfg;
+    numla_v4_model *m = NULL;
+    if (v4_golden_open(&g, "model_fp32", &cfg, &m))
+        return;
+    enum { P = 16 };
+    const int64_t V = cfg.vocab_size, W = cfg.v4.sliding_window;
+    numla_v4_seq *a = NULL, *b = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &a), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seq_create(m, &b), NUMLA_STATUS_OK);
+    float *out = malloc(sizeof(float) * P * (size_t)V);
+    int32_t prompt[P];
+    for (int i = 0; i < P; i++)
+        prompt[i] = (int32_t)((i * 7 + 3) % V);
+    int ok = numla_v4_forward(m, a, prompt, P, out) == NUMLA_STATUS_OK;
+    for (int64_t i = 0; ok && numla_v4_seq_len(a) <= W + 1; i++) {
+        const int32_t t = (int32_t)((i * 5 + 1) % V);
+        ok = numla_v4_forward(m, a, &t, 1, out) == NUMLA_STATUS_OK;
+    }
+    const uint64_t warm = numla_v4_model_scratch_grows(m);
+    for (int i = 0; ok && i < 8; i++) {
+        const int32_t t = (int32_t)((i * 3 + 2) % V);
+        ok = numla_v4_forward(m, a, &t, 1, out) == NUMLA_STATUS_OK;
+    }
+    ok = ok && numla_v4_forward(m, b, prompt, P, out) == NUMLA_STATUS_OK;
+    NUMLA_ASSERT_MSG(ok, "a forward failed: %s", numla_error_message());
+    NUMLA_ASSERT_MSG(warm > 0 && numla_v4_model_scratch_grows(m) == warm,
+                     "scratch allocations: %llu after the warm-up, %llu after 8 decode steps and "
+                     "a prompt", (unsigned long long)warm,
+                     (unsigned long long)numla_v4_model_scratch_grows(m));
+    free(out);
+    numla_v4_seq_destroy(&a);
+    numla_v4_seq_destroy(&b);
+    numla_v4_model_destroy(&m);
+    golden_free(&g);
+}
+
 static void test_too_many_ranks(void)
 {
     char dir[1200];
@@ -205,14 +325,10 @@ static void test_too_many_ranks(void)
 static void test_batched(void)
 {
     golden g;
-    if (v4_golden_load(&g, "model_fp32"))
-        return;
     numla_model_config cfg;
     numla_v4_model *m = NULL;
-    if (v4_load(g.dir, numla_isa_best(), 0, &cfg, &m)) {
-        golden_free(&g);
+    if (v4_golden_open(&g, "model_fp32", &cfg, &m))
         return;
-    }
     const int64_t V = cfg.vocab_size;
     const int B = g.nprompts;
     numla_v4_seq *seqs[MAX_PROMPTS] = {0};
@@ -382,19 +498,22 @@ static void sv_done(void *ctx, const numla_sched_output *o)
 static void test_scheduled(void)
 {
     golden g;
-    if (v4_golden_load(&g, "model_fp32"))
-        return;
     numla_model_config cfg;
     numla_v4_model *m = NULL;
-    if (v4_load(g.dir, numla_isa_best(), 0, &cfg, &m)) {
-        golden_free(&g);
+    if (v4_golden_open(&g, "model_fp32", &cfg, &m))
         return;
-    }
     sv_ctx c = {0};
     CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_create(m, &c.t), NUMLA_STATUS_OK);
+    /* the CSA entries and index keys in the pool's blocks of 8 (2 a block; HCA's, one per 128
+     * tokens, stay the sequences'): preemption frees them with the blocks */
     numla_kv_cache *kv = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create(1, 32, 16, 8, 36, NUMLA_DTYPE_BF16, &kv),
+    const numla_dtype dt = numla_v4_model_cache_dtype(m);
+    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create_for_model(&cfg, 8, 36, dt, dt, &kv),
                           NUMLA_STATUS_OK);
+    numla_v4_pool pool;
+    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_v4_pool(kv, &pool), NUMLA_STATUS_OK);
+    CU_ASSERT_PTR_NOT_NULL(kv->v4_data);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_use_pool(c.t, &pool), NUMLA_STATUS_OK);
     numla_sched_options so = {.max_batch_tokens = 64, .max_seqs = 2, .prefill_chunk = 16,
                               .vocab_size = cfg.vocab_size, .no_prefix_cache = 1};
     numla_sched *s = NULL;
@@ -443,12 +562,7 @@ static void test_scheduled(void)
 
 /* ---- the prefix cache (numla_v4_seqs_enable_prefix) on R ranks in one process ---- */
 
-typedef struct pc_rank {
-    numla_v4_seqs *t;
-    const numla_step *st;
-    float *buf;               /* (R rows, vocab_count) */
-    numla_status s;
-} pc_rank;
+typedef v4_rank_step pc_rank;
 
 typedef struct pc_ctx {
     v4_team team;
@@ -468,22 +582,7 @@ static void *pc_rank_main(void *arg)
 static numla_status pc_exec(void *ctx, const numla_step *st, float *logits)
 {
     pc_ctx *c = ctx;
-    for (int r = 0; r < c->team.R; r++) {
-        c->rk[r].st = st;
-        free(c->rk[r].buf);
-        c->rk[r].buf = malloc(sizeof(float) * (size_t)(st->num_logit_rows + 1) *
-                              (size_t)numla_v4_model_shard(c->team.m[r])->vocab_count);
-    }
-    v4_team_run(&c->team, pc_rank_main, c->rk, sizeof c->rk[0]);
-    for (int r = 0; r < c->team.R; r++) {
-        NUMLA_CHECK(c->rk[r].s);
-        const numla_shard *sh = numla_v4_model_shard(c->team.m[r]);
-        for (int32_t i = 0; i < st->num_logit_rows; i++)
-            memcpy(logits + (size_t)i * (size_t)c->V + sh->vocab_begin,
-                   c->rk[r].buf + (size_t)i * (size_t)sh->vocab_count,
-                   sizeof(float) * (size_t)sh->vocab_count);
-    }
-    return NUMLA_STATUS_OK;
+    return v4_team_step(&c->team, pc_rank_main, c->rk, sizeof c->rk[0], st, c->V, logits);
 }
 
 static void pc_done(void *ctx, const numla_sched_output *o)
@@ -513,14 +612,20 @@ static void check_prefix(int R)
     }
     c->V = cfg.vocab_size;
     const int32_t bs = 16;
+    /* each rank's entries in its own pool; rank 0's allocator is the scheduler's */
+    numla_kv_cache *kvs[V4_MAX_RANKS] = {0};
+    const numla_dtype dt = numla_v4_model_cache_dtype(c->team.m[0]);
     for (int r = 0; r < R; r++) {
         CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_create(c->team.m[r], &c->rk[r].t), NUMLA_STATUS_OK);
         CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_enable_prefix(c->rk[r].t, bs), NUMLA_STATUS_OK);
+        numla_v4_pool pool;
+        CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create_for_model(&cfg, bs, 64, dt, dt, &kvs[r]),
+                              NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_kv_cache_v4_pool(kvs[r], &pool), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_use_pool(c->rk[r].t, &pool), NUMLA_STATUS_OK);
     }
     CU_ASSERT_EQUAL(numla_v4_seqs_prefix_stride(c->rk[0].t), 128);
-    numla_kv_cache *kv = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create(1, 32, 16, bs, 64, NUMLA_DTYPE_BF16, &kv),
-                          NUMLA_STATUS_OK);
+    numla_kv_cache *kv = kvs[0];
     numla_sched_options so = {.max_batch_tokens = 64, .max_seqs = 1, .prefill_chunk = 48,
                               .vocab_size = cfg.vocab_size, .prefix_salt = 7,
                               .prefix_stride = numla_v4_prefix_stride(&cfg, 1)};
@@ -565,10 +670,15 @@ static void check_prefix(int R)
     NUMLA_ASSERT_MSG(kept >= 3, "%d ranks: %d prefix states kept", R, kept);
     for (int r = 1; r < R; r++)
         CU_ASSERT_EQUAL(numla_v4_seqs_prefix_count(c->rk[r].t), kept);
+    /* the states hold no CSA entries or index keys (the pool's blocks do) */
     CU_ASSERT_EQUAL(numla_v4_seqs_prefix_bytes(c->rk[0].t),
-                    (size_t)kept * numla_v4_prefix_bytes_for(c->team.m[0], 128));
-    CU_ASSERT_EQUAL(numla_v4_prefix_bytes_cfg(&cfg, 128, NUMLA_DTYPE_F32),
-                    numla_v4_prefix_bytes_for(c->team.m[0], 128));
+                    (size_t)kept * numla_v4_prefix_bytes_for(c->team.m[0], 128, bs));
+    CU_ASSERT_EQUAL(numla_v4_prefix_bytes_cfg(&cfg, 128, bs, dt),
+                    numla_v4_prefix_bytes_for(c->team.m[0], 128, bs));
+    CU_ASSERT(numla_v4_prefix_bytes_for(c->team.m[0], 128, bs) <
+              numla_v4_prefix_bytes_for(c->team.m[0], 128, 0));
+    CU_ASSERT_EQUAL(numla_v4_prefix_bytes_cfg(&cfg, 128, 0, dt),
+                    numla_v4_prefix_bytes_for(c->team.m[0], 128, 0));
     /* a new sequence at 128 whose first 8 blocks hold no state: refused */
     int32_t tok = 1, pos = 128, qsl[2] = {0, 1}, lens[1] = {129}, bt[9] = {60, 61, 62, 63, 59,
                                                                            58, 57, 56, 55};
@@ -579,9 +689,9 @@ static void check_prefix(int R)
     CU_ASSERT_EQUAL(numla_v4_step_check(c->rk[0].t, &bad), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "prefix states"));
     numla_sched_destroy(&s);
-    numla_kv_cache_destroy(&kv);
     for (int r = 0; r < R; r++) {
         numla_v4_seqs_destroy(&c->rk[r].t);
+        numla_kv_cache_destroy(&kvs[r]);
         free(c->rk[r].buf);
     }
     for (int i = 0; i < 4; i++)
@@ -597,8 +707,132 @@ static void test_prefix_cache(void)
     check_prefix(2);
 }
 
-NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_fill), NUMLA_TEST(test_fp32), NUMLA_TEST(test_fp32_ref_chunked),
+/* ---- the entries in the pool's pages (numla_kv_cache_v4_pool, numla_v4_seqs_use_pool) ---- */
+
+/* One step of one sequence (id) on t: tokens x[p0 .. p0 + n) with table tab (nb blocks), the
+ * last row's logits into out. */
+static numla_status pp_step(numla_v4_seqs *t, int64_t id, const int32_t *x, int32_t p0, int32_t n,
+                            const int32_t *tab, int32_t nb, float *out)
+{
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
+    int64_t *slots = malloc(sizeof(int64_t) * (size_t)n);
+    for (int32_t i = 0; i < n; i++) {
+        pos[i] = p0 + i;
+        slots[i] = -1;
+    }
+    const int32_t qsl[2] = {0, n}, lens[1] = {p0 + n}, last = n - 1;
+    const numla_step st = {.num_seqs = 1, .num_tokens = n, .tokens = x + p0, .positions = pos,
+                           .slots = slots, .query_start_loc = qsl, .seq_lens = lens,
+                           .block_tables = tab, .max_blocks_per_seq = nb, .num_logit_rows = 1,
+                           .logit_rows = &last, .seq_ids = &id};
+    numla_status s = numla_v4_step_forward(t, &st, out);
+    free(pos);
+    free(slots);
+    return s;
+}
+
+/* Prompt 3 plus its first 10 greedy tokens (260 tokens) with blocks of 16 at shuffled ids of a
+ * pool of 48: the first 256 as one sequence, then its last 4 as a new sequence whose table
+ * starts with the same 16 blocks (a prefix-cache hit at 256), against a sequence that keeps its
+ * entries itself running the same steps: the same logits bit for bit (and transformers' next
+ * greedy token); the hit wrote nothing into the shared blocks' entries and index keys, and its
+ * new block holds the entry its tokens closed. Zeroing the shared blocks' entries of one CSA
+ * layer moves the next hit's logits: the hit reads the blocks, it does not copy them from the prefix states
+ * (which hold none: numla_v4_prefix_bytes_for). */
+static void test_pool_pages(void)
+{
+    golden g;
+    numla_model_config cfg;
+    numla_v4_model *m = NULL;
+    if (v4_golden_open(&g, "model_fp32", &cfg, &m))
+        return;
+    enum { BS = 16, NB = 48, N0 = 256, N = 260 };
+    const int64_t V = cfg.vocab_size;
+    const numla_dtype dt = numla_v4_model_cache_dtype(m);
+    int32_t x[N];
+    CU_ASSERT_FATAL(g.len[3] + 10 == N);
+    memcpy(x, g.tokens[3], sizeof(int32_t) * (size_t)g.len[3]);
+    memcpy(x + g.len[3], g.greedy[3], sizeof(int32_t) * 10);
+    numla_kv_cache *kv = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create_for_model(&cfg, BS, NB, dt, dt, &kv),
+                          NUMLA_STATUS_OK);
+    numla_v4_pool pool;
+    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_v4_pool(kv, &pool), NUMLA_STATUS_OK);
+    numla_v4_seqs *tp = NULL, *tr = NULL; /* in the pool (prefix cache on); the reference */
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_create(m, &tp), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_create(m, &tr), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_enable_prefix(tp, BS), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_use_pool(tp, &pool), NUMLA_STATUS_OK);
+    /* tables: a: 17 blocks at ids 7k + 3 mod 48 (distinct); b: a's first 16, then a fresh id */
+    int32_t a[17], b[17];
+    for (int k = 0; k < 17; k++)
+        a[k] = b[k] = (7 * k + 3) % NB;
+    b[16] = 1;
+    CU_ASSERT_FATAL(b[16] != a[16] && b[16] != a[0]);
+    float *lp = malloc(sizeof(float) * (size_t)V), *lr = malloc(sizeof(float) * (size_t)V);
+    CU_ASSERT_EQUAL_FATAL(pp_step(tp, 1, x, 0, N0, a, 16, lp), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(pp_step(tr, 1, x, 0, N0, a, 16, lr), NUMLA_STATUS_OK);
+    CU_ASSERT(!memcmp(lp, lr, sizeof(float) * (size_t)V));
+    CU_ASSERT_EQUAL(numla_v4_seqs_prefix_count(tp), 2);
+    /* a CSA layer's entries and index keys of the shared blocks, as the first sequence left them */
+    int64_t csa = -1;
+    for (int64_t l = 0; l < cfg.v4.num_layers && csa < 0; l++)
+        csa = cfg.v4.attn[l] == NUMLA_V4_ATTN_CSA ? l : -1;
+    CU_ASSERT_FATAL(csa >= 0 && pool.entries[csa][0] && pool.entries[csa][1]);
+    const size_t be = numla_v4_pool_block_bytes(&cfg, BS, dt, csa, 0);
+    const size_t bi = numla_v4_pool_block_bytes(&cfg, BS, dt, csa, 1);
+    CU_ASSERT_FATAL(be > 0 && bi > 0);
+    char *snap = malloc((be + bi) * 16);
+    char *const ent = pool.entries[csa][0], *const key = pool.entries[csa][1];
+    for (int k = 0; k < 16; k++) {
+        memcpy(snap + (be + bi) * (size_t)k, ent + be * (size_t)a[k], be);
+        memcpy(snap + (be + bi) * (size_t)k + be, key + bi * (size_t)a[k], bi);
+    }
+    /* the hit: a new sequence at 256 on the shared blocks; the reference continues */
+    char *fresh = calloc(1, be);
+    CU_ASSERT_EQUAL(memcmp(ent + be * (size_t)b[16], fresh, be), 0);
+    const numla_status hs = pp_step(tp, 2, x, N0, N - N0, b, 17, lp);
+    NUMLA_ASSERT_MSG(hs == NUMLA_STATUS_OK, "the hit: %s", numla_error_message());
+    CU_ASSERT_EQUAL_FATAL(pp_step(tr, 1, x, N0, N - N0, a, 17, lr), NUMLA_STATUS_OK);
+    NUMLA_ASSERT_MSG(!memcmp(lp, lr, sizeof(float) * (size_t)V), "the hit's logits are not those "
+                     "of the sequence that computed its prefix");
+    CU_ASSERT_EQUAL(v4_argmax(lp, V), g.greedy[3][10]);
+    int same = 1;
+    for (int k = 0; k < 16; k++)
+        same &= !memcmp(snap + (be + bi) * (size_t)k, ent + be * (size_t)a[k], be) &&
+                !memcmp(snap + (be + bi) * (size_t)k + be, key + bi * (size_t)a[k], bi);
+    NUMLA_ASSERT_MSG(same, "the hit wrote into the blocks it shares");
+    /* positions 256 .. 259 close CSA entry 64: the first of the new block */
+    const size_t ew = be / (BS / 4);
+    NUMLA_ASSERT_MSG(memcmp(ent + be * (size_t)b[16], fresh, ew) != 0,
+                     "the hit's new block holds no entry");
+    /* the shared blocks' entries of that layer zeroed: the next hit reads them */
+    for (int k = 0; k < 16; k++)
+        memset(ent + be * (size_t)a[k], 0, be);
+    CU_ASSERT_EQUAL_FATAL(pp_step(tp, 3, x, N0, N - N0, b, 17, lp), NUMLA_STATUS_OK);
+    NUMLA_ASSERT_MSG(memcmp(lp, lr, sizeof(float) * (size_t)V) != 0, "zeroing the shared blocks' "
+                     "entries changed nothing: the hit does not read the pool's blocks");
+    /* a table that does not cover the tokens is refused, naming it */
+    CU_ASSERT_EQUAL(pp_step(tp, 4, x, 0, 40, a, 2, lp), NUMLA_STATUS_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "block table lists 2 blocks"));
+    /* and one naming a block past the pool */
+    const int32_t past[1] = {NB};
+    CU_ASSERT_EQUAL(pp_step(tp, 5, x, 0, 16, past, 1, lp), NUMLA_STATUS_OUT_OF_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "is 48, the pool has 48"));
+    free(snap);
+    free(fresh);
+    free(lp);
+    free(lr);
+    numla_v4_seqs_destroy(&tp);
+    numla_v4_seqs_destroy(&tr);
+    numla_kv_cache_destroy(&kv);
+    numla_v4_model_destroy(&m);
+    golden_free(&g);
+}
+
+NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_pool_pages), NUMLA_TEST(test_fill), NUMLA_TEST(test_fp32), NUMLA_TEST(test_fp32_ref_chunked),
                  NUMLA_TEST(test_bf16), NUMLA_TEST(test_bf16_cache), NUMLA_TEST(test_fp8_fp4), NUMLA_TEST(test_ranks),
                  NUMLA_TEST(test_too_many_ranks), NUMLA_TEST(test_batched),
                  NUMLA_TEST(test_bad_input), NUMLA_TEST(test_scheduled),
-                 NUMLA_TEST(test_prefix_cache))
+                 NUMLA_TEST(test_prefix_cache), NUMLA_TEST(test_linear_levels),
+                 NUMLA_TEST(test_scratch_steady))

@@ -398,14 +398,10 @@ static void test_mtp_refusals(void)
 static void test_truncate(void)
 {
     golden g;
-    if (v4_golden_load(&g, "model_fp32"))
-        return;
     numla_model_config cfg;
     numla_v4_model *m = NULL;
-    if (v4_load(g.dir, numla_isa_best(), 0, &cfg, &m)) {
-        golden_free(&g);
+    if (v4_golden_open(&g, "model_fp32", &cfg, &m))
         return;
-    }
     const int64_t V = cfg.vocab_size;
     const int p = 3, n = g.len[p];
     CU_ASSERT_EQUAL_FATAL(n, 250);
@@ -508,11 +504,8 @@ static void test_truncate(void)
  * ranks in one process ---- */
 
 typedef struct ps_rank {
-    numla_v4_seqs *t;
-    const numla_step *st;
+    v4_rank_step k;            /* its sequences, the step, its logits slice, its status */
     const int32_t *hidden;     /* NULL: a main step */
-    float *buf;                /* (rows, vocab_count) */
-    numla_status s;
 } ps_rank;
 
 enum { PS_REQS = 2, PS_MAX_OUT = 16 };
@@ -530,30 +523,17 @@ typedef struct ps_ctx {
 static void *ps_rank_main(void *arg)
 {
     ps_rank *r = arg;
-    r->s = r->hidden ? numla_v4_step_mtp(r->t, r->st, r->hidden, r->buf)
-                     : numla_v4_step_forward(r->t, r->st, r->buf);
+    v4_rank_step *k = &r->k;
+    k->s = r->hidden ? numla_v4_step_mtp(k->t, k->st, r->hidden, k->buf)
+                     : numla_v4_step_forward(k->t, k->st, k->buf);
     return NULL;
 }
 
 static numla_status ps_run(ps_ctx *c, const numla_step *st, const int32_t *hidden, float *logits)
 {
-    for (int r = 0; r < c->team.R; r++) {
-        c->rk[r].st = st;
+    for (int r = 0; r < c->team.R; r++)
         c->rk[r].hidden = hidden;
-        free(c->rk[r].buf);
-        c->rk[r].buf = malloc(sizeof(float) * (size_t)(st->num_logit_rows + 1) *
-                              (size_t)numla_v4_model_shard(c->team.m[r])->vocab_count);
-    }
-    v4_team_run(&c->team, ps_rank_main, c->rk, sizeof c->rk[0]);
-    for (int r = 0; r < c->team.R; r++) {
-        NUMLA_CHECK(c->rk[r].s);
-        const numla_shard *sh = numla_v4_model_shard(c->team.m[r]);
-        for (int32_t i = 0; i < st->num_logit_rows; i++)
-            memcpy(logits + (size_t)i * (size_t)c->V + sh->vocab_begin,
-                   c->rk[r].buf + (size_t)i * (size_t)sh->vocab_count,
-                   sizeof(float) * (size_t)sh->vocab_count);
-    }
-    return NUMLA_STATUS_OK;
+    return v4_team_step(&c->team, ps_rank_main, c->rk, sizeof c->rk[0], st, c->V, logits);
 }
 
 static numla_status ps_exec(void *ctx, const numla_step *st, float *logits)
@@ -597,13 +577,21 @@ static void ps_once(const numla_model_config *cfg, numla_safetensors_model *st, 
         return;
     c->V = cfg->vocab_size;
     const int32_t bs = 16;
+    /* each rank's CSA entries and index keys in its own pool (the MTP layer's stay its
+     * cache's); rank 0's allocator is the scheduler's */
+    numla_kv_cache *kvs[V4_MAX_RANKS] = {0};
+    const numla_dtype dt = numla_v4_model_cache_dtype(c->team.m[0]);
     for (int r = 0; r < R; r++) {
-        CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_create(c->team.m[r], &c->rk[r].t), NUMLA_STATUS_OK);
-        CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_enable_prefix(c->rk[r].t, bs), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_create(c->team.m[r], &c->rk[r].k.t),
+                              NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_enable_prefix(c->rk[r].k.t, bs), NUMLA_STATUS_OK);
+        numla_v4_pool pool;
+        CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create_for_model(cfg, bs, 96, dt, dt, &kvs[r]),
+                              NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_kv_cache_v4_pool(kvs[r], &pool), NUMLA_STATUS_OK);
+        CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_use_pool(c->rk[r].k.t, &pool), NUMLA_STATUS_OK);
     }
-    numla_kv_cache *kv = NULL;
-    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create(1, 32, 16, bs, 96, NUMLA_DTYPE_BF16, &kv),
-                          NUMLA_STATUS_OK);
+    numla_kv_cache *kv = kvs[0];
     numla_sched_options so = {.max_batch_tokens = 64, .max_seqs = 1, .prefill_chunk = 1,
                               .vocab_size = cfg->vocab_size, .prefix_salt = 7,
                               .no_prefix_cache = !cache,
@@ -646,21 +634,21 @@ static void ps_once(const numla_model_config *cfg, numla_safetensors_model *st, 
     NUMLA_ASSERT_MSG(c->done == (first ? 1 : PS_REQS) && !c->err[0], "%d ranks, cache %s: %d "
                      "answered; %s", R, cache ? "on" : "off", c->done, c->err);
     if (cache) { /* every rank keeps the same states */
-        const int32_t kept = numla_v4_seqs_prefix_count(c->rk[0].t);
+        const int32_t kept = numla_v4_seqs_prefix_count(c->rk[0].k.t);
         NUMLA_ASSERT_MSG(kept == 2, "%d ranks: %d prefix states kept, not 2 (128, 256)", R, kept);
         for (int r = 1; r < R; r++)
-            CU_ASSERT_EQUAL(numla_v4_seqs_prefix_count(c->rk[r].t), kept);
-        CU_ASSERT_EQUAL(numla_v4_seqs_prefix_bytes(c->rk[0].t),
-                        (size_t)kept * numla_v4_prefix_bytes_for(c->team.m[0], 128));
-        CU_ASSERT_EQUAL(numla_v4_prefix_bytes_cfg(cfg, 128, NUMLA_DTYPE_F32),
-                        numla_v4_prefix_bytes_for(c->team.m[0], 128));
+            CU_ASSERT_EQUAL(numla_v4_seqs_prefix_count(c->rk[r].k.t), kept);
+        CU_ASSERT_EQUAL(numla_v4_seqs_prefix_bytes(c->rk[0].k.t),
+                        (size_t)kept * numla_v4_prefix_bytes_for(c->team.m[0], 128, bs));
+        CU_ASSERT_EQUAL(numla_v4_prefix_bytes_cfg(cfg, 128, bs, dt),
+                        numla_v4_prefix_bytes_for(c->team.m[0], 128, bs));
     }
     numla_sched_destroy(&s);
-    numla_kv_cache_destroy(&kv);
     for (int r = 0; r < R; r++) {
-        numla_v4_seqs_destroy(&c->rk[r].t);
-        free(c->rk[r].buf);
-        c->rk[r].buf = NULL;
+        numla_v4_seqs_destroy(&c->rk[r].k.t);
+        numla_kv_cache_destroy(&kvs[r]);
+        free(c->rk[r].k.buf);
+        c->rk[r].k.buf = NULL;
     }
     for (int i = 0; i < PS_REQS; i++)
         free(toks[i]);

@@ -1,10 +1,11 @@
 /* tests/golden/v4_golden_harness.h — DeepSeek-V4 (engine/model/model_v4.c) against the reference
  * data of tests/golden/v4/ (tests/golden/README.md "DeepSeek-V4"), shared by the V4 golden suites
  * (test_model_golden_v4.c, test_v4_mtp_golden.c, test_model_golden_v4_gguf.c):
- *   - a golden directory's data and a checkpoint loaded whole (v4_golden_load, v4_load);
+ *   - a golden directory's data and a checkpoint loaded whole (v4_golden_load, v4_load;
+ *     both at once: v4_golden_open);
  *   - a team of R ranks in one process (threads, each with its shard, summing through
  *     model_golden_harness.h's shared-memory allreduce: v4_team_*; v4_team_open from a
- *     directory);
+ *     directory; v4_team_step runs a scheduler's step on every rank and gathers the logits);
  *   - every prompt of a golden directory run on such a team, the prompt's positions and the
  *     greedy steps fed the reference's tokens, each rank's vocabulary slice gathered
  *     (v4_run_prompts), and those logits held to the reference (v4_compare).
@@ -50,6 +51,20 @@ static int v4_load(const char *dir, numla_isa isa, int mtp, numla_model_config *
     NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK, "%s: %s", d, numla_error_message());
     numla_safetensors_close(&st);
     return s == NUMLA_STATUS_OK ? 0 : -1;
+}
+
+/* tests/golden/v4/<sub>'s data and the checkpoint beside it loaded whole at the best level
+ * without its MTP layer: the start of most suites' tests. On failure the test is failed,
+ * nothing is held and -1 returned. */
+static int v4_golden_open(golden *g, const char *sub, numla_model_config *cfg, numla_v4_model **m)
+{
+    if (v4_golden_load(g, sub))
+        return -1;
+    if (v4_load(g->dir, numla_isa_best(), 0, cfg, m)) {
+        golden_free(g);
+        return -1;
+    }
+    return 0;
 }
 
 /* The index of the largest of a row's V logits (the first of a tie). */
@@ -133,6 +148,46 @@ static void v4_team_run(v4_team *t, void *(*fn)(void *), void *args, size_t size
     for (int r = 0; r < t->R; r++)
         pthread_join(th[r], NULL);
     omp_set_num_threads(team);
+}
+
+/* One rank's part of a scheduler's step on a team (the first member of a suite's per-rank
+ * struct): its sequences, the step, its vocabulary slice of the step's logit rows and its
+ * status. */
+typedef struct v4_rank_step {
+    numla_v4_seqs *t;
+    const numla_step *st;
+    float *buf;               /* (num_logit_rows + 1, vocab_count) */
+    numla_status s;
+} v4_rank_step;
+
+/* A scheduler's step st on team t: ranks holds R structs of `size` bytes, each beginning with
+ * a v4_rank_step, which gets st and a buffer for its slice; fn runs each rank's forward (on
+ * its struct, setting s); the slices are gathered into logits (num_logit_rows, V). The first
+ * failing rank's status is returned (set as the error). */
+static numla_status v4_team_step(v4_team *t, void *(*fn)(void *), void *ranks, size_t size,
+                                 const numla_step *st, int64_t V, float *logits)
+{
+    for (int r = 0; r < t->R; r++) {
+        v4_rank_step *k = (v4_rank_step *)(void *)((char *)ranks + (size_t)r * size);
+        k->st = st;
+        free(k->buf);
+        k->buf = malloc(sizeof(float) * (size_t)(st->num_logit_rows + 1) *
+                        (size_t)numla_v4_model_shard(t->m[r])->vocab_count);
+        if (!k->buf)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "team step: no memory for rank %d's logits", r);
+    }
+    v4_team_run(t, fn, ranks, size);
+    for (int r = 0; r < t->R; r++) {
+        const v4_rank_step *k = (const v4_rank_step *)(const void *)((const char *)ranks +
+                                                                      (size_t)r * size);
+        NUMLA_CHECK(k->s);
+        const numla_shard *sh = numla_v4_model_shard(t->m[r]);
+        for (int32_t i = 0; i < st->num_logit_rows; i++)
+            memcpy(logits + (size_t)i * (size_t)V + sh->vocab_begin,
+                   k->buf + (size_t)i * (size_t)sh->vocab_count,
+                   sizeof(float) * (size_t)sh->vocab_count);
+    }
+    return NUMLA_STATUS_OK;
 }
 
 /* The rows v4_run_prompts writes for g: each prompt's positions and its greedy steps. */

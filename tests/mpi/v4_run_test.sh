@@ -6,11 +6,13 @@
 #   default   the four prompts batched, chunked prefill of 512
 #   chunks    prefill chunks of 5 tokens
 #   mixed     3 sequences and 7 tokens a step in chunks of 3 (prefill chunks beside decodes)
-#   preempt   --kv-memory 0.0009 (GiB: 41 blocks of 16, each standing for its tokens' compressed
-#             entries and index keys and its share of the prefix states; a sequence holds 14 more
-#             for its window rings and compressors' rows, docs/design.md §3.1): the four need 86,
-#             so sequences are preempted and recomputed from scratch
-#   toosmall  --kv-memory 0.0006 (27 blocks): p3 (250 + 16 tokens: 17 + 14 blocks) is answered
+#   preempt   --kv-memory 0.0009 (GiB: 47 blocks of 16, each holding its tokens' CSA entries and
+#             index keys, standing for their HCA entries and its share of the prefix states; a
+#             sequence holds 15 more for its window rings and compressors' rows, docs/design.md
+#             §3.1): the four need 91, so sequences are preempted, their blocks (entries
+#             included) freed, and recomputed from scratch
+#   blocks128 blocks of 128 tokens: the HCA entries in the pool's blocks too (one a block)
+#   toosmall  --kv-memory 0.0006 (31 blocks): p3 (250 + 16 tokens: 17 + 15 blocks) is answered
 #             with an error naming its cache bytes and the pool's, the others run; a pool that
 #             cannot hold one sequence's own blocks (0.0002) is refused at start, naming both
 #   again     the prompts twice, one sequence at a time: the second time from the prefix cache
@@ -74,6 +76,7 @@ $(diff <(echo "$want") <(echo "$got") | head -6)"
   run chunks --prefill-chunk 5
   run mixed --max-seqs 3 --max-batch-tokens 7 --prefill-chunk 3
   run preempt --kv-memory 0.0009 --prefill-chunk 16
+  run blocks128 --block-size 128 --prefill-chunk 37
   # the bf16 cache (--kv-dtype's default; the runs here ask for f32): p1-p3 give transformers'
   # greedy tokens (p0's first margin, 0.12, is within what bf16 rows move its logits)
   for how in bf16 bf16-chunks; do
@@ -94,14 +97,14 @@ $(diff <(echo "$want") <(echo "$got") | head -6)"
     --output "$tmp/$model.small.jsonl" 2> "$tmp/$model.small.err"
   rc=$?
   [ $rc -eq 0 ] &&
-    grep -q '"id":"p3".*the request.s cache needs 0.69 MiB (250 prompt + 16 max_tokens tokens: 17 blocks of 16 tokens, and 14 blocks for the sequence.s window and compressors. rows, at [0-9]* bytes a block) but the whole KV pool is 0.60 MiB (27 blocks)' "$tmp/$model.small.jsonl" &&
+    grep -q '"id":"p3".*the request.s cache needs 0.62 MiB (250 prompt + 16 max_tokens tokens: 17 blocks of 16 tokens, and 15 blocks for the sequence.s window and compressors. rows, at [0-9]* bytes a block) but the whole KV pool is 0.60 MiB (31 blocks)' "$tmp/$model.small.jsonl" &&
     [ "$(tokens "$tmp/$model.small.jsonl" | grep -v '^p3 ')" = "$(grep -v '^p3 ' <<<"$want")" ]
   check "$model toosmall: p3 refused naming its cache bytes ($ranks ranks)" $? \
     "rc=$rc $(head -c 900 "$tmp/$model.small.jsonl") $(tail -2 "$tmp/$model.small.err")"
   numla run --model "$dir" --threads 1 --input "$tmp/req.jsonl" --kv-memory 0.0002 \
     --output "$tmp/$model.tiny.jsonl" > "$tmp/$model.tiny.err" 2>&1
   rc=$?
-  [ $rc -ne 0 ] && grep -q "a KV pool of 9 blocks (0.20 MiB at [0-9]* bytes a block of 16 tokens) cannot hold one sequence: its window rings and compressors' rows take 0.29 MiB (14 blocks)" "$tmp/$model.tiny.err"
+  [ $rc -ne 0 ] && grep -q "a KV pool of 10 blocks (0.19 MiB at [0-9]* bytes a block of 16 tokens) cannot hold one sequence: its window rings and compressors' rows take 0.28 MiB (15 blocks)" "$tmp/$model.tiny.err"
   check "$model toosmall: a pool below one sequence refused ($ranks ranks)" $? "rc=$rc $(tail -3 "$tmp/$model.tiny.err")"
   sed 's/"id": "p/"id": "q/' "$dir/requests.jsonl" > "$tmp/again.jsonl"
   cat "$dir/requests.jsonl" "$tmp/again.jsonl" > "$tmp/req.jsonl"

@@ -201,7 +201,8 @@ static void test_model_levels(void)
 }
 
 /* The microarchitecture: detected by default, forced by NUMLA_UARCH, passed to the engine, and
- * where vdpbf16ps is slow (intel) MLA attention drops from avx512bf16 to the FMA kernel. */
+ * where vdpbf16ps is slow (intel) MLA attention and the 8-bit linears drop from avx512bf16 to
+ * the FMA kernels. */
 static void test_uarch(void)
 {
     numla_settings s;
@@ -224,10 +225,24 @@ static void test_uarch(void)
     m.mla_amx = 0;
     m.isa = NUMLA_ISA_AVX512BF16;
     CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_MLA), NUMLA_ISA_AVX512);
+    /* the 8-bit linears (the fp8 GEMV of 1-12 rows) likewise, the float ones not */
+    CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_QLINEAR), NUMLA_ISA_AVX512);
+    CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_LINEAR), NUMLA_ISA_AVX512BF16);
     m.uarch = NUMLA_UARCH_ZEN4;
     CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_MLA), NUMLA_ISA_AVX512BF16);
+    CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_QLINEAR), NUMLA_ISA_AVX512BF16);
     m.uarch = NUMLA_UARCH_GENERIC;
     CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_MLA), NUMLA_ISA_AVX512BF16);
+    CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_QLINEAR), NUMLA_ISA_AVX512BF16);
+    /* on Intel with AMX the 8-bit linears keep the amx level (its fp8 tiles from 16 rows, the
+     * FMA GEMV below), and follow the linears' AMX switch */
+    m.uarch = NUMLA_UARCH_INTEL;
+    m.isa = NUMLA_ISA_AMX;
+    CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_QLINEAR), NUMLA_ISA_AMX);
+    m.linear_amx = 0;
+    CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_QLINEAR), NUMLA_ISA_AVX512);
+    m.uarch = NUMLA_UARCH_ZEN4;
+    CU_ASSERT_EQUAL(numla_model_options_level(&m, NUMLA_MODEL_KERNELS_QLINEAR), NUMLA_ISA_AVX512BF16);
     fake_n = 0;
     fake_set("NUMLA_UARCH", "auto");
     CU_ASSERT_EQUAL_FATAL(numla_settings_read(fake_get, all_levels, &s), NUMLA_STATUS_OK);

@@ -317,8 +317,11 @@ static void test_sizes(void)
  * per block of 16 tokens at bf16 the paper's entries and index keys, 21 CSA layers of
  * 16 · (512 + 128) / 4 and 20 HCA layers of 16 · 512 / 128 values (= 16 tokens at
  * cache_per_token); per sequence 43 window rings of 128 x 512 bf16 values, and each compressor's
- * fp32 raw kv and gate rows of two windows, the entry being made (fp32) and the last page of
- * its entries' mapping: CSA 2 x 8 rows of 2 x 512 and of 2 x 128, HCA 2 x 256 rows of 512. */
+ * fp32 raw kv and gate rows of two windows, the entry being made (fp32) and, for HCA, whose
+ * entries the sequence keeps itself (128 does not divide the block), the last page of its
+ * entries' mapping: CSA 2 x 8 rows of 2 x 512 and of 2 x 128, HCA 2 x 256 rows of 512. CSA's
+ * entries and index keys are the pool's blocks' (numla_v4_pool_block_bytes: 4 entries a block
+ * of 16 tokens, 2 of 8; none for HCA, the sliding layers, or past the layers). */
 static void test_pool_charge(void)
 {
     char *t = seed("v4_flash_shape.json");
@@ -331,12 +334,27 @@ static void test_pool_charge(void)
     numla_v4_sizes z;
     numla_v4_config_sizes(&cfg_, &z);
     CU_ASSERT_DOUBLE_EQUAL((double)blk, 2 * 16 * z.cache_per_token, 1e-9);
-    const size_t csa = 4 * (2 * 8 * 2 * 512 + 512) + 4096 + 4 * (2 * 8 * 2 * 128 + 128) + 4096;
+    const size_t csa = 4 * (2 * 8 * 2 * 512 + 512) + 4 * (2 * 8 * 2 * 128 + 128);
     const size_t hca = 4 * (2 * 256 * 512 + 512) + 4096;
     CU_ASSERT_EQUAL(seq, 43 * (size_t)(128 * 512 * 2) + 21 * csa + 20 * hca);
     /* an fp32 cache: twice the entries; a block of 8 tokens: half */
     numla_v4_cache_charge(&cfg_, 8, NUMLA_DTYPE_F32, &blk, &seq);
     CU_ASSERT_EQUAL(blk, (size_t)(4 * (21 * 8 * (512 + 128) / 4 + 20 * 8 * 512 / 128)));
+    int64_t csa_l = -1, hca_l = -1, swa_l = -1;
+    for (int64_t l = 0; l < cfg_.v4.num_layers; l++) {
+        const int a = cfg_.v4.attn[l];
+        *(a == NUMLA_V4_ATTN_CSA ? &csa_l : a == NUMLA_V4_ATTN_HCA ? &hca_l : &swa_l) = l;
+    }
+    CU_ASSERT_FATAL(csa_l >= 0 && hca_l >= 0 && swa_l >= 0);
+    CU_ASSERT_EQUAL(numla_v4_pool_block_bytes(&cfg_, 16, NUMLA_DTYPE_BF16, csa_l, 0), 2 * 4 * 512);
+    CU_ASSERT_EQUAL(numla_v4_pool_block_bytes(&cfg_, 16, NUMLA_DTYPE_BF16, csa_l, 1), 2 * 4 * 128);
+    CU_ASSERT_EQUAL(numla_v4_pool_block_bytes(&cfg_, 8, NUMLA_DTYPE_F32, csa_l, 0), 4 * 2 * 512);
+    CU_ASSERT_EQUAL(numla_v4_pool_block_bytes(&cfg_, 16, NUMLA_DTYPE_BF16, hca_l, 0), 0);
+    CU_ASSERT_EQUAL(numla_v4_pool_block_bytes(&cfg_, 256, NUMLA_DTYPE_BF16, hca_l, 0), 2 * 2 * 512);
+    CU_ASSERT_EQUAL(numla_v4_pool_block_bytes(&cfg_, 16, NUMLA_DTYPE_BF16, hca_l, 1), 0);
+    CU_ASSERT_EQUAL(numla_v4_pool_block_bytes(&cfg_, 16, NUMLA_DTYPE_BF16, swa_l, 0), 0);
+    CU_ASSERT_EQUAL(numla_v4_pool_block_bytes(&cfg_, 16, NUMLA_DTYPE_BF16, cfg_.v4.num_layers, 0), 0);
+    CU_ASSERT_EQUAL(numla_v4_pool_block_bytes(&cfg_, 6, NUMLA_DTYPE_BF16, csa_l, 0), 0);
 }
 
 NUMLA_TEST_SUITE(config_v4, NULL, NULL, NUMLA_TEST(test_flash_shape), NUMLA_TEST(test_pro_shape),

@@ -3,8 +3,9 @@
  * (every layer's residual stream, the cache rows it writes, the logits), so that greedy decoding
  * with drafts emits exactly the tokens and logprobs of decoding without them. Models: the
  * trained models/kjv-v3 (bf16 weights), the tiny random DeepSeek-V3 of tests/golden/mtp/v3 (fp32)
- * and its GGUF file (F32 tensors), the tiny random DeepSeek-V3.2 of tests/golden/mtp/v32 (sparse
- * attention), and kjv-v3 quantized at load to fp8 blocks, int8 and Q4_K; every
+ * and its GGUF file (F32 tensors), the tiny random DeepSeek-V3.2 of tests/golden/mtp/v32 and
+ * GLM-5 of tests/golden/glm5/model_bf16 (sparse attention, also steps whose rows straddle
+ * index_topk), and kjv-v3 quantized at load to fp8 blocks, int8 and Q4_K; every
  * level this CPU runs, and from avx512 at 1 and 2 in-process ranks
  * (the shared-memory sum of engine_harness.h, in rank order as comm/ sums), on the calling
  * thread (what these small models get) and on a team of 2 threads (the multi-threaded paths:
@@ -141,6 +142,10 @@ static void *vr_rank_main(void *arg)
     return NULL;
 }
 
+/* The microarchitecture the engine tunes for in vr_check (NUMLA_UARCH_COUNT: the detected
+ * one): it picks the 8-bit linears' level (numla_model_options_level). */
+static numla_uarch vr_uarch = NUMLA_UARCH_COUNT;
+
 /* One model at one level, R ranks, `threads` OpenMP threads per rank (1: the small-model
  * switch as the engine has it; 2: that switch off, so the team paths run). */
 static void vr_check(const char *path, numla_isa isa, int R, int threads, int prompt_len)
@@ -165,6 +170,8 @@ static void vr_check(const char *path, numla_isa isa, int R, int threads, int pr
         ctx[r] = (vr_ctx){.rc = {.sh = &sh, .rank = r}, .job = &jobs[r]};
         jobs[r] = (vr_job){.prompt_len = prompt_len, .prompt = prompt, .draft = draft};
         numla_model_options mo = eng_model_options(isa);
+        if (vr_uarch != NUMLA_UARCH_COUNT)
+            mo.uarch = vr_uarch;
         if (threads > 1)
             mo.single_thread_below_bytes = 0;
         opened = opened && eng_open_rank_opts(&ctx[r].rc.e, path, NUMLA_DTYPE_F32, &mo, r, R) == 0;
@@ -183,8 +190,9 @@ static void vr_check(const char *path, numla_isa isa, int R, int threads, int pr
         ok &= ctx[r].rc.ok;
     }
     CU_ASSERT_TRUE(ok);
-    NUMLA_ASSERT_MSG(jobs[0].mismatches == 0, "%s, level %s, %d rank(s), %d thread(s), prompt %d: "
-                     "%d rows differ from one-row steps; first: %s", path, numla_isa_name(isa), R,
+    NUMLA_ASSERT_MSG(jobs[0].mismatches == 0, "%s, level %s (%s), %d rank(s), %d thread(s), prompt %d: "
+                     "%d rows differ from one-row steps; first: %s", path, numla_isa_name(isa),
+                     vr_uarch != NUMLA_UARCH_COUNT ? numla_uarch_name(vr_uarch) : "detected", R,
                      threads, prompt_len, jobs[0].mismatches, jobs[0].first);
     for (int r = 0; r < R; r++) {
         eng_close(&ctx[r].rc.e);
@@ -196,8 +204,11 @@ static void vr_check(const char *path, numla_isa isa, int R, int threads, int pr
 }
 
 /* Every level on one rank and thread; from avx512 (what the engine runs on x86 with AVX-512)
- * also 2 ranks and 2 threads; the best level also the long prompt. lean: the best level only. */
-static void vr_model(const char *rel, int with_long)
+ * also 2 ranks and 2 threads; the best level also the long prompt. lean: the best level only.
+ * A DSA model's also a prompt of index_topk - 2 tokens (straddle), so that the steps of 3, 4
+ * and 9 rows straddle index_topk: their first rows have at most index_topk keys (one-row steps
+ * there attend to every key, in the dense form), the others more (one-row steps select). */
+static void vr_model_at(const char *rel, int with_long, int straddle)
 {
     numla_isa isas[NUMLA_ISA_COUNT];
     const int n = numla_test_isas(isas);
@@ -206,14 +217,21 @@ static void vr_model(const char *rel, int with_long)
     snprintf(p, sizeof p, "%s", path);
     for (int i = numla_test_sweep_lean() ? n - 1 : 0; i < n; i++) {
         vr_check(p, isas[i], 1, 1, 20);
+        if (straddle)
+            vr_check(p, isas[i], 1, 1, straddle);
         if (isas[i] < NUMLA_ISA_AVX512)
             continue;
         vr_check(p, isas[i], 2, 1, 20);
         vr_check(p, isas[i], 1, 2, 20);
+        if (straddle) {
+            vr_check(p, isas[i], 2, 1, straddle);
+            vr_check(p, isas[i], 1, 2, straddle);
+        }
         if (with_long && i == n - 1)
             vr_check(p, isas[i], 1, 1, 300);
     }
 }
+static void vr_model(const char *rel, int with_long) { vr_model_at(rel, with_long, 0); }
 
 static void test_kjv(void) { vr_model("models/kjv-v3", 1); }
 
@@ -233,14 +251,25 @@ static void test_kjv_formats(void)
         for (int i = 0; i < n; i++)
             if (i == n - 1 || (f == 0 && isas[i] >= NUMLA_ISA_AVX512))
                 vr_check(numla_test_source_path("models/kjv-v3"), isas[i], 1, 1, 20);
+        /* fp8 at avx512bf16 under both rules of numla_model_options_level: the split-bf16
+         * GEMV for every row count (generic), the FMA one (intel) */
+        static const numla_uarch uarchs[] = {NUMLA_UARCH_GENERIC, NUMLA_UARCH_INTEL};
+        for (int i = 0; f == 0 && i < n; i++)
+            for (size_t u = 0; isas[i] == NUMLA_ISA_AVX512BF16 && u < 2; u++) {
+                vr_uarch = uarchs[u];
+                vr_check(numla_test_source_path("models/kjv-v3"), isas[i], 1, 1, 20);
+            }
+        vr_uarch = NUMLA_UARCH_COUNT;
     }
     eng_weights_format = -1;
 }
 static void test_tiny_v3(void) { vr_model("tests/golden/mtp/v3/model", 1); }
 static void test_tiny_v3_gguf(void) { vr_model("tests/golden/mtp/v3_gguf/model.gguf", 0); }
-/* DeepSeek-V3.2's sparse attention: its index_topk is 16, so every step here selects (a step
- * whose rows straddle index_topk is not covered: docs/speculative.md). */
-static void test_tiny_v32(void) { vr_model("tests/golden/mtp/v32/model", 1); }
+/* DeepSeek-V3.2's sparse attention: its index_topk is 16, so after 20 and 300 tokens every
+ * step selects, and after 14 the steps of 3, 4 and 9 rows straddle index_topk. */
+static void test_tiny_v32(void) { vr_model_at("tests/golden/mtp/v32/model", 1, 14); }
+/* GLM-5's (index_topk 16; its "shared" layers reuse the last full layer's selection). */
+static void test_tiny_glm5(void) { vr_model_at("tests/golden/glm5/model_bf16", 0, 14); }
 
 NUMLA_TEST_SUITE(verify_rows, NULL, NULL, NUMLA_TEST(test_kjv), NUMLA_TEST(test_kjv_formats), NUMLA_TEST(test_tiny_v3),
-                 NUMLA_TEST(test_tiny_v3_gguf), NUMLA_TEST(test_tiny_v32))
+                 NUMLA_TEST(test_tiny_v3_gguf), NUMLA_TEST(test_tiny_v32), NUMLA_TEST(test_tiny_glm5))
