@@ -5,7 +5,8 @@
  *   gemv    M = 1    — GB/s of weights streamed and the fraction of read bandwidth;
  *   skinny  M = 8,32 — both figures;
  *   prefill M = 512  — GFLOP/s and the fraction of the vdpbf16ps peak;
- *   expert  M = 48   — a 512-token prefill's routed expert (6 of 64 experts per token): both.
+ *   expert  M = 48   — a 512-token prefill's routed expert (6 of 64 experts per token): both;
+ *   rows    M = 1..4 — a verify step's few-row calls against one-row calls (see below).
  * Where the level has vdpbf16ps, numla_bf16x is the opt-in bf16 activations
  * (NUMLA_LINEAR_ACT_BF16: x rounded to bf16 once); --bf16-only times the bf16 rows alone.
  * Every class also times the 8-bit weights (kernels/qlinear.h: numla_fp8, numla_int8,
@@ -639,6 +640,84 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
     return nr;
 }
 
+/* --class rows: a verify step's few-row linears. For M = 1..4 rows on the bf16 shapes of
+ * models/kjv-v3 (hidden 256: W stays in cache, as in the model, one copy) and of DeepSeek-V3
+ * (W rotated over the pool, so it comes from memory), the M-row call's best time over the
+ * one-row call's (t(M)/t(1): what a verify step's linears cost against a one-row step's) and
+ * over M one-row calls (t(M)/(M t(1))). The M values take turns within each rep, so load on a
+ * shared machine falls on all of them. */
+static const numla_bench_linear_shape numla_bench_linear_rows_shapes_[] = {
+    {"kjv-v3", 0, 256, 256},  {"kjv-v3", 0, 384, 256},   {"kjv-v3", 0, 160, 256},
+    {"kjv-v3", 0, 512, 128},  {"kjv-v3", 0, 768, 256},   {"kjv-v3", 0, 256, 768},
+    {"kjv-v3", 0, 4096, 256}, {"v3", 0, 1536, 7168},     {"v3", 0, 576, 7168},
+    {"v3", 0, 7168, 2048},    {"v3", 0, 2048, 7168},
+};
+
+static void numla_bench_linear_rows_(numla_isa isa, size_t pool, int reps, int json)
+{
+    enum { MAXM = 4 };
+    for (size_t si = 0; si < sizeof numla_bench_linear_rows_shapes_ / sizeof numla_bench_linear_rows_shapes_[0];
+         si++) {
+        const numla_bench_linear_shape *s = &numla_bench_linear_rows_shapes_[si];
+        const size_t wb16 = (size_t)s->n * (size_t)s->k * 2;
+        const int mem = strcmp(s->cls, "kjv-v3") != 0;
+        numla_bench_linear_ctx cx = {.n = s->n, .k = s->k, .isa = isa};
+        cx.copies = mem ? (int)((pool + wb16 - 1) / wb16) : 1;
+        const int calls = mem ? (cx.copies * 2 > 30 ? cx.copies * 2 : 30) : 400;
+        uint16_t *src = malloc(wb16);
+        cx.x = malloc((size_t)MAXM * (size_t)s->k * sizeof(float));
+        cx.y = malloc((size_t)MAXM * (size_t)s->n * sizeof(float));
+        cx.w = calloc((size_t)cx.copies, sizeof *cx.w);
+        void **packed = calloc((size_t)cx.copies, sizeof *packed);
+        const size_t pbytes = numla_linear_packed_size(isa, s->n, s->k, NUMLA_DTYPE_BF16);
+        int ok = src && cx.x && cx.y && cx.w && packed;
+        uint64_t st = 0x9E3779B97F4A7C15ull;
+        for (size_t i = 0; ok && i < (size_t)s->n * (size_t)s->k; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            src[i] = numla_f32_to_bf16(((float)(st >> 40) / 16777216.0f - 0.5f) * 0.1f);
+        }
+        for (size_t i = 0; ok && i < (size_t)MAXM * (size_t)s->k; i++)
+            cx.x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+        for (int c = 0; ok && c < cx.copies; c++) {
+            packed[c] = numla_bench_linear_alloc_(pbytes);
+            ok = packed[c] && numla_linear_pack(isa, s->n, s->k, src, NUMLA_DTYPE_BF16, s->k, packed[c],
+                                                &cx.w[c]) == NUMLA_STATUS_OK;
+        }
+        cx.ws_bytes = ok ? numla_linear_workspace_size(isa, &cx.w[0], MAXM, omp_get_max_threads()) : 0;
+        cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
+        double best[MAXM + 1];
+        for (int m = 1; m <= MAXM; m++)
+            best[m] = 1e30;
+        for (int r = 0; ok && r < reps; r++)
+            for (int m = 1; m <= MAXM; m++) {
+                double med;
+                cx.m = m;
+                const double t = numla_bench_linear_time_(numla_bench_linear_ours_, &cx, cx.copies, calls, &med);
+                if (t > 0 && t < best[m])
+                    best[m] = t;
+            }
+        for (int m = 1; ok && m <= MAXM; m++) {
+            if (json)
+                printf("{\"class\":\"rows\",\"shape\":\"%s\",\"m\":%d,\"n\":%lld,\"k\":%lld,\"time_us\":%.3f,"
+                       "\"vs_one_row\":%.3f,\"vs_m_one_row_calls\":%.3f}\n",
+                       s->cls, m, (long long)s->n, (long long)s->k, best[m] * 1e6, best[m] / best[1],
+                       best[m] / (m * best[1]));
+            else
+                printf("%-8s %5d %7lld %6lld  %-16s %10.2f %12.3f %14.3f\n", s->cls, m, (long long)s->n,
+                       (long long)s->k, "numla", best[m] * 1e6, best[m] / best[1], best[m] / (m * best[1]));
+        }
+        fflush(stdout);
+        free(cx.ws);
+        for (int c = 0; packed && c < cx.copies; c++)
+            free(packed[c]);
+        free(packed);
+        free(cx.w);
+        free(cx.x);
+        free(cx.y);
+        free(src);
+    }
+}
+
 static int numla_bench_linear_main_(int argc, char **argv)
 {
     int json = 0, threads = omp_get_max_threads(), reps = 5;
@@ -657,7 +736,7 @@ static int numla_bench_linear_main_(int argc, char **argv)
             only = argv[++i];
         else {
             fprintf(stderr, "usage: numla bench linear [--json] [--threads T] [--reps R] "
-                            "[--class gemv|skinny|prefill|expert] [--bf16-only]\n");
+                            "[--class gemv|skinny|prefill|expert|rows] [--bf16-only]\n");
             return 2;
         }
     }
@@ -682,6 +761,16 @@ static int numla_bench_linear_main_(int argc, char **argv)
         pool = (size_t)256 << 20;
     if (pool > ((size_t)2 << 30))
         pool = (size_t)2 << 30;
+    if (only && !strcmp(only, "rows")) { /* no bandwidth or peak figures: ratios only */
+        if (json)
+            printf("{\"bench\":\"linear\",\"isa\":\"%s\",\"threads\":%d}\n", numla_isa_name(isa), threads);
+        else
+            printf("bench linear: isa %s, %d threads\n%-8s %5s %7s %6s  %-16s %10s %12s %14s\n",
+                   numla_isa_name(isa), threads, "shape", "M", "N", "K", "kernel", "best_us", "vs_one_row",
+                   "vs_M_one_rows");
+        numla_bench_linear_rows_(isa, pool, reps, json);
+        return 0;
+    }
     double bw_whole;
     const double bw = numla_bench_linear_read_gbps_(threads, (size_t)2 << 30, 6, &bw_whole);
     const double peak = numla_isa_supported(NUMLA_ISA_AVX512BF16)
