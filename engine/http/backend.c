@@ -169,17 +169,20 @@ numla_status numla_http_job_push(numla_http_job *j, const int32_t *tokens, int32
         pthread_mutex_unlock(&c->mu);
         return NUMLA_STATUS_OK; /* after fail: nothing more is shown */
     }
-    if (need > (size_t)j->cap_tokens) { /* tokens and logprobs share one capacity */
+    if (need > (size_t)j->cap_tokens) { /* tokens, text ends, logprobs: one capacity */
         size_t cap = j->cap_tokens ? (size_t)j->cap_tokens : 16;
         while (cap < need)
             cap *= 2;
         int32_t *t = realloc(j->tokens, cap * sizeof *t);
         if (t)
             j->tokens = t;
-        numla_logprob_entry *l = t && want_lp ? realloc(j->logprobs, cap * sizeof *l) : NULL;
+        size_t *e = t ? realloc(j->text_ends, cap * sizeof *e) : NULL;
+        if (e)
+            j->text_ends = e;
+        numla_logprob_entry *l = e && want_lp ? realloc(j->logprobs, cap * sizeof *l) : NULL;
         if (l)
             j->logprobs = l;
-        if (!t || (want_lp && !l) || cap > INT32_MAX)
+        if (!t || !e || (want_lp && !l) || cap > INT32_MAX)
             st = NUMLA_STATUS_NO_MEMORY;
         else
             j->cap_tokens = (int32_t)cap;
@@ -197,6 +200,8 @@ numla_status numla_http_job_push(numla_http_job *j, const int32_t *tokens, int32
                 else
                     *e = (numla_logprob_entry){.token = tokens[i], .logprob = 0};
             }
+        for (int32_t i = 0; i < n; i++)
+            j->text_ends[j->num_tokens + i] = j->text.len + (i == n - 1 ? len : 0);
         j->num_tokens += n;
         numla_strbuf_append(&j->text, text, len); /* reserved above: cannot fail */
         if (n > 0 && j->t_first == 0)
@@ -293,6 +298,7 @@ static void call_free(numla_http_call *c)
 {
     for (int32_t i = 0; i < c->num_jobs; i++) {
         free(c->jobs[i].tokens);
+        free(c->jobs[i].text_ends);
         free(c->jobs[i].logprobs);
         free(c->jobs[i].prompt_logprobs);
         numla_strbuf_free(&c->jobs[i].text);

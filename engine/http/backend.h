@@ -95,6 +95,10 @@ struct numla_http_job {
     int32_t num_tokens, cap_tokens;
     numla_logprob_entry *logprobs;          /* (num_tokens) when the request wants them */
     numla_strbuf text;          /* pushed bytes */
+    size_t *text_ends;          /* (num_tokens) text.len once each token's bytes were pushed
+                                   (a push's bytes belong to its last token; a push of bytes
+                                   without tokens extends nothing: the writer takes them as a
+                                   tail), so a stream can show one token per event */
     int finished;               /* finish, fail or release happened */
     char finish_reason[16];
     int32_t prompt_tokens, completion_tokens;

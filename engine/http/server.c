@@ -515,22 +515,33 @@ static int advance_locked(conn *c, int stream)
             v->echo_sent = 1;
             changed = 1;
         }
-        if (!v->text_done && (j->text.len > v->text_seen || j->num_tokens > v->tokens_seen)) {
+        /* A chunk per new token even without new text when the tokens are all a client gets
+         * (a model without a tokenizer) or it asked for their logprobs: such a stream takes
+         * the tokens one at a time, however many the loop pushed since the last look, each
+         * with the bytes pushed with it (numla_http_job.text_ends). */
+        const int want_lp = c->call->req.params.logprobs >= 0;
+        const int per_token = stream && (j->text.len == 0 || want_lp);
+        while (!v->text_done && (j->text.len > v->text_seen || j->num_tokens > v->tokens_seen)) {
+            int32_t tok_end = j->num_tokens;
+            size_t text_end = j->text.len;
+            if (per_token && v->tokens_seen < j->num_tokens) {
+                tok_end = v->tokens_seen + 1;
+                text_end = j->text_ends[v->tokens_seen];
+                if (text_end < v->text_seen)
+                    text_end = v->text_seen;
+            }
             const char *piece = "";
             size_t piece_len = 0;
             int stopped = 0;
             if (!view_reasoning(c, i))
                 return -1;
             if (numla_http_emitter_push(v->emitter, numla_strbuf_str(&j->text) + v->text_seen,
-                                        j->text.len - v->text_seen, &piece, &piece_len,
+                                        text_end - v->text_seen, &piece, &piece_len,
                                         &stopped) != NUMLA_STATUS_OK)
                 return -1;
-            /* a chunk per new token even without new text when the tokens are all a client
-             * gets (a model without a tokenizer) or it asked for their logprobs */
-            const int token_chunk = j->num_tokens > v->tokens_seen &&
-                                    (j->text.len == 0 || c->call->req.params.logprobs >= 0);
-            v->text_seen = j->text.len;
-            v->tokens_seen = j->num_tokens;
+            const int token_chunk = tok_end > v->tokens_seen && (j->text.len == 0 || want_lp);
+            v->text_seen = text_end;
+            v->tokens_seen = tok_end;
             changed = 1;
             if (stopped) {
                 j->stop_hit = 1; /* the loop reads it through numla_http_job_cancelled */

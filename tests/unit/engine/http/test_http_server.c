@@ -167,6 +167,21 @@ static void *fake_loop_main(void *arg)
                     snprintf(text, sizeof text, "t%d ", done[i]);
                 numla_logprob_entry lp = {.token = tok, .logprob = -1.0f, .num_top = 1,
                                           .top_tokens = {tok}, .top_logprobs = {-1.0f}};
+                if (p && p->text && !strcmp(p->text, "burst") && r->params.max_tokens <= 16) {
+                    /* every token in one push, without text: a writer that lags behind */
+                    int32_t toks[16];
+                    numla_logprob_entry lps[16];
+                    int32_t nb = r->params.max_tokens - done[i];
+                    for (int32_t k = 0; k < nb; k++) {
+                        toks[k] = tok + k;
+                        lps[k] = lp;
+                        lps[k].token = lps[k].top_tokens[0] = toks[k];
+                    }
+                    CU_ASSERT_EQUAL(numla_http_job_push(j, toks, nb, "", 0, lps),
+                                    NUMLA_STATUS_OK);
+                    done[i] += nb;
+                    continue;
+                }
                 CU_ASSERT_EQUAL(numla_http_job_push(j, &tok, 1, text, strlen(text), &lp),
                                 NUMLA_STATUS_OK);
                 done[i]++;
@@ -898,6 +913,31 @@ static void test_token_chunks(void)
                      json_array_size(ev));
     json_decref(ev);
     free_reply(&r);
+    /* the loop pushes the 6 tokens at once, as a writer that lags behind sees them: still an
+     * event per token, and with logprobs each event carries its own token's */
+    for (int lp = 0; lp < 2; lp++) {
+        r = http(fx.port, "POST", "/v1/completions", NULL,
+                 lp ? "{\"prompt\": \"burst\", \"max_tokens\": 6, \"stream\": true, \"logprobs\": 1}"
+                    : "{\"prompt\": \"burst\", \"max_tokens\": 6, \"stream\": true}");
+        CU_ASSERT_EQUAL(r.status, 200);
+        ev = events(r.body, &done);
+        CU_ASSERT(done);
+        size_t with_token = 0, k;
+        json_t *e;
+        json_array_foreach(ev, k, e) {
+            json_t *lps = json_object_get(json_array_get(json_object_get(e, "choices"), 0),
+                                          "logprobs");
+            size_t nt = json_array_size(json_object_get(lps, "tokens"));
+            NUMLA_ASSERT_MSG(nt <= 1, "event %zu carries %zu tokens' logprobs", k, nt);
+            with_token += nt;
+        }
+        NUMLA_ASSERT_MSG(json_array_size(ev) >= 6, "%zu events for 6 tokens pushed at once",
+                         json_array_size(ev));
+        if (lp)
+            CU_ASSERT_EQUAL(with_token, 6);
+        json_decref(ev);
+        free_reply(&r);
+    }
     fixture_stop(&fx);
 }
 
