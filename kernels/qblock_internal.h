@@ -70,8 +70,11 @@ static inline int64_t numla_qblock_s16_order_(int64_t j)
 static inline int numla_qblock_panel_applies_(const numla_qblock_weight *w, int64_t m)
 {
     const numla_qblock_type_row *row = numla_qblock_type_row_get(w->type);
+    /* the panel's column unit: the PANEL16 layout's, or for a type without one (MXFP4) its
+     * 32-element blocks in pairs */
+    const int64_t cols = row->p16_cols ? row->p16_cols : 64;
     return w->act == NUMLA_QBLOCK_ACT_Q8 && m >= NUMLA_QBLOCK_PANEL_MIN_M && row->panel_gemm &&
-           w->k % row->p16_cols == 0;
+           w->k % cols == 0;
 }
 size_t numla_qblock_panel_thread_bytes_(const numla_qblock_weight *w);
 void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,

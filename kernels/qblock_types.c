@@ -82,9 +82,11 @@ const numla_qblock_type_row numla_qblock_type_rows[NUMLA_QBLOCK_TYPE_COUNT] = {
     [NUMLA_QBLOCK_Q4_1] = {.info = {NUMLA_GGML_ROW(Q4_1)}, .f16_count = 2, .f16_at = {0, 2}, .q8_group = 32, .sub = 32,
                            .dequant = numla_qblock_dequant_q4_1_ref, F32_AVX2_(q4_1)},
     /* F32 mode at the avx512 level and on AMX-BF16 tiles (its values are exact in bf16); Q8 mode
-     * at the vnni level (IQ4_NL's GEMM with MXFP4's code book and E8M0 scale; no PANEL16 layout
-     * yet) */
+     * at the vnni level (IQ4_NL's GEMM with MXFP4's code book and E8M0 scale) and from
+     * NUMLA_QBLOCK_PANEL_MIN_M rows the panel GEMM on panels unpacked per call (no PANEL16
+     * layout) */
     [NUMLA_QBLOCK_MXFP4] = {.info = {NUMLA_GGML_ROW(MXFP4)}, .e8m0 = 1, .q8_group = 32, .sub = 32, .x_offset = 1,
+                            .panel_gemm = 1,
                             .dequant = numla_qblock_dequant_mxfp4_ref, F32_AVX512_(mxfp4),
                             .bf16_tile = numla_qblock_bf16_tile_mxfp4_amx,
                             .q8_gemm = Q8_GEMM_(mxfp4), Q8_AVX2_(mxfp4), F32_AVX2_(mxfp4)},

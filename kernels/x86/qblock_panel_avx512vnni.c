@@ -1,17 +1,18 @@
 /* kernels/x86/qblock_panel_avx512vnni.c — Q8 activation mode (kernels/qblock.h) of Q4_K, Q5_K, Q4_0,
- * Q5_0, Q8_0, IQ4_XS and IQ4_NL (the encodings of Q4_K_M and IQ4_XS files' prefill linears, and the
- * 32-element sub-block ones of the others) for many x rows (prefill, MoE experts with many
+ * Q5_0, Q8_0, IQ4_XS, IQ4_NL and MXFP4 (the encodings of Q4_K_M and IQ4_XS files' prefill linears,
+ * the 32-element sub-block ones of the others, DeepSeek-V4's FP4 experts) for many x rows (prefill, MoE experts with many
  * tokens): a packed-panel GEMM on vpdpbusd.
  *
  * The tile kernels of qblock_gemm_avx512vnni.c run two multiply instructions per 64 products
  * (vpmaddubsw, then vpdpwssd with the sub-block scales) and reduce each output across 16 lanes.
  * Here each thread unpacks a chunk of its weight rows once per call into panels of 16 rows:
  *   codes  the codes as unsigned bytes (Q4_K's and Q4_0's 4 bits, Q5_K's and Q5_0's 5, Q8_0's and
- *          the IQ4 code book's values + 128), k-quad-interleaved: panel
+ *          the IQ4 and MXFP4 code books' values + 128), k-quad-interleaved: panel
  *          byte 64 q + 4 c + b is row c's code at column 4 q + b, so one 64-byte load holds four
  *          columns of 16 rows;
  *   scale  per 32-column sub-block g, 16 floats: Q4_K and Q5_K d · sc (fp32, as every level
- *          computes it), Q4_0, Q5_0, Q8_0 and IQ4_NL d, IQ4_XS d · (ls - 32);
+ *          computes it), Q4_0, Q5_0, Q8_0 and IQ4_NL d, IQ4_XS d · (ls - 32), MXFP4
+ *          2^(e - 128) (its E8M0 byte e; exact);
  *   min    per sub-block, 16 floats: Q4_K and Q5_K dmin · m, Q4_0 8 · d and Q5_0 16 · d (their
  *          codes are q - 8, q - 16), the others 128 · scale.
  * One broadcast 4-byte quad of a quantized x row feeds a vpdpbusd per panel (codes unsigned,
@@ -295,10 +296,11 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
     const int q51 = w->type == NUMLA_QBLOCK_Q5_1, q5 = w->type == NUMLA_QBLOCK_Q5_0 || q51;
     const int q8 = w->type == NUMLA_QBLOCK_Q8_0;
     const int nl = w->type == NUMLA_QBLOCK_IQ4_NL, xs = w->type == NUMLA_QBLOCK_IQ4_XS;
+    const int fp4 = w->type == NUMLA_QBLOCK_MXFP4; /* IQ4_NL's form: its own book, an E8M0 scale */
     const int q40 = w->type == NUMLA_QBLOCK_Q4_0, q5k = w->type == NUMLA_QBLOCK_Q5_K;
     int8_t lut[16];
-    for (int j = 0; j < 16; j++)
-        lut[j] = (int8_t)(numla_qblock_iq4_values[j] + 128); /* the code book + 128: unsigned */
+    for (int j = 0; j < 16; j++) /* the code book + 128: unsigned */
+        lut[j] = (int8_t)((fp4 ? numla_qblock_mxfp4_values[j] : numla_qblock_iq4_values[j]) + 128);
     const __m128i book = _mm_loadu_si128((const __m128i *)(const void *)lut), f15 = _mm_set1_epi8(15);
     /* codes in element order, one row of k bytes after the other */
     for (int c = 0; !s16 && c < 16; c++) {
@@ -308,8 +310,8 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
             continue;
         }
         const uint8_t *row = w->q + (r0 + c) * w->ld;
-        for (int64_t g = 0; (nl || xs) && g < ng; g++) { /* IQ4: low nibbles 0-15, high 16-31, looked up */
-            const uint8_t *qs = nl ? row + 18 * g + 2 : row + 136 * (g / 8) + 8 + 16 * (g % 8);
+        for (int64_t g = 0; (nl || xs || fp4) && g < ng; g++) { /* low nibbles 0-15, high 16-31, looked up */
+            const uint8_t *qs = nl ? row + 18 * g + 2 : fp4 ? row + 17 * g + 1 : row + 136 * (g / 8) + 8 + 16 * (g % 8);
             const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
             _mm_storeu_si128((__m128i *)(void *)(o + 32 * g), _mm_shuffle_epi8(book, _mm_and_si128(v, f15)));
             _mm_storeu_si128((__m128i *)(void *)(o + 32 * g + 16),
@@ -392,6 +394,12 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
                                                          _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))))
                                          : _mm512_mul_ps(d, _mm512_set1_ps(q5 ? 16.0f : q40 ? 8.0f : 128.0f)));
     }
+    for (int64_t g = 0; fp4 && g < ng; g++) /* MXFP4: 2^(e - 128) (the book is twice e2m1), min as IQ4_NL's */
+        for (int c = 0; c < 16; c++) {
+            const float d = c < nr ? numla_qblock_e8m0_half_(base[(size_t)c * (size_t)w->ld + 17 * (size_t)g]) : 0.0f;
+            sc[g * 16 + c] = d;
+            mn[g * 16 + c] = 128.0f * d;
+        }
     for (int64_t b = 0; xs && b < nb; b++) { /* IQ4_XS: sub-block scale d · (ls - 32), exact in fp32 */
         const uint8_t *blk = base + 136 * b;
         const __m512i z = _mm512_setzero_si512();
