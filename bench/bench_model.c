@@ -49,7 +49,7 @@ static void usage(void)
     fprintf(stderr, "usage: numla bench model --model DIR [--json] [--threads N] [--quick] "
                     "[--no-bind] [--long-context L (16384; --quick 2048)] [--prompt N (512)] [--chunk N (1024, long-context prefill)] "
                     "[--fill-context (random cache rows instead of the long prefill; 1 rank)] "
-                    "[--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]] [--linear-act f32|bf16] "
+                    "[--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]] [--linear-act f32|bf16|q8] "
                     "[--speculative K (1-8: instead, the cost of verify steps of 2..K+1 rows and "
                     "of an MTP step, and the decode tok/s they give at acceptance 0.6/0.7/0.8; "
                     "the routed experts 1..K+1 consecutive tokens touch) [--text FILE (those "

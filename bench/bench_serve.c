@@ -292,7 +292,7 @@ static void usage(FILE *f)
                "                         [--shared-prefix N | --multi-turn TURNS]\n"
                "                         [--prefix-cache on|off|both [--warm-prefix]]\n"
                "                         [--weights bf16|int8|fp8|q8_0|q4_0|q4_k [--keep-lm-head]]\n"
-               "                         [--linear-act f32|bf16] [--schema builtin|bounded|FILE]\n"
+               "                         [--linear-act f32|bf16|q8] [--schema builtin|bounded|FILE]\n"
                "                         [--speculative mtp[:K] (draft with the model's MTP "
                "layer; acceptance per level)]\n");
 }

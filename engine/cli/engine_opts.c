@@ -38,7 +38,8 @@ void numla_cli_engine_opts_usage(FILE *f, int indent)
             "%*s[--index-keys bf16|f16|f32|i8 (sparse-attention models; default: as --kv-dtype)]\n"
             "%*s[--weights bf16|int8|fp8|q8_0|q4_0|q4_k (default: as the checkpoint) [--keep-lm-head]]\n"
             "%*s[--no-prefix-cache (default: a repeated prompt prefix is computed once)]\n"
-            "%*s[--linear-act f32|bf16 (bf16 linears' activations; default f32, fp32-class)]\n"
+            "%*s[--linear-act f32|bf16|q8 (bf16 linears' activations; default f32, fp32-class;\n"
+            "%*s q8: DeepSeek-V4's FP4 experts and GGUF blocks on int8 activations, as llama.cpp)]\n"
             "%*s[--generation-config auto|none (auto: generation_config.json's EOS ids stop,\n"
             "%*s its temperature/top_p/top_k are the requests' defaults)]\n"
             "%*s[--speculative mtp[:K] (draft K tokens (1-%d, default 2) with the model's MTP\n"
@@ -46,7 +47,7 @@ void numla_cli_engine_opts_usage(FILE *f, int indent)
             "%*s[--mtp-model FILE (a deepseek4 GGUF model's MTP layer: the mtp-*.gguf file\n"
             "%*s llama.cpp's convert_hf_to_gguf.py --mtp writes)]\n",
             indent, "", indent, "", indent, "", indent, "", indent, "", indent, "", indent, "",
-            indent, "", indent, "", indent + 2, "", indent, "", NUMLA_SCHED_MAX_DRAFT,
+            indent, "", indent + 2, "", indent, "", indent + 2, "", indent, "", NUMLA_SCHED_MAX_DRAFT,
             indent + 2, "", indent, "", indent + 2, "");
 }
 
@@ -89,12 +90,14 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
     } else if (!strcmp(a, "--linear-act")) {
         /* bf16: x rounded to bf16 once for bf16 weights (kernels/linear.h NUMLA_LINEAR_ACT_BF16),
          * as llama.cpp and PyTorch's bf16 models compute */
-        if (!strcmp(v, "f32"))
-            o->weights.linear_act = NUMLA_LINEAR_ACT_F32;
-        else if (!strcmp(v, "bf16"))
-            o->weights.linear_act = NUMLA_LINEAR_ACT_BF16;
-        else {
-            fprintf(stderr, "%s: --linear-act %s is not f32 or bf16\n", cmd, v);
+        /* q8: DeepSeek-V4's block-quantized linears (weights.h qblock_q8_act); the last
+         * --linear-act given decides both */
+        const int ok = !strcmp(v, "f32") || !strcmp(v, "bf16") || !strcmp(v, "q8");
+        if (ok) {
+            o->weights.linear_act = !strcmp(v, "bf16") ? NUMLA_LINEAR_ACT_BF16 : NUMLA_LINEAR_ACT_F32;
+            o->weights.qblock_q8_act = !strcmp(v, "q8");
+        } else {
+            fprintf(stderr, "%s: --linear-act %s is not f32, bf16 or q8\n", cmd, v);
             return NUMLA_CLI_OPT_BAD;
         }
     } else if (!strcmp(a, "--generation-config")) {

@@ -95,6 +95,8 @@ struct numla_v4_model {
     /* the MTP layer (cfg.mtp_enabled; docs/design.md §5.9), on every rank but its block's heads,
      * experts (sharded like a layer) and the head it shares */
     int has_mtp;
+    int ld_q8;                 /* V4_LD_Q8 where the load options ask block-quantized
+                                  linears for int8 activations, else 0 */
     v4_lin mtp_e_proj, mtp_h_proj;    /* (D, D) each */
     float *mtp_enorm, *mtp_hnorm, *mtp_norm; /* (D) */
     v4_lin mtp_hc_head_fn;            /* (n, n·D) fp32 */
@@ -118,7 +120,7 @@ typedef enum v4_slot {
     V4_S_IDX_W, V4_S_IDX_LENS, V4_S_IDX_WS,
     /* a layer's MoE and its decode experts (experts_team) */
     V4_S_LOGIT, V4_S_G, V4_S_U, V4_S_D, V4_S_XS, V4_S_ESEL, V4_S_ROWS, V4_S_WSEL, V4_S_WROW,
-    V4_S_USED, V4_S_TEAM_G, V4_S_TEAM_U, V4_S_TEAM_D, V4_S_TEAM_J,
+    V4_S_USED, V4_S_TEAM_G, V4_S_TEAM_U, V4_S_TEAM_D, V4_S_TEAM_J, V4_S_TEAM_WS,
     /* a linear's workspace (lin) */
     V4_S_LIN,
     V4_S_COUNT
@@ -432,14 +434,27 @@ static numla_status ld_block_rows_f32(const numla_safetensors_tensor *t, const c
     return NUMLA_STATUS_OK;
 }
 
+/* How the ld_* functions pack a matrix (their `flags`): V4_LD_F32 as fp32 whatever its
+ * encoding; V4_LD_Q8 a block-quantized one (the FP4 experts, a GGUF file's blocks) with int8
+ * activations where numla_qblock_act_for gives the level's Q8 kernel (llama.cpp's arithmetic,
+ * numla_weights_options.qblock_q8_act), else fp32 activations (exact). */
+enum { V4_LD_F32 = 1, V4_LD_Q8 = 2 };
+
+/* The activation mode a block-quantized (N, k) matrix of type qt is packed for under flags. */
+static numla_qblock_act ld_blocks_act(numla_isa isa, numla_qblock_type qt, int64_t k, int flags)
+{
+    return (flags & V4_LD_Q8) ? numla_qblock_act_for(isa, qt, k) : NUMLA_QBLOCK_ACT_F32;
+}
+
 /* Rows [r0, r0+nr) x columns [c0, c0+nc) of a GGUF view's block tensor `name` (N, K) (the
  * converter's Q8_0 and MXFP4, or any ggml block type kernels/qblock.h runs): the file's blocks
- * with fp32 activations (as the FP4 experts above), or fp32 where a column slice cuts a block
- * or force_f32 asks. */
+ * with fp32 activations (or int8 ones with V4_LD_Q8, ld_blocks_act), or fp32 where a column
+ * slice cuts a block or V4_LD_F32 asks. */
 static numla_status ld_lin_blocks(numla_isa isa, const numla_safetensors_model *st,
                                   const char *name, int64_t N, int64_t K, int64_t r0, int64_t nr,
-                                  int64_t c0, int64_t nc, int force_f32, v4_lin *out)
+                                  int64_t c0, int64_t nc, int flags, v4_lin *out)
 {
+    const int force_f32 = flags & V4_LD_F32;
     const numla_safetensors_tensor *t;
     NUMLA_CHECK(numla_safetensors_expect(st, name, 2, (int64_t[]){N, K}, &t));
     numla_qblock_type qt;
@@ -452,7 +467,7 @@ static numla_status ld_lin_blocks(numla_isa isa, const numla_safetensors_model *
     }
     const int64_t rb = (int64_t)(t->nbytes / (size_t)N);
     if (!force_f32 && c0 % ti->block == 0 && nc % ti->block == 0) {
-        const numla_qblock_act act = NUMLA_QBLOCK_ACT_F32;
+        const numla_qblock_act act = ld_blocks_act(isa, qt, nc, flags);
         const numla_qblock_source src = {qt, nr, nc,
                                          (const char *)t->data + r0 * rb + c0 / ti->block * ti->bytes,
                                          rb, act, numla_qblock_layout_for(isa, qt, act, nc)};
@@ -574,21 +589,22 @@ static numla_status ld_lin_fp8(const numla_safetensors_tensor *t, const numla_sa
 }
 
 /* Rows [r0, r0+nr) x columns [c0, c0+nc) of the matrix `name` (N, K), packed as an (nr, nc)
- * weight: F32/F16 as fp32, BF16 as bf16 (fp32 if force_f32); the published quantized forms
+ * weight: F32/F16 as fp32, BF16 as bf16 (fp32 with V4_LD_F32); the published quantized forms
  * (docs/quantization.md "DeepSeek-V4's FP4 experts"): F8_E4M3 with E8M0 `P.scale` per
  * 128 x 128 block kept as FP8 (ld_lin_fp8; a column slice that cuts a scale block, or
- * force_f32: as bf16 / fp32, exact), I8 FP4 pairs (N, K/2) with E8M0 `P.scale` per 32 as MXFP4
- * blocks (a whole matrix; exact) or else bf16. */
+ * V4_LD_F32: as bf16 / fp32, exact), I8 FP4 pairs (N, K/2) with E8M0 `P.scale` per 32 as MXFP4
+ * blocks (a whole matrix; exact, fp32 activations unless V4_LD_Q8) or else bf16. */
 static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st,
                                 const char *name, int64_t N, int64_t K, int64_t r0, int64_t nr,
-                                int64_t c0, int64_t nc, int force_f32, v4_lin *out)
+                                int64_t c0, int64_t nc, int flags, v4_lin *out)
 {
+    const int force_f32 = flags & V4_LD_F32;
     const int64_t shape[2] = {N, K};
     const numla_safetensors_tensor *t = numla_safetensors_find(st, name), *sc = NULL;
     out->n = nr;
     out->k = nc;
     if (t && t->dtype == NUMLA_DTYPE_END) /* a GGUF file's block tensor */
-        return ld_lin_blocks(isa, st, name, N, K, r0, nr, c0, nc, force_f32, out);
+        return ld_lin_blocks(isa, st, name, N, K, r0, nr, c0, nc, flags, out);
     if (t && (t->dtype == NUMLA_DTYPE_F8_E4M3 || t->dtype == NUMLA_DTYPE_I8)) {
         const int fp4 = t->dtype == NUMLA_DTYPE_I8;
         if (fp4 && K % 32)
@@ -614,10 +630,9 @@ static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st
                     NUMLA_FAIL(NUMLA_STATUS_FORMAT, "%s: %s: row %lld: %s", t->file, name,
                                (long long)(r0 + r), why);
                 }
-            /* fp32 activations (F32 mode) at every level, as the rest of this path: Q8 mode
-             * rounds them to int8 (numla_qblock_act_for picks it where a level has the kernel),
-             * which moves the tiny golden's routed choices and its logits by O(10) */
-            const numla_qblock_act act = NUMLA_QBLOCK_ACT_F32;
+            /* fp32 activations (F32 mode) unless V4_LD_Q8: Q8 mode rounds them to int8, which
+             * moves the tiny golden's routed choices and its logits by O(10) */
+            const numla_qblock_act act = ld_blocks_act(isa, NUMLA_QBLOCK_MXFP4, K, flags);
             const numla_qblock_source src = {NUMLA_QBLOCK_MXFP4, nr, K, blk, ld, act,
                                              numla_qblock_layout_for(isa, NUMLA_QBLOCK_MXFP4, act, K)};
             size_t bytes = numla_qblock_layout_size(src.type, src.layout, nr, K);
@@ -699,15 +714,15 @@ static numla_status ld_lin_part(numla_isa isa, const numla_safetensors_model *st
 /* The whole matrix (n, k). */
 static numla_status ld_lin(const numla_model_config *c, numla_isa isa,
                            const numla_safetensors_model *st, const char *name, int64_t n,
-                           int64_t k, int force_f32, v4_lin *out)
+                           int64_t k, int flags, v4_lin *out)
 {
     (void)c;
-    return ld_lin_part(isa, st, name, n, k, 0, n, 0, k, force_f32, out);
+    return ld_lin_part(isa, st, name, n, k, 0, n, 0, k, flags, out);
 }
 
 static numla_status ld_comp(const numla_model_config *c, numla_isa isa,
                             const numla_safetensors_model *st, const char *pre, int cc,
-                            int64_t width, int64_t rate, v4_comp *o)
+                            int64_t width, int64_t rate, int flags, v4_comp *o)
 {
     char nm[256];
     const int64_t D = c->hidden_size;
@@ -715,9 +730,9 @@ static numla_status ld_comp(const numla_model_config *c, numla_isa isa,
     o->width = width;
     o->rate = rate;
     snprintf(nm, sizeof nm, "%swkv.weight", pre);
-    NUMLA_CHECK(ld_lin(c, isa, st, nm, cc * width, D, 0, &o->wkv));
+    NUMLA_CHECK(ld_lin(c, isa, st, nm, cc * width, D, flags, &o->wkv));
     snprintf(nm, sizeof nm, "%swgate.weight", pre);
-    NUMLA_CHECK(ld_lin(c, isa, st, nm, cc * width, D, 0, &o->wgate));
+    NUMLA_CHECK(ld_lin(c, isa, st, nm, cc * width, D, flags, &o->wgate));
     snprintf(nm, sizeof nm, "%sape", pre);
     NUMLA_CHECK(ld_f32(st, nm, NULL, 2, (int64_t[]){rate, cc * width}, &o->ape));
     snprintf(nm, sizeof nm, "%snorm.weight", pre);
@@ -730,6 +745,7 @@ static numla_status ld_layer(const numla_v4_model *m, const numla_safetensors_mo
 {
     const numla_model_config *c = &m->cfg;
     const numla_isa isa = m->isa;
+    const int q8 = m->ld_q8;
     const numla_v4_config *v = &c->v4;
     const int64_t D = c->hidden_size, H = c->num_attention_heads, Dh = v->head_dim;
     const int64_t n = v->hc_mult, nm = (2 + n) * n, G = v->o_groups, Ro = v->o_lora_rank;
@@ -758,14 +774,14 @@ static numla_status ld_layer(const numla_v4_model *m, const numla_safetensors_mo
         NUMLA_CHECK(ld_f32(st, a, NULL, 1, (int64_t[]){3}, &y->hc_scale[i]));
     }
     P(a, "attn.wq_a.weight");
-    NUMLA_CHECK(ld_lin(c, isa, st, a, v->q_lora_rank, D, 0, &y->wq_a));
+    NUMLA_CHECK(ld_lin(c, isa, st, a, v->q_lora_rank, D, q8, &y->wq_a));
     P(a, "attn.q_norm.weight");
     NUMLA_CHECK(ld_f32(st, a, NULL, 1, &v->q_lora_rank, &y->q_norm));
     P(a, "attn.wq_b.weight"); /* this rank's heads' rows */
     NUMLA_CHECK(ld_lin_part(isa, st, a, H * Dh, v->q_lora_rank, m->h0 * Dh, m->hcount * Dh, 0,
-                            v->q_lora_rank, 0, &y->wq_b));
+                            v->q_lora_rank, q8, &y->wq_b));
     P(a, "attn.wkv.weight");
-    NUMLA_CHECK(ld_lin(c, isa, st, a, Dh, D, 0, &y->wkv));
+    NUMLA_CHECK(ld_lin(c, isa, st, a, Dh, D, q8, &y->wkv));
     /* DeepSeek's kv_norm; transformers' save writes attn.norm */
     P(a, "attn.kv_norm.weight");
     P(b, "attn.norm.weight");
@@ -780,22 +796,22 @@ static numla_status ld_layer(const numla_v4_model *m, const numla_safetensors_mo
     P(a, "attn.wo_a.weight");
     for (int64_t g = 0; g < m->gcount; g++)
         NUMLA_CHECK(ld_lin_part(isa, st, a, G * Ro, H * Dh / G, (m->g0 + g) * Ro, Ro, 0,
-                                H * Dh / G, 0, &y->wo_a[g]));
+                                H * Dh / G, q8, &y->wo_a[g]));
     P(a, "attn.wo_b.weight");
-    NUMLA_CHECK(ld_lin_part(isa, st, a, D, G * Ro, 0, D, m->g0 * Ro, m->gcount * Ro, 0, &y->wo_b));
+    NUMLA_CHECK(ld_lin_part(isa, st, a, D, G * Ro, 0, D, m->g0 * Ro, m->gcount * Ro, q8, &y->wo_b));
     if (y->attn == NUMLA_V4_ATTN_CSA) {
         P(a, "attn.compressor.");
-        NUMLA_CHECK(ld_comp(c, isa, st, a, 2, Dh, v->csa_rate, &y->comp));
+        NUMLA_CHECK(ld_comp(c, isa, st, a, 2, Dh, v->csa_rate, q8, &y->comp));
         P(a, "attn.indexer.compressor.");
-        NUMLA_CHECK(ld_comp(c, isa, st, a, 2, v->index_head_dim, v->csa_rate, &y->icomp));
+        NUMLA_CHECK(ld_comp(c, isa, st, a, 2, v->index_head_dim, v->csa_rate, q8, &y->icomp));
         P(a, "attn.indexer.wq_b.weight");
         NUMLA_CHECK(ld_lin(c, isa, st, a, v->index_n_heads * v->index_head_dim, v->q_lora_rank,
-                           0, &y->iwq_b));
+                           q8, &y->iwq_b));
         P(a, "attn.indexer.weights_proj.weight");
-        NUMLA_CHECK(ld_lin(c, isa, st, a, v->index_n_heads, D, 0, &y->iweights));
+        NUMLA_CHECK(ld_lin(c, isa, st, a, v->index_n_heads, D, q8, &y->iweights));
     } else if (y->attn == NUMLA_V4_ATTN_HCA) {
         P(a, "attn.compressor.");
-        NUMLA_CHECK(ld_comp(c, isa, st, a, 1, Dh, v->hca_rate, &y->comp));
+        NUMLA_CHECK(ld_comp(c, isa, st, a, 1, Dh, v->hca_rate, q8, &y->comp));
     }
     /* MoE: the router in fp32 */
     P(a, "ffn.gate.weight");
@@ -841,19 +857,19 @@ static numla_status ld_layer(const numla_v4_model *m, const numla_safetensors_mo
     for (int64_t i = 0; i < ne; i++) {
         const long long e = (long long)(m->shard.expert_begin + i);
         P(a, "ffn.experts.%lld.w1.weight", e);
-        NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, 0, &y->w1[i]));
+        NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, q8, &y->w1[i]));
         P(a, "ffn.experts.%lld.w2.weight", e);
-        NUMLA_CHECK(ld_lin(c, isa, st, a, D, I, 0, &y->w2[i]));
+        NUMLA_CHECK(ld_lin(c, isa, st, a, D, I, q8, &y->w2[i]));
         P(a, "ffn.experts.%lld.w3.weight", e);
-        NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, 0, &y->w3[i]));
+        NUMLA_CHECK(ld_lin(c, isa, st, a, I, D, q8, &y->w3[i]));
     }
     if (sc > 0) {
         P(a, "ffn.shared_experts.w1.weight");
-        NUMLA_CHECK(ld_lin_part(isa, st, a, I, D, s0, sc, 0, D, 0, &y->sw1));
+        NUMLA_CHECK(ld_lin_part(isa, st, a, I, D, s0, sc, 0, D, q8, &y->sw1));
         P(a, "ffn.shared_experts.w2.weight");
-        NUMLA_CHECK(ld_lin_part(isa, st, a, D, I, 0, D, s0, sc, 0, &y->sw2));
+        NUMLA_CHECK(ld_lin_part(isa, st, a, D, I, 0, D, s0, sc, q8, &y->sw2));
         P(a, "ffn.shared_experts.w3.weight");
-        NUMLA_CHECK(ld_lin_part(isa, st, a, I, D, s0, sc, 0, D, 0, &y->sw3));
+        NUMLA_CHECK(ld_lin_part(isa, st, a, I, D, s0, sc, 0, D, q8, &y->sw3));
     }
 #undef P
     return NUMLA_STATUS_OK;
@@ -867,13 +883,13 @@ static numla_status ld_mtp(const numla_model_config *c, const numla_safetensors_
     if (!numla_safetensors_find(st, "mtp.0.e_proj.weight") &&
         numla_safetensors_find(st, "mtp.0.eh_proj.weight")) {
         /* a GGUF MTP file's eh_proj (D, 2D): e_proj and h_proj side by side */
-        NUMLA_CHECK(ld_lin_part(isa, st, "mtp.0.eh_proj.weight", D, 2 * D, 0, D, 0, D, 0,
+        NUMLA_CHECK(ld_lin_part(isa, st, "mtp.0.eh_proj.weight", D, 2 * D, 0, D, 0, D, m->ld_q8,
                                 &m->mtp_e_proj));
-        NUMLA_CHECK(ld_lin_part(isa, st, "mtp.0.eh_proj.weight", D, 2 * D, 0, D, D, D, 0,
+        NUMLA_CHECK(ld_lin_part(isa, st, "mtp.0.eh_proj.weight", D, 2 * D, 0, D, D, D, m->ld_q8,
                                 &m->mtp_h_proj));
     } else {
-        NUMLA_CHECK(ld_lin(c, isa, st, "mtp.0.e_proj.weight", D, D, 0, &m->mtp_e_proj));
-        NUMLA_CHECK(ld_lin(c, isa, st, "mtp.0.h_proj.weight", D, D, 0, &m->mtp_h_proj));
+        NUMLA_CHECK(ld_lin(c, isa, st, "mtp.0.e_proj.weight", D, D, m->ld_q8, &m->mtp_e_proj));
+        NUMLA_CHECK(ld_lin(c, isa, st, "mtp.0.h_proj.weight", D, D, m->ld_q8, &m->mtp_h_proj));
     }
     NUMLA_CHECK(ld_f32(st, "mtp.0.enorm.weight", NULL, 1, &D, &m->mtp_enorm));
     NUMLA_CHECK(ld_f32(st, "mtp.0.hnorm.weight", NULL, 1, &D, &m->mtp_hnorm));
@@ -892,7 +908,7 @@ static numla_status v4_load(const numla_model_config *c, const numla_safetensors
     NUMLA_CHECK(ld_f32(st, "embed.weight", NULL, 2, (int64_t[]){V, D}, &m->embed));
     NUMLA_CHECK(ld_f32(st, "norm.weight", NULL, 1, &D, &m->norm));
     NUMLA_CHECK(ld_lin_part(isa, st, c->tie_word_embeddings ? "embed.weight" : "head.weight", V, D,
-                            sh->vocab_begin, sh->vocab_count, 0, D, 0, &m->head));
+                            sh->vocab_begin, sh->vocab_count, 0, D, m->ld_q8, &m->head));
     NUMLA_CHECK(ld_lin(c, isa, st, "hc_head_fn", n, n * D, 1, &m->hc_head_fn));
     NUMLA_CHECK(ld_f32(st, "hc_head_base", NULL, 1, &n, &m->hc_head_base));
     NUMLA_CHECK(ld_f32(st, "hc_head_scale", NULL, 1, (int64_t[]){1}, &m->hc_head_scale));
@@ -909,12 +925,13 @@ static numla_status v4_load(const numla_model_config *c, const numla_safetensors
 numla_status numla_v4_model_load(const numla_model_config *cfg, const numla_safetensors_model *st,
                                  numla_isa isa, numla_v4_model **out)
 {
-    return numla_v4_model_load_shard(cfg, st, isa, 0, 1, out);
+    return numla_v4_model_load_shard(cfg, st, isa, NULL, 0, 1, out);
 }
 
 numla_status numla_v4_model_load_shard(const numla_model_config *cfg,
                                        const numla_safetensors_model *st, numla_isa isa,
-                                       int32_t rank, int32_t nranks, numla_v4_model **out)
+                                       const numla_weights_options *wo, int32_t rank,
+                                       int32_t nranks, numla_v4_model **out)
 {
     if (!cfg || !st || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_model_load: NULL argument");
@@ -935,6 +952,7 @@ numla_status numla_v4_model_load_shard(const numla_model_config *cfg,
     const numla_model_options o = numla_model_options_default(isa);
     numla_v4_model_set_options(m, &o);
     m->has_mtp = cfg->mtp_enabled ? 1 : 0;
+    m->ld_q8 = wo && wo->qblock_q8_act ? V4_LD_Q8 : 0;
     numla_status s = numla_shard_plan(cfg, rank, nranks, &m->shard);
     const int64_t G = cfg->v4.o_groups, H = cfg->num_attention_heads;
     if (s == NUMLA_STATUS_OK && nranks > G) {
@@ -2381,12 +2399,11 @@ typedef struct v4_rows_job {
     float *y;       /* (w->n) */
 } v4_rows_job;
 
-/* Whether lin_rows_team takes l: block-quantized rows (the FP4 experts) whose M = 1 forward needs
- * no workspace. */
+/* Whether lin_rows_team takes l: block-quantized rows (the FP4 experts; fp32 or int8
+ * activations) in the ROWS layout, which numla_qblock_rows slices. */
 static int rows_team_takes(const v4_lin *l)
 {
-    return l->blocks && l->q.layout == NUMLA_QBLOCK_LAYOUT_ROWS &&
-           numla_qblock_workspace_size(&l->q, 1, 1) == 0;
+    return l->blocks && l->q.layout == NUMLA_QBLOCK_LAYOUT_ROWS;
 }
 
 /* count GEMVs in one parallel region: the team splits the rows of all of them evenly, each
@@ -2401,10 +2418,23 @@ static numla_status lin_rows_team(const numla_v4_model *m, const v4_rows_job *j,
     for (int i = 0; i < count; i++)
         total += j[i].w->n;
     lin_count(m, &blocks, lin_isa(m, &blocks), (uint64_t)count);
+    /* a thread's own workspace for its slices' M = 1 forwards (Q8 mode: x rounded to int8; F32
+     * mode needs none), the most any job needs */
+    size_t ws = 0;
+    for (int i = 0; i < count; i++) {
+        const size_t need = numla_qblock_workspace_size(j[i].w, 1, 1);
+        ws = need > ws ? need : ws;
+    }
+    ws = (ws + 63) & ~(size_t)63;
+    const int team = omp_get_max_threads();
+    char *room = ws ? v4_room(m, V4_S_TEAM_WS, ws * (size_t)team) : NULL;
+    if (ws && !room)
+        return NUMLA_STATUS_NO_MEMORY; /* the caller names it */
     numla_status st = NUMLA_STATUS_OK;
-#pragma omp parallel
+#pragma omp parallel num_threads(team)
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        void *mine = room ? room + (size_t)t * ws : NULL;
         const int64_t lo = total * t / nt, hi = total * (t + 1) / nt;
         int64_t base = 0;
         for (int i = 0; i < count; base += j[i].w->n, i++) {
@@ -2415,7 +2445,7 @@ static numla_status lin_rows_team(const numla_v4_model *m, const v4_rows_job *j,
             numla_qblock_weight v;
             numla_status s = numla_qblock_rows(j[i].w, r0, r1, &v);
             if (s == NUMLA_STATUS_OK)
-                s = numla_qblock_forward(isa, &v, 1, j[i].x, v.k, j[i].y + r0, v.n, 0, NULL, 0);
+                s = numla_qblock_forward(isa, &v, 1, j[i].x, v.k, j[i].y + r0, v.n, 0, mine, ws);
             if (s != NUMLA_STATUS_OK) {
 #pragma omp critical(v4_rows_team)
                 st = s;

@@ -26,6 +26,7 @@
 #include "engine/model/config.h"
 #include "engine/model/model.h"
 #include "engine/model/shard.h"
+#include "engine/model/weights.h"
 #include "kernels/isa.h"
 
 /* weights, read-only during forwards, and the forwards' scratch (kept between forwards, grown
@@ -44,10 +45,14 @@ numla_status numla_v4_model_load(const numla_model_config *cfg, const numla_safe
  * heads (wq_b rows, sinks, wo_a groups, wo_b columns), the experts, the shared expert's
  * intermediate columns and the head's vocabulary rows of numla_shard_plan; everything else
  * (q_a, the KV row, the compressors, the indexer, mHC, norms, router, embedding) on every
- * rank. nranks > o_groups is INVALID_ARG. Not collective (each rank loads its own). */
+ * rank. wo (NULL: numla_weights_options_default) is read for qblock_q8_act: block-quantized
+ * linears (the FP4 experts, a GGUF file's blocks) packed for int8 activations where the level
+ * has the Q8 kernel, as llama.cpp runs them, instead of exact fp32 ones. nranks > o_groups is
+ * INVALID_ARG. Not collective (each rank loads its own). */
 numla_status numla_v4_model_load_shard(const numla_model_config *cfg,
                                        const numla_safetensors_model *st, numla_isa isa,
-                                       int32_t rank, int32_t nranks, numla_v4_model **out);
+                                       const numla_weights_options *wo, int32_t rank,
+                                       int32_t nranks, numla_v4_model **out);
 /* The dtype of the sequences' window rows and compressed entries (index keys included): F32
  * (the default) or BF16 (rounded to nearest even as they are made; the compressors' raw rows
  * stay fp32, docs/design.md §5.9); anything else is UNSUPPORTED naming it. Set it before any

@@ -141,6 +141,11 @@ typedef struct numla_weights_options {
                                      * int8 per 256 columns where weights.c says so) */
     numla_linear_act linear_act;    /* bf16 linears' activations (kernels/linear.h): F32 (default,
                                      * fp32-class) or BF16 (x rounded to bf16; --linear-act bf16) */
+    int qblock_q8_act;              /* DeepSeek-V4: its block-quantized linears (FP4 experts, a GGUF
+                                     * file's blocks) take int8 activations per 256 (or 32) columns
+                                     * where the level has the Q8 kernel, as llama.cpp runs them
+                                     * (--linear-act q8; default: exact fp32 activations). The
+                                     * other models' GGUF blocks: qblock_fp32_act above */
 } numla_weights_options;
 
 /* format -1, keep_lm_head 0, linear_act F32. */

@@ -128,7 +128,8 @@ static numla_status engine_load_v4(numla_engine *e, const char *model_dir,
     } else {
         NUMLA_CHECK(numla_safetensors_open(model_dir, &st));
     }
-    numla_status s = numla_v4_model_load_shard(&e->cfg, st, o->isa, e->rank, e->size, &e->v4);
+    numla_status s = numla_v4_model_load_shard(&e->cfg, st, o->isa, &o->weights, e->rank, e->size,
+                                               &e->v4);
     numla_safetensors_close(&st);
     numla_gguf_close(&mg);
     numla_gguf_close(&g);

@@ -303,6 +303,77 @@ static void test_scratch_steady(void)
     golden_free(&g);
 }
 
+/* model_fp8 (FP4 experts) loaded with weights.h qblock_q8_act at `isa`, its logits for a prompt
+ * of P tokens and D decode steps after it ((P + D) x V floats at out). -1 on failure (failed). */
+static int q8_run(const char *dir, numla_isa isa, int q8, int64_t P, int64_t D, float *out)
+{
+    numla_model_config cfg;
+    numla_safetensors_model *st = NULL;
+    numla_v4_model *m = NULL;
+    numla_v4_seq *s = NULL;
+    numla_weights_options wo = numla_weights_options_default();
+    wo.qblock_q8_act = q8;
+    numla_status e = numla_model_config_load(dir, &cfg);
+    if (!e)
+        e = numla_safetensors_open(dir, &st);
+    if (!e)
+        e = numla_v4_model_load_shard(&cfg, st, isa, &wo, 0, 1, &m);
+    if (!e)
+        e = numla_v4_seq_create(m, &s);
+    const int64_t V = cfg.vocab_size;
+    int32_t tok[64];
+    for (int64_t i = 0; i < P && i < 64; i++)
+        tok[i] = (int32_t)((i * 11 + 5) % V);
+    if (!e)
+        e = numla_v4_forward(m, s, tok, P, out);
+    for (int64_t d = 0; !e && d < D; d++) { /* one-row steps: the experts' team path */
+        const int32_t t = (int32_t)((d * 7 + 2) % V);
+        e = numla_v4_forward(m, s, &t, 1, out + (P + d) * V);
+    }
+    NUMLA_ASSERT_MSG(e == NUMLA_STATUS_OK, "%s at %s, q8 %d: %s", dir, numla_isa_name(isa), q8,
+                     numla_error_message());
+    numla_v4_seq_destroy(&s);
+    numla_v4_model_destroy(&m);
+    numla_safetensors_close(&st);
+    return e == NUMLA_STATUS_OK ? 0 : -1;
+}
+
+/* --linear-act q8 (weights.h qblock_q8_act): the FP4 experts run on int8 activations, as
+ * llama.cpp runs them. Independent reference: the reference level, whose Q8 mode multiplies
+ * the dequantized weights by the int8-rounded x (kernels/qblock.h); the best level's logits
+ * (prefill, which takes the panel GEMM from 16 rows where K allows, and one-row decode steps on
+ * the experts' team path) must match it to rounding, while the exact model's logits differ from
+ * both by far more: the option reaches the experts. */
+static void test_q8_blocks(void)
+{
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", numla_test_source_path("tests/golden/v4/model_fp8"));
+    numla_model_config cfg;
+    CU_ASSERT_EQUAL_FATAL(numla_model_config_load(dir, &cfg), NUMLA_STATUS_OK);
+    enum { P = 40, D = 4 };
+    const size_t n = (size_t)(P + D) * (size_t)cfg.vocab_size;
+    float *ref = malloc(n * sizeof(float)), *best = malloc(n * sizeof(float));
+    float *exact = malloc(n * sizeof(float));
+    CU_ASSERT_FATAL(ref && best && exact);
+    if (!q8_run(dir, NUMLA_ISA_REF, 1, P, D, ref) && !q8_run(dir, numla_isa_best(), 1, P, D, best) &&
+        !q8_run(dir, numla_isa_best(), 0, P, D, exact)) {
+        double worst = 0, moved = 0, scale = 0;
+        for (size_t i = 0; i < n; i++) {
+            worst = fmax(worst, fabs((double)best[i] - ref[i]));
+            moved = fmax(moved, fabs((double)exact[i] - ref[i]));
+            scale = fmax(scale, fabs((double)ref[i]));
+        }
+        NUMLA_ASSERT_MSG(worst <= 1e-3 * scale, "q8 at %s against the reference: max err %g (max |logit| %g)",
+                         numla_isa_name(numla_isa_best()), worst, scale);
+        NUMLA_ASSERT_MSG(moved > 20 * worst && moved > 1e-3 * scale,
+                         "q8 against exact activations: max difference only %g (q8 levels: %g)", moved,
+                         worst);
+    }
+    free(ref);
+    free(best);
+    free(exact);
+}
+
 static void test_too_many_ranks(void)
 {
     char dir[1200];
@@ -312,7 +383,7 @@ static void test_too_many_ranks(void)
     numla_safetensors_model *st = NULL;
     CU_ASSERT_EQUAL_FATAL(numla_safetensors_open(dir, &st), NUMLA_STATUS_OK);
     numla_v4_model *m = NULL;
-    CU_ASSERT_EQUAL(numla_v4_model_load_shard(&cfg, st, numla_isa_best(), 0,
+    CU_ASSERT_EQUAL(numla_v4_model_load_shard(&cfg, st, numla_isa_best(), NULL, 0,
                                               (int32_t)cfg.v4.o_groups + 1, &m),
                     NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "o_groups"));
@@ -835,4 +906,4 @@ NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_pool_pages), NUMLA
                  NUMLA_TEST(test_too_many_ranks), NUMLA_TEST(test_batched),
                  NUMLA_TEST(test_bad_input), NUMLA_TEST(test_scheduled),
                  NUMLA_TEST(test_prefix_cache), NUMLA_TEST(test_linear_levels),
-                 NUMLA_TEST(test_scratch_steady))
+                 NUMLA_TEST(test_scratch_steady), NUMLA_TEST(test_q8_blocks))

@@ -104,7 +104,7 @@ static int v4_team_load(v4_team *t, const numla_model_config *cfg, numla_safeten
     pthread_barrier_init(&t->sh.bar, NULL, (unsigned)R);
     t->sh.cap = 256 * cfg->hidden_size;
     for (int r = 0; r < R; r++) {
-        numla_status ls = numla_v4_model_load_shard(cfg, st, isa, r, R, &t->m[r]);
+        numla_status ls = numla_v4_model_load_shard(cfg, st, isa, NULL, r, R, &t->m[r]);
         NUMLA_ASSERT_MSG(ls == NUMLA_STATUS_OK, "rank %d load: %s", r, numla_error_message());
         t->sh.slot[r] = malloc(sizeof(float) * (size_t)t->sh.cap);
         if (ls != NUMLA_STATUS_OK || !t->sh.slot[r]) {

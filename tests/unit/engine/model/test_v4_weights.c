@@ -169,7 +169,7 @@ static numla_status load(const char *dir, int rank, char *msg, size_t cap)
         s = numla_safetensors_open(dir, &st);
     if (!s)
         s = rank < 0 ? numla_v4_model_load(&cfg, st, NUMLA_ISA_REF, &m)
-                     : numla_v4_model_load_shard(&cfg, st, NUMLA_ISA_REF, rank, 2, &m);
+                     : numla_v4_model_load_shard(&cfg, st, NUMLA_ISA_REF, NULL, rank, 2, &m);
     snprintf(msg, cap, "%s", s ? numla_error_message() : "");
     NUMLA_ASSERT_MSG(s == NUMLA_STATUS_OK || m == NULL, "%s: a failed load returned a model",
                      dir);
