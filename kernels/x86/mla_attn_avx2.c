@@ -13,29 +13,10 @@
 #include <string.h>
 
 #include "kernels/mla_attn_internal.h"
+#include "kernels/x86/exp_avx2.h"
 #include "kernels/x86/mla_attn_avx2_internal.h"
 
 #define NUMLA_MLA_AVX2_INLINE static inline __attribute__((always_inline))
-
-/* e^x for x <= 0; x < -87 (including -inf) gives exactly 0. */
-NUMLA_MLA_AVX2_INLINE __m256 numla_mla_avx2_exp(__m256 x)
-{
-    __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 f = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-    f = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), f);
-    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
 
 /* O[h0 + h][d] = O·corr + Σ_t P[t][h0 + h] v_t[d] for 4 rows, 16 dims at a time. */
 NUMLA_MLA_AVX2_INLINE void numla_mla_avx2_pv4(float *O, int64_t dc, int h0, const float *P,
@@ -200,11 +181,11 @@ static void numla_mla_avx2_chunk(const numla_mla_attn_chunk *c, float *acc, floa
             mnew[hh] = _mm256_max_ps(mv, tmax);
             __m256 muse = _mm256_blendv_ps(mnew[hh], _mm256_setzero_ps(),
                                            _mm256_cmp_ps(mnew[hh], ninf, _CMP_EQ_OQ));
-            cv[hh] = numla_mla_avx2_exp(_mm256_sub_ps(mv, muse));
+            cv[hh] = numla_exp256(_mm256_sub_ps(mv, muse));
             rescale |= _mm256_movemask_ps(_mm256_cmp_ps(cv[hh], _mm256_set1_ps(1.0f), _CMP_NEQ_UQ));
             psum[hh] = _mm256_setzero_ps();
             for (int64_t k = 0; k < nt; k++) {
-                __m256 p = numla_mla_avx2_exp(_mm256_sub_ps(_mm256_load_ps(S + 16 * k + 8 * hh), muse));
+                __m256 p = numla_exp256(_mm256_sub_ps(_mm256_load_ps(S + 16 * k + 8 * hh), muse));
                 _mm256_store_ps(S + 16 * k + 8 * hh, p);
                 psum[hh] = _mm256_add_ps(psum[hh], p);
             }
