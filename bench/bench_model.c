@@ -242,6 +242,7 @@ typedef struct bm_opts {
     numla_cli_engine_opts e; /* --model, --threads, --weights, --keep-lm-head, --linear-act,
                               * --mtp-model */
     int json, bind, quick, long_ctx, prompt, chunk;
+    int long_ctx_default; /* --long-context not given: cut to the model's context */
     int fill; /* --fill-context */
     int spec; /* --speculative K: the verify-step costs instead */
     const char *text; /* --text FILE: the tokens whose routing --speculative counts */
@@ -296,6 +297,7 @@ static int bm_parse_opts(int argc, char **argv, bm_opts *o)
     const int rc = numla_cli_engine_opts_check(cmd, &o->e);
     if (rc >= 0)
         return rc;
+    o->long_ctx_default = o->long_ctx == 0;
     if (o->long_ctx == 0)
         o->long_ctx = o->quick ? 2048 : 16384;
     return -1;
@@ -938,7 +940,26 @@ static int bench_model_main(int argc, char **argv)
         numla_comm_abort(NULL, s, "bench model: %s", numla_error_message());
     bm_ctx x = {.rng = 7, .c = mpi.comm};
     numla_model_config mc;
-    const int is_v4 = numla_model_config_load(o.e.model, &mc) == NUMLA_STATUS_OK && mc.v4.enabled;
+    const int mc_ok = numla_model_config_load(o.e.model, &mc) == NUMLA_STATUS_OK;
+    const int is_v4 = mc_ok && mc.v4.enabled;
+    /* both sequences within the model's context: the prompt and its decode, the long context
+     * and its; a default long context longer than that is cut to fit, a given one refused
+     * before any work */
+    const int64_t ctx = mc_ok ? mc.max_position_embeddings : 0;
+    if (ctx > 0 && o.prompt + ndec + 1 > ctx)
+        numla_comm_abort(x.c, NUMLA_STATUS_OUT_OF_RANGE, "bench model: --prompt %d and its %d "
+                         "decode tokens do not fit the model's context (%lld)", o.prompt, ndec,
+                         (long long)ctx);
+    if (ctx > 0 && o.long_ctx + nlong + 1 > ctx) {
+        if (!o.long_ctx_default || ctx < nlong + 2)
+            numla_comm_abort(x.c, NUMLA_STATUS_OUT_OF_RANGE, "bench model: --long-context %d and "
+                             "its %d decode tokens do not fit the model's context (%lld)",
+                             o.long_ctx, nlong, (long long)ctx);
+        o.long_ctx = (int)(ctx - nlong - 1);
+        if (numla_comm_rank(x.c) == 0)
+            NUMLA_INFO("bench model: the long context is %d tokens: the model's context (%lld) "
+                       "less the %d decode tokens after it", o.long_ctx, (long long)ctx, nlong);
+    }
     if (is_v4 && numla_comm_size(x.c) > 1)
         numla_comm_abort(x.c, NUMLA_STATUS_UNSUPPORTED, "bench model: deepseek_v4 is measured on "
                          "one rank (%d given)", numla_comm_size(x.c));

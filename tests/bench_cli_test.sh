@@ -31,4 +31,17 @@ expect_refused "numla bench sampler: option --reps: 'x' is not a number" \
 # the same words as numla run
 expect_refused "numla run: option --threads: 'x' is not a number" \
   run --model "$tmp/none" --input "$tmp/in" --output "$tmp/out" --threads x
+# a long context the model cannot hold is refused before any work, naming the context; the
+# default one is cut to fit (models/kjv-v3 holds 2048 tokens, --quick's default is 2048)
+kjv=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/models/kjv-v3
+"$bin" bench model --model "$kjv" --threads 1 --quick --long-context 4096 > /dev/null 2> "$tmp/err"
+rc=$?
+if [ $rc -eq 0 ] || ! grep -qF "bench model: --long-context 4096 and its 16 decode tokens do not fit the model's context (2048)" "$tmp/err"; then
+  echo "FAIL bench model --long-context 4096 on kjv-v3: rc=$rc, stderr: $(cat "$tmp/err")"; fail=1
+fi
+"$bin" bench model --model "$kjv" --threads 1 --quick --json > "$tmp/out" 2> "$tmp/err"
+rc=$?
+if [ $rc -ne 0 ] || ! grep -qF "the long context is 2031 tokens" "$tmp/err" || ! grep -q '"long_context": 2031' "$tmp/out"; then
+  echo "FAIL bench model --quick on kjv-v3 (context 2048): rc=$rc, stderr: $(tail -3 "$tmp/err")"; fail=1
+fi
 exit $fail
