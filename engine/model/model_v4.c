@@ -767,7 +767,7 @@ static numla_status ld_layer(const numla_v4_model *m, const numla_safetensors_mo
     static const char *const hcn[2] = {"attn", "ffn"};
     for (int i = 0; i < 2; i++) {
         P(a, "hc_%s_fn", hcn[i]);
-        NUMLA_CHECK(ld_lin(c, isa, st, a, nm, n * D, 1, &y->hc_fn[i]));
+        NUMLA_CHECK(ld_lin(c, isa, st, a, nm, n * D, V4_LD_F32, &y->hc_fn[i]));
         P(a, "hc_%s_base", hcn[i]);
         NUMLA_CHECK(ld_f32(st, a, NULL, 1, &nm, &y->hc_base[i]));
         P(a, "hc_%s_scale", hcn[i]);
@@ -815,7 +815,7 @@ static numla_status ld_layer(const numla_v4_model *m, const numla_safetensors_mo
     }
     /* MoE: the router in fp32 */
     P(a, "ffn.gate.weight");
-    NUMLA_CHECK(ld_lin(c, isa, st, a, E, D, 1, &y->gate));
+    NUMLA_CHECK(ld_lin(c, isa, st, a, E, D, V4_LD_F32, &y->gate));
     if (y->hash) {
         const int64_t shape[2] = {c->vocab_size, c->num_experts_per_tok};
         const numla_safetensors_tensor *t;
@@ -894,7 +894,7 @@ static numla_status ld_mtp(const numla_model_config *c, const numla_safetensors_
     NUMLA_CHECK(ld_f32(st, "mtp.0.enorm.weight", NULL, 1, &D, &m->mtp_enorm));
     NUMLA_CHECK(ld_f32(st, "mtp.0.hnorm.weight", NULL, 1, &D, &m->mtp_hnorm));
     NUMLA_CHECK(ld_f32(st, "mtp.0.norm.weight", NULL, 1, &D, &m->mtp_norm));
-    NUMLA_CHECK(ld_lin(c, isa, st, "mtp.0.hc_head_fn", n, n * D, 1, &m->mtp_hc_head_fn));
+    NUMLA_CHECK(ld_lin(c, isa, st, "mtp.0.hc_head_fn", n, n * D, V4_LD_F32, &m->mtp_hc_head_fn));
     NUMLA_CHECK(ld_f32(st, "mtp.0.hc_head_base", NULL, 1, &n, &m->mtp_hc_head_base));
     NUMLA_CHECK(ld_f32(st, "mtp.0.hc_head_scale", NULL, 1, (int64_t[]){1}, &m->mtp_hc_head_scale));
     return NUMLA_STATUS_OK;
@@ -909,7 +909,7 @@ static numla_status v4_load(const numla_model_config *c, const numla_safetensors
     NUMLA_CHECK(ld_f32(st, "norm.weight", NULL, 1, &D, &m->norm));
     NUMLA_CHECK(ld_lin_part(isa, st, c->tie_word_embeddings ? "embed.weight" : "head.weight", V, D,
                             sh->vocab_begin, sh->vocab_count, 0, D, m->ld_q8, &m->head));
-    NUMLA_CHECK(ld_lin(c, isa, st, "hc_head_fn", n, n * D, 1, &m->hc_head_fn));
+    NUMLA_CHECK(ld_lin(c, isa, st, "hc_head_fn", n, n * D, V4_LD_F32, &m->hc_head_fn));
     NUMLA_CHECK(ld_f32(st, "hc_head_base", NULL, 1, &n, &m->hc_head_base));
     NUMLA_CHECK(ld_f32(st, "hc_head_scale", NULL, 1, (int64_t[]){1}, &m->hc_head_scale));
     m->layers = calloc((size_t)(c->num_hidden_layers + m->has_mtp), sizeof *m->layers);
