@@ -867,6 +867,10 @@ static void bm_speculative(bm_ctx *x, const bm_opts *o, const bm_seq *sa, int ha
 {
     const int K = o->spec, reps = o->quick ? 9 : 31, at = o->prompt;
     double t[NUMLA_BENCH_MAX_VERIFY + 1] = {0}, t_mtp = 0;
+    /* rank 0's mean time per step in each part of the forward (the MLA path's counters; none
+     * for deepseek_v4): where a verify step's rows cost more than one row */
+    double part[NUMLA_BENCH_MAX_VERIFY + 1][NUMLA_MODEL_PART_COUNT] = {{0}};
+    const numla_model *mm = numla_engine_model(x->e);
     double *dt = malloc(sizeof *dt * (size_t)reps);
     if (!dt)
         bm_die(x, NUMLA_STATUS_NO_MEMORY);
@@ -875,8 +879,13 @@ static void bm_speculative(bm_ctx *x, const bm_opts *o, const bm_seq *sa, int ha
         bm_mtp_prompt(x, sa, o->prompt);
     for (int n = 1; n <= K + 1; n++) {
         bm_step_ex(x, sa, at, n, n, 0); /* warm-up */
+        bm_counters c0, c1;
+        bm_counters_read(mm, &c0);
         for (int r = 0; r < reps; r++)
             dt[r] = bm_step_ex(x, sa, at, n, n, 0);
+        bm_counters_read(mm, &c1);
+        for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
+            part[n][p] = (c1.part_s[p] - c0.part_s[p]) / reps;
         t[n] = numla_bench_median(dt, reps);
     }
     if (has_mtp) {
@@ -892,9 +901,14 @@ static void bm_speculative(bm_ctx *x, const bm_opts *o, const bm_seq *sa, int ha
     const double alpha[3] = {0.6, 0.7, 0.8};
     printf("model %s: speculative decoding, batch 1, context %d, %d threads (medians of %d "
            "steps)\n", o->e.model, at, numla_engine_num_threads(x->e), reps);
-    for (int n = 1; n <= K + 1; n++)
-        printf("  step of %d row%s: %.3f ms (%.3fx one row)\n", n, n > 1 ? "s" : " ",
-               1e3 * t[n], t[n] / t[1]);
+    for (int n = 1; n <= K + 1; n++) {
+        printf("  step of %d row%s: %.3f ms (%.3fx one row)", n, n > 1 ? "s" : " ", 1e3 * t[n],
+               t[n] / t[1]);
+        for (int p = 0; mm && p < NUMLA_MODEL_PART_COUNT; p++) /* mean ms (x one row's) */
+            printf("%s %s %.3f (%.2fx)", p ? "" : ";", numla_model_part_names[p],
+                   1e3 * part[n][p], part[1][p] > 0 ? part[n][p] / part[1][p] : 0.0);
+        printf("\n");
+    }
     if (has_mtp)
         printf("  MTP step of 1 row: %.3f ms (%.3fx a main step of one row)\n", 1e3 * t_mtp,
                t_mtp / t[1]);
