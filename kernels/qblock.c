@@ -160,6 +160,23 @@ numla_status numla_qblock_pack(const numla_qblock_source *src, void *dst, numla_
     return NUMLA_STATUS_OK;
 }
 
+void numla_qblock_quantize_team_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws,
+                                 numla_qblock_quantize_group_fn group)
+{
+    int8_t *xq = numla_qblock_ws_xq_(ws);
+    float *dx = numla_qblock_ws_dx_(ws, m, k);
+    int32_t *bs = numla_qblock_ws_bs_(ws, m, k);
+    const int64_t ng = numla_qblock_q8_groups_(k);
+    if (m * ng < NUMLA_QBLOCK_QUANT_TEAM_GROUPS || omp_in_parallel()) {
+        for (int64_t t = 0; t < m * ng; t++)
+            group(x, ldx, k, ng, t, xq, dx, bs);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < m * ng; t++)
+        group(x, ldx, k, ng, t, xq, dx, bs);
+}
+
 static numla_status numla_qblock_check_weight_(const numla_qblock_weight *w)
 {
     if (!w || !w->q)

@@ -24,6 +24,15 @@ void numla_qblock_forward_ref(const numla_qblock_weight *w, int64_t m, const flo
 void numla_qblock_forward_avx2(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
                                int64_t ldy, int accumulate, void *ws, size_t ws_bytes);
 void numla_qblock_avx2_quantize_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws);
+/* One group of x's Q8 quantization (group t: row t / ng, columns 256 (t % ng) ..) into the
+ * workspace's sections xq, dx, bs: a level's vector form of numla_qblock_quantize_rows_. */
+typedef void (*numla_qblock_quantize_group_fn)(const float *x, int64_t ldx, int64_t k, int64_t ng, int64_t t,
+                                               int8_t *xq, float *dx, int32_t *bs);
+/* x (m, ldx) quantized into ws by `group`, the m · ng groups split over an OpenMP team; below
+ * NUMLA_QBLOCK_QUANT_TEAM_GROUPS groups, or called on a thread of a team, on the calling
+ * thread (no region of one thread). Every level's quantizer runs it (kernels/qblock.c). */
+void numla_qblock_quantize_team_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws,
+                                 numla_qblock_quantize_group_fn group);
 /* AVX2 (kernels/x86/qblock_f32_avx2.c): F32 mode, the types whose row names an f32_avx2 decoder
  * (every type), every M, the ROWS layout. */
 void numla_qblock_forward_f32_avx2(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,

@@ -352,18 +352,7 @@ static inline void numla_qblock_vnni_quantize_group_(const float *x, int64_t ldx
 
 void numla_qblock_gemm_vnni_quantize_(const float *x, int64_t ldx, int64_t m, int64_t k, void *ws)
 {
-    int8_t *xq = numla_qblock_ws_xq_(ws);
-    float *dx = numla_qblock_ws_dx_(ws, m, k);
-    int32_t *bs = numla_qblock_ws_bs_(ws, m, k);
-    const int64_t ng = numla_qblock_q8_groups_(k);
-    if (m * ng < NUMLA_QBLOCK_QUANT_TEAM_GROUPS || omp_in_parallel()) { /* no region of one thread */
-        for (int64_t t = 0; t < m * ng; t++)
-            numla_qblock_vnni_quantize_group_(x, ldx, k, ng, t, xq, dx, bs);
-        return;
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < m * ng; t++)
-        numla_qblock_vnni_quantize_group_(x, ldx, k, ng, t, xq, dx, bs);
+    numla_qblock_quantize_team_(x, ldx, m, k, ws, numla_qblock_vnni_quantize_group_);
 }
 
 void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n)
