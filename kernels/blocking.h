@@ -166,19 +166,22 @@ enum {
 /* ---- qblock (kernels/qblock.c: ggml block encodings; panel layouts: qblock_internal.h) --- */
 
 /* F32 mode, the avx512 level (kernels/x86/qblock_avx512.c): rows per pass, then the many-row
- * path that decodes NW weight rows into fp32 scratch once and runs MR-row tiles over x. */
+ * path that decodes NW weight rows per KC columns into fp32 scratch once and runs NW x MR tiles
+ * over a chunk of x rows, one of the GEMV's four accumulator sets a pass. */
 enum {
     NUMLA_QBLOCK_MR = 2,                   /* x rows per pass over a weight row */
-    NUMLA_QBLOCK_MANY_XBYTES = 256 << 10,  /* many-row path: x rows per block (a quarter of a
-                                              Zen 4 L2, half of a Sapphire Rapids one) */
     NUMLA_QBLOCK_ROW_AHEAD = 8192,         /* rows pass: software prefetch distance in the
                                               thread's one stream of rows (bytes) */
 };
 
 enum {
     NUMLA_QBLOCK_MANY_MIN_M = 4,
-    NUMLA_QBLOCK_MANY_NW = 2, /* weight rows decoded together */
-    NUMLA_QBLOCK_MANY_MR = 3, /* x rows per tile: 2 x 3 pairs x 4 accumulators = 24 registers */
+    NUMLA_QBLOCK_MANY_NW = 4,     /* weight rows decoded together */
+    NUMLA_QBLOCK_MANY_MR = 6,     /* x rows per tile: 4 x 6 pairs, one accumulator set a pass */
+    NUMLA_QBLOCK_MANY_KC = 4096,  /* columns decoded per block (a multiple of 256): the sums are
+                                     stored between blocks only past it (V4-Flash's experts
+                                     have K 4096 and 2048); 64 KiB of weights in L2 */
+    NUMLA_QBLOCK_MANY_CHUNK = 64, /* x rows whose sums a thread keeps (64 KiB) */
 };
 
 /* F32 mode, the amx level (kernels/x86/qblock_f32_amx.c: MXFP4 decoded to bf16 tiles, x split

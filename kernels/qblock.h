@@ -273,7 +273,8 @@ numla_status numla_qblock_rows(const numla_qblock_weight *w, int64_t r0, int64_t
 
 /* Scratch bytes for numla_qblock_forward with m rows on a team of up to num_threads threads
  * (< 1 counts as 1): Q8 mode's quantized rows; F32 mode from 4 rows, the many-row path's
- * decoded weight rows (2 · K floats per thread), or where the type has AMX-BF16 tiles and m is
+ * decoded weight rows and sums (64 KiB and 1 KiB per x row up to 64 rows, per thread), or where
+ * the type has AMX-BF16 tiles and m is
  * at least NUMLA_QBLOCK_AMX_F32_MIN_M the tiles' packed x (up to 256 rows x K x 4 bytes) and
  * 96 KiB per thread, whichever is larger; otherwise 0. A workspace for fewer threads
  * than the calling team (but at least one) is accepted: the call then runs on as many threads

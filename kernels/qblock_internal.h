@@ -260,10 +260,13 @@ static inline int numla_qblock_many_applies_(const numla_qblock_weight *w, int64
 {
     return w->act == NUMLA_QBLOCK_ACT_F32 && m >= NUMLA_QBLOCK_MANY_MIN_M;
 }
-/* Per-thread scratch of the many-row path: NW decoded rows of k floats. */
-static inline size_t numla_qblock_many_thread_bytes_(const numla_qblock_weight *w)
+/* Per-thread scratch of the many-row path for m x rows: NW decoded rows of KC columns, and the
+ * four accumulator sets (16 floats each) of NW x min(m, CHUNK) output pairs. */
+static inline size_t numla_qblock_many_thread_bytes_(int64_t m)
 {
-    return numla_qblock_align64_((size_t)NUMLA_QBLOCK_MANY_NW * (size_t)w->k * sizeof(float));
+    const int64_t rows = m < NUMLA_QBLOCK_MANY_CHUNK ? m : NUMLA_QBLOCK_MANY_CHUNK;
+    return (size_t)NUMLA_QBLOCK_MANY_NW * NUMLA_QBLOCK_MANY_KC * sizeof(float) +
+           (size_t)rows * NUMLA_QBLOCK_MANY_NW * 64 * sizeof(float);
 }
 
 /* F32 mode on AMX-BF16 tiles (the amx level, kernels/x86/qblock_f32_amx.c): types whose row names

@@ -32,7 +32,8 @@
  *   quantize     the reference quantization of one block's floats (kernels/ref/qblock_quant_ref.c,
  *                kernels/qblock_quant.h); NULL: numla does not make the type
  *   f32_rows,    F32 mode at the avx512 level (kernels/x86/qblock_avx512.c): rows [r0, r1) for
- *   f32_decode   all x rows, and one weight row decoded to fp32 (its many-row path)
+ *   f32_decode   all x rows, and a column range of one weight row decoded to fp32 (its many-row
+ *                path, and the fp32 panel GEMM of kernels/x86/qblock_f32_panel_avx512.c)
  *   q8_dot       Q8 mode at the vnni level, ROWS layout, one x row at a time
  *                (kernels/x86/qblock_avx512vnni.c), for the types without a GEMM below
  *   q8_gemm      Q8 mode at the vnni level, ROWS layout: the many-row GEMM's tiles
@@ -57,8 +58,10 @@
 /* F32 mode, avx512 level: rows [r0, r1) of y for all m x rows. */
 typedef void (*numla_qblock_f32_rows_fn)(const numla_qblock_weight *w, int64_t r0, int64_t r1, int64_t m,
                                          const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate);
-/* F32 mode, avx512 level: one packed row (ROWS layout) -> its k floats. */
-typedef void (*numla_qblock_f32_decode_fn)(const numla_qblock_weight *w, const uint8_t *row, float *dst);
+/* F32 mode, avx512 level: columns [k0, k1) of one packed row (ROWS layout) -> k1 - k0 floats
+ * (k0 a multiple of 256; k1 a multiple of 256, or K). */
+typedef void (*numla_qblock_f32_decode_fn)(const numla_qblock_weight *w, const uint8_t *row, int64_t k0,
+                                           int64_t k1, float *dst);
 
 /* Q8 mode, vnni level, one quantized x row: Σ over the row's nb groups (xq its int8 codes, dx
  * the group scales, bs the per-16 sums). */
@@ -181,7 +184,8 @@ NUMLA_QBLOCK_P16_DECLARE_(q5_k)
 #define NUMLA_QBLOCK_F32_AVX512_DECLARE_(NAME)                                                                  \
     void numla_qblock_f32_rows_##NAME##_avx512(const numla_qblock_weight *w, int64_t r0, int64_t r1, int64_t m, \
                                                const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate); \
-    void numla_qblock_f32_decode_##NAME##_avx512(const numla_qblock_weight *w, const uint8_t *row, float *dst);
+    void numla_qblock_f32_decode_##NAME##_avx512(const numla_qblock_weight *w, const uint8_t *row, int64_t k0, \
+                                                 int64_t k1, float *dst);
 NUMLA_QBLOCK_F32_AVX512_DECLARE_(q8_0)
 NUMLA_QBLOCK_F32_AVX512_DECLARE_(q4_0)
 NUMLA_QBLOCK_F32_AVX512_DECLARE_(q4_k)

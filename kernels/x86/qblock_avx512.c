@@ -26,6 +26,7 @@
 #include <immintrin.h>
 #include <omp.h>
 #include <pthread.h>
+#include <string.h>
 
 static inline __m512i numla_qblock_u8x16_(const uint8_t *p)
 {
@@ -438,37 +439,40 @@ NUMLA_QBLOCK_ROWS(mxfp4, 8 * 17)
 
 /* ---- the many-row path (F32 mode, M >= NUMLA_QBLOCK_MANY_MIN_M) --------------------------- */
 
-/* One packed row -> k floats: the same decoders, stored (the values the GEMV keeps in registers). */
+/* Columns [k0, k1) of one packed row -> k1 - k0 floats at dst (k0 a multiple of 256, k1 one
+ * of 256 or K): the same decoders, stored (the values the GEMV keeps in registers). */
 #define NUMLA_QBLOCK_DECODE_ROW(NAME, STEP_BYTES)                                                   \
     void numla_qblock_f32_decode_##NAME##_avx512(const numla_qblock_weight *w, const uint8_t *row, \
-                                                  float *dst)                                       \
+                                                  int64_t k0, int64_t k1, float *dst)               \
     {                                                                                               \
-        const int64_t steps = w->k / 256;                                                           \
-        for (int64_t s = 0; s < steps; s++) {                                                       \
+        (void)w;                                                                                    \
+        const int64_t s0 = k0 / 256, s1 = k1 / 256;                                                 \
+        for (int64_t s = s0; s < s1; s++) {                                                         \
             __m512 v[16];                                                                           \
             numla_qblock_dec_##NAME##_(row + s * (STEP_BYTES), v);                                  \
             _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++)                                   \
-                _mm512_storeu_ps(dst + 256 * s + 16 * j, v[j]);                                     \
+                _mm512_storeu_ps(dst + 256 * (s - s0) + 16 * j, v[j]);                              \
         }                                                                                           \
-        numla_qblock_dectail_##NAME##_(w, row, steps, dst);                                         \
+        numla_qblock_dectail_##NAME##_(row, s1 * 8, k1 / 32, dst + 256 * (s1 - s0));                \
     }
 
+/* The 32-element blocks [b0, b1) of a row past its last whole 256-column step -> dst. */
 #define NUMLA_QBLOCK_NO_DECTAIL(NAME)                                                               \
-    static inline void numla_qblock_dectail_##NAME##_(const numla_qblock_weight *w, const uint8_t *row, \
-                                                      int64_t steps, float *dst)                    \
+    static inline void numla_qblock_dectail_##NAME##_(const uint8_t *row, int64_t b0, int64_t b1,    \
+                                                      float *dst)                                   \
     {                                                                                               \
-        (void)w, (void)row, (void)steps, (void)dst;                                                 \
+        (void)row, (void)b0, (void)b1, (void)dst;                                                   \
     }
 
 #define NUMLA_QBLOCK_DECTAIL32(NAME, BYTES, DEC1)                                                   \
-    static inline void numla_qblock_dectail_##NAME##_(const numla_qblock_weight *w, const uint8_t *row, \
-                                                      int64_t steps, float *dst)                    \
+    static inline void numla_qblock_dectail_##NAME##_(const uint8_t *row, int64_t b0, int64_t b1,    \
+                                                      float *dst)                                   \
     {                                                                                               \
-        for (int64_t b = steps * 8; b < w->k / 32; b++) {                                           \
+        for (int64_t b = b0; b < b1; b++) {                                                         \
             __m512 v0, v1;                                                                          \
             DEC1(row + b * (BYTES), &v0, &v1);                                                      \
-            _mm512_storeu_ps(dst + 32 * b, v0);                                                     \
-            _mm512_storeu_ps(dst + 32 * b + 16, v1);                                                \
+            _mm512_storeu_ps(dst + 32 * (b - b0), v0);                                              \
+            _mm512_storeu_ps(dst + 32 * (b - b0) + 16, v1);                                         \
         }                                                                                           \
     }
 
@@ -498,84 +502,81 @@ NUMLA_QBLOCK_DECODE_ROW(iq4_nl, 8 * 18)
 NUMLA_QBLOCK_DECODE_ROW(q5_1, 8 * 24)
 NUMLA_QBLOCK_DECODE_ROW(mxfp4, 8 * 17)
 
-/* out[r][i] = w_r · x_i for nw decoded rows and mr x rows (compile-time after inlining), with the
- * GEMV's per-lane operations: vector v of a row goes to accumulator v mod 4, in ascending v. */
-static inline __attribute__((always_inline)) void
-numla_qblock_many_tile_(const float *w0, const float *w1, const int nw, const float *x, int64_t ldx, const int mr,
-                        int64_t nv, float out[NUMLA_QBLOCK_MANY_NW][NUMLA_QBLOCK_MANY_MR])
+/* The GEMV's arithmetic (numla_qblock_f32_rows_*): per output, 16-float vector v of the row goes
+ * to accumulator set v mod 4 (a chain over those v in ascending order), and the output is
+ * reduce((s0 + s1) + (s2 + s3)). The sets are independent chains, so the many-row path runs
+ * them one at a time: a pass over a block of columns takes set u for every (weight row, x row)
+ * pair of a tile, one accumulator each, so a tile of NW weight rows x MR x rows loads NW + MR
+ * vectors per NW · MR FMAs (the sets side by side would allow 2 x 3 pairs and 5 loads per 6
+ * FMAs), and the sets' sums are stored and reloaded exactly between passes and column blocks.
+ * S holds a tile's sums: (mr, NW, 4 sets, 16 lanes). */
+static inline __attribute__((always_inline)) void numla_qblock_many_pass_(const float *W, int64_t v0, int64_t v1,
+                                                                          const float *x, int64_t ldx,
+                                                                          const int mr, float *S, int first)
 {
-    __m512 a[NUMLA_QBLOCK_MANY_NW][NUMLA_QBLOCK_MANY_MR][4];
-    for (int r = 0; r < nw; r++)
+    enum { NW = NUMLA_QBLOCK_MANY_NW, MR = NUMLA_QBLOCK_MANY_MR, KC = NUMLA_QBLOCK_MANY_KC };
+    for (int u = 0; u < 4; u++) {
+        __m512 a[MR][NW];
         for (int i = 0; i < mr; i++)
-            for (int u = 0; u < 4; u++)
-                a[r][i][u] = _mm512_setzero_ps();
-#define NUMLA_QBLOCK_MANY_STEP(V, U)                                                                \
-    do {                                                                                            \
-        const __m512 wa = _mm512_loadu_ps(w0 + 16 * (V)), wb = _mm512_loadu_ps(w1 + 16 * (V));      \
-        for (int i = 0; i < mr; i++) {                                                              \
-            const __m512 xv = _mm512_loadu_ps(x + i * ldx + 16 * (V));                              \
-            a[0][i][U] = _mm512_fmadd_ps(wa, xv, a[0][i][U]);                                       \
-            if (nw > 1)                                                                             \
-                a[1][i][U] = _mm512_fmadd_ps(wb, xv, a[1][i][U]);                                   \
-        }                                                                                           \
-    } while (0)
-    int64_t v = 0;
-    for (; v + 4 <= nv; v += 4) {
-        NUMLA_QBLOCK_MANY_STEP(v, 0);
-        NUMLA_QBLOCK_MANY_STEP(v + 1, 1);
-        NUMLA_QBLOCK_MANY_STEP(v + 2, 2);
-        NUMLA_QBLOCK_MANY_STEP(v + 3, 3);
-    }
-    if (v < nv) { /* nv is even (K is a multiple of 32): 0 or 2 vectors are left */
-        NUMLA_QBLOCK_MANY_STEP(v, 0);
-        NUMLA_QBLOCK_MANY_STEP(v + 1, 1);
-    }
-#undef NUMLA_QBLOCK_MANY_STEP
-    for (int r = 0; r < nw; r++)
+            for (int r = 0; r < NW; r++)
+                a[i][r] = first ? _mm512_setzero_ps() : _mm512_load_ps(S + ((i * NW + r) * 4 + u) * 16);
+        for (int64_t v = v0 + u; v < v1; v += 4) {
+            const int64_t c = 16 * (v - v0);
+            __m512 wv[NW];
+            for (int r = 0; r < NW; r++)
+                wv[r] = _mm512_load_ps(W + r * KC + c);
+            for (int i = 0; i < mr; i++) {
+                const __m512 xv = _mm512_loadu_ps(x + i * ldx + c);
+                for (int r = 0; r < NW; r++)
+                    a[i][r] = _mm512_fmadd_ps(wv[r], xv, a[i][r]);
+            }
+        }
         for (int i = 0; i < mr; i++)
-            out[r][i] = _mm512_reduce_add_ps(
-                _mm512_add_ps(_mm512_add_ps(a[r][i][0], a[r][i][1]), _mm512_add_ps(a[r][i][2], a[r][i][3])));
+            for (int r = 0; r < NW; r++)
+                _mm512_store_ps(S + ((i * NW + r) * 4 + u) * 16, a[i][r]);
+    }
 }
 
-
-/* Rows [lo, hi) for all m x rows: NW rows decoded into buf (NW · k floats), then tiles. */
-static void numla_qblock_many_rows_(const numla_qblock_weight *w, numla_qblock_f32_decode_fn dec, int64_t lo,
-                                    int64_t hi, int64_t m, const float *x, int64_t ldx, float *y, int64_t ldy,
-                                    int accumulate, float *buf)
+/* Weight rows [r0, r0 + nw) (nw <= NW) for x rows [i0, i1) (i1 - i0 <= NUMLA_QBLOCK_MANY_CHUNK):
+ * per KC columns the nw rows are decoded into W (rows past nw are zero and never stored), then
+ * every tile of up to MR x rows runs its passes; after the last block each pair's sets are
+ * reduced as the GEMV reduces them. */
+static void numla_qblock_many_rows_(const numla_qblock_weight *w, numla_qblock_f32_decode_fn dec, int64_t r0,
+                                    int nw, int64_t i0, int64_t i1, const float *x, int64_t ldx, float *y,
+                                    int64_t ldy, int accumulate, float *W, float *S)
 {
-    const int64_t k = w->k, nv = k / 16;
-    /* x rows in blocks of about NUMLA_QBLOCK_MANY_XBYTES, so a block stays in L2 while every
-     * weight pair runs over it (each pair is decoded once per block) */
-    int64_t mb = NUMLA_QBLOCK_MANY_XBYTES / (k * (int64_t)sizeof(float)) / NUMLA_QBLOCK_MANY_MR * NUMLA_QBLOCK_MANY_MR;
-    if (mb < NUMLA_QBLOCK_MANY_MR)
-        mb = NUMLA_QBLOCK_MANY_MR;
-    for (int64_t ib = 0; ib < m; ib += mb)
-    for (int64_t r = lo; r < hi; r += NUMLA_QBLOCK_MANY_NW) {
-        const int nw = hi - r >= 2 ? 2 : 1;
-        dec(w, w->q + r * w->ld, buf);
-        if (nw == 2)
-            dec(w, w->q + (r + 1) * w->ld, buf + k);
-        const float *w1 = nw == 2 ? buf + k : buf; /* nw 1: read, never used */
-        const int64_t iend = ib + mb < m ? ib + mb : m;
-        for (int64_t i0 = ib; i0 < iend; i0 += NUMLA_QBLOCK_MANY_MR) {
-            const int mr = iend - i0 >= 3 ? 3 : (int)(iend - i0);
-            float out[NUMLA_QBLOCK_MANY_NW][NUMLA_QBLOCK_MANY_MR];
-            const float *xi = x + i0 * ldx;
-            switch (nw * 4 + mr) {
-            case 2 * 4 + 3: numla_qblock_many_tile_(buf, w1, 2, xi, ldx, 3, nv, out); break;
-            case 2 * 4 + 2: numla_qblock_many_tile_(buf, w1, 2, xi, ldx, 2, nv, out); break;
-            case 2 * 4 + 1: numla_qblock_many_tile_(buf, w1, 2, xi, ldx, 1, nv, out); break;
-            case 1 * 4 + 3: numla_qblock_many_tile_(buf, w1, 1, xi, ldx, 3, nv, out); break;
-            case 1 * 4 + 2: numla_qblock_many_tile_(buf, w1, 1, xi, ldx, 2, nv, out); break;
-            default: numla_qblock_many_tile_(buf, w1, 1, xi, ldx, 1, nv, out); break;
+    enum { NW = NUMLA_QBLOCK_MANY_NW, MR = NUMLA_QBLOCK_MANY_MR, KC = NUMLA_QBLOCK_MANY_KC };
+    for (int64_t k0 = 0; k0 < w->k; k0 += KC) {
+        const int64_t kc = w->k - k0 < KC ? w->k - k0 : KC;
+        for (int r = 0; r < NW; r++)
+            if (r < nw)
+                dec(w, w->q + (r0 + r) * w->ld, k0, k0 + kc, W + r * KC);
+            else if (k0 == 0)
+                memset(W + r * KC, 0, sizeof(float) * KC);
+        const int64_t v0 = k0 / 16, v1 = (k0 + kc) / 16; /* KC is a multiple of 64: v0 of 4 */
+        const int first = k0 == 0;
+        for (int64_t i = i0; i < i1; i += MR) {
+            const int mr = i1 - i >= MR ? MR : (int)(i1 - i);
+            const float *xi = x + i * ldx + k0;
+            float *Si = S + (i - i0) * NW * 64;
+            switch (mr) {
+            case 6: numla_qblock_many_pass_(W, v0, v1, xi, ldx, 6, Si, first); break;
+            case 5: numla_qblock_many_pass_(W, v0, v1, xi, ldx, 5, Si, first); break;
+            case 4: numla_qblock_many_pass_(W, v0, v1, xi, ldx, 4, Si, first); break;
+            case 3: numla_qblock_many_pass_(W, v0, v1, xi, ldx, 3, Si, first); break;
+            case 2: numla_qblock_many_pass_(W, v0, v1, xi, ldx, 2, Si, first); break;
+            default: numla_qblock_many_pass_(W, v0, v1, xi, ldx, 1, Si, first); break;
             }
-            for (int rr = 0; rr < nw; rr++)
-                for (int i = 0; i < mr; i++) {
-                    float *yo = y + (i0 + i) * ldy + r + rr;
-                    *yo = accumulate ? *yo + out[rr][i] : out[rr][i];
-                }
         }
     }
+    for (int64_t i = i0; i < i1; i++)
+        for (int r = 0; r < nw; r++) {
+            const float *s = S + ((i - i0) * NW + r) * 64;
+            const float out = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_load_ps(s), _mm512_load_ps(s + 16)),
+                                                                 _mm512_add_ps(_mm512_load_ps(s + 32), _mm512_load_ps(s + 48))));
+            float *yo = y + i * ldy + r0 + r;
+            *yo = accumulate ? *yo + out : out;
+        }
 }
 
 void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx,
@@ -585,17 +586,24 @@ void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const 
     if (w->type == NUMLA_QBLOCK_MXFP4)
         pthread_once(&numla_qblock_mxfp4_once_, numla_qblock_mxfp4_init_);
     if (numla_qblock_many_applies_(w, m) && ws) {
-        const size_t per = numla_qblock_many_thread_bytes_(w), fit = (ws_bytes - 64) / per;
+        enum { NW = NUMLA_QBLOCK_MANY_NW, CHUNK = NUMLA_QBLOCK_MANY_CHUNK };
+        const size_t per = numla_qblock_many_thread_bytes_(m), fit = (ws_bytes - 64) / per;
         const int team = omp_get_max_threads(), nth = (size_t)team < fit ? team : (int)fit;
         float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
         const numla_qblock_f32_decode_fn dec = row->f32_decode;
+        const int64_t groups = (w->n + NW - 1) / NW; /* the threads split the rows in groups of NW */
 #pragma omp parallel num_threads(nth)
         {
-            int64_t lo, hi;
-            const int t = omp_get_thread_num();
-            numla_qblock_split_(w->n, t, omp_get_num_threads(), &lo, &hi);
-            numla_qblock_many_rows_(w, dec, lo, hi, m, x, ldx, y, ldy, accumulate,
-                                    base + (size_t)t * (per / sizeof(float)));
+            const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            const int64_t g0 = groups * t / nt, g1 = groups * (t + 1) / nt;
+            const int64_t lo = NW * g0, hi = NW * g1 < w->n ? NW * g1 : w->n;
+            float *W = base + (size_t)t * (per / sizeof(float)), *S = W + NW * NUMLA_QBLOCK_MANY_KC;
+            for (int64_t i0 = 0; i0 < m; i0 += CHUNK) {
+                const int64_t i1 = i0 + CHUNK < m ? i0 + CHUNK : m;
+                for (int64_t r = lo; r < hi; r += NW)
+                    numla_qblock_many_rows_(w, dec, r, hi - r < NW ? (int)(hi - r) : NW, i0, i1, x, ldx, y, ldy,
+                                            accumulate, W, S);
+            }
         }
         return;
     }

@@ -1003,6 +1003,104 @@ static void test_many_blocks(void)
     }
 }
 
+/* F32 mode's many-row path at the avx512 level with many rows (kernels/x86/qblock_avx512.c: NW
+ * x MR tiles over chunks of x rows, columns in blocks of NUMLA_QBLOCK_MANY_KC, one accumulator
+ * set a pass): every type against the dequantized weights in double (kernels/qblock.h's bound),
+ * N not a multiple of the tile's weight rows (18, 41, 70, 130), K over two column blocks with
+ * a 32-column tail for the 32-element types, accumulate on and off; at M = 4, 5, 23 and
+ * 300 (a tail tile, several chunks) and on 1, 2 and 3 threads every row has the bits of its
+ * one-row call (the GEMV); the padding between output rows is left alone. */
+static void test_many_rows_bits(void)
+{
+    if (!numla_isa_supported(NUMLA_ISA_AVX512))
+        return;
+    enum { MBIG = 300 };
+    CU_ASSERT((int)MBIG > 2 * (int)NUMLA_QBLOCK_MANY_CHUNK);
+    CU_ASSERT((int)NUMLA_QBLOCK_MANY_KC % 256 == 0);
+    numla_test_rng rng = {5150};
+    static const int64_t ns[] = {18, 41, 70, 130};
+    static const int64_t ms[] = {NUMLA_QBLOCK_MANY_MIN_M, 5, 23, MBIG};
+    int checked = 0, bad = 0;
+    for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++) {
+        const numla_qblock_info *info = numla_qblock_info_get((numla_qblock_type)t);
+        if (numla_qblock_level(NUMLA_ISA_AVX512, (numla_qblock_type)t, NUMLA_QBLOCK_ACT_F32) != NUMLA_ISA_AVX512)
+            continue;
+        /* past one column block (NUMLA_QBLOCK_MANY_KC), with a 32-column tail where the type has one */
+        const int64_t n = ns[t % 4], k = NUMLA_QBLOCK_MANY_KC + (info->block == 32 ? 288 : 256);
+        int64_t rb;
+        uint8_t *src = qb_random((numla_qblock_type)t, n, k, &rng, &rb);
+        void *dst = aligned_alloc(64, (numla_qblock_packed_size((numla_qblock_type)t, n, k) + 63) & ~(size_t)63);
+        numla_qblock_weight w;
+        numla_qblock_source s = {.type = (numla_qblock_type)t, .n = n, .k = k, .data = src, .ld = rb};
+        CU_ASSERT_EQUAL_FATAL(numla_qblock_pack(&s, dst, &w), NUMLA_STATUS_OK);
+        float *wd = malloc((size_t)(n * k) * sizeof *wd);
+        CU_ASSERT_EQUAL(numla_qblock_dequant_ref((numla_qblock_type)t, src, n * k, wd), NUMLA_STATUS_OK);
+        const int64_t ldx = k + 5, ldy = n + 3;
+        float *x = malloc((size_t)(MBIG * ldx) * sizeof *x), *y0 = malloc((size_t)(MBIG * ldy) * sizeof *y0);
+        float *y = malloc((size_t)(MBIG * ldy) * sizeof *y), *yone = malloc((size_t)(2 * MBIG * ldy) * sizeof *yone);
+        for (int64_t i = 0; i < MBIG * ldx; i++)
+            x[i] = (float)numla_test_rng_normal(&rng);
+        for (int64_t i = 0; i < MBIG * ldy; i++)
+            y0[i] = (float)numla_test_rng_normal(&rng);
+        /* each row alone (the GEMV), without and with accumulation */
+        for (int acc = 0; acc < 2; acc++) {
+            float *yo = yone + acc * MBIG * ldy;
+            memcpy(yo, y0, (size_t)(MBIG * ldy) * sizeof *yo);
+            for (int64_t i = 0; i < MBIG; i++)
+                CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_AVX512, &w, 1, x + i * ldx, ldx, yo + i * ldy, ldy,
+                                                     acc, NULL, 0), NUMLA_STATUS_OK);
+        }
+        const size_t wsb = numla_qblock_workspace_size(&w, MBIG, 3);
+        void *ws = malloc(wsb);
+        for (int acc = 0; acc < 2; acc++)
+            for (int im = 0; im < 4; im++)
+                for (int th = 1; th <= 3; th++) {
+                    const int64_t m = ms[im];
+                    const float *want1 = yone + acc * MBIG * ldy;
+                    memcpy(y, y0, (size_t)(MBIG * ldy) * sizeof *y);
+                    omp_set_num_threads(th);
+                    CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_AVX512, &w, m, x, ldx, y, ldy, acc, ws, wsb),
+                                    NUMLA_STATUS_OK);
+                    if (m == MBIG && th == 1)
+                        for (int64_t i = 0; i < m; i++)
+                            for (int64_t r = 0; r < n; r++) {
+                                double ref = acc ? y0[i * ldy + r] : 0.0, mag = fabs(ref);
+                                for (int64_t c = 0; c < k; c++) {
+                                    ref += (double)wd[r * k + c] * x[i * ldx + c];
+                                    mag += fabs((double)wd[r * k + c] * x[i * ldx + c]);
+                                }
+                                const double bound = (double)(k + 2) * ldexp(1.0, -24) * mag + 1e-30;
+                                if (!(fabs(y[i * ldy + r] - ref) <= bound) && bad++ < 3)
+                                    NUMLA_ASSERT_MSG(0, "%s N=%lld K=%lld M=%lld acc=%d row %lld,%lld: %g vs %g "
+                                                     "(bound %g)", info->name, (long long)n, (long long)k,
+                                                     (long long)m, acc, (long long)i, (long long)r,
+                                                     y[i * ldy + r], ref, bound);
+                            }
+                    for (int64_t i = 0; i < MBIG; i++)
+                        for (int64_t r = 0; r < ldy; r++) {
+                            /* rows of the call: their one-row bits; the rest, and the padding: untouched */
+                            const float want = i < m && r < n ? want1[i * ldy + r] : y0[i * ldy + r];
+                            if (memcmp(&y[i * ldy + r], &want, sizeof want) != 0 && bad++ < 3)
+                                NUMLA_ASSERT_MSG(0, "%s N=%lld K=%lld M=%lld acc=%d th=%d: y[%lld][%lld] = %.9g, "
+                                                 "want %.9g", info->name, (long long)n, (long long)k, (long long)m,
+                                                 acc, th, (long long)i, (long long)r, y[i * ldy + r], want);
+                        }
+                    checked++;
+                }
+        free(ws);
+        free(yone);
+        free(y);
+        free(y0);
+        free(x);
+        free(wd);
+        free(dst);
+        free(src);
+    }
+    omp_set_num_threads(2);
+    CU_ASSERT(checked >= 12 * 24);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
 static void test_bad_args(void)
 {
     uint8_t src[2 * 144] = {0};
@@ -1053,5 +1151,5 @@ static void test_bad_args(void)
 NUMLA_TEST_SUITE(qblock, NULL, NULL, NUMLA_TEST(test_dequant_golden), NUMLA_TEST(test_table),
                  NUMLA_TEST(test_forward), NUMLA_TEST(test_row_invariant_m), NUMLA_TEST(test_forward_q8), NUMLA_TEST(test_forward_q8_extreme), NUMLA_TEST(test_forward_q8_many), NUMLA_TEST(test_panel16),
                  NUMLA_TEST(test_q8_quantize_vector),
-                 NUMLA_TEST(test_many_blocks),
+                 NUMLA_TEST(test_many_blocks), NUMLA_TEST(test_many_rows_bits),
                  NUMLA_TEST(test_bad_args))
