@@ -17,9 +17,10 @@
  * Batch 1 reads the packed rows once, row after row, so a thread's rows are one stream, with a
  * software prefetch NUMLA_QBLOCK_ROW_AHEAD bytes ahead in it (the hardware prefetcher alone left
  * a cold MXFP4 GEMV at about half the rate on one core). From 4 x rows (NUMLA_QBLOCK_MANY_MIN_M) each thread
- * decodes 2 of its weight rows at a time into fp32 scratch (the same decoders, stored) and runs
- * 2 x 3 register tiles over all x rows from there, with the same per-lane operations, so the
- * outputs keep their bits. Below that, each block is decoded once per 2 x rows.
+ * decodes 4 of its weight rows at a time into fp32 scratch (the same decoders, stored, per
+ * NUMLA_QBLOCK_MANY_KC columns) and runs 4 x 6 register tiles over a chunk of x rows, one of the
+ * GEMV's four accumulator sets a pass, with the same per-lane operations, so the outputs keep
+ * their bits (numla_qblock_many_pass_). Below that, each block is decoded once per 2 x rows.
  */
 #include "kernels/qblock_internal.h"
 
