@@ -209,6 +209,18 @@ enum { NUMLA_QBLOCK_QUANT_TEAM_GROUPS = 64 };
 /* Q8 mode, the avx2 level (kernels/x86/qblock_avx2.c): x rows per tile (a weight block unpacked
  * once for them) and the weight bytes a thread walks per pass of the x tiles (kept in L2). */
 enum { NUMLA_QBLOCK_AVX2_MR = 4, NUMLA_QBLOCK_AVX2_CHUNK = 96 * 1024 };
+/* F32 mode at the avx2 level from AVX2_MANY_MIN_M rows (kernels/x86/qblock_f32_avx2.c):
+ * the avx512 many-row path's structure (weight rows decoded per column block, sums per chunk of
+ * NUMLA_QBLOCK_MANY_CHUNK x rows, one accumulator set a pass) in 16 ymm registers: 3 x 4
+ * accumulators, 3 weight vectors, x from memory. A cache line holds two 8-float vectors of
+ * different sets, so the block is short enough for a tile's weights and x (14 KiB) to stay in
+ * L1 across the four passes. */
+enum {
+    NUMLA_QBLOCK_AVX2_MANY_MIN_M = 8, /* fewer x rows keep the tiles (faster there on Zen 4 at avx2) */
+    NUMLA_QBLOCK_AVX2_MANY_NW = 3,
+    NUMLA_QBLOCK_AVX2_MANY_MR = 4,
+    NUMLA_QBLOCK_AVX2_MANY_KC = 512,
+};
 
 /* Q8 mode, the panel GEMM (kernels/x86/qblock_panel_avx512vnni.c, and the amx tiles) from
  * PANEL_MIN_M rows, NP panels packed at a time; its register tile. */

@@ -14,7 +14,8 @@
 /* The vnni level's Q8-mode kernels of a type: one-row dots, or the many-row GEMM's tiles. */
 #define Q8_DOT_(NAME) .q8_dot = numla_qblock_q8_dot_##NAME##_avx512vnni
 /* The avx2 level's F32-mode kernel of a type. */
-#define F32_AVX2_(NAME) .f32_avx2 = numla_qblock_f32_rows_##NAME##_avx2
+#define F32_AVX2_(NAME)                                                                                         \
+    .f32_avx2 = numla_qblock_f32_rows_##NAME##_avx2, .f32_avx2_decode = numla_qblock_f32_decode_##NAME##_avx2
 /* The avx2 level's Q8-mode kernel of a type. */
 #define Q8_AVX2_(NAME) .q8_avx2 = numla_qblock_q8_rows_##NAME##_avx2
 #define Q8_GEMM_(NAME)                                                                                          \

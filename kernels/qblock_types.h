@@ -41,8 +41,9 @@
  *                part: fewer); q8_gemm_short the same where K is not a multiple of 256 (Q8_0)
  *   q8_avx2      Q8 mode at the avx2 level, every M and either layout: one weight row's blocks
  *                against a tile of x rows (kernels/x86/qblock_avx2.c)
- *   f32_avx2     F32 mode at the avx2 level (kernels/x86/qblock_f32_avx2.c): one weight row
- *                against a tile of x rows, its blocks decoded once per tile by an AVX2 decoder
+ *   f32_avx2,    F32 mode at the avx2 level (kernels/x86/qblock_f32_avx2.c): one weight row
+ *   f32_avx2_    against a tile of x rows, its blocks decoded once per tile by an AVX2 decoder,
+ *   decode       and a column range of one row decoded by it (the level's many-row path)
  * A type has Q8 kernels at the vnni and amx levels where it has q8_dot or q8_gemm
  * (numla_qblock_type_row_q8_vnni); the PANEL16 layout and the panel GEMM then run it where its
  * p16 and panel_gemm columns say (the amx level's tiles take what the panel GEMM takes).
@@ -119,6 +120,7 @@ typedef struct numla_qblock_type_row {
     numla_qblock_q8_dot_fn q8_dot;
     numla_qblock_q8_avx2_fn q8_avx2; /* Q8 mode at the avx2 level (every M, either layout) */
     numla_qblock_f32_avx2_fn f32_avx2; /* F32 mode at the avx2 level: a row against a tile of x rows */
+    numla_qblock_f32_decode_fn f32_avx2_decode; /* ... and a column range of a row, for many rows */
     struct {
         numla_qblock_q8_gemm_full_fn full;
         numla_qblock_q8_gemm_part_fn part;
@@ -206,7 +208,9 @@ void numla_qblock_bf16_tile_mxfp4_amx(const uint8_t *blocks, int64_t ld, uint16_
 /* The avx2 level's F32-mode kernels (kernels/x86/qblock_f32_avx2.c), per type. */
 #define NUMLA_QBLOCK_F32_AVX2_DECLARE_(NAME)                                                                  \
     void numla_qblock_f32_rows_##NAME##_avx2(const uint8_t *row, int64_t nb, int mr, const float *x, int64_t ldx, \
-                                             float *out);
+                                             float *out);                                                     \
+    void numla_qblock_f32_decode_##NAME##_avx2(const numla_qblock_weight *w, const uint8_t *row, int64_t k0,    \
+                                               int64_t k1, float *dst);
 NUMLA_QBLOCK_F32_AVX2_DECLARE_(q8_0)
 NUMLA_QBLOCK_F32_AVX2_DECLARE_(q4_0)
 NUMLA_QBLOCK_F32_AVX2_DECLARE_(q4_1)

@@ -264,8 +264,16 @@ NUMLA_F2_INLINE void numla_qblock_f2_tile_(void (*dec)(const uint8_t *, float *)
     }
 }
 
-/* One entry per type: its decoder inlined into the tiles, mr a constant in each tile height. */
+/* One entry per type: its decoder inlined into the tiles, mr a constant in each tile height; and
+ * columns [k0, k1) of a row (multiples of the block) decoded into dst for the many-row path. */
 #define NUMLA_F2_ENTRY(T, DEC, BL, BYTES)                                                                      \
+    void numla_qblock_f32_decode_##T##_avx2(const numla_qblock_weight *w, const uint8_t *row, int64_t k0,       \
+                                            int64_t k1, float *dst)                                             \
+    {                                                                                                           \
+        (void)w;                                                                                                \
+        for (int64_t b = k0 / (BL); b < k1 / (BL); b++)                                                         \
+            DEC(row + b * (BYTES), dst + (b * (BL) - k0));                                                      \
+    }                                                                                                           \
     void numla_qblock_f32_rows_##T##_avx2(const uint8_t *row, int64_t nb, int mr, const float *x, int64_t ldx, \
                                           float *out)                                                           \
     {                                                                                                           \
@@ -291,6 +299,11 @@ NUMLA_F2_ENTRY(q3_k, numla_qblock_f2_dec_q3_k_, 256, 110)
 NUMLA_F2_ENTRY(q5_1, numla_qblock_f2_dec_q5_1_, 32, 24)
 #undef NUMLA_F2_ENTRY
 _Static_assert(NUMLA_QBLOCK_AVX2_MR == 4, "the tile heights above are 1 .. 4");
+_Static_assert((int)NUMLA_QBLOCK_AVX2_MANY_NW <= (int)NUMLA_QBLOCK_MANY_NW && NUMLA_QBLOCK_AVX2_MANY_MR == 4 &&
+                   NUMLA_QBLOCK_AVX2_MANY_KC % 256 == 0 &&
+                   (int)NUMLA_QBLOCK_AVX2_MANY_KC <= (int)NUMLA_QBLOCK_MANY_KC,
+               "the many-row path fits the avx512 path's scratch, its tile heights are 1 .. 4, and a column "
+               "block starts at a multiple of 32 vectors");
 
 typedef struct numla_qblock_f2_job_ {
     const numla_qblock_weight *w;
@@ -313,12 +326,117 @@ static void numla_qblock_f2_run_(const numla_qblock_f2_job_ *j, int ith, int nth
     numla_qblock_avx2_walk_(j->w, j->m, j->y, j->ldy, j->accumulate, ith, nth, numla_qblock_f2_row_, j);
 }
 
+/* ---- many x rows: the GEMV's four accumulator sets one pass at a time -------------------------
+ * The tile above keeps the four sets of one weight row against up to 4 x rows in registers and
+ * decodes each block once per tile. From NUMLA_QBLOCK_AVX2_MANY_MIN_M rows each thread decodes 3 of
+ * its weight rows per NUMLA_QBLOCK_AVX2_MANY_KC columns into fp32 scratch once and runs 3 x 4 tiles
+ * over a chunk of x rows, one set per pass (vector v, 8 floats, into set v mod 4 as above; a
+ * column block starts at a multiple of 32 vectors), stored between passes and blocks exactly;
+ * each pair's sets are then added and summed in the tile's order, so every M keeps the bits.
+ * S: a tile's sums, (mr, NW, 4 sets, 8 lanes). */
+NUMLA_F2_INLINE void numla_qblock_f2_many_pass_(const float *W, int64_t v0, int64_t v1, const float *x,
+                                                int64_t ldx, const int mr, float *S, int first)
+{
+    enum { NW = NUMLA_QBLOCK_AVX2_MANY_NW, MR = NUMLA_QBLOCK_AVX2_MANY_MR, KC = NUMLA_QBLOCK_AVX2_MANY_KC };
+    for (int u = 0; u < 4; u++) {
+        __m256 a[MR][NW];
+        for (int i = 0; i < mr; i++)
+            for (int r = 0; r < NW; r++)
+                a[i][r] = first ? _mm256_setzero_ps() : _mm256_load_ps(S + ((i * NW + r) * 4 + u) * 8);
+        for (int64_t v = v0 + u; v < v1; v += 4) {
+            const int64_t c = 8 * (v - v0);
+            __m256 wv[NW];
+            for (int r = 0; r < NW; r++)
+                wv[r] = _mm256_load_ps(W + r * KC + c);
+            for (int i = 0; i < mr; i++) {
+                const __m256 xv = _mm256_loadu_ps(x + i * ldx + c);
+                for (int r = 0; r < NW; r++)
+                    a[i][r] = _mm256_fmadd_ps(wv[r], xv, a[i][r]);
+            }
+        }
+        for (int i = 0; i < mr; i++)
+            for (int r = 0; r < NW; r++)
+                _mm256_store_ps(S + ((i * NW + r) * 4 + u) * 8, a[i][r]);
+    }
+}
+
+/* Weight rows [r0, r0 + nw) (nw <= NW) for x rows [i0, i1) (at most NUMLA_QBLOCK_MANY_CHUNK). */
+static void numla_qblock_f2_many_rows_(const numla_qblock_weight *w, numla_qblock_f32_decode_fn dec, int64_t r0,
+                                       int nw, int64_t i0, int64_t i1, const float *x, int64_t ldx, float *y,
+                                       int64_t ldy, int accumulate, float *W, float *S)
+{
+    enum { NW = NUMLA_QBLOCK_AVX2_MANY_NW, MR = NUMLA_QBLOCK_AVX2_MANY_MR, KC = NUMLA_QBLOCK_AVX2_MANY_KC };
+    for (int64_t k0 = 0; k0 < w->k; k0 += KC) {
+        const int64_t kc = w->k - k0 < KC ? w->k - k0 : KC;
+        for (int r = 0; r < NW; r++)
+            if (r < nw)
+                dec(w, w->q + (r0 + r) * w->ld, k0, k0 + kc, W + r * KC);
+            else if (k0 == 0)
+                memset(W + r * KC, 0, sizeof(float) * KC); /* rows past N: zeros, never stored */
+        const int64_t v0 = k0 / 8, v1 = (k0 + kc) / 8;
+        const int first = k0 == 0;
+        for (int64_t i = i0; i < i1; i += MR) {
+            const int mr = i1 - i >= MR ? MR : (int)(i1 - i);
+            const float *xi = x + i * ldx + k0;
+            float *Si = S + (i - i0) * NW * 32;
+            switch (mr) {
+            case 4: numla_qblock_f2_many_pass_(W, v0, v1, xi, ldx, 4, Si, first); break;
+            case 3: numla_qblock_f2_many_pass_(W, v0, v1, xi, ldx, 3, Si, first); break;
+            case 2: numla_qblock_f2_many_pass_(W, v0, v1, xi, ldx, 2, Si, first); break;
+            default: numla_qblock_f2_many_pass_(W, v0, v1, xi, ldx, 1, Si, first); break;
+            }
+        }
+    }
+    for (int64_t i = i0; i < i1; i++)
+        for (int r = 0; r < nw; r++) {
+            const float *sp = S + ((i - i0) * NW + r) * 32;
+            const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_load_ps(sp), _mm256_load_ps(sp + 8)),
+                                           _mm256_add_ps(_mm256_load_ps(sp + 16), _mm256_load_ps(sp + 24)));
+            __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            const float out = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+            float *yo = y + i * ldy + r0 + r;
+            *yo = accumulate ? *yo + out : out;
+        }
+}
+
+/* The many-row path on thread ith of nth (its rows split in groups of NW). */
+static void numla_qblock_f2_many_(const numla_qblock_weight *w, numla_qblock_f32_decode_fn dec, int64_t m,
+                                  const float *x, int64_t ldx, float *y, int64_t ldy, int accumulate, float *W,
+                                  int ith, int nth)
+{
+    enum { NW = NUMLA_QBLOCK_AVX2_MANY_NW, CHUNK = NUMLA_QBLOCK_MANY_CHUNK };
+    float *S = W + NW * NUMLA_QBLOCK_AVX2_MANY_KC;
+    const int64_t groups = (w->n + NW - 1) / NW, g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
+    const int64_t lo = NW * g0, hi = NW * g1 < w->n ? NW * g1 : w->n;
+    for (int64_t i0 = 0; i0 < m; i0 += CHUNK) {
+        const int64_t i1 = i0 + CHUNK < m ? i0 + CHUNK : m;
+        for (int64_t r = lo; r < hi; r += NW)
+            numla_qblock_f2_many_rows_(w, dec, r, hi - r < NW ? (int)(hi - r) : NW, i0, i1, x, ldx, y, ldy,
+                                       accumulate, W, S);
+    }
+}
+
 void numla_qblock_forward_f32_avx2(const numla_qblock_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
                                    int64_t ldy, int accumulate, void *ws, size_t ws_bytes)
 {
-    (void)ws;
-    (void)ws_bytes;
     const numla_qblock_type_row *trow = numla_qblock_type_row_get(w->type);
+    if (m >= NUMLA_QBLOCK_AVX2_MANY_MIN_M && numla_qblock_many_applies_(w, m) && ws && trow->f32_avx2_decode) {
+        /* the avx512 path's scratch holds this one's (NW 3 <= 4 rows, sums of 32 <= 64 floats) */
+        const size_t per = numla_qblock_many_thread_bytes_(m), fit = (ws_bytes - 64) / per;
+        float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+        const numla_qblock_f32_decode_fn dec = trow->f32_avx2_decode;
+        const int team = omp_get_max_threads(), nth = (size_t)team < fit ? team : (int)fit;
+        if (nth <= 1 || omp_in_parallel()) {
+            numla_qblock_f2_many_(w, dec, m, x, ldx, y, ldy, accumulate, base, 0, 1);
+            return;
+        }
+#pragma omp parallel num_threads(nth)
+        numla_qblock_f2_many_(w, dec, m, x, ldx, y, ldy, accumulate,
+                              base + (size_t)omp_get_thread_num() * (per / sizeof(float)), omp_get_thread_num(),
+                              omp_get_num_threads());
+        return;
+    }
     const numla_qblock_f2_job_ job = {.w = w, .m = m, .ldx = ldx, .ldy = ldy, .nb = w->k / trow->info.block, .x = x,
                                       .y = y, .accumulate = accumulate, .fn = trow->f32_avx2};
     if (omp_get_max_threads() <= 1 || omp_in_parallel()) {

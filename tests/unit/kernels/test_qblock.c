@@ -1003,17 +1003,15 @@ static void test_many_blocks(void)
     }
 }
 
-/* F32 mode's many-row path at the avx512 level with many rows (kernels/x86/qblock_avx512.c: NW
- * x MR tiles over chunks of x rows, columns in blocks of NUMLA_QBLOCK_MANY_KC, one accumulator
- * set a pass): every type against the dequantized weights in double (kernels/qblock.h's bound),
+/* F32 mode's many-row paths at the avx512 and avx2 levels with many rows
+ * (kernels/x86/qblock_avx512.c, kernels/x86/qblock_f32_avx2.c: NW x MR tiles over chunks of x
+ * rows, columns in blocks of NUMLA_QBLOCK_MANY_KC, one accumulator set a pass): every type against the dequantized weights in double (kernels/qblock.h's bound),
  * N not a multiple of the tile's weight rows (18, 41, 70, 130), K over two column blocks with
  * a 32-column tail for the 32-element types, accumulate on and off; at M = 4, 5, 23 and
  * 300 (a tail tile, several chunks) and on 1, 2 and 3 threads every row has the bits of its
  * one-row call (the GEMV); the padding between output rows is left alone. */
-static void test_many_rows_bits(void)
+static void test_many_rows_bits_at(numla_isa isa)
 {
-    if (!numla_isa_supported(NUMLA_ISA_AVX512))
-        return;
     enum { MBIG = 300 };
     CU_ASSERT((int)MBIG > 2 * (int)NUMLA_QBLOCK_MANY_CHUNK);
     CU_ASSERT((int)NUMLA_QBLOCK_MANY_KC % 256 == 0);
@@ -1023,7 +1021,7 @@ static void test_many_rows_bits(void)
     int checked = 0, bad = 0;
     for (int t = 0; t < NUMLA_QBLOCK_TYPE_COUNT; t++) {
         const numla_qblock_info *info = numla_qblock_info_get((numla_qblock_type)t);
-        if (numla_qblock_level(NUMLA_ISA_AVX512, (numla_qblock_type)t, NUMLA_QBLOCK_ACT_F32) != NUMLA_ISA_AVX512)
+        if (numla_qblock_level(isa, (numla_qblock_type)t, NUMLA_QBLOCK_ACT_F32) != isa)
             continue;
         /* past one column block (NUMLA_QBLOCK_MANY_KC), with a 32-column tail where the type has one */
         const int64_t n = ns[t % 4], k = NUMLA_QBLOCK_MANY_KC + (info->block == 32 ? 288 : 256);
@@ -1047,7 +1045,7 @@ static void test_many_rows_bits(void)
             float *yo = yone + acc * MBIG * ldy;
             memcpy(yo, y0, (size_t)(MBIG * ldy) * sizeof *yo);
             for (int64_t i = 0; i < MBIG; i++)
-                CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_AVX512, &w, 1, x + i * ldx, ldx, yo + i * ldy, ldy,
+                CU_ASSERT_EQUAL(numla_qblock_forward(isa, &w, 1, x + i * ldx, ldx, yo + i * ldy, ldy,
                                                      acc, NULL, 0), NUMLA_STATUS_OK);
         }
         const size_t wsb = numla_qblock_workspace_size(&w, MBIG, 3);
@@ -1059,7 +1057,7 @@ static void test_many_rows_bits(void)
                     const float *want1 = yone + acc * MBIG * ldy;
                     memcpy(y, y0, (size_t)(MBIG * ldy) * sizeof *y);
                     omp_set_num_threads(th);
-                    CU_ASSERT_EQUAL(numla_qblock_forward(NUMLA_ISA_AVX512, &w, m, x, ldx, y, ldy, acc, ws, wsb),
+                    CU_ASSERT_EQUAL(numla_qblock_forward(isa, &w, m, x, ldx, y, ldy, acc, ws, wsb),
                                     NUMLA_STATUS_OK);
                     if (m == MBIG && th == 1)
                         for (int64_t i = 0; i < m; i++)
@@ -1071,8 +1069,8 @@ static void test_many_rows_bits(void)
                                 }
                                 const double bound = (double)(k + 2) * ldexp(1.0, -24) * mag + 1e-30;
                                 if (!(fabs(y[i * ldy + r] - ref) <= bound) && bad++ < 3)
-                                    NUMLA_ASSERT_MSG(0, "%s N=%lld K=%lld M=%lld acc=%d row %lld,%lld: %g vs %g "
-                                                     "(bound %g)", info->name, (long long)n, (long long)k,
+                                    NUMLA_ASSERT_MSG(0, "%s %s N=%lld K=%lld M=%lld acc=%d row %lld,%lld: %g vs %g "
+                                                     "(bound %g)", numla_isa_name(isa), info->name, (long long)n, (long long)k,
                                                      (long long)m, acc, (long long)i, (long long)r,
                                                      y[i * ldy + r], ref, bound);
                             }
@@ -1081,8 +1079,8 @@ static void test_many_rows_bits(void)
                             /* rows of the call: their one-row bits; the rest, and the padding: untouched */
                             const float want = i < m && r < n ? want1[i * ldy + r] : y0[i * ldy + r];
                             if (memcmp(&y[i * ldy + r], &want, sizeof want) != 0 && bad++ < 3)
-                                NUMLA_ASSERT_MSG(0, "%s N=%lld K=%lld M=%lld acc=%d th=%d: y[%lld][%lld] = %.9g, "
-                                                 "want %.9g", info->name, (long long)n, (long long)k, (long long)m,
+                                NUMLA_ASSERT_MSG(0, "%s %s N=%lld K=%lld M=%lld acc=%d th=%d: y[%lld][%lld] = %.9g, "
+                                                 "want %.9g", numla_isa_name(isa), info->name, (long long)n, (long long)k, (long long)m,
                                                  acc, th, (long long)i, (long long)r, y[i * ldy + r], want);
                         }
                     checked++;
@@ -1097,8 +1095,16 @@ static void test_many_rows_bits(void)
         free(src);
     }
     omp_set_num_threads(2);
-    CU_ASSERT(checked >= 12 * 24);
+    CU_ASSERT(checked >= 12 * 24); /* avx512: every type but Q4_1; avx2: all 13 */
     CU_ASSERT_EQUAL(bad, 0);
+}
+
+static void test_many_rows_bits(void)
+{
+    static const numla_isa levels[] = {NUMLA_ISA_AVX2, NUMLA_ISA_AVX512};
+    for (int il = 0; il < 2; il++)
+        if (numla_isa_supported(levels[il]))
+            test_many_rows_bits_at(levels[il]);
 }
 
 static void test_bad_args(void)
