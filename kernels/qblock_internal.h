@@ -260,6 +260,27 @@ static inline int numla_qblock_many_applies_(const numla_qblock_weight *w, int64
 {
     return w->act == NUMLA_QBLOCK_ACT_F32 && m >= NUMLA_QBLOCK_MANY_MIN_M;
 }
+/* The many-row paths' shared steps (avx512: kernels/x86/qblock_avx512.c; avx2:
+ * kernels/x86/qblock_f32_avx2.c). Thread ith of nth's weight rows [*lo, *hi): the rows split in
+ * groups of nw. */
+static inline void numla_qblock_many_split_(int64_t n, int nw, int ith, int nth, int64_t *lo, int64_t *hi)
+{
+    const int64_t groups = (n + nw - 1) / nw, g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
+    *lo = nw * g0;
+    *hi = nw * g1 < n ? nw * g1 : n;
+}
+/* Weight rows [r0, r0 + nw) of w, columns [k0, k0 + kc), decoded by dec into W (rows kc_max
+ * floats apart); rows nw .. nw_max - 1 zeroed at the first block (their sums are never stored). */
+static inline void numla_qblock_many_decode_(const numla_qblock_weight *w, numla_qblock_f32_decode_fn dec,
+                                             int64_t r0, int nw, int nw_max, int64_t k0, int64_t kc, int64_t kc_max,
+                                             float *W)
+{
+    for (int r = 0; r < nw_max; r++)
+        if (r < nw)
+            dec(w, w->q + (r0 + r) * w->ld, k0, k0 + kc, W + r * kc_max);
+        else if (k0 == 0)
+            memset(W + r * kc_max, 0, sizeof(float) * (size_t)kc_max);
+}
 /* Per-thread scratch of the many-row path for m x rows: NW decoded rows of KC columns, and the
  * four accumulator sets (16 floats each) of NW x min(m, CHUNK) output pairs. */
 static inline size_t numla_qblock_many_thread_bytes_(int64_t m)

@@ -549,11 +549,7 @@ static void numla_qblock_many_rows_(const numla_qblock_weight *w, numla_qblock_f
     enum { NW = NUMLA_QBLOCK_MANY_NW, MR = NUMLA_QBLOCK_MANY_MR, KC = NUMLA_QBLOCK_MANY_KC };
     for (int64_t k0 = 0; k0 < w->k; k0 += KC) {
         const int64_t kc = w->k - k0 < KC ? w->k - k0 : KC;
-        for (int r = 0; r < NW; r++)
-            if (r < nw)
-                dec(w, w->q + (r0 + r) * w->ld, k0, k0 + kc, W + r * KC);
-            else if (k0 == 0)
-                memset(W + r * KC, 0, sizeof(float) * KC);
+        numla_qblock_many_decode_(w, dec, r0, nw, NW, k0, kc, KC, W);
         const int64_t v0 = k0 / 16, v1 = (k0 + kc) / 16; /* KC is a multiple of 64: v0 of 4 */
         const int first = k0 == 0;
         for (int64_t i = i0; i < i1; i += MR) {
@@ -592,12 +588,11 @@ void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const 
         const int team = omp_get_max_threads(), nth = (size_t)team < fit ? team : (int)fit;
         float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
         const numla_qblock_f32_decode_fn dec = row->f32_decode;
-        const int64_t groups = (w->n + NW - 1) / NW; /* the threads split the rows in groups of NW */
 #pragma omp parallel num_threads(nth)
         {
-            const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-            const int64_t g0 = groups * t / nt, g1 = groups * (t + 1) / nt;
-            const int64_t lo = NW * g0, hi = NW * g1 < w->n ? NW * g1 : w->n;
+            const int t = omp_get_thread_num();
+            int64_t lo, hi;
+            numla_qblock_many_split_(w->n, NW, t, omp_get_num_threads(), &lo, &hi);
             float *W = base + (size_t)t * (per / sizeof(float)), *S = W + NW * NUMLA_QBLOCK_MANY_KC;
             for (int64_t i0 = 0; i0 < m; i0 += CHUNK) {
                 const int64_t i1 = i0 + CHUNK < m ? i0 + CHUNK : m;

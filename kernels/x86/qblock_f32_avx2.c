@@ -368,11 +368,7 @@ static void numla_qblock_f2_many_rows_(const numla_qblock_weight *w, numla_qbloc
     enum { NW = NUMLA_QBLOCK_AVX2_MANY_NW, MR = NUMLA_QBLOCK_AVX2_MANY_MR, KC = NUMLA_QBLOCK_AVX2_MANY_KC };
     for (int64_t k0 = 0; k0 < w->k; k0 += KC) {
         const int64_t kc = w->k - k0 < KC ? w->k - k0 : KC;
-        for (int r = 0; r < NW; r++)
-            if (r < nw)
-                dec(w, w->q + (r0 + r) * w->ld, k0, k0 + kc, W + r * KC);
-            else if (k0 == 0)
-                memset(W + r * KC, 0, sizeof(float) * KC); /* rows past N: zeros, never stored */
+        numla_qblock_many_decode_(w, dec, r0, nw, NW, k0, kc, KC, W);
         const int64_t v0 = k0 / 8, v1 = (k0 + kc) / 8;
         const int first = k0 == 0;
         for (int64_t i = i0; i < i1; i += MR) {
@@ -407,8 +403,8 @@ static void numla_qblock_f2_many_(const numla_qblock_weight *w, numla_qblock_f32
 {
     enum { NW = NUMLA_QBLOCK_AVX2_MANY_NW, CHUNK = NUMLA_QBLOCK_MANY_CHUNK };
     float *S = W + NW * NUMLA_QBLOCK_AVX2_MANY_KC;
-    const int64_t groups = (w->n + NW - 1) / NW, g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
-    const int64_t lo = NW * g0, hi = NW * g1 < w->n ? NW * g1 : w->n;
+    int64_t lo, hi;
+    numla_qblock_many_split_(w->n, NW, ith, nth, &lo, &hi);
     for (int64_t i0 = 0; i0 < m; i0 += CHUNK) {
         const int64_t i1 = i0 + CHUNK < m ? i0 + CHUNK : m;
         for (int64_t r = lo; r < hi; r += NW)

@@ -5,6 +5,7 @@
 
 #include "test_util.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,23 @@ static inline uint8_t *qb_random(numla_qblock_type t, int64_t n, int64_t k, numl
             p[b * info->bytes] = (uint8_t)(121 + numla_test_rng_u64(rng) % 4);
     *row_bytes = k / info->block * info->bytes;
     return p;
+}
+
+/* Row i, output r of y = x · Wᵀ (+ y0 where acc) against the dequantized weights wd (n x k) in
+ * double: whether it is within kernels/qblock.h's F32-mode bound (K + 2) u Σ|w x| (+ |y0|);
+ * *ref and *bound say what it was held to. */
+static inline int qb_f32_within(const float *wd, int64_t k, const float *x, int64_t ldx, const float *y0,
+                                int64_t ldy, int acc, int64_t i, int64_t r, float got, double *ref,
+                                double *bound)
+{
+    double s = acc ? y0[i * ldy + r] : 0.0, mag = fabs(s);
+    for (int64_t c = 0; c < k; c++) {
+        s += (double)wd[r * k + c] * x[i * ldx + c];
+        mag += fabs((double)wd[r * k + c] * x[i * ldx + c]);
+    }
+    *ref = s;
+    *bound = (double)(k + 2) * ldexp(1.0, -24) * mag + 1e-30;
+    return fabs(got - s) <= *bound;
 }
 
 #endif

@@ -141,14 +141,9 @@ static void test_forward(void)
                                                 NUMLA_STATUS_OK);
                                 for (int64_t i = 0; i < m; i++)
                                     for (int64_t r = 0; r < n; r++) {
-                                        double ref = acc ? y0[i * ldy + r] : 0.0, mag = fabs(ref);
-                                        for (int64_t c = 0; c < k; c++) {
-                                            ref += (double)wd[r * k + c] * x[i * ldx + c];
-                                            mag += fabs((double)wd[r * k + c] * x[i * ldx + c]);
-                                        }
-                                        const double bound = (double)(k + 2) * ldexp(1.0, -24) * mag + 1e-30;
-                                        const double err = fabs(y[i * ldy + r] - ref);
-                                        if (!(err <= bound)) {
+                                        double ref, bound;
+                                        if (!qb_f32_within(wd, k, x, ldx, y0, ldy, acc, i, r, y[i * ldy + r], &ref,
+                                                           &bound)) {
                                             NUMLA_ASSERT_MSG(0, "%s %s N=%lld K=%lld M=%lld acc=%d th=%d row %lld,%lld: %g vs %g (bound %g)",
                                                              info->name, numla_isa_name(isas[il]), (long long)n,
                                                              (long long)k, (long long)m, acc, th, (long long)i,
@@ -1062,13 +1057,9 @@ static void test_many_rows_bits_at(numla_isa isa)
                     if (m == MBIG && th == 1)
                         for (int64_t i = 0; i < m; i++)
                             for (int64_t r = 0; r < n; r++) {
-                                double ref = acc ? y0[i * ldy + r] : 0.0, mag = fabs(ref);
-                                for (int64_t c = 0; c < k; c++) {
-                                    ref += (double)wd[r * k + c] * x[i * ldx + c];
-                                    mag += fabs((double)wd[r * k + c] * x[i * ldx + c]);
-                                }
-                                const double bound = (double)(k + 2) * ldexp(1.0, -24) * mag + 1e-30;
-                                if (!(fabs(y[i * ldy + r] - ref) <= bound) && bad++ < 3)
+                                double ref, bound;
+                                if (!qb_f32_within(wd, k, x, ldx, y0, ldy, acc, i, r, y[i * ldy + r], &ref, &bound) &&
+                                    bad++ < 3)
                                     NUMLA_ASSERT_MSG(0, "%s %s N=%lld K=%lld M=%lld acc=%d row %lld,%lld: %g vs %g "
                                                      "(bound %g)", numla_isa_name(isa), info->name, (long long)n, (long long)k,
                                                      (long long)m, acc, (long long)i, (long long)r,
