@@ -119,7 +119,8 @@ enum {
     NUMLA_QL16_BLOCKS = 4,      /* 128-wide blocks of a row in flight */
     NUMLA_QL16_PAIR_K = 4096,   /* longer rows go two at a time (numla_ql16_row2) */
     NUMLA_QL16_MAX_M = 12,      /* 2 to this many x rows: the GEMV's arithmetic for each, every
-                                   weight group widened once for all (numla_ql16_rows) */
+                                   weight group widened once for a group of rows (numla_ql16_rows) */
+    NUMLA_QL16_ROW_GROUP = 4,   /* x rows per group: 16 chains and 4 totals in registers */
 };
 
 /* The amx level: W8A8 on TDPBSSD (kernels/x86/qlinear_amx.c), fp8 and int8-row on TDPBF16PS

@@ -28,6 +28,7 @@
 #include "kernels/x86/fp8_bf16_lut.h"
 
 #define NUMLA_QL16_FN __attribute__((target("avx512vbmi")))
+_Static_assert(NUMLA_QL16_ROW_GROUP == 4, "numla_ql16_thread_rows' group sizes are 1 .. 4");
 #define NUMLA_QL16_INLINE static inline __attribute__((always_inline, target("avx512vbmi")))
 
 typedef struct numla_ql16_lut {
@@ -197,22 +198,23 @@ NUMLA_QL16_INLINE void numla_ql16_row2(const numla_qlinear_weight *w, int64_t r,
     out[1] = _mm512_reduce_add_ps(tot[1]);
 }
 
-/* y[i] for weight row r and each of the m x rows packed at xp (row i: hi at xp + 2·i·kp, lo
- * kp words after it): each x row's chains, and the order its blocks' sums are added in, are
- * numla_ql16_row's, so every row has the one-row GEMV's bits; each weight group is widened once
- * for all m rows and the weight row read once. */
+/* y[i] for weight row r and each of the m (1 .. NUMLA_QL16_ROW_GROUP, a constant after inlining,
+ * so the 4 m chains and m totals stay in registers) x rows packed at xp (row i: hi at
+ * xp + 2·i·kp, lo kp words after it): each x row's chains, and the order its blocks' sums are
+ * added in, are numla_ql16_row's, so every row has the one-row GEMV's bits; each weight group
+ * is widened once for the m rows. */
 NUMLA_QL16_INLINE void numla_ql16_rows(const numla_qlinear_weight *w, int64_t r, const uint16_t *xp,
-                                       int64_t m, const numla_ql16_lut *t, const int8_t *end,
+                                       const int m, const numla_ql16_lut *t, const int8_t *end,
                                        float *out)
 {
     const int64_t B = NUMLA_QLINEAR_BLOCK, kp = w->kp, nb = (kp + B - 1) / B;
     const int8_t *wr = w->q + r * kp;
     const float *s = w->scales + numla_qlinear_grid_row(w, r) * w->scale_cols;
-    __m512 tot[NUMLA_QL16_MAX_M];
+    __m512 tot[NUMLA_QL16_ROW_GROUP];
     for (int64_t i = 0; i < m; i++)
         tot[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m512 a[NUMLA_QL16_MAX_M][4];
+        __m512 a[NUMLA_QL16_ROW_GROUP][4];
         for (int64_t i = 0; i < m; i++)
             for (int c = 0; c < 4; c++)
                 a[i][c] = _mm512_setzero_ps();
@@ -252,12 +254,20 @@ static NUMLA_QL16_FN __attribute__((noinline)) void numla_ql16_thread_rows(const
     int64_t r0, r1;
     numla_qlinear_split(w->n, ith, nth, &r0, &r1);
     const int8_t *end = w->q + r1 * w->kp;
-    float v[NUMLA_QL16_MAX_M];
-    for (int64_t r = r0; r < r1; r++) {
-        numla_ql16_rows(w, r, xp, m, &t, end, v);
-        for (int64_t i = 0; i < m; i++)
-            y[i * ldy + r] = accumulate ? y[i * ldy + r] + v[i] : v[i];
-    }
+    float v[NUMLA_QL16_ROW_GROUP];
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QL16_ROW_GROUP) { /* the row stays in L1 across groups */
+            const int64_t g = m - i0 < NUMLA_QL16_ROW_GROUP ? m - i0 : NUMLA_QL16_ROW_GROUP;
+            const uint16_t *xg = xp + 2 * i0 * w->kp;
+            switch (g) {
+            case 4: numla_ql16_rows(w, r, xg, 4, &t, end, v); break;
+            case 3: numla_ql16_rows(w, r, xg, 3, &t, end, v); break;
+            case 2: numla_ql16_rows(w, r, xg, 2, &t, end, v); break;
+            default: numla_ql16_rows(w, r, xg, 1, &t, end, v); break;
+            }
+            for (int64_t i = 0; i < g; i++)
+                y[(i0 + i) * ldy + r] = accumulate ? y[(i0 + i) * ldy + r] + v[i] : v[i];
+        }
 }
 
 /* One thread's rows of y = W x (M = 1). A function of its own with the VBMI target: the
