@@ -6,6 +6,7 @@
  *   skinny  M = 8,32 — both figures;
  *   prefill M = 512  — GFLOP/s and the fraction of the vdpbf16ps peak;
  *   expert  M = 48   — a 512-token prefill's routed expert (6 of 64 experts per token): both;
+ *           M = 12   — DeepSeek-V4-Flash's experts (6 of 256 a token: 12 rows at 512 tokens);
  *   rows    M = 1..4 — a verify step's few-row calls against one-row calls (see below).
  * Where the level has vdpbf16ps, numla_bf16x is the opt-in bf16 activations
  * (NUMLA_LINEAR_ACT_BF16: x rounded to bf16 once); --bf16-only times the bf16 rows alone.
@@ -117,7 +118,7 @@ static const numla_bench_linear_shape numla_bench_linear_shapes_[] = {
     {"skinny", 32, 10944, 2048},  {"skinny", 32, 2048, 10944},  {"skinny", 32, 102400, 2048},
     {"prefill", 512, 2048, 2048}, {"prefill", 512, 10944, 2048}, {"prefill", 512, 2048, 10944},
     {"prefill", 512, 1408, 2048}, {"prefill", 512, 102400, 2048}, {"expert", 48, 1408, 2048},
-    {"expert", 48, 2048, 1408},
+    {"expert", 48, 2048, 1408},   {"expert", 12, 2048, 4096},   {"expert", 12, 4096, 2048},
 };
 
 /* One timed contender: per-call seconds, best and median over the calls made (the machine is
@@ -426,6 +427,7 @@ static int numla_bench_linear_qb_(const numla_bench_linear_shape *s, numla_isa i
         {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_F32, "numla_q4_k"},     {NUMLA_QBLOCK_Q5_K, NUMLA_QBLOCK_ACT_F32, "numla_q5_k"},
         {NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_F32, "numla_q6_k"},     {NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_ACT_F32, "numla_iq4_xs"},
         {NUMLA_QBLOCK_Q2_K, NUMLA_QBLOCK_ACT_F32, "numla_q2_k"},     {NUMLA_QBLOCK_Q3_K, NUMLA_QBLOCK_ACT_F32, "numla_q3_k"},
+        {NUMLA_QBLOCK_MXFP4, NUMLA_QBLOCK_ACT_F32, "numla_mxfp4"},
         {NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_ACT_Q8, "numla_q8_0_a8"},   {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, "numla_q4_k_a8"},
         {NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_Q8, "numla_q6_k_a8"},   {NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_ACT_Q8, "numla_iq4_xs_a8"},
     };
