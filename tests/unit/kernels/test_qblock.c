@@ -1009,7 +1009,6 @@ static void test_many_rows_bits_at(numla_isa isa)
 {
     enum { MBIG = 300 };
     CU_ASSERT((int)MBIG > 2 * (int)NUMLA_QBLOCK_MANY_CHUNK);
-    CU_ASSERT((int)NUMLA_QBLOCK_MANY_KC % 256 == 0);
     numla_test_rng rng = {5150};
     static const int64_t ns[] = {18, 41, 70, 130};
     static const int64_t ms[] = {NUMLA_QBLOCK_MANY_MIN_M, 5, 23, MBIG};
