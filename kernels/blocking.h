@@ -183,6 +183,9 @@ enum {
                                      stored between blocks only past it (V4-Flash's experts
                                      have K 4096 and 2048); 64 KiB of weights in L2 */
     NUMLA_QBLOCK_MANY_CHUNK = 64, /* x rows whose sums a thread keeps (64 KiB) */
+    NUMLA_QBLOCK_MANY_PAD = 16,   /* floats past each row of the decoded weights and of the
+                                     thread's copy of the chunk's x rows: rows 16 KiB apart (K
+                                     4096) put a tile's 10 streams in one L1 set of 8 ways */
 };
 
 /* F32 mode, the amx level (kernels/x86/qblock_f32_amx.c: MXFP4 decoded to bf16 tiles, x split

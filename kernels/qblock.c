@@ -210,7 +210,7 @@ size_t numla_qblock_workspace_size(const numla_qblock_weight *w, int64_t m, int 
     /* whatever level runs it: the avx512 many-row path's decoded rows, or the amx tiles' packed x
      * and per-thread tiles, whichever is larger */
     const size_t th = (size_t)(num_threads > 1 ? num_threads : 1);
-    size_t need = numla_qblock_many_applies_(w, m) ? 64 + th * numla_qblock_many_thread_bytes_(m) : 0;
+    size_t need = numla_qblock_many_applies_(w, m) ? 64 + th * numla_qblock_many_thread_bytes_(m, w->k) : 0;
     if (numla_qblock_amx_f32_applies_(w, m)) {
         const size_t amx = 64 + numla_qblock_amx_f32_x_bytes_(m, w->k) + th * numla_qblock_amx_f32_thread_bytes_();
         need = amx > need ? amx : need;

@@ -281,13 +281,23 @@ static inline void numla_qblock_many_decode_(const numla_qblock_weight *w, numla
         else if (k0 == 0)
             memset(W + r * kc_max, 0, sizeof(float) * (size_t)kc_max);
 }
-/* Per-thread scratch of the many-row path for m x rows: NW decoded rows of KC columns, and the
- * four accumulator sets (16 floats each) of NW x min(m, CHUNK) output pairs. */
-static inline size_t numla_qblock_many_thread_bytes_(int64_t m)
+/* Per-thread scratch of the many-row path for m x rows of k columns: NW decoded rows of KC
+ * columns (KC + PAD floats apart), the four accumulator sets (16 floats each) of NW x min(m,
+ * CHUNK) output pairs, and the avx512 path's copy of the chunk's x rows (k + PAD floats apart;
+ * the avx2 path, whose column blocks stay in L1, reads x in place and uses the first two). */
+static inline size_t numla_qblock_many_thread_bytes_(int64_t m, int64_t k)
 {
     const int64_t rows = m < NUMLA_QBLOCK_MANY_CHUNK ? m : NUMLA_QBLOCK_MANY_CHUNK;
-    return (size_t)NUMLA_QBLOCK_MANY_NW * NUMLA_QBLOCK_MANY_KC * sizeof(float) +
-           (size_t)rows * NUMLA_QBLOCK_MANY_NW * 64 * sizeof(float);
+    return (size_t)NUMLA_QBLOCK_MANY_NW * (NUMLA_QBLOCK_MANY_KC + NUMLA_QBLOCK_MANY_PAD) * sizeof(float) +
+           (size_t)rows * NUMLA_QBLOCK_MANY_NW * 64 * sizeof(float) +
+           (size_t)rows * (size_t)(k + NUMLA_QBLOCK_MANY_PAD) * sizeof(float);
+}
+/* x rows [i0, i1), columns [0, k), into X, rows k + NUMLA_QBLOCK_MANY_PAD floats apart (the
+ * thread's own copy of its chunk: its tiles' x streams then fall in different cache sets). */
+static inline void numla_qblock_many_copy_x_(const float *x, int64_t ldx, int64_t i0, int64_t i1, int64_t k, float *X)
+{
+    for (int64_t i = i0; i < i1; i++)
+        memcpy(X + (i - i0) * (k + NUMLA_QBLOCK_MANY_PAD), x + i * ldx, sizeof(float) * (size_t)k);
 }
 
 /* F32 mode on AMX-BF16 tiles (the amx level, kernels/x86/qblock_f32_amx.c): types whose row names

@@ -20,7 +20,11 @@
  * decodes 4 of its weight rows at a time into fp32 scratch (the same decoders, stored, per
  * NUMLA_QBLOCK_MANY_KC columns) and runs 4 x 6 register tiles over a chunk of x rows, one of the
  * GEMV's four accumulator sets a pass, with the same per-lane operations, so the outputs keep
- * their bits (numla_qblock_many_pass_). Below that, each block is decoded once per 2 x rows.
+ * their bits (numla_qblock_many_pass_). The tiles read the decoded rows and the thread's own copy
+ * of the chunk's x rows, both NUMLA_QBLOCK_MANY_PAD floats longer than a row: with K 2048 or
+ * 4096 the caller's x rows and unpadded scratch rows all fall in one L1 set, and where the two
+ * groups met in the same set (which depended on where the buffers landed) the tiles ran at
+ * two-thirds of the rate. Below that, each block is decoded once per 2 x rows.
  */
 #include "kernels/qblock_internal.h"
 
@@ -515,7 +519,7 @@ static inline __attribute__((always_inline)) void numla_qblock_many_pass_(const 
                                                                           const float *x, int64_t ldx,
                                                                           const int mr, float *S, int first)
 {
-    enum { NW = NUMLA_QBLOCK_MANY_NW, MR = NUMLA_QBLOCK_MANY_MR, KC = NUMLA_QBLOCK_MANY_KC };
+    enum { NW = NUMLA_QBLOCK_MANY_NW, MR = NUMLA_QBLOCK_MANY_MR, LDW = NUMLA_QBLOCK_MANY_KC + NUMLA_QBLOCK_MANY_PAD };
     for (int u = 0; u < 4; u++) {
         __m512 a[MR][NW];
         for (int i = 0; i < mr; i++)
@@ -525,7 +529,7 @@ static inline __attribute__((always_inline)) void numla_qblock_many_pass_(const 
             const int64_t c = 16 * (v - v0);
             __m512 wv[NW];
             for (int r = 0; r < NW; r++)
-                wv[r] = _mm512_load_ps(W + r * KC + c);
+                wv[r] = _mm512_load_ps(W + r * LDW + c);
             for (int i = 0; i < mr; i++) {
                 const __m512 xv = _mm512_loadu_ps(x + i * ldx + c);
                 for (int r = 0; r < NW; r++)
@@ -538,31 +542,33 @@ static inline __attribute__((always_inline)) void numla_qblock_many_pass_(const 
     }
 }
 
-/* Weight rows [r0, r0 + nw) (nw <= NW) for x rows [i0, i1) (i1 - i0 <= NUMLA_QBLOCK_MANY_CHUNK):
- * per KC columns the nw rows are decoded into W (rows past nw are zero and never stored), then
+/* Weight rows [r0, r0 + nw) (nw <= NW) for x rows [i0, i1) (i1 - i0 <= NUMLA_QBLOCK_MANY_CHUNK),
+ * whose copy X holds them from its row 0, ldc floats apart: per KC columns the nw rows are
+ * decoded into W (rows KC + PAD floats apart; rows past nw are zero and never stored), then
  * every tile of up to MR x rows runs its passes; after the last block each pair's sets are
  * reduced as the GEMV reduces them. */
 static void numla_qblock_many_rows_(const numla_qblock_weight *w, numla_qblock_f32_decode_fn dec, int64_t r0,
-                                    int nw, int64_t i0, int64_t i1, const float *x, int64_t ldx, float *y,
+                                    int nw, int64_t i0, int64_t i1, const float *X, int64_t ldc, float *y,
                                     int64_t ldy, int accumulate, float *W, float *S)
 {
-    enum { NW = NUMLA_QBLOCK_MANY_NW, MR = NUMLA_QBLOCK_MANY_MR, KC = NUMLA_QBLOCK_MANY_KC };
+    enum { NW = NUMLA_QBLOCK_MANY_NW, MR = NUMLA_QBLOCK_MANY_MR, KC = NUMLA_QBLOCK_MANY_KC,
+           LDW = NUMLA_QBLOCK_MANY_KC + NUMLA_QBLOCK_MANY_PAD };
     for (int64_t k0 = 0; k0 < w->k; k0 += KC) {
         const int64_t kc = w->k - k0 < KC ? w->k - k0 : KC;
-        numla_qblock_many_decode_(w, dec, r0, nw, NW, k0, kc, KC, W);
+        numla_qblock_many_decode_(w, dec, r0, nw, NW, k0, kc, LDW, W);
         const int64_t v0 = k0 / 16, v1 = (k0 + kc) / 16; /* KC is a multiple of 64: v0 of 4 */
         const int first = k0 == 0;
         for (int64_t i = i0; i < i1; i += MR) {
             const int mr = i1 - i >= MR ? MR : (int)(i1 - i);
-            const float *xi = x + i * ldx + k0;
+            const float *xi = X + (i - i0) * ldc + k0;
             float *Si = S + (i - i0) * NW * 64;
             switch (mr) {
-            case 6: numla_qblock_many_pass_(W, v0, v1, xi, ldx, 6, Si, first); break;
-            case 5: numla_qblock_many_pass_(W, v0, v1, xi, ldx, 5, Si, first); break;
-            case 4: numla_qblock_many_pass_(W, v0, v1, xi, ldx, 4, Si, first); break;
-            case 3: numla_qblock_many_pass_(W, v0, v1, xi, ldx, 3, Si, first); break;
-            case 2: numla_qblock_many_pass_(W, v0, v1, xi, ldx, 2, Si, first); break;
-            default: numla_qblock_many_pass_(W, v0, v1, xi, ldx, 1, Si, first); break;
+            case 6: numla_qblock_many_pass_(W, v0, v1, xi, ldc, 6, Si, first); break;
+            case 5: numla_qblock_many_pass_(W, v0, v1, xi, ldc, 5, Si, first); break;
+            case 4: numla_qblock_many_pass_(W, v0, v1, xi, ldc, 4, Si, first); break;
+            case 3: numla_qblock_many_pass_(W, v0, v1, xi, ldc, 3, Si, first); break;
+            case 2: numla_qblock_many_pass_(W, v0, v1, xi, ldc, 2, Si, first); break;
+            default: numla_qblock_many_pass_(W, v0, v1, xi, ldc, 1, Si, first); break;
             }
         }
     }
@@ -584,20 +590,23 @@ void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const 
         pthread_once(&numla_qblock_mxfp4_once_, numla_qblock_mxfp4_init_);
     if (numla_qblock_many_applies_(w, m) && ws) {
         enum { NW = NUMLA_QBLOCK_MANY_NW, CHUNK = NUMLA_QBLOCK_MANY_CHUNK };
-        const size_t per = numla_qblock_many_thread_bytes_(m), fit = (ws_bytes - 64) / per;
+        const size_t per = numla_qblock_many_thread_bytes_(m, w->k), fit = (ws_bytes - 64) / per;
         const int team = omp_get_max_threads(), nth = (size_t)team < fit ? team : (int)fit;
         float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
         const numla_qblock_f32_decode_fn dec = row->f32_decode;
+        const int64_t rows = m < CHUNK ? m : CHUNK, ldc = w->k + NUMLA_QBLOCK_MANY_PAD;
 #pragma omp parallel num_threads(nth)
         {
             const int t = omp_get_thread_num();
             int64_t lo, hi;
             numla_qblock_many_split_(w->n, NW, t, omp_get_num_threads(), &lo, &hi);
-            float *W = base + (size_t)t * (per / sizeof(float)), *S = W + NW * NUMLA_QBLOCK_MANY_KC;
-            for (int64_t i0 = 0; i0 < m; i0 += CHUNK) {
+            float *W = base + (size_t)t * (per / sizeof(float)),
+                  *S = W + NW * (NUMLA_QBLOCK_MANY_KC + NUMLA_QBLOCK_MANY_PAD), *X = S + rows * NW * 64;
+            for (int64_t i0 = 0; i0 < m && lo < hi; i0 += CHUNK) {
                 const int64_t i1 = i0 + CHUNK < m ? i0 + CHUNK : m;
+                numla_qblock_many_copy_x_(x, ldx, i0, i1, w->k, X);
                 for (int64_t r = lo; r < hi; r += NW)
-                    numla_qblock_many_rows_(w, dec, r, hi - r < NW ? (int)(hi - r) : NW, i0, i1, x, ldx, y, ldy,
+                    numla_qblock_many_rows_(w, dec, r, hi - r < NW ? (int)(hi - r) : NW, i0, i1, X, ldc, y, ldy,
                                             accumulate, W, S);
             }
         }

@@ -419,7 +419,7 @@ void numla_qblock_forward_f32_avx2(const numla_qblock_weight *w, int64_t m, cons
     const numla_qblock_type_row *trow = numla_qblock_type_row_get(w->type);
     if (m >= NUMLA_QBLOCK_AVX2_MANY_MIN_M && numla_qblock_many_applies_(w, m) && ws) { /* F32_AVX2_ names both kernels */
         /* the avx512 path's scratch holds this one's (NW 3 <= 4 rows, sums of 32 <= 64 floats) */
-        const size_t per = numla_qblock_many_thread_bytes_(m), fit = (ws_bytes - 64) / per;
+        const size_t per = numla_qblock_many_thread_bytes_(m, w->k), fit = (ws_bytes - 64) / per;
         float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
         const numla_qblock_f32_decode_fn dec = trow->f32_avx2_decode;
         const int team = omp_get_max_threads(), nth = (size_t)team < fit ? team : (int)fit;
