@@ -121,6 +121,12 @@ enum {
     NUMLA_QL16_MAX_M = 12,      /* 2 to this many x rows: the GEMV's arithmetic for each, every
                                    weight group widened once for a group of rows (numla_ql16_rows) */
     NUMLA_QL16_ROW_GROUP = 4,   /* x rows per group: 16 chains and 4 totals in registers */
+    NUMLA_QL16_ROWS_RB = 16,    /* 2..MAX_M rows: weight rows per run, their totals kept between
+                                   K-blocks (16 x MAX_M x 64 bytes on the stack) */
+    NUMLA_QL16_ROWS_X_BYTES = 16384, /* ... packed x per K-block (m rows, 4 bytes a column): in L1
+                                   beside the weight slices */
+    NUMLA_QL16_ROWS_AHEAD = 8,  /* ... software prefetch: the same columns this many rows on */
+    NUMLA_QL16_X_PAD = 32,      /* words after each packed hi and lo row (64 bytes) */
 };
 
 /* The amx level: W8A8 on TDPBSSD (kernels/x86/qlinear_amx.c), fp8 and int8-row on TDPBF16PS

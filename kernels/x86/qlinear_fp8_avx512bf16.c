@@ -198,35 +198,40 @@ NUMLA_QL16_INLINE void numla_ql16_row2(const numla_qlinear_weight *w, int64_t r,
     out[1] = _mm512_reduce_add_ps(tot[1]);
 }
 
-/* y[i] for weight row r and each of the m (1 .. NUMLA_QL16_ROW_GROUP, a constant after inlining,
- * so the 4 m chains and m totals stay in registers) x rows packed at xp (row i: hi at
- * xp + 2·i·kp, lo kp words after it): each x row's chains, and the order its blocks' sums are
- * added in, are numla_ql16_row's, so every row has the one-row GEMV's bits; each weight group
- * is widened once for the m rows. */
+/* Blocks [b0, b1) of weight row r for each of the m (1 .. NUMLA_QL16_ROW_GROUP, a constant after
+ * inlining, so the 4 m chains and m totals stay in registers) x rows packed at xp (row i: hi at
+ * xp + i·ld, lo at numla_ql16_lo_off words after it), carrying the rows' totals in tot: each x
+ * row's chains, and the order its blocks' sums are added in, are numla_ql16_row's, so every row
+ * has the one-row GEMV's bits; each weight group is widened once for the m rows. */
 NUMLA_QL16_INLINE void numla_ql16_rows(const numla_qlinear_weight *w, int64_t r, const uint16_t *xp,
-                                       const int m, const numla_ql16_lut *t, const int8_t *end,
-                                       float *out)
+                                       int64_t ld, const int m, const numla_ql16_lut *t, const int8_t *end,
+                                       int64_t b0, int64_t b1, __m512 *tot)
 {
-    const int64_t B = NUMLA_QLINEAR_BLOCK, kp = w->kp, nb = (kp + B - 1) / B;
+    const int64_t B = NUMLA_QLINEAR_BLOCK, kp = w->kp, lo = numla_ql16_lo_off(kp);
     const int8_t *wr = w->q + r * kp;
     const float *s = w->scales + numla_qlinear_grid_row(w, r) * w->scale_cols;
-    __m512 tot[NUMLA_QL16_ROW_GROUP];
+    __m512 tt[NUMLA_QL16_ROW_GROUP];
     for (int64_t i = 0; i < m; i++)
-        tot[i] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
+        tt[i] = tot[i];
+    for (int64_t b = b0; b < b1; b++) {
         __m512 a[NUMLA_QL16_ROW_GROUP][4];
         for (int64_t i = 0; i < m; i++)
             for (int c = 0; c < 4; c++)
                 a[i][c] = _mm512_setzero_ps();
         const int64_t c0 = b * B, groups = (kp - c0) / 64 < 2 ? (kp - c0) / 64 : 2;
-        if (wr + c0 + NUMLA_QL16_AHEAD < end)
-            _mm_prefetch((const char *)(wr + c0 + NUMLA_QL16_AHEAD), _MM_HINT_T0);
+        /* the same columns NUMLA_QL16_ROWS_AHEAD rows on (read that many slices later) */
+        const int8_t *pf = wr + NUMLA_QL16_ROWS_AHEAD * kp + c0;
+        if (pf + 64 * groups <= end) {
+            _mm_prefetch((const char *)pf, _MM_HINT_T0);
+            if (groups == 2)
+                _mm_prefetch((const char *)(pf + 64), _MM_HINT_T0);
+        }
         for (int64_t g = 0; g < groups; g++) {
             const int64_t c = c0 + 64 * g;
             __m512i w0, w1;
             numla_ql16_widen(wr + c, t, &w0, &w1);
             for (int64_t i = 0; i < m; i++) {
-                const uint16_t *xh = xp + 2 * i * kp, *xl = xh + kp;
+                const uint16_t *xh = xp + i * ld, *xl = xh + lo;
                 a[i][0] = _mm512_dpbf16_ps(a[i][0], (__m512bh)w0, (__m512bh)_mm512_load_si512((const void *)(xh + c)));
                 a[i][1] = _mm512_dpbf16_ps(a[i][1], (__m512bh)w1, (__m512bh)_mm512_load_si512((const void *)(xh + c + 32)));
                 a[i][2] = _mm512_dpbf16_ps(a[i][2], (__m512bh)w0, (__m512bh)_mm512_load_si512((const void *)(xl + c)));
@@ -235,39 +240,58 @@ NUMLA_QL16_INLINE void numla_ql16_rows(const numla_qlinear_weight *w, int64_t r,
         }
         for (int64_t i = 0; i < m; i++) {
             const __m512 sum = _mm512_add_ps(_mm512_add_ps(a[i][0], a[i][1]), _mm512_add_ps(a[i][2], a[i][3]));
-            tot[i] = _mm512_fmadd_ps(sum, _mm512_set1_ps(s[b]), tot[i]);
+            tt[i] = _mm512_fmadd_ps(sum, _mm512_set1_ps(s[b]), tt[i]);
         }
     }
     for (int64_t i = 0; i < m; i++)
-        out[i] = _mm512_reduce_add_ps(tot[i]);
+        tot[i] = tt[i];
 }
 
-/* One thread's rows of y = W x for m = 2..NUMLA_QL16_MAX_M x rows packed at xp. */
+/* One thread's rows of y = W x for m = 2..NUMLA_QL16_MAX_M x rows packed at xp (rows ld words
+ * apart). The rows go in runs of NUMLA_QL16_ROWS_RB, each run K-block by K-block
+ * (numla_ql16_rows_kblocks: the m rows' packed x of a K-block stay in L1 while the run's weight
+ * slices stream past), the runs' totals kept in T between K-blocks: x is read from L1, not L2,
+ * once per weight row and x row. */
 static NUMLA_QL16_FN __attribute__((noinline)) void numla_ql16_thread_rows(const numla_qlinear_weight *w,
                                                                           int64_t m, const uint16_t *xp,
                                                                           float *y, int64_t ldy,
                                                                           int accumulate, int ith, int nth)
 {
+    enum { RB = NUMLA_QL16_ROWS_RB, G = NUMLA_QL16_ROW_GROUP };
     const numla_ql16_lut t = {
         _mm512_load_si512((const void *)numla_fp8_bf16_hi), _mm512_load_si512((const void *)(numla_fp8_bf16_hi + 64)),
         _mm512_load_si512((const void *)numla_fp8_bf16_lo), _mm512_load_si512((const void *)(numla_fp8_bf16_lo + 64))};
     int64_t r0, r1;
     numla_qlinear_split(w->n, ith, nth, &r0, &r1);
     const int8_t *end = w->q + r1 * w->kp;
-    float v[NUMLA_QL16_ROW_GROUP];
-    for (int64_t r = r0; r < r1; r++)
-        for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QL16_ROW_GROUP) { /* the row stays in L1 across groups */
-            const int64_t g = m - i0 < NUMLA_QL16_ROW_GROUP ? m - i0 : NUMLA_QL16_ROW_GROUP;
-            const uint16_t *xg = xp + 2 * i0 * w->kp;
-            switch (g) {
-            case 4: numla_ql16_rows(w, r, xg, 4, &t, end, v); break;
-            case 3: numla_ql16_rows(w, r, xg, 3, &t, end, v); break;
-            case 2: numla_ql16_rows(w, r, xg, 2, &t, end, v); break;
-            default: numla_ql16_rows(w, r, xg, 1, &t, end, v); break;
-            }
-            for (int64_t i = 0; i < g; i++)
-                y[(i0 + i) * ldy + r] = accumulate ? y[(i0 + i) * ldy + r] + v[i] : v[i];
+    const int64_t nb = (w->kp + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK, kb = numla_ql16_rows_kblocks(m),
+                  ld = numla_ql16_x_ld(w->kp);
+    __m512 T[RB * NUMLA_QL16_MAX_M];
+    for (int64_t rb0 = r0; rb0 < r1; rb0 += RB) {
+        const int64_t rb1 = rb0 + RB < r1 ? rb0 + RB : r1;
+        for (int64_t j = 0; j < (rb1 - rb0) * m; j++)
+            T[j] = _mm512_setzero_ps();
+        for (int64_t b0 = 0; b0 < nb; b0 += kb) {
+            const int64_t b1 = b0 + kb < nb ? b0 + kb : nb;
+            for (int64_t r = rb0; r < rb1; r++)
+                for (int64_t i0 = 0; i0 < m; i0 += G) { /* the slice stays in L1 across groups */
+                    const int64_t g = m - i0 < G ? m - i0 : G;
+                    const uint16_t *xg = xp + i0 * ld;
+                    __m512 *Tr = T + (r - rb0) * m + i0;
+                    switch (g) {
+                    case 4: numla_ql16_rows(w, r, xg, ld, 4, &t, end, b0, b1, Tr); break;
+                    case 3: numla_ql16_rows(w, r, xg, ld, 3, &t, end, b0, b1, Tr); break;
+                    case 2: numla_ql16_rows(w, r, xg, ld, 2, &t, end, b0, b1, Tr); break;
+                    default: numla_ql16_rows(w, r, xg, ld, 1, &t, end, b0, b1, Tr); break;
+                    }
+                }
         }
+        for (int64_t r = rb0; r < rb1; r++)
+            for (int64_t i = 0; i < m; i++) {
+                const float v = _mm512_reduce_add_ps(T[(r - rb0) * m + i]);
+                y[i * ldy + r] = accumulate ? y[i * ldy + r] + v : v;
+            }
+    }
 }
 
 /* One thread's rows of y = W x (M = 1). A function of its own with the VBMI target: the
@@ -308,8 +332,9 @@ void numla_qlinear_forward_fp8_avx512bf16(const numla_qlinear_weight *w, int64_t
 {
     if (m > 1 && numla_qlinear_fp8_rows_ws_bytes(w, m) > 0 && workspace) {
         uint16_t *xp = (uint16_t *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
+        const int64_t ld = numla_ql16_x_ld(w->kp);
         for (int64_t i = 0; i < m; i++)
-            numla_ql16_pack_x(x + i * ldx, w->k, w->kp, xp + 2 * i * w->kp, xp + (2 * i + 1) * w->kp);
+            numla_ql16_pack_x(x + i * ldx, w->k, w->kp, xp + i * ld, xp + i * ld + numla_ql16_lo_off(w->kp));
 #pragma omp parallel
         numla_ql16_thread_rows(w, m, xp, y, ldy, accumulate, omp_get_thread_num(), omp_get_num_threads());
         return;
