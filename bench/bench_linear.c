@@ -644,7 +644,8 @@ static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_is
 
 /* --class rows: a verify step's few-row linears. For M = 1..4 rows on the bf16 shapes of
  * models/kjv-v3 (hidden 256: W stays in cache, as in the model, one copy) and of DeepSeek-V3
- * (W rotated over the pool, so it comes from memory), the M-row call's best time over the
+ * (W rotated over the pool, so it comes from memory; there also the fp8-block weights of its
+ * checkpoint, numla_fp8), the M-row call's best time over the
  * one-row call's (t(M)/t(1): what a verify step's linears cost against a one-row step's) and
  * over M one-row calls (t(M)/(M t(1))). The M values take turns within each rep, so load on a
  * shared machine falls on all of them. */
@@ -652,8 +653,79 @@ static const numla_bench_linear_shape numla_bench_linear_rows_shapes_[] = {
     {"kjv-v3", 0, 256, 256},  {"kjv-v3", 0, 384, 256},   {"kjv-v3", 0, 160, 256},
     {"kjv-v3", 0, 512, 128},  {"kjv-v3", 0, 768, 256},   {"kjv-v3", 0, 256, 768},
     {"kjv-v3", 0, 4096, 256}, {"v3", 0, 1536, 7168},     {"v3", 0, 576, 7168},
-    {"v3", 0, 7168, 2048},    {"v3", 0, 2048, 7168},
+    {"v3", 0, 7168, 2048},    {"v3", 0, 2048, 7168},     {"v3", 0, 18432, 7168},
+    {"v3", 0, 7168, 18432},
 };
+
+static void numla_bench_linear_rows_print_(const numla_bench_linear_shape *s, const char *name, const double *best,
+                                           int maxm, int json)
+{
+    for (int m = 1; m <= maxm; m++) {
+        if (json)
+            printf("{\"class\":\"rows\",\"shape\":\"%s\",\"kernel\":\"%s\",\"m\":%d,\"n\":%lld,\"k\":%lld,"
+                   "\"time_us\":%.3f,\"vs_one_row\":%.3f,\"vs_m_one_row_calls\":%.3f}\n",
+                   s->cls, name, m, (long long)s->n, (long long)s->k, best[m] * 1e6, best[m] / best[1],
+                   best[m] / (m * best[1]));
+        else
+            printf("%-8s %5d %7lld %6lld  %-16s %10.2f %12.3f %14.3f\n", s->cls, m, (long long)s->n,
+                   (long long)s->k, name, best[m] * 1e6, best[m] / best[1], best[m] / (m * best[1]));
+    }
+    fflush(stdout);
+}
+
+/* The same M = 1..maxm turns on the shape's fp8-block weights (DeepSeek-V3's checkpoint format:
+ * e4m3 bytes, a scale per 128 x 128 block), rotated over the pool; x and y as the bf16 rows'. */
+static void numla_bench_linear_rows_fp8_(const numla_bench_linear_shape *s, numla_isa isa, size_t pool, int reps,
+                                         int calls, const float *x, float *y, int json)
+{
+    enum { MAXM = 4 };
+    const size_t wb8 = (size_t)s->n * (size_t)s->k;
+    const int copies = (int)((pool + wb8 - 1) / wb8);
+    const int64_t sr = (s->n + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK,
+                  sc = (s->k + NUMLA_QLINEAR_BLOCK - 1) / NUMLA_QLINEAR_BLOCK;
+    uint8_t *src = malloc(wb8);
+    float *scales = malloc((size_t)(sr * sc) * sizeof *scales);
+    numla_qlinear_weight *w = calloc((size_t)copies, sizeof *w);
+    void **packed = calloc((size_t)copies, sizeof *packed);
+    int ok = src && scales && w && packed;
+    uint64_t st = 0x2545F4914F6CDD1Dull;
+    for (size_t i = 0; ok && i < wb8; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        src[i] = (uint8_t)(st >> 56);
+        if ((src[i] & 0x7f) == 0x7f) /* no e4m3 NaN encodings */
+            src[i] ^= 1;
+    }
+    for (int64_t i = 0; ok && i < sr * sc; i++)
+        scales[i] = 1e-3f;
+    const numla_qlinear_source qs = {NUMLA_QLINEAR_FP8_BLOCK, s->n, s->k, 0, 0, src, s->k, scales, sr, sc};
+    for (int c = 0; ok && c < copies; c++) {
+        packed[c] = numla_bench_linear_alloc_(numla_qlinear_packed_size(NUMLA_QLINEAR_FP8_BLOCK, s->n, s->k));
+        ok = packed[c] && numla_qlinear_pack(&qs, packed[c], &w[c]) == NUMLA_STATUS_OK;
+    }
+    numla_bench_linear_q8_ctx cx = {1, x, y, w, isa, NULL,
+                                    ok ? numla_qlinear_workspace_size(&w[0], MAXM, omp_get_max_threads()) : 0};
+    cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
+    double best[MAXM + 1];
+    for (int m = 1; m <= MAXM; m++)
+        best[m] = 1e30;
+    for (int r = 0; ok && r < reps; r++)
+        for (int m = 1; m <= MAXM; m++) {
+            double med;
+            cx.m = m;
+            const double t = numla_bench_linear_time_(numla_bench_linear_q8_call_, &cx, copies, calls, &med);
+            if (t > 0 && t < best[m])
+                best[m] = t;
+        }
+    if (ok)
+        numla_bench_linear_rows_print_(s, "numla_fp8", best, MAXM, json);
+    free(cx.ws);
+    for (int c = 0; packed && c < copies; c++)
+        free(packed[c]);
+    free(packed);
+    free(w);
+    free(scales);
+    free(src);
+}
 
 static void numla_bench_linear_rows_(numla_isa isa, size_t pool, int reps, int json)
 {
@@ -698,17 +770,10 @@ static void numla_bench_linear_rows_(numla_isa isa, size_t pool, int reps, int j
                 if (t > 0 && t < best[m])
                     best[m] = t;
             }
-        for (int m = 1; ok && m <= MAXM; m++) {
-            if (json)
-                printf("{\"class\":\"rows\",\"shape\":\"%s\",\"m\":%d,\"n\":%lld,\"k\":%lld,\"time_us\":%.3f,"
-                       "\"vs_one_row\":%.3f,\"vs_m_one_row_calls\":%.3f}\n",
-                       s->cls, m, (long long)s->n, (long long)s->k, best[m] * 1e6, best[m] / best[1],
-                       best[m] / (m * best[1]));
-            else
-                printf("%-8s %5d %7lld %6lld  %-16s %10.2f %12.3f %14.3f\n", s->cls, m, (long long)s->n,
-                       (long long)s->k, "numla", best[m] * 1e6, best[m] / best[1], best[m] / (m * best[1]));
-        }
-        fflush(stdout);
+        if (ok)
+            numla_bench_linear_rows_print_(s, "numla", best, MAXM, json);
+        if (ok && mem)
+            numla_bench_linear_rows_fp8_(s, isa, pool, reps, calls, cx.x, cx.y, json);
         free(cx.ws);
         for (int c = 0; packed && c < cx.copies; c++)
             free(packed[c]);
