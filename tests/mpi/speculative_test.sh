@@ -234,21 +234,25 @@ if [ "$ranks" -eq 1 ]; then
   "$bin" run --model "$tmp/tiny" --input "$tmp/req.jsonl" --output "$tmp/none.jsonl" --speculative mtp 2> "$tmp/none.err"
   [ $? -ne 0 ] && grep -q 'no multi-token-prediction layer' "$tmp/none.err"
   check "a model without the MTP layer refused" $? "$(tail -2 "$tmp/none.err")"
-  # a synthetic model with the MTP layer (numla synth --mtp on: V3's layer 61 tensors) loads,
-  # drafts and gives the tokens of decoding without drafts; bench model times its MTP step
-  "$bin" synth --preset tiny-v3 --mtp on --out "$tmp/tv3" --seed 4 >/dev/null 2>&1
-  check "synth --mtp on" $? ""
+  # a synthetic model with the MTP layer (numla synth --mtp on: V3's layer 61 tensors) of each
+  # family that ships one (V3; V3.2 and GLM-5, whose layer has its own indexer, the prompts and
+  # tokens past their index_topk) loads, drafts and gives the tokens of decoding without
+  # drafts; bench model times its MTP step
   awk 'BEGIN { srand(3); for (r = 0; r < 4; r++) { s = ""; for (t = 0; t < 6 + 5 * r; t++) s = s (t ? "," : "") 2 + int(rand() * 500)
     printf "{\"id\": \"t%d\", \"prompt_tokens\": [%s], \"max_tokens\": 24, \"temperature\": 0, \"logprobs\": 2, \"ignore_eos\": true}\n", r, s } }' > "$tmp/treq.jsonl"
-  "$bin" run --model "$tmp/tv3" --threads 1 --input "$tmp/treq.jsonl" --output "$tmp/tbase.jsonl" --no-progress 2> "$tmp/tbase.err" &&
-    "$bin" run --model "$tmp/tv3" --threads 1 --input "$tmp/treq.jsonl" --output "$tmp/tk2.jsonl" --no-progress \
-      --speculative mtp:2 2> "$tmp/tk2.err"
-  rc=$?
-  [ $rc -eq 0 ] && [ "$(decisive_tokens "$tmp/tbase.jsonl" "$tmp/tbase.jsonl" | grep -c ',')" -ge 3 ] &&
-    cmp -s <(decisive_tokens "$tmp/tbase.jsonl" "$tmp/tbase.jsonl") <(decisive_tokens "$tmp/tbase.jsonl" "$tmp/tk2.jsonl") &&
-    grep -q 'speculative mtp:2: acceptance' "$tmp/tk2.err"
-  check "synthetic MTP layer: --speculative mtp:2 runs, decisive tokens equal" $? "rc $rc: $(tail -2 "$tmp/tk2.err")"
-  "$bin" bench model --model "$tmp/tv3" --threads 1 --quick --prompt 32 --long-context 32 \
+  for preset in tiny-v3 tiny-v32 tiny-glm5; do
+    "$bin" synth --preset $preset --mtp on --out "$tmp/$preset" --seed 4 >/dev/null 2>&1
+    check "synth --preset $preset --mtp on" $? ""
+    "$bin" run --model "$tmp/$preset" --threads 1 --input "$tmp/treq.jsonl" --output "$tmp/tbase.jsonl" --no-progress 2> "$tmp/tbase.err" &&
+      "$bin" run --model "$tmp/$preset" --threads 1 --input "$tmp/treq.jsonl" --output "$tmp/tk2.jsonl" --no-progress \
+        --speculative mtp:2 2> "$tmp/tk2.err"
+    rc=$?
+    [ $rc -eq 0 ] && [ "$(decisive_tokens "$tmp/tbase.jsonl" "$tmp/tbase.jsonl" | grep -c ',')" -ge 3 ] &&
+      cmp -s <(decisive_tokens "$tmp/tbase.jsonl" "$tmp/tbase.jsonl") <(decisive_tokens "$tmp/tbase.jsonl" "$tmp/tk2.jsonl") &&
+      grep -q 'speculative mtp:2: acceptance' "$tmp/tk2.err"
+    check "$preset synthetic MTP layer: --speculative mtp:2 runs, decisive tokens equal" $? "rc $rc: $(tail -2 "$tmp/tk2.err")"
+  done
+  "$bin" bench model --model "$tmp/tiny-v3" --threads 1 --quick --prompt 32 --long-context 32 \
     --speculative 1 > "$tmp/tbench.txt" 2>&1
   grep -q 'MTP step of 1 row: ' "$tmp/tbench.txt"
   check "bench model --speculative on the synthetic MTP layer" $? "$(tail -3 "$tmp/tbench.txt")"
