@@ -251,11 +251,11 @@ if [ "$ranks" -eq 1 ]; then
       cmp -s <(decisive_tokens "$tmp/tbase.jsonl" "$tmp/tbase.jsonl") <(decisive_tokens "$tmp/tbase.jsonl" "$tmp/tk2.jsonl") &&
       grep -q 'speculative mtp:2: acceptance' "$tmp/tk2.err"
     check "$preset synthetic MTP layer: --speculative mtp:2 runs, decisive tokens equal" $? "rc $rc: $(tail -2 "$tmp/tk2.err")"
+    "$bin" bench model --model "$tmp/$preset" --threads 1 --quick --prompt 32 --long-context 32 \
+      --speculative 1 > "$tmp/tbench.txt" 2>&1
+    grep -q 'MTP step of 1 row: ' "$tmp/tbench.txt"
+    check "bench model --speculative on the $preset synthetic MTP layer" $? "$(tail -3 "$tmp/tbench.txt")"
   done
-  "$bin" bench model --model "$tmp/tiny-v3" --threads 1 --quick --prompt 32 --long-context 32 \
-    --speculative 1 > "$tmp/tbench.txt" 2>&1
-  grep -q 'MTP step of 1 row: ' "$tmp/tbench.txt"
-  check "bench model --speculative on the synthetic MTP layer" $? "$(tail -3 "$tmp/tbench.txt")"
   # a GGUF file with the nextn tensors (tests/golden/mtp/v3_gguf, the v3 directory's tensors)
   # drafts with them: its tokens are those of the directory decoded without drafts
   g=$src/tests/golden/mtp
