@@ -657,6 +657,23 @@ static const numla_bench_linear_shape numla_bench_linear_rows_shapes_[] = {
     {"v3", 0, 7168, 18432},
 };
 
+/* best[m] for m = 1..maxm: the best call of fn (ctx's row count at *m) over reps turns, the M
+ * values taking turns within each. */
+static void numla_bench_linear_rows_turns_(numla_bench_linear_fn fn, void *ctx, int64_t *m, int copies, int calls,
+                                           int reps, int maxm, double *best)
+{
+    for (int i = 1; i <= maxm; i++)
+        best[i] = 1e30;
+    for (int r = 0; r < reps; r++)
+        for (int i = 1; i <= maxm; i++) {
+            double med;
+            *m = i;
+            const double t = numla_bench_linear_time_(fn, ctx, copies, calls, &med);
+            if (t > 0 && t < best[i])
+                best[i] = t;
+        }
+}
+
 static void numla_bench_linear_rows_print_(const numla_bench_linear_shape *s, const char *name, const double *best,
                                            int maxm, int json)
 {
@@ -706,18 +723,10 @@ static void numla_bench_linear_rows_fp8_(const numla_bench_linear_shape *s, numl
                                     ok ? numla_qlinear_workspace_size(&w[0], MAXM, omp_get_max_threads()) : 0};
     cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
     double best[MAXM + 1];
-    for (int m = 1; m <= MAXM; m++)
-        best[m] = 1e30;
-    for (int r = 0; ok && r < reps; r++)
-        for (int m = 1; m <= MAXM; m++) {
-            double med;
-            cx.m = m;
-            const double t = numla_bench_linear_time_(numla_bench_linear_q8_call_, &cx, copies, calls, &med);
-            if (t > 0 && t < best[m])
-                best[m] = t;
-        }
-    if (ok)
+    if (ok) {
+        numla_bench_linear_rows_turns_(numla_bench_linear_q8_call_, &cx, &cx.m, copies, calls, reps, MAXM, best);
         numla_bench_linear_rows_print_(s, "numla_fp8", best, MAXM, json);
+    }
     free(cx.ws);
     for (int c = 0; packed && c < copies; c++)
         free(packed[c]);
@@ -760,18 +769,10 @@ static void numla_bench_linear_rows_(numla_isa isa, size_t pool, int reps, int j
         cx.ws_bytes = ok ? numla_linear_workspace_size(isa, &cx.w[0], MAXM, omp_get_max_threads()) : 0;
         cx.ws = cx.ws_bytes ? malloc(cx.ws_bytes) : NULL;
         double best[MAXM + 1];
-        for (int m = 1; m <= MAXM; m++)
-            best[m] = 1e30;
-        for (int r = 0; ok && r < reps; r++)
-            for (int m = 1; m <= MAXM; m++) {
-                double med;
-                cx.m = m;
-                const double t = numla_bench_linear_time_(numla_bench_linear_ours_, &cx, cx.copies, calls, &med);
-                if (t > 0 && t < best[m])
-                    best[m] = t;
-            }
-        if (ok)
+        if (ok) {
+            numla_bench_linear_rows_turns_(numla_bench_linear_ours_, &cx, &cx.m, cx.copies, calls, reps, MAXM, best);
             numla_bench_linear_rows_print_(s, "numla", best, MAXM, json);
+        }
         if (ok && mem)
             numla_bench_linear_rows_fp8_(s, isa, pool, reps, calls, cx.x, cx.y, json);
         free(cx.ws);
