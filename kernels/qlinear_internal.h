@@ -155,10 +155,6 @@ void numla_qlinear_forward_avx512(const numla_qlinear_weight *w, int64_t m, cons
 void numla_qlinear_forward_avx512vnni(const numla_qlinear_weight *w, int64_t m, const float *x,
                                       int64_t ldx, float *y, int64_t ldy, int accumulate,
                                       void *workspace);
-/* fp8 GEMV (M = 1 to NUMLA_QL16_MAX_M) on vdpbf16ps, e4m3 widened to bf16 with vpermi2b
- * (kernels/x86/qlinear_fp8_avx512bf16.c); other M run numla_qlinear_forward_avx512. The
- * avx512bf16 level uses it when the CPU has AVX512_VBMI (NUMLA_CPU_VBMI: not implied by the
- * level). From 2 rows it packs x once into the workspace: numla_qlinear_fp8_rows_ws_bytes. */
 /* The packed x rows: hi (kp words), NUMLA_QL16_X_PAD words, lo (kp words), NUMLA_QL16_X_PAD
  * words; the pads keep the rows' hi and lo streams out of one another's cache sets. */
 static inline int64_t numla_ql16_lo_off(int64_t kp) { return kp + NUMLA_QL16_X_PAD; }
@@ -170,6 +166,10 @@ static inline int64_t numla_ql16_rows_kblocks(int64_t m)
     const int64_t kb = NUMLA_QL16_ROWS_X_BYTES / (m * 4 * NUMLA_QLINEAR_BLOCK);
     return kb > 1 ? kb : 1;
 }
+/* fp8 GEMV (M = 1 to NUMLA_QL16_MAX_M) on vdpbf16ps, e4m3 widened to bf16 with vpermi2b
+ * (kernels/x86/qlinear_fp8_avx512bf16.c); other M run numla_qlinear_forward_avx512. The
+ * avx512bf16 level uses it when the CPU has AVX512_VBMI (NUMLA_CPU_VBMI: not implied by the
+ * level). From 2 rows it packs x once into the workspace: numla_qlinear_fp8_rows_ws_bytes. */
 static inline size_t numla_qlinear_fp8_rows_ws_bytes(const numla_qlinear_weight *w, int64_t m)
 {
     return w->fmt == NUMLA_QLINEAR_FP8_BLOCK && m >= 2 && m <= NUMLA_QL16_MAX_M &&

@@ -3,8 +3,8 @@
  * NUMLA_CPU_VBMI): e4m3 widened to bf16 in registers and vdpbf16ps, instead of
  * widening to fp32 (vpmovsxbw, shift, vcvtph2ps) and fp32 FMA. 2 to NUMLA_QL16_MAX_M rows run
  * each row's GEMV arithmetic with every weight group widened once for all of them (x packed
- * once into the workspace), so a row's bits do not depend on M there. Other M run the avx512
- * variant.
+ * once into the workspace, the weight rows taken a K-block at a time so that x stays in L1),
+ * so a row's bits do not depend on M there. Other M run the avx512 variant.
  *
  * e4m3 -> bf16: the byte's low 7 bits index two 128-entry byte tables (vpermi2b, which ignores
  * the index's top bit) giving the bf16's high byte without the sign and its low byte; the
