@@ -281,16 +281,21 @@ static inline void numla_qblock_many_decode_(const numla_qblock_weight *w, numla
         else if (k0 == 0)
             memset(W + r * kc_max, 0, sizeof(float) * (size_t)kc_max);
 }
+/* Whether the avx512 many-row path copies its chunks of x (k + PAD floats a row): rows of one
+ * column block (K up to KC, V4-Flash's experts), so the copy stays within 64 x (KC + PAD)
+ * floats a thread (1 MiB); longer rows are read in place. */
+static inline int numla_qblock_many_copies_x_(int64_t k) { return k <= NUMLA_QBLOCK_MANY_KC; }
 /* Per-thread scratch of the many-row path for m x rows of k columns: NW decoded rows of KC
  * columns (KC + PAD floats apart), the four accumulator sets (16 floats each) of NW x min(m,
- * CHUNK) output pairs, and the avx512 path's copy of the chunk's x rows (k + PAD floats apart;
- * the avx2 path, whose column blocks stay in L1, reads x in place and uses the first two). */
+ * CHUNK) output pairs, and where numla_qblock_many_copies_x_ the avx512 path's copy of the
+ * chunk's x rows (the avx2 path, whose column blocks stay in L1, reads x in place and uses the
+ * first two). */
 static inline size_t numla_qblock_many_thread_bytes_(int64_t m, int64_t k)
 {
     const int64_t rows = m < NUMLA_QBLOCK_MANY_CHUNK ? m : NUMLA_QBLOCK_MANY_CHUNK;
     return (size_t)NUMLA_QBLOCK_MANY_NW * (NUMLA_QBLOCK_MANY_KC + NUMLA_QBLOCK_MANY_PAD) * sizeof(float) +
            (size_t)rows * NUMLA_QBLOCK_MANY_NW * 64 * sizeof(float) +
-           (size_t)rows * (size_t)(k + NUMLA_QBLOCK_MANY_PAD) * sizeof(float);
+           (numla_qblock_many_copies_x_(k) ? (size_t)rows * (size_t)(k + NUMLA_QBLOCK_MANY_PAD) * sizeof(float) : 0);
 }
 /* x rows [i0, i1), columns [0, k), into X, rows k + NUMLA_QBLOCK_MANY_PAD floats apart (the
  * thread's own copy of its chunk: its tiles' x streams then fall in different cache sets). */

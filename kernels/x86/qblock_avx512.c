@@ -21,10 +21,11 @@
  * NUMLA_QBLOCK_MANY_KC columns) and runs 4 x 6 register tiles over a chunk of x rows, one of the
  * GEMV's four accumulator sets a pass, with the same per-lane operations, so the outputs keep
  * their bits (numla_qblock_many_pass_). The tiles read the decoded rows and the thread's own copy
- * of the chunk's x rows, both NUMLA_QBLOCK_MANY_PAD floats longer than a row: with K 2048 or
- * 4096 the caller's x rows and unpadded scratch rows all fall in one L1 set, and where the two
- * groups met in the same set (which depended on where the buffers landed) the tiles ran at
- * two-thirds of the rate. Below that, each block is decoded once per 2 x rows.
+ * of the chunk's x rows (K up to NUMLA_QBLOCK_MANY_KC; longer rows are read in place), both
+ * NUMLA_QBLOCK_MANY_PAD floats longer than a row: with K 2048 or 4096 the caller's x rows and
+ * unpadded scratch rows all fall in one L1 set, and where the two groups met in the same set
+ * (which depended on where the buffers landed) the tiles ran at two-thirds of the rate. Below
+ * that, each block is decoded once per 2 x rows.
  */
 #include "kernels/qblock_internal.h"
 
@@ -594,7 +595,8 @@ void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const 
         const int team = omp_get_max_threads(), nth = (size_t)team < fit ? team : (int)fit;
         float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
         const numla_qblock_f32_decode_fn dec = row->f32_decode;
-        const int64_t rows = m < CHUNK ? m : CHUNK, ldc = w->k + NUMLA_QBLOCK_MANY_PAD;
+        const int copy = numla_qblock_many_copies_x_(w->k);
+        const int64_t rows = m < CHUNK ? m : CHUNK, ldc = copy ? w->k + NUMLA_QBLOCK_MANY_PAD : ldx;
 #pragma omp parallel num_threads(nth)
         {
             const int t = omp_get_thread_num();
@@ -604,9 +606,11 @@ void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const 
                   *S = W + NW * (NUMLA_QBLOCK_MANY_KC + NUMLA_QBLOCK_MANY_PAD), *X = S + rows * NW * 64;
             for (int64_t i0 = 0; i0 < m && lo < hi; i0 += CHUNK) {
                 const int64_t i1 = i0 + CHUNK < m ? i0 + CHUNK : m;
-                numla_qblock_many_copy_x_(x, ldx, i0, i1, w->k, X);
+                if (copy)
+                    numla_qblock_many_copy_x_(x, ldx, i0, i1, w->k, X);
+                const float *xc = copy ? X : x + i0 * ldx;
                 for (int64_t r = lo; r < hi; r += NW)
-                    numla_qblock_many_rows_(w, dec, r, hi - r < NW ? (int)(hi - r) : NW, i0, i1, X, ldc, y, ldy,
+                    numla_qblock_many_rows_(w, dec, r, hi - r < NW ? (int)(hi - r) : NW, i0, i1, xc, ldc, y, ldy,
                                             accumulate, W, S);
             }
         }
