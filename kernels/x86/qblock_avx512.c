@@ -544,7 +544,8 @@ static inline __attribute__((always_inline)) void numla_qblock_many_pass_(const 
 }
 
 /* Weight rows [r0, r0 + nw) (nw <= NW) for x rows [i0, i1) (i1 - i0 <= NUMLA_QBLOCK_MANY_CHUNK),
- * whose copy X holds them from its row 0, ldc floats apart: per KC columns the nw rows are
+ * which X holds from its row 0, ldc floats apart (the thread's copy, or x itself past
+ * numla_qblock_many_copies_x_): per KC columns the nw rows are
  * decoded into W (rows KC + PAD floats apart; rows past nw are zero and never stored), then
  * every tile of up to MR x rows runs its passes; after the last block each pair's sets are
  * reduced as the GEMV reduces them. */
@@ -603,7 +604,7 @@ void numla_qblock_forward_avx512(const numla_qblock_weight *w, int64_t m, const 
             int64_t lo, hi;
             numla_qblock_many_split_(w->n, NW, t, omp_get_num_threads(), &lo, &hi);
             float *W = base + (size_t)t * (per / sizeof(float)),
-                  *S = W + NW * (NUMLA_QBLOCK_MANY_KC + NUMLA_QBLOCK_MANY_PAD), *X = S + rows * NW * 64;
+                  *S = W + NW * (NUMLA_QBLOCK_MANY_KC + NUMLA_QBLOCK_MANY_PAD), *X = copy ? S + rows * NW * 64 : NULL;
             for (int64_t i0 = 0; i0 < m && lo < hi; i0 += CHUNK) {
                 const int64_t i1 = i0 + CHUNK < m ? i0 + CHUNK : m;
                 if (copy)
