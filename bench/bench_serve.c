@@ -562,15 +562,6 @@ static numla_status bs_sink_done(void *ctx, void *user, const numla_serve_done *
  * for its figures (destroy it); *prompt_tokens (may be NULL) gets the prompt tokens served.
  * schema (NULL: none): every output must be the start of one of its documents (an error
  * otherwise); *complete (may be NULL) gets the outputs that are a whole document. */
-/* The first sequence id of the next scheduler on the engine (numla_sched_options.first_seq_id):
- * each level's scheduler starts where no earlier one could have reached, so a DeepSeek-V4
- * sequence an earlier level left in the engine is never taken for one of its own. */
-static int64_t bs_next_seq_ids(void)
-{
-    static int64_t schedulers;
-    return ++schedulers << 32;
-}
-
 static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_request *rq, int n,
                              int c, int cache_on, numla_serve_loop **loop, int64_t *prompt_tokens,
                              const numla_grammar *schema, int64_t *complete)
@@ -586,7 +577,6 @@ static numla_status bs_serve(const bs_opts *o, numla_engine *eng, const numla_re
                   .prefix_stride = cfg->v4.enabled ? numla_v4_prefix_stride(cfg, 1) : 0,
                   .spec_k = o->e.spec_k,
                   .mtp_exec = o->e.spec_k > 0 ? numla_cli_engine_mtp_exec : NULL,
-                  .first_seq_id = bs_next_seq_ids(),
                   /* built once, outside the levels' time, as a server builds it once */
                   .grammar_vocab = o->gvocab},
         .kv = numla_engine_kv_cache(eng), .exec = bs_exec, .exec_ctx = eng,
@@ -705,8 +695,7 @@ static numla_status bs_run_http(const bs_opts *o, numla_engine *eng, const numla
                               .eos_token_ids = cfg->eos_token_ids, .spec_k = o->e.spec_k,
                               .mtp_exec = o->e.spec_k > 0 ? numla_cli_engine_mtp_exec : NULL,
                               .prefix_stride = cfg->v4.enabled ? numla_v4_prefix_stride(cfg, 1)
-                                                               : 0,
-                              .first_seq_id = bs_next_seq_ids()};
+                                                               : 0};
     numla_bench_http_level h;
     NUMLA_CHECK(numla_bench_http_run(eng, &so, rq, n, c, &h));
     const double ratio = plain->tps > 0 ? h.tps / plain->tps : 0;

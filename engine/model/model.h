@@ -51,10 +51,13 @@ typedef struct numla_step {
      * as long as it holds its blocks (the scheduler: a new id at each admission, so a preempted
      * sequence comes back as a new one), and the step frees the state of the ids in released
      * (sequences finished, cancelled or preempted since the previous step) before it runs.
-     * NULL seq_ids: a sequence is known by its first block. */
+     * NULL seq_ids: a sequence is known by its first block. release_all: the step first frees
+     * the state of every sequence the engine holds (a new scheduler's first step: nothing the
+     * engine holds is one of its sequences). */
     const int64_t *seq_ids;         /* (B) or NULL */
     int32_t num_released;
     const int64_t *released;        /* (num_released) */
+    int32_t release_all;            /* 0 or 1 */
 } numla_step;
 
 /* Optional per-layer hooks for debugging/tests: called after each decoder layer with the

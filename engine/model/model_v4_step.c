@@ -3,6 +3,7 @@
  * of the paged pool, which hold the sequences' compressed entries (numla_v4_seqs_use_pool); the
  * rest of V4's cache is per sequence (numla_v4_seq), so a step also names each sequence
  * (numla_step.seq_ids) and the sequences that ended (numla_step.released). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -289,6 +290,8 @@ static int32_t find(const numla_v4_seqs *t, int64_t key)
 
 static int released_now(const numla_step *st, int64_t key)
 {
+    if (st->release_all)
+        return 1;
     for (int32_t r = 0; st->seq_ids && r < st->num_released; r++)
         if (st->released[r] == key)
             return 1;
@@ -352,6 +355,8 @@ static void drop(numla_v4_seqs *t, int32_t i)
 numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float *logits)
 {
     NUMLA_CHECK(numla_v4_step_check(t, st));
+    while (st->release_all && t->n > 0)
+        drop(t, t->n - 1);
     for (int32_t r = 0; st->seq_ids && r < st->num_released; r++) {
         const int32_t i = find(t, st->released[r]);
         if (i >= 0)
@@ -431,9 +436,12 @@ numla_status numla_v4_step_forward(numla_v4_seqs *t, const numla_step *st, float
     }
     if (s == NUMLA_STATUS_OK && t->spec)
         s = rowmap_set(&t->last, st);
-    if (s == NUMLA_STATUS_NO_MEMORY)
+    if (s == NUMLA_STATUS_NO_MEMORY) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", numla_error_message());
         NUMLA_FAIL(s, "deepseek_v4 step: no memory for the caches of %d sequences (%d held on "
-                   "this rank)", B, t->n);
+                   "this rank): %s", B, t->n, why);
+    }
     NUMLA_CHECK(s);
     return NUMLA_STATUS_OK;
 }

@@ -5,8 +5,8 @@
  * sizing): placement.c.
  *
  * Wire protocol (all broadcasts from rank 0, in this order):
- *   header  int64[8] {op, num_seqs, num_tokens, max_blocks_per_seq, num_logit_rows, step_no,
- *           has seq_ids (0/1), num_released}
+ *   header  int64[9] {op, num_seqs, num_tokens, max_blocks_per_seq, num_logit_rows, step_no,
+ *           has seq_ids (0/1), num_released, release_all (0/1)}
  *   payload (ops STEP, MTP) one byte buffer: slots (T int64) | seq_ids (B int64, when given) |
  *           released (N int64) | tokens (T) | positions (T) | query_start_loc (B+1) |
  *           seq_lens (B) | block_tables (B·MB) | logit_rows (R), int32, and for MTP then
@@ -37,7 +37,7 @@ enum {
     ENGINE_OP_RESET = 4,
     ENGINE_OP_MTP = 5,    /* a step of the MTP layer (numla_engine_mtp_step) */
 };
-enum { ENGINE_HDR = 8 };
+enum { ENGINE_HDR = 9 };
 
 struct numla_engine {
     numla_comm *comm;                 /* borrowed */
@@ -339,6 +339,7 @@ static void plan_view(numla_engine *e, const int64_t *h, numla_step *st)
     q64 += h[6] ? B : 0;
     st->num_released = (int32_t)h[7];
     st->released = q64;
+    st->release_all = (int32_t)h[8];
     st->num_seqs = (int32_t)B;
     st->num_tokens = (int32_t)T;
     st->max_blocks_per_seq = (int32_t)MB;
@@ -541,7 +542,7 @@ static numla_status engine_step_op(numla_engine *e, const numla_step *plan,
         int64_t h[ENGINE_HDR] = {hidden_rows ? ENGINE_OP_MTP : ENGINE_OP_STEP, plan->num_seqs,
                                  plan->num_tokens, plan->max_blocks_per_seq,
                                  plan->num_logit_rows, e->step_no, plan->seq_ids != NULL,
-                                 plan->num_released};
+                                 plan->num_released, plan->release_all != 0};
         NUMLA_CHECK(plan_pack(e, plan, h, hidden_rows));
         const double t0 = wtime();
         if ((s = numla_comm_bcast(e->comm, h, sizeof h, 0)) != NUMLA_STATUS_OK ||

@@ -98,6 +98,8 @@ struct numla_sched {
     int64_t *seq_ids;          /* (max_seqs) each step sequence's admission (numla_step) */
     int64_t *released;         /* (num_released) admissions ended since the last step run */
     int32_t num_released, cap_released;
+    int fresh;                 /* no step has run: the first frees whatever the engine holds
+                                  (numla_step.release_all; an earlier scheduler's sequences) */
 
     numla_sched_stats st;
 };
@@ -212,7 +214,7 @@ numla_status numla_sched_create(const numla_sched_options *opts, numla_kv_cache 
     if (!s)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "scheduler: no memory");
     s->o = o;
-    s->next_admit = o.first_seq_id;
+    s->fresh = 1;
     if (o.num_eos)
         memcpy(s->eos, o.eos_token_ids, (size_t)o.num_eos * sizeof *s->eos);
     s->o.eos_token_ids = s->eos;
@@ -1008,7 +1010,8 @@ numla_status numla_sched_step(numla_sched *s)
                        .seq_lens = s->seq_lens, .block_tables = s->tables,
                        .max_blocks_per_seq = (int32_t)maxblk, .num_logit_rows = R,
                        .logit_rows = s->logit_rows, .seq_ids = s->seq_ids,
-                       .num_released = s->num_released, .released = s->released};
+                       .num_released = s->num_released, .released = s->released,
+                       .release_all = s->fresh};
     double t0 = numla_now_s();
     numla_status est = s->exec(s->exec_ctx, &step, s->logits);
     const int32_t sent = s->num_released;
@@ -1030,6 +1033,7 @@ numla_status numla_sched_step(numla_sched *s)
         return est == NUMLA_STATUS_NO_MEMORY ? est : NUMLA_STATUS_OK;
     }
     /* the engine has freed those (ones released during this step wait for the next) */
+    s->fresh = 0;
     if (sent > 0) {
         memmove(s->released, s->released + sent,
                 (size_t)(s->num_released - sent) * sizeof *s->released);

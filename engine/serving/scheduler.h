@@ -164,11 +164,6 @@ typedef struct numla_sched_options {
      * (numla_sampler_speculate). */
     int32_t spec_k;
     numla_sched_mtp_fn mtp_exec;
-    /* The id of its first admission (numla_step.seq_ids; each admission takes the next): a
-     * front end that runs several schedulers in turn on one engine gives each ids the earlier
-     * ones did not use, since DeepSeek-V4's engine keeps a sequence's cache by id until a step
-     * releases it (the last sequences of a scheduler never are). 0 by default. */
-    int64_t first_seq_id;
 } numla_sched_options;
 
 typedef struct numla_sched_stats {

@@ -371,11 +371,14 @@ static void test_errors_and_limits(void)
  * them (a pool of 14 blocks of 4 with 6 a sequence runs one 10-token prompt at a time: 3 + 6
  * blocks at admission, 4 + 6 at its end, where two would fit without them), a finished one gives them
  * back, and a request whose tokens' blocks and own blocks exceed the whole pool is refused at
- * once, naming the cache bytes against the pool's. A stand-in exec: token 3 always wins. */
+ * once, naming the cache bytes against the pool's. The scheduler's first step, and no other,
+ * frees what the engine holds (release_all: an earlier scheduler's sequences). A stand-in exec:
+ * token 3 always wins. */
 typedef struct sb_ctx {
     numla_kv_cache *kv;
     int32_t max_seqs_seen;
     int64_t max_used;
+    int32_t steps, release_all_at; /* steps run; 1 + the step with release_all set, -1 two */
 } sb_ctx;
 
 static numla_status sb_exec(void *ctx, const numla_step *st, float *logits)
@@ -386,6 +389,9 @@ static numla_status sb_exec(void *ctx, const numla_step *st, float *logits)
     const int64_t used = c->kv->num_blocks - numla_kv_cache_available(c->kv);
     if (used > c->max_used)
         c->max_used = used;
+    if (st->release_all)
+        c->release_all_at = c->release_all_at ? -1 : c->steps + 1;
+    c->steps++;
     memset(logits, 0, sizeof(float) * 10 * (size_t)st->num_logit_rows);
     for (int32_t r = 0; r < st->num_logit_rows; r++)
         logits[r * 10 + 3] = 1.0f;
@@ -413,7 +419,7 @@ static void test_seq_blocks(void)
     static sc_res res[3];
     int64_t ord[3];
     sc_run_ctx rc = {res, 0, ord};
-    sb_ctx c = {kv, 0, 0};
+    sb_ctx c = {kv, 0, 0, 0, 0};
     numla_sched_options o = {.max_batch_tokens = 64, .max_seqs = 4, .prefill_chunk = 16,
                              .vocab_size = 10};
     numla_sched *s = NULL;
@@ -438,6 +444,8 @@ static void test_seq_blocks(void)
                      c.max_seqs_seen);
     NUMLA_ASSERT_MSG(c.max_used == 10, "%lld blocks held at most (want 4 + 6)",
                      (long long)c.max_used);
+    NUMLA_ASSERT_MSG(c.steps > 1 && c.release_all_at == 1, "release_all: %d (of %d steps)",
+                     c.release_all_at, c.steps);
     numla_sched_stats st;
     numla_sched_stats_get(s, &st);
     CU_ASSERT_EQUAL(st.kv_blocks_used, 0); /* every sequence's own blocks given back */
