@@ -119,6 +119,11 @@ void numla_kv_cache_destroy(numla_kv_cache **pc)
         munmap(c->index_data, c->index_data_bytes);
     if (c->v4_data)
         munmap(c->v4_data, c->v4_data_bytes);
+    if (c->v4_slots) {
+        munmap(c->v4_slots->base, c->v4_slots->stride * (size_t)c->v4_slots->count);
+        free(c->v4_slots->free);
+        free(c->v4_slots);
+    }
     free(c->v4_off);
     free(c->free_blocks);
     free(c->refcount);
@@ -572,8 +577,47 @@ int64_t numla_kv_seq_slot(const numla_kv_cache *c, const numla_kv_seq *s, int64_
     return (int64_t)s->block_table[pos / c->block_size] * c->block_size + pos % c->block_size;
 }
 
+/* DeepSeek-V4's state slots (numla_kv_cache.v4_slots): one for each sequence the pool can
+ * hold at once (each holds its seq_blocks blocks and at least one of its tokens'; one a block
+ * where the scheduler is not charging them, seq_blocks 0), in a mapping of address space only
+ * whose pages are touched as sequences write them, by the rank's own threads, and then stay. */
+static numla_status kv_add_v4_slots(numla_kv_cache *c)
+{
+    const size_t need = c->v4_state_need;
+    const size_t stride = (need + 4095) & ~(size_t)4095;
+    int64_t count = c->num_blocks / ((int64_t)c->seq_blocks + 1);
+    count = count < 1 ? 1 : count > INT32_MAX / 2 ? INT32_MAX / 2 : count;
+    numla_v4_slots *sl = calloc(1, sizeof *sl);
+    if (sl)
+        sl->free = malloc(sizeof(int32_t) * (size_t)count);
+    if (!sl || !sl->free) {
+        if (sl)
+            free(sl);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: no memory");
+    }
+    void *p = stride ? mmap(NULL, stride * (size_t)count, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                     : MAP_FAILED;
+    if (p == MAP_FAILED) {
+        free(sl->free);
+        free(sl);
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "kv cache: cannot map %lld state slots of %zu bytes "
+                   "for DeepSeek-V4's window rings and compressors' rows", (long long)count, stride);
+    }
+    sl->base = p;
+    sl->stride = stride;
+    sl->need = need;
+    sl->count = (int32_t)count;
+    for (int32_t i = 0; i < sl->count; i++) /* slot 0 taken first */
+        sl->free[i] = sl->count - 1 - i;
+    sl->nfree = sl->count;
+    c->v4_slots = sl;
+    return NUMLA_STATUS_OK;
+}
+
 /* DeepSeek-V4's entry regions (numla_kv_cache.v4_data): one mapping, each region 64-byte
- * aligned; pages are touched only as entries are written, by the rank's own threads. */
+ * aligned; pages are touched only as entries are written, by the rank's own threads. Then its
+ * state slots. */
 static numla_status kv_add_v4(numla_kv_cache *c, const numla_model_config *cfg)
 {
     const int32_t L = (int32_t)cfg->v4.num_layers;
@@ -588,6 +632,7 @@ static numla_status kv_add_v4(numla_kv_cache *c, const numla_model_config *cfg)
             c->v4_off[2 * l + k] = bb ? at : SIZE_MAX;
             at += (bb * (size_t)c->num_blocks + 63) & ~(size_t)63;
         }
+    c->v4_state_need = numla_v4_state_bytes(cfg, c->dtype);
     if (!at)
         return NUMLA_STATUS_OK;
     c->v4_data_bytes = (at + 4095) & ~(size_t)4095;
@@ -605,14 +650,17 @@ static numla_status kv_add_v4(numla_kv_cache *c, const numla_model_config *cfg)
     return NUMLA_STATUS_OK;
 }
 
-numla_status numla_kv_cache_v4_pool(const numla_kv_cache *c, numla_v4_pool *out)
+numla_status numla_kv_cache_v4_pool(numla_kv_cache *c, numla_v4_pool *out)
 {
     if (!c || !out || !c->v4_off)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_kv_cache_v4_pool: not a DeepSeek-V4 pool");
     memset(out, 0, sizeof *out);
+    if (!c->v4_slots) /* after the pool's sizing set seq_blocks */
+        NUMLA_CHECK(kv_add_v4_slots(c));
     out->block_size = c->block_size;
     out->num_blocks = c->num_blocks;
     out->dtype = c->dtype;
+    out->slots = c->v4_slots;
     for (int32_t l = 0; l < c->v4_layers && l < NUMLA_V4_MAX_LAYERS; l++)
         for (int k = 0; k < 2; k++)
             out->entries[l][k] = c->v4_off[2 * l + k] == SIZE_MAX

@@ -61,6 +61,11 @@ typedef struct numla_kv_cache {
     size_t v4_data_bytes;
     size_t *v4_off;            /* (2 · v4_layers) */
     int32_t v4_layers;
+    /* and the sequences' fixed state (window rings, compressors' raw rows): a slot each while
+     * it runs (model_v4.h, numla_v4_slots; made by the first numla_kv_cache_v4_pool), of
+     * v4_state_need bytes (numla_v4_state_bytes) */
+    struct numla_v4_slots *v4_slots;
+    size_t v4_state_need;
     /* What one block stands for in the pool's sizing (bytes, index keys included): its rows,
      * or for DeepSeek-V4, whose pool has no rows (data NULL), its tokens' share of the
      * sequences' caches and of the prefix states (docs/design.md §3.1); and the blocks each
@@ -101,10 +106,12 @@ numla_status numla_kv_cache_create_for_model(const struct numla_model_config *cf
                                              int32_t block_size, int64_t num_blocks,
                                              numla_dtype dtype, numla_dtype index_dtype,
                                              numla_kv_cache **out);
-/* DeepSeek-V4: the view of c's entry regions the sequences address (model_v4.h,
- * numla_v4_seqs_use_pool). INVALID_ARG if c was not made for a V4 config. Not collective. */
+/* DeepSeek-V4: the view of c's entry regions and state slots the sequences address (model_v4.h,
+ * numla_v4_seqs_use_pool). The first call maps the slots: one for each sequence the scheduler
+ * can hold at once, num_blocks / (seq_blocks + 1), so the pool's sizing (seq_blocks) comes
+ * first. INVALID_ARG if c was not made for a V4 config. Not collective. */
 struct numla_v4_pool;
-numla_status numla_kv_cache_v4_pool(const numla_kv_cache *c, struct numla_v4_pool *out);
+numla_status numla_kv_cache_v4_pool(numla_kv_cache *c, struct numla_v4_pool *out);
 /* Bytes of one block of that cache over all layers (index keys included). */
 size_t numla_kv_block_bytes_for_model(const struct numla_model_config *cfg, int32_t block_size,
                                       numla_dtype dtype, numla_dtype index_dtype);

@@ -1072,6 +1072,13 @@ struct numla_v4_seq {
     int64_t cap_stride;
     int32_t pbs;               /* the pool's tokens a block (numla_v4_seq_use_pool), 0: none */
     int64_t ntab;              /* blocks of the table the last numla_v4_seq_set_blocks gave */
+    /* the fixed state the rings, raw rows and entries being made live in (v4_state_carve): a
+     * slot of the pool's (slots set) or the sequence's own allocation; the MTP cache's
+     * (a borrower: state NULL) from mtp_state on */
+    char *state;
+    char *mtp_state;
+    numla_v4_slots *slots;
+    int32_t slot;
 };
 
 /* What positions base .. base + saved - 1 overwrote in a sequence's cache (docs/design.md
@@ -1278,12 +1285,76 @@ static void cstate_unmap(v4_cstate *s)
     s->count = s->cap = 0;
 }
 
-static void cstate_free(v4_cstate *s)
+/* The buffers of a compressor's state that are not the sequence's fixed state. */
+static void cstate_free(v4_cstate *s) { cstate_unmap(s); }
+
+/* The next `bytes` of a state region at *at (64-byte aligned offsets), NULL with no region. */
+static void *v4_take(char *base, size_t *at, size_t bytes)
 {
-    free(s->raw_kv);
-    free(s->raw_gate);
-    cstate_unmap(s);
-    free(s->tmp);
+    void *p = base ? base + *at : NULL;
+    *at += (bytes + 63) & ~(size_t)63;
+    return p;
+}
+
+/* Layer l's part of a sequence's fixed state at base + *at (numla_v4_state_bytes' layout): the
+ * window ring, then per compressor of the layer its raw kv rows, raw gate rows and the entry
+ * being made. lc NULL or base NULL: count only. */
+static void v4_carve_layer(const numla_v4_model *m, int64_t l, v4_lcache *lc, char *base,
+                           size_t *at)
+{
+    const numla_v4_config *v = &m->cfg.v4;
+    const v4_layer *y = &m->layers[l];
+    void *ring = v4_take(base, at, v4_es(m) * (size_t)(v->sliding_window * v->head_dim));
+    const v4_comp *cp[2] = {&y->comp, &y->icomp};
+    const int has[2] = {y->attn != NUMLA_V4_ATTN_SLIDING, y->attn == NUMLA_V4_ATTN_CSA};
+    float *p[2][3] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}};
+    for (int k = 0; k < 2; k++) {
+        if (!has[k])
+            continue;
+        const size_t rows = sizeof(float) * (size_t)(2 * cp[k]->rate * cp[k]->c * cp[k]->width);
+        p[k][0] = v4_take(base, at, rows);
+        p[k][1] = v4_take(base, at, rows);
+        p[k][2] = v4_take(base, at, sizeof(float) * (size_t)cp[k]->width);
+    }
+    if (!lc || !base)
+        return;
+    lc->ring = ring;
+    v4_cstate *cs[2] = {&lc->comp, &lc->icomp};
+    for (int k = 0; k < 2; k++) {
+        cs[k]->raw_kv = p[k][0];
+        cs[k]->raw_gate = p[k][1];
+        cs[k]->tmp = p[k][2];
+    }
+}
+
+/* Lay s's fixed state out in base (zeroed, at least v4_state_size bytes): its layers' parts,
+ * then the MTP layer's (taken by mtp_seq_make). Returns the bytes; base NULL: count only. */
+static size_t v4_state_carve(const numla_v4_model *m, numla_v4_seq *s, char *base)
+{
+    size_t at = 0;
+    for (int64_t l = 0; l < m->cfg.num_hidden_layers; l++)
+        v4_carve_layer(m, l, s ? &s->layers[l] : NULL, base, &at);
+    if (s)
+        s->mtp_state = base ? base + at : NULL;
+    if (m->has_mtp)
+        v4_carve_layer(m, m->cfg.num_hidden_layers, NULL, NULL, &at);
+    return at;
+}
+
+static size_t v4_state_size(const numla_v4_model *m) { return v4_state_carve(m, NULL, NULL); }
+
+/* Give s's state slot back to its pool. Its pages stay, as the pool's blocks' do: the next
+ * sequence writes every row before it reads it (a ring row, a raw row, the entry being made:
+ * numla_v4_seq_create's zeros are never read), so it takes the slot as it is. */
+static void v4_slot_give(numla_v4_seq *s)
+{
+    numla_v4_slots *p = s->slots;
+    if (!p || s->slot < 0)
+        return;
+    p->free[p->nfree++] = s->slot;
+    s->slots = NULL;
+    s->slot = -1;
+    s->state = NULL;
 }
 
 void numla_v4_seq_destroy(numla_v4_seq **ps)
@@ -1292,15 +1363,17 @@ void numla_v4_seq_destroy(numla_v4_seq **ps)
         return;
     numla_v4_seq *s = *ps;
     for (int64_t l = 0; s->layers && l < s->m->cfg.num_hidden_layers; l++) {
-        free(s->layers[l].ring);
         cstate_free(&s->layers[l].comp);
         cstate_free(&s->layers[l].icomp);
     }
     free(s->layers);
-    if (s->mtp) { /* its layers[L] alone is set */
+    if (s->slots)
+        v4_slot_give(s);
+    else
+        free(s->state);
+    if (s->mtp) { /* its layers[L] alone is set, in s's state */
         const int64_t L = s->m->cfg.num_hidden_layers;
         if (s->mtp->layers) {
-            free(s->mtp->layers[L].ring);
             cstate_free(&s->mtp->layers[L].comp);
             cstate_free(&s->mtp->layers[L].icomp);
         }
@@ -1319,44 +1392,26 @@ void numla_v4_seq_destroy(numla_v4_seq **ps)
     *ps = NULL;
 }
 
-static numla_status cstate_init(const v4_comp *c, v4_cstate *s)
-{
-    size_t row = (size_t)(c->c * c->width);
-    s->raw_kv = calloc((size_t)(2 * c->rate) * row, sizeof(float));
-    s->raw_gate = calloc((size_t)(2 * c->rate) * row, sizeof(float));
-    s->tmp = malloc(sizeof(float) * (size_t)c->width);
-    if (!s->raw_kv || !s->raw_gate || !s->tmp)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory");
-    return NUMLA_STATUS_OK;
-}
-
 numla_status numla_v4_seq_create(const numla_v4_model *m, numla_v4_seq **out)
 {
     if (!m || !out)
         NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_create: NULL argument");
     *out = NULL;
-    const numla_v4_config *v = &m->cfg.v4;
     numla_v4_seq *s = calloc(1, sizeof *s);
     if (!s)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory");
     s->m = m;
+    s->slot = -1;
     s->layers = calloc((size_t)m->cfg.num_hidden_layers, sizeof *s->layers);
-    numla_status st = s->layers ? NUMLA_STATUS_OK : NUMLA_STATUS_NO_MEMORY;
-    for (int64_t l = 0; st == NUMLA_STATUS_OK && l < m->cfg.num_hidden_layers; l++) {
-        const v4_layer *y = &m->layers[l];
-        v4_lcache *lc = &s->layers[l];
-        lc->ring = calloc((size_t)(v->sliding_window * v->head_dim), v4_es(m));
-        if (!lc->ring)
-            st = NUMLA_STATUS_NO_MEMORY;
-        if (st == NUMLA_STATUS_OK && y->attn != NUMLA_V4_ATTN_SLIDING)
-            st = cstate_init(&y->comp, &lc->comp);
-        if (st == NUMLA_STATUS_OK && y->attn == NUMLA_V4_ATTN_CSA)
-            st = cstate_init(&y->icomp, &lc->icomp);
-    }
-    if (st != NUMLA_STATUS_OK) {
+    /* its own fixed state until a pool gives it a slot (numla_v4_seq_use_pool) */
+    const size_t bytes = v4_state_size(m);
+    s->state = s->layers ? calloc(1, bytes) : NULL;
+    if (!s->state) {
         numla_v4_seq_destroy(&s);
-        NUMLA_FAIL(st, "v4 cache: no memory");
+        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for a sequence's %zu bytes of "
+                   "window rings and compressors' rows", bytes);
     }
+    (void)v4_state_carve(m, s, s->state);
     *out = s;
     return NUMLA_STATUS_OK;
 }
@@ -1422,6 +1477,22 @@ numla_status numla_v4_seq_use_pool(numla_v4_seq *s, const numla_v4_pool *pool)
             cs[k]->epb = pool->block_size / cp[k]->rate;
             cs[k]->pool_blocks = pool->num_blocks;
         }
+    }
+    numla_v4_slots *sl = pool->slots;
+    if (sl) { /* its fixed state in a slot of the pool's, as the slot's last sequence left it
+               * (v4_slot_give) */
+        const size_t need = v4_state_size(m);
+        if (need != sl->need || need > sl->stride)
+            NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "numla_v4_seq_use_pool: the pool's state slots "
+                       "hold %zu bytes, a sequence of the model needs %zu", sl->need, need);
+        if (sl->nfree < 1)
+            NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: all %d state slots of the KV pool are "
+                       "held (one a running sequence)", sl->count);
+        free(s->state);
+        s->slots = sl;
+        s->slot = sl->free[--sl->nfree];
+        s->state = sl->base + (size_t)s->slot * sl->stride;
+        (void)v4_state_carve(m, s, s->state);
     }
     s->pbs = pool->block_size;
     return NUMLA_STATUS_OK;
@@ -1520,6 +1591,14 @@ numla_status numla_v4_seq_fill(numla_v4_seq *s, int64_t n)
         const v4_layer *y = &s->m->layers[l];
         v4_lcache *lc = &s->layers[l];
         v4_fill_values(s->m, lc->ring, v->sliding_window * v->head_dim, (uint32_t)(3 * l + 1));
+        const v4_comp *cp[2] = {&y->comp, &y->icomp};
+        v4_cstate *cs[2] = {&lc->comp, &lc->icomp};
+        for (int k = 0; k < 2; k++) /* no carry-over (a slot may hold another sequence's rows) */
+            if (cs[k]->raw_kv) {
+                const size_t rows = sizeof(float) * (size_t)(2 * cp[k]->rate * cp[k]->c * cp[k]->width);
+                memset(cs[k]->raw_kv, 0, rows);
+                memset(cs[k]->raw_gate, 0, rows);
+            }
         if (y->attn != NUMLA_V4_ATTN_SLIDING)
             st = cstate_fill(s->m, &y->comp, &lc->comp, n, (uint32_t)(3 * l + 2));
         if (st == NUMLA_STATUS_OK && y->attn == NUMLA_V4_ATTN_CSA)
@@ -1664,39 +1743,65 @@ size_t numla_v4_prefix_bytes_cfg(const numla_model_config *cfg, int64_t stride,
     return sizeof(numla_v4_prefix) + n;
 }
 
+/* Layer l's compressors in cfg (the MTP layer's: l = num_layers, type attn[L]): comp[k] =
+ * {rate, c, width}, rate 0 where the layer has none. */
+static void v4_cfg_comps(const numla_model_config *cfg, int64_t l, int64_t comp[2][3])
+{
+    const numla_v4_config *c = &cfg->v4;
+    memset(comp, 0, sizeof(int64_t) * 6);
+    if (c->attn[l] == NUMLA_V4_ATTN_CSA) {
+        comp[0][0] = comp[1][0] = c->csa_rate;
+        comp[0][1] = comp[1][1] = 2;
+        comp[0][2] = c->head_dim;
+        comp[1][2] = c->index_head_dim;
+    } else if (c->attn[l] == NUMLA_V4_ATTN_HCA) {
+        comp[0][0] = c->hca_rate;
+        comp[0][1] = 1;
+        comp[0][2] = c->head_dim;
+    }
+}
+
+size_t numla_v4_state_bytes(const numla_model_config *cfg, numla_dtype dt)
+{
+    const numla_v4_config *c = &cfg->v4;
+    size_t at = 0; /* v4_carve_layer's layout, layer after layer */
+    for (int64_t l = 0; cfg->v4.enabled && l < c->num_layers + (cfg->mtp_enabled ? 1 : 0); l++) {
+        int64_t comp[2][3];
+        v4_cfg_comps(cfg, l, comp);
+        (void)v4_take(NULL, &at, numla_dtype_size(dt) * (size_t)(c->sliding_window * c->head_dim));
+        for (int k = 0; k < 2; k++) {
+            if (!comp[k][0])
+                continue;
+            const size_t rows = sizeof(float) * (size_t)(2 * comp[k][0] * comp[k][1] * comp[k][2]);
+            (void)v4_take(NULL, &at, rows);
+            (void)v4_take(NULL, &at, rows);
+            (void)v4_take(NULL, &at, sizeof(float) * (size_t)comp[k][2]);
+        }
+    }
+    return at;
+}
+
 void numla_v4_cache_charge(const numla_model_config *cfg, int32_t block_size, numla_dtype dt,
                            size_t *per_block, size_t *per_seq)
 {
     const numla_v4_config *c = &cfg->v4;
     const size_t es = numla_dtype_size(dt), f = sizeof(float);
-    const int64_t Dh = c->head_dim, Di = c->index_head_dim, bs = block_size > 0 ? block_size : 1;
-    size_t blk = 0, seq = 0;
+    const int64_t Dh = c->head_dim, bs = block_size > 0 ? block_size : 1;
+    /* the fixed state (a slot of the pool's: rings, raw rows, entries being made) */
+    size_t blk = 0, seq = numla_v4_state_bytes(cfg, dt);
     /* the model's layers, and the MTP layer's cache when it is loaded (its type: attn[L]) */
     for (int64_t l = 0; l < c->num_layers + (cfg->mtp_enabled ? 1 : 0); l++) {
         /* one compressor: (rate, c, width); its entries rounded up to whole values per block,
-         * its buffer's last page (cstate_room), its raw kv and gate rows of two windows and the
-         * entry being made, fp32 (seq_create) */
-        int64_t comp[2][3] = {{0, 0, 0}, {0, 0, 0}};
-        if (c->attn[l] == NUMLA_V4_ATTN_CSA) {
-            comp[0][0] = comp[1][0] = c->csa_rate;
-            comp[0][1] = comp[1][1] = 2;
-            comp[0][2] = Dh;
-            comp[1][2] = Di;
-        } else if (c->attn[l] == NUMLA_V4_ATTN_HCA) {
-            comp[0][0] = c->hca_rate;
-            comp[0][1] = 1;
-            comp[0][2] = Dh;
-        }
-        seq += es * (size_t)(c->sliding_window * Dh); /* the window ring */
+         * and where they are not in the pool's blocks, its own buffer's last page (cstate_room) */
+        int64_t comp[2][3];
+        v4_cfg_comps(cfg, l, comp);
         for (int k = 0; k < 2; k++) {
-            const int64_t R = comp[k][0], cc = comp[k][1], w = comp[k][2];
+            const int64_t R = comp[k][0], w = comp[k][2];
             if (!R)
                 continue;
-            /* entries in the pool's blocks (numla_v4_pool_block_bytes): exactly bs / R a block,
-             * no mapping of the sequence's own */
             const int pooled = numla_v4_pool_block_bytes(cfg, block_size, dt, l, k) > 0;
             blk += es * (size_t)((bs * w + R - 1) / R);
-            seq += (pooled ? 0 : 4096) + f * (size_t)(2 * (2 * R) * cc * w + w);
+            seq += pooled ? 0 : 4096;
         }
         if (cfg->mtp_enabled) /* draft snapshots: V4_SNAP_ROWS rows of the ring and raw rows */
             seq += es * (size_t)(V4_SNAP_ROWS * Dh) +
@@ -2833,8 +2938,6 @@ static numla_status mtp_seq_make(numla_v4_seq *s)
 {
     const numla_v4_model *m = s->m;
     const int64_t L = m->cfg.num_hidden_layers;
-    const v4_layer *y = &m->layers[L];
-    const numla_v4_config *v = &m->cfg.v4;
     numla_v4_seq *t = calloc(1, sizeof *t);
     if (!t)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for the MTP layer");
@@ -2843,14 +2946,8 @@ static numla_status mtp_seq_make(numla_v4_seq *s)
     s->mtp = t;
     if (!t->layers)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for the MTP layer");
-    v4_lcache *lc = &t->layers[L];
-    lc->ring = calloc((size_t)(v->sliding_window * v->head_dim), v4_es(m));
-    if (!lc->ring)
-        NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for the MTP layer");
-    if (y->attn != NUMLA_V4_ATTN_SLIDING)
-        NUMLA_CHECK(cstate_init(&y->comp, &lc->comp));
-    if (y->attn == NUMLA_V4_ATTN_CSA)
-        NUMLA_CHECK(cstate_init(&y->icomp, &lc->icomp));
+    size_t at = 0; /* its part of s's fixed state (v4_state_carve) */
+    v4_carve_layer(m, L, &t->layers[L], s->mtp_state, &at);
     return NUMLA_STATUS_OK;
 }
 

@@ -116,16 +116,37 @@ typedef struct numla_v4_pool {
     int64_t num_blocks;
     numla_dtype dtype;
     void *entries[NUMLA_V4_MAX_LAYERS][2];
+    struct numla_v4_slots *slots; /* the sequences' fixed state, or NULL: each its own */
 } numla_v4_pool;
+/* The pool's state slots (docs/design.md §3.1): what every sequence holds whatever its length
+ * (per layer the window ring and each compressor's raw rows and the entry being made; with the
+ * MTP layer, its cache's), numla_v4_state_bytes of it, one slot a running sequence, in a region
+ * the pool maps beside its blocks, whose pages are touched as rows are written and stay, as the
+ * blocks' do. The pool (engine/model/kv_cache.c) owns it; a sequence takes a slot in
+ * numla_v4_seq_use_pool and gives it back in numla_v4_seq_destroy; the next one takes it as it
+ * is (a sequence reads no row it has not written). */
+typedef struct numla_v4_slots {
+    char *base;      /* (count, stride) bytes */
+    size_t stride;   /* bytes a slot: numla_v4_state_bytes rounded up to whole pages */
+    size_t need;     /* numla_v4_state_bytes of the pool's config */
+    int32_t count;
+    int32_t nfree;
+    int32_t *free;   /* (count) free slots, the last taken first */
+} numla_v4_slots;
+/* Bytes of one sequence's fixed state (the slot's layout, 64-byte aligned arrays) for a cache of
+ * dtype dt: per layer (and the MTP layer's, where cfg->mtp_enabled) W · Dh values of dt and, per
+ * compressor, 2 · (2 · rate) · c · width + width fp32 values. Not collective. */
+size_t numla_v4_state_bytes(const numla_model_config *cfg, numla_dtype dt);
 /* Bytes a pool block of block_size tokens holds for compressor comp of layer `layer` at dtype
  * dt: block_size / rate entries of its width; 0 where the layer has no such compressor, the
  * rate does not divide block_size (the entries stay the sequence's: one HCA entry spans several
  * blocks of 16), or layer is the MTP layer (>= num_layers). Not collective. */
 size_t numla_v4_pool_block_bytes(const numla_model_config *cfg, int32_t block_size,
                                  numla_dtype dt, int64_t layer, int comp);
-/* Put a new sequence's compressed entries in the pool's blocks (the compressors pool names);
- * then every forward needs numla_v4_seq_set_blocks first. INVALID_ARG if s is not new or the
- * pool's dtype is not the model's cache dtype. Not collective. */
+/* Put a new sequence's compressed entries in the pool's blocks (the compressors pool names) and
+ * its fixed state in one of the pool's slots (pool->slots, when set); then every forward needs
+ * numla_v4_seq_set_blocks first. INVALID_ARG if s is not new or the pool's dtype is not the
+ * model's cache dtype; NO_MEMORY naming the count if every slot is held. Not collective. */
 numla_status numla_v4_seq_use_pool(numla_v4_seq *s, const numla_v4_pool *pool);
 /* The block table of a sequence in a pool (nblocks block ids, which must cover every token it
  * will hold after the next forward; borrowed, not copied: valid until the forward returns).

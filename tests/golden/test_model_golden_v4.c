@@ -802,6 +802,117 @@ static numla_status pp_step(numla_v4_seqs *t, int64_t id, const int32_t *x, int3
     return s;
 }
 
+/* One step of one sequence (id) over tokens x[0 .. n) from position 0 with table tab (nb blocks),
+ * the step first releasing rel (nrel ids) or, with all, every sequence held; the last token's
+ * logits in out. n 0: a step of no sequence (its releases only). */
+static numla_status ss_step(numla_v4_seqs *t, int64_t id, const int32_t *x, int32_t n,
+                            const int32_t *tab, int32_t nb, const int64_t *rel, int32_t nrel,
+                            int all, float *out)
+{
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    int64_t *slots = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    for (int32_t i = 0; i < n; i++) {
+        pos[i] = i;
+        slots[i] = -1;
+    }
+    const int32_t qsl[2] = {0, n}, lens[1] = {n}, last = n - 1;
+    const numla_step st = {.num_seqs = n ? 1 : 0, .num_tokens = n, .tokens = x, .positions = pos,
+                           .slots = slots, .query_start_loc = qsl, .seq_lens = lens,
+                           .block_tables = tab, .max_blocks_per_seq = nb,
+                           .num_logit_rows = n ? 1 : 0, .logit_rows = &last, .seq_ids = &id,
+                           .num_released = nrel, .released = rel, .release_all = all};
+    numla_status s = numla_v4_step_forward(t, &st, out);
+    free(pos);
+    free(slots);
+    return s;
+}
+
+/* The sequences' window rings and compressors' rows in the pool's state slots (numla_v4_slots,
+ * docs/design.md §3.1): a pool of blocks of 16 sized, as the engine sizes it (seq_blocks), for
+ * two sequences has two slots of numla_v4_state_bytes in whole pages; each sequence holds one
+ * while it runs and a third beside them is refused naming the slots; the step that releases one
+ * gives its slot back, and prompt 2 (140 tokens) in the slot prompt 3 (250 tokens) left, its
+ * rows as that sequence wrote them, gives transformers' greedy token with the logits of prompt 2
+ * in a fresh slot bit for bit (the forward reads no row it has not written); a new scheduler's
+ * first step (release_all) frees every slot. */
+static void test_state_slots(void)
+{
+    golden g;
+    numla_model_config cfg;
+    numla_v4_model *m = NULL;
+    if (v4_golden_open(&g, "model_fp32", &cfg, &m))
+        return;
+    enum { BS = 16 };
+    const int64_t V = cfg.vocab_size;
+    const numla_dtype dt = numla_v4_model_cache_dtype(m);
+    size_t blk = 0;
+    int32_t seqb = 0;
+    numla_kv_pool_charge(&cfg, BS, dt, dt, 0, &blk, &seqb, NULL);
+    const int32_t n = g.len[2], nb = (n + BS - 1) / BS, n3 = g.len[3], nb3 = (n3 + BS - 1) / BS;
+    const int32_t NB = 3 * (seqb + 1) - 1;
+    CU_ASSERT_FATAL(seqb > 0 && NB / (seqb + 1) == 2 && 2 * nb + nb3 <= NB && nb3 <= 16);
+    numla_kv_cache *kv = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_create_for_model(&cfg, BS, NB, dt, dt, &kv),
+                          NUMLA_STATUS_OK);
+    kv->seq_blocks = seqb; /* as the engine's sizing sets it (placement.c) */
+    numla_v4_pool pool;
+    CU_ASSERT_EQUAL_FATAL(numla_kv_cache_v4_pool(kv, &pool), NUMLA_STATUS_OK);
+    const numla_v4_slots *sl = pool.slots;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sl);
+    CU_ASSERT_EQUAL(sl->count, 2);
+    CU_ASSERT_EQUAL(sl->nfree, 2);
+    CU_ASSERT_EQUAL(sl->need, numla_v4_state_bytes(&cfg, dt));
+    CU_ASSERT(sl->stride >= sl->need && sl->stride % 4096 == 0 && sl->stride < sl->need + 4096);
+    numla_v4_seqs *t = NULL;
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_create(m, &t), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_use_pool(t, &pool), NUMLA_STATUS_OK);
+    int32_t tab[3][16]; /* prompt 2, prompt 3, prompt 2: distinct blocks */
+    for (int k = 0; k < 16; k++) {
+        tab[0][k] = NB - 1 - k;
+        tab[1][k] = k;
+        tab[2][k] = nb3 + k;
+    }
+    float *l1 = malloc(sizeof(float) * (size_t)V), *l2 = malloc(sizeof(float) * (size_t)V);
+    CU_ASSERT_EQUAL_FATAL(ss_step(t, 1, g.tokens[2], n, tab[0], nb, NULL, 0, 0, l1),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(v4_argmax(l1, V), g.greedy[2][0]);
+    CU_ASSERT_EQUAL(sl->nfree, 1);
+    CU_ASSERT_EQUAL_FATAL(ss_step(t, 2, g.tokens[2], n, tab[1], nb, NULL, 0, 0, l2),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(sl->nfree, 0);
+    /* a third sequence beside them: no slot */
+    CU_ASSERT_EQUAL(ss_step(t, 3, g.tokens[2], n, tab[2], nb, NULL, 0, 0, l2),
+                    NUMLA_STATUS_NO_MEMORY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "all 2 state slots"));
+    numla_v4_seqs_destroy(&t); /* every slot back; the sequences again from an empty rank */
+    CU_ASSERT_EQUAL(sl->nfree, 2);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_create(m, &t), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(numla_v4_seqs_use_pool(t, &pool), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(ss_step(t, 1, g.tokens[2], n, tab[0], nb, NULL, 0, 0, l2),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL_FATAL(ss_step(t, 2, g.tokens[3], n3, tab[1], nb3, NULL, 0, 0, l2),
+                          NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(v4_argmax(l2, V), g.greedy[3][0]);
+    /* releasing 2 gives its slot, as prompt 3 left it, to 3: prompt 2's logits */
+    const int64_t rel[1] = {2};
+    const numla_status s3 = ss_step(t, 3, g.tokens[2], n, tab[2], nb, rel, 1, 0, l2);
+    NUMLA_ASSERT_MSG(s3 == NUMLA_STATUS_OK, "a released slot: %s", numla_error_message());
+    NUMLA_ASSERT_MSG(!memcmp(l1, l2, sizeof(float) * (size_t)V), "a sequence in a slot another "
+                     "sequence used does not give the logits of one in a fresh slot");
+    CU_ASSERT_EQUAL(sl->nfree, 0);
+    CU_ASSERT_EQUAL(numla_v4_seqs_count(t), 2);
+    /* a new scheduler's first step frees them all */
+    CU_ASSERT_EQUAL(ss_step(t, 9, g.tokens[2], 0, tab[0], nb, NULL, 0, 1, NULL), NUMLA_STATUS_OK);
+    CU_ASSERT_EQUAL(sl->nfree, 2);
+    CU_ASSERT_EQUAL(numla_v4_seqs_count(t), 0);
+    free(l1);
+    free(l2);
+    numla_v4_seqs_destroy(&t);
+    numla_kv_cache_destroy(&kv);
+    numla_v4_model_destroy(&m);
+    golden_free(&g);
+}
+
 /* Prompt 3 plus its first 10 greedy tokens (260 tokens) with blocks of 16 at shuffled ids of a
  * pool of 48: the first 256 as one sequence, then its last 4 as a new sequence whose table
  * starts with the same 16 blocks (a prefix-cache hit at 256), against a sequence that keeps its
@@ -901,7 +1012,7 @@ static void test_pool_pages(void)
     golden_free(&g);
 }
 
-NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_pool_pages), NUMLA_TEST(test_fill), NUMLA_TEST(test_fp32), NUMLA_TEST(test_fp32_ref_chunked),
+NUMLA_TEST_SUITE(model_golden_v4, NULL, NULL, NUMLA_TEST(test_pool_pages), NUMLA_TEST(test_state_slots), NUMLA_TEST(test_fill), NUMLA_TEST(test_fp32), NUMLA_TEST(test_fp32_ref_chunked),
                  NUMLA_TEST(test_bf16), NUMLA_TEST(test_bf16_cache), NUMLA_TEST(test_fp8_fp4), NUMLA_TEST(test_ranks),
                  NUMLA_TEST(test_too_many_ranks), NUMLA_TEST(test_batched),
                  NUMLA_TEST(test_bad_input), NUMLA_TEST(test_scheduled),
