@@ -984,7 +984,7 @@ static int bench_model_main(int argc, char **argv)
     numla_settings_engine_options(&set, &eo);
     eo.num_threads = o.e.threads;
     eo.bind = o.bind;
-    eo.block_size = 16;
+    eo.block_size = 0; /* the model's */
     eo.weights = o.e.weights;
     numla_model_config cfg;
     int has_mtp = 0;

@@ -426,7 +426,7 @@ static numla_status bs_engine_create(const bs_opts *o, const numla_settings *set
     numla_engine_options eo = numla_engine_options_default();
     numla_settings_engine_options(set, &eo);
     eo.num_threads = o->e.threads;
-    eo.block_size = 16;
+    eo.block_size = 0; /* the model's */
     eo.weights = o->e.weights;
     eo.mtp = o->e.spec_k > 0; /* --speculative: the MTP layer too */
     eo.prefix_cache = 1;      /* the levels with the prefix cache on */

@@ -20,7 +20,7 @@
 
 void numla_cli_engine_opts_default(numla_cli_engine_opts *o)
 {
-    *o = (numla_cli_engine_opts){.block_size = 16, .prefill_chunk = 512,
+    *o = (numla_cli_engine_opts){.block_size = 0, .prefill_chunk = 512,
                                  .max_batch_tokens = 2048, .max_seqs = 64,
                                  .kv_dtype = NUMLA_DTYPE_BF16, .index_dtype = -1,
                                  .weights = numla_weights_options_default(),
@@ -34,7 +34,7 @@ void numla_cli_engine_opts_usage(FILE *f, int indent)
             "%*s[--threads N] [--max-context N (default: the model's)]\n"
             "%*s[--max-batch-tokens N (2048)] [--max-seqs N (64)]\n"
             "%*s[--prefill-chunk N (512)] [--kv-memory GiB | --kv-blocks N]\n"
-            "%*s[--kv-dtype bf16|f16|f32] [--block-size N (16)]\n"
+            "%*s[--kv-dtype bf16|f16|f32] [--block-size N (16; DeepSeek-V4: 128)]\n"
             "%*s[--index-keys bf16|f16|f32|i8 (sparse-attention models; default: as --kv-dtype)]\n"
             "%*s[--weights bf16|int8|fp8|q8_0|q4_0|q4_k (default: as the checkpoint) [--keep-lm-head]]\n"
             "%*s[--no-prefix-cache (default: a repeated prompt prefix is computed once)]\n"
@@ -131,7 +131,8 @@ int numla_cli_engine_opts_parse(const char *cmd, numla_cli_engine_opts *o, const
     } else if (!strcmp(a, "--max-context")) {
         o->max_context = strtoll(v, &end, 10);
     } else if (!strcmp(a, "--block-size")) {
-        o->block_size = (int32_t)strtol(v, &end, 10);
+        const long b = strtol(v, &end, 10); /* 0 stays the model's default: not a size */
+        o->block_size = b < 1 || b > INT32_MAX ? -1 : (int32_t)b;
     } else if (!strcmp(a, "--prefill-chunk")) {
         o->prefill_chunk = (int32_t)strtol(v, &end, 10);
     } else if (!strcmp(a, "--max-batch-tokens")) {
@@ -203,7 +204,7 @@ int numla_cli_engine_opts_next(const char *cmd, numla_cli_engine_opts *o, int ar
 
 int numla_cli_engine_opts_check(const char *cmd, const numla_cli_engine_opts *o)
 {
-    if (o->threads < 0 || o->max_context < 0 || o->block_size < 1 || o->prefill_chunk < 1 ||
+    if (o->threads < 0 || o->max_context < 0 || o->block_size < 0 || o->prefill_chunk < 1 ||
         o->max_batch_tokens < 1 || o->max_seqs < 1) {
         fprintf(stderr, "%s: --threads/--max-context/--block-size/--prefill-chunk/"
                         "--max-batch-tokens/--max-seqs must be positive\n", cmd);

@@ -26,7 +26,7 @@ typedef struct numla_cli_engine_opts {
     const char *kv_memory_arg;  /* --kv-memory as given, for messages */
     int threads;                /* 0: the engine's default */
     int64_t max_context;        /* 0: the model's */
-    int32_t block_size;
+    int32_t block_size;         /* 0: the model's (numla_kv_default_block_size) */
     int32_t prefill_chunk, max_batch_tokens, max_seqs;
     double kv_memory_gib;       /* 0: the default fraction of free memory */
     int64_t kv_blocks;          /* 0: from the memory */

@@ -732,6 +732,14 @@ void numla_kv_pool_charge(const numla_model_config *cfg, int32_t block_size, num
         *seq_bytes = seq;
 }
 
+int32_t numla_kv_default_block_size(const numla_model_config *cfg)
+{
+    if (!cfg || !cfg->v4.enabled)
+        return 16;
+    const int64_t s = numla_v4_prefix_stride(cfg, 16); /* lcm(16, every compress rate) */
+    return s >= 16 && s <= 256 ? (int32_t)s : 16;
+}
+
 size_t numla_kv_block_bytes_for_model(const numla_model_config *cfg, int32_t block_size,
                                       numla_dtype dtype, numla_dtype index_dtype)
 {

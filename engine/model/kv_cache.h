@@ -112,6 +112,11 @@ numla_status numla_kv_cache_create_for_model(const struct numla_model_config *cf
  * first. INVALID_ARG if c was not made for a V4 config. Not collective. */
 struct numla_v4_pool;
 numla_status numla_kv_cache_v4_pool(numla_kv_cache *c, struct numla_v4_pool *out);
+/* The block size a pool for cfg gets when none is asked for: 16 tokens; DeepSeek-V4's, the
+ * least multiple of 16 that each of its compress rates divides (128 for V4-Flash and V4-Pro,
+ * which is also where its prefixes are reused), so every compressed entry (HCA's one per 128
+ * tokens too) lives in the pool's blocks. Not collective. */
+int32_t numla_kv_default_block_size(const struct numla_model_config *cfg);
 /* Bytes of one block of that cache over all layers (index keys included). */
 size_t numla_kv_block_bytes_for_model(const struct numla_model_config *cfg, int32_t block_size,
                                       numla_dtype dtype, numla_dtype index_dtype);

@@ -47,7 +47,7 @@ typedef struct numla_engine numla_engine;
 typedef struct numla_engine_options {
     int num_threads;          /* OpenMP threads of this rank; 0: omp_get_max_threads() (after
                                  binding, the plan's thread count) */
-    int32_t block_size;       /* KV tokens per block; 0: 16 */
+    int32_t block_size;       /* KV tokens per block; 0: the model's (numla_kv_default_block_size) */
     int64_t num_blocks;       /* KV blocks per rank; 0: from kv_memory_bytes / kv_memory_fraction,
                                  or enough for max_context tokens when both are 0 */
     int64_t max_context;      /* used when all three are 0; 0: min(4096, model max) */

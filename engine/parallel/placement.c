@@ -134,7 +134,7 @@ numla_status numla_placement_kv_create(numla_comm *comm, const numla_model_confi
                                        numla_kv_cache **out)
 {
     const int rank = numla_comm_rank(comm), size = numla_comm_size(comm);
-    int32_t bs = o->block_size > 0 ? o->block_size : 16;
+    int32_t bs = o->block_size > 0 ? o->block_size : numla_kv_default_block_size(cfg);
     int64_t nb = o->num_blocks;
     const numla_dtype idt = o->index_dtype >= 0 ? (numla_dtype)o->index_dtype : o->kv_dtype;
     size_t blk = 0, v4seq = 0;

@@ -2,17 +2,18 @@
 # tests/mpi/v4_run_test.sh NUMLA_BIN MPIEXEC RANKS — DeepSeek-V4 (tests/golden/v4: sliding, CSA
 # with the indexer selecting, HCA, hash and routed MoE, mHC) through `numla run` on RANKS ranks:
 # the golden prompts (7, 1, 140 and 250 tokens; requests.jsonl) give transformers' greedy tokens
-# (greedy.txt) under every scheduling the engine may pick:
+# (greedy.txt) under every scheduling the engine may pick (blocks of 128 tokens, V4's default:
+# every compressed entry in the pool's blocks, HCA's one a block, unless a case says otherwise):
 #   default   the four prompts batched, chunked prefill of 512
 #   chunks    prefill chunks of 5 tokens
 #   mixed     3 sequences and 7 tokens a step in chunks of 3 (prefill chunks beside decodes)
-#   preempt   --kv-memory 0.0009 (GiB: 47 blocks of 16, each holding its tokens' CSA entries and
+#   preempt   --kv-memory 0.0009 --block-size 16 (GiB: 47 blocks of 16, each holding its tokens' CSA entries and
 #             index keys, standing for their HCA entries and its share of the prefix states; a
 #             sequence holds 15 more for its window rings and compressors' rows, docs/design.md
 #             §3.1): the four need 91, so sequences are preempted, their blocks (entries
 #             included) freed, and recomputed from scratch
-#   blocks128 blocks of 128 tokens: the HCA entries in the pool's blocks too (one a block)
-#   toosmall  --kv-memory 0.0006 (31 blocks): p3 (250 + 16 tokens: 17 + 15 blocks) is answered
+#   blocks16  blocks of 16 tokens: the HCA entries (one per 128 tokens) the sequences' own
+#   toosmall  --kv-memory 0.0006 --block-size 16 (31 blocks): p3 (250 + 16 tokens: 17 + 15 blocks) is answered
 #             with an error naming its cache bytes and the pool's, the others run; a pool that
 #             cannot hold one sequence's own blocks (0.0002) is refused at start, naming both
 #   again     the prompts twice, one sequence at a time: the second time from the prefix cache
@@ -75,8 +76,8 @@ $(diff <(echo "$want") <(echo "$got") | head -6)"
   sweep_lean && [ $model = model_fp8 ] && continue
   run chunks --prefill-chunk 5
   run mixed --max-seqs 3 --max-batch-tokens 7 --prefill-chunk 3
-  run preempt --kv-memory 0.0009 --prefill-chunk 16
-  run blocks128 --block-size 128 --prefill-chunk 37
+  run preempt --kv-memory 0.0009 --block-size 16 --prefill-chunk 16
+  run blocks16 --block-size 16 --prefill-chunk 37
   # the bf16 cache (--kv-dtype's default; the runs here ask for f32): p1-p3 give transformers'
   # greedy tokens (p0's first margin, 0.12, is within what bf16 rows move its logits)
   for how in bf16 bf16-chunks; do
@@ -93,7 +94,7 @@ $(diff <(echo "$want") <(echo "$got") | head -6)"
   # a prompt whose cache can never fit the pool: a clear error, the others' tokens unchanged
   # (under a timeout: a request admission can never fit waits forever)
   timeout 120 "$mpiexec" -n "$ranks" --oversubscribe --bind-to none "$bin" run --kv-dtype f32 \
-    --model "$dir" --threads 1 --input "$tmp/req.jsonl" --kv-memory 0.0006 \
+    --model "$dir" --threads 1 --input "$tmp/req.jsonl" --kv-memory 0.0006 --block-size 16 \
     --output "$tmp/$model.small.jsonl" 2> "$tmp/$model.small.err"
   rc=$?
   [ $rc -eq 0 ] &&
@@ -101,7 +102,7 @@ $(diff <(echo "$want") <(echo "$got") | head -6)"
     [ "$(tokens "$tmp/$model.small.jsonl" | grep -v '^p3 ')" = "$(grep -v '^p3 ' <<<"$want")" ]
   check "$model toosmall: p3 refused naming its cache bytes ($ranks ranks)" $? \
     "rc=$rc $(head -c 900 "$tmp/$model.small.jsonl") $(tail -2 "$tmp/$model.small.err")"
-  numla run --model "$dir" --threads 1 --input "$tmp/req.jsonl" --kv-memory 0.0002 \
+  numla run --model "$dir" --threads 1 --input "$tmp/req.jsonl" --kv-memory 0.0002 --block-size 16 \
     --output "$tmp/$model.tiny.jsonl" > "$tmp/$model.tiny.err" 2>&1
   rc=$?
   [ $rc -ne 0 ] && grep -q "a KV pool of 10 blocks (0.19 MiB at [0-9]* bytes a block of 16 tokens) cannot hold one sequence: its window rings and compressors' rows take 0.28 MiB (15 blocks)" "$tmp/$model.tiny.err"

@@ -16,6 +16,7 @@
 
 #include "common/status.h"
 #include "engine/model/config.h"
+#include "engine/model/kv_cache.h"
 #include "engine/model/model_v4.h"
 #include "engine/formats/safetensors.h"
 
@@ -355,6 +356,18 @@ static void test_pool_charge(void)
     CU_ASSERT_EQUAL(numla_v4_pool_block_bytes(&cfg_, 16, NUMLA_DTYPE_BF16, swa_l, 0), 0);
     CU_ASSERT_EQUAL(numla_v4_pool_block_bytes(&cfg_, 16, NUMLA_DTYPE_BF16, cfg_.v4.num_layers, 0), 0);
     CU_ASSERT_EQUAL(numla_v4_pool_block_bytes(&cfg_, 6, NUMLA_DTYPE_BF16, csa_l, 0), 0);
+    /* the default block: 128 tokens, every compressor's entries in the pool's blocks; the
+     * state slot is the charge's fixed part without the HCA mappings' last pages */
+    const int32_t bs = numla_kv_default_block_size(&cfg_);
+    CU_ASSERT_EQUAL(bs, 128);
+    CU_ASSERT_EQUAL(numla_v4_pool_block_bytes(&cfg_, bs, NUMLA_DTYPE_BF16, hca_l, 0), 2 * 512);
+    numla_v4_cache_charge(&cfg_, 16, NUMLA_DTYPE_BF16, &blk, &seq);
+    CU_ASSERT_EQUAL(numla_v4_state_bytes(&cfg_, NUMLA_DTYPE_BF16), seq - 20 * 4096);
+    numla_v4_cache_charge(&cfg_, bs, NUMLA_DTYPE_BF16, &blk, &seq);
+    CU_ASSERT_EQUAL(numla_v4_state_bytes(&cfg_, NUMLA_DTYPE_BF16), seq);
+    numla_model_config other = cfg_;
+    other.v4.enabled = 0;
+    CU_ASSERT_EQUAL(numla_kv_default_block_size(&other), 16);
 }
 
 NUMLA_TEST_SUITE(config_v4, NULL, NULL, NUMLA_TEST(test_flash_shape), NUMLA_TEST(test_pro_shape),
