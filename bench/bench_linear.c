@@ -430,6 +430,7 @@ static int numla_bench_linear_qb_(const numla_bench_linear_shape *s, numla_isa i
         {NUMLA_QBLOCK_MXFP4, NUMLA_QBLOCK_ACT_F32, "numla_mxfp4"},
         {NUMLA_QBLOCK_Q8_0, NUMLA_QBLOCK_ACT_Q8, "numla_q8_0_a8"},   {NUMLA_QBLOCK_Q4_K, NUMLA_QBLOCK_ACT_Q8, "numla_q4_k_a8"},
         {NUMLA_QBLOCK_Q6_K, NUMLA_QBLOCK_ACT_Q8, "numla_q6_k_a8"},   {NUMLA_QBLOCK_IQ4_XS, NUMLA_QBLOCK_ACT_Q8, "numla_iq4_xs_a8"},
+        {NUMLA_QBLOCK_MXFP4, NUMLA_QBLOCK_ACT_Q8, "numla_mxfp4_a8"},
     };
     int nr = 0;
     for (size_t t = 0; t < sizeof rows / sizeof rows[0]; t++) {

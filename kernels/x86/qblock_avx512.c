@@ -137,19 +137,6 @@ static inline void numla_qblock_dec_iq4_nl_(const uint8_t *b, __m512 v[16])
         numla_qblock_dec1_iq4_nl_(b + 18 * u, &v[2 * u], &v[2 * u + 1]);
 }
 
-/* The E8M0 half-scales 2^(e - 128) of numla_qblock_e8m0_half_ as fp32 bits, one per byte e: a
- * block's scale is then one broadcast load instead of scalar bit work and a move across. */
-#define NUMLA_QBLOCK_E8M0H_(e) ((e) < 2 ? 0x00200000u << ((e) & 1) : (uint32_t)((e) - 1) << 23)
-#define NUMLA_QBLOCK_E8M0H4_(e) NUMLA_QBLOCK_E8M0H_(e), NUMLA_QBLOCK_E8M0H_((e) + 1), \
-    NUMLA_QBLOCK_E8M0H_((e) + 2), NUMLA_QBLOCK_E8M0H_((e) + 3)
-#define NUMLA_QBLOCK_E8M0H16_(e) NUMLA_QBLOCK_E8M0H4_(e), NUMLA_QBLOCK_E8M0H4_((e) + 4), \
-    NUMLA_QBLOCK_E8M0H4_((e) + 8), NUMLA_QBLOCK_E8M0H4_((e) + 12)
-#define NUMLA_QBLOCK_E8M0H64_(e) NUMLA_QBLOCK_E8M0H16_(e), NUMLA_QBLOCK_E8M0H16_((e) + 16), \
-    NUMLA_QBLOCK_E8M0H16_((e) + 32), NUMLA_QBLOCK_E8M0H16_((e) + 48)
-static const uint32_t numla_qblock_e8m0h_bits_[256] = {
-    NUMLA_QBLOCK_E8M0H64_(0), NUMLA_QBLOCK_E8M0H64_(64), NUMLA_QBLOCK_E8M0H64_(128),
-    NUMLA_QBLOCK_E8M0H64_(192)};
-
 /* MXFP4: twice the e2m1 values times the E8M0 half-scale, looked up in a register that holds
  * the 16 code values already scaled. The scaled code values of every scale byte are one table
  * (256 x 16 floats, 16 KiB, of which a row's few exponents stay in L1), each row the product

@@ -11,8 +11,9 @@
  *
  * Same bits whatever the tile height: each (weight row, x row) pair gets the same int32 per
  * lane for each block and then the same float operations in the same order (the block's scale
- * times dx as one fp32 product, one fma per block into 16 lanes, the same reduction at the
- * end), so a row's output does not depend on M below the panel threshold.
+ * times dx as one fp32 product, one fma per block into 16 lanes; MXFP4: one fma per block
+ * pair with the two scales, one per 256-column group with dx; the same reduction at the end),
+ * so a row's output does not depend on M below the panel threshold.
  */
 #include "kernels/qblock_internal.h"
 
@@ -192,8 +193,8 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_q8_0_(const uint8_t *row, int64_
 /* The 32-element types with a 5-bit or code-book code, Q5_0 and IQ4_NL (and Q8_0 where K is not
  * a multiple of 256: its bytes as they are): the x rows come as
  * unsigned bytes (q + 128, numla_qblock_gemm_vnni_unsign_), the weights as signed bytes (Q5_0:
- * its 5 bits - 16; IQ4_NL: its code book; MXFP4: twice the e2m1 values, its scale the E8M0
- * byte's 2^(e - 128)), two blocks to a vector in element order. vpdpbusd
+ * its 5 bits - 16; IQ4_NL: its code book; MXFP4, below, the same way with twice the e2m1 values
+ * and the E8M0 byte's 2^(e - 128)), two blocks to a vector in element order. vpdpbusd
  * then sums (q + 128) · c; the 128 · Σ c of each lane is known from the weights alone, so each
  * x row's sum starts from its negation (computed once per weight block pair). Lanes 0-7 hold
  * the first block, 8-15 the second; each block's scale · dx multiplies its lanes in one fma
@@ -209,7 +210,7 @@ NUMLA_QBLOCK_GEMM_INLINE __m512i numla_qblock_gemm_b32_codes_(numla_qblock_type 
         return _mm512_inserti64x4(_mm512_castsi256_si512(ca), cb, 1);
     }
     /* 16 bytes of nibbles per block: low nibbles elements 0-15, high 16-31 */
-    const int at = type == NUMLA_QBLOCK_Q5_0 ? 6 : type == NUMLA_QBLOCK_MXFP4 ? 1 : 2;
+    const int at = type == NUMLA_QBLOCK_Q5_0 ? 6 : 2;
     const __m128i qa = _mm_loadu_si128((const __m128i *)(const void *)(pa + at));
     const __m128i qb = pb ? _mm_loadu_si128((const __m128i *)(const void *)(pb + at)) : _mm_setzero_si128();
     const __m256i q = _mm256_set_m128i(qb, qa), m4 = _mm256_set1_epi8(15);
@@ -226,23 +227,21 @@ NUMLA_QBLOCK_GEMM_INLINE __m512i numla_qblock_gemm_b32_codes_(numla_qblock_type 
         const __m512i code = _mm512_sub_epi8(_mm512_or_si512(nib, hi), _mm512_set1_epi8(16));
         return code;
     }
-    int8_t lut[16]; /* IQ4_NL's code book, or MXFP4's (twice the e2m1 values) */
-    for (int j = 0; j < 16; j++)
-        lut[j] = type == NUMLA_QBLOCK_MXFP4 ? numla_qblock_mxfp4_values[j] : numla_qblock_iq4_values[j];
-    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)lut));
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)numla_qblock_iq4_values));
     return _mm512_shuffle_epi8(book, nib);
 }
 
-/* A 32-element block's scale: the fp16 d at its start, or MXFP4's E8M0 byte (2^(e - 128)). */
+/* A 32-element block's scale: the fp16 d at its start. */
 NUMLA_QBLOCK_GEMM_INLINE float numla_qblock_gemm_b32_scale_(numla_qblock_type type, const uint8_t *p)
 {
-    return type == NUMLA_QBLOCK_MXFP4 ? numla_qblock_e8m0_half_(p[0]) : numla_qblock_gh_(p);
+    (void)type;
+    return numla_qblock_gh_(p);
 }
 
 NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_b32_(numla_qblock_type type, const uint8_t *row, int64_t k, int mr,
                                                      const uint8_t *xu, const float *dx, float *out)
 {
-    const int bytes = type == NUMLA_QBLOCK_Q5_0 ? 22 : type == NUMLA_QBLOCK_Q8_0 ? 34 : type == NUMLA_QBLOCK_MXFP4 ? 17 : 18;
+    const int bytes = type == NUMLA_QBLOCK_Q5_0 ? 22 : type == NUMLA_QBLOCK_Q8_0 ? 34 : 18;
     const int64_t nblk = k / 32, ng = numla_qblock_q8_groups_(k);
     const __m512i k128 = _mm512_set1_epi8((char)0x80);
     __m512 acc[NUMLA_QBLOCK_GEMM_MR];
@@ -378,8 +377,63 @@ void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n)
 NUMLA_QBLOCK_GEMM_B32(q5_0, NUMLA_QBLOCK_Q5_0)
 NUMLA_QBLOCK_GEMM_B32(q8_0s, NUMLA_QBLOCK_Q8_0)
 NUMLA_QBLOCK_GEMM_B32(iq4_nl, NUMLA_QBLOCK_IQ4_NL)
-NUMLA_QBLOCK_GEMM_B32(mxfp4, NUMLA_QBLOCK_MXFP4)
 #undef NUMLA_QBLOCK_GEMM_B32
+
+/* MXFP4 (17-byte blocks: the E8M0 byte, then 16 nibble bytes) against mr x rows, two blocks a
+ * step as the 32-element types above with fewer operations a block: the two blocks' nibble
+ * bytes go to the quarters [a, a, b, b] in one lane shuffle and the second and fourth are
+ * shifted down a nibble in place (vpsrlvw), so one vpshufb gives the codes in element order;
+ * each block's scale 2^(e - 128) is a broadcast load from numla_qblock_e8m0h_bits_; and a
+ * 256-column group is summed per x row (one fma a step: the int32 lanes as floats times the
+ * two blocks' scales) before the group's dx multiplies it (one fma a group). Every x row gets
+ * the same operations in the same order whatever mr, so the same bits at every tile height. */
+NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_mxfp4_(const uint8_t *row, int64_t nb, int mr, const int8_t *xq,
+                                                       int64_t k, const float *dx, const int32_t *bs, float *out)
+{
+    (void)nb;
+    (void)bs;
+    const uint8_t *xu = (const uint8_t *)xq;
+    const int64_t nblk = k / 32, ng = numla_qblock_q8_groups_(k);
+    const __m512i k128 = _mm512_set1_epi8((char)0x80), m4 = _mm512_set1_epi8(15);
+    const long long s4 = 0x0004000400040004ll; /* the high-nibble quarters' words: >> 4 */
+    const __m512i sh = _mm512_set_epi64(s4, s4, 0, 0, s4, s4, 0, 0);
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)numla_qblock_mxfp4_values));
+    __m512 acc[NUMLA_QBLOCK_GEMM_MR];
+    for (int i = 0; i < mr; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        __m512 gacc[NUMLA_QBLOCK_GEMM_MR];
+        for (int i = 0; i < mr; i++)
+            gacc[i] = _mm512_setzero_ps();
+        const int64_t j1 = 8 * g + 8 < nblk ? 8 * g + 8 : nblk;
+        for (int64_t j = 8 * g; j < j1; j += 2) {
+            const uint8_t *pa = row + 17 * j;
+            const int two = j + 1 < j1; /* the row's last block may be alone */
+            const __m128i qa = _mm_loadu_si128((const __m128i *)(const void *)(pa + 1));
+            const __m128i qb = two ? _mm_loadu_si128((const __m128i *)(const void *)(pa + 18)) : _mm_setzero_si128();
+            __m512i q = _mm512_castsi256_si512(_mm256_set_m128i(qb, qa));
+            q = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_i32x4(q, q, 0x50), sh), m4);
+            const __m512i wc = _mm512_shuffle_epi8(book, q);
+            const __m512i wneg = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                  _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, wc));
+            const __m512 sa = _mm512_castsi512_ps(_mm512_set1_epi32((int)numla_qblock_e8m0h_bits_[pa[0]]));
+            const __m256 sb = two ? _mm256_castsi256_ps(_mm256_set1_epi32((int)numla_qblock_e8m0h_bits_[pa[17]]))
+                                  : _mm256_setzero_ps();
+            const __m512 sv = _mm512_insertf32x8(sa, sb, 1);
+            for (int i = 0; i < mr; i++) {
+                const uint8_t *xp = xu + i * k + 32 * j;
+                const __m512i xv = two ? _mm512_loadu_si512((const void *)xp)
+                                       : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, xp);
+                const __m512i dp = _mm512_dpbusd_epi32(wneg, xv, wc);
+                gacc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), sv, gacc[i]);
+            }
+        }
+        for (int i = 0; i < mr; i++)
+            acc[i] = _mm512_fmadd_ps(gacc[i], _mm512_set1_ps(dx[i * ng + g]), acc[i]);
+    }
+    for (int i = 0; i < mr; i++)
+        out[i] = _mm512_reduce_add_ps(acc[i]);
+}
 
 /* One entry per (type, tile height): the tile loops with mr a constant (the partial tiles take
  * 1 .. MR - 1 rows; a case above MR - 1 is never reached). */
