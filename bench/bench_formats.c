@@ -7,8 +7,10 @@
  * the median step, tokens/s, the weight bytes a token reads (bench/bench_model.h) and the
  * bandwidth that makes, decode_bw_frac against the read bandwidth measured in the same run, and
  * the speed-up over the first format two ways: the ratio of the medians and the median of the
- * per-round ratios. One rank (run without mpirun); the first format is the baseline. Prints,
- * never asserts. */
+ * per-round ratios. One rank (run without mpirun); the first format is the baseline. A
+ * DeepSeek-V4 model runs its weights as stored (FP8 projections and FP4 experts, or a GGUF
+ * file's blocks), so its formats are the two activation modes of those weights: stored (exact
+ * fp32 activations) and stored-q8 (int8 activations, --linear-act q8). Prints, never asserts. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include "engine/cli/cli.h"
 #include "engine/cli/settings.h"
 #include "engine/model/model.h"
+#include "engine/model/model_v4.h"
 #include "engine/model/weights.h"
 #include "engine/parallel/engine.h"
 
@@ -29,8 +32,8 @@ enum { BF_MAX = 4, BF_BLOCK = 16 };
 static void usage(void)
 {
     fprintf(stderr, "usage: numla bench formats --model DIR [--weights bf16,fp8,int8 (at most %d, "
-                    "the first is the baseline)] [--keep-lm-head] [--threads N] [--tokens 128] "
-                    "[--prompt 64] [--no-bind] [--json]\n", BF_MAX);
+                    "the first is the baseline; DeepSeek-V4: stored,stored-q8)] [--keep-lm-head] "
+                    "[--threads N] [--tokens 128] [--prompt 64] [--no-bind] [--json]\n", BF_MAX);
 }
 
 typedef struct bf_opts {
@@ -85,8 +88,9 @@ static int bf_parse(int argc, char **argv, bf_opts *o)
     return numla_cli_engine_opts_check(cmd, &o->e);
 }
 
-/* The comma-separated list into f[]; returns the count, 0 on a bad name (printed). */
-static int bf_formats(const bf_opts *o, bf_fmt *f)
+/* The comma-separated list into f[] (v4: a DeepSeek-V4 model, whose formats are stored and
+ * stored-q8); returns the count, 0 on a bad name (printed). */
+static int bf_formats(const bf_opts *o, int v4, bf_fmt *f)
 {
     int n = 0;
     const char *p = o->formats;
@@ -101,7 +105,15 @@ static int bf_formats(const bf_opts *o, bf_fmt *f)
         f[n].name[len] = '\0';
         f[n].wo = numla_weights_options_default();
         f[n].wo.keep_lm_head = o->e.weights.keep_lm_head;
-        if (!numla_weights_format_parse(f[n].name, &f[n].wo)) {
+        if (v4) {
+            f[n].wo.qblock_q8_act = !strcmp(f[n].name, "stored-q8");
+            if (!f[n].wo.qblock_q8_act && strcmp(f[n].name, "stored")) {
+                fprintf(stderr, "numla bench formats: --weights: '%s': deepseek_v4 runs its "
+                        "weights as stored; give stored and/or stored-q8 (its FP4 experts and "
+                        "GGUF blocks on int8 activations)\n", f[n].name);
+                return 0;
+            }
+        } else if (!numla_weights_format_parse(f[n].name, &f[n].wo)) {
             fprintf(stderr, "numla bench formats: --weights: '%s' is not bf16, fp8 or int8\n",
                     f[n].name);
             return 0;
@@ -117,12 +129,15 @@ static int bf_formats(const bf_opts *o, bf_fmt *f)
 static numla_status bf_bytes(numla_engine *e, double *bytes)
 {
     const numla_model *m = numla_engine_model(e);
-    if (!m)
-        NUMLA_FAIL(NUMLA_STATUS_UNSUPPORTED, "bench formats: model_type deepseek_v4 runs its "
-                   "weights as stored (no --weights formats to compare)");
-    const numla_model_weights *mw = numla_model_get_weights(m);
+    const numla_v4_model *v4 = numla_engine_v4_model(e);
     numla_bench_model_costs co;
-    NUMLA_CHECK(numla_bench_model_costs_loaded(mw, numla_engine_kv_cache(e)->dtype, &co));
+    if (v4)
+        NUMLA_CHECK(numla_bench_model_costs_v4(v4, &co));
+    else if (m)
+        NUMLA_CHECK(numla_bench_model_costs_loaded(numla_model_get_weights(m),
+                                                   numla_engine_kv_cache(e)->dtype, &co));
+    else
+        NUMLA_FAIL(NUMLA_STATUS_INVALID_ARG, "bench formats: the engine holds no model");
     *bytes = co.weight_bytes;
     return NUMLA_STATUS_OK;
 }
@@ -155,7 +170,7 @@ static void bf_report(const bf_opts *o, bf_fmt *f, int nf, double bw, int nth)
     if (!o->json)
         printf("bench formats: %s, batch-1 decode after %d tokens, %d rounds of one step per "
                "format in turn, %d thread%s; read bandwidth %.2f GB/s (same run)\n"
-               "  %-6s %9s %9s %10s %8s %8s %12s %14s\n", o->e.model, o->prompt, o->tokens, nth,
+               "  %-9s %9s %9s %10s %8s %8s %12s %14s\n", o->e.model, o->prompt, o->tokens, nth,
                nth > 1 ? "s" : "", bw, "format", "median_ms", "tok/s", "MB/token", "GB/s",
                "bw_frac", "vs_first", "vs_first_rounds");
     for (int i = 0; i < nf; i++) {
@@ -172,14 +187,17 @@ static void bf_report(const bf_opts *o, bf_fmt *f, int nf, double bw, int nth)
                    f[i].name, nth, o->tokens, 1e3 * f[i].med, tps, f[i].bytes, gbs, bw,
                    bw > 0 ? gbs / bw : 0, f[0].med / f[i].med, rr);
         else
-            printf("  %-6s %9.3f %9.2f %10.1f %8.2f %8.3f %12.3f %14.3f\n", f[i].name,
+            printf("  %-9s %9.3f %9.2f %10.1f %8.2f %8.3f %12.3f %14.3f\n", f[i].name,
                    1e3 * f[i].med, tps, f[i].bytes / 1e6, gbs, bw > 0 ? gbs / bw : 0,
                    f[0].med / f[i].med, rr);
     }
     if (!o->json) {
         printf("  (vs_first: the first format's median step over this one's; vs_first_rounds: "
-               "the median over rounds of the same ratio within a round)\n"
-               "  step profile, ms per token (rank 0):\n");
+               "the median over rounds of the same ratio within a round)\n");
+        if (!numla_engine_model(f[0].e)) /* DeepSeek-V4 keeps no per-part counters */
+            nf = 0;
+        else
+            printf("  step profile, ms per token (rank 0):\n");
         for (int i = 0; i < nf; i++) {
             printf("  %-6s", f[i].name);
             for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
@@ -193,14 +211,18 @@ static void bf_report(const bf_opts *o, bf_fmt *f, int nf, double bw, int nth)
 
 static int bench_formats_main(int argc, char **argv)
 {
-    bf_opts o = {.formats = "bf16,fp8,int8", .tokens = 128, .prompt = 64, .bind = 1};
+    bf_opts o = {.tokens = 128, .prompt = 64, .bind = 1};
     numla_cli_engine_opts_default(&o.e);
     int rc = bf_parse(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    numla_model_config cfg;
+    const int v4 = numla_model_config_load(o.e.model, &cfg) == NUMLA_STATUS_OK && cfg.v4.enabled;
+    if (!o.formats)
+        o.formats = v4 ? "stored,stored-q8" : "bf16,fp8,int8";
     bf_fmt f[BF_MAX];
     memset(f, 0, sizeof f);
-    const int nf = bf_formats(&o, f);
+    const int nf = bf_formats(&o, v4, f);
     if (nf == 0)
         return 2;
     numla_comm_session mpi;
@@ -230,6 +252,7 @@ static int bench_formats_main(int argc, char **argv)
         eo.bind = o.bind;
         eo.block_size = BF_BLOCK;
         eo.num_blocks = mb;
+        eo.num_blocks_seqs = 1; /* deepseek_v4: and the blocks its sequence holds for its own cache */
         eo.weights = f[i].wo;
         if ((s = numla_engine_create(mpi.comm, o.e.model, &eo, &f[i].e)) != NUMLA_STATUS_OK ||
             (s = bf_bytes(f[i].e, &f[i].bytes)) != NUMLA_STATUS_OK)
@@ -262,7 +285,7 @@ static int bench_formats_main(int argc, char **argv)
         if (s != NUMLA_STATUS_OK)
             goto done;
     }
-    for (int i = 0; i < nf; i++) {
+    for (int i = 0; i < nf && numla_engine_model(f[i].e); i++) {
         numla_model_stats ms;
         numla_model_get_stats(numla_engine_model(f[i].e), &ms);
         memcpy(f[i].part0, ms.part_s, sizeof f[i].part0);
@@ -274,7 +297,7 @@ static int bench_formats_main(int argc, char **argv)
             if (s != NUMLA_STATUS_OK)
                 goto done;
         }
-    for (int i = 0; i < nf; i++) {
+    for (int i = 0; i < nf && numla_engine_model(f[i].e); i++) {
         numla_model_stats ms;
         numla_model_get_stats(numla_engine_model(f[i].e), &ms);
         for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
@@ -300,4 +323,4 @@ done:
 
 NUMLA_CLI_COMMAND("bench formats", bench_formats_main,
                   "batch-1 decode of one model in several weight formats, stepped in turn in one "
-                  "process (--model DIR [--weights bf16,fp8,int8])")
+                  "process (--model DIR [--weights bf16,fp8,int8]; DeepSeek-V4: stored,stored-q8)")

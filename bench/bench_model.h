@@ -56,6 +56,13 @@ numla_status numla_bench_model_costs_get_q(const numla_model_config *cfg, numla_
  * the loaded ones, lm_head, one embedding row; FLOP and KV fields from the config as above.
  * Local. */
 struct numla_model_weights;
+/* DeepSeek-V4's costs on one rank (the whole model): the weights as loaded
+ * (numla_v4_model_token_costs: every linear at its packed size, k routed experts at the mean
+ * size, the head, one embedding row); per context row the index keys and HCA entries a decode
+ * token reads beyond the window. Local. */
+struct numla_v4_model;
+numla_status numla_bench_model_costs_v4(const struct numla_v4_model *v4,
+                                        numla_bench_model_costs *out);
 numla_status numla_bench_model_costs_loaded(const struct numla_model_weights *w,
                                             numla_dtype kv_dtype, numla_bench_model_costs *out);
 /* The same for a GGUF file (cfg from it): the byte fields count each tensor as the file stores

@@ -3,6 +3,7 @@
 #include "bench/bench_model.h"
 
 #include "engine/model/model_linear.h"
+#include "engine/model/model_v4.h"
 #include "engine/model/weights.h"
 
 static double lin(const numla_model_linear *w) { return (double)numla_model_linear_bytes(w); }
@@ -45,5 +46,35 @@ numla_status numla_bench_model_costs_loaded(const numla_model_weights *w, numla_
     out->mlp_weight_bytes = ml;
     out->lm_head_bytes = lin(&w->lm_head) + (double)w->embed_row_bytes;
     out->weight_bytes = attn + ml + out->lm_head_bytes;
+    return NUMLA_STATUS_OK;
+}
+
+/* DeepSeek-V4's costs (bench_model.h). The weights from the loaded model
+ * (numla_v4_model_token_costs); per context row, what a decode token reads beyond the window's
+ * W rows: each CSA layer's index keys (Di, fp32) and each HCA layer's entries (Dh, fp32) per
+ * rate tokens, and their FLOPs (the indexer's 2·Hi·Di, HCA's 4·H·Dh per entry). The CSA
+ * entries its top-k picks are a bounded cost, left out. */
+numla_status numla_bench_model_costs_v4(const numla_v4_model *v4, numla_bench_model_costs *co)
+{
+    const numla_model_config *c = numla_v4_model_config(v4);
+    numla_v4_token_costs tc;
+    numla_v4_model_token_costs(v4, &tc);
+    *co = (numla_bench_model_costs){.attn_weight_bytes = tc.attn_bytes,
+                                    .mlp_weight_bytes = tc.mlp_bytes,
+                                    .lm_head_bytes = tc.head_bytes,
+                                    .linear_flops = tc.linear_flops};
+    co->weight_bytes = tc.attn_bytes + tc.mlp_bytes + tc.head_bytes;
+    const numla_v4_config *v = &c->v4;
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        if (v->attn[l] == NUMLA_V4_ATTN_CSA) {
+            co->kv_bytes_per_ctx += 4.0 * (double)v->index_head_dim / (double)v->csa_rate;
+            co->attn_flops_per_ctx += 2.0 * (double)(v->index_n_heads * v->index_head_dim) /
+                                      (double)v->csa_rate;
+        } else if (v->attn[l] == NUMLA_V4_ATTN_HCA) {
+            co->kv_bytes_per_ctx += 4.0 * (double)v->head_dim / (double)v->hca_rate;
+            co->attn_flops_per_ctx += 4.0 * (double)(c->num_attention_heads * v->head_dim) /
+                                      (double)v->hca_rate;
+        }
+    }
     return NUMLA_STATUS_OK;
 }
