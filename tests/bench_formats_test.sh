@@ -12,27 +12,24 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 "$bin" synth --preset tiny --out "$tmp/tiny" --seed 5 >/dev/null 2>&1 || { echo "synth failed"; exit 1; }
-"$bin" bench formats --model "$tmp/tiny" --threads 1 --tokens 4 --prompt 6 > "$tmp/out" 2> "$tmp/err"
-rc=$?
-rows=$(grep -cE '^  (bf16|fp8|int8) +[0-9.]+ +[0-9.]+ +[0-9.]+ ' "$tmp/out")
-if [ $rc -ne 0 ] || [ "$rows" -ne 3 ]; then
-  echo "FAIL bench formats: rc=$rc, $rows format rows"; cat "$tmp/out" "$tmp/err"; fail=1
-fi
-"$bin" bench formats --model "$tmp/tiny" --weights bf16,q4 > /dev/null 2> "$tmp/bad"
-rc=$?
-if [ $rc -ne 2 ] || ! grep -q "'q4' is not bf16, fp8 or int8" "$tmp/bad"; then
-  echo "FAIL bench formats --weights bf16,q4: rc=$rc: $(cat "$tmp/bad")"; fail=1
-fi
+rows() { # rows NAME MODEL NAMES COUNT: the default run prints COUNT rows of NAMES (a regex)
+  "$bin" bench formats --model "$2" --threads 1 --tokens 4 --prompt 6 > "$tmp/$1.out" 2> "$tmp/$1.err"
+  local rc=$? n
+  n=$(grep -cE "^  ($3) +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ " "$tmp/$1.out")
+  if [ $rc -ne 0 ] || [ "$n" -ne "$4" ]; then
+    echo "FAIL bench formats ($1): rc=$rc, $n format rows"; cat "$tmp/$1.out" "$tmp/$1.err"; fail=1
+  fi
+}
+refused() { # refused NAME MODEL WEIGHTS MESSAGE: --weights WEIGHTS exits 2 naming MESSAGE
+  "$bin" bench formats --model "$2" --weights "$3" > /dev/null 2> "$tmp/$1.bad"
+  local rc=$?
+  if [ $rc -ne 2 ] || ! grep -q "$4" "$tmp/$1.bad"; then
+    echo "FAIL bench formats ($1) --weights $3: rc=$rc: $(cat "$tmp/$1.bad")"; fail=1
+  fi
+}
 v4=$(cd "$(dirname "$0")" && pwd)/golden/v4/model_fp8
-"$bin" bench formats --model "$v4" --threads 1 --tokens 4 --prompt 6 > "$tmp/v4out" 2> "$tmp/v4err"
-rc=$?
-rows=$(grep -cE '^  (stored|stored-q8) +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ ' "$tmp/v4out")
-if [ $rc -ne 0 ] || [ "$rows" -ne 2 ]; then
-  echo "FAIL bench formats on DeepSeek-V4: rc=$rc, $rows rows"; cat "$tmp/v4out" "$tmp/v4err"; fail=1
-fi
-"$bin" bench formats --model "$v4" --weights stored,bf16 > /dev/null 2> "$tmp/v4bad"
-rc=$?
-if [ $rc -ne 2 ] || ! grep -q "'bf16': deepseek_v4 runs its weights as stored" "$tmp/v4bad"; then
-  echo "FAIL bench formats --weights stored,bf16 on DeepSeek-V4: rc=$rc: $(cat "$tmp/v4bad")"; fail=1
-fi
+rows tiny "$tmp/tiny" 'bf16|fp8|int8' 3
+refused tiny "$tmp/tiny" bf16,q4 "'q4' is not bf16, fp8 or int8"
+rows v4 "$v4" 'stored|stored-q8' 2
+refused v4 "$v4" stored,bf16 "'bf16': deepseek_v4 runs its weights as stored"
 exit $fail
