@@ -1327,8 +1327,9 @@ static void v4_carve_layer(const numla_v4_model *m, int64_t l, v4_lcache *lc, ch
     }
 }
 
-/* Lay s's fixed state out in base (zeroed, at least v4_state_size bytes): its layers' parts,
- * then the MTP layer's (taken by mtp_seq_make). Returns the bytes; base NULL: count only. */
+/* Lay s's fixed state out in base (at least v4_state_size bytes, whatever they hold: a forward
+ * reads no row it has not written): its layers' parts, then the MTP layer's (taken by
+ * mtp_seq_make). Returns the bytes; base NULL: count only. */
 static size_t v4_state_carve(const numla_v4_model *m, numla_v4_seq *s, char *base)
 {
     size_t at = 0;
@@ -2942,6 +2943,7 @@ static numla_status mtp_seq_make(numla_v4_seq *s)
     if (!t)
         NUMLA_FAIL(NUMLA_STATUS_NO_MEMORY, "v4 cache: no memory for the MTP layer");
     t->m = m;
+    t->slot = -1; /* its state is s's */
     t->layers = calloc((size_t)(L + 1), sizeof *t->layers);
     s->mtp = t;
     if (!t->layers)
