@@ -109,7 +109,8 @@ numla_status numla_kv_cache_create_for_model(const struct numla_model_config *cf
 /* DeepSeek-V4: the view of c's entry regions and state slots the sequences address (model_v4.h,
  * numla_v4_seqs_use_pool). The first call maps the slots: one for each sequence the scheduler
  * can hold at once, num_blocks / (seq_blocks + 1), so the pool's sizing (seq_blocks) comes
- * first. INVALID_ARG if c was not made for a V4 config. Not collective. */
+ * first. c must outlive the sequences that use the view (destroying one gives its slot back).
+ * INVALID_ARG if c was not made for a V4 config. Not collective. */
 struct numla_v4_pool;
 numla_status numla_kv_cache_v4_pool(numla_kv_cache *c, struct numla_v4_pool *out);
 /* The block size a pool for cfg gets when none is asked for: 16 tokens; DeepSeek-V4's, the

@@ -625,8 +625,8 @@ static void test_scheduled(void)
     CU_ASSERT_EQUAL(numla_v4_step_check(c.t, &bad), NUMLA_STATUS_INVALID_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(numla_error_message(), "holds no such sequence"));
     numla_sched_destroy(&s);
+    numla_v4_seqs_destroy(&c.t); /* before the pool, whose state slots they give back */
     numla_kv_cache_destroy(&kv);
-    numla_v4_seqs_destroy(&c.t);
     numla_v4_model_destroy(&m);
     golden_free(&g);
 }
