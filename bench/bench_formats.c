@@ -194,11 +194,11 @@ static void bf_report(const bf_opts *o, bf_fmt *f, int nf, double bw, int nth)
     if (!o->json) {
         printf("  (vs_first: the first format's median step over this one's; vs_first_rounds: "
                "the median over rounds of the same ratio within a round)\n");
-        if (!numla_engine_model(f[0].e)) /* DeepSeek-V4 keeps no per-part counters */
-            nf = 0;
-        else
+        /* DeepSeek-V4 keeps no per-part counters: no profile */
+        const int profile = numla_engine_model(f[0].e) != NULL;
+        if (profile)
             printf("  step profile, ms per token (rank 0):\n");
-        for (int i = 0; i < nf; i++) {
+        for (int i = 0; profile && i < nf; i++) {
             printf("  %-6s", f[i].name);
             for (int p = 0; p < NUMLA_MODEL_PART_COUNT; p++)
                 printf(" %s %.3f", numla_model_part_names[p], 1e3 * f[i].part[p]);

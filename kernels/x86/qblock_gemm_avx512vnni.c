@@ -231,12 +231,6 @@ NUMLA_QBLOCK_GEMM_INLINE __m512i numla_qblock_gemm_b32_codes_(numla_qblock_type 
     return _mm512_shuffle_epi8(book, nib);
 }
 
-/* A 32-element block's scale: the fp16 d at its start. */
-NUMLA_QBLOCK_GEMM_INLINE float numla_qblock_gemm_b32_scale_(numla_qblock_type type, const uint8_t *p)
-{
-    (void)type;
-    return numla_qblock_gh_(p);
-}
 
 NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_b32_(numla_qblock_type type, const uint8_t *row, int64_t k, int mr,
                                                      const uint8_t *xu, const float *dx, float *out)
@@ -252,8 +246,9 @@ NUMLA_QBLOCK_GEMM_INLINE void numla_qblock_gemm_b32_(numla_qblock_type type, con
         const __m512i wc = numla_qblock_gemm_b32_codes_(type, pa, pb);
         const __m512i wneg = _mm512_sub_epi32(_mm512_setzero_si512(),
                                               _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, wc));
-        const __m512 sv = _mm512_insertf32x8(_mm512_set1_ps(numla_qblock_gemm_b32_scale_(type, pa)),
-                                             _mm256_set1_ps(pb ? numla_qblock_gemm_b32_scale_(type, pb) : 0.0f), 1);
+        /* each block's scale: the fp16 d at its start */
+        const __m512 sv = _mm512_insertf32x8(_mm512_set1_ps(numla_qblock_gh_(pa)),
+                                             _mm256_set1_ps(pb ? numla_qblock_gh_(pb) : 0.0f), 1);
         const __mmask64 xm = pb ? ~(__mmask64)0 : 0xFFFFFFFFull;
         const int64_t g = j / 8;
         for (int i = 0; i < mr; i++) {
