@@ -228,26 +228,98 @@ static void numla_qblock_panel_rows_amx_(const numla_qblock_weight *w, int64_t l
 }
 
 /* Q6_K's stored panels [plo, phi) against m >= NUMLA_QBLOCK_PANEL_MIN_M x rows on tiles, with the
- * arithmetic of numla_qblock_p16_q6_tile_ (kernels/x86/qblock_p16_avx512vnni.c): per 256-column
- * piece its 16 groups become 64 k-quads of codes q + 32 in column order (numla_qblock_p16_q6_ops_,
- * 4 KiB), so a 16-column sub-block is a B tile of 4 quads; C - 32 Σ x is the sub-block's exact
- * Σ (q - 32) x, times the rows' scales into the piece's int32 sum, which goes to fp32 once:
- *   acc = fma(float(Σ_j sc_j Σ (q - 32) x), d · dx, acc)
- * the same integers, so the same bits. x rows go in runs of NUMLA_QBLOCK_AMX_Q6_XB tiles, each
- * piece unpacked once per run; a partial last x tile reads its piece from a zero-padded copy. */
+ * arithmetic of numla_qblock_p16_q6_tile_ (kernels/x86/qblock_p16_avx512vnni.c): a piece's exact
+ * int32 sum Σ_j sc_j Σ (q - 32) x goes to fp32 once,
+ *   acc = fma(float(Σ (q - 32) · sc · x), d · dx, acc)
+ * the same integers, so the same bits. Its weights' integer values w = (q - 32) · sc (|w| <= 4096,
+ * 16-column sub-block scales sc) are split into two byte planes in column order, w = 64 · hi + lo
+ * with lo = w & 63 (unsigned) and hi = w >> 6 (signed, -64 .. 61), so the piece's whole sum is
+ * four K = 64 products per plane, TDPBSUD on lo and TDPBSSD on hi, instead of one K = 16 product
+ * and one int32 scaling step per sub-block; per x row C_lo + 64 C_hi is the piece's sum. Each
+ * piece's planes (8 KiB) are made once per run of NUMLA_QBLOCK_AMX_Q6_XB x tiles, which go in
+ * pairs (each plane's B tile serving two x tiles); a partial last x tile reads its piece from a
+ * zero-padded copy. */
 enum { NUMLA_QBLOCK_AMX_Q6_XB = 8 };
 
+/* Palette 1 with every tile 16 rows x 64 bytes (K = 64), for the Q6_K planes. */
+static const numla_amx_tilecfg numla_qblock_amx_q6_cfg_ __attribute__((aligned(64))) = {
+    .palette = 1, .colsb = {64, 64, 64, 64, 64, 64, 64, 64}, .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+
+/* The piece at pc (one 256-column piece of a stored Q6_K panel) as its two planes: lo and hi, 4 KiB
+ * each, k-quad Q (columns 4 Q .. 4 Q + 3, sub-block Q / 4) at 64 Q, byte 4 c + b row c's. */
+static void numla_qblock_q6_planes_(const uint8_t *pc, uint8_t *lo, uint8_t *hi)
+{
+    /* word i of a 64-byte unit holds bytes 2 i and 2 i + 1, both of row i / 2 */
+    static const int16_t rows2[32] __attribute__((aligned(64))) = {
+        0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15};
+    const __m512i idx = _mm512_load_si512((const void *)rows2);
+    __m512i scw[16]; /* per sub-block, its rows' scales as words, word i row i / 2's */
+    for (int sb = 0; sb < 16; sb++)
+        scw[sb] = _mm512_permutexvar_epi16(
+            idx, _mm512_castsi256_si512(_mm256_cvtepi8_epi16(
+                     _mm_loadu_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q6_SC + 16 * sb)))));
+    const __m512i off = _mm512_set1_epi16(32), lob = _mm512_set1_epi16(0xFF), m6 = _mm512_set1_epi16(63);
+    const __m512i m6h = _mm512_set1_epi16(63 << 8);
+    for (int g = 0; g < 16; g++) { /* group (n, v) = (g / 8, g % 8): quads 32 n + 8 s + v */
+        __m512i op[4];
+        numla_qblock_p16_q6_ops_(pc + 192 * g, op);
+        for (int s4 = 0; s4 < 4; s4++) {
+            const int q = 32 * (g / 8) + 8 * s4 + g % 8;
+            const __m512i sc = scw[q / 4];
+            /* the even bytes' and the odd bytes' w as words */
+            const __m512i we = _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_and_si512(op[s4], lob), off), sc);
+            const __m512i wo = _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_srli_epi16(op[s4], 8), off), sc);
+            /* lo: (we & 63) | (wo & 63) << 8; hi: (we >> 6) & 255 | (wo >> 6) << 8 */
+            _mm512_store_si512((void *)(lo + 64 * q),
+                               _mm512_ternarylogic_epi32(_mm512_and_si512(we, m6), _mm512_slli_epi16(wo, 8), m6h, 0xF8));
+            _mm512_store_si512((void *)(hi + 64 * q),
+                               _mm512_ternarylogic_epi32(_mm512_slli_epi16(_mm512_srai_epi16(wo, 6), 8),
+                                                         _mm512_srai_epi16(we, 6), lob, 0xF8));
+        }
+    }
+}
+
+/* One or two x tiles (a literal TWO) against a piece's planes: C tiles 0 (lo) and 1 (hi) for the
+ * tile at xa, 2 and 3 for the one at xb, stored to c[0 .. 2 TWO). */
+#define NUMLA_QBLOCK_AMX_Q6_PRODUCTS(TWO, xa, lda, xb, ldb, lo, hi, c)                                                \
+    do {                                                                                                               \
+        _tile_zero(0);                                                                                                 \
+        _tile_zero(1);                                                                                                 \
+        if (TWO) {                                                                                                     \
+            _tile_zero(2);                                                                                             \
+            _tile_zero(3);                                                                                             \
+        }                                                                                                              \
+        for (int kq = 0; kq < 4; kq++) {                                                                               \
+            _tile_loadd(NUMLA_QBLOCK_AMX_A, (xa) + 64 * kq, (lda));                                                    \
+            if (TWO)                                                                                                   \
+                _tile_loadd(NUMLA_QBLOCK_AMX_A1, (xb) + 64 * kq, (ldb));                                               \
+            _tile_loadd(NUMLA_QBLOCK_AMX_B0, (lo) + 1024 * kq, 64);                                                    \
+            _tile_loadd(NUMLA_QBLOCK_AMX_B1, (hi) + 1024 * kq, 64);                                                    \
+            _tile_dpbsud(0, NUMLA_QBLOCK_AMX_A, NUMLA_QBLOCK_AMX_B0);                                                  \
+            _tile_dpbssd(1, NUMLA_QBLOCK_AMX_A, NUMLA_QBLOCK_AMX_B1);                                                  \
+            if (TWO) {                                                                                                 \
+                _tile_dpbsud(2, NUMLA_QBLOCK_AMX_A1, NUMLA_QBLOCK_AMX_B0);                                             \
+                _tile_dpbssd(3, NUMLA_QBLOCK_AMX_A1, NUMLA_QBLOCK_AMX_B1);                                             \
+            }                                                                                                          \
+        }                                                                                                              \
+        _tile_stored(0, (c)[0], 64);                                                                                   \
+        _tile_stored(1, (c)[1], 64);                                                                                   \
+        if (TWO) {                                                                                                     \
+            _tile_stored(2, (c)[2], 64);                                                                               \
+            _tile_stored(3, (c)[3], 64);                                                                               \
+        }                                                                                                              \
+    } while (0)
+
 static void numla_qblock_q6_rows_amx_(const numla_qblock_weight *w, int64_t plo, int64_t phi, int64_t m,
-                                      const int8_t *xq, const float *dx, const int32_t *bs, float *y, int64_t ldy,
-                                      int accumulate)
+                                      const int8_t *xq, const float *dx, float *y, int64_t ldy, int accumulate)
 {
     enum { TR = NUMLA_QBLOCK_AMX_TR, XB = NUMLA_QBLOCK_AMX_Q6_XB };
-    const int64_t k = w->k, nb = k / 256, nb16 = k / 16;
-    uint8_t codes[64 * 64] __attribute__((aligned(64)));
+    const int64_t k = w->k, nb = k / 256;
+    uint8_t lo[64 * 64] __attribute__((aligned(64))), hi[64 * 64] __attribute__((aligned(64)));
     int8_t xpad[TR * 256] __attribute__((aligned(64)));
-    int32_t c[TR * TR] __attribute__((aligned(64)));
+    int32_t c[4][TR * TR] __attribute__((aligned(64)));
     __m512 acc[XB][TR];
-    _tile_loadconfig(&numla_qblock_amx_cfg_[1]); /* K = 16 */
+    _tile_loadconfig(&numla_qblock_amx_q6_cfg_);
     for (int64_t p = plo; p < phi; p++) {
         const uint8_t *pan = w->q + p * w->ld;
         for (int64_t r0 = 0; r0 < m; r0 += XB * TR) { /* a run of x tiles */
@@ -258,47 +330,43 @@ static void numla_qblock_q6_rows_amx_(const numla_qblock_weight *w, int64_t plo,
                     acc[t][i] = _mm512_setzero_ps();
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q6K;
-                for (int g = 0; g < 16; g++) { /* group (n, v) = (g / 8, g % 8): quads 32 n + 8 s + v */
-                    __m512i op[4];
-                    numla_qblock_p16_q6_ops_(pc + 192 * g, op);
-                    for (int s4 = 0; s4 < 4; s4++)
-                        _mm512_store_si512((void *)(codes + 64 * (32 * (g / 8) + 8 * s4 + g % 8)), op[s4]);
-                }
+                numla_qblock_q6_planes_(pc, lo, hi);
                 const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q6_D)));
-                for (int t = 0; t < nx; t++) {
-                    const int64_t i0 = r0 + TR * t;
-                    const int mr = m - i0 < TR ? (int)(m - i0) : TR;
-                    const int8_t *xa = xq + i0 * k + 256 * b;
-                    int64_t lda = k;
-                    if (mr < TR) {
-                        for (int i = 0; i < TR; i++)
-                            if (i < mr)
-                                memcpy(xpad + 256 * i, xa + i * k, 256);
-                            else
-                                memset(xpad + 256 * i, 0, 256);
-                        xa = xpad;
-                        lda = 256;
-                    }
-                    __m512i tot[TR];
-                    for (int i = 0; i < mr; i++)
-                        tot[i] = _mm512_setzero_si512();
-                    for (int sb = 0; sb < 16; sb++) {
-                        _tile_zero(0);
-                        _tile_loadd(NUMLA_QBLOCK_AMX_A, xa + 16 * sb, lda);
-                        _tile_loadd(NUMLA_QBLOCK_AMX_B0, codes + 256 * sb, 64);
-                        _tile_dpbsud(0, NUMLA_QBLOCK_AMX_A, NUMLA_QBLOCK_AMX_B0);
-                        _tile_stored(0, c, 64);
-                        const __m512i sc = _mm512_cvtepi8_epi32(
-                            _mm_loadu_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q6_SC + 16 * sb)));
-                        for (int i = 0; i < mr; i++) {
-                            const __m512i sv = _mm512_sub_epi32(_mm512_load_si512((const void *)(c + TR * i)),
-                                                                _mm512_set1_epi32(32 * bs[(i0 + i) * nb16 + 16 * b + sb]));
-                            tot[i] = _mm512_add_epi32(tot[i], _mm512_mullo_epi32(sv, sc));
+                for (int t = 0; t < nx; t += 2) {
+                    const int two = t + 1 < nx;
+                    const int8_t *xa[2];
+                    int64_t lda[2];
+                    int mr[2];
+                    for (int u = 0; u < 1 + two; u++) {
+                        const int64_t i0 = r0 + TR * (t + u);
+                        mr[u] = m - i0 < TR ? (int)(m - i0) : TR;
+                        xa[u] = xq + i0 * k + 256 * b;
+                        lda[u] = k;
+                        if (mr[u] < TR) { /* only the run's last tile, so never the first of a pair */
+                            for (int i = 0; i < TR; i++)
+                                if (i < mr[u])
+                                    memcpy(xpad + 256 * i, xa[u] + i * k, 256);
+                                else
+                                    memset(xpad + 256 * i, 0, 256);
+                            xa[u] = xpad;
+                            lda[u] = 256;
                         }
                     }
-                    for (int i = 0; i < mr; i++)
-                        acc[t][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot[i]),
-                                                    _mm512_mul_ps(d, _mm512_set1_ps(dx[(i0 + i) * nb + b])), acc[t][i]);
+                    if (two)
+                        NUMLA_QBLOCK_AMX_Q6_PRODUCTS(1, xa[0], lda[0], xa[1], lda[1], lo, hi, c);
+                    else
+                        NUMLA_QBLOCK_AMX_Q6_PRODUCTS(0, xa[0], lda[0], xa[0], lda[0], lo, hi, c);
+                    for (int u = 0; u < 1 + two; u++) {
+                        const int64_t i0 = r0 + TR * (t + u);
+                        for (int i = 0; i < mr[u]; i++) {
+                            const __m512i tot = _mm512_add_epi32(
+                                _mm512_load_si512((const void *)(c[2 * u] + TR * i)),
+                                _mm512_slli_epi32(_mm512_load_si512((const void *)(c[2 * u + 1] + TR * i)), 6));
+                            acc[t + u][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot),
+                                                            _mm512_mul_ps(d, _mm512_set1_ps(dx[(i0 + i) * nb + b])),
+                                                            acc[t + u][i]);
+                        }
+                    }
                 }
             }
             for (int t = 0; t < nx; t++) {
@@ -317,7 +385,7 @@ static void numla_qblock_p16_rows_amx_(const numla_qblock_weight *w, int64_t plo
                                        int accumulate)
 {
     if (w->type == NUMLA_QBLOCK_Q6_K && m >= NUMLA_QBLOCK_PANEL_MIN_M)
-        numla_qblock_q6_rows_amx_(w, plo, phi, m, xq, dx, bs, y, ldy, accumulate);
+        numla_qblock_q6_rows_amx_(w, plo, phi, m, xq, dx, y, ldy, accumulate);
     else
         numla_qblock_p16_rows_(w, plo, phi, m, xq, dx, bs, y, ldy, accumulate);
 }

@@ -6,9 +6,9 @@
  * around the 16-row tiles and past a run of x tiles, N off the panels, K with a short last x
  * group, accumulate on and off, 1 and 3 threads. The emulator's count of tile products must be
  * exactly what the tile path takes (one per panel, 16 x rows and sub-block of 32 columns, 16 for
- * Q2_K, Q3_K and Q6_K), so the tiles, not the vnni fallback, produced y; below 16 x rows, and for
- * Q6_K's ROWS layout, it must take none. Also the amx level's place in the dispatch table and its
- * layout. The F32 mode's bf16 tiles (kernels/x86/qblock_f32_amx.c, MXFP4) against a double reference
+ * Q2_K and Q3_K; Q6_K's two planes also one per 32 columns), so the tiles, not the vnni fallback,
+ * produced y; below 16 x rows, and for Q6_K's ROWS layout, it must take none. Also the amx level's
+ * place in the dispatch table and its layout. The F32 mode's bf16 tiles (kernels/x86/qblock_f32_amx.c, MXFP4) against a double reference
  * within their bound, with their row invariance. */
 #include "tests/support/amx_emulate.h" /* (its state is defined in test_qlinear_amx_emu.c) */
 
@@ -79,7 +79,8 @@ static int run_case(numla_qblock_type type, numla_qblock_layout layout, int64_t 
      * a panel of their own, so at least that many */
     /* Q6_K: tiles for its stored panels only (its ROWS layout has no panel GEMM) */
     const int tiles = m >= NUMLA_QBLOCK_PANEL_MIN_M && (type != NUMLA_QBLOCK_Q6_K || layout == NUMLA_QBLOCK_LAYOUT_PANEL16);
-    const int64_t sw = type == NUMLA_QBLOCK_Q2_K || type == NUMLA_QBLOCK_Q3_K || type == NUMLA_QBLOCK_Q6_K ? 16 : 32;
+    /* Q6_K: two planes, four K = 64 products each per 256 columns: one per 32 columns */
+    const int64_t sw = type == NUMLA_QBLOCK_Q2_K || type == NUMLA_QBLOCK_Q3_K ? 16 : 32;
     const long want = tiles ? (long)((n + 15) / 16) * (long)((m + 15) / 16) * (long)(k / sw) : 0;
     if (threads == 1 ? took != want : (took < want || (want == 0 && took != 0))) {
         fprintf(stderr, "\n    %s layout %d M=%lld N=%lld K=%lld threads=%d: %ld TDPBSUD, want %s%ld\n",
