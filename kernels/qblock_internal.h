@@ -94,7 +94,8 @@ typedef void (*numla_qblock_panel_rows_fn)(const numla_qblock_weight *w, int64_t
                                            int64_t ldy, int accumulate, void *scratch);
 /* The unpacked panel the panel GEMMs run on: codes (16 k bytes, byte 64 q + 4 c + b = row c's code
  * at column 4 q + b), then the fp32 scales and mins (k / 32 sub-blocks x 16 rows each, k / 16
- * for the 16-column types below); its
+ * for the 16-column types below; Q4_K and Q5_K: the piece form's integer scales,
+ * kernels/x86/qblock_p16_avx512.h); its
  * size, and weight rows [r0, r0 + 16) (rows at or past hi zero) unpacked into dst with buf
  * (16 k bytes) as scratch. */
 size_t numla_qblock_pn_panel_bytes_(int64_t k);

@@ -27,6 +27,11 @@
  *   panel_gemm   the panel GEMM from NUMLA_QBLOCK_PANEL_MIN_M x rows (vnni and amx levels:
  *                kernels/x86/qblock_panel_*.c) runs it (every type with a PANEL16 layout but
  *                Q6_K, whose stored panels run their own kernel at every M)
+ *   int_scales   its sub-block scales and mins are small integers under a per-piece d and dmin
+ *                (Q4_K, Q5_K): the panel GEMM and the stored panels' kernels join a piece's
+ *                sub-block sums with them exactly in int32 and go to fp32 once per piece (the
+ *                piece form, kernels/x86/qblock_p16_avx512.h); the amx level's tiles then take
+ *                the scales into the weights (two byte planes) and a piece's whole sum at once
  * and the functions of each path, NULL where the level below runs the type:
  *   dequant      the reference dequantization of one block (kernels/ref/qblock_ref.c; never NULL)
  *   quantize     the reference quantization of one block's floats (kernels/ref/qblock_quant_ref.c,
@@ -105,6 +110,7 @@ typedef struct numla_qblock_type_row {
     int32_t p16_scales;
     uint8_t x_offset;
     uint8_t panel_gemm;
+    uint8_t int_scales; /* the panel GEMM's integer piece form (kernels/x86/qblock_p16_avx512.h) */
     uint8_t f16_count;   /* how many fp16 scale fields a block has (d; d and dmin / m) */
     int16_t f16_at[2];   /* their byte offsets in the block */
     uint8_t e8m0;        /* the block starts with an E8M0 scale byte (MXFP4; the tests keep its

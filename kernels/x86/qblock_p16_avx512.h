@@ -64,27 +64,12 @@ static inline __attribute__((always_inline)) void numla_qblock_p16_q6_ops_(const
                                       0xF8);
 }
 
-/* Q4_K's and Q5_K's 16 rows' scale d · sc and min dmin · m in fp32, from the bytes sc[16] at sp
- * and m[16] at sp + 128 (their panels' layout). */
-static inline __attribute__((always_inline)) void numla_qblock_p16_k4_scales_(const uint8_t *sp, __m512 d, __m512 dmin,
-                                                                              __m512 *sv, __m512 *mv)
+/* IQ4_XS's piece, sub-block j (0-7): its 16 rows' scale d · (ls - 32) and min 128 times that
+ * (fp32), from the piece's d and its scale bytes. The panel GEMM's unpacking stores these; the
+ * small-M kernel uses them in registers. */
+static inline __attribute__((always_inline)) void numla_qblock_p16_iq4_scales_(const uint8_t *pc, int j, __m512 d,
+                                                                               __m512 *sv, __m512 *mv)
 {
-    const __m128i s8 = _mm_load_si128((const __m128i *)(const void *)sp);
-    const __m128i m8 = _mm_load_si128((const __m128i *)(const void *)(sp + 128));
-    *sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s8)));
-    *mv = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m8)));
-}
-
-/* A K-quant piece's sub-block j (0-7): its 16 rows' scale and min in fp32, from the piece's d
- * and dmin (fp32) and its scale bytes (Q4_K: d · sc, dmin · m; IQ4_XS: d · (ls - 32), 128 times
- * that). The panel GEMM's unpacking stores these; the small-M kernels use them in registers. */
-static inline __attribute__((always_inline)) void numla_qblock_p16_kq_scales_(const uint8_t *pc, int iq4, int j, __m512 d,
-                                                                              __m512 dmin, __m512 *sv, __m512 *mv)
-{
-    if (!iq4) {
-        numla_qblock_p16_k4_scales_(pc + NUMLA_QBLOCK_P16_SC_Q4K + 16 * j, d, dmin, sv, mv);
-        return;
-    }
     const __m128i s8 = _mm_load_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_SC_IQ4 + 16 * j));
     *sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s8)));
     *mv = _mm512_mul_ps(*sv, _mm512_set1_ps(128.0f));
@@ -114,6 +99,78 @@ static inline __attribute__((always_inline)) __m512 numla_qblock_panel_sub_(__m5
 static inline __attribute__((always_inline)) __m512 numla_qblock_panel_group_(__m512 acc, __m512 tb, float dx)
 {
     return _mm512_fmadd_ps(tb, _mm512_set1_ps(dx), acc);
+}
+
+/* The piece form of the types with integer sub-block scales (their row's int_scales: Q4_K, Q5_K),
+ * shared by the panel GEMM (both levels) and the stored panels' kernels, so they give the same
+ * bits. Per 256-column piece, for 16 weight rows and one x row, with IS_j the exact int32 Σ q · x
+ * of 32-column sub-block j, XS_j its Σ x (the quantized codes), sc_j and m_j the rows' 6-bit scale
+ * and min:
+ *   S = Σ_j sc_j IS_j,  Z = Σ_j m_j XS_j          (exact in int32: |S| < 8 · 63 · 32 · 31 · 127)
+ *   acc = fma(float(S) · d - float(Z) · dmin, dx, acc)
+ * the difference one fmsub of float(S), d and the rounded float(Z) · dmin. Z is four vpdpwssd: the
+ * rows' m of sub-blocks 2p and 2p + 1 as word pairs (numla_qblock_k4_mpair_) against the x row's
+ * XS of the same two as a broadcast word pair (numla_qblock_k4_xpairs_; |XS| <= 32 · 127). */
+static inline __attribute__((always_inline)) __m512i numla_qblock_k4_mpair_(const uint8_t *m_even, const uint8_t *m_odd)
+{
+    const __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)m_even));
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)m_odd));
+    return _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
+}
+
+/* An x row's XS pairs of one piece from its per-16 sums bs16[16]: out[p] = XS_2p | XS_2p+1 << 16
+ * (as words). */
+static inline __attribute__((always_inline)) void numla_qblock_k4_xpairs_(const int32_t *bs16, int32_t out[4])
+{
+    for (int p = 0; p < 4; p++) {
+        const uint32_t a = (uint32_t)(bs16[4 * p] + bs16[4 * p + 1]), c = (uint32_t)(bs16[4 * p + 2] + bs16[4 * p + 3]);
+        out[p] = (int32_t)((a & 0xFFFFu) | c << 16);
+    }
+}
+
+/* Z of one x row: the four pairs' products. */
+static inline __attribute__((always_inline)) __m512i numla_qblock_k4_z_(const __m512i mp[4], const int32_t xp[4])
+{
+    __m512i z = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], _mm512_set1_epi32(xp[0]));
+    z = _mm512_dpwssd_epi32(z, mp[1], _mm512_set1_epi32(xp[1]));
+    z = _mm512_dpwssd_epi32(z, mp[2], _mm512_set1_epi32(xp[2]));
+    return _mm512_dpwssd_epi32(z, mp[3], _mm512_set1_epi32(xp[3]));
+}
+
+/* The piece's step into acc. */
+static inline __attribute__((always_inline)) __m512 numla_qblock_k4_piece_(__m512 acc, __m512i S, __m512i Z, __m512 d,
+                                                                            __m512 dmin, float dx)
+{
+    const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(Z), dmin);
+    return _mm512_fmadd_ps(_mm512_fmsub_ps(_mm512_cvtepi32_ps(S), d, t), _mm512_set1_ps(dx), acc);
+}
+
+/* The unpacked panel's scale area for these types (kernels/qblock_internal.h): per piece b,
+ * NUMLA_QBLOCK_K4_PIECE_FLOATS floats from float b · that: d[16] and dmin[16] (fp32), then the
+ * 16 rows' sc as int32 per sub-block ([8][16]) and the m word pairs ([4][16]). */
+enum {
+    NUMLA_QBLOCK_K4_D = 0,
+    NUMLA_QBLOCK_K4_DMIN = 16,
+    NUMLA_QBLOCK_K4_SC = 32,
+    NUMLA_QBLOCK_K4_MP = 32 + 8 * 16,
+    NUMLA_QBLOCK_K4_PIECE_FLOATS = 512, /* the area's share of a piece: 2 · 16 sub-blocks of 16 */
+};
+_Static_assert(NUMLA_QBLOCK_K4_MP + 4 * 16 <= NUMLA_QBLOCK_K4_PIECE_FLOATS, "a piece's integer scales fit its area");
+
+/* Into the piece area at pa: d and dmin (fp32), the sc and m bytes of the 16 rows per sub-block
+ * (16 bytes each, sub-block j at sc8 + sstride j and m8 + sstride j). */
+static inline __attribute__((always_inline)) void numla_qblock_k4_put_(float *pa, __m512 d, __m512 dmin, const uint8_t *sc8,
+                                                                        const uint8_t *m8, int64_t sstride)
+{
+    _mm512_store_ps(pa + NUMLA_QBLOCK_K4_D, d);
+    _mm512_store_ps(pa + NUMLA_QBLOCK_K4_DMIN, dmin);
+    int32_t *iv = (int32_t *)(void *)pa;
+    for (int j = 0; j < 8; j++)
+        _mm512_store_si512((void *)(iv + NUMLA_QBLOCK_K4_SC + 16 * j),
+                           _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(sc8 + sstride * j))));
+    for (int p = 0; p < 4; p++)
+        _mm512_store_si512((void *)(iv + NUMLA_QBLOCK_K4_MP + 16 * p),
+                           numla_qblock_k4_mpair_(m8 + sstride * 2 * p, m8 + sstride * (2 * p + 1)));
 }
 
 /* y rows [0, mr) (ldy apart) at columns r .. r + 16 (stopping at n) = acc (+ y). */

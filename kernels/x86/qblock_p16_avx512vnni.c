@@ -10,11 +10,11 @@
  * Q4_K block costs about a quarter of the instructions of a row-at-a-time kernel. After the
  * eight units of a 64-column chunk, each of its two 32-column sub-blocks has an exact int32 sum
  * per row, which goes to fp32 as the panel GEMM of kernels/x86/qblock_panel_avx512vnni.c does
- * it, through the same functions (numla_qblock_panel_sub_ and _group_,
- * kernels/x86/qblock_p16_avx512.h):
- *   tb = fma(float(Σ q · x), d · sc, tb);  tb = fnma(dmin · m, float(Σ x), tb)
- * (IQ4_XS: scale d · (ls - 32), min 128 · scale), sub-blocks in column order, and after each
- * 256-column x group acc = fma(tb, dx, acc). So a row's output
+ * it, through the same functions (kernels/x86/qblock_p16_avx512.h): Q4_K and Q5_K in the piece
+ * form (the sums times the rows' integer scales into the piece's int32 sum, one fp32 step per
+ * piece), IQ4_XS and the 32-element types per sub-block (numla_qblock_panel_sub_ and _group_:
+ *   tb = fma(float(Σ q · x), scale, tb);  tb = fnma(min, float(Σ x), tb)
+ * sub-blocks in column order, and after each 256-column x group acc = fma(tb, dx, acc)). So a row's output
  * has the same bits here as in a panel GEMM call of any M, and the layout's results do not
  * depend on M at all.
  * Register tile: one panel by up to NUMLA_QBLOCK_P16_MR x rows. One panel at a time keeps a
@@ -60,17 +60,83 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_bsf_(const int32_t *bs16, float *o
     _mm512_store_ps(out, _mm512_cvtepi32_ps(pairs ? _mm512_add_epi32(v, _mm512_srli_epi64(v, 32)) : v));
 }
 
-/* x rows [0, mr) (xq, dx, bs already at the tile's first row) against panel p. */
-NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
-                                                    const float *dx, const int32_t *bs, float *y, int64_t ldy,
-                                                    int accumulate, const int mr, const int iq4)
+/* Q4_K: x rows [0, mr) (xq, dx, bs already at the tile's first row) against panel p, in the piece
+ * form (kernels/x86/qblock_p16_avx512.h). Per 64-column chunk h, the low nibbles of its eight
+ * units are sub-block 2h and the high ones, kept in place (v & 0xF0: 16 q), sub-block 2h + 1,
+ * each against its x quad as vpdpbusd's {1to16} memory operand; each sum times the rows' sc
+ * (vpmulld) goes into the piece's even or odd sum, and S = S_even + (S_odd >> 4), exact (S_odd
+ * is 16 times the odd sub-blocks' part, below 2^28). */
+NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q4k_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
+                                                        const float *dx, const int32_t *bs, float *y, int64_t ldy,
+                                                        int accumulate, const int mr)
+{
+    const int64_t k = w->k, nb = k / 256, nb16 = k / 16, sb = numla_qblock_p16_sb_(w->type);
+    const uint8_t *pan = w->q + p * w->ld;
+    const __m512i m4 = _mm512_set1_epi8(15), m4h = _mm512_set1_epi8((char)0xF0);
+    /* with fewer than 3 x rows, odd units go to a second set of sums: enough independent
+     * vpdpbusd chains to hide its latency (integer sums: the same result) */
+    const int split = mr < 3;
+    __m512 acc[NUMLA_QBLOCK_P16_MR];
+    for (int i = 0; i < mr; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pc = pan + b * sb; /* this 256-column piece */
+        const uint8_t *sc8 = pc + NUMLA_QBLOCK_P16_SC_Q4K;
+        __m512i se[NUMLA_QBLOCK_P16_MR], so[NUMLA_QBLOCK_P16_MR];
+        for (int i = 0; i < mr; i++)
+            se[i] = so[i] = _mm512_setzero_si512();
+        for (int h = 0; h < 4; h++) {
+            /* sums of sub-blocks 2h and 2h + 1 per x row: [0] even units, [1] odd (split) */
+            __m512i s0[NUMLA_QBLOCK_P16_MR][2], s1[NUMLA_QBLOCK_P16_MR][2];
+            for (int i = 0; i < mr; i++)
+                s0[i][0] = s0[i][1] = s1[i][0] = s1[i][1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int u = 0; u < 8; u++) {
+                const __m512i v = _mm512_load_si512((const void *)(pc + (h * 8 + u) * 64));
+                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(v, m4h);
+                const int64_t qlo = 64 * b + 16 * h + u;
+                const int e = split && (u & 1);
+                for (int i = 0; i < mr; i++) {
+                    s0[i][e] = numla_qblock_p16_dpm_(s0[i][e], lo, xq + i * k + 4 * qlo);
+                    s1[i][e] = numla_qblock_p16_dpm_(s1[i][e], hi, xq + i * k + 4 * (qlo + 8));
+                }
+            }
+            const __m512i sce = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(const void *)(sc8 + 32 * h)));
+            const __m512i sco = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(const void *)(sc8 + 32 * h + 16)));
+            for (int i = 0; i < mr; i++) {
+                se[i] = _mm512_add_epi32(se[i], _mm512_mullo_epi32(_mm512_add_epi32(s0[i][0], s0[i][1]), sce));
+                so[i] = _mm512_add_epi32(so[i], _mm512_mullo_epi32(_mm512_add_epi32(s1[i][0], s1[i][1]), sco));
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_D)));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_DMIN)));
+        __m512i mp[4];
+        for (int q = 0; q < 4; q++)
+            mp[q] = numla_qblock_k4_mpair_(sc8 + 128 + 32 * q, sc8 + 128 + 32 * q + 16);
+        for (int i = 0; i < mr; i++) {
+            int32_t xp[4];
+            numla_qblock_k4_xpairs_(bs + i * nb16 + 16 * b, xp);
+            acc[i] = numla_qblock_k4_piece_(acc[i], _mm512_add_epi32(se[i], _mm512_srai_epi32(so[i], 4)),
+                                            numla_qblock_k4_z_(mp, xp), d, dm, dx[i * nb + b]);
+        }
+    }
+    numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
+}
+
+/* IQ4_XS: x rows [0, mr) (xq, dx, bs already at the tile's first row) against panel p: units 0-3
+ * of a 64-column chunk h are sub-block 2h, 4-7 2h + 1, their codes through the code book + 128;
+ * each sub-block's exact int32 sum goes to fp32 as the panel GEMM does it, through the same
+ * functions (numla_qblock_panel_sub_ and _group_, kernels/x86/qblock_p16_avx512.h):
+ *   tb = fma(float(Σ q · x), d · (ls - 32), tb);  tb = fnma(128 · that, float(Σ x), tb)
+ * sub-blocks in column order, and after each 256-column x group acc = fma(tb, dx, acc). */
+NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_iq4xs_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
+                                                          const float *dx, const int32_t *bs, float *y, int64_t ldy,
+                                                          int accumulate, const int mr)
 {
     const int64_t k = w->k, nb = k / 256, nb16 = k / 16, sb = numla_qblock_p16_sb_(w->type);
     const uint8_t *pan = w->q + p * w->ld;
     const __m512i book = numla_qblock_p16_book_();
-    /* with fewer than 3 x rows, odd units go to a second set of sums: enough independent
-     * vpdpbusd chains to hide its latency (integer sums: the same result) */
-    const int split = mr < 3;
+    const int split = mr < 3; /* as Q4_K's */
     __m512 acc[NUMLA_QBLOCK_P16_MR];
     for (int i = 0; i < mr; i++)
         acc[i] = _mm512_setzero_ps();
@@ -80,53 +146,30 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_tile_(const numla_qblock_weight *w
         for (int i = 0; i < mr; i++)
             tb[i] = _mm512_setzero_ps();
         const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_D)));
-        const __m512 dm =
-            iq4 ? d : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_DMIN)));
-        /* Q4_K's high-nibble sub-blocks: d / 16 (below) */
-        const __m512 d16 = iq4 ? d : _mm512_mul_ps(d, _mm512_set1_ps(0.0625f));
         /* Σ x per sub-block of this piece as floats (lane 2j: sub-block j), a broadcast operand
          * where a scalar add and convert per sub-block and x row were */
         float bsf[NUMLA_QBLOCK_P16_MR][16] __attribute__((aligned(64)));
         for (int i = 0; i < mr; i++)
             numla_qblock_p16_bsf_(bs + i * nb16 + 16 * b, bsf[i], 1);
         for (int h = 0; h < 4; h++) {
-            /* sums of sub-blocks 2h and 2h + 1 per x row: [0] even units, [1] odd (split) */
             __m512i s0[NUMLA_QBLOCK_P16_MR][2], s1[NUMLA_QBLOCK_P16_MR][2];
             for (int i = 0; i < mr; i++)
                 s0[i][0] = s0[i][1] = s1[i][0] = s1[i][1] = _mm512_setzero_si512();
-            if (!iq4) {
-                /* Q4_K: low nibbles sub-block 2h; the high ones, sub-block 2h + 1, kept in
-                 * place (16 q: the sum is 16 Σ q x, exact, and its scale takes d / 16) */
-                const __m512i m4 = _mm512_set1_epi8(15), m4h = _mm512_set1_epi8((char)0xF0);
 #pragma GCC unroll 8
-                for (int u = 0; u < 8; u++) {
-                    const __m512i v = _mm512_load_si512((const void *)(pc + (h * 8 + u) * 64));
-                    const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(v, m4h);
-                    const int64_t qlo = 64 * b + 16 * h + u;
-                    const int e = split && (u & 1);
-                    for (int i = 0; i < mr; i++) {
-                        s0[i][e] = numla_qblock_p16_dpm_(s0[i][e], lo, xq + i * k + 4 * qlo);
-                        s1[i][e] = numla_qblock_p16_dpm_(s1[i][e], hi, xq + i * k + 4 * (qlo + 8));
-                    }
+            for (int u = 0; u < 8; u++) {
+                __m512i lo, hi;
+                numla_qblock_p16_unit_(pc + (h * 8 + u) * 64, NUMLA_QBLOCK_P16_BOOK, NULL, book, &lo, &hi);
+                const int64_t qlo = 64 * b + 16 * h + 8 * (u / 4) + u % 4; /* the low nibbles' x quad */
+                const int e = split && (u & 1);
+                for (int i = 0; i < mr; i++) {
+                    __m512i *sp = u < 4 ? &s0[i][e] : &s1[i][e];
+                    *sp = numla_qblock_p16_dp_(*sp, lo, numla_qblock_p16_quad_(xq + i * k, qlo));
+                    *sp = numla_qblock_p16_dp_(*sp, hi, numla_qblock_p16_quad_(xq + i * k, qlo + 4));
                 }
-            } else
-#pragma GCC unroll 8
-                for (int u = 0; u < 8; u++) { /* IQ4_XS: units 0-3 sub-block 2h, 4-7 2h + 1 */
-                    __m512i lo, hi;
-                    numla_qblock_p16_unit_(pc + (h * 8 + u) * 64, NUMLA_QBLOCK_P16_BOOK, NULL, book, &lo, &hi);
-                    const int64_t qlo = 64 * b + 16 * h + 8 * (u / 4) + u % 4; /* the low nibbles' x quad */
-                    const int e = split && (u & 1);
-                    for (int i = 0; i < mr; i++) {
-                        __m512i *sp = u < 4 ? &s0[i][e] : &s1[i][e];
-                        *sp = numla_qblock_p16_dp_(*sp, lo, numla_qblock_p16_quad_(xq + i * k, qlo));
-                        *sp = numla_qblock_p16_dp_(*sp, hi, numla_qblock_p16_quad_(xq + i * k, qlo + 4));
-                    }
-                }
+            }
             for (int s = 0; s < 2; s++) {
                 __m512 sv, mv;
-                /* Q4_K's odd sub-block: float(16 S) · ((d / 16) · sc) rounds as float(S) · (d ·
-                 * sc), the same bits as the panel GEMM (scaling by a power of two is exact) */
-                numla_qblock_p16_kq_scales_(pc, iq4, 2 * h + s, s ? d16 : d, dm, &sv, &mv);
+                numla_qblock_p16_iq4_scales_(pc, 2 * h + s, d, &sv, &mv);
                 for (int i = 0; i < mr; i++) {
                     const __m512i is = s ? _mm512_add_epi32(s1[i][0], s1[i][1]) : _mm512_add_epi32(s0[i][0], s0[i][1]);
                     tb[i] = numla_qblock_panel_sub_f_(tb[i], is, sv, mv, bsf[i][2 * (2 * h + s)]);
@@ -342,7 +385,7 @@ NUMLA_QBLOCK_P16_INLINE __m512i numla_qblock_p16_shift_(__m512i v, int e)
  * place too (bits 2h and 2h + 1), each against its x quad as a {1to16} memory operand into its
  * own sum; the sub-block sums join exactly,
  *   S_lo = A_lo + 16 (B_lo >> 2h),  S_hi = (A_hi >> 4) + 16 (B_hi >> (2h + 1)),
- * and go to fp32 with the panel GEMM's steps (scale d · sc, min dmin · m, Q4_K's). */
+ * and times the rows' sc into the piece's S, in the piece form (Q4_K's scales and mins). */
 NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q5k_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
                                                         const float *dx, const int32_t *bs, float *y, int64_t ldy,
                                                         int accumulate, const int mr)
@@ -355,14 +398,10 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q5k_tile_(const numla_qblock_weigh
         acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q5K;
-        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_D)));
-        const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_DMIN)));
-        float bsf[NUMLA_QBLOCK_P16_MR][16] __attribute__((aligned(64))); /* lane 2j: Σ x of sub-block j */
-        __m512 tb[NUMLA_QBLOCK_P16_MR];
-        for (int i = 0; i < mr; i++) {
-            tb[i] = _mm512_setzero_ps();
-            numla_qblock_p16_bsf_(bs + i * nb16 + 16 * b, bsf[i], 1);
-        }
+        const uint8_t *sc8 = pc + NUMLA_QBLOCK_P16_Q5_SC;
+        __m512i S[NUMLA_QBLOCK_P16_MR];
+        for (int i = 0; i < mr; i++)
+            S[i] = _mm512_setzero_si512();
         for (int h = 0; h < 4; h++) {
             __m512i al[NUMLA_QBLOCK_P16_MR], bl[NUMLA_QBLOCK_P16_MR], ah[NUMLA_QBLOCK_P16_MR], bh[NUMLA_QBLOCK_P16_MR];
             for (int i = 0; i < mr; i++)
@@ -384,19 +423,26 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q5k_tile_(const numla_qblock_weigh
                 }
             }
             for (int s = 0; s < 2; s++) {
-                const int j = 2 * h + s;
-                __m512 sv, mv;
-                numla_qblock_p16_k4_scales_(pc + NUMLA_QBLOCK_P16_Q5_SC + 16 * j, d, dm, &sv, &mv);
+                const __m512i scv =
+                    _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(const void *)(sc8 + 16 * (2 * h + s))));
                 for (int i = 0; i < mr; i++) {
                     const __m512i is = s ? _mm512_add_epi32(_mm512_srai_epi32(ah[i], 4),
                                                             numla_qblock_p16_shift_(bh[i], 4 - (2 * h + 1)))
                                          : _mm512_add_epi32(al[i], numla_qblock_p16_shift_(bl[i], 4 - 2 * h));
-                    tb[i] = numla_qblock_panel_sub_f_(tb[i], is, sv, mv, bsf[i][2 * j]);
+                    S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(is, scv));
                 }
             }
         }
-        for (int i = 0; i < mr; i++)
-            acc[i] = numla_qblock_panel_group_(acc[i], tb[i], dx[i * nb + b]);
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_D)));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_DMIN)));
+        __m512i mp[4];
+        for (int q = 0; q < 4; q++)
+            mp[q] = numla_qblock_k4_mpair_(sc8 + 128 + 32 * q, sc8 + 128 + 32 * q + 16);
+        for (int i = 0; i < mr; i++) {
+            int32_t xp[4];
+            numla_qblock_k4_xpairs_(bs + i * nb16 + 16 * b, xp);
+            acc[i] = numla_qblock_k4_piece_(acc[i], S[i], numla_qblock_k4_z_(mp, xp), d, dm, dx[i * nb + b]);
+        }
     }
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
@@ -491,8 +537,8 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q3_tile_(const numla_qblock_weight
             }                                                                                                   \
         }                                                                                                       \
     }
-#define NUMLA_QBLOCK_P16_T_Q4K_(MR) numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0)
-#define NUMLA_QBLOCK_P16_T_IQ4XS_(MR) numla_qblock_p16_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1)
+#define NUMLA_QBLOCK_P16_T_Q4K_(MR) numla_qblock_p16_q4k_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR)
+#define NUMLA_QBLOCK_P16_T_IQ4XS_(MR) numla_qblock_p16_iq4xs_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR)
 #define NUMLA_QBLOCK_P16_T_IQ4NL_(MR) numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 0)
 #define NUMLA_QBLOCK_P16_T_Q50_(MR) numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 1)
 #define NUMLA_QBLOCK_P16_T_Q80_(MR) numla_qblock_p16_b32_tile_(w, p, xi, di, bi, yi, ldy, accumulate, MR, 2)

@@ -10,11 +10,12 @@
  *          the IQ4 and MXFP4 code books' values + 128), k-quad-interleaved: panel
  *          byte 64 q + 4 c + b is row c's code at column 4 q + b, so one 64-byte load holds four
  *          columns of 16 rows;
- *   scale  per 32-column sub-block g, 16 floats: Q4_K and Q5_K d · sc (fp32, as every level
- *          computes it), Q4_0, Q5_0, Q8_0 and IQ4_NL d, IQ4_XS d · (ls - 32), MXFP4
- *          2^(e - 128) (its E8M0 byte e; exact);
- *   min    per sub-block, 16 floats: Q4_K and Q5_K dmin · m, Q4_0 8 · d and Q5_0 16 · d (their
- *          codes are q - 8, q - 16), the others 128 · scale.
+ *   scale  per 32-column sub-block g, 16 floats: Q4_0, Q5_0, Q8_0 and IQ4_NL d, IQ4_XS
+ *          d · (ls - 32), MXFP4 2^(e - 128) (its E8M0 byte e; exact);
+ *   min    per sub-block, 16 floats: Q4_0 8 · d and Q5_0 16 · d (their codes are q - 8, q - 16),
+ *          the others 128 · scale;
+ *   Q4_K and Q5_K hold instead, per 256-column piece, d and dmin (fp32) and their rows' 6-bit sc
+ *          and m as integers (the piece form of kernels/x86/qblock_p16_avx512.h).
  * One broadcast 4-byte quad of a quantized x row feeds a vpdpbusd per panel (codes unsigned,
  * x signed, no offset to correct): 16 output rows in the lanes, no reduction. After the eight
  * quads of a sub-block its exact int32 sums go to fp32 once, into the 256-column group's sum,
@@ -22,7 +23,9 @@
  *   tb += float(Σ q · x) · scale - min · float(Σ x);   after the group: acc += tb · dx
  * with Σ x over the sub-block from the quantization's per-16 sums (the 32-element types' K need
  * only be a multiple of 64: its last group is K mod 256 columns, as the header's Q8 mode has
- * it). Taking dx out of the sub-block step saved one of its four vector operations
+ * it). Q4_K and Q5_K take their integer scales instead: each sub-block's sums times the rows' sc
+ * (vpmulld) into the piece's int32 sum, the mins as four vpdpwssd per piece, and one fp32 step
+ * per piece (numla_qblock_pn_tile_k4_). Taking dx out of the sub-block step saved one of its four vector operations
  * (docs/quantization.md has what that gained). The register tile is NUMLA_QBLOCK_PN_MR x rows by NUMLA_QBLOCK_PN_NR panels.
  *
  * Numerics: the integer part is exact; each sub-block adds two rounded products into the
@@ -113,9 +116,14 @@ static void numla_qblock_pn_pack_s16_(const numla_qblock_weight *w, int64_t r0, 
 
 size_t numla_qblock_panel_thread_bytes_(const numla_qblock_weight *w)
 {
-    /* NUMLA_QBLOCK_PANEL_NP panels, plus one panel's rows decoded in element order */
+    /* NUMLA_QBLOCK_PANEL_NP panels, plus one panel's rows decoded in element order; for the types
+     * with integer scales also the amx level's second byte plane of each panel
+     * (kernels/x86/qblock_panel_amx.c) */
+    const size_t planes = numla_qblock_type_row_get(w->type)->int_scales
+                              ? (size_t)NUMLA_QBLOCK_PANEL_NP * (size_t)(16 * w->k)
+                              : 0;
     return numla_qblock_align64_((size_t)NUMLA_QBLOCK_PANEL_NP * numla_qblock_pn_panel_bytes_(w->k)) +
-           numla_qblock_align64_((size_t)(16 * w->k)) + 64;
+           numla_qblock_align64_((size_t)(16 * w->k)) + planes + 64;
 }
 
 /* A stored PANEL16 panel (Q4_K, IQ4_XS; r0 a multiple of 16) into the panel at dst: each unit's
@@ -205,13 +213,13 @@ static void numla_qblock_pn_from_p16_q2_(const numla_qblock_weight *w, int64_t r
 }
 
 /* A stored Q5_K panel: unit (h, u)'s nibbles with their fifth bits (bits 2h, 2h + 1 of qh unit u)
- * are the quads 16h + u and + 8 of the piece; Q4_K's scales and mins. */
+ * are the quads 16h + u and + 8 of the piece; Q4_K's scales and mins, in the piece form. */
 static void numla_qblock_pn_from_p16_q5k_(const numla_qblock_weight *w, int64_t r0, uint8_t *dst)
 {
-    const int64_t k = w->k, nb = k / 256, ng = k / 32;
+    const int64_t k = w->k, nb = k / 256;
     const uint8_t *pan = w->q + (r0 / 16) * w->ld;
     const __m512i m4 = _mm512_set1_epi8(15), one = _mm512_set1_epi8(1);
-    float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + ng * 16;
+    float *sc = (float *)(void *)(dst + 16 * k); /* the piece form's area */
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q5K;
         for (int h = 0; h < 4; h++)
@@ -225,14 +233,10 @@ static void numla_qblock_pn_from_p16_q5k_(const numla_qblock_weight *w, int64_t 
                 _mm512_store_si512((void *)(dst + (qlo + 8) * 64),
                                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), _mm512_slli_epi16(b1, 4)));
             }
-        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_D)));
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_DMIN)));
-        for (int j = 0; j < 8; j++) {
-            __m512 sv, mv;
-            numla_qblock_p16_k4_scales_(pc + NUMLA_QBLOCK_P16_Q5_SC + 16 * j, d, dmin, &sv, &mv);
-            _mm512_store_ps(sc + (8 * b + j) * 16, sv);
-            _mm512_store_ps(mn + (8 * b + j) * 16, mv);
-        }
+        numla_qblock_k4_put_(sc + b * NUMLA_QBLOCK_K4_PIECE_FLOATS,
+                             _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_D))),
+                             _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_DMIN))),
+                             pc + NUMLA_QBLOCK_P16_Q5_SC, pc + NUMLA_QBLOCK_P16_Q5_SC + 128, 16);
     }
 }
 
@@ -267,11 +271,15 @@ static void numla_qblock_pn_from_p16_(const numla_qblock_weight *w, int64_t r0, 
                 _mm512_store_si512((void *)(dst + (qlo + (iq4 ? 4 : 8)) * 64), hi);
             }
         const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_D)));
-        const __m512 dmin =
-            iq4 ? d : _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_DMIN)));
+        if (!iq4) { /* Q4_K: the piece form */
+            numla_qblock_k4_put_(sc + b * NUMLA_QBLOCK_K4_PIECE_FLOATS, d,
+                                 _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_DMIN))),
+                                 pc + NUMLA_QBLOCK_P16_SC_Q4K, pc + NUMLA_QBLOCK_P16_SC_Q4K + 128, 16);
+            continue;
+        }
         for (int j = 0; j < 8; j++) {
             __m512 sv, mv;
-            numla_qblock_p16_kq_scales_(pc, iq4, j, d, dmin, &sv, &mv);
+            numla_qblock_p16_iq4_scales_(pc, j, d, &sv, &mv);
             _mm512_store_ps(sc + (8 * b + j) * 16, sv);
             _mm512_store_ps(mn + (8 * b + j) * 16, mv);
         }
@@ -422,8 +430,12 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
         const __m512i s0 = _mm512_mask_i32gather_epi32(z, live, rows, blk + 4, 1);
         const __m512i s1 = _mm512_mask_i32gather_epi32(z, live, rows, blk + 8, 1);
         const __m512i s2 = _mm512_mask_i32gather_epi32(z, live, rows, blk + 12, 1);
-        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-        const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+        /* the piece form (kernels/x86/qblock_p16_avx512.h): d, dmin, sc as int32, m as word pairs */
+        int32_t *pa = (int32_t *)(void *)(sc + b * NUMLA_QBLOCK_K4_PIECE_FLOATS);
+        _mm512_store_ps((float *)(void *)(pa + NUMLA_QBLOCK_K4_D), _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+        _mm512_store_ps((float *)(void *)(pa + NUMLA_QBLOCK_K4_DMIN),
+                        _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
+        __m512i ms[8];
         for (int j = 0; j < 8; j++) {
             __m512i s, m;
             if (j < 4) {
@@ -437,9 +449,12 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
                 m = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(t2, 4), b4),
                                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(s1, e + 6), b2), 4));
             }
-            _mm512_store_ps(sc + (8 * b + j) * 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(s)));
-            _mm512_store_ps(mn + (8 * b + j) * 16, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(m)));
+            ms[j] = m;
+            _mm512_store_si512((void *)(pa + NUMLA_QBLOCK_K4_SC + 16 * j), s);
         }
+        for (int p = 0; p < 4; p++)
+            _mm512_store_si512((void *)(pa + NUMLA_QBLOCK_K4_MP + 16 * p),
+                               _mm512_or_si512(ms[2 * p], _mm512_slli_epi32(ms[2 * p + 1], 16)));
     }
 }
 
@@ -449,6 +464,87 @@ static inline __attribute__((always_inline)) __m512i numla_qblock_pn_dp_(__m512i
 {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
     return acc;
+}
+
+/* y rows [0, mr) (ldy apart), weight rows rr .. rr + 16 nr (stopping at hi) = acc (+ y). */
+static inline __attribute__((always_inline)) void
+numla_qblock_pn_store_(__m512 acc[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR], int64_t rr, int64_t hi, float *y,
+                       int64_t ldy, int accumulate, const int mr, const int nr)
+{
+    for (int j = 0; j < nr; j++) {
+        const int64_t r = rr + 16 * j;
+        if (r >= hi)
+            break;
+        const __mmask16 msk = hi - r >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (hi - r)) - 1);
+        for (int i = 0; i < mr; i++) {
+            float *yo = y + i * ldy + r;
+            __m512 v = acc[i][j];
+            if (accumulate)
+                v = _mm512_add_ps(_mm512_maskz_loadu_ps(msk, yo), v);
+            _mm512_mask_storeu_ps(yo, msk, v);
+        }
+    }
+}
+
+/* The same tile for the types with integer scales, in the piece form (kernels/x86/qblock_p16_avx512.h):
+ * each sub-block's int32 sums times the rows' sc (vpmulld) into the piece's S, Z from the m word
+ * pairs, one fp32 step per piece. */
+static inline __attribute__((always_inline)) void
+numla_qblock_pn_tile_k4_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t *xq, const float *dx,
+                         const int32_t *bs, int64_t rr, int64_t hi, float *y, int64_t ldy, int accumulate,
+                         const int mr, const int nr)
+{
+    const int64_t nb = k / 256;
+    __m512 acc[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i S[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
+        for (int i = 0; i < mr; i++)
+            for (int j = 0; j < nr; j++)
+                S[i][j] = _mm512_setzero_si512();
+        for (int64_t g = 8 * b; g < 8 * b + 8; g++) {
+            __m512i is[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
+            for (int i = 0; i < mr; i++)
+                for (int j = 0; j < nr; j++)
+                    is[i][j] = _mm512_setzero_si512();
+            for (int64_t q = 8 * g; q < 8 * g + 8; q++) {
+                __m512i wv[NUMLA_QBLOCK_PN_NR];
+                for (int j = 0; j < nr; j++)
+                    wv[j] = _mm512_load_si512((const void *)(pan + (size_t)j * pbytes + (size_t)q * 64));
+                for (int i = 0; i < mr; i++) {
+                    int32_t quad;
+                    memcpy(&quad, xq + i * k + 4 * q, sizeof quad);
+                    const __m512i xb = _mm512_set1_epi32(quad);
+                    for (int j = 0; j < nr; j++)
+                        is[i][j] = numla_qblock_pn_dp_(is[i][j], wv[j], xb);
+                }
+            }
+            for (int j = 0; j < nr; j++) {
+                const int32_t *pa = (const int32_t *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k)) +
+                                    b * NUMLA_QBLOCK_K4_PIECE_FLOATS;
+                const __m512i scv = _mm512_load_si512((const void *)(pa + NUMLA_QBLOCK_K4_SC + 16 * (g - 8 * b)));
+                for (int i = 0; i < mr; i++)
+                    S[i][j] = _mm512_add_epi32(S[i][j], _mm512_mullo_epi32(is[i][j], scv));
+            }
+        }
+        int32_t xp[NUMLA_QBLOCK_PN_MR][4];
+        for (int i = 0; i < mr; i++)
+            numla_qblock_k4_xpairs_(bs + i * (k / 16) + 16 * b, xp[i]);
+        for (int j = 0; j < nr; j++) {
+            const float *pa = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k)) +
+                              b * NUMLA_QBLOCK_K4_PIECE_FLOATS;
+            const __m512 d = _mm512_load_ps(pa + NUMLA_QBLOCK_K4_D), dmin = _mm512_load_ps(pa + NUMLA_QBLOCK_K4_DMIN);
+            __m512i mp[4];
+            for (int p = 0; p < 4; p++)
+                mp[p] = _mm512_load_si512((const void *)(pa + NUMLA_QBLOCK_K4_MP + 16 * p));
+            for (int i = 0; i < mr; i++)
+                acc[i][j] = numla_qblock_k4_piece_(acc[i][j], S[i][j], numla_qblock_k4_z_(mp, xp[i]), d, dmin,
+                                                   dx[i * nb + b]);
+        }
+    }
+    numla_qblock_pn_store_(acc, rr, hi, y, ldy, accumulate, mr, nr);
 }
 
 /* y rows i0 .. i0 + mr, weight rows rr .. rr + 16 nr (stopping at hi) from the panels at pan. */
@@ -500,19 +596,7 @@ numla_qblock_pn_tile_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t
             for (int j = 0; j < nr; j++)
                 acc[i][j] = numla_qblock_panel_group_(acc[i][j], tb[i][j], dx[i * nb + b]);
     }
-    for (int j = 0; j < nr; j++) {
-        const int64_t r = rr + 16 * j;
-        if (r >= hi)
-            break;
-        const __mmask16 msk = hi - r >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (hi - r)) - 1);
-        for (int i = 0; i < mr; i++) {
-            float *yo = y + i * ldy + r;
-            __m512 v = acc[i][j];
-            if (accumulate)
-                v = _mm512_add_ps(_mm512_maskz_loadu_ps(msk, yo), v);
-            _mm512_mask_storeu_ps(yo, msk, v);
-        }
-    }
+    numla_qblock_pn_store_(acc, rr, hi, y, ldy, accumulate, mr, nr);
 }
 
 void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,
@@ -521,7 +605,7 @@ void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t 
 {
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k);
     const size_t pbytes = numla_qblock_pn_panel_bytes_(k);
-    const int s16 = numla_qblock_pn_s16_(w->type);
+    const int s16 = numla_qblock_pn_s16_(w->type), k4 = numla_qblock_type_row_get(w->type)->int_scales;
     uint8_t *pan = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     uint8_t *buf = pan + numla_qblock_align64_((size_t)NUMLA_QBLOCK_PANEL_NP * pbytes);
     for (int64_t a = lo; a < hi; a += 16 * NUMLA_QBLOCK_PANEL_NP) {
@@ -539,7 +623,7 @@ void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t 
                 const int nr = np - p < NUMLA_QBLOCK_PN_NR ? (int)(np - p) : NUMLA_QBLOCK_PN_NR;
                 const uint8_t *pp = pan + (size_t)p * pbytes;
                 const int64_t rr = a + 16 * p;
-                switch (s16 * 32 + mr * 4 + nr) {
+                switch (k4 * 64 + s16 * 32 + mr * 4 + nr) {
 #define NUMLA_QBLOCK_PN_CASE(MR)                                                                    \
     case MR * 4 + 1:                                                                                \
         numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 0);   \
@@ -552,6 +636,12 @@ void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t 
         break;                                                                                      \
     case 32 + MR * 4 + 2:                                                                           \
         numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 1);   \
+        break;                                                                                      \
+    case 64 + MR * 4 + 1:                                                                           \
+        numla_qblock_pn_tile_k4_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1);   \
+        break;                                                                                      \
+    case 64 + MR * 4 + 2:                                                                           \
+        numla_qblock_pn_tile_k4_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2);   \
         break;
                     NUMLA_QBLOCK_PN_CASE(1)
                     NUMLA_QBLOCK_PN_CASE(2)
