@@ -62,10 +62,11 @@ static inline int numla_qblock_pn_s16_(numla_qblock_type type)
 {
     return numla_qblock_type_row_get(type)->sub == 16;
 }
-/* Their sub-blocks go into a 256-column group's fp32 sum in this order, step j taking sub-block
- * 8 (j / 8) + 2 (j % 4) + (j / 4) % 2 (0, 2, 4, 6, 1, 3, 5, 7, 8, ...): the order in which Q2_K's
- * small-M kernel completes them (a stored unit (n, u) holds sub-blocks 8n + 2j' + u / 4), so that
- * every M and both layouts give the same bits. */
+/* Q3_K's sub-blocks (their scales take one fp32 step each; Q2_K's join in the piece form) go
+ * into a 256-column group's fp32 sum in this order, step j taking sub-block 8 (j / 8) + 2 (j % 4)
+ * + (j / 4) % 2 (0, 2, 4, 6, 1, 3, 5, 7, 8, ...): the order in which its small-M kernel completes
+ * them (a stored unit (n, u) holds sub-blocks 8n + 2j' + u / 4), so that every M and both layouts
+ * give the same bits. */
 static inline int64_t numla_qblock_s16_order_(int64_t j)
 {
     return 8 * (j / 8) + 2 * (j % 4) + (j / 4) % 2;

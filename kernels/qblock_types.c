@@ -57,7 +57,7 @@ const numla_qblock_type_row numla_qblock_type_rows[NUMLA_QBLOCK_TYPE_COUNT] = {
                            .q8_gemm = Q8_GEMM_(iq4_xs), Q8_AVX2_(iq4_xs), F32_AVX2_(iq4_xs)},
     [NUMLA_QBLOCK_Q2_K] = {.info = {NUMLA_GGML_ROW(Q2_K)},
                            .f16_count = 2, .f16_at = {80, 82}, .q8_group = 256, .sub = 16,
-                           .p16_cols = 256, .p16_bytes = NUMLA_QBLOCK_P16_SB_Q2K, .panel_gemm = 1,
+                           .p16_cols = 256, .p16_bytes = NUMLA_QBLOCK_P16_SB_Q2K, .panel_gemm = 1, .int_scales = 1,
                            .dequant = numla_qblock_dequant_q2_k_ref, F32_AVX512_(q2_k), P16_(q2_k),
                            Q8_DOT_(q2_k), Q8_AVX2_(q2_k), F32_AVX2_(q2_k)},
     [NUMLA_QBLOCK_Q3_K] = {.info = {NUMLA_GGML_ROW(Q3_K)}, .f16_count = 1, .f16_at = {108}, .q8_group = 256, .sub = 16,

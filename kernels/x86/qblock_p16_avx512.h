@@ -145,17 +145,45 @@ static inline __attribute__((always_inline)) __m512 numla_qblock_k4_piece_(__m51
     return _mm512_fmadd_ps(_mm512_fmsub_ps(_mm512_cvtepi32_ps(S), d, t), _mm512_set1_ps(dx), acc);
 }
 
+/* Q2_K, with 16 sub-blocks of 16 columns, takes the same form with its 4-bit sc and m: S over its
+ * 16 sums, Z over its 16 Σ x (the quantization's per-16 sums as they are, |XS| <= 16 · 127) in
+ * eight pairs. A 16-column sum fits a word (|Σ q · x| <= 16 · 3 · 127), so it may join S by one
+ * vpdpwssd with sc as a word (the high word of its int32 is 0). */
+static inline __attribute__((always_inline)) void numla_qblock_k16_xpairs_(const int32_t *bs16, int32_t out[8])
+{
+    for (int p = 0; p < 8; p++)
+        out[p] = (int32_t)(((uint32_t)bs16[2 * p] & 0xFFFFu) | (uint32_t)bs16[2 * p + 1] << 16);
+}
+
+static inline __attribute__((always_inline)) __m512i numla_qblock_k16_z_(const __m512i mp[8], const int32_t xp[8])
+{
+    __m512i z = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp[0], _mm512_set1_epi32(xp[0]));
+    for (int p = 1; p < 8; p++)
+        z = _mm512_dpwssd_epi32(z, mp[p], _mm512_set1_epi32(xp[p]));
+    return z;
+}
+
+/* The rows' m of sub-blocks 2p and 2p + 1 (int32 lanes, signed or not) as word pairs. */
+static inline __attribute__((always_inline)) __m512i numla_qblock_k16_mpair_(__m512i m_even, __m512i m_odd)
+{
+    return _mm512_or_si512(_mm512_and_si512(m_even, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(m_odd, 16));
+}
+
 /* The unpacked panel's scale area for these types (kernels/qblock_internal.h): per piece b,
  * NUMLA_QBLOCK_K4_PIECE_FLOATS floats from float b · that: d[16] and dmin[16] (fp32), then the
- * 16 rows' sc as int32 per sub-block ([8][16]) and the m word pairs ([4][16]). */
+ * 16 rows' sc as int32 per sub-block ([8][16]; Q2_K [16][16]) and the m word pairs ([4][16];
+ * Q2_K [8][16] from NUMLA_QBLOCK_K16_MP). */
 enum {
     NUMLA_QBLOCK_K4_D = 0,
     NUMLA_QBLOCK_K4_DMIN = 16,
     NUMLA_QBLOCK_K4_SC = 32,
     NUMLA_QBLOCK_K4_MP = 32 + 8 * 16,
     NUMLA_QBLOCK_K4_PIECE_FLOATS = 512, /* the area's share of a piece: 2 · 16 sub-blocks of 16 */
+    /* Q2_K's: sc [16][16], m word pairs [8][16] */
+    NUMLA_QBLOCK_K16_MP = 32 + 16 * 16,
 };
 _Static_assert(NUMLA_QBLOCK_K4_MP + 4 * 16 <= NUMLA_QBLOCK_K4_PIECE_FLOATS, "a piece's integer scales fit its area");
+_Static_assert(NUMLA_QBLOCK_K16_MP + 8 * 16 <= NUMLA_QBLOCK_K4_PIECE_FLOATS, "a piece's integer scales fit its area");
 
 /* Into the piece area at pa: d and dmin (fp32), the sc and m bytes of the 16 rows per sub-block
  * (16 bytes each, sub-block j at sc8 + sstride j and m8 + sstride j). */
@@ -171,6 +199,45 @@ static inline __attribute__((always_inline)) void numla_qblock_k4_put_(float *pa
     for (int p = 0; p < 4; p++)
         _mm512_store_si512((void *)(iv + NUMLA_QBLOCK_K4_MP + 16 * p),
                            numla_qblock_k4_mpair_(m8 + sstride * 2 * p, m8 + sstride * (2 * p + 1)));
+}
+
+/* How a type's scaled codes become planes, and S from their products. */
+enum {
+    NUMLA_QBLOCK_PL_K4 = 0, /* Q4_K, Q5_K: lo = q · (sc & 7), hi = q · (sc >> 3); S = lo + 8 hi */
+    NUMLA_QBLOCK_PL_Q2 = 1, /* Q2_K: one plane q · sc (at most 45); S = lo */
+};
+
+/* The unpacked panel at pan (codes, then the piece form's area) into its planes: lo over the codes,
+ * hi at hip (16 k bytes; not for Q2_K), k-quad q at 64 q. The amx level's tiles take every kind;
+ * the vnni panel GEMM takes Q2_K's one plane (a piece's S straight from vpdpbusd). */
+static inline void numla_qblock_k4_planes_(uint8_t *pan, int64_t k, uint8_t *hip, int kind)
+{
+    static const int16_t rows2[32] __attribute__((aligned(64))) = {
+        0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15};
+    const __m512i idx = _mm512_load_si512((const void *)rows2), lob = _mm512_set1_epi16(0xFF);
+    const int32_t *area = (const int32_t *)(const void *)(pan + 16 * k);
+    const int spb = kind == NUMLA_QBLOCK_PL_K4 ? 8 : 16, qs = 64 / spb; /* sub-blocks a piece, quads each */
+    for (int64_t b = 0; b < k / 256; b++)
+        for (int g = 0; g < spb; g++) {
+            /* the 16 rows' sc, as words with word i row i / 2's (a unit's bytes 2 i, 2 i + 1) */
+            const __m512i sc = _mm512_load_si512((const void *)(area + b * NUMLA_QBLOCK_K4_PIECE_FLOATS +
+                                                                NUMLA_QBLOCK_K4_SC + 16 * g));
+            const __m512i f0 = _mm512_permutexvar_epi16(
+                idx, _mm512_castsi256_si512(_mm512_cvtepi32_epi16(
+                         kind == NUMLA_QBLOCK_PL_K4 ? _mm512_and_si512(sc, _mm512_set1_epi32(7)) : sc)));
+            const __m512i f1 =
+                _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(_mm512_cvtepi32_epi16(_mm512_srli_epi32(sc, 3))));
+            for (int64_t q = 64 * b + qs * g; q < 64 * b + qs * g + qs; q++) {
+                const __m512i v = _mm512_load_si512((const void *)(pan + 64 * q));
+                const __m512i ve = _mm512_and_si512(v, lob), vo = _mm512_srli_epi16(v, 8);
+                const __m512i we = _mm512_mullo_epi16(ve, f0), wo = _mm512_mullo_epi16(vo, f0);
+                _mm512_store_si512((void *)(pan + 64 * q), _mm512_or_si512(we, _mm512_slli_epi16(wo, 8)));
+                if (kind == NUMLA_QBLOCK_PL_K4)
+                    _mm512_store_si512((void *)(hip + 64 * q),
+                                       _mm512_or_si512(_mm512_mullo_epi16(ve, f1),
+                                                       _mm512_slli_epi16(_mm512_mullo_epi16(vo, f1), 8)));
+            }
+        }
 }
 
 /* y rows [0, mr) (ldy apart) at columns r .. r + 16 (stopping at n) = acc (+ y). */

@@ -304,14 +304,13 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q6_tile_(const numla_qblock_weight
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
 
-/* Q2_K: x rows [0, mr) against panel p. Unit (n, u) of a piece holds four 2-bit fields per code
- * byte; field j, kept in place (v & 3 << 2j: 4^j q, so its sum is 4^j Σ q x, exact in int32), is
- * the x quad 32n + 8j + u (sub-block 8n + 2j + u / 4), against it as vpdpbusd's {1to16} memory
- * operand: one load, four ands and four products per unit. Per (n, u / 4) four sums, which go to
- * fp32 in numla_qblock_s16_order_ with the panel GEMM's steps:
- *   tb = fma(float(Σ q · x), d · (sc & 15), tb);  tb = fnma(dmin · (sc >> 4), float(Σ x), tb)
- * the first as float(4^j S) · (d · (sc & 15) · 4^-j), the same product (powers of two, |4^j S| <
- * 2^24), so the same bits; after the piece acc = fma(tb, dx, acc). */
+/* Q2_K: x rows [0, mr) against panel p, in the piece form (kernels/x86/qblock_p16_avx512.h).
+ * Unit (n, u) of a piece holds four 2-bit fields per code byte; field j, kept in place (v & 3 <<
+ * 2j: 4^j q, so its sum is 4^j Σ q x, exact in int32), is the x quad 32n + 8j + u (sub-block
+ * 8n + 2j + u / 4), against it as vpdpbusd's {1to16} memory operand: one load, four ands and
+ * four products per unit. Each sub-block's sum, shifted back by 2j (exact), joins the piece's S
+ * times the rows' sc in one vpdpwssd (it fits a word); Z from the rows' m (sc >> 4) as word
+ * pairs. */
 NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q2_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
                                                        const float *dx, const int32_t *bs, float *y, int64_t ldy,
                                                        int accumulate, const int mr)
@@ -325,19 +324,9 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q2_tile_(const numla_qblock_weight
         acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q2K;
-        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_D)));
-        const __m512 dmin =
-            _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_DMIN)));
-        /* d · 4^-j (exact) once per piece; Σ x per sub-block as floats, a broadcast operand */
-        __m512 d4[4];
-        for (int j = 0; j < 4; j++)
-            d4[j] = _mm512_mul_ps(d, _mm512_set1_ps(1.0f / (float)(1 << (2 * j))));
-        float bsf[NUMLA_QBLOCK_P16_MR][16] __attribute__((aligned(64)));
-        __m512 tb[NUMLA_QBLOCK_P16_MR];
-        for (int i = 0; i < mr; i++) {
-            tb[i] = _mm512_setzero_ps();
-            numla_qblock_p16_bsf_(bs + i * nb16 + 16 * b, bsf[i], 0);
-        }
+        __m512i S[NUMLA_QBLOCK_P16_MR], mv[16];
+        for (int i = 0; i < mr; i++)
+            S[i] = _mm512_setzero_si512();
         for (int n = 0; n < 2; n++)
             for (int half = 0; half < 2; half++) {
                 __m512i s[NUMLA_QBLOCK_P16_MR][4][2];
@@ -360,16 +349,24 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q2_tile_(const numla_qblock_weight
                     const int sb = 8 * n + 2 * j + half;
                     const __m512i v = _mm512_cvtepu8_epi32(
                         _mm_load_si128((const __m128i *)(const void *)(pc + numla_qblock_p16_q2_sc_(sb))));
-                    /* (d · 4^-j) · sc rounds as (d · sc) · 4^-j: the panel GEMM's d · sc, scaled exactly */
-                    const __m512 sv = _mm512_mul_ps(d4[j], _mm512_cvtepi32_ps(_mm512_and_si512(v, m15)));
-                    const __m512 mv = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)));
+                    const __m512i scv = _mm512_and_si512(v, m15);
+                    mv[sb] = _mm512_srli_epi32(v, 4);
                     for (int i = 0; i < mr; i++)
-                        tb[i] = numla_qblock_panel_sub_f_(tb[i], _mm512_add_epi32(s[i][j][0], s[i][j][1]), sv, mv,
-                                                          bsf[i][sb]);
+                        S[i] = _mm512_dpwssd_epi32(
+                            S[i], _mm512_srai_epi32(_mm512_add_epi32(s[i][j][0], s[i][j][1]), (unsigned)(2 * j)), scv);
                 }
             }
-        for (int i = 0; i < mr; i++)
-            acc[i] = numla_qblock_panel_group_(acc[i], tb[i], dx[i * nb + b]);
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_D)));
+        const __m512 dmin =
+            _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_DMIN)));
+        __m512i mp[8];
+        for (int q = 0; q < 8; q++)
+            mp[q] = numla_qblock_k16_mpair_(mv[2 * q], mv[2 * q + 1]);
+        for (int i = 0; i < mr; i++) {
+            int32_t xp[8];
+            numla_qblock_k16_xpairs_(bs + i * nb16 + 16 * b, xp);
+            acc[i] = numla_qblock_k4_piece_(acc[i], S[i], numla_qblock_k16_z_(mp, xp), d, dmin, dx[i * nb + b]);
+        }
     }
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }

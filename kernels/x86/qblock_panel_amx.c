@@ -14,16 +14,16 @@
  * The unpacked panel (numla_qblock_pn_pack_, shared with the vpdpbusd GEMM) stores a 32-column
  * sub-block g of 16 weight rows as eight 64-byte k-quads, byte 64 q + 4 c + b = row c's code at
  * column 4 q + b: exactly a B tile of 8 rows x 64 bytes (K = 32 as 8 quads, N = 16 weight rows),
- * loaded with stride 64 (Q2_K's and Q3_K's 16-column sub-blocks: 4 rows, K = 16, under a second
- * tile configuration). The A tile is 16 x rows x the sub-block's quantized bytes, loaded
+ * loaded with stride 64 (Q3_K's 16-column sub-blocks: 4 rows, K = 16, under a second tile
+ * configuration). The A tile is 16 x rows x the sub-block's quantized bytes, loaded
  * from the x rows themselves (stride k; a partial last block of x rows from a zero-padded copy).
  * TDPBSUD multiplies A signed (x) by B unsigned (the codes), so C[i][c] = Σ x · q, the exact int32
  * the vpdpbusd GEMM sums for x row i and weight row c; each C row then goes to fp32 through the
  * same functions (numla_qblock_panel_sub_, _group_) in the same order, so y has the vnni level's
  * bits at every M.
  *
- * Q4_K and Q5_K, whose sub-block scales are small integers, take them into the weights instead:
- * two byte planes per panel and a piece's whole sum in eight K = 64 products
+ * Q4_K, Q5_K and Q2_K, whose sub-block scales and mins are small unsigned integers, take them into
+ * the weights instead: byte planes per panel and a piece's whole sum in four K = 64 products per plane
  * (numla_qblock_k4_rows_amx_, below); so do Q6_K's stored panels (numla_qblock_q6_rows_amx_).
  * The other types take one tile product per sub-block (their scales are real numbers that differ
  * per weight row, so their sums cannot share a tile): per 16 x rows and sub-block, one A load (tiles 4 and 7 in turn, so a
@@ -64,7 +64,7 @@ enum { NUMLA_QBLOCK_AMX_TR = 16, NUMLA_QBLOCK_AMX_SB = 2 };
 _Static_assert(NUMLA_QBLOCK_PANEL_NP <= NUMLA_QBLOCK_AMX_A, "one C tile per panel of a chunk");
 
 /* Palette 1: C 16 x 64 bytes (16 x 16 int32), A 16 x 32 bytes (K = 32), B 8 x 64 bytes; for the
- * 16-column sub-blocks of Q2_K and Q3_K, A 16 x 16 bytes and B 4 x 64. */
+ * 16-column sub-blocks of Q3_K, A 16 x 16 bytes and B 4 x 64. */
 static const numla_amx_tilecfg numla_qblock_amx_cfg_[2] __attribute__((aligned(64))) = {
     {.palette = 1, .colsb = {64, 64, 64, 64, 32, 64, 64, 32}, .rows = {16, 16, 16, 16, 16, 8, 8, 16}},
     {.palette = 1, .colsb = {64, 64, 64, 64, 16, 64, 64, 16}, .rows = {16, 16, 16, 16, 16, 4, 4, 16}},
@@ -291,41 +291,48 @@ static void numla_qblock_q6_planes_(const uint8_t *pc, uint8_t *lo, uint8_t *hi)
     }
 }
 
-/* One or two x tiles (a literal TWO) against a piece's two planes (256 columns, 4 KiB each; the
- * hi plane signed where HS, a literal): C tiles 0 (lo) and 1 (hi) for the tile at xa, 2 and 3 for
- * the one at xb, stored to c[0 .. 2 + 2 TWO). */
-#define NUMLA_QBLOCK_AMX_PLANES(TWO, HS, xa, lda, xb, ldb, lo, hi, c)                                                 \
+/* One or two x tiles (a literal TWO) against a piece's planes (256 columns, 4 KiB each; the hi
+ * plane only where TWO_PL, a literal, and signed where HS): C tiles 0 (lo) and 1 (hi) for the
+ * tile at xa, 2 and 3 for the one at xb, stored to c[0 .. 4). */
+#define NUMLA_QBLOCK_AMX_PLANES(TWO, TWO_PL, HS, xa, lda, xb, ldb, lo, hi, c)                                         \
     do {                                                                                                               \
         _tile_zero(0);                                                                                                 \
-        _tile_zero(1);                                                                                                 \
+        if (TWO_PL)                                                                                                    \
+            _tile_zero(1);                                                                                             \
         if (TWO) {                                                                                                     \
             _tile_zero(2);                                                                                             \
-            _tile_zero(3);                                                                                             \
+            if (TWO_PL)                                                                                                \
+                _tile_zero(3);                                                                                         \
         }                                                                                                              \
         for (int kq = 0; kq < 4; kq++) {                                                                               \
             _tile_loadd(NUMLA_QBLOCK_AMX_A, (xa) + 64 * kq, (lda));                                                    \
             if (TWO)                                                                                                   \
                 _tile_loadd(NUMLA_QBLOCK_AMX_A1, (xb) + 64 * kq, (ldb));                                               \
             _tile_loadd(NUMLA_QBLOCK_AMX_B0, (lo) + 1024 * kq, 64);                                                    \
-            _tile_loadd(NUMLA_QBLOCK_AMX_B1, (hi) + 1024 * kq, 64);                                                    \
             _tile_dpbsud(0, NUMLA_QBLOCK_AMX_A, NUMLA_QBLOCK_AMX_B0);                                                  \
-            if (HS)                                                                                                    \
-                _tile_dpbssd(1, NUMLA_QBLOCK_AMX_A, NUMLA_QBLOCK_AMX_B1);                                              \
-            else                                                                                                       \
-                _tile_dpbsud(1, NUMLA_QBLOCK_AMX_A, NUMLA_QBLOCK_AMX_B1);                                              \
-            if (TWO) {                                                                                                 \
+            if (TWO)                                                                                                   \
                 _tile_dpbsud(2, NUMLA_QBLOCK_AMX_A1, NUMLA_QBLOCK_AMX_B0);                                             \
+            if (TWO_PL) {                                                                                              \
+                _tile_loadd(NUMLA_QBLOCK_AMX_B1, (hi) + 1024 * kq, 64);                                                \
                 if (HS)                                                                                                \
-                    _tile_dpbssd(3, NUMLA_QBLOCK_AMX_A1, NUMLA_QBLOCK_AMX_B1);                                         \
+                    _tile_dpbssd(1, NUMLA_QBLOCK_AMX_A, NUMLA_QBLOCK_AMX_B1);                                          \
                 else                                                                                                   \
-                    _tile_dpbsud(3, NUMLA_QBLOCK_AMX_A1, NUMLA_QBLOCK_AMX_B1);                                         \
+                    _tile_dpbsud(1, NUMLA_QBLOCK_AMX_A, NUMLA_QBLOCK_AMX_B1);                                          \
+                if (TWO) {                                                                                             \
+                    if (HS)                                                                                            \
+                        _tile_dpbssd(3, NUMLA_QBLOCK_AMX_A1, NUMLA_QBLOCK_AMX_B1);                                     \
+                    else                                                                                               \
+                        _tile_dpbsud(3, NUMLA_QBLOCK_AMX_A1, NUMLA_QBLOCK_AMX_B1);                                     \
+                }                                                                                                      \
             }                                                                                                          \
         }                                                                                                              \
         _tile_stored(0, (c)[0], 64);                                                                                   \
-        _tile_stored(1, (c)[1], 64);                                                                                   \
+        if (TWO_PL)                                                                                                    \
+            _tile_stored(1, (c)[1], 64);                                                                               \
         if (TWO) {                                                                                                     \
             _tile_stored(2, (c)[2], 64);                                                                               \
-            _tile_stored(3, (c)[3], 64);                                                                               \
+            if (TWO_PL)                                                                                                \
+                _tile_stored(3, (c)[3], 64);                                                                           \
         }                                                                                                              \
     } while (0)
 
@@ -372,9 +379,9 @@ static void numla_qblock_q6_rows_amx_(const numla_qblock_weight *w, int64_t plo,
                         }
                     }
                     if (two)
-                        NUMLA_QBLOCK_AMX_PLANES(1, 1, xa[0], lda[0], xa[1], lda[1], lo, hi, c);
+                        NUMLA_QBLOCK_AMX_PLANES(1, 1, 1, xa[0], lda[0], xa[1], lda[1], lo, hi, c);
                     else
-                        NUMLA_QBLOCK_AMX_PLANES(0, 1, xa[0], lda[0], xa[0], lda[0], lo, hi, c);
+                        NUMLA_QBLOCK_AMX_PLANES(0, 1, 1, xa[0], lda[0], xa[0], lda[0], lo, hi, c);
                     for (int u = 0; u < 1 + two; u++) {
                         const int64_t i0 = r0 + TR * (t + u);
                         for (int i = 0; i < mr[u]; i++) {
@@ -398,46 +405,17 @@ static void numla_qblock_q6_rows_amx_(const numla_qblock_weight *w, int64_t plo,
     _tile_release();
 }
 
-/* The panel GEMM of the types with integer scales (their row's int_scales: Q4_K, Q5_K), in the
- * piece form of the vnni level (kernels/x86/qblock_p16_avx512.h): per 256-column piece
+/* The panel GEMM of the types with integer scales (their row's int_scales: Q4_K, Q5_K, Q2_K), in
+ * the piece form of the vnni level (kernels/x86/qblock_p16_avx512.h): per 256-column piece
  *   S = Σ_j sc_j Σ q · x,  Z = Σ_j m_j Σ x,   acc = fma(float(S) · d - float(Z) · dmin, dx, acc)
- * the same integers, so the same bits. The 6-bit scales go into the weights: an unpacked panel's
- * codes (at most 31) become two byte planes, lo = q · (sc & 7) in place of the codes and hi =
- * q · (sc >> 3) beside (at most 217: unsigned), so S = C_lo + 8 C_hi is a piece's whole sum, four
- * K = 64 TDPBSUD per plane, where the fp32 panel GEMM takes a product, a C store and an fp32 step
- * per 32-column sub-block. Z takes four vpdpwssd per x row and piece. x tiles go in pairs (each B
+ * the same integers, so the same bits. The scales go into the weights: an unpacked panel's codes
+ * become byte planes (numla_qblock_k4_planes_: Q4_K's and Q5_K's codes, at most 31, as lo =
+ * q · (sc & 7) in place of the codes and hi = q · (sc >> 3) beside, at most 217: unsigned; Q2_K's
+ * as one plane q · sc), so S is a piece's whole sum, four K = 64 TDPBSUD per plane, where the fp32
+ * panel GEMM takes a product, a C store and an fp32 step per 32-column (16-column) sub-block. Z takes four (eight)
+ * vpdpwssd per x row and piece. x tiles go in pairs (each B
  * tile serves two), each pair over every panel of the chunk, the pieces' x sums (word pairs)
  * made once per pair and piece; a partial last x tile reads a zero-padded copy. */
-
-/* The unpacked panel at pan (codes, then the piece form's area) into its planes: lo over the codes,
- * hi at hip (16 k bytes), k-quad q at 64 q. */
-static void numla_qblock_k4_planes_(uint8_t *pan, int64_t k, uint8_t *hip)
-{
-    static const int16_t rows2[32] __attribute__((aligned(64))) = {
-        0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15};
-    const __m512i idx = _mm512_load_si512((const void *)rows2), lob = _mm512_set1_epi16(0xFF);
-    const int32_t *area = (const int32_t *)(const void *)(pan + 16 * k);
-    for (int64_t b = 0; b < k / 256; b++)
-        for (int g = 0; g < 8; g++) {
-            /* the 16 rows' sc, as words with word i row i / 2's (a unit's bytes 2 i, 2 i + 1) */
-            const __m512i sc = _mm512_load_si512((const void *)(area + b * NUMLA_QBLOCK_K4_PIECE_FLOATS +
-                                                                NUMLA_QBLOCK_K4_SC + 16 * g));
-            const __m512i flo = _mm512_permutexvar_epi16(
-                idx, _mm512_castsi256_si512(_mm512_cvtepi32_epi16(_mm512_and_si512(sc, _mm512_set1_epi32(7)))));
-            const __m512i fhi =
-                _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(_mm512_cvtepi32_epi16(_mm512_srli_epi32(sc, 3))));
-            for (int64_t q = 64 * b + 8 * g; q < 64 * b + 8 * g + 8; q++) {
-                const __m512i v = _mm512_load_si512((const void *)(pan + 64 * q));
-                const __m512i ve = _mm512_and_si512(v, lob), vo = _mm512_srli_epi16(v, 8);
-                _mm512_store_si512((void *)(pan + 64 * q),
-                                   _mm512_or_si512(_mm512_mullo_epi16(ve, flo),
-                                                   _mm512_slli_epi16(_mm512_mullo_epi16(vo, flo), 8)));
-                _mm512_store_si512((void *)(hip + 64 * q),
-                                   _mm512_or_si512(_mm512_mullo_epi16(ve, fhi),
-                                                   _mm512_slli_epi16(_mm512_mullo_epi16(vo, fhi), 8)));
-            }
-        }
-}
 
 static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m,
                                       const int8_t *xq, const float *dx, const int32_t *bs, float *y, int64_t ldy,
@@ -445,12 +423,14 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
 {
     enum { TR = NUMLA_QBLOCK_AMX_TR, NP = NUMLA_QBLOCK_PANEL_NP };
     const int64_t k = w->k, nb = k / 256, k16 = k / 16;
+    const int s16 = numla_qblock_pn_s16_(w->type);
+    const int kind = s16 ? NUMLA_QBLOCK_PL_Q2 : NUMLA_QBLOCK_PL_K4;
     const size_t pbytes = numla_qblock_pn_panel_bytes_(k);
     uint8_t *pan = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     uint8_t *buf = pan + numla_qblock_align64_((size_t)NP * pbytes);
     uint8_t *hip = buf + numla_qblock_align64_((size_t)(16 * k)); /* NP hi planes of 16 k bytes */
     int32_t c[4][TR * TR] __attribute__((aligned(64)));
-    int32_t xp[2 * TR][4];
+    int32_t xp[2 * TR][8];
     __m512 acc[NP][2 * TR];
     _tile_loadconfig(&numla_qblock_amx_planes_cfg_);
     for (int64_t a = lo; a < hi; a += 16 * NP) {
@@ -458,7 +438,7 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
         const int64_t np = (ahi - a + 15) / 16;
         for (int64_t p = 0; p < np; p++) {
             numla_qblock_pn_pack_(w, a + 16 * p, ahi, buf, pan + (size_t)p * pbytes);
-            numla_qblock_k4_planes_(pan + (size_t)p * pbytes, k, hip + (size_t)p * (size_t)(16 * k));
+            numla_qblock_k4_planes_(pan + (size_t)p * pbytes, k, hip + (size_t)p * (size_t)(16 * k), kind);
         }
         for (int64_t t0 = 0; t0 < m; t0 += 2 * TR) { /* a pair of x tiles (the last may be one) */
             const int two = t0 + TR < m;
@@ -482,30 +462,45 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
                 for (int i = 0; i < rows; i++)
                     acc[j][i] = _mm512_setzero_ps();
             for (int64_t b = 0; b < nb; b++) {
-                for (int i = 0; i < rows; i++)
-                    numla_qblock_k4_xpairs_(bs + (t0 + i) * k16 + 16 * b, xp[i]);
+                for (int i = 0; i < rows; i++) {
+                    if (s16)
+                        numla_qblock_k16_xpairs_(bs + (t0 + i) * k16 + 16 * b, xp[i]);
+                    else
+                        numla_qblock_k4_xpairs_(bs + (t0 + i) * k16 + 16 * b, xp[i]);
+                }
                 for (int64_t j = 0; j < np; j++) {
                     const uint8_t *lo_b = pan + (size_t)j * pbytes + 4096 * b;
                     const uint8_t *hi_b = hip + (size_t)j * (size_t)(16 * k) + 4096 * b;
-                    if (two)
-                        NUMLA_QBLOCK_AMX_PLANES(1, 0, xa[0] + 256 * b, lda[0], xa[1] + 256 * b, lda[1], lo_b, hi_b, c);
+                    /* the literals each kind takes */
+#define NUMLA_QBLOCK_AMX_K4_(TWO_PL, HS)                                                                               \
+    do {                                                                                                               \
+        if (two)                                                                                                       \
+            NUMLA_QBLOCK_AMX_PLANES(1, TWO_PL, HS, xa[0] + 256 * b, lda[0], xa[1] + 256 * b, lda[1], lo_b, hi_b, c);   \
+        else                                                                                                           \
+            NUMLA_QBLOCK_AMX_PLANES(0, TWO_PL, HS, xa[0] + 256 * b, lda[0], xa[0] + 256 * b, lda[0], lo_b, hi_b, c);   \
+    } while (0)
+                    if (kind == NUMLA_QBLOCK_PL_K4)
+                        NUMLA_QBLOCK_AMX_K4_(1, 0);
                     else
-                        NUMLA_QBLOCK_AMX_PLANES(0, 0, xa[0] + 256 * b, lda[0], xa[0] + 256 * b, lda[0], lo_b, hi_b, c);
+                        NUMLA_QBLOCK_AMX_K4_(0, 0);
+#undef NUMLA_QBLOCK_AMX_K4_
                     const float *pa = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k)) +
                                       b * NUMLA_QBLOCK_K4_PIECE_FLOATS;
                     const __m512 d = _mm512_load_ps(pa + NUMLA_QBLOCK_K4_D);
                     const __m512 dmin = _mm512_load_ps(pa + NUMLA_QBLOCK_K4_DMIN);
-                    __m512i mp[4];
-                    for (int q = 0; q < 4; q++)
-                        mp[q] = _mm512_load_si512((const void *)(pa + NUMLA_QBLOCK_K4_MP + 16 * q));
+                    __m512i mp[8];
+                    for (int q = 0; q < (s16 ? 8 : 4); q++)
+                        mp[q] = _mm512_load_si512(
+                            (const void *)(pa + (s16 ? NUMLA_QBLOCK_K16_MP : NUMLA_QBLOCK_K4_MP) + 16 * q));
                     for (int u = 0; u < 1 + two; u++)
                         for (int i = 0; i < mr[u]; i++) {
                             const int r = TR * u + i;
-                            const __m512i S = _mm512_add_epi32(
-                                _mm512_load_si512((const void *)(c[2 * u] + TR * i)),
-                                _mm512_slli_epi32(_mm512_load_si512((const void *)(c[2 * u + 1] + TR * i)), 3));
-                            acc[j][r] = numla_qblock_k4_piece_(acc[j][r], S, numla_qblock_k4_z_(mp, xp[r]), d, dmin,
-                                                               dx[(t0 + r) * nb + b]);
+                            __m512i S = _mm512_load_si512((const void *)(c[2 * u] + TR * i));
+                            if (kind == NUMLA_QBLOCK_PL_K4) /* the hi plane weighs 8 */
+                                S = _mm512_add_epi32(
+                                    S, _mm512_slli_epi32(_mm512_load_si512((const void *)(c[2 * u + 1] + TR * i)), 3));
+                            const __m512i Z = s16 ? numla_qblock_k16_z_(mp, xp[r]) : numla_qblock_k4_z_(mp, xp[r]);
+                            acc[j][r] = numla_qblock_k4_piece_(acc[j][r], S, Z, d, dmin, dx[(t0 + r) * nb + b]);
                         }
                 }
             }

@@ -49,15 +49,16 @@ size_t numla_qblock_pn_panel_bytes_(int64_t k)
 }
 
 /* Q2_K's and Q3_K's rows [r0, r0 + nr) into codes in element order (buf, k bytes a row; rows
- * past nr zero) and the 16 rows' scale and min per 16-column sub-block (sc, mn; rows past nr 0),
- * each weight d · s · code - dmin · m:
+ * past nr zero) and their scales (rows past nr 0), each weight d · s · code - dmin · m:
  *   Q2_K  code (qs[32 n + l] >> 2 j) & 3 at column 128 n + 32 j + l; sub-block 8 n + 2 j + l / 16
- *         has scale d · (scales[sb] & 15), min dmin · (scales[sb] >> 4);
- *   Q3_K  code the same 2 bits + 4 where bit 4 n + j of hmask[l] is set (q + 4, unsigned), scale
- *         d · (s6 - 32) with the sub-block's 6-bit s6, min 4 · scale. */
-static void numla_qblock_pn_pack_s16_(const numla_qblock_weight *w, int64_t r0, int nr, uint8_t *buf, float *sc,
-                                      float *mn)
+ *         has s = scales[sb] & 15, m = scales[sb] >> 4, in the piece form (area:
+ *         kernels/x86/qblock_p16_avx512.h);
+ *   Q3_K  code the same 2 bits + 4 where bit 4 n + j of hmask[l] is set (q + 4, unsigned), fp32
+ *         scale d · (s6 - 32) with the sub-block's 6-bit s6 and min 4 · scale per 16-column
+ *         sub-block (k / 16 of each). */
+static void numla_qblock_pn_pack_s16_(const numla_qblock_weight *w, int64_t r0, int nr, uint8_t *buf, float *area)
 {
+    float *sc = area, *mn = area + (w->k / 16) * 16; /* Q3_K: fp32 scale and min per sub-block */
     const int64_t k = w->k, nb = k / 256;
     const int q3 = w->type == NUMLA_QBLOCK_Q3_K;
     const int64_t bb = q3 ? 110 : 84; /* block bytes */
@@ -66,8 +67,17 @@ static void numla_qblock_pn_pack_s16_(const numla_qblock_weight *w, int64_t r0, 
         uint8_t *o = buf + (size_t)c * (size_t)k;
         if (c >= nr) {
             memset(o, 0, (size_t)k);
-            for (int64_t j = 0; j < k / 16; j++)
+            for (int64_t j = 0; q3 && j < k / 16; j++)
                 sc[16 * j + c] = mn[16 * j + c] = 0.0f;
+            for (int64_t b = 0; !q3 && b < nb; b++) {
+                float *pa = area + b * NUMLA_QBLOCK_K4_PIECE_FLOATS;
+                int32_t *iv = (int32_t *)(void *)pa;
+                pa[NUMLA_QBLOCK_K4_D + c] = pa[NUMLA_QBLOCK_K4_DMIN + c] = 0.0f;
+                for (int sb = 0; sb < 16; sb++)
+                    iv[NUMLA_QBLOCK_K4_SC + 16 * sb + c] = 0;
+                for (int p = 0; p < 8; p++)
+                    iv[NUMLA_QBLOCK_K16_MP + 16 * p + c] = 0;
+            }
             continue;
         }
         const uint8_t *row = w->q + (r0 + c) * w->ld;
@@ -85,31 +95,33 @@ static void numla_qblock_pn_pack_s16_(const numla_qblock_weight *w, int64_t r0, 
                 }
             }
             uint16_t h[2];
-            float d, dmin = 0.0f;
             if (q3) {
                 memcpy(h, blk + 108, 2);
-                d = numla_f16_to_f32(h[0]);
-            } else {
-                memcpy(h, blk + 80, 4);
-                d = numla_f16_to_f32(h[0]);
-                dmin = numla_f16_to_f32(h[1]);
-            }
-            for (int sb = 0; sb < 16; sb++) {
-                float s, m;
-                if (q3) { /* 6-bit scales: low 4 bits from bytes 0-7, high 2 from bytes 8-11 */
+                const float d = numla_f16_to_f32(h[0]);
+                for (int sb = 0; sb < 16; sb++) { /* 6-bit scales: low 4 bits from bytes 0-7, high 2 from 8-11 */
                     const uint8_t *sp = blk + 96;
                     const int lo = sb < 8 ? sp[sb] & 15 : sp[sb - 8] >> 4;
                     const int hi2 = (sp[8 + sb % 4] >> (2 * (sb / 4))) & 3;
-                    s = d * (float)((lo | hi2 << 4) - 32);
-                    m = 4.0f * s;
-                } else {
-                    const uint8_t sv = blk[sb];
-                    s = d * (float)(sv & 15);
-                    m = dmin * (float)(sv >> 4);
+                    const float s = d * (float)((lo | hi2 << 4) - 32);
+                    sc[16 * (16 * b + sb) + c] = s;
+                    mn[16 * (16 * b + sb) + c] = 4.0f * s;
                 }
-                sc[16 * (16 * b + sb) + c] = s;
-                mn[16 * (16 * b + sb) + c] = m;
+                continue;
             }
+            memcpy(h, blk + 80, 4);
+            const float d = numla_f16_to_f32(h[0]), dmin = numla_f16_to_f32(h[1]);
+            float *pa = area + b * NUMLA_QBLOCK_K4_PIECE_FLOATS;
+            int32_t *iv = (int32_t *)(void *)pa;
+            pa[NUMLA_QBLOCK_K4_D + c] = d;
+            pa[NUMLA_QBLOCK_K4_DMIN + c] = dmin;
+            int ms[16];
+            for (int sb = 0; sb < 16; sb++) {
+                iv[NUMLA_QBLOCK_K4_SC + 16 * sb + c] = blk[sb] & 15;
+                ms[sb] = blk[sb] >> 4;
+            }
+            for (int p = 0; p < 8; p++)
+                iv[NUMLA_QBLOCK_K16_MP + 16 * p + c] =
+                    (int32_t)(((uint32_t)ms[2 * p] & 0xFFFFu) | (uint32_t)ms[2 * p + 1] << 16);
         }
     }
 }
@@ -163,16 +175,16 @@ static void numla_qblock_pn_from_p16_b32_(const numla_qblock_weight *w, int64_t 
 }
 
 /* A stored Q2_K or Q3_K panel: unit (n, u)'s four 2-bit fields are the quads 32n + 8j + u of the
- * piece (Q3_K: plus 4 where bit 4n + j of hmask unit u is set); per 16-column sub-block Q2_K's
- * scale d · (sc & 15) and min dmin · (sc >> 4), Q3_K's d · (s - 32) and 4 times that, as the
- * small-M kernels compute them. */
+ * piece (Q3_K: plus 4 where bit 4n + j of hmask unit u is set); Q2_K's per 16-column sub-block sc
+ * & 15 and min sc >> 4 under d and dmin in the piece form, Q3_K's fp32 scale d · (s - 32) and 4
+ * times that as its small-M kernel computes them. */
 static void numla_qblock_pn_from_p16_q2_(const numla_qblock_weight *w, int64_t r0, uint8_t *dst)
 {
     const int64_t k = w->k, nb = k / 256;
     const int q3 = w->type == NUMLA_QBLOCK_Q3_K;
     const uint8_t *pan = w->q + (r0 / 16) * w->ld;
     const __m512i m3 = _mm512_set1_epi8(3), m15 = _mm512_set1_epi32(15), one = _mm512_set1_epi8(1);
-    float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + (k / 16) * 16;
+    float *area = (float *)(void *)(dst + 16 * k); /* the piece form */
     for (int64_t b = 0; q3 && b < nb; b++) { /* Q3_K: the third bit from hmask unit u, bit 4n + j */
         const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q3K;
         for (int i = 0; i < 16; i++) {
@@ -186,6 +198,7 @@ static void numla_qblock_pn_from_p16_q2_(const numla_qblock_weight *w, int64_t r
             }
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q3_D)));
+        float *sc = area, *mn = area + (k / 16) * 16; /* fp32 scale and min per sub-block */
         for (int s = 0; s < 16; s++) {
             const __m512 sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
                                                    _mm_load_si128((const __m128i *)(const void *)(pc + numla_qblock_p16_q3_sc_(s))))));
@@ -201,14 +214,20 @@ static void numla_qblock_pn_from_p16_q2_(const numla_qblock_weight *w, int64_t r
                 _mm512_store_si512((void *)(dst + 64 * (64 * b + 32 * (i / 8) + 8 * j + i % 8)),
                                    _mm512_and_si512(_mm512_srli_epi16(v, 2 * j), m3));
         }
-        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_D)));
-        const __m512 dmin =
-            _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_DMIN)));
+        float *pa = area + b * NUMLA_QBLOCK_K4_PIECE_FLOATS;
+        int32_t *iv = (int32_t *)(void *)pa;
+        _mm512_store_ps(pa + NUMLA_QBLOCK_K4_D,
+                        _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_D))));
+        _mm512_store_ps(pa + NUMLA_QBLOCK_K4_DMIN,
+                        _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q2_DMIN))));
+        __m512i mv[16];
         for (int s = 0; s < 16; s++) {
             const __m512i v = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(const void *)(pc + numla_qblock_p16_q2_sc_(s))));
-            _mm512_store_ps(sc + (16 * b + s) * 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(v, m15))));
-            _mm512_store_ps(mn + (16 * b + s) * 16, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4))));
+            _mm512_store_si512((void *)(iv + NUMLA_QBLOCK_K4_SC + 16 * s), _mm512_and_si512(v, m15));
+            mv[s] = _mm512_srli_epi32(v, 4);
         }
+        for (int p = 0; p < 8; p++)
+            _mm512_store_si512((void *)(iv + NUMLA_QBLOCK_K16_MP + 16 * p), numla_qblock_k16_mpair_(mv[2 * p], mv[2 * p + 1]));
     }
 }
 
@@ -298,9 +317,8 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
     const int nr = hi - r0 < 16 ? (int)(hi - r0) : 16;
     const __m256i m4 = _mm256_set1_epi8(15);
     const int s16 = numla_qblock_pn_s16_(w->type);
-    if (s16) /* codes into buf, and the scales (k / 16 sub-blocks) straight into the panel */
-        numla_qblock_pn_pack_s16_(w, r0, nr, buf, (float *)(void *)(dst + 16 * k),
-                                  (float *)(void *)(dst + 16 * k) + (k / 16) * 16);
+    if (s16) /* codes into buf, and the piece form straight into the panel */
+        numla_qblock_pn_pack_s16_(w, r0, nr, buf, (float *)(void *)(dst + 16 * k));
     const int q51 = w->type == NUMLA_QBLOCK_Q5_1, q5 = w->type == NUMLA_QBLOCK_Q5_0 || q51;
     const int q8 = w->type == NUMLA_QBLOCK_Q8_0;
     const int nl = w->type == NUMLA_QBLOCK_IQ4_NL, xs = w->type == NUMLA_QBLOCK_IQ4_XS;
@@ -488,11 +506,12 @@ numla_qblock_pn_store_(__m512 acc[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR], int64
 
 /* The same tile for the types with integer scales, in the piece form (kernels/x86/qblock_p16_avx512.h):
  * each sub-block's int32 sums times the rows' sc (vpmulld) into the piece's S, Z from the m word
- * pairs, one fp32 step per piece. */
+ * pairs, one fp32 step per piece; pre (with s16): Q2_K, its codes already times sc (one plane,
+ * numla_qblock_k4_planes_), so vpdpbusd sums S itself over its 16 sub-blocks of 16 columns. */
 static inline __attribute__((always_inline)) void
 numla_qblock_pn_tile_k4_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t *xq, const float *dx,
                          const int32_t *bs, int64_t rr, int64_t hi, float *y, int64_t ldy, int accumulate,
-                         const int mr, const int nr)
+                         const int mr, const int nr, const int s16, const int pre)
 {
     const int64_t nb = k / 256;
     __m512 acc[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
@@ -504,7 +523,19 @@ numla_qblock_pn_tile_k4_(const uint8_t *pan, size_t pbytes, int64_t k, const int
         for (int i = 0; i < mr; i++)
             for (int j = 0; j < nr; j++)
                 S[i][j] = _mm512_setzero_si512();
-        for (int64_t g = 8 * b; g < 8 * b + 8; g++) {
+        for (int64_t q = 64 * b; pre && q < 64 * b + 64; q++) {
+            __m512i wv[NUMLA_QBLOCK_PN_NR];
+            for (int j = 0; j < nr; j++)
+                wv[j] = _mm512_load_si512((const void *)(pan + (size_t)j * pbytes + (size_t)q * 64));
+            for (int i = 0; i < mr; i++) {
+                int32_t quad;
+                memcpy(&quad, xq + i * k + 4 * q, sizeof quad);
+                const __m512i xb = _mm512_set1_epi32(quad);
+                for (int j = 0; j < nr; j++)
+                    S[i][j] = numla_qblock_pn_dp_(S[i][j], wv[j], xb);
+            }
+        }
+        for (int64_t g = 8 * b; !pre && g < 8 * b + 8; g++) {
             __m512i is[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
             for (int i = 0; i < mr; i++)
                 for (int j = 0; j < nr; j++)
@@ -529,25 +560,31 @@ numla_qblock_pn_tile_k4_(const uint8_t *pan, size_t pbytes, int64_t k, const int
                     S[i][j] = _mm512_add_epi32(S[i][j], _mm512_mullo_epi32(is[i][j], scv));
             }
         }
-        int32_t xp[NUMLA_QBLOCK_PN_MR][4];
-        for (int i = 0; i < mr; i++)
-            numla_qblock_k4_xpairs_(bs + i * (k / 16) + 16 * b, xp[i]);
+        int32_t xp[NUMLA_QBLOCK_PN_MR][8];
+        for (int i = 0; i < mr; i++) {
+            if (s16)
+                numla_qblock_k16_xpairs_(bs + i * (k / 16) + 16 * b, xp[i]);
+            else
+                numla_qblock_k4_xpairs_(bs + i * (k / 16) + 16 * b, xp[i]);
+        }
         for (int j = 0; j < nr; j++) {
             const float *pa = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k)) +
                               b * NUMLA_QBLOCK_K4_PIECE_FLOATS;
             const __m512 d = _mm512_load_ps(pa + NUMLA_QBLOCK_K4_D), dmin = _mm512_load_ps(pa + NUMLA_QBLOCK_K4_DMIN);
-            __m512i mp[4];
-            for (int p = 0; p < 4; p++)
-                mp[p] = _mm512_load_si512((const void *)(pa + NUMLA_QBLOCK_K4_MP + 16 * p));
+            __m512i mp[8];
+            for (int p = 0; p < (s16 ? 8 : 4); p++)
+                mp[p] = _mm512_load_si512((const void *)(pa + (s16 ? NUMLA_QBLOCK_K16_MP : NUMLA_QBLOCK_K4_MP) + 16 * p));
             for (int i = 0; i < mr; i++)
-                acc[i][j] = numla_qblock_k4_piece_(acc[i][j], S[i][j], numla_qblock_k4_z_(mp, xp[i]), d, dmin,
-                                                   dx[i * nb + b]);
+                acc[i][j] = numla_qblock_k4_piece_(acc[i][j], S[i][j],
+                                                   s16 ? numla_qblock_k16_z_(mp, xp[i]) : numla_qblock_k4_z_(mp, xp[i]),
+                                                   d, dmin, dx[i * nb + b]);
         }
     }
     numla_qblock_pn_store_(acc, rr, hi, y, ldy, accumulate, mr, nr);
 }
 
-/* y rows i0 .. i0 + mr, weight rows rr .. rr + 16 nr (stopping at hi) from the panels at pan. */
+/* y rows i0 .. i0 + mr, weight rows rr .. rr + 16 nr (stopping at hi) from the panels at pan: the
+ * types whose sub-block scales take one fp32 step each (s16: Q3_K's 16-column sub-blocks). */
 static inline __attribute__((always_inline)) void
 numla_qblock_pn_tile_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t *xq, const float *dx,
                       const int32_t *bs, int64_t rr, int64_t hi, float *y, int64_t ldy, int accumulate,
@@ -606,13 +643,17 @@ void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t 
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k);
     const size_t pbytes = numla_qblock_pn_panel_bytes_(k);
     const int s16 = numla_qblock_pn_s16_(w->type), k4 = numla_qblock_type_row_get(w->type)->int_scales;
+    const int pre = w->type == NUMLA_QBLOCK_Q2_K;
     uint8_t *pan = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     uint8_t *buf = pan + numla_qblock_align64_((size_t)NUMLA_QBLOCK_PANEL_NP * pbytes);
     for (int64_t a = lo; a < hi; a += 16 * NUMLA_QBLOCK_PANEL_NP) {
         const int64_t ahi = a + 16 * NUMLA_QBLOCK_PANEL_NP < hi ? a + 16 * NUMLA_QBLOCK_PANEL_NP : hi;
         const int64_t np = (ahi - a + 15) / 16;
-        for (int64_t p = 0; p < np; p++)
+        for (int64_t p = 0; p < np; p++) {
             numla_qblock_pn_pack_(w, a + 16 * p, ahi, buf, pan + (size_t)p * pbytes);
+            if (pre) /* Q2_K: its codes times sc, one plane */
+                numla_qblock_k4_planes_(pan + (size_t)p * pbytes, k, NULL, NUMLA_QBLOCK_PL_Q2);
+        }
         for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QBLOCK_PN_MR) {
             const int mr = m - i0 < NUMLA_QBLOCK_PN_MR ? (int)(m - i0) : NUMLA_QBLOCK_PN_MR;
             const int8_t *xi = xq + i0 * k;
@@ -623,25 +664,31 @@ void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t 
                 const int nr = np - p < NUMLA_QBLOCK_PN_NR ? (int)(np - p) : NUMLA_QBLOCK_PN_NR;
                 const uint8_t *pp = pan + (size_t)p * pbytes;
                 const int64_t rr = a + 16 * p;
-                switch (k4 * 64 + s16 * 32 + mr * 4 + nr) {
-#define NUMLA_QBLOCK_PN_CASE(MR)                                                                    \
-    case MR * 4 + 1:                                                                                \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 0);   \
-        break;                                                                                      \
-    case MR * 4 + 2:                                                                                \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 0);   \
-        break;                                                                                      \
-    case 32 + MR * 4 + 1:                                                                           \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 1);   \
-        break;                                                                                      \
-    case 32 + MR * 4 + 2:                                                                           \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 1);   \
-        break;                                                                                      \
-    case 64 + MR * 4 + 1:                                                                           \
-        numla_qblock_pn_tile_k4_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1);   \
-        break;                                                                                      \
-    case 64 + MR * 4 + 2:                                                                           \
-        numla_qblock_pn_tile_k4_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2);   \
+                switch (pre * 32 + k4 * 64 + s16 * 32 + mr * 4 + nr) {
+#define NUMLA_QBLOCK_PN_CASE(MR)                                                                     \
+    case MR * 4 + 1:                                                                                 \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 0);    \
+        break;                                                                                       \
+    case MR * 4 + 2:                                                                                 \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 0);    \
+        break;                                                                                       \
+    case 32 + MR * 4 + 1:                                                                            \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 1);    \
+        break;                                                                                       \
+    case 32 + MR * 4 + 2:                                                                            \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 1);    \
+        break;                                                                                       \
+    case 64 + MR * 4 + 1:                                                                            \
+        numla_qblock_pn_tile_k4_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 0, 0); \
+        break;                                                                                       \
+    case 64 + MR * 4 + 2:                                                                            \
+        numla_qblock_pn_tile_k4_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 0, 0); \
+        break;                                                                                       \
+    case 128 + MR * 4 + 1:                                                                           \
+        numla_qblock_pn_tile_k4_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 1, 1); \
+        break;                                                                                       \
+    case 128 + MR * 4 + 2:                                                                           \
+        numla_qblock_pn_tile_k4_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 1, 1); \
         break;
                     NUMLA_QBLOCK_PN_CASE(1)
                     NUMLA_QBLOCK_PN_CASE(2)
