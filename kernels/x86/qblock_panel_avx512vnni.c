@@ -665,29 +665,29 @@ void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t 
                 const uint8_t *pp = pan + (size_t)p * pbytes;
                 const int64_t rr = a + 16 * p;
                 switch (pre * 32 + k4 * 64 + s16 * 32 + mr * 4 + nr) {
-#define NUMLA_QBLOCK_PN_CASE(MR)                                                                     \
-    case MR * 4 + 1:                                                                                 \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 0);    \
-        break;                                                                                       \
-    case MR * 4 + 2:                                                                                 \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 0);    \
-        break;                                                                                       \
-    case 32 + MR * 4 + 1:                                                                            \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 1);    \
-        break;                                                                                       \
-    case 32 + MR * 4 + 2:                                                                            \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 1);    \
-        break;                                                                                       \
-    case 64 + MR * 4 + 1:                                                                            \
+#define NUMLA_QBLOCK_PN_CASE(MR)                                                                        \
+    case MR * 4 + 1:                                                                                    \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 0);       \
+        break;                                                                                          \
+    case MR * 4 + 2:                                                                                    \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 0);       \
+        break;                                                                                          \
+    case 32 + MR * 4 + 1:                                                                               \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 1);       \
+        break;                                                                                          \
+    case 32 + MR * 4 + 2:                                                                               \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 1);       \
+        break;                                                                                          \
+    case 64 + MR * 4 + 1:                                                                               \
         numla_qblock_pn_tile_k4_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 0, 0); \
-        break;                                                                                       \
-    case 64 + MR * 4 + 2:                                                                            \
+        break;                                                                                          \
+    case 64 + MR * 4 + 2:                                                                               \
         numla_qblock_pn_tile_k4_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 0, 0); \
-        break;                                                                                       \
-    case 128 + MR * 4 + 1:                                                                           \
+        break;                                                                                          \
+    case 128 + MR * 4 + 1:                                                                              \
         numla_qblock_pn_tile_k4_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 1, 1); \
-        break;                                                                                       \
-    case 128 + MR * 4 + 2:                                                                           \
+        break;                                                                                          \
+    case 128 + MR * 4 + 2:                                                                              \
         numla_qblock_pn_tile_k4_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 1, 1); \
         break;
                     NUMLA_QBLOCK_PN_CASE(1)
