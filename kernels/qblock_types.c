@@ -52,7 +52,7 @@ const numla_qblock_type_row numla_qblock_type_rows[NUMLA_QBLOCK_TYPE_COUNT] = {
     [NUMLA_QBLOCK_IQ4_XS] = {.info = {NUMLA_GGML_ROW(IQ4_XS)},
                              .f16_count = 1, .f16_at = {0}, .q8_group = 256, .sub = 32,
                              .p16_cols = 256, .p16_bytes = NUMLA_QBLOCK_P16_SB_IQ4,
-                             .p16_scales = NUMLA_QBLOCK_P16_SC_IQ4, .x_offset = 1, .panel_gemm = 1,
+                             .p16_scales = NUMLA_QBLOCK_P16_SC_IQ4, .x_offset = 1, .panel_gemm = 1, .int_scales = 1,
                              .dequant = numla_qblock_dequant_iq4_xs_ref, F32_AVX512_(iq4_xs), P16_(iq4_xs),
                            .q8_gemm = Q8_GEMM_(iq4_xs), Q8_AVX2_(iq4_xs), F32_AVX2_(iq4_xs)},
     [NUMLA_QBLOCK_Q2_K] = {.info = {NUMLA_GGML_ROW(Q2_K)},

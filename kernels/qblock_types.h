@@ -28,7 +28,8 @@
  *                kernels/x86/qblock_panel_*.c) runs it (every type with a PANEL16 layout but
  *                Q6_K, whose stored panels run their own kernel at every M)
  *   int_scales   its sub-block scales and mins are small integers under a per-piece d and dmin
- *                (Q4_K, Q5_K, Q2_K): the panel GEMM and the stored panels' kernels join a piece's
+ *                (Q4_K, Q5_K, Q2_K; IQ4_XS's ls - 32, its min 128 times that): the panel GEMM
+ *                and the stored panels' kernels join a piece's
  *                sub-block sums with them exactly in int32 and go to fp32 once per piece (the
  *                piece form, kernels/x86/qblock_p16_avx512.h); the amx level's tiles then take
  *                the scales into the weights (two byte planes) and a piece's whole sum at once

@@ -64,17 +64,6 @@ static inline __attribute__((always_inline)) void numla_qblock_p16_q6_ops_(const
                                       0xF8);
 }
 
-/* IQ4_XS's piece, sub-block j (0-7): its 16 rows' scale d · (ls - 32) and min 128 times that
- * (fp32), from the piece's d and its scale bytes. The panel GEMM's unpacking stores these; the
- * small-M kernel uses them in registers. */
-static inline __attribute__((always_inline)) void numla_qblock_p16_iq4_scales_(const uint8_t *pc, int j, __m512 d,
-                                                                               __m512 *sv, __m512 *mv)
-{
-    const __m128i s8 = _mm_load_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_SC_IQ4 + 16 * j));
-    *sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s8)));
-    *mv = _mm512_mul_ps(*sv, _mm512_set1_ps(128.0f));
-}
-
 /* The fp32 steps shared by the panel GEMM and the small-M kernels, so that they give the same
  * bits. Per 32-column sub-block, for 16 rows and one x row: is its exact int32 sums, sv and mv
  * the rows' scale and min, bs2 the x row's two per-16 code sums there, summed into the 256-column
@@ -169,6 +158,11 @@ static inline __attribute__((always_inline)) __m512i numla_qblock_k16_mpair_(__m
     return _mm512_or_si512(_mm512_and_si512(m_even, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(m_odd, 16));
 }
 
+/* IQ4_XS takes the form too: its codes are its book's values + 128 (unsigned) and its scale s =
+ * ls - 32 a signed 6-bit integer, so S = Σ_j s_j Σ (c + 128) x and Z = Σ_j s_j XS_j with dmin =
+ * 128 d (w = d s c = d s (c + 128) - 128 d s); the word pairs of s are signed
+ * (numla_qblock_k16_mpair_ masks the low word). */
+
 /* The unpacked panel's scale area for these types (kernels/qblock_internal.h): per piece b,
  * NUMLA_QBLOCK_K4_PIECE_FLOATS floats from float b · that: d[16] and dmin[16] (fp32), then the
  * 16 rows' sc as int32 per sub-block ([8][16]; Q2_K [16][16]) and the m word pairs ([4][16];
@@ -205,6 +199,9 @@ static inline __attribute__((always_inline)) void numla_qblock_k4_put_(float *pa
 enum {
     NUMLA_QBLOCK_PL_K4 = 0, /* Q4_K, Q5_K: lo = q · (sc & 7), hi = q · (sc >> 3); S = lo + 8 hi */
     NUMLA_QBLOCK_PL_Q2 = 1, /* Q2_K: one plane q · sc (at most 45); S = lo */
+    NUMLA_QBLOCK_PL_IQ4 = 2, /* IQ4_XS: w = (c - 128) · s with its codes c (the book + 128) and
+                              * signed s (|w| <= 4064): lo = w & 63, hi = w >> 6 (signed); S =
+                              * lo + 64 hi + 128 Z (the vnni level's S counts the + 128) */
 };
 
 /* The unpacked panel at pan (codes, then the piece form's area) into its planes: lo over the codes,
@@ -216,7 +213,7 @@ static inline void numla_qblock_k4_planes_(uint8_t *pan, int64_t k, uint8_t *hip
         0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15};
     const __m512i idx = _mm512_load_si512((const void *)rows2), lob = _mm512_set1_epi16(0xFF);
     const int32_t *area = (const int32_t *)(const void *)(pan + 16 * k);
-    const int spb = kind == NUMLA_QBLOCK_PL_K4 ? 8 : 16, qs = 64 / spb; /* sub-blocks a piece, quads each */
+    const int spb = kind == NUMLA_QBLOCK_PL_Q2 ? 16 : 8, qs = 64 / spb; /* sub-blocks a piece, quads each */
     for (int64_t b = 0; b < k / 256; b++)
         for (int g = 0; g < spb; g++) {
             /* the 16 rows' sc, as words with word i row i / 2's (a unit's bytes 2 i, 2 i + 1) */
@@ -229,8 +226,21 @@ static inline void numla_qblock_k4_planes_(uint8_t *pan, int64_t k, uint8_t *hip
                 _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(_mm512_cvtepi32_epi16(_mm512_srli_epi32(sc, 3))));
             for (int64_t q = 64 * b + qs * g; q < 64 * b + qs * g + qs; q++) {
                 const __m512i v = _mm512_load_si512((const void *)(pan + 64 * q));
-                const __m512i ve = _mm512_and_si512(v, lob), vo = _mm512_srli_epi16(v, 8);
+                __m512i ve = _mm512_and_si512(v, lob), vo = _mm512_srli_epi16(v, 8);
+                if (kind == NUMLA_QBLOCK_PL_IQ4) { /* the book's signed values */
+                    ve = _mm512_sub_epi16(ve, _mm512_set1_epi16(128));
+                    vo = _mm512_sub_epi16(vo, _mm512_set1_epi16(128));
+                }
                 const __m512i we = _mm512_mullo_epi16(ve, f0), wo = _mm512_mullo_epi16(vo, f0);
+                if (kind == NUMLA_QBLOCK_PL_IQ4) { /* the signed split, as Q6_K's planes */
+                    _mm512_store_si512((void *)(pan + 64 * q),
+                                       _mm512_ternarylogic_epi32(_mm512_and_si512(we, _mm512_set1_epi16(63)),
+                                                                 _mm512_slli_epi16(wo, 8), _mm512_set1_epi16(63 << 8), 0xF8));
+                    _mm512_store_si512((void *)(hip + 64 * q),
+                                       _mm512_ternarylogic_epi32(_mm512_slli_epi16(_mm512_srai_epi16(wo, 6), 8),
+                                                                 _mm512_srai_epi16(we, 6), lob, 0xF8));
+                    continue;
+                }
                 _mm512_store_si512((void *)(pan + 64 * q), _mm512_or_si512(we, _mm512_slli_epi16(wo, 8)));
                 if (kind == NUMLA_QBLOCK_PL_K4)
                     _mm512_store_si512((void *)(hip + 64 * q),

@@ -123,12 +123,10 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q4k_tile_(const numla_qblock_weigh
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
 
-/* IQ4_XS: x rows [0, mr) (xq, dx, bs already at the tile's first row) against panel p: units 0-3
- * of a 64-column chunk h are sub-block 2h, 4-7 2h + 1, their codes through the code book + 128;
- * each sub-block's exact int32 sum goes to fp32 as the panel GEMM does it, through the same
- * functions (numla_qblock_panel_sub_ and _group_, kernels/x86/qblock_p16_avx512.h):
- *   tb = fma(float(Σ q · x), d · (ls - 32), tb);  tb = fnma(128 · that, float(Σ x), tb)
- * sub-blocks in column order, and after each 256-column x group acc = fma(tb, dx, acc). */
+/* IQ4_XS: x rows [0, mr) (xq, dx, bs already at the tile's first row) against panel p, in the piece
+ * form (kernels/x86/qblock_p16_avx512.h): units 0-3 of a 64-column chunk h are sub-block 2h, 4-7
+ * 2h + 1, their codes through the code book + 128; each sub-block's sum times the rows' signed
+ * s = ls - 32 (vpmulld) into the piece's S, Z from the word pairs of s, dmin = 128 d. */
 NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_iq4xs_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
                                                           const float *dx, const int32_t *bs, float *y, int64_t ldy,
                                                           int accumulate, const int mr)
@@ -142,15 +140,9 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_iq4xs_tile_(const numla_qblock_wei
         acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pc = pan + b * sb; /* this 256-column piece */
-        __m512 tb[NUMLA_QBLOCK_P16_MR];
+        __m512i S[NUMLA_QBLOCK_P16_MR], sv[8];
         for (int i = 0; i < mr; i++)
-            tb[i] = _mm512_setzero_ps();
-        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_D)));
-        /* Σ x per sub-block of this piece as floats (lane 2j: sub-block j), a broadcast operand
-         * where a scalar add and convert per sub-block and x row were */
-        float bsf[NUMLA_QBLOCK_P16_MR][16] __attribute__((aligned(64)));
-        for (int i = 0; i < mr; i++)
-            numla_qblock_p16_bsf_(bs + i * nb16 + 16 * b, bsf[i], 1);
+            S[i] = _mm512_setzero_si512();
         for (int h = 0; h < 4; h++) {
             __m512i s0[NUMLA_QBLOCK_P16_MR][2], s1[NUMLA_QBLOCK_P16_MR][2];
             for (int i = 0; i < mr; i++)
@@ -168,16 +160,24 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_iq4xs_tile_(const numla_qblock_wei
                 }
             }
             for (int s = 0; s < 2; s++) {
-                __m512 sv, mv;
-                numla_qblock_p16_iq4_scales_(pc, 2 * h + s, d, &sv, &mv);
+                sv[2 * h + s] = _mm512_cvtepi8_epi32(
+                    _mm_load_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_SC_IQ4 + 16 * (2 * h + s))));
                 for (int i = 0; i < mr; i++) {
                     const __m512i is = s ? _mm512_add_epi32(s1[i][0], s1[i][1]) : _mm512_add_epi32(s0[i][0], s0[i][1]);
-                    tb[i] = numla_qblock_panel_sub_f_(tb[i], is, sv, mv, bsf[i][2 * (2 * h + s)]);
+                    S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(is, sv[2 * h + s]));
                 }
             }
         }
-        for (int i = 0; i < mr; i++)
-            acc[i] = numla_qblock_panel_group_(acc[i], tb[i], dx[i * nb + b]);
+        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_D)));
+        const __m512 dmin = _mm512_mul_ps(d, _mm512_set1_ps(128.0f));
+        __m512i mp[4];
+        for (int q = 0; q < 4; q++)
+            mp[q] = numla_qblock_k16_mpair_(sv[2 * q], sv[2 * q + 1]);
+        for (int i = 0; i < mr; i++) {
+            int32_t xp[4];
+            numla_qblock_k4_xpairs_(bs + i * nb16 + 16 * b, xp);
+            acc[i] = numla_qblock_k4_piece_(acc[i], S[i], numla_qblock_k4_z_(mp, xp), d, dmin, dx[i * nb + b]);
+        }
     }
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }

@@ -22,8 +22,8 @@
  * same functions (numla_qblock_panel_sub_, _group_) in the same order, so y has the vnni level's
  * bits at every M.
  *
- * Q4_K, Q5_K and Q2_K, whose sub-block scales and mins are small unsigned integers, take them into
- * the weights instead: byte planes per panel and a piece's whole sum in four K = 64 products per plane
+ * Q4_K, Q5_K, Q2_K and IQ4_XS, whose sub-block scales are small integers, take them into the
+ * weights instead: byte planes per panel and a piece's whole sum in four K = 64 products per plane
  * (numla_qblock_k4_rows_amx_, below); so do Q6_K's stored panels (numla_qblock_q6_rows_amx_).
  * The other types take one tile product per sub-block (their scales are real numbers that differ
  * per weight row, so their sums cannot share a tile): per 16 x rows and sub-block, one A load (tiles 4 and 7 in turn, so a
@@ -405,14 +405,16 @@ static void numla_qblock_q6_rows_amx_(const numla_qblock_weight *w, int64_t plo,
     _tile_release();
 }
 
-/* The panel GEMM of the types with integer scales (their row's int_scales: Q4_K, Q5_K, Q2_K), in
- * the piece form of the vnni level (kernels/x86/qblock_p16_avx512.h): per 256-column piece
+/* The panel GEMM of the types with integer scales (their row's int_scales: Q4_K, Q5_K, Q2_K,
+ * IQ4_XS), in the piece form of the vnni level (kernels/x86/qblock_p16_avx512.h): per 256-column
+ * piece
  *   S = Σ_j sc_j Σ q · x,  Z = Σ_j m_j Σ x,   acc = fma(float(S) · d - float(Z) · dmin, dx, acc)
  * the same integers, so the same bits. The scales go into the weights: an unpacked panel's codes
  * become byte planes (numla_qblock_k4_planes_: Q4_K's and Q5_K's codes, at most 31, as lo =
  * q · (sc & 7) in place of the codes and hi = q · (sc >> 3) beside, at most 217: unsigned; Q2_K's
- * as one plane q · sc), so S is a piece's whole sum, four K = 64 TDPBSUD per plane, where the fp32
- * panel GEMM takes a product, a C store and an fp32 step per 32-column (16-column) sub-block. Z takes four (eight)
+ * as one plane q · sc; IQ4_XS's w = (c - 128) · s as w & 63 and the signed w >> 6, TDPBSSD), so
+ * S is a piece's whole sum, four K = 64 products per plane, where the fp32 panel GEMM takes a
+ * product, a C store and an fp32 step per 32-column (16-column) sub-block. Z takes four (eight)
  * vpdpwssd per x row and piece. x tiles go in pairs (each B
  * tile serves two), each pair over every panel of the chunk, the pieces' x sums (word pairs)
  * made once per pair and piece; a partial last x tile reads a zero-padded copy. */
@@ -424,7 +426,9 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
     enum { TR = NUMLA_QBLOCK_AMX_TR, NP = NUMLA_QBLOCK_PANEL_NP };
     const int64_t k = w->k, nb = k / 256, k16 = k / 16;
     const int s16 = numla_qblock_pn_s16_(w->type);
-    const int kind = s16 ? NUMLA_QBLOCK_PL_Q2 : NUMLA_QBLOCK_PL_K4;
+    const int kind = s16                               ? NUMLA_QBLOCK_PL_Q2
+                     : w->type == NUMLA_QBLOCK_IQ4_XS ? NUMLA_QBLOCK_PL_IQ4
+                                                      : NUMLA_QBLOCK_PL_K4;
     const size_t pbytes = numla_qblock_pn_panel_bytes_(k);
     uint8_t *pan = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     uint8_t *buf = pan + numla_qblock_align64_((size_t)NP * pbytes);
@@ -481,6 +485,8 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
     } while (0)
                     if (kind == NUMLA_QBLOCK_PL_K4)
                         NUMLA_QBLOCK_AMX_K4_(1, 0);
+                    else if (kind == NUMLA_QBLOCK_PL_IQ4)
+                        NUMLA_QBLOCK_AMX_K4_(1, 1);
                     else
                         NUMLA_QBLOCK_AMX_K4_(0, 0);
 #undef NUMLA_QBLOCK_AMX_K4_
@@ -496,10 +502,13 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
                         for (int i = 0; i < mr[u]; i++) {
                             const int r = TR * u + i;
                             __m512i S = _mm512_load_si512((const void *)(c[2 * u] + TR * i));
-                            if (kind == NUMLA_QBLOCK_PL_K4) /* the hi plane weighs 8 */
-                                S = _mm512_add_epi32(
-                                    S, _mm512_slli_epi32(_mm512_load_si512((const void *)(c[2 * u + 1] + TR * i)), 3));
+                            if (kind != NUMLA_QBLOCK_PL_Q2) /* the hi plane weighs 8 (64 for IQ4_XS) */
+                                S = _mm512_add_epi32(S, _mm512_slli_epi32(
+                                                            _mm512_load_si512((const void *)(c[2 * u + 1] + TR * i)),
+                                                            kind == NUMLA_QBLOCK_PL_IQ4 ? 6 : 3));
                             const __m512i Z = s16 ? numla_qblock_k16_z_(mp, xp[r]) : numla_qblock_k4_z_(mp, xp[r]);
+                            if (kind == NUMLA_QBLOCK_PL_IQ4) /* the vnni level's S counts the codes' + 128 */
+                                S = _mm512_add_epi32(S, _mm512_slli_epi32(Z, 7));
                             acc[j][r] = numla_qblock_k4_piece_(acc[j][r], S, Z, d, dmin, dx[(t0 + r) * nb + b]);
                         }
                 }

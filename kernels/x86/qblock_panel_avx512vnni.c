@@ -273,11 +273,11 @@ static void numla_qblock_pn_from_p16_(const numla_qblock_weight *w, int64_t r0, 
         numla_qblock_pn_from_p16_q2_(w, r0, dst);
         return;
     }
-    const int64_t k = w->k, nb = k / 256, ng = k / 32, sb = numla_qblock_p16_sb_(w->type);
+    const int64_t k = w->k, nb = k / 256, sb = numla_qblock_p16_sb_(w->type);
     const int iq4 = w->type == NUMLA_QBLOCK_IQ4_XS;
     const uint8_t *pan = w->q + (r0 / 16) * w->ld;
     const __m512i book = numla_qblock_p16_book_();
-    float *sc = (float *)(void *)(dst + 16 * k), *mn = sc + ng * 16;
+    float *sc = (float *)(void *)(dst + 16 * k); /* the piece form's area */
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pc = pan + b * sb;
         for (int h = 0; h < 4; h++)
@@ -290,18 +290,24 @@ static void numla_qblock_pn_from_p16_(const numla_qblock_weight *w, int64_t r0, 
                 _mm512_store_si512((void *)(dst + (qlo + (iq4 ? 4 : 8)) * 64), hi);
             }
         const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_D)));
-        if (!iq4) { /* Q4_K: the piece form */
+        if (!iq4) { /* Q4_K */
             numla_qblock_k4_put_(sc + b * NUMLA_QBLOCK_K4_PIECE_FLOATS, d,
                                  _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_DMIN))),
                                  pc + NUMLA_QBLOCK_P16_SC_Q4K, pc + NUMLA_QBLOCK_P16_SC_Q4K + 128, 16);
             continue;
         }
+        /* IQ4_XS: s = ls - 32 (signed bytes), dmin = 128 d */
+        float *pa = sc + b * NUMLA_QBLOCK_K4_PIECE_FLOATS;
+        int32_t *iv = (int32_t *)(void *)pa;
+        _mm512_store_ps(pa + NUMLA_QBLOCK_K4_D, d);
+        _mm512_store_ps(pa + NUMLA_QBLOCK_K4_DMIN, _mm512_mul_ps(d, _mm512_set1_ps(128.0f)));
+        __m512i lsv[8];
         for (int j = 0; j < 8; j++) {
-            __m512 sv, mv;
-            numla_qblock_p16_iq4_scales_(pc, j, d, &sv, &mv);
-            _mm512_store_ps(sc + (8 * b + j) * 16, sv);
-            _mm512_store_ps(mn + (8 * b + j) * 16, mv);
+            lsv[j] = _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(const void *)(pc + NUMLA_QBLOCK_P16_SC_IQ4 + 16 * j)));
+            _mm512_store_si512((void *)(iv + NUMLA_QBLOCK_K4_SC + 16 * j), lsv[j]);
         }
+        for (int p = 0; p < 4; p++)
+            _mm512_store_si512((void *)(iv + NUMLA_QBLOCK_K4_MP + 16 * p), numla_qblock_k16_mpair_(lsv[2 * p], lsv[2 * p + 1]));
     }
 }
 
@@ -426,20 +432,24 @@ void numla_qblock_pn_pack_(const numla_qblock_weight *w, int64_t r0, int64_t hi,
             sc[g * 16 + c] = d;
             mn[g * 16 + c] = 128.0f * d;
         }
-    for (int64_t b = 0; xs && b < nb; b++) { /* IQ4_XS: sub-block scale d · (ls - 32), exact in fp32 */
+    for (int64_t b = 0; xs && b < nb; b++) { /* IQ4_XS: the piece form, s = ls - 32, dmin = 128 d */
         const uint8_t *blk = base + 136 * b;
         const __m512i z = _mm512_setzero_si512();
         const __m512i dh = _mm512_mask_i32gather_epi32(z, live, rows, blk, 1);     /* d, scales_h */
         const __m512i sl = _mm512_mask_i32gather_epi32(z, live, rows, blk + 4, 1); /* scales_l[4] */
         const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
+        int32_t *pa = (int32_t *)(void *)(sc + b * NUMLA_QBLOCK_K4_PIECE_FLOATS);
+        _mm512_store_ps((float *)(void *)(pa + NUMLA_QBLOCK_K4_D), d);
+        _mm512_store_ps((float *)(void *)(pa + NUMLA_QBLOCK_K4_DMIN), _mm512_mul_ps(d, _mm512_set1_ps(128.0f)));
+        __m512i lsv[8];
         for (int j = 0; j < 8; j++) {
             const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(sl, 8 * (j / 2) + 4 * (j % 2)), _mm512_set1_epi32(15));
             const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(dh, 16 + 2 * j), _mm512_set1_epi32(3));
-            const __m512i ls = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
-            const __m512 scale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(ls));
-            _mm512_store_ps(sc + (8 * b + j) * 16, scale);
-            _mm512_store_ps(mn + (8 * b + j) * 16, _mm512_mul_ps(scale, _mm512_set1_ps(128.0f)));
+            lsv[j] = _mm512_maskz_sub_epi32(live, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+            _mm512_store_si512((void *)(pa + NUMLA_QBLOCK_K4_SC + 16 * j), lsv[j]);
         }
+        for (int p = 0; p < 4; p++)
+            _mm512_store_si512((void *)(pa + NUMLA_QBLOCK_K4_MP + 16 * p), numla_qblock_k16_mpair_(lsv[2 * p], lsv[2 * p + 1]));
     }
     for (int64_t b = 0; (w->type == NUMLA_QBLOCK_Q4_K || q5k) && b < nb; b++) { /* Q5_K's scales are Q4_K's */
         const uint8_t *blk = base + (q5k ? 176 : 144) * b;
