@@ -78,5 +78,9 @@ double numla_bench_peak_dpbf16_gflops(int threads, int reps);
  * (split-bf16 activations) per useful multiply-add. Short repetitions, best of `reps`: it
  * reports the clock before a sustained-AMX frequency drop (figures: docs/benchmarks.md). */
 double numla_bench_peak_amx_gflops(int threads, int reps);
+/* AMX-INT8 TDPBSSD the same way (0 without AMX-INT8), GOP/s: the ceiling of the int8 tile paths
+ * (W8A8, int8-row's planes, the block encodings' Q8 mode), which take one (W8A8), two (the
+ * block encodings' byte planes) or three (int8-row) tile products per useful multiply-add. */
+double numla_bench_peak_amx_int8_gops(int threads, int reps);
 
 #endif

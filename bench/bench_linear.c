@@ -480,6 +480,24 @@ static int numla_bench_linear_qb_(const numla_bench_linear_shape *s, numla_isa i
 }
 
 /* Benchmarks one shape; fills up to 24 results; returns the count. */
+/* Which tile peak a row is held to at the amx level: 1 AMX-BF16 (bf16 weights, fp8 widened to
+ * bf16, MXFP4 in F32 mode), 2 AMX-INT8 (int8-row's planes, W8A8, the block encodings in Q8 mode:
+ * the rows named _a8), 0 none (the vector kernels, the peers); only from 16 x rows, where every
+ * one of those runs its tiles. */
+static int numla_bench_linear_tile_(const char *name, int64_t m)
+{
+    if (m < 16)
+        return 0;
+    static const char *const bf16[] = {"numla", "numla_fp8", "numla_fp8e8", "numla_mxfp4"};
+    for (size_t i = 0; i < sizeof bf16 / sizeof bf16[0]; i++)
+        if (!strcmp(name, bf16[i]))
+            return 1;
+    const size_t len = strlen(name);
+    if (!strcmp(name, "numla_int8") || !strcmp(name, "numla_w8a8") || (len > 3 && !strcmp(name + len - 3, "_a8")))
+        return 2;
+    return 0;
+}
+
 static int numla_bench_linear_shape_(const numla_bench_linear_shape *s, numla_isa isa, size_t pool,
                                      int reps, int bf16_only, numla_bench_linear_result *res)
 {
@@ -848,19 +866,28 @@ static int numla_bench_linear_main_(int argc, char **argv)
     const double peak_fma = numla_isa_supported(NUMLA_ISA_AVX512BF16)
                                 ? numla_bench_peak_gflops(NUMLA_ISA_AVX512, threads, 20)
                                 : 0.0;
+    /* at the amx level, each tile kernel's own ceiling too: AMX-BF16 for the bf16-tile rows,
+     * AMX-INT8 for the int8-tile ones (numla_bench_linear_tile_) */
+    const int tiles = isa == NUMLA_ISA_AMX;
+    const double tile_bf16 = tiles ? numla_bench_peak_amx_gflops(threads, 20) : 0.0;
+    const double tile_int8 = tiles ? numla_bench_peak_amx_int8_gops(threads, 20) : 0.0;
     if (json)
         printf("{\"bench\":\"linear\",\"isa\":\"%s\",\"threads\":%d,\"read_gbps\":%.2f,"
-               "\"read_gbps_whole\":%.2f,\"bf16_peak_gflops\":%.1f,\"fp32_fma_peak_gflops\":%.1f,\"llc_bytes\":%zu,"
-               "\"pool_bytes\":%zu}\n",
-               numla_isa_name(isa), threads, bw, bw_whole, peak, peak_fma, llc, pool);
-    else
+               "\"read_gbps_whole\":%.2f,\"bf16_peak_gflops\":%.1f,\"fp32_fma_peak_gflops\":%.1f,"
+               "\"amx_bf16_peak_gflops\":%.1f,\"amx_int8_peak_gops\":%.1f,\"llc_bytes\":%zu,\"pool_bytes\":%zu}\n",
+               numla_isa_name(isa), threads, bw, bw_whole, peak, peak_fma, tile_bf16, tile_int8, llc, pool);
+    else {
         printf("bench linear: isa %s, %d threads, read BW %.2f GB/s (best 8 MiB window of a 2 GiB "
                "array; whole-array sum %.2f), vdpbf16ps peak %.1f GFLOP/s (fp32 FMA %.1f), weights "
-               "rotated over "
-               ">= %zu MiB\n"
-               "%-8s %5s %7s %6s  %-16s %10s %10s %8s %7s %9s %7s %8s\n",
-               numla_isa_name(isa), threads, bw, bw_whole, peak, peak_fma, pool >> 20, "class", "M", "N", "K",
-               "kernel", "best_us", "median_us", "GB/s", "frac_bw", "GFLOP/s", "frac_pk", "vs_numla");
+               "rotated over >= %zu MiB\n",
+               numla_isa_name(isa), threads, bw, bw_whole, peak, peak_fma, pool >> 20);
+        if (tiles)
+            printf("tile peaks: AMX-BF16 %.1f GFLOP/s, AMX-INT8 %.1f GOP/s (frac_tile: a tile row's useful "
+                   "operations over its tile kind's peak)\n",
+                   tile_bf16, tile_int8);
+        printf("%-8s %5s %7s %6s  %-16s %10s %10s %8s %7s %9s %7s %8s%s\n", "class", "M", "N", "K", "kernel",
+               "best_us", "median_us", "GB/s", "frac_bw", "GFLOP/s", "frac_pk", "vs_numla", tiles ? " frac_tile" : "");
+    }
 
     for (size_t i = 0; i < sizeof numla_bench_linear_shapes_ / sizeof numla_bench_linear_shapes_[0]; i++) {
         const numla_bench_linear_shape *s = &numla_bench_linear_shapes_[i];
@@ -874,13 +901,25 @@ static int numla_bench_linear_main_(int argc, char **argv)
             const double gbps = sec > 0 ? res[r].weight_bytes / sec * 1e-9 : 0.0;
             const double gflops = sec > 0 ? flops / sec * 1e-9 : 0.0;
             const double vs = sec > 0 && res[0].sec > 0 ? res[0].sec / sec : 0.0;
+            const int kind = tiles ? numla_bench_linear_tile_(res[r].name, s->m) : 0;
+            const double tpk = kind == 1 ? tile_bf16 : kind == 2 ? tile_int8 : 0.0;
+            const double ftile = tpk > 0 ? gflops / tpk : 0.0;
             if (json)
                 printf("{\"class\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"kernel\":\"%s\","
                        "\"time_us\":%.2f,\"median_us\":%.2f,\"weight_gbps\":%.2f,\"frac_read_bw\":%.3f,"
-                       "\"gflops\":%.1f,\"frac_peak\":%.3f,\"speed_vs_numla\":%.3f}\n",
+                       "\"gflops\":%.1f,\"frac_peak\":%.3f,\"speed_vs_numla\":%.3f,\"frac_tile\":%.3f}\n",
                        s->cls, (long long)s->m, (long long)s->n, (long long)s->k, res[r].name,
                        sec * 1e6, res[r].median * 1e6, gbps, bw > 0 ? gbps / bw : 0.0, gflops,
-                       peak > 0 ? gflops / peak : 0.0, vs);
+                       peak > 0 ? gflops / peak : 0.0, vs, ftile);
+            else if (tiles) {
+                char ft[16] = "-";
+                if (kind)
+                    snprintf(ft, sizeof ft, "%.3f", ftile);
+                printf("%-8s %5lld %7lld %6lld  %-16s %10.1f %10.1f %8.2f %7.3f %9.1f %7.3f %8.3f %9s\n",
+                       s->cls, (long long)s->m, (long long)s->n, (long long)s->k, res[r].name,
+                       sec * 1e6, res[r].median * 1e6, gbps, bw > 0 ? gbps / bw : 0.0, gflops,
+                       peak > 0 ? gflops / peak : 0.0, vs, ft);
+            }
             else
                 printf("%-8s %5lld %7lld %6lld  %-16s %10.1f %10.1f %8.2f %7.3f %9.1f %7.3f %8.3f\n",
                        s->cls, (long long)s->m, (long long)s->n, (long long)s->k, res[r].name,

@@ -21,6 +21,10 @@ float numla_bench_peak_avx2_loop(long iters);
 float numla_bench_peak_amx_loop(long iters);
 int numla_bench_peak_amx_ok(void);
 #define NUMLA_BENCH_PEAK_FLOPS_AMX (4 * 2.0 * 16 * 16 * 32)
+/* AMX-INT8: 4 TDPBSSD (16 x 16 x 64 each) per iteration, 2 ops per multiply-add; _ok as above. */
+float numla_bench_peak_amx_int8_loop(long iters);
+int numla_bench_peak_amx_int8_ok(void);
+#define NUMLA_BENCH_PEAK_OPS_AMX_INT8 (4 * 2.0 * 16 * 16 * 64)
 
 /* Flops per iteration of each loop (2 per multiply-add). */
 #define NUMLA_BENCH_PEAK_FLOPS_AVX512BF16 (NUMLA_BENCH_PEAK_ACC_ZMM * 64.0) /* 16 lanes x 2 pairs */

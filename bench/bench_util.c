@@ -392,3 +392,11 @@ double numla_bench_peak_amx_gflops(int threads, int reps)
     return numla_bench_peak_run_(numla_bench_peak_amx_loop, NUMLA_BENCH_PEAK_FLOPS_AMX, threads,
                                  reps);
 }
+
+double numla_bench_peak_amx_int8_gops(int threads, int reps)
+{
+    if (threads < 1 || !numla_isa_supported(NUMLA_ISA_AVX512BF16) || !numla_bench_peak_amx_int8_ok())
+        return 0.0;
+    return numla_bench_peak_run_(numla_bench_peak_amx_int8_loop, NUMLA_BENCH_PEAK_OPS_AMX_INT8, threads,
+                                 reps);
+}

@@ -1,5 +1,7 @@
-/* bench/peak_amx.c — per-thread AMX-BF16 peak loop (see bench_peak.h): 4 independent C tiles,
- * the accumulator count of the linear GEMM's micro-kernel (kernels/x86/linear_amx.c). */
+/* bench/peak_amx.c — per-thread AMX-BF16 and AMX-INT8 peak loops (see bench_peak.h): 4
+ * independent C tiles, the accumulator count of the linear GEMM's micro-kernel
+ * (kernels/x86/linear_amx.c) and of the block encodings' byte-plane tiles
+ * (kernels/x86/qblock_panel_amx.c). */
 #include "bench/bench_peak.h"
 
 #include <immintrin.h>
@@ -32,4 +34,30 @@ float numla_bench_peak_amx_loop(long iters)
     _tile_stored(0, out, 64);
     numla_amx_tiles_end();
     return out[0];
+}
+
+int numla_bench_peak_amx_int8_ok(void) { return numla_cpu_has(NUMLA_CPU_AMX_INT8); }
+
+float numla_bench_peak_amx_int8_loop(long iters)
+{
+    static const int8_t zero[1024] __attribute__((aligned(64)));
+    int32_t out[256] __attribute__((aligned(64)));
+    numla_amx_tiles_begin();
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, zero, 64);
+    _tile_loadd(5, zero, 64);
+    _tile_loadd(6, zero, 64);
+    _tile_loadd(7, zero, 64);
+    for (long it = 0; it < iters; it++) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    numla_amx_tiles_end();
+    return (float)out[0];
 }
