@@ -60,6 +60,25 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_bsf_(const int32_t *bs16, float *o
     _mm512_store_ps(out, _mm512_cvtepi32_ps(pairs ? _mm512_add_epi32(v, _mm512_srli_epi64(v, 32)) : v));
 }
 
+/* The end of a Q4_K or Q5_K piece: its d and dmin (16 fp16 each at dh, dmh), the rows' m bytes
+ * (16 per sub-block from m8), x row i's per-16 sums at bs + i nb16 and scale at dx[i nb]: acc[i]
+ * takes the piece's step from S[i]. */
+NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_k4_end_(__m512 *acc, const __m512i *S, const int mr, const uint8_t *dh,
+                                                      const uint8_t *dmh, const uint8_t *m8, const int32_t *bs,
+                                                      int64_t nb16, const float *dx, int64_t nb)
+{
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)dh));
+    const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)dmh));
+    __m512i mp[4];
+    for (int q = 0; q < 4; q++)
+        mp[q] = numla_qblock_k4_mpair_(m8 + 32 * q, m8 + 32 * q + 16);
+    for (int i = 0; i < mr; i++) {
+        int32_t xp[4];
+        numla_qblock_k4_xpairs_(bs + i * nb16, xp);
+        acc[i] = numla_qblock_k4_piece_(acc[i], S[i], numla_qblock_k4_z_(mp, xp), d, dm, dx[i * nb]);
+    }
+}
+
 /* Q4_K: x rows [0, mr) (xq, dx, bs already at the tile's first row) against panel p, in the piece
  * form (kernels/x86/qblock_p16_avx512.h). Per 64-column chunk h, the low nibbles of its eight
  * units are sub-block 2h and the high ones, kept in place (v & 0xF0: 16 q), sub-block 2h + 1,
@@ -108,17 +127,11 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q4k_tile_(const numla_qblock_weigh
                 so[i] = _mm512_add_epi32(so[i], _mm512_mullo_epi32(_mm512_add_epi32(s1[i][0], s1[i][1]), sco));
             }
         }
-        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_D)));
-        const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_DMIN)));
-        __m512i mp[4];
-        for (int q = 0; q < 4; q++)
-            mp[q] = numla_qblock_k4_mpair_(sc8 + 128 + 32 * q, sc8 + 128 + 32 * q + 16);
-        for (int i = 0; i < mr; i++) {
-            int32_t xp[4];
-            numla_qblock_k4_xpairs_(bs + i * nb16 + 16 * b, xp);
-            acc[i] = numla_qblock_k4_piece_(acc[i], _mm512_add_epi32(se[i], _mm512_srai_epi32(so[i], 4)),
-                                            numla_qblock_k4_z_(mp, xp), d, dm, dx[i * nb + b]);
-        }
+        __m512i S[NUMLA_QBLOCK_P16_MR];
+        for (int i = 0; i < mr; i++)
+            S[i] = _mm512_add_epi32(se[i], _mm512_srai_epi32(so[i], 4));
+        numla_qblock_p16_k4_end_(acc, S, mr, pc + NUMLA_QBLOCK_P16_D, pc + NUMLA_QBLOCK_P16_DMIN, sc8 + 128,
+                                 bs + 16 * b, nb16, dx + b, nb);
     }
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
@@ -430,16 +443,8 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q5k_tile_(const numla_qblock_weigh
                 }
             }
         }
-        const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_D)));
-        const __m512 dm = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q5_DMIN)));
-        __m512i mp[4];
-        for (int q = 0; q < 4; q++)
-            mp[q] = numla_qblock_k4_mpair_(sc8 + 128 + 32 * q, sc8 + 128 + 32 * q + 16);
-        for (int i = 0; i < mr; i++) {
-            int32_t xp[4];
-            numla_qblock_k4_xpairs_(bs + i * nb16 + 16 * b, xp);
-            acc[i] = numla_qblock_k4_piece_(acc[i], S[i], numla_qblock_k4_z_(mp, xp), d, dm, dx[i * nb + b]);
-        }
+        numla_qblock_p16_k4_end_(acc, S, mr, pc + NUMLA_QBLOCK_P16_Q5_D, pc + NUMLA_QBLOCK_P16_Q5_DMIN, sc8 + 128,
+                                 bs + 16 * b, nb16, dx + b, nb);
     }
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }

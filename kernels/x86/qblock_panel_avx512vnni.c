@@ -494,6 +494,26 @@ static inline __attribute__((always_inline)) __m512i numla_qblock_pn_dp_(__m512i
     return acc;
 }
 
+/* The tile's products over k-quads [q0, q1): acc[i][j] += panel j's codes · x row i's quad, by
+ * vpdpbusd (one broadcast quad of x feeds the nr panels). */
+static inline __attribute__((always_inline)) void
+numla_qblock_pn_quads_(__m512i acc[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR], const uint8_t *pan, size_t pbytes,
+                       const int8_t *xq, int64_t k, int64_t q0, int64_t q1, const int mr, const int nr)
+{
+    for (int64_t q = q0; q < q1; q++) {
+        __m512i wv[NUMLA_QBLOCK_PN_NR];
+        for (int j = 0; j < nr; j++)
+            wv[j] = _mm512_load_si512((const void *)(pan + (size_t)j * pbytes + (size_t)q * 64));
+        for (int i = 0; i < mr; i++) {
+            int32_t quad;
+            memcpy(&quad, xq + i * k + 4 * q, sizeof quad);
+            const __m512i xb = _mm512_set1_epi32(quad);
+            for (int j = 0; j < nr; j++)
+                acc[i][j] = numla_qblock_pn_dp_(acc[i][j], wv[j], xb);
+        }
+    }
+}
+
 /* y rows [0, mr) (ldy apart), weight rows rr .. rr + 16 nr (stopping at hi) = acc (+ y). */
 static inline __attribute__((always_inline)) void
 numla_qblock_pn_store_(__m512 acc[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR], int64_t rr, int64_t hi, float *y,
@@ -533,35 +553,14 @@ numla_qblock_pn_tile_k4_(const uint8_t *pan, size_t pbytes, int64_t k, const int
         for (int i = 0; i < mr; i++)
             for (int j = 0; j < nr; j++)
                 S[i][j] = _mm512_setzero_si512();
-        for (int64_t q = 64 * b; pre && q < 64 * b + 64; q++) {
-            __m512i wv[NUMLA_QBLOCK_PN_NR];
-            for (int j = 0; j < nr; j++)
-                wv[j] = _mm512_load_si512((const void *)(pan + (size_t)j * pbytes + (size_t)q * 64));
-            for (int i = 0; i < mr; i++) {
-                int32_t quad;
-                memcpy(&quad, xq + i * k + 4 * q, sizeof quad);
-                const __m512i xb = _mm512_set1_epi32(quad);
-                for (int j = 0; j < nr; j++)
-                    S[i][j] = numla_qblock_pn_dp_(S[i][j], wv[j], xb);
-            }
-        }
+        if (pre)
+            numla_qblock_pn_quads_(S, pan, pbytes, xq, k, 64 * b, 64 * b + 64, mr, nr);
         for (int64_t g = 8 * b; !pre && g < 8 * b + 8; g++) {
             __m512i is[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
             for (int i = 0; i < mr; i++)
                 for (int j = 0; j < nr; j++)
                     is[i][j] = _mm512_setzero_si512();
-            for (int64_t q = 8 * g; q < 8 * g + 8; q++) {
-                __m512i wv[NUMLA_QBLOCK_PN_NR];
-                for (int j = 0; j < nr; j++)
-                    wv[j] = _mm512_load_si512((const void *)(pan + (size_t)j * pbytes + (size_t)q * 64));
-                for (int i = 0; i < mr; i++) {
-                    int32_t quad;
-                    memcpy(&quad, xq + i * k + 4 * q, sizeof quad);
-                    const __m512i xb = _mm512_set1_epi32(quad);
-                    for (int j = 0; j < nr; j++)
-                        is[i][j] = numla_qblock_pn_dp_(is[i][j], wv[j], xb);
-                }
-            }
+            numla_qblock_pn_quads_(is, pan, pbytes, xq, k, 8 * g, 8 * g + 8, mr, nr);
             for (int j = 0; j < nr; j++) {
                 const int32_t *pa = (const int32_t *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k)) +
                                     b * NUMLA_QBLOCK_K4_PIECE_FLOATS;
@@ -600,7 +599,7 @@ numla_qblock_pn_tile_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t
                       const int32_t *bs, int64_t rr, int64_t hi, float *y, int64_t ldy, int accumulate,
                       const int mr, const int nr, const int s16)
 {
-    /* sub-blocks of 32 columns (8 k-quads), or of 16 (4) for Q2_K and Q3_K */
+    /* sub-blocks of 32 columns (8 k-quads), or of 16 (4) for Q3_K */
     const int qs = s16 ? 4 : 8, spg = 256 / (4 * qs); /* quads per sub-block, sub-blocks per group */
     const int64_t ng = k / (4 * qs), nb = numla_qblock_q8_groups_(k);
     __m512 acc[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
@@ -619,18 +618,7 @@ numla_qblock_pn_tile_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t
             for (int i = 0; i < mr; i++)
                 for (int j = 0; j < nr; j++)
                     is[i][j] = _mm512_setzero_si512();
-            for (int64_t q = qs * g; q < qs * g + qs; q++) {
-                __m512i wv[NUMLA_QBLOCK_PN_NR];
-                for (int j = 0; j < nr; j++)
-                    wv[j] = _mm512_load_si512((const void *)(pan + (size_t)j * pbytes + (size_t)q * 64));
-                for (int i = 0; i < mr; i++) {
-                    int32_t quad;
-                    memcpy(&quad, xq + i * k + 4 * q, sizeof quad);
-                    const __m512i xb = _mm512_set1_epi32(quad);
-                    for (int j = 0; j < nr; j++)
-                        is[i][j] = numla_qblock_pn_dp_(is[i][j], wv[j], xb);
-                }
-            }
+            numla_qblock_pn_quads_(is, pan, pbytes, xq, k, qs * g, qs * g + qs, mr, nr);
             for (int j = 0; j < nr; j++) {
                 const float *sc = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k));
                 const __m512 sv = _mm512_load_ps(sc + g * 16), mv = _mm512_load_ps(sc + (ng + g) * 16);
