@@ -109,8 +109,9 @@
  * exceptions (the second, F32 mode on AMX-BF16 tiles, below): in the ROWS layout, every type but Q6_K in Q8 mode from 16 x rows
  * run a panel GEMM at the vnni level (kernels/x86/qblock_panel_avx512vnni.c: 16 weight rows in
  * the lanes, each sub-block's exact integer sum (32 columns; 16 for Q2_K and Q3_K) scaled into
- * fp32 on its own, but for Q4_K, Q5_K, Q2_K and IQ4_XS, whose integer scales and mins join a
- * 256-column piece's sub-block sums exactly in int32 before one fp32 step per piece (the piece form,
+ * fp32 on its own, but for Q4_K, Q5_K, Q2_K, IQ4_XS and Q3_K, whose integer scales and mins join
+ * a 256-column piece's sub-block sums exactly (in int32; Q3_K's in fp32, exact there) before one
+ * fp32 step per piece (the piece form,
  * kernels/x86/qblock_p16_avx512.h); at the amx
  * level the same GEMM on AMX-INT8 tiles, kernels/x86/qblock_panel_amx.c, with the same bits), whose
  * rows have the same bits as in any other call of 16 or more rows but may differ from the

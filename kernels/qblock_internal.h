@@ -56,20 +56,11 @@ void numla_qblock_gemm_vnni_unsign_(int8_t *xq, int64_t n);
 void numla_qblock_gemm_vnni_rows_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m, const int8_t *xq,
                                   const float *dx, const int32_t *bs, float *y, int64_t ldy, int accumulate);
 
-/* Q2_K's and Q3_K's sub-blocks are 16 columns: their panels hold k / 16 scales and mins per row,
- * and the GEMMs take four k-quads per sub-block (the others: k / 32, eight). */
+/* Q2_K's and Q3_K's sub-blocks are 16 columns: 16 scales per piece and row in their panels, four
+ * k-quads per sub-block (the others: 8 and eight). */
 static inline int numla_qblock_pn_s16_(numla_qblock_type type)
 {
     return numla_qblock_type_row_get(type)->sub == 16;
-}
-/* Q3_K's sub-blocks (their scales take one fp32 step each; Q2_K's join in the piece form) go
- * into a 256-column group's fp32 sum in this order, step j taking sub-block 8 (j / 8) + 2 (j % 4)
- * + (j / 4) % 2 (0, 2, 4, 6, 1, 3, 5, 7, 8, ...): the order in which its small-M kernel completes
- * them (a stored unit (n, u) holds sub-blocks 8n + 2j' + u / 4), so that every M and both layouts
- * give the same bits. */
-static inline int64_t numla_qblock_s16_order_(int64_t j)
-{
-    return 8 * (j / 8) + 2 * (j % 4) + (j / 4) % 2;
 }
 
 /* Q8 mode, many x rows, every type but Q6_K (kernels/x86/qblock_panel_avx512vnni.c): from

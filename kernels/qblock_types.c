@@ -61,7 +61,7 @@ const numla_qblock_type_row numla_qblock_type_rows[NUMLA_QBLOCK_TYPE_COUNT] = {
                            .dequant = numla_qblock_dequant_q2_k_ref, F32_AVX512_(q2_k), P16_(q2_k),
                            Q8_DOT_(q2_k), Q8_AVX2_(q2_k), F32_AVX2_(q2_k)},
     [NUMLA_QBLOCK_Q3_K] = {.info = {NUMLA_GGML_ROW(Q3_K)}, .f16_count = 1, .f16_at = {108}, .q8_group = 256, .sub = 16,
-                           .p16_cols = 256, .p16_bytes = NUMLA_QBLOCK_P16_SB_Q3K, .panel_gemm = 1,
+                           .p16_cols = 256, .p16_bytes = NUMLA_QBLOCK_P16_SB_Q3K, .panel_gemm = 1, .int_scales = 2,
                            .dequant = numla_qblock_dequant_q3_k_ref, F32_AVX512_(q3_k), P16_(q3_k),
                            Q8_DOT_(q3_k), Q8_AVX2_(q3_k), F32_AVX2_(q3_k)},
     [NUMLA_QBLOCK_Q5_0] = {.info = {NUMLA_GGML_ROW(Q5_0)}, .f16_count = 1, .f16_at = {0}, .q8_group = 32, .sub = 32,

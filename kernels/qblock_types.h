@@ -27,8 +27,10 @@
  *   panel_gemm   the panel GEMM from NUMLA_QBLOCK_PANEL_MIN_M x rows (vnni and amx levels:
  *                kernels/x86/qblock_panel_*.c) runs it (every type with a PANEL16 layout but
  *                Q6_K, whose stored panels run their own kernel at every M)
- *   int_scales   its sub-block scales and mins are small integers under a per-piece d and dmin
- *                (Q4_K, Q5_K, Q2_K; IQ4_XS's ls - 32, its min 128 times that): the panel GEMM
+ *   int_scales   its sub-block scales and mins are small integers under a per-piece d and dmin:
+ *                1 (Q4_K, Q5_K, Q2_K; IQ4_XS's ls - 32, its min 128 times that) or 2 (Q3_K,
+ *                whose piece's integer sum is exact in fp32 too; the form's second kind,
+ *                kernels/x86/qblock_p16_avx512.h): the panel GEMM
  *                and the stored panels' kernels join a piece's
  *                sub-block sums with them exactly in int32 and go to fp32 once per piece (the
  *                piece form, kernels/x86/qblock_p16_avx512.h); the amx level's tiles then take

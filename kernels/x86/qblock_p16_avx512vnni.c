@@ -449,10 +449,11 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q5k_tile_(const numla_qblock_weigh
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }
 
-/* Q3_K: x rows [0, mr) against panel p. As Q2_K, with each code's third bit from the hmask unit
- * u (bit 4n + j of its byte) kept in place too and summed apart (h & 1 << (4n + j): its sum is
- * 2^(4n + j) Σ hbit x): Σ code x = (S2 >> 2j) + 4 (SH >> (4n + j)), exact; the code is q + 4
- * (unsigned), scale d · (s - 32), min 4 · scale, the panel GEMM's steps and order. */
+/* Q3_K: x rows [0, mr) against panel p, in its form (kernels/x86/qblock_p16_avx512.h). As Q2_K,
+ * with each code's third bit from the hmask unit u (bit 4n + j of its byte) kept in place too and
+ * summed apart (h & 1 << (4n + j): its sum is 2^(4n + j) Σ hbit x): Σ code x = (S2 >> 2j) + 4 (SH
+ * >> (4n + j)), exact; the code is q + 4 (unsigned), so Σ q x takes 4 Σ x off, and times the
+ * rows' s - 32 (floats) goes into the piece's exact fp32 U. */
 NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q3_tile_(const numla_qblock_weight *w, int64_t p, const int8_t *xq,
                                                        const float *dx, const int32_t *bs, float *y, int64_t ldy,
                                                        int accumulate, const int mr)
@@ -465,12 +466,9 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q3_tile_(const numla_qblock_weight
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q3K;
         const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q3_D)));
-        float bsf[NUMLA_QBLOCK_P16_MR][16] __attribute__((aligned(64))); /* Σ x per sub-block, floats */
-        __m512 tb[NUMLA_QBLOCK_P16_MR];
-        for (int i = 0; i < mr; i++) {
-            tb[i] = _mm512_setzero_ps();
-            numla_qblock_p16_bsf_(bs + i * nb16 + 16 * b, bsf[i], 0);
-        }
+        __m512 U[NUMLA_QBLOCK_P16_MR];
+        for (int i = 0; i < mr; i++)
+            U[i] = _mm512_setzero_ps();
         for (int n = 0; n < 2; n++)
             for (int half = 0; half < 2; half++) {
                 __m512i s2[NUMLA_QBLOCK_P16_MR][4], sh[NUMLA_QBLOCK_P16_MR][4];
@@ -494,19 +492,19 @@ NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_q3_tile_(const numla_qblock_weight
                 }
                 for (int j = 0; j < 4; j++) {
                     const int sb = 8 * n + 2 * j + half, e = 4 * n + j; /* e: the hmask bit */
-                    const __m512 sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                                           _mm_load_si128((const __m128i *)(const void *)(pc + numla_qblock_p16_q3_sc_(sb))))));
-                    const __m512 mv = _mm512_mul_ps(sv, _mm512_set1_ps(4.0f));
+                    const __m512 sv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                        _mm_load_si128((const __m128i *)(const void *)(pc + numla_qblock_p16_q3_sc_(sb)))));
                     for (int i = 0; i < mr; i++) {
                         const __m512i h4 = e >= 2 ? _mm512_srai_epi32(sh[i][j], (unsigned)(e - 2))
                                                   : _mm512_slli_epi32(sh[i][j], (unsigned)(2 - e));
                         const __m512i is = _mm512_add_epi32(_mm512_srai_epi32(s2[i][j], (unsigned)(2 * j)), h4);
-                        tb[i] = numla_qblock_panel_sub_f_(tb[i], is, sv, mv, bsf[i][sb]);
+                        const __m512i iq = _mm512_sub_epi32(is, _mm512_set1_epi32(4 * bs[i * nb16 + 16 * b + sb]));
+                        U[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iq), sv, U[i]);
                     }
                 }
             }
         for (int i = 0; i < mr; i++)
-            acc[i] = numla_qblock_panel_group_(acc[i], tb[i], dx[i * nb + b]);
+            acc[i] = _mm512_fmadd_ps(U[i], _mm512_mul_ps(d, _mm512_set1_ps(dx[i * nb + b])), acc[i]);
     }
     numla_qblock_p16_store_(acc, mr, 16 * p, w->n, y, ldy, accumulate);
 }

@@ -14,20 +14,20 @@
  * The unpacked panel (numla_qblock_pn_pack_, shared with the vpdpbusd GEMM) stores a 32-column
  * sub-block g of 16 weight rows as eight 64-byte k-quads, byte 64 q + 4 c + b = row c's code at
  * column 4 q + b: exactly a B tile of 8 rows x 64 bytes (K = 32 as 8 quads, N = 16 weight rows),
- * loaded with stride 64 (Q3_K's 16-column sub-blocks: 4 rows, K = 16, under a second tile
- * configuration). The A tile is 16 x rows x the sub-block's quantized bytes, loaded
+ * loaded with stride 64. The A tile is 16 x rows x the sub-block's quantized bytes, loaded
  * from the x rows themselves (stride k; a partial last block of x rows from a zero-padded copy).
  * TDPBSUD multiplies A signed (x) by B unsigned (the codes), so C[i][c] = Σ x · q, the exact int32
  * the vpdpbusd GEMM sums for x row i and weight row c; each C row then goes to fp32 through the
  * same functions (numla_qblock_panel_sub_, _group_) in the same order, so y has the vnni level's
  * bits at every M.
  *
- * Q4_K, Q5_K, Q2_K and IQ4_XS, whose sub-block scales are small integers, take them into the
+ * The K-quants but Q6_K and IQ4_XS, whose sub-block scales are small integers, take them into the
  * weights instead: byte planes per panel and a piece's whole sum in four K = 64 products per plane
  * (numla_qblock_k4_rows_amx_, below); so do Q6_K's stored panels (numla_qblock_q6_rows_amx_).
  * The other types take one tile product per sub-block (their scales are real numbers that differ
- * per weight row, so their sums cannot share a tile): per 16 x rows and sub-block, one A load (tiles 4 and 7 in turn, so a
- * sub-block's x load need not wait for the previous one's products), and per panel of the chunk
+ * per weight row, so their sums cannot share a tile): per 16 x rows and sub-block, one A load
+ * (tiles 4 and 7 in turn, so a sub-block's x load need not wait for the previous one's
+ * products), and per panel of the chunk
  * (NUMLA_QBLOCK_PANEL_NP, each its own C tile 0-3) one B load (tiles 5 and 6 in turn) and one
  * TDPBSUD, the sub-block's products all issued before its C tiles are stored. Sub-blocks go in
  * runs of NUMLA_QBLOCK_AMX_SB: the run's products first, then the fp32 steps per (panel, x row)
@@ -63,12 +63,9 @@ enum { NUMLA_QBLOCK_AMX_TR = 16, NUMLA_QBLOCK_AMX_SB = 2 };
 #define NUMLA_QBLOCK_AMX_B1 6
 _Static_assert(NUMLA_QBLOCK_PANEL_NP <= NUMLA_QBLOCK_AMX_A, "one C tile per panel of a chunk");
 
-/* Palette 1: C 16 x 64 bytes (16 x 16 int32), A 16 x 32 bytes (K = 32), B 8 x 64 bytes; for the
- * 16-column sub-blocks of Q3_K, A 16 x 16 bytes and B 4 x 64. */
-static const numla_amx_tilecfg numla_qblock_amx_cfg_[2] __attribute__((aligned(64))) = {
-    {.palette = 1, .colsb = {64, 64, 64, 64, 32, 64, 64, 32}, .rows = {16, 16, 16, 16, 16, 8, 8, 16}},
-    {.palette = 1, .colsb = {64, 64, 64, 64, 16, 64, 64, 16}, .rows = {16, 16, 16, 16, 16, 4, 4, 16}},
-};
+/* Palette 1: C 16 x 64 bytes (16 x 16 int32), A 16 x 32 bytes (K = 32), B 8 x 64 bytes. */
+static const numla_amx_tilecfg numla_qblock_amx_cfg_ __attribute__((aligned(64))) = {
+    .palette = 1, .colsb = {64, 64, 64, 64, 32, 64, 64, 32}, .rows = {16, 16, 16, 16, 16, 8, 8, 16}};
 
 /* C tile j (a literal, as the intrinsics need) = A · B over the sub-block at codes, stored to c. */
 #define NUMLA_QBLOCK_AMX_PRODUCT(J, B, codes, c)                                                                       \
@@ -148,10 +145,10 @@ numla_qblock_amx_sub_run_(const int32_t (*c)[NUMLA_QBLOCK_PANEL_NP][NUMLA_QBLOCK
  * stored to its own C buffer), then the fp32 steps per panel and row over the run. */
 static void numla_qblock_amx_block_(const uint8_t *pan, size_t pbytes, int64_t np, int64_t k, const int8_t *xt,
                                     int mr, const float *dx, const int32_t *bs, int64_t a, int64_t ahi, float *y,
-                                    int64_t ldy, int accumulate, int s16)
+                                    int64_t ldy, int accumulate)
 {
     enum { TR = NUMLA_QBLOCK_AMX_TR, SB = NUMLA_QBLOCK_AMX_SB };
-    const int sw = s16 ? 16 : 32, spg = 256 / sw; /* sub-block columns, sub-blocks per x group */
+    enum { sw = 32, spg = 256 / sw }; /* sub-block columns, sub-blocks per x group */
     const int64_t ng = k / sw, nb = numla_qblock_q8_groups_(k), k16 = k / 16;
     __m512 acc[NUMLA_QBLOCK_PANEL_NP][TR], tbm[NUMLA_QBLOCK_PANEL_NP][TR];
     int32_t c[SB][NUMLA_QBLOCK_PANEL_NP][TR * TR] __attribute__((aligned(64)));
@@ -165,10 +162,10 @@ static void numla_qblock_amx_block_(const uint8_t *pan, size_t pbytes, int64_t n
         for (int64_t g0 = spg * b; g0 < gend; g0 += SB) { /* a run of its sub-blocks (16-column ones permuted) */
             const int cnt = (int)(gend - g0 < SB ? gend - g0 : SB);
             for (int s = 0; s < cnt; s++) {
-                const int64_t gs = g0 + s, g = s16 ? spg * b + numla_qblock_s16_order_(gs - spg * b) : gs;
+                const int64_t g = g0 + s;
                 gidx[s] = g;
                 for (int i = 0; i < mr; i++)
-                    bsf[i][s] = s16 ? (float)bs[i * k16 + g] : (float)(bs[i * k16 + 2 * g] + bs[i * k16 + 2 * g + 1]);
+                    bsf[i][s] = (float)(bs[i * k16 + 2 * g] + bs[i * k16 + 2 * g + 1]);
                 if (s % 2 == 0)
                     NUMLA_QBLOCK_AMX_SUB_(NUMLA_QBLOCK_AMX_A, xt + sw * g, k, pan + (size_t)g * (size_t)(16 * sw), pbytes,
                                           np, c[s]);
@@ -215,8 +212,7 @@ static void numla_qblock_panel_rows_amx_(const numla_qblock_weight *w, int64_t l
     const size_t pbytes = numla_qblock_pn_panel_bytes_(k);
     uint8_t *pan = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     uint8_t *buf = pan + numla_qblock_align64_((size_t)NUMLA_QBLOCK_PANEL_NP * pbytes);
-    const int s16 = numla_qblock_pn_s16_(w->type);
-    _tile_loadconfig(&numla_qblock_amx_cfg_[s16]);
+    _tile_loadconfig(&numla_qblock_amx_cfg_);
     for (int64_t a = lo; a < hi; a += 16 * NUMLA_QBLOCK_PANEL_NP) {
         const int64_t ahi = a + 16 * NUMLA_QBLOCK_PANEL_NP < hi ? a + 16 * NUMLA_QBLOCK_PANEL_NP : hi;
         const int64_t np = (ahi - a + 15) / 16;
@@ -232,7 +228,7 @@ static void numla_qblock_panel_rows_amx_(const numla_qblock_weight *w, int64_t l
                 xt = (const int8_t *)buf;
             }
             numla_qblock_amx_block_(pan, pbytes, np, k, xt, mr, dx + i0 * nb, bs + i0 * (k / 16), a, ahi,
-                                    y + i0 * ldy, ldy, accumulate, s16);
+                                    y + i0 * ldy, ldy, accumulate);
         }
     }
     _tile_release();
@@ -406,18 +402,19 @@ static void numla_qblock_q6_rows_amx_(const numla_qblock_weight *w, int64_t plo,
 }
 
 /* The panel GEMM of the types with integer scales (their row's int_scales: Q4_K, Q5_K, Q2_K,
- * IQ4_XS), in the piece form of the vnni level (kernels/x86/qblock_p16_avx512.h): per 256-column
+ * IQ4_XS; Q3_K), in the forms of the vnni level (kernels/x86/qblock_p16_avx512.h): per 256-column
  * piece
  *   S = Σ_j sc_j Σ q · x,  Z = Σ_j m_j Σ x,   acc = fma(float(S) · d - float(Z) · dmin, dx, acc)
- * the same integers, so the same bits. The scales go into the weights: an unpacked panel's codes
- * become byte planes (numla_qblock_k4_planes_: Q4_K's and Q5_K's codes, at most 31, as lo =
- * q · (sc & 7) in place of the codes and hi = q · (sc >> 3) beside, at most 217: unsigned; Q2_K's
- * as one plane q · sc; IQ4_XS's w = (c - 128) · s as w & 63 and the signed w >> 6, TDPBSSD), so
+ * (Q3_K: acc = fma(float(U), d · dx, acc) with its U = Σ_j s_j Σ (c - 4) x), the same integers, so
+ * the same bits. The scales go into the weights: an unpacked panel's codes become byte planes
+ * (numla_qblock_k4_planes_: Q4_K's and Q5_K's codes, at most 31, as lo = q · (sc & 7) in place of
+ * the codes and hi = q · (sc >> 3) beside, at most 217: unsigned; Q2_K's as one plane q · sc;
+ * IQ4_XS's w = (c - 128) · s and Q3_K's (c - 4) · s as w & 63 and the signed w >> 6, TDPBSSD), so
  * S is a piece's whole sum, four K = 64 products per plane, where the fp32 panel GEMM takes a
  * product, a C store and an fp32 step per 32-column (16-column) sub-block. Z takes four (eight)
- * vpdpwssd per x row and piece. x tiles go in pairs (each B
- * tile serves two), each pair over every panel of the chunk, the pieces' x sums (word pairs)
- * made once per pair and piece; a partial last x tile reads a zero-padded copy. */
+ * vpdpwssd per x row and piece. x tiles go in pairs (each B tile serves two), each pair over
+ * every panel of the chunk, the pieces' x sums (word pairs) made once per pair and piece; a
+ * partial last x tile reads a zero-padded copy. */
 
 static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m,
                                       const int8_t *xq, const float *dx, const int32_t *bs, float *y, int64_t ldy,
@@ -426,7 +423,9 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
     enum { TR = NUMLA_QBLOCK_AMX_TR, NP = NUMLA_QBLOCK_PANEL_NP };
     const int64_t k = w->k, nb = k / 256, k16 = k / 16;
     const int s16 = numla_qblock_pn_s16_(w->type);
-    const int kind = s16                               ? NUMLA_QBLOCK_PL_Q2
+    const int q3 = numla_qblock_type_row_get(w->type)->int_scales == 2;
+    const int kind = q3                                 ? NUMLA_QBLOCK_PL_Q3
+                     : s16                              ? NUMLA_QBLOCK_PL_Q2
                      : w->type == NUMLA_QBLOCK_IQ4_XS ? NUMLA_QBLOCK_PL_IQ4
                                                       : NUMLA_QBLOCK_PL_K4;
     const size_t pbytes = numla_qblock_pn_panel_bytes_(k);
@@ -466,7 +465,7 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
                 for (int i = 0; i < rows; i++)
                     acc[j][i] = _mm512_setzero_ps();
             for (int64_t b = 0; b < nb; b++) {
-                for (int i = 0; i < rows; i++) {
+                for (int i = 0; !q3 && i < rows; i++) {
                     if (s16)
                         numla_qblock_k16_xpairs_(bs + (t0 + i) * k16 + 16 * b, xp[i]);
                     else
@@ -485,7 +484,7 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
     } while (0)
                     if (kind == NUMLA_QBLOCK_PL_K4)
                         NUMLA_QBLOCK_AMX_K4_(1, 0);
-                    else if (kind == NUMLA_QBLOCK_PL_IQ4)
+                    else if (kind == NUMLA_QBLOCK_PL_IQ4 || kind == NUMLA_QBLOCK_PL_Q3)
                         NUMLA_QBLOCK_AMX_K4_(1, 1);
                     else
                         NUMLA_QBLOCK_AMX_K4_(0, 0);
@@ -495,17 +494,23 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
                     const __m512 d = _mm512_load_ps(pa + NUMLA_QBLOCK_K4_D);
                     const __m512 dmin = _mm512_load_ps(pa + NUMLA_QBLOCK_K4_DMIN);
                     __m512i mp[8];
-                    for (int q = 0; q < (s16 ? 8 : 4); q++)
+                    for (int q = 0; !q3 && q < (s16 ? 8 : 4); q++)
                         mp[q] = _mm512_load_si512(
                             (const void *)(pa + (s16 ? NUMLA_QBLOCK_K16_MP : NUMLA_QBLOCK_K4_MP) + 16 * q));
                     for (int u = 0; u < 1 + two; u++)
                         for (int i = 0; i < mr[u]; i++) {
                             const int r = TR * u + i;
                             __m512i S = _mm512_load_si512((const void *)(c[2 * u] + TR * i));
-                            if (kind != NUMLA_QBLOCK_PL_Q2) /* the hi plane weighs 8 (64 for IQ4_XS) */
+                            if (kind != NUMLA_QBLOCK_PL_Q2) /* the hi plane weighs 8 (64 where signed) */
                                 S = _mm512_add_epi32(S, _mm512_slli_epi32(
                                                             _mm512_load_si512((const void *)(c[2 * u + 1] + TR * i)),
-                                                            kind == NUMLA_QBLOCK_PL_IQ4 ? 6 : 3));
+                                                            kind == NUMLA_QBLOCK_PL_K4 ? 3 : 6));
+                            if (q3) { /* Q3_K's form: S is its U */
+                                acc[j][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S),
+                                                            _mm512_mul_ps(d, _mm512_set1_ps(dx[(t0 + r) * nb + b])),
+                                                            acc[j][r]);
+                                continue;
+                            }
                             const __m512i Z = s16 ? numla_qblock_k16_z_(mp, xp[r]) : numla_qblock_k4_z_(mp, xp[r]);
                             if (kind == NUMLA_QBLOCK_PL_IQ4) /* the vnni level's S counts the codes' + 128 */
                                 S = _mm512_add_epi32(S, _mm512_slli_epi32(Z, 7));

@@ -53,12 +53,10 @@ size_t numla_qblock_pn_panel_bytes_(int64_t k)
  *   Q2_K  code (qs[32 n + l] >> 2 j) & 3 at column 128 n + 32 j + l; sub-block 8 n + 2 j + l / 16
  *         has s = scales[sb] & 15, m = scales[sb] >> 4, in the piece form (area:
  *         kernels/x86/qblock_p16_avx512.h);
- *   Q3_K  code the same 2 bits + 4 where bit 4 n + j of hmask[l] is set (q + 4, unsigned), fp32
- *         scale d · (s6 - 32) with the sub-block's 6-bit s6 and min 4 · scale per 16-column
- *         sub-block (k / 16 of each). */
+ *   Q3_K  code the same 2 bits + 4 where bit 4 n + j of hmask[l] is set (q + 4, unsigned), s =
+ *         s6 - 32 with the sub-block's 6-bit s6 under d, in its form (the same header). */
 static void numla_qblock_pn_pack_s16_(const numla_qblock_weight *w, int64_t r0, int nr, uint8_t *buf, float *area)
 {
-    float *sc = area, *mn = area + (w->k / 16) * 16; /* Q3_K: fp32 scale and min per sub-block */
     const int64_t k = w->k, nb = k / 256;
     const int q3 = w->type == NUMLA_QBLOCK_Q3_K;
     const int64_t bb = q3 ? 110 : 84; /* block bytes */
@@ -67,9 +65,7 @@ static void numla_qblock_pn_pack_s16_(const numla_qblock_weight *w, int64_t r0, 
         uint8_t *o = buf + (size_t)c * (size_t)k;
         if (c >= nr) {
             memset(o, 0, (size_t)k);
-            for (int64_t j = 0; q3 && j < k / 16; j++)
-                sc[16 * j + c] = mn[16 * j + c] = 0.0f;
-            for (int64_t b = 0; !q3 && b < nb; b++) {
+            for (int64_t b = 0; b < nb; b++) { /* (0.0f and 0 have the same bits) */
                 float *pa = area + b * NUMLA_QBLOCK_K4_PIECE_FLOATS;
                 int32_t *iv = (int32_t *)(void *)pa;
                 pa[NUMLA_QBLOCK_K4_D + c] = pa[NUMLA_QBLOCK_K4_DMIN + c] = 0.0f;
@@ -95,16 +91,15 @@ static void numla_qblock_pn_pack_s16_(const numla_qblock_weight *w, int64_t r0, 
                 }
             }
             uint16_t h[2];
-            if (q3) {
+            if (q3) { /* Q3_K's form: d, and s = s6 - 32 as floats */
+                float *pa = area + b * NUMLA_QBLOCK_K4_PIECE_FLOATS;
                 memcpy(h, blk + 108, 2);
-                const float d = numla_f16_to_f32(h[0]);
+                pa[NUMLA_QBLOCK_K4_D + c] = numla_f16_to_f32(h[0]);
                 for (int sb = 0; sb < 16; sb++) { /* 6-bit scales: low 4 bits from bytes 0-7, high 2 from 8-11 */
                     const uint8_t *sp = blk + 96;
                     const int lo = sb < 8 ? sp[sb] & 15 : sp[sb - 8] >> 4;
                     const int hi2 = (sp[8 + sb % 4] >> (2 * (sb / 4))) & 3;
-                    const float s = d * (float)((lo | hi2 << 4) - 32);
-                    sc[16 * (16 * b + sb) + c] = s;
-                    mn[16 * (16 * b + sb) + c] = 4.0f * s;
+                    pa[NUMLA_QBLOCK_K4_SC + 16 * sb + c] = (float)((lo | hi2 << 4) - 32);
                 }
                 continue;
             }
@@ -176,8 +171,7 @@ static void numla_qblock_pn_from_p16_b32_(const numla_qblock_weight *w, int64_t 
 
 /* A stored Q2_K or Q3_K panel: unit (n, u)'s four 2-bit fields are the quads 32n + 8j + u of the
  * piece (Q3_K: plus 4 where bit 4n + j of hmask unit u is set); Q2_K's per 16-column sub-block sc
- * & 15 and min sc >> 4 under d and dmin in the piece form, Q3_K's fp32 scale d · (s - 32) and 4
- * times that as its small-M kernel computes them. */
+ * & 15 and min sc >> 4 under d and dmin in the piece form, Q3_K's d and s - 32 in its form. */
 static void numla_qblock_pn_from_p16_q2_(const numla_qblock_weight *w, int64_t r0, uint8_t *dst)
 {
     const int64_t k = w->k, nb = k / 256;
@@ -198,13 +192,12 @@ static void numla_qblock_pn_from_p16_q2_(const numla_qblock_weight *w, int64_t r
             }
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(pc + NUMLA_QBLOCK_P16_Q3_D)));
-        float *sc = area, *mn = area + (k / 16) * 16; /* fp32 scale and min per sub-block */
-        for (int s = 0; s < 16; s++) {
-            const __m512 sv = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                                   _mm_load_si128((const __m128i *)(const void *)(pc + numla_qblock_p16_q3_sc_(s))))));
-            _mm512_store_ps(sc + (16 * b + s) * 16, sv);
-            _mm512_store_ps(mn + (16 * b + s) * 16, _mm512_mul_ps(sv, _mm512_set1_ps(4.0f)));
-        }
+        float *pa = area + b * NUMLA_QBLOCK_K4_PIECE_FLOATS; /* Q3_K's form: d, s as floats */
+        _mm512_store_ps(pa + NUMLA_QBLOCK_K4_D, d);
+        for (int s = 0; s < 16; s++)
+            _mm512_store_ps(pa + NUMLA_QBLOCK_K4_SC + 16 * s,
+                            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                _mm_load_si128((const __m128i *)(const void *)(pc + numla_qblock_p16_q3_sc_(s))))));
     }
     for (int64_t b = 0; !q3 && b < nb; b++) {
         const uint8_t *pc = pan + b * NUMLA_QBLOCK_P16_SB_Q2K;
@@ -592,16 +585,58 @@ numla_qblock_pn_tile_k4_(const uint8_t *pan, size_t pbytes, int64_t k, const int
     numla_qblock_pn_store_(acc, rr, hi, y, ldy, accumulate, mr, nr);
 }
 
+/* Q3_K's tile, in its form (kernels/x86/qblock_p16_avx512.h): per 16-column sub-block, float(IS -
+ * 4 XS) times float(s) into the piece's fp32 sum U, exact; acc = fma(U, d · dx, acc) per piece. */
+static inline __attribute__((always_inline)) void
+numla_qblock_pn_tile_q3_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t *xq, const float *dx,
+                         const int32_t *bs, int64_t rr, int64_t hi, float *y, int64_t ldy, int accumulate,
+                         const int mr, const int nr)
+{
+    const int64_t nb = k / 256, k16 = k / 16;
+    __m512 acc[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512 U[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
+        for (int i = 0; i < mr; i++)
+            for (int j = 0; j < nr; j++)
+                U[i][j] = _mm512_setzero_ps();
+        for (int64_t g = 16 * b; g < 16 * b + 16; g++) {
+            __m512i is[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
+            for (int i = 0; i < mr; i++)
+                for (int j = 0; j < nr; j++)
+                    is[i][j] = _mm512_setzero_si512();
+            numla_qblock_pn_quads_(is, pan, pbytes, xq, k, 4 * g, 4 * g + 4, mr, nr);
+            for (int j = 0; j < nr; j++) {
+                const float *pa = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k)) +
+                                  b * NUMLA_QBLOCK_K4_PIECE_FLOATS;
+                const __m512 sv = _mm512_load_ps(pa + NUMLA_QBLOCK_K4_SC + 16 * (g - 16 * b));
+                for (int i = 0; i < mr; i++)
+                    U[i][j] = _mm512_fmadd_ps(
+                        _mm512_cvtepi32_ps(_mm512_sub_epi32(is[i][j], _mm512_set1_epi32(4 * bs[i * k16 + g]))), sv,
+                        U[i][j]);
+            }
+        }
+        for (int j = 0; j < nr; j++) {
+            const float *pa = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k)) +
+                              b * NUMLA_QBLOCK_K4_PIECE_FLOATS;
+            const __m512 d = _mm512_load_ps(pa + NUMLA_QBLOCK_K4_D);
+            for (int i = 0; i < mr; i++)
+                acc[i][j] = _mm512_fmadd_ps(U[i][j], _mm512_mul_ps(d, _mm512_set1_ps(dx[i * nb + b])), acc[i][j]);
+        }
+    }
+    numla_qblock_pn_store_(acc, rr, hi, y, ldy, accumulate, mr, nr);
+}
+
 /* y rows i0 .. i0 + mr, weight rows rr .. rr + 16 nr (stopping at hi) from the panels at pan: the
- * types whose sub-block scales take one fp32 step each (s16: Q3_K's 16-column sub-blocks). */
+ * types whose sub-block scales are real numbers, one fp32 step per sub-block. */
 static inline __attribute__((always_inline)) void
 numla_qblock_pn_tile_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t *xq, const float *dx,
                       const int32_t *bs, int64_t rr, int64_t hi, float *y, int64_t ldy, int accumulate,
-                      const int mr, const int nr, const int s16)
+                      const int mr, const int nr)
 {
-    /* sub-blocks of 32 columns (8 k-quads), or of 16 (4) for Q3_K */
-    const int qs = s16 ? 4 : 8, spg = 256 / (4 * qs); /* quads per sub-block, sub-blocks per group */
-    const int64_t ng = k / (4 * qs), nb = numla_qblock_q8_groups_(k);
+    const int64_t ng = k / 32, nb = numla_qblock_q8_groups_(k);
     __m512 acc[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++)
@@ -611,20 +646,18 @@ numla_qblock_pn_tile_(const uint8_t *pan, size_t pbytes, int64_t k, const int8_t
         for (int i = 0; i < mr; i++)
             for (int j = 0; j < nr; j++)
                 tb[i][j] = _mm512_setzero_ps();
-        const int64_t gend = spg * b + spg < ng ? spg * b + spg : ng;
-        for (int64_t gs = spg * b; gs < gend; gs++) { /* its sub-blocks (16-column ones permuted) */
-            const int64_t g = s16 ? spg * b + numla_qblock_s16_order_(gs - spg * b) : gs;
+        const int64_t gend = 8 * b + 8 < ng ? 8 * b + 8 : ng;
+        for (int64_t g = 8 * b; g < gend; g++) { /* its sub-blocks */
             __m512i is[NUMLA_QBLOCK_PN_MR][NUMLA_QBLOCK_PN_NR];
             for (int i = 0; i < mr; i++)
                 for (int j = 0; j < nr; j++)
                     is[i][j] = _mm512_setzero_si512();
-            numla_qblock_pn_quads_(is, pan, pbytes, xq, k, qs * g, qs * g + qs, mr, nr);
+            numla_qblock_pn_quads_(is, pan, pbytes, xq, k, 8 * g, 8 * g + 8, mr, nr);
             for (int j = 0; j < nr; j++) {
                 const float *sc = (const float *)(const void *)(pan + (size_t)j * pbytes + (size_t)(16 * k));
                 const __m512 sv = _mm512_load_ps(sc + g * 16), mv = _mm512_load_ps(sc + (ng + g) * 16);
                 for (int i = 0; i < mr; i++)
-                    tb[i][j] = s16 ? numla_qblock_panel_sub_f_(tb[i][j], is[i][j], sv, mv, (float)bs[i * (k / 16) + g])
-                                   : numla_qblock_panel_sub_(tb[i][j], is[i][j], sv, mv, bs + i * (k / 16) + 2 * g);
+                    tb[i][j] = numla_qblock_panel_sub_(tb[i][j], is[i][j], sv, mv, bs + i * (k / 16) + 2 * g);
             }
         }
         for (int i = 0; i < mr; i++)
@@ -640,7 +673,7 @@ void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t 
 {
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k);
     const size_t pbytes = numla_qblock_pn_panel_bytes_(k);
-    const int s16 = numla_qblock_pn_s16_(w->type), k4 = numla_qblock_type_row_get(w->type)->int_scales;
+    const int s16 = numla_qblock_pn_s16_(w->type), k4 = numla_qblock_type_row_get(w->type)->int_scales == 1;
     const int pre = w->type == NUMLA_QBLOCK_Q2_K;
     uint8_t *pan = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     uint8_t *buf = pan + numla_qblock_align64_((size_t)NUMLA_QBLOCK_PANEL_NP * pbytes);
@@ -665,16 +698,16 @@ void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t 
                 switch (pre * 32 + k4 * 64 + s16 * 32 + mr * 4 + nr) {
 #define NUMLA_QBLOCK_PN_CASE(MR)                                                                        \
     case MR * 4 + 1:                                                                                    \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 0);       \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1);          \
         break;                                                                                          \
     case MR * 4 + 2:                                                                                    \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 0);       \
+        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2);          \
         break;                                                                                          \
     case 32 + MR * 4 + 1:                                                                               \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 1);       \
+        numla_qblock_pn_tile_q3_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1);       \
         break;                                                                                          \
     case 32 + MR * 4 + 2:                                                                               \
-        numla_qblock_pn_tile_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2, 1);       \
+        numla_qblock_pn_tile_q3_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 2);       \
         break;                                                                                          \
     case 64 + MR * 4 + 1:                                                                               \
         numla_qblock_pn_tile_k4_(pp, pbytes, k, xi, di, bi, rr, ahi, yi, ldy, accumulate, MR, 1, 0, 0); \

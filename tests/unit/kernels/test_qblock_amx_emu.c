@@ -5,8 +5,8 @@
  * against the dequantized weights by the qblock suite) for every type, in both weight layouts, M
  * around the 16-row tiles and past a run of x tiles, N off the panels, K with a short last x
  * group, accumulate on and off, 1 and 3 threads. The emulator's count of tile products must be
- * exactly what the tile path takes (one per panel, 16 x rows and sub-block of 32 columns, of 16
- * for Q3_K; the byte planes of Q4_K, Q5_K and Q6_K also one per 32 columns, Q2_K's one plane one
+ * exactly what the tile path takes (one per panel, 16 x rows and sub-block of 32 columns; the
+ * byte planes of the integer-scale types and Q6_K also one per 32 columns, Q2_K's one plane one
  * per 64), so the tiles, not the vnni fallback,
  * produced y; below 16 x rows, and for Q6_K's ROWS layout, it must take none. Also the amx level's
  * place in the dispatch table and its layout. The F32 mode's bf16 tiles (kernels/x86/qblock_f32_amx.c, MXFP4) against a double reference
@@ -80,9 +80,9 @@ static int run_case(numla_qblock_type type, numla_qblock_layout layout, int64_t 
      * a panel of their own, so at least that many */
     /* Q6_K: tiles for its stored panels only (its ROWS layout has no panel GEMM) */
     const int tiles = m >= NUMLA_QBLOCK_PANEL_MIN_M && (type != NUMLA_QBLOCK_Q6_K || layout == NUMLA_QBLOCK_LAYOUT_PANEL16);
-    /* Q4_K, Q5_K and Q6_K: two byte planes, four K = 64 products each per 256 columns, one per 32
-     * columns; Q2_K one plane, one per 64; Q3_K one per 16-column sub-block */
-    const int64_t sw = type == NUMLA_QBLOCK_Q2_K ? 64 : type == NUMLA_QBLOCK_Q3_K ? 16 : 32;
+    /* Q4_K, Q5_K, Q3_K, IQ4_XS and Q6_K: two byte planes, four K = 64 products each per 256
+     * columns, one per 32 columns; Q2_K one plane, one per 64 */
+    const int64_t sw = type == NUMLA_QBLOCK_Q2_K ? 64 : 32;
     const long want = tiles ? (long)((n + 15) / 16) * (long)((m + 15) / 16) * (long)(k / sw) : 0;
     if (threads == 1 ? took != want : (took < want || (want == 0 && took != 0))) {
         fprintf(stderr, "\n    %s layout %d M=%lld N=%lld K=%lld threads=%d: %ld TDPBSUD, want %s%ld\n",
