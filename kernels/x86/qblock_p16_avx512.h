@@ -64,8 +64,8 @@ static inline __attribute__((always_inline)) void numla_qblock_p16_q6_ops_(const
                                       0xF8);
 }
 
-/* The fp32 steps shared by the panel GEMM and the small-M kernels, so that they give the same
- * bits. Per 32-column sub-block, for 16 rows and one x row: is its exact int32 sums, sv and mv
+/* The fp32 steps shared by the panel GEMM and the small-M kernels of the 32-element types, so
+ * that they give the same bits. Per 32-column sub-block, for 16 rows and one x row: is its exact int32 sums, sv and mv
  * the rows' scale and min, bs2 the x row's two per-16 code sums there, summed into the 256-column
  * group's partial tb (without the group's x scale):
  *   tb + float(is) · sv - mv · float(Σ x)
@@ -90,11 +90,11 @@ static inline __attribute__((always_inline)) __m512 numla_qblock_panel_group_(__
     return _mm512_fmadd_ps(tb, _mm512_set1_ps(dx), acc);
 }
 
-/* The piece form of the types with integer sub-block scales (their row's int_scales: Q4_K, Q5_K),
- * shared by the panel GEMM (both levels) and the stored panels' kernels, so they give the same
- * bits. Per 256-column piece, for 16 weight rows and one x row, with IS_j the exact int32 Σ q · x
- * of 32-column sub-block j, XS_j its Σ x (the quantized codes), sc_j and m_j the rows' 6-bit scale
- * and min:
+/* The piece form of the types with integer sub-block scales (their row's int_scales: Q4_K and
+ * Q5_K here, Q2_K, IQ4_XS and Q3_K below), shared by the panel GEMM (both levels) and the stored
+ * panels' kernels, so they give the same bits. Per 256-column piece, for 16 weight rows and one x
+ * row, with IS_j the exact int32 Σ q · x of 32-column sub-block j, XS_j its Σ x (the quantized
+ * codes), sc_j and m_j the rows' 6-bit scale and min:
  *   S = Σ_j sc_j IS_j,  Z = Σ_j m_j XS_j          (exact in int32: |S| < 8 · 63 · 32 · 31 · 127)
  *   acc = fma(float(S) · d - float(Z) · dmin, dx, acc)
  * the difference one fmsub of float(S), d and the rounded float(Z) · dmin. Z is four vpdpwssd: the

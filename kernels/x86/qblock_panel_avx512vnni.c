@@ -1,37 +1,39 @@
-/* kernels/x86/qblock_panel_avx512vnni.c — Q8 activation mode (kernels/qblock.h) of Q4_K, Q5_K, Q4_0,
- * Q5_0, Q8_0, IQ4_XS, IQ4_NL and MXFP4 (the encodings of Q4_K_M and IQ4_XS files' prefill linears,
- * the 32-element sub-block ones of the others, DeepSeek-V4's FP4 experts) for many x rows (prefill, MoE experts with many
- * tokens): a packed-panel GEMM on vpdpbusd.
+/* kernels/x86/qblock_panel_avx512vnni.c — Q8 activation mode (kernels/qblock.h) of every block
+ * encoding but Q6_K (the encodings of Q4_K_M, IQ4_XS and the 2-bit files' prefill linears,
+ * DeepSeek-V4's FP4 experts) for many x rows (prefill, MoE experts with many tokens): a
+ * packed-panel GEMM on vpdpbusd.
  *
  * The tile kernels of qblock_gemm_avx512vnni.c run two multiply instructions per 64 products
  * (vpmaddubsw, then vpdpwssd with the sub-block scales) and reduce each output across 16 lanes.
  * Here each thread unpacks a chunk of its weight rows once per call into panels of 16 rows:
- *   codes  the codes as unsigned bytes (Q4_K's and Q4_0's 4 bits, Q5_K's and Q5_0's 5, Q8_0's and
- *          the IQ4 and MXFP4 code books' values + 128), k-quad-interleaved: panel
- *          byte 64 q + 4 c + b is row c's code at column 4 q + b, so one 64-byte load holds four
- *          columns of 16 rows;
- *   scale  per 32-column sub-block g, 16 floats: Q4_0, Q5_0, Q8_0 and IQ4_NL d, IQ4_XS
- *          d · (ls - 32), MXFP4 2^(e - 128) (its E8M0 byte e; exact);
+ *   codes  the codes as unsigned bytes (Q4_K's and Q4_0's 4 bits, Q5_K's and Q5_0's 5, Q2_K's 2
+ *          (times sc: below), Q3_K's 3, Q8_0's and the IQ4 and MXFP4 code books' values + 128),
+ *          k-quad-interleaved: panel byte 64 q + 4 c + b is row c's code at column 4 q + b, so
+ *          one 64-byte load holds four columns of 16 rows;
+ *   scale  the 32-element types, per 32-column sub-block g, 16 floats: Q4_0, Q5_0, Q8_0 and
+ *          IQ4_NL d, MXFP4 2^(e - 128) (its E8M0 byte e; exact);
  *   min    per sub-block, 16 floats: Q4_0 8 · d and Q5_0 16 · d (their codes are q - 8, q - 16),
- *          the others 128 · scale;
- *   Q4_K and Q5_K hold instead, per 256-column piece, d and dmin (fp32) and their rows' 6-bit sc
- *          and m as integers (the piece form of kernels/x86/qblock_p16_avx512.h).
+ *          Q5_1 -m, the others 128 · scale;
+ *   the K-quants and IQ4_XS hold instead, per 256-column piece, d and dmin (fp32) and their rows'
+ *          integer sub-block scales and mins (the piece form of kernels/x86/qblock_p16_avx512.h).
  * One broadcast 4-byte quad of a quantized x row feeds a vpdpbusd per panel (codes unsigned,
- * x signed, no offset to correct): 16 output rows in the lanes, no reduction. After the eight
- * quads of a sub-block its exact int32 sums go to fp32 once, into the 256-column group's sum,
- * which takes the group's x scale dx once:
+ * x signed, no offset to correct): 16 output rows in the lanes, no reduction. For the 32-element
+ * types, after the eight quads of a sub-block its exact int32 sums go to fp32 once, into the
+ * 256-column group's sum, which takes the group's x scale dx once:
  *   tb += float(Σ q · x) · scale - min · float(Σ x);   after the group: acc += tb · dx
- * with Σ x over the sub-block from the quantization's per-16 sums (the 32-element types' K need
- * only be a multiple of 64: its last group is K mod 256 columns, as the header's Q8 mode has
- * it). Q4_K and Q5_K take their integer scales instead: each sub-block's sums times the rows' sc
- * (vpmulld) into the piece's int32 sum, the mins as four vpdpwssd per piece, and one fp32 step
- * per piece (numla_qblock_pn_tile_k4_). Taking dx out of the sub-block step saved one of its four vector operations
- * (docs/quantization.md has what that gained). The register tile is NUMLA_QBLOCK_PN_MR x rows by NUMLA_QBLOCK_PN_NR panels.
+ * with Σ x over the sub-block from the quantization's per-16 sums (their K need only be a
+ * multiple of 64: its last group is K mod 256 columns, as the header's Q8 mode has it). The
+ * others join a piece exactly before its one fp32 step: Q4_K, Q5_K and IQ4_XS each sub-block's
+ * sums times the rows' sc (vpmulld), the mins as four vpdpwssd (numla_qblock_pn_tile_k4_); Q2_K
+ * its codes already times sc, one vpdpbusd sum per piece; Q3_K in exact fp32
+ * (numla_qblock_pn_tile_q3_). The register tile is NUMLA_QBLOCK_PN_MR x rows by
+ * NUMLA_QBLOCK_PN_NR panels.
  *
- * Numerics: the integer part is exact; each sub-block adds two rounded products into the
- * group's fp32 sum and each group one into the row's, within the header's Q8-mode bound. The order differs from the 1-row kernels (which sum
- * per 256-block in 16 lanes and reduce at the end), so from NUMLA_QBLOCK_PANEL_MIN_M x rows a
- * row's output may differ from the one-row result in the last bits (kernels/qblock.h). */
+ * Numerics: the integer part is exact; each sub-block (each piece) adds two rounded products into
+ * the group's fp32 sum and each group one into the row's, within the header's Q8-mode bound. The
+ * order differs from the 1-row kernels of the ROWS layout (which sum per 256-block in 16 lanes and
+ * reduce at the end), so from NUMLA_QBLOCK_PANEL_MIN_M x rows a row's output may differ from the
+ * one-row result in the last bits (kernels/qblock.h). */
 #include "kernels/qblock_internal.h"
 
 #include "common/dtype.h"
