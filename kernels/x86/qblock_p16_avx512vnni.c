@@ -50,16 +50,6 @@ NUMLA_QBLOCK_P16_INLINE __m512i numla_qblock_p16_quad_(const int8_t *x, int64_t 
     return _mm512_set1_epi32(v);
 }
 
-/* An x row's Σ x over the 16 sub-blocks of 16 columns of a 256-column piece (bs16, the
- * quantization's per-16 sums) as floats in out, a broadcast operand for the sub-block steps; with
- * pairs, lane 2j holds the sum of 32-column sub-block j instead (the float of an exact integer:
- * the bits of a caller that adds the two sums and converts). */
-NUMLA_QBLOCK_P16_INLINE void numla_qblock_p16_bsf_(const int32_t *bs16, float *out, const int pairs)
-{
-    const __m512i v = _mm512_loadu_si512((const void *)bs16);
-    _mm512_store_ps(out, _mm512_cvtepi32_ps(pairs ? _mm512_add_epi32(v, _mm512_srli_epi64(v, 32)) : v));
-}
-
 /* The end of a Q4_K or Q5_K piece: its d and dmin (16 fp16 each at dh, dmh), the rows' m bytes
  * (16 per sub-block from m8), x row i's per-16 sums at bs + i nb16 and scale at dx[i nb]: acc[i]
  * takes the piece's step from S[i]. */

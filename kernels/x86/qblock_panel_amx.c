@@ -159,7 +159,7 @@ static void numla_qblock_amx_block_(const uint8_t *pan, size_t pbytes, int64_t n
             acc[j][i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) { /* 256-column x groups (the last one may be shorter) */
         const int64_t gend = spg * b + spg < ng ? spg * b + spg : ng;
-        for (int64_t g0 = spg * b; g0 < gend; g0 += SB) { /* a run of its sub-blocks (16-column ones permuted) */
+        for (int64_t g0 = spg * b; g0 < gend; g0 += SB) { /* a run of its sub-blocks */
             const int cnt = (int)(gend - g0 < SB ? gend - g0 : SB);
             for (int s = 0; s < cnt; s++) {
                 const int64_t g = g0 + s;
@@ -195,11 +195,12 @@ static void numla_qblock_amx_block_(const uint8_t *pan, size_t pbytes, int64_t n
     }
 }
 
-/* numla_qblock_panel_rows_ on tiles: weight rows [lo, hi) against all m quantized x rows. */
 static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m,
                                       const int8_t *xq, const float *dx, const int32_t *bs, float *y, int64_t ldy,
                                       int accumulate, void *scratch);
 
+/* numla_qblock_panel_rows_ on tiles: weight rows [lo, hi) against all m quantized x rows (the
+ * integer-scale types on their byte planes, below). */
 static void numla_qblock_panel_rows_amx_(const numla_qblock_weight *w, int64_t lo, int64_t hi, int64_t m,
                                          const int8_t *xq, const float *dx, const int32_t *bs, float *y, int64_t ldy,
                                          int accumulate, void *scratch)
