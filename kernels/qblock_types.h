@@ -28,13 +28,11 @@
  *                kernels/x86/qblock_panel_*.c) runs it (every type with a PANEL16 layout but
  *                Q6_K, whose stored panels run their own kernel at every M)
  *   int_scales   its sub-block scales and mins are small integers under a per-piece d and dmin:
- *                1 (Q4_K, Q5_K, Q2_K; IQ4_XS's ls - 32, its min 128 times that) or 2 (Q3_K,
- *                whose piece's integer sum is exact in fp32 too; the form's second kind,
- *                kernels/x86/qblock_p16_avx512.h): the panel GEMM
- *                and the stored panels' kernels join a piece's
- *                sub-block sums with them exactly in int32 and go to fp32 once per piece (the
- *                piece form, kernels/x86/qblock_p16_avx512.h); the amx level's tiles then take
- *                the scales into the weights (two byte planes) and a piece's whole sum at once
+ *                the panel GEMM and the stored panels' kernels join a piece's sub-block sums
+ *                with them exactly and go to fp32 once per piece, the amx level's tiles take the
+ *                scales into the weights (byte planes) and a piece's whole sum at once; which
+ *                form (numla_qblock_form below; the kernels: kernels/x86/qblock_p16_avx512.h),
+ *                NUMLA_QBLOCK_FORM_NONE for the others
  * and the functions of each path, NULL where the level below runs the type:
  *   dequant      the reference dequantization of one block (kernels/ref/qblock_ref.c; never NULL)
  *   quantize     the reference quantization of one block's floats (kernels/ref/qblock_quant_ref.c,
@@ -104,6 +102,15 @@ typedef void (*numla_qblock_p16_vnni_fn)(const numla_qblock_weight *w, int64_t p
  * exactly: only for a type with 32-element blocks whose values bf16 holds exactly. */
 typedef void (*numla_qblock_bf16_tile_fn)(const uint8_t *blocks, int64_t ld, uint16_t *tile);
 
+/* The piece forms of the types with integer sub-block scales (a type row's int_scales). */
+typedef enum numla_qblock_form {
+    NUMLA_QBLOCK_FORM_NONE = 0, /* real sub-block scales: one fp32 step per sub-block */
+    NUMLA_QBLOCK_FORM_K4,       /* Q4_K, Q5_K: S, Z in int32; tiles q · (sc & 7), q · (sc >> 3) */
+    NUMLA_QBLOCK_FORM_Q2,       /* Q2_K: the codes times sc in one byte, S straight from them */
+    NUMLA_QBLOCK_FORM_IQ4,      /* IQ4_XS: S, Z with the signed ls - 32, dmin 128 d; tiles (v - 128) · s */
+    NUMLA_QBLOCK_FORM_Q3,       /* Q3_K: U exact in fp32; tiles (c - 4) · s */
+} numla_qblock_form;
+
 typedef struct numla_qblock_type_row {
     numla_qblock_info info;
     int32_t q8_group;
@@ -113,7 +120,7 @@ typedef struct numla_qblock_type_row {
     int32_t p16_scales;
     uint8_t x_offset;
     uint8_t panel_gemm;
-    uint8_t int_scales; /* the panel GEMM's integer piece form (kernels/x86/qblock_p16_avx512.h) */
+    uint8_t int_scales; /* its numla_qblock_form */
     uint8_t f16_count;   /* how many fp16 scale fields a block has (d; d and dmin / m) */
     int16_t f16_at[2];   /* their byte offsets in the block */
     uint8_t e8m0;        /* the block starts with an E8M0 scale byte (MXFP4; the tests keep its

@@ -158,7 +158,7 @@ static inline __attribute__((always_inline)) __m512i numla_qblock_k16_mpair_(__m
     return _mm512_or_si512(_mm512_and_si512(m_even, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(m_odd, 16));
 }
 
-/* Q3_K's form (int_scales 2): its codes are q + 4 (unsigned) under a signed 6-bit s = s6 - 32
+/* Q3_K's form (NUMLA_QBLOCK_FORM_Q3): its codes are q + 4 (unsigned) under a signed 6-bit s = s6 - 32
  * per 16-column sub-block, so a piece's U = Σ_j s_j Σ q x = Σ_j s_j (IS_j - 4 XS_j) is an
  * integer below 2^23 in magnitude (16 · 32 · 16 · 4 · 127): exact in fp32 however it is summed,
  * with fp32 fmas of float(IS_j - 4 XS_j) and float(s_j) (on the pipes vpdpbusd leaves free);
@@ -202,16 +202,14 @@ static inline __attribute__((always_inline)) void numla_qblock_k4_put_(float *pa
                            numla_qblock_k4_mpair_(m8 + sstride * 2 * p, m8 + sstride * (2 * p + 1)));
 }
 
-/* How a type's scaled codes become planes, and S from their products. */
-enum {
-    NUMLA_QBLOCK_PL_K4 = 0, /* Q4_K, Q5_K: lo = q · (sc & 7), hi = q · (sc >> 3); S = lo + 8 hi */
-    NUMLA_QBLOCK_PL_Q2 = 1, /* Q2_K: one plane q · sc (at most 45); S = lo */
-    NUMLA_QBLOCK_PL_Q3 = 3,  /* Q3_K: w = (c - 4) · s (codes c = q + 4, signed s = s6 - 32; -124 <=
-                              * w <= 128): lo = w & 63, hi = w >> 6 (signed); U = lo + 64 hi */
-    NUMLA_QBLOCK_PL_IQ4 = 2, /* IQ4_XS: w = (c - 128) · s with its codes c (the book + 128) and
-                              * signed s (|w| <= 4064): lo = w & 63, hi = w >> 6 (signed); S =
-                              * lo + 64 hi + 128 Z (the vnni level's S counts the + 128) */
-};
+/* How each form's scaled codes become byte planes (the form: its type row's int_scales), and S
+ * from their products:
+ *   K4   lo = q · (sc & 7), hi = q · (sc >> 3) (q at most 31: unsigned); S = lo + 8 hi
+ *   Q2   one plane q · sc (at most 45); S = lo
+ *   IQ4  w = (c - 128) · s with its codes c (the book + 128) and signed s (|w| <= 4064): lo = w &
+ *        63, hi = w >> 6 (signed); S = lo + 64 hi + 128 Z (the vnni level's S counts the + 128)
+ *   Q3   w = (c - 4) · s (codes c = q + 4, signed s = s6 - 32; -124 <= w <= 128): lo = w & 63,
+ *        hi = w >> 6 (signed); U = lo + 64 hi */
 
 /* The unpacked panel at pan (codes, then the piece form's area) into its planes: lo over the codes,
  * hi at hip (16 k bytes; not for Q2_K), k-quad q at 64 q. The amx level's tiles take every kind;
@@ -222,28 +220,28 @@ static inline void numla_qblock_k4_planes_(uint8_t *pan, int64_t k, uint8_t *hip
         0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15};
     const __m512i idx = _mm512_load_si512((const void *)rows2), lob = _mm512_set1_epi16(0xFF);
     const int32_t *area = (const int32_t *)(const void *)(pan + 16 * k);
-    const int spb = kind == NUMLA_QBLOCK_PL_Q2 || kind == NUMLA_QBLOCK_PL_Q3 ? 16 : 8, qs = 64 / spb; /* sub-blocks, quads */
+    const int spb = kind == NUMLA_QBLOCK_FORM_Q2 || kind == NUMLA_QBLOCK_FORM_Q3 ? 16 : 8, qs = 64 / spb; /* sub-blocks, quads */
     for (int64_t b = 0; b < k / 256; b++)
         for (int g = 0; g < spb; g++) {
             /* the 16 rows' sc, as words with word i row i / 2's (a unit's bytes 2 i, 2 i + 1) */
             const int32_t *sp = area + b * NUMLA_QBLOCK_K4_PIECE_FLOATS + NUMLA_QBLOCK_K4_SC + 16 * g;
-            const __m512i sc = kind == NUMLA_QBLOCK_PL_Q3 ? _mm512_cvtps_epi32(_mm512_load_ps((const float *)(const void *)sp))
+            const __m512i sc = kind == NUMLA_QBLOCK_FORM_Q3 ? _mm512_cvtps_epi32(_mm512_load_ps((const float *)(const void *)sp))
                                                           : _mm512_load_si512((const void *)sp);
             const __m512i f0 = _mm512_permutexvar_epi16(
                 idx, _mm512_castsi256_si512(_mm512_cvtepi32_epi16(
-                         kind == NUMLA_QBLOCK_PL_K4 ? _mm512_and_si512(sc, _mm512_set1_epi32(7)) : sc)));
+                         kind == NUMLA_QBLOCK_FORM_K4 ? _mm512_and_si512(sc, _mm512_set1_epi32(7)) : sc)));
             const __m512i f1 =
                 _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(_mm512_cvtepi32_epi16(_mm512_srli_epi32(sc, 3))));
             for (int64_t q = 64 * b + qs * g; q < 64 * b + qs * g + qs; q++) {
                 const __m512i v = _mm512_load_si512((const void *)(pan + 64 * q));
                 __m512i ve = _mm512_and_si512(v, lob), vo = _mm512_srli_epi16(v, 8);
-                if (kind == NUMLA_QBLOCK_PL_IQ4 || kind == NUMLA_QBLOCK_PL_Q3) { /* the signed values */
-                    const __m512i off = _mm512_set1_epi16(kind == NUMLA_QBLOCK_PL_Q3 ? 4 : 128);
+                if (kind == NUMLA_QBLOCK_FORM_IQ4 || kind == NUMLA_QBLOCK_FORM_Q3) { /* the signed values */
+                    const __m512i off = _mm512_set1_epi16(kind == NUMLA_QBLOCK_FORM_Q3 ? 4 : 128);
                     ve = _mm512_sub_epi16(ve, off);
                     vo = _mm512_sub_epi16(vo, off);
                 }
                 const __m512i we = _mm512_mullo_epi16(ve, f0), wo = _mm512_mullo_epi16(vo, f0);
-                if (kind != NUMLA_QBLOCK_PL_K4 && kind != NUMLA_QBLOCK_PL_Q2) { /* signed: split as Q6_K's planes */
+                if (kind != NUMLA_QBLOCK_FORM_K4 && kind != NUMLA_QBLOCK_FORM_Q2) { /* signed: split as Q6_K's planes */
                     _mm512_store_si512((void *)(pan + 64 * q),
                                        _mm512_ternarylogic_epi32(_mm512_and_si512(we, _mm512_set1_epi16(63)),
                                                                  _mm512_slli_epi16(wo, 8), _mm512_set1_epi16(63 << 8), 0xF8));
@@ -253,7 +251,7 @@ static inline void numla_qblock_k4_planes_(uint8_t *pan, int64_t k, uint8_t *hip
                     continue;
                 }
                 _mm512_store_si512((void *)(pan + 64 * q), _mm512_or_si512(we, _mm512_slli_epi16(wo, 8)));
-                if (kind == NUMLA_QBLOCK_PL_K4)
+                if (kind == NUMLA_QBLOCK_FORM_K4)
                     _mm512_store_si512((void *)(hip + 64 * q),
                                        _mm512_or_si512(_mm512_mullo_epi16(ve, f1),
                                                        _mm512_slli_epi16(_mm512_mullo_epi16(vo, f1), 8)));

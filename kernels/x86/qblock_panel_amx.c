@@ -424,11 +424,7 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
     enum { TR = NUMLA_QBLOCK_AMX_TR, NP = NUMLA_QBLOCK_PANEL_NP };
     const int64_t k = w->k, nb = k / 256, k16 = k / 16;
     const int s16 = numla_qblock_pn_s16_(w->type);
-    const int q3 = numla_qblock_type_row_get(w->type)->int_scales == 2;
-    const int kind = q3                                 ? NUMLA_QBLOCK_PL_Q3
-                     : s16                              ? NUMLA_QBLOCK_PL_Q2
-                     : w->type == NUMLA_QBLOCK_IQ4_XS ? NUMLA_QBLOCK_PL_IQ4
-                                                      : NUMLA_QBLOCK_PL_K4;
+    const int kind = numla_qblock_type_row_get(w->type)->int_scales, q3 = kind == NUMLA_QBLOCK_FORM_Q3;
     const size_t pbytes = numla_qblock_pn_panel_bytes_(k);
     uint8_t *pan = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     uint8_t *buf = pan + numla_qblock_align64_((size_t)NP * pbytes);
@@ -483,9 +479,9 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
         else                                                                                                           \
             NUMLA_QBLOCK_AMX_PLANES(0, TWO_PL, HS, xa[0] + 256 * b, lda[0], xa[0] + 256 * b, lda[0], lo_b, hi_b, c);   \
     } while (0)
-                    if (kind == NUMLA_QBLOCK_PL_K4)
+                    if (kind == NUMLA_QBLOCK_FORM_K4)
                         NUMLA_QBLOCK_AMX_K4_(1, 0);
-                    else if (kind == NUMLA_QBLOCK_PL_IQ4 || kind == NUMLA_QBLOCK_PL_Q3)
+                    else if (kind == NUMLA_QBLOCK_FORM_IQ4 || kind == NUMLA_QBLOCK_FORM_Q3)
                         NUMLA_QBLOCK_AMX_K4_(1, 1);
                     else
                         NUMLA_QBLOCK_AMX_K4_(0, 0);
@@ -502,10 +498,10 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
                         for (int i = 0; i < mr[u]; i++) {
                             const int r = TR * u + i;
                             __m512i S = _mm512_load_si512((const void *)(c[2 * u] + TR * i));
-                            if (kind != NUMLA_QBLOCK_PL_Q2) /* the hi plane weighs 8 (64 where signed) */
+                            if (kind != NUMLA_QBLOCK_FORM_Q2) /* the hi plane weighs 8 (64 where signed) */
                                 S = _mm512_add_epi32(S, _mm512_slli_epi32(
                                                             _mm512_load_si512((const void *)(c[2 * u + 1] + TR * i)),
-                                                            kind == NUMLA_QBLOCK_PL_K4 ? 3 : 6));
+                                                            kind == NUMLA_QBLOCK_FORM_K4 ? 3 : 6));
                             if (q3) { /* Q3_K's form: S is its U */
                                 acc[j][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S),
                                                             _mm512_mul_ps(d, _mm512_set1_ps(dx[(t0 + r) * nb + b])),
@@ -513,7 +509,7 @@ static void numla_qblock_k4_rows_amx_(const numla_qblock_weight *w, int64_t lo, 
                                 continue;
                             }
                             const __m512i Z = s16 ? numla_qblock_k16_z_(mp, xp[r]) : numla_qblock_k4_z_(mp, xp[r]);
-                            if (kind == NUMLA_QBLOCK_PL_IQ4) /* the vnni level's S counts the codes' + 128 */
+                            if (kind == NUMLA_QBLOCK_FORM_IQ4) /* the vnni level's S counts the codes' + 128 */
                                 S = _mm512_add_epi32(S, _mm512_slli_epi32(Z, 7));
                             acc[j][r] = numla_qblock_k4_piece_(acc[j][r], S, Z, d, dmin, dx[(t0 + r) * nb + b]);
                         }

@@ -675,8 +675,9 @@ void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t 
 {
     const int64_t k = w->k, nb = numla_qblock_q8_groups_(k);
     const size_t pbytes = numla_qblock_pn_panel_bytes_(k);
-    const int s16 = numla_qblock_pn_s16_(w->type), k4 = numla_qblock_type_row_get(w->type)->int_scales == 1;
-    const int pre = w->type == NUMLA_QBLOCK_Q2_K;
+    const int form = numla_qblock_type_row_get(w->type)->int_scales, s16 = numla_qblock_pn_s16_(w->type);
+    const int k4 = form != NUMLA_QBLOCK_FORM_NONE && form != NUMLA_QBLOCK_FORM_Q3; /* S and Z */
+    const int pre = form == NUMLA_QBLOCK_FORM_Q2;
     uint8_t *pan = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     uint8_t *buf = pan + numla_qblock_align64_((size_t)NUMLA_QBLOCK_PANEL_NP * pbytes);
     for (int64_t a = lo; a < hi; a += 16 * NUMLA_QBLOCK_PANEL_NP) {
@@ -685,7 +686,7 @@ void numla_qblock_panel_rows_(const numla_qblock_weight *w, int64_t lo, int64_t 
         for (int64_t p = 0; p < np; p++) {
             numla_qblock_pn_pack_(w, a + 16 * p, ahi, buf, pan + (size_t)p * pbytes);
             if (pre) /* Q2_K: its codes times sc, one plane */
-                numla_qblock_k4_planes_(pan + (size_t)p * pbytes, k, NULL, NUMLA_QBLOCK_PL_Q2);
+                numla_qblock_k4_planes_(pan + (size_t)p * pbytes, k, NULL, NUMLA_QBLOCK_FORM_Q2);
         }
         for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QBLOCK_PN_MR) {
             const int mr = m - i0 < NUMLA_QBLOCK_PN_MR ? (int)(m - i0) : NUMLA_QBLOCK_PN_MR;
