@@ -55,6 +55,10 @@ enum {
     NUMLA_QLINEAR_PANEL_MIN_M = 13, /* fp8: the panel GEMM from this many rows (from 8 it beat
                                       the few-row tiles, docs/linear.md; up to 12 rows each row
                                       keeps the one-row bits, kernels/qlinear.h) */
+    NUMLA_QLINEAR_ROW_PLANES_GEMM_MIN_M = 4, /* int8-row's planes (VNNI): the packed-panel GEMM
+                                                 from this many rows (fewer: the few-row kernel,
+                                                 which the amx level shares; docs/linear.md) */
+    NUMLA_QLINEAR_ROW_PLANES_MR = 3,         /* ... whose x tile: 3 rows x 3 planes = 9 chains */
     NUMLA_QLINEAR_VNNI_GEMM_MIN_M = 32, /* W8A8 (VNNI): the packed-panel GEMM from this many rows,
                                            where repacking the weights per call pays (figures:
                                            docs/linear.md) */
@@ -163,9 +167,10 @@ enum {
     NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M = 4,  /* amx level, int8-row: fewer rows run the same
                                               exact integer sums on VNNI (the same bits; a
                                               decode GEMV is faster there, docs/linear.md) */
-    NUMLA_QLINEAR_AMX_ROW_AHEAD = 4,       /* amx level, int8-row few rows: 64-byte lines fetched
-                                              ahead in each of the 16 weight-row streams */
-    NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS = 1 << 18, /* amx level, int8-row: smaller weights (the
+    NUMLA_QLINEAR_ROW_PLANES_AHEAD = 8192, /* int8-row's planes, few rows: software prefetch
+                                              distance in a thread's weight stream (bytes, as
+                                              W8A8's GEMV) */
+    NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS = 1 << 18, /* int8-row's planes: smaller weights (the
                                               absorbed attention's per-head W_UK, W_UV) keep
                                               avx512's path, whose per-call cost is lower */
 };

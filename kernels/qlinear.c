@@ -29,6 +29,10 @@ static const numla_qlinear_variant numla_qlinear_w8a8_avx512_ = {
 /* fp8 at M = 1 (the GEMM from avx512 for more rows) */
 static const numla_qlinear_variant numla_qlinear_fp8_avx512bf16_ = {
     {"avx512bf16", NUMLA_CPU_VBMI, NULL}, numla_qlinear_forward_fp8_avx512bf16, numla_qlinear_gemm_avx512};
+/* int8-row as three int8 planes of x on vpdpbusd, few rows and a panel GEMM (the amx level's
+ * bits; at this level, not avx512, so that a CPU with AVX-512 but no VNNI keeps avx512's) */
+static const numla_qlinear_variant numla_qlinear_row_avx512bf16_ = {
+    {"avx512vnni", NUMLA_CPU_VNNI, NULL}, numla_qlinear_forward_int8row_vnni, numla_qlinear_gemm_int8row_vnni};
 /* fp8 on TDPBF16PS (weights widened to bf16 per tile with VBMI byte lookups); int8-row as three
  * int8 planes of x on TDPBSSD, few rows on VNNI (the same entry hands it on); W8A8 on TDPBSSD */
 static const numla_qlinear_variant numla_qlinear_wide_amx_ = {
@@ -44,7 +48,7 @@ static const numla_variant *const numla_qlinear_table_[NUMLA_ISA_COUNT][NUMLA_QL
     [NUMLA_ISA_REF] = {&numla_qlinear_ref_.v, &numla_qlinear_ref_.v, &numla_qlinear_ref_.v},
     [NUMLA_ISA_AVX2] = {&numla_qlinear_fp8_avx2_.v, &numla_qlinear_int8_avx2_.v, &numla_qlinear_int8_avx2_.v},
     [NUMLA_ISA_AVX512] = {&numla_qlinear_fp8_avx512_.v, &numla_qlinear_row_avx512_.v, &numla_qlinear_w8a8_avx512_.v},
-    [NUMLA_ISA_AVX512BF16] = {&numla_qlinear_fp8_avx512bf16_.v, NULL, NULL},
+    [NUMLA_ISA_AVX512BF16] = {&numla_qlinear_fp8_avx512bf16_.v, &numla_qlinear_row_avx512bf16_.v, NULL},
     [NUMLA_ISA_AMX] = {&numla_qlinear_wide_amx_.v, &numla_qlinear_row_amx_.v, &numla_qlinear_w8a8_amx_.v},
 };
 
@@ -247,11 +251,12 @@ size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, in
                     ? (size_t)(num_threads > 1 ? num_threads : 1) * numla_qlinear_gemm_thread_bytes(w)
                     : 0);
     /* Whatever level runs it (the caller does not say; the reference ignores the scratch):
-     * the avx512 many-row path's per-thread scratch, or the amx tiles' packed x, which
-     * never run in one call together. */
-    size_t gemm = numla_qlinear_gemm_applies(w, m)
-                      ? (size_t)(num_threads > 1 ? num_threads : 1) * numla_qlinear_gemm_thread_bytes(w)
-                      : 0;
+     * the avx512 many-row path's per-thread scratch, int8-row's planes (with the GEMM's
+     * per-thread scratch), or the amx tiles' packed x, which never run in one call together. */
+    const size_t threads = (size_t)(num_threads > 1 ? num_threads : 1);
+    size_t gemm = numla_qlinear_gemm_applies(w, m) ? threads * numla_qlinear_gemm_thread_bytes(w) : 0;
+    if (numla_qlinear_int8row_planes_apply(w))
+        gemm += numla_qlinear_ws_planes_bytes(w, m);
     size_t amx = numla_qlinear_amx_wide_applies(w, m) ? numla_qlinear_amx_wide_ws_bytes(w, m) : 0;
     size_t most = gemm > amx ? gemm : amx;
     const size_t rows = numla_qlinear_fp8_rows_ws_bytes(w, m); /* the avx512bf16 rows' packed x */
@@ -290,7 +295,9 @@ numla_status numla_qlinear_forward(numla_isa isa, const numla_qlinear_weight *w,
     const numla_qlinear_variant *v = numla_qlinear_variant_(numla_qlinear_level(isa, w->fmt), w->fmt);
     const numla_qlinear_gemm_fn gemm = numla_qlinear_gemm_applies(w, m) ? v->gemm : NULL;
     if (gemm) {
-        const size_t fixed = 64 + (w->fmt == NUMLA_QLINEAR_INT8_W8A8 ? numla_qlinear_ws_w8a8_bytes(w, m) : 0);
+        const size_t fixed = 64 + (w->fmt == NUMLA_QLINEAR_INT8_W8A8 ? numla_qlinear_ws_w8a8_bytes(w, m)
+                                   : w->fmt == NUMLA_QLINEAR_INT8_ROW  ? numla_qlinear_ws_planes_bytes(w, m)
+                                                                       : 0);
         const size_t per = numla_qlinear_gemm_thread_bytes(w), fit = (workspace_bytes - fixed) / per;
         gemm(w, m, x, ldx, y, ldy, accumulate, workspace, fit < 1024 ? (int)fit : 1024);
         return NUMLA_STATUS_OK;

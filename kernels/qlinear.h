@@ -47,7 +47,9 @@
  * Scratch: numla_qlinear_workspace_size (W8A8 needs the quantized rows; fp8 from 2 to 12 rows
  * x packed as bf16 hi and lo for the avx512bf16 rows, M x K x 4 bytes; fp8 from M = 13, a
  * chunk of x packed as bf16 tiles for the amx level, and int8-row at every M, x's int8 planes
- * there (both from N = 16), at most about max(1 MiB, 32 rows x K x 4 bytes); fp8 with K past
+ * there (both from N = 16), at most about max(1 MiB, 32 rows x K x 4 bytes); int8-row's planes at
+ * the avx512bf16 level, M x K x 3 bytes and from 4 rows a repacked chunk of weights per thread
+ * (at most 256 KiB); fp8 with K past
  * 4096 there: x of up to M rows (at most 32 MiB of them) x K x 4 bytes and up to 8 MiB of
  * widened weights; asked for at every
  * level so the size does not depend on where it runs); any
@@ -60,15 +62,17 @@
  * kernels/x86/qlinear_fp8_amx.c): (2^-17 + (2·min(K, 128) + K/128 + 2) u) Σ|s w x|, and where
  * every scale is a power of two (scale_pow2 below: DeepSeek-V4's E8M0 scales), which the tiles
  * fold into the exact bf16 weights and sum over all of K, (2^-17 + (K/16 + 18) u) Σ|s w x|; int8-row
- * at the amx level (x as three int8 planes of its row maximum, exact integer sums,
- * kernels/x86/qlinear_int8row_amx.c): (2^-17/127 + 2^-23) max|x| Σ|s w| + 2u |y|; fp8 M = 1-12 on the
+ * at the avx512bf16 level with AVX512-VNNI and at the amx level, from N = 16 and
+ * NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS weights (x as three int8 planes of its row maximum, exact
+ * integer sums, kernels/x86/qlinear_quant_avx512.h; the same bits at both levels):
+ * (2^-17/127 + 2^-23) max|x| Σ|s w| + 2u |y|; fp8 M = 1-12 on the
  * avx512bf16 level with AVX512_VBMI (kernels/x86/qlinear_fp8_avx512bf16.c: weights widened
  * exactly to bf16, x split into bf16 hi + lo, |x - hi - lo| <= 2^-16 |x|, 2K exact products
  * summed in fp32, the block scales in fp32): (2^-16 + (2K + 2·K/128 + 4) u) Σ|s w x|. W8A8 is exact up to
  * the final fp32 scaling. Whatever the thread count, a row's output has the same bits; int8-row
  * and W8A8 also whatever M is, at every level (the engine relies on it for W8A8 models, see
- * kernels/x86/qlinear_avx512.c; the amx level's int8-row sums are exact integers on the tiles
- * and on VNNI alike, and give other bits than avx512's); fp8 up to 12 rows at every level (its
+ * kernels/x86/qlinear_avx512.c; int8-row's planes are exact integer sums on the tiles and on
+ * VNNI alike, and give other bits than avx512's); fp8 up to 12 rows at every level (its
  * many-row panel GEMM, from NUMLA_QLINEAR_PANEL_MIN_M = 13 rows, and the amx level's tiles,
  * from NUMLA_QLINEAR_AMX_WIDE_MIN_M = 13, sum in other orders; at the avx512bf16 level 2-12 rows run the one-row split-bf16
  * GEMV's arithmetic row by row, each weight group widened once for all rows). So up to 12 rows
@@ -82,8 +86,11 @@
  * a panel GEMM of fp32-dequantized weights (its own order, the same bound); W8A8 exact int32
  * sums on vpmaddubsw/vpmaddwd, the same bits as every level; avx512 fp8 and int8-row
  * (kernels/x86/qlinear_avx512.c), W8A8 with AVX512-VNNI (else avx2's); avx512bf16 fp8 M = 1-12
- * with AVX512_VBMI; amx the tiles above. A level's bits differ from another level's for fp8 and
- * int8-row (each inside its bound), never for W8A8.
+ * with AVX512_VBMI, int8-row's planes with AVX512-VNNI (kernels/x86/qlinear_avx512vnni.c: a
+ * few-row kernel below NUMLA_QLINEAR_ROW_PLANES_GEMM_MIN_M rows, the W8A8 panel GEMM over the
+ * planes from there); amx the tiles above. A level's bits differ from another level's for fp8
+ * and int8-row (each inside its bound; int8-row's planes give avx512bf16 and amx the same bits),
+ * never for W8A8.
  */
 #ifndef NUMLA_KERNELS_QLINEAR_H
 #define NUMLA_KERNELS_QLINEAR_H
@@ -140,8 +147,10 @@ numla_status numla_qlinear_pack(const numla_qlinear_source *src, void *dst, numl
 /* Scratch bytes for numla_qlinear_forward with m rows on a team of up to num_threads threads
  * (< 1 counts as 1): W8A8's quantized rows, and from 32 rows one chunk of repacked weight
  * columns per thread (at most 256 KiB, or 64 columns); fp8-block from 13 rows, one panel of dequantized
- * weights per thread; int8-row and fp8 the amx level's packed x where its tiles take the shape
- * (numla_qlinear_amx_wide_applies); otherwise 0.
+ * weights per thread; int8-row, x's three planes where they apply, and from 4 rows one chunk
+ * of repacked weight columns per thread (or the amx level's packed planes, whichever is more);
+ * fp8 the amx level's packed x where its tiles take the shape (numla_qlinear_amx_wide_applies);
+ * otherwise 0.
  * A workspace for fewer threads than the calling team (but at least one) is accepted: the call
  * then runs on as many threads as it holds. */
 size_t numla_qlinear_workspace_size(const numla_qlinear_weight *w, int64_t m, int num_threads);

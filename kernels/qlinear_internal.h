@@ -16,9 +16,15 @@
  *   = q + 128 (padding: 128, i.e. q = 0); the avx2 level (m, kp) s8 q (padding 0); the amx
  *   level stores q as s8 in TDPBSSD B tiles
  *   (kernels/x86/qlinear_amx.c), zero rows past m. Then, 64-aligned, sx (m) fp32.
- * Many-row workspace (fp8-block, W8A8, numla_qlinear_gemm_applies; any alignment, the
- * kernel aligns to 64): one numla_qlinear_gemm_thread_bytes block per thread; for W8A8 those
- * follow xq and sx (numla_qlinear_ws_w8a8_bytes from the aligned start).
+ * int8-row planes workspace (the avx512bf16 and amx levels where
+ * numla_qlinear_int8row_planes_apply; kernels/x86/qlinear_quant_avx512.h): xq holds every x
+ * row's three planes, row i plane p at (3 i + p) kp, u8 = q + 128; then, 64-aligned, sx (m)
+ * fp32 (numla_qlinear_ws_planes_bytes; the amx level's tiles use a chunk of rows instead,
+ * numla_qlinear_amx_wide_ws_bytes).
+ * Many-row workspace (fp8-block, W8A8, int8-row's planes, numla_qlinear_gemm_applies; any
+ * alignment, the kernel aligns to 64): one numla_qlinear_gemm_thread_bytes block per thread;
+ * for W8A8 and int8-row those follow xq and sx (numla_qlinear_ws_w8a8_bytes,
+ * numla_qlinear_ws_planes_bytes from the aligned start).
  */
 #ifndef NUMLA_KERNELS_QLINEAR_INTERNAL_H
 #define NUMLA_KERNELS_QLINEAR_INTERNAL_H
@@ -49,16 +55,28 @@ static inline size_t numla_qlinear_ws_xq_bytes(const numla_qlinear_weight *w, in
     return numla_qlinear_align64((size_t)((m + 15) & ~(int64_t)15) * (size_t)w->kp);
 }
 
+/* Whether int8-row runs as three int8 planes of x (kernels/x86/qlinear_quant_avx512.h) where a
+ * level has them (avx512bf16 with AVX512-VNNI, amx): N >= 16 and from
+ * NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS weights; smaller weights run the avx512 variant. */
+static inline int numla_qlinear_int8row_planes_apply(const numla_qlinear_weight *w)
+{
+    return w->fmt == NUMLA_QLINEAR_INT8_ROW && w->n >= 16 && w->n * w->k >= NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS;
+}
+
 /* Many-row paths (design in kernels/x86/qlinear_avx512.c and qlinear_avx512vnni.c): fp8's panel
- * GEMM and W8A8's VNNI GEMM go through numla_qlinear_gemm_applies and per-thread scratch
- * (numla_qlinear_gemm_thread_bytes); int8-row's x-blocked 4 x 4 tiles need none and are chosen
- * inside the avx512 variant. */
+ * GEMM, W8A8's VNNI GEMM and int8-row's planes on the same GEMM go through
+ * numla_qlinear_gemm_applies and per-thread scratch (numla_qlinear_gemm_thread_bytes); at the
+ * avx512 level int8-row's x-blocked 4 x 4 tiles need none and are chosen inside its variant. */
 /* Whether M rows of x take a many-row path with per-thread scratch: fp8 (the panel GEMM) from 8
- * rows; W8A8 (the VNNI packed-panel GEMM, kernels/x86/qlinear_avx512vnni.c) from 32. */
+ * rows; W8A8 (the VNNI packed-panel GEMM, kernels/x86/qlinear_avx512vnni.c) from 32; int8-row's
+ * planes (the same GEMM, three plane rows per x row) from NUMLA_QLINEAR_ROW_PLANES_GEMM_MIN_M
+ * (levels without the GEMM run their forward). */
 static inline int numla_qlinear_gemm_applies(const numla_qlinear_weight *w, int64_t m)
 {
     if (w->fmt == NUMLA_QLINEAR_FP8_BLOCK)
         return m >= NUMLA_QLINEAR_PANEL_MIN_M;
+    if (w->fmt == NUMLA_QLINEAR_INT8_ROW)
+        return m >= NUMLA_QLINEAR_ROW_PLANES_GEMM_MIN_M && numla_qlinear_int8row_planes_apply(w);
     return w->fmt == NUMLA_QLINEAR_INT8_W8A8 && m >= NUMLA_QLINEAR_VNNI_GEMM_MIN_M;
 }
 
@@ -88,11 +106,11 @@ static inline int64_t numla_qlinear_vnni_chunk(const numla_qlinear_weight *w)
     return c < n16 ? c : n16;
 }
 
-/* Scratch bytes per thread of the many-row path (numla_qlinear_gemm_applies): W8A8's packed
+/* Scratch bytes per thread of the many-row path (numla_qlinear_gemm_applies): W8A8's and int8-row's packed
  * chunk of weight columns; fp8's panel and x micro-panel. */
 static inline size_t numla_qlinear_gemm_thread_bytes(const numla_qlinear_weight *w)
 {
-    if (w->fmt == NUMLA_QLINEAR_INT8_W8A8)
+    if (w->fmt != NUMLA_QLINEAR_FP8_BLOCK)
         return numla_qlinear_align64((size_t)numla_qlinear_vnni_chunk(w) * (size_t)w->kp);
     return numla_qlinear_panel_bytes(w) +
            numla_qlinear_align64((size_t)NUMLA_QLINEAR_PANEL_KC * NUMLA_QLINEAR_PANEL_MR * sizeof(float));
@@ -106,6 +124,15 @@ static inline uint8_t *numla_qlinear_ws_xq(void *ws)
 static inline float *numla_qlinear_ws_sx(void *ws, const numla_qlinear_weight *w, int64_t m)
 {
     return (float *)(void *)(numla_qlinear_ws_xq(ws) + numla_qlinear_ws_xq_bytes(w, m));
+}
+/* int8-row's planes: bytes of xq and sx together (the many-row scratch follows them), and sx. */
+static inline size_t numla_qlinear_ws_planes_bytes(const numla_qlinear_weight *w, int64_t m)
+{
+    return numla_qlinear_align64((size_t)m * 3 * (size_t)w->kp) + numla_qlinear_align64((size_t)m * sizeof(float));
+}
+static inline float *numla_qlinear_ws_planes_sx(void *ws, const numla_qlinear_weight *w, int64_t m)
+{
+    return (float *)(void *)(numla_qlinear_ws_xq(ws) + numla_qlinear_align64((size_t)m * 3 * (size_t)w->kp));
 }
 /* W8A8: bytes of xq and sx together (the many-row scratch follows them). */
 static inline size_t numla_qlinear_ws_w8a8_bytes(const numla_qlinear_weight *w, int64_t m)
@@ -192,14 +219,14 @@ void numla_qlinear_forward_amx(const numla_qlinear_weight *w, int64_t m, const f
                                float *y, int64_t ldy, int accumulate, void *workspace);
 
 /* Whether the amx level's tile paths for fp8 and int8-row run for this weight and M (else the
- * avx512 variant). int8-row takes them at every M (few rows: the same integer sums on VNNI),
- * so that a row's bits do not depend on M at that level either (kernels/qlinear.h), and only
- * from NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS weights; N < 16 never. */
+ * avx512 variant). int8-row takes them at every M where its planes apply (few rows: the same
+ * integer sums on VNNI), so that a row's bits do not depend on M at that level either
+ * (kernels/qlinear.h); N < 16 never. */
 static inline int numla_qlinear_amx_wide_applies(const numla_qlinear_weight *w, int64_t m)
 {
     if (w->n < 16 || m < 1)
         return 0;
-    return (w->fmt == NUMLA_QLINEAR_INT8_ROW && w->n * w->k >= NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS) ||
+    return numla_qlinear_int8row_planes_apply(w) ||
            (w->fmt == NUMLA_QLINEAR_FP8_BLOCK && m >= NUMLA_QLINEAR_AMX_WIDE_MIN_M);
 }
 /* fp8 on AMX: x rows per packed chunk of split-bf16 B tiles (hi, lo: 128 bytes per 32 k per
@@ -254,8 +281,10 @@ static inline size_t numla_qlinear_amx_wide_ws_bytes(const numla_qlinear_weight 
     const int64_t m16 = (m + 15) / 16 * 16;
     if (w->fmt == NUMLA_QLINEAR_INT8_ROW) {
         const int64_t c = numla_qlinear_int8row_amx_chunk(w);
-        const int64_t rows = m < NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M ? m : m16 < c ? m16 : c;
-        return numla_qlinear_align64((size_t)(rows * 3 * w->kp)) + numla_qlinear_align64((size_t)m * sizeof(float));
+        if (m < NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M) /* the VNNI rows */
+            return numla_qlinear_ws_planes_bytes(w, m);
+        return numla_qlinear_align64((size_t)((m16 < c ? m16 : c) * 3 * w->kp)) +
+               numla_qlinear_align64((size_t)m * sizeof(float));
     }
     if (numla_qlinear_amx_fp8_slabs(w))
         return numla_qlinear_align64((size_t)numla_qlinear_amx_fp8_rows(w, m) * (size_t)((w->k + 31) / 32) * 128) +
@@ -268,6 +297,17 @@ static inline size_t numla_qlinear_amx_wide_ws_bytes(const numla_qlinear_weight 
  * numla_qlinear_forward_amx_wide. */
 void numla_qlinear_int8row_amx(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
                                float *y, int64_t ldy, int accumulate, void *workspace);
+/* int8-row's planes on AVX512-VNNI (kernels/x86/qlinear_avx512vnni.c): the rows function runs
+ * weight rows [r0, r1) for m < NUMLA_QLINEAR_ROW_PLANES_GEMM_MIN_M x rows whose planes are at xq
+ * (the planes workspace layout) and scales at sx; the amx level calls it for its few rows. The forward (few rows) and the GEMM (many rows) are the
+ * avx512bf16 level's variant when the CPU has AVX512-VNNI; both run numla_qlinear_forward_avx512
+ * where numla_qlinear_int8row_planes_apply does not hold. */
+void numla_qlinear_int8row_rows_vnni(const numla_qlinear_weight *w, int64_t m, const uint8_t *xq, const float *sx,
+                                     int64_t r0, int64_t r1, float *y, int64_t ldy, int accumulate);
+void numla_qlinear_forward_int8row_vnni(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                                        float *y, int64_t ldy, int accumulate, void *workspace);
+void numla_qlinear_gemm_int8row_vnni(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                                     float *y, int64_t ldy, int accumulate, void *workspace, int max_threads);
 /* fp8 at the amx level: AMX-BF16 TDPBF16PS, the weights widened to bf16 per tile (power-of-two
  * scales folded in), kernels/x86/qlinear_fp8_amx.c; called by numla_qlinear_forward_amx_wide
  * where the tiles apply. */
@@ -280,7 +320,7 @@ void numla_qlinear_forward_amx_wide(const numla_qlinear_weight *w, int64_t m, co
                                    int64_t ldx, float *y, int64_t ldy, int accumulate,
                                    void *workspace);
 
-/* Many-row entry points (fp8-block and W8A8, numla_qlinear_gemm_applies), one per
+/* Many-row entry points (fp8-block, W8A8, int8-row's planes: numla_qlinear_gemm_applies), one per
  * level that has one; workspace (any alignment) holds max_threads threads' scratch, and the
  * call runs on at most that many threads. */
 typedef void (*numla_qlinear_gemm_fn)(const numla_qlinear_weight *w, int64_t m, const float *x,

@@ -1,9 +1,13 @@
-/* kernels/x86/qlinear_avx512vnni.c — W8A8 int8 linear layers with vpdpbusd (AVX512-VNNI).
+/* kernels/x86/qlinear_avx512vnni.c — int8 linear layers with vpdpbusd (AVX512-VNNI): W8A8,
+ * and int8-row as three int8 planes of x (the avx512bf16 level's variant, and the amx level's
+ * few rows).
  *
- * Activations are quantized per row (the rule of kernels/qlinear.h, bit for bit the reference)
- * into the workspace as u8 = q + 128, because vpdpbusd multiplies u8 by s8; the offset adds
- * 128 · Σ_k w[r][k], which the row sums computed at pack time take back out. The padding
- * of both operands is harmless: weights are zero there. */
+ * W8A8's activations are quantized per row (the rule of kernels/qlinear.h, bit for bit the
+ * reference) into the workspace as u8 = q + 128, because vpdpbusd multiplies u8 by s8; the
+ * offset adds 128 · Σ_k w[r][k], which the row sums computed at pack time take back out. The
+ * padding of both operands is harmless: weights are zero there. int8-row's planes
+ * (kernels/x86/qlinear_quant_avx512.h) are three such u8 rows per x row, their exact sums
+ * combined by the planes' output rule. */
 #include "kernels/qlinear_internal.h"
 
 #include <immintrin.h>
@@ -230,24 +234,62 @@ numla_qlinear_vg_store_(const numla_qlinear_weight *w, int64_t c0, const float *
     }
 }
 
+/* int8-row's planes: x rows i0 .. i0 + mr / 3 (mr plane rows, three per x row), columns c0 ..
+ * c0 + 16 nr (stopping at N), by the planes' output rule (kernels/x86/qlinear_quant_avx512.h). */
+static inline __attribute__((always_inline)) void
+numla_qlinear_vg_store_planes_(const numla_qlinear_weight *w, int64_t c0, const float *sx, float *y,
+                               int64_t ldy, int accumulate, const int mr, const int nr,
+                               __m512i acc[NUMLA_QLINEAR_VG_MR][NUMLA_QLINEAR_VG_NR])
+{
+    enum { P = NUMLA_INT8ROW_PLANES };
+    for (int j = 0; j < nr; j++) {
+        const int64_t c = c0 + 16 * j;
+        if (c >= w->n)
+            break;
+        const __mmask16 msk = w->n - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (w->n - c)) - 1);
+        const __m512i off = _mm512_slli_epi32(_mm512_maskz_loadu_epi32(msk, w->row_sums + c), 7);
+        const __m512 s = _mm512_maskz_loadu_ps(msk, w->scales + c);
+        for (int i = 0; i < mr / P; i++) {
+            __m512i cs[P];
+            for (int p = 0; p < P; p++)
+                cs[p] = _mm512_sub_epi32(acc[P * i + p][j], off);
+            __m512 v = numla_int8row_out16(cs, sx[i], s);
+            float *yo = y + i * ldy + c;
+            if (accumulate)
+                v = _mm512_add_ps(_mm512_maskz_loadu_ps(msk, yo), v);
+            _mm512_mask_storeu_ps(yo, msk, v);
+        }
+    }
+}
+
+/* The micro-tile of MR x rows (W8A8) or MR plane rows (int8-row, i0 counting plane rows) by NR
+ * panels, then its outputs. */
 #define NUMLA_QLINEAR_VG_RUN(MR, NR)                                                               \
     do {                                                                                           \
         numla_qlinear_vg_tile_(pan, xq + i0 * kp, kp, MR, NR, acc);                                \
-        numla_qlinear_vg_store_(w, c0, sx + i0, y + i0 * ldy, ldy, accumulate, MR, NR, acc);        \
+        if (planes)                                                                                \
+            numla_qlinear_vg_store_planes_(w, c0, sx + i0 / NUMLA_INT8ROW_PLANES,                  \
+                                           y + i0 / NUMLA_INT8ROW_PLANES * ldy, ldy, accumulate,   \
+                                           MR, NR, acc);                                           \
+        else                                                                                       \
+            numla_qlinear_vg_store_(w, c0, sx + i0, y + i0 * ldy, ldy, accumulate, MR, NR, acc);   \
     } while (0)
 
-/* One thread's panels [p0, p1) of 16 columns: chunk by chunk, packed, then every x row over it. */
+/* One thread's panels [p0, p1) of 16 columns: chunk by chunk, packed, then every x row over it.
+ * W8A8: xq holds m quantized rows; int8-row (planes): m x rows' planes, 3 m rows of kp bytes,
+ * run in tiles of whole x rows (6 or 3 plane rows). */
 static void numla_qlinear_vg_rows_(const numla_qlinear_weight *w, int64_t m, const uint8_t *xq,
                                    const float *sx, float *y, int64_t ldy, int accumulate,
-                                   int64_t p0, int64_t p1, int8_t *chunk)
+                                   int64_t p0, int64_t p1, int8_t *chunk, const int planes)
 {
     const int64_t kp = w->kp, cp = numla_qlinear_vnni_chunk(w) / 16;
+    const int64_t rows = planes ? NUMLA_INT8ROW_PLANES * m : m;
     __m512i acc[NUMLA_QLINEAR_VG_MR][NUMLA_QLINEAR_VG_NR];
     for (int64_t a = p0; a < p1; a += cp) {
         const int64_t np = p1 - a < cp ? p1 - a : cp;
         numla_qlinear_vg_pack_(w, 16 * a, np, chunk);
-        for (int64_t i0 = 0; i0 < m; i0 += NUMLA_QLINEAR_VG_MR) {
-            const int64_t mr = m - i0 < NUMLA_QLINEAR_VG_MR ? m - i0 : NUMLA_QLINEAR_VG_MR;
+        for (int64_t i0 = 0; i0 < rows; i0 += NUMLA_QLINEAR_VG_MR) {
+            const int64_t mr = rows - i0 < NUMLA_QLINEAR_VG_MR ? rows - i0 : NUMLA_QLINEAR_VG_MR;
             for (int64_t j0 = 0; j0 < np; j0 += NUMLA_QLINEAR_VG_NR) {
                 const int64_t nr = np - j0 < NUMLA_QLINEAR_VG_NR ? np - j0 : NUMLA_QLINEAR_VG_NR;
                 const int8_t *pan = chunk + j0 * 16 * kp;
@@ -275,6 +317,7 @@ static void numla_qlinear_vg_rows_(const numla_qlinear_weight *w, int64_t m, con
 #undef NUMLA_QLINEAR_VG_RUN
 
 _Static_assert(NUMLA_QLINEAR_VG_MR <= 7 && NUMLA_QLINEAR_VG_NR <= 7, "the tile switch packs mr, nr in 3 bits");
+_Static_assert(NUMLA_QLINEAR_VG_MR % NUMLA_INT8ROW_PLANES == 0, "a planes tile holds whole x rows");
 
 void numla_qlinear_gemm_avx512vnni(const numla_qlinear_weight *w, int64_t m, const float *x,
                                    int64_t ldx, float *y, int64_t ldy, int accumulate,
@@ -297,6 +340,125 @@ void numla_qlinear_gemm_avx512vnni(const numla_qlinear_weight *w, int64_t m, con
         int64_t p0, p1;
         numla_qlinear_split(panels, ith, omp_get_num_threads(), &p0, &p1);
         if (p0 < p1)
-            numla_qlinear_vg_rows_(w, m, xq, sx, y, ldy, accumulate, p0, p1, chunks + (size_t)ith * per);
+            numla_qlinear_vg_rows_(w, m, xq, sx, y, ldy, accumulate, p0, p1, chunks + (size_t)ith * per, 0);
     }
 }
+
+/* ---- int8-row as three int8 planes (kernels/x86/qlinear_quant_avx512.h) ----
+ *
+ * Few rows (below NUMLA_QLINEAR_ROW_PLANES_GEMM_MIN_M; also the amx level's): one weight row at
+ * a time, so a thread's weights are one sequential stream (as W8A8's GEMV), each 64 bytes
+ * loaded once and multiplied by the same 64 k of every x row's three planes (u8, q + 128) with
+ * vpdpbusd, three chains per x row (two weight rows sharing the x loads, or the planes of each
+ * 64 k stored together, read no faster: docs/linear.md); then each chain is reduced, corrected
+ * by 128 Σ_k w
+ * (the packed row sums) and combined by the planes' rule. More rows: the panel GEMM above with
+ * each x row's three planes as three rows, their sums combined in the store. The integer sums
+ * are exact in any order, so both paths, and the amx level's tiles, give the same bits. */
+static inline __attribute__((always_inline)) void
+numla_qlinear_int8row_row_(const numla_qlinear_weight *w, int64_t r, const int8_t *end, const uint8_t *xq,
+                           const float *sx, float *y, int64_t ldy, int accumulate, const int mr)
+{
+    enum { P = NUMLA_INT8ROW_PLANES, MR = NUMLA_QLINEAR_ROW_PLANES_MR };
+    const int64_t kp = w->kp;
+    const int8_t *wr = w->q + r * kp;
+    __m512i acc[MR][P];
+    for (int i = 0; i < mr; i++)
+        for (int p = 0; p < P; p++)
+            acc[i][p] = _mm512_setzero_si512();
+    for (int64_t c = 0; c < kp; c += 64) {
+        if (wr + c + NUMLA_QLINEAR_ROW_PLANES_AHEAD < end)
+            _mm_prefetch((const char *)(wr + c + NUMLA_QLINEAR_ROW_PLANES_AHEAD), _MM_HINT_T0);
+        const __m512i wv = _mm512_load_si512((const void *)(wr + c));
+        for (int i = 0; i < mr; i++)
+            for (int p = 0; p < P; p++)
+                acc[i][p] = numla_qlinear_vg_dp_(
+                    acc[i][p], _mm512_load_si512((const void *)(xq + ((size_t)i * P + (size_t)p) * (size_t)kp + c)), wv);
+    }
+    /* Σ (q + 128) w = Σ q w + 128 Σ w; then the rule of numla_int8row_out16, one output */
+    const int32_t corr = 128 * w->row_sums[r];
+    const double b2 = NUMLA_INT8ROW_BASE * NUMLA_INT8ROW_BASE;
+    for (int i = 0; i < mr; i++) {
+        const double c1 = (double)(_mm512_reduce_add_epi32(acc[i][0]) - corr);
+        const double c2 = (double)(_mm512_reduce_add_epi32(acc[i][1]) - corr);
+        const double c3 = (double)(_mm512_reduce_add_epi32(acc[i][2]) - corr);
+        double v = c1 * b2 + c2 * NUMLA_INT8ROW_BASE + c3; /* exact: an integer below 2^53 */
+        v = v * (double)sx[i];
+        v = v * (double)w->scales[r];
+        const float o = (float)(v / b2);
+        float *yo = y + i * ldy + r;
+        *yo = accumulate ? *yo + o : o;
+    }
+}
+
+void numla_qlinear_int8row_rows_vnni(const numla_qlinear_weight *w, int64_t m, const uint8_t *xq, const float *sx,
+                                     int64_t r0, int64_t r1, float *y, int64_t ldy, int accumulate)
+{
+    enum { MR = NUMLA_QLINEAR_ROW_PLANES_MR };
+    const int8_t *end = w->q + r1 * w->kp;
+    const size_t xs = (size_t)NUMLA_INT8ROW_PLANES * (size_t)w->kp; /* one x row's planes */
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t i0 = 0; i0 < m; i0 += MR) /* the weight row stays in L1 across x tiles */
+            switch (m - i0 < MR ? m - i0 : MR) {
+            case 1: numla_qlinear_int8row_row_(w, r, end, xq + i0 * xs, sx + i0, y + i0 * ldy, ldy, accumulate, 1); break;
+            case 2: numla_qlinear_int8row_row_(w, r, end, xq + i0 * xs, sx + i0, y + i0 * ldy, ldy, accumulate, 2); break;
+            default: numla_qlinear_int8row_row_(w, r, end, xq + i0 * xs, sx + i0, y + i0 * ldy, ldy, accumulate, 3); break;
+            }
+}
+_Static_assert(NUMLA_QLINEAR_ROW_PLANES_MR == 3, "the x-tile switch covers 1 .. 3 rows");
+
+/* Every x row's planes into the workspace (row i, plane p at xq + (3 i + p) kp), its scale into
+ * sx; on the calling team. */
+static void numla_qlinear_int8row_planes_(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                                          uint8_t *xq, float *sx)
+{
+    const int64_t kp = w->kp;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < m; i++)
+        sx[i] = numla_int8row_planes_row(x + i * ldx, w->k, kp, xq + (size_t)i * NUMLA_INT8ROW_PLANES * (size_t)kp, kp);
+}
+
+void numla_qlinear_forward_int8row_vnni(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                                        float *y, int64_t ldy, int accumulate, void *workspace)
+{
+    if (!numla_qlinear_int8row_planes_apply(w)) {
+        numla_qlinear_forward_avx512(w, m, x, ldx, y, ldy, accumulate, workspace);
+        return;
+    }
+    uint8_t *xq = numla_qlinear_ws_xq(workspace);
+    float *sx = numla_qlinear_ws_planes_sx(workspace, w, m);
+#pragma omp parallel
+    {
+        numla_qlinear_int8row_planes_(w, m, x, ldx, xq, sx);
+        int64_t lo, hi;
+        numla_qlinear_split(w->n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+        numla_qlinear_int8row_rows_vnni(w, m, xq, sx, lo, hi, y, ldy, accumulate);
+    }
+}
+
+void numla_qlinear_gemm_int8row_vnni(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,
+                                     float *y, int64_t ldy, int accumulate, void *workspace, int max_threads)
+{
+    if (!numla_qlinear_int8row_planes_apply(w)) {
+        numla_qlinear_forward_avx512(w, m, x, ldx, y, ldy, accumulate, workspace);
+        return;
+    }
+    uint8_t *xq = numla_qlinear_ws_xq(workspace);
+    float *sx = numla_qlinear_ws_planes_sx(workspace, w, m);
+    int8_t *chunks = (int8_t *)(xq + numla_qlinear_ws_planes_bytes(w, m));
+    const size_t per = numla_qlinear_gemm_thread_bytes(w);
+    const int64_t panels = (w->n + 15) / 16;
+    int nt = omp_get_max_threads();
+    if (nt > max_threads)
+        nt = max_threads;
+#pragma omp parallel num_threads(nt)
+    {
+        numla_qlinear_int8row_planes_(w, m, x, ldx, xq, sx);
+        const int ith = omp_get_thread_num();
+        int64_t p0, p1;
+        numla_qlinear_split(panels, ith, omp_get_num_threads(), &p0, &p1);
+        if (p0 < p1)
+            numla_qlinear_vg_rows_(w, m, xq, sx, y, ldy, accumulate, p0, p1, chunks + (size_t)ith * per, 1);
+    }
+}
+

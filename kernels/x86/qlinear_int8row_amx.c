@@ -5,21 +5,12 @@
  * (kernels/x86/qlinear_wide_amx.c) when numla_qlinear_amx_wide_applies; the level needs
  * AMX-INT8 and AVX512-VNNI.
  *
- * Planes: per x row, sx = amax / 127 and t = x · (127 / amax) in fp32 (|t| <= 127), then
- *   q1 = rint(t),  q2 = rint((t - q1) · 254),  q3 = rint(((t - q1) · 254 - q2) · 254)
- * (every difference exact in fp32, every rounding to nearest even, each |q| <= 127), so
- * t = q1 + q2/254 + q3/254² + r with |r| <= 2^-17 (the last residual over 254², plus the
- * products' fp32 roundings). Per output, the three int32 sums C_p = Σ_k w_k q_p,k are exact
- * (|C_p| <= 127 · 128 · K < 2^31 for K <= 65536, the packer's bound), and
- *   y = (float)(((C1 · 254² + C2 · 254 + C3) · sx · s) / 254²)   (+ y0 in fp32)
- * in double: the combination is an exact integer below 2^53, then three correctly rounded
- * double steps in that order and one rounding to fp32. So against the dequantized weights in
- * exact arithmetic
- *   |y - y_exact| <= (2^-17 · sx + 2^-23 max|x|) · Σ_k |s w_k| + 2^-24 |y|   (+ the add)
- * with sx = max|x| / 127: about 2^-23 of max|x| · Σ|s w| — the error of an fp32 GEMM's
- * accumulation, made deterministic. Because the sums are exact integers, the tiles and the
- * VNNI rows give the same bits, so a row's output does not depend on M or the thread count
- * (the W8A8 models' batch invariance needs that: their next layer quantizes this output).
+ * Planes and the output rule: kernels/x86/qlinear_quant_avx512.h (x written as three int8
+ * planes of its row maximum, the products summed exactly in int32, one scaling step in double:
+ * about 2^-23 of max|x| · Σ|s w|, deterministic). Because the sums are exact integers, the tiles
+ * and the VNNI kernels (numla_qlinear_int8row_rows_vnni, the avx512bf16 level's GEMM) give the
+ * same bits, so a row's output does not depend on M, the thread count or the level (the W8A8
+ * models' batch invariance needs that: their next layer quantizes this output).
  *
  * Tiles (M >= NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M): Yᵀ = W · Xᵀ as in kernels/x86/qlinear_amx.c —
  * the packed weights are the A operand as they are (16 rows x 64 k, stride kp), the planes are
@@ -32,9 +23,7 @@
  * 6/7, over all of K once per plane (the pair's weights come from L2 for planes 2 and 3).
  * Cache blocking: x rows in chunks whose planes fit NUMLA_QLINEAR_AMX_X_BYTES (they stay in L2
  * across a thread's weight pairs); threads split N in pairs of 16-row blocks.
- * Few rows (decode): lanes are 16 weight rows; 16 rows x 64 bytes transposed into 16 vectors of
- * k-quads, vpdpbusd with x's plane quads as u8 (q + 128) broadcast, corrected by 128 · Σ_k w
- * (the packed row sums), so each weight byte is read once for all rows and planes.
+ * Few rows (decode): numla_qlinear_int8row_rows_vnni (kernels/x86/qlinear_avx512vnni.c).
  *
  * The unit test qlinear_fp8_amx_emu builds this file over the tile emulator
  * (NUMLA_AMX_EMULATE renames the entry point) and checks it against the bound above and the few
@@ -59,51 +48,8 @@ enum {
     TR = 16,               /* rows of a tile */
     TKB = 64,              /* int8 k values per tile row */
     TILE_BYTES = TR * TKB, /* one 1 KiB tile */
-    PLANES = 3,
-    RNE = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC, /* round to nearest even */
+    PLANES = NUMLA_INT8ROW_PLANES,
 };
-#define NUMLA_INT8ROW_BASE 254.0 /* the planes' radix */
-
-/* A row's scale: returns sx = amax / 127, *inv = 127 / amax (amax floored at 1e-30). */
-static float numla_int8row_scale_row_(const float *x, int64_t k, __m512 *inv)
-{
-    __m512 vmax = _mm512_setzero_ps();
-    for (int64_t c = 0; c < k; c += 16)
-        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(numla_qlinear_mask16(k, c), x + c)));
-    const float amax = fmaxf(_mm512_reduce_max_ps(vmax), 1e-30f);
-    *inv = _mm512_set1_ps(127.0f / amax);
-    return amax / 127.0f;
-}
-
-/* The three planes of x[c .. c + 16) (zeros past k) as 16 s8 bytes each. */
-static inline void numla_int8row_quant16_(const float *x, int64_t k, int64_t c, __m512 inv, __m128i q[PLANES])
-{
-    const __m512 base = _mm512_set1_ps((float)NUMLA_INT8ROW_BASE);
-    const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(numla_qlinear_mask16(k, c), x + c), inv);
-    const __m512 f1 = _mm512_roundscale_ps(t, RNE);
-    const __m512 r1 = _mm512_mul_ps(_mm512_sub_ps(t, f1), base);
-    const __m512 f2 = _mm512_roundscale_ps(r1, RNE);
-    const __m512 r2 = _mm512_mul_ps(_mm512_sub_ps(r1, f2), base);
-    const __m512 f3 = _mm512_roundscale_ps(r2, RNE);
-    q[0] = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(f1));
-    q[1] = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(f2));
-    q[2] = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(f3));
-}
-
-/* The planes' int32 sums of 8 outputs -> double, exactly: C1 · 254² + C2 · 254 + C3. */
-static inline __m512d numla_int8row_combine_(__m256i c1, __m256i c2, __m256i c3)
-{
-    const __m512d b = _mm512_set1_pd(NUMLA_INT8ROW_BASE);
-    const __m512d hi = _mm512_mul_pd(_mm512_cvtepi32_pd(c1), _mm512_set1_pd(NUMLA_INT8ROW_BASE * NUMLA_INT8ROW_BASE));
-    return _mm512_add_pd(_mm512_add_pd(hi, _mm512_mul_pd(_mm512_cvtepi32_pd(c2), b)), _mm512_cvtepi32_pd(c3));
-}
-
-/* ((v · sx) · s) / 254² rounded to fp32, the one scaling rule of both paths. */
-static inline __m256 numla_int8row_scale_(__m512d v, __m512d sx, __m512d s)
-{
-    v = _mm512_mul_pd(_mm512_mul_pd(v, sx), s);
-    return _mm512_cvtpd_ps(_mm512_div_pd(v, _mm512_set1_pd(NUMLA_INT8ROW_BASE * NUMLA_INT8ROW_BASE)));
-}
 
 /* ---- tiles ---- */
 
@@ -118,7 +64,7 @@ static void numla_int8row_pack_block_(const float *x, int64_t ldx, int64_t k, in
     const int nr = (int)(m - i0 < TR ? m - i0 : TR);
     __m512 inv[TR];
     for (int r = 0; r < nr; r++)
-        sx[i0 + r] = numla_int8row_scale_row_(x + (i0 + r) * ldx, k, &inv[r]);
+        sx[i0 + r] = numla_int8row_scale_row(x + (i0 + r) * ldx, k, &inv[r]);
     int8_t *blk = xb + (size_t)b * PLANES * (size_t)kb * TILE_BYTES;
     for (int64_t c = 0; c < kp; c += TKB) {
         __m512i v[PLANES][TR];
@@ -131,7 +77,7 @@ static void numla_int8row_pack_block_(const float *x, int64_t ldx, int64_t k, in
             const float *xr = x + (i0 + r) * ldx;
             __m128i q[4][PLANES];
             for (int j = 0; j < 4; j++)
-                numla_int8row_quant16_(xr, k, c + 16 * j, inv[r], q[j]);
+                numla_int8row_quant16(xr, k, c + 16 * j, inv[r], q[j]);
             for (int p = 0; p < PLANES; p++) {
                 __m512i t = _mm512_castsi128_si512(q[0][p]);
                 t = _mm512_inserti32x4(t, q[1][p], 1);
@@ -160,11 +106,11 @@ static void numla_int8row_out_(const int32_t *const cp[PLANES], int64_t n0, int 
     for (int r = skip; r < TR; r++) {
         const __m512d sn = _mm512_set1_pd((double)s[n0 + r]);
         for (int h = 0; h < 2; h++) {
-            const __m512d v = numla_int8row_combine_(
+            const __m512d v = numla_int8row_combine(
                 _mm256_load_si256((const __m256i *)(const void *)(cp[0] + r * TR + 8 * h)),
                 _mm256_load_si256((const __m256i *)(const void *)(cp[1] + r * TR + 8 * h)),
                 _mm256_load_si256((const __m256i *)(const void *)(cp[2] + r * TR + 8 * h)));
-            _mm256_store_ps(t + r * TR + 8 * h, numla_int8row_scale_(v, h ? sx1 : sx0, sn));
+            _mm256_store_ps(t + r * TR + 8 * h, numla_int8row_scale(v, h ? sx1 : sx0, sn));
         }
     }
     numla_amx_tile_to_rows(t, n0, skip, m0, mc, y, ldy, accumulate);
@@ -223,71 +169,6 @@ static void numla_int8row_range_(const numla_qlinear_weight *w, const int8_t *xb
     }
 }
 
-/* ---- few rows: AVX512-VNNI ---- */
-
-/* Weight blocks [b0, b1) for the m (< NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M) rows whose planes are
- * at xq: row i, plane p at xq + (i · 3 + p) · kp, stored as q + 128 (u8). */
-static void numla_int8row_rows_(const numla_qlinear_weight *w, int64_t m, const uint8_t *xq, const float *sx,
-                                int64_t b0, int64_t b1, float *y, int64_t ldy, int accumulate)
-{
-    enum { MR = NUMLA_QLINEAR_AMX_ROW_TILE_MIN_M - 1 };
-    const int64_t kp = w->kp;
-    for (int64_t b = b0; b < b1; b++) {
-        const int64_t r0 = numla_amx_block_row0(b, w->n);
-        const int skip = (int)(TR * b - r0);
-        __m512i acc[MR][PLANES];
-        for (int i = 0; i < m; i++)
-            for (int p = 0; p < PLANES; p++)
-                acc[i][p] = _mm512_setzero_si512();
-        for (int64_t c = 0; c < kp; c += TKB) {
-            __m512i v[TR];
-            for (int r = 0; r < TR; r++) {
-                const int8_t *row = w->q + (r0 + r) * kp;
-                if (c + NUMLA_QLINEAR_AMX_ROW_AHEAD * TKB < kp)
-                    _mm_prefetch((const char *)(row + c + NUMLA_QLINEAR_AMX_ROW_AHEAD * TKB), _MM_HINT_T0);
-                v[r] = _mm512_load_si512((const void *)(row + c));
-            }
-            numla_x86_transpose16(v); /* v[j]: k c + 4j .. c + 4j + 3 of the 16 rows */
-            for (int i = 0; i < m; i++)
-                for (int p = 0; p < PLANES; p++) {
-                    const uint8_t *xr = xq + ((size_t)i * PLANES + (size_t)p) * (size_t)kp + c;
-                    __m512i a = acc[i][p];
-                    for (int j = 0; j < TR; j++) {
-                        int32_t quad;
-                        __builtin_memcpy(&quad, xr + 4 * j, 4);
-                        a = _mm512_dpbusd_epi32(a, _mm512_set1_epi32(quad), v[j]);
-                    }
-                    acc[i][p] = a;
-                }
-        }
-        /* Σ (q + 128) w = Σ q w + 128 Σ w */
-        const __m512i corr = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(w->row_sums + r0)), 7);
-        const __m512 sv = _mm512_loadu_ps(w->scales + r0);
-        const __m512d s0 = _mm512_cvtps_pd(_mm512_castps512_ps256(sv));
-        const __m512d s1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sv), 1)));
-        const __mmask16 rows = (__mmask16)(0xFFFFu << skip);
-        for (int i = 0; i < m; i++) {
-            __m512i cs[PLANES];
-            for (int p = 0; p < PLANES; p++)
-                cs[p] = _mm512_sub_epi32(acc[i][p], corr);
-            const __m512d vsx = _mm512_set1_pd((double)sx[i]);
-            const __m256 lo = numla_int8row_scale_(
-                numla_int8row_combine_(_mm512_castsi512_si256(cs[0]), _mm512_castsi512_si256(cs[1]),
-                                       _mm512_castsi512_si256(cs[2])),
-                vsx, s0);
-            const __m256 hi = numla_int8row_scale_(
-                numla_int8row_combine_(_mm512_extracti64x4_epi64(cs[0], 1), _mm512_extracti64x4_epi64(cs[1], 1),
-                                       _mm512_extracti64x4_epi64(cs[2], 1)),
-                vsx, s1);
-            __m512 out = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
-            float *yo = y + i * ldy + r0;
-            if (accumulate)
-                out = _mm512_add_ps(_mm512_maskz_loadu_ps(rows, yo), out);
-            _mm512_mask_storeu_ps(yo, rows, out);
-        }
-    }
-}
-
 void numla_qlinear_int8row_amx(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx, float *y,
                                int64_t ldy, int accumulate, void *workspace)
 {
@@ -297,23 +178,13 @@ void numla_qlinear_int8row_amx(const numla_qlinear_weight *w, int64_t m, const f
         /* each row's planes as u8 (q + 128) rows of kp bytes, then sx */
         uint8_t *xq = (uint8_t *)xb;
         float *sx = (float *)(void *)(xb + numla_qlinear_align64((size_t)(m * PLANES * kp)));
-        for (int64_t i = 0; i < m; i++) {
-            __m512 inv;
-            sx[i] = numla_int8row_scale_row_(x + i * ldx, w->k, &inv);
-            for (int64_t c = 0; c < kp; c += 16) {
-                __m128i q[PLANES];
-                numla_int8row_quant16_(x + i * ldx, w->k, c, inv, q);
-                for (int p = 0; p < PLANES; p++)
-                    _mm_storeu_si128((__m128i *)(void *)(xq + (i * PLANES + p) * kp + c),
-                                     _mm_xor_si128(q[p], _mm_set1_epi8((char)0x80)));
-            }
-        }
+        for (int64_t i = 0; i < m; i++)
+            sx[i] = numla_int8row_planes_row(x + i * ldx, w->k, kp, xq + i * PLANES * kp, kp);
 #pragma omp parallel
         {
             int64_t lo, hi;
-            numla_qlinear_split(blocks, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
-            if (lo < hi)
-                numla_int8row_rows_(w, m, xq, sx, lo, hi, y, ldy, accumulate);
+            numla_qlinear_split(w->n, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+            numla_qlinear_int8row_rows_vnni(w, m, xq, sx, lo, hi, y, ldy, accumulate);
         }
         return;
     }

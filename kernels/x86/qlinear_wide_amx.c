@@ -1,7 +1,7 @@
 /* kernels/x86/qlinear_wide_amx.c — the amx level's entry of kernels/qlinear.c for fp8 and
  * int8-row (the weight-only formats, whose x stays fp32-class): where
  * numla_qlinear_amx_wide_applies (N >= 16; fp8 from NUMLA_QLINEAR_AMX_WIDE_MIN_M rows; int8-row
- * at every M from NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS weights) it runs the tile kernels, fp8 on
+ * at every M from NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS weights) it runs the tile kernels, fp8 on
  * AMX-BF16 (kernels/x86/qlinear_fp8_amx.c) and int8-row as three int8 planes on AMX-INT8
  * (kernels/x86/qlinear_int8row_amx.c); the other shapes run the avx512 variant, called
  * directly. Built with the tile kernels a second time over the emulator for the tests

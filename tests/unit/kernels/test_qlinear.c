@@ -196,8 +196,10 @@ static int run_case(numla_qlinear_format fmt, slice sl, numla_isa isa, int64_t m
     const int vbmi = fmt == NUMLA_QLINEAR_FP8_BLOCK && m <= NUMLA_QL16_MAX_M &&
                      w.kp <= NUMLA_QL16_MAX_K &&
                      numla_qlinear_level(isa, fmt) == NUMLA_ISA_AVX512BF16;
-    /* int8-row there: x as three int8 planes, exact integer sums (relative to max|x| Σ|s w|) */
-    const int planes = tiles && fmt == NUMLA_QLINEAR_INT8_ROW;
+    /* int8-row as three int8 planes of x, exact integer sums (relative to max|x| Σ|s w|): the
+     * avx512bf16 level with VNNI and the amx level, where its weight is large enough */
+    const int planes = fmt == NUMLA_QLINEAR_INT8_ROW && numla_qlinear_int8row_planes_apply(&w) &&
+                       numla_qlinear_level(isa, fmt) >= NUMLA_ISA_AVX512BF16;
     const double rel = planes ? 2 * ldexp(1.0, -24)
                        : tiles ? ldexp(1.0, -17) + (double)(2 * (k < 128 ? k : 128) + (k + 127) / 128 + 4) * ldexp(1.0, -24)
                        : vbmi  ? ldexp(1.0, -16) + 2 * rel_ref
@@ -254,6 +256,8 @@ static const slice slices[] = {
     {40, 2048, 5, 0, 33, 2048},    /* a long K */
     {3, 17, 2, 0, 1, 17},          /* one row, one partial 16-chunk */
     {12, 4608, 0, 0, 9, 4500},     /* K past 4096: the avx512bf16 fp8 GEMV's row pairs */
+    {600, 520, 10, 0, 530, 520},   /* int8-row's planes (NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS),
+                                      a partial last 16-row block */
 };
 
 static void run_all(numla_qlinear_format fmt)
@@ -434,15 +438,16 @@ static void test_row_invariance(void)
         {300, 400, 61, 128, 77, 130}, /* rows from 61, a cut block, 77 rows (a 4-row tail) */
         {40, 2048, 5, 0, 33, 2048},   /* several x-row blocks on the many-row paths */
         {200, 333, 0, 0, 199, 333},   /* K not a multiple of 64 */
-        /* from NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS: int8-row on the amx level's tiles, and below
-         * 4 rows their arithmetic in AVX-512 registers (a partial last block; only there) */
+        /* from NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS: int8-row's planes, on the amx level's tiles
+         * or the avx512bf16 level's VNNI GEMM, and below 4 rows the VNNI rows (a partial last
+         * block; only there) */
         {560, 520, 10, 0, 530, 520},
     };
     uint64_t seed = 77;
     for (int a = 0; a < ni; a++)
         for (int f = 0; f < 2; f++) /* fp8-block, int8-row */
             for (size_t s = 0; s < sizeof sl / sizeof sl[0]; s++)
-                if (s < 3 || (isas[a] == NUMLA_ISA_AMX && f == 1))
+                if (s < 3 || (f == 1 && numla_qlinear_level(isas[a], NUMLA_QLINEAR_INT8_ROW) >= NUMLA_ISA_AVX512BF16))
                     bad += run_invariance((numla_qlinear_format)f, sl[s], isas[a], 0, seed++);
     /* fp8 with power-of-two scales (DeepSeek-V4's E8M0): the amx level's tiles fold them into the
      * weights and sum over all of K; and K past NUMLA_QLINEAR_AMX_FP8_SLAB_MIN_K (weights widened

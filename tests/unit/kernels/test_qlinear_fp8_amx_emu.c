@@ -401,9 +401,9 @@ static void test_int8_row(void)
 {
     if (!runnable())
         return;
-    /* N, K: from NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS weights; a partial last block and k tile */
+    /* N, K: from NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS weights; a partial last block and k tile */
     const int64_t shapes[][2] = {{520, 520}, {272, 1000}};
-    CU_ASSERT(520 * 520 >= NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS && 272 * 1000 >= NUMLA_QLINEAR_AMX_ROW_MIN_WEIGHTS);
+    CU_ASSERT(520 * 520 >= NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS && 272 * 1000 >= NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS);
     int bad = 0;
     uint64_t seed = 515;
     for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
@@ -444,6 +444,29 @@ static void test_int8_row(void)
                 numla_qlinear_forward_amx_wide_emulated(&w, rows, x + i0 * ldx, ldx, yb + i0 * ldy, ldy, acc, wsbuf + 1);
             }
             CU_ASSERT(numla_amx_emu_dp_ops > ops); /* the 5-row calls took the tiles */
+            /* the avx512bf16 level's planes on VNNI (rows below 4, the panel GEMM from 4) give
+             * the tiles' bits: the whole call and the small ones, on the team and on one thread */
+            float *yc = malloc((size_t)(M * ldy) * sizeof *yc);
+            CU_ASSERT_FATAL(yc != NULL);
+            const int vnni = numla_qlinear_level(NUMLA_ISA_AVX512BF16, NUMLA_QLINEAR_INT8_ROW) == NUMLA_ISA_AVX512BF16;
+            for (int run = 0; vnni && run < 3; run++) {
+                const int team = omp_get_max_threads();
+                if (run == 2)
+                    omp_set_num_threads(1);
+                memcpy(yc, y0, (size_t)(M * ldy) * sizeof *yc);
+                for (int64_t i0 = 0, p = 0; i0 < M; i0 += run ? parts[p % 8] : M, p++) {
+                    const int64_t want_rows = run ? parts[p % 8] : M, rows = i0 + want_rows <= M ? want_rows : M - i0;
+                    CU_ASSERT(numla_qlinear_forward(NUMLA_ISA_AVX512BF16, &w, rows, x + i0 * ldx, ldx, yc + i0 * ldy,
+                                                    ldy, acc, wsbuf + 1, ws) == NUMLA_STATUS_OK);
+                }
+                omp_set_num_threads(team);
+                for (int64_t i = 0; i < M; i++)
+                    if (memcmp(yc + i * ldy, ya + i * ldy, (size_t)n * sizeof *yc) && bad++ == 0)
+                        fprintf(stderr, "\n    int8-row N=%lld K=%lld acc=%d: row %lld on the avx512bf16 level's VNNI "
+                                "planes (%s) differs from the tiles'\n", (long long)n, (long long)k, acc, (long long)i,
+                                run == 0 ? "one call" : run == 1 ? "calls of 1-5 rows" : "one thread");
+            }
+            free(yc);
             for (int64_t i = 0; i < M; i++)
                 for (int64_t r = 0; r < n; r++) {
                     double want = acc ? y0[i * ldy + r] : 0.0, sw = 0, amax = 0;
@@ -482,9 +505,11 @@ static void test_dispatch(void)
                     numla_cpu_has(NUMLA_CPU_AMX_BF16) ? NUMLA_ISA_AMX
                     : numla_cpu_has(NUMLA_CPU_VBMI) ? NUMLA_ISA_AVX512BF16
                                                   : NUMLA_ISA_AVX512);
-    /* int8-row: AMX-INT8 tiles and VNNI rows where the CPU has both */
+    /* int8-row: AMX-INT8 tiles and VNNI rows where the CPU has both, else the planes on VNNI
+     * (the avx512bf16 level's variant) */
     CU_ASSERT_EQUAL(numla_qlinear_level(NUMLA_ISA_AMX, NUMLA_QLINEAR_INT8_ROW),
                     numla_cpu_has(NUMLA_CPU_AMX_INT8) && numla_cpu_has(NUMLA_CPU_VNNI) ? NUMLA_ISA_AMX
+                    : numla_cpu_has(NUMLA_CPU_VNNI)                                    ? NUMLA_ISA_AVX512BF16
                                                                                      : NUMLA_ISA_AVX512);
 }
 
