@@ -208,38 +208,13 @@ numla_qlinear_vg_tile_(const int8_t *pan, const uint8_t *xq, int64_t kp, const i
     }
 }
 
-/* y rows i0 .. i0 + mr, columns c0 .. c0 + 16 nr (stopping at N) from the tile's sums: the
- * output rule of kernels/qlinear.h per lane. */
+/* y rows i0 .. i0 + mr, columns c0 .. c0 + 16 nr (stopping at N) from the tile's sums: W8A8, the
+ * output rule of kernels/qlinear.h per lane; int8-row's planes (mr plane rows, three per x row,
+ * so x rows i0 .. i0 + mr / 3), the planes' rule (kernels/x86/qlinear_quant_avx512.h). */
 static inline __attribute__((always_inline)) void
 numla_qlinear_vg_store_(const numla_qlinear_weight *w, int64_t c0, const float *sx, float *y,
                         int64_t ldy, int accumulate, const int mr, const int nr,
-                        __m512i acc[NUMLA_QLINEAR_VG_MR][NUMLA_QLINEAR_VG_NR])
-{
-    for (int j = 0; j < nr; j++) {
-        const int64_t c = c0 + 16 * j;
-        if (c >= w->n)
-            break;
-        const __mmask16 msk = w->n - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (w->n - c)) - 1);
-        const __m512i off = _mm512_slli_epi32(_mm512_maskz_loadu_epi32(msk, w->row_sums + c), 7);
-        const __m512 s = _mm512_maskz_loadu_ps(msk, w->scales + c);
-        for (int i = 0; i < mr; i++) {
-            __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][j], off)), _mm512_set1_ps(sx[i]));
-            v = _mm512_mul_ps(v, s);
-            __asm__("" : "+v"(v)); /* rounded before the add, as numla_qlinear_w8a8_out */
-            float *yo = y + i * ldy + c;
-            if (accumulate)
-                v = _mm512_add_ps(_mm512_maskz_loadu_ps(msk, yo), v);
-            _mm512_mask_storeu_ps(yo, msk, v);
-        }
-    }
-}
-
-/* int8-row's planes: x rows i0 .. i0 + mr / 3 (mr plane rows, three per x row), columns c0 ..
- * c0 + 16 nr (stopping at N), by the planes' output rule (kernels/x86/qlinear_quant_avx512.h). */
-static inline __attribute__((always_inline)) void
-numla_qlinear_vg_store_planes_(const numla_qlinear_weight *w, int64_t c0, const float *sx, float *y,
-                               int64_t ldy, int accumulate, const int mr, const int nr,
-                               __m512i acc[NUMLA_QLINEAR_VG_MR][NUMLA_QLINEAR_VG_NR])
+                        __m512i acc[NUMLA_QLINEAR_VG_MR][NUMLA_QLINEAR_VG_NR], const int planes)
 {
     enum { P = NUMLA_INT8ROW_PLANES };
     for (int j = 0; j < nr; j++) {
@@ -249,11 +224,18 @@ numla_qlinear_vg_store_planes_(const numla_qlinear_weight *w, int64_t c0, const 
         const __mmask16 msk = w->n - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (w->n - c)) - 1);
         const __m512i off = _mm512_slli_epi32(_mm512_maskz_loadu_epi32(msk, w->row_sums + c), 7);
         const __m512 s = _mm512_maskz_loadu_ps(msk, w->scales + c);
-        for (int i = 0; i < mr / P; i++) {
-            __m512i cs[P];
-            for (int p = 0; p < P; p++)
-                cs[p] = _mm512_sub_epi32(acc[P * i + p][j], off);
-            __m512 v = numla_int8row_out16(cs, sx[i], s);
+        for (int i = 0; i < (planes ? mr / P : mr); i++) {
+            __m512 v;
+            if (planes) {
+                __m512i cs[P];
+                for (int p = 0; p < P; p++)
+                    cs[p] = _mm512_sub_epi32(acc[P * i + p][j], off);
+                v = numla_int8row_out16(cs, sx[i], s);
+            } else {
+                v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][j], off)), _mm512_set1_ps(sx[i]));
+                v = _mm512_mul_ps(v, s);
+                __asm__("" : "+v"(v)); /* rounded before the add, as numla_qlinear_w8a8_out */
+            }
             float *yo = y + i * ldy + c;
             if (accumulate)
                 v = _mm512_add_ps(_mm512_maskz_loadu_ps(msk, yo), v);
@@ -266,13 +248,9 @@ numla_qlinear_vg_store_planes_(const numla_qlinear_weight *w, int64_t c0, const 
  * panels, then its outputs. */
 #define NUMLA_QLINEAR_VG_RUN(MR, NR)                                                               \
     do {                                                                                           \
+        const int64_t x0 = planes ? i0 / NUMLA_INT8ROW_PLANES : i0; /* the tile's first x row */   \
         numla_qlinear_vg_tile_(pan, xq + i0 * kp, kp, MR, NR, acc);                                \
-        if (planes)                                                                                \
-            numla_qlinear_vg_store_planes_(w, c0, sx + i0 / NUMLA_INT8ROW_PLANES,                  \
-                                           y + i0 / NUMLA_INT8ROW_PLANES * ldy, ldy, accumulate,   \
-                                           MR, NR, acc);                                           \
-        else                                                                                       \
-            numla_qlinear_vg_store_(w, c0, sx + i0, y + i0 * ldy, ldy, accumulate, MR, NR, acc);   \
+        numla_qlinear_vg_store_(w, c0, sx + x0, y + x0 * ldy, ldy, accumulate, MR, NR, acc, planes); \
     } while (0)
 
 /* One thread's panels [p0, p1) of 16 columns: chunk by chunk, packed, then every x row over it.

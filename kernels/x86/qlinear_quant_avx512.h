@@ -19,13 +19,19 @@ static inline __mmask16 numla_qlinear_mask16(int64_t k, int64_t c)
     return c >= k ? (__mmask16)0 : k - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - c)) - 1);
 }
 
-/* A row's scale: returns sx = amax / 127 and sets *inv = 127 / amax. */
-static inline float numla_qlinear_row_scale_avx512(const float *x, int64_t k, float *inv)
+/* max_k |x[k]| over [0, k) (exact in any order). */
+static inline float numla_qlinear_row_amax_avx512(const float *x, int64_t k)
 {
     __m512 vmax = _mm512_setzero_ps();
     for (int64_t c = 0; c < k; c += 16)
         vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(numla_qlinear_mask16(k, c), x + c)));
-    const float amax = fmaxf(_mm512_reduce_max_ps(vmax), 1e-7f);
+    return _mm512_reduce_max_ps(vmax);
+}
+
+/* A row's scale: returns sx = amax / 127 and sets *inv = 127 / amax. */
+static inline float numla_qlinear_row_scale_avx512(const float *x, int64_t k, float *inv)
+{
+    const float amax = fmaxf(numla_qlinear_row_amax_avx512(x, k), 1e-7f);
     *inv = 127.0f / amax;
     return amax / 127.0f;
 }
@@ -60,10 +66,7 @@ enum { NUMLA_INT8ROW_PLANES = 3 };
 /* A row's scale: returns sx = amax / 127, *inv = 127 / amax (amax floored at 1e-30). */
 static inline float numla_int8row_scale_row(const float *x, int64_t k, __m512 *inv)
 {
-    __m512 vmax = _mm512_setzero_ps();
-    for (int64_t c = 0; c < k; c += 16)
-        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(numla_qlinear_mask16(k, c), x + c)));
-    const float amax = fmaxf(_mm512_reduce_max_ps(vmax), 1e-30f);
+    const float amax = fmaxf(numla_qlinear_row_amax_avx512(x, k), 1e-30f);
     *inv = _mm512_set1_ps(127.0f / amax);
     return amax / 127.0f;
 }
