@@ -401,9 +401,11 @@ static void test_int8_row(void)
 {
     if (!runnable())
         return;
-    /* N, K: from NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS weights; a partial last block and k tile */
-    const int64_t shapes[][2] = {{520, 520}, {272, 1000}};
-    CU_ASSERT(520 * 520 >= NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS && 272 * 1000 >= NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS);
+    /* N, K: from NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS weights; a partial last block and k tile;
+     * a long K (x's planes past L1 in the VNNI rows) */
+    const int64_t shapes[][2] = {{520, 520}, {272, 1000}, {76, 5000}};
+    CU_ASSERT(520 * 520 >= NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS && 272 * 1000 >= NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS &&
+              76 * 5000 >= NUMLA_QLINEAR_ROW_PLANES_MIN_WEIGHTS);
     int bad = 0;
     uint64_t seed = 515;
     for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
