@@ -369,13 +369,63 @@ numla_qlinear_int8row_row_(const numla_qlinear_weight *w, int64_t r, const int8_
     }
 }
 
+/* One x row against weight rows [r, r + NUMLA_QLINEAR_ROW_PLANES_G) where K is long (kp past
+ * NUMLA_QLINEAR_ROW_PLANES_LONG_K): x's three planes (3 kp bytes) no longer share L1 with the
+ * weight stream, and reading them from L2 for every row held the rate to about 10 GB/s a core
+ * at K = 10944 (16 with x in L1). Here K runs in blocks of NUMLA_QLINEAR_ROW_PLANES_KB columns:
+ * each block's planes stay in L1 while the group's pieces of that block stream past, the
+ * group's 3 G sums in registers across the blocks (the same exact sums: the same bits as
+ * numla_qlinear_int8row_row_). Each piece prefetches the same row's next block (or the next
+ * group's, at a row's end). */
+static void numla_qlinear_int8row_long_(const numla_qlinear_weight *w, int64_t r, const int8_t *end, const uint8_t *xq,
+                                        float sx, float *y, int accumulate)
+{
+    enum { P = NUMLA_INT8ROW_PLANES, G = NUMLA_QLINEAR_ROW_PLANES_G, KB = NUMLA_QLINEAR_ROW_PLANES_KB };
+    const int64_t kp = w->kp;
+    const int8_t *wr = w->q + r * kp;
+    __m512i acc[G][P];
+    for (int j = 0; j < G; j++)
+        for (int p = 0; p < P; p++)
+            acc[j][p] = _mm512_setzero_si512();
+    for (int64_t k0 = 0; k0 < kp; k0 += KB) {
+        const int64_t k1 = k0 + KB < kp ? k0 + KB : kp;
+        for (int j = 0; j < G; j++) {
+            const int8_t *wj = wr + j * kp;
+            for (int64_t c = k0; c < k1; c += 64) {
+                const int8_t *pf = c + KB < kp ? wj + c + KB : wj + G * kp + (c + KB - kp);
+                if (pf < end)
+                    _mm_prefetch((const char *)pf, _MM_HINT_T0);
+                const __m512i wv = _mm512_load_si512((const void *)(wj + c));
+                for (int p = 0; p < P; p++)
+                    acc[j][p] = numla_qlinear_vg_dp_(acc[j][p], _mm512_load_si512((const void *)(xq + p * kp + c)), wv);
+            }
+        }
+    }
+    const double b2 = NUMLA_INT8ROW_BASE * NUMLA_INT8ROW_BASE;
+    for (int j = 0; j < G; j++) {
+        const int32_t corr = 128 * w->row_sums[r + j];
+        const double c1 = (double)(_mm512_reduce_add_epi32(acc[j][0]) - corr);
+        const double c2 = (double)(_mm512_reduce_add_epi32(acc[j][1]) - corr);
+        const double c3 = (double)(_mm512_reduce_add_epi32(acc[j][2]) - corr);
+        double v = c1 * b2 + c2 * NUMLA_INT8ROW_BASE + c3; /* as numla_qlinear_int8row_row_ */
+        v = v * (double)sx;
+        v = v * (double)w->scales[r + j];
+        const float o = (float)(v / b2);
+        y[r + j] = accumulate ? y[r + j] + o : o;
+    }
+}
+
 void numla_qlinear_int8row_rows_vnni(const numla_qlinear_weight *w, int64_t m, const uint8_t *xq, const float *sx,
                                      int64_t r0, int64_t r1, float *y, int64_t ldy, int accumulate)
 {
     enum { MR = NUMLA_QLINEAR_ROW_PLANES_MR };
     const int8_t *end = w->q + r1 * w->kp;
     const size_t xs = (size_t)NUMLA_INT8ROW_PLANES * (size_t)w->kp; /* one x row's planes */
-    for (int64_t r = r0; r < r1; r++)
+    int64_t r = r0;
+    if (m == 1 && w->kp > NUMLA_QLINEAR_ROW_PLANES_LONG_K)
+        for (; r + NUMLA_QLINEAR_ROW_PLANES_G <= r1; r += NUMLA_QLINEAR_ROW_PLANES_G)
+            numla_qlinear_int8row_long_(w, r, end, xq, sx[0], y, accumulate);
+    for (; r < r1; r++)
         for (int64_t i0 = 0; i0 < m; i0 += MR) /* the weight row stays in L1 across x tiles */
             switch (m - i0 < MR ? m - i0 : MR) {
             case 1: numla_qlinear_int8row_row_(w, r, end, xq + i0 * xs, sx + i0, y + i0 * ldy, ldy, accumulate, 1); break;
