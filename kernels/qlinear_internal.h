@@ -299,9 +299,10 @@ void numla_qlinear_int8row_amx(const numla_qlinear_weight *w, int64_t m, const f
                                float *y, int64_t ldy, int accumulate, void *workspace);
 /* int8-row's planes on AVX512-VNNI (kernels/x86/qlinear_avx512vnni.c): the rows function runs
  * weight rows [r0, r1) for m < NUMLA_QLINEAR_ROW_PLANES_GEMM_MIN_M x rows whose planes are at xq
- * (the planes workspace layout) and scales at sx; the amx level calls it for its few rows. The forward (few rows) and the GEMM (many rows) are the
- * avx512bf16 level's variant when the CPU has AVX512-VNNI; both run numla_qlinear_forward_avx512
- * where numla_qlinear_int8row_planes_apply does not hold. */
+ * (the planes workspace layout) and scales at sx; the amx level calls it for its few rows. The
+ * forward (few rows) and the GEMM (many rows) are the avx512bf16 level's variant when the CPU
+ * has AVX512-VNNI; both run numla_qlinear_forward_avx512 where
+ * numla_qlinear_int8row_planes_apply does not hold. */
 void numla_qlinear_int8row_rows_vnni(const numla_qlinear_weight *w, int64_t m, const uint8_t *xq, const float *sx,
                                      int64_t r0, int64_t r1, float *y, int64_t ldy, int accumulate);
 void numla_qlinear_forward_int8row_vnni(const numla_qlinear_weight *w, int64_t m, const float *x, int64_t ldx,

@@ -26,9 +26,9 @@
  * Few rows (decode): numla_qlinear_int8row_rows_vnni (kernels/x86/qlinear_avx512vnni.c).
  *
  * The unit test qlinear_fp8_amx_emu builds this file over the tile emulator
- * (NUMLA_AMX_EMULATE renames the entry point) and checks it against the bound above and the few
- * rows' bits against the tiles'; amx_hardware checks the real tiles give the emulated bits.
- * Speed: docs/linear.md. */
+ * (NUMLA_AMX_EMULATE renames the entry point) and checks it against the planes' bound and the
+ * VNNI rows' and the avx512bf16 level's bits against the tiles'; amx_hardware checks the real
+ * tiles give the emulated bits. Speed: docs/linear.md. */
 #include <immintrin.h>
 #include <math.h>
 #include <omp.h>
