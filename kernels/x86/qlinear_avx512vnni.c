@@ -333,6 +333,22 @@ void numla_qlinear_gemm_avx512vnni(const numla_qlinear_weight *w, int64_t m, con
  * (the packed row sums) and combined by the planes' rule. More rows: the panel GEMM above with
  * each x row's three planes as three rows, their sums combined in the store. The integer sums
  * are exact in any order, so both paths, and the amx level's tiles, give the same bits. */
+/* One output from its three planes' chains (u8 x s8 sums, the weight row's sum rs): Σ (q + 128)
+ * w = Σ q w + 128 Σ w, then the rule of numla_int8row_out16 in scalar double (the same steps,
+ * so the same bits). */
+static inline float numla_qlinear_int8row_out1_(const __m512i acc[NUMLA_INT8ROW_PLANES], int32_t rs, float sx, float s)
+{
+    const int32_t corr = 128 * rs;
+    const double b2 = NUMLA_INT8ROW_BASE * NUMLA_INT8ROW_BASE;
+    const double c1 = (double)(_mm512_reduce_add_epi32(acc[0]) - corr);
+    const double c2 = (double)(_mm512_reduce_add_epi32(acc[1]) - corr);
+    const double c3 = (double)(_mm512_reduce_add_epi32(acc[2]) - corr);
+    double v = c1 * b2 + c2 * NUMLA_INT8ROW_BASE + c3; /* exact: an integer below 2^53 */
+    v = v * (double)sx;
+    v = v * (double)s;
+    return (float)(v / b2);
+}
+
 static inline __attribute__((always_inline)) void
 numla_qlinear_int8row_row_(const numla_qlinear_weight *w, int64_t r, const int8_t *end, const uint8_t *xq,
                            const float *sx, float *y, int64_t ldy, int accumulate, const int mr)
@@ -353,17 +369,8 @@ numla_qlinear_int8row_row_(const numla_qlinear_weight *w, int64_t r, const int8_
                 acc[i][p] = numla_qlinear_vg_dp_(
                     acc[i][p], _mm512_load_si512((const void *)(xq + ((size_t)i * P + (size_t)p) * (size_t)kp + c)), wv);
     }
-    /* Σ (q + 128) w = Σ q w + 128 Σ w; then the rule of numla_int8row_out16, one output */
-    const int32_t corr = 128 * w->row_sums[r];
-    const double b2 = NUMLA_INT8ROW_BASE * NUMLA_INT8ROW_BASE;
     for (int i = 0; i < mr; i++) {
-        const double c1 = (double)(_mm512_reduce_add_epi32(acc[i][0]) - corr);
-        const double c2 = (double)(_mm512_reduce_add_epi32(acc[i][1]) - corr);
-        const double c3 = (double)(_mm512_reduce_add_epi32(acc[i][2]) - corr);
-        double v = c1 * b2 + c2 * NUMLA_INT8ROW_BASE + c3; /* exact: an integer below 2^53 */
-        v = v * (double)sx[i];
-        v = v * (double)w->scales[r];
-        const float o = (float)(v / b2);
+        const float o = numla_qlinear_int8row_out1_(acc[i], w->row_sums[r], sx[i], w->scales[r]);
         float *yo = y + i * ldy + r;
         *yo = accumulate ? *yo + o : o;
     }
@@ -401,16 +408,8 @@ static void numla_qlinear_int8row_long_(const numla_qlinear_weight *w, int64_t r
             }
         }
     }
-    const double b2 = NUMLA_INT8ROW_BASE * NUMLA_INT8ROW_BASE;
     for (int j = 0; j < G; j++) {
-        const int32_t corr = 128 * w->row_sums[r + j];
-        const double c1 = (double)(_mm512_reduce_add_epi32(acc[j][0]) - corr);
-        const double c2 = (double)(_mm512_reduce_add_epi32(acc[j][1]) - corr);
-        const double c3 = (double)(_mm512_reduce_add_epi32(acc[j][2]) - corr);
-        double v = c1 * b2 + c2 * NUMLA_INT8ROW_BASE + c3; /* as numla_qlinear_int8row_row_ */
-        v = v * (double)sx;
-        v = v * (double)w->scales[r + j];
-        const float o = (float)(v / b2);
+        const float o = numla_qlinear_int8row_out1_(acc[j], w->row_sums[r + j], sx, w->scales[r + j]);
         y[r + j] = accumulate ? y[r + j] + o : o;
     }
 }
