@@ -63,9 +63,9 @@ enum {
     NUMLA_QLINEAR_ROW_PLANES_KB = 256,       /* K blocks of this many columns (their planes stay
                                                 in L1) over */
     NUMLA_QLINEAR_ROW_PLANES_G = 8,          /* groups of this many weight rows (24 accumulators;
-                                                one x row, one thread: 14.5-16.5 GB/s at K = 5632
-                                                to 16384 against 10-14 one row at a time, at
-                                                K = 4096 13-14 against 15-17; docs/linear.md) */
+                                                one x row, one thread: 14.7-16.6 GB/s at K = 5632
+                                                to 16384 against 10.2-14.4 one row at a time, at
+                                                K = 4096 13.4-14.5 against 15-17; docs/linear.md) */
     NUMLA_QLINEAR_VNNI_GEMM_MIN_M = 32, /* W8A8 (VNNI): the packed-panel GEMM from this many rows,
                                            where repacking the weights per call pays (figures:
                                            docs/linear.md) */
